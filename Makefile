@@ -1,0 +1,39 @@
+# Every target installs what it needs first: `make serve` and `make test` work on a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install serve fake-upstream test lint format bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+serve: $(STAMP)  ## serve the gateway on its embedded defaults (ARGS="--upstream ..." to change)
+	$(BIN)/stateway serve $(ARGS)
+
+fake-upstream: $(STAMP)  ## a deterministic fake model server on :8000
+	$(BIN)/stateway fake-upstream $(ARGS)
+
+test: $(STAMP)  ## the whole test suite (SQLite and PostgreSQL)
+	$(BIN)/pytest $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format src tests bench
+	$(BIN)/ruff check --fix src tests bench
+
+bench: $(STAMP)  ## latency/throughput/memory benchmark; writes bench/results/
+	$(BIN)/python -m bench $(ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

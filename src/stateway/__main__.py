@@ -1,0 +1,5 @@
+import sys
+
+from stateway.cli import main
+
+sys.exit(main())

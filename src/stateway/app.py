@@ -1,0 +1,83 @@
+"""The composition root: the only place that wires concrete classes together.
+
+A new backend API shape is one entry in ``BACKEND_APIS``; a new surface is one more
+``build_*`` call here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from starlette.applications import Starlette
+
+from stateway.backends.openai_chat import OpenAIChatBackend
+from stateway.backends.openai_responses import OpenAIResponsesBackend
+from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.config import BackendConfig, Config, backend_api_key
+from stateway.core.gateway import Gateway
+from stateway.core.loop import Loop
+from stateway.core.ports import Backend, ResponseStore
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.storage.sql import open_store
+from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.service import ServiceRoutes
+
+BACKEND_APIS: dict[str, Callable[[UpstreamClient], Backend]] = {
+    "chat": OpenAIChatBackend,
+    "responses": OpenAIResponsesBackend,
+}
+
+
+@dataclass(slots=True)
+class GatewayParts:
+    store: ResponseStore
+    backends: list[Backend]
+    runs: RunRegistry
+    gateway: Gateway
+
+
+def build_backend(config: BackendConfig) -> Backend:
+    target = UpstreamTarget(
+        name=config.name,
+        base_url=config.url,
+        api_key=backend_api_key(config),
+        connect_timeout=config.connect_timeout,
+        read_timeout=config.read_timeout,
+        max_connections=config.max_connections,
+    )
+    return BACKEND_APIS[config.api](UpstreamClient(target))
+
+
+def build_gateway(config: Config, store: ResponseStore | None = None) -> GatewayParts:
+    store = store or open_store(config.database_url)
+    entries = [
+        BackendEntry(build_backend(b), b.model_map, catch_all=b.catch_all) for b in config.backends
+    ]
+    router = Router(entries)
+    runs = RunRegistry()
+    gateway = Gateway(store, router, Loop(store, config.loop.max_rounds), runs)
+    return GatewayParts(store, router.backends, runs, gateway)
+
+
+def build_app(config: Config, store: ResponseStore | None = None) -> Starlette:
+    parts = build_gateway(config, store)
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await parts.runs.cancel_all()
+            for backend in parts.backends:
+                await backend.aclose()
+            await parts.store.aclose()
+
+    return build_http_app(
+        ResponsesRoutes(parts.gateway, config.server.max_body_bytes),
+        ServiceRoutes(parts.gateway, parts.store, parts.backends),
+        lifespan=lifespan,
+    )

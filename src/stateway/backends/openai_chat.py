@@ -1,0 +1,287 @@
+"""Backend for upstreams speaking OpenAI Chat Completions (vLLM, SGLang, llama.cpp, Ollama,
+OpenAI): canonical items to ``messages`` and back.
+
+``to_upstream`` builds the request body; ``from_upstream_chunk`` and
+``from_upstream_completion`` turn replies into deltas. Reasoning items ride on the next
+assistant message as ``reasoning_content``; consecutive function calls join one assistant
+message's ``tool_calls``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Iterator
+from typing import Any
+
+import orjson
+
+from stateway.backends.sse import aiter_events
+from stateway.backends.upstream_http import UpstreamClient, cut_short
+from stateway.core.errors import InvalidRequest, UpstreamError
+from stateway.core.inference import (
+    Delta,
+    Finish,
+    InferenceRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from stateway.core.items import Item, item_text
+from stateway.core.usage import Usage
+
+CARRIED = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+_TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal", "summary_text"})
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+class OpenAIChatBackend:
+    carried_item_types = CARRIED
+
+    def __init__(self, client: UpstreamClient) -> None:
+        self._client = client
+        self.name = client.target.name
+
+    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        body = to_upstream(request)
+        async with self._client.post("/chat/completions", body) as response:
+            if not request.stream:
+                for delta in self._decode_completion(await response.read()):
+                    yield delta
+                return
+            finished = False
+            async for event in aiter_events(response.content.iter_any()):
+                if event.data == b"[DONE]":
+                    finished = True
+                    break
+                for delta in self._decode_chunk(event.data):
+                    finished = finished or isinstance(delta, Finish)
+                    yield delta
+            if not finished:
+                raise cut_short(self.name)
+
+    def _decode_chunk(self, data: bytes) -> list[Delta]:
+        try:
+            chunk = orjson.loads(data)
+            if "error" in chunk and "choices" not in chunk:
+                raise UpstreamError(_stream_error_message(self.name, chunk["error"]))
+            return list(from_upstream_chunk(chunk))
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            raise UpstreamError(f"The model server '{self.name}' sent a malformed chunk.") from exc
+
+    def _decode_completion(self, data: bytes) -> list[Delta]:
+        try:
+            return list(from_upstream_completion(orjson.loads(data)))
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            raise UpstreamError(f"The model server '{self.name}' sent a malformed reply.") from exc
+
+    async def list_models(self) -> list[str]:
+        body = await self._client.get_json("/models")
+        return [m["id"] for m in body.get("data", []) if isinstance(m, dict) and "id" in m]
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def to_upstream(request: InferenceRequest) -> dict[str, Any]:
+    settings = request.settings
+    body: dict[str, Any] = {"model": request.model, "messages": _messages(request)}
+    if request.stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    if settings.tools:
+        body["tools"] = [_tool(tool) for tool in settings.tools]
+        body["tool_choice"] = _tool_choice(settings.tool_choice)
+        body["parallel_tool_calls"] = settings.parallel_tool_calls
+    optional = {
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "max_tokens": settings.max_output_tokens,
+        "reasoning_effort": settings.reasoning_effort,
+        "user": settings.user,
+        "safety_identifier": settings.safety_identifier,
+        "prompt_cache_key": settings.prompt_cache_key,
+        "presence_penalty": settings.presence_penalty,
+        "frequency_penalty": settings.frequency_penalty,
+    }
+    body.update((k, v) for k, v in optional.items() if v is not None)
+    if settings.metadata:
+        body["metadata"] = settings.metadata
+    response_format = _response_format(settings.text_format)
+    if response_format is not None:
+        body["response_format"] = response_format
+    return body
+
+
+def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if request.instructions:
+        messages.append({"role": "system", "content": request.instructions})
+    reasoning: list[str] = []
+    for item in request.items:
+        kind = item.get("type")
+        if kind == "message":
+            message = _message(item)
+            if message["role"] == "assistant" and reasoning:
+                message["reasoning_content"] = "".join(reasoning)
+                reasoning = []
+            messages.append(message)
+        elif kind == "function_call":
+            last = messages[-1] if messages else None
+            if last is None or last["role"] != "assistant":
+                last = {"role": "assistant", "content": None}
+                messages.append(last)
+            if reasoning:
+                last["reasoning_content"] = "".join(reasoning)
+                reasoning = []
+            last.setdefault("tool_calls", []).append(
+                {
+                    "id": item["call_id"],
+                    "type": "function",
+                    "function": {"name": item["name"], "arguments": item["arguments"]},
+                }
+            )
+        elif kind == "function_call_output":
+            output = item.get("output")
+            text = output if isinstance(output, str) else item_text({"content": output})
+            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": text})
+        elif kind == "reasoning":
+            reasoning.append(item_text(item) or _summary_text(item))
+    return messages
+
+
+def _message(item: Item) -> dict[str, Any]:
+    role = _ROLES[item["role"]]
+    content = item.get("content")
+    if isinstance(content, str) or role != "user":
+        text = content if isinstance(content, str) else _joined_text(content, item)
+        return {"role": role, "content": text}
+    parts: list[dict[str, Any]] = []
+    for part in content or []:
+        kind = part.get("type")
+        if kind in _TEXT_PARTS:
+            parts.append({"type": "text", "text": part.get("text", "")})
+        elif kind == "input_image":
+            image: dict[str, Any] = {"url": part["image_url"]}
+            if part.get("detail"):
+                image["detail"] = part["detail"]
+            parts.append({"type": "image_url", "image_url": image})
+        else:
+            raise InvalidRequest(
+                f"Content part type '{kind}' is not supported by a Chat Completions upstream.",
+                param="input",
+                code="unsupported_content_type",
+            )
+    return {"role": role, "content": parts}
+
+
+def _joined_text(content: Any, item: Item) -> str:
+    for part in content or []:
+        if part.get("type") not in _TEXT_PARTS:
+            raise InvalidRequest(
+                f"Content part type '{part.get('type')}' is not supported in a "
+                f"'{item['role']}' message by a Chat Completions upstream.",
+                param="input",
+                code="unsupported_content_type",
+            )
+    return "".join(part.get("text") or part.get("refusal") or "" for part in content or [])
+
+
+def _summary_text(item: Item) -> str:
+    summary = item.get("summary") or []
+    return "".join(part.get("text", "") for part in summary if isinstance(part, dict))
+
+
+def _tool(tool: Item) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool["name"]}
+    for key in ("description", "parameters", "strict"):
+        if tool.get(key) is not None:
+            function[key] = tool[key]
+    return {"type": "function", "function": function}
+
+
+def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+    if isinstance(choice, str):
+        return choice
+    if choice.get("type") == "function":
+        return {"type": "function", "function": {"name": choice["name"]}}
+    return choice
+
+
+def _response_format(text_format: dict[str, Any]) -> dict[str, Any] | None:
+    kind = text_format.get("type")
+    if kind == "json_schema":
+        schema = {
+            k: text_format[k]
+            for k in ("name", "schema", "strict", "description")
+            if k in text_format
+        }
+        return {"type": "json_schema", "json_schema": schema}
+    if kind == "json_object":
+        return {"type": "json_object"}
+    return None
+
+
+def from_upstream_chunk(chunk: dict[str, Any]) -> Iterator[Delta]:
+    """Deltas of one ``chat.completion.chunk``."""
+    for choice in chunk.get("choices") or ():
+        if choice.get("index", 0) != 0:
+            continue
+        delta = choice.get("delta") or {}
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning:
+            yield ReasoningDelta(reasoning)
+        content = delta.get("content")
+        if content:
+            yield TextDelta(content)
+        for call in delta.get("tool_calls") or ():
+            function = call.get("function") or {}
+            yield ToolCallDelta(
+                call.get("index", 0),
+                call.get("id"),
+                function.get("name"),
+                function.get("arguments") or "",
+            )
+        reason = choice.get("finish_reason")
+        if reason:
+            yield Finish(reason)
+    usage = chunk.get("usage")
+    if usage:
+        yield UsageReport(_usage(usage))
+
+
+def from_upstream_completion(payload: dict[str, Any]) -> Iterator[Delta]:
+    """Deltas of a whole ``chat.completion``, in streaming order."""
+    choices = payload.get("choices") or []
+    if not choices:
+        raise UpstreamError("The model server answered without a choice.")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if reasoning:
+        yield ReasoningDelta(reasoning)
+    if message.get("content"):
+        yield TextDelta(message["content"])
+    for index, call in enumerate(message.get("tool_calls") or ()):
+        function = call.get("function") or {}
+        yield ToolCallDelta(
+            index, call.get("id"), function.get("name"), function.get("arguments") or ""
+        )
+    if payload.get("usage"):
+        yield UsageReport(_usage(payload["usage"]))
+    yield Finish(choice.get("finish_reason") or "stop")
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
+    return Usage(
+        input_tokens=usage.get("prompt_tokens") or 0,
+        output_tokens=usage.get("completion_tokens") or 0,
+        cached_tokens=prompt_details.get("cached_tokens") or 0,
+        reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
+    )
+
+
+def _stream_error_message(backend: str, error: Any) -> str:
+    message = error.get("message") if isinstance(error, dict) else str(error)
+    return f"Model server '{backend}' failed mid-stream: {message}"[:500]

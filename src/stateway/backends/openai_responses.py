@@ -1,0 +1,196 @@
+"""Backend for upstreams speaking a *stateless* OpenAI Responses API (vLLM's
+``/v1/responses`` with ``store: false``): the whole context is sent every round.
+
+Canonical items are already Responses items, so ``to_upstream`` mostly passes them on;
+``from_upstream_event`` and ``from_upstream_response`` turn replies into deltas, using the
+upstream ``output_index`` of a function call as its tool index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Iterator
+from typing import Any
+
+import orjson
+
+from stateway.backends.sse import aiter_events
+from stateway.backends.upstream_http import UpstreamClient, cut_short
+from stateway.core.errors import UpstreamError
+from stateway.core.inference import (
+    Delta,
+    Finish,
+    InferenceRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from stateway.core.items import Item
+from stateway.core.usage import Usage
+
+CARRIED = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+_TERMINAL = frozenset({"response.completed", "response.incomplete"})
+
+
+class OpenAIResponsesBackend:
+    carried_item_types = CARRIED
+
+    def __init__(self, client: UpstreamClient) -> None:
+        self._client = client
+        self.name = client.target.name
+
+    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        async with self._client.post("/responses", to_upstream(request)) as response:
+            if not request.stream:
+                for delta in self._decode(from_upstream_response, await response.read()):
+                    yield delta
+                return
+            stream = _StreamState()
+            async for event in aiter_events(response.content.iter_any()):
+                for delta in self._decode(stream.feed, event.data):
+                    yield delta
+                if stream.finished:
+                    return
+            raise cut_short(self.name)
+
+    def _decode(self, parse: Callable[[Any], Iterator[Delta]], data: bytes) -> list[Delta]:
+        try:
+            return list(parse(orjson.loads(data)))
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            raise UpstreamError(f"The model server '{self.name}' sent a malformed event.") from exc
+
+    async def list_models(self) -> list[str]:
+        body = await self._client.get_json("/models")
+        return [m["id"] for m in body.get("data", []) if isinstance(m, dict) and "id" in m]
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def to_upstream(request: InferenceRequest) -> dict[str, Any]:
+    settings = request.settings
+    body: dict[str, Any] = {
+        "model": request.model,
+        "input": [_item(item) for item in request.items],
+        "store": False,
+        "stream": request.stream,
+    }
+    if request.instructions:
+        body["instructions"] = request.instructions
+    if settings.tools:
+        body["tools"] = settings.tools
+        body["tool_choice"] = settings.tool_choice
+        body["parallel_tool_calls"] = settings.parallel_tool_calls
+    reasoning = {
+        k: v
+        for k, v in (("effort", settings.reasoning_effort), ("summary", settings.reasoning_summary))
+        if v is not None
+    }
+    text: dict[str, Any] = {}
+    if settings.text_format.get("type", "text") != "text":
+        text["format"] = settings.text_format
+    if settings.verbosity is not None:
+        text["verbosity"] = settings.verbosity
+    optional = {
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "max_output_tokens": settings.max_output_tokens,
+        "user": settings.user,
+        "safety_identifier": settings.safety_identifier,
+        "prompt_cache_key": settings.prompt_cache_key,
+        "metadata": settings.metadata or None,
+        "reasoning": reasoning or None,
+        "text": text or None,
+    }
+    body.update((k, v) for k, v in optional.items() if v is not None)
+    return body
+
+
+def _item(item: Item) -> Item:
+    """Drop the gateway's own bookkeeping: stored ids are not references upstream."""
+    return {k: v for k, v in item.items() if k not in ("id", "status")}
+
+
+class _StreamState:
+    """Follows one upstream event stream; knows which tool calls got argument deltas."""
+
+    __slots__ = ("finished", "streamed_arguments")
+
+    def __init__(self) -> None:
+        self.finished = False
+        self.streamed_arguments: set[int] = set()
+
+    def feed(self, event: dict[str, Any]) -> Iterator[Delta]:
+        kind = event.get("type")
+        if kind == "response.output_text.delta":
+            yield TextDelta(event["delta"])
+        elif kind == "response.reasoning_text.delta":
+            yield ReasoningDelta(event["delta"])
+        elif kind == "response.output_item.added":
+            item = event["item"]
+            if item.get("type") == "function_call":
+                yield ToolCallDelta(
+                    event["output_index"], item.get("call_id"), item.get("name"), ""
+                )
+        elif kind == "response.function_call_arguments.delta":
+            self.streamed_arguments.add(event["output_index"])
+            yield ToolCallDelta(event["output_index"], None, None, event["delta"])
+        elif kind == "response.output_item.done":
+            item = event["item"]
+            index = event["output_index"]
+            if item.get("type") == "function_call" and index not in self.streamed_arguments:
+                yield ToolCallDelta(
+                    index, item.get("call_id"), item.get("name"), item.get("arguments", "")
+                )
+        elif kind in _TERMINAL:
+            self.finished = True
+            yield from _finish(event["response"])
+        elif kind in ("response.failed", "error"):
+            error = (event.get("response") or {}).get("error") or event.get("error") or event
+            message = error.get("message", "") if isinstance(error, dict) else str(error)
+            raise UpstreamError(f"The model server failed: {message}"[:500])
+
+
+def from_upstream_response(payload: dict[str, Any]) -> Iterator[Delta]:
+    if payload.get("status") == "failed":
+        message = (payload.get("error") or {}).get("message", "")
+        raise UpstreamError(f"The model server failed: {message}"[:500])
+    for index, item in enumerate(payload.get("output") or ()):
+        kind = item.get("type")
+        if kind == "reasoning":
+            text = "".join(p.get("text", "") for p in item.get("content") or ())
+            text = text or "".join(p.get("text", "") for p in item.get("summary") or ())
+            if text:
+                yield ReasoningDelta(text)
+        elif kind == "message":
+            text = "".join(
+                p.get("text", "")
+                for p in item.get("content") or ()
+                if p.get("type") == "output_text"
+            )
+            if text:
+                yield TextDelta(text)
+        elif kind == "function_call":
+            yield ToolCallDelta(
+                index, item.get("call_id"), item.get("name"), item.get("arguments", "")
+            )
+    yield from _finish(payload)
+
+
+def _finish(response: dict[str, Any]) -> Iterator[Delta]:
+    usage = response.get("usage")
+    if usage:
+        yield UsageReport(
+            Usage(
+                input_tokens=usage.get("input_tokens") or 0,
+                output_tokens=usage.get("output_tokens") or 0,
+                cached_tokens=(usage.get("input_tokens_details") or {}).get("cached_tokens") or 0,
+                reasoning_tokens=(usage.get("output_tokens_details") or {}).get("reasoning_tokens")
+                or 0,
+            )
+        )
+    reason = ((response.get("incomplete_details") or {}).get("reason")) or ""
+    if response.get("status") == "incomplete":
+        yield Finish("content_filter" if reason == "content_filter" else "length")
+    else:
+        yield Finish("stop")

@@ -1,0 +1,70 @@
+"""An incremental reader of ``text/event-stream`` bodies from model servers.
+
+It follows the WHATWG event-stream rules that matter upstream: lines end in LF, CRLF or
+CR (a CR at the end of one chunk may pair with an LF at the start of the next); ``data:``
+lines of one event join with LF; lines starting with ``:`` are comments; an event is
+dispatched at a blank line; an unterminated event at end of stream is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass
+
+
+@dataclass(slots=True, frozen=True)
+class ServerSentEvent:
+    event: str | None
+    data: bytes
+
+
+class SSEDecoder:
+    __slots__ = ("_buffer", "_data", "_event")
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._event: str | None = None
+        self._data: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[ServerSentEvent]:
+        buffer = self._buffer + chunk if self._buffer else chunk
+        held = b""
+        if b"\r" in buffer:
+            if buffer.endswith(b"\r"):
+                buffer, held = buffer[:-1], b"\r"
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = buffer.split(b"\n")
+        self._buffer = lines.pop() + held
+        dispatched: list[ServerSentEvent] = []
+        for line in lines:
+            if not line:
+                if self._data:
+                    dispatched.append(ServerSentEvent(self._event, b"\n".join(self._data)))
+                self._event, self._data = None, []
+                continue
+            self._field(line)
+        return dispatched
+
+    def close(self) -> list[ServerSentEvent]:
+        """End of stream: a held CR still ends its line; a partial event is dropped."""
+        return self.feed(b"\n") if self._buffer.endswith(b"\r") else []
+
+    def _field(self, line: bytes) -> None:
+        if line[0] == 0x3A:  # ":" comment
+            return
+        name, sep, value = line.partition(b":")
+        if sep and value[:1] == b" ":
+            value = value[1:]
+        if name == b"data":
+            self._data.append(value)
+        elif name == b"event":
+            self._event = value.decode("utf-8", "replace")
+
+
+async def aiter_events(chunks: AsyncIterable[bytes]) -> AsyncIterator[ServerSentEvent]:
+    decoder = SSEDecoder()
+    async for chunk in chunks:
+        for event in decoder.feed(chunk):
+            yield event
+    for event in decoder.close():
+        yield event

@@ -1,0 +1,152 @@
+"""The ``stateway`` command: serve, check-config, migrate, fake-upstream."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import socket
+import sys
+from collections.abc import Coroutine, Sequence
+from typing import Any
+
+import uvicorn
+
+from stateway import __version__
+from stateway.config import Config, ConfigError, Overrides, backend_api_key, load_config
+from stateway.storage.sql import describe_url, migrate
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if args.command == "fake-upstream":
+        from stateway.fake_upstream import serve as serve_fake
+
+        serve_fake(args.host, args.port, args.api_key)
+        return 0
+    try:
+        config = load_config(_overrides(args))
+        for backend in config.backends:
+            backend_api_key(backend)
+    except ConfigError as exc:
+        print(f"stateway: {exc}", file=sys.stderr)
+        return 2
+    match args.command:
+        case "check-config":
+            _describe(config, sys.stdout)
+            print("configuration is valid")
+            return 0
+        case "migrate":
+            _run(migrate(config.database_url))
+            print(f"database {describe_url(config.database_url)} is at the latest schema")
+            return 0
+        case _:
+            return _serve(config)
+
+
+def _serve(config: Config) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    sock = socket.socket(socket.AF_INET6 if ":" in config.server.host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((config.server.host, config.server.port))
+    except OSError as exc:
+        print(
+            f"stateway: cannot listen on {config.server.host}:{config.server.port}: {exc.strerror}",
+            file=sys.stderr,
+        )
+        return 1
+    sock.listen(2048)
+    host, port = sock.getsockname()[:2]
+
+    async def serve() -> None:
+        from stateway.app import build_app
+
+        await migrate(config.database_url)
+        server = uvicorn.Server(
+            uvicorn.Config(
+                build_app(config),
+                http="httptools",
+                lifespan="on",
+                access_log=False,
+                log_level="warning",
+                timeout_graceful_shutdown=30,
+            )
+        )
+        _describe(config, sys.stdout)
+        print(f"stateway {__version__} listening on http://{host}:{port}", flush=True)
+        await server.serve(sockets=[sock])
+
+    _run(serve())
+    return 0
+
+
+def _describe(config: Config, out: Any) -> None:
+    print(f"database: {describe_url(config.database_url)}", file=out)
+    for backend in config.backends:
+        models = ", ".join(backend.model_map) or "every model"
+        print(f"upstream {backend.name}: {backend.url} ({backend.api} API; {models})", file=out)
+    out.flush()
+
+
+def _run(coroutine: Coroutine[Any, Any, None]) -> None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop ships with uvicorn[standard]
+        asyncio.run(coroutine)
+    else:
+        uvloop.run(coroutine)
+
+
+def _overrides(args: argparse.Namespace) -> Overrides:
+    return Overrides(
+        config=args.config,
+        host=getattr(args, "host", None),
+        port=getattr(args, "port", None),
+        upstream=getattr(args, "upstream", None),
+        upstream_api=getattr(args, "upstream_api", None),
+        upstream_api_key_env=getattr(args, "upstream_api_key_env", None),
+        database=getattr(args, "database", None),
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stateway", description="The stateful agentic gateway.")
+    parser.add_argument("--version", action="version", version=f"stateway {__version__}")
+    commands = parser.add_subparsers(dest="command")
+    serve = commands.add_parser("serve", help="serve the gateway")
+    _common(serve)
+    serve.add_argument("--host", help="listen address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="listen port (default 8080; 0 picks a free one)")
+    serve.add_argument("--upstream", help="model server base URL including /v1")
+    serve.add_argument("--upstream-api", choices=["chat", "responses"], help="upstream API shape")
+    serve.add_argument(
+        "--upstream-api-key-env", help="environment variable holding the upstream key"
+    )
+    check = commands.add_parser("check-config", help="validate the configuration and exit")
+    _common(check)
+    check.add_argument("--upstream")
+    check.add_argument("--upstream-api", choices=["chat", "responses"])
+    check.add_argument("--upstream-api-key-env")
+    migrate_cmd = commands.add_parser("migrate", help="upgrade the database schema")
+    _common(migrate_cmd)
+    fake = commands.add_parser("fake-upstream", help="run the deterministic fake model server")
+    fake.add_argument("--host", default="127.0.0.1")
+    fake.add_argument("--port", type=int, default=8000)
+    fake.add_argument("--api-key", help="require this bearer token")
+    return parser
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="TOML configuration file")
+    parser.add_argument("--database", help="sqlite:///file.db or postgresql://user@host/db")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

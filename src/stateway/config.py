@@ -1,0 +1,213 @@
+"""One typed configuration: TOML file, then ``STATEWAY_*`` environment, then flags.
+
+Everything is validated before anything starts; :func:`load_config` raises
+:class:`ConfigError` with a readable message. A single ``--upstream`` (or
+``STATEWAY_UPSTREAM``) replaces the file's backends with one catch-all backend.
+
+Example file::
+
+    [server]
+    host = "0.0.0.0"
+    port = 8080
+
+    [storage]
+    database = "postgresql://stateway@db/stateway"
+
+    [[backends]]
+    name = "vllm"
+    url = "http://127.0.0.1:8000/v1"
+    api = "chat"                       # or "responses"
+    models = ["qwen3-8b"]              # or {"public-name" = "upstream-name"}
+
+    [[backends]]
+    name = "openai"
+    url = "https://api.openai.com/v1"
+    api_key_env = "OPENAI_API_KEY"
+    models = []                        # empty: serves every other model name
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+DEFAULT_UPSTREAM = "http://127.0.0.1:8000/v1"
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message says where and why."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    """Requests with a larger body are refused with 413."""
+
+
+class StorageConfig(_Strict):
+    database: str | None = None
+    """``sqlite:///path.db`` or ``postgresql://user@host/db``; default: a SQLite file in the
+    user's data directory."""
+
+
+class BackendConfig(_Strict):
+    name: str = Field(min_length=1)
+    url: str
+    api: Literal["chat", "responses"] = "chat"
+    api_key_env: str | None = None
+    models: list[str] | dict[str, str] = Field(default_factory=list)
+    connect_timeout: float = Field(default=10.0, gt=0)
+    read_timeout: float = Field(default=600.0, gt=0)
+    max_connections: int = Field(default=256, ge=1)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return url.rstrip("/")
+
+    @property
+    def model_map(self) -> dict[str, str]:
+        if isinstance(self.models, dict):
+            return dict(self.models)
+        return {name: name for name in self.models}
+
+    @property
+    def catch_all(self) -> bool:
+        return not self.models
+
+
+class LoopConfig(_Strict):
+    max_rounds: int = Field(default=8, ge=1, le=128)
+
+
+class Config(_Strict):
+    server: ServerConfig = ServerConfig()
+    storage: StorageConfig = StorageConfig()
+    loop: LoopConfig = LoopConfig()
+    backends: list[BackendConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_backends(self) -> Config:
+        names = [b.name for b in self.backends]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"backend names must be unique; repeated: {', '.join(duplicates)}")
+        return self
+
+    @property
+    def database_url(self) -> str:
+        if self.storage.database:
+            return self.storage.database
+        path = Path(platformdirs.user_data_dir("stateway")) / "stateway.db"
+        return f"sqlite:///{path}"
+
+
+@dataclass(slots=True, frozen=True)
+class Overrides:
+    """Command-line values; None means not given."""
+
+    config: str | None = None
+    host: str | None = None
+    port: int | None = None
+    upstream: str | None = None
+    upstream_api: str | None = None
+    upstream_api_key_env: str | None = None
+    database: str | None = None
+
+
+_ENV = {
+    "config": "STATEWAY_CONFIG",
+    "host": "STATEWAY_HOST",
+    "port": "STATEWAY_PORT",
+    "upstream": "STATEWAY_UPSTREAM",
+    "upstream_api": "STATEWAY_UPSTREAM_API",
+    "upstream_api_key_env": "STATEWAY_UPSTREAM_API_KEY_ENV",
+    "database": "STATEWAY_DATABASE",
+}
+
+
+def load_config(flags: Overrides, environ: Mapping[str, str] | None = None) -> Config:
+    env = os.environ if environ is None else environ
+    values = {key: getattr(flags, key) for key in _ENV}
+    for key, var in _ENV.items():
+        if values[key] is None and env.get(var):
+            values[key] = env[var]
+    data: dict[str, Any] = _read_file(values["config"]) if values["config"] else {}
+    server = dict(data.get("server", {}))
+    for key in ("host", "port"):
+        if values[key] is not None:
+            server[key] = _port(values[key]) if key == "port" else values[key]
+    if env.get("STATEWAY_MAX_BODY_BYTES"):
+        server["max_body_bytes"] = _int(env["STATEWAY_MAX_BODY_BYTES"], "STATEWAY_MAX_BODY_BYTES")
+    data["server"] = server
+    if values["database"] is not None:
+        data["storage"] = {**data.get("storage", {}), "database": values["database"]}
+    if values["upstream"] is not None or not data.get("backends"):
+        data["backends"] = [
+            {
+                "name": "default",
+                "url": values["upstream"] or DEFAULT_UPSTREAM,
+                "api": values["upstream_api"] or "chat",
+                "api_key_env": values["upstream_api_key_env"],
+            }
+        ]
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+
+
+def backend_api_key(backend: BackendConfig, environ: Mapping[str, str] | None = None) -> str | None:
+    """The upstream key, read from the environment variable the backend names."""
+    if backend.api_key_env is None:
+        return None
+    env = os.environ if environ is None else environ
+    key = env.get(backend.api_key_env)
+    if not key:
+        raise ConfigError(
+            f"backend '{backend.name}': environment variable {backend.api_key_env} is not set"
+        )
+    return key
+
+
+def _read_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def _port(value: Any) -> int:
+    return value if isinstance(value, int) else _int(value, "port")
+
+
+def _int(value: str, name: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "config"
+        lines.append(f"{where}: {error['msg']}")
+    return "invalid configuration:\n  " + "\n  ".join(lines)

@@ -1,0 +1,155 @@
+"""Output assembly: backend deltas in, output items and canonical events out.
+
+One ``OutputAssembler`` serves one round. It opens an item when its first delta arrives
+(reasoning, a message, a function call), closes the open item when a different one
+starts, and closes whatever is still open when the round ends, as ``completed`` or, when
+the round was cut short, ``incomplete``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from stateway.core import events as ev
+from stateway.core.errors import UpstreamError
+from stateway.core.ids import new_id
+from stateway.core.inference import ToolCallDelta
+from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
+
+Emit = Callable[[ev.Event], None]
+
+
+class _OpenItem:
+    __slots__ = ("chunks", "index", "item", "tool_index")
+
+    def __init__(self, index: int, item: Item, tool_index: int | None = None) -> None:
+        self.index = index
+        self.item = item
+        self.chunks: list[str] = []
+        self.tool_index = tool_index
+
+
+class OutputAssembler:
+    def __init__(self, output: list[Item], emit: Emit, used_call_ids: set[str]) -> None:
+        self._output = output
+        self._emit = emit
+        self._open: _OpenItem | None = None
+        self._closed_tools: set[int] = set()
+        self._used_call_ids = used_call_ids
+        self.started = False
+        """Whether any output event was emitted: past this point failover is forbidden."""
+        self.tool_calls: list[Item] = []
+
+    def text(self, delta: str) -> None:
+        if not delta:
+            return
+        current = self._open
+        if current is None or current.item["type"] != MESSAGE:
+            current = self._start_message()
+        current.chunks.append(delta)
+        self._emit(ev.TextDelta(current.index, 0, current.item["id"], delta))
+
+    def reasoning(self, delta: str) -> None:
+        if not delta:
+            return
+        current = self._open
+        if current is None or current.item["type"] != REASONING:
+            current = self._start_reasoning()
+        current.chunks.append(delta)
+        self._emit(ev.ReasoningDelta(current.index, 0, current.item["id"], delta))
+
+    def tool_call(self, delta: ToolCallDelta) -> None:
+        current = self._open
+        if current is None or current.tool_index != delta.index:
+            if delta.index in self._closed_tools:
+                raise UpstreamError(
+                    "The model server interleaved tool call fragments; cannot assemble them."
+                )
+            current = self._start_tool_call(delta)
+        elif delta.name and not current.item["name"]:
+            current.item["name"] = delta.name
+        if delta.arguments:
+            current.chunks.append(delta.arguments)
+            self._emit(ev.ArgumentsDelta(current.index, current.item["id"], delta.arguments))
+
+    def finish(self, status: str = "completed") -> None:
+        """Close the open item with ``status`` (``completed`` or ``incomplete``)."""
+        self._close(status)
+
+    def _start(self, item: Item, tool_index: int | None = None) -> _OpenItem:
+        self._close("completed")
+        self.started = True
+        opened = _OpenItem(len(self._output), item, tool_index)
+        self._output.append(item)
+        self._open = opened
+        self._emit(ev.ItemAdded(opened.index, dict(item)))
+        return opened
+
+    def _start_message(self) -> _OpenItem:
+        item: Item = {
+            "id": new_id("msg"),
+            "type": MESSAGE,
+            "status": "in_progress",
+            "role": "assistant",
+            "content": [],
+        }
+        opened = self._start(item)
+        self._emit(ev.PartAdded(opened.index, 0, item["id"], _text_part("output_text", "")))
+        return opened
+
+    def _start_reasoning(self) -> _OpenItem:
+        item: Item = {"id": new_id("rs"), "type": REASONING, "summary": [], "content": []}
+        opened = self._start(item)
+        self._emit(ev.PartAdded(opened.index, 0, item["id"], _text_part("reasoning_text", "")))
+        return opened
+
+    def _start_tool_call(self, delta: ToolCallDelta) -> _OpenItem:
+        call_id = delta.call_id
+        if not call_id or call_id in self._used_call_ids:
+            call_id = new_id("call")
+        self._used_call_ids.add(call_id)
+        item: Item = {
+            "id": new_id("fc"),
+            "type": FUNCTION_CALL,
+            "status": "in_progress",
+            "call_id": call_id,
+            "name": delta.name or "",
+            "arguments": "",
+        }
+        return self._start(item, delta.index)
+
+    def _close(self, status: str) -> None:
+        current = self._open
+        if current is None:
+            return
+        self._open = None
+        item = current.item
+        item_id = item["id"]
+        text = "".join(current.chunks)
+        match item["type"]:
+            case "message":
+                part = _text_part("output_text", text)
+                self._emit(ev.TextDone(current.index, 0, item_id, text))
+                self._emit(ev.PartDone(current.index, 0, item_id, part))
+                item["content"] = [part]
+                item["status"] = status
+            case "reasoning":
+                part = {"type": "reasoning_text", "text": text}
+                self._emit(ev.ReasoningDone(current.index, 0, item_id, text))
+                self._emit(ev.PartDone(current.index, 0, item_id, part))
+                item["content"] = [part]
+                item["status"] = status
+            case _:
+                item["arguments"] = text
+                item["status"] = status
+                self._emit(ev.ArgumentsDone(current.index, item_id, item["name"], text))
+                if current.tool_index is not None:
+                    self._closed_tools.add(current.tool_index)
+                self.tool_calls.append(item)
+        self._emit(ev.ItemDone(current.index, dict(item)))
+
+
+def _text_part(kind: str, text: str) -> Item:
+    if kind == "output_text":
+        return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    return {"type": kind, "text": text}

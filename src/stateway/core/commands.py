@@ -1,0 +1,84 @@
+"""Commands: what a surface asks of the gateway, already translated from the wire.
+
+Each surface decodes its protocol into one of these and calls ``Gateway.execute``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from stateway.core.items import Item
+
+DEFAULT_TENANT = "default"
+
+
+@dataclass(slots=True, frozen=True)
+class Principal:
+    """Who is asking. Until auth exists every caller is the default tenant."""
+
+    tenant_id: str = DEFAULT_TENANT
+
+
+@dataclass(slots=True)
+class GenerationSettings:
+    """Request settings echoed on the response and mapped upstream."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_output_tokens: int | None = None
+    max_tool_calls: int | None = None
+    tools: list[Item] = field(default_factory=list)
+    tool_choice: str | dict[str, Any] = "auto"
+    parallel_tool_calls: bool = True
+    text_format: dict[str, Any] = field(default_factory=lambda: {"type": "text"})
+    verbosity: str | None = None
+    reasoning_effort: str | None = None
+    reasoning_summary: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    user: str | None = None
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+    include: list[str] = field(default_factory=list)
+    truncation: str = "disabled"
+    service_tier: str | None = None
+    top_logprobs: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+
+
+@dataclass(slots=True)
+class CreateResponse:
+    model: str
+    input: list[Item]
+    instructions: str | None = None
+    previous_response_id: str | None = None
+    store: bool = True
+    stream: bool = False
+    settings: GenerationSettings = field(default_factory=GenerationSettings)
+
+
+@dataclass(slots=True, frozen=True)
+class GetResponse:
+    response_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class DeleteResponse:
+    response_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class ListInputItems:
+    response_id: str
+    after: str | None = None
+    limit: int = 20
+    order: Literal["asc", "desc"] = "desc"
+
+
+@dataclass(slots=True, frozen=True)
+class ListModels:
+    pass
+
+
+Command = CreateResponse | GetResponse | DeleteResponse | ListInputItems | ListModels

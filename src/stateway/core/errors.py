@@ -1,0 +1,114 @@
+"""The one error tree of the gateway.
+
+Every error a client can see is a :class:`GatewayError` carrying its HTTP status, the
+OpenAI error ``type`` and ``code`` and, for request errors, the offending ``param``.
+Protocols render it in their own error shape; nothing classifies errors by message text.
+
+    GatewayError
+    ├── InvalidRequest            400 invalid_request_error
+    │   └── PreviousResponseNotFound   400 code=previous_response_not_found
+    ├── RequestTooLarge           413 invalid_request_error
+    ├── NotFound                  404 invalid_request_error
+    │   └── ModelNotFound         404 code=model_not_found
+    ├── UpstreamError             502 upstream_error (any upstream failure, status mapped)
+    │   ├── UpstreamTimeout       504
+    │   ├── UpstreamUnavailable   502 (connect refused, DNS, ...)
+    │   └── UpstreamRejected      4xx the model server refused the request itself
+    └── StorageError              503 server_error
+"""
+
+from __future__ import annotations
+
+
+class GatewayError(Exception):
+    status: int = 500
+    type: str = "server_error"
+    code: str | None = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        status: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.headers = headers or {}
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+        if status is not None:
+            self.status = status
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
+
+
+class InvalidRequest(GatewayError):
+    status = 400
+    type = "invalid_request_error"
+
+
+class PreviousResponseNotFound(InvalidRequest):
+    code = "previous_response_not_found"
+
+    def __init__(self, response_id: str) -> None:
+        super().__init__(
+            f"Previous response with id '{response_id}' not found.",
+            param="previous_response_id",
+        )
+
+
+class RequestTooLarge(GatewayError):
+    status = 413
+    type = "invalid_request_error"
+    code = "request_too_large"
+
+
+class NotFound(GatewayError):
+    status = 404
+    type = "invalid_request_error"
+    code = "not_found"
+
+
+class ModelNotFound(NotFound):
+    code = "model_not_found"
+
+    def __init__(self, model: str) -> None:
+        super().__init__(
+            f"The model '{model}' does not exist or is not served here.", param="model"
+        )
+
+
+class UpstreamError(GatewayError):
+    """The model server failed. ``status`` is what the client sees, not what upstream sent."""
+
+    status = 502
+    type = "upstream_error"
+    code = "upstream_error"
+
+
+class UpstreamTimeout(UpstreamError):
+    status = 504
+    code = "upstream_timeout"
+
+
+class UpstreamUnavailable(UpstreamError):
+    code = "upstream_unavailable"
+
+
+class StorageError(GatewayError):
+    status = 503
+    type = "server_error"
+    code = "storage_unavailable"
+
+
+class UpstreamRejected(UpstreamError):
+    """The model server answered 4xx: the request itself was refused (too long, bad schema,
+    rate limited). Its status and structured code are passed on."""
+
+    status = 400
+    type = "invalid_request_error"

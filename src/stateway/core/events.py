@@ -1,0 +1,123 @@
+"""Canonical stream events of a run.
+
+They follow the Open Responses streaming model one to one, so a run's event log numbered
+from 0 *is* its ``sequence_number`` order and any subscriber can resume from a number.
+Other protocols (Chat Completions, Messages) encode the subset they need. Events are small
+slotted objects: one is built per streamed delta.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stateway.core.items import Item
+from stateway.core.response import ResponseState
+
+
+@dataclass(slots=True, frozen=True)
+class ResponseCreated:
+    response: ResponseState
+
+
+@dataclass(slots=True, frozen=True)
+class ResponseInProgress:
+    response: ResponseState
+
+
+@dataclass(slots=True, frozen=True)
+class ItemAdded:
+    output_index: int
+    item: Item
+
+
+@dataclass(slots=True, frozen=True)
+class PartAdded:
+    output_index: int
+    content_index: int
+    item_id: str
+    part: Item
+
+
+@dataclass(slots=True, frozen=True)
+class TextDelta:
+    output_index: int
+    content_index: int
+    item_id: str
+    delta: str
+
+
+@dataclass(slots=True, frozen=True)
+class TextDone:
+    output_index: int
+    content_index: int
+    item_id: str
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class ReasoningDelta:
+    output_index: int
+    content_index: int
+    item_id: str
+    delta: str
+
+
+@dataclass(slots=True, frozen=True)
+class ReasoningDone:
+    output_index: int
+    content_index: int
+    item_id: str
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class PartDone:
+    output_index: int
+    content_index: int
+    item_id: str
+    part: Item
+
+
+@dataclass(slots=True, frozen=True)
+class ArgumentsDelta:
+    output_index: int
+    item_id: str
+    delta: str
+
+
+@dataclass(slots=True, frozen=True)
+class ArgumentsDone:
+    output_index: int
+    item_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(slots=True, frozen=True)
+class ItemDone:
+    output_index: int
+    item: Item
+
+
+@dataclass(slots=True, frozen=True)
+class ResponseFinished:
+    """The one terminal event: completed, incomplete or failed, with the whole response."""
+
+    response: ResponseState
+
+
+Event = (
+    ResponseCreated
+    | ResponseInProgress
+    | ItemAdded
+    | PartAdded
+    | TextDelta
+    | TextDone
+    | ReasoningDelta
+    | ReasoningDone
+    | PartDone
+    | ArgumentsDelta
+    | ArgumentsDone
+    | ItemDone
+    | ResponseFinished
+)

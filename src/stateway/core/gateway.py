@@ -1,0 +1,123 @@
+"""``Gateway.execute``: the one command handler every surface calls."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, overload
+
+from stateway.core import events as ev
+from stateway.core.commands import (
+    Command,
+    CreateResponse,
+    DeleteResponse,
+    GetResponse,
+    ListInputItems,
+    ListModels,
+    Principal,
+)
+from stateway.core.context import build_context
+from stateway.core.errors import NotFound
+from stateway.core.ids import new_id
+from stateway.core.loop import Loop
+from stateway.core.ports import ItemPage, ResponseStore
+from stateway.core.response import ResponseState, load_state
+from stateway.core.routing import Route, Router
+from stateway.core.runs import Run, RunRegistry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, frozen=True)
+class Deleted:
+    id: str
+
+
+@dataclass(slots=True, frozen=True)
+class ModelList:
+    models: list[tuple[str, str]]
+
+
+Result = Run | ResponseState | Deleted | ItemPage | ModelList
+
+
+class Gateway:
+    def __init__(self, store: ResponseStore, router: Router, loop: Loop, runs: RunRegistry) -> None:
+        self._store = store
+        self._router = router
+        self._loop = loop
+        self.runs = runs
+
+    @overload
+    async def execute(self, principal: Principal, command: CreateResponse) -> Run: ...
+    @overload
+    async def execute(self, principal: Principal, command: GetResponse) -> ResponseState: ...
+    @overload
+    async def execute(self, principal: Principal, command: DeleteResponse) -> Deleted: ...
+    @overload
+    async def execute(self, principal: Principal, command: ListInputItems) -> ItemPage: ...
+    @overload
+    async def execute(self, principal: Principal, command: ListModels) -> ModelList: ...
+
+    async def execute(self, principal: Principal, command: Command) -> Result:
+        """Run one command for ``principal``. Raises :class:`GatewayError` subclasses."""
+        match command:
+            case CreateResponse():
+                return await self._create(principal, command)
+            case GetResponse(response_id=response_id):
+                return await self._get(principal, response_id)
+            case DeleteResponse(response_id=response_id):
+                if not await self._store.delete(principal.tenant_id, response_id):
+                    raise _response_not_found(response_id)
+                return Deleted(response_id)
+            case ListInputItems():
+                page = await self._store.list_input_items(
+                    principal.tenant_id,
+                    command.response_id,
+                    after=command.after,
+                    limit=command.limit,
+                    order=command.order,
+                )
+                if page is None:
+                    raise _response_not_found(command.response_id)
+                return page
+            case ListModels():
+                return ModelList(await self._router.list_models())
+
+    async def _create(self, principal: Principal, command: CreateResponse) -> Run:
+        route = self._router.resolve(command.model)
+        context = await build_context(self._store, principal.tenant_id, command, route.backend)
+        state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
+        run = Run(state, command.input)
+        self.runs.add(run)
+        run.task = asyncio.create_task(self._drive(run, route, context, command.stream))
+        return run
+
+    async def _drive(self, run: Run, route: Route, context: list[Any], stream: bool) -> None:
+        try:
+            await self._loop.execute(run, route, context, stream)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the top of a run's task: nothing may leave a run open
+            log.exception("run %s crashed", run.id)
+            if not run.closed:
+                run.state.status = "failed"
+                run.state.error = {"code": "server_error", "message": "The gateway failed."}
+                run.emit(ev.ResponseFinished(run.state))
+                run.close()
+        finally:
+            self.runs.discard(run)
+            if not run.closed:
+                run.close()
+
+    async def _get(self, principal: Principal, response_id: str) -> ResponseState:
+        record = await self._store.get(principal.tenant_id, response_id)
+        if record is None:
+            raise _response_not_found(response_id)
+        return load_state(record.tenant_id, record.body, record.output_items)
+
+
+def _response_not_found(response_id: str) -> NotFound:
+    return NotFound(f"Response with id '{response_id}' not found.", param="response_id")

@@ -1,0 +1,58 @@
+"""One round of inference as the core sees it: a request to a backend and the deltas back.
+
+Backends translate these to and from their upstream wire. Deltas are deliberately
+small: one is built per streamed upstream chunk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stateway.core.commands import GenerationSettings
+from stateway.core.items import Item
+from stateway.core.usage import Usage
+
+
+@dataclass(slots=True)
+class InferenceRequest:
+    model: str
+    """The model name as the upstream knows it."""
+    instructions: str | None
+    items: list[Item]
+    """The whole context, oldest first: earlier turns, then this request's input."""
+    settings: GenerationSettings
+    stream: bool
+    """Whether the client streams; a backend may answer non-streamed requests in one piece."""
+
+
+@dataclass(slots=True, frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCallDelta:
+    index: int
+    """Which call of this round the fragment belongs to."""
+    call_id: str | None
+    name: str | None
+    arguments: str
+
+
+@dataclass(slots=True, frozen=True)
+class UsageReport:
+    usage: Usage
+
+
+@dataclass(slots=True, frozen=True)
+class Finish:
+    reason: str
+    """``stop``, ``length``, ``tool_calls`` or ``content_filter``."""
+
+
+Delta = TextDelta | ReasoningDelta | ToolCallDelta | UsageReport | Finish

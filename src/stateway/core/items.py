@@ -1,0 +1,33 @@
+"""Canonical items.
+
+Items follow the Open Responses item model (``message``, ``function_call``,
+``function_call_output``, ``reasoning``, ...) and are kept as plain JSON objects: they
+are what clients send and store, unknown types must travel untouched, and the hot path
+should not build a class per item. Protocols validate the shapes they accept at the edge.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+Item = dict[str, Any]
+"""One Open Responses item, JSON-compatible."""
+
+MESSAGE: Final = "message"
+FUNCTION_CALL: Final = "function_call"
+FUNCTION_CALL_OUTPUT: Final = "function_call_output"
+REASONING: Final = "reasoning"
+
+
+def item_text(item: Item) -> str:
+    """The concatenated text of a message or reasoning item's parts."""
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "".join(
+        part["text"]
+        for part in content
+        if isinstance(part, dict) and isinstance(part.get("text"), str)
+    )

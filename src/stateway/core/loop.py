@@ -1,0 +1,140 @@
+"""The agentic loop: infer, classify, run gateway tools, continue or finish.
+
+One ``Loop.execute`` drives one run to its single terminal event. Each round sends the
+context plus the output so far to the backend and assembles what comes back. Calls to
+client-owned tools end the run (the client answers them in its next request); gateway-owned
+tools, when they exist, run here and feed another round, up to ``max_rounds``.
+
+The response is persisted *before* the terminal event is emitted, whatever the ending:
+completed, incomplete (length, content filter, client gone) or failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import aclosing
+
+from stateway.core import events as ev
+from stateway.core.assembler import OutputAssembler
+from stateway.core.errors import GatewayError, StorageError
+from stateway.core.inference import (
+    Finish,
+    InferenceRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from stateway.core.items import FUNCTION_CALL, Item
+from stateway.core.ports import ResponseRecord, ResponseStore
+from stateway.core.response import ResponseState, dump_state
+from stateway.core.routing import Route
+from stateway.core.runs import Run
+from stateway.core.usage import Usage
+
+log = logging.getLogger(__name__)
+
+_INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+
+class Loop:
+    def __init__(self, store: ResponseStore, max_rounds: int = 8) -> None:
+        self._store = store
+        self._max_rounds = max_rounds
+
+    async def execute(self, run: Run, route: Route, context: list[Item], stream: bool) -> None:
+        state = run.state
+        run.emit(ev.ResponseCreated(state))
+        run.emit(ev.ResponseInProgress(state))
+        usage = Usage()
+        used_call_ids = {i["call_id"] for i in context if i.get("type") == FUNCTION_CALL}
+        assembler = OutputAssembler(state.output, run.emit, used_call_ids)
+        try:
+            for _ in range(self._max_rounds):
+                assembler = OutputAssembler(state.output, run.emit, used_call_ids)
+                request = InferenceRequest(
+                    model=route.upstream_model,
+                    instructions=state.instructions,
+                    items=context + state.output,
+                    settings=state.settings,
+                    stream=stream,
+                )
+                reason = await self._round(route, request, assembler, usage)
+                incomplete = _INCOMPLETE_REASONS.get(reason)
+                assembler.finish("incomplete" if incomplete else "completed")
+                state.usage = usage
+                if incomplete:
+                    state.status, state.incomplete_reason = "incomplete", incomplete
+                    break
+                # Every tool the upstream can call today is client-owned: hand the calls back.
+                state.status = "completed"
+                break
+            else:
+                state.status, state.incomplete_reason = "incomplete", "max_rounds"
+        except asyncio.CancelledError:
+            assembler.finish("incomplete")
+            state.usage = usage
+            state.status, state.incomplete_reason = "incomplete", "client_disconnected"
+            await asyncio.shield(self._finish(run))
+            raise
+        except GatewayError as exc:
+            assembler.finish("incomplete")
+            state.usage = usage
+            state.status = "failed"
+            state.error = {"code": exc.code or exc.type, "message": exc.message}
+            if not assembler.started and not state.output:
+                run.error = exc
+        await self._finish(run)
+
+    async def _round(
+        self, route: Route, request: InferenceRequest, assembler: OutputAssembler, usage: Usage
+    ) -> str:
+        reason = "stop"
+        async with aclosing(route.backend.infer(request)) as deltas:
+            async for delta in deltas:
+                match delta:
+                    case TextDelta(text=text):
+                        assembler.text(text)
+                    case ReasoningDelta(text=text):
+                        assembler.reasoning(text)
+                    case ToolCallDelta():
+                        assembler.tool_call(delta)
+                    case UsageReport(usage=reported):
+                        usage.add(reported)
+                    case Finish(reason=finish_reason):
+                        reason = finish_reason
+        return reason
+
+    async def _finish(self, run: Run) -> None:
+        state = run.state
+        if state.status == "completed":
+            state.completed_at = time.time()
+        if state.store:
+            try:
+                await self._store.save(_record(state, run.input_items))
+            except StorageError as exc:
+                log.error("persisting response %s failed: %s", state.id, exc)
+                state.status = "failed"
+                state.error = {
+                    "code": "server_error",
+                    "message": "The response could not be stored.",
+                }
+                if run.error is None and not state.output:
+                    run.error = exc
+        run.emit(ev.ResponseFinished(state))
+        run.close()
+
+
+def _record(state: ResponseState, input_items: list[Item]) -> ResponseRecord:
+    return ResponseRecord(
+        tenant_id=state.tenant_id,
+        id=state.id,
+        previous_response_id=state.previous_response_id,
+        status=state.status,
+        created_at=state.created_at,
+        body=dump_state(state),
+        input_items=input_items,
+        output_items=state.output,
+    )

@@ -1,0 +1,89 @@
+"""Ports: what the core needs from the outside, implemented in ``backends/`` and ``storage/``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from stateway.core.inference import Delta, InferenceRequest
+from stateway.core.items import Item
+
+
+class Backend(Protocol):
+    """One upstream model server, spoken to in one API shape."""
+
+    name: str
+    carried_item_types: frozenset[str]
+    """Input item types this upstream API can carry; others are rejected before sending."""
+
+    def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        """Stream one round. Raises :class:`~stateway.core.errors.UpstreamError` subclasses,
+        before the first delta or mid-stream. Closing the iterator cancels the upstream call."""
+        ...
+
+    async def list_models(self) -> list[str]: ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(slots=True)
+class ResponseRecord:
+    """A stored response: its state body, and its items, each stored once."""
+
+    tenant_id: str
+    id: str
+    previous_response_id: str | None
+    status: str
+    created_at: float
+    body: dict[str, Any]
+    input_items: list[Item] = field(default_factory=list)
+    output_items: list[Item] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ItemPage:
+    items: list[Item]
+    has_more: bool
+
+
+class ResponseStore(Protocol):
+    """Responses and their items, scoped by tenant. Every method is one transaction."""
+
+    async def save(self, record: ResponseRecord) -> None:
+        """Insert the response with its input and output items, atomically."""
+        ...
+
+    async def get(self, tenant_id: str, response_id: str) -> ResponseRecord | None:
+        """The response with its ``output_items`` (``input_items`` left empty), or None
+        when unknown or deleted."""
+        ...
+
+    async def load_context(self, tenant_id: str, response_id: str) -> list[Item] | None:
+        """Every item of the chain ending at ``response_id``, oldest response first, each
+        response's input items then its output items; None when the response is unknown or
+        deleted. A constant number of queries, whatever the depth."""
+        ...
+
+    async def delete(self, tenant_id: str, response_id: str) -> bool:
+        """Make the response unretrievable; False when unknown or already deleted. Its items
+        stay as context for responses that continue from it."""
+        ...
+
+    async def list_input_items(
+        self,
+        tenant_id: str,
+        response_id: str,
+        *,
+        after: str | None,
+        limit: int,
+        order: Literal["asc", "desc"],
+    ) -> ItemPage | None:
+        """One page of the response's own input items; None when the response is unknown."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise :class:`~stateway.core.errors.StorageError` when storage is unreachable."""
+        ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,93 @@
+"""The canonical response: one generation's settings, output, status and usage.
+
+``ResponseState`` is what runs mutate and what storage persists (as :func:`dump_state`,
+with output items stored separately). Protocols render it into their own wire shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.items import Item
+from stateway.core.usage import Usage
+
+Status = Literal["queued", "in_progress", "completed", "incomplete", "failed", "cancelled"]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "incomplete", "failed", "cancelled"})
+
+
+@dataclass(slots=True)
+class ResponseState:
+    id: str
+    tenant_id: str
+    created_at: float
+    model: str
+    instructions: str | None
+    previous_response_id: str | None
+    store: bool
+    settings: GenerationSettings
+    status: Status = "in_progress"
+    output: list[Item] = field(default_factory=list)
+    usage: Usage | None = None
+    error: dict[str, Any] | None = None
+    incomplete_reason: str | None = None
+    completed_at: float | None = None
+
+    @classmethod
+    def start(
+        cls, response_id: str, tenant_id: str, now: float, command: CreateResponse
+    ) -> ResponseState:
+        return cls(
+            id=response_id,
+            tenant_id=tenant_id,
+            created_at=now,
+            model=command.model,
+            instructions=command.instructions,
+            previous_response_id=command.previous_response_id,
+            store=command.store,
+            settings=command.settings,
+        )
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+def dump_state(state: ResponseState) -> dict[str, Any]:
+    """A JSON object of everything but ``output`` (stored item by item) and tenant."""
+    return {
+        "id": state.id,
+        "created_at": state.created_at,
+        "model": state.model,
+        "instructions": state.instructions,
+        "previous_response_id": state.previous_response_id,
+        "store": state.store,
+        "settings": dataclasses.asdict(state.settings),
+        "status": state.status,
+        "usage": None if state.usage is None else dataclasses.asdict(state.usage),
+        "error": state.error,
+        "incomplete_reason": state.incomplete_reason,
+        "completed_at": state.completed_at,
+    }
+
+
+def load_state(tenant_id: str, body: dict[str, Any], output: list[Item]) -> ResponseState:
+    usage = body.get("usage")
+    return ResponseState(
+        id=body["id"],
+        tenant_id=tenant_id,
+        created_at=body["created_at"],
+        model=body["model"],
+        instructions=body.get("instructions"),
+        previous_response_id=body.get("previous_response_id"),
+        store=body.get("store", True),
+        settings=GenerationSettings(**body.get("settings", {})),
+        status=body["status"],
+        output=output,
+        usage=None if usage is None else Usage(**usage),
+        error=body.get("error"),
+        incomplete_reason=body.get("incomplete_reason"),
+        completed_at=body.get("completed_at"),
+    )

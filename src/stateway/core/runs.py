@@ -1,0 +1,100 @@
+"""Runs: one generation in flight, with its append-only event log.
+
+The producer (the loop) appends events and never waits on a subscriber; each subscriber
+reads the log from any position at its own pace, so none can stall the run or lose an
+event. The position of an event in the log is its ``sequence_number``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from stateway.core.errors import GatewayError
+from stateway.core.events import Event
+from stateway.core.items import Item
+from stateway.core.response import ResponseState
+
+
+class Run:
+    __slots__ = ("_changed", "_done", "error", "events", "input_items", "state", "task")
+
+    def __init__(self, state: ResponseState, input_items: list[Item]) -> None:
+        self.state = state
+        self.input_items = input_items
+        """This request's own input, stored with the response."""
+        self.events: list[Event] = []
+        self.error: GatewayError | None = None
+        """Set when the run failed before any output: non-streaming callers raise it."""
+        self.task: asyncio.Task[None] | None = None
+        self._changed: asyncio.Future[None] | None = None
+        self._done = asyncio.Event()
+
+    @property
+    def id(self) -> str:
+        return self.state.id
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+        self._wake()
+
+    def close(self) -> None:
+        """Mark the log complete; called once the terminal event is in it (or the run died)."""
+        self._done.set()
+        self._wake()
+
+    @property
+    def closed(self) -> bool:
+        return self._done.is_set()
+
+    async def wait(self) -> None:
+        await self._done.wait()
+
+    def cancel(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+
+    async def subscribe(self, after: int = -1) -> AsyncIterator[tuple[int, Event]]:
+        """Yield ``(sequence_number, event)`` for every event after ``after``, live."""
+        position = after + 1
+        while True:
+            events = self.events
+            while position < len(events):
+                yield position, events[position]
+                position += 1
+            if self._done.is_set():
+                return
+            if self._changed is None or self._changed.done():
+                self._changed = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._changed)
+
+    def _wake(self) -> None:
+        changed = self._changed
+        if changed is not None and not changed.done():
+            changed.set_result(None)
+
+
+class RunRegistry:
+    """Runs in flight in this process, by response id."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, Run] = {}
+
+    def add(self, run: Run) -> None:
+        self._runs[run.id] = run
+
+    def discard(self, run: Run) -> None:
+        self._runs.pop(run.id, None)
+
+    def get(self, response_id: str) -> Run | None:
+        return self._runs.get(response_id)
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    async def cancel_all(self) -> None:
+        runs = list(self._runs.values())
+        for run in runs:
+            run.cancel()
+        for run in runs:
+            await run.wait()

@@ -1,0 +1,158 @@
+"""Chat Completions wire (``POST /v1/chat/completions``), as OpenAI and vLLM speak it.
+
+Parses ``messages`` into a :class:`Conversation` and renders a :class:`Plan` as a
+``chat.completion`` object or as ``chat.completion.chunk`` SSE frames ending in
+``data: [DONE]``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from stateway.fake_upstream.conversation import Conversation, ConversationBuilder, content_text
+from stateway.fake_upstream.delivery import END, PAYLOAD, STRUCT, Frame
+from stateway.fake_upstream.errors import invalid_request, optional_positive_int, require_str
+from stateway.fake_upstream.plan import Plan, argument_chunks, new_id
+
+_DONE = b"data: [DONE]\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """A validated Chat Completions request."""
+
+    model: str
+    stream: bool
+    include_usage: bool
+    max_tokens: int | None
+    conversation: Conversation
+
+    def body(self, plan: Plan) -> bytes:
+        return orjson.dumps(completion(self, plan))
+
+    def frames(self, plan: Plan) -> Iterator[Frame]:
+        return completion_frames(self, plan)
+
+
+def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
+    model = require_str(body, "model")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise invalid_request("Missing required parameter: 'messages'.", "messages")
+    builder = ConversationBuilder()
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise invalid_request(f"Invalid message at index {index}.", f"messages[{index}]")
+        _add_message(builder, message)
+    options = body.get("stream_options")
+    return ChatRequest(
+        model=model,
+        stream=body.get("stream") is True,
+        include_usage=isinstance(options, dict) and options.get("include_usage") is True,
+        max_tokens=optional_positive_int(body, "max_completion_tokens", "max_tokens"),
+        conversation=builder.build(),
+    )
+
+
+def _add_message(builder: ConversationBuilder, message: dict[str, Any]) -> None:
+    role: str = message["role"]
+    text = content_text(message.get("content"))
+    if role in ("tool", "function"):
+        call_id = message.get("tool_call_id") or message.get("name") or ""
+        builder.tool_result(str(call_id), text)
+        return
+    if role != "assistant":
+        builder.message(role, text)
+        return
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        builder.reasoning(reasoning)
+    calls = message.get("tool_calls")
+    calls = calls if isinstance(calls, list) else []
+    if text or not calls:
+        builder.message(role, text)
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            builder.tool_call(str(function.get("name", "")), str(function.get("arguments", "")))
+
+
+def _usage(plan: Plan) -> dict[str, Any]:
+    return {
+        "prompt_tokens": plan.prompt_tokens,
+        "completion_tokens": plan.completion_tokens,
+        "total_tokens": plan.prompt_tokens + plan.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": plan.reasoning_tokens},
+    }
+
+
+def completion(request: ChatRequest, plan: Plan) -> dict[str, Any]:
+    """The non-streamed ``chat.completion`` object."""
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": plan.content if plan.text or not plan.tool_calls else None,
+    }
+    if plan.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call.call_id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in plan.tool_calls
+        ]
+    if plan.reasoning:
+        message["reasoning_content"] = plan.reasoning_text
+    return {
+        "id": new_id("chatcmpl-"),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.model,
+        "choices": [
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": plan.finish_reason}
+        ],
+        "usage": _usage(plan),
+    }
+
+
+def completion_frames(request: ChatRequest, plan: Plan) -> Iterator[Frame]:
+    """The ``chat.completion.chunk`` SSE frames, ``[DONE]`` included."""
+    # Every chunk shares its envelope, so only the delta is serialised per chunk.
+    envelope = b'data: {"id":"%s","object":"chat.completion.chunk","created":%d,"model":%s' % (
+        new_id("chatcmpl-").encode(),
+        int(time.time()),
+        orjson.dumps(request.model),
+    )
+    usage_null = b',"usage":null' if request.include_usage else b""
+    open_delta = envelope + b',"choices":[{"index":0,"delta":'
+    close_delta = b',"logprobs":null,"finish_reason":null}]' + usage_null + b"}\n\n"
+
+    def delta(fields: dict[str, Any]) -> bytes:
+        return open_delta + orjson.dumps(fields) + close_delta
+
+    yield delta({"role": "assistant", "content": ""}), STRUCT
+    for word in plan.reasoning:
+        yield delta({"reasoning_content": word}), PAYLOAD
+    for word in plan.text:
+        yield delta({"content": word}), PAYLOAD
+    for index, call in enumerate(plan.tool_calls):
+        function = {"name": call.name, "arguments": ""}
+        header = {"index": index, "id": call.call_id, "type": "function", "function": function}
+        yield delta({"tool_calls": [header]}), STRUCT
+        for piece in argument_chunks(call.arguments):
+            fragment = {"index": index, "function": {"arguments": piece}}
+            yield delta({"tool_calls": [fragment]}), PAYLOAD
+    finish = orjson.dumps(plan.finish_reason)
+    yield (
+        open_delta + b'{},"logprobs":null,"finish_reason":' + finish + b"}]" + usage_null + b"}\n\n",
+        END,
+    )
+    if request.include_usage:
+        yield envelope + b',"choices":[],"usage":' + orjson.dumps(_usage(plan)) + b"}\n\n", END
+    yield _DONE, END

@@ -1,0 +1,101 @@
+"""OpenAI-shaped errors: the exception the app turns into a reply, and request validation.
+
+Every error body has the OpenAI shape
+``{"error": {"message", "type", "param", "code"}}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+# status -> (type, code) for [[error:STATUS]]; other 4xx are invalid_request_error.
+_SCRIPTED: dict[int, tuple[str, str | None]] = {
+    400: ("invalid_request_error", None),
+    401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", "permission_denied"),
+    404: ("not_found_error", "model_not_found"),
+    409: ("conflict_error", "conflict"),
+    422: ("invalid_request_error", "unprocessable_entity"),
+    429: ("requests", "rate_limit_exceeded"),
+}
+
+
+class UpstreamError(Exception):
+    """An error reply, raised anywhere before the response has started."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type_: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+        headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+        self.code = code
+        self.param = param
+        self.headers = headers or []
+
+    def body(self) -> bytes:
+        error = {"message": self.message, "type": self.type, "param": self.param}
+        return orjson.dumps({"error": {**error, "code": self.code}})
+
+
+def scripted_error(status: int) -> UpstreamError:
+    """The error ``[[error:STATUS]]`` asks for, typed as the OpenAI API would."""
+    if status >= 500:
+        type_, code = "server_error", None
+    else:
+        type_, code = _SCRIPTED.get(status, ("invalid_request_error", None))
+    headers = [(b"retry-after", b"1")] if status == 429 else None
+    message = f"Scripted failure: [[error:{status}]]"
+    return UpstreamError(status, message, type_=type_, code=code, headers=headers)
+
+
+def invalid_request(message: str, param: str | None = None) -> UpstreamError:
+    return UpstreamError(400, message, param=param)
+
+
+def invalid_api_key(provided: bool) -> UpstreamError:
+    """The 401 an API-key-protected fake gives without the right bearer token."""
+    message = (
+        "Incorrect API key provided."
+        if provided
+        else "You didn't provide an API key. Send it as 'Authorization: Bearer KEY'."
+    )
+    return UpstreamError(401, message, code="invalid_api_key")
+
+
+def not_found(method: str, path: str) -> UpstreamError:
+    return UpstreamError(404, f"Invalid URL ({method} {path})", code="unknown_url")
+
+
+def method_not_allowed(method: str, path: str) -> UpstreamError:
+    return UpstreamError(405, f"Method {method} not allowed for {path}", code="method_not_allowed")
+
+
+def require_str(body: dict[str, Any], key: str) -> str:
+    """The required string ``key`` of a request body."""
+    value = body.get(key)
+    if not isinstance(value, str) or not value:
+        raise invalid_request(f"Missing required parameter: '{key}'.", key)
+    return value
+
+
+def optional_positive_int(body: dict[str, Any], *keys: str) -> int | None:
+    """The first of ``keys`` present and not null, which must be a positive integer."""
+    for key in keys:
+        value = body.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise invalid_request(f"Invalid '{key}': expected an integer >= 1.", key)
+        return value
+    return None

@@ -1,0 +1,119 @@
+"""What the fake model answers: its chunks, tool calls, finish reason and usage.
+
+A :class:`Plan` is computed once per request from the :class:`Conversation` and its
+:class:`Script`; both wires render the same plan, streamed or not. Text and reasoning are
+split into one chunk per word (whitespace kept, so chunks concatenate back to the exact
+text) and tool arguments into pieces of :data:`ARGUMENT_CHUNK` characters.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from stateway.fake_upstream.conversation import Conversation
+from stateway.fake_upstream.script import Script
+
+ARGUMENT_CHUNK = 8
+_WORD = re.compile(r"\s*\S+\s*")
+
+
+def new_id(prefix: str) -> str:
+    """A fresh unique identifier such as ``call_<24 hex digits>``."""
+    return prefix + os.urandom(12).hex()
+
+
+def word_chunks(text: str) -> list[str]:
+    """One chunk per word, surrounding whitespace attached, so ``"".join`` gives ``text``."""
+    chunks = _WORD.findall(text)
+    if not chunks and text:
+        return [text]
+    return chunks
+
+
+def argument_chunks(arguments: str) -> list[str]:
+    """Tool-call arguments in pieces of :data:`ARGUMENT_CHUNK` characters."""
+    return [arguments[i : i + ARGUMENT_CHUNK] for i in range(0, len(arguments), ARGUMENT_CHUNK)]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A function call the fake model makes."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The fake model's complete answer to one request."""
+
+    reasoning: list[str]
+    text: list[str]
+    tool_calls: list[ToolCall]
+    finish_reason: str
+    """``stop``, ``length`` or ``tool_calls`` (Chat Completions vocabulary)."""
+    prompt_tokens: int
+
+    @property
+    def reasoning_text(self) -> str:
+        return "".join(self.reasoning)
+
+    @property
+    def content(self) -> str:
+        return "".join(self.text)
+
+    @property
+    def reasoning_tokens(self) -> int:
+        return len(self.reasoning)
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.reasoning) + len(self.text) + len(self.tool_calls)
+
+
+def reply_text(conversation: Conversation, script: Script) -> str:
+    """The reply text, by precedence: echo, words, tool results, then the greeting."""
+    if script.echo:
+        return "\n".join(conversation.lines)
+    if script.words is not None:
+        return " ".join([f"w{i}" for i in range(1, script.words + 1)])
+    if conversation.tool_outputs:
+        return "\n".join([f"Tool said: {output}" for output in conversation.tool_outputs])
+    return f"Hello! You said: {script.text}"
+
+
+def build_plan(conversation: Conversation, script: Script, max_tokens: int | None) -> Plan:
+    """Decide the answer; ``max_tokens`` caps reasoning, then text, then tool calls."""
+    calls: list[ToolCall] = []
+    if not conversation.tool_outputs:
+        # Tool directives fire on the turn answering the user, not again after the results.
+        calls = [ToolCall(new_id("call_"), tool.name, tool.arguments) for tool in script.tools]
+    reasoning = word_chunks(script.reasoning or "")
+    text = [] if calls else word_chunks(reply_text(conversation, script))
+    truncated = False
+    if max_tokens is not None and len(reasoning) + len(text) + len(calls) > max_tokens:
+        truncated = True
+        budget = max_tokens
+        if len(reasoning) > budget:
+            reasoning, text, calls = _truncate(reasoning, budget), [], []
+        elif len(text) > budget - len(reasoning):
+            text, calls = _truncate(text, budget - len(reasoning)), []
+        else:
+            calls = calls[: budget - len(reasoning) - len(text)]
+    if truncated or script.length:
+        finish = "length"
+    elif calls:
+        finish = "tool_calls"
+    else:
+        finish = "stop"
+    return Plan(reasoning, text, calls, finish, conversation.prompt_tokens)
+
+
+def _truncate(chunks: list[str], keep: int) -> list[str]:
+    kept = chunks[:keep]
+    if kept:
+        kept[-1] = kept[-1].rstrip()
+    return kept

@@ -1,0 +1,137 @@
+"""Directives that script the fake model, parsed from the last user message's text.
+
+Grammar (names are lower case, no spaces inside the brackets)::
+
+    directive := "[[" NAME "]]" | "[[" NAME ":" ARG "]]"
+    [[echo]]              reply with a transcript of the received context
+    [[length]]            finish with reason "length"
+    [[tool:FN:ARGS]]      call function FN ([A-Za-z0-9_.-]+) with ARGS (repeatable)
+    [[reason:TEXT]]       emit TEXT as reasoning first (repeatable, joined by a space)
+    [[error:STATUS]]      fail with HTTP STATUS (400..599)
+    [[cut:N]]             drop the connection after N streamed payload chunks
+    [[slow:MS]]           wait MS milliseconds before the first and between chunks
+    [[words:N]]           reply with "w1 w2 ... wN"
+
+An ARG runs up to the first ``]]``, except for ``tool`` whose ARGS run up to the first
+``]]`` at which they parse as JSON (so nested arrays survive), falling back to the first
+``]]``. ``cut``, ``slow`` and ``words`` take decimal integers. Anything in ``[[...]]`` that
+does not fit the grammar is kept as plain text. For non-repeatable directives the last
+occurrence wins.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import orjson
+
+_OPEN = "[["
+_CLOSE = "]]"
+_HEAD = re.compile(r"([a-z]+)(:|\]\])")
+_TOOL_NAME = re.compile(r"([A-Za-z0-9_.\-]+):")
+_FLAGS = frozenset({"echo", "length"})
+_INTEGERS = frozenset({"error", "cut", "slow", "words"})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDirective:
+    """One scripted function call: the function name and its raw arguments string."""
+
+    name: str
+    arguments: str
+
+
+@dataclass(slots=True)
+class Script:
+    """The plan a user message scripts; ``text`` is that message with directives removed."""
+
+    text: str = ""
+    echo: bool = False
+    length: bool = False
+    tools: list[ToolDirective] = field(default_factory=list)
+    reasoning: str | None = None
+    error: int | None = None
+    cut: int | None = None
+    slow_ms: int | None = None
+    words: int | None = None
+
+
+def parse_script(text: str) -> Script:
+    """Parse every directive out of ``text``; unknown or malformed ones stay as text."""
+    if _OPEN not in text:
+        return Script(text=text.strip())
+    script = Script()
+    kept: list[str] = []
+    pos = scan = 0
+    while (start := text.find(_OPEN, scan)) >= 0:
+        end = _apply(text, start, script)
+        if end < 0:
+            scan = start + 1
+            continue
+        kept.append(text[pos:start])
+        pos = scan = end
+    kept.append(text[pos:])
+    script.text = "".join(kept).strip()
+    return script
+
+
+def _apply(text: str, start: int, script: Script) -> int:
+    """Apply the directive at ``start`` to ``script``; return its end, or -1 if none."""
+    head = _HEAD.match(text, start + len(_OPEN))
+    if head is None:
+        return -1
+    name, sep = head.group(1), head.group(2)
+    if sep == _CLOSE:
+        if name not in _FLAGS:
+            return -1
+        setattr(script, name, True)
+        return head.end()
+    if name == "tool":
+        return _apply_tool(text, head.end(), script)
+    close = text.find(_CLOSE, head.end())
+    if close < 0:
+        return -1
+    arg = text[head.end() : close]
+    if name == "reason":
+        script.reasoning = arg if script.reasoning is None else f"{script.reasoning} {arg}"
+    elif name in _INTEGERS and arg.isascii() and arg.isdigit():
+        value = int(arg)
+        if name == "error":
+            if not 400 <= value <= 599:
+                return -1
+            script.error = value
+        elif name == "cut":
+            script.cut = value
+        elif name == "slow":
+            script.slow_ms = value
+        else:
+            script.words = value
+    else:
+        return -1
+    return close + len(_CLOSE)
+
+
+def _apply_tool(text: str, pos: int, script: Script) -> int:
+    """Parse ``FN:ARGS]]`` starting at ``pos``; ARGS end at the first ``]]`` giving JSON."""
+    name = _TOOL_NAME.match(text, pos)
+    if name is None:
+        return -1
+    args_start = name.end()
+    first = close = text.find(_CLOSE, args_start)
+    if first < 0:
+        return -1
+    while close >= 0 and not _is_json(text[args_start:close]):
+        close = text.find(_CLOSE, close + 1)
+    if close < 0:
+        close = first
+    script.tools.append(ToolDirective(name.group(1), text[args_start:close]))
+    return close + len(_CLOSE)
+
+
+def _is_json(candidate: str) -> bool:
+    try:
+        orjson.loads(candidate)
+    except orjson.JSONDecodeError:
+        return False
+    return True

@@ -1,0 +1,1 @@
+"""Protocols: wire <-> canonical, one package per client protocol."""

@@ -1,0 +1,1 @@
+"""The OpenAI Responses API: request decoding, response and event encoding."""

@@ -1,0 +1,231 @@
+"""Responses wire -> canonical commands.
+
+``decode_create`` validates a ``POST /v1/responses`` body and returns a ``CreateResponse``
+with normalized input items: a string input becomes one user message, message content
+becomes a list of parts, every item gets an id (client ids are kept as labels). Item types
+the gateway does not model are passed through untouched; whether an upstream can carry
+them is decided in the core, against the chosen backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pydantic
+
+from stateway.core.commands import CreateResponse, GenerationSettings, ListInputItems
+from stateway.core.errors import InvalidRequest
+from stateway.core.items import Item
+from stateway.protocols.responses.items import decode_items
+from stateway.protocols.responses.request import CreateResponseBody
+
+_TOOL_CHOICES = frozenset({"auto", "none", "required"})
+_FORMATS = frozenset({"text", "json_object", "json_schema"})
+
+
+def decode_create(raw: bytes) -> CreateResponse:
+    try:
+        body = CreateResponseBody.model_validate_json(raw, strict=True)
+    except pydantic.ValidationError as exc:
+        raise _invalid(exc) from None
+    if body.background:
+        raise InvalidRequest("Background responses are not supported yet.", param="background")
+    if body.conversation is not None:
+        raise InvalidRequest("Conversations are not supported yet.", param="conversation")
+    if body.include:
+        _check_include(body.include)
+    settings = GenerationSettings(
+        temperature=body.temperature,
+        top_p=body.top_p,
+        max_output_tokens=body.max_output_tokens,
+        max_tool_calls=body.max_tool_calls,
+        tools=_tools(body.tools or []),
+        tool_choice=_tool_choice(body.tool_choice),
+        parallel_tool_calls=True if body.parallel_tool_calls is None else body.parallel_tool_calls,
+        text_format=_text_format(body.text.format if body.text else None),
+        verbosity=body.text.verbosity if body.text else None,
+        reasoning_effort=body.reasoning.effort if body.reasoning else None,
+        reasoning_summary=(body.reasoning.summary or body.reasoning.generate_summary)
+        if body.reasoning
+        else None,
+        metadata=_metadata(body.metadata or {}),
+        user=body.user,
+        safety_identifier=body.safety_identifier,
+        prompt_cache_key=body.prompt_cache_key,
+        include=body.include or [],
+        truncation=body.truncation or "disabled",
+        service_tier=body.service_tier,
+        top_logprobs=body.top_logprobs,
+        presence_penalty=body.presence_penalty,
+        frequency_penalty=body.frequency_penalty,
+    )
+    return CreateResponse(
+        model=body.model,
+        input=decode_items(body.input),
+        instructions=body.instructions,
+        previous_response_id=body.previous_response_id,
+        store=True if body.store is None else body.store,
+        stream=bool(body.stream),
+        settings=settings,
+    )
+
+
+def decode_list_input_items(response_id: str, query: dict[str, str]) -> ListInputItems:
+    limit_text = query.get("limit", "20")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 100:
+        raise InvalidRequest("'limit' must be an integer from 1 to 100.", param="limit")
+    order = query.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise InvalidRequest("'order' must be 'asc' or 'desc'.", param="order")
+    sort: Literal["asc", "desc"] = "asc" if order == "asc" else "desc"
+    return ListInputItems(
+        response_id, after=query.get("after") or None, limit=int(limit_text), order=sort
+    )
+
+
+def _invalid(exc: pydantic.ValidationError) -> InvalidRequest:
+    error = exc.errors(include_url=False, include_context=False)[0]
+    if error["type"] == "json_invalid":
+        return InvalidRequest(
+            "We could not parse the JSON body of your request. Expected a JSON object.",
+            code="invalid_json",
+        )
+    param = _param(error["loc"])
+    if error["type"] == "missing":
+        return InvalidRequest(
+            f"Missing required parameter: '{param}'.",
+            param=param,
+            code="missing_required_parameter",
+        )
+    if error["type"] in ("model_type", "model_attributes_type") and not error["loc"]:
+        return InvalidRequest("The request body must be a JSON object.", code="invalid_type")
+    return InvalidRequest(
+        f"Invalid value for '{param}': {error['msg']}.", param=param, code="invalid_value"
+    )
+
+
+def _param(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part in (
+            "str",
+            "list[dict[str,any]]",
+            "dict[str,any]",
+            "bool",
+            "float",
+            "int",
+            "function-after",
+        ):
+            continue
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def _check_include(include: list[str]) -> None:
+    for index, entry in enumerate(include):
+        if not entry:
+            raise InvalidRequest("Include entries must be non-empty.", param=f"include[{index}]")
+
+
+def _tools(tools: list[dict[str, Any]]) -> list[Item]:
+    decoded: list[Item] = []
+    for index, tool in enumerate(tools):
+        kind = tool.get("type")
+        if kind != "function":
+            raise InvalidRequest(
+                f"Tool type '{kind}' is not supported yet; only 'function' tools are.",
+                param=f"tools[{index}].type",
+                code="unsupported_tool_type",
+            )
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidRequest(
+                "Missing required parameter: 'name'.", param=f"tools[{index}].name"
+            )
+        parameters = tool.get("parameters")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise InvalidRequest(
+                "'parameters' must be a JSON Schema object.", param=f"tools[{index}].parameters"
+            )
+        description = tool.get("description")
+        if description is not None and not isinstance(description, str):
+            raise InvalidRequest(
+                "'description' must be a string.", param=f"tools[{index}].description"
+            )
+        strict = tool.get("strict")
+        if strict is not None and not isinstance(strict, bool):
+            raise InvalidRequest("'strict' must be a boolean.", param=f"tools[{index}].strict")
+        decoded.append(
+            {
+                "type": "function",
+                "name": name,
+                "description": description,
+                "parameters": parameters,
+                "strict": strict,
+            }
+        )
+    return decoded
+
+
+def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
+    if choice is None:
+        return "auto"
+    if isinstance(choice, str):
+        if choice not in _TOOL_CHOICES:
+            raise InvalidRequest(
+                f"Invalid value for 'tool_choice': '{choice}'.", param="tool_choice"
+            )
+        return choice
+    if choice.get("type") == "function" and isinstance(choice.get("name"), str):
+        return {"type": "function", "name": choice["name"]}
+    raise InvalidRequest(
+        f"Tool choice type '{choice.get('type')}' is not supported yet.", param="tool_choice"
+    )
+
+
+def _text_format(fmt: dict[str, Any] | None) -> dict[str, Any]:
+    if fmt is None:
+        return {"type": "text"}
+    kind = fmt.get("type")
+    if kind not in _FORMATS:
+        raise InvalidRequest(
+            f"Invalid value for 'text.format.type': '{kind}'.", param="text.format.type"
+        )
+    if kind == "json_schema":
+        if not isinstance(fmt.get("name"), str) or not fmt["name"]:
+            raise InvalidRequest(
+                "Missing required parameter: 'text.format.name'.", param="text.format.name"
+            )
+        if not isinstance(fmt.get("schema"), dict):
+            raise InvalidRequest(
+                "Missing required parameter: 'text.format.schema'.", param="text.format.schema"
+            )
+        strict = fmt.get("strict")
+        if strict is not None and not isinstance(strict, bool):
+            raise InvalidRequest(
+                "'text.format.strict' must be a boolean.", param="text.format.strict"
+            )
+        out = {
+            "type": "json_schema",
+            "name": fmt["name"],
+            "schema": fmt["schema"],
+            "strict": strict,
+        }
+        if isinstance(fmt.get("description"), str):
+            out["description"] = fmt["description"]
+        return out
+    return {"type": kind}
+
+
+def _metadata(metadata: dict[str, str]) -> dict[str, str]:
+    for key, value in metadata.items():
+        if len(key) > 64:
+            raise InvalidRequest("Metadata keys must be at most 64 characters.", param="metadata")
+        if len(value) > 512:
+            raise InvalidRequest(
+                "Metadata values must be at most 512 characters.", param="metadata"
+            )
+    return metadata

@@ -1,0 +1,179 @@
+"""Canonical -> Responses wire: the Response object, stream events as SSE frames, lists.
+
+Every field of the spec's Response is present, with numbers where the spec wants numbers
+(the effective defaults of the sampling settings, not null).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from stateway.core import events as ev
+from stateway.core.errors import GatewayError
+from stateway.core.items import Item
+from stateway.core.ports import ItemPage
+from stateway.core.response import ResponseState
+from stateway.core.usage import Usage
+
+
+def encode_response(state: ResponseState, *, snapshot: bool = False) -> dict[str, Any]:
+    """The Response object. ``snapshot`` renders it as first announced: in progress, empty."""
+    s = state.settings
+    status = "in_progress" if snapshot else state.status
+    incomplete = None
+    if not snapshot and state.status == "incomplete":
+        incomplete = {"reason": state.incomplete_reason}
+    return {
+        "id": state.id,
+        "object": "response",
+        "created_at": int(state.created_at),
+        "status": status,
+        "background": False,
+        "completed_at": None if snapshot or state.completed_at is None else int(state.completed_at),
+        "error": None if snapshot else state.error,
+        "incomplete_details": incomplete,
+        "instructions": state.instructions,
+        "max_output_tokens": s.max_output_tokens,
+        "max_tool_calls": s.max_tool_calls,
+        "model": state.model,
+        "output": [] if snapshot else state.output,
+        "parallel_tool_calls": s.parallel_tool_calls,
+        "previous_response_id": state.previous_response_id,
+        "prompt_cache_key": s.prompt_cache_key,
+        "reasoning": {"effort": s.reasoning_effort, "summary": s.reasoning_summary},
+        "safety_identifier": s.safety_identifier,
+        "service_tier": s.service_tier or "default",
+        "store": state.store,
+        "temperature": 1.0 if s.temperature is None else s.temperature,
+        "text": {"format": s.text_format, "verbosity": s.verbosity or "medium"},
+        "tool_choice": s.tool_choice,
+        "tools": s.tools,
+        "top_logprobs": s.top_logprobs or 0,
+        "top_p": 1.0 if s.top_p is None else s.top_p,
+        "presence_penalty": s.presence_penalty or 0.0,
+        "frequency_penalty": s.frequency_penalty or 0.0,
+        "truncation": s.truncation,
+        "usage": None if snapshot or state.usage is None else encode_usage(state.usage),
+        "user": s.user,
+        "metadata": s.metadata,
+    }
+
+
+def encode_usage(usage: Usage) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": 0},
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.total_tokens,
+    }
+
+
+_TERMINAL_TYPES = {
+    "completed": "response.completed",
+    "incomplete": "response.incomplete",
+    "failed": "response.failed",
+    "cancelled": "response.failed",
+}
+
+
+def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
+    """The wire payload of one stream event, ``sequence_number`` = its place in the log."""
+    match event:
+        case ev.TextDelta():
+            return {
+                "type": "response.output_text.delta",
+                "sequence_number": seq,
+                "item_id": event.item_id,
+                "output_index": event.output_index,
+                "content_index": event.content_index,
+                "delta": event.delta,
+                "logprobs": [],
+            }
+        case ev.ReasoningDelta():
+            return _part_event("response.reasoning_text.delta", seq, event, delta=event.delta)
+        case ev.ArgumentsDelta():
+            return {
+                "type": "response.function_call_arguments.delta",
+                "sequence_number": seq,
+                "item_id": event.item_id,
+                "output_index": event.output_index,
+                "delta": event.delta,
+            }
+        case ev.ItemAdded():
+            return _item_event("response.output_item.added", seq, event.output_index, event.item)
+        case ev.ItemDone():
+            return _item_event("response.output_item.done", seq, event.output_index, event.item)
+        case ev.PartAdded():
+            return _part_event("response.content_part.added", seq, event, part=event.part)
+        case ev.PartDone():
+            return _part_event("response.content_part.done", seq, event, part=event.part)
+        case ev.TextDone():
+            return _part_event(
+                "response.output_text.done", seq, event, text=event.text, logprobs=[]
+            )
+        case ev.ReasoningDone():
+            return _part_event("response.reasoning_text.done", seq, event, text=event.text)
+        case ev.ArgumentsDone():
+            return {
+                "type": "response.function_call_arguments.done",
+                "sequence_number": seq,
+                "item_id": event.item_id,
+                "output_index": event.output_index,
+                "name": event.name,
+                "arguments": event.arguments,
+            }
+        case ev.ResponseCreated():
+            return _response_event("response.created", seq, event.response, snapshot=True)
+        case ev.ResponseInProgress():
+            return _response_event("response.in_progress", seq, event.response, snapshot=True)
+        case ev.ResponseFinished():
+            kind = _TERMINAL_TYPES.get(event.response.status, "response.failed")
+            return _response_event(kind, seq, event.response, snapshot=False)
+
+
+def encode_sse(seq: int, event: ev.Event) -> bytes:
+    """One SSE frame: ``event:`` line, one-line JSON ``data:``, blank line, LF only."""
+    payload = encode_event(seq, event)
+    kind: str = payload["type"]
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+
+def encode_error(error: GatewayError) -> dict[str, Any]:
+    return {"error": error.to_dict()}
+
+
+def encode_item_page(page: ItemPage) -> dict[str, Any]:
+    data = page.items
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": data[0].get("id") if data else None,
+        "last_id": data[-1].get("id") if data else None,
+        "has_more": page.has_more,
+    }
+
+
+def _item_event(kind: str, seq: int, output_index: int, item: Item) -> dict[str, Any]:
+    return {"type": kind, "sequence_number": seq, "output_index": output_index, "item": item}
+
+
+def _part_event(kind: str, seq: int, event: Any, **fields: Any) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "sequence_number": seq,
+        "item_id": event.item_id,
+        "output_index": event.output_index,
+        "content_index": event.content_index,
+        **fields,
+    }
+
+
+def _response_event(kind: str, seq: int, state: ResponseState, *, snapshot: bool) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "sequence_number": seq,
+        "response": encode_response(state, snapshot=snapshot),
+    }

@@ -1,0 +1,136 @@
+"""Input items of the Responses wire, checked and normalized into canonical items.
+
+The shapes the gateway models (messages, function calls and their outputs, reasoning)
+are checked field by field so a bad one is a 400 naming the exact path. Other item types
+pass through untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stateway.core.errors import InvalidRequest
+from stateway.core.ids import new_id
+from stateway.core.items import Item
+
+_ROLES = frozenset({"user", "system", "developer", "assistant"})
+_ID_PREFIX = {
+    "message": "msg",
+    "function_call": "fc",
+    "function_call_output": "fco",
+    "reasoning": "rs",
+}
+_PART_TEXT = frozenset({"input_text", "output_text", "refusal", "text", "summary_text"})
+_PART_KNOWN = _PART_TEXT | {"input_image", "input_file", "input_audio"}
+
+
+def decode_items(raw: str | list[dict[str, Any]]) -> list[Item]:
+    if isinstance(raw, str):
+        return [_message("user", [{"type": "input_text", "text": raw}], None)]
+    return [_item(item, f"input[{index}]") for index, item in enumerate(raw)]
+
+
+def _item(raw: dict[str, Any], path: str) -> Item:
+    kind = raw.get("type")
+    if kind is None and "role" in raw:
+        kind = "message"
+    if not isinstance(kind, str):
+        raise InvalidRequest("Every input item needs a string 'type'.", param=f"{path}.type")
+    match kind:
+        case "message":
+            return _decode_message(raw, path)
+        case "function_call":
+            _require_str(raw, path, "call_id", "name", "arguments")
+            return _with_id(dict(raw), kind)
+        case "function_call_output":
+            _require_str(raw, path, "call_id")
+            output = raw.get("output")
+            if not isinstance(output, str | list):
+                raise InvalidRequest(
+                    "'output' must be a string or a list of content parts.", param=f"{path}.output"
+                )
+            return _with_id(dict(raw), kind)
+        case "reasoning":
+            summary = raw.get("summary", [])
+            if not isinstance(summary, list):
+                raise InvalidRequest("'summary' must be a list.", param=f"{path}.summary")
+            item = dict(raw)
+            item.setdefault("summary", [])
+            return _with_id(item, kind)
+        case "item_reference":
+            raise InvalidRequest(
+                "Item references are not supported: input item ids are labels; "
+                "send the item itself.",
+                param=f"{path}.type",
+                code="unsupported_item_type",
+            )
+        case _:
+            return dict(raw)
+
+
+def _decode_message(raw: dict[str, Any], path: str) -> Item:
+    role = raw.get("role")
+    if role not in _ROLES:
+        raise InvalidRequest(
+            f"Invalid value for 'role': {role!r}. Supported values are: 'user', 'system', "
+            "'developer' and 'assistant'.",
+            param=f"{path}.role",
+        )
+    content = raw.get("content")
+    text_kind = "output_text" if role == "assistant" else "input_text"
+    if isinstance(content, str):
+        parts: list[Item] = [{"type": text_kind, "text": content}]
+    elif isinstance(content, list):
+        parts = [_part(part, f"{path}.content[{i}]") for i, part in enumerate(content)]
+    else:
+        raise InvalidRequest(
+            "'content' must be a string or a list of content parts.", param=f"{path}.content"
+        )
+    if role == "assistant":
+        for part in parts:
+            if part["type"] == "output_text":
+                part.setdefault("annotations", [])
+    return _message(role, parts, raw)
+
+
+def _part(raw: Any, path: str) -> Item:
+    if not isinstance(raw, dict):
+        raise InvalidRequest("Each content part must be an object.", param=path)
+    kind = raw.get("type")
+    if kind not in _PART_KNOWN:
+        raise InvalidRequest(f"Invalid content part type: {kind!r}.", param=f"{path}.type")
+    if kind in _PART_TEXT:
+        key = "refusal" if kind == "refusal" else "text"
+        if not isinstance(raw.get(key), str):
+            raise InvalidRequest(f"'{key}' must be a string.", param=f"{path}.{key}")
+    if kind == "input_image":
+        url = raw.get("image_url")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://", "data:")):
+            raise InvalidRequest(
+                "'image_url' must be an http(s) URL or a data URL; file ids are not supported.",
+                param=f"{path}.image_url",
+            )
+    return dict(raw)
+
+
+def _message(role: str, parts: list[Item], raw: dict[str, Any] | None) -> Item:
+    item: Item = {"type": "message", "role": role, "content": parts}
+    if raw is not None:
+        for key, value in raw.items():
+            if key not in ("type", "role", "content"):
+                item[key] = value
+    return _with_id(item, "message")
+
+
+def _with_id(item: Item, kind: str) -> Item:
+    if not isinstance(item.get("id"), str) or not item["id"]:
+        item["id"] = new_id(_ID_PREFIX[kind])
+    return item
+
+
+def _require_str(raw: dict[str, Any], path: str, *keys: str) -> None:
+    for key in keys:
+        if not isinstance(raw.get(key), str):
+            raise InvalidRequest(
+                f"Missing or invalid parameter: '{key}' must be a string.", param=f"{path}.{key}"
+            )

@@ -1,0 +1,121 @@
+"""Database URLs and async engines.
+
+Users write plain URLs; this module maps them to SQLAlchemy's async drivers:
+
+    sqlite:///relative/path.db    -> sqlite+aiosqlite, relative to the working directory
+    sqlite:////abs/path.db        -> sqlite+aiosqlite
+    postgresql://user@host:port/db
+    postgres://user@host:port/db  -> postgresql+asyncpg
+
+Anything else raises :class:`ValueError` with a message meant for a human. SQLite paths are
+made absolute (so a later ``chdir`` cannot move the database) and their parent directory is
+created. In-memory SQLite is refused: every pooled connection would see its own empty
+database.
+
+Every SQLite connection gets its pragmas when it is opened: a 5 s busy timeout (set first,
+so that the switch to WAL waits for other processes instead of failing), write-ahead
+logging (readers never block the writer), ``synchronous=NORMAL`` (durable at checkpoints,
+safe with WAL) and enforced foreign keys.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+
+SQLITE_DRIVER: Final = "sqlite+aiosqlite"
+POSTGRES_DRIVER: Final = "postgresql+asyncpg"
+
+_SQLITE_SCHEMES: Final = frozenset({"sqlite", SQLITE_DRIVER})
+_POSTGRES_SCHEMES: Final = frozenset({"postgresql", "postgres", POSTGRES_DRIVER})
+
+SQLITE_PRAGMAS: Final = (
+    "PRAGMA busy_timeout=5000",
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=NORMAL",
+    "PRAGMA foreign_keys=ON",
+)
+
+_SQLITE_EXAMPLE: Final = "sqlite:///path/to/stateway.db"
+_EXAMPLES: Final = f"{_SQLITE_EXAMPLE} or postgresql://user@host:5432/dbname"
+
+
+def async_url(url: str) -> URL:
+    """The SQLAlchemy URL, with its async driver, for a user-supplied database URL."""
+    parsed = _parse(url)
+    scheme = parsed.drivername
+    if scheme in _SQLITE_SCHEMES:
+        if parsed.database in (None, "", ":memory:"):
+            raise ValueError(
+                "In-memory SQLite is not supported (each connection would see its own empty "
+                f"database); give a file path, e.g. {_SQLITE_EXAMPLE}"
+            )
+        path = Path(str(parsed.database)).absolute()
+        return parsed.set(drivername=SQLITE_DRIVER, database=str(path))
+    if scheme in _POSTGRES_SCHEMES:
+        return parsed.set(drivername=POSTGRES_DRIVER)
+    raise ValueError(f"Unsupported database URL scheme {scheme!r}; use {_EXAMPLES}")
+
+
+def is_sqlite(url: URL) -> bool:
+    return url.get_backend_name() == "sqlite"
+
+
+def create_engine(url: str) -> AsyncEngine:
+    """An async engine for ``url``, with pragmas (SQLite) and pool settings applied.
+
+    Creating the SQLite file's parent directory is the only I/O done here; connections are
+    opened lazily.
+    """
+    target = async_url(url)
+    if is_sqlite(target):
+        Path(str(target.database)).parent.mkdir(parents=True, exist_ok=True)
+        # One writer at a time anyway; a few connections serve concurrent readers (WAL).
+        engine = create_async_engine(target, pool_size=5, max_overflow=10)
+        event.listen(engine.sync_engine, "connect", _apply_sqlite_pragmas)
+        return engine
+    return create_async_engine(
+        target,
+        pool_size=10,
+        max_overflow=20,
+        # A server restart or an idle-killing proxy leaves dead connections in the pool;
+        # the ping costs one round trip per checkout and spares a failed request.
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        connect_args={"timeout": 10},
+    )
+
+
+def _apply_sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        for pragma in SQLITE_PRAGMAS:
+            cursor.execute(pragma)
+    finally:
+        cursor.close()
+
+
+def describe_url(url: str) -> str:
+    """Where the data lives, for the start-up banner; never includes a password."""
+    target = async_url(url)
+    if is_sqlite(target):
+        return f"SQLite database at {target.database}"
+    host = target.host or "the default host"
+    port = f":{target.port}" if target.port else ""
+    user = f" as {target.username}" if target.username else ""
+    return f"PostgreSQL database {target.database or '(default)'!s} on {host}{port}{user}"
+
+
+def _parse(url: str) -> URL:
+    try:
+        return make_url(url)
+    except ArgumentError:
+        # SQLAlchemy's message echoes the URL, password included: say what we expected.
+        raise ValueError(f"Could not parse the database URL; expected {_EXAMPLES}") from None

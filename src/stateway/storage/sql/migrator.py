@@ -1,0 +1,85 @@
+"""Running the schema migrations shipped in ``migrations/``, without an ``alembic.ini``.
+
+:func:`migrate` upgrades a database to the newest revision. It is meant to run on every
+start-up: on an up-to-date database it reads the version table and changes nothing. It
+holds a lock for the whole upgrade, so two processes starting together against the same
+database take turns and the second finds the work done: a transaction-scoped advisory
+lock on PostgreSQL, ``BEGIN IMMEDIATE`` (the database write lock, waited for up to the
+busy timeout) on SQLite. Either way the upgrade is a single transaction.
+
+The Alembic configuration is built in code (:func:`alembic_config`), with the script
+location pointing into this package, so it works from a source tree, an editable install
+or a wheel. Developers adding a revision can use it with Alembic's command API::
+
+    from alembic import command
+    from stateway.storage.sql.migrator import alembic_config
+
+    command.revision(alembic_config("sqlite:///dev.db"), "add things", autogenerate=True)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from stateway.storage.sql.engine import create_engine
+from stateway.storage.sql.errors import storage_errors
+
+MIGRATIONS_DIR: Final = Path(__file__).resolve().with_name("migrations")
+
+ADVISORY_LOCK_KEY: Final = 0x5354415445574159
+"""``pg_advisory_xact_lock`` key serializing migrations: ASCII ``STATEWAY``."""
+
+
+def alembic_config(url: str | None = None) -> Config:
+    """An Alembic configuration for the shipped migrations, optionally bound to ``url``.
+
+    ``url`` is a user URL as accepted by :func:`~stateway.storage.sql.engine.async_url`;
+    it is only needed when Alembic opens the connection itself (command-line style use).
+    """
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if url is not None:
+        # The configuration is a ConfigParser: '%' would start an interpolation.
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+async def migrate(url: str) -> None:
+    """Upgrade the database at ``url`` to the newest schema revision.
+
+    Raises :class:`~stateway.core.errors.StorageError` when the database cannot be reached
+    or the upgrade fails; a failed upgrade leaves the schema as it was.
+    """
+    engine = create_engine(url)
+    try:
+        with storage_errors("migrating the database"):
+            async with engine.connect() as connection:
+                await _lock(connection)
+                await connection.run_sync(_upgrade_to_head)
+                await connection.commit()
+    finally:
+        await engine.dispose()
+
+
+async def _lock(connection: AsyncConnection) -> None:
+    if connection.dialect.name == "sqlite":
+        # The sqlite3 module would only open a transaction at the first INSERT, leaving the
+        # DDL before it in autocommit mode; an explicit BEGIN makes the upgrade one unit.
+        await connection.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        await connection.execute(
+            text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY}
+        )
+
+
+def _upgrade_to_head(connection: Connection) -> None:
+    config = alembic_config()
+    # env.py runs the migrations on this connection, inside the transaction opened above.
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")

@@ -1,0 +1,173 @@
+"""Every statement the store runs, built once at import.
+
+Statements are module-level SQLAlchemy Core constructs with named bind parameters, so a
+call only binds values: SQLAlchemy finds the compiled form in the engine's statement cache
+and asyncpg reuses its prepared statement. Each statement filters on ``tenant_id``.
+
+Bind parameters: ``tenant``, ``response`` and, per statement, ``now`` (soft delete),
+``after`` and ``limit`` (input item pages); they are not named after columns, which an
+UPDATE reserves for its SET clause.
+
+The chain query
+---------------
+:data:`LOAD_CONTEXT` assembles a conversation in one statement, whatever its length. A
+recursive CTE walks ``previous_response_id`` links from the requested response upwards,
+numbering each response by its distance (``depth``), and the result is joined to the
+items of every response in the chain::
+
+    WITH RECURSIVE chain(id, previous_response_id, depth) AS (
+        SELECT id, previous_response_id, 0 FROM responses
+         WHERE tenant_id = :tenant AND id = :response AND deleted_at IS NULL
+        UNION ALL
+        SELECT parent.id, parent.previous_response_id, chain.depth + 1
+          FROM responses AS parent, chain
+         WHERE parent.tenant_id = :tenant AND parent.id = chain.previous_response_id
+           AND chain.depth < 10000
+    )
+    SELECT items.body FROM chain LEFT OUTER JOIN items
+        ON items.tenant_id = :tenant AND items.response_id = chain.id
+     ORDER BY chain.depth DESC, items.role, items.position
+
+Oldest response first; within a response ``'input' < 'output'`` puts its input items
+before its output items. Only the starting response must be live: deleted ancestors still
+contribute their items. A missing ancestor row ends the walk (its descendants' items are
+returned), and the depth bound stops a corrupt cycle from recursing forever. The outer
+join yields one row with a NULL body for a response without items, so an empty result
+means exactly "no such live response" while a chain without items yields NULL rows only.
+Both joins are primary-key lookups.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from sqlalchemy import (
+    Integer,
+    String,
+    and_,
+    bindparam,
+    func,
+    insert,
+    literal_column,
+    select,
+    update,
+)
+from sqlalchemy.sql import Insert, Select, Update
+
+from stateway.storage.sql.schema import INPUT, OUTPUT, items, responses
+
+MAX_CHAIN_DEPTH: Final = 10_000
+"""Responses followed by :data:`LOAD_CONTEXT` before it stops; only a cycle (corrupt data)
+gets near it: a real conversation overflows any context window long before."""
+
+_tenant: Final = bindparam("tenant", type_=String)
+_response: Final = bindparam("response", type_=String)
+
+_live_response = and_(
+    responses.c.tenant_id == _tenant,
+    responses.c.id == _response,
+    responses.c.deleted_at.is_(None),
+)
+
+PING: Final[Select[int]] = select(literal_column("1", Integer))
+
+INSERT_RESPONSE: Final[Insert] = insert(responses)
+INSERT_ITEMS: Final[Insert] = insert(items)
+
+SELECT_RESPONSE: Final[Select[str | None, str, float, str]] = select(
+    responses.c.previous_response_id,
+    responses.c.status,
+    responses.c.created_at,
+    responses.c.body,
+).where(_live_response)
+
+RESPONSE_IS_LIVE: Final[Select[int]] = select(literal_column("1", Integer)).where(_live_response)
+
+SELECT_OUTPUT_ITEMS: Final[Select[str]] = (
+    select(items.c.body)
+    .where(
+        items.c.tenant_id == _tenant,
+        items.c.response_id == _response,
+        items.c.role == OUTPUT,
+    )
+    .order_by(items.c.position)
+)
+
+SOFT_DELETE: Final[Update] = (
+    update(responses).where(_live_response).values(deleted_at=bindparam("now"))
+)
+
+
+def _load_context() -> Select[str | None]:
+    anchor = (
+        select(
+            responses.c.id,
+            responses.c.previous_response_id,
+            literal_column("0", Integer).label("depth"),
+        )
+        .where(_live_response)
+        .cte("chain", recursive=True)
+    )
+    parent = responses.alias("parent")
+    chain = anchor.union_all(
+        select(
+            parent.c.id,
+            parent.c.previous_response_id,
+            anchor.c.depth + literal_column("1", Integer),
+        ).where(
+            parent.c.tenant_id == _tenant,
+            parent.c.id == anchor.c.previous_response_id,
+            anchor.c.depth < literal_column(str(MAX_CHAIN_DEPTH), Integer),
+        )
+    )
+    joined = chain.outerjoin(
+        items, and_(items.c.tenant_id == _tenant, items.c.response_id == chain.c.id)
+    )
+    return (
+        select(items.c.body)
+        .select_from(joined)
+        .order_by(chain.c.depth.desc(), items.c.role, items.c.position)
+    )
+
+
+LOAD_CONTEXT: Final = _load_context()
+
+
+def _input_items_page(order: Literal["asc", "desc"], *, after: bool) -> Select[str]:
+    """A page of input items, ``limit`` rows, optionally after the ``after`` cursor.
+
+    The cursor is the first item, in this order, whose ``item_id`` is ``after``; when no
+    item has that id, the bound is NULL and the page is empty.
+    """
+    ascending = order == "asc"
+    position = items.c.position
+    page = (
+        select(items.c.body)
+        .where(
+            items.c.tenant_id == _tenant, items.c.response_id == _response, items.c.role == INPUT
+        )
+        .order_by(position if ascending else position.desc())
+        .limit(bindparam("limit", type_=Integer))
+    )
+    if not after:
+        return page
+    marked = items.alias("cursor_item")  # an alias: the same table would be correlated away
+    first_marked = select(
+        func.min(marked.c.position) if ascending else func.max(marked.c.position)
+    ).where(
+        marked.c.tenant_id == _tenant,
+        marked.c.response_id == _response,
+        marked.c.role == INPUT,
+        marked.c.item_id == bindparam("after"),
+    )
+    bound = first_marked.scalar_subquery()
+    return page.where(position > bound if ascending else position < bound)
+
+
+INPUT_ITEMS_PAGE: Final = {
+    ("asc", False): _input_items_page("asc", after=False),
+    ("asc", True): _input_items_page("asc", after=True),
+    ("desc", False): _input_items_page("desc", after=False),
+    ("desc", True): _input_items_page("desc", after=True),
+}
+"""Keyed by ``(order, whether there is an `after` cursor)``."""

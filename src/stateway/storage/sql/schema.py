@@ -1,0 +1,91 @@
+"""The tables, as SQLAlchemy Core metadata.
+
+Two tables, both keyed by ``tenant_id`` first: every query names the tenant, so isolation
+is a matter of the primary key, and nothing is ever looked up across tenants.
+
+``responses``
+    One row per stored response. ``body`` is the response state (see
+    :func:`stateway.core.response.dump_state`) as orjson-written JSON text, which reads and
+    writes identically on SQLite and PostgreSQL. ``status``, ``created_at`` and
+    ``previous_response_id`` are copied out of it as columns for queries. ``deleted_at``
+    marks a soft delete: the row stops being retrievable, but its items keep serving as
+    context for the responses that continue from it.
+
+``items``
+    Every item exactly once, under the response that introduced it: the response's own
+    input items (``role='input'``) and the items it produced (``role='output'``), numbered
+    by ``position`` within each role. Context for a chain is assembled by walking
+    ``previous_response_id`` links, never by copying items forward. ``item_id`` is the
+    client-visible ``id`` of the item when it has one; clients choose input ids, so they
+    are labels rather than keys and are not unique.
+
+``previous_response_id`` deliberately has no foreign key: a chain is read by following
+the links, and a missing ancestor (say, one day, a retention purge) ends the walk instead
+of blocking the purge or failing the read. Items reference their response and go with it.
+
+This module describes the current schema for queries; the schema in a database is made
+by the migrations in ``migrations/versions``, and a test checks that the two agree.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    Double,
+    ForeignKeyConstraint,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+)
+
+INPUT: Final = "input"
+OUTPUT: Final = "output"
+"""Values of ``items.role``. ``'input' < 'output'``, so ordering by role puts a response's
+input items before its output items."""
+
+NAMING_CONVENTION: Final = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata: Final = MetaData(naming_convention=NAMING_CONVENTION)
+
+responses: Final = Table(
+    "responses",
+    metadata,
+    Column("tenant_id", String, nullable=False),
+    Column("id", String, nullable=False),
+    Column("previous_response_id", String, nullable=True),
+    Column("status", String, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("deleted_at", Double, nullable=True),
+    Column("body", Text, nullable=False),
+    PrimaryKeyConstraint("tenant_id", "id"),
+)
+
+items: Final = Table(
+    "items",
+    metadata,
+    Column("tenant_id", String, nullable=False),
+    Column("response_id", String, nullable=False),
+    Column("role", String, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("item_id", String, nullable=True),
+    Column("body", Text, nullable=False),
+    PrimaryKeyConstraint("tenant_id", "response_id", "role", "position"),
+    ForeignKeyConstraint(
+        ["tenant_id", "response_id"],
+        ["responses.tenant_id", "responses.id"],
+        ondelete="CASCADE",
+    ),
+    CheckConstraint(f"role IN ('{INPUT}', '{OUTPUT}')", name="role"),
+)

@@ -1,0 +1,166 @@
+"""``SqlResponseStore``: the :class:`~stateway.core.ports.ResponseStore` port over SQL.
+
+Each method opens one pooled connection, runs the prebuilt statements of
+:mod:`~stateway.storage.sql.queries` and maps rows to records. JSON travels as text
+written and read by orjson, on both databases. Database failures leave as
+:class:`~stateway.core.errors.StorageError` (see :mod:`~stateway.storage.sql.errors`).
+
+Transactions: :meth:`save` and :meth:`delete` run in a transaction. Reads run one
+statement each (:meth:`load_context` one in all; :meth:`get` and
+:meth:`list_input_items` two, over rows that never change once written, bar
+``deleted_at``); on PostgreSQL they run in autocommit mode, which spares the ``BEGIN``
+and ``ROLLBACK`` round trips a transaction would add to each read. SQLite's driver only
+opens transactions for writes anyway.
+
+Pages of input items: ``after`` is an item id; the page starts after the first item, in
+the requested order, that has this id. Item ids are client-chosen labels, not keys, so
+the same id may appear twice. When no input item has the id, the page is empty
+(``has_more`` false) rather than silently restarting from the beginning.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+import orjson
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from stateway.core.items import Item
+from stateway.core.ports import ItemPage, ResponseRecord
+from stateway.storage.sql import queries
+from stateway.storage.sql.engine import create_engine
+from stateway.storage.sql.errors import storage_errors
+from stateway.storage.sql.schema import INPUT, OUTPUT
+
+
+def open_store(url: str) -> SqlResponseStore:
+    """A store for the database at ``url``. Opens no connection and does not migrate:
+    call :func:`~stateway.storage.sql.migrator.migrate` first."""
+    return SqlResponseStore(create_engine(url))
+
+
+class SqlResponseStore:
+    """Responses and items in SQLite or PostgreSQL. Owns ``engine``: :meth:`aclose`
+    disposes it."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._reader = (
+            engine.execution_options(isolation_level="AUTOCOMMIT")
+            if engine.dialect.name == "postgresql"
+            else engine
+        )
+
+    async def save(self, record: ResponseRecord) -> None:
+        response_row = {
+            "tenant_id": record.tenant_id,
+            "id": record.id,
+            "previous_response_id": record.previous_response_id,
+            "status": record.status,
+            "created_at": record.created_at,
+            "deleted_at": None,
+            "body": _dumps(record.body),
+        }
+        item_rows = _item_rows(record, INPUT, record.input_items)
+        item_rows += _item_rows(record, OUTPUT, record.output_items)
+        with storage_errors("saving a response"):
+            async with self.engine.begin() as connection:
+                await connection.execute(queries.INSERT_RESPONSE, response_row)
+                if item_rows:
+                    await connection.execute(queries.INSERT_ITEMS, item_rows)
+
+    async def get(self, tenant_id: str, response_id: str) -> ResponseRecord | None:
+        key = {"tenant": tenant_id, "response": response_id}
+        with storage_errors("reading a response"):
+            async with self._reader.connect() as connection:
+                row = (await connection.execute(queries.SELECT_RESPONSE, key)).one_or_none()
+                if row is None:
+                    return None
+                bodies = (await connection.execute(queries.SELECT_OUTPUT_ITEMS, key)).scalars()
+                output_items: list[Item] = [orjson.loads(body) for body in bodies]
+        previous_response_id, status, created_at, body = row
+        return ResponseRecord(
+            tenant_id=tenant_id,
+            id=response_id,
+            previous_response_id=previous_response_id,
+            status=status,
+            created_at=created_at,
+            body=orjson.loads(body),
+            output_items=output_items,
+        )
+
+    async def load_context(self, tenant_id: str, response_id: str) -> list[Item] | None:
+        key = {"tenant": tenant_id, "response": response_id}
+        with storage_errors("loading a conversation"):
+            async with self._reader.connect() as connection:
+                bodies = (await connection.execute(queries.LOAD_CONTEXT, key)).scalars().all()
+        if not bodies:
+            return None
+        # A response without items contributes one NULL row (outer join): skip those.
+        return [orjson.loads(body) for body in bodies if body is not None]
+
+    async def delete(self, tenant_id: str, response_id: str) -> bool:
+        values = {"tenant": tenant_id, "response": response_id, "now": time.time()}
+        with storage_errors("deleting a response"):
+            async with self.engine.begin() as connection:
+                result = await connection.execute(queries.SOFT_DELETE, values)
+        return result.rowcount == 1
+
+    async def list_input_items(
+        self,
+        tenant_id: str,
+        response_id: str,
+        *,
+        after: str | None,
+        limit: int,
+        order: Literal["asc", "desc"],
+    ) -> ItemPage | None:
+        """One page of the response's input items; None when the response is unknown or
+        deleted. ``limit`` must be positive."""
+        if limit < 1:
+            raise ValueError(f"limit must be positive, not {limit}")
+        page = queries.INPUT_ITEMS_PAGE[order, after is not None]
+        # One row beyond the page tells whether there is more.
+        values = {"tenant": tenant_id, "response": response_id, "limit": limit + 1}
+        if after is not None:
+            values["after"] = after
+        with storage_errors("listing input items"):
+            async with self._reader.connect() as connection:
+                live = await connection.execute(queries.RESPONSE_IS_LIVE, values)
+                if live.first() is None:
+                    return None
+                bodies = (await connection.execute(page, values)).scalars().all()
+        return ItemPage(
+            items=[orjson.loads(body) for body in bodies[:limit]],
+            has_more=len(bodies) > limit,
+        )
+
+    async def ping(self) -> None:
+        with storage_errors("checking the database"):
+            async with self._reader.connect() as connection:
+                await connection.execute(queries.PING)
+
+    async def aclose(self) -> None:
+        await self.engine.dispose()
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _item_rows(record: ResponseRecord, role: str, items: list[Item]) -> list[dict[str, Any]]:
+    rows = []
+    for position, item in enumerate(items):
+        item_id = item.get("id")
+        rows.append(
+            {
+                "tenant_id": record.tenant_id,
+                "response_id": record.id,
+                "role": role,
+                "position": position,
+                "item_id": item_id if isinstance(item_id, str) else None,
+                "body": _dumps(item),
+            }
+        )
+    return rows

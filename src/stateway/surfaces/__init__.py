@@ -1,0 +1,1 @@
+"""Surfaces: transports only. They build commands and call ``Gateway.execute``."""

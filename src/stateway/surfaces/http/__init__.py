@@ -1,0 +1,1 @@
+"""The HTTP surface: REST + SSE over Starlette."""

@@ -1,0 +1,76 @@
+"""Routes of the Responses API: ``/v1/responses`` and its sub-resources."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from stateway.core.commands import DeleteResponse, GetResponse, Principal
+from stateway.core.errors import InvalidRequest
+from stateway.core.gateway import Gateway
+from stateway.core.runs import Run
+from stateway.protocols.responses.decode import decode_create, decode_list_input_items
+from stateway.protocols.responses.encode import encode_item_page, encode_response, encode_sse
+from stateway.surfaces.http.transport import (
+    JSONResponse,
+    SSEResponse,
+    read_body,
+    watch_disconnect,
+)
+
+
+class ResponsesRoutes:
+    def __init__(self, gateway: Gateway, max_body_bytes: int) -> None:
+        self._gateway = gateway
+        self._max_body = max_body_bytes
+
+    async def create(self, request: Request) -> Response:
+        command = decode_create(await read_body(request, self._max_body))
+        run = await self._gateway.execute(_principal(request), command)
+        if command.stream:
+            return SSEResponse(_frames(run), on_disconnect=run.cancel)
+        watcher = asyncio.create_task(watch_disconnect(request.receive, run.cancel))
+        try:
+            await run.wait()
+        finally:
+            watcher.cancel()
+        if run.error is not None:
+            raise run.error
+        return JSONResponse(encode_response(run.state))
+
+    async def retrieve(self, request: Request) -> Response:
+        if request.query_params.get("stream") in ("true", "1"):
+            raise InvalidRequest(
+                "Streaming a stored response is only possible for background responses.",
+                param="stream",
+            )
+        state = await self._gateway.execute(
+            _principal(request), GetResponse(request.path_params["response_id"])
+        )
+        return JSONResponse(encode_response(state))
+
+    async def delete(self, request: Request) -> Response:
+        deleted = await self._gateway.execute(
+            _principal(request), DeleteResponse(request.path_params["response_id"])
+        )
+        return JSONResponse({"id": deleted.id, "object": "response.deleted", "deleted": True})
+
+    async def input_items(self, request: Request) -> Response:
+        command = decode_list_input_items(
+            request.path_params["response_id"], dict(request.query_params)
+        )
+        page = await self._gateway.execute(_principal(request), command)
+        return JSONResponse(encode_item_page(page))
+
+
+async def _frames(run: Run) -> AsyncGenerator[bytes, None]:
+    async for seq, event in run.subscribe():
+        yield encode_sse(seq, event)
+
+
+def _principal(request: Request) -> Principal:
+    """Until auth exists, every caller acts for the default tenant."""
+    return Principal()

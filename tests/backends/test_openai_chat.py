@@ -1,0 +1,195 @@
+from typing import Any
+
+import pytest
+
+from stateway.backends.openai_chat import (
+    from_upstream_chunk,
+    from_upstream_completion,
+    to_upstream,
+)
+from stateway.core.commands import GenerationSettings
+from stateway.core.errors import InvalidRequest
+from stateway.core.inference import (
+    Finish,
+    InferenceRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from stateway.core.items import Item
+from stateway.core.usage import Usage
+
+
+def request(items: list[Item], **settings: Any) -> InferenceRequest:
+    return InferenceRequest(
+        model="m",
+        instructions=settings.pop("instructions", None),
+        items=items,
+        settings=GenerationSettings(**settings),
+        stream=settings.pop("stream", True) if "stream" in settings else True,
+    )
+
+
+def user(text: str) -> Item:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def test_messages_roles_and_instructions() -> None:
+    items: list[Item] = [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "be brief"}]},
+        user("hi"),
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello"}]},
+    ]
+    body = to_upstream(request(items, instructions="sys"))
+    assert body["messages"] == [
+        {"role": "system", "content": "sys"},
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": "hello"},
+    ]
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+
+
+def test_function_calls_join_one_assistant_message_with_reasoning() -> None:
+    items: list[Item] = [
+        user("weather?"),
+        {"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "think"}]},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call", "call_id": "c2", "name": "g", "arguments": '{"x":1}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+        {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "ok"}]},
+    ]
+    messages = to_upstream(request(items))["messages"]
+    assert messages[1] == {
+        "role": "assistant",
+        "content": None,
+        "reasoning_content": "think",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            {"id": "c2", "type": "function", "function": {"name": "g", "arguments": '{"x":1}'}},
+        ],
+    }
+    assert messages[2] == {"role": "tool", "tool_call_id": "c1", "content": "sunny"}
+    assert messages[3] == {"role": "tool", "tool_call_id": "c2", "content": "ok"}
+
+
+def test_image_parts_map_to_image_url() -> None:
+    item = user("look")
+    item["content"].append({"type": "input_image", "image_url": "data:image/png;base64,AA", "detail": "low"})
+    content = to_upstream(request([item]))["messages"][0]["content"]
+    assert content[1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA", "detail": "low"}}
+
+
+def test_unsupported_part_is_rejected_by_name() -> None:
+    item = user("file")
+    item["content"].append({"type": "input_file", "file_id": "f"})
+    with pytest.raises(InvalidRequest, match="input_file"):
+        to_upstream(request([item]))
+
+
+def test_settings_are_mapped() -> None:
+    tools = [{"type": "function", "name": "f", "description": "d", "parameters": {"type": "object"}, "strict": None}]
+    body = to_upstream(
+        request(
+            [user("x")],
+            temperature=0.5,
+            top_p=0.9,
+            max_output_tokens=64,
+            tools=tools,
+            tool_choice={"type": "function", "name": "f"},
+            parallel_tool_calls=False,
+            text_format={"type": "json_schema", "name": "s", "schema": {"type": "object"}, "strict": True},
+            reasoning_effort="low",
+            metadata={"k": "v"},
+            user="u",
+            safety_identifier="s1",
+            prompt_cache_key="pk",
+        )
+    )
+    assert body["temperature"] == 0.5
+    assert body["top_p"] == 0.9
+    assert body["max_tokens"] == 64
+    assert body["tools"] == [
+        {"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}
+    ]
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "f"}}
+    assert body["parallel_tool_calls"] is False
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "s", "schema": {"type": "object"}, "strict": True},
+    }
+    assert body["reasoning_effort"] == "low"
+    assert body["metadata"] == {"k": "v"}
+    assert (body["user"], body["safety_identifier"], body["prompt_cache_key"]) == ("u", "s1", "pk")
+
+
+def test_unset_settings_are_not_sent() -> None:
+    body = to_upstream(request([user("x")]))
+    assert set(body) == {"model", "messages", "stream", "stream_options"}
+
+
+def test_chunks_to_deltas() -> None:
+    chunks: list[dict[str, Any]] = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant"}}]},
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "hm"}}]},
+        {"choices": [{"index": 0, "delta": {"content": "Hi"}}]},
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}
+                        ]
+                    },
+                }
+            ]
+        },
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        {
+            "choices": [],
+            "usage": {
+                "prompt_tokens": 3,
+                "completion_tokens": 4,
+                "prompt_tokens_details": {"cached_tokens": 1},
+                "completion_tokens_details": {"reasoning_tokens": 2},
+            },
+        },
+    ]
+    deltas = [d for chunk in chunks for d in from_upstream_chunk(chunk)]
+    assert deltas == [
+        ReasoningDelta("hm"),
+        TextDelta("Hi"),
+        ToolCallDelta(0, "call_1", "f", ""),
+        ToolCallDelta(0, None, None, "{}"),
+        Finish("tool_calls"),
+        UsageReport(Usage(3, 4, 1, 2)),
+    ]
+
+
+def test_completion_to_deltas() -> None:
+    payload = {
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": "done",
+                    "reasoning_content": "r",
+                    "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                },
+                "finish_reason": "length",
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 2},
+    }
+    assert list(from_upstream_completion(payload)) == [
+        ReasoningDelta("r"),
+        TextDelta("done"),
+        ToolCallDelta(0, "c", "f", "{}"),
+        UsageReport(Usage(1, 2, 0, 0)),
+        Finish("length"),
+    ]

@@ -1,0 +1,73 @@
+from collections.abc import AsyncIterator
+
+import pytest
+
+from stateway.backends.sse import ServerSentEvent, SSEDecoder, aiter_events
+
+
+def feed_all(chunks: list[bytes]) -> list[ServerSentEvent]:
+    decoder = SSEDecoder()
+    events: list[ServerSentEvent] = []
+    for chunk in chunks:
+        events.extend(decoder.feed(chunk))
+    return events + decoder.close()
+
+
+STREAM = b'data: {"a": 1}\n\nevent: done\ndata: [DONE]\n\n'
+
+
+def test_whole_stream_in_one_chunk() -> None:
+    assert feed_all([STREAM]) == [
+        ServerSentEvent(None, b'{"a": 1}'),
+        ServerSentEvent("done", b"[DONE]"),
+    ]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 7])
+def test_chunks_split_anywhere_give_the_same_events(size: int) -> None:
+    chunks = [STREAM[i : i + size] for i in range(0, len(STREAM), size)]
+    assert feed_all(chunks) == feed_all([STREAM])
+
+
+def test_crlf_and_cr_line_endings() -> None:
+    crlf = STREAM.replace(b"\n", b"\r\n")
+    cr = STREAM.replace(b"\n", b"\r")
+    assert feed_all([crlf]) == feed_all([STREAM])
+    assert feed_all([cr]) == feed_all([STREAM])
+
+
+def test_crlf_split_between_cr_and_lf() -> None:
+    assert feed_all([b"data: x\r", b"\n\r", b"\n"]) == [ServerSentEvent(None, b"x")]
+
+
+def test_multiline_data_joins_with_lf() -> None:
+    assert feed_all([b"data: one\ndata: two\ndata:three\n\n"]) == [
+        ServerSentEvent(None, b"one\ntwo\nthree")
+    ]
+
+
+def test_comments_and_unknown_fields_are_ignored() -> None:
+    assert feed_all([b": keep-alive\nid: 7\nretry: 10\ndata: x\n\n"]) == [
+        ServerSentEvent(None, b"x")
+    ]
+
+
+def test_blank_lines_without_data_dispatch_nothing() -> None:
+    assert feed_all([b"\n\n: ping\n\n"]) == []
+
+
+def test_unterminated_event_at_end_is_dropped() -> None:
+    assert feed_all([b"data: complete\n\ndata: partial"]) == [ServerSentEvent(None, b"complete")]
+
+
+def test_event_name_resets_after_dispatch() -> None:
+    events = feed_all([b"event: a\ndata: 1\n\ndata: 2\n\n"])
+    assert [e.event for e in events] == ["a", None]
+
+
+async def test_aiter_events_over_async_chunks() -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        for i in range(0, len(STREAM), 4):
+            yield STREAM[i : i + 4]
+
+    assert [e async for e in aiter_events(chunks())] == feed_all([STREAM])
