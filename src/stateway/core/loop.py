@@ -83,7 +83,7 @@ class Loop:
             assembler.finish("incomplete")
             state.usage = usage
             state.status = "failed"
-            state.error = {"code": exc.code or exc.type, "message": exc.message}
+            state.error = {"code": exc.code or exc.type, "message": exc.message, "status": exc.status}
             if not assembler.started and not state.output:
                 run.error = exc
         await self._finish(run)
@@ -120,6 +120,7 @@ class Loop:
                 state.error = {
                     "code": "server_error",
                     "message": "The response could not be stored.",
+                    "status": exc.status,
                 }
                 if run.error is None and not state.output:
                     run.error = exc

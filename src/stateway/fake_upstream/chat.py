@@ -150,7 +150,12 @@ def completion_frames(request: ChatRequest, plan: Plan) -> Iterator[Frame]:
             yield delta({"tool_calls": [fragment]}), PAYLOAD
     finish = orjson.dumps(plan.finish_reason)
     yield (
-        open_delta + b'{},"logprobs":null,"finish_reason":' + finish + b"}]" + usage_null + b"}\n\n",
+        open_delta
+        + b'{},"logprobs":null,"finish_reason":'
+        + finish
+        + b"}]"
+        + usage_null
+        + b"}\n\n",
         END,
     )
     if request.include_usage:

@@ -32,7 +32,7 @@ def encode_response(state: ResponseState, *, snapshot: bool = False) -> dict[str
         "status": status,
         "background": False,
         "completed_at": None if snapshot or state.completed_at is None else int(state.completed_at),
-        "error": None if snapshot else state.error,
+        "error": None if snapshot or state.error is None else _wire_error(state.error),
         "incomplete_details": incomplete,
         "instructions": state.instructions,
         "max_output_tokens": s.max_output_tokens,
@@ -154,6 +154,19 @@ def encode_item_page(page: ItemPage) -> dict[str, Any]:
         "last_id": data[-1].get("id") if data else None,
         "has_more": page.has_more,
     }
+
+
+_PASSED_CODES = frozenset({"server_error", "rate_limit_exceeded", "context_length_exceeded"})
+
+
+def _wire_error(error: dict[str, Any]) -> dict[str, Any]:
+    """The spec's ``ResponseError``: its code set is closed, so gateway codes are folded into
+    it (``context_length_exceeded``, which clients act on, passes through)."""
+    code = error.get("code")
+    if code not in _PASSED_CODES:
+        status = error.get("status") or 500
+        code = "invalid_prompt" if 400 <= status < 500 else "server_error"
+    return {"code": code, "message": error.get("message", "")}
 
 
 def _item_event(kind: str, seq: int, output_index: int, item: Item) -> dict[str, Any]:

@@ -1,0 +1,30 @@
+"""``python -m stateway.fake_upstream``: run the fake OpenAI-compatible model server."""
+
+from __future__ import annotations
+
+import argparse
+
+from stateway.fake_upstream.server import serve
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m stateway.fake_upstream",
+        description="Deterministic OpenAI-compatible fake model server, scripted by [[...]] "
+        "directives in the last user message.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind")
+    parser.add_argument("--port", type=int, default=8000, help="port to bind (0: any free port)")
+    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
+    parser.add_argument(
+        "--model",
+        action="append",
+        dest="models",
+        help="model name listed by /v1/models (repeatable; default: fake-model)",
+    )
+    args = parser.parse_args(argv)
+    serve(args.host, args.port, args.api_key, model_names=args.models)
+
+
+if __name__ == "__main__":
+    main()

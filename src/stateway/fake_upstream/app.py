@@ -1,0 +1,196 @@
+"""The fake upstream as a raw ASGI app: routing, API-key check, request log, dispatch.
+
+Routes::
+
+    GET    /health                 {"status": "ok"}
+    GET    /v1/models              the configured model names
+    POST   /v1/chat/completions    Chat Completions (see chat.py)
+    POST   /v1/responses           stateless Responses (see responses.py)
+    GET    /_fake/requests         the last 200 generation request bodies, oldest first
+    DELETE /_fake/requests         forget them
+
+With an API key, every ``/v1/*`` request needs ``Authorization: Bearer KEY``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import orjson
+
+from stateway.fake_upstream.chat import parse_chat_request
+from stateway.fake_upstream.conversation import Conversation
+from stateway.fake_upstream.delivery import (
+    Frame,
+    Receive,
+    Scope,
+    Send,
+    drop_connection,
+    send_json,
+    send_stream,
+    until_disconnect,
+)
+from stateway.fake_upstream.errors import (
+    UpstreamError,
+    invalid_api_key,
+    invalid_request,
+    method_not_allowed,
+    not_found,
+    scripted_error,
+)
+from stateway.fake_upstream.plan import Plan, build_plan
+from stateway.fake_upstream.responses import parse_responses_request
+from stateway.fake_upstream.script import Script, parse_script
+
+REQUEST_LOG_SIZE = 200
+CHAT_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
+REQUESTS_PATH = "/_fake/requests"
+_HEALTH_BODY = orjson.dumps({"status": "ok"})
+
+
+class WireRequest(Protocol):
+    """What the app needs from a parsed generation request, whatever its wire."""
+
+    @property
+    def stream(self) -> bool: ...
+    @property
+    def max_tokens(self) -> int | None: ...
+    @property
+    def conversation(self) -> Conversation: ...
+    def body(self, plan: Plan) -> bytes: ...
+    def frames(self, plan: Plan) -> Iterator[Frame]: ...
+
+
+_PARSERS: dict[str, Callable[[dict[str, Any]], WireRequest]] = {
+    CHAT_PATH: parse_chat_request,
+    RESPONSES_PATH: parse_responses_request,
+}
+
+
+class FakeUpstreamApp:
+    """A deterministic OpenAI-compatible model server, scripted by the user's text."""
+
+    def __init__(self, api_key: str | None = None, model_names: list[str] | None = None) -> None:
+        self.api_key = api_key
+        self.model_names = list(model_names) if model_names else ["fake-model"]
+        self.requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)
+        models = [
+            {"id": name, "object": "model", "created": 0, "owned_by": "stateway-fake"}
+            for name in self.model_names
+        ]
+        self._models_body = orjson.dumps({"object": "list", "data": models})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            try:
+                await self._http(scope, receive, send)
+            except UpstreamError as error:
+                await send_json(send, error.status, error.body(), error.headers)
+        elif scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method: str = scope["method"]
+        path: str = scope["path"]
+        if len(path) > 1:
+            path = path.rstrip("/")
+        if self.api_key is not None and path.startswith("/v1/"):
+            self._check_api_key(scope)
+        parse = _PARSERS.get(path)
+        if parse is not None:
+            if method != "POST":
+                raise method_not_allowed(method, path)
+            await self._generate(path, parse, receive, send)
+        elif path == "/v1/models" and method == "GET":
+            await send_json(send, 200, self._models_body)
+        elif path == "/health" and method == "GET":
+            await send_json(send, 200, _HEALTH_BODY)
+        elif path == REQUESTS_PATH and method == "GET":
+            await send_json(send, 200, orjson.dumps({"data": list(self.requests)}))
+        elif path == REQUESTS_PATH and method == "DELETE":
+            self.requests.clear()
+            await send_json(send, 200, orjson.dumps({"data": []}))
+        elif path in ("/v1/models", "/health", REQUESTS_PATH):
+            raise method_not_allowed(method, path)
+        else:
+            raise not_found(method, path)
+
+    def _check_api_key(self, scope: Scope) -> None:
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                scheme, _, token = value.decode("latin-1").partition(" ")
+                if scheme.lower() == "bearer" and token.strip() == self.api_key:
+                    return
+                raise invalid_api_key(provided=True)
+        raise invalid_api_key(provided=False)
+
+    async def _generate(
+        self,
+        path: str,
+        parse: Callable[[dict[str, Any]], WireRequest],
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        body = await _read_json(receive)
+        if body is None:
+            return  # the client left before sending its whole request
+        self.requests.append({"path": path, "body": body})
+        request = parse(body)
+        script = parse_script(request.conversation.user_text)
+        if script.slow_ms:
+            await until_disconnect(receive, _answer(request, script, receive, send))
+        else:
+            await _answer(request, script, receive, send)
+
+
+async def _answer(request: WireRequest, script: Script, receive: Receive, send: Send) -> None:
+    """Play the script: error, drop, or the planned answer, paced by ``[[slow]]``."""
+    delay = (script.slow_ms or 0) / 1000
+    if delay and (script.error is not None or not request.stream):
+        await asyncio.sleep(delay)
+    if script.error is not None:
+        raise scripted_error(script.error)
+    plan = build_plan(request.conversation, script, request.max_tokens)
+    if request.stream:
+        await send_stream(send, receive, request.frames(plan), delay=delay, cut=script.cut)
+    elif script.cut is not None:
+        await drop_connection(send, receive)
+    else:
+        await send_json(send, 200, request.body(plan))
+
+
+async def _read_json(receive: Receive) -> dict[str, Any] | None:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    try:
+        body = orjson.loads(b"".join(chunks))
+    except orjson.JSONDecodeError as exc:
+        raise invalid_request(f"We could not parse the JSON body of your request: {exc}") from exc
+    if not isinstance(body, dict):
+        raise invalid_request("The request body must be a JSON object.")
+    return body
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+def build_app(api_key: str | None = None, model_names: list[str] | None = None) -> FakeUpstreamApp:
+    """A fresh fake upstream ASGI app (each with its own request log)."""
+    return FakeUpstreamApp(api_key, model_names)

@@ -1,0 +1,225 @@
+"""Stateless Responses wire (``POST /v1/responses``), as vLLM serves it with ``store: false``.
+
+Parses ``instructions`` and ``input`` into a :class:`Conversation` and renders a
+:class:`Plan` as a ``response`` object, or as the standard event stream (``event: TYPE`` /
+``data: JSON`` frames, ``sequence_number`` from 0) ending in ``response.completed`` or
+``response.incomplete``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from stateway.fake_upstream.conversation import Conversation, ConversationBuilder, content_text
+from stateway.fake_upstream.delivery import END, PAYLOAD, STRUCT, Frame
+from stateway.fake_upstream.errors import (
+    UpstreamError,
+    invalid_request,
+    optional_positive_int,
+    require_str,
+)
+from stateway.fake_upstream.plan import Plan, argument_chunks, new_id
+
+
+@dataclass(frozen=True, slots=True)
+class ResponsesRequest:
+    """A validated Responses request (the raw body is kept to echo its settings)."""
+
+    raw: dict[str, Any]
+    model: str
+    stream: bool
+    max_tokens: int | None
+    conversation: Conversation
+
+    def body(self, plan: Plan) -> bytes:
+        return orjson.dumps(response_object(self, plan, new_id("resp_"), int(time.time())))
+
+    def frames(self, plan: Plan) -> Iterator[Frame]:
+        return response_frames(self, plan)
+
+
+def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
+    model = require_str(body, "model")
+    previous = body.get("previous_response_id")
+    if previous is not None:
+        message = f"Response with id '{previous}' not found (this upstream is stateless)."
+        raise UpstreamError(404, message, param="previous_response_id")
+    source = body.get("input")
+    if isinstance(source, str):
+        source = [{"role": "user", "content": source}]
+    if not isinstance(source, list):
+        raise invalid_request("Missing required parameter: 'input'.", "input")
+    builder = ConversationBuilder()
+    instructions = body.get("instructions")
+    if isinstance(instructions, str):
+        builder.message("instructions", instructions)
+    for index, item in enumerate(source):
+        if not isinstance(item, dict):
+            raise invalid_request(f"Invalid input item at index {index}.", f"input[{index}]")
+        _add_item(builder, item)
+    return ResponsesRequest(
+        raw=body,
+        model=model,
+        stream=body.get("stream") is True,
+        max_tokens=optional_positive_int(body, "max_output_tokens"),
+        conversation=builder.build(),
+    )
+
+
+def _add_item(builder: ConversationBuilder, item: dict[str, Any]) -> None:
+    kind = item.get("type") or ("message" if "role" in item else "")
+    if kind == "message":
+        builder.message(str(item.get("role", "")), content_text(item.get("content")))
+    elif kind == "function_call":
+        builder.tool_call(str(item.get("name", "")), str(item.get("arguments", "")))
+    elif kind == "function_call_output":
+        builder.tool_result(str(item.get("call_id", "")), content_text(item.get("output")))
+    elif kind == "reasoning":
+        parts = item.get("content") or item.get("summary")
+        builder.reasoning(content_text(parts))
+    else:
+        builder.other(str(kind))
+
+
+def _output_items(plan: Plan) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    if plan.reasoning:
+        content = [{"type": "reasoning_text", "text": plan.reasoning_text}]
+        items.append(_reasoning_item(new_id("rs_"), content, "completed"))
+    if plan.text or not (plan.tool_calls or plan.reasoning):
+        part = {"type": "output_text", "text": plan.content, "annotations": [], "logprobs": []}
+        items.append(_message_item(new_id("msg_"), [part], "completed"))
+    for call in plan.tool_calls:
+        items.append(
+            _call_item(new_id("fc_"), call.call_id, call.name, call.arguments, "completed")
+        )
+    if plan.finish_reason == "length" and items:
+        items[-1]["status"] = "incomplete"
+    return items
+
+
+def _reasoning_item(item_id: str, content: list[dict[str, Any]], status: str) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "reasoning",
+        "summary": [],
+        "content": content,
+        "encrypted_content": None,
+        "status": status,
+    }
+
+
+def _message_item(item_id: str, content: list[dict[str, Any]], status: str) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "message",
+        "role": "assistant",
+        "status": status,
+        "content": content,
+    }
+
+
+def _call_item(
+    item_id: str, call_id: str, name: str, arguments: str, status: str
+) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "function_call",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": status,
+    }
+
+
+def response_object(
+    request: ResponsesRequest, plan: Plan, response_id: str, created: int
+) -> dict[str, Any]:
+    """The final ``response`` object (status ``completed`` or ``incomplete``)."""
+    raw = request.raw
+    incomplete = plan.finish_reason == "length"
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": created,
+        "status": "incomplete" if incomplete else "completed",
+        "completed_at": None if incomplete else int(time.time()),
+        "background": False,
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+        "instructions": raw.get("instructions"),
+        "max_output_tokens": request.max_tokens,
+        "max_tool_calls": raw.get("max_tool_calls"),
+        "metadata": raw.get("metadata") or {},
+        "model": request.model,
+        "output": _output_items(plan),
+        "parallel_tool_calls": raw.get("parallel_tool_calls", True),
+        "previous_response_id": None,
+        "reasoning": raw.get("reasoning") or {"effort": None, "summary": None},
+        "service_tier": raw.get("service_tier") or "auto",
+        "store": False,
+        "temperature": raw.get("temperature", 1.0),
+        "text": raw.get("text") or {"format": {"type": "text"}},
+        "tool_choice": raw.get("tool_choice", "auto"),
+        "tools": raw.get("tools") or [],
+        "top_p": raw.get("top_p", 1.0),
+        "truncation": raw.get("truncation") or "disabled",
+        "usage": {
+            "input_tokens": plan.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": plan.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": plan.reasoning_tokens},
+            "total_tokens": plan.prompt_tokens + plan.completion_tokens,
+        },
+        "user": raw.get("user"),
+    }
+
+
+def response_frames(request: ResponsesRequest, plan: Plan) -> Iterator[Frame]:
+    """The event stream: created, in_progress, each output item, completed/incomplete."""
+    final = response_object(request, plan, new_id("resp_"), int(time.time()))
+    pending = {**final, "status": "in_progress", "completed_at": None, "output": []}
+    pending.update(incomplete_details=None, usage=None)
+    sequence = itertools.count()
+
+    def event(kind: str, fields: dict[str, Any], frame_kind: int = STRUCT) -> Frame:
+        data = orjson.dumps({"type": kind, "sequence_number": next(sequence), **fields})
+        return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n", frame_kind
+
+    yield event("response.created", {"response": pending})
+    yield event("response.in_progress", {"response": pending})
+    chunks = {"reasoning": plan.reasoning, "message": plan.text}
+    for index, item in enumerate(final["output"]):
+        at = {"item_id": item["id"], "output_index": index}
+        if item["type"] == "function_call":
+            added = _call_item(item["id"], item["call_id"], item["name"], "", "in_progress")
+            yield event("response.output_item.added", {"output_index": index, "item": added})
+            for piece in argument_chunks(item["arguments"]):
+                yield event(
+                    "response.function_call_arguments.delta", {**at, "delta": piece}, PAYLOAD
+                )
+            done = {**at, "name": item["name"], "arguments": item["arguments"]}
+            yield event("response.function_call_arguments.done", done)
+        else:
+            # Reasoning and message items both hold one streamed content part.
+            is_reasoning = item["type"] == "reasoning"
+            empty = {**item, "status": "in_progress", "content": []}
+            yield event("response.output_item.added", {"output_index": index, "item": empty})
+            part = item["content"][0]
+            at_part = {**at, "content_index": 0}
+            yield event("response.content_part.added", {**at_part, "part": {**part, "text": ""}})
+            prefix = "response.reasoning_text" if is_reasoning else "response.output_text"
+            extra: dict[str, Any] = {} if is_reasoning else {"logprobs": []}
+            for word in chunks[item["type"]]:
+                yield event(f"{prefix}.delta", {**at_part, **extra, "delta": word}, PAYLOAD)
+            yield event(f"{prefix}.done", {**at_part, **extra, "text": part["text"]})
+            yield event("response.content_part.done", {**at_part, "part": part})
+        yield event("response.output_item.done", {"output_index": index, "item": item})
+    terminal = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
+    yield event(terminal, {"response": final}, END)

@@ -1,0 +1,92 @@
+"""In-memory stand-ins for the core's ports."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable
+from typing import Literal
+
+from stateway.core.errors import GatewayError
+from stateway.core.inference import Delta, InferenceRequest
+from stateway.core.items import Item
+from stateway.core.ports import ItemPage, ResponseRecord
+
+
+class ScriptedBackend:
+    """Yields a fixed list of deltas (an exception in the list is raised at that point)."""
+
+    name = "scripted"
+    carried_item_types = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+
+    def __init__(self, script: list[Delta | GatewayError], gate: asyncio.Event | None = None) -> None:
+        self.script = script
+        self.gate = gate
+        self.requests: list[InferenceRequest] = []
+        self.closed = asyncio.Event()
+
+    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        self.requests.append(request)
+        try:
+            for step in self.script:
+                if isinstance(step, GatewayError):
+                    raise step
+                yield step
+            if self.gate is not None:
+                await self.gate.wait()
+        finally:
+            self.closed.set()
+
+    async def list_models(self) -> list[str]:
+        return ["scripted-model"]
+
+    async def aclose(self) -> None:
+        pass
+
+
+class MemoryStore:
+    def __init__(self, on_save: Callable[[ResponseRecord], None] | None = None) -> None:
+        self.records: dict[tuple[str, str], ResponseRecord] = {}
+        self.deleted: set[tuple[str, str]] = set()
+        self.on_save = on_save
+
+    async def save(self, record: ResponseRecord) -> None:
+        if self.on_save is not None:
+            self.on_save(record)
+        self.records[(record.tenant_id, record.id)] = record
+
+    async def get(self, tenant_id: str, response_id: str) -> ResponseRecord | None:
+        key = (tenant_id, response_id)
+        return None if key in self.deleted else self.records.get(key)
+
+    async def load_context(self, tenant_id: str, response_id: str) -> list[Item] | None:
+        record = await self.get(tenant_id, response_id)
+        if record is None:
+            return None
+        chain: list[ResponseRecord] = []
+        current: ResponseRecord | None = record
+        while current is not None:
+            chain.append(current)
+            prev = current.previous_response_id
+            current = self.records.get((tenant_id, prev)) if prev else None
+        return [item for r in reversed(chain) for item in r.input_items + r.output_items]
+
+    async def delete(self, tenant_id: str, response_id: str) -> bool:
+        if await self.get(tenant_id, response_id) is None:
+            return False
+        self.deleted.add((tenant_id, response_id))
+        return True
+
+    async def list_input_items(
+        self, tenant_id: str, response_id: str, *, after: str | None, limit: int, order: Literal["asc", "desc"]
+    ) -> ItemPage | None:
+        record = await self.get(tenant_id, response_id)
+        if record is None:
+            return None
+        items = list(record.input_items if order == "asc" else reversed(record.input_items))
+        return ItemPage(items[:limit], len(items) > limit)
+
+    async def ping(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass

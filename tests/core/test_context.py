@@ -1,0 +1,44 @@
+import pytest
+
+from stateway.core.commands import CreateResponse
+from stateway.core.context import build_context
+from stateway.core.errors import InvalidRequest
+from stateway.core.ports import ResponseRecord
+from tests.core.fakes import MemoryStore, ScriptedBackend
+
+
+def call(call_id: str) -> dict[str, str]:
+    return {"type": "function_call", "call_id": call_id, "name": "f", "arguments": "{}"}
+
+
+def output(call_id: str) -> dict[str, str]:
+    return {"type": "function_call_output", "call_id": call_id, "output": "x"}
+
+
+async def test_output_answering_a_call_in_the_same_input_is_accepted() -> None:
+    items = [call("c1"), output("c1")]
+    context = await build_context(MemoryStore(), "t", CreateResponse(model="m", input=items), ScriptedBackend([]))
+    assert context == items
+
+
+async def test_output_answering_a_stored_call_is_accepted() -> None:
+    store = MemoryStore()
+    await store.save(ResponseRecord("t", "resp_1", None, "completed", 0.0, {}, [], [call("c1")]))
+    command = CreateResponse(model="m", input=[output("c1")], previous_response_id="resp_1")
+    context = await build_context(store, "t", command, ScriptedBackend([]))
+    assert [i["type"] for i in context] == ["function_call", "function_call_output"]
+
+
+@pytest.mark.parametrize("items", [[output("nope")], [call("c1"), output("c1"), output("c1")]])
+async def test_output_without_a_pending_call_is_rejected(items: list[dict[str, str]]) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        await build_context(MemoryStore(), "t", CreateResponse(model="m", input=items), ScriptedBackend([]))
+    assert caught.value.param is not None
+    assert caught.value.param.endswith(".call_id")
+
+
+async def test_item_types_the_upstream_cannot_carry_are_rejected_by_name() -> None:
+    items = [{"type": "additional_tools", "tools": []}]
+    with pytest.raises(InvalidRequest, match="additional_tools") as caught:
+        await build_context(MemoryStore(), "t", CreateResponse(model="m", input=items), ScriptedBackend([]))
+    assert caught.value.param == "input[0].type"

@@ -1,0 +1,175 @@
+import asyncio
+
+import pytest
+
+from stateway.core import events as ev
+from stateway.core.commands import CreateResponse, Principal
+from stateway.core.errors import PreviousResponseNotFound, UpstreamError, UpstreamRejected
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Delta, Finish, ReasoningDelta, TextDelta, ToolCallDelta, UsageReport
+from stateway.core.loop import Loop
+from stateway.core.ports import ResponseRecord
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.core.usage import Usage
+from tests.core.fakes import MemoryStore, ScriptedBackend
+
+
+def user(text: str) -> dict[str, object]:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}], "id": "msg_in"}
+
+
+def gateway_for(backend: ScriptedBackend, store: MemoryStore) -> Gateway:
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    return Gateway(store, router, Loop(store), RunRegistry())
+
+
+async def run_once(script: list[Delta | UpstreamError], **fields: object) -> tuple[object, MemoryStore, list[ev.Event]]:
+    store = MemoryStore()
+    gateway = gateway_for(ScriptedBackend(script), store)
+    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")], **fields))  # type: ignore[arg-type]
+    await run.wait()
+    return run, store, run.events
+
+
+async def test_text_round_emits_the_full_event_sequence_and_persists() -> None:
+    run, store, events = await run_once(
+        [TextDelta("Hel"), TextDelta("lo"), Finish("stop"), UsageReport(Usage(3, 2))]
+    )
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == [
+        "ResponseCreated",
+        "ResponseInProgress",
+        "ItemAdded",
+        "PartAdded",
+        "TextDelta",
+        "TextDelta",
+        "TextDone",
+        "PartDone",
+        "ItemDone",
+        "ResponseFinished",
+    ]
+    state = run.state  # type: ignore[attr-defined]
+    assert state.status == "completed"
+    assert state.output[0]["content"][0]["text"] == "Hello"
+    assert state.usage == Usage(3, 2)
+    [record] = store.records.values()
+    assert record.status == "completed"
+    assert record.input_items[0]["id"] == "msg_in"
+    assert record.output_items == state.output
+
+
+async def test_reasoning_then_parallel_tool_calls() -> None:
+    run, _, _ = await run_once(
+        [
+            ReasoningDelta("think"),
+            ToolCallDelta(0, "call_a", "f", '{"a"'),
+            ToolCallDelta(0, None, None, ":1}"),
+            ToolCallDelta(1, "call_a", "g", "{}"),
+            Finish("tool_calls"),
+        ]
+    )
+    output = run.state.output  # type: ignore[attr-defined]
+    assert [i["type"] for i in output] == ["reasoning", "function_call", "function_call"]
+    assert output[1]["arguments"] == '{"a":1}'
+    assert output[1]["call_id"] == "call_a"
+    assert output[2]["call_id"] != "call_a", "duplicate upstream call ids are replaced"
+    assert all(i["status"] == "completed" for i in output[1:])
+
+
+async def test_length_finish_is_incomplete() -> None:
+    run, store, _ = await run_once([TextDelta("a"), Finish("length")])
+    state = run.state  # type: ignore[attr-defined]
+    assert state.status == "incomplete"
+    assert state.incomplete_reason == "max_output_tokens"
+    assert state.output[0]["status"] == "incomplete"
+    assert next(iter(store.records.values())).status == "incomplete"
+
+
+async def test_error_before_output_fails_and_is_reported_to_the_caller() -> None:
+    run, store, events = await run_once([UpstreamRejected("nope", status=429)])
+    assert run.error is not None  # type: ignore[attr-defined]
+    assert run.state.status == "failed"  # type: ignore[attr-defined]
+    assert isinstance(events[-1], ev.ResponseFinished)
+    assert next(iter(store.records.values())).status == "failed"
+
+
+async def test_error_after_output_fails_without_a_caller_error() -> None:
+    run, store, _ = await run_once([TextDelta("partial"), UpstreamError("cut")])
+    assert run.error is None  # type: ignore[attr-defined]
+    state = run.state  # type: ignore[attr-defined]
+    assert state.status == "failed"
+    assert state.output[0]["status"] == "incomplete"
+    assert state.error["message"] == "cut"
+
+
+async def test_store_false_persists_nothing() -> None:
+    _, store, _ = await run_once([TextDelta("x"), Finish("stop")], store=False)
+    assert store.records == {}
+
+
+async def test_response_is_persisted_before_the_terminal_event() -> None:
+    seen: list[int] = []
+    backend = ScriptedBackend([TextDelta("x"), Finish("stop")])
+    store = MemoryStore(on_save=lambda record: seen.append(len(run_events)))
+    gateway = gateway_for(backend, store)
+    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")]))
+    run_events = run.events
+    await run.wait()
+    assert seen == [len(run.events) - 1]
+    assert isinstance(run.events[-1], ev.ResponseFinished)
+
+
+async def test_cancelled_run_closes_upstream_and_is_stored_incomplete() -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("partial")], gate=gate)
+    store = MemoryStore()
+    gateway = gateway_for(backend, store)
+    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")], stream=True))
+    async for _, event in run.subscribe():
+        if isinstance(event, ev.TextDelta):
+            break
+    run.cancel()
+    await run.wait()
+    await backend.closed.wait()
+    assert run.state.status == "incomplete"
+    assert isinstance(run.events[-1], ev.ResponseFinished)
+    record = next(iter(store.records.values()))
+    assert record.status == "incomplete"
+    assert record.output_items[0]["content"][0]["text"] == "partial"
+    await asyncio.gather(run.task, return_exceptions=True)  # type: ignore[arg-type]
+    assert len(gateway.runs) == 0
+
+
+async def test_previous_response_rebuilds_context_without_instructions() -> None:
+    store = MemoryStore()
+    backend = ScriptedBackend([TextDelta("one"), Finish("stop")])
+    gateway = gateway_for(backend, store)
+    first = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("a")], instructions="first rules")
+    )
+    await first.wait()
+    second = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("b")], previous_response_id=first.id)
+    )
+    await second.wait()
+    sent = backend.requests[-1]
+    assert sent.instructions is None
+    assert [i["type"] for i in sent.items] == ["message", "message", "message"]
+    assert sent.items[1]["role"] == "assistant"
+
+
+async def test_unknown_previous_response_is_not_found() -> None:
+    gateway = gateway_for(ScriptedBackend([]), MemoryStore())
+    with pytest.raises(PreviousResponseNotFound):
+        await gateway.execute(Principal(), CreateResponse(model="m", input=[], previous_response_id="resp_x"))
+
+
+async def test_subscribers_resume_from_any_sequence_number() -> None:
+    run, _, events = await run_once([TextDelta("a"), TextDelta("b"), Finish("stop")])
+    tail = [seq async for seq, _ in run.subscribe(after=3)]  # type: ignore[attr-defined]
+    assert tail == list(range(4, len(events)))
+
+
+def test_record_type_is_the_port_record() -> None:
+    assert ResponseRecord.__slots__  # the store contract the loop writes through

@@ -1,0 +1,228 @@
+"""The fake upstream's Chat Completions wire, driven with the official SDK."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+import pytest
+from openai import OpenAI
+from openai.types.chat import ChatCompletionChunk
+
+
+def _ask(client: OpenAI, text: str, **kwargs: Any) -> Any:
+    messages = kwargs.pop("messages", [{"role": "user", "content": text}])
+    return client.chat.completions.create(model="any-model", messages=messages, **kwargs)
+
+
+def _stream(client: OpenAI, text: str, **kwargs: Any) -> list[ChatCompletionChunk]:
+    return list(_ask(client, text, stream=True, **kwargs))
+
+
+def _content(chunks: list[ChatCompletionChunk]) -> str:
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
+def test_default_reply(client: OpenAI) -> None:
+    completion = _ask(client, "  ping pong  ")
+    assert completion.object == "chat.completion"
+    assert completion.id.startswith("chatcmpl-")
+    assert completion.model == "any-model"
+    choice = completion.choices[0]
+    assert choice.message.role == "assistant"
+    assert choice.message.content == "Hello! You said: ping pong"
+    assert choice.message.tool_calls is None
+    assert choice.finish_reason == "stop"
+    usage = completion.usage
+    assert usage is not None
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (2, 5, 7)
+    assert usage.prompt_tokens_details is not None
+    assert usage.prompt_tokens_details.cached_tokens == 0
+
+
+def test_streamed_reply_one_word_per_chunk(client: OpenAI) -> None:
+    chunks = _stream(client, "ping pong", stream_options={"include_usage": True})
+    assert all(chunk.object == "chat.completion.chunk" for chunk in chunks)
+    assert len({chunk.id for chunk in chunks}) == 1
+    assert chunks[0].choices[0].delta.role == "assistant"
+    words = [c.choices[0].delta.content for c in chunks[1:-2]]
+    assert words == ["Hello! ", "You ", "said: ", "ping ", "pong"]
+    assert chunks[-2].choices[0].finish_reason == "stop"
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == 5
+
+
+def test_stream_without_usage(client: OpenAI) -> None:
+    chunks = _stream(client, "hi")
+    assert all(chunk.usage is None for chunk in chunks)
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert _content(chunks) == "Hello! You said: hi"
+
+
+def test_echo_transcript(client: OpenAI) -> None:
+    messages: list[Any] = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "developer", "content": "Use tools."},
+        {"role": "user", "content": [{"type": "text", "text": "Look: "}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "look", "arguments": '{"x": 1}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "a cat"},
+        {"role": "assistant", "content": "It is a cat."},
+        {"role": "user", "content": "[[echo]] thanks"},
+    ]
+    expected = (
+        "system: Be brief.\n"
+        "developer: Use tools.\n"
+        "user: Look: <image>\n"
+        'assistant->look({"x": 1})\n'
+        "tool[call_1]: a cat\n"
+        "assistant: It is a cat.\n"
+        "user: [[echo]] thanks"
+    )
+    assert _ask(client, "", messages=messages).choices[0].message.content == expected
+    assert _content(_stream(client, "", messages=messages)) == expected
+
+
+def test_tool_result_reply(client: OpenAI) -> None:
+    messages: list[Any] = [
+        {"role": "user", "content": '[[tool:weather:{"city": "Paris"}]]'},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_9", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_9", "content": "sunny"},
+    ]
+    completion = _ask(client, "", messages=messages)
+    assert completion.choices[0].message.content == "Tool said: sunny"
+    assert completion.choices[0].finish_reason == "stop"
+
+
+def test_single_tool_call(client: OpenAI) -> None:
+    arguments = {"city": "Paris", "days": [[1, 2], [3]]}
+    completion = _ask(client, f"[[tool:get_weather:{json.dumps(arguments)}]]")
+    choice = completion.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content is None
+    assert choice.message.tool_calls is not None
+    (call,) = choice.message.tool_calls
+    assert call.type == "function"
+    assert call.id.startswith("call_")
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == arguments
+    assert completion.usage is not None
+    assert completion.usage.completion_tokens == 1
+
+
+def test_parallel_tool_calls_streamed(client: OpenAI) -> None:
+    text = '[[tool:a:{"n": "first call"}]] [[tool:b:{"n": 2}]]'
+    chunks = _stream(client, text)
+    calls: dict[int, dict[str, str]] = {}
+    for chunk in chunks[1:-1]:
+        for fragment in chunk.choices[0].delta.tool_calls or []:
+            assert fragment.function is not None
+            if fragment.id is not None:
+                assert fragment.index not in calls
+                assert fragment.type == "function"
+                assert fragment.function.arguments == ""
+                calls[fragment.index] = {"id": fragment.id, "name": fragment.function.name or ""}
+                calls[fragment.index]["arguments"] = ""
+            else:
+                assert fragment.function.name is None
+                assert len(fragment.function.arguments or "") <= 8
+                calls[fragment.index]["arguments"] += fragment.function.arguments or ""
+    assert [call["name"] for call in calls.values()] == ["a", "b"]
+    assert [json.loads(call["arguments"]) for call in calls.values()] == [{"n": "first call"}, {"n": 2}]
+    assert len({call["id"] for call in calls.values()}) == 2
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    again = _ask(client, text).choices[0].message.tool_calls
+    assert again is not None
+    assert not {call.id for call in again} & {call["id"] for call in calls.values()}
+
+
+def test_reasoning(client: OpenAI) -> None:
+    completion = _ask(client, "hi [[reason:Let me think.]]")
+    message = completion.choices[0].message
+    assert message.content == "Hello! You said: hi"
+    assert (message.model_extra or {})["reasoning_content"] == "Let me think."
+    assert completion.usage is not None
+    assert completion.usage.completion_tokens_details is not None
+    assert completion.usage.completion_tokens_details.reasoning_tokens == 3
+    chunks = _stream(client, "hi [[reason:Let me think.]]")
+    reasoning = [(c.choices[0].delta.model_extra or {}).get("reasoning_content") for c in chunks]
+    assert [r for r in reasoning if r] == ["Let ", "me ", "think."]
+    assert _content(chunks) == "Hello! You said: hi"
+
+
+def test_words_and_length(client: OpenAI) -> None:
+    completion = _ask(client, "[[words:300]]")
+    assert completion.choices[0].message.content == " ".join(f"w{i}" for i in range(1, 301))
+    assert len(_stream(client, "[[words:300]]")) == 302
+    assert _ask(client, "x [[length]]").choices[0].finish_reason == "length"
+
+
+@pytest.mark.parametrize("limit", ["max_tokens", "max_completion_tokens"])
+def test_max_tokens_truncates(client: OpenAI, limit: str) -> None:
+    completion = _ask(client, "[[words:10]]", **{limit: 4})
+    assert completion.choices[0].message.content == "w1 w2 w3 w4"
+    assert completion.choices[0].finish_reason == "length"
+    chunks = _stream(client, "[[words:10]]", **{limit: 4})
+    assert _content(chunks) == "w1 w2 w3 w4"
+    assert chunks[-1].choices[0].finish_reason == "length"
+
+
+@pytest.mark.parametrize(
+    ("status", "error_class", "error_type", "code"),
+    [
+        (400, openai.BadRequestError, "invalid_request_error", None),
+        (401, openai.AuthenticationError, "authentication_error", "invalid_api_key"),
+        (404, openai.NotFoundError, "not_found_error", "model_not_found"),
+        (429, openai.RateLimitError, "requests", "rate_limit_exceeded"),
+        (500, openai.InternalServerError, "server_error", None),
+        (503, openai.InternalServerError, "server_error", None),
+    ],
+)
+@pytest.mark.parametrize("stream", [False, True])
+def test_scripted_errors(
+    client: OpenAI, status: int, error_class: type[openai.APIStatusError], error_type: str, code: str | None, stream: bool
+) -> None:
+    with pytest.raises(error_class) as raised:
+        _ask(client, f"[[error:{status}]] [[words:3]]", stream=stream)
+    assert raised.value.status_code == status
+    assert raised.value.type == error_type
+    assert raised.value.code == code
+    retry_after = raised.value.response.headers.get("retry-after")
+    assert retry_after == ("1" if status == 429 else None)
+
+
+def test_cut_mid_stream(client: OpenAI) -> None:
+    received: list[ChatCompletionChunk] = []
+    with pytest.raises(openai.APIConnectionError):  # noqa: PT012 - collects what arrived
+        for chunk in _ask(client, "[[words:10]] [[cut:3]]", stream=True):
+            received.append(chunk)
+    assert _content(received) == "w1 w2 w3 "
+    assert all(chunk.choices[0].finish_reason is None for chunk in received)
+
+
+def test_cut_after_every_chunk_still_truncates(client: OpenAI) -> None:
+    with pytest.raises(openai.APIConnectionError):
+        list(_ask(client, "[[words:2]] [[cut:99]]", stream=True))
+
+
+def test_cut_without_stream_drops_the_connection(client: OpenAI) -> None:
+    with pytest.raises(openai.APIConnectionError):
+        _ask(client, "[[cut:0]]")
+
+
+def test_slow(client: OpenAI) -> None:
+    assert _ask(client, "hi [[slow:20]]").choices[0].message.content == "Hello! You said: hi"
+    assert _content(_stream(client, "hi [[slow:5]]")) == "Hello! You said: hi"

@@ -1,0 +1,158 @@
+import json
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stateway.core.errors import GatewayError, InvalidRequest
+from stateway.protocols.responses.decode import decode_create, decode_list_input_items
+
+
+def decode(body: object) -> object:
+    return decode_create(json.dumps(body).encode())
+
+
+def test_string_input_becomes_a_user_message_with_an_id() -> None:
+    command = decode_create(b'{"model": "m", "input": "hi"}')
+    assert command.model == "m"
+    assert command.store is True
+    assert command.stream is False
+    [item] = command.input
+    assert item["type"] == "message"
+    assert item["role"] == "user"
+    assert item["content"] == [{"type": "input_text", "text": "hi"}]
+    assert item["id"].startswith("msg_")
+
+
+def test_client_ids_are_kept_as_labels_and_content_is_normalized() -> None:
+    command = decode_create(
+        orjson.dumps(
+            {
+                "model": "m",
+                "input": [
+                    {"role": "assistant", "content": "prev", "id": "msg_client"},
+                    {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}", "id": "fc_x"},
+                    {"type": "function_call_output", "call_id": "c", "output": "r"},
+                ],
+            }
+        )
+    )
+    assistant, call, output = command.input
+    assert assistant["id"] == "msg_client"
+    assert assistant["content"] == [{"type": "output_text", "text": "prev", "annotations": []}]
+    assert call["id"] == "fc_x"
+    assert output["id"].startswith("fco_")
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"input": "x"}, "model"),
+        ({"model": 3, "input": "x"}, "model"),
+        ({"model": "m", "input": 5}, "input"),
+        ({"model": "m", "temperature": "hot"}, "temperature"),
+        ({"model": "m", "temperature": 3}, "temperature"),
+        ({"model": "m", "store": "yes"}, "store"),
+        ({"model": "m", "max_output_tokens": 0}, "max_output_tokens"),
+        ({"model": "m", "input": [{"role": "robot", "content": "x"}]}, "input[0].role"),
+        ({"model": "m", "input": [{"role": "user", "content": 7}]}, "input[0].content"),
+        ({"model": "m", "input": [{"role": "user", "content": [{"type": "input_text"}]}]}, "input[0].content[0].text"),
+        ({"model": "m", "input": [{"type": "function_call", "name": "f"}]}, "input[0].call_id"),
+        ({"model": "m", "tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({"model": "m", "tools": [{"type": "function"}]}, "tools[0].name"),
+        ({"model": "m", "tool_choice": "sometimes"}, "tool_choice"),
+        ({"model": "m", "text": {"format": {"type": "json_schema", "name": "x"}}}, "text.format.schema"),
+        ({"model": "m", "background": True}, "background"),
+        ({"model": "m", "metadata": {"k": 1}}, "metadata.k"),
+    ],
+)
+def test_bad_fields_are_named(body: object, param: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode(body)
+    assert caught.value.param == param
+    assert caught.value.status == 400
+
+
+def test_unknown_top_level_fields_are_ignored() -> None:
+    command = decode_create(b'{"model": "m", "input": "x", "client_metadata": {"a": 1}}')
+    assert command.model == "m"
+
+
+def test_unknown_item_types_pass_through_untouched() -> None:
+    item = {"type": "additional_tools", "role": "developer", "tools": [{"type": "custom", "name": "x"}]}
+    command = decode_create(orjson.dumps({"model": "m", "input": [item]}))
+    assert command.input == [item]
+
+
+@pytest.mark.parametrize("raw", [b"", b"{", b"[]", b"null", b'"x"', b"\xff\xfe"])
+def test_malformed_bodies_are_invalid_requests(raw: bytes) -> None:
+    with pytest.raises(InvalidRequest):
+        decode_create(raw)
+
+
+def test_list_input_items_query() -> None:
+    command = decode_list_input_items("resp_1", {"limit": "5", "order": "asc", "after": "msg_1"})
+    assert (command.limit, command.order, command.after) == (5, "asc", "msg_1")
+    for query in ({"limit": "0"}, {"limit": "101"}, {"limit": "x"}, {"order": "up"}):
+        with pytest.raises(InvalidRequest):
+            decode_list_input_items("resp_1", query)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+request_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": st.one_of(st.text(max_size=5), json_values),
+        "input": st.one_of(
+            st.text(max_size=10),
+            st.lists(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "type": st.sampled_from(["message", "function_call", "function_call_output", "reasoning", "x"]),
+                        "role": st.sampled_from(["user", "assistant", "system", "developer", "bad"]),
+                        "content": json_values,
+                        "call_id": json_values,
+                        "name": json_values,
+                        "arguments": json_values,
+                        "output": json_values,
+                        "summary": json_values,
+                    },
+                ),
+                max_size=4,
+            ),
+            json_values,
+        ),
+        "tools": json_values,
+        "tool_choice": json_values,
+        "text": json_values,
+        "reasoning": json_values,
+        "metadata": json_values,
+        "temperature": json_values,
+        "store": json_values,
+        "stream": json_values,
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(request_like)
+def test_fuzzed_requests_never_fail_outside_the_error_tree(body: dict[str, object]) -> None:
+    try:
+        decode(body)
+    except GatewayError as exc:
+        assert 400 <= exc.status < 500
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=64))
+def test_fuzzed_bytes_never_fail_outside_the_error_tree(raw: bytes) -> None:
+    try:
+        decode_create(raw)
+    except GatewayError as exc:
+        assert exc.status == 400

@@ -1,0 +1,92 @@
+import orjson
+from openai.types.responses import Response, ResponseStreamEvent
+from pydantic import TypeAdapter
+
+from stateway.core.commands import CreateResponse, GenerationSettings, Principal
+from stateway.core.errors import UpstreamError
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Delta, Finish, ReasoningDelta, TextDelta, ToolCallDelta, UsageReport
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import Run, RunRegistry
+from stateway.core.usage import Usage
+from stateway.protocols.responses.encode import encode_response, encode_sse
+from tests.core.fakes import MemoryStore, ScriptedBackend
+
+EVENTS: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)
+
+
+async def finished_run(script: list[Delta | UpstreamError], settings: GenerationSettings | None = None) -> Run:
+    store = MemoryStore()
+    router = Router([BackendEntry(ScriptedBackend(script), {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry())
+    command = CreateResponse(
+        model="m",
+        input=[{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x"}]}],
+        stream=True,
+        settings=settings or GenerationSettings(),
+    )
+    run = await gateway.execute(Principal(), command)
+    await run.wait()
+    return run
+
+
+SCRIPT: list[Delta | UpstreamError] = [
+    ReasoningDelta("why"),
+    TextDelta("Hi"),
+    ToolCallDelta(0, "call_1", "f", "{}"),
+    Finish("tool_calls"),
+    UsageReport(Usage(5, 7, 1, 2)),
+]
+
+
+async def test_every_frame_is_one_sdk_event_with_consecutive_sequence_numbers() -> None:
+    run = await finished_run(SCRIPT)
+    frames = [encode_sse(seq, event) for seq, event in enumerate(run.events)]
+    types = []
+    for seq, frame in enumerate(frames):
+        assert frame.endswith(b"\n\n")
+        assert b"\r" not in frame
+        event_line, data_line, blank, end = frame.split(b"\n")
+        assert (blank, end) == (b"", b"")
+        assert event_line.startswith(b"event: ")
+        payload = orjson.loads(data_line.removeprefix(b"data: "))
+        assert payload["type"] == event_line.removeprefix(b"event: ").decode()
+        assert payload["sequence_number"] == seq
+        parsed = EVENTS.validate_python(payload)
+        types.append(parsed.type)
+    assert types[:2] == ["response.created", "response.in_progress"]
+    assert types[-1] == "response.completed"
+    assert "response.reasoning_text.delta" in types
+    assert "response.function_call_arguments.done" in types
+
+
+async def test_response_object_validates_against_the_sdk_type() -> None:
+    run = await finished_run(SCRIPT, GenerationSettings(metadata={"a": "b"}, max_output_tokens=50))
+    body = encode_response(run.state)
+    response = Response.model_validate(body)
+    assert response.status == "completed"
+    assert response.usage is not None
+    assert response.usage.total_tokens == 12
+    assert response.usage.input_tokens_details.cached_tokens == 1
+    assert response.usage.output_tokens_details.reasoning_tokens == 2
+    assert response.temperature == 1.0
+    assert response.top_p == 1.0
+    assert response.metadata == {"a": "b"}
+    assert response.max_output_tokens == 50
+    assert [item.type for item in response.output] == ["reasoning", "message", "function_call"]
+
+
+async def test_created_event_is_a_snapshot_even_when_encoded_late() -> None:
+    run = await finished_run(SCRIPT)
+    created = orjson.loads(encode_sse(0, run.events[0]).split(b"\n")[1].removeprefix(b"data: "))
+    assert created["response"]["status"] == "in_progress"
+    assert created["response"]["output"] == []
+
+
+async def test_failed_run_ends_with_response_failed() -> None:
+    run = await finished_run([UpstreamError("boom")])
+    last = orjson.loads(encode_sse(9, run.events[-1]).split(b"\n")[1].removeprefix(b"data: "))
+    assert last["type"] == "response.failed"
+    assert last["response"]["error"]["message"] == "boom"
+    EVENTS.validate_python(last)

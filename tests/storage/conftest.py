@@ -1,0 +1,86 @@
+"""Fixtures for the SQL store, run against SQLite and PostgreSQL alike.
+
+On PostgreSQL every test works in a tenant of its own (everything is tenant-scoped), so
+tests share the migrated ``test`` database without cleaning up after each other.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from stateway.core.items import Item
+from stateway.core.ports import ResponseRecord
+from stateway.storage.sql import SqlResponseStore, migrate, open_store
+
+RecordFactory = Callable[..., ResponseRecord]
+
+_migrated: set[str] = set()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/stateway.db"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, sqlite_url: str) -> str:
+    if request.param == "sqlite":
+        return sqlite_url
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[SqlResponseStore]:
+    if database_url not in _migrated:  # once per database: later runs would be no-ops
+        await migrate(database_url)
+        _migrated.add(database_url)
+    sql_store = open_store(database_url)
+    yield sql_store
+    await sql_store.aclose()
+
+
+@pytest.fixture
+def tenant() -> str:
+    return f"tenant-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def record(tenant: str) -> RecordFactory:
+    """``record(id, previous=None, inputs=(), outputs=(), tenant_id=tenant, body=None)``.
+
+    Items given as strings become messages (inputs from the user, outputs from the
+    assistant); dicts are used as they are.
+    """
+
+    def make(
+        response_id: str,
+        previous: str | None = None,
+        inputs: Iterable[str | Item] = (),
+        outputs: Iterable[str | Item] = (),
+        *,
+        tenant_id: str = tenant,
+        body: dict[str, Any] | None = None,
+    ) -> ResponseRecord:
+        return ResponseRecord(
+            tenant_id=tenant_id,
+            id=response_id,
+            previous_response_id=previous,
+            status="completed",
+            created_at=1_700_000_000.25,
+            body=body if body is not None else {"id": response_id, "model": "m"},
+            input_items=[_item(x, "user") for x in inputs],
+            output_items=[_item(x, "assistant") for x in outputs],
+        )
+
+    return make
+
+
+def _item(value: str | Item, role: str) -> Item:
+    if isinstance(value, str):
+        return {"type": "message", "role": role, "content": [{"type": "text", "text": value}]}
+    return value

@@ -1,0 +1,108 @@
+"""User URLs to async engines, SQLite pragmas and the start-up description."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from stateway.storage.sql.engine import async_url, create_engine, describe_url
+
+
+@pytest.mark.parametrize(
+    ("url", "driver", "database"),
+    [
+        ("sqlite:////abs/dir/x.db", "sqlite+aiosqlite", "/abs/dir/x.db"),
+        ("sqlite+aiosqlite:////abs/x.db", "sqlite+aiosqlite", "/abs/x.db"),
+        ("postgresql://u@db.example:6543/gw", "postgresql+asyncpg", "gw"),
+        ("postgres://u@db.example:6543/gw", "postgresql+asyncpg", "gw"),
+        ("postgresql+asyncpg://u@db.example:6543/gw", "postgresql+asyncpg", "gw"),
+    ],
+)
+def test_urls_map_to_async_drivers(url: str, driver: str, database: str) -> None:
+    mapped = async_url(url)
+
+    assert (mapped.drivername, mapped.database) == (driver, database)
+
+
+def test_postgres_url_keeps_its_connection_details() -> None:
+    mapped = async_url("postgres://alice:s3cret@db.example:6543/gw?ssl=require")
+
+    assert (mapped.username, mapped.password, mapped.host, mapped.port) == (
+        "alice",
+        "s3cret",
+        "db.example",
+        6543,
+    )
+    assert dict(mapped.query) == {"ssl": "require"}
+
+
+def test_relative_sqlite_paths_are_anchored_to_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    assert async_url("sqlite:///data/x.db").database == str(tmp_path / "data" / "x.db")
+
+
+@pytest.mark.parametrize(
+    ("url", "complaint"),
+    [
+        ("mysql://u@h/db", "Unsupported database URL scheme 'mysql'"),
+        ("postgresql+psycopg2://u@h/db", "Unsupported database URL scheme"),
+        ("redis://localhost", "Unsupported database URL scheme 'redis'"),
+        ("not a url at all", "Could not parse the database URL"),
+        ("", "Could not parse the database URL"),
+        ("sqlite://", "In-memory SQLite is not supported"),
+        ("sqlite:///:memory:", "In-memory SQLite is not supported"),
+    ],
+)
+def test_unusable_urls_are_refused_readably(url: str, complaint: str) -> None:
+    with pytest.raises(ValueError, match="sqlite:///") as caught:
+        async_url(url)
+
+    assert complaint in str(caught.value)
+
+
+def test_parse_errors_do_not_echo_passwords() -> None:
+    with pytest.raises(ValueError) as caught:
+        async_url("postgresql://u:hunter2@host:notaport/db")
+
+    assert "hunter2" not in str(caught.value)
+
+
+async def test_sqlite_connections_get_their_pragmas(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path}/new/dir/x.db")
+    assert (tmp_path / "new" / "dir").is_dir()  # created before any connection
+    try:
+        async with engine.connect() as connection:
+            pragmas = {
+                name: (await connection.execute(text(f"PRAGMA {name}"))).scalar_one()
+                for name in ("journal_mode", "busy_timeout", "synchronous", "foreign_keys")
+            }
+    finally:
+        await engine.dispose()
+
+    # synchronous: 1 is NORMAL.
+    assert pragmas == {"journal_mode": "wal", "busy_timeout": 5000, "synchronous": 1, "foreign_keys": 1}
+
+
+async def test_postgres_engine_uses_asyncpg(postgres_url: str) -> None:
+    engine = create_engine(postgres_url)
+    try:
+        async with engine.connect() as connection:
+            assert (await connection.execute(text("SELECT 1"))).scalar_one() == 1
+    finally:
+        await engine.dispose()
+
+    assert engine.dialect.driver == "asyncpg"
+
+
+def test_descriptions_name_the_place_and_hide_the_password(tmp_path: Path) -> None:
+    assert describe_url(f"sqlite:///{tmp_path}/x.db") == f"SQLite database at {tmp_path}/x.db"
+    assert (
+        describe_url("postgresql://alice:s3cret@db.example:6543/gw")
+        == "PostgreSQL database gw on db.example:6543 as alice"
+    )
+    assert describe_url("postgres:///gw") == "PostgreSQL database gw on the default host"

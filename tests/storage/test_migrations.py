@@ -1,0 +1,121 @@
+"""The Alembic migrations shipped in the package, run without an alembic.ini."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, inspect, make_url, text
+
+from stateway.storage.sql import migrate
+from stateway.storage.sql.engine import create_engine
+from stateway.storage.sql.migrator import MIGRATIONS_DIR, alembic_config
+from stateway.storage.sql.schema import metadata
+
+HEAD = "0001"
+
+
+def sqlite_state(url: str) -> tuple[set[str], list[str]]:
+    """Tables and recorded revision of a SQLite database, read with plain sqlite3."""
+    path = url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as connection:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+        versions = []
+        if "alembic_version" in tables:
+            versions = [r[0] for r in connection.execute("SELECT version_num FROM alembic_version")]
+    return {t for t in tables if not t.startswith("sqlite_")}, versions
+
+
+def test_the_shipped_scripts_have_one_head() -> None:
+    scripts = ScriptDirectory.from_config(alembic_config())
+
+    assert Path(scripts.dir) == MIGRATIONS_DIR
+    assert scripts.get_heads() == [HEAD]
+
+
+async def test_migrate_creates_the_schema_and_is_idempotent(sqlite_url: str) -> None:
+    await migrate(sqlite_url)
+    await migrate(sqlite_url)
+
+    tables, versions = sqlite_state(sqlite_url)
+    assert tables >= {"responses", "items", "alembic_version"}
+    assert versions == [HEAD]
+
+
+async def test_concurrent_migrations_take_turns(sqlite_url: str) -> None:
+    await asyncio.gather(*(migrate(sqlite_url) for _ in range(4)))
+
+    assert sqlite_state(sqlite_url)[1] == [HEAD]
+
+
+async def test_the_migrated_schema_matches_the_metadata(database_url: str) -> None:
+    await migrate(database_url)
+    engine = create_engine(database_url)
+
+    def differences(connection: Connection) -> list[object]:
+        return list(compare_metadata(MigrationContext.configure(connection), metadata))
+
+    try:
+        async with engine.connect() as connection:
+            assert await connection.run_sync(differences) == []
+    finally:
+        await engine.dispose()
+
+
+def test_upgrade_and_downgrade_from_a_url_and_offline(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """env.py's other entries: Alembic opening the database itself, and --sql."""
+    config = alembic_config(sqlite_url)
+
+    command.upgrade(config, "head")
+    assert sqlite_state(sqlite_url) == ({"responses", "items", "alembic_version"}, [HEAD])
+    command.downgrade(config, "base")
+    assert sqlite_state(sqlite_url) == ({"alembic_version"}, [])
+
+    command.upgrade(alembic_config("postgresql://u@h/db"), "head", sql=True)
+    rendered = capsys.readouterr().out
+    assert "CREATE TABLE responses" in rendered
+    assert "CREATE TABLE items" in rendered
+
+
+@pytest.fixture
+async def fresh_postgres_url(postgres_url: str) -> AsyncIterator[str]:
+    """A new, empty database on the test server, dropped afterwards."""
+    name = f"stateway_migrations_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(postgres_url.replace("+asyncpg", ""), timeout=5)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    except asyncpg.InsufficientPrivilegeError:
+        await admin.close()
+        pytest.skip("the test role may not create databases")
+    try:
+        yield make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+@pytest.mark.postgres
+async def test_postgres_from_empty_with_concurrent_migrations(fresh_postgres_url: str) -> None:
+    await asyncio.gather(*(migrate(fresh_postgres_url) for _ in range(4)))
+    await migrate(fresh_postgres_url)
+
+    engine = create_engine(fresh_postgres_url)
+    try:
+        async with engine.connect() as connection:
+            version = await connection.scalar(text("SELECT version_num FROM alembic_version"))
+            tables = await connection.run_sync(lambda c: set(inspect(c).get_table_names()))
+    finally:
+        await engine.dispose()
+    assert version == HEAD
+    assert tables == {"responses", "items", "alembic_version"}

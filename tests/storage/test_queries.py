@@ -1,0 +1,77 @@
+"""The hot path's statement budget: what save and load_context send to the database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from stateway.core.ports import ResponseRecord
+from stateway.storage.sql import SqlResponseStore
+
+RecordFactory = Callable[..., ResponseRecord]
+
+
+@contextmanager
+def statements(engine: AsyncEngine) -> Iterator[list[str]]:
+    """The SQL statements executed inside the block (connect-time pragmas don't go
+    through cursor events, and nothing before or after the block is counted)."""
+    executed: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        executed.append(statement)
+
+    event.listen(engine.sync_engine, "before_cursor_execute", record)
+    try:
+        yield executed
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", record)
+
+
+async def save_chain(
+    store: SqlResponseStore, record: RecordFactory, depth: int, name: str
+) -> str:
+    """Responses ``{name}0`` ... each continuing the previous one; the last one's id."""
+    previous = None
+    for n in range(depth):
+        response_id = f"{name}{n}"
+        await store.save(record(response_id, previous, inputs=[f"q{n}"], outputs=[f"a{n}"]))
+        previous = response_id
+    assert previous is not None
+    return previous
+
+
+async def test_load_context_takes_one_statement_whatever_the_depth(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    await store.ping()  # warm the pool: first-connect work is not load_context's
+    shallow = await save_chain(store, record, 1, "shallow")
+    with statements(store.engine) as at_depth_1:
+        context = await store.load_context(tenant, shallow)
+    assert context is not None
+    assert len(context) == 2
+
+    deep = await save_chain(store, record, 50, "deep")
+    with statements(store.engine) as at_depth_50:
+        context = await store.load_context(tenant, deep)
+
+    assert context is not None
+    expected = [text for n in range(50) for text in (f"q{n}", f"a{n}")]
+    assert [item["content"][0]["text"] for item in context] == expected
+    assert len(at_depth_1) == len(at_depth_50) == 1
+
+
+async def test_save_takes_two_statements_whatever_the_item_count(
+    store: SqlResponseStore, record: RecordFactory
+) -> None:
+    await store.ping()
+    with statements(store.engine) as executed:
+        await store.save(record("r1", inputs=["q"] * 20, outputs=["a"] * 5))
+
+    assert [sql.split()[:3] for sql in executed] == [
+        ["INSERT", "INTO", "responses"],
+        ["INSERT", "INTO", "items"],
+    ]

@@ -1,0 +1,242 @@
+"""SqlResponseStore against the ResponseStore port, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from sqlalchemy import event, text
+
+from stateway.core.errors import StorageError
+from stateway.core.items import Item
+from stateway.core.ports import ResponseRecord
+from stateway.storage.sql import SqlResponseStore
+
+RecordFactory = Callable[..., ResponseRecord]
+
+
+def texts(items: list[Item] | None) -> list[str]:
+    assert items is not None
+    return [item["content"][0]["text"] for item in items]
+
+
+def labelled(*ids: str | None) -> list[Item]:
+    return [{"type": "message", "role": "user", "content": "x", "id": i} for i in ids]
+
+
+async def count_rows(store: SqlResponseStore, tenant: str, response_id: str) -> int:
+    """The response's rows and item rows, read behind the store's back."""
+    async with store.engine.connect() as connection:
+        result = await connection.execute(
+            text(
+                "SELECT (SELECT count(*) FROM responses WHERE tenant_id = :t AND id = :r)"
+                " + (SELECT count(*) FROM items WHERE tenant_id = :t AND response_id = :r)"
+            ),
+            {"t": tenant, "r": response_id},
+        )
+        return int(result.scalar_one())
+
+
+async def test_save_then_get_round_trips_everything(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    unusual: Item = {"type": "some_future_item", "nested": {"a": [1, 2.5, None, True]}, "s": "é😀"}
+    body: dict[str, Any] = {"id": "r1", "instructions": "Be brief.", "usage": {"total": 3}}
+    saved = record("r1", inputs=["hello"], outputs=["hi there", unusual], body=body)
+    await store.save(saved)
+
+    got = await store.get(tenant, "r1")
+
+    assert got is not None
+    assert (got.tenant_id, got.id, got.previous_response_id) == (tenant, "r1", None)
+    assert (got.status, got.created_at, got.body) == ("completed", 1_700_000_000.25, body)
+    assert got.output_items == saved.output_items
+    assert got.input_items == []
+
+
+async def test_get_unknown_is_none(store: SqlResponseStore, tenant: str) -> None:
+    assert await store.get(tenant, "nope") is None
+    assert await store.load_context(tenant, "nope") is None
+
+
+async def test_tenants_are_isolated(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    a, b, c = f"{tenant}-a", f"{tenant}-b", f"{tenant}-c"
+    await store.save(record("r1", inputs=["a's secret"], tenant_id=a))
+    await store.save(record("r1", inputs=["b's own r1"], tenant_id=b))  # same id, no clash
+    await store.save(record("r2", previous="r1", inputs=["b continues"], tenant_id=b))
+
+    assert texts(await store.load_context(b, "r2")) == ["b's own r1", "b continues"]
+    assert texts(await store.load_context(a, "r1")) == ["a's secret"]
+    assert await store.get(c, "r1") is None
+    assert await store.load_context(c, "r1") is None
+    assert await store.list_input_items(c, "r1", after=None, limit=10, order="asc") is None
+    assert await store.delete(c, "r1") is False
+    assert await store.get(a, "r1") is not None
+
+
+async def test_load_context_is_the_chain_oldest_first_inputs_before_outputs(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    await store.save(record("r1", inputs=["q1a", "q1b"], outputs=["a1a", "a1b"]))
+    await store.save(record("r2", "r1", inputs=["q2"], outputs=["a2"]))
+    await store.save(record("r3", "r2", inputs=["q3a", "q3b"], outputs=["a3"]))
+    await store.save(record("side", "r1", inputs=["branch"], outputs=["other"]))
+
+    assert texts(await store.load_context(tenant, "r3")) == [
+        *("q1a", "q1b", "a1a", "a1b"),
+        *("q2", "a2"),
+        *("q3a", "q3b", "a3"),
+    ]
+    assert texts(await store.load_context(tenant, "side")) == [
+        *("q1a", "q1b", "a1a", "a1b"),
+        *("branch", "other"),
+    ]
+
+
+async def test_instructions_live_in_the_body_not_in_the_items(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    body = {"id": "r1", "instructions": "You are a pirate."}
+    await store.save(record("r1", inputs=["q"], outputs=["a"], body=body))
+
+    assert texts(await store.load_context(tenant, "r1")) == ["q", "a"]
+
+
+async def test_responses_without_items_load_as_empty_context(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    await store.save(record("r1"))
+    await store.save(record("r2", "r1", outputs=["a"]))
+    await store.save(record("r3", "r2"))
+
+    assert await store.load_context(tenant, "r1") == []
+    assert texts(await store.load_context(tenant, "r3")) == ["a"]
+
+
+async def test_delete_hides_the_response_but_not_its_items_from_descendants(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    await store.save(record("r1", inputs=["q1"], outputs=["a1"]))
+    await store.save(record("r2", "r1", inputs=["q2"], outputs=["a2"]))
+
+    assert await store.delete(tenant, "r1") is True
+    assert await store.delete(tenant, "r1") is False
+    assert await store.delete(tenant, "never") is False
+
+    assert await store.get(tenant, "r1") is None
+    assert await store.load_context(tenant, "r1") is None
+    assert await store.list_input_items(tenant, "r1", after=None, limit=5, order="asc") is None
+    assert texts(await store.load_context(tenant, "r2")) == ["q1", "a1", "q2", "a2"]
+
+
+async def test_a_missing_ancestor_ends_the_chain(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    await store.save(record("orphan", "vanished", inputs=["q"], outputs=["a"]))
+
+    assert texts(await store.load_context(tenant, "orphan")) == ["q", "a"]
+
+
+async def test_a_corrupt_cycle_does_not_recurse_forever(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    await store.save(record("a", "b", outputs=["from a"]))
+    await store.save(record("b", "a", outputs=["from b"]))
+
+    context = await store.load_context(tenant, "a")
+
+    assert context is not None
+    assert texts(context)[-2:] == ["from b", "from a"]
+
+
+async def test_input_item_pages_ascending(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    await store.save(record("r1", inputs=labelled("a", "b", "c", "d", "e"), outputs=["out"]))
+
+    async def page(after: str | None) -> tuple[list[str], bool]:
+        result = await store.list_input_items(tenant, "r1", after=after, limit=2, order="asc")
+        assert result is not None
+        return [item["id"] for item in result.items], result.has_more
+
+    assert await page(None) == (["a", "b"], True)
+    assert await page("b") == (["c", "d"], True)
+    assert await page("d") == (["e"], False)
+    assert await page("e") == ([], False)
+
+
+async def test_input_item_pages_descending(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    await store.save(record("r1", inputs=labelled("a", "b", "c", "d", "e"), outputs=["out"]))
+
+    async def page(after: str | None) -> tuple[list[str], bool]:
+        result = await store.list_input_items(tenant, "r1", after=after, limit=2, order="desc")
+        assert result is not None
+        return [item["id"] for item in result.items], result.has_more
+
+    assert await page(None) == (["e", "d"], True)
+    assert await page("d") == (["c", "b"], True)
+    assert await page("b") == (["a"], False)
+
+
+async def test_input_item_page_edge_cases(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    await store.save(record("r1", inputs=labelled("x", None, "y", "x", "z")))
+    await store.save(record("r2", "r1", outputs=["only output"]))
+
+    async def ids(response_id: str, **kwargs: Any) -> tuple[list[str | None], bool] | None:
+        result = await store.list_input_items(tenant, response_id, **kwargs)
+        return None if result is None else ([i.get("id") for i in result.items], result.has_more)
+
+    whole = ([None, "y", "x", "z"], False)
+    assert await ids("r1", after="x", limit=10, order="asc") == whole  # after the first "x"
+    assert await ids("r1", after="x", limit=10, order="desc") == (["y", None, "x"], False)
+    assert await ids("r1", after=None, limit=5, order="asc") == (["x", None, "y", "x", "z"], False)
+    assert await ids("r1", after="unknown", limit=10, order="asc") == ([], False)
+    assert await ids("r2", after=None, limit=10, order="asc") == ([], False)
+    assert await ids("missing", after=None, limit=10, order="asc") is None
+    with pytest.raises(ValueError, match="limit"):
+        await store.list_input_items(tenant, "r1", after=None, limit=0, order="asc")
+
+
+async def test_a_failed_save_writes_nothing(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    """The response row goes in, then the item insert fails: the row must not stay."""
+
+    def fail_on_items(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.startswith("INSERT INTO items"):
+            raise ConnectionResetError("injected: connection lost mid-save")
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", fail_on_items)
+    try:
+        with pytest.raises(StorageError):
+            await store.save(record("r1", inputs=["q"], outputs=["a"]))
+    finally:
+        event.remove(store.engine.sync_engine, "before_cursor_execute", fail_on_items)
+
+    assert await count_rows(store, tenant, "r1") == 0
+    await store.save(record("r1", inputs=["q"], outputs=["a"]))  # and the id is still free
+    assert await count_rows(store, tenant, "r1") == 3
+
+
+async def test_saving_a_duplicate_id_fails_and_keeps_the_original(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    await store.save(record("r1", inputs=["q"], outputs=["a"]))
+
+    with pytest.raises(StorageError) as caught:
+        await store.save(record("r1", inputs=["x", "y", "z"], outputs=["w"]))
+
+    assert "INSERT" not in caught.value.message  # no SQL leaks to clients
+    assert await count_rows(store, tenant, "r1") == 3
+    assert texts(await store.load_context(tenant, "r1")) == ["q", "a"]
+
+
+async def test_ping(store: SqlResponseStore) -> None:
+    await store.ping()
