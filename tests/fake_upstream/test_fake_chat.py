@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import openai
@@ -18,6 +19,11 @@ def _ask(client: OpenAI, text: str, **kwargs: Any) -> Any:
 
 def _stream(client: OpenAI, text: str, **kwargs: Any) -> list[ChatCompletionChunk]:
     return list(_ask(client, text, stream=True, **kwargs))
+
+
+def _collect(stream: Iterable[ChatCompletionChunk], into: list[ChatCompletionChunk]) -> None:
+    for chunk in stream:
+        into.append(chunk)
 
 
 def _content(chunks: list[ChatCompletionChunk]) -> str:
@@ -65,12 +71,22 @@ def test_echo_transcript(client: OpenAI) -> None:
     messages: list[Any] = [
         {"role": "system", "content": "Be brief."},
         {"role": "developer", "content": "Use tools."},
-        {"role": "user", "content": [{"type": "text", "text": "Look: "}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Look: "},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}},
+            ],
+        },
         {
             "role": "assistant",
             "content": None,
             "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "look", "arguments": '{"x": 1}'}}
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "look", "arguments": '{"x": 1}'},
+                }
             ],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "a cat"},
@@ -97,7 +113,11 @@ def test_tool_result_reply(client: OpenAI) -> None:
             "role": "assistant",
             "content": None,
             "tool_calls": [
-                {"id": "call_9", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+                {
+                    "id": "call_9",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": "{}"},
+                }
             ],
         },
         {"role": "tool", "tool_call_id": "call_9", "content": "sunny"},
@@ -141,7 +161,10 @@ def test_parallel_tool_calls_streamed(client: OpenAI) -> None:
                 assert len(fragment.function.arguments or "") <= 8
                 calls[fragment.index]["arguments"] += fragment.function.arguments or ""
     assert [call["name"] for call in calls.values()] == ["a", "b"]
-    assert [json.loads(call["arguments"]) for call in calls.values()] == [{"n": "first call"}, {"n": 2}]
+    assert [json.loads(call["arguments"]) for call in calls.values()] == [
+        {"n": "first call"},
+        {"n": 2},
+    ]
     assert len({call["id"] for call in calls.values()}) == 2
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
     again = _ask(client, text).choices[0].message.tool_calls
@@ -193,7 +216,12 @@ def test_max_tokens_truncates(client: OpenAI, limit: str) -> None:
 )
 @pytest.mark.parametrize("stream", [False, True])
 def test_scripted_errors(
-    client: OpenAI, status: int, error_class: type[openai.APIStatusError], error_type: str, code: str | None, stream: bool
+    client: OpenAI,
+    status: int,
+    error_class: type[openai.APIStatusError],
+    error_type: str,
+    code: str | None,
+    stream: bool,
 ) -> None:
     with pytest.raises(error_class) as raised:
         _ask(client, f"[[error:{status}]] [[words:3]]", stream=stream)
@@ -205,10 +233,10 @@ def test_scripted_errors(
 
 
 def test_cut_mid_stream(client: OpenAI) -> None:
+    stream = _ask(client, "[[words:10]] [[cut:3]]", stream=True)
     received: list[ChatCompletionChunk] = []
-    with pytest.raises(openai.APIConnectionError):  # noqa: PT012 - collects what arrived
-        for chunk in _ask(client, "[[words:10]] [[cut:3]]", stream=True):
-            received.append(chunk)
+    with pytest.raises(openai.APIConnectionError):
+        _collect(stream, received)
     assert _content(received) == "w1 w2 w3 "
     assert all(chunk.choices[0].finish_reason is None for chunk in received)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import openai
@@ -33,6 +34,11 @@ def _create(client: OpenAI, source: Any, **kwargs: Any) -> Any:
 
 def _events(client: OpenAI, source: Any, **kwargs: Any) -> list[ResponseStreamEvent]:
     return list(_create(client, source, stream=True, **kwargs))
+
+
+def _collect(stream: Iterable[ResponseStreamEvent], into: list[ResponseStreamEvent]) -> None:
+    for event in stream:
+        into.append(event)
 
 
 def _final(events: list[ResponseStreamEvent]) -> Response:
@@ -89,6 +95,7 @@ def test_streamed_event_sequence(client: OpenAI) -> None:
     assert final.id == created.response.id
     reasoning, message = final.output
     assert isinstance(reasoning, ResponseReasoningItem)
+    assert isinstance(message, ResponseOutputMessage)
     assert reasoning.content is not None
     assert reasoning.content[0].text == "hmm ok"
     assert reasoning.summary == []
@@ -100,8 +107,23 @@ def test_streamed_event_sequence(client: OpenAI) -> None:
 def test_echo_transcript(client: OpenAI) -> None:
     items: list[Any] = [
         {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": [{"type": "input_text", "text": "Look: "}, {"type": "input_image", "image_url": "data:image/png;base64,AA==", "detail": "auto"}]},
-        {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "a cat?"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "Look: "},
+                {
+                    "type": "input_image",
+                    "image_url": "data:image/png;base64,AA==",
+                    "detail": "auto",
+                },
+            ],
+        },
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [],
+            "content": [{"type": "reasoning_text", "text": "a cat?"}],
+        },
         {"type": "function_call", "call_id": "call_1", "name": "look", "arguments": '{"x": 1}'},
         {"type": "function_call_output", "call_id": "call_1", "output": "a cat"},
         {"role": "assistant", "content": [{"type": "output_text", "text": "It is a cat."}]},
@@ -134,11 +156,21 @@ def test_tool_calls_and_results(client: OpenAI) -> None:
     assert response.tools[0].type == "function"
     follow_up: list[Any] = [
         {"role": "user", "content": text},
-        *[{"type": "function_call", "call_id": c.call_id, "name": c.name, "arguments": c.arguments} for c in calls],
+        *[
+            {
+                "type": "function_call",
+                "call_id": c.call_id,
+                "name": c.name,
+                "arguments": c.arguments,
+            }
+            for c in calls
+        ],
         {"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny"},
         {"type": "function_call_output", "call_id": calls[1].call_id, "output": "rainy"},
     ]
-    assert _create(client, follow_up, tools=TOOLS).output_text == "Tool said: sunny\nTool said: rainy"
+    assert (
+        _create(client, follow_up, tools=TOOLS).output_text == "Tool said: sunny\nTool said: rainy"
+    )
 
 
 def test_streamed_tool_call(client: OpenAI) -> None:
@@ -190,10 +222,10 @@ def test_scripted_error(client: OpenAI, stream: bool) -> None:
 
 
 def test_cut_mid_stream(client: OpenAI) -> None:
+    stream = _create(client, "[[reason:r1 r2]] [[words:5]] [[cut:3]]", stream=True)
     received: list[ResponseStreamEvent] = []
-    with pytest.raises(openai.APIConnectionError):  # noqa: PT012 - collects what arrived
-        for event in _create(client, "[[reason:r1 r2]] [[words:5]] [[cut:3]]", stream=True):
-            received.append(event)
+    with pytest.raises(openai.APIConnectionError):
+        _collect(stream, received)
     deltas = [e.type for e in received if e.type.endswith(".delta")]
     assert deltas == ["response.reasoning_text.delta"] * 2 + ["response.output_text.delta"]
     assert received[-1].type == "response.output_text.delta"

@@ -17,7 +17,7 @@ def test_plain_text_has_no_directives() -> None:
 
 def test_every_directive_combined() -> None:
     script = parse_script(
-        "before [[echo]][[length]] [[tool:get_weather:{\"city\": \"Paris\"}]] "
+        'before [[echo]][[length]] [[tool:get_weather:{"city": "Paris"}]] '
         "[[reason:think first]] [[error:503]] [[cut:3]] [[slow:25]] [[words:7]] after"
     )
     assert script.echo

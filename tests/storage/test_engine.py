@@ -66,7 +66,7 @@ def test_unusable_urls_are_refused_readably(url: str, complaint: str) -> None:
 
 
 def test_parse_errors_do_not_echo_passwords() -> None:
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(ValueError, match="Could not parse") as caught:
         async_url("postgresql://u:hunter2@host:notaport/db")
 
     assert "hunter2" not in str(caught.value)
@@ -85,7 +85,12 @@ async def test_sqlite_connections_get_their_pragmas(tmp_path: Path) -> None:
         await engine.dispose()
 
     # synchronous: 1 is NORMAL.
-    assert pragmas == {"journal_mode": "wal", "busy_timeout": 5000, "synchronous": 1, "foreign_keys": 1}
+    assert pragmas == {
+        "journal_mode": "wal",
+        "busy_timeout": 5000,
+        "synchronous": 1,
+        "foreign_keys": 1,
+    }
 
 
 async def test_postgres_engine_uses_asyncpg(postgres_url: str) -> None:

@@ -31,9 +31,7 @@ def statements(engine: AsyncEngine) -> Iterator[list[str]]:
         event.remove(engine.sync_engine, "before_cursor_execute", record)
 
 
-async def save_chain(
-    store: SqlResponseStore, record: RecordFactory, depth: int, name: str
-) -> str:
+async def save_chain(store: SqlResponseStore, record: RecordFactory, depth: int, name: str) -> str:
     """Responses ``{name}0`` ... each continuing the previous one; the last one's id."""
     previous = None
     for n in range(depth):

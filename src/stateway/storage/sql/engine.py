@@ -116,6 +116,6 @@ def describe_url(url: str) -> str:
 def _parse(url: str) -> URL:
     try:
         return make_url(url)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a non-numeric port
         # SQLAlchemy's message echoes the URL, password included: say what we expected.
         raise ValueError(f"Could not parse the database URL; expected {_EXAMPLES}") from None

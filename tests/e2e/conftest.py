@@ -1,0 +1,54 @@
+"""End-to-end fixtures: the real ``stateway serve`` process in front of the real fake
+upstream, driven by the official ``openai`` SDK.
+
+The gateway fixture is parametrized over storage (SQLite, PostgreSQL) and upstream API
+shape (Chat Completions, stateless Responses), so every test runs against each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from openai import AsyncOpenAI, OpenAI
+
+from stateway.fake_upstream.launch import start_fake_upstream
+from stateway.launch import start_gateway
+
+MAX_BODY_BYTES = 256 * 1024
+
+
+@pytest.fixture(scope="session")
+def fake_upstream() -> Iterator[str]:
+    with start_fake_upstream() as base_url:
+        yield base_url
+
+
+@pytest.fixture(
+    scope="session",
+    params=["sqlite-chat", "sqlite-responses", "postgres-chat", "postgres-responses"],
+)
+def gateway(
+    request: pytest.FixtureRequest, fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    database_kind, api = request.param.split("-")
+    if database_kind == "sqlite":
+        database = f"sqlite:///{tmp_path_factory.mktemp('db') / 'stateway.db'}"
+    else:
+        database = request.getfixturevalue("postgres_url")
+    env = {"STATEWAY_MAX_BODY_BYTES": str(MAX_BODY_BYTES)}
+    args = ["--upstream", fake_upstream, "--upstream-api", api, "--database", database]
+    with start_gateway(args, env=env) as url:
+        yield url
+
+
+@pytest.fixture
+def client(gateway: str) -> Iterator[OpenAI]:
+    with OpenAI(base_url=gateway + "/v1", api_key="sk-test", max_retries=0) as sdk:
+        yield sdk
+
+
+@pytest.fixture
+async def async_client(gateway: str) -> AsyncOpenAI:
+    return AsyncOpenAI(base_url=gateway + "/v1", api_key="sk-test", max_retries=0)
+

@@ -1,0 +1,222 @@
+"""The Responses API through the official ``openai`` SDK, sync and async."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+from openai import AsyncOpenAI, OpenAI
+from openai.types.responses import Response, ResponseFunctionToolCall
+
+MODEL = "fake-model"
+WEATHER_TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+def test_create_retrieve_input_items_delete(client: OpenAI) -> None:
+    response = client.responses.create(model=MODEL, input="hi there", metadata={"k": "v"})
+    assert isinstance(response, Response)
+    assert response.status == "completed"
+    assert response.output_text == "Hello! You said: hi there"
+    assert response.usage is not None
+    assert response.usage.total_tokens == response.usage.input_tokens + response.usage.output_tokens
+    assert response.usage.output_tokens > 0
+    assert response.metadata == {"k": "v"}
+    assert response.store is True
+
+    stored = client.responses.retrieve(response.id)
+    assert stored.id == response.id
+    assert stored.output_text == response.output_text
+    assert stored.usage == response.usage
+
+    items = client.responses.input_items.list(response.id)
+    assert [item.type for item in items.data] == ["message"]
+    assert items.data[0].content[0].text == "hi there"  # type: ignore[union-attr]
+
+    deleted = client.responses.delete(response.id)
+    assert deleted is None
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(response.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.delete(response.id)
+
+
+def test_input_items_pagination(client: OpenAI) -> None:
+    response = client.responses.create(
+        model=MODEL,
+        input=[{"role": "user", "content": f"message {i}"} for i in range(5)],
+    )
+    ordered = client.responses.input_items.list(response.id, order="asc", limit=2)
+    assert [item.content[0].text for item in ordered.data] == ["message 0", "message 1"]  # type: ignore[union-attr]
+    assert ordered.has_more is True
+    every = [item.content[0].text for item in client.responses.input_items.list(response.id, order="asc", limit=2)]  # type: ignore[union-attr]
+    assert every == [f"message {i}" for i in range(5)]
+    newest = client.responses.input_items.list(response.id, limit=1)
+    assert newest.data[0].content[0].text == "message 4"  # type: ignore[union-attr]
+
+
+def test_previous_response_rebuilds_context_but_not_instructions(client: OpenAI) -> None:
+    first = client.responses.create(model=MODEL, input="my name is Ada", instructions="Be terse.")
+    second = client.responses.create(model=MODEL, input="and I like tea", previous_response_id=first.id)
+    third = client.responses.create(
+        model=MODEL, input="[[echo]]", previous_response_id=second.id, instructions="New rules."
+    )
+    transcript = third.output_text.splitlines()
+    assert transcript[0] in ("system: New rules.", "instructions: New rules.")
+    assert "Be terse." not in third.output_text
+    assert transcript[1:] == [
+        "user: my name is Ada",
+        "assistant: Hello! You said: my name is Ada",
+        "user: and I like tea",
+        "assistant: Hello! You said: and I like tea",
+        "user: [[echo]]",
+    ]
+    assert third.previous_response_id == second.id
+    assert third.instructions == "New rules."
+
+
+def test_function_tool_round_trip(client: OpenAI) -> None:
+    first = client.responses.create(
+        model=MODEL,
+        input='weather? [[tool:get_weather:{"city": "Paris"}]] [[tool:get_weather:{"city": "Oslo"}]]',
+        tools=[WEATHER_TOOL],  # type: ignore[list-item]
+    )
+    calls = [item for item in first.output if isinstance(item, ResponseFunctionToolCall)]
+    assert [json.loads(call.arguments)["city"] for call in calls] == ["Paris", "Oslo"]
+    assert len({call.call_id for call in calls}) == 2
+    assert first.tools[0].name == "get_weather"  # type: ignore[union-attr]
+
+    second = client.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        input=[
+            {"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny"},
+            {"type": "function_call_output", "call_id": calls[1].call_id, "output": "snow"},
+        ],
+        tools=[WEATHER_TOOL],  # type: ignore[list-item]
+    )
+    assert second.output_text.splitlines() == ["Tool said: sunny", "Tool said: snow"]
+
+
+def test_function_output_without_a_pending_call_is_rejected(client: OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(
+            model=MODEL, input=[{"type": "function_call_output", "call_id": "call_nope", "output": "x"}]
+        )
+    assert caught.value.body["param"] == "input[0].call_id"  # type: ignore[index]
+
+
+def test_store_false_is_not_retrievable_nor_continuable(client: OpenAI) -> None:
+    response = client.responses.create(model=MODEL, input="secret", store=False)
+    assert response.store is False
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(response.id)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model=MODEL, input="more", previous_response_id=response.id)
+    assert caught.value.code == "previous_response_not_found"
+
+
+def test_unknown_previous_response(client: OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model=MODEL, input="x", previous_response_id="resp_missing")
+    assert caught.value.code == "previous_response_not_found"
+    assert caught.value.body["param"] == "previous_response_id"  # type: ignore[index]
+
+
+def test_stream_helper_final_response(client: OpenAI) -> None:
+    with client.responses.stream(model=MODEL, input="stream me [[reason:let me think]]") as stream:
+        deltas = [event.delta for event in stream if event.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+    assert "".join(deltas) == "Hello! You said: stream me"
+    assert final.output_text == "Hello! You said: stream me"
+    assert [item.type for item in final.output] == ["reasoning", "message"]
+    assert client.responses.retrieve(final.id).output_text == final.output_text
+
+
+def test_raw_stream_event_order_and_sequence_numbers(client: OpenAI) -> None:
+    events = list(client.responses.create(model=MODEL, input="[[words:5]]", stream=True))
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    types = [e.type for e in events]
+    assert types[:4] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+    ]
+    assert types[-4:] == [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert types.count("response.output_text.delta") == 5
+
+
+def test_streamed_tool_calls(client: OpenAI) -> None:
+    with client.responses.stream(
+        model=MODEL, input='[[tool:get_weather:{"city": "Rome"}]]', tools=[WEATHER_TOOL]  # type: ignore[list-item]
+    ) as stream:
+        types = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert "response.function_call_arguments.delta" in types
+    assert "response.function_call_arguments.done" in types
+    [call] = final.output
+    assert isinstance(call, ResponseFunctionToolCall)
+    assert json.loads(call.arguments) == {"city": "Rome"}
+
+
+def test_length_limit_is_incomplete(client: OpenAI) -> None:
+    response = client.responses.create(model=MODEL, input="[[words:50]]", max_output_tokens=16)
+    assert response.status == "incomplete"
+    assert response.incomplete_details is not None
+    assert response.incomplete_details.reason == "max_output_tokens"
+    assert client.responses.retrieve(response.id).status == "incomplete"
+
+
+def test_structured_output_settings_are_echoed(client: OpenAI) -> None:
+    response = client.responses.create(
+        model=MODEL,
+        input="json please",
+        text={"format": {"type": "json_schema", "name": "answer", "schema": {"type": "object"}, "strict": True}},
+        temperature=0.2,
+        top_p=0.5,
+        reasoning={"effort": "low"},
+        parallel_tool_calls=False,
+        prompt_cache_key="pk",
+        safety_identifier="user-1",
+    )
+    assert response.text.format.type == "json_schema"  # type: ignore[union-attr]
+    assert (response.temperature, response.top_p) == (0.2, 0.5)
+    assert response.reasoning is not None
+    assert response.reasoning.effort == "low"
+    assert response.parallel_tool_calls is False
+    assert (response.prompt_cache_key, response.safety_identifier) == ("pk", "user-1")
+
+
+async def test_async_client_end_to_end(async_client: AsyncOpenAI) -> None:
+    async with async_client:
+        created = await async_client.responses.create(model=MODEL, input="async hi")
+        assert created.output_text == "Hello! You said: async hi"
+        async with async_client.responses.stream(
+            model=MODEL, input="async stream", previous_response_id=created.id
+        ) as stream:
+            async for _ in stream:
+                pass
+            final = await stream.get_final_response()
+        assert final.previous_response_id == created.id
+        retrieved = await async_client.responses.retrieve(final.id)
+        assert retrieved.output_text == "Hello! You said: async stream"
+        items = await async_client.responses.input_items.list(final.id)
+        assert len(items.data) == 1
+        await async_client.responses.delete(final.id)
+        with pytest.raises(openai.NotFoundError):
+            await async_client.responses.retrieve(final.id)
+
+
+def test_models_list(client: OpenAI) -> None:
+    assert "fake-model" in [model.id for model in client.models.list()]

@@ -1,0 +1,88 @@
+"""Database failures leave the store as StorageError, and only those."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import asyncpg
+import pytest
+from sqlalchemy.exc import CompileError, IntegrityError, OperationalError
+
+from stateway.core.errors import StorageError
+from stateway.storage.sql import migrate, open_store
+from stateway.storage.sql.errors import storage_errors
+
+UNREACHABLE_POSTGRES = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        OperationalError("SELECT secret FROM t", {"p": "v"}, Exception("server closed")),
+        ConnectionRefusedError(111, "Connection refused"),
+        TimeoutError(),
+        sqlite3.OperationalError("database is locked"),
+        asyncpg.PostgresError("boom"),
+        asyncpg.InterfaceError("connection is closed"),
+    ],
+)
+def test_database_failures_become_storage_errors(failure: Exception) -> None:
+    with (
+        pytest.raises(StorageError, match="failed while doing things") as caught,
+        storage_errors("doing things"),
+    ):
+        raise failure
+
+    assert caught.value.__cause__ is failure
+    assert "SELECT" not in caught.value.message
+    assert caught.value.status == 503
+
+
+def test_rejected_writes_say_so() -> None:
+    failure = IntegrityError("INSERT INTO t", {}, Exception("duplicate key"))
+
+    with (
+        pytest.raises(StorageError, match="rejected the data while saving"),
+        storage_errors("saving"),
+    ):
+        raise failure
+
+
+@pytest.mark.parametrize("bug", [CompileError("bad statement"), ValueError("bad value")])
+def test_bugs_are_not_disguised_as_outages(bug: Exception) -> None:
+    with pytest.raises(type(bug)), storage_errors("doing things"):
+        raise bug
+
+
+async def test_ping_reports_an_unreachable_postgres() -> None:
+    store = open_store(UNREACHABLE_POSTGRES)
+    try:
+        with pytest.raises(StorageError, match="checking the database"):
+            await store.ping()
+    finally:
+        await store.aclose()
+
+
+async def test_ping_reports_an_unopenable_sqlite_file(tmp_path: Path) -> None:
+    (tmp_path / "a_directory.db").mkdir()
+    store = open_store(f"sqlite:///{tmp_path}/a_directory.db")
+    try:
+        with pytest.raises(StorageError):
+            await store.ping()
+    finally:
+        await store.aclose()
+
+
+async def test_migrate_reports_an_unreachable_database() -> None:
+    with pytest.raises(StorageError, match="migrating"):
+        await migrate(UNREACHABLE_POSTGRES)
+
+
+async def test_reads_report_failures_too(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/never_migrated.db")  # no tables
+    try:
+        with pytest.raises(StorageError, match="loading a conversation"):
+            await store.load_context("t", "r")
+    finally:
+        await store.aclose()
