@@ -90,7 +90,7 @@ def test_echo_transcript(client: OpenAI) -> None:
             ],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "a cat"},
-        {"role": "assistant", "content": "It is a cat."},
+        {"role": "assistant", "content": "It is a cat.", "reasoning_content": "Cats purr."},
         {"role": "user", "content": "[[echo]] thanks"},
     ]
     expected = (
@@ -99,6 +99,7 @@ def test_echo_transcript(client: OpenAI) -> None:
         "user: Look: <image>\n"
         'assistant->look({"x": 1})\n'
         "tool[call_1]: a cat\n"
+        "reasoning: Cats purr.\n"
         "assistant: It is a cat.\n"
         "user: [[echo]] thanks"
     )

@@ -166,3 +166,11 @@ async def test_request_log_keeps_the_last_200() -> None:
     for _ in range(205):
         await app(scope, receive, send)
     assert len(app.requests) == 200
+
+
+def test_launcher_reports_a_server_that_cannot_start() -> None:
+    with (
+        pytest.raises(RuntimeError, match="exited early"),
+        start_fake_upstream(host="256.256.256.256"),
+    ):
+        pass

@@ -64,9 +64,11 @@ async def test_ping_reports_an_unreachable_postgres() -> None:
         await store.aclose()
 
 
-async def test_ping_reports_an_unopenable_sqlite_file(tmp_path: Path) -> None:
-    (tmp_path / "a_directory.db").mkdir()
-    store = open_store(f"sqlite:///{tmp_path}/a_directory.db")
+async def test_ping_reports_a_corrupt_sqlite_file(tmp_path: Path) -> None:
+    # Not a file SQLite cannot open at all: aiosqlite then leaves a worker thread behind
+    # (omnilib/aiosqlite#241-style "Event loop is closed" noise after the test).
+    (tmp_path / "garbage.db").write_bytes(b"this is not a database" * 100)
+    store = open_store(f"sqlite:///{tmp_path}/garbage.db")
     try:
         with pytest.raises(StorageError):
             await store.ping()

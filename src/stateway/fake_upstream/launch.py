@@ -13,6 +13,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,10 +47,14 @@ def start_fake_upstream(
         text=True,
         env=_child_env(),
     )
+    assert process.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+    pump = threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True)
+    pump.start()
     try:
-        yield _await_announcement(process, startup_timeout)
+        yield _await_announcement(process, lines, startup_timeout)
     finally:
-        _stop(process)
+        _stop(process, pump)
 
 
 def _child_env() -> dict[str, str]:
@@ -61,12 +66,12 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _await_announcement(process: subprocess.Popen[str], timeout: float) -> str:
-    assert process.stdout is not None
-    lines: queue.Queue[str | None] = queue.Queue()
-    threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
+def _await_announcement(
+    process: subprocess.Popen[str], lines: queue.Queue[str | None], timeout: float
+) -> str:
+    deadline = time.monotonic() + timeout
     try:
-        while (line := lines.get(timeout=timeout)) is not None:
+        while (line := lines.get(timeout=max(0.0, deadline - time.monotonic()))) is not None:
             if line.startswith(ANNOUNCEMENT):
                 return line[len(ANNOUNCEMENT) :].strip()
     except queue.Empty:
@@ -81,7 +86,7 @@ def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
     lines.put(None)
 
 
-def _stop(process: subprocess.Popen[str]) -> None:
+def _stop(process: subprocess.Popen[str], pump: threading.Thread) -> None:
     if process.poll() is None:
         process.terminate()
         try:
@@ -89,5 +94,6 @@ def _stop(process: subprocess.Popen[str]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    if process.stdout is not None:
+    pump.join(timeout=5)  # it ends at EOF, once the server has exited
+    if process.stdout is not None and not pump.is_alive():
         process.stdout.close()

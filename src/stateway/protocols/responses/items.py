@@ -22,6 +22,7 @@ _ID_PREFIX = {
 }
 _PART_TEXT = frozenset({"input_text", "output_text", "refusal", "text", "summary_text"})
 _PART_KNOWN = _PART_TEXT | {"input_image", "input_file", "input_audio"}
+_FILE_SOURCES = ("file_data", "file_url")
 
 
 def decode_items(raw: str | list[dict[str, Any]]) -> list[Item]:
@@ -110,6 +111,11 @@ def _part(raw: Any, path: str) -> Item:
                 "'image_url' must be an http(s) URL or a data URL; file ids are not supported.",
                 param=f"{path}.image_url",
             )
+    if kind == "input_file" and not any(isinstance(raw.get(k), str) for k in _FILE_SOURCES):
+        raise InvalidRequest(
+            "An 'input_file' part needs 'file_data' or 'file_url'; file ids are not supported.",
+            param=f"{path}.file_data",
+        )
     return dict(raw)
 
 
