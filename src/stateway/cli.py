@@ -14,6 +14,7 @@ import uvicorn
 
 from stateway import __version__
 from stateway.config import Config, ConfigError, Overrides, backend_api_key, load_config
+from stateway.core.errors import StorageError
 from stateway.storage.sql import describe_url, migrate
 
 
@@ -35,17 +36,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"stateway: {exc}", file=sys.stderr)
         return 2
-    match args.command:
-        case "check-config":
-            _describe(config, sys.stdout)
-            print("configuration is valid")
-            return 0
-        case "migrate":
-            _run(migrate(config.database_url))
-            print(f"database {describe_url(config.database_url)} is at the latest schema")
-            return 0
-        case _:
-            return _serve(config)
+    try:
+        match args.command:
+            case "check-config":
+                _describe(config, sys.stdout)
+                print("configuration is valid")
+                return 0
+            case "migrate":
+                _run(migrate(config.database_url))
+                print(f"database {describe_url(config.database_url)} is at the latest schema")
+                return 0
+            case _:
+                return _serve(config)
+    except StorageError as exc:
+        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+        print(f"stateway: {exc.message}{cause}", file=sys.stderr)
+        return 1
 
 
 def _serve(config: Config) -> int:

@@ -39,6 +39,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DEFAULT_UPSTREAM = "http://127.0.0.1:8000/v1"
+_DATABASE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://", "postgresql+asyncpg://")
 
 
 class ConfigError(Exception):
@@ -60,6 +61,13 @@ class StorageConfig(_Strict):
     database: str | None = None
     """``sqlite:///path.db`` or ``postgresql://user@host/db``; default: a SQLite file in the
     user's data directory."""
+
+    @field_validator("database")
+    @classmethod
+    def _known_scheme(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(_DATABASE_SCHEMES):
+            raise ValueError("must be sqlite:///PATH or postgresql://USER@HOST/DB")
+        return url
 
 
 class BackendConfig(_Strict):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from sqlalchemy import text
 from sqlalchemy.exc import CompileError, IntegrityError, OperationalError
 
 from stateway.core.errors import StorageError
@@ -87,4 +88,22 @@ async def test_reads_report_failures_too(tmp_path: Path) -> None:
         with pytest.raises(StorageError, match="loading a conversation"):
             await store.load_context("t", "r")
     finally:
+        await store.aclose()
+
+
+@pytest.mark.postgres
+async def test_a_dropped_postgres_connection_fails_one_call_then_heals(postgres_url: str) -> None:
+    store = open_store(postgres_url)
+    admin = await asyncpg.connect(postgres_url, timeout=5)
+    try:
+        async with store.engine.connect() as connection:  # the pool's only connection
+            pid = await connection.scalar(text("SELECT pg_backend_pid()"))
+        # Waits (server-side) until the backend is gone, as after a server restart.
+        assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
+
+        with pytest.raises(StorageError):
+            await store.ping()
+        await store.ping()  # the pool replaced the dead connection
+    finally:
+        await admin.close()
         await store.aclose()

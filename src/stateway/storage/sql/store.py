@@ -5,12 +5,12 @@ Each method opens one pooled connection, runs the prebuilt statements of
 written and read by orjson, on both databases. Database failures leave as
 :class:`~stateway.core.errors.StorageError` (see :mod:`~stateway.storage.sql.errors`).
 
-Transactions: :meth:`save` and :meth:`delete` run in a transaction. Reads run one
-statement each (:meth:`load_context` one in all; :meth:`get` and
-:meth:`list_input_items` two, over rows that never change once written, bar
-``deleted_at``); on PostgreSQL they run in autocommit mode, which spares the ``BEGIN``
-and ``ROLLBACK`` round trips a transaction would add to each read. SQLite's driver only
-opens transactions for writes anyway.
+Transactions: :meth:`save` and :meth:`delete` each run in one transaction. Reads are
+not wrapped in one: :meth:`load_context` is a single statement, and :meth:`get` and
+:meth:`list_input_items` run two over rows that never change once written (bar
+``deleted_at``: a delete landing between them is simply ordered after the read). On
+PostgreSQL reads use autocommit, sparing the ``BEGIN`` and ``ROLLBACK`` round trips a
+transaction would add to each; SQLite's driver only opens transactions for writes anyway.
 
 Pages of input items: ``after`` is an item id; the page starts after the first item, in
 the requested order, that has this id. Item ids are client-chosen labels, not keys, so

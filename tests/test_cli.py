@@ -1,0 +1,61 @@
+import subprocess
+import sys
+from pathlib import Path
+
+from stateway.launch import child_env
+
+
+def stateway(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "stateway", *args],
+        capture_output=True,
+        text=True,
+        env=child_env(env),
+        timeout=60,
+        check=False,
+    )
+
+
+def test_check_config_accepts_a_valid_file(tmp_path: Path) -> None:
+    path = tmp_path / "ok.toml"
+    path.write_text("[[backends]]\nname = 'local'\nurl = 'http://127.0.0.1:8000/v1'\nmodels = ['m']\n")
+    result = stateway("check-config", "--config", str(path), "--database", f"sqlite:///{tmp_path}/x.db")
+    assert result.returncode == 0, result.stderr
+    assert "upstream local: http://127.0.0.1:8000/v1 (chat API; m)" in result.stdout
+    assert "configuration is valid" in result.stdout
+
+
+def test_check_config_rejects_an_invalid_file_readably(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text("[server]\nport = 'eighty'\n")
+    result = stateway("check-config", "--config", str(path))
+    assert result.returncode != 0
+    assert "server.port" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_check_config_reports_a_missing_key_variable() -> None:
+    result = stateway("check-config", "--upstream-api-key-env", "STATEWAY_TEST_UNSET_KEY")
+    assert result.returncode != 0
+    assert "STATEWAY_TEST_UNSET_KEY is not set" in result.stderr
+
+
+def test_migrate_creates_the_schema(tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path}/m.db"
+    first = stateway("migrate", "--database", database)
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / "m.db").exists()
+    assert stateway("migrate", "--database", database).returncode == 0
+
+
+def test_serve_refuses_a_bad_database_url() -> None:
+    result = stateway("serve", "--port", "0", "--database", "mysql://x/y")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+
+
+def test_unreachable_database_is_a_readable_error() -> None:
+    result = stateway("migrate", "--database", "postgresql://nobody@127.0.0.1:9/none")
+    assert result.returncode == 1
+    assert result.stderr.startswith("stateway: Storage failed while migrating the database")
+    assert "Traceback" not in result.stderr

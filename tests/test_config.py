@@ -1,0 +1,105 @@
+from pathlib import Path
+
+import pytest
+
+from stateway.config import ConfigError, Overrides, backend_api_key, load_config
+
+EMPTY_ENV: dict[str, str] = {}
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "stateway.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_defaults() -> None:
+    config = load_config(Overrides(), EMPTY_ENV)
+    assert (config.server.host, config.server.port) == ("127.0.0.1", 8080)
+    [backend] = config.backends
+    assert backend.url == "http://127.0.0.1:8000/v1"
+    assert backend.api == "chat"
+    assert backend.catch_all
+    assert config.database_url.startswith("sqlite:///")
+    assert config.database_url.endswith("stateway.db")
+
+
+def test_file_declares_named_backends(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+[server]
+port = 9000
+[storage]
+database = "postgresql://u@h/db"
+[[backends]]
+name = "vllm"
+url = "http://gpu:8000/v1/"
+models = ["qwen"]
+[[backends]]
+name = "cloud"
+url = "https://api.example.com/v1"
+api = "responses"
+models = {"big" = "big-2026-01"}
+""",
+    )
+    config = load_config(Overrides(config=path), EMPTY_ENV)
+    assert config.server.port == 9000
+    assert config.database_url == "postgresql://u@h/db"
+    vllm, cloud = config.backends
+    assert vllm.url == "http://gpu:8000/v1"
+    assert vllm.model_map == {"qwen": "qwen"}
+    assert cloud.model_map == {"big": "big-2026-01"}
+    assert not cloud.catch_all
+
+
+def test_precedence_flags_over_env_over_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "[server]\nport = 1111\nhost = '0.0.0.0'\n")
+    env = {"STATEWAY_PORT": "2222", "STATEWAY_CONFIG": path, "STATEWAY_DATABASE": "sqlite:///e.db"}
+    config = load_config(Overrides(port=3333), env)
+    assert config.server.port == 3333
+    assert config.server.host == "0.0.0.0"
+    assert config.storage.database == "sqlite:///e.db"
+    assert load_config(Overrides(), env).server.port == 2222
+
+
+def test_upstream_flag_replaces_file_backends(tmp_path: Path) -> None:
+    path = write(tmp_path, "[[backends]]\nname='a'\nurl='http://a/v1'\nmodels=['x']\n")
+    config = load_config(
+        Overrides(config=path, upstream="http://b/v1", upstream_api="responses"), EMPTY_ENV
+    )
+    [backend] = config.backends
+    assert (backend.name, backend.url, backend.api, backend.catch_all) == ("default", "http://b/v1", "responses", True)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("[server]\nport = 'x'\n", "server.port"),
+        ("[server]\nprot = 1\n", "server.prot"),
+        ("[[backends]]\nname='a'\nurl='ftp://x'\n", "backends.0.url"),
+        ("[[backends]]\nname='a'\nurl='http://x'\napi='grpc'\n", "backends.0.api"),
+        ("[[backends]]\nname='a'\nurl='http://x'\n[[backends]]\nname='a'\nurl='http://y'\n", "unique"),
+        ("not toml [", "not valid TOML"),
+    ],
+)
+def test_invalid_files_give_readable_errors(tmp_path: Path, text: str, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment.replace(".", r"\.").replace("[", r"\[")):
+        load_config(Overrides(config=write(tmp_path, text)), EMPTY_ENV)
+
+
+def test_missing_file_and_bad_env() -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(Overrides(config="/nonexistent/stateway.toml"), EMPTY_ENV)
+    with pytest.raises(ConfigError, match="STATEWAY_MAX_BODY_BYTES"):
+        load_config(Overrides(), {"STATEWAY_MAX_BODY_BYTES": "lots"})
+    with pytest.raises(ConfigError, match="port"):
+        load_config(Overrides(), {"STATEWAY_PORT": "eighty"})
+
+
+def test_api_key_comes_from_the_named_variable() -> None:
+    config = load_config(Overrides(upstream_api_key_env="MY_KEY"), EMPTY_ENV)
+    [backend] = config.backends
+    assert backend_api_key(backend, {"MY_KEY": "sk-1"}) == "sk-1"
+    with pytest.raises(ConfigError, match="MY_KEY is not set"):
+        backend_api_key(backend, {})
