@@ -26,7 +26,7 @@ def postgres_url() -> str:
         message = f"PostgreSQL at {shown} is unreachable ({problem})"
         if os.environ.get("CI"):
             pytest.fail(f"{message}; CI must provide it", pytrace=False)
-        pytest.skip(f"{message}; set STATEWAY_TEST_POSTGRES_URL to run these tests")
+        pytest.skip(f"{message}; start it or point STATEWAY_TEST_POSTGRES_URL at one")
     return url
 
 

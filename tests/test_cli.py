@@ -18,8 +18,12 @@ def stateway(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 def test_check_config_accepts_a_valid_file(tmp_path: Path) -> None:
     path = tmp_path / "ok.toml"
-    path.write_text("[[backends]]\nname = 'local'\nurl = 'http://127.0.0.1:8000/v1'\nmodels = ['m']\n")
-    result = stateway("check-config", "--config", str(path), "--database", f"sqlite:///{tmp_path}/x.db")
+    path.write_text(
+        "[[backends]]\nname = 'local'\nurl = 'http://127.0.0.1:8000/v1'\nmodels = ['m']\n"
+    )
+    result = stateway(
+        "check-config", "--config", str(path), "--database", f"sqlite:///{tmp_path}/x.db"
+    )
     assert result.returncode == 0, result.stderr
     assert "upstream local: http://127.0.0.1:8000/v1 (chat API; m)" in result.stdout
     assert "configuration is valid" in result.stdout

@@ -69,7 +69,12 @@ def test_upstream_flag_replaces_file_backends(tmp_path: Path) -> None:
         Overrides(config=path, upstream="http://b/v1", upstream_api="responses"), EMPTY_ENV
     )
     [backend] = config.backends
-    assert (backend.name, backend.url, backend.api, backend.catch_all) == ("default", "http://b/v1", "responses", True)
+    assert (backend.name, backend.url, backend.api, backend.catch_all) == (
+        "default",
+        "http://b/v1",
+        "responses",
+        True,
+    )
 
 
 @pytest.mark.parametrize(
@@ -79,7 +84,10 @@ def test_upstream_flag_replaces_file_backends(tmp_path: Path) -> None:
         ("[server]\nprot = 1\n", "server.prot"),
         ("[[backends]]\nname='a'\nurl='ftp://x'\n", "backends.0.url"),
         ("[[backends]]\nname='a'\nurl='http://x'\napi='grpc'\n", "backends.0.api"),
-        ("[[backends]]\nname='a'\nurl='http://x'\n[[backends]]\nname='a'\nurl='http://y'\n", "unique"),
+        (
+            "[[backends]]\nname='a'\nurl='http://x'\n[[backends]]\nname='a'\nurl='http://y'\n",
+            "unique",
+        ),
         ("not toml [", "not valid TOML"),
     ],
 )

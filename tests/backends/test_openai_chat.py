@@ -37,9 +37,17 @@ def user(text: str) -> Item:
 
 def test_messages_roles_and_instructions() -> None:
     items: list[Item] = [
-        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "be brief"}]},
+        {
+            "type": "message",
+            "role": "developer",
+            "content": [{"type": "input_text", "text": "be brief"}],
+        },
         user("hi"),
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hello"}]},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "hello"}],
+        },
     ]
     body = to_upstream(request(items, instructions="sys"))
     assert body["messages"] == [
@@ -55,11 +63,19 @@ def test_messages_roles_and_instructions() -> None:
 def test_function_calls_join_one_assistant_message_with_reasoning() -> None:
     items: list[Item] = [
         user("weather?"),
-        {"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "think"}]},
+        {
+            "type": "reasoning",
+            "summary": [],
+            "content": [{"type": "reasoning_text", "text": "think"}],
+        },
         {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
         {"type": "function_call", "call_id": "c2", "name": "g", "arguments": '{"x":1}'},
         {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
-        {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "ok"}]},
+        {
+            "type": "function_call_output",
+            "call_id": "c2",
+            "output": [{"type": "input_text", "text": "ok"}],
+        },
     ]
     messages = to_upstream(request(items))["messages"]
     assert messages[1] == {
@@ -77,9 +93,14 @@ def test_function_calls_join_one_assistant_message_with_reasoning() -> None:
 
 def test_image_parts_map_to_image_url() -> None:
     item = user("look")
-    item["content"].append({"type": "input_image", "image_url": "data:image/png;base64,AA", "detail": "low"})
+    item["content"].append(
+        {"type": "input_image", "image_url": "data:image/png;base64,AA", "detail": "low"}
+    )
     content = to_upstream(request([item]))["messages"][0]["content"]
-    assert content[1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA", "detail": "low"}}
+    assert content[1] == {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64,AA", "detail": "low"},
+    }
 
 
 def test_unsupported_part_is_rejected_by_name() -> None:
@@ -90,7 +111,15 @@ def test_unsupported_part_is_rejected_by_name() -> None:
 
 
 def test_settings_are_mapped() -> None:
-    tools = [{"type": "function", "name": "f", "description": "d", "parameters": {"type": "object"}, "strict": None}]
+    tools = [
+        {
+            "type": "function",
+            "name": "f",
+            "description": "d",
+            "parameters": {"type": "object"},
+            "strict": None,
+        }
+    ]
     body = to_upstream(
         request(
             [user("x")],
@@ -100,7 +129,12 @@ def test_settings_are_mapped() -> None:
             tools=tools,
             tool_choice={"type": "function", "name": "f"},
             parallel_tool_calls=False,
-            text_format={"type": "json_schema", "name": "s", "schema": {"type": "object"}, "strict": True},
+            text_format={
+                "type": "json_schema",
+                "name": "s",
+                "schema": {"type": "object"},
+                "strict": True,
+            },
             reasoning_effort="low",
             metadata={"k": "v"},
             user="u",
@@ -112,7 +146,10 @@ def test_settings_are_mapped() -> None:
     assert body["top_p"] == 0.9
     assert body["max_tokens"] == 64
     assert body["tools"] == [
-        {"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}
+        {
+            "type": "function",
+            "function": {"name": "f", "description": "d", "parameters": {"type": "object"}},
+        }
     ]
     assert body["tool_choice"] == {"type": "function", "function": {"name": "f"}}
     assert body["parallel_tool_calls"] is False
@@ -141,13 +178,25 @@ def test_chunks_to_deltas() -> None:
                     "index": 0,
                     "delta": {
                         "tool_calls": [
-                            {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}
+                            {
+                                "index": 0,
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": "f", "arguments": ""},
+                            }
                         ]
                     },
                 }
             ]
         },
-        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]},
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]},
+                }
+            ]
+        },
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
         {
             "choices": [],
@@ -179,7 +228,13 @@ def test_completion_to_deltas() -> None:
                     "role": "assistant",
                     "content": "done",
                     "reasoning_content": "r",
-                    "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                    "tool_calls": [
+                        {
+                            "id": "c",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        }
+                    ],
                 },
                 "finish_reason": "length",
             }

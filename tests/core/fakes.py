@@ -16,9 +16,13 @@ class ScriptedBackend:
     """Yields a fixed list of deltas (an exception in the list is raised at that point)."""
 
     name = "scripted"
-    carried_item_types = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+    carried_item_types = frozenset(
+        {"message", "function_call", "function_call_output", "reasoning"}
+    )
 
-    def __init__(self, script: list[Delta | GatewayError], gate: asyncio.Event | None = None) -> None:
+    def __init__(
+        self, script: list[Delta | GatewayError], gate: asyncio.Event | None = None
+    ) -> None:
         self.script = script
         self.gate = gate
         self.requests: list[InferenceRequest] = []
@@ -77,7 +81,13 @@ class MemoryStore:
         return True
 
     async def list_input_items(
-        self, tenant_id: str, response_id: str, *, after: str | None, limit: int, order: Literal["asc", "desc"]
+        self,
+        tenant_id: str,
+        response_id: str,
+        *,
+        after: str | None,
+        limit: int,
+        order: Literal["asc", "desc"],
     ) -> ItemPage | None:
         record = await self.get(tenant_id, response_id)
         if record is None:

@@ -17,7 +17,9 @@ def output(call_id: str) -> dict[str, str]:
 
 async def test_output_answering_a_call_in_the_same_input_is_accepted() -> None:
     items = [call("c1"), output("c1")]
-    context = await build_context(MemoryStore(), "t", CreateResponse(model="m", input=items), ScriptedBackend([]))
+    context = await build_context(
+        MemoryStore(), "t", CreateResponse(model="m", input=items), ScriptedBackend([])
+    )
     assert context == items
 
 
@@ -32,7 +34,9 @@ async def test_output_answering_a_stored_call_is_accepted() -> None:
 @pytest.mark.parametrize("items", [[output("nope")], [call("c1"), output("c1"), output("c1")]])
 async def test_output_without_a_pending_call_is_rejected(items: list[dict[str, str]]) -> None:
     with pytest.raises(InvalidRequest) as caught:
-        await build_context(MemoryStore(), "t", CreateResponse(model="m", input=items), ScriptedBackend([]))
+        await build_context(
+            MemoryStore(), "t", CreateResponse(model="m", input=items), ScriptedBackend([])
+        )
     assert caught.value.param is not None
     assert caught.value.param.endswith(".call_id")
 
@@ -40,5 +44,7 @@ async def test_output_without_a_pending_call_is_rejected(items: list[dict[str, s
 async def test_item_types_the_upstream_cannot_carry_are_rejected_by_name() -> None:
     items = [{"type": "additional_tools", "tools": []}]
     with pytest.raises(InvalidRequest, match="additional_tools") as caught:
-        await build_context(MemoryStore(), "t", CreateResponse(model="m", input=items), ScriptedBackend([]))
+        await build_context(
+            MemoryStore(), "t", CreateResponse(model="m", input=items), ScriptedBackend([])
+        )
     assert caught.value.param == "input[0].type"

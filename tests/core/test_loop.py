@@ -6,7 +6,14 @@ from stateway.core import events as ev
 from stateway.core.commands import CreateResponse, Principal
 from stateway.core.errors import PreviousResponseNotFound, UpstreamError, UpstreamRejected
 from stateway.core.gateway import Gateway
-from stateway.core.inference import Delta, Finish, ReasoningDelta, TextDelta, ToolCallDelta, UsageReport
+from stateway.core.inference import (
+    Delta,
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
 from stateway.core.loop import Loop
 from stateway.core.ports import ResponseRecord
 from stateway.core.routing import BackendEntry, Router
@@ -16,7 +23,12 @@ from tests.core.fakes import MemoryStore, ScriptedBackend
 
 
 def user(text: str) -> dict[str, object]:
-    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}], "id": "msg_in"}
+    return {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": text}],
+        "id": "msg_in",
+    }
 
 
 def gateway_for(backend: ScriptedBackend, store: MemoryStore) -> Gateway:
@@ -24,10 +36,14 @@ def gateway_for(backend: ScriptedBackend, store: MemoryStore) -> Gateway:
     return Gateway(store, router, Loop(store), RunRegistry())
 
 
-async def run_once(script: list[Delta | UpstreamError], **fields: object) -> tuple[object, MemoryStore, list[ev.Event]]:
+async def run_once(
+    script: list[Delta | UpstreamError], **fields: object
+) -> tuple[object, MemoryStore, list[ev.Event]]:
     store = MemoryStore()
     gateway = gateway_for(ScriptedBackend(script), store)
-    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")], **fields))  # type: ignore[arg-type]
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], **fields)
+    )  # type: ignore[arg-type]
     await run.wait()
     return run, store, run.events
 
@@ -88,6 +104,7 @@ async def test_length_finish_is_incomplete() -> None:
 
 async def test_error_before_output_fails_and_is_reported_to_the_caller() -> None:
     run, store, events = await run_once([UpstreamRejected("nope", status=429)])
+    assert len(events) == 3
     assert run.error is not None  # type: ignore[attr-defined]
     assert run.state.status == "failed"  # type: ignore[attr-defined]
     assert isinstance(events[-1], ev.ResponseFinished)
@@ -101,6 +118,7 @@ async def test_error_after_output_fails_without_a_caller_error() -> None:
     assert state.status == "failed"
     assert state.output[0]["status"] == "incomplete"
     assert state.error["message"] == "cut"
+    assert next(iter(store.records.values())).status == "failed"
 
 
 async def test_store_false_persists_nothing() -> None:
@@ -125,7 +143,9 @@ async def test_cancelled_run_closes_upstream_and_is_stored_incomplete() -> None:
     backend = ScriptedBackend([TextDelta("partial")], gate=gate)
     store = MemoryStore()
     gateway = gateway_for(backend, store)
-    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")], stream=True))
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], stream=True)
+    )
     async for _, event in run.subscribe():
         if isinstance(event, ev.TextDelta):
             break
@@ -162,7 +182,9 @@ async def test_previous_response_rebuilds_context_without_instructions() -> None
 async def test_unknown_previous_response_is_not_found() -> None:
     gateway = gateway_for(ScriptedBackend([]), MemoryStore())
     with pytest.raises(PreviousResponseNotFound):
-        await gateway.execute(Principal(), CreateResponse(model="m", input=[], previous_response_id="resp_x"))
+        await gateway.execute(
+            Principal(), CreateResponse(model="m", input=[], previous_response_id="resp_x")
+        )
 
 
 async def test_subscribers_resume_from_any_sequence_number() -> None:

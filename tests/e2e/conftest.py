@@ -51,4 +51,3 @@ def client(gateway: str) -> Iterator[OpenAI]:
 @pytest.fixture
 async def async_client(gateway: str) -> AsyncOpenAI:
     return AsyncOpenAI(base_url=gateway + "/v1", api_key="sk-test", max_retries=0)
-

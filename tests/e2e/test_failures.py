@@ -81,22 +81,26 @@ def test_upstream_cut_non_streamed_is_502(client: OpenAI) -> None:
     assert caught.value.status_code == 502
 
 
-async def test_client_disconnect_cancels_upstream_and_stores_incomplete(gateway: str, client: OpenAI) -> None:
+async def test_client_disconnect_cancels_upstream_and_stores_incomplete(
+    gateway: str, client: OpenAI
+) -> None:
     body = {"model": MODEL, "input": "[[slow:20]] [[words:500]]", "stream": True}
     response_id = None
     deltas = 0
-    async with aiohttp.ClientSession() as session:
-        async with session.post(f"{gateway}/v1/responses", json=body) as response:
-            async for line in response.content:
-                if line.startswith(b"data: "):
-                    event = orjson.loads(line[6:])
-                    if event["type"] == "response.created":
-                        response_id = event["response"]["id"]
-                    if event["type"] == "response.output_text.delta":
-                        deltas += 1
-                        if deltas == 3:
-                            break
-            response.connection.close()  # type: ignore[union-attr]
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{gateway}/v1/responses", json=body) as response,
+    ):
+        async for line in response.content:
+            if line.startswith(b"data: "):
+                event = orjson.loads(line[6:])
+                if event["type"] == "response.created":
+                    response_id = event["response"]["id"]
+                if event["type"] == "response.output_text.delta":
+                    deltas += 1
+                    if deltas == 3:
+                        break
+        response.connection.close()  # type: ignore[union-attr]
     assert response_id is not None
     await asyncio.to_thread(wait_for_status, client, response_id, "incomplete")
     stored = client.responses.retrieve(response_id)
@@ -104,12 +108,16 @@ async def test_client_disconnect_cancels_upstream_and_stores_incomplete(gateway:
     assert len(stored.output_text.split()) < 500
 
 
-async def raw_post(gateway: str, data: bytes, content_type: str = "application/json") -> tuple[int, dict[str, object]]:
-    async with aiohttp.ClientSession() as session:
-        async with session.post(
+async def raw_post(
+    gateway: str, data: bytes, content_type: str = "application/json"
+) -> tuple[int, dict[str, object]]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
             f"{gateway}/v1/responses", data=data, headers={"Content-Type": content_type}
-        ) as response:
-            return response.status, orjson.loads(await response.read())
+        ) as response,
+    ):
+        return response.status, orjson.loads(await response.read())
 
 
 @pytest.mark.parametrize(
@@ -120,7 +128,11 @@ async def raw_post(gateway: str, data: bytes, content_type: str = "application/j
         (b"[1, 2]", None),
         (b'{"input": "x"}', "model"),
         (b'{"model": "m", "input": "x", "temperature": "warm"}', "temperature"),
-        (b'{"model": "m", "input": [{"type": "message", "role": "user", "content": [{"type": "input_file"}]}]}', None),
+        (
+            b'{"model": "m", "input": [{"type": "message", "role": "user", '
+            b'"content": [{"type": "input_file"}]}]}',
+            None,
+        ),
         (b'{"model": "m", "tools": [{"type": "web_search"}]}', "tools[0].type"),
     ],
 )
@@ -165,7 +177,10 @@ async def test_health_and_ready(gateway: str) -> None:
 
 def test_unreachable_upstream_is_502_and_not_ready_upstream(tmp_path: object) -> None:
     args = ["--upstream", "http://127.0.0.1:9/v1", "--database", f"sqlite:///{tmp_path}/gw.db"]
-    with start_gateway(args) as url, OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as sdk:
+    with (
+        start_gateway(args) as url,
+        OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as sdk,
+    ):
         with pytest.raises(openai.InternalServerError) as caught:
             sdk.responses.create(model=MODEL, input="hi")
         assert caught.value.status_code == 502
@@ -178,13 +193,21 @@ def test_upstream_credentials_come_from_the_named_variable_and_never_leak(tmp_pa
     secret = "sk-upstream-secret-123"
     with start_fake_upstream(api_key=secret) as upstream:
         base = ["--upstream", upstream, "--database", f"sqlite:///{tmp_path}/gw.db"]
-        with start_gateway([*base, "--upstream-api-key-env", "FAKE_KEY"], env={"FAKE_KEY": secret}) as url:
-            with OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as sdk:
-                assert sdk.responses.create(model=MODEL, input="hi").status == "completed"
-        with start_gateway([*base, "--upstream-api-key-env", "WRONG_KEY"], env={"WRONG_KEY": "sk-wrong"}) as url:
-            with OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as sdk:
-                with pytest.raises(openai.InternalServerError) as caught:
-                    sdk.responses.create(model=MODEL, input="hi")
-                assert caught.value.status_code == 502
-                assert "sk-wrong" not in caught.value.response.text
-                assert secret not in caught.value.response.text
+        with (
+            start_gateway(
+                [*base, "--upstream-api-key-env", "FAKE_KEY"], env={"FAKE_KEY": secret}
+            ) as url,
+            OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as sdk,
+        ):
+            assert sdk.responses.create(model=MODEL, input="hi").status == "completed"
+        with (
+            start_gateway(
+                [*base, "--upstream-api-key-env", "WRONG_KEY"], env={"WRONG_KEY": "sk-wrong"}
+            ) as url,
+            OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as sdk,
+        ):
+            with pytest.raises(openai.InternalServerError) as caught:
+                sdk.responses.create(model=MODEL, input="hi")
+            assert caught.value.status_code == 502
+            assert "sk-wrong" not in caught.value.response.text
+            assert secret not in caught.value.response.text

@@ -54,7 +54,10 @@ def test_input_items_pagination(client: OpenAI) -> None:
     ordered = client.responses.input_items.list(response.id, order="asc", limit=2)
     assert [item.content[0].text for item in ordered.data] == ["message 0", "message 1"]  # type: ignore[union-attr]
     assert ordered.has_more is True
-    every = [item.content[0].text for item in client.responses.input_items.list(response.id, order="asc", limit=2)]  # type: ignore[union-attr]
+    every = [
+        item.content[0].text
+        for item in client.responses.input_items.list(response.id, order="asc", limit=2)
+    ]  # type: ignore[union-attr]
     assert every == [f"message {i}" for i in range(5)]
     newest = client.responses.input_items.list(response.id, limit=1)
     assert newest.data[0].content[0].text == "message 4"  # type: ignore[union-attr]
@@ -62,7 +65,9 @@ def test_input_items_pagination(client: OpenAI) -> None:
 
 def test_previous_response_rebuilds_context_but_not_instructions(client: OpenAI) -> None:
     first = client.responses.create(model=MODEL, input="my name is Ada", instructions="Be terse.")
-    second = client.responses.create(model=MODEL, input="and I like tea", previous_response_id=first.id)
+    second = client.responses.create(
+        model=MODEL, input="and I like tea", previous_response_id=first.id
+    )
     third = client.responses.create(
         model=MODEL, input="[[echo]]", previous_response_id=second.id, instructions="New rules."
     )
@@ -83,7 +88,8 @@ def test_previous_response_rebuilds_context_but_not_instructions(client: OpenAI)
 def test_function_tool_round_trip(client: OpenAI) -> None:
     first = client.responses.create(
         model=MODEL,
-        input='weather? [[tool:get_weather:{"city": "Paris"}]] [[tool:get_weather:{"city": "Oslo"}]]',
+        input='weather? [[tool:get_weather:{"city": "Paris"}]] '
+        '[[tool:get_weather:{"city": "Oslo"}]]',
         tools=[WEATHER_TOOL],  # type: ignore[list-item]
     )
     calls = [item for item in first.output if isinstance(item, ResponseFunctionToolCall)]
@@ -106,7 +112,8 @@ def test_function_tool_round_trip(client: OpenAI) -> None:
 def test_function_output_without_a_pending_call_is_rejected(client: OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(
-            model=MODEL, input=[{"type": "function_call_output", "call_id": "call_nope", "output": "x"}]
+            model=MODEL,
+            input=[{"type": "function_call_output", "call_id": "call_nope", "output": "x"}],
         )
     assert caught.value.body["param"] == "input[0].call_id"  # type: ignore[index]
 
@@ -159,7 +166,9 @@ def test_raw_stream_event_order_and_sequence_numbers(client: OpenAI) -> None:
 
 def test_streamed_tool_calls(client: OpenAI) -> None:
     with client.responses.stream(
-        model=MODEL, input='[[tool:get_weather:{"city": "Rome"}]]', tools=[WEATHER_TOOL]  # type: ignore[list-item]
+        model=MODEL,
+        input='[[tool:get_weather:{"city": "Rome"}]]',
+        tools=[WEATHER_TOOL],  # type: ignore[list-item]
     ) as stream:
         types = [event.type for event in stream]
         final = stream.get_final_response()
@@ -182,7 +191,14 @@ def test_structured_output_settings_are_echoed(client: OpenAI) -> None:
     response = client.responses.create(
         model=MODEL,
         input="json please",
-        text={"format": {"type": "json_schema", "name": "answer", "schema": {"type": "object"}, "strict": True}},
+        text={
+            "format": {
+                "type": "json_schema",
+                "name": "answer",
+                "schema": {"type": "object"},
+                "strict": True,
+            }
+        },
         temperature=0.2,
         top_p=0.5,
         reasoning={"effort": "low"},

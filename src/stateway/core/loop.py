@@ -83,7 +83,11 @@ class Loop:
             assembler.finish("incomplete")
             state.usage = usage
             state.status = "failed"
-            state.error = {"code": exc.code or exc.type, "message": exc.message, "status": exc.status}
+            state.error = {
+                "code": exc.code or exc.type,
+                "message": exc.message,
+                "status": exc.status,
+            }
             if not assembler.started and not state.output:
                 run.error = exc
         await self._finish(run)

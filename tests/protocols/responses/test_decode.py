@@ -32,7 +32,13 @@ def test_client_ids_are_kept_as_labels_and_content_is_normalized() -> None:
                 "model": "m",
                 "input": [
                     {"role": "assistant", "content": "prev", "id": "msg_client"},
-                    {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}", "id": "fc_x"},
+                    {
+                        "type": "function_call",
+                        "call_id": "c",
+                        "name": "f",
+                        "arguments": "{}",
+                        "id": "fc_x",
+                    },
                     {"type": "function_call_output", "call_id": "c", "output": "r"},
                 ],
             }
@@ -57,12 +63,18 @@ def test_client_ids_are_kept_as_labels_and_content_is_normalized() -> None:
         ({"model": "m", "max_output_tokens": 0}, "max_output_tokens"),
         ({"model": "m", "input": [{"role": "robot", "content": "x"}]}, "input[0].role"),
         ({"model": "m", "input": [{"role": "user", "content": 7}]}, "input[0].content"),
-        ({"model": "m", "input": [{"role": "user", "content": [{"type": "input_text"}]}]}, "input[0].content[0].text"),
+        (
+            {"model": "m", "input": [{"role": "user", "content": [{"type": "input_text"}]}]},
+            "input[0].content[0].text",
+        ),
         ({"model": "m", "input": [{"type": "function_call", "name": "f"}]}, "input[0].call_id"),
         ({"model": "m", "tools": [{"type": "web_search"}]}, "tools[0].type"),
         ({"model": "m", "tools": [{"type": "function"}]}, "tools[0].name"),
         ({"model": "m", "tool_choice": "sometimes"}, "tool_choice"),
-        ({"model": "m", "text": {"format": {"type": "json_schema", "name": "x"}}}, "text.format.schema"),
+        (
+            {"model": "m", "text": {"format": {"type": "json_schema", "name": "x"}}},
+            "text.format.schema",
+        ),
         ({"model": "m", "background": True}, "background"),
         ({"model": "m", "metadata": {"k": 1}}, "metadata.k"),
     ],
@@ -80,7 +92,11 @@ def test_unknown_top_level_fields_are_ignored() -> None:
 
 
 def test_unknown_item_types_pass_through_untouched() -> None:
-    item = {"type": "additional_tools", "role": "developer", "tools": [{"type": "custom", "name": "x"}]}
+    item = {
+        "type": "additional_tools",
+        "role": "developer",
+        "tools": [{"type": "custom", "name": "x"}],
+    }
     command = decode_create(orjson.dumps({"model": "m", "input": [item]}))
     assert command.input == [item]
 
@@ -101,7 +117,9 @@ def test_list_input_items_query() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=20,
 )
 request_like = st.fixed_dictionaries(
@@ -114,8 +132,12 @@ request_like = st.fixed_dictionaries(
                 st.fixed_dictionaries(
                     {},
                     optional={
-                        "type": st.sampled_from(["message", "function_call", "function_call_output", "reasoning", "x"]),
-                        "role": st.sampled_from(["user", "assistant", "system", "developer", "bad"]),
+                        "type": st.sampled_from(
+                            ["message", "function_call", "function_call_output", "reasoning", "x"]
+                        ),
+                        "role": st.sampled_from(
+                            ["user", "assistant", "system", "developer", "bad"]
+                        ),
                         "content": json_values,
                         "call_id": json_values,
                         "name": json_values,
@@ -143,16 +165,20 @@ request_like = st.fixed_dictionaries(
 @settings(max_examples=400, deadline=None)
 @given(request_like)
 def test_fuzzed_requests_never_fail_outside_the_error_tree(body: dict[str, object]) -> None:
-    try:
-        decode(body)
-    except GatewayError as exc:
-        assert 400 <= exc.status < 500
+    assert status_of(json.dumps(body).encode()) in (200, 400)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=64))
 def test_fuzzed_bytes_never_fail_outside_the_error_tree(raw: bytes) -> None:
+    assert status_of(raw) in (200, 400)
+
+
+def status_of(raw: bytes) -> int:
+    """What the decoder makes of ``raw``: 200 for a command, else its error's status. Any
+    exception outside the error tree fails the test."""
     try:
         decode_create(raw)
     except GatewayError as exc:
-        assert exc.status == 400
+        return exc.status
+    return 200

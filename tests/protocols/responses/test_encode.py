@@ -5,7 +5,14 @@ from pydantic import TypeAdapter
 from stateway.core.commands import CreateResponse, GenerationSettings, Principal
 from stateway.core.errors import UpstreamError
 from stateway.core.gateway import Gateway
-from stateway.core.inference import Delta, Finish, ReasoningDelta, TextDelta, ToolCallDelta, UsageReport
+from stateway.core.inference import (
+    Delta,
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
@@ -16,13 +23,17 @@ from tests.core.fakes import MemoryStore, ScriptedBackend
 EVENTS: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)
 
 
-async def finished_run(script: list[Delta | UpstreamError], settings: GenerationSettings | None = None) -> Run:
+async def finished_run(
+    script: list[Delta | UpstreamError], settings: GenerationSettings | None = None
+) -> Run:
     store = MemoryStore()
     router = Router([BackendEntry(ScriptedBackend(script), {}, catch_all=True)])
     gateway = Gateway(store, router, Loop(store), RunRegistry())
     command = CreateResponse(
         model="m",
-        input=[{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x"}]}],
+        input=[
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x"}]}
+        ],
         stream=True,
         settings=settings or GenerationSettings(),
     )

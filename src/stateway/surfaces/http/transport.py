@@ -73,7 +73,9 @@ class SSEResponse(Response):
     When the client goes away, ``on_disconnect`` is called once and streaming stops.
     """
 
-    def __init__(self, frames: AsyncGenerator[bytes, None], on_disconnect: Callable[[], None]) -> None:
+    def __init__(
+        self, frames: AsyncGenerator[bytes, None], on_disconnect: Callable[[], None]
+    ) -> None:
         super().__init__(status_code=200)
         self._frames = frames
         self._on_disconnect = on_disconnect
