@@ -1,8 +1,9 @@
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
-from stateway.launch import child_env
+from stateway.launch import child_env, start_announced
 
 
 def stateway(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -63,3 +64,12 @@ def test_unreachable_database_is_a_readable_error() -> None:
     assert result.returncode == 1
     assert result.stderr.startswith("stateway: Storage failed while migrating the database")
     assert "Traceback" not in result.stderr
+
+
+def test_fake_upstream_subcommand_serves() -> None:
+    command = [sys.executable, "-m", "stateway", "fake-upstream", "--port", "0"]
+    with (
+        start_announced(command, "listening on ") as url,
+        urllib.request.urlopen(url.removesuffix("/v1") + "/health") as health,
+    ):
+        assert health.status == 200

@@ -1,0 +1,102 @@
+"""What is measured: four targets, each non-stream and stream, and their request bodies.
+
+The direct and floor targets get the Chat Completions body the gateway itself sends
+upstream for ``input: "hello"`` (content parts, and ``stream_options.include_usage`` when
+streaming), so the fake model does the same work behind every target and the difference
+is the hop alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+DIRECT = "direct"
+FLOOR = "floor"
+GATEWAY_STORE_FALSE = "gateway store:false"
+GATEWAY_STORE_TRUE = "gateway store:true"
+TARGETS = (DIRECT, FLOOR, GATEWAY_STORE_FALSE, GATEWAY_STORE_TRUE)
+GATEWAYS = (GATEWAY_STORE_FALSE, GATEWAY_STORE_TRUE)
+MODES = (False, True)
+"""``stream`` off, then on."""
+
+CHAT_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
+EXPECTED_TEXT = "Hello! You said: hello"
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """One target in one mode: where to POST which bytes."""
+
+    target: str
+    stream: bool
+    base_url: str
+    """``http://HOST:PORT`` of the server, without ``/v1``."""
+    path: str
+    body: bytes
+
+    @property
+    def key(self) -> str:
+        return f"{self.target} | {mode_name(self.stream)}"
+
+    @property
+    def url(self) -> str:
+        return self.base_url + self.path
+
+
+def mode_name(stream: bool) -> str:
+    return "stream" if stream else "non-stream"
+
+
+def chat_body(stream: bool) -> bytes:
+    body: dict[str, Any] = {
+        "model": "fake-model",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hello"}]}],
+    }
+    if stream:
+        body |= {"stream": True, "stream_options": {"include_usage": True}}
+    return orjson.dumps(body)
+
+
+def responses_body(stream: bool, store: bool) -> bytes:
+    body: dict[str, Any] = {"model": "fake-model", "input": "hello", "store": store}
+    if stream:
+        body["stream"] = True
+    return orjson.dumps(body)
+
+
+def scenario(target: str, stream: bool, base_url: str) -> Scenario:
+    """``base_url`` is the server's ``http://HOST:PORT`` (no ``/v1``)."""
+    base_url = base_url.rstrip("/").removesuffix("/v1")
+    if target in (DIRECT, FLOOR):
+        return Scenario(target, stream, base_url, CHAT_PATH, chat_body(stream))
+    store = target == GATEWAY_STORE_TRUE
+    return Scenario(target, stream, base_url, RESPONSES_PATH, responses_body(stream, store))
+
+
+def check_answer(scenario: Scenario, status: int, body: bytes) -> None:
+    """Raise unless ``body`` is the complete, correct answer of ``scenario``."""
+    problem = _problem(scenario, status, body)
+    if problem:
+        raise RuntimeError(f"{scenario.key}: {problem}; body starts {body[:300]!r}")
+
+
+def _problem(scenario: Scenario, status: int, body: bytes) -> str | None:
+    if status != 200:
+        return f"status {status}"
+    if scenario.stream:
+        marker = b"data: [DONE]" if scenario.path == CHAT_PATH else b"event: response.completed"
+        return None if marker in body else f"no {marker!r} in the stream"
+    answer = orjson.loads(body)
+    if scenario.path == CHAT_PATH:
+        text = answer["choices"][0]["message"]["content"]
+    else:
+        if answer.get("status") != "completed":
+            return f"response status {answer.get('status')!r}"
+        if answer.get("store") != (scenario.target == GATEWAY_STORE_TRUE):
+            return f"store {answer.get('store')!r}"
+        text = answer["output"][0]["content"][0]["text"]
+    return None if text == EXPECTED_TEXT else f"text {text!r}"

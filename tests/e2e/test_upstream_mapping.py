@@ -1,0 +1,91 @@
+"""What actually reaches the model server, read back from the fake upstream's request log."""
+
+from __future__ import annotations
+
+import urllib.request
+from typing import Any
+
+import orjson
+from openai import OpenAI
+
+MODEL = "fake-model"
+
+
+def upstream_requests(fake_upstream: str) -> list[dict[str, Any]]:
+    root = fake_upstream.removesuffix("/v1")
+    with urllib.request.urlopen(root + "/_fake/requests") as response:
+        data: list[dict[str, Any]] = orjson.loads(response.read())["data"]
+    return data
+
+
+def clear(fake_upstream: str) -> None:
+    root = fake_upstream.removesuffix("/v1")
+    urllib.request.urlopen(
+        urllib.request.Request(root + "/_fake/requests", method="DELETE")
+    ).close()
+
+
+def test_request_settings_are_mapped_upstream(client: OpenAI, fake_upstream: str) -> None:
+    first = client.responses.create(model=MODEL, input="first", instructions="old rules")
+    clear(fake_upstream)
+    client.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        instructions="be brief",
+        input=[
+            {"role": "developer", "content": "dev note"},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "look"},
+                    {"type": "input_image", "image_url": "data:image/png;base64,AAAA"},
+                ],
+            },
+        ],
+        tools=[{"type": "function", "name": "f", "parameters": {"type": "object"}, "strict": True}],
+        tool_choice="required",
+        parallel_tool_calls=False,
+        temperature=0.3,
+        top_p=0.8,
+        max_output_tokens=100,
+        text={"format": {"type": "json_schema", "name": "n", "schema": {"type": "object"}}},
+        reasoning={"effort": "high"},
+        metadata={"trace": "1"},
+        safety_identifier="sid",
+        prompt_cache_key="pck",
+        user="u1",
+    )
+    [sent] = upstream_requests(fake_upstream)
+    body = sent["body"]
+    if sent["path"].endswith("/chat/completions"):
+        messages = body["messages"]
+        assert messages[0] == {"role": "system", "content": "be brief"}
+        assert [m["role"] for m in messages] == ["system", "user", "assistant", "system", "user"]
+        assert "old rules" not in orjson.dumps(messages).decode()
+        assert messages[-1]["content"][1] == {
+            "type": "image_url",
+            "image_url": {"url": "data:image/png;base64,AAAA"},
+        }
+        assert body["tools"][0]["function"]["name"] == "f"
+        assert body["tool_choice"] == "required"
+        assert body["max_tokens"] == 100
+        assert body["response_format"]["type"] == "json_schema"
+        assert body["reasoning_effort"] == "high"
+    else:
+        assert sent["path"].endswith("/responses")
+        assert body["store"] is False
+        assert body["instructions"] == "be brief"
+        assert [i.get("role") for i in body["input"]] == ["user", "assistant", "developer", "user"]
+        assert "previous_response_id" not in body
+        assert body["tools"][0]["name"] == "f"
+        assert body["max_output_tokens"] == 100
+        assert body["text"]["format"]["type"] == "json_schema"
+        assert body["reasoning"] == {"effort": "high"}
+    assert body["parallel_tool_calls"] is False
+    assert (body["temperature"], body["top_p"]) == (0.3, 0.8)
+    assert body["metadata"] == {"trace": "1"}
+    assert (body["safety_identifier"], body["prompt_cache_key"], body["user"]) == (
+        "sid",
+        "pck",
+        "u1",
+    )
