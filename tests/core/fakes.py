@@ -19,6 +19,7 @@ class ScriptedBackend:
     carried_item_types = frozenset(
         {"message", "function_call", "function_call_output", "reasoning"}
     )
+    carried_part_types = frozenset({"input_text", "output_text", "input_image"})
 
     def __init__(
         self, script: list[Delta | GatewayError], gate: asyncio.Event | None = None

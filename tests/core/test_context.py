@@ -48,3 +48,16 @@ async def test_item_types_the_upstream_cannot_carry_are_rejected_by_name() -> No
             MemoryStore(), "t", CreateResponse(model="m", input=items), ScriptedBackend([])
         )
     assert caught.value.param == "input[0].type"
+
+
+async def test_content_parts_the_upstream_cannot_carry_are_rejected_by_name() -> None:
+    message = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "x"}, {"type": "input_file", "file_data": "x"}],
+    }
+    with pytest.raises(InvalidRequest, match="input_file") as caught:
+        await build_context(
+            MemoryStore(), "t", CreateResponse(model="m", input=[message]), ScriptedBackend([])
+        )
+    assert caught.value.param == "input[0].content[1].type"

@@ -36,6 +36,7 @@ _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant"
 
 class OpenAIChatBackend:
     carried_item_types = CARRIED
+    carried_part_types = _TEXT_PARTS | {"input_image"}
 
     def __init__(self, client: UpstreamClient) -> None:
         self._client = client

@@ -29,11 +29,15 @@ from stateway.core.items import Item
 from stateway.core.usage import Usage
 
 CARRIED = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+CARRIED_PARTS = frozenset(
+    {"input_text", "output_text", "refusal", "input_image", "input_file", "summary_text"}
+)
 _TERMINAL = frozenset({"response.completed", "response.incomplete"})
 
 
 class OpenAIResponsesBackend:
     carried_item_types = CARRIED
+    carried_part_types = CARRIED_PARTS
 
     def __init__(self, client: UpstreamClient) -> None:
         self._client = client

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from stateway.core.commands import CreateResponse
 from stateway.core.errors import InvalidRequest, PreviousResponseNotFound
-from stateway.core.items import FUNCTION_CALL, FUNCTION_CALL_OUTPUT, Item
+from stateway.core.items import FUNCTION_CALL, FUNCTION_CALL_OUTPUT, MESSAGE, Item
 from stateway.core.ports import Backend, ResponseStore
 
 
@@ -44,6 +44,19 @@ def _check_types(prior: list[Item], current: list[Item], backend: Backend) -> No
                 f"of backend '{backend.name}'.",
                 param=f"input[{index}].type",
                 code="unsupported_item_type",
+            )
+        if item.get("type") == MESSAGE and isinstance(item.get("content"), list):
+            _check_parts(item["content"], backend, f"input[{index}].content")
+
+
+def _check_parts(parts: list[Item], backend: Backend, path: str) -> None:
+    for index, part in enumerate(parts):
+        if part.get("type") not in backend.carried_part_types:
+            raise InvalidRequest(
+                f"Content part type '{part.get('type')}' is not supported by the upstream API "
+                f"of backend '{backend.name}'.",
+                param=f"{path}[{index}].type",
+                code="unsupported_content_type",
             )
 
 

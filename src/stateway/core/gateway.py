@@ -98,8 +98,6 @@ class Gateway:
     async def _drive(self, run: Run, route: Route, context: list[Any], stream: bool) -> None:
         try:
             await self._loop.execute(run, route, context, stream)
-        except asyncio.CancelledError:
-            raise
         except Exception:  # the top of a run's task: nothing may leave a run open
             log.exception("run %s crashed", run.id)
             if not run.closed:

@@ -90,7 +90,8 @@ class Loop:
             }
             if not assembler.started and not state.output:
                 run.error = exc
-        await self._finish(run)
+        # Shielded: a client leaving now must not interrupt the write or the terminal event.
+        await asyncio.shield(self._finish(run))
 
     async def _round(
         self, route: Route, request: InferenceRequest, assembler: OutputAssembler, usage: Usage

@@ -16,6 +16,8 @@ class Backend(Protocol):
     name: str
     carried_item_types: frozenset[str]
     """Input item types this upstream API can carry; others are rejected before sending."""
+    carried_part_types: frozenset[str]
+    """Message content part types it can carry, checked the same way."""
 
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         """Stream one round. Raises :class:`~stateway.core.errors.UpstreamError` subclasses,

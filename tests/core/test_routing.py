@@ -1,0 +1,57 @@
+import pytest
+
+from stateway.core.errors import GatewayError, ModelNotFound, UpstreamUnavailable
+from stateway.core.routing import BackendEntry, Router
+from tests.core.fakes import ScriptedBackend
+
+
+class Named(ScriptedBackend):
+    def __init__(self, name: str, models: list[str] | None = None) -> None:
+        super().__init__([])
+        self.name = name
+        self._models = models
+
+    async def list_models(self) -> list[str]:
+        if self._models is None:
+            raise UpstreamUnavailable("down")
+        return self._models
+
+
+def test_exact_names_win_over_catch_all_and_earlier_over_later() -> None:
+    a, b, c = Named("a"), Named("b"), Named("c")
+    router = Router(
+        [
+            BackendEntry(a, {"small": "small-v2"}),
+            BackendEntry(b, {"small": "other", "big": "big"}),
+            BackendEntry(c, {}, catch_all=True),
+        ]
+    )
+    assert (router.resolve("small").backend, router.resolve("small").upstream_model) == (
+        a,
+        "small-v2",
+    )
+    assert router.resolve("big").backend is b
+    assert (router.resolve("anything").backend, router.resolve("anything").upstream_model) == (
+        c,
+        "anything",
+    )
+
+
+def test_unknown_model_without_catch_all() -> None:
+    router = Router([BackendEntry(Named("a"), {"x": "x"})])
+    with pytest.raises(ModelNotFound) as caught:
+        router.resolve("y")
+    assert caught.value.status == 404
+    assert caught.value.param == "model"
+
+
+async def test_model_listing_skips_unreachable_upstreams() -> None:
+    router = Router(
+        [
+            BackendEntry(Named("a"), {"x": "x"}),
+            BackendEntry(Named("down"), {}, catch_all=True),
+            BackendEntry(Named("up", ["m1", "x"]), {}, catch_all=True),
+        ]
+    )
+    assert await router.list_models() == [("x", "a"), ("m1", "up")]
+    assert issubclass(UpstreamUnavailable, GatewayError)
