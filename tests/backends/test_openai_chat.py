@@ -1,14 +1,22 @@
+import asyncio
+import json
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import given, settings
 
 from stateway.backends.openai_chat import (
+    OpenAIChatBackend,
     from_upstream_chunk,
     from_upstream_completion,
     to_upstream,
 )
+from stateway.backends.openai_responses import to_upstream as responses_to_upstream
+from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.core.commands import GenerationSettings
-from stateway.core.errors import InvalidRequest
+from stateway.core.context import build_context
+from stateway.core.errors import GatewayError, InvalidRequest
 from stateway.core.inference import (
     Finish,
     InferenceRequest,
@@ -19,6 +27,11 @@ from stateway.core.inference import (
 )
 from stateway.core.items import Item
 from stateway.core.usage import Usage
+from stateway.protocols.responses.decode import decode_create
+from tests.core.fakes import MemoryStore
+from tests.protocols.responses.test_decode import request_like
+
+UNUSED_CLIENT = UpstreamClient(UpstreamTarget("t", "http://127.0.0.1:9/v1"))
 
 
 def request(items: list[Item], **settings: Any) -> InferenceRequest:
@@ -248,3 +261,20 @@ def test_completion_to_deltas() -> None:
         UsageReport(Usage(1, 2, 0, 0)),
         Finish("length"),
     ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(request_like)
+def test_every_accepted_request_translates_without_crashing(body: dict[str, object]) -> None:
+    """Whatever the decoder and the context checks accept, the translators can send."""
+    try:
+        command = decode_create(json.dumps(body).encode())
+        asyncio.run(build_context(MemoryStore(), "t", command, OpenAIChatBackend(UNUSED_CLIENT)))
+    except GatewayError:
+        return
+    for translate in (to_upstream, responses_to_upstream):
+        orjson.dumps(
+            translate(
+                InferenceRequest("m", command.instructions, command.input, command.settings, True)
+            )
+        )

@@ -1,0 +1,161 @@
+from typing import Any
+
+import pytest
+
+from stateway.backends.openai_responses import _StreamState, from_upstream_response, to_upstream
+from stateway.core.commands import GenerationSettings
+from stateway.core.errors import UpstreamError
+from stateway.core.inference import (
+    Delta,
+    Finish,
+    InferenceRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from stateway.core.usage import Usage
+
+USAGE = {
+    "input_tokens": 4,
+    "output_tokens": 6,
+    "input_tokens_details": {"cached_tokens": 1},
+    "output_tokens_details": {"reasoning_tokens": 2},
+}
+
+
+def test_request_is_stateless_with_full_context_and_no_gateway_ids() -> None:
+    items = [
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "hi"}],
+        },
+        {
+            "id": "fc_1",
+            "status": "completed",
+            "type": "function_call",
+            "call_id": "c",
+            "name": "f",
+            "arguments": "{}",
+        },
+    ]
+    settings = GenerationSettings(
+        tools=[
+            {"type": "function", "name": "f", "parameters": {}, "strict": None, "description": None}
+        ],
+        reasoning_effort="low",
+        reasoning_summary="auto",
+        text_format={"type": "json_object"},
+        verbosity="low",
+        max_output_tokens=9,
+    )
+    body = to_upstream(InferenceRequest("m", "rules", items, settings, stream=True))
+    assert body["store"] is False
+    assert body["stream"] is True
+    assert body["instructions"] == "rules"
+    assert body["input"] == [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+    ]
+    assert body["reasoning"] == {"effort": "low", "summary": "auto"}
+    assert body["text"] == {"format": {"type": "json_object"}, "verbosity": "low"}
+    assert body["max_output_tokens"] == 9
+    assert body["tool_choice"] == "auto"
+    assert "temperature" not in body
+
+
+def feed(events: list[dict[str, Any]]) -> tuple[list[Delta], bool]:
+    state = _StreamState()
+    deltas = [delta for event in events for delta in state.feed(event)]
+    return deltas, state.finished
+
+
+def test_stream_events_to_deltas() -> None:
+    call = {"type": "function_call", "call_id": "call_9", "name": "f", "arguments": ""}
+    deltas, finished = feed(
+        [
+            {"type": "response.created", "response": {}},
+            {"type": "response.reasoning_text.delta", "delta": "hm"},
+            {"type": "response.output_text.delta", "delta": "Hi"},
+            {"type": "response.output_item.added", "output_index": 2, "item": call},
+            {"type": "response.function_call_arguments.delta", "output_index": 2, "delta": "{}"},
+            {
+                "type": "response.output_item.done",
+                "output_index": 2,
+                "item": {**call, "arguments": "{}"},
+            },
+            {"type": "response.completed", "response": {"status": "completed", "usage": USAGE}},
+        ]
+    )
+    assert finished
+    assert deltas == [
+        ReasoningDelta("hm"),
+        TextDelta("Hi"),
+        ToolCallDelta(2, "call_9", "f", ""),
+        ToolCallDelta(2, None, None, "{}"),
+        UsageReport(Usage(4, 6, 1, 2)),
+        Finish("stop"),
+    ]
+
+
+def test_arguments_only_in_item_done_are_not_lost() -> None:
+    call = {"type": "function_call", "call_id": "c", "name": "f", "arguments": '{"a":1}'}
+    deltas, _ = feed(
+        [
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {**call, "arguments": ""},
+            },
+            {"type": "response.output_item.done", "output_index": 0, "item": call},
+        ]
+    )
+    assert "".join(d.arguments for d in deltas if isinstance(d, ToolCallDelta)) == '{"a":1}'
+
+
+def test_incomplete_and_failed_streams() -> None:
+    deltas, _ = feed(
+        [
+            {
+                "type": "response.incomplete",
+                "response": {
+                    "status": "incomplete",
+                    "incomplete_details": {"reason": "max_output_tokens"},
+                },
+            }
+        ]
+    )
+    assert deltas[-1] == Finish("length")
+    with pytest.raises(UpstreamError, match="boom"):
+        feed([{"type": "response.failed", "response": {"error": {"message": "boom"}}}])
+    with pytest.raises(UpstreamError, match="bad"):
+        feed([{"type": "error", "message": "bad"}])
+
+
+def test_whole_response_to_deltas() -> None:
+    payload = {
+        "status": "completed",
+        "output": [
+            {
+                "type": "reasoning",
+                "summary": [],
+                "content": [{"type": "reasoning_text", "text": "r"}],
+            },
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "t"}],
+            },
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+        ],
+        "usage": USAGE,
+    }
+    assert list(from_upstream_response(payload)) == [
+        ReasoningDelta("r"),
+        TextDelta("t"),
+        ToolCallDelta(2, "c", "f", "{}"),
+        UsageReport(Usage(4, 6, 1, 2)),
+        Finish("stop"),
+    ]

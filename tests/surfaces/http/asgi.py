@@ -1,0 +1,63 @@
+"""A minimal in-process ASGI caller for HTTP surface tests (no network, no extra client)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from starlette.types import ASGIApp, Message
+
+
+@dataclass
+class Reply:
+    status: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+    def json(self) -> Any:
+        return orjson.loads(self.body)
+
+
+async def call(app: ASGIApp, method: str, path: str, body: bytes = b"", query: str = "") -> Reply:
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "state": {},
+    }
+    sent = False
+    finished = asyncio.Event()
+    reply = Reply()
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await finished.wait()  # like a server: the client stays until the response ends
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            reply.status = message["status"]
+            reply.headers = {k.decode(): v.decode() for k, v in message.get("headers", [])}
+        elif message["type"] == "http.response.body":
+            reply.body += message.get("body", b"")
+            if not message.get("more_body", False):
+                finished.set()
+
+    await app(scope, receive, send)
+    return reply

@@ -1,0 +1,86 @@
+"""The HTTP surface in process: routing, the error boundary, and fuzzed requests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from starlette.applications import Starlette
+
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.service import ServiceRoutes
+from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.protocols.responses.test_decode import request_like
+from tests.surfaces.http.asgi import call
+
+
+def build() -> Starlette:
+    store = MemoryStore()
+    backend = ScriptedBackend([TextDelta("ok"), Finish("stop")])
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry())
+    return build_http_app(ResponsesRoutes(gateway, 4096), ServiceRoutes(gateway, store, [backend]))
+
+
+async def test_create_then_get_in_process() -> None:
+    app = build()
+    created = await call(app, "POST", "/v1/responses", b'{"model": "m", "input": "hi"}')
+    assert created.status == 200
+    assert created.headers["content-type"] == "application/json"
+    response_id = created.json()["id"]
+    fetched = await call(app, "GET", f"/v1/responses/{response_id}")
+    assert fetched.json()["output"][0]["content"][0]["text"] == "ok"
+    items = await call(app, "GET", f"/v1/responses/{response_id}/input_items", query="limit=1")
+    assert items.json()["object"] == "list"
+
+
+async def test_stream_is_sse() -> None:
+    reply = await call(
+        build(), "POST", "/v1/responses", b'{"model": "m", "input": "hi", "stream": true}'
+    )
+    assert reply.status == 200
+    assert reply.headers["content-type"].startswith("text/event-stream")
+    frames = reply.body.split(b"\n\n")[:-1]
+    assert frames[-1].startswith(b"event: response.completed\n")
+
+
+async def test_error_boundary_shapes() -> None:
+    app = build()
+    for method, path, body, status in [
+        ("POST", "/v1/responses", b"{", 400),
+        ("POST", "/v1/responses", b'{"model": "m", "input": "' + b"x" * 5000 + b'"}', 413),
+        ("GET", "/v1/responses/resp_missing", b"", 404),
+        ("DELETE", "/v1/responses/resp_missing", b"", 404),
+        ("GET", "/v1/responses/resp_missing/input_items", b"", 404),
+        ("GET", "/v1/responses/resp_1/input_items?limit=0", b"", 400),
+        ("GET", "/nope", b"", 404),
+        ("PATCH", "/v1/responses", b"", 405),
+    ]:
+        path, _, query = path.partition("?")
+        reply = await call(app, method, path, body, query)
+        assert reply.status == status, (method, path, reply.body)
+        assert set(reply.json()["error"]) == {"message", "type", "param", "code"}
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(request_like)
+def test_fuzzed_requests_never_get_a_5xx(body: dict[str, object]) -> None:
+    raw = json.dumps(body).encode()
+
+    async def attempt() -> None:
+        reply = await call(build(), "POST", "/v1/responses", raw)
+        assert reply.status < 500, reply.body
+        if reply.status >= 400:
+            assert set(orjson.loads(reply.body)["error"]) == {"message", "type", "param", "code"}
+
+    asyncio.run(attempt())
