@@ -32,7 +32,19 @@ format: $(STAMP)
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
 
-bench: $(STAMP)  ## latency/throughput/memory benchmark; writes bench/results/
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)  ## latency/throughput/memory benchmark (ARGS="--quick" for a smoke run); writes bench/results/ and docs/benchmarks.md
+	@command -v wrk >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && apt-get install -y -qq wrk; \
+	  else \
+	    echo "bench: wrk is missing; install it, e.g. 'sudo apt-get install wrk'" >&2; exit 1; \
+	  fi; }
 	$(BIN)/python -m bench $(ARGS)
 
 clean:

@@ -75,7 +75,8 @@ class Connection:
 
     def __init__(self, url: str, body: bytes, *, timeout: float = 30.0) -> None:
         parts = urlsplit(url)
-        assert parts.hostname is not None and parts.port is not None
+        if parts.hostname is None or parts.port is None:
+            raise ValueError(f"need a host and a port: {url}")
         self.host = parts.hostname
         self.port = parts.port
         self.timeout = timeout

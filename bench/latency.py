@@ -54,7 +54,9 @@ async def _measure(
             check_answer(s, timing.status, connection.last_body())
             for _ in range(warmup):
                 await connection.send()
-        per_round = [requests // rounds + (1 if r < requests % rounds else 0) for r in range(rounds)]
+        per_round = [
+            requests // rounds + (1 if r < requests % rounds else 0) for r in range(rounds)
+        ]
         for r, count in enumerate(per_round):
             order = [*scenarios[r % len(scenarios) :], *scenarios[: r % len(scenarios)]]
             for s in order:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import uvloop
 
 from bench.client import Connection
-from bench.procfs import rss_mb
+from bench.procfs import rss_mib
 from bench.scenarios import Scenario, check_answer
 
 
@@ -26,18 +26,18 @@ class MemoryStats:
     requests: int
     errors: int
     seconds: float
-    rss_start_mb: float
-    rss_after_warmup_mb: float
-    rss_after_mb: float
-    peak_rss_mb: float
+    rss_start_mib: float
+    rss_after_warmup_mib: float
+    rss_after_mib: float
+    peak_rss_mib: float
 
     @property
-    def growth_mb(self) -> float:
-        return round(self.rss_after_mb - self.rss_after_warmup_mb, 2)
+    def growth_mib(self) -> float:
+        return round(self.rss_after_mib - self.rss_after_warmup_mib, 2)
 
     @property
-    def growth_from_start_mb(self) -> float:
-        return round(self.rss_after_mb - self.rss_start_mb, 2)
+    def growth_from_start_mib(self) -> float:
+        return round(self.rss_after_mib - self.rss_start_mib, 2)
 
 
 def measure_memory(
@@ -51,7 +51,7 @@ def measure_memory(
 async def _measure(
     pid: int, scenarios: list[Scenario], requests: int, warmup: int, concurrency: int
 ) -> MemoryStats:
-    start = rss_mb(pid)
+    start = rss_mib(pid)
     for s in scenarios:
         probe = Connection(s.url, s.body)
         timing = await probe.send(keep_body=True)
@@ -59,7 +59,7 @@ async def _measure(
         probe.close()
     await _drive(scenarios, warmup, concurrency)
     await asyncio.sleep(0.5)
-    after_warmup = rss_mb(pid)
+    after_warmup = rss_mib(pid)
     began = time.monotonic()
     errors = await _drive(scenarios, requests, concurrency)
     seconds = time.monotonic() - began
@@ -68,10 +68,10 @@ async def _measure(
         requests=requests,
         errors=errors,
         seconds=round(seconds, 2),
-        rss_start_mb=round(start, 2),
-        rss_after_warmup_mb=round(after_warmup, 2),
-        rss_after_mb=round(rss_mb(pid), 2),
-        peak_rss_mb=round(rss_mb(pid, "VmHWM"), 2),
+        rss_start_mib=round(start, 2),
+        rss_after_warmup_mib=round(after_warmup, 2),
+        rss_after_mib=round(rss_mib(pid), 2),
+        peak_rss_mib=round(rss_mib(pid, "VmHWM"), 2),
     )
 
 

@@ -59,7 +59,9 @@ class PassThrough:
             length = upstream.headers.get("Content-Length")
             if length is not None:
                 headers.append((b"content-length", length.encode()))
-            await send({"type": "http.response.start", "status": upstream.status, "headers": headers})
+            await send(
+                {"type": "http.response.start", "status": upstream.status, "headers": headers}
+            )
             async for chunk in upstream.content.iter_any():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -11,15 +11,14 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from bench.passthrough import ANNOUNCEMENT as PASSTHROUGH_ANNOUNCEMENT
 from stateway.fake_upstream.server import ANNOUNCEMENT as FAKE_ANNOUNCEMENT
 from stateway.launch import GATEWAY_ANNOUNCEMENT, child_env
-
-from bench.passthrough import ANNOUNCEMENT as PASSTHROUGH_ANNOUNCEMENT
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,19 +57,21 @@ def start_server(
             _stop(process)
 
 
-def fake_upstream(log_dir: Path) -> Iterator[Server]:
+def fake_upstream(log_dir: Path) -> AbstractContextManager[Server]:
     """The fake model server; its URL is the ``.../v1`` base URL."""
     command = [sys.executable, "-m", "stateway.fake_upstream", "--host", "127.0.0.1"]
     return start_server("fake", [*command, "--port", "0"], FAKE_ANNOUNCEMENT, log_dir)
 
 
-def passthrough(upstream_base_url: str, log_dir: Path) -> Iterator[Server]:
+def passthrough(upstream_base_url: str, log_dir: Path) -> AbstractContextManager[Server]:
     """The bare hop (:mod:`bench.passthrough`) in front of ``upstream_base_url``."""
     command = [sys.executable, "-m", "bench.passthrough", "--upstream", upstream_base_url]
     return start_server("floor", [*command, "--port", "0"], PASSTHROUGH_ANNOUNCEMENT, log_dir)
 
 
-def gateway(name: str, upstream_base_url: str, database: Path, log_dir: Path) -> Iterator[Server]:
+def gateway(
+    name: str, upstream_base_url: str, database: Path, log_dir: Path
+) -> AbstractContextManager[Server]:
     """``stateway serve`` on a chat upstream and a SQLite file."""
     command = [
         sys.executable,

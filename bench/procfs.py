@@ -9,7 +9,7 @@ from dataclasses import dataclass
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def rss_mb(pid: int, field: str = "VmRSS") -> float:
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
     """``VmRSS`` (or another ``Vm*`` field) of ``pid`` in MiB."""
     with open(f"/proc/{pid}/status") as status:
         for line in status:
@@ -20,9 +20,34 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
 
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time ``pid`` has used so far (all its threads)."""
-    with open(f"/proc/{pid}/stat") as stat:
+    user, system = cpu_times(pid)
+    return user + system
+
+
+def cpu_times(pid: int, tid: int | None = None) -> tuple[float, float]:
+    """User and system CPU seconds of process ``pid`` (or of its thread ``tid``)."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    with open(path) as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+    return int(fields[11]) / _TICKS, int(fields[12]) / _TICKS
+
+
+def context_switches(pid: int) -> int:
+    """Voluntary plus involuntary context switches of all of ``pid``'s threads."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as status:
+                for line in status:
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        total += int(line.split()[1])
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+    return total
+
+
+def thread_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
 
 
 def machine_busy_seconds() -> float:
@@ -48,7 +73,9 @@ def own_cpu_seconds() -> float:
 class CpuWindow:
     """CPU used over a time window by each watched process, wrk, this process and the rest.
 
-    Values are in cores (CPU seconds per wall second): 1.0 is one core fully busy.
+    Values are in cores (CPU seconds per wall second): 1.0 is one core fully busy. The
+    process named ``hop`` (the floor or gateway) gets details: its main (event loop)
+    thread, its system time, its threads and its context switches per second.
     """
 
     pids: dict[str, int]
@@ -65,12 +92,21 @@ class CpuWindow:
         elapsed = max(now - self._wall, 1e-9)
         used = {name: (end[name] - self._start[name]) / elapsed for name in end}
         machine = used.pop("machine")
+        details = {name: used.pop(name) for name in list(used) if name.startswith("hop ")}
         used["other"] = max(0.0, machine - sum(used.values()))
         used["machine"] = machine
+        used |= details
+        if "hop" in self.pids:
+            used["hop threads"] = thread_count(self.pids["hop"])
         return {name: round(value, 3) for name, value in used.items()}
 
     def _snapshot(self) -> dict[str, float]:
         snapshot = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        if "hop" in self.pids:
+            hop = self.pids["hop"]
+            snapshot["hop main thread"] = sum(cpu_times(hop, hop))
+            snapshot["hop system"] = cpu_times(hop)[1]
+            snapshot["hop context switches"] = context_switches(hop)
         snapshot["wrk"] = children_cpu_seconds()
         snapshot["bench client"] = own_cpu_seconds()
         snapshot["machine"] = machine_busy_seconds()

@@ -40,7 +40,7 @@ class Scenario:
 
     @property
     def key(self) -> str:
-        return f"{self.target} | {mode_name(self.stream)}"
+        return scenario_key(self.target, self.stream)
 
     @property
     def url(self) -> str:
@@ -49,6 +49,11 @@ class Scenario:
 
 def mode_name(stream: bool) -> str:
     return "stream" if stream else "non-stream"
+
+
+def scenario_key(target: str, stream: bool) -> str:
+    """``"gateway store:true, stream"``: how results are keyed, in JSON and tables."""
+    return f"{target}, {mode_name(stream)}"
 
 
 def chat_body(stream: bool) -> bytes:

@@ -1,0 +1,157 @@
+"""Derived numbers (added latency, throughput ratios) and the issue's targets, PASS or MISS.
+
+Targets, for one gateway process on this machine:
+
+* c=1, store:false: added median latency at most twice the floor's added median;
+* c=1, store:true: added median latency at most 2 ms;
+* c=32, store:false: throughput at least 70% of the floor's;
+* c=32, store:true: throughput at least 50% of the floor's;
+* RSS growth over the memory run below 20 MB.
+
+Latency and throughput targets are checked for non-stream and stream separately.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.latency import LatencyStats
+from bench.load import LoadStats
+from bench.memory import MemoryStats
+from bench.scenarios import (
+    DIRECT,
+    FLOOR,
+    GATEWAY_STORE_FALSE,
+    GATEWAY_STORE_TRUE,
+    MODES,
+    TARGETS,
+    mode_name,
+    scenario_key,
+)
+
+LATENCY_FACTOR_STORE_FALSE = 2.0
+LATENCY_LIMIT_STORE_TRUE_MS = 2.0
+THROUGHPUT_SHARE = {GATEWAY_STORE_FALSE: 70.0, GATEWAY_STORE_TRUE: 50.0}
+RSS_GROWTH_LIMIT_MB = 20.0
+RSS_GROWTH_LIMIT_MIB = RSS_GROWTH_LIMIT_MB * 1e6 / 2**20
+"""RSS is read in KiB; the limit of 20 MB is 19.07 MiB."""
+
+
+def key(target: str, stream: bool) -> str:
+    return scenario_key(target, stream)
+
+
+@dataclass(frozen=True, slots=True)
+class Added:
+    """Latency a hop adds over direct calls: difference of medians, of p99s, of TTFB medians."""
+
+    median_ms: float
+    p99_ms: float
+    ttfb_median_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Ratios:
+    """Throughput as a share of direct calls and of the floor, percent."""
+
+    of_direct_pct: float
+    of_floor_pct: float
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One target: what was measured against what limit, and whether it passed."""
+
+    name: str
+    scenario: str | None
+    measured: str
+    limit: str
+    passed: bool
+
+    @property
+    def label(self) -> str:
+        return "PASS" if self.passed else "MISS"
+
+
+def added_latency(latency: dict[str, LatencyStats]) -> dict[str, Added]:
+    added = {}
+    for stream in MODES:
+        direct = latency[key(DIRECT, stream)]
+        for target in TARGETS[1:]:
+            stats = latency[key(target, stream)]
+            added[key(target, stream)] = Added(
+                median_ms=round(stats.median_ms - direct.median_ms, 3),
+                p99_ms=round(stats.p99_ms - direct.p99_ms, 3),
+                ttfb_median_ms=round(stats.ttfb_median_ms - direct.ttfb_median_ms, 3),
+            )
+    return added
+
+
+def throughput_ratios(load: dict[str, LoadStats]) -> dict[str, Ratios]:
+    ratios = {}
+    for stream in MODES:
+        direct = load[key(DIRECT, stream)].requests_per_s
+        floor = load[key(FLOOR, stream)].requests_per_s
+        for target in TARGETS:
+            rps = load[key(target, stream)].requests_per_s
+            ratios[key(target, stream)] = Ratios(
+                of_direct_pct=round(100 * rps / direct, 1) if direct else 0.0,
+                of_floor_pct=round(100 * rps / floor, 1) if floor else 0.0,
+            )
+    return ratios
+
+
+def evaluate(
+    added: dict[str, Added], ratios: dict[str, Ratios], memory: MemoryStats | None
+) -> list[Verdict]:
+    verdicts = []
+    for stream in MODES:
+        mode = mode_name(stream)
+        floor = added[key(FLOOR, stream)].median_ms
+        gateway = added[key(GATEWAY_STORE_FALSE, stream)].median_ms
+        limit = LATENCY_FACTOR_STORE_FALSE * floor
+        verdicts.append(
+            Verdict(
+                f"c=1 added median, store:false, {mode}: <= 2x floor's",
+                key(GATEWAY_STORE_FALSE, stream),
+                f"+{gateway:.3f} ms",
+                f"<= +{limit:.3f} ms (floor +{floor:.3f} ms)",
+                gateway <= limit,
+            )
+        )
+    for stream in MODES:
+        gateway = added[key(GATEWAY_STORE_TRUE, stream)].median_ms
+        verdicts.append(
+            Verdict(
+                f"c=1 added median, store:true, {mode_name(stream)}: <= 2 ms",
+                key(GATEWAY_STORE_TRUE, stream),
+                f"+{gateway:.3f} ms",
+                f"<= +{LATENCY_LIMIT_STORE_TRUE_MS:.3f} ms",
+                gateway <= LATENCY_LIMIT_STORE_TRUE_MS,
+            )
+        )
+    for target, share in THROUGHPUT_SHARE.items():
+        for stream in MODES:
+            measured = ratios[key(target, stream)].of_floor_pct
+            store = "true" if target == GATEWAY_STORE_TRUE else "false"
+            mode = mode_name(stream)
+            verdicts.append(
+                Verdict(
+                    f"c=32 throughput, store:{store}, {mode}: >= {share:.0f}% of floor",
+                    key(target, stream),
+                    f"{measured:.1f}%",
+                    f">= {share:.0f}%",
+                    measured >= share,
+                )
+            )
+    if memory is not None:
+        verdicts.append(
+            Verdict(
+                f"RSS growth over {memory.requests:,} requests: < {RSS_GROWTH_LIMIT_MB:.0f} MB",
+                None,
+                f"{memory.growth_mib:+.1f} MiB",
+                f"< {RSS_GROWTH_LIMIT_MB:.0f} MB ({RSS_GROWTH_LIMIT_MIB:.2f} MiB)",
+                memory.growth_mib < RSS_GROWTH_LIMIT_MIB,
+            )
+        )
+    return verdicts
