@@ -51,6 +51,7 @@ class Loop:
         usage = Usage()
         used_call_ids = {i["call_id"] for i in context if i.get("type") == FUNCTION_CALL}
         assembler = OutputAssembler(state.output, run.emit, used_call_ids)
+        run.cancellable = True
         try:
             for _ in range(self._max_rounds):
                 assembler = OutputAssembler(state.output, run.emit, used_call_ids)
@@ -74,15 +75,17 @@ class Loop:
             else:
                 state.status, state.incomplete_reason = "incomplete", "max_rounds"
         except asyncio.CancelledError:
+            run.cancellable = False
             assembler.finish("incomplete")
             state.usage = usage
             state.status, state.incomplete_reason = "incomplete", "client_disconnected"
-            await asyncio.shield(self._finish(run))
+            await self._finish(run)
             raise
         except GatewayError as exc:
             assembler.finish("incomplete")
             state.usage = usage
             state.status = "failed"
+            run.cancellable = False
             state.error = {
                 "code": exc.code or exc.type,
                 "message": exc.message,
@@ -90,8 +93,8 @@ class Loop:
             }
             if not assembler.started and not state.output:
                 run.error = exc
-        # Shielded: a client leaving now must not interrupt the write or the terminal event.
-        await asyncio.shield(self._finish(run))
+        run.cancellable = False  # from here a client leaving interrupts nothing
+        await self._finish(run)
 
     async def _round(
         self, route: Route, request: InferenceRequest, assembler: OutputAssembler, usage: Usage

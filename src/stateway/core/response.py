@@ -55,8 +55,13 @@ class ResponseState:
         return self.status in TERMINAL_STATUSES
 
 
+_SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(GenerationSettings))
+_USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Usage))
+
+
 def dump_state(state: ResponseState) -> dict[str, Any]:
-    """A JSON object of everything but ``output`` (stored item by item) and tenant."""
+    """A JSON object of everything but ``output`` (stored item by item) and tenant.
+    Shallow on purpose (no ``dataclasses.asdict`` deep copy): it is serialized at once."""
     return {
         "id": state.id,
         "created_at": state.created_at,
@@ -64,9 +69,11 @@ def dump_state(state: ResponseState) -> dict[str, Any]:
         "instructions": state.instructions,
         "previous_response_id": state.previous_response_id,
         "store": state.store,
-        "settings": dataclasses.asdict(state.settings),
+        "settings": {name: getattr(state.settings, name) for name in _SETTINGS_FIELDS},
         "status": state.status,
-        "usage": None if state.usage is None else dataclasses.asdict(state.usage),
+        "usage": None
+        if state.usage is None
+        else {name: getattr(state.usage, name) for name in _USAGE_FIELDS},
         "error": state.error,
         "incomplete_reason": state.incomplete_reason,
         "completed_at": state.completed_at,

@@ -17,7 +17,16 @@ from stateway.core.response import ResponseState
 
 
 class Run:
-    __slots__ = ("_changed", "_done", "error", "events", "input_items", "state", "task")
+    __slots__ = (
+        "_changed",
+        "_done",
+        "cancellable",
+        "error",
+        "events",
+        "input_items",
+        "state",
+        "task",
+    )
 
     def __init__(self, state: ResponseState, input_items: list[Item]) -> None:
         self.state = state
@@ -27,6 +36,9 @@ class Run:
         self.error: GatewayError | None = None
         """Set when the run failed before any output: non-streaming callers raise it."""
         self.task: asyncio.Task[None] | None = None
+        self.cancellable = False
+        """True while generating: a cancel then interrupts the round. Once the run is
+        finishing (persisting, emitting its terminal event) a cancel changes nothing."""
         self._changed: asyncio.Future[None] | None = None
         self._done = asyncio.Event()
 
@@ -51,17 +63,26 @@ class Run:
         await self._done.wait()
 
     def cancel(self) -> None:
-        if self.task is not None and not self.task.done():
+        if self.cancellable and self.task is not None and not self.task.done():
             self.task.cancel()
 
     async def subscribe(self, after: int = -1) -> AsyncIterator[tuple[int, Event]]:
         """Yield ``(sequence_number, event)`` for every event after ``after``, live."""
+        async for first, events in self.subscribe_batches(after):
+            for offset, event in enumerate(events):
+                yield first + offset, event
+
+    async def subscribe_batches(self, after: int = -1) -> AsyncIterator[tuple[int, list[Event]]]:
+        """Yield ``(first sequence_number, events)``: everything logged since the last
+        batch, so a subscriber that fell behind catches up in one step."""
         position = after + 1
         while True:
             events = self.events
-            while position < len(events):
-                yield position, events[position]
-                position += 1
+            if position < len(events):
+                batch = events[position:]
+                yield position, batch
+                position += len(batch)
+                continue
             if self._done.is_set():
                 return
             if self._changed is None or self._changed.done():

@@ -78,7 +78,12 @@ def create_engine(url: str) -> AsyncEngine:
     if is_sqlite(target):
         Path(str(target.database)).parent.mkdir(parents=True, exist_ok=True)
         # One writer at a time anyway; a few connections serve concurrent readers (WAL).
-        engine = create_async_engine(target, pool_size=5, max_overflow=10)
+        # Every statement is a round trip to aiosqlite's thread. Transactions are always
+        # ended by SQLAlchemy's Connection itself (commit, or rollback on close), so the
+        # pool's extra ROLLBACK on return would be a round trip that does nothing.
+        engine = create_async_engine(
+            target, pool_size=5, max_overflow=10, pool_reset_on_return=None
+        )
         event.listen(engine.sync_engine, "connect", _apply_sqlite_pragmas)
         return engine
     return create_async_engine(

@@ -5,7 +5,8 @@ Each method opens one pooled connection, runs the prebuilt statements of
 written and read by orjson, on both databases. Database failures leave as
 :class:`~stateway.core.errors.StorageError` (see :mod:`~stateway.storage.sql.errors`).
 
-Transactions: :meth:`save` and :meth:`delete` each run in one transaction. Reads are
+Transactions: :meth:`save` is atomic per response; saves that arrive together share one
+transaction (:mod:`~stateway.storage.sql.group_commit`). :meth:`delete` runs in its own. Reads are
 not wrapped in one: :meth:`load_context` is a single statement, and :meth:`get` and
 :meth:`list_input_items` run two over rows that never change once written (bar
 ``deleted_at``: a delete landing between them is simply ordered after the read). On
@@ -31,6 +32,7 @@ from stateway.core.ports import ItemPage, ResponseRecord
 from stateway.storage.sql import queries
 from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.errors import storage_errors
+from stateway.storage.sql.group_commit import GroupCommitter
 from stateway.storage.sql.schema import INPUT, OUTPUT
 
 
@@ -51,6 +53,7 @@ class SqlResponseStore:
             if engine.dialect.name == "postgresql"
             else engine
         )
+        self._writes = GroupCommitter(engine)
 
     async def save(self, record: ResponseRecord) -> None:
         response_row = {
@@ -64,11 +67,7 @@ class SqlResponseStore:
         }
         item_rows = _item_rows(record, INPUT, record.input_items)
         item_rows += _item_rows(record, OUTPUT, record.output_items)
-        with storage_errors("saving a response"):
-            async with self.engine.begin() as connection:
-                await connection.execute(queries.INSERT_RESPONSE, response_row)
-                if item_rows:
-                    await connection.execute(queries.INSERT_ITEMS, item_rows)
+        await self._writes.save(response_row, item_rows)
 
     async def get(self, tenant_id: str, response_id: str) -> ResponseRecord | None:
         key = {"tenant": tenant_id, "response": response_id}
@@ -142,6 +141,7 @@ class SqlResponseStore:
                 await connection.execute(queries.PING)
 
     async def aclose(self) -> None:
+        await self._writes.aclose()
         await self.engine.dispose()
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -15,6 +14,7 @@ from stateway.core.runs import Run
 from stateway.protocols.responses.decode import decode_create, decode_list_input_items
 from stateway.protocols.responses.encode import encode_item_page, encode_response, encode_sse
 from stateway.surfaces.http.transport import (
+    Chunks,
     JSONResponse,
     SSEResponse,
     read_body,
@@ -66,9 +66,14 @@ class ResponsesRoutes:
         return JSONResponse(encode_item_page(page))
 
 
-async def _frames(run: Run) -> AsyncGenerator[bytes, None]:
-    async for seq, event in run.subscribe():
-        yield encode_sse(seq, event)
+async def _frames(run: Run) -> Chunks:
+    """Whole SSE frames; events logged together leave in one write."""
+    async for first, events in run.subscribe_batches():
+        if len(events) == 1:
+            chunk = encode_sse(first, events[0])
+        else:
+            chunk = b"".join(encode_sse(first + i, event) for i, event in enumerate(events))
+        yield chunk, run.closed and first + len(events) == len(run.events)
 
 
 def _principal(request: Request) -> Principal:

@@ -67,15 +67,18 @@ async def watch_disconnect(receive: Receive, on_disconnect: Callable[[], None]) 
             return
 
 
+Chunks = AsyncGenerator[tuple[bytes, bool], None]
+"""Whole SSE frames (one or more per chunk), each flagged True when it is the last."""
+
+
 class SSEResponse(Response):
-    """Streams pre-encoded SSE frames, one ASGI body message per frame.
+    """Streams pre-encoded SSE frames, one ASGI body message per chunk; the last chunk
+    also ends the body, sparing a separate write for the terminator.
 
     When the client goes away, ``on_disconnect`` is called once and streaming stops.
     """
 
-    def __init__(
-        self, frames: AsyncGenerator[bytes, None], on_disconnect: Callable[[], None]
-    ) -> None:
+    def __init__(self, frames: Chunks, on_disconnect: Callable[[], None]) -> None:
         super().__init__(status_code=200)
         self._frames = frames
         self._on_disconnect = on_disconnect
@@ -89,13 +92,17 @@ class SSEResponse(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         watcher = asyncio.create_task(watch_disconnect(receive, self._disconnected))
+        ended = False
         try:
             async with aclosing(self._frames) as frames:
-                async for frame in frames:
+                async for chunk, last in frames:
                     if self._gone:
                         break
-                    await send({"type": "http.response.body", "body": frame, "more_body": True})
-            if not self._gone:
+                    ended = last
+                    await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+                    if last:
+                        break
+            if not self._gone and not ended:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
             self._disconnected()

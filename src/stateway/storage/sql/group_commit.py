@@ -1,0 +1,93 @@
+"""Group commit: concurrent saves share one transaction.
+
+Each response is written once, at the end of its run, and its run waits for the commit
+before sending the terminal event. Under load many runs end together; writing each in its
+own transaction makes SQLite's pooled connections queue on its single write lock (in the
+busy handler's sleeps) and costs every save the driver round trips of its own
+``BEGIN``/``COMMIT``. Here one writer task drains all saves waiting at that moment into a
+single transaction, so only one connection ever writes and the round trips are shared.
+
+A save is still atomic and still awaited: its caller resumes only once its rows are
+committed. When a shared transaction fails, its saves are retried one by one, so one bad
+record (a duplicate id) fails alone instead of taking its neighbours with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from stateway.core.errors import StorageError
+from stateway.storage.sql import queries
+from stateway.storage.sql.errors import storage_errors
+
+MAX_BATCH: Final = 128
+"""Saves in one transaction at most; the rest wait for the next one."""
+
+
+@dataclass(slots=True)
+class PendingSave:
+    response_row: dict[str, Any]
+    item_rows: list[dict[str, Any]]
+    done: asyncio.Future[None]
+
+
+class GroupCommitter:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._pending: list[PendingSave] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def save(self, response_row: dict[str, Any], item_rows: list[dict[str, Any]]) -> None:
+        """Write one response and its items; return once committed."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append(PendingSave(response_row, item_rows, done))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._drain())
+        await done
+
+    async def aclose(self) -> None:
+        if self._writer is not None:
+            await asyncio.gather(self._writer, return_exceptions=True)
+
+    async def _drain(self) -> None:
+        while self._pending:
+            batch = self._pending[:MAX_BATCH]
+            del self._pending[:MAX_BATCH]
+            try:
+                await self._write(batch)
+            except StorageError as exc:
+                if len(batch) == 1:
+                    _settle(batch[0], exc)
+                    continue
+                for save in batch:
+                    try:
+                        await self._write([save])
+                    except StorageError as single:
+                        _settle(save, single)
+                    else:
+                        _settle(save, None)
+            else:
+                for save in batch:
+                    _settle(save, None)
+
+    async def _write(self, batch: list[PendingSave]) -> None:
+        responses = [save.response_row for save in batch]
+        items = [row for save in batch for row in save.item_rows]
+        with storage_errors("saving a response"):
+            async with self._engine.begin() as connection:
+                await connection.execute(queries.INSERT_RESPONSE, responses)
+                if items:
+                    await connection.execute(queries.INSERT_ITEMS, items)
+
+
+def _settle(save: PendingSave, error: StorageError | None) -> None:
+    if save.done.done():  # its caller was cancelled; the outcome is still the same
+        return
+    if error is None:
+        save.done.set_result(None)
+    else:
+        save.done.set_exception(error)
