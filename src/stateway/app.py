@@ -78,6 +78,6 @@ def build_app(config: Config, store: ResponseStore | None = None) -> Starlette:
 
     return build_http_app(
         ResponsesRoutes(parts.gateway, config.server.max_body_bytes),
-        ServiceRoutes(parts.gateway, parts.store, parts.backends),
+        ServiceRoutes(parts.gateway),
         lifespan=lifespan,
     )

@@ -81,4 +81,11 @@ class ListModels:
     pass
 
 
-Command = CreateResponse | GetResponse | DeleteResponse | ListInputItems | ListModels
+@dataclass(slots=True, frozen=True)
+class CheckReadiness:
+    pass
+
+
+Command = (
+    CreateResponse | GetResponse | DeleteResponse | ListInputItems | ListModels | CheckReadiness
+)

@@ -10,6 +10,7 @@ from typing import Any, overload
 
 from stateway.core import events as ev
 from stateway.core.commands import (
+    CheckReadiness,
     Command,
     CreateResponse,
     DeleteResponse,
@@ -19,10 +20,10 @@ from stateway.core.commands import (
     Principal,
 )
 from stateway.core.context import build_context
-from stateway.core.errors import NotFound
+from stateway.core.errors import GatewayError, NotFound, StorageError
 from stateway.core.ids import new_id
 from stateway.core.loop import Loop
-from stateway.core.ports import ItemPage, ResponseStore
+from stateway.core.ports import Backend, ItemPage, ResponseStore
 from stateway.core.response import ResponseState, load_state
 from stateway.core.routing import Route, Router
 from stateway.core.runs import Run, RunRegistry
@@ -40,7 +41,20 @@ class ModelList:
     models: list[tuple[str, str]]
 
 
-Result = Run | ResponseState | Deleted | ItemPage | ModelList
+@dataclass(slots=True, frozen=True)
+class Readiness:
+    storage_error: str | None
+    """None when storage answers."""
+    upstreams: dict[str, bool]
+    """Backend name → whether its model server answered."""
+
+    @property
+    def ready(self) -> bool:
+        """Ready to serve stored state; an upstream may be down and come back."""
+        return self.storage_error is None
+
+
+Result = Run | ResponseState | Deleted | ItemPage | ModelList | Readiness
 
 
 class Gateway:
@@ -60,6 +74,8 @@ class Gateway:
     async def execute(self, principal: Principal, command: ListInputItems) -> ItemPage: ...
     @overload
     async def execute(self, principal: Principal, command: ListModels) -> ModelList: ...
+    @overload
+    async def execute(self, principal: Principal, command: CheckReadiness) -> Readiness: ...
 
     async def execute(self, principal: Principal, command: Command) -> Result:
         """Run one command for ``principal``. Raises :class:`GatewayError` subclasses."""
@@ -85,6 +101,8 @@ class Gateway:
                 return page
             case ListModels():
                 return ModelList(await self._router.list_models())
+            case CheckReadiness():
+                return await self._readiness()
 
     async def _create(self, principal: Principal, command: CreateResponse) -> Run:
         route = self._router.resolve(command.model)
@@ -110,11 +128,31 @@ class Gateway:
             if not run.closed:
                 run.close()
 
+    async def _readiness(self) -> Readiness:
+        storage_error = None
+        try:
+            await self._store.ping()
+        except StorageError as exc:
+            storage_error = exc.message
+        backends = self._router.backends
+        answers = await asyncio.gather(*(_answers(b) for b in backends))
+        return Readiness(
+            storage_error, {b.name: ok for b, ok in zip(backends, answers, strict=True)}
+        )
+
     async def _get(self, principal: Principal, response_id: str) -> ResponseState:
         record = await self._store.get(principal.tenant_id, response_id)
         if record is None:
             raise _response_not_found(response_id)
         return load_state(record.tenant_id, record.body, record.output_items)
+
+
+async def _answers(backend: Backend) -> bool:
+    try:
+        await backend.list_models()
+    except GatewayError:
+        return False
+    return True
 
 
 def _response_not_found(response_id: str) -> NotFound:

@@ -69,11 +69,11 @@ class Loop:
                 if incomplete:
                     state.status, state.incomplete_reason = "incomplete", incomplete
                     break
-                # Every tool the upstream can call today is client-owned: hand the calls back.
+                # Classify the round's calls. Every tool a model can call today is
+                # client-owned, so its calls go back to the client and the run ends here;
+                # gateway-owned tools will run at this point and continue the loop.
                 state.status = "completed"
                 break
-            else:
-                state.status, state.incomplete_reason = "incomplete", "max_rounds"
         except asyncio.CancelledError:
             run.cancellable = False
             assembler.finish("incomplete")
@@ -82,10 +82,10 @@ class Loop:
             await self._finish(run)
             raise
         except GatewayError as exc:
+            run.cancellable = False
             assembler.finish("incomplete")
             state.usage = usage
             state.status = "failed"
-            run.cancellable = False
             state.error = {
                 "code": exc.code or exc.type,
                 "message": exc.message,

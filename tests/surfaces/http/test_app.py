@@ -9,6 +9,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from starlette.applications import Starlette
 
+from stateway.core.errors import StorageError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
@@ -27,7 +28,7 @@ def build() -> Starlette:
     backend = ScriptedBackend([TextDelta("ok"), Finish("stop")])
     router = Router([BackendEntry(backend, {}, catch_all=True)])
     gateway = Gateway(store, router, Loop(store), RunRegistry())
-    return build_http_app(ResponsesRoutes(gateway, 4096), ServiceRoutes(gateway, store, [backend]))
+    return build_http_app(ResponsesRoutes(gateway, 4096), ServiceRoutes(gateway))
 
 
 async def test_create_then_get_in_process() -> None:
@@ -84,3 +85,30 @@ def test_fuzzed_requests_never_get_a_5xx(body: dict[str, object]) -> None:
             assert set(orjson.loads(reply.body)["error"]) == {"message", "type", "param", "code"}
 
     asyncio.run(attempt())
+
+
+class DownStore(MemoryStore):
+    async def ping(self) -> None:
+        raise StorageError("Storage failed while checking the database.")
+
+
+async def test_ready_reports_storage_and_upstreams() -> None:
+    reply = await call(build(), "GET", "/ready")
+    assert reply.status == 200
+    assert reply.json() == {
+        "status": "ready",
+        "storage": "ok",
+        "upstreams": {"scripted": "reachable"},
+    }
+
+    store = DownStore()
+    backend = ScriptedBackend([])
+    gateway = Gateway(
+        store, Router([BackendEntry(backend, {}, catch_all=True)]), Loop(store), RunRegistry()
+    )
+    down = await call(
+        build_http_app(ResponsesRoutes(gateway, 4096), ServiceRoutes(gateway)), "GET", "/ready"
+    )
+    assert down.status == 503
+    assert down.json()["status"] == "not_ready"
+    assert down.json()["storage"] == "Storage failed while checking the database."

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from starlette.requests import Request
 from starlette.responses import Response
 
-from stateway.core.commands import ListModels, Principal
-from stateway.core.errors import GatewayError, StorageError
+from stateway.core.commands import CheckReadiness, ListModels, Principal
 from stateway.core.gateway import Gateway
-from stateway.core.ports import Backend, ResponseStore
 from stateway.surfaces.http.transport import JSONResponse
 
 
 class ServiceRoutes:
-    def __init__(self, gateway: Gateway, store: ResponseStore, backends: list[Backend]) -> None:
+    def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
-        self._store = store
-        self._backends = backends
 
     async def models(self, request: Request) -> Response:
         listing = await self._gateway.execute(Principal(), ListModels())
@@ -32,26 +26,14 @@ class ServiceRoutes:
         return JSONResponse({"status": "ok"})
 
     async def ready(self, request: Request) -> Response:
-        """Ready when storage answers; upstream reachability is reported, not required."""
-        storage = "ok"
-        try:
-            await self._store.ping()
-        except StorageError as exc:
-            storage = f"unreachable: {exc.message}"
-        reachability = await asyncio.gather(*(_probe(b) for b in self._backends))
-        upstreams = {b.name: state for b, state in zip(self._backends, reachability, strict=True)}
-        ready = storage == "ok"
+        """200 when storage answers, else 503; upstream reachability is reported only."""
+        readiness = await self._gateway.execute(Principal(), CheckReadiness())
         body = {
-            "status": "ready" if ready else "not_ready",
-            "storage": storage,
-            "upstreams": upstreams,
+            "status": "ready" if readiness.ready else "not_ready",
+            "storage": "ok" if readiness.storage_error is None else readiness.storage_error,
+            "upstreams": {
+                name: "reachable" if answered else "unreachable"
+                for name, answered in readiness.upstreams.items()
+            },
         }
-        return JSONResponse(body, status_code=200 if ready else 503)
-
-
-async def _probe(backend: Backend) -> str:
-    try:
-        await backend.list_models()
-    except GatewayError:
-        return "unreachable"
-    return "reachable"
+        return JSONResponse(body, status_code=200 if readiness.ready else 503)
