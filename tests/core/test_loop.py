@@ -195,3 +195,24 @@ async def test_subscribers_resume_from_any_sequence_number() -> None:
 
 def test_record_type_is_the_port_record() -> None:
     assert ResponseRecord.__slots__  # the store contract the loop writes through
+
+
+async def test_subscribers_are_independent_and_a_cancelled_one_harms_none() -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("a")], gate=gate)
+    gateway = gateway_for(backend, MemoryStore())
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], stream=True)
+    )
+
+    async def collect() -> list[int]:
+        return [seq async for seq, _ in run.subscribe()]
+
+    first, second, doomed = (asyncio.create_task(collect()) for _ in range(3))
+    async for _, event in run.subscribe():  # wait until output is flowing
+        if isinstance(event, ev.TextDelta):
+            break
+    doomed.cancel()
+    gate.set()
+    assert await first == await second == list(range(len(run.events)))
+    assert doomed.cancelled()

@@ -18,8 +18,8 @@ from stateway.core.response import ResponseState
 
 class Run:
     __slots__ = (
-        "_changed",
         "_done",
+        "_waiters",
         "cancellable",
         "error",
         "events",
@@ -39,7 +39,8 @@ class Run:
         self.cancellable = False
         """True while generating: a cancel then interrupts the round. Once the run is
         finishing (persisting, emitting its terminal event) a cancel changes nothing."""
-        self._changed: asyncio.Future[None] | None = None
+        self._waiters: list[asyncio.Future[None]] = []
+        """One future per subscriber that is caught up and waiting for more."""
         self._done = asyncio.Event()
 
     @property
@@ -85,14 +86,17 @@ class Run:
                 continue
             if self._done.is_set():
                 return
-            if self._changed is None or self._changed.done():
-                self._changed = asyncio.get_running_loop().create_future()
-            await asyncio.shield(self._changed)
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            # A subscriber cancelled here leaves a cancelled future; the next wake drops it.
+            await waiter
 
     def _wake(self) -> None:
-        changed = self._changed
-        if changed is not None and not changed.done():
-            changed.set_result(None)
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
 
 class RunRegistry:
