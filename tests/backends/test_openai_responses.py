@@ -1,6 +1,8 @@
 from typing import Any
 
 import pytest
+from openai.types.responses import ResponseInputParam
+from pydantic import TypeAdapter
 
 from stateway.backends.openai_responses import _StreamState, from_upstream_response, to_upstream
 from stateway.core.commands import GenerationSettings
@@ -15,6 +17,7 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.usage import Usage
+from stateway.protocols.responses.decode import decode_create
 
 USAGE = {
     "input_tokens": 4,
@@ -24,7 +27,7 @@ USAGE = {
 }
 
 
-def test_request_is_stateless_with_full_context_and_no_gateway_ids() -> None:
+def test_request_is_stateless_with_the_full_context() -> None:
     items = [
         {
             "id": "msg_1",
@@ -55,10 +58,7 @@ def test_request_is_stateless_with_full_context_and_no_gateway_ids() -> None:
     assert body["store"] is False
     assert body["stream"] is True
     assert body["instructions"] == "rules"
-    assert body["input"] == [
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
-        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
-    ]
+    assert body["input"] == items
     assert body["reasoning"] == {"effort": "low", "summary": "auto"}
     assert body["text"] == {"format": {"type": "json_object"}, "verbosity": "low"}
     assert body["max_output_tokens"] == 9
@@ -159,3 +159,30 @@ def test_whole_response_to_deltas() -> None:
         UsageReport(Usage(4, 6, 1, 2)),
         Finish("stop"),
     ]
+
+
+def test_assistant_messages_get_the_status_output_messages_need() -> None:
+    assistant = {
+        "id": "msg_a",
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "x"}],
+    }
+    body = to_upstream(InferenceRequest("m", None, [assistant], GenerationSettings(), stream=False))
+    assert body["input"] == [{**assistant, "status": "completed"}]
+
+
+def test_upstream_input_validates_as_the_sdk_input_type() -> None:
+    """What a stateless Responses server parses with the same types (vLLM does)."""
+    command = decode_create(
+        b'{"model": "m", "input": ['
+        b'{"role": "developer", "content": "rules"},'
+        b'{"role": "user", "content": [{"type": "input_text", "text": "hi"}]},'
+        b'{"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "r"}]},'
+        b'{"role": "assistant", "content": "hello"},'
+        b'{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},'
+        b'{"type": "function_call_output", "call_id": "c", "output": "ok"}]}'
+    )
+    body = to_upstream(InferenceRequest("m", None, command.input, command.settings, stream=True))
+    validated = TypeAdapter(ResponseInputParam).validate_python(body["input"])
+    assert len(validated) == 6

@@ -1,7 +1,7 @@
 """Backend for upstreams speaking a *stateless* OpenAI Responses API (vLLM's
 ``/v1/responses`` with ``store: false``): the whole context is sent every round.
 
-Canonical items are already Responses items, so ``to_upstream`` mostly passes them on;
+Canonical items are already Responses items, so ``to_upstream`` passes them on;
 ``from_upstream_event`` and ``from_upstream_response`` turn replies into deltas, using the
 upstream ``output_index`` of a function call as its tool index.
 """
@@ -111,8 +111,11 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
 
 
 def _item(item: Item) -> Item:
-    """Drop the gateway's own bookkeeping: stored ids are not references upstream."""
-    return {k: v for k, v in item.items() if k not in ("id", "status")}
+    """Items go as they are, ids included (a stateless upstream does not look them up).
+    An assistant message is an output message on this wire, which needs a ``status``."""
+    if item.get("type") == "message" and item.get("role") == "assistant" and "status" not in item:
+        return {**item, "status": "completed"}
+    return item
 
 
 class _StreamState:
