@@ -13,13 +13,13 @@ A request to ``/v1/chat/completions`` goes to ``<upstream>/chat/completions``.
 from __future__ import annotations
 
 import argparse
-import socket
-import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import aiohttp
 import uvicorn
+
+from stateway.serving import AnnouncingServer, bind_socket, socket_url
 
 ANNOUNCEMENT = "bench-passthrough listening on "
 
@@ -85,26 +85,9 @@ class PassThrough:
                 return
 
 
-class _AnnouncingServer(uvicorn.Server):
-    """A uvicorn server that prints the announcement line once it accepts connections."""
-
-    def __init__(self, config: uvicorn.Config, url: str) -> None:
-        super().__init__(config)
-        self.url = url
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        if self.started:
-            sys.stdout.write(f"{ANNOUNCEMENT}{self.url}\n")
-            sys.stdout.flush()
-
-
 def serve(upstream_base_url: str, host: str = "127.0.0.1", port: int = 0) -> None:
     """Run the hop until interrupted (SIGINT/SIGTERM)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
+    sock = bind_socket(host, port)
     config = uvicorn.Config(
         PassThrough(upstream_base_url),
         loop="uvloop",
@@ -115,7 +98,7 @@ def serve(upstream_base_url: str, host: str = "127.0.0.1", port: int = 0) -> Non
         log_level="warning",
         timeout_graceful_shutdown=2,
     )
-    server = _AnnouncingServer(config, f"http://{host}:{sock.getsockname()[1]}")
+    server = AnnouncingServer(config, f"{ANNOUNCEMENT}{socket_url(sock)}")
     with sock:
         server.run(sockets=[sock])
 

@@ -1,24 +1,20 @@
 """Start the servers under test as subprocesses, keeping their PIDs (for RSS, CPU, py-spy).
 
-:func:`stateway.launch.start_announced` yields only a URL; the benchmark also needs the
-process id, so this is the same idea with the PID kept and stderr sent to a log file.
+:func:`stateway.launch.launch` starts each one and waits for its announcement line; the
+benchmark keeps the process id and sends stderr to a log file.
 """
 
 from __future__ import annotations
 
-import queue
-import subprocess
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from bench.passthrough import ANNOUNCEMENT as PASSTHROUGH_ANNOUNCEMENT
 from stateway.fake_upstream.server import ANNOUNCEMENT as FAKE_ANNOUNCEMENT
-from stateway.launch import GATEWAY_ANNOUNCEMENT, child_env
+from stateway.launch import GATEWAY_ANNOUNCEMENT, launch
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,22 +35,14 @@ def start_server(
     *,
     timeout: float = 60.0,
 ) -> Iterator[Server]:
-    """Start ``command``; yield once it prints ``announcement`` URL; stop it on exit."""
+    """Start ``command``; yield once it prints ``announcement`` URL; stop it on exit.
+    Its stderr goes to ``LOG_DIR/NAME.stderr.log``."""
     log_path = log_dir / f"{name}.stderr.log"
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            list(command),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            env=child_env(),
-        )
-        try:
-            url = _await_announcement(process, announcement, timeout, log_path)
-            yield Server(name, url, process.pid)
-        finally:
-            _stop(process)
+    with (
+        log_path.open("w") as log,
+        launch(command, announcement, timeout=timeout, stderr=log) as launched,
+    ):
+        yield Server(name, launched.url, launched.pid)
 
 
 def fake_upstream(log_dir: Path) -> AbstractContextManager[Server]:
@@ -88,39 +76,3 @@ def gateway(
         f"sqlite:///{database}",
     ]
     return start_server(name, command, GATEWAY_ANNOUNCEMENT, log_dir)
-
-
-def _await_announcement(
-    process: subprocess.Popen[str], announcement: str, timeout: float, log_path: Path
-) -> str:
-    assert process.stdout is not None
-    lines: queue.Queue[str | None] = queue.Queue()
-    threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
-    try:
-        while (line := lines.get(timeout=timeout)) is not None:
-            position = line.find(announcement)
-            if position >= 0:
-                return line[position + len(announcement) :].strip()
-    except queue.Empty:
-        raise RuntimeError(f"{process.args!r} did not start within {timeout}s") from None
-    tail = log_path.read_text()[-2000:]
-    raise RuntimeError(f"{process.args!r} exited early with code {process.wait()}:\n{tail}")
-
-
-def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
-    """Forward stdout lines, and keep draining so the child never blocks on a full pipe."""
-    for line in stream:
-        lines.put(line)
-    lines.put(None)
-
-
-def _stop(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    if process.stdout is not None:
-        process.stdout.close()

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import gc
 import logging
-import socket
 import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
@@ -16,6 +15,7 @@ import uvicorn
 from stateway import __version__
 from stateway.config import Config, ConfigError, Overrides, backend_api_key, load_config
 from stateway.core.errors import StorageError
+from stateway.serving import AnnouncingServer, bind_socket, socket_url
 from stateway.storage.sql import describe_url, migrate
 
 
@@ -59,18 +59,13 @@ def _serve(config: Config) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    sock = socket.socket(socket.AF_INET6 if ":" in config.server.host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
-        sock.bind((config.server.host, config.server.port))
+        sock = bind_socket(config.server.host, config.server.port)
     except OSError as exc:
-        print(
-            f"stateway: cannot listen on {config.server.host}:{config.server.port}: {exc.strerror}",
-            file=sys.stderr,
-        )
+        where = f"{config.server.host}:{config.server.port}"
+        print(f"stateway: cannot listen on {where}: {exc.strerror}", file=sys.stderr)
         return 1
-    sock.listen(2048)
-    host, port = sock.getsockname()[:2]
 
     async def serve() -> None:
         from stateway.app import build_app
@@ -78,21 +73,21 @@ def _serve(config: Config) -> int:
         await migrate(config.database_url)
         app = build_app(config)
         _tune_gc()
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app,
-                http="httptools",
-                lifespan="on",
-                access_log=False,
-                log_level="warning",
-                timeout_graceful_shutdown=30,
-            )
+        uvicorn_config = uvicorn.Config(
+            app,
+            http="httptools",
+            ws="none",
+            lifespan="on",
+            access_log=False,
+            log_level="warning",
+            timeout_graceful_shutdown=30,
         )
         _describe(config, sys.stdout)
-        print(f"stateway {__version__} listening on http://{host}:{port}", flush=True)
-        await server.serve(sockets=[sock])
+        announcement = f"stateway {__version__} listening on {socket_url(sock)}"
+        await AnnouncingServer(uvicorn_config, announcement).serve(sockets=[sock])
 
-    _run(serve())
+    with sock:
+        _run(serve())
     return 0
 
 

@@ -19,6 +19,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -46,15 +47,37 @@ def start_announced(
     timeout: float = 30.0,
 ) -> Iterator[str]:
     """Start ``command``; yield what follows ``announcement`` on its first line holding it."""
+    with launch(command, announcement, env=env, timeout=timeout) as launched:
+        yield launched.url
+
+
+@dataclass(frozen=True, slots=True)
+class Launched:
+    url: str
+    pid: int
+
+
+@contextmanager
+def launch(
+    command: Sequence[str],
+    announcement: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+    stderr: IO[str] | None = None,
+) -> Iterator[Launched]:
+    """Like :func:`start_announced`, also giving the process id; ``stderr`` may be
+    redirected (to a log file, say)."""
     process = subprocess.Popen(
         list(command),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
+        stderr=stderr,
         text=True,
         env=child_env(env),
     )
     try:
-        yield _await_announcement(process, announcement, timeout)
+        yield Launched(_await_announcement(process, announcement, timeout), process.pid)
     finally:
         _stop(process)
 

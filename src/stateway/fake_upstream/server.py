@@ -7,41 +7,12 @@ prints exactly one line to stdout: ``fake-upstream listening on http://HOST:PORT
 
 from __future__ import annotations
 
-import socket
-import sys
-
 import uvicorn
 
 from stateway.fake_upstream.app import build_app
+from stateway.serving import AnnouncingServer, bind_socket, socket_url
 
 ANNOUNCEMENT = "fake-upstream listening on "
-
-
-class _AnnouncingServer(uvicorn.Server):
-    """A uvicorn server that prints the announcement line once it accepts connections."""
-
-    def __init__(self, config: uvicorn.Config, base_url: str) -> None:
-        super().__init__(config)
-        self.base_url = base_url
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        if self.started:
-            sys.stdout.write(f"{ANNOUNCEMENT}{self.base_url}\n")
-            sys.stdout.flush()
-
-
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (``port`` 0 for an ephemeral one)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except BaseException:
-        sock.close()
-        raise
-    return sock
 
 
 def serve(
@@ -53,8 +24,6 @@ def serve(
 ) -> None:
     """Run the fake upstream until interrupted (SIGINT/SIGTERM)."""
     sock = bind_socket(host, port)
-    bound_port = sock.getsockname()[1]
-    url_host = f"[{host}]" if ":" in host else host
     config = uvicorn.Config(
         build_app(api_key, model_names),
         loop="auto",
@@ -65,6 +34,6 @@ def serve(
         log_level="warning",
         timeout_graceful_shutdown=2,
     )
-    server = _AnnouncingServer(config, f"http://{url_host}:{bound_port}/v1")
+    server = AnnouncingServer(config, f"{ANNOUNCEMENT}{socket_url(sock)}/v1")
     with sock:
         server.run(sockets=[sock])

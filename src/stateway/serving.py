@@ -1,0 +1,47 @@
+"""Serving an ASGI app with uvicorn on a socket we bind, announcing its URL once it
+accepts connections.
+
+The gateway, the fake upstream and the benchmark's pass-through hop all start this way:
+binding the socket ourselves lets ``--port 0`` pick a free port, and the one announcement
+line on stdout (``... listening on URL``) is what :mod:`stateway.launch` waits for.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import uvicorn
+
+
+class AnnouncingServer(uvicorn.Server):
+    """A uvicorn server that prints ``announcement`` once it accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, announcement: str) -> None:
+        super().__init__(config)
+        self.announcement = announcement
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            sys.stdout.write(self.announcement + "\n")
+            sys.stdout.flush()
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (``port`` 0 for an ephemeral one)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def socket_url(sock: socket.socket) -> str:
+    """``http://HOST:PORT`` of a bound socket (IPv6 hosts in brackets)."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
