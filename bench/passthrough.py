@@ -17,9 +17,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import aiohttp
-import uvicorn
 
-from stateway.serving import AnnouncingServer, bind_socket, socket_url
+from stateway.serving import AnnouncingServer, bind_socket, server_config, socket_url
 
 ANNOUNCEMENT = "bench-passthrough listening on "
 
@@ -88,16 +87,7 @@ class PassThrough:
 def serve(upstream_base_url: str, host: str = "127.0.0.1", port: int = 0) -> None:
     """Run the hop until interrupted (SIGINT/SIGTERM)."""
     sock = bind_socket(host, port)
-    config = uvicorn.Config(
-        PassThrough(upstream_base_url),
-        loop="uvloop",
-        http="httptools",
-        ws="none",
-        lifespan="on",
-        access_log=False,
-        log_level="warning",
-        timeout_graceful_shutdown=2,
-    )
+    config = server_config(PassThrough(upstream_base_url), lifespan=True, graceful_shutdown=2)
     server = AnnouncingServer(config, f"{ANNOUNCEMENT}{socket_url(sock)}")
     with sock:
         server.run(sockets=[sock])

@@ -10,12 +10,10 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-import uvicorn
-
 from stateway import __version__
 from stateway.config import Config, ConfigError, Overrides, backend_api_key, load_config
 from stateway.core.errors import StorageError
-from stateway.serving import AnnouncingServer, bind_socket, socket_url
+from stateway.serving import AnnouncingServer, bind_socket, server_config, socket_url
 from stateway.storage.sql import describe_url, migrate
 
 
@@ -73,15 +71,7 @@ def _serve(config: Config) -> int:
         await migrate(config.database_url)
         app = build_app(config)
         _tune_gc()
-        uvicorn_config = uvicorn.Config(
-            app,
-            http="httptools",
-            ws="none",
-            lifespan="on",
-            access_log=False,
-            log_level="warning",
-            timeout_graceful_shutdown=30,
-        )
+        uvicorn_config = server_config(app, lifespan=True, graceful_shutdown=30)
         _describe(config, sys.stdout)
         announcement = f"stateway {__version__} listening on {socket_url(sock)}"
         await AnnouncingServer(uvicorn_config, announcement).serve(sockets=[sock])

@@ -12,6 +12,21 @@ import socket
 import sys
 
 import uvicorn
+from starlette.types import ASGIApp
+
+
+def server_config(app: ASGIApp, *, lifespan: bool, graceful_shutdown: int) -> uvicorn.Config:
+    """uvicorn as our servers run it: httptools (and uvloop when the caller's loop is one),
+    no WebSocket support yet, no access log, warnings only."""
+    return uvicorn.Config(
+        app,
+        http="httptools",
+        ws="none",
+        lifespan="on" if lifespan else "off",
+        access_log=False,
+        log_level="warning",
+        timeout_graceful_shutdown=graceful_shutdown,
+    )
 
 
 class AnnouncingServer(uvicorn.Server):

@@ -7,10 +7,8 @@ prints exactly one line to stdout: ``fake-upstream listening on http://HOST:PORT
 
 from __future__ import annotations
 
-import uvicorn
-
 from stateway.fake_upstream.app import build_app
-from stateway.serving import AnnouncingServer, bind_socket, socket_url
+from stateway.serving import AnnouncingServer, bind_socket, server_config, socket_url
 
 ANNOUNCEMENT = "fake-upstream listening on "
 
@@ -24,16 +22,7 @@ def serve(
 ) -> None:
     """Run the fake upstream until interrupted (SIGINT/SIGTERM)."""
     sock = bind_socket(host, port)
-    config = uvicorn.Config(
-        build_app(api_key, model_names),
-        loop="auto",
-        http="auto",
-        ws="none",
-        lifespan="off",
-        access_log=False,
-        log_level="warning",
-        timeout_graceful_shutdown=2,
-    )
+    config = server_config(build_app(api_key, model_names), lifespan=False, graceful_shutdown=2)
     server = AnnouncingServer(config, f"{ANNOUNCEMENT}{socket_url(sock)}/v1")
     with sock:
         server.run(sockets=[sock])
