@@ -236,3 +236,34 @@ async def test_async_client_end_to_end(async_client: AsyncOpenAI) -> None:
 
 def test_models_list(client: OpenAI) -> None:
     assert "fake-model" in [model.id for model in client.models.list()]
+
+
+def test_codex_style_full_history_with_client_labels(client: OpenAI) -> None:
+    """Codex resends the whole history with its own item ids, store:false, every turn."""
+    history: list[dict[str, object]] = [
+        {"type": "message", "role": "developer", "id": "msg_sys", "content": "You are terse."},
+        {"type": "message", "role": "user", "id": "msg_1", "content": "[[tool:exec:{}]] run it"},
+    ]
+    first = client.responses.create(
+        model=MODEL,
+        input=history,
+        store=False,
+        tools=[WEATHER_TOOL],
+        stream=False,  # type: ignore[arg-type, list-item]
+    )
+    [call] = [item for item in first.output if isinstance(item, ResponseFunctionToolCall)]
+    history += [
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": call.call_id,
+            "name": call.name,
+            "arguments": call.arguments,
+        },
+        {"type": "function_call_output", "call_id": call.call_id, "output": "done"},
+    ]
+    second = client.responses.create(model=MODEL, input=history, store=False, tools=[WEATHER_TOOL])  # type: ignore[arg-type, list-item]
+    assert second.output_text == "Tool said: done"
+    again = client.responses.create(model=MODEL, input=history, store=True, tools=[WEATHER_TOOL])  # type: ignore[arg-type, list-item]
+    labels = [item.id for item in client.responses.input_items.list(again.id, order="asc")]
+    assert labels[:3] == ["msg_sys", "msg_1", "fc_1"]
