@@ -27,10 +27,12 @@ class ScriptedBackend:
         self.script = script
         self.gate = gate
         self.requests: list[InferenceRequest] = []
+        self.started = asyncio.Event()
         self.closed = asyncio.Event()
 
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         self.requests.append(request)
+        self.started.set()
         try:
             for step in self.script:
                 if isinstance(step, GatewayError):

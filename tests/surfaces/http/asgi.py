@@ -20,7 +20,16 @@ class Reply:
         return orjson.loads(self.body)
 
 
-async def call(app: ASGIApp, method: str, path: str, body: bytes = b"", query: str = "") -> Reply:
+async def call(
+    app: ASGIApp,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    query: str = "",
+    leave: asyncio.Event | None = None,
+) -> Reply:
+    """Call ``app`` once. The client stays until the response ends, or until ``leave``
+    is set, when it disconnects."""
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -47,7 +56,12 @@ async def call(app: ASGIApp, method: str, path: str, body: bytes = b"", query: s
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        await finished.wait()  # like a server: the client stays until the response ends
+        waits = [asyncio.ensure_future(finished.wait())]
+        if leave is not None:
+            waits.append(asyncio.ensure_future(leave.wait()))
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for waiting in pending:
+            waiting.cancel()
         return {"type": "http.disconnect"}
 
     async def send(message: Message) -> None:

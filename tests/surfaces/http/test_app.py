@@ -112,3 +112,24 @@ async def test_ready_reports_storage_and_upstreams() -> None:
     assert down.status == 503
     assert down.json()["status"] == "not_ready"
     assert down.json()["storage"] == "Storage failed while checking the database."
+
+
+async def test_client_leaving_a_non_streamed_request_cancels_and_stores_incomplete() -> None:
+    gate, leave = asyncio.Event(), asyncio.Event()
+    store = MemoryStore()
+    backend = ScriptedBackend([TextDelta("partial")], gate=gate)
+    gateway = Gateway(
+        store, Router([BackendEntry(backend, {}, catch_all=True)]), Loop(store), RunRegistry()
+    )
+    app = build_http_app(ResponsesRoutes(gateway, 4096), ServiceRoutes(gateway))
+    request = asyncio.create_task(
+        call(app, "POST", "/v1/responses", b'{"model": "m", "input": "x"}', leave=leave)
+    )
+    await backend.started.wait()
+    leave.set()
+    await backend.closed.wait()  # the upstream call was cancelled, not finished (gate unset)
+    await request
+    [record] = store.records.values()
+    assert record.status == "incomplete"
+    assert record.body["incomplete_reason"] == "client_disconnected"
+    assert not gate.is_set()
