@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import overload
 
 from stateway.core import events as ev
 from stateway.core.commands import (
@@ -22,6 +22,7 @@ from stateway.core.commands import (
 from stateway.core.context import build_context
 from stateway.core.errors import GatewayError, NotFound, StorageError
 from stateway.core.ids import new_id
+from stateway.core.items import Item
 from stateway.core.loop import Loop
 from stateway.core.ports import Backend, ItemPage, ResponseStore
 from stateway.core.response import ResponseState, load_state
@@ -113,7 +114,7 @@ class Gateway:
         run.task = asyncio.create_task(self._drive(run, route, context, command.stream))
         return run
 
-    async def _drive(self, run: Run, route: Route, context: list[Any], stream: bool) -> None:
+    async def _drive(self, run: Run, route: Route, context: list[Item], stream: bool) -> None:
         try:
             await self._loop.execute(run, route, context, stream)
         except Exception:  # the top of a run's task: nothing may leave a run open
