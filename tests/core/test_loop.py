@@ -15,7 +15,6 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.loop import Loop
-from stateway.core.ports import ResponseRecord
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.usage import Usage
@@ -193,10 +192,6 @@ async def test_subscribers_resume_from_any_sequence_number() -> None:
     assert tail == list(range(4, len(events)))
 
 
-def test_record_type_is_the_port_record() -> None:
-    assert ResponseRecord.__slots__  # the store contract the loop writes through
-
-
 async def test_subscribers_are_independent_and_a_cancelled_one_harms_none() -> None:
     gate = asyncio.Event()
     backend = ScriptedBackend([TextDelta("a")], gate=gate)
@@ -216,3 +211,50 @@ async def test_subscribers_are_independent_and_a_cancelled_one_harms_none() -> N
     gate.set()
     assert await first == await second == list(range(len(run.events)))
     assert doomed.cancelled()
+
+
+async def test_calls_without_indexes_are_told_apart_by_upstream_id() -> None:
+    run, _, _ = await run_once(
+        [
+            ToolCallDelta(0, "up_1", "f", '{"a":'),
+            ToolCallDelta(0, None, None, "1}"),
+            ToolCallDelta(0, "up_2", "g", '{"b":2}'),
+            Finish("tool_calls"),
+        ]
+    )
+    calls = run.state.output  # type: ignore[attr-defined]
+    assert [(c["name"], c["arguments"]) for c in calls] == [("f", '{"a":1}'), ("g", '{"b":2}')]
+
+
+async def test_a_bare_fragment_for_a_closed_call_fails_the_run() -> None:
+    run, _, _ = await run_once(
+        [
+            ToolCallDelta(0, "a", "f", "{}"),
+            ToolCallDelta(1, "b", "g", "{}"),
+            ToolCallDelta(0, None, None, "x"),
+        ]
+    )
+    assert run.state.status == "failed"  # type: ignore[attr-defined]
+
+
+async def test_unexpected_errors_still_end_the_run_stored_as_failed() -> None:
+    class Broken(ScriptedBackend):
+        async def infer(self, request):  # type: ignore[no-untyped-def, override]
+            raise RuntimeError("a bug")
+            yield
+
+    store = MemoryStore()
+    gateway = gateway_for(Broken([]), store)
+    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")]))
+    await run.wait()
+    assert run.state.status == "failed"
+    assert run.error is not None
+    assert run.error.status == 500
+    assert next(iter(store.records.values())).status == "failed"
+
+
+async def test_repeated_running_usage_totals_count_once_per_round() -> None:
+    run, _, _ = await run_once(
+        [TextDelta("a"), UsageReport(Usage(3, 1)), UsageReport(Usage(3, 2)), Finish("stop")]
+    )
+    assert run.state.usage == Usage(3, 2)  # type: ignore[attr-defined]

@@ -9,13 +9,14 @@ message's ``tool_calls``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import Any
 
 import orjson
 
 from stateway.backends.sse import aiter_events
 from stateway.backends.upstream_http import UpstreamClient, cut_short
+from stateway.backends.upstream_values import count, obj, text
 from stateway.core.errors import InvalidRequest, UpstreamError
 from stateway.core.inference import (
     Delta,
@@ -76,8 +77,7 @@ class OpenAIChatBackend:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed reply.") from exc
 
     async def list_models(self) -> list[str]:
-        body = await self._client.get_json("/models")
-        return [m["id"] for m in body.get("data", []) if isinstance(m, dict) and "id" in m]
+        return await self._client.list_models()
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -227,27 +227,14 @@ def from_upstream_chunk(chunk: dict[str, Any]) -> Iterator[Delta]:
     for choice in chunk.get("choices") or ():
         if choice.get("index", 0) != 0:
             continue
-        delta = choice.get("delta") or {}
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if reasoning:
-            yield ReasoningDelta(reasoning)
-        content = delta.get("content")
-        if content:
-            yield TextDelta(content)
-        for call in delta.get("tool_calls") or ():
-            function = call.get("function") or {}
-            yield ToolCallDelta(
-                call.get("index", 0),
-                call.get("id"),
-                function.get("name"),
-                function.get("arguments") or "",
-            )
-        reason = choice.get("finish_reason")
+        delta = obj(choice.get("delta"))
+        yield from _message_deltas(delta, lambda position, call: count(call.get("index", 0)))
+        reason = text(choice.get("finish_reason"))
         if reason:
             yield Finish(reason)
     usage = chunk.get("usage")
     if usage:
-        yield UsageReport(_usage(usage))
+        yield UsageReport(_usage(obj(usage)))
 
 
 def from_upstream_completion(payload: dict[str, Any]) -> Iterator[Delta]:
@@ -256,30 +243,38 @@ def from_upstream_completion(payload: dict[str, Any]) -> Iterator[Delta]:
     if not choices:
         raise UpstreamError("The model server answered without a choice.")
     choice = choices[0]
-    message = choice.get("message") or {}
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    yield from _message_deltas(obj(choice.get("message")), lambda position, call: position)
+    if payload.get("usage"):
+        yield UsageReport(_usage(obj(payload["usage"])))
+    yield Finish(text(choice.get("finish_reason")) or "stop")
+
+
+def _message_deltas(
+    message: dict[str, Any], call_index: Callable[[int, dict[str, Any]], int]
+) -> Iterator[Delta]:
+    """Reasoning, text and tool calls of a message or a streamed delta, in that order."""
+    reasoning = text(message.get("reasoning_content")) or text(message.get("reasoning"))
     if reasoning:
         yield ReasoningDelta(reasoning)
-    if message.get("content"):
-        yield TextDelta(message["content"])
-    for index, call in enumerate(message.get("tool_calls") or ()):
-        function = call.get("function") or {}
+    content = text(message.get("content"))
+    if content:
+        yield TextDelta(content)
+    for position, call in enumerate(message.get("tool_calls") or ()):
+        function = obj(call.get("function"))
         yield ToolCallDelta(
-            index, call.get("id"), function.get("name"), function.get("arguments") or ""
+            call_index(position, call),
+            text(call.get("id")),
+            text(function.get("name")),
+            text(function.get("arguments")) or "",
         )
-    if payload.get("usage"):
-        yield UsageReport(_usage(payload["usage"]))
-    yield Finish(choice.get("finish_reason") or "stop")
 
 
 def _usage(usage: dict[str, Any]) -> Usage:
-    prompt_details = usage.get("prompt_tokens_details") or {}
-    completion_details = usage.get("completion_tokens_details") or {}
     return Usage(
-        input_tokens=usage.get("prompt_tokens") or 0,
-        output_tokens=usage.get("completion_tokens") or 0,
-        cached_tokens=prompt_details.get("cached_tokens") or 0,
-        reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
+        input_tokens=count(usage.get("prompt_tokens")),
+        output_tokens=count(usage.get("completion_tokens")),
+        cached_tokens=count(obj(usage.get("prompt_tokens_details")).get("cached_tokens")),
+        reasoning_tokens=count(obj(usage.get("completion_tokens_details")).get("reasoning_tokens")),
     )
 
 

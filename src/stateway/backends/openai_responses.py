@@ -15,6 +15,7 @@ import orjson
 
 from stateway.backends.sse import aiter_events
 from stateway.backends.upstream_http import UpstreamClient, cut_short
+from stateway.backends.upstream_values import count, obj, text
 from stateway.core.errors import UpstreamError
 from stateway.core.inference import (
     Delta,
@@ -64,8 +65,7 @@ class OpenAIResponsesBackend:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed event.") from exc
 
     async def list_models(self) -> list[str]:
-        body = await self._client.get_json("/models")
-        return [m["id"] for m in body.get("data", []) if isinstance(m, dict) and "id" in m]
+        return await self._client.list_models()
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -130,25 +130,23 @@ class _StreamState:
     def feed(self, event: dict[str, Any]) -> Iterator[Delta]:
         kind = event.get("type")
         if kind == "response.output_text.delta":
-            yield TextDelta(event["delta"])
+            yield TextDelta(text(event["delta"]) or "")
         elif kind == "response.reasoning_text.delta":
-            yield ReasoningDelta(event["delta"])
+            yield ReasoningDelta(text(event["delta"]) or "")
         elif kind == "response.output_item.added":
             item = event["item"]
             if item.get("type") == "function_call":
-                yield ToolCallDelta(
-                    event["output_index"], item.get("call_id"), item.get("name"), ""
-                )
+                yield _call(count(event["output_index"]), {**item, "arguments": ""})
         elif kind == "response.function_call_arguments.delta":
             self.streamed_arguments.add(event["output_index"])
-            yield ToolCallDelta(event["output_index"], None, None, event["delta"])
+            yield ToolCallDelta(
+                count(event["output_index"]), None, None, text(event["delta"]) or ""
+            )
         elif kind == "response.output_item.done":
             item = event["item"]
             index = event["output_index"]
             if item.get("type") == "function_call" and index not in self.streamed_arguments:
-                yield ToolCallDelta(
-                    index, item.get("call_id"), item.get("name"), item.get("arguments", "")
-                )
+                yield _call(count(index), item)
         elif kind in _TERMINAL:
             self.finished = True
             yield from _finish(event["response"])
@@ -165,35 +163,43 @@ def from_upstream_response(payload: dict[str, Any]) -> Iterator[Delta]:
     for index, item in enumerate(payload.get("output") or ()):
         kind = item.get("type")
         if kind == "reasoning":
-            text = "".join(p.get("text", "") for p in item.get("content") or ())
-            text = text or "".join(p.get("text", "") for p in item.get("summary") or ())
-            if text:
-                yield ReasoningDelta(text)
+            reasoning = _joined(item.get("content")) or _joined(item.get("summary"))
+            if reasoning:
+                yield ReasoningDelta(reasoning)
         elif kind == "message":
-            text = "".join(
-                p.get("text", "")
-                for p in item.get("content") or ()
-                if p.get("type") == "output_text"
-            )
-            if text:
-                yield TextDelta(text)
+            answer = _joined(item.get("content"), "output_text")
+            if answer:
+                yield TextDelta(answer)
         elif kind == "function_call":
-            yield ToolCallDelta(
-                index, item.get("call_id"), item.get("name"), item.get("arguments", "")
-            )
+            yield _call(index, item)
     yield from _finish(payload)
 
 
+def _call(index: int, item: dict[str, Any]) -> ToolCallDelta:
+    return ToolCallDelta(
+        index, text(item.get("call_id")), text(item.get("name")), text(item.get("arguments")) or ""
+    )
+
+
+def _joined(parts: Any, kind: str | None = None) -> str:
+    return "".join(
+        text(part.get("text")) or ""
+        for part in parts or ()
+        if kind is None or part.get("type") == kind
+    )
+
+
 def _finish(response: dict[str, Any]) -> Iterator[Delta]:
-    usage = response.get("usage")
+    usage = obj(response.get("usage"))
     if usage:
         yield UsageReport(
             Usage(
-                input_tokens=usage.get("input_tokens") or 0,
-                output_tokens=usage.get("output_tokens") or 0,
-                cached_tokens=(usage.get("input_tokens_details") or {}).get("cached_tokens") or 0,
-                reasoning_tokens=(usage.get("output_tokens_details") or {}).get("reasoning_tokens")
-                or 0,
+                input_tokens=count(usage.get("input_tokens")),
+                output_tokens=count(usage.get("output_tokens")),
+                cached_tokens=count(obj(usage.get("input_tokens_details")).get("cached_tokens")),
+                reasoning_tokens=count(
+                    obj(usage.get("output_tokens_details")).get("reasoning_tokens")
+                ),
             )
         )
     reason = ((response.get("incomplete_details") or {}).get("reason")) or ""

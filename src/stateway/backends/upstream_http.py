@@ -101,6 +101,16 @@ class UpstreamClient:
                 f"The model server '{self.target.name}' is unreachable."
             ) from exc
 
+    async def list_models(self) -> list[str]:
+        """The model ids of the upstream's ``GET /models``."""
+        body = await self.get_json("/models")
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list):
+            raise UpstreamError(
+                f"The model server '{self.target.name}' sent a malformed model list."
+            )
+        return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()

@@ -20,13 +20,21 @@ Emit = Callable[[ev.Event], None]
 
 
 class _OpenItem:
-    __slots__ = ("chunks", "index", "item", "tool_index")
+    __slots__ = ("chunks", "index", "item", "tool_index", "upstream_id")
 
-    def __init__(self, index: int, item: Item, tool_index: int | None = None) -> None:
+    def __init__(
+        self,
+        index: int,
+        item: Item,
+        tool_index: int | None = None,
+        upstream_id: str | None = None,
+    ) -> None:
         self.index = index
         self.item = item
         self.chunks: list[str] = []
         self.tool_index = tool_index
+        self.upstream_id = upstream_id
+        """The call id upstream gave, which may differ from the ``call_id`` issued."""
 
 
 class OutputAssembler:
@@ -59,9 +67,12 @@ class OutputAssembler:
         self._emit(ev.ReasoningDelta(current.index, 0, current.item["id"], delta))
 
     def tool_call(self, delta: ToolCallDelta) -> None:
+        """A fragment of a call. A new call starts at a new index or, for servers that omit
+        indexes, at a new upstream id; a bare fragment for a call already closed is an
+        error."""
         current = self._open
-        if current is None or current.tool_index != delta.index:
-            if delta.index in self._closed_tools:
+        if current is None or current.tool_index != delta.index or _new_id(current, delta):
+            if delta.call_id is None and delta.index in self._closed_tools:
                 raise UpstreamError(
                     "The model server interleaved tool call fragments; cannot assemble them."
                 )
@@ -116,7 +127,9 @@ class OutputAssembler:
             "name": delta.name or "",
             "arguments": "",
         }
-        return self._start(item, delta.index)
+        opened = self._start(item, delta.index)
+        opened.upstream_id = delta.call_id
+        return opened
 
     def _close(self, status: str) -> None:
         current = self._open
@@ -147,6 +160,10 @@ class OutputAssembler:
                     self._closed_tools.add(current.tool_index)
                 self.tool_calls.append(item)
         self._emit(ev.ItemDone(current.index, dict(item)))
+
+
+def _new_id(current: _OpenItem, delta: ToolCallDelta) -> bool:
+    return delta.call_id is not None and delta.call_id != current.upstream_id
 
 
 def _text_part(kind: str, text: str) -> Item:

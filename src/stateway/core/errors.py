@@ -14,7 +14,8 @@ Protocols render it in their own error shape; nothing classifies errors by messa
     │   ├── UpstreamTimeout       504
     │   ├── UpstreamUnavailable   502 (connect refused, DNS, ...)
     │   └── UpstreamRejected      4xx the model server refused the request itself
-    └── StorageError              503 server_error
+    ├── StorageError              503 server_error
+    └── InternalError             500 server_error (a gateway bug, logged; no details leak)
 """
 
 from __future__ import annotations
@@ -112,3 +113,12 @@ class UpstreamRejected(UpstreamError):
 
     status = 400
     type = "invalid_request_error"
+
+
+class InternalError(GatewayError):
+    status = 500
+    type = "server_error"
+    code = "internal_error"
+
+    def __init__(self) -> None:
+        super().__init__("The gateway failed to handle the request.")

@@ -20,7 +20,7 @@ from stateway.core.commands import (
     Principal,
 )
 from stateway.core.context import build_context
-from stateway.core.errors import GatewayError, NotFound, StorageError
+from stateway.core.errors import GatewayError, InternalError, NotFound, StorageError
 from stateway.core.ids import new_id
 from stateway.core.items import Item
 from stateway.core.loop import Loop
@@ -118,10 +118,12 @@ class Gateway:
         try:
             await self._loop.execute(run, route, context, stream)
         except Exception:  # the top of a run's task: nothing may leave a run open
-            log.exception("run %s crashed", run.id)
+            log.exception("run %s crashed while finishing", run.id)
             if not run.closed:
+                error = InternalError()
                 run.state.status = "failed"
-                run.state.error = {"code": "server_error", "message": "The gateway failed."}
+                run.state.error = {"code": error.code, "message": error.message, "status": 500}
+                run.error = run.error or error
                 run.emit(ev.ResponseFinished(run.state))
                 run.close()
         finally:

@@ -18,7 +18,7 @@ from contextlib import aclosing
 
 from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
-from stateway.core.errors import GatewayError, StorageError
+from stateway.core.errors import GatewayError, InternalError, StorageError
 from stateway.core.inference import (
     Finish,
     InferenceRequest,
@@ -81,18 +81,23 @@ class Loop:
             state.status, state.incomplete_reason = "incomplete", "client_disconnected"
             await self._finish(run)
             raise
-        except GatewayError as exc:
+        except Exception as exc:  # the top of a run: even a bug must end it, stored as failed
             run.cancellable = False
+            if isinstance(exc, GatewayError):
+                error: GatewayError = exc
+            else:
+                log.exception("run %s failed unexpectedly", run.id)
+                error = InternalError()
             assembler.finish("incomplete")
             state.usage = usage
             state.status = "failed"
             state.error = {
-                "code": exc.code or exc.type,
-                "message": exc.message,
-                "status": exc.status,
+                "code": error.code or error.type,
+                "message": error.message,
+                "status": error.status,
             }
             if not assembler.started and not state.output:
-                run.error = exc
+                run.error = error
         run.cancellable = False  # from here a client leaving interrupts nothing
         await self._finish(run)
 
@@ -100,6 +105,7 @@ class Loop:
         self, route: Route, request: InferenceRequest, assembler: OutputAssembler, usage: Usage
     ) -> str:
         reason = "stop"
+        reported = Usage()  # some servers repeat running totals: the last report counts
         async with aclosing(route.backend.infer(request)) as deltas:
             async for delta in deltas:
                 match delta:
@@ -109,10 +115,11 @@ class Loop:
                         assembler.reasoning(text)
                     case ToolCallDelta():
                         assembler.tool_call(delta)
-                    case UsageReport(usage=reported):
-                        usage.add(reported)
+                    case UsageReport(usage=latest):
+                        reported = latest
                     case Finish(reason=finish_reason):
                         reason = finish_reason
+        usage.add(reported)
         return reason
 
     async def _finish(self, run: Run) -> None:

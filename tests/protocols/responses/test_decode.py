@@ -182,3 +182,37 @@ def status_of(raw: bytes) -> int:
     except GatewayError as exc:
         return exc.status
     return 200
+
+
+def test_huge_integers_become_serializable_numbers() -> None:
+    command = decode_create(
+        b'{"model": "m", "input": [{"role": "user", "content": "x",'
+        b' "n": 123456789012345678901234567890}], "tools": [{"type": "function",'
+        b' "name": "f", "parameters": {"maximum": -9223372036854775809}}]}'
+    )
+    orjson.dumps(command.input)  # would raise for integers past 64 bits
+    orjson.dumps(command.settings.tools)
+
+
+def test_wrong_types_are_invalid_type_and_name_the_deepest_field() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_create(b'{"model": "m", "input": [5]}')
+    assert (caught.value.param, caught.value.code) == ("input[0]", "invalid_type")
+    with pytest.raises(InvalidRequest) as caught:
+        decode_create(b'{"model": "m", "stream": "yes"}')
+    assert (caught.value.param, caught.value.code) == ("stream", "invalid_type")
+
+
+@pytest.mark.parametrize("limit", ["\u00b2", "-1", "1.5", " 5"])
+def test_list_input_items_limit_must_be_ascii_digits(limit: str) -> None:
+    with pytest.raises(InvalidRequest):
+        decode_list_input_items("resp_1", {"limit": limit})
+
+
+def test_duplicate_client_ids_in_one_request_are_rejected() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_create(
+            b'{"model": "m", "input": [{"role": "user", "content": "a", "id": "x"},'
+            b' {"role": "user", "content": "b", "id": "x"}]}'
+        )
+    assert caught.value.param == "input[1].id"

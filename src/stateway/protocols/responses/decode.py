@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import orjson
 import pydantic
 
 from stateway.core.commands import CreateResponse, GenerationSettings, ListInputItems
@@ -24,8 +25,17 @@ _FORMATS = frozenset({"text", "json_object", "json_schema"})
 
 
 def decode_create(raw: bytes) -> CreateResponse:
+    # orjson first: it refuses what JSON forbids (NaN, invalid UTF-8) and keeps every
+    # number within what the gateway can serialize again (huge integers become floats).
     try:
-        body = CreateResponseBody.model_validate_json(raw, strict=True)
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise InvalidRequest(
+            "We could not parse the JSON body of your request. Expected a JSON object.",
+            code="invalid_json",
+        ) from None
+    try:
+        body = CreateResponseBody.model_validate(data, strict=True)
     except pydantic.ValidationError as exc:
         raise _invalid(exc) from None
     if body.background:
@@ -72,7 +82,7 @@ def decode_create(raw: bytes) -> CreateResponse:
 
 def decode_list_input_items(response_id: str, query: dict[str, str]) -> ListInputItems:
     limit_text = query.get("limit", "20")
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 100:
+    if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= 100:
         raise InvalidRequest("'limit' must be an integer from 1 to 100.", param="limit")
     order = query.get("order", "desc")
     if order not in ("asc", "desc"):
@@ -84,12 +94,9 @@ def decode_list_input_items(response_id: str, query: dict[str, str]) -> ListInpu
 
 
 def _invalid(exc: pydantic.ValidationError) -> InvalidRequest:
-    error = exc.errors(include_url=False, include_context=False)[0]
-    if error["type"] == "json_invalid":
-        return InvalidRequest(
-            "We could not parse the JSON body of your request. Expected a JSON object.",
-            code="invalid_json",
-        )
+    # Of a union's alternatives, the one that got furthest names the field best.
+    errors = exc.errors(include_url=False, include_context=False)
+    error = max(errors, key=lambda e: sum(isinstance(part, int) for part in e["loc"]))
     param = _param(error["loc"])
     if error["type"] == "missing":
         return InvalidRequest(
@@ -99,9 +106,8 @@ def _invalid(exc: pydantic.ValidationError) -> InvalidRequest:
         )
     if error["type"] in ("model_type", "model_attributes_type") and not error["loc"]:
         return InvalidRequest("The request body must be a JSON object.", code="invalid_type")
-    return InvalidRequest(
-        f"Invalid value for '{param}': {error['msg']}.", param=param, code="invalid_value"
-    )
+    code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
+    return InvalidRequest(f"Invalid value for '{param}': {error['msg']}.", param=param, code=code)
 
 
 def _param(loc: tuple[int | str, ...]) -> str:

@@ -28,7 +28,26 @@ _FILE_SOURCES = ("file_data", "file_url")
 def decode_items(raw: str | list[dict[str, Any]]) -> list[Item]:
     if isinstance(raw, str):
         return [_message("user", [{"type": "input_text", "text": raw}], None)]
-    return [_item(item, f"input[{index}]") for index, item in enumerate(raw)]
+    items = [_item(item, f"input[{index}]") for index, item in enumerate(raw)]
+    _check_unique_ids(raw)
+    return items
+
+
+def _check_unique_ids(raw: list[dict[str, Any]]) -> None:
+    """Client ids are labels, but within one request they must be unique (as hosted):
+    they are the cursors of ``input_items`` pages."""
+    seen: set[str] = set()
+    for index, item in enumerate(raw):
+        label = item.get("id")
+        if not isinstance(label, str) or not label:
+            continue
+        if label in seen:
+            raise InvalidRequest(
+                f"Duplicate item found with id {label}.",
+                param=f"input[{index}].id",
+                code="duplicate_item_id",
+            )
+        seen.add(label)
 
 
 def _item(raw: dict[str, Any], path: str) -> Item:

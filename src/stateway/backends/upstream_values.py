@@ -1,0 +1,36 @@
+"""Checks on values read from an upstream's JSON.
+
+Translators read model output with these, so an upstream that sends the wrong type (an
+object for ``arguments``, a string for a token count) is reported as a malformed reply —
+the translators' callers turn ``TypeError`` into an ``UpstreamError`` — instead of
+corrupting items or failing later.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def text(value: Any) -> str | None:
+    """A string field, or None when absent."""
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"expected a string, got {type(value).__name__}")
+
+
+def count(value: Any) -> int:
+    """A token count; absent counts as 0."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise TypeError(f"expected a token count, got {value!r}")
+
+
+def obj(value: Any) -> dict[str, Any]:
+    """A JSON object field; absent is empty."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value
+    raise TypeError(f"expected an object, got {type(value).__name__}")
