@@ -19,7 +19,13 @@ class ScriptedBackend:
     carried_item_types = frozenset(
         {"message", "function_call", "function_call_output", "reasoning"}
     )
-    carried_part_types = frozenset({"input_text", "output_text", "input_image"})
+    carried_part_types = {
+        "user": frozenset({"input_text", "input_image"}),
+        "system": frozenset({"input_text"}),
+        "developer": frozenset({"input_text"}),
+        "assistant": frozenset({"output_text"}),
+        "tool_output": frozenset({"input_text"}),
+    }
 
     def __init__(
         self, script: list[Delta | GatewayError], gate: asyncio.Event | None = None

@@ -1,5 +1,7 @@
 import pytest
 
+from stateway.backends.openai_chat import OpenAIChatBackend
+from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.core.commands import CreateResponse
 from stateway.core.context import build_context
 from stateway.core.errors import InvalidRequest
@@ -61,3 +63,54 @@ async def test_content_parts_the_upstream_cannot_carry_are_rejected_by_name() ->
             MemoryStore(), "t", CreateResponse(model="m", input=[message]), ScriptedBackend([])
         )
     assert caught.value.param == "input[0].content[1].type"
+
+
+CHAT = OpenAIChatBackend(UpstreamClient(UpstreamTarget("chat", "http://127.0.0.1:9/v1")))
+
+
+@pytest.mark.parametrize(
+    ("item", "param"),
+    [
+        (
+            {
+                "type": "message",
+                "role": "system",
+                "content": [
+                    {"type": "input_text", "text": "x"},
+                    {"type": "input_image", "image_url": "data:,"},
+                ],
+            },
+            "input[0].content[1].type",
+        ),
+        (
+            {
+                "type": "function_call_output",
+                "call_id": "c1",
+                "output": [{"type": "input_image", "image_url": "data:,"}],
+            },
+            "input[1].output[0].type",
+        ),
+    ],
+)
+async def test_chat_upstreams_refuse_parts_they_would_drop(
+    item: dict[str, object], param: str
+) -> None:
+    items = [call("c1"), item] if item["type"] == "function_call_output" else [item]
+    with pytest.raises(InvalidRequest) as caught:
+        await build_context(MemoryStore(), "t", CreateResponse(model="m", input=items), CHAT)
+    assert caught.value.param == param
+    assert caught.value.code == "unsupported_content_type"
+
+
+async def test_prior_items_are_checked_against_the_backend_too() -> None:
+    store = MemoryStore()
+    file_message = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_file", "file_data": "data:application/pdf;base64,AA"}],
+    }
+    await store.save(ResponseRecord("t", "resp_1", None, "completed", 0.0, {}, [file_message], []))
+    command = CreateResponse(model="m", input=[], previous_response_id="resp_1")
+    with pytest.raises(InvalidRequest, match="input_file") as caught:
+        await build_context(store, "t", command, CHAT)
+    assert caught.value.param == "previous_response_id"

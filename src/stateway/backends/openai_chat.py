@@ -9,7 +9,7 @@ message's ``tool_calls``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -28,6 +28,7 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.items import Item, item_text
+from stateway.core.ports import TOOL_OUTPUT
 from stateway.core.usage import Usage
 
 CARRIED = frozenset({"message", "function_call", "function_call_output", "reasoning"})
@@ -37,7 +38,13 @@ _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant"
 
 class OpenAIChatBackend:
     carried_item_types = CARRIED
-    carried_part_types = _TEXT_PARTS | {"input_image"}
+    carried_part_types: Mapping[str, frozenset[str]] = {
+        "user": _TEXT_PARTS | {"input_image"},
+        "system": _TEXT_PARTS,
+        "developer": _TEXT_PARTS,
+        "assistant": _TEXT_PARTS,
+        TOOL_OUTPUT: _TEXT_PARTS,
+    }
 
     def __init__(self, client: UpstreamClient) -> None:
         self._client = client

@@ -8,7 +8,7 @@ upstream ``output_index`` of a function call as its tool index.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -27,12 +27,18 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.items import Item
+from stateway.core.ports import TOOL_OUTPUT
 from stateway.core.usage import Usage
 
 CARRIED = frozenset({"message", "function_call", "function_call_output", "reasoning"})
-CARRIED_PARTS = frozenset(
-    {"input_text", "output_text", "refusal", "input_image", "input_file", "summary_text"}
-)
+_INPUT_PARTS = frozenset({"input_text", "input_image", "input_file"})
+CARRIED_PARTS: Mapping[str, frozenset[str]] = {
+    "user": _INPUT_PARTS,
+    "system": _INPUT_PARTS,
+    "developer": _INPUT_PARTS,
+    "assistant": frozenset({"output_text", "refusal"}),
+    TOOL_OUTPUT: _INPUT_PARTS,
+}
 _TERMINAL = frozenset({"response.completed", "response.incomplete"})
 
 

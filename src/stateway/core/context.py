@@ -11,7 +11,7 @@ from __future__ import annotations
 from stateway.core.commands import CreateResponse
 from stateway.core.errors import InvalidRequest, PreviousResponseNotFound
 from stateway.core.items import FUNCTION_CALL, FUNCTION_CALL_OUTPUT, MESSAGE, Item
-from stateway.core.ports import Backend, ResponseStore
+from stateway.core.ports import TOOL_OUTPUT, Backend, ResponseStore
 
 
 async def build_context(
@@ -29,35 +29,50 @@ async def build_context(
 
 
 def _check_types(prior: list[Item], current: list[Item], backend: Backend) -> None:
-    carried = backend.carried_item_types
     for item in prior:
-        if item.get("type") not in carried:
+        problem = _uncarried(item, backend, "")
+        if problem is not None:
             raise InvalidRequest(
-                f"The previous response holds an item of type '{item.get('type')}', which "
-                f"the upstream API of backend '{backend.name}' cannot carry.",
+                f"The previous response holds {problem[1]}, which the upstream API of backend "
+                f"'{backend.name}' cannot carry.",
                 param="previous_response_id",
+                code=problem[2],
             )
     for index, item in enumerate(current):
-        if item.get("type") not in carried:
+        problem = _uncarried(item, backend, f"input[{index}]")
+        if problem is not None:
+            param, what, code = problem
             raise InvalidRequest(
-                f"Input item type '{item.get('type')}' is not supported by the upstream API "
-                f"of backend '{backend.name}'.",
-                param=f"input[{index}].type",
-                code="unsupported_item_type",
+                f"{what[0].upper()}{what[1:]} is not supported by the upstream API of backend "
+                f"'{backend.name}'.",
+                param=param,
+                code=code,
             )
-        if item.get("type") == MESSAGE and isinstance(item.get("content"), list):
-            _check_parts(item["content"], backend, f"input[{index}].content")
 
 
-def _check_parts(parts: list[Item], backend: Backend, path: str) -> None:
+def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str] | None:
+    """``(param, what, code)`` of the first part of ``item`` the backend cannot carry."""
+    kind = item.get("type")
+    if kind not in backend.carried_item_types:
+        return f"{path}.type", f"input item type '{kind}'", "unsupported_item_type"
+    if kind == MESSAGE:
+        parts, slot, where = item.get("content"), str(item.get("role")), "content"
+    elif kind == FUNCTION_CALL_OUTPUT:
+        parts, slot, where = item.get("output"), TOOL_OUTPUT, "output"
+    else:
+        return None
+    if not isinstance(parts, list):
+        return None
+    carried = backend.carried_part_types.get(slot, frozenset())
     for index, part in enumerate(parts):
-        if part.get("type") not in backend.carried_part_types:
-            raise InvalidRequest(
-                f"Content part type '{part.get('type')}' is not supported by the upstream API "
-                f"of backend '{backend.name}'.",
-                param=f"{path}[{index}].type",
-                code="unsupported_content_type",
+        part_kind = part.get("type") if isinstance(part, dict) else None
+        if part_kind not in carried:
+            return (
+                f"{path}.{where}[{index}].type",
+                f"content part type '{part_kind}' in a '{slot}' {kind}",
+                "unsupported_content_type",
             )
+    return None
 
 
 def _check_call_outputs(prior: list[Item], current: list[Item]) -> None:

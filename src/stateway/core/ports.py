@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from stateway.core.inference import Delta, InferenceRequest
 from stateway.core.items import Item
+
+TOOL_OUTPUT = "tool_output"
+"""The key of ``Backend.carried_part_types`` for parts of function call outputs."""
 
 
 class Backend(Protocol):
@@ -16,8 +19,9 @@ class Backend(Protocol):
     name: str
     carried_item_types: frozenset[str]
     """Input item types this upstream API can carry; others are rejected before sending."""
-    carried_part_types: frozenset[str]
-    """Message content part types it can carry, checked the same way."""
+    carried_part_types: Mapping[str, frozenset[str]]
+    """Content part types it can carry, by message role, and under ``TOOL_OUTPUT`` for the
+    parts of a ``function_call_output``; checked the same way."""
 
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         """Stream one round. Raises :class:`~stateway.core.errors.UpstreamError` subclasses,

@@ -122,6 +122,23 @@ json_values = st.recursive(
     ),
     max_leaves=20,
 )
+parts = st.lists(
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(
+                ["input_text", "output_text", "refusal", "input_image", "input_file", "x"]
+            )
+        },
+        optional={
+            "text": st.one_of(st.text(max_size=5), json_values),
+            "refusal": st.text(max_size=5),
+            "image_url": st.sampled_from(["data:,", "https://x/y.png", "ftp://x", 5]),
+            "file_data": st.text(max_size=3),
+        },
+    ),
+    max_size=3,
+)
+call_ids = st.sampled_from(["c1", "c2", 7])
 request_like = st.fixed_dictionaries(
     {},
     optional={
@@ -138,11 +155,11 @@ request_like = st.fixed_dictionaries(
                         "role": st.sampled_from(
                             ["user", "assistant", "system", "developer", "bad"]
                         ),
-                        "content": json_values,
-                        "call_id": json_values,
-                        "name": json_values,
-                        "arguments": json_values,
-                        "output": json_values,
+                        "content": st.one_of(parts, json_values),
+                        "call_id": call_ids,
+                        "name": st.one_of(st.text(max_size=3), json_values),
+                        "arguments": st.one_of(st.just("{}"), json_values),
+                        "output": st.one_of(parts, st.text(max_size=3), json_values),
                         "summary": json_values,
                     },
                 ),
