@@ -55,3 +55,16 @@ async def test_a_cancelled_caller_does_not_lose_the_write(
         await task
     await store.aclose()  # drains the writer; the disposed engine reconnects on demand
     assert await store.get(tenant, "cancelled") is not None
+
+
+async def test_an_unexpected_failure_still_answers_every_waiting_save(
+    store: SqlResponseStore, record: RecordFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(batch: object) -> None:
+        raise RuntimeError("a bug in the writer")
+
+    monkeypatch.setattr(store._writes, "_write", broken)
+    results = await asyncio.gather(
+        *(store.save(record(f"b{n}")) for n in range(3)), return_exceptions=True
+    )
+    assert all(isinstance(result, StorageError) for result in results)

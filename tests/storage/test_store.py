@@ -240,3 +240,20 @@ async def test_saving_a_duplicate_id_fails_and_keeps_the_original(
 
 async def test_ping(store: SqlResponseStore) -> None:
     await store.ping()
+
+
+async def test_nul_bytes_in_keys_match_nothing_and_labels_with_them_still_save(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    assert await store.get(tenant, "r\x00") is None
+    assert await store.load_context(tenant, "r\x00") is None
+    assert await store.delete(tenant, "r\x00") is False
+    assert await store.list_input_items(tenant, "r\x00", after=None, limit=5, order="asc") is None
+    labelled = {"type": "message", "role": "user", "id": "a\x00b", "content": []}
+    await store.save(record("nul-label", inputs=[labelled]))
+    page = await store.list_input_items(tenant, "nul-label", after=None, limit=5, order="asc")
+    assert page is not None
+    assert page.items == [labelled]
+    after = await store.list_input_items(tenant, "nul-label", after="a\x00b", limit=5, order="asc")
+    assert after is not None
+    assert after.items == []

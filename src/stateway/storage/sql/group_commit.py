@@ -15,6 +15,7 @@ record (a duplicate id) fails alone instead of taking its neighbours with it.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -23,6 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from stateway.core.errors import StorageError
 from stateway.storage.sql import queries
 from stateway.storage.sql.errors import storage_errors
+
+log = logging.getLogger(__name__)
 
 MAX_BATCH: Final = 128
 """Saves in one transaction at most; the rest wait for the next one."""
@@ -58,21 +61,32 @@ class GroupCommitter:
             batch = self._pending[:MAX_BATCH]
             del self._pending[:MAX_BATCH]
             try:
-                await self._write(batch)
-            except StorageError as exc:
-                if len(batch) == 1:
-                    _settle(batch[0], exc)
-                    continue
-                for save in batch:
-                    try:
-                        await self._write([save])
-                    except StorageError as single:
-                        _settle(save, single)
-                    else:
-                        _settle(save, None)
-            else:
-                for save in batch:
+                await self._commit(batch)
+            except Exception:  # the top of the writer task: a bug must not strand the batch
+                log.exception("writing %d responses failed", len(batch))
+                _fail(batch)
+            except BaseException:  # cancelled: answer the waiting runs, then stop
+                _fail(batch)
+                raise
+
+    async def _commit(self, batch: list[PendingSave]) -> None:
+        """Write ``batch`` together; if that fails, write its saves one by one."""
+        try:
+            await self._write(batch)
+        except StorageError as exc:
+            if len(batch) == 1:
+                _settle(batch[0], exc)
+                return
+            for save in batch:
+                try:
+                    await self._write([save])
+                except StorageError as single:
+                    _settle(save, single)
+                else:
                     _settle(save, None)
+        else:
+            for save in batch:
+                _settle(save, None)
 
     async def _write(self, batch: list[PendingSave]) -> None:
         responses = [save.response_row for save in batch]
@@ -82,6 +96,11 @@ class GroupCommitter:
                 await connection.execute(queries.INSERT_RESPONSE, responses)
                 if items:
                     await connection.execute(queries.INSERT_ITEMS, items)
+
+
+def _fail(batch: list[PendingSave]) -> None:
+    for save in batch:
+        _settle(save, StorageError("Storage failed while saving a response."))
 
 
 def _settle(save: PendingSave, error: StorageError | None) -> None:

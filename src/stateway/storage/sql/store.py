@@ -70,6 +70,8 @@ class SqlResponseStore:
         await self._writes.save(response_row, item_rows)
 
     async def get(self, tenant_id: str, response_id: str) -> ResponseRecord | None:
+        if not _storable(response_id):
+            return None
         key = {"tenant": tenant_id, "response": response_id}
         with storage_errors("reading a response"):
             async with self._reader.connect() as connection:
@@ -90,6 +92,8 @@ class SqlResponseStore:
         )
 
     async def load_context(self, tenant_id: str, response_id: str) -> list[Item] | None:
+        if not _storable(response_id):
+            return None
         key = {"tenant": tenant_id, "response": response_id}
         with storage_errors("loading a conversation"):
             async with self._reader.connect() as connection:
@@ -100,6 +104,8 @@ class SqlResponseStore:
         return [orjson.loads(body) for body in bodies if body is not None]
 
     async def delete(self, tenant_id: str, response_id: str) -> bool:
+        if not _storable(response_id):
+            return False
         values = {"tenant": tenant_id, "response": response_id, "now": time.time()}
         with storage_errors("deleting a response"):
             async with self.engine.begin() as connection:
@@ -119,6 +125,8 @@ class SqlResponseStore:
         deleted. ``limit`` must be positive."""
         if limit < 1:
             raise ValueError(f"limit must be positive, not {limit}")
+        if not _storable(response_id):
+            return None
         page = queries.INPUT_ITEMS_PAGE[order, after is not None]
         # One row beyond the page tells whether there is more.
         values = {"tenant": tenant_id, "response": response_id, "limit": limit + 1}
@@ -129,6 +137,8 @@ class SqlResponseStore:
                 live = await connection.execute(queries.RESPONSE_IS_LIVE, values)
                 if live.first() is None:
                     return None
+                if after is not None and not _storable(after):
+                    return ItemPage(items=[], has_more=False)  # an unknown cursor
                 bodies = (await connection.execute(page, values)).scalars().all()
         return ItemPage(
             items=[orjson.loads(body) for body in bodies[:limit]],
@@ -149,6 +159,12 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
+def _storable(key: str) -> bool:
+    """Whether ``key`` can be a column value on both databases: PostgreSQL text refuses NUL.
+    No stored id contains one, so a key that does matches nothing."""
+    return "\x00" not in key
+
+
 def _item_rows(record: ResponseRecord, role: str, items: list[Item]) -> list[dict[str, Any]]:
     rows = []
     for position, item in enumerate(items):
@@ -159,7 +175,7 @@ def _item_rows(record: ResponseRecord, role: str, items: list[Item]) -> list[dic
                 "response_id": record.id,
                 "role": role,
                 "position": position,
-                "item_id": item_id if isinstance(item_id, str) else None,
+                "item_id": item_id if isinstance(item_id, str) and _storable(item_id) else None,
                 "body": _dumps(item),
             }
         )
