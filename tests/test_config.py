@@ -111,3 +111,32 @@ def test_api_key_comes_from_the_named_variable() -> None:
     assert backend_api_key(backend, {"MY_KEY": "sk-1"}) == "sk-1"
     with pytest.raises(ConfigError, match="MY_KEY is not set"):
         backend_api_key(backend, {})
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (
+            "[[backends]]\nname='a'\nurl='http://a/v1'\nmodels=['m']\n"
+            "[[backends]]\nname='b'\nurl='http://b/v1'\nmodels=['m']\n",
+            "model 'm' is served by both",
+        ),
+        (
+            "[[backends]]\nname='a'\nurl='http://a/v1'\n[[backends]]\nname='b'\nurl='http://b/v1'\n",
+            "only one backend may serve every model",
+        ),
+        ("[storage]\ndatabase = 'sqlite:///:memory:'\n", "In-memory SQLite"),
+        ("[storage]\ndatabase = 'postgresql://u@h:abc/db'\n", "Could not parse"),
+    ],
+)
+def test_ambiguous_or_unusable_configs_are_refused(
+    tmp_path: Path, text: str, fragment: str
+) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        load_config(Overrides(config=write(tmp_path, text)), EMPTY_ENV)
+
+
+def test_upstream_flags_without_upstream_do_not_silently_vanish(tmp_path: Path) -> None:
+    path = write(tmp_path, "[[backends]]\nname='a'\nurl='http://a/v1'\n")
+    with pytest.raises(ConfigError, match="--upstream-api applies to --upstream"):
+        load_config(Overrides(config=path, upstream_api="responses"), EMPTY_ENV)

@@ -38,8 +38,9 @@ from typing import Any, Literal
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from stateway.storage.sql.engine import async_url
+
 DEFAULT_UPSTREAM = "http://127.0.0.1:8000/v1"
-_DATABASE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://", "postgresql+asyncpg://")
 
 
 class ConfigError(Exception):
@@ -64,9 +65,9 @@ class StorageConfig(_Strict):
 
     @field_validator("database")
     @classmethod
-    def _known_scheme(cls, url: str | None) -> str | None:
-        if url is not None and not url.startswith(_DATABASE_SCHEMES):
-            raise ValueError("must be sqlite:///PATH or postgresql://USER@HOST/DB")
+    def _usable_url(cls, url: str | None) -> str | None:
+        if url is not None:
+            async_url(url)  # its ValueError says what is wrong, for a human
         return url
 
 
@@ -109,11 +110,26 @@ class Config(_Strict):
     backends: list[BackendConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _unique_backends(self) -> Config:
+    def _unambiguous_backends(self) -> Config:
         names = [b.name for b in self.backends]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"backend names must be unique; repeated: {', '.join(duplicates)}")
+        claimed: dict[str, str] = {}
+        for backend in self.backends:
+            for model in backend.model_map:
+                if model in claimed:
+                    raise ValueError(
+                        f"model '{model}' is served by both backend '{claimed[model]}' and "
+                        f"backend '{backend.name}'; a model name must route to one backend"
+                    )
+                claimed[model] = backend.name
+        catch_alls = [b.name for b in self.backends if b.catch_all]
+        if len(catch_alls) > 1:
+            raise ValueError(
+                f"only one backend may serve every model (empty 'models'); these do: "
+                f"{', '.join(catch_alls)}"
+            )
         return self
 
     @property
@@ -164,7 +180,14 @@ def load_config(flags: Overrides, environ: Mapping[str, str] | None = None) -> C
     data["server"] = server
     if values["database"] is not None:
         data["storage"] = {**data.get("storage", {}), "database": values["database"]}
-    if values["upstream"] is not None or not data.get("backends"):
+    if values["upstream"] is None and data.get("backends"):
+        for flag in ("upstream_api", "upstream_api_key_env"):
+            if values[flag] is not None:
+                raise ConfigError(
+                    f"--{flag.replace('_', '-')} applies to --upstream, but the configuration "
+                    "file declares its backends; set it on a backend there instead"
+                )
+    else:
         data["backends"] = [
             {
                 "name": "default",
