@@ -26,9 +26,9 @@ from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 
-BACKEND_APIS: dict[str, Callable[[UpstreamClient], Backend]] = {
-    "chat": OpenAIChatBackend,
-    "responses": OpenAIResponsesBackend,
+BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
+    "chat": lambda client, config: OpenAIChatBackend(client, config.max_tokens_field),
+    "responses": lambda client, config: OpenAIResponsesBackend(client),
 }
 
 
@@ -49,7 +49,7 @@ def build_backend(config: BackendConfig) -> Backend:
         read_timeout=config.read_timeout,
         max_connections=config.max_connections,
     )
-    return BACKEND_APIS[config.api](UpstreamClient(target))
+    return BACKEND_APIS[config.api](UpstreamClient(target), config)
 
 
 def build_gateway(config: Config, store: ResponseStore | None = None) -> GatewayParts:

@@ -80,6 +80,8 @@ class BackendConfig(_Strict):
     connect_timeout: float = Field(default=10.0, gt=0)
     read_timeout: float = Field(default=600.0, gt=0)
     max_connections: int = Field(default=256, ge=1)
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    """Chat upstreams: the field ``max_output_tokens`` is sent as."""
 
     @field_validator("url")
     @classmethod

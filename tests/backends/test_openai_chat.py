@@ -278,3 +278,9 @@ def test_every_accepted_request_translates_without_crashing(body: dict[str, obje
                 InferenceRequest("m", command.instructions, command.input, command.settings, True)
             )
         )
+
+
+def test_max_output_tokens_field_is_configurable() -> None:
+    body = to_upstream(request([user("x")], max_output_tokens=7), "max_completion_tokens")
+    assert body["max_completion_tokens"] == 7
+    assert "max_tokens" not in body

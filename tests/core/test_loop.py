@@ -3,8 +3,8 @@ import asyncio
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, Principal
-from stateway.core.errors import PreviousResponseNotFound, UpstreamError, UpstreamRejected
+from stateway.core.commands import CreateResponse, GetResponse, Principal
+from stateway.core.errors import NotFound, PreviousResponseNotFound, UpstreamError, UpstreamRejected
 from stateway.core.gateway import Gateway
 from stateway.core.inference import (
     Delta,
@@ -258,3 +258,18 @@ async def test_repeated_running_usage_totals_count_once_per_round() -> None:
         [TextDelta("a"), UsageReport(Usage(3, 1)), UsageReport(Usage(3, 2)), Finish("stop")]
     )
     assert run.state.usage == Usage(3, 2)  # type: ignore[attr-defined]
+
+
+async def test_a_stored_response_can_be_retrieved_while_it_runs() -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("a")], gate=gate)
+    gateway = gateway_for(backend, MemoryStore())
+    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")]))
+    await backend.started.wait()
+    live = await gateway.execute(Principal(), GetResponse(run.id))
+    assert live.status == "in_progress"
+    with pytest.raises(NotFound):
+        await gateway.execute(Principal(tenant_id="other"), GetResponse(run.id))
+    gate.set()
+    await run.wait()
+    assert (await gateway.execute(Principal(), GetResponse(run.id))).status == "completed"

@@ -17,6 +17,7 @@ from stateway.launch import start_gateway
 from tests.e2e.conftest import MAX_BODY_BYTES
 
 MODEL = "fake-model"
+TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
 
 
 def wait_for_status(client: OpenAI, response_id: str, status: str, within: float = 10.0) -> str:
@@ -58,7 +59,11 @@ def test_upstream_error_before_output_non_streamed(
 
 def test_upstream_error_before_output_streamed_is_response_failed(client: OpenAI) -> None:
     events = list(client.responses.create(model=MODEL, input="[[error:500]]", stream=True))
-    assert events[-1].type == "response.failed"
+    assert [e.type for e in events] == [
+        "response.created",
+        "response.in_progress",
+        "response.failed",
+    ]
     failed = events[-1].response  # type: ignore[union-attr]
     assert failed.error is not None
     assert failed.error.code == "server_error"
@@ -69,6 +74,8 @@ def test_upstream_error_before_output_streamed_is_response_failed(client: OpenAI
 def test_upstream_cut_mid_stream_is_response_failed(client: OpenAI) -> None:
     events = list(client.responses.create(model=MODEL, input="[[words:20]] [[cut:3]]", stream=True))
     assert events[-1].type == "response.failed"
+    assert sum(e.type in TERMINAL for e in events) == 1
+    assert "before finishing" in events[-1].response.error.message  # type: ignore[union-attr]
     assert sum(e.type == "response.output_text.delta" for e in events) == 3
     stored = client.responses.retrieve(events[-1].response.id)  # type: ignore[union-attr]
     assert stored.status == "failed"

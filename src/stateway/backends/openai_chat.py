@@ -46,12 +46,15 @@ class OpenAIChatBackend:
         TOOL_OUTPUT: _TEXT_PARTS,
     }
 
-    def __init__(self, client: UpstreamClient) -> None:
+    def __init__(self, client: UpstreamClient, max_tokens_field: str = "max_tokens") -> None:
         self._client = client
         self.name = client.target.name
+        self._max_tokens_field = max_tokens_field
+        """``max_tokens`` (vLLM, llama.cpp, Ollama, ...) or ``max_completion_tokens`` (what
+        OpenAI's reasoning models require)."""
 
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
-        body = to_upstream(request)
+        body = to_upstream(request, self._max_tokens_field)
         async with self._client.post("/chat/completions", body) as response:
             if not request.stream:
                 for delta in self._decode_completion(await response.read()):
@@ -90,7 +93,7 @@ class OpenAIChatBackend:
         await self._client.aclose()
 
 
-def to_upstream(request: InferenceRequest) -> dict[str, Any]:
+def to_upstream(request: InferenceRequest, max_tokens_field: str = "max_tokens") -> dict[str, Any]:
     settings = request.settings
     body: dict[str, Any] = {"model": request.model, "messages": _messages(request)}
     if request.stream:
@@ -103,7 +106,7 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
     optional = {
         "temperature": settings.temperature,
         "top_p": settings.top_p,
-        "max_tokens": settings.max_output_tokens,
+        max_tokens_field: settings.max_output_tokens,
         "reasoning_effort": settings.reasoning_effort,
         "user": settings.user,
         "safety_identifier": settings.safety_identifier,

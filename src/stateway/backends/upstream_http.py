@@ -79,6 +79,8 @@ class UpstreamClient:
             raise UpstreamUnavailable(
                 f"The model server '{self.target.name}' is unreachable."
             ) from exc
+        except aiohttp.ClientPayloadError as exc:  # the body ended before it was complete
+            raise cut_short(self.target.name) from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise UpstreamError(
                 f"The connection to model server '{self.target.name}' failed: {type(exc).__name__}."

@@ -144,6 +144,9 @@ class Gateway:
         )
 
     async def _get(self, principal: Principal, response_id: str) -> ResponseState:
+        run = self.runs.get(response_id)
+        if run is not None and run.state.store and run.state.tenant_id == principal.tenant_id:
+            return run.state  # still generating here: it is stored when it ends
         record = await self._store.get(principal.tenant_id, response_id)
         if record is None:
             raise _response_not_found(response_id)
