@@ -5,6 +5,7 @@ from typing import Any
 import orjson
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stateway.backends.openai_chat import (
     OpenAIChatBackend,
@@ -29,7 +30,7 @@ from stateway.core.items import Item
 from stateway.core.usage import Usage
 from stateway.protocols.responses.decode import decode_create
 from tests.core.fakes import MemoryStore
-from tests.protocols.responses.test_decode import request_like
+from tests.protocols.responses.test_decode import plausible_request, request_like
 
 UNUSED_CLIENT = UpstreamClient(UpstreamTarget("t", "http://127.0.0.1:9/v1"))
 
@@ -264,7 +265,7 @@ def test_completion_to_deltas() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(request_like)
+@given(st.one_of(request_like, plausible_request))
 def test_every_accepted_request_translates_without_crashing(body: dict[str, object]) -> None:
     """Whatever the decoder and the context checks accept, the translators can send."""
     try:

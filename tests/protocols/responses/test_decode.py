@@ -233,3 +233,71 @@ def test_duplicate_client_ids_in_one_request_are_rejected() -> None:
             b' {"role": "user", "content": "b", "id": "x"}]}'
         )
     assert caught.value.param == "input[1].id"
+
+
+# Mostly well-formed requests, so the fuzz also reaches what lies past the decoder.
+_text = st.text(max_size=6)
+_good_parts = st.lists(
+    st.one_of(
+        st.builds(lambda t: {"type": "input_text", "text": t}, _text),
+        st.builds(lambda t: {"type": "output_text", "text": t}, _text),
+        st.just({"type": "input_image", "image_url": "data:image/png;base64,AA"}),
+        st.just({"type": "input_file", "file_data": "data:application/pdf;base64,AA"}),
+        st.builds(lambda t: {"type": "refusal", "refusal": t}, _text),
+    ),
+    max_size=3,
+)
+_good_items = st.one_of(
+    st.builds(
+        lambda role, content: {"role": role, "content": content},
+        st.sampled_from(["user", "assistant", "system", "developer"]),
+        st.one_of(_text, _good_parts),
+    ),
+    st.builds(
+        lambda call_id, args: {
+            "type": "function_call",
+            "call_id": call_id,
+            "name": "f",
+            "arguments": args,
+        },
+        st.sampled_from(["c1", "c2"]),
+        st.sampled_from(["{}", '{"a": 1}', "not json"]),
+    ),
+    st.builds(
+        lambda call_id, output: {
+            "type": "function_call_output",
+            "call_id": call_id,
+            "output": output,
+        },
+        st.sampled_from(["c1", "c2"]),
+        st.one_of(_text, _good_parts),
+    ),
+    st.builds(
+        lambda t: {
+            "type": "reasoning",
+            "summary": [],
+            "content": [{"type": "reasoning_text", "text": t}],
+        },
+        _text,
+    ),
+    st.builds(lambda extra: {"type": "x_custom", "payload": extra}, json_values),
+)
+plausible_request = st.fixed_dictionaries(
+    {
+        "model": st.sampled_from(["m", "fake-model"]),
+        "input": st.one_of(_text, st.lists(_good_items, max_size=5)),
+    },
+    optional={
+        "instructions": _text,
+        "stream": st.booleans(),
+        "store": st.booleans(),
+        "temperature": st.floats(0, 2),
+        "max_output_tokens": st.integers(1, 64),
+        "metadata": st.dictionaries(st.text(max_size=4), _text, max_size=3),
+        "tools": st.just([{"type": "function", "name": "f", "parameters": {"type": "object"}}]),
+        "text": st.just(
+            {"format": {"type": "json_schema", "name": "s", "schema": {"type": "object"}}}
+        ),
+        "n": json_values,
+    },
+)

@@ -6,25 +6,29 @@ import asyncio
 import json
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from starlette.applications import Starlette
 
 from stateway.core.errors import StorageError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
+from stateway.core.ports import ResponseStore
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
+from stateway.storage.sql import migrate, open_store
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
-from tests.protocols.responses.test_decode import request_like
+from tests.protocols.responses.test_decode import plausible_request, request_like
 from tests.surfaces.http.asgi import call
 
 
-def build() -> Starlette:
-    store = MemoryStore()
+def build(store: ResponseStore | None = None) -> Starlette:
+    store = store or MemoryStore()
     backend = ScriptedBackend([TextDelta("ok"), Finish("stop")])
     router = Router([BackendEntry(backend, {}, catch_all=True)])
     gateway = Gateway(store, router, Loop(store), RunRegistry())
@@ -71,18 +75,34 @@ async def test_error_boundary_shapes() -> None:
         assert set(reply.json()["error"]) == {"message", "type", "param", "code"}
 
 
+@pytest.fixture(scope="module")
+def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'stateway.db'}"
+    asyncio.run(migrate(url))
+    return url
+
+
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(request_like)
-def test_fuzzed_requests_never_get_a_5xx(body: dict[str, object]) -> None:
+@given(st.one_of(request_like, plausible_request))
+def test_fuzzed_requests_never_get_a_5xx(sqlite_url: str, body: dict[str, object]) -> None:
+    """Through the real SQL store, so whatever is accepted is also serialized and saved."""
     raw = json.dumps(body).encode()
 
     async def attempt() -> None:
-        reply = await call(build(), "POST", "/v1/responses", raw)
+        store = open_store(sqlite_url)
+        try:
+            reply = await call(build(store), "POST", "/v1/responses", raw)
+        finally:
+            await store.aclose()
         assert reply.status < 500, reply.body
         if reply.status >= 400:
             assert set(orjson.loads(reply.body)["error"]) == {"message", "type", "param", "code"}
+        elif reply.headers["content-type"].startswith("text/event-stream"):
+            assert reply.body.split(b"\n\n")[-2].startswith(b"event: response.completed\n")
+        else:
+            assert reply.json()["status"] == "completed", reply.body
 
     asyncio.run(attempt())
 
