@@ -110,22 +110,19 @@ def _invalid(exc: pydantic.ValidationError) -> InvalidRequest:
     return InvalidRequest(f"Invalid value for '{param}': {error['msg']}.", param=param, code=code)
 
 
+_UNION_TAGS = frozenset(
+    {"str", "list[dict[str,any]]", "dict[str,any]", "bool", "float", "int", "function-after"}
+)
+"""How pydantic names the alternatives of a union in an error's location: not fields."""
+
+
 def _param(loc: tuple[int | str, ...]) -> str:
+    """``input[0].content`` from ``("input", "list[dict[str,any]]", 0, "content")``."""
     text = ""
     for part in loc:
         if isinstance(part, int):
             text += f"[{part}]"
-        elif part in (
-            "str",
-            "list[dict[str,any]]",
-            "dict[str,any]",
-            "bool",
-            "float",
-            "int",
-            "function-after",
-        ):
-            continue
-        else:
+        elif part not in _UNION_TAGS:
             text += f".{part}" if text else str(part)
     return text
 

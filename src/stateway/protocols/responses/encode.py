@@ -11,7 +11,6 @@ from typing import Any
 import orjson
 
 from stateway.core import events as ev
-from stateway.core.errors import GatewayError
 from stateway.core.items import Item
 from stateway.core.ports import ItemPage
 from stateway.core.response import ResponseState
@@ -139,10 +138,6 @@ def encode_sse(seq: int, event: ev.Event) -> bytes:
     payload = encode_event(seq, event)
     kind: str = payload["type"]
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
-
-
-def encode_error(error: GatewayError) -> dict[str, Any]:
-    return {"error": error.to_dict()}
 
 
 def encode_item_page(page: ItemPage) -> dict[str, Any]:
