@@ -1,3 +1,5 @@
+"""``python -m stateway``: the same as the ``stateway`` command."""
+
 import sys
 
 from stateway.cli import main
