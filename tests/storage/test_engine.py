@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
-from stateway.storage.sql.engine import async_url, create_engine, describe_url
+from stateway.storage.sql.engine import (
+    SQLITE_PRAGMAS,
+    _apply_sqlite_pragmas,
+    async_url,
+    create_engine,
+    describe_url,
+)
 
 
 @pytest.mark.parametrize(
@@ -111,3 +118,25 @@ def test_descriptions_name_the_place_and_hide_the_password(tmp_path: Path) -> No
         == "PostgreSQL database gw on db.example:6543 as alice"
     )
     assert describe_url("postgres:///gw") == "PostgreSQL database gw on the default host"
+
+
+def test_a_locked_switch_to_wal_is_left_to_the_connection_doing_it() -> None:
+    """On a new file, concurrent connections race to switch it to WAL; SQLite answers the
+    losers "locked" at once. They must still connect (the mode lives in the file)."""
+    executed: list[str] = []
+
+    class Cursor:
+        def execute(self, sql: str) -> None:
+            if sql == "PRAGMA journal_mode=WAL":
+                raise sqlite3.OperationalError("database is locked")
+            executed.append(sql)
+
+        def close(self) -> None:
+            pass
+
+    class Connection:
+        def cursor(self) -> Cursor:
+            return Cursor()
+
+    _apply_sqlite_pragmas(Connection(), None)  # type: ignore[arg-type]
+    assert executed == [p for p in SQLITE_PRAGMAS if "journal_mode" not in p]

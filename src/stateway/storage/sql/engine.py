@@ -20,6 +20,7 @@ safe with WAL) and enforced foreign keys.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Final
 
@@ -42,6 +43,7 @@ SQLITE_PRAGMAS: Final = (
     "PRAGMA synchronous=NORMAL",
     "PRAGMA foreign_keys=ON",
 )
+_WAL = "PRAGMA journal_mode=WAL"
 
 _SQLITE_EXAMPLE: Final = "sqlite:///path/to/stateway.db"
 _EXAMPLES: Final = f"{_SQLITE_EXAMPLE} or postgresql://user@host:5432/dbname"
@@ -103,7 +105,14 @@ def _apply_sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: Connection
     cursor = dbapi_connection.cursor()
     try:
         for pragma in SQLITE_PRAGMAS:
-            cursor.execute(pragma)
+            try:
+                cursor.execute(pragma)
+            except sqlite3.OperationalError:
+                # Switching a new file to WAL needs it to itself, and SQLite answers "locked"
+                # at once (no busy wait) while another connection is switching it. The mode
+                # is stored in the file, so that other connection's switch serves this one.
+                if pragma != _WAL:
+                    raise
     finally:
         cursor.close()
 
