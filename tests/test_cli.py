@@ -73,3 +73,12 @@ def test_fake_upstream_subcommand_serves() -> None:
         urllib.request.urlopen(url.removesuffix("/v1") + "/health") as health,
     ):
         assert health.status == 200
+
+
+def test_an_unwritable_database_directory_is_a_readable_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = stateway("migrate", "--database", f"sqlite:///{blocker}/sub/x.db")
+    assert result.returncode == 1
+    assert result.stderr.startswith("stateway: ")
+    assert "Traceback" not in result.stderr

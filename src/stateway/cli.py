@@ -51,6 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
         print(f"stateway: {exc.message}{cause}", file=sys.stderr)
         return 1
+    except OSError as exc:  # e.g. the database directory cannot be created
+        print(f"stateway: {exc}", file=sys.stderr)
+        return 1
 
 
 def _serve(config: Config) -> int:
