@@ -3,6 +3,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+from stateway import __version__
 from stateway.launch import child_env, start_announced
 
 
@@ -82,3 +83,26 @@ def test_an_unwritable_database_directory_is_a_readable_error(tmp_path: Path) ->
     assert result.returncode == 1
     assert result.stderr.startswith("stateway: ")
     assert "Traceback" not in result.stderr
+
+
+def test_serve_announces_database_upstreams_and_address(tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "stateway", "serve", "--port", "0",
+        "--database", f"sqlite:///{tmp_path}/banner.db", "--upstream", "http://127.0.0.1:9/v1",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=child_env()
+    )
+    try:
+        assert process.stdout is not None
+        lines = []
+        for line in process.stdout:
+            lines.append(line.strip())
+            if "listening on http://127.0.0.1:" in line:
+                break
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert f"database: SQLite database at {tmp_path}/banner.db" in lines
+    assert "upstream default: http://127.0.0.1:9/v1 (chat API; every model)" in lines
+    assert lines[-1].startswith(f"stateway {__version__} listening on http://127.0.0.1:")
