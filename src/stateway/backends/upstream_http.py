@@ -7,8 +7,8 @@ are the upstream's own, shortened, with the gateway's upstream credential scrubb
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,61 +57,60 @@ class UpstreamClient:
                 connector=aiohttp.TCPConnector(limit=self.target.max_connections),
                 timeout=self._timeout,
                 headers=self._headers,
-                json_serialize=lambda obj: orjson.dumps(obj).decode(),
                 skip_auto_headers=("User-Agent",),
             )
         return self._session
 
     @asynccontextmanager
     async def post(self, path: str, body: dict[str, Any]) -> AsyncIterator[aiohttp.ClientResponse]:
-        """POST ``body``; yield a 2xx response, or raise the classified error."""
+        """POST ``body``; yield a 2xx response, or raise the classified error. Failures while
+        the caller reads the body are classified too."""
         url = self.target.base_url + path
-        try:
+        with self._failures():
             async with self._client().post(url, data=orjson.dumps(body)) as response:
                 if response.status >= 400:
                     raise await self._error(response)
                 yield response
-        except GatewayError:
-            raise
-        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise UpstreamTimeout(f"The model server '{self.target.name}' timed out.") from exc
-        except aiohttp.ClientConnectorError as exc:
-            raise UpstreamUnavailable(
-                f"The model server '{self.target.name}' is unreachable."
-            ) from exc
-        except aiohttp.ClientPayloadError as exc:  # the body ended before it was complete
-            raise cut_short(self.target.name) from exc
-        except (aiohttp.ClientError, OSError) as exc:
-            raise UpstreamError(
-                f"The connection to model server '{self.target.name}' failed: {type(exc).__name__}."
-            ) from exc
 
-    async def get_json(self, path: str, within: float = 5.0) -> Any:
-        try:
+    async def list_models(self, within: float = 5.0) -> list[str]:
+        """The model ids of the upstream's ``GET /models``."""
+        timeout = aiohttp.ClientTimeout(total=within)
+        with self._failures():
             async with self._client().get(
-                self.target.base_url + path, timeout=aiohttp.ClientTimeout(total=within)
+                self.target.base_url + "/models", timeout=timeout
             ) as response:
                 if response.status >= 400:
                     raise await self._error(response)
-                return orjson.loads(await response.read())
-        except GatewayError:
-            raise
-        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise UpstreamTimeout(f"The model server '{self.target.name}' timed out.") from exc
-        except (aiohttp.ClientError, OSError, orjson.JSONDecodeError) as exc:
-            raise UpstreamUnavailable(
-                f"The model server '{self.target.name}' is unreachable."
-            ) from exc
-
-    async def list_models(self) -> list[str]:
-        """The model ids of the upstream's ``GET /models``."""
-        body = await self.get_json("/models")
+                raw = await response.read()
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            body = None
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
             raise UpstreamError(
                 f"The model server '{self.target.name}' sent a malformed model list."
             )
         return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
+    @contextmanager
+    def _failures(self) -> Iterator[None]:
+        """Transport failures inside the block, as the core's upstream errors."""
+        name = self.target.name
+        try:
+            yield
+        except GatewayError:
+            raise
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise UpstreamTimeout(f"The model server '{name}' timed out.") from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise UpstreamUnavailable(f"The model server '{name}' is unreachable.") from exc
+        except aiohttp.ClientPayloadError as exc:  # the body ended before it was complete
+            raise cut_short(name) from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise UpstreamError(
+                f"The connection to model server '{name}' failed: {type(exc).__name__}."
+            ) from exc
 
     async def aclose(self) -> None:
         if self._session is not None:

@@ -15,7 +15,6 @@ from stateway.core.items import Item
 from stateway.core.usage import Usage
 
 Status = Literal["queued", "in_progress", "completed", "incomplete", "failed", "cancelled"]
-TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "incomplete", "failed", "cancelled"})
 
 
 @dataclass(slots=True)
@@ -49,10 +48,6 @@ class ResponseState:
             store=command.store,
             settings=command.settings,
         )
-
-    @property
-    def finished(self) -> bool:
-        return self.status in TERMINAL_STATUSES
 
 
 _SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(GenerationSettings))
