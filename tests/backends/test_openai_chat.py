@@ -285,3 +285,12 @@ def test_max_output_tokens_field_is_configurable() -> None:
     body = to_upstream(request([user("x")], max_output_tokens=7), "max_completion_tokens")
     assert body["max_completion_tokens"] == 7
     assert "max_tokens" not in body
+
+
+def test_refusal_parts_keep_their_text() -> None:
+    item = user("a")
+    item["content"].append({"type": "refusal", "refusal": "no"})
+    assert to_upstream(request([item]))["messages"][0]["content"][1] == {
+        "type": "text",
+        "text": "no",
+    }

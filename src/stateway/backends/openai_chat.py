@@ -170,7 +170,7 @@ def _message(item: Item) -> dict[str, Any]:
     for part in content or []:
         kind = part.get("type")
         if kind in _TEXT_PARTS:
-            parts.append({"type": "text", "text": part.get("text", "")})
+            parts.append({"type": "text", "text": _part_text(part)})
         elif kind == "input_image":
             image: dict[str, Any] = {"url": part["image_url"]}
             if part.get("detail"):
@@ -194,7 +194,12 @@ def _joined_text(content: Any, item: Item) -> str:
                 param="input",
                 code="unsupported_content_type",
             )
-    return "".join(part.get("text") or part.get("refusal") or "" for part in content or [])
+    return "".join(_part_text(part) for part in content or [])
+
+
+def _part_text(part: Item) -> str:
+    """A text-like part's text (a refusal part keeps it under ``refusal``)."""
+    return str(part.get("text") or part.get("refusal") or "")
 
 
 def _summary_text(item: Item) -> str:
