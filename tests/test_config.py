@@ -140,3 +140,53 @@ def test_upstream_flags_without_upstream_do_not_silently_vanish(tmp_path: Path) 
     path = write(tmp_path, "[[backends]]\nname='a'\nurl='http://a/v1'\n")
     with pytest.raises(ConfigError, match="--upstream-api applies to --upstream"):
         load_config(Overrides(config=path, upstream_api="responses"), EMPTY_ENV)
+
+
+def test_hardening_settings_have_defaults_and_env_variables() -> None:
+    config = load_config(Overrides(), EMPTY_ENV)
+    server = config.server
+    assert server.drain_timeout == 30.0
+    assert server.request_body_timeout == 30.0
+    assert server.max_input_items == 10_000
+    assert server.max_queued_requests == 1024
+    [backend] = config.backends
+    assert backend.total_timeout == 1800.0
+    assert backend.effective_first_byte_timeout == backend.read_timeout
+    assert backend.max_response_bytes == 16 * 1024 * 1024
+    env = {
+        "STATEWAY_DRAIN_TIMEOUT": "2.5",
+        "STATEWAY_REQUEST_BODY_TIMEOUT": "3",
+        "STATEWAY_MAX_INPUT_ITEMS": "7",
+        "STATEWAY_MAX_QUEUED_REQUESTS": "0",
+        "STATEWAY_ALLOWED_HOSTS": "gw.internal, localhost",
+    }
+    server = load_config(Overrides(), env).server
+    assert (server.drain_timeout, server.request_body_timeout) == (2.5, 3.0)
+    assert (server.max_input_items, server.max_queued_requests) == (7, 0)
+    assert server.effective_allowed_hosts == {"gw.internal", "localhost"}
+    with pytest.raises(ConfigError, match="STATEWAY_DRAIN_TIMEOUT"):
+        load_config(Overrides(), {"STATEWAY_DRAIN_TIMEOUT": "soon"})
+
+
+def test_allowed_hosts_default_to_loopback_names_only_on_loopback(tmp_path: Path) -> None:
+    loopback = load_config(Overrides(), EMPTY_ENV).server.effective_allowed_hosts
+    assert loopback is not None
+    assert {"127.0.0.1", "localhost"} <= loopback
+    assert "evil.example" not in loopback
+    assert load_config(Overrides(host="0.0.0.0"), EMPTY_ENV).server.effective_allowed_hosts is None
+    path = write(tmp_path, '[server]\nallowed_hosts = ["*"]\n')
+    assert load_config(Overrides(config=path), EMPTY_ENV).server.effective_allowed_hosts is None
+
+
+def test_backend_timeouts_are_validated(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        '[[backends]]\nname = "a"\nurl = "http://x/v1"\nfirst_byte_timeout = 5\n'
+        "pool_idle_timeout = 2\npool_timeout = 1\nmax_response_bytes = 2048\n",
+    )
+    [backend] = load_config(Overrides(config=path), EMPTY_ENV).backends
+    assert backend.effective_first_byte_timeout == 5.0
+    assert (backend.pool_idle_timeout, backend.pool_timeout) == (2.0, 1.0)
+    bad = write(tmp_path, '[[backends]]\nname = "a"\nurl = "http://x/v1"\ntotal_timeout = 0\n')
+    with pytest.raises(ConfigError, match="total_timeout"):
+        load_config(Overrides(config=bad), EMPTY_ENV)

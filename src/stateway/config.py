@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -51,11 +51,37 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+LOOPBACK_NAMES: tuple[str, ...] = ("127.0.0.1", "localhost", "::1", "[::1]")
+"""Host names a loopback-bound server answers to by default (DNS-rebinding guard)."""
+
+
 class ServerConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     """Requests with a larger body are refused with 413."""
+    request_body_timeout: float = Field(default=30.0, gt=0)
+    """The longest a client may take to send a whole request body (408 after)."""
+    max_input_items: int = Field(default=10_000, ge=1)
+    """Input items one request may carry (400 beyond)."""
+    drain_timeout: float = Field(default=30.0, ge=0)
+    """On SIGTERM: how long in-flight requests may finish before they are ended."""
+    max_queued_requests: int = Field(default=1024, ge=0)
+    """Requests that may wait for an upstream connection slot at once; beyond this, new
+    requests are refused up front with 503 ``overloaded``."""
+    allowed_hosts: list[str] | None = None
+    """``Host`` header names accepted (without port; ``"*"`` accepts any). Default: the
+    loopback names when bound to a loopback address, any host otherwise."""
+
+    @property
+    def effective_allowed_hosts(self) -> frozenset[str] | None:
+        """The accepted host names, or None when any host is accepted."""
+        if self.allowed_hosts is not None:
+            hosts = frozenset(h.lower() for h in self.allowed_hosts)
+            return None if "*" in hosts else hosts
+        if self.host in LOOPBACK_NAMES or self.host.startswith("127."):
+            return frozenset(LOOPBACK_NAMES) | {self.host}
+        return None
 
 
 class StorageConfig(_Strict):
@@ -82,6 +108,21 @@ class BackendConfig(_Strict):
     max_connections: int = Field(default=256, ge=1)
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     """Chat upstreams: the field ``max_output_tokens`` is sent as."""
+    total_timeout: float = Field(default=1800.0, gt=0)
+    """The longest a whole upstream call (one inference round) may take."""
+    first_byte_timeout: float | None = Field(default=None, gt=0)
+    """The longest to wait for the upstream's response headers; default: ``read_timeout``."""
+    max_response_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    """The most bytes one upstream reply (streamed or not) may carry."""
+    pool_idle_timeout: float = Field(default=4.0, gt=0)
+    """How long an idle pooled connection is kept; keep it below the upstream's keep-alive
+    (uvicorn-based servers such as vLLM close idle connections after 5 s)."""
+    pool_timeout: float = Field(default=30.0, gt=0)
+    """The longest a request waits for one of ``max_connections`` connection slots."""
+
+    @property
+    def effective_first_byte_timeout(self) -> float:
+        return self.read_timeout if self.first_byte_timeout is None else self.first_byte_timeout
 
     @field_validator("url")
     @classmethod
@@ -177,8 +218,9 @@ def load_config(flags: Overrides, environ: Mapping[str, str] | None = None) -> C
     for key in ("host", "port"):
         if values[key] is not None:
             server[key] = _port(values[key]) if key == "port" else values[key]
-    if env.get("STATEWAY_MAX_BODY_BYTES"):
-        server["max_body_bytes"] = _int(env["STATEWAY_MAX_BODY_BYTES"], "STATEWAY_MAX_BODY_BYTES")
+    for key, (var, parse) in _SERVER_ENV.items():
+        if env.get(var):
+            server[key] = parse(env[var], var)
     data["server"] = server
     if values["database"] is not None:
         data["storage"] = {**data.get("storage", {}), "database": values["database"]}
@@ -244,3 +286,25 @@ def _describe(exc: ValidationError) -> str:
         where = ".".join(str(part) for part in error["loc"]) or "config"
         lines.append(f"{where}: {error['msg']}")
     return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def _hosts(value: str, name: str) -> list[str]:
+    return [host.strip() for host in value.split(",") if host.strip()]
+
+
+def _float(value: str, name: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {value!r}") from None
+
+
+_SERVER_ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+    "max_body_bytes": ("STATEWAY_MAX_BODY_BYTES", _int),
+    "request_body_timeout": ("STATEWAY_REQUEST_BODY_TIMEOUT", _float),
+    "max_input_items": ("STATEWAY_MAX_INPUT_ITEMS", _int),
+    "drain_timeout": ("STATEWAY_DRAIN_TIMEOUT", _float),
+    "max_queued_requests": ("STATEWAY_MAX_QUEUED_REQUESTS", _int),
+    "allowed_hosts": ("STATEWAY_ALLOWED_HOSTS", _hosts),
+}
+"""``[server]`` keys settable from the environment, with their variable and parser."""
