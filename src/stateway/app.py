@@ -77,7 +77,11 @@ def build_app(config: Config, store: ResponseStore | None = None) -> Starlette:
             await parts.store.aclose()
 
     return build_http_app(
-        ResponsesRoutes(parts.gateway, config.server.max_body_bytes),
+        ResponsesRoutes(
+            parts.gateway,
+            config.server.max_body_bytes,
+            max_input_items=config.server.max_input_items,
+        ),
         ServiceRoutes(parts.gateway),
         lifespan=lifespan,
     )

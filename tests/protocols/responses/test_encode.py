@@ -1,4 +1,5 @@
 import orjson
+import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
@@ -101,3 +102,19 @@ async def test_failed_run_ends_with_response_failed() -> None:
     assert last["type"] == "response.failed"
     assert last["response"]["error"]["message"] == "boom"
     EVENTS.validate_python(last)
+
+
+@pytest.mark.parametrize(
+    ("given", "strict", "description"),
+    [({}, False, None), ({"strict": True, "description": "d"}, True, "d")],
+)
+async def test_json_schema_echo_has_a_boolean_strict_and_a_description(
+    given: dict[str, object], strict: bool, description: str | None
+) -> None:
+    fmt = {"type": "json_schema", "name": "s", "schema": {"type": "object"}, **given}
+    run = await finished_run([TextDelta("{}"), Finish("stop")], GenerationSettings(text_format=fmt))
+    echoed = encode_response(run.state)["text"]["format"]
+    assert echoed["strict"] is strict
+    assert "description" in echoed
+    assert echoed["description"] == description
+    assert Response.model_validate(encode_response(run.state)).text is not None

@@ -18,13 +18,15 @@ from stateway.core.commands import CreateResponse, GenerationSettings, ListInput
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.protocols.responses.items import decode_items
+from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.responses.request import CreateResponseBody
 
 _TOOL_CHOICES = frozenset({"auto", "none", "required"})
 _FORMATS = frozenset({"text", "json_object", "json_schema"})
 
 
-def decode_create(raw: bytes) -> CreateResponse:
+def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateResponse:
+    """``max_input_items`` (None: unbounded) is checked before any item is looked at."""
     # orjson first: it refuses what JSON forbids (NaN, invalid UTF-8) and keeps every
     # number within what the gateway can serialize again (huge integers become floats).
     try:
@@ -34,14 +36,16 @@ def decode_create(raw: bytes) -> CreateResponse:
             "We could not parse the JSON body of your request. Expected a JSON object.",
             code="invalid_json",
         ) from None
+    if max_input_items is not None:
+        _check_item_count(data, max_input_items)
     try:
         body = CreateResponseBody.model_validate(data, strict=True)
     except pydantic.ValidationError as exc:
         raise _invalid(exc) from None
     if body.background:
-        raise InvalidRequest("Background responses are not supported yet.", param="background")
+        raise _unsupported("Background responses are not supported yet.", "background")
     if body.conversation is not None:
-        raise InvalidRequest("Conversations are not supported yet.", param="conversation")
+        raise _unsupported("Conversations are not supported yet.", "conversation")
     if body.include:
         _check_include(body.include)
     settings = GenerationSettings(
@@ -69,6 +73,13 @@ def decode_create(raw: bytes) -> CreateResponse:
         presence_penalty=body.presence_penalty,
         frequency_penalty=body.frequency_penalty,
     )
+    if not body.input and not body.instructions and body.previous_response_id is None:
+        raise InvalidRequest(
+            "Missing required parameter: 'input' (or 'instructions' or "
+            "'previous_response_id'); there is nothing to respond to.",
+            param="input",
+            code="missing_required_parameter",
+        )
     return CreateResponse(
         model=body.model,
         input=decode_items(body.input),
@@ -83,14 +94,33 @@ def decode_create(raw: bytes) -> CreateResponse:
 def decode_list_input_items(response_id: str, query: dict[str, str]) -> ListInputItems:
     limit_text = query.get("limit", "20")
     if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= 100:
-        raise InvalidRequest("'limit' must be an integer from 1 to 100.", param="limit")
+        raise InvalidRequest(
+            "'limit' must be an integer from 1 to 100.", param="limit", code="invalid_value"
+        )
     order = query.get("order", "desc")
     if order not in ("asc", "desc"):
-        raise InvalidRequest("'order' must be 'asc' or 'desc'.", param="order")
+        raise InvalidRequest(
+            "'order' must be 'asc' or 'desc'.", param="order", code="invalid_value"
+        )
     sort: Literal["asc", "desc"] = "asc" if order == "asc" else "desc"
     return ListInputItems(
         response_id, after=query.get("after") or None, limit=int(limit_text), order=sort
     )
+
+
+def _check_item_count(data: Any, limit: int) -> None:
+    items = data.get("input") if isinstance(data, dict) else None
+    if isinstance(items, list) and len(items) > limit:
+        raise InvalidRequest(
+            f"Invalid 'input': array too long. Expected an array with maximum length {limit}, "
+            f"but got an array with length {len(items)} instead.",
+            param="input",
+            code="array_above_max_length",
+        )
+
+
+def _unsupported(message: str, param: str) -> InvalidRequest:
+    return InvalidRequest(message, param=param, code="unsupported_parameter")
 
 
 def _invalid(exc: pydantic.ValidationError) -> InvalidRequest:
@@ -130,7 +160,11 @@ def _param(loc: tuple[int | str, ...]) -> str:
 def _check_include(include: list[str]) -> None:
     for index, entry in enumerate(include):
         if not entry:
-            raise InvalidRequest("Include entries must be non-empty.", param=f"include[{index}]")
+            raise InvalidRequest(
+                "Include entries must be non-empty.",
+                param=f"include[{index}]",
+                code="invalid_value",
+            )
 
 
 def _tools(tools: list[dict[str, Any]]) -> list[Item]:
@@ -146,21 +180,20 @@ def _tools(tools: list[dict[str, Any]]) -> list[Item]:
         name = tool.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidRequest(
-                "Missing required parameter: 'name'.", param=f"tools[{index}].name"
+                "Missing required parameter: 'name'.",
+                param=f"tools[{index}].name",
+                code="missing_required_parameter",
             )
         parameters = tool.get("parameters")
         if parameters is not None and not isinstance(parameters, dict):
-            raise InvalidRequest(
-                "'parameters' must be a JSON Schema object.", param=f"tools[{index}].parameters"
-            )
+            raise _invalid_type("'parameters' must be a JSON Schema object.", index, "parameters")
+        check_nesting(parameters, f"tools[{index}].parameters")
         description = tool.get("description")
         if description is not None and not isinstance(description, str):
-            raise InvalidRequest(
-                "'description' must be a string.", param=f"tools[{index}].description"
-            )
+            raise _invalid_type("'description' must be a string.", index, "description")
         strict = tool.get("strict")
         if strict is not None and not isinstance(strict, bool):
-            raise InvalidRequest("'strict' must be a boolean.", param=f"tools[{index}].strict")
+            raise _invalid_type("'strict' must be a boolean.", index, "strict")
         decoded.append(
             {
                 "type": "function",
@@ -173,19 +206,28 @@ def _tools(tools: list[dict[str, Any]]) -> list[Item]:
     return decoded
 
 
+def _invalid_type(message: str, index: int, field: str) -> InvalidRequest:
+    return InvalidRequest(message, param=f"tools[{index}].{field}", code="invalid_type")
+
+
 def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
     if choice is None:
         return "auto"
     if isinstance(choice, str):
         if choice not in _TOOL_CHOICES:
             raise InvalidRequest(
-                f"Invalid value for 'tool_choice': '{choice}'.", param="tool_choice"
+                f"Invalid value for 'tool_choice': '{choice}'. Supported values are: 'auto', "
+                "'none' and 'required'.",
+                param="tool_choice",
+                code="invalid_value",
             )
         return choice
     if choice.get("type") == "function" and isinstance(choice.get("name"), str):
         return {"type": "function", "name": choice["name"]}
     raise InvalidRequest(
-        f"Tool choice type '{choice.get('type')}' is not supported yet.", param="tool_choice"
+        f"Tool choice type '{choice.get('type')}' is not supported yet.",
+        param="tool_choice",
+        code="unsupported_value",
     )
 
 
@@ -195,40 +237,57 @@ def _text_format(fmt: dict[str, Any] | None) -> dict[str, Any]:
     kind = fmt.get("type")
     if kind not in _FORMATS:
         raise InvalidRequest(
-            f"Invalid value for 'text.format.type': '{kind}'.", param="text.format.type"
+            f"Invalid value for 'text.format.type': '{kind}'.",
+            param="text.format.type",
+            code="invalid_value",
         )
     if kind == "json_schema":
-        if not isinstance(fmt.get("name"), str) or not fmt["name"]:
-            raise InvalidRequest(
-                "Missing required parameter: 'text.format.name'.", param="text.format.name"
-            )
-        if not isinstance(fmt.get("schema"), dict):
-            raise InvalidRequest(
-                "Missing required parameter: 'text.format.schema'.", param="text.format.schema"
-            )
-        strict = fmt.get("strict")
-        if strict is not None and not isinstance(strict, bool):
-            raise InvalidRequest(
-                "'text.format.strict' must be a boolean.", param="text.format.strict"
-            )
-        out = {
-            "type": "json_schema",
-            "name": fmt["name"],
-            "schema": fmt["schema"],
-            "strict": strict,
-        }
-        if isinstance(fmt.get("description"), str):
-            out["description"] = fmt["description"]
-        return out
+        return _json_schema(fmt)
     return {"type": kind}
+
+
+def _json_schema(fmt: dict[str, Any]) -> dict[str, Any]:
+    """Only the keys the client gave (no nulls reach an upstream); the echo fills in the
+    spec's defaults."""
+    if not isinstance(fmt.get("name"), str) or not fmt["name"]:
+        raise InvalidRequest(
+            "Missing required parameter: 'text.format.name'.",
+            param="text.format.name",
+            code="missing_required_parameter",
+        )
+    if not isinstance(fmt.get("schema"), dict):
+        raise InvalidRequest(
+            "Missing required parameter: 'text.format.schema'.",
+            param="text.format.schema",
+            code="missing_required_parameter",
+        )
+    check_nesting(fmt["schema"], "text.format.schema")
+    out = {"type": "json_schema", "name": fmt["name"], "schema": fmt["schema"]}
+    for key, kind in (("strict", bool), ("description", str)):
+        value = fmt.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise InvalidRequest(
+                f"Invalid type for 'text.format.{key}': expected a {kind.__name__}.",
+                param=f"text.format.{key}",
+                code="invalid_type",
+            )
+        if value is not None:
+            out[key] = value
+    return out
 
 
 def _metadata(metadata: dict[str, str]) -> dict[str, str]:
     for key, value in metadata.items():
         if len(key) > 64:
-            raise InvalidRequest("Metadata keys must be at most 64 characters.", param="metadata")
+            raise InvalidRequest(
+                "Metadata keys must be at most 64 characters.",
+                param="metadata",
+                code="invalid_value",
+            )
         if len(value) > 512:
             raise InvalidRequest(
-                "Metadata values must be at most 512 characters.", param="metadata"
+                "Metadata values must be at most 512 characters.",
+                param="metadata",
+                code="invalid_value",
             )
     return metadata

@@ -46,7 +46,7 @@ def encode_response(state: ResponseState, *, snapshot: bool = False) -> dict[str
         "service_tier": s.service_tier or "default",
         "store": state.store,
         "temperature": 1.0 if s.temperature is None else s.temperature,
-        "text": {"format": s.text_format, "verbosity": s.verbosity or "medium"},
+        "text": {"format": _text_format(s.text_format), "verbosity": s.verbosity or "medium"},
         "tool_choice": s.tool_choice,
         "tools": s.tools,
         "top_logprobs": s.top_logprobs or 0,
@@ -149,6 +149,14 @@ def encode_item_page(page: ItemPage) -> dict[str, Any]:
         "last_id": data[-1].get("id") if data else None,
         "has_more": page.has_more,
     }
+
+
+def _text_format(fmt: dict[str, Any]) -> dict[str, Any]:
+    """A ``json_schema`` format as the spec has it: ``strict`` a boolean, ``description``
+    present (null when not given)."""
+    if fmt.get("type") != "json_schema":
+        return fmt
+    return {**fmt, "description": fmt.get("description"), "strict": bool(fmt.get("strict"))}
 
 
 _PASSED_CODES = frozenset({"server_error", "rate_limit_exceeded", "context_length_exceeded"})

@@ -12,6 +12,7 @@ from typing import Any
 from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import Item
+from stateway.protocols.responses.nesting import check_nesting
 
 _ROLES = frozenset({"user", "system", "developer", "assistant"})
 _ID_PREFIX = {
@@ -23,6 +24,8 @@ _ID_PREFIX = {
 _PART_TEXT = frozenset({"input_text", "output_text", "refusal", "text", "summary_text"})
 _PART_KNOWN = _PART_TEXT | {"input_image", "input_file", "input_audio"}
 _FILE_SOURCES = ("file_data", "file_url")
+_FINISHED = "completed"
+"""The ``status`` of a modelled input item given without one (as ``input_items`` shows it)."""
 
 
 def decode_items(raw: str | list[dict[str, Any]]) -> list[Item]:
@@ -51,11 +54,17 @@ def _check_unique_ids(raw: list[dict[str, Any]]) -> None:
 
 
 def _item(raw: dict[str, Any], path: str) -> Item:
+    for key, value in raw.items():
+        check_nesting(value, f"{path}.{key}")
     kind = raw.get("type")
     if kind is None and "role" in raw:
         kind = "message"
     if not isinstance(kind, str):
-        raise InvalidRequest("Every input item needs a string 'type'.", param=f"{path}.type")
+        raise InvalidRequest(
+            "Every input item needs a string 'type'.",
+            param=f"{path}.type",
+            code="missing_required_parameter" if kind is None else "invalid_type",
+        )
     match kind:
         case "message":
             return _decode_message(raw, path)
@@ -67,13 +76,17 @@ def _item(raw: dict[str, Any], path: str) -> Item:
             output = raw.get("output")
             if not isinstance(output, str | list):
                 raise InvalidRequest(
-                    "'output' must be a string or a list of content parts.", param=f"{path}.output"
+                    "'output' must be a string or a list of content parts.",
+                    param=f"{path}.output",
+                    code="invalid_type",
                 )
             return _with_id(dict(raw), kind)
         case "reasoning":
             summary = raw.get("summary", [])
             if not isinstance(summary, list):
-                raise InvalidRequest("'summary' must be a list.", param=f"{path}.summary")
+                raise InvalidRequest(
+                    "'summary' must be a list.", param=f"{path}.summary", code="invalid_type"
+                )
             item = dict(raw)
             item.setdefault("summary", [])
             return _with_id(item, kind)
@@ -95,6 +108,7 @@ def _decode_message(raw: dict[str, Any], path: str) -> Item:
             f"Invalid value for 'role': {role!r}. Supported values are: 'user', 'system', "
             "'developer' and 'assistant'.",
             param=f"{path}.role",
+            code="invalid_value",
         )
     content = raw.get("content")
     text_kind = "output_text" if role == "assistant" else "input_text"
@@ -104,7 +118,9 @@ def _decode_message(raw: dict[str, Any], path: str) -> Item:
         parts = [_part(part, f"{path}.content[{i}]") for i, part in enumerate(content)]
     else:
         raise InvalidRequest(
-            "'content' must be a string or a list of content parts.", param=f"{path}.content"
+            "'content' must be a string or a list of content parts.",
+            param=f"{path}.content",
+            code="invalid_type",
         )
     if role == "assistant":
         for part in parts:
@@ -115,25 +131,31 @@ def _decode_message(raw: dict[str, Any], path: str) -> Item:
 
 def _part(raw: Any, path: str) -> Item:
     if not isinstance(raw, dict):
-        raise InvalidRequest("Each content part must be an object.", param=path)
+        raise InvalidRequest(
+            "Each content part must be an object.", param=path, code="invalid_type"
+        )
     kind = raw.get("type")
     if kind not in _PART_KNOWN:
-        raise InvalidRequest(f"Invalid content part type: {kind!r}.", param=f"{path}.type")
+        raise InvalidRequest(
+            f"Invalid content part type: {kind!r}.", param=f"{path}.type", code="invalid_value"
+        )
     if kind in _PART_TEXT:
         key = "refusal" if kind == "refusal" else "text"
         if not isinstance(raw.get(key), str):
-            raise InvalidRequest(f"'{key}' must be a string.", param=f"{path}.{key}")
+            raise _missing_or_invalid(raw, path, key)
     if kind == "input_image":
         url = raw.get("image_url")
         if not isinstance(url, str) or not url.startswith(("http://", "https://", "data:")):
             raise InvalidRequest(
                 "'image_url' must be an http(s) URL or a data URL; file ids are not supported.",
                 param=f"{path}.image_url",
+                code="invalid_value",
             )
     if kind == "input_file" and not any(isinstance(raw.get(k), str) for k in _FILE_SOURCES):
         raise InvalidRequest(
             "An 'input_file' part needs 'file_data' or 'file_url'; file ids are not supported.",
             param=f"{path}.file_data",
+            code="missing_required_parameter",
         )
     return dict(raw)
 
@@ -148,14 +170,29 @@ def _message(role: str, parts: list[Item], raw: dict[str, Any] | None) -> Item:
 
 
 def _with_id(item: Item, kind: str) -> Item:
+    """Give a modelled item its gateway id and its ``status`` when the client sent none."""
     if not isinstance(item.get("id"), str) or not item["id"]:
         item["id"] = new_id(_ID_PREFIX[kind])
+    if item.get("status") is None:
+        item["status"] = _FINISHED
     return item
 
 
 def _require_str(raw: dict[str, Any], path: str, *keys: str) -> None:
     for key in keys:
         if not isinstance(raw.get(key), str):
-            raise InvalidRequest(
-                f"Missing or invalid parameter: '{key}' must be a string.", param=f"{path}.{key}"
-            )
+            raise _missing_or_invalid(raw, path, key)
+
+
+def _missing_or_invalid(raw: dict[str, Any], path: str, key: str) -> InvalidRequest:
+    if raw.get(key) is None:
+        return InvalidRequest(
+            f"Missing required parameter: '{path}.{key}'.",
+            param=f"{path}.{key}",
+            code="missing_required_parameter",
+        )
+    return InvalidRequest(
+        f"Invalid type for '{path}.{key}': expected a string.",
+        param=f"{path}.{key}",
+        code="invalid_type",
+    )

@@ -21,14 +21,25 @@ from stateway.surfaces.http.transport import (
     watch_disconnect,
 )
 
+INLINE_DECODE_BYTES = 1024 * 1024
+"""Bodies up to this size are decoded on the event loop (the hot path); larger ones in a
+worker thread, so decoding many megabytes of JSON does not stall every other request."""
+
 
 class ResponsesRoutes:
-    def __init__(self, gateway: Gateway, max_body_bytes: int) -> None:
+    def __init__(
+        self, gateway: Gateway, max_body_bytes: int, *, max_input_items: int | None = None
+    ) -> None:
         self._gateway = gateway
         self._max_body = max_body_bytes
+        self._max_items = max_input_items
 
     async def create(self, request: Request) -> Response:
-        command = decode_create(await read_body(request, self._max_body))
+        body = await read_body(request, self._max_body)
+        if len(body) <= INLINE_DECODE_BYTES:
+            command = decode_create(body, max_input_items=self._max_items)
+        else:
+            command = await asyncio.to_thread(decode_create, body, max_input_items=self._max_items)
         run = await self._gateway.execute(_principal(request), command)
         if command.stream:
             return SSEResponse(_frames(run), on_disconnect=run.cancel)

@@ -1,0 +1,42 @@
+"""How deep a client's free-form JSON may nest: no deeper than the gateway can write again.
+
+orjson reads 1,024 levels but writes only 255, so a value that parses can still fail to be
+stored, streamed or sent upstream. Free-form values (tool parameters, a JSON schema, an
+input item's fields) are therefore limited to :data:`MAX_NESTING` levels, counted as
+containers (``{}`` is one level, ``{"a": []}`` two). The deepest place such a value is
+written today is a stream event, ``event.response.text.format.schema``: five levels of
+wrappers. 128 leaves room for those and for wrappers yet to come (stored event logs,
+WebSocket frames), and is far deeper than any real schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stateway.core.errors import InvalidRequest
+
+MAX_NESTING = 128
+
+
+def check_nesting(value: Any, param: str) -> None:
+    """Refuse ``value`` when it nests deeper than :data:`MAX_NESTING`, naming ``param``."""
+    if isinstance(value, dict | list) and _deeper_than(value, MAX_NESTING):
+        raise InvalidRequest(
+            f"Invalid value for '{param}': JSON nested deeper than {MAX_NESTING} levels.",
+            param=param,
+            code="nesting_too_deep",
+        )
+
+
+def _deeper_than(value: dict[str, Any] | list[Any], limit: int) -> bool:
+    # Iterative: a parsed value may nest 1,024 levels, past Python's recursion limit.
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth == limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False

@@ -1,0 +1,221 @@
+"""What ``decode_create`` bounds and refuses: item counts, nesting, empty requests, and the
+codes every refusal carries; plus what it normalizes (item status, ``json_schema``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from stateway.core.errors import InvalidRequest
+from stateway.protocols.responses.decode import decode_create, decode_list_input_items
+from stateway.protocols.responses.nesting import MAX_NESTING
+
+
+def nested(levels: int) -> dict[str, Any]:
+    """A JSON object ``levels`` containers deep."""
+    value: dict[str, Any] = {}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+def refusal(body: dict[str, Any], **options: Any) -> InvalidRequest:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_create(orjson.dumps(body), **options)
+    return caught.value
+
+
+def messages(count: int) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": "x"}] * count
+
+
+def test_item_count_at_the_limit_is_accepted() -> None:
+    body = {"model": "m", "input": messages(5)}
+    assert len(decode_create(orjson.dumps(body), max_input_items=5).input) == 5
+
+
+def test_one_item_over_the_limit_is_refused_naming_input() -> None:
+    error = refusal({"model": "m", "input": messages(6)}, max_input_items=5)
+    assert (error.status, error.param, error.code) == (400, "input", "array_above_max_length")
+    assert "maximum length 5" in error.message
+
+
+def test_item_count_is_checked_before_the_items_are() -> None:
+    # Six broken items: the count is what is reported, not the first broken item.
+    error = refusal({"model": "m", "input": [{"role": "robot"}] * 6}, max_input_items=5)
+    assert error.code == "array_above_max_length"
+
+
+@pytest.mark.parametrize(
+    ("place", "param"),
+    [
+        (
+            lambda v: {"tools": [{"type": "function", "name": "f", "parameters": v}]},
+            "tools[0].parameters",
+        ),
+        (
+            lambda v: {"text": {"format": {"type": "json_schema", "name": "s", "schema": v}}},
+            "text.format.schema",
+        ),
+        (lambda v: {"input": [{"role": "user", "content": "x", "extra": v}]}, "input[0].extra"),
+        (lambda v: {"input": [{"type": "custom_thing", "payload": v}]}, "input[0].payload"),
+        (
+            lambda v: {
+                "input": [
+                    {"role": "user", "content": [{"type": "input_text", "text": "x", "x": v}]}
+                ]
+            },
+            "input[0].content",
+        ),
+    ],
+)
+def test_nesting_deeper_than_storable_is_refused_naming_the_field(place: Any, param: str) -> None:
+    error = refusal({"model": "m", "input": "x", **place(nested(MAX_NESTING + 1))})
+    assert (error.status, error.param, error.code) == (400, param, "nesting_too_deep")
+    assert param in error.message
+    for levels in (40, MAX_NESTING - 3):  # the content part and the message wrap the value
+        decode_create(orjson.dumps({"model": "m", "input": "x", **place(nested(levels))}))
+
+
+def test_values_at_the_nesting_limit_still_serialize_inside_their_wrappers() -> None:
+    deepest = nested(MAX_NESTING)
+    event = {"response": {"text": {"format": {"schema": deepest}}}}
+    orjson.dumps({"wrappers": [[[[[[[[event]]]]]]]]})  # headroom for wrappers yet to come
+
+
+def test_nesting_of_a_thousand_levels_is_refused_without_recursion() -> None:
+    deep = b'{"a":' * 999 + b"{}" + b"}" * 999  # too deep for orjson to write
+    with pytest.raises(InvalidRequest) as caught:
+        decode_create(b'{"model": "m", "input": [{"type": "x", "deep": ' + deep + b"}]}")
+    assert caught.value.param == "input[0].deep"
+
+
+@pytest.mark.parametrize("extra", [{}, {"input": []}, {"input": [], "instructions": ""}])
+def test_nothing_to_respond_to_is_refused(extra: dict[str, Any]) -> None:
+    error = refusal({"model": "m", **extra})
+    assert (error.status, error.param, error.code) == (400, "input", "missing_required_parameter")
+
+
+@pytest.mark.parametrize(
+    "extra", [{"instructions": "be brief"}, {"previous_response_id": "resp_1"}, {"input": "x"}]
+)
+def test_instructions_or_a_previous_response_are_enough(extra: dict[str, Any]) -> None:
+    decode_create(orjson.dumps({"model": "m", **extra}))
+
+
+BAD_BODIES: list[dict[str, Any]] = [
+    {"input": "x"},
+    {"model": "m", "input": "x", "temperature": "hot"},
+    {"model": "m", "input": [{"role": "robot", "content": "x"}]},
+    {"model": "m", "input": [{"role": "user", "content": 7}]},
+    {"model": "m", "input": [{"content": "x"}]},
+    {"model": "m", "input": [{"type": 3}]},
+    {"model": "m", "input": [{"role": "user", "content": [5]}]},
+    {"model": "m", "input": [{"role": "user", "content": [{"type": "video"}]}]},
+    {"model": "m", "input": [{"role": "user", "content": [{"type": "input_text"}]}]},
+    {"model": "m", "input": [{"role": "user", "content": [{"type": "input_text", "text": 1}]}]},
+    {
+        "model": "m",
+        "input": [{"role": "user", "content": [{"type": "input_image", "image_url": "file-1"}]}],
+    },
+    {
+        "model": "m",
+        "input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}],
+    },
+    {"model": "m", "input": [{"type": "function_call", "name": "f"}]},
+    {
+        "model": "m",
+        "input": [{"type": "function_call", "call_id": 1, "name": "f", "arguments": ""}],
+    },
+    {"model": "m", "input": [{"type": "function_call_output", "call_id": "c", "output": 3}]},
+    {"model": "m", "input": [{"type": "reasoning", "summary": "x"}]},
+    {"model": "m", "input": [{"type": "item_reference", "id": "msg_1"}]},
+    {"model": "m", "input": [{"role": "user", "content": "x", "id": "a"}] * 2},
+    {"model": "m", "input": "x", "background": True},
+    {"model": "m", "input": "x", "conversation": "conv_1"},
+    {"model": "m", "input": "x", "include": [""]},
+    {"model": "m", "input": "x", "tools": [{"type": "web_search"}]},
+    {"model": "m", "input": "x", "tools": [{"type": "function"}]},
+    {"model": "m", "input": "x", "tools": [{"type": "function", "name": "f", "parameters": []}]},
+    {"model": "m", "input": "x", "tools": [{"type": "function", "name": "f", "description": 1}]},
+    {"model": "m", "input": "x", "tools": [{"type": "function", "name": "f", "strict": "y"}]},
+    {"model": "m", "input": "x", "tool_choice": "sometimes"},
+    {"model": "m", "input": "x", "tool_choice": {"type": "mcp"}},
+    {"model": "m", "input": "x", "text": {"format": {"type": "yaml"}}},
+    {"model": "m", "input": "x", "text": {"format": {"type": "json_schema", "schema": {}}}},
+    {"model": "m", "input": "x", "text": {"format": {"type": "json_schema", "name": "s"}}},
+    {
+        "model": "m",
+        "input": "x",
+        "text": {"format": {"type": "json_schema", "name": "s", "schema": {}, "strict": 1}},
+    },
+    {
+        "model": "m",
+        "input": "x",
+        "text": {"format": {"type": "json_schema", "name": "s", "schema": {}, "description": 1}},
+    },
+    {"model": "m", "input": "x", "metadata": {"k" * 65: "v"}},
+    {"model": "m", "input": "x", "metadata": {"k": "v" * 513}},
+    {"model": "m"},
+]
+
+
+@pytest.mark.parametrize("body", BAD_BODIES)
+def test_every_refusal_carries_a_code_and_names_the_field(body: dict[str, Any]) -> None:
+    error = refusal(body)
+    assert error.status == 400
+    assert error.code is not None
+    assert error.param is not None
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"model": "m", "input": [{"role": "robot", "content": "x"}]}, "invalid_value"),
+        ({"model": "m", "input": "x", "tool_choice": "sometimes"}, "invalid_value"),
+        (
+            {"model": "m", "input": [{"type": "function_call", "name": "f"}]},
+            "missing_required_parameter",
+        ),
+        ({"model": "m", "input": "x", "background": True}, "unsupported_parameter"),
+        ({"model": "m", "input": "x", "tool_choice": {"type": "mcp"}}, "unsupported_value"),
+    ],
+)
+def test_refusal_codes(body: dict[str, Any], code: str) -> None:
+    assert refusal(body).code == code
+
+
+@pytest.mark.parametrize("query", [{"limit": "0"}, {"limit": "101"}, {"order": "up"}])
+def test_input_items_query_refusals_carry_a_code(query: dict[str, str]) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_list_input_items("resp_1", query)
+    assert caught.value.code == "invalid_value"
+
+
+def test_modelled_items_without_a_status_are_completed() -> None:
+    body = {
+        "model": "m",
+        "input": [
+            {"role": "user", "content": "x"},
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "r"},
+            {"type": "reasoning", "summary": []},
+            {"role": "assistant", "content": "y", "status": "incomplete"},
+            {"type": "custom_thing"},
+        ],
+    }
+    statuses = [item.get("status") for item in decode_create(orjson.dumps(body)).input]
+    assert statuses == ["completed"] * 4 + ["incomplete", None]
+    [string_input] = decode_create(b'{"model": "m", "input": "x"}').input
+    assert string_input["status"] == "completed"
+
+
+def test_json_schema_format_keeps_only_the_keys_given() -> None:
+    fmt = {"type": "json_schema", "name": "s", "schema": {"type": "object"}}
+    command = decode_create(orjson.dumps({"model": "m", "input": "x", "text": {"format": fmt}}))
+    assert command.settings.text_format == fmt  # no null strict/description goes upstream
+    full = {**fmt, "strict": True, "description": "d"}
+    command = decode_create(orjson.dumps({"model": "m", "input": "x", "text": {"format": full}}))
+    assert command.settings.text_format == full
