@@ -14,6 +14,7 @@ import pytest
 from openai import OpenAI
 
 from stateway.launch import start_gateway
+from stateway.protocols.responses.nesting import MAX_NESTING
 from tests.e2e.test_upstream_mapping import clear, upstream_requests
 
 MODEL = "fake-model"
@@ -112,14 +113,21 @@ def test_forty_levels_are_stored_retrievable_and_continuable(
     assert following.status == "completed"
 
 
-def test_forty_levels_stream_to_completion(gateway: str) -> None:
-    body = deep_body("text.format.schema", nested_json(40), stream=True)
+@pytest.mark.parametrize("levels", [40, MAX_NESTING])
+@pytest.mark.parametrize("place", PLACES)
+def test_nesting_up_to_the_limit_streams_to_completion(
+    gateway: str, client: OpenAI, place: str, levels: int
+) -> None:
+    body = deep_body(place, nested_json(levels), stream=True)
     request = urllib.request.Request(
         gateway + "/v1/responses", data=body, headers={"Content-Type": "application/json"}
     )
     with urllib.request.urlopen(request) as response:
         frames = response.read().split(b"\n\n")
     assert frames[-2].startswith(b"event: response.completed\n")
+    completed = orjson.loads(frames[-2].split(b"data: ", 1)[1])
+    stored = client.responses.retrieve(completed["response"]["id"])
+    assert stored.status == "completed"
 
 
 @pytest.mark.parametrize(
