@@ -96,6 +96,26 @@ async def test_a_run_whose_save_failed_is_freed_without_the_collector() -> None:
         assert await freed(ref)
 
 
+class WaitingStore(MemoryStore):
+    """Settles each save through a future, as the SQL store's group commit does: a future
+    keeps its exception, whose traceback holds the frame awaiting it."""
+
+    async def save(self, record: ResponseRecord) -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_exception(StorageError("disk full"))
+        await done
+
+
+async def test_a_run_with_output_whose_save_failed_is_freed_without_the_collector() -> None:
+    with collector_off():
+        ref, task, _ = await ended_run(
+            [TextDelta("a"), Finish("stop")], WaitingStore(), stream=True
+        )
+        await asyncio.wait([task])
+        del task
+        assert await freed(ref)
+
+
 async def test_a_completed_run_is_freed_without_the_collector() -> None:
     with collector_off():
         ref, task, _ = await ended_run([TextDelta("ok"), Finish("stop")], stream=True)

@@ -134,6 +134,7 @@ class Loop:
             try:
                 await self._store.save(_record(state, run.input_items))
             except StorageError as exc:
+                _detached(exc)  # the save may keep it (in a future): its frames hold the run
                 log.error("persisting response %s failed: %s", state.id, exc)
                 state.status = "failed"
                 state.error = {
@@ -142,7 +143,7 @@ class Loop:
                     "status": exc.status,
                 }
                 if run.error is None and not state.output:
-                    run.error = _detached(exc)
+                    run.error = exc
         run.emit(ev.ResponseFinished(state))
         run.close()
 
