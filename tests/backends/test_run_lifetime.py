@@ -36,22 +36,27 @@ def user(text: str) -> dict[str, object]:
 
 
 @pytest.mark.parametrize(
-    ("text", "stream", "leave", "status"),
+    ("text", "stream", "leave", "status", "read_timeout"),
     [
-        pytest.param("[[slow:20]] [[words:500]]", True, True, "incomplete", id="stream-left"),
-        pytest.param("[[slow:400]] [[words:3]]", False, True, "incomplete", id="left"),
-        pytest.param("[[error:500]]", True, False, "failed", id="stream-500"),
-        pytest.param("[[error:429]]", False, False, "failed", id="429"),
-        pytest.param("[[cut:3]] [[words:20]]", True, False, "failed", id="stream-cut"),
-        pytest.param("[[cut:0]] [[words:20]]", False, False, "failed", id="cut"),
-        pytest.param("[[slow:2000]] [[words:3]]", True, False, "failed", id="stream-timeout"),
-        pytest.param("[[words:3]]", True, False, "completed", id="stream-completed"),
+        pytest.param("[[slow:20]] [[words:500]]", True, True, "incomplete", 30.0, id="stream-left"),
+        pytest.param("[[slow:5000]] [[words:3]]", False, True, "incomplete", 30.0, id="left"),
+        pytest.param("[[error:500]]", True, False, "failed", 30.0, id="stream-500"),
+        pytest.param("[[error:429]]", False, False, "failed", 30.0, id="429"),
+        pytest.param("[[cut:3]] [[words:20]]", True, False, "failed", 30.0, id="stream-cut"),
+        pytest.param("[[cut:0]] [[words:20]]", False, False, "failed", 30.0, id="cut"),
+        pytest.param("[[slow:2000]] [[words:3]]", True, False, "failed", 0.5, id="stream-timeout"),
+        pytest.param("[[words:3]]", True, False, "completed", 30.0, id="stream-completed"),
     ],
 )
 async def test_runs_leave_no_cycles(
-    upstream_url: str, text: str, stream: bool, leave: bool, status: str
+    upstream_url: str,
+    text: str,
+    stream: bool,
+    leave: bool,
+    status: str,
+    read_timeout: float,
 ) -> None:
-    target = UpstreamTarget("fake", upstream_url, read_timeout=0.5)
+    target = UpstreamTarget("fake", upstream_url, read_timeout=read_timeout)
     backend = OpenAIChatBackend(UpstreamClient(target))
     store = MemoryStore()
     gateway = Gateway(
