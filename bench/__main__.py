@@ -27,7 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--requests", type=int, help="c=1 requests per scenario (2000)")
     parser.add_argument("--duration", type=float, help="seconds per wrk run (10)")
-    parser.add_argument("--rss-requests", type=int, help="requests in the memory run (10000)")
+    parser.add_argument("--rss-requests", type=int, help="requests in each memory run (10000)")
+    parser.add_argument(
+        "--overload-streams", type=int, help="concurrent streams in the overload run (10000)"
+    )
     parser.add_argument(
         "--profile",
         choices=("auto", "always", "never"),
@@ -48,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         connections=32,
         rss_requests=args.rss_requests or (1000 if quick else 10_000),
         rss_warmup=100 if quick else 500,
+        overload_streams=args.overload_streams or (2000 if quick else 10_000),
+        overload_seconds=30.0 if quick else 90.0,
         profile=args.profile or ("never" if quick else "auto"),
         profile_seconds=args.profile_seconds or (3.0 if quick else 10.0),
         results_dir=RESULTS_DIR,

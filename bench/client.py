@@ -2,7 +2,9 @@
 
 It writes a pre-built request and times the answer: total latency (request written to
 last body byte) and time to first byte (to the first body chunk). No headers are kept,
-nothing is decoded, so the client adds as little as it can to what it measures.
+nothing is decoded, so the client adds as little as it can to what it measures. It can
+also leave mid-answer, as a client that goes away does: close the connection once a
+body chunk holds a given marker.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ class Timing:
     status: int
     total_ns: int
     first_byte_ns: int
+    left: bool = False
+    """True when the client left mid-answer (see ``leave_at``)."""
 
 
 class _Protocol(asyncio.Protocol):
@@ -36,6 +40,8 @@ class _Protocol(asyncio.Protocol):
         self.keep_body = False
         self.body: list[bytes] = []
         self.keep_alive = True
+        self.leave_at: bytes | None = None
+        self.left = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
@@ -59,6 +65,10 @@ class _Protocol(asyncio.Protocol):
             self.first_byte_ns = time.perf_counter_ns()
         if self.keep_body:
             self.body.append(body)
+        if self.leave_at is not None and self.leave_at in body:
+            self.left = True
+            if self.waiter is not None and not self.waiter.done():
+                self.waiter.set_result(None)
 
     def on_message_complete(self) -> None:
         self.done_ns = time.perf_counter_ns()
@@ -90,14 +100,22 @@ class Connection:
         )
         return head.encode() + body
 
-    async def send(self, request: bytes | None = None, *, keep_body: bool = False) -> Timing:
-        """Send ``request`` (the one built at construction by default); time the answer."""
+    async def send(
+        self,
+        request: bytes | None = None,
+        *,
+        keep_body: bool = False,
+        leave_at: bytes | None = None,
+    ) -> Timing:
+        """Send ``request`` (the one built at construction by default); time the answer.
+        With ``leave_at``, close the connection as soon as a body chunk holds it."""
         protocol = await self._connected()
         loop = asyncio.get_running_loop()
         protocol.waiter = loop.create_future()
         protocol.first_byte_ns = protocol.done_ns = protocol.status = 0
         protocol.keep_body = keep_body
         protocol.body = []
+        protocol.leave_at, protocol.left = leave_at, False
         assert protocol.transport is not None
         start = time.perf_counter_ns()
         protocol.transport.write(request or self.request)
@@ -107,10 +125,11 @@ class Connection:
         except BaseException:
             self.close()
             raise
-        if not protocol.keep_alive:
+        if protocol.left or not protocol.keep_alive:
             self.close()
-        first = (protocol.first_byte_ns or protocol.done_ns) - start
-        return Timing(protocol.status, protocol.done_ns - start, first)
+        end = protocol.done_ns or time.perf_counter_ns()
+        first = (protocol.first_byte_ns or end) - start
+        return Timing(protocol.status, end - start, first, protocol.left)
 
     def last_body(self) -> bytes:
         return b"".join(self._protocol.body) if self._protocol is not None else b""

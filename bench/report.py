@@ -168,18 +168,57 @@ def _memory_table(results: dict[str, Any]) -> list[str]:
     memory = results.get("memory")
     if memory is None:
         return []
-    return [
-        f"### Memory of one gateway process (store:true, {memory['requests']:,} requests,"
-        f" non-stream and stream alternating, 8 connections; MiB)",
+    out = [
+        f"### Memory of one gateway process (store:true, {memory['requests']:,} requests per"
+        " run, non-stream and stream alternating; MiB)",
         "",
-        "| RSS at start | after warm-up | after the requests | growth | growth from start |"
+        "| run | RSS at start | after warm-up | after the requests | growth | growth from start |"
         " peak (VmHWM) | errors | time |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-        f"| {memory['rss_start_mib']:.1f} | {memory['rss_after_warmup_mib']:.1f} |"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        _memory_row(f"{memory.get('connections', 8)} connections, all clients stay", memory),
+    ]
+    disconnects = results.get("memory_disconnects")
+    if disconnects is not None:
+        label = (
+            f"{disconnects['connections']} connections, half the clients leave mid-stream"
+            f" ({disconnects['left']:,} left)"
+        )
+        out.append(_memory_row(label, disconnects))
+        out += [
+            "",
+            "A fresh gateway for each run. Every other request of the second run is a longer"
+            " stream whose client closes its connection at the first text delta.",
+        ]
+    out.append("")
+    return out + _overload_table(results.get("overload"))
+
+
+def _memory_row(label: str, memory: dict[str, Any]) -> str:
+    return (
+        f"| {label} | {memory['rss_start_mib']:.1f} | {memory['rss_after_warmup_mib']:.1f} |"
         f" {memory['rss_after_mib']:.1f} | {memory['growth_mib']:+.1f} |"
         f" {memory['growth_from_start_mib']:+.1f} | {memory['peak_rss_mib']:.1f} |"
-        f" {memory['errors']} | {memory['seconds']:.1f} s |",
+        f" {memory['errors']} | {memory['seconds']:.1f} s |"
+    )
+
+
+def _overload_table(overload: dict[str, Any] | None) -> list[str]:
+    if overload is None:
+        return []
+    other = ", ".join(f"{reason}: {n:,}" for reason, n in overload["other_reasons"].items())
+    return [
+        f"### Overload: {overload['streams']:,} concurrent streams on one gateway process"
+        f" (store:true, upstream input `{overload['upstream_input']}`)",
         "",
+        "| completed | refused (503 `overloaded`) | failed mid-way | other |"
+        " RSS at start (MiB) | peak RSS (VmHWM, MiB) | time |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| {overload['completed']:,} | {overload['refused']:,} | {overload['failed_midway']:,} |"
+        f" {overload['other']:,} | {overload['rss_start_mib']:.1f} |"
+        f" {overload['peak_rss_mib']:.1f} | {overload['seconds']:.1f} s"
+        f" (bound {overload['bound_seconds']:g} s) |",
+        "",
+        *([f"Other: {other}.", ""] if other else []),
     ]
 
 

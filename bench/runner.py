@@ -2,9 +2,10 @@
 
 Processes: one fake model server for everything; the floor and two gateways (store:false
 and store:true, each on a fresh SQLite file in a temporary directory) for the latency and
-throughput runs; then a fresh store:true gateway for the memory run. All listen on
-127.0.0.1 only, every loop is bounded by a count or a duration, and every process is
-stopped when its block exits.
+throughput runs; then a fresh store:true gateway for each memory run (plain, and with half
+the clients leaving mid-stream) and one for the overload run. All listen on 127.0.0.1
+only, every loop is bounded by a count or a duration, and every process is stopped when
+its block exits.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from bench import processes
 from bench.latency import measure_latency
 from bench.load import LoadStats, run_wrk, wrk_path
 from bench.machine import describe_machine
-from bench.memory import MemoryStats, measure_memory
+from bench.memory import MemoryStats, measure_memory, measure_memory_with_disconnects
+from bench.overload import OverloadStats, measure_overload, raise_fd_limit
 from bench.procfs import CpuWindow
 from bench.profiling import ProfileRun, profile_under_load, py_spy_path
 from bench.report import plain
@@ -52,6 +54,9 @@ class Settings:
     connections: int
     rss_requests: int
     rss_warmup: int
+    overload_streams: int
+    overload_seconds: float
+    """The bound on the overload run: streams not ended by then count as *other*."""
     profile: str
     """``auto`` (only scenarios that missed a target), ``always`` or ``never``."""
     profile_seconds: float
@@ -73,6 +78,9 @@ def run(settings: Settings) -> dict[str, Any]:
         "machine": describe_machine(),
     }
     settings.results_dir.mkdir(parents=True, exist_ok=True)
+    fd_limit = raise_fd_limit(settings.overload_streams + 4096)  # before any server starts
+    if fd_limit < settings.overload_streams + 1024:
+        log(f"open-file limit {fd_limit}: too low for {settings.overload_streams:,} streams")
     with tempfile.TemporaryDirectory(prefix="stateway-bench-") as tmp, ExitStack() as stack:
         work = Path(tmp)
         log("starting the fake model server")
@@ -125,7 +133,14 @@ def run(settings: Settings) -> dict[str, Any]:
 
         memory = _memory(settings, fake.url, work)
         results["memory"] = plain(memory)
-        results["targets"] = plain(evaluate(added_latency(latency), ratios, memory))
+        disconnects = _memory(settings, fake.url, work, disconnects=True)
+        results["memory_disconnects"] = plain(disconnects)
+        overload = _overload(settings, fake.url, work)
+        results["overload"] = plain(overload)
+        verdicts = evaluate(
+            added_latency(latency), ratios, memory, disconnects=disconnects, overload=overload
+        )
+        results["targets"] = plain(verdicts)
     results["seconds"] = round(time.monotonic() - began, 1)
     return results
 
@@ -164,10 +179,25 @@ def _profiles(
     return runs
 
 
-def _memory(settings: Settings, upstream_url: str, work: Path) -> MemoryStats:
-    log(f"memory: fresh store:true gateway, {settings.rss_requests:,} requests")
-    with processes.gateway("gateway-memory", upstream_url, work / "memory.db", work) as gw:
+def _memory(
+    settings: Settings, upstream_url: str, work: Path, *, disconnects: bool = False
+) -> MemoryStats:
+    how = ", half the clients leaving mid-stream" if disconnects else ""
+    log(f"memory: fresh store:true gateway, {settings.rss_requests:,} requests{how}")
+    name = "gateway-memory-disconnects" if disconnects else "gateway-memory"
+    with processes.gateway(name, upstream_url, work / f"{name}.db", work) as gw:
         mixed = [scenario(GATEWAY_STORE_TRUE, stream, gw.url) for stream in MODES]
-        return measure_memory(
-            gw.pid, mixed, requests=settings.rss_requests, warmup=settings.rss_warmup
-        )
+        measure = measure_memory_with_disconnects if disconnects else measure_memory
+        return measure(gw.pid, mixed, requests=settings.rss_requests, warmup=settings.rss_warmup)
+
+
+def _overload(settings: Settings, upstream_url: str, work: Path) -> OverloadStats:
+    streams = settings.overload_streams
+    log(f"overload: fresh store:true gateway, {streams:,} concurrent streams")
+    with processes.gateway("gateway-overload", upstream_url, work / "overload.db", work) as gw:
+        stats = measure_overload(gw.pid, gw.url, streams=streams, bound=settings.overload_seconds)
+    log(
+        f"  {stats.completed:,} completed, {stats.refused:,} refused, {stats.failed_midway:,}"
+        f" failed mid-way, {stats.other:,} other; peak RSS {stats.peak_rss_mib:.0f} MiB"
+    )
+    return stats

@@ -66,8 +66,8 @@ def chat_body(stream: bool) -> bytes:
     return orjson.dumps(body)
 
 
-def responses_body(stream: bool, store: bool) -> bytes:
-    body: dict[str, Any] = {"model": "fake-model", "input": "hello", "store": store}
+def responses_body(stream: bool, store: bool, text: str = "hello") -> bytes:
+    body: dict[str, Any] = {"model": "fake-model", "input": text, "store": store}
     if stream:
         body["stream"] = True
     return orjson.dumps(body)

@@ -6,7 +6,10 @@ Targets, for one gateway process on this machine:
 * c=1, store:true: added median latency at most 2 ms;
 * c=32, store:false: throughput at least 70% of the floor's;
 * c=32, store:true: throughput at least 50% of the floor's;
-* RSS growth over the memory run below 20 MB.
+* RSS growth over the memory run below 20 MB, also with half the clients leaving
+  mid-stream;
+* 10,000 concurrent streams (store:true, slow upstream): each completes or is refused up
+  front with 503 ``overloaded``, none fails mid-way; peak RSS at most 500 MB.
 
 Latency and throughput targets are checked for non-stream and stream separately.
 """
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from bench.latency import LatencyStats
 from bench.load import LoadStats
 from bench.memory import MemoryStats
+from bench.overload import OverloadStats
 from bench.scenarios import (
     DIRECT,
     FLOOR,
@@ -35,6 +39,8 @@ THROUGHPUT_SHARE = {GATEWAY_STORE_FALSE: 70.0, GATEWAY_STORE_TRUE: 50.0}
 RSS_GROWTH_LIMIT_MB = 20.0
 RSS_GROWTH_LIMIT_MIB = RSS_GROWTH_LIMIT_MB * 1e6 / 2**20
 """RSS is read in KiB; the limit of 20 MB is 19.07 MiB."""
+OVERLOAD_PEAK_LIMIT_MB = 500.0
+OVERLOAD_PEAK_LIMIT_MIB = OVERLOAD_PEAK_LIMIT_MB * 1e6 / 2**20
 
 
 def key(target: str, stream: bool) -> str:
@@ -102,7 +108,12 @@ def throughput_ratios(load: dict[str, LoadStats]) -> dict[str, Ratios]:
 
 
 def evaluate(
-    added: dict[str, Added], ratios: dict[str, Ratios], memory: MemoryStats | None
+    added: dict[str, Added],
+    ratios: dict[str, Ratios],
+    memory: MemoryStats | None,
+    *,
+    disconnects: MemoryStats | None = None,
+    overload: OverloadStats | None = None,
 ) -> list[Verdict]:
     verdicts = []
     for stream in MODES:
@@ -145,13 +156,41 @@ def evaluate(
                 )
             )
     if memory is not None:
-        verdicts.append(
-            Verdict(
-                f"RSS growth over {memory.requests:,} requests: < {RSS_GROWTH_LIMIT_MB:.0f} MB",
-                None,
-                f"{memory.growth_mib:+.1f} MiB",
-                f"< {RSS_GROWTH_LIMIT_MB:.0f} MB ({RSS_GROWTH_LIMIT_MIB:.2f} MiB)",
-                memory.growth_mib < RSS_GROWTH_LIMIT_MIB,
-            )
-        )
+        verdicts.append(_growth(memory, ""))
+    if disconnects is not None:
+        verdicts.append(_growth(disconnects, ", 50% leaving mid-stream"))
+    if overload is not None:
+        verdicts += _overload(overload)
     return verdicts
+
+
+def _growth(memory: MemoryStats, how: str) -> Verdict:
+    return Verdict(
+        f"RSS growth over {memory.requests:,} requests{how}: < {RSS_GROWTH_LIMIT_MB:.0f} MB",
+        None,
+        f"{memory.growth_mib:+.1f} MiB",
+        f"< {RSS_GROWTH_LIMIT_MB:.0f} MB ({RSS_GROWTH_LIMIT_MIB:.2f} MiB)",
+        memory.growth_mib < RSS_GROWTH_LIMIT_MIB,
+    )
+
+
+def _overload(stats: OverloadStats) -> list[Verdict]:
+    streams = f"{stats.streams:,} concurrent streams"
+    answered = stats.completed + stats.refused
+    return [
+        Verdict(
+            f"{streams}: each completes or is refused up front (503), none fails mid-way",
+            None,
+            f"{stats.completed:,} completed, {stats.refused:,} refused,"
+            f" {stats.failed_midway:,} failed mid-way, {stats.other:,} other",
+            f"{stats.streams:,} completed or refused",
+            answered == stats.streams,
+        ),
+        Verdict(
+            f"{streams}: peak RSS <= {OVERLOAD_PEAK_LIMIT_MB:.0f} MB",
+            None,
+            f"{stats.peak_rss_mib:.0f} MiB",
+            f"<= {OVERLOAD_PEAK_LIMIT_MB:.0f} MB ({OVERLOAD_PEAK_LIMIT_MIB:.0f} MiB)",
+            stats.peak_rss_mib <= OVERLOAD_PEAK_LIMIT_MIB,
+        ),
+    ]

@@ -145,6 +145,7 @@ async def test_cancelled_run_closes_upstream_and_is_stored_incomplete() -> None:
     run = await gateway.execute(
         Principal(), CreateResponse(model="m", input=[user("hi")], stream=True)
     )
+    task = run.task
     async for _, event in run.subscribe():
         if isinstance(event, ev.TextDelta):
             break
@@ -156,8 +157,9 @@ async def test_cancelled_run_closes_upstream_and_is_stored_incomplete() -> None:
     record = next(iter(store.records.values()))
     assert record.status == "incomplete"
     assert record.output_items[0]["content"][0]["text"] == "partial"
-    await asyncio.gather(run.task, return_exceptions=True)  # type: ignore[arg-type]
+    await asyncio.gather(task, return_exceptions=True)  # type: ignore[arg-type]
     assert len(gateway.runs) == 0
+    assert run.task is None  # an ended run holds no task (its CancelledError would hold the run)
 
 
 async def test_previous_response_rebuilds_context_without_instructions() -> None:

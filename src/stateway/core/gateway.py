@@ -128,6 +128,7 @@ class Gateway:
                 run.close()
         finally:
             self.runs.discard(run)
+            run.task = None  # a cancelled task keeps its CancelledError, whose frames hold the run
             if not run.closed:
                 run.close()
 

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from contextlib import aclosing
+from typing import TypeVar
 
 from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
@@ -36,7 +37,10 @@ from stateway.core.usage import Usage
 
 log = logging.getLogger(__name__)
 
+E = TypeVar("E", bound=BaseException)
+
 _INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
+_MAX_CHAIN = 16
 
 
 class Loop:
@@ -84,7 +88,7 @@ class Loop:
         except Exception as exc:  # the top of a run: even a bug must end it, stored as failed
             run.cancellable = False
             if isinstance(exc, GatewayError):
-                error: GatewayError = exc
+                error: GatewayError = _detached(exc)
             else:
                 log.exception("run %s failed unexpectedly", run.id)
                 error = InternalError()
@@ -130,6 +134,7 @@ class Loop:
             try:
                 await self._store.save(_record(state, run.input_items))
             except StorageError as exc:
+                _detached(exc)  # the save may keep it (in a future): its frames hold the run
                 log.error("persisting response %s failed: %s", state.id, exc)
                 state.status = "failed"
                 state.error = {
@@ -154,3 +159,16 @@ def _record(state: ResponseState, input_items: list[Item]) -> ResponseRecord:
         input_items=input_items,
         output_items=state.output,
     )
+
+
+def _detached(error: E) -> E:
+    """``error`` without the tracebacks of it and its causes. An error kept past the frames
+    it went through (on the run, for the client) would keep their locals alive in cycles
+    only the garbage collector frees: the run itself, upstream responses and streams."""
+    current: BaseException | None = error
+    for _ in range(_MAX_CHAIN):
+        if current is None:
+            break
+        current.__traceback__ = None
+        current = current.__cause__ or current.__context__
+    return error

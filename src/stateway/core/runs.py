@@ -18,6 +18,7 @@ from stateway.core.response import ResponseState
 
 class Run:
     __slots__ = (
+        "__weakref__",  # a finished run must be freed by reference counting; tests watch it
         "_done",
         "_waiters",
         "cancellable",
