@@ -17,11 +17,12 @@ from starlette.types import ASGIApp
 
 def server_config(app: ASGIApp, *, lifespan: bool, graceful_shutdown: int) -> uvicorn.Config:
     """uvicorn as our servers run it: httptools (and uvloop when the caller's loop is one),
-    no WebSocket support yet, no access log, warnings only."""
+    WebSocket upgrades handed to the app (which may deny them with an HTTP response), no
+    access log, warnings only."""
     return uvicorn.Config(
         app,
         http="httptools",
-        ws="none",
+        ws="websockets-sansio",
         lifespan="on" if lifespan else "off",
         access_log=False,
         log_level="warning",
