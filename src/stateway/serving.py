@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import socket
 import sys
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 
 def server_config(app: ASGIApp, *, lifespan: bool, graceful_shutdown: int) -> uvicorn.Config:
@@ -22,12 +24,24 @@ def server_config(app: ASGIApp, *, lifespan: bool, graceful_shutdown: int) -> uv
     return uvicorn.Config(
         app,
         http="httptools",
-        ws="websockets-sansio",
+        ws=DenyingWebSocketProtocol,
         lifespan="on" if lifespan else "off",
         access_log=False,
         log_level="warning",
         timeout_graceful_shutdown=graceful_shutdown,
     )
+
+
+class DenyingWebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's sans-I/O WebSocket protocol, also marking the handshake done once the app
+    has denied it with an HTTP response (the ASGI ``websocket.http.response`` extension),
+    so a denied upgrade is not logged as "ASGI callable returned without completing
+    handshake" (Kludex/uvicorn#3138, open as of uvicorn 0.54)."""
+
+    async def send(self, message: Any) -> None:  # uvicorn's event union is private
+        await super().send(message)
+        if message["type"] == "websocket.http.response.body" and not message.get("more_body"):
+            self.handshake_complete = True
 
 
 class AnnouncingServer(uvicorn.Server):

@@ -24,9 +24,7 @@ STREAM = b'{"model": "m", "input": "hi", "stream": true}'
 SHAPE = {"message", "type", "param", "code"}
 
 
-def build(
-    backend: ScriptedBackend, store: MemoryStore | None = None, **routes: float
-) -> Starlette:
+def build(backend: ScriptedBackend, store: MemoryStore | None = None, **routes: float) -> Starlette:
     store = store or MemoryStore()
     router = Router([BackendEntry(backend, {}, catch_all=True)])
     gateway = Gateway(store, router, Loop(store), RunRegistry())
