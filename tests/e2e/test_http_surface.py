@@ -65,6 +65,23 @@ def exchange(url: str, request: bytes, within: float = 10.0) -> bytes:
     return received
 
 
+def logged_after(url: str, log: Path, within: float = 10.0) -> str:
+    """The server's log once everything logged before now is in it: a request known to
+    log a warning is sent, and the log read once that warning appears (bounded)."""
+    marker = "answered 503"
+    before = log.read_text().count(marker)
+    with (
+        OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as sdk,
+        pytest.raises(openai.InternalServerError),
+    ):
+        sdk.responses.create(model=MODEL, input="[[error:503]]")
+    deadline = time.monotonic() + within
+    while (text := log.read_text()).count(marker) == before:
+        assert time.monotonic() < deadline, "the gateway logged nothing"
+        time.sleep(0.02)
+    return text
+
+
 @pytest.mark.parametrize(("status", "gateway_status"), [(429, 429), (500, 502)])
 def test_stream_failing_before_output_is_an_http_error(
     served: str, status: int, gateway_status: int
@@ -168,6 +185,6 @@ def test_websocket_upgrade_is_426_without_server_warnings(served: str, served_lo
     assert reply.startswith(b"HTTP/1.1 426 "), reply[:200]
     error = orjson.loads(reply.partition(b"\r\n\r\n")[2])["error"]
     assert set(error) == SHAPE
-    log = served_log.read_text()
+    log = logged_after(served, served_log)
     assert "WebSocket" not in log
     assert [line for line in log.splitlines() if line.startswith(("WARNING:", "ERROR:"))] == []
