@@ -188,3 +188,21 @@ def test_websocket_upgrade_is_426_without_server_warnings(served: str, served_lo
     log = logged_after(served, served_log)
     assert "WebSocket" not in log
     assert [line for line in log.splitlines() if line.startswith(("WARNING:", "ERROR:"))] == []
+
+
+async def test_405_allow_and_reserved_routes(served: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{served}/v1/responses") as response:
+            assert response.status == 405
+            assert response.headers["Allow"] == "POST"
+        for method, path in [
+            ("GET", "/v1/responses/compact"),
+            ("POST", "/v1/responses/compact"),
+            ("POST", "/v1/responses/input_tokens"),
+            ("POST", "/v1/responses/resp_1/cancel"),
+        ]:
+            async with session.request(method, served + path, json={}) as response:
+                assert response.status == 404
+                error = (await response.json())["error"]
+                assert error["message"] == f"Unknown route: {method} {path}."
+                assert error["param"] is None

@@ -194,7 +194,7 @@ async def test_reserved_route_names_are_never_read_as_response_ids() -> None:
         "/v1/responses/compact/input_items",
         "/v1/responses/input_tokens/input_items",
     ]:
-        for method in ["GET", "POST", "DELETE", "PUT"]:
+        for method in ["GET", "POST", "DELETE", "PUT", "TRACE"]:
             reply = await call(app, method, path, b"{}")
             assert reply.status == 404, (method, path)
             error = reply.json()["error"]

@@ -17,6 +17,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route, WebSocketRoute
+from starlette.types import Receive, Scope, Send
 
 from stateway.core.errors import GatewayError, InvalidRequest, NotFound
 from stateway.surfaces.http.hosts import HostGuard
@@ -36,7 +37,6 @@ UNBUILT = (
 )
 """Reserved route names: answered like any unknown route until built, and never read as
 a response id."""
-_ANY_METHOD = ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
 def build_http_app(
@@ -46,11 +46,8 @@ def build_http_app(
     allowed_hosts: frozenset[str] | None = None,
 ) -> Starlette:
     """``allowed_hosts``: the ``Host`` names served (None: any), see :mod:`.hosts`."""
-    reserved = [
-        Route(path, _unbuilt, methods=_ANY_METHOD)
-        for name in UNBUILT
-        for path in (name, name + "/{_:path}")
-    ]
+    unbuilt = _Unbuilt()
+    reserved = [Route(path, unbuilt) for name in UNBUILT for path in (name, name + "/{_:path}")]
     routes: list[BaseRoute] = [
         *reserved,
         Route("/v1/responses", responses.create, methods=["POST"]),
@@ -73,8 +70,11 @@ def build_http_app(
     )
 
 
-async def _unbuilt(request: Request) -> Response:
-    raise HTTPException(404)
+class _Unbuilt:
+    """A plain ASGI app, so its route takes every method, answering as no route would."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise HTTPException(404)
 
 
 async def _gateway_error(request: Request, exc: Exception) -> Response:
