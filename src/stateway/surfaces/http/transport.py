@@ -108,7 +108,8 @@ class SSEResponse(Response):
 
     The status line waits for ``opening`` (bounded by ``keepalive``), so a stream that
     fails before it starts can still be answered with an HTTP error. Once streaming, a
-    ``: keep-alive`` comment goes out whenever nothing was sent for ``keepalive`` seconds.
+    ``: keep-alive`` comment goes out whenever nothing was sent for ``keepalive`` seconds
+    (a timer, not a task, so a stream that never idles pays almost nothing for it).
     When the client goes away, ``on_disconnect`` is called once and streaming stops.
     """
 
@@ -127,8 +128,10 @@ class SSEResponse(Response):
         self._keepalive = keepalive
         self._gone = False
         self._ended = False
+        self._sending = False
         self._last_sent = 0.0
-        self._lock = asyncio.Lock()
+        self._timer: asyncio.TimerHandle | None = None
+        self._comment: asyncio.Task[None] | None = None
 
     def _disconnected(self) -> None:
         if not self._gone:
@@ -137,7 +140,6 @@ class SSEResponse(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         watcher = asyncio.create_task(watch_disconnect(receive, self._disconnected))
-        pinger: asyncio.Task[None] | None = None
         try:
             async with aclosing(self._frames) as frames:
                 if self._opening is not None:
@@ -145,15 +147,16 @@ class SSEResponse(Response):
                 if self._gone:
                     return
                 await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-                self._last_sent = asyncio.get_running_loop().time()
-                pinger = asyncio.create_task(self._keep_alive(send))
+                self._idle_from(asyncio.get_running_loop().time(), send)
                 await self._stream(frames, send)
         except OSError:
             self._disconnected()
         finally:
             watcher.cancel()
-            if pinger is not None:
-                pinger.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
+            if self._comment is not None:
+                self._comment.cancel()
 
     async def _hold(self, opening: Opening) -> None:
         try:
@@ -167,30 +170,44 @@ class SSEResponse(Response):
         async for chunk, last in frames:
             if self._gone:
                 return
-            async with self._lock:
-                self._ended = last
-                await send({"type": "http.response.body", "body": chunk, "more_body": not last})
-                self._last_sent = loop.time()
+            if self._comment is not None:
+                await self._comment  # a comment being written goes out whole first
+            self._ended = last
+            self._sending = True
+            await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+            self._sending = False
+            self._last_sent = loop.time()
             if last:
                 return
         if not self._gone:
-            async with self._lock:
-                self._ended = True
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            if self._comment is not None:
+                await self._comment
+            self._ended = True
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _keep_alive(self, send: Send) -> None:
-        """Runs beside :meth:`_stream`; the lock keeps a comment from following the end."""
+    def _idle_from(self, when: float, send: Send) -> None:
+        self._last_sent = when
         loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(when + self._keepalive, self._check_idle, send)
+
+    def _check_idle(self, send: Send) -> None:
+        """Timer callback: write a comment if nothing was sent for a whole interval."""
+        self._timer = None
+        if self._ended or self._gone:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self._sending:  # a write is waiting for a slow reader: a comment would not help
+            self._timer = loop.call_at(now + self._keepalive, self._check_idle, send)
+        elif self._last_sent + self._keepalive > now:
+            self._timer = loop.call_at(self._last_sent + self._keepalive, self._check_idle, send)
+        else:
+            self._comment = loop.create_task(self._send_comment(send))
+
+    async def _send_comment(self, send: Send) -> None:
         try:
-            while not self._gone:
-                idle = loop.time() - self._last_sent
-                if idle < self._keepalive:
-                    await asyncio.sleep(self._keepalive - idle)
-                    continue
-                async with self._lock:
-                    if self._ended:
-                        return
-                    await send({"type": "http.response.body", "body": _COMMENT, "more_body": True})
-                    self._last_sent = loop.time()
+            await send({"type": "http.response.body", "body": _COMMENT, "more_body": True})
         except OSError:
             self._disconnected()
+        self._comment = None
+        self._idle_from(asyncio.get_running_loop().time(), send)
