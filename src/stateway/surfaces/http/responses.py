@@ -100,7 +100,7 @@ async def refuse_websocket(websocket: WebSocket) -> None:
 async def _opening(run: Run) -> None:
     """Wait until the run has output beyond ``response.created``/``in_progress``, or has
     ended; a run that failed before any output is answered with its HTTP error."""
-    async for _ in run.subscribe_batches(1):
+    async for _ in run.subscribe_batches(1):  # any event after in_progress (number 1)
         break
     if run.error is not None:
         raise run.error
