@@ -6,6 +6,7 @@ A new backend API shape is one entry in ``BACKEND_APIS``; a new surface is one m
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -25,6 +26,11 @@ from stateway.storage.sql import open_store
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
+from stateway.surfaces.http.transport import KEEPALIVE_INTERVAL
+
+TESTING_KEEPALIVE_ENV = "STATEWAY_TESTING_SSE_KEEPALIVE"
+"""Testing only, not a setting: seconds between SSE keep-alive comments (default 15), so
+end-to-end tests need not wait 15 s to see one."""
 
 BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
     "chat": lambda client, config: OpenAIChatBackend(client, config.max_tokens_field),
@@ -76,12 +82,17 @@ def build_app(config: Config, store: ResponseStore | None = None) -> Starlette:
                 await backend.aclose()
             await parts.store.aclose()
 
+    server = config.server
+    keepalive = float(os.environ.get(TESTING_KEEPALIVE_ENV, KEEPALIVE_INTERVAL))
     return build_http_app(
         ResponsesRoutes(
             parts.gateway,
-            config.server.max_body_bytes,
-            max_input_items=config.server.max_input_items,
+            server.max_body_bytes,
+            body_timeout=server.request_body_timeout,
+            keepalive=keepalive,
+            max_input_items=server.max_input_items,
         ),
         ServiceRoutes(parts.gateway),
         lifespan=lifespan,
+        allowed_hosts=server.effective_allowed_hosts,
     )

@@ -10,23 +10,38 @@ from __future__ import annotations
 
 import socket
 import sys
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 
 def server_config(app: ASGIApp, *, lifespan: bool, graceful_shutdown: int) -> uvicorn.Config:
     """uvicorn as our servers run it: httptools (and uvloop when the caller's loop is one),
-    no WebSocket support yet, no access log, warnings only."""
+    WebSocket upgrades handed to the app (which may deny them with an HTTP response), no
+    access log, warnings only."""
     return uvicorn.Config(
         app,
         http="httptools",
-        ws="none",
+        ws=DenyingWebSocketProtocol,
         lifespan="on" if lifespan else "off",
         access_log=False,
         log_level="warning",
         timeout_graceful_shutdown=graceful_shutdown,
     )
+
+
+class DenyingWebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's sans-I/O WebSocket protocol, also marking the handshake done once the app
+    has denied it with an HTTP response (the ASGI ``websocket.http.response`` extension),
+    so a denied upgrade is not logged as "ASGI callable returned without completing
+    handshake" (Kludex/uvicorn#3138, open as of uvicorn 0.54)."""
+
+    async def send(self, message: Any) -> None:  # uvicorn's event union is private
+        await super().send(message)
+        if message["type"] == "websocket.http.response.body" and not message.get("more_body"):
+            self.handshake_complete = True
 
 
 class AnnouncingServer(uvicorn.Server):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,9 +28,17 @@ async def call(
     body: bytes = b"",
     query: str = "",
     leave: asyncio.Event | None = None,
+    *,
+    content_type: str | None = "application/json",
+    headers: list[tuple[bytes, bytes]] | None = None,
+    watch: Callable[[Message], None] | None = None,
 ) -> Reply:
     """Call ``app`` once. The client stays until the response ends, or until ``leave``
-    is set, when it disconnects."""
+    is set, when it disconnects. ``headers`` are added to the request's; ``watch`` sees
+    every message the app sends, as it is sent."""
+    sent_headers = [(b"content-length", str(len(body)).encode()), *(headers or [])]
+    if content_type is not None:
+        sent_headers.append((b"content-type", content_type.encode()))
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -39,10 +48,7 @@ async def call(
         "path": path,
         "raw_path": path.encode(),
         "query_string": query.encode(),
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
+        "headers": sent_headers,
         "client": ("127.0.0.1", 1),
         "server": ("127.0.0.1", 80),
         "state": {},
@@ -65,6 +71,8 @@ async def call(
         return {"type": "http.disconnect"}
 
     async def send(message: Message) -> None:
+        if watch is not None:
+            watch(message)
         if message["type"] == "http.response.start":
             reply.status = message["status"]
             reply.headers = {k.decode(): v.decode() for k, v in message.get("headers", [])}

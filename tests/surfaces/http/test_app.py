@@ -153,3 +153,49 @@ async def test_client_leaving_a_non_streamed_request_cancels_and_stores_incomple
     assert record.status == "incomplete"
     assert record.body["incomplete_reason"] == "client_disconnected"
     assert not gate.is_set()
+
+
+async def test_json_route_requires_a_json_content_type() -> None:
+    app = build()
+    body = b'{"model": "m", "input": "hi"}'
+    for content_type in ["text/plain", "application/x-www-form-urlencoded", None, "json"]:
+        reply = await call(app, "POST", "/v1/responses", body, content_type=content_type)
+        assert reply.status == 415, content_type
+        error = reply.json()["error"]
+        assert set(error) == {"message", "type", "param", "code"}
+        assert error["code"] == "unsupported_media_type"
+    for content_type in ["application/json; charset=utf-8", "Application/JSON"]:
+        reply = await call(app, "POST", "/v1/responses", body, content_type=content_type)
+        assert reply.status == 200, content_type
+
+
+async def test_405_names_the_allowed_methods() -> None:
+    app = build()
+    for method, path, allowed in [
+        ("GET", "/v1/responses", {"POST"}),
+        ("PATCH", "/v1/responses", {"POST"}),
+        ("PUT", "/v1/responses/resp_1", {"GET", "HEAD", "DELETE"}),
+        ("POST", "/v1/responses/resp_1/input_items", {"GET", "HEAD"}),
+        ("POST", "/health", {"GET", "HEAD"}),
+    ]:
+        reply = await call(app, method, path)
+        assert reply.status == 405, (method, path)
+        assert set(reply.headers["allow"].split(", ")) == allowed, (method, path)
+        assert reply.json()["error"]["code"] == "method_not_allowed"
+
+
+async def test_reserved_route_names_are_never_read_as_response_ids() -> None:
+    app = build()
+    unknown = (await call(app, "GET", "/v1/nothing")).json()["error"]
+    for path in [
+        "/v1/responses/compact",
+        "/v1/responses/input_tokens",
+        "/v1/responses/resp_1/cancel",
+        "/v1/responses/compact/input_items",
+        "/v1/responses/input_tokens/input_items",
+    ]:
+        for method in ["GET", "POST", "DELETE", "PUT", "TRACE"]:
+            reply = await call(app, method, path, b"{}")
+            assert reply.status == 404, (method, path)
+            error = reply.json()["error"]
+            assert error == {**unknown, "message": f"Unknown route: {method} {path}."}

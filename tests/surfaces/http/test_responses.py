@@ -1,68 +1,178 @@
-"""The Responses routes in process: where request bodies are decoded."""
+"""Streams in process: the held status line, keep-alive comments, bounded body reads."""
 
 from __future__ import annotations
 
-import threading
-from typing import Any
+import asyncio
 
 import orjson
-import pytest
 from starlette.applications import Starlette
+from starlette.types import Message
 
-from stateway.core.commands import CreateResponse
+from stateway.core.errors import GatewayError, UpstreamError, UpstreamRejected
 from stateway.core.gateway import Gateway
-from stateway.core.inference import Finish, TextDelta
+from stateway.core.inference import Delta, Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
-from stateway.protocols.responses import decode
-from stateway.surfaces.http import responses
 from stateway.surfaces.http.app import build_http_app
-from stateway.surfaces.http.responses import INLINE_DECODE_BYTES, ResponsesRoutes
+from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.surfaces.http.asgi import call
 
+STREAM = b'{"model": "m", "input": "hi", "stream": true}'
+SHAPE = {"message", "type", "param", "code"}
 
-def build(max_input_items: int | None = None) -> Starlette:
-    store = MemoryStore()
-    backend = ScriptedBackend([TextDelta("ok"), Finish("stop")])
+
+def build(backend: ScriptedBackend, store: MemoryStore | None = None, **routes: float) -> Starlette:
+    store = store or MemoryStore()
     router = Router([BackendEntry(backend, {}, catch_all=True)])
     gateway = Gateway(store, router, Loop(store), RunRegistry())
-    routes = ResponsesRoutes(gateway, 4 * INLINE_DECODE_BYTES, max_input_items=max_input_items)
-    return build_http_app(routes, ServiceRoutes(gateway))
+    return build_http_app(ResponsesRoutes(gateway, 4096, **routes), ServiceRoutes(gateway))
 
 
-@pytest.fixture
-def decoding_threads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The threads ``decode_create`` ran on, in call order."""
-    threads: list[int] = []
-
-    def recording(raw: bytes, **options: Any) -> CreateResponse:
-        threads.append(threading.get_ident())
-        return decode.decode_create(raw, **options)
-
-    monkeypatch.setattr(responses, "decode_create", recording)
-    return threads
+def events(body: bytes) -> list[dict[str, object]]:
+    return [
+        orjson.loads(line[6:])
+        for frame in body.split(b"\n\n")
+        for line in frame.split(b"\n")
+        if line.startswith(b"data: ")
+    ]
 
 
-async def test_small_bodies_are_decoded_on_the_event_loop(decoding_threads: list[int]) -> None:
-    reply = await call(build(), "POST", "/v1/responses", b'{"model": "m", "input": "hi"}')
+async def test_stream_failing_before_output_answers_with_the_http_error() -> None:
+    limited = UpstreamRejected(
+        "Rate limited.", status=429, code="rate_limit_exceeded", headers={"Retry-After": "1"}
+    )
+    cases: list[tuple[GatewayError, int]] = [(limited, 429), (UpstreamError("Down."), 502)]
+    for error, status in cases:
+        store = MemoryStore()
+        reply = await call(build(ScriptedBackend([error]), store), "POST", "/v1/responses", STREAM)
+        assert reply.status == status, reply.body
+        assert reply.headers["content-type"] == "application/json"
+        assert set(reply.json()["error"]) == SHAPE
+        assert reply.json()["error"]["code"] == error.code
+        if status == 429:
+            assert reply.headers["retry-after"] == "1"
+        [record] = store.records.values()
+        assert record.status == "failed"
+
+
+async def test_stream_failing_after_output_is_a_200_ending_in_response_failed() -> None:
+    script: list[Delta | GatewayError] = [TextDelta("part"), UpstreamError("Cut.")]
+    reply = await call(build(ScriptedBackend(script)), "POST", "/v1/responses", STREAM)
     assert reply.status == 200
-    assert decoding_threads == [threading.get_ident()]
+    seen = events(reply.body)
+    assert seen[-1]["type"] == "response.failed"
+    assert [e["sequence_number"] for e in seen] == list(range(len(seen)))
 
 
-async def test_large_bodies_are_decoded_off_the_event_loop(decoding_threads: list[int]) -> None:
-    body = orjson.dumps({"model": "m", "input": "x" * (INLINE_DECODE_BYTES + 1)})
-    reply = await call(build(), "POST", "/v1/responses", body)
+async def test_normal_stream_sends_the_whole_log_in_order() -> None:
+    backend = ScriptedBackend([TextDelta("a"), TextDelta("b"), Finish("stop")])
+    reply = await call(build(backend), "POST", "/v1/responses", STREAM)
     assert reply.status == 200
-    [thread] = decoding_threads
-    assert thread != threading.get_ident()
+    assert b"keep-alive" not in reply.body
+    seen = events(reply.body)
+    assert [e["sequence_number"] for e in seen] == list(range(len(seen)))
+    assert [e["type"] for e in seen][:3] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+    ]
+    assert seen[-1]["type"] == "response.completed"
 
 
-async def test_the_item_limit_reaches_the_decoder() -> None:
-    body = orjson.dumps({"model": "m", "input": [{"role": "user", "content": "x"}] * 3})
-    reply = await call(build(max_input_items=2), "POST", "/v1/responses", body)
-    assert reply.status == 400
-    assert reply.json()["error"]["code"] == "array_above_max_length"
-    assert (await call(build(max_input_items=3), "POST", "/v1/responses", body)).status == 200
+async def test_silent_upstream_gets_keep_alive_comments_then_the_stream() -> None:
+    gate = asyncio.Event()
+    comments = 0
+
+    def watch(message: Message) -> None:
+        nonlocal comments
+        if message.get("body", b"").startswith(b": keep-alive\n\n"):
+            comments += 1
+            if comments == 2:
+                gate.set()
+
+    backend = ScriptedBackend([], gate=gate)
+    app = build(backend, keepalive=0.05)
+    reply = await asyncio.wait_for(
+        call(app, "POST", "/v1/responses", STREAM, watch=watch), timeout=10
+    )
+    assert reply.status == 200
+    assert comments == 2
+    frames = reply.body.split(b"\n\n")[:-1]
+    assert frames[0].startswith(b"event: response.created\n")
+    assert frames[2] == frames[3] == b": keep-alive"
+    assert frames[-1].startswith(b"event: response.completed\n")
+    assert [e["sequence_number"] for e in events(reply.body)] == list(range(3))
+
+
+async def test_status_line_waits_for_output_and_is_sent_after_the_interval() -> None:
+    gate = asyncio.Event()
+    started: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    def watch(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            started.append(loop.time())
+            gate.set()
+
+    begun = loop.time()
+    app = build(ScriptedBackend([], gate=gate), keepalive=0.3)
+    reply = await asyncio.wait_for(
+        call(app, "POST", "/v1/responses", STREAM, watch=watch), timeout=10
+    )
+    assert reply.status == 200
+    assert started[0] - begun >= 0.3
+    assert events(reply.body)[-1]["type"] == "response.completed"
+
+
+async def test_client_leaving_while_the_status_is_held_cancels_the_run() -> None:
+    gate, leave = asyncio.Event(), asyncio.Event()
+    store = MemoryStore()
+    backend = ScriptedBackend([], gate=gate)
+    app = build(backend, store)  # the default 15 s interval: leaving must not wait for it
+    request = asyncio.create_task(call(app, "POST", "/v1/responses", STREAM, leave=leave))
+    await backend.started.wait()
+    leave.set()
+    reply = await asyncio.wait_for(request, timeout=5)
+    assert reply.status == 0  # nothing was sent to a client that left
+    [record] = store.records.values()
+    assert record.status == "incomplete"
+
+
+async def test_body_that_never_finishes_is_a_408_that_closes_the_connection() -> None:
+    app = build(ScriptedBackend([Finish("stop")]), body_timeout=0.2)
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/responses",
+        "raw_path": b"/v1/responses",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"40")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "state": {},
+    }
+    parts = [{"type": "http.request", "body": b'{"model": "m", ', "more_body": True}]
+    never = asyncio.Event()
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        if parts:
+            return parts.pop()
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await asyncio.wait_for(app(scope, receive, send), timeout=5)
+    assert sent[0]["status"] == 408
+    assert (b"connection", b"close") in sent[0]["headers"]
+    error = orjson.loads(sent[1]["body"])["error"]
+    assert set(error) == SHAPE
+    assert error["code"] == "request_timeout"

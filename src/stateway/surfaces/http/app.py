@@ -13,12 +13,15 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Match, Route, WebSocketRoute
+from starlette.types import Receive, Scope, Send
 
 from stateway.core.errors import GatewayError, InvalidRequest, NotFound
-from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.hosts import HostGuard
+from stateway.surfaces.http.responses import ResponsesRoutes, refuse_websocket
 from stateway.surfaces.http.service import ServiceRoutes
 from stateway.surfaces.http.transport import JSONResponse, error_response
 
@@ -27,11 +30,28 @@ log = logging.getLogger(__name__)
 Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
 
+UNBUILT = (
+    "/v1/responses/compact",
+    "/v1/responses/input_tokens",
+    "/v1/responses/{response_id}/cancel",
+)
+"""Reserved route names: answered like any unknown route until built, and never read as
+a response id."""
+
+
 def build_http_app(
-    responses: ResponsesRoutes, service: ServiceRoutes, lifespan: Lifespan | None = None
+    responses: ResponsesRoutes,
+    service: ServiceRoutes,
+    lifespan: Lifespan | None = None,
+    allowed_hosts: frozenset[str] | None = None,
 ) -> Starlette:
-    routes = [
+    """``allowed_hosts``: the ``Host`` names served (None: any), see :mod:`.hosts`."""
+    unbuilt = _Unbuilt()
+    reserved = [Route(path, unbuilt) for name in UNBUILT for path in (name, name + "/{_:path}")]
+    routes: list[BaseRoute] = [
+        *reserved,
         Route("/v1/responses", responses.create, methods=["POST"]),
+        WebSocketRoute("/v1/responses", refuse_websocket),
         Route("/v1/responses/{response_id}", responses.retrieve, methods=["GET"]),
         Route("/v1/responses/{response_id}", responses.delete, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", responses.input_items, methods=["GET"]),
@@ -44,7 +64,17 @@ def build_http_app(
         HTTPException: _http_error,
         Exception: _unexpected,
     }
-    return Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+    guard = [] if allowed_hosts is None else [Middleware(HostGuard, allowed=allowed_hosts)]
+    return Starlette(
+        routes=routes, middleware=guard, exception_handlers=handlers, lifespan=lifespan
+    )
+
+
+class _Unbuilt:
+    """A plain ASGI app, so its route takes every method, answering as no route would."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise HTTPException(404)
 
 
 async def _gateway_error(request: Request, exc: Exception) -> Response:
@@ -59,13 +89,26 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 404:
         return error_response(NotFound(f"Unknown route: {request.method} {request.url.path}."))
     if exc.status_code == 405:
+        allowed = _allowed_methods(request)
         return error_response(
             InvalidRequest(
-                f"Method {request.method} is not allowed on {request.url.path}.", status=405
+                f"Method {request.method} is not allowed on {request.url.path}.",
+                code="method_not_allowed",
+                status=405,
+                headers={"Allow": ", ".join(allowed)},
             )
         )
     error = InvalidRequest(str(exc.detail), status=exc.status_code)
     return error_response(error)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves on this path (Starlette names only the first)."""
+    allowed: list[str] = []
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.matches(request.scope)[0] is not Match.NONE:
+            allowed += [m for m in route.methods or () if m not in allowed]
+    return allowed
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:

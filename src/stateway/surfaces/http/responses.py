@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.websockets import WebSocket
 
 from stateway.core.commands import DeleteResponse, GetResponse, Principal
 from stateway.core.errors import InvalidRequest
@@ -14,10 +16,13 @@ from stateway.core.runs import Run
 from stateway.protocols.responses.decode import decode_create, decode_list_input_items
 from stateway.protocols.responses.encode import encode_item_page, encode_response, encode_sse
 from stateway.surfaces.http.transport import (
+    KEEPALIVE_INTERVAL,
     Chunks,
     JSONResponse,
     SSEResponse,
+    error_response,
     read_body,
+    require_json,
     watch_disconnect,
 )
 
@@ -28,21 +33,32 @@ worker thread, so decoding many megabytes of JSON does not stall every other req
 
 class ResponsesRoutes:
     def __init__(
-        self, gateway: Gateway, max_body_bytes: int, *, max_input_items: int | None = None
+        self,
+        gateway: Gateway,
+        max_body_bytes: int,
+        *,
+        body_timeout: float | None = None,
+        keepalive: float = KEEPALIVE_INTERVAL,
+        max_input_items: int | None = None,
     ) -> None:
         self._gateway = gateway
         self._max_body = max_body_bytes
+        self._body_timeout = body_timeout
+        self._keepalive = keepalive
         self._max_items = max_input_items
 
     async def create(self, request: Request) -> Response:
-        body = await read_body(request, self._max_body)
+        require_json(request)
+        body = await read_body(request, self._max_body, self._body_timeout)
         if len(body) <= INLINE_DECODE_BYTES:
             command = decode_create(body, max_input_items=self._max_items)
         else:
             command = await asyncio.to_thread(decode_create, body, max_input_items=self._max_items)
         run = await self._gateway.execute(_principal(request), command)
         if command.stream:
-            return SSEResponse(_frames(run), on_disconnect=run.cancel)
+            return SSEResponse(
+                _frames(run), run.cancel, opening=partial(_opening, run), keepalive=self._keepalive
+            )
         watcher = asyncio.create_task(watch_disconnect(request.receive, run.cancel))
         try:
             await run.wait()
@@ -75,6 +91,29 @@ class ResponsesRoutes:
         )
         page = await self._gateway.execute(_principal(request), command)
         return JSONResponse(encode_item_page(page))
+
+
+async def refuse_websocket(websocket: WebSocket) -> None:
+    """Until WebSockets land, an upgrade on ``/v1/responses`` is denied with 426 so clients
+    that try WebSockets first (Codex) fall back to HTTP at once."""
+    error = InvalidRequest(
+        "WebSocket mode is not supported yet; send POST /v1/responses over HTTP.",
+        code="websocket_not_supported",
+        status=426,
+    )
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(error_response(error))
+    else:
+        await websocket.close(code=1008, reason=error.message)  # the handshake fails alike
+
+
+async def _opening(run: Run) -> None:
+    """Wait until the run has output beyond ``response.created``/``in_progress``, or has
+    ended; a run that failed before any output is answered with its HTTP error."""
+    async for _ in run.subscribe_batches(1):  # any event after in_progress (number 1)
+        break
+    if run.error is not None:
+        raise run.error
 
 
 async def _frames(run: Run) -> Chunks:

@@ -5,7 +5,7 @@ responses, and watching for a client that goes away.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -16,6 +16,10 @@ from starlette.types import Receive, Scope, Send
 
 from stateway.core.errors import GatewayError, InvalidRequest, RequestTooLarge
 
+KEEPALIVE_INTERVAL = 15.0
+"""Seconds a stream may stay silent before it gets an SSE comment line."""
+
+_COMMENT = b": keep-alive\n\n"
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
@@ -36,17 +40,40 @@ def error_response(error: GatewayError) -> JSONResponse:
     )
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+def require_json(request: Request) -> None:
+    """Refuse a body that is not declared ``application/json`` (parameters allowed): a
+    web page can send ``text/plain`` or a form to a loopback gateway without a preflight."""
+    declared = request.headers.get("content-type", "")
+    if declared.partition(";")[0].strip().lower() != "application/json":
+        raise InvalidRequest(
+            "The request body must be JSON, sent with 'Content-Type: application/json'.",
+            code="unsupported_media_type",
+            status=415,
+        )
+
+
+async def read_body(request: Request, limit: int, within: float | None = None) -> bytes:
+    """The whole body, refused with 413 past ``limit`` bytes and with 408 when it takes
+    longer than ``within`` seconds to arrive (the connection is then closed)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(within):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise _too_large(limit)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise InvalidRequest(
+            f"The request body did not arrive within {within:g} seconds.",
+            code="request_timeout",
+            status=408,
+            headers={"Connection": "close"},
+        ) from None
     if not chunks:
         raise InvalidRequest(
             "The request body is empty; expected a JSON object.", code="invalid_json"
@@ -70,19 +97,41 @@ async def watch_disconnect(receive: Receive, on_disconnect: Callable[[], None]) 
 Chunks = AsyncGenerator[tuple[bytes, bool], None]
 """Whole SSE frames (one or more per chunk), each flagged True when it is the last."""
 
+Opening = Callable[[], Awaitable[None]]
+"""Awaited before the status line is sent, for at most one keep-alive interval; a
+:class:`GatewayError` it raises is answered with its own status instead of a stream."""
+
 
 class SSEResponse(Response):
     """Streams pre-encoded SSE frames, one ASGI body message per chunk; the last chunk
     also ends the body, sparing a separate write for the terminator.
 
+    The status line waits for ``opening`` (bounded by ``keepalive``), so a stream that
+    fails before it starts can still be answered with an HTTP error. Once streaming, a
+    ``: keep-alive`` comment goes out whenever nothing was sent for ``keepalive`` seconds
+    (a timer, not a task, so a stream that never idles pays almost nothing for it).
     When the client goes away, ``on_disconnect`` is called once and streaming stops.
     """
 
-    def __init__(self, frames: Chunks, on_disconnect: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        frames: Chunks,
+        on_disconnect: Callable[[], None],
+        *,
+        opening: Opening | None = None,
+        keepalive: float = KEEPALIVE_INTERVAL,
+    ) -> None:
         super().__init__(status_code=200)
         self._frames = frames
         self._on_disconnect = on_disconnect
+        self._opening = opening
+        self._keepalive = keepalive
         self._gone = False
+        self._ended = False
+        self._sending = False
+        self._last_sent = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._comment: asyncio.Task[None] | None = None
 
     def _disconnected(self) -> None:
         if not self._gone:
@@ -90,21 +139,75 @@ class SSEResponse(Response):
             self._on_disconnect()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         watcher = asyncio.create_task(watch_disconnect(receive, self._disconnected))
-        ended = False
         try:
             async with aclosing(self._frames) as frames:
-                async for chunk, last in frames:
-                    if self._gone:
-                        break
-                    ended = last
-                    await send({"type": "http.response.body", "body": chunk, "more_body": not last})
-                    if last:
-                        break
-            if not self._gone and not ended:
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                if self._opening is not None:
+                    await self._hold(self._opening)
+                if self._gone:
+                    return
+                await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+                self._idle_from(asyncio.get_running_loop().time(), send)
+                await self._stream(frames, send)
         except OSError:
             self._disconnected()
         finally:
             watcher.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
+            if self._comment is not None:
+                self._comment.cancel()
+
+    async def _hold(self, opening: Opening) -> None:
+        try:
+            async with asyncio.timeout(self._keepalive):
+                await opening()
+        except TimeoutError:
+            pass
+
+    async def _stream(self, frames: Chunks, send: Send) -> None:
+        loop = asyncio.get_running_loop()
+        async for chunk, last in frames:
+            if self._gone:
+                return
+            if self._comment is not None:
+                await self._comment  # a comment being written goes out whole first
+            self._ended = last
+            self._sending = True
+            await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+            self._sending = False
+            self._last_sent = loop.time()
+            if last:
+                return
+        if not self._gone:
+            if self._comment is not None:
+                await self._comment
+            self._ended = True
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _idle_from(self, when: float, send: Send) -> None:
+        self._last_sent = when
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(when + self._keepalive, self._check_idle, send)
+
+    def _check_idle(self, send: Send) -> None:
+        """Timer callback: write a comment if nothing was sent for a whole interval."""
+        self._timer = None
+        if self._ended or self._gone:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self._sending:  # a write is waiting for a slow reader: a comment would not help
+            self._timer = loop.call_at(now + self._keepalive, self._check_idle, send)
+        elif self._last_sent + self._keepalive > now:
+            self._timer = loop.call_at(self._last_sent + self._keepalive, self._check_idle, send)
+        else:
+            self._comment = loop.create_task(self._send_comment(send))
+
+    async def _send_comment(self, send: Send) -> None:
+        try:
+            await send({"type": "http.response.body", "body": _COMMENT, "more_body": True})
+        except OSError:
+            self._disconnected()
+        self._comment = None
+        self._idle_from(asyncio.get_running_loop().time(), send)

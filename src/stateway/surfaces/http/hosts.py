@@ -1,0 +1,58 @@
+"""The ``Host`` header check that stops DNS rebinding.
+
+A web page on ``evil.example`` whose name is re-pointed at 127.0.0.1 can reach a
+loopback gateway, but its requests still carry ``Host: evil.example``; refusing host
+names the gateway was not told to answer to stops it before any route runs.
+
+Starlette's ``TrustedHostMiddleware`` answers in plain text and reads ``[::1]:8080`` as
+host ``[``; this one compares without the port, case-insensitively, keeps IPv6 literals
+in brackets and answers in the OpenAI error shape (HTTP 421).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from stateway.core.errors import InvalidRequest
+from stateway.surfaces.http.transport import error_response
+
+
+def host_name(header: str) -> str:
+    """``Host`` without its port, lower-cased: ``[::1]:8080`` -> ``[::1]``."""
+    if header.startswith("["):
+        end = header.find("]")
+        return header[: end + 1].lower() if end > 0 else header.lower()
+    return header.partition(":")[0].lower()
+
+
+class HostGuard:
+    """Pure ASGI middleware: requests (and WebSocket upgrades) whose ``Host`` is not in
+    ``allowed`` are refused with 421; others pass with one header scan."""
+
+    def __init__(self, app: ASGIApp, allowed: Iterable[str]) -> None:
+        self.app = app
+        self.allowed = frozenset(name.lower() for name in allowed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        header = ""
+        for name, value in scope["headers"]:
+            if name == b"host":
+                header = value.decode("latin-1")
+                break
+        if host_name(header) in self.allowed:
+            await self.app(scope, receive, send)
+            return
+        error = InvalidRequest(
+            f"The host name {header!r} is not served here; see the allowed_hosts setting.",
+            code="host_not_allowed",
+            status=421,
+        )
+        if scope["type"] == "http" or "websocket.http.response" in scope.get("extensions", {}):
+            await error_response(error)(scope, receive, send)
+        else:
+            await send({"type": "websocket.close", "code": 1008, "reason": error.message})

@@ -1,0 +1,208 @@
+"""The HTTP surface through the real ``stateway serve`` process: held stream status lines,
+keep-alive comments, slow bodies, content types, the Host check and WebSocket upgrades."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import openai
+import orjson
+import pytest
+from openai import OpenAI
+
+from stateway.app import TESTING_KEEPALIVE_ENV
+from stateway.launch import GATEWAY_ANNOUNCEMENT, launch
+
+MODEL = "fake-model"
+SHAPE = {"message", "type", "param", "code"}
+
+
+@pytest.fixture(scope="module")
+def served_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("surface") / "served.log"
+
+
+@pytest.fixture(scope="module")
+def served(fake_upstream: str, served_log: Path) -> Iterator[str]:
+    """One gateway (SQLite, chat upstream), its keep-alive interval and body timeout
+    lowered, its stderr kept in ``served_log``."""
+    directory = served_log.parent
+    command = [sys.executable, "-m", "stateway", "serve", "--port", "0"]
+    command += ["--upstream", fake_upstream, "--database", f"sqlite:///{directory / 'gw.db'}"]
+    env = {TESTING_KEEPALIVE_ENV: "0.2", "STATEWAY_REQUEST_BODY_TIMEOUT": "1"}
+    with (
+        open(served_log, "w") as log,
+        launch(command, GATEWAY_ANNOUNCEMENT, env=env, stderr=log) as gateway,
+    ):
+        yield gateway.url
+
+
+def exchange(url: str, request: bytes, within: float = 10.0) -> bytes:
+    """Send raw bytes, read until the server closes or ``within`` seconds pass."""
+    host, port = url.removeprefix("http://").split(":")
+    received = b""
+    with socket.create_connection((host, int(port)), timeout=within) as sock:
+        sock.sendall(request)
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            received += chunk
+            if b"\r\n\r\n" in received and b"content-length: " in received.lower():
+                head, _, body = received.partition(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                if len(body) >= length:
+                    break
+    return received
+
+
+def logged_after(url: str, log: Path, within: float = 10.0) -> str:
+    """The server's log once everything logged before now is in it: a request known to
+    log a warning is sent, and the log read once that warning appears (bounded)."""
+    marker = "answered 503"
+    before = log.read_text().count(marker)
+    with (
+        OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as sdk,
+        pytest.raises(openai.InternalServerError),
+    ):
+        sdk.responses.create(model=MODEL, input="[[error:503]]")
+    deadline = time.monotonic() + within
+    while (text := log.read_text()).count(marker) == before:
+        assert time.monotonic() < deadline, "the gateway logged nothing"
+        time.sleep(0.02)
+    return text
+
+
+@pytest.mark.parametrize(("status", "gateway_status"), [(429, 429), (500, 502)])
+def test_stream_failing_before_output_is_an_http_error(
+    served: str, status: int, gateway_status: int
+) -> None:
+    with (
+        OpenAI(base_url=served + "/v1", api_key="x", max_retries=0) as sdk,
+        pytest.raises(openai.APIStatusError) as caught,
+    ):
+        sdk.responses.create(model=MODEL, input=f"[[error:{status}]]", stream=True)
+    assert caught.value.status_code == gateway_status
+    assert caught.value.response.headers["content-type"] == "application/json"
+    assert isinstance(caught.value.body, dict)
+    assert set(caught.value.body) >= SHAPE
+    if status == 429:
+        assert caught.value.response.headers.get("retry-after") == "1"
+
+
+async def test_stalled_upstream_gets_keep_alive_comments(served: str) -> None:
+    body = {"model": MODEL, "input": "[[slow:1500]] [[words:2]]", "stream": True}
+    lines: list[bytes] = []
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{served}/v1/responses", json=body) as response,
+    ):
+        assert response.status == 200
+        async for line in response.content:
+            lines.append(line.rstrip(b"\n"))
+    first_delta = next(i for i, line in enumerate(lines) if b"output_text.delta" in line)
+    comments = [i for i, line in enumerate(lines) if line.startswith(b": keep-alive")]
+    assert sum(i < first_delta for i in comments) >= 3  # silent 1.5 s before the first
+    data = [orjson.loads(line[6:]) for line in lines if line.startswith(b"data: ")]
+    assert [e["sequence_number"] for e in data] == list(range(len(data)))
+    assert data[-1]["type"] == "response.completed"
+
+
+def test_half_sent_body_is_a_408_within_seconds(served: str) -> None:
+    host = served.removeprefix("http://")
+    head = (
+        f"POST /v1/responses HTTP/1.1\r\nHost: {host}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    )
+    started = time.monotonic()
+    reply = exchange(served, head.encode() + b'{"model": "fake-model", ')
+    assert time.monotonic() - started < 5
+    assert reply.startswith(b"HTTP/1.1 408 "), reply[:200]
+    error = orjson.loads(reply.partition(b"\r\n\r\n")[2])["error"]
+    assert set(error) == SHAPE
+    assert error["code"] == "request_timeout"
+
+
+@pytest.mark.parametrize(
+    ("content_type", "status"),
+    [
+        ("text/plain", 415),
+        ("application/x-www-form-urlencoded", 415),
+        (None, 415),
+        ("application/json; charset=utf-8", 200),
+    ],
+)
+async def test_content_types(served: str, content_type: str | None, status: int) -> None:
+    data = orjson.dumps({"model": MODEL, "input": "hi"})
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    async with (
+        aiohttp.ClientSession(skip_auto_headers=["Content-Type"]) as session,
+        session.post(f"{served}/v1/responses", data=data, headers=headers) as response,
+    ):
+        assert response.status == status
+        if status == 415:
+            error = (await response.json())["error"]
+            assert set(error) == SHAPE
+            assert error["code"] == "unsupported_media_type"
+
+
+async def test_foreign_host_is_refused_and_loopback_names_served(served: str) -> None:
+    port = served.rsplit(":", 1)[1]
+    body = {"model": MODEL, "input": "hi"}
+    async with aiohttp.ClientSession() as session:
+        for host, status in [
+            (f"evil.example:{port}", 421),
+            (f"localhost:{port}", 200),
+            (f"127.0.0.1:{port}", 200),
+        ]:
+            headers = {"Host": host}
+            async with session.post(
+                f"{served}/v1/responses", json=body, headers=headers
+            ) as response:
+                assert response.status == status, host
+                if status == 421:
+                    assert (await response.json())["error"]["code"] == "host_not_allowed"
+
+
+def test_websocket_upgrade_is_426_without_server_warnings(served: str, served_log: Path) -> None:
+    host = served.removeprefix("http://")
+    request = (
+        f"GET /v1/responses HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        "Sec-WebSocket-Version: 13\r\nopenai-beta: responses_websockets=2026-02-06\r\n"
+        "Authorization: Bearer x\r\n\r\n"
+    )
+    reply = exchange(served, request.encode())
+    assert reply.startswith(b"HTTP/1.1 426 "), reply[:200]
+    error = orjson.loads(reply.partition(b"\r\n\r\n")[2])["error"]
+    assert set(error) == SHAPE
+    log = logged_after(served, served_log)
+    assert "WebSocket" not in log
+    assert [line for line in log.splitlines() if line.startswith(("WARNING:", "ERROR:"))] == []
+
+
+async def test_405_allow_and_reserved_routes(served: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{served}/v1/responses") as response:
+            assert response.status == 405
+            assert response.headers["Allow"] == "POST"
+        for method, path in [
+            ("GET", "/v1/responses/compact"),
+            ("POST", "/v1/responses/compact"),
+            ("POST", "/v1/responses/input_tokens"),
+            ("POST", "/v1/responses/resp_1/cancel"),
+        ]:
+            async with session.request(method, served + path, json={}) as response:
+                assert response.status == 404
+                error = (await response.json())["error"]
+                assert error["message"] == f"Unknown route: {method} {path}."
+                assert error["param"] is None
