@@ -168,13 +168,13 @@ async def _answer(
     delay = (script.slow_ms or 0) / 1000
     if delay and (script.error is not None or not request.stream):
         await asyncio.sleep(delay)
+    if script.leak == "json":
+        raise leak_error(key, script.error or 400)
+    if script.leak == "text":
+        await send_text(send, script.error or 400, leaked_key_message(key))
+        return
     if script.error is not None:
         raise scripted_error(script.error)
-    if script.leak == "json":
-        raise leak_error(key)
-    if script.leak == "text":
-        await send_text(send, 400, leaked_key_message(key))
-        return
     plan = build_plan(request.conversation, script, request.max_tokens)
     if script.huge is not None:
         plan = huge_plan(plan, script.huge, request.stream)

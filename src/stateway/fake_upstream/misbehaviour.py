@@ -95,8 +95,8 @@ def leaked_key_message(key: str | None) -> str:
     return f"Invalid key {shown.lower()} for this deployment (key starts with {shown[:12]})."
 
 
-def leak_error(key: str | None) -> UpstreamError:
-    return UpstreamError(400, leaked_key_message(key), code="invalid_deployment_key")
+def leak_error(key: str | None, status: int) -> UpstreamError:
+    return UpstreamError(status, leaked_key_message(key), code="invalid_deployment_key")
 
 
 def ending_in_error(

@@ -15,8 +15,9 @@ Grammar (names are lower case, no spaces inside the brackets)::
     [[stall:MS]]          send the headers, then wait MS milliseconds before the body
     [[trickle:MS]]        send the body one byte every MS milliseconds
     [[huge:N]]            reply with a text of N bytes ("xxx...", streamed in 16 KiB pieces)
-    [[leak:json]]         fail with 400 whose JSON error message echoes the bearer key
-    [[leak:text]]         the same as a text/plain body
+    [[leak:json]]         fail with 400 (or [[error]]'s STATUS) whose JSON error message
+                          echoes the bearer key
+    [[leak:text]]         the same with a text/plain body
     [[leak:stream]]       stream the answer, but end it with an error event echoing the key
 
 The key is echoed lower-cased and as its first 12 characters (what careless model servers
