@@ -104,7 +104,7 @@ async def test_waiting_for_a_slot_does_not_count_against_connect_timeout(
     target = UpstreamTarget(
         "up", await loopback.serve(answers_slowly), connect_timeout=0.05, max_connections=1
     )
-    client = UpstreamClient(target, WaitingRoom(10))
+    client = loopback.adopt(UpstreamClient(target, WaitingRoom(10)))
 
     async def post() -> bytes:
         async with client.post("/chat/completions", {}) as reply:
@@ -112,4 +112,3 @@ async def test_waiting_for_a_slot_does_not_count_against_connect_timeout(
 
     # The second and third wait ~0.3 s and ~0.6 s for the slot: far past connect_timeout.
     assert await asyncio.gather(post(), post(), post()) == [b"{}"] * 3
-    await client.aclose()

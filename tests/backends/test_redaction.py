@@ -92,13 +92,14 @@ async def test_error_bodies_are_scrubbed(loopback: Loopback, as_json: bool, stat
             return web.json_response(body, status=status)
         return web.Response(text=leak(), status=status)
 
-    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(echoes_the_key), KEY))
+    client = loopback.adopt(
+        UpstreamClient(UpstreamTarget("up", await loopback.serve(echoes_the_key), KEY))
+    )
     with pytest.raises(UpstreamError) as caught:
         await run(OpenAIChatBackend(client), stream=False)
     assert MASK in caught.value.message
     assert not reveals(caught.value.message)
     assert not reveals(str(caught.value.code))
-    await client.aclose()
 
 
 def chat_stream() -> bytes:
@@ -127,10 +128,11 @@ async def test_upstream_failures_reported_in_the_body_are_scrubbed(
             return web.json_response({"status": "failed", "error": {"message": leak()}})
         return web.Response(body=responses_stream(wire), content_type="text/event-stream")
 
-    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(fails_in_the_body), KEY))
+    client = loopback.adopt(
+        UpstreamClient(UpstreamTarget("up", await loopback.serve(fails_in_the_body), KEY))
+    )
     backend = OpenAIChatBackend(client) if wire == "chat" else OpenAIResponsesBackend(client)
     with pytest.raises(UpstreamError) as caught:
         await run(backend, stream=wire != "failed-object")
     assert MASK in caught.value.message
     assert not reveals(caught.value.message)
-    await client.aclose()

@@ -23,8 +23,8 @@ from tests.backends.conftest import Loopback
 BODY: dict[str, Any] = {"model": "m"}
 
 
-def upstream(url: str, **settings: Any) -> UpstreamClient:
-    return UpstreamClient(UpstreamTarget("up", url, **settings))
+def upstream(loopback: Loopback, url: str, **settings: Any) -> UpstreamClient:
+    return loopback.adopt(UpstreamClient(UpstreamTarget("up", url, **settings)))
 
 
 async def call(client: UpstreamClient, *, whole: bool = False) -> bytes:
@@ -40,14 +40,15 @@ async def test_first_byte_timeout_bounds_the_wait_for_headers(loopback: Loopback
         await loopback.hold()
         return web.json_response({})
 
-    client = upstream(await loopback.serve(silent), first_byte_timeout=0.3, read_timeout=60)
+    client = upstream(
+        loopback, await loopback.serve(silent), first_byte_timeout=0.3, read_timeout=60
+    )
     started = time.monotonic()
     with pytest.raises(UpstreamTimeout) as caught:
         await call(client)
     assert time.monotonic() - started < 3
     assert caught.value.code == "upstream_timeout"
     assert "first_byte_timeout" in caught.value.message
-    await client.aclose()
 
 
 async def test_first_byte_timeout_may_exceed_read_timeout(loopback: Loopback) -> None:
@@ -57,9 +58,10 @@ async def test_first_byte_timeout_may_exceed_read_timeout(loopback: Loopback) ->
         await asyncio.sleep(0.6)
         return web.Response(body=b"ok")
 
-    client = upstream(await loopback.serve(slow_start), read_timeout=0.2, first_byte_timeout=10)
+    client = upstream(
+        loopback, await loopback.serve(slow_start), read_timeout=0.2, first_byte_timeout=10
+    )
     assert await call(client) == b"ok"
-    await client.aclose()
 
 
 async def test_read_timeout_bounds_silence_after_the_headers(loopback: Loopback) -> None:
@@ -70,10 +72,9 @@ async def test_read_timeout_bounds_silence_after_the_headers(loopback: Loopback)
         await loopback.hold()
         return response
 
-    client = upstream(await loopback.serve(stalls), read_timeout=0.3)
+    client = upstream(loopback, await loopback.serve(stalls), read_timeout=0.3)
     with pytest.raises(UpstreamTimeout, match="read_timeout"):
         await call(client)
-    await client.aclose()
 
 
 async def test_total_timeout_ends_a_trickling_reply(loopback: Loopback) -> None:
@@ -89,14 +90,13 @@ async def test_total_timeout_ends_a_trickling_reply(loopback: Loopback) -> None:
             await asyncio.sleep(0.05)
         return response
 
-    client = upstream(await loopback.serve(trickles), total_timeout=0.8, read_timeout=5)
+    client = upstream(loopback, await loopback.serve(trickles), total_timeout=0.8, read_timeout=5)
     started = time.monotonic()
     with pytest.raises(UpstreamTimeout, match="total_timeout") as caught:
         await call(client)
     assert 0.7 < time.monotonic() - started < 3
     assert caught.value.status == 504
     assert 3 < sent < 100
-    await client.aclose()
 
 
 async def test_streamed_reply_over_the_byte_budget_fails_early(loopback: Loopback) -> None:
@@ -111,13 +111,12 @@ async def test_streamed_reply_over_the_byte_budget_fails_early(loopback: Loopbac
             sent += 8192
         return response
 
-    client = upstream(await loopback.serve(floods), max_response_bytes=64 * 1024)
+    client = upstream(loopback, await loopback.serve(floods), max_response_bytes=64 * 1024)
     with pytest.raises(UpstreamResponseTooLarge) as caught:
         await call(client)
     assert caught.value.code == "upstream_response_too_large"
     assert caught.value.status == 502
     assert sent < 16 * 1024 * 1024  # stopped reading long before the end
-    await client.aclose()
 
 
 @pytest.mark.parametrize("declared", [True, False])
@@ -131,10 +130,9 @@ async def test_whole_reply_over_the_byte_budget_fails(loopback: Loopback, declar
             await response.write(b"x" * 10_000)
         return response
 
-    client = upstream(await loopback.serve(big), max_response_bytes=100_000)
+    client = upstream(loopback, await loopback.serve(big), max_response_bytes=100_000)
     with pytest.raises(UpstreamResponseTooLarge):
         await call(client, whole=True)
-    await client.aclose()
 
 
 async def test_reply_within_the_byte_budget_is_read_whole(loopback: Loopback) -> None:
@@ -145,9 +143,8 @@ async def test_reply_within_the_byte_budget_is_read_whole(loopback: Loopback) ->
             await response.write(b"y" * 10_000)
         return response
 
-    client = upstream(await loopback.serve(fits), max_response_bytes=100_000)
+    client = upstream(loopback, await loopback.serve(fits), max_response_bytes=100_000)
     assert await call(client, whole=True) == b"y" * 100_000
-    await client.aclose()
 
 
 @pytest.mark.parametrize(
@@ -171,18 +168,16 @@ async def test_error_statuses_with_their_retry_after(
         body = {"error": {"message": "nope", "type": "x", "code": None}}
         return web.json_response(body, status=status, headers={"Retry-After": "7"})
 
-    client = upstream(await loopback.serve(fails))
+    client = upstream(loopback, await loopback.serve(fails))
     with pytest.raises(error_class) as caught:
         await call(client)
     assert (caught.value.status, caught.value.code) == (client_status, code)
     assert "nope" in caught.value.message
     expected = {"Retry-After": "7"} if status in (429, 503) else {}
     assert caught.value.headers == expected
-    await client.aclose()
 
 
 async def test_unreachable_upstream(loopback: Loopback) -> None:
-    client = upstream("http://127.0.0.1:9/v1")
+    client = upstream(loopback, "http://127.0.0.1:9/v1")
     with pytest.raises(UpstreamUnavailable):
         await call(client)
-    await client.aclose()
