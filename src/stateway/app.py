@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from starlette.applications import Starlette
 
+from stateway.backends.admission import WaitingRoom
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
@@ -46,7 +47,8 @@ class GatewayParts:
     gateway: Gateway
 
 
-def build_backend(config: BackendConfig) -> Backend:
+def build_backend(config: BackendConfig, waiting_room: WaitingRoom) -> Backend:
+    """One backend; ``waiting_room`` is the process-wide queue all backends share."""
     target = UpstreamTarget(
         name=config.name,
         base_url=config.url,
@@ -54,14 +56,21 @@ def build_backend(config: BackendConfig) -> Backend:
         connect_timeout=config.connect_timeout,
         read_timeout=config.read_timeout,
         max_connections=config.max_connections,
+        total_timeout=config.total_timeout,
+        first_byte_timeout=config.effective_first_byte_timeout,
+        max_response_bytes=config.max_response_bytes,
+        pool_idle_timeout=config.pool_idle_timeout,
+        pool_timeout=config.pool_timeout,
     )
-    return BACKEND_APIS[config.api](UpstreamClient(target), config)
+    return BACKEND_APIS[config.api](UpstreamClient(target, waiting_room), config)
 
 
 def build_gateway(config: Config, store: ResponseStore | None = None) -> GatewayParts:
     store = store or open_store(config.database_url)
+    waiting_room = WaitingRoom(config.server.max_queued_requests)
     entries = [
-        BackendEntry(build_backend(b), b.model_map, catch_all=b.catch_all) for b in config.backends
+        BackendEntry(build_backend(b, waiting_room), b.model_map, catch_all=b.catch_all)
+        for b in config.backends
     ]
     router = Router(entries)
     runs = RunRegistry()

@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "fake-upstream":
         from stateway.fake_upstream import serve as serve_fake
 
-        serve_fake(args.host, args.port, args.api_key)
+        serve_fake(args.host, args.port, args.api_key, keep_alive=args.keep_alive)
         return 0
     try:
         config = load_config(_overrides(args))
@@ -147,6 +147,7 @@ def _parser() -> argparse.ArgumentParser:
     fake.add_argument("--host", default="127.0.0.1")
     fake.add_argument("--port", type=int, default=8000)
     fake.add_argument("--api-key", help="require this bearer token")
+    fake.add_argument("--keep-alive", type=int, help="idle keep-alive seconds (default: 5)")
     return parser
 
 

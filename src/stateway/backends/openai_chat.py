@@ -55,13 +55,13 @@ class OpenAIChatBackend:
 
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         body = to_upstream(request, self._max_tokens_field)
-        async with self._client.post("/chat/completions", body) as response:
+        async with self._client.post("/chat/completions", body) as reply:
             if not request.stream:
-                for delta in self._decode_completion(await response.read()):
+                for delta in self._decode_completion(await reply.read()):
                     yield delta
                 return
             finished = False
-            async for event in aiter_events(response.content.iter_any()):
+            async for event in aiter_events(reply):
                 if event.data == b"[DONE]":
                     finished = True
                     break
@@ -75,7 +75,8 @@ class OpenAIChatBackend:
         try:
             chunk = orjson.loads(data)
             if "error" in chunk and "choices" not in chunk:
-                raise UpstreamError(_stream_error_message(self.name, chunk["error"]))
+                message = _stream_error_message(self.name, chunk["error"])
+                raise UpstreamError(self._client.scrub(message))
             return list(from_upstream_chunk(chunk))
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed chunk.") from exc

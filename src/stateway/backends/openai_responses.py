@@ -51,13 +51,13 @@ class OpenAIResponsesBackend:
         self.name = client.target.name
 
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
-        async with self._client.post("/responses", to_upstream(request)) as response:
+        async with self._client.post("/responses", to_upstream(request)) as reply:
             if not request.stream:
-                for delta in self._decode(from_upstream_response, await response.read()):
+                for delta in self._decode(from_upstream_response, await reply.read()):
                     yield delta
                 return
             stream = _StreamState()
-            async for event in aiter_events(response.content.iter_any()):
+            async for event in aiter_events(reply):
                 for delta in self._decode(stream.feed, event.data):
                     yield delta
                 if stream.finished:
@@ -67,6 +67,8 @@ class OpenAIResponsesBackend:
     def _decode(self, parse: Callable[[Any], Iterator[Delta]], data: bytes) -> list[Delta]:
         try:
             return list(parse(orjson.loads(data)))
+        except UpstreamError as failed:  # the upstream's own words: mask its key
+            raise UpstreamError(self._client.scrub(failed.message)) from None
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed event.") from exc
 

@@ -1,30 +1,53 @@
 """The HTTP leg to a model server: one pooled aiohttp session per backend, and the single
 boundary where transport and HTTP failures become :mod:`stateway.core.errors`.
 
+One call (:meth:`UpstreamClient.post`) runs in this order:
+
+1. wait for a connection slot (:mod:`stateway.backends.admission`: the gateway's own queue,
+   bounded by ``pool_timeout`` and ``[server] max_queued_requests``);
+2. send on a pooled keep-alive connection. If that connection was *reused* and failed
+   before any response arrived (the upstream closed it while it sat idle), send once more
+   on a fresh connection: nothing was answered, so repeating is safe, and the other pooled
+   connections may be just as stale;
+3. wait for the response headers at most ``first_byte_timeout``;
+4. hand the caller an :class:`UpstreamReply`, which reads the body within ``read_timeout``
+   of silence and ``total_timeout`` for the whole call, and at most ``max_response_bytes``.
+
 Errors are classified by status and structured code only. Messages passed on to clients
-are the upstream's own, shortened, with the gateway's upstream credential scrubbed.
+are the upstream's own, shortened, with the gateway's upstream credential scrubbed
+(:mod:`stateway.backends.redaction`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
 import orjson
 
+from stateway.backends.admission import ConnectionSlots, WaitingRoom
+from stateway.backends.redaction import KeyScrubber
+from stateway.backends.upstream_reply import UpstreamReply
+from stateway.backends.upstream_status import classify_status, parse_error
 from stateway.core.errors import (
     GatewayError,
     UpstreamError,
-    UpstreamRejected,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
 
+log = logging.getLogger(__name__)
+
 _MAX_ERROR_BODY = 16 * 1024
 _MAX_MESSAGE = 500
+DEFAULT_QUEUE = 1024
+"""Waiting places of a client built without a shared :class:`WaitingRoom` (tests)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -35,53 +58,147 @@ class UpstreamTarget:
     api_key: str | None = None
     connect_timeout: float = 10.0
     read_timeout: float = 600.0
-    """The longest silence tolerated between two bytes of a response."""
+    """The longest silence tolerated between two bytes of a response body."""
     max_connections: int = 256
+    total_timeout: float = 1800.0
+    """The longest one whole call may take, from sending to the last byte read."""
+    first_byte_timeout: float | None = None
+    """The longest to wait for the response headers; None: ``read_timeout``."""
+    max_response_bytes: int = 16 * 1024 * 1024
+    pool_idle_timeout: float = 4.0
+    """How long an idle connection stays pooled; keep it below the upstream's keep-alive."""
+    pool_timeout: float = 30.0
+    """The longest a call waits for one of ``max_connections`` slots."""
 
 
 class UpstreamClient:
-    def __init__(self, target: UpstreamTarget) -> None:
+    def __init__(self, target: UpstreamTarget, waiting_room: WaitingRoom | None = None) -> None:
         self.target = target
-        self._session: aiohttp.ClientSession | None = None
+        self.scrub = KeyScrubber(target.api_key)
+        """Masks the upstream key in any upstream text; backends use it for mid-stream errors."""
+        self._slots = ConnectionSlots(
+            target.name,
+            target.max_connections,
+            target.pool_timeout,
+            waiting_room or WaitingRoom(DEFAULT_QUEUE),
+        )
+        self._pooled: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
         headers = {"Content-Type": "application/json"}
         if target.api_key:
             headers["Authorization"] = f"Bearer {target.api_key}"
         self._headers = headers
-        self._timeout = aiohttp.ClientTimeout(
-            total=None, connect=target.connect_timeout, sock_read=target.read_timeout
+        self._first_byte_timeout = (
+            target.read_timeout if target.first_byte_timeout is None else target.first_byte_timeout
         )
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.target.max_connections),
-                timeout=self._timeout,
-                headers=self._headers,
-                skip_auto_headers=("User-Agent",),
-            )
-        return self._session
-
     @asynccontextmanager
-    async def post(self, path: str, body: dict[str, Any]) -> AsyncIterator[aiohttp.ClientResponse]:
-        """POST ``body``; yield a 2xx response, or raise the classified error. Failures while
-        the caller reads the body are classified too."""
-        url = self.target.base_url + path
-        with self._failures():
-            async with self._client().post(url, data=orjson.dumps(body)) as response:
-                if response.status >= 400:
-                    raise await self._error(response)
-                yield response
+    async def post(self, path: str, body: dict[str, Any]) -> AsyncIterator[UpstreamReply]:
+        """POST ``body``; yield the reply of a 2xx response, or raise the classified error.
+        Failures while the caller reads the reply are classified too."""
+        data = orjson.dumps(body)
+        async with self._slots.hold():
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.target.total_timeout
+            with self._failures():
+                response = await self._send(self.target.base_url + path, data, deadline)
+                try:
+                    if response.status >= 400:
+                        raise await self._error(response)
+                    yield UpstreamReply(response, self.target.name, self.target.max_response_bytes)
+                except BaseException:
+                    response.close()  # an unfinished body is not left on a pooled connection
+                    raise
+                response.release()
+
+    async def _send(self, url: str, data: bytes, deadline: float) -> aiohttp.ClientResponse:
+        """Send on a pooled connection; once more on a fresh one if a reused one was stale."""
+        attempt = {"reused": False}
+        try:
+            return await self._attempt(self._pooled_session(), url, data, deadline, attempt)
+        except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
+            if not attempt["reused"]:
+                raise
+            log.info(
+                "model server %s closed a pooled connection (%s); retrying on a fresh one",
+                self.target.name,
+                type(exc).__name__,
+            )
+        return await self._attempt(self._fresh_session(), url, data, deadline, {})
+
+    async def _attempt(
+        self,
+        session: aiohttp.ClientSession,
+        url: str,
+        data: bytes,
+        deadline: float,
+        attempt: dict[str, bool],
+    ) -> aiohttp.ClientResponse:
+        """One request, up to its response headers."""
+        loop = asyncio.get_running_loop()
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise TimeoutError
+        timeout = aiohttp.ClientTimeout(
+            total=remaining, connect=self.target.connect_timeout, sock_read=None
+        )
+        first_byte = asyncio.timeout(min(self._first_byte_timeout, remaining))
+        try:
+            async with first_byte:
+                response = await session.post(
+                    url, data=data, timeout=timeout, trace_request_ctx=attempt
+                )
+        except TimeoutError as exc:
+            if first_byte.expired() and self._first_byte_timeout < remaining:
+                raise UpstreamTimeout(
+                    f"The model server '{self.target.name}' did not start answering within "
+                    f"{self._first_byte_timeout:g} s (first_byte_timeout)."
+                ) from exc
+            raise
+        # From the headers on, silence between two reads is bounded by read_timeout.
+        protocol = response.connection.protocol if response.connection is not None else None
+        if protocol is not None:
+            protocol.read_timeout = self.target.read_timeout
+            protocol.start_timeout()
+        return response
+
+    def _pooled_session(self) -> aiohttp.ClientSession:
+        if self._pooled is None or self._pooled.closed:
+            trace = aiohttp.TraceConfig()
+            trace.on_connection_reuseconn.append(_mark_reused)
+            # No connector limit: ConnectionSlots bounds concurrent calls, fairly.
+            connector = aiohttp.TCPConnector(
+                limit=0, keepalive_timeout=self.target.pool_idle_timeout
+            )
+            self._pooled = self._session(connector, [trace])
+        return self._pooled
+
+    def _fresh_session(self) -> aiohttp.ClientSession:
+        """A session whose every request opens a new connection, closed after it."""
+        if self._fresh is None or self._fresh.closed:
+            self._fresh = self._session(aiohttp.TCPConnector(limit=0, force_close=True), [])
+        return self._fresh
+
+    def _session(
+        self, connector: aiohttp.TCPConnector, traces: list[aiohttp.TraceConfig]
+    ) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            connector=connector,
+            headers=self._headers,
+            skip_auto_headers=("User-Agent",),
+            trace_configs=traces,
+        )
 
     async def list_models(self, within: float = 5.0) -> list[str]:
         """The model ids of the upstream's ``GET /models``."""
         timeout = aiohttp.ClientTimeout(total=within)
         with self._failures():
-            async with self._client().get(
+            async with self._pooled_session().get(
                 self.target.base_url + "/models", timeout=timeout
             ) as response:
                 if response.status >= 400:
                     raise await self._error(response)
-                raw = await response.read()
+                raw = await UpstreamReply(response, self.target.name, _MAX_ERROR_BODY * 64).read()
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -101,8 +218,21 @@ class UpstreamClient:
             yield
         except GatewayError:
             raise
-        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise UpstreamTimeout(f"The model server '{name}' timed out.") from exc
+        except aiohttp.ConnectionTimeoutError as exc:
+            raise UpstreamTimeout(
+                f"The model server '{name}' did not accept a connection within "
+                f"{self.target.connect_timeout:g} s."
+            ) from exc
+        except aiohttp.SocketTimeoutError as exc:
+            raise UpstreamTimeout(
+                f"The model server '{name}' sent nothing for {self.target.read_timeout:g} s "
+                "(read_timeout)."
+            ) from exc
+        except TimeoutError as exc:  # aiohttp's whole-call deadline
+            raise UpstreamTimeout(
+                f"The model server '{name}' did not finish within "
+                f"{self.target.total_timeout:g} s (total_timeout)."
+            ) from exc
         except aiohttp.ClientConnectorError as exc:
             raise UpstreamUnavailable(f"The model server '{name}' is unreachable.") from exc
         except aiohttp.ClientPayloadError as exc:  # the body ended before it was complete
@@ -113,66 +243,30 @@ class UpstreamClient:
             ) from exc
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        for session in (self._pooled, self._fresh):
+            if session is not None:
+                await session.close()
 
     async def _error(self, response: aiohttp.ClientResponse) -> GatewayError:
-        raw = await response.content.read(_MAX_ERROR_BODY)
-        message, code = _parse_error(raw)
-        message = self._scrub(message)
-        return classify_status(response.status, message, code, self.target.name, response.headers)
-
-    def _scrub(self, text: str) -> str:
-        key = self.target.api_key
-        if key and key in text:
-            text = text.replace(key, "***")
-        return text[:_MAX_MESSAGE]
-
-
-def classify_status(
-    status: int, message: str, code: str | None, backend: str, headers: Any = None
-) -> GatewayError:
-    """Map an upstream HTTP status (and structured code) to the error the client sees."""
-    detail = f"Model server '{backend}' answered {status}" + (f": {message}" if message else ".")
-    if status in (401, 403):
-        return UpstreamError(
-            f"Model server '{backend}' refused the gateway's credentials ({status}).",
-            code="upstream_auth_failed",
+        reply = UpstreamReply(response, self.target.name, self.target.max_response_bytes)
+        raw = await reply.prefix(_MAX_ERROR_BODY)
+        message, code = parse_error(raw)
+        return classify_status(
+            response.status,
+            self.scrub(message)[:_MAX_MESSAGE],
+            self.scrub(code) if code else None,
+            self.target.name,
+            response.headers,
         )
-    if status == 429:
-        retry_after = headers.get("Retry-After") if headers is not None else None
-        return UpstreamRejected(
-            detail,
-            status=429,
-            code=code or "rate_limit_exceeded",
-            headers={"Retry-After": retry_after} if retry_after else None,
-        )
-    if status == 404:
-        return UpstreamRejected(detail, status=404, code=code or "model_not_found")
-    if status in (408, 504):
-        return UpstreamTimeout(detail)
-    if 400 <= status < 500:
-        return UpstreamRejected(detail, status=400, code=code or "upstream_rejected")
-    return UpstreamError(detail)
 
 
-def _parse_error(raw: bytes) -> tuple[str, str | None]:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return raw.decode("utf-8", "replace").strip(), None
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict):
-            message = error.get("message") or error.get("detail") or ""
-            code = error.get("code")
-            return str(message), code if isinstance(code, str) else None
-        if isinstance(error, str):
-            return error, None
-        detail = body.get("detail")
-        if detail is not None:
-            return str(detail), None
-    return "", None
+async def _mark_reused(
+    session: aiohttp.ClientSession, context: SimpleNamespace, params: object
+) -> None:
+    """Trace hook: the request is going out on a pooled connection used before."""
+    attempt = context.trace_request_ctx
+    if isinstance(attempt, dict):
+        attempt["reused"] = True
 
 
 def cut_short(backend: str) -> UpstreamError:

@@ -12,8 +12,10 @@ Protocols render it in their own error shape; nothing classifies errors by messa
     │   └── ModelNotFound         404 code=model_not_found
     ├── UpstreamError             502 upstream_error (any upstream failure, status mapped)
     │   ├── UpstreamTimeout       504
-    │   ├── UpstreamUnavailable   502 (connect refused, DNS, ...)
+    │   ├── UpstreamUnavailable   502 (connect refused, DNS, ...); 503 when upstream said 503
+    │   ├── UpstreamResponseTooLarge  502 code=upstream_response_too_large
     │   └── UpstreamRejected      4xx the model server refused the request itself
+    ├── Overloaded                503 code=overloaded, Retry-After (the gateway's own queue)
     ├── StorageError              503 server_error
     └── InternalError             500 server_error (a gateway bug, logged; no details leak)
 """
@@ -101,6 +103,12 @@ class UpstreamUnavailable(UpstreamError):
     code = "upstream_unavailable"
 
 
+class UpstreamResponseTooLarge(UpstreamError):
+    """The upstream's reply outgrew the backend's ``max_response_bytes``."""
+
+    code = "upstream_response_too_large"
+
+
 class StorageError(GatewayError):
     status = 503
     type = "server_error"
@@ -122,3 +130,15 @@ class InternalError(GatewayError):
 
     def __init__(self) -> None:
         super().__init__("The gateway failed to handle the request.")
+
+
+class Overloaded(GatewayError):
+    """Too many requests are already waiting for a connection slot to the model server, or
+    this one waited longer than ``pool_timeout``: refused early, with ``Retry-After``."""
+
+    status = 503
+    type = "server_error"
+    code = "overloaded"
+
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after)})

@@ -22,8 +22,14 @@ def main(argv: list[str] | None = None) -> None:
         dest="models",
         help="model name listed by /v1/models (repeatable; default: fake-model)",
     )
+    parser.add_argument(
+        "--keep-alive",
+        type=int,
+        default=None,
+        help="seconds an idle keep-alive connection stays open (default: 5)",
+    )
     args = parser.parse_args(argv)
-    serve(args.host, args.port, args.api_key, model_names=args.models)
+    serve(args.host, args.port, args.api_key, model_names=args.models, keep_alive=args.keep_alive)
 
 
 if __name__ == "__main__":

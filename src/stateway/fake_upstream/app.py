@@ -41,6 +41,15 @@ from stateway.fake_upstream.errors import (
     not_found,
     scripted_error,
 )
+from stateway.fake_upstream.misbehaviour import (
+    PacedSend,
+    ending_in_error,
+    huge_plan,
+    leak_error,
+    leaked_key_message,
+    send_huge_json,
+    send_text,
+)
 from stateway.fake_upstream.plan import Plan, build_plan
 from stateway.fake_upstream.responses import parse_responses_request
 from stateway.fake_upstream.script import Script, parse_script
@@ -63,6 +72,7 @@ class WireRequest(Protocol):
     def conversation(self) -> Conversation: ...
     def body(self, plan: Plan) -> bytes: ...
     def frames(self, plan: Plan) -> Iterator[Frame]: ...
+    def error_frame(self, message: str, sequence: int) -> bytes: ...
 
 
 _PARSERS: dict[str, Callable[[dict[str, Any]], WireRequest]] = {
@@ -104,7 +114,7 @@ class FakeUpstreamApp:
         if parse is not None:
             if method != "POST":
                 raise method_not_allowed(method, path)
-            await self._generate(path, parse, receive, send)
+            await self._generate(path, parse, _bearer(scope), receive, send)
         elif path == "/v1/models" and method == "GET":
             await send_json(send, 200, self._models_body)
         elif path == "/health" and method == "GET":
@@ -120,18 +130,16 @@ class FakeUpstreamApp:
             raise not_found(method, path)
 
     def _check_api_key(self, scope: Scope) -> None:
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                scheme, _, token = value.decode("latin-1").partition(" ")
-                if scheme.lower() == "bearer" and token.strip() == self.api_key:
-                    return
-                raise invalid_api_key(provided=True)
-        raise invalid_api_key(provided=False)
+        token = _bearer(scope)
+        if token == self.api_key:
+            return
+        raise invalid_api_key(provided=token is not None)
 
     async def _generate(
         self,
         path: str,
         parse: Callable[[dict[str, Any]], WireRequest],
+        key: str | None,
         receive: Receive,
         send: Send,
     ) -> None:
@@ -141,26 +149,56 @@ class FakeUpstreamApp:
         self.requests.append({"path": path, "body": body})
         request = parse(body)
         script = parse_script(request.conversation.user_text)
-        if script.slow_ms:
-            await until_disconnect(receive, _answer(request, script, receive, send))
+        if script.stall_ms or script.trickle_ms:
+            stall, trickle = (script.stall_ms or 0) / 1000, (script.trickle_ms or 0) / 1000
+            send = PacedSend(send, stall=stall, trickle=trickle).send
+        answer = _answer(request, script, key, receive, send)
+        if script.slow_ms or script.silence_ms or script.stall_ms or script.trickle_ms:
+            await until_disconnect(receive, answer)
         else:
-            await _answer(request, script, receive, send)
+            await answer
 
 
-async def _answer(request: WireRequest, script: Script, receive: Receive, send: Send) -> None:
+async def _answer(
+    request: WireRequest, script: Script, key: str | None, receive: Receive, send: Send
+) -> None:
     """Play the script: error, drop, or the planned answer, paced by ``[[slow]]``."""
+    if script.silence_ms:
+        await asyncio.sleep(script.silence_ms / 1000)
     delay = (script.slow_ms or 0) / 1000
     if delay and (script.error is not None or not request.stream):
         await asyncio.sleep(delay)
+    if script.leak == "json":
+        raise leak_error(key, script.error or 400)
+    if script.leak == "text":
+        await send_text(send, script.error or 400, leaked_key_message(key))
+        return
     if script.error is not None:
         raise scripted_error(script.error)
     plan = build_plan(request.conversation, script, request.max_tokens)
+    if script.huge is not None:
+        plan = huge_plan(plan, script.huge, request.stream)
     if request.stream:
-        await send_stream(send, receive, request.frames(plan), delay=delay, cut=script.cut)
+        frames = request.frames(plan)
+        if script.leak == "stream":
+            message = leaked_key_message(key)
+            frames = ending_in_error(frames, lambda sent: request.error_frame(message, sent))
+        await send_stream(send, receive, frames, delay=delay, cut=script.cut)
     elif script.cut is not None:
         await drop_connection(send, receive)
+    elif script.huge is not None:
+        await send_huge_json(send, request.body(plan), script.huge)
     else:
         await send_json(send, 200, request.body(plan))
+
+
+def _bearer(scope: Scope) -> str | None:
+    """The bearer token the request presents, if any."""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return token.strip() if scheme.lower() == "bearer" else ""
+    return None
 
 
 async def _read_json(receive: Receive) -> dict[str, Any] | None:

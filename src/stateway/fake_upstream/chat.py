@@ -38,6 +38,11 @@ class ChatRequest:
     def frames(self, plan: Plan) -> Iterator[Frame]:
         return completion_frames(self, plan)
 
+    def error_frame(self, message: str, sequence: int) -> bytes:
+        """A mid-stream error, as vLLM sends one: a data line holding only ``error``."""
+        error = {"message": message, "type": "server_error", "param": None, "code": None}
+        return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+
 
 def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
     model = require_str(body, "model")

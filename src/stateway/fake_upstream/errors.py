@@ -21,6 +21,9 @@ _SCRIPTED: dict[int, tuple[str, str | None]] = {
     429: ("requests", "rate_limit_exceeded"),
 }
 
+_RETRY_AFTER = {429: [(b"retry-after", b"1")], 503: [(b"retry-after", b"2")]}
+"""Statuses whose scripted error carries ``Retry-After`` (in seconds)."""
+
 
 class UpstreamError(Exception):
     """An error reply, raised anywhere before the response has started."""
@@ -54,7 +57,7 @@ def scripted_error(status: int) -> UpstreamError:
         type_, code = "server_error", None
     else:
         type_, code = _SCRIPTED.get(status, ("invalid_request_error", None))
-    headers = [(b"retry-after", b"1")] if status == 429 else None
+    headers = _RETRY_AFTER.get(status)
     message = f"Scripted failure: [[error:{status}]]"
     return UpstreamError(status, message, type_=type_, code=code, headers=headers)
 

@@ -22,6 +22,7 @@ def start_fake_upstream(
     *,
     host: str = "127.0.0.1",
     model_names: list[str] | None = None,
+    keep_alive: int | None = None,
     startup_timeout: float = 30.0,
 ) -> Iterator[str]:
     """Start ``python -m stateway.fake_upstream --port 0``; yield its ``.../v1`` base URL.
@@ -33,5 +34,7 @@ def start_fake_upstream(
         command += ["--api-key", api_key]
     for name in model_names or []:
         command += ["--model", name]
+    if keep_alive is not None:
+        command += ["--keep-alive", str(keep_alive)]
     with start_announced(command, ANNOUNCEMENT, timeout=startup_timeout) as url:
         yield url

@@ -43,6 +43,12 @@ class ResponsesRequest:
     def frames(self, plan: Plan) -> Iterator[Frame]:
         return response_frames(self, plan)
 
+    def error_frame(self, message: str, sequence: int) -> bytes:
+        """A mid-stream ``error`` event (numbered after the ``sequence`` events sent)."""
+        error = {"type": "error", "sequence_number": sequence, "code": "server_error"}
+        data = orjson.dumps({**error, "message": message, "param": None})
+        return b"event: error\ndata: " + data + b"\n\n"
+
 
 def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
     model = require_str(body, "model")

@@ -11,10 +11,23 @@ Grammar (names are lower case, no spaces inside the brackets)::
     [[cut:N]]             drop the connection after N streamed payload chunks
     [[slow:MS]]           wait MS milliseconds before the first and between chunks
     [[words:N]]           reply with "w1 w2 ... wN"
+    [[silence:MS]]        wait MS milliseconds before sending the response headers
+    [[stall:MS]]          send the headers, then wait MS milliseconds before the body
+    [[trickle:MS]]        send the body one byte every MS milliseconds
+    [[huge:N]]            reply with a text of N bytes ("xxx...", streamed in 16 KiB pieces)
+    [[leak:json]]         fail with 400 (or [[error]]'s STATUS) whose JSON error message
+                          echoes the bearer key
+    [[leak:text]]         the same with a text/plain body
+    [[leak:stream]]       stream the answer, but end it with an error event echoing the key
+
+The key is echoed lower-cased and as its first 12 characters (what careless model servers
+do), for tests of the gateway's scrubbing. On the Responses wire the closing events of a
+``[[huge]]`` stream repeat the whole text, as that wire does.
 
 An ARG runs up to the first ``]]``, except for ``tool`` whose ARGS run up to the first
 ``]]`` at which they parse as JSON (so nested arrays survive), falling back to the first
-``]]``. ``cut``, ``slow`` and ``words`` take decimal integers. Anything in ``[[...]]`` that
+``]]``. ``cut``, ``slow``, ``words``, ``silence``, ``stall``, ``trickle`` and ``huge`` take
+decimal integers. Anything in ``[[...]]`` that
 does not fit the grammar is kept as plain text. For non-repeatable directives the last
 occurrence wins.
 """
@@ -31,7 +44,18 @@ _CLOSE = "]]"
 _HEAD = re.compile(r"([a-z]+)(:|\]\])")
 _TOOL_NAME = re.compile(r"([A-Za-z0-9_.\-]+):")
 _FLAGS = frozenset({"echo", "length"})
-_INTEGERS = frozenset({"error", "cut", "slow", "words"})
+_INTEGERS = {
+    "error": "error",
+    "cut": "cut",
+    "slow": "slow_ms",
+    "words": "words",
+    "silence": "silence_ms",
+    "stall": "stall_ms",
+    "trickle": "trickle_ms",
+    "huge": "huge",
+}
+"""Directive -> the :class:`Script` field its integer sets."""
+LEAKS = frozenset({"json", "text", "stream"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +79,11 @@ class Script:
     cut: int | None = None
     slow_ms: int | None = None
     words: int | None = None
+    silence_ms: int | None = None
+    stall_ms: int | None = None
+    trickle_ms: int | None = None
+    huge: int | None = None
+    leak: str | None = None
 
 
 def parse_script(text: str) -> Script:
@@ -95,18 +124,13 @@ def _apply(text: str, start: int, script: Script) -> int:
     arg = text[head.end() : close]
     if name == "reason":
         script.reasoning = arg if script.reasoning is None else f"{script.reasoning} {arg}"
+    elif name == "leak" and arg in LEAKS:
+        script.leak = arg
     elif name in _INTEGERS and arg.isascii() and arg.isdigit():
         value = int(arg)
-        if name == "error":
-            if not 400 <= value <= 599:
-                return -1
-            script.error = value
-        elif name == "cut":
-            script.cut = value
-        elif name == "slow":
-            script.slow_ms = value
-        else:
-            script.words = value
+        if name == "error" and not 400 <= value <= 599:
+            return -1
+        setattr(script, _INTEGERS[name], value)
     else:
         return -1
     return close + len(_CLOSE)

@@ -19,10 +19,14 @@ def serve(
     api_key: str | None = None,
     *,
     model_names: list[str] | None = None,
+    keep_alive: int | None = None,
 ) -> None:
-    """Run the fake upstream until interrupted (SIGINT/SIGTERM)."""
+    """Run the fake upstream until interrupted (SIGINT/SIGTERM). ``keep_alive``: seconds an
+    idle connection stays open (uvicorn's default, 5 s, when None)."""
     sock = bind_socket(host, port)
     config = server_config(build_app(api_key, model_names), lifespan=False, graceful_shutdown=2)
+    if keep_alive is not None:
+        config.timeout_keep_alive = keep_alive
     server = AnnouncingServer(config, f"{ANNOUNCEMENT}{socket_url(sock)}/v1")
     with sock:
         server.run(sockets=[sock])

@@ -1,0 +1,78 @@
+"""The gateway's own queue in front of each model server: connection slots and admission.
+
+Each backend allows ``max_connections`` upstream calls at once (:class:`ConnectionSlots`).
+A call that finds them all taken waits, first come first served, for at most
+``pool_timeout``; that wait belongs to the gateway and never counts against the upstream's
+``connect_timeout``. One :class:`WaitingRoom` per process counts the calls waiting across
+all backends: once ``[server] max_queued_requests`` wait, a new call is refused at once.
+Both refusals are :class:`~stateway.core.errors.Overloaded` (503 with ``Retry-After``), so a
+client learns early and honestly that the gateway is full, not that the model server failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from stateway.core.errors import Overloaded
+
+
+class WaitingRoom:
+    """The process-wide count of upstream calls waiting for a connection slot."""
+
+    __slots__ = ("capacity", "waiting")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.waiting = 0
+
+    @asynccontextmanager
+    async def seat(self, backend: str) -> AsyncIterator[None]:
+        """Hold one place while the block waits; refuse at once when every place is taken."""
+        if self.waiting >= self.capacity:
+            raise Overloaded(
+                f"The gateway is at capacity: {self.waiting} requests already wait for a "
+                f"connection to model server '{backend}'. Retry shortly."
+            )
+        self.waiting += 1
+        try:
+            yield
+        finally:
+            self.waiting -= 1
+
+
+class ConnectionSlots:
+    """At most ``size`` concurrent calls to one backend; a fair, bounded wait for the rest."""
+
+    __slots__ = ("_backend", "_room", "_semaphore", "_wait_limit")
+
+    def __init__(self, backend: str, size: int, wait_limit: float, room: WaitingRoom) -> None:
+        self._backend = backend
+        self._semaphore = asyncio.Semaphore(size)
+        """FIFO: a newcomer never overtakes a waiter (``locked()`` while any waits)."""
+        self._wait_limit = wait_limit
+        self._room = room
+
+    @asynccontextmanager
+    async def hold(self) -> AsyncIterator[None]:
+        """Hold one slot for the block, waiting for it as described in the module doc."""
+        if self._semaphore.locked():
+            await self._wait()
+        else:
+            await self._semaphore.acquire()  # free: returns without suspending
+        try:
+            yield
+        finally:
+            self._semaphore.release()
+
+    async def _wait(self) -> None:
+        async with self._room.seat(self._backend):
+            try:
+                async with asyncio.timeout(self._wait_limit):
+                    await self._semaphore.acquire()
+            except TimeoutError:
+                raise Overloaded(
+                    f"No connection to model server '{self._backend}' came free within "
+                    f"{self._wait_limit:g} s (pool_timeout). Retry shortly."
+                ) from None

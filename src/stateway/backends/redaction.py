@@ -1,0 +1,52 @@
+"""Keeping the gateway's upstream credential out of text that came from the model server.
+
+An upstream error may echo the key it was sent, whole or in part, in any letter case. Every
+upstream text bound for a client, the database or the log passes through
+:class:`KeyScrubber`, which masks each case-insensitive occurrence of any run of
+:data:`RUN` consecutive characters of the key (so the whole key, its prefix, a lower-cased
+copy and a fragment cut off by truncation are all masked). A key shorter than that is
+masked whole.
+"""
+
+from __future__ import annotations
+
+import re
+
+RUN = 8
+"""The shortest stretch of the key that is treated as revealing it."""
+MASK = "***"
+
+
+class KeyScrubber:
+    __slots__ = ("_pattern",)
+
+    def __init__(self, key: str | None) -> None:
+        self._pattern: re.Pattern[str] | None = None
+        if key:
+            folded = key.lower()
+            size = min(RUN, len(folded))
+            runs = {folded[i : i + size] for i in range(len(folded) - size + 1)}
+            alternatives = "|".join(re.escape(run) for run in sorted(runs))
+            # A lookahead finds every (overlapping) run; their union is what gets masked.
+            self._pattern = re.compile(f"(?=({alternatives}))", re.IGNORECASE)
+
+    def __call__(self, text: str) -> str:
+        """``text`` with every stretch of the key replaced by :data:`MASK`."""
+        if self._pattern is None or not text:
+            return text
+        pieces: list[str] = []
+        kept_from = 0
+        span_start = span_end = -1
+        for match in self._pattern.finditer(text):
+            start, end = match.start(1), match.end(1)
+            if start <= span_end:  # overlaps or touches the current stretch
+                span_end = max(span_end, end)
+                continue
+            if span_end >= 0:
+                pieces += (text[kept_from:span_start], MASK)
+                kept_from = span_end
+            span_start, span_end = start, end
+        if span_end < 0:
+            return text
+        pieces += (text[kept_from:span_start], MASK, text[span_end:])
+        return "".join(pieces)

@@ -1,0 +1,73 @@
+"""The body of one upstream reply, read incrementally and never past its byte budget.
+
+Backends read a reply as chunks (``async for chunk in reply``, for event streams) or whole
+(:meth:`UpstreamReply.read`, for JSON). Either way every byte is counted as it arrives, and
+the reply that outgrows ``max_response_bytes`` fails with
+:class:`~stateway.core.errors.UpstreamResponseTooLarge` before more of it is buffered; a
+declared ``Content-Length`` over the budget fails before the body is read at all.
+Deadlines are aiohttp's, set up by :class:`~stateway.backends.upstream_http.UpstreamClient`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import aiohttp
+
+from stateway.core.errors import UpstreamResponseTooLarge
+
+
+class UpstreamReply:
+    __slots__ = ("_backend", "_limit", "_response", "received")
+
+    def __init__(self, response: aiohttp.ClientResponse, backend: str, limit: int) -> None:
+        self._response = response
+        self._backend = backend
+        self._limit = limit
+        self.received = 0
+        """Body bytes read so far."""
+
+    @property
+    def status(self) -> int:
+        return self._response.status
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return self._response.headers
+
+    def __aiter__(self) -> UpstreamReply:
+        return self
+
+    async def __anext__(self) -> bytes:
+        """The next chunk of the body, as it arrived."""
+        chunk = await self._response.content.readany()
+        if not chunk:
+            raise StopAsyncIteration
+        self._count(len(chunk))
+        return chunk
+
+    async def read(self) -> bytes:
+        """The whole body."""
+        declared = self._response.content_length
+        if declared is not None:
+            self._count(declared)
+            self.received = 0
+        chunks = [chunk async for chunk in self]
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def prefix(self, size: int) -> bytes:
+        """At most the first ``size`` bytes of the body (an error body, say)."""
+        chunks: list[bytes] = []
+        left = size
+        while left > 0 and (chunk := await self._response.content.read(left)):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def _count(self, size: int) -> None:
+        self.received += size
+        if self.received > self._limit:
+            raise UpstreamResponseTooLarge(
+                f"The model server '{self._backend}' sent a reply larger than "
+                f"{self._limit} bytes (max_response_bytes)."
+            )

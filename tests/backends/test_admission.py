@@ -1,0 +1,114 @@
+"""The gateway's own queue: fair bounded waits for connection slots, early refusals."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiohttp import web
+
+from stateway.backends.admission import ConnectionSlots, WaitingRoom
+from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.core.errors import Overloaded
+from tests.backends.conftest import Loopback
+
+
+async def hold_until(slots: ConnectionSlots, entered: asyncio.Event, leave: asyncio.Event) -> None:
+    async with slots.hold():
+        entered.set()
+        await leave.wait()
+
+
+async def test_waiters_get_slots_first_come_first_served() -> None:
+    slots = ConnectionSlots("up", 1, 5.0, WaitingRoom(100))
+    entered, leave = asyncio.Event(), asyncio.Event()
+    holder = asyncio.create_task(hold_until(slots, entered, leave))
+    await entered.wait()
+    order: list[int] = []
+
+    async def waiter(number: int) -> None:
+        async with slots.hold():
+            order.append(number)
+            await asyncio.sleep(0)  # let the others run while the slot is held
+
+    waiters = []
+    for number in range(5):
+        waiters.append(asyncio.create_task(waiter(number)))
+        await asyncio.sleep(0)  # each starts waiting before the next is created
+    leave.set()
+    await asyncio.gather(holder, *waiters)
+    assert order == [0, 1, 2, 3, 4]
+
+
+async def test_a_wait_past_pool_timeout_is_overloaded_with_retry_after() -> None:
+    room = WaitingRoom(100)
+    slots = ConnectionSlots("up", 1, 0.2, room)
+    entered, leave = asyncio.Event(), asyncio.Event()
+    holder = asyncio.create_task(hold_until(slots, entered, leave))
+    await entered.wait()
+    with pytest.raises(Overloaded) as caught:
+        async with slots.hold():
+            pass
+    error = caught.value
+    assert (error.status, error.code, error.type) == (503, "overloaded", "server_error")
+    assert error.headers == {"Retry-After": "1"}
+    assert "pool_timeout" in error.message
+    assert room.waiting == 0
+    leave.set()
+    await holder
+
+
+async def test_a_full_waiting_room_refuses_at_once() -> None:
+    room = WaitingRoom(1)
+    slots = ConnectionSlots("up", 1, 5.0, room)
+    entered, leave = asyncio.Event(), asyncio.Event()
+    holder = asyncio.create_task(hold_until(slots, entered, leave))
+    await entered.wait()
+    waiting = asyncio.create_task(hold_until(slots, asyncio.Event(), leave))
+    await asyncio.sleep(0)
+    assert room.waiting == 1
+    with pytest.raises(Overloaded, match="already wait"):
+        async with slots.hold():
+            pass
+    leave.set()
+    await asyncio.gather(holder, waiting)
+    assert room.waiting == 0
+
+
+async def test_no_waiting_places_refuses_only_when_every_slot_is_taken() -> None:
+    slots = ConnectionSlots("up", 1, 5.0, WaitingRoom(0))
+    async with slots.hold():
+        with pytest.raises(Overloaded):
+            async with slots.hold():
+                pass
+    async with slots.hold():  # the slot came back, even after a refusal
+        pass
+
+
+async def test_a_slot_is_returned_when_the_call_fails() -> None:
+    slots = ConnectionSlots("up", 1, 0.2, WaitingRoom(10))
+    with pytest.raises(RuntimeError):
+        async with slots.hold():
+            raise RuntimeError("boom")
+    async with slots.hold():
+        pass
+
+
+async def test_waiting_for_a_slot_does_not_count_against_connect_timeout(
+    loopback: Loopback,
+) -> None:
+    async def answers_slowly(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.3)
+        return web.Response(body=b"{}")
+
+    target = UpstreamTarget(
+        "up", await loopback.serve(answers_slowly), connect_timeout=0.05, max_connections=1
+    )
+    client = loopback.adopt(UpstreamClient(target, WaitingRoom(10)))
+
+    async def post() -> bytes:
+        async with client.post("/chat/completions", {}) as reply:
+            return await reply.read()
+
+    # The second and third wait ~0.3 s and ~0.6 s for the slot: far past connect_timeout.
+    assert await asyncio.gather(post(), post(), post()) == [b"{}"] * 3

@@ -1,0 +1,138 @@
+"""The upstream key never leaves through upstream text: error bodies, mid-stream errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stateway.backends.openai_chat import OpenAIChatBackend
+from stateway.backends.openai_responses import OpenAIResponsesBackend
+from stateway.backends.redaction import MASK, RUN, KeyScrubber
+from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.core.commands import GenerationSettings
+from stateway.core.errors import UpstreamError
+from stateway.core.inference import InferenceRequest
+from tests.backends.conftest import Loopback
+
+KEY = "sk-Proj-AbCdEfGh0123456789-XyZ"
+ECHOES = [
+    KEY,
+    KEY.lower(),
+    KEY.upper(),
+    KEY[:RUN],
+    KEY[:12],
+    KEY[5 : 5 + RUN].lower(),
+    KEY[-RUN:],
+]
+
+
+def reveals(text: str, key: str = KEY) -> bool:
+    """Whether ``text`` holds any RUN-character stretch of ``key``, in any case."""
+    folded = text.lower()
+    return any(key[i : i + RUN].lower() in folded for i in range(len(key) - RUN + 1))
+
+
+@pytest.mark.parametrize("echo", ECHOES)
+def test_every_stretch_of_the_key_is_masked(echo: str) -> None:
+    scrub = KeyScrubber(KEY)
+    text = f"error: key {echo} is not valid here"
+    assert reveals(text)
+    scrubbed = scrub(text)
+    assert not reveals(scrubbed)
+    assert scrubbed == f"error: key {MASK} is not valid here"
+
+
+def test_overlapping_and_repeated_stretches_become_one_mask_each() -> None:
+    scrub = KeyScrubber(KEY)
+    assert scrub(f"{KEY[:10]}{KEY[3:15]} and {KEY.lower()}") == f"{MASK} and {MASK}"
+
+
+def test_shorter_stretches_and_unrelated_text_stay() -> None:
+    scrub = KeyScrubber(KEY)
+    text = f"the word {KEY[: RUN - 1]} and {KEY[4 : 4 + RUN - 1]} stay"
+    assert scrub(text) == text
+    assert KeyScrubber(None)(text) == text
+
+
+def test_a_short_key_is_masked_whole() -> None:
+    assert KeyScrubber("AbC12")("key abc12!") == f"key {MASK}!"
+
+
+@given(st.text(max_size=40), st.text(max_size=40), st.sampled_from(ECHOES))
+def test_no_stretch_survives_in_any_surroundings(before: str, after: str, echo: str) -> None:
+    assert not reveals(KeyScrubber(KEY)(before + echo + after))
+
+
+def inference(stream: bool) -> InferenceRequest:
+    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+    return InferenceRequest("m", None, [item], GenerationSettings(), stream)
+
+
+async def run(backend: OpenAIChatBackend | OpenAIResponsesBackend, stream: bool) -> None:
+    async for _ in backend.infer(inference(stream)):
+        pass
+
+
+def leak() -> str:
+    return f"key {KEY.lower()} (starts {KEY[:12]}) is not allowed"
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+@pytest.mark.parametrize("status", [400, 429, 500, 503])
+async def test_error_bodies_are_scrubbed(loopback: Loopback, as_json: bool, status: int) -> None:
+    async def echoes_the_key(request: web.Request) -> web.Response:
+        assert request.headers["Authorization"] == f"Bearer {KEY}"
+        if as_json:
+            body = {"error": {"message": leak(), "code": KEY[:10]}}
+            return web.json_response(body, status=status)
+        return web.Response(text=leak(), status=status)
+
+    client = loopback.adopt(
+        UpstreamClient(UpstreamTarget("up", await loopback.serve(echoes_the_key), KEY))
+    )
+    with pytest.raises(UpstreamError) as caught:
+        await run(OpenAIChatBackend(client), stream=False)
+    assert MASK in caught.value.message
+    assert not reveals(caught.value.message)
+    assert not reveals(str(caught.value.code))
+
+
+def chat_stream() -> bytes:
+    chunk = {"choices": [{"index": 0, "delta": {"content": "hel"}}]}
+    return b"data: %s\n\ndata: %s\n\n" % (
+        orjson.dumps(chunk),
+        orjson.dumps({"error": {"message": leak()}}),
+    )
+
+
+def responses_stream(kind: str) -> bytes:
+    event: dict[str, Any] = {"type": "error", "message": leak()}
+    if kind == "response.failed":
+        event = {"type": kind, "response": {"error": {"message": leak()}}}
+    return b"data: " + orjson.dumps(event) + b"\n\n"
+
+
+@pytest.mark.parametrize("wire", ["chat", "error", "response.failed", "failed-object"])
+async def test_upstream_failures_reported_in_the_body_are_scrubbed(
+    loopback: Loopback, wire: str
+) -> None:
+    async def fails_in_the_body(request: web.Request) -> web.Response:
+        if wire == "chat":
+            return web.Response(body=chat_stream(), content_type="text/event-stream")
+        if wire == "failed-object":
+            return web.json_response({"status": "failed", "error": {"message": leak()}})
+        return web.Response(body=responses_stream(wire), content_type="text/event-stream")
+
+    client = loopback.adopt(
+        UpstreamClient(UpstreamTarget("up", await loopback.serve(fails_in_the_body), KEY))
+    )
+    backend = OpenAIChatBackend(client) if wire == "chat" else OpenAIResponsesBackend(client)
+    with pytest.raises(UpstreamError) as caught:
+        await run(backend, stream=wire != "failed-object")
+    assert MASK in caught.value.message
+    assert not reveals(caught.value.message)

@@ -1,0 +1,110 @@
+"""A pooled keep-alive connection the upstream has just closed: the request that hits it is
+sent once more, on a fresh connection; nothing else is ever sent twice.
+
+The server here answers the first request on each connection (keeping it alive) and, like
+an upstream whose keep-alive ran out just as the request arrived, closes the connection on
+any later request without answering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.core.errors import UpstreamError
+
+_OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+
+class OneShotConnections:
+    """Counts connections and requests; answers only the first request per connection."""
+
+    def __init__(self, *, answer_first: bool = True, hold_first_until: int = 0) -> None:
+        self.answer_first = answer_first
+        self.hold_first_until = hold_first_until
+        """Delay first answers until this many connections are open (forces a pool)."""
+        self.connections = 0
+        self.requests = 0
+        self._opened = asyncio.Condition()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async with self._opened:
+            self.connections += 1
+            self._opened.notify_all()
+        answered = 0
+        try:
+            while await _read_request(reader):
+                self.requests += 1
+                if answered or not self.answer_first:
+                    break  # stale: close without a byte of response
+                async with asyncio.timeout(5), self._opened:
+                    await self._opened.wait_for(lambda: self.connections >= self.hold_first_until)
+                writer.write(_OK)
+                await writer.drain()
+                answered += 1
+        finally:
+            writer.close()
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bool:
+    """Read one request (headers and Content-Length body); False at end of stream."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:
+        return False
+    length = 0
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    await reader.readexactly(length)
+    return True
+
+
+@pytest.fixture
+async def started() -> AsyncIterator[list[asyncio.Server]]:
+    servers: list[asyncio.Server] = []
+    yield servers
+    for server in servers:
+        server.close()
+
+
+async def serve(script: OneShotConnections, servers: list[asyncio.Server]) -> str:
+    server = await asyncio.start_server(script.handle, "127.0.0.1", 0)
+    servers.append(server)
+    port = server.sockets[0].getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+async def post(client: UpstreamClient) -> bytes:
+    async with client.post("/chat/completions", {"model": "m"}) as reply:
+        return await reply.read()
+
+
+async def test_a_stale_reused_connection_is_retried_on_a_fresh_one(
+    started: list[asyncio.Server],
+) -> None:
+    script = OneShotConnections(hold_first_until=3)
+    client = UpstreamClient(UpstreamTarget("up", await serve(script, started)))
+    # Three calls at once leave three pooled connections, each of them stale from now on.
+    assert await asyncio.gather(post(client), post(client), post(client)) == [b"{}"] * 3
+    assert (script.connections, script.requests) == (3, 3)
+
+    assert await post(client) == b"{}"
+    # One stale pooled connection tried, then a new one (not another stale one from the pool).
+    assert (script.connections, script.requests) == (4, 5)
+    await client.aclose()
+
+
+async def test_a_failure_on_a_new_connection_is_not_retried(
+    started: list[asyncio.Server],
+) -> None:
+    script = OneShotConnections(answer_first=False)
+    client = UpstreamClient(UpstreamTarget("up", await serve(script, started)))
+    with pytest.raises(UpstreamError, match="connection to model server 'up' failed"):
+        await post(client)
+    assert script.requests == 1
+    await client.aclose()

@@ -1,0 +1,183 @@
+"""The upstream client against scripted loopback servers: deadlines, byte budget, stale
+pooled connections, error classification end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.core.errors import (
+    UpstreamError,
+    UpstreamRejected,
+    UpstreamResponseTooLarge,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+from tests.backends.conftest import Loopback
+
+BODY: dict[str, Any] = {"model": "m"}
+
+
+def upstream(loopback: Loopback, url: str, **settings: Any) -> UpstreamClient:
+    return loopback.adopt(UpstreamClient(UpstreamTarget("up", url, **settings)))
+
+
+async def call(client: UpstreamClient, *, whole: bool = False) -> bytes:
+    """One POST; the body read whole or chunk by chunk."""
+    async with client.post("/chat/completions", BODY) as reply:
+        if whole:
+            return await reply.read()
+        return b"".join([chunk async for chunk in reply])
+
+
+async def test_first_byte_timeout_bounds_the_wait_for_headers(loopback: Loopback) -> None:
+    async def silent(request: web.Request) -> web.Response:
+        await loopback.hold()
+        return web.json_response({})
+
+    client = upstream(
+        loopback, await loopback.serve(silent), first_byte_timeout=0.3, read_timeout=60
+    )
+    started = time.monotonic()
+    with pytest.raises(UpstreamTimeout) as caught:
+        await call(client)
+    assert time.monotonic() - started < 3
+    assert caught.value.code == "upstream_timeout"
+    assert "first_byte_timeout" in caught.value.message
+
+
+async def test_first_byte_timeout_may_exceed_read_timeout(loopback: Loopback) -> None:
+    """A long prefill is allowed first_byte_timeout, not read_timeout."""
+
+    async def slow_start(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.6)
+        return web.Response(body=b"ok")
+
+    client = upstream(
+        loopback, await loopback.serve(slow_start), read_timeout=0.2, first_byte_timeout=10
+    )
+    assert await call(client) == b"ok"
+
+
+async def test_read_timeout_bounds_silence_after_the_headers(loopback: Loopback) -> None:
+    async def stalls(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await response.write(b"data: {}\n\n")
+        await loopback.hold()
+        return response
+
+    client = upstream(loopback, await loopback.serve(stalls), read_timeout=0.3)
+    with pytest.raises(UpstreamTimeout, match="read_timeout"):
+        await call(client)
+
+
+async def test_total_timeout_ends_a_trickling_reply(loopback: Loopback) -> None:
+    sent = 0
+
+    async def trickles(request: web.Request) -> web.StreamResponse:
+        nonlocal sent
+        response = web.StreamResponse()
+        await response.prepare(request)
+        while sent < 200 and not loopback.released.is_set():
+            await response.write(b"x")
+            sent += 1
+            await asyncio.sleep(0.05)
+        return response
+
+    client = upstream(loopback, await loopback.serve(trickles), total_timeout=0.8, read_timeout=5)
+    started = time.monotonic()
+    with pytest.raises(UpstreamTimeout, match="total_timeout") as caught:
+        await call(client)
+    assert 0.7 < time.monotonic() - started < 3
+    assert caught.value.status == 504
+    assert 3 < sent < 100
+
+
+async def test_streamed_reply_over_the_byte_budget_fails_early(loopback: Loopback) -> None:
+    sent = 0
+
+    async def floods(request: web.Request) -> web.StreamResponse:
+        nonlocal sent
+        response = web.StreamResponse()
+        await response.prepare(request)
+        while sent < 64 * 1024 * 1024 and not loopback.released.is_set():
+            await response.write(b"x" * 8192)
+            sent += 8192
+        return response
+
+    client = upstream(loopback, await loopback.serve(floods), max_response_bytes=64 * 1024)
+    with pytest.raises(UpstreamResponseTooLarge) as caught:
+        await call(client)
+    assert caught.value.code == "upstream_response_too_large"
+    assert caught.value.status == 502
+    assert sent < 16 * 1024 * 1024  # stopped reading long before the end
+
+
+@pytest.mark.parametrize("declared", [True, False])
+async def test_whole_reply_over_the_byte_budget_fails(loopback: Loopback, declared: bool) -> None:
+    async def big(request: web.Request) -> web.StreamResponse:
+        if declared:
+            return web.Response(body=b"x" * 300_000)
+        response = web.StreamResponse()  # chunked: no Content-Length
+        await response.prepare(request)
+        for _ in range(30):
+            await response.write(b"x" * 10_000)
+        return response
+
+    client = upstream(loopback, await loopback.serve(big), max_response_bytes=100_000)
+    with pytest.raises(UpstreamResponseTooLarge):
+        await call(client, whole=True)
+
+
+async def test_reply_within_the_byte_budget_is_read_whole(loopback: Loopback) -> None:
+    async def fits(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        for _ in range(10):
+            await response.write(b"y" * 10_000)
+        return response
+
+    client = upstream(loopback, await loopback.serve(fits), max_response_bytes=100_000)
+    assert await call(client, whole=True) == b"y" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("status", "error_class", "client_status", "code"),
+    [
+        (404, UpstreamRejected, 404, "model_not_found"),
+        (429, UpstreamRejected, 429, "rate_limit_exceeded"),
+        (503, UpstreamUnavailable, 503, "upstream_unavailable"),
+        (500, UpstreamError, 502, "upstream_error"),
+        (400, UpstreamRejected, 400, "upstream_rejected"),
+    ],
+)
+async def test_error_statuses_with_their_retry_after(
+    loopback: Loopback,
+    status: int,
+    error_class: type[UpstreamError],
+    client_status: int,
+    code: str,
+) -> None:
+    async def fails(request: web.Request) -> web.Response:
+        body = {"error": {"message": "nope", "type": "x", "code": None}}
+        return web.json_response(body, status=status, headers={"Retry-After": "7"})
+
+    client = upstream(loopback, await loopback.serve(fails))
+    with pytest.raises(error_class) as caught:
+        await call(client)
+    assert (caught.value.status, caught.value.code) == (client_status, code)
+    assert "nope" in caught.value.message
+    expected = {"Retry-After": "7"} if status in (429, 503) else {}
+    assert caught.value.headers == expected
+
+
+async def test_unreachable_upstream(loopback: Loopback) -> None:
+    client = upstream(loopback, "http://127.0.0.1:9/v1")
+    with pytest.raises(UpstreamUnavailable):
+        await call(client)

@@ -1,0 +1,83 @@
+"""Upstream HTTP errors to client errors, by status and structured code."""
+
+from __future__ import annotations
+
+import pytest
+
+from stateway.backends.upstream_status import classify_status, parse_error, retry_after
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "client_status", "client_code"),
+    [
+        (404, None, 404, "model_not_found"),
+        (404, "model_not_found", 404, "model_not_found"),
+        (401, "invalid_api_key", 502, "upstream_auth_failed"),
+        (403, None, 502, "upstream_auth_failed"),
+        (408, None, 504, "upstream_timeout"),
+        (504, None, 504, "upstream_timeout"),
+        (429, None, 429, "rate_limit_exceeded"),
+        (429, "insufficient_quota", 429, "insufficient_quota"),
+        (503, None, 503, "upstream_unavailable"),
+        (400, "context_length_exceeded", 400, "context_length_exceeded"),
+        (422, None, 400, "upstream_rejected"),
+        (500, None, 502, "upstream_error"),
+        (502, None, 502, "upstream_error"),
+    ],
+)
+def test_status_and_code(
+    status: int, code: str | None, client_status: int, client_code: str
+) -> None:
+    error = classify_status(status, "why", code, "up")
+    assert (error.status, error.code) == (client_status, client_code)
+
+
+def test_an_unknown_model_is_model_not_found_with_the_upstream_words() -> None:
+    error = classify_status(404, "The model 'x' does not exist", None, "up")
+    assert error.status == 404
+    assert error.code == "model_not_found"
+    assert error.type == "invalid_request_error"
+    assert "does not exist" in error.message
+
+
+def test_credential_refusals_do_not_repeat_the_upstream_message() -> None:
+    error = classify_status(401, "key sk-abc is wrong", None, "up")
+    assert "sk-abc" not in error.message
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_is_passed_on(status: int) -> None:
+    error = classify_status(status, "", None, "up", {"Retry-After": "12"})
+    assert error.headers == {"Retry-After": "12"}
+    assert classify_status(status, "", None, "up", {}).headers == {}
+
+
+@pytest.mark.parametrize(
+    ("value", "passed"),
+    [
+        ("3", "3"),
+        (" 30 ", "30"),
+        ("Wed, 21 Oct 2026 07:28:00 GMT", "Wed, 21 Oct 2026 07:28:00 GMT"),
+        ("", None),
+        ("1; drop", None),
+        ("x" * 65, None),
+    ],
+)
+def test_only_well_formed_retry_after_is_passed(value: str, passed: str | None) -> None:
+    expected = {"Retry-After": passed} if passed else None
+    assert retry_after({"Retry-After": value}) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        (b'{"error": {"message": "m", "code": "c"}}', ("m", "c")),
+        (b'{"error": {"detail": "d", "code": 3}}', ("d", None)),
+        (b'{"error": "plain"}', ("plain", None)),
+        (b'{"detail": "fastapi style"}', ("fastapi style", None)),
+        (b"  not json \n", ("not json", None)),
+        (b"[1]", ("", None)),
+    ],
+)
+def test_error_bodies(raw: bytes, parsed: tuple[str, str | None]) -> None:
+    assert parse_error(raw) == parsed

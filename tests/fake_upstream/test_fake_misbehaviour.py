@@ -1,0 +1,112 @@
+"""The fake's misbehaviours: pacing, silence, huge replies, leaked keys, short keep-alive."""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+
+from stateway.fake_upstream.launch import start_fake_upstream
+from stateway.fake_upstream.script import Script, parse_script
+
+KEY = "sk-Fake-MixedCase-Key-0123"
+
+
+def test_new_directives_parse() -> None:
+    script = parse_script(
+        "x [[silence:10]] [[stall:20]] [[trickle:30]] [[huge:4096]] [[leak:text]] y"
+    )
+    values = (script.silence_ms, script.stall_ms, script.trickle_ms, script.huge, script.leak)
+    assert values == (10, 20, 30, 4096, "text")
+    assert script.text.split() == ["x", "y"]
+
+
+@pytest.mark.parametrize("text", ["[[leak:xml]]", "[[leak]]", "[[huge:big]]", "[[trickle]]"])
+def test_malformed_misbehaviours_stay_text(text: str) -> None:
+    assert parse_script(text) == Script(text=text)
+
+
+def post(url: str, text: str, *, stream: bool = False, key: str = KEY) -> tuple[int, str, bytes]:
+    """POST a chat request; (status, content type, body)."""
+    body = {"model": "m", "stream": stream, "messages": [{"role": "user", "content": text}]}
+    request = urllib.request.Request(
+        url + "/chat/completions",
+        data=orjson.dumps(body),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers["Content-Type"], response.read()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, error.headers["Content-Type"], error.read()
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with start_fake_upstream(keep_alive=1) as base_url:
+        yield base_url
+
+
+def test_trickle_and_pauses_deliver_the_same_reply(url: str) -> None:
+    plain = post(url, "hi")[2]
+    started = time.monotonic()
+    paced = post(url, "hi [[trickle:1]] [[silence:100]] [[stall:100]]")[2]
+    assert time.monotonic() - started > 0.2 + len(paced) / 1000
+    assert orjson.loads(paced)["choices"] == orjson.loads(plain)["choices"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_huge_replies_have_the_size_asked(url: str, stream: bool) -> None:
+    status, _, body = post(url, "[[huge:300000]]", stream=stream)
+    assert status == 200
+    if stream:
+        chunks = [orjson.loads(line[6:]) for line in body.split(b"\n\n") if line[6:7] == b"{"]
+        text = "".join(
+            c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]
+        )
+    else:
+        text = orjson.loads(body)["choices"][0]["message"]["content"]
+    assert text == "x" * 300_000
+
+
+@pytest.mark.parametrize(
+    ("mode", "content_type"), [("json", "application/json"), ("text", "text/plain")]
+)
+def test_leaks_echo_the_key_lower_cased_and_as_a_prefix(
+    url: str, mode: str, content_type: str
+) -> None:
+    status, media, body = post(url, f"[[leak:{mode}]] [[error:503]]")
+    assert status == 503
+    assert media.startswith(content_type)
+    assert KEY.lower() in body.decode()
+    assert KEY[:12] in body.decode()
+
+
+def test_a_stream_leak_ends_in_an_error_event(url: str) -> None:
+    status, _, body = post(url, "[[words:2]] [[leak:stream]]", stream=True)
+    assert status == 200
+    frames: list[Any] = [
+        orjson.loads(f[6:]) for f in body.split(b"\n\n") if f.startswith(b"data: {")
+    ]
+    assert frames[-1]["error"]["message"].startswith(f"Invalid key {KEY.lower()}")
+    assert b"[DONE]" not in body
+
+
+def test_keep_alive_closes_idle_connections(url: str) -> None:
+    host, port = url.removeprefix("http://").removesuffix("/v1").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: fake\r\n\r\n")
+        answered = time.monotonic()
+        received = b""
+        while chunk := sock.recv(65536):  # ends when the server closes (timeout 10 s)
+            received += chunk
+        idle = time.monotonic() - answered
+    assert received.startswith(b"HTTP/1.1 200")
+    assert 0.5 < idle < 3  # uvicorn's default would keep it 5 s
