@@ -155,6 +155,10 @@ class UpstreamClient:
                     f"{self._first_byte_timeout:g} s (first_byte_timeout)."
                 ) from exc
             raise
+        finally:
+            # The timeout holds the running task: left in this frame, a cancellation's
+            # traceback would tie the task (and its run) into a reference cycle.
+            del first_byte
         # From the headers on, silence between two reads is bounded by read_timeout.
         protocol = response.connection.protocol if response.connection is not None else None
         if protocol is not None:
