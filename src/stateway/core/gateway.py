@@ -20,14 +20,21 @@ from stateway.core.commands import (
     Principal,
 )
 from stateway.core.context import build_context
-from stateway.core.errors import GatewayError, InternalError, NotFound, StorageError
+from stateway.core.errors import (
+    GatewayError,
+    InternalError,
+    NotFound,
+    ServerShuttingDown,
+    StorageError,
+)
 from stateway.core.ids import new_id
 from stateway.core.items import Item
 from stateway.core.loop import Loop
+from stateway.core.ownership import ProcessIdentity
 from stateway.core.ports import Backend, ItemPage, ResponseStore
-from stateway.core.response import ResponseState, load_state
+from stateway.core.response import ResponseState, load_state, started_record
 from stateway.core.routing import Route, Router
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.runs import CancelReason, Run, RunRegistry
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +66,20 @@ Result = Run | ResponseState | Deleted | ItemPage | ModelList | Readiness
 
 
 class Gateway:
-    def __init__(self, store: ResponseStore, router: Router, loop: Loop, runs: RunRegistry) -> None:
+    def __init__(
+        self,
+        store: ResponseStore,
+        router: Router,
+        loop: Loop,
+        runs: RunRegistry,
+        owner: ProcessIdentity | None = None,
+    ) -> None:
         self._store = store
         self._router = router
         self._loop = loop
         self.runs = runs
+        self._owner = str(owner or ProcessIdentity.current())
+        """Recorded on every in-progress row this process writes."""
 
     @overload
     async def execute(self, principal: Principal, command: CreateResponse) -> Run: ...
@@ -86,9 +102,7 @@ class Gateway:
             case GetResponse(response_id=response_id):
                 return await self._get(principal, response_id)
             case DeleteResponse(response_id=response_id):
-                if not await self._store.delete(principal.tenant_id, response_id):
-                    raise _response_not_found(response_id)
-                return Deleted(response_id)
+                return await self._delete(principal, response_id)
             case ListInputItems():
                 page = await self._store.list_input_items(
                     principal.tenant_id,
@@ -106,9 +120,13 @@ class Gateway:
                 return await self._readiness()
 
     async def _create(self, principal: Principal, command: CreateResponse) -> Run:
+        if self.runs.closing:
+            raise ServerShuttingDown()
         route = self._router.resolve(command.model)
         context = await build_context(self._store, principal.tenant_id, command, route.backend)
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
+        if state.store:  # durable from response.created on: the row exists before the run
+            await self._store.save(started_record(state, command.input, self._owner))
         run = Run(state, command.input)
         self.runs.add(run)
         run.task = asyncio.create_task(self._drive(run, route, context, command.stream))
@@ -131,6 +149,14 @@ class Gateway:
             if not run.closed:
                 run.close()
 
+    async def _delete(self, principal: Principal, response_id: str) -> Deleted:
+        if not await self._store.delete(principal.tenant_id, response_id):
+            raise _response_not_found(response_id)
+        run = self.runs.get(response_id)
+        if run is not None and run.state.tenant_id == principal.tenant_id:
+            run.cancel(CancelReason.DELETED)  # its final save leaves the row deleted
+        return Deleted(response_id)
+
     async def _readiness(self) -> Readiness:
         storage_error = None
         try:
@@ -144,12 +170,12 @@ class Gateway:
         )
 
     async def _get(self, principal: Principal, response_id: str) -> ResponseState:
-        run = self.runs.get(response_id)
-        if run is not None and run.state.store and run.state.tenant_id == principal.tenant_id:
-            return run.state  # still generating here: it is stored when it ends
         record = await self._store.get(principal.tenant_id, response_id)
         if record is None:
             raise _response_not_found(response_id)
+        run = self.runs.get(response_id)
+        if record.status == "in_progress" and run is not None:
+            return run.state  # generating here: fresher than its in-progress row
         return load_state(record.tenant_id, record.body, record.output_items)
 
 

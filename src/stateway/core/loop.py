@@ -5,8 +5,11 @@ context plus the output so far to the backend and assembles what comes back. Cal
 client-owned tools end the run (the client answers them in its next request); gateway-owned
 tools, when they exist, run here and feed another round, up to ``max_rounds``.
 
-The response is persisted *before* the terminal event is emitted, whatever the ending:
-completed, incomplete (length, content filter, client gone) or failed.
+A stored response already has its in-progress row (written by the gateway before the run
+starts); the run's end updates that row *before* the terminal event is emitted, whatever
+the ending: completed, incomplete (length, content filter, client gone), cancelled
+(deleted) or failed (including the server shutting down). A response whose final save
+fails reports no ``completed_at`` and tells its client it was not stored.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from contextlib import aclosing
 
 from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
-from stateway.core.errors import GatewayError, InternalError, StorageError
+from stateway.core.errors import GatewayError, InternalError, ServerShuttingDown, StorageError
 from stateway.core.inference import (
     Finish,
     InferenceRequest,
@@ -28,10 +31,10 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.items import FUNCTION_CALL, Item
-from stateway.core.ports import ResponseRecord, ResponseStore
-from stateway.core.response import ResponseState, dump_state
+from stateway.core.ports import ResponseStore
+from stateway.core.response import ResponseState, final_record
 from stateway.core.routing import Route
-from stateway.core.runs import Run
+from stateway.core.runs import CancelReason, Run
 from stateway.core.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -53,6 +56,8 @@ class Loop:
         assembler = OutputAssembler(state.output, run.emit, used_call_ids)
         run.cancellable = True
         try:
+            if run.cancel_reason is not None:  # cancelled before it started generating
+                raise asyncio.CancelledError
             for _ in range(self._max_rounds):
                 assembler = OutputAssembler(state.output, run.emit, used_call_ids)
                 request = InferenceRequest(
@@ -78,7 +83,7 @@ class Loop:
             run.cancellable = False
             assembler.finish("incomplete")
             state.usage = usage
-            state.status, state.incomplete_reason = "incomplete", "client_disconnected"
+            _end_cancelled(run)
             await self._finish(run)
             raise
         except Exception as exc:  # the top of a run: even a bug must end it, stored as failed
@@ -90,12 +95,7 @@ class Loop:
                 error = InternalError()
             assembler.finish("incomplete")
             state.usage = usage
-            state.status = "failed"
-            state.error = {
-                "code": error.code or error.type,
-                "message": error.message,
-                "status": error.status,
-            }
+            _fail(state, error)
             if not assembler.started and not state.output:
                 run.error = error
         run.cancellable = False  # from here a client leaving interrupts nothing
@@ -128,29 +128,36 @@ class Loop:
             state.completed_at = time.time()
         if state.store:
             try:
-                await self._store.save(_record(state, run.input_items))
+                await self._store.finish(final_record(state))
             except StorageError as exc:
                 log.error("persisting response %s failed: %s", state.id, exc)
-                state.status = "failed"
+                # Not stored: nothing may claim it completed, and every client is told.
+                state.completed_at = None
+                state.status, state.incomplete_reason = "failed", None
                 state.error = {
-                    "code": "server_error",
+                    "code": exc.code,
                     "message": "The response could not be stored.",
                     "status": exc.status,
                 }
-                if run.error is None and not state.output:
-                    run.error = exc
+                run.error = StorageError("The response could not be stored.")
         run.emit(ev.ResponseFinished(state))
         run.close()
 
 
-def _record(state: ResponseState, input_items: list[Item]) -> ResponseRecord:
-    return ResponseRecord(
-        tenant_id=state.tenant_id,
-        id=state.id,
-        previous_response_id=state.previous_response_id,
-        status=state.status,
-        created_at=state.created_at,
-        body=dump_state(state),
-        input_items=input_items,
-        output_items=state.output,
-    )
+def _end_cancelled(run: Run) -> None:
+    state = run.state
+    match run.cancel_reason:
+        case CancelReason.SHUTTING_DOWN:
+            error = ServerShuttingDown()
+            _fail(state, error)
+            run.error = error
+        case CancelReason.DELETED:
+            state.status = "cancelled"
+        case _:
+            state.status, state.incomplete_reason = "incomplete", "client_disconnected"
+
+
+def _fail(state: ResponseState, error: GatewayError) -> None:
+    state.status = "failed"
+    code = error.code or error.type
+    state.error = {"code": code, "message": error.message, "status": error.status}

@@ -151,7 +151,19 @@ def encode_item_page(page: ItemPage) -> dict[str, Any]:
     }
 
 
-_PASSED_CODES = frozenset({"server_error", "rate_limit_exceeded", "context_length_exceeded"})
+_PASSED_CODES = frozenset(
+    {
+        "server_error",
+        "rate_limit_exceeded",
+        "context_length_exceeded",
+        # the gateway's own, which clients and operators act on (see docs/compatibility.md)
+        "server_restarted",
+        "server_shutting_down",
+        "upstream_timeout",
+        "upstream_response_too_large",
+        "overloaded",
+    }
+)
 
 
 def _wire_error(error: dict[str, Any]) -> dict[str, Any]:
