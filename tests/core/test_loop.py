@@ -130,9 +130,7 @@ async def test_response_is_persisted_before_created_and_before_the_terminal_even
     seen: list[tuple[str, int, int]] = []
     backend = ScriptedBackend([TextDelta("x"), Finish("stop")])
     store = MemoryStore(
-        on_save=lambda r: seen.append(
-            (r.status, len(r.input_items), len(logs[0]) if logs else 0)
-        )
+        on_save=lambda r: seen.append((r.status, len(r.input_items), len(logs[0]) if logs else 0))
     )
     gateway = gateway_for(backend, store)
     run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")]))
