@@ -66,14 +66,15 @@ class ProcessIdentity:
 
 
 def _start_time(pid: int) -> str | None:
-    """Field 22 of ``/proc/PID/stat``; None when there is no such process (or no /proc)."""
+    """Field 22 of ``/proc/PID/stat``; None when there is no such process (or no /proc),
+    or when it is a zombie: it has exited and only waits to be reaped."""
     try:
         stat = (_PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
     # The command name (field 2) is in parentheses and may hold spaces: split after it.
     fields = stat[stat.rindex(")") + 2 :].split()
-    return fields[19]
+    return None if fields[0] in ("Z", "X") else fields[19]
 
 
 async def fail_abandoned(store: ResponseStore, me: ProcessIdentity) -> int:
