@@ -66,7 +66,7 @@ def build_gateway(config: Config, store: ResponseStore | None = None) -> Gateway
     router = Router(entries)
     runs = RunRegistry()
     owner = ProcessIdentity.current()
-    gateway = Gateway(store, router, Loop(store, config.loop.max_rounds), runs, owner)
+    gateway = Gateway(store, router, Loop(store, config.loop.max_rounds, owner), runs)
     return GatewayParts(store, router.backends, runs, gateway, owner)
 
 

@@ -57,20 +57,32 @@ class ScriptedBackend:
 
 
 class MemoryStore:
-    """``on_save`` sees every write (``save`` and ``finish``); ``fail_finish`` makes every
-    final save raise :class:`StorageError`."""
+    """``on_save`` sees every write (``save`` and ``finish``); ``fail_save`` and
+    ``fail_finish`` make those raise :class:`StorageError`; a ``save_gate`` holds every
+    ``save`` until it is set."""
 
     def __init__(
-        self, on_save: Callable[[ResponseRecord], None] | None = None, *, fail_finish: bool = False
+        self,
+        on_save: Callable[[ResponseRecord], None] | None = None,
+        *,
+        fail_save: bool = False,
+        fail_finish: bool = False,
+        save_gate: asyncio.Event | None = None,
     ) -> None:
         self.records: dict[tuple[str, str], ResponseRecord] = {}
         self.deleted: set[tuple[str, str]] = set()
         self.on_save = on_save
+        self.fail_save = fail_save
         self.fail_finish = fail_finish
+        self.save_gate = save_gate
 
     async def save(self, record: ResponseRecord) -> None:
         if self.on_save is not None:
             self.on_save(record)
+        if self.save_gate is not None:
+            await self.save_gate.wait()
+        if self.fail_save:
+            raise StorageError("Storage failed while saving a response.")
         self.records[(record.tenant_id, record.id)] = record
 
     async def finish(self, record: ResponseRecord) -> None:

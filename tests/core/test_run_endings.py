@@ -16,6 +16,7 @@ from stateway.core.commands import (
 from stateway.core.errors import NotFound, ResponseInProgress, ServerShuttingDown, StorageError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
+from stateway.core.ports import ResponseRecord, StoredChain
 from stateway.core.runs import CancelReason, Run
 from stateway.protocols.responses.encode import encode_response
 from tests.core.fakes import MemoryStore, ScriptedBackend
@@ -86,19 +87,51 @@ async def test_shutting_down_ends_a_run_failed_with_its_own_code() -> None:
 
 async def test_a_run_that_starts_while_the_server_closes_ends_before_calling_upstream() -> None:
     backend = ScriptedBackend([TextDelta("x"), Finish("stop")])
-    gateways: list[Gateway] = []
 
-    def close_during_the_start_write(record: object) -> None:
-        gateways[0].runs.closing = True  # end_all ran while the in-progress row was written
+    class ClosingStore(MemoryStore):
+        async def load_context(self, tenant_id: str, response_id: str) -> StoredChain | None:
+            gateway.runs.closing = True  # end_all ran while the context was being read
+            return await super().load_context(tenant_id, response_id)
 
-    gateway = gateway_for(backend, MemoryStore(on_save=close_during_the_start_write))
-    gateways.append(gateway)
-    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")]))
+    store = ClosingStore()
+    await store.save(ResponseRecord("default", "resp_0", None, "completed", 0.0, {}, [], []))
+    gateway = gateway_for(backend, store)
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], previous_response_id="resp_0")
+    )
     await run.wait()
 
     assert isinstance(run.error, ServerShuttingDown)
     assert run.state.status == "failed"
     assert backend.requests == []
+    assert list(store.records) == [("default", "resp_0")]  # nothing stored for it
+
+
+async def test_response_created_waits_for_the_row_while_the_upstream_call_starts() -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("x"), Finish("stop")])
+    store = MemoryStore(save_gate=gate)
+    gateway = gateway_for(backend, store)
+    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")]))
+
+    await backend.started.wait()  # upstream already asked...
+    assert run.events == []  # ...but nothing announced while the row is not written
+    gate.set()
+    await run.wait()
+    assert isinstance(run.events[0], ev.ResponseCreated)
+    assert run.state.status == "completed"
+
+
+async def test_a_row_that_cannot_be_written_is_never_announced() -> None:
+    backend = ScriptedBackend([TextDelta("x"), Finish("stop")])
+    gateway = gateway_for(backend, MemoryStore(fail_save=True))
+    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")]))
+    await run.wait()
+
+    assert isinstance(run.error, StorageError)
+    assert run.state.status == "failed"
+    assert [type(e) for e in run.events] == [ev.ResponseFinished]
+    assert backend.closed.is_set()
 
 
 async def test_deleting_a_running_response_cancels_it_and_it_stays_deleted() -> None:

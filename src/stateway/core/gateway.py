@@ -30,9 +30,8 @@ from stateway.core.errors import (
 from stateway.core.ids import new_id
 from stateway.core.items import Item
 from stateway.core.loop import Loop
-from stateway.core.ownership import ProcessIdentity
 from stateway.core.ports import Backend, ItemPage, ResponseStore
-from stateway.core.response import ResponseState, load_state, started_record
+from stateway.core.response import ResponseState, load_state
 from stateway.core.routing import Route, Router
 from stateway.core.runs import CancelReason, Run, RunRegistry
 
@@ -66,20 +65,11 @@ Result = Run | ResponseState | Deleted | ItemPage | ModelList | Readiness
 
 
 class Gateway:
-    def __init__(
-        self,
-        store: ResponseStore,
-        router: Router,
-        loop: Loop,
-        runs: RunRegistry,
-        owner: ProcessIdentity | None = None,
-    ) -> None:
+    def __init__(self, store: ResponseStore, router: Router, loop: Loop, runs: RunRegistry) -> None:
         self._store = store
         self._router = router
         self._loop = loop
         self.runs = runs
-        self._owner = str(owner or ProcessIdentity.current())
-        """Recorded on every in-progress row this process writes."""
 
     @overload
     async def execute(self, principal: Principal, command: CreateResponse) -> Run: ...
@@ -125,8 +115,6 @@ class Gateway:
         route = self._router.resolve(command.model)
         context = await build_context(self._store, principal.tenant_id, command, route.backend)
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
-        if state.store:  # durable from response.created on: the row exists before the run
-            await self._store.save(started_record(state, command.input, self._owner))
         run = Run(state, command.input)
         self.runs.add(run)
         run.task = asyncio.create_task(self._drive(run, route, context, command.stream))

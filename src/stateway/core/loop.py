@@ -5,11 +5,13 @@ context plus the output so far to the backend and assembles what comes back. Cal
 client-owned tools end the run (the client answers them in its next request); gateway-owned
 tools, when they exist, run here and feed another round, up to ``max_rounds``.
 
-A stored response already has its in-progress row (written by the gateway before the run
-starts); the run's end updates that row *before* the terminal event is emitted, whatever
-the ending: completed, incomplete (length, content filter, client gone), cancelled
-(deleted) or failed (including the server shutting down). A response whose final save
-fails reports no ``completed_at`` and tells its client it was not stored.
+A stored response gets its in-progress row, with its input, as the run starts: the write
+runs while the first upstream request is under way, and ``response.created`` is emitted
+only once it is committed (so the row exists for anyone holding the id). The run's end
+updates that row *before* the terminal event is emitted, whatever the ending: completed,
+incomplete (length, content filter, client gone), cancelled (deleted) or failed
+(including the server shutting down). A response whose final save fails reports no
+``completed_at`` and tells its client it was not stored.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.items import FUNCTION_CALL, Item
+from stateway.core.ownership import ProcessIdentity
 from stateway.core.ports import ResponseStore
-from stateway.core.response import ResponseState, final_record
+from stateway.core.response import ResponseState, final_record, started_record
 from stateway.core.routing import Route
 from stateway.core.runs import CancelReason, Run
 from stateway.core.usage import Usage
@@ -42,15 +45,30 @@ log = logging.getLogger(__name__)
 _INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
 
+Row = asyncio.Future[None]
+"""The write of a stored run's in-progress row (with its input), under way while the first
+round's upstream request starts; ``response.created`` waits for it."""
+
+
 class Loop:
-    def __init__(self, store: ResponseStore, max_rounds: int = 8) -> None:
+    def __init__(
+        self, store: ResponseStore, max_rounds: int = 8, owner: ProcessIdentity | None = None
+    ) -> None:
         self._store = store
         self._max_rounds = max_rounds
+        self._owner = str(owner or ProcessIdentity.current())
+        """Recorded on every in-progress row this process writes."""
 
     async def execute(self, run: Run, route: Route, context: list[Item], stream: bool) -> None:
         state = run.state
-        run.emit(ev.ResponseCreated(state))
-        run.emit(ev.ResponseInProgress(state))
+        row: Row | None = None
+        if not state.store:
+            _announce(run)
+        elif run.cancel_reason is None:
+            row = asyncio.ensure_future(
+                self._store.save(started_record(state, run.input_items, self._owner))
+            )
+        run.began = True
         usage = Usage()
         used_call_ids = {i["call_id"] for i in context if i.get("type") == FUNCTION_CALL}
         assembler = OutputAssembler(state.output, run.emit, used_call_ids)
@@ -67,7 +85,7 @@ class Loop:
                     settings=state.settings,
                     stream=stream,
                 )
-                reason = await self._round(route, request, assembler, usage)
+                reason = await self._round(run, row, route, request, assembler, usage)
                 incomplete = _INCOMPLETE_REASONS.get(reason)
                 assembler.finish("incomplete" if incomplete else "completed")
                 state.usage = usage
@@ -84,7 +102,7 @@ class Loop:
             assembler.finish("incomplete")
             state.usage = usage
             _end_cancelled(run)
-            await self._finish(run)
+            await self._finish(run, row)
             raise
         except Exception as exc:  # the top of a run: even a bug must end it, stored as failed
             run.cancellable = False
@@ -99,15 +117,24 @@ class Loop:
             if not assembler.started and not state.output:
                 run.error = error
         run.cancellable = False  # from here a client leaving interrupts nothing
-        await self._finish(run)
+        await self._finish(run, row)
 
     async def _round(
-        self, route: Route, request: InferenceRequest, assembler: OutputAssembler, usage: Usage
+        self,
+        run: Run,
+        row: Row | None,
+        route: Route,
+        request: InferenceRequest,
+        assembler: OutputAssembler,
+        usage: Usage,
     ) -> str:
         reason = "stop"
         reported = Usage()  # some servers repeat running totals: the last report counts
         async with aclosing(route.backend.infer(request)) as deltas:
             async for delta in deltas:
+                if not run.events:  # the first output: durable first, then announced
+                    await _durable(row)
+                    _announce(run)
                 match delta:
                     case TextDelta(text=text):
                         assembler.text(text)
@@ -122,12 +149,18 @@ class Loop:
         usage.add(reported)
         return reason
 
-    async def _finish(self, run: Run) -> None:
+    async def _finish(self, run: Run, row: Row | None) -> None:
+        """Update the in-progress row to the run's end, then emit the terminal event. A
+        run that ends before its first output is announced here, once its row is durable;
+        one whose row could not be written is not announced at all."""
         state = run.state
         if state.status == "completed":
             state.completed_at = time.time()
-        if state.store:
+        if row is not None:
             try:
+                await _durable(row)
+                if not run.events:
+                    _announce(run)
                 await self._store.finish(final_record(state))
             except StorageError as exc:
                 log.error("persisting response %s failed: %s", state.id, exc)
@@ -142,6 +175,17 @@ class Loop:
                 run.error = StorageError("The response could not be stored.")
         run.emit(ev.ResponseFinished(state))
         run.close()
+
+
+async def _durable(row: Row | None) -> None:
+    """Wait for the in-progress row (shielded: a cancelled run still needs it written)."""
+    if row is not None:
+        await asyncio.shield(row)
+
+
+def _announce(run: Run) -> None:
+    run.emit(ev.ResponseCreated(run.state))
+    run.emit(ev.ResponseInProgress(run.state))
 
 
 def _end_cancelled(run: Run) -> None:

@@ -33,6 +33,7 @@ class Run:
     __slots__ = (
         "_done",
         "_waiters",
+        "began",
         "cancel_reason",
         "cancellable",
         "error",
@@ -53,6 +54,8 @@ class Run:
         self.cancellable = False
         """True while generating: a cancel then interrupts the round. Once the run is
         finishing (persisting, emitting its terminal event) a cancel changes nothing."""
+        self.began = False
+        """Set by the loop as it starts; a cancel before then is applied as it starts."""
         self.cancel_reason: CancelReason | None = None
         """Set by the first :meth:`cancel` that came before the run began finishing; a
         run cancelled before it started generating ends as soon as it starts."""
@@ -89,7 +92,7 @@ class Run:
             if self.task is None or self.task.done():
                 return
             self.task.cancel()
-        elif self.events:  # finishing: the loop emitted its first events, then stopped
+        elif self.began:  # finishing: too late to change how it ends
             return
         self.cancel_reason = reason
 
