@@ -57,23 +57,24 @@ class ScriptedBackend:
 
 
 class MemoryStore:
-    """``on_save`` sees every write (``save`` and ``finish``); ``fail_save`` and
-    ``fail_finish`` make those raise :class:`StorageError`; a ``save_gate`` holds every
-    ``save`` until it is set."""
+    """``on_save`` sees every write (``save`` and ``finish``); ``fail_save`` makes the
+    in-progress write raise :class:`StorageError`, ``fail_final`` the write of a run's end
+    (a ``finish``, or a ``save`` of a response no longer in progress); a ``save_gate``
+    holds every ``save`` until it is set."""
 
     def __init__(
         self,
         on_save: Callable[[ResponseRecord], None] | None = None,
         *,
         fail_save: bool = False,
-        fail_finish: bool = False,
+        fail_final: bool = False,
         save_gate: asyncio.Event | None = None,
     ) -> None:
         self.records: dict[tuple[str, str], ResponseRecord] = {}
         self.deleted: set[tuple[str, str]] = set()
         self.on_save = on_save
         self.fail_save = fail_save
-        self.fail_finish = fail_finish
+        self.fail_final = fail_final
         self.save_gate = save_gate
 
     async def save(self, record: ResponseRecord) -> None:
@@ -81,12 +82,12 @@ class MemoryStore:
             self.on_save(record)
         if self.save_gate is not None:
             await self.save_gate.wait()
-        if self.fail_save:
+        if self.fail_save or (self.fail_final and record.status != "in_progress"):
             raise StorageError("Storage failed while saving a response.")
         self.records[(record.tenant_id, record.id)] = record
 
     async def finish(self, record: ResponseRecord) -> None:
-        if self.fail_finish:
+        if self.fail_final:
             raise StorageError("Storage failed while saving a response.")
         if self.on_save is not None:
             self.on_save(record)

@@ -53,10 +53,15 @@ async def test_the_in_progress_row_holds_the_input_before_response_created() -> 
     await run.wait()
 
 
-async def test_a_final_save_that_fails_reports_no_completion_and_tells_every_client() -> None:
-    store = MemoryStore(fail_finish=True)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_final_save_that_fails_reports_no_completion_and_tells_every_client(
+    stream: bool,
+) -> None:
+    store = MemoryStore(fail_final=True)
     gateway = gateway_for(ScriptedBackend([TextDelta("x"), Finish("stop")]), store)
-    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")]))
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], stream=stream)
+    )
     await run.wait()
 
     assert isinstance(run.error, StorageError)  # non-stream callers answer 503
@@ -104,7 +109,7 @@ async def test_a_run_that_starts_while_the_server_closes_ends_before_calling_ups
     assert isinstance(run.error, ServerShuttingDown)
     assert run.state.status == "failed"
     assert backend.requests == []
-    assert list(store.records) == [("default", "resp_0")]  # nothing stored for it
+    assert store.records["default", run.id].status == "failed"
 
 
 async def test_response_created_waits_for_the_row_while_the_upstream_call_starts() -> None:
@@ -112,7 +117,9 @@ async def test_response_created_waits_for_the_row_while_the_upstream_call_starts
     backend = ScriptedBackend([TextDelta("x"), Finish("stop")])
     store = MemoryStore(save_gate=gate)
     gateway = gateway_for(backend, store)
-    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")]))
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], stream=True)
+    )
 
     await backend.started.wait()  # upstream already asked...
     assert run.events == []  # ...but nothing announced while the row is not written
@@ -125,7 +132,9 @@ async def test_response_created_waits_for_the_row_while_the_upstream_call_starts
 async def test_a_row_that_cannot_be_written_is_never_announced() -> None:
     backend = ScriptedBackend([TextDelta("x"), Finish("stop")])
     gateway = gateway_for(backend, MemoryStore(fail_save=True))
-    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")]))
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], stream=True)
+    )
     await run.wait()
 
     assert isinstance(run.error, StorageError)

@@ -9,6 +9,7 @@ import sqlite3
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -29,13 +30,29 @@ def stored(path: Path, sql: str) -> list[tuple[Any, ...]]:
         return connection.execute(sql).fetchall()
 
 
-async def wait_for_rows(path: Path, count: int, within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
+def upstream_calls(pid: int, upstream: str) -> int:
+    """Established connections from process ``pid`` to the upstream's port (from /proc)."""
+    port = f"{urlsplit(upstream).port:04X}"
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd) if fd.is_symlink() else ""
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[2].endswith(":" + port) and fields[3] == "01" and fields[9] in inodes:
+            count += 1
+    return count
+
+
+async def wait_for_upstream_calls(pid: int, upstream: str, count: int) -> None:
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if stored(path, "SELECT count(*) FROM responses")[0][0] >= count:
+        if upstream_calls(pid, upstream) >= count:
             return
         await asyncio.sleep(0.05)
-    raise AssertionError(f"{count} responses did not start within {within}s")
+    raise AssertionError(f"{count} upstream calls did not start within 30 s")
 
 
 async def test_sigterm_drains_then_ends_every_request_in_the_error_shape(
@@ -60,7 +77,7 @@ async def test_sigterm_drains_then_ends_every_request_in_the_error_shape(
             quick = asyncio.create_task(stream(session, QUICK))
             slow = [asyncio.create_task(non_stream(session)) for _ in range(25)]
             slow += [asyncio.create_task(stream(session, SLOW)) for _ in range(25)]
-            await wait_for_rows(database, 51)
+            await wait_for_upstream_calls(server.pid, fake_upstream, 51)
             assert not quick.done(), "the quick stream must still be running at SIGTERM"
             sigterm_at.append(time.monotonic())
             os.kill(server.pid, signal.SIGTERM)

@@ -158,11 +158,15 @@ class Gateway:
         )
 
     async def _get(self, principal: Principal, response_id: str) -> ResponseState:
-        record = await self._store.get(principal.tenant_id, response_id)
+        run = self.runs.get(response_id)
+        if run is not None and not (run.state.store and run.state.tenant_id == principal.tenant_id):
+            run = None
+        if run is not None and not run.has_row:
+            return run.state  # generating here; stored when it ends
+        record = await self._store.get(principal.tenant_id, response_id)  # deleted: None
         if record is None:
             raise _response_not_found(response_id)
-        run = self.runs.get(response_id)
-        if record.status == "in_progress" and run is not None:
+        if run is not None and record.status == "in_progress":
             return run.state  # generating here: fresher than its in-progress row
         return load_state(record.tenant_id, record.body, record.output_items)
 

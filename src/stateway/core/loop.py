@@ -5,10 +5,12 @@ context plus the output so far to the backend and assembles what comes back. Cal
 client-owned tools end the run (the client answers them in its next request); gateway-owned
 tools, when they exist, run here and feed another round, up to ``max_rounds``.
 
-A stored response gets its in-progress row, with its input, as the run starts: the write
-runs while the first upstream request is under way, and ``response.created`` is emitted
-only once it is committed (so the row exists for anyone holding the id). The run's end
-updates that row *before* the terminal event is emitted, whatever the ending: completed,
+A stored response whose id leaves before its end (a stream's ``response.created``) gets
+its in-progress row, with its input, as the run starts: the write runs while the first
+upstream request is under way, and ``response.created`` is emitted only once it is
+committed, so the row exists for anyone holding the id. A non-stream client learns the id
+only with the finished response, which is then written once, at the end. Either way the
+end is written *before* the terminal event is emitted, whatever the ending: completed,
 incomplete (length, content filter, client gone), cancelled (deleted) or failed
 (including the server shutting down). A response whose final save fails reports no
 ``completed_at`` and tells its client it was not stored.
@@ -62,12 +64,12 @@ class Loop:
     async def execute(self, run: Run, route: Route, context: list[Item], stream: bool) -> None:
         state = run.state
         row: Row | None = None
-        if not state.store:
+        if state.store and stream and run.cancel_reason is None:
+            record = started_record(state, run.input_items, self._owner)
+            row = asyncio.ensure_future(self._store.save(record))
+            run.has_row = True
+        else:  # no id leaves before the end: the response is written once, at the end
             _announce(run)
-        elif run.cancel_reason is None:
-            row = asyncio.ensure_future(
-                self._store.save(started_record(state, run.input_items, self._owner))
-            )
         run.began = True
         usage = Usage()
         used_call_ids = {i["call_id"] for i in context if i.get("type") == FUNCTION_CALL}
@@ -156,12 +158,15 @@ class Loop:
         state = run.state
         if state.status == "completed":
             state.completed_at = time.time()
-        if row is not None:
+        if state.store:
             try:
-                await _durable(row)
-                if not run.events:
-                    _announce(run)
-                await self._store.finish(final_record(state))
+                if row is None:
+                    await self._store.save(final_record(state, run.input_items))
+                else:
+                    await _durable(row)
+                    if not run.events:
+                        _announce(run)
+                    await self._store.finish(final_record(state))
             except StorageError as exc:
                 log.error("persisting response %s failed: %s", state.id, exc)
                 # Not stored: nothing may claim it completed, and every client is told.

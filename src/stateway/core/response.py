@@ -111,8 +111,9 @@ def started_record(state: ResponseState, input_items: list[Item], owner: str) ->
     )
 
 
-def final_record(state: ResponseState) -> ResponseRecord:
-    """What the end of a run writes over its in-progress row: the state and its output."""
+def final_record(state: ResponseState, input_items: list[Item] | None = None) -> ResponseRecord:
+    """What the end of a run writes: the state and its output, over its in-progress row,
+    or with ``input_items`` when the run had none."""
     return ResponseRecord(
         tenant_id=state.tenant_id,
         id=state.id,
@@ -120,5 +121,6 @@ def final_record(state: ResponseState) -> ResponseRecord:
         status=state.status,
         created_at=state.created_at,
         body=dump_state(state),
+        input_items=input_items or [],
         output_items=state.output,
     )

@@ -38,6 +38,7 @@ class Run:
         "cancellable",
         "error",
         "events",
+        "has_row",
         "input_items",
         "state",
         "task",
@@ -54,6 +55,9 @@ class Run:
         self.cancellable = False
         """True while generating: a cancel then interrupts the round. Once the run is
         finishing (persisting, emitting its terminal event) a cancel changes nothing."""
+        self.has_row = False
+        """Set by the loop when it writes an in-progress row (streams); other stored runs
+        are written once, at their end."""
         self.began = False
         """Set by the loop as it starts; a cancel before then is applied as it starts."""
         self.cancel_reason: CancelReason | None = None
