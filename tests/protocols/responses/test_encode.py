@@ -1,4 +1,5 @@
 import orjson
+import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
@@ -101,3 +102,24 @@ async def test_failed_run_ends_with_response_failed() -> None:
     assert last["type"] == "response.failed"
     assert last["response"]["error"]["message"] == "boom"
     EVENTS.validate_python(last)
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "wire"),
+    [
+        ("server_restarted", 503, "server_restarted"),
+        ("server_shutting_down", 503, "server_shutting_down"),
+        ("upstream_timeout", 504, "upstream_timeout"),
+        ("upstream_response_too_large", 502, "upstream_response_too_large"),
+        ("overloaded", 503, "overloaded"),
+        ("storage_unavailable", 503, "server_error"),
+        ("upstream_rejected", 400, "invalid_prompt"),
+    ],
+)
+async def test_the_gateways_own_codes_pass_and_others_fold_into_the_spec_set(
+    code: str, status: int, wire: str
+) -> None:
+    run = await finished_run([UpstreamError("x")])
+    state = run.state
+    state.error = {"code": code, "message": "m", "status": status}
+    assert encode_response(state)["error"] == {"code": wire, "message": "m"}
