@@ -20,9 +20,10 @@ from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.config import BackendConfig, Config, backend_api_key
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
+from stateway.core.ownership import ProcessIdentity, fail_abandoned
 from stateway.core.ports import Backend, ResponseStore
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.runs import CancelReason, RunRegistry
 from stateway.storage.sql import open_store
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.responses import ResponsesRoutes
@@ -45,6 +46,11 @@ class GatewayParts:
     backends: list[Backend]
     runs: RunRegistry
     gateway: Gateway
+    owner: ProcessIdentity
+
+    async def end_runs(self) -> None:
+        """End every run as ``server_shutting_down``; later ones end as they start."""
+        await self.runs.end_all(CancelReason.SHUTTING_DOWN)
 
 
 def build_backend(config: BackendConfig, waiting_room: WaitingRoom) -> Backend:
@@ -74,19 +80,25 @@ def build_gateway(config: Config, store: ResponseStore | None = None) -> Gateway
     ]
     router = Router(entries)
     runs = RunRegistry()
-    gateway = Gateway(store, router, Loop(store, config.loop.max_rounds), runs)
-    return GatewayParts(store, router.backends, runs, gateway)
+    owner = ProcessIdentity.current()
+    gateway = Gateway(store, router, Loop(store, config.loop.max_rounds, owner), runs)
+    return GatewayParts(store, router.backends, runs, gateway, owner)
 
 
-def build_app(config: Config, store: ResponseStore | None = None) -> Starlette:
-    parts = build_gateway(config, store)
+def build_app(
+    config: Config, store: ResponseStore | None = None, *, parts: GatewayParts | None = None
+) -> Starlette:
+    """The HTTP app. Its start-up marks the responses a dead process left in progress
+    (before any request is served); its shutdown ends the runs still in flight."""
+    parts = parts or build_gateway(config, store)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        await fail_abandoned(parts.store, parts.owner)
         try:
             yield
         finally:
-            await parts.runs.cancel_all()
+            await parts.end_runs()
             for backend in parts.backends:
                 await backend.aclose()
             await parts.store.aclose()

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import gc
 import logging
+import math
 import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
@@ -13,7 +14,14 @@ from typing import Any
 from stateway import __version__
 from stateway.config import Config, ConfigError, Overrides, backend_api_key, load_config
 from stateway.core.errors import StorageError
-from stateway.serving import AnnouncingServer, bind_socket, server_config, socket_url
+from stateway.serving import (
+    DRAIN_GRACE,
+    AnnouncingServer,
+    Drain,
+    bind_socket,
+    server_config,
+    socket_url,
+)
 from stateway.storage.sql import describe_url, migrate
 
 
@@ -69,15 +77,19 @@ def _serve(config: Config) -> int:
         return 1
 
     async def serve() -> None:
-        from stateway.app import build_app
+        from stateway.app import build_app, build_gateway
 
         await migrate(config.database_url)
-        app = build_app(config)
+        parts = build_gateway(config)
+        app = build_app(config, parts=parts)
         _tune_gc()
-        uvicorn_config = server_config(app, lifespan=True, graceful_shutdown=30)
+        drain = Drain(config.server.drain_timeout, parts.end_runs)
+        graceful = math.ceil(drain.timeout) + DRAIN_GRACE
+        uvicorn_config = server_config(app, lifespan=True, graceful_shutdown=graceful)
         _describe(config, sys.stdout)
         announcement = f"stateway {__version__} listening on {socket_url(sock)}"
-        await AnnouncingServer(uvicorn_config, announcement).serve(sockets=[sock])
+        server = AnnouncingServer(uvicorn_config, announcement, drain=drain)
+        await server.serve(sockets=[sock])
 
     with sock:
         _run(serve())

@@ -4,17 +4,33 @@ accepts connections.
 The gateway, the fake upstream and the benchmark's pass-through hop all start this way:
 binding the socket ourselves lets ``--port 0`` pick a free port, and the one announcement
 line on stdout (``... listening on URL``) is what :mod:`stateway.launch` waits for.
+
+Shutting down (SIGTERM, SIGINT) with a :class:`Drain`: the server stops accepting at once,
+lets requests in flight finish for ``Drain.timeout`` seconds, then calls ``Drain.end`` so
+that the application answers what remains itself (the gateway ends its runs as
+``server_shutting_down``). uvicorn's own graceful timeout, which cancels request tasks
+(plain-text 500s and tracebacks), must be set a few seconds longer than the drain, as a
+last resort only.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import socket
 import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+log = logging.getLogger(__name__)
+
+DRAIN_GRACE = 5
+"""Seconds uvicorn waits after the drain window before cancelling request tasks."""
 
 
 def server_config(app: ASGIApp, *, lifespan: bool, graceful_shutdown: int) -> uvicorn.Config:
@@ -44,12 +60,39 @@ class DenyingWebSocketProtocol(WebSocketsSansIOProtocol):
             self.handshake_complete = True
 
 
-class AnnouncingServer(uvicorn.Server):
-    """A uvicorn server that prints ``announcement`` once it accepts connections."""
+@dataclass(frozen=True, slots=True)
+class Drain:
+    timeout: float
+    """Seconds requests in flight may take to finish once shutdown begins."""
+    end: Callable[[], Awaitable[None]]
+    """Ends what is still in flight after ``timeout``; returns once it has ended."""
 
-    def __init__(self, config: uvicorn.Config, announcement: str) -> None:
+
+class AnnouncingServer(uvicorn.Server):
+    """A uvicorn server that prints ``announcement`` once it accepts connections and, given
+    a :class:`Drain`, ends what is in flight itself when the drain window is over."""
+
+    def __init__(
+        self, config: uvicorn.Config, announcement: str, *, drain: Drain | None = None
+    ) -> None:
         super().__init__(config)
         self.announcement = announcement
+        self._drain = drain
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self._drain is None:
+            await super().shutdown(sockets=sockets)
+            return
+        ender = asyncio.create_task(self._end_after(self._drain))
+        try:
+            await super().shutdown(sockets=sockets)
+        finally:
+            ender.cancel()
+
+    async def _end_after(self, drain: Drain) -> None:
+        await asyncio.sleep(drain.timeout)  # a timer: the drain window itself
+        log.warning("drain window of %gs is over: ending requests still in flight", drain.timeout)
+        await drain.end()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)

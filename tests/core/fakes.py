@@ -6,10 +6,10 @@ import asyncio
 from collections.abc import AsyncGenerator, Callable
 from typing import Literal
 
-from stateway.core.errors import GatewayError
+from stateway.core.errors import GatewayError, StorageError
 from stateway.core.inference import Delta, InferenceRequest
 from stateway.core.items import Item
-from stateway.core.ports import ItemPage, ResponseRecord
+from stateway.core.ports import ItemPage, ResponseRecord, StoredChain
 
 
 class ScriptedBackend:
@@ -57,21 +57,54 @@ class ScriptedBackend:
 
 
 class MemoryStore:
-    def __init__(self, on_save: Callable[[ResponseRecord], None] | None = None) -> None:
+    """``on_save`` sees every write (``save`` and ``finish``); ``fail_save`` makes the
+    in-progress write raise :class:`StorageError`, ``fail_final`` the write of a run's end
+    (a ``finish``, or a ``save`` of a response no longer in progress); a ``save_gate``
+    holds every ``save`` until it is set."""
+
+    def __init__(
+        self,
+        on_save: Callable[[ResponseRecord], None] | None = None,
+        *,
+        fail_save: bool = False,
+        fail_final: bool = False,
+        save_gate: asyncio.Event | None = None,
+    ) -> None:
         self.records: dict[tuple[str, str], ResponseRecord] = {}
         self.deleted: set[tuple[str, str]] = set()
         self.on_save = on_save
+        self.fail_save = fail_save
+        self.fail_final = fail_final
+        self.save_gate = save_gate
 
     async def save(self, record: ResponseRecord) -> None:
         if self.on_save is not None:
             self.on_save(record)
+        if self.save_gate is not None:
+            await self.save_gate.wait()
+        if self.fail_save or (self.fail_final and record.status != "in_progress"):
+            raise StorageError("Storage failed while saving a response.")
         self.records[(record.tenant_id, record.id)] = record
+
+    async def finish(self, record: ResponseRecord) -> None:
+        if self.fail_final:
+            raise StorageError("Storage failed while saving a response.")
+        if self.on_save is not None:
+            self.on_save(record)
+        stored = self.records.get((record.tenant_id, record.id))
+        if stored is None or stored.status != "in_progress":
+            return
+        stored.status, stored.body = record.status, record.body
+        stored.output_items = record.output_items
+
+    async def in_progress(self) -> list[ResponseRecord]:
+        return [r for r in self.records.values() if r.status == "in_progress"]
 
     async def get(self, tenant_id: str, response_id: str) -> ResponseRecord | None:
         key = (tenant_id, response_id)
         return None if key in self.deleted else self.records.get(key)
 
-    async def load_context(self, tenant_id: str, response_id: str) -> list[Item] | None:
+    async def load_context(self, tenant_id: str, response_id: str) -> StoredChain | None:
         record = await self.get(tenant_id, response_id)
         if record is None:
             return None
@@ -81,7 +114,10 @@ class MemoryStore:
             chain.append(current)
             prev = current.previous_response_id
             current = self.records.get((tenant_id, prev)) if prev else None
-        return [item for r in reversed(chain) for item in r.input_items + r.output_items]
+        items: list[Item] = []
+        for r in reversed(chain):
+            items += r.input_items + (r.output_items if r.status != "failed" else [])
+        return StoredChain(items, record.status)
 
     async def delete(self, tenant_id: str, response_id: str) -> bool:
         if await self.get(tenant_id, response_id) is None:

@@ -125,16 +125,33 @@ async def test_store_false_persists_nothing() -> None:
     assert store.records == {}
 
 
-async def test_response_is_persisted_before_the_terminal_event() -> None:
-    seen: list[int] = []
+async def test_response_is_persisted_before_created_and_before_the_terminal_event() -> None:
+    logs: list[list[ev.Event]] = []
+    seen: list[tuple[str, int, int]] = []
     backend = ScriptedBackend([TextDelta("x"), Finish("stop")])
-    store = MemoryStore(on_save=lambda record: seen.append(len(run_events)))
+    store = MemoryStore(
+        on_save=lambda r: seen.append((r.status, len(r.input_items), len(logs[0]) if logs else 0))
+    )
     gateway = gateway_for(backend, store)
-    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")]))
-    run_events = run.events
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], stream=True)
+    )
+    logs.append(run.events)
     await run.wait()
-    assert seen == [len(run.events) - 1]
+    # the in-progress row, with its input, before response.created; the end before the last
+    assert seen == [("in_progress", 1, 0), ("completed", 0, len(run.events) - 1)]
     assert isinstance(run.events[-1], ev.ResponseFinished)
+
+
+async def test_a_non_stream_response_is_written_once_at_the_end() -> None:
+    seen: list[tuple[str, int, int]] = []
+    store = MemoryStore(
+        on_save=lambda r: seen.append((r.status, len(r.input_items), len(r.output_items)))
+    )
+    gateway = gateway_for(ScriptedBackend([TextDelta("x"), Finish("stop")]), store)
+    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")]))
+    await run.wait()
+    assert seen == [("completed", 1, 1)]  # its id was not given out before the end
 
 
 async def test_cancelled_run_closes_upstream_and_is_stored_incomplete() -> None:

@@ -21,14 +21,17 @@ from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.migrator import MIGRATIONS_DIR, alembic_config
 from stateway.storage.sql.schema import metadata
 
-HEAD = "0001"
+HEAD = "0002"
+
+
+_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 
 
 def sqlite_state(url: str) -> tuple[set[str], list[str]]:
     """Tables and recorded revision of a SQLite database, read with plain sqlite3."""
     path = url.removeprefix("sqlite:///")
     with sqlite3.connect(path) as connection:
-        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+        tables = {row[0] for row in connection.execute(_TABLES)}
         versions = []
         if "alembic_version" in tables:
             versions = [r[0] for r in connection.execute("SELECT version_num FROM alembic_version")]
@@ -86,6 +89,24 @@ def test_upgrade_and_downgrade_from_a_url_and_offline(
     rendered = capsys.readouterr().out
     assert "CREATE TABLE responses" in rendered
     assert "CREATE TABLE items" in rendered
+
+
+def test_0002_adds_the_run_owner_and_keeps_stored_responses(sqlite_url: str) -> None:
+    config = alembic_config(sqlite_url)
+    command.upgrade(config, "0001")
+    path = sqlite_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "INSERT INTO responses (tenant_id, id, status, created_at, body) "
+            "VALUES ('t', 'r1', 'completed', 1.0, '{}')"
+        )
+    command.upgrade(config, "head")
+
+    with sqlite3.connect(path) as connection:
+        rows = connection.execute("SELECT id, status, owner FROM responses").fetchall()
+        indexes = {r[0] for r in connection.execute("SELECT name FROM sqlite_master")}
+    assert rows == [("r1", "completed", None)]
+    assert "ix_responses_in_progress" in indexes
 
 
 @pytest.fixture

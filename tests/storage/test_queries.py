@@ -50,7 +50,7 @@ async def test_load_context_takes_one_statement_whatever_the_depth(
     with statements(store.engine) as at_depth_1:
         context = await store.load_context(tenant, shallow)
     assert context is not None
-    assert len(context) == 2
+    assert len(context.items) == 2
 
     deep = await save_chain(store, record, 50, "deep")
     with statements(store.engine) as at_depth_50:
@@ -58,7 +58,7 @@ async def test_load_context_takes_one_statement_whatever_the_depth(
 
     assert context is not None
     expected = [text for n in range(50) for text in (f"q{n}", f"a{n}")]
-    assert [item["content"][0]["text"] for item in context] == expected
+    assert [item["content"][0]["text"] for item in context.items] == expected
     assert len(at_depth_1) == len(at_depth_50) == 1
 
 

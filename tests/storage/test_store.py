@@ -10,15 +10,15 @@ from sqlalchemy import event, text
 
 from stateway.core.errors import StorageError
 from stateway.core.items import Item
-from stateway.core.ports import ResponseRecord
+from stateway.core.ports import ResponseRecord, StoredChain
 from stateway.storage.sql import SqlResponseStore
 
 RecordFactory = Callable[..., ResponseRecord]
 
 
-def texts(items: list[Item] | None) -> list[str]:
-    assert items is not None
-    return [item["content"][0]["text"] for item in items]
+def texts(chain: StoredChain | None) -> list[str]:
+    assert chain is not None
+    return [item["content"][0]["text"] for item in chain.items]
 
 
 def labelled(*ids: str | None) -> list[Item]:
@@ -112,7 +112,7 @@ async def test_responses_without_items_load_as_empty_context(
     await store.save(record("r2", "r1", outputs=["a"]))
     await store.save(record("r3", "r2"))
 
-    assert await store.load_context(tenant, "r1") == []
+    assert await store.load_context(tenant, "r1") == StoredChain([], "completed")
     assert texts(await store.load_context(tenant, "r3")) == ["a"]
 
 

@@ -1,7 +1,9 @@
 """Context: the items a round sends upstream, rebuilt from storage and checked.
 
 A request's context is every item of its ``previous_response_id`` chain followed by its
-own input. Checks happen here, before anything is sent: every item must be of a type the
+own input (a ``failed`` response contributes its input only: its output was cut off, and
+the model must not take it for a finished turn). A response still generating cannot be
+continued yet. Checks happen here, before anything is sent: every item must be of a type the
 chosen upstream API can carry, and every ``function_call_output`` must answer a call that
 is still pending in the context.
 """
@@ -9,7 +11,7 @@ is still pending in the context.
 from __future__ import annotations
 
 from stateway.core.commands import CreateResponse
-from stateway.core.errors import InvalidRequest, PreviousResponseNotFound
+from stateway.core.errors import InvalidRequest, PreviousResponseNotFound, ResponseInProgress
 from stateway.core.items import FUNCTION_CALL, FUNCTION_CALL_OUTPUT, MESSAGE, Item
 from stateway.core.ports import TOOL_OUTPUT, Backend, ResponseStore
 
@@ -19,10 +21,12 @@ async def build_context(
 ) -> list[Item]:
     prior: list[Item] = []
     if command.previous_response_id is not None:
-        loaded = await store.load_context(tenant_id, command.previous_response_id)
-        if loaded is None:
+        chain = await store.load_context(tenant_id, command.previous_response_id)
+        if chain is None:
             raise PreviousResponseNotFound(command.previous_response_id)
-        prior = loaded
+        if chain.status == "in_progress":
+            raise ResponseInProgress(command.previous_response_id)
+        prior = chain.items
     _check_types(prior, command.input, backend)
     _check_call_outputs(prior, command.input)
     return prior + command.input if prior else list(command.input)

@@ -6,7 +6,8 @@ Protocols render it in their own error shape; nothing classifies errors by messa
 
     GatewayError
     ├── InvalidRequest            400 invalid_request_error
-    │   └── PreviousResponseNotFound   400 code=previous_response_not_found
+    │   ├── PreviousResponseNotFound   400 code=previous_response_not_found
+    │   └── ResponseInProgress    400 code=response_in_progress
     ├── RequestTooLarge           413 invalid_request_error
     ├── NotFound                  404 invalid_request_error
     │   └── ModelNotFound         404 code=model_not_found
@@ -17,6 +18,7 @@ Protocols render it in their own error shape; nothing classifies errors by messa
     │   └── UpstreamRejected      4xx the model server refused the request itself
     ├── Overloaded                503 code=overloaded, Retry-After (the gateway's own queue)
     ├── StorageError              503 server_error
+    ├── ServerShuttingDown        503 code=server_shutting_down
     └── InternalError             500 server_error (a gateway bug, logged; no details leak)
 """
 
@@ -142,3 +144,23 @@ class Overloaded(GatewayError):
 
     def __init__(self, message: str, *, retry_after: int = 1) -> None:
         super().__init__(message, headers={"Retry-After": str(retry_after)})
+
+
+class ResponseInProgress(InvalidRequest):
+    code = "response_in_progress"
+
+    def __init__(self, response_id: str) -> None:
+        super().__init__(
+            f"Response with id '{response_id}' is still in progress; continue from it once "
+            "it has finished.",
+            param="previous_response_id",
+        )
+
+
+class ServerShuttingDown(GatewayError):
+    status = 503
+    type = "server_error"
+    code = "server_shutting_down"
+
+    def __init__(self) -> None:
+        super().__init__("The server is shutting down; the response was ended before it finished.")

@@ -20,14 +20,20 @@ from stateway.core.commands import (
     Principal,
 )
 from stateway.core.context import build_context
-from stateway.core.errors import GatewayError, InternalError, NotFound, StorageError
+from stateway.core.errors import (
+    GatewayError,
+    InternalError,
+    NotFound,
+    ServerShuttingDown,
+    StorageError,
+)
 from stateway.core.ids import new_id
 from stateway.core.items import Item
 from stateway.core.loop import Loop
 from stateway.core.ports import Backend, ItemPage, ResponseStore
 from stateway.core.response import ResponseState, load_state
 from stateway.core.routing import Route, Router
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.runs import CancelReason, Run, RunRegistry
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +92,7 @@ class Gateway:
             case GetResponse(response_id=response_id):
                 return await self._get(principal, response_id)
             case DeleteResponse(response_id=response_id):
-                if not await self._store.delete(principal.tenant_id, response_id):
-                    raise _response_not_found(response_id)
-                return Deleted(response_id)
+                return await self._delete(principal, response_id)
             case ListInputItems():
                 page = await self._store.list_input_items(
                     principal.tenant_id,
@@ -106,6 +110,8 @@ class Gateway:
                 return await self._readiness()
 
     async def _create(self, principal: Principal, command: CreateResponse) -> Run:
+        if self.runs.closing:
+            raise ServerShuttingDown()
         route = self._router.resolve(command.model)
         context = await build_context(self._store, principal.tenant_id, command, route.backend)
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
@@ -132,6 +138,14 @@ class Gateway:
             if not run.closed:
                 run.close()
 
+    async def _delete(self, principal: Principal, response_id: str) -> Deleted:
+        if not await self._store.delete(principal.tenant_id, response_id):
+            raise _response_not_found(response_id)
+        run = self.runs.get(response_id)
+        if run is not None and run.state.tenant_id == principal.tenant_id:
+            run.cancel(CancelReason.DELETED)  # its final save leaves the row deleted
+        return Deleted(response_id)
+
     async def _readiness(self) -> Readiness:
         storage_error = None
         try:
@@ -146,11 +160,15 @@ class Gateway:
 
     async def _get(self, principal: Principal, response_id: str) -> ResponseState:
         run = self.runs.get(response_id)
-        if run is not None and run.state.store and run.state.tenant_id == principal.tenant_id:
-            return run.state  # still generating here: it is stored when it ends
-        record = await self._store.get(principal.tenant_id, response_id)
+        if run is not None and not (run.state.store and run.state.tenant_id == principal.tenant_id):
+            run = None
+        if run is not None and not run.has_row:
+            return run.state  # generating here; stored when it ends
+        record = await self._store.get(principal.tenant_id, response_id)  # deleted: None
         if record is None:
             raise _response_not_found(response_id)
+        if run is not None and record.status == "in_progress":
+            return run.state  # generating here: fresher than its in-progress row
         return load_state(record.tenant_id, record.body, record.output_items)
 
 

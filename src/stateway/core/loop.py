@@ -5,8 +5,15 @@ context plus the output so far to the backend and assembles what comes back. Cal
 client-owned tools end the run (the client answers them in its next request); gateway-owned
 tools, when they exist, run here and feed another round, up to ``max_rounds``.
 
-The response is persisted *before* the terminal event is emitted, whatever the ending:
-completed, incomplete (length, content filter, client gone) or failed.
+A stored response whose id leaves before its end (a stream's ``response.created``) gets
+its in-progress row, with its input, as the run starts: the write runs while the first
+upstream request is under way, and ``response.created`` is emitted only once it is
+committed, so the row exists for anyone holding the id. A non-stream client learns the id
+only with the finished response, which is then written once, at the end. Either way the
+end is written *before* the terminal event is emitted, whatever the ending: completed,
+incomplete (length, content filter, client gone), cancelled (deleted) or failed
+(including the server shutting down). A response whose final save fails reports no
+``completed_at`` and tells its client it was not stored.
 """
 
 from __future__ import annotations
@@ -15,11 +22,12 @@ import asyncio
 import logging
 import time
 from contextlib import aclosing
+from functools import partial
 from typing import TypeVar
 
 from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
-from stateway.core.errors import GatewayError, InternalError, StorageError
+from stateway.core.errors import GatewayError, InternalError, ServerShuttingDown, StorageError
 from stateway.core.inference import (
     Finish,
     InferenceRequest,
@@ -29,10 +37,11 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.items import FUNCTION_CALL, Item
-from stateway.core.ports import ResponseRecord, ResponseStore
-from stateway.core.response import ResponseState, dump_state
+from stateway.core.ownership import ProcessIdentity
+from stateway.core.ports import ResponseStore
+from stateway.core.response import ResponseState, final_record, started_record
 from stateway.core.routing import Route
-from stateway.core.runs import Run
+from stateway.core.runs import CancelReason, Run
 from stateway.core.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -43,20 +52,38 @@ _INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content
 _MAX_CHAIN = 16
 
 
+Row = asyncio.Future[None]
+"""The write of a stored run's in-progress row (with its input), under way while the first
+round's upstream request starts; ``response.created`` waits for it."""
+
+
 class Loop:
-    def __init__(self, store: ResponseStore, max_rounds: int = 8) -> None:
+    def __init__(
+        self, store: ResponseStore, max_rounds: int = 8, owner: ProcessIdentity | None = None
+    ) -> None:
         self._store = store
         self._max_rounds = max_rounds
+        self._owner = str(owner or ProcessIdentity.current())
+        """Recorded on every in-progress row this process writes."""
 
     async def execute(self, run: Run, route: Route, context: list[Item], stream: bool) -> None:
         state = run.state
-        run.emit(ev.ResponseCreated(state))
-        run.emit(ev.ResponseInProgress(state))
+        row: Row | None = None
+        if state.store and stream and run.cancel_reason is None:
+            record = started_record(state, run.input_items, self._owner)
+            row = asyncio.ensure_future(self._store.save(record))
+            row.add_done_callback(partial(_announce_once_durable, run))
+            run.has_row = True
+        else:  # no id leaves before the end: the response is written once, at the end
+            _announce(run)
+        run.began = True
         usage = Usage()
         used_call_ids = {i["call_id"] for i in context if i.get("type") == FUNCTION_CALL}
         assembler = OutputAssembler(state.output, run.emit, used_call_ids)
         run.cancellable = True
         try:
+            if run.cancel_reason is not None:  # cancelled before it started generating
+                raise asyncio.CancelledError
             for _ in range(self._max_rounds):
                 assembler = OutputAssembler(state.output, run.emit, used_call_ids)
                 request = InferenceRequest(
@@ -66,7 +93,7 @@ class Loop:
                     settings=state.settings,
                     stream=stream,
                 )
-                reason = await self._round(route, request, assembler, usage)
+                reason = await self._round(run, row, route, request, assembler, usage)
                 incomplete = _INCOMPLETE_REASONS.get(reason)
                 assembler.finish("incomplete" if incomplete else "completed")
                 state.usage = usage
@@ -82,8 +109,8 @@ class Loop:
             run.cancellable = False
             assembler.finish("incomplete")
             state.usage = usage
-            state.status, state.incomplete_reason = "incomplete", "client_disconnected"
-            await self._finish(run)
+            _end_cancelled(run)
+            await self._finish(run, row)
             raise
         except Exception as exc:  # the top of a run: even a bug must end it, stored as failed
             run.cancellable = False
@@ -94,24 +121,28 @@ class Loop:
                 error = InternalError()
             assembler.finish("incomplete")
             state.usage = usage
-            state.status = "failed"
-            state.error = {
-                "code": error.code or error.type,
-                "message": error.message,
-                "status": error.status,
-            }
+            _fail(state, error)
             if not assembler.started and not state.output:
                 run.error = error
         run.cancellable = False  # from here a client leaving interrupts nothing
-        await self._finish(run)
+        await self._finish(run, row)
 
     async def _round(
-        self, route: Route, request: InferenceRequest, assembler: OutputAssembler, usage: Usage
+        self,
+        run: Run,
+        row: Row | None,
+        route: Route,
+        request: InferenceRequest,
+        assembler: OutputAssembler,
+        usage: Usage,
     ) -> str:
         reason = "stop"
         reported = Usage()  # some servers repeat running totals: the last report counts
         async with aclosing(route.backend.infer(request)) as deltas:
             async for delta in deltas:
+                if not run.events:  # the first output: durable first, then announced
+                    await _durable(row)
+                    _announce(run)
                 match delta:
                     case TextDelta(text=text):
                         assembler.text(text)
@@ -126,39 +157,74 @@ class Loop:
         usage.add(reported)
         return reason
 
-    async def _finish(self, run: Run) -> None:
+    async def _finish(self, run: Run, row: Row | None) -> None:
+        """Update the in-progress row to the run's end, then emit the terminal event. A
+        run that ends before its first output is announced here, once its row is durable;
+        one whose row could not be written is not announced at all."""
         state = run.state
         if state.status == "completed":
             state.completed_at = time.time()
         if state.store:
             try:
-                await self._store.save(_record(state, run.input_items))
+                if row is None:
+                    await self._store.save(final_record(state, run.input_items))
+                else:
+                    await _durable(row)
+                    _announce(run)
+                    await self._store.finish(final_record(state))
             except StorageError as exc:
                 _detached(exc)  # the save may keep it (in a future): its frames hold the run
                 log.error("persisting response %s failed: %s", state.id, exc)
-                state.status = "failed"
+                # Not stored: nothing may claim it completed, and every client is told.
+                state.completed_at = None
+                state.status, state.incomplete_reason = "failed", None
                 state.error = {
-                    "code": "server_error",
+                    "code": exc.code,
                     "message": "The response could not be stored.",
                     "status": exc.status,
                 }
-                if run.error is None and not state.output:
-                    run.error = exc
+                run.error = StorageError("The response could not be stored.")
         run.emit(ev.ResponseFinished(state))
         run.close()
 
 
-def _record(state: ResponseState, input_items: list[Item]) -> ResponseRecord:
-    return ResponseRecord(
-        tenant_id=state.tenant_id,
-        id=state.id,
-        previous_response_id=state.previous_response_id,
-        status=state.status,
-        created_at=state.created_at,
-        body=dump_state(state),
-        input_items=input_items,
-        output_items=state.output,
-    )
+async def _durable(row: Row | None) -> None:
+    """Wait for the in-progress row (shielded: a cancelled run still needs it written)."""
+    if row is not None:
+        await asyncio.shield(row)
+
+
+def _announce(run: Run) -> None:
+    """Emit ``response.created`` and ``response.in_progress``, once."""
+    if not run.events:
+        run.emit(ev.ResponseCreated(run.state))
+        run.emit(ev.ResponseInProgress(run.state))
+
+
+def _announce_once_durable(run: Run, row: Row) -> None:
+    """Announce the run as soon as its row is committed, while the upstream works; the
+    first output or the end announces it instead if they come first."""
+    if not row.cancelled() and row.exception() is None:
+        _announce(run)
+
+
+def _end_cancelled(run: Run) -> None:
+    state = run.state
+    match run.cancel_reason:
+        case CancelReason.SHUTTING_DOWN:
+            error = ServerShuttingDown()
+            _fail(state, error)
+            run.error = error
+        case CancelReason.DELETED:
+            state.status = "cancelled"
+        case _:
+            state.status, state.incomplete_reason = "incomplete", "client_disconnected"
+
+
+def _fail(state: ResponseState, error: GatewayError) -> None:
+    state.status = "failed"
+    code = error.code or error.type
+    state.error = {"code": code, "message": error.message, "status": error.status}
 
 
 def _detached(error: E) -> E:

@@ -45,6 +45,16 @@ class ResponseRecord:
     body: dict[str, Any]
     input_items: list[Item] = field(default_factory=list)
     output_items: list[Item] = field(default_factory=list)
+    owner: str | None = None
+    """The process running it while ``in_progress`` (see :mod:`stateway.core.ownership`)."""
+
+
+@dataclass(slots=True)
+class StoredChain:
+    """The items of a ``previous_response_id`` chain, and the status of its last response."""
+
+    items: list[Item]
+    status: str
 
 
 @dataclass(slots=True)
@@ -57,7 +67,19 @@ class ResponseStore(Protocol):
     """Responses and their items, scoped by tenant. Every method is one transaction."""
 
     async def save(self, record: ResponseRecord) -> None:
-        """Insert the response with its input and output items, atomically."""
+        """Insert the response with its input and output items, atomically. A run's
+        in-progress row is saved this way, with its input, before the run starts."""
+        ...
+
+    async def finish(self, record: ResponseRecord) -> None:
+        """Update an ``in_progress`` response to ``record``'s status and body and add its
+        output items, atomically. A deleted response stays deleted; a response no longer
+        ``in_progress`` is left as it is."""
+        ...
+
+    async def in_progress(self) -> list[ResponseRecord]:
+        """Every response still ``in_progress``, deleted or not, with its owner and no
+        items: read at start-up to find runs whose process died."""
         ...
 
     async def get(self, tenant_id: str, response_id: str) -> ResponseRecord | None:
@@ -65,10 +87,11 @@ class ResponseStore(Protocol):
         when unknown or deleted."""
         ...
 
-    async def load_context(self, tenant_id: str, response_id: str) -> list[Item] | None:
+    async def load_context(self, tenant_id: str, response_id: str) -> StoredChain | None:
         """Every item of the chain ending at ``response_id``, oldest response first, each
-        response's input items then its output items; None when the response is unknown or
-        deleted. A constant number of queries, whatever the depth."""
+        response's input items then its output items (none for a ``failed`` response: its
+        output was cut off), and that response's status; None when the response is unknown
+        or deleted. A constant number of queries, whatever the depth."""
         ...
 
     async def delete(self, tenant_id: str, response_id: str) -> bool:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.items import Item
+from stateway.core.ports import ResponseRecord
 from stateway.core.usage import Usage
 
 Status = Literal["queued", "in_progress", "completed", "incomplete", "failed", "cancelled"]
@@ -92,4 +93,34 @@ def load_state(tenant_id: str, body: dict[str, Any], output: list[Item]) -> Resp
         error=body.get("error"),
         incomplete_reason=body.get("incomplete_reason"),
         completed_at=body.get("completed_at"),
+    )
+
+
+def started_record(state: ResponseState, input_items: list[Item], owner: str) -> ResponseRecord:
+    """The in-progress row written before ``response.created``: the request's input, no
+    output yet, and the process that runs it."""
+    return ResponseRecord(
+        tenant_id=state.tenant_id,
+        id=state.id,
+        previous_response_id=state.previous_response_id,
+        status=state.status,
+        created_at=state.created_at,
+        body=dump_state(state),
+        input_items=input_items,
+        owner=owner,
+    )
+
+
+def final_record(state: ResponseState, input_items: list[Item] | None = None) -> ResponseRecord:
+    """What the end of a run writes: the state and its output, over its in-progress row,
+    or with ``input_items`` when the run had none."""
+    return ResponseRecord(
+        tenant_id=state.tenant_id,
+        id=state.id,
+        previous_response_id=state.previous_response_id,
+        status=state.status,
+        created_at=state.created_at,
+        body=dump_state(state),
+        input_items=input_items or [],
+        output_items=state.output,
     )

@@ -8,6 +8,7 @@ event. The position of an event in the log is its ``sequence_number``.
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import AsyncIterator
 
 from stateway.core.errors import GatewayError
@@ -16,14 +17,29 @@ from stateway.core.items import Item
 from stateway.core.response import ResponseState
 
 
+class CancelReason(enum.Enum):
+    """Why a run was interrupted; decides how it is stored and how it ends."""
+
+    CLIENT_GONE = "client_gone"
+    """Its only client went away: stored ``incomplete`` (``client_disconnected``)."""
+    DELETED = "deleted"
+    """Its response was deleted: it ends ``cancelled``; the deleted row stays deleted."""
+    SHUTTING_DOWN = "shutting_down"
+    """The server is stopping after the drain window: stored ``failed``
+    (``server_shutting_down``); a waiting non-stream client gets a 503."""
+
+
 class Run:
     __slots__ = (
         "__weakref__",  # a finished run must be freed by reference counting; tests watch it
         "_done",
         "_waiters",
+        "began",
+        "cancel_reason",
         "cancellable",
         "error",
         "events",
+        "has_row",
         "input_items",
         "state",
         "task",
@@ -40,6 +56,14 @@ class Run:
         self.cancellable = False
         """True while generating: a cancel then interrupts the round. Once the run is
         finishing (persisting, emitting its terminal event) a cancel changes nothing."""
+        self.has_row = False
+        """Set by the loop when it writes an in-progress row (streams); other stored runs
+        are written once, at their end."""
+        self.began = False
+        """Set by the loop as it starts; a cancel before then is applied as it starts."""
+        self.cancel_reason: CancelReason | None = None
+        """Set by the first :meth:`cancel` that came before the run began finishing; a
+        run cancelled before it started generating ends as soon as it starts."""
         self._waiters: list[asyncio.Future[None]] = []
         """One future per subscriber that is caught up and waiting for more."""
         self._done = asyncio.Event()
@@ -64,9 +88,18 @@ class Run:
     async def wait(self) -> None:
         await self._done.wait()
 
-    def cancel(self) -> None:
-        if self.cancellable and self.task is not None and not self.task.done():
+    def cancel(self, reason: CancelReason = CancelReason.CLIENT_GONE) -> None:
+        """Interrupt the run for ``reason``; the first reason wins, and a run that is
+        already finishing is left to finish."""
+        if self.cancel_reason is not None or self.closed:
+            return
+        if self.cancellable:
+            if self.task is None or self.task.done():
+                return
             self.task.cancel()
+        elif self.began:  # finishing: too late to change how it ends
+            return
+        self.cancel_reason = reason
 
     async def subscribe(self, after: int = -1) -> AsyncIterator[tuple[int, Event]]:
         """Yield ``(sequence_number, event)`` for every event after ``after``, live."""
@@ -105,9 +138,13 @@ class RunRegistry:
 
     def __init__(self) -> None:
         self._runs: dict[str, Run] = {}
+        self.closing = False
+        """Set by :meth:`end_all`: runs added later are ended as soon as they start."""
 
     def add(self, run: Run) -> None:
         self._runs[run.id] = run
+        if self.closing:
+            run.cancel(CancelReason.SHUTTING_DOWN)
 
     def discard(self, run: Run) -> None:
         self._runs.pop(run.id, None)
@@ -118,9 +155,13 @@ class RunRegistry:
     def __len__(self) -> int:
         return len(self._runs)
 
-    async def cancel_all(self) -> None:
+    async def end_all(self, reason: CancelReason) -> None:
+        """Cancel every run for ``reason`` and wait until each has ended; with
+        ``SHUTTING_DOWN``, runs registered from now on end as soon as they start."""
+        if reason is CancelReason.SHUTTING_DOWN:
+            self.closing = True
         runs = list(self._runs.values())
         for run in runs:
-            run.cancel()
+            run.cancel(reason)
         for run in runs:
             await run.wait()

@@ -118,3 +118,24 @@ async def test_json_schema_echo_has_a_boolean_strict_and_a_description(
     assert "description" in echoed
     assert echoed["description"] == description
     assert Response.model_validate(encode_response(run.state)).text is not None
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "wire"),
+    [
+        ("server_restarted", 503, "server_restarted"),
+        ("server_shutting_down", 503, "server_shutting_down"),
+        ("upstream_timeout", 504, "upstream_timeout"),
+        ("upstream_response_too_large", 502, "upstream_response_too_large"),
+        ("overloaded", 503, "overloaded"),
+        ("storage_unavailable", 503, "server_error"),
+        ("upstream_rejected", 400, "invalid_prompt"),
+    ],
+)
+async def test_the_gateways_own_codes_pass_and_others_fold_into_the_spec_set(
+    code: str, status: int, wire: str
+) -> None:
+    run = await finished_run([UpstreamError("x")])
+    state = run.state
+    state.error = {"code": code, "message": "m", "status": status}
+    assert encode_response(state)["error"] == {"code": wire, "message": "m"}

@@ -159,7 +159,19 @@ def _text_format(fmt: dict[str, Any]) -> dict[str, Any]:
     return {**fmt, "description": fmt.get("description"), "strict": bool(fmt.get("strict"))}
 
 
-_PASSED_CODES = frozenset({"server_error", "rate_limit_exceeded", "context_length_exceeded"})
+_PASSED_CODES = frozenset(
+    {
+        "server_error",
+        "rate_limit_exceeded",
+        "context_length_exceeded",
+        # the gateway's own, which clients and operators act on (see docs/compatibility.md)
+        "server_restarted",
+        "server_shutting_down",
+        "upstream_timeout",
+        "upstream_response_too_large",
+        "overloaded",
+    }
+)
 
 
 def _wire_error(error: dict[str, Any]) -> dict[str, Any]:

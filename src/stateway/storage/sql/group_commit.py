@@ -1,11 +1,13 @@
 """Group commit: concurrent saves share one transaction.
 
-Each response is written once, at the end of its run, and its run waits for the commit
-before sending the terminal event. Under load many runs end together; writing each in its
-own transaction makes SQLite's pooled connections queue on its single write lock (in the
-busy handler's sleeps) and costs every save the driver round trips of its own
-``BEGIN``/``COMMIT``. Here one writer task drains all saves waiting at that moment into a
-single transaction, so only one connection ever writes and the round trips are shared.
+Each stored response is written twice: its in-progress row with its input before its run
+starts (before ``response.created``), and its final state with its output at the end,
+before the terminal event; each time its run waits for the commit. Under load many runs
+start and end together; writing each in its own transaction makes SQLite's pooled
+connections queue on its single write lock (in the busy handler's sleeps) and costs every
+save the driver round trips of its own ``BEGIN``/``COMMIT``. Here one writer task drains
+all saves waiting at that moment into a single transaction, so only one connection ever
+writes and the round trips are shared.
 
 A save is still atomic and still awaited: its caller resumes only once its rows are
 committed. When a shared transaction fails, its saves are retried one by one, so one bad
@@ -34,8 +36,10 @@ MAX_BATCH: Final = 128
 @dataclass(slots=True)
 class PendingSave:
     response_row: dict[str, Any]
+    """A row to insert, or the values of :data:`~.queries.FINISH_RESPONSE` to update one."""
     item_rows: list[dict[str, Any]]
     done: asyncio.Future[None]
+    finish: bool = False
 
 
 class GroupCommitter:
@@ -45,9 +49,19 @@ class GroupCommitter:
         self._writer: asyncio.Task[None] | None = None
 
     async def save(self, response_row: dict[str, Any], item_rows: list[dict[str, Any]]) -> None:
-        """Write one response and its items; return once committed."""
+        """Insert one response and its items; return once committed."""
+        await self._enqueue(response_row, item_rows, finish=False)
+
+    async def finish(self, update: dict[str, Any], item_rows: list[dict[str, Any]]) -> None:
+        """Update an in-progress response to its final state and add its (output) items;
+        return once committed."""
+        await self._enqueue(update, item_rows, finish=True)
+
+    async def _enqueue(
+        self, response_row: dict[str, Any], item_rows: list[dict[str, Any]], *, finish: bool
+    ) -> None:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append(PendingSave(response_row, item_rows, done))
+        self._pending.append(PendingSave(response_row, item_rows, done, finish))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._drain())
         await done
@@ -89,11 +103,15 @@ class GroupCommitter:
                 _settle(save, None)
 
     async def _write(self, batch: list[PendingSave]) -> None:
-        responses = [save.response_row for save in batch]
+        inserts = [save.response_row for save in batch if not save.finish]
+        updates = [save.response_row for save in batch if save.finish]
         items = [row for save in batch for row in save.item_rows]
         with storage_errors("saving a response"):
             async with self._engine.begin() as connection:
-                await connection.execute(queries.INSERT_RESPONSE, responses)
+                if inserts:
+                    await connection.execute(queries.INSERT_RESPONSE, inserts)
+                if updates:
+                    await connection.execute(queries.FINISH_RESPONSE, updates)
                 if items:
                     await connection.execute(queries.INSERT_ITEMS, items)
 

@@ -5,8 +5,8 @@ call only binds values: SQLAlchemy finds the compiled form in the engine's state
 and asyncpg reuses its prepared statement. Each statement filters on ``tenant_id``.
 
 Bind parameters: ``tenant``, ``response`` and, per statement, ``now`` (soft delete),
-``after`` and ``limit`` (input item pages); they are not named after columns, which an
-UPDATE reserves for its SET clause.
+``after`` and ``limit`` (input item pages), ``new_status`` and ``new_body`` (finishing a
+response); they are not named after columns, which an UPDATE reserves for its SET clause.
 
 The chain query
 ---------------
@@ -15,21 +15,26 @@ recursive CTE walks ``previous_response_id`` links from the requested response u
 numbering each response by its distance (``depth``), and the result is joined to the
 items of every response in the chain::
 
-    WITH RECURSIVE chain(id, previous_response_id, depth) AS (
-        SELECT id, previous_response_id, 0 FROM responses
+    WITH RECURSIVE chain(id, previous_response_id, status, depth) AS (
+        SELECT id, previous_response_id, status, 0 FROM responses
          WHERE tenant_id = :tenant AND id = :response AND deleted_at IS NULL
         UNION ALL
-        SELECT parent.id, parent.previous_response_id, chain.depth + 1
+        SELECT parent.id, parent.previous_response_id, parent.status, chain.depth + 1
           FROM responses AS parent, chain
          WHERE parent.tenant_id = :tenant AND parent.id = chain.previous_response_id
            AND chain.depth < 10000
     )
-    SELECT items.body FROM chain LEFT OUTER JOIN items
+    SELECT items.body, chain.status FROM chain LEFT OUTER JOIN items
         ON items.tenant_id = :tenant AND items.response_id = chain.id
+           AND (items.role = 'input' OR chain.status != 'failed')
      ORDER BY chain.depth DESC, items.role, items.position
 
 Oldest response first; within a response ``'input' < 'output'`` puts its input items
-before its output items. Only the starting response must be live: deleted ancestors still
+before its output items. A ``failed`` response contributes its input only: its output was
+cut off mid-way and must not reach the model as a finished turn. The last row carries the
+requested response's own status (the caller refuses to continue one still in progress).
+
+Only the starting response must be live: deleted ancestors still
 contribute their items. A missing ancestor row ends the walk (its descendants' items are
 returned), and the depth bound stops a corrupt cycle from recursing forever. The outer
 join yields one row with a NULL body for a response without items, so an empty result
@@ -49,6 +54,7 @@ from sqlalchemy import (
     func,
     insert,
     literal_column,
+    or_,
     select,
     update,
 )
@@ -69,10 +75,31 @@ _live_response = and_(
     responses.c.deleted_at.is_(None),
 )
 
+_in_progress = responses.c.status == literal_column("'in_progress'")
+"""A literal, not a bound value: PostgreSQL then matches the partial index's predicate."""
+
 PING: Final[Select[int]] = select(literal_column("1", Integer))
 
 INSERT_RESPONSE: Final[Insert] = insert(responses)
 INSERT_ITEMS: Final[Insert] = insert(items)
+
+FINISH_RESPONSE: Final[Update] = (
+    update(responses)
+    .where(responses.c.tenant_id == _tenant, responses.c.id == _response, _in_progress)
+    .values(status=bindparam("new_status"), body=bindparam("new_body"))
+)
+"""A run's end over its in-progress row; ``deleted_at`` is left as it is, so a response
+deleted while it ran stays deleted."""
+
+SELECT_IN_PROGRESS: Final[Select[str, str, str | None, str, float, str, str | None]] = select(
+    responses.c.tenant_id,
+    responses.c.id,
+    responses.c.previous_response_id,
+    responses.c.status,
+    responses.c.created_at,
+    responses.c.body,
+    responses.c.owner,
+).where(_in_progress)
 
 SELECT_RESPONSE: Final[Select[str | None, str, float, str]] = select(
     responses.c.previous_response_id,
@@ -98,11 +125,12 @@ SOFT_DELETE: Final[Update] = (
 )
 
 
-def _load_context() -> Select[str | None]:
+def _load_context() -> Select[str | None, str]:
     anchor = (
         select(
             responses.c.id,
             responses.c.previous_response_id,
+            responses.c.status,
             literal_column("0", Integer).label("depth"),
         )
         .where(_live_response)
@@ -113,6 +141,7 @@ def _load_context() -> Select[str | None]:
         select(
             parent.c.id,
             parent.c.previous_response_id,
+            parent.c.status,
             anchor.c.depth + literal_column("1", Integer),
         ).where(
             parent.c.tenant_id == _tenant,
@@ -121,10 +150,15 @@ def _load_context() -> Select[str | None]:
         )
     )
     joined = chain.outerjoin(
-        items, and_(items.c.tenant_id == _tenant, items.c.response_id == chain.c.id)
+        items,
+        and_(
+            items.c.tenant_id == _tenant,
+            items.c.response_id == chain.c.id,
+            or_(items.c.role == INPUT, chain.c.status != literal_column("'failed'")),
+        ),
     )
     return (
-        select(items.c.body)
+        select(items.c.body, chain.c.status)
         .select_from(joined)
         .order_by(chain.c.depth.desc(), items.c.role, items.c.position)
     )

@@ -9,7 +9,9 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     writes identically on SQLite and PostgreSQL. ``status``, ``created_at`` and
     ``previous_response_id`` are copied out of it as columns for queries. ``deleted_at``
     marks a soft delete: the row stops being retrievable, but its items keep serving as
-    context for the responses that continue from it.
+    context for the responses that continue from it. ``owner`` names the process running
+    a response while it is ``in_progress`` (see :mod:`stateway.core.ownership`); a partial
+    index over in-progress rows keeps the start-up search for abandoned runs cheap.
 
 ``items``
     Every item exactly once, under the response that introduced it: the response's own
@@ -36,12 +38,14 @@ from sqlalchemy import (
     Column,
     Double,
     ForeignKeyConstraint,
+    Index,
     Integer,
     MetaData,
     PrimaryKeyConstraint,
     String,
     Table,
     Text,
+    text,
 )
 
 INPUT: Final = "input"
@@ -69,7 +73,17 @@ responses: Final = Table(
     Column("created_at", Double, nullable=False),
     Column("deleted_at", Double, nullable=True),
     Column("body", Text, nullable=False),
+    Column("owner", String, nullable=True),
     PrimaryKeyConstraint("tenant_id", "id"),
+)
+
+IN_PROGRESS_WHERE: Final = "status = 'in_progress'"
+
+Index(
+    "ix_responses_in_progress",
+    responses.c.owner,
+    sqlite_where=text(IN_PROGRESS_WHERE),
+    postgresql_where=text(IN_PROGRESS_WHERE),
 )
 
 items: Final = Table(

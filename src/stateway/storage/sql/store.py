@@ -5,11 +5,12 @@ Each method opens one pooled connection, runs the prebuilt statements of
 written and read by orjson, on both databases. Database failures leave as
 :class:`~stateway.core.errors.StorageError` (see :mod:`~stateway.storage.sql.errors`).
 
-Transactions: :meth:`save` is atomic per response; saves that arrive together share one
-transaction (:mod:`~stateway.storage.sql.group_commit`). :meth:`delete` runs in its own. Reads are
-not wrapped in one: :meth:`load_context` is a single statement, and :meth:`get` and
-:meth:`list_input_items` run two over rows that never change once written (bar
-``deleted_at``: a delete landing between them is simply ordered after the read). On
+Transactions: :meth:`save` (a run's in-progress row with its input) and :meth:`finish`
+(its end, with its output) are each atomic per response; writes that arrive together
+share one transaction (:mod:`~stateway.storage.sql.group_commit`). :meth:`delete` runs in
+its own. Reads are not wrapped in one: :meth:`load_context` is a single statement, and
+:meth:`get` and :meth:`list_input_items` run two over rows that never change once written
+(bar ``deleted_at``: a delete landing between them is simply ordered after the read). On
 PostgreSQL reads use autocommit, sparing the ``BEGIN`` and ``ROLLBACK`` round trips a
 transaction would add to each; SQLite's driver only opens transactions for writes anyway.
 
@@ -28,7 +29,7 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateway.core.items import Item
-from stateway.core.ports import ItemPage, ResponseRecord
+from stateway.core.ports import ItemPage, ResponseRecord, StoredChain
 from stateway.storage.sql import queries
 from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.errors import storage_errors
@@ -64,10 +65,37 @@ class SqlResponseStore:
             "created_at": record.created_at,
             "deleted_at": None,
             "body": _dumps(record.body),
+            "owner": record.owner,
         }
         item_rows = _item_rows(record, INPUT, record.input_items)
         item_rows += _item_rows(record, OUTPUT, record.output_items)
         await self._writes.save(response_row, item_rows)
+
+    async def finish(self, record: ResponseRecord) -> None:
+        update = {
+            "tenant": record.tenant_id,
+            "response": record.id,
+            "new_status": record.status,
+            "new_body": _dumps(record.body),
+        }
+        await self._writes.finish(update, _item_rows(record, OUTPUT, record.output_items))
+
+    async def in_progress(self) -> list[ResponseRecord]:
+        with storage_errors("finding responses in progress"):
+            async with self._reader.connect() as connection:
+                rows = (await connection.execute(queries.SELECT_IN_PROGRESS)).all()
+        return [
+            ResponseRecord(
+                tenant_id=row.tenant_id,
+                id=row.id,
+                previous_response_id=row.previous_response_id,
+                status=row.status,
+                created_at=row.created_at,
+                body=orjson.loads(row.body),
+                owner=row.owner,
+            )
+            for row in rows
+        ]
 
     async def get(self, tenant_id: str, response_id: str) -> ResponseRecord | None:
         if not _storable(response_id):
@@ -91,17 +119,19 @@ class SqlResponseStore:
             output_items=output_items,
         )
 
-    async def load_context(self, tenant_id: str, response_id: str) -> list[Item] | None:
+    async def load_context(self, tenant_id: str, response_id: str) -> StoredChain | None:
         if not _storable(response_id):
             return None
         key = {"tenant": tenant_id, "response": response_id}
         with storage_errors("loading a conversation"):
             async with self._reader.connect() as connection:
-                bodies = (await connection.execute(queries.LOAD_CONTEXT, key)).scalars().all()
-        if not bodies:
+                rows = (await connection.execute(queries.LOAD_CONTEXT, key)).all()
+        if not rows:
             return None
         # A response without items contributes one NULL row (outer join): skip those.
-        return [orjson.loads(body) for body in bodies if body is not None]
+        # Rows come oldest response first: the last one is the requested response's.
+        items = [orjson.loads(body) for body, _ in rows if body is not None]
+        return StoredChain(items, rows[-1][1])
 
     async def delete(self, tenant_id: str, response_id: str) -> bool:
         if not _storable(response_id):

@@ -1,0 +1,110 @@
+"""Run ownership: which process runs an ``in_progress`` response, and start-up recovery.
+
+Every in-progress row names its owner as ``HOST PID START``: START is the process's start
+time (clock ticks since boot, from ``/proc`` on Linux), so that a pid reused by another
+process is not mistaken for the owner. At start-up, before serving, :func:`fail_abandoned`
+marks ``failed`` (code ``server_restarted``, no ``completed_at``) every response left
+``in_progress`` by a process of this host that is gone.
+
+Responses of a process that is still alive (a sibling serving the same database) are never
+touched, nor are those of another host: until replicas hold leases, one gateway host per
+database is assumed, and another host's abandoned responses stay ``in_progress`` until a
+gateway starts on that host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from stateway.core.ports import ResponseRecord, ResponseStore
+from stateway.core.response import final_record, load_state
+
+log = logging.getLogger(__name__)
+
+_PROC: Final = Path("/proc")
+SERVER_RESTARTED: Final = "server_restarted"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessIdentity:
+    host: str
+    pid: int
+    started: str
+    """The process's start time as the OS reports it; empty where it cannot be read."""
+
+    @classmethod
+    def current(cls) -> ProcessIdentity:
+        pid = os.getpid()
+        return cls(socket.gethostname(), pid, _start_time(pid) or "")
+
+    @classmethod
+    def parse(cls, text: str) -> ProcessIdentity | None:
+        host, _, rest = text.partition(" ")
+        pid, _, started = rest.partition(" ")
+        return cls(host, int(pid), started) if host and pid.isdigit() else None
+
+    def __str__(self) -> str:
+        return f"{self.host} {self.pid} {self.started}"
+
+    def is_alive(self) -> bool:
+        """Whether this process (of this host) still runs: same pid, same start time."""
+        if self.started:
+            return _start_time(self.pid) == self.started
+        try:  # no start time recorded (no /proc): the pid alone decides
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # someone else's process: alive
+            return True
+        return True
+
+
+def _start_time(pid: int) -> str | None:
+    """Field 22 of ``/proc/PID/stat``; None when there is no such process (or no /proc),
+    or when it is a zombie: it has exited and only waits to be reaped."""
+    try:
+        stat = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces: split after it.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+async def fail_abandoned(store: ResponseStore, me: ProcessIdentity) -> int:
+    """Mark ``failed`` every response left ``in_progress`` by a dead process of this host;
+    return how many. All are written together (one shared transaction per batch)."""
+    abandoned = [r for r in await store.in_progress() if _abandoned(r, me)]
+    if abandoned:
+        await asyncio.gather(*(store.finish(_restarted(r)) for r in abandoned))
+        log.warning(
+            "marked %d response(s) left in progress by a stopped process as failed "
+            "(server_restarted)",
+            len(abandoned),
+        )
+    return len(abandoned)
+
+
+def _abandoned(record: ResponseRecord, me: ProcessIdentity) -> bool:
+    owner = ProcessIdentity.parse(record.owner) if record.owner else None
+    if owner is None or owner.host != me.host:
+        return False  # unknown owner, or another host's: not ours to judge
+    return owner != me and not owner.is_alive()
+
+
+def _restarted(record: ResponseRecord) -> ResponseRecord:
+    state = load_state(record.tenant_id, record.body, [])
+    state.status = "failed"
+    state.completed_at = None
+    state.error = {
+        "code": SERVER_RESTARTED,
+        "message": "The server stopped before the response finished; it was not completed.",
+        "status": 503,
+    }
+    return final_record(state)

@@ -1,0 +1,189 @@
+"""How a run ends when it is interrupted or cannot be stored: the reason decides the
+stored status and what each kind of client is told."""
+
+import asyncio
+
+import pytest
+
+from stateway.core import events as ev
+from stateway.core.commands import (
+    CreateResponse,
+    DeleteResponse,
+    GetResponse,
+    ListInputItems,
+    Principal,
+)
+from stateway.core.errors import NotFound, ResponseInProgress, ServerShuttingDown, StorageError
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta
+from stateway.core.ports import ResponseRecord, StoredChain
+from stateway.core.runs import CancelReason, Run
+from stateway.protocols.responses.encode import encode_response
+from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.core.test_loop import gateway_for, user
+
+
+async def started(gateway: Gateway, backend: ScriptedBackend, *, stream: bool = True) -> Run:
+    """A run that has produced output and waits on its backend's gate."""
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], stream=stream)
+    )
+    async for _, event in run.subscribe():
+        if isinstance(event, ev.TextDelta):
+            break
+    return run
+
+
+def generating() -> tuple[ScriptedBackend, MemoryStore, Gateway]:
+    backend = ScriptedBackend([TextDelta("partial")], gate=asyncio.Event())
+    store = MemoryStore()
+    return backend, store, gateway_for(backend, store)
+
+
+async def test_the_in_progress_row_holds_the_input_before_response_created() -> None:
+    backend, store, gateway = generating()
+    run = await started(gateway, backend)
+    [record] = store.records.values()
+    assert record.status == "in_progress"
+    assert record.input_items == [user("hi")]
+    assert record.owner is not None
+    page = await gateway.execute(Principal(), ListInputItems(run.id))
+    assert page.items == [user("hi")]
+    run.cancel()
+    await run.wait()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_final_save_that_fails_reports_no_completion_and_tells_every_client(
+    stream: bool,
+) -> None:
+    store = MemoryStore(fail_final=True)
+    gateway = gateway_for(ScriptedBackend([TextDelta("x"), Finish("stop")]), store)
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], stream=stream)
+    )
+    await run.wait()
+
+    assert isinstance(run.error, StorageError)  # non-stream callers answer 503
+    assert run.error.status == 503
+    assert run.state.status == "failed"
+    assert run.state.completed_at is None
+    last = run.events[-1]  # what a stream client sees last
+    assert isinstance(last, ev.ResponseFinished)
+    body = encode_response(last.response)
+    assert body["status"] == "failed"
+    assert body["completed_at"] is None
+    assert "not be stored" in body["error"]["message"]
+
+
+async def test_shutting_down_ends_a_run_failed_with_its_own_code() -> None:
+    backend, store, gateway = generating()
+    run = await started(gateway, backend, stream=False)
+    await gateway.runs.end_all(CancelReason.SHUTTING_DOWN)
+
+    assert isinstance(run.error, ServerShuttingDown)
+    assert run.error.status == 503
+    assert run.state.status == "failed"
+    assert encode_response(run.state)["error"]["code"] == "server_shutting_down"
+    assert next(iter(store.records.values())).status == "failed"
+    with pytest.raises(ServerShuttingDown):  # and nothing new starts
+        await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")]))
+
+
+async def test_a_run_that_starts_while_the_server_closes_ends_before_calling_upstream() -> None:
+    backend = ScriptedBackend([TextDelta("x"), Finish("stop")])
+
+    class ClosingStore(MemoryStore):
+        async def load_context(self, tenant_id: str, response_id: str) -> StoredChain | None:
+            gateway.runs.closing = True  # end_all ran while the context was being read
+            return await super().load_context(tenant_id, response_id)
+
+    store = ClosingStore()
+    await store.save(ResponseRecord("default", "resp_0", None, "completed", 0.0, {}, [], []))
+    gateway = gateway_for(backend, store)
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], previous_response_id="resp_0")
+    )
+    await run.wait()
+
+    assert isinstance(run.error, ServerShuttingDown)
+    assert run.state.status == "failed"
+    assert backend.requests == []
+    assert store.records["default", run.id].status == "failed"
+
+
+async def test_response_created_waits_for_the_row_while_the_upstream_call_starts() -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("x"), Finish("stop")])
+    store = MemoryStore(save_gate=gate)
+    gateway = gateway_for(backend, store)
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], stream=True)
+    )
+
+    await backend.started.wait()  # upstream already asked...
+    assert run.events == []  # ...but nothing announced while the row is not written
+    gate.set()
+    await run.wait()
+    assert isinstance(run.events[0], ev.ResponseCreated)
+    assert run.state.status == "completed"
+
+
+async def test_a_row_that_cannot_be_written_is_never_announced() -> None:
+    backend = ScriptedBackend([TextDelta("x"), Finish("stop")])
+    gateway = gateway_for(backend, MemoryStore(fail_save=True))
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], stream=True)
+    )
+    await run.wait()
+
+    assert isinstance(run.error, StorageError)
+    assert run.state.status == "failed"
+    assert [type(e) for e in run.events] == [ev.ResponseFinished]
+    assert backend.closed.is_set()
+
+
+async def test_deleting_a_running_response_cancels_it_and_it_stays_deleted() -> None:
+    backend, _store, gateway = generating()
+    run = await started(gateway, backend)
+
+    deleted = await gateway.execute(Principal(), DeleteResponse(run.id))
+    await run.wait()
+    await backend.closed.wait()
+
+    assert deleted.id == run.id
+    last = run.events[-1]
+    assert isinstance(last, ev.ResponseFinished)
+    assert last.response.status not in ("completed", "in_progress")
+    with pytest.raises(NotFound):
+        await gateway.execute(Principal(), GetResponse(run.id))
+
+
+async def test_continuing_from_a_running_response_is_refused() -> None:
+    backend, _store, gateway = generating()
+    run = await started(gateway, backend)
+    with pytest.raises(ResponseInProgress) as caught:
+        await gateway.execute(
+            Principal(), CreateResponse(model="m", input=[user("b")], previous_response_id=run.id)
+        )
+    assert caught.value.status == 400
+    assert caught.value.code == "response_in_progress"
+    run.cancel()
+    await run.wait()
+
+
+async def test_a_failed_response_lends_its_input_but_not_its_cut_off_output() -> None:
+    store = MemoryStore()
+    backend = ScriptedBackend([TextDelta("cut off"), StorageError("boom")])
+    gateway = gateway_for(backend, store)
+    first = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("a")]))
+    await first.wait()
+    assert first.state.status == "failed"
+
+    backend.script = [TextDelta("ok"), Finish("stop")]
+    second = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("b")], previous_response_id=first.id)
+    )
+    await second.wait()
+    sent = backend.requests[-1].items
+    assert [i["content"][0]["text"] for i in sent] == ["a", "b"]

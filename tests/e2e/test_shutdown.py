@@ -1,0 +1,111 @@
+"""SIGTERM with requests in flight: drain, then end what remains in the error shape."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import orjson
+
+from tests.e2e.test_durability import body, gateway, sse_events, wait_until_gone
+
+DRAIN = 2.0
+SLOW = "[[slow:200]] [[words:100]]"
+"""About 20 s of streamed output: certainly still running when the drain window closes."""
+SLOW_WHOLE = "[[slow:20000]] [[words:3]]"
+"""A non-stream upstream reply is one chunk, delayed 20 s."""
+QUICK = "[[slow:400]] [[words:3]]"
+"""About 1.6 s: finishes inside the drain window."""
+
+
+def stored(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(path) as connection:
+        return connection.execute(sql).fetchall()
+
+
+def upstream_calls(pid: int, upstream: str) -> int:
+    """Established connections from process ``pid`` to the upstream's port (from /proc)."""
+    port = f"{urlsplit(upstream).port:04X}"
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd) if fd.is_symlink() else ""
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[2].endswith(":" + port) and fields[3] == "01" and fields[9] in inodes:
+            count += 1
+    return count
+
+
+async def wait_for_upstream_calls(pid: int, upstream: str, count: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if upstream_calls(pid, upstream) >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{count} upstream calls did not start within 30 s")
+
+
+async def test_sigterm_drains_then_ends_every_request_in_the_error_shape(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    database = tmp_path / "stateway.db"
+    log = tmp_path / "gateway.log"
+    env = {"STATEWAY_DRAIN_TIMEOUT": str(DRAIN)}
+    sigterm_at: list[float] = []
+
+    async def non_stream(session: aiohttp.ClientSession) -> tuple[float, int, Any]:
+        async with session.post("/v1/responses", json=body(SLOW_WHOLE)) as reply:
+            return time.monotonic(), reply.status, orjson.loads(await reply.read())
+
+    async def stream(session: aiohttp.ClientSession, text: str) -> tuple[float, int, Any]:
+        async with session.post("/v1/responses", json=body(text, stream=True)) as reply:
+            events = [event async for event in sse_events(reply.content)]
+            return time.monotonic(), reply.status, events
+
+    with gateway(fake_upstream, f"sqlite:///{database}", log, env) as server:
+        async with aiohttp.ClientSession(server.url) as session:
+            quick = asyncio.create_task(stream(session, QUICK))
+            slow = [asyncio.create_task(non_stream(session)) for _ in range(25)]
+            slow += [asyncio.create_task(stream(session, SLOW)) for _ in range(25)]
+            await wait_for_upstream_calls(server.pid, fake_upstream, 51)
+            assert not quick.done(), "the quick stream must still be running at SIGTERM"
+            sigterm_at.append(time.monotonic())
+            os.kill(server.pid, signal.SIGTERM)
+            answers = await asyncio.wait_for(asyncio.gather(*slow), DRAIN + 10)
+            quick_answer = await quick
+        wait_until_gone(server.pid, within=10)
+        gone_at = time.monotonic()
+
+    # drained: the quick stream finished normally inside the window
+    assert quick_answer[2][-1]["type"] == "response.completed"
+    for finished_at, status, answer in answers:
+        assert finished_at - sigterm_at[0] < DRAIN + 5
+        if isinstance(answer, dict):  # non-stream: a 503 in the OpenAI error shape
+            assert status == 503, answer
+            assert set(answer["error"]) == {"message", "type", "param", "code"}
+            assert answer["error"]["code"] == "server_shutting_down"
+        else:  # stream: response.failed, with that code, as the last event
+            assert status == 200
+            assert answer[-1]["type"] == "response.failed"
+            assert answer[-1]["response"]["error"]["code"] == "server_shutting_down"
+            assert sum(e["type"].startswith("response.") and "ed" in e["type"] for e in answer)
+    assert gone_at - sigterm_at[0] < DRAIN + 10
+
+    assert stored(database, "SELECT count(*) FROM responses WHERE status = 'in_progress'") == [(0,)]
+    bodies = [orjson.loads(b) for (b,) in stored(database, "SELECT body FROM responses")]
+    ended = [b for b in bodies if b["status"] == "failed"]
+    assert len(ended) == 50
+    assert {b["error"]["code"] for b in ended} == {"server_shutting_down"}
+    text = log.read_text()
+    assert "Traceback" not in text
+    assert "Internal Server Error" not in text

@@ -1,0 +1,115 @@
+"""A run's two writes: the in-progress row with its input, then its end with its output."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from stateway.core.ports import ResponseRecord
+from stateway.storage.sql import SqlResponseStore
+from tests.storage.conftest import RecordFactory
+from tests.storage.test_queries import statements
+from tests.storage.test_store import texts
+
+
+def started(record: RecordFactory, response_id: str, *inputs: str, **kw: object) -> ResponseRecord:
+    row = record(response_id, inputs=inputs, **kw)
+    row.status, row.owner = "in_progress", "host 1 2"
+    return row
+
+
+def ended(row: ResponseRecord, status: str, *outputs: str) -> ResponseRecord:
+    body = {**row.body, "status": status}
+    items = [
+        {"type": "message", "role": "assistant", "content": [{"type": "text", "text": text}]}
+        for text in outputs
+    ]
+    return dataclasses.replace(row, status=status, body=body, input_items=[], output_items=items)
+
+
+async def test_a_running_response_is_readable_and_continuable_only_once_finished(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    row = started(record, "r1", "q")
+    await store.save(row)
+
+    running = await store.get(tenant, "r1")
+    assert running is not None
+    assert running.status == "in_progress"
+    chain = await store.load_context(tenant, "r1")
+    assert chain is not None
+    assert chain.status == "in_progress"
+    assert texts(chain) == ["q"]
+
+    await store.finish(ended(row, "completed", "a"))
+
+    done = await store.get(tenant, "r1")
+    assert done is not None
+    assert (done.status, done.body["status"]) == ("completed", "completed")
+    assert texts(await store.load_context(tenant, "r1")) == ["q", "a"]
+
+
+async def test_finishing_leaves_a_deleted_response_deleted(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    row = started(record, "r1", "q")
+    await store.save(row)
+    assert await store.delete(tenant, "r1")
+    await store.finish(ended(row, "cancelled"))
+    assert await store.get(tenant, "r1") is None
+
+
+async def test_finishing_touches_only_a_response_still_in_progress(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    row = started(record, "r1", "q")
+    await store.save(row)
+    await store.finish(ended(row, "failed"))
+    await store.finish(ended(row, "completed"))
+    stored = await store.get(tenant, "r1")
+    assert stored is not None
+    assert stored.status == "failed"
+
+
+async def test_a_failed_response_lends_its_input_but_not_its_output(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    await store.save(record("r1", inputs=["q1"], outputs=["a1"]))
+    failed = record("r2", "r1", inputs=["q2"], outputs=["cut off"])
+    failed.status = "failed"
+    await store.save(failed)
+    await store.save(record("r3", "r2", inputs=["q3"], outputs=["a3"]))
+
+    chain = await store.load_context(tenant, "r2")
+    assert chain is not None
+    assert (texts(chain), chain.status) == (["q1", "a1", "q2"], "failed")
+    assert texts(await store.load_context(tenant, "r3")) == ["q1", "a1", "q2", "q3", "a3"]
+
+
+async def test_in_progress_lists_every_running_response_with_its_owner(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    await store.save(started(record, "running", "q"))
+    await store.save(record("done", inputs=["q"]))
+    deleted = started(record, "deleted", "q")
+    await store.save(deleted)
+    await store.delete(tenant, "deleted")
+
+    mine = {r.id: r for r in await store.in_progress() if r.tenant_id == tenant}
+    assert set(mine) == {"running", "deleted"}
+    assert mine["running"].owner == "host 1 2"
+    assert mine["running"].body == {"id": "running", "model": "m"}
+
+
+async def test_starts_and_ends_arriving_together_share_one_transaction(
+    store: SqlResponseStore, record: RecordFactory
+) -> None:
+    rows = [started(record, f"r{n}", "q") for n in range(6)]
+    await asyncio.gather(*(store.save(r) for r in rows[:3]))
+    with statements(store.engine) as executed:
+        await asyncio.gather(
+            *(store.finish(ended(r, "completed", "a")) for r in rows[:3]),
+            *(store.save(r) for r in rows[3:]),
+        )
+    # one insert of responses, one (executemany) update, one insert of items
+    assert [sql.split()[0] for sql in executed] == ["INSERT", "UPDATE", "INSERT"]
