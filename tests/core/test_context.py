@@ -41,6 +41,7 @@ async def test_output_without_a_pending_call_is_rejected(items: list[dict[str, s
         )
     assert caught.value.param is not None
     assert caught.value.param.endswith(".call_id")
+    assert caught.value.code == "tool_call_not_found"
 
 
 async def test_item_types_the_upstream_cannot_carry_are_rejected_by_name() -> None:

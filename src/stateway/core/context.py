@@ -90,6 +90,7 @@ def _check_call_outputs(prior: list[Item], current: list[Item]) -> None:
                 raise InvalidRequest(
                     f"No tool call found for function call output with call_id {call_id}.",
                     param=f"input[{index}].call_id",
+                    code="tool_call_not_found",
                 )
         _track(item, pending)
 

@@ -68,11 +68,13 @@ async def test_error_boundary_shapes() -> None:
         ("GET", "/v1/responses/resp_1/input_items?limit=0", b"", 400),
         ("GET", "/nope", b"", 404),
         ("PATCH", "/v1/responses", b"", 405),
+        ("GET", "/v1/responses/resp_1?stream=true", b"", 400),
     ]:
         path, _, query = path.partition("?")
         reply = await call(app, method, path, body, query)
         assert reply.status == status, (method, path, reply.body)
         assert set(reply.json()["error"]) == {"message", "type", "param", "code"}
+        assert reply.json()["error"]["code"] is not None, (method, path)
 
 
 @pytest.fixture(scope="module")

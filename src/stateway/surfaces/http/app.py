@@ -98,7 +98,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
                 headers={"Allow": ", ".join(allowed)},
             )
         )
-    error = InvalidRequest(str(exc.detail), status=exc.status_code)
+    error = InvalidRequest(str(exc.detail), status=exc.status_code, code="invalid_request")
     return error_response(error)
 
 

@@ -73,6 +73,7 @@ class ResponsesRoutes:
             raise InvalidRequest(
                 "Streaming a stored response is only possible for background responses.",
                 param="stream",
+                code="unsupported_parameter",
             )
         state = await self._gateway.execute(
             _principal(request), GetResponse(request.path_params["response_id"])
