@@ -99,6 +99,18 @@ def load_state(tenant_id: str, body: dict[str, Any], output: list[Item]) -> Resp
 def started_record(state: ResponseState, input_items: list[Item], owner: str) -> ResponseRecord:
     """The in-progress row written before ``response.created``: the request's input, no
     output yet, and the process that runs it."""
+    return _record(state, input_items, [], owner)
+
+
+def final_record(state: ResponseState, input_items: list[Item] | None = None) -> ResponseRecord:
+    """What the end of a run writes: the state and its output, over its in-progress row,
+    or with ``input_items`` when the run had none."""
+    return _record(state, input_items or [], state.output, None)
+
+
+def _record(
+    state: ResponseState, input_items: list[Item], output_items: list[Item], owner: str | None
+) -> ResponseRecord:
     return ResponseRecord(
         tenant_id=state.tenant_id,
         id=state.id,
@@ -107,20 +119,6 @@ def started_record(state: ResponseState, input_items: list[Item], owner: str) ->
         created_at=state.created_at,
         body=dump_state(state),
         input_items=input_items,
+        output_items=output_items,
         owner=owner,
-    )
-
-
-def final_record(state: ResponseState, input_items: list[Item] | None = None) -> ResponseRecord:
-    """What the end of a run writes: the state and its output, over its in-progress row,
-    or with ``input_items`` when the run had none."""
-    return ResponseRecord(
-        tenant_id=state.tenant_id,
-        id=state.id,
-        previous_response_id=state.previous_response_id,
-        status=state.status,
-        created_at=state.created_at,
-        body=dump_state(state),
-        input_items=input_items or [],
-        output_items=state.output,
     )
