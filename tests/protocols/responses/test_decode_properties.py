@@ -13,7 +13,7 @@ from openai.types.responses import Response
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.response import ResponseState
-from stateway.protocols.responses.decode import decode_create
+from stateway.protocols.responses.decode import decode_create, decode_list_input_items
 from stateway.protocols.responses.encode import encode_response
 from tests.protocols.responses.test_decode import request_like
 
@@ -241,3 +241,26 @@ def test_parallel_tool_calls_default_to_true(sent: bool | None, kept: bool) -> N
     assert (
         encode_response(ResponseState.start("r", "t", 0.0, command))["parallel_tool_calls"] is kept
     )
+
+
+def test_input_item_listing_defaults_and_bounds() -> None:
+    default = decode_list_input_items("resp_1", {})
+    assert (default.response_id, default.limit, default.order, default.after) == (
+        "resp_1",
+        20,
+        "desc",
+        None,
+    )
+    assert decode_list_input_items("resp_1", {"limit": "100", "order": "desc"}).limit == 100
+    assert decode_list_input_items("resp_1", {"limit": "1", "order": "asc"}).order == "asc"
+    assert decode_list_input_items("resp_1", {"after": ""}).after is None
+
+
+@pytest.mark.parametrize(
+    ("query", "param"), [({"limit": "101"}, "limit"), ({"order": "newest"}, "order")]
+)
+def test_input_item_listing_refusals_name_the_parameter(query: dict[str, str], param: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_list_input_items("resp_1", query)
+    assert caught.value.param == param
+    assert param in caught.value.message

@@ -100,3 +100,9 @@ def test_an_empty_item_page_has_no_cursors() -> None:
         None,
         False,
     )
+
+
+def test_an_error_without_a_message_still_has_a_string_message() -> None:
+    body = encode_response(state(status="failed", error={"code": "internal_error"}))
+
+    assert body["error"] == {"code": "server_error", "message": ""}
