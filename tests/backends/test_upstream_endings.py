@@ -6,6 +6,7 @@ ending. These tests go through both, so a break in either shows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -63,23 +64,28 @@ def responses_whole(status: str, reason: str | None) -> list[Delta]:
     return list(from_upstream_response(responses_final(status, reason)))
 
 
-FILTERED = {
-    "chat stream": chat_stream("content_filter"),
-    "chat completion": chat_completion("content_filter"),
-    "responses stream": responses_stream("incomplete", "content_filter"),
-    "responses whole": responses_whole("incomplete", "content_filter"),
+# Parsed inside the tests, not at import: a mutation tool only sees what a test calls.
+FILTERED: dict[str, Callable[[], list[Delta]]] = {
+    "chat stream": lambda: chat_stream("content_filter"),
+    "chat completion": lambda: chat_completion("content_filter"),
+    "responses stream": lambda: responses_stream("incomplete", "content_filter"),
+    "responses whole": lambda: responses_whole("incomplete", "content_filter"),
 }
-CUT = {
-    "chat stream": chat_stream("length"),
-    "chat completion": chat_completion("length"),
-    "responses stream": responses_stream("incomplete", "max_output_tokens"),
-    "responses whole": responses_whole("incomplete", "max_output_tokens"),
+CUT: dict[str, Callable[[], list[Delta]]] = {
+    "chat stream": lambda: chat_stream("length"),
+    "chat completion": lambda: chat_completion("length"),
+    "responses stream": lambda: responses_stream("incomplete", "max_output_tokens"),
+    "responses whole": lambda: responses_whole("incomplete", "max_output_tokens"),
+}
+COMPLETE: dict[str, Callable[[], list[Delta]]] = {
+    "chat": lambda: chat_stream("stop"),
+    "responses": lambda: responses_stream("completed", None),
 }
 
 
 @pytest.mark.parametrize("shape", FILTERED)
 async def test_a_content_filter_ends_the_run_incomplete(shape: str) -> None:
-    deltas = FILTERED[shape]
+    deltas = FILTERED[shape]()
     assert deltas[-1] == Finish("content_filter")
 
     run, store, _ = await finish_with(deltas)
@@ -90,15 +96,19 @@ async def test_a_content_filter_ends_the_run_incomplete(shape: str) -> None:
 
 @pytest.mark.parametrize("shape", CUT)
 async def test_an_output_limit_ends_the_run_incomplete(shape: str) -> None:
-    run, _, _ = await finish_with(CUT[shape])
+    deltas = CUT[shape]()
+    assert deltas[-1] == Finish("length")
+
+    run, _, _ = await finish_with(deltas)
 
     assert (run.state.status, run.state.incomplete_reason) == ("incomplete", "max_output_tokens")
 
 
-@pytest.mark.parametrize(
-    "deltas", [chat_stream("stop"), responses_stream("completed", None)], ids=["chat", "responses"]
-)
-async def test_a_normal_ending_completes(deltas: list[Delta]) -> None:
+@pytest.mark.parametrize("shape", COMPLETE)
+async def test_a_normal_ending_completes(shape: str) -> None:
+    deltas = COMPLETE[shape]()
+    assert deltas[-1] == Finish("stop")
+
     run, _, _ = await finish_with(deltas)
 
     assert run.state.status == "completed"
