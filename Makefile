@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve fake-upstream test lint format bench clean
+.PHONY: install serve fake-upstream test lint format bench mutate clean
 
 install: $(STAMP)
 
@@ -47,5 +47,16 @@ bench: $(BENCH_STAMP)  ## latency/throughput/memory benchmark (ARGS="--quick" fo
 	  fi; }
 	$(BIN)/python -m bench $(ARGS)
 
+MUTATE_STAMP := $(VENV)/.installed-mutate
+
+$(MUTATE_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev,mutate]'
+	touch $(MUTATE_STAMP)
+
+# Not a CI gate: a habit before and after changing core/, protocols/ or backends/.
+mutate: $(MUTATE_STAMP)  ## mutation testing against the in-memory unit tests ([tool.mutmut]); ARGS="stateway.core.loop*" for one module; see docs/mutation.md
+	$(BIN)/mutmut run --max-children $(or $(JOBS),2) $(ARGS)
+	$(BIN)/mutmut results
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache mutants

@@ -38,3 +38,13 @@ async def _connection_problem(url: str) -> str | None:
         return f"{type(exc).__name__}: {exc}"
     await connection.close()
     return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that asks for ``postgres_url`` carries the ``postgres`` mark (fixtures that
+    reach it through ``getfixturevalue`` mark their PostgreSQL params), so ``-m postgres``
+    and ``-m "not postgres"`` split the suite exactly; a test that forgot it fails here."""
+    for item in items:
+        uses_postgres = "postgres_url" in getattr(item, "fixturenames", ())
+        if uses_postgres and item.get_closest_marker("postgres") is None:
+            raise pytest.UsageError(f"{item.nodeid} uses PostgreSQL without the postgres mark")

@@ -26,7 +26,12 @@ def fake_upstream() -> Iterator[str]:
 
 @pytest.fixture(
     scope="session",
-    params=["sqlite-chat", "sqlite-responses", "postgres-chat", "postgres-responses"],
+    params=[
+        "sqlite-chat",
+        "sqlite-responses",
+        pytest.param("postgres-chat", marks=pytest.mark.postgres),
+        pytest.param("postgres-responses", marks=pytest.mark.postgres),
+    ],
 )
 def gateway(
     request: pytest.FixtureRequest, fake_upstream: str, tmp_path_factory: pytest.TempPathFactory

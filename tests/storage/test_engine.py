@@ -100,6 +100,7 @@ async def test_sqlite_connections_get_their_pragmas(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.postgres
 async def test_postgres_engine_uses_asyncpg(postgres_url: str) -> None:
     engine = create_engine(postgres_url)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator
@@ -118,7 +119,10 @@ async def fresh_postgres_url(postgres_url: str) -> AsyncIterator[str]:
         await admin.execute(f'CREATE DATABASE "{name}"')
     except asyncpg.InsufficientPrivilegeError:
         await admin.close()
-        pytest.skip("the test role may not create databases")
+        message = "the test role may not create databases"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message}; CI must grant CREATEDB", pytrace=False)
+        pytest.skip(message)
     try:
         yield make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
     finally:

@@ -238,8 +238,35 @@ async def test_saving_a_duplicate_id_fails_and_keeps_the_original(
     assert texts(await store.load_context(tenant, "r1")) == ["q", "a"]
 
 
-async def test_ping(store: SqlResponseStore) -> None:
-    await store.ping()
+async def test_ping_asks_the_database_and_fails_once_it_is_gone(store: SqlResponseStore) -> None:
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", seen)
+    try:
+        assert await store.ping() is None
+    finally:
+        event.remove(store.engine.sync_engine, "before_cursor_execute", seen)
+    assert [s for s in statements if s.strip().upper().startswith("SELECT 1")], statements
+
+    await store.engine.dispose()
+    with pytest.raises(StorageError, match="checking the database"):
+        await _ping_through_a_refusing_pool(store)
+
+
+async def _ping_through_a_refusing_pool(store: SqlResponseStore) -> None:
+    """Ping with every new connection refused, as when the database went away."""
+
+    def refuse(*_args: Any) -> None:
+        raise ConnectionRefusedError("injected: the database is gone")
+
+    event.listen(store.engine.sync_engine, "do_connect", refuse)
+    try:
+        await store.ping()
+    finally:
+        event.remove(store.engine.sync_engine, "do_connect", refuse)
 
 
 async def test_nul_bytes_in_keys_match_nothing_and_labels_with_them_still_save(

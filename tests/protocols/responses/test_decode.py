@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stateway.core.errors import GatewayError, InvalidRequest
+from stateway.core.errors import InvalidRequest
 from stateway.protocols.responses.decode import decode_create, decode_list_input_items
 
 
@@ -192,13 +192,16 @@ def test_fuzzed_bytes_never_fail_outside_the_error_tree(raw: bytes) -> None:
 
 
 def status_of(raw: bytes) -> int:
-    """What the decoder makes of ``raw``: 200 for a command, else its error's status. Any
-    exception outside the error tree fails the test."""
+    """What the decoder makes of ``raw``: 200 for a command, else its refusal's status. Any
+    exception but an ``InvalidRequest`` (in the protocol's error shape) fails the test."""
     try:
         decode_create(raw)
-    except GatewayError as exc:
-        return exc.status
-    return 200
+    except InvalidRequest as exc:
+        refusal = exc
+    else:
+        return 200
+    assert set(refusal.to_dict()) == {"message", "type", "param", "code"}
+    return refusal.status
 
 
 def test_huge_integers_become_serializable_numbers() -> None:
@@ -207,8 +210,15 @@ def test_huge_integers_become_serializable_numbers() -> None:
         b' "n": 123456789012345678901234567890}], "tools": [{"type": "function",'
         b' "name": "f", "parameters": {"maximum": -9223372036854775809}}]}'
     )
-    orjson.dumps(command.input)  # would raise for integers past 64 bits
-    orjson.dumps(command.settings.tools)
+    [message] = command.input
+    assert message["n"] == pytest.approx(1.2345678901234568e29)
+    assert isinstance(message["n"], float)
+    [tool] = command.settings.tools
+    assert tool["parameters"] == {"maximum": -9223372036854775809.0}
+    assert isinstance(tool["parameters"]["maximum"], float)
+    # and both serialize again (integers past 64 bits would raise)
+    assert orjson.loads(orjson.dumps(command.input)) == command.input
+    assert orjson.loads(orjson.dumps(command.settings.tools)) == command.settings.tools
 
 
 def test_wrong_types_are_invalid_type_and_name_the_deepest_field() -> None:

@@ -1,0 +1,141 @@
+"""How a run ends: the reasons that make it incomplete, and when it is completed."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from stateway.core import events as ev
+from stateway.core.commands import CreateResponse, GenerationSettings, Principal
+from stateway.core.errors import UpstreamError, UpstreamRejected
+from stateway.core.inference import Delta, Finish, TextDelta, UsageReport
+from stateway.core.runs import Run
+from stateway.core.usage import Usage
+from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.core.test_loop import gateway_for, user
+
+
+async def finish_with(
+    script: list[Delta | UpstreamError], settings: GenerationSettings | None = None
+) -> tuple[Run, MemoryStore, ScriptedBackend]:
+    store = MemoryStore()
+    backend = ScriptedBackend(script)
+    command = CreateResponse(
+        model="m", input=[user("hi")], settings=settings or GenerationSettings()
+    )
+    run = await gateway_for(backend, store).execute(Principal(), command)
+    await run.wait()
+    return run, store, backend
+
+
+@pytest.mark.parametrize(
+    ("finish", "reason"), [("content_filter", "content_filter"), ("length", "max_output_tokens")]
+)
+async def test_filtered_or_cut_generations_end_incomplete_with_their_reason(
+    finish: str, reason: str
+) -> None:
+    run, store, _ = await finish_with([TextDelta("partial"), Finish(finish)])
+
+    assert (run.state.status, run.state.incomplete_reason) == ("incomplete", reason)
+    assert run.state.output[0]["status"] == "incomplete"
+    assert run.state.completed_at is None
+    [record] = store.records.values()
+    assert record.status == "incomplete"
+    assert record.body["incomplete_reason"] == reason
+
+
+@pytest.mark.parametrize("finish", ["stop", "tool_calls", "something_new"])
+async def test_other_finish_reasons_complete(finish: str) -> None:
+    run, _, _ = await finish_with([TextDelta("a"), Finish(finish)])
+
+    assert run.state.status == "completed"
+    assert run.state.incomplete_reason is None
+
+
+async def test_a_completed_response_records_when_it_completed() -> None:
+    run, store, _ = await finish_with([TextDelta("a"), Finish("stop")])
+
+    state = run.state
+    assert state.completed_at is not None
+    assert state.created_at <= state.completed_at
+    [record] = store.records.values()
+    assert record.body["completed_at"] == state.completed_at
+
+
+async def test_a_failed_response_has_no_completion_time() -> None:
+    run, store, _ = await finish_with([UpstreamError("boom")])
+
+    assert run.state.status == "failed"
+    assert run.state.completed_at is None
+    [record] = store.records.values()
+    assert record.body["completed_at"] is None
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+async def test_the_parallel_tool_calls_setting_reaches_the_backend(parallel: bool) -> None:
+    settings = GenerationSettings(
+        tools=[{"type": "function", "name": "f"}], parallel_tool_calls=parallel
+    )
+    _, _, backend = await finish_with([Finish("stop")], settings)
+
+    [request] = backend.requests
+    assert request.settings.parallel_tool_calls is parallel
+
+
+def test_parallel_tool_calls_are_allowed_unless_turned_off() -> None:
+    assert GenerationSettings().parallel_tool_calls is True
+
+
+async def test_the_backend_gets_the_model_instructions_and_stream_flag() -> None:
+    store = MemoryStore()
+    backend = ScriptedBackend([Finish("stop")])
+    command = CreateResponse(model="m", input=[user("hi")], instructions="rules", stream=True)
+    run = await gateway_for(backend, store).execute(Principal(), command)
+    await run.wait()
+
+    [request] = backend.requests
+    assert (request.model, request.instructions, request.stream) == ("m", "rules", True)
+    assert request.items[0]["content"] == [{"type": "input_text", "text": "hi"}]
+
+
+@pytest.mark.parametrize(
+    ("error", "stored"),
+    [
+        (
+            UpstreamRejected("slow down", status=429, code="rate_limit_exceeded"),
+            {"code": "rate_limit_exceeded", "message": "slow down", "status": 429},
+        ),
+        (UpstreamError("cut"), {"code": "upstream_error", "message": "cut", "status": 502}),
+    ],
+)
+async def test_a_failed_run_records_the_errors_code_and_status(
+    error: UpstreamError, stored: dict[str, object]
+) -> None:
+    run, store, _ = await finish_with([TextDelta("partial"), Finish("stop"), error])
+
+    assert run.state.error == stored
+    assert run.state.usage is not None
+    [record] = store.records.values()
+    assert record.body["error"] == stored
+
+
+async def test_a_run_whose_client_left_keeps_its_partial_output_marked_incomplete() -> None:
+    backend = ScriptedBackend(
+        [TextDelta("partial"), UsageReport(Usage(2, 1))], gate=asyncio.Event()
+    )
+    store = MemoryStore()
+    run = await gateway_for(backend, store).execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], stream=True)
+    )
+    async for _, event in run.subscribe():
+        if isinstance(event, ev.TextDelta):
+            break
+    run.cancel()
+    await run.wait()
+
+    assert run.state.incomplete_reason == "client_disconnected"
+    assert run.state.output[0]["status"] == "incomplete"
+    assert run.state.usage is not None
+    [record] = store.records.values()
+    assert record.output_items[0]["status"] == "incomplete"

@@ -1,0 +1,108 @@
+"""Fields of the encoded Response and list pages that clients act on: error codes, the
+completion time, echoed settings, page cursors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.ports import ItemPage
+from stateway.core.response import ResponseState
+from stateway.protocols.responses.encode import encode_item_page, encode_response
+
+
+def state(**fields: Any) -> ResponseState:
+    settings = fields.pop("settings", GenerationSettings())
+    command = CreateResponse(model="m", input=[], settings=settings)
+    response = ResponseState.start("resp_1", "t", 1_700_000_000.5, command)
+    for name, value in fields.items():
+        setattr(response, name, value)
+    return response
+
+
+@pytest.mark.parametrize(
+    ("error", "wire_code"),
+    [
+        ({"code": "rate_limit_exceeded", "message": "slow", "status": 429}, "rate_limit_exceeded"),
+        (
+            {"code": "context_length_exceeded", "message": "long", "status": 400},
+            "context_length_exceeded",
+        ),
+        ({"code": "upstream_rejected", "message": "no", "status": 400}, "invalid_prompt"),
+        ({"code": "model_not_found", "message": "no", "status": 404}, "invalid_prompt"),
+        ({"code": "invalid_request_error", "message": "no", "status": 499}, "invalid_prompt"),
+        ({"code": "internal_error", "message": "bug", "status": 500}, "server_error"),
+        ({"code": "server_error", "message": "bug", "status": 503}, "server_error"),
+        ({"code": "internal_error", "message": "bug"}, "server_error"),
+    ],
+)
+def test_error_codes_fold_into_the_specs_set_by_status(
+    error: dict[str, Any], wire_code: str
+) -> None:
+    body = encode_response(state(status="failed", error=error))
+
+    assert body["error"] == {"code": wire_code, "message": error["message"]}
+
+
+def test_a_snapshot_shows_no_error_and_no_completion() -> None:
+    failed = state(status="failed", error={"code": "internal_error", "message": "x", "status": 500})
+    assert encode_response(failed, snapshot=True)["error"] is None
+    completed = state(status="completed", completed_at=1_700_000_003.9)
+    assert encode_response(completed, snapshot=True)["completed_at"] is None
+
+
+def test_completed_at_is_whole_seconds_not_before_created_at() -> None:
+    body = encode_response(state(status="completed", completed_at=1_700_000_003.9))
+
+    assert body["completed_at"] == 1_700_000_003
+    assert body["created_at"] == 1_700_000_000
+    assert body["created_at"] <= body["completed_at"]
+    assert encode_response(state(status="failed"))["completed_at"] is None
+
+
+def test_incomplete_details_carry_the_reason() -> None:
+    body = encode_response(state(status="incomplete", incomplete_reason="content_filter"))
+
+    assert body["incomplete_details"] == {"reason": "content_filter"}
+    assert encode_response(state(status="completed"))["incomplete_details"] is None
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_parallel_tool_calls_are_echoed(parallel: bool) -> None:
+    settings = GenerationSettings(parallel_tool_calls=parallel)
+    assert encode_response(state(settings=settings))["parallel_tool_calls"] is parallel
+
+
+def item(item_id: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "id": item_id, "content": []}
+
+
+def test_an_item_page_names_its_first_and_last_items() -> None:
+    page = encode_item_page(ItemPage([item("msg_a"), item("msg_b"), item("msg_c")], True))
+
+    assert page == {
+        "object": "list",
+        "data": [item("msg_a"), item("msg_b"), item("msg_c")],
+        "first_id": "msg_a",
+        "last_id": "msg_c",
+        "has_more": True,
+    }
+
+
+def test_an_empty_item_page_has_no_cursors() -> None:
+    page = encode_item_page(ItemPage([], False))
+
+    assert (page["data"], page["first_id"], page["last_id"], page["has_more"]) == (
+        [],
+        None,
+        None,
+        False,
+    )
+
+
+def test_an_error_without_a_message_still_has_a_string_message() -> None:
+    body = encode_response(state(status="failed", error={"code": "internal_error"}))
+
+    assert body["error"] == {"code": "server_error", "message": ""}
