@@ -55,7 +55,7 @@ $(MUTATE_STAMP): $(STAMP) pyproject.toml
 
 # Not a CI gate: a habit before and after changing core/, protocols/ or backends/.
 mutate: $(MUTATE_STAMP)  ## mutation testing against the in-memory unit tests ([tool.mutmut]); ARGS="stateway.core.loop*" for one module; see docs/mutation.md
-	$(BIN)/mutmut run --max-children $(or $(JOBS),2) $(ARGS)
+	STATEWAY_HYPOTHESIS_PROFILE=mutate $(BIN)/mutmut run --max-children $(or $(JOBS),2) $(ARGS) </dev/null
 	$(BIN)/mutmut results
 
 clean:

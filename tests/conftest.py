@@ -8,6 +8,14 @@ import re
 
 import asyncpg
 import pytest
+from hypothesis import Phase, settings
+
+# `make mutate` runs the fuzz tests once per mutant: there a failing example is enough,
+# shrinking it only costs time (each killed mutant would otherwise shrink for seconds).
+settings.register_profile(
+    "mutate", phases=(Phase.explicit, Phase.reuse, Phase.generate), database=None
+)
+settings.load_profile(os.environ.get("STATEWAY_HYPOTHESIS_PROFILE", "default"))
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
