@@ -69,6 +69,7 @@ def test_client_ids_are_kept_as_labels_and_content_is_normalized() -> None:
         ),
         ({"model": "m", "input": [{"type": "function_call", "name": "f"}]}, "input[0].call_id"),
         ({"model": "m", "tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({"model": "m", "tools": [{"type": "mcp", "server_label": "s"}]}, "tools[0].type"),
         ({"model": "m", "tools": [{"type": "function"}]}, "tools[0].name"),
         ({"model": "m", "tool_choice": "sometimes"}, "tool_choice"),
         (
@@ -311,3 +312,30 @@ plausible_request = st.fixed_dictionaries(
         "n": json_values,
     },
 )
+
+
+def test_a_web_search_hint_is_not_offered_nor_echoed() -> None:
+    tools = [
+        {"type": "function", "name": "f"},
+        {"type": "web_search", "external_web_access": False},
+        {"type": "web_search_preview", "external_web_access": False},
+    ]
+    command = decode_create(orjson.dumps({"model": "m", "input": "x", "tools": tools}))
+    assert [tool["name"] for tool in command.settings.tools] == ["f"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "needs"),
+    [
+        ({"type": "web_search"}, "web search provider"),
+        ({"type": "web_search_preview", "external_web_access": True}, "web search provider"),
+        ({"type": "mcp", "server_label": "s"}, "MCP server"),
+    ],
+)
+def test_gateway_tools_without_a_provider_say_what_to_configure(
+    tool: dict[str, object], needs: str
+) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "tools": [tool]})
+    assert caught.value.code == "unsupported_tool_type"
+    assert needs in str(caught.value)

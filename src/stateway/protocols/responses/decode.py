@@ -17,6 +17,7 @@ import pydantic
 from stateway.core.commands import CreateResponse, GenerationSettings, ListInputItems
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
+from stateway.core.tools.catalog import WEB_SEARCH_TYPES
 from stateway.protocols.responses.items import decode_items
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.responses.request import CreateResponseBody
@@ -171,9 +172,11 @@ def _tools(tools: list[dict[str, Any]]) -> list[Item]:
     decoded: list[Item] = []
     for index, tool in enumerate(tools):
         kind = tool.get("type")
+        if kind in WEB_SEARCH_TYPES and tool.get("external_web_access") is False:
+            continue  # an optional hint (as Codex sends it): not offered, not echoed
         if kind != "function":
             raise InvalidRequest(
-                f"Tool type '{kind}' is not supported yet; only 'function' tools are.",
+                _unsupported_tool_message(kind),
                 param=f"tools[{index}].type",
                 code="unsupported_tool_type",
             )
@@ -204,6 +207,17 @@ def _tools(tools: list[dict[str, Any]]) -> list[Item]:
             }
         )
     return decoded
+
+
+def _unsupported_tool_message(kind: object) -> str:
+    if kind in WEB_SEARCH_TYPES:
+        return (
+            f"Tool type '{kind}' needs a web search provider, and none is configured; "
+            "send it with 'external_web_access': false to make it an optional hint."
+        )
+    if kind == "mcp":
+        return "Tool type 'mcp' needs a configured MCP server, and none is configured."
+    return f"Tool type '{kind}' is not supported yet; only 'function' tools are."
 
 
 def _invalid_type(message: str, index: int, field: str) -> InvalidRequest:
