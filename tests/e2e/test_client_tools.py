@@ -24,3 +24,51 @@ def test_a_web_search_hint_is_left_out(client: OpenAI) -> None:
     )
     assert response.status == "completed"
     assert [tool.type for tool in response.tools] == ["function"]
+
+
+NAMESPACE_TOOL: dict[str, Any] = {
+    "type": "namespace",
+    "name": "multi_agent_v1",
+    "description": "Sub-agents",
+    "tools": [
+        {
+            "type": "function",
+            "name": "spawn_agent",
+            "parameters": {"type": "object", "properties": {"task": {"type": "string"}}},
+        }
+    ],
+}
+
+
+def test_a_namespace_call_round_trip(client: OpenAI) -> None:
+    tools = [EXEC_TOOL, NAMESPACE_TOOL]
+    first = client.responses.create(
+        model=MODEL,
+        input='[[tool:multi_agent_v1__spawn_agent:{"task": "t"}]]',
+        tools=tools,  # type: ignore[arg-type]
+    )
+    [call] = first.output
+    assert call.type == "function_call"
+    assert (call.name, call.namespace) == ("spawn_agent", "multi_agent_v1")
+    assert first.tools[1].type == "namespace"
+    second = client.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "spawned"}],
+        tools=tools,  # type: ignore[arg-type]
+    )
+    assert second.status == "completed"
+    assert second.output_text
+    # Over HTTP Codex resends the whole history instead: the public call goes back as it came.
+    resent = client.responses.create(
+        model=MODEL,
+        input=[
+            {"role": "user", "content": "[[echo]]"},
+            call.model_dump(exclude_none=True),  # type: ignore[list-item]
+            {"type": "function_call_output", "call_id": call.call_id, "output": "spawned"},
+        ],
+        tools=tools,  # type: ignore[arg-type]
+        store=False,
+    )
+    assert resent.status == "completed"
+    assert "multi_agent_v1__spawn_agent" in resent.output_text  # what the model saw

@@ -29,6 +29,7 @@ from stateway.core.inference import (
 )
 from stateway.core.items import Item, item_text
 from stateway.core.ports import TOOL_OUTPUT
+from stateway.core.tools.catalog import model_items, model_tools
 from stateway.core.usage import Usage
 
 CARRIED = frozenset({"message", "function_call", "function_call_output", "reasoning"})
@@ -101,7 +102,7 @@ def to_upstream(request: InferenceRequest, max_tokens_field: str = "max_tokens")
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     if settings.tools:
-        body["tools"] = [_tool(tool) for tool in settings.tools]
+        body["tools"] = [_tool(tool) for tool in model_tools(settings.tools)]
         body["tool_choice"] = _tool_choice(settings.tool_choice)
         body["parallel_tool_calls"] = settings.parallel_tool_calls
     optional = {
@@ -129,7 +130,7 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
     if request.instructions:
         messages.append({"role": "system", "content": request.instructions})
     reasoning: list[str] = []
-    for item in request.items:
+    for item in model_items(request.items):
         kind = item.get("type")
         if kind == "message":
             message = _message(item)

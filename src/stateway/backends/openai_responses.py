@@ -28,6 +28,7 @@ from stateway.core.inference import (
 )
 from stateway.core.items import Item
 from stateway.core.ports import TOOL_OUTPUT
+from stateway.core.tools.catalog import model_items, model_tools
 from stateway.core.usage import Usage
 
 CARRIED = frozenset({"message", "function_call", "function_call_output", "reasoning"})
@@ -83,14 +84,14 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
     settings = request.settings
     body: dict[str, Any] = {
         "model": request.model,
-        "input": [_item(item) for item in request.items],
+        "input": [_item(item) for item in model_items(request.items)],
         "store": False,
         "stream": request.stream,
     }
     if request.instructions:
         body["instructions"] = request.instructions
     if settings.tools:
-        body["tools"] = settings.tools
+        body["tools"] = model_tools(settings.tools)
         body["tool_choice"] = settings.tool_choice
         body["parallel_tool_calls"] = settings.parallel_tool_calls
     reasoning = {

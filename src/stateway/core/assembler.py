@@ -15,6 +15,7 @@ from stateway.core.errors import UpstreamError
 from stateway.core.ids import new_id
 from stateway.core.inference import ToolCallDelta
 from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
+from stateway.core.tools.catalog import Catalog
 
 Emit = Callable[[ev.Event], None]
 
@@ -38,8 +39,16 @@ class _OpenItem:
 
 
 class OutputAssembler:
-    def __init__(self, output: list[Item], emit: Emit, used_call_ids: set[str]) -> None:
+    def __init__(
+        self,
+        output: list[Item],
+        emit: Emit,
+        used_call_ids: set[str],
+        catalog: Catalog | None = None,
+    ) -> None:
         self._output = output
+        self._catalog = catalog or Catalog([])
+        """Maps the model-visible names of calls back to the public tools."""
         self._emit = emit
         self._open: _OpenItem | None = None
         self._closed_tools: set[int] = set()
@@ -127,6 +136,7 @@ class OutputAssembler:
             "name": delta.name or "",
             "arguments": "",
         }
+        self._catalog.public_call(item)
         opened = self._start(item, delta.index)
         opened.upstream_id = delta.call_id
         return opened
@@ -153,6 +163,7 @@ class OutputAssembler:
                 item["content"] = [part]
                 item["status"] = status
             case _:
+                self._catalog.public_call(item)
                 item["arguments"] = text
                 item["status"] = status
                 self._emit(ev.ArgumentsDone(current.index, item_id, item["name"], text))

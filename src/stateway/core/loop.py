@@ -42,6 +42,7 @@ from stateway.core.ports import ResponseStore
 from stateway.core.response import ResponseState, final_record, started_record
 from stateway.core.routing import Route
 from stateway.core.runs import CancelReason, Run
+from stateway.core.tools.catalog import Catalog
 from stateway.core.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -79,13 +80,14 @@ class Loop:
         run.began = True
         usage = Usage()
         used_call_ids = {i["call_id"] for i in context if i.get("type") == FUNCTION_CALL}
-        assembler = OutputAssembler(state.output, run.emit, used_call_ids)
+        catalog = Catalog(state.settings.tools)
+        assembler = OutputAssembler(state.output, run.emit, used_call_ids, catalog)
         run.cancellable = True
         try:
             if run.cancel_reason is not None:  # cancelled before it started generating
                 raise asyncio.CancelledError
             for _ in range(self._max_rounds):
-                assembler = OutputAssembler(state.output, run.emit, used_call_ids)
+                assembler = OutputAssembler(state.output, run.emit, used_call_ids, catalog)
                 request = InferenceRequest(
                     model=route.upstream_model,
                     instructions=state.instructions,

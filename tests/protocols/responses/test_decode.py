@@ -339,3 +339,50 @@ def test_gateway_tools_without_a_provider_say_what_to_configure(
         decode({"model": "m", "input": "x", "tools": [tool]})
     assert caught.value.code == "unsupported_tool_type"
     assert needs in str(caught.value)
+
+
+def test_namespace_tools_are_decoded_with_their_members() -> None:
+    tools = [
+        {
+            "type": "namespace",
+            "name": "ns",
+            "description": "d",
+            "tools": [{"type": "function", "name": "spawn", "strict": False}],
+        }
+    ]
+    command = decode_create(orjson.dumps({"model": "m", "input": "x", "tools": tools}))
+    [namespace] = command.settings.tools
+    assert namespace["name"] == "ns"
+    assert namespace["description"] == "d"
+    assert [member["name"] for member in namespace["tools"]] == ["spawn"]
+
+
+@pytest.mark.parametrize(
+    ("tools", "param", "code"),
+    [
+        ([{"type": "namespace", "name": "ns"}], "tools[0].tools", "missing_required_parameter"),
+        ([{"type": "namespace", "tools": []}], "tools[0].name", "missing_required_parameter"),
+        (
+            [{"type": "namespace", "name": "ns", "tools": [{"type": "mcp"}]}],
+            "tools[0].tools[0].type",
+            "unsupported_tool_type",
+        ),
+        (
+            [
+                {"type": "function", "name": "ns__f"},
+                {"type": "namespace", "name": "ns", "tools": [{"type": "function", "name": "f"}]},
+            ],
+            "tools[1].tools[0].name",
+            "duplicate_tool_name",
+        ),
+        (
+            [{"type": "function", "name": "f"}, {"type": "function", "name": "f"}],
+            "tools[1].name",
+            "duplicate_tool_name",
+        ),
+    ],
+)
+def test_bad_namespace_tools_are_named(tools: object, param: str, code: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "tools": tools})
+    assert (caught.value.param, caught.value.code) == (param, code)

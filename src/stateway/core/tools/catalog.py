@@ -1,8 +1,14 @@
 """The model-visible tool catalog.
 
 Clients declare tools in their public shapes; an upstream model only ever sees function
-tools. This module names the tool kinds and (as client-owned kinds are added) maps public
-tools to model-visible functions and calls back to public items.
+tools. :func:`model_tools` flattens the declared tools into that function list,
+:func:`model_items` rewrites a context's items into what the model saw, and a
+:class:`Catalog` maps a model's call back to the public item the client gets.
+
+- ``function``: as declared.
+- ``namespace``: each member becomes the function ``<namespace>__<member>``; its calls come
+  back as ``function_call`` items with the member's ``name`` and a ``namespace`` field.
+  Declared names must not collide after flattening (the decoder checks).
 
 Gateway-owned kinds (``web_search``, ``mcp``) have no provider yet: a ``web_search`` tool
 sent as an optional hint (``external_web_access: false``, as Codex sends it) is dropped when
@@ -11,6 +17,74 @@ the request is decoded, so it is neither offered to the model nor echoed in ``to
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Final
 
+from stateway.core.items import FUNCTION_CALL, Item
+
 WEB_SEARCH_TYPES: Final = frozenset({"web_search", "web_search_preview"})
+NAMESPACE: Final = "namespace"
+SEPARATOR: Final = "__"
+
+
+def model_name(name: str, namespace: str | None = None) -> str:
+    """The function name the model sees for a tool (or a namespace's member)."""
+    return f"{namespace}{SEPARATOR}{name}" if namespace else name
+
+
+def model_tools(tools: list[Item]) -> list[Item]:
+    """The declared tools as the function tools the model is offered."""
+    return [_function(tool, namespace) for tool, namespace in _members(tools)]
+
+
+def model_items(items: list[Item]) -> list[Item]:
+    """A context as the model saw it: calls of namespace members under their flat names."""
+    return [_model_item(item) for item in items]
+
+
+class Catalog:
+    """One request's model-visible names, mapped back to the public tools."""
+
+    __slots__ = ("_by_name",)
+
+    def __init__(self, tools: list[Item]) -> None:
+        self._by_name: dict[str, tuple[Item, str | None]] = {
+            model_name(tool["name"], namespace): (tool, namespace)
+            for tool, namespace in _members(tools)
+        }
+
+    def public_call(self, item: Item) -> Item:
+        """A call item as the client gets it (in place): a namespace member's call gets the
+        member's name and its ``namespace``. Unknown names stay as the model gave them."""
+        if "namespace" in item:
+            return item  # restored already
+        found = self._by_name.get(item.get("name", ""))
+        if found is not None and found[1] is not None:
+            item["name"] = found[0]["name"]
+            item["namespace"] = found[1]
+        return item
+
+
+def _members(tools: list[Item]) -> Iterator[tuple[Item, str | None]]:
+    for tool in tools:
+        if tool.get("type") == NAMESPACE:
+            for member in tool.get("tools", ()):
+                yield member, tool["name"]
+        else:
+            yield tool, None
+
+
+def _function(tool: Item, namespace: str | None) -> Item:
+    function: Item = {"type": "function", "name": model_name(tool["name"], namespace)}
+    for key in ("description", "parameters", "strict"):
+        if tool.get(key) is not None:
+            function[key] = tool[key]
+    return function
+
+
+def _model_item(item: Item) -> Item:
+    if item.get("type") == FUNCTION_CALL and item.get("namespace"):
+        flat = {k: v for k, v in item.items() if k != "namespace"}
+        flat["name"] = model_name(item["name"], item["namespace"])
+        return flat
+    return item
