@@ -72,3 +72,47 @@ def test_a_namespace_call_round_trip(client: OpenAI) -> None:
     )
     assert resent.status == "completed"
     assert "multi_agent_v1__spawn_agent" in resent.output_text  # what the model saw
+
+
+APPLY_PATCH: dict[str, Any] = {
+    "type": "custom",
+    "name": "apply_patch",
+    "description": "Apply a patch",
+    "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"},
+}
+PATCH_DIRECTIVE = '[[tool:apply_patch:{"input": "*** Begin Patch\\n*** End Patch"}]]'
+
+
+def test_a_custom_tool_call_round_trip(client: OpenAI) -> None:
+    first = client.responses.create(model=MODEL, input=PATCH_DIRECTIVE, tools=[APPLY_PATCH])  # type: ignore[list-item]
+    [call] = first.output
+    assert call.type == "custom_tool_call"
+    assert (call.name, call.input) == ("apply_patch", "*** Begin Patch\n*** End Patch")
+    second = client.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        input=[{"type": "custom_tool_call_output", "call_id": call.call_id, "output": "applied"}],
+        tools=[APPLY_PATCH],  # type: ignore[list-item]
+    )
+    assert second.status == "completed"
+    items = client.responses.input_items.list(second.id)
+    assert [item.type for item in items.data] == ["custom_tool_call_output"]
+
+
+def test_a_streamed_custom_tool_call(client: OpenAI) -> None:
+    with client.responses.stream(
+        model=MODEL,
+        input=PATCH_DIRECTIVE,
+        tools=[APPLY_PATCH],  # type: ignore[list-item]
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    kinds = [event.type for event in events]
+    assert "response.custom_tool_call_input.delta" in kinds
+    done = next(e for e in events if e.type == "response.custom_tool_call_input.done")
+    assert done.input == "*** Begin Patch\n*** End Patch"  # type: ignore[union-attr]
+    assert "response.function_call_arguments.delta" not in kinds
+    [call] = final.output
+    assert call.type == "custom_tool_call"
+    assert call.input == done.input  # type: ignore[union-attr]
+    assert [e.sequence_number for e in events] == list(range(len(events)))

@@ -32,7 +32,17 @@ from stateway.core.ports import TOOL_OUTPUT
 from stateway.core.tools.catalog import model_items, model_tools
 from stateway.core.usage import Usage
 
-CARRIED = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+CARRIED = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "reasoning",
+        "custom_tool_call",
+        "custom_tool_call_output",
+    }
+)
+"""Custom tool calls and their outputs reach the model as function calls (``model_items``)."""
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal", "summary_text"})
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 

@@ -31,7 +31,18 @@ from stateway.core.ports import TOOL_OUTPUT
 from stateway.core.tools.catalog import model_items, model_tools
 from stateway.core.usage import Usage
 
-CARRIED = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+CARRIED = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "reasoning",
+        "custom_tool_call",
+        "custom_tool_call_output",
+    }
+)
+"""Tools reach this upstream as the same flattened functions a Chat Completions upstream
+gets (``model_tools``/``model_items``), so calls come back in one shape for the assembler."""
 _INPUT_PARTS = frozenset({"input_text", "input_image", "input_file"})
 CARRIED_PARTS: Mapping[str, frozenset[str]] = {
     "user": _INPUT_PARTS,

@@ -14,8 +14,8 @@ from stateway.core import events as ev
 from stateway.core.errors import UpstreamError
 from stateway.core.ids import new_id
 from stateway.core.inference import ToolCallDelta
-from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
-from stateway.core.tools.catalog import Catalog
+from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, MESSAGE, REASONING, Item
+from stateway.core.tools.catalog import Catalog, custom_input
 
 Emit = Callable[[ev.Event], None]
 
@@ -90,7 +90,8 @@ class OutputAssembler:
             current.item["name"] = delta.name
         if delta.arguments:
             current.chunks.append(delta.arguments)
-            self._emit(ev.ArgumentsDelta(current.index, current.item["id"], delta.arguments))
+            if current.item["type"] == FUNCTION_CALL:  # a custom call's input comes whole
+                self._emit(ev.ArgumentsDelta(current.index, current.item["id"], delta.arguments))
 
     def finish(self, status: str = "completed") -> None:
         """Close the open item with ``status`` (``completed`` or ``incomplete``)."""
@@ -136,6 +137,9 @@ class OutputAssembler:
             "name": delta.name or "",
             "arguments": "",
         }
+        if delta.name and self._catalog.is_custom(delta.name):
+            del item["arguments"]
+            item.update(id=new_id("ctc"), type=CUSTOM_TOOL_CALL, input="")
         self._catalog.public_call(item)
         opened = self._start(item, delta.index)
         opened.upstream_id = delta.call_id
@@ -162,6 +166,16 @@ class OutputAssembler:
                 self._emit(ev.PartDone(current.index, 0, item_id, part))
                 item["content"] = [part]
                 item["status"] = status
+            case "custom_tool_call":
+                raw = custom_input(text)
+                item["input"] = raw
+                item["status"] = status
+                if raw:
+                    self._emit(ev.CustomInputDelta(current.index, item_id, raw))
+                self._emit(ev.CustomInputDone(current.index, item_id, raw))
+                if current.tool_index is not None:
+                    self._closed_tools.add(current.tool_index)
+                self.tool_calls.append(item)
             case _:
                 self._catalog.public_call(item)
                 item["arguments"] = text

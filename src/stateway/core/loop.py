@@ -36,7 +36,7 @@ from stateway.core.inference import (
     ToolCallDelta,
     UsageReport,
 )
-from stateway.core.items import FUNCTION_CALL, Item
+from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, Item
 from stateway.core.ownership import ProcessIdentity
 from stateway.core.ports import ResponseStore
 from stateway.core.response import ResponseState, final_record, started_record
@@ -51,6 +51,7 @@ E = TypeVar("E", bound=BaseException)
 
 _INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
 _MAX_CHAIN = 16
+_CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL})
 
 
 Row = asyncio.Future[None]
@@ -79,7 +80,7 @@ class Loop:
             _announce(run)
         run.began = True
         usage = Usage()
-        used_call_ids = {i["call_id"] for i in context if i.get("type") == FUNCTION_CALL}
+        used_call_ids = {i["call_id"] for i in context if i.get("type") in _CALLS}
         catalog = Catalog(state.settings.tools)
         assembler = OutputAssembler(state.output, run.emit, used_call_ids, catalog)
         run.cancellable = True

@@ -1,4 +1,4 @@
-from stateway.core.tools.catalog import Catalog, model_items, model_tools
+from stateway.core.tools.catalog import Catalog, custom_input, model_items, model_tools
 
 FUNCTION = {"type": "function", "name": "exec_command", "parameters": {"type": "object"}}
 NAMESPACE = {
@@ -43,3 +43,38 @@ def test_prior_member_calls_reach_the_model_flattened() -> None:
         "arguments": "{}",
     }
     assert stored["name"] == "spawn"  # the stored item keeps its public shape
+
+
+APPLY_PATCH = {
+    "type": "custom",
+    "name": "apply_patch",
+    "description": "Apply a patch.",
+    "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"},
+}
+
+
+def test_a_custom_tool_is_a_function_of_one_string_with_its_grammar_described() -> None:
+    [function] = model_tools([APPLY_PATCH])
+    assert function["name"] == "apply_patch"
+    assert function["parameters"]["properties"] == {
+        "input": {"type": "string", "description": "The tool's raw input."}
+    }
+    assert function["description"].startswith("Apply a patch.")
+    assert "lark grammar:\nstart: /.+/" in function["description"]
+    assert Catalog([APPLY_PATCH]).is_custom("apply_patch")
+    assert not Catalog([FUNCTION]).is_custom("exec_command")
+
+
+def test_custom_calls_and_outputs_reach_the_model_as_function_ones() -> None:
+    call = {"type": "custom_tool_call", "id": "ctc_1", "call_id": "c", "name": "x", "input": "a\n"}
+    output = {"type": "custom_tool_call_output", "id": "o", "call_id": "c", "output": "done"}
+    assert model_items([call, output]) == [
+        {"type": "function_call", "call_id": "c", "name": "x", "arguments": '{"input":"a\\n"}'},
+        {"type": "function_call_output", "call_id": "c", "output": "done"},
+    ]
+
+
+def test_custom_input_takes_the_input_string_or_the_raw_arguments() -> None:
+    assert custom_input('{"input": "raw text"}') == "raw text"
+    assert custom_input("not json") == "not json"
+    assert custom_input('{"other": 1}') == '{"other": 1}'

@@ -386,3 +386,42 @@ def test_bad_namespace_tools_are_named(tools: object, param: str, code: str) -> 
     with pytest.raises(InvalidRequest) as caught:
         decode({"model": "m", "input": "x", "tools": tools})
     assert (caught.value.param, caught.value.code) == (param, code)
+
+
+def test_custom_tools_and_their_items_are_decoded() -> None:
+    grammar = {"type": "grammar", "syntax": "lark", "definition": "start: /x/"}
+    body = {
+        "model": "m",
+        "tools": [{"type": "custom", "name": "apply_patch", "format": grammar}],
+        "input": [
+            {"type": "custom_tool_call", "call_id": "c", "name": "apply_patch", "input": "x"},
+            {"type": "custom_tool_call_output", "call_id": "c", "output": "ok"},
+        ],
+    }
+    command = decode_create(orjson.dumps(body))
+    assert command.settings.tools == [{"type": "custom", "name": "apply_patch", "format": grammar}]
+    call, output = command.input
+    assert call["id"].startswith("ctc_")
+    assert output["id"].startswith("ctco_")
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"tools": [{"type": "custom"}]}, "tools[0].name"),
+        (
+            {"tools": [{"type": "custom", "name": "x", "format": {"type": "y"}}]},
+            "tools[0].format.type",
+        ),
+        (
+            {"tools": [{"type": "custom", "name": "x", "format": {"type": "grammar"}}]},
+            "tools[0].format.syntax",
+        ),
+        ({"input": [{"type": "custom_tool_call", "call_id": "c", "name": "x"}]}, "input[0].input"),
+        ({"input": [{"type": "custom_tool_call_output", "call_id": "c"}]}, "input[0].output"),
+    ],
+)
+def test_bad_custom_tools_and_items_are_named(body: dict[str, object], param: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", **body})
+    assert caught.value.param == param

@@ -9,6 +9,10 @@ tools. :func:`model_tools` flattens the declared tools into that function list,
 - ``namespace``: each member becomes the function ``<namespace>__<member>``; its calls come
   back as ``function_call`` items with the member's ``name`` and a ``namespace`` field.
   Declared names must not collide after flattening (the decoder checks).
+- ``custom`` (freeform input): a function with one string argument ``input``; its calls
+  come back as ``custom_tool_call`` items with ``input`` as the raw string, and a
+  ``custom_tool_call_output`` reaches the model as a function call output. A grammar
+  ``format`` is described to the model in the function's description (no guided decoding).
 
 Gateway-owned kinds (``web_search``, ``mcp``) have no provider yet: a ``web_search`` tool
 sent as an optional hint (``external_web_access: false``, as Codex sends it) is dropped when
@@ -20,10 +24,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
-from stateway.core.items import FUNCTION_CALL, Item
+import orjson
+
+from stateway.core.items import (
+    CUSTOM_TOOL_CALL,
+    CUSTOM_TOOL_CALL_OUTPUT,
+    FUNCTION_CALL,
+    FUNCTION_CALL_OUTPUT,
+    Item,
+)
 
 WEB_SEARCH_TYPES: Final = frozenset({"web_search", "web_search_preview"})
 NAMESPACE: Final = "namespace"
+CUSTOM: Final = "custom"
+INPUT_SCHEMA: Final[Item] = {
+    "type": "object",
+    "properties": {"input": {"type": "string", "description": "The tool's raw input."}},
+    "required": ["input"],
+    "additionalProperties": False,
+}
+"""The parameters of the function a ``custom`` tool is offered as."""
 SEPARATOR: Final = "__"
 
 
@@ -53,6 +73,11 @@ class Catalog:
             for tool, namespace in _members(tools)
         }
 
+    def is_custom(self, name: str) -> bool:
+        """Whether the model-visible ``name`` is a ``custom`` tool's."""
+        found = self._by_name.get(name)
+        return found is not None and found[0].get("type") == CUSTOM
+
     def public_call(self, item: Item) -> Item:
         """A call item as the client gets it (in place): a namespace member's call gets the
         member's name and its ``namespace``. Unknown names stay as the model gave them."""
@@ -76,14 +101,53 @@ def _members(tools: list[Item]) -> Iterator[tuple[Item, str | None]]:
 
 def _function(tool: Item, namespace: str | None) -> Item:
     function: Item = {"type": "function", "name": model_name(tool["name"], namespace)}
+    if tool.get("type") == CUSTOM:
+        function["description"] = _custom_description(tool)
+        function["parameters"] = INPUT_SCHEMA
+        return function
     for key in ("description", "parameters", "strict"):
         if tool.get(key) is not None:
             function[key] = tool[key]
     return function
 
 
+def _custom_description(tool: Item) -> str:
+    text = tool.get("description") or ""
+    fmt = tool.get("format") or {}
+    if fmt.get("type") == "grammar":
+        text += (
+            f"\n\nThe 'input' argument is raw text (not JSON) that must match this "
+            f"{fmt.get('syntax', '')} grammar:\n{fmt.get('definition', '')}"
+        )
+    else:
+        text += "\n\nThe 'input' argument is free-form raw text."
+    return text.strip()
+
+
+def custom_input(arguments: str) -> str:
+    """A custom tool call's raw input from the model's function arguments: the ``input``
+    string, or (a model that ignored the schema) the arguments as they are."""
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return arguments
+    value = parsed.get("input") if isinstance(parsed, dict) else None
+    return value if isinstance(value, str) else arguments
+
+
 def _model_item(item: Item) -> Item:
-    if item.get("type") == FUNCTION_CALL and item.get("namespace"):
+    kind = item.get("type")
+    if kind == CUSTOM_TOOL_CALL:
+        call: Item = {
+            "type": FUNCTION_CALL,
+            "call_id": item["call_id"],
+            "name": model_name(item["name"], item.get("namespace")),
+            "arguments": orjson.dumps({"input": item["input"]}).decode(),
+        }
+        return call
+    if kind == CUSTOM_TOOL_CALL_OUTPUT:
+        return {"type": FUNCTION_CALL_OUTPUT, "call_id": item["call_id"], "output": item["output"]}
+    if kind == FUNCTION_CALL and item.get("namespace"):
         flat = {k: v for k, v in item.items() if k != "namespace"}
         flat["name"] = model_name(item["name"], item["namespace"])
         return flat

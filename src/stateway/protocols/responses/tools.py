@@ -1,6 +1,7 @@
 """Declared tools of the Responses wire, checked and normalized.
 
-Client-owned kinds are decoded here: ``function`` and ``namespace`` (a group of function
+Client-owned kinds are decoded here: ``function``, ``custom`` (freeform input, optionally
+with a ``text`` or ``grammar`` format) and ``namespace`` (a group of function and custom
 tools). A ``web_search`` tool sent as an optional hint (``external_web_access: false``) is
 dropped: no provider is configured, so the model is not offered it and the ``tools`` echo
 leaves it out. Other kinds are a 400 naming the type (and, for gateway-owned kinds, what
@@ -13,7 +14,7 @@ from typing import Any
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
-from stateway.core.tools.catalog import NAMESPACE, WEB_SEARCH_TYPES, model_name
+from stateway.core.tools.catalog import CUSTOM, NAMESPACE, WEB_SEARCH_TYPES, model_name
 from stateway.protocols.responses.nesting import check_nesting
 
 
@@ -29,6 +30,10 @@ def decode_tools(tools: list[dict[str, Any]]) -> list[Item]:
             function = _function(tool, path)
             _claim(seen, model_name(function["name"]), f"{path}.name")
             decoded.append(function)
+        elif kind == CUSTOM:
+            custom = _custom(tool, path)
+            _claim(seen, model_name(custom["name"]), f"{path}.name")
+            decoded.append(custom)
         elif kind == NAMESPACE:
             decoded.append(_namespace(tool, path, seen))
         else:
@@ -53,14 +58,17 @@ def _namespace(tool: dict[str, Any], path: str, seen: set[str]) -> Item:
     decoded: list[Item] = []
     for index, member in enumerate(members):
         member_path = f"{path}.tools[{index}]"
-        if not isinstance(member, dict) or member.get("type") != "function":
-            kind = member.get("type") if isinstance(member, dict) else None
+        kind = member.get("type") if isinstance(member, dict) else None
+        if kind not in ("function", CUSTOM):
             raise InvalidRequest(
-                f"Tool type '{kind}' is not supported inside a namespace; only 'function' is.",
+                f"Tool type '{kind}' is not supported inside a namespace; only 'function' "
+                "and 'custom' are.",
                 param=f"{member_path}.type",
                 code="unsupported_tool_type",
             )
-        function = _function(member, member_path)
+        function = (
+            _function(member, member_path) if kind == "function" else _custom(member, member_path)
+        )
         _claim(seen, model_name(function["name"], name), f"{member_path}.name")
         decoded.append(function)
     out: Item = {"type": NAMESPACE, "name": name, "tools": decoded}
@@ -88,6 +96,40 @@ def _function(tool: dict[str, Any], path: str) -> Item:
         "parameters": parameters,
         "strict": strict,
     }
+
+
+def _custom(tool: dict[str, Any], path: str) -> Item:
+    name = _name(tool, path)
+    out: Item = {"type": CUSTOM, "name": name}
+    description = tool.get("description")
+    if description is not None:
+        if not isinstance(description, str):
+            raise _invalid_type("'description' must be a string.", f"{path}.description")
+        out["description"] = description
+    fmt = tool.get("format")
+    if fmt is not None:
+        out["format"] = _format(fmt, f"{path}.format")
+    return out
+
+
+def _format(fmt: Any, path: str) -> Item:
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind == "text":
+        return {"type": "text"}
+    if kind != "grammar":
+        raise InvalidRequest(
+            f"Invalid value for '{path}.type': {kind!r}; expected 'text' or 'grammar'.",
+            param=f"{path}.type",
+            code="invalid_value",
+        )
+    for key in ("syntax", "definition"):
+        if not isinstance(fmt.get(key), str):
+            raise InvalidRequest(
+                f"A grammar format needs a string '{key}'.",
+                param=f"{path}.{key}",
+                code="missing_required_parameter",
+            )
+    return {"type": "grammar", "syntax": fmt["syntax"], "definition": fmt["definition"]}
 
 
 def _name(tool: dict[str, Any], path: str) -> str:
