@@ -116,3 +116,57 @@ def test_a_streamed_custom_tool_call(client: OpenAI) -> None:
     assert call.type == "custom_tool_call"
     assert call.input == done.input  # type: ignore[union-attr]
     assert [e.sequence_number for e in events] == list(range(len(events)))
+
+
+def test_a_codex_shaped_request_succeeds(client: OpenAI) -> None:
+    """Function tools, a namespace and a web_search hint at the top level, plus an
+    ``additional_tools`` item holding a namespace with a custom tool (as Codex sends)."""
+    extra = {
+        "type": "additional_tools",
+        "role": "developer",
+        "tools": [
+            {
+                "type": "namespace",
+                "name": "functions",
+                "description": "Shell",
+                "tools": [{"type": "custom", "name": "exec", "description": "Run a command"}],
+            }
+        ],
+    }
+    history: list[Any] = [
+        {"type": "message", "role": "developer", "content": "You are Codex.", "id": "msg_a"},
+        extra,
+        {
+            "type": "message",
+            "role": "user",
+            "content": '[[tool:functions__exec:{"input": "ls"}]]',
+            "id": "msg_b",
+        },
+    ]
+    first = client.responses.create(
+        model=MODEL,
+        input=history,
+        tools=[EXEC_TOOL, NAMESPACE_TOOL, WEB_SEARCH_HINT],  # type: ignore[list-item]
+        tool_choice="auto",
+        parallel_tool_calls=True,
+        store=False,
+        include=["reasoning.encrypted_content"],
+        prompt_cache_key="k",
+    )
+    [call] = first.output
+    assert call.type == "custom_tool_call"
+    assert (call.name, call.namespace, call.input) == ("exec", "functions", "ls")
+    history += [
+        call.model_dump(exclude_none=True),
+        {"type": "custom_tool_call_output", "call_id": call.call_id, "output": "a.txt"},
+        {"type": "message", "role": "user", "content": "[[echo]]"},
+    ]
+    second = client.responses.create(
+        model=MODEL,
+        input=history,
+        tools=[EXEC_TOOL, NAMESPACE_TOOL, WEB_SEARCH_HINT],  # type: ignore[list-item]
+        store=False,
+    )
+    assert second.status == "completed"
+    assert "functions__exec" in second.output_text
+    assert "additional_tools" not in second.output_text

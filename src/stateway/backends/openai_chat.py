@@ -40,6 +40,7 @@ CARRIED = frozenset(
         "reasoning",
         "custom_tool_call",
         "custom_tool_call_output",
+        "additional_tools",
     }
 )
 """Custom tool calls and their outputs reach the model as function calls (``model_items``)."""

@@ -39,6 +39,7 @@ CARRIED = frozenset(
         "reasoning",
         "custom_tool_call",
         "custom_tool_call_output",
+        "additional_tools",
     }
 )
 """Tools reach this upstream as the same flattened functions a Chat Completions upstream

@@ -78,3 +78,9 @@ def test_custom_input_takes_the_input_string_or_the_raw_arguments() -> None:
     assert custom_input('{"input": "raw text"}') == "raw text"
     assert custom_input("not json") == "not json"
     assert custom_input('{"other": 1}') == '{"other": 1}'
+
+
+def test_an_additional_tools_item_never_reaches_the_model() -> None:
+    extra = {"type": "additional_tools", "role": "developer", "tools": [FUNCTION]}
+    message = {"type": "message", "role": "user", "content": "hi"}
+    assert model_items([extra, message]) == [message]

@@ -425,3 +425,39 @@ def test_bad_custom_tools_and_items_are_named(body: dict[str, object], param: st
     with pytest.raises(InvalidRequest) as caught:
         decode({"model": "m", "input": "x", **body})
     assert caught.value.param == param
+
+
+def test_additional_tools_join_the_declared_ones_and_the_item_stays_as_sent() -> None:
+    extra = {
+        "type": "additional_tools",
+        "role": "developer",
+        "tools": [
+            {
+                "type": "namespace",
+                "name": "functions",
+                "tools": [{"type": "custom", "name": "exec"}],
+            }
+        ],
+    }
+    body = {"model": "m", "tools": [{"type": "function", "name": "f"}], "input": [extra]}
+    command = decode_create(orjson.dumps(body))
+    assert [tool["name"] for tool in command.settings.tools] == ["f", "functions"]
+    assert command.input == [extra]
+
+
+@pytest.mark.parametrize(
+    ("item", "param"),
+    [
+        ({"type": "additional_tools", "role": "user", "tools": []}, "input[0].role"),
+        ({"type": "additional_tools", "role": "developer"}, "input[0].tools"),
+        ({"type": "additional_tools", "role": "developer", "tools": [1]}, "input[0].tools[0]"),
+        (
+            {"type": "additional_tools", "role": "developer", "tools": [{"type": "mcp"}]},
+            "input[0].tools[0].type",
+        ),
+    ],
+)
+def test_bad_additional_tools_items_are_named(item: dict[str, object], param: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": [item]})
+    assert caught.value.param == param

@@ -9,6 +9,7 @@ tools. :func:`model_tools` flattens the declared tools into that function list,
 - ``namespace``: each member becomes the function ``<namespace>__<member>``; its calls come
   back as ``function_call`` items with the member's ``name`` and a ``namespace`` field.
   Declared names must not collide after flattening (the decoder checks).
+- Tools of an ``additional_tools`` input item count as declared at the top level.
 - ``custom`` (freeform input): a function with one string argument ``input``; its calls
   come back as ``custom_tool_call`` items with ``input`` as the raw string, and a
   ``custom_tool_call_output`` reaches the model as a function call output. A grammar
@@ -37,6 +38,9 @@ from stateway.core.items import (
 WEB_SEARCH_TYPES: Final = frozenset({"web_search", "web_search_preview"})
 NAMESPACE: Final = "namespace"
 CUSTOM: Final = "custom"
+ADDITIONAL_TOOLS: Final = "additional_tools"
+"""An input item (role ``developer``) whose ``tools`` join the request's declared tools.
+It stays in the stored context as sent and never reaches a model as a message."""
 INPUT_SCHEMA: Final[Item] = {
     "type": "object",
     "properties": {"input": {"type": "string", "description": "The tool's raw input."}},
@@ -58,8 +62,10 @@ def model_tools(tools: list[Item]) -> list[Item]:
 
 
 def model_items(items: list[Item]) -> list[Item]:
-    """A context as the model saw it: calls of namespace members under their flat names."""
-    return [_model_item(item) for item in items]
+    """A context as the model saw it: calls of namespace members under their flat names,
+    custom calls as function calls, ``additional_tools`` items left out (their tools are
+    among the request's)."""
+    return [_model_item(item) for item in items if item.get("type") != ADDITIONAL_TOOLS]
 
 
 class Catalog:

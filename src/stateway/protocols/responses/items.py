@@ -96,6 +96,9 @@ def _item(raw: dict[str, Any], path: str) -> Item:
             item = dict(raw)
             item.setdefault("summary", [])
             return _with_id(item, kind)
+        case "additional_tools":
+            _check_additional_tools(raw, path)
+            return dict(raw)  # kept as sent; its tools join the request's
         case "item_reference":
             raise InvalidRequest(
                 "Item references are not supported: input item ids are labels; "
@@ -202,3 +205,18 @@ def _missing_or_invalid(raw: dict[str, Any], path: str, key: str) -> InvalidRequ
         param=f"{path}.{key}",
         code="invalid_type",
     )
+
+
+def _check_additional_tools(raw: dict[str, Any], path: str) -> None:
+    if raw.get("role") != "developer":
+        raise InvalidRequest(
+            "An 'additional_tools' item needs the role 'developer'.",
+            param=f"{path}.role",
+            code="invalid_value",
+        )
+    if not isinstance(raw.get("tools"), list):
+        raise InvalidRequest(
+            "An 'additional_tools' item needs a list of 'tools'.",
+            param=f"{path}.tools",
+            code="missing_required_parameter" if raw.get("tools") is None else "invalid_type",
+        )

@@ -14,33 +14,54 @@ from typing import Any
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
-from stateway.core.tools.catalog import CUSTOM, NAMESPACE, WEB_SEARCH_TYPES, model_name
+from stateway.core.tools.catalog import (
+    ADDITIONAL_TOOLS,
+    CUSTOM,
+    NAMESPACE,
+    WEB_SEARCH_TYPES,
+    model_name,
+)
 from stateway.protocols.responses.nesting import check_nesting
 
 
-def decode_tools(tools: list[dict[str, Any]]) -> list[Item]:
+def decode_tools(tools: list[dict[str, Any]], raw_input: object = None) -> list[Item]:
+    """The top-level ``tools``, then those of each ``additional_tools`` input item (added
+    as if declared at the top level); model-visible names are unique across all."""
     decoded: list[Item] = []
     seen: set[str] = set()
     for index, tool in enumerate(tools):
-        path = f"tools[{index}]"
-        kind = tool.get("type")
-        if kind in WEB_SEARCH_TYPES and tool.get("external_web_access") is False:
-            continue  # an optional hint (as Codex sends it): not offered, not echoed
-        if kind == "function":
-            function = _function(tool, path)
-            _claim(seen, model_name(function["name"]), f"{path}.name")
-            decoded.append(function)
-        elif kind == CUSTOM:
-            custom = _custom(tool, path)
-            _claim(seen, model_name(custom["name"]), f"{path}.name")
-            decoded.append(custom)
-        elif kind == NAMESPACE:
-            decoded.append(_namespace(tool, path, seen))
-        else:
-            raise InvalidRequest(
-                _unsupported_message(kind), param=f"{path}.type", code="unsupported_tool_type"
-            )
+        _decode(tool, f"tools[{index}]", seen, decoded)
+    if isinstance(raw_input, list):
+        for item_index, item in enumerate(raw_input):
+            if not isinstance(item, dict) or item.get("type") != ADDITIONAL_TOOLS:
+                continue
+            extra = item.get("tools")
+            if isinstance(extra, list):  # a bad item is the items decoder's 400
+                for index, tool in enumerate(extra):
+                    _decode(tool, f"input[{item_index}].tools[{index}]", seen, decoded)
     return decoded
+
+
+def _decode(tool: Any, path: str, seen: set[str], decoded: list[Item]) -> None:
+    if not isinstance(tool, dict):
+        raise _invalid_type("Each tool must be an object.", path)
+    kind = tool.get("type")
+    if kind in WEB_SEARCH_TYPES and tool.get("external_web_access") is False:
+        return  # an optional hint (as Codex sends it): not offered, not echoed
+    if kind == "function":
+        function = _function(tool, path)
+        _claim(seen, model_name(function["name"]), f"{path}.name")
+        decoded.append(function)
+    elif kind == CUSTOM:
+        custom = _custom(tool, path)
+        _claim(seen, model_name(custom["name"]), f"{path}.name")
+        decoded.append(custom)
+    elif kind == NAMESPACE:
+        decoded.append(_namespace(tool, path, seen))
+    else:
+        raise InvalidRequest(
+            _unsupported_message(kind), param=f"{path}.type", code="unsupported_tool_type"
+        )
 
 
 def _namespace(tool: dict[str, Any], path: str, seen: set[str]) -> Item:
