@@ -170,3 +170,17 @@ def test_a_codex_shaped_request_succeeds(client: OpenAI) -> None:
     assert second.status == "completed"
     assert "functions__exec" in second.output_text
     assert "additional_tools" not in second.output_text
+
+
+def test_additional_tools_of_an_earlier_turn_stay_offered(client: OpenAI) -> None:
+    extra = {"type": "additional_tools", "role": "developer", "tools": [NAMESPACE_TOOL]}
+    first = client.responses.create(model=MODEL, input=[extra, {"role": "user", "content": "hi"}])  # type: ignore[list-item]
+    second = client.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        input='[[tool:multi_agent_v1__spawn_agent:{"task": "t"}]]',
+    )
+    [call] = second.output
+    assert call.type == "function_call"
+    assert (call.name, call.namespace) == ("spawn_agent", "multi_agent_v1")
+    assert second.tools == []  # the echo shows the request's own declarations

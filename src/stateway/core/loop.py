@@ -22,6 +22,7 @@ import asyncio
 import logging
 import time
 from contextlib import aclosing
+from dataclasses import replace
 from functools import partial
 from typing import TypeVar
 
@@ -42,7 +43,7 @@ from stateway.core.ports import ResponseStore
 from stateway.core.response import ResponseState, final_record, started_record
 from stateway.core.routing import Route
 from stateway.core.runs import CancelReason, Run
-from stateway.core.tools.catalog import Catalog
+from stateway.core.tools.catalog import Catalog, with_context_tools
 from stateway.core.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,11 @@ class Loop:
         run.began = True
         usage = Usage()
         used_call_ids = {i["call_id"] for i in context if i.get("type") in _CALLS}
-        catalog = Catalog(state.settings.tools)
+        settings = state.settings
+        tools = with_context_tools(settings.tools, context)
+        if len(tools) != len(settings.tools):  # an earlier turn's additional_tools item
+            settings = replace(settings, tools=tools)
+        catalog = Catalog(tools)
         assembler = OutputAssembler(state.output, run.emit, used_call_ids, catalog)
         run.cancellable = True
         try:
@@ -93,7 +98,7 @@ class Loop:
                     model=route.upstream_model,
                     instructions=state.instructions,
                     items=context + state.output,
-                    settings=state.settings,
+                    settings=settings,
                     stream=stream,
                 )
                 reason = await self._round(run, row, route, request, assembler, usage)

@@ -1,4 +1,10 @@
-from stateway.core.tools.catalog import Catalog, custom_input, model_items, model_tools
+from stateway.core.tools.catalog import (
+    Catalog,
+    custom_input,
+    model_items,
+    model_tools,
+    with_context_tools,
+)
 
 FUNCTION = {"type": "function", "name": "exec_command", "parameters": {"type": "object"}}
 NAMESPACE = {
@@ -84,3 +90,14 @@ def test_an_additional_tools_item_never_reaches_the_model() -> None:
     extra = {"type": "additional_tools", "role": "developer", "tools": [FUNCTION]}
     message = {"type": "message", "role": "user", "content": "hi"}
     assert model_items([extra, message]) == [message]
+
+
+def test_an_earlier_turns_additional_tools_count_unless_declared_again() -> None:
+    extra = {
+        "type": "additional_tools",
+        "role": "developer",
+        "tools": [NAMESPACE, {"type": "web_search", "external_web_access": False}],
+    }
+    assert with_context_tools([FUNCTION], [extra]) == [FUNCTION, NAMESPACE]
+    assert with_context_tools([NAMESPACE], [extra]) == [NAMESPACE]
+    assert with_context_tools([FUNCTION], []) == [FUNCTION]

@@ -9,7 +9,8 @@ tools. :func:`model_tools` flattens the declared tools into that function list,
 - ``namespace``: each member becomes the function ``<namespace>__<member>``; its calls come
   back as ``function_call`` items with the member's ``name`` and a ``namespace`` field.
   Declared names must not collide after flattening (the decoder checks).
-- Tools of an ``additional_tools`` input item count as declared at the top level.
+- Tools of an ``additional_tools`` input item count as declared at the top level (the
+  decoder adds the request's own; :func:`with_context_tools` those of earlier turns).
 - ``custom`` (freeform input): a function with one string argument ``input``; its calls
   come back as ``custom_tool_call`` items with ``input`` as the raw string, and a
   ``custom_tool_call_output`` reaches the model as a function call output. A grammar
@@ -48,6 +49,7 @@ INPUT_SCHEMA: Final[Item] = {
     "additionalProperties": False,
 }
 """The parameters of the function a ``custom`` tool is offered as."""
+_OFFERED: Final = frozenset({"function", CUSTOM, NAMESPACE})
 SEPARATOR: Final = "__"
 
 
@@ -66,6 +68,24 @@ def model_items(items: list[Item]) -> list[Item]:
     custom calls as function calls, ``additional_tools`` items left out (their tools are
     among the request's)."""
     return [_model_item(item) for item in items if item.get("type") != ADDITIONAL_TOOLS]
+
+
+def with_context_tools(tools: list[Item], context: list[Item]) -> list[Item]:
+    """The declared tools plus those of ``additional_tools`` items in the context (earlier
+    turns of a ``previous_response_id`` chain) whose names are not declared already."""
+    names = {model_name(tool["name"], ns) for tool, ns in _members(tools)}
+    out = list(tools)
+    for item in context:
+        if item.get("type") != ADDITIONAL_TOOLS:
+            continue
+        for tool in item.get("tools") or ():
+            if not isinstance(tool, dict) or tool.get("type") not in _OFFERED:
+                continue  # e.g. a web_search hint: never offered
+            members = {model_name(member["name"], ns) for member, ns in _members([tool])}
+            if not members & names:
+                names |= members
+                out.append(tool)
+    return out
 
 
 class Catalog:
