@@ -294,3 +294,28 @@ def test_refusal_parts_keep_their_text() -> None:
         "type": "text",
         "text": "no",
     }
+
+
+def test_namespace_tools_and_prior_member_calls_reach_chat_flattened() -> None:
+    namespace = {
+        "type": "namespace",
+        "name": "ns",
+        "tools": [{"type": "function", "name": "spawn", "parameters": {"type": "object"}}],
+    }
+    call = {
+        "type": "function_call",
+        "call_id": "c1",
+        "name": "spawn",
+        "namespace": "ns",
+        "arguments": "{}",
+    }
+    output = {"type": "function_call_output", "call_id": "c1", "output": "ok"}
+    body = to_upstream(request([user("go"), call, output], tools=[namespace]))
+    [tool] = body["tools"]
+    assert tool["function"]["name"] == "ns__spawn"
+    assert body["messages"][1]["tool_calls"][0]["function"]["name"] == "ns__spawn"
+    assert body["messages"][2] == {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+    responses_body = responses_to_upstream(request([call], tools=[namespace]))
+    assert responses_body["tools"][0]["name"] == "ns__spawn"
+    assert responses_body["input"][0]["name"] == "ns__spawn"
+    assert "namespace" not in responses_body["input"][0]

@@ -29,9 +29,21 @@ from stateway.core.inference import (
 )
 from stateway.core.items import Item, item_text
 from stateway.core.ports import TOOL_OUTPUT
+from stateway.core.tools.catalog import model_items, model_tools
 from stateway.core.usage import Usage
 
-CARRIED = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+CARRIED = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "reasoning",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "additional_tools",
+    }
+)
+"""Custom tool calls and their outputs reach the model as function calls (``model_items``)."""
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal", "summary_text"})
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
@@ -101,7 +113,7 @@ def to_upstream(request: InferenceRequest, max_tokens_field: str = "max_tokens")
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     if settings.tools:
-        body["tools"] = [_tool(tool) for tool in settings.tools]
+        body["tools"] = [_tool(tool) for tool in model_tools(settings.tools)]
         body["tool_choice"] = _tool_choice(settings.tool_choice)
         body["parallel_tool_calls"] = settings.parallel_tool_calls
     optional = {
@@ -129,7 +141,7 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
     if request.instructions:
         messages.append({"role": "system", "content": request.instructions})
     reasoning: list[str] = []
-    for item in request.items:
+    for item in model_items(request.items):
         kind = item.get("type")
         if kind == "message":
             message = _message(item)

@@ -28,9 +28,22 @@ from stateway.core.inference import (
 )
 from stateway.core.items import Item
 from stateway.core.ports import TOOL_OUTPUT
+from stateway.core.tools.catalog import model_items, model_tools
 from stateway.core.usage import Usage
 
-CARRIED = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+CARRIED = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "reasoning",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "additional_tools",
+    }
+)
+"""Tools reach this upstream as the same flattened functions a Chat Completions upstream
+gets (``model_tools``/``model_items``), so calls come back in one shape for the assembler."""
 _INPUT_PARTS = frozenset({"input_text", "input_image", "input_file"})
 CARRIED_PARTS: Mapping[str, frozenset[str]] = {
     "user": _INPUT_PARTS,
@@ -83,14 +96,14 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
     settings = request.settings
     body: dict[str, Any] = {
         "model": request.model,
-        "input": [_item(item) for item in request.items],
+        "input": [_item(item) for item in model_items(request.items)],
         "store": False,
         "stream": request.stream,
     }
     if request.instructions:
         body["instructions"] = request.instructions
     if settings.tools:
-        body["tools"] = settings.tools
+        body["tools"] = model_tools(settings.tools)
         body["tool_choice"] = settings.tool_choice
         body["parallel_tool_calls"] = settings.parallel_tool_calls
     reasoning = {

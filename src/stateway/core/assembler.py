@@ -14,7 +14,8 @@ from stateway.core import events as ev
 from stateway.core.errors import UpstreamError
 from stateway.core.ids import new_id
 from stateway.core.inference import ToolCallDelta
-from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
+from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, MESSAGE, REASONING, Item
+from stateway.core.tools.catalog import Catalog, custom_input
 
 Emit = Callable[[ev.Event], None]
 
@@ -38,8 +39,16 @@ class _OpenItem:
 
 
 class OutputAssembler:
-    def __init__(self, output: list[Item], emit: Emit, used_call_ids: set[str]) -> None:
+    def __init__(
+        self,
+        output: list[Item],
+        emit: Emit,
+        used_call_ids: set[str],
+        catalog: Catalog | None = None,
+    ) -> None:
         self._output = output
+        self._catalog = catalog or Catalog([])
+        """Maps the model-visible names of calls back to the public tools."""
         self._emit = emit
         self._open: _OpenItem | None = None
         self._closed_tools: set[int] = set()
@@ -81,7 +90,8 @@ class OutputAssembler:
             current.item["name"] = delta.name
         if delta.arguments:
             current.chunks.append(delta.arguments)
-            self._emit(ev.ArgumentsDelta(current.index, current.item["id"], delta.arguments))
+            if current.item["type"] == FUNCTION_CALL:  # a custom call's input comes whole
+                self._emit(ev.ArgumentsDelta(current.index, current.item["id"], delta.arguments))
 
     def finish(self, status: str = "completed") -> None:
         """Close the open item with ``status`` (``completed`` or ``incomplete``)."""
@@ -127,6 +137,10 @@ class OutputAssembler:
             "name": delta.name or "",
             "arguments": "",
         }
+        if delta.name and self._catalog.is_custom(delta.name):
+            del item["arguments"]
+            item.update(id=new_id("ctc"), type=CUSTOM_TOOL_CALL, input="")
+        self._catalog.public_call(item)
         opened = self._start(item, delta.index)
         opened.upstream_id = delta.call_id
         return opened
@@ -152,7 +166,18 @@ class OutputAssembler:
                 self._emit(ev.PartDone(current.index, 0, item_id, part))
                 item["content"] = [part]
                 item["status"] = status
+            case "custom_tool_call":
+                raw = custom_input(text)
+                item["input"] = raw
+                item["status"] = status
+                if raw:
+                    self._emit(ev.CustomInputDelta(current.index, item_id, raw))
+                self._emit(ev.CustomInputDone(current.index, item_id, raw))
+                if current.tool_index is not None:
+                    self._closed_tools.add(current.tool_index)
+                self.tool_calls.append(item)
             case _:
+                self._catalog.public_call(item)
                 item["arguments"] = text
                 item["status"] = status
                 self._emit(ev.ArgumentsDone(current.index, item_id, item["name"], text))

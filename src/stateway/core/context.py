@@ -12,8 +12,18 @@ from __future__ import annotations
 
 from stateway.core.commands import CreateResponse
 from stateway.core.errors import InvalidRequest, PreviousResponseNotFound, ResponseInProgress
-from stateway.core.items import FUNCTION_CALL, FUNCTION_CALL_OUTPUT, MESSAGE, Item
+from stateway.core.items import (
+    CUSTOM_TOOL_CALL,
+    CUSTOM_TOOL_CALL_OUTPUT,
+    FUNCTION_CALL,
+    FUNCTION_CALL_OUTPUT,
+    MESSAGE,
+    Item,
+)
 from stateway.core.ports import TOOL_OUTPUT, Backend, ResponseStore
+
+_CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL})
+_OUTPUTS = frozenset({FUNCTION_CALL_OUTPUT, CUSTOM_TOOL_CALL_OUTPUT})
 
 
 async def build_context(
@@ -61,7 +71,7 @@ def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str] 
         return f"{path}.type", f"input item type '{kind}'", "unsupported_item_type"
     if kind == MESSAGE:
         parts, slot, where = item.get("content"), str(item.get("role")), "content"
-    elif kind == FUNCTION_CALL_OUTPUT:
+    elif kind in _OUTPUTS:
         parts, slot, where = item.get("output"), TOOL_OUTPUT, "output"
     else:
         return None
@@ -84,7 +94,7 @@ def _check_call_outputs(prior: list[Item], current: list[Item]) -> None:
     for item in prior:
         _track(item, pending)
     for index, item in enumerate(current):
-        if item.get("type") == FUNCTION_CALL_OUTPUT:
+        if item.get("type") in _OUTPUTS:
             call_id = item.get("call_id")
             if call_id not in pending:
                 raise InvalidRequest(
@@ -97,7 +107,7 @@ def _check_call_outputs(prior: list[Item], current: list[Item]) -> None:
 
 def _track(item: Item, pending: set[str]) -> None:
     kind = item.get("type")
-    if kind == FUNCTION_CALL:
+    if kind in _CALLS:
         pending.add(item["call_id"])
-    elif kind == FUNCTION_CALL_OUTPUT:
+    elif kind in _OUTPUTS:
         pending.discard(item["call_id"])

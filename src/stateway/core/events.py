@@ -94,6 +94,20 @@ class ArgumentsDone:
 
 
 @dataclass(slots=True, frozen=True)
+class CustomInputDelta:
+    output_index: int
+    item_id: str
+    delta: str
+
+
+@dataclass(slots=True, frozen=True)
+class CustomInputDone:
+    output_index: int
+    item_id: str
+    input: str
+
+
+@dataclass(slots=True, frozen=True)
 class ItemDone:
     output_index: int
     item: Item
@@ -118,6 +132,8 @@ Event = (
     | PartDone
     | ArgumentsDelta
     | ArgumentsDone
+    | CustomInputDelta
+    | CustomInputDone
     | ItemDone
     | ResponseFinished
 )

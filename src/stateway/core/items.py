@@ -17,6 +17,8 @@ MESSAGE: Final = "message"
 FUNCTION_CALL: Final = "function_call"
 FUNCTION_CALL_OUTPUT: Final = "function_call_output"
 REASONING: Final = "reasoning"
+CUSTOM_TOOL_CALL: Final = "custom_tool_call"
+CUSTOM_TOOL_CALL_OUTPUT: Final = "custom_tool_call_output"
 
 
 def item_text(item: Item) -> str:

@@ -22,6 +22,7 @@ import asyncio
 import logging
 import time
 from contextlib import aclosing
+from dataclasses import replace
 from functools import partial
 from typing import TypeVar
 
@@ -36,12 +37,13 @@ from stateway.core.inference import (
     ToolCallDelta,
     UsageReport,
 )
-from stateway.core.items import FUNCTION_CALL, Item
+from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, Item
 from stateway.core.ownership import ProcessIdentity
 from stateway.core.ports import ResponseStore
 from stateway.core.response import ResponseState, final_record, started_record
 from stateway.core.routing import Route
 from stateway.core.runs import CancelReason, Run
+from stateway.core.tools.catalog import Catalog, with_context_tools
 from stateway.core.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,7 @@ E = TypeVar("E", bound=BaseException)
 
 _INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
 _MAX_CHAIN = 16
+_CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL})
 
 
 Row = asyncio.Future[None]
@@ -78,19 +81,24 @@ class Loop:
             _announce(run)
         run.began = True
         usage = Usage()
-        used_call_ids = {i["call_id"] for i in context if i.get("type") == FUNCTION_CALL}
-        assembler = OutputAssembler(state.output, run.emit, used_call_ids)
+        used_call_ids = {i["call_id"] for i in context if i.get("type") in _CALLS}
+        settings = state.settings
+        tools = with_context_tools(settings.tools, context)
+        if len(tools) != len(settings.tools):  # an earlier turn's additional_tools item
+            settings = replace(settings, tools=tools)
+        catalog = Catalog(tools)
+        assembler = OutputAssembler(state.output, run.emit, used_call_ids, catalog)
         run.cancellable = True
         try:
             if run.cancel_reason is not None:  # cancelled before it started generating
                 raise asyncio.CancelledError
             for _ in range(self._max_rounds):
-                assembler = OutputAssembler(state.output, run.emit, used_call_ids)
+                assembler = OutputAssembler(state.output, run.emit, used_call_ids, catalog)
                 request = InferenceRequest(
                     model=route.upstream_model,
                     instructions=state.instructions,
                     items=context + state.output,
-                    settings=state.settings,
+                    settings=settings,
                     stream=stream,
                 )
                 reason = await self._round(run, row, route, request, assembler, usage)

@@ -69,6 +69,7 @@ def test_client_ids_are_kept_as_labels_and_content_is_normalized() -> None:
         ),
         ({"model": "m", "input": [{"type": "function_call", "name": "f"}]}, "input[0].call_id"),
         ({"model": "m", "tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({"model": "m", "tools": [{"type": "mcp", "server_label": "s"}]}, "tools[0].type"),
         ({"model": "m", "tools": [{"type": "function"}]}, "tools[0].name"),
         ({"model": "m", "tool_choice": "sometimes"}, "tool_choice"),
         (
@@ -311,3 +312,152 @@ plausible_request = st.fixed_dictionaries(
         "n": json_values,
     },
 )
+
+
+def test_a_web_search_hint_is_not_offered_nor_echoed() -> None:
+    tools = [
+        {"type": "function", "name": "f"},
+        {"type": "web_search", "external_web_access": False},
+        {"type": "web_search_preview", "external_web_access": False},
+    ]
+    command = decode_create(orjson.dumps({"model": "m", "input": "x", "tools": tools}))
+    assert [tool["name"] for tool in command.settings.tools] == ["f"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "needs"),
+    [
+        ({"type": "web_search"}, "web search provider"),
+        ({"type": "web_search_preview", "external_web_access": True}, "web search provider"),
+        ({"type": "mcp", "server_label": "s"}, "MCP server"),
+    ],
+)
+def test_gateway_tools_without_a_provider_say_what_to_configure(
+    tool: dict[str, object], needs: str
+) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "tools": [tool]})
+    assert caught.value.code == "unsupported_tool_type"
+    assert needs in str(caught.value)
+
+
+def test_namespace_tools_are_decoded_with_their_members() -> None:
+    tools = [
+        {
+            "type": "namespace",
+            "name": "ns",
+            "description": "d",
+            "tools": [{"type": "function", "name": "spawn", "strict": False}],
+        }
+    ]
+    command = decode_create(orjson.dumps({"model": "m", "input": "x", "tools": tools}))
+    [namespace] = command.settings.tools
+    assert namespace["name"] == "ns"
+    assert namespace["description"] == "d"
+    assert [member["name"] for member in namespace["tools"]] == ["spawn"]
+
+
+@pytest.mark.parametrize(
+    ("tools", "param", "code"),
+    [
+        ([{"type": "namespace", "name": "ns"}], "tools[0].tools", "missing_required_parameter"),
+        ([{"type": "namespace", "tools": []}], "tools[0].name", "missing_required_parameter"),
+        (
+            [{"type": "namespace", "name": "ns", "tools": [{"type": "mcp"}]}],
+            "tools[0].tools[0].type",
+            "unsupported_tool_type",
+        ),
+        (
+            [
+                {"type": "function", "name": "ns__f"},
+                {"type": "namespace", "name": "ns", "tools": [{"type": "function", "name": "f"}]},
+            ],
+            "tools[1].tools[0].name",
+            "duplicate_tool_name",
+        ),
+        (
+            [{"type": "function", "name": "f"}, {"type": "function", "name": "f"}],
+            "tools[1].name",
+            "duplicate_tool_name",
+        ),
+    ],
+)
+def test_bad_namespace_tools_are_named(tools: object, param: str, code: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "tools": tools})
+    assert (caught.value.param, caught.value.code) == (param, code)
+
+
+def test_custom_tools_and_their_items_are_decoded() -> None:
+    grammar = {"type": "grammar", "syntax": "lark", "definition": "start: /x/"}
+    body = {
+        "model": "m",
+        "tools": [{"type": "custom", "name": "apply_patch", "format": grammar}],
+        "input": [
+            {"type": "custom_tool_call", "call_id": "c", "name": "apply_patch", "input": "x"},
+            {"type": "custom_tool_call_output", "call_id": "c", "output": "ok"},
+        ],
+    }
+    command = decode_create(orjson.dumps(body))
+    assert command.settings.tools == [{"type": "custom", "name": "apply_patch", "format": grammar}]
+    call, output = command.input
+    assert call["id"].startswith("ctc_")
+    assert output["id"].startswith("ctco_")
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"tools": [{"type": "custom"}]}, "tools[0].name"),
+        (
+            {"tools": [{"type": "custom", "name": "x", "format": {"type": "y"}}]},
+            "tools[0].format.type",
+        ),
+        (
+            {"tools": [{"type": "custom", "name": "x", "format": {"type": "grammar"}}]},
+            "tools[0].format.syntax",
+        ),
+        ({"input": [{"type": "custom_tool_call", "call_id": "c", "name": "x"}]}, "input[0].input"),
+        ({"input": [{"type": "custom_tool_call_output", "call_id": "c"}]}, "input[0].output"),
+    ],
+)
+def test_bad_custom_tools_and_items_are_named(body: dict[str, object], param: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", **body})
+    assert caught.value.param == param
+
+
+def test_additional_tools_join_the_declared_ones_and_the_item_stays_as_sent() -> None:
+    extra = {
+        "type": "additional_tools",
+        "role": "developer",
+        "tools": [
+            {
+                "type": "namespace",
+                "name": "functions",
+                "tools": [{"type": "custom", "name": "exec"}],
+            }
+        ],
+    }
+    body = {"model": "m", "tools": [{"type": "function", "name": "f"}], "input": [extra]}
+    command = decode_create(orjson.dumps(body))
+    assert [tool["name"] for tool in command.settings.tools] == ["f", "functions"]
+    assert command.input == [extra]
+
+
+@pytest.mark.parametrize(
+    ("item", "param"),
+    [
+        ({"type": "additional_tools", "role": "user", "tools": []}, "input[0].role"),
+        ({"type": "additional_tools", "role": "developer"}, "input[0].tools"),
+        ({"type": "additional_tools", "role": "developer", "tools": [1]}, "input[0].tools[0]"),
+        (
+            {"type": "additional_tools", "role": "developer", "tools": [{"type": "mcp"}]},
+            "input[0].tools[0].type",
+        ),
+    ],
+)
+def test_bad_additional_tools_items_are_named(item: dict[str, object], param: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": [item]})
+    assert caught.value.param == param

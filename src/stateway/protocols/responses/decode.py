@@ -16,10 +16,10 @@ import pydantic
 
 from stateway.core.commands import CreateResponse, GenerationSettings, ListInputItems
 from stateway.core.errors import InvalidRequest
-from stateway.core.items import Item
 from stateway.protocols.responses.items import decode_items
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.responses.request import CreateResponseBody
+from stateway.protocols.responses.tools import decode_tools
 
 _TOOL_CHOICES = frozenset({"auto", "none", "required"})
 _FORMATS = frozenset({"text", "json_object", "json_schema"})
@@ -53,7 +53,7 @@ def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateRe
         top_p=body.top_p,
         max_output_tokens=body.max_output_tokens,
         max_tool_calls=body.max_tool_calls,
-        tools=_tools(body.tools or []),
+        tools=decode_tools(body.tools or [], body.input),
         tool_choice=_tool_choice(body.tool_choice),
         parallel_tool_calls=True if body.parallel_tool_calls is None else body.parallel_tool_calls,
         text_format=_text_format(body.text.format if body.text else None),
@@ -165,49 +165,6 @@ def _check_include(include: list[str]) -> None:
                 param=f"include[{index}]",
                 code="invalid_value",
             )
-
-
-def _tools(tools: list[dict[str, Any]]) -> list[Item]:
-    decoded: list[Item] = []
-    for index, tool in enumerate(tools):
-        kind = tool.get("type")
-        if kind != "function":
-            raise InvalidRequest(
-                f"Tool type '{kind}' is not supported yet; only 'function' tools are.",
-                param=f"tools[{index}].type",
-                code="unsupported_tool_type",
-            )
-        name = tool.get("name")
-        if not isinstance(name, str) or not name:
-            raise InvalidRequest(
-                "Missing required parameter: 'name'.",
-                param=f"tools[{index}].name",
-                code="missing_required_parameter",
-            )
-        parameters = tool.get("parameters")
-        if parameters is not None and not isinstance(parameters, dict):
-            raise _invalid_type("'parameters' must be a JSON Schema object.", index, "parameters")
-        check_nesting(parameters, f"tools[{index}].parameters")
-        description = tool.get("description")
-        if description is not None and not isinstance(description, str):
-            raise _invalid_type("'description' must be a string.", index, "description")
-        strict = tool.get("strict")
-        if strict is not None and not isinstance(strict, bool):
-            raise _invalid_type("'strict' must be a boolean.", index, "strict")
-        decoded.append(
-            {
-                "type": "function",
-                "name": name,
-                "description": description,
-                "parameters": parameters,
-                "strict": strict,
-            }
-        )
-    return decoded
-
-
-def _invalid_type(message: str, index: int, field: str) -> InvalidRequest:
-    return InvalidRequest(message, param=f"tools[{index}].{field}", code="invalid_type")
 
 
 def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:

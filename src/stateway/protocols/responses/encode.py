@@ -124,6 +124,22 @@ def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
                 "name": event.name,
                 "arguments": event.arguments,
             }
+        case ev.CustomInputDelta():
+            return {
+                "type": "response.custom_tool_call_input.delta",
+                "sequence_number": seq,
+                "item_id": event.item_id,
+                "output_index": event.output_index,
+                "delta": event.delta,
+            }
+        case ev.CustomInputDone():
+            return {
+                "type": "response.custom_tool_call_input.done",
+                "sequence_number": seq,
+                "item_id": event.item_id,
+                "output_index": event.output_index,
+                "input": event.input,
+            }
         case ev.ResponseCreated():
             return _response_event("response.created", seq, event.response, snapshot=True)
         case ev.ResponseInProgress():

@@ -1,6 +1,7 @@
 """Input items of the Responses wire, checked and normalized into canonical items.
 
-The shapes the gateway models (messages, function calls and their outputs, reasoning)
+The shapes the gateway models (messages, function and custom tool calls and their
+outputs, reasoning)
 are checked field by field so a bad one is a 400 naming the exact path. Other item types
 pass through untouched.
 """
@@ -20,6 +21,8 @@ _ID_PREFIX = {
     "function_call": "fc",
     "function_call_output": "fco",
     "reasoning": "rs",
+    "custom_tool_call": "ctc",
+    "custom_tool_call_output": "ctco",
 }
 _PART_TEXT = frozenset({"input_text", "output_text", "refusal", "text", "summary_text"})
 _PART_KNOWN = _PART_TEXT | {"input_image", "input_file", "input_audio"}
@@ -71,7 +74,10 @@ def _item(raw: dict[str, Any], path: str) -> Item:
         case "function_call":
             _require_str(raw, path, "call_id", "name", "arguments")
             return _with_id(dict(raw), kind)
-        case "function_call_output":
+        case "custom_tool_call":
+            _require_str(raw, path, "call_id", "name", "input")
+            return _with_id(dict(raw), kind)
+        case "function_call_output" | "custom_tool_call_output":
             _require_str(raw, path, "call_id")
             output = raw.get("output")
             if not isinstance(output, str | list):
@@ -90,6 +96,9 @@ def _item(raw: dict[str, Any], path: str) -> Item:
             item = dict(raw)
             item.setdefault("summary", [])
             return _with_id(item, kind)
+        case "additional_tools":
+            _check_additional_tools(raw, path)
+            return dict(raw)  # kept as sent; its tools join the request's
         case "item_reference":
             raise InvalidRequest(
                 "Item references are not supported: input item ids are labels; "
@@ -196,3 +205,18 @@ def _missing_or_invalid(raw: dict[str, Any], path: str, key: str) -> InvalidRequ
         param=f"{path}.{key}",
         code="invalid_type",
     )
+
+
+def _check_additional_tools(raw: dict[str, Any], path: str) -> None:
+    if raw.get("role") != "developer":
+        raise InvalidRequest(
+            "An 'additional_tools' item needs the role 'developer'.",
+            param=f"{path}.role",
+            code="invalid_value",
+        )
+    if not isinstance(raw.get("tools"), list):
+        raise InvalidRequest(
+            "An 'additional_tools' item needs a list of 'tools'.",
+            param=f"{path}.tools",
+            code="missing_required_parameter" if raw.get("tools") is None else "invalid_type",
+        )

@@ -1,0 +1,1 @@
+"""Tools: ownership of declared tools and the model-visible catalog."""

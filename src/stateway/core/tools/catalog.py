@@ -1,0 +1,180 @@
+"""The model-visible tool catalog.
+
+Clients declare tools in their public shapes; an upstream model only ever sees function
+tools. :func:`model_tools` flattens the declared tools into that function list,
+:func:`model_items` rewrites a context's items into what the model saw, and a
+:class:`Catalog` maps a model's call back to the public item the client gets.
+
+- ``function``: as declared.
+- ``namespace``: each member becomes the function ``<namespace>__<member>``; its calls come
+  back as ``function_call`` items with the member's ``name`` and a ``namespace`` field.
+  Declared names must not collide after flattening (the decoder checks).
+- Tools of an ``additional_tools`` input item count as declared at the top level (the
+  decoder adds the request's own; :func:`with_context_tools` those of earlier turns).
+- ``custom`` (freeform input): a function with one string argument ``input``; its calls
+  come back as ``custom_tool_call`` items with ``input`` as the raw string, and a
+  ``custom_tool_call_output`` reaches the model as a function call output. A grammar
+  ``format`` is described to the model in the function's description (no guided decoding).
+
+Gateway-owned kinds (``web_search``, ``mcp``) have no provider yet: a ``web_search`` tool
+sent as an optional hint (``external_web_access: false``, as Codex sends it) is dropped when
+the request is decoded, so it is neither offered to the model nor echoed in ``tools``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final
+
+import orjson
+
+from stateway.core.items import (
+    CUSTOM_TOOL_CALL,
+    CUSTOM_TOOL_CALL_OUTPUT,
+    FUNCTION_CALL,
+    FUNCTION_CALL_OUTPUT,
+    Item,
+)
+
+WEB_SEARCH_TYPES: Final = frozenset({"web_search", "web_search_preview"})
+NAMESPACE: Final = "namespace"
+CUSTOM: Final = "custom"
+ADDITIONAL_TOOLS: Final = "additional_tools"
+"""An input item (role ``developer``) whose ``tools`` join the request's declared tools.
+It stays in the stored context as sent and never reaches a model as a message."""
+INPUT_SCHEMA: Final[Item] = {
+    "type": "object",
+    "properties": {"input": {"type": "string", "description": "The tool's raw input."}},
+    "required": ["input"],
+    "additionalProperties": False,
+}
+"""The parameters of the function a ``custom`` tool is offered as."""
+_OFFERED: Final = frozenset({"function", CUSTOM, NAMESPACE})
+SEPARATOR: Final = "__"
+
+
+def model_name(name: str, namespace: str | None = None) -> str:
+    """The function name the model sees for a tool (or a namespace's member)."""
+    return f"{namespace}{SEPARATOR}{name}" if namespace else name
+
+
+def model_tools(tools: list[Item]) -> list[Item]:
+    """The declared tools as the function tools the model is offered."""
+    return [_function(tool, namespace) for tool, namespace in _members(tools)]
+
+
+def model_items(items: list[Item]) -> list[Item]:
+    """A context as the model saw it: calls of namespace members under their flat names,
+    custom calls as function calls, ``additional_tools`` items left out (their tools are
+    among the request's)."""
+    return [_model_item(item) for item in items if item.get("type") != ADDITIONAL_TOOLS]
+
+
+def with_context_tools(tools: list[Item], context: list[Item]) -> list[Item]:
+    """The declared tools plus those of ``additional_tools`` items in the context (earlier
+    turns of a ``previous_response_id`` chain) whose names are not declared already."""
+    names = {model_name(tool["name"], ns) for tool, ns in _members(tools)}
+    out = list(tools)
+    for item in context:
+        if item.get("type") != ADDITIONAL_TOOLS:
+            continue
+        for tool in item.get("tools") or ():
+            if not isinstance(tool, dict) or tool.get("type") not in _OFFERED:
+                continue  # e.g. a web_search hint: never offered
+            members = {model_name(member["name"], ns) for member, ns in _members([tool])}
+            if not members & names:
+                names |= members
+                out.append(tool)
+    return out
+
+
+class Catalog:
+    """One request's model-visible names, mapped back to the public tools."""
+
+    __slots__ = ("_by_name",)
+
+    def __init__(self, tools: list[Item]) -> None:
+        self._by_name: dict[str, tuple[Item, str | None]] = {
+            model_name(tool["name"], namespace): (tool, namespace)
+            for tool, namespace in _members(tools)
+        }
+
+    def is_custom(self, name: str) -> bool:
+        """Whether the model-visible ``name`` is a ``custom`` tool's."""
+        found = self._by_name.get(name)
+        return found is not None and found[0].get("type") == CUSTOM
+
+    def public_call(self, item: Item) -> Item:
+        """A call item as the client gets it (in place): a namespace member's call gets the
+        member's name and its ``namespace``. Unknown names stay as the model gave them."""
+        if "namespace" in item:
+            return item  # restored already
+        found = self._by_name.get(item.get("name", ""))
+        if found is not None and found[1] is not None:
+            item["name"] = found[0]["name"]
+            item["namespace"] = found[1]
+        return item
+
+
+def _members(tools: list[Item]) -> Iterator[tuple[Item, str | None]]:
+    for tool in tools:
+        if tool.get("type") == NAMESPACE:
+            for member in tool.get("tools", ()):
+                yield member, tool["name"]
+        else:
+            yield tool, None
+
+
+def _function(tool: Item, namespace: str | None) -> Item:
+    function: Item = {"type": "function", "name": model_name(tool["name"], namespace)}
+    if tool.get("type") == CUSTOM:
+        function["description"] = _custom_description(tool)
+        function["parameters"] = INPUT_SCHEMA
+        return function
+    for key in ("description", "parameters", "strict"):
+        if tool.get(key) is not None:
+            function[key] = tool[key]
+    return function
+
+
+def _custom_description(tool: Item) -> str:
+    text = tool.get("description") or ""
+    fmt = tool.get("format") or {}
+    if fmt.get("type") == "grammar":
+        text += (
+            f"\n\nThe 'input' argument is raw text (not JSON) that must match this "
+            f"{fmt.get('syntax', '')} grammar:\n{fmt.get('definition', '')}"
+        )
+    else:
+        text += "\n\nThe 'input' argument is free-form raw text."
+    return text.strip()
+
+
+def custom_input(arguments: str) -> str:
+    """A custom tool call's raw input from the model's function arguments: the ``input``
+    string, or (a model that ignored the schema) the arguments as they are."""
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return arguments
+    value = parsed.get("input") if isinstance(parsed, dict) else None
+    return value if isinstance(value, str) else arguments
+
+
+def _model_item(item: Item) -> Item:
+    kind = item.get("type")
+    if kind == CUSTOM_TOOL_CALL:
+        call: Item = {
+            "type": FUNCTION_CALL,
+            "call_id": item["call_id"],
+            "name": model_name(item["name"], item.get("namespace")),
+            "arguments": orjson.dumps({"input": item["input"]}).decode(),
+        }
+        return call
+    if kind == CUSTOM_TOOL_CALL_OUTPUT:
+        return {"type": FUNCTION_CALL_OUTPUT, "call_id": item["call_id"], "output": item["output"]}
+    if kind == FUNCTION_CALL and item.get("namespace"):
+        flat = {k: v for k, v in item.items() if k != "namespace"}
+        flat["name"] = model_name(item["name"], item["namespace"])
+        return flat
+    return item
