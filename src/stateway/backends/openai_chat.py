@@ -29,19 +29,12 @@ from stateway.core.inference import (
 )
 from stateway.core.items import Item, item_text
 from stateway.core.ports import TOOL_OUTPUT
-from stateway.core.tools.catalog import model_items, model_tools
+from stateway.core.tools.catalog import REWRITTEN_ITEM_TYPES, model_items, model_tools
 from stateway.core.usage import Usage
 
-CARRIED = frozenset(
-    {
-        "message",
-        "function_call",
-        "function_call_output",
-        "reasoning",
-        "custom_tool_call",
-        "custom_tool_call_output",
-        "additional_tools",
-    }
+CARRIED = (
+    frozenset({"message", "function_call", "function_call_output", "reasoning"})
+    | REWRITTEN_ITEM_TYPES
 )
 """Custom tool calls and their outputs reach the model as function calls (``model_items``)."""
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal", "summary_text"})

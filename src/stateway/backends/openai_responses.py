@@ -28,19 +28,12 @@ from stateway.core.inference import (
 )
 from stateway.core.items import Item
 from stateway.core.ports import TOOL_OUTPUT
-from stateway.core.tools.catalog import model_items, model_tools
+from stateway.core.tools.catalog import REWRITTEN_ITEM_TYPES, model_items, model_tools
 from stateway.core.usage import Usage
 
-CARRIED = frozenset(
-    {
-        "message",
-        "function_call",
-        "function_call_output",
-        "reasoning",
-        "custom_tool_call",
-        "custom_tool_call_output",
-        "additional_tools",
-    }
+CARRIED = (
+    frozenset({"message", "function_call", "function_call_output", "reasoning"})
+    | REWRITTEN_ITEM_TYPES
 )
 """Tools reach this upstream as the same flattened functions a Chat Completions upstream
 gets (``model_tools``/``model_items``), so calls come back in one shape for the assembler."""

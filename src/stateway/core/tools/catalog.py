@@ -50,6 +50,11 @@ INPUT_SCHEMA: Final[Item] = {
 }
 """The parameters of the function a ``custom`` tool is offered as."""
 _OFFERED: Final = frozenset({"function", CUSTOM, NAMESPACE})
+REWRITTEN_ITEM_TYPES: Final = frozenset(
+    {CUSTOM_TOOL_CALL, CUSTOM_TOOL_CALL_OUTPUT, ADDITIONAL_TOOLS}
+)
+"""Item types :func:`model_items` turns into function calls and outputs (or leaves out):
+any backend that carries function calls carries these too."""
 SEPARATOR: Final = "__"
 
 
