@@ -39,6 +39,13 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stateway.storage.sql.engine import async_url
+from stateway.tool_config import (
+    McpConfig,
+    McpServerConfig,
+    ToolsConfig,
+    WebSearchConfig,
+    apply_tool_env,
+)
 
 DEFAULT_UPSTREAM = "http://127.0.0.1:8000/v1"
 
@@ -150,6 +157,10 @@ class Config(_Strict):
     server: ServerConfig = ServerConfig()
     storage: StorageConfig = StorageConfig()
     loop: LoopConfig = LoopConfig()
+    tools: ToolsConfig = ToolsConfig()
+    mcp: McpConfig = McpConfig()
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    web_search: WebSearchConfig = WebSearchConfig()
     backends: list[BackendConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -222,6 +233,10 @@ def load_config(flags: Overrides, environ: Mapping[str, str] | None = None) -> C
         if env.get(var):
             server[key] = parse(env[var], var)
     data["server"] = server
+    try:
+        apply_tool_env(data, env)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if values["database"] is not None:
         data["storage"] = {**data.get("storage", {}), "database": values["database"]}
     if values["upstream"] is None and data.get("backends"):

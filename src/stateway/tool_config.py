@@ -1,0 +1,162 @@
+"""Configuration of gateway-owned tools: the tool executor, MCP servers, web search.
+
+Example file::
+
+    [loop]
+    max_rounds = 8                     # STATEWAY_MAX_TOOL_ROUNDS
+
+    [tools]
+    timeout = 60.0                     # STATEWAY_TOOL_TIMEOUT_S, per call
+    max_concurrent_calls = 5           # STATEWAY_MAX_CONCURRENT_TOOL_CALLS, per round
+
+    [mcp]
+    allowed_hosts = ["mcp.internal"]   # STATEWAY_MCP_ALLOWED_HOSTS: hosts a request may name
+
+    [mcp_servers.docs]                 # requests use {"type": "mcp", "server_label": "docs"}
+    url = "https://mcp.example.com/mcp"
+    headers_env = { Authorization = "DOCS_MCP_AUTHORIZATION" }
+    allowed_tools = ["search"]
+
+    [web_search]
+    provider = "searxng"               # STATEWAY_WEB_SEARCH_PROVIDER: searxng, brave, tavily
+    searxng_url = "http://127.0.0.1:8888"   # STATEWAY_SEARXNG_URL
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ToolsConfig(_Strict):
+    timeout: float = Field(default=60.0, gt=0)
+    """Seconds one gateway tool call (or one MCP discovery) may take before it fails."""
+    max_concurrent_calls: int = Field(default=5, ge=1, le=256)
+    """Gateway tool calls of one round running at once."""
+    max_mcp_servers: int = Field(default=16, ge=0, le=256)
+    """MCP servers one request may declare."""
+    max_discovered_tools: int = Field(default=256, ge=1, le=10_000)
+    """Tools all of one request's MCP servers may list together."""
+
+
+class McpConfig(_Strict):
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Hosts a request may name in ``server_url`` (deny by default: no SSRF into the
+    gateway's network). ``host`` or ``host:port``; configured servers need no entry."""
+    session_ttl: float = Field(default=300.0, gt=0)
+    """Seconds an idle pooled MCP session is kept before it is closed."""
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _lower(cls, hosts: list[str]) -> list[str]:
+        return [host.strip().lower() for host in hosts if host.strip()]
+
+    def allows(self, url: str) -> bool:
+        """Whether a request may name ``url`` (its host, or its ``host:port``, is listed)."""
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        if not host or parts.scheme not in ("http", "https"):
+            return False
+        with_port = f"{host}:{parts.port}" if parts.port else host
+        return host in self.allowed_hosts or with_port in self.allowed_hosts
+
+
+class McpServerConfig(_Strict):
+    url: str
+    transport: Literal["streamable_http", "sse"] = "streamable_http"
+    headers: dict[str, str] = Field(default_factory=dict)
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    """Header name → environment variable holding its value (secrets stay out of files)."""
+    allowed_tools: list[str] | None = None
+    """Only these of the server's tools are offered; None: all."""
+    require_approval: Literal["always", "never"] = "never"
+    description: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, url: str) -> str:
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise ValueError("must be an http:// or https:// URL")
+        return url
+
+    def resolved_headers(
+        self, label: str, environ: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """``headers`` plus those read from the environment; a missing variable is an error."""
+        env = os.environ if environ is None else environ
+        out = dict(self.headers)
+        for header, var in self.headers_env.items():
+            value = env.get(var)
+            if not value:
+                raise ValueError(
+                    f"mcp_servers.{label}: environment variable {var} (header {header}) is not set"
+                )
+            out[header] = value
+        return out
+
+
+WebSearchProviderName = Literal["searxng", "brave", "tavily"]
+
+SEARCH_KEY_ENV: dict[str, str] = {"brave": "BRAVE_API_KEY", "tavily": "TAVILY_API_KEY"}
+"""The environment variable holding each hosted provider's API key (by default)."""
+
+
+class WebSearchConfig(_Strict):
+    provider: WebSearchProviderName | None = None
+    """None: no provider; a request's ``web_search`` tool is a 400 (unless sent as a hint)."""
+    searxng_url: str | None = None
+    api_key_env: str | None = None
+    """Overrides the provider's API-key variable (``BRAVE_API_KEY``, ``TAVILY_API_KEY``)."""
+    base_url: str | None = None
+    """Overrides the hosted provider's API address (a proxy, or a fake in tests)."""
+    max_results: int = Field(default=5, ge=1, le=20)
+    timeout: float = Field(default=15.0, gt=0)
+
+    @model_validator(mode="after")
+    def _complete(self) -> WebSearchConfig:
+        if self.provider == "searxng" and not self.searxng_url:
+            raise ValueError("provider 'searxng' needs searxng_url (or STATEWAY_SEARXNG_URL)")
+        return self
+
+    @property
+    def key_env(self) -> str | None:
+        if self.provider is None or self.provider == "searxng":
+            return None
+        return self.api_key_env or SEARCH_KEY_ENV[self.provider]
+
+
+def _hosts(value: str) -> list[str]:
+    return [host.strip() for host in value.split(",") if host.strip()]
+
+
+TOOL_ENV: dict[str, tuple[str, str, Any]] = {
+    "STATEWAY_MAX_TOOL_ROUNDS": ("loop", "max_rounds", int),
+    "STATEWAY_TOOL_TIMEOUT_S": ("tools", "timeout", float),
+    "STATEWAY_MAX_CONCURRENT_TOOL_CALLS": ("tools", "max_concurrent_calls", int),
+    "STATEWAY_MCP_ALLOWED_HOSTS": ("mcp", "allowed_hosts", _hosts),
+    "STATEWAY_WEB_SEARCH_PROVIDER": ("web_search", "provider", str),
+    "STATEWAY_SEARXNG_URL": ("web_search", "searxng_url", str),
+}
+"""Environment variable → (section, key, parser) for the tool settings."""
+
+
+def apply_tool_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    """Overlay the tool variables set in ``env`` onto the file's ``data`` (in place).
+    A parse error is a ``ValueError`` naming the variable."""
+    for var, (section, key, parse) in TOOL_ENV.items():
+        raw = env.get(var)
+        if not raw:
+            continue
+        try:
+            value = parse(raw)
+        except ValueError:
+            raise ValueError(f"{var} must be a {parse.__name__}, got {raw!r}") from None
+        data[section] = {**data.get(section, {}), key: value}
