@@ -27,6 +27,7 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.items import Item
+from stateway.core.tools.catalog import model_tools
 from stateway.core.usage import Usage
 from stateway.protocols.responses.decode import decode_create
 from tests.core.fakes import MemoryStore
@@ -36,12 +37,17 @@ UNUSED_CLIENT = UpstreamClient(UpstreamTarget("t", "http://127.0.0.1:9/v1"))
 
 
 def request(items: list[Item], **settings: Any) -> InferenceRequest:
+    generation = GenerationSettings(
+        **{k: v for k, v in settings.items() if k not in ("instructions", "stream")}
+    )
     return InferenceRequest(
         model="m",
-        instructions=settings.pop("instructions", None),
+        instructions=settings.get("instructions"),
         items=items,
-        settings=GenerationSettings(**settings),
-        stream=settings.pop("stream", True) if "stream" in settings else True,
+        settings=generation,
+        stream=settings.get("stream", True),
+        tools=model_tools(generation.tools),
+        tool_choice=generation.tool_choice,
     )
 
 
@@ -276,7 +282,14 @@ def test_every_accepted_request_translates_without_crashing(body: dict[str, obje
     for translate in (to_upstream, responses_to_upstream):
         orjson.dumps(
             translate(
-                InferenceRequest("m", command.instructions, command.input, command.settings, True)
+                InferenceRequest(
+                    "m",
+                    command.instructions,
+                    command.input,
+                    command.settings,
+                    True,
+                    tools=model_tools(command.settings.tools),
+                )
             )
         )
 

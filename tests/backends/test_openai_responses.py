@@ -16,6 +16,7 @@ from stateway.core.inference import (
     ToolCallDelta,
     UsageReport,
 )
+from stateway.core.tools.catalog import model_tools
 from stateway.core.usage import Usage
 from stateway.protocols.responses.decode import decode_create
 
@@ -54,7 +55,11 @@ def test_request_is_stateless_with_the_full_context() -> None:
         verbosity="low",
         max_output_tokens=9,
     )
-    body = to_upstream(InferenceRequest("m", "rules", items, settings, stream=True))
+    body = to_upstream(
+        InferenceRequest(
+            "m", "rules", items, settings, stream=True, tools=model_tools(settings.tools)
+        )
+    )
     assert body["store"] is False
     assert body["stream"] is True
     assert body["instructions"] == "rules"
@@ -184,6 +189,15 @@ def test_upstream_input_validates_as_the_sdk_input_type() -> None:
         b'{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},'
         b'{"type": "function_call_output", "call_id": "c", "output": "ok"}]}'
     )
-    body = to_upstream(InferenceRequest("m", None, command.input, command.settings, stream=True))
+    body = to_upstream(
+        InferenceRequest(
+            "m",
+            None,
+            command.input,
+            command.settings,
+            stream=True,
+            tools=model_tools(command.settings.tools),
+        )
+    )
     validated = TypeAdapter(ResponseInputParam).validate_python(body["input"])
     assert len(validated) == 6

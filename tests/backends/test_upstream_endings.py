@@ -18,6 +18,7 @@ from stateway.backends.openai_responses import to_upstream as responses_to_upstr
 from stateway.backends.upstream_http import classify_status
 from stateway.core.commands import GenerationSettings
 from stateway.core.inference import Delta, Finish, InferenceRequest
+from stateway.core.tools.catalog import model_tools
 from stateway.protocols.responses.decode import decode_create
 from tests.core.test_loop_endings import finish_with
 
@@ -125,7 +126,14 @@ def test_parallel_tool_calls_reach_the_upstream_as_requested_default_true(
     translate: Any, field: bytes, expected: bool
 ) -> None:
     command = decode_create(b'{"model": "m", "input": "x", ' + TOOLS + field + b"}")
-    request = InferenceRequest("m", None, command.input, command.settings, stream=True)
+    request = InferenceRequest(
+        "m",
+        None,
+        command.input,
+        command.settings,
+        stream=True,
+        tools=model_tools(command.settings.tools),
+    )
 
     assert translate(request)["parallel_tool_calls"] is expected
 

@@ -29,7 +29,7 @@ from stateway.core.inference import (
 )
 from stateway.core.items import Item, item_text
 from stateway.core.ports import TOOL_OUTPUT
-from stateway.core.tools.catalog import REWRITTEN_ITEM_TYPES, model_items, model_tools
+from stateway.core.tools.history import REWRITTEN_ITEM_TYPES, model_items
 from stateway.core.usage import Usage
 
 CARRIED = (
@@ -105,9 +105,9 @@ def to_upstream(request: InferenceRequest, max_tokens_field: str = "max_tokens")
     if request.stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
-    if settings.tools:
-        body["tools"] = [_tool(tool) for tool in model_tools(settings.tools)]
-        body["tool_choice"] = _tool_choice(settings.tool_choice)
+    if request.tools:
+        body["tools"] = [_tool(tool) for tool in request.tools]
+        body["tool_choice"] = _tool_choice(request.tool_choice)
         body["parallel_tool_calls"] = settings.parallel_tool_calls
     optional = {
         "temperature": settings.temperature,

@@ -28,7 +28,7 @@ from stateway.core.inference import (
 )
 from stateway.core.items import Item
 from stateway.core.ports import TOOL_OUTPUT
-from stateway.core.tools.catalog import REWRITTEN_ITEM_TYPES, model_items, model_tools
+from stateway.core.tools.history import REWRITTEN_ITEM_TYPES, model_items
 from stateway.core.usage import Usage
 
 CARRIED = (
@@ -95,9 +95,9 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
     }
     if request.instructions:
         body["instructions"] = request.instructions
-    if settings.tools:
-        body["tools"] = model_tools(settings.tools)
-        body["tool_choice"] = settings.tool_choice
+    if request.tools:
+        body["tools"] = request.tools
+        body["tool_choice"] = request.tool_choice
         body["parallel_tool_calls"] = settings.parallel_tool_calls
     reasoning = {
         k: v

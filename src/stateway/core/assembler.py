@@ -14,14 +14,23 @@ from stateway.core import events as ev
 from stateway.core.errors import UpstreamError
 from stateway.core.ids import new_id
 from stateway.core.inference import ToolCallDelta
-from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, MESSAGE, REASONING, Item
-from stateway.core.tools.catalog import Catalog, custom_input
+from stateway.core.items import (
+    CUSTOM_TOOL_CALL,
+    FUNCTION_CALL,
+    MCP_CALL,
+    MESSAGE,
+    REASONING,
+    Item,
+)
+from stateway.core.tools import web_search
+from stateway.core.tools.catalog import Catalog, Entry, custom_input
+from stateway.core.tools.session import PendingCall, ToolSession
 
 Emit = Callable[[ev.Event], None]
 
 
 class _OpenItem:
-    __slots__ = ("chunks", "index", "item", "tool_index", "upstream_id")
+    __slots__ = ("chunks", "entry", "index", "item", "tool_index", "upstream_id")
 
     def __init__(
         self,
@@ -36,6 +45,8 @@ class _OpenItem:
         self.tool_index = tool_index
         self.upstream_id = upstream_id
         """The call id upstream gave, which may differ from the ``call_id`` issued."""
+        self.entry: Entry | None = None
+        """A gateway-owned call's catalog entry."""
 
 
 class OutputAssembler:
@@ -45,9 +56,11 @@ class OutputAssembler:
         emit: Emit,
         used_call_ids: set[str],
         catalog: Catalog | None = None,
+        tools: ToolSession | None = None,
     ) -> None:
         self._output = output
-        self._catalog = catalog or Catalog([])
+        self._tools = tools
+        self._catalog = tools.catalog if tools is not None else catalog or Catalog([])
         """Maps the model-visible names of calls back to the public tools."""
         self._emit = emit
         self._open: _OpenItem | None = None
@@ -56,6 +69,9 @@ class OutputAssembler:
         self.started = False
         """Whether any output event was emitted: past this point failover is forbidden."""
         self.tool_calls: list[Item] = []
+        """Calls that go back to the client (approval requests among them)."""
+        self.gateway_calls: list[PendingCall] = []
+        """Calls the gateway runs before the next round."""
 
     def text(self, delta: str) -> None:
         if not delta:
@@ -90,8 +106,11 @@ class OutputAssembler:
             current.item["name"] = delta.name
         if delta.arguments:
             current.chunks.append(delta.arguments)
-            if current.item["type"] == FUNCTION_CALL:  # a custom call's input comes whole
+            kind = current.item["type"]
+            if kind == FUNCTION_CALL:  # a custom call's input comes whole
                 self._emit(ev.ArgumentsDelta(current.index, current.item["id"], delta.arguments))
+            elif kind == MCP_CALL:
+                self._emit(ev.McpArgumentsDelta(current.index, current.item["id"], delta.arguments))
 
     def finish(self, status: str = "completed") -> None:
         """Close the open item with ``status`` (``completed`` or ``incomplete``)."""
@@ -125,6 +144,13 @@ class OutputAssembler:
         return opened
 
     def _start_tool_call(self, delta: ToolCallDelta) -> _OpenItem:
+        entry = self._catalog.entry(delta.name) if delta.name else None
+        if entry is not None and entry.gateway_owned and self._tools is not None:
+            opened = self._start(self._tools.open_call(entry), delta.index)
+            opened.entry = entry
+            opened.upstream_id = delta.call_id
+            self._tools.started(opened.item, opened.index)
+            return opened
         call_id = delta.call_id
         if not call_id or call_id in self._used_call_ids:
             call_id = new_id("call")
@@ -156,6 +182,8 @@ class OutputAssembler:
         match item["type"]:
             case "message":
                 part = _text_part("output_text", text)
+                if self._tools is not None and self._tools.sources:
+                    part["annotations"] = web_search.citations(text, self._tools.sources)
                 self._emit(ev.TextDone(current.index, 0, item_id, text))
                 self._emit(ev.PartDone(current.index, 0, item_id, part))
                 item["content"] = [part]
@@ -173,6 +201,20 @@ class OutputAssembler:
                 if raw:
                     self._emit(ev.CustomInputDelta(current.index, item_id, raw))
                 self._emit(ev.CustomInputDone(current.index, item_id, raw))
+                if current.tool_index is not None:
+                    self._closed_tools.add(current.tool_index)
+                self.tool_calls.append(item)
+            case "mcp_call" | "web_search_call":
+                if current.tool_index is not None:
+                    self._closed_tools.add(current.tool_index)
+                if item["type"] == MCP_CALL:
+                    item["arguments"] = text
+                    self._emit(ev.McpArgumentsDone(current.index, item_id, text))
+                if current.entry is not None and status == "completed":
+                    self.gateway_calls.append(PendingCall(current.entry, item, current.index, text))
+                return  # its item is done once it has run (or, cut short, abandoned)
+            case "mcp_approval_request":
+                item["arguments"] = text
                 if current.tool_index is not None:
                     self._closed_tools.add(current.tool_index)
                 self.tool_calls.append(item)

@@ -108,6 +108,45 @@ class CustomInputDone:
 
 
 @dataclass(slots=True, frozen=True)
+class ToolProgress:
+    """A step of a gateway-owned tool item: ``kind`` is the wire event's type, one of
+    ``TOOL_PROGRESS`` (``response.mcp_call.completed``, ...)."""
+
+    kind: str
+    output_index: int
+    item_id: str
+
+
+TOOL_PROGRESS = frozenset(
+    {
+        "response.mcp_list_tools.in_progress",
+        "response.mcp_list_tools.completed",
+        "response.mcp_list_tools.failed",
+        "response.mcp_call.in_progress",
+        "response.mcp_call.completed",
+        "response.mcp_call.failed",
+        "response.web_search_call.in_progress",
+        "response.web_search_call.searching",
+        "response.web_search_call.completed",
+    }
+)
+
+
+@dataclass(slots=True, frozen=True)
+class McpArgumentsDelta:
+    output_index: int
+    item_id: str
+    delta: str
+
+
+@dataclass(slots=True, frozen=True)
+class McpArgumentsDone:
+    output_index: int
+    item_id: str
+    arguments: str
+
+
+@dataclass(slots=True, frozen=True)
 class ItemDone:
     output_index: int
     item: Item
@@ -134,6 +173,9 @@ Event = (
     | ArgumentsDone
     | CustomInputDelta
     | CustomInputDone
+    | ToolProgress
+    | McpArgumentsDelta
+    | McpArgumentsDone
     | ItemDone
     | ResponseFinished
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import overload
 
 from stateway.core import events as ev
@@ -34,6 +34,7 @@ from stateway.core.ports import Backend, ItemPage, ResponseStore
 from stateway.core.response import ResponseState, load_state
 from stateway.core.routing import Route, Router
 from stateway.core.runs import CancelReason, Run, RunRegistry
+from stateway.core.tools.toolset import Toolset
 
 log = logging.getLogger(__name__)
 
@@ -113,16 +114,21 @@ class Gateway:
         if self.runs.closing:
             raise ServerShuttingDown()
         route = self._router.resolve(command.model)
+        toolset = self._loop.tools.resolve(command.settings.tools)
+        if toolset.public != command.settings.tools:  # echoed and stored without secrets
+            command.settings = replace(command.settings, tools=toolset.public)
         context = await build_context(self._store, principal.tenant_id, command, route.backend)
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
         run = Run(state, command.input)
         self.runs.add(run)
-        run.task = asyncio.create_task(self._drive(run, route, context, command.stream))
+        run.task = asyncio.create_task(self._drive(run, route, context, command.stream, toolset))
         return run
 
-    async def _drive(self, run: Run, route: Route, context: list[Item], stream: bool) -> None:
+    async def _drive(
+        self, run: Run, route: Route, context: list[Item], stream: bool, toolset: Toolset
+    ) -> None:
         try:
-            await self._loop.execute(run, route, context, stream)
+            await self._loop.execute(run, route, context, stream, toolset)
         except Exception:  # the top of a run's task: nothing may leave a run open
             log.exception("run %s crashed while finishing", run.id)
             if not run.closed:

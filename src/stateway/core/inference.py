@@ -6,7 +6,8 @@ small: one is built per streamed upstream chunk.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from stateway.core.commands import GenerationSettings
 from stateway.core.items import Item
@@ -23,6 +24,10 @@ class InferenceRequest:
     settings: GenerationSettings
     stream: bool
     """Whether the client streams; a backend may answer non-streamed requests in one piece."""
+    tools: list[Item] = field(default_factory=list)
+    """The function tools the model is offered this round (the catalog's model view)."""
+    tool_choice: str | dict[str, Any] = "auto"
+    """This round's choice, in model-visible names (``{"type": "function", "name": ...}``)."""
 
 
 @dataclass(slots=True, frozen=True)

@@ -19,6 +19,11 @@ FUNCTION_CALL_OUTPUT: Final = "function_call_output"
 REASONING: Final = "reasoning"
 CUSTOM_TOOL_CALL: Final = "custom_tool_call"
 CUSTOM_TOOL_CALL_OUTPUT: Final = "custom_tool_call_output"
+MCP_LIST_TOOLS: Final = "mcp_list_tools"
+MCP_CALL: Final = "mcp_call"
+MCP_APPROVAL_REQUEST: Final = "mcp_approval_request"
+MCP_APPROVAL_RESPONSE: Final = "mcp_approval_response"
+WEB_SEARCH_CALL: Final = "web_search_call"
 
 
 def item_text(item: Item) -> str:

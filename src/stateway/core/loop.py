@@ -22,7 +22,6 @@ import asyncio
 import logging
 import time
 from contextlib import aclosing
-from dataclasses import replace
 from functools import partial
 from typing import TypeVar
 
@@ -43,7 +42,9 @@ from stateway.core.ports import ResponseStore
 from stateway.core.response import ResponseState, final_record, started_record
 from stateway.core.routing import Route
 from stateway.core.runs import CancelReason, Run
-from stateway.core.tools.catalog import Catalog, with_context_tools
+from stateway.core.tools.catalog import with_context_tools
+from stateway.core.tools.session import ToolSession
+from stateway.core.tools.toolset import GatewayTools, Toolset
 from stateway.core.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,9 @@ log = logging.getLogger(__name__)
 E = TypeVar("E", bound=BaseException)
 
 _INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
+MAX_ROUNDS_REASON = "max_rounds"
+"""``incomplete_details.reason`` of a response that used its rounds on gateway tools."""
+MAX_TOOL_CALLS = "The response reached its max_tool_calls limit; this call was not run."
 _MAX_CHAIN = 16
 _CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL})
 
@@ -62,14 +66,26 @@ round's upstream request starts; ``response.created`` waits for it."""
 
 class Loop:
     def __init__(
-        self, store: ResponseStore, max_rounds: int = 8, owner: ProcessIdentity | None = None
+        self,
+        store: ResponseStore,
+        max_rounds: int = 8,
+        owner: ProcessIdentity | None = None,
+        tools: GatewayTools | None = None,
     ) -> None:
         self._store = store
         self._max_rounds = max_rounds
+        self.tools = tools or GatewayTools()
         self._owner = str(owner or ProcessIdentity.current())
         """Recorded on every in-progress row this process writes."""
 
-    async def execute(self, run: Run, route: Route, context: list[Item], stream: bool) -> None:
+    async def execute(
+        self,
+        run: Run,
+        route: Route,
+        context: list[Item],
+        stream: bool,
+        toolset: Toolset | None = None,
+    ) -> None:
         state = run.state
         row: Row | None = None
         if state.store and stream and run.cancel_reason is None:
@@ -83,39 +99,58 @@ class Loop:
         usage = Usage()
         used_call_ids = {i["call_id"] for i in context if i.get("type") in _CALLS}
         settings = state.settings
-        tools = with_context_tools(settings.tools, context)
-        if len(tools) != len(settings.tools):  # an earlier turn's additional_tools item
-            settings = replace(settings, tools=tools)
-        catalog = Catalog(tools)
-        assembler = OutputAssembler(state.output, run.emit, used_call_ids, catalog)
+        toolset = toolset or Toolset(settings.tools, settings.tools)
+        toolset.client = with_context_tools(toolset.client, context)
+        tools = ToolSession(self.tools, toolset, state.output, run.emit)
+        assembler = OutputAssembler(state.output, run.emit, used_call_ids, tools=tools)
         run.cancellable = True
         try:
             if run.cancel_reason is not None:  # cancelled before it started generating
                 raise asyncio.CancelledError
+            if tools.active:  # discovery emits items: the response is announced first
+                await _durable(row)
+                _announce(run)
+                await tools.prepare(context)
+                await tools.resume_approvals(context, run.input_items)
+            choice = tools.catalog.model_choice(settings.tool_choice)
+            limit = settings.max_tool_calls
             for _ in range(self._max_rounds):
-                assembler = OutputAssembler(state.output, run.emit, used_call_ids, catalog)
+                assembler = OutputAssembler(state.output, run.emit, used_call_ids, tools=tools)
+                exhausted = limit is not None and tools.calls_made >= limit
                 request = InferenceRequest(
                     model=route.upstream_model,
                     instructions=state.instructions,
                     items=context + state.output,
                     settings=settings,
                     stream=stream,
+                    tools=tools.catalog.model_tools(gateway=not exhausted),
+                    tool_choice=choice,
                 )
                 reason = await self._round(run, row, route, request, assembler, usage)
                 incomplete = _INCOMPLETE_REASONS.get(reason)
                 assembler.finish("incomplete" if incomplete else "completed")
                 state.usage = usage
                 if incomplete:
+                    tools.abandon()
                     state.status, state.incomplete_reason = "incomplete", incomplete
                     break
-                # Classify the round's calls. Every tool a model can call today is
-                # client-owned, so its calls go back to the client and the run ends here;
-                # gateway-owned tools will run at this point and continue the loop.
-                state.status = "completed"
-                break
+                pending = assembler.gateway_calls
+                if not pending:  # an answer, or client calls: back to the client
+                    state.status = "completed"
+                    break
+                allowed = len(pending) if limit is None else max(0, limit - tools.calls_made)
+                tools.refuse(pending[allowed:], MAX_TOOL_CALLS)
+                await tools.run(pending[:allowed], parallel=settings.parallel_tool_calls)
+                if assembler.tool_calls:  # a mixed round: the client's calls go back now
+                    state.status = "completed"
+                    break
+                choice = "auto"  # a forced tool is forced once, not every round
+            else:
+                state.status, state.incomplete_reason = "incomplete", MAX_ROUNDS_REASON
         except asyncio.CancelledError:
             run.cancellable = False
             assembler.finish("incomplete")
+            tools.abandon()
             state.usage = usage
             _end_cancelled(run)
             await self._finish(run, row)
@@ -128,6 +163,7 @@ class Loop:
                 log.exception("run %s failed unexpectedly", run.id)
                 error = InternalError()
             assembler.finish("incomplete")
+            tools.abandon()
             state.usage = usage
             _fail(state, error)
             if not assembler.started and not state.output:

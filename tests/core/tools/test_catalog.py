@@ -1,10 +1,10 @@
 from stateway.core.tools.catalog import (
     Catalog,
     custom_input,
-    model_items,
     model_tools,
     with_context_tools,
 )
+from stateway.core.tools.history import model_items
 
 FUNCTION = {"type": "function", "name": "exec_command", "parameters": {"type": "object"}}
 NAMESPACE = {

@@ -68,8 +68,16 @@ def test_client_ids_are_kept_as_labels_and_content_is_normalized() -> None:
             "input[0].content[0].text",
         ),
         ({"model": "m", "input": [{"type": "function_call", "name": "f"}]}, "input[0].call_id"),
-        ({"model": "m", "tools": [{"type": "web_search"}]}, "tools[0].type"),
-        ({"model": "m", "tools": [{"type": "mcp", "server_label": "s"}]}, "tools[0].type"),
+        (
+            {"model": "m", "tools": [{"type": "web_search", "filters": 1}]},
+            "tools[0].filters.allowed_domains",
+        ),
+        ({"model": "m", "tools": [{"type": "mcp"}]}, "tools[0].server_label"),
+        (
+            {"model": "m", "tools": [{"type": "mcp", "server_label": "s", "headers": 1}]},
+            "tools[0].headers",
+        ),
+        ({"model": "m", "tools": [{"type": "shell_v9"}]}, "tools[0].type"),
         ({"model": "m", "tools": [{"type": "function"}]}, "tools[0].name"),
         ({"model": "m", "tool_choice": "sometimes"}, "tool_choice"),
         (
@@ -314,31 +322,44 @@ plausible_request = st.fixed_dictionaries(
 )
 
 
-def test_a_web_search_hint_is_not_offered_nor_echoed() -> None:
+def test_gateway_tool_shapes_are_decoded_for_the_core_to_resolve() -> None:
     tools = [
-        {"type": "function", "name": "f"},
-        {"type": "web_search", "external_web_access": False},
-        {"type": "web_search_preview", "external_web_access": False},
+        {
+            "type": "web_search",
+            "external_web_access": False,
+            "filters": {"allowed_domains": ["a.org"]},
+        },
+        {
+            "type": "mcp",
+            "server_label": "docs",
+            "server_url": "http://h/mcp",
+            "headers": {"Authorization": "Bearer t"},
+            "allowed_tools": ["search"],
+            "require_approval": {"never": {"tool_names": ["search"]}},
+        },
     ]
     command = decode_create(orjson.dumps({"model": "m", "input": "x", "tools": tools}))
-    assert [tool["name"] for tool in command.settings.tools] == ["f"]
+    assert command.settings.tools == tools
 
 
 @pytest.mark.parametrize(
-    ("tool", "needs"),
+    ("tool", "param"),
     [
-        ({"type": "web_search"}, "web search provider"),
-        ({"type": "web_search_preview", "external_web_access": True}, "web search provider"),
-        ({"type": "mcp", "server_label": "s"}, "MCP server"),
+        ({"type": "mcp", "server_label": "a__b"}, "tools[0].server_label"),
+        ({"type": "mcp", "server_label": "s", "connector_id": "c"}, "tools[0].connector_id"),
+        (
+            {"type": "mcp", "server_label": "s", "require_approval": "sometimes"},
+            "tools[0].require_approval",
+        ),
+        ({"type": "mcp", "server_label": "s", "allowed_tools": [1]}, "tools[0].allowed_tools"),
+        ({"type": "web_search", "search_context_size": "huge"}, "tools[0].search_context_size"),
+        ({"type": "web_search", "external_web_access": "no"}, "tools[0].external_web_access"),
     ],
 )
-def test_gateway_tools_without_a_provider_say_what_to_configure(
-    tool: dict[str, object], needs: str
-) -> None:
+def test_bad_gateway_tool_shapes_are_named(tool: dict[str, object], param: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
         decode({"model": "m", "input": "x", "tools": [tool]})
-    assert caught.value.code == "unsupported_tool_type"
-    assert needs in str(caught.value)
+    assert caught.value.param == param
 
 
 def test_namespace_tools_are_decoded_with_their_members() -> None:
@@ -452,7 +473,7 @@ def test_additional_tools_join_the_declared_ones_and_the_item_stays_as_sent() ->
         ({"type": "additional_tools", "role": "developer"}, "input[0].tools"),
         ({"type": "additional_tools", "role": "developer", "tools": [1]}, "input[0].tools[0]"),
         (
-            {"type": "additional_tools", "role": "developer", "tools": [{"type": "mcp"}]},
+            {"type": "additional_tools", "role": "developer", "tools": [{"type": "shell_v9"}]},
             "input[0].tools[0].type",
         ),
     ],

@@ -136,7 +136,7 @@ BAD_BODIES: list[dict[str, Any]] = [
     {"model": "m", "input": "x", "background": True},
     {"model": "m", "input": "x", "conversation": "conv_1"},
     {"model": "m", "input": "x", "include": [""]},
-    {"model": "m", "input": "x", "tools": [{"type": "web_search"}]},
+    {"model": "m", "input": "x", "tools": [{"type": "web_search", "filters": 1}]},
     {"model": "m", "input": "x", "tools": [{"type": "function"}]},
     {"model": "m", "input": "x", "tools": [{"type": "function", "name": "f", "parameters": []}]},
     {"model": "m", "input": "x", "tools": [{"type": "function", "name": "f", "description": 1}]},

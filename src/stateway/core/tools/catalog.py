@@ -24,17 +24,12 @@ the request is decoded, so it is neither offered to the model nor echoed in ``to
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
 import orjson
 
-from stateway.core.items import (
-    CUSTOM_TOOL_CALL,
-    CUSTOM_TOOL_CALL_OUTPUT,
-    FUNCTION_CALL,
-    FUNCTION_CALL_OUTPUT,
-    Item,
-)
+from stateway.core.items import Item
 
 WEB_SEARCH_TYPES: Final = frozenset({"web_search", "web_search_preview"})
 NAMESPACE: Final = "namespace"
@@ -50,11 +45,6 @@ INPUT_SCHEMA: Final[Item] = {
 }
 """The parameters of the function a ``custom`` tool is offered as."""
 _OFFERED: Final = frozenset({"function", CUSTOM, NAMESPACE})
-REWRITTEN_ITEM_TYPES: Final = frozenset(
-    {CUSTOM_TOOL_CALL, CUSTOM_TOOL_CALL_OUTPUT, ADDITIONAL_TOOLS}
-)
-"""Item types :func:`model_items` turns into function calls and outputs (or leaves out):
-any backend that carries function calls carries these too."""
 SEPARATOR: Final = "__"
 
 
@@ -65,14 +55,7 @@ def model_name(name: str, namespace: str | None = None) -> str:
 
 def model_tools(tools: list[Item]) -> list[Item]:
     """The declared tools as the function tools the model is offered."""
-    return [_function(tool, namespace) for tool, namespace in _members(tools)]
-
-
-def model_items(items: list[Item]) -> list[Item]:
-    """A context as the model saw it: calls of namespace members under their flat names,
-    custom calls as function calls, ``additional_tools`` items left out (their tools are
-    among the request's)."""
-    return [_model_item(item) for item in items if item.get("type") != ADDITIONAL_TOOLS]
+    return Catalog(tools).model_tools()
 
 
 def with_context_tools(tools: list[Item], context: list[Item]) -> list[Item]:
@@ -93,21 +76,95 @@ def with_context_tools(tools: list[Item], context: list[Item]) -> list[Item]:
     return out
 
 
+Kind = Literal["function", "custom", "mcp", "web_search"]
+
+
+@dataclass(slots=True, frozen=True)
+class Entry:
+    """One model-visible function and what its calls become."""
+
+    kind: Kind
+    function: Item
+    """The function tool the model is offered."""
+    tool: Item
+    """The declared public tool (a namespace's member for members)."""
+    namespace: str | None = None
+    server_label: str | None = None
+    """An MCP tool's server."""
+    name: str | None = None
+    """An MCP tool's name on its server."""
+    approval: bool = False
+    """Whether an MCP call must be approved by the client before it runs."""
+    parallel_safe: bool = True
+    """Whether two calls of it may run at once."""
+
+    @property
+    def gateway_owned(self) -> bool:
+        return self.kind in ("mcp", "web_search")
+
+
 class Catalog:
-    """One request's model-visible names, mapped back to the public tools."""
+    """One request's model-visible names, mapped back to the public tools: the declared
+    client tools, then the gateway's (MCP tools as they are discovered, web search)."""
 
     __slots__ = ("_by_name",)
 
     def __init__(self, tools: list[Item]) -> None:
-        self._by_name: dict[str, tuple[Item, str | None]] = {
-            model_name(tool["name"], namespace): (tool, namespace)
-            for tool, namespace in _members(tools)
-        }
+        self._by_name: dict[str, Entry] = {}
+        for tool, namespace in _members(tools):
+            kind: Kind = "custom" if tool.get("type") == CUSTOM else "function"
+            function = _function(tool, namespace)
+            self._by_name[function["name"]] = Entry(kind, function, tool, namespace)
+
+    def add(self, entry: Entry) -> bool:
+        """Offer a gateway tool; False (and not offered) when its name is taken."""
+        name = entry.function["name"]
+        if name in self._by_name:
+            return False
+        self._by_name[name] = entry
+        return True
+
+    def entry(self, name: str) -> Entry | None:
+        return self._by_name.get(name)
+
+    def model_tools(self, *, gateway: bool = True) -> list[Item]:
+        """The functions offered to the model; ``gateway=False`` leaves the gateway's out
+        (once a response has used up its ``max_tool_calls``)."""
+        return [e.function for e in self._by_name.values() if gateway or not e.gateway_owned]
+
+    def model_choice(self, choice: str | dict[str, Any]) -> str | dict[str, Any]:
+        """A ``tool_choice`` in model-visible names: a named function, custom, MCP or web
+        search tool becomes ``{"type": "function", "name": <model-visible>}``; an MCP
+        choice without a name, ``required``. A name not offered falls back to ``auto``."""
+        if isinstance(choice, str):
+            return choice
+        kind = choice.get("type")
+        if kind == "allowed_tools":  # the set is not narrowed upstream; its mode is kept
+            return str(choice.get("mode", "auto"))
+        name = choice.get("name")
+        if kind in ("web_search", "web_search_preview"):
+            wanted = [e for e in self._by_name.values() if e.kind == "web_search"]
+        elif kind == "mcp":
+            label = choice.get("server_label")
+            wanted = [
+                e
+                for e in self._by_name.values()
+                if e.kind == "mcp" and e.server_label == label and (name is None or e.name == name)
+            ]
+            if name is None and wanted:
+                return "required"
+        else:
+            flat = model_name(name or "", choice.get("namespace"))
+            found = self._by_name.get(flat)
+            wanted = [found] if found is not None else []
+        if not wanted:
+            return "auto"
+        return {"type": "function", "name": wanted[0].function["name"]}
 
     def is_custom(self, name: str) -> bool:
         """Whether the model-visible ``name`` is a ``custom`` tool's."""
         found = self._by_name.get(name)
-        return found is not None and found[0].get("type") == CUSTOM
+        return found is not None and found.kind == "custom"
 
     def public_call(self, item: Item) -> Item:
         """A call item as the client gets it (in place): a namespace member's call gets the
@@ -115,9 +172,9 @@ class Catalog:
         if "namespace" in item:
             return item  # restored already
         found = self._by_name.get(item.get("name", ""))
-        if found is not None and found[1] is not None:
-            item["name"] = found[0]["name"]
-            item["namespace"] = found[1]
+        if found is not None and found.namespace is not None:
+            item["name"] = found.tool["name"]
+            item["namespace"] = found.namespace
         return item
 
 
@@ -164,22 +221,3 @@ def custom_input(arguments: str) -> str:
         return arguments
     value = parsed.get("input") if isinstance(parsed, dict) else None
     return value if isinstance(value, str) else arguments
-
-
-def _model_item(item: Item) -> Item:
-    kind = item.get("type")
-    if kind == CUSTOM_TOOL_CALL:
-        call: Item = {
-            "type": FUNCTION_CALL,
-            "call_id": item["call_id"],
-            "name": model_name(item["name"], item.get("namespace")),
-            "arguments": orjson.dumps({"input": item["input"]}).decode(),
-        }
-        return call
-    if kind == CUSTOM_TOOL_CALL_OUTPUT:
-        return {"type": FUNCTION_CALL_OUTPUT, "call_id": item["call_id"], "output": item["output"]}
-    if kind == FUNCTION_CALL and item.get("namespace"):
-        flat = {k: v for k, v in item.items() if k != "namespace"}
-        flat["name"] = model_name(item["name"], item["namespace"])
-        return flat
-    return item

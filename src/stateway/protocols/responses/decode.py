@@ -179,10 +179,17 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
                 code="invalid_value",
             )
         return choice
-    if choice.get("type") == "function" and isinstance(choice.get("name"), str):
-        return {"type": "function", "name": choice["name"]}
+    kind = choice.get("type")
+    if kind in ("function", "custom") and isinstance(choice.get("name"), str):
+        return {"type": kind, "name": choice["name"]}
+    if kind == "mcp" and isinstance(choice.get("server_label"), str):
+        return {k: choice[k] for k in ("type", "server_label", "name") if k in choice}
+    if kind in ("web_search", "web_search_preview"):
+        return {"type": kind}
+    if kind == "allowed_tools" and choice.get("mode") in ("auto", "required"):
+        return dict(choice)
     raise InvalidRequest(
-        f"Tool choice type '{choice.get('type')}' is not supported yet.",
+        f"Tool choice type '{kind}' is not supported (or misses its 'name').",
         param="tool_choice",
         code="unsupported_value",
     )

@@ -140,6 +140,29 @@ def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
                 "output_index": event.output_index,
                 "input": event.input,
             }
+        case ev.ToolProgress():
+            return {
+                "type": event.kind,
+                "sequence_number": seq,
+                "item_id": event.item_id,
+                "output_index": event.output_index,
+            }
+        case ev.McpArgumentsDelta():
+            return {
+                "type": "response.mcp_call_arguments.delta",
+                "sequence_number": seq,
+                "item_id": event.item_id,
+                "output_index": event.output_index,
+                "delta": event.delta,
+            }
+        case ev.McpArgumentsDone():
+            return {
+                "type": "response.mcp_call_arguments.done",
+                "sequence_number": seq,
+                "item_id": event.item_id,
+                "output_index": event.output_index,
+                "arguments": event.arguments,
+            }
         case ev.ResponseCreated():
             return _response_event("response.created", seq, event.response, snapshot=True)
         case ev.ResponseInProgress():

@@ -1,11 +1,10 @@
 """Declared tools of the Responses wire, checked and normalized.
 
-Client-owned kinds are decoded here: ``function``, ``custom`` (freeform input, optionally
-with a ``text`` or ``grammar`` format) and ``namespace`` (a group of function and custom
-tools). A ``web_search`` tool sent as an optional hint (``external_web_access: false``) is
-dropped: no provider is configured, so the model is not offered it and the ``tools`` echo
-leaves it out. Other kinds are a 400 naming the type (and, for gateway-owned kinds, what
-to configure).
+Client-owned kinds: ``function``, ``custom`` (freeform input, optionally with a ``text``
+or ``grammar`` format) and ``namespace`` (a group of function and custom tools).
+Gateway-owned kinds: ``mcp`` and ``web_search`` (``web_search_preview``); their shapes are
+checked here, and whether the gateway can run them (a configured server or provider) in
+the core (:mod:`stateway.core.tools.toolset`). Other kinds are a 400 naming the type.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from stateway.core.tools.catalog import (
     ADDITIONAL_TOOLS,
     CUSTOM,
     NAMESPACE,
+    SEPARATOR,
     WEB_SEARCH_TYPES,
     model_name,
 )
@@ -46,9 +46,11 @@ def _decode(tool: Any, path: str, seen: set[str], decoded: list[Item]) -> None:
     if not isinstance(tool, dict):
         raise _invalid_type("Each tool must be an object.", path)
     kind = tool.get("type")
-    if kind in WEB_SEARCH_TYPES and tool.get("external_web_access") is False:
-        return  # an optional hint (as Codex sends it): not offered, not echoed
-    if kind == "function":
+    if kind in WEB_SEARCH_TYPES:
+        decoded.append(_web_search(tool, path))
+    elif kind == "mcp":
+        decoded.append(_mcp(tool, path))
+    elif kind == "function":
         function = _function(tool, path)
         _claim(seen, model_name(function["name"]), f"{path}.name")
         decoded.append(function)
@@ -177,14 +179,122 @@ def _claim(seen: set[str], visible: str, param: str) -> None:
 
 
 def _unsupported_message(kind: object) -> str:
-    if kind in WEB_SEARCH_TYPES:
-        return (
-            f"Tool type '{kind}' needs a web search provider, and none is configured; "
-            "send it with 'external_web_access': false to make it an optional hint."
-        )
-    if kind == "mcp":
-        return "Tool type 'mcp' needs a configured MCP server, and none is configured."
     return f"Tool type '{kind}' is not supported yet."
+
+
+_CONTEXT_SIZES = frozenset({"low", "medium", "high"})
+
+
+def _web_search(tool: dict[str, Any], path: str) -> Item:
+    out: Item = {"type": tool["type"]}
+    access = tool.get("external_web_access")
+    if access is not None:
+        if not isinstance(access, bool):
+            raise _invalid_type(
+                "'external_web_access' must be a boolean.", f"{path}.external_web_access"
+            )
+        out["external_web_access"] = access
+    filters = tool.get("filters")
+    if filters is not None:
+        domains = filters.get("allowed_domains") if isinstance(filters, dict) else None
+        if not isinstance(filters, dict) or not _strings(domains, optional=True):
+            raise _invalid_type(
+                "'filters.allowed_domains' must be a list of strings.",
+                f"{path}.filters.allowed_domains",
+            )
+        out["filters"] = {"allowed_domains": domains}
+    size = tool.get("search_context_size")
+    if size is not None:
+        if size not in _CONTEXT_SIZES:
+            raise InvalidRequest(
+                f"Invalid value for '{path}.search_context_size': {size!r}; expected 'low', "
+                "'medium' or 'high'.",
+                param=f"{path}.search_context_size",
+                code="invalid_value",
+            )
+        out["search_context_size"] = size
+    location = tool.get("user_location")
+    if location is not None:
+        if not isinstance(location, dict):
+            raise _invalid_type("'user_location' must be an object.", f"{path}.user_location")
+        out["user_location"] = location
+    return out
+
+
+_APPROVALS = frozenset({"always", "never"})
+
+
+def _mcp(tool: dict[str, Any], path: str) -> Item:
+    label = tool.get("server_label")
+    if not isinstance(label, str) or not label or SEPARATOR in label:
+        raise InvalidRequest(
+            "An 'mcp' tool needs a non-empty 'server_label' (letters, digits, '-', single '_').",
+            param=f"{path}.server_label",
+            code="missing_required_parameter" if label is None else "invalid_value",
+        )
+    if tool.get("connector_id") is not None:
+        raise InvalidRequest(
+            "MCP connectors ('connector_id') are not supported; give 'server_url' or the "
+            "label of a configured server.",
+            param=f"{path}.connector_id",
+            code="unsupported_parameter",
+        )
+    out: Item = {"type": "mcp", "server_label": label}
+    for key in ("server_url", "server_description", "authorization"):
+        value = tool.get(key)
+        if value is not None:
+            if not isinstance(value, str) or not value:
+                raise _invalid_type(f"'{key}' must be a non-empty string.", f"{path}.{key}")
+            out[key] = value
+    headers = tool.get("headers")
+    if headers is not None:
+        if not isinstance(headers, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+        ):
+            raise _invalid_type("'headers' must be an object of strings.", f"{path}.headers")
+        out["headers"] = headers
+    allowed = tool.get("allowed_tools")
+    if allowed is not None:
+        names = allowed.get("tool_names") if isinstance(allowed, dict) else allowed
+        read_only = allowed.get("read_only") if isinstance(allowed, dict) else None
+        if not _strings(names, optional=isinstance(allowed, dict)) or not isinstance(
+            read_only, bool | None
+        ):
+            raise _invalid_type(
+                "'allowed_tools' must be a list of tool names or a filter object "
+                "({'tool_names': [...], 'read_only': bool}).",
+                f"{path}.allowed_tools",
+            )
+        out["allowed_tools"] = allowed
+    approval = tool.get("require_approval")
+    if approval is not None:
+        out["require_approval"] = _approval(approval, f"{path}.require_approval")
+    return out
+
+
+def _approval(value: Any, path: str) -> Any:
+    if isinstance(value, str) and value in _APPROVALS:
+        return value
+    if isinstance(value, dict) and set(value) <= _APPROVALS:
+        for key, rule in value.items():
+            names = rule.get("tool_names") if isinstance(rule, dict) else None
+            if not _strings(names, optional=False):
+                raise _invalid_type(
+                    f"'{key}' must be an object with a list of 'tool_names'.", f"{path}.{key}"
+                )
+        return value
+    raise InvalidRequest(
+        f"Invalid value for '{path}': expected 'always', 'never' or an object with "
+        "'always'/'never' tool name filters.",
+        param=path,
+        code="invalid_value",
+    )
+
+
+def _strings(value: Any, *, optional: bool) -> bool:
+    if value is None:
+        return optional
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def _invalid_type(message: str, param: str) -> InvalidRequest:

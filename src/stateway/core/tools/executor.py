@@ -1,0 +1,74 @@
+"""Running one round's gateway tool calls: permits, exclusivity, timeouts, failures.
+
+The calls of a round run concurrently, at most ``max_concurrent_calls`` at once (one at a
+time when the request set ``parallel_tool_calls: false``); calls of a tool that is not
+parallel-safe never overlap each other within the response. Each call gets ``timeout``
+seconds. Whatever a call does (answers, fails, times out, raises a bug) it ends as a
+:class:`Outcome`: failures are fed back to the model as failed tool outputs, never a
+failed response. Cancelling the round (the client left, the response was deleted)
+cancels every call still running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
+from dataclasses import dataclass
+
+from stateway.core.tools.ports import ToolFailure
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    invoke: Callable[[], Awaitable[str]]
+    exclusive: str | None = None
+    """Calls sharing this key run one at a time (a tool that is not parallel-safe)."""
+    label: str = "tool"
+    """Named in logs and failure messages."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    output: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Executor:
+    def __init__(self, *, timeout: float, max_concurrent: int) -> None:
+        self._timeout = timeout
+        self._max_concurrent = max_concurrent
+        self._locks: dict[str, asyncio.Lock] = {}
+        """Per exclusive key, for the response's lifetime (one executor per run)."""
+
+    async def run(self, calls: Sequence[Call], *, parallel: bool = True) -> list[Outcome]:
+        """The outcome of each call, in order."""
+        permits = asyncio.Semaphore(self._max_concurrent if parallel else 1)
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(self._one(call, permits)) for call in calls]
+        return [task.result() for task in tasks]
+
+    async def _one(self, call: Call, permits: asyncio.Semaphore) -> Outcome:
+        exclusive: AbstractAsyncContextManager[object] = nullcontext()
+        if call.exclusive is not None:
+            exclusive = self._locks.setdefault(call.exclusive, asyncio.Lock())
+        async with exclusive, permits:
+            try:
+                async with asyncio.timeout(self._timeout):
+                    return Outcome(output=await call.invoke())
+            except TimeoutError:
+                return Outcome(
+                    error=f"The call to {call.label} timed out after {self._timeout:g} s."
+                )
+            except ToolFailure as failure:
+                return Outcome(error=failure.message)
+            except Exception:  # a bug in an adapter must not fail the response
+                log.exception("tool call %s raised", call.label)
+                return Outcome(error=f"The call to {call.label} failed unexpectedly.")

@@ -1,0 +1,174 @@
+"""The model's view of a context: every item as the function calls and outputs it saw.
+
+Clients store and resend the public items (custom calls, namespace members, MCP and web
+search items); an upstream model only ever saw function calls under their model-visible
+names and their outputs. :func:`model_items` rewrites the one into the other, so a later
+turn replays exactly the history the model saw:
+
+- ``custom_tool_call`` / ``custom_tool_call_output``: a function call with one ``input``
+  argument, and its output; a namespace member's call gets its flat name.
+- ``mcp_call``: the call (its id is the call id) and its output (or error). One that ran
+  after an approval answers the ``mcp_approval_request``, which is the call.
+- ``mcp_approval_request``: the call, once answered: by the ``mcp_call`` it led to, or by
+  a denying ``mcp_approval_response`` (the model is told it was declined). An unanswered
+  request is left out: a model must never see a call without its output.
+- ``web_search_call``: a ``web_search`` call with its query, and the results it was given
+  (rendered from the item's ``action.sources``).
+- ``mcp_list_tools``, ``mcp_approval_response``, ``additional_tools``: left out (their
+  tools are among the request's; answers are folded into their calls).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import orjson
+
+from stateway.core.items import (
+    CUSTOM_TOOL_CALL,
+    CUSTOM_TOOL_CALL_OUTPUT,
+    FUNCTION_CALL,
+    FUNCTION_CALL_OUTPUT,
+    MCP_APPROVAL_REQUEST,
+    MCP_APPROVAL_RESPONSE,
+    MCP_CALL,
+    MCP_LIST_TOOLS,
+    WEB_SEARCH_CALL,
+    Item,
+)
+from stateway.core.tools.catalog import ADDITIONAL_TOOLS, model_name
+
+REWRITTEN_ITEM_TYPES: Final = frozenset(
+    {
+        CUSTOM_TOOL_CALL,
+        CUSTOM_TOOL_CALL_OUTPUT,
+        ADDITIONAL_TOOLS,
+        MCP_LIST_TOOLS,
+        MCP_CALL,
+        MCP_APPROVAL_REQUEST,
+        MCP_APPROVAL_RESPONSE,
+        WEB_SEARCH_CALL,
+    }
+)
+"""Item types :func:`model_items` turns into function calls and outputs (or leaves out):
+any backend that carries function calls carries these too."""
+_GATEWAY: Final = frozenset(
+    {MCP_LIST_TOOLS, MCP_CALL, MCP_APPROVAL_REQUEST, MCP_APPROVAL_RESPONSE, WEB_SEARCH_CALL}
+)
+WEB_SEARCH_FUNCTION: Final = "web_search"
+DECLINED: Final = "The user declined to run this tool call."
+
+
+def model_items(items: list[Item]) -> list[Item]:
+    """A context as the model saw it (see the module docstring)."""
+    if not any(item.get("type") in _GATEWAY for item in items):
+        return [_client_item(item) for item in items if item.get("type") != ADDITIONAL_TOOLS]
+    ran = {i["approval_request_id"]: i for i in items if _approved_call(i)}
+    asked = {i.get("id") for i in items if i.get("type") == MCP_APPROVAL_REQUEST}
+    declined = {
+        i.get("approval_request_id")
+        for i in items
+        if i.get("type") == MCP_APPROVAL_RESPONSE and i.get("approve") is False
+    }
+    out: list[Item] = []
+    for item in items:
+        kind = item.get("type")
+        if kind == MCP_CALL:
+            approval = item.get("approval_request_id")
+            if approval not in asked:  # no request in this history: the call stands alone
+                approval = None
+            if not approval:
+                out.append(_mcp_function_call(item, item["id"]))
+            out.append(_output(approval or item["id"], mcp_output(item)))
+        elif kind == MCP_APPROVAL_REQUEST:
+            request_id = str(item.get("id"))
+            if request_id in ran:
+                out.append(_mcp_function_call(item, request_id))
+            elif request_id in declined:
+                out.append(_mcp_function_call(item, request_id))
+                out.append(_output(request_id, DECLINED))
+        elif kind == WEB_SEARCH_CALL:
+            out.extend(_web_search_pair(item))
+        elif kind not in _GATEWAY and kind != ADDITIONAL_TOOLS:
+            out.append(_client_item(item))
+    return out
+
+
+def mcp_output(item: Item) -> str:
+    """What the model was given for an ``mcp_call``: its output, or its error."""
+    if item.get("error"):
+        return f"Error: {item['error']}"
+    output = item.get("output")
+    if isinstance(output, str):
+        return output
+    return "The call did not complete." if item.get("status") == "incomplete" else ""
+
+
+def web_search_output(sources: list[Item]) -> str:
+    """The results of a search as the model is given them: numbered, title, URL, snippet."""
+    if not sources:
+        return "No results."
+    lines = []
+    for number, source in enumerate(sources, 1):
+        lines.append(f"[{number}] {source.get('title') or source.get('url')}")
+        lines.append(f"URL: {source.get('url')}")
+        if source.get("snippet"):
+            lines.append(str(source["snippet"]))
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def _approved_call(item: Item) -> bool:
+    return item.get("type") == MCP_CALL and bool(item.get("approval_request_id"))
+
+
+def _mcp_function_call(item: Item, call_id: str) -> Item:
+    return {
+        "type": FUNCTION_CALL,
+        "call_id": call_id,
+        "name": model_name(item.get("name", ""), item.get("server_label")),
+        "arguments": item.get("arguments") or "{}",
+    }
+
+
+def _output(call_id: str, output: str) -> Item:
+    return {"type": FUNCTION_CALL_OUTPUT, "call_id": call_id, "output": output}
+
+
+def _web_search_pair(item: Item) -> list[Item]:
+    raw = item.get("action")
+    action: Item = raw if isinstance(raw, dict) else {}
+    query = action.get("query") or ""
+    call: Item = {
+        "type": FUNCTION_CALL,
+        "call_id": item["id"],
+        "name": WEB_SEARCH_FUNCTION,
+        "arguments": orjson.dumps({"query": query}).decode(),
+    }
+    if item.get("status") == "failed":
+        error = item.get("error") or "the search failed."
+        return [call, _output(item["id"], f"Error: {error}")]
+    sources = action.get("sources")
+    return [
+        call,
+        _output(item["id"], web_search_output(sources if isinstance(sources, list) else [])),
+    ]
+
+
+def _client_item(item: Item) -> Item:
+    kind = item.get("type")
+    if kind == CUSTOM_TOOL_CALL:
+        call: Item = {
+            "type": FUNCTION_CALL,
+            "call_id": item["call_id"],
+            "name": model_name(item["name"], item.get("namespace")),
+            "arguments": orjson.dumps({"input": item["input"]}).decode(),
+        }
+        return call
+    if kind == CUSTOM_TOOL_CALL_OUTPUT:
+        return {"type": FUNCTION_CALL_OUTPUT, "call_id": item["call_id"], "output": item["output"]}
+    if kind == FUNCTION_CALL and item.get("namespace"):
+        flat = {k: v for k, v in item.items() if k != "namespace"}
+        flat["name"] = model_name(item["name"], item["namespace"])
+        return flat
+    return item

@@ -1,0 +1,116 @@
+"""Remote MCP tools as items: discovery (``mcp_list_tools``), calls (``mcp_call``) and
+approval requests (``mcp_approval_request``), and the model-visible functions of a
+server's tools (``<server_label>__<tool>``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from stateway.core.ids import new_id
+from stateway.core.items import MCP_APPROVAL_REQUEST, MCP_CALL, MCP_LIST_TOOLS, Item
+from stateway.core.tools.catalog import Entry, model_name
+from stateway.core.tools.ports import McpTool, ToolFailure
+from stateway.core.tools.toolset import McpBinding
+
+
+def list_item(label: str) -> Item:
+    return {"id": new_id("mcpl"), "type": MCP_LIST_TOOLS, "server_label": label, "tools": []}
+
+
+def listed_tool(tool: McpTool) -> Item:
+    """A tool as an ``mcp_list_tools`` item shows it."""
+    return {
+        "name": tool.name,
+        "input_schema": dict(tool.input_schema),
+        "description": tool.description,
+        "annotations": dict(tool.annotations) if tool.annotations is not None else None,
+    }
+
+
+def tools_of(item: Item) -> list[McpTool]:
+    """The tools an earlier ``mcp_list_tools`` item listed (reused on later turns)."""
+    out = []
+    for tool in item.get("tools") or ():
+        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+            schema = tool.get("input_schema")
+            out.append(
+                McpTool(
+                    name=tool["name"],
+                    input_schema=schema if isinstance(schema, dict) else {"type": "object"},
+                    description=tool.get("description"),
+                    annotations=tool.get("annotations"),
+                )
+            )
+    return out
+
+
+def entries(binding: McpBinding, tools: list[McpTool]) -> list[Entry]:
+    """The model-visible functions of the server's tools the binding offers."""
+    out = []
+    for tool in tools:
+        if not binding.offers(tool.name, tool.parallel_safe):
+            continue
+        function: Item = {
+            "type": "function",
+            "name": model_name(tool.name, binding.label),
+            "parameters": _parameters(tool.input_schema),
+        }
+        if tool.description:
+            function["description"] = tool.description
+        out.append(
+            Entry(
+                kind="mcp",
+                function=function,
+                tool={"type": "mcp", "server_label": binding.label},
+                server_label=binding.label,
+                name=tool.name,
+                approval=binding.approval.required(tool.name),
+                parallel_safe=tool.parallel_safe,
+            )
+        )
+    return out
+
+
+def call_item(entry: Entry, arguments: str = "", approval_request_id: str | None = None) -> Item:
+    return {
+        "id": new_id("mcp"),
+        "type": MCP_CALL,
+        "status": "in_progress",
+        "server_label": entry.server_label,
+        "name": entry.name,
+        "arguments": arguments,
+        "output": None,
+        "error": None,
+        "approval_request_id": approval_request_id,
+    }
+
+
+def approval_item(entry: Entry) -> Item:
+    return {
+        "id": new_id("mcpr"),
+        "type": MCP_APPROVAL_REQUEST,
+        "server_label": entry.server_label,
+        "name": entry.name,
+        "arguments": "",
+    }
+
+
+def parse_arguments(arguments: str) -> dict[str, Any]:
+    """A call's JSON arguments; a model that sent no valid object gets a failed output."""
+    if not arguments.strip():
+        return {}
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        raise ToolFailure("The arguments are not valid JSON.") from None
+    if not isinstance(parsed, dict):
+        raise ToolFailure("The arguments must be a JSON object.")
+    return parsed
+
+
+def _parameters(schema: Any) -> Item:
+    if isinstance(schema, dict) and schema.get("type") == "object":
+        return dict(schema)
+    return {"type": "object", "properties": {}}

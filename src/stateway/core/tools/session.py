@@ -1,0 +1,314 @@
+"""One response's gateway tools: discovery before the first round, the calls of each
+round, approvals answered by the client, and what the model is offered.
+
+The loop owns the rounds; a ``ToolSession`` owns everything about the gateway's own tools
+within them, and emits their items and lifecycle events into the run's stream:
+
+- Discovery: each declared MCP server's tools are listed once per chain. A server an
+  earlier turn of the chain listed is not asked again (its ``mcp_list_tools`` item is
+  reused); otherwise an ``mcp_list_tools`` item is emitted (``failed`` with an ``error``
+  when the server cannot be reached: the response goes on without its tools).
+- Calls: the assembler opens a gateway call's item as the model streams it
+  (:meth:`open_call`); :meth:`run` executes the round's calls under the executor's permits
+  and timeouts and closes each item, ``completed`` or ``failed``.
+- Approvals: a call of a tool that needs approval becomes an ``mcp_approval_request`` and
+  goes back to the client; an approving ``mcp_approval_response`` in a later request runs
+  the call (:meth:`resume_approvals`) before that request's first round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from stateway.core import events as ev
+from stateway.core.items import (
+    MCP_APPROVAL_REQUEST,
+    MCP_APPROVAL_RESPONSE,
+    MCP_CALL,
+    MCP_LIST_TOOLS,
+    WEB_SEARCH_CALL,
+    Item,
+)
+from stateway.core.tools import mcp, web_search
+from stateway.core.tools.catalog import Catalog, Entry
+from stateway.core.tools.executor import Call, Executor, Outcome
+from stateway.core.tools.ports import McpClient, McpTool, SearchQuery, ToolFailure
+from stateway.core.tools.toolset import GatewayTools, McpBinding, Toolset
+
+Emit = Callable[[ev.Event], None]
+
+
+@dataclass(slots=True)
+class PendingCall:
+    """A gateway call the model made this round, its item open until it has run."""
+
+    entry: Entry
+    item: Item
+    output_index: int
+    arguments: str
+
+
+class ToolSession:
+    def __init__(
+        self, tools: GatewayTools, toolset: Toolset, output: list[Item], emit: Emit
+    ) -> None:
+        self._tools = tools
+        self._toolset = toolset
+        self._output = output
+        self._emit = emit
+        policy = tools.policy
+        self._executor = Executor(
+            timeout=policy.timeout, max_concurrent=policy.max_concurrent_calls
+        )
+        self.catalog = Catalog(toolset.client)
+        self.sources: list[Item] = []
+        """Every web search result of this response, for citations."""
+        self.calls_made = 0
+        """Gateway calls run so far (``max_tool_calls`` counts these)."""
+        self._open_items: dict[str, tuple[Item, int]] = {}
+        """Gateway items announced and not done yet, by id: closed by :meth:`abandon`
+        when the response ends early."""
+
+    @property
+    def active(self) -> bool:
+        return self._toolset.gateway_owned
+
+    # -- before the first round ------------------------------------------------------
+
+    async def prepare(self, context: list[Item]) -> None:
+        """Offer web search and every declared MCP server's tools."""
+        if self._toolset.web_search is not None:
+            self.catalog.add(web_search.entry(self._toolset.web_search.declared))
+        if not self._toolset.mcp:
+            return
+        earlier = _listed(context)
+        budget = self._tools.policy.max_discovered_tools
+        fresh = [b for b in self._toolset.mcp if b.label not in earlier]
+        found = await self._discover(fresh)
+        for binding in self._toolset.mcp:
+            tools = earlier.get(binding.label) or found.get(binding.label) or []
+            for entry in mcp.entries(binding, tools[:budget]):
+                self.catalog.add(entry)
+            budget = max(0, budget - len(tools))
+
+    async def _discover(self, bindings: list[McpBinding]) -> dict[str, list[McpTool]]:
+        client = self._mcp_client()
+        opened = []
+        for binding in bindings:
+            item = mcp.list_item(binding.label)
+            index = self._open(item)
+            self._emit(ev.ToolProgress("response.mcp_list_tools.in_progress", index, item["id"]))
+            opened.append((binding, item, index))
+        results: dict[str, list[McpTool]] = {}
+
+        def lister(binding: McpBinding) -> Call:
+            async def invoke() -> str:
+                results[binding.label] = await client.list_tools(binding.server)
+                return ""
+
+            return Call(invoke, label=f"MCP server '{binding.label}'")
+
+        outcomes = await self._executor.run([lister(b) for b, _, _ in opened])
+        cap = self._tools.policy.max_discovered_tools
+        for (binding, item, index), outcome in zip(opened, outcomes, strict=True):
+            tools = results.get(binding.label, [])
+            if outcome.ok and len(tools) > cap:
+                outcome = Outcome(
+                    error=f"MCP server '{binding.label}' lists {len(tools)} tools; at most "
+                    f"{cap} are allowed per request."
+                )
+            if outcome.ok:
+                item["tools"] = [mcp.listed_tool(t) for t in tools]
+                kind = "response.mcp_list_tools.completed"
+            else:
+                results.pop(binding.label, None)
+                item["error"] = outcome.error
+                kind = "response.mcp_list_tools.failed"
+            self._emit(ev.ToolProgress(kind, index, item["id"]))
+            self._open_items.pop(item["id"], None)
+            self._emit(ev.ItemDone(index, dict(item)))
+        return results
+
+    async def resume_approvals(self, context: list[Item], new_input: list[Item]) -> None:
+        """Run each call this request's input approves (once: a call that already ran for
+        an approval is not run again when a client resends its history)."""
+        answered = {i.get("approval_request_id") for i in context if i.get("type") == MCP_CALL}
+        requests = {i.get("id"): i for i in context if i.get("type") == MCP_APPROVAL_REQUEST}
+        pending: list[PendingCall] = []
+        for item in new_input:
+            if item.get("type") != MCP_APPROVAL_RESPONSE or item.get("approve") is not True:
+                continue
+            request_id = item.get("approval_request_id")
+            request = requests.get(request_id)
+            if request is None or request_id in answered:
+                continue
+            answered.add(request_id)
+            entry = self._approved_entry(request)
+            call = mcp.call_item(entry, request.get("arguments") or "", request_id)
+            index = self._open(call)
+            self._emit(ev.ToolProgress("response.mcp_call.in_progress", index, call["id"]))
+            self._emit(ev.McpArgumentsDone(index, call["id"], call["arguments"]))
+            pending.append(PendingCall(entry, call, index, call["arguments"]))
+        if pending:
+            await self.run(pending, parallel=True, approved=True)
+
+    def _approved_entry(self, request: Item) -> Entry:
+        """The entry of an approved request's tool: as offered now, or (a server not
+        declared again, a tool no longer listed) one whose call fails."""
+        label, name = request.get("server_label", ""), request.get("name", "")
+        for entry in self._mcp_entries():
+            if entry.server_label == label and entry.name == name:
+                return entry
+        return Entry(
+            kind="mcp",
+            function={"type": "function", "name": name},
+            tool={"type": "mcp", "server_label": label},
+            server_label=label,
+            name=name,
+        )
+
+    def _mcp_entries(self) -> list[Entry]:
+        out = []
+        for tool in self.catalog.model_tools():
+            entry = self.catalog.entry(tool["name"])
+            if entry is not None and entry.kind == "mcp":
+                out.append(entry)
+        return out
+
+    # -- during a round --------------------------------------------------------------
+
+    def open_call(self, entry: Entry) -> Item:
+        """The public item a gateway call starts as (the assembler appends and announces
+        it, then calls :meth:`started`)."""
+        if entry.kind == "web_search":
+            return web_search.call_item()
+        if entry.approval:
+            return mcp.approval_item(entry)
+        return mcp.call_item(entry)
+
+    def started(self, item: Item, output_index: int) -> None:
+        kind = item["type"]
+        if kind != "mcp_approval_request":  # done as it closes, like a client call
+            self._open_items[item["id"]] = (item, output_index)
+        if kind == MCP_CALL:
+            self._emit(ev.ToolProgress("response.mcp_call.in_progress", output_index, item["id"]))
+        elif kind == WEB_SEARCH_CALL:
+            self._emit(
+                ev.ToolProgress("response.web_search_call.in_progress", output_index, item["id"])
+            )
+
+    async def run(
+        self, pending: list[PendingCall], *, parallel: bool, approved: bool = False
+    ) -> None:
+        """Run the round's gateway calls and close their items. Calls past the response's
+        ``max_tool_calls`` are not run; they fail with a message saying so."""
+        calls: list[Call] = []
+        for call in pending:
+            calls.append(self._call(call))
+            if call.item["type"] == WEB_SEARCH_CALL:
+                self._emit(
+                    ev.ToolProgress(
+                        "response.web_search_call.searching", call.output_index, call.item["id"]
+                    )
+                )
+        self.calls_made += len(calls)
+        outcomes = await self._executor.run(calls, parallel=parallel)
+        for call, outcome in zip(pending, outcomes, strict=True):
+            self._close(call, outcome)
+
+    def refuse(self, pending: list[PendingCall], reason: str) -> None:
+        """Close calls that will not run (``max_tool_calls`` reached) as failed."""
+        for call in pending:
+            self._close(call, Outcome(error=reason))
+
+    def abandon(self) -> None:
+        """Close every gateway item still open (the response ended early: cancelled,
+        cut short or failed) as ``incomplete``: no dangling call."""
+        for item, index in list(self._open_items.values()):
+            if item["type"] == MCP_LIST_TOOLS:
+                item["error"] = "The response ended before the tools were listed."
+                self._emit(ev.ToolProgress("response.mcp_list_tools.failed", index, item["id"]))
+            else:
+                item["status"] = "incomplete"
+            self._emit(ev.ItemDone(index, dict(item)))
+        self._open_items.clear()
+
+    def _call(self, pending: PendingCall) -> Call:
+        entry = pending.entry
+        if entry.kind == "web_search":
+            search = self._tools.search
+            declared = self._toolset.web_search
+            domains = declared.allowed_domains if declared is not None else ()
+
+            async def searching() -> str:
+                query = web_search.query_of(pending.arguments)
+                pending.item["action"]["query"] = query
+                if search is None:
+                    raise ToolFailure("No web search provider is configured.")
+                hits = await search.search(SearchQuery(query, allowed_domains=domains))
+                found = web_search.sources(hits)
+                pending.item["action"]["sources"] = found
+                self.sources.extend(found)
+                return ""
+
+            return Call(searching, label="web search")
+        binding = next((b for b in self._toolset.mcp if b.label == entry.server_label), None)
+        client = self._tools.mcp
+        name = entry.name or ""
+
+        async def calling() -> str:
+            if binding is None or client is None:
+                raise ToolFailure(
+                    f"MCP server '{entry.server_label}' is not declared in this request."
+                )
+            return await client.call_tool(
+                binding.server, name, mcp.parse_arguments(pending.arguments)
+            )
+
+        exclusive = None if entry.parallel_safe else f"{entry.server_label}/{name}"
+        return Call(calling, exclusive=exclusive, label=f"{entry.server_label}.{name}")
+
+    def _close(self, pending: PendingCall, outcome: Outcome) -> None:
+        item, index = pending.item, pending.output_index
+        self._open_items.pop(item["id"], None)
+        if item["type"] == WEB_SEARCH_CALL:
+            if outcome.ok:
+                item["status"] = "completed"
+                self._emit(ev.ToolProgress("response.web_search_call.completed", index, item["id"]))
+            else:
+                item["status"] = "failed"
+                item["error"] = outcome.error
+        else:
+            if outcome.ok:
+                item["status"], item["output"] = "completed", outcome.output
+                kind = "response.mcp_call.completed"
+            else:
+                item["status"], item["error"] = "failed", outcome.error
+                kind = "response.mcp_call.failed"
+            self._emit(ev.ToolProgress(kind, index, item["id"]))
+        self._emit(ev.ItemDone(index, dict(item)))
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _open(self, item: Item) -> int:
+        index = len(self._output)
+        self._output.append(item)
+        self._open_items[item["id"]] = (item, index)
+        self._emit(ev.ItemAdded(index, dict(item)))
+        return index
+
+    def _mcp_client(self) -> McpClient:
+        client = self._tools.mcp
+        if client is None:  # resolve() refuses mcp tools without a client
+            raise RuntimeError("no MCP client")
+        return client
+
+
+def _listed(context: list[Item]) -> dict[str, list[McpTool]]:
+    """Servers an earlier turn listed successfully, by label (the last listing wins)."""
+    out: dict[str, list[McpTool]] = {}
+    for item in context:
+        if item.get("type") == MCP_LIST_TOOLS and not item.get("error"):
+            out[item.get("server_label", "")] = mcp.tools_of(item)
+    return out

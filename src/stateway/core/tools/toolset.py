@@ -1,0 +1,244 @@
+"""A request's declared tools, resolved: who owns each, and what the gateway needs to run
+its own.
+
+The decoder checks shapes; this module checks them against what the gateway is
+configured with, before a run starts, so a request naming a tool the gateway cannot run
+is a 400 that says what to configure:
+
+- ``mcp``: a ``server_label`` of a configured server (``[mcp_servers.<label>]``), or a
+  ``server_url`` whose host is on the allow-list (deny by default: a request must not
+  make the gateway reach into its own network). Request ``headers`` (and
+  ``authorization``) are used for the run and never stored or echoed.
+- ``web_search`` / ``web_search_preview``: needs a configured provider. Without one, a tool
+  sent as an optional hint (``external_web_access: false``, as Codex sends it) is not
+  offered and not echoed; otherwise it is a 400.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from stateway.core.errors import InvalidRequest
+from stateway.core.items import Item
+from stateway.core.tools.catalog import WEB_SEARCH_TYPES
+from stateway.core.tools.ports import McpClient, McpServer, SearchProvider
+
+MCP: Final = "mcp"
+SECRET_KEYS: Final = ("headers", "authorization")
+"""Keys of a declared ``mcp`` tool that hold credentials: used, never stored or echoed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicy:
+    """Limits of the gateway's own tool calls (``[tools]`` in the config)."""
+
+    timeout: float = 60.0
+    max_concurrent_calls: int = 5
+    max_mcp_servers: int = 16
+    max_discovered_tools: int = 256
+
+
+@dataclass(frozen=True, slots=True)
+class ConfiguredServer:
+    """An MCP server from the config, which requests reference by its label."""
+
+    server: McpServer
+    allowed_tools: frozenset[str] | None = None
+    require_approval: bool = False
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """Which of a server's tools need the client's approval before they run."""
+
+    default: bool
+    always: frozenset[str] = frozenset()
+    never: frozenset[str] = frozenset()
+
+    def required(self, name: str) -> bool:
+        if name in self.always:
+            return True
+        if name in self.never:
+            return False
+        return self.default
+
+
+@dataclass(frozen=True, slots=True)
+class McpBinding:
+    """One declared ``mcp`` tool, resolved to a server."""
+
+    server: McpServer
+    allowed_tools: frozenset[str] | None
+    read_only: bool
+    """Only tools the server marks read-only are offered."""
+    approval: Approval
+
+    @property
+    def label(self) -> str:
+        return self.server.label
+
+    def offers(self, name: str, read_only: bool) -> bool:
+        if self.allowed_tools is not None and name not in self.allowed_tools:
+            return False
+        return read_only or not self.read_only
+
+
+@dataclass(frozen=True, slots=True)
+class WebSearchBinding:
+    declared: Item
+    allowed_domains: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class Toolset:
+    public: list[Item]
+    """The tools as the response echoes (and stores) them: hints dropped, secrets removed."""
+    client: list[Item]
+    """Client-owned tools (``function``, ``custom``, ``namespace``)."""
+    mcp: list[McpBinding] = field(default_factory=list)
+    web_search: WebSearchBinding | None = None
+
+    @property
+    def gateway_owned(self) -> bool:
+        return bool(self.mcp) or self.web_search is not None
+
+
+class GatewayTools:
+    """The gateway's tool capabilities: its MCP client and servers, its search provider,
+    and the limits their calls run under. Built once, in the composition root."""
+
+    def __init__(
+        self,
+        *,
+        mcp: McpClient | None = None,
+        search: SearchProvider | None = None,
+        servers: Mapping[str, ConfiguredServer] | None = None,
+        url_allowed: Callable[[str], bool] = lambda url: False,
+        policy: ToolPolicy | None = None,
+    ) -> None:
+        self.mcp = mcp
+        self.search = search
+        self._servers = dict(servers or {})
+        self._url_allowed = url_allowed
+        self.policy = policy or ToolPolicy()
+
+    def resolve(self, tools: list[Item]) -> Toolset:
+        """The declared tools resolved; raises :class:`InvalidRequest` naming the tool."""
+        public: list[Item] = []
+        client: list[Item] = []
+        bindings: list[McpBinding] = []
+        web_search: WebSearchBinding | None = None
+        for index, tool in enumerate(tools):
+            kind = tool.get("type")
+            if kind == MCP:
+                bindings.append(self._mcp(tool, f"tools[{index}]", bindings))
+                public.append({k: v for k, v in tool.items() if k not in SECRET_KEYS})
+            elif kind in WEB_SEARCH_TYPES:
+                if self.search is None:
+                    if tool.get("external_web_access") is False:
+                        continue  # an optional hint: not offered, not echoed
+                    raise InvalidRequest(
+                        f"Tool type '{kind}' needs a web search provider, and none is "
+                        "configured: set STATEWAY_WEB_SEARCH_PROVIDER (searxng, brave or "
+                        "tavily), or send it with 'external_web_access': false to make it an "
+                        "optional hint.",
+                        param=f"tools[{index}].type",
+                        code="unsupported_tool_type",
+                    )
+                filters = tool.get("filters") or {}
+                web_search = WebSearchBinding(tool, tuple(filters.get("allowed_domains") or ()))
+                public.append(tool)
+            else:
+                client.append(tool)
+                public.append(tool)
+        if len(bindings) > self.policy.max_mcp_servers:
+            raise InvalidRequest(
+                f"A request may declare at most {self.policy.max_mcp_servers} MCP servers; "
+                f"this one declares {len(bindings)}.",
+                param="tools",
+                code="too_many_tools",
+            )
+        return Toolset(public, client, bindings, web_search)
+
+    def _mcp(self, tool: Item, path: str, earlier: list[McpBinding]) -> McpBinding:
+        label: str = tool["server_label"]
+        if any(b.label == label for b in earlier):
+            raise InvalidRequest(
+                f"Duplicate MCP server_label '{label}'.",
+                param=f"{path}.server_label",
+                code="duplicate_tool_name",
+            )
+        if self.mcp is None:
+            raise InvalidRequest(
+                "Tool type 'mcp' is not available: this gateway runs no MCP client.",
+                param=f"{path}.type",
+                code="unsupported_tool_type",
+            )
+        configured = self._servers.get(label)
+        url = tool.get("server_url")
+        headers = _headers(tool)
+        if url is None:
+            if configured is None:
+                raise InvalidRequest(
+                    f"No MCP server is configured with label '{label}': configure "
+                    f"[mcp_servers.{label}] or give 'server_url'.",
+                    param=f"{path}.server_label",
+                    code="invalid_value",
+                )
+            server = configured.server
+            if headers:  # the client's credentials replace the configured ones
+                server = McpServer(label, server.url, headers, server.transport)
+        elif configured is not None and url == configured.server.url:
+            server = McpServer(
+                label, url, headers or configured.server.headers, configured.server.transport
+            )
+        elif self._url_allowed(url):
+            server = McpServer(label, url, headers)
+        else:
+            raise InvalidRequest(
+                f"MCP server_url '{url}' is not allowed: its host is not on the gateway's "
+                "allow-list (STATEWAY_MCP_ALLOWED_HOSTS), and no server is configured there.",
+                param=f"{path}.server_url",
+                code="mcp_server_not_allowed",
+            )
+        allowed, read_only = _allowed(tool.get("allowed_tools"))
+        if configured is not None and configured.allowed_tools is not None:
+            allowed = (
+                configured.allowed_tools if allowed is None else allowed & configured.allowed_tools
+            )
+        default = configured.require_approval if configured is not None else True
+        approval = _approval(tool.get("require_approval"), default)
+        return McpBinding(server, allowed, read_only, approval)
+
+
+def _headers(tool: Item) -> tuple[tuple[str, str], ...]:
+    headers: dict[str, str] = dict(tool.get("headers") or {})
+    token = tool.get("authorization")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return tuple(sorted(headers.items()))
+
+
+def _allowed(value: Any) -> tuple[frozenset[str] | None, bool]:
+    if value is None:
+        return None, False
+    if isinstance(value, list):
+        return frozenset(value), False
+    names = value.get("tool_names")
+    return (None if names is None else frozenset(names)), bool(value.get("read_only"))
+
+
+def _approval(value: Any, default: bool) -> Approval:
+    """``always`` / ``never`` / ``{"always": {"tool_names"}, "never": {"tool_names"}}``;
+    a tool named in neither list needs approval (as hosted) unless the server's default
+    (from the config) says otherwise."""
+    if value is None:
+        return Approval(default)
+    if isinstance(value, str):
+        return Approval(value == "always")
+    always = frozenset((value.get("always") or {}).get("tool_names") or ())
+    never = frozenset((value.get("never") or {}).get("tool_names") or ())
+    return Approval(default, always, never)

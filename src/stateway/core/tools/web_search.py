@@ -1,0 +1,88 @@
+"""Web search as a gateway tool: the function the model is offered, the
+``web_search_call`` item, the results the model is given, and ``url_citation``
+annotations on the answer."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import orjson
+
+from stateway.core.ids import new_id
+from stateway.core.items import WEB_SEARCH_CALL, Item
+from stateway.core.tools.catalog import Entry
+from stateway.core.tools.history import WEB_SEARCH_FUNCTION
+from stateway.core.tools.ports import SearchHit, ToolFailure
+
+FUNCTION: Final[Item] = {
+    "type": "function",
+    "name": WEB_SEARCH_FUNCTION,
+    "description": (
+        "Search the web. Returns numbered results with title, URL and snippet; cite the "
+        "URLs of the results you use."
+    ),
+    "parameters": {
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "The search query."}},
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+}
+
+
+def entry(declared: Item) -> Entry:
+    return Entry(kind="web_search", function=FUNCTION, tool=declared)
+
+
+def call_item() -> Item:
+    return {
+        "id": new_id("ws"),
+        "type": WEB_SEARCH_CALL,
+        "status": "in_progress",
+        "action": {"type": "search", "query": ""},
+    }
+
+
+def query_of(arguments: str) -> str:
+    try:
+        parsed = orjson.loads(arguments) if arguments.strip() else {}
+    except orjson.JSONDecodeError:
+        parsed = None
+    query = parsed.get("query") if isinstance(parsed, dict) else None
+    if not isinstance(query, str) or not query.strip():
+        raise ToolFailure("A web search needs a non-empty 'query'.")
+    return query.strip()
+
+
+def sources(hits: list[SearchHit]) -> list[Item]:
+    """Hits as the item's ``action.sources`` (title and snippet kept: a later turn replays
+    exactly what the model was given)."""
+    return [{"type": "url", "url": h.url, "title": h.title, "snippet": h.snippet} for h in hits]
+
+
+def citations(text: str, found: list[Item]) -> list[Item]:
+    """``url_citation`` annotations for each place ``text`` names a source's URL."""
+    out: list[Item] = []
+    for source in found:
+        url = source.get("url")
+        if not isinstance(url, str) or not url:
+            continue
+        start = text.find(url)
+        while start != -1:
+            end = start + len(url)
+            out.append(
+                {
+                    "type": "url_citation",
+                    "start_index": start,
+                    "end_index": end,
+                    "url": url,
+                    "title": source.get("title") or url,
+                }
+            )
+            start = text.find(url, end)
+    out.sort(key=lambda a: (a["start_index"], -a["end_index"]))
+    kept: list[Item] = []
+    for annotation in out:  # a URL inside a longer one cited at the same place: the longer
+        if not kept or annotation["start_index"] >= kept[-1]["end_index"]:
+            kept.append(annotation)
+    return kept
