@@ -135,7 +135,7 @@ async def raw_post(
             b'"content": [{"type": "input_file"}]}]}',
             None,
         ),
-        (b'{"model": "m", "tools": [{"type": "web_search"}]}', "tools[0].type"),
+        (b'{"model": "m", "input": "x", "tools": [{"type": "web_search"}]}', "tools[0].type"),
     ],
 )
 async def test_bad_requests_get_openai_errors(gateway: str, data: bytes, param: str | None) -> None:

@@ -17,13 +17,16 @@ from stateway.core.items import (
     CUSTOM_TOOL_CALL_OUTPUT,
     FUNCTION_CALL,
     FUNCTION_CALL_OUTPUT,
+    MCP_APPROVAL_REQUEST,
+    MCP_APPROVAL_RESPONSE,
     MESSAGE,
     Item,
 )
 from stateway.core.ports import TOOL_OUTPUT, Backend, ResponseStore
 
-_CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL})
-_OUTPUTS = frozenset({FUNCTION_CALL_OUTPUT, CUSTOM_TOOL_CALL_OUTPUT})
+_ANSWERS = {FUNCTION_CALL: FUNCTION_CALL_OUTPUT, CUSTOM_TOOL_CALL: CUSTOM_TOOL_CALL_OUTPUT}
+"""Each client-owned call type, and the output type that answers it."""
+_OUTPUTS = frozenset(_ANSWERS.values())
 
 
 async def build_context(
@@ -90,24 +93,65 @@ def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str] 
 
 
 def _check_call_outputs(prior: list[Item], current: list[Item]) -> None:
-    pending: set[str] = set()
+    """Every call has a unique non-empty ``call_id``; each output answers exactly one
+    pending call of its own kind; no call of the context is left without its output; an
+    ``mcp_approval_response`` answers an ``mcp_approval_request`` of the context."""
+    pending: dict[str, tuple[str, bool]] = {}  # call_id -> (answering type, required)
+    seen: set[str] = set()
+    approvals: set[str] = set()
     for item in prior:
-        _track(item, pending)
+        _track(item, pending, seen, approvals, None)
     for index, item in enumerate(current):
-        if item.get("type") in _OUTPUTS:
-            call_id = item.get("call_id")
-            if call_id not in pending:
-                raise InvalidRequest(
-                    f"No tool call found for function call output with call_id {call_id}.",
-                    param=f"input[{index}].call_id",
-                    code="tool_call_not_found",
-                )
-        _track(item, pending)
+        _track(item, pending, seen, approvals, index)
+    missing = [(call_id, answer) for call_id, (answer, required) in pending.items() if required]
+    if missing:
+        call_id, answer = missing[0]
+        kind = "custom tool call" if answer == CUSTOM_TOOL_CALL_OUTPUT else "function call"
+        raise InvalidRequest(
+            f"No tool output found for {kind} {call_id}.",
+            param="input",
+            code="tool_output_missing",
+        )
 
 
-def _track(item: Item, pending: set[str]) -> None:
+def _track(
+    item: Item,
+    pending: dict[str, tuple[str, bool]],
+    seen: set[str],
+    approvals: set[str],
+    index: int | None,
+) -> None:
+    """Account for one item; ``index`` is its place in this request's input (None for the
+    stored chain, which was checked when it was written)."""
     kind = item.get("type")
-    if kind in _CALLS:
-        pending.add(item["call_id"])
+    if kind in _ANSWERS:
+        call_id = item["call_id"]
+        if index is not None and (not call_id or call_id in seen):
+            raise InvalidRequest(
+                f"Duplicate or empty call_id {call_id!r}: every tool call needs its own.",
+                param=f"input[{index}].call_id",
+                code="duplicate_call_id" if call_id else "invalid_value",
+            )
+        seen.add(call_id)
+        # A call cut short (``incomplete``) may be answered, but need not be.
+        pending[call_id] = (_ANSWERS[kind], item.get("status") != "incomplete")
     elif kind in _OUTPUTS:
-        pending.discard(item["call_id"])
+        call_id = str(item.get("call_id"))
+        if pending.get(call_id, ("", False))[0] == kind:
+            del pending[call_id]
+        elif index is not None:
+            raise InvalidRequest(
+                f"No tool call found for {kind.replace('_', ' ')} with call_id {call_id}.",
+                param=f"input[{index}].call_id",
+                code="tool_call_not_found",
+            )
+    elif kind == MCP_APPROVAL_REQUEST:
+        approvals.add(item.get("id", ""))
+    elif kind == MCP_APPROVAL_RESPONSE and index is not None:
+        request_id = item.get("approval_request_id")
+        if request_id not in approvals:
+            raise InvalidRequest(
+                f"No MCP approval request found with id {request_id}.",
+                param=f"input[{index}].approval_request_id",
+                code="approval_request_not_found",
+            )
