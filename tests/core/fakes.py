@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable
-from typing import Literal
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from typing import Any, Literal
 
 from stateway.core.errors import GatewayError, StorageError
 from stateway.core.inference import Delta, InferenceRequest
 from stateway.core.items import Item
 from stateway.core.ports import ItemPage, ResponseRecord, StoredChain
+from stateway.core.tools.history import REWRITTEN_ITEM_TYPES
+from stateway.core.tools.ports import McpServer, McpTool, SearchHit, SearchQuery, ToolFailure
 
 
 class ScriptedBackend:
@@ -142,6 +144,80 @@ class MemoryStore:
 
     async def ping(self) -> None:
         pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+class RoundsBackend(ScriptedBackend):
+    """One script per round (the last repeats): a model that calls tools, then answers."""
+
+    carried_item_types = ScriptedBackend.carried_item_types | REWRITTEN_ITEM_TYPES
+
+    def __init__(self, rounds: list[list[Delta | GatewayError]]) -> None:
+        super().__init__(rounds[0])
+        self.rounds = rounds
+
+    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        self.script = self.rounds[min(len(self.requests), len(self.rounds) - 1)]
+        async for delta in super().infer(request):
+            yield delta
+
+
+class FakeMcp:
+    """An in-memory MCP client: ``tools`` per server label; ``answers`` maps a tool name to
+    a function of its arguments (raise ToolFailure to fail; ``sleep`` to hang)."""
+
+    def __init__(
+        self,
+        tools: dict[str, list[McpTool]],
+        answers: dict[str, Callable[[Mapping[str, Any]], Awaitable[str]]] | None = None,
+        *,
+        unreachable: frozenset[str] = frozenset(),
+    ) -> None:
+        self.tools = tools
+        self.answers = answers or {}
+        self.unreachable = unreachable
+        self.listed: list[McpServer] = []
+        self.calls: list[tuple[str, str, Mapping[str, Any]]] = []
+        self.running = 0
+        self.most_at_once = 0
+        self.called = asyncio.Event()
+
+    async def list_tools(self, server: McpServer) -> list[McpTool]:
+        self.listed.append(server)
+        if server.label in self.unreachable:
+            raise ToolFailure(f"MCP server '{server.label}' is unreachable.")
+        return self.tools[server.label]
+
+    async def call_tool(self, server: McpServer, name: str, arguments: Mapping[str, Any]) -> str:
+        self.calls.append((server.label, name, arguments))
+        self.called.set()
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            await asyncio.sleep(0.01)
+            return await self.answers[name](arguments)
+        finally:
+            self.running -= 1
+
+    async def aclose(self) -> None:
+        pass
+
+
+class FakeSearch:
+    name = "fake"
+
+    def __init__(self, hits: list[SearchHit], *, fail: bool = False) -> None:
+        self.hits = hits
+        self.fail = fail
+        self.queries: list[SearchQuery] = []
+
+    async def search(self, query: SearchQuery) -> list[SearchHit]:
+        self.queries.append(query)
+        if self.fail:
+            raise ToolFailure("search provider 'fake' answered 503")
+        return self.hits[: query.max_results]
 
     async def aclose(self) -> None:
         pass

@@ -1,0 +1,450 @@
+"""The loop with gateway-owned tools: rounds, MCP discovery and calls, approvals, web
+search, limits and failures, against in-memory MCP and search fakes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+import pytest
+
+from stateway.core import events as ev
+from stateway.core.commands import CreateResponse, GenerationSettings, Principal
+from stateway.core.errors import InvalidRequest
+from stateway.core.gateway import Gateway
+from stateway.core.inference import (
+    Delta,
+    Finish,
+    InferenceRequest,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import CancelReason, RunRegistry
+from stateway.core.tools.history import model_items
+from stateway.core.tools.ports import McpServer, McpTool, SearchHit, ToolFailure
+from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
+from stateway.core.usage import Usage
+from tests.core.fakes import FakeMcp, FakeSearch, MemoryStore, RoundsBackend
+
+ADD = McpTool(
+    "add", {"type": "object", "properties": {"a": {}, "b": {}}}, "Add", {"readOnlyHint": True}
+)
+SLOW = McpTool("slow", {"type": "object"}, "Sleeps")
+BOOM = McpTool("boom", {"type": "object"}, "Fails")
+DOCS = McpServer("docs", "http://docs.test/mcp")
+MCP_TOOL: dict[str, Any] = {"type": "mcp", "server_label": "docs", "require_approval": "never"}
+
+
+async def add(arguments: Mapping[str, Any]) -> str:
+    return str(arguments["a"] + arguments["b"])
+
+
+async def slow(arguments: Mapping[str, Any]) -> str:
+    await asyncio.sleep(arguments.get("seconds", 10))
+    return "slept"
+
+
+async def boom(arguments: Mapping[str, Any]) -> str:
+    raise ToolFailure("boom went the tool")
+
+
+def fake_mcp(**kwargs: Any) -> FakeMcp:
+    return FakeMcp({"docs": [ADD, SLOW, BOOM]}, {"add": add, "slow": slow, "boom": boom}, **kwargs)
+
+
+def call(name: str, arguments: object, index: int = 0, call_id: str | None = None) -> ToolCallDelta:
+    return ToolCallDelta(index, call_id or f"up_{index}", name, orjson.dumps(arguments).decode())
+
+
+def answer(text: str = "done") -> list[Delta]:
+    return [TextDelta(text), Finish("stop"), UsageReport(Usage(5, 1))]
+
+
+def tools_round(*calls: ToolCallDelta) -> list[Delta]:
+    return [*calls, Finish("tool_calls"), UsageReport(Usage(3, 2))]
+
+
+def user(text: str = "hi") -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+class Setup:
+    def __init__(
+        self,
+        rounds: list[list[Delta]],
+        *,
+        mcp: FakeMcp | None = None,
+        search: FakeSearch | None = None,
+        policy: ToolPolicy | None = None,
+        max_rounds: int = 8,
+    ) -> None:
+        self.backend = RoundsBackend(rounds)  # type: ignore[arg-type]
+        self.store = MemoryStore()
+        self.mcp = mcp if mcp is not None else fake_mcp()
+        tools = GatewayTools(
+            mcp=self.mcp,
+            search=search,
+            servers={"docs": ConfiguredServer(DOCS)},
+            url_allowed=lambda url: url.startswith("http://allowed.test"),
+            policy=policy or ToolPolicy(timeout=0.5),
+        )
+        router = Router([BackendEntry(self.backend, {}, catch_all=True)])
+        self.gateway = Gateway(
+            self.store, router, Loop(self.store, max_rounds, tools=tools), RunRegistry()
+        )
+
+    async def create(
+        self,
+        tools: list[dict[str, Any]],
+        input_items: list[dict[str, Any]] | None = None,
+        **fields: Any,
+    ) -> Any:
+        settings = GenerationSettings(tools=tools, **fields.pop("settings", {}))
+        command = CreateResponse(
+            model="m", input=input_items or [user()], settings=settings, **fields
+        )
+        run = await self.gateway.execute(Principal(), command)
+        await run.wait()
+        return run
+
+
+def seen_by_model(request: InferenceRequest) -> dict[str, Any]:
+    """The last item of a round's context as the model saw it."""
+    return model_items(request.items)[-1]
+
+
+def kinds(events: list[ev.Event]) -> list[str]:
+    out = []
+    for event in events:
+        if isinstance(event, ev.ToolProgress):
+            out.append(event.kind.removeprefix("response."))
+        elif isinstance(event, ev.ItemAdded | ev.ItemDone):
+            out.append(f"{type(event).__name__}:{event.item['type']}")
+        else:
+            out.append(type(event).__name__)
+    return out
+
+
+async def test_an_mcp_call_runs_inside_the_response_and_the_model_answers_with_its_result() -> None:
+    setup = Setup([tools_round(call("docs__add", {"a": 2, "b": 3})), answer("5 it is")])
+    run = await setup.create([MCP_TOOL])
+    state = run.state
+    assert state.status == "completed"
+    assert [i["type"] for i in state.output] == ["mcp_list_tools", "mcp_call", "message"]
+    listed, mcp_call, _ = state.output
+    assert [t["name"] for t in listed["tools"]] == ["add", "slow", "boom"]
+    assert mcp_call["status"] == "completed"
+    assert mcp_call["output"] == "5"
+    assert mcp_call["error"] is None
+    assert mcp_call["name"] == "add"
+    assert mcp_call["server_label"] == "docs"
+    assert state.usage == Usage(8, 3)  # summed over both rounds
+    first, second = setup.backend.requests
+    assert [t["name"] for t in first.tools] == ["docs__add", "docs__slow", "docs__boom"]
+    seen = model_items(second.items)[-2:]  # what the model saw of the call: the canonical pair
+    assert seen[0]["type"] == "function_call"
+    assert seen[0]["name"] == "docs__add"
+    assert seen[1] == {"type": "function_call_output", "call_id": seen[0]["call_id"], "output": "5"}
+    assert kinds(run.events) == [
+        "ResponseCreated",
+        "ResponseInProgress",
+        "ItemAdded:mcp_list_tools",
+        "mcp_list_tools.in_progress",
+        "mcp_list_tools.completed",
+        "ItemDone:mcp_list_tools",
+        "ItemAdded:mcp_call",
+        "mcp_call.in_progress",
+        "McpArgumentsDelta",
+        "McpArgumentsDone",
+        "mcp_call.completed",
+        "ItemDone:mcp_call",
+        "ItemAdded:message",
+        "PartAdded",
+        "TextDelta",
+        "TextDone",
+        "PartDone",
+        "ItemDone:message",
+        "ResponseFinished",
+    ]
+    indexes = [e.output_index for e in run.events if isinstance(e, ev.ItemAdded)]
+    assert indexes == [0, 1, 2]  # continuous across rounds
+
+
+async def test_a_failing_tool_becomes_a_failed_output_the_model_sees() -> None:
+    setup = Setup([tools_round(call("docs__boom", {})), answer()])
+    run = await setup.create([MCP_TOOL])
+    mcp_call = run.state.output[1]
+    assert run.state.status == "completed"
+    assert mcp_call["status"] == "failed"
+    assert mcp_call["error"] == "boom went the tool"
+    assert "mcp_call.failed" in kinds(run.events)
+    assert seen_by_model(setup.backend.requests[1])["output"] == "Error: boom went the tool"
+
+
+async def test_a_call_past_its_timeout_fails_and_the_response_goes_on() -> None:
+    setup = Setup(
+        [tools_round(call("docs__slow", {"seconds": 30})), answer()],
+        policy=ToolPolicy(timeout=0.05),
+    )
+    run = await setup.create([MCP_TOOL])
+    assert run.state.status == "completed"
+    assert "timed out after 0.05 s" in run.state.output[1]["error"]
+
+
+async def test_the_round_limit_ends_incomplete_without_a_dangling_call() -> None:
+    setup = Setup([tools_round(call("docs__add", {"a": 1, "b": 1}))], max_rounds=3)
+    run = await setup.create([MCP_TOOL])
+    state = run.state
+    assert state.status == "incomplete"
+    assert state.incomplete_reason == "max_rounds"
+    calls = [i for i in state.output if i["type"] == "mcp_call"]
+    assert len(calls) == 3
+    assert all(c["status"] == "completed" for c in calls)
+    assert len(setup.backend.requests) == 3
+
+
+async def test_a_mixed_round_runs_the_gateway_call_and_returns_the_client_call() -> None:
+    client_tool = {"type": "function", "name": "local", "parameters": {"type": "object"}}
+    setup = Setup(
+        [tools_round(call("docs__add", {"a": 1, "b": 2}), call("local", {}, index=1)), answer()]
+    )
+    run = await setup.create([MCP_TOOL, client_tool])
+    state = run.state
+    assert state.status == "completed"
+    assert [i["type"] for i in state.output] == ["mcp_list_tools", "mcp_call", "function_call"]
+    assert state.output[1]["output"] == "3"
+    assert len(setup.backend.requests) == 1
+
+
+async def test_a_forced_tool_is_forced_in_the_first_round_only() -> None:
+    setup = Setup([tools_round(call("docs__add", {"a": 1, "b": 2})), answer()])
+    await setup.create(
+        [MCP_TOOL], settings={"tool_choice": {"type": "mcp", "server_label": "docs", "name": "add"}}
+    )
+    first, second = setup.backend.requests
+    assert first.tool_choice == {"type": "function", "name": "docs__add"}
+    assert second.tool_choice == "auto"
+
+
+async def test_max_tool_calls_refuses_calls_past_the_limit_and_stops_offering_gateway_tools() -> (
+    None
+):
+    rounds = [
+        tools_round(
+            call("docs__add", {"a": 1, "b": 1}), call("docs__add", {"a": 2, "b": 2}, index=1)
+        ),
+        answer(),
+    ]
+    setup = Setup(rounds)
+    run = await setup.create([MCP_TOOL], settings={"max_tool_calls": 1})
+    first, second = [i for i in run.state.output if i["type"] == "mcp_call"]
+    assert first["status"] == "completed"
+    assert second["status"] == "failed"
+    assert "max_tool_calls" in second["error"]
+    assert len(setup.mcp.calls) == 1
+    assert setup.backend.requests[1].tools == []
+
+
+async def test_calls_of_a_round_run_concurrently_under_the_permit_limit() -> None:
+    calls = [call("docs__add", {"a": i, "b": 0}, index=i) for i in range(6)]
+    setup = Setup([tools_round(*calls), answer()], policy=ToolPolicy(max_concurrent_calls=2))
+    run = await setup.create([MCP_TOOL])
+    assert run.state.status == "completed"
+    assert setup.mcp.most_at_once == 2
+
+
+async def test_a_tool_not_marked_parallel_safe_never_runs_twice_at_once() -> None:
+    async def quick(arguments: Mapping[str, Any]) -> str:
+        return "ok"
+
+    mcp = FakeMcp({"docs": [McpTool("write", {"type": "object"})]}, {"write": quick})
+    calls = [call("docs__write", {}, index=i) for i in range(3)]
+    setup = Setup([tools_round(*calls), answer()], mcp=mcp)
+    await setup.create([MCP_TOOL])
+    assert mcp.most_at_once == 1
+    assert len(mcp.calls) == 3
+
+
+async def test_parallel_tool_calls_false_runs_one_call_at_a_time() -> None:
+    calls = [call("docs__add", {"a": i, "b": 0}, index=i) for i in range(3)]
+    setup = Setup([tools_round(*calls), answer()])
+    await setup.create([MCP_TOOL], settings={"parallel_tool_calls": False})
+    assert setup.mcp.most_at_once == 1
+
+
+async def test_an_unreachable_server_fails_its_listing_and_the_response_goes_on() -> None:
+    setup = Setup([answer("no tools then")], mcp=fake_mcp(unreachable=frozenset({"docs"})))
+    run = await setup.create([MCP_TOOL])
+    listed = run.state.output[0]
+    assert run.state.status == "completed"
+    assert listed["type"] == "mcp_list_tools"
+    assert "unreachable" in listed["error"]
+    assert "mcp_list_tools.failed" in kinds(run.events)
+    assert setup.backend.requests[0].tools == []
+
+
+async def test_allowed_tools_filters_what_the_model_is_offered() -> None:
+    setup = Setup([answer()])
+    await setup.create([{**MCP_TOOL, "allowed_tools": ["add"]}])
+    assert [t["name"] for t in setup.backend.requests[0].tools] == ["docs__add"]
+
+
+async def test_a_later_turn_reuses_the_chains_listing_instead_of_listing_again() -> None:
+    setup = Setup([tools_round(call("docs__add", {"a": 1, "b": 1})), answer(), answer("again")])
+    first = await setup.create([MCP_TOOL])
+    second = await setup.create([MCP_TOOL], previous_response_id=first.state.id)
+    assert len(setup.mcp.listed) == 1
+    assert [i["type"] for i in second.state.output] == ["message"]
+    assert [t["name"] for t in setup.backend.requests[-1].tools][:1] == ["docs__add"]
+
+
+async def test_an_approval_stops_the_turn_and_an_approving_answer_runs_the_call() -> None:
+    setup = Setup([tools_round(call("docs__add", {"a": 4, "b": 4})), answer("eight")])
+    ask = {"type": "mcp", "server_label": "docs", "require_approval": "always"}
+    first = await setup.create([ask])
+    request = first.state.output[-1]
+    assert first.state.status == "completed"
+    assert request["type"] == "mcp_approval_request"
+    assert request["arguments"] == '{"a":4,"b":4}'
+    assert setup.mcp.calls == []
+    approve = {
+        "type": "mcp_approval_response",
+        "approval_request_id": request["id"],
+        "approve": True,
+    }
+    second = await setup.create([ask], [approve], previous_response_id=first.state.id)
+    mcp_call, message = second.state.output
+    assert mcp_call["type"] == "mcp_call"
+    assert mcp_call["approval_request_id"] == request["id"]
+    assert mcp_call["output"] == "8"
+    assert message["content"][0]["text"] == "eight"
+    seen = model_items(setup.backend.requests[-1].items)
+    call_item = next(i for i in seen if i["type"] == "function_call")
+    output = next(i for i in seen if i["type"] == "function_call_output")
+    assert call_item["call_id"] == output["call_id"] == request["id"]
+
+
+async def test_a_denied_call_is_not_run_and_the_model_is_told() -> None:
+    mcp = FakeMcp({"remote": [ADD]}, {"add": add})
+    setup = Setup([tools_round(call("remote__add", {"a": 4, "b": 4})), answer("no")], mcp=mcp)
+    ask = {"type": "mcp", "server_label": "remote", "server_url": "http://allowed.test/mcp"}
+    # a server the request names itself needs approval unless it says otherwise (as hosted)
+    first = await setup.create([ask])
+    request = first.state.output[-1]
+    deny = {"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": False}
+    await setup.create([ask], [deny], previous_response_id=first.state.id)
+    assert setup.mcp.calls == []
+    assert (
+        seen_by_model(setup.backend.requests[-1])["output"]
+        == "The user declined to run this tool call."
+    )
+
+
+async def test_web_search_emits_its_call_with_sources_and_cites_them() -> None:
+    hits = [SearchHit("Stateway", "https://stateway.test/docs", "A gateway.")]
+    search = FakeSearch(hits)
+    setup = Setup(
+        [
+            tools_round(call("web_search", {"query": "what is stateway"})),
+            answer("See https://stateway.test/docs."),
+        ],
+        search=search,
+    )
+    run = await setup.create(
+        [{"type": "web_search", "filters": {"allowed_domains": ["stateway.test"]}}]
+    )
+    ws, message = run.state.output
+    assert ws["type"] == "web_search_call"
+    assert ws["status"] == "completed"
+    assert ws["action"]["query"] == "what is stateway"
+    assert ws["action"]["sources"][0]["url"] == "https://stateway.test/docs"
+    assert search.queries[0].allowed_domains == ("stateway.test",)
+    [citation] = message["content"][0]["annotations"]
+    assert citation["type"] == "url_citation"
+    assert citation["url"] == "https://stateway.test/docs"
+    text = message["content"][0]["text"]
+    assert text[citation["start_index"] : citation["end_index"]] == citation["url"]
+    assert kinds(run.events)[2:6] == [
+        "ItemAdded:web_search_call",
+        "web_search_call.in_progress",
+        "web_search_call.searching",
+        "web_search_call.completed",
+    ]
+    assert "A gateway." in seen_by_model(setup.backend.requests[1])["output"]
+
+
+async def test_a_failed_search_is_a_failed_call_the_model_sees() -> None:
+    setup = Setup(
+        [tools_round(call("web_search", {"query": "q"})), answer()],
+        search=FakeSearch([], fail=True),
+    )
+    run = await setup.create([{"type": "web_search"}])
+    assert run.state.output[0]["status"] == "failed"
+    assert "503" in seen_by_model(setup.backend.requests[1])["output"]
+
+
+async def test_a_cancelled_response_closes_its_running_calls_as_incomplete() -> None:
+    setup = Setup(
+        [tools_round(call("docs__slow", {"seconds": 30})), answer()], policy=ToolPolicy(timeout=60)
+    )
+    command = CreateResponse(
+        model="m", input=[user()], settings=GenerationSettings(tools=[MCP_TOOL])
+    )
+    run = await setup.gateway.execute(Principal(), command)
+    await asyncio.wait_for(setup.mcp.called.wait(), 5)
+    run.cancel(CancelReason.CLIENT_GONE)
+    await run.wait()
+    mcp_call = run.state.output[1]
+    assert mcp_call["status"] == "incomplete"
+    done = [e for e in run.events if isinstance(e, ev.ItemDone) and e.item["type"] == "mcp_call"]
+    assert len(done) == 1
+
+
+@pytest.mark.parametrize(
+    ("tool", "param", "code"),
+    [
+        (
+            {"type": "mcp", "server_label": "other", "server_url": "http://10.0.0.1/mcp"},
+            "tools[0].server_url",
+            "mcp_server_not_allowed",
+        ),
+        ({"type": "mcp", "server_label": "nope"}, "tools[0].server_label", "invalid_value"),
+        ({"type": "web_search"}, "tools[0].type", "unsupported_tool_type"),
+    ],
+)
+async def test_gateway_tools_it_cannot_run_are_refused_before_the_run(
+    tool: dict[str, Any], param: str, code: str
+) -> None:
+    setup = Setup([answer()])
+    with pytest.raises(InvalidRequest) as caught:
+        await setup.create([tool])
+    assert (caught.value.param, caught.value.code) == (param, code)
+    assert setup.backend.requests == []
+
+
+async def test_an_allowed_url_is_used_with_its_headers_which_are_never_stored_or_echoed() -> None:
+    setup = Setup([answer()], mcp=FakeMcp({"remote": [ADD]}, {"add": add}))
+    tool = {
+        "type": "mcp",
+        "server_label": "remote",
+        "server_url": "http://allowed.test/mcp",
+        "headers": {"Authorization": "Bearer secret"},
+    }
+    run = await setup.create([tool])
+    [server] = setup.mcp.listed
+    assert server.headers == (("Authorization", "Bearer secret"),)
+    assert "headers" not in run.state.settings.tools[0]
+    [record] = setup.store.records.values()
+    assert b"secret" not in orjson.dumps(record.body)
+
+
+async def test_a_web_search_hint_without_a_provider_is_neither_offered_nor_echoed() -> None:
+    setup = Setup([answer()])
+    run = await setup.create([{"type": "web_search", "external_web_access": False}])
+    assert run.state.settings.tools == []
+    assert setup.backend.requests[0].tools == []
