@@ -120,6 +120,14 @@ async def test_results_without_http_urls_are_skipped(fake: FakeSearch) -> None:
     assert [hit.url for hit in hits] == [r.url for r in results_for("javascript:alert(1)", 2)]
 
 
+async def test_an_empty_query_is_refused_before_sending(
+    provider: SearchProvider, fake: FakeSearch
+) -> None:
+    with pytest.raises(ToolFailure, match="query is empty"):
+        await provider.search(SearchQuery("  "))
+    assert fake.queries == []
+
+
 # -- what is sent ---------------------------------------------------------------------------
 
 

@@ -271,9 +271,7 @@ class FakeSearch:
                         {
                             "title": html.escape(r.title),
                             "url": r.url,
-                            "description": html.escape(r.snippet).replace(
-                                html.escape(query), f"<strong>{html.escape(query)}</strong>"
-                            ),
+                            "description": _brave_markup(r.snippet, query),
                         }
                         for r in results
                     ],
@@ -366,6 +364,12 @@ def _error(api: Api, status: int) -> web.Response:
     if api == "brave":
         return _brave_error(status, "RATE_LIMITED" if status == 429 else "ERROR", "error")
     return web.json_response({"detail": {"error": f"HTTP {status}"}}, status=status)
+
+
+def _brave_markup(snippet: str, query: str) -> str:
+    """The snippet as Brave sends it: HTML-escaped, the query's words in ``<strong>``."""
+    lead = snippet.removesuffix(f"{query}.")
+    return f"{html.escape(lead)}<strong>{html.escape(query)}</strong>."
 
 
 def _brave_error(status: int, code: str, detail: str) -> web.Response:

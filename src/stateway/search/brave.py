@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from stateway.core.tools.ports import SearchHit, SearchQuery, ToolFailure
-from stateway.search.selection import select_hits, text_field
+from stateway.search.selection import query_text, select_hits, text_field
 from stateway.search.transport import SearchTransport
 
 NAME = "Brave Search"
@@ -47,7 +47,7 @@ class BraveProvider:
         )
 
     async def search(self, query: SearchQuery) -> list[SearchHit]:
-        params = {"q": query.query[:MAX_QUERY_CHARS], "count": str(self._count(query))}
+        params = {"q": query_text(query)[:MAX_QUERY_CHARS], "count": str(self._count(query))}
         answer = await self._transport.get(self.endpoint, params)
         return select_hits(from_brave(answer), query, self._max_results)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from stateway.core.tools.ports import SearchHit, SearchQuery, ToolFailure
-from stateway.search.selection import select_hits, text_field
+from stateway.search.selection import query_text, select_hits, text_field
 from stateway.search.transport import SearchTransport
 
 NAME = "SearXNG"
@@ -39,7 +39,7 @@ class SearxngProvider:
         )
 
     async def search(self, query: SearchQuery) -> list[SearchHit]:
-        params = {"q": query.query, "format": "json"}
+        params = {"q": query_text(query), "format": "json"}
         answer = await self._transport.get(self.endpoint, params)
         return select_hits(from_searxng(answer), query, self._max_results)
 

@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
-from stateway.core.tools.ports import SearchHit, SearchQuery
+from stateway.core.tools.ports import SearchHit, SearchQuery, ToolFailure
+
+
+def query_text(query: SearchQuery) -> str:
+    """The query to send; an empty one fails here rather than as the API's own 4xx."""
+    text = query.query.strip()
+    if not text:
+        raise ToolFailure("the web search query is empty")
+    return text
 
 
 def select_hits(hits: Iterable[SearchHit], query: SearchQuery, limit: int) -> list[SearchHit]:

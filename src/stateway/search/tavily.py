@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from stateway.core.tools.ports import SearchHit, SearchQuery, ToolFailure
-from stateway.search.selection import normalize_domains, select_hits, text_field
+from stateway.search.selection import normalize_domains, query_text, select_hits, text_field
 from stateway.search.transport import SearchTransport
 
 NAME = "Tavily"
@@ -42,7 +42,7 @@ class TavilyProvider:
 
     async def search(self, query: SearchQuery) -> list[SearchHit]:
         wanted = min(self._max_results, query.max_results, MAX_RESULTS)
-        body: dict[str, Any] = {"query": query.query, "max_results": wanted}
+        body: dict[str, Any] = {"query": query_text(query), "max_results": wanted}
         domains = normalize_domains(query.allowed_domains)
         if domains:
             body["include_domains"] = list(domains)
