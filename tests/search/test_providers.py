@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from stateway.core.tools.ports import SearchHit, SearchProvider, SearchQuery, ToolFailure
-from stateway.search import build_search_provider
+from stateway.search import build_search_provider, transport
 from stateway.search.brave import BraveProvider
 from stateway.search.searxng import SearxngProvider
 from stateway.search.tavily import TavilyProvider
@@ -183,6 +183,25 @@ async def test_failures_become_tool_failures_naming_the_provider(
         await provider.search(SearchQuery("q"))
     assert caught.value.message.startswith(PROVIDER_NAME[api])
     assert fake.api_key not in caught.value.message
+
+
+async def test_a_large_answer_read_in_many_chunks_is_parsed_whole(fake: FakeSearch) -> None:
+    fake.result_count = 5000  # about 700 KB
+    provider = build(fake, "searxng")
+    try:
+        hits = await provider.search(SearchQuery("big", max_results=5))
+    finally:
+        await provider.aclose()
+    assert hits == expected("big", 1, 2, 3, 4, 5)
+
+
+async def test_an_oversized_answer_is_refused(
+    provider: SearchProvider, fake: FakeSearch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transport, "MAX_RESPONSE_BYTES", 1000)
+    fake.result_count = 20  # about 3 KB in every shape
+    with pytest.raises(ToolFailure, match="oversized answer"):
+        await provider.search(SearchQuery("q"))
 
 
 async def test_searxng_403_says_how_to_enable_json(fake: FakeSearch) -> None:

@@ -96,11 +96,8 @@ class SearchTransport:
             raise self._failure(f"{self.provider} returned invalid JSON") from None
 
     async def _read(self, response: aiohttp.ClientResponse) -> bytes:
-        declared = response.content_length
-        if declared is not None and declared > MAX_RESPONSE_BYTES:
-            raise self._failure(f"{self.provider} returned an oversized answer")
-        body = await response.content.read(MAX_RESPONSE_BYTES + 1)
-        if len(body) > MAX_RESPONSE_BYTES:
+        body = await _read_capped(response, MAX_RESPONSE_BYTES)
+        if body is None:
             raise self._failure(f"{self.provider} returned an oversized answer")
         return body
 
@@ -136,10 +133,25 @@ class SearchTransport:
         return self._session
 
 
+async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The whole body, or None as soon as it is known to exceed ``limit`` bytes."""
+    declared = response.content_length
+    if declared is not None and declared > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def _error_body(response: aiohttp.ClientResponse) -> Any:
     """The decoded JSON of an error response, or None (not JSON, or too large)."""
-    raw = await response.content.read(MAX_ERROR_BYTES + 1)
-    if len(raw) > MAX_ERROR_BYTES:
+    raw = await _read_capped(response, MAX_ERROR_BYTES)
+    if raw is None:
         return None
     try:
         return orjson.loads(raw)
