@@ -20,6 +20,7 @@ Example file::
     [web_search]
     provider = "searxng"               # STATEWAY_WEB_SEARCH_PROVIDER: searxng, brave, tavily
     searxng_url = "http://127.0.0.1:8888"   # STATEWAY_SEARXNG_URL
+    # base_url = "https://proxy.internal"   # STATEWAY_WEB_SEARCH_BASE_URL (brave, tavily)
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ TOOL_ENV: dict[str, tuple[str, str, Any]] = {
     "STATEWAY_MCP_ALLOWED_HOSTS": ("mcp", "allowed_hosts", _hosts),
     "STATEWAY_WEB_SEARCH_PROVIDER": ("web_search", "provider", str),
     "STATEWAY_SEARXNG_URL": ("web_search", "searxng_url", str),
+    "STATEWAY_WEB_SEARCH_BASE_URL": ("web_search", "base_url", str),
 }
 """Environment variable → (section, key, parser) for the tool settings."""
 

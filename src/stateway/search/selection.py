@@ -1,0 +1,80 @@
+"""From a provider's parsed results to the hits the model sees: only ``http(s)`` URLs, only
+the allowed domains, each URL once, at most the requested number, in the provider's order.
+
+Every provider's answer passes through :func:`select_hits`, so the three behave alike even
+where an API cannot filter by domain itself (SearXNG, Brave) or repeats a page that several
+of its engines found (SearXNG).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from urllib.parse import urlsplit, urlunsplit
+
+from stateway.core.tools.ports import SearchHit, SearchQuery, ToolFailure
+
+
+def query_text(query: SearchQuery) -> str:
+    """The query to send; an empty one fails here rather than as the API's own 4xx."""
+    text = query.query.strip()
+    if not text:
+        raise ToolFailure("the web search query is empty")
+    return text
+
+
+def select_hits(hits: Iterable[SearchHit], query: SearchQuery, limit: int) -> list[SearchHit]:
+    """The first ``min(limit, query.max_results)`` distinct, allowed hits of ``hits``."""
+    wanted = min(limit, query.max_results)
+    domains = normalize_domains(query.allowed_domains)
+    seen: set[str] = set()
+    chosen: list[SearchHit] = []
+    for hit in hits:
+        if len(chosen) >= wanted:
+            break
+        key = _identity(hit.url)
+        if key is None or key in seen:
+            continue
+        if domains and not host_allowed(urlsplit(hit.url).hostname or "", domains):
+            continue
+        seen.add(key)
+        chosen.append(hit)
+    return chosen
+
+
+def text_field(value: object) -> str:
+    """A provider's text field as a plain string (absent or not a string: empty)."""
+    return value.strip() if isinstance(value, str) else ""
+
+
+def normalize_domains(domains: Iterable[str]) -> tuple[str, ...]:
+    """Lower-cased bare host names: ``https://Docs.Example.com/x`` and ``*.example.com``
+    are read as ``docs.example.com`` and ``example.com``."""
+    out: list[str] = []
+    for raw in domains:
+        domain = raw.strip().lower()
+        if "://" in domain:
+            domain = urlsplit(domain).hostname or ""
+        domain = domain.split("/", 1)[0].removeprefix("*.").strip(".")
+        if domain:
+            out.append(domain)
+    return tuple(out)
+
+
+def host_allowed(host: str, domains: tuple[str, ...]) -> bool:
+    """Whether ``host`` is one of ``domains`` or a subdomain of one (``docs.example.com``
+    matches ``example.com``; ``notexample.com`` does not)."""
+    host = host.lower().rstrip(".")
+    return any(host == domain or host.endswith("." + domain) for domain in domains)
+
+
+def _identity(url: str) -> str | None:
+    """The URL as compared for duplicates (no fragment, lower-cased scheme and host, no
+    trailing slash); None for anything but an absolute ``http(s)`` URL."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    path = parts.path.rstrip("/")
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), path, parts.query, ""))

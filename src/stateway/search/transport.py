@@ -1,0 +1,159 @@
+"""The HTTP leg to a search API: one lazily created aiohttp session per provider, and the one
+place where transport and HTTP failures become :class:`ToolFailure` messages.
+
+Messages are written here, never copied from the search API's response: they reach the
+model and the client, so they name the provider and the kind of failure (timed out, API key
+rejected, rate limited, unavailable, unreadable answer) and nothing else. The API key is in
+a header only; as a second guard every message is scrubbed of it before it is raised.
+
+Each request (headers, body and JSON decoding together) runs under ``asyncio.timeout`` of
+the configured seconds. A cancelled request (the tool executor's own deadline) leaves the
+session usable: aiohttp closes the half-read connection instead of pooling it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+
+from stateway.core.tools.ports import ToolFailure
+
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+"""A search answer larger than this is refused: it cannot be a page of hits."""
+MAX_ERROR_BYTES = 16 * 1024
+
+ErrorClassifier = Callable[[int, Any], "str | None"]
+"""``(status, decoded error body or None)`` -> the failure message, or None for the
+generic one of the status. Lets a provider read its structured error codes."""
+
+
+class SearchTransport:
+    """GET or POST one JSON request to a search API; return the decoded JSON body."""
+
+    def __init__(
+        self,
+        provider: str,
+        *,
+        timeout: float,
+        headers: Mapping[str, str] | None = None,
+        secret: str | None = None,
+        classify_error: ErrorClassifier | None = None,
+    ) -> None:
+        self.provider = provider
+        """The name shown in failure messages (``SearXNG``, ``Brave Search``, ``Tavily``)."""
+        self._timeout = timeout
+        self._headers = dict(headers or {})
+        self._secret = secret
+        self._classify_error = classify_error
+        self._session: aiohttp.ClientSession | None = None
+
+    async def get(self, url: str, params: Mapping[str, str]) -> Any:
+        return await self._request("GET", url, params=params)
+
+    async def post(self, url: str, body: Mapping[str, Any]) -> Any:
+        return await self._request("POST", url, data=orjson.dumps(body))
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    async def _request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        data: bytes | None = None,
+    ) -> Any:
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await self._exchange(method, url, params, data)
+        except TimeoutError:
+            message = f"{self.provider} search timed out after {self._timeout:g}s"
+            raise self._failure(message) from None
+        except aiohttp.ClientError as exc:
+            message = f"{self.provider} is unreachable ({type(exc).__name__})"
+            raise self._failure(message) from exc
+
+    async def _exchange(
+        self, method: str, url: str, params: Mapping[str, str] | None, data: bytes | None
+    ) -> Any:
+        headers = {"Content-Type": "application/json"} if data is not None else None
+        async with self._client().request(
+            method, url, params=params, data=data, headers=headers
+        ) as response:
+            if response.status != 200:
+                raise self._failure(await self._status_message(response))
+            body = await self._read(response)
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise self._failure(f"{self.provider} returned invalid JSON") from None
+
+    async def _read(self, response: aiohttp.ClientResponse) -> bytes:
+        body = await _read_capped(response, MAX_RESPONSE_BYTES)
+        if body is None:
+            raise self._failure(f"{self.provider} returned an oversized answer")
+        return body
+
+    async def _status_message(self, response: aiohttp.ClientResponse) -> str:
+        status = response.status
+        if self._classify_error is not None:
+            message = self._classify_error(status, await _error_body(response))
+            if message is not None:
+                return message
+        name = self.provider
+        if status == 401:
+            return f"{name} rejected the API key (HTTP 401)"
+        if status == 403:
+            return f"{name} refused the search (HTTP 403)"
+        if status == 429:
+            return f"{name} rate limited the search (HTTP 429); try again later"
+        if status >= 500:
+            return f"{name} is unavailable (HTTP {status})"
+        return f"{name} rejected the search (HTTP {status})"
+
+    def _failure(self, message: str) -> ToolFailure:
+        if self._secret:
+            message = message.replace(self._secret, "***")
+        return ToolFailure(message)
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                headers=self._headers,
+                timeout=aiohttp.ClientTimeout(total=None),  # the asyncio.timeout above rules
+                raise_for_status=False,
+            )
+        return self._session
+
+
+async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The whole body, or None as soon as it is known to exceed ``limit`` bytes."""
+    declared = response.content_length
+    if declared is not None and declared > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _error_body(response: aiohttp.ClientResponse) -> Any:
+    """The decoded JSON of an error response, or None (not JSON, or too large)."""
+    raw = await _read_capped(response, MAX_ERROR_BYTES)
+    if raw is None:
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None

@@ -1,0 +1,381 @@
+"""Each search provider against the fake search APIs on loopback: what is sent, what comes
+back, and how every failure reaches the model."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from stateway.core.tools.ports import SearchHit, SearchProvider, SearchQuery, ToolFailure
+from stateway.search import build_search_provider, transport
+from stateway.search.brave import BraveProvider
+from stateway.search.searxng import SearxngProvider
+from stateway.search.tavily import TavilyProvider
+from stateway.search.transport import SearchTransport
+from stateway.tool_config import WebSearchConfig, apply_tool_env
+from tests.support.fake_search import Api, FakeSearch, results_for
+
+APIS: list[Api] = ["searxng", "brave", "tavily"]
+HOSTED: list[Api] = ["brave", "tavily"]
+PROVIDER_NAME = {"searxng": "SearXNG", "brave": "Brave Search", "tavily": "Tavily"}
+
+
+def build(fake: FakeSearch, api: Api, **overrides: Any) -> SearchProvider:
+    provider = build_search_provider(fake.config(api, **overrides), fake.environ(api))
+    assert provider is not None
+    return provider
+
+
+@pytest.fixture(params=APIS)
+def api(request: pytest.FixtureRequest) -> Api:
+    api: Api = request.param
+    return api
+
+
+@pytest.fixture(params=HOSTED)
+def hosted(request: pytest.FixtureRequest) -> Api:
+    api: Api = request.param
+    return api
+
+
+@pytest.fixture
+async def provider(fake: FakeSearch, api: Api) -> AsyncIterator[SearchProvider]:
+    provider = build(fake, api, max_results=10)
+    yield provider
+    await provider.aclose()
+
+
+def expected(query: str, *numbers: int) -> list[SearchHit]:
+    every = results_for(query, 20)
+    return [SearchHit(every[n - 1].title, every[n - 1].url, every[n - 1].snippet) for n in numbers]
+
+
+# -- what comes back ----------------------------------------------------------------------
+
+
+async def test_hits_are_parsed_from_each_api(provider: SearchProvider) -> None:
+    hits = await provider.search(SearchQuery("stateful gateways", max_results=3))
+    assert hits == expected("stateful gateways", 1, 2, 3)
+
+
+async def test_brave_markup_is_removed_from_titles_and_snippets(fake: FakeSearch) -> None:
+    query = 'C++ & "<templates>"'  # the fake escapes it and wraps it in <strong>
+    provider = build(fake, "brave")
+    try:
+        hits = await provider.search(SearchQuery(query, max_results=1))
+    finally:
+        await provider.aclose()
+    assert hits == expected(query, 1)
+    assert hits[0].snippet == f"Result 1 about {query}."
+
+
+async def test_no_more_hits_than_the_query_or_the_config_allows(fake: FakeSearch, api: Api) -> None:
+    provider = build(fake, api, max_results=3)
+    try:
+        assert len(await provider.search(SearchQuery("q", max_results=5))) == 3
+        assert len(await provider.search(SearchQuery("q", max_results=2))) == 2
+    finally:
+        await provider.aclose()
+
+
+async def test_hosted_apis_are_asked_for_the_count_needed(fake: FakeSearch, hosted: Api) -> None:
+    provider = build(fake, hosted, max_results=4)
+    try:
+        await provider.search(SearchQuery("q", max_results=7))
+    finally:
+        await provider.aclose()
+    assert fake.queries[-1].max_results == 4
+
+
+async def test_only_allowed_domains_and_their_subdomains(
+    provider: SearchProvider, fake: FakeSearch, api: Api
+) -> None:
+    # results cycle through example.com, docs.example.com, example.org, notexample.com
+    query = SearchQuery("docs", max_results=4, allowed_domains=("https://Example.COM/",))
+    hits = await provider.search(query)
+    assert hits == expected("docs", 1, 2, 5, 6)
+    if api == "tavily":
+        assert fake.queries[-1].body["include_domains"] == ["example.com"]
+    if api == "brave":
+        assert fake.queries[-1].max_results == 20  # headroom for the filter
+
+
+async def test_each_url_is_returned_once(provider: SearchProvider, fake: FakeSearch) -> None:
+    fake.duplicate_urls = True
+    hits = await provider.search(SearchQuery("twice", max_results=3))
+    assert hits == expected("twice", 1, 2, 3)
+
+
+async def test_results_without_http_urls_are_skipped(fake: FakeSearch) -> None:
+    provider = build(fake, "searxng")
+    fake.result_count = 2
+    try:
+        hits = await provider.search(SearchQuery("javascript:alert(1)", max_results=5))
+    finally:
+        await provider.aclose()
+    assert [hit.url for hit in hits] == [r.url for r in results_for("javascript:alert(1)", 2)]
+
+
+async def test_an_empty_query_is_refused_before_sending(
+    provider: SearchProvider, fake: FakeSearch
+) -> None:
+    with pytest.raises(ToolFailure, match="query is empty"):
+        await provider.search(SearchQuery("  "))
+    assert fake.queries == []
+
+
+# -- what is sent ---------------------------------------------------------------------------
+
+
+async def test_each_api_receives_the_query_and_its_credentials(
+    provider: SearchProvider, fake: FakeSearch, api: Api
+) -> None:
+    await provider.search(SearchQuery("what is sent"))
+    [received] = fake.queries
+    assert received.api == api
+    assert received.query == "what is sent"
+    if api == "searxng":
+        assert received.body["format"] == "json"
+    if api == "brave":
+        assert received.headers["X-Subscription-Token"] == fake.api_key
+        assert received.headers["Accept"] == "application/json"
+    if api == "tavily":
+        assert received.headers["Authorization"] == f"Bearer {fake.api_key}"
+        assert received.headers["Content-Type"] == "application/json"
+
+
+async def test_a_rejected_key_is_reported_as_such(fake: FakeSearch, hosted: Api) -> None:
+    provider = build_search_provider(
+        fake.config(hosted), {fake.environ(hosted).popitem()[0]: "wrong"}
+    )
+    assert provider is not None
+    try:
+        with pytest.raises(ToolFailure, match="rejected the API key") as caught:
+            await provider.search(SearchQuery("q"))
+    finally:
+        await provider.aclose()
+    assert caught.value.message.startswith(PROVIDER_NAME[hosted])
+
+
+# -- failures -------------------------------------------------------------------------------
+
+FAILURES = [
+    pytest.param({"status": 429}, "rate limited", id="429"),
+    pytest.param({"status": 500}, r"unavailable \(HTTP 500\)", id="500"),
+    pytest.param({"status": 503}, r"unavailable \(HTTP 503\)", id="503"),
+    pytest.param({"status": 400}, r"rejected the search \(HTTP 400\)", id="400"),
+    pytest.param({"malformed": True}, "invalid JSON", id="malformed"),
+    pytest.param({"wrong_shape": True}, "unexpected answer", id="wrong-shape"),
+]
+
+
+@pytest.mark.parametrize(("switches", "message"), FAILURES)
+async def test_failures_become_tool_failures_naming_the_provider(
+    provider: SearchProvider, fake: FakeSearch, api: Api, switches: dict[str, Any], message: str
+) -> None:
+    for name, value in switches.items():
+        setattr(fake, name, value)
+    with pytest.raises(ToolFailure, match=message) as caught:
+        await provider.search(SearchQuery("q"))
+    assert caught.value.message.startswith(PROVIDER_NAME[api])
+    assert fake.api_key not in caught.value.message
+
+
+async def test_a_large_answer_read_in_many_chunks_is_parsed_whole(fake: FakeSearch) -> None:
+    fake.result_count = 5000  # about 700 KB
+    provider = build(fake, "searxng")
+    try:
+        hits = await provider.search(SearchQuery("big", max_results=5))
+    finally:
+        await provider.aclose()
+    assert hits == expected("big", 1, 2, 3, 4, 5)
+
+
+async def test_an_oversized_answer_is_refused(
+    provider: SearchProvider, fake: FakeSearch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transport, "MAX_RESPONSE_BYTES", 1000)
+    fake.result_count = 20  # about 3 KB in every shape
+    with pytest.raises(ToolFailure, match="oversized answer"):
+        await provider.search(SearchQuery("q"))
+
+
+async def test_searxng_403_says_how_to_enable_json(fake: FakeSearch) -> None:
+    provider = build(fake, "searxng")
+    fake.status = 403
+    try:
+        with pytest.raises(ToolFailure, match=r"enable `json` in `search.formats`"):
+            await provider.search(SearchQuery("q"))
+    finally:
+        await provider.aclose()
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_hosted_auth_statuses(fake: FakeSearch, hosted: Api, status: int) -> None:
+    provider = build(fake, hosted)
+    fake.status = status
+    expected_text = "rejected the API key" if status == 401 else "refused the search"
+    try:
+        with pytest.raises(ToolFailure, match=expected_text):
+            await provider.search(SearchQuery("q"))
+    finally:
+        await provider.aclose()
+
+
+@pytest.mark.parametrize("status", [432, 433])
+async def test_tavily_plan_limits(fake: FakeSearch, status: int) -> None:
+    provider = build(fake, "tavily")
+    fake.status = status
+    try:
+        with pytest.raises(ToolFailure, match=f"usage limit .* \\(HTTP {status}\\)"):
+            await provider.search(SearchQuery("q"))
+    finally:
+        await provider.aclose()
+
+
+async def test_a_search_that_hangs_times_out(fake: FakeSearch, api: Api) -> None:
+    provider = build(fake, api, timeout=0.2)
+    fake.hang = True
+    try:
+        with pytest.raises(ToolFailure, match=r"search timed out after 0\.2s"):
+            # the outer bound only keeps a broken deadline from hanging the suite
+            await asyncio.wait_for(provider.search(SearchQuery("q")), 5)
+    finally:
+        await provider.aclose()
+    assert len(fake.queries) == 1  # it was sent, then given up
+
+
+async def test_a_provider_cancelled_mid_search_still_works(fake: FakeSearch, api: Api) -> None:
+    provider = build(fake, api)
+    fake.hang = True
+    try:
+        task = asyncio.create_task(provider.search(SearchQuery("first")))
+        await asyncio.to_thread(fake.wait_for_queries, 1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        fake.hang = False
+        fake.release()
+        assert await provider.search(SearchQuery("second", max_results=1)) == expected("second", 1)
+    finally:
+        await provider.aclose()
+
+
+async def test_an_unreachable_api_is_reported(api: Api) -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    where = {"searxng_url": url} if api == "searxng" else {"base_url": url}
+    config = WebSearchConfig.model_validate({"provider": api, **where})
+    provider = build_search_provider(config, {"BRAVE_API_KEY": "k", "TAVILY_API_KEY": "k"})
+    assert provider is not None
+    try:
+        with pytest.raises(ToolFailure, match=f"^{PROVIDER_NAME[api]} is unreachable"):
+            await provider.search(SearchQuery("q"))
+    finally:
+        await provider.aclose()
+
+
+async def test_the_key_never_appears_in_a_failure(fake: FakeSearch, hosted: Api) -> None:
+    provider = build(fake, hosted, timeout=0.2)
+    messages: list[str] = []
+    modes: list[dict[str, Any]] = [{"status": s} for s in (400, 401, 403, 422, 429, 432, 500)] + [
+        {"malformed": True},
+        {"wrong_shape": True},
+        {"hang": True},
+    ]
+    try:
+        for mode in modes:
+            fake.reset()
+            for name, value in mode.items():
+                setattr(fake, name, value)
+            with pytest.raises(ToolFailure) as caught:
+                await provider.search(SearchQuery("q"))
+            messages += [caught.value.message, str(caught.value), repr(caught.value)]
+    finally:
+        await provider.aclose()
+    assert len(messages) == 3 * len(modes)
+    assert not [m for m in messages if fake.api_key in m]
+
+
+async def test_the_key_is_scrubbed_even_from_a_message_that_quotes_it() -> None:
+    transport = SearchTransport(
+        "Echo", timeout=1, secret="sk-secret-123", classify_error=lambda s, b: "key sk-secret-123"
+    )
+    assert transport._failure("said sk-secret-123 twice: sk-secret-123").message == (
+        "said *** twice: ***"
+    )
+
+
+async def test_aclose_closes_the_session_and_a_later_search_opens_one(
+    provider: SearchProvider,
+) -> None:
+    await provider.search(SearchQuery("q", max_results=1))
+    transport: SearchTransport = provider._transport  # type: ignore[attr-defined]
+    session = transport._session
+    assert session is not None
+    await provider.aclose()
+    assert session.closed
+    assert transport._session is None
+    assert len(await provider.search(SearchQuery("q", max_results=1))) == 1
+
+
+# -- the factory ----------------------------------------------------------------------------
+
+
+def test_no_provider_configured_builds_none() -> None:
+    assert build_search_provider(WebSearchConfig(), {}) is None
+
+
+def test_each_provider_is_built_with_its_defaults() -> None:
+    env = {"BRAVE_API_KEY": "b", "TAVILY_API_KEY": "t"}
+    searxng = build_search_provider(
+        WebSearchConfig(provider="searxng", searxng_url="http://s:8888/"), env
+    )
+    brave = build_search_provider(WebSearchConfig(provider="brave"), env)
+    tavily = build_search_provider(WebSearchConfig(provider="tavily"), env)
+    assert isinstance(searxng, SearxngProvider)
+    assert searxng.endpoint == "http://s:8888/search"
+    assert isinstance(brave, BraveProvider)
+    assert brave.endpoint == "https://api.search.brave.com/res/v1/web/search"
+    assert isinstance(tavily, TavilyProvider)
+    assert tavily.endpoint == "https://api.tavily.com/search"
+    assert [p.name for p in (searxng, brave, tavily)] == ["searxng", "brave", "tavily"]
+
+
+@pytest.mark.parametrize(
+    ("provider", "api_key_env", "variable"),
+    [
+        ("brave", None, "BRAVE_API_KEY"),
+        ("tavily", None, "TAVILY_API_KEY"),
+        ("brave", "SEARCH_TOKEN", "SEARCH_TOKEN"),
+    ],
+)
+@pytest.mark.parametrize("environ", [{}, {"BRAVE_API_KEY": " ", "TAVILY_API_KEY": ""}])
+def test_a_missing_key_variable_is_a_readable_error(
+    provider: str, api_key_env: str | None, variable: str, environ: dict[str, str]
+) -> None:
+    config = WebSearchConfig.model_validate({"provider": provider, "api_key_env": api_key_env})
+    with pytest.raises(ValueError, match=f"environment variable {variable}, which is not set"):
+        build_search_provider(config, environ)
+
+
+def test_api_key_env_names_the_variable_read() -> None:
+    config = WebSearchConfig(provider="tavily", api_key_env="SEARCH_TOKEN")
+    assert isinstance(build_search_provider(config, {"SEARCH_TOKEN": "x"}), TavilyProvider)
+
+
+def test_the_environment_sets_the_hosted_base_url() -> None:
+    data: dict[str, Any] = {}
+    apply_tool_env(
+        data,
+        {"STATEWAY_WEB_SEARCH_PROVIDER": "brave", "STATEWAY_WEB_SEARCH_BASE_URL": "http://p"},
+    )
+    config = WebSearchConfig.model_validate(data["web_search"])
+    provider = build_search_provider(config, {"BRAVE_API_KEY": "k"})
+    assert isinstance(provider, BraveProvider)
+    assert provider.endpoint == "http://p/res/v1/web/search"

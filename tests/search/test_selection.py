@@ -1,0 +1,59 @@
+"""What every provider does to its hits: http(s) only, allowed domains, each URL once."""
+
+from __future__ import annotations
+
+import pytest
+
+from stateway.core.tools.ports import SearchHit, SearchQuery
+from stateway.search.selection import host_allowed, normalize_domains, select_hits
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed"),
+    [
+        ("example.com", True),
+        ("docs.example.com", True),
+        ("a.b.example.com", True),
+        ("EXAMPLE.com.", True),
+        ("notexample.com", False),
+        ("example.com.evil.net", False),
+        ("example.org", False),
+        ("", False),
+    ],
+)
+def test_a_domain_allows_itself_and_its_subdomains(host: str, allowed: bool) -> None:
+    assert host_allowed(host, ("example.com",)) is allowed
+
+
+def test_domains_are_read_leniently() -> None:
+    raw = ["https://Docs.Example.com/path", "*.example.org", " .example.net. ", "", "a.io/x"]
+    assert normalize_domains(raw) == ("docs.example.com", "example.org", "example.net", "a.io")
+
+
+def test_duplicates_differ_only_by_fragment_case_or_trailing_slash() -> None:
+    hits = [
+        SearchHit("a", "https://example.com/page"),
+        SearchHit("b", "HTTPS://EXAMPLE.com/page/"),
+        SearchHit("c", "https://example.com/page#part"),
+        SearchHit("d", "https://example.com/Page"),  # paths are case-sensitive
+    ]
+    chosen = select_hits(hits, SearchQuery("q", max_results=10), limit=10)
+    assert [hit.title for hit in chosen] == ["a", "d"]
+
+
+def test_only_absolute_http_urls_are_kept() -> None:
+    hits = [
+        SearchHit("js", "javascript:alert(1)"),
+        SearchHit("rel", "/relative"),
+        SearchHit("ftp", "ftp://example.com/f"),
+        SearchHit("bad", "http://[::1"),
+        SearchHit("ok", "http://example.com/"),
+    ]
+    assert [h.title for h in select_hits(hits, SearchQuery("q"), limit=5)] == ["ok"]
+
+
+def test_the_smaller_of_the_two_limits_applies_after_filtering() -> None:
+    hits = [SearchHit(str(i), f"https://{host}/{i}") for i, host in enumerate("abab")]
+    query = SearchQuery("q", max_results=3, allowed_domains=("b",))
+    assert [h.title for h in select_hits(hits, query, limit=1)] == ["1"]
+    assert [h.title for h in select_hits(hits, query, limit=5)] == ["1", "3"]
