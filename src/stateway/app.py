@@ -7,7 +7,7 @@ A new backend API shape is one entry in ``BACKEND_APIS``; a new surface is one m
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -17,13 +17,16 @@ from stateway.backends.admission import WaitingRoom
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
-from stateway.config import BackendConfig, Config, backend_api_key
+from stateway.config import BackendConfig, Config, ConfigError, backend_api_key
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
 from stateway.core.ownership import ProcessIdentity, fail_abandoned
 from stateway.core.ports import Backend, ResponseStore
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import CancelReason, RunRegistry
+from stateway.core.tools.ports import McpServer
+from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
+from stateway.search import build_search_provider
 from stateway.storage.sql import open_store
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.responses import ResponsesRoutes
@@ -47,6 +50,7 @@ class GatewayParts:
     runs: RunRegistry
     gateway: Gateway
     owner: ProcessIdentity
+    tools: GatewayTools
 
     async def end_runs(self) -> None:
         """End every run as ``server_shutting_down``; later ones end as they start."""
@@ -71,6 +75,38 @@ def build_backend(config: BackendConfig, waiting_room: WaitingRoom) -> Backend:
     return BACKEND_APIS[config.api](UpstreamClient(target, waiting_room), config)
 
 
+def build_tools(config: Config, environ: Mapping[str, str] | None = None) -> GatewayTools:
+    """The gateway's own tools: its MCP client and configured servers, its web search
+    provider, and their limits. Raises :class:`ConfigError` for a missing secret."""
+    try:
+        search = build_search_provider(config.web_search, environ)
+        servers = {
+            label: ConfiguredServer(
+                McpServer(
+                    label,
+                    server.url,
+                    tuple(sorted(server.resolved_headers(label, environ).items())),
+                    server.transport,
+                ),
+                frozenset(server.allowed_tools) if server.allowed_tools is not None else None,
+                require_approval=server.require_approval == "always",
+                description=server.description,
+            )
+            for label, server in config.mcp_servers.items()
+        }
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    policy = ToolPolicy(
+        timeout=config.tools.timeout,
+        max_concurrent_calls=config.tools.max_concurrent_calls,
+        max_mcp_servers=config.tools.max_mcp_servers,
+        max_discovered_tools=config.tools.max_discovered_tools,
+    )
+    return GatewayTools(
+        mcp=None, search=search, servers=servers, url_allowed=config.mcp.allows, policy=policy
+    )
+
+
 def build_gateway(config: Config, store: ResponseStore | None = None) -> GatewayParts:
     store = store or open_store(config.database_url)
     waiting_room = WaitingRoom(config.server.max_queued_requests)
@@ -81,8 +117,10 @@ def build_gateway(config: Config, store: ResponseStore | None = None) -> Gateway
     router = Router(entries)
     runs = RunRegistry()
     owner = ProcessIdentity.current()
-    gateway = Gateway(store, router, Loop(store, config.loop.max_rounds, owner), runs)
-    return GatewayParts(store, router.backends, runs, gateway, owner)
+    tools = build_tools(config)
+    loop = Loop(store, config.loop.max_rounds, owner, tools)
+    gateway = Gateway(store, router, loop, runs)
+    return GatewayParts(store, router.backends, runs, gateway, owner, tools)
 
 
 def build_app(
@@ -101,6 +139,7 @@ def build_app(
             await parts.end_runs()
             for backend in parts.backends:
                 await backend.aclose()
+            await parts.tools.aclose()
             await parts.store.aclose()
 
     server = config.server

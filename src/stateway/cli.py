@@ -40,6 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(_overrides(args))
         for backend in config.backends:
             backend_api_key(backend)
+        from stateway.app import build_tools
+
+        build_tools(config)  # every tool secret is present (nothing is opened yet)
     except ConfigError as exc:
         print(f"stateway: {exc}", file=sys.stderr)
         return 2

@@ -125,6 +125,13 @@ class GatewayTools:
         self._url_allowed = url_allowed
         self.policy = policy or ToolPolicy()
 
+    async def aclose(self) -> None:
+        """Close the MCP sessions and the search provider's connections."""
+        if self.mcp is not None:
+            await self.mcp.aclose()
+        if self.search is not None:
+            await self.search.aclose()
+
     def resolve(self, tools: list[Item]) -> Toolset:
         """The declared tools resolved; raises :class:`InvalidRequest` naming the tool."""
         public: list[Item] = []

@@ -1,0 +1,102 @@
+"""Web search end to end: the real gateway with SearXNG (the fake speaks its API) in front
+of the fake model, driven by the ``openai`` SDK, over both upstream API shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from openai import OpenAI
+
+from stateway.launch import start_gateway
+from tests.support.fake_search import FakeSearch
+
+SEARCH = '[[tool:web_search:{"query":"stateway gateway"}]]'
+
+
+@pytest.fixture(scope="module")
+def searching() -> Iterator[FakeSearch]:
+    with FakeSearch() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module", params=["chat", "responses"])
+def sdk(
+    request: pytest.FixtureRequest,
+    fake_upstream: str,
+    searching: FakeSearch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[OpenAI]:
+    database = f"sqlite:///{tmp_path_factory.mktemp('db') / 'stateway.db'}"
+    args = ["--upstream", fake_upstream, "--upstream-api", request.param, "--database", database]
+    with (
+        start_gateway(args, env=searching.gateway_env("searxng")) as url,
+        OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0) as client,
+    ):
+        yield client
+
+
+def test_a_search_runs_inside_the_response_and_the_answer_cites_its_sources(
+    sdk: OpenAI, searching: FakeSearch
+) -> None:
+    response = sdk.responses.create(model="m", input=SEARCH, tools=[{"type": "web_search"}])
+    assert response.status == "completed"
+    call, message = response.output
+    assert call.type == "web_search_call"
+    assert call.status == "completed"
+    assert call.action.type == "search"
+    assert call.action.query == "stateway gateway"
+    assert [q.query for q in searching.queries][-1] == "stateway gateway"
+    assert message.type == "message"
+    text = message.content[0]
+    assert text.type == "output_text"
+    cited = {a.url for a in text.annotations if a.type == "url_citation"}
+    assert cited
+    assert cited <= {s.url for s in call.action.sources or []}
+    for annotation in text.annotations:
+        assert text.text[annotation.start_index : annotation.end_index] == annotation.url
+    assert response.tools[0].type == "web_search"
+
+
+def test_streaming_gives_one_continuous_stream_and_the_same_response(sdk: OpenAI) -> None:
+    with sdk.responses.stream(model="m", input=SEARCH, tools=[{"type": "web_search"}]) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    kinds = [e.type for e in events]
+    assert kinds.count("response.created") == 1
+    assert (
+        kinds.index("response.web_search_call.in_progress")
+        < kinds.index("response.web_search_call.searching")
+        < kinds.index("response.web_search_call.completed")
+        < kinds.index("response.output_text.delta")
+    )
+    added = [e.output_index for e in events if e.type == "response.output_item.added"]
+    assert added == [0, 1]
+    stored = sdk.responses.retrieve(final.id)
+    assert [i.type for i in stored.output] == ["web_search_call", "message"]
+    assert stored.output[1].content[0].annotations == final.output[1].content[0].annotations
+
+
+def test_a_failing_provider_becomes_a_failed_call_and_the_model_still_answers(
+    sdk: OpenAI, searching: FakeSearch
+) -> None:
+    searching.status = 503
+    try:
+        response = sdk.responses.create(model="m", input=SEARCH, tools=[{"type": "web_search"}])
+    finally:
+        searching.reset()
+    assert response.status == "completed"
+    call, message = response.output
+    assert call.status == "failed"
+    assert "Error:" in message.content[0].text
+
+
+def test_a_later_turn_replays_the_search_the_model_saw(sdk: OpenAI) -> None:
+    first = sdk.responses.create(model="m", input=SEARCH, tools=[{"type": "web_search"}])
+    second = sdk.responses.create(
+        model="m", input="[[echo]]", previous_response_id=first.id, tools=[{"type": "web_search"}]
+    )
+    transcript = second.output_text
+    assert "web_search" in transcript
+    assert "Result 1 about stateway gateway." in transcript
