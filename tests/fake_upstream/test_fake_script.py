@@ -113,6 +113,19 @@ def test_plan_tool_calls_only_before_tool_results() -> None:
     assert after.content == "Tool said: sunny\nTool said: rainy"
 
 
+def test_plan_rounds_repeat_the_tool_calls_until_n_rounds_are_done() -> None:
+    script = parse_script("[[tool:f:{}]] [[tool:g:{}]] [[rounds:3]]")
+    assert script.rounds == 3
+    for outputs in ([], ["1", "2"], ["1", "2", "3", "4"]):
+        assert [c.name for c in build_plan(_conversation(outputs), script, None).tool_calls] == [
+            "f",
+            "g",
+        ]
+    done = build_plan(_conversation(["1", "2", "3", "4", "5", "6"]), script, None)
+    assert done.tool_calls == []
+    assert done.finish_reason == "stop"
+
+
 def test_plan_max_tokens_truncates_reasoning_then_text() -> None:
     script = parse_script("[[reason:r1 r2]] [[words:5]]")
     plan = build_plan(_conversation(), script, 4)

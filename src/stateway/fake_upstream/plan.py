@@ -88,8 +88,7 @@ def reply_text(conversation: Conversation, script: Script) -> str:
 def build_plan(conversation: Conversation, script: Script, max_tokens: int | None) -> Plan:
     """Decide the answer; ``max_tokens`` caps reasoning, then text, then tool calls."""
     calls: list[ToolCall] = []
-    if not conversation.tool_outputs:
-        # Tool directives fire on the turn answering the user, not again after the results.
+    if _calls_again(conversation, script):
         calls = [ToolCall(new_id("call_"), tool.name, tool.arguments) for tool in script.tools]
     reasoning = word_chunks(script.reasoning or "")
     text = [] if calls else word_chunks(reply_text(conversation, script))
@@ -110,6 +109,16 @@ def build_plan(conversation: Conversation, script: Script, max_tokens: int | Non
     else:
         finish = "stop"
     return Plan(reasoning, text, calls, finish, conversation.prompt_tokens)
+
+
+def _calls_again(conversation: Conversation, script: Script) -> bool:
+    """Tool directives fire on the turn answering the user, and (``[[rounds:N]]``) again
+    after each round of results until N rounds are done."""
+    outputs = len(conversation.tool_outputs)
+    if not outputs:
+        return True
+    done = outputs // max(1, len(script.tools))
+    return script.rounds is not None and done < script.rounds
 
 
 def _truncate(chunks: list[str], keep: int) -> list[str]:

@@ -6,6 +6,7 @@ Grammar (names are lower case, no spaces inside the brackets)::
     [[echo]]              reply with a transcript of the received context
     [[length]]            finish with reason "length"
     [[tool:FN:ARGS]]      call function FN ([A-Za-z0-9_.-]+) with ARGS (repeatable)
+    [[rounds:N]]          make the tool calls again after their results, N rounds in all
     [[reason:TEXT]]       emit TEXT as reasoning first (repeatable, joined by a space)
     [[error:STATUS]]      fail with HTTP STATUS (400..599)
     [[cut:N]]             drop the connection after N streamed payload chunks
@@ -26,7 +27,7 @@ do), for tests of the gateway's scrubbing. On the Responses wire the closing eve
 
 An ARG runs up to the first ``]]``, except for ``tool`` whose ARGS run up to the first
 ``]]`` at which they parse as JSON (so nested arrays survive), falling back to the first
-``]]``. ``cut``, ``slow``, ``words``, ``silence``, ``stall``, ``trickle`` and ``huge`` take
+``]]``. ``cut``, ``slow``, ``words``, ``silence``, ``stall``, ``trickle``, ``huge`` and ``rounds`` take
 decimal integers. Anything in ``[[...]]`` that
 does not fit the grammar is kept as plain text. For non-repeatable directives the last
 occurrence wins.
@@ -53,6 +54,7 @@ _INTEGERS = {
     "stall": "stall_ms",
     "trickle": "trickle_ms",
     "huge": "huge",
+    "rounds": "rounds",
 }
 """Directive -> the :class:`Script` field its integer sets."""
 LEAKS = frozenset({"json", "text", "stream"})
@@ -84,6 +86,7 @@ class Script:
     trickle_ms: int | None = None
     huge: int | None = None
     leak: str | None = None
+    rounds: int | None = None
 
 
 def parse_script(text: str) -> Script:
