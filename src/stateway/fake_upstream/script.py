@@ -28,8 +28,8 @@ do), for tests of the gateway's scrubbing. On the Responses wire the closing eve
 An ARG runs up to the first ``]]``, except for ``tool`` whose ARGS run up to the first
 ``]]`` at which they parse as JSON (so nested arrays survive), falling back to the first
 ``]]``. ``cut``, ``slow``, ``words``, ``silence``, ``stall``, ``trickle``, ``huge`` and
-``rounds`` take decimal integers. Anything in ``[[...]]`` that does not fit the grammar is kept as plain text. For non-repeatable directives the last
-occurrence wins.
+``rounds`` take decimal integers. Anything in ``[[...]]`` that does not fit the grammar is
+kept as plain text. For non-repeatable directives the last occurrence wins.
 """
 
 from __future__ import annotations
