@@ -343,6 +343,23 @@ def test_gateway_tool_shapes_are_decoded_for_the_core_to_resolve() -> None:
 
 
 @pytest.mark.parametrize(
+    ("parameters", "param"),
+    [
+        ({"type": "string"}, "tools[0].parameters.type"),
+        ({"type": "object", "properties": {"a": 1}}, "tools[0].parameters.properties"),
+        ({"type": "object", "properties": [], "required": []}, "tools[0].parameters.properties"),
+        ({"type": "object", "required": "a"}, "tools[0].parameters.required"),
+    ],
+)
+def test_invalid_function_schemas_are_named(parameters: dict[str, object], param: str) -> None:
+    tool = {"type": "function", "name": "f", "parameters": parameters}
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "tools": [tool]})
+    assert caught.value.param == param
+    assert caught.value.code == "invalid_function_parameters"
+
+
+@pytest.mark.parametrize(
     ("tool", "param"),
     [
         ({"type": "mcp", "server_label": "a__b"}, "tools[0].server_label"),
