@@ -322,6 +322,26 @@ plausible_request = st.fixed_dictionaries(
 )
 
 
+def test_a_client_run_tool_search_is_not_offered_nor_echoed() -> None:
+    """Codex declares it for its catalog models; its calls are not mapped yet."""
+    search = {"type": "tool_search", "execution": "client", "parameters": {"type": "object"}}
+    tools = [{"type": "function", "name": "f"}, search]
+    extra = {"type": "additional_tools", "role": "developer", "tools": [search]}
+    body = {"model": "m", "input": [extra, {"role": "user", "content": "x"}], "tools": tools}
+    command = decode_create(orjson.dumps(body))
+    assert [tool["name"] for tool in command.settings.tools] == ["f"]
+
+
+@pytest.mark.parametrize(
+    "tool", [{"type": "tool_search"}, {"type": "tool_search", "execution": "server"}]
+)
+def test_a_server_run_tool_search_is_refused(tool: dict[str, object]) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "tools": [tool]})
+    assert caught.value.code == "unsupported_tool_type"
+    assert caught.value.param == "tools[0].type"
+
+
 def test_gateway_tool_shapes_are_decoded_for_the_core_to_resolve() -> None:
     tools = [
         {

@@ -4,7 +4,11 @@ Client-owned kinds: ``function``, ``custom`` (freeform input, optionally with a 
 or ``grammar`` format) and ``namespace`` (a group of function and custom tools).
 Gateway-owned kinds: ``mcp`` and ``web_search`` (``web_search_preview``); their shapes are
 checked here, and whether the gateway can run them (a configured server or provider) in
-the core (:mod:`stateway.core.tools.toolset`). Other kinds are a 400 naming the type.
+the core (:mod:`stateway.core.tools.toolset`). A ``tool_search`` run by the client
+(``execution: "client"``, which Codex declares for its catalog models) is dropped: not
+offered to the model, left out of the ``tools`` echo, until the model's calls are mapped
+to ``tool_search_call`` items; Codex needs it only to reach deferred (MCP, app) tools.
+Other kinds are a 400 naming the type.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from stateway.core.tools.catalog import (
     model_name,
 )
 from stateway.protocols.responses.nesting import check_nesting
+
+TOOL_SEARCH = "tool_search"
 
 
 def decode_tools(tools: list[dict[str, Any]], raw_input: object = None) -> list[Item]:
@@ -60,6 +66,8 @@ def _decode(tool: Any, path: str, seen: set[str], decoded: list[Item]) -> None:
         decoded.append(custom)
     elif kind == NAMESPACE:
         decoded.append(_namespace(tool, path, seen))
+    elif kind == TOOL_SEARCH and tool.get("execution") == "client":
+        return  # Codex's deferred-tool discovery: not offered until its calls are mapped
     else:
         raise InvalidRequest(
             _unsupported_message(kind), param=f"{path}.type", code="unsupported_tool_type"

@@ -1,0 +1,38 @@
+"""Fixtures of the real-client tests: the pinned clients (installed once into a cache
+outside the repository by ``scripts/install-clients``) and one offline gateway per upstream
+wire, shared by the session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.clients.offline import (
+    OfflineGateway,
+    install_client,
+    loopback_namespace,
+    offline_gateway,
+)
+
+
+@pytest.fixture(scope="session")
+def namespace() -> Iterator[str]:
+    with loopback_namespace() as path:
+        yield path
+
+
+@pytest.fixture(scope="session", params=["chat", "responses"])
+def gateway(
+    request: pytest.FixtureRequest, namespace: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OfflineGateway]:
+    """The gateway over a Chat Completions or a stateless Responses fake upstream."""
+    directory = tmp_path_factory.mktemp(f"gateway-{request.param}")
+    with offline_gateway(namespace, request.param, directory) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def codex_binary() -> Path:
+    return install_client("codex")

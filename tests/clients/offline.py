@@ -1,0 +1,139 @@
+"""A network namespace with nothing but loopback, and stateway's servers running inside it.
+
+Real clients phone home (telemetry, plugin and model catalogs). Running them inside a fresh
+network namespace (``unshare -n``, root only) makes "offline" a fact, not a setting: no
+interface but ``lo`` exists there. The fake upstream, the gateway and a recording hop run
+in the same namespace (``nsenter --net``), so the client reaches them on 127.0.0.1 and
+nothing else; the test process reads their logs through the shared file system.
+
+A namespace is held open by a ``cat`` reading the test's pipe: it ends with the session,
+or with the test process if that dies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stateway.fake_upstream.server import ANNOUNCEMENT as FAKE_ANNOUNCEMENT
+from stateway.launch import GATEWAY_ANNOUNCEMENT, launch
+from tests.clients.recording_hop import ANNOUNCEMENT as HOP_ANNOUNCEMENT
+
+REPO = Path(__file__).resolve().parents[2]
+INSTALL_CLIENTS = REPO / "scripts" / "install-clients"
+_HOP = Path(__file__).with_name("recording_hop.py")
+_TOOLS = ("unshare", "nsenter", "ip")
+
+
+def unavailable(reason: str) -> None:
+    """Skip, with ``reason`` — except in CI (``CI`` set), where client tests must run."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; CI must run the client tests", pytrace=False)
+    pytest.skip(f"{reason} (deselect with -m 'not clients')")
+
+
+def install_client(name: str) -> Path:
+    """``scripts/install-clients NAME``: the executable, installed once into the cache."""
+    if shutil.which("npm") is None:
+        unavailable(f"npm is missing, so the {name} client cannot be installed")
+    result = subprocess.run(
+        [str(INSTALL_CLIENTS), name], capture_output=True, text=True, timeout=900, check=False
+    )
+    if result.returncode != 0:
+        unavailable(f"installing the {name} client failed:\n{result.stderr}")
+    installed, path = result.stdout.split()
+    assert installed == name, result.stdout
+    return Path(path)
+
+
+@contextmanager
+def loopback_namespace() -> Iterator[str]:
+    """A new network namespace with ``lo`` up; yields its ``/proc/PID/ns/net`` path."""
+    missing = [tool for tool in _TOOLS if shutil.which(tool) is None]
+    if missing:
+        unavailable(f"{', '.join(missing)} missing (util-linux, iproute2)")
+    if os.geteuid() != 0:
+        unavailable("an offline network namespace (unshare -n) needs root")
+    script = "ip link set lo up && echo ready && exec cat >/dev/null"
+    holder = subprocess.Popen(
+        ["unshare", "--net", "--", "sh", "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdin is not None
+    assert holder.stdout is not None
+    assert holder.stderr is not None
+    try:
+        if holder.stdout.readline().strip() != "ready":
+            holder.wait(timeout=10)
+            unavailable(f"unshare -n failed: {holder.stderr.read().strip()}")
+        yield f"/proc/{holder.pid}/ns/net"
+    finally:
+        holder.stdin.close()
+        try:
+            holder.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            holder.kill()
+            holder.wait()
+        holder.stdout.close()
+        holder.stderr.close()
+
+
+def inside(namespace: str, command: Sequence[str]) -> list[str]:
+    """``command`` run inside ``namespace`` (nsenter execs it: the pid stays the command's)."""
+    return ["nsenter", f"--net={namespace}", "--", *command]
+
+
+@dataclass(frozen=True)
+class OfflineGateway:
+    """The gateway in front of the fake upstream, behind a recording hop, all offline."""
+
+    namespace: str
+    url: str
+    """The hop's ``http://127.0.0.1:PORT`` (clients talk to this)."""
+    requests_log: Path
+    """What clients sent: one JSON line per request (see ``recording_hop``)."""
+    gateway_log: Path
+
+    def requests_since(self, offset: int) -> list[dict[str, Any]]:
+        """The requests recorded after byte ``offset`` of the log."""
+        with self.requests_log.open("rb") as log:
+            log.seek(offset)
+            return [json.loads(line) for line in log.read().splitlines()]
+
+    def log_size(self) -> int:
+        return self.requests_log.stat().st_size
+
+
+@contextmanager
+def offline_gateway(namespace: str, api: str, directory: Path) -> Iterator[OfflineGateway]:
+    """Start the fake upstream, ``stateway serve`` (SQLite, upstream wire ``api``) and the
+    recording hop inside ``namespace``; stop them when the block exits."""
+    requests_log = directory / "client-requests.jsonl"
+    requests_log.touch()
+    gateway_log = directory / "gateway.log"
+    python = sys.executable
+    with ExitStack() as stack:
+        fake_command = [python, "-m", "stateway.fake_upstream", "--port", "0"]
+        fake = stack.enter_context(launch(inside(namespace, fake_command), FAKE_ANNOUNCEMENT))
+        serve = [python, "-m", "stateway", "serve", "--port", "0", "--upstream", fake.url]
+        serve += ["--upstream-api", api, "--database", f"sqlite:///{directory / 'gw.db'}"]
+        stderr = stack.enter_context(gateway_log.open("w"))
+        gateway = stack.enter_context(
+            launch(inside(namespace, serve), GATEWAY_ANNOUNCEMENT, stderr=stderr, timeout=60)
+        )
+        hop_command = [python, str(_HOP), gateway.url, str(requests_log)]
+        hop = stack.enter_context(launch(inside(namespace, hop_command), HOP_ANNOUNCEMENT))
+        yield OfflineGateway(namespace, hop.url, requests_log, gateway_log)

@@ -1,0 +1,88 @@
+"""A recording HTTP hop between a real client and the gateway: what the client really sent.
+
+``python recording_hop.py TARGET LOG`` listens on a free loopback port, prints
+``recording hop listening on http://127.0.0.1:PORT``, forwards every request to ``TARGET``
+(``http://HOST:PORT``) and appends one JSON line per request to ``LOG``:
+``{"method", "path", "body"}`` (the body parsed as JSON, or null). Answers are relayed as
+they arrive (SSE included) and end by closing the connection, which is all a client needs.
+
+Only the standard library, so it runs under any Python, in any network namespace.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+ANNOUNCEMENT = "recording hop listening on "
+_HOP_BY_HOP = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "upgrade"}
+)
+
+
+class _Hop(BaseHTTPRequestHandler):
+    target: tuple[str, int]
+    log_path: str
+    log_lock = threading.Lock()
+
+    def do_GET(self) -> None:
+        self._forward()
+
+    def do_POST(self) -> None:
+        self._forward()
+
+    def do_DELETE(self) -> None:
+        self._forward()
+
+    def _forward(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        self._record(body)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+        upstream = http.client.HTTPConnection(*self.target, timeout=120)
+        try:
+            upstream.request(self.command, self.path, body=body or None, headers=headers)
+            answer = upstream.getresponse()
+            self.send_response(answer.status)
+            for key, value in answer.getheaders():
+                if key.lower() not in _HOP_BY_HOP:
+                    self.send_header(key, value)
+            self.send_header("connection", "close")
+            self.end_headers()
+            while chunk := answer.read1(65536):
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        finally:
+            upstream.close()
+        self.close_connection = True
+
+    def _record(self, body: bytes) -> None:
+        parsed: Any
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+        line = json.dumps({"method": self.command, "path": self.path, "body": parsed})
+        with self.log_lock, open(self.log_path, "a", encoding="utf-8") as log:
+            log.write(line + "\n")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # no access log
+
+
+def main(target: str, log_path: str) -> None:
+    parts = urlsplit(target)
+    _Hop.target = (parts.hostname or "127.0.0.1", parts.port or 80)
+    _Hop.log_path = log_path
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hop)
+    server.daemon_threads = True
+    print(f"{ANNOUNCEMENT}http://127.0.0.1:{server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

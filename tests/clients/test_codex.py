@@ -1,0 +1,137 @@
+"""The real Codex CLI, offline, with its default tool settings, through the gateway.
+
+For three model names — a custom one, a catalog one and Codex's built-in default, each of
+which makes Codex declare its tools differently — a plain turn and a shell tool round trip:
+the fake model calls Codex's shell tool, Codex runs the command and sends its output back,
+and the fake's final answer quotes that output. The recording hop shows what Codex really
+sent, so a Codex upgrade that changes its wire shows up here by name.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.clients.codex import DEFAULT_MODEL, CodexRun, run_codex
+from tests.clients.offline import OfflineGateway, inside
+
+pytestmark = pytest.mark.clients
+
+COMMAND = "echo stateway-$((6*7))"
+"""Its output, ``stateway-42``, appears nowhere in the prompt: only running it gives it."""
+OUTPUT = "stateway-42"
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str | None
+    """``-c model=NAME``; None: Codex's built-in default."""
+    sent_as: str
+    """The model name Codex puts in its requests."""
+    shell_call: str
+    """The model-visible function the fake calls to run :data:`COMMAND`."""
+    shell_arguments: str
+
+
+_EXEC_SCRIPT = f'const r = await tools.exec_command({{cmd: "{COMMAND}"}});\ntext(r.output);'
+MODELS = {
+    # Custom name: function tools at the top level (exec_command takes {cmd}).
+    "custom": Model("fake-model", "fake-model", "exec_command", json.dumps({"cmd": COMMAND})),
+    # Catalog name: the same shell function, plus a custom apply_patch and tool_search.
+    "catalog": Model("gpt-5.5", "gpt-5.5", "exec_command", json.dumps({"cmd": COMMAND})),
+    # Built-in default: no top-level tools; an additional_tools item whose namespace
+    # "functions" holds a custom "exec" tool taking JavaScript, which reaches the model as
+    # the function functions__exec({"input": ...}) and calls the shell tool itself.
+    "default": Model(None, DEFAULT_MODEL, "functions__exec", json.dumps({"input": _EXEC_SCRIPT})),
+}
+
+
+def _codex(
+    codex_binary: Path, gateway: OfflineGateway, model: Model, prompt: str, tmp_path: Path
+) -> CodexRun:
+    run = run_codex(codex_binary, gateway, prompt, model.name, tmp_path)
+    assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{gateway.gateway_log.read_text()}"
+    failures = [e for e in run.events if e.get("type") in ("error", "turn.failed")]
+    assert not failures, run.describe()
+    assert run.events[-1]["type"] == "turn.completed", run.describe()
+    return run
+
+
+def test_the_namespace_has_no_interface_but_loopback(namespace: str) -> None:
+    links = subprocess.run(
+        inside(namespace, ["ip", "-o", "link"]), capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert [line.split(":")[1].strip() for line in links] == ["lo"]
+
+
+@pytest.mark.parametrize("model", MODELS.values(), ids=MODELS.keys())
+def test_a_plain_turn(
+    codex_binary: Path, gateway: OfflineGateway, model: Model, tmp_path: Path
+) -> None:
+    run = _codex(codex_binary, gateway, model, "Say hi", tmp_path)
+
+    assert [item["text"] for item in run.items("agent_message")] == ["Hello! You said: Say hi"]
+    [body] = run.bodies()
+    assert body["model"] == model.sent_as
+    assert body["stream"] is True
+    assert body["store"] is False
+    _check_declared_tools(model, body)
+
+
+def _check_declared_tools(model: Model, body: dict[str, Any]) -> None:
+    """The tool shapes Codex 0.171.0 declares with default settings (see clients.md)."""
+    tools = {(tool["type"], tool.get("name")) for tool in body.get("tools") or []}
+    extra = [item for item in body["input"] if item.get("type") == "additional_tools"]
+    if model.name is None:
+        assert tools == set()
+        [item] = extra
+        namespaces = {tool["name"]: tool for tool in item["tools"]}
+        members = {(t["type"], t["name"]) for t in namespaces["functions"]["tools"]}
+        assert ("custom", "exec") in members
+        return
+    assert extra == []
+    assert ("function", "exec_command") in tools
+    # With the sandbox bypassed, Codex asks for live search: dropped, no provider.
+    [search] = [tool for tool in body["tools"] if tool["type"] == "web_search"]
+    assert search["external_web_access"] is True
+    if model.name == "gpt-5.5":
+        assert ("custom", "apply_patch") in tools
+        [tool_search] = [tool for tool in body["tools"] if tool["type"] == "tool_search"]
+        assert tool_search["execution"] == "client"
+
+
+@pytest.mark.parametrize("model", MODELS.values(), ids=MODELS.keys())
+def test_a_shell_tool_round_trip(
+    codex_binary: Path, gateway: OfflineGateway, model: Model, tmp_path: Path
+) -> None:
+    prompt = f"Run it [[tool:{model.shell_call}:{model.shell_arguments}]]"
+    run = _codex(codex_binary, gateway, model, prompt, tmp_path)
+
+    [command] = run.items("command_execution")
+    assert COMMAND in command["command"]
+    assert command["exit_code"] == 0
+    assert command["aggregated_output"] == OUTPUT + "\n"
+    [message] = run.items("agent_message")
+    assert message["text"].startswith("Tool said: ")  # the fake's answer to a tool output
+    assert OUTPUT in message["text"]
+
+    first, second = run.bodies()
+    assert second["input"][: len(first["input"])] == first["input"]  # full history resent
+    call, output = second["input"][len(first["input"]) :]
+    assert output["call_id"] == call["call_id"]
+    assert OUTPUT in json.dumps(output["output"])
+    if model.name is None:
+        assert call["type"] == "custom_tool_call"
+        assert (call["namespace"], call["name"]) == ("functions", "exec")
+        assert call["input"] == _EXEC_SCRIPT
+        assert output["type"] == "custom_tool_call_output"
+    else:
+        assert call["type"] == "function_call"
+        assert call["name"] == "exec_command"
+        assert json.loads(call["arguments"]) == {"cmd": COMMAND}
+        assert output["type"] == "function_call_output"
