@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve fake-upstream test lint format bench mutate clean
+.PHONY: install clients serve fake-upstream test lint format bench mutate clean
 
 install: $(STAMP)
 
@@ -14,13 +14,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+clients:  ## install the pinned real clients the client tests drive (cached outside the repo)
+	scripts/install-clients
+
 serve: $(STAMP)  ## serve the gateway on its embedded defaults (ARGS="--upstream ..." to change)
 	$(BIN)/stateway serve $(ARGS)
 
 fake-upstream: $(STAMP)  ## a deterministic fake model server on :8000
 	$(BIN)/stateway fake-upstream $(ARGS)
 
-test: $(STAMP)  ## the whole test suite (SQLite and PostgreSQL)
+test: $(STAMP)  ## the whole test suite (SQLite and PostgreSQL; installs the real clients on first use)
 	$(BIN)/pytest $(ARGS)
 
 lint: $(STAMP)
