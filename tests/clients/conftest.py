@@ -34,5 +34,7 @@ def gateway(
 
 
 @pytest.fixture(scope="session")
-def codex_binary() -> Path:
+def codex_binary(namespace: str) -> Path:
+    """Installed only where the offline namespace can be made: no download for tests that
+    would skip anyway."""
     return install_client("codex")
