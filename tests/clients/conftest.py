@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.clients.offline import (
+    SEARCH_PROVIDER,
     OfflineGateway,
     install_client,
     loopback_namespace,
@@ -27,9 +28,20 @@ def namespace() -> Iterator[str]:
 def gateway(
     request: pytest.FixtureRequest, namespace: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OfflineGateway]:
-    """The gateway over a Chat Completions or a stateless Responses fake upstream."""
+    """The gateway over a Chat Completions or a stateless Responses fake upstream, with a
+    web search provider configured."""
     directory = tmp_path_factory.mktemp(f"gateway-{request.param}")
-    with offline_gateway(namespace, request.param, directory) as running:
+    with offline_gateway(namespace, request.param, directory, SEARCH_PROVIDER) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def gateway_without_search(
+    namespace: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OfflineGateway]:
+    """The gateway as configured by default: no web search provider."""
+    directory = tmp_path_factory.mktemp("gateway-without-search")
+    with offline_gateway(namespace, "responses", directory) as running:
         yield running
 
 

@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,10 +117,22 @@ class OfflineGateway:
         return self.requests_log.stat().st_size
 
 
+SEARCH_PROVIDER = {
+    "STATEWAY_WEB_SEARCH_PROVIDER": "searxng",
+    "STATEWAY_SEARXNG_URL": "http://127.0.0.1:9",
+}
+"""A web search provider for the gateway, so Codex's live ``web_search`` tool is accepted.
+Nothing listens there (the namespace has nothing else): a search the model asked for would
+come back as a failed tool call, and the fake model never asks for one."""
+
+
 @contextmanager
-def offline_gateway(namespace: str, api: str, directory: Path) -> Iterator[OfflineGateway]:
-    """Start the fake upstream, ``stateway serve`` (SQLite, upstream wire ``api``) and the
-    recording hop inside ``namespace``; stop them when the block exits."""
+def offline_gateway(
+    namespace: str, api: str, directory: Path, env: Mapping[str, str] | None = None
+) -> Iterator[OfflineGateway]:
+    """Start the fake upstream, ``stateway serve`` (SQLite, upstream wire ``api``, ``env``
+    added to its environment) and the recording hop inside ``namespace``; stop them when
+    the block exits."""
     requests_log = directory / "client-requests.jsonl"
     requests_log.touch()
     gateway_log = directory / "gateway.log"
@@ -132,7 +144,9 @@ def offline_gateway(namespace: str, api: str, directory: Path) -> Iterator[Offli
         serve += ["--upstream-api", api, "--database", f"sqlite:///{directory / 'gw.db'}"]
         stderr = stack.enter_context(gateway_log.open("w"))
         gateway = stack.enter_context(
-            launch(inside(namespace, serve), GATEWAY_ANNOUNCEMENT, stderr=stderr, timeout=60)
+            launch(
+                inside(namespace, serve), GATEWAY_ANNOUNCEMENT, env=env, stderr=stderr, timeout=60
+            )
         )
         hop_command = [python, str(_HOP), gateway.url, str(requests_log)]
         hop = stack.enter_context(launch(inside(namespace, hop_command), HOP_ANNOUNCEMENT))

@@ -96,7 +96,7 @@ def _check_declared_tools(model: Model, body: dict[str, Any]) -> None:
         return
     assert extra == []
     assert ("function", "exec_command") in tools
-    # With the sandbox bypassed, Codex asks for live search: dropped, no provider.
+    # With its sandbox bypassed Codex asks for live search, which needs a provider.
     [search] = [tool for tool in body["tools"] if tool["type"] == "web_search"]
     assert search["external_web_access"] is True
     if model.name == "gpt-5.5":
@@ -135,3 +135,18 @@ def test_a_shell_tool_round_trip(
         assert call["name"] == "exec_command"
         assert json.loads(call["arguments"]) == {"cmd": COMMAND}
         assert output["type"] == "function_call_output"
+
+
+def test_with_its_sandbox_bypassed_codex_needs_a_web_search_provider(
+    codex_binary: Path, gateway_without_search: OfflineGateway, tmp_path: Path
+) -> None:
+    """Without a provider the gateway accepts only the sandboxed hint
+    (``external_web_access: false``); Codex's live one is a 400 that says what to set."""
+    run = run_codex(codex_binary, gateway_without_search, "Say hi", "fake-model", tmp_path)
+
+    assert run.returncode != 0
+    [failed] = [event for event in run.events if event.get("type") == "turn.failed"]
+    error = json.loads(failed["error"]["message"])["error"]
+    assert error["code"] == "unsupported_tool_type"
+    assert "STATEWAY_WEB_SEARCH_PROVIDER" in error["message"]
+    assert run.items("agent_message") == []
