@@ -31,7 +31,7 @@ import orjson
 
 from stateway.core.items import Item
 
-WEB_SEARCH_TYPES: Final = frozenset({"web_search", "web_search_preview"})
+WEB_SEARCH_TYPES: Final = frozenset({"web_search", "web_search_preview", "web_search_2025_08_26"})
 NAMESPACE: Final = "namespace"
 CUSTOM: Final = "custom"
 ADDITIONAL_TOOLS: Final = "additional_tools"
@@ -142,7 +142,7 @@ class Catalog:
         if kind == "allowed_tools":  # the set is not narrowed upstream; its mode is kept
             return str(choice.get("mode", "auto"))
         name = choice.get("name")
-        if kind in ("web_search", "web_search_preview"):
+        if kind in WEB_SEARCH_TYPES:
             wanted = [e for e in self._by_name.values() if e.kind == "web_search"]
         elif kind == "mcp":
             label = choice.get("server_label")

@@ -10,8 +10,9 @@ is a 400 that says what to configure:
   make the gateway reach into its own network). Request ``headers`` (and
   ``authorization``) are used for the run and never stored or echoed.
 - ``web_search`` / ``web_search_preview``: needs a configured provider. Without one, a tool
-  sent as an optional hint (``external_web_access: false``, as Codex sends it) is not
-  offered and not echoed; otherwise it is a 400.
+  declared the way Codex declares it (with ``external_web_access``, ``false`` when
+  sandboxed, ``true`` when not) is an optional hint: not offered and not echoed, so Codex
+  works against a gateway without a provider. A bare ``web_search`` is a 400.
 """
 
 from __future__ import annotations
@@ -145,13 +146,13 @@ class GatewayTools:
                 public.append({k: v for k, v in tool.items() if k not in SECRET_KEYS})
             elif kind in WEB_SEARCH_TYPES:
                 if self.search is None:
-                    if tool.get("external_web_access") is False:
-                        continue  # an optional hint: not offered, not echoed
+                    if isinstance(tool.get("external_web_access"), bool):
+                        continue  # Codex's declaration, an optional hint: not offered or echoed
                     raise InvalidRequest(
                         f"Tool type '{kind}' needs a web search provider, and none is "
                         "configured: set STATEWAY_WEB_SEARCH_PROVIDER (searxng, brave or "
-                        "tavily), or send it with 'external_web_access': false to make it an "
-                        "optional hint.",
+                        "tavily), or send it with 'external_web_access' to make it an optional "
+                        "hint.",
                         param=f"tools[{index}].type",
                         code="unsupported_tool_type",
                     )

@@ -16,6 +16,7 @@ import pydantic
 
 from stateway.core.commands import CreateResponse, GenerationSettings, ListInputItems
 from stateway.core.errors import InvalidRequest
+from stateway.core.tools.catalog import WEB_SEARCH_TYPES
 from stateway.protocols.responses.items import decode_items
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.responses.request import CreateResponseBody
@@ -184,7 +185,7 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
         return {"type": kind, "name": choice["name"]}
     if kind == "mcp" and isinstance(choice.get("server_label"), str):
         return {k: choice[k] for k in ("type", "server_label", "name") if k in choice}
-    if kind in ("web_search", "web_search_preview"):
+    if kind in WEB_SEARCH_TYPES:
         return {"type": kind}
     if kind == "allowed_tools" and choice.get("mode") in ("auto", "required"):
         return dict(choice)
