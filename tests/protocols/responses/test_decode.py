@@ -74,6 +74,17 @@ def test_client_ids_are_kept_as_labels_and_content_is_normalized() -> None:
         ),
         ({"model": "m", "tools": [{"type": "mcp"}]}, "tools[0].server_label"),
         (
+            {"model": "m", "input": [{"type": "mcp_approval_response", "approve": True}]},
+            "input[0].approval_request_id",
+        ),
+        (
+            {
+                "model": "m",
+                "input": [{"type": "mcp_approval_response", "approval_request_id": "r"}],
+            },
+            "input[0].approve",
+        ),
+        (
             {"model": "m", "tools": [{"type": "mcp", "server_label": "s", "headers": 1}]},
             "tools[0].headers",
         ),

@@ -96,6 +96,14 @@ def _item(raw: dict[str, Any], path: str) -> Item:
             item = dict(raw)
             item.setdefault("summary", [])
             return _with_id(item, kind)
+        case "mcp_approval_response":
+            _require_str(raw, path, "approval_request_id")
+            if not isinstance(raw.get("approve"), bool):
+                raise _missing_or_invalid(raw, path, "approve")
+            item = dict(raw)
+            if not isinstance(item.get("id"), str) or not item["id"]:
+                item["id"] = new_id("mcpa")
+            return item
         case "additional_tools":
             _check_additional_tools(raw, path)
             return dict(raw)  # kept as sent; its tools join the request's
