@@ -56,6 +56,9 @@ class ServerStats:
     """``initialize`` requests answered (one per session)."""
     closed_sessions: int = 0
     """Sessions a client ended: Streamable HTTP ``DELETE``s and SSE streams that ended."""
+    hang_pings: bool = False
+    """A switch, not a count: while set, ``ping`` requests never get an answer (a session
+    that stopped answering)."""
     _changed: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
     def bump(self, name: str) -> None:
@@ -158,15 +161,15 @@ def build_app(stats: ServerStats, *, page_size: int = 3) -> ASGIApp:
         "stateway-test", on_list_tools=_list_tools(page_size), on_call_tool=_call_tool
     )
 
-    async def count_initializations(
-        ctx: ServerRequestContext[Any, Any], call_next: CallNext
-    ) -> HandlerResult:
+    async def observe(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "ping" and stats.hang_pings:
+            await anyio.sleep_forever()
         result = await call_next(ctx)
         if ctx.method == "initialize":
             stats.bump("initializations")
         return result
 
-    server.middleware.append(count_initializations)
+    server.middleware.append(observe)
     app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
     sse = SseServerTransport("/messages/")
 
@@ -207,7 +210,7 @@ def serve_app(app: ASGIApp, *, lifespan: bool = True, port: int = 0) -> Iterator
     in the backlog)."""
     sock = bind_socket("127.0.0.1", port)
     sock.listen(128)
-    config = server_config(app, lifespan=lifespan, graceful_shutdown=1)
+    config = server_config(app, lifespan=lifespan, graceful_shutdown=0)
     server = uvicorn.Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="mcp-test-server", daemon=True
@@ -259,4 +262,3 @@ def serve_misbehaving(
 
     with serve_app(app, lifespan=False) as base_url:
         yield f"{base_url}/mcp"
-

@@ -34,6 +34,10 @@ T = TypeVar("T")
 MAX_TOOL_PAGES = 100
 """``tools/list`` pages followed before a server's listing counts as endless."""
 
+MAX_ATTEMPTS = 3
+"""Sessions one operation may try: a retired one found on checkout or a forgotten one
+(HTTP 404 for its id) is replaced; each try is bounded by ``connect_timeout``."""
+
 PoolKey = tuple[str, str, tuple[tuple[str, str], ...]]
 
 
@@ -109,11 +113,13 @@ class PooledMcpClient:
         self, server: McpServer, operation: Callable[[ClientSession], Awaitable[T]]
     ) -> T:
         """``operation`` on the key's session, its failures as :class:`ToolFailure`."""
-        for attempt in range(2):
+        for attempt in range(MAX_ATTEMPTS):
             entry = self._checkout(server)
             mark = entry.trace.serial
             try:
                 session = await entry.session()
+                if session is None:
+                    continue  # retired while we waited (failed its check): take a new one
                 return await operation(session)
             except ToolFailure:
                 raise
@@ -125,7 +131,7 @@ class PooledMcpClient:
                 failure = failures.classify(exc, http)
                 if failure.retires_session:
                     entry.retire()
-                if http is not None and http.session_gone and attempt == 0:
+                if http is not None and http.session_gone and attempt < MAX_ATTEMPTS - 1:
                     continue
                 raise failure.for_server(server.label) from None
             finally:

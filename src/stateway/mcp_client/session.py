@@ -89,14 +89,13 @@ class PooledSession:
         self.last_used = self._clock()
         self._wake.set()
 
-    async def session(self) -> ClientSession:
-        """The initialized session (waits for the handshake, or for a suspect session's
-        verdict). Raises :class:`ToolFailure`; a caller's cancellation leaves both running."""
+    async def session(self) -> ClientSession | None:
+        """The initialized session once the handshake is done (and a suspect session has
+        passed its check); None when it was retired meanwhile. Raises :class:`ToolFailure`
+        when the handshake failed. A caller's cancellation leaves both running."""
         session = await asyncio.shield(self._ready)
         await self._healthy.wait()
-        if self.retired:
-            raise failures.CLOSED.for_server(self.server.label)
-        return session
+        return None if self.retired else session
 
     def retire(self) -> None:
         self.retired = True
@@ -151,7 +150,9 @@ class PooledSession:
             self.retired = True
             self._healthy.set()
             if not self._ready.done():
-                self._ready.set_exception((failure or failures.CLOSED).for_server(self.server.label))
+                self._ready.set_exception(
+                    (failure or failures.CLOSED).for_server(self.server.label)
+                )
             self._on_end(self)
 
     async def _serve(self, session: ClientSession) -> None:
@@ -181,7 +182,6 @@ class PooledSession:
             self.retired = True
         finally:
             self._healthy.set()
-
 
 
 def _retrieve(future: asyncio.Future[ClientSession]) -> None:
