@@ -103,3 +103,16 @@ async def test_headers_reach_the_server_and_split_the_pool(
 
     assert pool.initializations == 3
     assert mcp_server.stats.initializations == 3
+
+
+async def test_calls_send_nothing_but_the_call(
+    pool: PooledMcpClient, mcp_server: RunningMcpServer
+) -> None:
+    server = server_for(mcp_server)
+
+    for _ in range(3):
+        assert await pool.call_tool(server, "tally", {}) == '{"count":3}'  # on the last page
+
+    assert mcp_server.stats.listings == 0
+    await pool.list_tools(server)
+    assert mcp_server.stats.listings == 3  # 7 tools, pages of 3

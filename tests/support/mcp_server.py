@@ -54,6 +54,8 @@ class ServerStats:
 
     initializations: int = 0
     """``initialize`` requests answered (one per session)."""
+    listings: int = 0
+    """``tools/list`` requests answered (pages, not whole listings)."""
     closed_sessions: int = 0
     """Sessions a client ended: Streamable HTTP ``DELETE``s and SSE streams that ended."""
     hang_pings: bool = False
@@ -167,6 +169,8 @@ def build_app(stats: ServerStats, *, page_size: int = 3) -> ASGIApp:
         result = await call_next(ctx)
         if ctx.method == "initialize":
             stats.bump("initializations")
+        elif ctx.method == "tools/list":
+            stats.bump("listings")
         return result
 
     server.middleware.append(observe)

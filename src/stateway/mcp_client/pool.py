@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp import ClientSession
+from pydantic import TypeAdapter
 
 from stateway.core.tools.ports import McpServer, McpTool, ToolFailure
 from stateway.mcp_client import failures
@@ -37,6 +38,11 @@ MAX_TOOL_PAGES = 100
 MAX_ATTEMPTS = 3
 """Sessions one operation may try: a retired one found on checkout or a forgotten one
 (HTTP 404 for its id) is replaced; each try is bounded by ``connect_timeout``."""
+
+CALL_RESULT: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = TypeAdapter(
+    types.CallToolResult | types.InputRequiredResult
+)
+"""What ``tools/call`` may answer."""
 
 PoolKey = tuple[str, str, tuple[tuple[str, str], ...]]
 
@@ -89,8 +95,15 @@ class PooledMcpClient:
         return await self._run(server, every_page)
 
     async def call_tool(self, server: McpServer, name: str, arguments: Mapping[str, Any]) -> str:
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=name, arguments=dict(arguments))
+        )
+
         async def call(session: ClientSession) -> str:
-            result = await session.call_tool(name, dict(arguments), allow_input_required=True)
+            # Not ``session.call_tool``: that re-lists the server's tools (first page only)
+            # before any call of a tool this session has not listed, to check structured
+            # output against its schema; the model reads text, so the check buys nothing.
+            result = await session.send_request(request, CALL_RESULT)
             if isinstance(result, types.InputRequiredResult):
                 raise ToolFailure(
                     f"MCP server '{server.label}' tool '{name}' asked for input, "

@@ -52,12 +52,12 @@ class HttpTrace:
         return last if last is not None and last.serial > serial else None
 
     async def observe(self, response: httpx2.Response) -> None:
+        """Records answers to POSTs (the requests calls send), not to the transport's own
+        GET stream or goodbye."""
+        if response.request.method != "POST":
+            return
         content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
-        foreign = (
-            response.request.method == "POST"
-            and response.status_code == 200
-            and content_type not in _MCP_CONTENT_TYPES
-        )
+        foreign = response.status_code == 200 and content_type not in _MCP_CONTENT_TYPES
         if response.status_code < 400 and not foreign:
             return
         self.serial += 1
