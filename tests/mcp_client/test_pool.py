@@ -10,7 +10,7 @@ import pytest
 
 from stateway.core.tools.ports import McpServer, ToolFailure
 from stateway.mcp_client import PooledMcpClient
-from tests.support.mcp_server import RunningMcpServer, ServerStats, serve_mcp
+from tests.support.mcp_server import RunningMcpServer, ServerStats, hanging_server, serve_mcp
 
 from .test_calls import TRANSPORTS, McpTransport, server_for
 
@@ -198,7 +198,8 @@ async def test_aclose_with_calls_in_flight_fails_them_cleanly(
     server = server_for(mcp_server)
     await pool.call_tool(server, "add", {"a": 1, "b": 1})
     call = asyncio.create_task(pool.call_tool(server, "sleep", {"seconds": 30}))
-    await asyncio.sleep(0.2)  # let the call reach the server
+    started = await asyncio.to_thread(mcp_server.stats.wait_for, lambda s: s.calls_started == 2)
+    assert started
 
     async with asyncio.timeout(10):
         await pool.aclose()
@@ -227,3 +228,18 @@ async def test_a_session_that_stops_answering_after_a_cancelled_call_is_replaced
         assert mcp_server.stats.initializations == 2
     finally:
         await pool.aclose()
+
+
+async def test_aclose_abandons_a_handshake_in_progress() -> None:
+    tasks_before = other_tasks()
+    pool = PooledMcpClient(connect_timeout=60)
+    with hanging_server() as url:
+        call = asyncio.create_task(pool.call_tool(McpServer("slow", url), "add", {}))
+        await asyncio.sleep(0)  # the call checks out its session: the handshake starts
+
+        async with asyncio.timeout(5):  # not the 60 s handshake deadline
+            await pool.aclose()
+            with pytest.raises(ToolFailure, match="MCP server 'slow' closed the connection"):
+                await call
+
+    assert other_tasks() == tasks_before

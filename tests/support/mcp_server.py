@@ -54,6 +54,8 @@ class ServerStats:
 
     initializations: int = 0
     """``initialize`` requests answered (one per session)."""
+    calls_started: int = 0
+    """``tools/call`` requests received (counted before the tool runs)."""
     listings: int = 0
     """``tools/list`` requests answered (pages, not whole listings)."""
     closed_sessions: int = 0
@@ -166,6 +168,8 @@ def build_app(stats: ServerStats, *, page_size: int = 3) -> ASGIApp:
     async def observe(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "ping" and stats.hang_pings:
             await anyio.sleep_forever()
+        if ctx.method == "tools/call":
+            stats.bump("calls_started")
         result = await call_next(ctx)
         if ctx.method == "initialize":
             stats.bump("initializations")
