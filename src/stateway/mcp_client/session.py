@@ -52,10 +52,10 @@ class PooledSession:
         on_end: Callable[[PooledSession], None],
     ) -> None:
         self.server = server
-        self.trace = HttpTrace()
         self.in_flight = 0
         self.retired = False
         """No new calls: the owner closes the session once ``in_flight`` is zero."""
+        self.trace = HttpTrace(on_event=self.retire)
         self._ttl = ttl
         self._connect_timeout = connect_timeout
         self._close_timeout = close_timeout
@@ -139,11 +139,7 @@ class PooledSession:
                     await self._serve(session)
                     scope.deadline = min(scope.deadline, anyio.current_time() + self._close_timeout)
             if scope.cancelled_caught and not self._ready.done():
-                failure = (
-                    failures.CLOSED
-                    if self._stopping
-                    else failures.handshake_timeout(self._connect_timeout)
-                )
+                failure = self._unfinished_handshake()
         except Exception as exc:  # noqa: BLE001 - the owner is the boundary: any transport error ends the session
             failure = failures.classify(exc, self.trace.since(0))
         finally:
@@ -154,6 +150,14 @@ class PooledSession:
                     (failure or failures.CLOSED).for_server(self.server.label)
                 )
             self._on_end(self)
+
+    def _unfinished_handshake(self) -> Failure:
+        if self._stopping:
+            return failures.CLOSED
+        http = self.trace.since(0)  # the SSE transport never answers a POST that failed
+        return (
+            failures.from_http(http) if http else failures.handshake_timeout(self._connect_timeout)
+        )
 
     async def _serve(self, session: ClientSession) -> None:
         """Wait until stopped, retired and quiet, or idle past the TTL; check suspect sessions."""

@@ -40,11 +40,14 @@ class HttpEvent:
 
 
 class HttpTrace:
-    """What one session's HTTP requests were answered with, when it was not MCP."""
+    """What one session's HTTP requests were answered with, when it was not MCP.
+    ``on_event`` runs at each such answer (the session retires itself: the SSE transport
+    drops a failed POST's request without answering it, and stops sending after it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_event: Callable[[], None] = lambda: None) -> None:
         self.serial = 0
         self._last: HttpEvent | None = None
+        self._on_event = on_event
 
     def since(self, serial: int) -> HttpEvent | None:
         """The latest non-MCP answer after mark ``serial`` (taken with :attr:`serial`)."""
@@ -67,6 +70,7 @@ class HttpTrace:
             content_type=content_type,
             session_gone=response.status_code == 404 and MCP_SESSION_ID in response.request.headers,
         )
+        self._on_event()
 
 
 def _http_client(
