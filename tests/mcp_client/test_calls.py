@@ -19,7 +19,7 @@ def server_for(running: RunningMcpServer, transport: McpTransport = "streamable_
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_list_tools_follows_every_page(
-    pool: PooledMcpClient, mcp_server: RunningMcpServer, transport: McpTransport
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, transport: McpTransport
 ) -> None:
     tools = await pool.list_tools(server_for(mcp_server, transport))
 
@@ -35,7 +35,7 @@ async def test_list_tools_follows_every_page(
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_call_tool_returns_text(
-    pool: PooledMcpClient, mcp_server: RunningMcpServer, transport: McpTransport
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, transport: McpTransport
 ) -> None:
     server = server_for(mcp_server, transport)
 
@@ -44,7 +44,7 @@ async def test_call_tool_returns_text(
 
 
 async def test_other_contents_are_compact_json(
-    pool: PooledMcpClient, mcp_server: RunningMcpServer
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
 ) -> None:
     text = await pool.call_tool(server_for(mcp_server), "picture", {})
 
@@ -55,14 +55,14 @@ async def test_other_contents_are_compact_json(
 
 
 async def test_structured_content_when_there_is_no_content(
-    pool: PooledMcpClient, mcp_server: RunningMcpServer
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
 ) -> None:
     assert await pool.call_tool(server_for(mcp_server), "tally", {}) == '{"count":3}'
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_an_error_result_is_a_tool_failure_and_keeps_the_session(
-    pool: PooledMcpClient, mcp_server: RunningMcpServer, transport: McpTransport
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, transport: McpTransport
 ) -> None:
     server = server_for(mcp_server, transport)
 
@@ -75,7 +75,7 @@ async def test_an_error_result_is_a_tool_failure_and_keeps_the_session(
 
 
 async def test_a_json_rpc_error_names_the_server_and_keeps_the_session(
-    pool: PooledMcpClient, mcp_server: RunningMcpServer
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
 ) -> None:
     server = server_for(mcp_server)
 
@@ -90,7 +90,7 @@ async def test_a_json_rpc_error_names_the_server_and_keeps_the_session(
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_headers_reach_the_server_and_split_the_pool(
-    pool: PooledMcpClient, mcp_server: RunningMcpServer, transport: McpTransport
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, transport: McpTransport
 ) -> None:
     base = server_for(mcp_server, transport)
     alice = McpServer(base.label, base.url, (("Authorization", "Bearer alice"),), transport)
@@ -106,7 +106,7 @@ async def test_headers_reach_the_server_and_split_the_pool(
 
 
 async def test_calls_send_nothing_but_the_call(
-    pool: PooledMcpClient, mcp_server: RunningMcpServer
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
 ) -> None:
     server = server_for(mcp_server)
 

@@ -102,7 +102,7 @@ async def test_an_sse_endpoint_that_does_not_speak_mcp(
 
 
 async def test_a_failing_server_does_not_disturb_another(
-    pool: PooledMcpClient, mcp_server: RunningMcpServer
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
 ) -> None:
     good = server_for(mcp_server)
     bad = remote(unreachable_url())
@@ -123,7 +123,7 @@ async def test_a_server_that_went_away_fails_the_call_then_recovers_when_back() 
 
     pool = PooledMcpClient(connect_timeout=2)
     try:
-        with serve_mcp() as first:
+        with serve_mcp(graceful_shutdown=0) as first:
             server = server_for(first, "sse")
             assert await pool.call_tool(server, "add", {"a": 1, "b": 1}) == "2"
             port = first.port
@@ -133,7 +133,7 @@ async def test_a_server_that_went_away_fails_the_call_then_recovers_when_back() 
             "MCP server 'test' closed the connection",
             "MCP server 'test' is unreachable",
         )
-        with serve_mcp(port=port):
+        with serve_mcp(port=port, graceful_shutdown=0):
             assert await pool.call_tool(server, "add", {"a": 2, "b": 2}) == "4"
     finally:
         await pool.aclose()

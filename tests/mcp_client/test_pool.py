@@ -34,7 +34,7 @@ def other_tasks() -> set[asyncio.Task[object]]:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_one_session_serves_many_calls_and_listings(
-    pool: PooledMcpClient, mcp_server: RunningMcpServer, transport: McpTransport
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, transport: McpTransport
 ) -> None:
     server = server_for(mcp_server, transport)
 
@@ -50,7 +50,7 @@ async def test_one_session_serves_many_calls_and_listings(
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_concurrent_first_users_share_one_handshake(
-    pool: PooledMcpClient, mcp_server: RunningMcpServer, transport: McpTransport
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, transport: McpTransport
 ) -> None:
     server = server_for(mcp_server, transport)
 
@@ -65,7 +65,7 @@ async def test_concurrent_first_users_share_one_handshake(
 
 
 async def test_concurrent_calls_run_at_once_on_one_session(
-    pool: PooledMcpClient, mcp_server: RunningMcpServer
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
 ) -> None:
     server = server_for(mcp_server)
     await pool.call_tool(server, "add", {"a": 0, "b": 0})
@@ -124,7 +124,7 @@ async def test_a_busy_session_does_not_expire(mcp_server: RunningMcpServer) -> N
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_cancelled_call_leaves_the_pool_usable(
-    pool: PooledMcpClient, mcp_server: RunningMcpServer, transport: McpTransport
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, transport: McpTransport
 ) -> None:
     server = server_for(mcp_server, transport)
     await pool.call_tool(server, "add", {"a": 1, "b": 1})
@@ -141,7 +141,7 @@ async def test_a_cancelled_call_leaves_the_pool_usable(
 
 
 async def test_a_call_cancelled_during_the_handshake_does_not_waste_it(
-    pool: PooledMcpClient, mcp_server: RunningMcpServer
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
 ) -> None:
     server = server_for(mcp_server)
 
@@ -156,11 +156,13 @@ async def test_a_call_cancelled_during_the_handshake_does_not_waste_it(
 async def test_a_session_the_server_forgot_is_replaced_transparently() -> None:
     pool = PooledMcpClient()
     try:
-        with serve_mcp() as first:
+        with serve_mcp(graceful_shutdown=0) as first:
             server = server_for(first)
             assert await pool.call_tool(server, "add", {"a": 1, "b": 1}) == "2"
             port = first.port
-        with serve_mcp(port=port) as restarted:  # the same URL, no memory of the session
+        with serve_mcp(
+            port=port, graceful_shutdown=0
+        ) as restarted:  # the same URL, no memory of the session
             assert await pool.call_tool(server, "add", {"a": 2, "b": 2}) == "4"
             assert restarted.stats.initializations == 1
         assert pool.initializations == 2

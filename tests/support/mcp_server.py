@@ -212,13 +212,15 @@ class _CountDeletes:
 
 
 @contextmanager
-def serve_app(app: ASGIApp, *, lifespan: bool = True, port: int = 0) -> Iterator[str]:
+def serve_app(
+    app: ASGIApp, *, lifespan: bool = True, port: int = 0, graceful_shutdown: int = 2
+) -> Iterator[str]:
     """Serve ``app`` with uvicorn in a background thread; yields its base URL. The socket
     listens before the thread starts, so the URL is usable at once (early connections wait
-    in the backlog)."""
+    in the backlog). On exit, requests still open get ``graceful_shutdown`` seconds."""
     sock = bind_socket("127.0.0.1", port)
     sock.listen(128)
-    config = server_config(app, lifespan=lifespan, graceful_shutdown=0)
+    config = server_config(app, lifespan=lifespan, graceful_shutdown=graceful_shutdown)
     server = uvicorn.Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="mcp-test-server", daemon=True
@@ -233,11 +235,15 @@ def serve_app(app: ASGIApp, *, lifespan: bool = True, port: int = 0) -> Iterator
 
 
 @contextmanager
-def serve_mcp(*, page_size: int = 3, port: int = 0) -> Iterator[RunningMcpServer]:
+def serve_mcp(
+    *, page_size: int = 3, port: int = 0, graceful_shutdown: int = 2
+) -> Iterator[RunningMcpServer]:
     """The test MCP server (see the module docstring), stopped on exit. ``port`` 0 picks a
-    free one; passing a stopped server's port stands for that server restarted."""
+    free one; passing a stopped server's port stands for that server restarted. Clients
+    still connected at exit get ``graceful_shutdown`` seconds (0: cut off at once)."""
     stats = ServerStats()
-    with serve_app(build_app(stats, page_size=page_size), port=port) as base_url:
+    app = build_app(stats, page_size=page_size)
+    with serve_app(app, port=port, graceful_shutdown=graceful_shutdown) as base_url:
         yield RunningMcpServer(base_url=base_url, stats=stats)
 
 
