@@ -14,6 +14,7 @@ from stateway.mcp_client import PooledMcpClient
 from tests.support.mcp_server import (
     RunningMcpServer,
     hanging_server,
+    serve_mcp,
     serve_misbehaving,
     unreachable_url,
 )
@@ -119,8 +120,6 @@ async def test_a_failing_server_does_not_disturb_another(
 
 
 async def test_a_server_that_went_away_fails_the_call_then_recovers_when_back() -> None:
-    from tests.support.mcp_server import serve_mcp
-
     pool = PooledMcpClient(connect_timeout=2)
     try:
         with serve_mcp(graceful_shutdown=0) as first:
