@@ -1,0 +1,1 @@
+"""Servers and helpers shared by test modules and benchmark scripts."""

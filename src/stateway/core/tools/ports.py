@@ -1,5 +1,6 @@
 """Ports of the gateway-owned tool kinds: what the loop needs from MCP servers and search
-providers, implemented by adapters outside the core (``stateway.mcp``, ``stateway.search``).
+providers, implemented by adapters outside the core (``stateway.mcp_client``,
+``stateway.search``).
 
 Adapters raise :class:`ToolFailure` for anything that should reach the model as a failed
 tool output (unreachable server, protocol error, a tool that reported an error). Timeouts

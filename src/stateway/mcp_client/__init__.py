@@ -1,0 +1,12 @@
+"""The MCP client adapter: remote MCP servers' tools for the gateway's tool loop, over
+pooled sessions of the official ``mcp`` SDK (Streamable HTTP and SSE). It implements
+``stateway.core.tools.ports.McpClient`` and imports nothing else from the core.
+
+``pool.py`` (the client and its pool), ``session.py`` (one session and the task that owns
+it), ``transports.py`` (opening a transport, watching its HTTP answers), ``failures.py``
+(every error -> ``ToolFailure``), ``results.py`` (wire results -> port types).
+"""
+
+from stateway.mcp_client.pool import PooledMcpClient
+
+__all__ = ["PooledMcpClient"]

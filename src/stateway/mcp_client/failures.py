@@ -1,0 +1,133 @@
+"""The one place where what went wrong talking to an MCP server becomes a
+:class:`ToolFailure`: a short message naming the server's label, never a traceback, a URL's
+credentials or a header value.
+
+Each failure also says whether the session it happened on may be used again. Only an
+error the server itself answered in JSON-RPC (a tool it does not know, bad arguments) leaves
+the session healthy; anything from the transport, an HTTP error, a reply that is not MCP or
+a closed stream retires it, and the next call opens a new one.
+
+================================  ===========================================  =========
+what happened                     message (after ``MCP server 'label'``)       session
+================================  ===========================================  =========
+connection refused, DNS, TLS      ``is unreachable``                           retired
+no answer in time (HTTP client)   ``did not answer in time``                   retired
+HTTP 401 / 403                    ``refused the credentials (HTTP 401)``       retired
+other HTTP error status           ``answered HTTP 503``                        retired
+200 with another content type     ``answered text/html, not MCP``              retired
+unparseable or non-JSON-RPC body  ``sent a reply that is not MCP``             retired
+stream closed, transport ended    ``closed the connection``                    retired
+JSON-RPC error from the server    ``returned an error: <its message>``         kept
+================================  ===========================================  =========
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from stateway.core.tools.ports import ToolFailure
+from stateway.mcp_client.transports import HttpEvent
+
+MAX_SERVER_MESSAGE = 300
+"""Characters of a server's own error message passed on."""
+
+_TRANSPORT_CODES = frozenset({types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT, types.PARSE_ERROR})
+"""JSON-RPC codes the SDK's transports make up themselves (the server sent none of them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    message: str
+    """Without the ``MCP server 'label'`` prefix."""
+    retires_session: bool
+
+    def for_server(self, label: str) -> ToolFailure:
+        return ToolFailure(f"MCP server '{label}' {self.message}")
+
+
+UNREACHABLE = Failure("is unreachable", retires_session=True)
+NO_ANSWER = Failure("did not answer in time", retires_session=True)
+CLOSED = Failure("closed the connection", retires_session=True)
+NOT_MCP = Failure("sent a reply that is not MCP", retires_session=True)
+
+
+def handshake_timeout(seconds: float) -> Failure:
+    return Failure(f"did not complete the MCP handshake within {seconds:g} s", retires_session=True)
+
+
+def from_http(event: HttpEvent) -> Failure:
+    if event.status in (401, 403):
+        return Failure(f"refused the credentials (HTTP {event.status})", retires_session=True)
+    if event.status >= 400:
+        return Failure(f"answered HTTP {event.status}", retires_session=True)
+    shown = event.content_type or "no content type"
+    return Failure(f"answered {shown}, not MCP", retires_session=True)
+
+
+def classify(exc: BaseException, http: HttpEvent | None) -> Failure:
+    """The failure ``exc`` stands for; ``http`` is the trace's latest non-MCP answer since
+    the operation began (it explains the SDK's stand-in errors)."""
+    leaf = _significant(exc)
+    if http is not None and not _answered_by_server(leaf):
+        return from_http(http)
+    match leaf:
+        case MCPError() if leaf.code == types.CONNECTION_CLOSED:
+            return CLOSED
+        case MCPError() if leaf.code == types.REQUEST_TIMEOUT:
+            return NO_ANSWER
+        case MCPError() if leaf.code == types.PARSE_ERROR:
+            return NOT_MCP
+        case MCPError():
+            text = leaf.message[:MAX_SERVER_MESSAGE] or f"code {leaf.code}"
+            return Failure(f"returned an error: {text}", retires_session=False)
+        case httpx2.HTTPStatusError():
+            return from_http(HttpEvent(0, leaf.response.status_code, "", session_gone=False))
+        case httpx2.TimeoutException() | TimeoutError():
+            return NO_ANSWER
+        case httpx2.ConnectError() | httpx2.UnsupportedProtocol() | OSError():
+            return UNREACHABLE
+        case httpx2.TransportError() | httpx2.StreamError():
+            return CLOSED
+        case anyio.ClosedResourceError() | anyio.BrokenResourceError() | anyio.EndOfStream():
+            return CLOSED
+        case ValidationError() | httpx2.DecodingError():
+            return NOT_MCP
+    return Failure(f"failed ({type(leaf).__name__})", retires_session=True)
+
+
+def _answered_by_server(exc: BaseException) -> bool:
+    """A JSON-RPC error the server sent (not one the transport made up)."""
+    return (
+        isinstance(exc, MCPError)
+        and exc.code not in _TRANSPORT_CODES
+        and exc.code
+        not in (
+            types.INTERNAL_ERROR,
+            types.INVALID_REQUEST,
+            types.METHOD_NOT_FOUND,
+        )
+    )
+
+
+def _significant(exc: BaseException) -> BaseException:
+    """The most telling exception inside ``exc`` (task groups wrap what really failed)."""
+    leaves = list(_leaves(exc))
+    for leaf in leaves:
+        if not isinstance(leaf, anyio.get_cancelled_exc_class()):
+            return leaf
+    return leaves[0] if leaves else exc
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc

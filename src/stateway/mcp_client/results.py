@@ -1,0 +1,50 @@
+"""MCP wire results -> what the core's tool ports carry: ``tools/list`` entries become
+:class:`McpTool`, a ``tools/call`` result becomes the text the model reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+import orjson
+
+from stateway.core.tools.ports import McpTool, ToolFailure
+
+
+def from_wire_tool(tool: types.Tool) -> McpTool:
+    annotations = (
+        tool.annotations.model_dump(by_alias=True, mode="json", exclude_none=True)
+        if tool.annotations is not None
+        else None
+    )
+    return McpTool(
+        name=tool.name,
+        input_schema=tool.input_schema,
+        description=tool.description,
+        annotations=annotations,
+    )
+
+
+def result_text(result: types.CallToolResult) -> str:
+    """Text contents joined with newlines, any other content as its compact JSON; the
+    structured content when there is no content at all."""
+    if not result.content and result.structured_content is not None:
+        return _json(result.structured_content)
+    return "\n".join(
+        block.text
+        if isinstance(block, types.TextContent)
+        else _json(block.model_dump(by_alias=True, mode="json", exclude_none=True))
+        for block in result.content
+    )
+
+
+def checked_text(result: types.CallToolResult) -> str:
+    """:func:`result_text`, or :class:`ToolFailure` with it when the tool reported an error."""
+    text = result_text(result)
+    if result.is_error:
+        raise ToolFailure(text or "the tool reported an error")
+    return text
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()

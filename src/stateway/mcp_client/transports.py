@@ -1,0 +1,129 @@
+"""Opening one MCP transport (Streamable HTTP or SSE) for a server, with its headers on
+every request and an :class:`HttpTrace` watching what the HTTP layer answered.
+
+The SDK's transports turn HTTP trouble into JSON-RPC error stand-ins (a 401 and a 500
+both read as ``INTERNAL_ERROR``, a 404 as ``Session terminated``) or into bare transport
+exceptions. The trace is an ``httpx2`` response hook on the session's own client, so the
+error mapping (:mod:`stateway.mcp_client.failures`) can name the status the server really
+answered, and the pool can tell a session the server forgot (404 on a request carrying the
+session id) from a tool that failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+
+import httpx2
+from mcp.client._transport import TransportStreams
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
+
+from stateway.core.tools.ports import McpServer, McpTransport
+
+STREAM_READ_TIMEOUT = 300.0
+"""Seconds a response stream may stay silent (a long tool call answers on it)."""
+
+_MCP_CONTENT_TYPES = ("application/json", "text/event-stream")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpEvent:
+    """One answer that was not MCP: an HTTP error status or a foreign content type."""
+
+    serial: int
+    status: int
+    content_type: str
+    session_gone: bool
+    """A 404 to a request carrying the session id: the server no longer knows the session."""
+
+
+class HttpTrace:
+    """What one session's HTTP requests were answered with, when it was not MCP.
+    ``on_event`` runs at each such answer (the session retires itself: the SSE transport
+    drops a failed POST's request without answering it, and stops sending after it)."""
+
+    def __init__(self, on_event: Callable[[], None] = lambda: None) -> None:
+        self.serial = 0
+        self._last: HttpEvent | None = None
+        self._on_event = on_event
+
+    def since(self, serial: int) -> HttpEvent | None:
+        """The latest non-MCP answer after mark ``serial`` (taken with :attr:`serial`)."""
+        last = self._last
+        return last if last is not None and last.serial > serial else None
+
+    async def observe(self, response: httpx2.Response) -> None:
+        """Records answers to POSTs (the requests calls send), not to the transport's own
+        GET stream or goodbye."""
+        if response.request.method != "POST":
+            return
+        content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        foreign = response.status_code == 200 and content_type not in _MCP_CONTENT_TYPES
+        if response.status_code < 400 and not foreign:
+            return
+        self.serial += 1
+        self._last = HttpEvent(
+            serial=self.serial,
+            status=response.status_code,
+            content_type=content_type,
+            session_gone=response.status_code == 404 and MCP_SESSION_ID in response.request.headers,
+        )
+        self._on_event()
+
+
+def _http_client(
+    headers: dict[str, str] | None, timeout: httpx2.Timeout | None, trace: HttpTrace
+) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(
+        headers=headers,
+        timeout=timeout,
+        event_hooks={"response": [trace.observe]},
+    )
+
+
+@asynccontextmanager
+async def _streamable_http(
+    server: McpServer, trace: HttpTrace, connect_timeout: float
+) -> AsyncIterator[TransportStreams]:
+    timeout = httpx2.Timeout(connect_timeout, read=STREAM_READ_TIMEOUT)
+    async with (
+        _http_client(dict(server.headers), timeout, trace) as client,
+        streamable_http_client(server.url, http_client=client) as streams,
+    ):
+        yield streams
+
+
+@asynccontextmanager
+async def _sse(
+    server: McpServer, trace: HttpTrace, connect_timeout: float
+) -> AsyncIterator[TransportStreams]:
+    def client_factory(
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        return _http_client(headers, timeout, trace)
+
+    async with sse_client(
+        server.url,
+        headers=dict(server.headers),
+        timeout=connect_timeout,
+        sse_read_timeout=STREAM_READ_TIMEOUT,
+        httpx_client_factory=client_factory,
+    ) as streams:
+        yield streams
+
+
+Opener = Callable[[McpServer, HttpTrace, float], AbstractAsyncContextManager[TransportStreams]]
+
+OPENERS: dict[McpTransport, Opener] = {"streamable_http": _streamable_http, "sse": _sse}
+"""How each transport a server may name is opened."""
+
+
+def open_transport(
+    server: McpServer, trace: HttpTrace, connect_timeout: float
+) -> AbstractAsyncContextManager[TransportStreams]:
+    """The transport's context manager: enter and exit it in the same task."""
+    return OPENERS[server.transport](server, trace, connect_timeout)

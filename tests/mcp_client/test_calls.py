@@ -1,0 +1,118 @@
+"""Listing and calling tools of a real MCP server, over both transports."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from stateway.core.tools.ports import McpServer, McpTransport, ToolFailure
+from stateway.mcp_client import PooledMcpClient
+from tests.support.mcp_server import PICTURE_PNG, TOOLS, RunningMcpServer
+
+TRANSPORTS: list[McpTransport] = ["streamable_http", "sse"]
+
+
+def server_for(running: RunningMcpServer, transport: McpTransport = "streamable_http") -> McpServer:
+    url = running.sse_url if transport == "sse" else running.url
+    return McpServer(label="test", url=url, transport=transport)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_list_tools_follows_every_page(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, transport: McpTransport
+) -> None:
+    tools = await pool.list_tools(server_for(mcp_server, transport))
+
+    assert [tool.name for tool in tools] == [tool.name for tool in TOOLS]  # 7 tools, pages of 3
+    add = tools[0]
+    assert add.description == "Add two integers."
+    assert add.input_schema["properties"] == {"a": {"type": "integer"}, "b": {"type": "integer"}}
+    assert add.annotations == {"readOnlyHint": True}
+    assert add.parallel_safe
+    assert tools[1].annotations is None
+    assert not tools[1].parallel_safe
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_call_tool_returns_text(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, transport: McpTransport
+) -> None:
+    server = server_for(mcp_server, transport)
+
+    assert await pool.call_tool(server, "add", {"a": 2, "b": 3}) == "5"
+    assert await pool.call_tool(server, "echo", {"text": "héllo\nworld"}) == "héllo\nworld"
+
+
+async def test_other_contents_are_compact_json(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
+) -> None:
+    text = await pool.call_tool(server_for(mcp_server), "picture", {})
+
+    first, second = text.split("\n")
+    assert first == "a picture"
+    assert " " not in second
+    assert orjson.loads(second) == {"type": "image", "data": PICTURE_PNG, "mimeType": "image/png"}
+
+
+async def test_structured_content_when_there_is_no_content(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
+) -> None:
+    assert await pool.call_tool(server_for(mcp_server), "tally", {}) == '{"count":3}'
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_an_error_result_is_a_tool_failure_and_keeps_the_session(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, transport: McpTransport
+) -> None:
+    server = server_for(mcp_server, transport)
+
+    with pytest.raises(ToolFailure) as failure:
+        await pool.call_tool(server, "fail", {"message": "the disk is full"})
+    assert failure.value.message == "the disk is full"
+
+    assert await pool.call_tool(server, "add", {"a": 1, "b": 1}) == "2"
+    assert pool.initializations == 1
+
+
+async def test_a_json_rpc_error_names_the_server_and_keeps_the_session(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
+) -> None:
+    server = server_for(mcp_server)
+
+    with pytest.raises(ToolFailure) as failure:
+        await pool.call_tool(server, "nope", {})
+    assert failure.value.message == "MCP server 'test' returned an error: Unknown tool: nope"
+
+    assert await pool.call_tool(server, "echo", {"text": "still here"}) == "still here"
+    assert pool.initializations == 1
+    assert mcp_server.stats.initializations == 1
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_headers_reach_the_server_and_split_the_pool(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, transport: McpTransport
+) -> None:
+    base = server_for(mcp_server, transport)
+    alice = McpServer(base.label, base.url, (("Authorization", "Bearer alice"),), transport)
+    bob = McpServer(base.label, base.url, (("Authorization", "Bearer bob"),), transport)
+
+    assert await pool.call_tool(alice, "whoami", {}) == "Bearer alice"
+    assert await pool.call_tool(bob, "whoami", {}) == "Bearer bob"
+    assert await pool.call_tool(alice, "whoami", {}) == "Bearer alice"
+    assert await pool.call_tool(base, "whoami", {}) == "anonymous"
+
+    assert pool.initializations == 3
+    assert mcp_server.stats.initializations == 3
+
+
+async def test_calls_send_nothing_but_the_call(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
+) -> None:
+    server = server_for(mcp_server)
+
+    for _ in range(3):
+        assert await pool.call_tool(server, "tally", {}) == '{"count":3}'  # on the last page
+
+    assert mcp_server.stats.listings == 0
+    await pool.list_tools(server)
+    assert mcp_server.stats.listings == 3  # 7 tools, pages of 3

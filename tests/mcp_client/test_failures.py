@@ -1,0 +1,138 @@
+"""Servers that cannot be reached, hang, or answer with something that is not MCP: each is a
+short :class:`ToolFailure` naming the server, never a traceback or a header value, and the
+pool stays usable."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from stateway.core.tools.ports import McpServer, McpTransport, ToolFailure
+from stateway.mcp_client import PooledMcpClient
+from tests.support.mcp_server import (
+    RunningMcpServer,
+    hanging_server,
+    serve_mcp,
+    serve_misbehaving,
+    unreachable_url,
+)
+
+from .test_calls import TRANSPORTS, server_for
+
+SECRET = "Bearer very-secret-token"
+
+
+def remote(url: str, transport: McpTransport = "streamable_http") -> McpServer:
+    return McpServer("docs", url, (("Authorization", SECRET),), transport)
+
+
+async def failure_of(pool: PooledMcpClient, server: McpServer) -> str:
+    with pytest.raises(ToolFailure) as failure:
+        await pool.call_tool(server, "add", {"a": 1, "b": 2})
+    message = failure.value.message
+    assert "very-secret-token" not in message
+    assert "Traceback" not in message
+    with pytest.raises(ToolFailure) as listing:
+        await pool.list_tools(server)
+    assert listing.value.message == message  # the same answer for discovery
+    return message
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_an_unreachable_server(pool: PooledMcpClient, transport: McpTransport) -> None:
+    message = await failure_of(pool, remote(unreachable_url(), transport))
+
+    assert message == "MCP server 'docs' is unreachable"
+    assert pool.open_sessions == 0
+    assert pool.initializations == 0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_hanging_server_is_bounded_by_the_connect_timeout(
+    transport: McpTransport,
+) -> None:
+    pool = PooledMcpClient(connect_timeout=0.3)
+    try:
+        with hanging_server() as url:
+            started = time.monotonic()
+            message = await failure_of(pool, remote(url, transport))
+            elapsed = time.monotonic() - started
+        assert message == "MCP server 'docs' did not complete the MCP handshake within 0.3 s"
+        assert elapsed < 3  # two attempts (call and listing) of 0.3 s each, not 10 s or more
+        assert pool.open_sessions == 0
+    finally:
+        await pool.aclose()
+
+
+@pytest.mark.parametrize(
+    ("status", "content_type", "body", "expected"),
+    [
+        (200, "application/json", b'{"hello": 1}', "sent a reply that is not MCP"),
+        (200, "application/json", b"not json at all", "sent a reply that is not MCP"),
+        (200, "text/html", b"<html>hello</html>", "answered text/html, not MCP"),
+        (401, "application/json", b'{"error": "no"}', "refused the credentials (HTTP 401)"),
+        (403, "text/plain", b"forbidden", "refused the credentials (HTTP 403)"),
+        (404, "text/html", b"not found", "answered HTTP 404"),
+        (500, "text/plain", b"oops", "answered HTTP 500"),
+        (503, "application/json", b"{}", "answered HTTP 503"),
+    ],
+)
+async def test_a_server_that_does_not_speak_mcp(
+    pool: PooledMcpClient, status: int, content_type: str, body: bytes, expected: str
+) -> None:
+    with serve_misbehaving(status=status, content_type=content_type, body=body) as url:
+        message = await failure_of(pool, remote(url))
+
+    assert message == f"MCP server 'docs' {expected}"
+    assert pool.open_sessions == 0
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [(401, "refused the credentials (HTTP 401)"), (500, "answered HTTP 500")],
+)
+async def test_an_sse_endpoint_that_does_not_speak_mcp(
+    pool: PooledMcpClient, status: int, expected: str
+) -> None:
+    with serve_misbehaving(status=status, content_type="text/plain", body=b"no") as url:
+        message = await failure_of(pool, remote(url, "sse"))
+
+    assert message == f"MCP server 'docs' {expected}"
+
+
+async def test_a_failing_server_does_not_disturb_another(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
+) -> None:
+    good = server_for(mcp_server)
+    bad = remote(unreachable_url())
+
+    results = await asyncio.gather(
+        pool.call_tool(good, "add", {"a": 1, "b": 1}),
+        pool.call_tool(bad, "add", {"a": 1, "b": 1}),
+        return_exceptions=True,
+    )
+
+    assert results[0] == "2"
+    assert isinstance(results[1], ToolFailure)
+    assert pool.initializations == 1
+
+
+async def test_a_server_that_went_away_fails_the_call_then_recovers_when_back() -> None:
+    pool = PooledMcpClient(connect_timeout=2)
+    try:
+        with serve_mcp(graceful_shutdown=0) as first:
+            server = server_for(first, "sse")
+            assert await pool.call_tool(server, "add", {"a": 1, "b": 1}) == "2"
+            port = first.port
+        with pytest.raises(ToolFailure) as failure:
+            await pool.call_tool(server, "add", {"a": 1, "b": 1})
+        assert failure.value.message in (
+            "MCP server 'test' closed the connection",
+            "MCP server 'test' is unreachable",
+        )
+        with serve_mcp(port=port, graceful_shutdown=0):
+            assert await pool.call_tool(server, "add", {"a": 2, "b": 2}) == "4"
+    finally:
+        await pool.aclose()
