@@ -26,6 +26,7 @@ from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import CancelReason, RunRegistry
 from stateway.core.tools.ports import McpServer
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
+from stateway.mcp_client import PooledMcpClient
 from stateway.search import build_search_provider
 from stateway.storage.sql import open_store
 from stateway.surfaces.http.app import build_http_app
@@ -103,7 +104,11 @@ def build_tools(config: Config, environ: Mapping[str, str] | None = None) -> Gat
         max_discovered_tools=config.tools.max_discovered_tools,
     )
     return GatewayTools(
-        mcp=None, search=search, servers=servers, url_allowed=config.mcp.allows, policy=policy
+        mcp=PooledMcpClient(session_ttl=config.mcp.session_ttl),
+        search=search,
+        servers=servers,
+        url_allowed=config.mcp.allows,
+        policy=policy,
     )
 
 

@@ -72,6 +72,7 @@ def _serve(config: Config) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # one INFO line per MCP request
     try:
         sock = bind_socket(config.server.host, config.server.port)
     except OSError as exc:

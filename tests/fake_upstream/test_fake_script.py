@@ -116,12 +116,11 @@ def test_plan_tool_calls_only_before_tool_results() -> None:
 def test_plan_rounds_repeat_the_tool_calls_until_n_rounds_are_done() -> None:
     script = parse_script("[[tool:f:{}]] [[tool:g:{}]] [[rounds:3]]")
     assert script.rounds == 3
-    for outputs in ([], ["1", "2"], ["1", "2", "3", "4"]):
-        assert [c.name for c in build_plan(_conversation(outputs), script, None).tool_calls] == [
-            "f",
-            "g",
-        ]
-    done = build_plan(_conversation(["1", "2", "3", "4", "5", "6"]), script, None)
+    for calls in (0, 2, 4):
+        conversation = Conversation(["user: hi"], "hi", ["out"] if calls else [], 1, calls)
+        assert [c.name for c in build_plan(conversation, script, None).tool_calls] == ["f", "g"]
+    finished = Conversation(["user: hi"], "hi", ["5", "6"], 1, 6)
+    done = build_plan(finished, script, None)
     assert done.tool_calls == []
     assert done.finish_reason == "stop"
 

@@ -23,7 +23,7 @@ async def test_list_tools_follows_every_page(
 ) -> None:
     tools = await pool.list_tools(server_for(mcp_server, transport))
 
-    assert [tool.name for tool in tools] == [tool.name for tool in TOOLS]  # 7 tools, pages of 3
+    assert [tool.name for tool in tools] == [tool.name for tool in TOOLS]  # 8 tools, pages of 3
     add = tools[0]
     assert add.description == "Add two integers."
     assert add.input_schema["properties"] == {"a": {"type": "integer"}, "b": {"type": "integer"}}
@@ -115,4 +115,4 @@ async def test_calls_send_nothing_but_the_call(
 
     assert mcp_server.stats.listings == 0
     await pool.list_tools(server)
-    assert mcp_server.stats.listings == 3  # 7 tools, pages of 3
+    assert mcp_server.stats.listings == 3  # 8 tools, pages of 3

@@ -60,6 +60,10 @@ class ServerStats:
     """``tools/list`` requests answered (pages, not whole listings)."""
     closed_sessions: int = 0
     """Sessions a client ended: Streamable HTTP ``DELETE``s and SSE streams that ended."""
+    running: int = 0
+    """``read_slowly`` calls running now."""
+    most_at_once: int = 0
+    """The most ``read_slowly`` calls that ever ran at once (concurrency limits)."""
     hang_pings: bool = False
     """A switch, not a count: while set, ``ping`` requests never get an answer (a session
     that stopped answering)."""
@@ -68,6 +72,17 @@ class ServerStats:
     def bump(self, name: str) -> None:
         with self._changed:
             setattr(self, name, getattr(self, name) + 1)
+            self._changed.notify_all()
+
+    def enter(self) -> None:
+        with self._changed:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+            self._changed.notify_all()
+
+    def leave(self) -> None:
+        with self._changed:
+            self.running -= 1
             self._changed.notify_all()
 
     def wait_for(self, predicate: Callable[[ServerStats], bool], timeout: float = 10.0) -> bool:
@@ -114,6 +129,12 @@ TOOLS: list[types.Tool] = [
     _tool("whoami", {}, description="The Authorization header this call carried."),
     _tool("picture", {}, description="Text and an image."),
     _tool("tally", {}, description="Structured content only."),
+    _tool(
+        "read_slowly",
+        {"seconds": {"type": "number"}},
+        description="Sleep, then answer; read-only, so calls may overlap (counted).",
+        annotations=types.ToolAnnotations(read_only_hint=True),
+    ),
 ]
 
 
@@ -147,6 +168,24 @@ async def _call_tool(
     raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
 
 
+def _counting(stats: ServerStats) -> Callable[..., Any]:
+    """``_call_tool``, with ``read_slowly`` counting how many of its calls overlap."""
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        if params.name != "read_slowly":
+            return await _call_tool(ctx, params)
+        stats.enter()
+        try:
+            await anyio.sleep(float((params.arguments or {})["seconds"]))
+        finally:
+            stats.leave()
+        return _text("read")
+
+    return call_tool
+
+
 def _list_tools(page_size: int) -> Callable[..., Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -162,7 +201,7 @@ def _list_tools(page_size: int) -> Callable[..., Any]:
 def build_app(stats: ServerStats, *, page_size: int = 3) -> ASGIApp:
     """The ASGI app: Streamable HTTP on ``/mcp``, SSE on ``/sse`` + ``/messages/``."""
     server: Server[Any] = Server(
-        "stateway-test", on_list_tools=_list_tools(page_size), on_call_tool=_call_tool
+        "stateway-test", on_list_tools=_list_tools(page_size), on_call_tool=_counting(stats)
     )
 
     async def observe(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:

@@ -22,18 +22,21 @@ class Conversation:
     """Outputs of the tool results the conversation ends with (empty if it ends otherwise)."""
     prompt_tokens: int
     """Whitespace-separated words across every received text."""
+    calls_since_user: int = 0
+    """Tool calls the assistant made after the last user message (``[[rounds]]``)."""
 
 
 class ConversationBuilder:
     """Accumulates a :class:`Conversation` item by item, in conversation order."""
 
-    __slots__ = ("_lines", "_tokens", "_tool_outputs", "_user_text")
+    __slots__ = ("_calls", "_lines", "_tokens", "_tool_outputs", "_user_text")
 
     def __init__(self) -> None:
         self._lines: list[str] = []
         self._tokens = 0
         self._tool_outputs: list[str] = []
         self._user_text = ""
+        self._calls = 0
 
     def message(self, role: str, text: str) -> None:
         """A message (or instructions) from ``role``; user messages carry the script."""
@@ -41,11 +44,13 @@ class ConversationBuilder:
         self._tool_outputs = []
         if role == "user":
             self._user_text = text
+            self._calls = 0
 
     def tool_call(self, name: str, arguments: str) -> None:
         """A function call the assistant made earlier."""
         self._add(f"assistant->{name}({arguments})", arguments)
         self._tool_outputs = []
+        self._calls += 1
 
     def tool_result(self, call_id: str, text: str) -> None:
         """The output of an earlier function call."""
@@ -63,7 +68,9 @@ class ConversationBuilder:
         self._tool_outputs = []
 
     def build(self) -> Conversation:
-        return Conversation(self._lines, self._user_text, self._tool_outputs, self._tokens)
+        return Conversation(
+            self._lines, self._user_text, self._tool_outputs, self._tokens, self._calls
+        )
 
     def _add(self, line: str, text: str) -> None:
         self._lines.append(line)

@@ -114,10 +114,9 @@ def build_plan(conversation: Conversation, script: Script, max_tokens: int | Non
 def _calls_again(conversation: Conversation, script: Script) -> bool:
     """Tool directives fire on the turn answering the user, and (``[[rounds:N]]``) again
     after each round of results until N rounds are done."""
-    outputs = len(conversation.tool_outputs)
-    if not outputs:
+    if not conversation.tool_outputs:
         return True
-    done = outputs // max(1, len(script.tools))
+    done = conversation.calls_since_user // max(1, len(script.tools))
     return script.rounds is not None and done < script.rounds
 
 

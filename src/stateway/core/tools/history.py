@@ -8,7 +8,8 @@ turn replays exactly the history the model saw:
 - ``custom_tool_call`` / ``custom_tool_call_output``: a function call with one ``input``
   argument, and its output; a namespace member's call gets its flat name.
 - ``mcp_call``: the call (its id is the call id) and its output (or error). One that ran
-  after an approval answers the ``mcp_approval_request``, which is the call.
+  after an approval answers the ``mcp_approval_request``, which is the call. Client calls
+  the model made in the same round come before the output, as the model made them.
 - ``mcp_approval_request``: the call, once answered: by the ``mcp_call`` it led to, or by
   a denying ``mcp_approval_response`` (the model is told it was declined). An unanswered
   request is left out: a model must never see a call without its output.
@@ -71,27 +72,40 @@ def model_items(items: list[Item]) -> list[Item]:
         if i.get("type") == MCP_APPROVAL_RESPONSE and i.get("approve") is False
     }
     out: list[Item] = []
+    results: list[Item] = []
+    """The result of the last gateway call, held back while client calls of the same round
+    follow it: a mixed round reaches the model as it made it (its calls, then their
+    results). Another gateway call, or anything else, lets it out first."""
     for item in items:
         kind = item.get("type")
+        if kind in _GATEWAY:
+            out += results
+            results = []
         if kind == MCP_CALL:
             approval = item.get("approval_request_id")
             if approval not in asked:  # no request in this history: the call stands alone
                 approval = None
             if not approval:
                 out.append(_mcp_function_call(item, item["id"]))
-            out.append(_output(approval or item["id"], mcp_output(item)))
+            results.append(_output(approval or item["id"], mcp_output(item)))
         elif kind == MCP_APPROVAL_REQUEST:
             request_id = str(item.get("id"))
             if request_id in ran:
                 out.append(_mcp_function_call(item, request_id))
             elif request_id in declined:
                 out.append(_mcp_function_call(item, request_id))
-                out.append(_output(request_id, DECLINED))
+                results.append(_output(request_id, DECLINED))
         elif kind == WEB_SEARCH_CALL:
-            out.extend(_web_search_pair(item))
+            call, result = _web_search_pair(item)
+            out.append(call)
+            results.append(result)
         elif kind not in _GATEWAY and kind != ADDITIONAL_TOOLS:
-            out.append(_client_item(item))
-    return out
+            model_item = _client_item(item)
+            if results and model_item.get("type") != FUNCTION_CALL:
+                out += results
+                results = []
+            out.append(model_item)
+    return out + results
 
 
 def mcp_output(item: Item) -> str:
@@ -135,7 +149,7 @@ def _output(call_id: str, output: str) -> Item:
     return {"type": FUNCTION_CALL_OUTPUT, "call_id": call_id, "output": output}
 
 
-def _web_search_pair(item: Item) -> list[Item]:
+def _web_search_pair(item: Item) -> tuple[Item, Item]:
     raw = item.get("action")
     action: Item = raw if isinstance(raw, dict) else {}
     query = action.get("query") or ""
@@ -147,12 +161,10 @@ def _web_search_pair(item: Item) -> list[Item]:
     }
     if item.get("status") == "failed":
         error = item.get("error") or "the search failed."
-        return [call, _output(item["id"], f"Error: {error}")]
+        return call, _output(item["id"], f"Error: {error}")
     sources = action.get("sources")
-    return [
-        call,
-        _output(item["id"], web_search_output(sources if isinstance(sources, list) else [])),
-    ]
+    results = web_search_output(sources if isinstance(sources, list) else [])
+    return call, _output(item["id"], results)
 
 
 def _client_item(item: Item) -> Item:

@@ -1,0 +1,306 @@
+"""Remote MCP tools end to end: the real gateway runs a real MCP server's tools (built with
+the ``mcp`` SDK, on loopback) inside responses, in front of the fake model, driven by the
+``openai`` SDK, over both upstream API shapes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+import pytest
+from openai import OpenAI
+
+from stateway.launch import start_gateway
+from tests.support.mcp_server import (
+    RunningMcpServer,
+    hanging_server,
+    serve_mcp,
+    serve_misbehaving,
+    unreachable_url,
+)
+
+LOCAL: dict[str, Any] = {"type": "mcp", "server_label": "local", "require_approval": "never"}
+
+
+@dataclass
+class Setup:
+    sdk: OpenAI
+    server: RunningMcpServer
+
+
+@pytest.fixture(scope="module", params=["chat", "responses"])
+def setup(
+    request: pytest.FixtureRequest, fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Setup]:
+    directory = tmp_path_factory.mktemp("mcp-gateway")
+    with serve_mcp() as server:
+        config = directory / "stateway.toml"
+        config.write_text(f'[mcp_servers.local]\nurl = "{server.url}"\n')
+        database = f"sqlite:///{directory / 'stateway.db'}"
+        args = ["--config", str(config), "--upstream", fake_upstream]
+        args += ["--upstream-api", request.param, "--database", database]
+        env = {
+            "STATEWAY_MCP_ALLOWED_HOSTS": "127.0.0.1",
+            "STATEWAY_TOOL_TIMEOUT_S": "1.5",
+            "STATEWAY_MAX_CONCURRENT_TOOL_CALLS": "2",
+            "STATEWAY_MAX_TOOL_ROUNDS": "4",
+        }
+        with (
+            start_gateway(args, env=env) as url,
+            OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0) as sdk,
+        ):
+            yield Setup(sdk, server)
+
+
+def tool(name: str, arguments: dict[str, Any]) -> str:
+    return f"[[tool:local__{name}:{json.dumps(arguments, separators=(',', ':'))}]]"
+
+
+def test_a_tool_runs_inside_the_response_and_the_model_answers_with_its_result(
+    setup: Setup,
+) -> None:
+    response = setup.sdk.responses.create(
+        model="m", input=tool("add", {"a": 2, "b": 3}), tools=[LOCAL]
+    )
+    assert response.status == "completed"
+    listed, call, message = response.output
+    assert listed.type == "mcp_list_tools"
+    assert "add" in [t.name for t in listed.tools]
+    assert call.type == "mcp_call"
+    assert (call.server_label, call.name, call.output, call.error) == ("local", "add", "5", None)
+    assert json.loads(call.arguments) == {"a": 2, "b": 3}
+    assert message.type == "message"
+    assert response.output_text == "Tool said: 5"
+    assert response.usage is not None
+    assert response.usage.output_tokens > 0
+
+
+def test_several_rounds_run_in_one_response_with_usage_summed(setup: Setup) -> None:
+    one = setup.sdk.responses.create(model="m", input=tool("add", {"a": 1, "b": 1}), tools=[LOCAL])
+    three = setup.sdk.responses.create(
+        model="m", input=tool("add", {"a": 1, "b": 1}) + "[[rounds:3]]", tools=[LOCAL]
+    )
+    assert three.status == "completed"
+    assert [i.type for i in three.output] == [
+        "mcp_list_tools",
+        "mcp_call",
+        "mcp_call",
+        "mcp_call",
+        "message",
+    ]
+    assert one.usage is not None
+    assert three.usage is not None
+    assert three.usage.input_tokens > one.usage.input_tokens
+
+
+def test_the_round_limit_ends_incomplete_with_every_call_finished(setup: Setup) -> None:
+    response = setup.sdk.responses.create(
+        model="m", input=tool("add", {"a": 1, "b": 1}) + "[[rounds:20]]", tools=[LOCAL]
+    )
+    assert response.status == "incomplete"
+    assert response.incomplete_details is not None
+    assert response.incomplete_details.reason == "max_rounds"
+    calls = [i for i in response.output if i.type == "mcp_call"]
+    assert len(calls) == 4
+    assert all(c.status == "completed" for c in calls)
+
+
+def test_a_mixed_round_runs_the_mcp_call_and_returns_the_client_call(setup: Setup) -> None:
+    mine = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+    first = setup.sdk.responses.create(
+        model="m",
+        input=tool("add", {"a": 2, "b": 2}) + '[[tool:lookup:{"k":1}]]',
+        tools=[LOCAL, mine],
+    )
+    assert first.status == "completed"
+    assert [i.type for i in first.output] == ["mcp_list_tools", "mcp_call", "function_call"]
+    client_call = first.output[2]
+    second = setup.sdk.responses.create(
+        model="m",
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": client_call.call_id, "output": "k=1"}],
+        tools=[LOCAL, mine],
+    )
+    assert second.output_text == "Tool said: 4\nTool said: k=1"
+    assert [i.type for i in second.output] == ["message"]  # listed once per chain
+
+
+def test_a_missing_client_output_is_refused_naming_the_call(setup: Setup) -> None:
+    mine = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+    first = setup.sdk.responses.create(
+        model="m", input='[[tool:lookup:{"k":1}]]', tools=[LOCAL, mine]
+    )
+    with pytest.raises(openai.BadRequestError) as caught:
+        setup.sdk.responses.create(model="m", previous_response_id=first.id, input="and?")
+    assert caught.value.code == "tool_output_missing"
+    assert first.output[-1].call_id in caught.value.message
+
+
+def test_approval_stops_the_turn_and_the_answer_decides(setup: Setup) -> None:
+    asked = {"type": "mcp", "server_label": "direct", "server_url": setup.server.url}
+    first = setup.sdk.responses.create(
+        model="m", input='[[tool:direct__echo:{"text":"hi"}]]', tools=[asked]
+    )
+    request = first.output[-1]
+    assert request.type == "mcp_approval_request"
+    assert (request.server_label, request.name) == ("direct", "echo")
+    started = setup.server.stats.calls_started
+    approved = setup.sdk.responses.create(
+        model="m",
+        previous_response_id=first.id,
+        input=[
+            {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}
+        ],
+        tools=[asked],
+    )
+    call, message = approved.output
+    assert call.type == "mcp_call"
+    assert call.approval_request_id == request.id
+    assert call.output == "hi"
+    assert message.content[0].text == "Tool said: hi"
+    assert setup.server.stats.calls_started == started + 1
+    denied = setup.sdk.responses.create(
+        model="m",
+        previous_response_id=first.id,
+        input=[
+            {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": False}
+        ],
+        tools=[asked],
+    )
+    assert [i.type for i in denied.output] == ["message"]
+    assert "declined" in denied.output_text
+    assert setup.server.stats.calls_started == started + 1
+
+
+def test_tool_errors_and_timeouts_are_failed_calls_the_model_sees(setup: Setup) -> None:
+    response = setup.sdk.responses.create(
+        model="m",
+        input=tool("fail", {"message": "no such row"}) + tool("sleep", {"seconds": 5}),
+        tools=[LOCAL],
+    )
+    assert response.status == "completed"
+    failed, slow = [i for i in response.output if i.type == "mcp_call"]
+    assert failed.error is not None
+    assert "no such row" in failed.error
+    assert slow.error is not None
+    assert "timed out" in slow.error
+    assert "Error:" in response.output_text
+
+
+@pytest.mark.parametrize("kind", ["unreachable", "hanging", "malformed"])
+def test_a_server_that_cannot_be_listed_fails_its_listing_not_the_response(
+    setup: Setup, kind: str
+) -> None:
+    with _bad_server(kind) as url:
+        bad = {"type": "mcp", "server_label": "bad", "server_url": url, "require_approval": "never"}
+        response = setup.sdk.responses.create(model="m", input="hello", tools=[bad])
+    assert response.status == "completed"
+    listed, message = response.output
+    assert listed.type == "mcp_list_tools"
+    assert listed.error
+    assert "'bad'" in listed.error
+    assert message.type == "message"
+
+
+def _bad_server(kind: str) -> Any:
+    if kind == "hanging":
+        return hanging_server()
+    if kind == "malformed":
+        return serve_misbehaving(body=b"<html>not mcp</html>", content_type="text/html")
+    from contextlib import nullcontext
+
+    return nullcontext(unreachable_url())
+
+
+def test_calls_of_a_round_overlap_up_to_the_permit_limit(setup: Setup) -> None:
+    setup.server.stats.most_at_once = 0
+    calls = "".join(tool("read_slowly", {"seconds": 0.3}) for _ in range(4))
+    response = setup.sdk.responses.create(model="m", input=calls, tools=[LOCAL])
+    assert [i.status for i in response.output if i.type == "mcp_call"] == ["completed"] * 4
+    assert setup.server.stats.most_at_once == 2
+
+
+def test_one_continuous_stream_across_rounds_and_the_same_final_response(setup: Setup) -> None:
+    with setup.sdk.responses.stream(
+        model="m", input=tool("add", {"a": 1, "b": 2}) + "[[rounds:2]]", tools=[LOCAL]
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    kinds = [e.type for e in events]
+    assert kinds.count("response.created") == 1
+    assert kinds[-1] == "response.completed"
+    call_events = [  # argument deltas come one per upstream chunk: count them once
+        k
+        for i, k in enumerate(kinds)
+        if k.startswith(("response.mcp_call", "response.mcp_list_tools"))
+        and not (i and kinds[i - 1] == k == "response.mcp_call_arguments.delta")
+    ]
+    assert call_events[:2] == [
+        "response.mcp_list_tools.in_progress",
+        "response.mcp_list_tools.completed",
+    ]
+    assert (
+        call_events[2:]
+        == [
+            "response.mcp_call.in_progress",
+            "response.mcp_call_arguments.delta",
+            "response.mcp_call_arguments.done",
+            "response.mcp_call.completed",
+        ]
+        * 2
+    )
+    added = [e.output_index for e in events if e.type == "response.output_item.added"]
+    assert added == list(range(len(final.output)))
+    stored = setup.sdk.responses.retrieve(final.id)
+    assert [i.id for i in stored.output] == [i.id for i in final.output]
+    assert [c.output for c in stored.output if c.type == "mcp_call"] == ["3", "3"]
+    assert stored.output_text == final.output_text == "Tool said: 3"
+
+
+def test_sessions_are_pooled_across_requests_and_chains_are_not_listed_again(
+    setup: Setup,
+) -> None:
+    stats = setup.server.stats
+    first = setup.sdk.responses.create(
+        model="m", input=tool("add", {"a": 1, "b": 1}), tools=[LOCAL]
+    )
+    listings = stats.listings
+    setup.sdk.responses.create(
+        model="m", previous_response_id=first.id, input="again", tools=[LOCAL]
+    )
+    setup.sdk.responses.create(model="m", input=tool("add", {"a": 2, "b": 2}), tools=[LOCAL])
+    assert stats.listings > listings  # a new chain lists again...
+    listings_after_chain = stats.listings
+    assert listings_after_chain - listings == 3  # ...(three pages), the continuation did not
+    # Whatever the tests before did, one session served the configured server.
+    assert stats.initializations <= 2  # the configured server and the approval test's URL
+
+
+def test_credentials_are_used_and_never_stored_or_echoed(setup: Setup) -> None:
+    direct = {
+        "type": "mcp",
+        "server_label": "creds",
+        "server_url": setup.server.url,
+        "headers": {"Authorization": "Bearer hush-hush"},
+        "require_approval": "never",
+    }
+    response = setup.sdk.responses.create(
+        model="m", input="[[tool:creds__whoami:{}]]", tools=[direct]
+    )
+    call = response.output[1]
+    assert call.output == "Bearer hush-hush"
+    for shown in (response, setup.sdk.responses.retrieve(response.id)):
+        assert "hush-hush" not in shown.model_dump_json(exclude={"output"})
+        assert shown.tools[0].model_dump().get("headers") is None
+
+
+def test_a_server_url_off_the_allow_list_is_refused(setup: Setup) -> None:
+    other = {"type": "mcp", "server_label": "x", "server_url": "http://10.1.2.3/mcp"}
+    with pytest.raises(openai.BadRequestError) as caught:
+        setup.sdk.responses.create(model="m", input="hi", tools=[other])
+    assert caught.value.code == "mcp_server_not_allowed"
+    assert caught.value.param == "tools[0].server_url"
