@@ -58,9 +58,14 @@ def passthrough(upstream_base_url: str, log_dir: Path) -> AbstractContextManager
 
 
 def gateway(
-    name: str, upstream_base_url: str, database: Path, log_dir: Path
+    name: str,
+    upstream_base_url: str,
+    database: Path,
+    log_dir: Path,
+    *,
+    config: Path | None = None,
 ) -> AbstractContextManager[Server]:
-    """``stateway serve`` on a chat upstream and a SQLite file."""
+    """``stateway serve`` on a chat upstream and a SQLite file (and a config file)."""
     command = [
         sys.executable,
         "-m",
@@ -75,4 +80,6 @@ def gateway(
         "--database",
         f"sqlite:///{database}",
     ]
+    if config is not None:
+        command += ["--config", str(config)]
     return start_server(name, command, GATEWAY_ANNOUNCEMENT, log_dir)

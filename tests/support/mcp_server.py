@@ -14,8 +14,12 @@ are read directly by the test: how many sessions it initialized, how many it saw
 
 Tools: ``add(a, b)`` (read-only), ``echo(text)``, ``fail(message)`` (an ``isError``
 result), ``sleep(seconds)``, ``whoami()`` (the ``Authorization`` header it received),
-``picture()`` (text plus an image), ``tally()`` (structured content only). ``tools/list``
+``picture()`` (text plus an image), ``tally()`` (structured content only),
+``read_slowly(seconds)`` (read-only; counts how many of its calls overlap). ``tools/list``
 pages ``page_size`` tools at a time so clients must follow cursors.
+
+``python -m tests.support.mcp_server [--page-size N]`` serves it in a process of its own
+(for benchmarks) and prints ``MCP server listening on http://HOST:PORT``.
 
 Misbehaving peers: :func:`unreachable_url` (a closed port), :func:`hanging_server` (accepts
 connections, never answers), :func:`serve_misbehaving` (answers every request with a fixed
@@ -24,7 +28,9 @@ status, content type and body: not MCP).
 
 from __future__ import annotations
 
+import argparse
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -315,3 +321,20 @@ def serve_misbehaving(
 
     with serve_app(app, lifespan=False) as base_url:
         yield f"{base_url}/mcp"
+
+
+ANNOUNCEMENT = "MCP server listening on "
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.support.mcp_server")
+    parser.add_argument("--page-size", type=int, default=100)
+    args = parser.parse_args(argv)
+    with serve_mcp(page_size=args.page_size) as server:
+        print(ANNOUNCEMENT + server.base_url, flush=True)
+        while True:
+            time.sleep(3600)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
