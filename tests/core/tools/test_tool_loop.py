@@ -448,3 +448,28 @@ async def test_a_web_search_hint_without_a_provider_is_neither_offered_nor_echoe
     run = await setup.create([{"type": "web_search", "external_web_access": False}])
     assert run.state.settings.tools == []
     assert setup.backend.requests[0].tools == []
+
+
+async def test_more_mcp_servers_than_allowed_are_refused() -> None:
+    setup = Setup([answer()], policy=ToolPolicy(max_mcp_servers=1))
+    second = {"type": "mcp", "server_label": "b", "server_url": "http://allowed.test/b"}
+    with pytest.raises(InvalidRequest) as caught:
+        await setup.create([MCP_TOOL, second])
+    assert caught.value.code == "too_many_tools"
+
+
+async def test_a_server_listing_more_tools_than_allowed_fails_its_listing() -> None:
+    setup = Setup([answer()], policy=ToolPolicy(max_discovered_tools=2))
+    run = await setup.create([MCP_TOOL])
+    listed = run.state.output[0]
+    assert "at most 2" in listed["error"]
+    assert setup.backend.requests[0].tools == []
+
+
+async def test_a_bad_arguments_string_is_a_failed_call_not_a_failed_response() -> None:
+    broken = ToolCallDelta(0, "up_0", "docs__add", '{"a": 1,')
+    setup = Setup([tools_round(broken), answer()])
+    run = await setup.create([MCP_TOOL])
+    assert run.state.status == "completed"
+    assert run.state.output[1]["error"] == "The arguments are not valid JSON."
+    assert setup.mcp.calls == []
