@@ -1,0 +1,190 @@
+"""Declared tools resolved against the gateway's configuration: owners, MCP servers (the
+allow-list, credentials, filters, approvals) and web search."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stateway.core.errors import InvalidRequest
+from stateway.core.tools.ports import McpServer, McpTool
+from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
+from tests.core.fakes import FakeMcp, FakeSearch
+
+DOCS = McpServer("docs", "http://docs.test/mcp", (("Authorization", "Bearer cfg"),), "sse")
+
+
+def tools(*, search: bool = False, configured: ConfiguredServer | None = None) -> GatewayTools:
+    return GatewayTools(
+        mcp=FakeMcp({}),
+        search=FakeSearch([]) if search else None,
+        servers={"docs": configured or ConfiguredServer(DOCS)},
+        url_allowed=lambda url: url.startswith("http://ok.test"),
+        policy=ToolPolicy(max_mcp_servers=3),
+    )
+
+
+def resolve_one(tool: dict[str, Any], **kwargs: Any) -> Any:
+    [binding] = tools(**kwargs).resolve([tool]).mcp
+    return binding
+
+
+def test_owners_split_client_and_gateway_tools() -> None:
+    function = {"type": "function", "name": "f"}
+    search = {"type": "web_search", "filters": {"allowed_domains": ["a.org"]}}
+    resolved = tools(search=True).resolve(
+        [function, {"type": "mcp", "server_label": "docs"}, search]
+    )
+    assert resolved.client == [function]
+    assert [b.label for b in resolved.mcp] == ["docs"]
+    assert resolved.web_search is not None
+    assert resolved.web_search.allowed_domains == ("a.org",)
+    assert resolved.gateway_owned
+
+
+def test_a_configured_label_uses_the_configured_server_and_its_credentials() -> None:
+    binding = resolve_one({"type": "mcp", "server_label": "docs"})
+    assert binding.server == DOCS
+    assert not binding.approval.required("anything")  # configured default: never
+
+
+def test_request_credentials_replace_the_configured_ones() -> None:
+    binding = resolve_one({"type": "mcp", "server_label": "docs", "authorization": "tok"})
+    assert binding.server.url == DOCS.url
+    assert binding.server.transport == "sse"
+    assert binding.server.headers == (("Authorization", "Bearer tok"),)
+
+
+def test_the_configured_url_named_again_keeps_the_configured_transport() -> None:
+    binding = resolve_one({"type": "mcp", "server_label": "docs", "server_url": DOCS.url})
+    assert binding.server == DOCS
+
+
+def test_an_allowed_url_is_used_as_given_with_its_headers() -> None:
+    tool = {
+        "type": "mcp",
+        "server_label": "other",
+        "server_url": "http://ok.test/mcp",
+        "headers": {"X-B": "2", "X-A": "1"},
+    }
+    binding = resolve_one(tool)
+    assert binding.server == McpServer("other", "http://ok.test/mcp", (("X-A", "1"), ("X-B", "2")))
+    assert binding.approval.required("anything")  # a request-named server: always, as hosted
+
+
+@pytest.mark.parametrize(
+    ("tool", "param", "code"),
+    [
+        (
+            {"server_label": "x", "server_url": "http://evil.test/mcp"},
+            "tools[0].server_url",
+            "mcp_server_not_allowed",
+        ),
+        (
+            {"server_label": "docs", "server_url": "http://169.254.169.254/"},
+            "tools[0].server_url",
+            "mcp_server_not_allowed",
+        ),
+        ({"server_label": "unknown"}, "tools[0].server_label", "invalid_value"),
+    ],
+)
+def test_servers_the_gateway_may_not_reach_are_refused(
+    tool: dict[str, Any], param: str, code: str
+) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        tools().resolve([{"type": "mcp", **tool}])
+    assert (caught.value.param, caught.value.code) == (param, code)
+
+
+def test_a_repeated_label_and_too_many_servers_are_refused() -> None:
+    docs = {"type": "mcp", "server_label": "docs"}
+    with pytest.raises(InvalidRequest) as caught:
+        tools().resolve([docs, docs])
+    assert caught.value.code == "duplicate_tool_name"
+    assert caught.value.param == "tools[1].server_label"
+    many = [
+        {"type": "mcp", "server_label": f"s{i}", "server_url": "http://ok.test"} for i in range(4)
+    ]
+    with pytest.raises(InvalidRequest) as caught:
+        tools().resolve(many)
+    assert caught.value.code == "too_many_tools"
+
+
+def test_without_an_mcp_client_mcp_tools_are_refused() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        GatewayTools().resolve([{"type": "mcp", "server_label": "docs"}])
+    assert caught.value.code == "unsupported_tool_type"
+
+
+def test_secrets_are_left_out_of_the_public_tools() -> None:
+    tool = {"type": "mcp", "server_label": "docs", "headers": {"A": "b"}, "authorization": "t"}
+    resolved = tools().resolve([tool])
+    assert resolved.public == [{"type": "mcp", "server_label": "docs"}]
+
+
+@pytest.mark.parametrize(
+    ("allowed", "configured", "offered"),
+    [
+        (None, None, {"r", "w"}),
+        (["r"], None, {"r"}),
+        ({"tool_names": ["w"]}, None, {"w"}),
+        ({"read_only": True}, None, {"r"}),
+        (None, frozenset({"w"}), {"w"}),
+        (["r", "w"], frozenset({"w"}), {"w"}),
+    ],
+)
+def test_allowed_tools_filter_by_name_and_read_only(
+    allowed: Any, configured: frozenset[str] | None, offered: set[str]
+) -> None:
+    tool: dict[str, Any] = {"type": "mcp", "server_label": "docs"}
+    if allowed is not None:
+        tool["allowed_tools"] = allowed
+    binding = resolve_one(tool, configured=ConfiguredServer(DOCS, allowed_tools=configured))
+    listed = {"r": True, "w": False}  # name -> read-only
+    assert {name for name, ro in listed.items() if binding.offers(name, ro)} == offered
+
+
+@pytest.mark.parametrize(
+    ("rule", "needs"),
+    [
+        ("always", {"a", "b"}),
+        ("never", set()),
+        ({"never": {"tool_names": ["a"]}}, {"b"}),
+        ({"always": {"tool_names": ["a"]}, "never": {"tool_names": ["b"]}}, {"a"}),
+    ],
+)
+def test_require_approval_forms(rule: Any, needs: set[str]) -> None:
+    tool = {
+        "type": "mcp",
+        "server_label": "x",
+        "server_url": "http://ok.test",
+        "require_approval": rule,
+    }
+    binding = resolve_one(tool)
+    assert {name for name in ("a", "b") if binding.approval.required(name)} == needs
+
+
+def test_a_configured_server_can_require_approval() -> None:
+    binding = resolve_one(
+        {"type": "mcp", "server_label": "docs"},
+        configured=ConfiguredServer(DOCS, require_approval=True),
+    )
+    assert binding.approval.required("a")
+
+
+def test_web_search_without_a_provider_is_refused_unless_declared_as_codex_does() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        tools().resolve([{"type": "web_search"}])
+    assert "STATEWAY_WEB_SEARCH_PROVIDER" in caught.value.message
+    for access in (False, True):
+        hint = {"type": "web_search", "external_web_access": access}
+        resolved = tools().resolve([hint])
+        assert resolved.public == []
+        assert resolved.web_search is None
+
+
+def test_mcp_tool_parallel_safety_follows_the_read_only_hint() -> None:
+    assert McpTool("a", {}, annotations={"readOnlyHint": True}).parallel_safe
+    assert not McpTool("a", {}, annotations={"readOnlyHint": False}).parallel_safe
+    assert not McpTool("a", {}).parallel_safe
