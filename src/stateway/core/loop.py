@@ -107,7 +107,7 @@ class Loop:
         try:
             if run.cancel_reason is not None:  # cancelled before it started generating
                 raise asyncio.CancelledError
-            if tools.active:  # discovery emits items: the response is announced first
+            if tools.needed(run.input_items):  # its items come first: announce the response
                 await _durable(row)
                 _announce(run)
                 await tools.prepare(context)

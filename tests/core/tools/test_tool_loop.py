@@ -473,3 +473,22 @@ async def test_a_bad_arguments_string_is_a_failed_call_not_a_failed_response() -
     assert run.state.status == "completed"
     assert run.state.output[1]["error"] == "The arguments are not valid JSON."
     assert setup.mcp.calls == []
+
+
+async def test_an_approval_for_a_server_not_declared_again_fails_that_call() -> None:
+    mcp = FakeMcp({"remote": [ADD]}, {"add": add})
+    setup = Setup([tools_round(call("remote__add", {"a": 1, "b": 1})), answer()], mcp=mcp)
+    ask = {"type": "mcp", "server_label": "remote", "server_url": "http://allowed.test/mcp"}
+    first = await setup.create([ask])
+    request = first.state.output[-1]
+    approve = {
+        "type": "mcp_approval_response",
+        "approval_request_id": request["id"],
+        "approve": True,
+    }
+    second = await setup.create([], [approve], previous_response_id=first.state.id)
+    failed = second.state.output[0]
+    assert failed["type"] == "mcp_call"
+    assert failed["status"] == "failed"
+    assert "not declared in this request" in failed["error"]
+    assert mcp.calls == []

@@ -70,9 +70,12 @@ class ToolSession:
         """Gateway items announced and not done yet, by id: closed by :meth:`abandon`
         when the response ends early."""
 
-    @property
-    def active(self) -> bool:
-        return self._toolset.gateway_owned
+    def needed(self, new_input: list[Item]) -> bool:
+        """Whether the response involves gateway tools: declared ones, or approvals to
+        answer (a call approved without its server declared again fails, and says so)."""
+        return self._toolset.gateway_owned or any(
+            item.get("type") == MCP_APPROVAL_RESPONSE for item in new_input
+        )
 
     # -- before the first round ------------------------------------------------------
 
