@@ -184,7 +184,7 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
         return {"type": kind, "name": choice["name"]}
     if kind == "mcp" and isinstance(choice.get("server_label"), str):
         return {k: choice[k] for k in ("type", "server_label", "name") if k in choice}
-    if kind in ("web_search", "web_search_preview"):
+    if kind in ("web_search", "web_search_preview", "shell", "local_shell"):
         return {"type": kind}
     if kind == "allowed_tools" and choice.get("mode") in ("auto", "required"):
         return dict(choice)
