@@ -50,10 +50,17 @@ def test_an_unknown_tool_type_is_carried_to_a_responses_upstream_only(
         assert "'image_generation'" in error["message"]
         assert "'default'" in error["message"]
         return
-    with client.responses.stream(model=MODEL, input=directive, tools=[IMAGE_TOOL]) as stream:  # type: ignore[list-item]
+    with client.responses.stream(
+        model=MODEL,
+        input=directive,
+        tools=[IMAGE_TOOL],  # type: ignore[list-item]
+        tool_choice={"type": "image_generation"},
+    ) as stream:
         events = list(stream)
         final = stream.get_final_response()
-    assert last_upstream_body(fake_upstream)["tools"] == [IMAGE_TOOL]
+    sent = last_upstream_body(fake_upstream)
+    assert sent["tools"] == [IMAGE_TOOL]
+    assert sent["tool_choice"] == {"type": "image_generation"}
     [item] = final.output
     assert item.type == "image_generation_call"
     assert item.result == "aGk="  # type: ignore[union-attr]

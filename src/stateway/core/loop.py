@@ -114,7 +114,9 @@ class Loop:
                 _announce(run)
                 await tools.prepare(context)
                 await tools.resume_approvals(context, run.input_items)
-            choice = tools.catalog.model_choice(settings.tool_choice)
+            choice = toolset.native_choice(settings.tool_choice) or tools.catalog.model_choice(
+                settings.tool_choice
+            )
             limit = settings.max_tool_calls
             for _ in range(self._max_rounds):
                 assembler = OutputAssembler(state.output, run.emit, used_call_ids, tools=tools)

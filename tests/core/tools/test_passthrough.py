@@ -153,3 +153,20 @@ def test_shell_items_get_ids_but_a_local_shell_output_keeps_its_own() -> None:
     assert decoded[0]["id"].startswith("sh_")
     assert decoded[0]["status"] == "completed"
     assert decoded[1]["id"] == "c2"
+
+
+def test_a_tool_choice_naming_a_native_tool_is_kept_as_sent() -> None:
+    toolset = GatewayTools().resolve(tools_of(IMAGE, {"type": "shell"}))
+    toolset.route(NativeBackend([]))
+    assert toolset.native_choice({"type": "image_generation"}) == {"type": "image_generation"}
+    assert toolset.native_choice({"type": "shell"}) == {"type": "shell"}
+    assert toolset.native_choice({"type": "code_interpreter"}) is None
+    assert toolset.native_choice({"type": "function", "name": "f"}) is None
+    assert toolset.native_choice("required") is None
+
+
+def test_hosted_tool_choice_types_are_decoded() -> None:
+    body = {"model": "m", "input": "x", "tool_choice": {"type": "image_generation"}}
+    assert decode_create(orjson.dumps(body)).settings.tool_choice == {"type": "image_generation"}
+    with pytest.raises(InvalidRequest):
+        decode_create(orjson.dumps({**body, "tool_choice": {"type": "bogus"}}))

@@ -117,6 +117,14 @@ class Toolset:
     def gateway_owned(self) -> bool:
         return bool(self.mcp) or self.web_search is not None
 
+    def native_choice(self, choice: str | dict[str, Any]) -> dict[str, Any] | None:
+        """``choice`` as sent when it names a tool sent as declared (by its type), else
+        None (the catalog maps it to model-visible names)."""
+        if not isinstance(choice, dict) or "name" in choice:
+            return None
+        named = any(tool.get("type") == choice.get("type") for tool in self.native)
+        return dict(choice) if named else None
+
     def route(self, backend: Backend) -> None:
         """Decide the unmodelled and shell tools against the chosen backend (see the
         module docstring); raises :class:`InvalidRequest` naming the first one refused."""
