@@ -190,3 +190,15 @@ def test_backend_timeouts_are_validated(tmp_path: Path) -> None:
     bad = write(tmp_path, '[[backends]]\nname = "a"\nurl = "http://x/v1"\ntotal_timeout = 0\n')
     with pytest.raises(ConfigError, match="total_timeout"):
         load_config(Overrides(config=bad), EMPTY_ENV)
+
+
+def test_guided_decoding_is_off_unless_a_backend_names_its_style(tmp_path: Path) -> None:
+    table = '[[backends]]\nname = "vllm"\nurl = "http://gpu:8000/v1"\n'
+    config = load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV)
+    assert config.backends[0].guided_decoding is None
+    path = write(tmp_path, table + 'guided_decoding = "vllm"\n')
+    assert load_config(Overrides(config=path), EMPTY_ENV).backends[0].guided_decoding == "vllm"
+    with pytest.raises(ConfigError, match="guided_decoding"):
+        load_config(
+            Overrides(config=write(tmp_path, table + 'guided_decoding = "xgr"\n')), EMPTY_ENV
+        )

@@ -39,7 +39,9 @@ TESTING_KEEPALIVE_ENV = "STATEWAY_TESTING_SSE_KEEPALIVE"
 end-to-end tests need not wait 15 s to see one."""
 
 BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
-    "chat": lambda client, config: OpenAIChatBackend(client, config.max_tokens_field),
+    "chat": lambda client, config: OpenAIChatBackend(
+        client, config.max_tokens_field, config.guided_decoding
+    ),
     "responses": lambda client, config: OpenAIResponsesBackend(client),
 }
 

@@ -115,6 +115,10 @@ class BackendConfig(_Strict):
     max_connections: int = Field(default=256, ge=1)
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     """Chat upstreams: the field ``max_output_tokens`` is sent as."""
+    guided_decoding: Literal["vllm", "vllm-legacy"] | None = None
+    """Chat upstreams: how a forced ``custom`` tool's grammar is enforced (``vllm``:
+    ``structured_outputs``; ``vllm-legacy``: ``guided_grammar``); default: described to
+    the model only. See ``backends/guided_decoding.py``."""
     total_timeout: float = Field(default=1800.0, gt=0)
     """The longest a whole upstream call (one inference round) may take."""
     first_byte_timeout: float | None = Field(default=None, gt=0)

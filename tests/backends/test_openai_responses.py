@@ -11,6 +11,7 @@ from stateway.core.inference import (
     Delta,
     Finish,
     InferenceRequest,
+    OutputItem,
     ReasoningDelta,
     TextDelta,
     ToolCallDelta,
@@ -201,3 +202,48 @@ def test_upstream_input_validates_as_the_sdk_input_type() -> None:
     )
     validated = TypeAdapter(ResponseInputParam).validate_python(body["input"])
     assert len(validated) == 6
+
+
+IMAGE_CALL = {"id": "ig_1", "type": "image_generation_call", "status": "completed", "result": "x"}
+SHELL_CALL = {
+    "id": "sh_1",
+    "type": "shell_call",
+    "call_id": "c1",
+    "action": {"commands": ["ls"]},
+    "status": "completed",
+}
+
+
+def test_native_tools_and_shell_items_are_sent_as_they_are() -> None:
+    image = {"type": "image_generation", "size": "auto"}
+    output = {"type": "shell_call_output", "call_id": "c1", "output": [], "id": "sho_1"}
+    odd = {"type": "future_item", "payload": 1}
+    body = to_upstream(
+        InferenceRequest(
+            "m",
+            None,
+            [SHELL_CALL, output, odd],
+            GenerationSettings(),
+            stream=False,
+            native_tools=[image, {"type": "shell"}],
+        )
+    )
+    assert body["tools"] == [image, {"type": "shell"}]
+    assert body["input"] == [SHELL_CALL, output, odd]
+
+
+def test_unmodelled_output_items_come_back_whole() -> None:
+    added = {**IMAGE_CALL, "status": "in_progress"}
+    deltas, _ = feed(
+        [
+            {"type": "response.output_item.added", "output_index": 0, "item": added},
+            {"type": "response.image_generation_call.partial_image", "output_index": 0},
+            {"type": "response.output_item.done", "output_index": 0, "item": IMAGE_CALL},
+            {"type": "response.output_item.done", "output_index": 1, "item": SHELL_CALL},
+        ]
+    )
+    assert deltas == [OutputItem(IMAGE_CALL), OutputItem(SHELL_CALL)]
+    whole = list(
+        from_upstream_response({"status": "completed", "output": [IMAGE_CALL, SHELL_CALL]})
+    )
+    assert whole[:2] == [OutputItem(IMAGE_CALL), OutputItem(SHELL_CALL)]

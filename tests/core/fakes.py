@@ -28,6 +28,7 @@ class ScriptedBackend:
         "assistant": frozenset({"output_text"}),
         "tool_output": frozenset({"input_text"}),
     }
+    carries_unknown_types = False
 
     def __init__(
         self, script: list[Delta | GatewayError], gate: asyncio.Event | None = None

@@ -40,3 +40,22 @@ def test_a_custom_call_comes_out_whole_with_its_input_events() -> None:
     assert kinds == ["ItemAdded", "CustomInputDelta", "CustomInputDone", "ItemDone"]
     assert events[1] == ev.CustomInputDelta(0, item["id"], "ls -la")
     assert events[2] == ev.CustomInputDone(0, item["id"], "ls -la")
+
+
+def test_an_unmodelled_item_is_added_and_done_at_once_and_a_shell_call_goes_back() -> None:
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    assembler = OutputAssembler(output, events.append, set(), Catalog([]))
+    assembler.text("hi")
+    image = {"type": "image_generation_call", "status": "completed", "result": "x"}
+    shell_call = {"id": "sh_1", "type": "shell_call", "call_id": "c", "action": {"commands": []}}
+    assembler.item(image)
+    assembler.item(shell_call)
+    assembler.finish()
+    assert [i["type"] for i in output] == ["message", "image_generation_call", "shell_call"]
+    assert output[0]["status"] == "completed"  # the message closed before the item
+    assert output[1]["id"].startswith("item_")
+    assert output[2] == shell_call
+    assert assembler.tool_calls == [shell_call]
+    tail = [(type(e).__name__, getattr(e, "output_index", None)) for e in events[-4:]]
+    assert tail == [("ItemAdded", 1), ("ItemDone", 1), ("ItemAdded", 2), ("ItemDone", 2)]

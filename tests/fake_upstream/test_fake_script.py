@@ -133,3 +133,14 @@ def test_plan_max_tokens_truncates_reasoning_then_text() -> None:
     assert (plan.reasoning_text, plan.content, plan.completion_tokens) == ("r1", "", 1)
     plan = build_plan(_conversation(), script, 7)
     assert plan.finish_reason == "stop"
+
+
+def test_items_are_json_objects_up_to_the_closing_brackets_that_parse() -> None:
+    script = parse_script('a [[item:{"type": "x", "v": [[1]]}]] b [[item:[1]]] c')
+    assert script.items == [{"type": "x", "v": [[1]]}]
+    assert script.text == "a  b [[item:[1]]] c"
+    conversation = Conversation(["user: x"], "x", [], 1)
+    plan = build_plan(conversation, script, None)
+    assert plan.text == []
+    assert plan.items[0]["type"] == "x"
+    assert str(plan.items[0]["id"]).startswith("item_")

@@ -4,16 +4,20 @@ OpenAI): canonical items to ``messages`` and back.
 ``to_upstream`` builds the request body; ``from_upstream_chunk`` and
 ``from_upstream_completion`` turn replies into deltas. Reasoning items ride on the next
 assistant message as ``reasoning_content``; consecutive function calls join one assistant
-message's ``tool_calls``.
+message's ``tool_calls``. Item and tool types the gateway does not model cannot be
+carried (``carries_unknown_types`` is False). With ``guided_decoding``, a round forcing a
+custom tool with a grammar is constrained by it (:mod:`stateway.backends.guided_decoding`).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
+from contextlib import aclosing
 from typing import Any
 
 import orjson
 
+from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
 from stateway.backends.sse import aiter_events
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_values import count, obj, text
@@ -50,16 +54,32 @@ class OpenAIChatBackend:
         "assistant": _TEXT_PARTS,
         TOOL_OUTPUT: _TEXT_PARTS,
     }
+    carries_unknown_types = False
 
-    def __init__(self, client: UpstreamClient, max_tokens_field: str = "max_tokens") -> None:
+    def __init__(
+        self,
+        client: UpstreamClient,
+        max_tokens_field: str = "max_tokens",
+        guided_decoding: GuidedDecoding | None = None,
+    ) -> None:
         self._client = client
         self.name = client.target.name
         self._max_tokens_field = max_tokens_field
         """``max_tokens`` (vLLM, llama.cpp, Ollama, ...) or ``max_completion_tokens`` (what
         OpenAI's reasoning models require)."""
+        self._guided = guided_decoding
 
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         body = to_upstream(request, self._max_tokens_field)
+        forced = guide(body, request, self._guided) if self._guided else None
+        async with aclosing(self._deltas(request, body)) as inner:
+            deltas: AsyncIterator[Delta] = inner if forced is None else as_tool_input(inner, forced)
+            async for delta in deltas:
+                yield delta
+
+    async def _deltas(
+        self, request: InferenceRequest, body: dict[str, Any]
+    ) -> AsyncGenerator[Delta, None]:
         async with self._client.post("/chat/completions", body) as reply:
             if not request.stream:
                 for delta in self._decode_completion(await reply.read()):

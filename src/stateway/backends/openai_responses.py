@@ -4,6 +4,11 @@
 Canonical items are already Responses items, so ``to_upstream`` passes them on;
 ``from_upstream_event`` and ``from_upstream_response`` turn replies into deltas, using the
 upstream ``output_index`` of a function call as its tool index.
+
+This upstream speaks Responses natively (``carries_unknown_types``): input items and tools
+of types the gateway does not model are sent untouched, as are the ``shell`` tools and
+their items; output items of such types come back whole (:class:`OutputItem`, on
+``response.output_item.done``; their own intermediate events are not relayed).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from stateway.core.inference import (
     Delta,
     Finish,
     InferenceRequest,
+    OutputItem,
     ReasoningDelta,
     TextDelta,
     ToolCallDelta,
@@ -28,6 +34,7 @@ from stateway.core.inference import (
 )
 from stateway.core.items import Item
 from stateway.core.ports import TOOL_OUTPUT
+from stateway.core.tools import shell
 from stateway.core.tools.history import REWRITTEN_ITEM_TYPES, model_items
 from stateway.core.usage import Usage
 
@@ -46,11 +53,14 @@ CARRIED_PARTS: Mapping[str, frozenset[str]] = {
     TOOL_OUTPUT: _INPUT_PARTS,
 }
 _TERMINAL = frozenset({"response.completed", "response.incomplete"})
+_MODELLED_OUTPUT = frozenset({"message", "reasoning", "function_call"})
+"""Output item types turned into deltas; any other comes back whole."""
 
 
 class OpenAIResponsesBackend:
     carried_item_types = CARRIED
     carried_part_types = CARRIED_PARTS
+    carries_unknown_types = True
 
     def __init__(self, client: UpstreamClient) -> None:
         self._client = client
@@ -89,14 +99,14 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
     settings = request.settings
     body: dict[str, Any] = {
         "model": request.model,
-        "input": [_item(item) for item in model_items(request.items)],
+        "input": [_item(item) for item in model_items(request.items, shell.ITEM_TYPES)],
         "store": False,
         "stream": request.stream,
     }
     if request.instructions:
         body["instructions"] = request.instructions
-    if request.tools:
-        body["tools"] = request.tools
+    if request.tools or request.native_tools:
+        body["tools"] = [*request.tools, *request.native_tools]
         body["tool_choice"] = request.tool_choice
         body["parallel_tool_calls"] = settings.parallel_tool_calls
     reasoning = {
@@ -161,6 +171,8 @@ class _StreamState:
             index = event["output_index"]
             if item.get("type") == "function_call" and index not in self.streamed_arguments:
                 yield _call(count(index), item)
+            elif item.get("type") not in _MODELLED_OUTPUT:
+                yield OutputItem(item)
         elif kind in _TERMINAL:
             self.finished = True
             yield from _finish(event["response"])
@@ -186,6 +198,8 @@ def from_upstream_response(payload: dict[str, Any]) -> Iterator[Delta]:
                 yield TextDelta(answer)
         elif kind == "function_call":
             yield _call(index, item)
+        else:
+            yield OutputItem(item)
     yield from _finish(payload)
 
 

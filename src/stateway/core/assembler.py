@@ -3,7 +3,8 @@
 One ``OutputAssembler`` serves one round. It opens an item when its first delta arrives
 (reasoning, a message, a function call), closes the open item when a different one
 starts, and closes whatever is still open when the round ends, as ``completed`` or, when
-the round was cut short, ``incomplete``.
+the round was cut short, ``incomplete``. An item the gateway does not model comes whole
+(:meth:`OutputAssembler.item`) and is added and done at once.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from stateway.core.items import (
     REASONING,
     Item,
 )
-from stateway.core.tools import web_search
+from stateway.core.tools import shell, web_search
 from stateway.core.tools.catalog import Catalog, Entry, custom_input
 from stateway.core.tools.session import PendingCall, ToolSession
 
@@ -102,7 +103,7 @@ class OutputAssembler:
                     "The model server interleaved tool call fragments; cannot assemble them."
                 )
             current = self._start_tool_call(delta)
-        elif delta.name and not current.item["name"]:
+        elif delta.name and current.item.get("name") == "":
             current.item["name"] = delta.name
         if delta.arguments:
             current.chunks.append(delta.arguments)
@@ -111,6 +112,21 @@ class OutputAssembler:
                 self._emit(ev.ArgumentsDelta(current.index, current.item["id"], delta.arguments))
             elif kind == MCP_CALL:
                 self._emit(ev.McpArgumentsDelta(current.index, current.item["id"], delta.arguments))
+
+    def item(self, item: Item) -> None:
+        """A whole output item passed through as it came (its ``id`` given if missing);
+        a shell call among them goes back to the client like any client call."""
+        self._close("completed")
+        self.started = True
+        item = dict(item)
+        if not isinstance(item.get("id"), str) or not item["id"]:
+            item["id"] = new_id("item")
+        index = len(self._output)
+        self._output.append(item)
+        self._emit(ev.ItemAdded(index, dict(item)))
+        self._emit(ev.ItemDone(index, dict(item)))
+        if item.get("type") in shell.ANSWERS:
+            self.tool_calls.append(item)
 
     def finish(self, status: str = "completed") -> None:
         """Close the open item with ``status`` (``completed`` or ``incomplete``)."""
@@ -166,6 +182,8 @@ class OutputAssembler:
         if delta.name and self._catalog.is_custom(delta.name):
             del item["arguments"]
             item.update(id=new_id("ctc"), type=CUSTOM_TOOL_CALL, input="")
+        elif entry is not None and entry.kind in shell.TOOL_TYPES:
+            item = shell.open_call(entry.kind, call_id)
         self._catalog.public_call(item)
         opened = self._start(item, delta.index)
         opened.upstream_id = delta.call_id
@@ -213,6 +231,12 @@ class OutputAssembler:
                 if current.entry is not None and status == "completed":
                     self.gateway_calls.append(PendingCall(current.entry, item, current.index, text))
                 return  # its item is done once it has run (or, cut short, abandoned)
+            case "shell_call" | "local_shell_call":
+                shell.close_call(item, text)
+                item["status"] = status
+                if current.tool_index is not None:
+                    self._closed_tools.add(current.tool_index)
+                self.tool_calls.append(item)
             case "mcp_approval_request":
                 item["arguments"] = text
                 if current.tool_index is not None:

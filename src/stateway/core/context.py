@@ -4,8 +4,9 @@ A request's context is every item of its ``previous_response_id`` chain followed
 own input (a ``failed`` response contributes its input only: its output was cut off, and
 the model must not take it for a finished turn). A response still generating cannot be
 continued yet. Checks happen here, before anything is sent: every item must be of a type the
-chosen upstream API can carry, and every ``function_call_output`` must answer a call that
-is still pending in the context.
+chosen upstream API can carry (any type, for an upstream that speaks Responses natively),
+and every tool output (``function_call_output``, ``custom_tool_call_output``, the shell
+outputs) must answer a call of its kind that is still pending in the context.
 """
 
 from __future__ import annotations
@@ -23,10 +24,17 @@ from stateway.core.items import (
     Item,
 )
 from stateway.core.ports import TOOL_OUTPUT, Backend, ResponseStore
+from stateway.core.tools import shell
 
-_ANSWERS = {FUNCTION_CALL: FUNCTION_CALL_OUTPUT, CUSTOM_TOOL_CALL: CUSTOM_TOOL_CALL_OUTPUT}
+_ANSWERS = {
+    FUNCTION_CALL: FUNCTION_CALL_OUTPUT,
+    CUSTOM_TOOL_CALL: CUSTOM_TOOL_CALL_OUTPUT,
+    **shell.ANSWERS,
+}
 """Each client-owned call type, and the output type that answers it."""
 _OUTPUTS = frozenset(_ANSWERS.values())
+_PART_OUTPUTS = frozenset({FUNCTION_CALL_OUTPUT, CUSTOM_TOOL_CALL_OUTPUT})
+"""Outputs whose ``output`` may be a list of content parts (checked like a message's)."""
 
 
 async def build_context(
@@ -70,11 +78,11 @@ def _check_types(prior: list[Item], current: list[Item], backend: Backend) -> No
 def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str] | None:
     """``(param, what, code)`` of the first part of ``item`` the backend cannot carry."""
     kind = item.get("type")
-    if kind not in backend.carried_item_types:
+    if kind not in backend.carried_item_types and not backend.carries_unknown_types:
         return f"{path}.type", f"input item type '{kind}'", "unsupported_item_type"
     if kind == MESSAGE:
         parts, slot, where = item.get("content"), str(item.get("role")), "content"
-    elif kind in _OUTPUTS:
+    elif kind in _PART_OUTPUTS:
         parts, slot, where = item.get("output"), TOOL_OUTPUT, "output"
     else:
         return None
@@ -107,6 +115,8 @@ def _check_call_outputs(prior: list[Item], current: list[Item]) -> None:
     if missing:
         call_id, answer = missing[0]
         kind = "custom tool call" if answer == CUSTOM_TOOL_CALL_OUTPUT else "function call"
+        if answer in shell.ITEM_TYPES:
+            kind = answer.removesuffix("_output").replace("_", " ")
         raise InvalidRequest(
             f"No tool output found for {kind} {call_id}.",
             param="input",
@@ -136,7 +146,7 @@ def _track(
         # A call cut short (``incomplete``) may be answered, but need not be.
         pending[call_id] = (_ANSWERS[kind], item.get("status") != "incomplete")
     elif kind in _OUTPUTS:
-        call_id = str(item.get("call_id"))
+        call_id = shell.output_call_id(item)
         if pending.get(call_id, ("", False))[0] == kind:
             del pending[call_id]
         elif index is not None:

@@ -115,6 +115,7 @@ class Gateway:
             raise ServerShuttingDown()
         route = self._router.resolve(command.model)
         toolset = self._loop.tools.resolve(command.settings.tools)
+        toolset.route(route.backend)
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
         context = await build_context(self._store, principal.tenant_id, command, route.backend)

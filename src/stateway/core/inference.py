@@ -28,6 +28,11 @@ class InferenceRequest:
     """The function tools the model is offered this round (the catalog's model view)."""
     tool_choice: str | dict[str, Any] = "auto"
     """This round's choice, in model-visible names (``{"type": "function", "name": ...}``)."""
+    native_tools: list[Item] = field(default_factory=list)
+    """Tools sent as declared, to a backend that ``carries_unknown_types`` only."""
+    grammar: Item | None = None
+    """The grammar ``format`` of the custom tool ``tool_choice`` forces, if it has one: a
+    backend with guided decoding constrains the tool's input with it."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -60,4 +65,13 @@ class Finish:
     """``stop``, ``length``, ``tool_calls`` or ``content_filter``."""
 
 
-Delta = TextDelta | ReasoningDelta | ToolCallDelta | UsageReport | Finish
+@dataclass(slots=True, frozen=True)
+class OutputItem:
+    """A whole output item of a type the gateway does not model (``shell_call``,
+    ``image_generation_call``, ...), from an upstream that speaks Responses natively:
+    passed on to the client as it came."""
+
+    item: Item
+
+
+Delta = TextDelta | ReasoningDelta | ToolCallDelta | UsageReport | Finish | OutputItem

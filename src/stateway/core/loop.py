@@ -31,6 +31,7 @@ from stateway.core.errors import GatewayError, InternalError, ServerShuttingDown
 from stateway.core.inference import (
     Finish,
     InferenceRequest,
+    OutputItem,
     ReasoningDelta,
     TextDelta,
     ToolCallDelta,
@@ -42,6 +43,7 @@ from stateway.core.ports import ResponseStore
 from stateway.core.response import ResponseState, final_record, started_record
 from stateway.core.routing import Route
 from stateway.core.runs import CancelReason, Run
+from stateway.core.tools import shell
 from stateway.core.tools.catalog import with_context_tools
 from stateway.core.tools.session import ToolSession
 from stateway.core.tools.toolset import GatewayTools, Toolset
@@ -56,7 +58,7 @@ MAX_ROUNDS_REASON = "max_rounds"
 """``incomplete_details.reason`` of a response that used its rounds on gateway tools."""
 MAX_TOOL_CALLS = "The response reached its max_tool_calls limit; this call was not run."
 _MAX_CHAIN = 16
-_CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL})
+_CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL, *shell.ANSWERS})
 
 
 Row = asyncio.Future[None]
@@ -112,7 +114,9 @@ class Loop:
                 _announce(run)
                 await tools.prepare(context)
                 await tools.resume_approvals(context, run.input_items)
-            choice = tools.catalog.model_choice(settings.tool_choice)
+            choice = toolset.native_choice(settings.tool_choice) or tools.catalog.model_choice(
+                settings.tool_choice
+            )
             limit = settings.max_tool_calls
             for _ in range(self._max_rounds):
                 assembler = OutputAssembler(state.output, run.emit, used_call_ids, tools=tools)
@@ -125,6 +129,8 @@ class Loop:
                     stream=stream,
                     tools=tools.catalog.model_tools(gateway=not exhausted),
                     tool_choice=choice,
+                    native_tools=toolset.native,
+                    grammar=tools.catalog.forced_grammar(choice),
                 )
                 reason = await self._round(run, row, route, request, assembler, usage)
                 incomplete = _INCOMPLETE_REASONS.get(reason)
@@ -194,6 +200,8 @@ class Loop:
                         assembler.reasoning(text)
                     case ToolCallDelta():
                         assembler.tool_call(delta)
+                    case OutputItem(item=item):
+                        assembler.item(item)
                     case UsageReport(usage=latest):
                         reported = latest
                     case Finish(reason=finish_reason):

@@ -22,6 +22,10 @@ class Backend(Protocol):
     carried_part_types: Mapping[str, frozenset[str]]
     """Content part types it can carry, by message role, and under ``TOOL_OUTPUT`` for the
     parts of a ``function_call_output``; checked the same way."""
+    carries_unknown_types: bool
+    """Whether its upstream speaks Responses natively: input item and tool types the
+    gateway does not model travel to it untouched (and the ``shell`` tools and their items
+    natively); for a backend without it they are a 400 naming the type."""
 
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         """Stream one round. Raises :class:`~stateway.core.errors.UpstreamError` subclasses,

@@ -56,6 +56,8 @@ class Plan:
     finish_reason: str
     """``stop``, ``length`` or ``tool_calls`` (Chat Completions vocabulary)."""
     prompt_tokens: int
+    items: tuple[dict[str, object], ...] = ()
+    """Whole output items (``[[item]]``), rendered by the Responses wire only."""
 
     @property
     def reasoning_text(self) -> str:
@@ -88,10 +90,12 @@ def reply_text(conversation: Conversation, script: Script) -> str:
 def build_plan(conversation: Conversation, script: Script, max_tokens: int | None) -> Plan:
     """Decide the answer; ``max_tokens`` caps reasoning, then text, then tool calls."""
     calls: list[ToolCall] = []
+    items: tuple[dict[str, object], ...] = ()
     if _calls_again(conversation, script):
         calls = [ToolCall(new_id("call_"), tool.name, tool.arguments) for tool in script.tools]
+        items = tuple({"id": new_id("item_"), **item} for item in script.items)
     reasoning = word_chunks(script.reasoning or "")
-    text = [] if calls else word_chunks(reply_text(conversation, script))
+    text = [] if calls or items else word_chunks(reply_text(conversation, script))
     truncated = False
     if max_tokens is not None and len(reasoning) + len(text) + len(calls) > max_tokens:
         truncated = True
@@ -108,7 +112,7 @@ def build_plan(conversation: Conversation, script: Script, max_tokens: int | Non
         finish = "tool_calls"
     else:
         finish = "stop"
-    return Plan(reasoning, text, calls, finish, conversation.prompt_tokens)
+    return Plan(reasoning, text, calls, finish, conversation.prompt_tokens, items)
 
 
 def _calls_again(conversation: Conversation, script: Script) -> bool:

@@ -89,6 +89,8 @@ def _add_item(builder: ConversationBuilder, item: dict[str, Any]) -> None:
     elif kind == "reasoning":
         parts = item.get("content") or item.get("summary")
         builder.reasoning(content_text(parts))
+    elif kind.endswith("_output"):  # another tool's output (shell_call_output, ...)
+        builder.tool_result(str(item.get("call_id", "")), content_text(item.get("output")))
     else:
         builder.other(str(kind))
 
@@ -98,13 +100,14 @@ def _output_items(plan: Plan) -> list[dict[str, Any]]:
     if plan.reasoning:
         content = [{"type": "reasoning_text", "text": plan.reasoning_text}]
         items.append(_reasoning_item(new_id("rs_"), content, "completed"))
-    if plan.text or not (plan.tool_calls or plan.reasoning):
+    if plan.text or not (plan.tool_calls or plan.reasoning or plan.items):
         part = {"type": "output_text", "text": plan.content, "annotations": [], "logprobs": []}
         items.append(_message_item(new_id("msg_"), [part], "completed"))
     for call in plan.tool_calls:
         items.append(
             _call_item(new_id("fc_"), call.call_id, call.name, call.arguments, "completed")
         )
+    items.extend(dict(item) for item in plan.items)
     if plan.finish_reason == "length" and items:
         items[-1]["status"] = "incomplete"
     return items
@@ -203,7 +206,9 @@ def response_frames(request: ResponsesRequest, plan: Plan) -> Iterator[Frame]:
     chunks = {"reasoning": plan.reasoning, "message": plan.text}
     for index, item in enumerate(final["output"]):
         at = {"item_id": item["id"], "output_index": index}
-        if item["type"] == "function_call":
+        if item["type"] not in ("function_call", "reasoning", "message"):  # [[item]]
+            yield event("response.output_item.added", {"output_index": index, "item": item})
+        elif item["type"] == "function_call":
             added = _call_item(item["id"], item["call_id"], item["name"], "", "in_progress")
             yield event("response.output_item.added", {"output_index": index, "item": added})
             for piece in argument_chunks(item["arguments"]):

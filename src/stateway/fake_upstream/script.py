@@ -7,6 +7,8 @@ Grammar (names are lower case, no spaces inside the brackets)::
     [[length]]            finish with reason "length"
     [[tool:FN:ARGS]]      call function FN ([A-Za-z0-9_.-]+) with ARGS (repeatable)
     [[rounds:N]]          make the tool calls again after their results, N rounds in all
+    [[item:JSON]]         on the Responses wire, also output the item JSON (an object) whole,
+                          its ``id`` given if missing (repeatable; the Chat wire ignores it)
     [[reason:TEXT]]       emit TEXT as reasoning first (repeatable, joined by a space)
     [[error:STATUS]]      fail with HTTP STATUS (400..599)
     [[cut:N]]             drop the connection after N streamed payload chunks
@@ -27,7 +29,8 @@ do), for tests of the gateway's scrubbing. On the Responses wire the closing eve
 
 An ARG runs up to the first ``]]``, except for ``tool`` whose ARGS run up to the first
 ``]]`` at which they parse as JSON (so nested arrays survive), falling back to the first
-``]]``. ``cut``, ``slow``, ``words``, ``silence``, ``stall``, ``trickle``, ``huge`` and
+``]]``, and ``item``, whose JSON runs up to the first ``]]`` at which it parses as an
+object. ``cut``, ``slow``, ``words``, ``silence``, ``stall``, ``trickle``, ``huge`` and
 ``rounds`` take decimal integers. Anything in ``[[...]]`` that does not fit the grammar is
 kept as plain text. For non-repeatable directives the last occurrence wins.
 """
@@ -75,6 +78,7 @@ class Script:
     echo: bool = False
     length: bool = False
     tools: list[ToolDirective] = field(default_factory=list)
+    items: list[dict[str, object]] = field(default_factory=list)
     reasoning: str | None = None
     error: int | None = None
     cut: int | None = None
@@ -120,6 +124,8 @@ def _apply(text: str, start: int, script: Script) -> int:
         return head.end()
     if name == "tool":
         return _apply_tool(text, head.end(), script)
+    if name == "item":
+        return _apply_item(text, head.end(), script)
     close = text.find(_CLOSE, head.end())
     if close < 0:
         return -1
@@ -153,6 +159,21 @@ def _apply_tool(text: str, pos: int, script: Script) -> int:
         close = first
     script.tools.append(ToolDirective(name.group(1), text[args_start:close]))
     return close + len(_CLOSE)
+
+
+def _apply_item(text: str, pos: int, script: Script) -> int:
+    """Parse ``JSON]]`` starting at ``pos``: the first ``]]`` that closes a JSON object."""
+    close = text.find(_CLOSE, pos)
+    while close >= 0:
+        try:
+            item = orjson.loads(text[pos:close])
+        except orjson.JSONDecodeError:
+            item = None
+        if isinstance(item, dict):
+            script.items.append(item)
+            return close + len(_CLOSE)
+        close = text.find(_CLOSE, close + 1)
+    return -1
 
 
 def _is_json(candidate: str) -> bool:

@@ -88,7 +88,8 @@ def test_client_ids_are_kept_as_labels_and_content_is_normalized() -> None:
             {"model": "m", "tools": [{"type": "mcp", "server_label": "s", "headers": 1}]},
             "tools[0].headers",
         ),
-        ({"model": "m", "tools": [{"type": "shell_v9"}]}, "tools[0].type"),
+        ({"model": "m", "tools": [{"type": 7}]}, "tools[0].type"),
+        ({"model": "m", "tools": [{"name": "f"}]}, "tools[0].type"),
         ({"model": "m", "tools": [{"type": "function"}]}, "tools[0].name"),
         ({"model": "m", "tool_choice": "sometimes"}, "tool_choice"),
         (
@@ -521,7 +522,7 @@ def test_additional_tools_join_the_declared_ones_and_the_item_stays_as_sent() ->
         ({"type": "additional_tools", "role": "developer"}, "input[0].tools"),
         ({"type": "additional_tools", "role": "developer", "tools": [1]}, "input[0].tools[0]"),
         (
-            {"type": "additional_tools", "role": "developer", "tools": [{"type": "shell_v9"}]},
+            {"type": "additional_tools", "role": "developer", "tools": [{"name": "x"}]},
             "input[0].tools[0].type",
         ),
     ],

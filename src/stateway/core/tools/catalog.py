@@ -14,7 +14,11 @@ tools. :func:`model_tools` flattens the declared tools into that function list,
 - ``custom`` (freeform input): a function with one string argument ``input``; its calls
   come back as ``custom_tool_call`` items with ``input`` as the raw string, and a
   ``custom_tool_call_output`` reaches the model as a function call output. A grammar
-  ``format`` is described to the model in the function's description (no guided decoding).
+  ``format`` is described to the model in the function's description, and is also enforced
+  by guided decoding on a backend that has it (:meth:`Catalog.forced_grammar`).
+- ``shell`` / ``local_shell`` (when the upstream does not speak Responses natively): the
+  function of the same name (:mod:`stateway.core.tools.shell`); its calls come back as
+  ``shell_call`` / ``local_shell_call`` items.
 
 Gateway-owned kinds (``web_search``, ``mcp``) have no provider yet: a ``web_search`` tool
 sent as an optional hint (``external_web_access: false``, as Codex sends it) is dropped when
@@ -30,6 +34,7 @@ from typing import Any, Final, Literal
 import orjson
 
 from stateway.core.items import Item
+from stateway.core.tools import shell
 
 WEB_SEARCH_TYPES: Final = frozenset({"web_search", "web_search_preview", "web_search_2025_08_26"})
 NAMESPACE: Final = "namespace"
@@ -61,7 +66,7 @@ def model_tools(tools: list[Item]) -> list[Item]:
 def with_context_tools(tools: list[Item], context: list[Item]) -> list[Item]:
     """The declared tools plus those of ``additional_tools`` items in the context (earlier
     turns of a ``previous_response_id`` chain) whose names are not declared already."""
-    names = {model_name(tool["name"], ns) for tool, ns in _members(tools)}
+    names = {_visible(tool, ns) for tool, ns in _members(tools)}
     out = list(tools)
     for item in context:
         if item.get("type") != ADDITIONAL_TOOLS:
@@ -76,7 +81,7 @@ def with_context_tools(tools: list[Item], context: list[Item]) -> list[Item]:
     return out
 
 
-Kind = Literal["function", "custom", "mcp", "web_search"]
+Kind = Literal["function", "custom", "mcp", "web_search", "shell", "local_shell"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -112,7 +117,13 @@ class Catalog:
     def __init__(self, tools: list[Item]) -> None:
         self._by_name: dict[str, Entry] = {}
         for tool, namespace in _members(tools):
-            kind: Kind = "custom" if tool.get("type") == CUSTOM else "function"
+            kind: Kind = "function"
+            if tool.get("type") == CUSTOM:
+                kind = "custom"
+            elif tool.get("type") == shell.SHELL:
+                kind = "shell"
+            elif tool.get("type") == shell.LOCAL_SHELL:
+                kind = "local_shell"
             function = _function(tool, namespace)
             self._by_name[function["name"]] = Entry(kind, function, tool, namespace)
 
@@ -144,6 +155,8 @@ class Catalog:
         name = choice.get("name")
         if kind in WEB_SEARCH_TYPES:
             wanted = [e for e in self._by_name.values() if e.kind == "web_search"]
+        elif kind in shell.TOOL_TYPES:
+            wanted = [e for e in self._by_name.values() if e.kind == kind]
         elif kind == "mcp":
             label = choice.get("server_label")
             wanted = [
@@ -160,6 +173,17 @@ class Catalog:
         if not wanted:
             return "auto"
         return {"type": "function", "name": wanted[0].function["name"]}
+
+    def forced_grammar(self, choice: str | dict[str, Any]) -> Item | None:
+        """The grammar ``format`` of the custom tool a model-visible ``choice`` forces, if
+        it forces one that has a grammar (for backends with guided decoding)."""
+        if not isinstance(choice, dict):
+            return None
+        found = self._by_name.get(str(choice.get("name")))
+        if found is None or found.kind != "custom":
+            return None
+        fmt = found.tool.get("format")
+        return fmt if isinstance(fmt, dict) and fmt.get("type") == "grammar" else None
 
     def is_custom(self, name: str) -> bool:
         """Whether the model-visible ``name`` is a ``custom`` tool's."""
@@ -187,7 +211,15 @@ def _members(tools: list[Item]) -> Iterator[tuple[Item, str | None]]:
             yield tool, None
 
 
+def _visible(tool: Item, namespace: str | None) -> str:
+    if tool.get("type") in shell.TOOL_TYPES:
+        return str(tool["type"])
+    return model_name(tool["name"], namespace)
+
+
 def _function(tool: Item, namespace: str | None) -> Item:
+    if tool.get("type") in shell.TOOL_TYPES:
+        return shell.function(tool)
     function: Item = {"type": "function", "name": model_name(tool["name"], namespace)}
     if tool.get("type") == CUSTOM:
         function["description"] = _custom_description(tool)

@@ -17,6 +17,10 @@ turn replays exactly the history the model saw:
   (rendered from the item's ``action.sources``).
 - ``mcp_list_tools``, ``mcp_approval_response``, ``additional_tools``: left out (their
   tools are among the request's; answers are folded into their calls).
+- ``shell_call`` / ``local_shell_call`` and their outputs: a ``shell`` / ``local_shell``
+  function call whose arguments are the action, and its output as text
+  (:mod:`stateway.core.tools.shell`); left as they are for an upstream that speaks them
+  natively (``native``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from stateway.core.items import (
     WEB_SEARCH_CALL,
     Item,
 )
+from stateway.core.tools import shell
 from stateway.core.tools.catalog import ADDITIONAL_TOOLS, model_name
 
 REWRITTEN_ITEM_TYPES: Final = frozenset(
@@ -50,6 +55,7 @@ REWRITTEN_ITEM_TYPES: Final = frozenset(
         MCP_APPROVAL_RESPONSE,
         WEB_SEARCH_CALL,
     }
+    | shell.ITEM_TYPES
 )
 """Item types :func:`model_items` turns into function calls and outputs (or leaves out):
 any backend that carries function calls carries these too."""
@@ -60,8 +66,12 @@ WEB_SEARCH_FUNCTION: Final = "web_search"
 DECLINED: Final = "The user declined to run this tool call."
 
 
-def model_items(items: list[Item]) -> list[Item]:
-    """A context as the model saw it (see the module docstring)."""
+def model_items(items: list[Item], native: frozenset[str] = frozenset()) -> list[Item]:
+    """A context as the model saw it (see the module docstring); item types in ``native``
+    are left as they are."""
+    shells = shell.ITEM_TYPES - native
+    if any(item.get("type") in shells for item in items):
+        items = [_shell_item(item) if item.get("type") in shells else item for item in items]
     if not any(item.get("type") in _GATEWAY for item in items):
         return [_client_item(item) for item in items if item.get("type") != ADDITIONAL_TOOLS]
     ran = {i["approval_request_id"]: i for i in items if _approved_call(i)}
@@ -130,6 +140,12 @@ def web_search_output(sources: list[Item]) -> str:
             lines.append(str(source["snippet"]))
         lines.append("")
     return "\n".join(lines).rstrip()
+
+
+def _shell_item(item: Item) -> Item:
+    if item["type"] in shell.ANSWERS:
+        return shell.model_call(item)
+    return shell.model_output(item)
 
 
 def _approved_call(item: Item) -> bool:

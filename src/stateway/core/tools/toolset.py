@@ -13,6 +13,11 @@ is a 400 that says what to configure:
   declared the way Codex declares it (with ``external_web_access``, ``false`` when
   sandboxed, ``true`` when not) is an optional hint: not offered and not echoed, so Codex
   works against a gateway without a provider. A bare ``web_search`` is a 400.
+- Tool types the gateway does not model (``image_generation``, ``code_interpreter``, a
+  future type, ...) are kept as declared. Once the request is routed,
+  :meth:`Toolset.route` sends them, and the ``shell`` tools, untouched to a backend whose
+  upstream speaks Responses natively, and refuses them for any other with a 400 naming the
+  type and the backend.
 """
 
 from __future__ import annotations
@@ -23,12 +28,16 @@ from typing import Any, Final
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
-from stateway.core.tools.catalog import WEB_SEARCH_TYPES
+from stateway.core.ports import Backend
+from stateway.core.tools import shell
+from stateway.core.tools.catalog import CUSTOM, NAMESPACE, WEB_SEARCH_TYPES
 from stateway.core.tools.ports import McpClient, McpServer, SearchProvider
 
 MCP: Final = "mcp"
 SECRET_KEYS: Final = ("headers", "authorization")
 """Keys of a declared ``mcp`` tool that hold credentials: used, never stored or echoed."""
+CLIENT_TYPES: Final = frozenset({"function", CUSTOM, NAMESPACE}) | shell.TOOL_TYPES
+"""Client-owned tool types the gateway models (offered to any upstream as functions)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +110,39 @@ class Toolset:
     """Client-owned tools (``function``, ``custom``, ``namespace``)."""
     mcp: list[McpBinding] = field(default_factory=list)
     web_search: WebSearchBinding | None = None
+    native: list[Item] = field(default_factory=list)
+    """Tools sent upstream as declared: types the gateway does not model, then (once
+    :meth:`route` chose an upstream that speaks Responses natively) the shell tools."""
 
     @property
     def gateway_owned(self) -> bool:
         return bool(self.mcp) or self.web_search is not None
+
+    def native_choice(self, choice: str | dict[str, Any]) -> dict[str, Any] | None:
+        """``choice`` as sent when it names a tool sent as declared (by its type), else
+        None (the catalog maps it to model-visible names)."""
+        if not isinstance(choice, dict) or "name" in choice:
+            return None
+        named = any(tool.get("type") == choice.get("type") for tool in self.native)
+        return dict(choice) if named else None
+
+    def route(self, backend: Backend) -> None:
+        """Decide the unmodelled and shell tools against the chosen backend (see the
+        module docstring); raises :class:`InvalidRequest` naming the first one refused."""
+        if backend.carries_unknown_types:
+            moved = [t for t in self.client if t.get("type") in shell.TOOL_TYPES]
+            self.client = [t for t in self.client if t.get("type") not in shell.TOOL_TYPES]
+            self.native = [*self.native, *moved]
+            return
+        if self.native:
+            tool = self.native[0]
+            index = next((i for i, t in enumerate(self.public) if t is tool), 0)
+            raise InvalidRequest(
+                f"Tool type '{tool.get('type')}' is not supported by the upstream API of "
+                f"backend '{backend.name}' (only an upstream that speaks Responses carries it).",
+                param=f"tools[{index}].type",
+                code="unsupported_tool_type",
+            )
 
 
 class GatewayTools:
@@ -139,6 +177,7 @@ class GatewayTools:
         client: list[Item] = []
         bindings: list[McpBinding] = []
         web_search: WebSearchBinding | None = None
+        native: list[Item] = []
         for index, tool in enumerate(tools):
             kind = tool.get("type")
             if kind == MCP:
@@ -159,8 +198,11 @@ class GatewayTools:
                 filters = tool.get("filters") or {}
                 web_search = WebSearchBinding(tool, tuple(filters.get("allowed_domains") or ()))
                 public.append(tool)
-            else:
+            elif kind in CLIENT_TYPES:
                 client.append(tool)
+                public.append(tool)
+            else:  # not modelled: kept as declared, for an upstream that speaks Responses
+                native.append(tool)
                 public.append(tool)
         if len(bindings) > self.policy.max_mcp_servers:
             raise InvalidRequest(
@@ -169,7 +211,7 @@ class GatewayTools:
                 param="tools",
                 code="too_many_tools",
             )
-        return Toolset(public, client, bindings, web_search)
+        return Toolset(public, client, bindings, web_search, native)
 
     def _mcp(self, tool: Item, path: str, earlier: list[McpBinding]) -> McpBinding:
         label: str = tool["server_label"]

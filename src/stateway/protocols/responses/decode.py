@@ -23,6 +23,12 @@ from stateway.protocols.responses.request import CreateResponseBody
 from stateway.protocols.responses.tools import decode_tools
 
 _TOOL_CHOICES = frozenset({"auto", "none", "required"})
+_TYPE_CHOICES = WEB_SEARCH_TYPES | frozenset(
+    {"shell", "local_shell", "apply_patch", "file_search", "computer", "computer_use"}
+    | {"computer_use_preview", "image_generation", "code_interpreter"}
+)
+"""``tool_choice`` types that name a tool by its type alone (hosted tool types among them:
+those reach an upstream that speaks Responses as sent)."""
 _FORMATS = frozenset({"text", "json_object", "json_schema"})
 
 
@@ -185,7 +191,7 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
         return {"type": kind, "name": choice["name"]}
     if kind == "mcp" and isinstance(choice.get("server_label"), str):
         return {k: choice[k] for k in ("type", "server_label", "name") if k in choice}
-    if kind in WEB_SEARCH_TYPES:
+    if kind in _TYPE_CHOICES:
         return {"type": kind}
     if kind == "allowed_tools" and choice.get("mode") in ("auto", "required"):
         return dict(choice)

@@ -1,6 +1,6 @@
 """Input items of the Responses wire, checked and normalized into canonical items.
 
-The shapes the gateway models (messages, function and custom tool calls and their
+The shapes the gateway models (messages, function, custom and shell tool calls and their
 outputs, reasoning)
 are checked field by field so a bad one is a 400 naming the exact path. Other item types
 pass through untouched.
@@ -23,6 +23,9 @@ _ID_PREFIX = {
     "reasoning": "rs",
     "custom_tool_call": "ctc",
     "custom_tool_call_output": "ctco",
+    "shell_call": "sh",
+    "shell_call_output": "sho",
+    "local_shell_call": "lsh",
 }
 _PART_TEXT = frozenset({"input_text", "output_text", "refusal", "text", "summary_text"})
 _PART_KNOWN = _PART_TEXT | {"input_image", "input_file", "input_audio"}
@@ -107,6 +110,21 @@ def _item(raw: dict[str, Any], path: str) -> Item:
         case "additional_tools":
             _check_additional_tools(raw, path)
             return dict(raw)  # kept as sent; its tools join the request's
+        case "shell_call" | "local_shell_call":
+            _require_str(raw, path, "call_id")
+            _check_action(raw, path, "commands" if kind == "shell_call" else "command")
+            return _with_id(dict(raw), kind)
+        case "shell_call_output":
+            _require_str(raw, path, "call_id")
+            if not isinstance(raw.get("output"), list):
+                raise _missing_or_invalid_list(raw, path, "output")
+            return _with_id(dict(raw), kind)
+        case "local_shell_call_output":
+            # Its ``id`` is the call's ``call_id`` (as the spec has it): never replaced.
+            _require_str(raw, path, "output")
+            if not isinstance(raw.get("call_id") or raw.get("id"), str):
+                raise _missing_or_invalid(raw, path, "id")
+            return dict(raw)
         case "item_reference":
             raise InvalidRequest(
                 "Item references are not supported: input item ids are labels; "
@@ -210,6 +228,27 @@ def _missing_or_invalid(raw: dict[str, Any], path: str, key: str) -> InvalidRequ
         )
     return InvalidRequest(
         f"Invalid type for '{path}.{key}': expected a string.",
+        param=f"{path}.{key}",
+        code="invalid_type",
+    )
+
+
+def _check_action(raw: dict[str, Any], path: str, key: str) -> None:
+    action = raw.get("action")
+    if not isinstance(action, dict):
+        raise _missing_or_invalid_list(raw, path, "action", "an object")
+    commands = action.get(key)
+    if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
+        raise _missing_or_invalid_list(action, f"{path}.action", key)
+
+
+def _missing_or_invalid_list(
+    raw: dict[str, Any], path: str, key: str, expected: str = "a list"
+) -> InvalidRequest:
+    if raw.get(key) is None:
+        return _missing_or_invalid(raw, path, key)
+    return InvalidRequest(
+        f"Invalid type for '{path}.{key}': expected {expected}.",
         param=f"{path}.{key}",
         code="invalid_type",
     )

@@ -1,14 +1,15 @@
 """Declared tools of the Responses wire, checked and normalized.
 
 Client-owned kinds: ``function``, ``custom`` (freeform input, optionally with a ``text``
-or ``grammar`` format) and ``namespace`` (a group of function and custom tools).
-Gateway-owned kinds: ``mcp`` and ``web_search`` (``web_search_preview``); their shapes are
-checked here, and whether the gateway can run them (a configured server or provider) in
-the core (:mod:`stateway.core.tools.toolset`). A ``tool_search`` run by the client
-(``execution: "client"``, which Codex declares for its catalog models) is dropped: not
-offered to the model, left out of the ``tools`` echo, until the model's calls are mapped
-to ``tool_search_call`` items; Codex needs it only to reach deferred (MCP, app) tools.
-Other kinds are a 400 naming the type.
+or ``grammar`` format), ``namespace`` (a group of function and custom tools), ``shell``
+and ``local_shell``. Gateway-owned kinds: ``mcp`` and ``web_search``
+(``web_search_preview``); their shapes are checked here, and whether the gateway can run
+them (a configured server or provider) in the core (:mod:`stateway.core.tools.toolset`).
+Other kinds (``image_generation``, ``code_interpreter``, a future type) are kept as sent,
+once their nesting is checked: whether the chosen upstream can carry them is decided in
+the core, after routing. A ``tool_search`` run by the client (``execution: "client"``,
+which Codex declares for its catalog models) is dropped until its calls are mapped to
+``tool_search_call`` items.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
+from stateway.core.tools import shell
 from stateway.core.tools.catalog import (
     ADDITIONAL_TOOLS,
     CUSTOM,
@@ -68,10 +70,24 @@ def _decode(tool: Any, path: str, seen: set[str], decoded: list[Item]) -> None:
         decoded.append(_namespace(tool, path, seen))
     elif kind == TOOL_SEARCH and tool.get("execution") == "client":
         return  # Codex's deferred-tool discovery: not offered until its calls are mapped
+    elif kind in shell.TOOL_TYPES:
+        _claim(seen, kind, f"{path}.type")  # offered as the function of that name
+        decoded.append(_passed_through(tool, path))
+    elif isinstance(kind, str) and kind:
+        decoded.append(_passed_through(tool, path))
     else:
         raise InvalidRequest(
-            _unsupported_message(kind), param=f"{path}.type", code="unsupported_tool_type"
+            "Every tool needs a string 'type'.",
+            param=f"{path}.type",
+            code="missing_required_parameter" if kind is None else "invalid_type",
         )
+
+
+def _passed_through(tool: dict[str, Any], path: str) -> Item:
+    """A tool kept as sent (a ``shell`` tool's ``environment`` among its fields)."""
+    for key, value in tool.items():
+        check_nesting(value, f"{path}.{key}")
+    return dict(tool)
 
 
 def _namespace(tool: dict[str, Any], path: str, seen: set[str]) -> Item:
@@ -215,10 +231,6 @@ def _claim(seen: set[str], visible: str, param: str) -> None:
             code="duplicate_tool_name",
         )
     seen.add(visible)
-
-
-def _unsupported_message(kind: object) -> str:
-    return f"Tool type '{kind}' is not supported yet."
 
 
 _CONTEXT_SIZES = frozenset({"low", "medium", "high"})

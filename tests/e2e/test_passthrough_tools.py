@@ -1,0 +1,204 @@
+"""Tool and item types the gateway does not model, the shell tools, and guided decoding,
+through the real gateway, the ``openai`` SDK and the fake model (whose request log shows
+what was sent upstream)."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from openai import OpenAI
+
+from tests.e2e.configured import RunningGateway, configured_gateway
+
+MODEL = "fake-model"
+IMAGE_TOOL: dict[str, Any] = {"type": "image_generation", "quality": "low", "size": "1024x1024"}
+IMAGE_CALL: dict[str, Any] = {
+    "type": "image_generation_call",
+    "status": "completed",
+    "result": "aGk=",
+}
+
+
+@pytest.fixture
+def api(request: pytest.FixtureRequest, gateway: str) -> str:
+    """``chat`` or ``responses``: the upstream API shape of this run's gateway."""
+    return str(request.node.callspec.params["gateway"]).split("-")[1]
+
+
+def last_upstream_body(fake_upstream: str) -> dict[str, Any]:
+    with urllib.request.urlopen(fake_upstream.removesuffix("/v1") + "/_fake/requests") as reply:
+        body: dict[str, Any] = json.loads(reply.read())["data"][-1]["body"]
+    return body
+
+
+def test_an_unknown_tool_type_is_carried_to_a_responses_upstream_only(
+    client: OpenAI, api: str, fake_upstream: str
+) -> None:
+    directive = f"draw [[item:{json.dumps(IMAGE_CALL)}]]"
+    if api == "chat":
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model=MODEL, input=directive, tools=[IMAGE_TOOL])  # type: ignore[list-item]
+        error = caught.value.body
+        assert isinstance(error, dict)
+        assert error["code"] == "unsupported_tool_type"
+        assert error["param"] == "tools[0].type"
+        assert "'image_generation'" in error["message"]
+        assert "'default'" in error["message"]
+        return
+    with client.responses.stream(
+        model=MODEL,
+        input=directive,
+        tools=[IMAGE_TOOL],  # type: ignore[list-item]
+        tool_choice={"type": "image_generation"},
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    sent = last_upstream_body(fake_upstream)
+    assert sent["tools"] == [IMAGE_TOOL]
+    assert sent["tool_choice"] == {"type": "image_generation"}
+    [item] = final.output
+    assert item.type == "image_generation_call"
+    assert item.result == "aGk="  # type: ignore[union-attr]
+    kinds = [(e.type, getattr(e, "item", None)) for e in events]
+    added = [k for k, i in kinds if k == "response.output_item.added"]
+    done = [i for k, i in kinds if k == "response.output_item.done"]
+    assert len(added) == 1
+    assert done[0].type == "image_generation_call"
+    assert final.tools[0].type == "image_generation"
+    stored = client.responses.retrieve(final.id)
+    assert stored.output[0].type == "image_generation_call"
+
+
+def test_an_unknown_input_item_type_is_carried_to_a_responses_upstream_only(
+    client: OpenAI, api: str, fake_upstream: str
+) -> None:
+    odd = {"type": "future_item", "id": "fi_1", "payload": {"x": [1, 2]}}
+    items: Any = [odd, {"role": "user", "content": "hi"}]
+    if api == "chat":
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model=MODEL, input=items)
+        error = caught.value.body
+        assert isinstance(error, dict)
+        assert (error["code"], error["param"]) == ("unsupported_item_type", "input[0].type")
+        assert "'future_item'" in error["message"]
+        return
+    response = client.responses.create(model=MODEL, input=items)
+    assert response.status == "completed"
+    assert last_upstream_body(fake_upstream)["input"][0] == odd
+
+
+def test_a_shell_call_round_trip(client: OpenAI, api: str, fake_upstream: str) -> None:
+    tool: Any = {"type": "shell", "environment": {"type": "local"}}
+    action = {"commands": ["ls -la", "pwd"], "timeout_ms": 1000}
+    if api == "chat":
+        directive = f"[[tool:shell:{json.dumps(action)}]]"
+    else:  # a Responses upstream calls the tool natively
+        call = {
+            "type": "shell_call",
+            "call_id": "call_sh1",
+            "action": action,
+            "status": "completed",
+        }
+        directive = f"[[item:{json.dumps(call)}]]"
+    first = client.responses.create(model=MODEL, input=directive, tools=[tool])
+    sent = last_upstream_body(fake_upstream)
+    if api == "chat":
+        assert [t["function"]["name"] for t in sent["tools"]] == ["shell"]
+    else:
+        assert sent["tools"] == [tool]
+    [call_item] = first.output
+    assert call_item.type == "shell_call"
+    assert call_item.action.commands == ["ls -la", "pwd"]  # type: ignore[union-attr]
+    assert call_item.action.timeout_ms == 1000  # type: ignore[union-attr]
+    output: Any = {
+        "type": "shell_call_output",
+        "call_id": call_item.call_id,  # type: ignore[union-attr]
+        "output": [{"stdout": "a.txt", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}],
+    }
+    second = client.responses.create(
+        model=MODEL, previous_response_id=first.id, input=[output], tools=[tool]
+    )
+    assert second.status == "completed"
+    sent = last_upstream_body(fake_upstream)
+    if api == "chat":
+        assert sent["messages"][-1]["role"] == "tool"
+        assert "a.txt" in sent["messages"][-1]["content"]
+        assert "exit code: 0" in sent["messages"][-1]["content"]
+    else:
+        assert [i["type"] for i in sent["input"][-2:]] == ["shell_call", "shell_call_output"]
+
+
+def test_a_local_shell_output_answers_its_call_by_id(client: OpenAI, api: str) -> None:
+    if api != "chat":
+        pytest.skip("a Responses upstream calls local_shell natively (as in the shell test)")
+    first = client.responses.create(
+        model=MODEL,
+        input='[[tool:local_shell:{"command": ["ls"], "working_directory": "/tmp"}]]',
+        tools=[{"type": "local_shell"}],
+    )
+    [call] = first.output
+    assert call.type == "local_shell_call"
+    assert call.action.command == ["ls"]
+    assert call.action.env == {}
+    assert call.action.working_directory == "/tmp"  # type: ignore[union-attr]
+    answer: Any = {"type": "local_shell_call_output", "id": call.call_id, "output": "a.txt"}  # type: ignore[union-attr]
+    second = client.responses.create(
+        model=MODEL, previous_response_id=first.id, input=[answer], tools=[{"type": "local_shell"}]
+    )
+    assert second.output_text == "Tool said: a.txt"
+    with pytest.raises(openai.BadRequestError) as caught:  # unanswered: refused before sending
+        client.responses.create(
+            model=MODEL,
+            previous_response_id=first.id,
+            input="next",
+            tools=[{"type": "local_shell"}],
+        )
+    assert isinstance(caught.value.body, dict)
+    assert caught.value.body["code"] == "tool_output_missing"
+
+
+GRAMMAR_TOOL: Any = {
+    "type": "custom",
+    "name": "apply_patch",
+    "description": "Apply a patch",
+    "format": {"type": "grammar", "syntax": "lark", "definition": "start: /[A-Za-z!: ]+/"},
+}
+
+
+@pytest.fixture(scope="module")
+def guided(
+    fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningGateway]:
+    backend = {"url": fake_upstream, "api": "chat", "guided_decoding": "vllm"}
+    with configured_gateway(tmp_path_factory.mktemp("guided"), backend) as gateway:
+        yield gateway
+
+
+def test_a_forced_grammar_tool_is_guided_by_structured_outputs(
+    guided: RunningGateway, fake_upstream: str
+) -> None:
+    with OpenAI(base_url=guided.url + "/v1", api_key="sk-test", max_retries=0) as sdk:
+        forced = sdk.responses.create(
+            model=MODEL,
+            input="patch it",
+            tools=[GRAMMAR_TOOL],
+            tool_choice={"type": "custom", "name": "apply_patch"},
+        )
+        sent = last_upstream_body(fake_upstream)
+        assert sent["structured_outputs"] == {"grammar": "start: /[A-Za-z!: ]+/"}
+        assert "tools" not in sent
+        assert "tool_choice" not in sent
+        assert "apply_patch" in sent["messages"][0]["content"]
+        [call] = forced.output
+        assert call.type == "custom_tool_call"
+        assert call.input == "Hello! You said: patch it"  # type: ignore[union-attr]
+        unforced = sdk.responses.create(model=MODEL, input="hi", tools=[GRAMMAR_TOOL])
+        sent = last_upstream_body(fake_upstream)
+        assert "structured_outputs" not in sent
+        assert sent["tools"]
+        assert unforced.output[0].type == "message"
