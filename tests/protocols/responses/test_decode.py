@@ -347,11 +347,9 @@ def test_a_client_run_tool_search_is_not_offered_nor_echoed() -> None:
 @pytest.mark.parametrize(
     "tool", [{"type": "tool_search"}, {"type": "tool_search", "execution": "server"}]
 )
-def test_a_server_run_tool_search_is_refused(tool: dict[str, object]) -> None:
-    with pytest.raises(InvalidRequest) as caught:
-        decode({"model": "m", "input": "x", "tools": [tool]})
-    assert caught.value.code == "unsupported_tool_type"
-    assert caught.value.param == "tools[0].type"
+def test_a_server_run_tool_search_is_kept_for_the_core_to_route(tool: dict[str, object]) -> None:
+    command = decode_create(orjson.dumps({"model": "m", "input": "x", "tools": [tool]}))
+    assert command.settings.tools == [tool]
 
 
 def test_gateway_tool_shapes_are_decoded_for_the_core_to_resolve() -> None:
