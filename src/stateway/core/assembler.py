@@ -21,9 +21,10 @@ from stateway.core.items import (
     MCP_CALL,
     MESSAGE,
     REASONING,
+    TOOL_SEARCH_CALL,
     Item,
 )
-from stateway.core.tools import shell, web_search
+from stateway.core.tools import shell, tool_search, web_search
 from stateway.core.tools.catalog import Catalog, Entry, custom_input
 from stateway.core.tools.session import PendingCall, ToolSession
 
@@ -103,7 +104,7 @@ class OutputAssembler:
                     "The model server interleaved tool call fragments; cannot assemble them."
                 )
             current = self._start_tool_call(delta)
-        elif delta.name and current.item.get("name") == "":
+        elif delta.name and current.item.get("name") == "":  # gateway items have no name
             current.item["name"] = delta.name
         if delta.arguments:
             current.chunks.append(delta.arguments)
@@ -184,6 +185,8 @@ class OutputAssembler:
             item.update(id=new_id("ctc"), type=CUSTOM_TOOL_CALL, input="")
         elif entry is not None and entry.kind in shell.TOOL_TYPES:
             item = shell.open_call(entry.kind, call_id)
+        elif entry is not None and entry.kind == "tool_search":  # the client's own search
+            item = tool_search.call_item(call_id, "client")
         self._catalog.public_call(item)
         opened = self._start(item, delta.index)
         opened.upstream_id = delta.call_id
@@ -222,12 +225,20 @@ class OutputAssembler:
                 if current.tool_index is not None:
                     self._closed_tools.add(current.tool_index)
                 self.tool_calls.append(item)
-            case "mcp_call" | "web_search_call":
+            case "tool_search_call" if item.get("execution") == "client":
+                item["arguments"] = tool_search.arguments_of(text)
+                item["status"] = status
+                if current.tool_index is not None:
+                    self._closed_tools.add(current.tool_index)
+                self.tool_calls.append(item)
+            case "mcp_call" | "web_search_call" | "tool_search_call":
                 if current.tool_index is not None:
                     self._closed_tools.add(current.tool_index)
                 if item["type"] == MCP_CALL:
                     item["arguments"] = text
                     self._emit(ev.McpArgumentsDone(current.index, item_id, text))
+                elif item["type"] == TOOL_SEARCH_CALL:
+                    item["arguments"] = tool_search.arguments_of(text)
                 if current.entry is not None and status == "completed":
                     self.gateway_calls.append(PendingCall(current.entry, item, current.index, text))
                 return  # its item is done once it has run (or, cut short, abandoned)

@@ -21,6 +21,8 @@ from stateway.core.items import (
     MCP_APPROVAL_REQUEST,
     MCP_APPROVAL_RESPONSE,
     MESSAGE,
+    TOOL_SEARCH_CALL,
+    TOOL_SEARCH_OUTPUT,
     Item,
 )
 from stateway.core.ports import TOOL_OUTPUT, Backend, ResponseStore
@@ -30,11 +32,13 @@ _ANSWERS = {
     FUNCTION_CALL: FUNCTION_CALL_OUTPUT,
     CUSTOM_TOOL_CALL: CUSTOM_TOOL_CALL_OUTPUT,
     **shell.ANSWERS,
+    TOOL_SEARCH_CALL: TOOL_SEARCH_OUTPUT,
 }
 """Each client-owned call type, and the output type that answers it."""
 _OUTPUTS = frozenset(_ANSWERS.values())
 _PART_OUTPUTS = frozenset({FUNCTION_CALL_OUTPUT, CUSTOM_TOOL_CALL_OUTPUT})
 """Outputs whose ``output`` may be a list of content parts (checked like a message's)."""
+_TOOL_SEARCH = frozenset({TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT})
 
 
 async def build_context(
@@ -102,7 +106,8 @@ def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str] 
 
 def _check_call_outputs(prior: list[Item], current: list[Item]) -> None:
     """Every call has a unique non-empty ``call_id``; each output answers exactly one
-    pending call of its own kind; no call of the context is left without its output; an
+    pending call of its own kind (a ``tool_search_output`` a client-executed
+    ``tool_search_call``); no call of the context is left without its output; an
     ``mcp_approval_response`` answers an ``mcp_approval_request`` of the context."""
     pending: dict[str, tuple[str, bool]] = {}  # call_id -> (answering type, required)
     seen: set[str] = set()
@@ -117,6 +122,8 @@ def _check_call_outputs(prior: list[Item], current: list[Item]) -> None:
         kind = "custom tool call" if answer == CUSTOM_TOOL_CALL_OUTPUT else "function call"
         if answer in shell.ITEM_TYPES:
             kind = answer.removesuffix("_output").replace("_", " ")
+        if answer == TOOL_SEARCH_OUTPUT:
+            kind = "tool search call"
         raise InvalidRequest(
             f"No tool output found for {kind} {call_id}.",
             param="input",
@@ -134,6 +141,8 @@ def _track(
     """Account for one item; ``index`` is its place in this request's input (None for the
     stored chain, which was checked when it was written)."""
     kind = item.get("type")
+    if kind in _TOOL_SEARCH and item.get("execution") == "server":
+        return  # the gateway's own search: its output always follows it
     if kind in _ANSWERS:
         call_id = item["call_id"]
         if index is not None and (not call_id or call_id in seen):

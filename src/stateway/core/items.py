@@ -24,6 +24,8 @@ MCP_CALL: Final = "mcp_call"
 MCP_APPROVAL_REQUEST: Final = "mcp_approval_request"
 MCP_APPROVAL_RESPONSE: Final = "mcp_approval_response"
 WEB_SEARCH_CALL: Final = "web_search_call"
+TOOL_SEARCH_CALL: Final = "tool_search_call"
+TOOL_SEARCH_OUTPUT: Final = "tool_search_output"
 
 
 def item_text(item: Item) -> str:

@@ -37,7 +37,7 @@ from stateway.core.inference import (
     ToolCallDelta,
     UsageReport,
 )
-from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, Item
+from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
 from stateway.core.ownership import ProcessIdentity
 from stateway.core.ports import ResponseStore
 from stateway.core.response import ResponseState, final_record, started_record
@@ -58,7 +58,7 @@ MAX_ROUNDS_REASON = "max_rounds"
 """``incomplete_details.reason`` of a response that used its rounds on gateway tools."""
 MAX_TOOL_CALLS = "The response reached its max_tool_calls limit; this call was not run."
 _MAX_CHAIN = 16
-_CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL, *shell.ANSWERS})
+_CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL, TOOL_SEARCH_CALL, *shell.ANSWERS})
 
 
 Row = asyncio.Future[None]
@@ -99,7 +99,7 @@ class Loop:
             _announce(run)
         run.began = True
         usage = Usage()
-        used_call_ids = {i["call_id"] for i in context if i.get("type") in _CALLS}
+        used_call_ids = {i.get("call_id") or "" for i in context if i.get("type") in _CALLS}
         settings = state.settings
         toolset = toolset or Toolset(settings.tools, settings.tools)
         toolset.client = with_context_tools(toolset.client, context)

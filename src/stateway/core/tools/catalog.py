@@ -23,17 +23,24 @@ tools. :func:`model_tools` flattens the declared tools into that function list,
 Gateway-owned kinds (``web_search``, ``mcp``) have no provider yet: a ``web_search`` tool
 sent as an optional hint (``external_web_access: false``, as Codex sends it) is dropped when
 the request is decoded, so it is neither offered to the model nor echoed in ``tools``.
+
+Tool search (:mod:`stateway.core.tools.tool_search`): when a request declares a
+``tool_search`` tool, functions marked ``defer_loading: true`` (or every member of a namespace
+so marked) are *deferred*: known to the catalog, not offered, until a search loads them.
+Without a ``tool_search`` tool the flag means nothing and they are offered as usual. The
+tools of ``tool_search_output`` items in the context (earlier searches, or the client's
+answer to its own search) are offered from then on (:func:`with_context_tools`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import orjson
 
-from stateway.core.items import Item
+from stateway.core.items import TOOL_SEARCH_OUTPUT, Item
 from stateway.core.tools import shell
 
 WEB_SEARCH_TYPES: Final = frozenset({"web_search", "web_search_preview", "web_search_2025_08_26"})
@@ -51,6 +58,8 @@ INPUT_SCHEMA: Final[Item] = {
 """The parameters of the function a ``custom`` tool is offered as."""
 _OFFERED: Final = frozenset({"function", CUSTOM, NAMESPACE})
 SEPARATOR: Final = "__"
+TOOL_SEARCH: Final = "tool_search"
+DEFER: Final = "defer_loading"
 
 
 def model_name(name: str, namespace: str | None = None) -> str:
@@ -78,10 +87,34 @@ def with_context_tools(tools: list[Item], context: list[Item]) -> list[Item]:
             if not members & names:
                 names |= members
                 out.append(tool)
+    for item in context:  # loaded by a tool search: offered from then on
+        if item.get("type") == TOOL_SEARCH_OUTPUT:
+            out.extend(loaded(item.get("tools") or ()))
     return out
 
 
-Kind = Literal["function", "custom", "mcp", "web_search", "shell", "local_shell"]
+def loaded(tools: Iterable[Any]) -> list[Item]:
+    """The offered kinds among a ``tool_search_output``'s tools, without ``defer_loading``
+    (a loaded tool is offered, whatever its definition says)."""
+    out: list[Item] = []
+    for tool in tools:
+        if not isinstance(tool, dict) or tool.get("type") not in _OFFERED:
+            continue
+        copy = {k: v for k, v in tool.items() if k != DEFER}
+        if copy.get("type") == NAMESPACE:
+            copy["tools"] = [
+                {k: v for k, v in m.items() if k != DEFER} for m in tool.get("tools") or ()
+            ]
+        out.append(copy)
+    return out
+
+
+def search_execution(tool: Item) -> Literal["client", "server"]:
+    """Who runs a ``tool_search`` tool's searches: the gateway unless it says ``client``."""
+    return "client" if tool.get("execution") == "client" else "server"
+
+
+Kind = Literal["function", "custom", "mcp", "web_search", "shell", "local_shell", "tool_search"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -102,21 +135,46 @@ class Entry:
     """Whether an MCP call must be approved by the client before it runs."""
     parallel_safe: bool = True
     """Whether two calls of it may run at once."""
+    deferred: bool = False
+    """Declared with ``defer_loading``: not offered until a tool search loads it."""
 
     @property
     def gateway_owned(self) -> bool:
+        if self.kind == "tool_search":
+            return search_execution(self.tool) == "server"
         return self.kind in ("mcp", "web_search")
 
 
 class Catalog:
     """One request's model-visible names, mapped back to the public tools: the declared
-    client tools, then the gateway's (MCP tools as they are discovered, web search)."""
+    client tools (deferred ones held back), then the gateway's (MCP tools as they are
+    discovered, web search, tool search) and the tools searches load."""
 
-    __slots__ = ("_by_name",)
+    __slots__ = ("_by_name", "namespaces")
 
-    def __init__(self, tools: list[Item]) -> None:
+    def __init__(self, tools: list[Item], *, defer: bool = False) -> None:
+        """``defer``: a ``tool_search`` tool is declared, so ``defer_loading`` counts."""
         self._by_name: dict[str, Entry] = {}
+        self.namespaces: dict[str, Item] = {}
+        """The declared (or loaded) namespaces by name, for their descriptions."""
+        self._offer(tools, defer=defer)
+
+    def load(self, tools: list[Item]) -> list[str]:
+        """Offer the tools a search loaded (see :func:`loaded`); the model-visible names
+        newly offered."""
+        return self._offer(loaded(tools), defer=False)
+
+    def deferred(self) -> list[Entry]:
+        """The tools a search may still load, in declaration order."""
+        return [e for e in self._by_name.values() if e.deferred]
+
+    def _offer(self, tools: list[Item], *, defer: bool) -> list[str]:
+        """Add each tool; a name already known is kept as it is, unless it is deferred and
+        this definition is not (then it is loaded)."""
+        offered = []
         for tool, namespace in _members(tools):
+            if namespace is not None and namespace not in self.namespaces:
+                self.namespaces[namespace] = _namespace_of(tools, namespace)
             kind: Kind = "function"
             if tool.get("type") == CUSTOM:
                 kind = "custom"
@@ -125,7 +183,16 @@ class Catalog:
             elif tool.get("type") == shell.LOCAL_SHELL:
                 kind = "local_shell"
             function = _function(tool, namespace)
-            self._by_name[function["name"]] = Entry(kind, function, tool, namespace)
+            name = function["name"]
+            known = self._by_name.get(name)
+            group = self.namespaces.get(namespace) if namespace is not None else None
+            deferred = defer and (tool.get(DEFER) is True or (group or {}).get(DEFER) is True)
+            if known is not None and (not known.deferred or deferred):
+                continue
+            self._by_name[name] = Entry(kind, function, tool, namespace, deferred=deferred)
+            if not deferred:
+                offered.append(name)
+        return offered
 
     def add(self, entry: Entry) -> bool:
         """Offer a gateway tool; False (and not offered) when its name is taken."""
@@ -141,7 +208,11 @@ class Catalog:
     def model_tools(self, *, gateway: bool = True) -> list[Item]:
         """The functions offered to the model; ``gateway=False`` leaves the gateway's out
         (once a response has used up its ``max_tool_calls``)."""
-        return [e.function for e in self._by_name.values() if gateway or not e.gateway_owned]
+        return [
+            e.function
+            for e in self._by_name.values()
+            if not e.deferred and (gateway or not e.gateway_owned)
+        ]
 
     def model_choice(self, choice: str | dict[str, Any]) -> str | dict[str, Any]:
         """A ``tool_choice`` in model-visible names: a named function, custom, MCP or web
@@ -153,8 +224,9 @@ class Catalog:
         if kind == "allowed_tools":  # the set is not narrowed upstream; its mode is kept
             return str(choice.get("mode", "auto"))
         name = choice.get("name")
-        if kind in WEB_SEARCH_TYPES:
-            wanted = [e for e in self._by_name.values() if e.kind == "web_search"]
+        if kind in WEB_SEARCH_TYPES or kind == TOOL_SEARCH:
+            wanted_kind = TOOL_SEARCH if kind == TOOL_SEARCH else "web_search"
+            wanted = [e for e in self._by_name.values() if e.kind == wanted_kind]
         elif kind in shell.TOOL_TYPES:
             wanted = [e for e in self._by_name.values() if e.kind == kind]
         elif kind == "mcp":
@@ -169,7 +241,7 @@ class Catalog:
         else:
             flat = model_name(name or "", choice.get("namespace"))
             found = self._by_name.get(flat)
-            wanted = [found] if found is not None else []
+            wanted = [found] if found is not None and not found.deferred else []
         if not wanted:
             return "auto"
         return {"type": "function", "name": wanted[0].function["name"]}
@@ -215,6 +287,13 @@ def _visible(tool: Item, namespace: str | None) -> str:
     if tool.get("type") in shell.TOOL_TYPES:
         return str(tool["type"])
     return model_name(tool["name"], namespace)
+
+
+def _namespace_of(tools: list[Item], name: str) -> Item:
+    for tool in tools:
+        if tool.get("type") == NAMESPACE and tool.get("name") == name:
+            return tool
+    return {"type": NAMESPACE, "name": name}
 
 
 def _function(tool: Item, namespace: str | None) -> Item:

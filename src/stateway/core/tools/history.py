@@ -15,6 +15,9 @@ turn replays exactly the history the model saw:
   request is left out: a model must never see a call without its output.
 - ``web_search_call``: a ``web_search`` call with its query, and the results it was given
   (rendered from the item's ``action.sources``).
+- ``tool_search_call`` / ``tool_search_output`` (either ``execution``): a ``tool_search``
+  call with the search's arguments, and an output naming the tools it loaded (which are
+  offered from then on). A search without its output is left out.
 - ``mcp_list_tools``, ``mcp_approval_response``, ``additional_tools``: left out (their
   tools are among the request's; answers are folded into their calls).
 - ``shell_call`` / ``local_shell_call`` and their outputs: a ``shell`` / ``local_shell``
@@ -38,11 +41,13 @@ from stateway.core.items import (
     MCP_APPROVAL_RESPONSE,
     MCP_CALL,
     MCP_LIST_TOOLS,
+    TOOL_SEARCH_CALL,
+    TOOL_SEARCH_OUTPUT,
     WEB_SEARCH_CALL,
     Item,
 )
 from stateway.core.tools import shell
-from stateway.core.tools.catalog import ADDITIONAL_TOOLS, model_name
+from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, loaded, model_name
 
 REWRITTEN_ITEM_TYPES: Final = frozenset(
     {
@@ -54,6 +59,8 @@ REWRITTEN_ITEM_TYPES: Final = frozenset(
         MCP_APPROVAL_REQUEST,
         MCP_APPROVAL_RESPONSE,
         WEB_SEARCH_CALL,
+        TOOL_SEARCH_CALL,
+        TOOL_SEARCH_OUTPUT,
     }
     | shell.ITEM_TYPES
 )
@@ -63,6 +70,8 @@ _GATEWAY: Final = frozenset(
     {MCP_LIST_TOOLS, MCP_CALL, MCP_APPROVAL_REQUEST, MCP_APPROVAL_RESPONSE, WEB_SEARCH_CALL}
 )
 WEB_SEARCH_FUNCTION: Final = "web_search"
+TOOL_SEARCH_FUNCTION: Final = "tool_search"
+_TOOL_SEARCH: Final = frozenset({TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT})
 DECLINED: Final = "The user declined to run this tool call."
 
 
@@ -72,6 +81,8 @@ def model_items(items: list[Item], native: frozenset[str] = frozenset()) -> list
     shells = shell.ITEM_TYPES - native
     if any(item.get("type") in shells for item in items):
         items = [_shell_item(item) if item.get("type") in shells else item for item in items]
+    if any(item.get("type") in _TOOL_SEARCH for item in items):
+        items = _tool_search_pairs(items)
     if not any(item.get("type") in _GATEWAY for item in items):
         return [_client_item(item) for item in items if item.get("type") != ADDITIONAL_TOOLS]
     ran = {i["approval_request_id"]: i for i in items if _approved_call(i)}
@@ -146,6 +157,65 @@ def _shell_item(item: Item) -> Item:
     if item["type"] in shell.ANSWERS:
         return shell.model_call(item)
     return shell.model_output(item)
+
+
+def tool_search_output(item: Item) -> str:
+    """What the model was given for a ``tool_search_output``: the names it may now call."""
+    if item.get("status") == "incomplete":
+        return "The tool search did not complete."
+    names: list[str] = []
+    for tool in loaded(item.get("tools") or ()):
+        if tool.get("type") == NAMESPACE:
+            names += [model_name(str(m.get("name")), tool.get("name")) for m in tool["tools"]]
+        else:
+            names.append(str(tool.get("name")))
+    if not names:
+        return "No tools matched the search."
+    return f"Loaded tools: {', '.join(names)}. They can be called now."
+
+
+def _tool_search_pairs(items: list[Item]) -> list[Item]:
+    """Each answered tool search as a function call and its output, in place. An output
+    without a ``call_id`` (a hosted search) answers the latest search not answered yet."""
+    waiting: list[str] = []
+    answers: dict[int, str] = {}  # index of an output -> the key of the search it answers
+    for index, item in enumerate(items):
+        kind = item.get("type")
+        if kind == TOOL_SEARCH_CALL:
+            waiting.append(_search_key(item))
+        elif kind == TOOL_SEARCH_OUTPUT:
+            key = item.get("call_id") or (waiting[-1] if waiting else None)
+            if key in waiting:
+                waiting.remove(key)
+                answers[index] = key
+    answered = set(answers.values())
+    out: list[Item] = []
+    for index, item in enumerate(items):
+        kind = item.get("type")
+        if kind == TOOL_SEARCH_CALL:
+            key = _search_key(item)
+            if key in answered:
+                arguments = item.get("arguments")
+                if not isinstance(arguments, str):
+                    arguments = orjson.dumps(arguments or {}).decode()
+                out.append(
+                    {
+                        "type": FUNCTION_CALL,
+                        "call_id": key,
+                        "name": TOOL_SEARCH_FUNCTION,
+                        "arguments": arguments,
+                    }
+                )
+        elif kind == TOOL_SEARCH_OUTPUT:
+            if index in answers:
+                out.append(_output(answers[index], tool_search_output(item)))
+        else:
+            out.append(item)
+    return out
+
+
+def _search_key(item: Item) -> str:
+    return str(item.get("call_id") or item.get("id"))
 
 
 def _approved_call(item: Item) -> bool:

@@ -19,18 +19,20 @@ within them, and emits their items and lifecycle events into the run's stream:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stateway.core import events as ev
+from stateway.core.ids import new_id
 from stateway.core.items import (
     MCP_APPROVAL_REQUEST,
     MCP_APPROVAL_RESPONSE,
     MCP_CALL,
     MCP_LIST_TOOLS,
+    TOOL_SEARCH_CALL,
     WEB_SEARCH_CALL,
     Item,
 )
-from stateway.core.tools import mcp, web_search
+from stateway.core.tools import mcp, tool_search, web_search
 from stateway.core.tools.catalog import Catalog, Entry
 from stateway.core.tools.executor import Call, Executor, Outcome
 from stateway.core.tools.ports import McpClient, McpTool, SearchQuery, ToolFailure
@@ -47,6 +49,8 @@ class PendingCall:
     item: Item
     output_index: int
     arguments: str
+    loaded: list[Item] = field(default_factory=list)
+    """The tools a gateway tool search found."""
 
 
 class ToolSession:
@@ -61,7 +65,13 @@ class ToolSession:
         self._executor = Executor(
             timeout=policy.timeout, max_concurrent=policy.max_concurrent_calls
         )
-        self.catalog = Catalog(toolset.client)
+        self.catalog = Catalog(toolset.client, defer=toolset.tool_search is not None)
+        if toolset.tool_search is not None:
+            self.catalog.add(
+                tool_search.entry(
+                    toolset.tool_search, self.catalog.deferred(), self.catalog.namespaces
+                )
+            )
         self.sources: list[Item] = []
         """Every web search result of this response, for citations."""
         self.calls_made = 0
@@ -186,6 +196,8 @@ class ToolSession:
         it, then calls :meth:`started`)."""
         if entry.kind == "web_search":
             return web_search.call_item()
+        if entry.kind == "tool_search":
+            return tool_search.call_item(new_id("call"), "server")
         if entry.approval:
             return mcp.approval_item(entry)
         return mcp.call_item(entry)
@@ -256,6 +268,15 @@ class ToolSession:
                 return ""
 
             return Call(searching, label="web search")
+        if entry.kind == "tool_search":
+            catalog = self.catalog
+
+            async def loading() -> str:
+                query = tool_search.query_of(pending.item["arguments"])
+                pending.loaded = tool_search.search(query, catalog.deferred(), catalog.namespaces)
+                return ""
+
+            return Call(loading, label="tool search")
         binding = next((b for b in self._toolset.mcp if b.label == entry.server_label), None)
         client = self._tools.mcp
         name = entry.name or ""
@@ -275,6 +296,9 @@ class ToolSession:
     def _close(self, pending: PendingCall, outcome: Outcome) -> None:
         item, index = pending.item, pending.output_index
         self._open_items.pop(item["id"], None)
+        if item["type"] == TOOL_SEARCH_CALL:
+            self._close_search(pending, outcome)
+            return
         if item["type"] == WEB_SEARCH_CALL:
             if outcome.ok:
                 item["status"] = "completed"
@@ -291,6 +315,21 @@ class ToolSession:
                 kind = "response.mcp_call.failed"
             self._emit(ev.ToolProgress(kind, index, item["id"]))
         self._emit(ev.ItemDone(index, dict(item)))
+
+    def _close_search(self, pending: PendingCall, outcome: Outcome) -> None:
+        """A gateway tool search ends with its call done and, right after, its output; what
+        it loaded is offered from the next round on. A failed search loads nothing."""
+        item = pending.item
+        status = "completed" if outcome.ok else "incomplete"
+        item["status"] = status
+        self._emit(ev.ItemDone(pending.output_index, dict(item)))
+        found = pending.loaded if outcome.ok else []
+        self.catalog.load(found)
+        output = tool_search.output_item(item["call_id"], found, status)
+        index = len(self._output)
+        self._output.append(output)
+        self._emit(ev.ItemAdded(index, dict(output)))
+        self._emit(ev.ItemDone(index, dict(output)))
 
     # -- helpers -------------------------------------------------------------------
 

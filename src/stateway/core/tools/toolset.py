@@ -13,6 +13,8 @@ is a 400 that says what to configure:
   declared the way Codex declares it (with ``external_web_access``, ``false`` when
   sandboxed, ``true`` when not) is an optional hint: not offered and not echoed, so Codex
   works against a gateway without a provider. A bare ``web_search`` is a 400.
+- ``tool_search``: needs nothing configured; kept apart from the client's tools (the
+  catalog offers it as a function, and defers ``defer_loading`` tools because of it).
 - Tool types the gateway does not model (``image_generation``, ``code_interpreter``, a
   future type, ...) are kept as declared. Once the request is routed,
   :meth:`Toolset.route` sends them, and the ``shell`` tools, untouched to a backend whose
@@ -30,7 +32,7 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.core.ports import Backend
 from stateway.core.tools import shell
-from stateway.core.tools.catalog import CUSTOM, NAMESPACE, WEB_SEARCH_TYPES
+from stateway.core.tools.catalog import CUSTOM, NAMESPACE, TOOL_SEARCH, WEB_SEARCH_TYPES
 from stateway.core.tools.ports import McpClient, McpServer, SearchProvider
 
 MCP: Final = "mcp"
@@ -113,6 +115,8 @@ class Toolset:
     native: list[Item] = field(default_factory=list)
     """Tools sent upstream as declared: types the gateway does not model, then (once
     :meth:`route` chose an upstream that speaks Responses natively) the shell tools."""
+    tool_search: Item | None = None
+    """The declared ``tool_search`` tool (client- or gateway-executed)."""
 
     @property
     def gateway_owned(self) -> bool:
@@ -178,9 +182,13 @@ class GatewayTools:
         bindings: list[McpBinding] = []
         web_search: WebSearchBinding | None = None
         native: list[Item] = []
+        tool_search: Item | None = None
         for index, tool in enumerate(tools):
             kind = tool.get("type")
-            if kind == MCP:
+            if kind == TOOL_SEARCH:
+                tool_search = tool
+                public.append(tool)
+            elif kind == MCP:
                 bindings.append(self._mcp(tool, f"tools[{index}]", bindings))
                 public.append({k: v for k, v in tool.items() if k not in SECRET_KEYS})
             elif kind in WEB_SEARCH_TYPES:
@@ -211,7 +219,7 @@ class GatewayTools:
                 param="tools",
                 code="too_many_tools",
             )
-        return Toolset(public, client, bindings, web_search, native)
+        return Toolset(public, client, bindings, web_search, native, tool_search)
 
     def _mcp(self, tool: Item, path: str, earlier: list[McpBinding]) -> McpBinding:
         label: str = tool["server_label"]

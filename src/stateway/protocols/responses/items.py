@@ -1,9 +1,8 @@
 """Input items of the Responses wire, checked and normalized into canonical items.
 
 The shapes the gateway models (messages, function, custom and shell tool calls and their
-outputs, reasoning)
-are checked field by field so a bad one is a 400 naming the exact path. Other item types
-pass through untouched.
+outputs, tool searches and their outputs, reasoning) are checked field by field so a bad
+one is a 400 naming the exact path. Other item types pass through untouched.
 """
 
 from __future__ import annotations
@@ -26,6 +25,8 @@ _ID_PREFIX = {
     "shell_call": "sh",
     "shell_call_output": "sho",
     "local_shell_call": "lsh",
+    "tool_search_call": "tsc",
+    "tool_search_output": "tso",
 }
 _PART_TEXT = frozenset({"input_text", "output_text", "refusal", "text", "summary_text"})
 _PART_KNOWN = _PART_TEXT | {"input_image", "input_file", "input_audio"}
@@ -107,6 +108,9 @@ def _item(raw: dict[str, Any], path: str) -> Item:
             if not isinstance(item.get("id"), str) or not item["id"]:
                 item["id"] = new_id("mcpa")
             return item
+        case "tool_search_call" | "tool_search_output":
+            _check_tool_search(raw, path, kind)
+            return _with_id(dict(raw), kind)
         case "additional_tools":
             _check_additional_tools(raw, path)
             return dict(raw)  # kept as sent; its tools join the request's
@@ -252,6 +256,37 @@ def _missing_or_invalid_list(
         param=f"{path}.{key}",
         code="invalid_type",
     )
+
+
+def _check_tool_search(raw: dict[str, Any], path: str, kind: str) -> None:
+    """A search the client ran (``execution`` ``client``, the default for input) needs its
+    ``call_id``; the gateway's own (``server``) may have none, as hosted ones do."""
+    execution = raw.get("execution", "client")
+    if execution not in ("client", "server"):
+        raise InvalidRequest(
+            f"Invalid value for '{path}.execution': {execution!r}; expected 'client' or 'server'.",
+            param=f"{path}.execution",
+            code="invalid_value",
+        )
+    call_id = raw.get("call_id")
+    if execution == "client" or call_id is not None:
+        if call_id == "":
+            raise InvalidRequest(
+                f"'{path}.call_id' must not be empty.",
+                param=f"{path}.call_id",
+                code="invalid_value",
+            )
+        if not isinstance(call_id, str):
+            raise _missing_or_invalid(raw, path, "call_id")
+    if kind == "tool_search_call":
+        if "arguments" not in raw:
+            raise _missing_or_invalid(raw, path, "arguments")
+    elif not isinstance(raw.get("tools"), list):
+        raise InvalidRequest(
+            "A 'tool_search_output' item needs a list of 'tools' (the tools to load).",
+            param=f"{path}.tools",
+            code="missing_required_parameter" if raw.get("tools") is None else "invalid_type",
+        )
 
 
 def _check_additional_tools(raw: dict[str, Any], path: str) -> None:

@@ -2,14 +2,15 @@
 
 Client-owned kinds: ``function``, ``custom`` (freeform input, optionally with a ``text``
 or ``grammar`` format), ``namespace`` (a group of function and custom tools), ``shell``
-and ``local_shell``. Gateway-owned kinds: ``mcp`` and ``web_search``
-(``web_search_preview``); their shapes are checked here, and whether the gateway can run
-them (a configured server or provider) in the core (:mod:`stateway.core.tools.toolset`).
-Other kinds (``image_generation``, ``code_interpreter``, a future type) are kept as sent,
-once their nesting is checked: whether the chosen upstream can carry them is decided in
-the core, after routing. A ``tool_search`` run by the client (``execution: "client"``,
-which Codex declares for its catalog models) is dropped until its calls are mapped to
-``tool_search_call`` items.
+and ``local_shell``; functions, custom tools and namespaces may be marked
+``defer_loading``. ``tool_search`` is the client's or the gateway's by its ``execution``;
+the tools of a ``tool_search_output`` input item are checked like declared ones (but not
+declared: they are loaded when the item is in the context). Gateway-owned kinds: ``mcp``
+and ``web_search`` (``web_search_preview``); their shapes are checked here, and whether
+the gateway can run them (a configured server or provider) in the core
+(:mod:`stateway.core.tools.toolset`). Other kinds (``image_generation``,
+``code_interpreter``, a future type) are kept as sent, once their nesting is checked:
+whether the chosen upstream can carry them is decided in the core, after routing.
 """
 
 from __future__ import annotations
@@ -17,19 +18,19 @@ from __future__ import annotations
 from typing import Any
 
 from stateway.core.errors import InvalidRequest
-from stateway.core.items import Item
+from stateway.core.items import TOOL_SEARCH_OUTPUT, Item
 from stateway.core.tools import shell
 from stateway.core.tools.catalog import (
     ADDITIONAL_TOOLS,
     CUSTOM,
+    DEFER,
     NAMESPACE,
     SEPARATOR,
+    TOOL_SEARCH,
     WEB_SEARCH_TYPES,
     model_name,
 )
 from stateway.protocols.responses.nesting import check_nesting
-
-TOOL_SEARCH = "tool_search"
 
 
 def decode_tools(tools: list[dict[str, Any]], raw_input: object = None) -> list[Item]:
@@ -41,6 +42,8 @@ def decode_tools(tools: list[dict[str, Any]], raw_input: object = None) -> list[
         _decode(tool, f"tools[{index}]", seen, decoded)
     if isinstance(raw_input, list):
         for item_index, item in enumerate(raw_input):
+            if isinstance(item, dict) and item.get("type") == TOOL_SEARCH_OUTPUT:
+                _check_loaded(item.get("tools"), f"input[{item_index}]")
             if not isinstance(item, dict) or item.get("type") != ADDITIONAL_TOOLS:
                 continue
             extra = item.get("tools")
@@ -48,6 +51,15 @@ def decode_tools(tools: list[dict[str, Any]], raw_input: object = None) -> list[
                 for index, tool in enumerate(extra):
                     _decode(tool, f"input[{item_index}].tools[{index}]", seen, decoded)
     return decoded
+
+
+def _check_loaded(tools: Any, path: str) -> None:
+    """The tools of a ``tool_search_output`` must be valid tools (a bad item is the items
+    decoder's 400); the item itself is kept as sent."""
+    if isinstance(tools, list):
+        seen: set[str] = set()
+        for index, tool in enumerate(tools):
+            _decode(tool, f"{path}.tools[{index}]", seen, [])
 
 
 def _decode(tool: Any, path: str, seen: set[str], decoded: list[Item]) -> None:
@@ -68,8 +80,9 @@ def _decode(tool: Any, path: str, seen: set[str], decoded: list[Item]) -> None:
         decoded.append(custom)
     elif kind == NAMESPACE:
         decoded.append(_namespace(tool, path, seen))
-    elif kind == TOOL_SEARCH and tool.get("execution") == "client":
-        return  # Codex's deferred-tool discovery: not offered until its calls are mapped
+    elif kind == TOOL_SEARCH:
+        _claim(seen, TOOL_SEARCH, f"{path}.type")
+        decoded.append(_tool_search(tool, path))
     elif kind in shell.TOOL_TYPES:
         _claim(seen, kind, f"{path}.type")  # offered as the function of that name
         decoded.append(_passed_through(tool, path))
@@ -121,6 +134,45 @@ def _namespace(tool: dict[str, Any], path: str, seen: set[str]) -> Item:
     out: Item = {"type": NAMESPACE, "name": name, "tools": decoded}
     if description is not None:
         out["description"] = description
+    _defer(tool, path, out)
+    return out
+
+
+def _defer(tool: dict[str, Any], path: str, out: Item) -> None:
+    """Keep ``defer_loading`` (a tool a search loads; see ``core.tools.tool_search``)."""
+    value = tool.get(DEFER)
+    if value is not None:
+        if not isinstance(value, bool):
+            raise _invalid_type(f"'{DEFER}' must be a boolean.", f"{path}.{DEFER}")
+        out[DEFER] = value
+
+
+_EXECUTIONS = ("client", "server")
+
+
+def _tool_search(tool: dict[str, Any], path: str) -> Item:
+    out: Item = {"type": TOOL_SEARCH}
+    execution = tool.get("execution")
+    if execution is not None:
+        if execution not in _EXECUTIONS:
+            raise InvalidRequest(
+                f"Invalid value for '{path}.execution': {execution!r}; expected 'client' or "
+                "'server'.",
+                param=f"{path}.execution",
+                code="invalid_value",
+            )
+        out["execution"] = execution
+    description = tool.get("description")
+    if description is not None:
+        if not isinstance(description, str):
+            raise _invalid_type("'description' must be a string.", f"{path}.description")
+        out["description"] = description
+    parameters = tool.get("parameters")
+    if parameters is not None:
+        if not isinstance(parameters, dict):
+            raise _invalid_type("'parameters' must be a JSON Schema object.", f"{path}.parameters")
+        check_nesting(parameters, f"{path}.parameters")
+        out["parameters"] = parameters
     return out
 
 
@@ -138,13 +190,15 @@ def _function(tool: dict[str, Any], path: str) -> Item:
     strict = tool.get("strict")
     if strict is not None and not isinstance(strict, bool):
         raise _invalid_type("'strict' must be a boolean.", f"{path}.strict")
-    return {
+    out: Item = {
         "type": "function",
         "name": name,
         "description": description,
         "parameters": parameters,
         "strict": strict,
     }
+    _defer(tool, path, out)
+    return out
 
 
 def _check_schema(schema: dict[str, Any], path: str) -> None:
@@ -187,6 +241,7 @@ def _custom(tool: dict[str, Any], path: str) -> Item:
     fmt = tool.get("format")
     if fmt is not None:
         out["format"] = _format(fmt, f"{path}.format")
+    _defer(tool, path, out)
     return out
 
 

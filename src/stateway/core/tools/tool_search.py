@@ -1,0 +1,200 @@
+"""Tool search: the ``tool_search`` function the model is offered, its items, and the
+gateway's own search over a request's deferred tools.
+
+A request that declares ``{"type": "tool_search"}`` may mark functions (or namespaces, or a
+namespace's members) ``defer_loading: true``; the catalog holds those back until a search
+loads them. The model sees one function, ``tool_search``, whose description names what is
+searchable (as hosted, a deferred tool's name and description stay visible; its parameters
+do not).
+
+- ``execution: "client"``: the client searches. The call goes back as a
+  ``tool_search_call`` item (``arguments`` as a JSON value) and the turn ends; the client
+  answers with a ``tool_search_output`` input item carrying the tools to load.
+- ``execution: "server"`` (the default): the gateway searches the deferred tools for the
+  ``query`` (:func:`search`), emits the ``tool_search_call`` and a ``tool_search_output``
+  with the loaded tools, and the model continues with them offered.
+
+Either way the output stays in the context, so what it loaded is offered on later turns.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+import orjson
+
+from stateway.core.ids import new_id
+from stateway.core.items import TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT, Item
+from stateway.core.tools.catalog import NAMESPACE, Entry, search_execution
+from stateway.core.tools.history import TOOL_SEARCH_FUNCTION
+from stateway.core.tools.ports import ToolFailure
+
+PARAMETERS: Final[Item] = {
+    "type": "object",
+    "properties": {
+        "query": {
+            "type": "string",
+            "description": "Words describing the tools needed (names, actions, topics).",
+        }
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+"""The parameters of the ``tool_search`` function, unless a client search declares its own."""
+DESCRIPTION: Final = (
+    "Search for more tools and load them. Tools found become callable in the next step."
+)
+MAX_LOADED: Final = 10
+"""At most this many functions are loaded by one gateway search."""
+MAX_LISTED: Final = 64
+"""At most this many searchable tools are named in the function's description."""
+_WORD = re.compile(r"[a-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def entry(declared: Item, deferred: list[Entry], namespaces: dict[str, Item]) -> Entry:
+    """The ``tool_search`` function: a client search's own description and parameters (or
+    defaults), followed by the list of what is searchable."""
+    client = search_execution(declared) == "client"
+    description = (declared.get("description") if client else None) or DESCRIPTION
+    listing = _listing(deferred, namespaces)
+    if listing:
+        description += "\n\nSearchable tools:\n" + listing
+    parameters = declared.get("parameters") if client else None
+    function: Item = {
+        "type": "function",
+        "name": TOOL_SEARCH_FUNCTION,
+        "description": description,
+        "parameters": parameters if isinstance(parameters, dict) else PARAMETERS,
+    }
+    return Entry(kind="tool_search", function=function, tool=declared)
+
+
+def call_item(call_id: str, execution: str) -> Item:
+    return {
+        "id": new_id("tsc"),
+        "type": TOOL_SEARCH_CALL,
+        "status": "in_progress",
+        "call_id": call_id,
+        "execution": execution,
+        "arguments": {},
+    }
+
+
+def output_item(call_id: str, tools: list[Item], status: str = "completed") -> Item:
+    """The output of a gateway search: the loaded tools, as declared."""
+    return {
+        "id": new_id("tso"),
+        "type": TOOL_SEARCH_OUTPUT,
+        "status": status,
+        "call_id": call_id,
+        "execution": "server",
+        "tools": tools,
+    }
+
+
+def arguments_of(text: str) -> Any:
+    """A call's ``arguments`` as the item holds them: the JSON value the model wrote (its
+    raw text when it is not JSON)."""
+    if not text.strip():
+        return {}
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+
+
+def query_of(arguments: Any) -> str:
+    """The words to search for: the ``query`` argument (or, from a model that ignored the
+    schema, a plain string)."""
+    if isinstance(arguments, dict):
+        arguments = arguments.get("query")
+    if not isinstance(arguments, str) or not arguments.strip():
+        raise ToolFailure("A tool search needs a non-empty 'query'.")
+    return arguments.strip()
+
+
+def search(query: str, deferred: list[Entry], namespaces: dict[str, Item]) -> list[Item]:
+    """The deferred tools that best match ``query``, as public tools (namespace members
+    grouped under their namespace): deterministic, by the query's words found in each
+    tool's name (3 points) or description, its namespace's included (1 point); ties keep
+    declaration order; at most :data:`MAX_LOADED`."""
+    terms = set(_words(query))
+    scored = []
+    for order, candidate in enumerate(deferred):
+        group = namespaces.get(candidate.namespace or "") or {}
+        named = _words(candidate.tool.get("name"), candidate.namespace)
+        described = _words(candidate.tool.get("description"), group.get("description"))
+        score = sum(3 if _found(t, named) else 1 if _found(t, described) else 0 for t in terms)
+        if score:
+            scored.append((-score, order, candidate))
+    best = sorted(sorted(scored, key=lambda s: s[:2])[:MAX_LOADED], key=lambda s: s[1])
+    return _public([candidate for _, _, candidate in best], namespaces)
+
+
+def _public(found: list[Entry], namespaces: dict[str, Item]) -> list[Item]:
+    out: list[Item] = []
+    groups: dict[str, Item] = {}
+    for candidate in found:
+        if candidate.namespace is None:
+            out.append(candidate.tool)
+            continue
+        group = groups.get(candidate.namespace)
+        if group is None:
+            declared = namespaces.get(candidate.namespace) or {}
+            group = {
+                "type": NAMESPACE,
+                "name": candidate.namespace,
+                "description": declared.get("description") or "",
+                "tools": [],
+            }
+            groups[candidate.namespace] = group
+            out.append(group)
+        group["tools"].append(candidate.tool)
+    return out
+
+
+def _listing(deferred: list[Entry], namespaces: dict[str, Item]) -> str:
+    """One line per deferred function, or per namespace with deferred members."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for candidate in deferred:
+        if candidate.namespace is not None:
+            if candidate.namespace in seen:
+                continue
+            seen.add(candidate.namespace)
+            group = namespaces.get(candidate.namespace) or {}
+            lines.append(_line(f"{candidate.namespace} (a group of tools)", group))
+        else:
+            lines.append(_line(str(candidate.tool.get("name")), candidate.tool))
+    if len(lines) > MAX_LISTED:
+        lines = [*lines[:MAX_LISTED], f"- ... and {len(lines) - MAX_LISTED} more"]
+    return "\n".join(lines)
+
+
+def _line(name: str, tool: Item) -> str:
+    text = str(tool.get("description") or "").strip().split("\n", 1)[0]
+    if len(text) > 120:
+        text = text[:117] + "..."
+    return f"- {name}: {text}" if text else f"- {name}"
+
+
+def _words(*texts: Any) -> list[str]:
+    out: list[str] = []
+    for text in texts:
+        if isinstance(text, str):
+            out += _WORD.findall(_CAMEL.sub(" ", text).lower())
+    return out
+
+
+def _found(term: str, words: list[str]) -> bool:
+    """``term`` is one of ``words``, or (four letters or more) a prefix of one or has one
+    as its prefix: ``order`` finds ``orders``."""
+    for word in words:
+        if word == term:
+            return True
+        short, long = sorted((word, term), key=len)
+        if len(short) >= 4 and long.startswith(short):
+            return True
+    return False
