@@ -1,0 +1,86 @@
+"""Tool search end to end: the real gateway in front of the fake model, driven by the
+``openai`` SDK; the gateway's own search and a client-executed one (as Codex sends it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+from openai import OpenAI
+
+MODEL = "fake-model"
+EXEC: dict[str, Any] = {"type": "function", "name": "exec_command", "parameters": {}}
+WEATHER: dict[str, Any] = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Current weather for a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    "defer_loading": True,
+}
+CLIENT_SEARCH: dict[str, Any] = {"type": "tool_search", "execution": "client"}
+
+
+def test_the_gateway_searches_deferred_tools_and_the_model_goes_on(client: OpenAI) -> None:
+    response = client.responses.create(
+        model=MODEL,
+        input='[[tool:tool_search:{"query":"weather"}]]',
+        tools=[EXEC, WEATHER, {"type": "tool_search"}],  # type: ignore[list-item]
+    )
+    assert response.status == "completed"
+    search, found, message = response.output
+    assert search.type == "tool_search_call"
+    assert (search.execution, search.status) == ("server", "completed")
+    assert search.arguments == {"query": "weather"}
+    assert found.type == "tool_search_output"
+    assert (found.execution, found.call_id) == ("server", search.call_id)
+    assert [tool.type for tool in found.tools] == ["function"]
+    assert found.tools[0].name == "get_weather"  # type: ignore[union-attr]
+    assert message.type == "message"
+    assert message.content[0].text == (  # type: ignore[union-attr]
+        "Tool said: Loaded tools: get_weather. They can be called now."
+    )
+    stored = client.responses.retrieve(response.id)
+    assert [item.type for item in stored.output] == [item.type for item in response.output]
+
+
+def test_a_client_search_round_trip(client: OpenAI) -> None:
+    tools = [EXEC, CLIENT_SEARCH]
+    first = client.responses.create(
+        model=MODEL,
+        input='[[tool:tool_search:{"query":"orders"}]]',
+        tools=tools,  # type: ignore[arg-type]
+    )
+    [search] = first.output
+    assert search.type == "tool_search_call"
+    assert (search.execution, search.status) == ("client", "completed")
+    assert search.arguments == {"query": "orders"}
+    assert search.call_id
+    loaded = {
+        "type": "tool_search_output",
+        "call_id": search.call_id,
+        "execution": "client",
+        "tools": [{"type": "function", "name": "lookup_order", "parameters": {}}],
+    }
+    second = client.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        input=[loaded],  # type: ignore[list-item]
+        tools=tools,  # type: ignore[arg-type]
+    )
+    assert second.status == "completed"
+    assert second.output_text == "Tool said: Loaded tools: lookup_order. They can be called now."
+    [kept] = client.responses.input_items.list(second.id).data
+    assert kept.type == "tool_search_output"
+    assert kept.call_id == search.call_id
+    assert kept.tools[0].name == "lookup_order"  # type: ignore[union-attr]
+
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(
+            model=MODEL,
+            previous_response_id=second.id,
+            input=[{**loaded, "call_id": "call_unknown"}],  # type: ignore[list-item]
+            tools=tools,  # type: ignore[arg-type]
+        )
+    assert caught.value.code == "tool_call_not_found"
+    assert caught.value.param == "input[0].call_id"

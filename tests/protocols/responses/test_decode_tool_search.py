@@ -1,0 +1,163 @@
+"""Decoding tool search: the ``tool_search`` tool, ``defer_loading``, and the
+``tool_search_call`` / ``tool_search_output`` input items."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from stateway.core.commands import CreateResponse
+from stateway.core.errors import InvalidRequest
+from stateway.protocols.responses.decode import decode_create
+
+WEATHER: dict[str, Any] = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {"type": "object"},
+    "defer_loading": True,
+}
+
+
+def decode(**body: Any) -> CreateResponse:
+    return decode_create(orjson.dumps({"model": "m", "input": "x", **body}))
+
+
+def test_a_tool_search_tool_and_deferred_tools_are_kept() -> None:
+    search = {
+        "type": "tool_search",
+        "execution": "client",
+        "description": "Find tools",
+        "parameters": {"type": "object", "properties": {"goal": {"type": "string"}}},
+    }
+    namespace = {
+        "type": "namespace",
+        "name": "crm",
+        "description": "CRM",
+        "defer_loading": True,
+        "tools": [{"type": "custom", "name": "note", "defer_loading": False}],
+    }
+    command = decode(tools=[WEATHER, namespace, search])
+    weather, crm, declared = command.settings.tools
+    assert weather["defer_loading"] is True
+    assert crm["defer_loading"] is True
+    assert crm["tools"][0]["defer_loading"] is False
+    assert declared == search
+    assert decode(tools=[{"type": "tool_search"}]).settings.tools == [{"type": "tool_search"}]
+
+
+@pytest.mark.parametrize(
+    ("tools", "param", "code"),
+    [
+        ([{"type": "tool_search", "execution": "remote"}], "tools[0].execution", "invalid_value"),
+        ([{"type": "tool_search", "parameters": "x"}], "tools[0].parameters", "invalid_type"),
+        ([{"type": "tool_search", "description": 1}], "tools[0].description", "invalid_type"),
+        (
+            [{"type": "tool_search"}, {"type": "tool_search"}],
+            "tools[1].type",
+            "duplicate_tool_name",
+        ),
+        (
+            [{"type": "tool_search"}, {"type": "function", "name": "tool_search"}],
+            "tools[1].name",
+            "duplicate_tool_name",
+        ),
+        ([{**WEATHER, "defer_loading": "yes"}], "tools[0].defer_loading", "invalid_type"),
+        (
+            [{"type": "namespace", "name": "n", "defer_loading": 1, "tools": [WEATHER]}],
+            "tools[0].defer_loading",
+            "invalid_type",
+        ),
+    ],
+)
+def test_bad_tool_search_tools_are_named(tools: object, param: str, code: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode(tools=tools)
+    assert (caught.value.param, caught.value.code) == (param, code)
+
+
+def test_search_items_get_ids_and_are_otherwise_kept_as_sent() -> None:
+    call = {"type": "tool_search_call", "call_id": "c", "execution": "client", "arguments": {}}
+    output = {
+        "type": "tool_search_output",
+        "call_id": "c",
+        "execution": "client",
+        "tools": [WEATHER, {"type": "namespace", "name": "n", "tools": [WEATHER]}],
+    }
+    hosted = {"type": "tool_search_output", "call_id": None, "execution": "server", "tools": []}
+    decoded = decode(input=[call, output, hosted]).input
+    assert [item["id"][:4] for item in decoded] == ["tsc_", "tso_", "tso_"]
+    assert [item["status"] for item in decoded] == ["completed"] * 3
+    for sent, kept in zip([call, output, hosted], decoded, strict=True):
+        assert {k: v for k, v in kept.items() if k not in ("id", "status")} == sent
+
+
+@pytest.mark.parametrize(
+    ("item", "param", "code"),
+    [
+        (
+            {"type": "tool_search_output", "call_id": "c"},
+            "input[0].tools",
+            "missing_required_parameter",
+        ),
+        (
+            {"type": "tool_search_output", "call_id": "c", "tools": {}},
+            "input[0].tools",
+            "invalid_type",
+        ),
+        (
+            {"type": "tool_search_output", "call_id": "c", "tools": [1]},
+            "input[0].tools[0]",
+            "invalid_type",
+        ),
+        (
+            {"type": "tool_search_output", "call_id": "c", "tools": [{"type": "function"}]},
+            "input[0].tools[0].name",
+            "missing_required_parameter",
+        ),
+        (
+            {
+                "type": "tool_search_output",
+                "call_id": "c",
+                "tools": [{"type": "namespace", "name": "n", "tools": [{"type": "x"}]}],
+            },
+            "input[0].tools[0].tools[0].type",
+            "unsupported_tool_type",
+        ),
+        (
+            {"type": "tool_search_output", "tools": []},
+            "input[0].call_id",
+            "missing_required_parameter",
+        ),
+        (
+            {"type": "tool_search_output", "call_id": "", "tools": []},
+            "input[0].call_id",
+            "invalid_value",
+        ),
+        (
+            {"type": "tool_search_output", "call_id": 7, "execution": "server", "tools": []},
+            "input[0].call_id",
+            "invalid_type",
+        ),
+        (
+            {"type": "tool_search_output", "call_id": "c", "execution": "x", "tools": []},
+            "input[0].execution",
+            "invalid_value",
+        ),
+        (
+            {"type": "tool_search_call", "call_id": "c"},
+            "input[0].arguments",
+            "missing_required_parameter",
+        ),
+        (
+            {"type": "tool_search_call", "arguments": {}},
+            "input[0].call_id",
+            "missing_required_parameter",
+        ),
+    ],
+)
+def test_bad_search_items_are_named(item: dict[str, Any], param: str, code: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode(input=[item])
+    assert (caught.value.param, caught.value.code) == (param, code)
