@@ -90,6 +90,18 @@ def test_tools_of_earlier_search_outputs_join_the_declared_ones() -> None:
     assert tools == [EXEC, {k: v for k, v in WEATHER.items() if k != "defer_loading"}]
 
 
+async def test_tool_choice_names_the_search_and_never_a_deferred_tool() -> None:
+    setup = Setup([answer()])
+    await setup.create([EXEC, WEATHER, SERVER], settings={"tool_choice": {"type": "tool_search"}})
+    await setup.create(
+        [EXEC, WEATHER, SERVER],
+        settings={"tool_choice": {"type": "function", "name": "get_weather"}},
+    )
+    forced, deferred = setup.backend.requests
+    assert forced.tool_choice == {"type": "function", "name": "tool_search"}
+    assert deferred.tool_choice == "auto"
+
+
 # -- the gateway searches --------------------------------------------------------------
 
 
