@@ -334,20 +334,23 @@ plausible_request = st.fixed_dictionaries(
 )
 
 
-def test_a_client_run_tool_search_is_not_offered_nor_echoed() -> None:
-    """Codex declares it for its catalog models; its calls are not mapped yet."""
+def test_a_tool_search_declared_again_counts_once() -> None:
+    """Codex declares a client-run one for its catalog models (see test_decode_tool_search)."""
     search = {"type": "tool_search", "execution": "client", "parameters": {"type": "object"}}
     tools = [{"type": "function", "name": "f"}, search]
-    extra = {"type": "additional_tools", "role": "developer", "tools": [search]}
+    extra = {"type": "additional_tools", "role": "developer", "tools": [{"type": "tool_search"}]}
     body = {"model": "m", "input": [extra, {"role": "user", "content": "x"}], "tools": tools}
     command = decode_create(orjson.dumps(body))
-    assert [tool["name"] for tool in command.settings.tools] == ["f"]
+    assert command.settings.tools == [
+        {"type": "function", "name": "f", "description": None, "parameters": None, "strict": None},
+        search,
+    ]
 
 
 @pytest.mark.parametrize(
     "tool", [{"type": "tool_search"}, {"type": "tool_search", "execution": "server"}]
 )
-def test_a_server_run_tool_search_is_kept_for_the_core_to_route(tool: dict[str, object]) -> None:
+def test_a_server_run_tool_search_is_kept_for_the_core(tool: dict[str, object]) -> None:
     command = decode_create(orjson.dumps({"model": "m", "input": "x", "tools": [tool]}))
     assert command.settings.tools == [tool]
 

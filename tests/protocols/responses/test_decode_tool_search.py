@@ -54,9 +54,9 @@ def test_a_tool_search_tool_and_deferred_tools_are_kept() -> None:
         ([{"type": "tool_search", "parameters": "x"}], "tools[0].parameters", "invalid_type"),
         ([{"type": "tool_search", "description": 1}], "tools[0].description", "invalid_type"),
         (
-            [{"type": "tool_search"}, {"type": "tool_search"}],
-            "tools[1].type",
-            "duplicate_tool_name",
+            [{"type": "tool_search"}, {"type": "tool_search", "execution": 1}],
+            "tools[1].execution",
+            "invalid_value",
         ),
         (
             [{"type": "tool_search"}, {"type": "function", "name": "tool_search"}],

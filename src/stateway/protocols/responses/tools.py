@@ -81,8 +81,11 @@ def _decode(tool: Any, path: str, seen: set[str], decoded: list[Item]) -> None:
     elif kind == NAMESPACE:
         decoded.append(_namespace(tool, path, seen))
     elif kind == TOOL_SEARCH:
+        search = _tool_search(tool, path)
+        if any(t.get("type") == TOOL_SEARCH for t in decoded):
+            return  # declared again (say, in an additional_tools item): the first counts
         _claim(seen, TOOL_SEARCH, f"{path}.type")
-        decoded.append(_tool_search(tool, path))
+        decoded.append(search)
     elif kind in shell.TOOL_TYPES:
         _claim(seen, kind, f"{path}.type")  # offered as the function of that name
         decoded.append(_passed_through(tool, path))
