@@ -183,6 +183,21 @@ async def test_what_a_gateway_search_loaded_stays_offered_on_later_turns() -> No
     assert "crm" not in listing  # nothing of it is deferred any more
 
 
+async def test_a_search_loads_the_best_matches_first_up_to_its_limit() -> None:
+    orders = {**WEATHER, "name": "order_weather", "description": "Orders of weather reports."}
+    setup = Setup(
+        [tools_round(call("tool_search", {"query": "orders weather", "limit": 1})), answer()]
+    )
+    run = await setup.create([EXEC, WEATHER, CRM, orders, SERVER])
+    found = run.state.output[1]
+    assert [t["name"] for t in found["tools"]] == ["order_weather"]  # both words in its name
+    setup = Setup([tools_round(call("tool_search", {"query": "orders weather"})), answer()])
+    run = await setup.create([EXEC, WEATHER, CRM, orders, SERVER])
+    found = run.state.output[1]
+    names = [t["name"] for t in found["tools"]]
+    assert names == ["get_weather", "crm", "order_weather"]  # declaration order, all of them
+
+
 @pytest.mark.parametrize(
     ("arguments", "status", "told"),
     [

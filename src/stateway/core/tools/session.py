@@ -272,8 +272,13 @@ class ToolSession:
             catalog = self.catalog
 
             async def loading() -> str:
-                query = tool_search.query_of(pending.item["arguments"])
-                pending.loaded = tool_search.search(query, catalog.deferred(), catalog.namespaces)
+                arguments = pending.item["arguments"]
+                pending.loaded = tool_search.search(
+                    tool_search.query_of(arguments),
+                    catalog.deferred(),
+                    catalog.namespaces,
+                    tool_search.limit_of(arguments),
+                )
                 return ""
 
             return Call(loading, label="tool search")

@@ -36,7 +36,11 @@ PARAMETERS: Final[Item] = {
         "query": {
             "type": "string",
             "description": "Words describing the tools needed (names, actions, topics).",
-        }
+        },
+        "limit": {
+            "type": "integer",
+            "description": "At most this many tools are loaded (default and maximum 10).",
+        },
     },
     "required": ["query"],
     "additionalProperties": False,
@@ -115,11 +119,21 @@ def query_of(arguments: Any) -> str:
     return arguments.strip()
 
 
-def search(query: str, deferred: list[Entry], namespaces: dict[str, Item]) -> list[Item]:
+def limit_of(arguments: Any) -> int:
+    """The ``limit`` argument, within 1 and :data:`MAX_LOADED` (which it defaults to)."""
+    value = arguments.get("limit") if isinstance(arguments, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return MAX_LOADED
+    return max(1, min(MAX_LOADED, int(value)))
+
+
+def search(
+    query: str, deferred: list[Entry], namespaces: dict[str, Item], limit: int = MAX_LOADED
+) -> list[Item]:
     """The deferred tools that best match ``query``, as public tools (namespace members
     grouped under their namespace): deterministic, by the query's words found in each
     tool's name (3 points) or description, its namespace's included (1 point); ties keep
-    declaration order; at most :data:`MAX_LOADED`."""
+    declaration order; at most ``limit``."""
     terms = set(_words(query))
     scored = []
     for order, candidate in enumerate(deferred):
@@ -129,7 +143,7 @@ def search(query: str, deferred: list[Entry], namespaces: dict[str, Item]) -> li
         score = sum(3 if _found(t, named) else 1 if _found(t, described) else 0 for t in terms)
         if score:
             scored.append((-score, order, candidate))
-    best = sorted(sorted(scored, key=lambda s: s[:2])[:MAX_LOADED], key=lambda s: s[1])
+    best = sorted(sorted(scored, key=lambda s: s[:2])[:limit], key=lambda s: s[1])
     return _public([candidate for _, _, candidate in best], namespaces)
 
 
