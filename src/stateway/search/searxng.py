@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stateway.core.tools.ports import SearchHit, SearchQuery, ToolFailure
-from stateway.search.selection import query_text, select_hits, text_field
+from stateway.core.tools.ports import SearchHit, SearchQuery
+from stateway.search.selection import content_results, query_text, select_hits
 from stateway.search.transport import SearchTransport
 
 NAME = "SearXNG"
@@ -49,18 +49,7 @@ class SearxngProvider:
 
 def from_searxng(answer: Any) -> list[SearchHit]:
     """``results[]`` of a SearXNG JSON answer as hits (entries without a URL are skipped)."""
-    results = answer.get("results") if isinstance(answer, dict) else None
-    if not isinstance(results, list):
-        raise ToolFailure(f"{NAME} returned an unexpected answer (no results list)")
-    return [
-        SearchHit(
-            title=text_field(item.get("title")),
-            url=item["url"],
-            snippet=text_field(item.get("content")),
-        )
-        for item in results
-        if isinstance(item, dict) and isinstance(item.get("url"), str)
-    ]
+    return content_results(answer, NAME)
 
 
 def _classify_error(status: int, body: Any) -> str | None:

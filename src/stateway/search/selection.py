@@ -78,3 +78,20 @@ def _identity(url: str) -> str | None:
         return None
     path = parts.path.rstrip("/")
     return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), path, parts.query, ""))
+
+
+def content_results(answer: object, provider: str) -> list[SearchHit]:
+    """``results[]`` of an answer whose entries carry ``title``, ``url`` and ``content`` (the
+    SearXNG and Tavily shape) as hits; entries without a URL are skipped."""
+    results = answer.get("results") if isinstance(answer, dict) else None
+    if not isinstance(results, list):
+        raise ToolFailure(f"{provider} returned an unexpected answer (no results list)")
+    return [
+        SearchHit(
+            title=text_field(item.get("title")),
+            url=item["url"],
+            snippet=text_field(item.get("content")),
+        )
+        for item in results
+        if isinstance(item, dict) and isinstance(item.get("url"), str)
+    ]
