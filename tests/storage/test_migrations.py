@@ -22,7 +22,16 @@ from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.migrator import MIGRATIONS_DIR, alembic_config
 from stateway.storage.sql.schema import metadata
 
-HEAD = "0002"
+HEAD = "0003"
+_HEAD_TABLES = {
+    "responses",
+    "items",
+    "conversations",
+    "conversation_items",
+    "response_events",
+    "gateway_secrets",
+    "alembic_version",
+}
 
 
 _TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
@@ -82,7 +91,7 @@ def test_upgrade_and_downgrade_from_a_url_and_offline(
     config = alembic_config(sqlite_url)
 
     command.upgrade(config, "head")
-    assert sqlite_state(sqlite_url) == ({"responses", "items", "alembic_version"}, [HEAD])
+    assert sqlite_state(sqlite_url) == (_HEAD_TABLES, [HEAD])
     command.downgrade(config, "base")
     assert sqlite_state(sqlite_url) == ({"alembic_version"}, [])
 
@@ -143,4 +152,32 @@ async def test_postgres_from_empty_with_concurrent_migrations(fresh_postgres_url
     finally:
         await engine.dispose()
     assert version == HEAD
+    assert tables == _HEAD_TABLES
+
+
+def test_0003_adds_conversations_events_and_secrets_and_counts_queued_as_unfinished(
+    sqlite_url: str,
+) -> None:
+    config = alembic_config(sqlite_url)
+    command.upgrade(config, "0002")
+    path = sqlite_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "INSERT INTO responses (tenant_id, id, status, created_at, body, owner)"
+            " VALUES ('t', 'resp_1', 'completed', 1.0, '{}', NULL)"
+        )
+
+    command.upgrade(config, "0003")
+    tables, _ = sqlite_state(sqlite_url)
+    assert tables == _HEAD_TABLES
+    with sqlite3.connect(path) as connection:
+        (index_sql,) = connection.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'ix_responses_in_progress'"
+        ).fetchone()
+        kept = connection.execute("SELECT id FROM responses").fetchall()
+    assert "'queued'" in index_sql
+    assert kept == [("resp_1",)]
+
+    command.downgrade(config, "0002")
+    tables, _ = sqlite_state(sqlite_url)
     assert tables == {"responses", "items", "alembic_version"}

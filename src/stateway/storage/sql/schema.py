@@ -1,6 +1,6 @@
 """The tables, as SQLAlchemy Core metadata.
 
-Two tables, both keyed by ``tenant_id`` first: every query names the tenant, so isolation
+Tenant data is keyed by ``tenant_id`` first: every query names the tenant, so isolation
 is a matter of the primary key, and nothing is ever looked up across tenants.
 
 ``responses``
@@ -20,6 +20,23 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     ``previous_response_id`` links, never by copying items forward. ``item_id`` is the
     client-visible ``id`` of the item when it has one; clients choose input ids, so they
     are labels rather than keys and are not unique.
+
+``conversations`` / ``conversation_items``
+    A conversation is a mutable, ordered list of items, each with a gateway-assigned
+    ``item_id`` (unique within the conversation) and numbered by ``position``;
+    ``next_position`` is where the next append goes. Items are copied in when appended:
+    a conversation is edited (items deleted) while the responses that used its items stay
+    as they were. ``response_id`` names the turn that appended an item, if any.
+    ``active_response_id`` is the turn currently holding the conversation.
+
+``response_events``
+    The persisted event log of a background run: one row per event, by
+    ``sequence_number``, the event's wire JSON as ``body``; replayed to watchers that
+    resume after the run ended or from another process.
+
+``gateway_secrets``
+    Server-wide keys (not tenant data), such as the one sealing ``encrypted_content``;
+    generated once and shared by every process on the database.
 
 ``previous_response_id`` deliberately has no foreign key: a chain is read by following
 the links, and a missing ancestor (say, one day, a retention purge) ends the walk instead
@@ -77,7 +94,8 @@ responses: Final = Table(
     PrimaryKeyConstraint("tenant_id", "id"),
 )
 
-IN_PROGRESS_WHERE: Final = "status = 'in_progress'"
+IN_PROGRESS_WHERE: Final = "status IN ('queued', 'in_progress')"
+"""Unfinished responses: a background run is ``queued`` before it starts."""
 
 Index(
     "ix_responses_in_progress",
@@ -102,4 +120,66 @@ items: Final = Table(
         ondelete="CASCADE",
     ),
     CheckConstraint(f"role IN ('{INPUT}', '{OUTPUT}')", name="role"),
+)
+
+conversations: Final = Table(
+    "conversations",
+    metadata,
+    Column("tenant_id", String, nullable=False),
+    Column("id", String, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("deleted_at", Double, nullable=True),
+    Column("metadata", Text, nullable=False),
+    Column("next_position", Integer, nullable=False),
+    Column("active_response_id", String, nullable=True),
+    PrimaryKeyConstraint("tenant_id", "id"),
+)
+
+conversation_items: Final = Table(
+    "conversation_items",
+    metadata,
+    Column("tenant_id", String, nullable=False),
+    Column("conversation_id", String, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("item_id", String, nullable=False),
+    Column("response_id", String, nullable=True),
+    Column("created_at", Double, nullable=False),
+    Column("body", Text, nullable=False),
+    PrimaryKeyConstraint("tenant_id", "conversation_id", "position"),
+    ForeignKeyConstraint(
+        ["tenant_id", "conversation_id"],
+        ["conversations.tenant_id", "conversations.id"],
+        ondelete="CASCADE",
+    ),
+)
+
+Index(
+    None,
+    conversation_items.c.tenant_id,
+    conversation_items.c.conversation_id,
+    conversation_items.c.item_id,
+)
+
+response_events: Final = Table(
+    "response_events",
+    metadata,
+    Column("tenant_id", String, nullable=False),
+    Column("response_id", String, nullable=False),
+    Column("sequence_number", Integer, nullable=False),
+    Column("body", Text, nullable=False),
+    PrimaryKeyConstraint("tenant_id", "response_id", "sequence_number"),
+    ForeignKeyConstraint(
+        ["tenant_id", "response_id"],
+        ["responses.tenant_id", "responses.id"],
+        ondelete="CASCADE",
+    ),
+)
+
+gateway_secrets: Final = Table(
+    "gateway_secrets",
+    metadata,
+    Column("name", String, nullable=False),
+    Column("value", Text, nullable=False),
+    Column("created_at", Double, nullable=False),
+    PrimaryKeyConstraint("name"),
 )
