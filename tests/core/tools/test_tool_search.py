@@ -202,7 +202,11 @@ async def test_a_search_loads_the_best_matches_first_up_to_its_limit() -> None:
     ("arguments", "status", "told"),
     [
         ({"query": "spreadsheets"}, "completed", "No tools matched the search."),
-        ({"nothing": 1}, "incomplete", "The tool search did not complete."),
+        (
+            {"nothing": 1},
+            "incomplete",
+            "The tool search did not complete: A tool search needs a non-empty 'query'.",
+        ),
     ],
 )
 async def test_a_search_that_finds_nothing_or_fails_loads_nothing(
@@ -222,6 +226,8 @@ async def test_searches_count_against_max_tool_calls() -> None:
     run = await setup.create([EXEC, WEATHER, SERVER], settings={"max_tool_calls": 0})
     search, found, _ = run.state.output
     assert search["status"] == found["status"] == "incomplete"
+    assert found["error"] == "The response reached its max_tool_calls limit; this call was not run."
+    assert "error" not in search
     assert "tool_search" not in offered(setup.backend.requests[1])
 
 

@@ -162,7 +162,9 @@ def _shell_item(item: Item) -> Item:
 def tool_search_output(item: Item) -> str:
     """What the model was given for a ``tool_search_output``: the names it may now call."""
     if item.get("status") == "incomplete":
-        return "The tool search did not complete."
+        error = item.get("error")
+        reason = f": {error}" if isinstance(error, str) and error else "."
+        return f"The tool search did not complete{reason}"
     names: list[str] = []
     for tool in loaded(item.get("tools") or ()):
         if tool.get("type") == NAMESPACE:

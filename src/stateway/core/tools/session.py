@@ -325,12 +325,11 @@ class ToolSession:
         """A gateway tool search ends with its call done and, right after, its output; what
         it loaded is offered from the next round on. A failed search loads nothing."""
         item = pending.item
-        status = "completed" if outcome.ok else "incomplete"
-        item["status"] = status
+        item["status"] = "completed" if outcome.ok else "incomplete"
         self._emit(ev.ItemDone(pending.output_index, dict(item)))
         found = pending.loaded if outcome.ok else []
         self.catalog.load(found)
-        output = tool_search.output_item(item["call_id"], found, status)
+        output = tool_search.output_item(item["call_id"], found, outcome.error)
         index = len(self._output)
         self._output.append(output)
         self._emit(ev.ItemAdded(index, dict(output)))

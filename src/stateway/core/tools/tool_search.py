@@ -86,16 +86,20 @@ def call_item(call_id: str, execution: str) -> Item:
     }
 
 
-def output_item(call_id: str, tools: list[Item], status: str = "completed") -> Item:
-    """The output of a gateway search: the loaded tools, as declared."""
-    return {
+def output_item(call_id: str, tools: list[Item], error: str | None = None) -> Item:
+    """The output of a gateway search: the loaded tools, as declared; a failed search
+    (``incomplete``) loads none and says why in ``error``, as a failed ``mcp_call`` does."""
+    item: Item = {
         "id": new_id("tso"),
         "type": TOOL_SEARCH_OUTPUT,
-        "status": status,
+        "status": "completed" if error is None else "incomplete",
         "call_id": call_id,
         "execution": "server",
         "tools": tools,
     }
+    if error is not None:
+        item["error"] = error
+    return item
 
 
 def arguments_of(text: str) -> Any:
