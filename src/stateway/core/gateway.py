@@ -134,8 +134,7 @@ class Gateway:
             log.exception("run %s crashed while finishing", run.id)
             if not run.closed:
                 error = InternalError()
-                run.state.status = "failed"
-                run.state.error = {"code": error.code, "message": error.message, "status": 500}
+                run.state.fail(error)
                 run.error = run.error or error
                 run.emit(ev.ResponseFinished(run.state))
                 run.close()

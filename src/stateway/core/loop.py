@@ -40,7 +40,7 @@ from stateway.core.inference import (
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
 from stateway.core.ownership import ProcessIdentity
 from stateway.core.ports import ResponseStore
-from stateway.core.response import ResponseState, final_record, started_record
+from stateway.core.response import final_record, started_record
 from stateway.core.routing import Route
 from stateway.core.runs import CancelReason, Run
 from stateway.core.tools import shell
@@ -171,7 +171,7 @@ class Loop:
             assembler.finish("incomplete")
             tools.abandon()
             state.usage = usage
-            _fail(state, error)
+            state.fail(error)
             if not assembler.started and not state.output:
                 run.error = error
         run.cancellable = False  # from here a client leaving interrupts nothing
@@ -265,18 +265,12 @@ def _end_cancelled(run: Run) -> None:
     match run.cancel_reason:
         case CancelReason.SHUTTING_DOWN:
             error = ServerShuttingDown()
-            _fail(state, error)
+            state.fail(error)
             run.error = error
         case CancelReason.DELETED:
             state.status = "cancelled"
         case _:
             state.status, state.incomplete_reason = "incomplete", "client_disconnected"
-
-
-def _fail(state: ResponseState, error: GatewayError) -> None:
-    state.status = "failed"
-    code = error.code or error.type
-    state.error = {"code": code, "message": error.message, "status": error.status}
 
 
 def _detached(error: E) -> E:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.errors import GatewayError
 from stateway.core.items import Item
 from stateway.core.ports import ResponseRecord
 from stateway.core.usage import Usage
@@ -49,6 +50,13 @@ class ResponseState:
             store=command.store,
             settings=command.settings,
         )
+
+
+    def fail(self, error: GatewayError) -> None:
+        """End as ``failed`` with ``error`` as the response's ``error`` object."""
+        self.status = "failed"
+        code = error.code or error.type
+        self.error = {"code": code, "message": error.message, "status": error.status}
 
 
 _SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(GenerationSettings))
