@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from stateway.storage.sql.engine import (
     SQLITE_PRAGMAS,
-    _apply_sqlite_pragmas,
+    apply_sqlite_pragmas,
     async_url,
     create_engine,
     describe_url,
@@ -139,5 +139,5 @@ def test_a_locked_switch_to_wal_is_left_to_the_connection_doing_it() -> None:
         def cursor(self) -> Cursor:
             return Cursor()
 
-    _apply_sqlite_pragmas(Connection(), None)  # type: ignore[arg-type]
+    apply_sqlite_pragmas(Connection(), None)  # type: ignore[arg-type]
     assert executed == [p for p in SQLITE_PRAGMAS if "journal_mode" not in p]

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import Engine, event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateway.core.ports import ResponseRecord
@@ -16,19 +16,20 @@ RecordFactory = Callable[..., ResponseRecord]
 
 
 @contextmanager
-def statements(engine: AsyncEngine) -> Iterator[list[str]]:
+def statements(engine: AsyncEngine | Engine) -> Iterator[list[str]]:
     """The SQL statements executed inside the block (connect-time pragmas don't go
     through cursor events, and nothing before or after the block is counted)."""
     executed: list[str] = []
+    target = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
 
     def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         executed.append(statement)
 
-    event.listen(engine.sync_engine, "before_cursor_execute", record)
+    event.listen(target, "before_cursor_execute", record)
     try:
         yield executed
     finally:
-        event.remove(engine.sync_engine, "before_cursor_execute", record)
+        event.remove(target, "before_cursor_execute", record)
 
 
 async def save_chain(store: SqlResponseStore, record: RecordFactory, depth: int, name: str) -> str:
@@ -66,7 +67,7 @@ async def test_save_takes_two_statements_whatever_the_item_count(
     store: SqlResponseStore, record: RecordFactory
 ) -> None:
     await store.ping()
-    with statements(store.engine) as executed:
+    with statements(store.write_engine) as executed:
         await store.save(record("r1", inputs=["q"] * 20, outputs=["a"] * 5))
 
     assert [sql.split()[:3] for sql in executed] == [

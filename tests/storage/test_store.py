@@ -213,12 +213,12 @@ async def test_a_failed_save_writes_nothing(
         if statement.startswith("INSERT INTO items"):
             raise ConnectionResetError("injected: connection lost mid-save")
 
-    event.listen(store.engine.sync_engine, "before_cursor_execute", fail_on_items)
+    event.listen(store.write_engine, "before_cursor_execute", fail_on_items)
     try:
         with pytest.raises(StorageError):
             await store.save(record("r1", inputs=["q"], outputs=["a"]))
     finally:
-        event.remove(store.engine.sync_engine, "before_cursor_execute", fail_on_items)
+        event.remove(store.write_engine, "before_cursor_execute", fail_on_items)
 
     assert await count_rows(store, tenant, "r1") == 0
     await store.save(record("r1", inputs=["q"], outputs=["a"]))  # and the id is still free

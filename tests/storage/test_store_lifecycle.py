@@ -106,7 +106,7 @@ async def test_starts_and_ends_arriving_together_share_one_transaction(
 ) -> None:
     rows = [started(record, f"r{n}", "q") for n in range(6)]
     await asyncio.gather(*(store.save(r) for r in rows[:3]))
-    with statements(store.engine) as executed:
+    with statements(store.write_engine) as executed:
         await asyncio.gather(
             *(store.finish(ended(r, "completed", "a")) for r in rows[:3]),
             *(store.save(r) for r in rows[3:]),

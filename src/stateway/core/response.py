@@ -51,7 +51,6 @@ class ResponseState:
             settings=command.settings,
         )
 
-
     def fail(self, error: GatewayError) -> None:
         """End as ``failed`` with ``error`` as the response's ``error`` object."""
         self.status = "failed"

@@ -32,6 +32,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
 SQLITE_DRIVER: Final = "sqlite+aiosqlite"
+SQLITE_SYNC_DRIVER: Final = "sqlite+pysqlite"
+"""The SQLite writer's driver (see :mod:`~stateway.storage.sql.writer`)."""
 POSTGRES_DRIVER: Final = "postgresql+asyncpg"
 
 _SQLITE_SCHEMES: Final = frozenset({"sqlite", SQLITE_DRIVER})
@@ -79,14 +81,15 @@ def create_engine(url: str) -> AsyncEngine:
     target = async_url(url)
     if is_sqlite(target):
         Path(str(target.database)).parent.mkdir(parents=True, exist_ok=True)
-        # One writer at a time anyway; a few connections serve concurrent readers (WAL).
-        # Every statement is a round trip to aiosqlite's thread. Transactions are always
+        # These connections read (WAL: concurrently); writes go through the writer's own
+        # connection (storage/sql/writer.py). Every statement is a round trip to
+        # aiosqlite's thread. Transactions are always
         # ended by SQLAlchemy's Connection itself (commit, or rollback on close), so the
         # pool's extra ROLLBACK on return would be a round trip that does nothing.
         engine = create_async_engine(
             target, pool_size=5, max_overflow=10, pool_reset_on_return=None
         )
-        event.listen(engine.sync_engine, "connect", _apply_sqlite_pragmas)
+        event.listen(engine.sync_engine, "connect", apply_sqlite_pragmas)
         return engine
     return create_async_engine(
         target,
@@ -101,7 +104,7 @@ def create_engine(url: str) -> AsyncEngine:
     )
 
 
-def _apply_sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
+def apply_sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
     cursor = dbapi_connection.cursor()
     try:
         for pragma in SQLITE_PRAGMAS:

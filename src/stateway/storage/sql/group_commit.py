@@ -7,7 +7,9 @@ start and end together; writing each in its own transaction makes SQLite's poole
 connections queue on its single write lock (in the busy handler's sleeps) and costs every
 save the driver round trips of its own ``BEGIN``/``COMMIT``. Here one writer task drains
 all saves waiting at that moment into a single transaction, so only one connection ever
-writes and the round trips are shared.
+writes and the round trips are shared; the transaction is handed to a
+:class:`~stateway.storage.sql.writer.Writer` as one batch of statements (on SQLite, one
+hand-off to the writer's thread).
 
 A save is still atomic and still awaited: its caller resumes only once its rows are
 committed. When a shared transaction fails, its saves are retried one by one, so one bad
@@ -21,11 +23,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from stateway.core.errors import StorageError
 from stateway.storage.sql import queries
 from stateway.storage.sql.errors import storage_errors
+from stateway.storage.sql.writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,8 @@ class PendingSave:
 
 
 class GroupCommitter:
-    def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
+    def __init__(self, writer: Writer) -> None:
+        self.writer = writer
         self._pending: list[PendingSave] = []
         self._writer: asyncio.Task[None] | None = None
 
@@ -69,6 +70,7 @@ class GroupCommitter:
     async def aclose(self) -> None:
         if self._writer is not None:
             await asyncio.gather(self._writer, return_exceptions=True)
+        await self.writer.aclose()
 
     async def _drain(self) -> None:
         while self._pending:
@@ -107,13 +109,13 @@ class GroupCommitter:
         updates = [save.response_row for save in batch if save.finish]
         items = [row for save in batch for row in save.item_rows]
         with storage_errors("saving a response"):
-            async with self._engine.begin() as connection:
-                if inserts:
-                    await connection.execute(queries.INSERT_RESPONSE, inserts)
-                if updates:
-                    await connection.execute(queries.FINISH_RESPONSE, updates)
-                if items:
-                    await connection.execute(queries.INSERT_ITEMS, items)
+            await self.writer.write(
+                [
+                    (queries.INSERT_RESPONSE, inserts),
+                    (queries.FINISH_RESPONSE, updates),
+                    (queries.INSERT_ITEMS, items),
+                ]
+            )
 
 
 def _fail(batch: list[PendingSave]) -> None:

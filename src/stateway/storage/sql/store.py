@@ -26,6 +26,7 @@ import time
 from typing import Any, Literal
 
 import orjson
+from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateway.core.items import Item
@@ -35,6 +36,7 @@ from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.group_commit import GroupCommitter
 from stateway.storage.sql.schema import INPUT, OUTPUT
+from stateway.storage.sql.writer import writer_for
 
 
 def open_store(url: str) -> SqlResponseStore:
@@ -54,7 +56,13 @@ class SqlResponseStore:
             if engine.dialect.name == "postgresql"
             else engine
         )
-        self._writes = GroupCommitter(engine)
+        self._writes = GroupCommitter(writer_for(engine))
+
+    @property
+    def write_engine(self) -> Engine:
+        """The engine whose connection writes responses and items (on SQLite, not
+        ``engine``'s: see :mod:`~stateway.storage.sql.writer`)."""
+        return self._writes.writer.engine
 
     async def save(self, record: ResponseRecord) -> None:
         response_row = {
