@@ -15,7 +15,7 @@ import pytest
 
 from stateway.core.items import Item
 from stateway.core.ports import ResponseRecord
-from stateway.storage.sql import SqlResponseStore, migrate, open_store
+from stateway.storage.sql import SqlConversationStore, SqlResponseStore, migrate, open_store
 
 RecordFactory = Callable[..., ResponseRecord]
 
@@ -85,3 +85,8 @@ def _item(value: str | Item, role: str) -> Item:
     if isinstance(value, str):
         return {"type": "message", "role": role, "content": [{"type": "text", "text": value}]}
     return value
+
+
+@pytest.fixture
+def conversations(store: SqlResponseStore) -> SqlConversationStore:
+    return SqlConversationStore(store)

@@ -9,7 +9,7 @@ import pytest
 
 from stateway.core.errors import StorageError
 from stateway.core.ports import ResponseRecord
-from stateway.storage.sql import SqlResponseStore
+from stateway.storage.sql import SqlResponseStore, queries
 from tests.storage.test_queries import statements
 
 RecordFactory = Callable[..., ResponseRecord]
@@ -68,3 +68,8 @@ async def test_an_unexpected_failure_still_answers_every_waiting_save(
         *(store.save(record(f"b{n}")) for n in range(3)), return_exceptions=True
     )
     assert all(isinstance(result, StorageError) for result in results)
+
+
+async def test_a_statement_outside_the_write_order_is_refused(store: SqlResponseStore) -> None:
+    with pytest.raises(ValueError, match="write order"):
+        await store._writes.write({queries.SOFT_DELETE: [{}]})

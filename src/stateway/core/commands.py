@@ -53,6 +53,8 @@ class CreateResponse:
     input: list[Item]
     instructions: str | None = None
     previous_response_id: str | None = None
+    conversation_id: str | None = None
+    """A turn of this conversation: its items are the context; the turn is appended."""
     store: bool = True
     stream: bool = False
     settings: GenerationSettings = field(default_factory=GenerationSettings)
@@ -86,6 +88,72 @@ class CheckReadiness:
     pass
 
 
+@dataclass(slots=True, frozen=True)
+class CreateConversation:
+    items: list[Item] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class GetConversation:
+    conversation_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class UpdateConversation:
+    conversation_id: str
+    metadata: dict[str, str]
+    """Replaces the conversation's metadata."""
+
+
+@dataclass(slots=True, frozen=True)
+class DeleteConversation:
+    conversation_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class AddConversationItems:
+    conversation_id: str
+    items: list[Item]
+
+
+@dataclass(slots=True, frozen=True)
+class ListConversationItems:
+    conversation_id: str
+    after: str | None = None
+    limit: int = 20
+    order: Literal["asc", "desc"] = "desc"
+
+
+@dataclass(slots=True, frozen=True)
+class GetConversationItem:
+    conversation_id: str
+    item_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class DeleteConversationItem:
+    conversation_id: str
+    item_id: str
+
+
+ConversationCommand = (
+    CreateConversation
+    | GetConversation
+    | UpdateConversation
+    | DeleteConversation
+    | AddConversationItems
+    | ListConversationItems
+    | GetConversationItem
+    | DeleteConversationItem
+)
+
 Command = (
-    CreateResponse | GetResponse | DeleteResponse | ListInputItems | ListModels | CheckReadiness
+    CreateResponse
+    | GetResponse
+    | DeleteResponse
+    | ListInputItems
+    | ListModels
+    | CheckReadiness
+    | ConversationCommand
 )

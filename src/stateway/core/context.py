@@ -1,12 +1,13 @@
 """Context: the items a round sends upstream, rebuilt from storage and checked.
 
-A request's context is every item of its ``previous_response_id`` chain followed by its
-own input (a ``failed`` response contributes its input only: its output was cut off, and
-the model must not take it for a finished turn). A response still generating cannot be
-continued yet. Checks happen here, before anything is sent: every item must be of a type the
-chosen upstream API can carry (any type, for an upstream that speaks Responses natively),
-and every tool output (``function_call_output``, ``custom_tool_call_output``, the shell
-outputs) must answer a call of its kind that is still pending in the context.
+A request's context is every item of its ``previous_response_id`` chain (or of its
+conversation) followed by its own input (a ``failed`` response contributes its input
+only: its output was cut off, and the model must not take it for a finished turn). A
+response still generating cannot be continued yet. Checks happen here, before anything is
+sent: every item must be of a type the chosen upstream API can carry (any type, for an
+upstream that speaks Responses natively), and every tool output (``function_call_output``,
+``custom_tool_call_output``, the shell outputs) must answer a call of its kind that is
+still pending in the context.
 """
 
 from __future__ import annotations
@@ -41,30 +42,45 @@ _PART_OUTPUTS = frozenset({FUNCTION_CALL_OUTPUT, CUSTOM_TOOL_CALL_OUTPUT})
 _TOOL_SEARCH = frozenset({TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT})
 
 
+_PRIOR = {
+    "previous_response_id": "The previous response",
+    "conversation": "The conversation",
+}
+"""Where prior items come from (the param an error names), and how its message says so."""
+
+
 async def build_context(
-    store: ResponseStore, tenant_id: str, command: CreateResponse, backend: Backend
+    store: ResponseStore,
+    tenant_id: str,
+    command: CreateResponse,
+    backend: Backend,
+    conversation: list[Item] | None = None,
 ) -> list[Item]:
+    """``conversation``: the items of the conversation a turn continues."""
     prior: list[Item] = []
-    if command.previous_response_id is not None:
+    source = "previous_response_id"
+    if conversation is not None:
+        prior, source = conversation, "conversation"
+    elif command.previous_response_id is not None:
         chain = await store.load_context(tenant_id, command.previous_response_id)
         if chain is None:
             raise PreviousResponseNotFound(command.previous_response_id)
         if chain.status == "in_progress":
             raise ResponseInProgress(command.previous_response_id)
         prior = chain.items
-    _check_types(prior, command.input, backend)
+    _check_types(prior, command.input, backend, source)
     _check_call_outputs(prior, command.input)
     return prior + command.input if prior else list(command.input)
 
 
-def _check_types(prior: list[Item], current: list[Item], backend: Backend) -> None:
+def _check_types(prior: list[Item], current: list[Item], backend: Backend, source: str) -> None:
     for item in prior:
         problem = _uncarried(item, backend, "")
         if problem is not None:
             raise InvalidRequest(
-                f"The previous response holds {problem[1]}, which the upstream API of backend "
+                f"{_PRIOR[source]} holds {problem[1]}, which the upstream API of backend "
                 f"'{backend.name}' cannot carry.",
-                param="previous_response_id",
+                param=source,
                 code=problem[2],
             )
     for index, item in enumerate(current):

@@ -10,7 +10,9 @@ Protocols render it in their own error shape; nothing classifies errors by messa
     │   └── ResponseInProgress    400 code=response_in_progress
     ├── RequestTooLarge           413 invalid_request_error
     ├── NotFound                  404 invalid_request_error
-    │   └── ModelNotFound         404 code=model_not_found
+    │   ├── ModelNotFound         404 code=model_not_found
+    │   └── ConversationNotFound  404 (also an unknown conversation named by a response)
+    ├── ConversationLocked        409 code=conversation_locked (another turn holds it)
     ├── UpstreamError             502 upstream_error (any upstream failure, status mapped)
     │   ├── UpstreamTimeout       504
     │   ├── UpstreamUnavailable   502 (connect refused, DNS, ...); 503 when upstream said 503
@@ -85,6 +87,27 @@ class ModelNotFound(NotFound):
     def __init__(self, model: str) -> None:
         super().__init__(
             f"The model '{model}' does not exist or is not served here.", param="model"
+        )
+
+
+class ConversationNotFound(NotFound):
+    def __init__(self, conversation_id: str, *, param: str = "conversation_id") -> None:
+        super().__init__(f"Conversation with id '{conversation_id}' not found.", param=param)
+
+
+class ConversationLocked(GatewayError):
+    """Another turn is running on the conversation (or it changed since the turn read it).
+    Hosted answers 400 with this code and message; 409 here (docs/compatibility.md)."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "conversation_locked"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "Another process is currently operating on this conversation. "
+            "Please retry in a few seconds.",
+            param="conversation",
         )
 
 

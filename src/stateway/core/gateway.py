@@ -10,16 +10,30 @@ from typing import overload
 
 from stateway.core import events as ev
 from stateway.core.commands import (
+    AddConversationItems,
     CheckReadiness,
     Command,
+    CreateConversation,
     CreateResponse,
+    DeleteConversation,
+    DeleteConversationItem,
     DeleteResponse,
+    GetConversation,
+    GetConversationItem,
     GetResponse,
+    ListConversationItems,
     ListInputItems,
     ListModels,
     Principal,
+    UpdateConversation,
 )
 from stateway.core.context import build_context
+from stateway.core.conversations.ports import Conversation, ConversationItems, ConversationStore
+from stateway.core.conversations.service import (
+    ConversationDeleted,
+    ConversationResult,
+    Conversations,
+)
 from stateway.core.errors import (
     GatewayError,
     InternalError,
@@ -62,15 +76,25 @@ class Readiness:
         return self.storage_error is None
 
 
-Result = Run | ResponseState | Deleted | ItemPage | ModelList | Readiness
+Result = Run | ResponseState | Deleted | ItemPage | ModelList | Readiness | ConversationResult
 
 
 class Gateway:
-    def __init__(self, store: ResponseStore, router: Router, loop: Loop, runs: RunRegistry) -> None:
+    def __init__(
+        self,
+        store: ResponseStore,
+        router: Router,
+        loop: Loop,
+        runs: RunRegistry,
+        *,
+        conversations: ConversationStore | None = None,
+    ) -> None:
+        """Without ``conversations`` no conversation exists: each one named is a 404."""
         self._store = store
         self._router = router
         self._loop = loop
         self.runs = runs
+        self._conversations = None if conversations is None else Conversations(conversations)
 
     @overload
     async def execute(self, principal: Principal, command: CreateResponse) -> Run: ...
@@ -84,6 +108,22 @@ class Gateway:
     async def execute(self, principal: Principal, command: ListModels) -> ModelList: ...
     @overload
     async def execute(self, principal: Principal, command: CheckReadiness) -> Readiness: ...
+    @overload
+    async def execute(
+        self,
+        principal: Principal,
+        command: CreateConversation | GetConversation | UpdateConversation | DeleteConversationItem,
+    ) -> Conversation: ...
+    @overload
+    async def execute(
+        self, principal: Principal, command: DeleteConversation
+    ) -> ConversationDeleted: ...
+    @overload
+    async def execute(
+        self, principal: Principal, command: AddConversationItems | ListConversationItems
+    ) -> ItemPage: ...
+    @overload
+    async def execute(self, principal: Principal, command: GetConversationItem) -> Item: ...
 
     async def execute(self, principal: Principal, command: Command) -> Result:
         """Run one command for ``principal``. Raises :class:`GatewayError` subclasses."""
@@ -109,6 +149,8 @@ class Gateway:
                 return ModelList(await self._router.list_models())
             case CheckReadiness():
                 return await self._readiness()
+            case _:
+                return await self._served_conversations().execute(principal.tenant_id, command)
 
     async def _create(self, principal: Principal, command: CreateResponse) -> Run:
         if self.runs.closing:
@@ -118,9 +160,21 @@ class Gateway:
         toolset.route(route.backend)
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
-        context = await build_context(self._store, principal.tenant_id, command, route.backend)
+        conversation: ConversationItems | None = None
+        if command.conversation_id is not None:
+            conversations = self._served_conversations(param="conversation")
+            conversation = await conversations.context(principal.tenant_id, command.conversation_id)
+        context = await build_context(
+            self._store,
+            principal.tenant_id,
+            command,
+            route.backend,
+            None if conversation is None else conversation.items,
+        )
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
         run = Run(state, command.input)
+        if conversation is not None:  # refused here (409, 404) while nothing has started
+            await self._loop.begin_turn(run, conversation.next_position)
         self.runs.add(run)
         run.task = asyncio.create_task(self._drive(run, route, context, command.stream, toolset))
         return run
@@ -176,6 +230,11 @@ class Gateway:
         if run is not None and record.status == "in_progress":
             return run.state  # generating here: fresher than its in-progress row
         return load_state(record.tenant_id, record.body, record.output_items)
+
+    def _served_conversations(self, param: str = "conversation_id") -> Conversations:
+        if self._conversations is None:
+            raise NotFound("Conversations are not served by this gateway.", param=param)
+        return self._conversations
 
 
 async def _answers(backend: Backend) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from stateway.core.ids import new_id
+
 Item = dict[str, Any]
 """One Open Responses item, JSON-compatible."""
 
@@ -26,6 +28,31 @@ MCP_APPROVAL_RESPONSE: Final = "mcp_approval_response"
 WEB_SEARCH_CALL: Final = "web_search_call"
 TOOL_SEARCH_CALL: Final = "tool_search_call"
 TOOL_SEARCH_OUTPUT: Final = "tool_search_output"
+
+ID_PREFIXES: Final = {
+    MESSAGE: "msg",
+    FUNCTION_CALL: "fc",
+    FUNCTION_CALL_OUTPUT: "fco",
+    REASONING: "rs",
+    CUSTOM_TOOL_CALL: "ctc",
+    CUSTOM_TOOL_CALL_OUTPUT: "ctco",
+    "shell_call": "sh",
+    "shell_call_output": "sho",
+    "local_shell_call": "lsh",
+    TOOL_SEARCH_CALL: "tsc",
+    TOOL_SEARCH_OUTPUT: "tso",
+    MCP_APPROVAL_RESPONSE: "mcpa",
+}
+"""The prefix of the ids the gateway gives items, by type."""
+
+ID_IS_REFERENCE: Final = frozenset({"local_shell_call_output"})
+"""Item types whose ``id`` names another item (the call a ``local_shell_call_output``
+answers, as the spec has it): never replaced by a new id."""
+
+
+def new_item_id(kind: object) -> str:
+    """A new gateway id for an item of type ``kind`` (``item_...`` for unmodelled types)."""
+    return new_id(ID_PREFIXES.get(kind, "item") if isinstance(kind, str) else "item")
 
 
 def item_text(item: Item) -> str:

@@ -14,6 +14,12 @@ end is written *before* the terminal event is emitted, whatever the ending: comp
 incomplete (length, content filter, client gone), cancelled (deleted) or failed
 (including the server shutting down). A response whose final save fails reports no
 ``completed_at`` and tells its client it was not stored.
+
+A conversation turn writes its row before its run starts (:meth:`Loop.begin_turn`), since
+that write takes the conversation: a turn refused it never starts. Its end lets the
+conversation go, with the turn's items when it completed or is incomplete; when that
+write fails the turn is ended once more as failed, so the conversation is let go if
+storage answers again.
 """
 
 from __future__ import annotations
@@ -39,8 +45,8 @@ from stateway.core.inference import (
 )
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
 from stateway.core.ownership import ProcessIdentity
-from stateway.core.ports import ResponseStore
-from stateway.core.response import final_record, started_record
+from stateway.core.ports import ConversationTurn, ResponseStore
+from stateway.core.response import final_record, started_record, turn_end
 from stateway.core.routing import Route
 from stateway.core.runs import CancelReason, Run
 from stateway.core.tools import shell
@@ -80,6 +86,18 @@ class Loop:
         self._owner = str(owner or ProcessIdentity.current())
         """Recorded on every in-progress row this process writes."""
 
+    async def begin_turn(self, run: Run, seen: int) -> None:
+        """Write a conversation turn's in-progress row, taking its conversation (which
+        had ``seen`` items when the context was read). Raises
+        :class:`~stateway.core.errors.ConversationLocked` or
+        :class:`~stateway.core.errors.ConversationNotFound`, having written nothing."""
+        state = run.state
+        assert state.conversation_id is not None
+        record = started_record(state, run.input_items, self._owner)
+        record.turn = ConversationTurn(state.conversation_id, seen=seen)
+        await self._store.save(record)
+        run.has_row = True
+
     async def execute(
         self,
         run: Run,
@@ -90,7 +108,11 @@ class Loop:
     ) -> None:
         state = run.state
         row: Row | None = None
-        if state.store and stream and run.cancel_reason is None:
+        if run.has_row:  # written before the run was started (a conversation turn)
+            row = asyncio.get_running_loop().create_future()
+            row.set_result(None)
+            _announce(run)
+        elif state.store and stream and run.cancel_reason is None:
             record = started_record(state, run.input_items, self._owner)
             row = asyncio.ensure_future(self._store.save(record))
             row.add_done_callback(partial(_announce_once_durable, run))
@@ -223,7 +245,9 @@ class Loop:
                 else:
                     await _durable(row)
                     _announce(run)
-                    await self._store.finish(final_record(state))
+                    record = final_record(state)
+                    record.turn = turn_end(state, run.input_items)
+                    await self._store.finish(record)
             except StorageError as exc:
                 _detached(exc)  # the save may keep it (in a future): its frames hold the run
                 log.error("persisting response %s failed: %s", state.id, exc)
@@ -236,8 +260,21 @@ class Loop:
                     "status": exc.status,
                 }
                 run.error = StorageError("The response could not be stored.")
+                if state.conversation_id is not None and row is not None:
+                    await self._let_go(run)
         run.emit(ev.ResponseFinished(state))
         run.close()
+
+    async def _let_go(self, run: Run) -> None:
+        """End a turn whose final save failed once more, as failed with nothing appended,
+        so that its conversation is not held by a response that is over."""
+        record = final_record(run.state)
+        record.turn = turn_end(run.state, run.input_items)
+        try:
+            await self._store.finish(record)
+        except StorageError as exc:
+            _detached(exc)
+            log.error("letting conversation %s go failed: %s", run.state.conversation_id, exc)
 
 
 async def _durable(row: Row | None) -> None:

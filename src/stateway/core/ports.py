@@ -37,6 +37,22 @@ class Backend(Protocol):
     async def aclose(self) -> None: ...
 
 
+@dataclass(slots=True, frozen=True)
+class ConversationTurn:
+    """A response's part in a conversation, written with its row.
+
+    Saved with the in-progress row, it takes the conversation: refused while another
+    turn holds it, or when the conversation no longer has ``seen`` items (the length its
+    context was read at). Written with the run's end, it appends ``items`` (none for a
+    turn that failed or was cancelled) and lets the conversation go, in the same
+    transaction.
+    """
+
+    conversation_id: str
+    seen: int = 0
+    items: list[Item] = field(default_factory=list)
+
+
 @dataclass(slots=True)
 class ResponseRecord:
     """A stored response: its state body, and its items, each stored once."""
@@ -51,6 +67,8 @@ class ResponseRecord:
     output_items: list[Item] = field(default_factory=list)
     owner: str | None = None
     """The process running it while ``in_progress`` (see :mod:`stateway.core.ownership`)."""
+    turn: ConversationTurn | None = None
+    """Set when the response is a conversation turn (see :class:`ConversationTurn`)."""
 
 
 @dataclass(slots=True)
@@ -72,13 +90,18 @@ class ResponseStore(Protocol):
 
     async def save(self, record: ResponseRecord) -> None:
         """Insert the response with its input and output items, atomically. A run's
-        in-progress row is saved this way, with its input, before the run starts."""
+        in-progress row is saved this way, with its input, before the run starts. With a
+        ``turn`` it also takes the conversation, or raises
+        :class:`~stateway.core.errors.ConversationLocked` /
+        :class:`~stateway.core.errors.ConversationNotFound` having written nothing."""
         ...
 
     async def finish(self, record: ResponseRecord) -> None:
         """Update an ``in_progress`` response to ``record``'s status and body and add its
         output items, atomically. A deleted response stays deleted; a response no longer
-        ``in_progress`` is left as it is."""
+        ``in_progress`` is left as it is. With a ``turn``, the turn's items are appended to
+        the conversation it holds (unless deleted) and the conversation is let go, in the
+        same transaction."""
         ...
 
     async def in_progress(self) -> list[ResponseRecord]:

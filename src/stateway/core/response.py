@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.errors import GatewayError
 from stateway.core.items import Item
-from stateway.core.ports import ResponseRecord
+from stateway.core.ports import ConversationTurn, ResponseRecord
 from stateway.core.usage import Usage
 
 Status = Literal["queued", "in_progress", "completed", "incomplete", "failed", "cancelled"]
@@ -35,6 +35,7 @@ class ResponseState:
     error: dict[str, Any] | None = None
     incomplete_reason: str | None = None
     completed_at: float | None = None
+    conversation_id: str | None = None
 
     @classmethod
     def start(
@@ -49,6 +50,7 @@ class ResponseState:
             previous_response_id=command.previous_response_id,
             store=command.store,
             settings=command.settings,
+            conversation_id=command.conversation_id,
         )
 
     def fail(self, error: GatewayError) -> None:
@@ -80,6 +82,7 @@ def dump_state(state: ResponseState) -> dict[str, Any]:
         "error": state.error,
         "incomplete_reason": state.incomplete_reason,
         "completed_at": state.completed_at,
+        "conversation_id": state.conversation_id,
     }
 
 
@@ -100,6 +103,7 @@ def load_state(tenant_id: str, body: dict[str, Any], output: list[Item]) -> Resp
         error=body.get("error"),
         incomplete_reason=body.get("incomplete_reason"),
         completed_at=body.get("completed_at"),
+        conversation_id=body.get("conversation_id"),
     )
 
 
@@ -113,6 +117,22 @@ def final_record(state: ResponseState, input_items: list[Item] | None = None) ->
     """What the end of a run writes: the state and its output, over its in-progress row,
     or with ``input_items`` when the run had none."""
     return _record(state, input_items or [], state.output, None)
+
+
+APPENDED_ENDINGS: Final = frozenset({"completed", "incomplete"})
+"""How a conversation turn must end for its input and output to join the conversation."""
+
+
+def turn_end(state: ResponseState, input_items: list[Item]) -> ConversationTurn | None:
+    """What the end of a conversation turn writes to its conversation: its input then its
+    output when it ended completed or incomplete (as they would continue a chain), nothing
+    when it failed or was cancelled (its client resends the input)."""
+    if state.conversation_id is None:
+        return None
+    appended = state.status in APPENDED_ENDINGS
+    return ConversationTurn(
+        state.conversation_id, items=input_items + state.output if appended else []
+    )
 
 
 def _record(

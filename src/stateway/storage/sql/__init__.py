@@ -7,11 +7,22 @@
 Modules: :mod:`.engine` turns user URLs into async engines, :mod:`.schema` declares the
 tables, :mod:`.migrator` runs the Alembic migrations shipped in ``migrations/``,
 :mod:`.queries` holds the prebuilt statements, :mod:`.store` implements the port and
-:mod:`.errors` turns database failures into ``StorageError``.
+:mod:`.errors` turns database failures into ``StorageError``. Conversations:
+:mod:`.conversations` implements their port over the response store's engine,
+:mod:`.conversation_queries` holds their statements and :mod:`.conversation_rows` the
+writes a turn makes inside the response store's transactions.
 """
 
+from stateway.storage.sql.conversations import SqlConversationStore
 from stateway.storage.sql.engine import create_engine, describe_url
 from stateway.storage.sql.migrator import migrate
 from stateway.storage.sql.store import SqlResponseStore, open_store
 
-__all__ = ["SqlResponseStore", "create_engine", "describe_url", "migrate", "open_store"]
+__all__ = [
+    "SqlConversationStore",
+    "SqlResponseStore",
+    "create_engine",
+    "describe_url",
+    "migrate",
+    "open_store",
+]

@@ -14,17 +14,25 @@ hand-off to the writer's thread).
 A save is still atomic and still awaited: its caller resumes only once its rows are
 committed. When a shared transaction fails, its saves are retried one by one, so one bad
 record (a duplicate id) fails alone instead of taking its neighbours with it.
+
+A save is a set of parameter rows per statement (:data:`Rows`); a batch runs each
+statement once, over the rows of all its saves, in the order the committer was given
+(the store's :data:`~stateway.storage.sql.store.WRITE_ORDER`). Statements whose effect
+depends on earlier ones (a conversation turn's claim, then its row inserted only if the
+claim took) are written to need no answer in between.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from sqlalchemy.sql import Executable
+
 from stateway.core.errors import StorageError
-from stateway.storage.sql import queries
 from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.writer import Writer
 
@@ -34,35 +42,32 @@ MAX_BATCH: Final = 128
 """Saves in one transaction at most; the rest wait for the next one."""
 
 
+Rows = dict[Executable, list[dict[str, Any]]]
+"""One save: the parameter rows it adds to each statement of the batch."""
+
+
 @dataclass(slots=True)
 class PendingSave:
-    response_row: dict[str, Any]
-    """A row to insert, or the values of :data:`~.queries.FINISH_RESPONSE` to update one."""
-    item_rows: list[dict[str, Any]]
+    rows: Rows
     done: asyncio.Future[None]
-    finish: bool = False
 
 
 class GroupCommitter:
-    def __init__(self, writer: Writer) -> None:
+    def __init__(self, writer: Writer, order: Sequence[Executable]) -> None:
+        """``order``: every statement a save may use, in the order a batch runs them."""
         self.writer = writer
+        self._order = tuple(order)
         self._pending: list[PendingSave] = []
         self._writer: asyncio.Task[None] | None = None
 
-    async def save(self, response_row: dict[str, Any], item_rows: list[dict[str, Any]]) -> None:
-        """Insert one response and its items; return once committed."""
-        await self._enqueue(response_row, item_rows, finish=False)
-
-    async def finish(self, update: dict[str, Any], item_rows: list[dict[str, Any]]) -> None:
-        """Update an in-progress response to its final state and add its (output) items;
-        return once committed."""
-        await self._enqueue(update, item_rows, finish=True)
-
-    async def _enqueue(
-        self, response_row: dict[str, Any], item_rows: list[dict[str, Any]], *, finish: bool
-    ) -> None:
+    async def write(self, rows: Rows) -> None:
+        """Write one save's rows (atomically, with whatever batch it joins); return once
+        committed."""
+        unknown = rows.keys() - set(self._order)
+        if unknown:
+            raise ValueError(f"statements missing from the write order: {unknown}")
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append(PendingSave(response_row, item_rows, done, finish))
+        self._pending.append(PendingSave(rows, done))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._drain())
         await done
@@ -105,17 +110,12 @@ class GroupCommitter:
                 _settle(save, None)
 
     async def _write(self, batch: list[PendingSave]) -> None:
-        inserts = [save.response_row for save in batch if not save.finish]
-        updates = [save.response_row for save in batch if save.finish]
-        items = [row for save in batch for row in save.item_rows]
+        statements = [
+            (statement, [row for save in batch for row in save.rows.get(statement, ())])
+            for statement in self._order
+        ]
         with storage_errors("saving a response"):
-            await self.writer.write(
-                [
-                    (queries.INSERT_RESPONSE, inserts),
-                    (queries.FINISH_RESPONSE, updates),
-                    (queries.INSERT_ITEMS, items),
-                ]
-            )
+            await self.writer.write(statements)
 
 
 def _fail(batch: list[PendingSave]) -> None:

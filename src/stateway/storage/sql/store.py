@@ -6,13 +6,16 @@ written and read by orjson, on both databases. Database failures leave as
 :class:`~stateway.core.errors.StorageError` (see :mod:`~stateway.storage.sql.errors`).
 
 Transactions: :meth:`save` (a run's in-progress row with its input) and :meth:`finish`
-(its end, with its output) are each atomic per response; writes that arrive together
-share one transaction (:mod:`~stateway.storage.sql.group_commit`). :meth:`delete` runs in
-its own. Reads are not wrapped in one: :meth:`load_context` is a single statement, and
-:meth:`get` and :meth:`list_input_items` run two over rows that never change once written
-(bar ``deleted_at``: a delete landing between them is simply ordered after the read). On
-PostgreSQL reads use autocommit, sparing the ``BEGIN`` and ``ROLLBACK`` round trips a
-transaction would add to each; SQLite's driver only opens transactions for writes anyway.
+(its end, with its output) are each atomic per response, with what a conversation turn
+writes to its conversation (:mod:`~stateway.storage.sql.conversation_queries`); writes
+that arrive together share one transaction (:mod:`~stateway.storage.sql.group_commit`).
+A turn's :meth:`save` then reads whether its row went in (a refused claim writes
+nothing). :meth:`delete` runs in its own transaction. Reads are not wrapped in one:
+:meth:`load_context` is a single statement, and :meth:`get` and :meth:`list_input_items`
+run two over rows that never change once written (bar ``deleted_at``: a delete landing
+between them is simply ordered after the read). On PostgreSQL reads use autocommit,
+sparing the ``BEGIN`` and ``ROLLBACK`` round trips a transaction would add to each;
+SQLite's driver only opens transactions for writes anyway.
 
 Pages of input items: ``after`` is an item id; the page starts after the first item, in
 the requested order, that has this id. Item ids are client-chosen labels, not keys, so
@@ -23,7 +26,7 @@ the same id may appear twice. When no input item has the id, the page is empty
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import orjson
 from sqlalchemy import Engine
@@ -31,12 +34,27 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateway.core.items import Item
 from stateway.core.ports import ItemPage, ResponseRecord, StoredChain
+from stateway.storage.sql import conversation_queries as cq
 from stateway.storage.sql import queries
+from stateway.storage.sql.conversation_rows import appended_rows, claim_row, end_row, refusal
 from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.errors import storage_errors
-from stateway.storage.sql.group_commit import GroupCommitter
+from stateway.storage.sql.group_commit import GroupCommitter, Rows
 from stateway.storage.sql.schema import INPUT, OUTPUT
 from stateway.storage.sql.writer import writer_for
+
+WRITE_ORDER: Final = (
+    cq.CLAIM,
+    queries.INSERT_RESPONSE,
+    cq.INSERT_TURN_RESPONSE,
+    queries.FINISH_RESPONSE,
+    queries.INSERT_ITEMS,
+    cq.INSERT_TURN_ITEMS,
+    cq.APPEND_TURN_ITEMS,
+    cq.END_TURN,
+)
+"""Every statement a save runs, in the order a shared transaction runs them: a turn's
+claim before the row it lets in, its items appended before it lets go."""
 
 
 def open_store(url: str) -> SqlResponseStore:
@@ -56,13 +74,18 @@ class SqlResponseStore:
             if engine.dialect.name == "postgresql"
             else engine
         )
-        self._writes = GroupCommitter(writer_for(engine))
+        self._writes = GroupCommitter(writer_for(engine), WRITE_ORDER)
 
     @property
     def write_engine(self) -> Engine:
         """The engine whose connection writes responses and items (on SQLite, not
         ``engine``'s: see :mod:`~stateway.storage.sql.writer`)."""
         return self._writes.writer.engine
+
+    @property
+    def reader(self) -> AsyncEngine:
+        """The engine reads go through (autocommit on PostgreSQL)."""
+        return self._reader
 
     async def save(self, record: ResponseRecord) -> None:
         response_row = {
@@ -77,7 +100,21 @@ class SqlResponseStore:
         }
         item_rows = _item_rows(record, INPUT, record.input_items)
         item_rows += _item_rows(record, OUTPUT, record.output_items)
-        await self._writes.save(response_row, item_rows)
+        turn = record.turn
+        if turn is None:
+            await self._writes.write(
+                {queries.INSERT_RESPONSE: [response_row], queries.INSERT_ITEMS: item_rows}
+            )
+            return
+        response_row["conversation_id"] = turn.conversation_id
+        await self._writes.write(
+            {
+                cq.CLAIM: [claim_row(record.tenant_id, record.id, turn)],
+                cq.INSERT_TURN_RESPONSE: [response_row],
+                cq.INSERT_TURN_ITEMS: item_rows,
+            }
+        )
+        await self._check_claimed(record.tenant_id, record.id, turn.conversation_id)
 
     async def finish(self, record: ResponseRecord) -> None:
         update = {
@@ -86,7 +123,25 @@ class SqlResponseStore:
             "new_status": record.status,
             "new_body": _dumps(record.body),
         }
-        await self._writes.finish(update, _item_rows(record, OUTPUT, record.output_items))
+        rows: Rows = {
+            queries.FINISH_RESPONSE: [update],
+            queries.INSERT_ITEMS: _item_rows(record, OUTPUT, record.output_items),
+        }
+        turn = record.turn
+        if turn is not None:
+            rows[cq.APPEND_TURN_ITEMS] = appended_rows(
+                record.tenant_id, turn.conversation_id, turn.items, record.id
+            )
+            rows[cq.END_TURN] = [end_row(record.tenant_id, record.id, turn)]
+        await self._writes.write(rows)
+
+    async def _check_claimed(self, tenant_id: str, response_id: str, conversation_id: str) -> None:
+        """Raise why a turn's claim was refused, told by its row being missing."""
+        key = {"tenant": tenant_id, "response": response_id}
+        with storage_errors("taking a conversation"):
+            async with self._reader.connect() as connection:
+                if (await connection.execute(queries.RESPONSE_IS_LIVE, key)).first() is None:
+                    raise await refusal(connection, tenant_id, conversation_id)
 
     async def in_progress(self) -> list[ResponseRecord]:
         with storage_errors("finding responses in progress"):

@@ -1,0 +1,89 @@
+"""The storage port of conversations, implemented in ``storage/``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from stateway.core.items import Item
+from stateway.core.ports import ItemPage
+
+
+@dataclass(slots=True, frozen=True)
+class Conversation:
+    tenant_id: str
+    id: str
+    created_at: float
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class ConversationItems:
+    """A conversation's items in order (a turn's context) and how many were ever appended
+    (``next_position``: deleted items still count), read together."""
+
+    items: list[Item]
+    next_position: int
+
+
+class ConversationStore(Protocol):
+    """Conversations and their items, scoped by tenant. Every method is one transaction.
+
+    Items are copies: appending stores the item given, deleting one removes it from the
+    conversation only (responses keep their own). Within a conversation item ids are
+    unique: an appended item keeps its ``id`` unless it has none or the conversation (or
+    the same append) already has it; it then gets a new gateway id of its type
+    (:func:`stateway.core.items.new_item_id`). Appends of a turn go through
+    :class:`~stateway.core.ports.ResponseStore` (its ``turn``) and follow the same rule.
+    A deleted conversation is unknown to every method.
+    """
+
+    async def create(self, conversation: Conversation, items: list[Item]) -> None:
+        """Insert the conversation with its first items."""
+        ...
+
+    async def get(self, tenant_id: str, conversation_id: str) -> Conversation | None: ...
+
+    async def update(
+        self, tenant_id: str, conversation_id: str, metadata: dict[str, str]
+    ) -> Conversation | None:
+        """Replace the metadata; the updated conversation, or None when unknown."""
+        ...
+
+    async def delete(self, tenant_id: str, conversation_id: str) -> bool:
+        """Make the conversation unknown; False when it already is."""
+        ...
+
+    async def add_items(
+        self, tenant_id: str, conversation_id: str, items: list[Item]
+    ) -> list[Item] | None:
+        """Append ``items``; return them as stored, or None when the conversation is
+        unknown. Raises :class:`~stateway.core.errors.ConversationLocked` while a turn
+        holds the conversation (nothing is written)."""
+        ...
+
+    async def load_items(self, tenant_id: str, conversation_id: str) -> ConversationItems | None:
+        """Every item, oldest first, in one read; None when unknown."""
+        ...
+
+    async def list_items(
+        self,
+        tenant_id: str,
+        conversation_id: str,
+        *,
+        after: str | None,
+        limit: int,
+        order: Literal["asc", "desc"],
+    ) -> ItemPage | None:
+        """One page of items after the item ``after`` (an empty page when the conversation
+        has no such item); None when the conversation is unknown."""
+        ...
+
+    async def get_item(self, tenant_id: str, conversation_id: str, item_id: str) -> Item | None:
+        """The item, or None when it or the conversation is unknown."""
+        ...
+
+    async def delete_item(self, tenant_id: str, conversation_id: str, item_id: str) -> bool:
+        """Remove the item from the conversation; False when it or the conversation is
+        unknown."""
+        ...

@@ -1,0 +1,116 @@
+"""The conversation commands, and what a turn reads of its conversation.
+
+Items added through the Conversations API get new gateway ids by type (``msg_``, ``fc_``,
+...): the conversation makes them, whatever ``id`` the client sent. The one exception is
+an item whose ``id`` names another item (``local_shell_call_output``, whose ``id`` is its
+call's): it is kept. Unknown conversations and items are 404s; a lookup that misses asks
+once more which of the two is unknown, so the common path costs one read.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from stateway.core.commands import (
+    AddConversationItems,
+    ConversationCommand,
+    CreateConversation,
+    DeleteConversation,
+    DeleteConversationItem,
+    GetConversation,
+    GetConversationItem,
+    ListConversationItems,
+    UpdateConversation,
+)
+from stateway.core.conversations.ports import Conversation, ConversationItems, ConversationStore
+from stateway.core.errors import ConversationNotFound, NotFound
+from stateway.core.ids import new_id
+from stateway.core.items import ID_IS_REFERENCE, Item, new_item_id
+from stateway.core.ports import ItemPage
+
+
+@dataclass(slots=True, frozen=True)
+class ConversationDeleted:
+    id: str
+
+
+ConversationResult = Conversation | ConversationDeleted | ItemPage | Item
+
+
+class Conversations:
+    def __init__(self, store: ConversationStore) -> None:
+        self._store = store
+
+    async def execute(self, tenant_id: str, command: ConversationCommand) -> ConversationResult:
+        match command:
+            case CreateConversation(items=items, metadata=metadata):
+                conversation = Conversation(tenant_id, new_id("conv"), time.time(), metadata)
+                await self._store.create(conversation, with_new_ids(items))
+                return conversation
+            case GetConversation(conversation_id=conversation_id):
+                return await self._get(tenant_id, conversation_id)
+            case UpdateConversation(conversation_id=conversation_id, metadata=metadata):
+                updated = await self._store.update(tenant_id, conversation_id, metadata)
+                if updated is None:
+                    raise ConversationNotFound(conversation_id)
+                return updated
+            case DeleteConversation(conversation_id=conversation_id):
+                if not await self._store.delete(tenant_id, conversation_id):
+                    raise ConversationNotFound(conversation_id)
+                return ConversationDeleted(conversation_id)
+            case AddConversationItems(conversation_id=conversation_id, items=items):
+                added = await self._store.add_items(tenant_id, conversation_id, with_new_ids(items))
+                if added is None:
+                    raise ConversationNotFound(conversation_id)
+                return ItemPage(added, has_more=False)
+            case ListConversationItems():
+                page = await self._store.list_items(
+                    tenant_id,
+                    command.conversation_id,
+                    after=command.after,
+                    limit=command.limit,
+                    order=command.order,
+                )
+                if page is None:
+                    raise ConversationNotFound(command.conversation_id)
+                return page
+            case GetConversationItem(conversation_id=conversation_id, item_id=item_id):
+                item = await self._store.get_item(tenant_id, conversation_id, item_id)
+                if item is None:
+                    await self._get(tenant_id, conversation_id)
+                    raise _item_not_found(item_id)
+                return item
+            case DeleteConversationItem(conversation_id=conversation_id, item_id=item_id):
+                deleted = await self._store.delete_item(tenant_id, conversation_id, item_id)
+                conversation = await self._get(tenant_id, conversation_id)
+                if not deleted:
+                    raise _item_not_found(item_id)
+                return conversation
+
+    async def context(self, tenant_id: str, conversation_id: str) -> ConversationItems:
+        """The items a turn of the conversation starts from, and its length then."""
+        loaded = await self._store.load_items(tenant_id, conversation_id)
+        if loaded is None:
+            raise ConversationNotFound(conversation_id, param="conversation")
+        return loaded
+
+    async def _get(self, tenant_id: str, conversation_id: str) -> Conversation:
+        conversation = await self._store.get(tenant_id, conversation_id)
+        if conversation is None:
+            raise ConversationNotFound(conversation_id)
+        return conversation
+
+
+def with_new_ids(items: list[Item]) -> list[Item]:
+    """``items`` with new gateway ids (a reference ``id`` is kept)."""
+    return [
+        item
+        if item.get("type") in ID_IS_REFERENCE
+        else {**item, "id": new_item_id(item.get("type"))}
+        for item in items
+    ]
+
+
+def _item_not_found(item_id: str) -> NotFound:
+    return NotFound(f"Item with id '{item_id}' not found.", param="item_id")

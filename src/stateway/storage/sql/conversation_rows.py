@@ -1,0 +1,98 @@
+"""The parameter rows of conversation writes (see :mod:`.conversation_queries`), and why a
+conversation refused one.
+
+A turn's start adds a claim and its row to the batch that writes it; its end adds its
+items and its release. Appended items keep their ``id`` unless they have none or repeat
+one earlier in the same append, in which case they get a new gateway id of their type;
+each row also carries a fresh id for the statement to take when the conversation already
+has the given one. An item whose ``id`` is a reference keeps it regardless.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TypeGuard
+
+import orjson
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from stateway.core.errors import ConversationLocked, ConversationNotFound, GatewayError
+from stateway.core.items import ID_IS_REFERENCE, Item, new_item_id
+from stateway.core.ports import ConversationTurn
+from stateway.storage.sql import conversation_queries as q
+
+
+def claim_row(tenant_id: str, response_id: str, turn: ConversationTurn) -> dict[str, Any]:
+    return {
+        "tenant": tenant_id,
+        "conversation": turn.conversation_id,
+        "response": response_id,
+        "seen": turn.seen,
+    }
+
+
+def end_row(tenant_id: str, response_id: str, turn: ConversationTurn) -> dict[str, Any]:
+    return {
+        "tenant": tenant_id,
+        "conversation": turn.conversation_id,
+        "response": response_id,
+        "count": len(turn.items),
+    }
+
+
+def appended_rows(
+    tenant_id: str,
+    conversation_id: str,
+    items: list[Item],
+    response_id: str | None = None,
+    start: int | None = None,
+) -> list[dict[str, Any]]:
+    """Rows of :data:`~.conversation_queries.APPEND_TURN_ITEMS` (a turn's, with its
+    ``response_id``) or, with ``start``, of :data:`~.conversation_queries.APPEND_ITEMS`."""
+    now = time.time()
+    given: set[str] = set()
+    rows: list[dict[str, Any]] = []
+    for offset, item in enumerate(items):
+        kind = item.get("type")
+        item_id = item.get("id")
+        reference = kind in ID_IS_REFERENCE and _usable(item_id)
+        if not reference and (not _usable(item_id) or item_id in given):
+            item = {**item, "id": new_item_id(kind)}
+        given.add(item["id"])
+        fresh = item if reference else {**item, "id": new_item_id(kind)}
+        row = {
+            "tenant_id": tenant_id,
+            "conversation_id": conversation_id,
+            "offset": offset,
+            "item_id": item["id"],
+            "fresh_id": fresh["id"],
+            "response_id": response_id,
+            "created_at": now,
+            "body": _dumps(item),
+            "fresh_body": _dumps(fresh),
+        }
+        if start is not None:
+            row["start"] = start
+        rows.append(row)
+    return rows
+
+
+async def refusal(
+    connection: AsyncConnection, tenant_id: str, conversation_id: str
+) -> GatewayError:
+    """Why a claim or a reserve on a conversation took nothing: it is unknown or deleted
+    (404), or a turn holds it, or it changed under a turn (409)."""
+    values = {"tenant": tenant_id, "conversation": conversation_id}
+    row = (await connection.execute(q.CONVERSATION_DELETED_AT, values)).one_or_none()
+    if row is None or row.deleted_at is not None:
+        return ConversationNotFound(conversation_id, param="conversation")
+    return ConversationLocked()
+
+
+def _usable(item_id: object) -> TypeGuard[str]:
+    """A non-empty string a column can hold on both databases (PostgreSQL refuses NUL)."""
+    return isinstance(item_id, str) and bool(item_id) and "\x00" not in item_id
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()

@@ -1,0 +1,322 @@
+"""Conversations through ``Gateway.execute``: the commands, and responses as turns of a
+conversation (context, appended items, the lock and when it is let go)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from stateway.core.commands import (
+    AddConversationItems,
+    CreateConversation,
+    CreateResponse,
+    DeleteConversation,
+    DeleteConversationItem,
+    DeleteResponse,
+    GetConversation,
+    GetConversationItem,
+    GetResponse,
+    ListConversationItems,
+    Principal,
+    UpdateConversation,
+)
+from stateway.core.conversations.ports import Conversation
+from stateway.core.conversations.service import ConversationDeleted
+from stateway.core.errors import (
+    ConversationLocked,
+    ConversationNotFound,
+    InvalidRequest,
+    NotFound,
+    UpstreamError,
+)
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Delta, Finish, TextDelta
+from stateway.core.items import Item
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import Run, RunRegistry
+from tests.core.conversation_fakes import MemoryConversations, TurnStore
+from tests.core.fakes import MemoryStore, ScriptedBackend
+
+ME = Principal()
+
+
+def user(text: str, item_id: str | None = None) -> Item:
+    item: Item = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": text}],
+        "status": "completed",
+    }
+    if item_id is not None:
+        item["id"] = item_id
+    return item
+
+
+def texts(items: list[Item]) -> list[str]:
+    return [part["text"] for item in items for part in item["content"]]
+
+
+class World:
+    def __init__(
+        self, script: list[Delta | UpstreamError] | None = None, gate: asyncio.Event | None = None
+    ) -> None:
+        self.conversations = MemoryConversations()
+        self.store = TurnStore(self.conversations)
+        self.backend = ScriptedBackend(script or [TextDelta("answer"), Finish("stop")], gate)
+        router = Router([BackendEntry(self.backend, {}, catch_all=True)])
+        self.gateway = Gateway(
+            self.store, router, Loop(self.store), RunRegistry(), conversations=self.conversations
+        )
+
+    async def conversation(self, *texts_: str) -> Conversation:
+        return await self.gateway.execute(
+            ME, CreateConversation(items=[user(t) for t in texts_], metadata={"k": "v"})
+        )
+
+    async def turn(self, conversation_id: str, text: str, **fields: Any) -> Run:
+        command = CreateResponse(
+            model="m", input=[user(text)], conversation_id=conversation_id, **fields
+        )
+        return await self.gateway.execute(ME, command)
+
+    async def items(self, conversation_id: str) -> list[Item]:
+        page = await self.gateway.execute(
+            ME, ListConversationItems(conversation_id, limit=100, order="asc")
+        )
+        return page.items
+
+
+async def test_create_get_update_delete() -> None:
+    world = World()
+    created = await world.conversation()
+    assert created.id.startswith("conv_")
+    assert created.metadata == {"k": "v"}
+    assert await world.gateway.execute(ME, GetConversation(created.id)) == created
+    updated = await world.gateway.execute(ME, UpdateConversation(created.id, {"n": "1"}))
+    assert (updated.id, updated.metadata) == (created.id, {"n": "1"})
+    deleted = await world.gateway.execute(ME, DeleteConversation(created.id))
+    assert deleted == ConversationDeleted(created.id)
+    for command in (
+        GetConversation(created.id),
+        UpdateConversation(created.id, {}),
+        DeleteConversation(created.id),
+        AddConversationItems(created.id, [user("x")]),
+        ListConversationItems(created.id),
+        GetConversationItem(created.id, "msg_1"),
+        DeleteConversationItem(created.id, "msg_1"),
+    ):
+        with pytest.raises(ConversationNotFound) as caught:
+            await world.gateway.execute(ME, command)  # type: ignore[call-overload]
+        assert caught.value.status == 404
+        assert caught.value.param == "conversation_id"
+        assert created.id in caught.value.message
+
+
+async def test_added_items_get_new_ids_of_their_type() -> None:
+    world = World()
+    conversation = await world.conversation("first")
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "id": "x"}
+    added = await world.gateway.execute(
+        ME, AddConversationItems(conversation.id, [user("second", "msg_mine"), call])
+    )
+    assert added.has_more is False
+    assert added.items[0]["id"].startswith("msg_")
+    assert added.items[0]["id"] != "msg_mine", "the conversation makes its ids"
+    assert added.items[1]["id"].startswith("fc_")
+    stored = await world.items(conversation.id)
+    assert texts(stored[:2]) == ["first", "second"]
+    assert stored[0]["id"].startswith("msg_")
+
+
+async def test_a_reference_id_is_kept() -> None:
+    world = World()
+    conversation = await world.conversation()
+    output = {"type": "local_shell_call_output", "id": "call_7", "output": "ok"}
+    added = await world.gateway.execute(ME, AddConversationItems(conversation.id, [output]))
+    assert added.items[0]["id"] == "call_7"
+
+
+async def test_get_and_delete_one_item() -> None:
+    world = World()
+    conversation = await world.conversation("a", "b")
+    first, second = await world.items(conversation.id)
+    assert (
+        await world.gateway.execute(ME, GetConversationItem(conversation.id, first["id"])) == first
+    )
+    after = await world.gateway.execute(ME, DeleteConversationItem(conversation.id, first["id"]))
+    assert after == conversation, "deleting an item answers with the conversation"
+    assert await world.items(conversation.id) == [second]
+    for command in (
+        GetConversationItem(conversation.id, first["id"]),
+        DeleteConversationItem(conversation.id, first["id"]),
+    ):
+        with pytest.raises(NotFound) as caught:
+            await world.gateway.execute(ME, command)  # type: ignore[call-overload]
+        assert not isinstance(caught.value, ConversationNotFound)
+        assert caught.value.param == "item_id"
+        assert first["id"] in caught.value.message
+
+
+async def test_a_turn_sees_the_conversation_and_is_appended() -> None:
+    world = World()
+    conversation = await world.conversation("earlier")
+    run = await world.turn(conversation.id, "now")
+    await run.wait()
+    assert run.state.status == "completed"
+    assert run.state.conversation_id == conversation.id
+    assert texts(world.backend.requests[0].items) == ["earlier", "now"]
+    stored = await world.items(conversation.id)
+    assert [item["role"] for item in stored] == ["user", "user", "assistant"]
+    assert stored[-1]["id"] == run.state.output[0]["id"], "output keeps its id"
+    assert texts(stored)[:2] == ["earlier", "now"]
+    record = world.store.records[(ME.tenant_id, run.id)]
+    assert record.body["conversation_id"] == conversation.id
+    assert texts(record.input_items) == ["now"], "the response stores its own input only"
+    state = await world.gateway.execute(ME, GetResponse(run.id))
+    assert state.conversation_id == conversation.id
+
+
+async def test_the_second_turn_sees_the_first() -> None:
+    world = World()
+    conversation = await world.conversation()
+    await (await world.turn(conversation.id, "one")).wait()
+    await (await world.turn(conversation.id, "two")).wait()
+    assert texts(world.backend.requests[1].items) == ["one", "answer", "two"]
+    assert len(await world.items(conversation.id)) == 4
+
+
+async def test_a_deleted_item_leaves_later_context_but_not_the_response() -> None:
+    world = World()
+    conversation = await world.conversation("secret", "kept")
+    first = (await world.items(conversation.id))[0]
+    run = await world.turn(conversation.id, "q1")
+    await run.wait()
+    await world.gateway.execute(ME, DeleteConversationItem(conversation.id, first["id"]))
+    await (await world.turn(conversation.id, "q2")).wait()
+    assert texts(world.backend.requests[1].items) == ["kept", "q1", "answer", "q2"]
+    assert texts(world.store.records[(ME.tenant_id, run.id)].input_items) == ["q1"]
+
+
+async def test_a_second_turn_while_one_runs_is_refused_and_writes_nothing() -> None:
+    gate = asyncio.Event()
+    world = World(gate=gate)
+    conversation = await world.conversation()
+    running = await world.turn(conversation.id, "first")
+    with pytest.raises(ConversationLocked) as caught:
+        await world.turn(conversation.id, "second", stream=True)
+    error = caught.value
+    assert (error.status, error.type, error.code, error.param) == (
+        409,
+        "invalid_request_error",
+        "conversation_locked",
+        "conversation",
+    )
+    assert len(world.gateway.runs) == 1
+    assert len(world.store.records) == 1
+    with pytest.raises(ConversationLocked):
+        await world.gateway.execute(ME, AddConversationItems(conversation.id, [user("x")]))
+    gate.set()
+    await running.wait()
+    assert texts(await world.items(conversation.id)) == ["first", "answer"]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [[UpstreamError("the model server failed")], [TextDelta("partial"), UpstreamError("cut")]],
+)
+async def test_a_failed_turn_appends_nothing_and_lets_go(script: list[Any]) -> None:
+    world = World(script)
+    conversation = await world.conversation("before")
+    run = await world.turn(conversation.id, "lost")
+    await run.wait()
+    assert run.state.status == "failed"
+    assert texts(await world.items(conversation.id)) == ["before"]
+    world.backend.script = [TextDelta("ok"), Finish("stop")]
+    await (await world.turn(conversation.id, "again")).wait()
+    assert texts(await world.items(conversation.id)) == ["before", "again", "ok"]
+
+
+async def test_an_incomplete_turn_is_appended() -> None:
+    world = World([TextDelta("cut sh"), Finish("length")])
+    conversation = await world.conversation()
+    run = await world.turn(conversation.id, "long")
+    await run.wait()
+    assert run.state.status == "incomplete"
+    assert texts(await world.items(conversation.id)) == ["long", "cut sh"]
+
+
+async def test_deleting_the_response_cancels_the_turn_and_lets_go() -> None:
+    gate = asyncio.Event()
+    world = World([TextDelta("half")], gate)
+    conversation = await world.conversation()
+    run = await world.turn(conversation.id, "doomed", stream=True)
+    await world.backend.started.wait()
+    await world.gateway.execute(ME, DeleteResponse(run.id))
+    await run.wait()
+    assert run.state.status == "cancelled"
+    assert await world.items(conversation.id) == []
+    world.backend.script, world.backend.gate = [TextDelta("ok"), Finish("stop")], None
+    await (await world.turn(conversation.id, "next")).wait()
+    assert texts(await world.items(conversation.id)) == ["next", "ok"]
+
+
+async def test_a_failed_final_save_still_lets_the_conversation_go() -> None:
+    world = World()
+    conversation = await world.conversation()
+    world.store.failing_finishes = 1
+    run = await world.turn(conversation.id, "unsaved")
+    await run.wait()
+    assert run.state.status == "failed"
+    assert run.error is not None
+    assert run.error.code == "storage_unavailable"
+    first, retry = world.store.finishes
+    assert first.turn is not None
+    assert len(first.turn.items) == 2
+    assert retry.status == "failed"
+    assert retry.turn is not None
+    assert retry.turn.items == []
+    assert await world.items(conversation.id) == []
+    await (await world.turn(conversation.id, "next")).wait()
+    assert texts(await world.items(conversation.id)) == ["next", "answer"]
+
+
+async def test_a_turn_on_an_unknown_or_deleted_conversation_is_not_found() -> None:
+    world = World()
+    with pytest.raises(ConversationNotFound) as caught:
+        await world.turn("conv_nope", "hi")
+    assert (caught.value.status, caught.value.param) == (404, "conversation")
+    conversation = await world.conversation()
+    await world.gateway.execute(ME, DeleteConversation(conversation.id))
+    with pytest.raises(ConversationNotFound):
+        await world.turn(conversation.id, "hi")
+    assert world.backend.requests == []
+    assert world.store.records == {}
+
+
+async def test_conversation_items_the_upstream_cannot_carry_are_refused() -> None:
+    world = World()
+    conversation = await world.conversation()
+    await world.gateway.execute(
+        ME, AddConversationItems(conversation.id, [{"type": "some_future_item"}])
+    )
+    with pytest.raises(InvalidRequest) as caught:
+        await world.turn(conversation.id, "hi")
+    assert caught.value.param == "conversation"
+    assert caught.value.message.startswith("The conversation holds input item type")
+    assert world.store.records == {}, "refused before anything was written"
+
+
+async def test_a_gateway_without_conversations_knows_none() -> None:
+    store = MemoryStore()
+    router = Router([BackendEntry(ScriptedBackend([]), {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry())
+    with pytest.raises(NotFound) as caught:
+        await gateway.execute(ME, GetConversation("conv_1"))
+    assert caught.value.param == "conversation_id"
+    command = CreateResponse(model="m", input=[user("x")], conversation_id="conv_1")
+    with pytest.raises(NotFound) as caught:
+        await gateway.execute(ME, command)
+    assert caught.value.param == "conversation"

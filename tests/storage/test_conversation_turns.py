@@ -1,0 +1,258 @@
+"""A conversation turn's writes, on SQLite and PostgreSQL: the lock taken with the
+in-progress row, the items appended and the lock let go with the end, stale holders,
+refusals that write nothing, and claims racing from two processes' worth of stores."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+
+import pytest
+
+from stateway.core.conversations.ports import Conversation
+from stateway.core.errors import ConversationLocked, ConversationNotFound
+from stateway.core.items import Item
+from stateway.core.ports import ConversationTurn, ResponseRecord
+from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store
+
+RecordFactory = Callable[..., ResponseRecord]
+
+
+def message(text: str, item_id: str) -> Item:
+    return {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "text", "text": text}],
+        "id": item_id,
+    }
+
+
+def texts(items: list[Item]) -> list[str]:
+    return [item["content"][0]["text"] for item in items]
+
+
+@pytest.fixture
+async def conversation(conversations: SqlConversationStore, tenant: str) -> str:
+    await conversations.create(Conversation(tenant, "conv_1", 1.0, {}), [message("hello", "msg_0")])
+    return "conv_1"
+
+
+def start(
+    record: RecordFactory, response_id: str, seen: int = 1, text: str = "q"
+) -> ResponseRecord:
+    """The in-progress row of a turn of conv_1 that read ``seen`` items."""
+    return replace(
+        record(response_id, inputs=[message(text, f"in_{response_id}")]),
+        status="in_progress",
+        turn=ConversationTurn("conv_1", seen=seen),
+    )
+
+
+def end(started: ResponseRecord, status: str = "completed", answer: str = "a") -> ResponseRecord:
+    """The end of ``started``: its output, and its items for the conversation."""
+    output = [message(answer, f"out_{started.id}")]
+    appended = started.input_items + output if status in ("completed", "incomplete") else []
+    return replace(
+        started,
+        status=status,
+        input_items=[],
+        output_items=output,
+        turn=ConversationTurn("conv_1", items=appended),
+    )
+
+
+async def loaded(conversations: SqlConversationStore, tenant: str) -> list[str]:
+    items = await conversations.load_items(tenant, "conv_1")
+    assert items is not None
+    return texts(items.items)
+
+
+async def test_a_turn_holds_the_conversation_until_it_ends(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+    conversation: str,
+) -> None:
+    first = start(record, "r1", text="question")
+    await store.save(first)
+    with pytest.raises(ConversationLocked):
+        await store.save(start(record, "r2"))
+    assert await store.get(tenant, "r2") is None, "a refused turn writes nothing"
+    with pytest.raises(ConversationLocked):
+        await conversations.add_items(tenant, conversation, [message("x", "msg_x")])
+
+    await store.finish(end(first, answer="answer"))
+    assert await loaded(conversations, tenant) == ["hello", "question", "answer"]
+    stored = await store.get(tenant, "r1")
+    assert stored is not None
+    assert stored.status == "completed"
+    page = await conversations.list_items(tenant, conversation, after=None, limit=5, order="asc")
+    assert page is not None
+    assert [item["id"] for item in page.items] == ["msg_0", "in_r1", "out_r1"], "ids kept"
+
+    second = start(record, "r2", seen=3)
+    await store.save(second)  # the conversation was let go
+    await store.finish(end(second))
+    assert (await loaded(conversations, tenant))[3:] == ["q", "a"]
+
+
+@pytest.mark.parametrize("status", ["failed", "cancelled"])
+async def test_a_turn_that_fails_or_is_cancelled_appends_nothing_and_lets_go(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+    conversation: str,
+    status: str,
+) -> None:
+    first = start(record, "r1")
+    await store.save(first)
+    await store.finish(end(first, status))
+    assert await loaded(conversations, tenant) == ["hello"]
+    await store.save(start(record, "r2"))
+
+
+async def test_a_stale_lock_is_taken_and_a_live_one_is_not(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+    conversation: str,
+) -> None:
+    crashed = start(record, "r1")
+    await store.save(crashed)
+    with pytest.raises(ConversationLocked):
+        await store.save(start(record, "r2"))
+    # What start-up recovery writes for a dead process's run: failed, no turn.
+    await store.finish(replace(crashed, status="failed", input_items=[], turn=None))
+    await store.save(start(record, "r2"))
+    assert await loaded(conversations, tenant) == ["hello"]
+
+
+async def test_a_turn_whose_context_is_out_of_date_is_refused(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+    conversation: str,
+) -> None:
+    await conversations.add_items(tenant, conversation, [message("later", "msg_1")])
+    with pytest.raises(ConversationLocked):
+        await store.save(start(record, "r1", seen=1))
+    assert await store.get(tenant, "r1") is None
+    await store.save(start(record, "r1", seen=2))
+
+
+async def test_a_turn_on_an_unknown_or_deleted_conversation_is_not_found(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+    conversation: str,
+) -> None:
+    unknown = replace(start(record, "r1"), turn=ConversationTurn("conv_nope", seen=0))
+    with pytest.raises(ConversationNotFound) as caught:
+        await store.save(unknown)
+    assert caught.value.param == "conversation"
+    await conversations.delete(tenant, conversation)
+    with pytest.raises(ConversationNotFound):
+        await store.save(start(record, "r2"))
+    assert await store.get(tenant, "r1") is None
+    assert await store.get(tenant, "r2") is None
+
+
+async def test_a_conversation_deleted_during_a_turn_gets_nothing(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+    conversation: str,
+) -> None:
+    first = start(record, "r1")
+    await store.save(first)
+    await conversations.delete(tenant, conversation)
+    await store.finish(end(first))
+    stored = await store.get(tenant, "r1")
+    assert stored is not None
+    assert stored.status == "completed"
+    async with store.engine.connect() as connection:
+        rows = await connection.exec_driver_sql(
+            "SELECT count(*) FROM conversation_items WHERE tenant_id = $1"
+            if store.engine.dialect.name == "postgresql"
+            else "SELECT count(*) FROM conversation_items WHERE tenant_id = ?",
+            (tenant,),
+        )
+        assert rows.scalar() == 1, "only the conversation's first item"
+
+
+async def test_a_turns_items_get_new_ids_where_the_conversation_has_theirs(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+    conversation: str,
+) -> None:
+    first = replace(start(record, "r1"), input_items=[message("again", "msg_0")])
+    await store.save(first)
+    await store.finish(end(first))
+    page = await conversations.list_items(tenant, conversation, after=None, limit=5, order="asc")
+    assert page is not None
+    ids = [item["id"] for item in page.items]
+    assert ids[0] == "msg_0"
+    assert ids[1] != "msg_0"
+    assert ids[1].startswith("msg_")
+    assert ids[2] == "out_r1"
+    stored_input = await store.list_input_items(tenant, "r1", after=None, limit=5, order="asc")
+    assert stored_input is not None
+    assert stored_input.items[0]["id"] == "msg_0", "the response keeps its own copy"
+
+
+async def test_a_refused_claim_leaves_its_batch_alone(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+    conversation: str,
+) -> None:
+    await store.save(start(record, "r0"))
+    batch = [record("plain-1", inputs=["x"]), start(record, "r1"), record("plain-2")]
+    results = await asyncio.gather(*(store.save(r) for r in batch), return_exceptions=True)
+    assert results[0] is None
+    assert results[2] is None
+    assert isinstance(results[1], ConversationLocked)
+    assert await store.get(tenant, "plain-1") is not None
+    assert await store.get(tenant, "plain-2") is not None
+    assert await store.get(tenant, "r1") is None
+
+
+@pytest.fixture
+async def second_store(
+    database_url: str, store: SqlResponseStore
+) -> AsyncIterator[SqlResponseStore]:
+    """Another store on the same database: its own engine and writer, as another process
+    would have (``store`` migrated the database)."""
+    other = open_store(database_url)
+    yield other
+    await other.aclose()
+
+
+async def test_racing_claims_from_two_writers_let_exactly_one_in(
+    store: SqlResponseStore,
+    second_store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+) -> None:
+    for round_ in range(8):
+        conversation_id = f"conv_race_{round_}"
+        await conversations.create(Conversation(tenant, conversation_id, 1.0, {}), [])
+        turns = [
+            replace(start(record, f"r{round_}-{n}"), turn=ConversationTurn(conversation_id, seen=0))
+            for n in range(2)
+        ]
+        results = await asyncio.gather(
+            store.save(turns[0]), second_store.save(turns[1]), return_exceptions=True
+        )
+        assert sorted(type(r).__name__ for r in results) == ["ConversationLocked", "NoneType"]

@@ -1,0 +1,195 @@
+"""SqlConversationStore against its port, on SQLite and PostgreSQL: conversations, their
+items, pages, and ids unique within a conversation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stateway.core.conversations.ports import Conversation
+from stateway.core.items import Item
+from stateway.storage.sql import SqlConversationStore
+
+
+def message(text: str, item_id: str | None = None) -> Item:
+    item: Item = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": text}],
+    }
+    if item_id is not None:
+        item["id"] = item_id
+    return item
+
+
+def texts(items: list[Item]) -> list[str]:
+    return [item["content"][0]["text"] for item in items]
+
+
+async def new(
+    conversations: SqlConversationStore,
+    tenant: str,
+    items: list[Item] = [],  # noqa: B006 - never mutated
+    **metadata: str,
+) -> Conversation:
+    conversation = Conversation(tenant, "conv_1", 1_700_000_000.5, dict(metadata))
+    await conversations.create(conversation, items)
+    return conversation
+
+
+async def test_create_get_update_delete(conversations: SqlConversationStore, tenant: str) -> None:
+    created = await new(conversations, tenant, topic="tea")
+    assert await conversations.get(tenant, "conv_1") == created
+
+    updated = await conversations.update(tenant, "conv_1", {"topic": "coffee", "b": "2"})
+    assert updated == Conversation(tenant, "conv_1", 1_700_000_000.5, {"topic": "coffee", "b": "2"})
+    assert await conversations.get(tenant, "conv_1") == updated
+
+    assert await conversations.delete(tenant, "conv_1") is True
+    assert await conversations.delete(tenant, "conv_1") is False
+    assert await conversations.get(tenant, "conv_1") is None
+    assert await conversations.update(tenant, "conv_1", {}) is None
+
+
+async def test_a_deleted_conversation_is_unknown_everywhere(
+    conversations: SqlConversationStore, tenant: str
+) -> None:
+    await new(conversations, tenant, [message("a", "msg_a")])
+    await conversations.delete(tenant, "conv_1")
+    assert await conversations.load_items(tenant, "conv_1") is None
+    assert await conversations.add_items(tenant, "conv_1", [message("b")]) is None
+    page = await conversations.list_items(tenant, "conv_1", after=None, limit=5, order="asc")
+    assert page is None
+    assert await conversations.get_item(tenant, "conv_1", "msg_a") is None
+    assert await conversations.delete_item(tenant, "conv_1", "msg_a") is False
+
+
+async def test_unknown_ids_and_nul_bytes_match_nothing(
+    conversations: SqlConversationStore, tenant: str
+) -> None:
+    await new(conversations, tenant, [message("a", "msg_a")])
+    for conversation_id in ("conv_nope", "conv\x00"):
+        assert await conversations.get(tenant, conversation_id) is None
+        assert await conversations.update(tenant, conversation_id, {}) is None
+        assert await conversations.delete(tenant, conversation_id) is False
+        assert await conversations.load_items(tenant, conversation_id) is None
+        assert await conversations.add_items(tenant, conversation_id, [message("x")]) is None
+        assert await conversations.get_item(tenant, conversation_id, "msg_a") is None
+        assert await conversations.delete_item(tenant, conversation_id, "msg_a") is False
+    assert await conversations.get_item(tenant, "conv_1", "msg\x00") is None
+    page = await conversations.list_items(tenant, "conv_1", after="m\x00", limit=5, order="asc")
+    assert page is not None
+    assert page.items == []
+
+
+async def test_tenants_are_isolated(conversations: SqlConversationStore, tenant: str) -> None:
+    await new(conversations, tenant, [message("mine", "msg_a")])
+    other = f"{tenant}-other"
+    assert await conversations.get(other, "conv_1") is None
+    assert await conversations.load_items(other, "conv_1") is None
+    assert await conversations.get_item(other, "conv_1", "msg_a") is None
+    assert await conversations.delete(other, "conv_1") is False
+    assert await conversations.get(tenant, "conv_1") is not None
+
+
+async def test_items_append_in_order_and_load_with_the_length(
+    conversations: SqlConversationStore, tenant: str
+) -> None:
+    await new(conversations, tenant, [message("one", "msg_1")])
+    added = await conversations.add_items(
+        tenant, "conv_1", [message("two", "msg_2"), message("three", "msg_3")]
+    )
+    assert added is not None
+    assert texts(added) == ["two", "three"]
+    loaded = await conversations.load_items(tenant, "conv_1")
+    assert loaded is not None
+    assert texts(loaded.items) == ["one", "two", "three"]
+    assert loaded.next_position == 3
+
+    assert await conversations.delete_item(tenant, "conv_1", "msg_2") is True
+    assert await conversations.delete_item(tenant, "conv_1", "msg_2") is False
+    loaded = await conversations.load_items(tenant, "conv_1")
+    assert loaded is not None
+    assert texts(loaded.items) == ["one", "three"]
+    assert loaded.next_position == 3, "a deleted item's place is not reused"
+
+
+async def test_an_empty_conversation_loads_empty(
+    conversations: SqlConversationStore, tenant: str
+) -> None:
+    await new(conversations, tenant)
+    loaded = await conversations.load_items(tenant, "conv_1")
+    assert loaded is not None
+    assert (loaded.items, loaded.next_position) == ([], 0)
+
+
+async def test_ids_are_unique_within_a_conversation(
+    conversations: SqlConversationStore, tenant: str
+) -> None:
+    await new(conversations, tenant, [message("one", "msg_1")])
+    added = await conversations.add_items(
+        tenant,
+        "conv_1",
+        [message("clash", "msg_1"), message("new", "msg_2"), message("twice", "msg_2")],
+    )
+    assert added is not None
+    ids = [item["id"] for item in added]
+    assert ids[1] == "msg_2", "a free id is kept"
+    assert ids[0] not in ("msg_1", "msg_2")
+    assert ids[0].startswith("msg_")
+    assert ids[2] not in ("msg_1", "msg_2")
+    assert ids[2].startswith("msg_")
+    assert await conversations.get_item(tenant, "conv_1", ids[0]) == added[0]
+    first = await conversations.get_item(tenant, "conv_1", "msg_1")
+    assert first is not None
+    assert texts([first]) == ["one"]
+
+
+async def test_items_without_an_id_get_one_of_their_type(
+    conversations: SqlConversationStore, tenant: str
+) -> None:
+    call = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    unknown: dict[str, Any] = {"type": "some_future_item"}
+    await new(conversations, tenant)
+    added = await conversations.add_items(tenant, "conv_1", [call, unknown])
+    assert added is not None
+    assert added[0]["id"].startswith("fc_")
+    assert added[1]["id"].startswith("item_")
+
+
+async def test_a_reference_id_is_kept_even_when_taken(
+    conversations: SqlConversationStore, tenant: str
+) -> None:
+    output = {"type": "local_shell_call_output", "id": "call_1", "output": "ok"}
+    await new(conversations, tenant, [output])
+    added = await conversations.add_items(tenant, "conv_1", [dict(output)])
+    assert added is not None
+    assert added[0]["id"] == "call_1"
+
+
+@pytest.mark.parametrize("order", ["asc", "desc"])
+async def test_pages_follow_the_cursor(
+    conversations: SqlConversationStore, tenant: str, order: Any
+) -> None:
+    await new(conversations, tenant, [message(str(n), f"msg_{n}") for n in range(5)])
+    await conversations.delete_item(tenant, "conv_1", "msg_2")
+    expected = ["0", "1", "3", "4"] if order == "asc" else ["4", "3", "1", "0"]
+    seen: list[str] = []
+    after = None
+    while True:
+        page = await conversations.list_items(tenant, "conv_1", after=after, limit=2, order=order)
+        assert page is not None
+        seen += texts(page.items)
+        if not page.has_more:
+            break
+        after = page.items[-1]["id"]
+    assert seen == expected
+    unknown = await conversations.list_items(tenant, "conv_1", after="msg_2", limit=2, order=order)
+    assert unknown is not None
+    assert (unknown.items, unknown.has_more) == ([], False), "a missing cursor is an empty page"
+
+
+async def test_limit_must_be_positive(conversations: SqlConversationStore, tenant: str) -> None:
+    with pytest.raises(ValueError, match="positive"):
+        await conversations.list_items(tenant, "conv_1", after=None, limit=0, order="asc")
