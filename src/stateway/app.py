@@ -18,6 +18,7 @@ from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.config import BackendConfig, Config, ConfigError, backend_api_key
+from stateway.core.conversations.ports import ConversationStore
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
 from stateway.core.ownership import ProcessIdentity, fail_abandoned
@@ -28,8 +29,9 @@ from stateway.core.tools.ports import McpServer
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
 from stateway.mcp_client import PooledMcpClient
 from stateway.search import build_search_provider
-from stateway.storage.sql import open_store
+from stateway.storage.sql import SqlConversationStore, open_store
 from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from stateway.surfaces.http.transport import KEEPALIVE_INTERVAL
@@ -114,8 +116,16 @@ def build_tools(config: Config, environ: Mapping[str, str] | None = None) -> Gat
     )
 
 
-def build_gateway(config: Config, store: ResponseStore | None = None) -> GatewayParts:
-    store = store or open_store(config.database_url)
+def build_gateway(
+    config: Config,
+    store: ResponseStore | None = None,
+    conversations: ConversationStore | None = None,
+) -> GatewayParts:
+    """Over the configured database, or over ``store`` (and ``conversations``: none, and
+    no conversation exists) when given."""
+    if store is None:
+        sql_store = open_store(config.database_url)
+        store, conversations = sql_store, SqlConversationStore(sql_store)
     waiting_room = WaitingRoom(config.server.max_queued_requests)
     entries = [
         BackendEntry(build_backend(b, waiting_room), b.model_map, catch_all=b.catch_all)
@@ -126,7 +136,7 @@ def build_gateway(config: Config, store: ResponseStore | None = None) -> Gateway
     owner = ProcessIdentity.current()
     tools = build_tools(config)
     loop = Loop(store, config.loop.max_rounds, owner, tools)
-    gateway = Gateway(store, router, loop, runs)
+    gateway = Gateway(store, router, loop, runs, conversations=conversations)
     return GatewayParts(store, router.backends, runs, gateway, owner, tools)
 
 
@@ -162,4 +172,7 @@ def build_app(
         ServiceRoutes(parts.gateway),
         lifespan=lifespan,
         allowed_hosts=server.effective_allowed_hosts,
+        conversations=ConversationsRoutes(
+            parts.gateway, server.max_body_bytes, body_timeout=server.request_body_timeout
+        ),
     )

@@ -51,8 +51,7 @@ def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateRe
         raise _invalid(exc) from None
     if body.background:
         raise _unsupported("Background responses are not supported yet.", "background")
-    if body.conversation is not None:
-        raise _unsupported("Conversations are not supported yet.", "conversation")
+    conversation_id = _conversation(body)
     if body.include:
         _check_include(body.include)
     settings = GenerationSettings(
@@ -80,10 +79,10 @@ def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateRe
         presence_penalty=body.presence_penalty,
         frequency_penalty=body.frequency_penalty,
     )
-    if not body.input and not body.instructions and body.previous_response_id is None:
+    if not (body.input or body.instructions or body.previous_response_id or conversation_id):
         raise InvalidRequest(
-            "Missing required parameter: 'input' (or 'instructions' or "
-            "'previous_response_id'); there is nothing to respond to.",
+            "Missing required parameter: 'input' (or 'instructions', 'previous_response_id' "
+            "or 'conversation'); there is nothing to respond to.",
             param="input",
             code="missing_required_parameter",
         )
@@ -92,6 +91,7 @@ def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateRe
         input=decode_items(body.input),
         instructions=body.instructions,
         previous_response_id=body.previous_response_id,
+        conversation_id=conversation_id,
         store=True if body.store is None else body.store,
         stream=bool(body.stream),
         settings=settings,
@@ -113,6 +113,36 @@ def decode_list_input_items(response_id: str, query: dict[str, str]) -> ListInpu
     return ListInputItems(
         response_id, after=query.get("after") or None, limit=int(limit_text), order=sort
     )
+
+
+def _conversation(body: CreateResponseBody) -> str | None:
+    """The conversation id of ``conversation`` (an id, or an object with ``id``), checked
+    against the fields it excludes: a turn is always stored (its lock and its items are
+    written with its response)."""
+    value = body.conversation
+    if value is None:
+        return None
+    conversation_id = value.get("id") if isinstance(value, dict) else value
+    if not isinstance(conversation_id, str) or not conversation_id:
+        raise InvalidRequest(
+            "Invalid 'conversation': expected a conversation id, or an object with its 'id'.",
+            param="conversation",
+            code="invalid_value",
+        )
+    if body.previous_response_id is not None:
+        raise InvalidRequest(
+            "Mutually exclusive parameters: Ensure you are only providing one of: "
+            "'previous_response_id' or 'conversation'.",
+            code="mutually_exclusive_parameters",
+        )
+    if body.store is False:
+        raise InvalidRequest(
+            "A response in a conversation is always stored: 'store' must not be false "
+            "with 'conversation'.",
+            param="store",
+            code="invalid_value",
+        )
+    return conversation_id
 
 
 def _check_item_count(data: Any, limit: int) -> None:

@@ -57,6 +57,7 @@ def encode_response(state: ResponseState, *, snapshot: bool = False) -> dict[str
         "usage": None if snapshot or state.usage is None else encode_usage(state.usage),
         "user": s.user,
         "metadata": s.metadata,
+        "conversation": None if state.conversation_id is None else {"id": state.conversation_id},
     }
 
 

@@ -11,23 +11,10 @@ from typing import Any
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
-from stateway.core.items import Item
+from stateway.core.items import ID_PREFIXES, Item
 from stateway.protocols.responses.nesting import check_nesting
 
 _ROLES = frozenset({"user", "system", "developer", "assistant"})
-_ID_PREFIX = {
-    "message": "msg",
-    "function_call": "fc",
-    "function_call_output": "fco",
-    "reasoning": "rs",
-    "custom_tool_call": "ctc",
-    "custom_tool_call_output": "ctco",
-    "shell_call": "sh",
-    "shell_call_output": "sho",
-    "local_shell_call": "lsh",
-    "tool_search_call": "tsc",
-    "tool_search_output": "tso",
-}
 _PART_TEXT = frozenset({"input_text", "output_text", "refusal", "text", "summary_text"})
 _PART_KNOWN = _PART_TEXT | {"input_image", "input_file", "input_audio"}
 _FILE_SOURCES = ("file_data", "file_url")
@@ -35,15 +22,16 @@ _FINISHED = "completed"
 """The ``status`` of a modelled input item given without one (as ``input_items`` shows it)."""
 
 
-def decode_items(raw: str | list[dict[str, Any]]) -> list[Item]:
+def decode_items(raw: str | list[dict[str, Any]], field: str = "input") -> list[Item]:
+    """``field`` names the list in error params (``input[2].content``, ``items[0].role``)."""
     if isinstance(raw, str):
         return [_message("user", [{"type": "input_text", "text": raw}], None)]
-    items = [_item(item, f"input[{index}]") for index, item in enumerate(raw)]
-    _check_unique_ids(raw)
+    items = [_item(item, f"{field}[{index}]") for index, item in enumerate(raw)]
+    _check_unique_ids(raw, field)
     return items
 
 
-def _check_unique_ids(raw: list[dict[str, Any]]) -> None:
+def _check_unique_ids(raw: list[dict[str, Any]], field: str) -> None:
     """Client ids are labels, but within one request they must be unique (as hosted):
     they are the cursors of ``input_items`` pages."""
     seen: set[str] = set()
@@ -54,7 +42,7 @@ def _check_unique_ids(raw: list[dict[str, Any]]) -> None:
         if label in seen:
             raise InvalidRequest(
                 f"Duplicate item found with id {label}.",
-                param=f"input[{index}].id",
+                param=f"{field}[{index}].id",
                 code="duplicate_item_id",
             )
         seen.add(label)
@@ -106,7 +94,7 @@ def _item(raw: dict[str, Any], path: str) -> Item:
                 raise _missing_or_invalid(raw, path, "approve")
             item = dict(raw)
             if not isinstance(item.get("id"), str) or not item["id"]:
-                item["id"] = new_id("mcpa")
+                item["id"] = new_id(ID_PREFIXES[kind])
             return item
         case "tool_search_call" | "tool_search_output":
             _check_tool_search(raw, path, kind)
@@ -211,7 +199,7 @@ def _message(role: str, parts: list[Item], raw: dict[str, Any] | None) -> Item:
 def _with_id(item: Item, kind: str) -> Item:
     """Give a modelled item its gateway id and its ``status`` when the client sent none."""
     if not isinstance(item.get("id"), str) or not item["id"]:
-        item["id"] = new_id(_ID_PREFIX[kind])
+        item["id"] = new_id(ID_PREFIXES[kind])
     if item.get("status") is None:
         item["status"] = _FINISHED
     return item

@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Match, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 
 from stateway.core.errors import GatewayError, InvalidRequest, NotFound
+from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.hosts import HostGuard
 from stateway.surfaces.http.responses import ResponsesRoutes, refuse_websocket
 from stateway.surfaces.http.service import ServiceRoutes
@@ -44,8 +45,10 @@ def build_http_app(
     service: ServiceRoutes,
     lifespan: Lifespan | None = None,
     allowed_hosts: frozenset[str] | None = None,
+    conversations: ConversationsRoutes | None = None,
 ) -> Starlette:
-    """``allowed_hosts``: the ``Host`` names served (None: any), see :mod:`.hosts`."""
+    """``allowed_hosts``: the ``Host`` names served (None: any), see :mod:`.hosts`;
+    ``conversations``: the Conversations API's routes, when served."""
     unbuilt = _Unbuilt()
     reserved = [Route(path, unbuilt) for name in UNBUILT for path in (name, name + "/{_:path}")]
     routes: list[BaseRoute] = [
@@ -55,6 +58,7 @@ def build_http_app(
         Route("/v1/responses/{response_id}", responses.retrieve, methods=["GET"]),
         Route("/v1/responses/{response_id}", responses.delete, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", responses.input_items, methods=["GET"]),
+        *([] if conversations is None else conversation_routes(conversations)),
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/health", service.health, methods=["GET"]),
         Route("/ready", service.ready, methods=["GET"]),
@@ -68,6 +72,21 @@ def build_http_app(
     return Starlette(
         routes=routes, middleware=guard, exception_handlers=handlers, lifespan=lifespan
     )
+
+
+def conversation_routes(routes: ConversationsRoutes) -> list[BaseRoute]:
+    conversation = "/v1/conversations/{conversation_id}"
+    item = conversation + "/items/{item_id}"
+    return [
+        Route("/v1/conversations", routes.create, methods=["POST"]),
+        Route(conversation, routes.retrieve, methods=["GET"]),
+        Route(conversation, routes.update, methods=["POST"]),
+        Route(conversation, routes.delete, methods=["DELETE"]),
+        Route(conversation + "/items", routes.add_items, methods=["POST"]),
+        Route(conversation + "/items", routes.list_items, methods=["GET"]),
+        Route(item, routes.retrieve_item, methods=["GET"]),
+        Route(item, routes.delete_item, methods=["DELETE"]),
+    ]
 
 
 class _Unbuilt:

@@ -1,0 +1,157 @@
+"""Conversations wire -> canonical commands.
+
+Bodies are small JSON objects; unknown fields are ignored, as on ``/v1/responses``. Items
+are Responses input items (a string item list is not accepted: a conversation is given
+items), normalized the same way, at most :data:`MAX_ITEMS` per request as hosted.
+Metadata: at most 16 pairs, keys up to 64 characters, values strings up to 512.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+import orjson
+
+from stateway.core.commands import (
+    AddConversationItems,
+    CreateConversation,
+    ListConversationItems,
+    UpdateConversation,
+)
+from stateway.core.errors import InvalidRequest
+from stateway.core.items import Item
+from stateway.protocols.responses.items import decode_items
+
+MAX_ITEMS: Final = 20
+"""Items one request may add (on creation or appended)."""
+MAX_METADATA_PAIRS: Final = 16
+MAX_METADATA_KEY: Final = 64
+MAX_METADATA_VALUE: Final = 512
+
+
+def decode_create_conversation(raw: bytes) -> CreateConversation:
+    body = _json_object(raw)
+    items = body.get("items")
+    metadata = body.get("metadata")
+    return CreateConversation(
+        items=[] if items is None else _items(items, allow_empty=True),
+        metadata={} if metadata is None else decode_metadata(metadata),
+    )
+
+
+def decode_update_conversation(conversation_id: str, raw: bytes) -> UpdateConversation:
+    body = _json_object(raw)
+    if "metadata" not in body:
+        raise InvalidRequest(
+            "Missing required parameter: 'metadata'.",
+            param="metadata",
+            code="missing_required_parameter",
+        )
+    metadata = body["metadata"]
+    return UpdateConversation(
+        conversation_id, {} if metadata is None else decode_metadata(metadata)
+    )
+
+
+def decode_add_items(conversation_id: str, raw: bytes) -> AddConversationItems:
+    body = _json_object(raw)
+    if body.get("items") is None:
+        raise InvalidRequest(
+            "Missing required parameter: 'items'.",
+            param="items",
+            code="missing_required_parameter",
+        )
+    return AddConversationItems(conversation_id, _items(body["items"], allow_empty=False))
+
+
+def decode_list_items(conversation_id: str, query: dict[str, str]) -> ListConversationItems:
+    """``after``, ``limit`` (1 to 100, default 20) and ``order`` (default ``desc``);
+    ``include`` is accepted and has nothing to add."""
+    limit_text = query.get("limit", "20")
+    if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= 100:
+        raise InvalidRequest(
+            "'limit' must be an integer from 1 to 100.", param="limit", code="invalid_value"
+        )
+    order = query.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise InvalidRequest(
+            "'order' must be 'asc' or 'desc'.", param="order", code="invalid_value"
+        )
+    sort: Literal["asc", "desc"] = "asc" if order == "asc" else "desc"
+    return ListConversationItems(
+        conversation_id, after=query.get("after") or None, limit=int(limit_text), order=sort
+    )
+
+
+def decode_metadata(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise InvalidRequest(
+            "Invalid type for 'metadata': expected an object of strings.",
+            param="metadata",
+            code="invalid_type",
+        )
+    if len(value) > MAX_METADATA_PAIRS:
+        raise InvalidRequest(
+            f"Invalid 'metadata': too many properties. Expected an object with at most "
+            f"{MAX_METADATA_PAIRS} properties, but got an object with {len(value)} "
+            "properties instead.",
+            param="metadata",
+            code="object_above_max_properties",
+        )
+    for key, text in value.items():
+        if not isinstance(text, str):
+            raise InvalidRequest(
+                f"Invalid type for 'metadata.{key}': expected a string.",
+                param=f"metadata.{key}",
+                code="invalid_type",
+            )
+        if len(key) > MAX_METADATA_KEY:
+            raise InvalidRequest(
+                f"Metadata keys must be at most {MAX_METADATA_KEY} characters.",
+                param="metadata",
+                code="invalid_value",
+            )
+        if len(text) > MAX_METADATA_VALUE:
+            raise InvalidRequest(
+                f"Metadata values must be at most {MAX_METADATA_VALUE} characters.",
+                param=f"metadata.{key}",
+                code="invalid_value",
+            )
+    return value
+
+
+def _items(value: Any, *, allow_empty: bool) -> list[Item]:
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise InvalidRequest(
+            "Invalid type for 'items': expected an array of objects.",
+            param="items",
+            code="invalid_type",
+        )
+    if len(value) > MAX_ITEMS:
+        raise InvalidRequest(
+            f"Invalid 'items': array too long. Expected an array with maximum length "
+            f"{MAX_ITEMS}, but got an array with length {len(value)} instead.",
+            param="items",
+            code="array_above_max_length",
+        )
+    if not value and not allow_empty:
+        raise InvalidRequest(
+            "Invalid 'items': empty array. Expected an array with minimum length 1, but got "
+            "an empty array instead.",
+            param="items",
+            code="empty_array",
+        )
+    return decode_items(value, field="items")
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise InvalidRequest(
+            "We could not parse the JSON body of your request. Expected a JSON object.",
+            code="invalid_json",
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidRequest("The request body must be a JSON object.", code="invalid_type")
+    return data

@@ -1,0 +1,95 @@
+"""Routes of the Conversations API: ``/v1/conversations`` and its items."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TypeVar
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from stateway.core.commands import (
+    DeleteConversation,
+    DeleteConversationItem,
+    GetConversation,
+    GetConversationItem,
+    Principal,
+)
+from stateway.core.gateway import Gateway
+from stateway.protocols.conversations.decode import (
+    decode_add_items,
+    decode_create_conversation,
+    decode_list_items,
+    decode_update_conversation,
+)
+from stateway.protocols.conversations.encode import (
+    encode_conversation,
+    encode_deleted,
+    encode_item_list,
+)
+from stateway.surfaces.http.responses import INLINE_DECODE_BYTES
+from stateway.surfaces.http.transport import JSONResponse, read_body, require_json
+
+T = TypeVar("T")
+
+
+class ConversationsRoutes:
+    def __init__(
+        self, gateway: Gateway, max_body_bytes: int, *, body_timeout: float | None = None
+    ) -> None:
+        self._gateway = gateway
+        self._max_body = max_body_bytes
+        self._body_timeout = body_timeout
+
+    async def create(self, request: Request) -> Response:
+        command = await self._decode(request, decode_create_conversation)
+        conversation = await self._gateway.execute(Principal(), command)
+        return JSONResponse(encode_conversation(conversation))
+
+    async def retrieve(self, request: Request) -> Response:
+        command = GetConversation(request.path_params["conversation_id"])
+        return JSONResponse(encode_conversation(await self._gateway.execute(Principal(), command)))
+
+    async def update(self, request: Request) -> Response:
+        conversation_id = request.path_params["conversation_id"]
+        command = await self._decode(
+            request, lambda raw: decode_update_conversation(conversation_id, raw)
+        )
+        return JSONResponse(encode_conversation(await self._gateway.execute(Principal(), command)))
+
+    async def delete(self, request: Request) -> Response:
+        command = DeleteConversation(request.path_params["conversation_id"])
+        return JSONResponse(encode_deleted(await self._gateway.execute(Principal(), command)))
+
+    async def add_items(self, request: Request) -> Response:
+        """``include`` (query) is accepted: stored items are returned whole."""
+        conversation_id = request.path_params["conversation_id"]
+        command = await self._decode(request, lambda raw: decode_add_items(conversation_id, raw))
+        return JSONResponse(encode_item_list(await self._gateway.execute(Principal(), command)))
+
+    async def list_items(self, request: Request) -> Response:
+        command = decode_list_items(
+            request.path_params["conversation_id"], dict(request.query_params)
+        )
+        return JSONResponse(encode_item_list(await self._gateway.execute(Principal(), command)))
+
+    async def retrieve_item(self, request: Request) -> Response:
+        command = GetConversationItem(
+            request.path_params["conversation_id"], request.path_params["item_id"]
+        )
+        return JSONResponse(await self._gateway.execute(Principal(), command))
+
+    async def delete_item(self, request: Request) -> Response:
+        """Answers with the conversation, as hosted does."""
+        command = DeleteConversationItem(
+            request.path_params["conversation_id"], request.path_params["item_id"]
+        )
+        return JSONResponse(encode_conversation(await self._gateway.execute(Principal(), command)))
+
+    async def _decode(self, request: Request, decode: Callable[[bytes], T]) -> T:
+        require_json(request)
+        body = await read_body(request, self._max_body, self._body_timeout)
+        if len(body) <= INLINE_DECODE_BYTES:
+            return decode(body)
+        return await asyncio.to_thread(decode, body)

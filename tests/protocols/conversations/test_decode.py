@@ -1,0 +1,136 @@
+"""Conversations wire -> commands: bodies, item caps, metadata bounds, list parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from stateway.core.commands import (
+    AddConversationItems,
+    CreateConversation,
+    ListConversationItems,
+    UpdateConversation,
+)
+from stateway.core.errors import InvalidRequest
+from stateway.protocols.conversations.decode import (
+    MAX_ITEMS,
+    decode_add_items,
+    decode_create_conversation,
+    decode_list_items,
+    decode_update_conversation,
+)
+
+
+def body(**fields: Any) -> bytes:
+    return orjson.dumps(fields)
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def test_create_with_nothing_is_an_empty_conversation() -> None:
+    assert decode_create_conversation(b"{}") == CreateConversation([], {})
+    assert decode_create_conversation(body(items=None, metadata=None)) == CreateConversation()
+
+
+def test_items_are_normalized_as_responses_input() -> None:
+    command = decode_create_conversation(body(items=[user("hi")], metadata={"k": "v"}))
+    [item] = command.items
+    assert item["type"] == "message"
+    assert item["content"] == [{"type": "input_text", "text": "hi"}]
+    assert item["status"] == "completed"
+    assert command.metadata == {"k": "v"}
+
+
+def test_an_item_error_names_its_place_in_items() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_add_items("conv_1", body(items=[user("ok"), {"role": "robot", "content": "x"}]))
+    assert caught.value.param == "items[1].role"
+
+
+@pytest.mark.parametrize("decode", [decode_create_conversation, decode_add_items])
+def test_more_than_twenty_items_are_refused(decode: Any) -> None:
+    raw = body(items=[user(str(n)) for n in range(MAX_ITEMS + 1)])
+    with pytest.raises(InvalidRequest) as caught:
+        decode(raw) if decode is decode_create_conversation else decode("conv_1", raw)
+    error = caught.value
+    assert (error.status, error.param, error.code) == (400, "items", "array_above_max_length")
+    fits = body(items=[user(str(n)) for n in range(MAX_ITEMS)])
+    assert len(decode_add_items("conv_1", fits).items) == MAX_ITEMS
+
+
+@pytest.mark.parametrize(
+    ("raw", "param", "code"),
+    [
+        (b"{}", "items", "missing_required_parameter"),
+        (body(items=[]), "items", "empty_array"),
+        (body(items="hello"), "items", "invalid_type"),
+        (body(items=["hello"]), "items", "invalid_type"),
+        (b"[]", None, "invalid_type"),
+        (b"{nope", None, "invalid_json"),
+    ],
+)
+def test_bad_item_batches(raw: bytes, param: str | None, code: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_add_items("conv_1", raw)
+    assert (caught.value.param, caught.value.code) == (param, code)
+
+
+def test_add_items_keeps_the_conversation() -> None:
+    command = decode_add_items("conv_9", body(items=[user("x")]))
+    assert isinstance(command, AddConversationItems)
+    assert command.conversation_id == "conv_9"
+
+
+@pytest.mark.parametrize(
+    ("metadata", "param", "code"),
+    [
+        ({f"k{n}": "v" for n in range(17)}, "metadata", "object_above_max_properties"),
+        ({"k" * 65: "v"}, "metadata", "invalid_value"),
+        ({"k": "v" * 513}, "metadata.k", "invalid_value"),
+        ({"k": 1}, "metadata.k", "invalid_type"),
+        (["k"], "metadata", "invalid_type"),
+    ],
+)
+def test_metadata_bounds(metadata: Any, param: str, code: str) -> None:
+    for decode in (
+        lambda raw: decode_create_conversation(raw),
+        lambda raw: decode_update_conversation("conv_1", raw),
+    ):
+        with pytest.raises(InvalidRequest) as caught:
+            decode(body(metadata=metadata))
+        assert (caught.value.param, caught.value.code) == (param, code)
+
+
+def test_metadata_at_its_bounds_is_accepted() -> None:
+    metadata = {f"{n:02d}" + "k" * 62: "v" * 512 for n in range(16)}
+    assert decode_create_conversation(body(metadata=metadata)).metadata == metadata
+
+
+def test_update_replaces_metadata_and_needs_it() -> None:
+    assert decode_update_conversation("c", body(metadata={"a": "b"})) == UpdateConversation(
+        "c", {"a": "b"}
+    )
+    assert decode_update_conversation("c", body(metadata=None)).metadata == {}
+    with pytest.raises(InvalidRequest) as caught:
+        decode_update_conversation("c", b"{}")
+    assert caught.value.code == "missing_required_parameter"
+
+
+def test_list_parameters() -> None:
+    assert decode_list_items("c", {}) == ListConversationItems("c", None, 20, "desc")
+    query = {"after": "msg_1", "limit": "100", "order": "asc", "include": "x"}
+    assert decode_list_items("c", query) == ListConversationItems("c", "msg_1", 100, "asc")
+
+
+@pytest.mark.parametrize(
+    "query", [{"limit": "0"}, {"limit": "101"}, {"limit": "ten"}, {"order": "up"}]
+)
+def test_bad_list_parameters(query: dict[str, str]) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_list_items("c", query)
+    assert caught.value.code == "invalid_value"
+    assert caught.value.param in query
