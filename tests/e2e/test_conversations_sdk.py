@@ -1,0 +1,251 @@
+"""The Conversations API, and responses as turns of a conversation, through the official
+``openai`` SDK (sync and async), over SQLite and PostgreSQL and both upstream shapes."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import openai
+import pytest
+from openai import AsyncOpenAI, OpenAI
+from openai.types.conversations import Conversation, ConversationDeletedResource, Message
+
+MODEL = "fake-model"
+SLOW = "[[slow:150]] [[words:8]]"
+"""Over a second of streamed output: a turn certainly still running while a test acts."""
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": text}
+
+
+def texts(items: list[Any]) -> list[str]:
+    return [item.content[0].text for item in items]
+
+
+def test_create_retrieve_update_delete(client: OpenAI) -> None:
+    created = client.conversations.create(items=[user("hello")], metadata={"topic": "tea"})
+    assert isinstance(created, Conversation)
+    assert created.id.startswith("conv_")
+    assert created.object == "conversation"
+    assert created.metadata == {"topic": "tea"}
+    assert created.created_at > 0
+
+    assert client.conversations.retrieve(created.id) == created
+    updated = client.conversations.update(created.id, metadata={"topic": "coffee", "n": "2"})
+    assert updated.metadata == {"topic": "coffee", "n": "2"}
+    assert client.conversations.retrieve(created.id).metadata == updated.metadata
+
+    deleted = client.conversations.delete(created.id)
+    assert isinstance(deleted, ConversationDeletedResource)
+    assert (deleted.id, deleted.object, deleted.deleted) == (
+        created.id,
+        "conversation.deleted",
+        True,
+    )
+    for attempt in (
+        lambda: client.conversations.retrieve(created.id),
+        lambda: client.conversations.delete(created.id),
+        lambda: client.conversations.update(created.id, metadata={}),
+        lambda: client.conversations.items.list(created.id),
+        lambda: client.conversations.items.create(created.id, items=[user("x")]),  # type: ignore[list-item]
+        lambda: client.responses.create(model=MODEL, input="x", conversation=created.id),
+    ):
+        with pytest.raises(openai.NotFoundError) as caught:
+            attempt()
+        assert created.id in caught.value.message
+
+
+def test_items_create_list_retrieve_delete(client: OpenAI) -> None:
+    conversation = client.conversations.create()
+    added = client.conversations.items.create(
+        conversation.id,
+        items=[user(f"message {n}") for n in range(5)],  # type: ignore[misc]
+        include=["message.output_text.logprobs"],
+    )
+    assert added.object == "list"
+    assert len(added.data) == 5
+    assert all(isinstance(item, Message) for item in added.data)
+    first = added.data[0]
+    assert isinstance(first, Message)
+    assert first.id.startswith("msg_")
+    assert (first.status, first.role) == ("completed", "user")
+    assert first.content[0].type == "input_text"
+    assert (added.first_id, added.last_id) == (first.id, added.data[-1].id)
+    assert added.has_more is False
+
+    newest = client.conversations.items.list(conversation.id, limit=2)
+    assert texts(newest.data) == ["message 4", "message 3"], "newest first by default"
+    assert newest.has_more is True
+    every = list(client.conversations.items.list(conversation.id, limit=2, order="asc"))
+    assert texts(every) == [f"message {n}" for n in range(5)]
+    after = client.conversations.items.list(
+        conversation.id, after=first.id, order="asc", include=["message.input_image.image_url"]
+    )
+    assert texts(after.data) == [f"message {n}" for n in range(1, 5)]
+
+    assert client.conversations.items.retrieve(first.id, conversation_id=conversation.id) == first
+    remaining = client.conversations.items.delete(first.id, conversation_id=conversation.id)
+    assert isinstance(remaining, Conversation)
+    assert remaining.id == conversation.id
+    with pytest.raises(openai.NotFoundError):
+        client.conversations.items.retrieve(first.id, conversation_id=conversation.id)
+    with pytest.raises(openai.NotFoundError):
+        client.conversations.items.delete(first.id, conversation_id=conversation.id)
+    assert texts(list(client.conversations.items.list(conversation.id, order="asc"))) == [
+        f"message {n}" for n in range(1, 5)
+    ]
+
+
+def test_a_second_turn_sees_the_first(client: OpenAI) -> None:
+    conversation = client.conversations.create(items=[user("my name is Ada")])
+    first = client.responses.create(model=MODEL, input="I like tea", conversation=conversation.id)
+    assert first.conversation is not None
+    assert first.conversation.id == conversation.id
+    second = client.responses.create(
+        model=MODEL, input="[[echo]]", conversation={"id": conversation.id}
+    )
+    assert second.output_text.splitlines() == [
+        "user: my name is Ada",
+        "user: I like tea",
+        "assistant: Hello! You said: I like tea",
+        "user: [[echo]]",
+    ]
+    assert second.previous_response_id is None
+    retrieved = client.responses.retrieve(second.id)
+    assert retrieved.conversation is not None
+    assert retrieved.conversation.id == conversation.id
+
+    items = list(client.conversations.items.list(conversation.id, order="asc"))
+    assert [(item.type, item.role) for item in items] == [  # type: ignore[union-attr]
+        ("message", "user"),
+        ("message", "user"),
+        ("message", "assistant"),
+        ("message", "user"),
+        ("message", "assistant"),
+    ]
+    assert items[2].id == first.output[0].id, "a turn's output keeps its id"
+    assert [i.id for i in client.responses.input_items.list(second.id)] != []
+
+
+def test_a_deleted_item_leaves_later_turns_but_not_earlier_responses(client: OpenAI) -> None:
+    conversation = client.conversations.create(items=[user("forget this"), user("keep this")])
+    first = client.responses.create(model=MODEL, input="turn one", conversation=conversation.id)
+    doomed = client.conversations.items.list(conversation.id, order="asc").data[0]
+    client.conversations.items.delete(doomed.id, conversation_id=conversation.id)
+    echo = client.responses.create(model=MODEL, input="[[echo]]", conversation=conversation.id)
+    assert "forget this" not in echo.output_text
+    assert echo.output_text.splitlines()[0] == "user: keep this"
+    assert texts(client.responses.input_items.list(first.id).data) == ["turn one"]
+    assert client.responses.retrieve(first.id).output_text == "Hello! You said: turn one"
+
+
+def test_a_failed_turn_appends_nothing_and_lets_the_conversation_go(client: OpenAI) -> None:
+    conversation = client.conversations.create()
+    with pytest.raises(openai.APIStatusError):
+        client.responses.create(model=MODEL, input="[[error:500]]", conversation=conversation.id)
+    assert client.conversations.items.list(conversation.id).data == []
+    client.responses.create(model=MODEL, input="again", conversation=conversation.id)
+    assert texts(client.conversations.items.list(conversation.id, order="asc").data) == [
+        "again",
+        "Hello! You said: again",
+    ]
+
+
+def test_request_errors(client: OpenAI) -> None:
+    conversation = client.conversations.create()
+    previous = client.responses.create(model=MODEL, input="x")
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(
+            model=MODEL, input="x", conversation=conversation.id, previous_response_id=previous.id
+        )
+    assert caught.value.code == "mutually_exclusive_parameters"
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model=MODEL, input="x", conversation=conversation.id, store=False)
+    assert caught.value.body["param"] == "store"  # type: ignore[index]
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.responses.create(model=MODEL, input="x", conversation="conv_missing")
+    assert missing.value.body["param"] == "conversation"  # type: ignore[index]
+
+    too_many = [user(str(n)) for n in range(21)]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.conversations.items.create(conversation.id, items=too_many)  # type: ignore[arg-type]
+    assert caught.value.code == "array_above_max_length"
+    assert caught.value.body["param"] == "items"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.conversations.create(items=too_many)  # type: ignore[arg-type]
+    assert caught.value.code == "array_above_max_length"
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.conversations.create(metadata={f"k{n}": "v" for n in range(17)})
+    assert caught.value.body["param"] == "metadata"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.conversations.items.list(conversation.id, limit=101)
+    assert caught.value.body["param"] == "limit"  # type: ignore[index]
+    with pytest.raises(openai.NotFoundError):
+        client.conversations.items.retrieve("msg_missing", conversation_id=conversation.id)
+    assert client.conversations.items.list(conversation.id).data == [], "nothing half-written"
+
+
+async def test_racing_turns_let_one_in_and_do_not_interleave(async_client: AsyncOpenAI) -> None:
+    async with async_client:
+        conversation = await async_client.conversations.create()
+
+        async def turn(name: str) -> str:
+            stream = await async_client.responses.create(
+                model=MODEL, input=f"{name} {SLOW}", conversation=conversation.id, stream=True
+            )
+            async for _ in stream:
+                pass
+            return name
+
+        results = await asyncio.gather(turn("alpha"), turn("beta"), return_exceptions=True)
+        [winner] = [r for r in results if isinstance(r, str)]
+        [refused] = [r for r in results if isinstance(r, BaseException)]
+        assert isinstance(refused, openai.ConflictError)
+        assert refused.status_code == 409
+        assert refused.code == "conversation_locked"
+        assert refused.body == {  # type: ignore[comparison-overlap]
+            "message": "Another process is currently operating on this conversation. "
+            "Please retry in a few seconds.",
+            "type": "invalid_request_error",
+            "param": "conversation",
+            "code": "conversation_locked",
+        }
+        page = await async_client.conversations.items.list(conversation.id, order="asc")
+        assert [(item.role, item.content[0].text.split()[0]) for item in page.data] == [  # type: ignore[union-attr]
+            ("user", winner),
+            ("assistant", "w1"),
+        ]
+
+
+async def test_a_turn_refused_while_another_streams(async_client: AsyncOpenAI) -> None:
+    async with async_client:
+        conversation = await async_client.conversations.create()
+        stream = await async_client.responses.create(
+            model=MODEL, input=f"first {SLOW}", conversation=conversation.id, stream=True
+        )
+        events = aiter(stream)
+        assert (await anext(events)).type == "response.created"
+        with pytest.raises(openai.ConflictError):
+            await async_client.responses.create(
+                model=MODEL, input="second", conversation=conversation.id
+            )
+        with pytest.raises(openai.ConflictError):
+            await async_client.conversations.items.create(
+                conversation.id,
+                items=[user("meanwhile")],  # type: ignore[list-item]
+            )
+        async for _ in events:
+            pass
+        second = await async_client.responses.create(
+            model=MODEL, input="second", conversation=conversation.id
+        )
+        assert second.status == "completed"
+        page = await async_client.conversations.items.list(conversation.id, order="asc")
+        assert [item.content[0].text.split()[0] for item in page.data] == [  # type: ignore[union-attr]
+            "first",
+            "w1",
+            "second",
+            "Hello!",
+        ]

@@ -1,0 +1,118 @@
+"""The Conversations routes in process: paths, methods, bodies, and the error shape."""
+
+from __future__ import annotations
+
+import orjson
+from starlette.applications import Starlette
+
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.conversations import ConversationsRoutes
+from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.service import ServiceRoutes
+from tests.core.conversation_fakes import MemoryConversations, TurnStore
+from tests.core.fakes import ScriptedBackend
+from tests.surfaces.http.asgi import call
+
+
+def build() -> Starlette:
+    conversations = MemoryConversations()
+    store = TurnStore(conversations)
+    router = Router(
+        [BackendEntry(ScriptedBackend([TextDelta("ok"), Finish("stop")]), {}, catch_all=True)]
+    )
+    gateway = Gateway(store, router, Loop(store), RunRegistry(), conversations=conversations)
+    return build_http_app(
+        ResponsesRoutes(gateway, 4096),
+        ServiceRoutes(gateway),
+        conversations=ConversationsRoutes(gateway, 4096),
+    )
+
+
+def dumps(value: object) -> bytes:
+    return orjson.dumps(value)
+
+
+async def test_every_route_answers_its_object() -> None:
+    app = build()
+    created = await call(app, "POST", "/v1/conversations", dumps({"metadata": {"a": "b"}}))
+    assert created.status == 200
+    conversation = created.json()
+    assert set(conversation) == {"id", "object", "created_at", "metadata"}
+    base = f"/v1/conversations/{conversation['id']}"
+
+    assert (await call(app, "GET", base)).json() == conversation
+    updated = await call(app, "POST", base, dumps({"metadata": {"c": "d"}}))
+    assert updated.json() == {**conversation, "metadata": {"c": "d"}}
+
+    added = await call(
+        app,
+        "POST",
+        base + "/items",
+        dumps({"items": [{"role": "user", "content": "hi"}]}),
+        query="include[]=message.output_text.logprobs",
+    )
+    listing = added.json()
+    assert set(listing) == {"object", "data", "first_id", "last_id", "has_more"}
+    [item] = listing["data"]
+    assert item["content"] == [{"type": "input_text", "text": "hi"}]
+    assert (await call(app, "GET", base + "/items", query="order=asc")).json() == listing
+    item_path = f"{base}/items/{item['id']}"
+    assert (await call(app, "GET", item_path)).json() == item
+    after_delete = await call(app, "DELETE", item_path)
+    assert after_delete.json() == {**conversation, "metadata": {"c": "d"}}
+    empty = (await call(app, "GET", base + "/items")).json()
+    assert (empty["data"], empty["first_id"], empty["last_id"]) == ([], None, None)
+
+    deleted = await call(app, "DELETE", base)
+    assert deleted.json() == {
+        "id": conversation["id"],
+        "object": "conversation.deleted",
+        "deleted": True,
+    }
+
+
+async def test_errors_have_the_openai_shape() -> None:
+    app = build()
+    conversation = (await call(app, "POST", "/v1/conversations", b"{}")).json()
+    base = f"/v1/conversations/{conversation['id']}"
+    for method, path, body, query, status in [
+        ("POST", "/v1/conversations", b"{", "", 400),
+        ("POST", "/v1/conversations", b"x" * 5000, "", 413),
+        ("POST", "/v1/conversations", dumps({"items": "x"}), "", 400),
+        ("GET", "/v1/conversations/conv_missing", b"", "", 404),
+        ("POST", "/v1/conversations/conv_missing", dumps({"metadata": {}}), "", 404),
+        ("POST", base, b"{}", "", 400),
+        ("DELETE", "/v1/conversations/conv_missing", b"", "", 404),
+        ("GET", base + "/items", b"", "limit=0", 400),
+        ("GET", base + "/items", b"", "order=sideways", 400),
+        ("POST", base + "/items", dumps({"items": [{"role": "x", "content": "y"}]}), "", 400),
+        ("GET", base + "/items/msg_missing", b"", "", 404),
+        ("DELETE", base + "/items/msg_missing", b"", "", 404),
+        ("GET", "/v1/conversations", b"", "", 405),
+        ("PUT", base, b"", "", 405),
+        ("GET", base + "/nope", b"", "", 404),
+    ]:
+        reply = await call(app, method, path, body, query)
+        assert reply.status == status, (method, path, reply.body)
+        assert set(reply.json()["error"]) == {"message", "type", "param", "code"}
+        assert reply.json()["error"]["code"] is not None, (method, path)
+
+
+async def test_a_body_must_be_declared_json() -> None:
+    reply = await call(build(), "POST", "/v1/conversations", b"{}", content_type="text/plain")
+    assert reply.status == 415
+
+
+async def test_a_responses_turn_echoes_its_conversation() -> None:
+    app = build()
+    conversation = (await call(app, "POST", "/v1/conversations", b"{}")).json()
+    turn = {"model": "m", "input": "hi", "conversation": conversation["id"]}
+    reply = await call(app, "POST", "/v1/responses", dumps(turn))
+    assert reply.json()["conversation"] == {"id": conversation["id"]}
+    plain = await call(app, "POST", "/v1/responses", dumps({"model": "m", "input": "hi"}))
+    assert plain.json()["conversation"] is None
