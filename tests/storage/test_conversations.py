@@ -9,7 +9,8 @@ import pytest
 
 from stateway.core.conversations.ports import Conversation
 from stateway.core.items import Item
-from stateway.storage.sql import SqlConversationStore
+from stateway.storage.sql import SqlConversationStore, SqlResponseStore
+from tests.storage.test_queries import statements
 
 
 def message(text: str, item_id: str | None = None) -> Item:
@@ -193,3 +194,14 @@ async def test_pages_follow_the_cursor(
 async def test_limit_must_be_positive(conversations: SqlConversationStore, tenant: str) -> None:
     with pytest.raises(ValueError, match="positive"):
         await conversations.list_items(tenant, "conv_1", after=None, limit=0, order="asc")
+
+
+async def test_loading_a_turns_context_takes_one_statement(
+    conversations: SqlConversationStore, store: SqlResponseStore, tenant: str
+) -> None:
+    await new(conversations, tenant, [message(str(n)) for n in range(20)])
+    with statements(store.engine) as executed:
+        loaded = await conversations.load_items(tenant, "conv_1")
+    assert loaded is not None
+    assert len(loaded.items) == 20
+    assert len(executed) == 1
