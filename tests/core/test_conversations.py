@@ -283,6 +283,19 @@ async def test_a_failed_final_save_still_lets_the_conversation_go() -> None:
     assert texts(await world.items(conversation.id)) == ["next", "answer"]
 
 
+async def test_a_turn_whose_saves_all_fail_still_ends(caplog: pytest.LogCaptureFixture) -> None:
+    world = World()
+    conversation = await world.conversation()
+    world.store.failing_finishes = 2
+    run = await world.turn(conversation.id, "unsaved")
+    await run.wait()
+    assert run.state.status == "failed"
+    assert len(world.store.finishes) == 2
+    assert f"letting conversation {conversation.id} go failed" in caplog.text
+    with pytest.raises(ConversationLocked):  # held until storage lets it go
+        await world.turn(conversation.id, "next")
+
+
 async def test_a_turn_on_an_unknown_or_deleted_conversation_is_not_found() -> None:
     world = World()
     with pytest.raises(ConversationNotFound) as caught:

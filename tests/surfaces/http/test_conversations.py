@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+import threading
+
 import orjson
+import pytest
 from starlette.applications import Starlette
 
+from stateway.core.commands import AddConversationItems
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
+from stateway.protocols.conversations import decode
+from stateway.surfaces.http import conversations
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.conversations import ConversationsRoutes
-from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.responses import INLINE_DECODE_BYTES, ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.conversation_fakes import MemoryConversations, TurnStore
 from tests.core.fakes import ScriptedBackend
 from tests.surfaces.http.asgi import call
 
 
-def build() -> Starlette:
+def build(max_body: int = 4096) -> Starlette:
     conversations = MemoryConversations()
     store = TurnStore(conversations)
     router = Router(
@@ -27,9 +33,9 @@ def build() -> Starlette:
     )
     gateway = Gateway(store, router, Loop(store), RunRegistry(), conversations=conversations)
     return build_http_app(
-        ResponsesRoutes(gateway, 4096),
+        ResponsesRoutes(gateway, max_body),
         ServiceRoutes(gateway),
-        conversations=ConversationsRoutes(gateway, 4096),
+        conversations=ConversationsRoutes(gateway, max_body),
     )
 
 
@@ -116,3 +122,27 @@ async def test_a_responses_turn_echoes_its_conversation() -> None:
     assert reply.json()["conversation"] == {"id": conversation["id"]}
     plain = await call(app, "POST", "/v1/responses", dumps({"model": "m", "input": "hi"}))
     assert plain.json()["conversation"] is None
+
+
+async def test_large_bodies_are_decoded_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    threads: list[int] = []
+
+    def recording(conversation_id: str, raw: bytes) -> AddConversationItems:
+        threads.append(threading.get_ident())
+        return decode.decode_add_items(conversation_id, raw)
+
+    monkeypatch.setattr(conversations, "decode_add_items", recording)
+    app = build(max_body=4 * INLINE_DECODE_BYTES)
+    conversation = (await call(app, "POST", "/v1/conversations", b"{}")).json()
+    path = f"/v1/conversations/{conversation['id']}/items"
+    small = dumps({"items": [{"role": "user", "content": "hi"}]})
+    text = "x" * (INLINE_DECODE_BYTES + 1)
+    large = dumps({"items": [{"role": "user", "content": text}]})
+    assert (await call(app, "POST", path, small)).status == 200
+    reply = await call(app, "POST", path, large)
+    assert reply.status == 200
+    assert reply.json()["data"][0]["content"][0]["text"] == text
+    assert threads[0] == threading.get_ident()
+    assert threads[1] != threading.get_ident()
