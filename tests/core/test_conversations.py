@@ -223,6 +223,36 @@ async def test_a_second_turn_while_one_runs_is_refused_and_writes_nothing() -> N
     assert texts(await world.items(conversation.id)) == ["first", "answer"]
 
 
+async def test_a_caller_gone_while_the_turn_is_written_still_lets_go() -> None:
+    world = World()
+    conversation = await world.conversation()
+    written = asyncio.Event()
+    save = world.store.save
+
+    async def slow_save(record: Any) -> None:
+        await written.wait()
+        await save(record)
+
+    world.store.save = slow_save  # type: ignore[method-assign]
+    caller = asyncio.create_task(world.turn(conversation.id, "gone"))
+    await asyncio.sleep(0)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    written.set()  # the row (and the lock) land after the caller left
+    for _ in range(20):
+        await asyncio.sleep(0)
+    (record,) = world.store.records.values()
+    assert (record.status, record.body["incomplete_reason"]) == (
+        "incomplete",
+        "client_disconnected",
+    )
+    assert len(world.gateway.runs) == 0
+    world.store.save = save  # type: ignore[method-assign]
+    await (await world.turn(conversation.id, "next")).wait()  # the conversation is free
+    assert texts(await world.items(conversation.id))[-2:] == ["next", "answer"]
+
+
 @pytest.mark.parametrize(
     "script",
     [[UpstreamError("the model server failed")], [TextDelta("partial"), UpstreamError("cut")]],

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import overload
 
 from stateway.core import events as ev
@@ -174,10 +175,36 @@ class Gateway:
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
         run = Run(state, command.input)
         if conversation is not None:  # refused here (409, 404) while nothing has started
-            await self._loop.begin_turn(run, conversation.next_position)
-        self.runs.add(run)
-        run.task = asyncio.create_task(self._drive(run, route, context, command.stream, toolset))
+            begun = asyncio.ensure_future(self._loop.begin_turn(run, conversation.next_position))
+            try:
+                await asyncio.shield(begun)
+            except asyncio.CancelledError:
+                # The caller left while the turn's row was being written. Once it is, the
+                # run starts already cancelled and ends at once, letting the conversation go.
+                start = partial(self._start_abandoned, run, route, context, toolset)
+                begun.add_done_callback(start)
+                raise
+        self._start(run, route, context, command.stream, toolset)
         return run
+
+    def _start(
+        self, run: Run, route: Route, context: list[Item], stream: bool, toolset: Toolset
+    ) -> None:
+        self.runs.add(run)
+        run.task = asyncio.create_task(self._drive(run, route, context, stream, toolset))
+
+    def _start_abandoned(
+        self,
+        run: Run,
+        route: Route,
+        context: list[Item],
+        toolset: Toolset,
+        begun: asyncio.Future[None],
+    ) -> None:
+        if begun.cancelled() or begun.exception() is not None:
+            return  # nothing was written: nothing to end
+        run.cancel(CancelReason.CLIENT_GONE)
+        self._start(run, route, context, False, toolset)
 
     async def _drive(
         self, run: Run, route: Route, context: list[Item], stream: bool, toolset: Toolset
