@@ -10,10 +10,13 @@ import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.applications import Starlette
 
 from stateway.backends.admission import WaitingRoom
+from stateway.backends.anthropic import AnthropicBackend
+from stateway.backends.anthropic_request import AnthropicOptions
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
@@ -32,6 +35,7 @@ from stateway.search import build_search_provider
 from stateway.storage.sql import SqlConversationStore, open_store
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.conversations import ConversationsRoutes
+from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from stateway.surfaces.http.transport import KEEPALIVE_INTERVAL
@@ -45,6 +49,9 @@ BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
         client, config.max_tokens_field, config.guided_decoding
     ),
     "responses": lambda client, config: OpenAIResponsesBackend(client),
+    "anthropic": lambda client, config: AnthropicBackend(
+        client, AnthropicOptions(config.default_max_tokens, config.thinking)
+    ),
 }
 
 
@@ -76,8 +83,19 @@ def build_backend(config: BackendConfig, waiting_room: WaitingRoom) -> Backend:
         max_response_bytes=config.max_response_bytes,
         pool_idle_timeout=config.pool_idle_timeout,
         pool_timeout=config.pool_timeout,
+        **_wire_headers(config),
     )
     return BACKEND_APIS[config.api](UpstreamClient(target, waiting_room), config)
+
+
+def _wire_headers(config: BackendConfig) -> dict[str, Any]:
+    """How the upstream's API shape wants its key, and the headers it needs."""
+    if config.api == "anthropic":
+        return {
+            "key_header": "x-api-key",
+            "headers": (("anthropic-version", config.anthropic_version),),
+        }
+    return {}
 
 
 def build_tools(config: Config, environ: Mapping[str, str] | None = None) -> GatewayTools:
@@ -174,5 +192,12 @@ def build_app(
         allowed_hosts=server.effective_allowed_hosts,
         conversations=ConversationsRoutes(
             parts.gateway, server.max_body_bytes, body_timeout=server.request_body_timeout
+        ),
+        messages=MessagesRoutes(
+            parts.gateway,
+            server.max_body_bytes,
+            body_timeout=server.request_body_timeout,
+            keepalive=keepalive,
+            max_input_items=server.max_input_items,
         ),
     )

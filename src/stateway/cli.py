@@ -148,14 +148,16 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (default 8080; 0 picks a free one)")
     serve.add_argument("--upstream", help="model server base URL including /v1")
-    serve.add_argument("--upstream-api", choices=["chat", "responses"], help="upstream API shape")
+    serve.add_argument(
+        "--upstream-api", choices=["chat", "responses", "anthropic"], help="upstream API shape"
+    )
     serve.add_argument(
         "--upstream-api-key-env", help="environment variable holding the upstream key"
     )
     check = commands.add_parser("check-config", help="validate the configuration and exit")
     _common(check)
     check.add_argument("--upstream")
-    check.add_argument("--upstream-api", choices=["chat", "responses"])
+    check.add_argument("--upstream-api", choices=["chat", "responses", "anthropic"])
     check.add_argument("--upstream-api-key-env")
     migrate_cmd = commands.add_parser("migrate", help="upgrade the database schema")
     _common(migrate_cmd)

@@ -16,7 +16,7 @@ Example file::
     [[backends]]
     name = "vllm"
     url = "http://127.0.0.1:8000/v1"
-    api = "chat"                       # or "responses"
+    api = "chat"                       # or "responses", "anthropic"
     models = ["qwen3-8b"]              # or {"public-name" = "upstream-name"}
 
     [[backends]]
@@ -107,7 +107,7 @@ class StorageConfig(_Strict):
 class BackendConfig(_Strict):
     name: str = Field(min_length=1)
     url: str
-    api: Literal["chat", "responses"] = "chat"
+    api: Literal["chat", "responses", "anthropic"] = "chat"
     api_key_env: str | None = None
     models: list[str] | dict[str, str] = Field(default_factory=list)
     connect_timeout: float = Field(default=10.0, gt=0)
@@ -119,6 +119,15 @@ class BackendConfig(_Strict):
     """Chat upstreams: how a forced ``custom`` tool's grammar is enforced (``vllm``:
     ``structured_outputs``; ``vllm-legacy``: ``guided_grammar``); default: described to
     the model only. See ``backends/guided_decoding.py``."""
+    anthropic_version: str = Field(default="2023-06-01", min_length=1)
+    """Anthropic upstreams: the ``anthropic-version`` header sent on every call."""
+    default_max_tokens: int = Field(default=4096, ge=1)
+    """Anthropic upstreams: the ``max_tokens`` sent when the client set no limit (the
+    Messages API requires one)."""
+    thinking: Literal["enabled", "adaptive"] = "enabled"
+    """Anthropic upstreams: how a reasoning effort without a token budget is asked for:
+    ``enabled`` with a budget derived from the effort, or ``adaptive`` with the effort
+    as ``output_config.effort`` (newer models)."""
     total_timeout: float = Field(default=1800.0, gt=0)
     """The longest a whole upstream call (one inference round) may take."""
     first_byte_timeout: float | None = Field(default=None, gt=0)

@@ -139,6 +139,8 @@ def to_upstream(request: InferenceRequest, max_tokens_field: str = "max_tokens")
         "prompt_cache_key": settings.prompt_cache_key,
         "presence_penalty": settings.presence_penalty,
         "frequency_penalty": settings.frequency_penalty,
+        "top_k": settings.top_k,
+        "stop": settings.stop_sequences or None,
     }
     body.update((k, v) for k, v in optional.items() if v is not None)
     if settings.metadata:
@@ -272,7 +274,7 @@ def from_upstream_chunk(chunk: dict[str, Any]) -> Iterator[Delta]:
         yield from _message_deltas(delta, lambda position, call: count(call.get("index", 0)))
         reason = text(choice.get("finish_reason"))
         if reason:
-            yield Finish(reason)
+            yield Finish(reason, _stop_sequence(choice))
     usage = chunk.get("usage")
     if usage:
         yield UsageReport(_usage(obj(usage)))
@@ -287,7 +289,14 @@ def from_upstream_completion(payload: dict[str, Any]) -> Iterator[Delta]:
     yield from _message_deltas(obj(choice.get("message")), lambda position, call: position)
     if payload.get("usage"):
         yield UsageReport(_usage(obj(payload["usage"])))
-    yield Finish(text(choice.get("finish_reason")) or "stop")
+    yield Finish(text(choice.get("finish_reason")) or "stop", _stop_sequence(choice))
+
+
+def _stop_sequence(choice: dict[str, Any]) -> str | None:
+    """The stop string that ended the choice, as vLLM reports it (``stop_reason``; a
+    token id or null when something else stopped it)."""
+    matched = choice.get("stop_reason")
+    return matched if isinstance(matched, str) and choice.get("finish_reason") == "stop" else None
 
 
 def _message_deltas(

@@ -136,10 +136,27 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
 
 def _item(item: Item) -> Item:
     """Items go as they are, ids included (a stateless upstream does not look them up).
-    An assistant message is an output message on this wire, which needs a ``status``."""
+    An assistant message is an output message on this wire, which needs a ``status``.
+    What a Messages client marks that this wire has no field for (a tool result's
+    ``is_error``, a part's ``cache_control``) is left out."""
+    if "is_error" in item or "cache_control" in item:
+        item = {k: v for k, v in item.items() if k not in _MESSAGES_ONLY}
+    for key in ("content", "output"):
+        parts = item.get(key)
+        if isinstance(parts, list) and any("cache_control" in part for part in parts):
+            item = {**item, key: [_without_cache(part) for part in parts]}
     if item.get("type") == "message" and item.get("role") == "assistant" and "status" not in item:
         return {**item, "status": "completed"}
     return item
+
+
+_MESSAGES_ONLY = frozenset({"is_error", "cache_control"})
+
+
+def _without_cache(part: Any) -> Any:
+    if isinstance(part, dict) and "cache_control" in part:
+        return {k: v for k, v in part.items() if k != "cache_control"}
+    return part
 
 
 class _StreamState:

@@ -69,6 +69,11 @@ class UpstreamTarget:
     """How long an idle connection stays pooled; keep it below the upstream's keep-alive."""
     pool_timeout: float = 30.0
     """The longest a call waits for one of ``max_connections`` slots."""
+    key_header: str = "Authorization"
+    """Where ``api_key`` goes: ``Authorization`` (as ``Bearer KEY``) or another header
+    that takes the bare key (Anthropic's ``x-api-key``)."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """Sent on every call (Anthropic's ``anthropic-version``)."""
 
 
 class UpstreamClient:
@@ -84,9 +89,11 @@ class UpstreamClient:
         )
         self._pooled: aiohttp.ClientSession | None = None
         self._fresh: aiohttp.ClientSession | None = None
-        headers = {"Content-Type": "application/json"}
-        if target.api_key:
+        headers = {"Content-Type": "application/json", **dict(target.headers)}
+        if target.api_key and target.key_header.lower() == "authorization":
             headers["Authorization"] = f"Bearer {target.api_key}"
+        elif target.api_key:
+            headers[target.key_header] = target.api_key
         self._headers = headers
         self._first_byte_timeout = (
             target.read_timeout if target.first_byte_timeout is None else target.first_byte_timeout

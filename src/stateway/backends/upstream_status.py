@@ -9,6 +9,7 @@ upstream   client
 408, 504   504 ``upstream_timeout``
 429        429, the upstream's code or ``rate_limit_exceeded``, with its ``Retry-After``
 503        503 ``upstream_unavailable``, with its ``Retry-After``
+529        503 ``upstream_overloaded`` (Anthropic's "overloaded"), with its ``Retry-After``
 other 4xx  400, the upstream's code or ``upstream_rejected``
 other 5xx  502 ``upstream_error``
 =========  ==========================================================================
@@ -29,6 +30,9 @@ from stateway.core.errors import (
     UpstreamUnavailable,
 )
 
+OVERLOADED = 529
+"""Anthropic's status for an API that is temporarily overloaded."""
+UPSTREAM_OVERLOADED = "upstream_overloaded"
 _RETRY_AFTER = re.compile(r"[0-9]{1,10}|[A-Za-z0-9 ,:]{1,64}")
 """Delta-seconds or an HTTP-date; anything else is not passed on."""
 
@@ -58,6 +62,8 @@ def classify_status(
         return UpstreamTimeout(detail)
     if status == 503:
         return UpstreamUnavailable(detail, status=503, headers=retry)
+    if status == OVERLOADED:
+        return UpstreamUnavailable(detail, status=503, code=UPSTREAM_OVERLOADED, headers=retry)
     if 400 <= status < 500:
         return UpstreamRejected(detail, status=400, code=code or "upstream_rejected")
     return UpstreamError(detail)

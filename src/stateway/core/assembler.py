@@ -93,6 +93,15 @@ class OutputAssembler:
         current.chunks.append(delta)
         self._emit(ev.ReasoningDelta(current.index, 0, current.item["id"], delta))
 
+    def reasoning_signature(self, signature: str) -> None:
+        """Seal the reasoning just streamed (opened empty if none was: thinking sent
+        without its text) and close it: the next reasoning is another item."""
+        current = self._open
+        if current is None or current.item["type"] != REASONING:
+            current = self._start_reasoning()
+        current.item["encrypted_content"] = signature
+        self._close("completed")
+
     def tool_call(self, delta: ToolCallDelta) -> None:
         """A fragment of a call. A new call starts at a new index or, for servers that omit
         indexes, at a new upstream id; a bare fragment for a call already closed is an

@@ -45,6 +45,13 @@ class GenerationSettings:
     top_logprobs: int | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    stop_sequences: list[str] = field(default_factory=list)
+    """Texts that end the output when generated (Chat's ``stop``, Messages'
+    ``stop_sequences``); not sent to a Responses upstream, which has no such field."""
+    top_k: int | None = None
+    reasoning_budget: int | None = None
+    """Tokens the model may think for (Messages' ``thinking.budget_tokens``); None: a
+    backend that needs a budget derives one from ``reasoning_effort``."""
 
 
 @dataclass(slots=True)
@@ -58,6 +65,13 @@ class CreateResponse:
     store: bool = True
     stream: bool = False
     settings: GenerationSettings = field(default_factory=GenerationSettings)
+
+
+@dataclass(slots=True, frozen=True)
+class CountTokens:
+    """How many input tokens ``request`` would use upstream, without running it."""
+
+    request: CreateResponse
 
 
 @dataclass(slots=True, frozen=True)
@@ -156,4 +170,5 @@ Command = (
     | ListModels
     | CheckReadiness
     | ConversationCommand
+    | CountTokens
 )

@@ -14,6 +14,7 @@ from stateway.core.commands import (
     AddConversationItems,
     CheckReadiness,
     Command,
+    CountTokens,
     CreateConversation,
     CreateResponse,
     DeleteConversation,
@@ -43,12 +44,15 @@ from stateway.core.errors import (
     StorageError,
 )
 from stateway.core.ids import new_id
+from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
 from stateway.core.loop import Loop
-from stateway.core.ports import Backend, ItemPage, ResponseStore
+from stateway.core.ports import Backend, ItemPage, ResponseStore, TokenCounter
 from stateway.core.response import ResponseState, load_state
 from stateway.core.routing import Route, Router
 from stateway.core.runs import CancelReason, Run, RunRegistry
+from stateway.core.token_estimate import estimate_tokens
+from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.toolset import Toolset
 
 log = logging.getLogger(__name__)
@@ -77,7 +81,23 @@ class Readiness:
         return self.storage_error is None
 
 
-Result = Run | ResponseState | Deleted | ItemPage | ModelList | Readiness | ConversationResult
+@dataclass(slots=True, frozen=True)
+class TokenCount:
+    input_tokens: int
+    estimated: bool
+    """True when the gateway estimated it (the upstream cannot count)."""
+
+
+Result = (
+    Run
+    | ResponseState
+    | Deleted
+    | ItemPage
+    | ModelList
+    | Readiness
+    | ConversationResult
+    | TokenCount
+)
 
 
 class Gateway:
@@ -125,6 +145,8 @@ class Gateway:
     ) -> ItemPage: ...
     @overload
     async def execute(self, principal: Principal, command: GetConversationItem) -> Item: ...
+    @overload
+    async def execute(self, principal: Principal, command: CountTokens) -> TokenCount: ...
 
     async def execute(self, principal: Principal, command: Command) -> Result:
         """Run one command for ``principal``. Raises :class:`GatewayError` subclasses."""
@@ -150,6 +172,8 @@ class Gateway:
                 return ModelList(await self._router.list_models())
             case CheckReadiness():
                 return await self._readiness()
+            case CountTokens(request=request):
+                return await self._count(principal, request)
             case _:
                 return await self._served_conversations().execute(principal.tenant_id, command)
 
@@ -205,6 +229,28 @@ class Gateway:
             return  # nothing was written: nothing to end
         run.cancel(CancelReason.CLIENT_GONE)
         self._start(run, route, context, False, toolset)
+
+    async def _count(self, principal: Principal, command: CreateResponse) -> TokenCount:
+        """The input tokens of ``command``'s first round, counted by the upstream when it
+        can, else estimated; checked as a run would be, but nothing runs or is stored."""
+        route = self._router.resolve(command.model)
+        toolset = self._loop.tools.resolve(command.settings.tools)
+        toolset.route(route.backend)
+        context = await build_context(self._store, principal.tenant_id, command, route.backend)
+        catalog = Catalog(toolset.client)
+        request = InferenceRequest(
+            model=route.upstream_model,
+            instructions=command.instructions,
+            items=context,
+            settings=command.settings,
+            stream=False,
+            tools=catalog.model_tools(),
+            tool_choice=catalog.model_choice(command.settings.tool_choice),
+            native_tools=toolset.native,
+        )
+        if isinstance(route.backend, TokenCounter):
+            return TokenCount(await route.backend.count_tokens(request), estimated=False)
+        return TokenCount(estimate_tokens(request), estimated=True)
 
     async def _drive(
         self, run: Run, route: Route, context: list[Item], stream: bool, toolset: Toolset

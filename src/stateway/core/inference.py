@@ -46,6 +46,15 @@ class ReasoningDelta:
 
 
 @dataclass(slots=True, frozen=True)
+class ReasoningSignature:
+    """The opaque seal an upstream put on the reasoning just streamed (an Anthropic thinking
+    block's ``signature``): kept as the reasoning item's ``encrypted_content``, which ends
+    that item (see :mod:`stateway.core.reasoning`)."""
+
+    signature: str
+
+
+@dataclass(slots=True, frozen=True)
 class ToolCallDelta:
     index: int
     """Which call of this round the fragment belongs to."""
@@ -63,6 +72,8 @@ class UsageReport:
 class Finish:
     reason: str
     """``stop``, ``length``, ``tool_calls`` or ``content_filter``."""
+    stop_sequence: str | None = None
+    """The client's stop sequence that ended the output, when the upstream says which."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -74,4 +85,12 @@ class OutputItem:
     item: Item
 
 
-Delta = TextDelta | ReasoningDelta | ToolCallDelta | UsageReport | Finish | OutputItem
+Delta = (
+    TextDelta
+    | ReasoningDelta
+    | ReasoningSignature
+    | ToolCallDelta
+    | UsageReport
+    | Finish
+    | OutputItem
+)

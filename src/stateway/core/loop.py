@@ -39,6 +39,7 @@ from stateway.core.inference import (
     InferenceRequest,
     OutputItem,
     ReasoningDelta,
+    ReasoningSignature,
     TextDelta,
     ToolCallDelta,
     UsageReport,
@@ -220,14 +221,17 @@ class Loop:
                         assembler.text(text)
                     case ReasoningDelta(text=text):
                         assembler.reasoning(text)
+                    case ReasoningSignature(signature=signature):
+                        assembler.reasoning_signature(signature)
                     case ToolCallDelta():
                         assembler.tool_call(delta)
                     case OutputItem(item=item):
                         assembler.item(item)
                     case UsageReport(usage=latest):
                         reported = latest
-                    case Finish(reason=finish_reason):
+                    case Finish(reason=finish_reason, stop_sequence=matched):
                         reason = finish_reason
+                        run.state.stop_sequence = matched
         usage.add(reported)
         return reason
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from stateway.core.inference import Delta, InferenceRequest
 from stateway.core.items import Item
@@ -51,6 +51,14 @@ class ConversationTurn:
     conversation_id: str
     seen: int = 0
     items: list[Item] = field(default_factory=list)
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """A backend whose upstream counts a request's input tokens (optional: the gateway
+    estimates for the others, see :mod:`stateway.core.token_estimate`)."""
+
+    async def count_tokens(self, request: InferenceRequest) -> int: ...
 
 
 @dataclass(slots=True)

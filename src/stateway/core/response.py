@@ -36,6 +36,9 @@ class ResponseState:
     incomplete_reason: str | None = None
     completed_at: float | None = None
     conversation_id: str | None = None
+    stop_sequence: str | None = None
+    """The stop sequence that ended the last round, if the upstream said (Messages'
+    ``stop_sequence``); not stored."""
 
     @classmethod
     def start(

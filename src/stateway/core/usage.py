@@ -10,7 +10,11 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    """Of ``input_tokens``, those read from the upstream's prompt cache."""
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
+    """Of ``input_tokens``, those written to the upstream's prompt cache (Anthropic's
+    ``cache_creation_input_tokens``)."""
 
     @property
     def total_tokens(self) -> int:
@@ -21,3 +25,4 @@ class Usage:
         self.output_tokens += other.output_tokens
         self.cached_tokens += other.cached_tokens
         self.reasoning_tokens += other.reasoning_tokens
+        self.cache_write_tokens += other.cache_write_tokens

@@ -6,10 +6,16 @@ Routes::
     GET    /v1/models              the configured model names
     POST   /v1/chat/completions    Chat Completions (see chat.py)
     POST   /v1/responses           stateless Responses (see responses.py)
+    POST   /v1/messages            Anthropic Messages (see messages.py)
+    POST   /v1/messages/count_tokens  {"input_tokens": N}, N the prompt's words
     GET    /_fake/requests         the last 200 generation request bodies, oldest first
     DELETE /_fake/requests         forget them
 
-With an API key, every ``/v1/*`` request needs ``Authorization: Bearer KEY``.
+With an API key, every ``/v1/*`` request needs ``Authorization: Bearer KEY`` or, as
+Anthropic takes it, ``x-api-key: KEY``. Errors on ``/v1/messages*`` have Anthropic's shape
+(:meth:`UpstreamError.anthropic_body`), ``GET /v1/models`` answers in Anthropic's shape to a
+request with ``anthropic-version``, and each logged request keeps the headers that carry
+the key and the Anthropic version and betas (``headers``).
 """
 
 from __future__ import annotations
@@ -41,6 +47,12 @@ from stateway.fake_upstream.errors import (
     not_found,
     scripted_error,
 )
+from stateway.fake_upstream.messages import (
+    messages_conversation,
+    parse_messages_request,
+    signature_of,
+)
+from stateway.fake_upstream.messages_checks import COUNT_FIELDS, check_messages_request
 from stateway.fake_upstream.misbehaviour import (
     PacedSend,
     ending_in_error,
@@ -57,6 +69,11 @@ from stateway.fake_upstream.script import Script, parse_script
 REQUEST_LOG_SIZE = 200
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
+MESSAGES_PATH = "/v1/messages"
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+LOGGED_HEADERS = frozenset(
+    {b"authorization", b"x-api-key", b"anthropic-version", b"anthropic-beta"}
+)
 REQUESTS_PATH = "/_fake/requests"
 _HEALTH_BODY = orjson.dumps({"status": "ok"})
 
@@ -78,6 +95,7 @@ class WireRequest(Protocol):
 _PARSERS: dict[str, Callable[[dict[str, Any]], WireRequest]] = {
     CHAT_PATH: parse_chat_request,
     RESPONSES_PATH: parse_responses_request,
+    MESSAGES_PATH: parse_messages_request,
 }
 
 
@@ -93,13 +111,32 @@ class FakeUpstreamApp:
             for name in self.model_names
         ]
         self._models_body = orjson.dumps({"object": "list", "data": models})
+        anthropic_models = [
+            {
+                "type": "model",
+                "id": name,
+                "display_name": name,
+                "created_at": "2026-01-01T00:00:00Z",
+            }
+            for name in self.model_names
+        ]
+        self._anthropic_models_body = orjson.dumps(
+            {
+                "data": anthropic_models,
+                "has_more": False,
+                "first_id": self.model_names[0],
+                "last_id": self.model_names[-1],
+            }
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             try:
                 await self._http(scope, receive, send)
             except UpstreamError as error:
-                await send_json(send, error.status, error.body(), error.headers)
+                anthropic = scope["path"].startswith(MESSAGES_PATH)
+                body = error.anthropic_body() if anthropic else error.body()
+                await send_json(send, error.status, body, error.headers)
         elif scope["type"] == "lifespan":
             await _lifespan(receive, send)
 
@@ -114,9 +151,14 @@ class FakeUpstreamApp:
         if parse is not None:
             if method != "POST":
                 raise method_not_allowed(method, path)
-            await self._generate(path, parse, _bearer(scope), receive, send)
+            await self._generate(path, parse, scope, receive, send)
+        elif path == COUNT_TOKENS_PATH and method == "POST":
+            await self._count_tokens(scope, receive, send)
         elif path == "/v1/models" and method == "GET":
-            await send_json(send, 200, self._models_body)
+            anthropic = _header(scope, b"anthropic-version") is not None
+            await send_json(
+                send, 200, self._anthropic_models_body if anthropic else self._models_body
+            )
         elif path == "/health" and method == "GET":
             await send_json(send, 200, _HEALTH_BODY)
         elif path == REQUESTS_PATH and method == "GET":
@@ -124,13 +166,13 @@ class FakeUpstreamApp:
         elif path == REQUESTS_PATH and method == "DELETE":
             self.requests.clear()
             await send_json(send, 200, orjson.dumps({"data": []}))
-        elif path in ("/v1/models", "/health", REQUESTS_PATH):
+        elif path in ("/v1/models", "/health", REQUESTS_PATH, COUNT_TOKENS_PATH):
             raise method_not_allowed(method, path)
         else:
             raise not_found(method, path)
 
     def _check_api_key(self, scope: Scope) -> None:
-        token = _bearer(scope)
+        token = _presented_key(scope)
         if token == self.api_key:
             return
         raise invalid_api_key(provided=token is not None)
@@ -139,14 +181,15 @@ class FakeUpstreamApp:
         self,
         path: str,
         parse: Callable[[dict[str, Any]], WireRequest],
-        key: str | None,
+        scope: Scope,
         receive: Receive,
         send: Send,
     ) -> None:
+        key = _presented_key(scope)
         body = await _read_json(receive)
         if body is None:
             return  # the client left before sending its whole request
-        self.requests.append({"path": path, "body": body})
+        self.requests.append({"path": path, "body": body, "headers": _logged_headers(scope)})
         request = parse(body)
         script = parse_script(request.conversation.user_text)
         if script.stall_ms or script.trickle_ms:
@@ -157,6 +200,17 @@ class FakeUpstreamApp:
             await until_disconnect(receive, answer)
         else:
             await answer
+
+    async def _count_tokens(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await _read_json(receive)
+        if body is None:
+            return
+        self.requests.append(
+            {"path": COUNT_TOKENS_PATH, "body": body, "headers": _logged_headers(scope)}
+        )
+        check_messages_request(body, signature_of, fields=COUNT_FIELDS)
+        conversation = messages_conversation(body)
+        await send_json(send, 200, orjson.dumps({"input_tokens": conversation.prompt_tokens}))
 
 
 async def _answer(
@@ -190,6 +244,26 @@ async def _answer(
         await send_huge_json(send, request.body(plan), script.huge)
     else:
         await send_json(send, 200, request.body(plan))
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _logged_headers(scope: Scope) -> dict[str, str]:
+    return {
+        key.decode(): value.decode("latin-1")
+        for key, value in scope["headers"]
+        if key in LOGGED_HEADERS
+    }
+
+
+def _presented_key(scope: Scope) -> str | None:
+    """The key the request presents: ``x-api-key`` (Anthropic's way), else the bearer token."""
+    return _header(scope, b"x-api-key") or _bearer(scope)
 
 
 def _bearer(scope: Scope) -> str | None:

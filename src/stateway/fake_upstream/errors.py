@@ -50,6 +50,28 @@ class UpstreamError(Exception):
         error = {"message": self.message, "type": self.type, "param": self.param}
         return orjson.dumps({"error": {**error, "code": self.code}})
 
+    def anthropic_body(self) -> bytes:
+        """The error in Anthropic's shape, typed by status as Anthropic types it."""
+        error = {"type": anthropic_type(self.status), "message": self.message}
+        return orjson.dumps({"type": "error", "error": error})
+
+
+_ANTHROPIC_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+
+def anthropic_type(status: int) -> str:
+    return _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+
 
 def scripted_error(status: int) -> UpstreamError:
     """The error ``[[error:STATUS]]`` asks for, typed as the OpenAI API would."""

@@ -22,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 from stateway.core.errors import GatewayError, InvalidRequest, NotFound
 from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.hosts import HostGuard
+from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes, refuse_websocket
 from stateway.surfaces.http.service import ServiceRoutes
 from stateway.surfaces.http.transport import JSONResponse, error_response
@@ -46,9 +47,11 @@ def build_http_app(
     lifespan: Lifespan | None = None,
     allowed_hosts: frozenset[str] | None = None,
     conversations: ConversationsRoutes | None = None,
+    messages: MessagesRoutes | None = None,
 ) -> Starlette:
     """``allowed_hosts``: the ``Host`` names served (None: any), see :mod:`.hosts`;
-    ``conversations``: the Conversations API's routes, when served."""
+    ``conversations``: the Conversations API's routes, ``messages`` the Anthropic
+    Messages routes, when served."""
     unbuilt = _Unbuilt()
     reserved = [Route(path, unbuilt) for name in UNBUILT for path in (name, name + "/{_:path}")]
     routes: list[BaseRoute] = [
@@ -59,6 +62,14 @@ def build_http_app(
         Route("/v1/responses/{response_id}", responses.delete, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", responses.input_items, methods=["GET"]),
         *([] if conversations is None else conversation_routes(conversations)),
+        *(
+            [
+                Route("/v1/messages", messages.create, methods=["POST"]),
+                Route("/v1/messages/count_tokens", messages.count_tokens, methods=["POST"]),
+            ]
+            if messages is not None
+            else []
+        ),
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/health", service.health, methods=["GET"]),
         Route("/ready", service.ready, methods=["GET"]),

@@ -7,6 +7,7 @@ from starlette.responses import Response
 
 from stateway.core.commands import CheckReadiness, ListModels, Principal
 from stateway.core.gateway import Gateway
+from stateway.protocols.messages.encode import encode_model_list
 from stateway.surfaces.http.transport import JSONResponse
 
 
@@ -16,6 +17,8 @@ class ServiceRoutes:
 
     async def models(self, request: Request) -> Response:
         listing = await self._gateway.execute(Principal(), ListModels())
+        if "anthropic-version" in request.headers:  # an Anthropic client: its shape
+            return JSONResponse(encode_model_list(listing.models))
         data = [
             {"id": model, "object": "model", "created": 0, "owned_by": backend}
             for model, backend in listing.models

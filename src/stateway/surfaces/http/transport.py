@@ -107,9 +107,11 @@ class SSEResponse(Response):
     also ends the body, sparing a separate write for the terminator.
 
     The status line waits for ``opening`` (bounded by ``keepalive``), so a stream that
-    fails before it starts can still be answered with an HTTP error. Once streaming, a
+    fails before it starts can still be answered with an HTTP error (rendered by
+    ``error_response`` when given, else by the app's error handler). Once streaming, a
     ``: keep-alive`` comment goes out whenever nothing was sent for ``keepalive`` seconds
-    (a timer, not a task, so a stream that never idles pays almost nothing for it).
+    (a timer, not a task, so a stream that never idles pays almost nothing for it), or
+    ``idle_frame`` instead (Messages streams send a ``ping`` event).
     When the client goes away, ``on_disconnect`` is called once and streaming stops.
     """
 
@@ -120,8 +122,14 @@ class SSEResponse(Response):
         *,
         opening: Opening | None = None,
         keepalive: float = KEEPALIVE_INTERVAL,
+        idle_frame: bytes = _COMMENT,
+        headers: dict[str, str] | None = None,
+        error_response: Callable[[GatewayError], Response] | None = None,
     ) -> None:
         super().__init__(status_code=200)
+        self._idle_frame = idle_frame
+        self._error_response = error_response
+        self._extra_headers = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
         self._frames = frames
         self._on_disconnect = on_disconnect
         self._opening = opening
@@ -143,10 +151,17 @@ class SSEResponse(Response):
         try:
             async with aclosing(self._frames) as frames:
                 if self._opening is not None:
-                    await self._hold(self._opening)
+                    try:
+                        await self._hold(self._opening)
+                    except GatewayError as error:
+                        if self._error_response is None:
+                            raise
+                        await self._error_response(error)(scope, receive, send)
+                        return
                 if self._gone:
                     return
-                await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+                headers = [*_SSE_HEADERS, *self._extra_headers]
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
                 self._idle_from(asyncio.get_running_loop().time(), send)
                 await self._stream(frames, send)
         except OSError:
@@ -206,7 +221,7 @@ class SSEResponse(Response):
 
     async def _send_comment(self, send: Send) -> None:
         try:
-            await send({"type": "http.response.body", "body": _COMMENT, "more_body": True})
+            await send({"type": "http.response.body", "body": self._idle_frame, "more_body": True})
         except OSError:
             self._disconnected()
         self._comment = None

@@ -1,0 +1,233 @@
+"""Backend for upstreams speaking the Anthropic Messages API (Anthropic itself, or any
+server that does): ``{url}/messages``, ``{url}/messages/count_tokens``, ``{url}/models``.
+
+The request is built by :mod:`.anthropic_request`; replies become deltas here. Content
+blocks map onto deltas in order: ``text`` to text, ``thinking`` to reasoning sealed by its
+``signature`` (:class:`ReasoningSignature`), ``redacted_thinking`` to a whole reasoning
+item, ``tool_use`` to a call indexed by its block (an input that never streamed is
+``{}``). ``stop_reason`` becomes the finish reason (``tool_use`` -> ``tool_calls``,
+``max_tokens`` -> ``length``, ``refusal`` -> ``content_filter``, ``stop_sequence`` ->
+``stop`` naming the sequence). Usage: ``input_tokens`` is the whole prompt, cache reads
+and writes included, as the other wires count it. A mid-stream ``error`` event is an
+upstream failure (``overloaded_error``: ``upstream_overloaded``, 503).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from functools import partial
+from typing import Any
+
+import orjson
+
+from stateway.backends.anthropic_names import ToolNames
+from stateway.backends.anthropic_request import AnthropicOptions, count_body, to_upstream
+from stateway.backends.sse import aiter_events
+from stateway.backends.upstream_http import UpstreamClient, cut_short
+from stateway.backends.upstream_status import UPSTREAM_OVERLOADED
+from stateway.backends.upstream_values import count, obj, text
+from stateway.core.errors import UpstreamError, UpstreamUnavailable
+from stateway.core.ids import new_id
+from stateway.core.inference import (
+    Delta,
+    Finish,
+    InferenceRequest,
+    OutputItem,
+    ReasoningDelta,
+    ReasoningSignature,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from stateway.core.ports import TOOL_OUTPUT
+from stateway.core.reasoning import redacted_item
+from stateway.core.tools.history import REWRITTEN_ITEM_TYPES
+from stateway.core.usage import Usage
+
+CARRIED = (
+    frozenset({"message", "function_call", "function_call_output", "reasoning"})
+    | REWRITTEN_ITEM_TYPES
+)
+_TEXT = frozenset({"input_text", "output_text", "text", "summary_text"})
+CARRIED_PARTS: Mapping[str, frozenset[str]] = {
+    "user": _TEXT | {"input_image", "input_file"},
+    "system": _TEXT,
+    "developer": _TEXT,
+    "assistant": _TEXT | {"refusal"},
+    TOOL_OUTPUT: _TEXT | {"input_image", "input_file"},
+}
+_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
+
+
+class AnthropicBackend:
+    carried_item_types = CARRIED
+    carried_part_types = CARRIED_PARTS
+    carries_unknown_types = False
+
+    def __init__(self, client: UpstreamClient, options: AnthropicOptions | None = None) -> None:
+        self._client = client
+        self.name = client.target.name
+        self._options = options or AnthropicOptions()
+
+    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        names = ToolNames()
+        body = to_upstream(request, self._options, names)
+        async with self._client.post("/messages", body) as reply:
+            if not request.stream:
+                message = self._parse(await reply.read())
+                for delta in self._decode(partial(from_upstream_message, message, names)):
+                    yield delta
+                return
+            stream = StreamState(names)
+            async for event in aiter_events(reply):
+                data = self._parse(event.data)
+                for delta in self._decode(partial(stream.feed, data)):
+                    yield delta
+                if stream.finished:
+                    return
+            raise cut_short(self.name)
+
+    async def count_tokens(self, request: InferenceRequest) -> int:
+        body = count_body(to_upstream(request, self._options, ToolNames()))
+        async with self._client.post("/messages/count_tokens", body) as reply:
+            payload = self._parse(await reply.read())
+        try:
+            return count(payload["input_tokens"])
+        except (KeyError, TypeError) as exc:
+            raise UpstreamError(f"The model server '{self.name}' sent a malformed count.") from exc
+
+    def _parse(self, data: bytes) -> dict[str, Any]:
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            payload = None
+        if not isinstance(payload, dict):
+            raise UpstreamError(f"The model server '{self.name}' sent a malformed event.")
+        return payload
+
+    def _decode(self, parse: Callable[[], Iterator[Any]]) -> list[Any]:
+        try:
+            return list(parse())
+        except UpstreamError as failed:  # the upstream's own words: mask its key
+            failed.message = self._client.scrub(failed.message)
+            raise
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise UpstreamError(f"The model server '{self.name}' sent a malformed reply.") from exc
+
+    async def list_models(self) -> list[str]:
+        return await self._client.list_models()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class StreamState:
+    """Follows one upstream event stream: which blocks are calls, and the usage so far."""
+
+    __slots__ = ("_calls", "_streamed", "_usage", "finished", "names")
+
+    def __init__(self, names: ToolNames) -> None:
+        self.names = names
+        self.finished = False
+        self._calls: set[int] = set()
+        self._streamed: set[int] = set()
+        self._usage: dict[str, Any] = {}
+
+    def feed(self, event: dict[str, Any]) -> Iterator[Delta]:
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            yield from self._delta(count(event["index"]), obj(event["delta"]))
+        elif kind == "content_block_start":
+            index = count(event["index"])
+            block = obj(event["content_block"])
+            if block.get("type") == "tool_use":
+                self._calls.add(index)
+                block = {**block, "input": None}  # its input streams as JSON deltas
+            yield from _block(index, block, self.names)
+        elif kind == "content_block_stop":
+            index = count(event["index"])
+            if index in self._calls and index not in self._streamed:
+                yield ToolCallDelta(index, None, None, "{}")
+        elif kind == "message_start":
+            self._usage = dict(obj(obj(event["message"]).get("usage")))
+        elif kind == "message_delta":
+            self._usage.update((k, v) for k, v in obj(event.get("usage")).items() if v is not None)
+            yield UsageReport(_usage(self._usage))
+            yield _finish(obj(event["delta"]))
+        elif kind == "message_stop":
+            self.finished = True
+        elif kind == "error":
+            raise _stream_error(obj(event.get("error")))
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> Iterator[Delta]:
+        match delta.get("type"):
+            case "text_delta":
+                yield TextDelta(text(delta["text"]) or "")
+            case "thinking_delta":
+                yield ReasoningDelta(text(delta["thinking"]) or "")
+            case "signature_delta":
+                yield ReasoningSignature(text(delta["signature"]) or "")
+            case "input_json_delta":
+                self._streamed.add(index)
+                yield ToolCallDelta(index, None, None, text(delta["partial_json"]) or "")
+
+
+def from_upstream_message(message: dict[str, Any], names: ToolNames) -> Iterator[Delta]:
+    """Deltas of a whole ``message`` object, in streaming order."""
+    for index, block in enumerate(message.get("content") or ()):
+        yield from _block(index, obj(block), names)
+    yield UsageReport(_usage(obj(message.get("usage"))))
+    yield _finish(message)
+
+
+def _block(index: int, block: dict[str, Any], names: ToolNames) -> Iterator[Delta]:
+    """The deltas a content block starts with (all of them, for a whole block)."""
+    match block.get("type"):
+        case "text":
+            yield TextDelta(text(block.get("text")) or "")
+        case "thinking":
+            yield ReasoningDelta(text(block.get("thinking")) or "")
+            signature = text(block.get("signature"))
+            if signature:
+                yield ReasoningSignature(signature)
+        case "redacted_thinking":
+            yield OutputItem(redacted_item(new_id("rs"), text(block["data"]) or ""))
+        case "tool_use":
+            name = names.from_upstream(text(block["name"]) or "")
+            tool_input = block.get("input")
+            arguments = "" if tool_input is None else orjson.dumps(obj(tool_input)).decode()
+            yield ToolCallDelta(index, text(block["id"]), name, arguments)
+
+
+def _finish(delta: dict[str, Any]) -> Finish:
+    reason = text(delta.get("stop_reason")) or "end_turn"
+    matched = text(delta.get("stop_sequence")) if reason == "stop_sequence" else None
+    return Finish(_FINISH.get(reason, "stop"), stop_sequence=matched)
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    read = count(usage.get("cache_read_input_tokens"))
+    written = count(usage.get("cache_creation_input_tokens"))
+    details = obj(usage.get("output_tokens_details"))
+    return Usage(
+        input_tokens=count(usage.get("input_tokens")) + read + written,
+        output_tokens=count(usage.get("output_tokens")),
+        cached_tokens=read,
+        reasoning_tokens=count(details.get("thinking_tokens")),
+        cache_write_tokens=written,
+    )
+
+
+def _stream_error(error: dict[str, Any]) -> UpstreamError:
+    message = f"The model server failed mid-stream: {error.get('message', '')}"[:500]
+    if error.get("type") == "overloaded_error":
+        return UpstreamUnavailable(message, status=503, code=UPSTREAM_OVERLOADED)
+    return UpstreamError(message)

@@ -1,0 +1,327 @@
+"""Canonical request -> an Anthropic Messages body, limited to what that API accepts.
+
+- ``system``: the instructions, then the system/developer messages that lead the context
+  (a string when that is one plain text, else text blocks keeping ``cache_control``);
+  a system message later in the context stays a ``role: "system"`` entry where it was,
+  as Claude Code sends it.
+- Items become blocks of alternating turns: text, ``image`` and ``document`` parts;
+  reasoning items as ``thinking`` (with their signature) or ``redacted_thinking``
+  (:mod:`stateway.core.reasoning`; unsigned reasoning from another upstream cannot be
+  carried and is left out); function calls as ``tool_use`` and their outputs as
+  ``tool_result`` (``is_error`` kept). Consecutive items of one role share a message, and
+  in a user message the tool results come first. Empty text is never sent.
+- Tool names and ids are respelled into ``[A-Za-z0-9_-]`` (:mod:`.anthropic_names`).
+- ``max_tokens`` is always sent (the backend's default when the client set none).
+  Thinking: an explicit budget, or one derived from the effort, kept within
+  ``[1024, max_tokens)`` (no thinking when ``max_tokens`` leaves no room); or, with
+  ``thinking = "adaptive"``, adaptive thinking with the effort in ``output_config``. While
+  thinking, sampling settings Anthropic refuses are left out (a temperature other than 1,
+  ``top_k``, a ``top_p`` below 0.95), and a tool choice that forces a tool turns thinking
+  off (the two cannot be combined).
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import orjson
+
+from stateway.backends.anthropic_names import ToolNames, safe_name
+from stateway.core.errors import InvalidRequest
+from stateway.core.inference import InferenceRequest
+from stateway.core.items import Item
+from stateway.core.reasoning import thinking_of
+from stateway.core.tools.history import model_items
+
+MIN_THINKING_BUDGET: Final = 1024
+EFFORT_BUDGETS: Final = {
+    "minimal": 1024,
+    "low": 2048,
+    "medium": 8192,
+    "high": 16384,
+    "xhigh": 32768,
+}
+"""The thinking budget asked for each reasoning effort when the client gave no budget."""
+_ADAPTIVE_EFFORTS: Final = {"minimal": "low", "xhigh": "max"}
+_TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text", "summary_text"})
+_SYSTEM_ROLES: Final = frozenset({"system", "developer"})
+
+
+@dataclass(slots=True, frozen=True)
+class AnthropicOptions:
+    default_max_tokens: int = 4096
+    thinking: Literal["enabled", "adaptive"] = "enabled"
+
+
+def to_upstream(
+    request: InferenceRequest, options: AnthropicOptions, names: ToolNames
+) -> dict[str, Any]:
+    settings = request.settings
+    max_tokens = settings.max_output_tokens or options.default_max_tokens
+    system, messages = _conversation(request, names)
+    if not messages:
+        raise InvalidRequest(
+            "An Anthropic upstream needs at least one user or assistant message.",
+            param="input",
+            code="missing_required_parameter",
+        )
+    body: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens}
+    if system:
+        body["system"] = system
+    body["messages"] = messages
+    if request.stream:
+        body["stream"] = True
+    forced = _tools(body, request, names)
+    thinking = None if forced else _thinking(body, request, options, max_tokens)
+    if settings.temperature is not None and (thinking is None or settings.temperature == 1):
+        body["temperature"] = min(settings.temperature, 1.0)
+    if settings.top_p is not None and (thinking is None or settings.top_p >= 0.95):
+        body["top_p"] = settings.top_p
+    if settings.top_k is not None and thinking is None:
+        body["top_k"] = settings.top_k
+    if settings.stop_sequences:
+        body["stop_sequences"] = settings.stop_sequences
+    if settings.user:
+        body["metadata"] = {"user_id": settings.user}
+    return body
+
+
+def count_body(body: dict[str, Any]) -> dict[str, Any]:
+    """The ``/messages/count_tokens`` body of a ``/messages`` body: what shapes the input."""
+    kept = ("model", "system", "messages", "tools", "tool_choice", "thinking")
+    return {k: body[k] for k in kept if k in body}
+
+
+def _tools(body: dict[str, Any], request: InferenceRequest, names: ToolNames) -> bool:
+    """Add ``tools`` and ``tool_choice``; whether the choice forces a tool."""
+    if not request.tools:
+        return False
+    body["tools"] = [_tool(tool, names) for tool in request.tools]
+    choice = request.tool_choice
+    if choice == "none":
+        body["tool_choice"] = {"type": "none"}
+        return False
+    wire: dict[str, Any] = {"type": "auto"}
+    if choice == "required":
+        wire = {"type": "any"}
+    elif isinstance(choice, dict) and isinstance(choice.get("name"), str):
+        wire = {"type": "tool", "name": names.to_upstream(choice["name"])}
+    if not request.settings.parallel_tool_calls:
+        wire["disable_parallel_tool_use"] = True
+    body["tool_choice"] = wire
+    return bool(wire["type"] != "auto")
+
+
+def _tool(tool: Item, names: ToolNames) -> dict[str, Any]:
+    wire: dict[str, Any] = {"name": names.to_upstream(str(tool["name"]))}
+    if tool.get("description"):
+        wire["description"] = tool["description"]
+    schema = tool.get("parameters")
+    wire["input_schema"] = schema if isinstance(schema, dict) else {"type": "object"}
+    return wire
+
+
+def _thinking(
+    body: dict[str, Any], request: InferenceRequest, options: AnthropicOptions, max_tokens: int
+) -> dict[str, Any] | None:
+    settings = request.settings
+    budget, effort = settings.reasoning_budget, settings.reasoning_effort
+    if budget is None and effort in (None, "none"):
+        return None
+    if budget is None and options.thinking == "adaptive":
+        thinking: dict[str, Any] = {"type": "adaptive"}
+        level = _ADAPTIVE_EFFORTS.get(str(effort), str(effort))
+        body["thinking"], body["output_config"] = thinking, {"effort": level}
+        return thinking
+    wanted = budget if budget is not None else EFFORT_BUDGETS.get(str(effort), 8192)
+    if max_tokens <= MIN_THINKING_BUDGET:
+        return None
+    thinking = {
+        "type": "enabled",
+        "budget_tokens": max(MIN_THINKING_BUDGET, min(wanted, max_tokens - 1)),
+    }
+    body["thinking"] = thinking
+    return thinking
+
+
+def _conversation(
+    request: InferenceRequest, names: ToolNames
+) -> tuple[str | list[dict[str, Any]], list[dict[str, Any]]]:
+    system: list[dict[str, Any]] = []
+    if request.instructions:
+        system.append({"type": "text", "text": request.instructions})
+    turns = _Turns()
+    for item in model_items(request.items):
+        kind = item.get("type")
+        if kind == "message":
+            role = item.get("role")
+            if role in _SYSTEM_ROLES and not turns.messages:
+                system += _text_blocks(item.get("content"))
+            else:
+                turns.add(_role(role), _message_blocks(item))
+        elif kind == "reasoning":
+            turns.add("assistant", _thinking_blocks(item))
+        elif kind == "function_call":
+            turns.add("assistant", [_tool_use(item, names)])
+        elif kind == "function_call_output":
+            turns.add("user", [_tool_result(item)])
+    return _system(system), turns.done()
+
+
+def _system(blocks: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    if len(blocks) == 1 and set(blocks[0]) == {"type", "text"}:
+        return str(blocks[0]["text"])
+    return blocks
+
+
+class _Turns:
+    """Messages being built: blocks of one role join the last message of that role."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+
+    def add(self, role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last["role"] == role:
+            last["content"] += blocks
+        else:
+            self.messages.append({"role": role, "content": blocks})
+
+    def done(self) -> list[dict[str, Any]]:
+        for message in self.messages:
+            if message["role"] == "user":  # tool results must lead a user message
+                blocks = message["content"]
+                message["content"] = [b for b in blocks if b["type"] == "tool_result"] + [
+                    b for b in blocks if b["type"] != "tool_result"
+                ]
+        return self.messages
+
+
+def _role(role: Any) -> str:
+    if role in _SYSTEM_ROLES:
+        return "system"
+    return "assistant" if role == "assistant" else "user"
+
+
+def _message_blocks(item: Item) -> list[dict[str, Any]]:
+    content = item.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return [block for part in content or () if (block := _block(part)) is not None]
+
+
+def _text_blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return [b for part in content or () if (b := _block(part)) is not None and b["type"] == "text"]
+
+
+def _block(part: Item) -> dict[str, Any] | None:
+    kind = part.get("type")
+    block: dict[str, Any]
+    if kind in _TEXT_PARTS or kind == "refusal":
+        text = part.get("text") or part.get("refusal") or ""
+        if not text:
+            return None
+        block = {"type": "text", "text": text}
+    elif kind == "input_image":
+        block = {"type": "image", "source": _image_source(part)}
+    elif kind == "input_file":
+        block = {"type": "document", "source": _document_source(part)}
+        if part.get("filename"):
+            block["title"] = part["filename"]
+    else:
+        return None
+    if isinstance(part.get("cache_control"), dict):
+        block["cache_control"] = part["cache_control"]
+    return block
+
+
+def _image_source(part: Item) -> dict[str, Any]:
+    url = part.get("image_url")
+    if not isinstance(url, str) or not url:
+        raise _uncarried("an image without an image_url (a file_id)")
+    data_url = _data_url(url)
+    if data_url is None:
+        return {"type": "url", "url": url}
+    media_type, data = data_url
+    return {"type": "base64", "media_type": media_type, "data": data}
+
+
+def _document_source(part: Item) -> dict[str, Any]:
+    data = part.get("file_data")
+    if isinstance(data, str) and (decoded := _data_url(data)) is not None:
+        media_type, payload = decoded
+        if media_type == "text/plain":
+            text = base64.b64decode(payload, validate=False).decode("utf-8", "replace")
+            return {"type": "text", "media_type": "text/plain", "data": text}
+        return {"type": "base64", "media_type": media_type, "data": payload}
+    url = part.get("file_url")
+    if isinstance(url, str) and url:
+        return {"type": "url", "url": url}
+    raise _uncarried("a file given by file_id or without a data URL")
+
+
+def _data_url(url: str) -> tuple[str, str] | None:
+    """``(media type, base64 data)`` of a base64 ``data:`` URL, else None."""
+    if not url.startswith("data:"):
+        return None
+    head, sep, data = url[5:].partition(",")
+    media_type, _, encoding = head.partition(";")
+    if not sep or encoding != "base64":
+        return None
+    return media_type or "application/octet-stream", data
+
+
+def _uncarried(what: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"An Anthropic upstream cannot carry {what}.",
+        param="input",
+        code="unsupported_content_type",
+    )
+
+
+def _thinking_blocks(item: Item) -> list[dict[str, Any]]:
+    thinking = thinking_of(item)
+    if thinking.seal is None:
+        return []  # unsigned reasoning (another upstream's) would be refused
+    if thinking.redacted:
+        return [{"type": "redacted_thinking", "data": thinking.seal}]
+    return [{"type": "thinking", "thinking": thinking.text, "signature": thinking.seal}]
+
+
+def _tool_use(item: Item, names: ToolNames) -> dict[str, Any]:
+    arguments = item.get("arguments") or ""
+    try:
+        parsed = orjson.loads(arguments) if arguments else {}
+    except orjson.JSONDecodeError:
+        parsed = None
+    return {
+        "type": "tool_use",
+        "id": safe_name(str(item["call_id"])),
+        "name": names.to_upstream(str(item["name"])),
+        "input": parsed if isinstance(parsed, dict) else {"arguments": arguments},
+    }
+
+
+def _tool_result(item: Item) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": safe_name(str(item["call_id"]))}
+    output = item.get("output")
+    if isinstance(output, str):
+        if output:
+            block["content"] = output
+    else:
+        parts = [b for part in output or () if (b := _block(part)) is not None]
+        if parts:
+            block["content"] = parts
+    if item.get("is_error") is True:
+        block["is_error"] = True
+    if isinstance(item.get("cache_control"), dict):
+        block["cache_control"] = item["cache_control"]
+    return block

@@ -1,0 +1,229 @@
+"""Anthropic Messages wire (``POST /v1/messages``), as Anthropic speaks it.
+
+Parses ``system`` and ``messages`` into a :class:`Conversation` (after the checks of
+:mod:`.messages_checks`, which refuse what Anthropic refuses) and renders a :class:`Plan`
+as a ``message`` object or as the event stream: ``message_start``, ``ping``, per content
+block ``content_block_start`` / ``content_block_delta`` / ``content_block_stop``, then
+``message_delta`` and ``message_stop``; every frame has an ``event:`` line.
+
+Reasoning is a ``thinking`` block signed with :func:`signature_of` its text; the checks
+refuse a thinking block sent back with any other signature, so a gateway that altered
+either is caught. ``stop_sequences`` are honoured: the text ends before the first one it
+contains, with ``stop_reason: "stop_sequence"``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+
+from stateway.fake_upstream.conversation import Conversation, ConversationBuilder, content_text
+from stateway.fake_upstream.delivery import END, PAYLOAD, STRUCT, Frame
+from stateway.fake_upstream.messages_checks import check_messages_request
+from stateway.fake_upstream.plan import Plan, argument_chunks, new_id, word_chunks
+
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+
+def signature_of(thinking: str) -> str:
+    """The fake model's signature on a thinking block's text."""
+    return base64.b64encode(hashlib.sha256(b"fake-thinking:" + thinking.encode()).digest()).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesRequest:
+    """A validated Messages request."""
+
+    model: str
+    stream: bool
+    max_tokens: int | None
+    conversation: Conversation
+    stop_sequences: tuple[str, ...] = ()
+
+    def body(self, plan: Plan) -> bytes:
+        return orjson.dumps(message_object(self, plan))
+
+    def frames(self, plan: Plan) -> Iterator[Frame]:
+        return message_frames(self, plan)
+
+    def error_frame(self, message: str, sequence: int) -> bytes:
+        """A mid-stream ``error`` event, as Anthropic sends one."""
+        error = {"type": "error", "error": {"type": "api_error", "message": message}}
+        return b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"
+
+
+def parse_messages_request(body: dict[str, Any]) -> MessagesRequest:
+    check_messages_request(body, signature_of)
+    return MessagesRequest(
+        model=body["model"],
+        stream=body.get("stream") is True,
+        max_tokens=body["max_tokens"],
+        conversation=messages_conversation(body),
+        stop_sequences=tuple(body.get("stop_sequences") or ()),
+    )
+
+
+def messages_conversation(body: dict[str, Any]) -> Conversation:
+    """The conversation of a checked Messages (or count_tokens) body."""
+    builder = ConversationBuilder()
+    system = body.get("system")
+    if system:
+        builder.message("system", content_text(system))
+    for message in body["messages"]:
+        _add_message(builder, message)
+    return builder.build()
+
+
+def _add_message(builder: ConversationBuilder, message: dict[str, Any]) -> None:
+    role: str = message["role"]
+    content = message["content"]
+    if isinstance(content, str):
+        builder.message(role, content)
+        return
+    results = [b for b in content if b.get("type") == "tool_result"]
+    for block in results:
+        builder.tool_result(str(block["tool_use_id"]), content_text(block.get("content")))
+    if results:
+        return  # text beside tool results (reminders) does not re-script the turn
+    texts: list[str] = []
+    for block in content:
+        kind = block.get("type")
+        if kind == "thinking":
+            builder.reasoning(str(block.get("thinking", "")))
+        elif kind == "tool_use":
+            builder.tool_call(str(block.get("name", "")), orjson.dumps(block["input"]).decode())
+        elif kind == "text":
+            texts.append(str(block["text"]))
+        elif kind in ("image", "document"):
+            texts.append(f"<{kind}>")
+    if texts or role != "assistant":
+        builder.message(role, "".join(texts))
+
+
+def _stopped(request: MessagesRequest, plan: Plan) -> tuple[Plan, str | None]:
+    """``plan`` cut before the first stop sequence its text holds, and that sequence."""
+    content = plan.content
+    found = [(content.find(s), s) for s in request.stop_sequences if s and s in content]
+    if not found:
+        return plan, None
+    position, sequence = min(found)
+    return replace(plan, text=word_chunks(content[:position]), finish_reason="stop"), sequence
+
+
+def _blocks(plan: Plan) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if plan.reasoning:
+        thinking = plan.reasoning_text
+        blocks.append(
+            {"type": "thinking", "thinking": thinking, "signature": signature_of(thinking)}
+        )
+    if plan.text or not plan.tool_calls:
+        blocks.append({"type": "text", "text": plan.content})
+    for call in plan.tool_calls:
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.call_id,
+                "name": call.name,
+                "input": _input(call.arguments),
+            }
+        )
+    return blocks
+
+
+def _input(arguments: str) -> dict[str, Any]:
+    try:
+        parsed = orjson.loads(arguments) if arguments else {}
+    except orjson.JSONDecodeError:
+        parsed = None
+    return parsed if isinstance(parsed, dict) else {"arguments": arguments}
+
+
+def _usage(plan: Plan, *, output: bool = True) -> dict[str, Any]:
+    return {
+        "input_tokens": plan.prompt_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": plan.completion_tokens if output else 1,
+    }
+
+
+def message_object(request: MessagesRequest, plan: Plan) -> dict[str, Any]:
+    """The non-streamed ``message`` object."""
+    plan, sequence = _stopped(request, plan)
+    return {
+        "id": new_id("msg_"),
+        "type": "message",
+        "role": "assistant",
+        "model": request.model,
+        "content": _blocks(plan),
+        "stop_reason": "stop_sequence" if sequence else _STOP_REASONS[plan.finish_reason],
+        "stop_sequence": sequence,
+        "usage": _usage(plan),
+    }
+
+
+def message_frames(request: MessagesRequest, plan: Plan) -> Iterator[Frame]:
+    """The event stream, ``message_start`` to ``message_stop``."""
+    plan, sequence = _stopped(request, plan)
+
+    def event(data: dict[str, Any], kind: int = STRUCT) -> Frame:
+        name: str = data["type"]
+        return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n", kind
+
+    start: dict[str, Any] = {
+        "id": new_id("msg_"),
+        "type": "message",
+        "role": "assistant",
+        "model": request.model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": _usage(plan, output=False),
+    }
+    yield event({"type": "message_start", "message": start})
+    yield event({"type": "ping"})
+    for index, block in enumerate(_blocks(plan)):
+        kind = block["type"]
+        opened = {
+            "thinking": {**block, "thinking": "", "signature": ""},
+            "text": {**block, "text": ""},
+        }
+        yield event(
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": opened.get(kind, {**block, "input": {}}),
+            }
+        )
+        for delta in _deltas(block, plan):
+            yield event({"type": "content_block_delta", "index": index, "delta": delta}, PAYLOAD)
+        if kind == "thinking":
+            signature = {"type": "signature_delta", "signature": block["signature"]}
+            yield event({"type": "content_block_delta", "index": index, "delta": signature})
+        yield event({"type": "content_block_stop", "index": index})
+    stop = {
+        "stop_reason": "stop_sequence" if sequence else _STOP_REASONS[plan.finish_reason],
+        "stop_sequence": sequence,
+    }
+    usage = _usage(plan)
+    yield event({"type": "message_delta", "delta": stop, "usage": usage}, END)
+    yield event({"type": "message_stop"}, END)
+
+
+def _deltas(block: dict[str, Any], plan: Plan) -> Iterator[dict[str, Any]]:
+    match block["type"]:
+        case "thinking":
+            for word in plan.reasoning:
+                yield {"type": "thinking_delta", "thinking": word}
+        case "text":
+            for word in plan.text:
+                yield {"type": "text_delta", "text": word}
+        case "tool_use":
+            for piece in argument_chunks(orjson.dumps(block["input"]).decode()):
+                yield {"type": "input_json_delta", "partial_json": piece}

@@ -1,0 +1,183 @@
+"""What the fake Messages wire refuses, as Anthropic refuses it (400
+``invalid_request_error``): a gateway test that passes here sent a request Anthropic
+would take.
+
+- top-level fields outside the API's; ``model``, ``max_tokens`` (a positive integer) and a
+  non-empty ``messages`` required; roles ``user``, ``assistant`` or ``system``;
+- empty text blocks; unknown block types;
+- tool names and tool-use ids outside ``[A-Za-z0-9_-]``; a ``tool_use`` without a
+  ``tool_result`` in the next message, or a ``tool_result`` answering no ``tool_use`` of
+  the message before; a user message whose tool results do not come first;
+- ``thinking.budget_tokens`` below 1024 or not below ``max_tokens``; while thinking, a
+  ``temperature`` other than 1, ``top_k``, a ``top_p`` below 0.95, or a ``tool_choice``
+  forcing a tool; a ``thinking`` block whose ``signature`` is not the fake's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from stateway.fake_upstream.errors import invalid_request
+
+FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "max_tokens",
+        "system",
+        "stream",
+        "tools",
+        "tool_choice",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "metadata",
+        "thinking",
+        "output_config",
+        "context_management",
+        "service_tier",
+        "container",
+        "mcp_servers",
+    }
+)
+COUNT_FIELDS = frozenset(
+    {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config"}
+)
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_BLOCKS = frozenset(
+    {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+)
+
+
+def check_messages_request(
+    body: dict[str, Any], sign: Callable[[str], str], *, fields: frozenset[str] = FIELDS
+) -> None:
+    for key in body:
+        if key not in fields:
+            raise invalid_request(f"{key}: Extra inputs are not permitted", key)
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise invalid_request("model: Field required", "model")
+    if fields is FIELDS:
+        max_tokens = body.get("max_tokens")
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise invalid_request("max_tokens: Field required (a positive integer)", "max_tokens")
+        _check_thinking(body, max_tokens)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise invalid_request("messages: Field required (at least one message)", "messages")
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict) or not _NAME.fullmatch(str(tool.get("name"))):
+            raise invalid_request(f"tools: invalid tool name {tool.get('name')!r}", "tools")
+        if not isinstance(tool.get("input_schema"), dict):
+            raise invalid_request("tools: input_schema: Field required", "tools")
+    _check_system(body.get("system"))
+    previous_uses: set[str] = set()
+    for index, message in enumerate(messages):
+        where = f"messages.{index}"
+        if not isinstance(message, dict) or message.get("role") not in (
+            "user",
+            "assistant",
+            "system",
+        ):
+            raise invalid_request(f"{where}.role: Input should be 'user' or 'assistant'", where)
+        blocks = _blocks(message.get("content"), where)
+        results = _check_blocks(blocks, where, sign)
+        if previous_uses - results:
+            missing = ", ".join(sorted(previous_uses - results))
+            raise invalid_request(
+                f"{where}: tool_use ids were found without tool_result blocks immediately "
+                f"after: {missing}",
+                where,
+            )
+        if results - previous_uses:
+            raise invalid_request(
+                f"{where}.content: unexpected tool_use_id found in tool_result blocks: "
+                f"{', '.join(sorted(results - previous_uses))}. Each tool_result block must have "
+                "a corresponding tool_use block in the previous message.",
+                where,
+            )
+        previous_uses = {str(b["id"]) for b in blocks if b.get("type") == "tool_use"}
+    if previous_uses:
+        raise invalid_request(
+            f"messages: tool_use ids were found without tool_result blocks immediately "
+            f"after: {', '.join(sorted(previous_uses))}",
+            "messages",
+        )
+
+
+def _check_thinking(body: dict[str, Any], max_tokens: int) -> None:
+    thinking = body.get("thinking")
+    if not isinstance(thinking, dict) or thinking.get("type") == "disabled":
+        return
+    if thinking.get("type") == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            raise invalid_request("thinking.budget_tokens: must be at least 1024", "thinking")
+        if budget >= max_tokens:
+            raise invalid_request(
+                "max_tokens must be greater than thinking.budget_tokens", "thinking"
+            )
+    elif thinking.get("type") != "adaptive":
+        raise invalid_request("thinking.type: unknown thinking type", "thinking")
+    temperature = body.get("temperature")
+    if temperature is not None and temperature != 1:
+        raise invalid_request(
+            "temperature may only be set to 1 when thinking is enabled", "temperature"
+        )
+    if body.get("top_k") is not None:
+        raise invalid_request("top_k is not supported when thinking is enabled", "top_k")
+    top_p = body.get("top_p")
+    if top_p is not None and top_p < 0.95:
+        raise invalid_request("top_p must be at least 0.95 when thinking is enabled", "top_p")
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        raise invalid_request(
+            "Thinking may not be enabled when tool_choice forces tool use.", "tool_choice"
+        )
+
+
+def _check_system(system: Any) -> None:
+    if system is None or isinstance(system, str):
+        return
+    for block in _blocks(system, "system"):
+        if block.get("type") != "text" or not block.get("text"):
+            raise invalid_request("system: text content blocks must be non-empty", "system")
+
+
+def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+        raise invalid_request(
+            f"{where}.content: Input should be a string or a list of blocks", where
+        )
+    return content
+
+
+def _check_blocks(blocks: list[dict[str, Any]], where: str, sign: Callable[[str], str]) -> set[str]:
+    """Check one message's blocks; the tool_use ids its tool results answer."""
+    results: set[str] = set()
+    seen_other = False
+    for position, block in enumerate(blocks):
+        at = f"{where}.content.{position}"
+        kind = block.get("type")
+        if kind not in _BLOCKS:
+            raise invalid_request(f"{at}.type: unknown content block type {kind!r}", at)
+        if kind == "text" and not block.get("text"):
+            raise invalid_request(f"{at}: text content blocks must be non-empty", at)
+        if kind == "tool_use" and not _NAME.fullmatch(str(block.get("id"))):
+            raise invalid_request(f"{at}.id: String should match pattern '^[a-zA-Z0-9_-]+$'", at)
+        if kind == "tool_use" and not isinstance(block.get("input"), dict):
+            raise invalid_request(f"{at}.input: Input should be a valid dictionary", at)
+        if kind == "thinking" and block.get("signature") != sign(str(block.get("thinking", ""))):
+            raise invalid_request(f"{at}: Invalid `signature` in `thinking` block", at)
+        if kind == "tool_result":
+            if seen_other:
+                raise invalid_request(f"{at}: tool_result blocks must come first", at)
+            results.add(str(block.get("tool_use_id")))
+        else:
+            seen_other = True
+    return results

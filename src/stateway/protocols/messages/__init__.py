@@ -1,0 +1,1 @@
+"""The Anthropic Messages protocol: wire <-> canonical."""

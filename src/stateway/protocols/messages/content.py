@@ -1,0 +1,221 @@
+"""Messages content -> canonical items, in conversation order.
+
+- ``system`` (a string or text blocks) and each ``role: "system"`` message: a ``system``
+  message item where it stands;
+- a user message: its text, image and document blocks as one ``user`` message's parts (a
+  run of them between tool results), each ``tool_result`` as a ``function_call_output``
+  (``call_id`` = its ``tool_use_id``; ``is_error`` and ``cache_control`` kept on the
+  item);
+- an assistant message: runs of text as ``assistant`` messages, ``thinking`` and
+  ``redacted_thinking`` as reasoning items sealed as :mod:`stateway.core.reasoning` says,
+  ``tool_use`` as a ``function_call`` (``call_id`` = its ``id``, ``arguments`` = its
+  ``input`` as JSON).
+
+Images become ``input_image`` (a ``data:`` URL for base64), documents ``input_file``
+(``file_data`` as a ``data:`` URL, plain text included, or ``file_url``; the title as
+``filename``). A part keeps its block's ``cache_control``. Empty text carries nothing and
+is left out. A ``tool_result`` must answer a ``tool_use`` of an earlier assistant message
+that no other result answered: otherwise a 400 naming its ``tool_use_id``.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from stateway.core.errors import InvalidRequest
+from stateway.core.ids import new_id
+from stateway.core.items import Item
+from stateway.core.reasoning import redacted_item
+from stateway.protocols.messages.request import (
+    Block,
+    DocumentBlock,
+    ImageBlock,
+    MessageParam,
+    ResultPart,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+
+
+def decode_conversation(
+    system: str | list[TextBlock] | None, messages: list[MessageParam]
+) -> list[Item]:
+    items: list[Item] = []
+    if system:
+        _add_message(items, "system", _parts(system))
+    pending: set[str] = set()
+    for index, message in enumerate(messages):
+        where = f"messages.{index}"
+        if message.role == "assistant":
+            _assistant(items, message.content, pending)
+        else:
+            _user(items, message.role, message.content, pending, where)
+    return items
+
+
+def _user(
+    items: list[Item], role: str, content: str | list[Block], pending: set[str], where: str
+) -> None:
+    if isinstance(content, str):
+        _add_message(items, role, _parts(content))
+        return
+    run: list[Item] = []
+    for position, block in enumerate(content):
+        if isinstance(block, ToolResultBlock) and role == "user":
+            _add_message(items, role, run)
+            run = []
+            items.append(_tool_output(block, pending, f"{where}.content.{position}"))
+        elif isinstance(block, TextBlock | ImageBlock | DocumentBlock):
+            part = _part(block)
+            if part is not None:
+                run.append(part)
+        else:
+            param = f"{where}.content.{position}.type"
+            raise InvalidRequest(
+                f"{param}: a '{block.type}' block cannot appear in a {role} message.",
+                param=param,
+                code="invalid_value",
+            )
+    _add_message(items, role, run)
+
+
+def _assistant(items: list[Item], content: str | list[Block], pending: set[str]) -> None:
+    if isinstance(content, str):
+        _add_message(items, "assistant", _parts(content, "output_text"))
+        return
+    run: list[Item] = []
+    for block in content:
+        if isinstance(block, TextBlock):
+            if block.text:
+                run.append(_with_cache({"type": "output_text", "text": block.text}, block))
+            continue
+        _add_message(items, "assistant", run)
+        run = []
+        if isinstance(block, ToolUseBlock):
+            pending.add(block.id)
+            items.append(_tool_call(block))
+        elif isinstance(block, ThinkingBlock):
+            items.append(_reasoning(block))
+        elif block.type == "redacted_thinking":
+            items.append(redacted_item(new_id("rs"), block.data))
+        else:
+            raise InvalidRequest(
+                f"messages: a '{block.type}' block cannot appear in an assistant message.",
+                param="messages",
+                code="invalid_value",
+            )
+    _add_message(items, "assistant", run)
+
+
+def _add_message(items: list[Item], role: str, parts: list[Item]) -> None:
+    if parts:
+        items.append(
+            {"id": new_id("msg"), "type": "message", "role": role, "content": parts}
+            | ({"status": "completed"} if role == "assistant" else {})
+        )
+
+
+def _parts(content: str | Sequence[TextBlock], kind: str = "input_text") -> list[Item]:
+    if isinstance(content, str):
+        return [{"type": kind, "text": content}] if content else []
+    return [_with_cache({"type": kind, "text": b.text}, b) for b in content if b.text]
+
+
+def _part(block: ResultPart) -> Item | None:
+    if isinstance(block, TextBlock):
+        return (
+            _with_cache({"type": "input_text", "text": block.text}, block) if block.text else None
+        )
+    if isinstance(block, ImageBlock):
+        source = block.source
+        if source.type == "base64":
+            url = f"data:{source.media_type};base64,{source.data}"
+        else:
+            url = source.url
+        return _with_cache({"type": "input_image", "image_url": url, "detail": "auto"}, block)
+    return _with_cache(_document(block), block)
+
+
+def _document(block: DocumentBlock) -> Item:
+    source = block.source
+    part: Item = {"type": "input_file"}
+    if source.type == "url":
+        part["file_url"] = source.url
+    elif source.type == "base64":
+        part["file_data"] = f"data:{source.media_type};base64,{source.data}"
+    else:
+        text = source.data if source.type == "text" else _joined(source.content)
+        encoded = base64.b64encode(text.encode()).decode()
+        part["file_data"] = f"data:text/plain;base64,{encoded}"
+    if block.title:
+        part["filename"] = block.title
+    return part
+
+
+def _joined(content: str | list[TextBlock]) -> str:
+    return content if isinstance(content, str) else "".join(b.text for b in content)
+
+
+def _with_cache(part: Item, block: TextBlock | ImageBlock | DocumentBlock) -> Item:
+    if block.cache_control is not None:
+        part["cache_control"] = block.cache_control
+    return part
+
+
+def _tool_call(block: ToolUseBlock) -> Item:
+    return {
+        "id": new_id("fc"),
+        "type": "function_call",
+        "call_id": block.id,
+        "name": block.name,
+        "arguments": orjson.dumps(block.input).decode(),
+        "status": "completed",
+    }
+
+
+def _tool_output(block: ToolResultBlock, pending: set[str], where: str) -> Item:
+    if block.tool_use_id not in pending:
+        param = f"{where}.tool_use_id"
+        raise InvalidRequest(
+            f"{param}: unexpected tool_use_id '{block.tool_use_id}' found in a tool_result "
+            "block: each tool_result must answer a tool_use block of an earlier assistant "
+            "message, once.",
+            param=param,
+            code="tool_call_not_found",
+        )
+    pending.discard(block.tool_use_id)
+    output: str | list[Item]
+    if block.content is None or isinstance(block.content, str):
+        output = block.content or ""
+    else:
+        output = [part for b in block.content if (part := _part(b)) is not None]
+    item: Item = {
+        "id": new_id("fco"),
+        "type": "function_call_output",
+        "call_id": block.tool_use_id,
+        "output": output,
+        "status": "completed",
+    }
+    if block.is_error:
+        item["is_error"] = True
+    if block.cache_control is not None:
+        item["cache_control"] = block.cache_control
+    return item
+
+
+def _reasoning(block: ThinkingBlock) -> Item:
+    content: list[Any] = [{"type": "reasoning_text", "text": block.thinking}]
+    return {
+        "id": new_id("rs"),
+        "type": "reasoning",
+        "summary": [],
+        "content": content if block.thinking else [],
+        "encrypted_content": block.signature,
+        "status": "completed",
+    }

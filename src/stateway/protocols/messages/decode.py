@@ -1,0 +1,240 @@
+"""Messages wire -> canonical commands.
+
+``decode_messages`` validates a ``POST /v1/messages`` body into a ``CreateResponse`` that
+is never stored (``store=False``: the Messages API is stateless, every request carries
+the whole conversation); ``decode_count_tokens`` does the same for ``/count_tokens``.
+
+Settings: ``max_tokens`` -> ``max_output_tokens``; ``stop_sequences``, ``temperature``,
+``top_p``, ``top_k`` as they are; ``metadata.user_id`` -> ``user``; tools (``input_schema``
+as ``parameters``; ``defer_loading`` kept, ``cache_control`` dropped) as function tools;
+``tool_choice`` ``auto``/``any``/``tool``/``none`` -> ``auto``/``required``/the named
+function/``none``, ``disable_parallel_tool_use`` -> ``parallel_tool_calls: false``;
+``thinking``: ``enabled`` -> its budget and the effort it amounts to, ``adaptive`` -> the
+effort of ``output_config.effort`` (``max`` as ``xhigh``; ``high`` when absent),
+``disabled`` -> none; ``output_config.format`` (``json_schema``) -> the text format.
+``context_management`` is accepted and has no effect: the context sent is the context
+used.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import orjson
+import pydantic
+
+from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
+from stateway.core.errors import InvalidRequest
+from stateway.core.items import Item
+from stateway.protocols.messages.content import decode_conversation
+from stateway.protocols.messages.request import (
+    BLOCK_TYPES,
+    CountTokensBody,
+    MessagesBody,
+    OutputConfig,
+    Thinking,
+    ToolChoice,
+    ToolParam,
+)
+from stateway.protocols.responses.nesting import check_nesting
+
+Body = TypeVar("Body", bound=CountTokensBody)
+_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
+_ADAPTIVE_DEFAULT = "high"
+"""The effort of adaptive thinking without ``output_config.effort`` (Anthropic's default)."""
+
+
+def decode_messages(raw: bytes, *, max_input_items: int | None = None) -> CreateResponse:
+    body = _validated(raw, MessagesBody, max_input_items)
+    command = _command(body, max_input_items)
+    settings = command.settings
+    settings.max_output_tokens = body.max_tokens
+    settings.temperature, settings.top_p, settings.top_k = body.temperature, body.top_p, body.top_k
+    settings.stop_sequences = list(body.stop_sequences or [])
+    settings.user = body.metadata.user_id if body.metadata else None
+    budget = settings.reasoning_budget
+    if budget is not None and budget >= body.max_tokens:
+        raise InvalidRequest(
+            "thinking.budget_tokens: must be less than max_tokens.",
+            param="thinking.budget_tokens",
+            code="invalid_value",
+        )
+    command.stream = bool(body.stream)
+    return command
+
+
+def decode_count_tokens(raw: bytes, *, max_input_items: int | None = None) -> CountTokens:
+    return CountTokens(_command(_validated(raw, CountTokensBody, max_input_items), max_input_items))
+
+
+def _command(body: CountTokensBody, max_input_items: int | None) -> CreateResponse:
+    if not body.messages:
+        raise InvalidRequest(
+            "messages: at least one message is required.",
+            param="messages",
+            code="missing_required_parameter",
+        )
+    items = decode_conversation(body.system, body.messages)
+    if max_input_items is not None and len(items) > max_input_items:
+        raise _too_many(len(items), max_input_items)
+    tools = _tools(body.tools or [])
+    settings = GenerationSettings(
+        tools=tools,
+        tool_choice=_tool_choice(body.tool_choice, tools),
+        parallel_tool_calls=not (body.tool_choice and body.tool_choice.disable_parallel_tool_use),
+        text_format=_text_format(body.output_config),
+    )
+    _thinking(settings, body.thinking, body.output_config)
+    return CreateResponse(model=body.model, input=items, store=False, settings=settings)
+
+
+def _validated(raw: bytes, model: type[Body], max_input_items: int | None) -> Body:
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise InvalidRequest(
+            "The request body is not valid JSON; expected a JSON object.", code="invalid_json"
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidRequest("The request body must be a JSON object.", code="invalid_type")
+    messages = data.get("messages")
+    limit = max_input_items
+    if limit is not None and isinstance(messages, list) and len(messages) > limit:
+        raise _too_many(len(messages), limit)
+    for key, value in data.items():
+        check_nesting(value, key)
+    try:
+        return model.model_validate(data, strict=True)
+    except pydantic.ValidationError as exc:
+        raise _invalid(exc) from None
+
+
+def _too_many(count: int, limit: int) -> InvalidRequest:
+    return InvalidRequest(
+        f"messages: {count} messages and blocks are more than the {limit} this gateway takes.",
+        param="messages",
+        code="array_above_max_length",
+    )
+
+
+def _tools(tools: list[ToolParam]) -> list[Item]:
+    decoded: list[Item] = []
+    seen: set[str] = set()
+    for index, tool in enumerate(tools):
+        if tool.name in seen:
+            param = f"tools.{index}.name"
+            raise InvalidRequest(
+                f"{param}: tool names must be unique; '{tool.name}' is declared twice.",
+                param=param,
+                code="invalid_value",
+            )
+        seen.add(tool.name)
+        function: Item = {"type": "function", "name": tool.name, "parameters": tool.input_schema}
+        if tool.description:
+            function["description"] = tool.description
+        if tool.strict is not None:
+            function["strict"] = tool.strict
+        if tool.defer_loading:
+            function["defer_loading"] = True
+        decoded.append(function)
+    return decoded
+
+
+def _tool_choice(choice: ToolChoice | None, tools: list[Item]) -> str | dict[str, Any]:
+    if choice is None or choice.type == "auto":
+        return "auto"
+    if choice.type == "any":
+        return "required"
+    if choice.type == "none":
+        return "none"
+    if choice.name is None or choice.name not in {tool["name"] for tool in tools}:
+        raise InvalidRequest(
+            f"tool_choice.name: the tool {choice.name!r} to use is not among the tools.",
+            param="tool_choice.name",
+            code="invalid_value",
+        )
+    return {"type": "function", "name": choice.name}
+
+
+def _thinking(
+    settings: GenerationSettings, thinking: Thinking | None, output: OutputConfig | None
+) -> None:
+    if thinking is None or thinking.type == "disabled":
+        return
+    if thinking.type == "adaptive":
+        effort = output.effort if output is not None else None
+        settings.reasoning_effort = _EFFORTS[effort] if effort else _ADAPTIVE_DEFAULT
+        return
+    if thinking.budget_tokens is None:
+        raise InvalidRequest(
+            "thinking.budget_tokens: Field required when thinking is enabled.",
+            param="thinking.budget_tokens",
+            code="missing_required_parameter",
+        )
+    budget = thinking.budget_tokens
+    settings.reasoning_budget = budget
+    settings.reasoning_effort = "low" if budget < 4096 else "medium" if budget < 16384 else "high"
+
+
+def _text_format(output: OutputConfig | None) -> dict[str, Any]:
+    fmt = output.format if output is not None else None
+    if fmt is None:
+        return {"type": "text"}
+    schema = fmt.get("schema")
+    if fmt.get("type") != "json_schema" or not isinstance(schema, dict):
+        raise InvalidRequest(
+            'output_config.format: expected {"type": "json_schema", "schema": {...}}.',
+            param="output_config.format",
+            code="invalid_value",
+        )
+    return {"type": "json_schema", "name": "output", "schema": schema, "strict": True}
+
+
+def _invalid(exc: pydantic.ValidationError) -> InvalidRequest:
+    """The error that got furthest into the body, as ``path: message`` (Anthropic's way)."""
+    errors = exc.errors(include_url=False)
+    error = max(errors, key=lambda e: sum(isinstance(part, int) for part in e["loc"]))
+    param = _param(error["loc"])
+    if error["type"] == "missing":
+        return InvalidRequest(
+            f"{param}: Field required", param=param, code="missing_required_parameter"
+        )
+    if error["type"] in ("model_type", "model_attributes_type") and not error["loc"]:
+        return InvalidRequest("The request body must be a JSON object.", code="invalid_type")
+    if error["type"] == "union_tag_not_found":
+        return InvalidRequest(
+            f"{param}.type: Field required",
+            param=f"{param}.type",
+            code="missing_required_parameter",
+        )
+    if error["type"] == "union_tag_invalid":
+        tag = (error.get("ctx") or {}).get("tag")
+        return InvalidRequest(
+            f"{param}.type: unknown content block type '{tag}'.",
+            param=f"{param}.type",
+            code="invalid_value",
+        )
+    code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
+    return InvalidRequest(f"{param}: {error['msg']}", param=param, code=code)
+
+
+def _param(loc: tuple[int | str, ...]) -> str:
+    """``messages.0.content.1.tool_use_id`` from pydantic's location, whose union
+    alternatives (``list[...]``, ``str``) and type tags (after an index or ``source``) are
+    not fields."""
+    parts: list[str] = []
+    previous: int | str | None = None
+    for part in loc:
+        tags = (
+            BLOCK_TYPES if isinstance(previous, int) else _SOURCES if previous == "source" else ()
+        )
+        previous = part
+        if isinstance(part, int):
+            parts.append(str(part))
+        elif not ("[" in part or part in _UNION_ALTERNATIVES or part in tags):
+            parts.append(part)
+    return ".".join(parts)
+
+
+_UNION_ALTERNATIVES = frozenset({"str", "int", "float", "bool"})
+_SOURCES = frozenset({"base64", "url", "text", "content"})

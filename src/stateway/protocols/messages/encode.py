@@ -1,0 +1,125 @@
+"""Canonical -> Messages wire: the ``message`` object, its usage and stop reason, the
+Anthropic-shaped model list.
+
+Output items become content blocks: an assistant message's text parts ``text``, a
+reasoning item ``thinking`` (its ``encrypted_content`` as the ``signature``; empty when
+the upstream signs nothing) or ``redacted_thinking``, a function call ``tool_use``. Items
+only the gateway acts on (its own tools' calls) are not shown.
+
+``stop_reason``: ``max_tokens`` when the output was cut at the limit, ``refusal`` when
+filtered, ``pause_turn`` when the gateway's tool rounds ran out, ``stop_sequence`` when a
+stop sequence ended it, ``tool_use`` when it ends in calls the client must answer, else
+``end_turn``. Usage: ``input_tokens`` counts the prompt *outside* the cache, as Anthropic
+does (``cache_read_input_tokens`` and ``cache_creation_input_tokens`` beside it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import orjson
+
+from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
+from stateway.core.reasoning import thinking_of
+from stateway.core.response import ResponseState
+from stateway.core.usage import Usage
+
+EPOCH: Final = "1970-01-01T00:00:00Z"
+"""``created_at`` of a model whose creation time the gateway does not know."""
+_INCOMPLETE: Final = {
+    "max_output_tokens": "max_tokens",
+    "content_filter": "refusal",
+    "max_rounds": "pause_turn",
+}
+_TEXT: Final = frozenset({"output_text", "text", "refusal"})
+
+
+def message_id(response_id: str) -> str:
+    return "msg_" + response_id.removeprefix("resp_")
+
+
+def encode_message(state: ResponseState) -> dict[str, Any]:
+    return {
+        "id": message_id(state.id),
+        "type": "message",
+        "role": "assistant",
+        "model": state.model,
+        "content": [block for item in state.output for block in content_blocks(item)],
+        "stop_reason": stop_reason(state),
+        "stop_sequence": state.stop_sequence,
+        "usage": encode_usage(state.usage or Usage()),
+    }
+
+
+def content_blocks(item: Item) -> list[dict[str, Any]]:
+    """The content blocks of one finished output item (none for the gateway's own)."""
+    kind = item.get("type")
+    if kind == MESSAGE:
+        return [
+            {"type": "text", "text": part.get("text") or part.get("refusal") or ""}
+            for part in item.get("content") or ()
+            if isinstance(part, dict) and part.get("type") in _TEXT
+        ]
+    if kind == REASONING:
+        return [thinking_block(item)]
+    if kind == FUNCTION_CALL:
+        return [{**tool_use_start(item), "input": tool_input(item.get("arguments") or "")}]
+    return []
+
+
+def thinking_block(item: Item) -> dict[str, Any]:
+    thinking = thinking_of(item)
+    if thinking.redacted:
+        return {"type": "redacted_thinking", "data": thinking.seal}
+    return {"type": "thinking", "thinking": thinking.text, "signature": thinking.seal or ""}
+
+
+def tool_use_start(item: Item) -> dict[str, Any]:
+    return {"type": "tool_use", "id": item.get("call_id"), "name": item.get("name"), "input": {}}
+
+
+def tool_input(arguments: str) -> dict[str, Any]:
+    """A call's arguments as the ``input`` object (arguments that are no JSON object are
+    kept under ``arguments``, as the Anthropic backend sends them)."""
+    try:
+        parsed = orjson.loads(arguments) if arguments else {}
+    except orjson.JSONDecodeError:
+        parsed = None
+    return parsed if isinstance(parsed, dict) else {"arguments": arguments}
+
+
+def stop_reason(state: ResponseState) -> str:
+    if state.status == "incomplete":
+        return _INCOMPLETE.get(state.incomplete_reason or "", "max_tokens")
+    if state.stop_sequence is not None:
+        return "stop_sequence"
+    if any(item.get("type") == FUNCTION_CALL for item in state.output):
+        return "tool_use"
+    return "end_turn"
+
+
+def encode_usage(usage: Usage) -> dict[str, Any]:
+    uncached = usage.input_tokens - usage.cached_tokens - usage.cache_write_tokens
+    wire: dict[str, Any] = {
+        "input_tokens": max(0, uncached),
+        "output_tokens": usage.output_tokens,
+        "cache_read_input_tokens": usage.cached_tokens,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
+    }
+    if usage.reasoning_tokens:
+        wire["output_tokens_details"] = {"thinking_tokens": usage.reasoning_tokens}
+    return wire
+
+
+def encode_model_list(models: list[tuple[str, str]]) -> dict[str, Any]:
+    """``GET /v1/models`` for a client that sent ``anthropic-version``: one page."""
+    data = [
+        {"type": "model", "id": model, "display_name": model, "created_at": EPOCH}
+        for model, _backend in models
+    ]
+    return {
+        "data": data,
+        "has_more": False,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+    }

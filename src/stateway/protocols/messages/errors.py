@@ -1,0 +1,55 @@
+"""Errors in Anthropic's shape: ``{"type": "error", "error": {"type", "message"}}``,
+typed by HTTP status as Anthropic types them.
+
+=======  ==========================================================================
+status   ``error.type``
+=======  ==========================================================================
+401      ``authentication_error``
+403      ``permission_error``
+404      ``not_found_error``
+413      ``request_too_large``
+429      ``rate_limit_error``
+503      ``overloaded_error`` (the gateway's queue is full, or the upstream overloaded)
+other    ``invalid_request_error`` below 500, ``api_error`` from 500
+=======  ==========================================================================
+
+A stream cut after its first event ends with an ``error`` event of type
+``overloaded_error`` (an overloaded upstream or gateway) or ``api_error``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from stateway.core.errors import GatewayError
+
+_TYPES: Final = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
+}
+_OVERLOADED_CODES: Final = frozenset({"overloaded", "upstream_overloaded"})
+
+
+def error_type(status: int) -> str:
+    return _TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+
+
+def encode_error(error: GatewayError) -> dict[str, Any]:
+    return error_body(error_type(error.status), error.message)
+
+
+def error_body(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def stream_error(error: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``error`` event ending a stream, from a failed response's ``error``."""
+    error = error or {}
+    overloaded = error.get("code") in _OVERLOADED_CODES or error.get("status") in (503, 529)
+    message = str(error.get("message") or "The response failed.")
+    return error_body("overloaded_error" if overloaded else "api_error", message)

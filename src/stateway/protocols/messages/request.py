@@ -1,0 +1,161 @@
+"""The wire shape of ``POST /v1/messages`` (and ``/count_tokens``), validated at the edge.
+
+Unknown fields are ignored at every level (Claude Code and the SDK send fields of betas
+the gateway has no use for); known ones are typed strictly, so a string where a number
+belongs is an error naming the field. Content blocks are told apart by ``type``; a type
+outside the ones listed is an error naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class TextBlock(_Wire):
+    type: Literal["text"]
+    text: str
+    cache_control: dict[str, Any] | None = None
+
+
+class Base64Source(_Wire):
+    type: Literal["base64"]
+    media_type: str = Field(min_length=1)
+    data: str
+
+
+class URLSource(_Wire):
+    type: Literal["url"]
+    url: str = Field(min_length=1)
+
+
+class PlainTextSource(_Wire):
+    type: Literal["text"]
+    media_type: str = "text/plain"
+    data: str
+
+
+class ContentSource(_Wire):
+    type: Literal["content"]
+    content: str | list[TextBlock]
+
+
+class ImageBlock(_Wire):
+    type: Literal["image"]
+    source: Annotated[Base64Source | URLSource, Field(discriminator="type")]
+    cache_control: dict[str, Any] | None = None
+
+
+class DocumentBlock(_Wire):
+    type: Literal["document"]
+    source: Annotated[
+        Base64Source | URLSource | PlainTextSource | ContentSource, Field(discriminator="type")
+    ]
+    title: str | None = None
+    cache_control: dict[str, Any] | None = None
+
+
+class ToolUseBlock(_Wire):
+    type: Literal["tool_use"]
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    input: dict[str, Any]
+    cache_control: dict[str, Any] | None = None
+
+
+ResultPart = Annotated[TextBlock | ImageBlock | DocumentBlock, Field(discriminator="type")]
+
+
+class ToolResultBlock(_Wire):
+    type: Literal["tool_result"]
+    tool_use_id: str = Field(min_length=1)
+    content: str | list[ResultPart] | None = None
+    is_error: bool | None = None
+    cache_control: dict[str, Any] | None = None
+
+
+class ThinkingBlock(_Wire):
+    type: Literal["thinking"]
+    thinking: str
+    signature: str
+
+
+class RedactedThinkingBlock(_Wire):
+    type: Literal["redacted_thinking"]
+    data: str
+
+
+Block = Annotated[
+    TextBlock
+    | ImageBlock
+    | DocumentBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock,
+    Field(discriminator="type"),
+]
+BLOCK_TYPES = frozenset(
+    {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+)
+
+
+class MessageParam(_Wire):
+    role: Literal["user", "assistant", "system"]
+    content: str | list[Block]
+
+
+class ToolParam(_Wire):
+    type: Literal["custom"] | None = None
+    name: str = Field(min_length=1, max_length=128)
+    description: str | None = None
+    input_schema: dict[str, Any]
+    strict: bool | None = None
+    defer_loading: bool | None = None
+    cache_control: dict[str, Any] | None = None
+
+
+class ToolChoice(_Wire):
+    type: Literal["auto", "any", "tool", "none"]
+    name: str | None = Field(default=None, min_length=1)
+    disable_parallel_tool_use: bool | None = None
+
+
+class Thinking(_Wire):
+    type: Literal["enabled", "adaptive", "disabled"]
+    budget_tokens: int | None = Field(default=None, ge=1024)
+
+
+class OutputConfig(_Wire):
+    effort: Literal["low", "medium", "high", "max"] | None = None
+    format: dict[str, Any] | None = None
+
+
+class Metadata(_Wire):
+    user_id: str | None = None
+
+
+class CountTokensBody(_Wire):
+    model: str = Field(min_length=1)
+    messages: list[MessageParam]
+    system: str | list[TextBlock] | None = None
+    tools: list[ToolParam] | None = None
+    tool_choice: ToolChoice | None = None
+    thinking: Thinking | None = None
+    output_config: OutputConfig | None = None
+
+
+class MessagesBody(CountTokensBody):
+    max_tokens: int = Field(ge=1)
+    stream: bool | None = None
+    temperature: float | None = Field(default=None, ge=0, le=1)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    top_k: int | None = Field(default=None, ge=0)
+    stop_sequences: list[str] | None = None
+    metadata: Metadata | None = None
+    context_management: dict[str, Any] | None = None

@@ -1,0 +1,127 @@
+"""Canonical stream events -> Messages SSE frames, exactly as Anthropic sends them.
+
+``message_start`` (then a ``ping``) when the response is created; for each output item
+the client sees, ``content_block_start`` (``text``, ``thinking``, ``redacted_thinking``
+or ``tool_use``), its ``content_block_delta`` events (``text_delta``,
+``thinking_delta``, ``input_json_delta``; a ``signature_delta`` before a signed thinking
+block stops) and ``content_block_stop``; at the end ``message_delta`` (stop reason,
+cumulative usage) and ``message_stop`` — or, for a response that failed, one ``error``
+event and no ``message_stop``. Blocks are numbered in the order they start; items the
+client does not see (the gateway's own tool calls) take no number.
+
+Every frame has an ``event:`` line equal to its ``data.type`` (the SDK skips frames
+without one). One :class:`MessagesStream` encodes one response.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import orjson
+
+from stateway.core import events as ev
+from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING
+from stateway.core.reasoning import thinking_of
+from stateway.core.response import ResponseState
+from stateway.core.usage import Usage
+from stateway.protocols.messages.encode import (
+    encode_usage,
+    message_id,
+    stop_reason,
+    thinking_block,
+    tool_use_start,
+)
+from stateway.protocols.messages.errors import stream_error
+
+PING: Final = b'event: ping\ndata: {"type":"ping"}\n\n'
+_FAILED: Final = frozenset({"failed", "cancelled"})
+
+
+def frame(data: dict[str, Any]) -> bytes:
+    kind: str = data["type"]
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+class MessagesStream:
+    __slots__ = ("_blocks",)
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, int] = {}
+        """Output index -> content block index, for the items the client sees."""
+
+    def encode(self, event: ev.Event) -> bytes:
+        """The frames of one canonical event (often none)."""
+        match event:
+            case ev.TextDelta(output_index=at, delta=delta):
+                return self._delta(at, {"type": "text_delta", "text": delta})
+            case ev.ReasoningDelta(output_index=at, delta=delta):
+                return self._delta(at, {"type": "thinking_delta", "thinking": delta})
+            case ev.ArgumentsDelta(output_index=at, delta=delta):
+                return self._delta(at, {"type": "input_json_delta", "partial_json": delta})
+            case ev.ItemAdded(output_index=at, item=item):
+                return self._start(at, item)
+            case ev.ItemDone(output_index=at, item=item):
+                return self._stop(at, item)
+            case ev.ResponseCreated(response=state):
+                return frame({"type": "message_start", "message": _started(state)}) + PING
+            case ev.ResponseFinished(response=state):
+                return _finished(state)
+            case _:
+                return b""
+
+    def _start(self, output_index: int, item: dict[str, Any]) -> bytes:
+        kind = item.get("type")
+        if kind == MESSAGE:
+            block: dict[str, Any] = {"type": "text", "text": ""}
+        elif kind == REASONING:
+            block = thinking_block(item)
+            if block["type"] == "thinking":
+                block = {"type": "thinking", "thinking": "", "signature": ""}
+        elif kind == FUNCTION_CALL:
+            block = tool_use_start(item)
+        else:
+            return b""
+        index = len(self._blocks)
+        self._blocks[output_index] = index
+        return frame({"type": "content_block_start", "index": index, "content_block": block})
+
+    def _delta(self, output_index: int, delta: dict[str, Any]) -> bytes:
+        index = self._blocks.get(output_index)
+        if index is None:
+            return b""
+        return frame({"type": "content_block_delta", "index": index, "delta": delta})
+
+    def _stop(self, output_index: int, item: dict[str, Any]) -> bytes:
+        index = self._blocks.get(output_index)
+        if index is None:
+            return b""
+        out = b""
+        if item.get("type") == REASONING:
+            thinking = thinking_of(item)
+            if thinking.seal and not thinking.redacted:
+                signature = {"type": "signature_delta", "signature": thinking.seal}
+                out = frame({"type": "content_block_delta", "index": index, "delta": signature})
+        return out + frame({"type": "content_block_stop", "index": index})
+
+
+def _started(state: ResponseState) -> dict[str, Any]:
+    return {
+        "id": message_id(state.id),
+        "type": "message",
+        "role": "assistant",
+        "model": state.model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": encode_usage(Usage()),
+    }
+
+
+def _finished(state: ResponseState) -> bytes:
+    if state.status in _FAILED:
+        return frame(stream_error(state.error))
+    delta = {"stop_reason": stop_reason(state), "stop_sequence": state.stop_sequence}
+    usage = encode_usage(state.usage or Usage())
+    return frame({"type": "message_delta", "delta": delta, "usage": usage}) + frame(
+        {"type": "message_stop"}
+    )

@@ -1,0 +1,158 @@
+"""Routes of the Anthropic Messages API: ``POST /v1/messages`` and
+``POST /v1/messages/count_tokens``.
+
+Whatever Claude Code and the ``anthropic`` SDK send alongside is accepted: any
+``anthropic-version`` and ``anthropic-beta``, ``x-api-key`` or a bearer token (there is
+no auth yet), ``?beta=true``. Every answer carries a ``request-id`` header; every error,
+before or instead of a stream, has Anthropic's shape (:mod:`stateway.protocols.messages.errors`).
+A stream that is silent for the keep-alive interval gets a ``ping`` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from stateway.core.commands import Principal
+from stateway.core.errors import GatewayError, InternalError, UpstreamError
+from stateway.core.gateway import Gateway
+from stateway.core.ids import new_id
+from stateway.core.response import ResponseState
+from stateway.core.runs import Run
+from stateway.protocols.messages.decode import decode_count_tokens, decode_messages
+from stateway.protocols.messages.encode import encode_message
+from stateway.protocols.messages.errors import encode_error
+from stateway.protocols.messages.stream import PING, MessagesStream
+from stateway.surfaces.http.transport import (
+    KEEPALIVE_INTERVAL,
+    Chunks,
+    JSONResponse,
+    SSEResponse,
+    read_body,
+    require_json,
+    watch_disconnect,
+)
+
+log = logging.getLogger(__name__)
+
+REQUEST_ID = "request-id"
+INLINE_DECODE_BYTES = 1024 * 1024
+"""Bodies up to this size are decoded on the event loop, larger ones in a worker thread."""
+
+Handler = Callable[[Request, str], Awaitable[Response]]
+
+
+class MessagesRoutes:
+    def __init__(
+        self,
+        gateway: Gateway,
+        max_body_bytes: int,
+        *,
+        body_timeout: float | None = None,
+        keepalive: float = KEEPALIVE_INTERVAL,
+        max_input_items: int | None = None,
+    ) -> None:
+        self._gateway = gateway
+        self._max_body = max_body_bytes
+        self._body_timeout = body_timeout
+        self._keepalive = keepalive
+        self._max_items = max_input_items
+
+    async def create(self, request: Request) -> Response:
+        return await _answered(self._create, request)
+
+    async def count_tokens(self, request: Request) -> Response:
+        return await _answered(self._count_tokens, request)
+
+    async def _create(self, request: Request, request_id: str) -> Response:
+        body = await self._body(request)
+        limit = self._max_items
+        if len(body) <= INLINE_DECODE_BYTES:
+            command = decode_messages(body, max_input_items=limit)
+        else:
+            command = await asyncio.to_thread(decode_messages, body, max_input_items=limit)
+        run = await self._gateway.execute(Principal(), command)
+        if command.stream:
+            return SSEResponse(
+                _frames(run),
+                run.cancel,
+                opening=partial(_opening, run),
+                keepalive=self._keepalive,
+                idle_frame=PING,
+                headers={REQUEST_ID: request_id},
+                error_response=partial(error_response, request_id=request_id),
+            )
+        watcher = asyncio.create_task(watch_disconnect(request.receive, run.cancel))
+        try:
+            await run.wait()
+        finally:
+            watcher.cancel()
+        if run.error is not None:
+            raise run.error
+        if run.state.status == "failed":
+            raise _failure(run.state)
+        return JSONResponse(encode_message(run.state), headers={REQUEST_ID: request_id})
+
+    async def _count_tokens(self, request: Request, request_id: str) -> Response:
+        body = await self._body(request)
+        command = decode_count_tokens(body, max_input_items=self._max_items)
+        counted = await self._gateway.execute(Principal(), command)
+        return JSONResponse(
+            {"input_tokens": counted.input_tokens}, headers={REQUEST_ID: request_id}
+        )
+
+    async def _body(self, request: Request) -> bytes:
+        require_json(request)
+        return await read_body(request, self._max_body, self._body_timeout)
+
+
+async def _answered(handler: Handler, request: Request) -> Response:
+    """Run ``handler``; any error is answered in Anthropic's shape."""
+    request_id = new_id("req")
+    try:
+        return await handler(request, request_id)
+    except GatewayError as error:
+        if error.status >= 500:
+            log.warning("%s %s -> %d %s", request.method, request.url.path, error.status, error)
+        return error_response(error, request_id=request_id)
+    except Exception:  # the top of a route: a bug is a 500, never a stack trace
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(InternalError(), request_id=request_id)
+
+
+def error_response(error: GatewayError, *, request_id: str) -> Response:
+    headers = {**error.headers, REQUEST_ID: request_id}
+    return JSONResponse(encode_error(error), status_code=error.status, headers=headers)
+
+
+def _failure(state: ResponseState) -> GatewayError:
+    """The error of a response that failed after some output (which is not shown)."""
+    error = state.error or {}
+    return UpstreamError(
+        str(error.get("message") or "The response failed."),
+        status=int(error.get("status") or 502),
+        code=error.get("code"),
+    )
+
+
+async def _opening(run: Run) -> None:
+    """Wait for output beyond ``response.created``/``in_progress``, or the end; a run that
+    failed before any output is answered with its HTTP error."""
+    async for _ in run.subscribe_batches(1):
+        break
+    if run.error is not None:
+        raise run.error
+
+
+async def _frames(run: Run) -> Chunks:
+    stream = MessagesStream()
+    async for first, events in run.subscribe_batches():
+        chunk = b"".join([stream.encode(event) for event in events])
+        last = run.closed and first + len(events) == len(run.events)
+        if chunk or last:
+            yield chunk, last
