@@ -145,12 +145,15 @@ def _input(arguments: str) -> dict[str, Any]:
 
 
 def _usage(plan: Plan, *, output: bool = True) -> dict[str, Any]:
-    return {
+    usage: dict[str, Any] = {
         "input_tokens": plan.prompt_tokens,
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
         "output_tokens": plan.completion_tokens if output else 1,
     }
+    if output and plan.reasoning:
+        usage["output_tokens_details"] = {"thinking_tokens": plan.reasoning_tokens}
+    return usage
 
 
 def message_object(request: MessagesRequest, plan: Plan) -> dict[str, Any]:

@@ -1,0 +1,367 @@
+"""Messages requests -> canonical commands, and every way a bad one is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from stateway.core.errors import InvalidRequest
+from stateway.core.reasoning import REDACTED
+from stateway.protocols.messages.decode import decode_count_tokens, decode_messages
+
+
+def body(**fields: Any) -> bytes:
+    base: dict[str, Any] = {
+        "model": "m",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    return orjson.dumps({**base, **fields})
+
+
+def refused(raw: bytes) -> InvalidRequest:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_messages(raw)
+    assert caught.value.status == 400
+    return caught.value
+
+
+def test_a_plain_request_is_a_stateless_command() -> None:
+    command = decode_messages(body(stream=True))
+    assert command.store is False
+    assert command.stream is True
+    assert command.model == "m"
+    assert command.instructions is None
+    [item] = command.input
+    assert item["role"] == "user"
+    assert item["content"] == [{"type": "input_text", "text": "hi"}]
+    assert command.settings.max_output_tokens == 100
+
+
+def test_system_blocks_keep_cache_control_and_lead_the_context() -> None:
+    system = [
+        {"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "more"},
+    ]
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "system", "content": [{"type": "text", "text": "# Environment"}]},
+    ]
+    command = decode_messages(body(system=system, messages=messages))
+    first, user, later = command.input
+    assert first["role"] == "system"
+    assert first["content"] == [
+        {"type": "input_text", "text": "rules", "cache_control": {"type": "ephemeral"}},
+        {"type": "input_text", "text": "more"},
+    ]
+    assert user["role"] == "user"
+    assert later["role"] == "system"
+    assert later["content"][0]["text"] == "# Environment"
+
+
+def test_a_tool_round_trip_becomes_calls_and_outputs_in_order() -> None:
+    messages = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "plan", "signature": "sig=="},
+                {"type": "redacted_thinking", "data": "opaque"},
+                {"type": "text", "text": "calling"},
+                {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1}},
+                {"type": "tool_use", "id": "toolu_2", "name": "g", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "one"},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_2",
+                    "is_error": True,
+                    "cache_control": {"type": "ephemeral"},
+                    "content": [
+                        {"type": "text", "text": "bad"},
+                        {"type": "image", "source": {"type": "url", "url": "http://x/i.png"}},
+                    ],
+                },
+                {"type": "text", "text": "<system-reminder>go on</system-reminder>"},
+            ],
+        },
+    ]
+    items = decode_messages(body(messages=messages)).input
+    kinds = [(i["type"], i.get("role")) for i in items]
+    assert kinds == [
+        ("message", "user"),
+        ("reasoning", None),
+        ("reasoning", None),
+        ("message", "assistant"),
+        ("function_call", None),
+        ("function_call", None),
+        ("function_call_output", None),
+        ("function_call_output", None),
+        ("message", "user"),
+    ]
+    assert items[1]["encrypted_content"] == "sig=="
+    assert items[1]["content"] == [{"type": "reasoning_text", "text": "plan"}]
+    assert items[2]["encrypted_content"] == REDACTED + "opaque"
+    assert items[4]["call_id"] == "toolu_1"
+    assert orjson.loads(items[4]["arguments"]) == {"a": 1}
+    assert items[6] | {"id": ""} == {
+        "id": "",
+        "type": "function_call_output",
+        "call_id": "toolu_1",
+        "output": "one",
+        "status": "completed",
+    }
+    error = items[7]
+    assert error["is_error"] is True
+    assert error["cache_control"] == {"type": "ephemeral"}
+    assert error["output"][1] == {
+        "type": "input_image",
+        "image_url": "http://x/i.png",
+        "detail": "auto",
+    }
+
+
+def test_images_and_documents_become_input_parts() -> None:
+    content = [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}},
+        {
+            "type": "document",
+            "title": "paper",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBE"},
+        },
+        {"type": "document", "source": {"type": "url", "url": "https://x/d.pdf"}},
+        {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "hi"}},
+        {"type": "text", "text": ""},
+    ]
+    [item] = decode_messages(body(messages=[{"role": "user", "content": content}])).input
+    image, pdf, url, text = item["content"]
+    assert image["image_url"] == "data:image/png;base64,AA=="
+    assert pdf == {
+        "type": "input_file",
+        "file_data": "data:application/pdf;base64,JVBE",
+        "filename": "paper",
+    }
+    assert url == {"type": "input_file", "file_url": "https://x/d.pdf"}
+    assert text["file_data"] == "data:text/plain;base64,aGk="
+
+
+def test_settings_map_to_generation_settings() -> None:
+    tools = [
+        {
+            "name": "f",
+            "description": "does f",
+            "input_schema": {"type": "object"},
+            "cache_control": {"type": "ephemeral"},
+            "defer_loading": True,
+        },
+        {"type": "custom", "name": "g", "input_schema": {"type": "object"}},
+    ]
+    command = decode_messages(
+        body(
+            tools=tools,
+            tool_choice={"type": "tool", "name": "g", "disable_parallel_tool_use": True},
+            stop_sequences=["END"],
+            temperature=0.5,
+            top_p=0.9,
+            top_k=40,
+            metadata={"user_id": "u-1"},
+            max_tokens=5000,
+            thinking={"type": "enabled", "budget_tokens": 2048},
+            context_management={"edits": [{"type": "clear_thinking_20251015"}]},
+            service_tier="auto",
+        )
+    )
+    s = command.settings
+    assert s.tools == [
+        {
+            "type": "function",
+            "name": "f",
+            "parameters": {"type": "object"},
+            "description": "does f",
+            "defer_loading": True,
+        },
+        {"type": "function", "name": "g", "parameters": {"type": "object"}},
+    ]
+    assert s.tool_choice == {"type": "function", "name": "g"}
+    assert s.parallel_tool_calls is False
+    assert s.stop_sequences == ["END"]
+    assert (s.temperature, s.top_p, s.top_k, s.user) == (0.5, 0.9, 40, "u-1")
+    assert (s.reasoning_budget, s.reasoning_effort) == (2048, "low")
+
+
+@pytest.mark.parametrize(
+    ("choice", "expected"),
+    [({"type": "auto"}, "auto"), ({"type": "any"}, "required"), ({"type": "none"}, "none")],
+)
+def test_tool_choice_kinds(choice: dict[str, Any], expected: str) -> None:
+    tools = [{"name": "f", "input_schema": {"type": "object"}}]
+    assert decode_messages(body(tools=tools, tool_choice=choice)).settings.tool_choice == expected
+
+
+@pytest.mark.parametrize(
+    ("thinking", "effort", "expected"),
+    [
+        ({"type": "adaptive"}, None, "high"),
+        ({"type": "adaptive"}, "max", "xhigh"),
+        ({"type": "adaptive"}, "low", "low"),
+        ({"type": "enabled", "budget_tokens": 8000}, None, "medium"),
+        ({"type": "enabled", "budget_tokens": 20000}, None, "high"),
+        ({"type": "disabled"}, None, None),
+    ],
+)
+def test_thinking_becomes_an_effort(
+    thinking: dict[str, Any], effort: str | None, expected: str | None
+) -> None:
+    output = {"effort": effort} if effort else None
+    raw = body(thinking=thinking, output_config=output, max_tokens=32000)
+    assert decode_messages(raw).settings.reasoning_effort == expected
+
+
+def test_output_format_becomes_a_json_schema_text_format() -> None:
+    output = {"format": {"type": "json_schema", "schema": {"type": "object"}}}
+    fmt = decode_messages(body(output_config=output)).settings.text_format
+    assert fmt == {
+        "type": "json_schema",
+        "name": "output",
+        "schema": {"type": "object"},
+        "strict": True,
+    }
+    assert refused(body(output_config={"format": {"type": "xml"}})).param == "output_config.format"
+
+
+@pytest.mark.parametrize(
+    ("raw", "named"),
+    [
+        (b"{", None),
+        (b"[1]", None),
+        (
+            orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}]}),
+            "max_tokens",
+        ),
+        (body(model=""), "model"),
+        (body(max_tokens="5"), "max_tokens"),
+        (body(max_tokens=0), "max_tokens"),
+        (body(messages=[]), "messages"),
+        (body(messages="hi"), "messages"),
+        (body(messages=[{"role": "bot", "content": "x"}]), "messages.0.role"),
+        (
+            body(messages=[{"role": "user", "content": [{"type": "video"}]}]),
+            "messages.0.content.0.type",
+        ),
+        (
+            body(messages=[{"role": "user", "content": [{"text": "x"}]}]),
+            "messages.0.content.0.type",
+        ),
+        (
+            body(messages=[{"role": "user", "content": [{"type": "tool_result"}]}]),
+            "messages.0.content.0.tool_use_id",
+        ),
+        (
+            body(
+                messages=[
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t9"}]}
+                ]
+            ),
+            "messages.0.content.0.tool_use_id",
+        ),
+        (
+            body(
+                messages=[
+                    {"role": "assistant", "content": [{"type": "tool_result", "tool_use_id": "t"}]}
+                ]
+            ),
+            "messages",
+        ),
+        (
+            body(
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+                    }
+                ]
+            ),
+            "messages.0.content.0.type",
+        ),
+        (
+            body(
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [{"type": "image", "source": {"type": "file", "file_id": "f"}}],
+                    }
+                ]
+            ),
+            "messages.0.content.0.source.type",
+        ),
+        (body(tools=[{"name": "f"}]), "tools.0.input_schema"),
+        (body(tools=[{"type": "web_search_20250305", "name": "web_search"}]), "tools.0.type"),
+        (
+            body(tools=[{"name": "f", "input_schema": {}}, {"name": "f", "input_schema": {}}]),
+            "tools.1.name",
+        ),
+        (body(tool_choice={"type": "tool", "name": "nope"}), "tool_choice.name"),
+        (body(tool_choice={"type": "sometimes"}), "tool_choice.type"),
+        (body(thinking={"type": "enabled"}), "thinking.budget_tokens"),
+        (body(thinking={"type": "enabled", "budget_tokens": 512}), "thinking.budget_tokens"),
+        (body(thinking={"type": "enabled", "budget_tokens": 2048}), "thinking.budget_tokens"),
+        (body(temperature=1.5), "temperature"),
+        (body(stop_sequences="END"), "stop_sequences"),
+        (body(metadata={"user_id": 5}), "metadata.user_id"),
+        (body(system=[{"type": "image"}]), "system"),
+        (body(messages=[{"role": "user", "content": [{"type": "text", "text": "x"}] * 3}]), None),
+    ],
+)
+def test_bad_input_is_a_400_naming_the_field(raw: bytes, named: str | None) -> None:
+    if named is None and raw.startswith(b'{"model"'):
+        decode_messages(raw)  # the control: well-formed
+        return
+    error = refused(raw)
+    assert error.type == "invalid_request_error"
+    if named is not None:
+        assert error.param is not None and error.param.startswith(named), error.param
+        assert named.split(".")[-1] in error.message
+
+
+def test_a_tool_result_answers_one_tool_use_once() -> None:
+    use = {"type": "tool_use", "id": "t1", "name": "f", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "t1"}
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": [result, result]},
+    ]
+    error = refused(body(messages=messages))
+    assert error.param == "messages.2.content.1.tool_use_id"
+    assert "'t1'" in error.message
+
+
+def test_deep_free_form_json_is_refused_by_name() -> None:
+    deep: Any = {}
+    for _ in range(200):
+        deep = {"a": deep}
+    tools = [{"name": "f", "input_schema": deep}]
+    assert refused(body(tools=tools)).param == "tools"
+
+
+def test_too_many_messages_are_refused_before_they_are_decoded() -> None:
+    messages = [{"role": "user", "content": "x"}] * 5
+    with pytest.raises(InvalidRequest) as caught:
+        decode_messages(body(messages=messages), max_input_items=4)
+    assert caught.value.param == "messages"
+
+
+def test_count_tokens_needs_no_max_tokens() -> None:
+    counted = decode_count_tokens(
+        orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    )
+    assert counted.request.model == "m"
+    assert counted.request.store is False
+    with pytest.raises(InvalidRequest):
+        decode_count_tokens(orjson.dumps({"model": "m"}))

@@ -1,0 +1,226 @@
+"""Canonical responses and stream events -> the Messages wire, checked with the SDK's types."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from anthropic.types import Message, RawMessageStreamEvent
+from pydantic import TypeAdapter
+
+from stateway.core import events as ev
+from stateway.core.commands import GenerationSettings
+from stateway.core.errors import InvalidRequest, NotFound, Overloaded, UpstreamError
+from stateway.core.reasoning import redacted_item
+from stateway.core.response import ResponseState
+from stateway.core.usage import Usage
+from stateway.protocols.messages.encode import encode_message, encode_model_list, encode_usage
+from stateway.protocols.messages.errors import encode_error, error_type
+from stateway.protocols.messages.stream import PING, MessagesStream
+
+EVENTS: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
+
+
+def state(**fields: Any) -> ResponseState:
+    base = ResponseState(
+        id="resp_1",
+        tenant_id="t",
+        created_at=0.0,
+        model="m",
+        instructions=None,
+        previous_response_id=None,
+        store=False,
+        settings=GenerationSettings(),
+        status="completed",
+        usage=Usage(10, 4, cached_tokens=3, reasoning_tokens=2, cache_write_tokens=5),
+    )
+    for key, value in fields.items():
+        setattr(base, key, value)
+    return base
+
+
+THINKING = {
+    "id": "rs_1",
+    "type": "reasoning",
+    "summary": [],
+    "content": [{"type": "reasoning_text", "text": "plan"}],
+    "encrypted_content": "sig==",
+}
+TEXT = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "content": [{"type": "output_text", "text": "hi", "annotations": []}],
+}
+CALL = {
+    "id": "fc_1",
+    "type": "function_call",
+    "call_id": "toolu_1",
+    "name": "f",
+    "arguments": '{"a": 1}',
+}
+MCP = {"id": "mcp_1", "type": "mcp_call", "name": "x", "arguments": "{}"}
+
+
+def test_the_message_object_parses_with_the_sdk() -> None:
+    output = [THINKING, redacted_item("rs_2", "opaque"), TEXT, CALL, MCP]
+    message = Message.model_validate(encode_message(state(output=output)))
+    assert message.id == "msg_1"
+    assert [b.type for b in message.content] == [
+        "thinking",
+        "redacted_thinking",
+        "text",
+        "tool_use",
+    ]
+    thinking, redacted, _, call = message.content
+    assert thinking.type == "thinking"
+    assert thinking.signature == "sig=="
+    assert redacted.type == "redacted_thinking"
+    assert redacted.data == "opaque"
+    assert call.type == "tool_use"
+    assert call.input == {"a": 1}
+    assert call.id == "toolu_1"
+    assert message.stop_reason == "tool_use"
+    usage = message.usage
+    assert (usage.input_tokens, usage.cache_read_input_tokens) == (2, 3)
+    assert (usage.cache_creation_input_tokens, usage.output_tokens) == (5, 4)
+    assert usage.output_tokens_details is not None
+    assert usage.output_tokens_details.thinking_tokens == 2
+
+
+def test_stop_reasons() -> None:
+    assert encode_message(state(output=[TEXT]))["stop_reason"] == "end_turn"
+    stopped = encode_message(state(output=[TEXT], stop_sequence="END"))
+    assert (stopped["stop_reason"], stopped["stop_sequence"]) == ("stop_sequence", "END")
+    for reason, wire in [
+        ("max_output_tokens", "max_tokens"),
+        ("content_filter", "refusal"),
+        ("max_rounds", "pause_turn"),
+    ]:
+        cut = state(output=[TEXT], status="incomplete", incomplete_reason=reason)
+        assert encode_message(cut)["stop_reason"] == wire
+
+
+def test_usage_never_counts_negative_input() -> None:
+    assert encode_usage(Usage(1, 1, cached_tokens=5))["input_tokens"] == 0
+
+
+def frames(stream: bytes) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for chunk in stream.split(b"\n\n")[:-1]:
+        event_line, data_line = chunk.split(b"\n")
+        name = event_line.removeprefix(b"event: ").decode()
+        data = orjson.loads(data_line.removeprefix(b"data: "))
+        assert data["type"] == name  # the SDK skips a frame without a matching event line
+        EVENTS.validate_python(data) if name not in ("ping", "error") else None
+        out.append((name, data))
+    return out
+
+
+def test_a_stream_encodes_blocks_in_order() -> None:
+    stream = MessagesStream()
+    done = state(output=[THINKING, TEXT, CALL])
+    reasoning_added = {**THINKING, "content": [], "encrypted_content": None}
+    log = [
+        ev.ResponseCreated(done),
+        ev.ResponseInProgress(done),
+        ev.ItemAdded(0, reasoning_added),
+        ev.ReasoningDelta(0, 0, "rs_1", "plan"),
+        ev.ReasoningDone(0, 0, "rs_1", "plan"),
+        ev.ItemDone(0, THINKING),
+        ev.ItemAdded(1, {**TEXT, "content": []}),
+        ev.PartAdded(1, 0, "msg_1", {"type": "output_text", "text": ""}),
+        ev.TextDelta(1, 0, "msg_1", "hi"),
+        ev.TextDone(1, 0, "msg_1", "hi"),
+        ev.ItemDone(1, TEXT),
+        ev.ItemAdded(2, {**MCP}),
+        ev.McpArgumentsDelta(2, "mcp_1", "{}"),
+        ev.ItemAdded(3, {**CALL, "arguments": ""}),
+        ev.ArgumentsDelta(3, "fc_1", '{"a": 1}'),
+        ev.ArgumentsDone(3, "fc_1", "f", '{"a": 1}'),
+        ev.ItemDone(3, CALL),
+        ev.ResponseFinished(done),
+    ]
+    got = frames(b"".join(stream.encode(event) for event in log))
+    names = [name for name, _ in got]
+    assert names == [
+        "message_start",
+        "ping",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_delta",
+        "content_block_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+    assert got[2][1]["content_block"] == {"type": "thinking", "thinking": "", "signature": ""}
+    assert got[4][1]["delta"] == {"type": "signature_delta", "signature": "sig=="}
+    assert [data["index"] for name, data in got if name == "content_block_stop"] == [0, 1, 2]
+    assert got[9][1]["content_block"] == {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "f",
+        "input": {},
+    }
+    assert got[10][1]["delta"] == {"type": "input_json_delta", "partial_json": '{"a": 1}'}
+    delta = got[12][1]
+    assert delta["delta"] == {"stop_reason": "tool_use", "stop_sequence": None}
+    assert (delta["usage"]["input_tokens"], delta["usage"]["output_tokens"]) == (2, 4)
+
+
+def test_a_failed_stream_ends_with_an_error_event_and_no_message_stop() -> None:
+    stream = MessagesStream()
+    cut = state(
+        status="failed", error={"code": "upstream_stream_cut", "message": "cut", "status": 502}
+    )
+    [(name, data)] = frames(stream.encode(ev.ResponseFinished(cut)))
+    assert name == "error"
+    assert data["error"] == {"type": "api_error", "message": "cut"}
+    busy = state(
+        status="failed", error={"code": "upstream_overloaded", "message": "busy", "status": 503}
+    )
+    [(_, data)] = frames(MessagesStream().encode(ev.ResponseFinished(busy)))
+    assert data["error"]["type"] == "overloaded_error"
+
+
+def test_the_ping_frame() -> None:
+    assert frames(PING) == [("ping", {"type": "ping"})]
+
+
+def test_error_types_by_status() -> None:
+    assert encode_error(InvalidRequest("bad")) == {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": "bad"},
+    }
+    assert encode_error(NotFound("no"))["error"]["type"] == "not_found_error"
+    assert encode_error(Overloaded("busy"))["error"]["type"] == "overloaded_error"
+    assert encode_error(UpstreamError("down"))["error"]["type"] == "api_error"
+    assert [error_type(s) for s in (401, 403, 413, 429, 500, 529, 408)] == [
+        "authentication_error",
+        "permission_error",
+        "request_too_large",
+        "rate_limit_error",
+        "api_error",
+        "overloaded_error",
+        "invalid_request_error",
+    ]
+
+
+def test_model_list_in_anthropic_shape() -> None:
+    listing = encode_model_list([("a", "b1"), ("z", "b2")])
+    assert listing["first_id"] == "a"
+    assert listing["last_id"] == "z"
+    assert listing["has_more"] is False
+    assert listing["data"][0] == {
+        "type": "model",
+        "id": "a",
+        "display_name": "a",
+        "created_at": "1970-01-01T00:00:00Z",
+    }
+    assert encode_model_list([])["first_id"] is None
