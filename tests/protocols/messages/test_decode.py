@@ -325,7 +325,7 @@ def test_bad_input_is_a_400_naming_the_field(raw: bytes, named: str | None) -> N
     error = refused(raw)
     assert error.type == "invalid_request_error"
     if named is not None:
-        assert error.param is not None and error.param.startswith(named), error.param
+        assert (error.param or "").startswith(named), error.param
         assert named.split(".")[-1] in error.message
 
 
