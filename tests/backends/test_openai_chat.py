@@ -332,3 +332,21 @@ def test_namespace_tools_and_prior_member_calls_reach_chat_flattened() -> None:
     assert responses_body["tools"][0]["name"] == "ns__spawn"
     assert responses_body["input"][0]["name"] == "ns__spawn"
     assert "namespace" not in responses_body["input"][0]
+
+
+def test_stop_sequences_and_top_k_reach_chat() -> None:
+    body = to_upstream(request([user("q")], stop_sequences=["END", "\n\n"], top_k=40))
+    assert body["stop"] == ["END", "\n\n"]
+    assert body["top_k"] == 40
+    assert "stop" not in to_upstream(request([user("q")]))
+
+
+def test_the_stop_string_vllm_names_is_the_stop_sequence() -> None:
+    choice = {"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": "END"}
+    assert list(from_upstream_chunk({"choices": [choice]})) == [Finish("stop", "END")]
+    eos = {"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": 151645}
+    assert list(from_upstream_chunk({"choices": [eos]})) == [Finish("stop")]
+    whole = {
+        "choices": [{"message": {"content": "a"}, "finish_reason": "stop", "stop_reason": "X"}]
+    }
+    assert list(from_upstream_completion(whole))[-1] == Finish("stop", "X")

@@ -247,3 +247,32 @@ def test_unmodelled_output_items_come_back_whole() -> None:
         from_upstream_response({"status": "completed", "output": [IMAGE_CALL, SHELL_CALL]})
     )
     assert whole[:2] == [OutputItem(IMAGE_CALL), OutputItem(SHELL_CALL)]
+
+
+def test_fields_a_messages_client_marks_are_not_sent_to_responses() -> None:
+    items = [
+        {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "q", "cache_control": {"type": "ephemeral"}}
+            ],
+        },
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+        {
+            "type": "function_call_output",
+            "call_id": "c",
+            "is_error": True,
+            "cache_control": {"type": "ephemeral"},
+            "output": [{"type": "input_text", "text": "x", "cache_control": {"type": "ephemeral"}}],
+        },
+    ]
+    request = InferenceRequest("m", None, items, GenerationSettings(), stream=False)
+    sent = to_upstream(request)["input"]
+    assert sent[0]["content"] == [{"type": "input_text", "text": "q"}]
+    assert sent[2] == {
+        "type": "function_call_output",
+        "call_id": "c",
+        "output": [{"type": "input_text", "text": "x"}],
+    }
+    assert "cache_control" in items[0]["content"][0]  # the context itself is untouched

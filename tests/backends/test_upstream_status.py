@@ -19,6 +19,7 @@ from stateway.backends.upstream_status import classify_status, parse_error, retr
         (429, None, 429, "rate_limit_exceeded"),
         (429, "insufficient_quota", 429, "insufficient_quota"),
         (503, None, 503, "upstream_unavailable"),
+        (529, None, 503, "upstream_overloaded"),
         (400, "context_length_exceeded", 400, "context_length_exceeded"),
         (422, None, 400, "upstream_rejected"),
         (500, None, 502, "upstream_error"),
@@ -45,7 +46,7 @@ def test_credential_refusals_do_not_repeat_the_upstream_message() -> None:
     assert "sk-abc" not in error.message
 
 
-@pytest.mark.parametrize("status", [429, 503])
+@pytest.mark.parametrize("status", [429, 503, 529])
 def test_retry_after_is_passed_on(status: int) -> None:
     error = classify_status(status, "", None, "up", {"Retry-After": "12"})
     assert error.headers == {"Retry-After": "12"}

@@ -1,0 +1,568 @@
+"""The Anthropic backend: canonical requests to Messages bodies, replies to deltas, and its
+HTTP leg against scripted loopback servers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+
+from stateway.backends.anthropic import AnthropicBackend, StreamState, from_upstream_message
+from stateway.backends.anthropic_names import ToolNames, safe_name
+from stateway.backends.anthropic_request import AnthropicOptions, to_upstream
+from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.core.commands import GenerationSettings
+from stateway.core.errors import InvalidRequest, UpstreamError, UpstreamUnavailable
+from stateway.core.inference import (
+    Delta,
+    Finish,
+    InferenceRequest,
+    OutputItem,
+    ReasoningDelta,
+    ReasoningSignature,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from stateway.core.items import Item
+from stateway.core.reasoning import REDACTED
+from stateway.core.usage import Usage
+from tests.backends.conftest import Loopback
+
+
+def request(
+    items: list[Item], *, tools: list[Item] | None = None, **settings: Any
+) -> InferenceRequest:
+    choice = settings.pop("tool_choice", "auto")
+    instructions = settings.pop("instructions", None)
+    return InferenceRequest(
+        model="claude",
+        instructions=instructions,
+        items=items,
+        settings=GenerationSettings(**settings),
+        stream=False,
+        tools=tools or [],
+        tool_choice=choice,
+    )
+
+
+def body(
+    items: list[Item], options: AnthropicOptions | None = None, **settings: Any
+) -> dict[str, Any]:
+    return to_upstream(request(items, **settings), options or AnthropicOptions(), ToolNames())
+
+
+def user(text: str, **part: Any) -> Item:
+    return {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": text, **part}],
+    }
+
+
+def system(text: str, role: str = "system") -> Item:
+    return {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+
+
+def call(call_id: str, name: str = "f", arguments: str = '{"a":1}') -> Item:
+    return {"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}
+
+
+def output(call_id: str, out: Any = "ok", **extra: Any) -> Item:
+    return {"type": "function_call_output", "call_id": call_id, "output": out, **extra}
+
+
+def reasoning(text: str, seal: str | None) -> Item:
+    item: Item = {
+        "type": "reasoning",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}],
+    }
+    if seal is not None:
+        item["encrypted_content"] = seal
+    return item
+
+
+def test_system_leads_and_later_system_messages_stay_in_place() -> None:
+    sent = body(
+        [system("dev", "developer"), user("hi"), system("# Environment"), user("more")],
+        instructions="rules",
+    )
+    assert sent["system"] == [{"type": "text", "text": "rules"}, {"type": "text", "text": "dev"}]
+    assert sent["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "system", "content": [{"type": "text", "text": "# Environment"}]},
+        {"role": "user", "content": [{"type": "text", "text": "more"}]},
+    ]
+    assert body([user("hi")], instructions="rules")["system"] == "rules"
+    assert "system" not in body([user("hi")])
+
+
+def test_calls_and_outputs_pair_in_consecutive_messages() -> None:
+    items = [
+        user("go", cache_control={"type": "ephemeral"}),
+        reasoning("plan", "sig=="),
+        reasoning("unsigned", None),
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": ""}]},
+        call("c1"),
+        call("c2", arguments="not json"),
+        output("c1", is_error=True, cache_control={"type": "ephemeral"}),
+        user("and?"),
+        output("c2", [{"type": "input_text", "text": "two"}]),
+    ]
+    sent = body(items)
+    assert sent["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "go", "cache_control": {"type": "ephemeral"}}],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "plan", "signature": "sig=="},
+                {"type": "tool_use", "id": "c1", "name": "f", "input": {"a": 1}},
+                {"type": "tool_use", "id": "c2", "name": "f", "input": {"arguments": "not json"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "c1",
+                    "content": "ok",
+                    "is_error": True,
+                    "cache_control": {"type": "ephemeral"},
+                },
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "c2",
+                    "content": [{"type": "text", "text": "two"}],
+                },
+                {"type": "text", "text": "and?"},
+            ],
+        },
+    ]
+
+
+def test_redacted_thinking_goes_back_whole() -> None:
+    item = {
+        "type": "reasoning",
+        "summary": [],
+        "content": [],
+        "encrypted_content": REDACTED + "data",
+    }
+    sent = body([user("q"), item])
+    assert sent["messages"][1]["content"] == [{"type": "redacted_thinking", "data": "data"}]
+
+
+def test_names_and_ids_are_respelled_and_names_restored() -> None:
+    names = ToolNames()
+    tools = [{"type": "function", "name": "files.read", "parameters": {"type": "object"}}]
+    req = request(
+        [user("q"), call("call:1", "files.read"), output("call:1")],
+        tools=tools,
+        tool_choice={"type": "function", "name": "files.read"},
+    )
+    sent = to_upstream(req, AnthropicOptions(), names)
+    wire = sent["tools"][0]["name"]
+    assert wire.startswith("files_read_")
+    assert sent["tool_choice"] == {"type": "tool", "name": wire}
+    use = sent["messages"][1]["content"][0]
+    result = sent["messages"][2]["content"][0]
+    assert use["name"] == wire
+    assert use["id"] == result["tool_use_id"] == safe_name("call:1")
+    assert safe_name("call:1") != safe_name("call;1")
+    assert names.from_upstream(wire) == "files.read"
+    assert names.from_upstream("other") == "other"
+    assert safe_name("x" * 200) != safe_name("x" * 201)
+    assert len(safe_name("é" * 200)) <= 128
+
+
+def test_images_and_documents() -> None:
+    parts = [
+        {"type": "input_image", "image_url": "data:image/png;base64,AA=="},
+        {"type": "input_image", "image_url": "https://x/i.png"},
+        {"type": "input_file", "file_data": "data:application/pdf;base64,JVBE", "filename": "p"},
+        {"type": "input_file", "file_data": "data:text/plain;base64,aGk="},
+        {"type": "input_file", "file_url": "https://x/d.pdf"},
+    ]
+    sent = body([{"type": "message", "role": "user", "content": parts}])
+    assert sent["messages"][0]["content"] == [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}},
+        {"type": "image", "source": {"type": "url", "url": "https://x/i.png"}},
+        {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBE"},
+            "title": "p",
+        },
+        {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "hi"}},
+        {"type": "document", "source": {"type": "url", "url": "https://x/d.pdf"}},
+    ]
+    for part in (
+        {"type": "input_file", "file_id": "file_1"},
+        {"type": "input_image", "file_id": "f"},
+    ):
+        with pytest.raises(InvalidRequest):
+            body([{"type": "message", "role": "user", "content": [part]}])
+
+
+def test_a_request_without_turns_is_refused_before_sending() -> None:
+    with pytest.raises(InvalidRequest):
+        body([system("only rules")])
+
+
+def test_max_tokens_is_always_sent() -> None:
+    assert body([user("q")])["max_tokens"] == 4096
+    assert body([user("q")], AnthropicOptions(default_max_tokens=77))["max_tokens"] == 77
+    assert body([user("q")], max_output_tokens=9)["max_tokens"] == 9
+
+
+def test_sampling_settings_without_thinking() -> None:
+    sent = body(
+        [user("q")],
+        temperature=1.6,
+        top_p=0.5,
+        top_k=20,
+        stop_sequences=["END"],
+        user="u-1",
+        reasoning_effort="none",
+    )
+    assert (sent["temperature"], sent["top_p"], sent["top_k"]) == (1.0, 0.5, 20)
+    assert sent["stop_sequences"] == ["END"]
+    assert sent["metadata"] == {"user_id": "u-1"}
+    assert "thinking" not in sent
+
+
+def test_thinking_budgets_stay_within_what_anthropic_accepts() -> None:
+    assert body([user("q")], reasoning_effort="high")["thinking"] == {
+        "type": "enabled",
+        "budget_tokens": 4095,
+    }
+    thinking = body([user("q")], reasoning_effort="low", max_output_tokens=10000)["thinking"]
+    assert thinking == {"type": "enabled", "budget_tokens": 2048}
+    explicit = body([user("q")], reasoning_budget=50000, max_output_tokens=8000)["thinking"]
+    assert explicit["budget_tokens"] == 7999
+    assert "thinking" not in body([user("q")], reasoning_effort="high", max_output_tokens=1024)
+    assert (
+        body([user("q")], reasoning_budget=1024, max_output_tokens=1100)["thinking"][
+            "budget_tokens"
+        ]
+        == 1024
+    )
+
+
+def test_thinking_leaves_out_sampling_anthropic_refuses_with_it() -> None:
+    sent = body([user("q")], reasoning_effort="low", temperature=0.2, top_k=5, top_p=0.5)
+    assert not {"temperature", "top_k", "top_p"} & set(sent)
+    kept = body([user("q")], reasoning_effort="low", temperature=1.0, top_p=0.97)
+    assert (kept["temperature"], kept["top_p"]) == (1.0, 0.97)
+
+
+def test_adaptive_thinking_carries_the_effort() -> None:
+    adaptive = AnthropicOptions(thinking="adaptive")
+    sent = body([user("q")], adaptive, reasoning_effort="xhigh")
+    assert (sent["thinking"], sent["output_config"]) == ({"type": "adaptive"}, {"effort": "max"})
+    assert body([user("q")], adaptive, reasoning_budget=2000)["thinking"]["type"] == "enabled"
+
+
+@pytest.mark.parametrize(
+    ("choice", "parallel", "wire"),
+    [
+        ("auto", True, {"type": "auto"}),
+        ("auto", False, {"type": "auto", "disable_parallel_tool_use": True}),
+        ("required", True, {"type": "any"}),
+        ("none", False, {"type": "none"}),
+        ({"type": "function", "name": "f"}, True, {"type": "tool", "name": "f"}),
+    ],
+)
+def test_tool_choice(choice: Any, parallel: bool, wire: dict[str, Any]) -> None:
+    tools = [
+        {"type": "function", "name": "f", "description": "d", "parameters": {"type": "object"}}
+    ]
+    sent = to_upstream(
+        request([user("q")], tools=tools, tool_choice=choice, parallel_tool_calls=parallel),
+        AnthropicOptions(),
+        ToolNames(),
+    )
+    assert sent["tools"] == [{"name": "f", "description": "d", "input_schema": {"type": "object"}}]
+    assert sent["tool_choice"] == wire
+
+
+def test_a_forced_tool_turns_thinking_off() -> None:
+    tools = [{"type": "function", "name": "f"}]
+    sent = to_upstream(
+        request([user("q")], tools=tools, tool_choice="required", reasoning_effort="high"),
+        AnthropicOptions(),
+        ToolNames(),
+    )
+    assert "thinking" not in sent
+    assert sent["tools"][0]["input_schema"] == {"type": "object"}
+
+
+START = {
+    "type": "message_start",
+    "message": {
+        "id": "msg_1",
+        "usage": {"input_tokens": 5, "cache_read_input_tokens": 2, "output_tokens": 1},
+    },
+}
+
+
+def feed(events: list[dict[str, Any]], names: ToolNames | None = None) -> list[Delta]:
+    state = StreamState(names or ToolNames())
+    return [delta for event in events for delta in state.feed(event)]
+
+
+def test_stream_events_to_deltas() -> None:
+    names = ToolNames()
+    wire = names.to_upstream("files.read")
+    events = [
+        START,
+        {"type": "ping"},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "thinking", "thinking": ""},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": "hm"},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "signature_delta", "signature": "s="},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "redacted_thinking", "data": "x"},
+        },
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "hi"}},
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "citations_delta", "citation": {}},
+        },
+        {"type": "content_block_stop", "index": 2},
+        {
+            "type": "content_block_start",
+            "index": 3,
+            "content_block": {"type": "tool_use", "id": "toolu_1", "name": wire, "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 3,
+            "delta": {"type": "input_json_delta", "partial_json": '{"a"'},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 3,
+            "delta": {"type": "input_json_delta", "partial_json": ":1}"},
+        },
+        {"type": "content_block_stop", "index": 3},
+        {
+            "type": "content_block_start",
+            "index": 4,
+            "content_block": {"type": "tool_use", "id": "toolu_2", "name": "g", "input": {}},
+        },
+        {"type": "content_block_stop", "index": 4},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"output_tokens": 7, "cache_creation_input_tokens": 3},
+        },
+        {"type": "message_stop"},
+    ]
+    deltas = feed(events, names)
+    redacted = deltas[3]
+    assert isinstance(redacted, OutputItem)
+    assert redacted.item["encrypted_content"] == REDACTED + "x"
+    assert deltas[:3] == [ReasoningDelta(""), ReasoningDelta("hm"), ReasoningSignature("s=")]
+    assert deltas[4:] == [
+        TextDelta(""),
+        TextDelta("hi"),
+        ToolCallDelta(3, "toolu_1", "files.read", ""),
+        ToolCallDelta(3, None, None, '{"a"'),
+        ToolCallDelta(3, None, None, ":1}"),
+        ToolCallDelta(4, "toolu_2", "g", ""),
+        ToolCallDelta(4, None, None, "{}"),
+        UsageReport(Usage(10, 7, cached_tokens=2, cache_write_tokens=3)),
+        Finish("tool_calls"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("reason", "sequence", "finish"),
+    [
+        ("end_turn", None, Finish("stop")),
+        ("stop_sequence", "END", Finish("stop", stop_sequence="END")),
+        ("max_tokens", None, Finish("length")),
+        ("model_context_window_exceeded", None, Finish("length")),
+        ("refusal", None, Finish("content_filter")),
+        ("pause_turn", None, Finish("stop")),
+    ],
+)
+def test_stop_reasons(reason: str, sequence: str | None, finish: Finish) -> None:
+    delta = {
+        "type": "message_delta",
+        "delta": {"stop_reason": reason, "stop_sequence": sequence},
+        "usage": {},
+    }
+    assert feed([START, delta])[-1] == finish
+
+
+def test_a_mid_stream_error_event_is_an_upstream_failure() -> None:
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    with pytest.raises(UpstreamUnavailable) as caught:
+        feed([START, overloaded])
+    assert (caught.value.status, caught.value.code) == (503, "upstream_overloaded")
+    with pytest.raises(UpstreamError) as failed:
+        feed([START, {"type": "error", "error": {"type": "api_error", "message": "boom"}}])
+    assert failed.value.status == 502
+    assert "boom" in failed.value.message
+
+
+def test_a_whole_message_to_deltas() -> None:
+    message = {
+        "content": [
+            {"type": "thinking", "thinking": "hm", "signature": "s="},
+            {"type": "text", "text": "hi"},
+            {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}},
+        ],
+        "stop_reason": "tool_use",
+        "usage": {
+            "input_tokens": 4,
+            "output_tokens": 2,
+            "output_tokens_details": {"thinking_tokens": 1},
+        },
+    }
+    assert list(from_upstream_message(message, ToolNames())) == [
+        ReasoningDelta("hm"),
+        ReasoningSignature("s="),
+        TextDelta("hi"),
+        ToolCallDelta(2, "t1", "f", '{"a":1}'),
+        UsageReport(Usage(4, 2, reasoning_tokens=1)),
+        Finish("tool_calls"),
+    ]
+
+
+def backend(loopback: Loopback, url: str, **options: Any) -> AnthropicBackend:
+    target = UpstreamTarget(
+        "claude",
+        url,
+        api_key="sk-ant-1",
+        key_header="x-api-key",
+        headers=(("anthropic-version", "2023-06-01"),),
+    )
+    return AnthropicBackend(loopback.adopt(UpstreamClient(target)), AnthropicOptions(**options))
+
+
+def sse(*events: dict[str, Any]) -> bytes:
+    return b"".join(
+        b"event: " + e["type"].encode() + b"\ndata: " + orjson.dumps(e) + b"\n\n" for e in events
+    )
+
+
+async def collect(backend: AnthropicBackend, req: InferenceRequest) -> list[Delta]:
+    return [delta async for delta in backend.infer(req)]
+
+
+async def test_the_key_and_version_headers(loopback: Loopback) -> None:
+    seen: list[tuple[str, dict[str, str], dict[str, Any]]] = []
+
+    async def answer(http: web.Request) -> web.StreamResponse:
+        seen.append((http.path, dict(http.headers), await http.json()))
+        if http.path.endswith("/count_tokens"):
+            return web.json_response({"input_tokens": 12})
+        message = {
+            "content": [{"type": "text", "text": "hi"}],
+            "stop_reason": "end_turn",
+            "usage": {},
+        }
+        return web.json_response(message)
+
+    claude = backend(loopback, await loopback.serve(answer))
+    deltas = await collect(claude, request([user("q")]))
+    assert deltas[0] == TextDelta("hi")
+    assert await claude.count_tokens(request([user("q")], max_output_tokens=5)) == 12
+    (path, headers, sent), (count_path, _, counted) = seen
+    assert path == "/v1/messages"
+    assert headers["x-api-key"] == "sk-ant-1"
+    assert headers["anthropic-version"] == "2023-06-01"
+    assert "Authorization" not in headers
+    assert sent["max_tokens"] == 4096
+    assert count_path == "/v1/messages/count_tokens"
+    assert "max_tokens" not in counted
+    assert counted["messages"] == sent["messages"]
+
+
+async def test_a_529_is_an_overloaded_upstream(loopback: Loopback) -> None:
+    async def overloaded(http: web.Request) -> web.StreamResponse:
+        error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+        return web.json_response(error, status=529)
+
+    claude = backend(loopback, await loopback.serve(overloaded))
+    with pytest.raises(UpstreamUnavailable) as caught:
+        await collect(claude, request([user("q")]))
+    assert (caught.value.status, caught.value.code) == (503, "upstream_overloaded")
+    assert "Overloaded" in caught.value.message
+
+
+async def test_a_stream_without_message_stop_is_cut_short(loopback: Loopback) -> None:
+    async def cut(http: web.Request) -> web.StreamResponse:
+        reply = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await reply.prepare(http)
+        await reply.write(
+            sse(
+                START,
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": "a"},
+                },
+            )
+        )
+        return reply
+
+    claude = backend(loopback, await loopback.serve(cut))
+    req = request([user("q")])
+    req.stream = True
+    with pytest.raises(UpstreamError) as caught:
+        await collect(claude, req)
+    assert caught.value.code == "upstream_stream_cut"
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"not json", b"[1]", orjson.dumps({"type": "content_block_delta", "index": "x", "delta": {}})],
+)
+async def test_malformed_events_are_upstream_errors(loopback: Loopback, payload: bytes) -> None:
+    async def broken(http: web.Request) -> web.StreamResponse:
+        reply = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await reply.prepare(http)
+        await reply.write(sse(START) + b"event: x\ndata: " + payload + b"\n\n")
+        return reply
+
+    claude = backend(loopback, await loopback.serve(broken))
+    req = request([user("q")])
+    req.stream = True
+    with pytest.raises(UpstreamError) as caught:
+        await collect(claude, req)
+    assert "malformed" in caught.value.message
+
+
+async def test_a_malformed_count_is_an_upstream_error(loopback: Loopback) -> None:
+    async def answer(http: web.Request) -> web.StreamResponse:
+        return web.json_response({"tokens": 1})
+
+    claude = backend(loopback, await loopback.serve(answer))
+    with pytest.raises(UpstreamError):
+        await claude.count_tokens(request([user("q")]))
