@@ -1,0 +1,301 @@
+"""The fake upstream's Anthropic Messages wire, driven with the official ``anthropic`` SDK,
+and what it refuses as Anthropic would."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import pytest
+from anthropic import Anthropic
+from tests.fake_upstream.conftest import RawHttp
+
+from stateway.fake_upstream.messages import signature_of
+
+TOOLS = [{"name": "get_weather", "input_schema": {"type": "object"}}]
+
+
+@pytest.fixture
+def claude(fake_upstream_url: str) -> Iterator[Anthropic]:
+    with Anthropic(
+        base_url=fake_upstream_url.removesuffix("/v1"), api_key="unused", max_retries=0, timeout=10
+    ) as sdk:
+        yield sdk
+
+
+def ask(claude: Anthropic, text: str, **kwargs: Any) -> Any:
+    messages = kwargs.pop("messages", [{"role": "user", "content": text}])
+    return claude.messages.create(
+        model="fake-model", max_tokens=kwargs.pop("max_tokens", 4000), messages=messages, **kwargs
+    )
+
+
+def test_a_plain_message(claude: Anthropic) -> None:
+    message = ask(claude, "ping pong", system="be nice")
+    assert message.type == "message"
+    assert message.model == "fake-model"
+    assert [b.type for b in message.content] == ["text"]
+    assert message.content[0].text == "Hello! You said: ping pong"
+    assert message.stop_reason == "end_turn"
+    assert message.usage.input_tokens == 4
+
+
+def test_a_stream_matches_the_message(claude: Anthropic) -> None:
+    with claude.messages.stream(
+        model="fake-model",
+        max_tokens=4000,
+        thinking={"type": "enabled", "budget_tokens": 1024},
+        tools=TOOLS,
+        messages=[
+            {
+                "role": "user",
+                "content": '[[reason:let me see]] [[tool:get_weather:{"city":"Oslo"}]]',
+            }
+        ],
+    ) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_message()
+    assert kinds[0] == "message_start"
+    assert "ping" not in kinds  # the SDK drops pings
+    assert kinds[-1] == "message_stop"
+    thinking, call = final.content
+    assert thinking.type == "thinking"
+    assert thinking.signature == signature_of("let me see")
+    assert call.type == "tool_use"
+    assert call.input == {"city": "Oslo"}
+    assert final.stop_reason == "tool_use"
+    assert final.usage.output_tokens_details is not None
+
+
+def test_every_stream_frame_names_its_event(fake_upstream_url: str) -> None:
+
+    request = urllib.request.Request(
+        fake_upstream_url + "/messages",
+        data=json.dumps(
+            {
+                "model": "m",
+                "max_tokens": 50,
+                "stream": True,
+                "messages": [{"role": "user", "content": "a b"}],
+            }
+        ).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        raw = response.read()
+    frames = raw.split(b"\n\n")[:-1]
+    for frame in frames:
+        event, data = frame.split(b"\n")
+        assert (
+            json.loads(data.removeprefix(b"data: "))["type"]
+            == event.removeprefix(b"event: ").decode()
+        )
+    assert frames[1] == b'event: ping\ndata: {"type":"ping"}'
+
+
+def test_a_tool_round_trip_with_thinking_sent_back(claude: Anthropic) -> None:
+    prompt = '[[reason:hmm]] [[tool:get_weather:{"city":"Oslo"}]]'
+    first = ask(claude, prompt, tools=TOOLS, thinking={"type": "enabled", "budget_tokens": 1024})
+    use = first.content[-1]
+    messages = [
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "sunny"}],
+        },
+    ]
+    second = ask(
+        claude,
+        "",
+        messages=messages,
+        tools=TOOLS,
+        thinking={"type": "enabled", "budget_tokens": 1024},
+    )
+    assert second.content[-1].text == "Tool said: sunny"
+
+
+def test_a_stop_sequence_ends_the_text(claude: Anthropic) -> None:
+    message = ask(claude, "alpha beta gamma", stop_sequences=["gamma", "beta"])
+    assert message.content[0].text == "Hello! You said: alpha "
+    assert (message.stop_reason, message.stop_sequence) == ("stop_sequence", "beta")
+
+
+def test_max_tokens_cuts_the_answer(claude: Anthropic) -> None:
+    message = ask(claude, "one two three four", max_tokens=2)
+    assert message.stop_reason == "max_tokens"
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "sdk_error"),
+    [
+        (400, "invalid_request_error", anthropic.BadRequestError),
+        (404, "not_found_error", anthropic.NotFoundError),
+        (429, "rate_limit_error", anthropic.RateLimitError),
+        (500, "api_error", anthropic.InternalServerError),
+        (529, "overloaded_error", anthropic.APIStatusError),
+    ],
+)
+def test_scripted_errors_have_anthropics_shape(
+    claude: Anthropic, status: int, kind: str, sdk_error: type[Exception]
+) -> None:
+    with pytest.raises(sdk_error) as caught:
+        ask(claude, f"[[error:{status}]]")
+    assert isinstance(caught.value, anthropic.APIStatusError)
+    assert caught.value.status_code == status
+    assert caught.value.body == {
+        "type": "error",
+        "error": {"type": kind, "message": f"Scripted failure: [[error:{status}]]"},
+    }
+
+
+def test_a_mid_stream_error_is_an_error_event(claude: Anthropic) -> None:
+    with (
+        pytest.raises(anthropic.APIStatusError) as caught,
+        claude.messages.stream(
+            model="m", max_tokens=100, messages=[{"role": "user", "content": "[[leak:stream]] hi"}]
+        ) as stream,
+    ):
+        stream.get_final_message()
+    assert caught.value.body["error"]["type"] == "api_error"  # type: ignore[index]
+
+
+def user(content: Any) -> dict[str, Any]:
+    return {"role": "user", "content": content}
+
+
+THOUGHT = {"type": "thinking", "thinking": "x", "signature": signature_of("x")}
+USE = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}
+RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"unknown_field": 1}, "unknown_field"),
+        ({"max_tokens": None}, "max_tokens"),
+        ({"messages": []}, "messages"),
+        ({"messages": [user([{"type": "text", "text": ""}])]}, "non-empty"),
+        ({"messages": [user([{"type": "video"}])]}, "video"),
+        ({"system": [{"type": "text", "text": ""}]}, "system"),
+        ({"tools": [{"name": "a.b", "input_schema": {}}]}, "a.b"),
+        ({"messages": [user("q"), {"role": "assistant", "content": [USE]}]}, "toolu_1"),
+        (
+            {"messages": [user("q"), {"role": "assistant", "content": [USE]}, user("no result")]},
+            "toolu_1",
+        ),
+        ({"messages": [user([RESULT])]}, "toolu_1"),
+        (
+            {
+                "messages": [
+                    user("q"),
+                    {"role": "assistant", "content": [USE]},
+                    user([{"type": "text", "text": "a"}, RESULT]),
+                ]
+            },
+            "first",
+        ),
+        (
+            {"messages": [user("q"), {"role": "assistant", "content": [{**USE, "id": "bad:id"}]}]},
+            "pattern",
+        ),
+        ({"thinking": {"type": "enabled", "budget_tokens": 512}}, "1024"),
+        ({"thinking": {"type": "enabled", "budget_tokens": 9000}}, "greater"),
+        ({"thinking": {"type": "adaptive"}, "temperature": 0.5}, "temperature"),
+        ({"thinking": {"type": "adaptive"}, "top_k": 5}, "top_k"),
+        ({"thinking": {"type": "adaptive"}, "top_p": 0.5}, "top_p"),
+        (
+            {
+                "thinking": {"type": "adaptive"},
+                "tool_choice": {"type": "any"},
+                "tools": [{"name": "f", "input_schema": {}}],
+            },
+            "forces",
+        ),
+        (
+            {
+                "messages": [
+                    user("q"),
+                    {"role": "assistant", "content": [{**THOUGHT, "signature": "forged"}]},
+                ]
+            },
+            "signature",
+        ),
+    ],
+)
+def test_what_anthropic_refuses_is_refused(
+    raw_http: RawHttp, fake_upstream_url: str, fields: dict[str, Any], words: str
+) -> None:
+    body = {"model": "m", "max_tokens": 8000, "messages": [user("q")], **fields}
+    body = {k: v for k, v in body.items() if v is not None}
+    status, _, reply = raw_http("POST", fake_upstream_url + "/messages", json.dumps(body).encode())
+    assert status == 400, reply
+    assert reply["type"] == "error"
+    assert reply["error"]["type"] == "invalid_request_error"
+    assert words in reply["error"]["message"]
+
+
+def test_what_anthropic_takes_is_taken(raw_http: RawHttp, fake_upstream_url: str) -> None:
+    messages = [
+        user("q"),
+        {"role": "system", "content": "# Environment"},
+        {
+            "role": "assistant",
+            "content": [THOUGHT, {"type": "redacted_thinking", "data": "d"}, USE],
+        },
+        user([RESULT, {"type": "text", "text": "reminder"}]),
+    ]
+    body = {
+        "model": "m",
+        "max_tokens": 8000,
+        "messages": messages,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+    }
+    status, _, reply = raw_http("POST", fake_upstream_url + "/messages", json.dumps(body).encode())
+    assert status == 200, reply
+    assert reply["content"][-1]["text"] == "Tool said: r"
+
+
+def test_count_tokens(claude: Anthropic) -> None:
+    counted = claude.messages.count_tokens(model="m", system="one two", messages=[user("three")])
+    assert counted.input_tokens == 3
+
+
+def test_models_in_anthropics_shape(claude: Anthropic) -> None:
+    page = claude.models.list()
+    assert [m.id for m in page.data] == ["fake-model"]
+    assert page.data[0].type == "model"
+
+
+def test_the_key_may_come_as_x_api_key(
+    raw_http: RawHttp, fake_upstream_keyed_url: str, fake_upstream_api_key: str
+) -> None:
+    body = json.dumps({"model": "m", "max_tokens": 10, "messages": [user("hi")]}).encode()
+    url = fake_upstream_keyed_url + "/messages"
+    status, _, _ = raw_http("POST", url, body, {"x-api-key": fake_upstream_api_key})
+    assert status == 200
+    status, _, reply = raw_http("POST", url, body, {"x-api-key": "wrong"})
+    assert status == 401
+    assert reply["error"]["type"] == "authentication_error"
+    root = fake_upstream_keyed_url.removesuffix("/v1")
+    with Anthropic(base_url=root, api_key=fake_upstream_api_key, max_retries=0) as bearer:
+        assert bearer.messages.create(model="m", max_tokens=10, messages=[user("hi")]).content
+
+
+def test_the_log_keeps_the_anthropic_headers(
+    claude: Anthropic, raw_http: RawHttp, fake_upstream_url: str
+) -> None:
+    root = fake_upstream_url.removesuffix("/v1")
+    raw_http("DELETE", root + "/_fake/requests")
+    claude.messages.create(
+        model="m", max_tokens=10, messages=[user("hi")], extra_headers={"anthropic-beta": "x-1"}
+    )
+    _, _, log = raw_http("GET", root + "/_fake/requests")
+    [entry] = log["data"]
+    assert entry["path"] == "/v1/messages"
+    assert entry["headers"]["authorization"] == "Bearer unused"  # how SDK 2.14 sends it
+    assert entry["headers"]["anthropic-beta"] == "x-1"
+    assert "anthropic-version" in entry["headers"]
