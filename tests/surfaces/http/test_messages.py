@@ -1,0 +1,378 @@
+"""The Messages routes in process: answers, streams, errors in Anthropic's shape, and
+fuzzed bodies that must never get a 5xx."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import orjson
+import pytest
+from anthropic.types import Message
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.applications import Starlette
+from starlette.types import Message as AsgiMessage
+
+from stateway.core.errors import GatewayError, UpstreamError, UpstreamUnavailable
+from stateway.core.gateway import Gateway
+from stateway.core.inference import (
+    Delta,
+    Finish,
+    InferenceRequest,
+    ReasoningDelta,
+    ReasoningSignature,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.core.usage import Usage
+from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.messages import MessagesRoutes
+from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.service import ServiceRoutes
+from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.protocols.responses.test_decode import json_values
+from tests.surfaces.http.asgi import Reply, call
+
+OK: list[Delta | GatewayError] = [TextDelta("ok"), UsageReport(Usage(3, 1)), Finish("stop")]
+
+
+def build(backend: Any = None, *, catch_all: bool = True, keepalive: float = 15.0) -> Starlette:
+    store = MemoryStore()
+    backend = backend or ScriptedBackend(OK)
+    models = {} if catch_all else {"known": "known"}
+    router = Router([BackendEntry(backend, models, catch_all=catch_all)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry())
+    return build_http_app(
+        ResponsesRoutes(gateway, 1 << 20),
+        ServiceRoutes(gateway),
+        messages=MessagesRoutes(gateway, 1 << 20, keepalive=keepalive, max_input_items=50),
+    )
+
+
+def body(**fields: Any) -> bytes:
+    base = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+    return orjson.dumps({**base, **fields})
+
+
+async def post(app: Starlette, raw: bytes, path: str = "/v1/messages", **kwargs: Any) -> Reply:
+    headers = [(b"anthropic-version", b"2023-06-01"), (b"x-api-key", b"k")]
+    return await call(app, "POST", path, raw, query="beta=true", headers=headers, **kwargs)
+
+
+def frames(reply: Reply) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for chunk in reply.body.split(b"\n\n")[:-1]:
+        event, data = chunk.split(b"\n")
+        name = event.removeprefix(b"event: ").decode()
+        payload = orjson.loads(data.removeprefix(b"data: "))
+        assert payload["type"] == name
+        out.append((name, payload))
+    return out
+
+
+def assert_anthropic_error(reply: Reply, status: int, kind: str) -> str:
+    assert reply.status == status, reply.body
+    assert reply.headers["request-id"].startswith("req_")
+    error = reply.json()
+    assert error["type"] == "error"
+    assert error["error"]["type"] == kind
+    message: str = error["error"]["message"]
+    return message
+
+
+async def test_a_message() -> None:
+    reply = await post(build(), body())
+    assert reply.status == 200
+    assert reply.headers["request-id"].startswith("req_")
+    message = Message.model_validate(reply.json())
+    assert message.content[0].type == "text"
+    assert message.content[0].text == "ok"
+    assert (message.stop_reason, message.usage.input_tokens, message.usage.output_tokens) == (
+        "end_turn",
+        3,
+        1,
+    )
+
+
+async def test_a_stream_with_thinking_and_a_tool_call() -> None:
+    script: list[Delta | GatewayError] = [
+        ReasoningDelta("hm"),
+        ReasoningSignature("sig="),
+        ToolCallDelta(0, "toolu_1", "f", '{"a":'),
+        ToolCallDelta(0, None, None, "1}"),
+        UsageReport(Usage(7, 2)),
+        Finish("tool_calls"),
+    ]
+    tools = [{"name": "f", "input_schema": {"type": "object"}}]
+    reply = await post(build(ScriptedBackend(script)), body(stream=True, tools=tools))
+    assert reply.status == 200
+    assert reply.headers["content-type"].startswith("text/event-stream")
+    assert reply.headers["request-id"].startswith("req_")
+    got = frames(reply)
+    assert [name for name, _ in got][:2] == ["message_start", "ping"]
+    assert got[-1] == ("message_stop", {"type": "message_stop"})
+    delta = got[-2][1]
+    assert delta["delta"]["stop_reason"] == "tool_use"
+    assert (delta["usage"]["input_tokens"], delta["usage"]["output_tokens"]) == (7, 2)
+    signature = [
+        d for n, d in got if n == "content_block_delta" and d["delta"]["type"] == "signature_delta"
+    ]
+    assert signature[0]["delta"]["signature"] == "sig="
+
+
+async def test_a_silent_upstream_gets_pings() -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("a")], gate=gate)
+    app = build(backend, keepalive=0.01)
+
+    def watch(message: AsgiMessage) -> None:
+        sent = message.get("body", b"") if message["type"] == "http.response.body" else b""
+        if sent.startswith(b"event: ping"):
+            gate.set()  # a ping on its own: sent because the upstream was silent
+
+    reply = await post(app, body(stream=True), watch=watch)
+    names = [name for name, _ in frames(reply)]
+    assert names.count("ping") >= 2
+    assert names[-1] == "message_stop"
+
+
+async def test_a_cut_stream_ends_with_an_error_event() -> None:
+    cut = ScriptedBackend([TextDelta("a"), UpstreamError("gone", code="upstream_stream_cut")])
+    got = frames(await post(build(cut), body(stream=True)))
+    assert got[-1][0] == "error"
+    assert got[-1][1]["error"]["type"] == "api_error"
+    assert "message_stop" not in [name for name, _ in got]
+    busy = ScriptedBackend(
+        [TextDelta("a"), UpstreamUnavailable("busy", status=503, code="upstream_overloaded")]
+    )
+    assert (
+        frames(await post(build(busy), body(stream=True)))[-1][1]["error"]["type"]
+        == "overloaded_error"
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_upstream_failure_before_output_is_a_5xx(stream: bool) -> None:
+    failing = ScriptedBackend([UpstreamError("Model server 'x' answered 500.")])
+    reply = await post(build(failing), body(stream=stream))
+    assert "500" in assert_anthropic_error(reply, 502, "api_error")
+    overloaded = ScriptedBackend([UpstreamUnavailable("busy", status=503)])
+    assert_anthropic_error(
+        await post(build(overloaded), body(stream=stream)), 503, "overloaded_error"
+    )
+
+
+async def test_a_failure_after_output_is_not_a_message() -> None:
+    cut = ScriptedBackend([TextDelta("a"), UpstreamError("gone")])
+    assert_anthropic_error(await post(build(cut), body()), 502, "api_error")
+
+
+class Exploding(ScriptedBackend):
+    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        raise RuntimeError("a bug")
+        yield TextDelta("")  # pragma: no cover
+
+
+async def test_a_bug_is_an_api_error_without_details() -> None:
+    message = assert_anthropic_error(await post(build(Exploding([])), body()), 500, "api_error")
+    assert "bug" not in message
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "kind", "named"),
+    [
+        (b"{", 400, "invalid_request_error", None),
+        (b"[]", 400, "invalid_request_error", None),
+        (b"", 400, "invalid_request_error", None),
+        (orjson.dumps({"model": "m", "messages": []}), 400, "invalid_request_error", "max_tokens"),
+        (
+            body(messages=[{"role": "user", "content": [{"type": "video"}]}]),
+            400,
+            "invalid_request_error",
+            "video",
+        ),
+        (body(model="nope"), 404, "not_found_error", "nope"),
+    ],
+)
+async def test_bad_requests(raw: bytes, status: int, kind: str, named: str | None) -> None:
+    message = assert_anthropic_error(await post(build(catch_all=False), raw), status, kind)
+    if named is not None:
+        assert named in message
+
+
+async def test_a_tool_result_without_its_tool_use() -> None:
+    stray = [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9"}]}]
+    message = assert_anthropic_error(
+        await post(build(), body(messages=stray)), 400, "invalid_request_error"
+    )
+    assert "toolu_9" in message
+
+
+async def test_an_unanswered_tool_use_is_a_400() -> None:
+    use = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": "next"},
+    ]
+    message = assert_anthropic_error(
+        await post(build(), body(messages=messages)), 400, "invalid_request_error"
+    )
+    assert "toolu_1" in message
+
+
+async def test_an_image_on_a_text_only_upstream_names_the_part() -> None:
+    class TextOnly(ScriptedBackend):
+        carried_part_types = {
+            **ScriptedBackend.carried_part_types,
+            "user": frozenset({"input_text"}),
+        }
+
+    image = {"type": "image", "source": {"type": "url", "url": "https://x/i.png"}}
+    raw = body(messages=[{"role": "user", "content": [image]}])
+    message = assert_anthropic_error(
+        await post(build(TextOnly(OK)), raw), 400, "invalid_request_error"
+    )
+    assert "input_image" in message
+
+
+async def test_a_non_json_content_type_is_refused() -> None:
+    reply = await call(build(), "POST", "/v1/messages", body(), content_type="text/plain")
+    assert_anthropic_error(reply, 415, "invalid_request_error")
+
+
+class Counting(ScriptedBackend):
+    async def count_tokens(self, request: InferenceRequest) -> int:
+        return 42
+
+
+async def test_count_tokens_by_the_upstream_or_an_estimate() -> None:
+    raw = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hello " * 40}]})
+    counted = await post(build(Counting(OK)), raw, "/v1/messages/count_tokens")
+    assert counted.json() == {"input_tokens": 42}
+    assert counted.headers["request-id"].startswith("req_")
+    estimated = (await post(build(), raw, "/v1/messages/count_tokens")).json()
+    assert 40 < estimated["input_tokens"] < 200
+    assert_anthropic_error(
+        await post(build(), b"{}", "/v1/messages/count_tokens"), 400, "invalid_request_error"
+    )
+    unknown = orjson.dumps({"model": "nope", "messages": [{"role": "user", "content": "x"}]})
+    assert_anthropic_error(
+        await post(build(catch_all=False), unknown, "/v1/messages/count_tokens"),
+        404,
+        "not_found_error",
+    )
+
+
+async def test_models_in_the_shape_the_client_speaks() -> None:
+    app = build(catch_all=False)
+    anthropic = await call(
+        app, "GET", "/v1/models", headers=[(b"anthropic-version", b"2023-06-01")]
+    )
+    assert anthropic.json() == {
+        "data": [
+            {
+                "type": "model",
+                "id": "known",
+                "display_name": "known",
+                "created_at": "1970-01-01T00:00:00Z",
+            }
+        ],
+        "has_more": False,
+        "first_id": "known",
+        "last_id": "known",
+    }
+    openai = await call(app, "GET", "/v1/models")
+    assert openai.json()["object"] == "list"
+
+
+_blocks = st.lists(
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(
+                [
+                    "text",
+                    "image",
+                    "document",
+                    "tool_use",
+                    "tool_result",
+                    "thinking",
+                    "redacted_thinking",
+                    "x",
+                ]
+            )
+        },
+        optional={
+            "text": st.one_of(st.text(max_size=4), json_values),
+            "id": st.sampled_from(["t1", "t2", ""]) | json_values,
+            "tool_use_id": st.sampled_from(["t1", "t2"]) | json_values,
+            "name": st.sampled_from(["f"]) | json_values,
+            "input": st.just({}) | json_values,
+            "content": json_values,
+            "source": json_values,
+            "thinking": json_values,
+            "signature": json_values,
+            "data": json_values,
+            "is_error": json_values,
+            "cache_control": json_values,
+        },
+    ),
+    max_size=3,
+)
+messages_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": st.sampled_from(["m", "known"]) | json_values,
+        "max_tokens": st.integers(-1, 5000) | json_values,
+        "messages": st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "role": st.sampled_from(["user", "assistant", "system", "x"]) | json_values,
+                    "content": st.text(max_size=4) | _blocks | json_values,
+                },
+            ),
+            max_size=4,
+        )
+        | json_values,
+        "system": st.text(max_size=4) | _blocks | json_values,
+        "tools": st.just([{"name": "f", "input_schema": {"type": "object"}}]) | json_values,
+        "tool_choice": st.sampled_from([{"type": "any"}, {"type": "tool", "name": "f"}])
+        | json_values,
+        "thinking": st.sampled_from(
+            [{"type": "adaptive"}, {"type": "enabled", "budget_tokens": 2000}]
+        )
+        | json_values,
+        "stop_sequences": json_values,
+        "temperature": json_values,
+        "stream": st.booleans() | json_values,
+        "metadata": json_values,
+        "output_config": json_values,
+    },
+)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(messages_like)
+def test_fuzzed_messages_never_get_a_5xx(raw: dict[str, Any]) -> None:
+    async def attempt() -> None:
+        reply = await post(build(), json.dumps(raw).encode())
+        assert reply.status < 500, reply.body
+        if reply.status >= 400:
+            assert reply.json()["type"] == "error"
+            assert set(reply.json()["error"]) == {"type", "message"}
+        elif reply.headers["content-type"].startswith("text/event-stream"):
+            assert frames(reply)[-1][0] == "message_stop"
+        else:
+            Message.model_validate(reply.json())
+
+    asyncio.run(attempt())
