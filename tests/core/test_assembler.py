@@ -59,3 +59,22 @@ def test_an_unmodelled_item_is_added_and_done_at_once_and_a_shell_call_goes_back
     assert assembler.tool_calls == [shell_call]
     tail = [(type(e).__name__, getattr(e, "output_index", None)) for e in events[-4:]]
     assert tail == [("ItemAdded", 1), ("ItemDone", 1), ("ItemAdded", 2), ("ItemDone", 2)]
+
+
+def test_a_signature_seals_and_ends_its_reasoning() -> None:
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    assembler = OutputAssembler(output, events.append, set(), Catalog([]))
+    assembler.reasoning("plan")
+    assembler.reasoning_signature("sig1=")
+    assembler.reasoning("more")
+    assembler.reasoning_signature("sig2=")
+    assembler.reasoning_signature("sig3=")  # thinking sent without its text
+    assembler.finish()
+    assert [(i["content"][0]["text"], i["encrypted_content"]) for i in output] == [
+        ("plan", "sig1="),
+        ("more", "sig2="),
+        ("", "sig3="),
+    ]
+    done = [e.item for e in events if isinstance(e, ev.ItemDone)]
+    assert [item["encrypted_content"] for item in done] == ["sig1=", "sig2=", "sig3="]

@@ -292,3 +292,8 @@ async def test_a_stored_response_can_be_retrieved_while_it_runs() -> None:
     gate.set()
     await run.wait()
     assert (await gateway.execute(Principal(), GetResponse(run.id))).status == "completed"
+
+
+async def test_the_stop_sequence_upstream_names_is_kept_on_the_state() -> None:
+    run, _, _ = await run_once([TextDelta("a"), Finish("stop", stop_sequence="END")])
+    assert run.state.stop_sequence == "END"  # type: ignore[attr-defined]

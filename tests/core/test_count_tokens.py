@@ -1,0 +1,67 @@
+"""``CountTokens``: counted by the upstream when it can, else estimated; checked like a run."""
+
+from __future__ import annotations
+
+import pytest
+
+from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings, Principal
+from stateway.core.errors import InvalidRequest, ModelNotFound
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, InferenceRequest
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.core.token_estimate import estimate_tokens
+from tests.core.fakes import MemoryStore, ScriptedBackend
+
+USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x" * 400}]}
+TOOL = {"type": "function", "name": "f", "parameters": {"type": "object"}}
+
+
+class Counting(ScriptedBackend):
+    async def count_tokens(self, request: InferenceRequest) -> int:
+        self.requests.append(request)
+        return 7
+
+
+def gateway(backend: ScriptedBackend, models: dict[str, str] | None = None) -> Gateway:
+    store = MemoryStore()
+    router = Router([BackendEntry(backend, models or {}, catch_all=models is None)])
+    return Gateway(store, router, Loop(store), RunRegistry())
+
+
+def command(model: str = "m", **settings: object) -> CountTokens:
+    generation = GenerationSettings(tools=[TOOL], **settings)  # type: ignore[arg-type]
+    return CountTokens(CreateResponse(model=model, input=[USER], store=False, settings=generation))
+
+
+async def test_an_upstream_that_counts_is_asked() -> None:
+    backend = Counting([Finish("stop")])
+    counted = await gateway(backend, {"m": "upstream-m"}).execute(Principal(), command())
+    assert (counted.input_tokens, counted.estimated) == (7, False)
+    [request] = backend.requests
+    assert request.model == "upstream-m"
+    assert request.tools == [TOOL]
+    assert not backend.started.is_set()  # nothing ran
+
+
+async def test_the_others_are_estimated() -> None:
+    counted = await gateway(ScriptedBackend([])).execute(Principal(), command())
+    assert counted.estimated is True
+    assert 100 <= counted.input_tokens <= 150
+
+
+async def test_counting_checks_the_request_like_a_run() -> None:
+    with pytest.raises(ModelNotFound):
+        await gateway(ScriptedBackend([]), {"m": "m"}).execute(Principal(), command("other"))
+    stray = {"type": "function_call_output", "call_id": "c9", "output": "x"}
+    bad = CountTokens(CreateResponse(model="m", input=[USER, stray], store=False))
+    with pytest.raises(InvalidRequest):
+        await gateway(ScriptedBackend([])).execute(Principal(), bad)
+
+
+def test_the_estimate_is_about_four_bytes_a_token() -> None:
+    request = InferenceRequest("m", "i" * 40, [], GenerationSettings(), stream=False)
+    assert estimate_tokens(request) == 11  # 40 bytes of instructions + "[]" twice
+    empty = InferenceRequest("m", None, [], GenerationSettings(), stream=False)
+    assert estimate_tokens(empty) == 1
