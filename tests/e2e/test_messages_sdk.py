@@ -1,0 +1,347 @@
+"""The Messages frontend end to end: the real ``stateway serve`` in front of the real fake
+upstream speaking each upstream shape (chat, responses, anthropic), driven by the official
+``anthropic`` SDK; and the Responses frontend over the Anthropic backend (``openai`` SDK)."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import orjson
+import pytest
+from anthropic import Anthropic
+from openai import OpenAI
+
+from stateway.fake_upstream.launch import start_fake_upstream
+from stateway.fake_upstream.messages import signature_of
+from stateway.launch import start_gateway
+
+MODEL = "fake-model"
+UPSTREAM_KEY = "sk-upstream-e2e"
+TOOLS: list[Any] = [
+    {"name": "get_weather", "description": "weather", "input_schema": {"type": "object"}}
+]
+TOOL_PROMPT = '[[tool:get_weather:{"city":"Oslo"}]] weather?'
+
+
+@pytest.fixture(scope="module")
+def keyed_upstream() -> Iterator[str]:
+    with start_fake_upstream(api_key=UPSTREAM_KEY) as url:
+        yield url
+
+
+@pytest.fixture(scope="module", params=["chat", "responses", "anthropic"])
+def upstream_api(request: pytest.FixtureRequest) -> str:
+    api: str = request.param
+    return api
+
+
+@pytest.fixture(scope="module")
+def messages_gateway(
+    keyed_upstream: str, upstream_api: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    database = f"sqlite:///{tmp_path_factory.mktemp('db') / 'stateway.db'}"
+    args = ["--upstream", keyed_upstream, "--upstream-api", upstream_api, "--database", database]
+    args += ["--upstream-api-key-env", "E2E_UPSTREAM_KEY"]
+    with start_gateway(args, env={"E2E_UPSTREAM_KEY": UPSTREAM_KEY}) as url:
+        yield url
+
+
+@pytest.fixture
+def claude(messages_gateway: str) -> Iterator[Anthropic]:
+    with Anthropic(base_url=messages_gateway, api_key="client-key", max_retries=0) as sdk:
+        yield sdk
+
+
+def upstream_log(upstream: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(upstream.removesuffix("/v1") + "/_fake/requests") as reply:
+        data: list[dict[str, Any]] = orjson.loads(reply.read())["data"]
+    return data
+
+
+def clear(upstream: str) -> None:
+    request = urllib.request.Request(
+        upstream.removesuffix("/v1") + "/_fake/requests", method="DELETE"
+    )
+    urllib.request.urlopen(request).close()
+
+
+def create(claude: Anthropic, messages: list[Any], **kwargs: Any) -> anthropic.types.Message:
+    return claude.messages.create(
+        model=MODEL, max_tokens=kwargs.pop("max_tokens", 4000), messages=messages, **kwargs
+    )
+
+
+def streamed(claude: Anthropic, messages: list[Any], **kwargs: Any) -> anthropic.types.Message:
+    with claude.messages.stream(
+        model=MODEL, max_tokens=kwargs.pop("max_tokens", 4000), messages=messages, **kwargs
+    ) as stream:
+        return stream.get_final_message()
+
+
+SEND = [create, streamed]
+
+
+@pytest.mark.parametrize("send", SEND)
+def test_a_plain_message(claude: Anthropic, send: Any) -> None:
+    message = send(claude, [{"role": "user", "content": "hi there"}], system="be brief")
+    assert message.content[0].type == "text"
+    assert message.content[0].text == "Hello! You said: hi there"
+    assert message.stop_reason == "end_turn"
+    assert message.usage.input_tokens > 0
+    assert message.usage.output_tokens > 0
+
+
+@pytest.mark.parametrize("send", SEND)
+def test_a_client_tool_round_trip(claude: Anthropic, send: Any) -> None:
+    first = send(claude, [{"role": "user", "content": TOOL_PROMPT}], tools=TOOLS)
+    assert first.stop_reason == "tool_use"
+    [use] = [block for block in first.content if block.type == "tool_use"]
+    assert (use.name, use.input) == ("get_weather", {"city": "Oslo"})
+    history = [
+        {"role": "user", "content": TOOL_PROMPT},
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "sunny"}],
+        },
+    ]
+    second = send(claude, history, tools=TOOLS)
+    assert second.stop_reason == "end_turn"
+    assert second.content[-1].text == "Tool said: sunny"
+
+
+@pytest.mark.parametrize("send", SEND)
+def test_thinking_round_trip(claude: Anthropic, send: Any, upstream_api: str) -> None:
+    prompt = f"[[reason:let me think]] {TOOL_PROMPT}"
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    first = send(claude, [{"role": "user", "content": prompt}], tools=TOOLS, thinking=thinking)
+    block = first.content[0]
+    assert block.type == "thinking"
+    assert block.thinking == "let me think"
+    if upstream_api == "anthropic":  # only that upstream signs: its signature comes back as is
+        assert block.signature == signature_of("let me think")
+    use = first.content[-1]
+    history = [
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "rain"}],
+        },
+    ]
+    # The fake refuses a thinking block whose signature it did not make.
+    second = send(claude, history, tools=TOOLS, thinking=thinking)
+    assert second.content[-1].text == "Tool said: rain"
+
+
+def test_count_tokens(claude: Anthropic, upstream_api: str) -> None:
+    counted = claude.messages.count_tokens(
+        model=MODEL, system="one two", messages=[{"role": "user", "content": "three four five"}]
+    )
+    if upstream_api == "anthropic":
+        assert counted.input_tokens == 5  # the fake counts words
+    else:
+        assert counted.input_tokens > 5  # estimated from the bytes of the request
+
+
+def test_models_list(claude: Anthropic) -> None:
+    page = claude.models.list()
+    assert MODEL in [model.id for model in page.data]
+    assert page.has_more is False
+    assert page.data[0].type == "model"
+
+
+def test_what_reaches_the_upstream(
+    claude: Anthropic, keyed_upstream: str, upstream_api: str
+) -> None:
+    clear(keyed_upstream)
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"},
+    }
+    use = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}}
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "look"}, image]},
+        {"role": "assistant", "content": [use]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}],
+        },
+    ]
+    create(
+        claude,
+        messages,
+        max_tokens=300,
+        system=[{"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}}],
+        tools=TOOLS,
+        tool_choice={"type": "any", "disable_parallel_tool_use": True},
+        stop_sequences=["STOP"],
+        extra_body={"temperature": 0.5, "top_k": 7},  # SDK 2.14 has no arguments for them
+        metadata={"user_id": "u-1"},
+        extra_headers={"anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14"},
+    )
+    [sent] = upstream_log(keyed_upstream)
+    body = sent["body"]
+    if upstream_api == "chat":
+        assert body["messages"][0] == {"role": "system", "content": "rules"}
+        assert body["messages"][1]["content"][1] == {
+            "type": "image_url",
+            "image_url": {"url": "data:image/png;base64,iVBO", "detail": "auto"},
+        }
+        assert body["messages"][2]["tool_calls"][0]["id"] == "toolu_1"
+        assert body["messages"][3] == {
+            "role": "tool",
+            "tool_call_id": "toolu_1",
+            "content": "sunny",
+        }
+        assert (body["stop"], body["max_tokens"], body["top_k"]) == (["STOP"], 300, 7)
+        assert (body["tool_choice"], body["parallel_tool_calls"]) == ("required", False)
+        assert (body["temperature"], body["user"]) == (0.5, "u-1")
+        assert sent["headers"]["authorization"] == f"Bearer {UPSTREAM_KEY}"
+    elif upstream_api == "anthropic":
+        assert sent["headers"]["x-api-key"] == UPSTREAM_KEY
+        assert "authorization" not in sent["headers"]
+        assert sent["headers"]["anthropic-version"] == "2023-06-01"
+        assert body["system"] == [
+            {"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}}
+        ]
+        assert body["messages"] == messages
+        assert body["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
+        assert (body["stop_sequences"], body["max_tokens"], body["top_k"]) == (["STOP"], 300, 7)
+        assert body["metadata"] == {"user_id": "u-1"}
+    else:
+        assert body["input"][0]["role"] == "system"
+        assert body["max_output_tokens"] == 300
+        assert body["tool_choice"] == "required"
+
+
+def test_a_stop_sequence(claude: Anthropic, upstream_api: str) -> None:
+    message = create(
+        claude, [{"role": "user", "content": "alpha beta gamma"}], stop_sequences=["gamma"]
+    )
+    if upstream_api == "anthropic":
+        assert (message.stop_reason, message.stop_sequence) == ("stop_sequence", "gamma")
+        assert message.content[0].text == "Hello! You said: alpha beta "
+
+
+@pytest.mark.parametrize("send", SEND)
+def test_an_upstream_500_before_output(claude: Anthropic, send: Any) -> None:
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        send(claude, [{"role": "user", "content": "[[error:500]]"}])
+    assert caught.value.status_code >= 500
+    assert caught.value.body["error"]["type"] == "api_error"  # type: ignore[index]
+    assert caught.value.response.headers["request-id"].startswith("req_")
+
+
+def test_an_overloaded_upstream(claude: Anthropic, upstream_api: str) -> None:
+    status = 529 if upstream_api == "anthropic" else 503
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        create(claude, [{"role": "user", "content": f"[[error:{status}]]"}])
+    assert caught.value.status_code == 503
+    assert caught.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+
+
+def test_a_stream_cut_mid_way(claude: Anthropic) -> None:
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        streamed(claude, [{"role": "user", "content": "[[cut:2]] one two three four"}])
+    assert caught.value.body["error"]["type"] == "api_error"  # type: ignore[index]
+
+
+def test_a_missing_max_tokens_is_named(messages_gateway: str) -> None:
+    request = urllib.request.Request(
+        messages_gateway + "/v1/messages",
+        data=orjson.dumps({"model": MODEL, "messages": [{"role": "user", "content": "x"}]}),
+        headers={"content-type": "application/json", "anthropic-version": "2023-06-01"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request)
+    with caught.value as reply:
+        error = orjson.loads(reply.read())
+    assert caught.value.code == 400
+    assert error["error"]["type"] == "invalid_request_error"
+    assert "max_tokens" in error["error"]["message"]
+
+
+@pytest.fixture(scope="module")
+def responses_over_anthropic(
+    keyed_upstream: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OpenAI]:
+    database = f"sqlite:///{tmp_path_factory.mktemp('db') / 'stateway.db'}"
+    args = ["--upstream", keyed_upstream, "--upstream-api", "anthropic", "--database", database]
+    args += ["--upstream-api-key-env", "E2E_UPSTREAM_KEY"]
+    with (
+        start_gateway(args, env={"E2E_UPSTREAM_KEY": UPSTREAM_KEY}) as url,
+        OpenAI(base_url=url + "/v1", api_key="client", max_retries=0) as sdk,
+    ):
+        yield sdk
+
+
+def test_responses_over_the_anthropic_backend(responses_over_anthropic: OpenAI) -> None:
+    client = responses_over_anthropic
+    plain = client.responses.create(model=MODEL, input="hello", instructions="be nice")
+    assert plain.output_text == "Hello! You said: hello"
+    assert plain.usage is not None
+    assert plain.usage.input_tokens > 0
+    with client.responses.stream(model=MODEL, input="streamed words") as stream:
+        final = stream.get_final_response()
+    assert final.output_text == "Hello! You said: streamed words"
+
+
+def test_responses_tool_and_reasoning_round_trip_over_anthropic(
+    responses_over_anthropic: OpenAI,
+) -> None:
+    client = responses_over_anthropic
+    tools: list[Any] = [
+        {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+    ]
+    first = client.responses.create(
+        model=MODEL,
+        input=f"[[reason:consider]] {TOOL_PROMPT}",
+        tools=tools,
+        reasoning={"effort": "low"},
+        max_output_tokens=4000,
+    )
+    reasoning, call = first.output
+    assert reasoning.type == "reasoning"
+    assert reasoning.encrypted_content == signature_of("consider")
+    assert call.type == "function_call"
+    # The stored reasoning goes back upstream signed, or the fake would refuse it.
+    second = client.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "hail"}],
+        tools=tools,
+        reasoning={"effort": "low"},
+        max_output_tokens=4000,
+    )
+    assert second.output_text == "Tool said: hail"
+
+
+def test_responses_errors_over_anthropic(responses_over_anthropic: OpenAI) -> None:
+    with pytest.raises(openai.APIStatusError) as caught:
+        responses_over_anthropic.responses.create(model=MODEL, input="[[error:529]]")
+    assert caught.value.status_code == 503
+
+
+def test_the_anthropic_backend_in_a_config_file(keyed_upstream: str, tmp_path: Path) -> None:
+    from tests.e2e.configured import configured_gateway
+
+    backend = {
+        "url": keyed_upstream,
+        "api": "anthropic",
+        "api_key_env": "E2E_UPSTREAM_KEY",
+        "anthropic_version": "2024-01-01",
+        "default_max_tokens": 333,
+    }
+    with configured_gateway(tmp_path, backend, env={"E2E_UPSTREAM_KEY": UPSTREAM_KEY}) as gateway:
+        clear(keyed_upstream)
+        with OpenAI(base_url=gateway.url + "/v1", api_key="c", max_retries=0) as client:
+            client.responses.create(model=MODEL, input="hi")
+    [sent] = upstream_log(keyed_upstream)
+    assert sent["headers"]["anthropic-version"] == "2024-01-01"
+    assert sent["body"]["max_tokens"] == 333
