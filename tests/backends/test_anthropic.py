@@ -264,7 +264,10 @@ def test_thinking_leaves_out_sampling_anthropic_refuses_with_it() -> None:
 def test_adaptive_thinking_carries_the_effort() -> None:
     adaptive = AnthropicOptions(thinking="adaptive")
     sent = body([user("q")], adaptive, reasoning_effort="xhigh")
-    assert (sent["thinking"], sent["output_config"]) == ({"type": "adaptive"}, {"effort": "max"})
+    assert (sent["thinking"], sent["output_config"]) == ({"type": "adaptive"}, {"effort": "xhigh"})
+    assert body([user("q")], adaptive, reasoning_effort="minimal")["output_config"] == {
+        "effort": "low"
+    }
     assert body([user("q")], adaptive, reasoning_budget=2000)["thinking"]["type"] == "enabled"
 
 

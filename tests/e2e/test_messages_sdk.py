@@ -345,3 +345,71 @@ def test_the_anthropic_backend_in_a_config_file(keyed_upstream: str, tmp_path: P
     [sent] = upstream_log(keyed_upstream)
     assert sent["headers"]["anthropic-version"] == "2024-01-01"
     assert sent["body"]["max_tokens"] == 333
+
+
+def test_the_beta_route(claude: Anthropic) -> None:
+    message = claude.beta.messages.create(
+        model=MODEL,
+        max_tokens=100,
+        messages=[{"role": "user", "content": "beta hello"}],
+        betas=["interleaved-thinking-2025-05-14", "context-management-2025-06-27"],
+    )
+    assert message.content[0].type == "text"
+    assert message.content[0].text == "Hello! You said: beta hello"
+
+
+def test_a_claude_code_shaped_request(messages_gateway: str) -> None:
+    """What Claude Code sends (see shared/clients.md), streamed back whole."""
+    body = {
+        "model": MODEL,
+        "max_tokens": 32000,
+        "stream": True,
+        "system": [
+            {
+                "type": "text",
+                "text": "You are Claude Code.",
+                "cache_control": {"type": "ephemeral"},
+            },
+            {
+                "type": "text",
+                "text": "Be concise.",
+                "cache_control": {"type": "ephemeral", "ttl": "1h"},
+            },
+        ],
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "<system-reminder>context</system-reminder>"},
+                    {"type": "text", "text": "Say hi", "cache_control": {"type": "ephemeral"}},
+                ],
+            },
+            {"role": "system", "content": [{"type": "text", "text": "# Environment\nlinux"}]},
+        ],
+        "tools": [
+            {"name": "Bash", "description": "run", "input_schema": {"type": "object"}},
+            {"name": "Later", "input_schema": {"type": "object"}, "defer_loading": True},
+        ],
+        "thinking": {"type": "adaptive", "display": "omitted"},
+        "output_config": {"effort": "high"},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+        "metadata": {"user_id": '{"device_id":"d","session_id":"s"}'},
+    }
+    request = urllib.request.Request(
+        messages_gateway + "/v1/messages?beta=true",
+        data=orjson.dumps(body),
+        headers={
+            "content-type": "application/json",
+            "anthropic-version": "2023-06-01",
+            "anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14,"
+            "context-management-2025-06-27,effort-2025-11-24",
+            "authorization": "Bearer t",
+        },
+    )
+    with urllib.request.urlopen(request) as reply:
+        assert reply.headers["request-id"].startswith("req_")
+        frames = reply.read().split(b"\n\n")[:-1]
+    events = [orjson.loads(f.split(b"\n")[1].removeprefix(b"data: ")) for f in frames]
+    text = "".join(e["delta"]["text"] for e in events if e["type"] == "content_block_delta")
+    assert text.endswith("Say hi")
+    assert events[-1] == {"type": "message_stop"}

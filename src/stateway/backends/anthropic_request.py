@@ -44,7 +44,7 @@ EFFORT_BUDGETS: Final = {
     "xhigh": 32768,
 }
 """The thinking budget asked for each reasoning effort when the client gave no budget."""
-_ADAPTIVE_EFFORTS: Final = {"minimal": "low", "xhigh": "max"}
+_ADAPTIVE_EFFORTS: Final = {"minimal": "low"}
 _TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text", "summary_text"})
 _SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 

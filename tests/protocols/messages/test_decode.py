@@ -210,6 +210,8 @@ def test_tool_choice_kinds(choice: dict[str, Any], expected: str) -> None:
         ({"type": "adaptive"}, None, "high"),
         ({"type": "adaptive"}, "max", "xhigh"),
         ({"type": "adaptive"}, "low", "low"),
+        ({"type": "adaptive"}, "xhigh", "xhigh"),
+        ({"type": "adaptive"}, "ultra", "high"),
         ({"type": "enabled", "budget_tokens": 8000}, None, "medium"),
         ({"type": "enabled", "budget_tokens": 20000}, None, "high"),
         ({"type": "disabled"}, None, None),

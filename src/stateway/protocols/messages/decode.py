@@ -10,7 +10,8 @@ as ``parameters``; ``defer_loading`` kept, ``cache_control`` dropped) as functio
 ``tool_choice`` ``auto``/``any``/``tool``/``none`` -> ``auto``/``required``/the named
 function/``none``, ``disable_parallel_tool_use`` -> ``parallel_tool_calls: false``;
 ``thinking``: ``enabled`` -> its budget and the effort it amounts to, ``adaptive`` -> the
-effort of ``output_config.effort`` (``max`` as ``xhigh``; ``high`` when absent),
+effort of ``output_config.effort`` (``max`` as ``xhigh``; ``high`` when absent or a
+level the gateway does not know),
 ``disabled`` -> none; ``output_config.format`` (``json_schema``) -> the text format.
 ``context_management`` is accepted and has no effect: the context sent is the context
 used.
@@ -39,7 +40,7 @@ from stateway.protocols.messages.request import (
 from stateway.protocols.responses.nesting import check_nesting
 
 Body = TypeVar("Body", bound=CountTokensBody)
-_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
+_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
 _ADAPTIVE_DEFAULT = "high"
 """The effort of adaptive thinking without ``output_config.effort`` (Anthropic's default)."""
 
@@ -163,7 +164,7 @@ def _thinking(
         return
     if thinking.type == "adaptive":
         effort = output.effort if output is not None else None
-        settings.reasoning_effort = _EFFORTS[effort] if effort else _ADAPTIVE_DEFAULT
+        settings.reasoning_effort = _EFFORTS.get(effort or "", _ADAPTIVE_DEFAULT)
         return
     if thinking.budget_tokens is None:
         raise InvalidRequest(

@@ -132,7 +132,8 @@ class Thinking(_Wire):
 
 
 class OutputConfig(_Wire):
-    effort: Literal["low", "medium", "high", "max"] | None = None
+    effort: str | None = None
+    """``low``, ``medium``, ``high``, ``xhigh``, ``max``; a newer level is taken as ``high``."""
     format: dict[str, Any] | None = None
 
 
