@@ -9,7 +9,8 @@ from typing import Any, Literal
 from stateway.core.errors import GatewayError, StorageError
 from stateway.core.inference import Delta, InferenceRequest
 from stateway.core.items import Item
-from stateway.core.ports import ItemPage, ResponseRecord, StoredChain
+from stateway.core.ports import EventBatch, EventLog, ItemPage, ResponseRecord, StoredChain
+from stateway.core.response import UNFINISHED
 from stateway.core.tools.history import REWRITTEN_ITEM_TYPES
 from stateway.core.tools.ports import McpServer, McpTool, SearchHit, SearchQuery, ToolFailure
 
@@ -63,7 +64,9 @@ class MemoryStore:
     """``on_save`` sees every write (``save`` and ``finish``); ``fail_save`` makes the
     in-progress write raise :class:`StorageError`, ``fail_final`` the write of a run's end
     (a ``finish``, or a ``save`` of a response no longer in progress); a ``save_gate``
-    holds every ``save`` until it is set."""
+    holds every ``save`` until it is set. Event logs: ``appends`` records each batch
+    appended (outside a ``finish``), ``fail_events`` makes appending them raise, an
+    ``events_gate`` holds appends until it is set."""
 
     def __init__(
         self,
@@ -79,6 +82,10 @@ class MemoryStore:
         self.fail_save = fail_save
         self.fail_final = fail_final
         self.save_gate = save_gate
+        self.batches: dict[tuple[str, str], list[EventBatch]] = {}
+        self.appends: list[EventBatch] = []
+        self.fail_events = False
+        self.events_gate: asyncio.Event | None = None
 
     async def save(self, record: ResponseRecord) -> None:
         if self.on_save is not None:
@@ -94,14 +101,57 @@ class MemoryStore:
             raise StorageError("Storage failed while saving a response.")
         if self.on_save is not None:
             self.on_save(record)
-        stored = self.records.get((record.tenant_id, record.id))
-        if stored is None or stored.status != "in_progress":
+        key = (record.tenant_id, record.id)
+        stored = self.records.get(key)
+        if stored is None:
+            return
+        self._log(key, record.events)
+        if stored.status not in UNFINISHED:
             return
         stored.status, stored.body = record.status, record.body
         stored.output_items = record.output_items
 
     async def in_progress(self) -> list[ResponseRecord]:
-        return [r for r in self.records.values() if r.status == "in_progress"]
+        return [r for r in self.records.values() if r.status in UNFINISHED]
+
+    async def append_events(self, tenant_id: str, response_id: str, batch: EventBatch) -> None:
+        if self.events_gate is not None:
+            await self.events_gate.wait()
+        if self.fail_events:
+            raise StorageError("Storage failed while saving a response.")
+        if (tenant_id, response_id) not in self.records:
+            raise StorageError("Storage failed while saving a response.")  # the foreign key
+        self._log((tenant_id, response_id), batch)
+        self.appends.append(batch)
+
+    async def read_events(self, tenant_id: str, response_id: str, after: int) -> EventLog | None:
+        record = await self.get(tenant_id, response_id)
+        if record is None:
+            return None
+        logged = self.events.get((tenant_id, response_id), [])
+        return EventLog(
+            status=record.status,
+            background=bool(record.body.get("background")),
+            last=len(logged) - 1,
+            events=EventBatch(after + 1, logged[after + 1 :]),
+        )
+
+    @property
+    def events(self) -> dict[tuple[str, str], list[bytes]]:
+        """Each response's logged payloads, by sequence number."""
+        return {
+            key: [payload for batch in batches for payload in batch.payloads]
+            for key, batches in self.batches.items()
+        }
+
+    def _log(self, key: tuple[str, str], batch: EventBatch | None) -> None:
+        if batch is None:
+            return
+        batches = self.batches.setdefault(key, [])
+        if any(b.first == batch.first for b in batches):
+            raise StorageError("Storage failed while saving a response.")  # the primary key
+        batches.append(batch)
+        batches.sort(key=lambda b: b.first)
 
     async def get(self, tenant_id: str, response_id: str) -> ResponseRecord | None:
         key = (tenant_id, response_id)

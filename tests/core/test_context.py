@@ -4,7 +4,7 @@ from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.core.commands import CreateResponse
 from stateway.core.context import build_context
-from stateway.core.errors import InvalidRequest
+from stateway.core.errors import InvalidRequest, ResponseInProgress
 from stateway.core.ports import ResponseRecord
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
@@ -115,3 +115,12 @@ async def test_prior_items_are_checked_against_the_backend_too() -> None:
     with pytest.raises(InvalidRequest, match="input_file") as caught:
         await build_context(store, "t", command, CHAT)
     assert caught.value.param == "previous_response_id"
+
+
+@pytest.mark.parametrize("status", ["queued", "in_progress"])
+async def test_continuing_a_response_not_finished_is_refused(status: str) -> None:
+    store = MemoryStore()
+    await store.save(ResponseRecord("t", "resp_1", None, status, 0.0, {}, [], []))
+    command = CreateResponse(model="m", input=[], previous_response_id="resp_1")
+    with pytest.raises(ResponseInProgress):
+        await build_context(store, "t", command, ScriptedBackend([]))

@@ -27,6 +27,7 @@ from stateway.core.items import (
     Item,
 )
 from stateway.core.ports import TOOL_OUTPUT, Backend, ResponseStore
+from stateway.core.response import UNFINISHED
 from stateway.core.tools import shell
 
 _ANSWERS = {
@@ -65,7 +66,7 @@ async def build_context(
         chain = await store.load_context(tenant_id, command.previous_response_id)
         if chain is None:
             raise PreviousResponseNotFound(command.previous_response_id)
-        if chain.status == "in_progress":
+        if chain.status in UNFINISHED:
             raise ResponseInProgress(command.previous_response_id)
         prior = chain.items
     _check_types(prior, command.input, backend, source)

@@ -77,6 +77,36 @@ class ResponseRecord:
     """The process running it while ``in_progress`` (see :mod:`stateway.core.ownership`)."""
     turn: ConversationTurn | None = None
     """Set when the response is a conversation turn (see :class:`ConversationTurn`)."""
+    events: EventBatch | None = None
+    """Event log entries :meth:`ResponseStore.finish` appends in the same transaction (a
+    background run's last events, its terminal event among them)."""
+
+
+@dataclass(slots=True, frozen=True)
+class EventBatch:
+    """Consecutive entries of a background run's persisted event log: wire payloads (one
+    line of JSON each, as the run's watchers were sent them; see ADR 0008), the first
+    numbered ``first``, the others following one by one."""
+
+    first: int
+    payloads: list[bytes]
+
+    @property
+    def end(self) -> int:
+        """The sequence number after the last payload."""
+        return self.first + len(self.payloads)
+
+
+@dataclass(slots=True)
+class EventLog:
+    """A stored response's event log after some position, and what decides how to follow it."""
+
+    status: str
+    background: bool
+    last: int
+    """The highest sequence number logged; -1 when nothing is."""
+    events: EventBatch
+    """The events after the position asked for (``first`` is the one just after it)."""
 
 
 @dataclass(slots=True)
@@ -105,16 +135,27 @@ class ResponseStore(Protocol):
         ...
 
     async def finish(self, record: ResponseRecord) -> None:
-        """Update an ``in_progress`` response to ``record``'s status and body and add its
-        output items, atomically. A deleted response stays deleted; a response no longer
-        ``in_progress`` is left as it is. With a ``turn``, the turn's items are appended to
-        the conversation it holds (unless deleted) and the conversation is let go, in the
-        same transaction."""
+        """Update an unfinished response to ``record``'s status and body and add its output
+        items and its ``events``, atomically. A deleted response stays deleted; the status
+        and body of a response already finished are left as they are. With a ``turn``, the
+        turn's items are appended to the conversation it holds (unless deleted) and the
+        conversation is let go, in the same transaction."""
         ...
 
     async def in_progress(self) -> list[ResponseRecord]:
-        """Every response still ``in_progress``, deleted or not, with its owner and no
-        items: read at start-up to find runs whose process died."""
+        """Every response not finished (``queued`` or ``in_progress``), deleted or not, with
+        its owner and no items: read at start-up to find runs whose process died."""
+        ...
+
+    async def append_events(self, tenant_id: str, response_id: str, batch: EventBatch) -> None:
+        """Add a batch to the stored response's event log, in one transaction (writes
+        arriving together share it). A batch starting where another one did is refused."""
+        ...
+
+    async def read_events(self, tenant_id: str, response_id: str, after: int) -> EventLog | None:
+        """The response's logged events numbered above ``after``, in order, read after its
+        status (so a finished status comes with its whole log); None when the response is
+        unknown or deleted. A constant number of queries, whatever the length."""
         ...
 
     async def get(self, tenant_id: str, response_id: str) -> ResponseRecord | None:

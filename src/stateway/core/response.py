@@ -18,6 +18,10 @@ from stateway.core.usage import Usage
 
 Status = Literal["queued", "in_progress", "completed", "incomplete", "failed", "cancelled"]
 
+UNFINISHED: Final = frozenset({"queued", "in_progress"})
+"""Statuses of a response whose run has not ended (a background run is ``queued`` before
+it starts)."""
+
 
 @dataclass(slots=True)
 class ResponseState:
@@ -39,6 +43,7 @@ class ResponseState:
     stop_sequence: str | None = None
     """The stop sequence that ended the last round, if the upstream said (Messages'
     ``stop_sequence``); not stored."""
+    background: bool = False
 
     @classmethod
     def start(
@@ -54,6 +59,7 @@ class ResponseState:
             store=command.store,
             settings=command.settings,
             conversation_id=command.conversation_id,
+            background=command.background,
         )
 
     def fail(self, error: GatewayError) -> None:
@@ -86,6 +92,7 @@ def dump_state(state: ResponseState) -> dict[str, Any]:
         "incomplete_reason": state.incomplete_reason,
         "completed_at": state.completed_at,
         "conversation_id": state.conversation_id,
+        "background": state.background,
     }
 
 
@@ -107,6 +114,7 @@ def load_state(tenant_id: str, body: dict[str, Any], output: list[Item]) -> Resp
         incomplete_reason=body.get("incomplete_reason"),
         completed_at=body.get("completed_at"),
         conversation_id=body.get("conversation_id"),
+        background=body.get("background", False),
     )
 
 

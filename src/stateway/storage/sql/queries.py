@@ -5,8 +5,9 @@ call only binds values: SQLAlchemy finds the compiled form in the engine's state
 and asyncpg reuses its prepared statement. Each statement filters on ``tenant_id``.
 
 Bind parameters: ``tenant``, ``response`` and, per statement, ``now`` (soft delete),
-``after`` and ``limit`` (input item pages), ``new_status`` and ``new_body`` (finishing a
-response); they are not named after columns, which an UPDATE reserves for its SET clause.
+``after`` and ``limit`` (input item pages), ``after`` (a sequence number, reading an event
+log), ``new_status`` and ``new_body`` (finishing a response); they are not named after
+columns, which an UPDATE reserves for its SET clause.
 
 The chain query
 ---------------
@@ -56,11 +57,19 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.sql import Insert, Select, Update
 
-from stateway.storage.sql.schema import INPUT, OUTPUT, items, responses
+from stateway.storage.sql.schema import (
+    IN_PROGRESS_WHERE,
+    INPUT,
+    OUTPUT,
+    items,
+    response_events,
+    responses,
+)
 
 MAX_CHAIN_DEPTH: Final = 10_000
 """Responses followed by :data:`LOAD_CONTEXT` before it stops; only a cycle (corrupt data)
@@ -75,8 +84,9 @@ _live_response = and_(
     responses.c.deleted_at.is_(None),
 )
 
-_in_progress = responses.c.status == literal_column("'in_progress'")
-"""A literal, not a bound value: PostgreSQL then matches the partial index's predicate."""
+_in_progress = text(IN_PROGRESS_WHERE)
+"""Unfinished responses (``queued`` or ``in_progress``), in the very words of the partial
+index's predicate: a literal, not bound values, so PostgreSQL matches the index."""
 
 PING: Final[Select[int]] = select(literal_column("1", Integer))
 
@@ -119,6 +129,40 @@ SELECT_OUTPUT_ITEMS: Final[Select[str]] = (
     )
     .order_by(items.c.position)
 )
+
+INSERT_EVENTS: Final[Insert] = insert(response_events)
+
+_events_of_response = and_(
+    response_events.c.tenant_id == _tenant, response_events.c.response_id == _response
+)
+
+SELECT_EVENT_LOG_HEAD: Final[Select[str, str]] = select(responses.c.status, responses.c.body).where(
+    _live_response
+)
+"""A live response's status and body, read before its log."""
+
+
+def _select_events() -> Select[int, str]:
+    """The batches of a response's log holding the events after ``after``: the one holding
+    event ``after + 1`` (the last one starting at or before it) and every later one. Two
+    range scans of the primary key."""
+    first = bindparam("after", type_=Integer) + literal_column("1", Integer)
+    holding = (
+        select(func.max(response_events.c.sequence_number))
+        .where(_events_of_response, response_events.c.sequence_number <= first)
+        .scalar_subquery()
+    )
+    return (
+        select(response_events.c.sequence_number, response_events.c.body)
+        .where(
+            _events_of_response,
+            response_events.c.sequence_number >= func.coalesce(holding, literal_column("0")),
+        )
+        .order_by(response_events.c.sequence_number)
+    )
+
+
+SELECT_EVENTS: Final = _select_events()
 
 SOFT_DELETE: Final[Update] = (
     update(responses).where(_live_response).values(deleted_at=bindparam("now"))

@@ -30,9 +30,10 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     ``active_response_id`` is the turn currently holding the conversation.
 
 ``response_events``
-    The persisted event log of a background run: one row per event, by
-    ``sequence_number``, the event's wire JSON as ``body``; replayed to watchers that
-    resume after the run ended or from another process.
+    The persisted event log of a background run, written in batches: one row per batch of
+    consecutive events, keyed by its first event's ``sequence_number``, their wire JSON
+    as ``body``, one event per line; replayed to watchers that resume after the run ended
+    or from another process (ADR 0008).
 
 ``gateway_secrets``
     Server-wide keys (not tenant data), such as the one sealing ``encrypted_content``;

@@ -6,16 +6,19 @@ written and read by orjson, on both databases. Database failures leave as
 :class:`~stateway.core.errors.StorageError` (see :mod:`~stateway.storage.sql.errors`).
 
 Transactions: :meth:`save` (a run's in-progress row with its input) and :meth:`finish`
-(its end, with its output) are each atomic per response, with what a conversation turn
-writes to its conversation (:mod:`~stateway.storage.sql.conversation_queries`); writes
-that arrive together share one transaction (:mod:`~stateway.storage.sql.group_commit`).
-A turn's :meth:`save` then reads whether its row went in (a refused claim writes
-nothing). :meth:`delete` runs in its own transaction. Reads are not wrapped in one:
-:meth:`load_context` is a single statement, and :meth:`get` and :meth:`list_input_items`
-run two over rows that never change once written (bar ``deleted_at``: a delete landing
-between them is simply ordered after the read). On PostgreSQL reads use autocommit,
-sparing the ``BEGIN`` and ``ROLLBACK`` round trips a transaction would add to each;
-SQLite's driver only opens transactions for writes anyway.
+(its end, with its output and, for a background run, the rest of its event log) are each
+atomic per response, with what a conversation turn writes to its conversation
+(:mod:`~stateway.storage.sql.conversation_queries`), as is each batch of
+:meth:`append_events`; writes that arrive together share one transaction
+(:mod:`~stateway.storage.sql.group_commit`). A turn's :meth:`save` then reads whether its
+row went in (a refused claim writes nothing). :meth:`delete` runs in its own transaction.
+Reads are not wrapped in one: :meth:`load_context` is a single statement, and :meth:`get`
+and :meth:`list_input_items` run two over rows that never change once written (bar
+``deleted_at``: a delete landing between them is simply ordered after the read);
+:meth:`read_events` reads the response's status before its events, so a finished status
+comes with the events committed with it. On PostgreSQL reads use autocommit, sparing the
+``BEGIN`` and ``ROLLBACK`` round trips a transaction would add to each; SQLite's driver
+only opens transactions for writes anyway.
 
 Pages of input items: ``after`` is an item id; the page starts after the first item, in
 the requested order, that has this id. Item ids are client-chosen labels, not keys, so
@@ -33,7 +36,7 @@ from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateway.core.items import Item
-from stateway.core.ports import ItemPage, ResponseRecord, StoredChain
+from stateway.core.ports import EventBatch, EventLog, ItemPage, ResponseRecord, StoredChain
 from stateway.storage.sql import conversation_queries as cq
 from stateway.storage.sql import queries
 from stateway.storage.sql.conversation_rows import appended_rows, claim_row, end_row, refusal
@@ -49,6 +52,7 @@ WRITE_ORDER: Final = (
     cq.INSERT_TURN_RESPONSE,
     queries.FINISH_RESPONSE,
     queries.INSERT_ITEMS,
+    queries.INSERT_EVENTS,
     cq.INSERT_TURN_ITEMS,
     cq.APPEND_TURN_ITEMS,
     cq.END_TURN,
@@ -127,6 +131,8 @@ class SqlResponseStore:
             queries.FINISH_RESPONSE: [update],
             queries.INSERT_ITEMS: _item_rows(record, OUTPUT, record.output_items),
         }
+        if record.events is not None:
+            rows[queries.INSERT_EVENTS] = [_event_row(record.tenant_id, record.id, record.events)]
         turn = record.turn
         if turn is not None:
             rows[cq.APPEND_TURN_ITEMS] = appended_rows(
@@ -142,6 +148,37 @@ class SqlResponseStore:
             async with self._reader.connect() as connection:
                 if (await connection.execute(queries.RESPONSE_IS_LIVE, key)).first() is None:
                     raise await refusal(connection, tenant_id, conversation_id)
+
+    async def append_events(self, tenant_id: str, response_id: str, batch: EventBatch) -> None:
+        await self._writes.write(
+            {queries.INSERT_EVENTS: [_event_row(tenant_id, response_id, batch)]}
+        )
+
+    async def read_events(self, tenant_id: str, response_id: str, after: int) -> EventLog | None:
+        if not _storable(response_id):
+            return None
+        key = {"tenant": tenant_id, "response": response_id, "after": after}
+        with storage_errors("reading an event log"):
+            async with self._reader.connect() as connection:
+                head = (await connection.execute(queries.SELECT_EVENT_LOG_HEAD, key)).first()
+                if head is None:
+                    return None
+                rows = (await connection.execute(queries.SELECT_EVENTS, key)).all()
+        status, body = head
+        payloads: list[bytes] = []
+        end = 0
+        for first, lines in rows:
+            batch = lines.encode().split(b"\n")
+            end = first + len(batch)
+            if first <= after:  # the batch holding event ``after + 1``: skip what precedes it
+                batch = batch[after + 1 - first :]
+            payloads += batch
+        return EventLog(
+            status=status,
+            background=bool(orjson.loads(body).get("background")),
+            last=end - 1,
+            events=EventBatch(end - len(payloads), payloads),
+        )
 
     async def in_progress(self) -> list[ResponseRecord]:
         with storage_errors("finding responses in progress"):
@@ -256,6 +293,17 @@ def _storable(key: str) -> bool:
     """Whether ``key`` can be a column value on both databases: PostgreSQL text refuses NUL.
     No stored id contains one, so a key that does matches nothing."""
     return "\x00" not in key
+
+
+def _event_row(tenant_id: str, response_id: str, batch: EventBatch) -> dict[str, Any]:
+    """One row per batch: its first event's number, its payloads one per line (JSON that
+    orjson wrote has no raw line break)."""
+    return {
+        "tenant_id": tenant_id,
+        "response_id": response_id,
+        "sequence_number": batch.first,
+        "body": b"\n".join(batch.payloads).decode(),
+    }
 
 
 def _item_rows(record: ResponseRecord, role: str, items: list[Item]) -> list[dict[str, Any]]:
