@@ -31,6 +31,7 @@ from stateway.core.runs import CancelReason, RunRegistry
 from stateway.core.tools.ports import McpServer
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
 from stateway.mcp_client import PooledMcpClient
+from stateway.protocols.responses.encode import encode_event_json
 from stateway.search import build_search_provider
 from stateway.storage.sql import SqlConversationStore, open_store
 from stateway.surfaces.http.app import build_http_app
@@ -67,6 +68,10 @@ class GatewayParts:
     async def end_runs(self) -> None:
         """End every run as ``server_shutting_down``; later ones end as they start."""
         await self.runs.end_all(CancelReason.SHUTTING_DOWN)
+
+    async def settle_runs(self) -> None:
+        """Return once no run is in flight (background runs included)."""
+        await self.runs.settle()
 
 
 def build_backend(config: BackendConfig, waiting_room: WaitingRoom) -> Backend:
@@ -154,7 +159,9 @@ def build_gateway(
     owner = ProcessIdentity.current()
     tools = build_tools(config)
     loop = Loop(store, config.loop.max_rounds, owner, tools)
-    gateway = Gateway(store, router, loop, runs, conversations=conversations)
+    gateway = Gateway(
+        store, router, loop, runs, conversations=conversations, encoder=encode_event_json
+    )
     return GatewayParts(store, router.backends, runs, gateway, owner, tools)
 
 
@@ -167,7 +174,7 @@ def build_app(
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        await fail_abandoned(parts.store, parts.owner)
+        await fail_abandoned(parts.store, parts.owner, encode_event_json)
         try:
             yield
         finally:

@@ -87,7 +87,7 @@ def _serve(config: Config) -> int:
         parts = build_gateway(config)
         app = build_app(config, parts=parts)
         _tune_gc()
-        drain = Drain(config.server.drain_timeout, parts.end_runs)
+        drain = Drain(config.server.drain_timeout, parts.end_runs, parts.settle_runs)
         graceful = math.ceil(drain.timeout) + DRAIN_GRACE
         uvicorn_config = server_config(app, lifespan=True, graceful_shutdown=graceful)
         _describe(config, sys.stdout)

@@ -6,11 +6,11 @@ binding the socket ourselves lets ``--port 0`` pick a free port, and the one ann
 line on stdout (``... listening on URL``) is what :mod:`stateway.launch` waits for.
 
 Shutting down (SIGTERM, SIGINT) with a :class:`Drain`: the server stops accepting at once,
-lets requests in flight finish for ``Drain.timeout`` seconds, then calls ``Drain.end`` so
-that the application answers what remains itself (the gateway ends its runs as
-``server_shutting_down``). uvicorn's own graceful timeout, which cancels request tasks
-(plain-text 500s and tracebacks), must be set a few seconds longer than the drain, as a
-last resort only.
+lets requests in flight (and the work of ``Drain.settled``: background runs) finish for
+``Drain.timeout`` seconds, then calls ``Drain.end`` so that the application answers what
+remains itself (the gateway ends its runs as ``server_shutting_down``). uvicorn's own
+graceful timeout, which cancels request tasks (plain-text 500s and tracebacks), must be set
+a few seconds longer than the drain, as a last resort only.
 """
 
 from __future__ import annotations
@@ -66,6 +66,9 @@ class Drain:
     """Seconds requests in flight may take to finish once shutdown begins."""
     end: Callable[[], Awaitable[None]]
     """Ends what is still in flight after ``timeout``; returns once it has ended."""
+    settled: Callable[[], Awaitable[None]] | None = None
+    """Returns once work no request waits for (background runs) is done: it gets the
+    drain window too, after the requests in flight."""
 
 
 class AnnouncingServer(uvicorn.Server):
@@ -88,6 +91,14 @@ class AnnouncingServer(uvicorn.Server):
             await super().shutdown(sockets=sockets)
         finally:
             ender.cancel()
+
+    async def _wait_tasks_to_complete(self) -> None:
+        """uvicorn waits here for the connections in flight, within its graceful timeout
+        and before the application's shutdown; work that no connection waits for (the
+        gateway's background runs) is waited for here too, so it gets the drain window."""
+        await super()._wait_tasks_to_complete()
+        if self._drain is not None and self._drain.settled is not None and not self.force_exit:
+            await self._drain.settled()
 
     async def _end_after(self, drain: Drain) -> None:
         await asyncio.sleep(drain.timeout)  # a timer: the drain window itself

@@ -2,18 +2,35 @@
 
 import os
 
+import orjson
+
 from stateway.core.ownership import ProcessIdentity, _start_time, fail_abandoned
-from stateway.core.ports import ResponseRecord
+from stateway.core.ports import EventBatch, ResponseRecord
+from stateway.protocols.responses.encode import encode_event_json
 from tests.core.fakes import MemoryStore
 
+DEAD = ProcessIdentity(ProcessIdentity.current().host, 2**22 + 17, "5")
 
-def in_progress(response_id: str, owner: ProcessIdentity | str | None) -> ResponseRecord:
-    body = {"id": response_id, "created_at": 1.0, "model": "m", "status": "in_progress"}
+
+def in_progress(
+    response_id: str,
+    owner: ProcessIdentity | str | None,
+    *,
+    status: str = "in_progress",
+    background: bool = False,
+) -> ResponseRecord:
+    body = {
+        "id": response_id,
+        "created_at": 1.0,
+        "model": "m",
+        "status": status,
+        "background": background,
+    }
     return ResponseRecord(
         "t",
         response_id,
         None,
-        "in_progress",
+        status,
         1.0,
         body,
         [{"type": "message", "role": "user", "content": []}],
@@ -32,7 +49,7 @@ async def test_only_a_dead_owner_of_this_host_loses_its_responses() -> None:
     store = MemoryStore()
     reused_pid = ProcessIdentity(me.host, os.getppid(), "1")  # alive pid, other start time
     for record in [
-        in_progress("dead", ProcessIdentity(me.host, 2**22 + 17, "5")),
+        in_progress("dead", DEAD),
         in_progress("reused", reused_pid),
         in_progress("sibling", parent()),
         in_progress("mine", me),
@@ -41,7 +58,7 @@ async def test_only_a_dead_owner_of_this_host_loses_its_responses() -> None:
     ]:
         await store.save(record)
 
-    assert await fail_abandoned(store, me) == 2
+    assert await fail_abandoned(store, me, encode_event_json) == 2
 
     status = {key[1]: r.status for key, r in store.records.items()}
     assert status == {
@@ -56,6 +73,42 @@ async def test_only_a_dead_owner_of_this_host_loses_its_responses() -> None:
     assert body["error"]["code"] == "server_restarted"
     assert body["completed_at"] is None
     assert store.records["t", "dead"].input_items  # the input stays
+
+
+async def test_a_queued_response_of_a_dead_process_is_failed_too() -> None:
+    store = MemoryStore()
+    await store.save(in_progress("queued", DEAD, status="queued", background=True))
+
+    assert await fail_abandoned(store, ProcessIdentity.current(), encode_event_json) == 1
+
+    assert store.records["t", "queued"].status == "failed"
+
+
+async def test_a_background_log_gets_the_terminal_event_it_never_had() -> None:
+    store = MemoryStore()
+    for record in [
+        in_progress("logged", DEAD, background=True),
+        in_progress("unlogged", DEAD, background=True),
+        in_progress("deleted", DEAD, background=True),
+        in_progress("foreground", DEAD),
+    ]:
+        await store.save(record)
+    await store.append_events("t", "logged", EventBatch(0, [b"{}", b"{}"]))
+    await store.delete("t", "deleted")
+
+    assert await fail_abandoned(store, ProcessIdentity.current(), encode_event_json) == 4
+
+    (terminal,) = store.events["t", "logged"][2:]
+    payload = orjson.loads(terminal)
+    assert payload["type"] == "response.failed"
+    assert payload["sequence_number"] == 2
+    assert payload["response"]["status"] == "failed"
+    assert payload["response"]["background"] is True
+    assert payload["response"]["error"]["code"] == "server_restarted"
+    assert [orjson.loads(p)["sequence_number"] for p in store.events["t", "unlogged"]] == [0]
+    assert ("t", "deleted") not in store.events
+    assert ("t", "foreground") not in store.events
+    assert store.records["t", "deleted"].status == "failed"
 
 
 def test_identities_round_trip_through_their_stored_form() -> None:

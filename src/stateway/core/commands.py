@@ -65,6 +65,8 @@ class CreateResponse:
     store: bool = True
     stream: bool = False
     settings: GenerationSettings = field(default_factory=GenerationSettings)
+    background: bool = False
+    """Run detached from the request, with a persisted event log (requires ``store``)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -82,6 +84,22 @@ class GetResponse:
 @dataclass(slots=True, frozen=True)
 class DeleteResponse:
     response_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class CancelResponse:
+    """Cancel a background response that is still running."""
+
+    response_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class WatchResponse:
+    """Stream a background response's event log: the events after ``starting_after``
+    (all of them when None), then its live ones until the terminal event."""
+
+    response_id: str
+    starting_after: int | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -171,4 +189,6 @@ Command = (
     | CheckReadiness
     | ConversationCommand
     | CountTokens
+    | CancelResponse
+    | WatchResponse
 )

@@ -9,9 +9,11 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import overload
 
+from stateway.core import background
 from stateway.core import events as ev
 from stateway.core.commands import (
     AddConversationItems,
+    CancelResponse,
     CheckReadiness,
     Command,
     CountTokens,
@@ -28,6 +30,7 @@ from stateway.core.commands import (
     ListModels,
     Principal,
     UpdateConversation,
+    WatchResponse,
 )
 from stateway.core.context import build_context
 from stateway.core.conversations.ports import Conversation, ConversationItems, ConversationStore
@@ -46,14 +49,16 @@ from stateway.core.errors import (
 from stateway.core.ids import new_id
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
+from stateway.core.journal import EventEncoder, RunJournal
 from stateway.core.loop import Loop
 from stateway.core.ports import Backend, ItemPage, ResponseStore, TokenCounter
-from stateway.core.response import ResponseState, load_state
+from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.routing import Route, Router
 from stateway.core.runs import CancelReason, Run, RunRegistry
 from stateway.core.token_estimate import estimate_tokens
 from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.toolset import Toolset
+from stateway.core.watch import Watch
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +102,7 @@ Result = (
     | Readiness
     | ConversationResult
     | TokenCount
+    | Watch
 )
 
 
@@ -109,13 +115,17 @@ class Gateway:
         runs: RunRegistry,
         *,
         conversations: ConversationStore | None = None,
+        encoder: EventEncoder | None = None,
     ) -> None:
-        """Without ``conversations`` no conversation exists: each one named is a 404."""
+        """Without ``conversations`` no conversation exists: each one named is a 404.
+        Without ``encoder`` (the wire of background runs' event logs) background responses
+        are refused."""
         self._store = store
         self._router = router
         self._loop = loop
         self.runs = runs
         self._conversations = None if conversations is None else Conversations(conversations)
+        self._encoder = encoder
 
     @overload
     async def execute(self, principal: Principal, command: CreateResponse) -> Run: ...
@@ -147,6 +157,10 @@ class Gateway:
     async def execute(self, principal: Principal, command: GetConversationItem) -> Item: ...
     @overload
     async def execute(self, principal: Principal, command: CountTokens) -> TokenCount: ...
+    @overload
+    async def execute(self, principal: Principal, command: CancelResponse) -> ResponseState: ...
+    @overload
+    async def execute(self, principal: Principal, command: WatchResponse) -> Watch: ...
 
     async def execute(self, principal: Principal, command: Command) -> Result:
         """Run one command for ``principal``. Raises :class:`GatewayError` subclasses."""
@@ -174,12 +188,18 @@ class Gateway:
                 return await self._readiness()
             case CountTokens(request=request):
                 return await self._count(principal, request)
+            case CancelResponse(response_id=response_id):
+                return await background.cancel(self._store, self.runs, principal, response_id)
+            case WatchResponse():
+                return await background.watch(self._store, self.runs, principal, command)
             case _:
                 return await self._served_conversations().execute(principal.tenant_id, command)
 
     async def _create(self, principal: Principal, command: CreateResponse) -> Run:
         if self.runs.closing:
             raise ServerShuttingDown()
+        if command.background:
+            background.check_background(command, self._encoder)
         route = self._router.resolve(command.model)
         toolset = self._loop.tools.resolve(command.settings.tools)
         toolset.route(route.backend)
@@ -214,6 +234,9 @@ class Gateway:
     def _start(
         self, run: Run, route: Route, context: list[Item], stream: bool, toolset: Toolset
     ) -> None:
+        if run.state.background and self._encoder is not None:
+            run.journal = RunJournal(run, self._store, self._encoder)
+            stream = True  # its row is written first, and it logs events as they come
         self.runs.add(run)
         run.task = asyncio.create_task(self._drive(run, route, context, stream, toolset))
 
@@ -227,7 +250,8 @@ class Gateway:
     ) -> None:
         if begun.cancelled() or begun.exception() is not None:
             return  # nothing was written: nothing to end
-        run.cancel(CancelReason.CLIENT_GONE)
+        if not run.state.background:  # a background run goes on without its client
+            run.cancel(CancelReason.CLIENT_GONE)
         self._start(run, route, context, False, toolset)
 
     async def _count(self, principal: Principal, command: CreateResponse) -> TokenCount:
@@ -266,6 +290,8 @@ class Gateway:
                 run.emit(ev.ResponseFinished(run.state))
                 run.close()
         finally:
+            if run.journal is not None:
+                await run.journal.stop()
             self.runs.discard(run)
             run.task = None  # a cancelled task keeps its CancelledError, whose frames hold the run
             if not run.closed:
@@ -300,7 +326,7 @@ class Gateway:
         record = await self._store.get(principal.tenant_id, response_id)  # deleted: None
         if record is None:
             raise _response_not_found(response_id)
-        if run is not None and record.status == "in_progress":
+        if run is not None and record.status in UNFINISHED:
             return run.state  # generating here: fresher than its in-progress row
         return load_state(record.tenant_id, record.body, record.output_items)
 

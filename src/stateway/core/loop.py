@@ -5,15 +5,17 @@ context plus the output so far to the backend and assembles what comes back. Cal
 client-owned tools end the run (the client answers them in its next request); gateway-owned
 tools, when they exist, run here and feed another round, up to ``max_rounds``.
 
-A stored response whose id leaves before its end (a stream's ``response.created``) gets
-its in-progress row, with its input, as the run starts: the write runs while the first
-upstream request is under way, and ``response.created`` is emitted only once it is
-committed, so the row exists for anyone holding the id. A non-stream client learns the id
-only with the finished response, which is then written once, at the end. Either way the
-end is written *before* the terminal event is emitted, whatever the ending: completed,
-incomplete (length, content filter, client gone), cancelled (deleted) or failed
-(including the server shutting down). A response whose final save fails reports no
-``completed_at`` and tells its client it was not stored.
+A stored response whose id leaves before its end (a stream's ``response.created``, a
+background response) gets its in-progress row, with its input, as the run starts: the
+write runs while the first upstream request is under way, and ``response.created`` is
+emitted only once it is committed, so the row exists for anyone holding the id. A
+non-stream client learns the id only with the finished response, which is then written
+once, at the end. Either way the end is written *before* the terminal event is emitted,
+whatever the ending: completed, incomplete (length, content filter, client gone),
+cancelled (deleted, or cancelled by its client) or failed (including the server shutting
+down). A response whose final save fails reports no ``completed_at`` and tells its client
+it was not stored. A background run's final save also stores the rest of its event log,
+terminal event included (:mod:`.journal`).
 
 A conversation turn writes its row before its run starts (:meth:`Loop.begin_turn`), since
 that write takes the conversation: a turn refused it never starts. Its end lets the
@@ -46,7 +48,7 @@ from stateway.core.inference import (
 )
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
 from stateway.core.ownership import ProcessIdentity
-from stateway.core.ports import ConversationTurn, ResponseStore
+from stateway.core.ports import ConversationTurn, ResponseRecord, ResponseStore
 from stateway.core.response import final_record, started_record, turn_end
 from stateway.core.routing import Route
 from stateway.core.runs import CancelReason, Run
@@ -251,9 +253,13 @@ class Loop:
                     _announce(run)
                     record = final_record(state)
                     record.turn = turn_end(state, run.input_items)
-                    await self._store.finish(record)
+                    await self._store.finish(await _with_log(run, record))
+                    if run.journal is not None:
+                        run.journal.sealed()
             except StorageError as exc:
                 _detached(exc)  # the save may keep it (in a future): its frames hold the run
+                if run.journal is not None:
+                    await run.journal.stop()
                 log.error("persisting response %s failed: %s", state.id, exc)
                 # Not stored: nothing may claim it completed, and every client is told.
                 state.completed_at = None
@@ -287,6 +293,14 @@ async def _durable(row: Row | None) -> None:
         await asyncio.shield(row)
 
 
+async def _with_log(run: Run, record: ResponseRecord) -> ResponseRecord:
+    """A background run's final save also stores the rest of its event log, up to the
+    terminal event about to be emitted."""
+    if run.journal is not None:
+        record.events = await run.journal.close(ev.ResponseFinished(run.state))
+    return record
+
+
 def _announce(run: Run) -> None:
     """Emit ``response.created`` and ``response.in_progress``, once."""
     if not run.events:
@@ -308,7 +322,7 @@ def _end_cancelled(run: Run) -> None:
             error = ServerShuttingDown()
             state.fail(error)
             run.error = error
-        case CancelReason.DELETED:
+        case CancelReason.DELETED | CancelReason.CANCELLED:
             state.status = "cancelled"
         case _:
             state.status, state.incomplete_reason = "incomplete", "client_disconnected"

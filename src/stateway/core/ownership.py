@@ -4,7 +4,7 @@ Every in-progress row names its owner as ``HOST PID START``: START is the proces
 time (clock ticks since boot, from ``/proc`` on Linux), so that a pid reused by another
 process is not mistaken for the owner. At start-up, before serving, :func:`fail_abandoned`
 marks ``failed`` (code ``server_restarted``, no ``completed_at``) every response left
-``in_progress`` by a process of this host that is gone.
+unfinished (``queued`` or ``in_progress``) by a process of this host that is gone.
 
 Responses of a process that is still alive (a sibling serving the same database) are never
 touched, nor are those of another host: until replicas hold leases, one gateway host per
@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from stateway.core.ports import ResponseRecord, ResponseStore
+from stateway.core.events import ResponseFinished
+from stateway.core.journal import EventEncoder
+from stateway.core.ports import EventBatch, ResponseRecord, ResponseStore
 from stateway.core.response import final_record, load_state
 
 log = logging.getLogger(__name__)
@@ -77,12 +79,14 @@ def _start_time(pid: int) -> str | None:
     return None if fields[0] in ("Z", "X") else fields[19]
 
 
-async def fail_abandoned(store: ResponseStore, me: ProcessIdentity) -> int:
-    """Mark ``failed`` every response left ``in_progress`` by a dead process of this host;
-    return how many. All are written together (one shared transaction per batch)."""
+async def fail_abandoned(store: ResponseStore, me: ProcessIdentity, encode: EventEncoder) -> int:
+    """Mark ``failed`` every response left unfinished by a dead process of this host;
+    return how many. All are written together (one shared transaction per batch). The
+    event log of a background response gets the terminal event it never had (made by ``encode``),
+    after the last event it stored, so that watchers replaying it see it end."""
     abandoned = [r for r in await store.in_progress() if _abandoned(r, me)]
     if abandoned:
-        await asyncio.gather(*(store.finish(_restarted(r)) for r in abandoned))
+        await asyncio.gather(*(_fail(store, r, encode) for r in abandoned))
         log.warning(
             "marked %d response(s) left in progress by a stopped process as failed "
             "(server_restarted)",
@@ -98,7 +102,7 @@ def _abandoned(record: ResponseRecord, me: ProcessIdentity) -> bool:
     return owner != me and not owner.is_alive()
 
 
-def _restarted(record: ResponseRecord) -> ResponseRecord:
+async def _fail(store: ResponseStore, record: ResponseRecord, encode: EventEncoder) -> None:
     state = load_state(record.tenant_id, record.body, [])
     state.status = "failed"
     state.completed_at = None
@@ -107,4 +111,10 @@ def _restarted(record: ResponseRecord) -> ResponseRecord:
         "message": "The server stopped before the response finished; it was not completed.",
         "status": 503,
     }
-    return final_record(state)
+    final = final_record(state)
+    if state.background:
+        log = await store.read_events(record.tenant_id, record.id, -1)
+        if log is not None:  # a deleted response's log is never read again
+            last = log.last + 1
+            final.events = EventBatch(last, [encode(last, ResponseFinished(state))])
+    await store.finish(final)

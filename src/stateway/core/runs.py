@@ -10,11 +10,15 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from stateway.core.errors import GatewayError
 from stateway.core.events import Event
 from stateway.core.items import Item
 from stateway.core.response import ResponseState
+
+if TYPE_CHECKING:
+    from stateway.core.journal import RunJournal
 
 
 class CancelReason(enum.Enum):
@@ -27,6 +31,9 @@ class CancelReason(enum.Enum):
     SHUTTING_DOWN = "shutting_down"
     """The server is stopping after the drain window: stored ``failed``
     (``server_shutting_down``); a waiting non-stream client gets a 503."""
+    CANCELLED = "cancelled"
+    """Its client cancelled it (a background response): it ends ``cancelled``, keeping the
+    output produced so far."""
 
 
 class Run:
@@ -41,6 +48,7 @@ class Run:
         "events",
         "has_row",
         "input_items",
+        "journal",
         "state",
         "task",
     )
@@ -64,6 +72,8 @@ class Run:
         self.cancel_reason: CancelReason | None = None
         """Set by the first :meth:`cancel` that came before the run began finishing; a
         run cancelled before it started generating ends as soon as it starts."""
+        self.journal: RunJournal | None = None
+        """A background run's wire log: its events encoded once and persisted in batches."""
         self._waiters: list[asyncio.Future[None]] = []
         """One future per subscriber that is caught up and waiting for more."""
         self._done = asyncio.Event()
@@ -140,6 +150,8 @@ class RunRegistry:
         self._runs: dict[str, Run] = {}
         self.closing = False
         """Set by :meth:`end_all`: runs added later are ended as soon as they start."""
+        self._idle: asyncio.Future[None] | None = None
+        """Resolved when the last run leaves, while someone waits in :meth:`settle`."""
 
     def add(self, run: Run) -> None:
         self._runs[run.id] = run
@@ -148,12 +160,23 @@ class RunRegistry:
 
     def discard(self, run: Run) -> None:
         self._runs.pop(run.id, None)
+        if not self._runs and self._idle is not None:
+            if not self._idle.done():
+                self._idle.set_result(None)
+            self._idle = None
 
     def get(self, response_id: str) -> Run | None:
         return self._runs.get(response_id)
 
     def __len__(self) -> int:
         return len(self._runs)
+
+    async def settle(self) -> None:
+        """Return once no run is in flight: background runs have no request that a server
+        draining its connections would wait for."""
+        while self._runs:
+            self._idle = self._idle or asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._idle)
 
     async def end_all(self, reason: CancelReason) -> None:
         """Cancel every run for ``reason`` and wait until each has ended; with

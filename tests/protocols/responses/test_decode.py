@@ -96,7 +96,7 @@ def test_client_ids_are_kept_as_labels_and_content_is_normalized() -> None:
             {"model": "m", "text": {"format": {"type": "json_schema", "name": "x"}}},
             "text.format.schema",
         ),
-        ({"model": "m", "background": True}, "background"),
+        ({"model": "m", "background": "yes"}, "background"),
         ({"model": "m", "metadata": {"k": 1}}, "metadata.k"),
     ],
 )

@@ -133,7 +133,7 @@ BAD_BODIES: list[dict[str, Any]] = [
     {"model": "m", "input": [{"type": "reasoning", "summary": "x"}]},
     {"model": "m", "input": [{"type": "item_reference", "id": "msg_1"}]},
     {"model": "m", "input": [{"role": "user", "content": "x", "id": "a"}] * 2},
-    {"model": "m", "input": "x", "background": True},
+    {"model": "m", "input": "x", "background": 1},
     {"model": "m", "input": "x", "conversation": {"id": ""}},
     {"model": "m", "input": "x", "conversation": "conv_1", "store": False},
     {"model": "m", "input": "x", "include": [""]},
@@ -180,7 +180,7 @@ def test_every_refusal_carries_a_code_and_names_the_field(body: dict[str, Any]) 
             {"model": "m", "input": [{"type": "function_call", "name": "f"}]},
             "missing_required_parameter",
         ),
-        ({"model": "m", "input": "x", "background": True}, "unsupported_parameter"),
+        ({"model": "m", "input": "x", "background": "yes"}, "invalid_type"),
         ({"model": "m", "input": "x", "tool_choice": {"type": "mcp"}}, "unsupported_value"),
     ],
 )

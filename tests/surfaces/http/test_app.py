@@ -68,7 +68,10 @@ async def test_error_boundary_shapes() -> None:
         ("GET", "/v1/responses/resp_1/input_items?limit=0", b"", 400),
         ("GET", "/nope", b"", 404),
         ("PATCH", "/v1/responses", b"", 405),
-        ("GET", "/v1/responses/resp_1?stream=true", b"", 400),
+        ("GET", "/v1/responses/resp_1?stream=true", b"", 404),
+        ("GET", "/v1/responses/resp_1?stream=true&starting_after=-1", b"", 400),
+        ("GET", "/v1/responses/resp_1?stream=true&starting_after=x", b"", 400),
+        ("POST", "/v1/responses/resp_missing/cancel", b"", 404),
     ]:
         path, _, query = path.partition("?")
         reply = await call(app, method, path, body, query)
@@ -178,6 +181,7 @@ async def test_405_names_the_allowed_methods() -> None:
         ("PATCH", "/v1/responses", {"POST"}),
         ("PUT", "/v1/responses/resp_1", {"GET", "HEAD", "DELETE"}),
         ("POST", "/v1/responses/resp_1/input_items", {"GET", "HEAD"}),
+        ("GET", "/v1/responses/resp_1/cancel", {"POST"}),
         ("POST", "/health", {"GET", "HEAD"}),
     ]:
         reply = await call(app, method, path)
@@ -192,7 +196,6 @@ async def test_reserved_route_names_are_never_read_as_response_ids() -> None:
     for path in [
         "/v1/responses/compact",
         "/v1/responses/input_tokens",
-        "/v1/responses/resp_1/cancel",
         "/v1/responses/compact/input_items",
         "/v1/responses/input_tokens/input_items",
     ]:

@@ -9,12 +9,19 @@ them is decided in the core, against the chosen backend.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import orjson
 import pydantic
 
-from stateway.core.commands import CreateResponse, GenerationSettings, ListInputItems
+from stateway.core.commands import (
+    CreateResponse,
+    GenerationSettings,
+    GetResponse,
+    ListInputItems,
+    WatchResponse,
+)
 from stateway.core.errors import InvalidRequest
 from stateway.core.tools.catalog import WEB_SEARCH_TYPES
 from stateway.protocols.responses.items import decode_items
@@ -30,6 +37,8 @@ _TYPE_CHOICES = WEB_SEARCH_TYPES | frozenset(
 """``tool_choice`` types that name a tool by its type alone (hosted tool types among them:
 those reach an upstream that speaks Responses as sent)."""
 _FORMATS = frozenset({"text", "json_object", "json_schema"})
+_MAX_SEQUENCE_NUMBER = 2**31 - 1
+"""Sequence numbers are stored as 32-bit integers."""
 
 
 def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateResponse:
@@ -49,8 +58,6 @@ def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateRe
         body = CreateResponseBody.model_validate(data, strict=True)
     except pydantic.ValidationError as exc:
         raise _invalid(exc) from None
-    if body.background:
-        raise _unsupported("Background responses are not supported yet.", "background")
     conversation_id = _conversation(body)
     if body.include:
         _check_include(body.include)
@@ -95,6 +102,7 @@ def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateRe
         store=True if body.store is None else body.store,
         stream=bool(body.stream),
         settings=settings,
+        background=bool(body.background),
     )
 
 
@@ -143,6 +151,25 @@ def _conversation(body: CreateResponseBody) -> str | None:
             code="invalid_value",
         )
     return conversation_id
+
+
+def decode_retrieve(response_id: str, query: Mapping[str, str]) -> GetResponse | WatchResponse:
+    """``GET /v1/responses/{id}``: the response, or with ``stream=true`` its event log
+    from after ``starting_after`` (a sequence number, 0 or more)."""
+    if query.get("stream", "false").lower() not in ("true", "1"):
+        return GetResponse(response_id)
+    text = query.get("starting_after")
+    if text is None:
+        return WatchResponse(response_id)
+    digits = text.isascii() and text.isdigit() and len(text) <= 10
+    if not digits or int(text) > _MAX_SEQUENCE_NUMBER:
+        raise InvalidRequest(
+            f"Invalid 'starting_after': '{text}'. Expected a sequence number (an integer, "
+            "0 or more).",
+            param="starting_after",
+            code="invalid_value",
+        )
+    return WatchResponse(response_id, int(text))
 
 
 def _check_item_count(data: Any, limit: int) -> None:

@@ -29,7 +29,7 @@ def encode_response(state: ResponseState, *, snapshot: bool = False) -> dict[str
         "object": "response",
         "created_at": int(state.created_at),
         "status": status,
-        "background": False,
+        "background": state.background,
         "completed_at": None if snapshot or state.completed_at is None else int(state.completed_at),
         "error": None if snapshot or state.error is None else _wire_error(state.error),
         "incomplete_details": incomplete,
@@ -181,6 +181,26 @@ def encode_sse(seq: int, event: ev.Event) -> bytes:
     payload = encode_event(seq, event)
     kind: str = payload["type"]
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+
+def encode_event_json(seq: int, event: ev.Event) -> bytes:
+    """The JSON of :func:`encode_event`: the wire form of background runs' event logs, kept
+    and replayed as it is (:func:`encode_sse_payload` frames it as :func:`encode_sse` would)."""
+    return orjson.dumps(encode_event(seq, event))
+
+
+_TYPE_PREFIX = b'{"type":"'
+
+
+def encode_sse_payload(payload: bytes) -> bytes:
+    """The SSE frame of an event's JSON from :func:`encode_event_json`, byte for byte what
+    :func:`encode_sse` makes of the event. Its ``type`` is read from the JSON's start: every
+    payload begins with it, and no event type holds a quote."""
+    if payload.startswith(_TYPE_PREFIX):
+        kind = payload[len(_TYPE_PREFIX) : payload.index(b'"', len(_TYPE_PREFIX))]
+    else:  # not written by this encoder: read it properly
+        kind = str(orjson.loads(payload)["type"]).encode()
+    return b"event: " + kind + b"\ndata: " + payload + b"\n\n"
 
 
 def encode_item_page(page: ItemPage) -> dict[str, Any]:

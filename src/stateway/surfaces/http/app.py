@@ -35,7 +35,6 @@ Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 UNBUILT = (
     "/v1/responses/compact",
     "/v1/responses/input_tokens",
-    "/v1/responses/{response_id}/cancel",
 )
 """Reserved route names: answered like any unknown route until built, and never read as
 a response id."""
@@ -61,6 +60,7 @@ def build_http_app(
         Route("/v1/responses/{response_id}", responses.retrieve, methods=["GET"]),
         Route("/v1/responses/{response_id}", responses.delete, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", responses.input_items, methods=["GET"]),
+        Route("/v1/responses/{response_id}/cancel", responses.cancel, methods=["POST"]),
         *([] if conversations is None else conversation_routes(conversations)),
         *(
             [

@@ -9,17 +9,36 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
-from stateway.core.commands import DeleteResponse, GetResponse, Principal
+from stateway.core import events as ev
+from stateway.core.commands import (
+    CancelResponse,
+    DeleteResponse,
+    Principal,
+    WatchResponse,
+)
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
+from stateway.core.journal import RunJournal
 from stateway.core.runs import Run
-from stateway.protocols.responses.decode import decode_create, decode_list_input_items
-from stateway.protocols.responses.encode import encode_item_page, encode_response, encode_sse
+from stateway.core.watch import LiveWatch, Watch
+from stateway.protocols.responses.decode import (
+    decode_create,
+    decode_list_input_items,
+    decode_retrieve,
+)
+from stateway.protocols.responses.encode import (
+    encode_item_page,
+    encode_response,
+    encode_sse,
+    encode_sse_payload,
+)
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
     Chunks,
     JSONResponse,
+    Opening,
     SSEResponse,
+    Watcher,
     error_response,
     read_body,
     require_json,
@@ -55,6 +74,8 @@ class ResponsesRoutes:
         else:
             command = await asyncio.to_thread(decode_create, body, max_input_items=self._max_items)
         run = await self._gateway.execute(_principal(request), command)
+        if run.journal is not None:  # background: detached from this request
+            return await self._background(run, run.journal, stream=command.stream)
         if command.stream:
             return SSEResponse(
                 _frames(run), run.cancel, opening=partial(_opening, run), keepalive=self._keepalive
@@ -68,17 +89,35 @@ class ResponsesRoutes:
             raise run.error
         return JSONResponse(encode_response(run.state))
 
+    async def _background(self, run: Run, journal: RunJournal, *, stream: bool) -> Response:
+        """A background response is answered once it is stored: as first announced, or as
+        a stream a disconnect does not cancel (the client resumes with ``starting_after``)."""
+        if stream:
+            return self._watching(LiveWatch(run, journal), opening=partial(_accepted, run))
+        await _accepted(run)
+        return JSONResponse(encode_response(run.state, snapshot=True))
+
     async def retrieve(self, request: Request) -> Response:
-        if request.query_params.get("stream") in ("true", "1"):
-            raise InvalidRequest(
-                "Streaming a stored response is only possible for background responses.",
-                param="stream",
-                code="unsupported_parameter",
-            )
+        command = decode_retrieve(request.path_params["response_id"], request.query_params)
+        if isinstance(command, WatchResponse):
+            return self._watching(await self._gateway.execute(_principal(request), command))
+        state = await self._gateway.execute(_principal(request), command)
+        return JSONResponse(encode_response(state))
+
+    async def cancel(self, request: Request) -> Response:
         state = await self._gateway.execute(
-            _principal(request), GetResponse(request.path_params["response_id"])
+            _principal(request), CancelResponse(request.path_params["response_id"])
         )
         return JSONResponse(encode_response(state))
+
+    def _watching(self, watch: Watch, opening: Opening | None = None) -> SSEResponse:
+        return SSEResponse(
+            _wire_frames(watch),
+            _stay,
+            opening=opening,
+            keepalive=self._keepalive,
+            watcher=Watcher(watch.behind),
+        )
 
     async def delete(self, request: Request) -> Response:
         deleted = await self._gateway.execute(
@@ -115,6 +154,25 @@ async def _opening(run: Run) -> None:
         break
     if run.error is not None:
         raise run.error
+
+
+async def _accepted(run: Run) -> None:
+    """Wait until a background run is announced (its row is stored); one that ended without
+    being announced (its row could not be written) is answered with its HTTP error."""
+    async for _ in run.subscribe_batches():
+        break
+    if not isinstance(run.events[0], ev.ResponseCreated) and run.error is not None:
+        raise run.error
+
+
+def _stay() -> None:
+    """A watcher leaving changes nothing for the run it watched."""
+
+
+async def _wire_frames(watch: Watch) -> Chunks:
+    """Whole SSE frames of a watch's wire payloads; a batch leaves in one write."""
+    async for payloads, last in watch.batches():
+        yield b"".join([encode_sse_payload(payload) for payload in payloads]), last
 
 
 async def _frames(run: Run) -> Chunks:

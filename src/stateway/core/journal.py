@@ -1,0 +1,150 @@
+"""The journal of a background run: its event log in wire form, shared and persisted.
+
+A background run's events are encoded once, by the protocol's encoder given to the core
+from the outside (the core knows no wire: see ADR 0008), into ``wire``: every watcher of
+the run reads its frames from there, and the same bytes are what is stored, so a replay,
+from this process or another one, after the run ended or after a restart, is byte for byte
+what live watchers were sent.
+
+Events are persisted in batches by one task per run: it waits for events, lets a batch
+grow for ``interval`` seconds, writes it (one shared transaction), and repeats. The rest,
+with the terminal event, goes with the run's final save (:meth:`RunJournal.close`), in its
+transaction, before the terminal event is emitted. A batch that fails to be written is
+retried with the next one. Runs that are not background have no journal and pay nothing.
+
+Encoding may happen after an event was logged (when a watcher or the writer first needs
+it), exactly as for live encoding: events are immutable, and the response they carry is
+rendered as a snapshot until its terminal event, which is emitted only once the response
+is final.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Final
+
+from stateway.core import events as ev
+from stateway.core.errors import StorageError
+from stateway.core.ports import EventBatch, ResponseStore
+from stateway.core.runs import Run
+
+log = logging.getLogger(__name__)
+
+EventEncoder = Callable[[int, ev.Event], bytes]
+"""A protocol's wire payload of the event at a sequence number (JSON, for Responses)."""
+
+FLUSH_INTERVAL: Final = 0.2
+"""Seconds a batch of events may wait before it is written: a few writes per second per
+run, whatever its rate of events."""
+
+
+class RunJournal:
+    __slots__ = (
+        "_encode",
+        "_events",
+        "_interval",
+        "_key",
+        "_store",
+        "_task",
+        "_terminal",
+        "_writing",
+        "persisted",
+        "wire",
+    )
+
+    def __init__(
+        self,
+        run: Run,
+        store: ResponseStore,
+        encode: EventEncoder,
+        *,
+        interval: float = FLUSH_INTERVAL,
+    ) -> None:
+        self._events = run.events  # the list itself, not the run: no reference cycle
+        self._key = (run.state.tenant_id, run.id)
+        self._store = store
+        self._encode = encode
+        self._interval = interval
+        self._terminal: bytes | None = None
+        self.wire: list[bytes] = []
+        """Payloads of the events encoded so far, by sequence number."""
+        self.persisted = 0
+        """How many events (from the first) are stored."""
+        self._writing: tuple[asyncio.Future[None], int] | None = None
+        """The batch write under way, and the sequence number it stores up to."""
+        self._task: asyncio.Task[None] | None = asyncio.create_task(self._write_batches(run))
+
+    def encoded(self, start: int, end: int) -> list[bytes]:
+        """The payloads of events ``start`` to ``end`` (excluded), all logged already."""
+        wire = self.wire
+        events = self._events
+        encode = self._encode
+        for seq in range(len(wire), end):
+            wire.append(encode(seq, events[seq]))
+        return wire[start:end]
+
+    def size(self, start: int, end: int) -> int:
+        """Bytes of the payloads of events ``start`` to ``end`` (excluded)."""
+        return sum(map(len, self.encoded(start, end)))
+
+    async def close(self, terminal: ev.ResponseFinished) -> EventBatch:
+        """Stop writing batches and return what the final save must append: every event
+        not stored yet, then ``terminal`` (not emitted yet). Call :meth:`sealed` once that
+        save succeeded, just before emitting ``terminal``."""
+        await self.stop()
+        end = len(self._events)
+        unstored = self.encoded(self.persisted, end)
+        self._terminal = self._encode(end, terminal)
+        unstored.append(self._terminal)
+        return EventBatch(self.persisted, unstored)
+
+    def sealed(self) -> None:
+        """The final save stored the terminal event: watchers get the very same bytes."""
+        if self._terminal is not None and len(self.wire) == len(self._events):
+            self.wire.append(self._terminal)
+        self._terminal = None
+
+    async def stop(self) -> None:
+        """End the batch writer, waiting for a write under way (it may store events the
+        final save must not repeat). Idempotent."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+            if not task.cancelled() and task.exception() is not None:
+                log.error(
+                    "the event writer of response %s failed",
+                    self._key[1],
+                    exc_info=task.exception(),
+                )
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            await self._settle(*writing)
+
+    async def _write_batches(self, run: Run) -> None:
+        async for _ in run.subscribe_batches(self.persisted - 1):
+            await asyncio.sleep(self._interval)  # let the batch grow
+            end = len(self._events)
+            if end <= self.persisted or run.closed:
+                continue
+            batch = EventBatch(self.persisted, self.encoded(self.persisted, end))
+            write = asyncio.ensure_future(self._store.append_events(*self._key, batch))
+            self._writing = (write, end)
+            await asyncio.wait([write])  # not cancelled with this task: stop() awaits it
+            self._writing = None
+            await self._settle(write, end)
+
+    async def _settle(self, write: asyncio.Future[None], end: int) -> None:
+        if not write.done():
+            await asyncio.wait([write])
+        if write.cancelled():
+            return
+        error = write.exception()
+        if error is None:
+            self.persisted = max(self.persisted, end)
+        elif isinstance(error, StorageError):  # retried with the next batch or the end
+            log.warning("writing events of response %s failed: %s", self._key[1], error)
+        else:
+            log.error("writing events of response %s failed", self._key[1], exc_info=error)

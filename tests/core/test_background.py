@@ -1,0 +1,308 @@
+"""Background runs through ``Gateway.execute``: stored from the start, a persisted event log
+replayed identically from any position, cancelled on request."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+
+import orjson
+import pytest
+
+from stateway.core import events as ev
+from stateway.core.commands import (
+    CancelResponse,
+    CreateResponse,
+    DeleteResponse,
+    Principal,
+    WatchResponse,
+)
+from stateway.core.errors import InvalidRequest, NotFound, StorageError
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta
+from stateway.core.journal import EventEncoder
+from stateway.core.loop import Loop
+from stateway.core.ports import EventBatch, ResponseRecord
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import Run, RunRegistry
+from stateway.core.watch import StoredWatch, Watch
+from stateway.protocols.responses.encode import encode_event_json
+from tests.collector import collector_off, freed
+from tests.core.fakes import MemoryStore, ScriptedBackend
+
+ME = Principal()
+
+
+def user(text: str) -> dict[str, object]:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def gateway_for(
+    backend: ScriptedBackend, store: MemoryStore, encoder: EventEncoder | None = encode_event_json
+) -> Gateway:
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    return Gateway(store, router, Loop(store), RunRegistry(), encoder=encoder)
+
+
+async def create(gateway: Gateway, **fields: object) -> Run:
+    command = CreateResponse(model="m", input=[user("hi")], **fields)  # type: ignore[arg-type]
+    return await gateway.execute(ME, command)
+
+
+async def ended(run: Run) -> None:
+    """Wait until the run is over and gone from the registry."""
+    task = run.task
+    await run.wait()
+    if task is not None:
+        await asyncio.wait([task])
+
+
+async def until_output(run: Run) -> None:
+    for _ in range(1000):
+        if any(isinstance(e, ev.TextDelta) for e in run.events):
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("no output came")
+
+
+async def payloads(watch: Watch) -> list[bytes]:
+    seen: list[bytes] = []
+    flags: list[bool] = []
+    async for batch, last in watch.batches():
+        seen += batch
+        flags.append(last)
+    assert flags == [False] * (len(flags) - 1) + [True] * bool(flags), "only the last says so"
+    return seen
+
+
+def types(log: list[bytes]) -> list[str]:
+    return [orjson.loads(p)["type"] for p in log]
+
+
+def script(*words: str) -> list[TextDelta | Finish]:
+    return [*(TextDelta(w) for w in words), Finish("stop")]
+
+
+async def test_a_background_run_is_stored_first_and_logs_every_event() -> None:
+    saved: list[tuple[str, bool]] = []
+    store = MemoryStore(on_save=lambda r: saved.append((r.status, r.body["background"])))
+    gateway = gateway_for(ScriptedBackend(script("a", "b")), store)
+
+    run = await create(gateway, background=True)
+    await ended(run)
+
+    assert saved[0] == ("in_progress", True)
+    assert run.state.status == "completed"
+    logged = store.events[ME.tenant_id, run.id]
+    assert [orjson.loads(p)["sequence_number"] for p in logged] == list(range(len(run.events)))
+    assert run.journal is not None
+    assert logged == run.journal.wire
+    assert types(run.journal.wire)[-1] == "response.completed"
+    assert orjson.loads(run.journal.wire[-1])["response"]["background"] is True
+
+
+async def test_live_watchers_and_a_later_replay_see_the_same_log() -> None:
+    gate = asyncio.Event()
+    store = MemoryStore()
+    gateway = gateway_for(ScriptedBackend(script("a", "b", "c"), gate), store)
+    run = await create(gateway, background=True)
+    await until_output(run)
+
+    first = asyncio.create_task(payloads(await gateway.execute(ME, WatchResponse(run.id))))
+    middle = asyncio.create_task(payloads(await gateway.execute(ME, WatchResponse(run.id, 3))))
+    gate.set()
+    await ended(run)
+    assert gateway.runs.get(run.id) is None
+    replayed = await payloads(await gateway.execute(ME, WatchResponse(run.id)))
+    resumed = await payloads(await gateway.execute(ME, WatchResponse(run.id, 3)))
+
+    assert await first == replayed
+    assert await middle == resumed == replayed[4:]
+    assert types(replayed)[0] == "response.created"
+    assert orjson.loads(replayed[0])["response"]["status"] == "in_progress"
+    assert [orjson.loads(p)["sequence_number"] for p in replayed] == list(range(len(replayed)))
+    last = await payloads(await gateway.execute(ME, WatchResponse(run.id, len(replayed) - 1)))
+    assert last == []
+
+
+async def test_watching_is_refused_for_what_has_no_log() -> None:
+    gate = asyncio.Event()
+    store = MemoryStore()
+    gateway = gateway_for(ScriptedBackend(script("a"), gate), store)
+    foreground = await create(gateway, stream=True)
+    background = await create(gateway, background=True)
+    await until_output(foreground)
+    await until_output(background)
+
+    with pytest.raises(NotFound):
+        await gateway.execute(ME, WatchResponse("resp_unknown"))
+    with pytest.raises(InvalidRequest) as caught:
+        await gateway.execute(ME, WatchResponse(foreground.id))
+    assert caught.value.param == "stream"
+    with pytest.raises(InvalidRequest) as caught:
+        await gateway.execute(ME, WatchResponse(background.id, len(background.events)))
+    assert caught.value.param == "starting_after"
+
+    gate.set()
+    await ended(foreground)
+    await ended(background)
+    with pytest.raises(InvalidRequest) as caught:
+        await gateway.execute(ME, WatchResponse(foreground.id))
+    assert caught.value.param == "stream"
+    with pytest.raises(InvalidRequest) as caught:
+        await gateway.execute(ME, WatchResponse(background.id, len(background.events)))
+    assert caught.value.param == "starting_after"
+    await gateway.execute(ME, DeleteResponse(background.id))
+    with pytest.raises(NotFound):
+        await gateway.execute(ME, WatchResponse(background.id))
+
+
+async def test_a_running_background_response_deleted_is_no_longer_watched() -> None:
+    gateway = gateway_for(ScriptedBackend(script("a"), asyncio.Event()), MemoryStore())
+    run = await create(gateway, background=True)
+    await until_output(run)
+    await gateway.execute(ME, DeleteResponse(run.id))
+    assert gateway.runs.get(run.id) is run  # still ending
+    with pytest.raises(NotFound):
+        await gateway.execute(ME, WatchResponse(run.id))
+    await ended(run)
+    assert run.state.status == "cancelled"
+
+
+async def test_background_needs_store_and_an_encoder() -> None:
+    backend = ScriptedBackend(script("a"))
+    with pytest.raises(InvalidRequest) as caught:
+        await create(gateway_for(backend, MemoryStore()), background=True, store=False)
+    assert (caught.value.param, caught.value.code) == ("background", "invalid_value")
+    with pytest.raises(InvalidRequest) as caught:
+        await create(gateway_for(backend, MemoryStore(), encoder=None), background=True)
+    assert (caught.value.param, caught.value.code) == ("background", "unsupported_parameter")
+
+
+async def test_cancel_stops_the_run_and_keeps_its_partial_output() -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("partial")], gate)
+    store = MemoryStore()
+    gateway = gateway_for(backend, store)
+    run = await create(gateway, background=True)
+    await until_output(run)
+
+    state = await gateway.execute(ME, CancelResponse(run.id))
+
+    assert backend.closed.is_set()
+    assert not gate.is_set()
+    assert state.status == "cancelled"
+    assert state.output[0]["status"] == "incomplete"
+    assert state.output[0]["content"][0]["text"] == "partial"
+    await ended(run)
+    stored = store.records[ME.tenant_id, run.id]
+    assert stored.status == "cancelled"
+    assert stored.output_items == state.output
+    terminal = orjson.loads(store.events[ME.tenant_id, run.id][-1])
+    assert terminal["response"]["status"] == "cancelled"
+    again = await gateway.execute(ME, CancelResponse(run.id))
+    assert again.status == "cancelled"
+    assert again.output == state.output
+
+
+async def test_cancelling_a_finished_background_response_returns_it_unchanged() -> None:
+    store = MemoryStore()
+    gateway = gateway_for(ScriptedBackend(script("done")), store)
+    run = await create(gateway, background=True)
+    await ended(run)
+    state = await gateway.execute(ME, CancelResponse(run.id))
+    assert state.status == "completed"
+    assert state.output[0]["content"][0]["text"] == "done"
+    assert store.records[ME.tenant_id, run.id].status == "completed"
+
+
+async def test_only_background_responses_can_be_cancelled() -> None:
+    gate = asyncio.Event()
+    store = MemoryStore()
+    gateway = gateway_for(ScriptedBackend(script("a"), gate), store)
+    running = await create(gateway, stream=True)
+    await until_output(running)
+    with pytest.raises(InvalidRequest) as caught:
+        await gateway.execute(ME, CancelResponse(running.id))
+    assert caught.value.message == "Only responses created with background=true can be cancelled."
+    assert running.cancel_reason is None
+    gate.set()
+    await ended(running)
+    with pytest.raises(InvalidRequest):
+        await gateway.execute(ME, CancelResponse(running.id))
+    with pytest.raises(NotFound):
+        await gateway.execute(ME, CancelResponse("resp_unknown"))
+
+
+async def test_a_background_run_of_another_process_cannot_be_cancelled_here() -> None:
+    store = MemoryStore()
+    body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
+    await store.save(
+        ResponseRecord("default", "resp_x", None, "in_progress", 1.0, body | {"background": True})
+    )
+    gateway = gateway_for(ScriptedBackend(script("a")), store)
+    with pytest.raises(InvalidRequest) as caught:
+        await gateway.execute(ME, CancelResponse("resp_x"))
+    assert (caught.value.status, caught.value.code) == (409, "response_running_elsewhere")
+
+
+async def test_a_stored_watch_follows_a_log_another_process_writes() -> None:
+    store = MemoryStore()
+    body = {"id": "r", "created_at": 1.0, "model": "m", "status": "in_progress", "background": True}
+    await store.save(ResponseRecord("t", "r", None, "in_progress", 1.0, body))
+    await store.append_events("t", "r", EventBatch(0, [b"0", b"1"]))
+    log = await store.read_events("t", "r", 0)
+    assert log is not None
+    watch = StoredWatch(store, ("t", "r"), log, 0, poll=0)
+    seen: list[tuple[list[bytes], bool]] = []
+    first = asyncio.Event()
+
+    async def follow() -> None:
+        async for batch in watch.batches():
+            seen.append(batch)
+            first.set()
+
+    following = asyncio.create_task(follow())
+    await first.wait()
+    await store.append_events("t", "r", EventBatch(2, [b"2"]))
+    final = ResponseRecord("t", "r", None, "completed", 1.0, {**body, "status": "completed"})
+    final.events = EventBatch(3, [b"3"])
+    await store.finish(final)
+    await following
+
+    assert [b for batch, _ in seen for b in batch] == [b"1", b"2", b"3"]
+    assert seen[-1][1] is True
+    assert watch.behind() == 0
+
+
+async def test_a_background_run_whose_row_failed_logs_nothing() -> None:
+    store = MemoryStore(fail_save=True)
+    gateway = gateway_for(ScriptedBackend(script("a")), store)
+    run = await create(gateway, background=True)
+    await ended(run)
+    assert isinstance(run.error, StorageError)
+    assert store.events == {}
+    assert store.appends == []
+
+
+async def test_a_finished_background_run_is_freed_without_the_collector() -> None:
+    with collector_off():
+        gateway = gateway_for(ScriptedBackend(script("a", "b")), MemoryStore())
+        run = await create(gateway, background=True)
+        await ended(run)
+        ref = weakref.ref(run)
+        del run
+        assert await freed(ref)
+
+
+async def test_settle_returns_once_every_run_has_ended() -> None:
+    gate = asyncio.Event()
+    gateway = gateway_for(ScriptedBackend(script("a"), gate), MemoryStore())
+    run = await create(gateway, background=True)
+    settling = asyncio.create_task(gateway.runs.settle())
+    await until_output(run)
+    assert not settling.done()
+    gate.set()
+    await settling
+    assert gateway.runs.get(run.id) is None
+    await gateway.runs.settle()  # nothing in flight: at once

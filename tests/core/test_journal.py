@@ -1,0 +1,137 @@
+"""A background run's journal: encoded once, written in batches, closed with its end."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import orjson
+
+from stateway.core import events as ev
+from stateway.core.commands import CreateResponse
+from stateway.core.journal import RunJournal
+from stateway.core.ports import ResponseRecord
+from stateway.core.response import ResponseState
+from stateway.core.runs import Run
+from stateway.protocols.responses.encode import encode_event_json, encode_sse, encode_sse_payload
+from tests.core.fakes import MemoryStore
+
+
+def delta(n: int) -> ev.TextDelta:
+    return ev.TextDelta(0, 0, "msg_1", f"w{n} ")
+
+
+async def started(store: MemoryStore, *, interval: float = 0.0) -> tuple[Run, RunJournal]:
+    state = ResponseState.start(
+        "resp_1", "t", 1.0, CreateResponse("m", [], stream=True, background=True)
+    )
+    await store.save(ResponseRecord("t", "resp_1", None, "in_progress", 1.0, {}))
+    run = Run(state, [])
+    journal = RunJournal(run, store, encode_event_json, interval=interval)
+    run.journal = journal
+    return run, journal
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Let the loop run until ``condition()`` holds (bounded)."""
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the condition never held")
+
+
+async def test_events_logged_together_are_written_in_one_batch() -> None:
+    store = MemoryStore()
+    run, journal = await started(store)
+    run.emit(ev.ResponseCreated(run.state))
+    run.emit(ev.ResponseInProgress(run.state))
+    for n in range(100):
+        run.emit(delta(n))
+    await until(lambda: journal.persisted == 102)
+
+    assert [(batch.first, len(batch.payloads)) for batch in store.appends] == [(0, 102)]
+    assert store.events["t", "resp_1"] == journal.wire
+    await journal.stop()
+
+
+async def test_close_returns_what_is_not_stored_then_the_terminal_event() -> None:
+    store = MemoryStore()
+    run, journal = await started(store)
+    run.emit(ev.ResponseCreated(run.state))
+    await until(lambda: journal.persisted == 1)
+    run.emit(delta(1))
+    run.emit(delta(2))
+
+    run.state.status = "completed"
+    terminal = ev.ResponseFinished(run.state)
+    rest = await journal.close(terminal)
+
+    assert (rest.first, rest.end) == (1, 4)
+    assert orjson.loads(rest.payloads[-1])["type"] == "response.completed"
+    assert len(store.appends) == 1, "no batch is written once closed"
+    journal.sealed()
+    run.emit(terminal)
+    assert journal.encoded(0, 4) == [*journal.wire[:3], rest.payloads[-1]]
+    assert journal.encoded(1, 4) == rest.payloads
+
+
+async def test_a_batch_being_written_when_the_run_ends_is_awaited_not_repeated() -> None:
+    store = MemoryStore()
+    store.events_gate = asyncio.Event()
+    run, journal = await started(store)
+    run.emit(ev.ResponseCreated(run.state))
+    await until(lambda: journal._writing is not None)
+    run.emit(delta(1))
+
+    closing = asyncio.create_task(journal.close(ev.ResponseFinished(run.state)))
+    await asyncio.sleep(0)
+    assert not closing.done()
+    store.events_gate.set()
+    rest = await closing
+
+    assert [b.first for b in store.appends] == [0]
+    assert len(store.events["t", "resp_1"]) == 1
+    assert (rest.first, rest.end) == (1, 3)
+
+
+async def test_a_failed_batch_is_written_again_with_the_end() -> None:
+    store = MemoryStore()
+    store.fail_events = True
+    run, journal = await started(store)
+    run.emit(ev.ResponseCreated(run.state))
+    run.emit(delta(1))
+    await until(lambda: journal._writing is not None)
+    await until(lambda: journal._writing is None)
+    assert journal.persisted == 0
+
+    rest = await journal.close(ev.ResponseFinished(run.state))
+
+    assert (rest.first, rest.end) == (0, 3)
+
+
+async def test_the_wire_is_what_a_live_stream_sends_byte_for_byte() -> None:
+    store = MemoryStore()
+    run, journal = await started(store, interval=3600)
+    logged: list[ev.Event] = [
+        ev.ResponseCreated(run.state),
+        ev.ResponseInProgress(run.state),
+        ev.ItemAdded(0, {"id": "msg_1", "type": "message", "content": []}),
+        delta(1),
+        ev.ToolProgress("response.mcp_call.completed", 1, "mcp_1"),
+    ]
+    for event in logged:
+        run.emit(event)
+    run.state.status = "completed"  # a snapshot stays as first announced
+    framed = [encode_sse_payload(p) for p in journal.encoded(0, len(logged))]
+    assert framed == [encode_sse(seq, event) for seq, event in enumerate(logged)]
+    assert orjson.loads(journal.wire[0])["response"]["status"] == "in_progress"
+    assert orjson.loads(journal.wire[0])["response"]["background"] is True
+    await journal.stop()
+
+
+def test_a_payload_of_another_writer_is_framed_by_its_type() -> None:
+    payload = b'{"sequence_number":3,"type":"response.output_text.delta"}'
+    assert encode_sse_payload(payload) == (
+        b"event: response.output_text.delta\ndata: " + payload + b"\n\n"
+    )

@@ -1,0 +1,186 @@
+"""Background responses over HTTP, in process: answered at once, streamed without holding
+the run, replayed byte for byte, cancelled; watchers that stop reading are dropped."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+
+from starlette.applications import Starlette
+from starlette.types import Message
+
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.protocols.responses.encode import encode_event_json
+from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.service import ServiceRoutes
+from stateway.surfaces.http.transport import SSEResponse, Watcher
+from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.surfaces.http.asgi import call
+from tests.surfaces.http.test_responses import events
+
+BACKGROUND = b'{"model": "m", "input": "hi", "background": true}'
+BACKGROUND_STREAM = b'{"model": "m", "input": "hi", "background": true, "stream": true}'
+
+
+def build(backend: ScriptedBackend) -> tuple[Starlette, Gateway]:
+    store = MemoryStore()
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry(), encoder=encode_event_json)
+    app = build_http_app(ResponsesRoutes(gateway, 4096), ServiceRoutes(gateway))
+    return app, gateway
+
+
+async def settled(gateway: Gateway) -> None:
+    await gateway.runs.settle()
+
+
+async def test_a_background_request_is_answered_once_stored_as_first_announced() -> None:
+    gate = asyncio.Event()
+    app, gateway = build(ScriptedBackend([TextDelta("a"), Finish("stop")], gate))
+
+    reply = await call(app, "POST", "/v1/responses", BACKGROUND)
+
+    assert reply.status == 200
+    body = reply.json()
+    assert (body["status"], body["background"], body["output"]) == ("in_progress", True, [])
+    gate.set()
+    await settled(gateway)
+    done = (await call(app, "GET", f"/v1/responses/{body['id']}")).json()
+    assert (done["status"], done["background"]) == ("completed", True)
+    assert done["output"][0]["content"][0]["text"] == "a"
+
+
+async def test_leaving_a_background_stream_does_not_cancel_it_and_a_replay_is_identical() -> None:
+    gate = asyncio.Event()
+    leave = asyncio.Event()
+    app, gateway = build(ScriptedBackend([TextDelta("a"), TextDelta("b"), Finish("stop")], gate))
+
+    def on_send(message: Message) -> None:
+        if b"output_text.delta" in message.get("body", b""):
+            leave.set()
+
+    left = await call(app, "POST", "/v1/responses", BACKGROUND_STREAM, leave=leave, watch=on_send)
+    assert left.status == 200
+    response_id = events(left.body)[0]["response"]["id"]  # type: ignore[index]
+    gate.set()
+    await settled(gateway)
+
+    replay = await call(app, "GET", f"/v1/responses/{response_id}", query="stream=true")
+    assert replay.status == 200
+    assert replay.headers["content-type"].startswith("text/event-stream")
+    assert replay.body.startswith(left.body)
+    seen = events(replay.body)
+    assert seen[-1]["type"] == "response.completed"
+    resumed = await call(
+        app, "GET", f"/v1/responses/{response_id}", query="stream=true&starting_after=3"
+    )
+    assert replay.body.endswith(resumed.body)
+    assert [e["sequence_number"] for e in events(resumed.body)] == list(range(4, len(seen)))
+
+
+async def test_cancel_answers_the_response_object() -> None:
+    gate = asyncio.Event()
+    app, gateway = build(ScriptedBackend([TextDelta("a")], gate))
+    created = (await call(app, "POST", "/v1/responses", BACKGROUND)).json()
+
+    reply = await call(app, "POST", f"/v1/responses/{created['id']}/cancel")
+    gate.set()  # the runs from here on finish
+
+    assert reply.status == 200
+    assert (reply.json()["id"], reply.json()["status"]) == (created["id"], "cancelled")
+    assert reply.json()["background"] is True
+    await settled(gateway)
+    foreground = (await call(app, "POST", "/v1/responses", b'{"model": "m", "input": "x"}')).json()
+    refused = await call(app, "POST", f"/v1/responses/{foreground['id']}/cancel")
+    assert refused.status == 400
+    assert refused.json()["error"]["message"] == (
+        "Only responses created with background=true can be cancelled."
+    )
+
+
+async def test_streaming_a_response_that_is_not_background_is_refused() -> None:
+    app, _ = build(ScriptedBackend([TextDelta("a"), Finish("stop")]))
+    created = (await call(app, "POST", "/v1/responses", b'{"model": "m", "input": "x"}')).json()
+    reply = await call(app, "GET", f"/v1/responses/{created['id']}", query="stream=true")
+    assert reply.status == 400
+    assert reply.json()["error"]["param"] == "stream"
+
+
+async def never_ending() -> AsyncGenerator[tuple[bytes, bool], None]:
+    yield b"data: {}\n\n", False
+    await asyncio.Event().wait()
+    yield b"", True  # never reached
+
+
+async def test_a_watcher_whose_client_stops_reading_is_dropped_when_far_behind() -> None:
+    blocked = asyncio.Event()
+    body_writes = 0
+    scope = {"type": "http", "method": "GET", "path": "/"}
+
+    async def receive() -> Message:
+        await asyncio.Event().wait()  # the client never leaves
+        raise AssertionError
+
+    async def send(message: Message) -> None:
+        nonlocal body_writes
+        if message["type"] == "http.response.body":
+            body_writes += 1
+            blocked.set()
+            await asyncio.Event().wait()  # a full socket buffer: the write never completes
+
+    lag = {"now": 0}
+    response = SSEResponse(
+        never_ending(), lambda: None, watcher=Watcher(lambda: lag["now"], 10, 0.001)
+    )
+    serving = asyncio.create_task(response(scope, receive, send))
+    await blocked.wait()
+    lag["now"] = 11  # the run went on meanwhile
+    await serving  # returns: the connection is closed with the body unfinished
+
+    assert body_writes == 1
+
+
+async def test_a_watcher_ends_when_its_client_leaves_while_it_waits_for_events() -> None:
+    left = asyncio.Event()
+    scope = {"type": "http", "method": "GET", "path": "/"}
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        await left.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body":
+            left.set()
+
+    response = SSEResponse(never_ending(), lambda: None, watcher=Watcher(lambda: 0))
+    await response(scope, receive, send)  # returns although no event ever comes
+
+    assert [m.get("more_body") for m in sent if m["type"] == "http.response.body"] == [True]
+
+
+async def test_a_watcher_that_keeps_up_is_never_dropped() -> None:
+    scope = {"type": "http", "method": "GET", "path": "/"}
+    sent: list[bytes] = []
+
+    async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
+        for n in range(3):
+            await asyncio.sleep(0.002)  # several lag checks pass meanwhile
+            yield b"%d" % n, n == 2
+
+    async def receive() -> Message:
+        await asyncio.Event().wait()
+        raise AssertionError
+
+    async def send(message: Message) -> None:
+        sent.append(message.get("body", b""))
+
+    response = SSEResponse(frames(), lambda: None, watcher=Watcher(lambda: 10**6, 10, 0.001))
+    await response(scope, receive, send)
+    assert sent[1:] == [b"0", b"1", b"2"]
