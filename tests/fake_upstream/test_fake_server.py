@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,24 @@ def test_request_log(client: OpenAI, fake_upstream_url: str, raw_http: Any) -> N
     assert log["data"][1]["body"]["instructions"] == "be nice"
     raw_http("DELETE", log_url)
     assert raw_http("GET", log_url)[2] == {"data": []}
+
+
+def test_request_log_marks_a_client_that_left_a_slow_answer(
+    client: OpenAI, fake_upstream_url: str, raw_http: Any
+) -> None:
+    log_url = fake_upstream_url.removesuffix("/v1") + "/_fake/requests"
+    raw_http("DELETE", log_url)
+    client.responses.create(model="m", input="whole [[slow:1]] [[words:2]]")
+    stream = client.responses.create(model="m", input="left [[slow:50]] [[words:100]]", stream=True)
+    for event in stream:
+        if event.type == "response.output_text.delta":
+            break
+    stream.close()
+    deadline = time.monotonic() + 10
+    while not (log := raw_http("GET", log_url)[2]["data"])[-1].get("disconnected"):
+        assert time.monotonic() < deadline, "the fake never noticed the client leave"
+        time.sleep(0.02)
+    assert "disconnected" not in log[0]
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,10 @@ Routes::
     POST   /v1/responses           stateless Responses (see responses.py)
     POST   /v1/messages            Anthropic Messages (see messages.py)
     POST   /v1/messages/count_tokens  {"input_tokens": N}, N the prompt's words
-    GET    /_fake/requests         the last 200 generation request bodies, oldest first
+    GET    /_fake/requests         the last 200 generation requests, oldest first: each
+                                   ``{"path", "body", "headers"}``, with
+                                   ``"disconnected": true`` once its client left a
+                                   ``[[slow]]`` answer before its end
     DELETE /_fake/requests         forget them
 
 With an API key, every ``/v1/*`` request needs ``Authorization: Bearer KEY`` or, as
@@ -189,7 +192,8 @@ class FakeUpstreamApp:
         body = await _read_json(receive)
         if body is None:
             return  # the client left before sending its whole request
-        self.requests.append({"path": path, "body": body, "headers": _logged_headers(scope)})
+        logged: dict[str, Any] = {"path": path, "body": body, "headers": _logged_headers(scope)}
+        self.requests.append(logged)
         request = parse(body)
         script = parse_script(request.conversation.user_text)
         if script.stall_ms or script.trickle_ms:
@@ -197,7 +201,7 @@ class FakeUpstreamApp:
             send = PacedSend(send, stall=stall, trickle=trickle).send
         answer = _answer(request, script, key, receive, send)
         if script.slow_ms or script.silence_ms or script.stall_ms or script.trickle_ms:
-            await until_disconnect(receive, answer)
+            await until_disconnect(receive, answer, lambda: logged.update(disconnected=True))
         else:
             await answer
 

@@ -81,8 +81,11 @@ async def drop_connection(send: Send, receive: Receive) -> None:
         pass
 
 
-async def until_disconnect(receive: Receive, work: Awaitable[None]) -> None:
-    """Await ``work``, abandoning it quietly if the client disconnects meanwhile.
+async def until_disconnect(
+    receive: Receive, work: Awaitable[None], on_gone: Callable[[], None] | None = None
+) -> None:
+    """Await ``work``, abandoning it quietly (and calling ``on_gone``) if the client
+    disconnects meanwhile.
 
     Only used for ``[[slow]]`` requests: uvicorn does not cancel a request when its client
     goes away, and a long paced stream would otherwise keep running (and delay shutdown).
@@ -96,6 +99,8 @@ async def until_disconnect(receive: Receive, work: Awaitable[None]) -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
         gone = True
+        if on_gone is not None:
+            on_gone()
         task.cancel()
 
     watcher = asyncio.create_task(watch())
