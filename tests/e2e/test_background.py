@@ -1,0 +1,182 @@
+"""Background responses with the official SDK: answered at once, watched and resumed from
+any position with identical events, cancelled mid-run (the upstream request closed)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import aiohttp
+import openai
+import orjson
+import pytest
+from openai import AsyncOpenAI, OpenAI
+
+MODEL = "fake-model"
+SLOW = "[[slow:40]] [[words:40]]"
+"""About 1.6 s of output, one word per event."""
+
+Event = dict[str, Any]
+
+
+def dump(event: Any) -> Event:
+    return event.model_dump(mode="json")  # type: ignore[no-any-return]
+
+
+async def collect(stream: Any) -> list[Event]:
+    return [dump(event) async for event in stream]
+
+
+async def watch(client: AsyncOpenAI, response_id: str, after: int | None = None) -> list[Event]:
+    if after is None:
+        return await collect(await client.responses.retrieve(response_id, stream=True))
+    stream = await client.responses.retrieve(response_id, stream=True, starting_after=after)
+    return await collect(stream)
+
+
+async def test_resuming_from_any_position_replays_what_a_live_watcher_saw(
+    async_client: AsyncOpenAI,
+) -> None:
+    created = await async_client.responses.create(model=MODEL, input=SLOW, background=True)
+    assert (created.status, created.background, created.output) == ("in_progress", True, [])
+    live: list[Event] = []
+    started = asyncio.Event()
+
+    async def follow() -> None:
+        async for event in await async_client.responses.retrieve(created.id, stream=True):
+            live.append(dump(event))
+            if len(live) == 10:
+                started.set()
+
+    following = asyncio.create_task(follow())
+    await started.wait()
+    positions = [0, len(live) // 2, live[-1]["sequence_number"]]
+    running = [asyncio.create_task(watch(async_client, created.id, n)) for n in positions]
+    await following
+    assert live[-1]["type"] == "response.completed"
+    assert [e["sequence_number"] for e in live] == list(range(len(live)))
+    assert live[0]["type"] == "response.created"
+    assert live[0]["response"]["status"] == "in_progress"
+    assert live[0]["response"]["background"] is True
+
+    for n, seen in zip(positions, await asyncio.gather(*running), strict=True):
+        assert seen == live[n + 1 :], f"resumed while running after {n}"
+    assert (await async_client.responses.retrieve(created.id)).status == "completed"
+    assert await watch(async_client, created.id) == live
+    for n in [*positions, live[-1]["sequence_number"]]:
+        assert await watch(async_client, created.id, n) == live[n + 1 :], f"after {n}, ended"
+
+
+async def test_a_background_stream_survives_its_client_leaving(
+    async_client: AsyncOpenAI,
+) -> None:
+    stream = await async_client.responses.create(
+        model=MODEL, input=SLOW, background=True, stream=True
+    )
+    first: list[Event] = []
+    async for event in stream:
+        first.append(dump(event))
+        if event.type == "response.output_text.delta":
+            break
+    await stream.close()
+    response_id = first[0]["response"]["id"]
+
+    rest = await watch(async_client, response_id, first[-1]["sequence_number"])
+
+    assert rest[-1]["type"] == "response.completed"
+    assert first + rest == await watch(async_client, response_id)
+    done = await async_client.responses.retrieve(response_id)
+    assert (done.status, done.background) == ("completed", True)
+    assert done.output_text.split() == [f"w{n}" for n in range(1, 41)]
+
+
+async def upstream_saw_leave(fake_upstream: str, marker: str) -> bool:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(fake_upstream.removesuffix("/v1") + "/_fake/requests") as reply,
+    ):
+        logged = orjson.loads(await reply.read())["data"]
+    mine = [r for r in logged if marker.encode() in orjson.dumps(r["body"])]
+    assert mine, "the upstream saw the request"
+    return bool(mine[-1].get("disconnected"))
+
+
+async def test_cancel_stops_a_running_background_response(
+    async_client: AsyncOpenAI, fake_upstream: str
+) -> None:
+    marker = f"cancel-{uuid.uuid4().hex}"
+    created = await async_client.responses.create(
+        model=MODEL, input=f"{marker} [[slow:100]] [[words:300]]", background=True
+    )
+    watched: list[Event] = []
+    output_started = asyncio.Event()
+
+    async def follow() -> None:
+        async for event in await async_client.responses.retrieve(created.id, stream=True):
+            watched.append(dump(event))
+            if event.type == "response.output_text.delta":
+                output_started.set()
+
+    following = asyncio.create_task(follow())
+    await output_started.wait()
+
+    cancelled = await async_client.responses.cancel(created.id)
+
+    assert (cancelled.id, cancelled.status, cancelled.background) == (
+        created.id,
+        "cancelled",
+        True,
+    )
+    assert cancelled.output[0].status == "incomplete"  # type: ignore[union-attr]
+    assert 0 < len(cancelled.output_text.split()) < 300
+    await following
+    assert watched[-1]["response"]["status"] == "cancelled"
+    deadline = time.monotonic() + 10
+    while not await upstream_saw_leave(fake_upstream, marker):
+        assert time.monotonic() < deadline, "the upstream request was not closed"
+        await asyncio.sleep(0.05)
+    stored = await async_client.responses.retrieve(created.id)
+    assert (stored.status, stored.output_text) == ("cancelled", cancelled.output_text)
+    again = await async_client.responses.cancel(created.id)
+    assert (again.status, again.output_text) == ("cancelled", cancelled.output_text)
+
+
+def test_cancelling_a_finished_background_response_returns_it_unchanged(client: OpenAI) -> None:
+    created = client.responses.create(model=MODEL, input="[[words:3]]", background=True)
+    stream = client.responses.retrieve(created.id, stream=True)
+    assert [e.type for e in stream][-1] == "response.completed"
+
+    cancelled = client.responses.cancel(created.id)
+
+    assert (cancelled.status, cancelled.output_text) == ("completed", "w1 w2 w3")
+    assert client.responses.retrieve(created.id).status == "completed"
+
+
+def test_what_cannot_be_cancelled_or_streamed_is_refused(client: OpenAI) -> None:
+    foreground = client.responses.create(model=MODEL, input="hi")
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.cancel(foreground.id)
+    assert "Only responses created with background=true can be cancelled." in str(refused.value)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.retrieve(foreground.id, stream=True)
+    assert refused.value.body["param"] == "stream"  # type: ignore[index]
+    with pytest.raises(openai.NotFoundError):
+        client.responses.cancel("resp_unknown")
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve("resp_unknown", stream=True)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model=MODEL, input="hi", background=True, store=False)
+    assert refused.value.body["param"] == "background"  # type: ignore[index]
+
+
+def test_a_starting_after_outside_the_log_is_refused(client: OpenAI) -> None:
+    created = client.responses.create(model=MODEL, input="[[words:2]]", background=True)
+    events = list(client.responses.retrieve(created.id, stream=True))
+    last = events[-1].sequence_number
+    for after in (last + 1, -1):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.retrieve(created.id, stream=True, starting_after=after)
+        assert refused.value.body["param"] == "starting_after"  # type: ignore[index]
+    assert list(client.responses.retrieve(created.id, stream=True, starting_after=last)) == []

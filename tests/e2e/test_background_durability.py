@@ -1,0 +1,193 @@
+"""Background runs across processes: killed and restarted, followed from a sibling sharing
+the database, given the drain window at SIGTERM, and a watcher that stops reading dropped
+while the run goes on. The real ``stateway serve``, over SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import socket
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+import pytest
+from openai import AsyncOpenAI, OpenAI
+
+from tests.e2e.test_background import dump, watch
+from tests.e2e.test_durability import gateway, wait_until_gone
+
+MODEL = "fake-model"
+Event = dict[str, Any]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'stateway.db'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+def sdk(url: str) -> AsyncOpenAI:
+    return AsyncOpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
+
+
+async def logged(database: str, response_id: str) -> int:
+    """How many events of the response's log are stored."""
+    sql = "SELECT count(*) FROM response_events WHERE response_id = "
+    if database.startswith("sqlite:///"):
+        with sqlite3.connect(database.removeprefix("sqlite:///")) as connection:
+            count: int = connection.execute(sql + "?", (response_id,)).fetchone()[0]
+            return count
+    connection = await asyncpg.connect(database)
+    try:
+        return int(await connection.fetchval(sql + "$1", response_id))
+    finally:
+        await connection.close()
+
+
+async def until_logged(database: str, response_id: str, count: int) -> None:
+    deadline = time.monotonic() + 30
+    while await logged(database, response_id) < count:
+        assert time.monotonic() < deadline, f"{count} events were never stored"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_killed_background_run_fails_after_restart_and_its_log_replays(
+    fake_upstream: str, database: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "gateway.log"
+    live: list[Event] = []
+    with gateway(fake_upstream, database, log) as first:
+        client = sdk(first.url)
+        created = await client.responses.create(
+            model=MODEL, input="[[slow:100]] [[words:100]]", background=True
+        )
+
+        async def follow() -> None:
+            async for event in await client.responses.retrieve(created.id, stream=True):
+                live.append(dump(event))
+
+        following = asyncio.create_task(follow())
+        await until_logged(database, created.id, 5)
+        os.kill(first.pid, signal.SIGKILL)
+        wait_until_gone(first.pid)
+        await asyncio.wait([following])
+
+    with gateway(fake_upstream, database, log) as second:
+        client = sdk(second.url)
+        stored = await client.responses.retrieve(created.id)
+        assert (stored.status, stored.background) == ("failed", True)
+        assert stored.error is not None
+        assert stored.error.code == "server_restarted"
+
+        replay = await watch(client, created.id)
+        assert [e["sequence_number"] for e in replay] == list(range(len(replay)))
+        assert replay[-1]["type"] == "response.failed"
+        assert replay[-1]["response"]["error"]["code"] == "server_restarted"
+        assert len(replay) >= 6
+        assert replay[:-1] == live[: len(replay) - 1], "what was stored is what was sent"
+        assert await watch(client, created.id, 1) == replay[2:]
+
+
+async def test_a_sibling_process_replays_and_follows_a_background_run(
+    fake_upstream: str, database: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "gateway.log"
+    with gateway(fake_upstream, database, log) as first:
+        owner = sdk(first.url)
+        created = await owner.responses.create(
+            model=MODEL, input="[[slow:50]] [[words:30]]", background=True
+        )
+        with gateway(fake_upstream, database, log) as sibling:
+            other = sdk(sibling.url)
+            from_owner, from_sibling = await asyncio.gather(
+                watch(owner, created.id), watch(other, created.id)
+            )
+            assert from_sibling == from_owner
+            assert from_owner[-1]["type"] == "response.completed"
+            middle = len(from_owner) // 2
+            assert await watch(other, created.id, middle) == from_owner[middle + 1 :]
+            done = await other.responses.retrieve(created.id)
+            assert done.status == "completed"
+
+
+async def test_sigterm_gives_background_runs_the_drain_window_then_ends_them(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    database = f"sqlite:///{tmp_path / 'stateway.db'}"
+    log = tmp_path / "gateway.log"
+    env = {"STATEWAY_DRAIN_TIMEOUT": "4"}
+    with gateway(fake_upstream, database, log, env) as server:
+        client = sdk(server.url)
+        slow = await client.responses.create(
+            model=MODEL, input="[[slow:200]] [[words:100]]", background=True
+        )
+        quick = await client.responses.create(
+            model=MODEL, input="[[slow:300]] [[words:4]]", background=True
+        )
+        assert (await client.responses.retrieve(quick.id)).status == "in_progress"
+        os.kill(server.pid, signal.SIGTERM)
+        wait_until_gone(server.pid, within=20)
+
+    with gateway(fake_upstream, database, log) as again:
+        client = sdk(again.url)
+        finished = await client.responses.retrieve(quick.id)
+        assert (finished.status, finished.output_text) == ("completed", "w1 w2 w3 w4")
+        ended = await client.responses.retrieve(slow.id)
+        assert ended.status == "failed"
+        assert ended.error is not None
+        assert ended.error.code == "server_shutting_down"
+        replay = await watch(client, slow.id)
+        assert replay[-1]["type"] == "response.failed"
+        assert replay[-1]["response"]["error"]["code"] == "server_shutting_down"
+    assert "Traceback" not in log.read_text()
+
+
+def test_a_watcher_that_stops_reading_is_dropped_while_the_run_completes(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "gateway.log"
+    with gateway(fake_upstream, f"sqlite:///{tmp_path / 'stateway.db'}", log) as server:
+        client = OpenAI(base_url=server.url + "/v1", api_key="sk-test", max_retries=0)
+        # 5 MB of text in 16 KiB pieces, ~2 ms apart: more than the kernel buffers the
+        # gateway's writes (up to 4 MB) while the run still goes on
+        created = client.responses.create(
+            model=MODEL, input="[[slow:2]] [[huge:5000000]]", background=True
+        )
+        address = urlsplit(server.url)
+        with socket.socket() as reader:
+            reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            reader.connect((address.hostname, address.port))
+            reader.sendall(
+                f"GET /v1/responses/{created.id}?stream=true HTTP/1.1\r\n"
+                f"Host: {address.netloc}\r\n\r\n".encode()
+            )
+            deadline = time.monotonic() + 60
+            while "disconnecting a stream watcher" not in log.read_text():
+                assert time.monotonic() < deadline, "the watcher was never dropped"
+                time.sleep(0.05)
+            while client.responses.retrieve(created.id).status != "completed":
+                assert time.monotonic() < deadline, "the run did not complete"
+                time.sleep(0.05)
+            received = read_to_end(reader)
+
+        assert b"response.completed" not in received
+        last = max(int(n) for n in re.findall(rb'"sequence_number":(\d+)', received))
+        rest = list(client.responses.retrieve(created.id, stream=True, starting_after=last - 1))
+        assert rest[0].sequence_number == last
+        assert rest[-1].type == "response.completed"
+
+
+def read_to_end(reader: socket.socket) -> bytes:
+    reader.settimeout(30)
+    chunks = []
+    while chunk := reader.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
