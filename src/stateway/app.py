@@ -22,6 +22,7 @@ from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.config import BackendConfig, Config, ConfigError, backend_api_key
 from stateway.core.conversations.ports import ConversationStore
+from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
 from stateway.core.ownership import ProcessIdentity, fail_abandoned
@@ -29,12 +30,13 @@ from stateway.core.ports import Backend, ResponseStore
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import CancelReason, RunRegistry
 from stateway.core.tools.ports import McpServer
-from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
+from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy, Toolset
 from stateway.mcp_client import PooledMcpClient
 from stateway.protocols.responses.encode import encode_event_json
 from stateway.search import build_search_provider
 from stateway.storage.sql import SqlConversationStore, open_store
 from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
@@ -139,6 +141,20 @@ def build_tools(config: Config, environ: Mapping[str, str] | None = None) -> Gat
     )
 
 
+def backend_gateway_tools(config: BackendConfig, tools: GatewayTools) -> Toolset | None:
+    """The backend's ``gateway_tools`` resolved against the gateway's tools (configured
+    MCP servers, the search provider); None when it has none. Raises
+    :class:`ConfigError` naming the backend and the tool the gateway cannot run."""
+    if not config.gateway_tools:
+        return None
+    try:
+        return tools.resolve(config.gateway_tools, trusted=True)
+    except InvalidRequest as exc:
+        raise ConfigError(
+            f"backend '{config.name}': gateway_tools: {exc.param}: {exc.message}"
+        ) from None
+
+
 def build_gateway(
     config: Config,
     store: ResponseStore | None = None,
@@ -150,14 +166,19 @@ def build_gateway(
         sql_store = open_store(config.database_url)
         store, conversations = sql_store, SqlConversationStore(sql_store)
     waiting_room = WaitingRoom(config.server.max_queued_requests)
+    tools = build_tools(config)
     entries = [
-        BackendEntry(build_backend(b, waiting_room), b.model_map, catch_all=b.catch_all)
+        BackendEntry(
+            build_backend(b, waiting_room),
+            b.model_map,
+            catch_all=b.catch_all,
+            gateway_tools=backend_gateway_tools(b, tools),
+        )
         for b in config.backends
     ]
     router = Router(entries)
     runs = RunRegistry()
     owner = ProcessIdentity.current()
-    tools = build_tools(config)
     loop = Loop(store, config.loop.max_rounds, owner, tools)
     gateway = Gateway(
         store, router, loop, runs, conversations=conversations, encoder=encode_event_json
@@ -201,6 +222,13 @@ def build_app(
             parts.gateway, server.max_body_bytes, body_timeout=server.request_body_timeout
         ),
         messages=MessagesRoutes(
+            parts.gateway,
+            server.max_body_bytes,
+            body_timeout=server.request_body_timeout,
+            keepalive=keepalive,
+            max_input_items=server.max_input_items,
+        ),
+        chat=ChatRoutes(
             parts.gateway,
             server.max_body_bytes,
             body_timeout=server.request_body_timeout,

@@ -40,9 +40,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(_overrides(args))
         for backend in config.backends:
             backend_api_key(backend)
-        from stateway.app import build_tools
+        from stateway.app import backend_gateway_tools, build_tools
 
-        build_tools(config)  # every tool secret is present (nothing is opened yet)
+        tools = build_tools(config)  # every tool secret is present (nothing is opened yet)
+        for backend in config.backends:
+            backend_gateway_tools(backend, tools)
     except ConfigError as exc:
         print(f"stateway: {exc}", file=sys.stderr)
         return 2

@@ -45,6 +45,7 @@ from stateway.tool_config import (
     ToolsConfig,
     WebSearchConfig,
     apply_tool_env,
+    checked_gateway_tools,
 )
 
 DEFAULT_UPSTREAM = "http://127.0.0.1:8000/v1"
@@ -139,6 +140,15 @@ class BackendConfig(_Strict):
     (uvicorn-based servers such as vLLM close idle connections after 5 s)."""
     pool_timeout: float = Field(default=30.0, gt=0)
     """The longest a request waits for one of ``max_connections`` connection slots."""
+    gateway_tools: list[dict[str, Any]] = Field(default_factory=list)
+    """Gateway-owned tools (Responses-shaped ``mcp`` / ``web_search`` tools) offered to
+    every model of this backend on the Chat Completions and Messages frontends, whose
+    clients cannot declare them; they run in hidden rounds (``core/hidden.py``)."""
+
+    @field_validator("gateway_tools")
+    @classmethod
+    def _gateway_tools(cls, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return checked_gateway_tools(tools)
 
     @property
     def effective_first_byte_timeout(self) -> float:

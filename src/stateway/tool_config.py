@@ -32,6 +32,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from stateway.core.errors import InvalidRequest
+from stateway.protocols.responses.tools import decode_tools
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -132,6 +135,37 @@ class WebSearchConfig(_Strict):
         if self.provider is None or self.provider == "searxng":
             return None
         return self.api_key_env or SEARCH_KEY_ENV[self.provider]
+
+
+GATEWAY_TOOL_TYPES = frozenset({"mcp", "web_search", "web_search_preview"})
+"""What a backend's ``gateway_tools`` may hold: the gateway's own tool kinds."""
+
+
+def checked_gateway_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A backend's ``gateway_tools``: Responses-shaped ``mcp`` and ``web_search`` tools,
+    checked as a request's tools are. An ``mcp`` tool runs without approval (a Chat or
+    Messages client cannot give one): ``require_approval`` is ``"never"``, or left out.
+    Whether the gateway can run each one (a configured server, a search provider) is
+    checked once the tools are built (``app.backend_gateway_tools``)."""
+    tools = [dict(tool) for tool in tools]
+    for index, tool in enumerate(tools):
+        kind = tool.get("type")
+        if kind not in GATEWAY_TOOL_TYPES:
+            raise ValueError(
+                f"tools[{index}].type: {kind!r} is not a gateway tool; gateway_tools holds "
+                f"{', '.join(sorted(GATEWAY_TOOL_TYPES))} tools (the client declares its own)"
+            )
+        if kind == "mcp":
+            approval = tool.setdefault("require_approval", "never")
+            if approval != "never":
+                raise ValueError(
+                    f'tools[{index}].require_approval: must be "never": Chat Completions '
+                    "and Messages clients cannot approve a call"
+                )
+    try:
+        return decode_tools(tools)
+    except InvalidRequest as exc:
+        raise ValueError(exc.message) from None
 
 
 def _hosts(value: str) -> list[str]:

@@ -20,6 +20,7 @@ import orjson
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
 from stateway.backends.sse import aiter_events
 from stateway.backends.upstream_http import UpstreamClient, cut_short
+from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_values import count, obj, text
 from stateway.core.errors import InvalidRequest, UpstreamError
 from stateway.core.inference import (
@@ -112,6 +113,10 @@ class OpenAIChatBackend:
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed reply.") from exc
 
+    async def forward_chat(self, body: bytes) -> UpstreamRelay:
+        """The stateless fast path: ``body`` as the client sent it, the answer as bytes."""
+        return await self._client.relay("/chat/completions", body)
+
     async def list_models(self) -> list[str]:
         return await self._client.list_models()
 
@@ -140,6 +145,7 @@ def to_upstream(request: InferenceRequest, max_tokens_field: str = "max_tokens")
         "presence_penalty": settings.presence_penalty,
         "frequency_penalty": settings.frequency_penalty,
         "top_k": settings.top_k,
+        "seed": settings.seed,
         "stop": settings.stop_sequences or None,
     }
     body.update((k, v) for k, v in optional.items() if v is not None)
@@ -189,6 +195,13 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
 
 
 def _message(item: Item) -> dict[str, Any]:
+    message = _message_content(item)
+    if isinstance(item.get("name"), str):  # a Chat client's participant name
+        message["name"] = item["name"]
+    return message
+
+
+def _message_content(item: Item) -> dict[str, Any]:
     role = _ROLES[item["role"]]
     content = item.get("content")
     if isinstance(content, str) or role != "user":

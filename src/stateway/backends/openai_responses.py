@@ -138,9 +138,12 @@ def _item(item: Item) -> Item:
     """Items go as they are, ids included (a stateless upstream does not look them up).
     An assistant message is an output message on this wire, which needs a ``status``.
     What a Messages client marks that this wire has no field for (a tool result's
-    ``is_error``, a part's ``cache_control``) is left out."""
+    ``is_error``, a part's ``cache_control``), and a Chat client's message ``name``, are
+    left out."""
     if "is_error" in item or "cache_control" in item:
         item = {k: v for k, v in item.items() if k not in _MESSAGES_ONLY}
+    if "name" in item and item.get("type") == "message":
+        item = {k: v for k, v in item.items() if k != "name"}
     for key in ("content", "output"):
         parts = item.get(key)
         if isinstance(parts, list) and any("cache_control" in part for part in parts):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -33,6 +33,7 @@ import orjson
 
 from stateway.backends.admission import ConnectionSlots, WaitingRoom
 from stateway.backends.redaction import KeyScrubber
+from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_reply import UpstreamReply
 from stateway.backends.upstream_status import classify_status, parse_error
 from stateway.core.errors import (
@@ -117,6 +118,27 @@ class UpstreamClient:
                     response.close()  # an unfinished body is not left on a pooled connection
                     raise
                 response.release()
+
+    async def relay(self, path: str, data: bytes) -> UpstreamRelay:
+        """POST ``data`` as it is; the answer, whatever its status, to be relayed as bytes
+        (:mod:`stateway.backends.upstream_relay`). It holds a connection slot until closed."""
+        stack = AsyncExitStack()
+        try:
+            await stack.enter_async_context(self._slots.hold())
+            deadline = asyncio.get_running_loop().time() + self.target.total_timeout
+            with self._failures():
+                response = await self._send(self.target.base_url + path, data, deadline)
+        except BaseException:
+            await stack.aclose()
+            raise
+        return UpstreamRelay(
+            response,
+            stack,
+            backend=self.target.name,
+            limit=self.target.max_response_bytes,
+            scrub=self.scrub if self.target.api_key else None,
+            failures=self._failures,
+        )
 
     async def _send(self, url: str, data: bytes, deadline: float) -> aiohttp.ClientResponse:
         """Send on a pooled connection; once more on a fresh one if a reused one was stale."""

@@ -5,8 +5,11 @@ Each surface decodes its protocol into one of these and calls ``Gateway.execute`
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import orjson
 
 from stateway.core.items import Item
 
@@ -52,6 +55,8 @@ class GenerationSettings:
     reasoning_budget: int | None = None
     """Tokens the model may think for (Messages' ``thinking.budget_tokens``); None: a
     backend that needs a budget derives one from ``reasoning_effort``."""
+    seed: int | None = None
+    """Chat's ``seed``: sampling made repeatable, where the upstream can (Chat upstreams)."""
 
 
 @dataclass(slots=True)
@@ -67,6 +72,31 @@ class CreateResponse:
     settings: GenerationSettings = field(default_factory=GenerationSettings)
     background: bool = False
     """Run detached from the request, with a persisted event log (requires ``store``)."""
+    hidden_rounds: bool = False
+    """The client's API can neither declare nor show the gateway's own tools (Chat
+    Completions, Messages): the route's configured ``gateway_tools`` are offered, and run
+    in rounds the client does not see (:mod:`stateway.core.hidden`)."""
+
+
+@dataclass(slots=True, frozen=True)
+class ForwardChat:
+    """A Chat Completions request. When its route's backend speaks Chat Completions and
+    offers no gateway tools, ``body`` goes upstream untouched (the model name replaced
+    when the route renames it) and the upstream's answer comes back as bytes; otherwise
+    it runs as the :class:`CreateResponse` that ``translate`` decodes."""
+
+    model: str
+    body: bytes
+    fields: dict[str, Any]
+    """``body`` parsed: a JSON object."""
+    translate: Callable[[], Awaitable[CreateResponse]]
+    """Validate the whole request and decode it (raises ``InvalidRequest``)."""
+
+    def body_for(self, upstream_model: str) -> bytes:
+        """The body to forward to an upstream that knows the model as ``upstream_model``."""
+        if upstream_model == self.model:
+            return self.body
+        return orjson.dumps({**self.fields, "model": upstream_model})
 
 
 @dataclass(slots=True, frozen=True)
@@ -191,4 +221,5 @@ Command = (
     | CountTokens
     | CancelResponse
     | WatchResponse
+    | ForwardChat
 )

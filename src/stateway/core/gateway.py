@@ -22,6 +22,7 @@ from stateway.core.commands import (
     DeleteConversation,
     DeleteConversationItem,
     DeleteResponse,
+    ForwardChat,
     GetConversation,
     GetConversationItem,
     GetResponse,
@@ -51,7 +52,7 @@ from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder, RunJournal
 from stateway.core.loop import Loop
-from stateway.core.ports import Backend, ItemPage, ResponseStore, TokenCounter
+from stateway.core.ports import Backend, ItemPage, Relay, ResponseStore, TokenCounter
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.routing import Route, Router
 from stateway.core.runs import CancelReason, Run, RunRegistry
@@ -103,6 +104,7 @@ Result = (
     | ConversationResult
     | TokenCount
     | Watch
+    | Relay
 )
 
 
@@ -161,6 +163,7 @@ class Gateway:
     async def execute(self, principal: Principal, command: CancelResponse) -> ResponseState: ...
     @overload
     async def execute(self, principal: Principal, command: WatchResponse) -> Watch: ...
+    async def execute(self, principal: Principal, command: ForwardChat) -> Relay | Run: ...
 
     async def execute(self, principal: Principal, command: Command) -> Result:
         """Run one command for ``principal``. Raises :class:`GatewayError` subclasses."""
@@ -192,6 +195,8 @@ class Gateway:
                 return await background.cancel(self._store, self.runs, principal, response_id)
             case WatchResponse():
                 return await background.watch(self._store, self.runs, principal, command)
+            case ForwardChat():
+                return await self._chat(principal, command)
             case _:
                 return await self._served_conversations().execute(principal.tenant_id, command)
 
@@ -203,6 +208,8 @@ class Gateway:
         route = self._router.resolve(command.model)
         toolset = self._loop.tools.resolve(command.settings.tools)
         toolset.route(route.backend)
+        if command.hidden_rounds and route.gateway_tools is not None:
+            toolset = toolset.joined(route.gateway_tools)
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
         conversation: ConversationItems | None = None
@@ -230,6 +237,16 @@ class Gateway:
                 raise
         self._start(run, route, context, command.stream, toolset)
         return run
+
+    async def _chat(self, principal: Principal, command: ForwardChat) -> Relay | Run:
+        """Forward a Chat Completions request untouched when its route allows (see
+        :class:`ForwardChat`), else run it translated."""
+        if self.runs.closing:
+            raise ServerShuttingDown()
+        route = self._router.resolve(command.model)
+        if route.forwarder is not None:
+            return await route.forwarder.forward_chat(command.body_for(route.upstream_model))
+        return await self._create(principal, await command.translate())
 
     def _start(
         self, run: Run, route: Route, context: list[Item], stream: bool, toolset: Toolset

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -35,6 +35,36 @@ class Backend(Protocol):
     async def list_models(self) -> list[str]: ...
 
     async def aclose(self) -> None: ...
+
+
+class Relay(Protocol):
+    """An upstream's answer to a forwarded request, as it arrived: its status, the headers
+    a client needs (``content-type``, and ``content-length``, ``retry-after`` when sent)
+    and its body bytes, read as they come. It holds an upstream connection until
+    :meth:`aclose`, which must be called (it closes an unfinished upstream request)."""
+
+    status: int
+    headers: Mapping[str, str]
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        """The body, chunk by chunk. Raises :class:`~stateway.core.errors.UpstreamError`
+        subclasses when the upstream fails part-way."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class ChatForwarder(Protocol):
+    """A backend whose upstream speaks Chat Completions itself, so a Chat Completions
+    request can go to it untouched (the stateless fast path)."""
+
+    async def forward_chat(self, body: bytes) -> Relay:
+        """Send ``body`` to the upstream's ``/chat/completions`` once a connection slot is
+        free; its answer, whatever the status. Raises
+        :class:`~stateway.core.errors.GatewayError` when no answer arrives (overloaded,
+        unreachable, timed out)."""
+        ...
 
 
 @dataclass(slots=True, frozen=True)

@@ -122,6 +122,18 @@ class Toolset:
     def gateway_owned(self) -> bool:
         return bool(self.mcp) or self.web_search is not None
 
+    def joined(self, offered: Toolset) -> Toolset:
+        """These tools and the gateway tools of ``offered`` (a route's ``gateway_tools``,
+        for a client that cannot declare them): not echoed in ``public``."""
+        return Toolset(
+            self.public,
+            self.client,
+            [*self.mcp, *offered.mcp],
+            self.web_search or offered.web_search,
+            self.native,
+            self.tool_search,
+        )
+
     def native_choice(self, choice: str | dict[str, Any]) -> dict[str, Any] | None:
         """``choice`` as sent when it names a tool sent as declared (by its type), else
         None (the catalog maps it to model-visible names)."""
@@ -175,8 +187,10 @@ class GatewayTools:
         if self.search is not None:
             await self.search.aclose()
 
-    def resolve(self, tools: list[Item]) -> Toolset:
-        """The declared tools resolved; raises :class:`InvalidRequest` naming the tool."""
+    def resolve(self, tools: list[Item], *, trusted: bool = False) -> Toolset:
+        """The declared tools resolved; raises :class:`InvalidRequest` naming the tool.
+        ``trusted``: declared by the configuration (``gateway_tools``), not a request, so
+        an MCP ``server_url`` needs no allow-list entry."""
         public: list[Item] = []
         client: list[Item] = []
         bindings: list[McpBinding] = []
@@ -189,7 +203,7 @@ class GatewayTools:
                 tool_search = tool
                 public.append(tool)
             elif kind == MCP:
-                bindings.append(self._mcp(tool, f"tools[{index}]", bindings))
+                bindings.append(self._mcp(tool, f"tools[{index}]", bindings, trusted))
                 public.append({k: v for k, v in tool.items() if k not in SECRET_KEYS})
             elif kind in WEB_SEARCH_TYPES:
                 if self.search is None:
@@ -221,7 +235,7 @@ class GatewayTools:
             )
         return Toolset(public, client, bindings, web_search, native, tool_search)
 
-    def _mcp(self, tool: Item, path: str, earlier: list[McpBinding]) -> McpBinding:
+    def _mcp(self, tool: Item, path: str, earlier: list[McpBinding], trusted: bool) -> McpBinding:
         label: str = tool["server_label"]
         if any(b.label == label for b in earlier):
             raise InvalidRequest(
@@ -253,7 +267,7 @@ class GatewayTools:
             server = McpServer(
                 label, url, headers or configured.server.headers, configured.server.transport
             )
-        elif self._url_allowed(url):
+        elif trusted or self._url_allowed(url):
             server = McpServer(label, url, headers)
         else:
             raise InvalidRequest(

@@ -14,7 +14,7 @@ effort of ``output_config.effort`` (``max`` as ``xhigh``; ``high`` when absent o
 level the gateway does not know),
 ``disabled`` -> none; ``output_config.format`` (``json_schema``) -> the text format.
 ``context_management`` is accepted and has no effect: the context sent is the context
-used.
+used. The backend's ``gateway_tools`` run in hidden rounds (:mod:`stateway.core.hidden`).
 """
 
 from __future__ import annotations
@@ -86,7 +86,9 @@ def _command(body: CountTokensBody, max_input_items: int | None) -> CreateRespon
         text_format=_text_format(body.output_config),
     )
     _thinking(settings, body.thinking, body.output_config)
-    return CreateResponse(model=body.model, input=items, store=False, settings=settings)
+    return CreateResponse(
+        model=body.model, input=items, store=False, settings=settings, hidden_rounds=True
+    )
 
 
 def _validated(raw: bytes, model: type[Body], max_input_items: int | None) -> Body:

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import orjson
 
+from stateway.core.hidden import client_calls
 from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
 from stateway.core.reasoning import thinking_of
 from stateway.core.response import ResponseState
@@ -93,7 +94,7 @@ def stop_reason(state: ResponseState) -> str:
         return _INCOMPLETE.get(state.incomplete_reason or "", "max_tokens")
     if state.stop_sequence is not None:
         return "stop_sequence"
-    if any(item.get("type") == FUNCTION_CALL for item in state.output):
+    if client_calls(state.output):
         return "tool_use"
     return "end_turn"
 

@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Match, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 
 from stateway.core.errors import GatewayError, InvalidRequest, NotFound
+from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.hosts import HostGuard
 from stateway.surfaces.http.messages import MessagesRoutes
@@ -47,10 +48,11 @@ def build_http_app(
     allowed_hosts: frozenset[str] | None = None,
     conversations: ConversationsRoutes | None = None,
     messages: MessagesRoutes | None = None,
+    chat: ChatRoutes | None = None,
 ) -> Starlette:
     """``allowed_hosts``: the ``Host`` names served (None: any), see :mod:`.hosts`;
     ``conversations``: the Conversations API's routes, ``messages`` the Anthropic
-    Messages routes, when served."""
+    Messages routes, ``chat`` the Chat Completions route, when served."""
     unbuilt = _Unbuilt()
     reserved = [Route(path, unbuilt) for name in UNBUILT for path in (name, name + "/{_:path}")]
     routes: list[BaseRoute] = [
@@ -70,6 +72,7 @@ def build_http_app(
             if messages is not None
             else []
         ),
+        *([] if chat is None else [Route("/v1/chat/completions", chat.create, methods=["POST"])]),
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/health", service.health, methods=["GET"]),
         Route("/ready", service.ready, methods=["GET"]),

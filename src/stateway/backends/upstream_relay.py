@@ -1,0 +1,71 @@
+"""An upstream answer relayed as bytes (the Chat Completions fast path).
+
+:meth:`UpstreamClient.relay <stateway.backends.upstream_http.UpstreamClient.relay>` sends
+a request the way every other call goes (a connection slot, the stale-connection retry,
+the deadlines) and hands back an :class:`UpstreamRelay` as soon as the status line and
+headers arrive, whatever the status: an upstream error's body is the client's answer too.
+Nothing is parsed. The body is counted against ``max_response_bytes`` as it is read and,
+when the backend has a key, passed through the key scrubber chunk by chunk (a chunk is
+decoded as Latin-1, which maps bytes one to one, so bytes without the key come out
+unchanged). Closing the relay closes an unfinished upstream request and frees the slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager, AsyncExitStack
+from typing import Final
+
+import aiohttp
+
+from stateway.backends.redaction import KeyScrubber
+from stateway.backends.upstream_reply import UpstreamReply
+
+PASSED_HEADERS: Final = ("content-type", "retry-after")
+"""Upstream headers a relayed answer keeps (and ``content-length`` when unscrubbed)."""
+
+Failures = Callable[[], AbstractContextManager[None]]
+"""The client's translation of transport failures into the core's upstream errors."""
+
+
+class UpstreamRelay:
+    __slots__ = ("_failures", "_reply", "_response", "_scrub", "_stack", "headers", "status")
+
+    def __init__(
+        self,
+        response: aiohttp.ClientResponse,
+        stack: AsyncExitStack,
+        *,
+        backend: str,
+        limit: int,
+        scrub: KeyScrubber | None,
+        failures: Failures,
+    ) -> None:
+        self.status = response.status
+        upstream = response.headers
+        headers = {name: upstream[name] for name in PASSED_HEADERS if name in upstream}
+        if scrub is None and "content-length" in upstream:
+            headers["content-length"] = upstream["content-length"]
+        self.headers = headers
+        """Lower-case names."""
+        self._response = response
+        self._stack = stack
+        self._reply = UpstreamReply(response, backend, limit)
+        self._scrub = scrub
+        self._failures = failures
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        with self._failures():
+            async for chunk in self._reply:
+                yield chunk if self._scrub is None else _scrubbed(self._scrub, chunk)
+        self._response.release()  # read to the end: the connection goes back to the pool
+
+    async def aclose(self) -> None:
+        self._response.close()  # a no-op once released
+        await self._stack.aclose()
+
+
+def _scrubbed(scrub: KeyScrubber, chunk: bytes) -> bytes:
+    text = chunk.decode("latin-1")
+    cleaned = scrub(text)
+    return chunk if cleaned is text else cleaned.encode("latin-1")

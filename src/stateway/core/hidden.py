@@ -1,0 +1,30 @@
+"""Hidden rounds: what a client whose API cannot show the gateway's own tools sees of a run.
+
+Chat Completions and Messages clients can neither declare nor show ``mcp`` or
+``web_search`` tools. A backend's configured ``gateway_tools`` are offered to them anyway
+(:attr:`~stateway.core.commands.CreateResponse.hidden_rounds`): the loop runs those calls
+in rounds of their own, exactly as for a Responses client, and the run's output and events
+keep every item. Their encoders show only the :func:`visible` items: assistant messages
+(the text of every round, in order), reasoning, and the client's own function calls. The
+gateway's items (``mcp_list_tools``, ``mcp_call``, ``web_search_call``, ...) and their
+events are left out, and what the client must do next is answer :func:`client_calls`, or
+nothing. Usage is the run's, summed over every round.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
+
+VISIBLE: Final = frozenset({MESSAGE, REASONING, FUNCTION_CALL})
+"""The output item types such a client is shown."""
+
+
+def visible(item: Item) -> bool:
+    return item.get("type") in VISIBLE
+
+
+def client_calls(output: list[Item]) -> list[Item]:
+    """The calls in ``output`` that the client must answer (its own function calls)."""
+    return [item for item in output if item.get("type") == FUNCTION_CALL]

@@ -1,0 +1,1 @@
+"""The OpenAI Chat Completions protocol: wire <-> canonical."""

@@ -1,0 +1,294 @@
+"""Chat Completions wire -> canonical.
+
+:func:`peek_chat` reads only what the stateless fast path needs: the body is a JSON
+object and names a ``model``. :func:`decode_chat` validates the whole request and decodes
+it into a ``CreateResponse`` that is never stored (``store=False``: every request carries
+the whole conversation) and runs gateway tools in hidden rounds (``hidden_rounds``).
+
+Settings: ``max_completion_tokens`` (else ``max_tokens``) -> ``max_output_tokens``;
+``stop`` -> ``stop_sequences``; ``temperature``, ``top_p``, ``top_k``, ``seed``,
+``presence_penalty``, ``frequency_penalty``, ``reasoning_effort``, ``verbosity``,
+``user``, ``safety_identifier``, ``prompt_cache_key``, ``service_tier``, ``metadata`` as
+they are; ``response_format`` -> the text format; tools (``function`` only) and
+``tool_choice`` (``auto``/``none``/``required``/a named function) as their Responses
+forms, ``parallel_tool_calls`` as it is. What the gateway cannot carry once translated is
+a 400 naming it: ``n`` other than 1, ``logprobs``/``top_logprobs``, audio, the legacy
+``functions``/``function_call``, ``logit_bias``, ``prediction``, ``web_search_options``.
+Other fields are ignored (``store``, and vendor fields such as ``chat_template_kwargs``,
+which only the fast path carries).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+import pydantic
+
+from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.errors import InvalidRequest
+from stateway.core.items import Item
+from stateway.protocols.chat.messages import decode_messages
+from stateway.protocols.chat.request import (
+    PART_TYPES,
+    ROLES,
+    ChatBody,
+    FunctionTool,
+    NamedToolChoice,
+    ResponseFormat,
+)
+from stateway.protocols.responses.nesting import check_nesting
+
+REFUSED: Final = ("audio", "functions", "function_call", "logit_bias", "prediction")
+REFUSED_WITHOUT_SEARCH: Final = "web_search_options"
+
+
+@dataclass(slots=True, frozen=True)
+class ChatCall:
+    """A request as the fast path sees it."""
+
+    model: str
+    fields: dict[str, Any]
+    """The body, parsed."""
+    stream: bool
+
+
+@dataclass(slots=True, frozen=True)
+class ChatRequest:
+    """A translated request: its command, and how its answer is encoded."""
+
+    command: CreateResponse
+    include_usage: bool
+    """``stream_options.include_usage``: a streamed answer ends with a usage chunk."""
+
+
+def peek_chat(raw: bytes) -> ChatCall:
+    try:
+        fields = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise InvalidRequest(
+            "The request body is not valid JSON; expected a JSON object.", code="invalid_json"
+        ) from None
+    if not isinstance(fields, dict):
+        raise InvalidRequest("The request body must be a JSON object.", code="invalid_type")
+    model = fields.get("model")
+    if model is None:
+        raise InvalidRequest(
+            "Missing required parameter: 'model'.",
+            param="model",
+            code="missing_required_parameter",
+        )
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest(
+            "Invalid value for 'model': expected a non-empty string.",
+            param="model",
+            code="invalid_type",
+        )
+    return ChatCall(model, fields, fields.get("stream") is True)
+
+
+def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -> ChatRequest:
+    _refuse_uncarried(fields)
+    messages = fields.get("messages")
+    if max_input_items is not None and isinstance(messages, list):
+        _check_count(len(messages), max_input_items)
+    for key, value in fields.items():
+        check_nesting(value, key)
+    try:
+        body = ChatBody.model_validate(fields, strict=True)
+    except pydantic.ValidationError as exc:
+        raise _invalid(exc) from None
+    _check_choices(body)
+    items = decode_messages(body.messages)
+    if max_input_items is not None:
+        _check_count(len(items), max_input_items)
+    tools = _tools(body.tools or [])
+    settings = GenerationSettings(
+        temperature=body.temperature,
+        top_p=body.top_p,
+        top_k=body.top_k,
+        seed=body.seed,
+        max_output_tokens=body.max_completion_tokens or body.max_tokens,
+        tools=tools,
+        tool_choice=_tool_choice(body.tool_choice, tools),
+        parallel_tool_calls=body.parallel_tool_calls is not False,
+        text_format=_text_format(body.response_format),
+        verbosity=body.verbosity,
+        reasoning_effort=body.reasoning_effort,
+        metadata=body.metadata or {},
+        user=body.user,
+        safety_identifier=body.safety_identifier,
+        prompt_cache_key=body.prompt_cache_key,
+        service_tier=body.service_tier,
+        presence_penalty=body.presence_penalty,
+        frequency_penalty=body.frequency_penalty,
+        stop_sequences=[body.stop] if isinstance(body.stop, str) else list(body.stop or []),
+    )
+    command = CreateResponse(
+        model=body.model,
+        input=items,
+        store=False,
+        stream=bool(body.stream),
+        settings=settings,
+        hidden_rounds=True,
+    )
+    options = body.stream_options
+    return ChatRequest(command, bool(options and options.include_usage))
+
+
+def _refuse_uncarried(fields: dict[str, Any]) -> None:
+    for name in (*REFUSED, REFUSED_WITHOUT_SEARCH):
+        if fields.get(name) is not None:
+            raise InvalidRequest(
+                f"Unsupported parameter: '{name}' is not supported by this gateway when the "
+                "request is translated for its upstream.",
+                param=name,
+                code="unsupported_parameter",
+            )
+
+
+def _check_choices(body: ChatBody) -> None:
+    if body.n is not None and body.n != 1:
+        raise InvalidRequest(
+            f"Invalid value for 'n': {body.n}. This gateway generates one choice (n = 1).",
+            param="n",
+            code="unsupported_value",
+        )
+    if body.logprobs or body.top_logprobs:
+        param = "logprobs" if body.logprobs else "top_logprobs"
+        raise InvalidRequest(
+            f"Unsupported parameter: '{param}': log probabilities are not carried when the "
+            "request is translated for its upstream.",
+            param=param,
+            code="unsupported_parameter",
+        )
+    if body.modalities is not None and any(m != "text" for m in body.modalities):
+        raise InvalidRequest(
+            "Invalid value for 'modalities': only 'text' output is supported.",
+            param="modalities",
+            code="unsupported_value",
+        )
+
+
+def _check_count(count: int, limit: int) -> None:
+    if count > limit:
+        raise InvalidRequest(
+            f"'messages' holds {count} messages and items, more than the {limit} this "
+            "gateway takes.",
+            param="messages",
+            code="array_above_max_length",
+        )
+
+
+def _tools(tools: list[FunctionTool]) -> list[Item]:
+    decoded: list[Item] = []
+    seen: set[str] = set()
+    for index, tool in enumerate(tools):
+        function = tool.function
+        if function.name in seen:
+            param = f"tools[{index}].function.name"
+            raise InvalidRequest(
+                f"Invalid value for '{param}': the tool name '{function.name}' is declared twice.",
+                param=param,
+                code="invalid_value",
+            )
+        seen.add(function.name)
+        item: Item = {"type": "function", "name": function.name}
+        item["parameters"] = function.parameters or {"type": "object", "properties": {}}
+        if function.description is not None:
+            item["description"] = function.description
+        if function.strict is not None:
+            item["strict"] = function.strict
+        decoded.append(item)
+    return decoded
+
+
+def _tool_choice(choice: str | NamedToolChoice | None, tools: list[Item]) -> str | dict[str, Any]:
+    if choice is None:
+        return "auto"
+    if isinstance(choice, str):
+        return choice
+    name = choice.function.name
+    if name not in {tool["name"] for tool in tools}:
+        raise InvalidRequest(
+            f"Invalid value for 'tool_choice.function.name': the tool '{name}' is not among "
+            "the declared tools.",
+            param="tool_choice.function.name",
+            code="invalid_value",
+        )
+    return {"type": "function", "name": name}
+
+
+def _text_format(response_format: ResponseFormat | None) -> dict[str, Any]:
+    if response_format is None or response_format.type == "text":
+        return {"type": "text"}
+    if response_format.type == "json_object":
+        return {"type": "json_object"}
+    schema = response_format.json_schema
+    if schema is None:
+        raise InvalidRequest(
+            "Missing required parameter: 'response_format.json_schema'.",
+            param="response_format.json_schema",
+            code="missing_required_parameter",
+        )
+    out: dict[str, Any] = {"type": "json_schema", "name": schema.name}
+    if schema.schema_ is not None:
+        out["schema"] = schema.schema_
+    if schema.description is not None:
+        out["description"] = schema.description
+    if schema.strict is not None:
+        out["strict"] = schema.strict
+    return out
+
+
+def _invalid(exc: pydantic.ValidationError) -> InvalidRequest:
+    """The error that got furthest into the body names the field."""
+    errors = exc.errors(include_url=False, include_context=False)
+    error = max(errors, key=lambda e: sum(isinstance(part, int) for part in e["loc"]))
+    param = _param(error["loc"])
+    if error["type"] == "missing":
+        return InvalidRequest(
+            f"Missing required parameter: '{param}'.",
+            param=param,
+            code="missing_required_parameter",
+        )
+    if error["type"] in ("model_type", "model_attributes_type") and not error["loc"]:
+        return InvalidRequest("The request body must be a JSON object.", code="invalid_type")
+    if error["type"] == "union_tag_not_found":
+        tag = "role" if _in_messages(error["loc"]) else "type"
+        return InvalidRequest(
+            f"Missing required parameter: '{param}.{tag}'.",
+            param=f"{param}.{tag}",
+            code="missing_required_parameter",
+        )
+    code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
+    return InvalidRequest(f"Invalid value for '{param}': {error['msg']}.", param=param, code=code)
+
+
+def _in_messages(loc: tuple[int | str, ...]) -> bool:
+    return len(loc) == 2 and loc[0] == "messages"
+
+
+_TAGS = ROLES | PART_TYPES
+_ALTERNATIVES = frozenset({"str", "int", "float", "bool", "none"})
+
+
+def _param(loc: tuple[int | str, ...]) -> str:
+    """``messages[0].content[1].image_url.url`` from pydantic's location, whose union
+    alternatives (``str``, ``list[...]``, ``NamedToolChoice``) and discriminator tags (a
+    role or part type after an index) are not fields."""
+    text = ""
+    previous: int | str | None = None
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif not (
+            "[" in part
+            or part in _ALTERNATIVES
+            or part[:1].isupper()
+            or (isinstance(previous, int) and part in _TAGS)
+        ):
+            text += f".{part}" if text else part
+        previous = part
+    return text

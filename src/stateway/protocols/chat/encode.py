@@ -1,0 +1,91 @@
+"""Canonical -> Chat Completions wire: the ``chat.completion`` object, its usage and
+finish reason.
+
+The one choice's message shows what the client sees of a run (:mod:`stateway.core.hidden`):
+the text of every assistant message, joined, as ``content`` (``null`` when there is
+none), a refusal as ``refusal``, the reasoning as ``reasoning_content`` (as vLLM sends
+it), and the client's own function calls as ``tool_calls``. The gateway's own tool calls
+are not shown.
+
+``finish_reason``: ``length`` when the output was cut at its token limit or the gateway's
+tool rounds ran out, ``content_filter`` when filtered, ``tool_calls`` when the client has
+calls to answer, else ``stop``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from stateway.core.hidden import client_calls
+from stateway.core.items import MESSAGE, REASONING, Item, item_text
+from stateway.core.response import ResponseState
+from stateway.core.usage import Usage
+
+_INCOMPLETE: Final = {"content_filter": "content_filter"}
+
+
+def completion_id(response_id: str) -> str:
+    return "chatcmpl-" + response_id.removeprefix("resp_")
+
+
+def encode_completion(state: ResponseState) -> dict[str, Any]:
+    texts: list[str] = []
+    refusals: list[str] = []
+    reasoning: list[str] = []
+    for item in state.output:
+        kind = item.get("type")
+        if kind == MESSAGE:
+            for part in item.get("content") or ():
+                if part.get("type") == "refusal":
+                    refusals.append(str(part.get("refusal") or ""))
+                elif isinstance(part.get("text"), str):
+                    texts.append(part["text"])
+        elif kind == REASONING:
+            reasoning.append(item_text(item))
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": "".join(texts) if texts else None,
+        "refusal": "".join(refusals) if refusals else None,
+    }
+    calls = client_calls(state.output)
+    if calls:
+        message["tool_calls"] = [tool_call(call) for call in calls]
+    if any(reasoning):
+        message["reasoning_content"] = "".join(reasoning)
+    reason = finish_reason(state)
+    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
+    return {
+        "id": completion_id(state.id),
+        "object": "chat.completion",
+        "created": int(state.created_at),
+        "model": state.model,
+        "choices": [choice],
+        "usage": encode_usage(state.usage or Usage()),
+        "system_fingerprint": None,
+    }
+
+
+def tool_call(item: Item) -> dict[str, Any]:
+    return {
+        "id": item.get("call_id"),
+        "type": "function",
+        "function": {"name": item.get("name"), "arguments": item.get("arguments") or ""},
+    }
+
+
+def finish_reason(state: ResponseState) -> str:
+    if state.status == "incomplete":
+        return _INCOMPLETE.get(state.incomplete_reason or "", "length")
+    if client_calls(state.output):
+        return "tool_calls"
+    return "stop"
+
+
+def encode_usage(usage: Usage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }

@@ -1,0 +1,162 @@
+"""Chat messages -> canonical items, in conversation order.
+
+- ``system`` / ``developer``: a message item of that role (text parts as ``input_text``);
+- ``user``: a ``user`` message; ``text`` parts as ``input_text``, ``image_url`` as
+  ``input_image`` (its ``detail`` kept), ``file`` as ``input_file`` (``file_data``,
+  ``file_id``, ``filename``); ``input_audio`` has no canonical form and is refused;
+- ``assistant``: its ``reasoning_content`` (or ``reasoning``) as a reasoning item, its text
+  (and ``refusal``) as an ``assistant`` message, each tool call as a ``function_call``
+  (``call_id`` = the call's ``id``);
+- ``tool``: a ``function_call_output`` (``call_id`` = ``tool_call_id``, its text as the
+  output). It must answer a call of an earlier assistant message that no other tool
+  message answered: otherwise a 400 naming its ``tool_call_id``.
+
+A message's ``name`` stays on its item (a Chat upstream gets it back). Empty text carries
+nothing and is left out; a message left with no content is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stateway.core.errors import InvalidRequest
+from stateway.core.ids import new_id
+from stateway.core.items import Item
+from stateway.protocols.chat.request import (
+    AssistantMessage,
+    AudioPart,
+    FilePart,
+    ImagePart,
+    Message,
+    RefusalPart,
+    TextPart,
+    ToolMessage,
+    UserMessage,
+    UserPart,
+)
+
+
+def decode_messages(messages: list[Message]) -> list[Item]:
+    items: list[Item] = []
+    pending: set[str] = set()
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        match message:
+            case AssistantMessage():
+                _assistant(items, message, pending)
+            case ToolMessage():
+                items.append(_tool_output(message, pending, where))
+            case UserMessage():
+                _add(items, message, _user_parts(message.content, where))
+            case _:
+                _add(items, message, _text_parts(message.content, "input_text"))
+    return items
+
+
+def _add(items: list[Item], message: Message, parts: list[Item]) -> None:
+    if not parts:
+        return
+    item: Item = {"id": new_id("msg"), "type": "message", "role": message.role, "content": parts}
+    if message.role == "assistant":
+        item["status"] = "completed"
+    name = getattr(message, "name", None)
+    if name is not None:
+        item["name"] = name
+    items.append(item)
+
+
+def _text_parts(content: str | Sequence[TextPart | RefusalPart] | None, kind: str) -> list[Item]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": kind, "text": content}] if content else []
+    parts: list[Item] = []
+    for part in content:
+        if isinstance(part, RefusalPart):
+            parts.append({"type": "refusal", "refusal": part.refusal})
+        elif part.text:
+            parts.append({"type": kind, "text": part.text})
+    return parts
+
+
+def _user_parts(content: str | list[UserPart], where: str) -> list[Item]:
+    if isinstance(content, str):
+        return _text_parts(content, "input_text")
+    parts: list[Item] = []
+    for position, part in enumerate(content):
+        match part:
+            case TextPart(text=text):
+                if text:
+                    parts.append({"type": "input_text", "text": text})
+            case ImagePart(image_url=image):
+                detail = image.detail or "auto"
+                parts.append({"type": "input_image", "image_url": image.url, "detail": detail})
+            case FilePart(file=file):
+                parts.append(_file(file.file_data, file.file_id, file.filename))
+            case AudioPart():
+                param = f"{where}.content[{position}].type"
+                raise InvalidRequest(
+                    f"Content part type 'input_audio' is not supported by this gateway ({param}).",
+                    param=param,
+                    code="unsupported_content_type",
+                )
+    return parts
+
+
+def _file(data: str | None, file_id: str | None, filename: str | None) -> Item:
+    part: Item = {"type": "input_file"}
+    for key, value in (("file_data", data), ("file_id", file_id), ("filename", filename)):
+        if value is not None:
+            part[key] = value
+    return part
+
+
+def _assistant(items: list[Item], message: AssistantMessage, pending: set[str]) -> None:
+    reasoning = message.reasoning_content or message.reasoning
+    if reasoning:
+        items.append(
+            {
+                "id": new_id("rs"),
+                "type": "reasoning",
+                "summary": [],
+                "content": [{"type": "reasoning_text", "text": reasoning}],
+                "status": "completed",
+            }
+        )
+    parts = _text_parts(message.content, "output_text")
+    if message.refusal:
+        parts.append({"type": "refusal", "refusal": message.refusal})
+    _add(items, message, parts)
+    for call in message.tool_calls or ():
+        pending.add(call.id)
+        items.append(
+            {
+                "id": new_id("fc"),
+                "type": "function_call",
+                "call_id": call.id,
+                "name": call.function.name,
+                "arguments": call.function.arguments,
+                "status": "completed",
+            }
+        )
+
+
+def _tool_output(message: ToolMessage, pending: set[str], where: str) -> Item:
+    if message.tool_call_id not in pending:
+        param = f"{where}.tool_call_id"
+        raise InvalidRequest(
+            f"Invalid parameter: '{param}': '{message.tool_call_id}' does not answer a tool "
+            "call of an earlier assistant message (each tool call is answered once).",
+            param=param,
+            code="tool_call_not_found",
+        )
+    pending.discard(message.tool_call_id)
+    content = message.content
+    output = content if isinstance(content, str) else "".join(part.text for part in content)
+    return {
+        "id": new_id("fco"),
+        "type": "function_call_output",
+        "call_id": message.tool_call_id,
+        "output": output,
+        "status": "completed",
+    }

@@ -1,0 +1,111 @@
+"""Canonical stream events -> ``chat.completion.chunk`` SSE frames, as OpenAI sends them.
+
+When the response is created, a chunk with ``delta.role``; then one chunk per text delta
+(``content``), reasoning delta (``reasoning_content``, as vLLM streams it), client function
+call start (``tool_calls[].id``, ``type``, ``function.name``, numbered by ``index`` in the
+order the calls start) and arguments delta (``tool_calls[].function.arguments``); at the
+end a chunk with an empty delta and the ``finish_reason``, a usage chunk (``choices: []``)
+when the client asked for ``stream_options.include_usage`` (every other chunk then carries
+``"usage": null``), and ``data: [DONE]``. A response that failed after it began ends with
+one ``data: {"error": {...}}`` line instead (what the ``openai`` SDK raises as an error),
+and no ``[DONE]``. The gateway's own tool items and events are not shown
+(:mod:`stateway.core.hidden`).
+
+Every chunk of a response shares its envelope, so only the delta is serialized per chunk.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import orjson
+
+from stateway.core import events as ev
+from stateway.core.items import FUNCTION_CALL
+from stateway.core.response import ResponseState
+from stateway.core.usage import Usage
+from stateway.protocols.chat.encode import completion_id, encode_usage, finish_reason
+
+DONE: Final = b"data: [DONE]\n\n"
+_FAILED: Final = frozenset({"failed", "cancelled"})
+
+
+class ChatStream:
+    __slots__ = ("_calls", "_close", "_envelope", "_include_usage", "_open")
+
+    def __init__(self, include_usage: bool) -> None:
+        self._include_usage = include_usage
+        self._envelope = b""
+        self._open = b""
+        self._close = b',"logprobs":null,"finish_reason":null}]' + (
+            b',"usage":null}\n\n' if include_usage else b"}\n\n"
+        )
+        self._calls: dict[int, int] = {}
+        """Output index -> ``tool_calls`` index, for the client's function calls."""
+
+    def encode(self, event: ev.Event) -> bytes:
+        """The frames of one canonical event (often none)."""
+        match event:
+            case ev.TextDelta(delta=delta):
+                return self._delta({"content": delta})
+            case ev.ReasoningDelta(delta=delta):
+                return self._delta({"reasoning_content": delta})
+            case ev.ArgumentsDelta(output_index=at, delta=delta):
+                index = self._calls.get(at)
+                if index is None:
+                    return b""
+                fragment = {"index": index, "function": {"arguments": delta}}
+                return self._delta({"tool_calls": [fragment]})
+            case ev.ItemAdded(output_index=at, item=item) if item.get("type") == FUNCTION_CALL:
+                index = self._calls[at] = len(self._calls)
+                call = {
+                    "index": index,
+                    "id": item.get("call_id"),
+                    "type": "function",
+                    "function": {"name": item.get("name") or "", "arguments": ""},
+                }
+                return self._delta({"tool_calls": [call]})
+            case ev.ResponseCreated(response=state):
+                self._start(state)
+                return self._delta({"role": "assistant", "content": ""})
+            case ev.ResponseFinished(response=state):
+                return self._finished(state)
+            case _:
+                return b""
+
+    def _start(self, state: ResponseState) -> None:
+        head = b'data: {"id":%s,"object":"chat.completion.chunk","created":%d,"model":%s'
+        self._envelope = head % (
+            orjson.dumps(completion_id(state.id)),
+            int(state.created_at),
+            orjson.dumps(state.model),
+        )
+        self._open = self._envelope + b',"choices":[{"index":0,"delta":'
+
+    def _delta(self, delta: dict[str, Any]) -> bytes:
+        return self._open + orjson.dumps(delta) + self._close
+
+    def _finished(self, state: ResponseState) -> bytes:
+        if state.status in _FAILED:
+            return b"data: " + orjson.dumps({"error": stream_error(state.error)}) + b"\n\n"
+        reason = orjson.dumps(finish_reason(state))
+        usage_null = b',"usage":null' if self._include_usage else b""
+        out = self._open + b'{},"logprobs":null,"finish_reason":' + reason + b"}]" + usage_null
+        out += b"}\n\n"
+        if self._include_usage:
+            usage = orjson.dumps(encode_usage(state.usage or Usage()))
+            out += self._envelope + b',"choices":[],"usage":' + usage + b"}\n\n"
+        return out + DONE
+
+
+def stream_error(error: dict[str, Any] | None) -> dict[str, Any]:
+    """A failed response's ``error`` in the OpenAI error shape."""
+    error = error or {}
+    status = error.get("status")
+    server = not isinstance(status, int) or status >= 500
+    return {
+        "message": str(error.get("message") or "The response failed."),
+        "type": "server_error" if server else "invalid_request_error",
+        "param": None,
+        "code": error.get("code"),
+    }

@@ -1,0 +1,123 @@
+"""Routes of the Chat Completions API: ``POST /v1/chat/completions``.
+
+A request goes to the core as a ``ForwardChat``: when its route's backend speaks Chat
+Completions itself and offers no gateway tools, the body goes upstream untouched and the
+upstream's answer comes back byte for byte (:class:`~.relay.RelayResponse`), status and
+error bodies included; otherwise it is validated and run like any response, and its
+result encoded as a ``chat.completion`` or a stream of ``chat.completion.chunk``
+(:mod:`stateway.protocols.chat`). Errors the gateway raises have the OpenAI shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from stateway.core.commands import CreateResponse, ForwardChat, Principal
+from stateway.core.errors import GatewayError, UpstreamError
+from stateway.core.gateway import Gateway
+from stateway.core.response import ResponseState
+from stateway.core.runs import Run
+from stateway.protocols.chat.decode import ChatCall, ChatRequest, decode_chat, peek_chat
+from stateway.protocols.chat.encode import encode_completion
+from stateway.protocols.chat.stream import ChatStream
+from stateway.surfaces.http.relay import RelayResponse
+from stateway.surfaces.http.transport import (
+    KEEPALIVE_INTERVAL,
+    Chunks,
+    JSONResponse,
+    SSEResponse,
+    read_body,
+    require_json,
+    watch_disconnect,
+)
+
+INLINE_DECODE_BYTES = 1024 * 1024
+"""Bodies up to this size are parsed and decoded on the event loop, larger ones in a
+worker thread."""
+
+
+class ChatRoutes:
+    def __init__(
+        self,
+        gateway: Gateway,
+        max_body_bytes: int,
+        *,
+        body_timeout: float | None = None,
+        keepalive: float = KEEPALIVE_INTERVAL,
+        max_input_items: int | None = None,
+    ) -> None:
+        self._gateway = gateway
+        self._max_body = max_body_bytes
+        self._body_timeout = body_timeout
+        self._keepalive = keepalive
+        self._max_items = max_input_items
+
+    async def create(self, request: Request) -> Response:
+        require_json(request)
+        raw = await read_body(request, self._max_body, self._body_timeout)
+        large = len(raw) > INLINE_DECODE_BYTES
+        call = await asyncio.to_thread(peek_chat, raw) if large else peek_chat(raw)
+        translated: list[ChatRequest] = []
+        translate = partial(self._translate, call, large, translated)
+        command = ForwardChat(call.model, raw, call.fields, translate)
+        result = await self._gateway.execute(Principal(), command)
+        if not isinstance(result, Run):
+            return RelayResponse(result)
+        run = result
+        if call.stream:
+            return SSEResponse(
+                _frames(run, translated[0].include_usage),
+                run.cancel,
+                opening=partial(_opening, run),
+                keepalive=self._keepalive,
+            )
+        watcher = asyncio.create_task(watch_disconnect(request.receive, run.cancel))
+        try:
+            await run.wait()
+        finally:
+            watcher.cancel()
+        if run.error is not None:
+            raise run.error
+        if run.state.status == "failed":
+            raise _failure(run.state)
+        return JSONResponse(encode_completion(run.state))
+
+    async def _translate(
+        self, call: ChatCall, large: bool, into: list[ChatRequest]
+    ) -> CreateResponse:
+        decode = partial(decode_chat, call.fields, max_input_items=self._max_items)
+        decoded = await asyncio.to_thread(decode) if large else decode()
+        into.append(decoded)
+        return decoded.command
+
+
+def _failure(state: ResponseState) -> GatewayError:
+    """The error of a response that failed after some output (which is not shown)."""
+    error = state.error or {}
+    return UpstreamError(
+        str(error.get("message") or "The response failed."),
+        status=int(error.get("status") or 502),
+        code=error.get("code"),
+    )
+
+
+async def _opening(run: Run) -> None:
+    """Wait for output beyond ``response.created``/``in_progress``, or the end; a run that
+    failed before any output is answered with its HTTP error."""
+    async for _ in run.subscribe_batches(1):
+        break
+    if run.error is not None:
+        raise run.error
+
+
+async def _frames(run: Run, include_usage: bool) -> Chunks:
+    stream = ChatStream(include_usage)
+    async for first, events in run.subscribe_batches():
+        chunk = b"".join([stream.encode(event) for event in events])
+        last = run.closed and first + len(events) == len(run.events)
+        if chunk or last:
+            yield chunk, last

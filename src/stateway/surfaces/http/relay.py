@@ -1,0 +1,70 @@
+"""Relaying an upstream's answer as it came: status, headers and body bytes, parsed by no one.
+
+The Chat Completions fast path answers with a :class:`RelayResponse`: the upstream's
+status line and the headers a client needs go out at once, then each body chunk as it
+arrives. When the client goes away the relay is closed, which closes the upstream request
+(a watcher notices the disconnect even while the upstream is silent). When the upstream
+fails part-way, an event stream ends with one OpenAI-shaped ``data: {"error": ...}`` line
+(what the ``openai`` SDK raises); any other body is cut short, closing the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import orjson
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from stateway.core.errors import GatewayError
+from stateway.core.ports import Relay
+from stateway.surfaces.http.transport import watch_disconnect
+
+log = logging.getLogger(__name__)
+
+_EVENT_STREAM = "text/event-stream"
+
+
+class RelayResponse(Response):
+    def __init__(self, relay: Relay) -> None:
+        super().__init__(status_code=relay.status)
+        self._relay = relay
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        gone = False
+
+        def leave() -> None:
+            nonlocal gone
+            gone = True
+            task.cancel()
+
+        watcher = asyncio.create_task(watch_disconnect(receive, leave))
+        try:
+            await self._relay_all(send)
+        except asyncio.CancelledError:
+            if not gone or task.uncancel() > 0:
+                raise
+        except OSError:
+            pass  # the client went away while a chunk was being written
+        finally:
+            watcher.cancel()
+            await self._relay.aclose()
+
+    async def _relay_all(self, send: Send) -> None:
+        relay = self._relay
+        headers = [(name.encode(), value.encode()) for name, value in relay.headers.items()]
+        await send({"type": "http.response.start", "status": relay.status, "headers": headers})
+        try:
+            async for chunk in relay.chunks():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except GatewayError as error:
+            log.warning("relayed answer failed part-way: %s", error.message)
+            if not relay.headers.get("content-type", "").startswith(_EVENT_STREAM):
+                return  # left unfinished: the server closes the connection
+            frame = b"data: " + orjson.dumps({"error": error.to_dict()}) + b"\n\n"
+            await send({"type": "http.response.body", "body": frame, "more_body": False})
+            return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
