@@ -1,0 +1,263 @@
+"""The Chat Completions decoder: what a request becomes, and what it is refused for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from stateway.core.errors import InvalidRequest
+from stateway.protocols.chat.decode import ChatRequest, decode_chat, peek_chat
+
+
+def decode(**fields: Any) -> ChatRequest:
+    base: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    return decode_chat({**base, **fields}, max_input_items=20)
+
+
+def refused(**fields: Any) -> InvalidRequest:
+    with pytest.raises(InvalidRequest) as caught:
+        decode(**fields)
+    return caught.value
+
+
+def test_peek_reads_the_model_and_stream_only() -> None:
+    call = peek_chat(b'{"model": "m", "stream": true, "n": 7, "chat_template_kwargs": {}}')
+    assert (call.model, call.stream) == ("m", True)
+    assert call.fields["n"] == 7
+
+
+@pytest.mark.parametrize(
+    ("raw", "param", "code"),
+    [
+        (b"{nope", None, "invalid_json"),
+        (b"[1]", None, "invalid_type"),
+        (b'"text"', None, "invalid_type"),
+        (b'{"messages": []}', "model", "missing_required_parameter"),
+        (b'{"model": 3}', "model", "invalid_type"),
+        (b'{"model": ""}', "model", "invalid_type"),
+    ],
+)
+def test_peek_refuses_what_cannot_be_routed(raw: bytes, param: str | None, code: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        peek_chat(raw)
+    assert (caught.value.status, caught.value.param, caught.value.code) == (400, param, code)
+
+
+def test_a_conversation_becomes_items_in_order() -> None:
+    messages = [
+        {"role": "system", "content": "rules"},
+        {"role": "developer", "content": [{"type": "text", "text": "dev"}], "name": "ops"},
+        {
+            "role": "user",
+            "name": "ann",
+            "content": [
+                {"type": "text", "text": "look"},
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "data:image/png;base64,AA", "detail": "low"},
+                },
+                {"type": "file", "file": {"file_id": "file-1", "filename": "a.pdf"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "reasoning_content": "thinking",
+            "content": "calling",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "42"}]},
+        {"role": "assistant", "content": None, "refusal": "no"},
+    ]
+    items = decode(messages=messages).command.input
+    assert [(i["type"], i.get("role")) for i in items] == [
+        ("message", "system"),
+        ("message", "developer"),
+        ("message", "user"),
+        ("reasoning", None),
+        ("message", "assistant"),
+        ("function_call", None),
+        ("function_call_output", None),
+        ("message", "assistant"),
+    ]
+    assert items[1]["name"] == "ops"
+    assert items[2]["name"] == "ann"
+    assert items[2]["content"] == [
+        {"type": "input_text", "text": "look"},
+        {"type": "input_image", "image_url": "data:image/png;base64,AA", "detail": "low"},
+        {"type": "input_file", "file_id": "file-1", "filename": "a.pdf"},
+    ]
+    assert items[3]["content"] == [{"type": "reasoning_text", "text": "thinking"}]
+    assert items[4]["content"] == [{"type": "output_text", "text": "calling"}]
+    assert (items[5]["call_id"], items[5]["name"], items[5]["arguments"]) == ("c1", "f", "{}")
+    assert (items[6]["call_id"], items[6]["output"]) == ("c1", "42")
+    assert items[7]["content"] == [{"type": "refusal", "refusal": "no"}]
+
+
+def test_settings_are_mapped() -> None:
+    decoded = decode(
+        stream=True,
+        stream_options={"include_usage": True},
+        tools=[{"type": "function", "function": {"name": "f", "description": "d", "strict": True}}],
+        tool_choice={"type": "function", "function": {"name": "f"}},
+        parallel_tool_calls=False,
+        max_tokens=10,
+        max_completion_tokens=20,
+        stop="END",
+        temperature=1,
+        top_p=0.5,
+        top_k=40,
+        n=1,
+        seed=7,
+        response_format={"type": "json_schema", "json_schema": {"name": "s", "schema": {}}},
+        reasoning_effort="high",
+        user="u",
+        metadata={"k": "v"},
+        presence_penalty=0.5,
+        frequency_penalty=-0.5,
+        store=True,
+        chat_template_kwargs={"enable_thinking": False},
+    )
+    command = decoded.command
+    settings = command.settings
+    assert decoded.include_usage
+    assert (command.store, command.stream, command.hidden_rounds) == (False, True, True)
+    assert settings.tools == [
+        {
+            "type": "function",
+            "name": "f",
+            "parameters": {"type": "object", "properties": {}},
+            "description": "d",
+            "strict": True,
+        }
+    ]
+    assert settings.tool_choice == {"type": "function", "name": "f"}
+    assert settings.parallel_tool_calls is False
+    assert settings.max_output_tokens == 20
+    assert settings.stop_sequences == ["END"]
+    assert (settings.temperature, settings.top_p, settings.top_k, settings.seed) == (1, 0.5, 40, 7)
+    assert settings.text_format == {"type": "json_schema", "name": "s", "schema": {}}
+    assert (settings.reasoning_effort, settings.user, settings.metadata) == (
+        "high",
+        "u",
+        {"k": "v"},
+    )
+    assert (settings.presence_penalty, settings.frequency_penalty) == (0.5, -0.5)
+
+
+def test_defaults() -> None:
+    decoded = decode()
+    settings = decoded.command.settings
+    assert not decoded.include_usage
+    assert decoded.command.stream is False
+    assert (settings.tool_choice, settings.parallel_tool_calls) == ("auto", True)
+    assert settings.text_format == {"type": "text"}
+    assert decode(response_format={"type": "json_object"}).command.settings.text_format == {
+        "type": "json_object"
+    }
+    assert decode(stop=["a", "b"]).command.settings.stop_sequences == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "param", "code"),
+    [
+        ({"n": 2}, "n", "unsupported_value"),
+        ({"logprobs": True}, "logprobs", "unsupported_parameter"),
+        ({"top_logprobs": 3}, "top_logprobs", "unsupported_parameter"),
+        ({"modalities": ["text", "audio"]}, "modalities", "unsupported_value"),
+        ({"audio": {"voice": "x"}}, "audio", "unsupported_parameter"),
+        ({"functions": [{"name": "f"}]}, "functions", "unsupported_parameter"),
+        ({"logit_bias": {"1": 2}}, "logit_bias", "unsupported_parameter"),
+        ({"web_search_options": {}}, "web_search_options", "unsupported_parameter"),
+        ({"messages": []}, "messages", "invalid_value"),
+        ({"messages": "hi"}, "messages", "invalid_type"),
+        ({"temperature": "warm"}, "temperature", "invalid_type"),
+        ({"temperature": 3}, "temperature", "invalid_value"),
+        ({"max_tokens": 0}, "max_tokens", "invalid_value"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0]", "invalid_value"),
+        ({"messages": [{"content": "x"}]}, "messages[0].role", "missing_required_parameter"),
+        ({"messages": [{"role": "user"}]}, "messages[0].content", "missing_required_parameter"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "video", "x": 1}]}]},
+            "messages[0].content[0]",
+            "invalid_value",
+        ),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+            "messages[0].content[0].image_url.url",
+            "missing_required_parameter",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}
+                ]
+            },
+            "messages[0].content[0].type",
+            "unsupported_content_type",
+        ),
+        (
+            {"messages": [{"role": "tool", "tool_call_id": "c9", "content": "x"}]},
+            "messages[0].tool_call_id",
+            "tool_call_not_found",
+        ),
+        (
+            {"tools": [{"type": "custom", "custom": {"name": "g"}}]},
+            "tools[0].type",
+            "invalid_value",
+        ),
+        (
+            {"tools": [{"type": "function", "function": {}}]},
+            "tools[0].function.name",
+            "missing_required_parameter",
+        ),
+        (
+            {"tools": [{"type": "function", "function": {"name": "f"}}] * 2},
+            "tools[1].function.name",
+            "invalid_value",
+        ),
+        ({"tool_choice": "sometimes"}, "tool_choice", "invalid_value"),
+        (
+            {"tool_choice": {"type": "function", "function": {"name": "nope"}}},
+            "tool_choice.function.name",
+            "invalid_value",
+        ),
+        (
+            {"response_format": {"type": "json_schema"}},
+            "response_format.json_schema",
+            "missing_required_parameter",
+        ),
+        ({"metadata": {"k": 1}}, "metadata.k", "invalid_type"),
+    ],
+)
+def test_refused_with_a_400_naming_the_field(fields: dict[str, Any], param: str, code: str) -> None:
+    error = refused(**fields)
+    assert (error.status, error.param, error.code) == (400, param, code), error.message
+    assert param in error.message
+
+
+def test_a_tool_call_is_answered_once() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "1"},
+        {"role": "tool", "tool_call_id": "c1", "content": "2"},
+    ]
+    assert refused(messages=messages).param == "messages[3].tool_call_id"
+
+
+def test_too_many_messages_are_refused_before_validation() -> None:
+    error = refused(messages=[{"role": "user", "content": "x"}] * 21)
+    assert (error.param, error.code) == ("messages", "array_above_max_length")
+
+
+def test_deep_nesting_is_refused() -> None:
+    deep: Any = {}
+    for _ in range(200):
+        deep = {"a": deep}
+    with pytest.raises(InvalidRequest):
+        decode_chat(orjson.loads(orjson.dumps({"model": "m", "messages": [], "x": deep})))

@@ -1,0 +1,213 @@
+"""The Chat Completions encoders: the ``chat.completion`` object and the chunk stream, as
+the ``openai`` SDK parses them, with the gateway's own tool items hidden."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from stateway.core import events as ev
+from stateway.core.commands import GenerationSettings
+from stateway.core.errors import UpstreamError
+from stateway.core.items import Item
+from stateway.core.response import ResponseState
+from stateway.core.usage import Usage
+from stateway.protocols.chat.encode import encode_completion, finish_reason
+from stateway.protocols.chat.stream import ChatStream
+
+LISTED: Item = {"id": "mcpl_1", "type": "mcp_list_tools", "server_label": "calc", "tools": []}
+MCP_CALL: Item = {
+    "id": "mcp_1",
+    "type": "mcp_call",
+    "server_label": "calc",
+    "name": "add",
+    "arguments": "{}",
+    "output": "5",
+}
+REASONING: Item = {
+    "id": "rs_1",
+    "type": "reasoning",
+    "summary": [],
+    "content": [{"type": "reasoning_text", "text": "hm"}],
+}
+
+
+def message(text: str) -> Item:
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+def call(call_id: str, name: str = "f") -> Item:
+    return {
+        "id": "fc_" + call_id,
+        "type": "function_call",
+        "call_id": call_id,
+        "name": name,
+        "arguments": '{"a":1}',
+    }
+
+
+def state(output: list[Item], **fields: Any) -> ResponseState:
+    made = ResponseState(
+        "resp_abc", "default", 1700000000.5, "public-model", None, None, False, GenerationSettings()
+    )
+    made.output = output
+    made.status = "completed"
+    made.usage = Usage(10, 5, cached_tokens=2, reasoning_tokens=1)
+    for key, value in fields.items():
+        setattr(made, key, value)
+    return made
+
+
+def test_a_completion_shows_text_reasoning_and_client_calls_only() -> None:
+    done = state(
+        [LISTED, REASONING, message("Let me add. "), MCP_CALL, message("It is 5."), call("c1")]
+    )
+    wire = encode_completion(done)
+    parsed = ChatCompletion.model_validate(wire)
+    assert parsed.id == "chatcmpl-abc"
+    assert (parsed.object, parsed.model, parsed.created) == (
+        "chat.completion",
+        "public-model",
+        1700000000,
+    )
+    choice = parsed.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content == "Let me add. It is 5."
+    assert choice.message.tool_calls is not None
+    assert [(c.id, c.function.name, c.function.arguments) for c in choice.message.tool_calls] == [  # type: ignore[union-attr]
+        ("c1", "f", '{"a":1}')
+    ]
+    assert wire["choices"][0]["message"]["reasoning_content"] == "hm"
+    assert "mcp" not in orjson.dumps(wire).decode()
+    assert parsed.usage is not None
+    assert (
+        parsed.usage.prompt_tokens,
+        parsed.usage.completion_tokens,
+        parsed.usage.total_tokens,
+    ) == (10, 5, 15)
+    assert parsed.usage.prompt_tokens_details is not None
+    assert parsed.usage.prompt_tokens_details.cached_tokens == 2
+
+
+def test_finish_reasons() -> None:
+    assert finish_reason(state([LISTED, MCP_CALL, message("x")])) == "stop"
+    assert finish_reason(state([call("c")])) == "tool_calls"
+    cut = state([message("x")], status="incomplete", incomplete_reason="max_output_tokens")
+    assert finish_reason(cut) == "length"
+    rounds = state([MCP_CALL], status="incomplete", incomplete_reason="max_rounds")
+    assert finish_reason(rounds) == "length"
+    filtered = state([], status="incomplete", incomplete_reason="content_filter")
+    assert finish_reason(filtered) == "content_filter"
+
+
+def test_a_completion_without_text_has_null_content_and_a_refusal() -> None:
+    refusal = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "refusal", "refusal": "no"}],
+    }
+    wire = encode_completion(state([refusal]))
+    assert wire["choices"][0]["message"]["content"] is None
+    assert wire["choices"][0]["message"]["refusal"] == "no"
+    assert "tool_calls" not in wire["choices"][0]["message"]
+    assert "reasoning_content" not in wire["choices"][0]["message"]
+
+
+def chunks(data: bytes) -> list[Any]:
+    frames = data.split(b"\n\n")
+    assert frames[-1] == b""
+    out: list[Any] = []
+    for frame in frames[:-1]:
+        assert frame.startswith(b"data: ")
+        payload = frame.removeprefix(b"data: ")
+        out.append("[DONE]" if payload == b"[DONE]" else orjson.loads(payload))
+    return out
+
+
+def play(events: list[ev.Event], include_usage: bool) -> list[Any]:
+    stream = ChatStream(include_usage)
+    return chunks(b"".join(stream.encode(event) for event in events))
+
+
+def test_a_stream_with_hidden_rounds_and_usage() -> None:
+    done = state([LISTED, MCP_CALL, REASONING, message("5"), call("c1")])
+    events: list[ev.Event] = [
+        ev.ResponseCreated(done),
+        ev.ResponseInProgress(done),
+        ev.ItemAdded(0, LISTED),
+        ev.ToolProgress("response.mcp_list_tools.completed", 0, "mcpl_1"),
+        ev.ItemDone(0, LISTED),
+        ev.ItemAdded(1, MCP_CALL),
+        ev.McpArgumentsDelta(1, "mcp_1", "{}"),
+        ev.ItemDone(1, MCP_CALL),
+        ev.ItemAdded(2, REASONING),
+        ev.ReasoningDelta(2, 0, "rs_1", "hm"),
+        ev.ItemAdded(3, message("")),
+        ev.TextDelta(3, 0, "msg_1", "5"),
+        ev.TextDone(3, 0, "msg_1", "5"),
+        ev.ItemAdded(4, {**call("c1"), "arguments": ""}),
+        ev.ArgumentsDelta(4, "fc_c1", '{"a":'),
+        ev.ArgumentsDelta(4, "fc_c1", "1}"),
+        ev.ItemDone(4, call("c1")),
+        ev.ResponseFinished(done),
+    ]
+    got = play(events, include_usage=True)
+    assert got[-1] == "[DONE]"
+    parsed = [ChatCompletionChunk.model_validate(chunk) for chunk in got[:-1]]
+    assert {p.id for p in parsed} == {"chatcmpl-abc"}
+    assert all(chunk["usage"] is None for chunk in got[:-2])
+    deltas = [p.choices[0].delta for p in parsed[:-1]]
+    assert deltas[0].role == "assistant"
+    assert [getattr(d, "reasoning_content", None) for d in deltas] == [
+        None,
+        "hm",
+        None,
+        None,
+        None,
+        None,
+        None,
+    ]
+    assert [d.content for d in deltas[1:]] == [None, "5", None, None, None, None]
+    opened = deltas[3].tool_calls
+    assert opened is not None
+    assert (opened[0].index, opened[0].id, opened[0].function.name) == (0, "c1", "f")  # type: ignore[union-attr]
+    arguments = "".join(d.tool_calls[0].function.arguments for d in deltas[4:6])  # type: ignore[index, union-attr, misc]
+    assert arguments == '{"a":1}'
+    assert parsed[-2].choices[0].finish_reason == "tool_calls"
+    assert parsed[-1].choices == []
+    assert parsed[-1].usage is not None
+    assert parsed[-1].usage.total_tokens == 15
+
+
+def test_a_stream_without_usage_has_no_usage_keys() -> None:
+    done = state([message("hi")])
+    got = play(
+        [ev.ResponseCreated(done), ev.TextDelta(0, 0, "msg_1", "hi"), ev.ResponseFinished(done)],
+        False,
+    )
+    assert got[-1] == "[DONE]"
+    assert all("usage" not in chunk for chunk in got[:-1])
+    assert got[-2]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_a_failed_stream_ends_with_an_error_line_and_no_done() -> None:
+    failed = state([message("par")])
+    failed.fail(UpstreamError("The model server closed the stream.", code="upstream_stream_cut"))
+    got = play([ev.ResponseCreated(failed), ev.ResponseFinished(failed)], True)
+    assert "[DONE]" not in got
+    assert got[-1] == {
+        "error": {
+            "message": "The model server closed the stream.",
+            "type": "server_error",
+            "param": None,
+            "code": "upstream_stream_cut",
+        }
+    }

@@ -1,0 +1,331 @@
+"""The Chat Completions route in process: translated answers and streams, the fast path's
+relay, errors in the OpenAI shape, and fuzzed bodies that must never get a 5xx."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from starlette.applications import Starlette
+
+from stateway.core.errors import GatewayError, UpstreamError, UpstreamUnavailable
+from stateway.core.gateway import Gateway
+from stateway.core.inference import (
+    Delta,
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.core.usage import Usage
+from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.chat import ChatRoutes
+from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.service import ServiceRoutes
+from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.protocols.responses.test_decode import json_values
+from tests.surfaces.http.asgi import Reply, call
+
+OK: list[Delta | GatewayError] = [TextDelta("ok"), UsageReport(Usage(3, 1)), Finish("stop")]
+
+
+class FakeRelay:
+    def __init__(
+        self, status: int, headers: dict[str, str], chunks: list[bytes], gate: asyncio.Event | None
+    ) -> None:
+        self.status = status
+        self.headers = headers
+        self._chunks = chunks
+        self._gate = gate
+        self.closed = asyncio.Event()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            if isinstance(chunk, GatewayError):
+                raise chunk
+            yield chunk
+        if self._gate is not None:
+            await self._gate.wait()
+
+    async def aclose(self) -> None:
+        self.closed.set()
+
+
+class ForwardingBackend(ScriptedBackend):
+    """A backend whose upstream speaks Chat Completions: forwards bodies to a canned relay."""
+
+    def __init__(self, relay: FakeRelay) -> None:
+        super().__init__(OK)
+        self.relay = relay
+        self.forwarded: list[bytes] = []
+
+    async def forward_chat(self, body: bytes) -> FakeRelay:
+        self.forwarded.append(body)
+        return self.relay
+
+
+def build(
+    backend: Any = None, *, models: Mapping[str, str] | None = None, keepalive: float = 15.0
+) -> Starlette:
+    store = MemoryStore()
+    router = Router(
+        [BackendEntry(backend or ScriptedBackend(OK), dict(models or {}), catch_all=models is None)]
+    )
+    gateway = Gateway(store, router, Loop(store), RunRegistry())
+    return build_http_app(
+        ResponsesRoutes(gateway, 1 << 20),
+        ServiceRoutes(gateway),
+        chat=ChatRoutes(gateway, 1 << 20, keepalive=keepalive, max_input_items=50),
+    )
+
+
+def body(**fields: Any) -> bytes:
+    base = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    return orjson.dumps({**base, **fields})
+
+
+async def post(app: Starlette, raw: bytes, **kwargs: Any) -> Reply:
+    return await call(app, "POST", "/v1/chat/completions", raw, **kwargs)
+
+
+def assert_openai_error(reply: Reply, status: int, param: str | None = None) -> dict[str, Any]:
+    assert reply.status == status, reply.body
+    error: dict[str, Any] = reply.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["param"] == param
+    return error
+
+
+def chunks(reply: Reply) -> list[Any]:
+    out: list[Any] = []
+    for frame in reply.body.split(b"\n\n")[:-1]:
+        payload = frame.removeprefix(b"data: ")
+        out.append("[DONE]" if payload == b"[DONE]" else orjson.loads(payload))
+    return out
+
+
+async def test_a_completion() -> None:
+    reply = await post(build(), body())
+    assert reply.status == 200
+    completion = ChatCompletion.model_validate(reply.json())
+    assert completion.choices[0].message.content == "ok"
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.usage is not None
+    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (3, 1)
+
+
+async def test_a_stream_with_reasoning_a_tool_call_and_usage() -> None:
+    script: list[Delta | GatewayError] = [
+        ReasoningDelta("hm"),
+        ToolCallDelta(0, "call_1", "f", '{"a":'),
+        ToolCallDelta(0, None, None, "1}"),
+        UsageReport(Usage(7, 2)),
+        Finish("tool_calls"),
+    ]
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    raw = body(stream=True, stream_options={"include_usage": True}, tools=tools)
+    reply = await post(build(ScriptedBackend(script)), raw)
+    assert reply.status == 200
+    assert reply.headers["content-type"].startswith("text/event-stream")
+    got = chunks(reply)
+    assert got[-1] == "[DONE]"
+    parsed = [ChatCompletionChunk.model_validate(c) for c in got[:-1]]
+    assert parsed[-2].choices[0].finish_reason == "tool_calls"
+    assert parsed[-1].usage is not None
+    assert parsed[-1].usage.total_tokens == 9
+    calls = [c.choices[0].delta.tool_calls for c in parsed[:-2] if c.choices[0].delta.tool_calls]
+    assert calls[0][0].id == "call_1"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("raw", "param"),
+    [
+        (b"{nope", None),
+        (b"[1, 2]", None),
+        (b'{"messages": [{"role": "user", "content": "x"}]}', "model"),
+        (body(n=3), "n"),
+        (
+            body(messages=[{"role": "tool", "tool_call_id": "x", "content": "y"}]),
+            "messages[0].tool_call_id",
+        ),
+    ],
+)
+async def test_bad_requests_are_400s_in_the_openai_shape(raw: bytes, param: str | None) -> None:
+    error = assert_openai_error(await post(build(), raw), 400, param)
+    assert error["type"] == "invalid_request_error"
+
+
+async def test_an_unknown_model_is_a_404_naming_it() -> None:
+    error = assert_openai_error(
+        await post(build(models={"known": "known"}), body(model="other")), 404, "model"
+    )
+    assert "other" in error["message"]
+    assert error["code"] == "model_not_found"
+
+
+async def test_a_body_not_declared_json_is_refused() -> None:
+    reply = await post(build(), body(), content_type="text/plain")
+    assert_openai_error(reply, 415)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_upstream_failure_before_output_is_an_http_error(stream: bool) -> None:
+    failing = ScriptedBackend([UpstreamUnavailable("The model server 'x' is unreachable.")])
+    error = assert_openai_error(await post(build(failing), body(stream=stream)), 502)
+    assert error["code"] == "upstream_unavailable"
+
+
+async def test_a_stream_cut_after_output_ends_with_an_error_line() -> None:
+    cut = ScriptedBackend([TextDelta("par"), UpstreamError("cut", code="upstream_stream_cut")])
+    got = chunks(await post(build(cut), body(stream=True)))
+    assert "[DONE]" not in got
+    assert got[-1]["error"]["code"] == "upstream_stream_cut"
+
+
+async def test_a_non_stream_failure_after_output_is_an_http_error() -> None:
+    cut = ScriptedBackend([TextDelta("par"), UpstreamError("cut", code="upstream_stream_cut")])
+    error = assert_openai_error(await post(build(cut), body()), 502)
+    assert error["code"] == "upstream_stream_cut"
+
+
+# -- the fast path ---------------------------------------------------------------------
+
+
+async def test_the_fast_path_forwards_the_body_untouched_and_relays_bytes() -> None:
+    canned = [b'{"id": "x",', b' "weird":  [1 ,2]}']
+    relay = FakeRelay(
+        200, {"content-type": "application/json", "content-length": "27"}, canned, None
+    )
+    backend = ForwardingBackend(relay)
+    raw = b'{"model":"m","messages":[{"role":"user","content":"hi","name":"a"}],"top_k":5,"n":3}'
+    reply = await post(build(backend), raw)
+    assert backend.forwarded == [raw]
+    assert backend.requests == []  # nothing translated
+    assert (reply.status, reply.body) == (200, b"".join(canned))
+    assert reply.headers["content-type"] == "application/json"
+    assert reply.headers["content-length"] == "27"
+    assert relay.closed.is_set()
+
+
+async def test_the_fast_path_renames_the_model_and_keeps_every_other_field() -> None:
+    relay = FakeRelay(200, {"content-type": "application/json"}, [b"{}"], None)
+    backend = ForwardingBackend(relay)
+    sent = {
+        "model": "public",
+        "messages": [{"role": "user", "content": "hi"}],
+        "chat_template_kwargs": {"x": 1},
+    }
+    await post(build(backend, models={"public": "upstream-name"}), orjson.dumps(sent))
+    assert orjson.loads(backend.forwarded[0]) == {**sent, "model": "upstream-name"}
+
+
+async def test_the_fast_path_passes_an_upstream_error_through() -> None:
+    error = b'{"error": {"message": "bad", "type": "BadRequestError", "param": null, "code": 400}}'
+    relay = FakeRelay(400, {"content-type": "application/json", "retry-after": "3"}, [error], None)
+    reply = await post(build(ForwardingBackend(relay)), body())
+    assert (reply.status, reply.body, reply.headers["retry-after"]) == (400, error, "3")
+
+
+async def test_a_client_leaving_closes_the_relayed_upstream_request() -> None:
+    gate = asyncio.Event()  # never set: the upstream goes silent
+    relay = FakeRelay(200, {"content-type": "text/event-stream"}, [b"data: {}\n\n"], gate)
+    leave = asyncio.Event()
+    app = build(ForwardingBackend(relay))
+
+    def watch(message: Mapping[str, Any]) -> None:
+        if message.get("body"):
+            leave.set()  # the first chunk arrived: the client goes away
+
+    await post(app, body(stream=True), leave=leave, watch=watch)
+    assert relay.closed.is_set()
+
+
+async def test_a_relayed_stream_failing_part_way_ends_with_an_error_line() -> None:
+    cut = UpstreamError(
+        "The model server 'x' closed the stream before finishing.", code="upstream_stream_cut"
+    )
+    relay = FakeRelay(200, {"content-type": "text/event-stream"}, [b"data: {}\n\n", cut], None)  # type: ignore[list-item]
+    reply = await post(build(ForwardingBackend(relay)), body(stream=True))
+    frames = reply.body.split(b"\n\n")
+    assert frames[0] == b"data: {}"
+    assert orjson.loads(frames[1].removeprefix(b"data: "))["error"]["code"] == "upstream_stream_cut"
+    assert relay.closed.is_set()
+
+
+_parts = st.lists(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["text", "image_url", "file", "input_audio", "refusal", "x"])},
+        optional={
+            "text": st.text(max_size=4) | json_values,
+            "image_url": st.just({"url": "https://x/i.png"}) | json_values,
+            "file": json_values,
+            "refusal": json_values,
+        },
+    ),
+    max_size=3,
+)
+_message = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": st.sampled_from(["system", "developer", "user", "assistant", "tool", "x"])
+        | json_values,
+        "content": st.text(max_size=4) | _parts | json_values,
+        "name": json_values,
+        "tool_call_id": st.sampled_from(["c1", "c2"]) | json_values,
+        "tool_calls": st.just(
+            [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+        )
+        | json_values,
+        "reasoning_content": json_values,
+    },
+)
+chat_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": st.sampled_from(["m", "known"]) | json_values,
+        "messages": st.lists(_message, max_size=4) | json_values,
+        "tools": st.just([{"type": "function", "function": {"name": "f"}}]) | json_values,
+        "tool_choice": st.sampled_from(
+            ["auto", "none", "required", {"type": "function", "function": {"name": "f"}}]
+        )
+        | json_values,
+        "stream": st.booleans() | json_values,
+        "stream_options": json_values,
+        "n": st.integers(0, 3) | json_values,
+        "stop": json_values,
+        "max_tokens": json_values,
+        "temperature": json_values,
+        "response_format": json_values,
+        "logprobs": json_values,
+        "metadata": json_values,
+    },
+)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(chat_like)
+def test_fuzzed_chat_requests_never_get_a_5xx(raw: dict[str, Any]) -> None:
+    async def attempt() -> None:
+        reply = await post(build(models={"known": "known"}), json.dumps(raw).encode())
+        assert reply.status < 500, reply.body
+        if reply.status >= 400:
+            assert set(reply.json()["error"]) == {"message", "type", "param", "code"}
+        elif reply.headers["content-type"].startswith("text/event-stream"):
+            assert chunks(reply)[-1] == "[DONE]"
+        else:
+            ChatCompletion.model_validate(reply.json())
+
+    asyncio.run(attempt())
