@@ -1,0 +1,156 @@
+"""``ForwardChat`` in the core: forwarded untouched to a Chat Completions upstream without
+gateway tools, translated otherwise; a route's ``gateway_tools`` offered in hidden rounds
+to clients that cannot declare them, and only to those."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import orjson
+import pytest
+
+from stateway.core.commands import CreateResponse, ForwardChat, GenerationSettings, Principal
+from stateway.core.errors import InvalidRequest, ServerShuttingDown
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, UsageReport
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import Run, RunRegistry
+from stateway.core.tools.ports import McpTool
+from stateway.core.tools.toolset import GatewayTools
+from stateway.core.usage import Usage
+from stateway.protocols.chat.encode import encode_completion
+from tests.core.fakes import FakeMcp, MemoryStore, RoundsBackend, ScriptedBackend
+
+ADD = McpTool("add", {"type": "object"}, "Add", {"readOnlyHint": True})
+CALC = {
+    "type": "mcp",
+    "server_label": "calc",
+    "server_url": "http://calc.test/mcp",
+    "require_approval": "never",
+}
+ANSWER: list[Delta] = [TextDelta("done"), UsageReport(Usage(5, 1)), Finish("stop")]
+
+
+class Relayed:
+    status = 200
+    headers: Mapping[str, str] = {}
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        yield b"{}"
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Forwarding(ScriptedBackend):
+    def __init__(self) -> None:
+        super().__init__(ANSWER)
+        self.forwarded: list[bytes] = []
+
+    async def forward_chat(self, body: bytes) -> Relayed:
+        self.forwarded.append(body)
+        return Relayed()
+
+
+async def add(arguments: Mapping[str, Any]) -> str:
+    return "5"
+
+
+def gateway(backend: Any, *, models: dict[str, str] | None = None, calc: bool = False) -> Gateway:
+    store = MemoryStore()
+    tools = GatewayTools(mcp=FakeMcp({"calc": [ADD]}, {"add": add}))
+    offered = tools.resolve([CALC], trusted=True) if calc else None
+    entry = BackendEntry(backend, models or {}, catch_all=models is None, gateway_tools=offered)
+    return Gateway(store, Router([entry]), Loop(store, tools=tools), RunRegistry())
+
+
+def command(model: str = "m", *, hidden: bool = True) -> CreateResponse:
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+    return CreateResponse(
+        model, [user], store=False, settings=GenerationSettings(), hidden_rounds=hidden
+    )
+
+
+def forward(fields: dict[str, Any], translated: CreateResponse | None = None) -> ForwardChat:
+    async def translate() -> CreateResponse:
+        if translated is None:
+            raise InvalidRequest("not translatable here")
+        return translated
+
+    return ForwardChat(fields["model"], orjson.dumps(fields), fields, translate)
+
+
+async def test_a_chat_upstream_gets_the_body_untouched() -> None:
+    backend = Forwarding()
+    fields = {"model": "m", "messages": [], "chat_template_kwargs": {"a": 1}}
+    sent = forward(fields)
+    result = await gateway(backend).execute(Principal(), sent)
+    assert isinstance(result, Relayed)
+    assert backend.forwarded == [sent.body]
+    assert backend.requests == []
+
+
+async def test_a_renamed_model_is_replaced_in_the_forwarded_body() -> None:
+    backend = Forwarding()
+    fields = {"model": "public", "messages": [{"role": "user", "content": "x"}], "top_k": 3}
+    await gateway(backend, models={"public": "upstream"}).execute(Principal(), forward(fields))
+    assert orjson.loads(backend.forwarded[0]) == {**fields, "model": "upstream"}
+
+
+async def test_an_upstream_that_cannot_forward_runs_the_translation() -> None:
+    backend = ScriptedBackend(ANSWER)
+    result = await gateway(backend).execute(Principal(), forward({"model": "m"}, command()))
+    assert isinstance(result, Run)
+    await result.wait()
+    assert result.state.status == "completed"
+
+
+async def test_a_translation_error_is_raised() -> None:
+    with pytest.raises(InvalidRequest):
+        await gateway(ScriptedBackend(ANSWER)).execute(Principal(), forward({"model": "m"}))
+
+
+async def test_gateway_tools_turn_the_fast_path_off_and_run_in_hidden_rounds() -> None:
+    backend = RoundsBackend(
+        [
+            [
+                ToolCallDelta(0, "up_0", "calc__add", "{}"),
+                Finish("tool_calls"),
+                UsageReport(Usage(3, 2)),
+            ],
+            ANSWER,
+        ]
+    )
+    chat = gateway(backend, calc=True)
+    result = await chat.execute(Principal(), forward({"model": "m"}, command()))
+    assert isinstance(result, Run)
+    await result.wait()
+    state = result.state
+    assert [i["type"] for i in state.output] == ["mcp_list_tools", "mcp_call", "message"]
+    assert [t["name"] for t in backend.requests[0].tools] == ["calc__add"]
+    wire = encode_completion(state)
+    assert wire["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": "done",
+        "refusal": None,
+    }
+    assert wire["choices"][0]["finish_reason"] == "stop"
+    assert wire["usage"]["prompt_tokens"] == 8  # both rounds
+    assert state.settings.tools == []  # offered, not echoed
+
+
+async def test_a_responses_client_is_not_offered_the_gateway_tools() -> None:
+    backend = ScriptedBackend(ANSWER)
+    run = await gateway(backend, calc=True).execute(Principal(), command(hidden=False))
+    await run.wait()
+    assert backend.requests[0].tools == []
+    assert [i["type"] for i in run.state.output] == ["message"]
+
+
+async def test_nothing_is_forwarded_while_shutting_down() -> None:
+    chat = gateway(Forwarding())
+    chat.runs.closing = True
+    with pytest.raises(ServerShuttingDown):
+        await chat.execute(Principal(), forward({"model": "m"}))

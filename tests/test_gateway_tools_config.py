@@ -1,0 +1,86 @@
+"""``gateway_tools`` on a backend: checked when the configuration loads, resolved when the
+gateway's tools are built, so ``stateway check-config`` reports a tool it cannot run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stateway.app import backend_gateway_tools, build_tools
+from stateway.config import ConfigError, Overrides, load_config
+from stateway.core.tools.toolset import Toolset
+
+BACKEND = '[[backends]]\nname = "local"\nurl = "http://127.0.0.1:8000/v1"\n'
+
+
+def load(tmp_path: Path, tools: str, extra: str = "") -> Toolset | None:
+    path = tmp_path / "stateway.toml"
+    path.write_text(extra + BACKEND + f"gateway_tools = {tools}\n")
+    config = load_config(Overrides(config=str(path)), {})
+    return backend_gateway_tools(config.backends[0], build_tools(config, {}))
+
+
+def test_an_mcp_server_url_is_trusted_and_runs_without_approval(tmp_path: Path) -> None:
+    tools = load(
+        tmp_path, '[{type = "mcp", server_label = "calc", server_url = "http://10.0.0.9/mcp"}]'
+    )
+    assert tools is not None
+    [binding] = tools.mcp
+    assert (binding.label, binding.server.url) == ("calc", "http://10.0.0.9/mcp")
+    assert binding.approval.required("add") is False
+    assert tools.client == []
+
+
+def test_a_configured_server_is_named_by_its_label(tmp_path: Path) -> None:
+    extra = '[mcp_servers.docs]\nurl = "http://127.0.0.1:9/mcp"\n'
+    tools = load(
+        tmp_path, '[{type = "mcp", server_label = "docs", require_approval = "never"}]', extra
+    )
+    assert tools is not None
+    assert tools.mcp[0].server.url == "http://127.0.0.1:9/mcp"
+
+
+def test_no_gateway_tools_is_none(tmp_path: Path) -> None:
+    assert load(tmp_path, "[]") is None
+
+
+@pytest.mark.parametrize(
+    ("tools", "fragment"),
+    [
+        ('[{type = "function", name = "f"}]', "'function' is not a gateway tool"),
+        (
+            '[{type = "mcp", server_label = "c", server_url = "http://x/mcp", require_approval = "always"}]',
+            'must be "never"',
+        ),
+        ('[{type = "mcp", server_url = "http://x/mcp"}]', "server_label"),
+        (
+            '[{type = "mcp", server_label = "a", server_url = "http://x/mcp"}, {type = "mcp", server_label = "a", server_url = "http://y/mcp"}]',
+            "Duplicate",
+        ),
+    ],
+)
+def test_malformed_gateway_tools_fail_to_load(tmp_path: Path, tools: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, tools)
+    assert "gateway_tools" in str(caught.value)
+    assert fragment in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("tools", "fragment"),
+    [
+        (
+            '[{type = "mcp", server_label = "nowhere"}]',
+            "No MCP server is configured with label 'nowhere'",
+        ),
+        ('[{type = "web_search"}]', "needs a web search provider"),
+    ],
+)
+def test_a_tool_the_gateway_cannot_run_fails_when_built(
+    tmp_path: Path, tools: str, fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, tools)
+    assert "backend 'local': gateway_tools" in str(caught.value)
+    assert fragment in str(caught.value)
