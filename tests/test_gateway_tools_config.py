@@ -11,6 +11,7 @@ from stateway.app import backend_gateway_tools, build_tools
 from stateway.config import ConfigError, Overrides, load_config
 from stateway.core.tools.toolset import Toolset
 
+MCP = 'type = "mcp", server_label'
 BACKEND = '[[backends]]\nname = "local"\nurl = "http://127.0.0.1:8000/v1"\n'
 
 
@@ -50,12 +51,16 @@ def test_no_gateway_tools_is_none(tmp_path: Path) -> None:
     [
         ('[{type = "function", name = "f"}]', "'function' is not a gateway tool"),
         (
-            '[{type = "mcp", server_label = "c", server_url = "http://x/mcp", require_approval = "always"}]',
+            "[{" + MCP + ' = "c", server_url = "http://x/mcp", require_approval = "always"}]',
             'must be "never"',
         ),
         ('[{type = "mcp", server_url = "http://x/mcp"}]', "server_label"),
         (
-            '[{type = "mcp", server_label = "a", server_url = "http://x/mcp"}, {type = "mcp", server_label = "a", server_url = "http://y/mcp"}]',
+            "[{"
+            + MCP
+            + ' = "a", server_url = "http://x/mcp"}, {'
+            + MCP
+            + ' = "a", server_url = "http://y/mcp"}]',
             "Duplicate",
         ),
     ],

@@ -1,0 +1,167 @@
+"""The Chat Completions fast path end to end, against a canned upstream on loopback: the
+upstream's bytes come back verbatim (streamed or not), its error status and body pass
+through, and a client that leaves closes the upstream request."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from openai import OpenAI
+from starlette.types import Receive, Scope, Send
+
+from tests.e2e.configured import RunningGateway, configured_gateway
+from tests.support.mcp_server import serve_app
+
+CANNED_JSON = (
+    b'{ "id" : "chatcmpl-canned", "object": "chat.completion", "created": 1,'
+    b' "model": "json", "vendor_extra": {"kept": [1, 2.50, null]},\n "choices": [{"index": 0,'
+    b' "message": {"role": "assistant", "content": "canned \\u00e9"}, "finish_reason": "stop"}]}'
+)
+CANNED_FRAMES = [
+    b": upstream comment\n\n",
+    b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"stream",'
+    b'"choices":[{"index":0,"delta":{"role":"assistant","content":"a"},"finish_reason":null}]}\n\n',
+    b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"stream",'
+    b'"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":"stop"}],"x":1}\n\n',
+    b"data: [DONE]\n\n",
+]
+TEAPOT = (
+    b'{"error": {"message": "short and stout", "type": "teapot", "param": null, "code": "418"}}'
+)
+
+
+class CannedUpstream:
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self.left = threading.Event()
+        """Set when the client of a ``hang`` request disconnected."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        raw = b""
+        while True:
+            message = await receive()
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        self.bodies.append(raw)
+        model = orjson.loads(raw)["model"]
+        if model == "json":
+            await _whole(send, 200, CANNED_JSON)
+        elif model == "teapot":
+            await _whole(send, 418, TEAPOT, [(b"retry-after", b"7")])
+        else:
+            sse = [(b"content-type", b"text/event-stream")]
+            await send({"type": "http.response.start", "status": 200, "headers": sse})
+            frames = CANNED_FRAMES if model == "stream" else CANNED_FRAMES[:2]
+            for frame in frames:
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
+            if model == "hang":
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                self.left.set()
+                return
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _whole(
+    send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send(
+        {"type": "http.response.start", "status": status, "headers": headers + (extra or [])}
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class Setup:
+    def __init__(self, gateway: RunningGateway, upstream: CannedUpstream) -> None:
+        self.gateway = gateway
+        self.upstream = upstream
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    upstream = CannedUpstream()
+    with (
+        serve_app(upstream, lifespan=False) as base,
+        configured_gateway(
+            tmp_path_factory.mktemp("fast"), {"url": base + "/v1", "api": "chat"}
+        ) as gateway,
+    ):
+        yield Setup(gateway, upstream)
+
+
+async def exchange(setup: Setup, body: bytes) -> tuple[int, dict[str, str], bytes]:
+    headers = {"Content-Type": "application/json"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            setup.gateway.url + "/v1/chat/completions", data=body, headers=headers
+        ) as reply,
+    ):
+        return reply.status, dict(reply.headers), await reply.read()
+
+
+def sent(model: str, **fields: Any) -> bytes:
+    """A body as a client might write it: its own spacing, vendor fields, a message name."""
+    body = {"model": model, "messages": [{"role": "user", "content": "hi", "name": "ann"}]}
+    return orjson.dumps({**body, **fields}, option=orjson.OPT_INDENT_2)
+
+
+async def test_a_json_answer_comes_back_byte_for_byte(setup: Setup) -> None:
+    body = sent("json", chat_template_kwargs={"enable_thinking": False}, top_k=7, n=2)
+    status, headers, answer = await exchange(setup, body)
+    assert (status, answer) == (200, CANNED_JSON)
+    assert headers["Content-Type"] == "application/json"
+    assert setup.upstream.bodies[-1] == body  # untouched: the very bytes the client sent
+
+
+async def test_a_stream_comes_back_byte_for_byte(setup: Setup) -> None:
+    status, headers, answer = await exchange(setup, sent("stream", stream=True))
+    assert (status, answer) == (200, b"".join(CANNED_FRAMES))
+    assert headers["Content-Type"] == "text/event-stream"
+
+
+async def test_an_upstream_error_passes_through(setup: Setup) -> None:
+    status, headers, answer = await exchange(setup, sent("teapot"))
+    assert (status, answer, headers["Retry-After"]) == (418, TEAPOT, "7")
+
+
+def test_the_sdk_parses_relayed_answers(setup: Setup) -> None:
+    with OpenAI(base_url=setup.gateway.url + "/v1", api_key="k", max_retries=0) as sdk:
+        completion = sdk.chat.completions.create(
+            model="json", messages=[{"role": "user", "content": "x"}]
+        )
+        assert completion.choices[0].message.content == "canned é"
+        assert (completion.model_extra or {})["vendor_extra"] == {"kept": [1, 2.5, None]}
+        chunks = list(
+            sdk.chat.completions.create(
+                model="stream", messages=[{"role": "user", "content": "x"}], stream=True
+            )
+        )
+        assert "".join(c.choices[0].delta.content or "" for c in chunks) == "ab"
+
+
+async def test_a_client_that_leaves_closes_the_upstream_request(setup: Setup) -> None:
+    headers = {"Content-Type": "application/json"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            setup.gateway.url + "/v1/chat/completions",
+            data=sent("hang", stream=True),
+            headers=headers,
+        ) as reply,
+    ):
+        assert reply.status == 200
+        first = await reply.content.readuntil(b"\n\n")
+        assert first == CANNED_FRAMES[0]
+        reply.connection.close()  # type: ignore[union-attr]
+    assert await asyncio.to_thread(setup.upstream.left.wait, 30)

@@ -1,0 +1,138 @@
+"""Chat Completions end to end: the official ``openai`` SDK against the real gateway, over
+a Chat Completions upstream (the fast path: what the fake receives is what the client
+sent) and a Responses upstream (translated), over SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+from openai import OpenAI
+
+from tests.e2e.test_upstream_mapping import clear, upstream_requests
+
+MODEL = "fake-model"
+TOOLS: list[Any] = [
+    {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+]
+
+
+def test_a_completion(client: OpenAI) -> None:
+    completion = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "hello"}]
+    )
+    choice = completion.choices[0]
+    assert choice.message.content == "Hello! You said: hello"
+    assert choice.finish_reason == "stop"
+    assert completion.model == MODEL
+    assert completion.usage is not None
+    assert completion.usage.completion_tokens > 0
+
+
+def test_a_stream_with_usage(client: OpenAI) -> None:
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "hello [[reason:thinking first]]"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    reasoning = "".join(
+        (c.choices[0].delta.model_extra or {}).get("reasoning_content") or ""
+        for c in chunks
+        if c.choices
+    )
+    assert text == "Hello! You said: hello"
+    assert reasoning == "thinking first"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.total_tokens > 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_tool_round_trip(client: OpenAI, stream: bool) -> None:
+    messages: list[Any] = [{"role": "user", "content": '[[tool:lookup:{"k":1}]]'}]
+    if stream:
+        chunks = list(
+            client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS, stream=True)
+        )
+        calls = [c for c in chunks if c.choices and c.choices[0].delta.tool_calls]
+        first = calls[0].choices[0].delta.tool_calls[0]  # type: ignore[index]
+        call_id, name = first.id, first.function.name  # type: ignore[union-attr]
+        arguments = "".join(
+            c.choices[0].delta.tool_calls[0].function.arguments or ""  # type: ignore[index, union-attr]
+            for c in calls
+        )
+        assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    else:
+        completion = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS)
+        assert completion.choices[0].finish_reason == "tool_calls"
+        [tool_call] = completion.choices[0].message.tool_calls or []
+        assert tool_call.type == "function"
+        call_id, name, arguments = (
+            tool_call.id,
+            tool_call.function.name,
+            tool_call.function.arguments,
+        )
+    assert (name, arguments) == ("lookup", '{"k":1}')
+    messages += [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": "k is one"},
+    ]
+    answer = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS)
+    assert answer.choices[0].message.content == "Tool said: k is one"
+    assert answer.choices[0].finish_reason == "stop"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_what_reaches_the_upstream(client: OpenAI, fake_upstream: str, stream: bool) -> None:
+    """Fast path: the body is JSON-equal to the client's, vendor fields included."""
+    messages = [
+        {"role": "system", "content": "rules"},
+        {"role": "user", "content": "hello", "name": "ann"},
+    ]
+    vendor = {"chat_template_kwargs": {"enable_thinking": False}, "top_k": 20}
+    clear(fake_upstream)
+    created = client.chat.completions.create(
+        model=MODEL, messages=messages, temperature=0.5, seed=3, stream=stream, extra_body=vendor
+    )
+    if stream:
+        list(created)  # type: ignore[call-overload]
+    [sent] = upstream_requests(fake_upstream)
+    if not sent["path"].endswith("/chat/completions"):
+        assert sent["body"]["input"][1]["content"][0]["text"] == "hello"  # translated
+        return
+    expected = {"model": MODEL, "messages": messages, "temperature": 0.5, "seed": 3, **vendor}
+    assert sent["body"] == {**expected, "stream": stream}  # the SDK sends stream either way
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_upstream_error_reaches_the_client(client: OpenAI, stream: bool) -> None:
+    with pytest.raises(openai.RateLimitError) as caught:
+        client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "[[error:429]]"}], stream=stream
+        )
+    assert caught.value.status_code == 429
+    assert caught.value.response.headers.get("retry-after") == "1"
+
+
+def test_bad_requests_are_400s(client: OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model=MODEL, messages=[])  # fast path: upstream's 400
+    assert caught.value.status_code == 400
+    with pytest.raises(openai.BadRequestError) as missing:
+        client.post("/chat/completions", body={"messages": []}, cast_to=object)
+    assert missing.value.param == "model"  # type: ignore[attr-defined]
