@@ -1,9 +1,11 @@
-"""What is measured: four targets, each non-stream and stream, and their request bodies.
+"""What is measured: five targets, each non-stream and stream, and their request bodies.
 
 The direct and floor targets get the Chat Completions body the gateway itself sends
 upstream for ``input: "hello"`` (content parts, and ``stream_options.include_usage`` when
 streaming), so the fake model does the same work behind every target and the difference
-is the hop alone.
+is the hop alone. The Chat Completions frontend (``gateway chat``, on the store:false
+gateway, whose backend speaks Chat Completions) gets that same body: its stateless fast
+path forwards it untouched, as the floor does.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ DIRECT = "direct"
 FLOOR = "floor"
 GATEWAY_STORE_FALSE = "gateway store:false"
 GATEWAY_STORE_TRUE = "gateway store:true"
-TARGETS = (DIRECT, FLOOR, GATEWAY_STORE_FALSE, GATEWAY_STORE_TRUE)
-GATEWAYS = (GATEWAY_STORE_FALSE, GATEWAY_STORE_TRUE)
+GATEWAY_CHAT = "gateway chat"
+"""The Chat Completions frontend over a Chat Completions backend: the fast path."""
+TARGETS = (DIRECT, FLOOR, GATEWAY_STORE_FALSE, GATEWAY_STORE_TRUE, GATEWAY_CHAT)
+GATEWAYS = (GATEWAY_STORE_FALSE, GATEWAY_STORE_TRUE, GATEWAY_CHAT)
 MODES = (False, True)
 """``stream`` off, then on."""
 
@@ -76,7 +80,7 @@ def responses_body(stream: bool, store: bool, text: str = "hello") -> bytes:
 def scenario(target: str, stream: bool, base_url: str) -> Scenario:
     """``base_url`` is the server's ``http://HOST:PORT`` (no ``/v1``)."""
     base_url = base_url.rstrip("/").removesuffix("/v1")
-    if target in (DIRECT, FLOOR):
+    if target in (DIRECT, FLOOR, GATEWAY_CHAT):
         return Scenario(target, stream, base_url, CHAT_PATH, chat_body(stream))
     store = target == GATEWAY_STORE_TRUE
     return Scenario(target, stream, base_url, RESPONSES_PATH, responses_body(stream, store))

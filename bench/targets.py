@@ -6,6 +6,8 @@ Targets, for one gateway process on this machine:
 * c=1, store:true: added median latency at most 2 ms;
 * c=32, store:false: throughput at least 70% of the floor's;
 * c=32, store:true: throughput at least 50% of the floor's;
+* Chat Completions fast path (``gateway chat``): added median latency at c=1 at most 1.3
+  times the floor's, throughput at c=32 at least 80% of the floor's;
 * RSS growth over the memory run below 20 MB, also with half the clients leaving
   mid-stream;
 * 10,000 concurrent streams (store:true, slow upstream): each completes or is refused up
@@ -25,6 +27,7 @@ from bench.overload import OverloadStats
 from bench.scenarios import (
     DIRECT,
     FLOOR,
+    GATEWAY_CHAT,
     GATEWAY_STORE_FALSE,
     GATEWAY_STORE_TRUE,
     MODES,
@@ -36,6 +39,8 @@ from bench.scenarios import (
 LATENCY_FACTOR_STORE_FALSE = 2.0
 LATENCY_LIMIT_STORE_TRUE_MS = 2.0
 THROUGHPUT_SHARE = {GATEWAY_STORE_FALSE: 70.0, GATEWAY_STORE_TRUE: 50.0}
+LATENCY_FACTOR_CHAT = 1.3
+THROUGHPUT_SHARE_CHAT = 80.0
 RSS_GROWTH_LIMIT_MB = 20.0
 RSS_GROWTH_LIMIT_MIB = RSS_GROWTH_LIMIT_MB * 1e6 / 2**20
 """RSS is read in KiB; the limit of 20 MB is 19.07 MiB."""
@@ -155,12 +160,45 @@ def evaluate(
                     measured >= share,
                 )
             )
+    verdicts += _chat(added, ratios)
     if memory is not None:
         verdicts.append(_growth(memory, ""))
     if disconnects is not None:
         verdicts.append(_growth(disconnects, ", 50% leaving mid-stream"))
     if overload is not None:
         verdicts += _overload(overload)
+    return verdicts
+
+
+def _chat(added: dict[str, Added], ratios: dict[str, Ratios]) -> list[Verdict]:
+    """The Chat Completions fast path against the floor."""
+    verdicts = []
+    for stream in MODES:
+        mode = mode_name(stream)
+        floor = added[key(FLOOR, stream)].median_ms
+        chat = added[key(GATEWAY_CHAT, stream)].median_ms
+        limit = LATENCY_FACTOR_CHAT * floor
+        verdicts.append(
+            Verdict(
+                f"c=1 added median, chat fast path, {mode}: <= {LATENCY_FACTOR_CHAT}x floor's",
+                key(GATEWAY_CHAT, stream),
+                f"+{chat:.3f} ms",
+                f"<= +{limit:.3f} ms (floor +{floor:.3f} ms)",
+                chat <= limit,
+            )
+        )
+    for stream in MODES:
+        measured = ratios[key(GATEWAY_CHAT, stream)].of_floor_pct
+        share = THROUGHPUT_SHARE_CHAT
+        verdicts.append(
+            Verdict(
+                f"c=32 throughput, chat fast path, {mode_name(stream)}: >= {share:.0f}% of floor",
+                key(GATEWAY_CHAT, stream),
+                f"{measured:.1f}%",
+                f">= {share:.0f}%",
+                measured >= share,
+            )
+        )
     return verdicts
 
 
