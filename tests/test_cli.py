@@ -1,7 +1,11 @@
+import json
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 from stateway import __version__
 from stateway.launch import child_env, start_announced
@@ -74,6 +78,20 @@ def test_fake_upstream_subcommand_serves() -> None:
         urllib.request.urlopen(url.removesuffix("/v1") + "/health") as health,
     ):
         assert health.status == 200
+
+
+def test_fake_upstream_subcommand_takes_a_strict_chat_template() -> None:
+    command = [sys.executable, "-m", "stateway", "fake-upstream", "--port", "0"]
+    messages = [{"role": "user", "content": "hi"}, {"role": "system", "content": "late"}]
+    body = json.dumps({"model": "m", "messages": messages}).encode()
+    with start_announced([*command, "--system-first"], "listening on ") as url:
+        request = urllib.request.Request(
+            url + "/chat/completions", data=body, headers={"content-type": "application/json"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request)
+        refused.value.close()
+    assert refused.value.code == 400
 
 
 def test_an_unwritable_database_directory_is_a_readable_error(tmp_path: Path) -> None:

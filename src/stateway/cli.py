@@ -34,7 +34,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "fake-upstream":
         from stateway.fake_upstream import serve as serve_fake
 
-        serve_fake(args.host, args.port, args.api_key, keep_alive=args.keep_alive)
+        serve_fake(
+            args.host,
+            args.port,
+            args.api_key,
+            keep_alive=args.keep_alive,
+            system_first=args.system_first,
+        )
         return 0
     try:
         config = load_config(_overrides(args))
@@ -168,6 +174,9 @@ def _parser() -> argparse.ArgumentParser:
     fake.add_argument("--port", type=int, default=8000)
     fake.add_argument("--api-key", help="require this bearer token")
     fake.add_argument("--keep-alive", type=int, help="idle keep-alive seconds (default: 5)")
+    fake.add_argument(
+        "--system-first", action="store_true", help="Chat: refuse a system message not first"
+    )
     return parser
 
 

@@ -71,8 +71,7 @@ def test_messages_roles_and_instructions() -> None:
     ]
     body = to_upstream(request(items, instructions="sys"))
     assert body["messages"] == [
-        {"role": "system", "content": "sys"},
-        {"role": "system", "content": "be brief"},
+        {"role": "system", "content": "sys\n\nbe brief"},
         {"role": "user", "content": [{"type": "text", "text": "hi"}]},
         {"role": "assistant", "content": "hello"},
     ]

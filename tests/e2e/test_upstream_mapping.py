@@ -60,9 +60,15 @@ def test_request_settings_are_mapped_upstream(client: OpenAI, fake_upstream: str
     if sent["path"].endswith("/chat/completions"):
         messages = body["messages"]
         assert messages[0] == {"role": "system", "content": "be brief"}
-        assert [m["role"] for m in messages] == ["system", "user", "assistant", "system", "user"]
+        # A developer message after the first turn leads the next user message, as a
+        # reminder: chat templates take a system message only first.
+        assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+        assert messages[-1]["content"][0] == {
+            "type": "text",
+            "text": "<system-reminder>\ndev note\n</system-reminder>",
+        }
         assert "old rules" not in orjson.dumps(messages).decode()
-        assert messages[-1]["content"][1] == {
+        assert messages[-1]["content"][2] == {
             "type": "image_url",
             "image_url": {"url": "data:image/png;base64,AAAA"},
         }

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import openai
 import pytest
 from openai import OpenAI
 from openai.types.chat import ChatCompletionChunk
+
+from stateway.fake_upstream.chat import SYSTEM_NOT_FIRST
+from stateway.fake_upstream.launch import start_fake_upstream
 
 
 def _ask(client: OpenAI, text: str, **kwargs: Any) -> Any:
@@ -255,3 +258,42 @@ def test_cut_without_stream_drops_the_connection(client: OpenAI) -> None:
 def test_slow(client: OpenAI) -> None:
     assert _ask(client, "hi [[slow:20]]").choices[0].message.content == "Hello! You said: hi"
     assert _content(_stream(client, "hi [[slow:5]]")) == "Hello! You said: hi"
+
+
+@pytest.fixture(scope="module")
+def strict_client() -> Iterator[OpenAI]:
+    """A fake upstream whose chat template takes a system message only first."""
+    with (
+        start_fake_upstream(system_first=True) as url,
+        OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=10) as sdk,
+    ):
+        yield sdk
+
+
+@pytest.mark.parametrize("role", ["system", "developer"])
+def test_a_strict_template_refuses_a_system_message_not_first(
+    strict_client: OpenAI, role: str
+) -> None:
+    messages = [
+        {"role": "system", "content": "rules"},
+        {"role": "user", "content": "hi"},
+        {"role": role, "content": "# Environment"},
+    ]
+    with pytest.raises(openai.BadRequestError) as raised:
+        _ask(strict_client, "", messages=messages)
+    assert raised.value.message.endswith(SYSTEM_NOT_FIRST)
+    assert raised.value.param == "messages[2]"
+    with pytest.raises(openai.BadRequestError):
+        _ask(strict_client, "", messages=[messages[0], messages[0], messages[1]])
+
+
+def test_a_strict_template_takes_one_leading_system_message(strict_client: OpenAI) -> None:
+    messages = [{"role": "system", "content": "rules"}, {"role": "user", "content": "hi"}]
+    answer = _ask(strict_client, "", messages=messages)
+    assert answer.choices[0].message.content == "Hello! You said: hi"
+
+
+def test_by_default_a_system_message_may_stand_anywhere(client: OpenAI) -> None:
+    messages = [{"role": "user", "content": "hi"}, {"role": "system", "content": "later"}]
+    answer = _ask(client, "", messages=messages)
+    assert answer.choices[0].message.content == "Hello! You said: hi"

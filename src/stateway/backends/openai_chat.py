@@ -4,9 +4,11 @@ OpenAI): canonical items to ``messages`` and back.
 ``to_upstream`` builds the request body; ``from_upstream_chunk`` and
 ``from_upstream_completion`` turn replies into deltas. Reasoning items ride on the next
 assistant message as ``reasoning_content``; consecutive function calls join one assistant
-message's ``tool_calls``. Item and tool types the gateway does not model cannot be
-carried (``carries_unknown_types`` is False). With ``guided_decoding``, a round forcing a
-custom tool with a grammar is constrained by it (:mod:`stateway.backends.guided_decoding`).
+message's ``tool_calls``. System messages lead, joined into one; later ones become user
+reminders (:mod:`stateway.backends.chat_system_messages`). Item and tool types the gateway
+does not model cannot be carried (``carries_unknown_types`` is False). With
+``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
+(:mod:`stateway.backends.guided_decoding`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from stateway.backends.chat_system_messages import place_system_messages
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
 from stateway.backends.sse import aiter_events
 from stateway.backends.upstream_http import UpstreamClient, cut_short
@@ -191,7 +194,7 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
             messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": text})
         elif kind == "reasoning":
             reasoning.append(item_text(item) or _summary_text(item))
-    return messages
+    return place_system_messages(messages)
 
 
 def _message(item: Item) -> dict[str, Any]:

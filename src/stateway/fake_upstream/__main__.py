@@ -28,8 +28,21 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="seconds an idle keep-alive connection stays open (default: 5)",
     )
+    parser.add_argument(
+        "--system-first",
+        action="store_true",
+        help="refuse a Chat request with a system message anywhere but first (400), as many "
+        "open models' chat templates do",
+    )
     args = parser.parse_args(argv)
-    serve(args.host, args.port, args.api_key, model_names=args.models, keep_alive=args.keep_alive)
+    serve(
+        args.host,
+        args.port,
+        args.api_key,
+        model_names=args.models,
+        keep_alive=args.keep_alive,
+        system_first=args.system_first,
+    )
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ With an API key, every ``/v1/*`` request needs ``Authorization: Bearer KEY`` or,
 Anthropic takes it, ``x-api-key: KEY``. Errors on ``/v1/messages*`` have Anthropic's shape
 (:meth:`UpstreamError.anthropic_body`), ``GET /v1/models`` answers in Anthropic's shape to a
 request with ``anthropic-version``, and each logged request keeps the headers that carry
-the key and the Anthropic version and betas (``headers``).
+the key and the Anthropic version and betas (``headers``). With ``system_first`` the Chat
+wire refuses a system message anywhere but first, as strict chat templates do.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, Protocol
 
 import orjson
@@ -105,8 +107,17 @@ _PARSERS: dict[str, Callable[[dict[str, Any]], WireRequest]] = {
 class FakeUpstreamApp:
     """A deterministic OpenAI-compatible model server, scripted by the user's text."""
 
-    def __init__(self, api_key: str | None = None, model_names: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        api_key: str | None = None,
+        model_names: list[str] | None = None,
+        *,
+        system_first: bool = False,
+    ) -> None:
         self.api_key = api_key
+        self._parsers = _PARSERS | {
+            CHAT_PATH: partial(parse_chat_request, system_first=system_first)
+        }
         self.model_names = list(model_names) if model_names else ["fake-model"]
         self.requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)
         models = [
@@ -150,7 +161,7 @@ class FakeUpstreamApp:
             path = path.rstrip("/")
         if self.api_key is not None and path.startswith("/v1/"):
             self._check_api_key(scope)
-        parse = _PARSERS.get(path)
+        parse = self._parsers.get(path)
         if parse is not None:
             if method != "POST":
                 raise method_not_allowed(method, path)
@@ -307,6 +318,8 @@ async def _lifespan(receive: Receive, send: Send) -> None:
             return
 
 
-def build_app(api_key: str | None = None, model_names: list[str] | None = None) -> FakeUpstreamApp:
+def build_app(
+    api_key: str | None = None, model_names: list[str] | None = None, *, system_first: bool = False
+) -> FakeUpstreamApp:
     """A fresh fake upstream ASGI app (each with its own request log)."""
-    return FakeUpstreamApp(api_key, model_names)
+    return FakeUpstreamApp(api_key, model_names, system_first=system_first)

@@ -2,7 +2,8 @@
 
 Parses ``messages`` into a :class:`Conversation` and renders a :class:`Plan` as a
 ``chat.completion`` object or as ``chat.completion.chunk`` SSE frames ending in
-``data: [DONE]``.
+``data: [DONE]``. With ``system_first`` it refuses, as many open models' chat templates
+make vLLM do (400), a ``system`` or ``developer`` message anywhere but first.
 """
 
 from __future__ import annotations
@@ -44,7 +45,12 @@ class ChatRequest:
         return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
 
 
-def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
+SYSTEM_NOT_FIRST = "System message must be at the beginning."
+"""The chat template error a strict template raises (Qwen's words), which vLLM answers
+with a 400."""
+
+
+def parse_chat_request(body: dict[str, Any], *, system_first: bool = False) -> ChatRequest:
     model = require_str(body, "model")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -53,6 +59,8 @@ def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise invalid_request(f"Invalid message at index {index}.", f"messages[{index}]")
+        if system_first and index > 0 and message["role"] in ("system", "developer"):
+            raise invalid_request(SYSTEM_NOT_FIRST, f"messages[{index}]")
         _add_message(builder, message)
     options = body.get("stream_options")
     return ChatRequest(

@@ -23,6 +23,7 @@ def start_fake_upstream(
     host: str = "127.0.0.1",
     model_names: list[str] | None = None,
     keep_alive: int | None = None,
+    system_first: bool = False,
     startup_timeout: float = 30.0,
 ) -> Iterator[str]:
     """Start ``python -m stateway.fake_upstream --port 0``; yield its ``.../v1`` base URL.
@@ -36,5 +37,7 @@ def start_fake_upstream(
         command += ["--model", name]
     if keep_alive is not None:
         command += ["--keep-alive", str(keep_alive)]
+    if system_first:
+        command.append("--system-first")
     with start_announced(command, ANNOUNCEMENT, timeout=startup_timeout) as url:
         yield url

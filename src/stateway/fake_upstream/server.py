@@ -20,11 +20,14 @@ def serve(
     *,
     model_names: list[str] | None = None,
     keep_alive: int | None = None,
+    system_first: bool = False,
 ) -> None:
     """Run the fake upstream until interrupted (SIGINT/SIGTERM). ``keep_alive``: seconds an
-    idle connection stays open (uvicorn's default, 5 s, when None)."""
+    idle connection stays open (uvicorn's default, 5 s, when None); ``system_first``: the
+    Chat wire refuses a system message anywhere but first."""
     sock = bind_socket(host, port)
-    config = server_config(build_app(api_key, model_names), lifespan=False, graceful_shutdown=2)
+    app = build_app(api_key, model_names, system_first=system_first)
+    config = server_config(app, lifespan=False, graceful_shutdown=2)
     if keep_alive is not None:
         config.timeout_keep_alive = keep_alive
     server = AnnouncingServer(config, f"{ANNOUNCEMENT}{socket_url(sock)}/v1")
