@@ -5,12 +5,14 @@ wire, shared by the session."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
 from tests.clients.offline import (
     SEARCH_PROVIDER,
+    GatewayPool,
     OfflineGateway,
     install_client,
     loopback_namespace,
@@ -24,15 +26,27 @@ def namespace() -> Iterator[str]:
         yield path
 
 
+@pytest.fixture(scope="session")
+def gateways(namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayPool]:
+    """Gateways with a web search provider configured, one per upstream wire, shared."""
+    with ExitStack() as stack:
+        yield GatewayPool(
+            namespace, stack, lambda api: tmp_path_factory.mktemp(f"gateway-{api}"), SEARCH_PROVIDER
+        )
+
+
 @pytest.fixture(scope="session", params=["chat", "responses"])
-def gateway(
-    request: pytest.FixtureRequest, namespace: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OfflineGateway]:
-    """The gateway over a Chat Completions or a stateless Responses fake upstream, with a
-    web search provider configured."""
-    directory = tmp_path_factory.mktemp(f"gateway-{request.param}")
-    with offline_gateway(namespace, request.param, directory, SEARCH_PROVIDER) as running:
-        yield running
+def gateway(request: pytest.FixtureRequest, gateways: GatewayPool) -> OfflineGateway:
+    """The gateway over a Chat Completions or a stateless Responses fake upstream (what
+    Codex speaks to its provider)."""
+    return gateways.get(request.param)
+
+
+@pytest.fixture(scope="session", params=["chat", "anthropic"])
+def claude_gateway(request: pytest.FixtureRequest, gateways: GatewayPool) -> OfflineGateway:
+    """The gateway over a Chat Completions (a strict chat template) or a Messages fake
+    upstream: a vLLM-style server and Anthropic's own wire."""
+    return gateways.get(request.param)
 
 
 @pytest.fixture(scope="session")
@@ -50,3 +64,9 @@ def codex_binary(namespace: str) -> Path:
     """Installed only where the offline namespace can be made: no download for tests that
     would skip anyway."""
     return install_client("codex")
+
+
+@pytest.fixture(scope="session")
+def claude_binary(namespace: str) -> Path:
+    """Installed only where the offline namespace can be made."""
+    return install_client("claude")

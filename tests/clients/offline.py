@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,7 +108,8 @@ class OfflineGateway:
     gateway_log: Path
 
     def requests_since(self, offset: int) -> list[dict[str, Any]]:
-        """The requests recorded after byte ``offset`` of the log."""
+        """The requests recorded after byte ``offset`` of the log, each with the status of
+        its answer (``status``)."""
         with self.requests_log.open("rb") as log:
             log.seek(offset)
             return [json.loads(line) for line in log.read().splitlines()]
@@ -126,19 +127,29 @@ Nothing listens there (the namespace has nothing else): a search the model asked
 come back as a failed tool call, and the fake model never asks for one."""
 
 
+STRICT_TEMPLATE = ("--system-first",)
+"""Fake upstream options: its Chat wire refuses a system message anywhere but first, as the
+chat templates of many open models do, so a gateway that forwards a client's late system
+message (Claude Code sends one) fails here as it would on vLLM."""
+
+
 @contextmanager
 def offline_gateway(
-    namespace: str, api: str, directory: Path, env: Mapping[str, str] | None = None
+    namespace: str,
+    api: str,
+    directory: Path,
+    env: Mapping[str, str] | None = None,
+    fake_options: Sequence[str] = STRICT_TEMPLATE,
 ) -> Iterator[OfflineGateway]:
-    """Start the fake upstream, ``stateway serve`` (SQLite, upstream wire ``api``, ``env``
-    added to its environment) and the recording hop inside ``namespace``; stop them when
-    the block exits."""
+    """Start the fake upstream (with ``fake_options``), ``stateway serve`` (SQLite, upstream
+    wire ``api``, ``env`` added to its environment) and the recording hop inside
+    ``namespace``; stop them when the block exits."""
     requests_log = directory / "client-requests.jsonl"
     requests_log.touch()
     gateway_log = directory / "gateway.log"
     python = sys.executable
     with ExitStack() as stack:
-        fake_command = [python, "-m", "stateway.fake_upstream", "--port", "0"]
+        fake_command = [python, "-m", "stateway.fake_upstream", "--port", "0", *fake_options]
         fake = stack.enter_context(launch(inside(namespace, fake_command), FAKE_ANNOUNCEMENT))
         serve = [python, "-m", "stateway", "serve", "--port", "0", "--upstream", fake.url]
         serve += ["--upstream-api", api, "--database", f"sqlite:///{directory / 'gw.db'}"]
@@ -151,3 +162,28 @@ def offline_gateway(
         hop_command = [python, str(_HOP), gateway.url, str(requests_log)]
         hop = stack.enter_context(launch(inside(namespace, hop_command), HOP_ANNOUNCEMENT))
         yield OfflineGateway(namespace, hop.url, requests_log, gateway_log)
+
+
+class GatewayPool:
+    """The session's offline gateways, one per upstream wire, each started when first asked
+    for and shared by every client test over that wire (each test reads only the requests
+    of its own run)."""
+
+    def __init__(
+        self,
+        namespace: str,
+        stack: ExitStack,
+        directory: Callable[[str], Path],
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self._namespace = namespace
+        self._stack = stack
+        self._directory = directory
+        self._env = env
+        self._running: dict[str, OfflineGateway] = {}
+
+    def get(self, api: str) -> OfflineGateway:
+        if api not in self._running:
+            gateway = offline_gateway(self._namespace, api, self._directory(api), self._env)
+            self._running[api] = self._stack.enter_context(gateway)
+        return self._running[api]

@@ -3,7 +3,9 @@
 ``python recording_hop.py TARGET LOG`` listens on a free loopback port, prints
 ``recording hop listening on http://127.0.0.1:PORT``, forwards every request to ``TARGET``
 (``http://HOST:PORT``) and appends one JSON line per request to ``LOG``:
-``{"method", "path", "body"}`` (the body parsed as JSON, or null). Answers are relayed as
+``{"method", "path", "headers", "body", "status"}`` (header names lower-cased, the body
+parsed as JSON or null, the status of the answer; the line is written when the answer's
+headers arrive, with ``status`` null if none came). Answers are relayed as
 they arrive (SSE included) and end by closing the connection, which is all a client needs.
 
 Only the standard library, so it runs under any Python, in any network namespace.
@@ -41,12 +43,14 @@ class _Hop(BaseHTTPRequestHandler):
 
     def _forward(self) -> None:
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
-        self._record(body)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
         upstream = http.client.HTTPConnection(*self.target, timeout=120)
+        status: int | None = None
         try:
             upstream.request(self.command, self.path, body=body or None, headers=headers)
             answer = upstream.getresponse()
+            status = answer.status
+            self._record(body, status)
             self.send_response(answer.status)
             for key, value in answer.getheaders():
                 if key.lower() not in _HOP_BY_HOP:
@@ -57,16 +61,27 @@ class _Hop(BaseHTTPRequestHandler):
                 self.wfile.write(chunk)
                 self.wfile.flush()
         finally:
+            if status is None:
+                self._record(body, None)
             upstream.close()
         self.close_connection = True
 
-    def _record(self, body: bytes) -> None:
+    def _record(self, body: bytes, status: int | None) -> None:
         parsed: Any
         try:
             parsed = json.loads(body) if body else None
         except ValueError:
             parsed = None
-        line = json.dumps({"method": self.command, "path": self.path, "body": parsed})
+        headers = {key.lower(): value for key, value in self.headers.items()}
+        line = json.dumps(
+            {
+                "method": self.command,
+                "path": self.path,
+                "headers": headers,
+                "body": parsed,
+                "status": status,
+            }
+        )
         with self.log_lock, open(self.log_path, "a", encoding="utf-8") as log:
             log.write(line + "\n")
 

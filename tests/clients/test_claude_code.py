@@ -1,0 +1,131 @@
+"""The real Claude Code CLI, offline, through the gateway's Messages frontend.
+
+Over a Chat Completions upstream whose chat template takes a system message only first (as
+many open models' do on vLLM) and over a Messages upstream: a plain turn, and a Bash tool
+round trip — the fake model calls Claude Code's ``Bash`` tool, Claude Code runs the
+command and sends its output back as a ``tool_result``, and the fake's final answer quotes
+that output. The recording hop shows what Claude Code really sent, so an upgrade that
+changes its wire shows up here by name. Every request must be answered 2xx: on a 400
+Claude Code silently resends with fewer betas and tools, so a wrong 400 would otherwise
+pass unnoticed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.clients.claude_code import MESSAGES_PATH, TOKEN, VERSION, ClaudeRun, run_claude
+from tests.clients.offline import OfflineGateway
+
+pytestmark = pytest.mark.clients
+
+PROMPT = "Say hello to the gateway"
+COMMAND = "echo stateway-$((6*7))"
+"""Its output, ``stateway-42``, appears nowhere in the prompt: only running it gives it."""
+OUTPUT = "stateway-42"
+
+
+def _claude(
+    claude_binary: Path,
+    gateway: OfflineGateway,
+    prompt: str,
+    tmp_path: Path,
+    allowed_tools: tuple[str, ...] = (),
+) -> ClaudeRun:
+    run = run_claude(claude_binary, gateway, prompt, tmp_path, allowed_tools)
+    log = gateway.gateway_log.read_text()
+    assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{log}"
+    assert run.requests, run.describe()
+    for request in run.requests:
+        assert (request["method"], request["path"]) == ("POST", MESSAGES_PATH), run.describe()
+        assert 200 <= (request["status"] or 0) < 300, f"{run.describe()}\ngateway log:\n{log}"
+    assert run.result is not None, run.describe()
+    assert run.result["subtype"] == "success", run.describe()
+    assert run.result["is_error"] is False, run.describe()
+    return run
+
+
+def test_a_plain_turn(claude_binary: Path, claude_gateway: OfflineGateway, tmp_path: Path) -> None:
+    run = _claude(claude_binary, claude_gateway, PROMPT, tmp_path)
+
+    assert run.result is not None
+    answer = run.result["result"]
+    assert answer.startswith("Hello! You said: ")  # the fake's answer to a prompt
+    assert PROMPT in answer
+    assert run.result["num_turns"] == 1
+    [request] = run.requests
+    _check_headers(request["headers"])
+    _check_body(request["body"], PROMPT)
+
+
+def _check_headers(headers: dict[str, str]) -> None:
+    """The headers Claude Code 2.1.332 sends (see shared/clients.md)."""
+    assert headers["anthropic-version"] == "2023-06-01"
+    betas = headers["anthropic-beta"].split(",")
+    assert "claude-code-20250219" in betas
+    assert "interleaved-thinking-2025-05-14" in betas
+    assert headers["authorization"] == f"Bearer {TOKEN}"
+    assert "x-api-key" not in headers
+    assert headers["user-agent"].startswith(f"claude-cli/{VERSION} ")
+
+
+def _check_body(body: dict[str, Any], prompt_text: str) -> None:
+    """The first request of a turn: what Claude Code 2.1.332 declares and how it lays out
+    the prompt (a user message led by a ``<system-reminder>`` block, then a
+    ``role: "system"`` message with the environment)."""
+    assert body["model"] == "fake-model"
+    assert body["stream"] is True
+    assert body["max_tokens"] == 32000
+    assert body["thinking"]["type"] == "adaptive"
+    assert body["output_config"]["effort"] in ("low", "medium", "high", "xhigh", "max")
+    edits = {edit["type"] for edit in body["context_management"]["edits"]}
+    assert "clear_thinking_20251015" in edits
+    assert isinstance(body["metadata"]["user_id"], str)
+    assert all(block["type"] == "text" for block in body["system"])
+    assert any("cache_control" in block for block in body["system"])
+    tools = {tool["name"]: tool for tool in body["tools"]}
+    assert tools["Bash"]["input_schema"]["required"] == ["command"]
+    assert any(tool.get("defer_loading") for tool in body["tools"])
+    prompt, environment = body["messages"]
+    assert prompt["role"] == "user"
+    assert prompt["content"][0]["text"].startswith("<system-reminder>")
+    assert prompt["content"][-1]["text"] == prompt_text
+    assert environment["role"] == "system"
+    assert environment["content"][0]["text"].startswith("# Environment")
+
+
+def test_a_bash_tool_round_trip(
+    claude_binary: Path, claude_gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    arguments = json.dumps({"command": COMMAND, "description": "Print a marker"})
+    prompt = f"Run it [[tool:Bash:{arguments}]]"
+    run = _claude(claude_binary, claude_gateway, prompt, tmp_path, ("Bash",))
+
+    assert run.result is not None
+    answer = run.result["result"]
+    assert answer.startswith("Tool said: ")  # the fake's answer to a tool output
+    assert OUTPUT in answer
+    assert run.result["num_turns"] == 2
+    assert run.result["permission_denials"] == []
+
+    first, second = run.bodies()
+    _check_body(first, prompt)
+    prompt_turn, environment, call, result = second["messages"]
+    assert prompt_turn == first["messages"][0]
+    # The environment is a plain string from the second request on.
+    assert environment["role"] == "system"
+    assert json.dumps(environment["content"]).startswith('"# Environment')
+    assert call["role"] == "assistant"
+    [tool_use] = [block for block in call["content"] if block["type"] == "tool_use"]
+    assert tool_use["name"] == "Bash"
+    assert tool_use["input"]["command"] == COMMAND
+    assert result["role"] == "user"
+    tool_result = result["content"][0]
+    assert tool_result["type"] == "tool_result"
+    assert tool_result["tool_use_id"] == tool_use["id"]
+    assert OUTPUT in json.dumps(tool_result["content"])
+    assert not tool_result.get("is_error")
