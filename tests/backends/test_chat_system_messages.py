@@ -38,6 +38,12 @@ def test_leading_system_messages_join_into_one() -> None:
     assert placed == [system("a\n\nb"), user_text("hi")]
 
 
+def test_a_lone_leading_system_message_is_left_as_it_is() -> None:
+    named = {"role": "system", "content": "rules", "name": "ops"}
+
+    assert place_system_messages([named, user_text("hi")]) == [named, user_text("hi")]
+
+
 def user_text(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text}
 

@@ -7,7 +7,8 @@ beginning"), and some refuse two in a row. Clients send them elsewhere: Claude C
 send a ``developer`` message mid-conversation. So :func:`place_system_messages`:
 
 - joins the system messages that lead the conversation (instructions first) into one,
-  their texts separated by a blank line;
+  their texts separated by a blank line (a lone one is left as it is, ``name`` and all;
+  joined ones lose their ``name``);
 - turns each later one into user text wrapped in ``<system-reminder>`` tags, as Claude Code
   itself sends reminders, added to the user message just before it, else to the next user
   message, else (between an assistant turn and the next) as a user message of its own.
@@ -33,7 +34,9 @@ def place_system_messages(messages: list[Message]) -> list[Message]:
     while lead < len(messages) and messages[lead]["role"] == "system":
         lead += 1
     placed: list[Message] = []
-    if lead:
+    if lead == 1:
+        placed.append(messages[0])
+    elif lead:
         texts = [m["content"] for m in messages[:lead] if m["content"]]
         placed.append({"role": "system", "content": "\n\n".join(texts)})
     waiting: list[str] = []

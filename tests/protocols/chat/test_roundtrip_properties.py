@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stateway.backends.chat_system_messages import place_system_messages
 from stateway.backends.openai_chat import to_upstream
 from stateway.core.inference import InferenceRequest
 from stateway.core.tools.catalog import Catalog
@@ -156,7 +157,9 @@ def test_what_the_client_sent_reaches_a_chat_upstream(
     body = {"model": "m", "messages": messages, **fields, **(tools or {})}
     sent = _sent(body)
     assert sent["model"] == "m"
-    assert [_message_view(m) for m in sent["messages"]] == [_message_view(m) for m in messages]
+    # Leading system and developer messages join into one (backends/chat_system_messages.py).
+    expected = place_system_messages([_message_view(m) for m in messages])
+    assert [_message_view(m) for m in sent["messages"]] == expected
     for key in (
         "temperature",
         "top_p",
