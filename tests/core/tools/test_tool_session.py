@@ -373,3 +373,17 @@ async def test_an_approval_for_a_server_not_declared_again_fails_with_its_item_s
         "error": "MCP server 'remote' is not declared in this request.",
         "approval_request_id": request["id"],
     }
+
+
+async def test_an_approval_for_a_tool_the_request_no_longer_offers_fails_without_running() -> None:
+    setup, first, [request] = await asked(call("docs__boom", {}))
+    narrowed = {**ASK, "allowed_tools": ["add"]}
+    second = await setup.create(
+        [narrowed], [approve(request["id"])], previous_response_id=first.state.id
+    )
+    assert setup.mcp.calls == []
+    failed, _ = second.state.output
+    assert (failed["type"], failed["status"], failed["name"]) == ("mcp_call", "failed", "boom")
+    assert failed["error"] == "MCP server 'docs' does not offer the tool 'boom' in this request."
+    assert failed["approval_request_id"] == request["id"]
+    check_stream(second.events, sdk=False)
