@@ -78,8 +78,8 @@ def test_a_search_without_a_query_fails_and_says_why(arguments: str) -> None:
 
 
 def test_each_place_the_answer_names_a_source_is_cited_in_order() -> None:
-    text = f"See {B} and {A}, and again {B}."
-    assert cited(text, [source(A, "A"), source(B)]) == [(B, B), (A, "A"), (B, B)]
+    text = f"See {B} and {A}, then {B}, and again {B}."
+    assert cited(text, [source(A, "A"), source(B)]) == [(B, B), (A, "A"), (B, B), (B, B)]
 
 
 def test_a_source_without_a_url_is_skipped() -> None:
