@@ -235,3 +235,12 @@ def test_a_custom_tool_tells_the_model_what_its_input_is(
 
 def test_custom_input_of_arguments_that_are_not_an_object_is_the_raw_arguments() -> None:
     assert custom_input('["raw"]') == '["raw"]'
+
+
+def test_a_restored_call_is_never_restored_again_as_another_member() -> None:
+    inner = {"type": "namespace", "name": "a", "tools": [named("b")]}
+    outer = {"type": "namespace", "name": "x", "tools": [named("a__b")]}
+    catalog = Catalog([inner, outer])
+    call = catalog.public_call({"type": "function_call", "name": "x__a__b"})
+    assert call == {"type": "function_call", "name": "a__b", "namespace": "x"}
+    assert catalog.public_call(dict(call)) == call
