@@ -1,3 +1,8 @@
+from typing import Any
+
+import pytest
+
+from stateway.core.tools import mcp, web_search
 from stateway.core.tools.catalog import (
     Catalog,
     custom_input,
@@ -5,6 +10,8 @@ from stateway.core.tools.catalog import (
     with_context_tools,
 )
 from stateway.core.tools.history import model_items
+from stateway.core.tools.ports import McpServer, McpTool
+from stateway.core.tools.toolset import Approval, McpBinding
 
 FUNCTION = {"type": "function", "name": "exec_command", "parameters": {"type": "object"}}
 NAMESPACE = {
@@ -101,3 +108,139 @@ def test_an_earlier_turns_additional_tools_count_unless_declared_again() -> None
     assert with_context_tools([FUNCTION], [extra]) == [FUNCTION, NAMESPACE]
     assert with_context_tools([NAMESPACE], [extra]) == [NAMESPACE]
     assert with_context_tools([FUNCTION], []) == [FUNCTION]
+
+
+def extra_tools(*tools: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "additional_tools", "role": "developer", "tools": list(tools)}
+
+
+def named(name: str) -> dict[str, Any]:
+    return {"type": "function", "name": name}
+
+
+def test_every_additional_tools_item_of_the_context_counts_in_order() -> None:
+    message = {"type": "message", "role": "user", "content": "hi"}
+    hint = {"type": "web_search", "external_web_access": False}
+    context = [message, extra_tools(hint, named("a")), message, extra_tools(named("b"))]
+    assert with_context_tools([FUNCTION], context) == [FUNCTION, named("a"), named("b")]
+
+
+def test_a_tool_declared_twice_in_the_context_is_offered_once() -> None:
+    context = [extra_tools(named("a")), extra_tools(named("exec_command")), extra_tools(named("a"))]
+    assert with_context_tools([FUNCTION], context) == [FUNCTION, named("a")]
+
+
+def test_a_declared_shell_tool_keeps_its_name_from_the_contexts_tools() -> None:
+    assert with_context_tools([{"type": "shell"}], [extra_tools(named("shell"))]) == [
+        {"type": "shell"}
+    ]
+
+
+def test_loading_skips_what_cannot_be_offered_and_keeps_the_rest() -> None:
+    hint = {"type": "web_search"}
+    catalog = Catalog([FUNCTION, {**named("late"), "defer_loading": True}], defer=True)
+    assert catalog.load([FUNCTION, hint, named("late")]) == ["late"]
+
+
+def test_loading_a_member_of_a_deferred_namespace_offers_it() -> None:
+    catalog = Catalog([{**NAMESPACE, "defer_loading": True}], defer=True)
+    assert catalog.load([NAMESPACE]) == ["multi_agent_v1__spawn"]
+    assert [t["name"] for t in catalog.model_tools()] == ["multi_agent_v1__spawn"]
+
+
+def test_each_namespace_is_known_by_its_own_declaration() -> None:
+    other = {**NAMESPACE, "name": "other", "description": "others"}
+    assert Catalog([FUNCTION, NAMESPACE, other]).namespaces == {
+        "multi_agent_v1": NAMESPACE,
+        "other": other,
+    }
+
+
+def test_a_strict_function_stays_strict() -> None:
+    strict = {**FUNCTION, "strict": True}
+    assert model_tools([strict]) == [strict]
+
+
+@pytest.mark.parametrize(
+    ("choice", "model_choice"),
+    [
+        ({"type": "allowed_tools", "mode": "required", "tools": []}, "required"),
+        ({"type": "allowed_tools", "tools": []}, "auto"),
+        ({"type": "web_search"}, {"type": "function", "name": "web_search"}),
+        ({"type": "web_search_preview"}, {"type": "function", "name": "web_search"}),
+        ({"type": "mcp", "server_label": "b"}, "required"),
+        ({"type": "mcp", "server_label": "c"}, "auto"),
+        (
+            {"type": "mcp", "server_label": "b", "name": "add"},
+            {"type": "function", "name": "b__add"},
+        ),
+        (
+            {"type": "mcp", "server_label": "b", "name": "sub"},
+            {"type": "function", "name": "b__sub"},
+        ),
+        ({"type": "mcp", "server_label": "b", "name": "mul"}, "auto"),
+        (
+            {"type": "function", "name": "spawn", "namespace": "multi_agent_v1"},
+            {"type": "function", "name": "multi_agent_v1__spawn"},
+        ),
+        ({"type": "function", "name": "spawn"}, "auto"),
+    ],
+)
+def test_a_tool_choice_names_the_model_visible_function(
+    choice: dict[str, Any], model_choice: str | dict[str, Any]
+) -> None:
+    catalog = Catalog([FUNCTION, NAMESPACE])
+    mcp_add = McpTool("add", {"type": "object"})
+    mcp_sub = McpTool("sub", {"type": "object"})
+    for label in ("a", "b"):
+        server = McpBinding(McpServer(label, f"http://{label}.test"), None, False, Approval(False))
+        for entry in mcp.entries(server, [mcp_add, mcp_sub]):
+            catalog.add(entry)
+    catalog.add(web_search.entry({"type": "web_search"}))
+    assert catalog.model_choice(choice) == model_choice
+
+
+def test_only_a_forced_custom_tool_with_a_grammar_forces_one() -> None:
+    catalog = Catalog([FUNCTION, APPLY_PATCH, {"type": "custom", "name": "free"}])
+    assert (
+        catalog.forced_grammar({"type": "function", "name": "apply_patch"}) == APPLY_PATCH["format"]
+    )
+    assert catalog.forced_grammar({"type": "function", "name": "free"}) is None
+    assert catalog.forced_grammar({"type": "function", "name": "exec_command"}) is None
+    assert catalog.forced_grammar({"type": "function", "name": "unknown"}) is None
+    assert catalog.forced_grammar("required") is None
+
+
+@pytest.mark.parametrize(
+    ("tool", "description"),
+    [
+        ({"type": "custom", "name": "free"}, "The 'input' argument is free-form raw text."),
+        (
+            {"type": "custom", "name": "free", "description": "Free."},
+            "Free.\n\nThe 'input' argument is free-form raw text.",
+        ),
+        (
+            APPLY_PATCH,
+            "Apply a patch.\n\nThe 'input' argument is raw text (not JSON) that must match this "
+            "lark grammar:\nstart: /.+/",
+        ),
+    ],
+)
+def test_a_custom_tool_tells_the_model_what_its_input_is(
+    tool: dict[str, Any], description: str
+) -> None:
+    [function] = model_tools([tool])
+    assert function["description"] == description
+
+
+def test_custom_input_of_arguments_that_are_not_an_object_is_the_raw_arguments() -> None:
+    assert custom_input('["raw"]') == '["raw"]'
+
+
+def test_a_restored_call_is_never_restored_again_as_another_member() -> None:
+    inner = {"type": "namespace", "name": "a", "tools": [named("b")]}
+    outer = {"type": "namespace", "name": "x", "tools": [named("a__b")]}
+    catalog = Catalog([inner, outer])
+    call = catalog.public_call({"type": "function_call", "name": "x__a__b"})
+    assert call == {"type": "function_call", "name": "a__b", "namespace": "x"}
+    assert catalog.public_call(dict(call)) == call

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from stateway.core.tools.history import DECLINED, model_items
 
 
@@ -82,3 +84,165 @@ def test_a_web_search_replays_its_numbered_results() -> None:
     call, output = model_items([item])
     assert call["arguments"] == '{"query":"q"}'
     assert output["output"] == "[1] A\nURL: https://a.test\nabout a"
+
+
+def test_an_mcp_call_is_replayed_as_the_prefixed_function_call_the_model_made() -> None:
+    assert model_items([mcp_call("a", arguments='{"x":1}')])[0] == {
+        "type": "function_call",
+        "call_id": "a",
+        "name": "s__t",
+        "arguments": '{"x":1}',
+    }
+    assert model_items([mcp_call("b", arguments="")])[0]["arguments"] == "{}"
+
+
+def test_a_call_without_output_error_or_end_gives_the_model_nothing() -> None:
+    running = mcp_call("a", None, status="in_progress")
+    assert model_items([running])[1] == {
+        "type": "function_call_output",
+        "call_id": "a",
+        "output": "",
+    }
+
+
+def test_an_approved_request_whose_call_is_missing_is_left_out() -> None:
+    request = {"id": "r", "type": "mcp_approval_request", "server_label": "s", "name": "t"}
+    approve = {"type": "mcp_approval_response", "approval_request_id": "r", "approve": True}
+    assert model_items([request, approve]) == []
+
+
+def web_search_call(status: str = "completed", **fields: Any) -> dict[str, Any]:
+    return {"id": "ws_1", "type": "web_search_call", "status": status, **fields}
+
+
+def test_a_web_search_is_a_call_of_its_query_and_its_results_as_the_output() -> None:
+    sources = [
+        {"type": "url", "url": "https://a.test", "title": "A", "snippet": "about a"},
+        {"type": "url", "url": "https://b.test", "snippet": ""},
+    ]
+    item = web_search_call(action={"type": "search", "query": "q", "sources": sources})
+    assert model_items([item]) == [
+        {
+            "type": "function_call",
+            "call_id": "ws_1",
+            "name": "web_search",
+            "arguments": '{"query":"q"}',
+        },
+        {
+            "type": "function_call_output",
+            "call_id": "ws_1",
+            "output": "[1] A\nURL: https://a.test\nabout a\n\n[2] https://b.test\nURL: https://b.test",
+        },
+    ]
+
+
+@pytest.mark.parametrize(
+    ("item", "arguments", "output"),
+    [
+        (web_search_call(action={"type": "search", "query": "q"}), '{"query":"q"}', "No results."),
+        (web_search_call(), '{"query":""}', "No results."),
+        (
+            web_search_call(action={"type": "search", "sources": "odd"}),
+            '{"query":""}',
+            "No results.",
+        ),
+        (
+            web_search_call("failed", action={"query": "q"}, error="503"),
+            '{"query":"q"}',
+            "Error: 503",
+        ),
+        (web_search_call("failed"), '{"query":""}', "Error: the search failed."),
+    ],
+)
+def test_a_web_search_without_results_tells_the_model_so(
+    item: dict[str, Any], arguments: str, output: str
+) -> None:
+    call, result = model_items([item])
+    assert call["arguments"] == arguments
+    assert result == {"type": "function_call_output", "call_id": "ws_1", "output": output}
+
+
+WEATHER = {"type": "function", "name": "get_weather"}
+CRM = {"type": "namespace", "name": "crm", "tools": [{"type": "function", "name": "list_orders"}]}
+
+
+def search_output(**fields: Any) -> dict[str, Any]:
+    return {"type": "tool_search_output", "execution": "server", "status": "completed", **fields}
+
+
+@pytest.mark.parametrize(
+    ("output", "told"),
+    [
+        (
+            search_output(tools=[WEATHER, CRM]),
+            "Loaded tools: get_weather, crm__list_orders. They can be called now.",
+        ),
+        (search_output(tools=[]), "No tools matched the search."),
+        (
+            search_output(status="incomplete", error="boom"),
+            "The tool search did not complete: boom",
+        ),
+        (search_output(status="incomplete", error=""), "The tool search did not complete."),
+        (search_output(status="incomplete"), "The tool search did not complete."),
+    ],
+)
+def test_a_tool_search_output_tells_the_model_what_it_may_call_now(
+    output: dict[str, Any], told: str
+) -> None:
+    call = {"type": "tool_search_call", "call_id": "c", "arguments": {"query": "q"}}
+    assert model_items([call, {**output, "call_id": "c"}]) == [
+        {
+            "type": "function_call",
+            "call_id": "c",
+            "name": "tool_search",
+            "arguments": '{"query":"q"}',
+        },
+        {"type": "function_call_output", "call_id": "c", "output": told},
+    ]
+
+
+def test_a_search_output_answers_the_search_its_call_id_names() -> None:
+    first = {"type": "tool_search_call", "call_id": "c1", "arguments": {"query": "one"}}
+    second = {"type": "tool_search_call", "call_id": "c2", "arguments": {"query": "two"}}
+    answer = search_output(call_id="c1", tools=[])
+    seen = model_items([first, second, answer])
+    assert [(i["type"], i["call_id"]) for i in seen] == [
+        ("function_call", "c1"),
+        ("function_call_output", "c1"),
+    ]
+
+
+def test_a_hosted_search_without_call_ids_pairs_by_item_id_and_order() -> None:
+    hosted = {"type": "tool_search_call", "id": "tsc_1", "arguments": {"query": "q"}}
+    answer = search_output(tools=[])
+    seen = model_items([hosted, answer])
+    assert [(i["type"], i["call_id"]) for i in seen] == [
+        ("function_call", "tsc_1"),
+        ("function_call_output", "tsc_1"),
+    ]
+    assert model_items([answer]) == []  # an output answering no search is left out
+
+
+def test_only_shell_items_are_rewritten_as_shell_calls() -> None:
+    message = {"type": "message", "role": "user", "content": "hi"}
+    call = {
+        "id": "sh_1",
+        "type": "shell_call",
+        "call_id": "c1",
+        "action": {"commands": ["ls"]},
+        "status": "completed",
+    }
+    seen = model_items([message, call])
+    assert seen[0] == message
+    assert seen[1]["name"] == "shell"
+
+
+def test_a_namespace_members_custom_call_reaches_the_model_under_its_flat_name() -> None:
+    call = {
+        "type": "custom_tool_call",
+        "call_id": "c",
+        "name": "x",
+        "namespace": "ns",
+        "input": "i",
+    }
+    assert model_items([call])[0]["name"] == "ns__x"

@@ -290,10 +290,8 @@ def _visible(tool: Item, namespace: str | None) -> str:
 
 
 def _namespace_of(tools: list[Item], name: str) -> Item:
-    for tool in tools:
-        if tool.get("type") == NAMESPACE and tool.get("name") == name:
-            return tool
-    return {"type": NAMESPACE, "name": name}
+    """The declaration of a namespace ``tools`` has (as :func:`_members` found it)."""
+    return next(t for t in tools if t.get("type") == NAMESPACE and t.get("name") == name)
 
 
 def _function(tool: Item, namespace: str | None) -> Item:

@@ -33,7 +33,7 @@ from stateway.core.items import (
     Item,
 )
 from stateway.core.tools import mcp, tool_search, web_search
-from stateway.core.tools.catalog import Catalog, Entry
+from stateway.core.tools.catalog import Catalog, Entry, model_name
 from stateway.core.tools.executor import Call, Executor, Outcome
 from stateway.core.tools.ports import McpClient, McpTool, SearchQuery, ToolFailure
 from stateway.core.tools.toolset import GatewayTools, McpBinding, Toolset
@@ -145,7 +145,9 @@ class ToolSession:
 
     async def resume_approvals(self, context: list[Item], new_input: list[Item]) -> None:
         """Run each call this request's input approves (once: a call that already ran for
-        an approval is not run again when a client resends its history)."""
+        an approval is not run again when a client resends its history). A call of a tool
+        this request does not offer (its server not declared again, the tool no longer
+        listed or allowed) fails without running."""
         answered = {i.get("approval_request_id") for i in context if i.get("type") == MCP_CALL}
         requests = {i.get("id"): i for i in context if i.get("type") == MCP_APPROVAL_REQUEST}
         pending: list[PendingCall] = []
@@ -157,29 +159,38 @@ class ToolSession:
             if request is None or request_id in answered:
                 continue
             answered.add(request_id)
-            entry = self._approved_entry(request)
+            entry, refusal = self._approved_entry(request)
             call = mcp.call_item(entry, request.get("arguments") or "", request_id)
             index = self._open(call)
             self._emit(ev.ToolProgress("response.mcp_call.in_progress", index, call["id"]))
             self._emit(ev.McpArgumentsDone(index, call["id"], call["arguments"]))
-            pending.append(PendingCall(entry, call, index, call["arguments"]))
+            approved = PendingCall(entry, call, index, call["arguments"])
+            if refusal is None:
+                pending.append(approved)
+            else:
+                self._close(approved, Outcome(error=refusal))
         if pending:
-            await self.run(pending, parallel=True, approved=True)
+            await self.run(pending, parallel=True)
 
-    def _approved_entry(self, request: Item) -> Entry:
-        """The entry of an approved request's tool: as offered now, or (a server not
-        declared again, a tool no longer listed) one whose call fails."""
+    def _approved_entry(self, request: Item) -> tuple[Entry, str | None]:
+        """The entry of an approved request's tool as this request offers it; or, when it
+        does not, one for the call's item and why the call is refused."""
         label, name = request.get("server_label", ""), request.get("name", "")
         for entry in self._mcp_entries():
             if entry.server_label == label and entry.name == name:
-                return entry
-        return Entry(
+                return entry, None
+        refused = Entry(
             kind="mcp",
-            function={"type": "function", "name": name},
+            function={"type": "function", "name": model_name(name, label)},
             tool={"type": "mcp", "server_label": label},
             server_label=label,
             name=name,
         )
+        if any(binding.label == label for binding in self._toolset.mcp):
+            reason = f"MCP server '{label}' does not offer the tool '{name}' in this request."
+        else:
+            reason = f"MCP server '{label}' is not declared in this request."
+        return refused, reason
 
     def _mcp_entries(self) -> list[Entry]:
         out = []
@@ -213,9 +224,7 @@ class ToolSession:
                 ev.ToolProgress("response.web_search_call.in_progress", output_index, item["id"])
             )
 
-    async def run(
-        self, pending: list[PendingCall], *, parallel: bool, approved: bool = False
-    ) -> None:
+    async def run(self, pending: list[PendingCall], *, parallel: bool) -> None:
         """Run the round's gateway calls and close their items. Calls past the response's
         ``max_tool_calls`` are not run; they fail with a message saying so."""
         calls: list[Call] = []
@@ -282,15 +291,11 @@ class ToolSession:
                 return ""
 
             return Call(loading, label="tool search")
-        binding = next((b for b in self._toolset.mcp if b.label == entry.server_label), None)
-        client = self._tools.mcp
+        binding = next(b for b in self._toolset.mcp if b.label == entry.server_label)
+        client = self._mcp_client()
         name = entry.name or ""
 
         async def calling() -> str:
-            if binding is None or client is None:
-                raise ToolFailure(
-                    f"MCP server '{entry.server_label}' is not declared in this request."
-                )
             return await client.call_tool(
                 binding.server, name, mcp.parse_arguments(pending.arguments)
             )

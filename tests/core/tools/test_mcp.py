@@ -1,0 +1,171 @@
+"""MCP items and functions: the ``mcp_list_tools`` a client reads and a later turn reuses, the
+functions the model is offered, the call and approval items, a call's arguments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from openai.types.responses import FunctionTool
+from openai.types.responses.response_output_item import McpApprovalRequest, McpCall, McpListTools
+
+from stateway.core.tools import mcp
+from stateway.core.tools.ports import McpServer, McpTool, ToolFailure
+from stateway.core.tools.toolset import Approval, McpBinding
+from tests.core.tools.wire import is_id, sdk_item
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+    "required": ["a", "b"],
+}
+ADD = McpTool("add", SCHEMA, "Add two numbers.", {"readOnlyHint": True, "title": "Add"})
+WRITE = McpTool("write", {"type": "object"})
+DOCS = McpServer("docs", "http://docs.test/mcp")
+
+
+def binding(
+    *, allowed: frozenset[str] | None = None, read_only: bool = False, approval: bool = False
+) -> McpBinding:
+    return McpBinding(DOCS, allowed, read_only, Approval(default=approval))
+
+
+def test_a_listing_starts_empty_and_shows_each_tool_with_its_schema_and_annotations() -> None:
+    item = mcp.list_item("docs")
+    assert is_id(item["id"], "mcpl")
+    assert item == {"id": item["id"], "type": "mcp_list_tools", "server_label": "docs", "tools": []}
+    item["tools"] = [mcp.listed_tool(ADD), mcp.listed_tool(WRITE)]
+    assert item["tools"] == [
+        {
+            "name": "add",
+            "input_schema": SCHEMA,
+            "description": "Add two numbers.",
+            "annotations": {"readOnlyHint": True, "title": "Add"},
+        },
+        {
+            "name": "write",
+            "input_schema": {"type": "object"},
+            "description": None,
+            "annotations": None,
+        },
+    ]
+    assert isinstance(sdk_item(item), McpListTools)
+
+
+def test_a_later_turn_reads_back_the_tools_a_listing_showed() -> None:
+    listing = {**mcp.list_item("docs"), "tools": [mcp.listed_tool(ADD), mcp.listed_tool(WRITE)]}
+    assert mcp.tools_of(listing) == [ADD, WRITE]
+    assert mcp.tools_of(listing)[0].parallel_safe
+
+
+def test_a_stored_listing_with_odd_entries_keeps_the_readable_tools() -> None:
+    listing = {
+        "type": "mcp_list_tools",
+        "tools": [
+            "not a tool",
+            {"input_schema": {"type": "object"}},  # no name
+            {"name": "bare"},
+            {"name": "odd", "input_schema": "not a schema", "description": "Odd."},
+        ],
+    }
+    assert mcp.tools_of(listing) == [
+        McpTool("bare", {"type": "object"}),
+        McpTool("odd", {"type": "object"}, "Odd."),
+    ]
+    assert mcp.tools_of({"type": "mcp_list_tools", "tools": None}) == []
+
+
+def test_the_model_sees_each_offered_tool_as_a_prefixed_function() -> None:
+    untyped = McpTool("untyped", {"properties": {"x": {}}})
+    [add, write, odd] = mcp.entries(binding(), [ADD, WRITE, untyped])
+    assert add.function == {
+        "type": "function",
+        "name": "docs__add",
+        "parameters": SCHEMA,
+        "description": "Add two numbers.",
+    }
+    assert add.function["parameters"] is not SCHEMA  # a copy: the listing keeps its own
+    assert write.function == {
+        "type": "function",
+        "name": "docs__write",
+        "parameters": {"type": "object"},
+    }
+    # a schema that is not an object schema: the model gets a function without arguments
+    assert odd.function["parameters"] == {"type": "object", "properties": {}}
+    for entry in (add, write, odd):
+        FunctionTool.model_validate({**entry.function, "strict": None}, strict=True)
+    assert (add.kind, add.server_label, add.name) == ("mcp", "docs", "add")
+    assert add.tool == {"type": "mcp", "server_label": "docs"}
+    assert add.parallel_safe
+    assert not write.parallel_safe
+
+
+def test_a_string_schema_is_no_object_schema() -> None:
+    [entry] = mcp.entries(binding(), [McpTool("s", {"type": "string"})])
+    assert entry.function["parameters"] == {"type": "object", "properties": {}}
+
+
+def test_the_binding_decides_what_is_offered_and_what_needs_approval() -> None:
+    names = [e.name for e in mcp.entries(binding(allowed=frozenset({"write"})), [ADD, WRITE])]
+    assert names == ["write"]
+    assert [e.name for e in mcp.entries(binding(read_only=True), [WRITE, ADD])] == ["add"]
+    always = McpBinding(DOCS, None, False, Approval(default=False, always=frozenset({"write"})))
+    assert [(e.name, e.approval) for e in mcp.entries(always, [ADD, WRITE])] == [
+        ("add", False),
+        ("write", True),
+    ]
+
+
+def test_a_call_starts_in_progress_without_output_or_error() -> None:
+    [entry] = mcp.entries(binding(), [ADD])
+    item = mcp.call_item(entry)
+    assert is_id(item["id"], "mcp")
+    assert item == {
+        "id": item["id"],
+        "type": "mcp_call",
+        "status": "in_progress",
+        "server_label": "docs",
+        "name": "add",
+        "arguments": "",
+        "output": None,
+        "error": None,
+        "approval_request_id": None,
+    }
+    assert isinstance(sdk_item(item), McpCall)
+    approved = mcp.call_item(entry, '{"a":1,"b":2}', "mcpr_1")
+    assert (approved["arguments"], approved["approval_request_id"]) == ('{"a":1,"b":2}', "mcpr_1")
+
+
+def test_an_approval_request_names_the_tool_and_gets_its_arguments_as_they_stream() -> None:
+    [entry] = mcp.entries(binding(approval=True), [ADD])
+    item = mcp.approval_item(entry)
+    assert is_id(item["id"], "mcpr")
+    assert item == {
+        "id": item["id"],
+        "type": "mcp_approval_request",
+        "server_label": "docs",
+        "name": "add",
+        "arguments": "",
+    }
+    assert isinstance(sdk_item(item), McpApprovalRequest)
+
+
+@pytest.mark.parametrize(("arguments", "parsed"), [("", {}), ("  \n", {}), ('{"a": 1}', {"a": 1})])
+def test_arguments_are_a_json_object_or_nothing(arguments: str, parsed: dict[str, Any]) -> None:
+    assert mcp.parse_arguments(arguments) == parsed
+
+
+@pytest.mark.parametrize(
+    ("arguments", "told"),
+    [
+        ('{"a": 1,', "The arguments are not valid JSON."),
+        ("[1, 2]", "The arguments must be a JSON object."),
+        ('"a"', "The arguments must be a JSON object."),
+    ],
+)
+def test_other_arguments_fail_the_call_with_what_the_model_is_told(
+    arguments: str, told: str
+) -> None:
+    with pytest.raises(ToolFailure) as caught:
+        mcp.parse_arguments(arguments)
+    assert caught.value.message == told
