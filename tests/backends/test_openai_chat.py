@@ -110,6 +110,21 @@ def test_function_calls_join_one_assistant_message_with_reasoning() -> None:
     assert messages[3] == {"role": "tool", "tool_call_id": "c2", "content": "ok"}
 
 
+def test_several_reasoning_items_share_one_message_a_blank_line_apart() -> None:
+    """A Messages client resending a run's rounds: a thought per round, then one answer."""
+
+    def thought(text: str) -> Item:
+        return {"type": "reasoning", "content": [{"type": "reasoning_text", "text": text}]}
+
+    answer = {"type": "message", "role": "assistant", "content": "It is 5."}
+    items = [user("add"), thought("adding"), thought(""), thought("done"), answer]
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+    messages = to_upstream(request(items))["messages"]
+    assert messages[1]["reasoning_content"] == "adding\n\ndone"
+    calling = to_upstream(request([user("add"), thought("a"), thought("b"), call]))["messages"]
+    assert calling[1]["reasoning_content"] == "a\n\nb"
+
+
 def test_image_parts_map_to_image_url() -> None:
     item = user("look")
     item["content"].append(

@@ -9,6 +9,9 @@ reminders (:mod:`stateway.backends.chat_system_messages`). Item and tool types t
 does not model cannot be carried (``carries_unknown_types`` is False). With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
 (:mod:`stateway.backends.guided_decoding`).
+
+Several reasoning items before one assistant message (a run's rounds) share its
+``reasoning_content``, a blank line between them.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from stateway.core.inference import (
     ToolCallDelta,
     UsageReport,
 )
-from stateway.core.items import Item, item_text
+from stateway.core.items import Item, item_text, joined_items
 from stateway.core.ports import TOOL_OUTPUT
 from stateway.core.tools.history import REWRITTEN_ITEM_TYPES, model_items
 from stateway.core.usage import Usage
@@ -170,7 +173,7 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
         if kind == "message":
             message = _message(item)
             if message["role"] == "assistant" and reasoning:
-                message["reasoning_content"] = "".join(reasoning)
+                message["reasoning_content"] = joined_items(reasoning)
                 reasoning = []
             messages.append(message)
         elif kind == "function_call":
@@ -179,7 +182,7 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
                 last = {"role": "assistant", "content": None}
                 messages.append(last)
             if reasoning:
-                last["reasoning_content"] = "".join(reasoning)
+                last["reasoning_content"] = joined_items(reasoning)
                 reasoning = []
             last.setdefault("tool_calls", []).append(
                 {

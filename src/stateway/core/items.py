@@ -8,6 +8,7 @@ should not build a class per item. Protocols validate the shapes they accept at 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Final
 
 from stateway.core.ids import new_id
@@ -53,6 +54,17 @@ answers, as the spec has it): never replaced by a new id."""
 def new_item_id(kind: object) -> str:
     """A new gateway id for an item of type ``kind`` (``item_...`` for unmodelled types)."""
     return new_id(ID_PREFIXES.get(kind, "item") if isinstance(kind, str) else "item")
+
+
+ITEM_BREAK: Final = "\n\n"
+"""Between the texts of separate items shown in one field, such as the rounds of a run in
+a Chat message's ``content`` or ``reasoning_content``: each is a whole utterance, and
+joined without a break their words would run together."""
+
+
+def joined_items(texts: Iterable[str]) -> str:
+    """The texts of separate items as one: the non-empty ones, a blank line between."""
+    return ITEM_BREAK.join(text for text in texts if text)
 
 
 def item_text(item: Item) -> str:

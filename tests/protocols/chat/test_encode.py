@@ -68,7 +68,7 @@ def state(output: list[Item], **fields: Any) -> ResponseState:
 
 def test_a_completion_shows_text_reasoning_and_client_calls_only() -> None:
     done = state(
-        [LISTED, REASONING, message("Let me add. "), MCP_CALL, message("It is 5."), call("c1")]
+        [LISTED, REASONING, message("Let me add."), MCP_CALL, message("It is 5."), call("c1")]
     )
     wire = encode_completion(done)
     parsed = ChatCompletion.model_validate(wire)
@@ -80,7 +80,7 @@ def test_a_completion_shows_text_reasoning_and_client_calls_only() -> None:
     )
     choice = parsed.choices[0]
     assert choice.finish_reason == "tool_calls"
-    assert choice.message.content == "Let me add. It is 5."
+    assert choice.message.content == "Let me add.\n\nIt is 5."  # each round's text apart
     assert choice.message.tool_calls is not None
     assert [(c.id, c.function.name, c.function.arguments) for c in choice.message.tool_calls] == [  # type: ignore[union-attr]
         ("c1", "f", '{"a":1}')
@@ -185,6 +185,45 @@ def test_a_stream_with_hidden_rounds_and_usage() -> None:
     assert parsed[-1].choices == []
     assert parsed[-1].usage is not None
     assert parsed[-1].usage.total_tokens == 15
+
+
+def reasoning(item_id: str, text: str) -> Item:
+    return {**REASONING, "id": item_id, "content": [{"type": "reasoning_text", "text": text}]}
+
+
+def test_each_rounds_text_and_reasoning_stay_apart_streamed_as_not() -> None:
+    """Several rounds' texts (and thoughts) share one field: a blank line between them, in
+    the stream as in the completion, never words run together."""
+    output = [
+        reasoning("rs_1", "adding"),
+        message("Let me add."),
+        MCP_CALL,
+        reasoning("rs_2", ""),
+        reasoning("rs_3", "done"),
+        message(""),
+        message("It is 5."),
+    ]
+    done = state(output)
+    events: list[ev.Event] = [
+        ev.ResponseCreated(done),
+        ev.ReasoningDelta(0, 0, "rs_1", "add"),
+        ev.ReasoningDelta(0, 0, "rs_1", "ing"),
+        ev.TextDelta(1, 0, "msg_1", "Let me "),
+        ev.TextDelta(1, 0, "msg_1", "add."),
+        ev.ReasoningDelta(3, 0, "rs_2", ""),
+        ev.ReasoningDelta(4, 0, "rs_3", "done"),
+        ev.TextDelta(5, 0, "msg_2", ""),
+        ev.TextDelta(6, 0, "msg_3", ""),
+        ev.TextDelta(6, 0, "msg_3", "It is"),
+        ev.TextDelta(6, 0, "msg_3", " 5."),
+        ev.ResponseFinished(done),
+    ]
+    deltas = [chunk["choices"][0]["delta"] for chunk in play(events, False)[:-2]]
+    streamed = "".join(delta.get("content") or "" for delta in deltas)
+    thought = "".join(delta.get("reasoning_content") or "" for delta in deltas)
+    assert (streamed, thought) == ("Let me add.\n\nIt is 5.", "adding\n\ndone")
+    whole = encode_completion(done)["choices"][0]["message"]
+    assert (whole["content"], whole["reasoning_content"]) == (streamed, thought)
 
 
 def test_a_stream_without_usage_has_no_usage_keys() -> None:

@@ -2,10 +2,11 @@
 finish reason.
 
 The one choice's message shows what the client sees of a run (:mod:`stateway.core.hidden`):
-the text of every assistant message, joined, as ``content`` (``null`` when there is
-none), a refusal as ``refusal``, the reasoning as ``reasoning_content`` (as vLLM sends
-it), and the client's own function calls as ``tool_calls``. The gateway's own tool calls
-are not shown.
+the text of every assistant message as ``content`` (``null`` when there is none), a
+refusal as ``refusal``, the reasoning as ``reasoning_content`` (as vLLM sends it), and the
+client's own function calls as ``tool_calls``. The gateway's own tool calls are not shown.
+The texts of separate items (a run's rounds) are joined with a blank line between them
+(:func:`~stateway.core.items.joined_items`), as :mod:`.stream` sends them.
 
 ``finish_reason``: ``length`` when the output was cut at its token limit or the gateway's
 tool rounds ran out, ``content_filter`` when filtered, ``tool_calls`` when the client has
@@ -17,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from stateway.core.hidden import client_calls
-from stateway.core.items import MESSAGE, REASONING, Item, item_text
+from stateway.core.items import MESSAGE, REASONING, Item, item_text, joined_items
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
 
@@ -35,23 +36,26 @@ def encode_completion(state: ResponseState) -> dict[str, Any]:
     for item in state.output:
         kind = item.get("type")
         if kind == MESSAGE:
+            parts: list[str] = []
             for part in item.get("content") or ():
                 if part.get("type") == "refusal":
                     refusals.append(str(part.get("refusal") or ""))
                 elif isinstance(part.get("text"), str):
-                    texts.append(part["text"])
+                    parts.append(part["text"])
+            if parts:
+                texts.append("".join(parts))
         elif kind == REASONING:
             reasoning.append(item_text(item))
     message: dict[str, Any] = {
         "role": "assistant",
-        "content": "".join(texts) if texts else None,
+        "content": joined_items(texts) if texts else None,
         "refusal": "".join(refusals) if refusals else None,
     }
     calls = client_calls(state.output)
     if calls:
         message["tool_calls"] = [tool_call(call) for call in calls]
     if any(reasoning):
-        message["reasoning_content"] = "".join(reasoning)
+        message["reasoning_content"] = joined_items(reasoning)
     reason = finish_reason(state)
     choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
     return {

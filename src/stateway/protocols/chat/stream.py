@@ -11,6 +11,9 @@ one ``data: {"error": {...}}`` line instead (what the ``openai`` SDK raises as a
 and no ``[DONE]``. The gateway's own tool items and events are not shown
 (:mod:`stateway.core.hidden`).
 
+The first text (or reasoning) of an item after an earlier item's starts with a blank line,
+as :mod:`.encode` joins them.
+
 Every chunk of a response shares its envelope, so only the delta is serialized per chunk.
 """
 
@@ -21,7 +24,7 @@ from typing import Any, Final
 import orjson
 
 from stateway.core import events as ev
-from stateway.core.items import FUNCTION_CALL
+from stateway.core.items import FUNCTION_CALL, ITEM_BREAK
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
 from stateway.protocols.chat.encode import completion_id, encode_usage, finish_reason
@@ -31,7 +34,15 @@ _FAILED: Final = frozenset({"failed", "cancelled"})
 
 
 class ChatStream:
-    __slots__ = ("_calls", "_close", "_envelope", "_include_usage", "_open")
+    __slots__ = (
+        "_calls",
+        "_close",
+        "_envelope",
+        "_include_usage",
+        "_open",
+        "_reasoning_at",
+        "_text_at",
+    )
 
     def __init__(self, include_usage: bool) -> None:
         self._include_usage = include_usage
@@ -42,13 +53,22 @@ class ChatStream:
         )
         self._calls: dict[int, int] = {}
         """Output index -> ``tool_calls`` index, for the client's function calls."""
+        self._text_at = -1
+        self._reasoning_at = -1
+        """The output index of the item whose text (reasoning) was sent last; -1: none yet."""
 
     def encode(self, event: ev.Event) -> bytes:
         """The frames of one canonical event (often none)."""
         match event:
-            case ev.TextDelta(delta=delta):
+            case ev.TextDelta(output_index=at, delta=delta):
+                if at != self._text_at and delta:
+                    delta = delta if self._text_at < 0 else ITEM_BREAK + delta
+                    self._text_at = at
                 return self._delta({"content": delta})
-            case ev.ReasoningDelta(delta=delta):
+            case ev.ReasoningDelta(output_index=at, delta=delta):
+                if at != self._reasoning_at and delta:
+                    delta = delta if self._reasoning_at < 0 else ITEM_BREAK + delta
+                    self._reasoning_at = at
                 return self._delta({"reasoning_content": delta})
             case ev.ArgumentsDelta(output_index=at, delta=delta):
                 index = self._calls.get(at)
