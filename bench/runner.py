@@ -32,6 +32,7 @@ from bench.scenarios import (
     DIRECT,
     FLOOR,
     GATEWAY_CHAT,
+    GATEWAY_MESSAGES,
     GATEWAY_STORE_FALSE,
     GATEWAY_STORE_TRUE,
     GATEWAYS,
@@ -98,9 +99,11 @@ def run(settings: Settings) -> dict[str, Any]:
             hops = {DIRECT: None, FLOOR: floor, GATEWAY_STORE_FALSE: gw_false}
             hops[GATEWAY_STORE_TRUE] = gw_true
             hops[GATEWAY_CHAT] = gw_false  # the Chat Completions fast path
+            hops[GATEWAY_MESSAGES] = gw_false  # the Messages frontend
             urls = {DIRECT: fake.url, FLOOR: floor.url}
             urls |= {GATEWAY_STORE_FALSE: gw_false.url, GATEWAY_STORE_TRUE: gw_true.url}
             urls[GATEWAY_CHAT] = gw_false.url
+            urls[GATEWAY_MESSAGES] = gw_false.url
             scenarios = [scenario(t, stream, urls[t]) for stream in MODES for t in TARGETS]
 
             log(f"c=1 latency: {len(scenarios)} scenarios x {settings.requests} requests")

@@ -8,6 +8,9 @@ Targets, for one gateway process on this machine:
 * c=32, store:true: throughput at least 50% of the floor's;
 * Chat Completions fast path (``gateway chat``): added median latency at c=1 at most 1.3
   times the floor's, throughput at c=32 at least 80% of the floor's;
+* Messages frontend (``gateway messages``) against the Responses frontend on the same
+  store:false gateway: added median latency at c=1 at most 1.1 times its, throughput at
+  c=32 at least 90% of its;
 * RSS growth over the memory run below 20 MB, also with half the clients leaving
   mid-stream;
 * 10,000 concurrent streams (store:true, slow upstream): each completes or is refused up
@@ -28,6 +31,7 @@ from bench.scenarios import (
     DIRECT,
     FLOOR,
     GATEWAY_CHAT,
+    GATEWAY_MESSAGES,
     GATEWAY_STORE_FALSE,
     GATEWAY_STORE_TRUE,
     MODES,
@@ -41,6 +45,9 @@ LATENCY_LIMIT_STORE_TRUE_MS = 2.0
 THROUGHPUT_SHARE = {GATEWAY_STORE_FALSE: 70.0, GATEWAY_STORE_TRUE: 50.0}
 LATENCY_FACTOR_CHAT = 1.3
 THROUGHPUT_SHARE_CHAT = 80.0
+LATENCY_FACTOR_MESSAGES = 1.1
+THROUGHPUT_SHARE_MESSAGES = 90.0
+"""Messages against the Responses frontend (store:false): within 10% either way."""
 RSS_GROWTH_LIMIT_MB = 20.0
 RSS_GROWTH_LIMIT_MIB = RSS_GROWTH_LIMIT_MB * 1e6 / 2**20
 """RSS is read in KiB; the limit of 20 MB is 19.07 MiB."""
@@ -161,6 +168,7 @@ def evaluate(
                 )
             )
     verdicts += _chat(added, ratios)
+    verdicts += _messages(added, ratios)
     if memory is not None:
         verdicts.append(_growth(memory, ""))
     if disconnects is not None:
@@ -194,6 +202,40 @@ def _chat(added: dict[str, Added], ratios: dict[str, Ratios]) -> list[Verdict]:
             Verdict(
                 f"c=32 throughput, chat fast path, {mode_name(stream)}: >= {share:.0f}% of floor",
                 key(GATEWAY_CHAT, stream),
+                f"{measured:.1f}%",
+                f">= {share:.0f}%",
+                measured >= share,
+            )
+        )
+    return verdicts
+
+
+def _messages(added: dict[str, Added], ratios: dict[str, Ratios]) -> list[Verdict]:
+    """The Messages frontend against the Responses frontend, both store:false."""
+    verdicts = []
+    for stream in MODES:
+        mode = mode_name(stream)
+        responses = added[key(GATEWAY_STORE_FALSE, stream)].median_ms
+        messages = added[key(GATEWAY_MESSAGES, stream)].median_ms
+        limit = LATENCY_FACTOR_MESSAGES * responses
+        verdicts.append(
+            Verdict(
+                f"c=1 added median, messages, {mode}: <= {LATENCY_FACTOR_MESSAGES}x store:false's",
+                key(GATEWAY_MESSAGES, stream),
+                f"+{messages:.3f} ms",
+                f"<= +{limit:.3f} ms (store:false +{responses:.3f} ms)",
+                messages <= limit,
+            )
+        )
+    for stream in MODES:
+        responses = ratios[key(GATEWAY_STORE_FALSE, stream)].of_direct_pct
+        messages = ratios[key(GATEWAY_MESSAGES, stream)].of_direct_pct
+        measured = round(100 * messages / responses, 1) if responses else 0.0
+        share = THROUGHPUT_SHARE_MESSAGES
+        verdicts.append(
+            Verdict(
+                f"c=32 throughput, messages, {mode_name(stream)}: >= {share:.0f}% of store:false's",
+                key(GATEWAY_MESSAGES, stream),
                 f"{measured:.1f}%",
                 f">= {share:.0f}%",
                 measured >= share,
