@@ -44,6 +44,24 @@ def test_check_config_rejects_an_invalid_file_readably(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_check_config_describes_routes_and_rejects_an_unknown_backend(tmp_path: Path) -> None:
+    path = tmp_path / "routes.toml"
+    text = "[[backends]]\nname = 'a'\nurl = 'http://127.0.0.1:8000/v1'\n"
+    text += "[aliases]\nsmart = 'assistant'\n"
+    text += "[[routes]]\nname = 'assistant'\n[[routes.candidates]]\nbackend = 'a'\n"
+    text += "model = 'a-model'\nweight = 2\n"
+    path.write_text(text)
+    result = stateway("check-config", "--config", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "route assistant: a/a-model (weight 2, priority 0)" in result.stdout
+    assert "alias smart -> assistant" in result.stdout
+    path.write_text(text.replace("backend = 'a'", "backend = 'gone'"))
+    rejected = stateway("check-config", "--config", str(path))
+    assert rejected.returncode != 0
+    assert "unknown backend 'gone'" in rejected.stderr
+    assert "Traceback" not in rejected.stderr
+
+
 def test_check_config_reports_a_missing_key_variable() -> None:
     result = stateway("check-config", "--upstream-api-key-env", "STATEWAY_TEST_UNSET_KEY")
     assert result.returncode != 0

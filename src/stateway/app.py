@@ -26,13 +26,14 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
 from stateway.core.ownership import ProcessIdentity, fail_abandoned
-from stateway.core.ports import Backend, ResponseStore
-from stateway.core.routing import BackendEntry, Router
+from stateway.core.ports import Backend, ChatForwarder, ResponseStore
+from stateway.core.routing import BackendEntry, Candidate, Capabilities, Route, Router
 from stateway.core.runs import CancelReason, RunRegistry
 from stateway.core.tools.ports import McpServer
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy, Toolset
 from stateway.mcp_client import PooledMcpClient
 from stateway.protocols.responses.encode import encode_event_json
+from stateway.route_config import RouteConfig
 from stateway.search import build_search_provider
 from stateway.storage.sql import SqlConversationStore, open_store
 from stateway.surfaces.http.app import build_http_app
@@ -155,6 +156,59 @@ def backend_gateway_tools(config: BackendConfig, tools: GatewayTools) -> Toolset
         ) from None
 
 
+def build_router(config: Config, waiting_room: WaitingRoom, tools: GatewayTools) -> Router:
+    """Every backend once, the routes over them, the aliases and the default route."""
+    backends = {b.name: build_backend(b, waiting_room) for b in config.backends}
+    offered = {b.name: backend_gateway_tools(b, tools) for b in config.backends}
+    catch_alls = {b.name for b in config.catch_all_backends}
+    entries = [
+        BackendEntry(
+            backends[b.name],
+            b.model_map,
+            catch_all=b.name in catch_alls,
+            gateway_tools=offered[b.name],
+        )
+        for b in config.backends
+    ]
+    routes = [build_route(r, backends, offered) for r in config.routes]
+    default = next(
+        (route for route, r in zip(routes, config.routes, strict=True) if r.default), None
+    )
+    return Router(entries, routes=routes, aliases=config.aliases, default=default)
+
+
+def build_route(
+    config: RouteConfig, backends: Mapping[str, Backend], offered: Mapping[str, Toolset | None]
+) -> Route:
+    candidates = tuple(
+        Candidate(
+            backends[c.backend],
+            c.model,
+            weight=c.weight,
+            priority=c.priority,
+            capabilities=Capabilities(**c.capabilities.model_dump()),
+        )
+        for c in config.candidates
+    )
+    gateway_tools = offered[config.candidates[0].backend]  # the same for every candidate
+    # Forwarded untouched only where nothing needs negotiating: one candidate, able to
+    # do everything, without gateway tools.
+    first = candidates[0]
+    forwarder: ChatForwarder | None = None
+    plain = len(candidates) == 1 and first.capabilities == Capabilities()
+    if plain and gateway_tools is None and isinstance(first.backend, ChatForwarder):
+        forwarder = first.backend
+    return Route(
+        config.name,
+        candidates,
+        gateway_tools,
+        forwarder,
+        affinity=config.affinity == "chain",
+        affinity_tolerance=config.affinity_tolerance,
+        max_attempts=config.max_attempts,
+    )
+
+
 def build_gateway(
     config: Config,
     store: ResponseStore | None = None,
@@ -167,16 +221,7 @@ def build_gateway(
         store, conversations = sql_store, SqlConversationStore(sql_store)
     waiting_room = WaitingRoom(config.server.max_queued_requests)
     tools = build_tools(config)
-    entries = [
-        BackendEntry(
-            build_backend(b, waiting_room),
-            b.model_map,
-            catch_all=b.catch_all,
-            gateway_tools=backend_gateway_tools(b, tools),
-        )
-        for b in config.backends
-    ]
-    router = Router(entries)
+    router = build_router(config, waiting_room, tools)
     runs = RunRegistry()
     owner = ProcessIdentity.current()
     loop = Loop(store, config.loop.max_rounds, owner, tools)

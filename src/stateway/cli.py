@@ -123,6 +123,14 @@ def _describe(config: Config, out: Any) -> None:
     for backend in config.backends:
         models = ", ".join(backend.model_map) or "every model"
         print(f"upstream {backend.name}: {backend.url} ({backend.api} API; {models})", file=out)
+    for route in config.routes:
+        candidates = ", ".join(
+            f"{c.backend}/{c.model} (weight {c.weight:g}, priority {c.priority})"
+            for c in route.candidates
+        )
+        print(f"route {route.name}{' (default)' if route.default else ''}: {candidates}", file=out)
+    for alias, target in config.aliases.items():
+        print(f"alias {alias} -> {target}", file=out)
     out.flush()
 
 

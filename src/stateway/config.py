@@ -38,6 +38,7 @@ from typing import Any, Literal
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from stateway.route_config import HealthConfig, RouteConfig, check_routes
 from stateway.storage.sql.engine import async_url
 from stateway.tool_config import (
     McpConfig,
@@ -185,6 +186,15 @@ class Config(_Strict):
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     web_search: WebSearchConfig = WebSearchConfig()
     backends: list[BackendConfig] = Field(default_factory=list)
+    routes: list[RouteConfig] = Field(default_factory=list)
+    aliases: dict[str, str] = Field(default_factory=dict)
+    health: HealthConfig = HealthConfig()
+
+    @property
+    def catch_all_backends(self) -> list[BackendConfig]:
+        """Backends serving every model name: no ``models``, and named by no route."""
+        named = {c.backend for route in self.routes for c in route.candidates}
+        return [b for b in self.backends if b.catch_all and b.name not in named]
 
     @model_validator(mode="after")
     def _unambiguous_backends(self) -> Config:
@@ -201,12 +211,15 @@ class Config(_Strict):
                         f"backend '{backend.name}'; a model name must route to one backend"
                     )
                 claimed[model] = backend.name
-        catch_alls = [b.name for b in self.backends if b.catch_all]
+        catch_alls = [b.name for b in self.catch_all_backends]
         if len(catch_alls) > 1:
             raise ValueError(
                 f"only one backend may serve every model (empty 'models'); these do: "
                 f"{', '.join(catch_alls)}"
             )
+        models = {b.name: b.model_map for b in self.backends}
+        offered = {b.name: b.gateway_tools for b in self.backends}
+        check_routes(self.routes, self.aliases, models, catch_alls, offered)
         return self
 
     @property
@@ -269,7 +282,9 @@ def load_config(flags: Overrides, environ: Mapping[str, str] | None = None) -> C
                     f"--{flag.replace('_', '-')} applies to --upstream, but the configuration "
                     "file declares its backends; set it on a backend there instead"
                 )
-    else:
+    else:  # one catch-all route
+        data.pop("routes", None)
+        data.pop("aliases", None)
         data["backends"] = [
             {
                 "name": "default",

@@ -9,6 +9,7 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+import openai
 import orjson
 import pytest
 
@@ -110,3 +111,23 @@ def test_keep_alive_closes_idle_connections(url: str) -> None:
         idle = time.monotonic() - answered
     assert received.startswith(b"HTTP/1.1 200")
     assert 0.5 < idle < 3  # uvicorn's default would keep it 5 s
+
+
+def test_only_scopes_misbehaviours_to_one_model() -> None:
+    script = parse_script("hi [[error:500]] [[cut:2]] [[slow:5]] [[only:bad-model]]")
+    assert script.only == "bad-model"
+    assert script.for_model("bad-model") is script
+    plain = script.for_model("good-model")
+    assert (plain.error, plain.cut, plain.slow_ms, plain.text) == (None, None, None, "hi")
+
+
+def test_only_fails_the_named_model_over_the_wire(client: Any) -> None:
+    text = "hi [[error:500]] [[only:bad-model]]"
+    answered = client.chat.completions.create(
+        model="good-model", messages=[{"role": "user", "content": text}]
+    )
+    assert answered.choices[0].message.content == "Hello! You said: hi"
+    with pytest.raises(openai.InternalServerError):
+        client.chat.completions.create(
+            model="bad-model", messages=[{"role": "user", "content": text}]
+        )

@@ -12,6 +12,8 @@ still pending in the context.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from stateway.core.commands import CreateResponse
 from stateway.core.errors import InvalidRequest, PreviousResponseNotFound, ResponseInProgress
 from stateway.core.items import (
@@ -58,42 +60,67 @@ async def build_context(
     conversation: list[Item] | None = None,
 ) -> list[Item]:
     """``conversation``: the items of the conversation a turn continues."""
-    prior: list[Item] = []
-    source = "previous_response_id"
+    prior = await load_prior(store, tenant_id, command, conversation)
+    problem = uncarried(prior, command.input, backend)
+    if problem is not None:
+        raise problem
+    check_call_outputs(prior.items, command.input)
+    return prior.joined(command.input)
+
+
+@dataclass(slots=True, frozen=True)
+class Prior:
+    """The items before a request's input, and where they come from (``source``: the
+    param an error names)."""
+
+    items: list[Item]
+    source: str = "previous_response_id"
+
+    def joined(self, current: list[Item]) -> list[Item]:
+        return self.items + current if self.items else list(current)
+
+
+async def load_prior(
+    store: ResponseStore,
+    tenant_id: str,
+    command: CreateResponse,
+    conversation: list[Item] | None = None,
+) -> Prior:
+    """The stored items a request continues (its conversation's, or its chain's)."""
     if conversation is not None:
-        prior, source = conversation, "conversation"
-    elif command.previous_response_id is not None:
-        chain = await store.load_context(tenant_id, command.previous_response_id)
-        if chain is None:
-            raise PreviousResponseNotFound(command.previous_response_id)
-        if chain.status in UNFINISHED:
-            raise ResponseInProgress(command.previous_response_id)
-        prior = chain.items
-    _check_types(prior, command.input, backend, source)
-    _check_call_outputs(prior, command.input)
-    return prior + command.input if prior else list(command.input)
+        return Prior(conversation, "conversation")
+    if command.previous_response_id is None:
+        return Prior([])
+    chain = await store.load_context(tenant_id, command.previous_response_id)
+    if chain is None:
+        raise PreviousResponseNotFound(command.previous_response_id)
+    if chain.status in UNFINISHED:
+        raise ResponseInProgress(command.previous_response_id)
+    return Prior(chain.items)
 
 
-def _check_types(prior: list[Item], current: list[Item], backend: Backend, source: str) -> None:
-    for item in prior:
+def uncarried(prior: Prior, current: list[Item], backend: Backend) -> InvalidRequest | None:
+    """The error naming the first item (or content part) ``backend`` cannot carry."""
+    for item in prior.items:
         problem = _uncarried(item, backend, "")
         if problem is not None:
-            raise InvalidRequest(
-                f"{_PRIOR[source]} holds {problem[1]}, which the upstream API of backend "
+            return InvalidRequest(
+                f"{_PRIOR[prior.source]} holds {problem[1]}, which the upstream API of backend "
                 f"'{backend.name}' cannot carry.",
-                param=source,
+                param=prior.source,
                 code=problem[2],
             )
     for index, item in enumerate(current):
         problem = _uncarried(item, backend, f"input[{index}]")
         if problem is not None:
             param, what, code = problem
-            raise InvalidRequest(
+            return InvalidRequest(
                 f"{what[0].upper()}{what[1:]} is not supported by the upstream API of backend "
                 f"'{backend.name}'.",
                 param=param,
                 code=code,
             )
+    return None
 
 
 def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str] | None:
@@ -121,7 +148,7 @@ def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str] 
     return None
 
 
-def _check_call_outputs(prior: list[Item], current: list[Item]) -> None:
+def check_call_outputs(prior: list[Item], current: list[Item]) -> None:
     """Every call has a unique non-empty ``call_id``; each output answers exactly one
     pending call of its own kind (a ``tool_search_output`` a client-executed
     ``tool_search_call``); no call of the context is left without its output; an

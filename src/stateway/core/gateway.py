@@ -33,7 +33,7 @@ from stateway.core.commands import (
     UpdateConversation,
     WatchResponse,
 )
-from stateway.core.context import build_context
+from stateway.core.context import check_call_outputs, load_prior
 from stateway.core.conversations.ports import Conversation, ConversationItems, ConversationStore
 from stateway.core.conversations.service import (
     ConversationDeleted,
@@ -54,7 +54,7 @@ from stateway.core.journal import EventEncoder, RunJournal
 from stateway.core.loop import Loop
 from stateway.core.ports import Backend, ItemPage, Relay, ResponseStore, TokenCounter
 from stateway.core.response import UNFINISHED, ResponseState, load_state
-from stateway.core.routing import Route, Router
+from stateway.core.routing import Needs, Plan, Route, Router
 from stateway.core.runs import CancelReason, Run, RunRegistry
 from stateway.core.token_estimate import estimate_tokens
 from stateway.core.tools.catalog import Catalog
@@ -208,7 +208,6 @@ class Gateway:
             background.check_background(command, self._encoder)
         route = self._router.resolve(command.model)
         toolset = self._loop.tools.resolve(command.settings.tools)
-        toolset.route(route.backend)
         if command.hidden_rounds and route.gateway_tools is not None:
             toolset = toolset.joined(route.gateway_tools)
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
@@ -217,14 +216,9 @@ class Gateway:
         if command.conversation_id is not None:
             conversations = self._served_conversations(param="conversation")
             conversation = await conversations.context(principal.tenant_id, command.conversation_id)
-        context = await build_context(
-            self._store,
-            principal.tenant_id,
-            command,
-            route.backend,
-            None if conversation is None else conversation.items,
-        )
+        plan, context = await self._plan(principal, command, route, toolset, conversation)
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
+        state.attempts = plan.records
         run = Run(state, command.input)
         if conversation is not None:  # refused here (409, 404) while nothing has started
             begun = asyncio.ensure_future(self._loop.begin_turn(run, conversation.next_position))
@@ -233,11 +227,28 @@ class Gateway:
             except asyncio.CancelledError:
                 # The caller left while the turn's row was being written. Once it is, the
                 # run starts already cancelled and ends at once, letting the conversation go.
-                start = partial(self._start_abandoned, run, route, context, toolset)
+                start = partial(self._start_abandoned, run, plan, context, toolset)
                 begun.add_done_callback(start)
                 raise
-        self._start(run, route, context, command.stream, toolset)
+        self._start(run, plan, context, command.stream, toolset)
         return run
+
+    async def _plan(
+        self,
+        principal: Principal,
+        command: CreateResponse,
+        route: Route,
+        toolset: Toolset,
+        conversation: ConversationItems | None = None,
+    ) -> tuple[Plan, list[Item]]:
+        """The run's routing plan over the candidates able to serve it (``toolset``
+        routed to the first), and its context, checked."""
+        items = None if conversation is None else conversation.items
+        prior = await load_prior(self._store, principal.tenant_id, command, items)
+        plan = self._router.plan(route, Needs.of(command, prior, toolset))
+        toolset.route(plan.first.backend)
+        check_call_outputs(prior.items, command.input)
+        return plan, prior.joined(command.input)
 
     async def _chat(self, principal: Principal, command: ForwardChat) -> Relay | Run:
         """Forward a Chat Completions request untouched when its route allows (see
@@ -250,18 +261,18 @@ class Gateway:
         return await self._create(principal, await command.translate())
 
     def _start(
-        self, run: Run, route: Route, context: list[Item], stream: bool, toolset: Toolset
+        self, run: Run, plan: Plan, context: list[Item], stream: bool, toolset: Toolset
     ) -> None:
         if run.state.background and self._encoder is not None:
             run.journal = RunJournal(run, self._store, self._encoder)
             stream = True  # its row is written first, and it logs events as they come
         self.runs.add(run)
-        run.task = asyncio.create_task(self._drive(run, route, context, stream, toolset))
+        run.task = asyncio.create_task(self._drive(run, plan, context, stream, toolset))
 
     def _start_abandoned(
         self,
         run: Run,
-        route: Route,
+        plan: Plan,
         context: list[Item],
         toolset: Toolset,
         begun: asyncio.Future[None],
@@ -270,18 +281,18 @@ class Gateway:
             return  # nothing was written: nothing to end
         if not run.state.background:  # a background run goes on without its client
             run.cancel(CancelReason.CLIENT_GONE)
-        self._start(run, route, context, False, toolset)
+        self._start(run, plan, context, False, toolset)
 
     async def _count(self, principal: Principal, command: CreateResponse) -> TokenCount:
         """The input tokens of ``command``'s first round, counted by the upstream when it
         can, else estimated; checked as a run would be, but nothing runs or is stored."""
         route = self._router.resolve(command.model)
         toolset = self._loop.tools.resolve(command.settings.tools)
-        toolset.route(route.backend)
-        context = await build_context(self._store, principal.tenant_id, command, route.backend)
+        plan, context = await self._plan(principal, command, route, toolset)
+        candidate = plan.order()[0]
         catalog = Catalog(toolset.client)
         request = InferenceRequest(
-            model=route.upstream_model,
+            model=candidate.model,
             instructions=command.instructions,
             items=context,
             settings=command.settings,
@@ -290,15 +301,15 @@ class Gateway:
             tool_choice=catalog.model_choice(command.settings.tool_choice),
             native_tools=toolset.native,
         )
-        if isinstance(route.backend, TokenCounter):
-            return TokenCount(await route.backend.count_tokens(request), estimated=False)
+        if isinstance(candidate.backend, TokenCounter):
+            return TokenCount(await candidate.backend.count_tokens(request), estimated=False)
         return TokenCount(estimate_tokens(request), estimated=True)
 
     async def _drive(
-        self, run: Run, route: Route, context: list[Item], stream: bool, toolset: Toolset
+        self, run: Run, plan: Plan, context: list[Item], stream: bool, toolset: Toolset
     ) -> None:
         try:
-            await self._loop.execute(run, route, context, stream, toolset)
+            await self._loop.execute(run, plan, context, stream, toolset)
         except Exception:  # the top of a run's task: nothing may leave a run open
             log.exception("run %s crashed while finishing", run.id)
             if not run.closed:

@@ -48,9 +48,9 @@ from stateway.core.inference import (
 )
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
 from stateway.core.ownership import ProcessIdentity
-from stateway.core.ports import ConversationTurn, ResponseRecord, ResponseStore
+from stateway.core.ports import Backend, ConversationTurn, ResponseRecord, ResponseStore
 from stateway.core.response import final_record, started_record, turn_end
-from stateway.core.routing import Route
+from stateway.core.routing import Plan
 from stateway.core.runs import CancelReason, Run
 from stateway.core.tools import shell
 from stateway.core.tools.catalog import with_context_tools
@@ -104,7 +104,7 @@ class Loop:
     async def execute(
         self,
         run: Run,
-        route: Route,
+        plan: Plan,
         context: list[Item],
         stream: bool,
         toolset: Toolset | None = None,
@@ -147,7 +147,7 @@ class Loop:
                 assembler = OutputAssembler(state.output, run.emit, used_call_ids, tools=tools)
                 exhausted = limit is not None and tools.calls_made >= limit
                 request = InferenceRequest(
-                    model=route.upstream_model,
+                    model=plan.first.model,
                     instructions=state.instructions,
                     items=context + state.output,
                     settings=settings,
@@ -157,7 +157,7 @@ class Loop:
                     native_tools=toolset.native,
                     grammar=tools.catalog.forced_grammar(choice),
                 )
-                reason = await self._round(run, row, route, request, assembler, usage)
+                reason = await self._round(run, row, plan, request, assembler, usage)
                 incomplete = _INCOMPLETE_REASONS.get(reason)
                 assembler.finish("incomplete" if incomplete else "completed")
                 state.usage = usage
@@ -206,15 +206,49 @@ class Loop:
         self,
         run: Run,
         row: Row | None,
-        route: Route,
+        plan: Plan,
+        request: InferenceRequest,
+        assembler: OutputAssembler,
+        usage: Usage,
+    ) -> str:
+        """One inference round, failing over between the plan's candidates until the
+        first delta (:mod:`stateway.core.routing.plan`)."""
+        error: GatewayError | None = None
+        for candidate in plan.begin_round():
+            attempt = plan.open(candidate)
+            request.model = candidate.model
+            try:
+                backend = candidate.backend
+                reason = await self._infer(run, row, backend, plan, request, assembler, usage)
+            except GatewayError as exc:
+                if not plan.failed(attempt, candidate, exc):
+                    raise
+                error = exc
+                continue
+            except BaseException:
+                plan.abandoned(attempt)
+                raise
+            plan.succeeded(attempt, candidate)
+            return reason
+        assert error is not None  # a round opens one candidate at least
+        raise error
+
+    async def _infer(
+        self,
+        run: Run,
+        row: Row | None,
+        backend: Backend,
+        plan: Plan,
         request: InferenceRequest,
         assembler: OutputAssembler,
         usage: Usage,
     ) -> str:
         reason = "stop"
         reported = Usage()  # some servers repeat running totals: the last report counts
-        async with aclosing(route.backend.infer(request)) as deltas:
+        async with aclosing(backend.infer(request)) as deltas:
             async for delta in deltas:
+                if not plan.output_started:
+                    plan.output()
                 if not run.events:  # the first output: durable first, then announced
                     await _durable(row)
                     _announce(run)

@@ -44,6 +44,9 @@ class ResponseState:
     """The stop sequence that ended the last round, if the upstream said (Messages'
     ``stop_sequence``); not stored."""
     background: bool = False
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    """Every routing attempt (:mod:`stateway.core.routing.attempts`): stored for
+    operators, never in the public object."""
 
     @classmethod
     def start(
@@ -93,6 +96,7 @@ def dump_state(state: ResponseState) -> dict[str, Any]:
         "completed_at": state.completed_at,
         "conversation_id": state.conversation_id,
         "background": state.background,
+        "attempts": state.attempts,
     }
 
 
@@ -115,6 +119,7 @@ def load_state(tenant_id: str, body: dict[str, Any], output: list[Item]) -> Resp
         completed_at=body.get("completed_at"),
         conversation_id=body.get("conversation_id"),
         background=body.get("background", False),
+        attempts=body.get("attempts", []),
     )
 
 

@@ -206,7 +206,7 @@ class FakeUpstreamApp:
         logged: dict[str, Any] = {"path": path, "body": body, "headers": _logged_headers(scope)}
         self.requests.append(logged)
         request = parse(body)
-        script = parse_script(request.conversation.user_text)
+        script = parse_script(request.conversation.user_text).for_model(body.get("model"))
         if script.stall_ms or script.trickle_ms:
             stall, trickle = (script.stall_ms or 0) / 1000, (script.trickle_ms or 0) / 1000
             send = PacedSend(send, stall=stall, trickle=trickle).send

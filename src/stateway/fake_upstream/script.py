@@ -22,6 +22,10 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           echoes the bearer key
     [[leak:text]]         the same with a text/plain body
     [[leak:stream]]       stream the answer, but end it with an error event echoing the key
+    [[only:MODEL]]        the misbehaviours (error, cut, slow, silence, stall, trickle,
+                          leak) apply only to requests for model MODEL; a request for
+                          another model is answered plainly (tests of routing between
+                          candidates that name different models)
 
 The key is echoed lower-cased and as its first 12 characters (what careless model servers
 do), for tests of the gateway's scrubbing. On the Responses wire the closing events of a
@@ -38,7 +42,7 @@ kept as plain text. For non-repeatable directives the last occurrence wins.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import orjson
 
@@ -90,6 +94,22 @@ class Script:
     huge: int | None = None
     leak: str | None = None
     rounds: int | None = None
+    only: str | None = None
+
+    def for_model(self, model: object) -> Script:
+        """The script as a request for ``model`` plays it (see ``[[only]]``)."""
+        if self.only is None or model == self.only:
+            return self
+        return replace(
+            self,
+            error=None,
+            cut=None,
+            slow_ms=None,
+            silence_ms=None,
+            stall_ms=None,
+            trickle_ms=None,
+            leak=None,
+        )
 
 
 def parse_script(text: str) -> Script:
@@ -132,6 +152,8 @@ def _apply(text: str, start: int, script: Script) -> int:
     arg = text[head.end() : close]
     if name == "reason":
         script.reasoning = arg if script.reasoning is None else f"{script.reasoning} {arg}"
+    elif name == "only" and arg:
+        script.only = arg
     elif name == "leak" and arg in LEAKS:
         script.leak = arg
     elif name in _INTEGERS and arg.isascii() and arg.isdigit():

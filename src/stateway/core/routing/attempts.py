@@ -1,0 +1,93 @@
+"""Attempts: one candidate opened for one inference round, and how it ended.
+
+Every attempt is recorded on the response's stored record (``attempts``: admin-visible,
+never in the public Response object) and logged. A candidate skipped before it was
+opened (incapable, or its circuit open) is recorded too, with the reason.
+
+Which failures move on to the next candidate is decided here, by error class and
+status only: a recoverable failure is one where another model server may well answer
+(connect errors, timeouts before the first byte, 429, 5xx, the gateway's own full queue
+for that server, an upstream error event before any output). A request the upstream
+refused as such (another 4xx) or an answer too large would fail the same way anywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from stateway.core.errors import (
+    GatewayError,
+    Overloaded,
+    UpstreamError,
+    UpstreamRejected,
+    UpstreamResponseTooLarge,
+)
+
+log = logging.getLogger("stateway.routing")
+
+Outcome = Literal["ok", "failed", "cut", "cancelled", "skipped"]
+
+
+def recoverable(error: BaseException) -> bool:
+    """Whether another candidate may serve the round ``error`` ended before any output."""
+    if isinstance(error, UpstreamRejected):
+        return error.status == 429
+    if isinstance(error, UpstreamResponseTooLarge):
+        return False
+    return isinstance(error, UpstreamError | Overloaded)
+
+
+def retry_after(error: BaseException) -> float | None:
+    """Seconds an upstream asked to be left alone (``Retry-After`` in delta-seconds)."""
+    if not isinstance(error, GatewayError):
+        return None
+    value = error.headers.get("Retry-After", "")
+    return float(value) if value.isdigit() else None
+
+
+@dataclass(slots=True)
+class Attempt:
+    route: str
+    candidate: str
+    """``backend/model``."""
+    round: int
+    started: float
+    outcome: Outcome = "failed"
+    detail: str | None = None
+    """The error code of a failure, or why a candidate was skipped."""
+    latency_ms: float | None = None
+    first_byte_ms: float | None = None
+    """Until the first delta reached the run; None when none did."""
+    affinity: Literal["hit", "miss"] | None = None
+
+    def record(self) -> dict[str, Any]:
+        backend, _, model = self.candidate.partition("/")
+        record: dict[str, Any] = {
+            "backend": backend,
+            "model": model,
+            "round": self.round,
+            "outcome": self.outcome,
+            "detail": self.detail,
+            "latency_ms": self.latency_ms,
+            "first_byte_ms": self.first_byte_ms,
+        }
+        if self.affinity is not None:
+            record["affinity"] = self.affinity
+        return record
+
+    def end(self, now: float, outcome: Outcome, detail: str | None = None) -> None:
+        self.outcome, self.detail = outcome, detail
+        self.latency_ms = round((now - self.started) * 1000, 3)
+        log.info(
+            "route %s round %d attempt %s: %s%s latency_ms=%s first_byte_ms=%s affinity=%s",
+            self.route,
+            self.round,
+            self.candidate,
+            outcome,
+            f" ({detail})" if detail else "",
+            self.latency_ms,
+            self.first_byte_ms,
+            self.affinity or "-",
+        )

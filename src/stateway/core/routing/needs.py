@@ -1,0 +1,149 @@
+"""Capability negotiation: what a request needs, and whether a candidate can give it.
+
+Checked per candidate before it is opened, so no upstream is sent a request it cannot
+serve: image and file inputs, reasoning, tool calls (and parallel ones), tools only an
+upstream speaking Responses carries, the input item and content part types its API
+carries (:func:`stateway.core.context.uncarried`), and the context window when the
+candidate declares one (the input estimated, :mod:`stateway.core.token_estimate`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import orjson
+
+from stateway.core.commands import CreateResponse
+from stateway.core.context import Prior, uncarried
+from stateway.core.errors import GatewayError, InvalidRequest
+from stateway.core.items import MESSAGE, Item
+from stateway.core.routing.route import Candidate
+from stateway.core.token_estimate import BYTES_PER_TOKEN
+from stateway.core.tools import shell
+from stateway.core.tools.toolset import Toolset
+
+_PART_HOLDERS = frozenset({"function_call_output", "custom_tool_call_output"})
+
+CAPABILITY_MISSING = "unsupported_capability"
+"""The code of a 400 when no candidate of the route has a capability the request needs."""
+
+
+@dataclass(slots=True)
+class Needs:
+    """What one request needs of the candidate that serves it."""
+
+    command: CreateResponse
+    prior: Prior
+    images: bool = False
+    files: bool = False
+    reasoning: bool = False
+    tool_calls: bool = False
+    parallel_tool_calls: bool = False
+    native_tool: str | None = None
+    """The first declared tool only an upstream speaking Responses carries."""
+    native_param: str = "tools"
+    shell: bool = False
+    """Shell tools are declared: natively for such an upstream, as functions for others."""
+    _tokens: int | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, command: CreateResponse, prior: Prior, toolset: Toolset) -> Needs:
+        needs = cls(command, prior)
+        for item in prior.items:
+            needs._scan(item)
+        for item in command.input:
+            needs._scan(item)
+        settings = command.settings
+        effort = settings.reasoning_effort
+        needs.reasoning = (effort is not None and effort != "none") or bool(
+            settings.reasoning_budget
+        )
+        tools = bool(toolset.client or toolset.native or toolset.gateway_owned)
+        needs.tool_calls = tools or toolset.tool_search is not None
+        needs.parallel_tool_calls = needs.tool_calls and settings.parallel_tool_calls
+        if toolset.native:
+            first = toolset.native[0]
+            needs.native_tool = first.get("type")
+            index = next((i for i, t in enumerate(toolset.public) if t is first), 0)
+            needs.native_param = f"tools[{index}].type"
+        needs.shell = any(t.get("type") in shell.TOOL_TYPES for t in toolset.client)
+        return needs
+
+    def _scan(self, item: Item) -> None:
+        kind = item.get("type")
+        if kind == MESSAGE:
+            parts = item.get("content")
+        elif kind in _PART_HOLDERS:
+            parts = item.get("output")
+        else:
+            return
+        if isinstance(parts, list):
+            for part in parts:
+                part_kind = part.get("type") if isinstance(part, dict) else None
+                self.images = self.images or part_kind == "input_image"
+                self.files = self.files or part_kind == "input_file"
+
+    @property
+    def tokens(self) -> int:
+        """The input's estimated tokens (computed once, when a candidate asks)."""
+        if self._tokens is None:
+            command = self.command
+            size = len(command.instructions.encode()) if command.instructions else 0
+            size += len(orjson.dumps(self.prior.items)) + len(orjson.dumps(command.input))
+            size += len(orjson.dumps(command.settings.tools))
+            self._tokens = max(1, -(-size // BYTES_PER_TOKEN))
+        return self._tokens
+
+
+@dataclass(slots=True, frozen=True)
+class Unmet:
+    """Why a candidate cannot serve a request: the capability, and the client's error."""
+
+    capability: str
+    error: GatewayError
+
+
+def unmet(route: str, candidate: Candidate, needs: Needs) -> Unmet | None:
+    """The first thing ``candidate`` cannot do that ``needs`` asks; None when it can serve."""
+    has = candidate.capabilities
+    checks = (
+        ("images", needs.images and not has.images, "image input", "input"),
+        ("files", needs.files and not has.files, "file input", "input"),
+        ("reasoning", needs.reasoning and not has.reasoning, "reasoning", "reasoning"),
+        ("tool_calls", needs.tool_calls and not has.tool_calls, "tool calls", "tools"),
+        (
+            "parallel_tool_calls",
+            needs.parallel_tool_calls and not has.parallel_tool_calls,
+            "parallel tool calls",
+            "parallel_tool_calls",
+        ),
+    )
+    for capability, missing, what, param in checks:
+        if missing:
+            return Unmet(capability, _missing(route, candidate, what, param))
+    window = has.context_window
+    if window is not None and needs.tokens > window:
+        what = f"a context window of about {needs.tokens} tokens (it has {window})"
+        return Unmet("context_window", _missing(route, candidate, what, "input"))
+    backend = candidate.backend
+    if needs.native_tool is not None and not backend.carries_unknown_types:
+        error = InvalidRequest(
+            f"Tool type '{needs.native_tool}' is not supported by the upstream API of "
+            f"backend '{backend.name}' (only an upstream that speaks Responses carries it).",
+            param=needs.native_param,
+            code="unsupported_tool_type",
+        )
+        return Unmet("tool_types", error)
+    problem = uncarried(needs.prior, needs.command.input, backend)
+    if problem is not None:
+        return Unmet("input_types", problem)
+    return None
+
+
+def _missing(route: str, candidate: Candidate, what: str, param: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"No candidate of model '{route}' can serve this request: it needs {what}, which "
+        f"backend '{candidate.backend.name}' (model '{candidate.model}') does not support.",
+        param=param,
+        code=CAPABILITY_MISSING,
+    )

@@ -1,0 +1,100 @@
+"""A route: the candidates that may serve one public model name, and how to choose."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from stateway.core.ports import Backend, ChatForwarder
+from stateway.core.tools.toolset import Toolset
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a candidate can do; everything unless its configuration says otherwise."""
+
+    images: bool = True
+    files: bool = True
+    reasoning: bool = True
+    tool_calls: bool = True
+    parallel_tool_calls: bool = True
+    context_window: int | None = None
+    """Input tokens the model takes; None: not checked."""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A backend and the name its upstream knows the model by."""
+
+    backend: Backend
+    model: str
+    """Empty for a catch-all backend's candidate until a model name is routed to it."""
+    weight: float = 1.0
+    priority: int = 0
+    capabilities: Capabilities = Capabilities()
+
+    @property
+    def key(self) -> str:
+        """How logs, attempts, health and affinity name it."""
+        return f"{self.backend.name}/{self.model}"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    name: str
+    candidates: tuple[Candidate, ...]
+    """In configuration order (the order of errors when none can serve)."""
+    gateway_tools: Toolset | None = None
+    """The gateway tools offered to Chat Completions and Messages clients (hidden rounds)."""
+    forwarder: ChatForwarder | None = None
+    """Set when a Chat Completions request may go to the only candidate untouched."""
+    affinity: bool = True
+    """Continuations prefer the candidate that served their parent."""
+    affinity_tolerance: float = 0.5
+    max_attempts: int = 3
+
+    @property
+    def backend(self) -> Backend:
+        """The first candidate's backend (counting tokens, forwarding)."""
+        return self.candidates[0].backend
+
+    @property
+    def upstream_model(self) -> str:
+        return self.candidates[0].model
+
+    def serving(self, model: str) -> Route:
+        """This catch-all route serving ``model``: each candidate asks its upstream for it."""
+        candidates = tuple(replace(c, model=model) for c in self.candidates)
+        return replace(self, name=model, candidates=candidates)
+
+
+def single_route(
+    name: str,
+    backend: Backend,
+    model: str,
+    gateway_tools: Toolset | None = None,
+) -> Route:
+    """A route of one candidate (a backend's own model name, or the catch-all)."""
+    forwarder = backend if isinstance(backend, ChatForwarder) and gateway_tools is None else None
+    return Route(name, (Candidate(backend, model),), gateway_tools, forwarder)
+
+
+@dataclass(slots=True, frozen=True)
+class BackendEntry:
+    """A backend and the model names it declares: each a route of one candidate, or,
+    with ``catch_all``, the route of every other name."""
+
+    backend: Backend
+    models: dict[str, str]
+    """Public model name -> upstream model name. Empty with ``catch_all``."""
+    catch_all: bool = False
+    gateway_tools: Toolset | None = None
+    """The backend's ``gateway_tools``, resolved; None when it has none."""
+
+    def catch_all_route(self) -> Route:
+        return single_route("", self.backend, "", self.gateway_tools)
+
+    def routes(self) -> list[Route]:
+        return [
+            single_route(public, self.backend, upstream, self.gateway_tools)
+            for public, upstream in self.models.items()
+        ]

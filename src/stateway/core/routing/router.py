@@ -1,0 +1,131 @@
+"""The router: a model name, through aliases, to its route; a request to its plan.
+
+Names resolve in this order: a route's own name (a ``[[routes]]`` entry, or a model name
+a backend declares), then an alias (followed to its route), then the default route: a
+``[[routes]]`` entry marked ``default``, or the catch-all backend's route, whose
+candidate asks its upstream for the requested name itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+
+from stateway.core.errors import GatewayError, InvalidRequest, ModelNotFound
+from stateway.core.ports import Backend
+from stateway.core.routing.attempts import Attempt
+from stateway.core.routing.needs import Needs, Unmet, unmet
+from stateway.core.routing.plan import Plan
+from stateway.core.routing.route import BackendEntry, Candidate, Route
+
+log = logging.getLogger(__name__)
+
+
+_SHAPES = InvalidRequest("Shell tools go to every candidate of a run in one shape.")
+"""Never raised: a candidate of the other API shape than the run's first is skipped."""
+
+
+class Router:
+    def __init__(
+        self,
+        entries: list[BackendEntry] | None = None,
+        *,
+        routes: list[Route] | None = None,
+        aliases: Mapping[str, str] | None = None,
+        default: Route | None = None,
+        catch_all: bool = False,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``entries``: backends declaring their model names (and the catch-all backend);
+        ``routes``: configured routes; ``catch_all``: the ``default`` route serves each
+        name as its upstream's own. Earlier declarations of a name win."""
+        self._routes: dict[str, Route] = {}
+        for entry in entries or []:
+            for route in entry.routes():
+                self._routes.setdefault(route.name, route)
+            if entry.catch_all and default is None:
+                default, catch_all = entry.catch_all_route(), True
+        for route in routes or []:
+            self._routes.setdefault(route.name, route)
+        self._aliases = dict(aliases or {})
+        self._default = default
+        self._catch_all = catch_all
+        self._rng = rng or random.Random()
+        self._clock = clock
+
+    @property
+    def backends(self) -> list[Backend]:
+        """Every backend a route names, once, in order."""
+        seen: dict[str, Backend] = {}
+        routes = [*self._routes.values(), *([self._default] if self._default else [])]
+        for route in routes:
+            for candidate in route.candidates:
+                seen.setdefault(candidate.backend.name, candidate.backend)
+        return list(seen.values())
+
+    def resolve(self, model: str) -> Route:
+        name = model
+        for _ in range(len(self._aliases) + 1):  # aliases are checked for cycles up front
+            route = self._routes.get(name)
+            if route is not None:
+                return route
+            if name not in self._aliases:
+                break
+            name = self._aliases[name]
+        if self._default is None:
+            raise ModelNotFound(model)
+        return self._default.serving(model) if self._catch_all else self._default
+
+    def plan(self, route: Route, needs: Needs) -> Plan:
+        """The run's plan over the candidates able to serve ``needs``. Raises the first
+        candidate's reason (a 400 naming what is missing) when none can."""
+        capable: list[Candidate] = []
+        skipped: list[Attempt] = []
+        first_unmet: Unmet | None = None
+        now = self._clock()
+        for candidate in route.candidates:
+            problem = unmet(route.name, candidate, needs)
+            if problem is None and needs.shell and capable and _shape(candidate, capable[0]):
+                problem = Unmet("tool_shapes", _SHAPES)
+            if problem is None:
+                capable.append(candidate)
+                continue
+            first_unmet = first_unmet or problem
+            attempt = Attempt(route.name, candidate.key, 0, now, "skipped", problem.capability)
+            attempt.latency_ms = 0.0
+            skipped.append(attempt)
+        if not capable:
+            assert first_unmet is not None
+            raise first_unmet.error
+        for attempt in skipped:
+            log.info("route %s: skipped %s (%s)", route.name, attempt.candidate, attempt.detail)
+        return Plan(route, capable, rng=self._rng, clock=self._clock, skipped=skipped)
+
+    async def list_models(self) -> list[tuple[str, str]]:
+        """``(model, backend name)`` for every route and alias and, for a catch-all
+        backend, every name its upstream reports. An unreachable upstream contributes
+        nothing."""
+        seen: dict[str, str] = {}
+        for name, route in self._routes.items():
+            seen.setdefault(name, route.backend.name)
+        for alias in self._aliases:
+            seen.setdefault(alias, self.resolve(alias).backend.name)
+        if self._default is not None and self._catch_all:
+            backend = self._default.backend
+            try:
+                names = await backend.list_models()
+            except GatewayError as exc:
+                log.warning("listing models of backend %s failed: %s", backend.name, exc)
+                names = []
+            for name in names:
+                seen.setdefault(name, backend.name)
+        return list(seen.items())
+
+
+def _shape(candidate: Candidate, first: Candidate) -> bool:
+    """Whether ``candidate`` speaks another API shape than ``first`` (shell tools go to
+    an upstream speaking Responses natively, and as functions to the others)."""
+    return candidate.backend.carries_unknown_types != first.backend.carries_unknown_types

@@ -1,0 +1,117 @@
+"""Failover between a route's candidates: before the round's first delta only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stateway.core import events as ev
+from stateway.core.commands import CreateResponse, Principal
+from stateway.core.errors import (
+    GatewayError,
+    Overloaded,
+    UpstreamError,
+    UpstreamRejected,
+    UpstreamResponseTooLarge,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+from stateway.core.inference import Finish, TextDelta
+from stateway.core.routing import recoverable
+from stateway.protocols.responses.encode import encode_response
+from tests.core.fakes import MemoryStore
+from tests.core.routing_fakes import Named, candidate, gateway, route, router
+
+USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+OK = [TextDelta("fine"), Finish("stop")]
+
+
+async def run_over(*backends: Named, max_attempts: int = 3, stream: bool = True) -> Any:
+    tiers = [candidate(b, priority=i) for i, b in enumerate(backends)]
+    store = MemoryStore()
+    assistant = route(*tiers, max_attempts=max_attempts)
+    command = CreateResponse("assistant", [USER], stream=stream)
+    run = await gateway(router(assistant), store).execute(Principal(), command)
+    await run.wait()
+    return run, store
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        UpstreamError("500"),
+        UpstreamUnavailable("refused"),
+        UpstreamTimeout("no first byte"),
+        UpstreamRejected("slow down", status=429, code="rate_limit_exceeded"),
+        Overloaded("queue full"),
+    ],
+)
+async def test_a_recoverable_failure_before_output_moves_to_the_next_candidate(
+    failure: GatewayError,
+) -> None:
+    a, b = Named("a", [failure]), Named("b", OK)
+    run, store = await run_over(a, b)
+    assert run.state.status == "completed"
+    assert run.state.output[0]["content"][0]["text"] == "fine"
+    assert [r.model for r in b.requests] == ["b-model"]
+    kinds = [type(e).__name__ for e in run.events]
+    assert kinds.count("ResponseCreated") == 1
+    assert kinds[-1] == "ResponseFinished"
+    outcomes = [(x["backend"], x["outcome"], x["detail"]) for x in run.state.attempts]
+    assert outcomes == [("a", "failed", failure.code), ("b", "ok", None)]
+    assert all(x["latency_ms"] is not None for x in run.state.attempts)
+    assert run.state.attempts[1]["first_byte_ms"] is not None
+    stored = store.records[("default", run.id)].body
+    assert stored["attempts"] == run.state.attempts
+    assert "attempts" not in encode_response(run.state)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        UpstreamRejected("bad request", status=400),
+        UpstreamResponseTooLarge("too big"),
+    ],
+)
+async def test_a_failure_another_server_would_repeat_is_not_retried(
+    failure: GatewayError,
+) -> None:
+    a, b = Named("a", [failure]), Named("b", OK)
+    run, _ = await run_over(a, b)
+    assert run.state.status == "failed"
+    assert b.requests == []
+    assert [x["outcome"] for x in run.state.attempts] == ["failed"]
+
+
+async def test_a_failure_after_the_first_delta_is_terminal_for_every_candidate() -> None:
+    a = Named("a", [TextDelta("half"), UpstreamError("cut", code="upstream_stream_cut")])
+    b = Named("b", OK)
+    run, store = await run_over(a, b)
+    assert run.state.status == "failed"
+    assert run.state.error["code"] == "upstream_stream_cut"
+    assert b.requests == []
+    assert len(a.requests) == 1
+    [attempt] = run.state.attempts
+    assert (attempt["outcome"], attempt["detail"]) == ("cut", "upstream_stream_cut")
+    assert attempt["first_byte_ms"] is not None
+    assert isinstance(run.events[-1], ev.ResponseFinished)
+    assert store.records[("default", run.id)].status == "failed"
+
+
+async def test_max_attempts_bounds_a_round_and_the_last_error_is_the_answer() -> None:
+    a = Named("a", [UpstreamError("a down")])
+    b = Named("b", [UpstreamUnavailable("b down")])
+    c = Named("c", OK)
+    run, _ = await run_over(a, b, c, max_attempts=2, stream=False)
+    assert run.state.status == "failed"
+    assert run.error.code == "upstream_unavailable"
+    assert c.requests == []
+    assert [x["backend"] for x in run.state.attempts] == ["a", "b"]
+
+
+def test_recoverable_is_decided_by_class_and_status() -> None:
+    assert recoverable(UpstreamRejected("x", status=429))
+    assert not recoverable(UpstreamRejected("x", status=404))
+    assert not recoverable(ValueError("a bug"))
+    assert recoverable(UpstreamError("x", code="upstream_auth_failed"))

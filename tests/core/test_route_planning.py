@@ -1,0 +1,119 @@
+"""Route planning: names and aliases, tiers and weights (a seeded RNG), capabilities."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.errors import InvalidRequest, ModelNotFound
+from tests.core.routing_fakes import Named, candidate, needs, route, router
+
+TEXT = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+IMAGE = {
+    "type": "message",
+    "role": "user",
+    "content": [{"type": "input_image", "image_url": "data:image/png;base64,AAAA"}],
+}
+
+
+def ask(*items: dict[str, object], **settings: object) -> CreateResponse:
+    return CreateResponse("assistant", list(items), settings=GenerationSettings(**settings))  # type: ignore[arg-type]
+
+
+def test_aliases_lead_to_routes_and_unknown_names_are_404() -> None:
+    assistant = route(candidate(Named("a")))
+    routing = router(assistant, aliases={"smart": "clever", "clever": "assistant"})
+    assert routing.resolve("assistant") is assistant
+    assert routing.resolve("smart") is assistant
+    with pytest.raises(ModelNotFound):
+        routing.resolve("other")
+
+
+def test_a_default_route_serves_unknown_names() -> None:
+    fallback = route(candidate(Named("a")), name="fallback")
+    routing = router(fallback, default=fallback)
+    assert routing.resolve("anything") is fallback
+
+
+def test_weights_split_first_places_within_five_percent_over_2000_plans() -> None:
+    a, b, c = Named("a"), Named("b"), Named("c")
+    assistant = route(candidate(a, weight=3), candidate(b, weight=1), candidate(c, weight=1))
+    routing = router(assistant, seed=2026)
+    firsts = Counter(
+        routing.plan(assistant, needs(ask(TEXT))).begin_round()[0].backend.name for _ in range(2000)
+    )
+    assert abs(firsts["a"] / 2000 - 0.6) <= 0.05
+    assert abs(firsts["b"] / 2000 - 0.2) <= 0.05
+    assert abs(firsts["c"] / 2000 - 0.2) <= 0.05
+
+
+def test_lower_priority_tiers_come_first_and_max_attempts_bounds_a_round() -> None:
+    a, b, c = Named("a"), Named("b"), Named("c")
+    assistant = route(
+        candidate(c, priority=2), candidate(b, priority=1), candidate(a), max_attempts=2
+    )
+    plan = router(assistant).plan(assistant, needs(ask(TEXT)))
+    assert [x.backend.name for x in plan.order()] == ["a", "b", "c"]
+    assert [x.backend.name for x in plan.begin_round()] == ["a", "b"]
+
+
+def test_an_incapable_candidate_is_skipped_and_recorded() -> None:
+    text_only, vision = Named("text"), Named("vision")
+    assistant = route(candidate(text_only, images=False), candidate(vision))
+    plan = router(assistant).plan(assistant, needs(ask(IMAGE)))
+    assert [x.backend.name for x in plan.capable] == ["vision"]
+    [skip] = plan.records
+    assert (skip["backend"], skip["outcome"], skip["detail"]) == ("text", "skipped", "images")
+    text_plan = router(assistant).plan(assistant, needs(ask(TEXT)))
+    assert len(text_plan.capable) == 2
+    assert text_plan.records == []
+
+
+@pytest.mark.parametrize(
+    ("can", "command", "words"),
+    [
+        ({"images": False}, ask(IMAGE), "image input"),
+        ({"reasoning": False}, ask(TEXT, reasoning_effort="high"), "reasoning"),
+        (
+            {"tool_calls": False},
+            ask(TEXT, tools=[{"type": "function", "name": "f", "parameters": {}}]),
+            "tool calls",
+        ),
+        (
+            {"parallel_tool_calls": False},
+            ask(TEXT, tools=[{"type": "function", "name": "f", "parameters": {}}]),
+            "parallel tool calls",
+        ),
+        ({"context_window": 4}, ask(TEXT), "context window"),
+    ],
+)
+def test_no_capable_candidate_is_a_400_naming_the_capability(
+    can: dict[str, object], command: CreateResponse, words: str
+) -> None:
+    assistant = route(candidate(Named("a"), **can), candidate(Named("b"), **can))
+    with pytest.raises(InvalidRequest) as refused:
+        router(assistant).plan(assistant, needs(command))
+    assert refused.value.status == 400
+    assert refused.value.code == "unsupported_capability"
+    assert words in refused.value.message
+    assert "'assistant'" in refused.value.message
+
+
+def test_a_request_within_every_capability_plans_all_candidates() -> None:
+    settings = {"parallel_tool_calls": False, "reasoning_effort": "none"}
+    command = ask(TEXT, tools=[{"type": "function", "name": "f", "parameters": {}}], **settings)
+    assistant = route(
+        candidate(Named("a"), parallel_tool_calls=False, reasoning=False, context_window=10_000)
+    )
+    assert len(router(assistant).plan(assistant, needs(command)).capable) == 1
+
+
+def test_an_item_type_no_candidate_carries_keeps_its_own_error() -> None:
+    assistant = route(candidate(Named("a")))
+    command = ask({"type": "compaction", "encrypted_content": "x"})
+    with pytest.raises(InvalidRequest) as refused:
+        router(assistant).plan(assistant, needs(command))
+    assert refused.value.code == "unsupported_item_type"
+    assert refused.value.param == "input[0].type"
