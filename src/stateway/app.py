@@ -6,6 +6,7 @@ A new backend API shape is one entry in ``BACKEND_APIS``; a new surface is one m
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -28,6 +29,8 @@ from stateway.core.loop import Loop
 from stateway.core.ownership import ProcessIdentity, fail_abandoned
 from stateway.core.ports import Backend, ChatForwarder, ResponseStore
 from stateway.core.routing import BackendEntry, Candidate, Capabilities, Route, Router
+from stateway.core.routing.health import HealthPolicy
+from stateway.core.routing.probe import HealthProber
 from stateway.core.runs import CancelReason, RunRegistry
 from stateway.core.tools.ports import McpServer
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy, Toolset
@@ -67,6 +70,8 @@ class GatewayParts:
     gateway: Gateway
     owner: ProcessIdentity
     tools: GatewayTools
+    prober: HealthProber | None = None
+    """Probes the backends while serving (``[health] active_probe``)."""
 
     async def end_runs(self) -> None:
         """End every run as ``server_shutting_down``; later ones end as they start."""
@@ -174,7 +179,10 @@ def build_router(config: Config, waiting_room: WaitingRoom, tools: GatewayTools)
     default = next(
         (route for route, r in zip(routes, config.routes, strict=True) if r.default), None
     )
-    return Router(entries, routes=routes, aliases=config.aliases, default=default)
+    health = HealthPolicy(
+        config.health.failure_threshold, config.health.cooldown, config.health.jitter
+    )
+    return Router(entries, routes=routes, aliases=config.aliases, default=default, health=health)
 
 
 def build_route(
@@ -228,7 +236,10 @@ def build_gateway(
     gateway = Gateway(
         store, router, loop, runs, conversations=conversations, encoder=encode_event_json
     )
-    return GatewayParts(store, router.backends, runs, gateway, owner, tools)
+    prober = None
+    if config.health.active_probe:
+        prober = HealthProber(router, config.health.probe_interval)
+    return GatewayParts(store, router.backends, runs, gateway, owner, tools, prober)
 
 
 def build_app(
@@ -241,9 +252,12 @@ def build_app(
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         await fail_abandoned(parts.store, parts.owner, encode_event_json)
+        probing = None if parts.prober is None else asyncio.create_task(parts.prober.run())
         try:
             yield
         finally:
+            if probing is not None:
+                probing.cancel()
             await parts.end_runs()
             for backend in parts.backends:
                 await backend.aclose()

@@ -52,6 +52,16 @@ model = "b-model"
 priority = 1
 
 [[routes]]
+name = "cutting"
+[[routes.candidates]]
+backend = "a"
+model = "cut-model"
+[[routes.candidates]]
+backend = "b"
+model = "b-model"
+priority = 1
+
+[[routes]]
 name = "vision"
 [[routes.candidates]]
 backend = "a"
@@ -82,10 +92,10 @@ priority = 1
 name = "spread"
 [[routes.candidates]]
 backend = "a"
-model = "a-model"
+model = "a-spread"
 [[routes.candidates]]
 backend = "b"
-model = "b-model"
+model = "b-spread"
 """
 
 

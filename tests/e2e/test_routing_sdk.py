@@ -81,7 +81,7 @@ def test_no_failover_after_output(
     sdk: OpenAI, routed: RunningGateway, fake_upstream: str, second_upstream: str
 ) -> None:
     mark = marker()
-    with sdk.responses.stream(model="assistant", input=f"{mark} [[cut:4]] [[only:a-model]]") as s:
+    with sdk.responses.stream(model="cutting", input=f"{mark} [[cut:4]] [[only:cut-model]]") as s:
         events = list(s)
     assert events[-1].type == "response.failed"
     assert [e.type for e in events].count("response.created") == 1
@@ -147,3 +147,22 @@ def test_aliases_and_model_listing(sdk: OpenAI) -> None:
     assert listed["assistant"] == "a"
     assert listed["smart"] == "a"
     assert listed["spread"] == "a"
+
+
+def test_a_chain_keeps_to_the_candidate_that_served_it(sdk: OpenAI, routed: RunningGateway) -> None:
+    def served(response_id: str) -> str:
+        attempts = routed.stored(response_id)["attempts"]
+        return str(next(x["backend"] for x in attempts if x["outcome"] == "ok"))
+
+    first = sdk.responses.create(model="spread", input="turn 0")
+    home = served(first.id)
+    previous = first.id
+    for index in range(1, 6):
+        answer = sdk.responses.create(
+            model="spread", input=f"turn {index}", previous_response_id=previous
+        )
+        assert served(answer.id) == home
+        assert routed.stored(answer.id)["attempts"][0]["affinity"] == "hit"
+        previous = answer.id
+    starts = {served(sdk.responses.create(model="spread", input="new").id) for _ in range(24)}
+    assert starts == {"a", "b"}

@@ -55,6 +55,7 @@ from stateway.core.loop import Loop
 from stateway.core.ports import Backend, ItemPage, Relay, ResponseStore, TokenCounter
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.routing import Needs, Plan, Route, Router
+from stateway.core.routing.affinity import chain_names
 from stateway.core.runs import CancelReason, Run, RunRegistry
 from stateway.core.token_estimate import estimate_tokens
 from stateway.core.tools.catalog import Catalog
@@ -219,6 +220,9 @@ class Gateway:
         plan, context = await self._plan(principal, command, route, toolset, conversation)
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
         state.attempts = plan.records
+        plan.remember = chain_names(
+            state.id, state.conversation_id, state.settings.prompt_cache_key
+        )
         run = Run(state, command.input)
         if conversation is not None:  # refused here (409, 404) while nothing has started
             begun = asyncio.ensure_future(self._loop.begin_turn(run, conversation.next_position))
@@ -245,7 +249,12 @@ class Gateway:
         routed to the first), and its context, checked."""
         items = None if conversation is None else conversation.items
         prior = await load_prior(self._store, principal.tenant_id, command, items)
-        plan = self._router.plan(route, Needs.of(command, prior, toolset))
+        chain = chain_names(
+            command.previous_response_id,
+            command.conversation_id,
+            command.settings.prompt_cache_key,
+        )
+        plan = self._router.plan(route, Needs.of(command, prior, toolset), chain)
         toolset.route(plan.first.backend)
         check_call_outputs(prior.items, command.input)
         return plan, prior.joined(command.input)

@@ -226,7 +226,7 @@ class Loop:
                 error = exc
                 continue
             except BaseException:
-                plan.abandoned(attempt)
+                plan.abandoned(attempt, candidate)
                 raise
             plan.succeeded(attempt, candidate)
             return reason

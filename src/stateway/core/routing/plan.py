@@ -3,21 +3,45 @@ record of every attempt.
 
 Each inference round (the tool loop's included) orders the capable candidates afresh:
 ``priority`` tiers first to last, and within a tier a weighted random order (the first
-place goes to each candidate in proportion to its ``weight``). The round opens them in
-that order, at most ``max_attempts``; a recoverable failure before the round's first
-delta moves on to the next (:func:`.attempts.recoverable`), anything else ends the
-round. Once a delta has reached the run nothing is sent again, to any candidate.
+place goes to each candidate in proportion to its ``weight``). Candidates whose circuit
+is open (:mod:`.health`) are left out while any other remains (with none left, all are
+tried, the soonest to reopen first). With ``affinity`` a continuation's first choice is
+the candidate that served its chain last (:mod:`.affinity`), while it is healthy, in
+the first tier, and its share of the tier's runs in flight stays within
+``affinity_tolerance`` above its weight share. The round opens candidates in that order,
+at most ``max_attempts``; a recoverable failure before the round's first delta moves on
+to the next (:func:`.attempts.recoverable`), anything else ends the round. Once a delta
+has reached the run nothing is sent again, to any candidate.
 """
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from stateway.core.errors import GatewayError
-from stateway.core.routing.attempts import Attempt, recoverable
+from stateway.core.routing.affinity import AffinityTable
+from stateway.core.routing.attempts import Attempt, recoverable, retry_after
+from stateway.core.routing.health import HealthBoard
 from stateway.core.routing.route import Candidate, Route
+
+LIGHT_LOAD = 2
+"""Below this many runs in flight per candidate of a tier, shares are not judged."""
+
+
+@dataclass(slots=True)
+class RoutingState:
+    """What every plan of a router shares: its random source and clock, the candidates'
+    health, the affinity table and the attempts in flight per candidate."""
+
+    rng: random.Random
+    clock: Callable[[], float]
+    health: HealthBoard
+    affinity: AffinityTable = field(default_factory=AffinityTable)
+    in_flight: Counter[str] = field(default_factory=Counter)
 
 
 class Plan:
@@ -25,20 +49,25 @@ class Plan:
         self,
         route: Route,
         capable: list[Candidate],
+        state: RoutingState,
         *,
-        rng: random.Random,
-        clock: Callable[[], float],
         skipped: list[Attempt] | None = None,
+        chain: list[str] | None = None,
     ) -> None:
+        """``chain``: the names the request's chain is known by (its continuation's
+        parent, conversation, prompt cache key)."""
         self.route = route
         self.capable = capable
         """Never empty: a request no candidate can serve is refused before it runs."""
         self.records: list[dict[str, Any]] = [a.record() for a in skipped or []]
         """Every attempt so far, as stored; the run's state holds this list."""
-        self._rng = rng
-        self._clock = clock
+        self.remember: list[str] = []
+        """The names this run's chain will be known by, once a round succeeds."""
+        self._state = state
         self._round = 0
         self._current: Attempt | None = None
+        self._affine = state.affinity.lookup(chain) if route.affinity and chain else None
+        self._affinity: Literal["hit", "miss"] | None = None
         self.served: Candidate | None = None
         """The candidate that served the last round."""
 
@@ -47,23 +76,57 @@ class Plan:
         return self.capable[0]
 
     def order(self) -> list[Candidate]:
-        """This round's candidates, in the order they are tried (all of them)."""
+        """Every capable candidate by tier, weighted within a tier (health aside)."""
         tiers: dict[int, list[Candidate]] = {}
         for candidate in self.capable:
             tiers.setdefault(candidate.priority, []).append(candidate)
         ordered: list[Candidate] = []
         for priority in sorted(tiers):
-            ordered += weighted_order(tiers[priority], self._rng)
+            ordered += weighted_order(tiers[priority], self._state.rng)
         return ordered
 
     def begin_round(self) -> list[Candidate]:
-        """The candidates the next round may open, at most ``max_attempts``."""
+        """The candidates the next round may open, in order, at most ``max_attempts``."""
         self._round += 1
-        return self.order()[: self.route.max_attempts]
+        ordered = self.order()
+        health = self._state.health
+        healthy = [c for c in ordered if health.available(c.key)]
+        if healthy:
+            for candidate in ordered:
+                if candidate not in healthy:
+                    self._skip(candidate, "circuit_open")
+            chosen = healthy
+        else:  # every circuit is open: the soonest to reopen first
+            chosen = sorted(ordered, key=lambda c: health.reopens_at(c.key))
+        return self._affine_first(chosen)[: self.route.max_attempts]
+
+    def _affine_first(self, chosen: list[Candidate]) -> list[Candidate]:
+        self._affinity = None
+        if self._affine is None:
+            return chosen
+        tier = [c for c in chosen if c.priority == chosen[0].priority]
+        target = next((c for c in tier if c.key == self._affine), None)
+        if target is None or not self._within_share(target, tier):
+            self._affinity = "miss"
+            return chosen
+        self._affinity = "hit"
+        return [target, *(c for c in chosen if c is not target)]
+
+    def _within_share(self, target: Candidate, tier: list[Candidate]) -> bool:
+        in_flight = self._state.in_flight
+        total = sum(in_flight[c.key] for c in tier)
+        if total < LIGHT_LOAD * len(tier):
+            return True
+        share = target.weight / sum(c.weight for c in tier)
+        return in_flight[target.key] / total <= share * (1 + self.route.affinity_tolerance)
 
     def open(self, candidate: Candidate) -> Attempt:
-        self._current = Attempt(self.route.name, candidate.key, self._round, self._clock())
-        return self._current
+        attempt = Attempt(self.route.name, candidate.key, self._round, self._state.clock())
+        attempt.affinity, self._affinity = self._affinity, None  # the round's first only
+        self._state.health.opening(candidate.key)
+        self._state.in_flight[candidate.key] += 1
+        self._current = attempt
+        return attempt
 
     @property
     def output_started(self) -> bool:
@@ -74,23 +137,45 @@ class Plan:
         """The attempt's first delta reached the run: from here it cannot be retried."""
         attempt = self._current
         assert attempt is not None
-        attempt.first_byte_ms = round((self._clock() - attempt.started) * 1000, 3)
+        attempt.first_byte_ms = round((self._state.clock() - attempt.started) * 1000, 3)
 
     def succeeded(self, attempt: Attempt, candidate: Candidate) -> None:
-        attempt.end(self._clock(), "ok")
-        self.records.append(attempt.record())
+        self._end(attempt, candidate, "ok")
+        self._state.health.succeeded(candidate.key)
+        self._state.affinity.remember(self.remember, candidate.key)
+        self._affine = candidate.key  # the run's later rounds prefer it too
         self.served = candidate
 
     def failed(self, attempt: Attempt, candidate: Candidate, error: GatewayError) -> bool:
         """Record the failure; whether the round may go on to the next candidate."""
         after_output = attempt.first_byte_ms is not None
-        attempt.end(self._clock(), "cut" if after_output else "failed", error.code or error.type)
-        self.records.append(attempt.record())
+        self._end(attempt, candidate, "cut" if after_output else "failed", error.code or error.type)
+        if recoverable(error):  # the server's fault, not the request's
+            self._state.health.failed(candidate.key, retry_after(error))
+        else:
+            self._state.health.released(candidate.key)
         return not after_output and recoverable(error)
 
-    def abandoned(self, attempt: Attempt) -> None:
+    def abandoned(self, attempt: Attempt, candidate: Candidate) -> None:
         """The run was cancelled (or broke) during the attempt."""
-        attempt.end(self._clock(), "cancelled")
+        self._end(attempt, candidate, "cancelled")
+        self._state.health.released(candidate.key)
+
+    def _end(
+        self,
+        attempt: Attempt,
+        candidate: Candidate,
+        outcome: Literal["ok", "failed", "cut", "cancelled"],
+        detail: str | None = None,
+    ) -> None:
+        self._state.in_flight[candidate.key] -= 1
+        attempt.end(self._state.clock(), outcome, detail)
+        self.records.append(attempt.record())
+
+    def _skip(self, candidate: Candidate, reason: str) -> None:
+        now = self._state.clock()
+        attempt = Attempt(self.route.name, candidate.key, self._round, now, "skipped", reason)
+        attempt.latency_ms = 0.0
         self.records.append(attempt.record())
 
 

@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping
 from stateway.core.errors import GatewayError, InvalidRequest, ModelNotFound
 from stateway.core.ports import Backend
 from stateway.core.routing.attempts import Attempt
+from stateway.core.routing.health import HealthBoard, HealthPolicy
 from stateway.core.routing.needs import Needs, Unmet, unmet
-from stateway.core.routing.plan import Plan
+from stateway.core.routing.plan import Plan, RoutingState
 from stateway.core.routing.route import BackendEntry, Candidate, Route
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ class Router:
         catch_all: bool = False,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
+        health: HealthPolicy | None = None,
     ) -> None:
         """``entries``: backends declaring their model names (and the catch-all backend);
         ``routes``: configured routes; ``catch_all``: the ``default`` route serves each
@@ -53,8 +55,9 @@ class Router:
         self._aliases = dict(aliases or {})
         self._default = default
         self._catch_all = catch_all
-        self._rng = rng or random.Random()
-        self._clock = clock
+        rng = rng or random.Random()
+        self.state = RoutingState(rng, clock, HealthBoard(health, clock=clock, rng=rng))
+        """Health, affinity and load, shared by every plan."""
 
     @property
     def backends(self) -> list[Backend]:
@@ -65,6 +68,19 @@ class Router:
             for candidate in route.candidates:
                 seen.setdefault(candidate.backend.name, candidate.backend)
         return list(seen.values())
+
+    def candidates_by_backend(self) -> dict[Backend, list[str]]:
+        """The candidate keys of each backend, over every route with fixed model names."""
+        keys: dict[Backend, list[str]] = {}
+        routes = list(self._routes.values())
+        if self._default is not None and not self._catch_all:
+            routes.append(self._default)
+        for route in routes:
+            for candidate in route.candidates:
+                found = keys.setdefault(candidate.backend, [])
+                if candidate.key not in found:
+                    found.append(candidate.key)
+        return keys
 
     def resolve(self, model: str) -> Route:
         name = model
@@ -79,13 +95,14 @@ class Router:
             raise ModelNotFound(model)
         return self._default.serving(model) if self._catch_all else self._default
 
-    def plan(self, route: Route, needs: Needs) -> Plan:
+    def plan(self, route: Route, needs: Needs, chain: list[str] | None = None) -> Plan:
         """The run's plan over the candidates able to serve ``needs``. Raises the first
-        candidate's reason (a 400 naming what is missing) when none can."""
+        candidate's reason (a 400 naming what is missing) when none can. ``chain``: the
+        names the request's chain is known by (:func:`.affinity.chain_names`)."""
         capable: list[Candidate] = []
         skipped: list[Attempt] = []
         first_unmet: Unmet | None = None
-        now = self._clock()
+        now = self.state.clock()
         for candidate in route.candidates:
             problem = unmet(route.name, candidate, needs)
             if problem is None and needs.shell and capable and _shape(candidate, capable[0]):
@@ -102,7 +119,7 @@ class Router:
             raise first_unmet.error
         for attempt in skipped:
             log.info("route %s: skipped %s (%s)", route.name, attempt.candidate, attempt.detail)
-        return Plan(route, capable, rng=self._rng, clock=self._clock, skipped=skipped)
+        return Plan(route, capable, self.state, skipped=skipped, chain=chain)
 
     async def list_models(self) -> list[tuple[str, str]]:
         """``(model, backend name)`` for every route and alias and, for a catch-all

@@ -1,0 +1,51 @@
+"""Cache affinity: which candidate served a chain last, so its continuation goes there
+while that server still holds the chain's prefix in its KV cache.
+
+A chain is named by what a continuation carries: the ``previous_response_id`` (the
+response that was served), the conversation, or the ``prompt_cache_key``. The table is
+this process's, bounded (least recently used names leave first); a name it no longer
+holds is a new chain, spread by weight.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+
+DEFAULT_SIZE = 100_000
+
+
+class AffinityTable:
+    def __init__(self, size: int = DEFAULT_SIZE) -> None:
+        self._size = size
+        self._served: OrderedDict[str, str] = OrderedDict()
+
+    def lookup(self, names: Iterable[str]) -> str | None:
+        """The candidate key that last served the first name known."""
+        for name in names:
+            key = self._served.get(name)
+            if key is not None:
+                self._served.move_to_end(name)
+                return key
+        return None
+
+    def remember(self, names: Iterable[str], key: str) -> None:
+        for name in names:
+            self._served[name] = key
+            self._served.move_to_end(name)
+        while len(self._served) > self._size:
+            self._served.popitem(last=False)
+
+
+def chain_names(
+    previous_response_id: str | None, conversation_id: str | None, prompt_cache_key: str | None
+) -> list[str]:
+    """The names a request's chain is known by, most specific first."""
+    names = []
+    if previous_response_id is not None:
+        names.append(f"response:{previous_response_id}")
+    if conversation_id is not None:
+        names.append(f"conversation:{conversation_id}")
+    if prompt_cache_key is not None:
+        names.append(f"cache_key:{prompt_cache_key}")
+    return names

@@ -1,0 +1,106 @@
+"""Candidate health: a passive circuit per candidate, fed by its attempts.
+
+=========  =============================================================================
+closed     serving; each recoverable failure counts, a success resets the count
+open       ``failure_threshold`` consecutive failures (or a ``Retry-After`` from the
+           upstream) opened it: skipped while any healthy candidate remains, until the
+           cool-down is over (``cooldown`` plus up to ``jitter`` of it, at random; a
+           ``Retry-After`` longer than that is honoured as given)
+half-open  the cool-down is over: the next attempt is the probe (one at a time); its
+           success closes the circuit, its failure opens it again
+=========  =============================================================================
+
+The clock and the random source are injected, so tests step time by hand.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+State = Literal["closed", "open", "half_open"]
+
+
+@dataclass(frozen=True, slots=True)
+class HealthPolicy:
+    failure_threshold: int = 3
+    cooldown: float = 5.0
+    jitter: float = 0.1
+
+
+@dataclass(slots=True)
+class Circuit:
+    failures: int = 0
+    open_until: float | None = None
+    """None while closed."""
+    probing: bool = False
+
+    def state(self, now: float) -> State:
+        if self.open_until is None:
+            return "closed"
+        return "open" if now < self.open_until else "half_open"
+
+
+class HealthBoard:
+    """Every candidate's circuit, by candidate key."""
+
+    def __init__(
+        self,
+        policy: HealthPolicy | None = None,
+        *,
+        clock: Callable[[], float],
+        rng: random.Random | None = None,
+    ) -> None:
+        self.policy = policy or HealthPolicy()
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._circuits: dict[str, Circuit] = {}
+
+    def state(self, key: str) -> State:
+        circuit = self._circuits.get(key)
+        return "closed" if circuit is None else circuit.state(self._clock())
+
+    def available(self, key: str) -> bool:
+        """Closed, or half-open with no probe under way."""
+        circuit = self._circuits.get(key)
+        if circuit is None:
+            return True
+        state = circuit.state(self._clock())
+        return state == "closed" or (state == "half_open" and not circuit.probing)
+
+    def reopens_at(self, key: str) -> float:
+        """When an open circuit lets a probe through (0 for a closed one)."""
+        circuit = self._circuits.get(key)
+        return 0.0 if circuit is None or circuit.open_until is None else circuit.open_until
+
+    def opening(self, key: str) -> None:
+        """An attempt on ``key`` starts: a half-open circuit's is the probe."""
+        circuit = self._circuits.get(key)
+        if circuit is not None and circuit.state(self._clock()) == "half_open":
+            circuit.probing = True
+
+    def succeeded(self, key: str) -> None:
+        self._circuits.pop(key, None)
+
+    def failed(self, key: str, retry_after: float | None = None) -> None:
+        circuit = self._circuits.setdefault(key, Circuit())
+        now = self._clock()
+        circuit.failures += 1
+        probe_failed = circuit.probing
+        circuit.probing = False
+        if probe_failed or circuit.failures >= self.policy.failure_threshold or retry_after:
+            policy = self.policy
+            cooldown = policy.cooldown * (1 + policy.jitter * self._rng.random())
+            if probe_failed or circuit.failures >= policy.failure_threshold:
+                wait = max(cooldown, retry_after or 0.0)
+            else:  # below the threshold: the upstream's own word only
+                wait = retry_after or 0.0
+            circuit.open_until = now + wait
+
+    def released(self, key: str) -> None:
+        """An attempt ended neither way (cancelled): a probe may be tried again."""
+        circuit = self._circuits.get(key)
+        if circuit is not None:
+            circuit.probing = False

@@ -1,0 +1,141 @@
+"""The circuit state machine, with a hand-stepped clock, and health in route plans."""
+
+from __future__ import annotations
+
+import random
+
+from stateway.core.errors import UpstreamError, UpstreamRejected, UpstreamUnavailable
+from stateway.core.routing.health import HealthBoard, HealthPolicy
+from stateway.core.routing.probe import HealthProber
+from tests.core.routing_fakes import Named, candidate, needs, route, router
+from tests.core.test_route_planning import TEXT, ask
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def board(clock: Clock, threshold: int = 3, jitter: float = 0.0) -> HealthBoard:
+    return HealthBoard(HealthPolicy(threshold, 5.0, jitter), clock=clock, rng=random.Random(1))
+
+
+def test_consecutive_failures_open_the_circuit_and_a_success_resets_the_count() -> None:
+    clock = Clock()
+    health = board(clock)
+    health.failed("a/m")
+    health.failed("a/m")
+    health.succeeded("a/m")
+    health.failed("a/m")
+    health.failed("a/m")
+    assert health.state("a/m") == "closed"
+    health.failed("a/m")
+    assert health.state("a/m") == "open"
+    assert not health.available("a/m")
+
+
+def test_after_the_cooldown_one_probe_goes_through_and_its_success_closes() -> None:
+    clock = Clock()
+    health = board(clock, threshold=1)
+    health.failed("a/m")
+    clock.now += 4.9
+    assert health.state("a/m") == "open"
+    clock.now += 0.2
+    assert health.state("a/m") == "half_open"
+    assert health.available("a/m")
+    health.opening("a/m")  # the probe
+    assert not health.available("a/m")  # one probe at a time
+    health.succeeded("a/m")
+    assert health.state("a/m") == "closed"
+
+
+def test_a_failed_probe_opens_the_circuit_again_and_a_cancelled_one_frees_it() -> None:
+    clock = Clock()
+    health = board(clock, threshold=1)
+    health.failed("a/m")
+    clock.now += 5.0
+    health.opening("a/m")
+    health.released("a/m")
+    assert health.available("a/m")
+    health.opening("a/m")
+    health.failed("a/m")
+    assert health.state("a/m") == "open"
+    assert health.reopens_at("a/m") == clock.now + 5.0
+
+
+def test_jitter_only_lengthens_the_cooldown_a_little() -> None:
+    clock = Clock()
+    health = board(clock, threshold=1, jitter=0.1)
+    health.failed("a/m")
+    assert clock.now + 5.0 <= health.reopens_at("a/m") <= clock.now + 5.5
+
+
+def test_retry_after_opens_the_circuit_for_as_long_as_asked() -> None:
+    clock = Clock()
+    health = board(clock)
+    health.failed("a/m", retry_after=30.0)
+    assert health.state("a/m") == "open"
+    clock.now += 29.0
+    assert health.state("a/m") == "open"
+    clock.now += 1.0
+    assert health.state("a/m") == "half_open"
+
+
+def test_an_open_candidate_is_skipped_while_a_healthy_one_remains() -> None:
+    a, b = Named("a"), Named("b")
+    assistant = route(candidate(a), candidate(b, priority=1))
+    routing = router(assistant)
+    for _ in range(3):
+        routing.state.health.failed("a/a-model")
+    plan = routing.plan(assistant, needs(ask(TEXT)))
+    assert [c.backend.name for c in plan.begin_round()] == ["b"]
+    [skip] = plan.records
+    assert (skip["backend"], skip["outcome"], skip["detail"]) == ("a", "skipped", "circuit_open")
+    routing.state.health.failed("b/b-model", retry_after=60.0)
+    for _ in range(2):
+        routing.state.health.failed("b/b-model")
+    every = routing.plan(assistant, needs(ask(TEXT))).begin_round()
+    assert [c.backend.name for c in every] == ["a", "b"]  # none healthy: soonest first
+
+
+def test_attempts_feed_the_circuit_and_a_request_error_does_not() -> None:
+    rejected = UpstreamRejected("bad", status=400)
+    a, b = Named("a"), Named("b")
+    assistant = route(candidate(a), candidate(b, priority=1))
+    routing = router(assistant, health=HealthPolicy(failure_threshold=2))
+    plan = routing.plan(assistant, needs(ask(TEXT)))
+    [first, _] = plan.begin_round()
+    attempt = plan.open(first)
+    assert not plan.failed(attempt, first, rejected)
+    assert routing.state.health.state("a/a-model") == "closed"
+    attempt = plan.open(first)
+    assert plan.failed(attempt, first, UpstreamError("x"))
+    assert routing.state.health.state("a/a-model") == "closed"  # the 400 did not count
+    attempt = plan.open(first)
+    assert plan.failed(attempt, first, UpstreamError("x"))
+    assert routing.state.health.state("a/a-model") == "open"
+    assert routing.state.in_flight["a/a-model"] == 0
+
+
+async def test_the_active_probe_opens_and_closes_circuits() -> None:
+    class Down(Named):
+        up = False
+
+        async def list_models(self) -> list[str]:
+            if not self.up:
+                raise UpstreamUnavailable("down")
+            return ["m"]
+
+    a = Down("a")
+    assistant = route(candidate(a))
+    routing = router(assistant, health=HealthPolicy(failure_threshold=2))
+    prober = HealthProber(routing, 1.0)
+    await prober.probe_once()
+    await prober.probe_once()
+    assert routing.state.health.state("a/a-model") == "open"
+    a.up = True
+    await prober.probe_once()
+    assert routing.state.health.state("a/a-model") == "closed"
