@@ -32,12 +32,14 @@ from stateway.core.routing import BackendEntry, Candidate, Capabilities, Route, 
 from stateway.core.routing.health import HealthPolicy
 from stateway.core.routing.probe import HealthProber
 from stateway.core.runs import CancelReason, RunRegistry
+from stateway.core.stages.chain import StageChain
 from stateway.core.tools.ports import McpServer
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy, Toolset
 from stateway.mcp_client import PooledMcpClient
 from stateway.protocols.responses.encode import encode_event_json
 from stateway.route_config import RouteConfig
 from stateway.search import build_search_provider
+from stateway.stage_loader import load_chain
 from stateway.storage.sql import SqlConversationStore, open_store
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.chat import ChatRoutes
@@ -166,16 +168,21 @@ def build_router(config: Config, waiting_room: WaitingRoom, tools: GatewayTools)
     backends = {b.name: build_backend(b, waiting_room) for b in config.backends}
     offered = {b.name: backend_gateway_tools(b, tools) for b in config.backends}
     catch_alls = {b.name for b in config.catch_all_backends}
+    global_stages = load_chain(config)
     entries = [
         BackendEntry(
             backends[b.name],
             b.model_map,
             catch_all=b.name in catch_alls,
             gateway_tools=offered[b.name],
+            stages=global_stages or None,
         )
         for b in config.backends
     ]
-    routes = [build_route(r, backends, offered) for r in config.routes]
+    routes = [
+        build_route(r, backends, offered, load_chain(config, r.stages, f"route '{r.name}'"))
+        for r in config.routes
+    ]
     default = next(
         (route for route, r in zip(routes, config.routes, strict=True) if r.default), None
     )
@@ -186,7 +193,10 @@ def build_router(config: Config, waiting_room: WaitingRoom, tools: GatewayTools)
 
 
 def build_route(
-    config: RouteConfig, backends: Mapping[str, Backend], offered: Mapping[str, Toolset | None]
+    config: RouteConfig,
+    backends: Mapping[str, Backend],
+    offered: Mapping[str, Toolset | None],
+    stages: StageChain,
 ) -> Route:
     candidates = tuple(
         Candidate(
@@ -203,7 +213,7 @@ def build_route(
     # do everything, without gateway tools.
     first = candidates[0]
     forwarder: ChatForwarder | None = None
-    plain = len(candidates) == 1 and first.capabilities == Capabilities()
+    plain = len(candidates) == 1 and first.capabilities == Capabilities() and not stages
     if plain and gateway_tools is None and isinstance(first.backend, ChatForwarder):
         forwarder = first.backend
     return Route(
@@ -214,6 +224,7 @@ def build_route(
         affinity=config.affinity == "chain",
         affinity_tolerance=config.affinity_tolerance,
         max_attempts=config.max_attempts,
+        stages=stages or None,
     )
 
 

@@ -47,6 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for backend in config.backends:
             backend_api_key(backend)
         from stateway.app import backend_gateway_tools, build_tools
+        from stateway.stage_loader import check_stages
+
+        check_stages(config)  # every stage loads, as serving (or a reload) would
 
         tools = build_tools(config)  # every tool secret is present (nothing is opened yet)
         for backend in config.backends:

@@ -38,7 +38,7 @@ from typing import Any, Literal
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from stateway.route_config import HealthConfig, RouteConfig, check_routes
+from stateway.route_config import HealthConfig, RouteConfig, StageConfig, check_routes
 from stateway.storage.sql.engine import async_url
 from stateway.tool_config import (
     McpConfig,
@@ -189,6 +189,8 @@ class Config(_Strict):
     routes: list[RouteConfig] = Field(default_factory=list)
     aliases: dict[str, str] = Field(default_factory=dict)
     health: HealthConfig = HealthConfig()
+    stages: list[StageConfig] = Field(default_factory=list)
+    """Feature stages every route runs (before its own)."""
 
     @property
     def catch_all_backends(self) -> list[BackendConfig]:

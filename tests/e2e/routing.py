@@ -89,6 +89,19 @@ model = "b-model"
 priority = 1
 
 [[routes]]
+name = "guarded"
+[[routes.candidates]]
+backend = "a"
+model = "guarded-model"
+[[routes.stages]]
+name = "tool_filter"
+on_error = "closed"
+options = {{ deny = ["rm_rf"] }}
+[[routes.stages]]
+name = "param_clamp"
+options = {{ max_output_tokens = 7 }}
+
+[[routes]]
 name = "spread"
 [[routes.candidates]]
 backend = "a"

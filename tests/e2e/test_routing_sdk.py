@@ -166,3 +166,22 @@ def test_a_chain_keeps_to_the_candidate_that_served_it(sdk: OpenAI, routed: Runn
         previous = answer.id
     starts = {served(sdk.responses.create(model="spread", input="new").id) for _ in range(24)}
     assert starts == {"a", "b"}
+
+
+def test_shipped_stages_filter_tools_and_clamp_tokens(sdk: OpenAI, fake_upstream: str) -> None:
+    mark = marker()
+    tools = [
+        {"type": "function", "name": name, "parameters": {"type": "object", "properties": {}}}
+        for name in ("keep", "rm_rf")
+    ]
+    answer = sdk.responses.create(
+        model="guarded",
+        input=f"{mark} [[words:20]]",
+        tools=tools,  # type: ignore[arg-type]
+        max_output_tokens=100,
+    )
+    assert answer.status == "incomplete"  # clamped to 7 tokens
+    assert [tool.name for tool in answer.tools] == ["keep"]  # type: ignore[union-attr]
+    [sent] = fake_requests(fake_upstream, mark)
+    assert [t["function"]["name"] for t in sent["body"]["tools"]] == ["keep"]
+    assert sent["body"]["max_tokens"] == 7

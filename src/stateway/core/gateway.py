@@ -57,6 +57,7 @@ from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.routing import Needs, Plan, Route, Router
 from stateway.core.routing.affinity import chain_names
 from stateway.core.runs import CancelReason, Run, RunRegistry
+from stateway.core.stages.chain import before_planning
 from stateway.core.token_estimate import estimate_tokens
 from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.toolset import Toolset
@@ -208,16 +209,24 @@ class Gateway:
         if command.background:
             background.check_background(command, self._encoder)
         route = self._router.resolve(command.model)
+        conversation: ConversationItems | None = None
+        if command.conversation_id is not None:
+            conversations = self._served_conversations(param="conversation")
+            conversation = await conversations.context(principal.tenant_id, command.conversation_id)
+        hints: list[str] = []
+        if route.stages:
+            first = command.previous_response_id is None and (
+                conversation is None or conversation.next_position == 0
+            )
+            shaped = await before_planning(route.stages, route.name, command, first_turn=first)
+            hints = shaped.hints
         toolset = self._loop.tools.resolve(command.settings.tools)
         if command.hidden_rounds and route.gateway_tools is not None:
             toolset = toolset.joined(route.gateway_tools)
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
-        conversation: ConversationItems | None = None
-        if command.conversation_id is not None:
-            conversations = self._served_conversations(param="conversation")
-            conversation = await conversations.context(principal.tenant_id, command.conversation_id)
         plan, context = await self._plan(principal, command, route, toolset, conversation)
+        plan.hints = frozenset(hints)
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
         state.attempts = plan.records
         plan.remember = chain_names(

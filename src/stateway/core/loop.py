@@ -52,6 +52,7 @@ from stateway.core.ports import Backend, ConversationTurn, ResponseRecord, Respo
 from stateway.core.response import final_record, started_record, turn_end
 from stateway.core.routing import Plan
 from stateway.core.runs import CancelReason, Run
+from stateway.core.stages.context import StageContext
 from stateway.core.tools import shell
 from stateway.core.tools.catalog import with_context_tools
 from stateway.core.tools.session import ToolSession
@@ -157,9 +158,11 @@ class Loop:
                     native_tools=toolset.native,
                     grammar=tools.catalog.forced_grammar(choice),
                 )
+                produced = len(state.output)
                 reason = await self._round(run, row, plan, request, assembler, usage)
                 incomplete = _INCOMPLETE_REASONS.get(reason)
                 assembler.finish("incomplete" if incomplete else "completed")
+                await _parts(plan, state.output[produced:])
                 state.usage = usage
                 if incomplete:
                     tools.abandon()
@@ -178,6 +181,9 @@ class Loop:
                 choice = "auto"  # a forced tool is forced once, not every round
             else:
                 state.status, state.incomplete_reason = "incomplete", MAX_ROUNDS_REASON
+            if state.status == "completed" and plan.route.stages:
+                gate = StageContext("completion_gate", plan.route.name, state=state)
+                await plan.route.stages.run(gate)  # raising fails the response
         except asyncio.CancelledError:
             run.cancellable = False
             assembler.finish("incomplete")
@@ -319,6 +325,14 @@ class Loop:
         except StorageError as exc:
             _detached(exc)
             log.error("letting conversation %s go failed: %s", run.state.conversation_id, exc)
+
+
+async def _parts(plan: Plan, items: list[Item]) -> None:
+    """Hand each output item of a round to the ``response_part`` stages."""
+    stages = plan.route.stages
+    if stages:
+        for item in items:
+            await stages.run(StageContext("response_part", plan.route.name, item=item))
 
 
 async def _durable(row: Row | None) -> None:

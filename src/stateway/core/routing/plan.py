@@ -61,6 +61,8 @@ class Plan:
         """Never empty: a request no candidate can serve is refused before it runs."""
         self.records: list[dict[str, Any]] = [a.record() for a in skipped or []]
         """Every attempt so far, as stored; the run's state holds this list."""
+        self.hints: frozenset[str] = frozenset()
+        """Backend names stages prefer (``route_hinting``): first within their tier."""
         self.remember: list[str] = []
         """The names this run's chain will be known by, once a round succeeds."""
         self._state = state
@@ -82,7 +84,10 @@ class Plan:
             tiers.setdefault(candidate.priority, []).append(candidate)
         ordered: list[Candidate] = []
         for priority in sorted(tiers):
-            ordered += weighted_order(tiers[priority], self._state.rng)
+            tier = weighted_order(tiers[priority], self._state.rng)
+            if self.hints:  # stable: the weighted order holds within each group
+                tier.sort(key=lambda c: c.backend.name not in self.hints)
+            ordered += tier
         return ordered
 
     def begin_round(self) -> list[Candidate]:

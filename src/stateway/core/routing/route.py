@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from stateway.core.ports import Backend, ChatForwarder
+from stateway.core.stages.chain import StageChain
 from stateway.core.tools.toolset import Toolset
 
 
@@ -51,6 +52,8 @@ class Route:
     """Continuations prefer the candidate that served their parent."""
     affinity_tolerance: float = 0.5
     max_attempts: int = 3
+    stages: StageChain | None = None
+    """The global feature stages, then the route's own."""
 
     @property
     def backend(self) -> Backend:
@@ -72,10 +75,12 @@ def single_route(
     backend: Backend,
     model: str,
     gateway_tools: Toolset | None = None,
+    stages: StageChain | None = None,
 ) -> Route:
     """A route of one candidate (a backend's own model name, or the catch-all)."""
-    forwarder = backend if isinstance(backend, ChatForwarder) and gateway_tools is None else None
-    return Route(name, (Candidate(backend, model),), gateway_tools, forwarder)
+    plain = gateway_tools is None and not stages
+    forwarder = backend if isinstance(backend, ChatForwarder) and plain else None
+    return Route(name, (Candidate(backend, model),), gateway_tools, forwarder, stages=stages)
 
 
 @dataclass(slots=True, frozen=True)
@@ -89,12 +94,14 @@ class BackendEntry:
     catch_all: bool = False
     gateway_tools: Toolset | None = None
     """The backend's ``gateway_tools``, resolved; None when it has none."""
+    stages: StageChain | None = None
+    """The global feature stages."""
 
     def catch_all_route(self) -> Route:
-        return single_route("", self.backend, "", self.gateway_tools)
+        return single_route("", self.backend, "", self.gateway_tools, self.stages)
 
     def routes(self) -> list[Route]:
         return [
-            single_route(public, self.backend, upstream, self.gateway_tools)
+            single_route(public, self.backend, upstream, self.gateway_tools, self.stages)
             for public, upstream in self.models.items()
         ]

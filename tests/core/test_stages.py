@@ -1,0 +1,148 @@
+"""Feature stages: order, policies, re-validation, the shipped stages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stateway.core.commands import CreateResponse, GenerationSettings, Principal
+from stateway.core.errors import InvalidRequest
+from stateway.core.inference import Finish, TextDelta
+from stateway.core.stages.chain import Stage, StageChain, StageFailed
+from stateway.core.stages.context import POINTS, StageContext
+from stateway.core.stages.shipped import ParamClamp, ToolFilter
+from tests.core.fakes import MemoryStore
+from tests.core.routing_fakes import Named, candidate, gateway, route, router
+
+USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+OK = [TextDelta("fine"), Finish("stop")]
+
+
+class Recorder:
+    def __init__(self, seen: list[str]) -> None:
+        self.seen = seen
+
+    def __getattr__(self, point: str) -> Any:
+        if point not in POINTS:
+            raise AttributeError(point)
+
+        async def handle(context: StageContext) -> None:
+            self.seen.append(context.point)
+
+        return handle
+
+
+class Breaking:
+    """Fails at ``point`` by raising ``error`` (or by leaving a bad max_output_tokens)."""
+
+    def __init__(self, point: str, error: Exception | None) -> None:
+        self.point, self.error = point, error
+
+    def __getattr__(self, point: str) -> Any:
+        if point != self.point:
+            raise AttributeError(point)
+
+        def handle(context: StageContext) -> None:
+            if self.error is not None:
+                raise self.error
+            assert context.command is not None
+            context.command.settings.max_output_tokens = -1
+
+        return handle
+
+
+async def run_with(*stages: Stage, backend: Named | None = None, **settings: Any) -> Any:
+    backend = backend or Named("a", OK)
+    chain = StageChain(list(stages))
+    assistant = route(candidate(backend), stages=chain)
+    store = MemoryStore()
+    command = CreateResponse("assistant", [USER], settings=GenerationSettings(**settings))
+    run = await gateway(router(assistant), store).execute(Principal(), command)
+    await run.wait()
+    return run, backend, store
+
+
+async def test_points_run_in_their_fixed_order() -> None:
+    seen: list[str] = []
+    run, _, _ = await run_with(Stage("rec", Recorder(seen)))
+    assert run.state.status == "completed"
+    assert seen == list(POINTS)  # one output item: one response_part
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), None])
+async def test_fail_open_skips_the_stage_and_undoes_its_mutation(error: Exception | None) -> None:
+    breaking = Stage("b", Breaking("request_shaping", error), "open")
+    run, backend, _ = await run_with(breaking, max_output_tokens=50)
+    assert run.state.status == "completed"
+    assert backend.requests[0].settings.max_output_tokens == 50
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), None])
+async def test_fail_closed_refuses_with_a_500_naming_the_stage(error: Exception | None) -> None:
+    breaking = Stage("b", Breaking("request_shaping", error), "closed")
+    with pytest.raises(StageFailed) as refused:
+        await run_with(breaking)
+    assert refused.value.status == 500
+    assert "'b'" in refused.value.message
+
+
+async def test_a_deliberate_refusal_is_answered_as_raised() -> None:
+    refusal = InvalidRequest("Not today.", param="input", code="policy_refused")
+    with pytest.raises(InvalidRequest) as refused:
+        await run_with(Stage("gate", Breaking("submit_request", refusal)))
+    assert refused.value.code == "policy_refused"
+
+
+async def test_a_completion_gate_fails_the_response_before_it_is_stored() -> None:
+    gate = Stage("gate", Breaking("completion_gate", RuntimeError("no")), "closed")
+    run, _, store = await run_with(gate)
+    assert run.state.status == "failed"
+    assert run.state.error["code"] == "stage_failed"
+    assert store.records[("default", run.id)].status == "failed"
+    open_gate = Stage("gate", Breaking("completion_gate", RuntimeError("no")), "open")
+    run, _, _ = await run_with(open_gate)
+    assert run.state.status == "completed"
+
+
+async def test_shipped_stages_filter_tools_and_clamp_tokens() -> None:
+    tools = [
+        {"type": "function", "name": "keep", "parameters": {"type": "object"}},
+        {"type": "function", "name": "rm_rf", "parameters": {"type": "object"}},
+    ]
+    run, backend, _ = await run_with(
+        Stage("tool_filter", ToolFilter(deny=["rm_rf"])),
+        Stage("param_clamp", ParamClamp(max_output_tokens=100)),
+        tools=tools,
+        max_output_tokens=500,
+    )
+    [request] = backend.requests
+    assert [t["name"] for t in request.tools] == ["keep"]
+    assert request.settings.max_output_tokens == 100
+    assert [t["name"] for t in run.state.settings.tools] == ["keep"]
+    _, smaller, _ = await run_with(
+        Stage("param_clamp", ParamClamp(max_output_tokens=100)), max_output_tokens=20
+    )
+    assert smaller.requests[0].settings.max_output_tokens == 20
+    allow = ToolFilter(allow=["keep"])
+    context = StageContext("tool_catalog_filter", "r", tools=[*tools, {"type": "web_search"}])
+    allow.tool_catalog_filter(context)
+    assert [t.get("name", t["type"]) for t in context.tools] == ["keep", "web_search"]
+    with pytest.raises(ValueError, match="positive"):
+        ParamClamp(max_output_tokens=0)
+
+
+async def test_route_hints_put_a_backend_first_in_its_tier() -> None:
+    class Hint:
+        def route_hinting(self, context: StageContext) -> None:
+            context.hints.append("b")
+
+    a, b = Named("a", OK), Named("b", OK)
+    chain = StageChain([Stage("hint", Hint())])
+    assistant = route(candidate(a, weight=100), candidate(b), stages=chain)
+    gw = gateway(router(assistant))
+    for _ in range(5):
+        run = await gw.execute(Principal(), CreateResponse("assistant", [USER]))
+        await run.wait()
+    assert len(b.requests) == 5
+    assert a.requests == []

@@ -1,0 +1,90 @@
+"""Stages discovered from entry points, with a test package installed on the path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stateway.config import Config, ConfigError
+from stateway.core.stages.shipped import ParamClamp, ToolFilter
+from stateway.route_config import StageConfig
+from stateway.stage_loader import check_stages, load_stage
+
+MODULE = """
+class Labeler:
+    def __init__(self, label="x"):
+        self.label = label
+
+    def session_open(self, context):
+        context.labels["who"] = self.label
+
+
+class Idle:
+    pass
+"""
+
+
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A distribution ``teststages`` declaring entry points in ``stateway.stages``."""
+    (tmp_path / "teststages_mod.py").write_text(MODULE)
+    (tmp_path / "teststages_broken.py").write_text("raise RuntimeError('broken on import')\n")
+    info = tmp_path / "teststages-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: teststages\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[stateway.stages]\n"
+        "labeler = teststages_mod:Labeler\n"
+        "idle = teststages_mod:Idle\n"
+        "broken = teststages_broken:Thing\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_an_installed_package_s_stage_is_found_and_built(installed: Path) -> None:
+    stage = load_stage(StageConfig(name="labeler", options={"label": "ops"}), "stages")
+    assert stage.impl.label == "ops"
+    assert stage.handles("session_open")
+    assert stage.on_error == "closed"
+
+
+def test_the_shipped_stages_are_registered() -> None:
+    clamp = load_stage(StageConfig(name="param_clamp", options={"max_output_tokens": 9}), "x")
+    assert isinstance(clamp.impl, ParamClamp)
+    assert isinstance(load_stage(StageConfig(name="tool_filter"), "x").impl, ToolFilter)
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [
+        ("nope", {}, "stage 'nope': no entry point"),
+        ("broken", {}, "stage 'broken' failed to load"),
+        ("labeler", {"colour": "red"}, "stage 'labeler': options refused"),
+        ("idle", {}, "stage 'idle' handles no stage point"),
+    ],
+)
+def test_a_bad_stage_is_a_config_error_naming_it(
+    installed: Path, name: str, options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_stage(StageConfig(name=name, options=options), "route 'r'")
+
+
+def test_check_stages_loads_global_and_route_stages(installed: Path) -> None:
+    config = Config.model_validate(
+        {
+            "backends": [{"name": "a", "url": "http://a/v1"}],
+            "stages": [{"name": "labeler"}],
+            "routes": [
+                {
+                    "name": "r",
+                    "candidates": [{"backend": "a", "model": "m"}],
+                    "stages": [{"name": "nope", "on_error": "open"}],
+                }
+            ],
+        }
+    )
+    with pytest.raises(ConfigError, match="route 'r': stage 'nope'"):
+        check_stages(config)
