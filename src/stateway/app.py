@@ -21,8 +21,11 @@ from stateway.backends.anthropic_request import AnthropicOptions
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
-from stateway.config import BackendConfig, Config, ConfigError, backend_api_key
+from stateway.config import BackendConfig, Config, ConfigError, CoordinationConfig, backend_api_key
+from stateway.coordination import MemoryCommandResults, RedisCancelSignals, RedisCommandResults
+from stateway.coordination.redis import connect as connect_redis
 from stateway.core.conversations.ports import ConversationStore
+from stateway.core.coordination import CancelSignals, CommandResults
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
@@ -74,6 +77,10 @@ class GatewayParts:
     tools: GatewayTools
     prober: HealthProber | None = None
     """Probes the backends while serving (``[health] active_probe``)."""
+    results: CommandResults | None = None
+    """Outcomes of command ids (in process, or Redis)."""
+    signals: CancelSignals | None = None
+    """Cancels between processes (Redis only)."""
 
     async def end_runs(self) -> None:
         """End every run as ``server_shutting_down``; later ones end as they start."""
@@ -228,6 +235,19 @@ def build_route(
     )
 
 
+def build_coordination(config: CoordinationConfig) -> tuple[CommandResults, CancelSignals | None]:
+    """Command outcomes in process, or both outcomes and cancel signals through Redis."""
+    if config.redis_url is None:
+        return MemoryCommandResults(config.max_results, config.result_ttl), None
+    results = RedisCommandResults(
+        connect_redis(config.redis_url),
+        config.key_prefix,
+        claim_ttl=config.claim_ttl,
+        result_ttl=config.result_ttl,
+    )
+    return results, RedisCancelSignals(connect_redis(config.redis_url), config.key_prefix)
+
+
 def build_gateway(
     config: Config,
     store: ResponseStore | None = None,
@@ -244,13 +264,23 @@ def build_gateway(
     runs = RunRegistry()
     owner = ProcessIdentity.current()
     loop = Loop(store, config.loop.max_rounds, owner, tools)
+    results, signals = build_coordination(config.coordination)
     gateway = Gateway(
-        store, router, loop, runs, conversations=conversations, encoder=encode_event_json
+        store,
+        router,
+        loop,
+        runs,
+        conversations=conversations,
+        encoder=encode_event_json,
+        results=results,
+        signals=signals,
     )
     prober = None
     if config.health.active_probe:
         prober = HealthProber(router, config.health.probe_interval)
-    return GatewayParts(store, router.backends, runs, gateway, owner, tools, prober)
+    return GatewayParts(
+        store, router.backends, runs, gateway, owner, tools, prober, results, signals
+    )
 
 
 def build_app(
@@ -264,12 +294,18 @@ def build_app(
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         await fail_abandoned(parts.store, parts.owner, encode_event_json)
         probing = None if parts.prober is None else asyncio.create_task(parts.prober.run())
+        if parts.signals is not None:
+            await parts.signals.start(parts.gateway.cancel_signalled)
         try:
             yield
         finally:
             if probing is not None:
                 probing.cancel()
             await parts.end_runs()
+            if parts.results is not None:
+                await parts.results.aclose()
+            if parts.signals is not None:
+                await parts.signals.aclose()
             for backend in parts.backends:
                 await backend.aclose()
             await parts.tools.aclose()

@@ -177,6 +177,30 @@ class LoopConfig(_Strict):
     max_rounds: int = Field(default=8, ge=1, le=128)
 
 
+class CoordinationConfig(_Strict):
+    """What gateway processes share beyond the database (``core/coordination.py``)."""
+
+    redis_url: str | None = None
+    """``redis://host:port/db``: command outcomes and cancel signals shared through Redis
+    by every process given the same URL and ``key_prefix``; default: in process."""
+    key_prefix: str = Field(default="stateway:", min_length=1)
+    """Prefix of every Redis key and channel (several gateways can share one Redis)."""
+    max_results: int = Field(default=10_000, ge=1)
+    """In process: command outcomes remembered (least recently used dropped first)."""
+    result_ttl: float = Field(default=24 * 3600.0, gt=0)
+    """Seconds a command's outcome is remembered (retries within it get the same answer)."""
+    claim_ttl: float = Field(default=30.0, gt=0)
+    """Redis: seconds a claim outlives a process that died while running its command
+    (the claim is renewed while the command runs)."""
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return url
+
+
 class Config(_Strict):
     server: ServerConfig = ServerConfig()
     storage: StorageConfig = StorageConfig()
@@ -191,6 +215,7 @@ class Config(_Strict):
     health: HealthConfig = HealthConfig()
     stages: list[StageConfig] = Field(default_factory=list)
     """Feature stages every route runs (before its own)."""
+    coordination: CoordinationConfig = CoordinationConfig()
 
     @property
     def catch_all_backends(self) -> list[BackendConfig]:
@@ -275,6 +300,9 @@ def load_config(flags: Overrides, environ: Mapping[str, str] | None = None) -> C
         apply_tool_env(data, env)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    for key, var in _COORDINATION_ENV.items():
+        if env.get(var):
+            data["coordination"] = {**data.get("coordination", {}), key: env[var]}
     if values["database"] is not None:
         data["storage"] = {**data.get("storage", {}), "database": values["database"]}
     if values["upstream"] is None and data.get("backends"):
@@ -363,3 +391,9 @@ _SERVER_ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "allowed_hosts": ("STATEWAY_ALLOWED_HOSTS", _hosts),
 }
 """``[server]`` keys settable from the environment, with their variable and parser."""
+
+_COORDINATION_ENV = {
+    "redis_url": "STATEWAY_REDIS_URL",
+    "key_prefix": "STATEWAY_REDIS_KEY_PREFIX",
+}
+"""``[coordination]`` keys settable from the environment."""

@@ -2,20 +2,31 @@
 
 ``Gateway.execute`` hands ``CancelResponse`` and ``WatchResponse`` here. A background run
 of this process is reached through the run registry; anything else through the store
-(a run of another process, or one that ended). Cancel reaches runs of this process only:
-a background response another process runs is a 409 until cancel signals cross
-processes (ADR 0008).
+(a run of another process, or one that ended). A background response that another
+process runs is cancelled through :class:`~stateway.core.coordination.CancelSignals`
+when they are shared (Redis): the owner cancels it, and the answer waits until the
+stored response says it ended; without shared signals it is a 409 (ADR 0008, ADR 0011).
+A retried streamed create (``WatchResponse.replay``) streams its journal whether or not
+it is a background response.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from typing import Final
+
 from stateway.core.commands import CreateResponse, Principal, WatchResponse
+from stateway.core.coordination import CancelSignals
 from stateway.core.errors import InvalidRequest, NotFound
 from stateway.core.journal import EventEncoder
 from stateway.core.ports import ResponseStore
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.runs import CancelReason, Run, RunRegistry
-from stateway.core.watch import LiveWatch, StoredWatch, Watch
+from stateway.core.watch import POLL_INTERVAL, LiveWatch, StoredWatch, Watch
+
+CANCEL_WAIT: Final = 30.0
+"""Seconds a cancel sent to another process waits for the response to end there."""
 
 
 def check_background(command: CreateResponse, encoder: EventEncoder | None) -> None:
@@ -35,10 +46,14 @@ def check_background(command: CreateResponse, encoder: EventEncoder | None) -> N
 
 
 async def cancel(
-    store: ResponseStore, runs: RunRegistry, principal: Principal, response_id: str
+    store: ResponseStore,
+    runs: RunRegistry,
+    principal: Principal,
+    response_id: str,
+    signals: CancelSignals | None = None,
 ) -> ResponseState:
     """Cancel a running background response and return it once it ended (one that already
-    finished is returned as it is)."""
+    finished is returned as it is); one another process runs is reached by ``signals``."""
     record = await store.get(principal.tenant_id, response_id)
     if record is None:
         raise _not_found(response_id)
@@ -53,14 +68,37 @@ async def cancel(
     if not state.background:
         raise _not_cancellable()
     if state.status in UNFINISHED:
-        raise InvalidRequest(
-            f"Response with id '{response_id}' is running in another gateway process; "
-            "it can only be cancelled there.",
-            param="response_id",
-            code="response_running_elsewhere",
-            status=409,
-        )
+        if signals is None or not signals.shared:
+            raise _running_elsewhere(response_id, "it can only be cancelled there.")
+        await signals.send(principal.tenant_id, response_id)
+        return await _ended_elsewhere(store, principal, response_id)
     return state
+
+
+async def _ended_elsewhere(
+    store: ResponseStore, principal: Principal, response_id: str
+) -> ResponseState:
+    """The response once the process running it has ended it (read every POLL_INTERVAL:
+    its end is a committed row, and no signal crosses back)."""
+    deadline = time.monotonic() + CANCEL_WAIT
+    while True:
+        await asyncio.sleep(POLL_INTERVAL)
+        record = await store.get(principal.tenant_id, response_id)
+        if record is None:
+            raise _not_found(response_id)  # deleted meanwhile
+        if record.status not in UNFINISHED:
+            return load_state(record.tenant_id, record.body, record.output_items)
+        if time.monotonic() > deadline:
+            raise _running_elsewhere(
+                response_id, f"it did not end within {CANCEL_WAIT:g} seconds of the cancel."
+            )
+
+
+def cancel_signalled(runs: RunRegistry, tenant_id: str, response_id: str) -> None:
+    """A cancel sent by another process: cancel the background run, when it is here."""
+    run = runs.get(response_id)
+    if run is not None and run.state.tenant_id == tenant_id and run.state.background:
+        run.cancel(CancelReason.CANCELLED)
 
 
 async def watch(
@@ -74,7 +112,7 @@ async def watch(
     if run is not None:
         if await store.get(principal.tenant_id, response_id) is None:
             raise _not_found(response_id)  # deleted while it runs
-        if run.journal is None:
+        if run.journal is None or not (run.state.background or command.replay):
             raise _not_streamable()
         if after >= len(run.events):
             raise _beyond_log(after, len(run.events) - 1)
@@ -82,7 +120,7 @@ async def watch(
     log = await store.read_events(principal.tenant_id, response_id, after)
     if log is None:
         raise _not_found(response_id)
-    if not log.background:
+    if not (log.background or command.replay):
         raise _not_streamable()
     if after > log.last and log.status not in UNFINISHED:
         raise _beyond_log(after, log.last)
@@ -99,6 +137,15 @@ def _live(runs: RunRegistry, principal: Principal, response_id: str) -> Run | No
 
 def _not_found(response_id: str) -> NotFound:
     return NotFound(f"Response with id '{response_id}' not found.", param="response_id")
+
+
+def _running_elsewhere(response_id: str, why: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"Response with id '{response_id}' is running in another gateway process; {why}",
+        param="response_id",
+        code="response_running_elsewhere",
+        status=409,
+    )
 
 
 def _not_cancellable() -> InvalidRequest:

@@ -21,6 +21,8 @@ class Principal:
     """Who is asking. Until auth exists every caller is the default tenant."""
 
     tenant_id: str = DEFAULT_TENANT
+    subject: str = "anonymous"
+    """Who within the tenant (a key or user once auth exists); scopes command ids."""
 
 
 @dataclass(slots=True)
@@ -76,6 +78,10 @@ class CreateResponse:
     """The client's API can neither declare nor show the gateway's own tools (Chat
     Completions, Messages): the route's configured ``gateway_tools`` are offered, and run
     in rounds the client does not see (:mod:`stateway.core.hidden`)."""
+    replayable: bool = False
+    """A streamed create sent with a command id: its events are journaled like a
+    background run's (and stored with it when ``store``), so that a retry can stream the
+    same response from its log, from this process or another (:mod:`.exactly_once`)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -130,6 +136,9 @@ class WatchResponse:
 
     response_id: str
     starting_after: int | None = None
+    replay: bool = False
+    """A retried streamed create: its log is streamed whether or not it is a background
+    response (it was journaled because it carried a command id)."""
 
 
 @dataclass(slots=True, frozen=True)

@@ -13,6 +13,7 @@ Protocols render it in their own error shape; nothing classifies errors by messa
     │   ├── ModelNotFound         404 code=model_not_found
     │   └── ConversationNotFound  404 (also an unknown conversation named by a response)
     ├── ConversationLocked        409 code=conversation_locked (another turn holds it)
+    ├── IdempotencyKeyReused      409 code=idempotency_key_reused (the id named another request)
     ├── UpstreamError             502 upstream_error (any upstream failure, status mapped)
     │   ├── UpstreamTimeout       504
     │   ├── UpstreamUnavailable   502 (connect refused, DNS, ...); 503 when upstream said 503
@@ -187,3 +188,18 @@ class ServerShuttingDown(GatewayError):
 
     def __init__(self) -> None:
         super().__init__("The server is shutting down; the response was ended before it finished.")
+
+
+class IdempotencyKeyReused(GatewayError):
+    """A command id (``Idempotency-Key``, ``command_id``) came back with another request."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "idempotency_key_reused"
+
+    def __init__(self, param: str = "Idempotency-Key") -> None:
+        super().__init__(
+            "This idempotency key was already used with a different request; "
+            "use a new key for a new request.",
+            param=param,
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import overload
@@ -40,13 +41,16 @@ from stateway.core.conversations.service import (
     ConversationResult,
     Conversations,
 )
+from stateway.core.coordination import CancelSignals, CommandKey, CommandResults
 from stateway.core.errors import (
     GatewayError,
     InternalError,
+    InvalidRequest,
     NotFound,
     ServerShuttingDown,
     StorageError,
 )
+from stateway.core.exactly_once import Attempt, attempt
 from stateway.core.ids import new_id
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
@@ -64,6 +68,9 @@ from stateway.core.tools.toolset import Toolset
 from stateway.core.watch import Watch
 
 log = logging.getLogger(__name__)
+
+MAX_COMMAND_ID = 255
+"""The longest command id (``Idempotency-Key``, ``command_id``) accepted."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -120,16 +127,44 @@ class Gateway:
         *,
         conversations: ConversationStore | None = None,
         encoder: EventEncoder | None = None,
+        results: CommandResults | None = None,
+        signals: CancelSignals | None = None,
     ) -> None:
         """Without ``conversations`` no conversation exists: each one named is a 404.
         Without ``encoder`` (the wire of background runs' event logs) background responses
-        are refused."""
+        are refused. Without ``results`` command ids are refused; without shared
+        ``signals`` another process's background run cannot be cancelled from here."""
         self._store = store
         self._router = router
         self._loop = loop
         self.runs = runs
         self._conversations = None if conversations is None else Conversations(conversations)
         self._encoder = encoder
+        self._results = results
+        self._signals = signals
+
+    def once(
+        self, principal: Principal, command_id: str, digest: str, *, param: str
+    ) -> AbstractAsyncContextManager[Attempt]:
+        """Run a command sent with ``command_id`` at most once (see
+        :mod:`stateway.core.exactly_once`); ``digest`` fingerprints its request and
+        ``param`` names the id in errors."""
+        if self._results is None:
+            raise InvalidRequest(
+                "Command ids are not served by this gateway.", param=param, code="unsupported"
+            )
+        if not command_id or len(command_id) > MAX_COMMAND_ID:
+            raise InvalidRequest(
+                f"'{param}' must be 1 to {MAX_COMMAND_ID} characters.",
+                param=param,
+                code="invalid_value",
+            )
+        key = CommandKey(principal.tenant_id, principal.subject, command_id)
+        return attempt(self._results, key, digest, param=param)
+
+    def cancel_signalled(self, tenant_id: str, response_id: str) -> None:
+        """A cancel that another process sent for a background run (of this process)."""
+        background.cancel_signalled(self.runs, tenant_id, response_id)
 
     @overload
     async def execute(self, principal: Principal, command: CreateResponse) -> Run: ...
@@ -195,7 +230,9 @@ class Gateway:
             case CountTokens(request=request):
                 return await self._count(principal, request)
             case CancelResponse(response_id=response_id):
-                return await background.cancel(self._store, self.runs, principal, response_id)
+                return await background.cancel(
+                    self._store, self.runs, principal, response_id, self._signals
+                )
             case WatchResponse():
                 return await background.watch(self._store, self.runs, principal, command)
             case ForwardChat():
@@ -243,7 +280,7 @@ class Gateway:
                 start = partial(self._start_abandoned, run, plan, context, toolset)
                 begun.add_done_callback(start)
                 raise
-        self._start(run, plan, context, command.stream, toolset)
+        self._start(run, plan, context, command.stream, toolset, command.replayable)
         return run
 
     async def _plan(
@@ -279,11 +316,19 @@ class Gateway:
         return await self._create(principal, await command.translate())
 
     def _start(
-        self, run: Run, plan: Plan, context: list[Item], stream: bool, toolset: Toolset
+        self,
+        run: Run,
+        plan: Plan,
+        context: list[Item],
+        stream: bool,
+        toolset: Toolset,
+        replayable: bool = False,
     ) -> None:
         if run.state.background and self._encoder is not None:
             run.journal = RunJournal(run, self._store, self._encoder)
             stream = True  # its row is written first, and it logs events as they come
+        elif replayable and stream and self._encoder is not None:  # a retry may replay it
+            run.journal = RunJournal(run, self._store if run.state.store else None, self._encoder)
         self.runs.add(run)
         run.task = asyncio.create_task(self._drive(run, plan, context, stream, toolset))
 

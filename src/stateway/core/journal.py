@@ -10,7 +10,9 @@ Events are persisted in batches by one task per run: it waits for events, lets a
 grow for ``interval`` seconds, writes it (one shared transaction), and repeats. The rest,
 with the terminal event, goes with the run's final save (:meth:`RunJournal.close`), in its
 transaction, before the terminal event is emitted. A batch that fails to be written is
-retried with the next one. Runs that are not background have no journal and pay nothing.
+retried with the next one. A streamed create sent with a command id is journaled too, so
+that a retry can replay it (a response that is not stored keeps its journal in memory
+only). Other runs have no journal and pay nothing.
 
 Encoding may happen after an event was logged (when a watcher or the writer first needs
 it), exactly as for live encoding: events are immutable, and the response they carry is
@@ -46,7 +48,6 @@ class RunJournal:
         "_events",
         "_interval",
         "_key",
-        "_store",
         "_task",
         "_terminal",
         "_writing",
@@ -57,14 +58,13 @@ class RunJournal:
     def __init__(
         self,
         run: Run,
-        store: ResponseStore,
+        store: ResponseStore | None,
         encode: EventEncoder,
         *,
         interval: float = FLUSH_INTERVAL,
     ) -> None:
         self._events = run.events  # the list itself, not the run: no reference cycle
         self._key = (run.state.tenant_id, run.id)
-        self._store = store
         self._encode = encode
         self._interval = interval
         self._terminal: bytes | None = None
@@ -74,7 +74,9 @@ class RunJournal:
         """How many events (from the first) are stored."""
         self._writing: tuple[asyncio.Future[None], int] | None = None
         """The batch write under way, and the sequence number it stores up to."""
-        self._task: asyncio.Task[None] | None = asyncio.create_task(self._write_batches(run))
+        self._task: asyncio.Task[None] | None = None
+        if store is not None:  # None: a response that is not stored keeps its log in memory
+            self._task = asyncio.create_task(self._write_batches(run, store))
 
     def encoded(self, start: int, end: int) -> list[bytes]:
         """The payloads of events ``start`` to ``end`` (excluded), all logged already."""
@@ -123,14 +125,14 @@ class RunJournal:
         if writing is not None:
             await self._settle(*writing)
 
-    async def _write_batches(self, run: Run) -> None:
+    async def _write_batches(self, run: Run, store: ResponseStore) -> None:
         async for _ in run.subscribe_batches(self.persisted - 1):
             await asyncio.sleep(self._interval)  # let the batch grow
             end = len(self._events)
             if end <= self.persisted or run.closed:
                 continue
             batch = EventBatch(self.persisted, self.encoded(self.persisted, end))
-            write = asyncio.ensure_future(self._store.append_events(*self._key, batch))
+            write = asyncio.ensure_future(store.append_events(*self._key, batch))
             self._writing = (write, end)
             await asyncio.wait([write])  # not cancelled with this task: stop() awaits it
             self._writing = None

@@ -28,10 +28,14 @@ from stateway.protocols.conversations.encode import (
     encode_deleted,
     encode_item_list,
 )
+from stateway.surfaces.http.idempotency import answered_once
 from stateway.surfaces.http.responses import INLINE_DECODE_BYTES
 from stateway.surfaces.http.transport import JSONResponse, read_body, require_json
 
 T = TypeVar("T")
+
+ANYONE = Principal()
+"""Until auth exists, every caller acts for the default tenant."""
 
 
 class ConversationsRoutes:
@@ -43,53 +47,76 @@ class ConversationsRoutes:
         self._body_timeout = body_timeout
 
     async def create(self, request: Request) -> Response:
-        command = await self._decode(request, decode_create_conversation)
-        conversation = await self._gateway.execute(Principal(), command)
-        return JSONResponse(encode_conversation(conversation))
+        body = await self._body(request)
+        command = await _decoded(body, decode_create_conversation)
+
+        async def answer() -> Response:
+            return JSONResponse(encode_conversation(await self._gateway.execute(ANYONE, command)))
+
+        return await answered_once(self._gateway, request, ANYONE, answer, body)
 
     async def retrieve(self, request: Request) -> Response:
         command = GetConversation(request.path_params["conversation_id"])
-        return JSONResponse(encode_conversation(await self._gateway.execute(Principal(), command)))
+        return JSONResponse(encode_conversation(await self._gateway.execute(ANYONE, command)))
 
     async def update(self, request: Request) -> Response:
         conversation_id = request.path_params["conversation_id"]
-        command = await self._decode(
-            request, lambda raw: decode_update_conversation(conversation_id, raw)
-        )
-        return JSONResponse(encode_conversation(await self._gateway.execute(Principal(), command)))
+        body = await self._body(request)
+        command = await _decoded(body, lambda raw: decode_update_conversation(conversation_id, raw))
+
+        async def answer() -> Response:
+            return JSONResponse(encode_conversation(await self._gateway.execute(ANYONE, command)))
+
+        return await answered_once(self._gateway, request, ANYONE, answer, body)
 
     async def delete(self, request: Request) -> Response:
         command = DeleteConversation(request.path_params["conversation_id"])
-        return JSONResponse(encode_deleted(await self._gateway.execute(Principal(), command)))
+
+        async def answer() -> Response:
+            return JSONResponse(encode_deleted(await self._gateway.execute(ANYONE, command)))
+
+        return await answered_once(self._gateway, request, ANYONE, answer)
 
     async def add_items(self, request: Request) -> Response:
         """``include`` (query) is accepted: stored items are returned whole."""
         conversation_id = request.path_params["conversation_id"]
-        command = await self._decode(request, lambda raw: decode_add_items(conversation_id, raw))
-        return JSONResponse(encode_item_list(await self._gateway.execute(Principal(), command)))
+        body = await self._body(request)
+        command = await _decoded(body, lambda raw: decode_add_items(conversation_id, raw))
+
+        async def answer() -> Response:
+            return JSONResponse(encode_item_list(await self._gateway.execute(ANYONE, command)))
+
+        return await answered_once(self._gateway, request, ANYONE, answer, body)
 
     async def list_items(self, request: Request) -> Response:
         command = decode_list_items(
             request.path_params["conversation_id"], dict(request.query_params)
         )
-        return JSONResponse(encode_item_list(await self._gateway.execute(Principal(), command)))
+        return JSONResponse(encode_item_list(await self._gateway.execute(ANYONE, command)))
 
     async def retrieve_item(self, request: Request) -> Response:
         command = GetConversationItem(
             request.path_params["conversation_id"], request.path_params["item_id"]
         )
-        return JSONResponse(await self._gateway.execute(Principal(), command))
+        return JSONResponse(await self._gateway.execute(ANYONE, command))
 
     async def delete_item(self, request: Request) -> Response:
         """Answers with the conversation, as hosted does."""
         command = DeleteConversationItem(
             request.path_params["conversation_id"], request.path_params["item_id"]
         )
-        return JSONResponse(encode_conversation(await self._gateway.execute(Principal(), command)))
 
-    async def _decode(self, request: Request, decode: Callable[[bytes], T]) -> T:
+        async def answer() -> Response:
+            return JSONResponse(encode_conversation(await self._gateway.execute(ANYONE, command)))
+
+        return await answered_once(self._gateway, request, ANYONE, answer)
+
+    async def _body(self, request: Request) -> bytes:
         require_json(request)
-        body = await read_body(request, self._max_body, self._body_timeout)
-        if len(body) <= INLINE_DECODE_BYTES:
-            return decode(body)
-        return await asyncio.to_thread(decode, body)
+        return await read_body(request, self._max_body, self._body_timeout)
+
+
+async def _decoded(body: bytes, decode: Callable[[bytes], T]) -> T:
+    if len(body) <= INLINE_DECODE_BYTES:
+        return decode(body)
+    return await asyncio.to_thread(decode, body)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from functools import partial
 
 from starlette.requests import Request
@@ -32,6 +33,7 @@ from stateway.protocols.responses.encode import (
     encode_sse,
     encode_sse_payload,
 )
+from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
     Chunks,
@@ -73,14 +75,40 @@ class ResponsesRoutes:
             command = decode_create(body, max_input_items=self._max_items)
         else:
             command = await asyncio.to_thread(decode_create, body, max_input_items=self._max_items)
-        run = await self._gateway.execute(_principal(request), command)
-        if run.journal is not None:  # background: detached from this request
-            return await self._background(run, run.journal, stream=command.stream)
-        if command.stream:
+        principal = _principal(request)
+        key = idempotency.command_id(request)
+        if key is None:
+            run = await self._gateway.execute(principal, command)
+            return await self._answer(request, command.stream, run, run.cancel)
+        digest = idempotency.request_digest(request, body)
+        async with self._gateway.once(principal, key, digest, param=idempotency.PARAM) as once:
+            if once.outcome is None:
+                command.replayable = command.stream
+                run = await self._gateway.execute(principal, command)
+                # A retry takes over from a client that left: leaving cancels nothing.
+                answer = await self._answer(request, command.stream, run, _stay)
+                if command.stream:
+                    once.remember(response_id=run.id)
+                else:
+                    once.remember(bytes(answer.body))
+                return answer
+            outcome = once.outcome
+        if outcome.response_id is None:
+            return idempotency.replayed(outcome)
+        replay = WatchResponse(outcome.response_id, replay=True)
+        return self._watching(await self._gateway.execute(principal, replay))
+
+    async def _answer(
+        self, request: Request, stream: bool, run: Run, on_disconnect: Callable[[], None]
+    ) -> Response:
+        if run.journal is not None and run.state.background:  # detached from this request
+            return await self._background(run, run.journal, stream=stream)
+        if stream:
+            opening = partial(_opening, run)
             return SSEResponse(
-                _frames(run), run.cancel, opening=partial(_opening, run), keepalive=self._keepalive
+                _frames(run), on_disconnect, opening=opening, keepalive=self._keepalive
             )
-        watcher = asyncio.create_task(watch_disconnect(request.receive, run.cancel))
+        watcher = asyncio.create_task(watch_disconnect(request.receive, on_disconnect))
         try:
             await run.wait()
         finally:
@@ -105,10 +133,13 @@ class ResponsesRoutes:
         return JSONResponse(encode_response(state))
 
     async def cancel(self, request: Request) -> Response:
-        state = await self._gateway.execute(
-            _principal(request), CancelResponse(request.path_params["response_id"])
-        )
-        return JSONResponse(encode_response(state))
+        principal = _principal(request)
+        command = CancelResponse(request.path_params["response_id"])
+
+        async def answer() -> Response:
+            return JSONResponse(encode_response(await self._gateway.execute(principal, command)))
+
+        return await idempotency.answered_once(self._gateway, request, principal, answer)
 
     def _watching(self, watch: Watch, opening: Opening | None = None) -> SSEResponse:
         return SSEResponse(
@@ -120,10 +151,14 @@ class ResponsesRoutes:
         )
 
     async def delete(self, request: Request) -> Response:
-        deleted = await self._gateway.execute(
-            _principal(request), DeleteResponse(request.path_params["response_id"])
-        )
-        return JSONResponse({"id": deleted.id, "object": "response.deleted", "deleted": True})
+        principal = _principal(request)
+        command = DeleteResponse(request.path_params["response_id"])
+
+        async def answer() -> Response:
+            deleted = await self._gateway.execute(principal, command)
+            return JSONResponse({"id": deleted.id, "object": "response.deleted", "deleted": True})
+
+        return await idempotency.answered_once(self._gateway, request, principal, answer)
 
     async def input_items(self, request: Request) -> Response:
         command = decode_list_input_items(

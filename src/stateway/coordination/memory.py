@@ -1,0 +1,93 @@
+"""In-process command outcomes: a bounded LRU, and claims as futures.
+
+The default of an embedded gateway. Nothing is shared with other processes: two
+replicas behind a load balancer need the Redis adapters (a single process cancels its own
+runs directly, so it has no cancel signals at all).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Final
+
+from stateway.core.coordination import CommandKey, Outcome
+from stateway.core.errors import IdempotencyKeyReused
+
+DEFAULT_MAX_RESULTS: Final = 10_000
+DEFAULT_RESULT_TTL: Final = 24 * 3600.0
+
+
+class MemoryCommandResults:
+    """Outcomes of the last ``max_results`` commands (least recently used dropped first),
+    each kept for ``ttl`` seconds; claims under way by key."""
+
+    def __init__(
+        self,
+        max_results: int = DEFAULT_MAX_RESULTS,
+        ttl: float = DEFAULT_RESULT_TTL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._max = max_results
+        self._ttl = ttl
+        self._clock = clock
+        self._outcomes: OrderedDict[CommandKey, tuple[Outcome, float]] = OrderedDict()
+        self._claims: dict[CommandKey, tuple[str, asyncio.Future[Outcome | None]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._outcomes)
+
+    async def claim(self, key: CommandKey, fingerprint: str) -> Outcome | None:
+        while True:
+            outcome = self._outcome(key)
+            if outcome is not None:
+                return _checked(outcome.fingerprint, fingerprint, outcome)
+            claim = self._claims.get(key)
+            if claim is None:
+                self._claims[key] = (fingerprint, asyncio.get_running_loop().create_future())
+                return None
+            _checked(claim[0], fingerprint, None)
+            outcome = await asyncio.shield(claim[1])
+            if outcome is not None:
+                return outcome
+            # That attempt failed: claim the key for this one.
+
+    async def complete(self, key: CommandKey, outcome: Outcome) -> None:
+        self._outcomes[key] = (outcome, self._clock() + self._ttl)
+        self._outcomes.move_to_end(key)
+        while len(self._outcomes) > self._max:
+            self._outcomes.popitem(last=False)
+        self._settle(key, outcome)
+
+    async def release(self, key: CommandKey) -> None:
+        self._settle(key, None)
+
+    async def aclose(self) -> None:
+        for _, waiting in self._claims.values():
+            if not waiting.done():
+                waiting.set_result(None)
+        self._claims.clear()
+
+    def _outcome(self, key: CommandKey) -> Outcome | None:
+        found = self._outcomes.get(key)
+        if found is None:
+            return None
+        outcome, expires = found
+        if expires <= self._clock():
+            del self._outcomes[key]
+            return None
+        self._outcomes.move_to_end(key)
+        return outcome
+
+    def _settle(self, key: CommandKey, outcome: Outcome | None) -> None:
+        claim = self._claims.pop(key, None)
+        if claim is not None and not claim[1].done():
+            claim[1].set_result(outcome)
+
+
+def _checked(claimed: str, presented: str, outcome: Outcome | None) -> Outcome | None:
+    if claimed != presented:
+        raise IdempotencyKeyReused()
+    return outcome

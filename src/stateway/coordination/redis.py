@@ -1,0 +1,221 @@
+"""Coordination through Redis: processes sharing it deduplicate commands together and
+cancel each other's background runs (redis-py's asyncio client).
+
+Command outcomes: one key per command, ``{prefix}cmd:{sha256(tenant, principal, id)}``:
+
+- a claim: ``p`` + a token of its holder + the request's fingerprint, set with ``SET NX``
+  and an expiry of ``claim_ttl`` seconds that its holder renews while the command runs
+  (a holder that died lets it expire: a retry then runs the command);
+- an outcome: ``d`` + ``{"f": fingerprint, "r": response id}`` + a newline + the answer's
+  bytes, kept ``result_ttl`` seconds.
+
+A waiter reads the key every few milliseconds (backing off to ``MAX_POLL``) until the
+claim becomes an outcome, or disappears (the attempt failed: the waiter claims it).
+Claiming and completing are one round trip each (``SET NX GET``, a script that replaces
+the caller's own claim only).
+
+Cancel signals: a publish on ``{prefix}cancel``; every process subscribes and cancels the
+run if it is its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import secrets
+from collections.abc import Awaitable
+from typing import Any, Final, TypeVar
+
+import orjson
+from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
+from redis.exceptions import RedisError
+
+from stateway.core.coordination import CancelHandler, CommandKey, Outcome
+from stateway.core.errors import IdempotencyKeyReused, StorageError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_CLAIM_TTL: Final = 30.0
+DEFAULT_RESULT_TTL: Final = 24 * 3600.0
+FIRST_POLL: Final = 0.005
+MAX_POLL: Final = 0.1
+"""Seconds between a waiter's reads: from ``FIRST_POLL``, growing by half to this."""
+
+_PENDING: Final = b"p"
+_DONE: Final = b"d"
+
+# KEYS[1] the command; ARGV[1] the caller's claim; ARGV[2] the outcome ('' to release);
+# ARGV[3] the outcome's lifetime in ms. Only the caller's own claim is replaced.
+_SETTLE: Final = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) return 1 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+"""
+_RENEW: Final = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+"""
+
+
+def connect(url: str) -> Redis:
+    """A client (connection pool) for ``url``, e.g. ``redis://127.0.0.1:6379/0``."""
+    return Redis.from_url(url)
+
+
+class RedisCommandResults:
+    def __init__(
+        self,
+        client: Redis,
+        prefix: str = "stateway:",
+        *,
+        claim_ttl: float = DEFAULT_CLAIM_TTL,
+        result_ttl: float = DEFAULT_RESULT_TTL,
+    ) -> None:
+        self._redis = client
+        self._prefix = prefix
+        self._claim_ms = max(1, int(claim_ttl * 1000))
+        self._result_ms = max(1, int(result_ttl * 1000))
+        self._settle = client.register_script(_SETTLE)
+        self._renew = client.register_script(_RENEW)
+        self._held: dict[CommandKey, tuple[bytes, asyncio.Task[None]]] = {}
+        """Claims of this process: their value, and the task renewing their expiry."""
+
+    def _key(self, key: CommandKey) -> str:
+        return self._prefix + "cmd:" + hashlib.sha256(str(key).encode()).hexdigest()
+
+    async def claim(self, key: CommandKey, fingerprint: str) -> Outcome | None:
+        name = self._key(key)
+        mine = _PENDING + secrets.token_hex(8).encode() + fingerprint.encode()
+        pause = FIRST_POLL
+        while True:
+            setting = self._redis.set(name, mine, nx=True, px=self._claim_ms, get=True)
+            found = await _guarded(setting)
+            assert found is None or isinstance(found, bytes)  # SET ... GET: the old value
+            if found is None:  # set: the claim is this attempt's
+                renewing = asyncio.create_task(self._keep(name, mine))
+                self._held[key] = (mine, renewing)
+                return None
+            if found[:1] == _DONE:
+                outcome = _decode(found)
+                if outcome.fingerprint != fingerprint:
+                    raise IdempotencyKeyReused()
+                return outcome
+            if found[17:].decode() != fingerprint:  # p + 16 hex token + fingerprint
+                raise IdempotencyKeyReused()
+            await asyncio.sleep(pause)  # another attempt runs it: wait for its outcome
+            pause = min(MAX_POLL, pause * 1.5)
+
+    async def complete(self, key: CommandKey, outcome: Outcome) -> None:
+        await self._end(key, _encode(outcome))
+
+    async def release(self, key: CommandKey) -> None:
+        await self._end(key, b"")
+
+    async def aclose(self) -> None:
+        for _, renewing in self._held.values():
+            renewing.cancel()
+        self._held.clear()
+        await self._redis.aclose()
+
+    async def _end(self, key: CommandKey, value: bytes) -> None:
+        held = self._held.pop(key, None)
+        if held is None:
+            return
+        mine, renewing = held
+        renewing.cancel()
+        settle = self._settle(keys=[self._key(key)], args=[mine, value, self._result_ms])
+        if not await _guarded(settle):
+            log.warning("the claim of a command expired before it ended; its outcome is lost")
+
+    async def _keep(self, name: str, mine: bytes) -> None:
+        """Renew the claim's expiry every third of it while the command runs."""
+        while True:
+            await asyncio.sleep(self._claim_ms / 3000)
+            try:
+                await self._renew(keys=[name], args=[mine, self._claim_ms])
+            except RedisError as exc:
+                log.warning("renewing a command's claim failed: %s", exc)
+
+
+class RedisCancelSignals:
+    """Cancels published on one channel; every process hears them all."""
+
+    shared = True
+
+    def __init__(self, client: Redis, prefix: str = "stateway:") -> None:
+        self._redis = client
+        self._channel = prefix + "cancel"
+        self._pubsub: PubSub | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def send(self, tenant_id: str, response_id: str) -> None:
+        message = orjson.dumps({"tenant": tenant_id, "response": response_id})
+        await _guarded(self._redis.publish(self._channel, message))
+
+    async def start(self, handler: CancelHandler) -> None:
+        self._pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        await _guarded(self._pubsub.subscribe(self._channel))
+        self._task = asyncio.create_task(self._listen(self._pubsub, handler))
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task])
+        if self._pubsub is not None:
+            await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+        await self._redis.aclose()
+
+    async def _listen(self, pubsub: PubSub, handler: CancelHandler) -> None:
+        while True:
+            try:
+                async for message in pubsub.listen():
+                    _deliver(message, handler)
+                return
+            except RedisError as exc:  # the connection dropped: resubscribe
+                log.warning("cancel signals: %s; subscribing again", exc)
+                await asyncio.sleep(1.0)
+                await self._resubscribe(pubsub)
+
+    async def _resubscribe(self, pubsub: PubSub) -> None:
+        try:
+            await pubsub.subscribe(self._channel)
+        except RedisError as exc:
+            log.warning("cancel signals: subscribing failed: %s", exc)
+
+
+def _deliver(message: dict[str, Any], handler: CancelHandler) -> None:
+    if message.get("type") != "message":
+        return
+    try:
+        fields = orjson.loads(message["data"])
+        tenant, response = fields["tenant"], fields["response"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        log.warning("cancel signals: ignoring a malformed message")
+        return
+    if isinstance(tenant, str) and isinstance(response, str):
+        handler(tenant, response)
+
+
+def _encode(outcome: Outcome) -> bytes:
+    header = orjson.dumps({"f": outcome.fingerprint, "r": outcome.response_id})
+    return _DONE + header + b"\n" + outcome.body
+
+
+def _decode(value: bytes) -> Outcome:
+    header, _, body = value[1:].partition(b"\n")
+    fields = orjson.loads(header)
+    return Outcome(fields["f"], body, fields["r"])
+
+
+async def _guarded(call: Awaitable[T]) -> T:
+    """Redis failures as the gateway's 503."""
+    try:
+        return await call
+    except RedisError as exc:
+        log.warning("redis: %s", exc)
+        raise StorageError("The coordination store (Redis) is unavailable.") from None

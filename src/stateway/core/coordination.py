@@ -1,0 +1,87 @@
+"""Coordination ports: what gateway processes share beyond the database.
+
+- :class:`CommandResults` remembers the outcome of each command a client sent with an id
+  (``Idempotency-Key`` on REST, ``command_id`` in WebSocket frames and MCP tool
+  arguments), per (tenant, principal, command id). A command is *claimed* before it runs,
+  so a retry that arrives while the first attempt still runs waits for its outcome
+  instead of running again (ADR 0011).
+- :class:`CancelSignals` carries a cancel to the process that runs a background response.
+
+The adapters live in :mod:`stateway.coordination`: in process (the embedded default) or
+Redis (several processes behind a load balancer); ``app.py`` picks one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class CommandKey:
+    """Whose command this is, and the id its client gave it."""
+
+    tenant_id: str
+    principal: str
+    command_id: str
+
+    def __str__(self) -> str:
+        # Unit separators cannot appear in header values, ids or tenant names.
+        return f"{self.tenant_id}\x1f{self.principal}\x1f{self.command_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a command's first attempt answered, as its surface encoded it.
+
+    ``body`` is the answer every retry gets byte for byte. A streamed create remembers its
+    ``response_id`` instead: a retry streams that response's event log from the start."""
+
+    fingerprint: str
+    """Digest of the request that ran: the same id with another request is refused."""
+    body: bytes = b""
+    response_id: str | None = None
+
+
+class CommandResults(Protocol):
+    async def claim(self, key: CommandKey, fingerprint: str) -> Outcome | None:
+        """Claim ``key`` for a command whose request digests to ``fingerprint``.
+
+        None: the caller holds the claim; it runs the command and then calls
+        :meth:`complete` (or :meth:`release` when it failed). An :class:`Outcome`: the
+        command ran already, or another attempt was running it and this call waited for
+        its outcome. An attempt that fails leaves no outcome: a waiter then claims the
+        key itself. Raises :class:`~stateway.core.errors.IdempotencyKeyReused` when the
+        key was used with another request."""
+        ...
+
+    async def complete(self, key: CommandKey, outcome: Outcome) -> None:
+        """Remember ``outcome`` for ``key`` (claimed by the caller) and wake its waiters."""
+        ...
+
+    async def release(self, key: CommandKey) -> None:
+        """Give up the caller's claim without an outcome: a retry runs the command again."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+CancelHandler = Callable[[str, str], None]
+"""Called with ``(tenant_id, response_id)`` when a cancel for that response arrives."""
+
+
+class CancelSignals(Protocol):
+    shared: bool
+    """True when signals reach other processes; False: only this process's runs can be
+    cancelled."""
+
+    async def send(self, tenant_id: str, response_id: str) -> None:
+        """Ask whichever process runs the response to cancel it."""
+        ...
+
+    async def start(self, handler: CancelHandler) -> None:
+        """Deliver the cancels sent from now on (by any process) to ``handler``."""
+        ...
+
+    async def aclose(self) -> None: ...

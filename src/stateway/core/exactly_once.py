@@ -1,0 +1,78 @@
+"""Exactly-once commands: claim before running, remember the outcome, answer retries.
+
+A surface that received a command id wraps its work in :func:`attempt`::
+
+    async with attempt(results, key, digest, param="Idempotency-Key") as once:
+        if once.outcome is not None:
+            return replay(once.outcome)          # a retry: the first attempt's answer
+        answer = await run_the_command()
+        once.remember(answer_bytes)              # or remember(response_id=...) for a stream
+        return answer
+
+The claim is taken before the command runs, so a retry arriving meanwhile waits for this
+attempt's outcome (:meth:`CommandResults.claim`) instead of running it a second time. An
+attempt that raises, or remembers nothing, lets its claim go: the next retry runs the
+command again (a failure is not an outcome; see ADR 0011).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from stateway.core.coordination import CommandKey, CommandResults, Outcome
+from stateway.core.errors import IdempotencyKeyReused
+
+
+def fingerprint(*parts: bytes) -> str:
+    """A digest of a request (its route, its body...): each part is length-prefixed, so
+    no two different sequences of parts digest alike."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+class Attempt:
+    __slots__ = ("fingerprint", "key", "outcome", "remembered")
+
+    def __init__(self, key: CommandKey, digest: str, outcome: Outcome | None) -> None:
+        self.key = key
+        self.fingerprint = digest
+        self.outcome = outcome
+        """Set for a retry: what the first attempt answered. None: run the command."""
+        self.remembered: Outcome | None = None
+
+    def remember(self, body: bytes = b"", *, response_id: str | None = None) -> None:
+        """What retries of this command will get: ``body`` byte for byte, or the stream of
+        response ``response_id`` replayed from its log."""
+        self.remembered = Outcome(self.fingerprint, body, response_id)
+
+
+@asynccontextmanager
+async def attempt(
+    results: CommandResults, key: CommandKey, digest: str, *, param: str
+) -> AsyncIterator[Attempt]:
+    """Claim ``key`` (waiting for an attempt under way), yield the :class:`Attempt`, then
+    store what it remembered or let the claim go. ``param`` names the command id in a
+    409 ``idempotency_key_reused``."""
+    try:
+        outcome = await results.claim(key, digest)
+    except IdempotencyKeyReused:
+        raise IdempotencyKeyReused(param) from None
+    current = Attempt(key, digest, outcome)
+    if outcome is not None:
+        yield current
+        return
+    try:
+        yield current
+    except BaseException:
+        await asyncio.shield(results.release(key))
+        raise
+    if current.remembered is None:
+        await results.release(key)
+    else:
+        await results.complete(key, current.remembered)

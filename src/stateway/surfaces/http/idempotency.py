@@ -1,0 +1,58 @@
+"""``Idempotency-Key`` on the REST writes: a retried request gets the first one's answer.
+
+The key names a command of the caller's (see :mod:`stateway.core.exactly_once`): the
+first request with it runs, and every retry, even one that arrives while the first is
+still running, is answered with the first one's JSON body, byte for byte, with 200. A
+streamed create remembers its response instead, and a retry streams that response's log
+from the start (``responses.py``). The same key with another request (method, path,
+body) is a 409 ``idempotency_key_reused``. A request that failed leaves no answer behind:
+its retry runs again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from stateway.core.commands import Principal
+from stateway.core.coordination import Outcome
+from stateway.core.exactly_once import fingerprint
+from stateway.core.gateway import Gateway
+
+HEADER = "idempotency-key"
+PARAM = "Idempotency-Key"
+
+
+def command_id(request: Request) -> str | None:
+    return request.headers.get(HEADER)
+
+
+def request_digest(request: Request, body: bytes = b"") -> str:
+    return fingerprint(request.method.encode(), request.url.path.encode(), body)
+
+
+def replayed(outcome: Outcome) -> Response:
+    """The answer a retry gets: the first attempt's JSON body."""
+    return Response(outcome.body, media_type="application/json")
+
+
+async def answered_once(
+    gateway: Gateway,
+    request: Request,
+    principal: Principal,
+    answer: Callable[[], Awaitable[Response]],
+    body: bytes = b"",
+) -> Response:
+    """``answer()``, or when the request carries an ``Idempotency-Key``, its first
+    answer (``answer`` then runs once per key)."""
+    key = command_id(request)
+    if key is None:
+        return await answer()
+    async with gateway.once(principal, key, request_digest(request, body), param=PARAM) as once:
+        if once.outcome is not None:
+            return replayed(once.outcome)
+        response = await answer()
+        once.remember(bytes(response.body))
+        return response
