@@ -9,6 +9,8 @@ import re
 import asyncpg
 import pytest
 from hypothesis import Phase, settings
+from redis import Redis
+from redis.exceptions import RedisError
 
 # `make mutate` runs the fuzz tests once per mutant: there a failing example is enough,
 # shrinking it only costs time (each killed mutant would otherwise shrink for seconds).
@@ -48,6 +50,36 @@ async def _connection_problem(url: str) -> str | None:
     return None
 
 
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The test Redis server's URL (``STATEWAY_TEST_REDIS_URL``), decided as for
+    PostgreSQL: skipped when unreachable, except in CI (``.ci/run`` starts Redis), where
+    an unreachable server fails the tests. Each test uses its own key prefix."""
+    url = os.environ.get("STATEWAY_TEST_REDIS_URL") or DEFAULT_REDIS_URL
+    problem = _redis_problem(url)
+    if problem is not None:
+        message = f"Redis at {url} is unreachable ({problem})"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message}; CI must provide it", pytrace=False)
+        pytest.skip(f"{message}; start it or point STATEWAY_TEST_REDIS_URL at one")
+    return url
+
+
+def _redis_problem(url: str) -> str | None:
+    """Asked synchronously: the fixture may be reached from inside an event loop."""
+    client = Redis.from_url(url, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except RedisError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        client.close()
+    return None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that asks for ``postgres_url`` carries the ``postgres`` mark (fixtures that
     reach it through ``getfixturevalue`` mark their PostgreSQL params), so ``-m postgres``
@@ -56,3 +88,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         uses_postgres = "postgres_url" in getattr(item, "fixturenames", ())
         if uses_postgres and item.get_closest_marker("postgres") is None:
             raise pytest.UsageError(f"{item.nodeid} uses PostgreSQL without the postgres mark")
+        uses_redis = "redis_url" in getattr(item, "fixturenames", ())
+        if uses_redis and item.get_closest_marker("redis") is None:
+            raise pytest.UsageError(f"{item.nodeid} uses Redis without the redis mark")

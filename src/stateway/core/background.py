@@ -108,9 +108,9 @@ async def watch(
     here, else from the stored log. Refusals are raised here, before anything streams."""
     response_id = command.response_id
     after = -1 if command.starting_after is None else command.starting_after
-    run = _live(runs, principal, response_id)
+    run = _live(runs, principal, response_id, unstored=command.replay)
     if run is not None:
-        if await store.get(principal.tenant_id, response_id) is None:
+        if run.state.store and await store.get(principal.tenant_id, response_id) is None:
             raise _not_found(response_id)  # deleted while it runs
         if run.journal is None or not (run.state.background or command.replay):
             raise _not_streamable()
@@ -127,12 +127,15 @@ async def watch(
     return StoredWatch(store, (principal.tenant_id, response_id), log, after)
 
 
-def _live(runs: RunRegistry, principal: Principal, response_id: str) -> Run | None:
-    """The stored response's run, when this process runs it for ``principal``."""
+def _live(
+    runs: RunRegistry, principal: Principal, response_id: str, *, unstored: bool = False
+) -> Run | None:
+    """The stored response's run (or ``unstored`` one's), when this process runs it for
+    ``principal``."""
     run = runs.get(response_id)
-    if run is None or not run.state.store or run.state.tenant_id != principal.tenant_id:
+    if run is None or run.state.tenant_id != principal.tenant_id:
         return None
-    return run
+    return run if run.state.store or unstored else None
 
 
 def _not_found(response_id: str) -> NotFound:

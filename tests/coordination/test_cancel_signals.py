@@ -1,0 +1,59 @@
+"""Cancel signals through the real Redis: every subscribed process hears each cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from redis.asyncio import Redis
+
+from stateway.coordination import RedisCancelSignals
+from stateway.coordination.redis import connect
+from stateway.core.errors import StorageError
+
+pytestmark = pytest.mark.redis
+
+
+async def test_a_cancel_sent_by_one_process_reaches_every_process(redis_url: str) -> None:
+    prefix = f"test:{uuid.uuid4().hex}:"
+    sender, owner, other = (RedisCancelSignals(connect(redis_url), prefix) for _ in range(3))
+    heard: dict[str, asyncio.Queue[tuple[str, str]]] = {
+        "owner": asyncio.Queue(),
+        "other": asyncio.Queue(),
+    }
+    await owner.start(lambda t, r: heard["owner"].put_nowait((t, r)))
+    await other.start(lambda t, r: heard["other"].put_nowait((t, r)))
+    try:
+        assert sender.shared
+        await sender.send("default", "resp_1")
+        assert await heard["owner"].get() == ("default", "resp_1")
+        assert await heard["other"].get() == ("default", "resp_1")
+    finally:
+        for signals in (sender, owner, other):
+            await signals.aclose()
+
+
+async def test_malformed_messages_on_the_channel_are_ignored(redis_url: str) -> None:
+    prefix = f"test:{uuid.uuid4().hex}:"
+    owner = RedisCancelSignals(connect(redis_url), prefix)
+    heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    await owner.start(lambda t, r: heard.put_nowait((t, r)))
+    publisher = Redis.from_url(redis_url)
+    try:
+        for junk in (b"not json", b'{"tenant": "default"}', b'{"tenant": 1, "response": 2}'):
+            await publisher.publish(prefix + "cancel", junk)
+        await publisher.publish(prefix + "cancel", b'{"tenant": "t", "response": "r"}')
+        assert await heard.get() == ("t", "r")  # the first one heard is the valid one
+    finally:
+        await owner.aclose()
+        await publisher.aclose()
+
+
+async def test_sending_without_redis_is_a_503() -> None:
+    signals = RedisCancelSignals(connect("redis://127.0.0.1:1/0"), "test:")
+    try:
+        with pytest.raises(StorageError):
+            await signals.send("default", "resp_1")
+    finally:
+        await signals.aclose()

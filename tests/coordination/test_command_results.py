@@ -1,0 +1,196 @@
+"""Both CommandResults adapters against one contract: claim before run, outcomes for
+retries, waiters joining the attempt under way, a failed attempt leaving nothing, a key
+reused with another request refused. The Redis adapter against the real Redis server."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from stateway.coordination import MemoryCommandResults, RedisCommandResults
+from stateway.coordination.redis import connect
+from stateway.core.coordination import CommandKey, CommandResults, Outcome
+from stateway.core.errors import IdempotencyKeyReused, StorageError
+
+KEY = CommandKey("default", "anonymous", "key-1")
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+async def results(request: pytest.FixtureRequest) -> AsyncIterator[CommandResults]:
+    if request.param == "memory":
+        adapter: CommandResults = MemoryCommandResults()
+    else:
+        url: str = request.getfixturevalue("redis_url")
+        adapter = RedisCommandResults(connect(url), f"test:{uuid.uuid4().hex}:")
+    yield adapter
+    await adapter.aclose()
+
+
+async def test_the_first_claim_runs_and_a_retry_gets_its_outcome(results: CommandResults) -> None:
+    assert await results.claim(KEY, "f1") is None
+    await results.complete(KEY, Outcome("f1", b'{"id":"resp_1"}'))
+
+    assert await results.claim(KEY, "f1") == Outcome("f1", b'{"id":"resp_1"}')
+    assert await results.claim(KEY, "f1") == Outcome("f1", b'{"id":"resp_1"}')
+
+
+async def test_a_streamed_outcome_keeps_its_response_id(results: CommandResults) -> None:
+    assert await results.claim(KEY, "f1") is None
+    await results.complete(KEY, Outcome("f1", response_id="resp_9"))
+
+    assert await results.claim(KEY, "f1") == Outcome("f1", b"", "resp_9")
+
+
+async def test_keys_of_other_tenants_principals_and_ids_are_apart(
+    results: CommandResults,
+) -> None:
+    assert await results.claim(KEY, "f1") is None
+    await results.complete(KEY, Outcome("f1", b"1"))
+    for other in (
+        CommandKey("acme", "anonymous", "key-1"),
+        CommandKey("default", "bob", "key-1"),
+        CommandKey("default", "anonymous", "key-2"),
+    ):
+        assert await results.claim(other, "f1") is None
+
+
+async def test_the_same_key_with_another_request_is_refused_done_or_running(
+    results: CommandResults,
+) -> None:
+    assert await results.claim(KEY, "f1") is None
+    with pytest.raises(IdempotencyKeyReused):
+        await results.claim(KEY, "f2")  # while the first attempt runs
+    await results.complete(KEY, Outcome("f1", b"1"))
+    with pytest.raises(IdempotencyKeyReused):
+        await results.claim(KEY, "f2")
+
+
+async def test_retries_arriving_meanwhile_wait_for_the_attempt_under_way(
+    results: CommandResults,
+) -> None:
+    assert await results.claim(KEY, "f1") is None
+    waiters = [asyncio.create_task(results.claim(KEY, "f1")) for _ in range(5)]
+    await asyncio.sleep(0)
+    assert not any(w.done() for w in waiters)
+
+    await results.complete(KEY, Outcome("f1", b"answer"))
+
+    assert await asyncio.gather(*waiters) == [Outcome("f1", b"answer")] * 5
+
+
+async def test_a_failed_attempt_leaves_nothing_and_one_waiter_runs_instead(
+    results: CommandResults,
+) -> None:
+    assert await results.claim(KEY, "f1") is None
+    waiters = [asyncio.create_task(results.claim(KEY, "f1")) for _ in range(3)]
+    await asyncio.sleep(0)
+
+    await results.release(KEY)
+
+    done, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    assert [w.result() for w in done] == [None]  # the one that claimed it runs it
+    await results.complete(KEY, Outcome("f1", b"second"))
+    assert [await w for w in pending] == [Outcome("f1", b"second")] * 2
+
+
+async def test_memory_outcomes_are_bounded_least_recently_used_first() -> None:
+    results = MemoryCommandResults(max_results=2)
+    keys = [CommandKey("t", "p", str(n)) for n in range(3)]
+    for key in keys[:2]:
+        assert await results.claim(key, "f") is None
+        await results.complete(key, Outcome("f", key.command_id.encode()))
+    assert await results.claim(keys[0], "f") is not None  # used: now the most recent
+    assert await results.claim(keys[2], "f") is None
+    await results.complete(keys[2], Outcome("f", b"2"))
+
+    assert len(results) == 2
+    assert await results.claim(keys[1], "f") is None  # dropped: runs again
+    assert await results.claim(keys[0], "f") == Outcome("f", b"0")
+
+
+async def test_memory_outcomes_expire_after_their_ttl() -> None:
+    now = [0.0]
+    results = MemoryCommandResults(ttl=10, clock=lambda: now[0])
+    assert await results.claim(KEY, "f") is None
+    await results.complete(KEY, Outcome("f", b"x"))
+    now[0] = 9.9
+    assert await results.claim(KEY, "f") == Outcome("f", b"x")
+    now[0] = 10.0
+    assert await results.claim(KEY, "f") is None
+
+
+async def test_closing_wakes_waiters_of_claims_left_open() -> None:
+    results = MemoryCommandResults()
+    assert await results.claim(KEY, "f") is None
+    waiter = asyncio.create_task(results.claim(KEY, "f"))
+    await asyncio.sleep(0)
+    await results.aclose()
+    assert await waiter is None  # the claim was let go: the waiter holds it now
+
+
+@pytest.mark.redis
+async def test_redis_outcomes_are_shared_by_two_processes_clients(redis_url: str) -> None:
+    prefix = f"test:{uuid.uuid4().hex}:"
+    first = RedisCommandResults(connect(redis_url), prefix)
+    second = RedisCommandResults(connect(redis_url), prefix)
+    try:
+        assert await first.claim(KEY, "f") is None
+        waiting = asyncio.create_task(second.claim(KEY, "f"))
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        await first.complete(KEY, Outcome("f", b"shared"))
+        assert await waiting == Outcome("f", b"shared")
+    finally:
+        await first.aclose()
+        await second.aclose()
+
+
+@pytest.mark.redis
+async def test_a_claim_is_renewed_while_its_command_runs(redis_url: str) -> None:
+    prefix = f"test:{uuid.uuid4().hex}:"
+    results = RedisCommandResults(connect(redis_url), prefix, claim_ttl=1.0)
+    probe = connect(redis_url)
+    try:
+        assert await results.claim(KEY, "f") is None
+        [name] = await probe.keys(prefix + "*")
+        for _ in range(5):  # over twice its expiry: still held
+            await asyncio.sleep(0.5)
+            assert await probe.exists(name)
+        await results.complete(KEY, Outcome("f", b"x"))
+        assert await results.claim(KEY, "f") == Outcome("f", b"x")
+    finally:
+        await results.aclose()
+        await probe.aclose()
+
+
+@pytest.mark.redis
+async def test_a_claim_whose_holder_died_expires_and_the_command_runs_again(
+    redis_url: str,
+) -> None:
+    prefix = f"test:{uuid.uuid4().hex}:"
+    dead = RedisCommandResults(connect(redis_url), prefix, claim_ttl=0.2)
+    alive = RedisCommandResults(connect(redis_url), prefix, claim_ttl=0.2)
+    try:
+        assert await dead.claim(KEY, "f") is None
+        for _, renewing in dead._held.values():  # the holder's process is gone
+            renewing.cancel()
+        assert await alive.claim(KEY, "f") is None  # waited for the expiry, then claimed
+        await dead.complete(KEY, Outcome("f", b"late"))  # not its claim any more
+        await alive.complete(KEY, Outcome("f", b"mine"))
+        assert await alive.claim(KEY, "f") == Outcome("f", b"mine")
+    finally:
+        await dead.aclose()
+        await alive.aclose()
+
+
+async def test_an_unreachable_redis_is_a_503() -> None:
+    results = RedisCommandResults(connect("redis://127.0.0.1:1/0"), "test:")
+    try:
+        with pytest.raises(StorageError) as raised:
+            await results.claim(KEY, "f")
+        assert raised.value.status == 503
+    finally:
+        await results.aclose()

@@ -1,0 +1,191 @@
+"""Exactly-once commands in the core: the attempt's claim let go on failure, command ids
+checked, and cancel signals: one sent to another process's run, one acted on here."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import pytest
+
+from stateway.coordination import MemoryCommandResults
+from stateway.core import background
+from stateway.core.commands import CancelResponse, Principal
+from stateway.core.coordination import CancelHandler, CommandKey, Outcome
+from stateway.core.errors import IdempotencyKeyReused, InvalidRequest, NotFound
+from stateway.core.exactly_once import attempt, fingerprint
+from stateway.core.gateway import Gateway
+from stateway.core.inference import TextDelta
+from stateway.core.loop import Loop
+from stateway.core.ports import ResponseRecord
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.protocols.responses.encode import encode_event_json
+from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.core.test_background import create, ended, script, until_output
+
+KEY = CommandKey("default", "anonymous", "id")
+ME = Principal()
+
+
+class Signals:
+    """Shared cancel signals whose other process is this test: sends are recorded."""
+
+    shared = True
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+        self.arrived = asyncio.Event()
+
+    async def send(self, tenant_id: str, response_id: str) -> None:
+        self.sent.append((tenant_id, response_id))
+        self.arrived.set()
+
+    async def start(self, handler: CancelHandler) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+def gateway_for(
+    store: MemoryStore, backend: ScriptedBackend | None = None, **parts: object
+) -> Gateway:
+    backend = backend or ScriptedBackend(script("a"))
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    return Gateway(
+        store,
+        router,
+        Loop(store),
+        RunRegistry(),
+        encoder=encode_event_json,
+        **parts,  # type: ignore[arg-type]
+    )
+
+
+def test_fingerprints_tell_parts_apart() -> None:
+    assert fingerprint(b"ab", b"c") != fingerprint(b"a", b"bc")
+    assert fingerprint(b"x") == fingerprint(b"x")
+
+
+async def test_an_attempt_that_raises_lets_its_claim_go() -> None:
+    results = MemoryCommandResults()
+    with pytest.raises(RuntimeError):
+        async with attempt(results, KEY, "f", param="command_id"):
+            raise RuntimeError("boom")
+    async with attempt(results, KEY, "f", param="command_id") as again:
+        assert again.outcome is None  # runs again
+        again.remember(b"x")
+    async with attempt(results, KEY, "f", param="command_id") as third:
+        assert third.outcome == Outcome("f", b"x")
+
+
+async def test_an_attempt_that_remembers_nothing_lets_its_claim_go() -> None:
+    results = MemoryCommandResults()
+    async with attempt(results, KEY, "f", param="command_id") as first:
+        assert first.outcome is None
+    async with attempt(results, KEY, "f", param="command_id") as second:
+        assert second.outcome is None
+
+
+async def test_a_reused_id_names_the_surfaces_parameter() -> None:
+    results = MemoryCommandResults()
+    async with attempt(results, KEY, "f", param="command_id") as first:
+        first.remember(b"x")
+    with pytest.raises(IdempotencyKeyReused) as caught:
+        async with attempt(results, KEY, "g", param="command_id"):
+            pass
+    assert (caught.value.param, caught.value.status) == ("command_id", 409)
+
+
+async def test_a_gateway_without_command_results_refuses_command_ids() -> None:
+    gateway = gateway_for(MemoryStore())
+    with pytest.raises(InvalidRequest) as caught:
+        gateway.once(ME, "id", "f", param="command_id")
+    assert caught.value.param == "command_id"
+
+
+async def test_principals_of_one_tenant_have_their_own_command_ids() -> None:
+    gateway = gateway_for(MemoryStore(), results=MemoryCommandResults())
+    alice, bob = Principal(subject="alice"), Principal(subject="bob")
+    async with gateway.once(alice, "id", "f", param="p") as first:
+        first.remember(b"alice's")
+    async with gateway.once(bob, "id", "f", param="p") as second:
+        assert second.outcome is None
+
+
+async def test_a_cancel_reaches_another_processs_run_through_shared_signals() -> None:
+    store = MemoryStore()
+    body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
+    record = ResponseRecord(
+        "default", "resp_x", None, "in_progress", 1.0, body | {"background": True}
+    )
+    await store.save(record)
+    signals = Signals()
+    gateway = gateway_for(store, signals=signals)
+
+    cancelling = asyncio.create_task(gateway.execute(ME, CancelResponse("resp_x")))
+    await signals.arrived.wait()
+    assert signals.sent == [("default", "resp_x")]
+    ended_body = body | {"background": True, "status": "cancelled"}
+    await store.finish(replace(record, status="cancelled", body=ended_body))  # the owner did it
+
+    state = await cancelling
+    assert state.status == "cancelled"
+
+
+async def test_a_cancelled_response_deleted_meanwhile_is_a_404() -> None:
+    store = MemoryStore()
+    body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
+    record = ResponseRecord(
+        "default", "resp_x", None, "in_progress", 1.0, body | {"background": True}
+    )
+    await store.save(record)
+    signals = Signals()
+    gateway = gateway_for(store, signals=signals)
+    cancelling = asyncio.create_task(gateway.execute(ME, CancelResponse("resp_x")))
+    await signals.arrived.wait()
+    await store.delete("default", "resp_x")
+    with pytest.raises(NotFound):
+        await cancelling
+
+
+async def test_a_cancel_whose_owner_never_ends_the_run_gives_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(background, "CANCEL_WAIT", 0.0)
+    store = MemoryStore()
+    body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
+    record = ResponseRecord(
+        "default", "resp_x", None, "in_progress", 1.0, body | {"background": True}
+    )
+    await store.save(record)
+    gateway = gateway_for(store, signals=Signals())
+    with pytest.raises(InvalidRequest) as caught:
+        await gateway.execute(ME, CancelResponse("resp_x"))
+    assert (caught.value.status, caught.value.code) == (409, "response_running_elsewhere")
+
+
+async def test_a_signalled_cancel_ends_this_processs_background_run() -> None:
+    gate = asyncio.Event()
+    gateway = gateway_for(MemoryStore(), ScriptedBackend([TextDelta("a")], gate))
+    run = await create(gateway, background=True, store=True)
+    await until_output(run)
+
+    gateway.cancel_signalled("other-tenant", run.id)  # not its tenant: ignored
+    gateway.cancel_signalled("default", "resp_unknown")  # not here: ignored
+    assert not run.closed
+    gateway.cancel_signalled("default", run.id)
+    await ended(run)
+    assert run.state.status == "cancelled"
+
+
+async def test_a_signalled_cancel_leaves_a_foreground_run_alone() -> None:
+    gate = asyncio.Event()
+    gateway = gateway_for(MemoryStore(), ScriptedBackend([TextDelta("a")], gate))
+    run = await create(gateway, stream=True)
+    await until_output(run)
+    gateway.cancel_signalled("default", run.id)
+    run.cancel()  # its client leaves: it ends as incomplete, not cancelled
+    await ended(run)
+    assert run.state.status != "cancelled"

@@ -1,0 +1,240 @@
+"""``Idempotency-Key`` over HTTP, in process: one run per key however many retries and
+whenever they arrive, identical answers, streams replayed from the run's log, 409 for a
+key reused with another request, and every REST write covered."""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette.applications import Starlette
+
+from stateway.coordination import MemoryCommandResults
+from stateway.core.errors import UpstreamUnavailable
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.protocols.responses.encode import encode_event_json
+from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.conversations import ConversationsRoutes
+from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.service import ServiceRoutes
+from tests.core.conversation_fakes import MemoryConversations, TurnStore
+from tests.core.fakes import ScriptedBackend
+from tests.surfaces.http.asgi import Reply, call
+from tests.surfaces.http.test_responses import events
+
+CREATE = b'{"model": "m", "input": "hi"}'
+STREAM = b'{"model": "m", "input": "hi", "stream": true}'
+
+
+def build(backend: ScriptedBackend, results: MemoryCommandResults | None = None) -> Starlette:
+    conversations = MemoryConversations()
+    store = TurnStore(conversations)
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    gateway = Gateway(
+        store,
+        router,
+        Loop(store),
+        RunRegistry(),
+        conversations=conversations,
+        encoder=encode_event_json,
+        results=MemoryCommandResults() if results is None else results,
+    )
+    return build_http_app(
+        ResponsesRoutes(gateway, 4096),
+        ServiceRoutes(gateway),
+        conversations=ConversationsRoutes(gateway, 4096),
+    )
+
+
+def keyed(key: str) -> list[tuple[bytes, bytes]]:
+    return [(b"idempotency-key", key.encode())]
+
+
+async def post(app: Starlette, path: str, body: bytes, key: str | None = "k1") -> Reply:
+    return await call(app, "POST", path, body, headers=None if key is None else keyed(key))
+
+
+async def test_twenty_concurrent_retries_run_once_and_get_identical_answers() -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("a"), Finish("stop")], gate)
+    app = build(backend)
+
+    replies = [asyncio.create_task(post(app, "/v1/responses", CREATE)) for _ in range(20)]
+    await backend.started.wait()
+    gate.set()
+    answers = await asyncio.gather(*replies)
+
+    assert len(backend.requests) == 1
+    assert {r.status for r in answers} == {200}
+    assert len({r.body for r in answers}) == 1
+    assert answers[0].json()["status"] == "completed"
+    later = await post(app, "/v1/responses", CREATE)
+    assert later.body == answers[0].body
+    assert len(backend.requests) == 1
+
+
+async def test_without_a_key_every_request_runs() -> None:
+    backend = ScriptedBackend([TextDelta("a"), Finish("stop")])
+    app = build(backend)
+    first = await post(app, "/v1/responses", CREATE, key=None)
+    second = await post(app, "/v1/responses", CREATE, key=None)
+    assert first.json()["id"] != second.json()["id"]
+    assert len(backend.requests) == 2
+
+
+async def test_the_same_key_with_another_body_is_a_409_even_while_the_first_runs() -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("a"), Finish("stop")], gate)
+    app = build(backend)
+    first = asyncio.create_task(post(app, "/v1/responses", CREATE))
+    await backend.started.wait()
+
+    running = await post(app, "/v1/responses", b'{"model": "m", "input": "other"}')
+    gate.set()
+    await first
+    done = await post(app, "/v1/responses", b'{"model": "m", "input": "other"}')
+
+    for reply in (running, done):
+        assert reply.status == 409
+        error = reply.json()["error"]
+        assert (error["code"], error["param"]) == ("idempotency_key_reused", "Idempotency-Key")
+    assert len(backend.requests) == 1
+
+
+async def test_the_same_key_on_another_route_is_a_409() -> None:
+    app = build(ScriptedBackend([TextDelta("a"), Finish("stop")]))
+    created = await post(app, "/v1/conversations", b"{}")
+    assert created.status == 200
+    reused = await post(app, "/v1/responses", CREATE)
+    assert reused.status == 409
+
+
+async def test_a_failed_attempt_is_not_remembered_and_its_retry_runs_again() -> None:
+    backend = ScriptedBackend([UpstreamUnavailable("down")])
+    app = build(backend)
+    failed = await post(app, "/v1/responses", CREATE)
+    assert failed.status == 502
+    backend.script = [TextDelta("a"), Finish("stop")]
+    retried = await post(app, "/v1/responses", CREATE)
+    assert retried.status == 200
+    assert retried.json()["status"] == "completed"
+    assert len(backend.requests) == 2
+
+
+async def test_a_retried_stream_replays_the_same_response_from_its_log() -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("a"), TextDelta("b"), Finish("stop")], gate)
+    app = build(backend)
+    first = asyncio.create_task(post(app, "/v1/responses", STREAM))
+    await backend.started.wait()
+    joined = asyncio.create_task(post(app, "/v1/responses", STREAM))  # while it runs
+    await asyncio.sleep(0)
+    gate.set()
+    original, during = await asyncio.gather(first, joined)
+    after = await post(app, "/v1/responses", STREAM)  # once it ended (from the stored log)
+
+    sent = events(original.body)
+    assert sent[-1]["type"] == "response.completed"
+    assert events(during.body) == sent
+    assert events(after.body) == sent
+    assert len(backend.requests) == 1
+
+
+async def test_a_keyed_stream_is_not_cancelled_when_its_client_leaves() -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("a"), Finish("stop")], gate)
+    app = build(backend)
+    leave = asyncio.Event()
+    leave.set()  # the client is gone as soon as the stream starts
+    await call(app, "POST", "/v1/responses", STREAM, leave=leave, headers=keyed("k1"))
+    gate.set()
+
+    retried = await post(app, "/v1/responses", STREAM)
+
+    assert events(retried.body)[-1]["type"] == "response.completed"
+    assert len(backend.requests) == 1
+
+
+async def test_a_stream_that_was_not_stored_is_replayed_while_it_runs_then_is_gone() -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("a"), Finish("stop")], gate)
+    app = build(backend)
+    unstored = b'{"model": "m", "input": "hi", "stream": true, "store": false}'
+    first = asyncio.create_task(post(app, "/v1/responses", unstored))
+    await backend.started.wait()
+    joined = asyncio.create_task(post(app, "/v1/responses", unstored))
+    await asyncio.sleep(0)
+    gate.set()
+    original, during = await asyncio.gather(first, joined)
+    assert events(during.body) == events(original.body)
+
+    gone = await post(app, "/v1/responses", unstored)
+    assert gone.status == 404
+    assert len(backend.requests) == 1
+
+
+async def test_background_retries_get_the_first_answer_byte_for_byte() -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("a"), Finish("stop")], gate)
+    app = build(backend)
+    body = b'{"model": "m", "input": "hi", "background": true}'
+    first = await post(app, "/v1/responses", body)
+    gate.set()
+    again = await post(app, "/v1/responses", body)
+    assert again.status == 200
+    assert again.body == first.body
+    assert first.json()["status"] in ("queued", "in_progress")
+
+
+async def test_cancel_and_delete_with_a_key_answer_as_the_first_time() -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("a"), Finish("stop")], gate)
+    app = build(backend)
+    created = await post(app, "/v1/responses", b'{"model":"m","input":"hi","background":true}')
+    response_id = created.json()["id"]
+    cancel = f"/v1/responses/{response_id}/cancel"
+    cancelled = await call(app, "POST", cancel, headers=keyed("c1"))
+    assert cancelled.json()["status"] == "cancelled"
+    assert (await call(app, "POST", cancel, headers=keyed("c1"))).body == cancelled.body
+
+    path = f"/v1/responses/{response_id}"
+    deleted = await call(app, "DELETE", path, headers=keyed("d1"))
+    assert deleted.status == 200
+    again = await call(app, "DELETE", path, headers=keyed("d1"))
+    assert (again.status, again.body) == (200, deleted.body)
+    assert (await call(app, "DELETE", path)).status == 404  # without the key: it is gone
+
+
+async def test_conversation_writes_with_a_key_run_once() -> None:
+    app = build(ScriptedBackend([TextDelta("a"), Finish("stop")]))
+    first = await post(app, "/v1/conversations", b'{"metadata": {"a": "1"}}', key="c")
+    again = await post(app, "/v1/conversations", b'{"metadata": {"a": "1"}}', key="c")
+    assert again.body == first.body
+    conversation = f"/v1/conversations/{first.json()['id']}"
+
+    item = b'{"items": [{"type": "message", "role": "user", "content": "x"}]}'
+    added = await post(app, conversation + "/items", item, key="i")
+    assert (await post(app, conversation + "/items", item, key="i")).body == added.body
+    listed = (await call(app, "GET", conversation + "/items")).json()
+    assert len(listed["data"]) == 1
+
+    updated = await post(app, conversation, b'{"metadata": {"b": "2"}}', key="u")
+    assert (await post(app, conversation, b'{"metadata": {"b": "2"}}', key="u")).body == (
+        updated.body
+    )
+    item_id = added.json()["data"][0]["id"]
+    dropped = await call(app, "DELETE", f"{conversation}/items/{item_id}", headers=keyed("x"))
+    again = await call(app, "DELETE", f"{conversation}/items/{item_id}", headers=keyed("x"))
+    assert (again.status, again.body) == (200, dropped.body)
+    gone = await call(app, "DELETE", conversation, headers=keyed("y"))
+    assert (await call(app, "DELETE", conversation, headers=keyed("y"))).body == gone.body
+
+
+async def test_a_key_too_long_is_a_400() -> None:
+    app = build(ScriptedBackend([TextDelta("a"), Finish("stop")]))
+    reply = await post(app, "/v1/responses", CREATE, key="k" * 256)
+    assert reply.status == 400
+    assert reply.json()["error"]["param"] == "Idempotency-Key"
