@@ -15,6 +15,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 
+from stateway import __version__
 from stateway.backends.admission import WaitingRoom
 from stateway.backends.anthropic import AnthropicBackend
 from stateway.backends.anthropic_request import AnthropicOptions
@@ -51,6 +52,7 @@ from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from stateway.surfaces.http.transport import KEEPALIVE_INTERVAL
+from stateway.surfaces.mcp.server import McpSurface
 
 TESTING_KEEPALIVE_ENV = "STATEWAY_TESTING_SSE_KEEPALIVE"
 """Testing only, not a setting: seconds between SSE keep-alive comments (default 15), so
@@ -289,6 +291,7 @@ def build_app(
     """The HTTP app. Its start-up marks the responses a dead process left in progress
     (before any request is served); its shutdown ends the runs still in flight."""
     parts = parts or build_gateway(config, store)
+    mcp = McpSurface(parts.gateway, __version__)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -297,7 +300,8 @@ def build_app(
         if parts.signals is not None:
             await parts.signals.start(parts.gateway.cancel_signalled)
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             if probing is not None:
                 probing.cancel()
@@ -341,4 +345,5 @@ def build_app(
             keepalive=keepalive,
             max_input_items=server.max_input_items,
         ),
+        mcp=mcp,
     )

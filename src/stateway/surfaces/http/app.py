@@ -17,7 +17,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route, WebSocketRoute
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core.errors import GatewayError, InvalidRequest, NotFound
 from stateway.surfaces.http.chat import ChatRoutes
@@ -49,10 +49,12 @@ def build_http_app(
     conversations: ConversationsRoutes | None = None,
     messages: MessagesRoutes | None = None,
     chat: ChatRoutes | None = None,
+    mcp: ASGIApp | None = None,
 ) -> Starlette:
     """``allowed_hosts``: the ``Host`` names served (None: any), see :mod:`.hosts`;
     ``conversations``: the Conversations API's routes, ``messages`` the Anthropic
-    Messages routes, ``chat`` the Chat Completions route, when served."""
+    Messages routes, ``chat`` the Chat Completions route, ``mcp`` the MCP surface
+    (``/mcp``, every method), when served."""
     unbuilt = _Unbuilt()
     reserved = [Route(path, unbuilt) for name in UNBUILT for path in (name, name + "/{_:path}")]
     routes: list[BaseRoute] = [
@@ -73,6 +75,7 @@ def build_http_app(
             else []
         ),
         *([] if chat is None else [Route("/v1/chat/completions", chat.create, methods=["POST"])]),
+        *([] if mcp is None else [Route("/mcp", mcp)]),
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/health", service.health, methods=["GET"]),
         Route("/ready", service.ready, methods=["GET"]),

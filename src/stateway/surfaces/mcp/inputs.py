@@ -1,0 +1,103 @@
+"""The MCP tools' inputs: one pydantic model per tool, whose JSON Schema is each tool's
+``inputSchema`` and is checked into ``schemas/mcp-tools.json`` (``schema.py``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from stateway.core.gateway import MAX_COMMAND_ID
+
+Order = Literal["asc", "desc"]
+
+
+class ToolInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Changing(ToolInput):
+    """A tool that changes something: a retry with the same ``command_id`` runs it once."""
+
+    command_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_COMMAND_ID,
+        description="Your id for this call: a retry with the same id and arguments gets the "
+        "first call's result instead of running again (even while the first still runs).",
+    )
+
+
+class CreateResponseInput(Changing):
+    model: str = Field(min_length=1, description="The model to answer with.")
+    input: str | list[dict[str, Any]] = Field(
+        description="A user message, or Responses API input items."
+    )
+    instructions: str | None = Field(default=None, description="A system message.")
+    previous_response_id: str | None = Field(
+        default=None, description="Continue from this stored response."
+    )
+    conversation: str | None = Field(
+        default=None, description="A conversation this response is a turn of."
+    )
+    background: bool = Field(
+        default=False,
+        description="Return at once (status queued or in_progress) and run on; read or "
+        "subscribe to the response's resource to follow it. Without it the tool returns "
+        "when the response has ended.",
+    )
+
+
+class ResponseInput(ToolInput):
+    response_id: str = Field(min_length=1)
+
+
+class ChangeResponseInput(Changing):
+    response_id: str = Field(min_length=1)
+
+
+class ListInputItemsInput(ToolInput):
+    response_id: str = Field(min_length=1)
+    after: str | None = Field(default=None, description="List the items after this item id.")
+    limit: int = Field(default=20, ge=1, le=100)
+    order: Order = "desc"
+
+
+class CreateConversationInput(Changing):
+    items: list[dict[str, Any]] = Field(default_factory=list, description="Initial items.")
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class ConversationInput(ToolInput):
+    conversation_id: str = Field(min_length=1)
+
+
+class ChangeConversationInput(Changing):
+    conversation_id: str = Field(min_length=1)
+
+
+class UpdateConversationInput(Changing):
+    conversation_id: str = Field(min_length=1)
+    metadata: dict[str, str] = Field(description="Replaces the conversation's metadata.")
+
+
+class AddConversationItemsInput(Changing):
+    conversation_id: str = Field(min_length=1)
+    items: list[dict[str, Any]] = Field(min_length=1)
+
+
+class ListConversationItemsInput(ToolInput):
+    conversation_id: str = Field(min_length=1)
+    after: str | None = Field(default=None, description="List the items after this item id.")
+    limit: int = Field(default=20, ge=1, le=100)
+    order: Order = "desc"
+
+
+class ConversationItemInput(ToolInput):
+    conversation_id: str = Field(min_length=1)
+    item_id: str = Field(min_length=1)
+
+
+class ChangeConversationItemInput(Changing):
+    conversation_id: str = Field(min_length=1)
+    item_id: str = Field(min_length=1)

@@ -1,0 +1,276 @@
+"""The MCP surface at ``/mcp``: the official ``mcp`` SDK's low-level server behind its
+Streamable HTTP session manager, mounted into the HTTP app.
+
+Layers, as the SDK draws them: its transport and dispatcher speak the wire (both protocol
+generations: the 2025-11-25 handshake, the 2026-07-28 per-request envelope); the handlers
+here turn each request into commands for ``Gateway.execute`` (``tools.py``) or reads of
+resources (``resources.py``), and follow responses for subscriptions (``updates.py``):
+
+- ``resources/subscribe`` (2025-11-25): a task per subscription sends
+  ``notifications/resources/updated`` on the session's standalone stream at each change;
+- ``subscriptions/listen`` (2026-07-28): the SDK's ``ListenHandler`` serves the stream,
+  over a bus of its own that tasks following the listed URIs publish ``ResourceUpdated``
+  events to.
+
+Until auth exists every caller is the default tenant's (``PRINCIPAL``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import orjson
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ServerEvent
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    EmptyResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    SubscribeRequestParams,
+    SubscriptionsListenRequestParams,
+    SubscriptionsListenResult,
+    TextContent,
+    TextResourceContents,
+    Tool,
+    UnsubscribeRequestParams,
+)
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from stateway.core.commands import Principal
+from stateway.core.errors import GatewayError, NotFound
+from stateway.core.exactly_once import fingerprint
+from stateway.core.gateway import Gateway
+from stateway.surfaces.mcp import resources
+from stateway.surfaces.mcp.tools import TOOLS, Result
+from stateway.surfaces.mcp.tools import Tool as ToolSpec
+from stateway.surfaces.mcp.updates import ResponseUpdates
+
+log = logging.getLogger(__name__)
+
+PRINCIPAL = Principal()
+Context = ServerRequestContext[Any, Any]
+
+
+class McpSurface:
+    """The ``/mcp`` ASGI app; enter :meth:`running` for as long as it serves."""
+
+    def __init__(self, gateway: Gateway, version: str = "") -> None:
+        self._gateway = gateway
+        self._tools = ListToolsResult(
+            tools=[
+                Tool(
+                    name=t.name, description=t.description, input_schema=t.input.model_json_schema()
+                )
+                for t in TOOLS.values()
+            ]
+        )
+        self._subscriptions: dict[tuple[str, str], asyncio.Task[None]] = {}
+        server: Server[Any] = Server(
+            "stateway",
+            version=version,
+            instructions="A stateful model gateway: create responses and conversations; "
+            "read them as stateway://{tenant}/responses/{id} resources.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_templates,
+            on_read_resource=self._read_resource,
+            on_subscribe_resource=self._subscribe,
+            on_unsubscribe_resource=self._unsubscribe,
+            on_subscriptions_listen=self._listen,
+        )
+        self._manager = StreamableHTTPSessionManager(app=server)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._manager.handle_request(scope, receive, send)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with self._manager.run():
+            try:
+                yield
+            finally:
+                for task in self._subscriptions.values():
+                    task.cancel()
+                self._subscriptions.clear()
+
+    async def _list_tools(
+        self, ctx: Context, params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        return self._tools
+
+    async def _call_tool(self, ctx: Context, params: CallToolRequestParams) -> CallToolResult:
+        tool = TOOLS.get(params.name)
+        if tool is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name!r}.")
+        try:
+            args = tool.input.model_validate(params.arguments or {})
+        except ValidationError as exc:
+            return _error(
+                {
+                    "message": _invalid(tool.name, exc),
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_arguments",
+                }
+            )
+        try:
+            result = await self._run(tool, PRINCIPAL, args)
+        except GatewayError as error:
+            return _error(error.to_dict())
+        return _result(result)
+
+    async def _run(self, tool: ToolSpec, principal: Principal, args: Any) -> Result:
+        """The tool's result; run once per ``command_id`` (retries get the first result)."""
+        command_id: str | None = getattr(args, "command_id", None)
+        if command_id is None:
+            return await tool.run(self._gateway, principal, args)
+        fields = args.model_dump(mode="json", exclude={"command_id"})
+        digest = fingerprint(
+            b"mcp", tool.name.encode(), orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
+        )
+        async with self._gateway.once(principal, command_id, digest, param="command_id") as once:
+            if once.outcome is not None:
+                remembered: Result = orjson.loads(once.outcome.body)
+                return remembered
+            result = await tool.run(self._gateway, principal, args)
+            once.remember(orjson.dumps(result))
+            return result
+
+    async def _list_resources(
+        self, ctx: Context, params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        """Stored responses and conversations are read by URI (see the templates), not
+        listed: there is no listing of a tenant's objects to page through."""
+        return ListResourcesResult(resources=[])
+
+    async def _list_templates(
+        self, ctx: Context, params: PaginatedRequestParams | None
+    ) -> ListResourceTemplatesResult:
+        return ListResourceTemplatesResult(resource_templates=resources.TEMPLATES)
+
+    async def _read_resource(
+        self, ctx: Context, params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        text = await resources.read(self._gateway, PRINCIPAL, params.uri)
+        content = TextResourceContents(uri=params.uri, mime_type=resources.MIME_TYPE, text=text)
+        return ReadResourceResult(contents=[content])
+
+    async def _subscribe(self, ctx: Context, params: SubscribeRequestParams) -> EmptyResult:
+        key = (_connection_of(ctx), params.uri)
+        if key in self._subscriptions:
+            return EmptyResult()
+        updates = await self._updates(PRINCIPAL, params.uri)
+        session = ctx.session
+
+        async def notify() -> None:
+            try:
+                async for _ in updates.changes():
+                    await session.send_resource_updated(params.uri)
+            except (GatewayError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                log.info("mcp: updates of %s stopped: %s", params.uri, exc)
+            finally:
+                self._subscriptions.pop(key, None)
+
+        self._subscriptions[key] = asyncio.create_task(notify())
+        return EmptyResult()
+
+    async def _unsubscribe(self, ctx: Context, params: UnsubscribeRequestParams) -> EmptyResult:
+        task = self._subscriptions.pop((_connection_of(ctx), params.uri), None)
+        if task is not None:
+            task.cancel()
+        return EmptyResult()
+
+    async def _listen(
+        self, ctx: Context, params: SubscriptionsListenRequestParams
+    ) -> SubscriptionsListenResult:
+        """One listen stream: the SDK's handler over a bus that this stream's URIs publish
+        their updates to (each followed from the moment the stream is acknowledged)."""
+        uris = list(params.notifications.resource_subscriptions or ())
+        followed = [await self._updates(PRINCIPAL, uri) for uri in uris]
+        bus = _ListenBus()
+
+        async def publish(uri: str, updates: ResponseUpdates) -> None:
+            await bus.listening.wait()
+            try:
+                async for _ in updates.changes():
+                    await bus.publish(ResourceUpdated(uri))
+            except GatewayError as exc:
+                log.info("mcp: updates of %s stopped: %s", uri, exc)
+
+        tasks = [asyncio.create_task(publish(u, f)) for u, f in zip(uris, followed, strict=True)]
+        try:
+            return await ListenHandler(bus)(ctx, params)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def _updates(self, principal: Principal, uri: str) -> ResponseUpdates:
+        resource = resources.resource_of(principal, uri)
+        if resource.kind != "responses":
+            raise MCPError(INVALID_PARAMS, f"Updates are delivered for responses only: {uri}")
+        try:
+            return await ResponseUpdates.open(self._gateway, principal, resource.id)
+        except NotFound:
+            raise resources.not_found(uri) from None
+
+
+class _ListenBus(InMemorySubscriptionBus):
+    """A listen stream's own bus; ``listening`` is set once its handler subscribed (an
+    event published before that would be lost)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listening = asyncio.Event()
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        unsubscribe = super().subscribe(listener)
+        self.listening.set()
+        return unsubscribe
+
+
+def _connection_of(ctx: Context) -> str:
+    """The MCP session a request belongs to (its ``mcp-session-id``)."""
+    request = ctx.request
+    if isinstance(request, Request):
+        return request.headers.get("mcp-session-id", "")
+    return ""
+
+
+def _result(result: Result) -> CallToolResult:
+    text = orjson.dumps(result).decode()
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result)
+
+
+def _error(error: dict[str, str | None]) -> CallToolResult:
+    body = {"error": error}
+    text = orjson.dumps(body).decode()
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=body, is_error=True
+    )
+
+
+def _invalid(tool: str, exc: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+        for e in exc.errors(include_url=False)
+    )
+    return f"Invalid arguments for {tool}: {problems}"

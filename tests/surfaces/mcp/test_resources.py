@@ -1,0 +1,86 @@
+"""Resource URIs are tenant-scoped: a principal reads its own tenant's objects only."""
+
+from __future__ import annotations
+
+import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+
+from stateway.core.commands import CreateResponse, Principal
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.surfaces.mcp.resources import read, resource_of, resource_uri
+from tests.core.fakes import MemoryStore, ScriptedBackend
+
+ACME = Principal("acme")
+GLOBEX = Principal("globex")
+
+
+def user(text: str) -> dict[str, object]:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+async def stored_response(gateway: Gateway, principal: Principal) -> str:
+    run = await gateway.execute(principal, CreateResponse(model="m", input=[user("hi")]))
+    await run.wait()
+    return run.id
+
+
+def build() -> Gateway:
+    store = MemoryStore()
+    backend = ScriptedBackend([TextDelta("a"), Finish("stop")])
+    return Gateway(
+        store, Router([BackendEntry(backend, {}, catch_all=True)]), Loop(store), RunRegistry()
+    )
+
+
+async def test_a_principal_reads_its_own_tenants_response() -> None:
+    gateway = build()
+    response_id = await stored_response(gateway, ACME)
+    text = await read(gateway, ACME, resource_uri("acme", "responses", response_id))
+    assert f'"id":"{response_id}"' in text
+
+
+async def test_another_tenants_uri_is_not_found_even_for_an_existing_response() -> None:
+    gateway = build()
+    response_id = await stored_response(gateway, ACME)
+    for uri in (
+        resource_uri("acme", "responses", response_id),  # acme's, asked by globex
+        resource_uri("globex", "responses", response_id),  # globex's name for acme's object
+    ):
+        with pytest.raises(MCPError) as caught:
+            await read(gateway, GLOBEX, uri)
+        assert caught.value.code == INVALID_PARAMS
+        assert uri in caught.value.error.message
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "stateway://acme/responses/",
+        "stateway://acme/responses/a/b",
+        "stateway://acme/files/x",
+        "stateway://acme",
+        "file:///acme/responses/x",
+        "stateway:/acme/responses/x",
+    ],
+)
+def test_malformed_uris_are_not_found(uri: str) -> None:
+    with pytest.raises(MCPError):
+        resource_of(ACME, uri)
+
+
+def test_uris_round_trip() -> None:
+    uri = resource_uri("acme", "conversations", "conv_1")
+    assert uri == "stateway://acme/conversations/conv_1"
+    resource = resource_of(ACME, uri)
+    assert (resource.tenant_id, resource.kind, resource.id) == ("acme", "conversations", "conv_1")
+
+
+async def test_a_missing_conversation_is_not_found() -> None:
+    gateway = build()  # serves no conversations: every one is a 404
+    with pytest.raises(MCPError):
+        await read(gateway, ACME, resource_uri("acme", "conversations", "conv_x"))
