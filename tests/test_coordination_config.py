@@ -1,0 +1,58 @@
+"""``[coordination]``: in process by default, Redis from the file or the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stateway.app import build_coordination
+from stateway.config import ConfigError, Overrides, load_config
+from stateway.coordination import MemoryCommandResults, RedisCancelSignals, RedisCommandResults
+
+
+def test_coordination_is_in_process_by_default() -> None:
+    config = load_config(Overrides(), {})
+    assert config.coordination.redis_url is None
+    assert config.coordination.max_results == 10_000
+    results, signals = build_coordination(config.coordination)
+    assert isinstance(results, MemoryCommandResults)
+    assert signals is None
+
+
+async def test_redis_is_named_by_the_file_or_the_environment(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[coordination]\nredis_url = "redis://file:6379/1"\nclaim_ttl = 5.0\n')
+    from_file = load_config(Overrides(config=str(path)), {})
+    assert (from_file.coordination.redis_url, from_file.coordination.claim_ttl) == (
+        "redis://file:6379/1",
+        5.0,
+    )
+    env = {"STATEWAY_REDIS_URL": "redis://env:6379/0", "STATEWAY_REDIS_KEY_PREFIX": "gw1:"}
+    from_env = load_config(Overrides(config=str(path)), env)
+    assert from_env.coordination.redis_url == "redis://env:6379/0"
+    assert from_env.coordination.key_prefix == "gw1:"
+    assert from_env.coordination.claim_ttl == 5.0
+    results, signals = build_coordination(from_env.coordination)
+    assert isinstance(results, RedisCommandResults)
+    assert isinstance(signals, RedisCancelSignals)
+    await results.aclose()
+    await signals.aclose()
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('redis_url = "http://x"', "redis_url: Value error, must start with redis://"),
+        ("max_results = 0", "max_results"),
+        ("claim_ttl = 0", "claim_ttl"),
+        ('key_prefix = ""', "key_prefix"),
+        ("bogus = 1", "bogus"),
+    ],
+)
+def test_bad_coordination_settings_are_refused(tmp_path: Path, text: str, fragment: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f"[coordination]\n{text}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(Overrides(config=str(path)), {})
+    assert fragment in str(caught.value)
