@@ -12,8 +12,10 @@ from typing import Any
 import openai
 import pytest
 from openai import OpenAI
+from openai.types.responses.mcp_tool_call_error import McpProtocolError, McpToolExecutionError
 
 from stateway.launch import start_gateway
+from tests.core.tools.wire import EVENTS, sdk_item
 from tests.support.mcp_server import (
     RunningMcpServer,
     hanging_server,
@@ -55,8 +57,17 @@ def setup(
             yield Setup(sdk, server)
 
 
-def tool(name: str, arguments: dict[str, Any]) -> str:
-    return f"[[tool:local__{name}:{json.dumps(arguments, separators=(',', ':'))}]]"
+def tool(name: str, arguments: dict[str, Any], label: str = "local") -> str:
+    return f"[[tool:{label}__{name}:{json.dumps(arguments, separators=(',', ':'))}]]"
+
+
+def output_as_sent(sdk: OpenAI, **request: Any) -> list[dict[str, Any]]:
+    """A response's output items as the gateway sent them, each read strictly as the SDK's
+    type (the SDK itself builds its models without checking them)."""
+    body = sdk.responses.with_raw_response.create(**request).http_response.json()
+    for item in body["output"]:
+        sdk_item(item)
+    return list(body["output"])
 
 
 def test_a_tool_runs_inside_the_response_and_the_model_answers_with_its_result(
@@ -183,11 +194,116 @@ def test_tool_errors_and_timeouts_are_failed_calls_the_model_sees(setup: Setup) 
     )
     assert response.status == "completed"
     failed, slow = [i for i in response.output if i.type == "mcp_call"]
-    assert failed.error is not None
-    assert "no such row" in failed.error
-    assert slow.error is not None
-    assert "timed out" in slow.error
-    assert "Error:" in response.output_text
+    assert isinstance(failed.error, McpToolExecutionError)
+    assert failed.error.content == [{"type": "text", "text": "no such row"}]
+    assert isinstance(slow.error, McpProtocolError)
+    assert slow.error.code == -32001
+    assert slow.error.message == "The call to local.sleep timed out after 1.5 s."
+    # the fake model answers the results the context ends with: the last call's
+    assert (
+        response.output_text == "Tool said: Error: The call to local.sleep timed out after 1.5 s."
+    )
+    stored = output_as_sent(
+        setup.sdk, model="m", input=tool("fail", {"message": "x"}), tools=[LOCAL]
+    )
+    assert stored[1]["error"] == {
+        "type": "mcp_tool_execution_error",
+        "content": [{"type": "text", "text": "x"}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        (
+            {"status": 401},
+            {
+                "type": "http_error",
+                "code": 401,
+                "message": "MCP server 'own' refused the credentials (HTTP 401)",
+            },
+        ),
+        (
+            {"status": 404},
+            {"type": "http_error", "code": 404, "message": "MCP server 'own' answered HTTP 404"},
+        ),
+        (
+            {"code": -32602, "message": "no such table"},
+            {
+                "type": "mcp_protocol_error",
+                "code": -32602,
+                "message": "MCP server 'own' returned an error: no such table",
+            },
+        ),
+    ],
+)
+def test_a_call_the_server_refuses_carries_its_status_or_code(
+    setup: Setup, arguments: dict[str, Any], error: dict[str, Any]
+) -> None:
+    with serve_mcp() as server:  # its sessions may be retired: not the shared server's
+        own = {"type": "mcp", "server_label": "own", "server_url": server.url}
+        request = {"model": "m", "input": tool("refuse", arguments, "own")}
+        output = output_as_sent(setup.sdk, **request, tools=[{**own, "require_approval": "never"}])
+    listed, failed, message = output
+    assert (listed["type"], failed["status"], failed["error"]) == (
+        "mcp_list_tools",
+        "failed",
+        error,
+    )
+    assert message["content"][0]["text"] == f"Tool said: Error: {error['message']}"
+
+
+def test_a_failed_calls_stream_is_what_the_sdk_reads(setup: Setup) -> None:
+    with setup.sdk.responses.with_streaming_response.create(
+        model="m", input=tool("fail", {"message": "no"}), tools=[LOCAL], stream=True
+    ) as raw:
+        events = [json.loads(line[6:]) for line in raw.iter_lines() if line.startswith("data: ")]
+    for event in events:
+        EVENTS.validate_python(event, strict=True)
+    kinds = [e["type"] for e in events]
+    assert "response.mcp_call.failed" in kinds
+    [done] = [
+        e["item"]
+        for e in events
+        if e["type"] == "response.output_item.done" and e["item"]["type"] == "mcp_call"
+    ]
+    assert done["error"] == {
+        "type": "mcp_tool_execution_error",
+        "content": [{"type": "text", "text": "no"}],
+    }
+    final = events[-1]["response"]["output"][1]
+    assert final == done
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"type": "http_error", "code": 503, "message": "down for maintenance"},
+        "down for maintenance",  # the form responses had before errors were objects
+    ],
+)
+def test_a_failed_call_a_client_sends_back_is_accepted_and_told(
+    setup: Setup, error: object
+) -> None:
+    sent: dict[str, Any] = {
+        "id": "mcp_sent",
+        "type": "mcp_call",
+        "server_label": "local",
+        "name": "add",
+        "arguments": '{"a":1,"b":1}',
+        "status": "failed",
+        "error": error,
+    }
+    response = setup.sdk.responses.create(
+        model="m",
+        input=[
+            {"role": "user", "content": "add them"},
+            sent,
+            {"role": "user", "content": "[[echo]]"},
+        ],
+        tools=[LOCAL],
+    )
+    assert "tool[mcp_sent]: Error: down for maintenance" in response.output_text.splitlines()
 
 
 @pytest.mark.parametrize("kind", ["unreachable", "hanging", "malformed"])

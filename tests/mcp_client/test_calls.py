@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from stateway.core.tools.ports import McpServer, McpTransport, ToolFailure
+from stateway.core.tools.ports import McpServer, McpTransport, ToolError, ToolFailure
 from stateway.mcp_client import PooledMcpClient
 from tests.support.mcp_server import PICTURE_PNG, TOOLS, RunningMcpServer
 
@@ -23,7 +23,7 @@ async def test_list_tools_follows_every_page(
 ) -> None:
     tools = await pool.list_tools(server_for(mcp_server, transport))
 
-    assert [tool.name for tool in tools] == [tool.name for tool in TOOLS]  # 8 tools, pages of 3
+    assert [tool.name for tool in tools] == [tool.name for tool in TOOLS]  # 9 tools, pages of 3
     add = tools[0]
     assert add.description == "Add two integers."
     assert add.input_schema["properties"] == {"a": {"type": "integer"}, "b": {"type": "integer"}}
@@ -68,7 +68,8 @@ async def test_an_error_result_is_a_tool_failure_and_keeps_the_session(
 
     with pytest.raises(ToolFailure) as failure:
         await pool.call_tool(server, "fail", {"message": "the disk is full"})
-    assert failure.value.message == "the disk is full"
+    content = [{"type": "text", "text": "the disk is full"}]
+    assert failure.value.error == ToolError.execution(content, "the disk is full")
 
     assert await pool.call_tool(server, "add", {"a": 1, "b": 1}) == "2"
     assert pool.initializations == 1
@@ -81,7 +82,11 @@ async def test_a_json_rpc_error_names_the_server_and_keeps_the_session(
 
     with pytest.raises(ToolFailure) as failure:
         await pool.call_tool(server, "nope", {})
-    assert failure.value.message == "MCP server 'test' returned an error: Unknown tool: nope"
+    unknown = "MCP server 'test' returned an error: Unknown tool: nope"
+    assert failure.value.error == ToolError.protocol(-32602, unknown)
+    with pytest.raises(ToolFailure) as own:
+        await pool.call_tool(server, "refuse", {"code": -32042, "message": "go to a URL"})
+    assert own.value.error.code == -32042  # the server's code, as it sent it
 
     assert await pool.call_tool(server, "echo", {"text": "still here"}) == "still here"
     assert pool.initializations == 1
@@ -115,4 +120,35 @@ async def test_calls_send_nothing_but_the_call(
 
     assert mcp_server.stats.listings == 0
     await pool.list_tools(server)
-    assert mcp_server.stats.listings == 3  # 8 tools, pages of 3
+    assert mcp_server.stats.listings == 3  # 9 tools, pages of 3
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [(401, "refused the credentials (HTTP 401)"), (500, "answered HTTP 500")],
+)
+async def test_a_call_the_servers_http_layer_refuses_is_an_http_error(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, status: int, message: str
+) -> None:
+    server = server_for(mcp_server)
+    assert await pool.call_tool(server, "add", {"a": 1, "b": 1}) == "2"
+
+    with pytest.raises(ToolFailure) as failure:
+        await pool.call_tool(server, "refuse", {"status": status})
+    assert failure.value.error == ToolError.http(status, f"MCP server 'test' {message}")
+
+    assert await pool.call_tool(server, "add", {"a": 2, "b": 2}) == "4"  # on a new session
+    assert pool.initializations == 2
+
+
+async def test_a_call_answered_404_every_time_is_an_http_error_after_new_sessions(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
+) -> None:
+    """A 404 to a request carrying the session id reads as a forgotten session: retried on
+    new sessions, then given up as the server's answer."""
+    server = server_for(mcp_server)
+
+    with pytest.raises(ToolFailure) as failure:
+        await pool.call_tool(server, "refuse", {"status": 404})
+    assert failure.value.error == ToolError.http(404, "MCP server 'test' answered HTTP 404")
+    assert mcp_server.stats.initializations == 3  # MAX_ATTEMPTS sessions

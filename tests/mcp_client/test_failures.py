@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from stateway.core.tools.ports import McpServer, McpTransport, ToolFailure
+from stateway.core.tools.ports import McpServer, McpTransport, ToolError, ToolFailure
 from stateway.mcp_client import PooledMcpClient
 from tests.support.mcp_server import (
     RunningMcpServer,
@@ -28,23 +28,24 @@ def remote(url: str, transport: McpTransport = "streamable_http") -> McpServer:
     return McpServer("docs", url, (("Authorization", SECRET),), transport)
 
 
-async def failure_of(pool: PooledMcpClient, server: McpServer) -> str:
+async def error_of(pool: PooledMcpClient, server: McpServer) -> ToolError:
+    """The error of a call, checked to be the same for a listing and to leak nothing."""
     with pytest.raises(ToolFailure) as failure:
         await pool.call_tool(server, "add", {"a": 1, "b": 2})
-    message = failure.value.message
-    assert "very-secret-token" not in message
-    assert "Traceback" not in message
+    error = failure.value.error
+    assert "very-secret-token" not in error.message
+    assert "Traceback" not in error.message
     with pytest.raises(ToolFailure) as listing:
         await pool.list_tools(server)
-    assert listing.value.message == message  # the same answer for discovery
-    return message
+    assert listing.value.error == error  # the same answer for discovery
+    return error
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_an_unreachable_server(pool: PooledMcpClient, transport: McpTransport) -> None:
-    message = await failure_of(pool, remote(unreachable_url(), transport))
+    error = await error_of(pool, remote(unreachable_url(), transport))
 
-    assert message == "MCP server 'docs' is unreachable"
+    assert error == ToolError.http(502, "MCP server 'docs' is unreachable")
     assert pool.open_sessions == 0
     assert pool.initializations == 0
 
@@ -57,9 +58,10 @@ async def test_a_hanging_server_is_bounded_by_the_connect_timeout(
     try:
         with hanging_server() as url:
             started = time.monotonic()
-            message = await failure_of(pool, remote(url, transport))
+            error = await error_of(pool, remote(url, transport))
             elapsed = time.monotonic() - started
-        assert message == "MCP server 'docs' did not complete the MCP handshake within 0.3 s"
+        handshake = "MCP server 'docs' did not complete the MCP handshake within 0.3 s"
+        assert error == ToolError.protocol(-32001, handshake)
         assert elapsed < 3  # two attempts (call and listing) of 0.3 s each, not 10 s or more
         assert pool.open_sessions == 0
     finally:
@@ -67,25 +69,26 @@ async def test_a_hanging_server_is_bounded_by_the_connect_timeout(
 
 
 @pytest.mark.parametrize(
-    ("status", "content_type", "body", "expected"),
+    ("status", "content_type", "body", "expected", "code"),
     [
-        (200, "application/json", b'{"hello": 1}', "sent a reply that is not MCP"),
-        (200, "application/json", b"not json at all", "sent a reply that is not MCP"),
-        (200, "text/html", b"<html>hello</html>", "answered text/html, not MCP"),
-        (401, "application/json", b'{"error": "no"}', "refused the credentials (HTTP 401)"),
-        (403, "text/plain", b"forbidden", "refused the credentials (HTTP 403)"),
-        (404, "text/html", b"not found", "answered HTTP 404"),
-        (500, "text/plain", b"oops", "answered HTTP 500"),
-        (503, "application/json", b"{}", "answered HTTP 503"),
+        (200, "application/json", b'{"hello": 1}', "sent a reply that is not MCP", -32700),
+        (200, "application/json", b"not json at all", "sent a reply that is not MCP", -32700),
+        (200, "text/html", b"<html>hello</html>", "answered text/html, not MCP", -32700),
+        (401, "application/json", b'{"error": "no"}', "refused the credentials (HTTP 401)", 401),
+        (403, "text/plain", b"forbidden", "refused the credentials (HTTP 403)", 403),
+        (404, "text/html", b"not found", "answered HTTP 404", 404),
+        (500, "text/plain", b"oops", "answered HTTP 500", 500),
+        (503, "application/json", b"{}", "answered HTTP 503", 503),
     ],
 )
 async def test_a_server_that_does_not_speak_mcp(
-    pool: PooledMcpClient, status: int, content_type: str, body: bytes, expected: str
+    pool: PooledMcpClient, status: int, content_type: str, body: bytes, expected: str, code: int
 ) -> None:
     with serve_misbehaving(status=status, content_type=content_type, body=body) as url:
-        message = await failure_of(pool, remote(url))
+        error = await error_of(pool, remote(url))
 
-    assert message == f"MCP server 'docs' {expected}"
+    assert (error.message, error.code) == (f"MCP server 'docs' {expected}", code)
+    assert error.kind == ("http" if status >= 400 else "protocol")
     assert pool.open_sessions == 0
 
 
@@ -97,9 +100,9 @@ async def test_an_sse_endpoint_that_does_not_speak_mcp(
     pool: PooledMcpClient, status: int, expected: str
 ) -> None:
     with serve_misbehaving(status=status, content_type="text/plain", body=b"no") as url:
-        message = await failure_of(pool, remote(url, "sse"))
+        error = await error_of(pool, remote(url, "sse"))
 
-    assert message == f"MCP server 'docs' {expected}"
+    assert error == ToolError.http(status, f"MCP server 'docs' {expected}")
 
 
 async def test_a_failing_server_does_not_disturb_another(
@@ -128,9 +131,9 @@ async def test_a_server_that_went_away_fails_the_call_then_recovers_when_back() 
             port = first.port
         with pytest.raises(ToolFailure) as failure:
             await pool.call_tool(server, "add", {"a": 1, "b": 1})
-        assert failure.value.message in (
-            "MCP server 'test' closed the connection",
-            "MCP server 'test' is unreachable",
+        assert failure.value.error in (
+            ToolError.protocol(-32000, "MCP server 'test' closed the connection"),
+            ToolError.http(502, "MCP server 'test' is unreachable"),
         )
         with serve_mcp(port=port, graceful_shutdown=0):
             assert await pool.call_tool(server, "add", {"a": 2, "b": 2}) == "4"

@@ -188,8 +188,9 @@ async def test_aclose_ends_every_session_and_task(mcp_server: RunningMcpServer) 
     assert pool.open_sessions == 0
     assert other_tasks() == tasks_before
     await wait_for_server(mcp_server.stats, closed=3)
-    with pytest.raises(ToolFailure, match="the client is closed"):
+    with pytest.raises(ToolFailure, match="the client is closed") as closed:
         await pool.call_tool(http, "add", {"a": 1, "b": 1})
+    assert (closed.value.error.kind, closed.value.error.code) == ("protocol", -32000)
 
 
 async def test_aclose_with_calls_in_flight_fails_them_cleanly(

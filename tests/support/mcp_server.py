@@ -15,8 +15,11 @@ are read directly by the test: how many sessions it initialized, how many it saw
 Tools: ``add(a, b)`` (read-only), ``echo(text)``, ``fail(message)`` (an ``isError``
 result), ``sleep(seconds)``, ``whoami()`` (the ``Authorization`` header it received),
 ``picture()`` (text plus an image), ``tally()`` (structured content only),
-``read_slowly(seconds)`` (read-only; counts how many of its calls overlap). ``tools/list``
-pages ``page_size`` tools at a time so clients must follow cursors.
+``read_slowly(seconds)`` (read-only; counts how many of its calls overlap),
+``refuse(status | code, message)`` (the call answered with HTTP ``status`` before the MCP
+server sees it, as an HTTP layer that turns one call away does; or with the JSON-RPC error
+``code``). ``tools/list`` pages ``page_size`` tools at a time so clients must follow
+cursors.
 
 ``python -m tests.support.mcp_server [--page-size N]`` serves it in a process of its own
 (for benchmarks) and prints ``MCP server listening on http://HOST:PORT``.
@@ -29,6 +32,7 @@ status, content type and body: not MCP).
 from __future__ import annotations
 
 import argparse
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -141,6 +145,18 @@ TOOLS: list[types.Tool] = [
         description="Sleep, then answer; read-only, so calls may overlap (counted).",
         annotations=types.ToolAnnotations(read_only_hint=True),
     ),
+    types.Tool(
+        name="refuse",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "status": {"type": "integer"},
+                "code": {"type": "integer"},
+                "message": {"type": "string"},
+            },
+        },
+        description="Answer HTTP `status`, or the JSON-RPC error `code` with `message`.",
+    ),
 ]
 
 
@@ -171,6 +187,8 @@ async def _call_tool(
             return types.CallToolResult(content=[types.TextContent(text="a picture"), image])
         case "tally":
             return types.CallToolResult(content=[], structured_content={"count": 3})
+        case "refuse":
+            raise MCPError(code=int(args["code"]), message=str(args.get("message", "")))
     raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
 
 
@@ -240,7 +258,51 @@ def build_app(stats: ServerStats, *, page_size: int = 3) -> ASGIApp:
             Mount("/messages/", app=sse.handle_post_message),
         ]
     )
-    return _CountDeletes(app, stats)
+    return _CountDeletes(_RefuseByStatus(app), stats)
+
+
+class _RefuseByStatus:
+    """Answers a ``tools/call`` of ``refuse`` with a ``status`` argument with that HTTP
+    status, before the MCP server sees the request (the rest passes through, its body
+    replayed)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        received = []
+        while True:
+            message = await receive()
+            received.append(message)
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        status = _refused_status(b"".join(m.get("body", b"") for m in received))
+        if status is not None:
+            refusal = Response(b'{"error": "refused"}', status, media_type="application/json")
+            await refusal(scope, receive, send)
+            return
+
+        async def replay() -> Any:
+            return received.pop(0) if received else await receive()
+
+        await self.app(scope, replay, send)
+
+
+def _refused_status(body: bytes) -> int | None:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return None
+    params = message.get("params") or {}
+    arguments = params.get("arguments") or {}
+    if params.get("name") != "refuse" or "status" not in arguments:
+        return None
+    return int(arguments["status"])
 
 
 class _CountDeletes:

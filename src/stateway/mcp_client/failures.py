@@ -1,24 +1,32 @@
 """The one place where what went wrong talking to an MCP server becomes a
 :class:`ToolFailure`: a short message naming the server's label, never a traceback, a URL's
-credentials or a header value.
+credentials or a header value, and the kind of error a failed ``mcp_call`` shows
+(``ToolError``): what the server answered when it answered (its HTTP error status, its
+JSON-RPC error code), else the JSON-RPC code MCP SDKs stand in with (``-32000`` closed,
+``-32001`` timed out, ``-32700`` not readable), and HTTP 502 for a server that could not be
+reached at all (what a proxy answers).
 
 Each failure also says whether the session it happened on may be used again. Only an
 error the server itself answered in JSON-RPC (a tool it does not know, bad arguments) leaves
 the session healthy; anything from the transport, an HTTP error, a reply that is not MCP or
 a closed stream retires it, and the next call opens a new one.
 
-================================  ===========================================  =========
-what happened                     message (after ``MCP server 'label'``)       session
-================================  ===========================================  =========
-connection refused, DNS, TLS      ``is unreachable``                           retired
-no answer in time (HTTP client)   ``did not answer in time``                   retired
-HTTP 401 / 403                    ``refused the credentials (HTTP 401)``       retired
-other HTTP error status           ``answered HTTP 503``                        retired
-200 with another content type     ``answered text/html, not MCP``              retired
-unparseable or non-JSON-RPC body  ``sent a reply that is not MCP``             retired
-stream closed, transport ended    ``closed the connection``                    retired
-JSON-RPC error from the server    ``returned an error: <its message>``         kept
-================================  ===========================================  =========
+================================  ======================================  ==========  =======
+what happened                     message (after ``MCP server 'label'``)  error       session
+================================  ======================================  ==========  =======
+connection refused, DNS, TLS      ``is unreachable``                      http 502    retired
+no answer in time (HTTP client)   ``did not answer in time``              -32001      retired
+no handshake in time              ``did not complete the MCP handshake``  -32001      retired
+HTTP 401 / 403                    ``refused the credentials (HTTP 401)``  http 401    retired
+other HTTP error status           ``answered HTTP 503``                   http 503    retired
+200 with another content type     ``answered text/html, not MCP``         -32700      retired
+unparseable or non-JSON-RPC body  ``sent a reply that is not MCP``        -32700      retired
+stream closed, transport ended    ``closed the connection``               -32000      retired
+JSON-RPC error from the server    ``returned an error: <its message>``    its code    kept
+anything else                     ``failed (<exception type>)``           -32603      retired
+================================  ======================================  ==========  =======
+
+(-32xxx: an ``mcp_protocol_error`` with that code; http: an ``http_error`` with that status.)
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from stateway.core.tools.ports import ToolFailure
+from stateway.core.tools.ports import ToolError, ToolErrorKind, ToolFailure
 from stateway.mcp_client.transports import HttpEvent
 
 MAX_SERVER_MESSAGE = 300
@@ -42,33 +50,47 @@ _TRANSPORT_CODES = frozenset({types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT, ty
 """JSON-RPC codes the SDK's transports make up themselves (the server sent none of them)."""
 
 
+UNREACHABLE_STATUS = 502
+"""The ``http_error`` status of a server that could not be reached (no HTTP answer at all):
+what a proxy answers when its upstream cannot be reached."""
+
+
 @dataclass(frozen=True, slots=True)
 class Failure:
     message: str
     """Without the ``MCP server 'label'`` prefix."""
     retires_session: bool
+    kind: ToolErrorKind
+    code: int
+    """The JSON-RPC code (``protocol``) or the HTTP status (``http``)."""
 
     def for_server(self, label: str) -> ToolFailure:
-        return ToolFailure(f"MCP server '{label}' {self.message}")
+        return ToolFailure(ToolError(f"MCP server '{label}' {self.message}", self.kind, self.code))
 
 
-UNREACHABLE = Failure("is unreachable", retires_session=True)
-NO_ANSWER = Failure("did not answer in time", retires_session=True)
-CLOSED = Failure("closed the connection", retires_session=True)
-NOT_MCP = Failure("sent a reply that is not MCP", retires_session=True)
+def _retiring(message: str, code: int, kind: ToolErrorKind = "protocol") -> Failure:
+    return Failure(message, retires_session=True, kind=kind, code=code)
+
+
+UNREACHABLE = _retiring("is unreachable", UNREACHABLE_STATUS, "http")
+NO_ANSWER = _retiring("did not answer in time", types.REQUEST_TIMEOUT)
+CLOSED = _retiring("closed the connection", types.CONNECTION_CLOSED)
+NOT_MCP = _retiring("sent a reply that is not MCP", types.PARSE_ERROR)
 
 
 def handshake_timeout(seconds: float) -> Failure:
-    return Failure(f"did not complete the MCP handshake within {seconds:g} s", retires_session=True)
+    return _retiring(
+        f"did not complete the MCP handshake within {seconds:g} s", types.REQUEST_TIMEOUT
+    )
 
 
 def from_http(event: HttpEvent) -> Failure:
     if event.status in (401, 403):
-        return Failure(f"refused the credentials (HTTP {event.status})", retires_session=True)
+        return _retiring(f"refused the credentials (HTTP {event.status})", event.status, "http")
     if event.status >= 400:
-        return Failure(f"answered HTTP {event.status}", retires_session=True)
+        return _retiring(f"answered HTTP {event.status}", event.status, "http")
     shown = event.content_type or "no content type"
-    return Failure(f"answered {shown}, not MCP", retires_session=True)
+    return _retiring(f"answered {shown}, not MCP", types.PARSE_ERROR)
 
 
 def classify(exc: BaseException, http: HttpEvent | None) -> Failure:
@@ -86,7 +108,9 @@ def classify(exc: BaseException, http: HttpEvent | None) -> Failure:
             return NOT_MCP
         case MCPError():
             text = leaf.message[:MAX_SERVER_MESSAGE] or f"code {leaf.code}"
-            return Failure(f"returned an error: {text}", retires_session=False)
+            return Failure(
+                f"returned an error: {text}", retires_session=False, kind="protocol", code=leaf.code
+            )
         case httpx2.HTTPStatusError():
             return from_http(HttpEvent(0, leaf.response.status_code, "", session_gone=False))
         case httpx2.TimeoutException() | TimeoutError():
@@ -99,7 +123,7 @@ def classify(exc: BaseException, http: HttpEvent | None) -> Failure:
             return CLOSED
         case ValidationError() | httpx2.DecodingError():
             return NOT_MCP
-    return Failure(f"failed ({type(leaf).__name__})", retires_session=True)
+    return _retiring(f"failed ({type(leaf).__name__})", types.INTERNAL_ERROR)
 
 
 def _answered_by_server(exc: BaseException) -> bool:

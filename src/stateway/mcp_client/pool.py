@@ -25,7 +25,7 @@ import mcp_types as types
 from mcp import ClientSession
 from pydantic import TypeAdapter
 
-from stateway.core.tools.ports import McpServer, McpTool, ToolFailure
+from stateway.core.tools.ports import McpServer, McpTool, ToolError, ToolFailure
 from stateway.mcp_client import failures
 from stateway.mcp_client.results import checked_text, from_wire_tool
 from stateway.mcp_client.session import PooledSession
@@ -105,10 +105,12 @@ class PooledMcpClient:
             # output against its schema; the model reads text, so the check buys nothing.
             result = await session.send_request(request, CALL_RESULT)
             if isinstance(result, types.InputRequiredResult):
-                raise ToolFailure(
+                message = (
                     f"MCP server '{server.label}' tool '{name}' asked for input, "
                     "which the gateway cannot provide"
                 )
+                code = types.MISSING_REQUIRED_CLIENT_CAPABILITY
+                raise ToolFailure(ToolError.protocol(code, message))
             return checked_text(result)
 
         return await self._run(server, call)
@@ -155,7 +157,8 @@ class PooledMcpClient:
         """The key's usable session, created (and starting its handshake) when there is none.
         Synchronous, so concurrent first users of a key all get the same one."""
         if self._closed:
-            raise ToolFailure(f"MCP server '{server.label}' is not available: the client is closed")
+            message = f"MCP server '{server.label}' is not available: the client is closed"
+            raise ToolFailure(ToolError.protocol(types.CONNECTION_CLOSED, message))
         entry = self._current.get(server.pool_key)
         if entry is None or entry.expired():
             if entry is not None:

@@ -1,5 +1,6 @@
 """MCP wire results -> what the core's tool ports carry: ``tools/list`` entries become
-:class:`McpTool`, a ``tools/call`` result becomes the text the model reads."""
+:class:`McpTool`, a ``tools/call`` result becomes the text the model reads (one with
+``isError`` an ``execution`` :class:`ToolError` carrying its content)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import mcp_types as types
 import orjson
 
-from stateway.core.tools.ports import McpTool, ToolFailure
+from stateway.core.tools.ports import McpTool, ToolError, ToolFailure
 
 
 def from_wire_tool(tool: types.Tool) -> McpTool:
@@ -31,19 +32,26 @@ def result_text(result: types.CallToolResult) -> str:
     if not result.content and result.structured_content is not None:
         return _json(result.structured_content)
     return "\n".join(
-        block.text
-        if isinstance(block, types.TextContent)
-        else _json(block.model_dump(by_alias=True, mode="json", exclude_none=True))
+        block.text if isinstance(block, types.TextContent) else _json(_block(block))
         for block in result.content
     )
 
 
 def checked_text(result: types.CallToolResult) -> str:
-    """:func:`result_text`, or :class:`ToolFailure` with it when the tool reported an error."""
+    """:func:`result_text`, or :class:`ToolFailure` when the tool reported an error: an
+    ``execution`` error whose content is the result's content blocks as JSON (its
+    structured content when it has no blocks), its message that text."""
     text = result_text(result)
     if result.is_error:
-        raise ToolFailure(text or "the tool reported an error")
+        content: Any = [_block(block) for block in result.content]
+        if not content and result.structured_content is not None:
+            content = result.structured_content
+        raise ToolFailure(ToolError.execution(content, text or "the tool reported an error"))
     return text
+
+
+def _block(block: types.ContentBlock) -> dict[str, Any]:
+    return block.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 def _json(value: Any) -> str:

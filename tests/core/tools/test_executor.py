@@ -1,12 +1,14 @@
 """The executor on its own: a round's calls run at once unless they share an exclusive key
 (that they then never overlap is tested through the loop, in ``test_tool_loop``). A call
-that waited for the other would time out instead (5 s), never hang."""
+that waited for the other would time out instead (5 s), never hang. And how a call that
+fails ends: its adapter's error as it is, a timeout or a bug as a protocol error."""
 
 from __future__ import annotations
 
 import asyncio
 
 from stateway.core.tools.executor import Call, Executor, Outcome
+from stateway.core.tools.ports import ToolError, ToolFailure
 
 
 class Overlap:
@@ -39,3 +41,30 @@ async def test_calls_of_different_exclusive_tools_may_overlap() -> None:
     calls = [overlap.call("docs/write"), overlap.call("docs/erase")]
     outcomes = await Executor(timeout=5, max_concurrent=5).run(calls)
     assert outcomes == [Outcome(output="ok"), Outcome(output="ok")]
+
+
+async def fails(failure: BaseException) -> str:
+    raise failure
+
+
+async def hangs() -> str:
+    await asyncio.Event().wait()
+    return "never"
+
+
+async def test_a_failing_call_ends_with_its_error_a_timeout_or_a_bug_with_their_codes() -> None:
+    refused = ToolError.http(401, "refused")
+    calls = [
+        Call(lambda: fails(ToolFailure(refused)), label="a"),
+        Call(lambda: fails(RuntimeError("bug")), label="b"),
+        Call(lambda: fails(ToolFailure("plain")), label="c"),
+        Call(hangs, label="d"),
+    ]
+    outcomes = await Executor(timeout=0.05, max_concurrent=5).run(calls)
+    assert outcomes == [
+        Outcome(error=refused),
+        Outcome(error=ToolError.protocol(-32603, "The call to b failed unexpectedly.")),
+        Outcome(error=ToolError.protocol(-32603, "plain")),
+        Outcome(error=ToolError.protocol(-32001, "The call to d timed out after 0.05 s.")),
+    ]
+    assert not any(outcome.ok for outcome in outcomes)

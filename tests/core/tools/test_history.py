@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from stateway.core.tools.history import DECLINED, model_items
+from stateway.core.tools.history import DECLINED, error_text, model_items
 
 
 def mcp_call(item_id: str, output: str | None = "ok", **extra: Any) -> dict[str, Any]:
@@ -71,6 +71,36 @@ def test_a_failed_or_cut_short_call_tells_the_model() -> None:
     cut = mcp_call("b", None, status="incomplete")
     outputs = [i["output"] for i in model_items([failed, cut]) if "output" in i]
     assert outputs == ["Error: boom", "The call did not complete."]
+
+
+@pytest.mark.parametrize(
+    ("error", "told"),
+    [
+        ("boom", "boom"),  # stored before errors were objects
+        ({"type": "mcp_protocol_error", "code": -32602, "message": "bad"}, "bad"),
+        ({"type": "http_error", "code": 503, "message": "down"}, "down"),
+        (
+            {
+                "type": "mcp_tool_execution_error",
+                "content": [{"type": "text", "text": "a"}, {"type": "image", "data": "x"}],
+            },
+            'a\n{"type":"image","data":"x"}',
+        ),
+        ({"type": "mcp_tool_execution_error", "content": []}, "the tool reported an error"),
+        ({"type": "mcp_tool_execution_error", "content": "plain"}, "plain"),
+        ({"type": "mcp_tool_execution_error", "content": {"n": 1}}, '{"n":1}'),
+        ({"type": "mcp_tool_execution_error"}, "the tool reported an error"),
+        (
+            {"type": "mcp_protocol_error", "code": 1, "message": ""},
+            '{"type":"mcp_protocol_error","code":1,"message":""}',
+        ),
+        (["odd"], '["odd"]'),
+    ],
+)
+def test_a_failed_calls_error_is_told_as_text(error: object, told: str) -> None:
+    assert error_text(error) == told
+    [_, output] = model_items([mcp_call("a", None, status="failed", error=error)])
+    assert output["output"] == f"Error: {told}"
 
 
 def test_a_web_search_replays_its_numbered_results() -> None:

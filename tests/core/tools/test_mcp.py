@@ -7,10 +7,15 @@ from typing import Any
 
 import pytest
 from openai.types.responses import FunctionTool
+from openai.types.responses.mcp_tool_call_error import (
+    HTTPError,
+    McpProtocolError,
+    McpToolExecutionError,
+)
 from openai.types.responses.response_output_item import McpApprovalRequest, McpCall, McpListTools
 
 from stateway.core.tools import mcp
-from stateway.core.tools.ports import McpServer, McpTool, ToolFailure
+from stateway.core.tools.ports import INVALID_PARAMS, McpServer, McpTool, ToolError, ToolFailure
 from stateway.core.tools.toolset import Approval, McpBinding
 from tests.core.tools.wire import is_id, sdk_item
 
@@ -168,4 +173,45 @@ def test_other_arguments_fail_the_call_with_what_the_model_is_told(
 ) -> None:
     with pytest.raises(ToolFailure) as caught:
         mcp.parse_arguments(arguments)
-    assert caught.value.message == told
+    assert caught.value.error == ToolError.protocol(INVALID_PARAMS, told)
+
+
+IMAGE = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+
+
+@pytest.mark.parametrize(
+    ("error", "wire", "model"),
+    [
+        (
+            ToolError.protocol(-32602, "Unknown tool: nope"),
+            {"type": "mcp_protocol_error", "code": -32602, "message": "Unknown tool: nope"},
+            McpProtocolError,
+        ),
+        (
+            ToolError.http(401, "MCP server 'docs' refused the credentials (HTTP 401)"),
+            {
+                "type": "http_error",
+                "code": 401,
+                "message": "MCP server 'docs' refused the credentials (HTTP 401)",
+            },
+            HTTPError,
+        ),
+        (
+            ToolError.execution([{"type": "text", "text": "no"}, IMAGE], "no"),
+            {
+                "type": "mcp_tool_execution_error",
+                "content": [{"type": "text", "text": "no"}, IMAGE],
+            },
+            McpToolExecutionError,
+        ),
+    ],
+)
+def test_a_failed_calls_error_is_the_object_the_sdk_reads(
+    error: ToolError, wire: dict[str, Any], model: type[Any]
+) -> None:
+    [entry] = mcp.entries(binding(), [ADD])
+    item = {**mcp.call_item(entry, "{}"), "status": "failed", "error": mcp.call_error(error)}
+    assert item["error"] == wire
+    read = sdk_item(item)
+    assert isinstance(read, McpCall)
+    assert isinstance(read.error, model)

@@ -26,7 +26,7 @@ from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import CancelReason, RunRegistry
 from stateway.core.tools.history import model_items
-from stateway.core.tools.ports import McpServer, McpTool, SearchHit, ToolFailure
+from stateway.core.tools.ports import McpServer, McpTool, SearchHit, ToolError, ToolFailure
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
 from stateway.core.usage import Usage
 from tests.core.fakes import FakeMcp, FakeSearch, MemoryStore, RoundsBackend
@@ -49,8 +49,12 @@ async def slow(arguments: Mapping[str, Any]) -> str:
     return "slept"
 
 
+BOOM_CONTENT = [{"type": "text", "text": "boom went the tool"}]
+
+
 async def boom(arguments: Mapping[str, Any]) -> str:
-    raise ToolFailure("boom went the tool")
+    """A tool that ran and reported an error (``isError``)."""
+    raise ToolFailure(ToolError.execution(BOOM_CONTENT, "boom went the tool"))
 
 
 def fake_mcp(**kwargs: Any) -> FakeMcp:
@@ -181,7 +185,7 @@ async def test_a_failing_tool_becomes_a_failed_output_the_model_sees() -> None:
     mcp_call = run.state.output[1]
     assert run.state.status == "completed"
     assert mcp_call["status"] == "failed"
-    assert mcp_call["error"] == "boom went the tool"
+    assert mcp_call["error"] == {"type": "mcp_tool_execution_error", "content": BOOM_CONTENT}
     assert "mcp_call.failed" in kinds(run.events)
     assert seen_by_model(setup.backend.requests[1])["output"] == "Error: boom went the tool"
 
@@ -193,7 +197,11 @@ async def test_a_call_past_its_timeout_fails_and_the_response_goes_on() -> None:
     )
     run = await setup.create([MCP_TOOL])
     assert run.state.status == "completed"
-    assert "timed out after 0.05 s" in run.state.output[1]["error"]
+    assert run.state.output[1]["error"] == {
+        "type": "mcp_protocol_error",
+        "code": -32001,
+        "message": "The call to docs.slow timed out after 0.05 s.",
+    }
 
 
 async def test_the_round_limit_ends_incomplete_without_a_dangling_call() -> None:
@@ -245,7 +253,11 @@ async def test_max_tool_calls_refuses_calls_past_the_limit_and_stops_offering_ga
     first, second = [i for i in run.state.output if i["type"] == "mcp_call"]
     assert first["status"] == "completed"
     assert second["status"] == "failed"
-    assert "max_tool_calls" in second["error"]
+    assert second["error"] == {
+        "type": "mcp_protocol_error",
+        "code": -32010,
+        "message": "The response reached its max_tool_calls limit; this call was not run.",
+    }
     assert len(setup.mcp.calls) == 1
     assert setup.backend.requests[1].tools == []
 
@@ -471,7 +483,11 @@ async def test_a_bad_arguments_string_is_a_failed_call_not_a_failed_response() -
     setup = Setup([tools_round(broken), answer()])
     run = await setup.create([MCP_TOOL])
     assert run.state.status == "completed"
-    assert run.state.output[1]["error"] == "The arguments are not valid JSON."
+    assert run.state.output[1]["error"] == {
+        "type": "mcp_protocol_error",
+        "code": -32602,
+        "message": "The arguments are not valid JSON.",
+    }
     assert setup.mcp.calls == []
 
 
@@ -490,5 +506,6 @@ async def test_an_approval_for_a_server_not_declared_again_fails_that_call() -> 
     failed = second.state.output[0]
     assert failed["type"] == "mcp_call"
     assert failed["status"] == "failed"
-    assert "not declared in this request" in failed["error"]
+    assert failed["error"]["code"] == -32602
+    assert "not declared in this request" in failed["error"]["message"]
     assert mcp.calls == []

@@ -18,6 +18,7 @@ from stateway.core.usage import Usage
 from tests.core.fakes import FakeMcp, FakeSearch
 from tests.core.tools.test_tool_loop import (
     ADD,
+    BOOM_CONTENT,
     MCP_TOOL,
     Setup,
     add,
@@ -79,7 +80,7 @@ async def test_an_mcp_rounds_items_and_events_are_what_the_sdk_reads() -> None:
 async def test_a_failed_call_keeps_its_item_shape_and_its_events_their_order() -> None:
     setup = Setup([tools_round(call("docs__boom", {})), answer()])
     run = await setup.create([MCP_TOOL])
-    check_stream(run.events, sdk=False)  # the SDK types mcp_call.error as an object
+    check_stream(run.events)
     failed = run.state.output[1]
     assert failed == {
         "id": failed["id"],
@@ -89,7 +90,7 @@ async def test_a_failed_call_keeps_its_item_shape_and_its_events_their_order() -
         "name": "boom",
         "arguments": "{}",
         "output": None,
-        "error": "boom went the tool",
+        "error": {"type": "mcp_tool_execution_error", "content": BOOM_CONTENT},
         "approval_request_id": None,
     }
 
@@ -168,7 +169,9 @@ async def test_a_call_past_its_timeout_names_the_tool_and_the_limit() -> None:
         policy=ToolPolicy(timeout=0.05),
     )
     run = await setup.create([MCP_TOOL])
-    assert run.state.output[1]["error"] == "The call to docs.slow timed out after 0.05 s."
+    assert (
+        run.state.output[1]["error"]["message"] == "The call to docs.slow timed out after 0.05 s."
+    )
 
 
 async def test_a_listing_that_breaks_names_the_server() -> None:
@@ -370,7 +373,11 @@ async def test_an_approval_for_a_server_not_declared_again_fails_with_its_item_s
         "name": "add",
         "arguments": '{"a":1,"b":1}',
         "output": None,
-        "error": "MCP server 'remote' is not declared in this request.",
+        "error": {
+            "type": "mcp_protocol_error",
+            "code": -32602,
+            "message": "MCP server 'remote' is not declared in this request.",
+        },
         "approval_request_id": request["id"],
     }
 
@@ -384,6 +391,10 @@ async def test_an_approval_for_a_tool_the_request_no_longer_offers_fails_without
     assert setup.mcp.calls == []
     failed, _ = second.state.output
     assert (failed["type"], failed["status"], failed["name"]) == ("mcp_call", "failed", "boom")
-    assert failed["error"] == "MCP server 'docs' does not offer the tool 'boom' in this request."
+    assert failed["error"] == {
+        "type": "mcp_protocol_error",
+        "code": -32602,
+        "message": "MCP server 'docs' does not offer the tool 'boom' in this request.",
+    }
     assert failed["approval_request_id"] == request["id"]
-    check_stream(second.events, sdk=False)
+    check_stream(second.events)

@@ -26,16 +26,15 @@ def is_id(value: object, prefix: str) -> bool:
     return isinstance(value, str) and re.fullmatch(rf"{prefix}_[0-9a-f]{{48}}", value) is not None
 
 
-def check_stream(events: list[ev.Event], *, sdk: bool = True) -> None:
-    """Every event encodes to an SDK stream event (unless ``sdk`` is off); each item is
-    added once and done once at one output index; every event about an item names the
-    item at that index, between its added and its done."""
+def check_stream(events: list[ev.Event]) -> None:
+    """Every event encodes to an SDK stream event; each item is added once and done once
+    at one output index; every event about an item names the item at that index, between
+    its added and its done."""
     at: dict[int, str] = {}
     done: set[int] = set()
     for seq, event in enumerate(events):
         wire = encode_event(seq, event)
-        if sdk:
-            EVENTS.validate_python(wire, strict=True)
+        EVENTS.validate_python(wire, strict=True)
         index = wire.get("output_index")
         if wire["type"] == "response.output_item.added":
             assert index not in at, f"output {index} added twice"

@@ -5,8 +5,10 @@ time when the request set ``parallel_tool_calls: false``); calls of a tool that 
 parallel-safe never overlap each other within the response. Each call gets ``timeout``
 seconds. Whatever a call does (answers, fails, times out, raises a bug) it ends as a
 :class:`Outcome`: failures are fed back to the model as failed tool outputs, never a
-failed response. Cancelling the round (the client left, the response was deleted)
-cancels every call still running.
+failed response. A timeout is a ``protocol`` error with ``REQUEST_TIMEOUT`` (-32001, as MCP
+SDKs report their own request timeouts); an adapter's bug one with ``INTERNAL_ERROR``.
+Cancelling the round (the client left, the response was deleted) cancels every call still
+running.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 
-from stateway.core.tools.ports import ToolFailure
+from stateway.core.tools.ports import INTERNAL_ERROR, REQUEST_TIMEOUT, ToolError, ToolFailure
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,7 @@ class Call:
 @dataclass(frozen=True, slots=True)
 class Outcome:
     output: str | None = None
-    error: str | None = None
+    error: ToolError | None = None
 
     @property
     def ok(self) -> bool:
@@ -64,11 +66,11 @@ class Executor:
                 async with asyncio.timeout(self._timeout):
                     return Outcome(output=await call.invoke())
             except TimeoutError:
-                return Outcome(
-                    error=f"The call to {call.label} timed out after {self._timeout:g} s."
-                )
+                message = f"The call to {call.label} timed out after {self._timeout:g} s."
+                return Outcome(error=ToolError.protocol(REQUEST_TIMEOUT, message))
             except ToolFailure as failure:
-                return Outcome(error=failure.message)
+                return Outcome(error=failure.error)
             except Exception:  # a bug in an adapter must not fail the response
                 log.exception("tool call %s raised", call.label)
-                return Outcome(error=f"The call to {call.label} failed unexpectedly.")
+                message = f"The call to {call.label} failed unexpectedly."
+                return Outcome(error=ToolError.protocol(INTERNAL_ERROR, message))

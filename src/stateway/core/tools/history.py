@@ -7,8 +7,11 @@ turn replays exactly the history the model saw:
 
 - ``custom_tool_call`` / ``custom_tool_call_output``: a function call with one ``input``
   argument, and its output; a namespace member's call gets its flat name.
-- ``mcp_call``: the call (its id is the call id) and its output (or error). One that ran
-  after an approval answers the ``mcp_approval_request``, which is the call. Client calls
+- ``mcp_call``: the call (its id is the call id) and its output, or ``Error: `` and its
+  error as text (:func:`error_text`: the message of a protocol or HTTP error, the text of
+  a tool's error content; the plain string responses stored before errors were objects
+  carry). One that ran after an approval answers the ``mcp_approval_request``, which is
+  the call. Client calls
   the model made in the same round come before the output, as the model made them.
 - ``mcp_approval_request``: the call, once answered: by the ``mcp_call`` it led to, or by
   a denying ``mcp_approval_response`` (the model is told it was declined). An unanswered
@@ -132,11 +135,50 @@ def model_items(items: list[Item], native: frozenset[str] = frozenset()) -> list
 def mcp_output(item: Item) -> str:
     """What the model was given for an ``mcp_call``: its output, or its error."""
     if item.get("error"):
-        return f"Error: {item['error']}"
+        return f"Error: {error_text(item['error'])}"
     output = item.get("output")
     if isinstance(output, str):
         return output
     return "The call did not complete." if item.get("status") == "incomplete" else ""
+
+
+def error_text(error: object) -> str:
+    """A failed ``mcp_call``'s ``error`` as the model reads it: a protocol or HTTP error's
+    ``message``; a tool execution error's ``content`` as text; a plain string (the form
+    stored before errors were objects) as it is; anything else as compact JSON."""
+    if isinstance(error, str):
+        return error
+    if isinstance(error, dict):
+        if error.get("type") == "mcp_tool_execution_error":
+            return content_text(error.get("content")) or "the tool reported an error"
+        message = error.get("message")
+        if isinstance(message, str) and message:
+            return message
+    return _json(error)
+
+
+def content_text(content: object) -> str:
+    """MCP content as the model reads a tool's result: text blocks' text and any other
+    block as compact JSON, one per line (a value that is not a list of blocks: its text or
+    JSON)."""
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    if not isinstance(content, list):
+        return _json(content)
+    return "\n".join(
+        block["text"]
+        if isinstance(block, dict)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+        else _json(block)
+        for block in content
+    )
+
+
+def _json(value: object) -> str:
+    return orjson.dumps(value).decode()
 
 
 def web_search_output(sources: list[Item]) -> str:

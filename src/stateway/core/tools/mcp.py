@@ -1,17 +1,17 @@
-"""Remote MCP tools as items: discovery (``mcp_list_tools``), calls (``mcp_call``) and
-approval requests (``mcp_approval_request``), and the model-visible functions of a
-server's tools (``<server_label>__<tool>``)."""
+"""Remote MCP tools as items: discovery (``mcp_list_tools``), calls (``mcp_call``, and a
+failed one's ``error``) and approval requests (``mcp_approval_request``), and the
+model-visible functions of a server's tools (``<server_label>__<tool>``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from stateway.core.ids import new_id
 from stateway.core.items import MCP_APPROVAL_REQUEST, MCP_CALL, MCP_LIST_TOOLS, Item
 from stateway.core.tools.catalog import Entry, model_name
-from stateway.core.tools.ports import McpTool, ToolFailure
+from stateway.core.tools.ports import INVALID_PARAMS, McpTool, ToolError, ToolFailure
 from stateway.core.tools.toolset import McpBinding
 
 
@@ -87,6 +87,24 @@ def call_item(entry: Entry, arguments: str = "", approval_request_id: str | None
     }
 
 
+ERROR_TYPES: Final = {
+    "protocol": "mcp_protocol_error",
+    "http": "http_error",
+    "execution": "mcp_tool_execution_error",
+}
+"""A failed ``mcp_call``'s ``error.type`` for each kind of :class:`ToolError`."""
+
+
+def call_error(error: ToolError) -> Item:
+    """A failed call's ``error``: ``{"type": "mcp_protocol_error" | "http_error", "code",
+    "message"}``, or ``{"type": "mcp_tool_execution_error", "content"}`` (the tool's result
+    content), as the Responses API has it."""
+    kind = ERROR_TYPES[error.kind]
+    if error.kind == "execution":
+        return {"type": kind, "content": error.content}
+    return {"type": kind, "code": error.code, "message": error.message}
+
+
 def approval_item(entry: Entry) -> Item:
     return {
         "id": new_id("mcpr"),
@@ -98,15 +116,18 @@ def approval_item(entry: Entry) -> Item:
 
 
 def parse_arguments(arguments: str) -> dict[str, Any]:
-    """A call's JSON arguments; a model that sent no valid object gets a failed output."""
+    """A call's JSON arguments; a model that sent no valid object gets a failed output
+    (``INVALID_PARAMS``, as a server answers bad arguments; the call is not sent)."""
     if not arguments.strip():
         return {}
     try:
         parsed = orjson.loads(arguments)
     except orjson.JSONDecodeError:
-        raise ToolFailure("The arguments are not valid JSON.") from None
+        message = "The arguments are not valid JSON."
+        raise ToolFailure(ToolError.protocol(INVALID_PARAMS, message)) from None
     if not isinstance(parsed, dict):
-        raise ToolFailure("The arguments must be a JSON object.")
+        message = "The arguments must be a JSON object."
+        raise ToolFailure(ToolError.protocol(INVALID_PARAMS, message))
     return parsed
 
 

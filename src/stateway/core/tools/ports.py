@@ -3,24 +3,78 @@ providers, implemented by adapters outside the core (``stateway.mcp_client``,
 ``stateway.search``).
 
 Adapters raise :class:`ToolFailure` for anything that should reach the model as a failed
-tool output (unreachable server, protocol error, a tool that reported an error). Timeouts
-are the executor's: adapters must survive being cancelled mid-call (a pooled MCP session
-that a cancelled call leaves unusable is discarded, never handed out again).
+tool output (unreachable server, protocol error, a tool that reported an error), with a
+:class:`ToolError` saying which kind of failure it was: what a failed ``mcp_call`` item's
+``error`` is made of. Timeouts are the executor's: adapters must survive being cancelled
+mid-call (a pooled MCP session that a cancelled call leaves unusable is discarded, never
+handed out again).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
+
+REQUEST_TIMEOUT: Final = -32001
+"""A request got no answer in time (the JSON-RPC code MCP SDKs use for their timeouts)."""
+GATEWAY_REFUSED: Final = -32010
+"""stateway's own, in JSON-RPC's implementation-defined band (MCP keeps -32000..-32019 for
+implementations): the gateway did not send the call, for a limit of the request
+(``max_tool_calls``)."""
+INVALID_PARAMS: Final = -32602
+"""Unknown tool or bad arguments (MCP answers an unknown tool with this code)."""
+INTERNAL_ERROR: Final = -32603
+"""Anything else."""
+
+ToolErrorKind = Literal["protocol", "http", "execution"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolError:
+    """Why a gateway tool call failed, as MCP tells it:
+
+    - ``protocol``: a JSON-RPC error (``code``, ``message``), the server's own or one the
+      client side stands in with (a timeout, a closed connection, a refusal);
+    - ``http``: the server's HTTP layer answered an error status (``code``) or could not be
+      reached at all (502, as a proxy says it);
+    - ``execution``: the tool ran and reported an error (``isError``); ``content`` is its
+      result's content as JSON (its content blocks), ``message`` their text.
+
+    ``message`` is what the model reads (the text of ``content`` for an execution error),
+    and what a failed listing or search shows."""
+
+    message: str
+    kind: ToolErrorKind = "protocol"
+    code: int = INTERNAL_ERROR
+    """A JSON-RPC error code (``protocol``) or an HTTP status (``http``); 0 otherwise."""
+    content: Any = None
+    """``execution``: the tool's result content as JSON."""
+
+    @classmethod
+    def protocol(cls, code: int, message: str) -> ToolError:
+        return cls(message, "protocol", code)
+
+    @classmethod
+    def http(cls, status: int, message: str) -> ToolError:
+        return cls(message, "http", status)
+
+    @classmethod
+    def execution(cls, content: Any, message: str) -> ToolError:
+        return cls(message, "execution", 0, content)
 
 
 class ToolFailure(Exception):
-    """A tool call or discovery failed; ``message`` is what the model (and client) see."""
+    """A tool call or discovery failed; ``error`` says how, and its ``message`` is what the
+    model (and client) see. A bare message is an internal error (``INTERNAL_ERROR``)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(self, error: ToolError | str) -> None:
+        self.error = ToolError(error) if isinstance(error, str) else error
+        super().__init__(self.error.message)
+
+    @property
+    def message(self) -> str:
+        return self.error.message
 
 
 McpTransport = Literal["streamable_http", "sse"]
@@ -64,7 +118,9 @@ class McpClient(Protocol):
 
     async def call_tool(self, server: McpServer, name: str, arguments: Mapping[str, Any]) -> str:
         """The call's result as text (text contents joined; other contents as JSON). A
-        result with ``isError`` raises :class:`ToolFailure` with its text."""
+        result with ``isError`` raises :class:`ToolFailure` with an ``execution`` error (its
+        content, and that text); a JSON-RPC error one with its ``protocol`` code; an HTTP
+        error status one with its ``http`` status."""
         ...
 
     async def aclose(self) -> None:

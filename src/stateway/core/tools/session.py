@@ -10,7 +10,10 @@ within them, and emits their items and lifecycle events into the run's stream:
   when the server cannot be reached: the response goes on without its tools).
 - Calls: the assembler opens a gateway call's item as the model streams it
   (:meth:`open_call`); :meth:`run` executes the round's calls under the executor's permits
-  and timeouts and closes each item, ``completed`` or ``failed``.
+  and timeouts and closes each item, ``completed`` or ``failed`` (an ``mcp_call``'s
+  ``error`` is the object the Responses API defines, :func:`mcp.call_error`; the gateway's
+  own refusals are ``mcp_protocol_error``s: ``INVALID_PARAMS`` for a tool the request does
+  not offer, ``GATEWAY_REFUSED`` past ``max_tool_calls``).
 - Approvals: a call of a tool that needs approval becomes an ``mcp_approval_request`` and
   goes back to the client; an approving ``mcp_approval_response`` in a later request runs
   the call (:meth:`resume_approvals`) before that request's first round.
@@ -35,7 +38,15 @@ from stateway.core.items import (
 from stateway.core.tools import mcp, tool_search, web_search
 from stateway.core.tools.catalog import Catalog, Entry, model_name
 from stateway.core.tools.executor import Call, Executor, Outcome
-from stateway.core.tools.ports import McpClient, McpTool, SearchQuery, ToolFailure
+from stateway.core.tools.ports import (
+    GATEWAY_REFUSED,
+    INVALID_PARAMS,
+    McpClient,
+    McpTool,
+    SearchQuery,
+    ToolError,
+    ToolFailure,
+)
 from stateway.core.tools.toolset import GatewayTools, McpBinding, Toolset
 
 Emit = Callable[[ev.Event], None]
@@ -126,17 +137,18 @@ class ToolSession:
         cap = self._tools.policy.max_discovered_tools
         for (binding, item, index), outcome in zip(opened, outcomes, strict=True):
             tools = results.get(binding.label, [])
-            if outcome.ok and len(tools) > cap:
-                outcome = Outcome(
-                    error=f"MCP server '{binding.label}' lists {len(tools)} tools; at most "
+            error = outcome.error
+            if error is None and len(tools) > cap:
+                error = ToolError(
+                    f"MCP server '{binding.label}' lists {len(tools)} tools; at most "
                     f"{cap} are allowed per request."
                 )
-            if outcome.ok:
+            if error is None:
                 item["tools"] = [mcp.listed_tool(t) for t in tools]
                 kind = "response.mcp_list_tools.completed"
             else:
                 results.pop(binding.label, None)
-                item["error"] = outcome.error
+                item["error"] = error.message  # a string, as the Responses API has it
                 kind = "response.mcp_list_tools.failed"
             self._emit(ev.ToolProgress(kind, index, item["id"]))
             self._open_items.pop(item["id"], None)
@@ -168,7 +180,7 @@ class ToolSession:
             if refusal is None:
                 pending.append(approved)
             else:
-                self._close(approved, Outcome(error=refusal))
+                self._close(approved, Outcome(error=ToolError.protocol(INVALID_PARAMS, refusal)))
         if pending:
             await self.run(pending, parallel=True)
 
@@ -243,8 +255,9 @@ class ToolSession:
 
     def refuse(self, pending: list[PendingCall], reason: str) -> None:
         """Close calls that will not run (``max_tool_calls`` reached) as failed."""
+        refusal = Outcome(error=ToolError.protocol(GATEWAY_REFUSED, reason))
         for call in pending:
-            self._close(call, Outcome(error=reason))
+            self._close(call, refusal)
 
     def abandon(self) -> None:
         """Close every gateway item still open (the response ended early: cancelled,
@@ -309,19 +322,20 @@ class ToolSession:
         if item["type"] == TOOL_SEARCH_CALL:
             self._close_search(pending, outcome)
             return
+        error = outcome.error
         if item["type"] == WEB_SEARCH_CALL:
-            if outcome.ok:
+            if error is None:
                 item["status"] = "completed"
                 self._emit(ev.ToolProgress("response.web_search_call.completed", index, item["id"]))
             else:
                 item["status"] = "failed"
-                item["error"] = outcome.error
+                item["error"] = error.message
         else:
-            if outcome.ok:
+            if error is None:
                 item["status"], item["output"] = "completed", outcome.output
                 kind = "response.mcp_call.completed"
             else:
-                item["status"], item["error"] = "failed", outcome.error
+                item["status"], item["error"] = "failed", mcp.call_error(error)
                 kind = "response.mcp_call.failed"
             self._emit(ev.ToolProgress(kind, index, item["id"]))
         self._emit(ev.ItemDone(index, dict(item)))
@@ -334,7 +348,8 @@ class ToolSession:
         self._emit(ev.ItemDone(pending.output_index, dict(item)))
         found = pending.loaded if outcome.ok else []
         self.catalog.load(found)
-        output = tool_search.output_item(item["call_id"], found, outcome.error)
+        error = outcome.error.message if outcome.error is not None else None
+        output = tool_search.output_item(item["call_id"], found, error)
         index = len(self._output)
         self._output.append(output)
         self._emit(ev.ItemAdded(index, dict(output)))

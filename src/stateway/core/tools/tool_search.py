@@ -88,7 +88,8 @@ def call_item(call_id: str, execution: str) -> Item:
 
 def output_item(call_id: str, tools: list[Item], error: str | None = None) -> Item:
     """The output of a gateway search: the loaded tools, as declared; a failed search
-    (``incomplete``) loads none and says why in ``error``, as a failed ``mcp_call`` does."""
+    (``incomplete``) loads none and says why in ``error`` (a string, as a failed
+    ``mcp_list_tools`` has it)."""
     item: Item = {
         "id": new_id("tso"),
         "type": TOOL_SEARCH_OUTPUT,
