@@ -13,6 +13,7 @@ import pytest
 from stateway.core.commands import CreateResponse, ForwardChat, GenerationSettings, Principal
 from stateway.core.errors import InvalidRequest, ServerShuttingDown
 from stateway.core.gateway import Gateway
+from stateway.core.generations import HeldRelay
 from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, UsageReport
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
@@ -86,10 +87,16 @@ async def test_a_chat_upstream_gets_the_body_untouched() -> None:
     backend = Forwarding()
     fields = {"model": "m", "messages": [], "chat_template_kwargs": {"a": 1}}
     sent = forward(fields)
-    result = await gateway(backend).execute(Principal(), sent)
-    assert isinstance(result, Relayed)
+    served = gateway(backend)
+    result = await served.execute(Principal(), sent)
+    assert isinstance(result, HeldRelay)  # the relay holds its generation until closed
+    assert [chunk async for chunk in result.chunks()] == [b"{}"]
     assert backend.forwarded == [sent.body]
     assert backend.requests == []
+    assert served.generations.current.leases == 1
+    await result.aclose()
+    await result.aclose()  # a second close gives nothing back twice
+    assert served.generations.current.leases == 0
 
 
 async def test_a_renamed_model_is_replaced_in_the_forwarded_body() -> None:

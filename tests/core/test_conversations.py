@@ -29,6 +29,7 @@ from stateway.core.errors import (
     ConversationNotFound,
     InvalidRequest,
     NotFound,
+    StorageError,
     UpstreamError,
 )
 from stateway.core.gateway import Gateway
@@ -248,9 +249,34 @@ async def test_a_caller_gone_while_the_turn_is_written_still_lets_go() -> None:
         "client_disconnected",
     )
     assert len(world.gateway.runs) == 0
+    assert world.gateway.generations.current.leases == 0  # that run gave its lease back
     world.store.save = save  # type: ignore[method-assign]
     await (await world.turn(conversation.id, "next")).wait()  # the conversation is free
     assert texts(await world.items(conversation.id))[-2:] == ["next", "answer"]
+
+
+async def test_a_caller_gone_while_a_failing_turn_write_runs_holds_no_generation() -> None:
+    world = World()
+    conversation = await world.conversation()
+    written = asyncio.Event()
+
+    async def failing_save(record: Any) -> None:
+        await written.wait()
+        raise StorageError("the database went away")
+
+    world.store.save = failing_save  # type: ignore[method-assign]
+    caller = asyncio.create_task(world.turn(conversation.id, "gone"))
+    await asyncio.sleep(0)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    generation = world.gateway.generations.current
+    assert generation.leases == 1  # held for the run that starts once the row is written
+    written.set()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert generation.leases == 0  # nothing was written, so no run started: given back
+    assert len(world.gateway.runs) == 0
 
 
 @pytest.mark.parametrize(

@@ -160,6 +160,17 @@ class CheckReadiness:
 
 
 @dataclass(slots=True, frozen=True)
+class ReloadConfig:
+    """Compile the configuration into a new generation and serve new admissions from it
+    (:mod:`stateway.core.generations`); an admin command."""
+
+
+@dataclass(slots=True, frozen=True)
+class GetConfigStatus:
+    """The current config generation and how the last reload went; an admin command."""
+
+
+@dataclass(slots=True, frozen=True)
 class CreateConversation:
     items: list[Item] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
@@ -231,4 +242,6 @@ Command = (
     | CancelResponse
     | WatchResponse
     | ForwardChat
+    | ReloadConfig
+    | GetConfigStatus
 )

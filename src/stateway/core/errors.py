@@ -7,7 +7,9 @@ Protocols render it in their own error shape; nothing classifies errors by messa
     GatewayError
     ├── InvalidRequest            400 invalid_request_error
     │   ├── PreviousResponseNotFound   400 code=previous_response_not_found
-    │   └── ResponseInProgress    400 code=response_in_progress
+    │   ├── ResponseInProgress    400 code=response_in_progress
+    │   └── ConfigRejected        400 code=config_invalid (a reload; the last good serves on)
+    ├── Unauthorized              401 code=invalid_api_key (the admin credential)
     ├── RequestTooLarge           413 invalid_request_error
     ├── NotFound                  404 invalid_request_error
     │   ├── ModelNotFound         404 code=model_not_found
@@ -68,6 +70,24 @@ class PreviousResponseNotFound(InvalidRequest):
             f"Previous response with id '{response_id}' not found.",
             param="previous_response_id",
         )
+
+
+class ConfigRejected(InvalidRequest):
+    """A configuration reload failed; the message says why. The generation in effect
+    serves on."""
+
+    code = "config_invalid"
+
+
+class Unauthorized(GatewayError):
+    """A missing or wrong credential (the admin routes' bearer key)."""
+
+    status = 401
+    type = "invalid_request_error"
+    code = "invalid_api_key"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
 
 
 class RequestTooLarge(GatewayError):

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import overload
 
@@ -24,6 +24,7 @@ from stateway.core.commands import (
     DeleteConversationItem,
     DeleteResponse,
     ForwardChat,
+    GetConfigStatus,
     GetConversation,
     GetConversationItem,
     GetResponse,
@@ -31,6 +32,7 @@ from stateway.core.commands import (
     ListInputItems,
     ListModels,
     Principal,
+    ReloadConfig,
     UpdateConversation,
     WatchResponse,
 )
@@ -38,7 +40,6 @@ from stateway.core.context import check_call_outputs, load_prior
 from stateway.core.conversations.ports import Conversation, ConversationItems, ConversationStore
 from stateway.core.conversations.service import (
     ConversationDeleted,
-    ConversationResult,
     Conversations,
 )
 from stateway.core.coordination import CancelSignals, CommandKey, CommandResults
@@ -51,6 +52,7 @@ from stateway.core.errors import (
     StorageError,
 )
 from stateway.core.exactly_once import Attempt, attempt
+from stateway.core.generations import ConfigStatus, Generation, Generations, HeldRelay, Reloads
 from stateway.core.ids import new_id
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
@@ -58,6 +60,7 @@ from stateway.core.journal import EventEncoder, RunJournal
 from stateway.core.loop import Loop
 from stateway.core.ports import Backend, ItemPage, Relay, ResponseStore, TokenCounter
 from stateway.core.response import UNFINISHED, ResponseState, load_state
+from stateway.core.results import Deleted, ModelList, Readiness, Result, TokenCount
 from stateway.core.routing import Needs, Plan, Route, Router
 from stateway.core.routing.affinity import chain_names
 from stateway.core.runs import CancelReason, Run, RunRegistry
@@ -73,50 +76,6 @@ MAX_COMMAND_ID = 255
 """The longest command id (``Idempotency-Key``, ``command_id``) accepted."""
 
 
-@dataclass(slots=True, frozen=True)
-class Deleted:
-    id: str
-
-
-@dataclass(slots=True, frozen=True)
-class ModelList:
-    models: list[tuple[str, str]]
-
-
-@dataclass(slots=True, frozen=True)
-class Readiness:
-    storage_error: str | None
-    """None when storage answers."""
-    upstreams: dict[str, bool]
-    """Backend name → whether its model server answered."""
-
-    @property
-    def ready(self) -> bool:
-        """Ready to serve stored state; an upstream may be down and come back."""
-        return self.storage_error is None
-
-
-@dataclass(slots=True, frozen=True)
-class TokenCount:
-    input_tokens: int
-    estimated: bool
-    """True when the gateway estimated it (the upstream cannot count)."""
-
-
-Result = (
-    Run
-    | ResponseState
-    | Deleted
-    | ItemPage
-    | ModelList
-    | Readiness
-    | ConversationResult
-    | TokenCount
-    | Watch
-    | Relay
-)
-
-
 class Gateway:
     def __init__(
         self,
@@ -130,13 +89,16 @@ class Gateway:
         results: CommandResults | None = None,
         signals: CancelSignals | None = None,
     ) -> None:
-        """Without ``conversations`` no conversation exists: each one named is a 404.
+        """``router`` and ``loop`` are config generation 1 (:mod:`.generations`).
+        Without ``conversations`` no conversation exists: each one named is a 404.
         Without ``encoder`` (the wire of background runs' event logs) background responses
         are refused. Without ``results`` command ids are refused; without shared
         ``signals`` another process's background run cannot be cancelled from here."""
         self._store = store
-        self._router = router
-        self._loop = loop
+        self.generations = Generations(router, loop)
+        """Each admission reads the current generation and holds it to its end."""
+        self.reloads: Reloads | None = None
+        """Set by the composition root: reloading serves the admin commands."""
         self.runs = runs
         self._conversations = None if conversations is None else Conversations(conversations)
         self._encoder = encoder
@@ -202,6 +164,10 @@ class Gateway:
     async def execute(self, principal: Principal, command: WatchResponse) -> Watch: ...
     @overload
     async def execute(self, principal: Principal, command: ForwardChat) -> Relay | Run: ...
+    @overload
+    async def execute(
+        self, principal: Principal, command: ReloadConfig | GetConfigStatus
+    ) -> ConfigStatus: ...
 
     async def execute(self, principal: Principal, command: Command) -> Result:
         """Run one command for ``principal``. Raises :class:`GatewayError` subclasses."""
@@ -224,11 +190,13 @@ class Gateway:
                     raise _response_not_found(command.response_id)
                 return page
             case ListModels():
-                return ModelList(await self._router.list_models())
+                with self.generations.lease() as generation:
+                    return ModelList(await generation.router.list_models())
             case CheckReadiness():
                 return await self._readiness()
             case CountTokens(request=request):
-                return await self._count(principal, request)
+                with self.generations.lease() as generation:
+                    return await self._count(principal, request, generation)
             case CancelResponse(response_id=response_id):
                 return await background.cancel(
                     self._store, self.runs, principal, response_id, self._signals
@@ -237,15 +205,31 @@ class Gateway:
                 return await background.watch(self._store, self.runs, principal, command)
             case ForwardChat():
                 return await self._chat(principal, command)
+            case ReloadConfig():
+                return await self._served_reloads().reload()
+            case GetConfigStatus():
+                return self._served_reloads().status()
             case _:
                 return await self._served_conversations().execute(principal.tenant_id, command)
 
     async def _create(self, principal: Principal, command: CreateResponse) -> Run:
         if self.runs.closing:
             raise ServerShuttingDown()
+        generation = self.generations.acquire()  # the run's from here to its end
+        try:
+            return await self._admit(principal, command, generation)
+        except BaseException:
+            self.generations.release(generation)
+            raise
+
+    async def _admit(
+        self, principal: Principal, command: CreateResponse, generation: Generation
+    ) -> Run:
+        """Start ``command``'s run on ``generation``, whose lease the run then holds."""
         if command.background:
             background.check_background(command, self._encoder)
-        route = self._router.resolve(command.model)
+        router, loop = generation.router, generation.loop
+        route = router.resolve(command.model)
         conversation: ConversationItems | None = None
         if command.conversation_id is not None:
             conversations = self._served_conversations(param="conversation")
@@ -257,12 +241,12 @@ class Gateway:
             )
             shaped = await before_planning(route.stages, route.name, command, first_turn=first)
             hints = shaped.hints
-        toolset = self._loop.tools.resolve(command.settings.tools)
+        toolset = loop.tools.resolve(command.settings.tools)
         if command.hidden_rounds and route.gateway_tools is not None:
             toolset = toolset.joined(route.gateway_tools)
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
-        plan, context = await self._plan(principal, command, route, toolset, conversation)
+        plan, context = await self._plan(principal, command, router, route, toolset, conversation)
         plan.hints = frozenset(hints)
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
         state.attempts = plan.records
@@ -271,22 +255,24 @@ class Gateway:
         )
         run = Run(state, command.input)
         if conversation is not None:  # refused here (409, 404) while nothing has started
-            begun = asyncio.ensure_future(self._loop.begin_turn(run, conversation.next_position))
+            begun = asyncio.ensure_future(loop.begin_turn(run, conversation.next_position))
             try:
                 await asyncio.shield(begun)
             except asyncio.CancelledError:
                 # The caller left while the turn's row was being written. Once it is, the
                 # run starts already cancelled and ends at once, letting the conversation go.
-                start = partial(self._start_abandoned, run, plan, context, toolset)
+                self.generations.retain(generation)  # for that run: the caller's goes back
+                start = partial(self._start_abandoned, run, plan, context, toolset, generation)
                 begun.add_done_callback(start)
                 raise
-        self._start(run, plan, context, command.stream, toolset, command.replayable)
+        self._start(run, plan, context, command.stream, toolset, generation, command.replayable)
         return run
 
     async def _plan(
         self,
         principal: Principal,
         command: CreateResponse,
+        router: Router,
         route: Route,
         toolset: Toolset,
         conversation: ConversationItems | None = None,
@@ -300,7 +286,7 @@ class Gateway:
             command.conversation_id,
             command.settings.prompt_cache_key,
         )
-        plan = self._router.plan(route, Needs.of(command, prior, toolset), chain)
+        plan = router.plan(route, Needs.of(command, prior, toolset), chain)
         toolset.route(plan.first.backend)
         check_call_outputs(prior.items, command.input)
         return plan, prior.joined(command.input)
@@ -310,10 +296,17 @@ class Gateway:
         :class:`ForwardChat`), else run it translated."""
         if self.runs.closing:
             raise ServerShuttingDown()
-        route = self._router.resolve(command.model)
-        if route.forwarder is not None:
-            return await route.forwarder.forward_chat(command.body_for(route.upstream_model))
-        return await self._create(principal, await command.translate())
+        generation = self.generations.acquire()  # the relay's, or the run's, to its end
+        try:
+            route = generation.router.resolve(command.model)
+            if route.forwarder is not None:
+                body = command.body_for(route.upstream_model)
+                relay = await route.forwarder.forward_chat(body)
+                return HeldRelay(relay, self.generations, generation)
+            return await self._admit(principal, await command.translate(), generation)
+        except BaseException:
+            self.generations.release(generation)
+            raise
 
     def _start(
         self,
@@ -322,6 +315,7 @@ class Gateway:
         context: list[Item],
         stream: bool,
         toolset: Toolset,
+        generation: Generation,
         replayable: bool = False,
     ) -> None:
         if run.state.background and self._encoder is not None:
@@ -330,7 +324,8 @@ class Gateway:
         elif replayable and stream and self._encoder is not None:  # a retry may replay it
             run.journal = RunJournal(run, self._store if run.state.store else None, self._encoder)
         self.runs.add(run)
-        run.task = asyncio.create_task(self._drive(run, plan, context, stream, toolset))
+        drive = self._drive(run, plan, context, stream, toolset, generation)
+        run.task = asyncio.create_task(drive)
 
     def _start_abandoned(
         self,
@@ -338,20 +333,25 @@ class Gateway:
         plan: Plan,
         context: list[Item],
         toolset: Toolset,
+        generation: Generation,
         begun: asyncio.Future[None],
     ) -> None:
         if begun.cancelled() or begun.exception() is not None:
+            self.generations.release(generation)
             return  # nothing was written: nothing to end
         if not run.state.background:  # a background run goes on without its client
             run.cancel(CancelReason.CLIENT_GONE)
-        self._start(run, plan, context, False, toolset)
+        self._start(run, plan, context, False, toolset, generation)
 
-    async def _count(self, principal: Principal, command: CreateResponse) -> TokenCount:
+    async def _count(
+        self, principal: Principal, command: CreateResponse, generation: Generation
+    ) -> TokenCount:
         """The input tokens of ``command``'s first round, counted by the upstream when it
         can, else estimated; checked as a run would be, but nothing runs or is stored."""
-        route = self._router.resolve(command.model)
-        toolset = self._loop.tools.resolve(command.settings.tools)
-        plan, context = await self._plan(principal, command, route, toolset)
+        router = generation.router
+        route = router.resolve(command.model)
+        toolset = generation.loop.tools.resolve(command.settings.tools)
+        plan, context = await self._plan(principal, command, router, route, toolset)
         candidate = plan.order()[0]
         catalog = Catalog(toolset.client)
         request = InferenceRequest(
@@ -369,10 +369,16 @@ class Gateway:
         return TokenCount(estimate_tokens(request), estimated=True)
 
     async def _drive(
-        self, run: Run, plan: Plan, context: list[Item], stream: bool, toolset: Toolset
+        self,
+        run: Run,
+        plan: Plan,
+        context: list[Item],
+        stream: bool,
+        toolset: Toolset,
+        generation: Generation,
     ) -> None:
         try:
-            await self._loop.execute(run, plan, context, stream, toolset)
+            await generation.loop.execute(run, plan, context, stream, toolset)
         except Exception:  # the top of a run's task: nothing may leave a run open
             log.exception("run %s crashed while finishing", run.id)
             if not run.closed:
@@ -385,6 +391,7 @@ class Gateway:
             if run.journal is not None:
                 await run.journal.stop()
             self.runs.discard(run)
+            self.generations.release(generation)
             run.task = None  # a cancelled task keeps its CancelledError, whose frames hold the run
             if not run.closed:
                 run.close()
@@ -403,8 +410,9 @@ class Gateway:
             await self._store.ping()
         except StorageError as exc:
             storage_error = exc.message
-        backends = self._router.backends
-        answers = await asyncio.gather(*(_answers(b) for b in backends))
+        with self.generations.lease() as generation:
+            backends = generation.router.backends
+            answers = await asyncio.gather(*(_answers(b) for b in backends))
         return Readiness(
             storage_error, {b.name: ok for b, ok in zip(backends, answers, strict=True)}
         )
@@ -421,6 +429,11 @@ class Gateway:
         if run is not None and record.status in UNFINISHED:
             return run.state  # generating here: fresher than its in-progress row
         return load_state(record.tenant_id, record.body, record.output_items)
+
+    def _served_reloads(self) -> Reloads:
+        if self.reloads is None:
+            raise NotFound("Configuration reloads are not served by this gateway.")
+        return self.reloads
 
     def _served_conversations(self, param: str = "conversation_id") -> Conversations:
         if self._conversations is None:

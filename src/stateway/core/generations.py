@@ -1,0 +1,187 @@
+"""Config generations: what the configuration compiled into, held by everything admitted
+under it until that work ends.
+
+A :class:`Generation` is immutable once published: its router (routes, backends with
+their upstream pools, stages, health policy) and its loop (round limit, gateway tools
+with their MCP pools). :class:`Generations` holds the current one. Every request and run
+takes a lease on the current generation when the gateway admits it and gives it back
+when it ends (a run's tool loop rounds all run on it); publishing a new generation
+changes what new admissions get, never what already runs. A superseded generation is
+retired, its pools closed, when its last lease is given back: at once when none is out.
+
+Triggers and compiling live outside the core (the composition root compiles; a
+:class:`Reloads` port reloads and reports); this module only holds and retires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+from stateway.core.loop import Loop
+from stateway.core.ports import Relay
+from stateway.core.routing import Router
+
+log = logging.getLogger(__name__)
+
+
+class Generation:
+    __slots__ = ("_closed", "leases", "loaded_at", "loop", "number", "retired", "router")
+
+    def __init__(self, number: int, router: Router, loop: Loop, loaded_at: float) -> None:
+        self.number = number
+        self.router = router
+        self.loop = loop
+        self.loaded_at = loaded_at
+        """Unix seconds it was published at."""
+        self.leases = 0
+        """Requests and runs admitted under it and not yet ended."""
+        self.retired = asyncio.Event()
+        """Set once its pools are closed."""
+        self._closed = False
+
+    async def aclose(self) -> None:
+        """Close its backends' upstream pools and its gateway tools' sessions, once."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for backend in self.router.backends:
+                await backend.aclose()
+            await self.loop.tools.aclose()
+        finally:
+            self.retired.set()
+
+
+class Generations:
+    def __init__(self, router: Router, loop: Loop) -> None:
+        """Generation 1 serves ``router`` with ``loop``."""
+        self.current = Generation(1, router, loop, time.time())
+        self._superseded: set[Generation] = set()
+        """Superseded generations still leased."""
+        self._retiring: set[asyncio.Task[None]] = set()
+
+    def acquire(self) -> Generation:
+        """A lease on the current generation; give it back with :meth:`release`."""
+        generation = self.current
+        generation.leases += 1
+        return generation
+
+    def retain(self, generation: Generation) -> None:
+        """One more lease on ``generation``, which must be leased already."""
+        assert generation.leases > 0
+        generation.leases += 1
+
+    def release(self, generation: Generation) -> None:
+        """Give a lease back; the last one of a superseded generation retires it."""
+        generation.leases -= 1
+        if generation.leases == 0 and generation is not self.current:
+            self._superseded.discard(generation)
+            self._retire(generation)
+
+    @contextmanager
+    def lease(self) -> Iterator[Generation]:
+        """The current generation, leased for the block."""
+        generation = self.acquire()
+        try:
+            yield generation
+        finally:
+            self.release(generation)
+
+    def publish(self, router: Router, loop: Loop) -> Generation:
+        """Serve new admissions from a new generation; what runs keeps its own. The new
+        router keeps the old one's affinity table (chains stay where their prefix is
+        cached); its candidates' circuits start closed."""
+        previous = self.current
+        router.state.affinity = previous.router.state.affinity
+        self.current = Generation(previous.number + 1, router, loop, time.time())
+        if previous.leases == 0:
+            self._retire(previous)
+        else:
+            self._superseded.add(previous)
+        return self.current
+
+    @property
+    def retiring(self) -> list[int]:
+        """The numbers of superseded generations still in use, oldest first."""
+        return sorted(g.number for g in self._superseded)
+
+    async def aclose(self) -> None:
+        """Close every generation (shutting down: runs have ended), and wait for the
+        retirements under way."""
+        for generation in [self.current, *self._superseded]:
+            await generation.aclose()
+        self._superseded.clear()
+        if self._retiring:
+            await asyncio.gather(*self._retiring)
+
+    def _retire(self, generation: Generation) -> None:
+        task = asyncio.create_task(_retire(generation))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+
+async def _retire(generation: Generation) -> None:
+    try:
+        await generation.aclose()
+    except Exception:  # the top of a retirement's task: a failing close is only logged
+        log.exception("closing generation %d failed", generation.number)
+    else:
+        log.info("config generation %d retired", generation.number)
+
+
+class HeldRelay:
+    """A relayed answer that holds its generation's lease until it is closed (its
+    upstream connection belongs to that generation's pool)."""
+
+    __slots__ = ("_generations", "_held", "_relay", "headers", "status")
+
+    def __init__(self, relay: Relay, generations: Generations, generation: Generation) -> None:
+        self._relay = relay
+        self.status = relay.status
+        self.headers: Mapping[str, str] = relay.headers
+        self._generations = generations
+        self._held: Generation | None = generation
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        return self._relay.chunks()
+
+    async def aclose(self) -> None:
+        try:
+            await self._relay.aclose()
+        finally:
+            held, self._held = self._held, None
+            if held is not None:
+                self._generations.release(held)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigStatus:
+    generation: int
+    """The current generation's number: +1 per successful reload."""
+    loaded_at: float
+    """Unix seconds the current generation was published at."""
+    last_error: str | None
+    """Why the last reload failed (the generation it would have replaced serves on);
+    None once a reload succeeds."""
+    restart_required: tuple[str, ...]
+    """Settings read once at start-up whose configured value differs from the one in
+    effect: not applied until a restart."""
+    retiring: tuple[int, ...]
+    """Superseded generations still serving requests or runs admitted under them."""
+
+
+class Reloads(Protocol):
+    """Reloading the configuration into a new generation, and how that went."""
+
+    async def reload(self) -> ConfigStatus:
+        """Compile and publish a new generation. Raises
+        :class:`~stateway.core.errors.ConfigRejected` (the current one serves on)."""
+        ...
+
+    def status(self) -> ConfigStatus: ...

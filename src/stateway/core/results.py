@@ -1,0 +1,57 @@
+"""What the gateway's commands answer (besides runs, responses and item pages)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stateway.core.conversations.service import ConversationResult
+from stateway.core.generations import ConfigStatus
+from stateway.core.ports import ItemPage, Relay
+from stateway.core.response import ResponseState
+from stateway.core.runs import Run
+from stateway.core.watch import Watch
+
+
+@dataclass(slots=True, frozen=True)
+class Deleted:
+    id: str
+
+
+@dataclass(slots=True, frozen=True)
+class ModelList:
+    models: list[tuple[str, str]]
+
+
+@dataclass(slots=True, frozen=True)
+class Readiness:
+    storage_error: str | None
+    """None when storage answers."""
+    upstreams: dict[str, bool]
+    """Backend name → whether its model server answered."""
+
+    @property
+    def ready(self) -> bool:
+        """Ready to serve stored state; an upstream may be down and come back."""
+        return self.storage_error is None
+
+
+@dataclass(slots=True, frozen=True)
+class TokenCount:
+    input_tokens: int
+    estimated: bool
+    """True when the gateway estimated it (the upstream cannot count)."""
+
+
+Result = (
+    Run
+    | ResponseState
+    | Deleted
+    | ItemPage
+    | ModelList
+    | Readiness
+    | ConversationResult
+    | TokenCount
+    | Watch
+    | Relay
+    | ConfigStatus
+)
