@@ -68,6 +68,16 @@ def test_check_config_reports_a_missing_key_variable() -> None:
     assert "STATEWAY_TEST_UNSET_KEY is not set" in result.stderr
 
 
+def test_the_reload_endpoint_without_its_credential_is_refused_at_start(tmp_path: Path) -> None:
+    path = tmp_path / "admin.toml"
+    path.write_text("[admin]\nreload_endpoint = true\napi_key_env = 'STATEWAY_TEST_UNSET_ADMIN'\n")
+    for command in (["check-config"], ["serve", "--port", "0"]):
+        result = stateway(*command, "--config", str(path))
+        assert result.returncode == 2
+        assert "STATEWAY_TEST_UNSET_ADMIN (admin.api_key_env) is not set" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
 def test_migrate_creates_the_schema(tmp_path: Path) -> None:
     database = f"sqlite:///{tmp_path}/m.db"
     first = stateway("migrate", "--database", database)

@@ -6,11 +6,11 @@ A new backend API shape is one entry in ``BACKEND_APIS``; a new surface is one m
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
@@ -22,13 +22,23 @@ from stateway.backends.anthropic_request import AnthropicOptions
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
-from stateway.config import BackendConfig, Config, ConfigError, CoordinationConfig, backend_api_key
+from stateway.config import (
+    BackendConfig,
+    Config,
+    ConfigError,
+    CoordinationConfig,
+    Overrides,
+    admin_key,
+    backend_api_key,
+    load_config,
+)
 from stateway.coordination import MemoryCommandResults, RedisCancelSignals, RedisCommandResults
 from stateway.coordination.redis import connect as connect_redis
 from stateway.core.conversations.ports import ConversationStore
 from stateway.core.coordination import CancelSignals, CommandResults
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
+from stateway.core.generations import Generation
 from stateway.core.loop import Loop
 from stateway.core.ownership import ProcessIdentity, fail_abandoned
 from stateway.core.ports import Backend, ChatForwarder, ResponseStore
@@ -41,10 +51,12 @@ from stateway.core.tools.ports import McpServer
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy, Toolset
 from stateway.mcp_client import PooledMcpClient
 from stateway.protocols.responses.encode import encode_event_json
+from stateway.reload import Compiled, Reloader, keep_started, restart_required
 from stateway.route_config import RouteConfig
 from stateway.search import build_search_provider
 from stateway.stage_loader import load_chain
 from stateway.storage.sql import SqlConversationStore, open_store
+from stateway.surfaces.http.admin import AdminRoutes
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.conversations import ConversationsRoutes
@@ -72,13 +84,12 @@ BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
 @dataclass(slots=True)
 class GatewayParts:
     store: ResponseStore
-    backends: list[Backend]
     runs: RunRegistry
     gateway: Gateway
     owner: ProcessIdentity
-    tools: GatewayTools
-    prober: HealthProber | None = None
-    """Probes the backends while serving (``[health] active_probe``)."""
+    config: Config
+    """As started with (the start-up tables stay so until a restart)."""
+    reloader: Reloader
     results: CommandResults | None = None
     """Outcomes of command ids (in process, or Redis)."""
     signals: CancelSignals | None = None
@@ -250,71 +261,97 @@ def build_coordination(config: CoordinationConfig) -> tuple[CommandResults, Canc
     return results, RedisCancelSignals(connect_redis(config.redis_url), config.key_prefix)
 
 
+def compile_generation(flags: Overrides, started: Compiled | None = None) -> Compiled:
+    """The configuration (the file ``flags`` name, the environment, the flags) compiled
+    into a generation, unpublished: what start-up, ``stateway check-config`` and every
+    reload run. ``started``: the process's first generation, when reloading (its start-up
+    tables stay; :mod:`stateway.reload`). Raises :class:`ConfigError`."""
+    config = load_config(flags)
+    changed: tuple[str, ...] = ()
+    if started is not None:
+        changed = restart_required(started.config, config)
+        config = keep_started(started.config, config)
+    admin_key(config)  # reload_endpoint without its credential is refused
+    waiting_room = (
+        started.waiting_room if started else WaitingRoom(config.server.max_queued_requests)
+    )
+    tools = build_tools(config)
+    router = build_router(config, waiting_room, tools)
+    prober = None
+    if config.health.active_probe:
+        prober = HealthProber(router, config.health.probe_interval)
+    return Compiled(config, router, tools, waiting_room, prober, changed)
+
+
 def build_gateway(
-    config: Config,
+    compiled: Compiled,
+    flags: Overrides,
     store: ResponseStore | None = None,
     conversations: ConversationStore | None = None,
 ) -> GatewayParts:
-    """Over the configured database, or over ``store`` (and ``conversations``: none, and
-    no conversation exists) when given."""
+    """``compiled`` as generation 1, reloaded from ``flags``; over the configured
+    database, or over ``store`` (and ``conversations``: none, and no conversation exists)
+    when given."""
+    config = compiled.config
     if store is None:
         sql_store = open_store(config.database_url)
         store, conversations = sql_store, SqlConversationStore(sql_store)
-    waiting_room = WaitingRoom(config.server.max_queued_requests)
-    tools = build_tools(config)
-    router = build_router(config, waiting_room, tools)
     runs = RunRegistry()
     owner = ProcessIdentity.current()
-    loop = Loop(store, config.loop.max_rounds, owner, tools)
+    served: ResponseStore = store
+
+    def loop(generation: Compiled) -> Loop:
+        return Loop(served, generation.config.loop.max_rounds, owner, generation.tools)
+
     results, signals = build_coordination(config.coordination)
     gateway = Gateway(
         store,
-        router,
-        loop,
+        compiled.router,
+        loop(compiled),
         runs,
         conversations=conversations,
         encoder=encode_event_json,
         results=results,
         signals=signals,
     )
-    prober = None
-    if config.health.active_probe:
-        prober = HealthProber(router, config.health.probe_interval)
-    return GatewayParts(
-        store, router.backends, runs, gateway, owner, tools, prober, results, signals
-    )
+
+    def publish(generation: Compiled) -> Generation:
+        return gateway.generations.publish(generation.router, loop(generation))
+
+    recompile = partial(compile_generation, flags, compiled)
+    reloader = Reloader(compiled, recompile, publish, gateway.generations)
+    gateway.reloads = reloader
+    return GatewayParts(store, runs, gateway, owner, config, reloader, results, signals)
 
 
-def build_app(
-    config: Config, store: ResponseStore | None = None, *, parts: GatewayParts | None = None
-) -> Starlette:
+def build_app(parts: GatewayParts) -> Starlette:
     """The HTTP app. Its start-up marks the responses a dead process left in progress
-    (before any request is served); its shutdown ends the runs still in flight."""
-    parts = parts or build_gateway(config, store)
+    (before any request is served); its shutdown ends the runs still in flight, then
+    closes every config generation."""
     mcp = McpSurface(parts.gateway, __version__)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         await fail_abandoned(parts.store, parts.owner, encode_event_json)
-        probing = None if parts.prober is None else asyncio.create_task(parts.prober.run())
+        parts.reloader.start()
         if parts.signals is not None:
             await parts.signals.start(parts.gateway.cancel_signalled)
         try:
             async with mcp.running():
                 yield
         finally:
-            if probing is not None:
-                probing.cancel()
+            await parts.reloader.aclose()
             await parts.end_runs()
             if parts.results is not None:
                 await parts.results.aclose()
             if parts.signals is not None:
                 await parts.signals.aclose()
-            for backend in parts.backends:
-                await backend.aclose()
-            await parts.tools.aclose()
+            await parts.gateway.generations.aclose()
             await parts.store.aclose()
 
+    config = parts.config
+    key = admin_key(config)
+    admin = None if key is None else AdminRoutes(parts.gateway, key, config.admin.reload_endpoint)
     server = config.server
     keepalive = float(os.environ.get(TESTING_KEEPALIVE_ENV, KEEPALIVE_INTERVAL))
     return build_http_app(
@@ -346,4 +383,5 @@ def build_app(
             max_input_items=server.max_input_items,
         ),
         mcp=mcp,
+        admin=admin,
     )

@@ -7,12 +7,13 @@ import asyncio
 import gc
 import logging
 import math
+import signal
 import sys
 from collections.abc import Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stateway import __version__
-from stateway.config import Config, ConfigError, Overrides, backend_api_key, load_config
+from stateway.config import Config, ConfigError, Overrides
 from stateway.core.errors import StorageError
 from stateway.serving import (
     DRAIN_GRACE,
@@ -23,6 +24,9 @@ from stateway.serving import (
     socket_url,
 )
 from stateway.storage.sql import describe_url, migrate
+
+if TYPE_CHECKING:
+    from stateway.reload import Compiled
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,21 +46,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             system_first=args.system_first,
         )
         return 0
+    flags = _overrides(args)
     try:
-        config = load_config(_overrides(args))
-        for backend in config.backends:
-            backend_api_key(backend)
-        from stateway.app import backend_gateway_tools, build_tools
-        from stateway.stage_loader import check_stages
+        from stateway.app import compile_generation
 
-        check_stages(config)  # every stage loads, as serving (or a reload) would
-
-        tools = build_tools(config)  # every tool secret is present (nothing is opened yet)
-        for backend in config.backends:
-            backend_gateway_tools(backend, tools)
+        # Built exactly as serving and every reload build it (nothing is opened yet):
+        # every backend, key, stage and gateway tool, unpublished.
+        compiled = compile_generation(flags)
     except ConfigError as exc:
         print(f"stateway: {exc}", file=sys.stderr)
         return 2
+    config = compiled.config
     try:
         match args.command:
             case "check-config":
@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"database {describe_url(config.database_url)} is at the latest schema")
                 return 0
             case _:
-                return _serve(config)
+                return _serve(compiled, flags)
     except StorageError as exc:
         cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
         print(f"stateway: {exc.message}{cause}", file=sys.stderr)
@@ -78,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _serve(config: Config) -> int:
+def _serve(compiled: Compiled, flags: Overrides) -> int:
+    config = compiled.config
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -95,8 +96,11 @@ def _serve(config: Config) -> int:
         from stateway.app import build_app, build_gateway
 
         await migrate(config.database_url)
-        parts = build_gateway(config)
-        app = build_app(config, parts=parts)
+        parts = build_gateway(compiled, flags)
+        app = build_app(parts)
+        # Reloads are explicit: SIGHUP (or the admin route); a file edit alone does nothing.
+        reload = parts.reloader.reload_signalled
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
         _tune_gc()
         drain = Drain(config.server.drain_timeout, parts.end_runs, parts.settle_runs)
         graceful = math.ceil(drain.timeout) + DRAIN_GRACE

@@ -201,6 +201,14 @@ class CoordinationConfig(_Strict):
         return url
 
 
+class AdminConfig(_Strict):
+    reload_endpoint: bool = False
+    """Serve ``POST /admin/config/reload`` (``SIGHUP`` reloads either way)."""
+    api_key_env: str = Field(default="STATEWAY_ADMIN_KEY", min_length=1)
+    """The environment variable holding the admin credential (a bearer token); the admin
+    routes are served only when it is set."""
+
+
 class Config(_Strict):
     server: ServerConfig = ServerConfig()
     storage: StorageConfig = StorageConfig()
@@ -216,6 +224,7 @@ class Config(_Strict):
     stages: list[StageConfig] = Field(default_factory=list)
     """Feature stages every route runs (before its own)."""
     coordination: CoordinationConfig = CoordinationConfig()
+    admin: AdminConfig = AdminConfig()
 
     @property
     def catch_all_backends(self) -> list[BackendConfig]:
@@ -338,6 +347,19 @@ def backend_api_key(backend: BackendConfig, environ: Mapping[str, str] | None = 
     if not key:
         raise ConfigError(
             f"backend '{backend.name}': environment variable {backend.api_key_env} is not set"
+        )
+    return key
+
+
+def admin_key(config: Config, environ: Mapping[str, str] | None = None) -> str | None:
+    """The admin credential, or None when its variable is unset; unset while
+    ``reload_endpoint`` is true is a :class:`ConfigError`."""
+    env = os.environ if environ is None else environ
+    key = env.get(config.admin.api_key_env) or None
+    if key is None and config.admin.reload_endpoint:
+        raise ConfigError(
+            f"admin.reload_endpoint is true but environment variable "
+            f"{config.admin.api_key_env} (admin.api_key_env) is not set"
         )
     return key
 

@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Match, Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core.errors import GatewayError, InvalidRequest, NotFound
+from stateway.surfaces.http.admin import AdminRoutes
 from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.hosts import HostGuard
@@ -50,11 +51,12 @@ def build_http_app(
     messages: MessagesRoutes | None = None,
     chat: ChatRoutes | None = None,
     mcp: ASGIApp | None = None,
+    admin: AdminRoutes | None = None,
 ) -> Starlette:
     """``allowed_hosts``: the ``Host`` names served (None: any), see :mod:`.hosts`;
     ``conversations``: the Conversations API's routes, ``messages`` the Anthropic
     Messages routes, ``chat`` the Chat Completions route, ``mcp`` the MCP surface
-    (``/mcp``, every method), when served."""
+    (``/mcp``, every method), ``admin`` the admin routes, when served."""
     unbuilt = _Unbuilt()
     reserved = [Route(path, unbuilt) for name in UNBUILT for path in (name, name + "/{_:path}")]
     routes: list[BaseRoute] = [
@@ -79,6 +81,7 @@ def build_http_app(
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/health", service.health, methods=["GET"]),
         Route("/ready", service.ready, methods=["GET"]),
+        *([] if admin is None else admin.routes()),
     ]
     handlers: dict[Any, Any] = {
         GatewayError: _gateway_error,

@@ -1,0 +1,155 @@
+"""Reloading the configuration while serving: explicit triggers only (``SIGHUP``, and
+``POST /admin/config/reload`` when ``[admin] reload_endpoint`` is on).
+
+A reload reads the configuration again as start-up did: the same file path, the
+environment as it is now, the start-up flags (which keep their precedence over the
+file). It compiles it with the function ``stateway check-config`` and start-up use
+(:func:`stateway.app.compile_generation`) and publishes the result as a new generation
+(:mod:`stateway.core.generations`). A reload that fails keeps the generation in effect,
+logs why and reports it in :meth:`Reloader.status`.
+
+The ``[server]``, ``[storage]``, ``[coordination]`` and ``[admin]`` tables are read once at
+start-up (the listening socket, the database, the HTTP surface's limits and host check,
+the drain window, the shared upstream waiting room, command outcomes and cancel signals,
+the admin routes): a reload applies nothing from them and reports each changed setting
+as needing a restart; the rest of the new configuration applies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from stateway.backends.admission import WaitingRoom
+from stateway.config import Config, ConfigError
+from stateway.core.errors import ConfigRejected
+from stateway.core.generations import ConfigStatus, Generations
+from stateway.core.routing import Router
+from stateway.core.routing.probe import HealthProber
+from stateway.core.tools.toolset import GatewayTools
+
+log = logging.getLogger(__name__)
+
+STARTUP_SECTIONS = ("server", "storage", "coordination", "admin")
+"""Configuration tables read once at start-up: changing them needs a restart."""
+
+
+@dataclass(slots=True, eq=False)
+class Compiled:
+    """A configuration compiled into a generation's parts, not yet published."""
+
+    config: Config
+    """As in effect: the start-up tables kept as they were at start-up."""
+    router: Router
+    tools: GatewayTools
+    waiting_room: WaitingRoom
+    """The process-wide queue for upstream connection slots (``[server]``)."""
+    prober: HealthProber | None = None
+    """Probes the router's backends while the generation is current (``active_probe``)."""
+    restart_required: tuple[str, ...] = ()
+    """Start-up settings the file (or environment) changed since start-up, not applied."""
+
+
+def restart_required(started: Config, loaded: Config) -> tuple[str, ...]:
+    """The settings of the start-up tables whose loaded value differs from the started."""
+    changed: list[str] = []
+    for section in STARTUP_SECTIONS:
+        before, after = getattr(started, section), getattr(loaded, section)
+        changed += [
+            f"{section}.{name}"
+            for name in type(before).model_fields
+            if getattr(before, name) != getattr(after, name)
+        ]
+    return tuple(changed)
+
+
+def keep_started(started: Config, loaded: Config) -> Config:
+    """``loaded`` with the start-up tables as they were at start-up."""
+    return loaded.model_copy(update={s: getattr(started, s) for s in STARTUP_SECTIONS})
+
+
+class Reloader:
+    """Reloads for the running process (the core's :class:`~.generations.Reloads`), and
+    the probing of the current generation's backends."""
+
+    def __init__(
+        self,
+        started: Compiled,
+        compile: Callable[[], Compiled],
+        publish: Callable[[Compiled], object],
+        generations: Generations,
+    ) -> None:
+        """``compile`` builds a new generation (raising :class:`ConfigError`);
+        ``publish`` makes it current."""
+        self._compile = compile
+        self._publish = publish
+        self._generations = generations
+        self._prober = started.prober
+        self._probing: asyncio.Task[None] | None = None
+        self._last_error: str | None = None
+        self._restart_required: tuple[str, ...] = ()
+        self._serving = False
+        self._closed = False
+
+    def start(self) -> None:
+        """Serving has started: probe the current generation from now on."""
+        self._serving = True
+        self._probe(self._prober)
+
+    async def reload(self) -> ConfigStatus:
+        return self.reload_now()
+
+    def reload_now(self) -> ConfigStatus:
+        """Compile and publish a new generation. Runs without yielding to the event loop,
+        so reloads never interleave and no request sees half of one. Raises
+        :class:`ConfigRejected` (logged; the current generation serves on)."""
+        serving = self._generations.current.number
+        try:
+            compiled = self._compile()
+        except ConfigError as exc:
+            self._last_error = str(exc)
+            log.error("config reload failed; generation %d serves on: %s", serving, exc)
+            raise ConfigRejected(f"The configuration was not reloaded: {exc}") from None
+        self._publish(compiled)
+        self._last_error = None
+        self._restart_required = compiled.restart_required
+        self._probe(compiled.prober)
+        status = self.status()
+        log.info("config generation %d serves new requests", status.generation)
+        if status.restart_required:
+            changed = ", ".join(status.restart_required)
+            log.warning("config changes not applied until a restart: %s", changed)
+        return status
+
+    def reload_signalled(self) -> None:
+        """``SIGHUP``: reload; a failure is logged and reported in the status only."""
+        if not self._closed:
+            with contextlib.suppress(ConfigRejected):
+                self.reload_now()
+
+    def status(self) -> ConfigStatus:
+        current = self._generations.current
+        return ConfigStatus(
+            generation=current.number,
+            loaded_at=current.loaded_at,
+            last_error=self._last_error,
+            restart_required=self._restart_required,
+            retiring=tuple(self._generations.retiring),
+        )
+
+    async def aclose(self) -> None:
+        """Stop reloading and probing (shutting down)."""
+        self._closed = True
+        self._probe(None)
+
+    def _probe(self, prober: HealthProber | None) -> None:
+        """Probe with ``prober`` from now on (None: not at all), once serving."""
+        self._prober = prober
+        if self._probing is not None:
+            self._probing.cancel()
+            self._probing = None
+        if prober is not None and self._serving and not self._closed:
+            self._probing = asyncio.create_task(prober.run())

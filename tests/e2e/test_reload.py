@@ -1,0 +1,268 @@
+"""Config reloads through the real ``stateway serve``: ``SIGHUP`` and the admin route
+swap a route's upstream while runs admitted before finish on theirs, a broken file keeps
+the last good generation, and start-up settings report that they need a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openai import AsyncOpenAI, OpenAI
+
+from stateway.fake_upstream.launch import start_fake_upstream
+from stateway.launch import GATEWAY_ANNOUNCEMENT, launch
+from tests.e2e.configured import RunningGateway
+from tests.e2e.routing import fake_requests
+
+ADMIN_KEY = "admin-key-for-tests"
+AUTHORIZED = {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+
+@pytest.fixture(scope="module")
+def second_upstream() -> Iterator[str]:
+    with start_fake_upstream() as url:
+        yield url
+
+
+def routes(upstream: str, model: str, *, head: str = "") -> str:
+    """One route, ``assistant``, to ``model`` on ``upstream``; ``head`` goes first."""
+    return f"""{head}
+[[backends]]
+name = "up"
+url = "{upstream}"
+
+[[routes]]
+name = "assistant"
+[[routes.candidates]]
+backend = "up"
+model = "{model}"
+"""
+
+
+@contextmanager
+def serving(directory: Path, text: str, *, database_flag: bool = True) -> Iterator[RunningGateway]:
+    """``stateway serve --config FILE`` (and ``--database`` unless told not to), with the
+    admin credential in its environment."""
+    config = directory / "stateway.toml"
+    config.write_text(text)
+    database = directory / "gateway.db"
+    log = directory / "gateway.log"
+    command = [sys.executable, "-m", "stateway", "serve", "--port", "0", "--config", str(config)]
+    if database_flag:
+        command += ["--database", f"sqlite:///{database}"]
+    env = {"STATEWAY_ADMIN_KEY": ADMIN_KEY}
+    with (
+        log.open("w") as stderr,
+        launch(command, GATEWAY_ANNOUNCEMENT, env=env, stderr=stderr, timeout=60) as launched,
+    ):
+        yield RunningGateway(launched.url, launched.pid, log, database)
+
+
+def admin(
+    gateway: RunningGateway, method: str, path: str, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """An admin route's status and JSON body."""
+    request = urllib.request.Request(
+        gateway.url + path, method=method, headers=AUTHORIZED if headers is None else headers
+    )
+    try:
+        with urllib.request.urlopen(request) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, json.loads(error.read())
+
+
+def status(gateway: RunningGateway) -> dict[str, Any]:
+    code, body = admin(gateway, "GET", "/admin/config/status")
+    assert code == 200, body
+    return body
+
+
+def await_status(gateway: RunningGateway, done: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """Poll the status until ``done`` holds (bounded: a hang fails, nothing is timed)."""
+    for _ in range(600):
+        current = status(gateway)
+        if done(current):
+            return current
+        time.sleep(0.05)
+    raise AssertionError(f"the status never got there: {current}")
+
+
+def sighup(gateway: RunningGateway, directory: Path, text: str) -> None:
+    (directory / "stateway.toml").write_text(text)
+    os.kill(gateway.pid, signal.SIGHUP)
+
+
+def sdk(gateway: RunningGateway) -> OpenAI:
+    return OpenAI(base_url=gateway.url + "/v1", api_key="x", max_retries=0)
+
+
+def marker() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def test_sighup_swaps_the_upstream_while_a_slow_run_finishes_on_the_old_one(
+    tmp_path: Path, fake_upstream: str, second_upstream: str
+) -> None:
+    old, new = marker(), marker()
+    with serving(tmp_path, routes(fake_upstream, "old-model")) as gateway, sdk(gateway) as client:
+        assert status(gateway)["generation"] == 1
+        with client.responses.stream(
+            model="assistant", input=f"{old} [[slow:150]] [[words:60]]"
+        ) as stream:
+            for event in stream:
+                if event.type == "response.output_text.delta":
+                    break  # the slow run is under way on generation 1
+            # The file also names another database: the --database flag still wins.
+            head = '[storage]\ndatabase = "sqlite:///ignored.db"\n'
+            sighup(gateway, tmp_path, routes(second_upstream, "new-model", head=head))
+            reloaded = await_status(gateway, lambda s: s["generation"] == 2)
+            assert reloaded["last_error"] is None
+            assert reloaded["restart_required"] == []
+            assert reloaded["retiring"] == [1]  # the slow run holds generation 1
+
+            fresh = client.responses.create(model="assistant", input=new)
+            assert fresh.status == "completed"
+            assert [r["body"]["model"] for r in fake_requests(second_upstream, new)] == [
+                "new-model"
+            ]
+            assert fake_requests(fake_upstream, new) == []
+
+            kinds = [event.type for event in stream]
+            final = stream.get_final_response()
+        assert kinds[-1] == "response.completed"
+        assert final.output_text.endswith("w60")
+        assert [r["body"]["model"] for r in fake_requests(fake_upstream, old)] == ["old-model"]
+        assert fake_requests(second_upstream, old) == []
+        await_status(gateway, lambda s: s["retiring"] == [])  # retired with its last run
+
+
+def test_a_broken_file_keeps_the_last_good_generation(
+    tmp_path: Path, fake_upstream: str, second_upstream: str
+) -> None:
+    with serving(tmp_path, routes(fake_upstream, "kept-model")) as gateway, sdk(gateway) as client:
+        sighup(gateway, tmp_path, "[[routes]\nname = ")
+        failed = await_status(gateway, lambda s: s["last_error"] is not None)
+        assert "not valid TOML" in failed["last_error"]
+        assert failed["generation"] == 1
+
+        broken = routes(second_upstream, "m").replace('backend = "up"', 'backend = "gone"')
+        sighup(gateway, tmp_path, broken)
+        failed = await_status(gateway, lambda s: "gone" in (s["last_error"] or ""))
+        assert failed["generation"] == 1
+        mark = marker()
+        assert client.responses.create(model="assistant", input=mark).status == "completed"
+        assert [r["body"]["model"] for r in fake_requests(fake_upstream, mark)] == ["kept-model"]
+        assert "config reload failed; generation 1 serves on" in gateway.log.read_text()
+
+        sighup(gateway, tmp_path, routes(second_upstream, "fixed-model"))
+        fixed = await_status(gateway, lambda s: s["generation"] == 2)
+        assert fixed["last_error"] is None
+
+
+def test_the_admin_routes(tmp_path: Path, fake_upstream: str, second_upstream: str) -> None:
+    (tmp_path / "off").mkdir()
+    with serving(tmp_path / "off", routes(fake_upstream, "m")) as gateway:
+        assert admin(gateway, "POST", "/admin/config/reload")[0] == 404  # not enabled
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            code, body = admin(gateway, "GET", "/admin/config/status", headers)
+            assert (code, body["error"]["code"]) == (401, "invalid_api_key")
+        assert status(gateway)["generation"] == 1
+
+    enabled = "[admin]\nreload_endpoint = true\n"
+    directory = tmp_path / "on"
+    directory.mkdir()
+    with serving(directory, routes(fake_upstream, "m", head=enabled)) as gateway:
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            assert admin(gateway, "POST", "/admin/config/reload", headers)[0] == 401
+        assert status(gateway)["generation"] == 1  # neither reloaded
+
+        (directory / "stateway.toml").write_text(routes(second_upstream, "m2", head=enabled))
+        code, reloaded = admin(gateway, "POST", "/admin/config/reload")
+        assert (code, reloaded["generation"]) == (200, 2)
+        mark = marker()
+        with sdk(gateway) as client:
+            client.responses.create(model="assistant", input=mark)
+        assert [r["body"]["model"] for r in fake_requests(second_upstream, mark)] == ["m2"]
+
+        bad = routes(second_upstream, "m3", head=enabled).replace("[[routes]]", "[[routes]]\nx=1")
+        (directory / "stateway.toml").write_text(bad)
+        code, rejected = admin(gateway, "POST", "/admin/config/reload")
+        assert (code, rejected["error"]["code"]) == (400, "config_invalid")
+        after = status(gateway)
+        assert after["generation"] == 2
+        assert "routes.0.x" in after["last_error"]
+
+
+def test_a_changed_database_url_needs_a_restart(
+    tmp_path: Path, fake_upstream: str, second_upstream: str
+) -> None:
+    first, second = tmp_path / "first.db", tmp_path / "second.db"
+    head = f'[storage]\ndatabase = "sqlite:///{first}"\n'
+    text = routes(fake_upstream, "m", head=head)
+    with serving(tmp_path, text, database_flag=False) as gateway, sdk(gateway) as client:
+        moved = f'[storage]\ndatabase = "sqlite:///{second}"\n'
+        sighup(gateway, tmp_path, routes(second_upstream, "m2", head=moved))
+        reloaded = await_status(gateway, lambda s: s["generation"] == 2)
+        assert reloaded["restart_required"] == ["storage.database"]
+        mark = marker()
+        response = client.responses.create(model="assistant", input=mark)
+        assert [r["body"]["model"] for r in fake_requests(second_upstream, mark)] == ["m2"]
+        stored = RunningGateway(gateway.url, gateway.pid, gateway.log, first).stored(response.id)
+        assert stored["status"] == "completed"  # still the database it started with
+        assert not second.exists()
+        assert "restart: storage.database" in gateway.log.read_text()
+
+
+async def test_streams_under_load_finish_on_the_generation_they_started_on(
+    tmp_path: Path, fake_upstream: str, second_upstream: str
+) -> None:
+    """Five reloads while streams run: each finishes on the upstream model of the
+    generation it was admitted under, none fails, and each new one takes the new route."""
+    phases, per_phase = 6, 8
+    upstreams = [fake_upstream, second_upstream]
+    with serving(tmp_path, routes(upstreams[0], "gen-1")) as gateway:
+        client = AsyncOpenAI(base_url=gateway.url + "/v1", api_key="x", max_retries=0)
+
+        async def stream(mark: str, admitted: asyncio.Event) -> tuple[str, str]:
+            async with client.responses.stream(
+                model="assistant", input=f"{mark} [[slow:40]] [[words:25]]"
+            ) as events:
+                async for event in events:
+                    if event.type == "response.output_text.delta":
+                        admitted.set()
+                final = await events.get_final_response()
+            return mark, final.status or ""
+
+        started: list[tuple[int, asyncio.Task[tuple[str, str]]]] = []
+        for phase in range(1, phases + 1):
+            admitted = [asyncio.Event() for _ in range(per_phase)]
+            for event in admitted:
+                started.append((phase, asyncio.create_task(stream(marker(), event))))
+            await asyncio.gather(*(event.wait() for event in admitted))
+            if phase < phases:
+                text = routes(upstreams[phase % 2], f"gen-{phase + 1}")
+                sighup(gateway, tmp_path, text)
+                await asyncio.to_thread(
+                    await_status, gateway, lambda s, n=phase + 1: s["generation"] == n
+                )
+        for phase, task in started:
+            mark, final = await task
+            assert final == "completed"
+            logged = fake_requests(upstreams[(phase - 1) % 2], mark)
+            assert [r["body"]["model"] for r in logged] == [f"gen-{phase}"]
+        await client.close()
+        await asyncio.to_thread(await_status, gateway, lambda s: s["retiring"] == [])

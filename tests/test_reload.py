@@ -1,0 +1,191 @@
+"""Reloading: the start-up tables are classified as needing a restart and kept, flags
+and environment keep their precedence, a failed compile keeps the generation serving,
+and a reload compiles with the very function start-up and check-config use."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from stateway.app import compile_generation
+from stateway.config import Config, ConfigError, Overrides, ServerConfig
+from stateway.core.errors import ConfigRejected
+from stateway.core.generations import Generations
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.routing.probe import HealthProber
+from stateway.reload import Compiled, Reloader, keep_started, restart_required
+from tests.core.fakes import MemoryStore, ScriptedBackend
+
+BACKEND = """
+[[backends]]
+name = "{name}"
+url = "http://127.0.0.1:9/v1"
+models = ["m"]
+"""
+
+
+def config(**tables: object) -> Config:
+    return Config.model_validate(tables)
+
+
+def write(path: Path, text: str) -> Overrides:
+    path.write_text(text)
+    return Overrides(config=str(path))
+
+
+def test_each_changed_startup_setting_is_reported() -> None:
+    started = config()
+    loaded = config(
+        server={"port": 9999, "max_body_bytes": 4096},
+        storage={"database": "sqlite:///elsewhere.db"},
+        coordination={"redis_url": "redis://127.0.0.1:6379/0"},
+        admin={"reload_endpoint": True},
+        loop={"max_rounds": 3},
+    )
+    assert restart_required(started, loaded) == (
+        "server.port",
+        "server.max_body_bytes",
+        "storage.database",
+        "coordination.redis_url",
+        "admin.reload_endpoint",
+    )
+    assert restart_required(started, config(loop={"max_rounds": 3})) == ()
+
+
+@pytest.mark.parametrize("name", sorted(ServerConfig.model_fields))
+def test_every_server_setting_needs_a_restart(name: str) -> None:
+    changed = {
+        "host": "0.0.0.0",
+        "port": 1,
+        "max_body_bytes": 2048,
+        "request_body_timeout": 1.0,
+        "max_input_items": 1,
+        "drain_timeout": 1.0,
+        "max_queued_requests": 1,
+        "allowed_hosts": ["example.test"],
+    }
+    assert restart_required(config(), config(server={name: changed[name]})) == (f"server.{name}",)
+
+
+def test_the_startup_tables_stay_and_the_rest_applies() -> None:
+    started = config(server={"port": 1234}, storage={"database": "sqlite:///a.db"})
+    loaded = config(
+        server={"port": 5678}, storage={"database": "sqlite:///b.db"}, loop={"max_rounds": 2}
+    )
+    kept = keep_started(started, loaded)
+    assert kept.server.port == 1234
+    assert kept.storage.database == "sqlite:///a.db"
+    assert kept.loop.max_rounds == 2
+
+
+def test_a_reload_compiles_the_file_again_keeping_startup_settings(tmp_path: Path) -> None:
+    path = tmp_path / "stateway.toml"
+    flags = write(path, '[storage]\ndatabase = "sqlite:///a.db"\n' + BACKEND.format(name="a"))
+    started = compile_generation(flags)
+    path.write_text('[storage]\ndatabase = "sqlite:///b.db"\n' + BACKEND.format(name="b"))
+    reloaded = compile_generation(flags, started)
+    assert reloaded.restart_required == ("storage.database",)
+    assert reloaded.config.storage.database == "sqlite:///a.db"  # nothing applied from it
+    assert [b.name for b in reloaded.router.backends] == ["b"]  # the rest applies
+    assert reloaded.waiting_room is started.waiting_room  # process-wide, from [server]
+
+
+def test_flags_and_environment_keep_their_precedence_over_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STATEWAY_MAX_BODY_BYTES", "65536")
+    path = tmp_path / "stateway.toml"
+    flags = Overrides(config=str(path), database="sqlite:///flag.db", port=7000)
+    path.write_text(BACKEND.format(name="a"))
+    started = compile_generation(flags)
+    text = '[server]\nport = 1\nmax_body_bytes = 2048\n[storage]\ndatabase = "sqlite:///f.db"\n'
+    path.write_text(text + BACKEND.format(name="a"))
+    reloaded = compile_generation(flags, started)
+    assert reloaded.restart_required == ()  # the flags and the environment still win
+    assert reloaded.config.storage.database == "sqlite:///flag.db"
+    assert reloaded.config.server.max_body_bytes == 65536
+
+
+def test_the_reload_endpoint_needs_its_credential(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flags = write(tmp_path / "s.toml", '[admin]\nreload_endpoint = true\napi_key_env = "ADM"\n')
+    monkeypatch.delenv("ADM", raising=False)
+    with pytest.raises(ConfigError, match="ADM"):
+        compile_generation(flags)
+    monkeypatch.setenv("ADM", "secret")
+    assert compile_generation(flags).config.admin.reload_endpoint
+
+
+class Probed(ScriptedBackend):
+    def __init__(self, name: str) -> None:
+        super().__init__([])
+        self.name = name
+        self.probed = asyncio.Event()
+
+    async def list_models(self) -> list[str]:
+        self.probed.set()
+        return ["m"]
+
+
+def compiled(backend: ScriptedBackend, *, probe: bool = False, changed: str = "") -> Compiled:
+    router = Router([BackendEntry(backend, {"m": "m"})])
+    prober = HealthProber(router, 3600.0) if probe else None
+    restart = (changed,) if changed else ()
+    return Compiled(config(), router, Loop(MemoryStore()).tools, None, prober, restart)  # type: ignore[arg-type]
+
+
+class Reloads:
+    def __init__(self) -> None:
+        self.first = Probed("first")
+        started = compiled(self.first, probe=True)
+        self.store = MemoryStore()
+        self.generations = Generations(started.router, Loop(self.store))
+        self.next: Compiled | ConfigError = ConfigError("unset")
+        self.reloader = Reloader(started, self._compile, self._publish, self.generations)
+
+    def _compile(self) -> Compiled:
+        if isinstance(self.next, ConfigError):
+            raise self.next
+        return self.next
+
+    def _publish(self, generation: Compiled) -> None:
+        self.generations.publish(generation.router, Loop(self.store))
+
+
+async def test_a_failed_reload_keeps_the_generation_and_reports_why() -> None:
+    reloads = Reloads()
+    reloads.next = ConfigError("route 'assistant': unknown backend 'gone'")
+    with pytest.raises(ConfigRejected, match="unknown backend 'gone'") as rejected:
+        await reloads.reloader.reload()
+    assert rejected.value.status == 400
+    status = reloads.reloader.status()
+    assert status.generation == 1
+    assert status.last_error == "route 'assistant': unknown backend 'gone'"
+    reloads.reloader.reload_signalled()  # a signal's reload fails quietly: logged, reported
+    assert reloads.reloader.status().generation == 1
+
+    reloads.next = compiled(Probed("second"), changed="storage.database")
+    status = await reloads.reloader.reload()
+    assert status.generation == 2
+    assert status.last_error is None
+    assert status.restart_required == ("storage.database",)
+    assert status.loaded_at == reloads.generations.current.loaded_at
+
+
+async def test_probing_follows_the_current_generation() -> None:
+    reloads = Reloads()
+    reloads.reloader.start()
+    await reloads.first.probed.wait()
+    second = Probed("second")
+    reloads.next = compiled(second, probe=True)
+    reloads.reloader.reload_signalled()
+    await second.probed.wait()
+    await reloads.reloader.aclose()
+    third = Probed("third")
+    reloads.next = compiled(third, probe=True)
+    reloads.reloader.reload_signalled()  # shutting down: no more reloads
+    assert reloads.generations.current.number == 2
