@@ -9,7 +9,7 @@ import pytest
 from stateway.config import Config, ConfigError
 from stateway.core.stages.shipped import ParamClamp, ToolFilter
 from stateway.route_config import StageConfig
-from stateway.stage_loader import check_stages, load_stage
+from stateway.stage_loader import load_chain, load_stage
 
 MODULE = """
 class Labeler:
@@ -72,7 +72,7 @@ def test_a_bad_stage_is_a_config_error_naming_it(
         load_stage(StageConfig(name=name, options=options), "route 'r'")
 
 
-def test_check_stages_loads_global_and_route_stages(installed: Path) -> None:
+def test_a_route_chain_loads_global_and_route_stages(installed: Path) -> None:
     config = Config.model_validate(
         {
             "backends": [{"name": "a", "url": "http://a/v1"}],
@@ -86,5 +86,6 @@ def test_check_stages_loads_global_and_route_stages(installed: Path) -> None:
             ],
         }
     )
+    (route,) = config.routes
     with pytest.raises(ConfigError, match="route 'r': stage 'nope'"):
-        check_stages(config)
+        load_chain(config, route.stages, f"route '{route.name}'")

@@ -42,10 +42,3 @@ def load_chain(
     stages = [load_stage(s, "stages") for s in config.stages]
     stages += [load_stage(s, where) for s in route or []]
     return StageChain(stages)
-
-
-def check_stages(config: Config) -> None:
-    """Load every configured stage once, as serving would."""
-    load_chain(config)
-    for route in config.routes:
-        load_chain(config, route.stages, f"route '{route.name}'")
