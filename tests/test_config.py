@@ -202,3 +202,38 @@ def test_guided_decoding_is_off_unless_a_backend_names_its_style(tmp_path: Path)
         load_config(
             Overrides(config=write(tmp_path, table + 'guided_decoding = "xgr"\n')), EMPTY_ENV
         )
+
+
+KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="  # bytes 0..31
+OTHER_KEY = "HxwdHh8AAQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRo="
+
+
+def test_sealing_key_from_file_or_environment(tmp_path: Path) -> None:
+    assert load_config(Overrides(), EMPTY_ENV).security.sealing_key is None
+    path = write(tmp_path, f'[security]\nsealing_key = "{KEY}"\n')
+    assert load_config(Overrides(config=path), EMPTY_ENV).security.sealing_key == KEY
+    env = {"STATEWAY_SEALING_KEY": OTHER_KEY}
+    assert load_config(Overrides(config=path), env).security.sealing_key == OTHER_KEY
+
+
+@pytest.mark.parametrize(
+    ("key", "fragment"),
+    [
+        ("not base64 at all!", "not valid base64"),
+        ("AAECAwQFBgcICQoLDA0ODw==", "must decode to 32 bytes, not 16"),
+    ],
+)
+def test_unusable_sealing_keys_are_refused_without_echoing_them(key: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_config(Overrides(), {"STATEWAY_SEALING_KEY": key})
+    assert "security.sealing_key" in str(refused.value)
+    assert fragment in str(refused.value)
+    assert key not in str(refused.value)
+
+
+def test_context_window_is_a_positive_backend_setting(tmp_path: Path) -> None:
+    path = write(tmp_path, '[[backends]]\nname = "b"\nurl = "http://h/v1"\ncontext_window = 8192\n')
+    assert load_config(Overrides(config=path), EMPTY_ENV).backends[0].context_window == 8192
+    bad = write(tmp_path, '[[backends]]\nname = "b"\nurl = "http://h/v1"\ncontext_window = 0\n')
+    with pytest.raises(ConfigError, match="context_window"):
+        load_config(Overrides(config=bad), EMPTY_ENV)

@@ -13,11 +13,15 @@ Example file::
     [storage]
     database = "postgresql://stateway@db/stateway"
 
+    [security]
+    sealing_key = "..."                # base64 of 32 bytes (default: kept in the database)
+
     [[backends]]
     name = "vllm"
     url = "http://127.0.0.1:8000/v1"
     api = "chat"                       # or "responses", "anthropic"
     models = ["qwen3-8b"]              # or {"public-name" = "upstream-name"}
+    context_window = 32768             # for truncation "auto" and compaction thresholds
 
     [[backends]]
     name = "openai"
@@ -39,6 +43,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stateway.route_config import HealthConfig, RouteConfig, StageConfig, check_routes
+from stateway.sealing.keys import parse_key
 from stateway.storage.sql.engine import async_url
 from stateway.tool_config import (
     McpConfig,
@@ -141,6 +146,11 @@ class BackendConfig(_Strict):
     (uvicorn-based servers such as vLLM close idle connections after 5 s)."""
     pool_timeout: float = Field(default=30.0, gt=0)
     """The longest a request waits for one of ``max_connections`` connection slots."""
+    context_window: int | None = Field(default=None, ge=1)
+    """The context window (tokens) of the models this backend serves: ``truncation:
+    "auto"`` drops the oldest turns to fit it, and a ``context_management`` compaction
+    without ``compact_threshold`` triggers at 80% of it. Default: unknown (neither)."""
+
     gateway_tools: list[dict[str, Any]] = Field(default_factory=list)
     """Gateway-owned tools (Responses-shaped ``mcp`` / ``web_search`` tools) offered to
     every model of this backend on the Chat Completions and Messages frontends, whose
@@ -171,6 +181,19 @@ class BackendConfig(_Strict):
     @property
     def catch_all(self) -> bool:
         return not self.models
+
+
+class SecurityConfig(_Strict):
+    sealing_key: str | None = Field(default=None, repr=False)
+    """Base64 of 32 bytes: the key sealing ``encrypted_content``. Default: generated on
+    first start and kept in the database (``gateway_secrets``)."""
+
+    @field_validator("sealing_key")
+    @classmethod
+    def _usable_key(cls, key: str | None) -> str | None:
+        if key is not None:
+            parse_key(key)  # its ValueError says what is wrong, without the key
+        return key
 
 
 class LoopConfig(_Strict):
@@ -212,6 +235,7 @@ class AdminConfig(_Strict):
 class Config(_Strict):
     server: ServerConfig = ServerConfig()
     storage: StorageConfig = StorageConfig()
+    security: SecurityConfig = SecurityConfig()
     loop: LoopConfig = LoopConfig()
     tools: ToolsConfig = ToolsConfig()
     mcp: McpConfig = McpConfig()
@@ -279,6 +303,9 @@ class Overrides:
     database: str | None = None
 
 
+SEALING_KEY_ENV = "STATEWAY_SEALING_KEY"
+"""Sets ``[security] sealing_key`` (over the file's)."""
+
 _ENV = {
     "config": "STATEWAY_CONFIG",
     "host": "STATEWAY_HOST",
@@ -312,6 +339,8 @@ def load_config(flags: Overrides, environ: Mapping[str, str] | None = None) -> C
     for key, var in _COORDINATION_ENV.items():
         if env.get(var):
             data["coordination"] = {**data.get("coordination", {}), key: env[var]}
+    if env.get(SEALING_KEY_ENV):
+        data["security"] = {**data.get("security", {}), "sealing_key": env[SEALING_KEY_ENV]}
     if values["database"] is not None:
         data["storage"] = {**data.get("storage", {}), "database": values["database"]}
     if values["upstream"] is None and data.get("backends"):

@@ -1,0 +1,13 @@
+"""Sealing: content the gateway hands to clients that they may carry but neither read nor
+forge (``encrypted_content`` of ``compaction`` and ``reasoning`` items).
+
+The core sees only the :class:`~stateway.core.ports.Sealer` port. This package holds its
+adapter, :class:`AesGcmSealer` (AES-256-GCM, :mod:`.aesgcm`), and the server key's
+life cycle (:mod:`.keys`: from the configuration, else generated once and kept in the
+database). See ``docs/adr/0007-sealing.md``.
+"""
+
+from stateway.sealing.aesgcm import AesGcmSealer
+from stateway.sealing.keys import SEALING_KEY_SECRET, SecretStore, load_sealing_key, parse_key
+
+__all__ = ["SEALING_KEY_SECRET", "AesGcmSealer", "SecretStore", "load_sealing_key", "parse_key"]
