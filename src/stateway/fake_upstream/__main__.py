@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from stateway.fake_upstream.server import serve
+from stateway.fake_upstream.tokenizer import DIALECTS
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -34,6 +35,12 @@ def main(argv: list[str] | None = None) -> None:
         help="refuse a Chat request with a system message anywhere but first (400), as many "
         "open models' chat templates do",
     )
+    parser.add_argument(
+        "--tokenizer",
+        choices=DIALECTS,
+        default="vllm",
+        help="how /tokenize answers: as vLLM (default), as llama.cpp, or not at all",
+    )
     args = parser.parse_args(argv)
     serve(
         args.host,
@@ -42,6 +49,7 @@ def main(argv: list[str] | None = None) -> None:
         model_names=args.models,
         keep_alive=args.keep_alive,
         system_first=args.system_first,
+        tokenizer=args.tokenizer,
     )
 
 

@@ -8,6 +8,8 @@ Routes::
     POST   /v1/responses           stateless Responses (see responses.py)
     POST   /v1/messages            Anthropic Messages (see messages.py)
     POST   /v1/messages/count_tokens  {"input_tokens": N}, N the prompt's words
+    POST   /tokenize               a tokenizer, as vLLM or llama.cpp serve it (tokenizer.py)
+    POST   /apply-template         llama.cpp's chat template rendering (tokenizer.py)
     GET    /_fake/requests         the last 200 generation requests, oldest first: each
                                    ``{"path", "body", "headers"}``, with
                                    ``"disconnected": true`` once its client left a
@@ -70,6 +72,13 @@ from stateway.fake_upstream.misbehaviour import (
 from stateway.fake_upstream.plan import Plan, build_plan
 from stateway.fake_upstream.responses import parse_responses_request
 from stateway.fake_upstream.script import Script, parse_script
+from stateway.fake_upstream.tokenizer import (
+    TEMPLATE_PATH,
+    TOKENIZE_PATH,
+    Dialect,
+    apply_template,
+    tokenize,
+)
 
 REQUEST_LOG_SIZE = 200
 CHAT_PATH = "/v1/chat/completions"
@@ -95,6 +104,7 @@ class WireRequest(Protocol):
     def body(self, plan: Plan) -> bytes: ...
     def frames(self, plan: Plan) -> Iterator[Frame]: ...
     def error_frame(self, message: str, sequence: int) -> bytes: ...
+    def context_error(self, window: int) -> UpstreamError: ...
 
 
 _PARSERS: dict[str, Callable[[dict[str, Any]], WireRequest]] = {
@@ -113,8 +123,10 @@ class FakeUpstreamApp:
         model_names: list[str] | None = None,
         *,
         system_first: bool = False,
+        tokenizer: Dialect = "vllm",
     ) -> None:
         self.api_key = api_key
+        self.tokenizer = tokenizer
         self._parsers = _PARSERS | {
             CHAT_PATH: partial(parse_chat_request, system_first=system_first)
         }
@@ -173,6 +185,16 @@ class FakeUpstreamApp:
             await send_json(
                 send, 200, self._anthropic_models_body if anthropic else self._models_body
             )
+        elif path in (TOKENIZE_PATH, TEMPLATE_PATH) and self._serves(path):
+            if method != "POST":
+                raise method_not_allowed(method, path)
+            body = await _read_json(receive)
+            if body is None:
+                return
+            answer = (
+                tokenize(self.tokenizer, body) if path == TOKENIZE_PATH else apply_template(body)
+            )
+            await send_json(send, 200, orjson.dumps(answer))
         elif path == "/health" and method == "GET":
             await send_json(send, 200, _HEALTH_BODY)
         elif path == REQUESTS_PATH and method == "GET":
@@ -184,6 +206,12 @@ class FakeUpstreamApp:
             raise method_not_allowed(method, path)
         else:
             raise not_found(method, path)
+
+    def _serves(self, path: str) -> bool:
+        """Whether this fake's tokenizer dialect has ``path``."""
+        if self.tokenizer == "none":
+            return False
+        return path == TOKENIZE_PATH or self.tokenizer == "llama.cpp"
 
     def _check_api_key(self, scope: Scope) -> None:
         token = _presented_key(scope)
@@ -244,6 +272,8 @@ async def _answer(
         return
     if script.error is not None:
         raise scripted_error(script.error)
+    if script.context is not None and request.conversation.prompt_tokens > script.context:
+        raise request.context_error(script.context)
     plan = build_plan(request.conversation, script, request.max_tokens)
     if script.huge is not None:
         plan = huge_plan(plan, script.huge, request.stream)
@@ -319,7 +349,11 @@ async def _lifespan(receive: Receive, send: Send) -> None:
 
 
 def build_app(
-    api_key: str | None = None, model_names: list[str] | None = None, *, system_first: bool = False
+    api_key: str | None = None,
+    model_names: list[str] | None = None,
+    *,
+    system_first: bool = False,
+    tokenizer: Dialect = "vllm",
 ) -> FakeUpstreamApp:
     """A fresh fake upstream ASGI app (each with its own request log)."""
-    return FakeUpstreamApp(api_key, model_names, system_first=system_first)
+    return FakeUpstreamApp(api_key, model_names, system_first=system_first, tokenizer=tokenizer)

@@ -17,7 +17,13 @@ import orjson
 
 from stateway.fake_upstream.conversation import Conversation, ConversationBuilder, content_text
 from stateway.fake_upstream.delivery import END, PAYLOAD, STRUCT, Frame
-from stateway.fake_upstream.errors import invalid_request, optional_positive_int, require_str
+from stateway.fake_upstream.errors import (
+    UpstreamError,
+    context_too_long,
+    invalid_request,
+    optional_positive_int,
+    require_str,
+)
 from stateway.fake_upstream.plan import Plan, argument_chunks, new_id
 
 _DONE = b"data: [DONE]\n\n"
@@ -38,6 +44,9 @@ class ChatRequest:
 
     def frames(self, plan: Plan) -> Iterator[Frame]:
         return completion_frames(self, plan)
+
+    def context_error(self, window: int) -> UpstreamError:
+        return context_too_long(self.conversation.prompt_tokens, window, "vllm")
 
     def error_frame(self, message: str, sequence: int) -> bytes:
         """A mid-stream error, as vLLM sends one: a data line holding only ``error``."""

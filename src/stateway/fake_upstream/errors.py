@@ -6,7 +6,7 @@ Every error body has the OpenAI shape
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -34,7 +34,7 @@ class UpstreamError(Exception):
         message: str,
         *,
         type_: str = "invalid_request_error",
-        code: str | None = None,
+        code: str | int | None = None,
         param: str | None = None,
         headers: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
@@ -82,6 +82,23 @@ def scripted_error(status: int) -> UpstreamError:
     headers = _RETRY_AFTER.get(status)
     message = f"Scripted failure: [[error:{status}]]"
     return UpstreamError(status, message, type_=type_, code=code, headers=headers)
+
+
+def context_too_long(
+    prompt: int, window: int, style: Literal["vllm", "openai", "anthropic"]
+) -> UpstreamError:
+    """A prompt over the context window, refused as vLLM (``param`` ``input_tokens``,
+    ``code`` the number 400), OpenAI (``code`` ``context_length_exceeded``) or Anthropic
+    (a 400 ``invalid_request_error`` saying so) refuse it."""
+    if style == "anthropic":
+        return UpstreamError(400, f"prompt is too long: {prompt} tokens > {window} maximum")
+    message = (
+        f"This model's maximum context length is {window} tokens. However, your request has "
+        f"{prompt} input tokens. Please reduce the length of the input messages."
+    )
+    if style == "vllm":
+        return UpstreamError(400, message, type_="BadRequestError", code=400, param="input_tokens")
+    return UpstreamError(400, message, code="context_length_exceeded", param="input")
 
 
 def invalid_request(message: str, param: str | None = None) -> UpstreamError:

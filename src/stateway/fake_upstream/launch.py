@@ -24,6 +24,7 @@ def start_fake_upstream(
     model_names: list[str] | None = None,
     keep_alive: int | None = None,
     system_first: bool = False,
+    tokenizer: str | None = None,
     startup_timeout: float = 30.0,
 ) -> Iterator[str]:
     """Start ``python -m stateway.fake_upstream --port 0``; yield its ``.../v1`` base URL.
@@ -39,5 +40,7 @@ def start_fake_upstream(
         command += ["--keep-alive", str(keep_alive)]
     if system_first:
         command.append("--system-first")
+    if tokenizer is not None:
+        command += ["--tokenizer", tokenizer]
     with start_announced(command, ANNOUNCEMENT, timeout=startup_timeout) as url:
         yield url

@@ -24,6 +24,7 @@ import orjson
 
 from stateway.fake_upstream.conversation import Conversation, ConversationBuilder, content_text
 from stateway.fake_upstream.delivery import END, PAYLOAD, STRUCT, Frame
+from stateway.fake_upstream.errors import UpstreamError, context_too_long
 from stateway.fake_upstream.messages_checks import check_messages_request
 from stateway.fake_upstream.plan import Plan, argument_chunks, new_id, word_chunks
 
@@ -50,6 +51,9 @@ class MessagesRequest:
 
     def frames(self, plan: Plan) -> Iterator[Frame]:
         return message_frames(self, plan)
+
+    def context_error(self, window: int) -> UpstreamError:
+        return context_too_long(self.conversation.prompt_tokens, window, "anthropic")
 
     def error_frame(self, message: str, sequence: int) -> bytes:
         """A mid-stream ``error`` event, as Anthropic sends one."""

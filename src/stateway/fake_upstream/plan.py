@@ -12,6 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from stateway.core.compaction.prompt import SUMMARY_PROMPT
 from stateway.fake_upstream.conversation import Conversation
 from stateway.fake_upstream.script import Script
 
@@ -76,8 +77,14 @@ class Plan:
         return len(self.reasoning) + len(self.text) + len(self.tool_calls)
 
 
+SUMMARY_HEADING = "Summary of the conversation:"
+
+
 def reply_text(conversation: Conversation, script: Script) -> str:
-    """The reply text, by precedence: echo, words, tool results, then the greeting."""
+    """The reply text, by precedence: a summary (asked with the gateway's compaction
+    prompt), echo, words, tool results, then the greeting."""
+    if conversation.user_text == SUMMARY_PROMPT:
+        return "\n".join([SUMMARY_HEADING, *conversation.lines[:-1]])
     if script.echo:
         return "\n".join(conversation.lines)
     if script.words is not None:

@@ -20,6 +20,7 @@ from stateway.fake_upstream.conversation import Conversation, ConversationBuilde
 from stateway.fake_upstream.delivery import END, PAYLOAD, STRUCT, Frame
 from stateway.fake_upstream.errors import (
     UpstreamError,
+    context_too_long,
     invalid_request,
     optional_positive_int,
     require_str,
@@ -42,6 +43,9 @@ class ResponsesRequest:
 
     def frames(self, plan: Plan) -> Iterator[Frame]:
         return response_frames(self, plan)
+
+    def context_error(self, window: int) -> UpstreamError:
+        return context_too_long(self.conversation.prompt_tokens, window, "openai")
 
     def error_frame(self, message: str, sequence: int) -> bytes:
         """A mid-stream ``error`` event (numbered after the ``sequence`` events sent)."""

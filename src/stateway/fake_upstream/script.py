@@ -11,6 +11,10 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           its ``id`` given if missing (repeatable; the Chat wire ignores it)
     [[reason:TEXT]]       emit TEXT as reasoning first (repeatable, joined by a space)
     [[error:STATUS]]      fail with HTTP STATUS (400..599)
+    [[context:N]]         the model's context holds N tokens (words): a longer prompt is
+                          refused with 400, as vLLM (Chat wire: ``param`` ``input_tokens``)
+                          and OpenAI (Responses wire: ``code`` ``context_length_exceeded``)
+                          refuse it
     [[cut:N]]             drop the connection after N streamed payload chunks
     [[slow:MS]]           wait MS milliseconds before the first and between chunks
     [[words:N]]           reply with "w1 w2 ... wN"
@@ -27,6 +31,11 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           another model is answered plainly (tests of routing between
                           candidates that name different models)
 
+A last user message that is the gateway's compaction prompt
+(:data:`stateway.core.compaction.prompt.SUMMARY_PROMPT`) is answered with a summary: the
+``[[echo]]`` transcript of everything before it, after the line ``Summary of the
+conversation:``.
+
 The key is echoed lower-cased and as its first 12 characters (what careless model servers
 do), for tests of the gateway's scrubbing. On the Responses wire the closing events of a
 ``[[huge]]`` stream repeat the whole text, as that wire does.
@@ -34,8 +43,8 @@ do), for tests of the gateway's scrubbing. On the Responses wire the closing eve
 An ARG runs up to the first ``]]``, except for ``tool`` whose ARGS run up to the first
 ``]]`` at which they parse as JSON (so nested arrays survive), falling back to the first
 ``]]``, and ``item``, whose JSON runs up to the first ``]]`` at which it parses as an
-object. ``cut``, ``slow``, ``words``, ``silence``, ``stall``, ``trickle``, ``huge`` and
-``rounds`` take decimal integers. Anything in ``[[...]]`` that does not fit the grammar is
+object. ``cut``, ``slow``, ``words``, ``silence``, ``stall``, ``trickle``, ``huge``, ``rounds``
+and ``context`` take decimal integers. Anything in ``[[...]]`` that does not fit the grammar is
 kept as plain text. For non-repeatable directives the last occurrence wins.
 """
 
@@ -61,6 +70,7 @@ _INTEGERS = {
     "trickle": "trickle_ms",
     "huge": "huge",
     "rounds": "rounds",
+    "context": "context",
 }
 """Directive -> the :class:`Script` field its integer sets."""
 LEAKS = frozenset({"json", "text", "stream"})
@@ -95,6 +105,7 @@ class Script:
     leak: str | None = None
     rounds: int | None = None
     only: str | None = None
+    context: int | None = None
 
     def for_model(self, model: object) -> Script:
         """The script as a request for ``model`` plays it (see ``[[only]]``)."""

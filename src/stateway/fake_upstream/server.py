@@ -8,6 +8,7 @@ prints exactly one line to stdout: ``fake-upstream listening on http://HOST:PORT
 from __future__ import annotations
 
 from stateway.fake_upstream.app import build_app
+from stateway.fake_upstream.tokenizer import Dialect
 from stateway.serving import AnnouncingServer, bind_socket, server_config, socket_url
 
 ANNOUNCEMENT = "fake-upstream listening on "
@@ -21,12 +22,13 @@ def serve(
     model_names: list[str] | None = None,
     keep_alive: int | None = None,
     system_first: bool = False,
+    tokenizer: Dialect = "vllm",
 ) -> None:
     """Run the fake upstream until interrupted (SIGINT/SIGTERM). ``keep_alive``: seconds an
     idle connection stays open (uvicorn's default, 5 s, when None); ``system_first``: the
     Chat wire refuses a system message anywhere but first."""
     sock = bind_socket(host, port)
-    app = build_app(api_key, model_names, system_first=system_first)
+    app = build_app(api_key, model_names, system_first=system_first, tokenizer=tokenizer)
     config = server_config(app, lifespan=False, graceful_shutdown=2)
     if keep_alive is not None:
         config.timeout_keep_alive = keep_alive

@@ -1,0 +1,20 @@
+"""Context management: what the model sees of a long conversation, and how it shrinks.
+
+- :mod:`.prompt`: the summarization instruction the gateway sends, and how a summary is
+  shown to the model afterwards.
+- :mod:`.sealed`: the sealed ``encrypted_content`` of ``compaction`` items (a summary) and
+  of ``reasoning`` items (the model's reasoning), over the :class:`~stateway.core.ports.Sealer`
+  port.
+- :mod:`.view`: a context as the model sees it: sealed items opened, the last
+  ``compaction`` item in place of what it summarized, ``compaction_trigger`` left out.
+- :mod:`.tokens`: the gateway's token estimate (thresholds, truncation, counting when the
+  upstream has no tokenizer).
+- :mod:`.truncation`: ``truncation: "auto"``, dropping the oldest turns to fit the window.
+- :mod:`.summarize`: one summarization call to the backend.
+- :mod:`.reasoning`: reasoning items finished with a summary and/or sealed text, as the
+  request asks (``reasoning.summary``, ``include``).
+- :mod:`.service`: :class:`~.service.Compaction`, which the gateway uses for
+  ``/responses/compact``, ``/responses/input_tokens`` and, within a response, for a
+  ``compaction_trigger`` or a ``context_management`` threshold
+  (:class:`~.service.CompactionStep`).
+"""

@@ -1,0 +1,30 @@
+"""The words the gateway adds to a conversation to compact it, and to show a summary.
+
+:data:`SUMMARY_PROMPT` goes to the model as a last ``user`` message after the conversation
+to compact (a trailing user turn is what every chat template accepts); the model's answer
+is the summary. When a ``compaction`` item comes back in a later request, the model sees
+its summary as a ``user`` message starting with :data:`SUMMARY_PREFIX`, in the item's
+place. The fake upstream recognizes :data:`SUMMARY_PROMPT` and answers with a transcript
+of what preceded it, so tests see real summaries round-trip.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+SUMMARY_PROMPT: Final = (
+    "Compact the conversation so far into a summary that lets it continue without it. "
+    "Whoever continues (you, or another model) will see the user's messages and this "
+    "summary, nothing else. Keep what matters: the user's goals, requirements and "
+    "preferences; decisions made and why; facts learned; the work done so far (files, "
+    "commands, results, errors) and its current state; open questions and the next steps. "
+    "Be specific and concise. Answer with the summary only, as plain text; do not call "
+    "any tool."
+)
+"""The summarization instruction, sent as the last user message of a compaction request."""
+
+SUMMARY_PREFIX: Final = (
+    "Earlier turns of this conversation were compacted into the summary below. Continue "
+    "from it.\n\n"
+)
+"""What precedes a summary when the model is shown it in place of a compaction item."""

@@ -1,0 +1,111 @@
+"""The fake upstream's tokenizer routes, its ``[[context:N]]`` refusal and its answer to the
+gateway's compaction prompt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import orjson
+import pytest
+from openai import OpenAI
+
+from stateway.core.compaction.prompt import SUMMARY_PROMPT
+from stateway.fake_upstream import build_app
+from stateway.fake_upstream.app import FakeUpstreamApp
+from stateway.fake_upstream.plan import SUMMARY_HEADING
+from stateway.fake_upstream.script import parse_script
+
+MESSAGES = [
+    {"role": "system", "content": "be kind"},
+    {"role": "user", "content": [{"type": "text", "text": "one two three"}]},
+]
+
+
+async def post(app: FakeUpstreamApp, path: str, body: Any, method: str = "POST") -> tuple[int, Any]:
+    sent: list[Any] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": orjson.dumps(body), "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    await app({"type": "http", "method": method, "path": path, "headers": []}, receive, send)
+    return sent[0]["status"], orjson.loads(sent[1]["body"])
+
+
+async def test_vllm_tokenizer_counts_words_like_usage() -> None:
+    app = build_app()
+    assert await post(app, "/tokenize", {"model": "m", "messages": MESSAGES}) == (
+        200,
+        {"count": 5, "max_model_len": 32768, "tokens": [0, 1, 2, 3, 4]},
+    )
+    status, answer = await post(app, "/tokenize", {"prompt": "a b"})
+    assert (status, answer["count"]) == (200, 2)
+    status, error = await post(app, "/tokenize", {"content": "a b"})
+    assert (status, error["error"]["param"]) == (400, "prompt")
+    assert (await post(app, "/apply-template", {"messages": MESSAGES}))[0] == 404
+    assert (await post(app, "/tokenize", {}, method="GET"))[0] == 405
+
+
+async def test_llama_cpp_tokenizer_needs_the_template_first() -> None:
+    app = build_app(tokenizer="llama.cpp")
+    assert await post(app, "/tokenize", {"messages": MESSAGES}) == (200, {"tokens": []})
+    status, rendered = await post(app, "/apply-template", {"messages": MESSAGES})
+    assert (status, rendered) == (200, {"prompt": "<|system|>be kind\n<|user|>one two three"})
+    assert await post(app, "/tokenize", {"content": rendered["prompt"]}) == (
+        200,
+        {"tokens": [0, 1, 2, 3, 4]},
+    )
+    for bad in ({}, {"messages": []}, {"messages": ["x"]}):
+        assert (await post(app, "/apply-template", bad))[0] == 400
+
+
+async def test_no_tokenizer() -> None:
+    app = build_app(tokenizer="none")
+    assert (await post(app, "/tokenize", {"prompt": "a"}))[0] == 404
+    assert (await post(app, "/apply-template", {"messages": MESSAGES}))[0] == 404
+
+
+def test_context_directive_parses() -> None:
+    assert parse_script("hi [[context:30]]").context == 30
+    assert parse_script("[[context:x]]").context is None
+
+
+@pytest.mark.parametrize("wire", ["chat", "responses"])
+def test_context_directive_refuses_a_longer_prompt(client: OpenAI, wire: str) -> None:
+    text = "one two three [[context:3]]"  # four words with the directive
+    messages: Any = [{"role": "user", "content": text}]
+    with pytest.raises(openai.BadRequestError) as refused:
+        _ = (
+            client.chat.completions.create(model="m", messages=messages)
+            if wire == "chat"
+            else client.responses.create(model="m", input=text)
+        )
+    error = refused.value.body
+    assert isinstance(error, dict)
+    if wire == "chat":  # as vLLM
+        assert (error["type"], error["param"], error["code"]) == (
+            "BadRequestError",
+            "input_tokens",
+            400,
+        )
+    else:  # as OpenAI
+        assert error["code"] == "context_length_exceeded"
+    fits = "two [[context:2]]"
+    assert client.responses.create(model="m", input=fits).output_text == "Hello! You said: two"
+
+
+def test_the_compaction_prompt_is_answered_with_a_transcript(client: OpenAI) -> None:
+    reply = client.chat.completions.create(
+        model="m",
+        messages=[
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": SUMMARY_PROMPT},
+        ],
+    )
+    assert reply.choices[0].message.content == "\n".join(
+        [SUMMARY_HEADING, "user: hi", "assistant: hello"]
+    )
