@@ -82,3 +82,38 @@ def test_only_well_formed_retry_after_is_passed(value: str, passed: str | None) 
 )
 def test_error_bodies(raw: bytes, parsed: tuple[str, str | None]) -> None:
     assert parse_error(raw) == parsed
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # OpenAI
+        b'{"error": {"message": "m", "type": "invalid_request_error", "param": "input",'
+        b' "code": "context_length_exceeded"}}',
+        # llama.cpp
+        b'{"error": {"code": 400, "message": "m", "type": "exceed_context_size_error",'
+        b' "n_prompt_tokens": 9, "n_ctx": 8}}',
+        # vLLM, nested and (older) flat
+        b'{"error": {"message": "m", "type": "BadRequestError", "param": "input_tokens",'
+        b' "code": 400}}',
+        b'{"object": "error", "message": "m", "type": "BadRequestError",'
+        b' "param": "input_tokens", "code": 400}',
+    ],
+)
+def test_context_overflow_is_recognised_by_structure(raw: bytes) -> None:
+    message, code = parse_error(raw)
+    assert (message, code) == ("m", "context_length_exceeded")
+    error = classify_status(400, message, code, "up")
+    assert (error.status, error.code) == (400, "context_length_exceeded")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"error": {"message": "m", "type": "BadRequestError", "param": "max_tokens"}}',
+        b'{"error": {"message": "maximum context length exceeded", "type": ["odd"]}}',
+        b'{"error": {"message": "m", "param": {"odd": 1}}}',
+    ],
+)
+def test_other_refusals_are_not_taken_for_context_overflow(raw: bytes) -> None:
+    assert parse_error(raw)[1] is None

@@ -39,6 +39,9 @@ class ScriptedBackend:
         self.requests: list[InferenceRequest] = []
         self.started = asyncio.Event()
         self.closed = asyncio.Event()
+        self.token_count: int | GatewayError | None = None
+        """What ``count_tokens`` answers (None: no tokenizer; an error is raised)."""
+        self.counted: list[InferenceRequest] = []
 
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         self.requests.append(request)
@@ -55,6 +58,12 @@ class ScriptedBackend:
 
     async def list_models(self) -> list[str]:
         return ["scripted-model"]
+
+    async def count_tokens(self, request: InferenceRequest) -> int | None:
+        self.counted.append(request)
+        if isinstance(self.token_count, GatewayError):
+            raise self.token_count
+        return self.token_count
 
     async def aclose(self) -> None:
         pass

@@ -25,6 +25,7 @@ import orjson
 from stateway.backends.chat_system_messages import place_system_messages
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
 from stateway.backends.sse import aiter_events
+from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_values import count, obj, text
@@ -75,6 +76,7 @@ class OpenAIChatBackend:
         """``max_tokens`` (vLLM, llama.cpp, Ollama, ...) or ``max_completion_tokens`` (what
         OpenAI's reasoning models require)."""
         self._guided = guided_decoding
+        self._tokenizer = UpstreamTokenizer(client)
 
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         body = to_upstream(request, self._max_tokens_field)
@@ -125,6 +127,10 @@ class OpenAIChatBackend:
 
     async def list_models(self) -> list[str]:
         return await self._client.list_models()
+
+    async def count_tokens(self, request: InferenceRequest) -> int | None:
+        """The upstream tokenizer's count (:mod:`stateway.backends.tokenizer`)."""
+        return await self._tokenizer.count(to_upstream(request))
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -18,10 +18,12 @@ from typing import Any
 
 import orjson
 
+from stateway.backends import openai_chat
 from stateway.backends.sse import aiter_events
+from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_values import count, obj, text
-from stateway.core.errors import UpstreamError
+from stateway.core.errors import InvalidRequest, UpstreamError, UpstreamRejected
 from stateway.core.inference import (
     Delta,
     Finish,
@@ -65,6 +67,7 @@ class OpenAIResponsesBackend:
     def __init__(self, client: UpstreamClient) -> None:
         self._client = client
         self.name = client.target.name
+        self._tokenizer = UpstreamTokenizer(client)
 
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         async with self._client.post("/responses", to_upstream(request)) as reply:
@@ -90,6 +93,41 @@ class OpenAIResponsesBackend:
 
     async def list_models(self) -> list[str]:
         return await self._client.list_models()
+
+    async def count_tokens(self, request: InferenceRequest) -> int | None:
+        """The upstream's ``POST /responses/input_tokens`` (OpenAI's); where that is
+        missing (vLLM), its tokenizer endpoint (:mod:`stateway.backends.tokenizer`) given
+        the same context as Chat Completions messages."""
+        body = to_upstream(request)
+        for key in ("stream", "store"):
+            body.pop(key, None)
+        try:
+            async with self._client.post("/responses/input_tokens", body) as reply:
+                raw = await reply.read()
+        except UpstreamRejected as exc:
+            if exc.status != 404:
+                raise
+        else:
+            return self._input_tokens(raw)
+        try:
+            chat = openai_chat.to_upstream(request)
+        except InvalidRequest:  # parts a chat template cannot take (files): estimate
+            return None
+        return await self._tokenizer.count(chat)
+
+    def _input_tokens(self, raw: bytes) -> int:
+        """The count of a ``response.input_tokens`` object."""
+        try:
+            payload = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            payload = None
+        tokens = payload.get("input_tokens") if isinstance(payload, dict) else None
+        if not isinstance(tokens, int) or isinstance(tokens, bool):
+            raise UpstreamError(
+                f"The model server '{self.name}' answered /responses/input_tokens with a "
+                "malformed body."
+            )
+        return tokens
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -100,16 +100,27 @@ class UpstreamClient:
             target.read_timeout if target.first_byte_timeout is None else target.first_byte_timeout
         )
 
+    @property
+    def root_url(self) -> str:
+        """The server's root: ``base_url`` without its ``/v1`` (where vLLM and llama.cpp
+        serve ``/tokenize``)."""
+        base = self.target.base_url
+        return base.removesuffix("/v1")
+
     @asynccontextmanager
-    async def post(self, path: str, body: dict[str, Any]) -> AsyncIterator[UpstreamReply]:
-        """POST ``body``; yield the reply of a 2xx response, or raise the classified error.
+    async def post(
+        self, path: str, body: dict[str, Any], *, root: bool = False
+    ) -> AsyncIterator[UpstreamReply]:
+        """POST ``body`` to ``path`` under ``base_url`` (or, with ``root``, under
+        :attr:`root_url`); yield the reply of a 2xx response, or raise the classified error.
         Failures while the caller reads the reply are classified too."""
         data = orjson.dumps(body)
+        url = (self.root_url if root else self.target.base_url) + path
         async with self._slots.hold():
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.target.total_timeout
             with self._failures():
-                response = await self._send(self.target.base_url + path, data, deadline)
+                response = await self._send(url, data, deadline)
                 try:
                     if response.status >= 400:
                         raise await self._error(response)

@@ -13,6 +13,11 @@ upstream   client
 other 4xx  400, the upstream's code or ``upstream_rejected``
 other 5xx  502 ``upstream_error``
 =========  ==========================================================================
+
+A prompt longer than the model's context is told apart by structure, as each server
+reports it, and becomes ``context_length_exceeded`` (which clients such as Codex act on):
+OpenAI's ``code``, llama.cpp's ``type`` ``exceed_context_size_error``, vLLM's ``param``
+``input_tokens`` (its ``code`` is the number 400).
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from stateway.core.errors import (
 OVERLOADED = 529
 """Anthropic's status for an API that is temporarily overloaded."""
 UPSTREAM_OVERLOADED = "upstream_overloaded"
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+_CONTEXT_TYPES = frozenset({"exceed_context_size_error"})
+_CONTEXT_PARAMS = frozenset({"input_tokens"})
 _RETRY_AFTER = re.compile(r"[0-9]{1,10}|[A-Za-z0-9 ,:]{1,64}")
 """Delta-seconds or an HTTP-date; anything else is not passed on."""
 
@@ -75,6 +83,16 @@ def retry_after(headers: Mapping[str, str] | None) -> dict[str, str] | None:
     return {"Retry-After": value} if _RETRY_AFTER.fullmatch(value) else None
 
 
+def _structured_code(error: dict[str, object]) -> str | None:
+    """The code an error without a string ``code`` means by its other structured fields."""
+    kind, param = error.get("type"), error.get("param")
+    if (isinstance(kind, str) and kind in _CONTEXT_TYPES) or (
+        isinstance(param, str) and param in _CONTEXT_PARAMS
+    ):
+        return CONTEXT_LENGTH_EXCEEDED
+    return None
+
+
 def parse_error(raw: bytes) -> tuple[str, str | None]:
     """The message and structured code of an upstream error body (JSON or plain text)."""
     try:
@@ -86,7 +104,7 @@ def parse_error(raw: bytes) -> tuple[str, str | None]:
         if isinstance(error, dict):
             message = error.get("message") or error.get("detail") or ""
             code = error.get("code")
-            return str(message), code if isinstance(code, str) else None
+            return str(message), code if isinstance(code, str) else _structured_code(error)
         if isinstance(error, str):
             return error, None
         detail = body.get("detail")

@@ -88,7 +88,23 @@ class TokenCounter(Protocol):
     """A backend whose upstream counts a request's input tokens (optional: the gateway
     estimates for the others, see :mod:`stateway.core.token_estimate`)."""
 
-    async def count_tokens(self, request: InferenceRequest) -> int: ...
+    async def count_tokens(self, request: InferenceRequest) -> int | None:
+        """The upstream's count, or None when it turns out to have no way to count (a
+        server without a tokenizer endpoint): the gateway estimates then. Raises
+        :class:`~stateway.core.errors.UpstreamError` subclasses."""
+        ...
+
+
+class Sealer(Protocol):
+    """Seals what clients carry but must neither read nor forge (the ``encrypted_content``
+    of ``compaction`` and ``reasoning`` items), bound to a tenant and a kind of content."""
+
+    def seal(self, kind: str, tenant_id: str, plaintext: bytes) -> str: ...
+
+    def unseal(self, kind: str, tenant_id: str, sealed: str) -> bytes | None:
+        """The plaintext, or None unless ``sealed`` came from :meth:`seal` with this key,
+        ``kind`` and ``tenant_id``, unaltered."""
+        ...
 
 
 @dataclass(slots=True)

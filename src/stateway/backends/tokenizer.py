@@ -1,0 +1,80 @@
+"""Counting input tokens with the model server's own tokenizer endpoint.
+
+Both servers serve it at their root (not under ``/v1``):
+
+- vLLM: ``POST /tokenize`` with ``{"model", "messages", "add_generation_prompt", "tools"}``
+  renders the chat template and answers ``{"count", "max_model_len", "tokens"}``.
+- llama.cpp: ``POST /tokenize`` takes only ``{"content"}`` (it answers ``{"tokens": []}``
+  to a body without it), so the messages are first rendered by ``POST /apply-template``
+  (``{"messages"}`` → ``{"prompt"}``), then tokenized with special tokens.
+
+The caller renders the request as the Chat Completions body it would send
+(:func:`~stateway.backends.openai_chat.to_upstream`); a server answering ``/tokenize``
+without a ``count`` is taken for llama.cpp from then on. A 404 means there is no tokenizer
+to ask (OpenAI, Ollama): the count is None, and the gateway estimates instead. Other
+failures are the upstream's errors, as for any call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.core.errors import UpstreamError, UpstreamRejected
+
+
+class UpstreamTokenizer:
+    def __init__(self, client: UpstreamClient) -> None:
+        self._client = client
+        self._llama_cpp = False
+        """Set once the server answered ``/tokenize`` in llama.cpp's way."""
+
+    async def count(self, body: dict[str, Any]) -> int | None:
+        """The input tokens of a Chat Completions request ``body``; None without a
+        tokenizer endpoint."""
+        chat: dict[str, Any] = {"model": body["model"], "messages": body["messages"]}
+        if body.get("tools"):
+            chat["tools"] = body["tools"]
+        try:
+            if not self._llama_cpp:
+                reply = await self._post("/tokenize", {**chat, "add_generation_prompt": True})
+                count = reply.get("count")
+                if isinstance(count, int) and not isinstance(count, bool):
+                    return count
+                if not isinstance(reply.get("tokens"), list):
+                    raise self._malformed("/tokenize")
+                self._llama_cpp = True
+            return await self._count_llama_cpp(chat)
+        except UpstreamRejected as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def _count_llama_cpp(self, chat: dict[str, Any]) -> int:
+        template = {key: value for key, value in chat.items() if key != "model"}
+        prompt = (await self._post("/apply-template", template)).get("prompt")
+        if not isinstance(prompt, str):
+            raise self._malformed("/apply-template")
+        tokens = (await self._post("/tokenize", {"content": prompt, "add_special": True})).get(
+            "tokens"
+        )
+        if not isinstance(tokens, list):
+            raise self._malformed("/tokenize")
+        return len(tokens)
+
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        async with self._client.post(path, body, root=True) as reply:
+            raw = await reply.read()
+        try:
+            answer = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise self._malformed(path)
+        return answer
+
+    def _malformed(self, path: str) -> UpstreamError:
+        name = self._client.target.name
+        return UpstreamError(f"The model server '{name}' answered {path} with a malformed body.")

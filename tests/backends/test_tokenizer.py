@@ -1,0 +1,196 @@
+"""Counting input tokens with the upstream's tokenizer: vLLM's and llama.cpp's ``/tokenize``
+(the real fake upstream, and scripted servers for the failures), and OpenAI's
+``/responses/input_tokens`` for a Responses upstream."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from stateway.backends.openai_chat import OpenAIChatBackend, to_upstream
+from stateway.backends.openai_responses import OpenAIResponsesBackend
+from stateway.backends.openai_responses import to_upstream as responses_body
+from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.core.commands import GenerationSettings
+from stateway.core.errors import UpstreamError, UpstreamRejected
+from stateway.core.inference import InferenceRequest
+from stateway.fake_upstream.launch import start_fake_upstream
+from tests.backends.conftest import Loopback
+
+Backend = OpenAIChatBackend | OpenAIResponsesBackend
+
+
+def request(text: str = "one two three", **fields: Any) -> InferenceRequest:
+    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+    return InferenceRequest(
+        "m", fields.pop("instructions", None), [item], GenerationSettings(), False, **fields
+    )
+
+
+def backend(kind: type[Backend], url: str, loopback: Loopback) -> Backend:
+    return kind(loopback.adopt(UpstreamClient(UpstreamTarget("up", url))))
+
+
+@pytest.fixture(scope="module", params=["vllm", "llama.cpp", "none"])
+def fake(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    with start_fake_upstream(tokenizer=request.param) as url:
+        yield request.param, url
+
+
+@pytest.mark.parametrize("kind", [OpenAIChatBackend, OpenAIResponsesBackend])
+async def test_count_through_the_fake_upstreams_tokenizer(
+    fake: tuple[str, str], kind: type[Backend], loopback: Loopback
+) -> None:
+    dialect, url = fake
+    counter = backend(kind, url, loopback)
+    expected = {"vllm": 5, "llama.cpp": 5, "none": None}[dialect]
+    # vLLM: five words; llama.cpp: "<|system|>be", "kind", "<|user|>one", "two", "three"
+    assert await counter.count_tokens(request(instructions="be kind")) == expected
+    assert await counter.count_tokens(request(instructions="be kind")) == expected
+
+
+class LlamaCpp:
+    """A scripted llama.cpp: records the paths asked; ``answers`` overrides a path's reply."""
+
+    def __init__(self, answers: dict[str, Any] | None = None) -> None:
+        self.paths: list[str] = []
+        self.bodies: list[dict[str, Any]] = []
+        self.answers = answers or {}
+
+    async def handle(self, http: web.Request) -> web.StreamResponse:
+        body = await http.json()
+        self.paths.append(http.path)
+        self.bodies.append(body)
+        if http.path in self.answers:
+            answer = self.answers[http.path]
+            if isinstance(answer, int):
+                return web.json_response({"error": {"message": "no"}}, status=answer)
+            if isinstance(answer, bytes):
+                return web.Response(body=answer, content_type="application/json")
+            return web.json_response(answer)
+        if http.path == "/apply-template":
+            return web.json_response({"prompt": "<|user|>a b c d"})
+        if http.path == "/tokenize":
+            content = body.get("content")
+            return web.json_response(
+                {"tokens": list(range(len(content.split()))) if content else []}
+            )
+        return web.json_response({"error": {"message": "no route"}}, status=404)
+
+
+async def test_a_llama_cpp_server_is_remembered(loopback: Loopback) -> None:
+    server = LlamaCpp()
+    counter = backend(OpenAIChatBackend, await loopback.serve(server.handle), loopback)
+    tools = [{"type": "function", "name": "f", "parameters": {"type": "object"}}]
+    assert await counter.count_tokens(request(tools=tools)) == 4
+    assert server.paths == ["/tokenize", "/apply-template", "/tokenize"]
+    assert server.bodies[0]["add_generation_prompt"] is True
+    assert server.bodies[1] == {
+        "messages": to_upstream(request(tools=tools))["messages"],
+        "tools": to_upstream(request(tools=tools))["tools"],
+    }
+    assert server.bodies[2] == {"content": "<|user|>a b c d", "add_special": True}
+    assert await counter.count_tokens(request()) == 4
+    assert server.paths[3:] == ["/apply-template", "/tokenize"]
+
+
+@pytest.mark.parametrize(
+    ("answers", "error"),
+    [
+        ({"/tokenize": {"nothing": 1}}, "malformed"),
+        ({"/tokenize": b"not json"}, "malformed"),
+        ({"/tokenize": [1, 2]}, "malformed"),
+        ({"/apply-template": {"prompt": 3}}, "malformed"),
+        ({"/tokenize": 500}, "answered 500"),
+        ({"/apply-template": 503}, "answered 503"),
+    ],
+)
+async def test_tokenizer_failures_are_upstream_errors(
+    loopback: Loopback, answers: dict[str, Any], error: str
+) -> None:
+    counter = backend(OpenAIChatBackend, await loopback.serve(LlamaCpp(answers).handle), loopback)
+    with pytest.raises(UpstreamError, match=error):
+        await counter.count_tokens(request())
+
+
+async def test_llama_cpp_tokens_must_be_a_list(loopback: Loopback) -> None:
+    class Broken(LlamaCpp):
+        async def handle(self, http: web.Request) -> web.StreamResponse:
+            body = await http.json()
+            if http.path == "/tokenize" and "content" in body:
+                return web.json_response({"tokens": "many"})
+            return await super().handle(http)
+
+    counter = backend(OpenAIChatBackend, await loopback.serve(Broken().handle), loopback)
+    with pytest.raises(UpstreamError, match="malformed"):
+        await counter.count_tokens(request())
+
+
+async def test_no_template_route_means_no_tokenizer(loopback: Loopback) -> None:
+    counter = backend(
+        OpenAIChatBackend, await loopback.serve(LlamaCpp({"/apply-template": 404}).handle), loopback
+    )
+    assert await counter.count_tokens(request()) is None
+
+
+async def test_a_responses_upstream_counts_natively_first(loopback: Loopback) -> None:
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def openai_like(http: web.Request) -> web.Response:
+        asked.append((http.path, await http.json()))
+        return web.json_response({"object": "response.input_tokens", "input_tokens": 17})
+
+    counter = backend(OpenAIResponsesBackend, await loopback.serve(openai_like), loopback)
+    assert await counter.count_tokens(request(instructions="hi")) == 17
+    [(path, body)] = asked
+    assert path == "/v1/responses/input_tokens"
+    assert body["instructions"] == "hi"
+    assert "stream" not in body
+    assert "store" not in body
+
+
+@pytest.mark.parametrize(
+    ("reply", "raised"),
+    [
+        (web.json_response({"input_tokens": "many"}), UpstreamError),
+        (web.Response(body=b"{", content_type="application/json"), UpstreamError),
+        (web.json_response({"error": {"message": "bad"}}, status=400), UpstreamRejected),
+    ],
+)
+async def test_native_count_failures(
+    loopback: Loopback, reply: web.Response, raised: type[Exception]
+) -> None:
+    async def answer(http: web.Request) -> web.Response:
+        return reply
+
+    counter = backend(OpenAIResponsesBackend, await loopback.serve(answer), loopback)
+    with pytest.raises(raised):
+        await counter.count_tokens(request())
+
+
+async def test_a_file_part_cannot_be_tokenized_as_chat(loopback: Loopback) -> None:
+    async def missing(http: web.Request) -> web.Response:
+        return web.json_response({"error": {"message": "no"}}, status=404)
+
+    counter = backend(OpenAIResponsesBackend, await loopback.serve(missing), loopback)
+    item = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_file", "file_data": "data:application/pdf;base64,AA=="}],
+    }
+    counted = InferenceRequest("m", None, [item], GenerationSettings(), False)
+    assert await counter.count_tokens(counted) is None
+
+
+def test_compaction_items_never_reach_an_upstream() -> None:
+    items = [
+        {"type": "message", "role": "user", "content": "hi"},
+        {"type": "compaction", "id": "cmp_1", "encrypted_content": "sw1.x"},
+        {"type": "compaction_trigger"},
+    ]
+    counted = InferenceRequest("m", None, items, GenerationSettings(), False)
+    assert to_upstream(counted)["messages"] == [{"role": "user", "content": "hi"}]
+    assert [item["type"] for item in responses_body(counted)["input"]] == ["message"]
