@@ -1,4 +1,5 @@
 import json
+import sqlite3
 import subprocess
 import sys
 import urllib.error
@@ -152,3 +153,24 @@ def test_serve_announces_database_upstreams_and_address(tmp_path: Path) -> None:
     assert f"database: SQLite database at {tmp_path}/banner.db" in lines
     assert "upstream default: http://127.0.0.1:9/v1 (chat API; every model)" in lines
     assert lines[-1].startswith(f"stateway {__version__} listening on http://127.0.0.1:")
+
+
+def test_check_config_refuses_a_malformed_sealing_key() -> None:
+    key = "c2hvcnQ="  # "short"
+    result = stateway("check-config", env={"STATEWAY_SEALING_KEY": key})
+    assert result.returncode == 2
+    assert "security.sealing_key" in result.stderr
+    assert "32 bytes" in result.stderr
+    assert key not in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_serve_refuses_an_unusable_stored_sealing_key(tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path}/s.db"
+    assert stateway("migrate", "--database", database).returncode == 0
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        db.execute("INSERT INTO gateway_secrets VALUES ('sealing_key', 'c2hvcnQ=', 0)")
+    result = stateway("serve", "--port", "0", "--database", database)
+    assert result.returncode == 2
+    assert "sealing key stored in the database is unusable" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -55,6 +55,13 @@ def test_each_changed_startup_setting_is_reported() -> None:
     assert restart_required(started, config(loop={"max_rounds": 3})) == ()
 
 
+def test_a_new_sealing_key_needs_a_restart_and_is_not_applied() -> None:
+    key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+    loaded = config(security={"sealing_key": key})
+    assert restart_required(config(), loaded) == ("security.sealing_key",)
+    assert keep_started(config(), loaded).security.sealing_key is None
+
+
 @pytest.mark.parametrize("name", sorted(ServerConfig.model_fields))
 def test_every_server_setting_needs_a_restart(name: str) -> None:
     changed = {

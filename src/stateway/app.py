@@ -41,7 +41,7 @@ from stateway.core.gateway import Gateway
 from stateway.core.generations import Generation
 from stateway.core.loop import Loop
 from stateway.core.ownership import ProcessIdentity, fail_abandoned
-from stateway.core.ports import Backend, ChatForwarder, ResponseStore
+from stateway.core.ports import Backend, ChatForwarder, ResponseStore, Sealer
 from stateway.core.routing import BackendEntry, Candidate, Capabilities, Route, Router
 from stateway.core.routing.health import HealthPolicy
 from stateway.core.routing.probe import HealthProber
@@ -53,9 +53,11 @@ from stateway.mcp_client import PooledMcpClient
 from stateway.protocols.responses.encode import encode_event_json
 from stateway.reload import Compiled, Reloader, keep_started, restart_required
 from stateway.route_config import RouteConfig
+from stateway.sealing import AesGcmSealer, load_sealing_key
 from stateway.search import build_search_provider
 from stateway.stage_loader import load_chain
-from stateway.storage.sql import SqlConversationStore, open_store
+from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store
+from stateway.storage.sql.secrets import SqlSecrets
 from stateway.surfaces.http.admin import AdminRoutes
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.chat import ChatRoutes
@@ -196,11 +198,15 @@ def build_router(config: Config, waiting_room: WaitingRoom, tools: GatewayTools)
             catch_all=b.name in catch_alls,
             gateway_tools=offered[b.name],
             stages=global_stages or None,
+            capabilities=Capabilities(context_window=b.context_window),
         )
         for b in config.backends
     ]
+    windows = {b.name: b.context_window for b in config.backends}
     routes = [
-        build_route(r, backends, offered, load_chain(config, r.stages, f"route '{r.name}'"))
+        build_route(
+            r, backends, offered, load_chain(config, r.stages, f"route '{r.name}'"), windows
+        )
         for r in config.routes
     ]
     default = next(
@@ -217,14 +223,16 @@ def build_route(
     backends: Mapping[str, Backend],
     offered: Mapping[str, Toolset | None],
     stages: StageChain,
+    windows: Mapping[str, int | None] | None = None,
 ) -> Route:
+    """``windows``: each backend's ``context_window``, the default of its candidates'."""
     candidates = tuple(
         Candidate(
             backends[c.backend],
             c.model,
             weight=c.weight,
             priority=c.priority,
-            capabilities=Capabilities(**c.capabilities.model_dump()),
+            capabilities=_capabilities(c.capabilities.model_dump(), (windows or {}).get(c.backend)),
         )
         for c in config.candidates
     )
@@ -283,15 +291,46 @@ def compile_generation(flags: Overrides, started: Compiled | None = None) -> Com
     return Compiled(config, router, tools, waiting_room, prober, changed)
 
 
+def _capabilities(declared: dict[str, Any], window: int | None) -> Capabilities:
+    if declared.get("context_window") is None:
+        declared = {**declared, "context_window": window}
+    return Capabilities(**declared)
+
+
+async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
+    """The gateway as ``stateway serve`` runs it: over the configured database, with its
+    sealing key loaded once (configured, else the database's, generated on first start;
+    ``[security]`` is read at start-up only)."""
+    store = open_store(compiled.config.database_url)
+    try:
+        sealer = await open_sealer(compiled.config, store)
+    except BaseException:
+        await store.aclose()
+        raise
+    return build_gateway(compiled, flags, store, SqlConversationStore(store), sealer=sealer)
+
+
+async def open_sealer(config: Config, store: SqlResponseStore) -> AesGcmSealer:
+    """The sealer of ``encrypted_content``. Raises :class:`ConfigError` for a stored key
+    that is unusable, ``StorageError`` when the database cannot be read."""
+    try:
+        key = await load_sealing_key(config.security.sealing_key, SqlSecrets(store.engine))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return AesGcmSealer(key)
+
+
 def build_gateway(
     compiled: Compiled,
     flags: Overrides,
     store: ResponseStore | None = None,
     conversations: ConversationStore | None = None,
+    *,
+    sealer: Sealer | None = None,
 ) -> GatewayParts:
     """``compiled`` as generation 1, reloaded from ``flags``; over the configured
     database, or over ``store`` (and ``conversations``: none, and no conversation exists)
-    when given."""
+    when given. ``sealer`` None: sealing is off (``open_gateway`` always gives one)."""
     config = compiled.config
     if store is None:
         sql_store = open_store(config.database_url)
@@ -301,7 +340,7 @@ def build_gateway(
     served: ResponseStore = store
 
     def loop(generation: Compiled) -> Loop:
-        return Loop(served, generation.config.loop.max_rounds, owner, generation.tools)
+        return Loop(served, generation.config.loop.max_rounds, owner, generation.tools, sealer)
 
     results, signals = build_coordination(config.coordination)
     gateway = Gateway(
@@ -313,6 +352,7 @@ def build_gateway(
         encoder=encode_event_json,
         results=results,
         signals=signals,
+        sealer=sealer,
     )
 
     def publish(generation: Compiled) -> Generation:

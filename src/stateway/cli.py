@@ -44,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.api_key,
             keep_alive=args.keep_alive,
             system_first=args.system_first,
+            tokenizer=args.tokenizer,
         )
         return 0
     flags = _overrides(args)
@@ -69,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 0
             case _:
                 return _serve(compiled, flags)
+    except ConfigError as exc:  # found at start-up: an unusable stored sealing key
+        print(f"stateway: {exc}", file=sys.stderr)
+        return 2
     except StorageError as exc:
         cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
         print(f"stateway: {exc.message}{cause}", file=sys.stderr)
@@ -93,10 +97,10 @@ def _serve(compiled: Compiled, flags: Overrides) -> int:
         return 1
 
     async def serve() -> None:
-        from stateway.app import build_app, build_gateway
+        from stateway.app import build_app, open_gateway
 
         await migrate(config.database_url)
-        parts = build_gateway(compiled, flags)
+        parts = await open_gateway(compiled, flags)
         app = build_app(parts)
         # Reloads are explicit: SIGHUP (or the admin route); a file edit alone does nothing.
         reload = parts.reloader.reload_signalled
@@ -191,6 +195,12 @@ def _parser() -> argparse.ArgumentParser:
     fake.add_argument("--keep-alive", type=int, help="idle keep-alive seconds (default: 5)")
     fake.add_argument(
         "--system-first", action="store_true", help="Chat: refuse a system message not first"
+    )
+    fake.add_argument(
+        "--tokenizer",
+        choices=["vllm", "llama.cpp", "none"],
+        default="vllm",
+        help="how /tokenize answers: as vLLM (default), as llama.cpp, or not at all",
     )
     return parser
 

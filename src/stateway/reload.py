@@ -33,7 +33,7 @@ from stateway.core.tools.toolset import GatewayTools
 
 log = logging.getLogger(__name__)
 
-STARTUP_SECTIONS = ("server", "storage", "coordination", "admin")
+STARTUP_SECTIONS = ("server", "storage", "coordination", "admin", "security")
 """Configuration tables read once at start-up: changing them needs a restart."""
 
 

@@ -195,10 +195,12 @@ async def test_405_allow_and_reserved_routes(served: str) -> None:
         async with session.get(f"{served}/v1/responses") as response:
             assert response.status == 405
             assert response.headers["Allow"] == "POST"
+        async with session.get(f"{served}/v1/responses/compact") as response:
+            assert response.status == 405
+            assert response.headers["Allow"] == "POST"
         for method, path in [
-            ("GET", "/v1/responses/compact"),
-            ("POST", "/v1/responses/compact"),
-            ("POST", "/v1/responses/input_tokens"),
+            ("POST", "/v1/responses/compact/items"),
+            ("POST", "/v1/responses/input_tokens/x"),
         ]:
             async with session.request(method, served + path, json={}) as response:
                 assert response.status == 404

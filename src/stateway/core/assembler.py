@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from stateway.core import events as ev
+from stateway.core.compaction.reasoning import ReasoningOutput
 from stateway.core.errors import UpstreamError
 from stateway.core.ids import new_id
 from stateway.core.inference import ToolCallDelta
@@ -59,8 +60,11 @@ class OutputAssembler:
         used_call_ids: set[str],
         catalog: Catalog | None = None,
         tools: ToolSession | None = None,
+        reasoning: ReasoningOutput | None = None,
     ) -> None:
         self._output = output
+        self._reasoning = reasoning
+        """Summary and sealing of reasoning items (:mod:`stateway.core.compaction.reasoning`)."""
         self._tools = tools
         self._catalog = tools.catalog if tools is not None else catalog or Catalog([])
         """Maps the model-visible names of calls back to the public tools."""
@@ -92,6 +96,8 @@ class OutputAssembler:
             current = self._start_reasoning()
         current.chunks.append(delta)
         self._emit(ev.ReasoningDelta(current.index, 0, current.item["id"], delta))
+        if self._reasoning is not None and self._reasoning.summary:
+            self._emit(ev.SummaryTextDelta(current.index, 0, current.item["id"], delta))
 
     def reasoning_signature(self, signature: str) -> None:
         """Seal the reasoning just streamed (opened empty if none was: thinking sent
@@ -167,6 +173,8 @@ class OutputAssembler:
         item: Item = {"id": new_id("rs"), "type": REASONING, "summary": [], "content": []}
         opened = self._start(item)
         self._emit(ev.PartAdded(opened.index, 0, item["id"], _text_part("reasoning_text", "")))
+        if self._reasoning is not None and self._reasoning.summary:
+            self._emit(ev.SummaryPartAdded(opened.index, 0, item["id"]))
         return opened
 
     def _start_tool_call(self, delta: ToolCallDelta) -> _OpenItem:
@@ -224,6 +232,8 @@ class OutputAssembler:
                 self._emit(ev.PartDone(current.index, 0, item_id, part))
                 item["content"] = [part]
                 item["status"] = status
+                if self._reasoning is not None:
+                    self._finish_reasoning(self._reasoning, current.index, item, text)
             case "custom_tool_call":
                 raw = custom_input(text)
                 item["input"] = raw
@@ -271,6 +281,16 @@ class OutputAssembler:
                     self._closed_tools.add(current.tool_index)
                 self.tool_calls.append(item)
         self._emit(ev.ItemDone(current.index, dict(item)))
+
+    def _finish_reasoning(
+        self, reasoning: ReasoningOutput, index: int, item: Item, text: str
+    ) -> None:
+        if reasoning.summary:
+            self._emit(ev.SummaryTextDone(index, 0, item["id"], text))
+            self._emit(ev.SummaryPartDone(index, 0, item["id"], text))
+            item["summary"] = [{"type": "summary_text", "text": text}]
+        if reasoning.seal is not None:
+            item["encrypted_content"] = reasoning.seal(text)
 
 
 def _new_id(current: _OpenItem, delta: ToolCallDelta) -> bool:

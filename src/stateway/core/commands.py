@@ -59,6 +59,9 @@ class GenerationSettings:
     backend that needs a budget derives one from ``reasoning_effort``."""
     seed: int | None = None
     """Chat's ``seed``: sampling made repeatable, where the upstream can (Chat upstreams)."""
+    context_management: list[dict[str, Any]] = field(default_factory=list)
+    """Normalized ``context_management`` entries (``{"type": "compaction",
+    "compact_threshold": N | None}``): see :mod:`stateway.core.compaction`."""
 
 
 @dataclass(slots=True)
@@ -230,6 +233,18 @@ ConversationCommand = (
     | DeleteConversationItem
 )
 
+
+@dataclass(slots=True)
+class CompactResponse:
+    """``POST /v1/responses/compact``: summarize a context into one sealed ``compaction``
+    item (see :mod:`stateway.core.compaction`)."""
+
+    model: str
+    input: list[Item]
+    instructions: str | None = None
+    previous_response_id: str | None = None
+
+
 Command = (
     CreateResponse
     | GetResponse
@@ -244,4 +259,5 @@ Command = (
     | ForwardChat
     | ReloadConfig
     | GetConfigStatus
+    | CompactResponse
 )

@@ -43,6 +43,9 @@ _OUTPUTS = frozenset(_ANSWERS.values())
 _PART_OUTPUTS = frozenset({FUNCTION_CALL_OUTPUT, CUSTOM_TOOL_CALL_OUTPUT})
 """Outputs whose ``output`` may be a list of content parts (checked like a message's)."""
 _TOOL_SEARCH = frozenset({TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT})
+_GATEWAY_ITEMS = frozenset({"compaction", "compaction_trigger"})
+"""Items the gateway itself turns into context (:mod:`stateway.core.compaction`): no
+upstream ever sees them, so every backend takes them."""
 
 
 _PRIOR = {
@@ -126,6 +129,8 @@ def uncarried(prior: Prior, current: list[Item], backend: Backend) -> InvalidReq
 def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str] | None:
     """``(param, what, code)`` of the first part of ``item`` the backend cannot carry."""
     kind = item.get("type")
+    if kind in _GATEWAY_ITEMS:
+        return None
     if kind not in backend.carried_item_types and not backend.carries_unknown_types:
         return f"{path}.type", f"input item type '{kind}'", "unsupported_item_type"
     if kind == MESSAGE:

@@ -71,6 +71,47 @@ class ReasoningDone:
 
 
 @dataclass(slots=True, frozen=True)
+class SummaryPartAdded:
+    """A reasoning item's summary part opens (its text then streams as summary deltas)."""
+
+    output_index: int
+    summary_index: int
+    item_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class SummaryTextDelta:
+    output_index: int
+    summary_index: int
+    item_id: str
+    delta: str
+
+
+@dataclass(slots=True, frozen=True)
+class SummaryTextDone:
+    output_index: int
+    summary_index: int
+    item_id: str
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class SummaryPartDone:
+    output_index: int
+    summary_index: int
+    item_id: str
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class Compacting:
+    """The summary of a ``compaction`` item was sampled (it carries no summary text)."""
+
+    output_index: int
+    item_id: str
+
+
+@dataclass(slots=True, frozen=True)
 class PartDone:
     output_index: int
     content_index: int
@@ -168,6 +209,11 @@ Event = (
     | TextDone
     | ReasoningDelta
     | ReasoningDone
+    | SummaryPartAdded
+    | SummaryTextDelta
+    | SummaryTextDone
+    | SummaryPartDone
+    | Compacting
     | PartDone
     | ArgumentsDelta
     | ArgumentsDone

@@ -17,6 +17,7 @@ from stateway.core.commands import (
     CancelResponse,
     CheckReadiness,
     Command,
+    CompactResponse,
     CountTokens,
     CreateConversation,
     CreateResponse,
@@ -35,6 +36,12 @@ from stateway.core.commands import (
     ReloadConfig,
     UpdateConversation,
     WatchResponse,
+)
+from stateway.core.compaction.service import (
+    Compacted,
+    Compaction,
+    CompactionStep,
+    context_window,
 )
 from stateway.core.context import check_call_outputs, load_prior
 from stateway.core.conversations.ports import Conversation, ConversationItems, ConversationStore
@@ -58,7 +65,14 @@ from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder, RunJournal
 from stateway.core.loop import Loop
-from stateway.core.ports import Backend, ItemPage, Relay, ResponseStore, TokenCounter
+from stateway.core.ports import (
+    Backend,
+    ItemPage,
+    Relay,
+    ResponseStore,
+    Sealer,
+    TokenCounter,
+)
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.results import Deleted, ModelList, Readiness, Result, TokenCount
 from stateway.core.routing import Needs, Plan, Route, Router
@@ -88,12 +102,15 @@ class Gateway:
         encoder: EventEncoder | None = None,
         results: CommandResults | None = None,
         signals: CancelSignals | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         """``router`` and ``loop`` are config generation 1 (:mod:`.generations`).
         Without ``conversations`` no conversation exists: each one named is a 404.
         Without ``encoder`` (the wire of background runs' event logs) background responses
         are refused. Without ``results`` command ids are refused; without shared
-        ``signals`` another process's background run cannot be cancelled from here."""
+        ``signals`` another process's background run cannot be cancelled from here.
+        ``sealer`` seals and opens ``encrypted_content`` (the composition root always
+        gives one; without it compaction fails and sealed input items are refused)."""
         self._store = store
         self.generations = Generations(router, loop)
         """Each admission reads the current generation and holds it to its end."""
@@ -104,6 +121,7 @@ class Gateway:
         self._encoder = encoder
         self._results = results
         self._signals = signals
+        self._compaction = Compaction(store, sealer)
 
     def once(
         self, principal: Principal, command_id: str, digest: str, *, param: str
@@ -168,6 +186,8 @@ class Gateway:
     async def execute(
         self, principal: Principal, command: ReloadConfig | GetConfigStatus
     ) -> ConfigStatus: ...
+    @overload
+    async def execute(self, principal: Principal, command: CompactResponse) -> Compacted: ...
 
     async def execute(self, principal: Principal, command: Command) -> Result:
         """Run one command for ``principal``. Raises :class:`GatewayError` subclasses."""
@@ -209,6 +229,11 @@ class Gateway:
                 return await self._served_reloads().reload()
             case GetConfigStatus():
                 return self._served_reloads().status()
+            case CompactResponse():
+                with self.generations.lease() as generation:
+                    return await self._compaction.compact(
+                        principal.tenant_id, command, generation.router
+                    )
             case _:
                 return await self._served_conversations().execute(principal.tenant_id, command)
 
@@ -248,6 +273,9 @@ class Gateway:
             command.settings = replace(command.settings, tools=toolset.public)
         plan, context = await self._plan(principal, command, router, route, toolset, conversation)
         plan.hints = frozenset(hints)
+        context, compaction = self._compaction.prepare(
+            principal.tenant_id, command, context_window(plan.capable), context
+        )
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
         state.attempts = plan.records
         plan.remember = chain_names(
@@ -262,10 +290,14 @@ class Gateway:
                 # The caller left while the turn's row was being written. Once it is, the
                 # run starts already cancelled and ends at once, letting the conversation go.
                 self.generations.retain(generation)  # for that run: the caller's goes back
-                start = partial(self._start_abandoned, run, plan, context, toolset, generation)
+                start = partial(
+                    self._start_abandoned, run, plan, context, toolset, generation, compaction
+                )
                 begun.add_done_callback(start)
                 raise
-        self._start(run, plan, context, command.stream, toolset, generation, command.replayable)
+        self._start(
+            run, plan, context, command.stream, toolset, generation, command.replayable, compaction
+        )
         return run
 
     async def _plan(
@@ -317,6 +349,7 @@ class Gateway:
         toolset: Toolset,
         generation: Generation,
         replayable: bool = False,
+        compaction: CompactionStep | None = None,
     ) -> None:
         if run.state.background and self._encoder is not None:
             run.journal = RunJournal(run, self._store, self._encoder)
@@ -324,7 +357,7 @@ class Gateway:
         elif replayable and stream and self._encoder is not None:  # a retry may replay it
             run.journal = RunJournal(run, self._store if run.state.store else None, self._encoder)
         self.runs.add(run)
-        drive = self._drive(run, plan, context, stream, toolset, generation)
+        drive = self._drive(run, plan, context, stream, toolset, generation, compaction)
         run.task = asyncio.create_task(drive)
 
     def _start_abandoned(
@@ -334,6 +367,7 @@ class Gateway:
         context: list[Item],
         toolset: Toolset,
         generation: Generation,
+        compaction: CompactionStep | None,
         begun: asyncio.Future[None],
     ) -> None:
         if begun.cancelled() or begun.exception() is not None:
@@ -341,7 +375,7 @@ class Gateway:
             return  # nothing was written: nothing to end
         if not run.state.background:  # a background run goes on without its client
             run.cancel(CancelReason.CLIENT_GONE)
-        self._start(run, plan, context, False, toolset, generation)
+        self._start(run, plan, context, False, toolset, generation, compaction=compaction)
 
     async def _count(
         self, principal: Principal, command: CreateResponse, generation: Generation
@@ -353,6 +387,9 @@ class Gateway:
         toolset = generation.loop.tools.resolve(command.settings.tools)
         plan, context = await self._plan(principal, command, router, route, toolset)
         candidate = plan.order()[0]
+        context = self._compaction.fitted(
+            principal.tenant_id, command, context_window(plan.capable), context
+        )
         catalog = Catalog(toolset.client)
         request = InferenceRequest(
             model=candidate.model,
@@ -365,7 +402,9 @@ class Gateway:
             native_tools=toolset.native,
         )
         if isinstance(candidate.backend, TokenCounter):
-            return TokenCount(await candidate.backend.count_tokens(request), estimated=False)
+            counted = await candidate.backend.count_tokens(request)
+            if counted is not None:
+                return TokenCount(counted, estimated=False)
         return TokenCount(estimate_tokens(request), estimated=True)
 
     async def _drive(
@@ -376,9 +415,10 @@ class Gateway:
         stream: bool,
         toolset: Toolset,
         generation: Generation,
+        compaction: CompactionStep | None = None,
     ) -> None:
         try:
-            await generation.loop.execute(run, plan, context, stream, toolset)
+            await generation.loop.execute(run, plan, context, stream, toolset, compaction)
         except Exception:  # the top of a run's task: nothing may leave a run open
             log.exception("run %s crashed while finishing", run.id)
             if not run.closed:

@@ -35,6 +35,8 @@ from typing import TypeVar
 
 from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
+from stateway.core.compaction.reasoning import reasoning_output
+from stateway.core.compaction.service import CompactionStep
 from stateway.core.errors import GatewayError, InternalError, ServerShuttingDown, StorageError
 from stateway.core.inference import (
     Finish,
@@ -48,7 +50,7 @@ from stateway.core.inference import (
 )
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
 from stateway.core.ownership import ProcessIdentity
-from stateway.core.ports import Backend, ConversationTurn, ResponseRecord, ResponseStore
+from stateway.core.ports import Backend, ConversationTurn, ResponseRecord, ResponseStore, Sealer
 from stateway.core.response import final_record, started_record, turn_end
 from stateway.core.routing import Plan
 from stateway.core.runs import CancelReason, Run
@@ -83,10 +85,13 @@ class Loop:
         max_rounds: int = 8,
         owner: ProcessIdentity | None = None,
         tools: GatewayTools | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         self._store = store
         self._max_rounds = max_rounds
         self.tools = tools or GatewayTools()
+        self._sealer = sealer
+        """Seals reasoning items' ``encrypted_content`` when a request includes it."""
         self._owner = str(owner or ProcessIdentity.current())
         """Recorded on every in-progress row this process writes."""
 
@@ -109,6 +114,7 @@ class Loop:
         context: list[Item],
         stream: bool,
         toolset: Toolset | None = None,
+        compaction: CompactionStep | None = None,
     ) -> None:
         state = run.state
         row: Row | None = None
@@ -130,7 +136,10 @@ class Loop:
         toolset = toolset or Toolset(settings.tools, settings.tools)
         toolset.client = with_context_tools(toolset.client, context)
         tools = ToolSession(self.tools, toolset, state.output, run.emit)
-        assembler = OutputAssembler(state.output, run.emit, used_call_ids, tools=tools)
+        reasoning = reasoning_output(settings, self._sealer, state.tenant_id)
+        assembler = OutputAssembler(
+            state.output, run.emit, used_call_ids, tools=tools, reasoning=reasoning
+        )
         run.cancellable = True
         try:
             if run.cancel_reason is not None:  # cancelled before it started generating
@@ -140,12 +149,22 @@ class Loop:
                 _announce(run)
                 await tools.prepare(context)
                 await tools.resume_approvals(context, run.input_items)
+            if compaction is not None:  # compacted first: a trigger, or past the threshold
+                await _durable(row)
+                _announce(run)
+                context = await compaction.run(run, plan.first, usage)
+                state.usage = usage
             choice = toolset.native_choice(settings.tool_choice) or tools.catalog.model_choice(
                 settings.tool_choice
             )
             limit = settings.max_tool_calls
             for _ in range(self._max_rounds):
-                assembler = OutputAssembler(state.output, run.emit, used_call_ids, tools=tools)
+                if compaction is not None and compaction.alone:  # the item is the answer
+                    state.status = "completed"
+                    break
+                assembler = OutputAssembler(
+                    state.output, run.emit, used_call_ids, tools=tools, reasoning=reasoning
+                )
                 exhausted = limit is not None and tools.calls_made >= limit
                 request = InferenceRequest(
                     model=plan.first.model,

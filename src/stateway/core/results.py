@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stateway.core.compaction.service import Compacted
 from stateway.core.conversations.service import ConversationResult
 from stateway.core.generations import ConfigStatus
 from stateway.core.ports import ItemPage, Relay
@@ -51,6 +52,7 @@ Result = (
     | Readiness
     | ConversationResult
     | TokenCount
+    | Compacted
     | Watch
     | Relay
     | ConfigStatus

@@ -194,8 +194,6 @@ async def test_reserved_route_names_are_never_read_as_response_ids() -> None:
     app = build()
     unknown = (await call(app, "GET", "/v1/nothing")).json()["error"]
     for path in [
-        "/v1/responses/compact",
-        "/v1/responses/input_tokens",
         "/v1/responses/compact/input_items",
         "/v1/responses/input_tokens/input_items",
     ]:
@@ -204,3 +202,15 @@ async def test_reserved_route_names_are_never_read_as_response_ids() -> None:
             assert reply.status == 404, (method, path)
             error = reply.json()["error"]
             assert error == {**unknown, "message": f"Unknown route: {method} {path}."}
+
+
+async def test_compact_and_input_tokens_take_post_only() -> None:
+    app = build()
+    for path in ["/v1/responses/compact", "/v1/responses/input_tokens"]:
+        for method in ["GET", "DELETE", "PUT", "TRACE"]:
+            reply = await call(app, method, path, b"{}")
+            assert reply.status == 405, (method, path)
+            assert reply.headers["allow"] == "POST"
+            error = reply.json()["error"]
+            assert error["code"] == "method_not_allowed"
+            assert error["message"] == f"Method {method} is not allowed on {path}."

@@ -7,14 +7,14 @@
   port.
 - :mod:`.view`: a context as the model sees it: sealed items opened, the last
   ``compaction`` item in place of what it summarized, ``compaction_trigger`` left out.
-- :mod:`.tokens`: the gateway's token estimate (thresholds, truncation, counting when the
-  upstream has no tokenizer).
 - :mod:`.truncation`: ``truncation: "auto"``, dropping the oldest turns to fit the window.
 - :mod:`.summarize`: one summarization call to the backend.
 - :mod:`.reasoning`: reasoning items finished with a summary and/or sealed text, as the
   request asks (``reasoning.summary``, ``include``).
 - :mod:`.service`: :class:`~.service.Compaction`, which the gateway uses for
-  ``/responses/compact``, ``/responses/input_tokens`` and, within a response, for a
-  ``compaction_trigger`` or a ``context_management`` threshold
+  ``/responses/compact``, for the context ``/responses/input_tokens`` counts and, within a
+  response, for a ``compaction_trigger`` or a ``context_management`` threshold
   (:class:`~.service.CompactionStep`).
+
+Sizes are the gateway's estimate, :mod:`stateway.core.token_estimate`.
 """

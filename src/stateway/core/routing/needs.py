@@ -4,7 +4,8 @@ Checked per candidate before it is opened, so no upstream is sent a request it c
 serve: image and file inputs, reasoning, tool calls (and parallel ones), tools only an
 upstream speaking Responses carries, the input item and content part types its API
 carries (:func:`stateway.core.context.uncarried`), and the context window when the
-candidate declares one (the input estimated, :mod:`stateway.core.token_estimate`).
+candidate declares one (the input estimated, :mod:`stateway.core.token_estimate`; not
+with ``truncation: "auto"``, whose context the gateway fits to the window).
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ _PART_HOLDERS = frozenset({"function_call_output", "custom_tool_call_output"})
 
 CAPABILITY_MISSING = "unsupported_capability"
 """The code of a 400 when no candidate of the route has a capability the request needs."""
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+"""The code when what is missing is a context window large enough (as an upstream that
+refuses a too long prompt answers, and as clients expect); ``truncation: "auto"`` never
+gets it (the context is fitted to the window instead)."""
 
 
 @dataclass(slots=True)
@@ -122,9 +127,12 @@ def unmet(route: str, candidate: Candidate, needs: Needs) -> Unmet | None:
         if missing:
             return Unmet(capability, _missing(route, candidate, what, param))
     window = has.context_window
-    if window is not None and needs.tokens > window:
+    fitted = needs.command.settings.truncation == "auto"  # the gateway fits it to the window
+    if window is not None and not fitted and needs.tokens > window:
         what = f"a context window of about {needs.tokens} tokens (it has {window})"
-        return Unmet("context_window", _missing(route, candidate, what, "input"))
+        error = _missing(route, candidate, what, "input")
+        error.code = CONTEXT_LENGTH_EXCEEDED  # what clients act on (Codex compacts)
+        return Unmet("context_window", error)
     backend = candidate.backend
     if needs.native_tool is not None and not backend.carries_unknown_types:
         error = InvalidRequest(

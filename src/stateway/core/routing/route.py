@@ -76,11 +76,13 @@ def single_route(
     model: str,
     gateway_tools: Toolset | None = None,
     stages: StageChain | None = None,
+    capabilities: Capabilities = Capabilities(),
 ) -> Route:
     """A route of one candidate (a backend's own model name, or the catch-all)."""
-    plain = gateway_tools is None and not stages
+    plain = gateway_tools is None and not stages and capabilities == Capabilities()
     forwarder = backend if isinstance(backend, ChatForwarder) and plain else None
-    return Route(name, (Candidate(backend, model),), gateway_tools, forwarder, stages=stages)
+    candidate = Candidate(backend, model, capabilities=capabilities)
+    return Route(name, (candidate,), gateway_tools, forwarder, stages=stages)
 
 
 @dataclass(slots=True, frozen=True)
@@ -96,12 +98,15 @@ class BackendEntry:
     """The backend's ``gateway_tools``, resolved; None when it has none."""
     stages: StageChain | None = None
     """The global feature stages."""
+    capabilities: Capabilities = Capabilities()
+    """Its candidates' (the backend's ``context_window``)."""
 
     def catch_all_route(self) -> Route:
-        return single_route("", self.backend, "", self.gateway_tools, self.stages)
+        return self._route("", "")
 
     def routes(self) -> list[Route]:
-        return [
-            single_route(public, self.backend, upstream, self.gateway_tools, self.stages)
-            for public, upstream in self.models.items()
-        ]
+        return [self._route(public, upstream) for public, upstream in self.models.items()]
+
+    def _route(self, name: str, model: str) -> Route:
+        tools, stages, capabilities = self.gateway_tools, self.stages, self.capabilities
+        return single_route(name, self.backend, model, tools, stages, capabilities)

@@ -23,6 +23,8 @@ turn replays exactly the history the model saw:
   offered from then on). A search without its output is left out.
 - ``mcp_list_tools``, ``mcp_approval_response``, ``additional_tools``: left out (their
   tools are among the request's; answers are folded into their calls).
+- ``compaction``, ``compaction_trigger``: left out (the gateway has already shown the
+  model a compaction's summary in its place: :mod:`stateway.core.compaction.view`).
 - ``shell_call`` / ``local_shell_call`` and their outputs: a ``shell`` / ``local_shell``
   function call whose arguments are the action, and its output as text
   (:mod:`stateway.core.tools.shell`); left as they are for an upstream that speaks them
@@ -75,12 +77,15 @@ _GATEWAY: Final = frozenset(
 WEB_SEARCH_FUNCTION: Final = "web_search"
 TOOL_SEARCH_FUNCTION: Final = "tool_search"
 _TOOL_SEARCH: Final = frozenset({TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT})
+_COMPACTION: Final = frozenset({"compaction", "compaction_trigger"})
 DECLINED: Final = "The user declined to run this tool call."
 
 
 def model_items(items: list[Item], native: frozenset[str] = frozenset()) -> list[Item]:
     """A context as the model saw it (see the module docstring); item types in ``native``
     are left as they are."""
+    if any(item.get("type") in _COMPACTION for item in items):
+        items = [item for item in items if item.get("type") not in _COMPACTION]
     shells = shell.ITEM_TYPES - native
     if any(item.get("type") in shells for item in items):
         items = [_shell_item(item) if item.get("type") in shells else item for item in items]

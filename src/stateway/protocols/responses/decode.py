@@ -16,6 +16,8 @@ import orjson
 import pydantic
 
 from stateway.core.commands import (
+    CompactResponse,
+    CountTokens,
     CreateResponse,
     GenerationSettings,
     GetResponse,
@@ -26,7 +28,12 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.tools.catalog import WEB_SEARCH_TYPES
 from stateway.protocols.responses.items import decode_items
 from stateway.protocols.responses.nesting import check_nesting
-from stateway.protocols.responses.request import CreateResponseBody
+from stateway.protocols.responses.request import (
+    CompactBody,
+    ContextManagement,
+    CreateResponseBody,
+    InputTokensBody,
+)
 from stateway.protocols.responses.tools import decode_tools
 
 _TOOL_CHOICES = frozenset({"auto", "none", "required"})
@@ -43,17 +50,7 @@ _MAX_SEQUENCE_NUMBER = 2**31 - 1
 
 def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateResponse:
     """``max_input_items`` (None: unbounded) is checked before any item is looked at."""
-    # orjson first: it refuses what JSON forbids (NaN, invalid UTF-8) and keeps every
-    # number within what the gateway can serialize again (huge integers become floats).
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise InvalidRequest(
-            "We could not parse the JSON body of your request. Expected a JSON object.",
-            code="invalid_json",
-        ) from None
-    if max_input_items is not None:
-        _check_item_count(data, max_input_items)
+    data = _json(raw, max_input_items)
     try:
         body = CreateResponseBody.model_validate(data, strict=True)
     except pydantic.ValidationError as exc:
@@ -85,6 +82,7 @@ def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateRe
         top_logprobs=body.top_logprobs,
         presence_penalty=body.presence_penalty,
         frequency_penalty=body.frequency_penalty,
+        context_management=_context_management(body.context_management or []),
     )
     if not (body.input or body.instructions or body.previous_response_id or conversation_id):
         raise InvalidRequest(
@@ -104,6 +102,94 @@ def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateRe
         settings=settings,
         background=bool(body.background),
     )
+
+
+def decode_compact(raw: bytes, *, max_input_items: int | None = None) -> CompactResponse:
+    """``POST /v1/responses/compact``: ``model`` is required; ``input`` and/or
+    ``previous_response_id`` name what to compact."""
+    data = _json(raw, max_input_items)
+    try:
+        body = CompactBody.model_validate(data, strict=True)
+    except pydantic.ValidationError as exc:
+        raise _invalid(exc) from None
+    if not body.input and body.previous_response_id is None:
+        raise InvalidRequest(
+            "Missing required parameter: 'input' (or 'previous_response_id'); there is "
+            "nothing to compact.",
+            param="input",
+            code="missing_required_parameter",
+        )
+    return CompactResponse(
+        model=body.model,
+        input=decode_items(body.input or []),
+        instructions=body.instructions,
+        previous_response_id=body.previous_response_id,
+    )
+
+
+def decode_input_tokens(raw: bytes, *, max_input_items: int | None = None) -> CountTokens:
+    """``POST /v1/responses/input_tokens``: the request fields that shape the input, as a
+    request to count (``model`` names the backend whose tokenizer counts)."""
+    data = _json(raw, max_input_items)
+    try:
+        body = InputTokensBody.model_validate(data, strict=True)
+    except pydantic.ValidationError as exc:
+        raise _invalid(exc) from None
+    if body.conversation is not None:
+        raise _unsupported("Conversations are not supported yet.", "conversation")
+    settings = GenerationSettings(
+        tools=decode_tools(body.tools or [], body.input or []),
+        tool_choice=_tool_choice(body.tool_choice),
+        parallel_tool_calls=True if body.parallel_tool_calls is None else body.parallel_tool_calls,
+        text_format=_text_format(body.text.format if body.text else None),
+        reasoning_effort=body.reasoning.effort if body.reasoning else None,
+        truncation=body.truncation or "disabled",
+    )
+    request = CreateResponse(
+        model=body.model,
+        input=decode_items(body.input or []),
+        instructions=body.instructions,
+        previous_response_id=body.previous_response_id,
+        store=False,
+        settings=settings,
+    )
+    return CountTokens(request)
+
+
+def _json(raw: bytes, max_input_items: int | None) -> Any:
+    # orjson first: it refuses what JSON forbids (NaN, invalid UTF-8) and keeps every
+    # number within what the gateway can serialize again (huge integers become floats).
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise InvalidRequest(
+            "We could not parse the JSON body of your request. Expected a JSON object.",
+            code="invalid_json",
+        ) from None
+    if max_input_items is not None:
+        _check_item_count(data, max_input_items)
+    return data
+
+
+def _context_management(entries: list[ContextManagement]) -> list[dict[str, Any]]:
+    """Only ``compaction`` is known, once."""
+    out: list[dict[str, Any]] = []
+    for index, entry in enumerate(entries):
+        if entry.type != "compaction":
+            raise InvalidRequest(
+                f"Invalid value for 'context_management[{index}].type': {entry.type!r}. "
+                "Supported value: 'compaction'.",
+                param=f"context_management[{index}].type",
+                code="invalid_value",
+            )
+        if out:
+            raise InvalidRequest(
+                "Only one 'compaction' entry may be given in 'context_management'.",
+                param=f"context_management[{index}]",
+                code="invalid_value",
+            )
+        out.append({"type": "compaction", "compact_threshold": entry.compact_threshold})
+    return out
 
 
 def decode_list_input_items(response_id: str, query: dict[str, str]) -> ListInputItems:

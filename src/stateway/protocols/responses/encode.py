@@ -11,9 +11,11 @@ from typing import Any
 import orjson
 
 from stateway.core import events as ev
+from stateway.core.compaction.service import Compacted
 from stateway.core.items import Item
 from stateway.core.ports import ItemPage
 from stateway.core.response import ResponseState
+from stateway.core.results import TokenCount
 from stateway.core.usage import Usage
 
 
@@ -119,6 +121,25 @@ def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
             )
         case ev.ReasoningDone():
             return _part_event("response.reasoning_text.done", seq, event, text=event.text)
+        case ev.SummaryPartAdded():
+            part = {"type": "summary_text", "text": ""}
+            return _summary_event("response.reasoning_summary_part.added", seq, event, part=part)
+        case ev.SummaryTextDelta():
+            kind = "response.reasoning_summary_text.delta"
+            return _summary_event(kind, seq, event, delta=event.delta)
+        case ev.SummaryTextDone():
+            kind = "response.reasoning_summary_text.done"
+            return _summary_event(kind, seq, event, text=event.text)
+        case ev.SummaryPartDone():
+            part = {"type": "summary_text", "text": event.text}
+            return _summary_event("response.reasoning_summary_part.done", seq, event, part=part)
+        case ev.Compacting():
+            return {
+                "type": "response.compaction.compacting",
+                "sequence_number": seq,
+                "item_id": event.item_id,
+                "output_index": event.output_index,
+            }
         case ev.ArgumentsDone():
             return {
                 "type": "response.function_call_arguments.done",
@@ -203,6 +224,23 @@ def encode_sse_payload(payload: bytes) -> bytes:
     return b"event: " + kind + b"\ndata: " + payload + b"\n\n"
 
 
+def encode_compacted(compacted: Compacted) -> dict[str, Any]:
+    """The ``response.compaction`` object of ``POST /v1/responses/compact``."""
+    return {
+        "id": compacted.id,
+        "object": "response.compaction",
+        "created_at": int(compacted.created_at),
+        "output": compacted.output,
+        "usage": encode_usage(compacted.usage),
+    }
+
+
+def encode_token_count(count: TokenCount) -> dict[str, Any]:
+    """The ``response.input_tokens`` object (whether it is an estimate travels in a
+    header: see the HTTP surface)."""
+    return {"object": "response.input_tokens", "input_tokens": count.input_tokens}
+
+
 def encode_item_page(page: ItemPage) -> dict[str, Any]:
     data = page.items
     return {
@@ -258,6 +296,17 @@ def _part_event(kind: str, seq: int, event: Any, **fields: Any) -> dict[str, Any
         "item_id": event.item_id,
         "output_index": event.output_index,
         "content_index": event.content_index,
+        **fields,
+    }
+
+
+def _summary_event(kind: str, seq: int, event: Any, **fields: Any) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "sequence_number": seq,
+        "item_id": event.item_id,
+        "output_index": event.output_index,
+        "summary_index": event.summary_index,
         **fields,
     }
 

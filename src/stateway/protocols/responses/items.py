@@ -1,8 +1,10 @@
 """Input items of the Responses wire, checked and normalized into canonical items.
 
 The shapes the gateway models (messages, function, custom and shell tool calls and their
-outputs, tool searches and their outputs, reasoning) are checked field by field so a bad
-one is a 400 naming the exact path. Other item types pass through untouched.
+outputs, tool searches and their outputs, reasoning, compaction items and the
+``compaction_trigger``, which must come last) are checked field by field so a bad one is a
+400 naming the exact path; sealed ``encrypted_content`` is verified later, in the core.
+Other item types pass through untouched.
 """
 
 from __future__ import annotations
@@ -28,7 +30,19 @@ def decode_items(raw: str | list[dict[str, Any]], field: str = "input") -> list[
         return [_message("user", [{"type": "input_text", "text": raw}], None)]
     items = [_item(item, f"{field}[{index}]") for index, item in enumerate(raw)]
     _check_unique_ids(raw, field)
+    _check_trigger_last(items, field)
     return items
+
+
+def _check_trigger_last(items: list[Item], field: str) -> None:
+    """A ``compaction_trigger`` compacts everything before it: it must come last."""
+    for index, item in enumerate(items[:-1]):
+        if item.get("type") == "compaction_trigger":
+            raise InvalidRequest(
+                "A 'compaction_trigger' item must be the last input item.",
+                param=f"{field}[{index}].type",
+                code="invalid_value",
+            )
 
 
 def _check_unique_ids(raw: list[dict[str, Any]], field: str) -> None:
@@ -85,9 +99,24 @@ def _item(raw: dict[str, Any], path: str) -> Item:
                 raise InvalidRequest(
                     "'summary' must be a list.", param=f"{path}.summary", code="invalid_type"
                 )
+            encrypted = raw.get("encrypted_content")
+            if encrypted is not None and not isinstance(encrypted, str):
+                raise InvalidRequest(
+                    f"Invalid type for '{path}.encrypted_content': expected a string.",
+                    param=f"{path}.encrypted_content",
+                    code="invalid_type",
+                )
             item = dict(raw)
             item.setdefault("summary", [])
             return _with_id(item, kind)
+        case "compaction":
+            _require_str(raw, path, "encrypted_content")  # verified once routed (core)
+            item = dict(raw)
+            if not isinstance(item.get("id"), str) or not item["id"]:
+                item["id"] = new_id("cmp")
+            return item
+        case "compaction_trigger":
+            return dict(raw)
         case "mcp_approval_response":
             _require_str(raw, path, "approval_request_id")
             if not isinstance(raw.get("approve"), bool):

@@ -1,4 +1,5 @@
-"""The wire shape of ``POST /v1/responses``, validated strictly at the edge.
+"""The wire shapes of ``POST /v1/responses`` (and of ``/compact`` and ``/input_tokens``),
+validated strictly at the edge.
 
 Unknown top-level fields are ignored (clients such as Codex send their own). Types are
 strict: a string where a number belongs is an error naming the field, never a coercion.
@@ -22,6 +23,12 @@ class ReasoningConfig(BaseModel):
     effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None
     generate_summary: Literal["auto", "concise", "detailed"] | None = None
+
+
+class ContextManagement(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: str
+    compact_threshold: int | None = Field(default=None, ge=1)
 
 
 class CreateResponseBody(BaseModel):
@@ -55,3 +62,34 @@ class CreateResponseBody(BaseModel):
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
     stream_options: dict[str, Any] | None = None
+    context_management: list[ContextManagement] | None = None
+
+
+class CompactBody(BaseModel):
+    """``POST /v1/responses/compact``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field(min_length=1)
+    input: str | list[dict[str, Any]] | None = None
+    instructions: str | None = None
+    previous_response_id: str | None = Field(default=None, min_length=1)
+
+
+class InputTokensBody(BaseModel):
+    """``POST /v1/responses/input_tokens``: the request fields that shape the input."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field(min_length=1)
+    """Optional for OpenAI (its default model); here it names the backend that counts."""
+    input: str | list[dict[str, Any]] | None = None
+    instructions: str | None = None
+    previous_response_id: str | None = Field(default=None, min_length=1)
+    conversation: str | dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    text: TextConfig | None = None
+    reasoning: ReasoningConfig | None = None
+    truncation: Literal["auto", "disabled"] | None = None

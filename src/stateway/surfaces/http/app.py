@@ -7,7 +7,7 @@ unexpected exception is logged and answered with a generic 500, never a stack tr
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Match, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Match, Route, WebSocketRoute, request_response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core.errors import GatewayError, InvalidRequest, NotFound
@@ -34,12 +34,9 @@ log = logging.getLogger(__name__)
 Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
 
-UNBUILT = (
-    "/v1/responses/compact",
-    "/v1/responses/input_tokens",
-)
-"""Reserved route names: answered like any unknown route until built, and never read as
-a response id."""
+POST_ONLY = ("/v1/responses/compact", "/v1/responses/input_tokens")
+"""Routes beside ``/v1/responses/{response_id}`` that take POST only: another method is
+405 (never read as a response id), and paths below them are unknown routes."""
 
 
 def build_http_app(
@@ -58,9 +55,11 @@ def build_http_app(
     Messages routes, ``chat`` the Chat Completions route, ``mcp`` the MCP surface
     (``/mcp``, every method), ``admin`` the admin routes, when served."""
     unbuilt = _Unbuilt()
-    reserved = [Route(path, unbuilt) for name in UNBUILT for path in (name, name + "/{_:path}")]
+    reserved = [Route(name + "/{_:path}", unbuilt) for name in POST_ONLY]
     routes: list[BaseRoute] = [
         *reserved,
+        Route("/v1/responses/compact", _PostOnly(responses.compact)),
+        Route("/v1/responses/input_tokens", _PostOnly(responses.input_tokens)),
         Route("/v1/responses", responses.create, methods=["POST"]),
         WebSocketRoute("/v1/responses", refuse_websocket),
         Route("/v1/responses/{response_id}", responses.retrieve, methods=["GET"]),
@@ -116,6 +115,19 @@ class _Unbuilt:
         raise HTTPException(404)
 
 
+class _PostOnly:
+    """A POST endpoint as a plain ASGI app, so its route takes every method and answers
+    another one with 405 itself (else ``/v1/responses/{response_id}`` would take it)."""
+
+    def __init__(self, endpoint: Callable[[Request], Awaitable[Response]]) -> None:
+        self._app = request_response(endpoint)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            raise _method_not_allowed(scope["method"], scope["path"], ["POST"])
+        await self._app(scope, receive, send)
+
+
 async def _gateway_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, GatewayError)
     if exc.status >= 500:
@@ -129,16 +141,18 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         return error_response(NotFound(f"Unknown route: {request.method} {request.url.path}."))
     if exc.status_code == 405:
         allowed = _allowed_methods(request)
-        return error_response(
-            InvalidRequest(
-                f"Method {request.method} is not allowed on {request.url.path}.",
-                code="method_not_allowed",
-                status=405,
-                headers={"Allow": ", ".join(allowed)},
-            )
-        )
+        return error_response(_method_not_allowed(request.method, request.url.path, allowed))
     error = InvalidRequest(str(exc.detail), status=exc.status_code, code="invalid_request")
     return error_response(error)
+
+
+def _method_not_allowed(method: str, path: str, allowed: list[str]) -> InvalidRequest:
+    return InvalidRequest(
+        f"Method {method} is not allowed on {path}.",
+        code="method_not_allowed",
+        status=405,
+        headers={"Allow": ", ".join(allowed)},
+    )
 
 
 def _allowed_methods(request: Request) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from functools import partial
+from typing import TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -23,15 +24,19 @@ from stateway.core.journal import RunJournal
 from stateway.core.runs import Run
 from stateway.core.watch import LiveWatch, Watch
 from stateway.protocols.responses.decode import (
+    decode_compact,
     decode_create,
+    decode_input_tokens,
     decode_list_input_items,
     decode_retrieve,
 )
 from stateway.protocols.responses.encode import (
+    encode_compacted,
     encode_item_page,
     encode_response,
     encode_sse,
     encode_sse_payload,
+    encode_token_count,
 )
 from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.transport import (
@@ -50,6 +55,11 @@ from stateway.surfaces.http.transport import (
 INLINE_DECODE_BYTES = 1024 * 1024
 """Bodies up to this size are decoded on the event loop (the hot path); larger ones in a
 worker thread, so decoding many megabytes of JSON does not stall every other request."""
+TOKEN_COUNT_HEADER = "Stateway-Token-Count"
+"""On ``/v1/responses/input_tokens``: ``upstream`` (the model server's tokenizer counted)
+or ``estimate`` (the gateway's estimate: no tokenizer to ask)."""
+
+C = TypeVar("C")
 
 
 class ResponsesRoutes:
@@ -124,6 +134,26 @@ class ResponsesRoutes:
             return self._watching(LiveWatch(run, journal), opening=partial(_accepted, run))
         await _accepted(run)
         return JSONResponse(encode_response(run.state, snapshot=True))
+
+    async def compact(self, request: Request) -> Response:
+        """``POST /v1/responses/compact``."""
+        command = await self._decode(request, decode_compact)
+        compacted = await self._gateway.execute(_principal(request), command)
+        return JSONResponse(encode_compacted(compacted))
+
+    async def input_tokens(self, request: Request) -> Response:
+        """``POST /v1/responses/input_tokens``; the header says whether it is an estimate."""
+        command = await self._decode(request, decode_input_tokens)
+        count = await self._gateway.execute(_principal(request), command)
+        source = "estimate" if count.estimated else "upstream"
+        return JSONResponse(encode_token_count(count), headers={TOKEN_COUNT_HEADER: source})
+
+    async def _decode(self, request: Request, decode: Callable[..., C]) -> C:
+        require_json(request)
+        body = await read_body(request, self._max_body, self._body_timeout)
+        if len(body) <= INLINE_DECODE_BYTES:
+            return decode(body, max_input_items=self._max_items)
+        return await asyncio.to_thread(decode, body, max_input_items=self._max_items)
 
     async def retrieve(self, request: Request) -> Response:
         command = decode_retrieve(request.path_params["response_id"], request.query_params)

@@ -1,0 +1,186 @@
+"""The gateway's context management: compaction, truncation and token counting.
+
+:class:`Compaction` serves three commands' worth of work for ``Gateway.execute``:
+
+- :meth:`Compaction.prepare` (``responses.create``): the context's model view
+  (:mod:`.view`); then, when the input ends with a ``compaction_trigger`` or the view is
+  past its ``context_management`` threshold, a :class:`CompactionStep` the run takes
+  before its rounds; otherwise, with ``truncation: "auto"`` and a known context window,
+  the view truncated to fit (:mod:`.truncation`).
+- :meth:`Compaction.compact` (``/responses/compact``): the context's ``user`` messages
+  followed by one sealed ``compaction`` item.
+- :meth:`Compaction.fitted` (``/responses/input_tokens``): the context a round would
+  send, without compacting, for the upstream (or the estimate) to count.
+
+A threshold is ``compact_threshold`` when given, else 80% of the context window (the
+smallest any capable candidate declares: ``capabilities.context_window``, by default its
+backend's ``context_window``); without either there is no automatic compaction. It is checked once,
+when the response starts, against the estimate (:mod:`stateway.core.token_estimate`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from stateway.core import events as ev
+from stateway.core.commands import CompactResponse, CreateResponse, GenerationSettings
+from stateway.core.compaction import sealed
+from stateway.core.compaction.summarize import summarize
+from stateway.core.compaction.truncation import truncate
+from stateway.core.compaction.view import kept_messages, model_view
+from stateway.core.context import build_context
+from stateway.core.errors import InvalidRequest
+from stateway.core.ids import new_id
+from stateway.core.items import Item
+from stateway.core.ports import ResponseStore, Sealer
+from stateway.core.routing import Candidate, Router
+from stateway.core.runs import Run
+from stateway.core.token_estimate import estimate_context, item_tokens
+from stateway.core.usage import Usage
+
+DEFAULT_THRESHOLD = 0.8
+"""Of the context window: where a ``context_management`` compaction without its own
+``compact_threshold`` triggers."""
+
+
+@dataclass(slots=True, frozen=True)
+class Compacted:
+    """What ``/responses/compact`` answers."""
+
+    id: str
+    created_at: float
+    output: list[Item]
+    usage: Usage
+
+
+class CompactionStep:
+    """The compaction a response makes before its rounds; for a ``compaction_trigger``
+    (``alone``) instead of them: its one ``compaction`` item is the whole output."""
+
+    def __init__(
+        self,
+        sealer: Sealer | None,
+        tenant_id: str,
+        context: list[Item],
+        view: list[Item],
+        *,
+        alone: bool,
+    ) -> None:
+        self._sealer = sealer
+        self._tenant_id = tenant_id
+        self._context = context
+        self._view = view
+        self.alone = alone
+
+    async def run(self, run: Run, candidate: Candidate, usage: Usage) -> list[Item]:
+        """Summarize (asking ``candidate``), emit the compaction item (added, compacting,
+        done) and return the context the rounds go on with: the model view of the context
+        and that item."""
+        summary = await summarize(
+            candidate.backend, candidate.model, run.state.instructions, self._view
+        )
+        usage.add(summary.usage)
+        item = compaction_item(self._sealer, self._tenant_id, summary.text)
+        output = run.state.output
+        index = len(output)
+        output.append(item)
+        run.emit(ev.ItemAdded(index, {"id": item["id"], "type": sealed.COMPACTION}))
+        run.emit(ev.Compacting(index, item["id"]))
+        run.emit(ev.ItemDone(index, dict(item)))
+        context = [*self._context, item]
+        return model_view(context, self._tenant_id, self._sealer, len(context))
+
+
+def compaction_item(sealer: Sealer | None, tenant_id: str, summary: str) -> Item:
+    return {
+        "id": new_id("cmp"),
+        "type": sealed.COMPACTION,
+        "encrypted_content": sealed.seal(sealer, sealed.COMPACTION, tenant_id, summary),
+    }
+
+
+class Compaction:
+    def __init__(self, store: ResponseStore, sealer: Sealer | None) -> None:
+        self._store = store
+        self.sealer = sealer
+
+    def prepare(
+        self, tenant_id: str, command: CreateResponse, window: int | None, context: list[Item]
+    ) -> tuple[list[Item], CompactionStep | None]:
+        """The context the run sends, and the compaction it owes first, if any; ``window``:
+        the context window it must fit (:func:`context_window`)."""
+        view = model_view(context, tenant_id, self.sealer, len(context) - len(command.input))
+        settings = command.settings
+        trigger = any(item.get("type") == sealed.COMPACTION_TRIGGER for item in command.input)
+        threshold = compact_threshold(settings.context_management, window)
+        if trigger or (
+            threshold is not None
+            and estimate_context(command.instructions, view, settings.tools) >= threshold
+        ):
+            return view, CompactionStep(self.sealer, tenant_id, context, view, alone=trigger)
+        return self._fit(view, command.instructions, settings, window), None
+
+    async def compact(self, tenant_id: str, command: CompactResponse, router: Router) -> Compacted:
+        """``router``: the current config generation's."""
+        route = router.resolve(command.model)
+        create = CreateResponse(
+            model=command.model,
+            input=command.input,
+            instructions=command.instructions,
+            previous_response_id=command.previous_response_id,
+        )
+        context = await build_context(self._store, tenant_id, create, route.backend)
+        view = model_view(context, tenant_id, self.sealer, len(context) - len(command.input))
+        if not view:
+            raise InvalidRequest(
+                "There is nothing to compact: the input and the previous response hold no items.",
+                param="input",
+                code="missing_required_parameter",
+            )
+        summary = await summarize(route.backend, route.upstream_model, command.instructions, view)
+        item = compaction_item(self.sealer, tenant_id, summary.text)
+        output = [*kept_messages(context), item]
+        return Compacted(new_id("resp"), time.time(), output, summary.usage)
+
+    def fitted(
+        self, tenant_id: str, command: CreateResponse, window: int | None, context: list[Item]
+    ) -> list[Item]:
+        """The context's model view as a round would send it, without compacting (what
+        ``/responses/input_tokens`` counts)."""
+        view = model_view(context, tenant_id, self.sealer, len(context) - len(command.input))
+        return self._fit(view, command.instructions, command.settings, window)
+
+    def _fit(
+        self,
+        view: list[Item],
+        instructions: str | None,
+        settings: GenerationSettings,
+        window: int | None,
+    ) -> list[Item]:
+        """``truncation: "auto"``: the view within the window, less the output allowance."""
+        if settings.truncation != "auto" or window is None:
+            return view
+        fixed = estimate_context(instructions, [], settings.tools)
+        budget = window - (settings.max_output_tokens or 0) - fixed
+        return truncate(view, budget, item_tokens)
+
+
+def context_window(candidates: list[Candidate]) -> int | None:
+    """The window a context must fit to be served by any of ``candidates`` (the smallest
+    they declare: a round may fail over to any), or None when none declares one."""
+    windows = [c.capabilities.context_window for c in candidates]
+    known = [window for window in windows if window is not None]
+    return min(known) if known else None
+
+
+def compact_threshold(entries: list[dict[str, object]], window: int | None) -> int | None:
+    """The token count at which a ``context_management`` compaction triggers, if any."""
+    for entry in entries:
+        if entry.get("type") != sealed.COMPACTION:
+            continue
+        threshold = entry.get("compact_threshold")
+        if isinstance(threshold, int):
+            return threshold
+        return int(window * DEFAULT_THRESHOLD) if window is not None else None
+    return None

@@ -1,0 +1,114 @@
+"""A context as the model sees it: sealed items opened, compacted turns replaced.
+
+- A ``compaction`` item stands for everything before it: the model sees the ``system``,
+  ``developer`` and ``user`` messages that precede the *last* compaction item of the
+  context (the ones a client keeps, as ``/responses/compact`` returns them), then that
+  item's summary as a ``user`` message (:data:`~.prompt.SUMMARY_PREFIX` first), then
+  everything after it. Earlier compaction items were summarized into the last one. Tool
+  outputs left without their call by this are left out too. ``additional_tools`` items
+  are kept: their tools stay offered.
+- A ``reasoning`` item with ``encrypted_content`` is shown with the reasoning text sealed
+  in it (not whatever text came along with it); ``encrypted_content`` itself never goes
+  upstream.
+- A ``compaction_trigger`` is an instruction to the gateway, not context: left out.
+
+Every sealed item of the request's own input is verified, used or not, so an altered one
+is always a 400; items of a stored chain are opened only when used.
+"""
+
+from __future__ import annotations
+
+from stateway.core.compaction import sealed
+from stateway.core.compaction.prompt import SUMMARY_PREFIX
+from stateway.core.items import MESSAGE, REASONING, Item
+from stateway.core.ports import Sealer
+from stateway.core.tools.catalog import ADDITIONAL_TOOLS
+
+_KEPT_ROLES = frozenset({"system", "developer", "user"})
+ENCRYPTED = "encrypted_content"
+
+
+def model_view(
+    items: list[Item], tenant_id: str, sealer: Sealer | None, input_start: int
+) -> list[Item]:
+    """``items`` (a stored chain, then the request's input from ``input_start``) as the
+    model sees them; the items themselves are never changed."""
+    if not any(_needs_view(item) for item in items):
+        return items
+    last = max(
+        (i for i, item in enumerate(items) if item.get("type") == sealed.COMPACTION), default=-1
+    )
+    out: list[Item] = []
+    dropped_calls: set[str] = set()
+    for index, item in enumerate(items):
+        kind = item.get("type")
+        param = _param(index, input_start)
+        if kind == sealed.COMPACTION_TRIGGER:
+            continue
+        if kind == sealed.COMPACTION:
+            if index == last or index >= input_start:
+                text = sealed.unseal(sealer, kind, tenant_id, item.get(ENCRYPTED), param)
+                if index == last:
+                    out.append(summary_message(text, item.get("id")))
+            continue
+        if index < last and not _kept(item):
+            if index >= input_start and kind == REASONING and item.get(ENCRYPTED) is not None:
+                sealed.unseal(sealer, REASONING, tenant_id, item[ENCRYPTED], param)
+            call_id = item.get("call_id")
+            if isinstance(call_id, str):
+                dropped_calls.add(call_id)
+            continue
+        if index > last and item.get("call_id") in dropped_calls:
+            continue
+        if kind == REASONING and ENCRYPTED in item:
+            out.append(_opened_reasoning(item, tenant_id, sealer, param))
+        else:
+            out.append(item)
+    return out
+
+
+def summary_message(summary: str, item_id: object = None) -> Item:
+    """How the model is shown a compaction item's summary."""
+    message: Item = {
+        "type": MESSAGE,
+        "role": "user",
+        "content": [{"type": "input_text", "text": SUMMARY_PREFIX + summary}],
+    }
+    if isinstance(item_id, str):
+        message["id"] = item_id
+    return message
+
+
+def kept_messages(items: list[Item]) -> list[Item]:
+    """The ``user`` messages of a context as the client sent it (not its model view, whose
+    summaries are not the client's): what ``/responses/compact`` returns before its
+    compaction item."""
+    return [item for item in items if item.get("type") == MESSAGE and item.get("role") == "user"]
+
+
+def _needs_view(item: Item) -> bool:
+    kind = item.get("type")
+    return kind in (sealed.COMPACTION, sealed.COMPACTION_TRIGGER) or (
+        kind == REASONING and ENCRYPTED in item
+    )
+
+
+def _kept(item: Item) -> bool:
+    """Whether an item before the last compaction still reaches the model."""
+    kind = item.get("type")
+    return (kind == MESSAGE and item.get("role") in _KEPT_ROLES) or kind == ADDITIONAL_TOOLS
+
+
+def _opened_reasoning(item: Item, tenant_id: str, sealer: Sealer | None, param: str) -> Item:
+    shown = {key: value for key, value in item.items() if key != ENCRYPTED}
+    if item[ENCRYPTED] is None:
+        return shown
+    text = sealed.unseal(sealer, REASONING, tenant_id, item[ENCRYPTED], param)
+    shown["content"] = [{"type": "reasoning_text", "text": text}]
+    return shown
+
+
+def _param(index: int, input_start: int) -> str:
+    if index < input_start:
+        return "previous_response_id"
+    return f"input[{index - input_start}].{ENCRYPTED}"

@@ -1,0 +1,335 @@
+"""Compaction, truncation and token counting through ``Gateway.execute``, with a scripted
+backend and the in-memory store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stateway.core import events as ev
+from stateway.core.commands import (
+    CompactResponse,
+    CountTokens,
+    CreateResponse,
+    GenerationSettings,
+    Principal,
+)
+from stateway.core.compaction import sealed
+from stateway.core.compaction.prompt import SUMMARY_PREFIX, SUMMARY_PROMPT
+from stateway.core.compaction.service import compact_threshold
+from stateway.core.errors import InternalError, InvalidRequest, UpstreamError, UpstreamRejected
+from stateway.core.gateway import Gateway
+from stateway.core.inference import (
+    Delta,
+    Finish,
+    ReasoningDelta,
+    ReasoningSignature,
+    TextDelta,
+    UsageReport,
+)
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Capabilities, Router
+from stateway.core.runs import RunRegistry
+from stateway.core.token_estimate import estimate_tokens
+from stateway.core.usage import Usage
+from stateway.sealing import AesGcmSealer
+from tests.core.fakes import MemoryStore, RoundsBackend, ScriptedBackend
+
+SEALER = AesGcmSealer(bytes(range(32)))
+SUMMARY: list[Delta] = [
+    ReasoningDelta("thinking about it"),
+    TextDelta("the "),
+    TextDelta("summary "),
+    UsageReport(Usage(10, 3)),
+    Finish("stop"),
+]
+ANSWER: list[Delta] = [TextDelta("answered"), UsageReport(Usage(5, 1)), Finish("stop")]
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def assistant(text: str) -> dict[str, Any]:
+    part = {"type": "output_text", "text": text}
+    return {"type": "message", "role": "assistant", "content": [part]}
+
+
+def build(
+    backend: ScriptedBackend,
+    store: MemoryStore | None = None,
+    *,
+    window: int | None = None,
+    sealer: AesGcmSealer | None = SEALER,
+) -> Gateway:
+    store = store or MemoryStore()
+    capabilities = Capabilities(context_window=window)
+    router = Router([BackendEntry(backend, {}, catch_all=True, capabilities=capabilities)])
+    return Gateway(store, router, Loop(store, sealer=sealer), RunRegistry(), sealer=sealer)
+
+
+def opened(item: dict[str, Any]) -> str:
+    return sealed.unseal(SEALER, "compaction", "default", item["encrypted_content"], "p")
+
+
+async def test_compact_returns_the_user_messages_and_one_sealed_summary() -> None:
+    backend = ScriptedBackend(SUMMARY)
+    compacted = await build(backend).execute(
+        Principal(),
+        CompactResponse("m", [user("one"), assistant("reply"), user("two")], instructions="I"),
+    )
+    assert [item.get("role", item["type"]) for item in compacted.output] == [
+        "user",
+        "user",
+        "compaction",
+    ]
+    assert opened(compacted.output[-1]) == "the summary"
+    assert compacted.usage == Usage(10, 3)
+    assert compacted.id.startswith("resp_")
+    [request] = backend.requests
+    assert request.stream is False
+    assert request.tools == []
+    assert request.instructions == "I"
+    assert request.items[-1]["content"][0]["text"] == SUMMARY_PROMPT
+    assert len(request.items) == 4
+
+
+async def test_compact_of_a_compacted_context_summarizes_its_summary() -> None:
+    first = await build(ScriptedBackend(SUMMARY)).execute(
+        Principal(), CompactResponse("m", [user("one")])
+    )
+    backend = ScriptedBackend([TextDelta("newer"), Finish("stop")])
+    second = await build(backend).execute(
+        Principal(), CompactResponse("m", [*first.output, user("two")])
+    )
+    assert [item["type"] for item in second.output] == ["message", "message", "compaction"]
+    assert opened(second.output[-1]) == "newer"
+    summarized = backend.requests[0].items
+    assert summarized[1]["content"][0]["text"] == SUMMARY_PREFIX + "the summary"
+
+
+@pytest.mark.parametrize(
+    ("script", "error"),
+    [
+        ([ReasoningDelta("only thoughts"), TextDelta("  "), Finish("stop")], "empty_summary"),
+        ([UpstreamRejected("too long", code="context_length_exceeded")], "context_length_exceeded"),
+    ],
+)
+async def test_compact_failures(script: list[Any], error: str) -> None:
+    with pytest.raises(UpstreamError) as failed:
+        await build(ScriptedBackend(script)).execute(Principal(), CompactResponse("m", [user("x")]))
+    assert failed.value.code == error
+
+
+async def test_compact_needs_something_and_a_sealer() -> None:
+    with pytest.raises(InvalidRequest) as empty:
+        await build(ScriptedBackend(SUMMARY)).execute(Principal(), CompactResponse("m", []))
+    assert empty.value.code == "missing_required_parameter"
+    with pytest.raises(InternalError):
+        await build(ScriptedBackend(SUMMARY), sealer=None).execute(
+            Principal(), CompactResponse("m", [user("x")])
+        )
+
+
+async def test_trigger_emits_one_compaction_item_and_no_round() -> None:
+    backend = ScriptedBackend(SUMMARY)
+    store = MemoryStore()
+    run = await build(backend, store).execute(
+        Principal(),
+        CreateResponse("m", [user("one"), {"type": "compaction_trigger"}], stream=True),
+    )
+    await run.wait()
+    assert [type(event).__name__ for event in run.events] == [
+        "ResponseCreated",
+        "ResponseInProgress",
+        "ItemAdded",
+        "Compacting",
+        "ItemDone",
+        "ResponseFinished",
+    ]
+    added = run.events[2]
+    assert isinstance(added, ev.ItemAdded)
+    assert "encrypted_content" not in added.item
+    state = run.state
+    [item] = state.output
+    assert state.status == "completed"
+    assert opened(item) == "the summary"
+    assert state.usage == Usage(10, 3)
+    assert len(backend.requests) == 1
+    [record] = store.records.values()
+    assert record.output_items == [item]
+
+
+async def test_a_failed_trigger_is_the_request_error() -> None:
+    refusal = UpstreamRejected("too long", code="context_length_exceeded")
+    run = await build(ScriptedBackend([refusal])).execute(
+        Principal(), CreateResponse("m", [user("one"), {"type": "compaction_trigger"}])
+    )
+    await run.wait()
+    assert run.error is not None
+    assert run.error.code == "context_length_exceeded"
+    assert run.state.status == "failed"
+    assert run.state.output == []
+
+
+async def test_threshold_compacts_before_the_rounds() -> None:
+    backend = RoundsBackend([SUMMARY, ANSWER])
+    settings = GenerationSettings(
+        context_management=[{"type": "compaction", "compact_threshold": 5}]
+    )
+    history = [user("one"), assistant("first reply"), user("two")]
+    run = await build(backend).execute(Principal(), CreateResponse("m", history, settings=settings))
+    await run.wait()
+    state = run.state
+    assert [item["type"] for item in state.output] == ["compaction", "message"]
+    assert state.usage == Usage(15, 4)
+    answered = backend.requests[1].items
+    texts = [item["content"][0]["text"] for item in answered if item["type"] == "message"]
+    assert texts == ["one", "two", SUMMARY_PREFIX + "the summary"]
+    assert answered[-1]["type"] == "compaction"  # left out by every backend's model view
+
+
+async def test_below_the_threshold_or_without_one_nothing_is_compacted() -> None:
+    for entries, window in (
+        ([{"type": "compaction", "compact_threshold": 10_000}], None),
+        ([{"type": "compaction", "compact_threshold": None}], None),
+        ([], 10_000),
+    ):
+        backend = RoundsBackend([ANSWER])
+        settings = GenerationSettings(context_management=entries)
+        run = await build(backend, window=window).execute(
+            Principal(), CreateResponse("m", [user("one " * 50)], settings=settings)
+        )
+        await run.wait()
+        assert [item["type"] for item in run.state.output] == ["message"], entries
+
+
+def test_threshold_defaults_to_most_of_the_window() -> None:
+    entry = [{"type": "compaction", "compact_threshold": None}]
+    assert compact_threshold(entry, 1000) == 800
+    assert compact_threshold([{"type": "compaction", "compact_threshold": 7}], 1000) == 7
+    assert compact_threshold(entry, None) is None
+    assert compact_threshold([], 1000) is None
+
+
+async def test_truncation_auto_fits_the_window_less_the_output_allowance() -> None:
+    history = [user("x" * 90), assistant("y" * 90), user("last")]
+    for truncation, max_output, expected in (
+        ("auto", None, 3),  # 42 + 43 + 20 estimated tokens fit 110
+        ("auto", 40, 1),
+        ("disabled", 40, 3),
+    ):
+        backend = ScriptedBackend(ANSWER)
+        settings = GenerationSettings(truncation=truncation, max_output_tokens=max_output)
+        run = await build(backend, window=110).execute(
+            Principal(), CreateResponse("m", history, settings=settings)
+        )
+        await run.wait()
+        assert len(backend.requests[0].items) == expected, (truncation, max_output)
+
+
+async def test_count_asks_the_backend_and_falls_back_to_the_estimate() -> None:
+    backend = ScriptedBackend(ANSWER)
+    gateway = build(backend)
+    tools = [{"type": "function", "name": "f", "parameters": {"type": "object"}}]
+    command = CountTokens(
+        CreateResponse(
+            "m", [user("abc")], instructions="hi", settings=GenerationSettings(tools=tools)
+        )
+    )
+    backend.token_count = 42
+    counted = await gateway.execute(Principal(), command)
+    assert (counted.input_tokens, counted.estimated) == (42, False)
+    [request] = backend.counted
+    assert request.instructions == "hi"
+    assert [t["name"] for t in request.tools] == ["f"]
+    backend.token_count = None  # no tokenizer after all
+    estimated = await gateway.execute(Principal(), command)
+    assert (estimated.input_tokens, estimated.estimated) == (estimate_tokens(request), True)
+    backend.token_count = UpstreamError("down")
+    with pytest.raises(UpstreamError):
+        await gateway.execute(Principal(), command)
+
+
+async def test_count_sees_what_a_round_would_send() -> None:
+    backend = ScriptedBackend(ANSWER)
+    backend.token_count = 1
+    gateway = build(backend, window=100)
+    compacted = await gateway.execute(Principal(), CompactResponse("m", [user("one")]))
+    history = [user("x" * 90), assistant("y" * 90), *compacted.output, user("last")]
+    settings = GenerationSettings(truncation="auto")
+    await gateway.execute(Principal(), CountTokens(CreateResponse("m", history, settings=settings)))
+    [request] = backend.counted
+    texts = [item["content"][0]["text"] for item in request.items]
+    # opened: the assistant's turn went with the compaction, the summary took its place;
+    # then truncated: the oldest user turn no longer fits
+    assert texts[-2:] == [SUMMARY_PREFIX + "answered", "last"]
+    assert "x" * 90 not in texts
+    with pytest.raises(InvalidRequest) as refused:  # no truncation: it does not fit
+        await gateway.execute(Principal(), CountTokens(CreateResponse("m", history)))
+    assert refused.value.code == "context_length_exceeded"
+
+
+async def test_reasoning_is_summarized_and_sealed_when_asked() -> None:
+    settings = GenerationSettings(reasoning_summary="auto", include=["reasoning.encrypted_content"])
+    run = await build(ScriptedBackend([ReasoningDelta("deep "), *ANSWER])).execute(
+        Principal(), CreateResponse("m", [user("x")], settings=settings, stream=True)
+    )
+    await run.wait()
+    names = [type(event).__name__ for event in run.events]
+    assert names[2:11] == [
+        "ItemAdded",
+        "PartAdded",
+        "SummaryPartAdded",
+        "ReasoningDelta",
+        "SummaryTextDelta",
+        "ReasoningDone",
+        "PartDone",
+        "SummaryTextDone",
+        "SummaryPartDone",
+    ]
+    reasoning = run.state.output[0]
+    assert reasoning["summary"] == [{"type": "summary_text", "text": "deep "}]
+    text = sealed.unseal(SEALER, "reasoning", "default", reasoning["encrypted_content"], "p")
+    assert text == "deep "
+    done = next(e for e in run.events if isinstance(e, ev.ItemDone))
+    assert done.item["encrypted_content"] == reasoning["encrypted_content"]
+
+
+async def test_sealed_reasoning_needs_a_sealer() -> None:
+    settings = GenerationSettings(include=["reasoning.encrypted_content"])
+    run = await build(ScriptedBackend([ReasoningDelta("deep"), *ANSWER]), sealer=None).execute(
+        Principal(), CreateResponse("m", [user("x")], settings=settings)
+    )
+    await run.wait()
+    assert run.state.status == "failed"
+    assert run.state.error is not None
+    assert run.state.error["code"] == "internal_error"
+
+
+async def test_an_upstreams_own_seal_is_kept() -> None:
+    settings = GenerationSettings(reasoning_summary="auto", include=["reasoning.encrypted_content"])
+    script: list[Delta] = [ReasoningDelta("signed"), ReasoningSignature("EqQBsig"), *ANSWER]
+    run = await build(ScriptedBackend(script)).execute(
+        Principal(), CreateResponse("m", [user("x")], settings=settings)
+    )
+    await run.wait()
+    reasoning = run.state.output[0]
+    assert reasoning["encrypted_content"] == "EqQBsig"
+    assert reasoning["summary"] == [{"type": "summary_text", "text": "signed"}]
+
+
+async def test_a_window_too_small_is_fitted_with_truncation_and_refused_without() -> None:
+    history = [user("x" * 90), assistant("y" * 90), user("last")]
+    backend = ScriptedBackend(ANSWER)
+    auto = GenerationSettings(truncation="auto")
+    run = await build(backend, window=60).execute(
+        Principal(), CreateResponse("m", history, settings=auto)
+    )
+    await run.wait()
+    assert [item["content"][0]["text"] for item in backend.requests[0].items] == ["last"]
+    with pytest.raises(InvalidRequest) as refused:
+        await build(backend, window=60).execute(Principal(), CreateResponse("m", history))
+    assert refused.value.code == "context_length_exceeded"
+    assert refused.value.param == "input"

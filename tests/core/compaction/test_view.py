@@ -1,0 +1,149 @@
+"""The model's view of a context with sealed and compaction items."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stateway.core.compaction import sealed
+from stateway.core.compaction.prompt import SUMMARY_PREFIX
+from stateway.core.compaction.view import kept_messages, model_view
+from stateway.core.errors import InternalError, InvalidRequest
+from stateway.sealing import AesGcmSealer
+
+SEALER = AesGcmSealer(bytes(range(32)))
+TENANT = "t1"
+
+
+def message(role: str, text: str) -> dict[str, Any]:
+    kind = "output_text" if role == "assistant" else "input_text"
+    return {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}
+
+
+def compaction(summary: str, tenant: str = TENANT) -> dict[str, Any]:
+    blob = sealed.seal(SEALER, "compaction", tenant, summary)
+    return {"type": "compaction", "id": "cmp_1", "encrypted_content": blob}
+
+
+def reasoning(text: str, shown: str = "") -> dict[str, Any]:
+    return {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": shown}] if shown else None,
+        "encrypted_content": sealed.seal(SEALER, "reasoning", TENANT, text),
+    }
+
+
+def text_of(item: dict[str, Any]) -> str:
+    return str(item["content"][0]["text"])
+
+
+def test_items_without_sealed_content_are_the_same_list() -> None:
+    items = [message("user", "hi"), message("assistant", "hello")]
+    assert model_view(items, TENANT, SEALER, 0) is items
+
+
+def test_the_last_compaction_replaces_what_it_summarized() -> None:
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+    items = [
+        message("developer", "rules"),
+        message("user", "one"),
+        message("assistant", "answer one"),
+        call,
+        {"type": "function_call_output", "call_id": "c1", "output": "42"},
+        {"type": "additional_tools", "role": "developer", "tools": []},
+        compaction("old summary"),
+        message("user", "two"),
+        compaction("new summary"),
+        {"type": "function_call_output", "call_id": "c1", "output": "late"},
+        message("user", "three"),
+        {"type": "compaction_trigger"},
+    ]
+    view = model_view(items, TENANT, SEALER, 0)
+    assert [(item["type"], item.get("role")) for item in view] == [
+        ("message", "developer"),
+        ("message", "user"),
+        ("additional_tools", "developer"),
+        ("message", "user"),
+        ("message", "user"),
+        ("message", "user"),
+    ]
+    assert text_of(view[4]) == SUMMARY_PREFIX + "new summary"
+    assert view[4]["id"] == "cmp_1"
+    assert text_of(view[5]) == "three"
+    assert items[6]["type"] == "compaction"  # the context itself is untouched
+
+
+def test_reasoning_shows_its_sealed_text_not_what_came_with_it() -> None:
+    item = reasoning("true thought", shown="forged thought")
+    [view] = model_view([item], TENANT, SEALER, 0)
+    assert view["content"] == [{"type": "reasoning_text", "text": "true thought"}]
+    assert "encrypted_content" not in view
+    assert item["content"][0]["text"] == "forged thought"
+
+
+def test_reasoning_with_null_encrypted_content_loses_the_key() -> None:
+    item = {"type": "reasoning", "summary": [], "encrypted_content": None}
+    assert model_view([item], TENANT, SEALER, 0) == [{"type": "reasoning", "summary": []}]
+
+
+@pytest.mark.parametrize(
+    ("items", "param"),
+    [
+        ([message("user", "a"), {**compaction("s"), "encrypted_content": "sw1.x"}], "input[1]"),
+        ([{**reasoning("r"), "encrypted_content": 7}], "input[0]"),
+        ([compaction("s", tenant="t2")], "input[0]"),
+        # a blob of the other kind does not open
+        (
+            [{**compaction("s"), "encrypted_content": reasoning("r")["encrypted_content"]}],
+            "input[0]",
+        ),
+        # an input item is verified even when a later compaction covers it
+        ([{**reasoning("r"), "encrypted_content": "sw1.x"}, compaction("s")], "input[0]"),
+        ([{**compaction("s"), "encrypted_content": "sw1.x"}, compaction("s")], "input[0]"),
+    ],
+)
+def test_unverifiable_input_is_a_400_naming_it(items: list[dict[str, Any]], param: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        model_view(items, TENANT, SEALER, 0)
+    assert refused.value.code == "invalid_encrypted_content"
+    assert refused.value.param == f"{param}.encrypted_content"
+
+
+def test_stored_items_are_named_by_the_previous_response() -> None:
+    stored = {**compaction("s"), "encrypted_content": "sw1.broken"}
+    with pytest.raises(InvalidRequest) as refused:
+        model_view([stored, message("user", "next")], TENANT, SEALER, 1)
+    assert refused.value.param == "previous_response_id"
+    # a stored one that a later compaction covers is not opened at all
+    covered = [stored, compaction("s")]
+    assert len(model_view(covered, TENANT, SEALER, 2)) == 1
+
+
+def test_without_a_sealer_sealed_input_is_refused_and_sealing_is_a_bug() -> None:
+    with pytest.raises(InvalidRequest):
+        model_view([compaction("s")], TENANT, None, 0)
+    with pytest.raises(InternalError):
+        sealed.seal(None, "compaction", TENANT, "s")
+
+
+def test_sealed_payload_must_hold_its_field() -> None:
+    blob = SEALER.seal("compaction", TENANT, b'{"text": "wrong field"}')
+    with pytest.raises(InvalidRequest):
+        sealed.unseal(SEALER, "compaction", TENANT, blob, "p")
+    not_json = SEALER.seal("compaction", TENANT, b"\xff")
+    with pytest.raises(InvalidRequest):
+        sealed.unseal(SEALER, "compaction", TENANT, not_json, "p")
+
+
+def test_kept_messages_are_the_user_messages() -> None:
+    items = [
+        message("system", "s"),
+        message("user", "u1"),
+        message("assistant", "a"),
+        compaction("x"),
+        message("user", "u2"),
+    ]
+    assert [text_of(item) for item in kept_messages(items)] == ["u1", "u2"]

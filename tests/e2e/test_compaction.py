@@ -1,0 +1,253 @@
+"""Compaction, sealed ``encrypted_content`` and input token counts, through the real
+gateway and fake upstream, with the official ``openai`` SDK (every storage and upstream
+API shape)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+from openai import OpenAI
+
+from stateway.core.compaction.prompt import SUMMARY_PREFIX
+from stateway.fake_upstream.plan import SUMMARY_HEADING
+
+MODEL = "fake-model"
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def as_input(items: list[Any]) -> list[dict[str, Any]]:
+    # the SDK types output messages as assistant ones: the user messages kept by a
+    # compaction make its serializer warn, harmlessly
+    return [item.model_dump(exclude_none=True, warnings=False) for item in items]
+
+
+def tampered(sealed: str) -> str:
+    middle = len(sealed) // 2
+    return sealed[:middle] + ("A" if sealed[middle] != "A" else "B") + sealed[middle + 1 :]
+
+
+def test_compact_then_continue_from_its_output(client: OpenAI) -> None:
+    history = [user("my name is Ada"), assistant("Nice to meet you, Ada."), user("I like tea")]
+    compacted = client.responses.compact(model=MODEL, input=history)  # type: ignore[arg-type]
+    assert compacted.object == "response.compaction"
+    assert [item.type for item in compacted.output] == ["message", "message", "compaction"]
+    kept = [item.content[0].text for item in compacted.output[:2]]  # type: ignore[union-attr]
+    assert kept == ["my name is Ada", "I like tea"]
+    sealed = compacted.output[-1].encrypted_content  # type: ignore[union-attr]
+    assert sealed.startswith("sw1.")
+    assert "Ada" not in sealed
+    assert compacted.usage.input_tokens > 0
+    assert compacted.usage.output_tokens > 0
+
+    answer = client.responses.create(
+        model=MODEL, input=[*as_input(compacted.output), user("[[echo]]")], store=False
+    )
+    transcript = answer.output_text
+    # The assistant's words reached the model only through the summary.
+    assert SUMMARY_PREFIX + SUMMARY_HEADING in transcript
+    assert "assistant: Nice to meet you, Ada." in transcript
+    assert transcript.splitlines()[:2] == ["user: my name is Ada", "user: I like tea"]
+
+
+def test_compact_from_a_previous_response(client: OpenAI) -> None:
+    first = client.responses.create(model=MODEL, input="remember the number 42")
+    compacted = client.responses.compact(model=MODEL, previous_response_id=first.id)
+    assert [item.type for item in compacted.output] == ["message", "compaction"]
+    answer = client.responses.create(
+        model=MODEL, input=[*as_input(compacted.output), user("[[echo]]")]
+    )
+    assert "assistant: Hello! You said: remember the number 42" in answer.output_text
+
+
+def test_compact_refusals(client: OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as no_model:
+        client.post("/responses/compact", body={"input": "hi"}, cast_to=object)
+    assert no_model.value.code == "missing_required_parameter"
+    assert no_model.value.body["param"] == "model"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as nothing:
+        client.responses.compact(model=MODEL)
+    assert nothing.value.code == "missing_required_parameter"
+    with pytest.raises(openai.BadRequestError) as unknown:
+        client.responses.compact(model=MODEL, previous_response_id="resp_unknown")
+    assert unknown.value.code == "previous_response_not_found"
+
+
+def test_tampered_or_forged_compaction_is_refused(client: OpenAI) -> None:
+    compacted = client.responses.compact(model=MODEL, input="hello")
+    item = compacted.output[-1].model_dump()
+    for bad in (tampered(item["encrypted_content"]), "sw1.forged", "plain text"):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.create(
+                model=MODEL, input=[user("hello"), {**item, "encrypted_content": bad}, user("go")]
+            )
+        assert refused.value.code == "invalid_encrypted_content"
+        assert refused.value.body["param"] == "input[1].encrypted_content"  # type: ignore[index]
+
+
+def test_compaction_trigger_answers_with_exactly_one_compaction_item(client: OpenAI) -> None:
+    items = [user("plan the trip [[words:3]]"), assistant("w1 w2 w3")]
+    events = list(
+        client.responses.create(
+            model=MODEL,
+            input=[*items, {"type": "compaction_trigger"}],  # type: ignore[list-item]
+            stream=True,
+            store=False,
+        )
+    )
+    types = [event.type for event in events]
+    assert types == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.compaction.compacting",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    final = events[-1].response  # type: ignore[union-attr]
+    [item] = final.output
+    assert item.type == "compaction"
+    assert events[4].item == item  # type: ignore[union-attr]
+    assert final.usage.input_tokens > 0
+
+    answer = client.responses.create(
+        model=MODEL, input=[*items, item.model_dump(), user("[[echo]]")], store=False
+    )
+    assert "assistant: w1 w2 w3" in answer.output_text
+
+
+def test_context_management_threshold_compacts_first(client: OpenAI) -> None:
+    history = [user("first question"), assistant("first answer")]
+    response = client.responses.create(
+        model=MODEL,
+        input=[*history, user("[[echo]]")],
+        context_management=[{"type": "compaction", "compact_threshold": 5}],
+    )
+    assert [item.type for item in response.output] == ["compaction", "message"]
+    assert "assistant: first answer" in response.output_text  # via the summary
+    below = client.responses.create(
+        model=MODEL,
+        input=[*history, user("[[echo]]")],
+        context_management=[{"type": "compaction", "compact_threshold": 100_000}],
+    )
+    assert [item.type for item in below.output] == ["message"]
+
+    # The stored chain goes on from the compaction: the model no longer sees the turns.
+    after = client.responses.create(model=MODEL, input="[[echo]]", previous_response_id=response.id)
+    lines = after.output_text.splitlines()
+    # the user's messages, then the summary: the assistant's turn is gone
+    assert lines[:2] == ["user: first question", "user: [[echo]]"]
+    assert lines[2] == "user: " + SUMMARY_PREFIX.splitlines()[0]
+
+
+def test_the_upstreams_context_refusal_passes_through(client: OpenAI) -> None:
+    # the fake holds 3 words: as vLLM (Chat wire) or OpenAI (Responses wire) refuse it
+    body = {"model": MODEL, "input": "one two three four [[context:3]]"}
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(**body)  # type: ignore[call-overload]
+    assert refused.value.code == "context_length_exceeded"
+    with pytest.raises(openai.BadRequestError) as streamed:
+        list(client.responses.create(**body, stream=True))  # type: ignore[call-overload]
+    assert streamed.value.code == "context_length_exceeded"
+
+
+def test_reasoning_encrypted_content_round_trip_without_storage(client: OpenAI) -> None:
+    first = client.responses.create(
+        model=MODEL,
+        input="hi [[reason:the secret plan]]",
+        store=False,
+        include=["reasoning.encrypted_content"],
+        reasoning={"summary": "auto"},
+    )
+    reasoning = first.output[0]
+    assert reasoning.type == "reasoning"
+    assert reasoning.summary[0].text == "the secret plan"
+    assert reasoning.encrypted_content is not None
+    assert "secret" not in reasoning.encrypted_content
+    forged = {
+        **reasoning.model_dump(exclude_none=True),
+        "content": [{"type": "reasoning_text", "text": "a forged thought"}],
+        "summary": [],
+    }
+    answer = client.responses.create(
+        model=MODEL,
+        input=[user("hi"), forged, *as_input(first.output[1:]), user("[[echo]]")],
+        store=False,
+    )
+    assert "reasoning: the secret plan" in answer.output_text
+    assert "forged" not in answer.output_text
+
+    forged["encrypted_content"] = tampered(reasoning.encrypted_content)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model=MODEL, input=[user("hi"), forged, user("again")])
+    assert refused.value.code == "invalid_encrypted_content"
+    assert refused.value.body["param"] == "input[1].encrypted_content"  # type: ignore[index]
+
+
+def test_reasoning_is_not_sealed_unless_included(client: OpenAI) -> None:
+    response = client.responses.create(model=MODEL, input="hi [[reason:hmm]]")
+    assert response.output[0].encrypted_content is None  # type: ignore[union-attr]
+    assert response.output[0].summary == []  # type: ignore[union-attr]
+
+
+def test_reasoning_summary_stream_events(client: OpenAI) -> None:
+    with client.responses.stream(
+        model=MODEL,
+        input="hi [[reason:step one]]",
+        reasoning={"summary": "auto"},
+        include=["reasoning.encrypted_content"],
+        store=False,
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    types = [event.type for event in events]
+    assert types.index("response.reasoning_summary_part.added") < types.index(
+        "response.reasoning_summary_text.delta"
+    )
+    deltas = [e.delta for e in events if e.type == "response.reasoning_summary_text.delta"]
+    assert "".join(deltas) == "step one"
+    done = [e for e in events if e.type == "response.reasoning_summary_text.done"]
+    assert [e.text for e in done] == ["step one"]
+    assert "response.reasoning_summary_part.done" in types
+    item_done = next(
+        e for e in events if e.type == "response.output_item.done" and e.item.type == "reasoning"
+    )
+    assert item_done.item.encrypted_content == final.output[0].encrypted_content  # type: ignore[union-attr]
+    assert final.output[0].summary[0].text == "step one"  # type: ignore[union-attr]
+
+
+def test_input_tokens_counted_by_the_upstream_tokenizer(client: OpenAI) -> None:
+    raw = client.responses.input_tokens.with_raw_response.count(
+        model=MODEL, input="one two three four"
+    )
+    assert raw.headers["stateway-token-count"] == "upstream"
+    counted = raw.parse()
+    assert counted.object == "response.input_tokens"
+    generated = client.responses.create(model=MODEL, input="one two three four")
+    assert counted.input_tokens == generated.usage.input_tokens == 4  # type: ignore[union-attr]
+    chained = client.responses.input_tokens.count(
+        model=MODEL, input="five six", previous_response_id=generated.id
+    )
+    # the previous turn (4 + "Hello! You said: one two three four" = 7) and the new words
+    assert chained.input_tokens == 4 + 7 + 2
+
+
+def test_input_tokens_need_a_model(client: OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.input_tokens.count(input="one two three")
+    assert refused.value.code == "missing_required_parameter"
+    assert refused.value.body["param"] == "model"  # type: ignore[index]
+
+
+def test_input_tokens_refuses_conversations(client: OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as conversation:
+        client.responses.input_tokens.count(model=MODEL, input="x", conversation="conv_1")
+    assert conversation.value.code == "unsupported_parameter"

@@ -1,0 +1,209 @@
+"""The compaction wire: ``/compact`` and ``/input_tokens`` bodies, compaction and reasoning
+items, ``context_management``, and the events and objects they encode to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from openai.types.responses import CompactedResponse, ResponseStreamEvent
+from openai.types.responses.input_token_count_response import InputTokenCountResponse
+from pydantic import TypeAdapter
+
+from stateway.core import events as ev
+from stateway.core.compaction.service import Compacted
+from stateway.core.errors import InvalidRequest
+from stateway.core.results import TokenCount
+from stateway.core.usage import Usage
+from stateway.protocols.responses.decode import decode_compact, decode_create, decode_input_tokens
+from stateway.protocols.responses.encode import (
+    encode_compacted,
+    encode_event,
+    encode_token_count,
+)
+
+EVENTS: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)
+
+
+def body(**fields: Any) -> bytes:
+    return orjson.dumps(fields)
+
+
+def refused(decode: Any, **fields: Any) -> InvalidRequest:
+    with pytest.raises(InvalidRequest) as caught:
+        decode(body(**fields))
+    return caught.value
+
+
+def test_compact_body() -> None:
+    command = decode_compact(
+        body(model="m", input="hi", instructions="I", previous_response_id="r", store=True)
+    )
+    assert (command.model, command.instructions, command.previous_response_id) == ("m", "I", "r")
+    assert command.input[0]["content"] == [{"type": "input_text", "text": "hi"}]
+    assert decode_compact(body(model="m", previous_response_id="r")).input == []
+
+
+@pytest.mark.parametrize(
+    ("fields", "param", "code"),
+    [
+        ({"input": "hi"}, "model", "missing_required_parameter"),
+        ({"model": "", "input": "hi"}, "model", "invalid_value"),
+        ({"model": "m"}, "input", "missing_required_parameter"),
+        ({"model": "m", "input": []}, "input", "missing_required_parameter"),
+        ({"model": "m", "input": 3}, "input", "invalid_type"),
+    ],
+)
+def test_compact_refusals(fields: dict[str, Any], param: str, code: str) -> None:
+    error = refused(decode_compact, **fields)
+    assert (error.param, error.code) == (param, code)
+
+
+def test_compact_checks_the_item_count_first() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_compact(
+            body(model="m", input=[{"role": "user", "content": "x"}] * 3), max_input_items=2
+        )
+    assert caught.value.code == "array_above_max_length"
+    with pytest.raises(InvalidRequest) as bad_json:
+        decode_compact(b"{not json")
+    assert bad_json.value.code == "invalid_json"
+
+
+def test_input_tokens_body() -> None:
+    tool = {"type": "function", "name": "f", "parameters": {"type": "object"}}
+    command = decode_input_tokens(
+        body(model="m", input="hi", tools=[tool], truncation="auto", reasoning={"effort": "low"})
+    ).request
+    assert (command.model, command.store) == ("m", False)
+    assert command.settings.truncation == "auto"
+    assert command.settings.reasoning_effort == "low"
+    assert [t["name"] for t in command.settings.tools] == ["f"]
+    bare = decode_input_tokens(body(model="m", previous_response_id="r")).request
+    assert (bare.input, bare.previous_response_id) == ([], "r")
+
+
+def test_input_tokens_refusals() -> None:
+    missing = refused(decode_input_tokens, input="x")
+    assert (missing.param, missing.code) == ("model", "missing_required_parameter")
+    conversation = refused(decode_input_tokens, model="m", conversation="c")
+    assert conversation.code == "unsupported_parameter"
+    assert refused(decode_input_tokens, model="m", truncation="sometimes").param == "truncation"
+    assert refused(decode_input_tokens, model="m", tool_choice="maybe").param == "tool_choice"
+
+
+def test_compaction_items_and_trigger_decode() -> None:
+    command = decode_create(
+        body(
+            model="m",
+            input=[
+                {"type": "compaction", "encrypted_content": "sw1.x"},
+                {"type": "compaction", "id": "cmp_mine", "encrypted_content": "sw1.y"},
+                {"role": "user", "content": "go"},
+                {"type": "compaction_trigger"},
+            ],
+        )
+    )
+    first, second, _, trigger = command.input
+    assert first["id"].startswith("cmp_")
+    assert "status" not in first
+    assert second["id"] == "cmp_mine"
+    assert trigger == {"type": "compaction_trigger"}
+
+
+@pytest.mark.parametrize(
+    ("item", "param", "code"),
+    [
+        ({"type": "compaction"}, "input[0].encrypted_content", "missing_required_parameter"),
+        (
+            {"type": "compaction", "encrypted_content": 5},
+            "input[0].encrypted_content",
+            "invalid_type",
+        ),
+        (
+            {"type": "reasoning", "summary": [], "encrypted_content": ["x"]},
+            "input[0].encrypted_content",
+            "invalid_type",
+        ),
+    ],
+)
+def test_malformed_sealed_items(item: dict[str, Any], param: str, code: str) -> None:
+    error = refused(decode_create, model="m", input=[item])
+    assert (error.param, error.code) == (param, code)
+
+
+def test_the_trigger_must_come_last() -> None:
+    error = refused(
+        decode_create,
+        model="m",
+        input=[{"type": "compaction_trigger"}, {"role": "user", "content": "x"}],
+    )
+    assert (error.param, error.code) == ("input[0].type", "invalid_value")
+
+
+def test_context_management() -> None:
+    command = decode_create(
+        body(
+            model="m",
+            input="x",
+            context_management=[{"type": "compaction", "compact_threshold": 9}],
+        )
+    )
+    assert command.settings.context_management == [{"type": "compaction", "compact_threshold": 9}]
+    default = decode_create(body(model="m", input="x", context_management=[{"type": "compaction"}]))
+    assert default.settings.context_management == [
+        {"type": "compaction", "compact_threshold": None}
+    ]
+    assert decode_create(body(model="m", input="x")).settings.context_management == []
+
+
+@pytest.mark.parametrize(
+    ("entries", "param"),
+    [
+        ([{"type": "summarize"}], "context_management[0].type"),
+        ([{"type": "compaction"}, {"type": "compaction"}], "context_management[1]"),
+        (
+            [{"type": "compaction", "compact_threshold": 0}],
+            "context_management[0].compact_threshold",
+        ),
+        ([{"compact_threshold": 5}], "context_management[0].type"),
+    ],
+)
+def test_context_management_refusals(entries: list[dict[str, Any]], param: str) -> None:
+    assert refused(decode_create, model="m", input="x", context_management=entries).param == param
+
+
+def test_compacted_and_token_count_objects_validate_against_the_sdk() -> None:
+    item = {"id": "cmp_1", "type": "compaction", "encrypted_content": "sw1.x"}
+    user = {"id": "m", "type": "message", "role": "user", "content": [], "status": "completed"}
+    encoded = encode_compacted(Compacted("resp_1", 12.5, [user, item], Usage(3, 2)))
+    assert encoded["output"] == [user, item]
+    # the SDK types output messages as the assistant's: check the rest against it
+    parsed = CompactedResponse.model_validate({**encoded, "output": [item]})
+    assert parsed.object == "response.compaction"
+    assert parsed.created_at == 12
+    assert parsed.usage.total_tokens == 5
+    assert parsed.output[-1].type == "compaction"
+    count = InputTokenCountResponse.model_validate(encode_token_count(TokenCount(7, True)))
+    assert count.input_tokens == 7
+
+
+@pytest.mark.parametrize(
+    ("event", "kind"),
+    [
+        (ev.SummaryPartAdded(1, 0, "rs_1"), "response.reasoning_summary_part.added"),
+        (ev.SummaryTextDelta(1, 0, "rs_1", "a"), "response.reasoning_summary_text.delta"),
+        (ev.SummaryTextDone(1, 0, "rs_1", "ab"), "response.reasoning_summary_text.done"),
+        (ev.SummaryPartDone(1, 0, "rs_1", "ab"), "response.reasoning_summary_part.done"),
+        (ev.Compacting(0, "cmp_1"), "response.compaction.compacting"),
+    ],
+)
+def test_new_events_are_sdk_events(event: ev.Event, kind: str) -> None:
+    payload = encode_event(4, event)
+    assert payload["type"] == kind
+    assert payload["sequence_number"] == 4
+    parsed = EVENTS.validate_python(payload)
+    assert parsed.type == kind
+    if isinstance(event, ev.SummaryPartDone):
+        assert payload["part"] == {"type": "summary_text", "text": "ab"}
