@@ -73,6 +73,14 @@ def test_malformed_blobs_fail(blob: str) -> None:
     assert AesGcmSealer(KEY).unseal("compaction", "t1", blob) is None
 
 
+def test_owns_its_format_whatever_the_key() -> None:
+    sealed = AesGcmSealer(KEY).seal("compaction", "t1", b"x")
+    assert AesGcmSealer(bytes(32)).owns(sealed)
+    assert AesGcmSealer(KEY).owns("sw1.anything")
+    for foreign in ("EqQBCkYIBxgCKkDs", "redacted_thinking:x", "gAAAAABn", "", "sw2.x"):
+        assert not AesGcmSealer(KEY).owns(foreign)
+
+
 def test_key_must_be_32_bytes() -> None:
     with pytest.raises(ValueError, match="32 bytes"):
         AesGcmSealer(bytes(16))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from stateway.core import events as ev
-from stateway.core.compaction.reasoning import ReasoningOutput
+from stateway.core.compaction.reasoning_output import ReasoningOutput
 from stateway.core.errors import UpstreamError
 from stateway.core.ids import new_id
 from stateway.core.inference import ToolCallDelta
@@ -64,7 +64,8 @@ class OutputAssembler:
     ) -> None:
         self._output = output
         self._reasoning = reasoning
-        """Summary and sealing of reasoning items (:mod:`stateway.core.compaction.reasoning`)."""
+        """Summaries and sealing of reasoning items
+        (:mod:`stateway.core.compaction.reasoning_output`)."""
         self._tools = tools
         self._catalog = tools.catalog if tools is not None else catalog or Catalog([])
         """Maps the model-visible names of calls back to the public tools."""
@@ -289,8 +290,8 @@ class OutputAssembler:
             self._emit(ev.SummaryTextDone(index, 0, item["id"], text))
             self._emit(ev.SummaryPartDone(index, 0, item["id"], text))
             item["summary"] = [{"type": "summary_text", "text": text}]
-        if reasoning.seal is not None:
-            item["encrypted_content"] = reasoning.seal(text)
+        if reasoning.seal is not None and not item.get("encrypted_content"):
+            item["encrypted_content"] = reasoning.seal(text)  # an upstream's own seal stays
 
 
 def _new_id(current: _OpenItem, delta: ToolCallDelta) -> bool:

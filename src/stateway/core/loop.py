@@ -35,7 +35,7 @@ from typing import TypeVar
 
 from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
-from stateway.core.compaction.reasoning import reasoning_output
+from stateway.core.compaction.reasoning_output import reasoning_output
 from stateway.core.compaction.service import CompactionStep
 from stateway.core.errors import GatewayError, InternalError, ServerShuttingDown, StorageError
 from stateway.core.inference import (

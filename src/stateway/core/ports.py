@@ -101,6 +101,12 @@ class Sealer(Protocol):
 
     def seal(self, kind: str, tenant_id: str, plaintext: bytes) -> str: ...
 
+    def owns(self, sealed: str) -> bool:
+        """Whether ``sealed`` is in this sealer's format (whatever its key or binding): a
+        reasoning item's ``encrypted_content`` that is not came from an upstream (an
+        Anthropic thinking signature, ...) and travels as it is."""
+        ...
+
     def unseal(self, kind: str, tenant_id: str, sealed: str) -> bytes | None:
         """The plaintext, or None unless ``sealed`` came from :meth:`seal` with this key,
         ``kind`` and ``tenant_id``, unaltered."""

@@ -41,6 +41,9 @@ class AesGcmSealer:
         sealed = self._aead.encrypt(nonce, plaintext, _associated(kind, tenant_id))
         return PREFIX + base64.urlsafe_b64encode(nonce + sealed).rstrip(b"=").decode("ascii")
 
+    def owns(self, sealed: str) -> bool:
+        return sealed.startswith(PREFIX)
+
     def unseal(self, kind: str, tenant_id: str, sealed: str) -> bytes | None:
         if not sealed.startswith(PREFIX) or not sealed.isascii():
             return None

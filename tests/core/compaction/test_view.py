@@ -84,16 +84,23 @@ def test_reasoning_shows_its_sealed_text_not_what_came_with_it() -> None:
     assert item["content"][0]["text"] == "forged thought"
 
 
-def test_reasoning_with_null_encrypted_content_loses_the_key() -> None:
-    item = {"type": "reasoning", "summary": [], "encrypted_content": None}
-    assert model_view([item], TENANT, SEALER, 0) == [{"type": "reasoning", "summary": []}]
+def test_reasoning_sealed_elsewhere_travels_as_it_came() -> None:
+    signed = {"type": "reasoning", "summary": [], "encrypted_content": "EqQBCkYIBxgCKkDsig=="}
+    redacted = {"type": "reasoning", "summary": [], "encrypted_content": "redacted_thinking:x"}
+    empty = {"type": "reasoning", "summary": [], "encrypted_content": None}
+    items = [signed, redacted, empty]
+    assert model_view(items, TENANT, SEALER, 0) is items
+    mixed = [signed, reasoning("mine")]
+    view = model_view(mixed, TENANT, SEALER, 0)
+    assert view[0] is signed
+    assert "encrypted_content" not in view[1]
 
 
 @pytest.mark.parametrize(
     ("items", "param"),
     [
         ([message("user", "a"), {**compaction("s"), "encrypted_content": "sw1.x"}], "input[1]"),
-        ([{**reasoning("r"), "encrypted_content": 7}], "input[0]"),
+        ([{**reasoning("r"), "encrypted_content": "sw1.AAAA"}], "input[0]"),
         ([compaction("s", tenant="t2")], "input[0]"),
         # a blob of the other kind does not open
         (
@@ -125,6 +132,10 @@ def test_stored_items_are_named_by_the_previous_response() -> None:
 def test_without_a_sealer_sealed_input_is_refused_and_sealing_is_a_bug() -> None:
     with pytest.raises(InvalidRequest):
         model_view([compaction("s")], TENANT, None, 0)
+    with pytest.raises(InvalidRequest):
+        model_view([{**compaction("s"), "encrypted_content": 7}], TENANT, SEALER, 0)
+    unopened = [reasoning("r")]  # without a sealer nothing is recognised as sealed here
+    assert model_view(unopened, TENANT, None, 0) is unopened
     with pytest.raises(InternalError):
         sealed.seal(None, "compaction", TENANT, "s")
 

@@ -9,7 +9,7 @@
   ``compaction`` item in place of what it summarized, ``compaction_trigger`` left out.
 - :mod:`.truncation`: ``truncation: "auto"``, dropping the oldest turns to fit the window.
 - :mod:`.summarize`: one summarization call to the backend.
-- :mod:`.reasoning`: reasoning items finished with a summary and/or sealed text, as the
+- :mod:`.reasoning_output`: reasoning items finished with a summary and/or sealed text, as the
   request asks (``reasoning.summary``, ``include``).
 - :mod:`.service`: :class:`~.service.Compaction`, which the gateway uses for
   ``/responses/compact``, for the context ``/responses/input_tokens`` counts and, within a

@@ -7,9 +7,11 @@
   everything after it. Earlier compaction items were summarized into the last one. Tool
   outputs left without their call by this are left out too. ``additional_tools`` items
   are kept: their tools stay offered.
-- A ``reasoning`` item with ``encrypted_content`` is shown with the reasoning text sealed
-  in it (not whatever text came along with it); ``encrypted_content`` itself never goes
-  upstream.
+- A ``reasoning`` item whose ``encrypted_content`` this gateway sealed
+  (:meth:`~stateway.core.ports.Sealer.owns`) is shown with the reasoning text sealed in it
+  (not whatever text came along with it), without the blob. Any other
+  ``encrypted_content`` is an upstream's own (an Anthropic thinking signature, ...) and
+  stays as it came, for that upstream to check.
 - A ``compaction_trigger`` is an instruction to the gateway, not context: left out.
 
 Every sealed item of the request's own input is verified, used or not, so an altered one
@@ -33,7 +35,7 @@ def model_view(
 ) -> list[Item]:
     """``items`` (a stored chain, then the request's input from ``input_start``) as the
     model sees them; the items themselves are never changed."""
-    if not any(_needs_view(item) for item in items):
+    if not any(_needs_view(item, sealer) for item in items):
         return items
     last = max(
         (i for i, item in enumerate(items) if item.get("type") == sealed.COMPACTION), default=-1
@@ -52,7 +54,7 @@ def model_view(
                     out.append(summary_message(text, item.get("id")))
             continue
         if index < last and not _kept(item):
-            if index >= input_start and kind == REASONING and item.get(ENCRYPTED) is not None:
+            if index >= input_start and _sealed_reasoning(item, sealer):
                 sealed.unseal(sealer, REASONING, tenant_id, item[ENCRYPTED], param)
             call_id = item.get("call_id")
             if isinstance(call_id, str):
@@ -60,7 +62,7 @@ def model_view(
             continue
         if index > last and item.get("call_id") in dropped_calls:
             continue
-        if kind == REASONING and ENCRYPTED in item:
+        if _sealed_reasoning(item, sealer):
             out.append(_opened_reasoning(item, tenant_id, sealer, param))
         else:
             out.append(item)
@@ -86,10 +88,19 @@ def kept_messages(items: list[Item]) -> list[Item]:
     return [item for item in items if item.get("type") == MESSAGE and item.get("role") == "user"]
 
 
-def _needs_view(item: Item) -> bool:
+def _needs_view(item: Item, sealer: Sealer | None) -> bool:
     kind = item.get("type")
-    return kind in (sealed.COMPACTION, sealed.COMPACTION_TRIGGER) or (
-        kind == REASONING and ENCRYPTED in item
+    return kind in (sealed.COMPACTION, sealed.COMPACTION_TRIGGER) or _sealed_reasoning(item, sealer)
+
+
+def _sealed_reasoning(item: Item, sealer: Sealer | None) -> bool:
+    """A reasoning item whose ``encrypted_content`` this gateway sealed."""
+    blob = item.get(ENCRYPTED)
+    return (
+        item.get("type") == REASONING
+        and isinstance(blob, str)
+        and sealer is not None
+        and sealer.owns(blob)
     )
 
 
@@ -101,8 +112,6 @@ def _kept(item: Item) -> bool:
 
 def _opened_reasoning(item: Item, tenant_id: str, sealer: Sealer | None, param: str) -> Item:
     shown = {key: value for key, value in item.items() if key != ENCRYPTED}
-    if item[ENCRYPTED] is None:
-        return shown
     text = sealed.unseal(sealer, REASONING, tenant_id, item[ENCRYPTED], param)
     shown["content"] = [{"type": "reasoning_text", "text": text}]
     return shown

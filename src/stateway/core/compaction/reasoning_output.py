@@ -6,7 +6,8 @@
   show only summaries (Codex) show the model's reasoning.
 - ``include: ["reasoning.encrypted_content"]``: the text is sealed as the item's
   ``encrypted_content`` (:mod:`.sealed`), so a ``store: false`` client that sends the item
-  back gives the model its reasoning again (:mod:`.view`).
+  back gives the model its reasoning again (:mod:`.view`); an item that holds its
+  upstream's own seal already (:mod:`stateway.core.reasoning`) keeps that one.
 """
 
 from __future__ import annotations
