@@ -4,7 +4,7 @@ forge (``encrypted_content`` of ``compaction`` and ``reasoning`` items).
 The core sees only the :class:`~stateway.core.ports.Sealer` port. This package holds its
 adapter, :class:`AesGcmSealer` (AES-256-GCM, :mod:`.aesgcm`), and the server key's
 life cycle (:mod:`.keys`: from the configuration, else generated once and kept in the
-database). See ``docs/adr/0007-sealing.md``.
+database). See ``docs/adr/0013-sealing.md``.
 """
 
 from stateway.sealing.aesgcm import AesGcmSealer
