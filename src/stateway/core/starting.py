@@ -1,0 +1,234 @@
+"""Starting a run: from an admitted ``CreateResponse`` to its task.
+
+``RunStarter.admit`` is the create path of :meth:`Gateway.execute
+<stateway.core.gateway.Gateway.execute>`: feature stages, tools, the routing plan and the
+checked context, compaction, a conversation turn's claim, then the run's task, which holds
+its config generation to its end. ``RunStarter.count`` checks a request the same way and
+counts its input tokens without running it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+
+from stateway.core import background
+from stateway.core import events as ev
+from stateway.core.commands import CreateResponse, Principal
+from stateway.core.compaction.service import Compaction, CompactionStep, context_window
+from stateway.core.context import check_call_outputs, load_prior
+from stateway.core.conversations.ports import ConversationItems
+from stateway.core.conversations.service import Conversations
+from stateway.core.errors import InternalError
+from stateway.core.generations import Generation, Generations
+from stateway.core.ids import new_id
+from stateway.core.inference import InferenceRequest
+from stateway.core.items import Item
+from stateway.core.journal import EventEncoder, RunJournal
+from stateway.core.ports import ResponseStore, TokenCounter
+from stateway.core.response import ResponseState
+from stateway.core.results import TokenCount
+from stateway.core.routing import Needs, Plan, Route, Router
+from stateway.core.routing.affinity import chain_names
+from stateway.core.runs import CancelReason, Run, RunRegistry
+from stateway.core.stages.chain import before_planning
+from stateway.core.token_estimate import estimate_tokens
+from stateway.core.tools.catalog import Catalog
+from stateway.core.tools.toolset import Toolset
+
+log = logging.getLogger(__name__)
+
+
+class RunStarter:
+    def __init__(
+        self,
+        store: ResponseStore,
+        runs: RunRegistry,
+        generations: Generations,
+        compaction: Compaction,
+        conversations: Callable[[str], Conversations],
+        encoder: EventEncoder | None,
+    ) -> None:
+        """``conversations(param)``: the conversations served, or a 404 naming ``param``."""
+        self._store = store
+        self.runs = runs
+        self.generations = generations
+        self._compaction = compaction
+        self._conversations = conversations
+        self._encoder = encoder
+
+    async def admit(
+        self, principal: Principal, command: CreateResponse, generation: Generation
+    ) -> Run:
+        """Start ``command``'s run on ``generation``, whose lease the run then holds."""
+        if command.background:
+            background.check_background(command, self._encoder)
+        router, loop = generation.router, generation.loop
+        route = router.resolve(command.model)
+        conversation: ConversationItems | None = None
+        if command.conversation_id is not None:
+            conversations = self._conversations("conversation")
+            conversation = await conversations.context(principal.tenant_id, command.conversation_id)
+        hints: list[str] = []
+        if route.stages:
+            first = command.previous_response_id is None and (
+                conversation is None or conversation.next_position == 0
+            )
+            shaped = await before_planning(route.stages, route.name, command, first_turn=first)
+            hints = shaped.hints
+        toolset = loop.tools.resolve(command.settings.tools)
+        if command.hidden_rounds and route.gateway_tools is not None:
+            toolset = toolset.joined(route.gateway_tools)
+        if toolset.public != command.settings.tools:  # echoed and stored without secrets
+            command.settings = replace(command.settings, tools=toolset.public)
+        plan, context = await self._plan(principal, command, router, route, toolset, conversation)
+        plan.hints = frozenset(hints)
+        context, compaction = self._compaction.prepare(
+            principal.tenant_id, command, context_window(plan.capable), context
+        )
+        state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
+        state.attempts = plan.records
+        plan.remember = chain_names(
+            state.id, state.conversation_id, state.settings.prompt_cache_key
+        )
+        run = Run(state, command.input)
+        if conversation is not None:  # refused here (409, 404) while nothing has started
+            begun = asyncio.ensure_future(loop.begin_turn(run, conversation.next_position))
+            try:
+                await asyncio.shield(begun)
+            except asyncio.CancelledError:
+                # The caller left while the turn's row was being written. Once it is, the
+                # run starts already cancelled and ends at once, letting the conversation go.
+                self.generations.retain(generation)  # for that run: the caller's goes back
+                start = partial(
+                    self._start_abandoned, run, plan, context, toolset, generation, compaction
+                )
+                begun.add_done_callback(start)
+                raise
+        self._start(
+            run, plan, context, command.stream, toolset, generation, command.replayable, compaction
+        )
+        return run
+
+    async def _plan(
+        self,
+        principal: Principal,
+        command: CreateResponse,
+        router: Router,
+        route: Route,
+        toolset: Toolset,
+        conversation: ConversationItems | None = None,
+    ) -> tuple[Plan, list[Item]]:
+        """The run's routing plan over the candidates able to serve it (``toolset``
+        routed to the first), and its context, checked."""
+        items = None if conversation is None else conversation.items
+        prior = await load_prior(self._store, principal.tenant_id, command, items)
+        chain = chain_names(
+            command.previous_response_id,
+            command.conversation_id,
+            command.settings.prompt_cache_key,
+        )
+        plan = router.plan(route, Needs.of(command, prior, toolset), chain)
+        toolset.route(plan.first.backend)
+        check_call_outputs(prior.items, command.input)
+        return plan, prior.joined(command.input)
+
+    def _start(
+        self,
+        run: Run,
+        plan: Plan,
+        context: list[Item],
+        stream: bool,
+        toolset: Toolset,
+        generation: Generation,
+        replayable: bool = False,
+        compaction: CompactionStep | None = None,
+    ) -> None:
+        if run.state.background and self._encoder is not None:
+            run.journal = RunJournal(run, self._store, self._encoder)
+            stream = True  # its row is written first, and it logs events as they come
+        elif replayable and stream and self._encoder is not None:  # a retry may replay it
+            run.journal = RunJournal(run, self._store if run.state.store else None, self._encoder)
+        self.runs.add(run)
+        drive = self._drive(run, plan, context, stream, toolset, generation, compaction)
+        run.task = asyncio.create_task(drive)
+
+    def _start_abandoned(
+        self,
+        run: Run,
+        plan: Plan,
+        context: list[Item],
+        toolset: Toolset,
+        generation: Generation,
+        compaction: CompactionStep | None,
+        begun: asyncio.Future[None],
+    ) -> None:
+        if begun.cancelled() or begun.exception() is not None:
+            self.generations.release(generation)
+            return  # nothing was written: nothing to end
+        if not run.state.background:  # a background run goes on without its client
+            run.cancel(CancelReason.CLIENT_GONE)
+        self._start(run, plan, context, False, toolset, generation, compaction=compaction)
+
+    async def count(
+        self, principal: Principal, command: CreateResponse, generation: Generation
+    ) -> TokenCount:
+        """The input tokens of ``command``'s first round, counted by the upstream when it
+        can, else estimated; checked as a run would be, but nothing runs or is stored."""
+        router = generation.router
+        route = router.resolve(command.model)
+        toolset = generation.loop.tools.resolve(command.settings.tools)
+        plan, context = await self._plan(principal, command, router, route, toolset)
+        candidate = plan.order()[0]
+        context = self._compaction.fitted(
+            principal.tenant_id, command, context_window(plan.capable), context
+        )
+        catalog = Catalog(toolset.client)
+        request = InferenceRequest(
+            model=candidate.model,
+            instructions=command.instructions,
+            items=context,
+            settings=command.settings,
+            stream=False,
+            tools=catalog.model_tools(),
+            tool_choice=catalog.model_choice(command.settings.tool_choice),
+            native_tools=toolset.native,
+        )
+        if isinstance(candidate.backend, TokenCounter):
+            counted = await candidate.backend.count_tokens(request)
+            if counted is not None:
+                return TokenCount(counted, estimated=False)
+        return TokenCount(estimate_tokens(request), estimated=True)
+
+    async def _drive(
+        self,
+        run: Run,
+        plan: Plan,
+        context: list[Item],
+        stream: bool,
+        toolset: Toolset,
+        generation: Generation,
+        compaction: CompactionStep | None = None,
+    ) -> None:
+        try:
+            await generation.loop.execute(run, plan, context, stream, toolset, compaction)
+        except Exception:  # the top of a run's task: nothing may leave a run open
+            log.exception("run %s crashed while finishing", run.id)
+            if not run.closed:
+                error = InternalError()
+                run.state.fail(error)
+                run.error = run.error or error
+                run.emit(ev.ResponseFinished(run.state))
+                run.close()
+        finally:
+            if run.journal is not None:
+                await run.journal.stop()
+            self.runs.discard(run)
+            self.generations.release(generation)
+            run.task = None  # a cancelled task keeps its CancelledError, whose frames hold the run
+            if not run.closed:
+                run.close()
