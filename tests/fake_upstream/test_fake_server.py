@@ -18,6 +18,7 @@ from openai import OpenAI
 
 import stateway
 from stateway.fake_upstream import build_app
+from stateway.fake_upstream.app import REQUEST_LOG_SIZE
 from stateway.fake_upstream.delivery import ConnectionDropped
 from stateway.fake_upstream.launch import start_fake_upstream
 
@@ -81,7 +82,24 @@ def test_request_log(client: OpenAI, fake_upstream_url: str, raw_http: Any) -> N
     assert log["data"][0]["body"]["messages"] == [{"role": "user", "content": "first"}]
     assert log["data"][1]["body"]["instructions"] == "be nice"
     raw_http("DELETE", log_url)
-    assert raw_http("GET", log_url)[2] == {"data": []}
+    assert raw_http("GET", log_url)[2] == {"data": [], "counts": {}}
+
+
+def test_request_counts_outlast_the_log(
+    client: OpenAI, fake_upstream_url: str, raw_http: Any
+) -> None:
+    log_url = fake_upstream_url.removesuffix("/v1") + "/_fake/requests"
+    raw_http("DELETE", log_url)
+    for index in range(REQUEST_LOG_SIZE + 5):
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        if index % 50 == 0:
+            client.responses.create(model="other", input="y")
+    client.models.list()
+    log = raw_http("GET", log_url)[2]
+    assert len(log["data"]) == REQUEST_LOG_SIZE
+    assert log["counts"] == {"m": REQUEST_LOG_SIZE + 5, "other": 5}
+    assert raw_http("DELETE", log_url)[2] == {"data": [], "counts": {}}
+    assert raw_http("GET", log_url)[2]["counts"] == {}
 
 
 def test_request_log_marks_a_client_that_left_a_slow_answer(

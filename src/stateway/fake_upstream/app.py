@@ -13,8 +13,10 @@ Routes::
     GET    /_fake/requests         the last 200 generation requests, oldest first: each
                                    ``{"path", "body", "headers"}``, with
                                    ``"disconnected": true`` once its client left a
-                                   ``[[slow]]`` answer before its end
-    DELETE /_fake/requests         forget them
+                                   ``[[slow]]`` answer before its end (``data``); and
+                                   every generation request counted by the model it
+                                   asked for, however many (``counts``)
+    DELETE /_fake/requests         forget them, and zero the counts
 
 With an API key, every ``/v1/*`` request needs ``Authorization: Bearer KEY`` or, as
 Anthropic takes it, ``x-api-key: KEY``. Errors on ``/v1/messages*`` have Anthropic's shape
@@ -27,7 +29,7 @@ wire refuses a system message anywhere but first, as strict chat templates do.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, Protocol
@@ -132,6 +134,8 @@ class FakeUpstreamApp:
         }
         self.model_names = list(model_names) if model_names else ["fake-model"]
         self.requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)
+        self.counts: Counter[str] = Counter()
+        """Generation requests by the model they asked for, unbounded unlike the log."""
         models = [
             {"id": name, "object": "model", "created": 0, "owned_by": "stateway-fake"}
             for name in self.model_names
@@ -198,10 +202,12 @@ class FakeUpstreamApp:
         elif path == "/health" and method == "GET":
             await send_json(send, 200, _HEALTH_BODY)
         elif path == REQUESTS_PATH and method == "GET":
-            await send_json(send, 200, orjson.dumps({"data": list(self.requests)}))
+            logged = {"data": list(self.requests), "counts": self.counts}
+            await send_json(send, 200, orjson.dumps(logged))
         elif path == REQUESTS_PATH and method == "DELETE":
             self.requests.clear()
-            await send_json(send, 200, orjson.dumps({"data": []}))
+            self.counts.clear()
+            await send_json(send, 200, orjson.dumps({"data": [], "counts": {}}))
         elif path in ("/v1/models", "/health", REQUESTS_PATH, COUNT_TOKENS_PATH):
             raise method_not_allowed(method, path)
         else:
@@ -233,6 +239,7 @@ class FakeUpstreamApp:
             return  # the client left before sending its whole request
         logged: dict[str, Any] = {"path": path, "body": body, "headers": _logged_headers(scope)}
         self.requests.append(logged)
+        self.counts[str(body.get("model"))] += 1
         request = parse(body)
         script = parse_script(request.conversation.user_text).for_model(body.get("model"))
         if script.stall_ms or script.trickle_ms:

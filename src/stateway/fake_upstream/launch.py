@@ -21,17 +21,19 @@ def start_fake_upstream(
     api_key: str | None = None,
     *,
     host: str = "127.0.0.1",
+    port: int = 0,
     model_names: list[str] | None = None,
     keep_alive: int | None = None,
     system_first: bool = False,
     tokenizer: str | None = None,
     startup_timeout: float = 30.0,
 ) -> Iterator[str]:
-    """Start ``python -m stateway.fake_upstream --port 0``; yield its ``.../v1`` base URL.
+    """Start ``python -m stateway.fake_upstream --port PORT`` (0: any free port); yield its
+    ``.../v1`` base URL.
 
     The server is terminated (killed if it lingers) when the block exits.
     """
-    command = [sys.executable, "-m", "stateway.fake_upstream", "--host", host, "--port", "0"]
+    command = [sys.executable, "-m", "stateway.fake_upstream", "--host", host, "--port", str(port)]
     if api_key is not None:
         command += ["--api-key", api_key]
     for name in model_names or []:
