@@ -127,8 +127,20 @@ def routed_gateway(directory: Path, text: str, *extra: str) -> Iterator[RunningG
         yield RunningGateway(launched.url, launched.pid, log, database)
 
 
+def fake_log(upstream: str) -> dict[str, Any]:
+    """``upstream``'s request log: its last 200 requests (``data``) and every request
+    counted by the model it asked for (``counts``)."""
+    with urllib.request.urlopen(upstream.removesuffix("/v1") + "/_fake/requests") as reply:
+        logged: dict[str, Any] = json.loads(reply.read())
+    return logged
+
+
 def fake_requests(upstream: str, marker: str) -> list[dict[str, Any]]:
     """The generation requests ``upstream`` logged whose body mentions ``marker``."""
-    with urllib.request.urlopen(upstream.removesuffix("/v1") + "/_fake/requests") as reply:
-        logged: list[dict[str, Any]] = json.loads(reply.read())["data"]
+    logged: list[dict[str, Any]] = fake_log(upstream)["data"]
     return [entry for entry in logged if marker in json.dumps(entry["body"])]
+
+
+def fake_count(upstream: str, model: str) -> int:
+    """How many generation requests for ``model`` ``upstream`` received."""
+    return int(fake_log(upstream)["counts"].get(model, 0))
