@@ -24,10 +24,13 @@ from openai import AsyncOpenAI, OpenAI
 from stateway.fake_upstream.launch import start_fake_upstream
 from stateway.launch import GATEWAY_ANNOUNCEMENT, launch
 from tests.e2e.configured import RunningGateway
-from tests.e2e.routing import fake_requests
+from tests.e2e.routing import fake_log, fake_requests
 
 ADMIN_KEY = "admin-key-for-tests"
 AUTHORIZED = {"Authorization": f"Bearer {ADMIN_KEY}"}
+STREAM_PACE_MS = 80
+"""``[[slow]]`` of the streams under load: 25 words take about two seconds upstream, so
+the six waves usually overlap wholly (nothing asserted depends on it)."""
 
 
 @pytest.fixture(scope="module")
@@ -230,39 +233,62 @@ def test_a_changed_database_url_needs_a_restart(
 async def test_streams_under_load_finish_on_the_generation_they_started_on(
     tmp_path: Path, fake_upstream: str, second_upstream: str
 ) -> None:
-    """Five reloads while streams run: each finishes on the upstream model of the
-    generation it was admitted under, none fails, and each new one takes the new route."""
-    phases, per_phase = 6, 8
+    """200 concurrent streams and five reloads: the streams start in six waves, one per
+    generation, each wave admitted (its first delta read) before the next ``SIGHUP``.
+    Every stream finishes on the upstream model of the generation it was admitted under,
+    none fails, and each wave takes the routes of the newest generation."""
+    streams, reloads = 200, 5
+    waves = [streams // (reloads + 1) + (n < streams % (reloads + 1)) for n in range(reloads + 1)]
     upstreams = [fake_upstream, second_upstream]
-    with serving(tmp_path, routes(upstreams[0], "gen-1")) as gateway:
+    prefix = marker()  # the fakes count requests by model: these names are this test's
+
+    def upstream(generation: int) -> str:
+        return upstreams[(generation - 1) % 2]
+
+    def model(generation: int) -> str:
+        return f"{prefix}-gen-{generation}"
+
+    with serving(tmp_path, routes(upstream(1), model(1))) as gateway:
         client = AsyncOpenAI(base_url=gateway.url + "/v1", api_key="x", max_retries=0)
 
-        async def stream(mark: str, admitted: asyncio.Event) -> tuple[str, str]:
+        async def stream(mark: str, admitted: asyncio.Event) -> str:
             async with client.responses.stream(
-                model="assistant", input=f"{mark} [[slow:40]] [[words:25]]"
+                model="assistant", input=f"{mark} [[slow:{STREAM_PACE_MS}]] [[words:25]]"
             ) as events:
                 async for event in events:
                     if event.type == "response.output_text.delta":
                         admitted.set()
                 final = await events.get_final_response()
-            return mark, final.status or ""
+            assert final.output_text.endswith("w25")
+            return final.status or ""
 
-        started: list[tuple[int, asyncio.Task[tuple[str, str]]]] = []
-        for phase in range(1, phases + 1):
-            admitted = [asyncio.Event() for _ in range(per_phase)]
+        started: list[tuple[int, str, asyncio.Task[str]]] = []
+        for generation, size in enumerate(waves, start=1):
+            admitted = [asyncio.Event() for _ in range(size)]
             for event in admitted:
-                started.append((phase, asyncio.create_task(stream(marker(), event))))
+                mark = marker()
+                started.append((generation, mark, asyncio.create_task(stream(mark, event))))
             await asyncio.gather(*(event.wait() for event in admitted))
-            if phase < phases:
-                text = routes(upstreams[phase % 2], f"gen-{phase + 1}")
-                sighup(gateway, tmp_path, text)
+            if generation <= reloads:
+                sighup(gateway, tmp_path, routes(upstream(generation + 1), model(generation + 1)))
                 await asyncio.to_thread(
-                    await_status, gateway, lambda s, n=phase + 1: s["generation"] == n
+                    await_status, gateway, lambda s, n=generation + 1: s["generation"] == n
                 )
-        for phase, task in started:
-            mark, final = await task
-            assert final == "completed"
-            logged = fake_requests(upstreams[(phase - 1) % 2], mark)
-            assert [r["body"]["model"] for r in logged] == [f"gen-{phase}"]
+        finals = await asyncio.gather(*(task for _, _, task in started))
         await client.close()
+        assert finals == ["completed"] * streams
+        logs = {url: fake_log(url) for url in upstreams}
+        for generation, size in enumerate(waves, start=1):
+            for url in upstreams:
+                due = size if url == upstream(generation) else 0
+                assert logs[url]["counts"].get(model(generation), 0) == due
+        models_by_mark: dict[str, list[str]] = {}
+        for url in upstreams:
+            for entry in logs[url]["data"]:
+                text = json.dumps(entry["body"])
+                for _, mark, _ in started:
+                    if mark in text:
+                        models_by_mark.setdefault(mark, []).append(entry["body"]["model"])
+        for generation, mark, _ in started:
+            assert models_by_mark[mark] == [model(generation)]
         await asyncio.to_thread(await_status, gateway, lambda s: s["retiring"] == [])
