@@ -7,7 +7,7 @@ benchmark keeps the process id and sends stderr to a log file.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,13 +34,14 @@ def start_server(
     log_dir: Path,
     *,
     timeout: float = 60.0,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[Server]:
-    """Start ``command``; yield once it prints ``announcement`` URL; stop it on exit.
-    Its stderr goes to ``LOG_DIR/NAME.stderr.log``."""
+    """Start ``command`` (with ``env`` added to the environment); yield once it prints
+    ``announcement`` URL; stop it on exit. Its stderr goes to ``LOG_DIR/NAME.stderr.log``."""
     log_path = log_dir / f"{name}.stderr.log"
     with (
         log_path.open("w") as log,
-        launch(command, announcement, timeout=timeout, stderr=log) as launched,
+        launch(command, announcement, env=env, timeout=timeout, stderr=log) as launched,
     ):
         yield Server(name, launched.url, launched.pid)
 
