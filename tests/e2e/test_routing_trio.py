@@ -37,7 +37,7 @@ FIRST_BYTE_WAIT = 0.5
 
 def trio_config(upstreams: tuple[str, str, str], *, cooldown: float, prefix: str) -> str:
     """Routes over fakes ``a``, ``b`` (Responses wire) and ``c``; each candidate's upstream
-    model is named ``{prefix}{route}-{backend}``."""
+    model is named ``{prefix}{route}-{fake}`` (``a-strict`` is fake ``a``)."""
     a, b, c = upstreams
 
     def candidates(route: str, *fields: tuple[str, str]) -> str:
@@ -46,6 +46,12 @@ def trio_config(upstreams: tuple[str, str, str], *, cooldown: float, prefix: str
             f'model = "{prefix}{route}-{backend[0]}"\n{extra}\n'
             for backend, extra in fields
         )
+
+    def late(kind: str) -> str:
+        """A route whose first candidate waits at most ``FIRST_BYTE_WAIT`` (one per kind of
+        lateness: each fails there, and a circuit opens after ``THRESHOLD`` failures)."""
+        tiers = (("a-strict", ""), ("b", "priority = 1"), ("c", "priority = 2"))
+        return f'[[routes]]\nname = "late-{kind}"\n{candidates(f"late-{kind}", *tiers)}'
 
     return f"""
 [health]
@@ -71,9 +77,8 @@ read_timeout = {FIRST_BYTE_WAIT}
 [[routes]]
 name = "weighted"
 {candidates("weighted", ("a", "weight = 1"), ("b", "weight = 1"), ("c", "weight = 2"))}
-[[routes]]
-name = "late"
-{candidates("late", ("a-strict", ""), ("b", "priority = 1"), ("c", "priority = 2"))}
+{late("slow")}
+{late("silence")}
 [[routes]]
 name = "flaky"
 {candidates("flaky", ("a", ""), ("b", ""), ("c", ""))}
@@ -157,15 +162,16 @@ def test_a_first_byte_later_than_read_timeout_fails_over_in_one_stream(
     even the headers. Either way the next candidate answers, in the same stream."""
     a, b, c = trio
     mark = marker()
-    text = f"{mark} [[{lateness}:10000]] [[only:late-a]]"
-    with sdk(steady) as client, client.responses.stream(model="late", input=text) as stream:
+    route = f"late-{lateness}"
+    text = f"{mark} [[{lateness}:10000]] [[only:{route}-a]]"
+    with sdk(steady) as client, client.responses.stream(model=route, input=text) as stream:
         kinds = [event.type for event in stream]
         final = stream.get_final_response()
     assert kinds.count("response.created") == 1
     assert kinds[-1] == "response.completed"
     assert final.output_text == f"Hello! You said: {mark}"
-    assert [r["body"]["model"] for r in fake_requests(a, mark)] == ["late-a"]
-    assert [r["body"]["model"] for r in fake_requests(b, mark)] == ["late-b"]
+    assert [r["body"]["model"] for r in fake_requests(a, mark)] == [f"{route}-a"]
+    assert [r["body"]["model"] for r in fake_requests(b, mark)] == [f"{route}-b"]
     assert fake_requests(c, mark) == []
     late, answered = steady.stored(final.id)["attempts"]
     assert (late["backend"], late["outcome"], late["detail"]) == (
@@ -213,7 +219,7 @@ def test_an_open_circuit_lets_a_probe_through_after_the_cooldown_and_closes(
     with sdk(healing) as client:
         open_circuit(client, upstream, model)
         probe = None
-        for _ in range(2000):  # bounded: the cool-down is half a second
+        for _ in range(1000):  # bounded: the cool-down is half a second
             answer = client.responses.create(model="flaky", input="plain")
             assert answer.status == "completed"
             if fake_count(upstream, model) > THRESHOLD:
