@@ -10,6 +10,7 @@ import pytest
 
 from stateway.core.commands import (
     AddConversationItems,
+    CountTokens,
     CreateConversation,
     CreateResponse,
     DeleteConversation,
@@ -222,6 +223,27 @@ async def test_a_second_turn_while_one_runs_is_refused_and_writes_nothing() -> N
     gate.set()
     await running.wait()
     assert texts(await world.items(conversation.id)) == ["first", "answer"]
+
+
+async def test_input_tokens_count_the_conversation_too() -> None:
+    world = World()
+    conversation = await world.conversation("x" * 400)
+    alone = await world.gateway.execute(
+        ME, CountTokens(CreateResponse(model="m", input=[user("q")], store=False))
+    )
+    within = await world.gateway.execute(
+        ME,
+        CountTokens(
+            CreateResponse(
+                model="m", input=[user("q")], store=False, conversation_id=conversation.id
+            )
+        ),
+    )
+    assert within.input_tokens >= alone.input_tokens + 100  # its 400 bytes, about 100 tokens
+    missing = CreateResponse(model="m", input=[user("q")], store=False, conversation_id="conv_x")
+    with pytest.raises(ConversationNotFound):
+        await world.gateway.execute(ME, CountTokens(missing))
+    assert world.store.records == {}  # counting stores nothing
 
 
 async def test_a_caller_gone_while_the_turn_is_written_still_lets_go() -> None:

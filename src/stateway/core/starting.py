@@ -182,7 +182,11 @@ class RunStarter:
         router = generation.router
         route = router.resolve(command.model)
         toolset = generation.loop.tools.resolve(command.settings.tools)
-        plan, context = await self._plan(principal, command, router, route, toolset)
+        conversation = None
+        if command.conversation_id is not None:
+            conversations = self._conversations("conversation")
+            conversation = await conversations.context(principal.tenant_id, command.conversation_id)
+        plan, context = await self._plan(principal, command, router, route, toolset, conversation)
         candidate = plan.order()[0]
         context = self._compaction.fitted(
             principal.tenant_id, command, context_window(plan.capable), context

@@ -87,8 +87,11 @@ def test_input_tokens_body() -> None:
 def test_input_tokens_refusals() -> None:
     missing = refused(decode_input_tokens, input="x")
     assert (missing.param, missing.code) == ("model", "missing_required_parameter")
-    conversation = refused(decode_input_tokens, model="m", conversation="c")
-    assert conversation.code == "unsupported_parameter"
+    both = refused(decode_input_tokens, model="m", conversation="c", previous_response_id="r")
+    assert both.code == "mutually_exclusive_parameters"
+    assert refused(decode_input_tokens, model="m", conversation={"id": 3}).param == "conversation"
+    counted = decode_input_tokens(body(model="m", conversation={"id": "conv_1"})).request
+    assert counted.conversation_id == "conv_1"
     assert refused(decode_input_tokens, model="m", truncation="sometimes").param == "truncation"
     assert refused(decode_input_tokens, model="m", tool_choice="maybe").param == "tool_choice"
 

@@ -135,8 +135,7 @@ def decode_input_tokens(raw: bytes, *, max_input_items: int | None = None) -> Co
         body = InputTokensBody.model_validate(data, strict=True)
     except pydantic.ValidationError as exc:
         raise _invalid(exc) from None
-    if body.conversation is not None:
-        raise _unsupported("Conversations are not supported yet.", "conversation")
+    conversation_id = _conversation_id(body.conversation, body.previous_response_id)
     settings = GenerationSettings(
         tools=decode_tools(body.tools or [], body.input or []),
         tool_choice=_tool_choice(body.tool_choice),
@@ -150,6 +149,7 @@ def decode_input_tokens(raw: bytes, *, max_input_items: int | None = None) -> Co
         input=decode_items(body.input or []),
         instructions=body.instructions,
         previous_response_id=body.previous_response_id,
+        conversation_id=conversation_id,
         store=False,
         settings=settings,
     )
@@ -209,11 +209,9 @@ def decode_list_input_items(response_id: str, query: dict[str, str]) -> ListInpu
     )
 
 
-def _conversation(body: CreateResponseBody) -> str | None:
-    """The conversation id of ``conversation`` (an id, or an object with ``id``), checked
-    against the fields it excludes: a turn is always stored (its lock and its items are
-    written with its response)."""
-    value = body.conversation
+def _conversation_id(value: str | dict[str, Any] | None, previous: str | None) -> str | None:
+    """The id a ``conversation`` field names (an id, or an object with ``id``); it excludes
+    ``previous_response_id``."""
     if value is None:
         return None
     conversation_id = value.get("id") if isinstance(value, dict) else value
@@ -223,12 +221,22 @@ def _conversation(body: CreateResponseBody) -> str | None:
             param="conversation",
             code="invalid_value",
         )
-    if body.previous_response_id is not None:
+    if previous is not None:
         raise InvalidRequest(
             "Mutually exclusive parameters: Ensure you are only providing one of: "
             "'previous_response_id' or 'conversation'.",
             code="mutually_exclusive_parameters",
         )
+    return conversation_id
+
+
+def _conversation(body: CreateResponseBody) -> str | None:
+    """The conversation id of ``conversation`` (an id, or an object with ``id``), checked
+    against the fields it excludes: a turn is always stored (its lock and its items are
+    written with its response)."""
+    conversation_id = _conversation_id(body.conversation, body.previous_response_id)
+    if conversation_id is None:
+        return None
     if body.store is False:
         raise InvalidRequest(
             "A response in a conversation is always stored: 'store' must not be false "
