@@ -21,6 +21,8 @@ class _Stored:
     items: list[Item] = field(default_factory=list)
     next_position: int = 0
     holder: str | None = None
+    last_turn: str | None = None
+    """The last turn that appended items."""
 
 
 class MemoryConversations:
@@ -87,7 +89,11 @@ class MemoryConversations:
         stored = self.live(tenant_id, conversation_id)
         if stored is None:
             return None
-        return ConversationItems(list(stored.items), stored.next_position)
+        served_by = None
+        if stored.last_turn is not None and self.responses is not None:
+            turn = self.responses.records.get((tenant_id, stored.last_turn))
+            served_by = None if turn is None else turn.served_by
+        return ConversationItems(list(stored.items), stored.next_position, served_by)
 
     async def list_items(
         self,
@@ -157,3 +163,5 @@ class TurnStore(MemoryStore):
         if stored is not None and stored.holder == record.id:
             stored.holder = None
             self.conversations.append(stored, turn.items)
+            if turn.items:
+                stored.last_turn = record.id

@@ -118,7 +118,7 @@ class MemoryStore:
         if stored.status not in UNFINISHED:
             return
         stored.status, stored.body = record.status, record.body
-        stored.output_items = record.output_items
+        stored.output_items, stored.served_by = record.output_items, record.served_by
 
     async def in_progress(self) -> list[ResponseRecord]:
         return [r for r in self.records.values() if r.status in UNFINISHED]
@@ -179,7 +179,7 @@ class MemoryStore:
         items: list[Item] = []
         for r in reversed(chain):
             items += r.input_items + (r.output_items if r.status != "failed" else [])
-        return StoredChain(items, record.status)
+        return StoredChain(items, record.status, record.served_by)
 
     async def delete(self, tenant_id: str, response_id: str) -> bool:
         if await self.get(tenant_id, response_id) is None:

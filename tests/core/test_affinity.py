@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from stateway.core.commands import CreateResponse, GenerationSettings, Principal
+from stateway.core.commands import CreateConversation, CreateResponse, GenerationSettings, Principal
 from stateway.core.errors import UpstreamUnavailable
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
+from stateway.core.loop import Loop
 from stateway.core.routing.affinity import AffinityTable
-from tests.core.routing_fakes import Named, candidate, gateway, route, router
+from stateway.core.runs import RunRegistry
+from tests.core.conversation_fakes import MemoryConversations, TurnStore
+from tests.core.fakes import MemoryStore
+from tests.core.routing_fakes import Named, candidate, gateway, needs, route, router
 
 USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
 
@@ -106,3 +110,76 @@ def test_the_table_is_bounded_least_recently_used_first() -> None:
     table.remember(["z"], "b/m")
     assert table.lookup(["y"]) is None
     assert table.lookup(["nope", "x"]) == "a/m"
+
+
+def first_choice(routing: Any, stored: str | None, chain: list[str] | None = None) -> Any:
+    """The candidate the plan's first round opens first, and its attempt's ``affinity``."""
+    plan = routing.plan(
+        routing.resolve("assistant"), needs(CreateResponse("assistant", [USER])), chain, stored
+    )
+    chosen = plan.begin_round()[0]
+    return chosen.backend.name, plan.open(chosen).affinity
+
+
+def test_a_stored_hint_leads_when_the_table_knows_none_of_the_names() -> None:
+    a, b = Steady("a"), Steady("b")
+    for seed in range(20):  # the weighted order alone would put "a" first about half the time
+        routing = router(route(candidate(a), candidate(b)), seed=seed)
+        assert first_choice(routing, "b/b-model", ["response:r1"]) == ("b", "stored")
+
+
+def test_the_table_outranks_the_stored_hint() -> None:
+    a, b = Steady("a"), Steady("b")
+    for seed in range(20):
+        routing = router(route(candidate(a), candidate(b)), seed=seed)
+        routing.state.affinity.remember(["conversation:c1"], "a/a-model")
+        chain = ["response:r1", "conversation:c1"]
+        assert first_choice(routing, "b/b-model", chain) == ("a", "hit")
+
+
+def test_a_stored_hint_follows_the_tables_rules() -> None:
+    a, b = Steady("a"), Steady("b")
+    routing = router(route(candidate(a), candidate(b, priority=1)), seed=1)
+    assert first_choice(routing, "b/b-model", ["response:r1"]) == ("a", "miss")  # a later tier
+    assert first_choice(routing, "gone/model", ["response:r1"]) == ("a", "miss")  # no such
+    for _ in range(3):
+        routing.state.health.failed("a/a-model")
+    assert first_choice(routing, "a/a-model", ["response:r1"]) == ("b", "miss")  # circuit open
+    loose = router(route(candidate(a), candidate(b), affinity=False), seed=1)
+    assert first_choice(loose, "b/b-model", ["response:r1"])[1] is None
+
+
+async def test_after_a_restart_a_chain_returns_to_its_stored_candidate() -> None:
+    """A new router (an empty table) over the same store: the parent's ``served_by``."""
+    store = MemoryStore()
+    a, b = Steady("a"), Steady("b")
+    homes = {}
+    for n in range(8):
+        first = await turn(gateway(router(route(candidate(a), candidate(b)), seed=n), store))
+        homes[first.id] = served(first)
+        assert store.records[(Principal().tenant_id, first.id)].served_by == f"{served(first)}/" + (
+            f"{served(first)}-model"
+        )
+    for n, (parent, home) in enumerate(homes.items()):
+        restarted = gateway(router(route(candidate(a), candidate(b)), seed=100 + n), store)
+        run = await turn(restarted, parent)
+        assert (served(run), run.state.attempts[0]["affinity"]) == (home, "stored")
+        again = await turn(restarted, run.id)
+        assert (served(again), again.state.attempts[0]["affinity"]) == (home, "hit")
+
+
+async def test_after_a_restart_a_conversation_returns_to_its_last_turns_candidate() -> None:
+    conversations = MemoryConversations()
+    store = TurnStore(conversations)
+    a, b = Steady("a"), Steady("b")
+
+    def fresh(seed: int) -> Gateway:
+        routing = router(route(candidate(a), candidate(b)), seed=seed)
+        return Gateway(store, routing, Loop(store), RunRegistry(), conversations=conversations)
+
+    for n in range(6):
+        conversation = await fresh(n).execute(Principal(), CreateConversation())
+        first = await turn(fresh(n), conversation_id=conversation.id)
+        assert "affinity" not in first.state.attempts[0]
+        run = await turn(fresh(50 + n), conversation_id=conversation.id)
+        assert (served(run), run.state.attempts[0]["affinity"]) == (served(first), "stored")

@@ -1,6 +1,7 @@
 """Cache affinity through the real ``stateway serve`` over two equal-weight fake model
 servers: a chain's turns keep to the candidate that served its first turn while new chains
-spread over both, and a chain whose candidate goes down moves to the other for good."""
+spread over both, a chain whose candidate goes down moves to the other for good, and
+chains and conversations find their candidate again after the gateway restarts."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -61,11 +63,8 @@ def fakes() -> Iterator[dict[str, Restartable]]:
             server.stop()
 
 
-@pytest.fixture(scope="module")
-def pair(
-    fakes: dict[str, Restartable], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningGateway]:
-    text = f"""
+def pair_config(fakes: dict[str, Restartable]) -> str:
+    return f"""
 [[backends]]
 name = "a"
 url = "{fakes["a"].url}"
@@ -82,7 +81,13 @@ model = "pair-a"
 backend = "b"
 model = "pair-b"
 """
-    with routed_gateway(tmp_path_factory.mktemp("pair"), text) as gateway:
+
+
+@pytest.fixture(scope="module")
+def pair(
+    fakes: dict[str, Restartable], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningGateway]:
+    with routed_gateway(tmp_path_factory.mktemp("pair"), pair_config(fakes)) as gateway:
         yield gateway
 
 
@@ -168,3 +173,36 @@ def test_a_chain_whose_candidate_is_down_moves_to_the_other_and_stays(
                 break
         else:
             raise AssertionError(f"no new chain reached {home} once it was back")
+
+
+def test_after_a_restart_chains_and_conversations_return_to_their_candidates(
+    fakes: dict[str, Restartable], tmp_path: Path
+) -> None:
+    """The restarted process's affinity table is empty: each continuation's first attempt
+    goes to the candidate stored as its parent's (``stored``), the next one's to the
+    table's (``hit``)."""
+    text = pair_config(fakes)
+    homes: dict[str, str] = {}
+    with routed_gateway(tmp_path, text) as first, client_of(first) as client:
+        for _ in range(6):  # by chance alone, all six would come home once in 64 runs
+            answer = client.responses.create(model="pair", input="first")
+            homes[answer.id] = served_by(first, answer.id)
+        conversation = client.conversations.create()
+        opening = client.responses.create(model="pair", input="hi", conversation=conversation.id)
+        conversation_home = served_by(first, opening.id)
+    with routed_gateway(tmp_path, text) as restarted, client_of(restarted) as client:
+        for parent, home in homes.items():
+            answer = client.responses.create(
+                model="pair", input="next", previous_response_id=parent
+            )
+            assert outcomes(restarted, answer.id) == [(home, "ok", None, "stored")]
+            again = client.responses.create(
+                model="pair", input="again", previous_response_id=answer.id
+            )
+            assert outcomes(restarted, again.id) == [(home, "ok", None, "hit")]
+        turn = client.responses.create(model="pair", input="next", conversation=conversation.id)
+        assert outcomes(restarted, turn.id) == [(conversation_home, "ok", None, "stored")]
+
+
+def client_of(gateway: RunningGateway) -> OpenAI:
+    return OpenAI(base_url=gateway.url + "/v1", api_key="x", max_retries=0)

@@ -15,6 +15,7 @@ from stateway.core.errors import ConversationLocked, ConversationNotFound
 from stateway.core.items import Item
 from stateway.core.ports import ConversationTurn, ResponseRecord
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store
+from tests.storage.test_queries import statements
 
 RecordFactory = Callable[..., ResponseRecord]
 
@@ -256,3 +257,37 @@ async def test_racing_claims_from_two_writers_let_exactly_one_in(
             store.save(turns[0]), second_store.save(turns[1]), return_exceptions=True
         )
         assert sorted(type(r).__name__ for r in results) == ["ConversationLocked", "NoneType"]
+
+
+async def test_the_items_come_with_the_candidate_of_the_last_turn_that_appended_some(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+    conversation: str,
+) -> None:
+    """A turn's cache affinity hint, read in the one statement that loads its context."""
+
+    async def served_by() -> str | None:
+        with statements(store.engine) as executed:
+            items = await conversations.load_items(tenant, conversation)
+        assert len(executed) == 1
+        assert items is not None
+        return items.served_by
+
+    assert await served_by() is None  # no turn yet
+    first = start(record, "r1")
+    await store.save(first)
+    await store.finish(replace(end(first), served_by="a/a-model"))
+    assert await served_by() == "a/a-model"
+
+    failed = start(record, "r2", seen=3)  # appends nothing: the cache holds r1's prefix
+    await store.save(failed)
+    await store.finish(replace(end(failed, "failed"), served_by="b/b-model"))
+    await conversations.add_items(tenant, conversation, [message("outside", "msg_x")])
+    assert await served_by() == "a/a-model"
+
+    second = start(record, "r3", seen=4)
+    await store.save(second)
+    await store.finish(replace(end(second), served_by="b/b-model"))
+    assert await served_by() == "b/b-model"

@@ -22,7 +22,7 @@ from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.migrator import MIGRATIONS_DIR, alembic_config
 from stateway.storage.sql.schema import metadata
 
-HEAD = "0003"
+HEAD = "0004"
 _HEAD_TABLES = {
     "responses",
     "items",
@@ -181,3 +181,30 @@ def test_0003_adds_conversations_events_and_secrets_and_counts_queued_as_unfinis
     command.downgrade(config, "0002")
     tables, _ = sqlite_state(sqlite_url)
     assert tables == {"responses", "items", "alembic_version"}
+
+
+def test_0004_adds_served_by_and_keeps_stored_responses(sqlite_url: str) -> None:
+    config = alembic_config(sqlite_url)
+    command.upgrade(config, "0003")
+    path = sqlite_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "INSERT INTO responses (tenant_id, id, status, created_at, body, owner)"
+            " VALUES ('t', 'resp_1', 'completed', 1.0, '{}', NULL)"
+        )
+
+    command.upgrade(config, "0004")
+    with sqlite3.connect(path) as connection:
+        rows = connection.execute("SELECT id, served_by FROM responses").fetchall()
+    assert rows == [("resp_1", None)]
+
+    command.downgrade(config, "0003")
+    with sqlite3.connect(path) as connection:
+        columns = [r[1] for r in connection.execute("PRAGMA table_info(responses)")]
+        (index_sql,) = connection.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'ix_responses_in_progress'"
+        ).fetchone()
+        kept = connection.execute("SELECT id FROM responses").fetchall()
+    assert "served_by" not in columns
+    assert "'queued'" in index_sql
+    assert kept == [("resp_1",)]

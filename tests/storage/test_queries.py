@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Engine, event
@@ -74,3 +75,32 @@ async def test_save_takes_two_statements_whatever_the_item_count(
         ["INSERT", "INTO", "responses"],
         ["INSERT", "INTO", "items"],
     ]
+
+
+async def test_load_context_reads_the_responses_served_by_in_its_one_statement(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    """The candidate that served a response (a continuation's cache affinity hint) is
+    written with its end and read with its chain, at no extra statement."""
+    await store.ping()
+    await store.save(replace(record("p0"), served_by="a/a-model"))  # no items: a NULL row
+    started = replace(record("p1", "p0", inputs=["q"]), status="in_progress")
+    await store.save(started)
+    unfinished = await store.load_context(tenant, "p1")
+    assert unfinished is not None
+    assert unfinished.served_by is None
+    answer = record("p1", outputs=["a"]).output_items
+    finished = replace(
+        started, status="completed", input_items=[], output_items=answer, served_by="b/org/model"
+    )
+    await store.finish(finished)
+
+    with statements(store.engine) as executed:
+        chain = await store.load_context(tenant, "p1")
+    parent = await store.load_context(tenant, "p0")
+
+    assert chain is not None
+    assert parent is not None
+    assert (chain.status, chain.served_by, len(chain.items)) == ("completed", "b/org/model", 2)
+    assert (parent.items, parent.served_by) == ([], "a/a-model")
+    assert len(executed) == 1

@@ -74,10 +74,12 @@ async def build_context(
 @dataclass(slots=True, frozen=True)
 class Prior:
     """The items before a request's input, and where they come from (``source``: the
-    param an error names)."""
+    param an error names); ``served_by``: the candidate that served the parent response,
+    as stored (a cache affinity hint)."""
 
     items: list[Item]
     source: str = "previous_response_id"
+    served_by: str | None = None
 
     def joined(self, current: list[Item]) -> list[Item]:
         return self.items + current if self.items else list(current)
@@ -99,7 +101,7 @@ async def load_prior(
         raise PreviousResponseNotFound(command.previous_response_id)
     if chain.status in UNFINISHED:
         raise ResponseInProgress(command.previous_response_id)
-    return Prior(chain.items)
+    return Prior(chain.items, served_by=chain.served_by)
 
 
 def uncarried(prior: Prior, current: list[Item], backend: Backend) -> InvalidRequest | None:

@@ -132,6 +132,9 @@ class ResponseRecord:
     events: EventBatch | None = None
     """Event log entries :meth:`ResponseStore.finish` appends in the same transaction (a
     background run's last events, its terminal event among them)."""
+    served_by: str | None = None
+    """The candidate key (``backend/model``) whose attempt last succeeded, if any: a
+    continuation's cache affinity hint (:mod:`stateway.core.routing.affinity`)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -163,10 +166,12 @@ class EventLog:
 
 @dataclass(slots=True)
 class StoredChain:
-    """The items of a ``previous_response_id`` chain, and the status of its last response."""
+    """The items of a ``previous_response_id`` chain, and the status of its last response
+    and the candidate that served it (:attr:`ResponseRecord.served_by`)."""
 
     items: list[Item]
     status: str
+    served_by: str | None = None
 
 
 @dataclass(slots=True)
@@ -218,8 +223,8 @@ class ResponseStore(Protocol):
     async def load_context(self, tenant_id: str, response_id: str) -> StoredChain | None:
         """Every item of the chain ending at ``response_id``, oldest response first, each
         response's input items then its output items (none for a ``failed`` response: its
-        output was cut off), and that response's status; None when the response is unknown
-        or deleted. A constant number of queries, whatever the depth."""
+        output was cut off), and that response's status and ``served_by``; None when the
+        response is unknown or deleted. A constant number of queries, whatever the depth."""
         ...
 
     async def delete(self, tenant_id: str, response_id: str) -> bool:

@@ -164,4 +164,14 @@ def _record(
         input_items=input_items,
         output_items=output_items,
         owner=owner,
+        served_by=served_by(state.attempts),
     )
+
+
+def served_by(attempts: list[dict[str, Any]]) -> str | None:
+    """The candidate key (``backend/model``) of the last attempt that succeeded, from the
+    records of :mod:`stateway.core.routing.attempts`."""
+    for attempt in reversed(attempts):
+        if attempt["outcome"] == "ok":
+            return f"{attempt['backend']}/{attempt['model']}"
+    return None

@@ -132,7 +132,8 @@ class RunStarter:
             command.conversation_id,
             command.settings.prompt_cache_key,
         )
-        plan = router.plan(route, Needs.of(command, prior, toolset), chain)
+        stored = prior.served_by if conversation is None else conversation.served_by
+        plan = router.plan(route, Needs.of(command, prior, toolset), chain, stored)
         toolset.route(plan.first.backend)
         check_call_outputs(prior.items, command.input)
         return plan, prior.joined(command.input)

@@ -24,6 +24,9 @@ class ConversationItems:
 
     items: list[Item]
     next_position: int
+    served_by: str | None = None
+    """The candidate that served the last turn whose items the conversation holds (its
+    response's :attr:`~stateway.core.ports.ResponseRecord.served_by`), read with them."""
 
 
 class ConversationStore(Protocol):
@@ -63,7 +66,8 @@ class ConversationStore(Protocol):
         ...
 
     async def load_items(self, tenant_id: str, conversation_id: str) -> ConversationItems | None:
-        """Every item, oldest first, in one read; None when unknown."""
+        """Every item, oldest first, and the candidate that served the last turn that
+        appended any, in one read; None when unknown."""
         ...
 
     async def list_items(

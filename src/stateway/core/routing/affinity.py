@@ -3,8 +3,12 @@ while that server still holds the chain's prefix in its KV cache.
 
 A chain is named by what a continuation carries: the ``previous_response_id`` (the
 response that was served), the conversation, or the ``prompt_cache_key``. The table is
-this process's, bounded (least recently used names leave first); a name it no longer
-holds is a new chain, spread by weight.
+this process's, bounded (least recently used names leave first). A continuation whose
+names it does not hold (after a restart, on another replica, or evicted) falls back to the
+store: every response keeps the candidate that served it (``served_by``), read with the
+chain (or the conversation's items) in the statement that loads it. A chain known only
+by its ``prompt_cache_key`` has no such fallback (the store is not searched by it), and
+without either it is a new chain, spread by weight.
 """
 
 from __future__ import annotations

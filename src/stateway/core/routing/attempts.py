@@ -60,7 +60,8 @@ class Attempt:
     latency_ms: float | None = None
     first_byte_ms: float | None = None
     """Until the first delta reached the run; None when none did."""
-    affinity: Literal["hit", "miss"] | None = None
+    affinity: Literal["hit", "stored", "miss"] | None = None
+    """How the round's first attempt met the chain's affinity hint (:mod:`.plan`)."""
 
     def record(self) -> dict[str, Any]:
         backend, _, model = self.candidate.partition("/")

@@ -8,7 +8,12 @@ is open (:mod:`.health`) are left out while any other remains (with none left, a
 tried, the soonest to reopen first). With ``affinity`` a continuation's first choice is
 the candidate that served its chain last (:mod:`.affinity`), while it is healthy, in
 the first tier, and its share of the tier's runs in flight stays within
-``affinity_tolerance`` above its weight share. The round opens candidates in that order,
+``affinity_tolerance`` above its weight share. The candidate comes from this process's
+table, else from the store (``stored``: the one that served the parent response or the
+conversation's last turn, read with the context at no extra query), under the same rules.
+The round's first attempt records ``affinity``: ``hit`` (the table's candidate comes
+first), ``stored`` (the store's does), ``miss`` (the hint was passed over: down, in a later
+tier, over its share, or not a candidate of the route). The round opens candidates in that order,
 at most ``max_attempts``; a recoverable failure before the round's first delta moves on
 to the next (:func:`.attempts.recoverable`), anything else ends the round. Once a delta
 has reached the run nothing is sent again, to any candidate.
@@ -53,9 +58,11 @@ class Plan:
         *,
         skipped: list[Attempt] | None = None,
         chain: list[str] | None = None,
+        stored: str | None = None,
     ) -> None:
         """``chain``: the names the request's chain is known by (its continuation's
-        parent, conversation, prompt cache key)."""
+        parent, conversation, prompt cache key); ``stored``: the candidate key the store
+        says served the chain last, the hint when the table knows none of the names."""
         self.route = route
         self.capable = capable
         """Never empty: a request no candidate can serve is refused before it runs."""
@@ -68,8 +75,14 @@ class Plan:
         self._state = state
         self._round = 0
         self._current: Attempt | None = None
-        self._affine = state.affinity.lookup(chain) if route.affinity and chain else None
-        self._affinity: Literal["hit", "miss"] | None = None
+        self._affine: str | None = None
+        self._source: Literal["hit", "stored"] = "hit"
+        """Where ``_affine`` came from: the table (or this run's own rounds), or the store."""
+        if route.affinity:
+            self._affine = state.affinity.lookup(chain) if chain else None
+            if self._affine is None and stored is not None:
+                self._affine, self._source = stored, "stored"
+        self._affinity: Literal["hit", "stored", "miss"] | None = None
         self.served: Candidate | None = None
         """The candidate that served the last round."""
 
@@ -114,7 +127,7 @@ class Plan:
         if target is None or not self._within_share(target, tier):
             self._affinity = "miss"
             return chosen
-        self._affinity = "hit"
+        self._affinity = self._source
         return [target, *(c for c in chosen if c is not target)]
 
     def _within_share(self, target: Candidate, tier: list[Candidate]) -> bool:
@@ -148,7 +161,7 @@ class Plan:
         self._end(attempt, candidate, "ok")
         self._state.health.succeeded(candidate.key)
         self._state.affinity.remember(self.remember, candidate.key)
-        self._affine = candidate.key  # the run's later rounds prefer it too
+        self._affine, self._source = candidate.key, "hit"  # the run's later rounds too
         self.served = candidate
 
     def failed(self, attempt: Attempt, candidate: Candidate, error: GatewayError) -> bool:

@@ -95,10 +95,18 @@ class Router:
             raise ModelNotFound(model)
         return self._default.serving(model) if self._catch_all else self._default
 
-    def plan(self, route: Route, needs: Needs, chain: list[str] | None = None) -> Plan:
+    def plan(
+        self,
+        route: Route,
+        needs: Needs,
+        chain: list[str] | None = None,
+        stored: str | None = None,
+    ) -> Plan:
         """The run's plan over the candidates able to serve ``needs``. Raises the first
         candidate's reason (a 400 naming what is missing) when none can. ``chain``: the
-        names the request's chain is known by (:func:`.affinity.chain_names`)."""
+        names the request's chain is known by (:func:`.affinity.chain_names`);
+        ``stored``: the candidate that served it last, as stored (the hint the affinity
+        table falls back to)."""
         capable: list[Candidate] = []
         skipped: list[Attempt] = []
         first_unmet: Unmet | None = None
@@ -119,7 +127,7 @@ class Router:
             raise first_unmet.error
         for attempt in skipped:
             log.info("route %s: skipped %s (%s)", route.name, attempt.candidate, attempt.detail)
-        return Plan(route, capable, self.state, skipped=skipped, chain=chain)
+        return Plan(route, capable, self.state, skipped=skipped, chain=chain, stored=stored)
 
     async def list_models(self) -> list[tuple[str, str]]:
         """``(model, backend name)`` for every route and alias and, for a catch-all

@@ -227,8 +227,33 @@ ITEMS_BETWEEN: Final[Select[str]] = (
 )
 """The items at positions ``start`` to ``end`` (excluded): an append's, as stored."""
 
-LOAD_ITEMS: Final[Select[int, str | None]] = (
-    select(conversations.c.next_position, conversation_items.c.body)
+_by_turn = conversation_items.alias("by_turn")  # an alias: not correlated to the outer one
+_last_turn = (
+    select(_by_turn.c.response_id)
+    .where(
+        _by_turn.c.tenant_id == _tenant,
+        _by_turn.c.conversation_id == _conversation,
+        _by_turn.c.response_id.is_not(None),
+    )
+    .order_by(_by_turn.c.position.desc())
+    .limit(1)
+    .scalar_subquery()
+)
+_last_served_by = (
+    select(responses.c.served_by)
+    .where(responses.c.tenant_id == _tenant, responses.c.id == _last_turn)
+    .scalar_subquery()
+)
+"""The candidate that served the last turn whose items the conversation holds: a
+backward scan of its items' primary key to the first one a turn appended, then that
+response's primary key. Uncorrelated, so both databases evaluate it once."""
+
+LOAD_ITEMS: Final[Select[int, str | None, str | None]] = (
+    select(
+        conversations.c.next_position,
+        conversation_items.c.body,
+        _last_served_by.label("served_by"),
+    )
     .select_from(
         conversations.outerjoin(
             conversation_items,
@@ -241,8 +266,9 @@ LOAD_ITEMS: Final[Select[int, str | None]] = (
     .where(_live)
     .order_by(conversation_items.c.position)
 )
-"""The conversation's length and items in one statement (one snapshot); a conversation
-without items yields one row with a NULL body, an unknown one none."""
+"""The conversation's length, items and last turn's ``served_by`` (a turn's cache affinity
+hint) in one statement (one snapshot); a conversation without items yields one row with a
+NULL body, an unknown one none."""
 
 _of_live_conversation = exists(select(literal_column("1", Integer)).where(_live))
 

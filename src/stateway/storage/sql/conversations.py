@@ -117,8 +117,8 @@ class SqlConversationStore:
                 rows = result.all()
         if not rows:
             return None
-        items = [orjson.loads(body) for _, body in rows if body is not None]
-        return ConversationItems(items, rows[0].next_position)
+        items = [orjson.loads(body) for _, body, _ in rows if body is not None]
+        return ConversationItems(items, rows[0].next_position, rows[0].served_by)
 
     async def list_items(
         self,

@@ -6,8 +6,8 @@ and asyncpg reuses its prepared statement. Each statement filters on ``tenant_id
 
 Bind parameters: ``tenant``, ``response`` and, per statement, ``now`` (soft delete),
 ``after`` and ``limit`` (input item pages), ``after`` (a sequence number, reading an event
-log), ``new_status`` and ``new_body`` (finishing a response); they are not named after
-columns, which an UPDATE reserves for its SET clause.
+log), ``new_status``, ``new_body`` and ``new_served_by`` (finishing a response); they are
+not named after columns, which an UPDATE reserves for its SET clause.
 
 The chain query
 ---------------
@@ -16,16 +16,17 @@ recursive CTE walks ``previous_response_id`` links from the requested response u
 numbering each response by its distance (``depth``), and the result is joined to the
 items of every response in the chain::
 
-    WITH RECURSIVE chain(id, previous_response_id, status, depth) AS (
-        SELECT id, previous_response_id, status, 0 FROM responses
+    WITH RECURSIVE chain(id, previous_response_id, status, served_by, depth) AS (
+        SELECT id, previous_response_id, status, served_by, 0 FROM responses
          WHERE tenant_id = :tenant AND id = :response AND deleted_at IS NULL
         UNION ALL
-        SELECT parent.id, parent.previous_response_id, parent.status, chain.depth + 1
+        SELECT parent.id, parent.previous_response_id, parent.status, parent.served_by,
+               chain.depth + 1
           FROM responses AS parent, chain
          WHERE parent.tenant_id = :tenant AND parent.id = chain.previous_response_id
            AND chain.depth < 10000
     )
-    SELECT items.body, chain.status FROM chain LEFT OUTER JOIN items
+    SELECT items.body, chain.status, chain.served_by FROM chain LEFT OUTER JOIN items
         ON items.tenant_id = :tenant AND items.response_id = chain.id
            AND (items.role = 'input' OR chain.status != 'failed')
      ORDER BY chain.depth DESC, items.role, items.position
@@ -33,7 +34,8 @@ items of every response in the chain::
 Oldest response first; within a response ``'input' < 'output'`` puts its input items
 before its output items. A ``failed`` response contributes its input only: its output was
 cut off mid-way and must not reach the model as a finished turn. The last row carries the
-requested response's own status (the caller refuses to continue one still in progress).
+requested response's own status (the caller refuses to continue one still in progress)
+and the candidate that served it (a continuation's cache affinity hint, at no extra cost).
 
 Only the starting response must be live: deleted ancestors still
 contribute their items. A missing ancestor row ends the walk (its descendants' items are
@@ -96,7 +98,11 @@ INSERT_ITEMS: Final[Insert] = insert(items)
 FINISH_RESPONSE: Final[Update] = (
     update(responses)
     .where(responses.c.tenant_id == _tenant, responses.c.id == _response, _in_progress)
-    .values(status=bindparam("new_status"), body=bindparam("new_body"))
+    .values(
+        status=bindparam("new_status"),
+        body=bindparam("new_body"),
+        served_by=bindparam("new_served_by"),
+    )
 )
 """A run's end over its in-progress row; ``deleted_at`` is left as it is, so a response
 deleted while it ran stays deleted."""
@@ -169,12 +175,13 @@ SOFT_DELETE: Final[Update] = (
 )
 
 
-def _load_context() -> Select[str | None, str]:
+def _load_context() -> Select[str | None, str, str | None]:
     anchor = (
         select(
             responses.c.id,
             responses.c.previous_response_id,
             responses.c.status,
+            responses.c.served_by,
             literal_column("0", Integer).label("depth"),
         )
         .where(_live_response)
@@ -186,6 +193,7 @@ def _load_context() -> Select[str | None, str]:
             parent.c.id,
             parent.c.previous_response_id,
             parent.c.status,
+            parent.c.served_by,
             anchor.c.depth + literal_column("1", Integer),
         ).where(
             parent.c.tenant_id == _tenant,
@@ -202,7 +210,7 @@ def _load_context() -> Select[str | None, str]:
         ),
     )
     return (
-        select(items.c.body, chain.c.status)
+        select(items.c.body, chain.c.status, chain.c.served_by)
         .select_from(joined)
         .order_by(chain.c.depth.desc(), items.c.role, items.c.position)
     )

@@ -12,6 +12,11 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     context for the responses that continue from it. ``owner`` names the process running
     a response while it is ``in_progress`` (see :mod:`stateway.core.ownership`); a partial
     index over in-progress rows keeps the start-up search for abandoned runs cheap.
+    ``served_by`` is the candidate (``backend/model``) whose attempt last succeeded, written
+    with the run's end (NULL before, or when none did): read with a chain or a
+    conversation, it steers a continuation back to that candidate's cache when this
+    process's affinity table does not know the chain (see
+    :mod:`stateway.core.routing.affinity`).
 
 ``items``
     Every item exactly once, under the response that introduced it: the response's own
@@ -92,6 +97,7 @@ responses: Final = Table(
     Column("deleted_at", Double, nullable=True),
     Column("body", Text, nullable=False),
     Column("owner", String, nullable=True),
+    Column("served_by", String, nullable=True),
     PrimaryKeyConstraint("tenant_id", "id"),
 )
 

@@ -101,6 +101,7 @@ class SqlResponseStore:
             "deleted_at": None,
             "body": _dumps(record.body),
             "owner": record.owner,
+            "served_by": record.served_by,
         }
         item_rows = _item_rows(record, INPUT, record.input_items)
         item_rows += _item_rows(record, OUTPUT, record.output_items)
@@ -126,6 +127,7 @@ class SqlResponseStore:
             "response": record.id,
             "new_status": record.status,
             "new_body": _dumps(record.body),
+            "new_served_by": record.served_by,
         }
         rows: Rows = {
             queries.FINISH_RESPONSE: [update],
@@ -230,8 +232,9 @@ class SqlResponseStore:
             return None
         # A response without items contributes one NULL row (outer join): skip those.
         # Rows come oldest response first: the last one is the requested response's.
-        items = [orjson.loads(body) for body, _ in rows if body is not None]
-        return StoredChain(items, rows[-1][1])
+        items = [orjson.loads(body) for body, _, _ in rows if body is not None]
+        _, status, served_by = rows[-1]
+        return StoredChain(items, status, served_by)
 
     async def delete(self, tenant_id: str, response_id: str) -> bool:
         if not _storable(response_id):
