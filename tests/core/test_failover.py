@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -115,3 +116,20 @@ def test_recoverable_is_decided_by_class_and_status() -> None:
     assert not recoverable(UpstreamRejected("x", status=404))
     assert not recoverable(ValueError("a bug"))
     assert recoverable(UpstreamError("x", code="upstream_auth_failed"))
+
+
+async def test_attempts_are_logged_a_failure_as_a_warning_an_answer_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    a, b = Named("a", [UpstreamError("500")]), Named("b", OK)
+    with caplog.at_level(logging.INFO, logger="stateway.routing"):
+        await run_over(a, b)
+    assert [(r.levelno, "attempt a/" in r.getMessage()) for r in caplog.records] == [
+        (logging.WARNING, True)
+    ]
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="stateway.routing"):
+        await run_over(Named("c", OK))
+    (answered,) = caplog.records
+    assert answered.levelno == logging.DEBUG
+    assert "attempt c/c-model: ok" in answered.getMessage()

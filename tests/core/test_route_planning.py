@@ -8,6 +8,7 @@ import pytest
 
 from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.errors import InvalidRequest, ModelNotFound
+from stateway.core.routing import BackendEntry, Router
 from tests.core.routing_fakes import Named, candidate, needs, route, router
 
 TEXT = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
@@ -119,3 +120,14 @@ def test_an_item_type_no_candidate_carries_keeps_its_own_error() -> None:
         router(assistant).plan(assistant, needs(command))
     assert refused.value.code == "unsupported_item_type"
     assert refused.value.param == "input[0].type"
+
+
+def test_the_catch_all_serves_each_name_with_its_own_route_made_once() -> None:
+    backend = Named("a", [])
+    catch_all = Router([BackendEntry(backend, {}, catch_all=True)])
+    first = catch_all.resolve("some-model")
+    assert (first.name, first.upstream_model) == ("some-model", "some-model")
+    assert catch_all.resolve("some-model") is first
+    other = catch_all.resolve("other-model")
+    assert other.upstream_model == "other-model"
+    assert other.backend is first.backend is backend

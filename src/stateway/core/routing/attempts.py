@@ -81,7 +81,13 @@ class Attempt:
     def end(self, now: float, outcome: Outcome, detail: str | None = None) -> None:
         self.outcome, self.detail = outcome, detail
         self.latency_ms = round((now - self.started) * 1000, 3)
-        log.info(
+        # An answered attempt is the hot path: DEBUG (a formatted INFO record per request
+        # cost about 6% of the gateway's CPU at c=32). Any other outcome is a WARNING.
+        level = logging.DEBUG if outcome == "ok" else logging.WARNING
+        if not log.isEnabledFor(level):
+            return
+        log.log(
+            level,
             "route %s round %d attempt %s: %s%s latency_ms=%s first_byte_ms=%s affinity=%s",
             self.route,
             self.round,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from stateway.core.ports import Backend, ChatForwarder
 from stateway.core.stages.chain import StageChain
@@ -32,11 +32,11 @@ class Candidate:
     weight: float = 1.0
     priority: int = 0
     capabilities: Capabilities = Capabilities()
+    key: str = field(init=False, compare=False, repr=False)
+    """How logs, attempts, health and affinity name it: ``backend/model``."""
 
-    @property
-    def key(self) -> str:
-        """How logs, attempts, health and affinity name it."""
-        return f"{self.backend.name}/{self.model}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.backend.name}/{self.model}")
 
 
 @dataclass(frozen=True, slots=True)

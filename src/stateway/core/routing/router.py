@@ -55,6 +55,9 @@ class Router:
         self._aliases = dict(aliases or {})
         self._default = default
         self._catch_all = catch_all
+        self._served: dict[str, Route] = {}
+        """The catch-all route serving each name asked for, made once (up to
+        ``_MAX_SERVED`` names; past that each is made per request)."""
         rng = rng or random.Random()
         self.state = RoutingState(rng, clock, HealthBoard(health, clock=clock, rng=rng))
         """Health, affinity and load, shared by every plan."""
@@ -93,7 +96,14 @@ class Router:
             name = self._aliases[name]
         if self._default is None:
             raise ModelNotFound(model)
-        return self._default.serving(model) if self._catch_all else self._default
+        if not self._catch_all:
+            return self._default
+        route = self._served.get(model)
+        if route is None:
+            route = self._default.serving(model)
+            if len(self._served) < _MAX_SERVED:
+                self._served[model] = route
+        return route
 
     def plan(
         self,
@@ -148,6 +158,9 @@ class Router:
             for name in names:
                 seen.setdefault(name, backend.name)
         return list(seen.items())
+
+
+_MAX_SERVED = 1024
 
 
 def _shape(candidate: Candidate, first: Candidate) -> bool:

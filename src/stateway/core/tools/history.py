@@ -81,17 +81,25 @@ _COMPACTION: Final = frozenset({"compaction", "compaction_trigger"})
 DECLINED: Final = "The user declined to run this tool call."
 
 
+_REWRITTEN: Final = _COMPACTION | shell.ITEM_TYPES | _TOOL_SEARCH | _GATEWAY | {ADDITIONAL_TOOLS}
+"""Every item type :func:`model_items` may rewrite or leave out (shell types even when
+native: the check only decides whether to look closer)."""
+
+
 def model_items(items: list[Item], native: frozenset[str] = frozenset()) -> list[Item]:
     """A context as the model saw it (see the module docstring); item types in ``native``
     are left as they are."""
-    if any(item.get("type") in _COMPACTION for item in items):
+    kinds = {item.get("type") for item in items}  # one pass decides which rewrites apply
+    if not kinds & _REWRITTEN:  # the common case: plain messages and function calls
+        return [_client_item(item) for item in items]
+    if kinds & _COMPACTION:
         items = [item for item in items if item.get("type") not in _COMPACTION]
     shells = shell.ITEM_TYPES - native
-    if any(item.get("type") in shells for item in items):
+    if kinds & shells:
         items = [_shell_item(item) if item.get("type") in shells else item for item in items]
-    if any(item.get("type") in _TOOL_SEARCH for item in items):
+    if kinds & _TOOL_SEARCH:
         items = _tool_search_pairs(items)
-    if not any(item.get("type") in _GATEWAY for item in items):
+    if not kinds & _GATEWAY:
         return [_client_item(item) for item in items if item.get("type") != ADDITIONAL_TOOLS]
     ran = {i["approval_request_id"]: i for i in items if _approved_call(i)}
     asked = {i.get("id") for i in items if i.get("type") == MCP_APPROVAL_REQUEST}
