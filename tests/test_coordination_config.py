@@ -9,6 +9,9 @@ import pytest
 from stateway.app import build_coordination
 from stateway.config import ConfigError, Overrides, load_config
 from stateway.coordination import MemoryCommandResults, RedisCancelSignals, RedisCommandResults
+from stateway.coordination.event_fanout import RedisEventFanout
+from stateway.coordination.factory import build_fanout, build_limits
+from stateway.coordination.token_buckets import MemoryTokenBuckets, RedisTokenBuckets
 
 
 def test_coordination_is_in_process_by_default() -> None:
@@ -46,6 +49,7 @@ async def test_redis_is_named_by_the_file_or_the_environment(tmp_path: Path) -> 
         ('redis_url = "http://x"', "redis_url: Value error, must start with redis://"),
         ("max_results = 0", "max_results"),
         ("claim_ttl = 0", "claim_ttl"),
+        ("lease_timeout = 0", "lease_timeout"),
         ('key_prefix = ""', "key_prefix"),
         ("bogus = 1", "bogus"),
     ],
@@ -53,6 +57,63 @@ async def test_redis_is_named_by_the_file_or_the_environment(tmp_path: Path) -> 
 def test_bad_coordination_settings_are_refused(tmp_path: Path, text: str, fragment: str) -> None:
     path = tmp_path / "c.toml"
     path.write_text(f"[coordination]\n{text}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(Overrides(config=str(path)), {})
+    assert fragment in str(caught.value)
+
+
+async def test_leases_fan_out_and_rate_limits_follow_the_coordination(tmp_path: Path) -> None:
+    alone = load_config(Overrides(), {})
+    assert alone.coordination.lease_timeout == 10.0
+    assert build_fanout(alone.coordination) is None
+    assert build_limits(alone) is None  # no limit set
+
+    path = tmp_path / "c.toml"
+    path.write_text(
+        "[coordination]\nlease_timeout = 3.5\n[rate_limits]\nrequests_per_minute = 600\n"
+    )
+    limited = load_config(Overrides(config=str(path)), {})
+    assert limited.coordination.lease_timeout == 3.5
+    assert (limited.rate_limits.requests_per_minute, limited.rate_limits.tokens_per_minute) == (
+        600,
+        None,
+    )
+    limits = build_limits(limited)
+    assert limits is not None
+    assert isinstance(limits._buckets, MemoryTokenBuckets)
+
+    env = {
+        "STATEWAY_REDIS_URL": "redis://env:6379/0",
+        "STATEWAY_LEASE_TIMEOUT": "1",
+        "STATEWAY_REQUESTS_PER_MINUTE": "5",
+        "STATEWAY_TOKENS_PER_MINUTE": "1000",
+    }
+    shared = load_config(Overrides(config=str(path)), env)
+    assert shared.coordination.lease_timeout == 1.0
+    assert (shared.rate_limits.requests_per_minute, shared.rate_limits.tokens_per_minute) == (
+        5,
+        1000,
+    )
+    fanout = build_fanout(shared.coordination)
+    assert isinstance(fanout, RedisEventFanout)
+    limits = build_limits(shared)
+    assert limits is not None
+    assert isinstance(limits._buckets, RedisTokenBuckets)
+    await fanout.aclose()
+    await limits.aclose()
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("requests_per_minute = 0", "requests_per_minute"),
+        ("tokens_per_minute = -1", "tokens_per_minute"),
+        ("burst = 1", "burst"),
+    ],
+)
+def test_bad_rate_limits_are_refused(tmp_path: Path, text: str, fragment: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f"[rate_limits]\n{text}\n")
     with pytest.raises(ConfigError) as caught:
         load_config(Overrides(config=str(path)), {})
     assert fragment in str(caught.value)

@@ -26,22 +26,22 @@ from stateway.config import (
     BackendConfig,
     Config,
     ConfigError,
-    CoordinationConfig,
     Overrides,
     admin_key,
     backend_api_key,
     load_config,
 )
-from stateway.coordination import MemoryCommandResults, RedisCancelSignals, RedisCommandResults
-from stateway.coordination.redis import connect as connect_redis
+from stateway.coordination.factory import build_coordination, build_fanout, build_limits
 from stateway.core.conversations.ports import ConversationStore
-from stateway.core.coordination import CancelSignals, CommandResults
+from stateway.core.coordination import CancelSignals, CommandResults, EventFanout
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
 from stateway.core.generations import Generation
+from stateway.core.leases import LeaseKeeper
+from stateway.core.limits import RateLimits
 from stateway.core.loop import Loop
 from stateway.core.ownership import ProcessIdentity, fail_abandoned
-from stateway.core.ports import Backend, ChatForwarder, ResponseStore, Sealer
+from stateway.core.ports import Backend, ChatForwarder, OwnerLeases, ResponseStore, Sealer
 from stateway.core.routing import BackendEntry, Candidate, Capabilities, Route, Router
 from stateway.core.routing.health import HealthPolicy
 from stateway.core.routing.probe import HealthProber
@@ -57,6 +57,7 @@ from stateway.sealing import AesGcmSealer, load_sealing_key
 from stateway.search import build_search_provider
 from stateway.stage_loader import load_chain
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store
+from stateway.storage.sql.leases import SqlOwnerLeases
 from stateway.storage.sql.secrets import SqlSecrets
 from stateway.surfaces.http.admin import AdminRoutes
 from stateway.surfaces.http.app import build_http_app
@@ -96,6 +97,12 @@ class GatewayParts:
     """Outcomes of command ids (in process, or Redis)."""
     signals: CancelSignals | None = None
     """Cancels between processes (Redis only)."""
+    fanout: EventFanout | None = None
+    """Background runs' events between processes (Redis only)."""
+    leases: LeaseKeeper | None = None
+    """This process's lease on its runs, and the judge of the others' (SQL stores)."""
+    limits: RateLimits | None = None
+    """``[rate_limits]``, when any is set."""
 
     async def end_runs(self) -> None:
         """End every run as ``server_shutting_down``; later ones end as they start."""
@@ -256,19 +263,6 @@ def build_route(
     )
 
 
-def build_coordination(config: CoordinationConfig) -> tuple[CommandResults, CancelSignals | None]:
-    """Command outcomes in process, or both outcomes and cancel signals through Redis."""
-    if config.redis_url is None:
-        return MemoryCommandResults(config.max_results, config.result_ttl), None
-    results = RedisCommandResults(
-        connect_redis(config.redis_url),
-        config.key_prefix,
-        claim_ttl=config.claim_ttl,
-        result_ttl=config.result_ttl,
-    )
-    return results, RedisCancelSignals(connect_redis(config.redis_url), config.key_prefix)
-
-
 def compile_generation(flags: Overrides, started: Compiled | None = None) -> Compiled:
     """The configuration (the file ``flags`` name, the environment, the flags) compiled
     into a generation, unpublished: what start-up, ``stateway check-config`` and every
@@ -307,7 +301,14 @@ async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
     except BaseException:
         await store.aclose()
         raise
-    return build_gateway(compiled, flags, store, SqlConversationStore(store), sealer=sealer)
+    return build_gateway(
+        compiled,
+        flags,
+        store,
+        SqlConversationStore(store),
+        sealer=sealer,
+        leases=SqlOwnerLeases(store.engine),
+    )
 
 
 async def open_sealer(config: Config, store: SqlResponseStore) -> AesGcmSealer:
@@ -327,14 +328,17 @@ def build_gateway(
     conversations: ConversationStore | None = None,
     *,
     sealer: Sealer | None = None,
+    leases: OwnerLeases | None = None,
 ) -> GatewayParts:
     """``compiled`` as generation 1, reloaded from ``flags``; over the configured
-    database, or over ``store`` (and ``conversations``: none, and no conversation exists)
-    when given. ``sealer`` None: sealing is off (``open_gateway`` always gives one)."""
+    database, or over ``store`` (and ``conversations``: none, and no conversation exists;
+    ``leases``: none, and no run is judged by its lease) when given. ``sealer`` None:
+    sealing is off (``open_gateway`` always gives one)."""
     config = compiled.config
     if store is None:
         sql_store = open_store(config.database_url)
         store, conversations = sql_store, SqlConversationStore(sql_store)
+        leases = SqlOwnerLeases(sql_store.engine)
     runs = RunRegistry()
     owner = ProcessIdentity.current()
     served: ResponseStore = store
@@ -343,6 +347,12 @@ def build_gateway(
         return Loop(served, generation.config.loop.max_rounds, owner, generation.tools, sealer)
 
     results, signals = build_coordination(config.coordination)
+    fanout = build_fanout(config.coordination)
+    limits = build_limits(config)
+    keeper = None
+    if leases is not None:
+        timeout = config.coordination.lease_timeout
+        keeper = LeaseKeeper(store, leases, str(owner), encode_event_json, timeout, fanout=fanout)
     gateway = Gateway(
         store,
         compiled.router,
@@ -353,6 +363,8 @@ def build_gateway(
         results=results,
         signals=signals,
         sealer=sealer,
+        fanout=fanout,
+        limits=limits,
     )
 
     def publish(generation: Compiled) -> Generation:
@@ -361,7 +373,9 @@ def build_gateway(
     recompile = partial(compile_generation, flags, compiled)
     reloader = Reloader(compiled, recompile, publish, gateway.generations)
     gateway.reloads = reloader
-    return GatewayParts(store, runs, gateway, owner, config, reloader, results, signals)
+    return GatewayParts(
+        store, runs, gateway, owner, config, reloader, results, signals, fanout, keeper, limits
+    )
 
 
 def build_app(parts: GatewayParts) -> Starlette:
@@ -373,6 +387,8 @@ def build_app(parts: GatewayParts) -> Starlette:
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         await fail_abandoned(parts.store, parts.owner, encode_event_json)
+        if parts.leases is not None:
+            await parts.leases.start()
         parts.reloader.start()
         if parts.signals is not None:
             await parts.signals.start(parts.gateway.cancel_signalled)
@@ -382,10 +398,16 @@ def build_app(parts: GatewayParts) -> Starlette:
         finally:
             await parts.reloader.aclose()
             await parts.end_runs()
+            if parts.leases is not None:
+                await parts.leases.aclose()
             if parts.results is not None:
                 await parts.results.aclose()
             if parts.signals is not None:
                 await parts.signals.aclose()
+            if parts.fanout is not None:
+                await parts.fanout.aclose()
+            if parts.limits is not None:
+                await parts.limits.aclose()
             await parts.gateway.generations.aclose()
             await parts.store.aclose()
 

@@ -215,6 +215,9 @@ class CoordinationConfig(_Strict):
     claim_ttl: float = Field(default=30.0, gt=0)
     """Redis: seconds a claim outlives a process that died while running its command
     (the claim is renewed while the command runs)."""
+    lease_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a process may go without renewing its lease (it renews every third of
+    this) before another process sharing the database fails its runs (server_restarted)."""
 
     @field_validator("redis_url")
     @classmethod
@@ -222,6 +225,16 @@ class CoordinationConfig(_Strict):
         if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix://")
         return url
+
+
+class RateLimitsConfig(_Strict):
+    """Limits per principal (an API key, or the tenant's one subject until keys exist),
+    shared by every replica through Redis (``[coordination] redis_url``)."""
+
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    """Model requests a minute (a token bucket of this size); default: unlimited."""
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+    """Input and output tokens a minute, counted when each run ends; default: unlimited."""
 
 
 class AdminConfig(_Strict):
@@ -248,6 +261,7 @@ class Config(_Strict):
     stages: list[StageConfig] = Field(default_factory=list)
     """Feature stages every route runs (before its own)."""
     coordination: CoordinationConfig = CoordinationConfig()
+    rate_limits: RateLimitsConfig = RateLimitsConfig()
     admin: AdminConfig = AdminConfig()
 
     @property
@@ -339,6 +353,9 @@ def load_config(flags: Overrides, environ: Mapping[str, str] | None = None) -> C
     for key, var in _COORDINATION_ENV.items():
         if env.get(var):
             data["coordination"] = {**data.get("coordination", {}), key: env[var]}
+    for key, var in _RATE_LIMITS_ENV.items():
+        if env.get(var):
+            data["rate_limits"] = {**data.get("rate_limits", {}), key: env[var]}
     if env.get(SEALING_KEY_ENV):
         data["security"] = {**data.get("security", {}), "sealing_key": env[SEALING_KEY_ENV]}
     if values["database"] is not None:
@@ -446,5 +463,12 @@ _SERVER_ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
 _COORDINATION_ENV = {
     "redis_url": "STATEWAY_REDIS_URL",
     "key_prefix": "STATEWAY_REDIS_KEY_PREFIX",
+    "lease_timeout": "STATEWAY_LEASE_TIMEOUT",
 }
 """``[coordination]`` keys settable from the environment."""
+
+_RATE_LIMITS_ENV = {
+    "requests_per_minute": "STATEWAY_REQUESTS_PER_MINUTE",
+    "tokens_per_minute": "STATEWAY_TOKENS_PER_MINUTE",
+}
+"""``[rate_limits]`` keys settable from the environment."""

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 
 import orjson
+import pytest
 
 from stateway.core import events as ev
 from stateway.core.commands import CreateResponse
@@ -15,6 +16,7 @@ from stateway.core.response import ResponseState
 from stateway.core.runs import Run
 from stateway.protocols.responses.encode import encode_event_json, encode_sse, encode_sse_payload
 from tests.core.fakes import MemoryStore
+from tests.core.sharing_fakes import MemoryFanout
 
 
 def delta(n: int) -> ev.TextDelta:
@@ -135,3 +137,44 @@ def test_a_payload_of_another_writer_is_framed_by_its_type() -> None:
     assert encode_sse_payload(payload) == (
         b"event: response.output_text.delta\ndata: " + payload + b"\n\n"
     )
+
+
+async def test_committed_batches_are_published_and_the_end_once_sealed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store, fanout = MemoryStore(), MemoryFanout()
+    state = ResponseState.start(
+        "resp_1", "t", 1.0, CreateResponse("m", [], stream=True, background=True)
+    )
+    await store.save(ResponseRecord("t", "resp_1", None, "in_progress", 1.0, {}))
+    run = Run(state, [])
+    journal = RunJournal(run, store, encode_event_json, interval=0.0, fanout=fanout)
+    run.emit(ev.ResponseCreated(run.state))
+    run.emit(delta(1))
+    await until(lambda: journal.persisted == 2)
+    assert [(b.first, b.payloads, last) for _, _, b, last in fanout.published] == [
+        (0, journal.wire[:2], False)
+    ]
+
+    store.fail_events = True  # a batch that fails to be written is not published
+    run.emit(delta(2))
+    await until(lambda: "writing events of response resp_1 failed" in caplog.text)
+    assert len(fanout.published) == 1
+
+    run.state.status = "completed"
+    rest = await journal.close(ev.ResponseFinished(run.state))
+    assert len(fanout.published) == 1, "the end is published only once stored"
+    journal.sealed()
+    assert fanout.published[-1] == ("t", "resp_1", rest, True)
+    assert rest.first == 2
+
+
+async def test_a_journal_kept_in_memory_publishes_nothing() -> None:
+    fanout = MemoryFanout()
+    state = ResponseState.start("resp_1", "t", 1.0, CreateResponse("m", [], stream=True))
+    run = Run(state, [])
+    journal = RunJournal(run, None, encode_event_json, fanout=fanout)
+    run.emit(ev.ResponseCreated(run.state))
+    await journal.close(ev.ResponseFinished(run.state))
+    journal.sealed()
+    assert fanout.published == []

@@ -22,7 +22,7 @@ from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.migrator import MIGRATIONS_DIR, alembic_config
 from stateway.storage.sql.schema import metadata
 
-HEAD = "0004"
+HEAD = "0005"
 _HEAD_TABLES = {
     "responses",
     "items",
@@ -30,6 +30,7 @@ _HEAD_TABLES = {
     "conversation_items",
     "response_events",
     "gateway_secrets",
+    "run_owners",
     "alembic_version",
 }
 
@@ -169,7 +170,7 @@ def test_0003_adds_conversations_events_and_secrets_and_counts_queued_as_unfinis
 
     command.upgrade(config, "0003")
     tables, _ = sqlite_state(sqlite_url)
-    assert tables == _HEAD_TABLES
+    assert tables == _HEAD_TABLES - {"run_owners"}
     with sqlite3.connect(path) as connection:
         (index_sql,) = connection.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'ix_responses_in_progress'"
@@ -208,3 +209,22 @@ def test_0004_adds_served_by_and_keeps_stored_responses(sqlite_url: str) -> None
     assert "served_by" not in columns
     assert "'queued'" in index_sql
     assert kept == [("resp_1",)]
+
+
+def test_0005_adds_the_run_owners_and_drops_them_again(sqlite_url: str) -> None:
+    config = alembic_config(sqlite_url)
+    command.upgrade(config, "0004")
+    assert "run_owners" not in sqlite_state(sqlite_url)[0]
+
+    command.upgrade(config, "0005")
+    path = sqlite_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "INSERT INTO run_owners (owner, beat, lease_timeout, renewed_at)"
+            " VALUES ('h 1 1', 0, 10.0, 1.0)"
+        )
+        rows = connection.execute("SELECT owner, beat FROM run_owners").fetchall()
+    assert rows == [("h 1 1", 0)]
+
+    command.downgrade(config, "0004")
+    assert sqlite_state(sqlite_url) == (_HEAD_TABLES - {"run_owners"}, ["0004"])

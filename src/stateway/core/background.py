@@ -7,7 +7,9 @@ process runs is cancelled through :class:`~stateway.core.coordination.CancelSign
 when they are shared (Redis): the owner cancels it, and the answer waits until the
 stored response says it ended; without shared signals it is a 409 (ADR 0008, ADR 0011).
 A retried streamed create (``WatchResponse.replay``) streams its journal whether or not
-it is a background response.
+it is a background response. A response another process runs is watched from the store,
+then followed through the shared :class:`~stateway.core.coordination.EventFanout` when
+there is one (Redis), else by reading the store every ``POLL_INTERVAL``.
 """
 
 from __future__ import annotations
@@ -17,13 +19,13 @@ import time
 from typing import Final
 
 from stateway.core.commands import CreateResponse, Principal, WatchResponse
-from stateway.core.coordination import CancelSignals
+from stateway.core.coordination import CancelSignals, EventFanout
 from stateway.core.errors import InvalidRequest, NotFound
 from stateway.core.journal import EventEncoder
 from stateway.core.ports import ResponseStore
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.runs import CancelReason, Run, RunRegistry
-from stateway.core.watch import POLL_INTERVAL, LiveWatch, StoredWatch, Watch
+from stateway.core.watch import POLL_INTERVAL, FollowedWatch, LiveWatch, StoredWatch, Watch
 
 CANCEL_WAIT: Final = 30.0
 """Seconds a cancel sent to another process waits for the response to end there."""
@@ -102,10 +104,15 @@ def cancel_signalled(runs: RunRegistry, tenant_id: str, response_id: str) -> Non
 
 
 async def watch(
-    store: ResponseStore, runs: RunRegistry, principal: Principal, command: WatchResponse
+    store: ResponseStore,
+    runs: RunRegistry,
+    principal: Principal,
+    command: WatchResponse,
+    fanout: EventFanout | None = None,
 ) -> Watch:
     """A watch of the response's event log after ``starting_after``: live from its run
-    here, else from the stored log. Refusals are raised here, before anything streams."""
+    here, else from the stored log (followed through ``fanout`` while another process
+    runs it). Refusals are raised here, before anything streams."""
     response_id = command.response_id
     after = -1 if command.starting_after is None else command.starting_after
     run = _live(runs, principal, response_id, unstored=command.replay)
@@ -124,7 +131,10 @@ async def watch(
         raise _not_streamable()
     if after > log.last and log.status not in UNFINISHED:
         raise _beyond_log(after, log.last)
-    return StoredWatch(store, (principal.tenant_id, response_id), log, after)
+    key = (principal.tenant_id, response_id)
+    if fanout is not None and log.status in UNFINISHED:
+        return FollowedWatch(store, fanout, key, log, after)
+    return StoredWatch(store, key, log, after)
 
 
 def _live(

@@ -6,6 +6,8 @@
   so a retry that arrives while the first attempt still runs waits for its outcome
   instead of running again (ADR 0011).
 - :class:`CancelSignals` carries a cancel to the process that runs a background response.
+- :class:`EventFanout` carries each batch of a run's event log, once committed, to the
+  processes whose clients follow that run (``GET /v1/responses/{id}?stream=true``).
 
 The adapters live in :mod:`stateway.coordination`: in process (the embedded default) or
 Redis (several processes behind a load balancer); ``app.py`` picks one.
@@ -14,8 +16,11 @@ Redis (several processes behind a load balancer); ``app.py`` picks one.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
+
+from stateway.core.ports import EventBatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,45 @@ class CancelSignals(Protocol):
 
     async def start(self, handler: CancelHandler) -> None:
         """Deliver the cancels sent from now on (by any process) to ``handler``."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """A batch of a run's event log, published once its owner had committed it."""
+
+    batch: EventBatch
+    last: bool
+    """The batch ends with the run's terminal event."""
+
+
+class Following(Protocol):
+    """The batches published for one response, from when the following began."""
+
+    async def next(self, within: float) -> Published | None:
+        """The next batch received; None when none came within ``within`` seconds (or
+        the channel is not available: the follower reads the store instead)."""
+        ...
+
+    def pending(self) -> int:
+        """Bytes of payloads received and not taken yet."""
+        ...
+
+
+class EventFanout(Protocol):
+    """Batches of event logs between processes: published by the process that runs a
+    response, received by every process following it. Delivery is best effort: a
+    follower reads what it missed from the store, which holds every batch published."""
+
+    def publish(self, tenant_id: str, response_id: str, batch: EventBatch, last: bool) -> None:
+        """Send a batch just committed to the response's stored log; returns at once
+        (sent in order, in the background) and never fails."""
+        ...
+
+    def follow(self, tenant_id: str, response_id: str) -> AbstractAsyncContextManager[Following]:
+        """Receive the batches published for the response from now on, until exit."""
         ...
 
     async def aclose(self) -> None: ...

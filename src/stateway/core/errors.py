@@ -16,6 +16,7 @@ Protocols render it in their own error shape; nothing classifies errors by messa
     │   └── ConversationNotFound  404 (also an unknown conversation named by a response)
     ├── ConversationLocked        409 code=conversation_locked (another turn holds it)
     ├── IdempotencyKeyReused      409 code=idempotency_key_reused (the id named another request)
+    ├── RateLimited               429 type=requests|tokens code=rate_limit_exceeded, Retry-After
     ├── UpstreamError             502 upstream_error (any upstream failure, status mapped)
     │   ├── UpstreamTimeout       504
     │   ├── UpstreamUnavailable   502 (connect refused, DNS, ...); 503 when upstream said 503
@@ -28,6 +29,9 @@ Protocols render it in their own error shape; nothing classifies errors by messa
 """
 
 from __future__ import annotations
+
+import math
+from typing import Literal
 
 
 class GatewayError(Exception):
@@ -223,3 +227,22 @@ class IdempotencyKeyReused(GatewayError):
             "use a new key for a new request.",
             param=param,
         )
+
+
+class RateLimited(GatewayError):
+    """A principal used up its requests or tokens per minute (``[rate_limits]``). OpenAI
+    types the error by what ran out (``requests`` or ``tokens``); ``Retry-After`` is in
+    whole seconds, rounded up."""
+
+    status = 429
+    code = "rate_limit_exceeded"
+
+    def __init__(self, kind: Literal["requests", "tokens"], limit: int, wait: float) -> None:
+        seconds = max(1, math.ceil(round(wait, 6)))  # not 21 for 20.000000000000004
+        super().__init__(
+            f"Rate limit reached on {kind} per minute (limit {limit}). "
+            f"Please try again in {seconds}s.",
+            headers={"Retry-After": str(seconds)},
+        )
+        self.type = kind
+        self.retry_after = seconds

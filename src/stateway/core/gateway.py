@@ -42,7 +42,7 @@ from stateway.core.conversations.service import (
     ConversationDeleted,
     Conversations,
 )
-from stateway.core.coordination import CancelSignals, CommandKey, CommandResults
+from stateway.core.coordination import CancelSignals, CommandKey, CommandResults, EventFanout
 from stateway.core.errors import (
     GatewayError,
     InvalidRequest,
@@ -54,6 +54,7 @@ from stateway.core.exactly_once import Attempt, attempt
 from stateway.core.generations import ConfigStatus, Generations, HeldRelay, Reloads
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder
+from stateway.core.limits import RateLimits
 from stateway.core.loop import Loop
 from stateway.core.ports import (
     Backend,
@@ -73,6 +74,8 @@ log = logging.getLogger(__name__)
 
 MAX_COMMAND_ID = 255
 """The longest command id (``Idempotency-Key``, ``command_id``) accepted."""
+_MODEL_REQUESTS = (CreateResponse, ForwardChat, CompactResponse)
+"""The commands that ask a model for something: what ``[rate_limits]`` counts."""
 
 
 class Gateway:
@@ -88,6 +91,8 @@ class Gateway:
         results: CommandResults | None = None,
         signals: CancelSignals | None = None,
         sealer: Sealer | None = None,
+        fanout: EventFanout | None = None,
+        limits: RateLimits | None = None,
     ) -> None:
         """``router`` and ``loop`` are config generation 1 (:mod:`.generations`).
         Without ``conversations`` no conversation exists: each one named is a 404.
@@ -95,7 +100,9 @@ class Gateway:
         are refused. Without ``results`` command ids are refused; without shared
         ``signals`` another process's background run cannot be cancelled from here.
         ``sealer`` seals and opens ``encrypted_content`` (the composition root always
-        gives one; without it compaction fails and sealed input items are refused)."""
+        gives one; without it compaction fails and sealed input items are refused).
+        ``fanout`` carries background runs' committed events to other processes (Redis);
+        ``limits`` admits each model request of a principal (``[rate_limits]``)."""
         self._store = store
         self.generations = Generations(router, loop)
         """Each admission reads the current generation and holds it to its end."""
@@ -107,8 +114,18 @@ class Gateway:
         self._results = results
         self._signals = signals
         self._compaction = Compaction(store, sealer)
+        self._fanout = fanout
+        self._limits = limits
+        self._charging: set[asyncio.Task[None]] = set()
+        """Tasks taking finished runs' tokens out of their principals' buckets."""
         self._starter = RunStarter(
-            store, runs, self.generations, self._compaction, self._served_conversations, encoder
+            store,
+            runs,
+            self.generations,
+            self._compaction,
+            self._served_conversations,
+            encoder,
+            fanout,
         )
 
     def once(
@@ -179,6 +196,8 @@ class Gateway:
 
     async def execute(self, principal: Principal, command: Command) -> Result:
         """Run one command for ``principal``. Raises :class:`GatewayError` subclasses."""
+        if self._limits is not None and isinstance(command, _MODEL_REQUESTS):
+            await self._limits.admit(principal)
         match command:
             case CreateResponse():
                 return await self._create(principal, command)
@@ -210,7 +229,9 @@ class Gateway:
                     self._store, self.runs, principal, response_id, self._signals
                 )
             case WatchResponse():
-                return await background.watch(self._store, self.runs, principal, command)
+                return await background.watch(
+                    self._store, self.runs, principal, command, self._fanout
+                )
             case ForwardChat():
                 return await self._chat(principal, command)
             case ReloadConfig():
@@ -230,10 +251,27 @@ class Gateway:
             raise ServerShuttingDown()
         generation = self.generations.acquire()  # the run's from here to its end
         try:
-            return await self._starter.admit(principal, command, generation)
+            run = await self._starter.admit(principal, command, generation)
         except BaseException:
             self.generations.release(generation)
             raise
+        self._count_tokens_of(principal, run)
+        return run
+
+    def _count_tokens_of(self, principal: Principal, run: Run) -> None:
+        """Take the run's tokens out of its principal's bucket once it ends."""
+        limits = self._limits
+        if limits is None or not limits.counts_tokens:
+            return
+
+        async def charge() -> None:
+            await run.wait()
+            if run.state.usage is not None:
+                await limits.charge(principal, run.state.usage.total_tokens)
+
+        charging = asyncio.create_task(charge())
+        self._charging.add(charging)
+        charging.add_done_callback(self._charging.discard)
 
     async def _chat(self, principal: Principal, command: ForwardChat) -> Relay | Run:
         """Forward a Chat Completions request untouched when its route allows (see
@@ -247,10 +285,12 @@ class Gateway:
                 body = command.body_for(route.upstream_model)
                 relay = await route.forwarder.forward_chat(body)
                 return HeldRelay(relay, self.generations, generation)
-            return await self._starter.admit(principal, await command.translate(), generation)
+            run = await self._starter.admit(principal, await command.translate(), generation)
         except BaseException:
             self.generations.release(generation)
             raise
+        self._count_tokens_of(principal, run)
+        return run
 
     async def _delete(self, principal: Principal, response_id: str) -> Deleted:
         if not await self._store.delete(principal.tenant_id, response_id):

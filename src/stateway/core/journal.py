@@ -14,6 +14,11 @@ retried with the next one. A streamed create sent with a command id is journaled
 that a retry can replay it (a response that is not stored keeps its journal in memory
 only). Other runs have no journal and pay nothing.
 
+With an :class:`~stateway.core.coordination.EventFanout` (Redis), each batch is also
+published once it is committed, and the last one (the terminal event with it) once the
+final save is: processes following the run from the outside are sent exactly the stored
+log, never an event a crash could leave unstored (ADR 0014).
+
 Encoding may happen after an event was logged (when a watcher or the writer first needs
 it), exactly as for live encoding: events are immutable, and the response they carry is
 rendered as a snapshot until its terminal event, which is emitted only once the response
@@ -28,6 +33,7 @@ from collections.abc import Callable
 from typing import Final
 
 from stateway.core import events as ev
+from stateway.core.coordination import EventFanout
 from stateway.core.errors import StorageError
 from stateway.core.ports import EventBatch, ResponseStore
 from stateway.core.runs import Run
@@ -46,8 +52,10 @@ class RunJournal:
     __slots__ = (
         "_encode",
         "_events",
+        "_fanout",
         "_interval",
         "_key",
+        "_last",
         "_task",
         "_terminal",
         "_writing",
@@ -62,18 +70,22 @@ class RunJournal:
         encode: EventEncoder,
         *,
         interval: float = FLUSH_INTERVAL,
+        fanout: EventFanout | None = None,
     ) -> None:
         self._events = run.events  # the list itself, not the run: no reference cycle
         self._key = (run.state.tenant_id, run.id)
         self._encode = encode
         self._interval = interval
+        self._fanout = fanout if store is not None else None
         self._terminal: bytes | None = None
+        self._last: EventBatch | None = None
+        """What the final save appends (terminal event included), published once sealed."""
         self.wire: list[bytes] = []
         """Payloads of the events encoded so far, by sequence number."""
         self.persisted = 0
         """How many events (from the first) are stored."""
-        self._writing: tuple[asyncio.Future[None], int] | None = None
-        """The batch write under way, and the sequence number it stores up to."""
+        self._writing: tuple[asyncio.Future[None], EventBatch] | None = None
+        """The batch write under way, and the batch."""
         self._task: asyncio.Task[None] | None = None
         if store is not None:  # None: a response that is not stored keeps its log in memory
             self._task = asyncio.create_task(self._write_batches(run, store))
@@ -100,13 +112,17 @@ class RunJournal:
         unstored = self.encoded(self.persisted, end)
         self._terminal = self._encode(end, terminal)
         unstored.append(self._terminal)
-        return EventBatch(self.persisted, unstored)
+        self._last = EventBatch(self.persisted, unstored)
+        return self._last
 
     def sealed(self) -> None:
         """The final save stored the terminal event: watchers get the very same bytes."""
         if self._terminal is not None and len(self.wire) == len(self._events):
             self.wire.append(self._terminal)
         self._terminal = None
+        last, self._last = self._last, None
+        if last is not None and self._fanout is not None:
+            self._fanout.publish(*self._key, last, True)
 
     async def stop(self) -> None:
         """End the batch writer, waiting for a write under way (it may store events the
@@ -133,19 +149,21 @@ class RunJournal:
                 continue
             batch = EventBatch(self.persisted, self.encoded(self.persisted, end))
             write = asyncio.ensure_future(store.append_events(*self._key, batch))
-            self._writing = (write, end)
+            self._writing = (write, batch)
             await asyncio.wait([write])  # not cancelled with this task: stop() awaits it
             self._writing = None
-            await self._settle(write, end)
+            await self._settle(write, batch)
 
-    async def _settle(self, write: asyncio.Future[None], end: int) -> None:
+    async def _settle(self, write: asyncio.Future[None], batch: EventBatch) -> None:
         if not write.done():
             await asyncio.wait([write])
         if write.cancelled():
             return
         error = write.exception()
         if error is None:
-            self.persisted = max(self.persisted, end)
+            self.persisted = max(self.persisted, batch.end)
+            if self._fanout is not None:
+                self._fanout.publish(*self._key, batch, False)
         elif isinstance(error, StorageError):  # retried with the next batch or the end
             log.warning("writing events of response %s failed: %s", self._key[1], error)
         else:

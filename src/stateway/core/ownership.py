@@ -7,9 +7,8 @@ marks ``failed`` (code ``server_restarted``, no ``completed_at``) every response
 unfinished (``queued`` or ``in_progress``) by a process of this host that is gone.
 
 Responses of a process that is still alive (a sibling serving the same database) are never
-touched, nor are those of another host: until replicas hold leases, one gateway host per
-database is assumed, and another host's abandoned responses stay ``in_progress`` until a
-gateway starts on that host.
+touched here, nor are those of another host: those are judged by their owner's lease
+(:mod:`stateway.core.leases`), which any surviving process watches while it serves.
 """
 
 from __future__ import annotations
@@ -86,7 +85,7 @@ async def fail_abandoned(store: ResponseStore, me: ProcessIdentity, encode: Even
     after the last event it stored, so that watchers replaying it see it end."""
     abandoned = [r for r in await store.in_progress() if _abandoned(r, me)]
     if abandoned:
-        await asyncio.gather(*(_fail(store, r, encode) for r in abandoned))
+        await asyncio.gather(*(fail_owned(store, r, encode) for r in abandoned))
         log.warning(
             "marked %d response(s) left in progress by a stopped process as failed "
             "(server_restarted)",
@@ -102,7 +101,11 @@ def _abandoned(record: ResponseRecord, me: ProcessIdentity) -> bool:
     return owner != me and not owner.is_alive()
 
 
-async def _fail(store: ResponseStore, record: ResponseRecord, encode: EventEncoder) -> None:
+async def fail_owned(
+    store: ResponseStore, record: ResponseRecord, encode: EventEncoder
+) -> EventBatch | None:
+    """Mark ``record`` (unfinished, its owner gone) ``failed`` with ``server_restarted``;
+    return the terminal event appended to its log (a background response's), if any."""
     state = load_state(record.tenant_id, record.body, [])
     state.status = "failed"
     state.completed_at = None
@@ -118,3 +121,4 @@ async def _fail(store: ResponseStore, record: ResponseRecord, encode: EventEncod
             last = log.last + 1
             final.events = EventBatch(last, [encode(last, ResponseFinished(state))])
     await store.finish(final)
+    return final.events

@@ -249,3 +249,34 @@ class ResponseStore(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass(slots=True, frozen=True)
+class Heartbeat:
+    """An owner's beat count, and the seconds it promised to beat within."""
+
+    count: int
+    timeout: float
+
+
+class OwnerLeases(Protocol):
+    """The heartbeats of the processes that own runs (see :mod:`stateway.core.leases`):
+    one counter per owner, named as its in-progress rows name their ``owner``."""
+
+    async def renew(self, owner: str) -> bool:
+        """Count ``owner``'s beat up; False when it has no row (never registered, or
+        judged dead and removed by another process): the caller registers again."""
+        ...
+
+    async def register(self, owner: str, lease: float) -> None:
+        """Add ``owner``'s row (a beat of 0), judged dead once silent for ``lease``
+        seconds; one that exists is left as it is."""
+        ...
+
+    async def beats(self) -> dict[str, Heartbeat]:
+        """Every registered owner's heartbeat."""
+        ...
+
+    async def forget(self, owners: list[str]) -> None:
+        """Remove these owners' rows (they ended, or were judged dead)."""
+        ...

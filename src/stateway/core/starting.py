@@ -23,6 +23,7 @@ from stateway.core.compaction.service import Compaction, CompactionStep, context
 from stateway.core.context import check_call_outputs, load_prior
 from stateway.core.conversations.ports import ConversationItems
 from stateway.core.conversations.service import Conversations
+from stateway.core.coordination import EventFanout
 from stateway.core.errors import InternalError
 from stateway.core.generations import Generation, Generations
 from stateway.core.ids import new_id
@@ -52,14 +53,17 @@ class RunStarter:
         compaction: Compaction,
         conversations: Callable[[str], Conversations],
         encoder: EventEncoder | None,
+        fanout: EventFanout | None = None,
     ) -> None:
-        """``conversations(param)``: the conversations served, or a 404 naming ``param``."""
+        """``conversations(param)``: the conversations served, or a 404 naming ``param``.
+        ``fanout``: where stored journals publish their committed batches (Redis)."""
         self._store = store
         self.runs = runs
         self.generations = generations
         self._compaction = compaction
         self._conversations = conversations
         self._encoder = encoder
+        self._fanout = fanout
 
     async def admit(
         self, principal: Principal, command: CreateResponse, generation: Generation
@@ -150,10 +154,11 @@ class RunStarter:
         compaction: CompactionStep | None = None,
     ) -> None:
         if run.state.background and self._encoder is not None:
-            run.journal = RunJournal(run, self._store, self._encoder)
+            run.journal = RunJournal(run, self._store, self._encoder, fanout=self._fanout)
             stream = True  # its row is written first, and it logs events as they come
         elif replayable and stream and self._encoder is not None:  # a retry may replay it
-            run.journal = RunJournal(run, self._store if run.state.store else None, self._encoder)
+            stored = self._store if run.state.store else None
+            run.journal = RunJournal(run, stored, self._encoder, fanout=self._fanout)
         self.runs.add(run)
         drive = self._drive(run, plan, context, stream, toolset, generation, compaction)
         run.task = asyncio.create_task(drive)

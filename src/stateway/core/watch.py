@@ -8,7 +8,14 @@ when it is the last. It reads from one of two places:
 - :class:`StoredWatch`, the persisted log (a run that ended, or one another process
   runs): one query per read, then, while the response is unfinished, another read every
   ``poll`` seconds until its status says it finished (its last events are committed with
-  that status, so the read that sees it also sees them).
+  that status, so the read that sees it also sees them);
+- :class:`FollowedWatch`, a run another process runs, when processes share an
+  :class:`~stateway.core.coordination.EventFanout` (Redis): the stored log, then the
+  batches its owner publishes as it commits them, each event taken once by its sequence
+  number. The store stays the source of truth: it is read again when a batch arrives
+  ahead of the position (one was missed: it is committed, since batches are published
+  only once stored), and whenever nothing arrived for ``quiet`` seconds (a message lost,
+  or an owner that died: whoever failed its run stored the end).
 
 A watcher never holds up the run: the run appends to its log whatever the watchers do.
 :meth:`Watch.behind` tells how far a watcher trails the run, so that its surface can drop
@@ -21,6 +28,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Final, Protocol
 
+from stateway.core.coordination import EventFanout, Following, Published
 from stateway.core.journal import RunJournal
 from stateway.core.ports import EventLog, ResponseStore
 from stateway.core.response import UNFINISHED
@@ -28,6 +36,8 @@ from stateway.core.runs import Run
 
 POLL_INTERVAL: Final = 0.25
 """Seconds between reads of the stored log of a response another process is running."""
+QUIET_READ: Final = 1.0
+"""Seconds a followed watch waits for a published batch before it reads the store anyway."""
 
 Batches = AsyncIterator[tuple[list[bytes], bool]]
 """Wire payloads in log order, each batch flagged True when it is the last."""
@@ -90,3 +100,59 @@ class StoredWatch:
 
     def behind(self) -> int:
         return 0  # it reads at its own pace; nothing piles up for it
+
+
+class FollowedWatch:
+    def __init__(
+        self,
+        store: ResponseStore,
+        fanout: EventFanout,
+        key: tuple[str, str],
+        log: EventLog,
+        after: int = -1,
+        *,
+        quiet: float = QUIET_READ,
+    ) -> None:
+        self._store = store
+        self._fanout = fanout
+        self._key = key
+        self._log = log
+        self._position = after + 1
+        """The sequence number of the next event to give."""
+        self._quiet = quiet
+        self._following: Following | None = None
+
+    async def batches(self) -> Batches:
+        log = self._log
+        ended = log.status not in UNFINISHED
+        if log.events.payloads:
+            self._position = log.events.end
+            yield log.events.payloads, ended
+        if ended:
+            return
+        async with self._fanout.follow(*self._key) as following:
+            self._following = following
+            published: Published | None = None  # first: what was committed meanwhile
+            while True:
+                if published is None or published.batch.first > self._position:
+                    read = await self._store.read_events(*self._key, self._position - 1)
+                    if read is None:
+                        return  # deleted meanwhile
+                    ended = read.status not in UNFINISHED
+                    if read.events.payloads:
+                        self._position = read.events.end
+                        yield read.events.payloads, ended
+                    if ended:
+                        return
+                if published is not None:
+                    batch = published.batch
+                    if batch.first <= self._position < batch.end:
+                        fresh = batch.payloads[self._position - batch.first :]
+                        self._position = batch.end
+                        yield fresh, published.last
+                    if published.last and self._position >= batch.end:
+                        return
+                published = await following.next(self._quiet)
+
+    def behind(self) -> int:
+        return 0 if self._following is None else self._following.pending()

@@ -44,6 +44,12 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     Server-wide keys (not tenant data), such as the one sealing ``encrypted_content``;
     generated once and shared by every process on the database.
 
+``run_owners``
+    One row per gateway process serving the database (not tenant data), named as its
+    in-progress rows name their ``owner``: ``beat`` counts up while it lives; a process
+    that sees another's beat stand still for that owner's ``lease_timeout`` fails its
+    unfinished responses and deletes its row (see :mod:`stateway.core.leases`).
+
 ``previous_response_id`` deliberately has no foreign key: a chain is read by following
 the links, and a missing ancestor (say, one day, a retention purge) ends the walk instead
 of blocking the purge or failing the read. Items reference their response and go with it.
@@ -189,4 +195,14 @@ gateway_secrets: Final = Table(
     Column("value", Text, nullable=False),
     Column("created_at", Double, nullable=False),
     PrimaryKeyConstraint("name"),
+)
+
+run_owners: Final = Table(
+    "run_owners",
+    metadata,
+    Column("owner", String, nullable=False),
+    Column("beat", Integer, nullable=False),
+    Column("lease_timeout", Double, nullable=False),
+    Column("renewed_at", Double, nullable=False),
+    PrimaryKeyConstraint("owner"),
 )

@@ -1,0 +1,214 @@
+"""Event fan-out through Redis pub/sub (:class:`~stateway.core.coordination.EventFanout`).
+
+One channel per response, ``{prefix}events:{tenant}\\x1f{response id}``. A message is a
+header line, ``{first sequence number} {1 if it ends with the terminal event else 0}``,
+then the batch's payloads one per line (JSON written by orjson holds no raw newline).
+
+Publishing never waits: :meth:`RedisEventFanout.publish` queues the message, and one task
+sends everything queued at once (one pipelined round trip), in order. While Redis cannot
+be reached batches are dropped, with one warning per outage: followers read the store.
+
+Following: one pub/sub connection per process, subscribed to each response that some
+client of this process follows (``SUBSCRIBE`` with its first follower, ``UNSUBSCRIBE``
+after its last) and to a standing channel, so that its reader always has a subscription
+to read; the reader hands each message to the queues of that response's followers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
+from redis.exceptions import RedisError
+
+from stateway.core.coordination import Published
+from stateway.core.ports import EventBatch
+
+log = logging.getLogger(__name__)
+
+MAX_OUTBOX: Final = 10_000
+"""Messages waiting to be published at most; past that new ones are dropped."""
+RESUBSCRIBE_PAUSE: Final = 1.0
+"""Seconds between attempts to subscribe again after the connection dropped."""
+
+
+class RedisEventFanout:
+    def __init__(self, client: Redis, prefix: str = "stateway:") -> None:
+        self._redis = client
+        self._prefix = prefix
+        self._standing = prefix + "events"
+        self._outbox: deque[tuple[str, bytes]] = deque()
+        self._sender: asyncio.Task[None] | None = None
+        self._publish_failing = False
+        self._pubsub: PubSub | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._followers: dict[bytes, set[_Following]] = {}
+        self._lock = asyncio.Lock()
+        """Held while (un)subscribing, so channels' commands go out in decision order."""
+
+    def channel(self, tenant_id: str, response_id: str) -> str:
+        return f"{self._prefix}events:{tenant_id}\x1f{response_id}"
+
+    def publish(self, tenant_id: str, response_id: str, batch: EventBatch, last: bool) -> None:
+        if len(self._outbox) >= MAX_OUTBOX:
+            self._publish_failed("too many batches are waiting to be published")
+            return
+        self._outbox.append((self.channel(tenant_id, response_id), encode(batch, last)))
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send())
+
+    @asynccontextmanager
+    async def follow(self, tenant_id: str, response_id: str) -> AsyncIterator[_Following]:
+        channel = self.channel(tenant_id, response_id).encode()
+        following = _Following()
+        async with self._lock:
+            followers = self._followers.setdefault(channel, set())
+            if not followers:
+                await self._subscribe(channel)
+            followers.add(following)
+        try:
+            yield following
+        finally:
+            async with self._lock:
+                followers.discard(following)
+                if not followers and self._followers.get(channel) is followers:
+                    del self._followers[channel]
+                    await self._unsubscribe(channel)
+
+    async def aclose(self) -> None:
+        if self._sender is not None:
+            await asyncio.wait([self._sender], timeout=1.0)  # what is queued, if it can
+            self._sender.cancel()
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.wait([self._reader])
+        if self._pubsub is not None:
+            await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+        await self._redis.aclose()
+
+    async def _send(self) -> None:
+        while self._outbox:
+            messages = list(self._outbox)
+            self._outbox.clear()
+            pipeline = self._redis.pipeline(transaction=False)
+            for channel, message in messages:
+                pipeline.publish(channel, message)
+            try:
+                await pipeline.execute()
+            except RedisError as exc:
+                self._publish_failed(str(exc))
+            else:
+                self._publish_failing = False
+
+    def _publish_failed(self, why: str) -> None:
+        if not self._publish_failing:
+            log.warning("event fan-out: %s; followers elsewhere read the store", why)
+        self._publish_failing = True
+
+    async def _subscribe(self, channel: bytes) -> None:
+        try:
+            pubsub = self._pubsub or await self._connect()
+            await pubsub.subscribe(channel)
+        except RedisError as exc:  # followers read the store meanwhile
+            log.warning("event fan-out: subscribing failed: %s", exc)
+
+    async def _connect(self) -> PubSub:
+        """The process's pub/sub connection, subscribed to the standing channel, read by
+        its reader task from now on."""
+        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(self._standing)
+        except RedisError:
+            await pubsub.aclose()  # type: ignore[no-untyped-call]
+            raise
+        self._pubsub = pubsub
+        self._reader = asyncio.create_task(self._read(pubsub))
+        return pubsub
+
+    async def _unsubscribe(self, channel: bytes) -> None:
+        if self._pubsub is None:
+            return
+        try:
+            await self._pubsub.unsubscribe(channel)
+        except RedisError as exc:
+            log.warning("event fan-out: unsubscribing failed: %s", exc)
+
+    async def _read(self, pubsub: PubSub) -> None:
+        while True:
+            try:
+                async for message in pubsub.listen():
+                    self._deliver(message)
+                return
+            except RedisError as exc:  # the connection dropped: subscribe again
+                log.warning("event fan-out: %s; subscribing again", exc)
+                await asyncio.sleep(RESUBSCRIBE_PAUSE)
+                try:
+                    await pubsub.subscribe(self._standing, *self._followers)
+                except RedisError as again:
+                    log.warning("event fan-out: subscribing failed: %s", again)
+
+    def _deliver(self, message: dict[str, Any]) -> None:
+        if message.get("type") != "message":
+            return
+        followers = self._followers.get(message.get("channel") or b"")
+        if not followers:
+            return
+        published = decode(message["data"])
+        if published is None:
+            log.warning("event fan-out: ignoring a malformed message")
+            return
+        for following in followers:
+            following.put(published)
+
+
+class _Following:
+    """One follower's queue of batches received."""
+
+    def __init__(self) -> None:
+        self._queue: deque[Published] = deque()
+        self._ready = asyncio.Event()
+        self._bytes = 0
+
+    def put(self, published: Published) -> None:
+        self._queue.append(published)
+        self._bytes += _size(published)
+        self._ready.set()
+
+    async def next(self, within: float) -> Published | None:
+        if not self._queue:
+            self._ready.clear()
+            try:
+                async with asyncio.timeout(within):
+                    await self._ready.wait()
+            except TimeoutError:
+                return None
+        published = self._queue.popleft()
+        self._bytes -= _size(published)
+        return published
+
+    def pending(self) -> int:
+        return self._bytes
+
+
+def encode(batch: EventBatch, last: bool) -> bytes:
+    header = b"%d %d\n" % (batch.first, 1 if last else 0)
+    return header + b"\n".join(batch.payloads)
+
+
+def decode(data: bytes) -> Published | None:
+    """The batch of a message; None when it is not one."""
+    header, newline, body = data.partition(b"\n")
+    first, _, last = header.partition(b" ")
+    if not (newline and body and first.isdigit() and last in (b"0", b"1")):
+        return None
+    return Published(EventBatch(int(first), body.split(b"\n")), last == b"1")
+
+
+def _size(published: Published) -> int:
+    return sum(map(len, published.batch.payloads))

@@ -1,0 +1,48 @@
+"""The coordination adapters a configuration asks for: in process, or through Redis.
+
+Called by the composition root (:mod:`stateway.app`) only.
+"""
+
+from __future__ import annotations
+
+from stateway.config import Config, CoordinationConfig
+from stateway.coordination.event_fanout import RedisEventFanout
+from stateway.coordination.memory import MemoryCommandResults
+from stateway.coordination.redis import RedisCancelSignals, RedisCommandResults
+from stateway.coordination.redis import connect as connect_redis
+from stateway.coordination.token_buckets import MemoryTokenBuckets, RedisTokenBuckets
+from stateway.core.coordination import CancelSignals, CommandResults, EventFanout
+from stateway.core.limits import RateLimits, TokenBuckets
+
+
+def build_coordination(config: CoordinationConfig) -> tuple[CommandResults, CancelSignals | None]:
+    """Command outcomes in process, or both outcomes and cancel signals through Redis."""
+    if config.redis_url is None:
+        return MemoryCommandResults(config.max_results, config.result_ttl), None
+    results = RedisCommandResults(
+        connect_redis(config.redis_url),
+        config.key_prefix,
+        claim_ttl=config.claim_ttl,
+        result_ttl=config.result_ttl,
+    )
+    return results, RedisCancelSignals(connect_redis(config.redis_url), config.key_prefix)
+
+
+def build_fanout(config: CoordinationConfig) -> EventFanout | None:
+    """Background runs' events published to other processes: through Redis only (a
+    single process watches its own runs live)."""
+    if config.redis_url is None:
+        return None
+    return RedisEventFanout(connect_redis(config.redis_url), config.key_prefix)
+
+
+def build_limits(config: Config) -> RateLimits | None:
+    """The ``[rate_limits]`` buckets: in Redis when replicas share one, else in process."""
+    limits = config.rate_limits
+    if limits.requests_per_minute is None and limits.tokens_per_minute is None:
+        return None
+    coordination = config.coordination
+    buckets: TokenBuckets = MemoryTokenBuckets()
+    if coordination.redis_url is not None:
+        buckets = RedisTokenBuckets(connect_redis(coordination.redis_url), coordination.key_prefix)
+    return RateLimits(buckets, limits.requests_per_minute, limits.tokens_per_minute)

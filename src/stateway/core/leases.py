@@ -1,0 +1,142 @@
+"""Run ownership by lease: every process heart-beats, survivors end a dead owner's runs.
+
+Every in-progress row names the process running it (``owner``, see
+:mod:`stateway.core.ownership`). Each process registers that name with the
+:class:`~stateway.core.ports.OwnerLeases` before it serves, with its ``lease_timeout``,
+and beats (counts its row up) every third of it while it lives, whatever the number of
+runs it owns. At each beat it also reads every owner's heartbeat; an owner whose count
+this process has seen stand still for that owner's own lease timeout is dead (each
+process is judged by the promise it made, whatever the judge's configuration): its
+unfinished responses are marked ``failed`` with ``server_restarted`` (a background
+response's log gets its terminal event, published to followers elsewhere), then its row
+is removed. Whichever survivor sees it
+first does it; another one doing it at the same time finds the response finished, or its
+terminal event already logged, and leaves it (a warning).
+
+Clocks are never compared between hosts: a count is judged by how long *this* process has
+seen it unchanged, on its own monotonic clock, so skewed clocks cannot kill a live owner
+(a process that just started watches an owner for its lease timeout before judging it).
+A process that finds its own row gone (it was judged dead, say after losing the database
+for longer than the lease) registers again and logs an error: its runs were failed by
+then, and what they still write leaves their stored end as it is.
+
+The start-up check of dead processes of the same host
+(:func:`~stateway.core.ownership.fail_abandoned`) stays: it ends those runs before
+serving, without waiting for a lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from stateway.core.coordination import EventFanout
+from stateway.core.errors import StorageError
+from stateway.core.journal import EventEncoder
+from stateway.core.ownership import fail_owned
+from stateway.core.ports import OwnerLeases, ResponseRecord, ResponseStore
+
+log = logging.getLogger(__name__)
+
+
+class LeaseKeeper:
+    def __init__(
+        self,
+        store: ResponseStore,
+        leases: OwnerLeases,
+        owner: str,
+        encode: EventEncoder,
+        timeout: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        fanout: EventFanout | None = None,
+    ) -> None:
+        self._store = store
+        self._leases = leases
+        self._me = owner
+        self._encode = encode
+        self.timeout = timeout
+        self._clock = clock
+        self._fanout = fanout
+        self._seen: dict[str, tuple[int, float]] = {}
+        """Each other owner's count, and when this process first saw it at that count."""
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Register this process (before it serves), then beat in the background."""
+        await self._leases.register(self._me, self.timeout)
+        self._task = asyncio.create_task(self._beat_forever())
+
+    async def aclose(self) -> None:
+        """Stop beating and remove this process's row: call once its runs have ended."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task])
+            self._task = None
+        try:
+            await self._leases.forget([self._me])
+        except StorageError as exc:  # the row stays; a survivor removes it after the lease
+            log.warning("removing this process's lease failed: %s", exc)
+
+    async def beat(self) -> list[str]:
+        """Renew this process's lease, judge the others'; return the owners found dead
+        (whose runs were ended)."""
+        if not await self._leases.renew(self._me):
+            log.error(
+                "this process's lease had lapsed (another process judged it dead and failed "
+                "its runs); registering again"
+            )
+            await self._leases.register(self._me, self.timeout)
+        now = self._clock()
+        beats = await self._leases.beats()
+        dead = []
+        for owner, beat in beats.items():
+            if owner == self._me:
+                continue
+            seen = self._seen.get(owner)
+            if seen is None or seen[0] != beat.count:
+                self._seen[owner] = (beat.count, now)
+            elif now - seen[1] >= beat.timeout:
+                dead.append(owner)
+        for gone in self._seen.keys() - beats.keys():
+            del self._seen[gone]
+        if dead:
+            await self._end_runs_of(dead)
+        return dead
+
+    async def _beat_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.timeout / 3)
+            try:
+                await self.beat()
+            except StorageError as exc:
+                log.warning("renewing leases failed: %s", exc)
+
+    async def _end_runs_of(self, dead: list[str]) -> None:
+        owners = set(dead)
+        owned = [r for r in await self._store.in_progress() if r.owner in owners]
+        failures = await asyncio.gather(*(self._fail(r) for r in owned), return_exceptions=True)
+        left = [f for f in failures if isinstance(f, BaseException)]
+        for failure in left:
+            if not isinstance(failure, StorageError):
+                raise failure
+            log.warning("failing a response of a dead process failed: %s", failure)
+        if owned:
+            log.warning(
+                "marked %d response(s) of %d process(es) whose lease expired as failed "
+                "(server_restarted): %s",
+                len(owned) - len(left),
+                len(dead),
+                ", ".join(sorted(dead)),
+            )
+        if not left:  # else judged again at the next beat
+            await self._leases.forget(dead)
+            for owner in dead:
+                self._seen.pop(owner, None)
+
+    async def _fail(self, record: ResponseRecord) -> None:
+        terminal = await fail_owned(self._store, record, self._encode)
+        if terminal is not None and self._fanout is not None:
+            self._fanout.publish(record.tenant_id, record.id, terminal, True)

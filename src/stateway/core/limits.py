@@ -1,0 +1,80 @@
+"""Rate limits: requests and tokens per minute for each principal, as token buckets.
+
+Each principal (tenant and subject: an API key once keys exist) has one bucket per limit,
+holding at most a minute's allowance and refilled continuously at a sixtieth of it per
+second, so a burst of a whole minute's allowance passes and then requests pace out.
+The buckets live behind :class:`TokenBuckets`: in process (one gateway) or in Redis,
+where every replica takes from the same buckets atomically.
+
+- ``requests_per_minute``: each model request (``Gateway.execute`` of a create, a Chat
+  Completions or Messages request, a compaction) takes one from its principal's bucket
+  before anything runs; an empty bucket is a 429 with ``Retry-After``.
+- ``tokens_per_minute``: a model request is admitted while its principal's token bucket
+  is not empty, and a run's tokens (input and output, as its usage reports them) are
+  taken out when it ends, which may leave the bucket in debt: the next requests wait until
+  it has refilled past zero. (The tokens of a request forwarded untouched to a Chat
+  Completions upstream are not known to the gateway, and not counted.)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final, Protocol
+
+from stateway.core.commands import Principal
+from stateway.core.errors import RateLimited
+
+ANY: Final = -math.inf
+"""A ``need`` every bucket meets: the debit is taken whatever the bucket holds."""
+
+
+class TokenBuckets(Protocol):
+    async def take(self, key: str, per_minute: int, need: float, debit: float) -> float:
+        """Refill ``key``'s bucket (full at ``per_minute``, refilled at ``per_minute/60``
+        a second) for the time since it was last used; then, when it holds at least
+        ``need``, take ``debit`` out and return 0.0; else take nothing and return the
+        seconds until it will hold ``need``."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class RateLimits:
+    def __init__(
+        self,
+        buckets: TokenBuckets,
+        requests_per_minute: int | None = None,
+        tokens_per_minute: int | None = None,
+    ) -> None:
+        self._buckets = buckets
+        self._requests = requests_per_minute
+        self._tokens = tokens_per_minute
+
+    @property
+    def counts_tokens(self) -> bool:
+        return self._tokens is not None
+
+    async def admit(self, principal: Principal) -> None:
+        """Let one model request of ``principal`` through, or raise :class:`RateLimited`.
+        The token bucket is checked first: a request refused for tokens takes no request."""
+        if self._tokens is not None:
+            wait = await self._buckets.take(_key("tokens", principal), self._tokens, 1, 0)
+            if wait > 0:
+                raise RateLimited("tokens", self._tokens, wait)
+        if self._requests is not None:
+            wait = await self._buckets.take(_key("requests", principal), self._requests, 1, 1)
+            if wait > 0:
+                raise RateLimited("requests", self._requests, wait)
+
+    async def charge(self, principal: Principal, tokens: int) -> None:
+        """Take the ``tokens`` a run of ``principal`` used out of its token bucket."""
+        if self._tokens is not None and tokens > 0:
+            await self._buckets.take(_key("tokens", principal), self._tokens, ANY, tokens)
+
+    async def aclose(self) -> None:
+        await self._buckets.aclose()
+
+
+def _key(kind: str, principal: Principal) -> str:
+    # Unit separators cannot appear in tenant names or subjects (as in CommandKey).
+    return f"{kind}\x1f{principal.tenant_id}\x1f{principal.subject}"

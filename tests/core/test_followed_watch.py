@@ -1,0 +1,172 @@
+"""Following a run of another process: the stored log, then the batches its owner
+publishes, each event once by sequence number, the store read for what was missed."""
+
+from __future__ import annotations
+
+import asyncio
+
+from stateway.core.background import watch
+from stateway.core.commands import Principal, WatchResponse
+from stateway.core.ports import EventBatch, EventLog
+from stateway.core.runs import RunRegistry
+from stateway.core.watch import FollowedWatch, StoredWatch
+from tests.core.fakes import MemoryStore
+from tests.core.sharing_fakes import MemoryFanout
+from tests.core.test_ownership import in_progress
+
+KEY = ("t", "bg")
+
+
+def event(n: int) -> bytes:
+    return b'{"sequence_number":%d}' % n
+
+
+def events(first: int, end: int) -> list[bytes]:
+    return [event(n) for n in range(first, end)]
+
+
+async def stored(count: int) -> MemoryStore:
+    store = MemoryStore()
+    await store.save(in_progress("bg", "host-a 1 1", background=True))
+    if count:
+        await store.append_events(*KEY, EventBatch(0, events(0, count)))
+    return store
+
+
+async def log_after(store: MemoryStore, after: int) -> EventLog:
+    log = await store.read_events(*KEY, after)
+    assert log is not None
+    return log
+
+
+async def commit(
+    store: MemoryStore, fanout: MemoryFanout, first: int, end: int, *, last: bool = False
+) -> None:
+    """What an owner does: store a batch, then publish it."""
+    if last:
+        store.records[KEY].status = "completed"
+    batch = EventBatch(first, events(first, end))
+    await store.append_events(*KEY, batch)
+    fanout.publish(*KEY, batch, last)
+
+
+async def collect(follower: FollowedWatch) -> tuple[list[bytes], list[bool]]:
+    seen: list[bytes] = []
+    flags: list[bool] = []
+    async for batch, last in follower.batches():
+        seen += batch
+        flags.append(last)
+    return seen, flags
+
+
+async def test_the_stored_log_then_each_published_event_once() -> None:
+    store, fanout = await stored(3), MemoryFanout()
+    follower = FollowedWatch(store, fanout, KEY, await log_after(store, -1), quiet=60)
+    following = asyncio.create_task(collect(follower))
+    await fanout.following.wait()
+
+    await commit(store, fanout, 3, 5)
+    fanout.publish(*KEY, EventBatch(2, events(2, 5)), False)  # overlaps: only news are taken
+    fanout.publish(*KEY, EventBatch(3, events(3, 5)), False)  # a duplicate
+    await commit(store, fanout, 5, 7, last=True)
+
+    seen, flags = await following
+    assert seen == events(0, 7)
+    assert flags[-1] is True
+    assert not any(flags[:-1])
+    assert fanout.followers[KEY] == [], "it stopped following"
+
+
+async def test_from_the_middle_it_gives_what_follows_the_position() -> None:
+    store, fanout = await stored(6), MemoryFanout()
+    follower = FollowedWatch(store, fanout, KEY, await log_after(store, 3), 3, quiet=60)
+    following = asyncio.create_task(collect(follower))
+    await fanout.following.wait()
+    await commit(store, fanout, 6, 8, last=True)
+
+    seen, _ = await following
+    assert seen == events(4, 8)
+
+
+async def test_a_batch_ahead_of_the_position_is_filled_from_the_store() -> None:
+    store, fanout = await stored(2), MemoryFanout()
+    follower = FollowedWatch(store, fanout, KEY, await log_after(store, -1), quiet=60)
+    following = asyncio.create_task(collect(follower))
+    await fanout.following.wait()
+
+    await store.append_events(*KEY, EventBatch(2, events(2, 4)))  # published, but lost
+    await commit(store, fanout, 4, 6, last=True)
+
+    seen, flags = await following
+    assert seen == events(0, 6)
+    assert flags[-1] is True
+
+
+async def test_with_nothing_published_it_reads_the_store_and_ends_with_it() -> None:
+    store, fanout = await stored(2), MemoryFanout()
+    follower = FollowedWatch(store, fanout, KEY, await log_after(store, -1), quiet=0.001)
+    following = asyncio.create_task(collect(follower))
+    await fanout.following.wait()
+
+    # The owner died; whoever failed its run stored the end (and published nothing).
+    store.records[KEY].status = "failed"
+    await store.append_events(*KEY, EventBatch(2, events(2, 3)))
+
+    seen, flags = await following
+    assert seen == events(0, 3)
+    assert flags == [False, True]
+
+
+async def test_a_response_deleted_meanwhile_ends_the_watch() -> None:
+    store, fanout = await stored(1), MemoryFanout()
+    follower = FollowedWatch(store, fanout, KEY, await log_after(store, -1), quiet=0.001)
+    following = asyncio.create_task(collect(follower))
+    await fanout.following.wait()
+    await store.delete(*KEY)
+
+    seen, _ = await following
+    assert seen == events(0, 1)
+
+
+async def test_behind_counts_the_published_bytes_not_taken_yet() -> None:
+    store, fanout = await stored(1), MemoryFanout()
+    follower = FollowedWatch(store, fanout, KEY, await log_after(store, -1), quiet=60)
+    batches = follower.batches()
+    assert follower.behind() == 0
+    assert await anext(batches) == (events(0, 1), False)
+    reading = asyncio.ensure_future(anext(batches))
+    await fanout.following.wait()
+    await asyncio.sleep(0)
+    assert not reading.done()
+
+    await commit(store, fanout, 1, 3)
+    waiting = sum(map(len, events(1, 3)))
+    assert follower.behind() == waiting
+    assert await reading == (events(1, 3), False)
+    assert follower.behind() == 0
+    await batches.aclose()
+
+
+async def test_a_finished_response_is_read_once_without_following() -> None:
+    store, fanout = await stored(2), MemoryFanout()
+    store.records[KEY].status = "completed"
+    follower = FollowedWatch(store, fanout, KEY, await log_after(store, -1), quiet=60)
+
+    seen, flags = await collect(follower)
+
+    assert (seen, flags) == (events(0, 2), [True])
+    assert not fanout.following.is_set()
+
+
+async def test_the_gateway_follows_an_unfinished_run_of_another_process_when_shared() -> None:
+    store, fanout = await stored(2), MemoryFanout()
+    command = WatchResponse("bg")
+
+    shared = await watch(store, RunRegistry(), Principal("t"), command, fanout)
+    alone = await watch(store, RunRegistry(), Principal("t"), command)
+    store.records[KEY].status = "completed"
+    ended = await watch(store, RunRegistry(), Principal("t"), command, fanout)
+
+    assert isinstance(shared, FollowedWatch)
+    assert isinstance(alone, StoredWatch)
+    assert isinstance(ended, StoredWatch)

@@ -1,0 +1,218 @@
+"""Run ownership by lease, on an injected clock: an owner whose beat stands still for the
+lease timeout loses its unfinished responses (failed, server_restarted); a beating one,
+or one not watched for that long yet, never does."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import orjson
+import pytest
+
+from stateway.core.errors import StorageError
+from stateway.core.leases import LeaseKeeper
+from stateway.core.ports import EventBatch
+from stateway.protocols.responses.encode import encode_event_json
+from tests.core.fakes import MemoryStore
+from tests.core.sharing_fakes import MemoryFanout, MemoryOwnerLeases
+from tests.core.test_ownership import in_progress
+
+TIMEOUT = 10.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def keeper(
+    store: MemoryStore,
+    leases: MemoryOwnerLeases,
+    clock: Clock,
+    me: str = "host-b 2 2",
+    fanout: MemoryFanout | None = None,
+) -> LeaseKeeper:
+    return LeaseKeeper(store, leases, me, encode_event_json, TIMEOUT, clock=clock, fanout=fanout)
+
+
+def statuses(store: MemoryStore) -> dict[str, str]:
+    return {key[1]: record.status for key, record in store.records.items()}
+
+
+async def test_a_silent_owner_loses_its_runs_after_the_lease_timeout() -> None:
+    store, leases, clock = MemoryStore(), MemoryOwnerLeases(), Clock()
+    for record in [
+        in_progress("dead-1", "host-a 1 1"),
+        in_progress("dead-2", "host-a 1 1", status="queued"),
+        in_progress("alive", "host-c 3 3"),
+        in_progress("mine", "host-b 2 2"),
+        in_progress("unowned", None),
+    ]:
+        await store.save(record)
+    await leases.register("host-a 1 1", TIMEOUT)
+    await leases.register("host-c 3 3", TIMEOUT)
+    judge = keeper(store, leases, clock)
+    await judge.start()
+    try:
+        assert await judge.beat() == []  # first seen now
+        clock.now += TIMEOUT - 0.5
+        await leases.renew("host-c 3 3")
+        assert await judge.beat() == []  # host-a silent, but not for long enough yet
+        clock.now += 0.5
+        await leases.renew("host-c 3 3")
+
+        assert await judge.beat() == ["host-a 1 1"]
+    finally:
+        await judge.aclose()
+
+    assert statuses(store) == {
+        "dead-1": "failed",
+        "dead-2": "failed",
+        "alive": "in_progress",
+        "mine": "in_progress",
+        "unowned": "in_progress",
+    }
+    error = store.records["t", "dead-1"].body["error"]
+    assert error["code"] == "server_restarted"
+    assert "host-a 1 1" not in leases.counts, "a dead owner's row is removed"
+
+
+async def test_an_owner_that_keeps_beating_is_never_judged() -> None:
+    store, leases, clock = MemoryStore(), MemoryOwnerLeases(), Clock()
+    await store.save(in_progress("alive", "host-a 1 1"))
+    await leases.register("host-a 1 1", TIMEOUT)
+    judge = keeper(store, leases, clock)
+    for _ in range(20):
+        await leases.renew("host-a 1 1")
+        assert await judge.beat() == []
+        clock.now += TIMEOUT * 0.9
+    assert statuses(store) == {"alive": "in_progress"}
+
+
+async def test_a_newly_started_process_watches_a_whole_lease_before_judging() -> None:
+    store, leases, clock = MemoryStore(), MemoryOwnerLeases(), Clock()
+    await store.save(in_progress("old", "host-a 1 1"))
+    await leases.register("host-a 1 1", TIMEOUT)  # silent since long before this process started
+    judge = keeper(store, leases, clock)
+
+    assert await judge.beat() == []
+    clock.now += TIMEOUT / 2
+    assert await judge.beat() == []
+    clock.now += TIMEOUT / 2
+    assert await judge.beat() == ["host-a 1 1"]
+    assert statuses(store) == {"old": "failed"}
+
+
+async def test_a_background_log_gets_its_terminal_event_and_followers_are_told() -> None:
+    store, leases, clock, fanout = MemoryStore(), MemoryOwnerLeases(), Clock(), MemoryFanout()
+    await store.save(in_progress("bg", "host-a 1 1", background=True))
+    await store.append_events("t", "bg", EventBatch(0, [b"{}", b"{}", b"{}"]))
+    await leases.register("host-a 1 1", TIMEOUT)
+    judge = keeper(store, leases, clock, fanout=fanout)
+    await judge.beat()
+    clock.now += TIMEOUT
+
+    await judge.beat()
+
+    (terminal,) = store.events["t", "bg"][3:]
+    assert orjson.loads(terminal)["sequence_number"] == 3
+    assert orjson.loads(terminal)["response"]["error"]["code"] == "server_restarted"
+    assert fanout.published == [("t", "bg", EventBatch(3, [terminal]), True)]
+
+
+async def test_a_run_that_could_not_be_failed_is_judged_again_at_the_next_beat(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store, leases, clock = MemoryStore(fail_final=True), MemoryOwnerLeases(), Clock()
+    await store.save(in_progress("dead", "host-a 1 1"))
+    await leases.register("host-a 1 1", TIMEOUT)
+    judge = keeper(store, leases, clock)
+    await judge.beat()
+    clock.now += TIMEOUT
+
+    with caplog.at_level(logging.WARNING):
+        assert await judge.beat() == ["host-a 1 1"]
+    assert "failing a response of a dead process failed" in caplog.text
+    assert "host-a 1 1" in leases.counts, "kept, to be judged again"
+    assert statuses(store) == {"dead": "in_progress"}
+
+    store.fail_final = False
+    assert await judge.beat() == ["host-a 1 1"]
+    assert statuses(store) == {"dead": "failed"}
+    assert "host-a 1 1" not in leases.counts
+
+
+async def test_a_process_whose_row_is_gone_registers_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store, leases, clock = MemoryStore(), MemoryOwnerLeases(), Clock()
+    judge = keeper(store, leases, clock)
+    await judge.start()
+    await leases.forget(["host-b 2 2"])  # judged dead by another process
+
+    with caplog.at_level(logging.ERROR):
+        await judge.beat()
+
+    assert "lease had lapsed" in caplog.text
+    assert "host-b 2 2" in leases.counts
+    await judge.aclose()
+
+
+async def test_closing_removes_this_process_and_survives_a_database_outage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store, leases, clock = MemoryStore(), MemoryOwnerLeases(), Clock()
+    judge = keeper(store, leases, clock)
+    await judge.start()
+    assert "host-b 2 2" in leases.counts
+    await judge.aclose()
+    assert "host-b 2 2" not in leases.counts
+
+    await judge.start()
+    leases.fail = True
+    with caplog.at_level(logging.WARNING):
+        await judge.aclose()  # the row stays: a survivor removes it after the lease
+    assert "removing this process's lease failed" in caplog.text
+    with pytest.raises(StorageError):
+        await judge.beat()
+
+
+async def test_the_beating_task_logs_a_failed_beat_and_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store, leases = MemoryStore(), MemoryOwnerLeases()
+    judge = LeaseKeeper(store, leases, "host-b 2 2", encode_event_json, 0.003)
+    await judge.start()
+    leases.fail = True
+    with caplog.at_level(logging.WARNING):
+        for _ in range(1000):
+            if "renewing leases failed" in caplog.text:
+                break
+            await asyncio.sleep(0.001)
+    assert "renewing leases failed" in caplog.text
+    leases.fail = False
+    beats = leases.counts["host-b 2 2"]
+    for _ in range(1000):  # beats again once the database answers
+        if leases.counts["host-b 2 2"] > beats:
+            break
+        await asyncio.sleep(0.001)
+    assert leases.counts["host-b 2 2"] > beats
+    await judge.aclose()
+
+
+async def test_each_owner_is_judged_by_the_timeout_it_registered() -> None:
+    store, leases, clock = MemoryStore(), MemoryOwnerLeases(), Clock()
+    await store.save(in_progress("patient", "host-a 1 1"))
+    await store.save(in_progress("hasty", "host-c 3 3"))
+    await leases.register("host-a 1 1", 60.0)  # beats every 20 s: alive for 60
+    await leases.register("host-c 3 3", 1.0)
+    judge = keeper(store, leases, clock)  # its own lease is 10 s
+    await judge.beat()
+    clock.now += 30.0
+
+    assert await judge.beat() == ["host-c 3 3"]
+    assert statuses(store) == {"patient": "in_progress", "hasty": "failed"}

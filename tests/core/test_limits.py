@@ -1,0 +1,109 @@
+"""Rate limits per principal through ``Gateway.execute``: model requests take from their
+principal's buckets, other commands do not; a refusal is a 429 with whole-second
+``Retry-After``; a run's tokens are taken out when it ends."""
+
+from __future__ import annotations
+
+import pytest
+
+from stateway.coordination.token_buckets import MemoryTokenBuckets
+from stateway.core.commands import CreateResponse, GetResponse, ListModels, Principal
+from stateway.core.errors import RateLimited
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta, UsageReport
+from stateway.core.limits import RateLimits
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.core.usage import Usage
+from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.core.test_background import ended, user
+
+ALICE = Principal("acme", "alice")
+BOB = Principal("acme", "bob")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def gateway_with(limits: RateLimits, backend: ScriptedBackend | None = None) -> Gateway:
+    store = MemoryStore()
+    backend = backend or ScriptedBackend([TextDelta("hi"), Finish("stop")])
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    return Gateway(store, router, Loop(store), RunRegistry(), limits=limits)
+
+
+def create() -> CreateResponse:
+    return CreateResponse(model="m", input=[user("hi")], store=False)
+
+
+async def test_requests_past_the_allowance_are_refused_with_whole_seconds() -> None:
+    clock = Clock()
+    gateway = gateway_with(RateLimits(MemoryTokenBuckets(clock), requests_per_minute=2))
+    for _ in range(2):
+        await ended(await gateway.execute(ALICE, create()))
+    clock.now += 10.0  # a third of a request back: 20 s more for a whole one
+
+    with pytest.raises(RateLimited) as caught:
+        await gateway.execute(ALICE, create())
+
+    error = caught.value
+    assert (error.status, error.type, error.code) == (429, "requests", "rate_limit_exceeded")
+    assert error.headers == {"Retry-After": "20"}
+    assert "per minute (limit 2)" in error.message
+    await ended(await gateway.execute(BOB, create()))  # another principal's bucket
+
+
+async def test_a_fraction_of_a_second_is_rounded_up() -> None:
+    clock = Clock()
+    gateway = gateway_with(RateLimits(MemoryTokenBuckets(clock), requests_per_minute=60))
+    for _ in range(60):
+        await ended(await gateway.execute(ALICE, create()))
+    clock.now += 0.75
+    with pytest.raises(RateLimited) as caught:
+        await gateway.execute(ALICE, create())
+    assert caught.value.headers["Retry-After"] == "1"
+
+
+async def test_reads_and_listings_are_not_counted() -> None:
+    gateway = gateway_with(RateLimits(MemoryTokenBuckets(Clock()), requests_per_minute=1))
+    for _ in range(3):
+        await gateway.execute(ALICE, ListModels())
+        with pytest.raises(Exception, match="not found"):
+            await gateway.execute(ALICE, GetResponse("resp_missing"))
+    await ended(await gateway.execute(ALICE, create()))
+    with pytest.raises(RateLimited):
+        await gateway.execute(ALICE, create())
+
+
+async def test_a_runs_tokens_are_taken_when_it_ends_and_waited_off() -> None:
+    clock = Clock()
+    used = Usage(input_tokens=700, output_tokens=500)
+    backend = ScriptedBackend([TextDelta("hi"), UsageReport(used), Finish("stop")])
+    limits = RateLimits(MemoryTokenBuckets(clock), requests_per_minute=100, tokens_per_minute=600)
+    gateway = gateway_with(limits, backend)
+
+    await ended(await gateway.execute(ALICE, create()))
+    for task in list(gateway._charging):
+        await task
+
+    with pytest.raises(RateLimited) as caught:
+        await gateway.execute(ALICE, create())
+    # 600 - 1200 = -600: back to one token after 601 tokens at 10 a second
+    assert (caught.value.type, caught.value.headers["Retry-After"]) == ("tokens", "61")
+    clock.now += 61.0
+    await ended(await gateway.execute(ALICE, create()))
+
+
+async def test_a_request_refused_for_tokens_takes_no_request() -> None:
+    buckets = MemoryTokenBuckets(Clock())
+    limits = RateLimits(buckets, requests_per_minute=1, tokens_per_minute=10)
+    await limits.charge(ALICE, 100)
+    with pytest.raises(RateLimited):
+        await limits.admit(ALICE)
+    assert await buckets.take("requests\x1facme\x1falice", 1, 1, 0) == 0.0
