@@ -1,0 +1,234 @@
+"""Two gateway replicas on one PostgreSQL database and one Redis, as one service: a
+background run on A followed live from B (from the start and from the middle, the same
+events) and cancelled from B; A killed mid-run and its run failed by B once A's lease
+expired; a chain continued alternately on A and B; one rate limit shared by both, answered
+in each frontend's shape. The real ``stateway serve`` processes and the official SDKs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+from openai import AsyncOpenAI
+from redis.asyncio import Redis
+
+from stateway.launch import Launched
+from tests.e2e.test_background import dump, watch
+from tests.e2e.test_durability import gateway, wait_until_gone
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
+
+MODEL = "fake-model"
+LONG = "[[slow:100]] [[words:400]]"
+"""A run of some 40 seconds: long enough to be watched, then cancelled or cut short."""
+Event = dict[str, Any]
+
+
+def sdk(url: str) -> AsyncOpenAI:
+    return AsyncOpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
+
+
+class Replicas:
+    def __init__(self, first: Launched, second: Launched, prefix: str) -> None:
+        self.a, self.b = first, second
+        self.prefix = prefix
+
+
+def replicas(
+    redis_url: str, postgres_url: str, fake_upstream: str, log: Path, **env: str
+) -> Iterator[Replicas]:
+    prefix = f"t{uuid.uuid4().hex}:"
+    shared = {"STATEWAY_REDIS_URL": redis_url, "STATEWAY_REDIS_KEY_PREFIX": prefix, **env}
+    with ExitStack() as stack:
+        first = stack.enter_context(gateway(fake_upstream, postgres_url, log, shared))
+        second = stack.enter_context(gateway(fake_upstream, postgres_url, log, shared))
+        yield Replicas(first, second, prefix)
+
+
+@pytest.fixture
+def pair(
+    redis_url: str, postgres_url: str, fake_upstream: str, tmp_path: Path
+) -> Iterator[Replicas]:
+    yield from replicas(redis_url, postgres_url, fake_upstream, tmp_path / "gateway.log")
+
+
+class Follower:
+    """A watcher collecting a stream in the background; ``reached(n)`` waits until it
+    has ``n`` events."""
+
+    def __init__(self, client: AsyncOpenAI, response_id: str, after: int | None = None) -> None:
+        self.events: list[Event] = []
+        self._grew = asyncio.Event()
+        self.task = asyncio.create_task(self._follow(client, response_id, after))
+
+    async def _follow(self, client: AsyncOpenAI, response_id: str, after: int | None) -> None:
+        if after is None:
+            stream = await client.responses.retrieve(response_id, stream=True)
+        else:
+            stream = await client.responses.retrieve(response_id, stream=True, starting_after=after)
+        async for event in stream:
+            self.events.append(dump(event))
+            self._grew.set()
+
+    async def reached(self, count: int) -> None:
+        while len(self.events) < count:
+            self._grew.clear()
+            grew = asyncio.ensure_future(self._grew.wait())
+            done, _ = await asyncio.wait(
+                [self.task, grew], timeout=60, return_when=asyncio.FIRST_COMPLETED
+            )
+            grew.cancel()
+            assert done, f"no event came within 60 s after {len(self.events)}"
+            if self.task in done:
+                self.task.result()  # its error, if it failed
+                assert len(self.events) >= count, f"the stream ended after {self.events}"
+
+    async def ended(self) -> list[Event]:
+        await asyncio.wait_for(self.task, 60)
+        return self.events
+
+
+async def subscribers(redis_url: str, channel: str) -> int:
+    client = Redis.from_url(redis_url)
+    try:
+        counts = await client.pubsub_numsub(channel)
+        return int(counts[0][1])
+    finally:
+        await client.aclose()
+
+
+async def test_a_run_on_a_is_followed_live_from_b_and_cancelled_from_b(
+    pair: Replicas, redis_url: str
+) -> None:
+    a, b = sdk(pair.a.url), sdk(pair.b.url)
+    created = await a.responses.create(model=MODEL, input=LONG, background=True)
+    on_a, from_start = Follower(a, created.id), Follower(b, created.id)
+    await from_start.reached(8)
+
+    # B follows the run through its Redis channel, while it still runs on A.
+    channel = f"{pair.prefix}events:default\x1f{created.id}"
+    assert await subscribers(redis_url, channel) == 1
+    assert (await a.responses.retrieve(created.id)).status == "in_progress"
+    from_middle = Follower(b, created.id, after=5)
+    await from_middle.reached(4)
+
+    cancelled = await b.responses.cancel(created.id)
+
+    assert cancelled.status == "cancelled"
+    seen_on_a = await on_a.ended()
+    assert await from_start.ended() == seen_on_a
+    assert await from_middle.ended() == seen_on_a[6:]
+    assert [e["sequence_number"] for e in seen_on_a] == list(range(len(seen_on_a)))
+    assert seen_on_a[-1]["response"]["status"] == "cancelled"
+    assert await watch(b, created.id) == seen_on_a, "the stored log is what was sent live"
+    deadline = time.monotonic() + 30
+    while await subscribers(redis_url, channel):  # once its last watcher has left
+        assert time.monotonic() < deadline, "B kept following an ended run"
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def short_leases(
+    redis_url: str, postgres_url: str, fake_upstream: str, tmp_path: Path
+) -> Iterator[Replicas]:
+    log = tmp_path / "gateway.log"
+    yield from replicas(redis_url, postgres_url, fake_upstream, log, STATEWAY_LEASE_TIMEOUT="1")
+
+
+async def test_a_run_of_a_killed_replica_is_failed_by_the_other_after_its_lease(
+    short_leases: Replicas,
+) -> None:
+    a, b = sdk(short_leases.a.url), sdk(short_leases.b.url)
+    created = await a.responses.create(model=MODEL, input=LONG, background=True)
+    following = Follower(b, created.id)
+    await following.reached(6)
+
+    os.kill(short_leases.a.pid, signal.SIGKILL)
+    wait_until_gone(short_leases.a.pid)
+
+    deadline = time.monotonic() + 30  # the lease is 1 s: failed well within this
+    while (stored := await b.responses.retrieve(created.id)).status == "in_progress":
+        assert time.monotonic() < deadline, "the dead replica's run stayed in progress"
+        await asyncio.sleep(0.1)
+    assert stored.status == "failed"
+    assert stored.error is not None
+    assert stored.error.code == "server_restarted"
+
+    events = await following.ended()
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert events[-1]["type"] == "response.failed"
+    assert events[-1]["response"]["error"]["code"] == "server_restarted"
+
+
+async def test_a_chain_continues_alternately_on_either_replica(pair: Replicas) -> None:
+    clients = [sdk(pair.a.url), sdk(pair.b.url)]
+    previous = None
+    for turn in range(4):
+        response = await clients[turn % 2].responses.create(
+            model=MODEL, input=f"turn-{turn} [[echo]]", previous_response_id=previous
+        )
+        assert response.status == "completed"
+        for n in range(turn + 1):
+            assert f"turn-{n}" in response.output_text, "each replica sees the whole chain"
+        again = await clients[(turn + 1) % 2].responses.retrieve(response.id)
+        assert again.output_text == response.output_text
+        previous = response.id
+
+
+@pytest.fixture
+def limited(
+    redis_url: str, postgres_url: str, fake_upstream: str, tmp_path: Path
+) -> Iterator[Replicas]:
+    log = tmp_path / "gateway.log"
+    yield from replicas(
+        redis_url, postgres_url, fake_upstream, log, STATEWAY_REQUESTS_PER_MINUTE="4"
+    )
+
+
+def retry_after(headers: Any) -> int:
+    value = headers["retry-after"]
+    assert value.isdigit(), "whole seconds"
+    return int(value)
+
+
+async def test_one_rate_limit_is_shared_by_both_replicas_in_each_frontends_shape(
+    limited: Replicas,
+) -> None:
+    a, b = sdk(limited.a.url), sdk(limited.b.url)
+    chat = [{"role": "user", "content": "hi"}]
+    await a.responses.create(model=MODEL, input="one")
+    await b.responses.create(model=MODEL, input="two")
+    await a.chat.completions.create(model=MODEL, messages=chat)  # type: ignore[arg-type]
+    with anthropic.Anthropic(base_url=limited.b.url, api_key="k", max_retries=0) as claude:
+        claude.messages.create(
+            model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "four"}]
+        )
+
+        with pytest.raises(openai.RateLimitError) as responses_refused:
+            await b.responses.create(model=MODEL, input="five")
+        with pytest.raises(openai.RateLimitError) as chat_refused:
+            await a.chat.completions.create(model=MODEL, messages=chat)  # type: ignore[arg-type]
+        with pytest.raises(anthropic.RateLimitError) as messages_refused:
+            claude.messages.create(
+                model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "six"}]
+            )
+
+    for refused in (responses_refused.value, chat_refused.value):
+        body = refused.response.json()["error"]
+        assert (body["type"], body["code"]) == ("requests", "rate_limit_exceeded")
+        assert 1 <= retry_after(refused.response.headers) <= 15
+    anthropic_body = messages_refused.value.response.json()
+    assert anthropic_body["type"] == "error"
+    assert anthropic_body["error"]["type"] == "rate_limit_error"
+    assert 1 <= retry_after(messages_refused.value.response.headers) <= 15
+    assert (await a.models.list()).data, "what asks no model is not limited"
