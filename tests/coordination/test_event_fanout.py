@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from stateway.coordination.event_fanout import RedisEventFanout, decode, encode
+from stateway.coordination.event_fanout import MAX_OUTBOX, RedisEventFanout, decode, encode
 from stateway.coordination.redis import connect
 from stateway.core.coordination import Published
 from stateway.core.ports import EventBatch
@@ -137,3 +137,45 @@ async def test_without_redis_batches_are_dropped_and_followers_wait_for_the_stor
         assert len(published) == 1, "one warning per outage"
     finally:
         await fanout.aclose()
+
+
+async def test_batches_past_the_outbox_bound_are_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fanout = RedisEventFanout(connect("redis://127.0.0.1:1/0"), "test:")
+    try:
+        with caplog.at_level(logging.WARNING):
+            for n in range(MAX_OUTBOX + 1):  # all queued before the sender first runs
+                fanout.publish("t", "resp_1", batch(n, n + 1), False)
+        assert "too many batches are waiting to be published" in caplog.text
+    finally:
+        await fanout.aclose()
+
+
+@pytest.mark.redis
+async def test_following_survives_its_connection_being_killed(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    prefix = f"test:{uuid.uuid4().hex}:"
+    name = f"fanout-{uuid.uuid4().hex[:12]}"
+    owner = RedisEventFanout(connect(redis_url), prefix)
+    follower = RedisEventFanout(Redis.from_url(redis_url, client_name=name), prefix)
+    admin = Redis.from_url(redis_url)
+    try:
+        async with follower.follow("t", "resp_1") as following:
+            channel = owner.channel("t", "resp_1")
+            await until_subscribed(redis_url, channel)
+            clients = await admin.client_list(_type="pubsub")
+            (mine,) = [c["id"] for c in clients if c.get("name") == name]
+            with caplog.at_level(logging.WARNING):
+                await admin.client_kill_filter(_id=mine)
+                for _ in range(2000):  # until it has subscribed again
+                    if "subscribing again" in caplog.text and await subscribers(redis_url, channel):
+                        break
+                    await asyncio.sleep(0.005)
+            owner.publish("t", "resp_1", batch(0, 1), True)
+            assert await following.next(30) == Published(batch(0, 1), True)
+    finally:
+        await admin.aclose()
+        await owner.aclose()
+        await follower.aclose()
