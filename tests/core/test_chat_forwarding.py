@@ -41,6 +41,9 @@ class Relayed:
     async def chunks(self) -> AsyncIterator[bytes]:
         yield b"{}"
 
+    def usage(self) -> Usage | None:
+        return None
+
     async def aclose(self) -> None:
         pass
 

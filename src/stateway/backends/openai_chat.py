@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from stateway.backends.chat_system_messages import place_system_messages
+from stateway.backends.chat_usage import from_chat_usage
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
 from stateway.backends.sse import aiter_events
 from stateway.backends.tokenizer import UpstreamTokenizer
@@ -42,7 +43,6 @@ from stateway.core.inference import (
 from stateway.core.items import Item, item_text, joined_items
 from stateway.core.ports import TOOL_OUTPUT
 from stateway.core.tools.history import REWRITTEN_ITEM_TYPES, model_items
-from stateway.core.usage import Usage
 
 CARRIED = (
     frozenset({"message", "function_call", "function_call_output", "reasoning"})
@@ -302,7 +302,7 @@ def from_upstream_chunk(chunk: dict[str, Any]) -> Iterator[Delta]:
             yield Finish(reason, _stop_sequence(choice))
     usage = chunk.get("usage")
     if usage:
-        yield UsageReport(_usage(obj(usage)))
+        yield UsageReport(from_chat_usage(obj(usage)))
 
 
 def from_upstream_completion(payload: dict[str, Any]) -> Iterator[Delta]:
@@ -313,7 +313,7 @@ def from_upstream_completion(payload: dict[str, Any]) -> Iterator[Delta]:
     choice = choices[0]
     yield from _message_deltas(obj(choice.get("message")), lambda position, call: position)
     if payload.get("usage"):
-        yield UsageReport(_usage(obj(payload["usage"])))
+        yield UsageReport(from_chat_usage(obj(payload["usage"])))
     yield Finish(text(choice.get("finish_reason")) or "stop", _stop_sequence(choice))
 
 
@@ -342,15 +342,6 @@ def _message_deltas(
             text(function.get("name")),
             text(function.get("arguments")) or "",
         )
-
-
-def _usage(usage: dict[str, Any]) -> Usage:
-    return Usage(
-        input_tokens=count(usage.get("prompt_tokens")),
-        output_tokens=count(usage.get("completion_tokens")),
-        cached_tokens=count(obj(usage.get("prompt_tokens_details")).get("cached_tokens")),
-        reasoning_tokens=count(obj(usage.get("completion_tokens_details")).get("reasoning_tokens")),
-    )
 
 
 def _stream_error_message(backend: str, error: Any) -> str:

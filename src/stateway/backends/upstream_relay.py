@@ -4,10 +4,12 @@
 a request the way every other call goes (a connection slot, the stale-connection retry,
 the deadlines) and hands back an :class:`UpstreamRelay` as soon as the status line and
 headers arrive, whatever the status: an upstream error's body is the client's answer too.
-Nothing is parsed. The body is counted against ``max_response_bytes`` as it is read and,
-when the backend has a key, passed through the key scrubber chunk by chunk (a chunk is
-decoded as Latin-1, which maps bytes one to one, so bytes without the key come out
-unchanged). Closing the relay closes an unfinished upstream request and frees the slot.
+Nothing is parsed but the usage at its end, once it has been relayed
+(:mod:`~stateway.backends.chat_usage`). The body is counted against
+``max_response_bytes`` as it is read and, when the backend has a key, passed through the
+key scrubber chunk by chunk (a chunk is decoded as Latin-1, which maps bytes one to one,
+so bytes without the key come out unchanged). Closing the relay closes an unfinished
+upstream request and frees the slot.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from typing import Final
 
 import aiohttp
 
+from stateway.backends.chat_usage import reported_usage
 from stateway.backends.redaction import KeyScrubber
 from stateway.backends.upstream_reply import UpstreamReply
+from stateway.core.usage import Usage
 
 PASSED_HEADERS: Final = ("content-type", "retry-after")
 """Upstream headers a relayed answer keeps (and ``content-length`` when unscrubbed)."""
@@ -29,7 +33,17 @@ Failures = Callable[[], AbstractContextManager[None]]
 
 
 class UpstreamRelay:
-    __slots__ = ("_failures", "_reply", "_response", "_scrub", "_stack", "headers", "status")
+    __slots__ = (
+        "_failures",
+        "_last",
+        "_previous",
+        "_reply",
+        "_response",
+        "_scrub",
+        "_stack",
+        "headers",
+        "status",
+    )
 
     def __init__(
         self,
@@ -53,12 +67,20 @@ class UpstreamRelay:
         self._reply = UpstreamReply(response, backend, limit)
         self._scrub = scrub
         self._failures = failures
+        self._previous = self._last = b""
+        """The last two chunks relayed: where the answer's usage is (:meth:`usage`)."""
 
     async def chunks(self) -> AsyncIterator[bytes]:
         with self._failures():
             async for chunk in self._reply:
-                yield chunk if self._scrub is None else _scrubbed(self._scrub, chunk)
+                if self._scrub is not None:
+                    chunk = _scrubbed(self._scrub, chunk)
+                self._previous, self._last = self._last, chunk
+                yield chunk
         self._response.release()  # read to the end: the connection goes back to the pool
+
+    def usage(self) -> Usage | None:
+        return reported_usage(self._previous + self._last)
 
     async def aclose(self) -> None:
         self._response.close()  # a no-op once released

@@ -174,6 +174,18 @@ class GetConfigStatus:
 
 
 @dataclass(slots=True, frozen=True)
+class GetUsage:
+    """The usage of one tenant, or of every tenant (``tenant_id`` None: an admin's
+    question; the surface decides who may ask it), between two times."""
+
+    tenant_id: str | None
+    start_time: float | None = None
+    """Unix seconds: responses created at or after it (None: from the first)."""
+    end_time: float | None = None
+    """Unix seconds: responses created before it (None: up to now)."""
+
+
+@dataclass(slots=True, frozen=True)
 class CreateConversation:
     items: list[Item] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
@@ -260,4 +272,5 @@ Command = (
     | ReloadConfig
     | GetConfigStatus
     | CompactResponse
+    | GetUsage
 )

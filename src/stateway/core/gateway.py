@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from typing import overload
 
 from stateway.core import background
+from stateway.core.accounting import UsageBucket, UsageLedger
 from stateway.core.commands import (
     AddConversationItems,
     CancelResponse,
@@ -25,6 +27,7 @@ from stateway.core.commands import (
     GetConversation,
     GetConversationItem,
     GetResponse,
+    GetUsage,
     ListConversationItems,
     ListInputItems,
     ListModels,
@@ -68,6 +71,7 @@ from stateway.core.results import Deleted, ModelList, Readiness, Result, TokenCo
 from stateway.core.routing import Router
 from stateway.core.runs import CancelReason, Run, RunRegistry
 from stateway.core.starting import RunStarter
+from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
 from stateway.core.watch import Watch
 
 log = logging.getLogger(__name__)
@@ -93,6 +97,8 @@ class Gateway:
         sealer: Sealer | None = None,
         fanout: EventFanout | None = None,
         limits: RateLimits | None = None,
+        telemetry: Telemetry | None = None,
+        usage: UsageLedger | None = None,
     ) -> None:
         """``router`` and ``loop`` are config generation 1 (:mod:`.generations`).
         Without ``conversations`` no conversation exists: each one named is a 404.
@@ -102,7 +108,9 @@ class Gateway:
         ``sealer`` seals and opens ``encrypted_content`` (the composition root always
         gives one; without it compaction fails and sealed input items are refused).
         ``fanout`` carries background runs' committed events to other processes (Redis);
-        ``limits`` admits each model request of a principal (``[rate_limits]``)."""
+        ``limits`` admits each model request of a principal (``[rate_limits]``).
+        ``telemetry`` observes runs and relayed answers; without ``usage`` (the stored
+        responses' token accounting) ``GetUsage`` is a 404."""
         self._store = store
         self.generations = Generations(router, loop)
         """Each admission reads the current generation and holds it to its end."""
@@ -118,6 +126,8 @@ class Gateway:
         self._limits = limits
         self._charging: set[asyncio.Task[None]] = set()
         """Tasks taking finished runs' tokens out of their principals' buckets."""
+        self._telemetry = telemetry or NoTelemetry()
+        self._usage = usage
         self._starter = RunStarter(
             store,
             runs,
@@ -126,6 +136,7 @@ class Gateway:
             self._served_conversations,
             encoder,
             fanout,
+            self._telemetry,
         )
 
     def once(
@@ -193,6 +204,8 @@ class Gateway:
     ) -> ConfigStatus: ...
     @overload
     async def execute(self, principal: Principal, command: CompactResponse) -> Compacted: ...
+    @overload
+    async def execute(self, principal: Principal, command: GetUsage) -> list[UsageBucket]: ...
 
     async def execute(self, principal: Principal, command: Command) -> Result:
         """Run one command for ``principal``. Raises :class:`GatewayError` subclasses."""
@@ -243,6 +256,10 @@ class Gateway:
                     return await self._compaction.compact(
                         principal.tenant_id, command, generation.router
                     )
+            case GetUsage():
+                if self._usage is None:
+                    raise NotFound("Usage is not served by this gateway.")
+                return await self._usage.usage(command)
             case _:
                 return await self._served_conversations().execute(principal.tenant_id, command)
 
@@ -284,13 +301,21 @@ class Gateway:
             if route.forwarder is not None:
                 body = command.body_for(route.upstream_model)
                 relay = await route.forwarder.forward_chat(body)
-                return HeldRelay(relay, self.generations, generation)
+                backend = route.candidates[0].backend.name
+                ended = partial(self._relayed, principal.tenant_id, command.model, backend)
+                return HeldRelay(relay, self.generations, generation, ended)
             run = await self._starter.admit(principal, await command.translate(), generation)
         except BaseException:
             self.generations.release(generation)
             raise
         self._count_tokens_of(principal, run)
         return run
+
+    def _relayed(self, tenant_id: str, model: str, backend: str, relay: Relay) -> None:
+        """Tell telemetry what a relayed answer used (its one upstream attempt)."""
+        outcome = "ok" if relay.status < 400 else "failed"
+        attempt = {"backend": backend, "outcome": outcome}
+        self._telemetry.run_ended(RunReport(tenant_id, model, relay.usage(), [attempt]))
 
     async def _delete(self, principal: Principal, response_id: str) -> Deleted:
         if not await self._store.delete(principal.tenant_id, response_id):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
@@ -26,6 +26,7 @@ from typing import Protocol
 from stateway.core.loop import Loop
 from stateway.core.ports import Relay
 from stateway.core.routing import Router
+from stateway.core.usage import Usage
 
 log = logging.getLogger(__name__)
 
@@ -137,19 +138,30 @@ async def _retire(generation: Generation) -> None:
 
 class HeldRelay:
     """A relayed answer that holds its generation's lease until it is closed (its
-    upstream connection belongs to that generation's pool)."""
+    upstream connection belongs to that generation's pool); ``ended`` is told once, as
+    it closes."""
 
-    __slots__ = ("_generations", "_held", "_relay", "headers", "status")
+    __slots__ = ("_ended", "_generations", "_held", "_relay", "headers", "status")
 
-    def __init__(self, relay: Relay, generations: Generations, generation: Generation) -> None:
+    def __init__(
+        self,
+        relay: Relay,
+        generations: Generations,
+        generation: Generation,
+        ended: Callable[[Relay], None] | None = None,
+    ) -> None:
         self._relay = relay
         self.status = relay.status
         self.headers: Mapping[str, str] = relay.headers
         self._generations = generations
         self._held: Generation | None = generation
+        self._ended = ended
 
     def chunks(self) -> AsyncIterator[bytes]:
         return self._relay.chunks()
+
+    def usage(self) -> Usage | None:
+        return self._relay.usage()
 
     async def aclose(self) -> None:
         try:
@@ -158,6 +170,8 @@ class HeldRelay:
             held, self._held = self._held, None
             if held is not None:
                 self._generations.release(held)
+                if self._ended is not None:
+                    self._ended(self._relay)
 
 
 @dataclass(frozen=True, slots=True)

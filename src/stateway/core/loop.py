@@ -55,6 +55,7 @@ from stateway.core.response import final_record, started_record, turn_end
 from stateway.core.routing import Plan
 from stateway.core.runs import CancelReason, Run
 from stateway.core.stages.context import StageContext
+from stateway.core.telemetry import ATTEMPT, ROUND, NoTelemetry, Telemetry
 from stateway.core.tools import shell
 from stateway.core.tools.catalog import with_context_tools
 from stateway.core.tools.session import ToolSession
@@ -86,8 +87,11 @@ class Loop:
         owner: ProcessIdentity | None = None,
         tools: GatewayTools | None = None,
         sealer: Sealer | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._store = store
+        self._telemetry = telemetry or NoTelemetry()
+        """Spans around rounds, upstream attempts and tool calls."""
         self._max_rounds = max_rounds
         self.tools = tools or GatewayTools()
         self._sealer = sealer
@@ -135,7 +139,7 @@ class Loop:
         settings = state.settings
         toolset = toolset or Toolset(settings.tools, settings.tools)
         toolset.client = with_context_tools(toolset.client, context)
-        tools = ToolSession(self.tools, toolset, state.output, run.emit)
+        tools = ToolSession(self.tools, toolset, state.output, run.emit, self._telemetry)
         reasoning = reasoning_output(settings, self._sealer, state.tenant_id)
         assembler = OutputAssembler(
             state.output, run.emit, used_call_ids, tools=tools, reasoning=reasoning
@@ -158,7 +162,7 @@ class Loop:
                 settings.tool_choice
             )
             limit = settings.max_tool_calls
-            for _ in range(self._max_rounds):
+            for number in range(1, self._max_rounds + 1):
                 if compaction is not None and compaction.alone:  # the item is the answer
                     state.status = "completed"
                     break
@@ -177,27 +181,28 @@ class Loop:
                     native_tools=toolset.native,
                     grammar=tools.catalog.forced_grammar(choice),
                 )
-                produced = len(state.output)
-                reason = await self._round(run, row, plan, request, assembler, usage)
-                incomplete = _INCOMPLETE_REASONS.get(reason)
-                assembler.finish("incomplete" if incomplete else "completed")
-                await _parts(plan, state.output[produced:])
-                state.usage = usage
-                if incomplete:
-                    tools.abandon()
-                    state.status, state.incomplete_reason = "incomplete", incomplete
-                    break
-                pending = assembler.gateway_calls
-                if not pending:  # an answer, or client calls: back to the client
-                    state.status = "completed"
-                    break
-                allowed = len(pending) if limit is None else max(0, limit - tools.calls_made)
-                tools.refuse(pending[allowed:], MAX_TOOL_CALLS)
-                await tools.run(pending[:allowed], parallel=settings.parallel_tool_calls)
-                if assembler.tool_calls:  # a mixed round: the client's calls go back now
-                    state.status = "completed"
-                    break
-                choice = "auto"  # a forced tool is forced once, not every round
+                with self._telemetry.span(ROUND, {ROUND: number}):
+                    produced = len(state.output)
+                    reason = await self._round(run, row, plan, request, assembler, usage)
+                    incomplete = _INCOMPLETE_REASONS.get(reason)
+                    assembler.finish("incomplete" if incomplete else "completed")
+                    await _parts(plan, state.output[produced:])
+                    state.usage = usage
+                    if incomplete:
+                        tools.abandon()
+                        state.status, state.incomplete_reason = "incomplete", incomplete
+                        break
+                    pending = assembler.gateway_calls
+                    if not pending:  # an answer, or client calls: back to the client
+                        state.status = "completed"
+                        break
+                    allowed = len(pending) if limit is None else max(0, limit - tools.calls_made)
+                    tools.refuse(pending[allowed:], MAX_TOOL_CALLS)
+                    await tools.run(pending[:allowed], parallel=settings.parallel_tool_calls)
+                    if assembler.tool_calls:  # a mixed round: the client's calls go back now
+                        state.status = "completed"
+                        break
+                    choice = "auto"  # a forced tool is forced once, not every round
             else:
                 state.status, state.incomplete_reason = "incomplete", MAX_ROUNDS_REASON
             if state.status == "completed" and plan.route.stages:
@@ -270,29 +275,31 @@ class Loop:
     ) -> str:
         reason = "stop"
         reported = Usage()  # some servers repeat running totals: the last report counts
-        async with aclosing(backend.infer(request)) as deltas:
-            async for delta in deltas:
-                if not plan.output_started:
-                    plan.output()
-                if not run.events:  # the first output: durable first, then announced
-                    await _durable(row)
-                    _announce(run)
-                match delta:
-                    case TextDelta(text=text):
-                        assembler.text(text)
-                    case ReasoningDelta(text=text):
-                        assembler.reasoning(text)
-                    case ReasoningSignature(signature=signature):
-                        assembler.reasoning_signature(signature)
-                    case ToolCallDelta():
-                        assembler.tool_call(delta)
-                    case OutputItem(item=item):
-                        assembler.item(item)
-                    case UsageReport(usage=latest):
-                        reported = latest
-                    case Finish(reason=finish_reason, stop_sequence=matched):
-                        reason = finish_reason
-                        run.state.stop_sequence = matched
+        attributes = {"stateway.backend": backend.name, "stateway.model": request.model}
+        with self._telemetry.span(ATTEMPT, attributes):
+            async with aclosing(backend.infer(request)) as deltas:
+                async for delta in deltas:
+                    if not plan.output_started:
+                        plan.output()
+                    if not run.events:  # the first output: durable first, then announced
+                        await _durable(row)
+                        _announce(run)
+                    match delta:
+                        case TextDelta(text=text):
+                            assembler.text(text)
+                        case ReasoningDelta(text=text):
+                            assembler.reasoning(text)
+                        case ReasoningSignature(signature=signature):
+                            assembler.reasoning_signature(signature)
+                        case ToolCallDelta():
+                            assembler.tool_call(delta)
+                        case OutputItem(item=item):
+                            assembler.item(item)
+                        case UsageReport(usage=latest):
+                            reported = latest
+                        case Finish(reason=finish_reason, stop_sequence=matched):
+                            reason = finish_reason
+                            run.state.stop_sequence = matched
         usage.add(reported)
         return reason
 

@@ -8,6 +8,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from stateway.core.inference import Delta, InferenceRequest
 from stateway.core.items import Item
+from stateway.core.usage import Usage
 
 TOOL_OUTPUT = "tool_output"
 """The key of ``Backend.carried_part_types`` for parts of function call outputs."""
@@ -49,6 +50,12 @@ class Relay(Protocol):
     def chunks(self) -> AsyncIterator[bytes]:
         """The body, chunk by chunk. Raises :class:`~stateway.core.errors.UpstreamError`
         subclasses when the upstream fails part-way."""
+        ...
+
+    def usage(self) -> Usage | None:
+        """The tokens the answer says it used, read from its last chunks once they were
+        relayed (a stream says so only when its client asked, ``include_usage``); None
+        when it did not say."""
         ...
 
     async def aclose(self) -> None: ...

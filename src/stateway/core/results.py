@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stateway.core.accounting import UsageBucket
 from stateway.core.compaction.service import Compacted
 from stateway.core.conversations.service import ConversationResult
 from stateway.core.generations import ConfigStatus
@@ -56,4 +57,5 @@ Result = (
     | Watch
     | Relay
     | ConfigStatus
+    | list[UsageBucket]
 )

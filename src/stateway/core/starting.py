@@ -37,6 +37,7 @@ from stateway.core.routing import Needs, Plan, Route, Router
 from stateway.core.routing.affinity import chain_names
 from stateway.core.runs import CancelReason, Run, RunRegistry
 from stateway.core.stages.chain import before_planning
+from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
 from stateway.core.token_estimate import estimate_tokens
 from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.toolset import Toolset
@@ -54,9 +55,11 @@ class RunStarter:
         conversations: Callable[[str], Conversations],
         encoder: EventEncoder | None,
         fanout: EventFanout | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         """``conversations(param)``: the conversations served, or a 404 naming ``param``.
-        ``fanout``: where stored journals publish their committed batches (Redis)."""
+        ``fanout``: where stored journals publish their committed batches (Redis);
+        ``telemetry`` is told each run's end."""
         self._store = store
         self.runs = runs
         self.generations = generations
@@ -64,6 +67,7 @@ class RunStarter:
         self._conversations = conversations
         self._encoder = encoder
         self._fanout = fanout
+        self._telemetry = telemetry or NoTelemetry()
 
     async def admit(
         self, principal: Principal, command: CreateResponse, generation: Generation
@@ -235,6 +239,7 @@ class RunStarter:
                 run.emit(ev.ResponseFinished(run.state))
                 run.close()
         finally:
+            self._telemetry.run_ended(_report(run, plan))  # before the ending's clients read on
             if run.journal is not None:
                 await run.journal.stop()
             self.runs.discard(run)
@@ -242,3 +247,10 @@ class RunStarter:
             run.task = None  # a cancelled task keeps its CancelledError, whose frames hold the run
             if not run.closed:
                 run.close()
+
+
+def _report(run: Run, plan: Plan) -> RunReport:
+    state = run.state
+    return RunReport(
+        state.tenant_id, state.model, state.usage, plan.records, plan.time_to_first_output
+    )

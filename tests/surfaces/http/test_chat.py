@@ -58,6 +58,9 @@ class FakeRelay:
         if self._gate is not None:
             await self._gate.wait()
 
+    def usage(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         self.closed.set()
 

@@ -85,6 +85,9 @@ class Plan:
         self._affinity: Literal["hit", "stored", "miss"] | None = None
         self.served: Candidate | None = None
         """The candidate that served the last round."""
+        self.made = state.clock()
+        self.first_output: float | None = None
+        """When the run's first delta arrived (the routing clock), once one has."""
 
     @property
     def first(self) -> Candidate:
@@ -155,7 +158,15 @@ class Plan:
         """The attempt's first delta reached the run: from here it cannot be retried."""
         attempt = self._current
         assert attempt is not None
-        attempt.first_byte_ms = round((self._state.clock() - attempt.started) * 1000, 3)
+        now = self._state.clock()
+        attempt.first_byte_ms = round((now - attempt.started) * 1000, 3)
+        if self.first_output is None:
+            self.first_output = now
+
+    @property
+    def time_to_first_output(self) -> float | None:
+        """Seconds from the plan's making (the run admitted) to the run's first delta."""
+        return None if self.first_output is None else self.first_output - self.made
 
     def succeeded(self, attempt: Attempt, candidate: Candidate) -> None:
         self._end(attempt, candidate, "ok")

@@ -8,7 +8,8 @@ seconds. Whatever a call does (answers, fails, times out, raises a bug) it ends 
 failed response. A timeout is a ``protocol`` error with ``REQUEST_TIMEOUT`` (-32001, as MCP
 SDKs report their own request timeouts); an adapter's bug one with ``INTERNAL_ERROR``.
 Cancelling the round (the client left, the response was deleted) cancels every call still
-running.
+running. Each call is a :data:`~stateway.core.telemetry.TOOL_CALL` span, and its outcome
+(``ok``, ``error``, ``timeout``) is counted by its kind.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 
+from stateway.core.telemetry import TOOL_CALL, NoTelemetry, Telemetry, ToolOutcome
 from stateway.core.tools.ports import INTERNAL_ERROR, REQUEST_TIMEOUT, ToolError, ToolFailure
 
 log = logging.getLogger(__name__)
@@ -31,6 +33,9 @@ class Call:
     """Calls sharing this key run one at a time (a tool that is not parallel-safe)."""
     label: str = "tool"
     """Named in logs and failure messages."""
+    kind: str = "tool"
+    """What is called (``mcp``, ``mcp_list_tools``, ``web_search``, ``tool_search``): the
+    name metrics and spans know it by (a label may hold client-chosen names)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +49,11 @@ class Outcome:
 
 
 class Executor:
-    def __init__(self, *, timeout: float, max_concurrent: int) -> None:
+    def __init__(
+        self, *, timeout: float, max_concurrent: int, telemetry: Telemetry | None = None
+    ) -> None:
         self._timeout = timeout
+        self._telemetry = telemetry or NoTelemetry()
         self._max_concurrent = max_concurrent
         self._locks: dict[str, asyncio.Lock] = {}
         """Per exclusive key, for the response's lifetime (one executor per run)."""
@@ -62,15 +70,23 @@ class Executor:
         if call.exclusive is not None:
             exclusive = self._locks.setdefault(call.exclusive, asyncio.Lock())
         async with exclusive, permits:
-            try:
-                async with asyncio.timeout(self._timeout):
-                    return Outcome(output=await call.invoke())
-            except TimeoutError:
-                message = f"The call to {call.label} timed out after {self._timeout:g} s."
-                return Outcome(error=ToolError.protocol(REQUEST_TIMEOUT, message))
-            except ToolFailure as failure:
-                return Outcome(error=failure.error)
-            except Exception:  # a bug in an adapter must not fail the response
-                log.exception("tool call %s raised", call.label)
-                message = f"The call to {call.label} failed unexpectedly."
-                return Outcome(error=ToolError.protocol(INTERNAL_ERROR, message))
+            attributes = {"stateway.tool": call.kind, "stateway.tool.name": call.label}
+            with self._telemetry.span(TOOL_CALL, attributes) as span:
+                outcome, kind = await self._invoke(call)
+                span.set("stateway.outcome", kind)
+            self._telemetry.tool_called(call.kind, kind)
+            return outcome
+
+    async def _invoke(self, call: Call) -> tuple[Outcome, ToolOutcome]:
+        try:
+            async with asyncio.timeout(self._timeout):
+                return Outcome(output=await call.invoke()), "ok"
+        except TimeoutError:
+            message = f"The call to {call.label} timed out after {self._timeout:g} s."
+            return Outcome(error=ToolError.protocol(REQUEST_TIMEOUT, message)), "timeout"
+        except ToolFailure as failure:
+            return Outcome(error=failure.error), "error"
+        except Exception:  # a bug in an adapter must not fail the response
+            log.exception("tool call %s raised", call.label)
+            message = f"The call to {call.label} failed unexpectedly."
+            return Outcome(error=ToolError.protocol(INTERNAL_ERROR, message)), "error"

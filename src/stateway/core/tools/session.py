@@ -35,6 +35,7 @@ from stateway.core.items import (
     WEB_SEARCH_CALL,
     Item,
 )
+from stateway.core.telemetry import Telemetry
 from stateway.core.tools import mcp, tool_search, web_search
 from stateway.core.tools.catalog import Catalog, Entry, model_name
 from stateway.core.tools.executor import Call, Executor, Outcome
@@ -66,7 +67,12 @@ class PendingCall:
 
 class ToolSession:
     def __init__(
-        self, tools: GatewayTools, toolset: Toolset, output: list[Item], emit: Emit
+        self,
+        tools: GatewayTools,
+        toolset: Toolset,
+        output: list[Item],
+        emit: Emit,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._tools = tools
         self._toolset = toolset
@@ -74,7 +80,7 @@ class ToolSession:
         self._emit = emit
         policy = tools.policy
         self._executor = Executor(
-            timeout=policy.timeout, max_concurrent=policy.max_concurrent_calls
+            timeout=policy.timeout, max_concurrent=policy.max_concurrent_calls, telemetry=telemetry
         )
         self.catalog = Catalog(toolset.client, defer=toolset.tool_search is not None)
         if toolset.tool_search is not None:
@@ -131,7 +137,7 @@ class ToolSession:
                 results[binding.label] = await client.list_tools(binding.server)
                 return ""
 
-            return Call(invoke, label=f"MCP server '{binding.label}'")
+            return Call(invoke, label=f"MCP server '{binding.label}'", kind=MCP_LIST_TOOLS)
 
         outcomes = await self._executor.run([lister(b) for b, _, _ in opened])
         cap = self._tools.policy.max_discovered_tools
@@ -289,7 +295,7 @@ class ToolSession:
                 self.sources.extend(found)
                 return ""
 
-            return Call(searching, label="web search")
+            return Call(searching, label="web search", kind="web_search")
         if entry.kind == "tool_search":
             catalog = self.catalog
 
@@ -303,7 +309,7 @@ class ToolSession:
                 )
                 return ""
 
-            return Call(loading, label="tool search")
+            return Call(loading, label="tool search", kind="tool_search")
         binding = next(b for b in self._toolset.mcp if b.label == entry.server_label)
         client = self._mcp_client()
         name = entry.name or ""
@@ -314,7 +320,8 @@ class ToolSession:
             )
 
         exclusive = None if entry.parallel_safe else f"{entry.server_label}/{name}"
-        return Call(calling, exclusive=exclusive, label=f"{entry.server_label}.{name}")
+        label = f"{entry.server_label}.{name}"
+        return Call(calling, exclusive=exclusive, label=label, kind="mcp")
 
     def _close(self, pending: PendingCall, outcome: Outcome) -> None:
         item, index = pending.item, pending.output_index

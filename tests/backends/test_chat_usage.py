@@ -1,0 +1,51 @@
+"""The usage a relayed Chat Completions answer reports, found in its last bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+from stateway.backends.chat_usage import reported_usage
+from stateway.core.usage import Usage
+
+COMPLETION = (
+    b'{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":'
+    b'{"role":"assistant","content":"the \\"usage\\": {\\"prompt_tokens\\": 999}"},'
+    b'"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":5,'
+    b'"total_tokens":17,"prompt_tokens_details":{"cached_tokens":4},'
+    b'"completion_tokens_details":{"reasoning_tokens":2}}}'
+)
+STREAM_END = (
+    b'data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}\n\n'
+    b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":8,'
+    b'"total_tokens":11}}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("tail", "usage"),
+    [
+        (COMPLETION, Usage(12, 5, cached_tokens=4, reasoning_tokens=2)),
+        (COMPLETION[COMPLETION.rindex(b"usage") - 9 :], Usage(12, 5, 4, 2)),  # a tail
+        (STREAM_END, Usage(3, 8)),
+        (b'{"usage" : {"prompt_tokens": 1, "completion_tokens": 2}}', Usage(1, 2)),
+    ],
+)
+def test_the_last_usage_object_is_read(tail: bytes, usage: Usage) -> None:
+    assert reported_usage(tail) == usage
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"",
+        b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n',  # not asked for
+        b'data: {"choices":[],"usage":null}\n\n',
+        b'{"usage":{"prompt_tokens":1,',  # cut off
+        b'{"usage":{"prompt_tokens":"many"}}',  # not a count
+        b'{"usage"',
+        b'{"error":{"message":"bad"}}',
+    ],
+)
+def test_no_usage_is_none(tail: bytes) -> None:
+    assert reported_usage(tail) is None

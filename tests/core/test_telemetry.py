@@ -1,0 +1,173 @@
+"""What the core tells its Telemetry: each run's end (tenant, requested model, summed
+usage, attempts, time to first output), each gateway tool call's kind and outcome, a
+relayed answer's usage, and spans around rounds, attempts and tool calls."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+
+from stateway.core.commands import CreateResponse, ForwardChat, GenerationSettings, Principal
+from stateway.core.errors import UpstreamUnavailable
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta, UsageReport
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.core.telemetry import Attribute, RunReport, Span, ToolOutcome
+from stateway.core.tools.ports import SearchHit
+from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
+from stateway.core.usage import Usage
+from tests.core.fakes import FakeSearch, MemoryStore, RoundsBackend, ScriptedBackend
+from tests.core.tools.test_tool_loop import DOCS, MCP_TOOL, answer, call, fake_mcp, tools_round
+
+
+class Recorded:
+    def __init__(self, name: str, attributes: Mapping[str, Attribute]) -> None:
+        self.name = name
+        self.attributes = dict(attributes)
+
+    def set(self, key: str, value: Attribute) -> None:
+        self.attributes[key] = value
+
+
+class Recording:
+    """A Telemetry that keeps everything it is told."""
+
+    def __init__(self) -> None:
+        self.reports: list[RunReport] = []
+        self.tools: list[tuple[str, ToolOutcome]] = []
+        self.spans: list[Recorded] = []
+
+    @contextmanager
+    def span(self, name: str, attributes: Mapping[str, Attribute]) -> Iterator[Span]:
+        recorded = Recorded(name, attributes)
+        self.spans.append(recorded)
+        yield recorded
+
+    def tool_called(self, tool: str, outcome: ToolOutcome) -> None:
+        self.tools.append((tool, outcome))
+
+    def run_ended(self, report: RunReport) -> None:
+        self.reports.append(report)
+
+
+def gateway(backend: Any, telemetry: Recording, tools: GatewayTools | None = None) -> Gateway:
+    store = MemoryStore()
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    loop = Loop(store, tools=tools, telemetry=telemetry)
+    return Gateway(store, router, loop, RunRegistry(), telemetry=telemetry)
+
+
+async def _create(gw: Gateway, model: str, tools: list[dict[str, Any]] | None) -> Any:
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+    command = CreateResponse(model, [user], settings=GenerationSettings(tools=tools or []))
+    run = await gw.execute(Principal(tenant_id="acme"), command)
+    await run.wait()
+    return run
+
+
+async def test_a_run_reports_its_tenant_model_usage_attempts_and_first_output() -> None:
+    telemetry = Recording()
+    rounds = [tools_round(call("web_search", {"query": "q"})), answer()]
+    tools = GatewayTools(search=FakeSearch([SearchHit("t", "https://x.test", "s")]))
+    run = await _create(
+        gateway(RoundsBackend(rounds), telemetry, tools), "alias", [{"type": "web_search"}]
+    )
+    assert run.state.status == "completed"
+    [report] = telemetry.reports
+    assert (report.tenant_id, report.model) == ("acme", "alias")
+    assert report.usage == Usage(8, 3)  # both rounds, summed
+    assert [(a["backend"], a["outcome"]) for a in report.attempts] == [
+        ("scripted", "ok"),
+        ("scripted", "ok"),
+    ]
+    assert report.first_output is not None
+    assert report.first_output >= 0
+    assert telemetry.tools == [("web_search", "ok")]
+    assert [s.name for s in telemetry.spans] == [
+        "stateway.round",
+        "stateway.attempt",
+        "stateway.tool_call",
+        "stateway.round",
+        "stateway.attempt",
+    ]
+    assert [s.attributes.get("stateway.round") for s in telemetry.spans[::3]] == [1, 2]
+    assert telemetry.spans[2].attributes == {
+        "stateway.tool": "web_search",
+        "stateway.tool.name": "web search",
+        "stateway.outcome": "ok",
+    }
+
+
+async def test_a_run_that_failed_before_output_reports_no_first_output() -> None:
+    telemetry = Recording()
+    backend = ScriptedBackend([UpstreamUnavailable("down")])
+    run = await _create(gateway(backend, telemetry), "m", None)
+    assert run.state.status == "failed"
+    [report] = telemetry.reports
+    assert report.first_output is None
+    assert [(a["backend"], a["outcome"]) for a in report.attempts] == [("scripted", "failed")]
+
+
+async def test_tool_calls_are_told_by_kind_and_outcome() -> None:
+    telemetry = Recording()
+    rounds = [
+        tools_round(
+            call("docs__add", {"a": 1, "b": 2}, 0),
+            call("docs__boom", {}, 1),
+            call("docs__slow", {"seconds": 30}, 2),
+        ),
+        answer(),
+    ]
+    tools = GatewayTools(
+        mcp=fake_mcp(), servers={"docs": ConfiguredServer(DOCS)}, policy=ToolPolicy(timeout=0.5)
+    )
+    await _create(gateway(RoundsBackend(rounds), telemetry, tools), "m", [MCP_TOOL])
+    assert sorted(telemetry.tools) == [
+        ("mcp", "error"),
+        ("mcp", "ok"),
+        ("mcp", "timeout"),
+        ("mcp_list_tools", "ok"),
+    ]
+
+
+class UsageRelay:
+    status = 200
+    headers: Mapping[str, str] = {}
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        yield b"{}"
+
+    def usage(self) -> Usage | None:
+        return Usage(7, 4)
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Forwarding(ScriptedBackend):
+    async def forward_chat(self, body: bytes) -> UsageRelay:
+        return UsageRelay()
+
+
+async def test_a_relayed_answer_reports_its_usage_once_closed() -> None:
+    telemetry = Recording()
+    gw = gateway(Forwarding([TextDelta("x"), Finish("stop"), UsageReport(Usage(1, 1))]), telemetry)
+    fields = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
+
+    async def translate() -> Any:
+        raise AssertionError("forwarded, not translated")
+
+    relay = await gw.execute(
+        Principal(tenant_id="acme"), ForwardChat("fast", orjson.dumps(fields), fields, translate)
+    )
+    assert telemetry.reports == []
+    await relay.aclose()
+    await relay.aclose()  # told once
+    [report] = telemetry.reports
+    assert (report.tenant_id, report.model, report.usage) == ("acme", "fast", Usage(7, 4))
+    assert [(a["backend"], a["outcome"]) for a in report.attempts] == [("scripted", "ok")]
