@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -32,6 +32,7 @@ from stateway.config import (
     load_config,
 )
 from stateway.coordination.factory import build_coordination, build_fanout, build_limits
+from stateway.core.accounting import UsageLedger
 from stateway.core.conversations.ports import ConversationStore
 from stateway.core.coordination import CancelSignals, CommandResults, EventFanout
 from stateway.core.errors import InvalidRequest
@@ -57,6 +58,7 @@ from stateway.sealing import AesGcmSealer, load_sealing_key
 from stateway.search import build_search_provider
 from stateway.stage_loader import load_chain
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store
+from stateway.storage.sql.accounting import SqlUsageLedger
 from stateway.storage.sql.leases import SqlOwnerLeases
 from stateway.storage.sql.secrets import SqlSecrets
 from stateway.surfaces.http.admin import AdminRoutes
@@ -64,10 +66,16 @@ from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.messages import MessagesRoutes
+from stateway.surfaces.http.metrics import MetricsRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from stateway.surfaces.http.transport import KEEPALIVE_INTERVAL
+from stateway.surfaces.http.usage import UsageRoutes
 from stateway.surfaces.mcp.server import McpSurface
+from stateway.telemetry.metrics import PrometheusMetrics
+from stateway.telemetry.observability import Observability
+from stateway.telemetry.storage import TimedStore
+from stateway.telemetry.tracing import open_tracing
 
 TESTING_KEEPALIVE_ENV = "STATEWAY_TESTING_SSE_KEEPALIVE"
 """Testing only, not a setting: seconds between SSE keep-alive comments (default 15), so
@@ -103,6 +111,8 @@ class GatewayParts:
     """This process's lease on its runs, and the judge of the others' (SQL stores)."""
     limits: RateLimits | None = None
     """``[rate_limits]``, when any is set."""
+    telemetry: Observability = field(default_factory=lambda: Observability(PrometheusMetrics()))
+    """Metrics (``/metrics``), and traces when ``[tracing] enabled``."""
 
     async def end_runs(self) -> None:
         """End every run as ``server_shutting_down``; later ones end as they start."""
@@ -308,6 +318,7 @@ async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
         SqlConversationStore(store),
         sealer=sealer,
         leases=SqlOwnerLeases(store.engine),
+        usage=SqlUsageLedger(store.reader),
     )
 
 
@@ -329,22 +340,34 @@ def build_gateway(
     *,
     sealer: Sealer | None = None,
     leases: OwnerLeases | None = None,
+    usage: UsageLedger | None = None,
 ) -> GatewayParts:
     """``compiled`` as generation 1, reloaded from ``flags``; over the configured
     database, or over ``store`` (and ``conversations``: none, and no conversation exists;
-    ``leases``: none, and no run is judged by its lease) when given. ``sealer`` None:
-    sealing is off (``open_gateway`` always gives one)."""
+    ``leases``: none, and no run is judged by its lease; ``usage``: none, and
+    ``/v1/usage`` is a 404) when given. ``sealer`` None: sealing is off (``open_gateway``
+    always gives one)."""
     config = compiled.config
     if store is None:
         sql_store = open_store(config.database_url)
         store, conversations = sql_store, SqlConversationStore(sql_store)
         leases = SqlOwnerLeases(sql_store.engine)
+        usage = SqlUsageLedger(sql_store.reader)
     runs = RunRegistry()
     owner = ProcessIdentity.current()
-    served: ResponseStore = store
+    telemetry = Observability(PrometheusMetrics(), open_tracing(config.tracing, __version__))
+    telemetry.metrics.sample(lambda: len(runs), lambda: compiled.waiting_room.waiting)
+    served: ResponseStore = TimedStore(store, telemetry.metrics.storage_observed)
 
     def loop(generation: Compiled) -> Loop:
-        return Loop(served, generation.config.loop.max_rounds, owner, generation.tools, sealer)
+        return Loop(
+            served,
+            generation.config.loop.max_rounds,
+            owner,
+            generation.tools,
+            sealer,
+            telemetry=telemetry,
+        )
 
     results, signals = build_coordination(config.coordination)
     fanout = build_fanout(config.coordination)
@@ -354,7 +377,7 @@ def build_gateway(
         timeout = config.coordination.lease_timeout
         keeper = LeaseKeeper(store, leases, str(owner), encode_event_json, timeout, fanout=fanout)
     gateway = Gateway(
-        store,
+        served,
         compiled.router,
         loop(compiled),
         runs,
@@ -365,6 +388,8 @@ def build_gateway(
         sealer=sealer,
         fanout=fanout,
         limits=limits,
+        telemetry=telemetry,
+        usage=usage,
     )
 
     def publish(generation: Compiled) -> Generation:
@@ -374,7 +399,18 @@ def build_gateway(
     reloader = Reloader(compiled, recompile, publish, gateway.generations)
     gateway.reloads = reloader
     return GatewayParts(
-        store, runs, gateway, owner, config, reloader, results, signals, fanout, keeper, limits
+        store,
+        runs,
+        gateway,
+        owner,
+        config,
+        reloader,
+        results,
+        signals,
+        fanout,
+        keeper,
+        limits,
+        telemetry,
     )
 
 
@@ -410,10 +446,12 @@ def build_app(parts: GatewayParts) -> Starlette:
                 await parts.limits.aclose()
             await parts.gateway.generations.aclose()
             await parts.store.aclose()
+            parts.telemetry.shutdown()
 
     config = parts.config
     key = admin_key(config)
     admin = None if key is None else AdminRoutes(parts.gateway, key, config.admin.reload_endpoint)
+    telemetry = parts.telemetry
     server = config.server
     keepalive = float(os.environ.get(TESTING_KEEPALIVE_ENV, KEEPALIVE_INTERVAL))
     return build_http_app(
@@ -446,4 +484,13 @@ def build_app(parts: GatewayParts) -> Starlette:
         ),
         mcp=mcp,
         admin=admin,
+        observer=telemetry,
+        # Open: no authentication exists yet; with it, its admin check goes here.
+        metrics=MetricsRoutes(telemetry.metrics.exposition),
+        usage=UsageRoutes(parts.gateway, _nobody if admin is None else admin.is_admin),
     )
+
+
+def _nobody(request: Any) -> bool:
+    """No caller is an admin (no admin credential is configured)."""
+    return False

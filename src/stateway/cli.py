@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import logging
 import math
 import signal
 import sys
@@ -24,6 +23,7 @@ from stateway.serving import (
     socket_url,
 )
 from stateway.storage.sql import describe_url, migrate
+from stateway.telemetry.logs import configure_logging
 
 if TYPE_CHECKING:
     from stateway.reload import Compiled
@@ -84,11 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _serve(compiled: Compiled, flags: Overrides) -> int:
     config = compiled.config
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    logging.getLogger("httpx2").setLevel(logging.WARNING)  # one INFO line per MCP request
+    configure_logging(config.logging.format, config.logging.level)
     try:
         sock = bind_socket(config.server.host, config.server.port)
     except OSError as exc:
@@ -108,7 +104,12 @@ def _serve(compiled: Compiled, flags: Overrides) -> int:
         _tune_gc()
         drain = Drain(config.server.drain_timeout, parts.end_runs, parts.settle_runs)
         graceful = math.ceil(drain.timeout) + DRAIN_GRACE
-        uvicorn_config = server_config(app, lifespan=True, graceful_shutdown=graceful)
+        uvicorn_config = server_config(
+            app,
+            lifespan=True,
+            graceful_shutdown=graceful,
+            own_logging=config.logging.format == "json",
+        )
         _describe(config, sys.stdout)
         announcement = f"stateway {__version__} listening on {socket_url(sock)}"
         server = AnnouncingServer(uvicorn_config, announcement, drain=drain)

@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from stateway.route_config import HealthConfig, RouteConfig, StageConfig, check_routes
 from stateway.sealing.keys import parse_key
 from stateway.storage.sql.engine import async_url
+from stateway.telemetry_config import LoggingConfig, TracingConfig, apply_telemetry_env
 from stateway.tool_config import (
     McpConfig,
     McpServerConfig,
@@ -263,6 +264,8 @@ class Config(_Strict):
     coordination: CoordinationConfig = CoordinationConfig()
     rate_limits: RateLimitsConfig = RateLimitsConfig()
     admin: AdminConfig = AdminConfig()
+    logging: LoggingConfig = LoggingConfig()
+    tracing: TracingConfig = TracingConfig()
 
     @property
     def catch_all_backends(self) -> list[BackendConfig]:
@@ -356,6 +359,7 @@ def load_config(flags: Overrides, environ: Mapping[str, str] | None = None) -> C
     for key, var in _RATE_LIMITS_ENV.items():
         if env.get(var):
             data["rate_limits"] = {**data.get("rate_limits", {}), key: env[var]}
+    apply_telemetry_env(data, env)
     if env.get(SEALING_KEY_ENV):
         data["security"] = {**data.get("security", {}), "sealing_key": env[SEALING_KEY_ENV]}
     if values["database"] is not None:

@@ -8,11 +8,12 @@ file). It compiles it with the function ``stateway check-config`` and start-up u
 (:mod:`stateway.core.generations`). A reload that fails keeps the generation in effect,
 logs why and reports it in :meth:`Reloader.status`.
 
-The ``[server]``, ``[storage]``, ``[coordination]``, ``[rate_limits]`` and ``[admin]``
-tables are read once at start-up (the listening socket, the database, the HTTP surface's
-limits and host check, the drain window, the shared upstream waiting room, command
-outcomes, cancel signals, event fan-out and leases, the rate limits' buckets, the admin
-routes): a reload applies nothing from them and reports each changed setting
+The ``[server]``, ``[storage]``, ``[coordination]``, ``[rate_limits]``, ``[admin]``,
+``[security]``, ``[logging]`` and ``[tracing]`` tables are read once at start-up (the
+listening socket, the database, the HTTP surface's limits and host check, the drain
+window, the shared upstream waiting room, command outcomes, cancel signals, event fan-out
+and leases, the rate limits' buckets, the admin routes, the sealing key, the log format,
+the trace exporter): a reload applies nothing from them and reports each changed setting
 as needing a restart; the rest of the new configuration applies.
 """
 
@@ -34,7 +35,16 @@ from stateway.core.tools.toolset import GatewayTools
 
 log = logging.getLogger(__name__)
 
-STARTUP_SECTIONS = ("server", "storage", "coordination", "rate_limits", "admin", "security")
+STARTUP_SECTIONS = (
+    "server",
+    "storage",
+    "coordination",
+    "rate_limits",
+    "admin",
+    "security",
+    "logging",
+    "tracing",
+)
 """Configuration tables read once at start-up: changing them needs a restart."""
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.config import LOGGING_CONFIG
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 log = logging.getLogger(__name__)
@@ -33,10 +34,13 @@ DRAIN_GRACE = 5
 """Seconds uvicorn waits after the drain window before cancelling request tasks."""
 
 
-def server_config(app: ASGIApp, *, lifespan: bool, graceful_shutdown: int) -> uvicorn.Config:
+def server_config(
+    app: ASGIApp, *, lifespan: bool, graceful_shutdown: int, own_logging: bool = False
+) -> uvicorn.Config:
     """uvicorn as our servers run it: httptools (and uvloop when the caller's loop is one),
     WebSocket upgrades handed to the app (which may deny them with an HTTP response), no
-    access log, warnings only."""
+    access log, warnings only; with ``own_logging`` uvicorn installs no handlers of its
+    own, so its records go through the root logger's (JSON lines)."""
     return uvicorn.Config(
         app,
         http="httptools",
@@ -45,6 +49,7 @@ def server_config(app: ASGIApp, *, lifespan: bool, graceful_shutdown: int) -> uv
         access_log=False,
         log_level="warning",
         timeout_graceful_shutdown=graceful_shutdown,
+        log_config=None if own_logging else LOGGING_CONFIG,
     )
 
 

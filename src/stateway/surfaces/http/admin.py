@@ -46,12 +46,17 @@ class AdminRoutes:
         status = await self._gateway.execute(Principal(), ReloadConfig())
         return JSONResponse(_encode(status))
 
+    def is_admin(self, request: Request) -> bool:
+        """Whether the request carries the admin credential."""
+        header = request.headers.get("authorization", "")
+        given = header[len(_BEARER) :].strip().encode()
+        return header.lower().startswith(_BEARER) and hmac.compare_digest(given, self._key)
+
     def _authorize(self, request: Request) -> None:
         header = request.headers.get("authorization", "")
         if not header.lower().startswith(_BEARER):
             raise Unauthorized("The admin routes need 'Authorization: Bearer <admin key>'.")
-        given = header[len(_BEARER) :].strip().encode()
-        if not hmac.compare_digest(given, self._key):
+        if not self.is_admin(request):
             raise Unauthorized("Incorrect admin key provided.")
 
 

@@ -25,9 +25,12 @@ from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.hosts import HostGuard
 from stateway.surfaces.http.messages import MessagesRoutes
+from stateway.surfaces.http.metrics import MetricsRoutes
+from stateway.surfaces.http.observed import ObservedStarlette, RequestObserver
 from stateway.surfaces.http.responses import ResponsesRoutes, refuse_websocket
 from stateway.surfaces.http.service import ServiceRoutes
 from stateway.surfaces.http.transport import JSONResponse, error_response
+from stateway.surfaces.http.usage import UsageRoutes
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +52,17 @@ def build_http_app(
     chat: ChatRoutes | None = None,
     mcp: ASGIApp | None = None,
     admin: AdminRoutes | None = None,
+    *,
+    observer: RequestObserver | None = None,
+    metrics: MetricsRoutes | None = None,
+    usage: UsageRoutes | None = None,
 ) -> Starlette:
     """``allowed_hosts``: the ``Host`` names served (None: any), see :mod:`.hosts`;
     ``conversations``: the Conversations API's routes, ``messages`` the Anthropic
     Messages routes, ``chat`` the Chat Completions route, ``mcp`` the MCP surface
-    (``/mcp``, every method), ``admin`` the admin routes, when served."""
+    (``/mcp``, every method), ``admin`` the admin routes, ``metrics`` ``GET /metrics``,
+    ``usage`` ``GET /v1/usage``, when served; ``observer`` is told of every request
+    (which then gets an ``x-request-id``: :mod:`.observed`)."""
     unbuilt = _Unbuilt()
     reserved = [Route(name + "/{_:path}", unbuilt) for name in POST_ONLY]
     routes: list[BaseRoute] = [
@@ -81,6 +90,8 @@ def build_http_app(
         Route("/health", service.health, methods=["GET"]),
         Route("/ready", service.ready, methods=["GET"]),
         *([] if admin is None else admin.routes()),
+        *([] if metrics is None else [Route("/metrics", metrics.metrics, methods=["GET"])]),
+        *([] if usage is None else [Route("/v1/usage", usage.usage, methods=["GET"])]),
     ]
     handlers: dict[Any, Any] = {
         GatewayError: _gateway_error,
@@ -88,9 +99,11 @@ def build_http_app(
         Exception: _unexpected,
     }
     guard = [] if allowed_hosts is None else [Middleware(HostGuard, allowed=allowed_hosts)]
-    return Starlette(
+    app = ObservedStarlette(
         routes=routes, middleware=guard, exception_handlers=handlers, lifespan=lifespan
     )
+    app.observer = observer
+    return app
 
 
 def conversation_routes(routes: ConversationsRoutes) -> list[BaseRoute]:

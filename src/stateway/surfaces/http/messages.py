@@ -24,6 +24,7 @@ from stateway.core.gateway import Gateway
 from stateway.core.ids import new_id
 from stateway.core.response import ResponseState
 from stateway.core.runs import Run
+from stateway.core.telemetry import REQUEST_ID as REQUEST_ID_VAR
 from stateway.protocols.messages.decode import decode_count_tokens, decode_messages
 from stateway.protocols.messages.encode import encode_message
 from stateway.protocols.messages.errors import encode_error
@@ -113,7 +114,7 @@ class MessagesRoutes:
 
 async def _answered(handler: Handler, request: Request) -> Response:
     """Run ``handler``; any error is answered in Anthropic's shape."""
-    request_id = new_id("req")
+    request_id = REQUEST_ID_VAR.get() or new_id("req")  # the answer's x-request-id too
     try:
         return await handler(request, request_id)
     except GatewayError as error:

@@ -1,0 +1,124 @@
+"""Every answer's ``x-request-id``, and what each request tells its observer.
+
+:class:`ObservedApp` wraps the whole application, outside Starlette's error middleware,
+so the 500 answering an unexpected exception is observed like any other answer. For
+each HTTP request and WebSocket session it:
+
+- makes a request id (``req_`` and 32 hex digits from the system's random source), sets
+  it as :data:`~stateway.core.telemetry.REQUEST_ID` for everything the request runs
+  (log lines, the runs it starts) and adds it as ``x-request-id`` to the response's
+  headers (every answer: JSON, SSE, errors, a WebSocket's accept or refusal). An
+  ``x-request-id`` the client sent is ignored: the id must be unique per request, and
+  nothing a client sends is reflected into a header;
+- opens the request's span (when tracing is on), the parent of the spans of the runs
+  the request starts, and names it by its route once routed;
+- reports the route template (``unmatched`` when no route matched), the status and the
+  seconds to the end of the answer (a stream's last byte); an answer never started (the
+  client left first) is reported as 499, the status servers log for it;
+- counts open WebSocket connections (from the accept to the end of the session).
+"""
+
+from __future__ import annotations
+
+import secrets
+from contextlib import AbstractContextManager
+from time import perf_counter
+from typing import Any, Final, Protocol
+
+from starlette.applications import Starlette
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from stateway.core.telemetry import REQUEST_ID
+
+HEADER: Final = b"x-request-id"
+UNMATCHED: Final = "unmatched"
+CLIENT_GONE: Final = 499
+"""The status reported for a request whose client left before its answer started."""
+
+
+class RequestSpan(Protocol):
+    def finish(self, route: str, status: int) -> None: ...
+
+
+class RequestObserver(Protocol):
+    def request_span(self, method: str, request_id: str) -> AbstractContextManager[RequestSpan]:
+        """The span of one request (a no-op when tracing is off)."""
+        ...
+
+    def request_ended(self, route: str, status: int, seconds: float) -> None: ...
+
+    def websocket_opened(self) -> None: ...
+
+    def websocket_closed(self) -> None: ...
+
+
+def new_request_id() -> str:
+    return "req_" + secrets.token_hex(16)
+
+
+class ObservedApp:
+    __slots__ = ("_app", "_observer")
+
+    def __init__(self, app: ASGIApp, observer: RequestObserver) -> None:
+        self._app = app
+        self._observer = observer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):  # lifespan
+            await self._app(scope, receive, send)
+            return
+        observer = self._observer
+        request_id = new_request_id()
+        header = (HEADER, request_id.encode())
+        status = CLIENT_GONE
+        accepted = False
+
+        async def observed(message: Message) -> None:
+            nonlocal status, accepted
+            match message["type"]:
+                case "http.response.start" | "websocket.http.response.start":
+                    status = message["status"]
+                    message = _with_header(message, header)
+                case "websocket.accept":
+                    status, accepted = 101, True
+                    message = _with_header(message, header)
+                    observer.websocket_opened()
+            await send(message)
+
+        token = REQUEST_ID.set(request_id)
+        started = perf_counter()
+        method = scope.get("method", "WEBSOCKET")
+        try:
+            with observer.request_span(method, request_id) as span:
+                try:
+                    await self._app(scope, receive, observed)
+                finally:
+                    span.finish(_route(scope), status)
+        finally:
+            REQUEST_ID.reset(token)
+            if accepted:
+                observer.websocket_closed()
+            observer.request_ended(_route(scope), status, perf_counter() - started)
+
+
+def _with_header(message: Message, header: tuple[bytes, bytes]) -> Message:
+    return {**message, "headers": [*message.get("headers", ()), header]}
+
+
+def _route(scope: Scope) -> str:
+    """The path template of the route that served the request (set by Starlette's router)."""
+    route: Any = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else UNMATCHED
+
+
+class ObservedStarlette(Starlette):
+    """A Starlette application whose whole middleware stack, error middleware included,
+    runs inside an :class:`ObservedApp`."""
+
+    observer: RequestObserver | None = None
+
+    def build_middleware_stack(self) -> ASGIApp:
+        stack = super().build_middleware_stack()
+        return stack if self.observer is None else ObservedApp(stack, self.observer)

@@ -1,0 +1,56 @@
+"""The process's log lines: plain text (the default) or one JSON object per line.
+
+``[logging] format = "json"`` (``STATEWAY_LOG_FORMAT=json``) writes each record to stderr
+as ``{"time", "level", "logger", "message"}``, with ``request_id`` when it was written
+while serving a request (the ``x-request-id`` its answer carries; a run started by the
+request keeps it) and ``exception`` when one is attached. uvicorn's own records go
+through the same handler.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any, Final, Literal
+
+import orjson
+
+from stateway.core.telemetry import REQUEST_ID
+
+TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+QUIET: Final = {"alembic": logging.WARNING, "httpx2": logging.WARNING}
+"""Loggers too chatty at INFO (the MCP client's HTTP library logs every request)."""
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        request_id = REQUEST_ID.get()
+        if request_id is not None:
+            entry["request_id"] = request_id
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(entry).decode()
+
+
+def configure_logging(
+    form: Literal["text", "json"], level: Literal["debug", "info", "warning", "error"]
+) -> None:
+    """Install the root handler (stderr) for the serving process."""
+    handler = logging.StreamHandler()
+    if form == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(level.upper())
+    for name, quiet in QUIET.items():
+        logging.getLogger(name).setLevel(quiet)

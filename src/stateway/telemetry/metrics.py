@@ -1,0 +1,171 @@
+"""Prometheus metrics: what each observed event counts, and the text ``GET /metrics``
+serves.
+
+Every metric lives in this object's own registry (none in the client's global one).
+Labels are bounded by the configuration, never by what a client sends: ``route`` is the
+path template (``unmatched`` for a path no route serves), ``backend`` a configured
+backend, ``tool`` a tool kind; ``model`` is the requested name of a run that produced
+tokens, ``tenant`` the caller's tenant. Children of the per-request metrics are cached
+by label values, so a request costs two dictionary lookups, one increment and one
+observation. Gauges that are a state of the process (runs in flight, requests queued for
+an upstream connection) are read when scraped, at no cost per request.
+
+=====================================================  =========  ==================
+name                                                   type       labels
+=====================================================  =========  ==================
+``stateway_requests_total``                            counter    route, status
+``stateway_request_duration_seconds``                  histogram  route
+``stateway_time_to_first_token_seconds``               histogram  model
+``stateway_input_tokens_total``                        counter    model, tenant
+``stateway_output_tokens_total``                       counter    model, tenant
+``stateway_upstream_attempts_total``                   counter    backend, outcome
+``stateway_tool_calls_total``                          counter    tool, outcome
+``stateway_active_runs``                               gauge
+``stateway_upstream_queue_depth``                      gauge
+``stateway_websocket_connections``                     gauge
+``stateway_storage_duration_seconds``                  histogram  operation
+=====================================================  =========  ==================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from stateway.core.telemetry import RunReport, ToolOutcome
+
+LATENCY_BUCKETS: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0
+)  # fmt: skip
+"""Seconds: requests and first tokens of model calls run from milliseconds to minutes."""
+STORAGE_BUCKETS: Final = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0
+)  # fmt: skip
+UNMATCHED: Final = "unmatched"
+"""The ``route`` of a request no route serves (a 404 for an unknown path)."""
+
+
+class PrometheusMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        registry = self.registry
+        self._requests = Counter(
+            "stateway_requests",
+            "HTTP requests answered, by route template and status code.",
+            ["route", "status"],
+            registry=registry,
+        )
+        self._duration = Histogram(
+            "stateway_request_duration_seconds",
+            "Time from a request's arrival to the end of its answer (a stream's last byte).",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self._first_token = Histogram(
+            "stateway_time_to_first_token_seconds",
+            "Time from a run's admission to its first output from the model.",
+            ["model"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self._input_tokens = Counter(
+            "stateway_input_tokens",
+            "Input tokens used (the responses' usage), by requested model and tenant.",
+            ["model", "tenant"],
+            registry=registry,
+        )
+        self._output_tokens = Counter(
+            "stateway_output_tokens",
+            "Output tokens used (the responses' usage), by requested model and tenant.",
+            ["model", "tenant"],
+            registry=registry,
+        )
+        self._attempts = Counter(
+            "stateway_upstream_attempts",
+            "Upstream attempts by backend and outcome (ok, failed, cut, cancelled, skipped).",
+            ["backend", "outcome"],
+            registry=registry,
+        )
+        self._tool_calls = Counter(
+            "stateway_tool_calls",
+            "Gateway tool calls by kind and outcome (ok, error, timeout).",
+            ["tool", "outcome"],
+            registry=registry,
+        )
+        self._websockets = Gauge(
+            "stateway_websocket_connections",
+            "WebSocket connections open.",
+            registry=registry,
+        )
+        self._storage = Histogram(
+            "stateway_storage_duration_seconds",
+            "Time the response store took, by operation.",
+            ["operation"],
+            buckets=STORAGE_BUCKETS,
+            registry=registry,
+        )
+        self._active_runs = Gauge(
+            "stateway_active_runs", "Runs in flight in this process.", registry=registry
+        )
+        self._queued = Gauge(
+            "stateway_upstream_queue_depth",
+            "Upstream calls waiting for a connection slot (the admission waiting room).",
+            registry=registry,
+        )
+        self._per_request: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
+        self._per_operation: dict[str, Histogram] = {}
+
+    def sample(self, active_runs: Callable[[], int], queued: Callable[[], int]) -> None:
+        """Read the runs in flight and the queued calls from these when scraped."""
+        self._active_runs.set_function(active_runs)
+        self._queued.set_function(queued)
+
+    def request_ended(self, route: str, status: int, seconds: float) -> None:
+        children = self._per_request.get((route, status))
+        if children is None:
+            children = (
+                self._requests.labels(route, str(status)),
+                self._duration.labels(route),
+            )
+            self._per_request[(route, status)] = children
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def websocket_opened(self) -> None:
+        self._websockets.inc()
+
+    def websocket_closed(self) -> None:
+        self._websockets.dec()
+
+    def run_ended(self, report: RunReport) -> None:
+        usage = report.usage
+        if usage is not None and (usage.input_tokens or usage.output_tokens):
+            self._input_tokens.labels(report.model, report.tenant_id).inc(usage.input_tokens)
+            self._output_tokens.labels(report.model, report.tenant_id).inc(usage.output_tokens)
+        for attempt in report.attempts:
+            self._attempts.labels(attempt["backend"], attempt["outcome"]).inc()
+        if report.first_output is not None:
+            self._first_token.labels(report.model).observe(report.first_output)
+
+    def tool_called(self, tool: str, outcome: ToolOutcome) -> None:
+        self._tool_calls.labels(tool, outcome).inc()
+
+    def storage_observed(self, operation: str, seconds: float) -> None:
+        child = self._per_operation.get(operation)
+        if child is None:
+            child = self._per_operation[operation] = self._storage.labels(operation)
+        child.observe(seconds)
+
+    def exposition(self) -> tuple[bytes, str]:
+        """The text format and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,72 @@
+"""Metrics and traces behind the two ports that report them: the core's
+:class:`~stateway.core.telemetry.Telemetry` and the HTTP surface's
+:class:`~stateway.surfaces.http.observed.RequestObserver`.
+
+Metrics are always kept; spans only when tracing is on (otherwise every span is a shared
+no-op object, so the core's ``with`` blocks cost next to nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from typing import Final
+
+from stateway.core.telemetry import NO_SPAN, Attribute, RunReport, Span, ToolOutcome
+from stateway.surfaces.http.observed import RequestSpan
+from stateway.telemetry.metrics import PrometheusMetrics
+from stateway.telemetry.tracing import Tracing
+
+
+class Observability:
+    def __init__(self, metrics: PrometheusMetrics, tracing: Tracing | None = None) -> None:
+        self.metrics = metrics
+        self.tracing = tracing
+
+    # -- the core's Telemetry --------------------------------------------------------
+
+    def span(self, name: str, attributes: Mapping[str, Attribute]) -> AbstractContextManager[Span]:
+        if self.tracing is None:
+            return NO_SPAN
+        return self.tracing.span(name, attributes)
+
+    def tool_called(self, tool: str, outcome: ToolOutcome) -> None:
+        self.metrics.tool_called(tool, outcome)
+
+    def run_ended(self, report: RunReport) -> None:
+        self.metrics.run_ended(report)
+
+    # -- the HTTP surface's RequestObserver ------------------------------------------
+
+    def request_span(self, method: str, request_id: str) -> AbstractContextManager[RequestSpan]:
+        if self.tracing is None:
+            return NO_REQUEST_SPAN
+        return self.tracing.request_span(method, request_id)
+
+    def request_ended(self, route: str, status: int, seconds: float) -> None:
+        self.metrics.request_ended(route, status, seconds)
+
+    def websocket_opened(self) -> None:
+        self.metrics.websocket_opened()
+
+    def websocket_closed(self) -> None:
+        self.metrics.websocket_closed()
+
+    def shutdown(self) -> None:
+        """Flush and stop the trace exporter."""
+        if self.tracing is not None:
+            self.tracing.shutdown()
+
+
+class NoRequestSpan:
+    def __enter__(self) -> NoRequestSpan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def finish(self, route: str, status: int) -> None:
+        pass
+
+
+NO_REQUEST_SPAN: Final = NoRequestSpan()

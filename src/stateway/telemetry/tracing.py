@@ -1,0 +1,182 @@
+"""OpenTelemetry traces: the request's span and the core's spans under it.
+
+Spans are made through the OpenTelemetry API on a tracer this object is given: the SDK
+tracer provider :func:`otlp_provider` builds when ``[tracing] enabled`` (exporting in
+batches over OTLP, configured by the standard ``OTEL_*`` variables), or any provider a
+test gives (the SDK's in-memory exporter). Nothing is set globally.
+
+Attributes are allow-listed (:data:`ALLOWED_ATTRIBUTES`): a key not on the list is
+dropped, so no prompt, output or tool argument can reach a trace by accident. An
+exception leaving a span marks it failed with the exception's class (and the gateway
+error's code), never its message; a cancelled block (the client left) is marked as such,
+not failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Final
+
+from opentelemetry.trace import Span as OtelSpan
+from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
+
+from stateway.config import ConfigError
+from stateway.core.errors import GatewayError
+from stateway.core.telemetry import Attribute, Span
+from stateway.telemetry_config import TracingConfig
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+ALLOWED_ATTRIBUTES: Final = frozenset(
+    {
+        "http.request.method",
+        "http.route",
+        "http.response.status_code",
+        "stateway.request_id",
+        "stateway.round",
+        "stateway.backend",
+        "stateway.model",
+        "stateway.outcome",
+        "stateway.tool",
+        "stateway.tool.name",
+        "stateway.error",
+    }
+)
+"""Every attribute a span may carry: names of routes, models, backends and tools,
+numbers and outcomes; nothing a client wrote."""
+
+SERVICE_NAME: Final = "stateway"
+"""``service.name`` unless ``OTEL_SERVICE_NAME`` or ``OTEL_RESOURCE_ATTRIBUTES`` say."""
+
+
+class AllowedSpan:
+    """An OpenTelemetry span as the core's :class:`~stateway.core.telemetry.Span`."""
+
+    __slots__ = ("_span",)
+
+    def __init__(self, span: OtelSpan) -> None:
+        self._span = span
+
+    def set(self, key: str, value: Attribute) -> None:
+        if key in ALLOWED_ATTRIBUTES:
+            self._span.set_attribute(key, value)
+
+
+class RequestSpan:
+    """The span of one HTTP request (or WebSocket session), named once it is routed."""
+
+    __slots__ = ("_method", "_span")
+
+    def __init__(self, span: OtelSpan, method: str) -> None:
+        self._span = span
+        self._method = method
+
+    def finish(self, route: str, status: int) -> None:
+        """Name the span by its route (``POST /v1/responses``) and record its status."""
+        self._span.set_attribute("http.route", route)
+        self._span.set_attribute("http.response.status_code", status)
+        self._span.update_name(f"{self._method} {route}")
+        if status >= 500:
+            self._span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
+
+
+class Tracing:
+    def __init__(self, tracer: Tracer, provider: TracerProvider | None = None) -> None:
+        """``provider``: shut down (its spans flushed) by :meth:`shutdown`."""
+        self._tracer = tracer
+        self._provider = provider
+
+    @contextmanager
+    def span(self, name: str, attributes: Mapping[str, Attribute]) -> Iterator[Span]:
+        with self._started(name, attributes, SpanKind.INTERNAL) as span:
+            yield AllowedSpan(span)
+
+    @contextmanager
+    def request_span(self, method: str, request_id: str) -> Iterator[RequestSpan]:
+        attributes = {"http.request.method": method, "stateway.request_id": request_id}
+        with self._started(method, attributes, SpanKind.SERVER) as span:
+            yield RequestSpan(span, method)
+
+    @contextmanager
+    def _started(
+        self, name: str, attributes: Mapping[str, Attribute], kind: SpanKind
+    ) -> Iterator[OtelSpan]:
+        allowed = {k: v for k, v in attributes.items() if k in ALLOWED_ATTRIBUTES}
+        with self._tracer.start_as_current_span(
+            name,
+            kind=kind,
+            attributes=allowed,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield span
+            except asyncio.CancelledError:
+                span.set_attribute("stateway.outcome", "cancelled")
+                raise
+            except BaseException as exc:
+                if isinstance(exc, GatewayError):
+                    span.set_attribute("stateway.error", exc.code or exc.type)
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                raise
+
+    def shutdown(self) -> None:
+        """Export what is buffered and stop (the provider's batch processor)."""
+        if self._provider is not None:
+            self._provider.shutdown()
+
+
+def open_tracing(
+    config: TracingConfig, version: str, environ: Mapping[str, str] | None = None
+) -> Tracing | None:
+    """Traces exported over OTLP when ``[tracing] enabled`` (and ``OTEL_SDK_DISABLED`` is
+    not true); None otherwise. Raises :class:`~stateway.config.ConfigError` when the
+    ``otel`` extra is not installed."""
+    env = os.environ if environ is None else environ
+    if not config.enabled or env.get("OTEL_SDK_DISABLED", "").lower() == "true":
+        return None
+    try:
+        provider = otlp_provider(version)
+    except ImportError as exc:
+        raise ConfigError(
+            f"tracing.enabled needs the OpenTelemetry SDK and OTLP exporter ({exc.name} is "
+            "not installed): pip install 'stateway[otel]'"
+        ) from None
+    return Tracing(provider.get_tracer("stateway", version), provider)
+
+
+def otlp_provider(version: str) -> TracerProvider:
+    """An SDK tracer provider exporting in batches over OTLP: the endpoint, headers,
+    timeout, compression, sampler and resource come from the standard ``OTEL_*``
+    variables; ``OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`` picks ``http/protobuf`` (the
+    default) or ``grpc`` (needs ``opentelemetry-exporter-otlp-proto-grpc``). Raises
+    ``ImportError`` naming what is missing."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    resource = Resource.create({"service.version": version})
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({"service.name": SERVICE_NAME}))
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(_exporter()))
+    return provider
+
+
+def _exporter() -> SpanExporter:
+    protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
+    )
+    if protocol == "grpc":  # not in the extra (grpcio is large): installed by hand
+        grpc = importlib.import_module("opentelemetry.exporter.otlp.proto.grpc.trace_exporter")
+        exporter: SpanExporter = grpc.OTLPSpanExporter()
+        return exporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter()

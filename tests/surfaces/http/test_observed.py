@@ -1,0 +1,206 @@
+"""``x-request-id`` on every answer (JSON, errors, an unexpected 500, SSE, a refused
+WebSocket), unique and never the client's; the id in the request's context; what each
+request reports to the observer: route template, status, and WebSocket connections."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+import pytest
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta, UsageReport
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.core.telemetry import REQUEST_ID
+from stateway.core.usage import Usage
+from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.observed import CLIENT_GONE, ObservedApp
+from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.service import ServiceRoutes
+from stateway.surfaces.http.transport import JSONResponse
+from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.surfaces.http.asgi import call
+
+REQUEST_ID_SHAPE = re.compile(r"req_[0-9a-f]{32}")
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.ended: list[tuple[str, int]] = []
+        self.spans: list[tuple[str, str, tuple[str, int] | None]] = []
+        self.sockets = 0
+        self.most_sockets = 0
+
+    @contextmanager
+    def request_span(self, method: str, request_id: str) -> Iterator[Any]:
+        finished: list[tuple[str, int]] = []
+
+        class Span:
+            def finish(self, route: str, status: int) -> None:
+                finished.append((route, status))
+
+        yield Span()
+        self.spans.append((method, request_id, finished[0] if finished else None))
+
+    def request_ended(self, route: str, status: int, seconds: float) -> None:
+        assert seconds >= 0
+        self.ended.append((route, status))
+
+    def websocket_opened(self) -> None:
+        self.sockets += 1
+        self.most_sockets = max(self.most_sockets, self.sockets)
+
+    def websocket_closed(self) -> None:
+        self.sockets -= 1
+
+
+class Service(ServiceRoutes):
+    async def health(self, request: Request) -> Response:
+        if "explode" in request.query_params:
+            raise RuntimeError("a bug")
+        return JSONResponse({"request_id": REQUEST_ID.get()})
+
+
+def build(observer: Observer) -> Any:
+    store = MemoryStore()
+    backend = ScriptedBackend([TextDelta("hi"), Finish("stop"), UsageReport(Usage(3, 2))])
+    gateway = Gateway(
+        store, Router([BackendEntry(backend, {}, catch_all=True)]), Loop(store), RunRegistry()
+    )
+    return build_http_app(ResponsesRoutes(gateway, 1 << 20), Service(gateway), observer=observer)
+
+
+CREATE = orjson.dumps({"model": "m", "input": "hi"})
+STREAM = orjson.dumps({"model": "m", "input": "hi", "stream": True})
+
+
+async def test_every_answer_carries_its_own_request_id() -> None:
+    observer = Observer()
+    app = build(observer)
+    replies = [
+        await call(app, "GET", "/health", content_type=None),
+        await call(app, "GET", "/v1/models", content_type=None),
+        await call(app, "GET", "/nowhere", content_type=None),
+        await call(app, "POST", "/v1/responses", b"{not json"),
+        await call(app, "POST", "/v1/responses", CREATE),
+        await call(app, "POST", "/v1/responses", STREAM),
+        await call(app, "GET", "/v1/responses/resp_missing", content_type=None),
+    ]
+    assert [r.status for r in replies] == [200, 200, 404, 400, 200, 200, 404]
+    assert replies[5].headers["content-type"].startswith("text/event-stream")
+    ids = [r.headers["x-request-id"] for r in replies]
+    assert all(REQUEST_ID_SHAPE.fullmatch(i) for i in ids)
+    assert len(set(ids)) == len(ids)
+    assert replies[0].json() == {"request_id": ids[0]}  # the id is the request's context
+    assert [s[1] for s in observer.spans] == ids
+    assert observer.ended == [
+        ("/health", 200),
+        ("/v1/models", 200),
+        ("unmatched", 404),
+        ("/v1/responses", 400),
+        ("/v1/responses", 200),
+        ("/v1/responses", 200),
+        ("/v1/responses/{response_id}", 404),
+    ]
+    assert [s[2] for s in observer.spans] == observer.ended
+    assert [s[0] for s in observer.spans][:4] == ["GET", "GET", "GET", "POST"]
+
+
+async def test_a_client_request_id_is_neither_used_nor_reflected() -> None:
+    app = build(Observer())
+    sent = b"client-id\r\nset-cookie: stolen=1"
+    reply = await call(app, "GET", "/health", content_type=None, headers=[(b"x-request-id", sent)])
+    assert REQUEST_ID_SHAPE.fullmatch(reply.headers["x-request-id"])
+    assert "set-cookie" not in reply.headers
+
+
+async def test_an_unexpected_failure_is_a_500_with_a_request_id() -> None:
+    observer = Observer()
+    app = build(observer)
+    started: list[Message] = []
+
+    def watch(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            started.append(message)
+
+    with pytest.raises(RuntimeError, match="a bug"):  # re-raised for the server's log
+        await call(app, "GET", "/health", query="explode=1", content_type=None, watch=watch)
+    [start] = started
+    assert start["status"] == 500
+    headers = dict(start["headers"])
+    assert REQUEST_ID_SHAPE.fullmatch(headers[b"x-request-id"].decode())
+    assert observer.ended == [("/health", 500)]
+
+
+async def test_an_answer_never_started_is_reported_as_client_gone() -> None:
+    async def silent(scope: Scope, receive: Receive, send: Send) -> None:
+        return None
+
+    observer = Observer()
+    await call(ObservedApp(silent, observer), "GET", "/anything", content_type=None)
+    assert observer.ended == [("unmatched", CLIENT_GONE)]
+
+
+async def test_a_refused_websocket_has_a_request_id() -> None:
+    observer = Observer()
+    app = build(observer)
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "websocket.connect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "websocket",
+        "asgi": {"version": "3.0"},
+        "path": "/v1/responses",
+        "raw_path": b"/v1/responses",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "extensions": {"websocket.http.response": {}},
+        "state": {},
+    }
+    await app(scope, receive, send)
+    [start] = [m for m in sent if m["type"] == "websocket.http.response.start"]
+    assert start["status"] == 426
+    assert REQUEST_ID_SHAPE.fullmatch(dict(start["headers"])[b"x-request-id"].decode())
+    assert observer.ended == [("/v1/responses", 426)]
+    assert observer.most_sockets == 0
+
+
+async def test_websocket_sessions_are_counted_while_open() -> None:
+    observer = Observer()
+    sent: list[Message] = []
+    open_during: list[int] = []
+
+    async def session(scope: Scope, receive: Receive, send: Send) -> None:
+        await receive()
+        await send({"type": "websocket.accept"})
+        open_during.append(observer.sockets)
+        await send({"type": "websocket.close", "code": 1000})
+
+    async def receive() -> Message:
+        return {"type": "websocket.connect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await ObservedApp(session, observer)({"type": "websocket", "path": "/ws"}, receive, send)
+    assert open_during == [1]
+    assert observer.sockets == 0
+    accept = sent[0]
+    assert REQUEST_ID_SHAPE.fullmatch(dict(accept["headers"])[b"x-request-id"].decode())
+    assert observer.ended == [("unmatched", 101)]

@@ -1,0 +1,76 @@
+"""JSON log lines: one object per line, with the request id of the request they were
+written for, and the exception when one is attached."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import orjson
+import pytest
+
+from stateway.core.telemetry import REQUEST_ID
+from stateway.telemetry.logs import TEXT_FORMAT, JsonFormatter, configure_logging
+
+
+def logged(
+    emit: logging.Logger, message: str, *args: object, **kwargs: object
+) -> dict[str, object]:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    emit.addHandler(handler)
+    try:
+        emit.warning(message, *args, **kwargs)  # type: ignore[arg-type]
+    finally:
+        emit.removeHandler(handler)
+    [line] = stream.getvalue().splitlines()
+    parsed = orjson.loads(line)
+    assert isinstance(parsed, dict)
+    return parsed
+
+
+def test_a_line_is_a_json_object_with_the_request_id() -> None:
+    token = REQUEST_ID.set("req_0123")
+    try:
+        entry = logged(logging.getLogger("stateway.test"), "route %s: %d", "r", 3)
+    finally:
+        REQUEST_ID.reset(token)
+    assert entry["message"] == "route r: 3"
+    assert entry["level"] == "warning"
+    assert entry["logger"] == "stateway.test"
+    assert entry["request_id"] == "req_0123"
+    assert str(entry["time"]).endswith("+00:00")
+
+
+def test_outside_a_request_there_is_no_request_id() -> None:
+    entry = logged(logging.getLogger("stateway.test"), "started")
+    assert "request_id" not in entry
+
+
+def test_an_exception_travels_in_the_line() -> None:
+    try:
+        raise ValueError('bad "quoted"\nvalue')
+    except ValueError:
+        entry = logged(logging.getLogger("stateway.test"), "failed", exc_info=True)
+    assert "ValueError" in str(entry["exception"])
+    assert entry["message"] == "failed"
+
+
+@pytest.mark.parametrize(
+    ("form", "formatter"), [("json", JsonFormatter), ("text", logging.Formatter)]
+)
+def test_configure_logging_installs_one_root_handler(form: str, formatter: type) -> None:
+    root = logging.getLogger()
+    saved = root.handlers, root.level
+    try:
+        configure_logging(form, "warning")  # type: ignore[arg-type]
+        [handler] = root.handlers
+        assert type(handler.formatter) is formatter
+        if form == "text":
+            assert handler.formatter is not None
+            assert handler.formatter._fmt == TEXT_FORMAT
+        assert root.level == logging.WARNING
+        assert logging.getLogger("httpx2").level == logging.WARNING
+    finally:
+        root.handlers, root.level = saved

@@ -1,0 +1,98 @@
+"""The Prometheus metrics: names, labels and values as scraped, from the events the core
+and the surface report; process gauges read at scrape time."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from stateway.core.telemetry import RunReport
+from stateway.core.usage import Usage
+from stateway.telemetry.metrics import PrometheusMetrics
+
+
+def scrape(metrics: PrometheusMetrics) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """``{sample name: {sorted labels: value}}``."""
+    body, content_type = metrics.exposition()
+    assert content_type.startswith("text/plain")
+    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            labels = tuple(sorted(sample.labels.items()))
+            samples.setdefault(sample.name, {})[labels] = sample.value
+    return samples
+
+
+def test_requests_are_counted_by_route_and_status_and_timed_by_route() -> None:
+    metrics = PrometheusMetrics()
+    metrics.request_ended("/v1/responses", 200, 0.2)
+    metrics.request_ended("/v1/responses", 200, 0.3)
+    metrics.request_ended("/v1/responses", 400, 0.01)
+    metrics.request_ended("unmatched", 404, 0.001)
+    samples = scrape(metrics)
+    assert samples["stateway_requests_total"] == {
+        (("route", "/v1/responses"), ("status", "200")): 2,
+        (("route", "/v1/responses"), ("status", "400")): 1,
+        (("route", "unmatched"), ("status", "404")): 1,
+    }
+    counts = samples["stateway_request_duration_seconds_count"]
+    assert counts == {(("route", "/v1/responses"),): 3, (("route", "unmatched"),): 1}
+    sums = samples["stateway_request_duration_seconds_sum"]
+    assert abs(sums[(("route", "/v1/responses"),)] - 0.51) < 1e-9
+
+
+def test_a_run_counts_its_tokens_attempts_and_first_token() -> None:
+    metrics = PrometheusMetrics()
+    attempts = [
+        {"backend": "a", "outcome": "skipped"},
+        {"backend": "a", "outcome": "failed"},
+        {"backend": "b", "outcome": "ok"},
+    ]
+    metrics.run_ended(RunReport("acme", "m", Usage(10, 4), attempts, 0.25))
+    metrics.run_ended(RunReport("acme", "m", Usage(5, 1), [{"backend": "b", "outcome": "ok"}]))
+    metrics.run_ended(RunReport("other", "m", None, []))  # no usage: no series
+    samples = scrape(metrics)
+    key = (("model", "m"), ("tenant", "acme"))
+    assert samples["stateway_input_tokens_total"] == {key: 15}
+    assert samples["stateway_output_tokens_total"] == {key: 5}
+    assert samples["stateway_upstream_attempts_total"] == {
+        (("backend", "a"), ("outcome", "skipped")): 1,
+        (("backend", "a"), ("outcome", "failed")): 1,
+        (("backend", "b"), ("outcome", "ok")): 2,
+    }
+    assert samples["stateway_time_to_first_token_seconds_count"] == {(("model", "m"),): 1}
+
+
+def test_tools_sockets_and_storage() -> None:
+    metrics = PrometheusMetrics()
+    metrics.tool_called("mcp", "ok")
+    metrics.tool_called("mcp", "timeout")
+    metrics.tool_called("mcp", "ok")
+    metrics.websocket_opened()
+    metrics.websocket_opened()
+    metrics.websocket_closed()
+    metrics.storage_observed("save", 0.002)
+    metrics.storage_observed("save", 0.004)
+    samples = scrape(metrics)
+    assert samples["stateway_tool_calls_total"] == {
+        (("outcome", "ok"), ("tool", "mcp")): 2,
+        (("outcome", "timeout"), ("tool", "mcp")): 1,
+    }
+    assert samples["stateway_websocket_connections"] == {(): 1}
+    assert samples["stateway_storage_duration_seconds_count"] == {(("operation", "save"),): 2}
+
+
+def test_process_gauges_are_read_when_scraped() -> None:
+    metrics = PrometheusMetrics()
+    state = {"runs": 3, "queued": 0}
+    metrics.sample(lambda: state["runs"], lambda: state["queued"])
+    assert scrape(metrics)["stateway_active_runs"] == {(): 3}
+    state.update(runs=1, queued=7)
+    samples = scrape(metrics)
+    assert samples["stateway_active_runs"] == {(): 1}
+    assert samples["stateway_upstream_queue_depth"] == {(): 7}
+
+
+def test_each_gateway_has_its_own_registry() -> None:
+    first, second = PrometheusMetrics(), PrometheusMetrics()
+    first.request_ended("/health", 200, 0.001)
+    assert "stateway_requests_total" not in scrape(second)
