@@ -10,7 +10,13 @@ from typing import Any
 
 import orjson
 
-from stateway.core.commands import CreateResponse, ForwardChat, GenerationSettings, Principal
+from stateway.core.commands import (
+    CompactResponse,
+    CreateResponse,
+    ForwardChat,
+    GenerationSettings,
+    Principal,
+)
 from stateway.core.errors import UpstreamUnavailable
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta, UsageReport
@@ -21,6 +27,7 @@ from stateway.core.telemetry import Attribute, RunReport, Span, ToolOutcome
 from stateway.core.tools.ports import SearchHit
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
 from stateway.core.usage import Usage
+from tests.core.compaction.test_service import SEALER, SUMMARY, user
 from tests.core.fakes import FakeSearch, MemoryStore, RoundsBackend, ScriptedBackend
 from tests.core.tools.test_tool_loop import DOCS, MCP_TOOL, answer, call, fake_mcp, tools_round
 
@@ -171,3 +178,14 @@ async def test_a_relayed_answer_reports_its_usage_once_closed() -> None:
     [report] = telemetry.reports
     assert (report.tenant_id, report.model, report.usage) == ("acme", "fast", Usage(7, 4))
     assert [(a["backend"], a["outcome"]) for a in report.attempts] == [("scripted", "ok")]
+
+
+async def test_a_compaction_reports_the_summary_tokens() -> None:
+    telemetry = Recording()
+    store = MemoryStore()
+    router = Router([BackendEntry(ScriptedBackend(SUMMARY), {}, catch_all=True)])
+    loop = Loop(store, sealer=SEALER)
+    gw = Gateway(store, router, loop, RunRegistry(), sealer=SEALER, telemetry=telemetry)
+    await gw.execute(Principal(tenant_id="acme"), CompactResponse("m", [user("one")]))
+    [report] = telemetry.reports
+    assert (report.tenant_id, report.model, report.usage) == ("acme", "m", Usage(10, 3))

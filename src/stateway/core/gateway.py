@@ -253,9 +253,12 @@ class Gateway:
                 return self._served_reloads().status()
             case CompactResponse():
                 with self.generations.lease() as generation:
-                    return await self._compaction.compact(
+                    compacted = await self._compaction.compact(
                         principal.tenant_id, command, generation.router
                     )
+                report = RunReport(principal.tenant_id, command.model, compacted.usage)
+                self._telemetry.run_ended(report)  # the summary's tokens
+                return compacted
             case GetUsage():
                 if self._usage is None:
                     raise NotFound("Usage is not served by this gateway.")
