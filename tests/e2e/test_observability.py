@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import openai
 import orjson
 import pytest
 from openai import OpenAI
@@ -114,7 +115,7 @@ def workload(served: Served) -> dict[str, Any]:
     assert missing.status_code == 404
     ids.append(missing.headers["x-request-id"])
     samples = scrape(served.url)  # now: the other tests send requests of their own
-    return {"summed": summed, "ids": ids, "response_request_id": ids[2], "samples": samples}
+    return {"summed": summed, "ids": ids, "samples": samples}
 
 
 def test_metrics_after_a_workload(served: Served, workload: dict[str, Any]) -> None:
@@ -170,13 +171,20 @@ def test_every_kind_of_answer_has_a_unique_request_id(
     assert len(set(ids)) == len(ids)
 
 
-def test_json_log_lines_carry_the_request_id(served: Served, workload: dict[str, Any]) -> None:
+def test_json_log_lines_carry_the_request_id(served: Served) -> None:
+    """A failed upstream attempt is logged (a WARNING, from the run's task) and so is the
+    5xx answer: both lines carry the request's id, the answer's ``x-request-id``."""
+    client = OpenAI(base_url=served.url + "/v1", api_key="sk-test", max_retries=0)
+    with client, pytest.raises(openai.APIStatusError) as failed:
+        client.responses.create(model="m", input="[[error:500]]")
+    request_id = failed.value.response.headers["x-request-id"]
+    assert REQUEST_ID.fullmatch(request_id)
     lines = [line for line in served.log.read_text().splitlines() if line.strip()]
     entries = [orjson.loads(line) for line in lines]  # every line is one JSON object
     assert all({"time", "level", "logger", "message"} <= set(e) for e in entries)
-    request_id = workload["response_request_id"]
-    attempts = [e for e in entries if e.get("request_id") == request_id]
-    assert any(e["logger"] == "stateway.routing" for e in attempts)
+    ours = [e for e in entries if e.get("request_id") == request_id]
+    assert {e["logger"] for e in ours} >= {"stateway.routing", "stateway.surfaces.http.app"}
+    assert all(e["level"] == "warning" for e in ours)
 
 
 def test_usage_matches_the_stored_responses(served: Served, workload: dict[str, Any]) -> None:
