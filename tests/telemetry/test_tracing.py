@@ -187,3 +187,9 @@ def test_the_service_is_named_stateway_unless_the_environment_says(
     provider = tracing.otlp_provider("1.2.3")
     assert provider.resource.attributes["service.name"] == "edge-gateway"
     provider.shutdown()
+
+
+def test_grpc_without_its_exporter_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    with pytest.raises(ConfigError, match="grpc"):
+        open_tracing(TracingConfig(enabled=True), "0", {})
