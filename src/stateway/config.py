@@ -42,6 +42,7 @@ from typing import Any, Literal
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from stateway.auth_config import AuthConfig
 from stateway.route_config import HealthConfig, RouteConfig, StageConfig, check_routes
 from stateway.sealing.keys import parse_key
 from stateway.storage.sql.engine import async_url
@@ -266,6 +267,7 @@ class Config(_Strict):
     admin: AdminConfig = AdminConfig()
     logging: LoggingConfig = LoggingConfig()
     tracing: TracingConfig = TracingConfig()
+    auth: AuthConfig = AuthConfig()
 
     @property
     def catch_all_backends(self) -> list[BackendConfig]:

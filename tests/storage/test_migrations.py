@@ -22,7 +22,7 @@ from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.migrator import MIGRATIONS_DIR, alembic_config
 from stateway.storage.sql.schema import metadata
 
-HEAD = "0005"
+HEAD = "0006"
 _HEAD_TABLES = {
     "responses",
     "items",
@@ -31,6 +31,7 @@ _HEAD_TABLES = {
     "response_events",
     "gateway_secrets",
     "run_owners",
+    "api_keys",
     "alembic_version",
 }
 
@@ -170,7 +171,7 @@ def test_0003_adds_conversations_events_and_secrets_and_counts_queued_as_unfinis
 
     command.upgrade(config, "0003")
     tables, _ = sqlite_state(sqlite_url)
-    assert tables == _HEAD_TABLES - {"run_owners"}
+    assert tables == _HEAD_TABLES - {"run_owners", "api_keys"}
     with sqlite3.connect(path) as connection:
         (index_sql,) = connection.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'ix_responses_in_progress'"
@@ -227,4 +228,20 @@ def test_0005_adds_the_run_owners_and_drops_them_again(sqlite_url: str) -> None:
     assert rows == [("h 1 1", 0)]
 
     command.downgrade(config, "0004")
-    assert sqlite_state(sqlite_url) == (_HEAD_TABLES - {"run_owners"}, ["0004"])
+    assert sqlite_state(sqlite_url) == (_HEAD_TABLES - {"run_owners", "api_keys"}, ["0004"])
+
+
+def test_0006_adds_the_api_keys_and_takes_them_away(sqlite_url: str) -> None:
+    config = alembic_config(sqlite_url)
+    command.upgrade(config, "0005")
+    command.upgrade(config, "0006")
+    assert sqlite_state(sqlite_url) == (_HEAD_TABLES, ["0006"])
+    path = sqlite_url.removeprefix("sqlite:///")
+    row = "INSERT INTO api_keys (id, tenant_id, digest, created_at) VALUES (?, 't', 'd', 1.0)"
+    with sqlite3.connect(path) as connection:
+        connection.execute(row, ("key_1",))
+        with pytest.raises(sqlite3.IntegrityError):  # one key per digest
+            connection.execute(row, ("key_2",))
+
+    command.downgrade(config, "0005")
+    assert sqlite_state(sqlite_url) == (_HEAD_TABLES - {"api_keys"}, ["0005"])

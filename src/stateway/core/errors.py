@@ -9,7 +9,10 @@ Protocols render it in their own error shape; nothing classifies errors by messa
     │   ├── PreviousResponseNotFound   400 code=previous_response_not_found
     │   ├── ResponseInProgress    400 code=response_in_progress
     │   └── ConfigRejected        400 code=config_invalid (a reload; the last good serves on)
-    ├── Unauthorized              401 code=invalid_api_key (the admin credential)
+    ├── Unauthorized              401 code=invalid_api_key (a missing, wrong, expired or
+    │                                 revoked credential: API key, token, admin key)
+    ├── Forbidden                 403 code=permission_denied (a credential used where it
+    │                                 does not reach: a tenant's on an admin route)
     ├── RequestTooLarge           413 invalid_request_error
     ├── NotFound                  404 invalid_request_error
     │   ├── ModelNotFound         404 code=model_not_found
@@ -24,6 +27,8 @@ Protocols render it in their own error shape; nothing classifies errors by messa
     │   └── UpstreamRejected      4xx the model server refused the request itself
     ├── Overloaded                503 code=overloaded, Retry-After (the gateway's own queue)
     ├── StorageError              503 server_error
+    ├── IdentityUnavailable       503 code=identity_provider_unavailable (OIDC discovery
+    │                                 or JWKS unreachable)
     ├── ServerShuttingDown        503 code=server_shutting_down
     └── InternalError             500 server_error (a gateway bug, logged; no details leak)
 """
@@ -84,7 +89,8 @@ class ConfigRejected(InvalidRequest):
 
 
 class Unauthorized(GatewayError):
-    """A missing or wrong credential (the admin routes' bearer key)."""
+    """A missing, malformed, wrong, expired or revoked credential. The message never
+    holds the credential."""
 
     status = 401
     type = "invalid_request_error"
@@ -92,6 +98,24 @@ class Unauthorized(GatewayError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
+
+
+class Forbidden(GatewayError):
+    """A valid credential that does not reach this route (a tenant's credential on an
+    admin route, the admin credential on a tenant's)."""
+
+    status = 403
+    type = "invalid_request_error"
+    code = "permission_denied"
+
+
+class IdentityUnavailable(GatewayError):
+    """The identity provider (OIDC discovery or its JWKS) could not be reached or gave
+    no usable answer, so a token could not be checked."""
+
+    status = 503
+    type = "server_error"
+    code = "identity_provider_unavailable"
 
 
 class RequestTooLarge(GatewayError):

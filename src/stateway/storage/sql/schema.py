@@ -50,6 +50,11 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     that sees another's beat stand still for that owner's ``lease_timeout`` fails its
     unfinished responses and deletes its row (see :mod:`stateway.core.leases`).
 
+``api_keys``
+    The keys ``stateway keys create`` made (not tenant data: a key names its tenant):
+    each key's SHA-256 ``digest`` (unique; the key itself is never stored), its tenant,
+    name, and creation, expiry and revocation times (ADR 0014).
+
 ``previous_response_id`` deliberately has no foreign key: a chain is read by following
 the links, and a missing ancestor (say, one day, a retention purge) ends the walk instead
 of blocking the purge or failing the read. Items reference their response and go with it.
@@ -74,6 +79,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     text,
 )
 
@@ -205,4 +211,18 @@ run_owners: Final = Table(
     Column("lease_timeout", Double, nullable=False),
     Column("renewed_at", Double, nullable=False),
     PrimaryKeyConstraint("owner"),
+)
+
+api_keys: Final = Table(
+    "api_keys",
+    metadata,
+    Column("id", String, nullable=False),
+    Column("tenant_id", String, nullable=False),
+    Column("name", String, nullable=True),
+    Column("digest", String, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("expires_at", Double, nullable=True),
+    Column("revoked_at", Double, nullable=True),
+    PrimaryKeyConstraint("id"),
+    UniqueConstraint("digest"),
 )

@@ -1,0 +1,224 @@
+"""OpenID Connect bearer tokens, verified with PyJWT.
+
+The issuer's discovery document (``{issuer}/.well-known/openid-configuration``) names
+its JWKS. Both are fetched for the first token, not at start-up (a gateway starts while
+its identity provider is down, and answers tokens with 503 until it is back), through
+PyJWT's ``PyJWKClient`` in a worker thread. The key set is kept for ``JWKS_MAX_AGE``
+seconds, and fetched again at once for a token naming a key it lacks (the provider
+rotated its keys), at most once per ``refetch_cooldown`` seconds: a flood of tokens with
+made-up key ids costs the provider one fetch per cooldown. A fetch that fails is not
+retried within the cooldown either; while it fails, a key set already fetched keeps
+serving, however old.
+
+A token is accepted when it is signed with an asymmetric algorithm (``none`` and HMAC
+are refused: a public key is no shared secret) by a published key, its ``iss`` is the
+issuer's, its ``aud`` holds the audience, and it has not expired (``exp`` is required;
+``nbf`` and ``iat`` are checked when present). Its tenant is the ``tenant_claim`` claim,
+its subject ``sub``. No token ever reaches a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import logging
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import jwt
+from jwt import PyJWK, PyJWKClient
+
+from stateway.core.errors import IdentityUnavailable, Unauthorized
+from stateway.exposure import check_url_transport
+from stateway.identity.keys import TENANT_PATTERN
+
+log = logging.getLogger(__name__)
+
+ALGORITHMS: Final = (
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "ES256",
+    "ES384",
+    "ES512",
+    "EdDSA",
+)
+"""Signing algorithms accepted: asymmetric ones only."""
+JWKS_MAX_AGE: Final = 300.0
+"""Seconds a fetched key set is used before it is fetched again."""
+MAX_SUBJECT: Final = 255
+DISCOVERY_PATH: Final = "/.well-known/openid-configuration"
+
+
+@dataclass(frozen=True, slots=True)
+class OidcSettings:
+    issuer: str
+    audience: str
+    tenant_claim: str
+    refetch_cooldown: float = 1.0
+    timeout: float = 5.0
+    """Seconds a fetch of the discovery document or the JWKS may take."""
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedToken:
+    tenant_id: str
+    subject: str
+    expires_at: float
+
+
+class OidcVerifier:
+    def __init__(
+        self, settings: OidcSettings, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._settings = settings
+        self._clock = clock
+        self._issuer = settings.issuer
+        """As the discovery document spells it: what ``iss`` must be."""
+        self._client: PyJWKClient | None = None
+        self._keys: dict[str, PyJWK] = {}
+        self._fetched_at: float | None = None
+        """When the key set was last fetched (``clock``), None before the first time."""
+        self._attempted_at: float | None = None
+        self._failing = False
+        """Whether the last fetch failed."""
+        self._lock = asyncio.Lock()
+
+    async def verify(self, token: str) -> VerifiedToken:
+        """The token's tenant, subject and expiry. Raises :class:`Unauthorized` for a
+        token that is not valid, :class:`IdentityUnavailable` when the identity provider
+        cannot say (its discovery document or JWKS could not be fetched)."""
+        alg, kid = _header(token)
+        key = self._fresh_key(kid) or await self._fetched_key(kid)
+        return self._identity(self._decode(token, key, alg))
+
+    def _fresh_key(self, kid: str | None) -> PyJWK | None:
+        fetched = self._fetched_at
+        if fetched is None or self._clock() - fetched >= JWKS_MAX_AGE:
+            return None
+        return self._key(kid)
+
+    def _key(self, kid: str | None) -> PyJWK | None:
+        if kid is None:  # a provider with a single key may leave kid out
+            return next(iter(self._keys.values())) if len(self._keys) == 1 else None
+        return self._keys.get(kid)
+
+    async def _fetched_key(self, kid: str | None) -> PyJWK:
+        async with self._lock:
+            key = self._fresh_key(kid)  # fetched by another request meanwhile
+            if key is not None:
+                return key
+            now = self._clock()
+            attempted = self._attempted_at
+            if attempted is not None and now - attempted < self._settings.refetch_cooldown:
+                return self._known_key(kid)
+            self._attempted_at = now
+            try:
+                keys = await asyncio.to_thread(self._fetch)
+            except IdentityUnavailable:
+                self._failing = True
+                if self._keys:  # keep serving what was fetched before
+                    return self._known_key(kid)
+                raise
+            self._keys, self._fetched_at, self._failing = keys, self._clock(), False
+            return self._known_key(kid)
+
+    def _known_key(self, kid: str | None) -> PyJWK:
+        key = self._key(kid)
+        if key is not None:
+            return key
+        if self._failing:
+            raise _unavailable()
+        raise Unauthorized("The token is signed with a key the identity provider does not publish.")
+
+    def _fetch(self) -> dict[str, PyJWK]:
+        """Run in a worker thread: discovery (the first time), then the key set."""
+        try:
+            if self._client is None:
+                self._client = self._discover()
+            jwk_set = self._client.get_jwk_set(refresh=True)
+        except (jwt.PyJWTError, OSError, http.client.HTTPException, ValueError) as exc:
+            log.warning("oidc: the identity provider %s gave no key set: %s", self._issuer, exc)
+            raise _unavailable() from None
+        return {
+            key.key_id: key
+            for key in jwk_set.keys
+            if key.key_id and key.public_key_use in ("sig", None)
+        }
+
+    def _discover(self) -> PyJWKClient:
+        issuer = self._settings.issuer
+        request = urllib.request.Request(
+            issuer.rstrip("/") + DISCOVERY_PATH, headers={"Accept": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=self._settings.timeout) as answer:
+            document = json.load(answer)
+        if not isinstance(document, dict):
+            raise ValueError("the discovery document is not a JSON object")
+        named, jwks_uri = document.get("issuer"), document.get("jwks_uri")
+        if not isinstance(named, str) or named.rstrip("/") != issuer.rstrip("/"):
+            raise ValueError(f"the discovery document names another issuer: {named!r}")
+        if not isinstance(jwks_uri, str):
+            raise ValueError("the discovery document has no jwks_uri")
+        check_url_transport(jwks_uri, "jwks_uri")
+        self._issuer = named
+        return PyJWKClient(jwks_uri, cache_jwk_set=False, timeout=self._settings.timeout)
+
+    def _decode(self, token: str, key: PyJWK, alg: str) -> dict[str, Any]:
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key,  # verifies with the key's own algorithm, which must be the token's
+                algorithms=[alg],
+                audience=self._settings.audience,
+                issuer=self._issuer,
+                options={"require": ["exp", "iss", "aud", "sub"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise Unauthorized("The token has expired.") from None
+        except jwt.InvalidAudienceError:
+            raise Unauthorized("The token is not meant for this gateway (audience).") from None
+        except jwt.InvalidIssuerError:
+            raise Unauthorized("The token was issued by another issuer.") from None
+        except jwt.InvalidSignatureError:
+            raise Unauthorized("The token's signature does not verify.") from None
+        except jwt.PyJWTError:
+            raise Unauthorized("The token is not valid.") from None
+        return claims
+
+    def _identity(self, claims: dict[str, Any]) -> VerifiedToken:
+        claim = self._settings.tenant_claim
+        tenant = claims.get(claim)
+        if not isinstance(tenant, str) or TENANT_PATTERN.fullmatch(tenant) is None:
+            raise Unauthorized(f"The token's '{claim}' claim names no valid tenant.")
+        subject = claims["sub"]
+        if not isinstance(subject, str) or not subject or len(subject) > MAX_SUBJECT:
+            raise Unauthorized("The token's 'sub' claim is not a valid subject.")
+        return VerifiedToken(tenant, subject, float(claims["exp"]))
+
+
+def _header(token: str) -> tuple[str, str | None]:
+    """The token's algorithm (an accepted one) and key id, read before verifying."""
+    try:
+        header = jwt.get_unverified_header(token)
+    except jwt.PyJWTError:
+        raise Unauthorized("The bearer token is not a well-formed JWT.") from None
+    alg, kid = header.get("alg"), header.get("kid")
+    if alg not in ALGORITHMS:
+        raise Unauthorized(
+            f"The token's signing algorithm is not accepted; use one of {', '.join(ALGORITHMS)}."
+        )
+    if kid is not None and not isinstance(kid, str):
+        raise Unauthorized("The token's 'kid' header is not a string.")
+    return alg, kid
+
+
+def _unavailable() -> IdentityUnavailable:
+    return IdentityUnavailable("The identity provider could not be reached to check the token.")

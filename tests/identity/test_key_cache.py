@@ -1,0 +1,130 @@
+"""The key cache: answers within its TTL without the store, asks again after it,
+shares one lookup between concurrent misses, and stays bounded."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from stateway.core.errors import StorageError
+from stateway.identity.key_cache import KeyCache
+from stateway.identity.keys import ApiKey
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Store:
+    def __init__(self) -> None:
+        self.keys: dict[str, ApiKey] = {}
+        self.lookups: list[str] = []
+        self.gate: asyncio.Event | None = None
+        self.failing = False
+
+    async def add(self, key: ApiKey) -> None:
+        self.keys[key.digest] = key
+
+    async def find(self, digest: str) -> ApiKey | None:
+        self.lookups.append(digest)
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.failing:
+            raise StorageError("Storage failed while looking up an API key.")
+        return self.keys.get(digest)
+
+    async def list(self) -> list[ApiKey]:
+        return list(self.keys.values())
+
+    async def revoke(self, key_id: str, now: float) -> ApiKey | None:
+        return None
+
+
+def key(digest: str, revoked_at: float | None = None) -> ApiKey:
+    return ApiKey(f"key_{digest}", "t", None, digest, 0.0, revoked_at=revoked_at)
+
+
+async def test_an_answer_is_kept_for_the_ttl_then_asked_again() -> None:
+    store, clock = Store(), Clock()
+    cache = KeyCache(store, 2.0, clock=clock)
+    await store.add(key("d1"))
+
+    assert await cache.find("d1") == key("d1")
+    store.keys["d1"] = key("d1", revoked_at=1.0)  # revoked by another process
+    clock.now = 1.9
+    assert (await cache.find("d1")) == key("d1")
+    clock.now = 2.0
+    assert (await cache.find("d1")) == key("d1", revoked_at=1.0)
+    assert store.lookups == ["d1", "d1"]
+
+
+async def test_an_unknown_key_is_remembered_too_until_the_ttl() -> None:
+    store, clock = Store(), Clock()
+    cache = KeyCache(store, 2.0, clock=clock)
+
+    assert await cache.find("new") is None
+    await store.add(key("new"))  # created meanwhile
+    assert await cache.find("new") is None
+    clock.now = 2.0
+    assert await cache.find("new") == key("new")
+
+
+async def test_concurrent_misses_share_one_lookup() -> None:
+    store = Store()
+    store.gate = asyncio.Event()
+    await store.add(key("d"))
+    cache = KeyCache(store, 2.0, clock=Clock())
+
+    finds = [asyncio.ensure_future(cache.find("d")) for _ in range(10)]
+    await asyncio.sleep(0)
+    store.gate.set()
+
+    assert await asyncio.gather(*finds) == [key("d")] * 10
+    assert store.lookups == ["d"]
+
+
+async def test_a_storage_failure_reaches_every_waiter_and_is_not_remembered() -> None:
+    store = Store()
+    store.failing = True
+    cache = KeyCache(store, 2.0, clock=Clock())
+
+    results = await asyncio.gather(cache.find("d"), cache.find("d"), return_exceptions=True)
+    assert [type(r) for r in results] == [StorageError, StorageError]
+    store.failing = False
+    await store.add(key("d"))
+    assert await cache.find("d") == key("d")
+
+
+async def test_a_waiter_that_leaves_does_not_cancel_the_lookup() -> None:
+    store = Store()
+    store.gate = asyncio.Event()
+    await store.add(key("d"))
+    cache = KeyCache(store, 2.0, clock=Clock())
+    leaving = asyncio.ensure_future(cache.find("d"))
+    await asyncio.sleep(0)
+    staying = asyncio.ensure_future(cache.find("d"))
+    await asyncio.sleep(0)
+
+    leaving.cancel()
+    store.gate.set()
+
+    assert await staying == key("d")
+    with pytest.raises(asyncio.CancelledError):
+        await leaving
+
+
+async def test_the_cache_keeps_at_most_max_entries() -> None:
+    store, clock = Store(), Clock()
+    cache = KeyCache(store, 60.0, max_entries=3, clock=clock)
+    for digest in ("a", "b", "c", "d"):
+        await cache.find(digest)
+
+    await cache.find("a")  # dropped first: asked again
+    await cache.find("d")  # still there
+
+    assert store.lookups == ["a", "b", "c", "d", "a"]

@@ -1,0 +1,225 @@
+"""OIDC tokens verified against a loopback issuer: what is accepted, what each bad token
+gets, key rotation with a rate-limited refetch, and an issuer that is down."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from stateway.core.errors import IdentityUnavailable, Unauthorized
+from stateway.identity.oidc import JWKS_MAX_AGE, OidcSettings, OidcVerifier
+from tests.support.oidc_issuer import AUDIENCE, TENANT_CLAIM, OidcIssuer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def issuer() -> Iterator[OidcIssuer]:
+    with OidcIssuer() as running:
+        yield running
+
+
+def verifier(issuer: OidcIssuer, clock: Clock | None = None, cooldown: float = 1.0) -> OidcVerifier:
+    settings = OidcSettings(issuer.url, AUDIENCE, TENANT_CLAIM, refetch_cooldown=cooldown)
+    return OidcVerifier(settings, clock=clock or Clock())
+
+
+async def test_a_valid_token_names_its_tenant_subject_and_expiry(issuer: OidcIssuer) -> None:
+    expires = int(time.time()) + 300
+    verified = await verifier(issuer).verify(issuer.token(org="acme", sub="ann", exp=expires))
+
+    assert (verified.tenant_id, verified.subject, verified.expires_at) == ("acme", "ann", expires)
+    assert (issuer.discovery_fetches, issuer.jwks_fetches) == (1, 1)
+
+
+async def test_the_key_set_is_fetched_once_for_many_tokens(issuer: OidcIssuer) -> None:
+    checking = verifier(issuer)
+    for subject in ("a", "b", "c"):
+        await checking.verify(issuer.token(sub=subject))
+
+    assert (issuer.discovery_fetches, issuer.jwks_fetches) == (1, 1)
+
+
+async def test_an_elliptic_curve_key_signs_too(issuer: OidcIssuer) -> None:
+    kid = issuer.add_key("ec")
+
+    verified = await verifier(issuer).verify(issuer.token(kid=kid, org="ec-org"))
+
+    assert verified.tenant_id == "ec-org"
+
+
+@pytest.mark.parametrize(
+    ("claims", "message"),
+    [
+        ({"exp": int(time.time()) - 10}, "The token has expired."),
+        ({"aud": "someone-else"}, "The token is not meant for this gateway (audience)."),
+        ({"iss": "http://127.0.0.1:1"}, "The token was issued by another issuer."),
+        ({"exp": None}, "The token is not valid."),
+        ({"sub": None}, "The token is not valid."),
+        ({"nbf": int(time.time()) + 3600}, "The token is not valid."),
+        ({"org": None}, "The token's 'org' claim names no valid tenant."),
+        ({"org": "a/b"}, "The token's 'org' claim names no valid tenant."),
+        ({"org": ["acme"]}, "The token's 'org' claim names no valid tenant."),
+        ({"sub": ""}, "The token's 'sub' claim is not a valid subject."),
+    ],
+)
+async def test_a_bad_token_is_unauthorized(
+    issuer: OidcIssuer, claims: dict[str, object], message: str
+) -> None:
+    with pytest.raises(Unauthorized) as refused:
+        await verifier(issuer).verify(issuer.token(**claims))
+
+    assert refused.value.message == message
+    assert refused.value.status == 401
+
+
+async def test_alg_none_is_refused_before_any_fetch(issuer: OidcIssuer) -> None:
+    with pytest.raises(Unauthorized, match="signing algorithm is not accepted"):
+        await verifier(issuer).verify(issuer.unsigned_token())
+
+    assert issuer.jwks_fetches == 0
+
+
+async def test_hmac_under_the_public_key_is_refused(issuer: OidcIssuer) -> None:
+    token = issuer.hmac_token(issuer.public_pem())
+
+    with pytest.raises(Unauthorized, match="signing algorithm is not accepted"):
+        await verifier(issuer).verify(token)
+
+
+async def test_a_token_signed_with_another_key_under_a_published_kid_is_refused(
+    issuer: OidcIssuer,
+) -> None:
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+    with pytest.raises(Unauthorized) as refused:
+        await verifier(issuer).verify(issuer.token(key=stranger))
+
+    assert refused.value.message == "The token's signature does not verify."
+
+
+@pytest.mark.parametrize(
+    "token", ["not-a-token", "a.b.c", "e30.e30.", "eyJhbGciOiJSUzI1NiJ9.%%%.sig"]
+)
+async def test_a_malformed_token_is_unauthorized(issuer: OidcIssuer, token: str) -> None:
+    with pytest.raises(Unauthorized):
+        await verifier(issuer).verify(token)
+
+
+async def test_a_rotated_key_is_fetched_on_its_first_token(issuer: OidcIssuer) -> None:
+    clock = Clock()
+    checking = verifier(issuer, clock, cooldown=1.0)
+    await checking.verify(issuer.token())
+    issuer.rotate()
+    clock.now += 1.0  # the cooldown since the first fetch is over
+
+    verified = await checking.verify(issuer.token(sub="after-rotation"))
+
+    assert verified.subject == "after-rotation"
+    assert issuer.jwks_fetches == 2
+
+
+async def test_unknown_kids_refetch_at_most_once_per_cooldown(issuer: OidcIssuer) -> None:
+    clock = Clock()
+    checking = verifier(issuer, clock, cooldown=1.0)
+    await checking.verify(issuer.token())
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    clock.now += 5.0
+
+    for n in range(5):
+        with pytest.raises(Unauthorized) as refused:
+            await checking.verify(issuer.token(kid=f"made-up-{n}", key=stranger))
+        assert refused.value.message == (
+            "The token is signed with a key the identity provider does not publish."
+        )
+
+    assert issuer.jwks_fetches == 2  # the first token's, and one for the made-up kids
+    clock.now += 1.0
+    with pytest.raises(Unauthorized):
+        await checking.verify(issuer.token(kid="made-up-later", key=stranger))
+    assert issuer.jwks_fetches == 3
+
+
+async def test_a_new_key_within_the_cooldown_waits_for_it(issuer: OidcIssuer) -> None:
+    clock = Clock()
+    checking = verifier(issuer, clock, cooldown=30.0)
+    await checking.verify(issuer.token())
+    kid = issuer.add_key()
+
+    with pytest.raises(Unauthorized):
+        await checking.verify(issuer.token(kid=kid))
+    clock.now += 30.0
+    assert (await checking.verify(issuer.token(kid=kid))).tenant_id == "acme"
+
+
+async def test_the_key_set_is_fetched_again_once_old(issuer: OidcIssuer) -> None:
+    clock = Clock()
+    checking = verifier(issuer, clock)
+    await checking.verify(issuer.token())
+    clock.now += JWKS_MAX_AGE
+
+    await checking.verify(issuer.token())
+
+    assert issuer.jwks_fetches == 2
+
+
+async def test_an_issuer_that_is_down_makes_tokens_unavailable_not_unauthorized(
+    issuer: OidcIssuer,
+) -> None:
+    issuer.down = True
+    clock = Clock()
+    checking = verifier(issuer, clock, cooldown=1.0)
+
+    with pytest.raises(IdentityUnavailable) as unavailable:
+        await checking.verify(issuer.token())
+    assert unavailable.value.status == 503
+    with pytest.raises(IdentityUnavailable):  # within the cooldown: not asked again
+        await checking.verify(issuer.token())
+    assert issuer.discovery_fetches == 0
+
+    issuer.down = False
+    clock.now += 1.0
+    assert (await checking.verify(issuer.token())).tenant_id == "acme"
+
+
+async def test_keys_fetched_before_serve_while_the_issuer_is_down(issuer: OidcIssuer) -> None:
+    clock = Clock()
+    checking = verifier(issuer, clock)
+    await checking.verify(issuer.token())
+    issuer.down = True
+    clock.now += JWKS_MAX_AGE  # due for a refetch, which fails
+
+    assert (await checking.verify(issuer.token(sub="still"))).subject == "still"
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    clock.now += 5.0
+    with pytest.raises(IdentityUnavailable):  # an unknown kid cannot be looked up
+        await checking.verify(issuer.token(kid="new", key=stranger))
+
+
+async def test_a_discovery_document_naming_another_issuer_is_unusable(
+    issuer: OidcIssuer,
+) -> None:
+    issuer.named = "http://127.0.0.1:1"
+
+    with pytest.raises(IdentityUnavailable):
+        await verifier(issuer).verify(issuer.token())
+    assert issuer.jwks_fetches == 0
+
+
+async def test_a_jwks_uri_over_plain_http_elsewhere_than_loopback_is_unusable(
+    issuer: OidcIssuer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    document = {"issuer": issuer.url, "jwks_uri": "http://idp.example/jwks"}
+    monkeypatch.setattr(issuer, "discovery", lambda: document)
+
+    with pytest.raises(IdentityUnavailable):
+        await verifier(issuer).verify(issuer.token())
