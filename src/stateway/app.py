@@ -50,6 +50,9 @@ from stateway.core.runs import CancelReason, RunRegistry
 from stateway.core.stages.chain import StageChain
 from stateway.core.tools.ports import McpServer
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy, Toolset
+from stateway.identity.key_cache import KeyCache
+from stateway.identity.keys import KeyStore
+from stateway.identity.oidc import OidcVerifier
 from stateway.mcp_client import PooledMcpClient
 from stateway.protocols.responses.encode import encode_event_json
 from stateway.reload import Compiled, Reloader, keep_started, restart_required
@@ -59,9 +62,11 @@ from stateway.search import build_search_provider
 from stateway.stage_loader import load_chain
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store
 from stateway.storage.sql.accounting import SqlUsageLedger
+from stateway.storage.sql.api_keys import SqlKeyStore
 from stateway.storage.sql.leases import SqlOwnerLeases
 from stateway.storage.sql.secrets import SqlSecrets
-from stateway.surfaces.http.admin import AdminRoutes
+from stateway.surfaces.auth.authenticator import Authenticator
+from stateway.surfaces.http.admin import AdminRoutes, require_admin
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.conversations import ConversationsRoutes
@@ -113,6 +118,8 @@ class GatewayParts:
     """``[rate_limits]``, when any is set."""
     telemetry: Observability = field(default_factory=lambda: Observability(PrometheusMetrics()))
     """Metrics (``/metrics``), and traces when ``[tracing] enabled``."""
+    keys: KeyStore | None = None
+    """The API keys (the database's), when the gateway runs over a database."""
 
     async def end_runs(self) -> None:
         """End every run as ``server_shutting_down``; later ones end as they start."""
@@ -311,7 +318,7 @@ async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
     except BaseException:
         await store.aclose()
         raise
-    return build_gateway(
+    parts = build_gateway(
         compiled,
         flags,
         store,
@@ -320,6 +327,8 @@ async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
         leases=SqlOwnerLeases(store.engine),
         usage=SqlUsageLedger(store.reader),
     )
+    parts.keys = SqlKeyStore(store.engine)
+    return parts
 
 
 async def open_sealer(config: Config, store: SqlResponseStore) -> AesGcmSealer:
@@ -450,8 +459,9 @@ def build_app(parts: GatewayParts) -> Starlette:
 
     config = parts.config
     key = admin_key(config)
-    admin = None if key is None else AdminRoutes(parts.gateway, key, config.admin.reload_endpoint)
+    admin = None if key is None else AdminRoutes(parts.gateway, config.admin.reload_endpoint)
     telemetry = parts.telemetry
+    authenticator = build_authenticator(config, parts.keys, key)
     server = config.server
     keepalive = float(os.environ.get(TESTING_KEEPALIVE_ENV, KEEPALIVE_INTERVAL))
     return build_http_app(
@@ -485,12 +495,24 @@ def build_app(parts: GatewayParts) -> Starlette:
         mcp=mcp,
         admin=admin,
         observer=telemetry,
-        # Open: no authentication exists yet; with it, its admin check goes here.
-        metrics=MetricsRoutes(telemetry.metrics.exposition),
-        usage=UsageRoutes(parts.gateway, _nobody if admin is None else admin.is_admin),
+        metrics=MetricsRoutes(
+            telemetry.metrics.exposition, require_admin if authenticator.required else None
+        ),
+        usage=UsageRoutes(parts.gateway),
+        authenticator=authenticator,
     )
 
 
-def _nobody(request: Any) -> bool:
-    """No caller is an admin (no admin credential is configured)."""
-    return False
+def build_authenticator(
+    config: Config, keys: KeyStore | None, admin_credential: str | None = None
+) -> Authenticator:
+    """Who may call (``[auth]``): API keys through a cache over ``keys``, OIDC tokens
+    through a verifier of the issuer's; ``admin_credential`` opens the admin routes."""
+    auth = config.auth
+    cache = None
+    if auth.api_keys:
+        if keys is None:
+            raise ConfigError("[auth] api_keys = true needs the gateway's database")
+        cache = KeyCache(keys, auth.key_cache_ttl)
+    oidc = None if auth.oidc is None else OidcVerifier(auth.oidc.settings)
+    return Authenticator(keys=cache, oidc=oidc, admin_key=admin_credential)

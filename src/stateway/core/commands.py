@@ -18,11 +18,12 @@ DEFAULT_TENANT = "default"
 
 @dataclass(slots=True, frozen=True)
 class Principal:
-    """Who is asking. Until auth exists every caller is the default tenant."""
+    """Who is asking, as a surface authenticated it (``surfaces/auth``): without auth
+    configured, every caller is the default tenant."""
 
     tenant_id: str = DEFAULT_TENANT
     subject: str = "anonymous"
-    """Who within the tenant (a key or user once auth exists); scopes command ids."""
+    """Who within the tenant (an API key's id, a token's ``sub``); scopes command ids."""
 
 
 @dataclass(slots=True)

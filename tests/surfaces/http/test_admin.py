@@ -12,6 +12,7 @@ from stateway.core.generations import ConfigStatus
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
+from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.admin import AdminRoutes
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.responses import ResponsesRoutes
@@ -44,8 +45,13 @@ def build(*, admin: bool = True, reload_endpoint: bool = True) -> tuple[Starlett
     gateway = Gateway(store, router, Loop(store), RunRegistry())
     reloads = Reloads()
     gateway.reloads = reloads
-    routes = AdminRoutes(gateway, KEY, reload_endpoint) if admin else None
-    app = build_http_app(ResponsesRoutes(gateway, 4096), ServiceRoutes(gateway), admin=routes)
+    routes = AdminRoutes(gateway, reload_endpoint) if admin else None
+    app = build_http_app(
+        ResponsesRoutes(gateway, 4096),
+        ServiceRoutes(gateway),
+        admin=routes,
+        authenticator=Authenticator(admin_key=KEY),
+    )
     return app, reloads
 
 

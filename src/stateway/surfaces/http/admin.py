@@ -2,30 +2,28 @@
 
 Served only when the admin credential's variable (``[admin] api_key_env``) is set; the
 reload route only with ``[admin] reload_endpoint`` too (otherwise it does not exist: 404).
-Both want ``Authorization: Bearer <key>`` (401 without it, or with another key).
+Both want the admin credential, as ``Authorization: Bearer <key>`` or ``x-api-key``
+(recognized by the authenticator, ``surfaces/auth``): 401 without it or with a wrong
+one, 403 with a tenant's valid API key or token.
 """
 
 from __future__ import annotations
-
-import hmac
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from stateway.core.commands import GetConfigStatus, Principal, ReloadConfig
-from stateway.core.errors import Unauthorized
+from stateway.core.errors import Forbidden, Unauthorized
 from stateway.core.gateway import Gateway
 from stateway.core.generations import ConfigStatus
+from stateway.surfaces.auth.authenticator import identity_of
 from stateway.surfaces.http.transport import JSONResponse
-
-_BEARER = "bearer "
 
 
 class AdminRoutes:
-    def __init__(self, gateway: Gateway, key: str, reload_endpoint: bool) -> None:
+    def __init__(self, gateway: Gateway, reload_endpoint: bool) -> None:
         self._gateway = gateway
-        self._key = key.encode()
         self._reload_endpoint = reload_endpoint
 
     def routes(self) -> list[BaseRoute]:
@@ -35,29 +33,31 @@ class AdminRoutes:
         return served
 
     async def status(self, request: Request) -> Response:
-        self._authorize(request)
+        authorize_admin(request)
         status = await self._gateway.execute(Principal(), GetConfigStatus())
         return JSONResponse(_encode(status))
 
     async def reload(self, request: Request) -> Response:
         """200 with the new status; a rejected configuration is a 400 ``config_invalid``
         naming what is wrong (the status then reports it as ``last_error``)."""
-        self._authorize(request)
+        authorize_admin(request)
         status = await self._gateway.execute(Principal(), ReloadConfig())
         return JSONResponse(_encode(status))
 
-    def is_admin(self, request: Request) -> bool:
-        """Whether the request carries the admin credential."""
-        header = request.headers.get("authorization", "")
-        given = header[len(_BEARER) :].strip().encode()
-        return header.lower().startswith(_BEARER) and hmac.compare_digest(given, self._key)
 
-    def _authorize(self, request: Request) -> None:
-        header = request.headers.get("authorization", "")
-        if not header.lower().startswith(_BEARER):
-            raise Unauthorized("The admin routes need 'Authorization: Bearer <admin key>'.")
-        if not self.is_admin(request):
-            raise Unauthorized("Incorrect admin key provided.")
+def authorize_admin(request: Request) -> None:
+    """Refuse a request that does not carry the admin credential."""
+    identity = identity_of(request.scope)
+    if identity.admin:
+        return
+    if identity.authenticated:
+        raise Forbidden("This route needs the admin credential; a tenant's does not reach it.")
+    raise Unauthorized("The admin routes need 'Authorization: Bearer <admin key>'.")
+
+
+async def require_admin(request: Request) -> None:
+    """:func:`authorize_admin` for routes that take an awaitable check (``/metrics``)."""
+    authorize_admin(request)
 
 
 def _encode(status: ConfigStatus) -> dict[str, object]:

@@ -20,7 +20,9 @@ from starlette.routing import BaseRoute, Match, Route, WebSocketRoute, request_r
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core.errors import GatewayError, InvalidRequest, NotFound
+from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.admin import AdminRoutes
+from stateway.surfaces.http.authentication import Authentication
 from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.hosts import HostGuard
@@ -56,13 +58,16 @@ def build_http_app(
     observer: RequestObserver | None = None,
     metrics: MetricsRoutes | None = None,
     usage: UsageRoutes | None = None,
+    authenticator: Authenticator | None = None,
 ) -> Starlette:
     """``allowed_hosts``: the ``Host`` names served (None: any), see :mod:`.hosts`;
     ``conversations``: the Conversations API's routes, ``messages`` the Anthropic
     Messages routes, ``chat`` the Chat Completions route, ``mcp`` the MCP surface
     (``/mcp``, every method), ``admin`` the admin routes, ``metrics`` ``GET /metrics``,
     ``usage`` ``GET /v1/usage``, when served; ``observer`` is told of every request
-    (which then gets an ``x-request-id``: :mod:`.observed`)."""
+    (which then gets an ``x-request-id``: :mod:`.observed`). Every request is
+    identified by ``authenticator`` (default: no auth configured, no admin credential)
+    before it is routed (:mod:`.authentication`)."""
     unbuilt = _Unbuilt()
     reserved = [Route(name + "/{_:path}", unbuilt) for name in POST_ONLY]
     routes: list[BaseRoute] = [
@@ -99,8 +104,12 @@ def build_http_app(
         Exception: _unexpected,
     }
     guard = [] if allowed_hosts is None else [Middleware(HostGuard, allowed=allowed_hosts)]
+    authentication = Middleware(Authentication, authenticator=authenticator or Authenticator())
     app = ObservedStarlette(
-        routes=routes, middleware=guard, exception_handlers=handlers, lifespan=lifespan
+        routes=routes,
+        middleware=[*guard, authentication],
+        exception_handlers=handlers,
+        lifespan=lifespan,
     )
     app.observer = observer
     return app

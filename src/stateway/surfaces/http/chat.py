@@ -16,7 +16,7 @@ from functools import partial
 from starlette.requests import Request
 from starlette.responses import Response
 
-from stateway.core.commands import CreateResponse, ForwardChat, Principal
+from stateway.core.commands import CreateResponse, ForwardChat
 from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.gateway import Gateway
 from stateway.core.response import ResponseState
@@ -24,6 +24,7 @@ from stateway.core.runs import Run
 from stateway.protocols.chat.decode import ChatCall, ChatRequest, decode_chat, peek_chat
 from stateway.protocols.chat.encode import encode_completion
 from stateway.protocols.chat.stream import ChatStream
+from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.relay import RelayResponse
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
@@ -64,7 +65,7 @@ class ChatRoutes:
         translated: list[ChatRequest] = []
         translate = partial(self._translate, call, large, translated)
         command = ForwardChat(call.model, raw, call.fields, translate)
-        result = await self._gateway.execute(Principal(), command)
+        result = await self._gateway.execute(principal_of(request.scope), command)
         if not isinstance(result, Run):
             return RelayResponse(result)
         run = result

@@ -14,7 +14,6 @@ from stateway.core.commands import (
     DeleteConversationItem,
     GetConversation,
     GetConversationItem,
-    Principal,
 )
 from stateway.core.gateway import Gateway
 from stateway.protocols.conversations.decode import (
@@ -28,14 +27,12 @@ from stateway.protocols.conversations.encode import (
     encode_deleted,
     encode_item_list,
 )
+from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.idempotency import answered_once
 from stateway.surfaces.http.responses import INLINE_DECODE_BYTES
 from stateway.surfaces.http.transport import JSONResponse, read_body, require_json
 
 T = TypeVar("T")
-
-ANYONE = Principal()
-"""Until auth exists, every caller acts for the default tenant."""
 
 
 class ConversationsRoutes:
@@ -47,69 +44,83 @@ class ConversationsRoutes:
         self._body_timeout = body_timeout
 
     async def create(self, request: Request) -> Response:
+        principal = principal_of(request.scope)
         body = await self._body(request)
         command = await _decoded(body, decode_create_conversation)
 
         async def answer() -> Response:
-            return JSONResponse(encode_conversation(await self._gateway.execute(ANYONE, command)))
+            return JSONResponse(
+                encode_conversation(await self._gateway.execute(principal, command))
+            )
 
-        return await answered_once(self._gateway, request, ANYONE, answer, body)
+        return await answered_once(self._gateway, request, principal, answer, body)
 
     async def retrieve(self, request: Request) -> Response:
+        principal = principal_of(request.scope)
         command = GetConversation(request.path_params["conversation_id"])
-        return JSONResponse(encode_conversation(await self._gateway.execute(ANYONE, command)))
+        return JSONResponse(encode_conversation(await self._gateway.execute(principal, command)))
 
     async def update(self, request: Request) -> Response:
+        principal = principal_of(request.scope)
         conversation_id = request.path_params["conversation_id"]
         body = await self._body(request)
         command = await _decoded(body, lambda raw: decode_update_conversation(conversation_id, raw))
 
         async def answer() -> Response:
-            return JSONResponse(encode_conversation(await self._gateway.execute(ANYONE, command)))
+            return JSONResponse(
+                encode_conversation(await self._gateway.execute(principal, command))
+            )
 
-        return await answered_once(self._gateway, request, ANYONE, answer, body)
+        return await answered_once(self._gateway, request, principal, answer, body)
 
     async def delete(self, request: Request) -> Response:
+        principal = principal_of(request.scope)
         command = DeleteConversation(request.path_params["conversation_id"])
 
         async def answer() -> Response:
-            return JSONResponse(encode_deleted(await self._gateway.execute(ANYONE, command)))
+            return JSONResponse(encode_deleted(await self._gateway.execute(principal, command)))
 
-        return await answered_once(self._gateway, request, ANYONE, answer)
+        return await answered_once(self._gateway, request, principal, answer)
 
     async def add_items(self, request: Request) -> Response:
         """``include`` (query) is accepted: stored items are returned whole."""
+        principal = principal_of(request.scope)
         conversation_id = request.path_params["conversation_id"]
         body = await self._body(request)
         command = await _decoded(body, lambda raw: decode_add_items(conversation_id, raw))
 
         async def answer() -> Response:
-            return JSONResponse(encode_item_list(await self._gateway.execute(ANYONE, command)))
+            return JSONResponse(encode_item_list(await self._gateway.execute(principal, command)))
 
-        return await answered_once(self._gateway, request, ANYONE, answer, body)
+        return await answered_once(self._gateway, request, principal, answer, body)
 
     async def list_items(self, request: Request) -> Response:
+        principal = principal_of(request.scope)
         command = decode_list_items(
             request.path_params["conversation_id"], dict(request.query_params)
         )
-        return JSONResponse(encode_item_list(await self._gateway.execute(ANYONE, command)))
+        return JSONResponse(encode_item_list(await self._gateway.execute(principal, command)))
 
     async def retrieve_item(self, request: Request) -> Response:
+        principal = principal_of(request.scope)
         command = GetConversationItem(
             request.path_params["conversation_id"], request.path_params["item_id"]
         )
-        return JSONResponse(await self._gateway.execute(ANYONE, command))
+        return JSONResponse(await self._gateway.execute(principal, command))
 
     async def delete_item(self, request: Request) -> Response:
         """Answers with the conversation, as hosted does."""
+        principal = principal_of(request.scope)
         command = DeleteConversationItem(
             request.path_params["conversation_id"], request.path_params["item_id"]
         )
 
         async def answer() -> Response:
-            return JSONResponse(encode_conversation(await self._gateway.execute(ANYONE, command)))
+            return JSONResponse(
+                encode_conversation(await self._gateway.execute(principal, command))
+            )
 
-        return await answered_once(self._gateway, request, ANYONE, answer)
+        return await answered_once(self._gateway, request, principal, answer)
 
     async def _body(self, request: Request) -> bytes:
         require_json(request)

@@ -2,9 +2,10 @@
 ``POST /v1/messages/count_tokens``.
 
 Whatever Claude Code and the ``anthropic`` SDK send alongside is accepted: any
-``anthropic-version`` and ``anthropic-beta``, ``x-api-key`` or a bearer token (there is
-no auth yet), ``?beta=true``. Every answer carries a ``request-id`` header; every error,
-before or instead of a stream, has Anthropic's shape (:mod:`stateway.protocols.messages.errors`).
+``anthropic-version`` and ``anthropic-beta``, the credential as ``x-api-key`` or a
+bearer token (``surfaces/auth``), ``?beta=true``. Every answer carries a ``request-id``
+header; every error, before or instead of a stream, has Anthropic's shape
+(:mod:`stateway.protocols.messages.errors`).
 A stream that is silent for the keep-alive interval gets a ``ping`` event.
 """
 
@@ -18,7 +19,6 @@ from functools import partial
 from starlette.requests import Request
 from starlette.responses import Response
 
-from stateway.core.commands import Principal
 from stateway.core.errors import GatewayError, InternalError, UpstreamError
 from stateway.core.gateway import Gateway
 from stateway.core.ids import new_id
@@ -29,6 +29,7 @@ from stateway.protocols.messages.decode import decode_count_tokens, decode_messa
 from stateway.protocols.messages.encode import encode_message
 from stateway.protocols.messages.errors import encode_error
 from stateway.protocols.messages.stream import PING, MessagesStream
+from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
     Chunks,
@@ -77,7 +78,7 @@ class MessagesRoutes:
             command = decode_messages(body, max_input_items=limit)
         else:
             command = await asyncio.to_thread(decode_messages, body, max_input_items=limit)
-        run = await self._gateway.execute(Principal(), command)
+        run = await self._gateway.execute(principal_of(request.scope), command)
         if command.stream:
             return SSEResponse(
                 _frames(run),
@@ -102,7 +103,7 @@ class MessagesRoutes:
     async def _count_tokens(self, request: Request, request_id: str) -> Response:
         body = await self._body(request)
         command = decode_count_tokens(body, max_input_items=self._max_items)
-        counted = await self._gateway.execute(Principal(), command)
+        counted = await self._gateway.execute(principal_of(request.scope), command)
         return JSONResponse(
             {"input_tokens": counted.input_tokens}, headers={REQUEST_ID: request_id}
         )

@@ -38,6 +38,7 @@ from stateway.protocols.responses.encode import (
     encode_sse_payload,
     encode_token_count,
 )
+from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
@@ -251,5 +252,4 @@ async def _frames(run: Run) -> Chunks:
 
 
 def _principal(request: Request) -> Principal:
-    """Until auth exists, every caller acts for the default tenant."""
-    return Principal()
+    return principal_of(request.scope)

@@ -8,6 +8,7 @@ from starlette.responses import Response
 from stateway.core.commands import CheckReadiness, ListModels, Principal
 from stateway.core.gateway import Gateway
 from stateway.protocols.messages.encode import encode_model_list
+from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.transport import JSONResponse
 
 
@@ -16,7 +17,7 @@ class ServiceRoutes:
         self._gateway = gateway
 
     async def models(self, request: Request) -> Response:
-        listing = await self._gateway.execute(Principal(), ListModels())
+        listing = await self._gateway.execute(principal_of(request.scope), ListModels())
         if "anthropic-version" in request.headers:  # an Anthropic client: its shape
             return JSONResponse(encode_model_list(listing.models))
         data = [
@@ -29,7 +30,8 @@ class ServiceRoutes:
         return JSONResponse({"status": "ok"})
 
     async def ready(self, request: Request) -> Response:
-        """200 when storage answers, else 503; upstream reachability is reported only."""
+        """200 when storage answers, else 503; upstream reachability is reported only.
+        Open to anyone (probes send no credential), like ``/health``."""
         readiness = await self._gateway.execute(Principal(), CheckReadiness())
         body = {
             "status": "ready" if readiness.ready else "not_ready",

@@ -1,10 +1,11 @@
 """``GET /v1/usage``: token usage by tenant, model and UTC day, from stored responses.
 
 Query parameters: ``start_time`` and ``end_time`` (Unix seconds, whole; responses created
-at or after the one and before the other) and ``tenant``. An admin (the admin credential,
-``Authorization: Bearer``) sees every tenant, or the one ``tenant`` names; anyone else sees
-their own tenant's usage only, and naming another tenant gets the answer a tenant without
-usage gets (an empty list), so the route tells nobody which tenants exist. The answer::
+at or after the one and before the other) and ``tenant``. An admin (the admin credential)
+sees every tenant, or the one ``tenant`` names; anyone else sees their own tenant's usage
+only (the credential's, ``surfaces/auth``), and naming another tenant gets the answer a
+tenant without usage gets (an empty list), so the route tells nobody which tenants
+exist. The answer::
 
     {"object": "list", "data": [{"object": "usage.bucket", "tenant": "default",
       "model": "m", "date": "2026-12-01", "responses": 3, "input_tokens": 120,
@@ -13,7 +14,7 @@ usage gets (an empty list), so the route tells nobody which tenants exist. The a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -22,26 +23,26 @@ from stateway.core.accounting import UsageBucket
 from stateway.core.commands import GetUsage, Principal
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
+from stateway.surfaces.auth.authenticator import identity_of, principal_of
 from stateway.surfaces.http.transport import JSONResponse
-
-IsAdmin = Callable[[Request], bool]
 
 
 class UsageRoutes:
-    def __init__(self, gateway: Gateway, is_admin: IsAdmin) -> None:
+    def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
-        self._is_admin = is_admin
 
     async def usage(self, request: Request) -> Response:
         params = request.query_params
         start, end = _time(params, "start_time"), _time(params, "end_time")
         asked = params.get("tenant") or None
-        principal = Principal()
-        if self._is_admin(request):
+        identity = identity_of(request.scope)
+        if identity.admin:
+            principal = identity.principal or Principal(subject="admin")
             tenant = asked
-        elif asked is not None and asked != principal.tenant_id:
-            return JSONResponse(_encode([]))  # as for a tenant without usage
         else:
+            principal = principal_of(request.scope)
+            if asked is not None and asked != principal.tenant_id:
+                return JSONResponse(_encode([]))  # as for a tenant without usage
             tenant = principal.tenant_id
         buckets = await self._gateway.execute(principal, GetUsage(tenant, start, end))
         return JSONResponse(_encode(buckets))

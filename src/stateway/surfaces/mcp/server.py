@@ -12,7 +12,9 @@ resources (``resources.py``), and follow responses for subscriptions (``updates.
   over a bus of its own that tasks following the listed URIs publish ``ResourceUpdated``
   events to.
 
-Until auth exists every caller is the default tenant's (``PRINCIPAL``).
+Each HTTP request to ``/mcp`` is authenticated by the HTTP surface's middleware; its
+principal (``principal_of``) is what the handlers act for, and the SDK binds each session
+to the principal that opened it (another principal naming the session gets 404).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import Any
 
 import anyio
 import orjson
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -58,6 +62,8 @@ from stateway.core.commands import Principal
 from stateway.core.errors import GatewayError, NotFound
 from stateway.core.exactly_once import fingerprint
 from stateway.core.gateway import Gateway
+from stateway.surfaces.auth.authenticator import principal_of
+from stateway.surfaces.http.transport import error_response
 from stateway.surfaces.mcp import resources
 from stateway.surfaces.mcp.tools import TOOLS, Result
 from stateway.surfaces.mcp.tools import Tool as ToolSpec
@@ -65,7 +71,6 @@ from stateway.surfaces.mcp.updates import ResponseUpdates
 
 log = logging.getLogger(__name__)
 
-PRINCIPAL = Principal()
 Context = ServerRequestContext[Any, Any]
 
 
@@ -100,6 +105,16 @@ class McpSurface:
         self._manager = StreamableHTTPSessionManager(app=server)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            principal = principal_of(scope)
+        except GatewayError as error:
+            await error_response(error)(scope, receive, send)
+            return
+        # The SDK keeps a session for the user that opened it (it compares these).
+        token = AccessToken(
+            token="", client_id=principal.tenant_id, scopes=[], subject=principal.subject
+        )
+        scope["user"] = AuthenticatedUser(token)
         await self._manager.handle_request(scope, receive, send)
 
     @asynccontextmanager
@@ -133,7 +148,7 @@ class McpSurface:
                 }
             )
         try:
-            result = await self._run(tool, PRINCIPAL, args)
+            result = await self._run(tool, _principal(ctx), args)
         except GatewayError as error:
             return _error(error.to_dict())
         return _result(result)
@@ -170,7 +185,7 @@ class McpSurface:
     async def _read_resource(
         self, ctx: Context, params: ReadResourceRequestParams
     ) -> ReadResourceResult:
-        text = await resources.read(self._gateway, PRINCIPAL, params.uri)
+        text = await resources.read(self._gateway, _principal(ctx), params.uri)
         content = TextResourceContents(uri=params.uri, mime_type=resources.MIME_TYPE, text=text)
         return ReadResourceResult(contents=[content])
 
@@ -178,7 +193,7 @@ class McpSurface:
         key = (_connection_of(ctx), params.uri)
         if key in self._subscriptions:
             return EmptyResult()
-        updates = await self._updates(PRINCIPAL, params.uri)
+        updates = await self._updates(_principal(ctx), params.uri)
         session = ctx.session
 
         async def notify() -> None:
@@ -205,7 +220,8 @@ class McpSurface:
         """One listen stream: the SDK's handler over a bus that this stream's URIs publish
         their updates to (each followed from the moment the stream is acknowledged)."""
         uris = list(params.notifications.resource_subscriptions or ())
-        followed = [await self._updates(PRINCIPAL, uri) for uri in uris]
+        principal = _principal(ctx)
+        followed = [await self._updates(principal, uri) for uri in uris]
         bus = _ListenBus()
 
         async def publish(uri: str, updates: ResponseUpdates) -> None:
@@ -245,6 +261,14 @@ class _ListenBus(InMemorySubscriptionBus):
         unsubscribe = super().subscribe(listener)
         self.listening.set()
         return unsubscribe
+
+
+def _principal(ctx: Context) -> Principal:
+    """Who the request carrying this message acts for."""
+    request = ctx.request
+    if not isinstance(request, Request):
+        raise MCPError(INVALID_PARAMS, "The request carries no identity.")
+    return principal_of(request.scope)
 
 
 def _connection_of(ctx: Context) -> str:

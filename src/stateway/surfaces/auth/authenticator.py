@@ -1,0 +1,140 @@
+"""What a request's credential proves: the :class:`Identity` a surface acts for.
+
+With auth configured (``[auth] api_keys = true`` or ``[auth.oidc]``) every request needs
+a credential: an API key (``sk-sw-...``, looked up by digest through a short-lived
+cache), or an OIDC token (three dot-separated parts, verified against the issuer). The
+principal is the key's tenant with the key's id as subject, or the token's tenant claim
+with its ``sub``. Without auth configured every caller is the default tenant, whatever
+it sends. Either way, the admin credential (``[admin] api_key_env``) is recognized: it
+opens the admin routes and acts for no tenant.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from starlette.types import Scope
+
+from stateway.core.commands import Principal
+from stateway.core.errors import Forbidden, Unauthorized
+from stateway.identity.key_cache import KeyCache
+from stateway.identity.keys import key_digest, looks_like_key
+from stateway.identity.oidc import OidcVerifier
+from stateway.surfaces.auth.credentials import credential_of
+
+IDENTITY: Final = "stateway.identity"
+"""The ASGI scope key under which the HTTP middleware leaves a request's identity."""
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    principal: Principal | None
+    """Who the requests act for; None for the admin credential when auth is configured
+    (it reaches the admin routes, and no tenant's data)."""
+    admin: bool = False
+    authenticated: bool = False
+    """A credential proved it (False: the default tenant of a gateway without auth)."""
+    expires_at: float | None = None
+    """When the credential expires (Unix time), if it does."""
+
+
+ANONYMOUS: Final = Identity(Principal())
+"""Every caller of a gateway without auth configured."""
+
+
+class Authenticator:
+    def __init__(
+        self,
+        *,
+        keys: KeyCache | None = None,
+        oidc: OidcVerifier | None = None,
+        admin_key: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``keys``: API keys are accepted; ``oidc``: tokens are; neither: auth is not
+        configured. ``admin_key``: the admin credential, when there is one."""
+        self._keys = keys
+        self._oidc = oidc
+        self._admin_key = None if admin_key is None else admin_key.encode()
+        self._clock = clock
+        self._admin = Identity(
+            None if self.required else Principal(subject="admin"), admin=True, authenticated=True
+        )
+
+    @property
+    def required(self) -> bool:
+        """Whether every request needs a credential (auth is configured)."""
+        return self._keys is not None or self._oidc is not None
+
+    async def identify(self, headers: Iterable[tuple[bytes, bytes]]) -> Identity:
+        """The identity a request's headers prove. Raises :class:`Unauthorized` (a
+        missing or bad credential), ``IdentityUnavailable`` or ``StorageError`` (the
+        credential could not be checked)."""
+        try:
+            credential = credential_of(headers)
+        except Unauthorized:
+            if self.required:
+                raise
+            return ANONYMOUS  # without auth, whatever is sent is ignored
+        if credential is not None and self._is_admin(credential):
+            return self._admin
+        if not self.required:
+            return ANONYMOUS
+        if credential is None:
+            raise Unauthorized(
+                "Missing credentials: send 'Authorization: Bearer <API key or token>' "
+                "or 'x-api-key: <API key>'."
+            )
+        if self._oidc is not None and credential.count(".") == 2:
+            token = await self._oidc.verify(credential)
+            principal = Principal(token.tenant_id, token.subject)
+            return Identity(principal, authenticated=True, expires_at=token.expires_at)
+        if self._keys is not None and looks_like_key(credential):
+            return await self._key_identity(credential)
+        raise Unauthorized("Incorrect API key provided.")
+
+    def check_current(self, identity: Identity) -> None:
+        """Raise :class:`Unauthorized` when ``identity``'s credential has expired since
+        it was checked (a WebSocket session, before each request frame)."""
+        if identity.expires_at is not None and identity.expires_at <= self._clock():
+            raise Unauthorized("The credential has expired; connect again with a new one.")
+
+    def _is_admin(self, credential: str) -> bool:
+        return self._admin_key is not None and hmac.compare_digest(
+            credential.encode(), self._admin_key
+        )
+
+    async def _key_identity(self, credential: str) -> Identity:
+        assert self._keys is not None
+        digest = key_digest(credential)
+        key = await self._keys.find(digest)
+        if key is None or not hmac.compare_digest(key.digest, digest):
+            raise Unauthorized("Incorrect API key provided.")
+        if key.revoked_at is not None:
+            raise Unauthorized("This API key has been revoked.")
+        if key.expired(self._clock()):
+            raise Unauthorized("This API key has expired.")
+        principal = Principal(key.tenant_id, key.id)
+        return Identity(principal, authenticated=True, expires_at=key.expires_at)
+
+
+def identity_of(scope: Scope) -> Identity:
+    """The identity the HTTP middleware left in an ASGI ``scope``."""
+    identity: Identity = scope[IDENTITY]
+    return identity
+
+
+def principal_of(scope: Scope) -> Principal:
+    """Who a request acts for; the admin credential acts for no tenant
+    (:class:`Forbidden`)."""
+    principal = identity_of(scope).principal
+    if principal is None:
+        raise Forbidden(
+            "The admin credential reaches the admin routes only; use a tenant's API key "
+            "or token here."
+        )
+    return principal

@@ -1,0 +1,71 @@
+"""The authentication middleware: every request and WebSocket upgrade is identified
+before any route runs (:class:`~stateway.surfaces.auth.authenticator.Authenticator`),
+and its :class:`~stateway.surfaces.auth.authenticator.Identity` left in the ASGI scope
+for the routes (``principal_of(request.scope)``).
+
+A request that cannot be identified is answered here, in its frontend's error shape:
+Anthropic's for ``/v1/messages`` (and a model listing an Anthropic client asks for), the
+OpenAI shape elsewhere; 401 for a missing or bad credential, 503 when the identity
+provider (or the database holding the keys) cannot say. A refused WebSocket upgrade is
+denied with that HTTP answer. ``/health`` and ``/ready`` need no credential (probes).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from stateway.core.errors import GatewayError
+from stateway.core.ids import new_id
+from stateway.surfaces.auth.authenticator import ANONYMOUS, IDENTITY, Authenticator
+from stateway.surfaces.http import messages
+from stateway.surfaces.http.transport import error_response
+
+OPEN_PATHS: Final = frozenset({"/health", "/ready"})
+
+
+class Authentication:
+    """Pure ASGI middleware."""
+
+    def __init__(self, app: ASGIApp, authenticator: Authenticator) -> None:
+        self.app = app
+        self.authenticator = authenticator
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        if scope["path"] in OPEN_PATHS:
+            scope[IDENTITY] = ANONYMOUS
+            await self.app(scope, receive, send)
+            return
+        try:
+            scope[IDENTITY] = await self.authenticator.identify(scope["headers"])
+        except GatewayError as error:
+            await _refuse(scope, receive, send, error)
+            return
+        await self.app(scope, receive, send)
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send, error: GatewayError) -> None:
+    if scope["type"] == "websocket" and "websocket.http.response" not in scope.get(
+        "extensions", {}
+    ):
+        await send({"type": "websocket.close", "code": 1008, "reason": error.message})
+        return
+    if _anthropic(scope):
+        answer = messages.error_response(error, request_id=new_id("req"))
+    else:
+        answer = error_response(error)
+    await answer(scope, receive, send)
+
+
+def _anthropic(scope: Scope) -> bool:
+    """Whether the request is an Anthropic client's (its answers have Anthropic's shape)."""
+    path: str = scope["path"]
+    if path.startswith("/v1/messages"):
+        return True
+    return path == "/v1/models" and any(
+        name == b"anthropic-version" for name, _ in scope["headers"]
+    )

@@ -1,0 +1,140 @@
+"""What a credential proves: API keys (unknown, revoked, expired, cached), the admin
+credential, no auth configured, and expiry re-checked later."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from stateway.core.commands import Principal
+from stateway.core.errors import Forbidden, Unauthorized
+from stateway.identity.key_cache import KeyCache
+from stateway.identity.keys import ApiKey, key_digest, new_key
+from stateway.surfaces.auth.authenticator import (
+    ANONYMOUS,
+    IDENTITY,
+    Authenticator,
+    Identity,
+    principal_of,
+)
+from tests.identity.test_key_cache import Clock, Store
+
+ADMIN = "admin-secret"
+
+
+def bearer(credential: str) -> list[tuple[bytes, bytes]]:
+    return [(b"authorization", f"Bearer {credential}".encode())]
+
+
+async def keyed(store: Store, tenant: str = "acme", **fields: float) -> tuple[str, ApiKey]:
+    key = new_key()
+    record = replace(ApiKey(f"key_{tenant}", tenant, None, key_digest(key), 0.0), **fields)
+    await store.add(record)
+    return key, record
+
+
+def with_keys(store: Store, clock: Clock | None = None, now: float = 100.0) -> Authenticator:
+    cache = KeyCache(store, 2.0, clock=clock or Clock())
+    return Authenticator(keys=cache, admin_key=ADMIN, clock=lambda: now)
+
+
+async def test_a_key_acts_for_its_tenant_as_its_id() -> None:
+    store = Store()
+    key, record = await keyed(store, expires_at=500.0)
+
+    identity = await with_keys(store).identify(bearer(key))
+
+    assert identity == Identity(Principal("acme", record.id), authenticated=True, expires_at=500.0)
+
+
+async def test_x_api_key_is_accepted_as_well() -> None:
+    store = Store()
+    key, _ = await keyed(store)
+
+    identity = await with_keys(store).identify([(b"x-api-key", key.encode())])
+
+    assert identity.principal == Principal("acme", "key_acme")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"revoked_at": 50.0}, "This API key has been revoked."),
+        ({"expires_at": 100.0}, "This API key has expired."),
+    ],
+)
+async def test_a_revoked_or_expired_key_is_unauthorized(
+    fields: dict[str, float], message: str
+) -> None:
+    store = Store()
+    key, _ = await keyed(store, **fields)
+
+    with pytest.raises(Unauthorized) as refused:
+        await with_keys(store).identify(bearer(key))
+
+    assert refused.value.message == message
+
+
+@pytest.mark.parametrize("credential", ["sk-sw-" + "A" * 43, "sk-test", "x.y"])
+async def test_an_unknown_key_is_unauthorized(credential: str) -> None:
+    with pytest.raises(Unauthorized) as refused:
+        await with_keys(Store()).identify(bearer(credential))
+
+    assert refused.value.message == "Incorrect API key provided."
+    assert refused.value.to_dict()["code"] == "invalid_api_key"
+
+
+async def test_no_credential_is_unauthorized_when_auth_is_configured() -> None:
+    with pytest.raises(Unauthorized, match="Missing credentials"):
+        await with_keys(Store()).identify([])
+
+
+async def test_a_revocation_reaches_a_cached_key_after_the_ttl() -> None:
+    store, clock = Store(), Clock()
+    key, record = await keyed(store)
+    authenticator = with_keys(store, clock)
+    await authenticator.identify(bearer(key))
+    store.keys[record.digest] = replace(record, revoked_at=1.0)
+
+    await authenticator.identify(bearer(key))  # cached: still accepted
+    clock.now = 2.0
+    with pytest.raises(Unauthorized, match="revoked"):
+        await authenticator.identify(bearer(key))
+
+
+async def test_without_auth_every_caller_is_the_default_tenant_whatever_it_sends() -> None:
+    authenticator = Authenticator(admin_key=ADMIN)
+
+    assert not authenticator.required
+    for headers in ([], bearer("sk-test"), [(b"authorization", b"Basic x")]):
+        assert await authenticator.identify(headers) == ANONYMOUS
+
+
+async def test_the_admin_credential_opens_the_admin_routes_and_no_tenant() -> None:
+    store = Store()
+    identity = await with_keys(store).identify([(b"x-api-key", ADMIN.encode())])
+
+    assert identity.admin
+    assert identity.principal is None
+    with pytest.raises(Forbidden):
+        principal_of({IDENTITY: identity})
+
+
+async def test_without_auth_the_admin_credential_acts_for_the_default_tenant() -> None:
+    identity = await Authenticator(admin_key=ADMIN).identify(bearer(ADMIN))
+
+    assert identity.admin
+    assert principal_of({IDENTITY: identity}).tenant_id == "default"
+
+
+def test_an_identity_expires_when_its_credential_does() -> None:
+    now = [100.0]
+    authenticator = Authenticator(clock=lambda: now[0])
+    identity = Identity(Principal("t", "s"), authenticated=True, expires_at=150.0)
+
+    authenticator.check_current(identity)
+    authenticator.check_current(ANONYMOUS)
+    now[0] = 150.0
+    with pytest.raises(Unauthorized, match="expired"):
+        authenticator.check_current(identity)
