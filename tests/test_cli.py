@@ -1,4 +1,7 @@
+import errno
 import json
+import logging
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -8,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stateway import __version__
+from stateway import __version__, cli
 from stateway.launch import child_env, start_announced
 
 
@@ -174,3 +177,38 @@ def test_serve_refuses_an_unusable_stored_sealing_key(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "sealing key stored in the database is unusable" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_serving_a_public_address_without_auth_is_refused_naming_auth(tmp_path: Path) -> None:
+    served = stateway(
+        "serve", "--host", "0.0.0.0", "--port", "0", "--database", f"sqlite:///{tmp_path}/x.db"
+    )
+
+    assert served.returncode == 2
+    assert "without auth" in served.stderr
+    assert "[auth] api_keys = true" in served.stderr
+    assert "--insecure-no-auth" in served.stderr
+    assert "Traceback" not in served.stderr
+
+
+def test_insecure_no_auth_serves_a_public_address_with_a_warning_about_auth(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    bound: list[str] = []
+
+    def bind(host: str, port: int) -> socket.socket:
+        bound.append(host)
+        raise OSError(errno.EADDRNOTAVAIL, "not bound in tests")
+
+    monkeypatch.setattr(cli, "bind_socket", bind)
+    database = f"sqlite:///{tmp_path}/x.db"
+
+    with caplog.at_level(logging.WARNING, logger="stateway"):
+        code = cli.main(
+            ["serve", "--host", "0.0.0.0", "--insecure-no-auth", "--database", database]
+        )
+
+    assert code == 1  # the (refused) bind came after the warning
+    assert bound == ["0.0.0.0"]
+    [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "without auth" in warning.getMessage()

@@ -1,4 +1,4 @@
-"""The ``stateway`` command: serve, check-config, migrate, fake-upstream."""
+"""The ``stateway`` command: serve, check-config, migrate, keys, fake-upstream."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
-from stateway import __version__
+from stateway import __version__, key_commands
 from stateway.config import Config, ConfigError, Overrides
 from stateway.core.errors import StorageError
+from stateway.exposure import ExposureRefused, check_exposure
 from stateway.serving import (
     DRAIN_GRACE,
     AnnouncingServer,
@@ -47,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             tokenizer=args.tokenizer,
         )
         return 0
+    if args.command == "keys":
+        return key_commands.run(args)
     flags = _overrides(args)
     try:
         from stateway.app import compile_generation
@@ -69,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"database {describe_url(config.database_url)} is at the latest schema")
                 return 0
             case _:
-                return _serve(compiled, flags)
+                return _serve(compiled, flags, insecure_no_auth=args.insecure_no_auth)
     except ConfigError as exc:  # found at start-up: an unusable stored sealing key
         print(f"stateway: {exc}", file=sys.stderr)
         return 2
@@ -82,9 +85,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _serve(compiled: Compiled, flags: Overrides) -> int:
+def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = False) -> int:
     config = compiled.config
     configure_logging(config.logging.format, config.logging.level)
+    try:
+        warning = check_exposure(config.server.host, config.auth.configured, insecure_no_auth)
+    except ExposureRefused as exc:
+        print(f"stateway: {exc}", file=sys.stderr)
+        return 2
+    if warning is not None:
+        logging.getLogger("stateway").warning("%s", warning)
     try:
         sock = bind_socket(config.server.host, config.server.port)
     except OSError as exc:
@@ -182,6 +192,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--upstream-api-key-env", help="environment variable holding the upstream key"
     )
+    serve.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="serve a non-loopback address without auth (a trusted network only)",
+    )
     check = commands.add_parser("check-config", help="validate the configuration and exit")
     _common(check)
     check.add_argument("--upstream")
@@ -189,6 +204,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--upstream-api-key-env")
     migrate_cmd = commands.add_parser("migrate", help="upgrade the database schema")
     _common(migrate_cmd)
+    key_commands.add_parser(commands)
     fake = commands.add_parser("fake-upstream", help="run the deterministic fake model server")
     fake.add_argument("--host", default="127.0.0.1")
     fake.add_argument("--port", type=int, default=8000)

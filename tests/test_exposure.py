@@ -1,0 +1,61 @@
+"""Secure by default: loopback detection, URL transports, and the exposure decision."""
+
+from __future__ import annotations
+
+import pytest
+
+from stateway.exposure import ExposureRefused, check_exposure, check_url_transport, is_loopback
+
+
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost", "LOCALHOST", "ip6-localhost"]
+)
+def test_loopback_hosts(host: str) -> None:
+    assert is_loopback(host)
+
+
+@pytest.mark.parametrize(
+    "host", ["0.0.0.0", "::", "10.0.0.1", "192.168.1.2", "example.com", "localhost.example", ""]
+)
+def test_other_hosts(host: str) -> None:
+    assert not is_loopback(host)
+
+
+@pytest.mark.parametrize(
+    "url", ["https://idp.example", "http://127.0.0.1:9000", "http://localhost/realms/x"]
+)
+def test_https_anywhere_and_http_on_loopback_are_accepted(url: str) -> None:
+    assert check_url_transport(url, "issuer") == url
+
+
+@pytest.mark.parametrize(
+    "url", ["http://idp.example", "ftp://127.0.0.1", "idp.example", "https://"]
+)
+def test_other_urls_are_refused_naming_the_setting(url: str) -> None:
+    with pytest.raises(ValueError, match="issuer must be an https:// URL"):
+        check_url_transport(url, "issuer")
+
+
+def test_loopback_needs_no_auth() -> None:
+    assert check_exposure("127.0.0.1", auth_configured=False, insecure_no_auth=False) is None
+
+
+def test_any_address_is_fine_with_auth() -> None:
+    assert check_exposure("0.0.0.0", auth_configured=True, insecure_no_auth=False) is None
+
+
+def test_a_public_address_without_auth_is_refused_naming_auth() -> None:
+    with pytest.raises(ExposureRefused) as refused:
+        check_exposure("0.0.0.0", auth_configured=False, insecure_no_auth=False)
+
+    message = str(refused.value)
+    assert "auth" in message
+    assert "[auth] api_keys = true" in message
+    assert "--insecure-no-auth" in message
+
+
+def test_insecure_no_auth_allows_it_with_a_warning_about_auth() -> None:
+    warning = check_exposure("0.0.0.0", auth_configured=False, insecure_no_auth=True)
+
+    assert warning is not None
+    assert "without auth" in warning
