@@ -1,0 +1,176 @@
+"""API keys end to end: made, listed and revoked with ``stateway keys`` against the
+database a running gateway uses, sent by the official ``openai`` (bearer) and
+``anthropic`` (``x-api-key``) SDKs; refusals in each SDK's error shape; the keys never
+in the gateway's log."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anthropic
+import httpx2
+import openai
+import pytest
+
+from tests.e2e.authenticated import AuthGateway, auth_gateway, stateway
+
+MODEL = "fake-model"
+USED: list[str] = []
+"""Every credential a test sent: none may appear in the log (the last test)."""
+
+
+@pytest.fixture(scope="module")
+def gateway(fake_upstream: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthGateway]:
+    directory = tmp_path_factory.mktemp("keys")
+    database = f"sqlite:///{directory / 'stateway.db'}"
+    with auth_gateway(directory, fake_upstream, database) as running:
+        yield running
+
+
+def openai_client(gateway: AuthGateway, key: str) -> openai.OpenAI:
+    USED.append(key)
+    return openai.OpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0)
+
+
+def anthropic_client(gateway: AuthGateway, key: str) -> anthropic.Anthropic:
+    USED.append(key)
+    return anthropic.Anthropic(base_url=gateway.url, api_key=key, max_retries=0)
+
+
+def until_refused(client: openai.OpenAI) -> openai.AuthenticationError:
+    """Send requests until one is refused with 401 (a bounded wait: a change reaches the
+    gateway within its key cache's TTL)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            client.models.list()
+        except openai.AuthenticationError as refused:
+            return refused
+        assert time.monotonic() < deadline, "the key is still accepted"
+        time.sleep(0.1)
+
+
+def test_a_created_key_works_with_both_sdks(gateway: AuthGateway) -> None:
+    key = gateway.create_key("acme", "--name", "ci")
+
+    with openai_client(gateway, key) as client:
+        response = client.responses.create(model=MODEL, input="hello [[words:3]]")
+        assert response.status == "completed"
+        assert client.responses.retrieve(response.id).id == response.id
+    with anthropic_client(gateway, key) as claude:
+        message = claude.messages.create(
+            model=MODEL, max_tokens=20, messages=[{"role": "user", "content": "hi [[words:2]]"}]
+        )
+        assert message.type == "message"
+
+
+def test_no_key_or_a_wrong_one_is_a_401_in_each_sdks_shape(gateway: AuthGateway) -> None:
+    for key in ("sk-sw-" + "A" * 43, "not-a-key"):
+        with (
+            openai_client(gateway, key) as client,
+            pytest.raises(openai.AuthenticationError) as refused,
+        ):
+            client.responses.create(model=MODEL, input="hi")
+        assert refused.value.status_code == 401
+        assert refused.value.code == "invalid_api_key"
+        assert refused.value.body == {
+            "message": "Incorrect API key provided.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_api_key",
+        }
+        with (
+            anthropic_client(gateway, key) as claude,
+            pytest.raises(anthropic.AuthenticationError) as denied,
+        ):
+            claude.messages.create(
+                model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+            )
+        assert denied.value.body == {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": "Incorrect API key provided."},
+        }
+        assert denied.value.request_id is not None
+    missing = httpx2.post(gateway.url + "/v1/responses", json={"model": MODEL, "input": "hi"})
+    assert missing.status_code == 401
+    assert missing.json()["error"]["message"].startswith("Missing credentials")
+
+
+def test_probes_need_no_key(gateway: AuthGateway) -> None:
+    assert httpx2.get(gateway.url + "/health").status_code == 200
+    assert httpx2.get(gateway.url + "/ready").status_code == 200
+
+
+def test_the_list_names_the_keys_never_the_keys(gateway: AuthGateway) -> None:
+    key = gateway.create_key("listed-tenant", "--name", "for listing")
+
+    listed = stateway("keys", "list", "--json", "--database", gateway.database)
+
+    assert listed.returncode == 0, listed.stderr
+    keys = json.loads(listed.stdout)
+    [entry] = [k for k in keys if k["tenant"] == "listed-tenant"]
+    assert entry["name"] == "for listing"
+    assert entry["id"].startswith("key_")
+    assert entry["status"] == "active"
+    assert key not in listed.stdout
+    assert key[6:] not in listed.stdout
+
+
+def test_a_revoked_key_is_refused_within_seconds(gateway: AuthGateway) -> None:
+    key = gateway.create_key("acme", "--name", "to revoke")
+    with openai_client(gateway, key) as client:
+        client.models.list()  # accepted, and cached
+        listed = stateway("keys", "list", "--json", "--database", gateway.database)
+        [entry] = [k for k in json.loads(listed.stdout) if k["name"] == "to revoke"]
+        revoked = stateway("keys", "revoke", entry["id"], "--database", gateway.database)
+        assert revoked.returncode == 0, revoked.stderr
+
+        refused = until_refused(client)
+
+    assert refused.body["message"] == "This API key has been revoked."  # type: ignore[index]
+
+
+def test_an_expired_key_is_refused(gateway: AuthGateway) -> None:
+    key = gateway.create_key("acme", "--expires", "1s")
+
+    with openai_client(gateway, key) as client:
+        refused = until_refused(client)
+
+    assert refused.body["message"] == "This API key has expired."  # type: ignore[index]
+
+
+def test_revoking_an_unknown_key_fails_naming_it(gateway: AuthGateway) -> None:
+    revoked = stateway("keys", "revoke", "key_nothing", "--database", gateway.database)
+
+    assert revoked.returncode == 1
+    assert "key_nothing" in revoked.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["--tenant", "a/b"], "not a valid tenant id"),
+        (["--tenant", "acme", "--expires", "soon"], "--expires"),
+        (["--tenant", "acme", "--expires", "2001-01-01T00:00:00"], "in the past"),
+    ],
+)
+def test_a_bad_create_is_refused_readably(
+    gateway: AuthGateway, args: list[str], problem: str
+) -> None:
+    created = stateway("keys", "create", *args, "--database", gateway.database)
+
+    assert created.returncode == 2
+    assert problem in created.stderr
+    assert created.stdout == ""
+    assert "Traceback" not in created.stderr
+
+
+def test_zz_no_key_reached_the_log(gateway: AuthGateway) -> None:
+    """Last in the module: every key sent above, accepted or refused."""
+    assert USED
+    log = Path(gateway.log).read_text()
+    for key in USED:
+        assert key not in log

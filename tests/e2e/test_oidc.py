@@ -1,0 +1,160 @@
+"""OIDC end to end: the real gateway verifying tokens from an issuer on loopback (its
+discovery document and JWKS), driven by the official SDKs: the tenant from the claim,
+key rotation, expired and wrong-audience tokens, ``alg: none``, a wrong key, and an
+issuer that is down (503) in each frontend's shape; no token in the log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import anthropic
+import httpx2
+import openai
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.e2e.authenticated import AuthGateway, auth_gateway
+from tests.support.oidc_issuer import AUDIENCE, TENANT_CLAIM, OidcIssuer
+
+MODEL = "fake-model"
+SENT: list[str] = []
+
+
+def oidc_tables(issuer: OidcIssuer, cooldown: float = 0.0) -> str:
+    return (
+        f"[auth.oidc]\nissuer = '{issuer.url}'\naudience = '{AUDIENCE}'\n"
+        f"tenant_claim = '{TENANT_CLAIM}'\njwks_refetch_cooldown = {cooldown}\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[OidcIssuer]:
+    with OidcIssuer() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    issuer: OidcIssuer, fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AuthGateway]:
+    directory = tmp_path_factory.mktemp("oidc")
+    database = f"sqlite:///{directory / 'stateway.db'}"
+    with auth_gateway(directory, fake_upstream, database, oidc_tables(issuer)) as running:
+        yield running
+
+
+def as_openai(gateway: AuthGateway, token: str) -> openai.OpenAI:
+    SENT.append(token)
+    return openai.OpenAI(base_url=gateway.url + "/v1", api_key=token, max_retries=0)
+
+
+def as_anthropic(gateway: AuthGateway, token: str) -> anthropic.Anthropic:
+    SENT.append(token)
+    return anthropic.Anthropic(base_url=gateway.url, auth_token=token, max_retries=0)
+
+
+def test_a_token_acts_for_its_claimed_tenant(gateway: AuthGateway, issuer: OidcIssuer) -> None:
+    with as_openai(gateway, issuer.token(org="org-one", sub="ann")) as one:
+        response = one.responses.create(model=MODEL, input="hi [[words:2]]")
+        assert one.responses.retrieve(response.id).id == response.id
+    with (
+        as_openai(gateway, issuer.token(org="org-two", sub="bo")) as two,
+        pytest.raises(openai.NotFoundError),
+    ):
+        two.responses.retrieve(response.id)
+    with as_anthropic(gateway, issuer.token(org="org-one")) as claude:
+        message = claude.messages.create(
+            model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hi [[words:2]]"}]
+        )
+        assert message.type == "message"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "expired",
+        "wrong audience",
+        "alg none",
+        "wrong key",
+        "no tenant",
+        "garbage",
+    ],
+)
+def test_a_bad_token_is_a_401_in_each_frontends_shape(
+    gateway: AuthGateway, issuer: OidcIssuer, bad: str
+) -> None:
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    token = {
+        "expired": lambda: issuer.token(exp=1_000_000_000),
+        "wrong audience": lambda: issuer.token(aud="another-service"),
+        "alg none": lambda: issuer.unsigned_token(),
+        "wrong key": lambda: issuer.token(key=stranger),
+        "no tenant": lambda: issuer.token(org=None),
+        "garbage": lambda: "eyJ.not.a-token",
+    }[bad]()
+
+    with as_openai(gateway, token) as client, pytest.raises(openai.AuthenticationError) as refused:
+        client.responses.create(model=MODEL, input="hi")
+    assert refused.value.status_code == 401
+    assert refused.value.code == "invalid_api_key"
+    with (
+        as_anthropic(gateway, token) as claude,
+        pytest.raises(anthropic.AuthenticationError) as denied,
+    ):
+        claude.messages.create(
+            model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "x"}]
+        )
+    assert denied.value.body["error"]["type"] == "authentication_error"  # type: ignore[index]
+
+
+def test_a_rotated_key_is_accepted_at_once(gateway: AuthGateway, issuer: OidcIssuer) -> None:
+    with as_openai(gateway, issuer.token()) as before:
+        before.models.list()
+    fetches = issuer.jwks_fetches
+    issuer.rotate()
+
+    with as_openai(gateway, issuer.token(sub="after")) as after:
+        assert after.models.list().data
+    assert issuer.jwks_fetches == fetches + 1
+
+
+def test_an_issuer_that_is_down_is_a_503_in_each_frontends_shape(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    with OidcIssuer() as down:
+        down.down = True
+        database = f"sqlite:///{tmp_path / 'stateway.db'}"
+        with auth_gateway(tmp_path, fake_upstream, database, oidc_tables(down, 0.0)) as gateway:
+            token = down.token()
+            with as_openai(gateway, token) as client:
+                with pytest.raises(openai.InternalServerError) as unavailable:
+                    client.responses.create(model=MODEL, input="hi")
+                assert unavailable.value.status_code == 503
+                assert unavailable.value.code == "identity_provider_unavailable"
+                with (
+                    as_anthropic(gateway, token) as claude,
+                    pytest.raises(anthropic.APIStatusError) as failed,
+                ):
+                    claude.messages.create(
+                        model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "x"}]
+                    )
+                assert failed.value.status_code == 503
+                assert failed.value.body["type"] == "error"  # type: ignore[index]
+
+                down.down = False
+                assert client.responses.create(model=MODEL, input="hi [[words:1]]").id
+            assert token not in gateway.log.read_text()
+
+
+def test_probes_need_no_token(gateway: AuthGateway) -> None:
+    assert httpx2.get(gateway.url + "/health").status_code == 200
+
+
+def test_zz_no_token_reached_the_log(gateway: AuthGateway) -> None:
+    assert SENT
+    log = gateway.log.read_text()
+    for token in SENT:
+        assert token not in log
+        for part in token.split("."):
+            assert len(part) < 8 or part not in log
