@@ -168,6 +168,36 @@ def test_a_bad_create_is_refused_readably(
     assert "Traceback" not in created.stderr
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"authorization": "Bearer " + "A" * 9000},
+        {"authorization": "Basic c2stc3c6eA=="},
+        {"x-api-key": "sk-sw-\tinjected"},
+        {"authorization": "Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0."},
+    ],
+)
+def test_malformed_credentials_are_401s(gateway: AuthGateway, headers: dict[str, str]) -> None:
+    answer = httpx2.get(gateway.url + "/v1/models", headers=headers)
+
+    assert answer.status_code == 401
+    assert answer.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_an_id_carrying_a_header_is_a_plain_404(gateway: AuthGateway) -> None:
+    key = gateway.create_key("acme")
+    USED.append(key)
+    injected = "resp_x%0d%0aSet-Cookie:%20stolen=1"
+
+    answer = httpx2.get(
+        gateway.url + f"/v1/responses/{injected}", headers={"authorization": f"Bearer {key}"}
+    )
+
+    assert answer.status_code == 404
+    assert "set-cookie" not in answer.headers
+    assert answer.json()["error"]["param"] == "response_id"
+
+
 def test_zz_no_key_reached_the_log(gateway: AuthGateway) -> None:
     """Last in the module: every key sent above, accepted or refused."""
     assert USED

@@ -28,9 +28,14 @@ def issuer() -> Iterator[OidcIssuer]:
         yield running
 
 
-def verifier(issuer: OidcIssuer, clock: Clock | None = None, cooldown: float = 1.0) -> OidcVerifier:
+def verifier(
+    issuer: OidcIssuer,
+    clock: Clock | None = None,
+    cooldown: float = 1.0,
+    wall: Clock | None = None,
+) -> OidcVerifier:
     settings = OidcSettings(issuer.url, AUDIENCE, TENANT_CLAIM, refetch_cooldown=cooldown)
-    return OidcVerifier(settings, clock=clock or Clock())
+    return OidcVerifier(settings, clock=clock or Clock(), wall=wall or time.time)
 
 
 async def test_a_valid_token_names_its_tenant_subject_and_expiry(issuer: OidcIssuer) -> None:
@@ -167,7 +172,7 @@ async def test_the_key_set_is_fetched_again_once_old(issuer: OidcIssuer) -> None
     await checking.verify(issuer.token())
     clock.now += JWKS_MAX_AGE
 
-    await checking.verify(issuer.token())
+    await checking.verify(issuer.token(sub="another"))
 
     assert issuer.jwks_fetches == 2
 
@@ -223,3 +228,30 @@ async def test_a_jwks_uri_over_plain_http_elsewhere_than_loopback_is_unusable(
 
     with pytest.raises(IdentityUnavailable):
         await verifier(issuer).verify(issuer.token())
+
+
+async def test_a_remembered_token_still_expires(issuer: OidcIssuer) -> None:
+    wall = Clock()
+    wall.now = time.time()
+    checking = verifier(issuer, wall=wall)
+    token = issuer.token(exp=int(wall.now) + 60)
+    await checking.verify(token)
+    assert (await checking.verify(token)).subject == "user-1"  # remembered
+
+    wall.now += 60
+    with pytest.raises(Unauthorized) as refused:
+        await checking.verify(token)
+    assert refused.value.message == "The token has expired."
+
+
+async def test_a_fetch_of_the_key_set_forgets_the_verified_tokens(issuer: OidcIssuer) -> None:
+    clock = Clock()
+    checking = verifier(issuer, clock, cooldown=1.0)
+    old = issuer.token()
+    await checking.verify(old)
+    issuer.rotate()  # the old key is no longer published
+    clock.now += 1.0
+    await checking.verify(issuer.token(sub="new"))  # fetches the new key set
+
+    with pytest.raises(Unauthorized, match="does not publish"):
+        await checking.verify(old)

@@ -10,6 +10,11 @@ made-up key ids costs the provider one fetch per cooldown. A fetch that fails is
 retried within the cooldown either; while it fails, a key set already fetched keeps
 serving, however old.
 
+A token verified once is remembered (up to ``MAX_VERIFIED`` of them) until it expires or
+the key set is fetched again, so that a client sending the same token on every request
+pays for one signature check (tens of microseconds for RSA, more for ECDSA), not one per
+request.
+
 A token is accepted when it is signed with an asymmetric algorithm (``none`` and HMAC
 are refused: a public key is no shared secret) by a published key, its ``iss`` is the
 issuer's, its ``aud`` holds the audience, and it has not expired (``exp`` is required;
@@ -54,6 +59,8 @@ ALGORITHMS: Final = (
 JWKS_MAX_AGE: Final = 300.0
 """Seconds a fetched key set is used before it is fetched again."""
 MAX_SUBJECT: Final = 255
+MAX_VERIFIED: Final = 4096
+"""Verified tokens remembered (the oldest forgotten first)."""
 DISCOVERY_PATH: Final = "/.well-known/openid-configuration"
 
 
@@ -76,10 +83,17 @@ class VerifiedToken:
 
 class OidcVerifier:
     def __init__(
-        self, settings: OidcSettings, *, clock: Callable[[], float] = time.monotonic
+        self,
+        settings: OidcSettings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
+        """``clock`` times fetches; ``wall`` (Unix time) expires remembered tokens."""
         self._settings = settings
         self._clock = clock
+        self._wall = wall
+        self._verified: dict[str, VerifiedToken] = {}
         self._issuer = settings.issuer
         """As the discovery document spells it: what ``iss`` must be."""
         self._client: PyJWKClient | None = None
@@ -95,9 +109,19 @@ class OidcVerifier:
         """The token's tenant, subject and expiry. Raises :class:`Unauthorized` for a
         token that is not valid, :class:`IdentityUnavailable` when the identity provider
         cannot say (its discovery document or JWKS could not be fetched)."""
+        known = self._verified.get(token)
+        if known is not None:
+            if known.expires_at <= self._wall():
+                del self._verified[token]
+                raise Unauthorized("The token has expired.")
+            return known
         alg, kid = _header(token)
         key = self._fresh_key(kid) or await self._fetched_key(kid)
-        return self._identity(self._decode(token, key, alg))
+        verified = self._identity(self._decode(token, key, alg))
+        self._verified[token] = verified
+        if len(self._verified) > MAX_VERIFIED:
+            del self._verified[next(iter(self._verified))]
+        return verified
 
     def _fresh_key(self, kid: str | None) -> PyJWK | None:
         fetched = self._fetched_at
@@ -128,6 +152,7 @@ class OidcVerifier:
                     return self._known_key(kid)
                 raise
             self._keys, self._fetched_at, self._failing = keys, self._clock(), False
+            self._verified.clear()  # a key may have gone: its tokens are checked again
             return self._known_key(kid)
 
     def _known_key(self, kid: str | None) -> PyJWK:
