@@ -1,0 +1,101 @@
+"""``stateway keys`` in process: create, list (both ways), revoke, and what each refuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stateway import cli
+from stateway.identity.keys import looks_like_key
+from stateway.key_commands import expiry
+
+
+def keys(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main(["keys", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/keys.db"
+
+
+def test_create_list_and_revoke(capsys: pytest.CaptureFixture[str], database: str) -> None:
+    code, out, err = keys(
+        capsys, "create", "--tenant", "acme", "--name", "ci", "--database", database
+    )
+    assert code == 0
+    key = out.strip()
+    assert out == key + "\n"
+    assert looks_like_key(key)
+    assert "tenant acme" in err
+    keys(capsys, "create", "--tenant", "globex", "--expires", "2h", "--database", database)
+
+    code, out, _ = keys(capsys, "list", "--json", "--database", database)
+    listed = json.loads(out)
+    assert [(k["tenant"], k["name"], k["status"]) for k in listed] == [
+        ("acme", "ci", "active"),
+        ("globex", None, "active"),
+    ]
+    assert listed[0]["expires_at"] is None
+    assert listed[1]["expires_at"].endswith("Z")
+    assert key not in out
+
+    code, out, _ = keys(capsys, "revoke", listed[0]["id"], "--database", database)
+    assert (code, out) == (0, f"revoked {listed[0]['id']} (tenant acme)\n")
+    code, out, _ = keys(capsys, "list", "--database", database)
+    lines = out.splitlines()
+    assert lines[0] == f"{listed[0]['id']} acme 'ci' revoked"
+    assert lines[1].startswith(f"{listed[1]['id']} globex active expires ")
+
+
+def test_revoking_an_unknown_key_is_exit_1(
+    capsys: pytest.CaptureFixture[str], database: str
+) -> None:
+    code, out, err = keys(capsys, "revoke", "key_nothing", "--database", database)
+
+    assert (code, out) == (1, "")
+    assert err == "stateway: no API key has the id 'key_nothing'\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["--tenant", "a b"], "not a valid tenant id"),
+        (["--tenant", "acme", "--expires", "0d"], "must live a while"),
+        (["--tenant", "acme", "--expires", "tomorrow"], "expected a duration"),
+    ],
+)
+def test_a_bad_create_is_exit_2_and_prints_no_key(
+    capsys: pytest.CaptureFixture[str], database: str, args: list[str], problem: str
+) -> None:
+    code, out, err = keys(capsys, "create", *args, "--database", database)
+
+    assert (code, out) == (2, "")
+    assert problem in err
+
+
+def test_an_unreachable_database_is_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = keys(capsys, "list", "--database", "postgresql://nobody@127.0.0.1:1/none")
+
+    assert (code, out) == (1, "")
+    assert err.startswith("stateway: ")
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("45s", 45), ("90m", 5400), ("12h", 43200), ("30d", 2592000), ("2w", 1209600)],
+)
+def test_durations(value: str, seconds: int) -> None:
+    assert expiry(value, 1000.0) == 1000.0 + seconds
+
+
+def test_iso_times_are_utc_unless_they_say() -> None:
+    assert expiry("2030-01-01T00:00:00", 0.0) == 1893456000.0
+    assert expiry("2030-01-01T01:00:00+01:00", 0.0) == 1893456000.0
+    with pytest.raises(ValueError, match="in the past"):
+        expiry("2030-01-01T00:00:00Z", 1893456000.0)
