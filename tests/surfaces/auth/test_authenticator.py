@@ -16,6 +16,7 @@ from stateway.surfaces.auth.authenticator import (
     IDENTITY,
     Authenticator,
     Identity,
+    current_principal,
     principal_of,
 )
 from tests.identity.test_key_cache import Clock, Store
@@ -128,13 +129,11 @@ async def test_without_auth_the_admin_credential_acts_for_the_default_tenant() -
     assert principal_of({IDENTITY: identity}).tenant_id == "default"
 
 
-def test_an_identity_expires_when_its_credential_does() -> None:
-    now = [100.0]
-    authenticator = Authenticator(clock=lambda: now[0])
+def test_a_principal_is_refused_once_its_credential_expired() -> None:
     identity = Identity(Principal("t", "s"), authenticated=True, expires_at=150.0)
+    scope = {IDENTITY: identity}
 
-    authenticator.check_current(identity)
-    authenticator.check_current(ANONYMOUS)
-    now[0] = 150.0
+    assert current_principal(scope, now=149.9) == Principal("t", "s")
+    assert current_principal({IDENTITY: ANONYMOUS}, now=1e12) == Principal()
     with pytest.raises(Unauthorized, match="expired"):
-        authenticator.check_current(identity)
+        current_principal(scope, now=150.0)

@@ -97,12 +97,6 @@ class Authenticator:
             return await self._key_identity(credential)
         raise Unauthorized("Incorrect API key provided.")
 
-    def check_current(self, identity: Identity) -> None:
-        """Raise :class:`Unauthorized` when ``identity``'s credential has expired since
-        it was checked (a WebSocket session, before each request frame)."""
-        if identity.expires_at is not None and identity.expires_at <= self._clock():
-            raise Unauthorized("The credential has expired; connect again with a new one.")
-
     def _is_admin(self, credential: str) -> bool:
         return self._admin_key is not None and hmac.compare_digest(
             credential.encode(), self._admin_key
@@ -138,3 +132,13 @@ def principal_of(scope: Scope) -> Principal:
             "or token here."
         )
     return principal
+
+
+def current_principal(scope: Scope, now: float | None = None) -> Principal:
+    """:func:`principal_of`, refused with :class:`Unauthorized` once the credential has
+    expired: what a long-lived connection (a WebSocket session) asks before each request
+    frame, its credential having been checked when it connected."""
+    expires_at = identity_of(scope).expires_at
+    if expires_at is not None and expires_at <= (time.time() if now is None else now):
+        raise Unauthorized("The credential has expired; connect again with a new one.")
+    return principal_of(scope)
