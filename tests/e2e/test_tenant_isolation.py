@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -331,6 +332,23 @@ async def test_mcp_resources_of_another_tenant_are_not_found(
     async with mcp_as(tenants, tenants.alice, mode) as alice:
         uri = f"stateway://{tenants.alice_tenant}/responses/{owned.response}"
         assert (await alice.read_resource(uri)).contents
+
+
+async def test_mcp_subscriptions_to_another_tenants_response_are_refused_alike(
+    tenants: Tenants, owned: Owned
+) -> None:
+    missing = same_shape(owned.background)
+    answers = []
+    async with mcp_as(tenants, tenants.bob, "legacy") as bob:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # resources/subscribe: deprecated as of 2026-07-28
+            for response_id in (owned.background, missing):
+                for tenant in (tenants.alice_tenant, tenants.bob_tenant):
+                    uri = f"stateway://{tenant}/responses/{response_id}"
+                    with pytest.raises(MCPError) as caught:
+                        await bob.subscribe_resource(uri)
+                    answers.append(caught.value.error.message.replace(response_id, "<id>"))
+    assert answers[:2] == answers[2:]
 
 
 def test_an_mcp_session_is_bound_to_the_key_that_opened_it(tenants: Tenants) -> None:
