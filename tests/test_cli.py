@@ -201,6 +201,7 @@ def test_insecure_no_auth_serves_a_public_address_with_a_warning_about_auth(
         raise OSError(errno.EADDRNOTAVAIL, "not bound in tests")
 
     monkeypatch.setattr(cli, "bind_socket", bind)
+    monkeypatch.setattr(cli, "configure_logging", lambda form, level: None)  # keep caplog's
     database = f"sqlite:///{tmp_path}/x.db"
 
     with caplog.at_level(logging.WARNING, logger="stateway"):

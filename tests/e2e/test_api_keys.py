@@ -97,6 +97,7 @@ def test_no_key_or_a_wrong_one_is_a_401_in_each_sdks_shape(gateway: AuthGateway)
     missing = httpx2.post(gateway.url + "/v1/responses", json={"model": MODEL, "input": "hi"})
     assert missing.status_code == 401
     assert missing.json()["error"]["message"].startswith("Missing credentials")
+    assert missing.headers["x-request-id"].startswith("req_")
 
 
 def test_probes_need_no_key(gateway: AuthGateway) -> None:

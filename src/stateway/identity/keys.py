@@ -3,7 +3,7 @@
 A key is ``sk-sw-`` followed by 43 base64url characters: 32 random bytes (256 bits).
 Only its SHA-256 digest is stored, never the key: a key that random cannot be guessed
 from its digest, so a slow password hash would only cost every request time
-(docs/adr/0015-authentication.md). The digest is also how a key is looked up.
+(docs/adr/0016-authentication.md). The digest is also how a key is looked up.
 """
 
 from __future__ import annotations

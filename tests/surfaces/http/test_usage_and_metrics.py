@@ -15,7 +15,9 @@ from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
-from stateway.surfaces.http.admin import AdminRoutes
+from stateway.identity.key_cache import KeyCache
+from stateway.surfaces.auth.authenticator import Authenticator
+from stateway.surfaces.http.admin import AdminRoutes, require_admin
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.metrics import MetricsRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
@@ -23,6 +25,8 @@ from stateway.surfaces.http.service import ServiceRoutes
 from stateway.surfaces.http.usage import UsageRoutes
 from stateway.telemetry.metrics import PrometheusMetrics
 from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.identity.test_key_cache import Clock, Store
+from tests.surfaces.auth.test_authenticator import keyed
 from tests.surfaces.http.asgi import call
 
 KEY = "admin-secret"
@@ -39,18 +43,29 @@ class Ledger:
         return [UsageBucket(query.tenant_id or "t1", "m", DAY, 2, 30, 12)]
 
 
-def build(ledger: Ledger | None, metrics: MetricsRoutes | None = None) -> Any:
+def build(
+    ledger: Ledger | None,
+    metrics: MetricsRoutes | None = None,
+    authenticator: Authenticator | None = None,
+) -> Any:
     store = MemoryStore()
     router = Router([BackendEntry(ScriptedBackend([]), {}, catch_all=True)])
     gateway = Gateway(store, router, Loop(store), RunRegistry(), usage=ledger)
-    admin = AdminRoutes(gateway, KEY, reload_endpoint=False)
     return build_http_app(
         ResponsesRoutes(gateway, 4096),
         ServiceRoutes(gateway),
-        admin=admin,
-        usage=UsageRoutes(gateway, admin.is_admin),
+        admin=AdminRoutes(gateway, reload_endpoint=False),
+        usage=UsageRoutes(gateway),
         metrics=metrics,
+        authenticator=authenticator or Authenticator(admin_key=KEY),
     )
+
+
+async def with_keys() -> tuple[Authenticator, str]:
+    """Auth configured: one API key, of tenant acme."""
+    store = Store()
+    key, _ = await keyed(store, tenant="acme")
+    return Authenticator(keys=KeyCache(store, 2.0, clock=Clock()), admin_key=KEY), key
 
 
 async def test_a_caller_sees_its_own_tenant() -> None:
@@ -129,3 +144,34 @@ async def test_an_authorizer_decides_who_reads_metrics() -> None:
     assert (await call(app, "GET", "/metrics", content_type=None)).status == 401
     reply = await call(app, "GET", "/metrics", content_type=None, headers=ADMIN)
     assert reply.status == 200
+
+
+async def test_with_auth_a_key_sees_its_own_tenant_only() -> None:
+    ledger = Ledger()
+    authenticator, key = await with_keys()
+    app = build(ledger, authenticator=authenticator)
+    bearer = [(b"authorization", f"Bearer {key}".encode())]
+
+    own = await call(app, "GET", "/v1/usage", content_type=None, headers=bearer)
+    other = await call(
+        app, "GET", "/v1/usage", query="tenant=t1", content_type=None, headers=bearer
+    )
+    nobody = await call(app, "GET", "/v1/usage", content_type=None)
+
+    assert own.json()["data"][0]["tenant"] == "acme"
+    assert other.json()["data"] == []
+    assert nobody.status == 401
+    assert ledger.asked == [GetUsage("acme")]
+    await call(app, "GET", "/v1/usage", content_type=None, headers=ADMIN)
+    assert ledger.asked[-1] == GetUsage(None)
+
+
+async def test_with_auth_metrics_are_for_the_admin_credential() -> None:
+    authenticator, key = await with_keys()
+    metrics = MetricsRoutes(PrometheusMetrics().exposition, require_admin)
+    app = build(None, metrics, authenticator)
+
+    assert (await call(app, "GET", "/metrics", content_type=None)).status == 401
+    tenant = [(b"x-api-key", key.encode())]
+    assert (await call(app, "GET", "/metrics", content_type=None, headers=tenant)).status == 403
+    assert (await call(app, "GET", "/metrics", content_type=None, headers=ADMIN)).status == 200

@@ -53,7 +53,7 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
 ``api_keys``
     The keys ``stateway keys create`` made (not tenant data: a key names its tenant):
     each key's SHA-256 ``digest`` (unique; the key itself is never stored), its tenant,
-    name, and creation, expiry and revocation times (ADR 0015).
+    name, and creation, expiry and revocation times (ADR 0016).
 
 ``previous_response_id`` deliberately has no foreign key: a chain is read by following
 the links, and a missing ancestor (say, one day, a retention purge) ends the walk instead

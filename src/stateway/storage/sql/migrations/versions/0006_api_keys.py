@@ -6,7 +6,7 @@ Create Date: 2026-12-01
 
 ``api_keys`` holds one row per key made by ``stateway keys create``: its id, tenant,
 optional name, digest (unique: how a presented key is found), creation, expiry and
-revocation times (docs/adr/0015-authentication.md).
+revocation times (docs/adr/0016-authentication.md).
 """
 
 from __future__ import annotations
