@@ -105,6 +105,16 @@ def test_probes_need_no_key(gateway: AuthGateway) -> None:
     assert httpx2.get(gateway.url + "/ready").status_code == 200
 
 
+def test_metrics_are_not_for_tenants_once_auth_is_configured(gateway: AuthGateway) -> None:
+    key = gateway.create_key("acme")
+    USED.append(key)
+
+    assert httpx2.get(gateway.url + "/metrics").status_code == 401
+    tenant = httpx2.get(gateway.url + "/metrics", headers={"x-api-key": key})
+    assert tenant.status_code == 403
+    assert tenant.json()["error"]["code"] == "permission_denied"
+
+
 def test_the_list_names_the_keys_never_the_keys(gateway: AuthGateway) -> None:
     key = gateway.create_key("listed-tenant", "--name", "for listing")
 
