@@ -1,7 +1,7 @@
 """``GET /metrics``: the Prometheus text exposition.
 
 Open while no authentication is configured (a gateway without auth binds loopback);
-given an ``authorize`` (the authenticator's admin check, once auth is configured), only
+given an ``authorize`` (``admin.require_admin``, when auth is configured), only
 what it lets through is answered: it raises the 401/403 error otherwise.
 """
 
