@@ -213,3 +213,20 @@ def test_insecure_no_auth_serves_a_public_address_with_a_warning_about_auth(
     assert bound == ["0.0.0.0"]
     [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert "without auth" in warning.getMessage()
+
+
+def test_check_config_says_who_may_call(tmp_path: Path) -> None:
+    path = tmp_path / "auth.toml"
+    path.write_text(
+        "[auth]\napi_keys = true\n[auth.oidc]\nissuer = 'https://idp.example'\n"
+        "audience = 'stateway'\ntenant_claim = 'org'\n"
+    )
+    described = stateway("check-config", "--config", str(path))
+    plain = stateway("check-config")
+
+    assert described.returncode == 0, described.stderr
+    assert (
+        "auth: API keys and OIDC tokens from https://idp.example (tenant claim 'org')"
+        in described.stdout
+    )
+    assert "auth: none (every caller is the default tenant; loopback only)" in plain.stdout

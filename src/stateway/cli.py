@@ -154,7 +154,17 @@ def _describe(config: Config, out: Any) -> None:
         print(f"route {route.name}{' (default)' if route.default else ''}: {candidates}", file=out)
     for alias, target in config.aliases.items():
         print(f"alias {alias} -> {target}", file=out)
+    print(f"auth: {_auth_description(config)}", file=out)
     out.flush()
+
+
+def _auth_description(config: Config) -> str:
+    auth = config.auth
+    accepted = ["API keys"] if auth.api_keys else []
+    if auth.oidc is not None:
+        oidc = auth.oidc
+        accepted.append(f"OIDC tokens from {oidc.issuer} (tenant claim '{oidc.tenant_claim}')")
+    return " and ".join(accepted) or "none (every caller is the default tenant; loopback only)"
 
 
 def _run(coroutine: Coroutine[Any, Any, None]) -> None:
