@@ -14,6 +14,8 @@ import anthropic
 import httpx2
 import openai
 import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from tests.e2e.authenticated import AuthGateway, auth_gateway, stateway
 
@@ -113,6 +115,16 @@ def test_metrics_are_not_for_tenants_once_auth_is_configured(gateway: AuthGatewa
     tenant = httpx2.get(gateway.url + "/metrics", headers={"x-api-key": key})
     assert tenant.status_code == 403
     assert tenant.json()["error"]["code"] == "permission_denied"
+
+
+def test_a_websocket_upgrade_without_a_key_is_refused_with_a_401(gateway: AuthGateway) -> None:
+    url = gateway.url.replace("http://", "ws://", 1) + "/v1/responses"
+
+    with pytest.raises(InvalidStatus) as refused:
+        connect(url, open_timeout=30).close()
+
+    assert refused.value.response.status_code == 401
+    assert b'"invalid_api_key"' in refused.value.response.body
 
 
 def test_the_list_names_the_keys_never_the_keys(gateway: AuthGateway) -> None:
