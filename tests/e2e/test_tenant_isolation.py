@@ -143,6 +143,14 @@ def probes(owned: Owned) -> dict[str, tuple[str, Probe]]:
             "response",
             lambda c, i: c.post("/v1/responses/input_tokens", json=body(previous_response_id=i)),
         ),
+        "count tokens of a turn": (
+            "conversation",
+            lambda c, i: c.post("/v1/responses/input_tokens", json=body(conversation=i)),
+        ),
+        "streamed turn": (
+            "conversation",
+            lambda c, i: c.post("/v1/responses", json=body(conversation=i, stream=True)),
+        ),
         "compact": (
             "response",
             lambda c, i: c.post("/v1/responses/compact", json=body(previous_response_id=i)),
