@@ -25,6 +25,7 @@ from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
+from stateway.surfaces.mcp.server import McpSurface
 from tests.core.conversation_fakes import MemoryConversations, TurnStore
 from tests.core.fakes import ScriptedBackend
 from tests.identity.test_key_cache import Clock, Store
@@ -57,6 +58,7 @@ def build(authenticator: Authenticator) -> Starlette:
         conversations=ConversationsRoutes(gateway, 4096),
         messages=MessagesRoutes(gateway, 4096),
         admin=AdminRoutes(gateway, reload_endpoint=True),
+        mcp=McpSurface(gateway),
         authenticator=authenticator,
     )
 
@@ -152,6 +154,17 @@ async def test_the_admin_routes_take_the_admin_credential_only(
     assert (await call(app, "GET", status, headers=bearer("sk-wrong"))).status == 401
     as_tenant = await call(app, "POST", "/v1/responses", BODY, headers=bearer(ADMIN))
     assert as_tenant.status == 403
+
+
+async def test_the_admin_credential_opens_no_mcp_session(keys: tuple[Starlette, str]) -> None:
+    app, _ = keys
+    initialize = b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}'
+
+    reply = await call(app, "POST", "/mcp", initialize, headers=bearer(ADMIN))
+
+    assert reply.status == 403
+    assert reply.json()["error"]["code"] == "permission_denied"
+    assert (await call(app, "POST", "/mcp", initialize)).status == 401
 
 
 async def test_without_auth_the_admin_routes_still_need_the_admin_credential() -> None:
