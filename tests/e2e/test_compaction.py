@@ -247,7 +247,14 @@ def test_input_tokens_need_a_model(client: OpenAI) -> None:
     assert refused.value.body["param"] == "model"  # type: ignore[index]
 
 
-def test_input_tokens_refuses_conversations(client: OpenAI) -> None:
-    with pytest.raises(openai.BadRequestError) as conversation:
+def test_input_tokens_count_a_conversations_items(client: OpenAI) -> None:
+    with pytest.raises(openai.NotFoundError):
         client.responses.input_tokens.count(model=MODEL, input="x", conversation="conv_1")
-    assert conversation.value.code == "unsupported_parameter"
+    conversation = client.conversations.create(
+        items=[{"type": "message", "role": "user", "content": "y " * 400}]
+    )
+    alone = client.responses.input_tokens.count(model=MODEL, input="x")
+    within = client.responses.input_tokens.count(
+        model=MODEL, input="x", conversation=conversation.id
+    )
+    assert within.input_tokens > alone.input_tokens + 100
