@@ -17,15 +17,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from stateway.core.commands import CreateResponse, ForwardChat
-from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.gateway import Gateway
-from stateway.core.response import ResponseState
 from stateway.core.runs import Run
 from stateway.protocols.chat.decode import ChatCall, ChatRequest, decode_chat, peek_chat
 from stateway.protocols.chat.encode import encode_completion
 from stateway.protocols.chat.stream import ChatStream
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.relay import RelayResponse
+from stateway.surfaces.http.run_answers import failure_after_output, wait_for_output
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
     Chunks,
@@ -73,7 +72,7 @@ class ChatRoutes:
             return SSEResponse(
                 _frames(run, translated[0].include_usage),
                 run.cancel,
-                opening=partial(_opening, run),
+                opening=partial(wait_for_output, run),
                 keepalive=self._keepalive,
             )
         watcher = asyncio.create_task(watch_disconnect(request.receive, run.cancel))
@@ -84,7 +83,7 @@ class ChatRoutes:
         if run.error is not None:
             raise run.error
         if run.state.status == "failed":
-            raise _failure(run.state)
+            raise failure_after_output(run.state)
         return JSONResponse(encode_completion(run.state))
 
     async def _translate(
@@ -94,25 +93,6 @@ class ChatRoutes:
         decoded = await asyncio.to_thread(decode) if large else decode()
         into.append(decoded)
         return decoded.command
-
-
-def _failure(state: ResponseState) -> GatewayError:
-    """The error of a response that failed after some output (which is not shown)."""
-    error = state.error or {}
-    return UpstreamError(
-        str(error.get("message") or "The response failed."),
-        status=int(error.get("status") or 502),
-        code=error.get("code"),
-    )
-
-
-async def _opening(run: Run) -> None:
-    """Wait for output beyond ``response.created``/``in_progress``, or the end; a run that
-    failed before any output is answered with its HTTP error."""
-    async for _ in run.subscribe_batches(1):
-        break
-    if run.error is not None:
-        raise run.error
 
 
 async def _frames(run: Run, include_usage: bool) -> Chunks:

@@ -19,10 +19,9 @@ from functools import partial
 from starlette.requests import Request
 from starlette.responses import Response
 
-from stateway.core.errors import GatewayError, InternalError, UpstreamError
+from stateway.core.errors import GatewayError, InternalError
 from stateway.core.gateway import Gateway
 from stateway.core.ids import new_id
-from stateway.core.response import ResponseState
 from stateway.core.runs import Run
 from stateway.core.telemetry import REQUEST_ID as REQUEST_ID_VAR
 from stateway.protocols.messages.decode import decode_count_tokens, decode_messages
@@ -30,6 +29,7 @@ from stateway.protocols.messages.encode import encode_message
 from stateway.protocols.messages.errors import encode_error
 from stateway.protocols.messages.stream import PING, MessagesStream
 from stateway.surfaces.auth.authenticator import principal_of
+from stateway.surfaces.http.run_answers import failure_after_output, wait_for_output
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
     Chunks,
@@ -83,7 +83,7 @@ class MessagesRoutes:
             return SSEResponse(
                 _frames(run),
                 run.cancel,
-                opening=partial(_opening, run),
+                opening=partial(wait_for_output, run),
                 keepalive=self._keepalive,
                 idle_frame=PING,
                 headers={REQUEST_ID: request_id},
@@ -97,7 +97,7 @@ class MessagesRoutes:
         if run.error is not None:
             raise run.error
         if run.state.status == "failed":
-            raise _failure(run.state)
+            raise failure_after_output(run.state)
         return JSONResponse(encode_message(run.state), headers={REQUEST_ID: request_id})
 
     async def _count_tokens(self, request: Request, request_id: str) -> Response:
@@ -130,25 +130,6 @@ async def _answered(handler: Handler, request: Request) -> Response:
 def error_response(error: GatewayError, *, request_id: str) -> Response:
     headers = {**error.headers, REQUEST_ID: request_id}
     return JSONResponse(encode_error(error), status_code=error.status, headers=headers)
-
-
-def _failure(state: ResponseState) -> GatewayError:
-    """The error of a response that failed after some output (which is not shown)."""
-    error = state.error or {}
-    return UpstreamError(
-        str(error.get("message") or "The response failed."),
-        status=int(error.get("status") or 502),
-        code=error.get("code"),
-    )
-
-
-async def _opening(run: Run) -> None:
-    """Wait for output beyond ``response.created``/``in_progress``, or the end; a run that
-    failed before any output is answered with its HTTP error."""
-    async for _ in run.subscribe_batches(1):
-        break
-    if run.error is not None:
-        raise run.error
 
 
 async def _frames(run: Run) -> Chunks:

@@ -40,6 +40,7 @@ from stateway.protocols.responses.encode import (
 )
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
+from stateway.surfaces.http.run_answers import wait_for_output
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
     Chunks,
@@ -115,7 +116,7 @@ class ResponsesRoutes:
         if run.journal is not None and run.state.background:  # detached from this request
             return await self._background(run, run.journal, stream=stream)
         if stream:
-            opening = partial(_opening, run)
+            opening = partial(wait_for_output, run)
             return SSEResponse(
                 _frames(run), on_disconnect, opening=opening, keepalive=self._keepalive
             )
@@ -211,15 +212,6 @@ async def refuse_websocket(websocket: WebSocket) -> None:
         await websocket.send_denial_response(error_response(error))
     else:
         await websocket.close(code=1008, reason=error.message)  # the handshake fails alike
-
-
-async def _opening(run: Run) -> None:
-    """Wait until the run has output beyond ``response.created``/``in_progress``, or has
-    ended; a run that failed before any output is answered with its HTTP error."""
-    async for _ in run.subscribe_batches(1):  # any event after in_progress (number 1)
-        break
-    if run.error is not None:
-        raise run.error
 
 
 async def _accepted(run: Run) -> None:

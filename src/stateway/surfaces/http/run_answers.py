@@ -1,0 +1,27 @@
+"""What the routes that start a run share when answering it over HTTP."""
+
+from __future__ import annotations
+
+from stateway.core.errors import GatewayError, UpstreamError
+from stateway.core.response import ResponseState
+from stateway.core.runs import Run
+
+
+async def wait_for_output(run: Run) -> None:
+    """Wait until the run has output beyond ``response.created``/``in_progress``, or has
+    ended; a run that failed before any output is answered with its HTTP error."""
+    async for _ in run.subscribe_batches(1):  # any event after in_progress (number 1)
+        break
+    if run.error is not None:
+        raise run.error
+
+
+def failure_after_output(state: ResponseState) -> GatewayError:
+    """The error of a response that failed after some output, for a protocol that has no
+    way to show partial output (Chat Completions, Messages)."""
+    error = state.error or {}
+    return UpstreamError(
+        str(error.get("message") or "The response failed."),
+        status=int(error.get("status") or 502),
+        code=error.get("code"),
+    )
