@@ -16,8 +16,8 @@ import statistics
 import time
 import uuid
 
-from stateway.coordination import MemoryCommandResults, RedisCommandResults
-from stateway.coordination.redis import connect
+from stateway.coordination import MemoryCommandResults
+from stateway.coordination.redis import RedisCommandResults, connect
 from stateway.core.coordination import CommandKey, CommandResults
 from stateway.core.exactly_once import attempt, fingerprint
 

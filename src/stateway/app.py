@@ -53,7 +53,7 @@ from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPoli
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.keys import KeyStore
 from stateway.identity.oidc import OidcVerifier
-from stateway.mcp_client import PooledMcpClient
+from stateway.mcp_client import LazyMcpClient
 from stateway.protocols.responses.encode import encode_event_json
 from stateway.reload import Compiled, Reloader, keep_started, restart_required
 from stateway.route_config import RouteConfig
@@ -76,7 +76,7 @@ from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from stateway.surfaces.http.transport import KEEPALIVE_INTERVAL
 from stateway.surfaces.http.usage import UsageRoutes
-from stateway.surfaces.mcp.server import McpSurface
+from stateway.surfaces.mcp.mount import McpMount
 from stateway.telemetry.metrics import PrometheusMetrics
 from stateway.telemetry.observability import Observability
 from stateway.telemetry.storage import TimedStore
@@ -187,7 +187,7 @@ def build_tools(config: Config, environ: Mapping[str, str] | None = None) -> Gat
         max_discovered_tools=config.tools.max_discovered_tools,
     )
     return GatewayTools(
-        mcp=PooledMcpClient(session_ttl=config.mcp.session_ttl),
+        mcp=LazyMcpClient(session_ttl=config.mcp.session_ttl),
         search=search,
         servers=servers,
         url_allowed=config.mcp.allows,
@@ -427,7 +427,7 @@ def build_app(parts: GatewayParts) -> Starlette:
     """The HTTP app. Its start-up marks the responses a dead process left in progress
     (before any request is served); its shutdown ends the runs still in flight, then
     closes every config generation."""
-    mcp = McpSurface(parts.gateway, __version__)
+    mcp = McpMount(parts.gateway, __version__)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -438,9 +438,9 @@ def build_app(parts: GatewayParts) -> Starlette:
         if parts.signals is not None:
             await parts.signals.start(parts.gateway.cancel_signalled)
         try:
-            async with mcp.running():
-                yield
+            yield
         finally:
+            await mcp.aclose()
             await parts.reloader.aclose()
             await parts.end_runs()
             if parts.leases is not None:

@@ -8,8 +8,7 @@ import uuid
 import pytest
 from redis.asyncio import Redis
 
-from stateway.coordination import RedisCancelSignals
-from stateway.coordination.redis import connect
+from stateway.coordination.redis import RedisCancelSignals, connect
 from stateway.core.errors import StorageError
 
 pytestmark = pytest.mark.redis

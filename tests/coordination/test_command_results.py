@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from stateway.coordination import MemoryCommandResults, RedisCommandResults
-from stateway.coordination.redis import connect
+from stateway.coordination import MemoryCommandResults
+from stateway.coordination.redis import RedisCommandResults, connect
 from stateway.core.coordination import CommandKey, CommandResults, Outcome
 from stateway.core.errors import IdempotencyKeyReused, StorageError
 

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from stateway.mcp_client import PooledMcpClient
+from stateway.mcp_client.pool import PooledMcpClient
 from tests.support.mcp_server import RunningMcpServer, serve_mcp
 
 

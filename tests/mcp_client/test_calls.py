@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from stateway.core.tools.ports import McpServer, McpTransport, ToolError, ToolFailure
-from stateway.mcp_client import PooledMcpClient
+from stateway.mcp_client.pool import PooledMcpClient
 from tests.support.mcp_server import PICTURE_PNG, TOOLS, RunningMcpServer
 
 TRANSPORTS: list[McpTransport] = ["streamable_http", "sse"]

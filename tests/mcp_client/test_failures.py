@@ -10,7 +10,7 @@ import time
 import pytest
 
 from stateway.core.tools.ports import McpServer, McpTransport, ToolError, ToolFailure
-from stateway.mcp_client import PooledMcpClient
+from stateway.mcp_client.pool import PooledMcpClient
 from tests.support.mcp_server import (
     RunningMcpServer,
     hanging_server,

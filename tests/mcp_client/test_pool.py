@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from stateway.core.tools.ports import McpServer, ToolFailure
-from stateway.mcp_client import PooledMcpClient
+from stateway.mcp_client.pool import PooledMcpClient
 from tests.support.mcp_server import RunningMcpServer, ServerStats, hanging_server, serve_mcp
 
 from .test_calls import TRANSPORTS, McpTransport, server_for

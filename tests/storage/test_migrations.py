@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,7 +21,7 @@ from sqlalchemy import Connection, inspect, make_url, text
 
 from stateway.storage.sql import migrate
 from stateway.storage.sql.engine import create_engine
-from stateway.storage.sql.migrator import MIGRATIONS_DIR, alembic_config
+from stateway.storage.sql.migrator import HEAD_REVISION, MIGRATIONS_DIR, alembic_config
 from stateway.storage.sql.schema import metadata
 
 HEAD = "0006"
@@ -55,6 +57,35 @@ def test_the_shipped_scripts_have_one_head() -> None:
 
     assert Path(scripts.dir) == MIGRATIONS_DIR
     assert scripts.get_heads() == [HEAD]
+    assert HEAD_REVISION == HEAD  # what start-up compares with, without Alembic
+
+
+_MIGRATE_AND_REPORT = """
+import asyncio, sys
+from stateway.storage.sql import migrate
+asyncio.run(migrate(sys.argv[1]))
+print("alembic" in sys.modules)
+"""
+
+
+def test_an_up_to_date_database_is_not_handed_to_alembic(sqlite_url: str) -> None:
+    def alembic_loaded() -> str:
+        run = [sys.executable, "-c", _MIGRATE_AND_REPORT, sqlite_url]
+        return subprocess.run(run, check=True, capture_output=True, text=True).stdout.strip()
+
+    assert alembic_loaded() == "True"  # a new database: migrated
+    assert alembic_loaded() == "False"  # at the head: only its version was read
+    assert sqlite_state(sqlite_url)[1] == [HEAD]
+
+
+async def test_an_older_revision_is_still_upgraded(sqlite_url: str) -> None:
+    await asyncio.to_thread(command.upgrade, alembic_config(sqlite_url), "0005")
+
+    await migrate(sqlite_url)
+
+    tables, versions = sqlite_state(sqlite_url)
+    assert versions == [HEAD]
+    assert "api_keys" in tables
 
 
 async def test_migrate_creates_the_schema_and_is_idempotent(sqlite_url: str) -> None:

@@ -2,14 +2,10 @@
 
 ``memory``: one process (the embedded default); ``redis``: processes sharing a Redis
 server, so that replicas behind a load balancer deduplicate commands together and cancel
-each other's background runs.
+each other's background runs. Import the Redis ones from :mod:`.redis` (this package
+does not, so a process that uses no Redis never loads the client).
 """
 
 from stateway.coordination.memory import MemoryCommandResults
-from stateway.coordination.redis import RedisCancelSignals, RedisCommandResults
 
-__all__ = [
-    "MemoryCommandResults",
-    "RedisCancelSignals",
-    "RedisCommandResults",
-]
+__all__ = ["MemoryCommandResults"]

@@ -1,16 +1,13 @@
 """The coordination adapters a configuration asks for: in process, or through Redis.
 
-Called by the composition root (:mod:`stateway.app`) only.
+Called by the composition root (:mod:`stateway.app`) only. The Redis adapters (and the
+``redis`` package, ~9 MiB of a process) are imported only when a configuration names Redis.
 """
 
 from __future__ import annotations
 
 from stateway.config import Config, CoordinationConfig
-from stateway.coordination.event_fanout import RedisEventFanout
 from stateway.coordination.memory import MemoryCommandResults
-from stateway.coordination.redis import RedisCancelSignals, RedisCommandResults
-from stateway.coordination.redis import connect as connect_redis
-from stateway.coordination.token_buckets import MemoryTokenBuckets, RedisTokenBuckets
 from stateway.core.coordination import CancelSignals, CommandResults, EventFanout
 from stateway.core.limits import RateLimits, TokenBuckets
 
@@ -19,6 +16,9 @@ def build_coordination(config: CoordinationConfig) -> tuple[CommandResults, Canc
     """Command outcomes in process, or both outcomes and cancel signals through Redis."""
     if config.redis_url is None:
         return MemoryCommandResults(config.max_results, config.result_ttl), None
+    from stateway.coordination.redis import RedisCancelSignals, RedisCommandResults
+    from stateway.coordination.redis import connect as connect_redis
+
     results = RedisCommandResults(
         connect_redis(config.redis_url),
         config.key_prefix,
@@ -33,6 +33,9 @@ def build_fanout(config: CoordinationConfig) -> EventFanout | None:
     single process watches its own runs live)."""
     if config.redis_url is None:
         return None
+    from stateway.coordination.event_fanout import RedisEventFanout
+    from stateway.coordination.redis import connect as connect_redis
+
     return RedisEventFanout(connect_redis(config.redis_url), config.key_prefix)
 
 
@@ -41,8 +44,12 @@ def build_limits(config: Config) -> RateLimits | None:
     limits = config.rate_limits
     if limits.requests_per_minute is None and limits.tokens_per_minute is None:
         return None
+    from stateway.coordination.token_buckets import MemoryTokenBuckets, RedisTokenBuckets
+
     coordination = config.coordination
     buckets: TokenBuckets = MemoryTokenBuckets()
     if coordination.redis_url is not None:
+        from stateway.coordination.redis import connect as connect_redis
+
         buckets = RedisTokenBuckets(connect_redis(coordination.redis_url), coordination.key_prefix)
     return RateLimits(buckets, limits.requests_per_minute, limits.tokens_per_minute)

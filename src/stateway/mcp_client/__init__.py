@@ -4,9 +4,10 @@ pooled sessions of the official ``mcp`` SDK (Streamable HTTP and SSE). It implem
 
 ``pool.py`` (the client and its pool), ``session.py`` (one session and the task that owns
 it), ``transports.py`` (opening a transport, watching its HTTP answers), ``failures.py``
-(every error -> ``ToolFailure``), ``results.py`` (wire results -> port types).
+(every error -> ``ToolFailure``), ``results.py`` (wire results -> port types), ``lazy.py``
+(the client the gateway holds: the pool and the SDK loaded at first use).
 """
 
-from stateway.mcp_client.pool import PooledMcpClient
+from stateway.mcp_client.lazy import LazyMcpClient
 
-__all__ = ["PooledMcpClient"]
+__all__ = ["LazyMcpClient"]

@@ -1,0 +1,68 @@
+"""``/mcp`` as mounted: the MCP surface built and started by its first request.
+
+The ``mcp`` SDK (its server, transports and protocol types) is the largest import of a
+serving process, ~20 MiB. A gateway nobody drives over MCP should not carry it, so the
+HTTP app mounts an :class:`McpMount`: at the first request to ``/mcp`` it imports
+:mod:`.server`, builds the :class:`~.server.McpSurface` and enters its session manager in
+a task of its own (the SDK's task group must be left by the task that entered it), which
+:meth:`McpMount.aclose` ends at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from starlette.types import Receive, Scope, Send
+
+from stateway.core.errors import ServerShuttingDown
+from stateway.core.gateway import Gateway
+from stateway.surfaces.http.transport import error_response
+
+if TYPE_CHECKING:
+    from stateway.surfaces.mcp.server import McpSurface
+
+
+class McpMount:
+    """The ``/mcp`` ASGI app; :meth:`aclose` when the server stops."""
+
+    def __init__(self, gateway: Gateway, version: str = "") -> None:
+        self._gateway = gateway
+        self._version = version
+        self._surface: asyncio.Future[McpSurface] | None = None
+        self._serving: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+
+    @property
+    def started(self) -> bool:
+        return self._surface is not None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._stop.is_set():
+            await error_response(ServerShuttingDown())(scope, receive, send)
+            return
+        if self._surface is None:
+            self._surface = asyncio.get_running_loop().create_future()
+            self._serving = asyncio.create_task(self._serve(self._surface))
+        # Shielded: a first caller that leaves does not take the start-up with it.
+        surface = await asyncio.shield(self._surface)
+        await surface(scope, receive, send)
+
+    async def _serve(self, started: asyncio.Future[McpSurface]) -> None:
+        try:
+            from stateway.surfaces.mcp.server import McpSurface
+
+            surface = McpSurface(self._gateway, self._version)
+            async with surface.running():
+                started.set_result(surface)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not started.done():
+                started.set_exception(exc)
+            raise
+
+    async def aclose(self) -> None:
+        """Stop the surface (its sessions and subscriptions end), if it was started."""
+        self._stop.set()
+        if self._serving is not None:
+            await self._serving
