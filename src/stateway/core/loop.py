@@ -1,7 +1,8 @@
 """The agentic loop: infer, classify, run gateway tools, continue or finish.
 
-One ``Loop.execute`` drives one run to its single terminal event. Each round sends the
-context plus the output so far to the backend and assembles what comes back. Calls to
+One ``Loop.execute`` drives one run to its single terminal event. Each round
+(:mod:`.rounds`) sends the context plus the output so far to the backend and assembles what
+comes back. Calls to
 client-owned tools end the run (the client answers them in its next request); gateway-owned
 tools, when they exist, run here and feed another round, up to ``max_rounds``.
 
@@ -29,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from contextlib import aclosing
 from functools import partial
 from typing import TypeVar
 
@@ -38,24 +38,17 @@ from stateway.core.assembler import OutputAssembler
 from stateway.core.compaction.reasoning_output import reasoning_output
 from stateway.core.compaction.service import CompactionStep
 from stateway.core.errors import GatewayError, InternalError, ServerShuttingDown, StorageError
-from stateway.core.inference import (
-    Finish,
-    InferenceRequest,
-    OutputItem,
-    ReasoningDelta,
-    ReasoningSignature,
-    TextDelta,
-    ToolCallDelta,
-    UsageReport,
-)
+from stateway.core.inference import InferenceRequest
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
 from stateway.core.ownership import ProcessIdentity
-from stateway.core.ports import Backend, ConversationTurn, ResponseRecord, ResponseStore, Sealer
+from stateway.core.ports import ConversationTurn, ResponseRecord, ResponseStore, Sealer
 from stateway.core.response import final_record, started_record, turn_end
+from stateway.core.rounds import one_round
 from stateway.core.routing import Plan
+from stateway.core.run_row import Row, announce, announce_once_durable, durable
 from stateway.core.runs import CancelReason, Run
 from stateway.core.stages.context import StageContext
-from stateway.core.telemetry import ATTEMPT, ROUND, NoTelemetry, Telemetry
+from stateway.core.telemetry import ROUND, NoTelemetry, Telemetry
 from stateway.core.tools import shell
 from stateway.core.tools.catalog import with_context_tools
 from stateway.core.tools.session import ToolSession
@@ -72,11 +65,6 @@ MAX_ROUNDS_REASON = "max_rounds"
 MAX_TOOL_CALLS = "The response reached its max_tool_calls limit; this call was not run."
 _MAX_CHAIN = 16
 _CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL, TOOL_SEARCH_CALL, *shell.ANSWERS})
-
-
-Row = asyncio.Future[None]
-"""The write of a stored run's in-progress row (with its input), under way while the first
-round's upstream request starts; ``response.created`` waits for it."""
 
 
 class Loop:
@@ -125,14 +113,14 @@ class Loop:
         if run.has_row:  # written before the run was started (a conversation turn)
             row = asyncio.get_running_loop().create_future()
             row.set_result(None)
-            _announce(run)
+            announce(run)
         elif state.store and stream and run.cancel_reason is None:
             record = started_record(state, run.input_items, self._owner)
             row = asyncio.ensure_future(self._store.save(record))
-            row.add_done_callback(partial(_announce_once_durable, run))
+            row.add_done_callback(partial(announce_once_durable, run))
             run.has_row = True
         else:  # no id leaves before the end: the response is written once, at the end
-            _announce(run)
+            announce(run)
         run.began = True
         usage = Usage()
         used_call_ids = {i.get("call_id") or "" for i in context if i.get("type") in _CALLS}
@@ -149,13 +137,13 @@ class Loop:
             if run.cancel_reason is not None:  # cancelled before it started generating
                 raise asyncio.CancelledError
             if tools.needed(run.input_items):  # its items come first: announce the response
-                await _durable(row)
-                _announce(run)
+                await durable(row)
+                announce(run)
                 await tools.prepare(context)
                 await tools.resume_approvals(context, run.input_items)
             if compaction is not None:  # compacted first: a trigger, or past the threshold
-                await _durable(row)
-                _announce(run)
+                await durable(row)
+                announce(run)
                 context = await compaction.run(run, plan.first, usage)
                 state.usage = usage
             choice = toolset.native_choice(settings.tool_choice) or tools.catalog.model_choice(
@@ -183,7 +171,9 @@ class Loop:
                 )
                 with self._telemetry.span(ROUND, {ROUND: number}):
                     produced = len(state.output)
-                    reason = await self._round(run, row, plan, request, assembler, usage)
+                    reason = await one_round(
+                        run, row, plan, request, assembler, usage, self._telemetry
+                    )
                     incomplete = _INCOMPLETE_REASONS.get(reason)
                     assembler.finish("incomplete" if incomplete else "completed")
                     await _parts(plan, state.output[produced:])
@@ -232,77 +222,6 @@ class Loop:
         run.cancellable = False  # from here a client leaving interrupts nothing
         await self._finish(run, row)
 
-    async def _round(
-        self,
-        run: Run,
-        row: Row | None,
-        plan: Plan,
-        request: InferenceRequest,
-        assembler: OutputAssembler,
-        usage: Usage,
-    ) -> str:
-        """One inference round, failing over between the plan's candidates until the
-        first delta (:mod:`stateway.core.routing.plan`)."""
-        error: GatewayError | None = None
-        for candidate in plan.begin_round():
-            attempt = plan.open(candidate)
-            request.model = candidate.model
-            try:
-                backend = candidate.backend
-                reason = await self._infer(run, row, backend, plan, request, assembler, usage)
-            except GatewayError as exc:
-                if not plan.failed(attempt, candidate, exc):
-                    raise
-                error = exc
-                continue
-            except BaseException:
-                plan.abandoned(attempt, candidate)
-                raise
-            plan.succeeded(attempt, candidate)
-            return reason
-        assert error is not None  # a round opens one candidate at least
-        raise error
-
-    async def _infer(
-        self,
-        run: Run,
-        row: Row | None,
-        backend: Backend,
-        plan: Plan,
-        request: InferenceRequest,
-        assembler: OutputAssembler,
-        usage: Usage,
-    ) -> str:
-        reason = "stop"
-        reported = Usage()  # some servers repeat running totals: the last report counts
-        attributes = {"stateway.backend": backend.name, "stateway.model": request.model}
-        with self._telemetry.span(ATTEMPT, attributes):
-            async with aclosing(backend.infer(request)) as deltas:
-                async for delta in deltas:
-                    if not plan.output_started:
-                        plan.output()
-                    if not run.events:  # the first output: durable first, then announced
-                        await _durable(row)
-                        _announce(run)
-                    match delta:
-                        case TextDelta(text=text):
-                            assembler.text(text)
-                        case ReasoningDelta(text=text):
-                            assembler.reasoning(text)
-                        case ReasoningSignature(signature=signature):
-                            assembler.reasoning_signature(signature)
-                        case ToolCallDelta():
-                            assembler.tool_call(delta)
-                        case OutputItem(item=item):
-                            assembler.item(item)
-                        case UsageReport(usage=latest):
-                            reported = latest
-                        case Finish(reason=finish_reason, stop_sequence=matched):
-                            reason = finish_reason
-                            run.state.stop_sequence = matched
-        usage.add(reported)
-        return reason
-
     async def _finish(self, run: Run, row: Row | None) -> None:
         """Update the in-progress row to the run's end, then emit the terminal event. A
         run that ends before its first output is announced here, once its row is durable;
@@ -315,8 +234,8 @@ class Loop:
                 if row is None:
                     await self._store.save(final_record(state, run.input_items))
                 else:
-                    await _durable(row)
-                    _announce(run)
+                    await durable(row)
+                    announce(run)
                     record = final_record(state)
                     record.turn = turn_end(state, run.input_items)
                     await self._store.finish(await _with_log(run, record))
@@ -361,32 +280,12 @@ async def _parts(plan: Plan, items: list[Item]) -> None:
             await stages.run(StageContext("response_part", plan.route.name, item=item))
 
 
-async def _durable(row: Row | None) -> None:
-    """Wait for the in-progress row (shielded: a cancelled run still needs it written)."""
-    if row is not None:
-        await asyncio.shield(row)
-
-
 async def _with_log(run: Run, record: ResponseRecord) -> ResponseRecord:
     """A background run's final save also stores the rest of its event log, up to the
     terminal event about to be emitted."""
     if run.journal is not None:
         record.events = await run.journal.close(ev.ResponseFinished(run.state))
     return record
-
-
-def _announce(run: Run) -> None:
-    """Emit ``response.created`` and ``response.in_progress``, once."""
-    if not run.events:
-        run.emit(ev.ResponseCreated(run.state))
-        run.emit(ev.ResponseInProgress(run.state))
-
-
-def _announce_once_durable(run: Run, row: Row) -> None:
-    """Announce the run as soon as its row is committed, while the upstream works; the
-    first output or the end announces it instead if they come first."""
-    if not row.cancelled() and row.exception() is None:
-        _announce(run)
 
 
 def _end_cancelled(run: Run) -> None:

@@ -1,0 +1,100 @@
+"""One inference round of a run: the plan's candidates tried in order until one starts
+answering (failover only before the first delta, :mod:`stateway.core.routing.plan`), its
+deltas assembled into output items and events as they come.
+"""
+
+from __future__ import annotations
+
+from contextlib import aclosing
+
+from stateway.core.assembler import OutputAssembler
+from stateway.core.errors import GatewayError
+from stateway.core.inference import (
+    Finish,
+    InferenceRequest,
+    OutputItem,
+    ReasoningDelta,
+    ReasoningSignature,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from stateway.core.ports import Backend
+from stateway.core.routing import Plan
+from stateway.core.run_row import Row, announce, durable
+from stateway.core.runs import Run
+from stateway.core.telemetry import ATTEMPT, Telemetry
+from stateway.core.usage import Usage
+
+
+async def one_round(
+    run: Run,
+    row: Row | None,
+    plan: Plan,
+    request: InferenceRequest,
+    assembler: OutputAssembler,
+    usage: Usage,
+    telemetry: Telemetry,
+) -> str:
+    """Run one round; its finish reason. Raises the last candidate's error when none
+    could answer, or the error that ended an answer part-way."""
+    error: GatewayError | None = None
+    for candidate in plan.begin_round():
+        attempt = plan.open(candidate)
+        request.model = candidate.model
+        try:
+            backend = candidate.backend
+            reason = await _infer(run, row, backend, plan, request, assembler, usage, telemetry)
+        except GatewayError as exc:
+            if not plan.failed(attempt, candidate, exc):
+                raise
+            error = exc
+            continue
+        except BaseException:
+            plan.abandoned(attempt, candidate)
+            raise
+        plan.succeeded(attempt, candidate)
+        return reason
+    assert error is not None  # a round opens one candidate at least
+    raise error
+
+
+async def _infer(
+    run: Run,
+    row: Row | None,
+    backend: Backend,
+    plan: Plan,
+    request: InferenceRequest,
+    assembler: OutputAssembler,
+    usage: Usage,
+    telemetry: Telemetry,
+) -> str:
+    reason = "stop"
+    reported = Usage()  # some servers repeat running totals: the last report counts
+    attributes = {"stateway.backend": backend.name, "stateway.model": request.model}
+    with telemetry.span(ATTEMPT, attributes):
+        async with aclosing(backend.infer(request)) as deltas:
+            async for delta in deltas:
+                if not plan.output_started:
+                    plan.output()
+                if not run.events:  # the first output: durable first, then announced
+                    await durable(row)
+                    announce(run)
+                match delta:
+                    case TextDelta(text=text):
+                        assembler.text(text)
+                    case ReasoningDelta(text=text):
+                        assembler.reasoning(text)
+                    case ReasoningSignature(signature=signature):
+                        assembler.reasoning_signature(signature)
+                    case ToolCallDelta():
+                        assembler.tool_call(delta)
+                    case OutputItem(item=item):
+                        assembler.item(item)
+                    case UsageReport(usage=latest):
+                        reported = latest
+                    case Finish(reason=finish_reason, stop_sequence=matched):
+                        reason = finish_reason
+                        run.state.stop_sequence = matched
+    usage.add(reported)
+    return reason
