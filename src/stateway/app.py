@@ -16,6 +16,7 @@ from typing import Any
 from starlette.applications import Starlette
 
 from stateway import __version__
+from stateway.backend_config import BackendConfig
 from stateway.backends.admission import WaitingRoom
 from stateway.backends.anthropic import AnthropicBackend
 from stateway.backends.anthropic_request import AnthropicOptions
@@ -23,7 +24,6 @@ from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.config import (
-    BackendConfig,
     Config,
     ConfigError,
     Overrides,

@@ -17,17 +17,14 @@ at start-up (a change needs a restart).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from stateway.config_section import Section
 from stateway.exposure import check_url_transport
 from stateway.identity.oidc import OidcSettings
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class OidcConfig(_Strict):
+class OidcConfig(Section):
     issuer: str
     """The issuer URL: ``https://``, or plain ``http://`` on a loopback host."""
     audience: str = Field(min_length=1)
@@ -52,7 +49,7 @@ class OidcConfig(_Strict):
         )
 
 
-class AuthConfig(_Strict):
+class AuthConfig(Section):
     api_keys: bool = False
     """Accept the API keys made by ``stateway keys create`` (kept in the database)."""
     key_cache_ttl: float = Field(default=2.0, gt=0, le=300)

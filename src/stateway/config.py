@@ -37,12 +37,19 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from stateway.auth_config import AuthConfig
+from stateway.backend_config import BackendConfig
+from stateway.config_section import Section
+from stateway.coordination_config import (
+    CoordinationConfig,
+    RateLimitsConfig,
+    apply_coordination_env,
+)
 from stateway.route_config import HealthConfig, RouteConfig, StageConfig, check_routes
 from stateway.sealing.keys import parse_key
 from stateway.storage.sql.engine import async_url
@@ -53,7 +60,6 @@ from stateway.tool_config import (
     ToolsConfig,
     WebSearchConfig,
     apply_tool_env,
-    checked_gateway_tools,
 )
 
 DEFAULT_UPSTREAM = "http://127.0.0.1:8000/v1"
@@ -63,15 +69,11 @@ class ConfigError(Exception):
     """The configuration is invalid; the message says where and why."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 LOOPBACK_NAMES: tuple[str, ...] = ("127.0.0.1", "localhost", "::1", "[::1]")
 """Host names a loopback-bound server answers to by default (DNS-rebinding guard)."""
 
 
-class ServerConfig(_Strict):
+class ServerConfig(Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
@@ -100,7 +102,7 @@ class ServerConfig(_Strict):
         return None
 
 
-class StorageConfig(_Strict):
+class StorageConfig(Section):
     database: str | None = None
     """``sqlite:///path.db`` or ``postgresql://user@host/db``; default: a SQLite file in the
     user's data directory."""
@@ -113,79 +115,7 @@ class StorageConfig(_Strict):
         return url
 
 
-class BackendConfig(_Strict):
-    name: str = Field(min_length=1)
-    url: str
-    api: Literal["chat", "responses", "anthropic"] = "chat"
-    api_key_env: str | None = None
-    models: list[str] | dict[str, str] = Field(default_factory=list)
-    connect_timeout: float = Field(default=10.0, gt=0)
-    read_timeout: float = Field(default=600.0, gt=0)
-    max_connections: int = Field(default=256, ge=1)
-    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    """Chat upstreams: the field ``max_output_tokens`` is sent as."""
-    guided_decoding: Literal["vllm", "vllm-legacy"] | None = None
-    """Chat upstreams: how a forced ``custom`` tool's grammar is enforced (``vllm``:
-    ``structured_outputs``; ``vllm-legacy``: ``guided_grammar``); default: described to
-    the model only. See ``backends/guided_decoding.py``."""
-    anthropic_version: str = Field(default="2023-06-01", min_length=1)
-    """Anthropic upstreams: the ``anthropic-version`` header sent on every call."""
-    default_max_tokens: int = Field(default=4096, ge=1)
-    """Anthropic upstreams: the ``max_tokens`` sent when the client set no limit (the
-    Messages API requires one)."""
-    thinking: Literal["enabled", "adaptive"] = "enabled"
-    """Anthropic upstreams: how a reasoning effort without a token budget is asked for:
-    ``enabled`` with a budget derived from the effort, or ``adaptive`` with the effort
-    as ``output_config.effort`` (newer models)."""
-    total_timeout: float = Field(default=1800.0, gt=0)
-    """The longest a whole upstream call (one inference round) may take."""
-    first_byte_timeout: float | None = Field(default=None, gt=0)
-    """The longest to wait for the upstream's response headers; default: ``read_timeout``."""
-    max_response_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
-    """The most bytes one upstream reply (streamed or not) may carry."""
-    pool_idle_timeout: float = Field(default=4.0, gt=0)
-    """How long an idle pooled connection is kept; keep it below the upstream's keep-alive
-    (uvicorn-based servers such as vLLM close idle connections after 5 s)."""
-    pool_timeout: float = Field(default=30.0, gt=0)
-    """The longest a request waits for one of ``max_connections`` connection slots."""
-    context_window: int | None = Field(default=None, ge=1)
-    """The context window (tokens) of the models this backend serves: ``truncation:
-    "auto"`` drops the oldest turns to fit it, and a ``context_management`` compaction
-    without ``compact_threshold`` triggers at 80% of it. Default: unknown (neither)."""
-
-    gateway_tools: list[dict[str, Any]] = Field(default_factory=list)
-    """Gateway-owned tools (Responses-shaped ``mcp`` / ``web_search`` tools) offered to
-    every model of this backend on the Chat Completions and Messages frontends, whose
-    clients cannot declare them; they run in hidden rounds (``core/hidden.py``)."""
-
-    @field_validator("gateway_tools")
-    @classmethod
-    def _gateway_tools(cls, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return checked_gateway_tools(tools)
-
-    @property
-    def effective_first_byte_timeout(self) -> float:
-        return self.read_timeout if self.first_byte_timeout is None else self.first_byte_timeout
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, url: str) -> str:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return url.rstrip("/")
-
-    @property
-    def model_map(self) -> dict[str, str]:
-        if isinstance(self.models, dict):
-            return dict(self.models)
-        return {name: name for name in self.models}
-
-    @property
-    def catch_all(self) -> bool:
-        return not self.models
-
-
-class SecurityConfig(_Strict):
+class SecurityConfig(Section):
     sealing_key: str | None = Field(default=None, repr=False)
     """Base64 of 32 bytes: the key sealing ``encrypted_content``. Default: generated on
     first start and kept in the database (``gateway_secrets``)."""
@@ -198,48 +128,11 @@ class SecurityConfig(_Strict):
         return key
 
 
-class LoopConfig(_Strict):
+class LoopConfig(Section):
     max_rounds: int = Field(default=8, ge=1, le=128)
 
 
-class CoordinationConfig(_Strict):
-    """What gateway processes share beyond the database (``core/coordination.py``)."""
-
-    redis_url: str | None = None
-    """``redis://host:port/db``: command outcomes and cancel signals shared through Redis
-    by every process given the same URL and ``key_prefix``; default: in process."""
-    key_prefix: str = Field(default="stateway:", min_length=1)
-    """Prefix of every Redis key and channel (several gateways can share one Redis)."""
-    max_results: int = Field(default=10_000, ge=1)
-    """In process: command outcomes remembered (least recently used dropped first)."""
-    result_ttl: float = Field(default=24 * 3600.0, gt=0)
-    """Seconds a command's outcome is remembered (retries within it get the same answer)."""
-    claim_ttl: float = Field(default=30.0, gt=0)
-    """Redis: seconds a claim outlives a process that died while running its command
-    (the claim is renewed while the command runs)."""
-    lease_timeout: float = Field(default=10.0, gt=0)
-    """Seconds a process may go without renewing its lease (it renews every third of
-    this) before another process sharing the database fails its runs (server_restarted)."""
-
-    @field_validator("redis_url")
-    @classmethod
-    def _redis_url(cls, url: str | None) -> str | None:
-        if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("must start with redis://, rediss:// or unix://")
-        return url
-
-
-class RateLimitsConfig(_Strict):
-    """Limits per principal (an API key, or the tenant's one subject until keys exist),
-    shared by every replica through Redis (``[coordination] redis_url``)."""
-
-    requests_per_minute: int | None = Field(default=None, ge=1)
-    """Model requests a minute (a token bucket of this size); default: unlimited."""
-    tokens_per_minute: int | None = Field(default=None, ge=1)
-    """Input and output tokens a minute, counted when each run ends; default: unlimited."""
-
-
-class AdminConfig(_Strict):
+class AdminConfig(Section):
     reload_endpoint: bool = False
     """Serve ``POST /admin/config/reload`` (``SIGHUP`` reloads either way)."""
     api_key_env: str = Field(default="STATEWAY_ADMIN_KEY", min_length=1)
@@ -247,7 +140,7 @@ class AdminConfig(_Strict):
     routes are served only when it is set."""
 
 
-class Config(_Strict):
+class Config(Section):
     server: ServerConfig = ServerConfig()
     storage: StorageConfig = StorageConfig()
     security: SecurityConfig = SecurityConfig()
@@ -355,12 +248,7 @@ def load_config(flags: Overrides, environ: Mapping[str, str] | None = None) -> C
         apply_tool_env(data, env)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    for key, var in _COORDINATION_ENV.items():
-        if env.get(var):
-            data["coordination"] = {**data.get("coordination", {}), key: env[var]}
-    for key, var in _RATE_LIMITS_ENV.items():
-        if env.get(var):
-            data["rate_limits"] = {**data.get("rate_limits", {}), key: env[var]}
+    apply_coordination_env(data, env)
     apply_telemetry_env(data, env)
     if env.get(SEALING_KEY_ENV):
         data["security"] = {**data.get("security", {}), "sealing_key": env[SEALING_KEY_ENV]}
@@ -465,16 +353,3 @@ _SERVER_ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "allowed_hosts": ("STATEWAY_ALLOWED_HOSTS", _hosts),
 }
 """``[server]`` keys settable from the environment, with their variable and parser."""
-
-_COORDINATION_ENV = {
-    "redis_url": "STATEWAY_REDIS_URL",
-    "key_prefix": "STATEWAY_REDIS_KEY_PREFIX",
-    "lease_timeout": "STATEWAY_LEASE_TIMEOUT",
-}
-"""``[coordination]`` keys settable from the environment."""
-
-_RATE_LIMITS_ENV = {
-    "requests_per_minute": "STATEWAY_REQUESTS_PER_MINUTE",
-    "tokens_per_minute": "STATEWAY_TOKENS_PER_MINUTE",
-}
-"""``[rate_limits]`` keys settable from the environment."""

@@ -16,14 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from stateway.config_section import Section
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class CapabilitiesConfig(_Strict):
+class CapabilitiesConfig(Section):
     """What a candidate can do; everything unless declared otherwise."""
 
     images: bool = True
@@ -35,7 +33,7 @@ class CapabilitiesConfig(_Strict):
     """Input tokens the model takes (estimated for the check); None: not checked."""
 
 
-class CandidateConfig(_Strict):
+class CandidateConfig(Section):
     backend: str = Field(min_length=1)
     """A ``[[backends]]`` name."""
     model: str = Field(min_length=1)
@@ -47,14 +45,14 @@ class CandidateConfig(_Strict):
     capabilities: CapabilitiesConfig = CapabilitiesConfig()
 
 
-class StageConfig(_Strict):
+class StageConfig(Section):
     name: str = Field(min_length=1)
     """An entry point in the group ``stateway.stages``."""
     on_error: Literal["open", "closed"] = "closed"
     options: dict[str, Any] = Field(default_factory=dict)
 
 
-class RouteConfig(_Strict):
+class RouteConfig(Section):
     name: str = Field(min_length=1)
     """The public model name."""
     candidates: list[CandidateConfig] = Field(min_length=1)
@@ -70,7 +68,7 @@ class RouteConfig(_Strict):
     stages: list[StageConfig] = Field(default_factory=list)
 
 
-class HealthConfig(_Strict):
+class HealthConfig(Section):
     failure_threshold: int = Field(default=3, ge=1)
     """Consecutive failures that open a candidate's circuit."""
     cooldown: float = Field(default=5.0, gt=0)

@@ -17,20 +17,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from stateway.config_section import Section
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LoggingConfig(_Strict):
+class LoggingConfig(Section):
     format: Literal["text", "json"] = "text"
     """``json``: one JSON object per line (time, level, logger, message, request_id)."""
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 
-class TracingConfig(_Strict):
+class TracingConfig(Section):
     enabled: bool = False
     """Export OpenTelemetry traces over OTLP (needs the ``otel`` extra): endpoint,
     headers, protocol, sampler and resource from the standard ``OTEL_*`` variables."""

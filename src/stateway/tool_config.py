@@ -30,17 +30,14 @@ from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from stateway.config_section import Section
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.responses.tools import decode_tools
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ToolsConfig(_Strict):
+class ToolsConfig(Section):
     timeout: float = Field(default=60.0, gt=0)
     """Seconds one gateway tool call (or one MCP discovery) may take before it fails."""
     max_concurrent_calls: int = Field(default=5, ge=1, le=256)
@@ -51,7 +48,7 @@ class ToolsConfig(_Strict):
     """Tools all of one request's MCP servers may list together."""
 
 
-class McpConfig(_Strict):
+class McpConfig(Section):
     allowed_hosts: list[str] = Field(default_factory=list)
     """Hosts a request may name in ``server_url`` (deny by default: no SSRF into the
     gateway's network). ``host`` or ``host:port``; configured servers need no entry."""
@@ -73,7 +70,7 @@ class McpConfig(_Strict):
         return host in self.allowed_hosts or with_port in self.allowed_hosts
 
 
-class McpServerConfig(_Strict):
+class McpServerConfig(Section):
     url: str
     transport: Literal["streamable_http", "sse"] = "streamable_http"
     headers: dict[str, str] = Field(default_factory=dict)
@@ -113,7 +110,7 @@ SEARCH_KEY_ENV: dict[str, str] = {"brave": "BRAVE_API_KEY", "tavily": "TAVILY_AP
 """The environment variable holding each hosted provider's API key (by default)."""
 
 
-class WebSearchConfig(_Strict):
+class WebSearchConfig(Section):
     provider: WebSearchProviderName | None = None
     """None: no provider; a request's ``web_search`` tool is a 400 (unless sent as a hint)."""
     searxng_url: str | None = None

@@ -6,8 +6,9 @@ Called by the composition root (:mod:`stateway.app`) only. The Redis adapters (a
 
 from __future__ import annotations
 
-from stateway.config import Config, CoordinationConfig
+from stateway.config import Config
 from stateway.coordination.memory import MemoryCommandResults
+from stateway.coordination_config import CoordinationConfig
 from stateway.core.coordination import CancelSignals, CommandResults, EventFanout
 from stateway.core.limits import RateLimits, TokenBuckets
 

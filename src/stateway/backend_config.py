@@ -1,0 +1,83 @@
+"""The configuration's ``[[backends]]`` tables: the model servers, how to reach them, what
+they serve, and the limits of a call to them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from stateway.config_section import Section
+from stateway.tool_config import checked_gateway_tools
+
+
+class BackendConfig(Section):
+    name: str = Field(min_length=1)
+    url: str
+    api: Literal["chat", "responses", "anthropic"] = "chat"
+    api_key_env: str | None = None
+    models: list[str] | dict[str, str] = Field(default_factory=list)
+    connect_timeout: float = Field(default=10.0, gt=0)
+    read_timeout: float = Field(default=600.0, gt=0)
+    max_connections: int = Field(default=256, ge=1)
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    """Chat upstreams: the field ``max_output_tokens`` is sent as."""
+    guided_decoding: Literal["vllm", "vllm-legacy"] | None = None
+    """Chat upstreams: how a forced ``custom`` tool's grammar is enforced (``vllm``:
+    ``structured_outputs``; ``vllm-legacy``: ``guided_grammar``); default: described to
+    the model only. See ``backends/guided_decoding.py``."""
+    anthropic_version: str = Field(default="2023-06-01", min_length=1)
+    """Anthropic upstreams: the ``anthropic-version`` header sent on every call."""
+    default_max_tokens: int = Field(default=4096, ge=1)
+    """Anthropic upstreams: the ``max_tokens`` sent when the client set no limit (the
+    Messages API requires one)."""
+    thinking: Literal["enabled", "adaptive"] = "enabled"
+    """Anthropic upstreams: how a reasoning effort without a token budget is asked for:
+    ``enabled`` with a budget derived from the effort, or ``adaptive`` with the effort
+    as ``output_config.effort`` (newer models)."""
+    total_timeout: float = Field(default=1800.0, gt=0)
+    """The longest a whole upstream call (one inference round) may take."""
+    first_byte_timeout: float | None = Field(default=None, gt=0)
+    """The longest to wait for the upstream's response headers; default: ``read_timeout``."""
+    max_response_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    """The most bytes one upstream reply (streamed or not) may carry."""
+    pool_idle_timeout: float = Field(default=4.0, gt=0)
+    """How long an idle pooled connection is kept; keep it below the upstream's keep-alive
+    (uvicorn-based servers such as vLLM close idle connections after 5 s)."""
+    pool_timeout: float = Field(default=30.0, gt=0)
+    """The longest a request waits for one of ``max_connections`` connection slots."""
+    context_window: int | None = Field(default=None, ge=1)
+    """The context window (tokens) of the models this backend serves: ``truncation:
+    "auto"`` drops the oldest turns to fit it, and a ``context_management`` compaction
+    without ``compact_threshold`` triggers at 80% of it. Default: unknown (neither)."""
+
+    gateway_tools: list[dict[str, Any]] = Field(default_factory=list)
+    """Gateway-owned tools (Responses-shaped ``mcp`` / ``web_search`` tools) offered to
+    every model of this backend on the Chat Completions and Messages frontends, whose
+    clients cannot declare them; they run in hidden rounds (``core/hidden.py``)."""
+
+    @field_validator("gateway_tools")
+    @classmethod
+    def _gateway_tools(cls, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return checked_gateway_tools(tools)
+
+    @property
+    def effective_first_byte_timeout(self) -> float:
+        return self.read_timeout if self.first_byte_timeout is None else self.first_byte_timeout
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return url.rstrip("/")
+
+    @property
+    def model_map(self) -> dict[str, str]:
+        if isinstance(self.models, dict):
+            return dict(self.models)
+        return {name: name for name in self.models}
+
+    @property
+    def catch_all(self) -> bool:
+        return not self.models

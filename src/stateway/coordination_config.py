@@ -1,0 +1,77 @@
+"""The configuration's ``[coordination]`` and ``[rate_limits]`` tables: what gateway
+processes share beyond the database (Redis), and the limits per principal they enforce
+together. Environment: ``STATEWAY_REDIS_URL``, ``STATEWAY_REDIS_KEY_PREFIX``,
+``STATEWAY_LEASE_TIMEOUT``, ``STATEWAY_REQUESTS_PER_MINUTE``, ``STATEWAY_TOKENS_PER_MINUTE``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from stateway.config_section import Section
+
+
+class CoordinationConfig(Section):
+    """What gateway processes share beyond the database (``core/coordination.py``)."""
+
+    redis_url: str | None = None
+    """``redis://host:port/db``: command outcomes and cancel signals shared through Redis
+    by every process given the same URL and ``key_prefix``; default: in process."""
+    key_prefix: str = Field(default="stateway:", min_length=1)
+    """Prefix of every Redis key and channel (several gateways can share one Redis)."""
+    max_results: int = Field(default=10_000, ge=1)
+    """In process: command outcomes remembered (least recently used dropped first)."""
+    result_ttl: float = Field(default=24 * 3600.0, gt=0)
+    """Seconds a command's outcome is remembered (retries within it get the same answer)."""
+    claim_ttl: float = Field(default=30.0, gt=0)
+    """Redis: seconds a claim outlives a process that died while running its command
+    (the claim is renewed while the command runs)."""
+    lease_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a process may go without renewing its lease (it renews every third of
+    this) before another process sharing the database fails its runs (server_restarted)."""
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return url
+
+
+class RateLimitsConfig(Section):
+    """Limits per principal (an API key, or the tenant's one subject until keys exist),
+    shared by every replica through Redis (``[coordination] redis_url``)."""
+
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    """Model requests a minute (a token bucket of this size); default: unlimited."""
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+    """Input and output tokens a minute, counted when each run ends; default: unlimited."""
+
+
+_COORDINATION_ENV = {
+    "redis_url": "STATEWAY_REDIS_URL",
+    "key_prefix": "STATEWAY_REDIS_KEY_PREFIX",
+    "lease_timeout": "STATEWAY_LEASE_TIMEOUT",
+}
+"""``[coordination]`` keys settable from the environment."""
+
+_RATE_LIMITS_ENV = {
+    "requests_per_minute": "STATEWAY_REQUESTS_PER_MINUTE",
+    "tokens_per_minute": "STATEWAY_TOKENS_PER_MINUTE",
+}
+"""``[rate_limits]`` keys settable from the environment."""
+
+
+def apply_coordination_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    """Set the ``[coordination]`` and ``[rate_limits]`` keys the environment gives (over
+    the file's) in ``data``, the file's tables."""
+    for table, variables in (
+        ("coordination", _COORDINATION_ENV),
+        ("rate_limits", _RATE_LIMITS_ENV),
+    ):
+        for key, var in variables.items():
+            if env.get(var):
+                data[table] = {**data.get(table, {}), key: env[var]}
