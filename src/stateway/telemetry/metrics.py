@@ -124,6 +124,10 @@ class PrometheusMetrics:
         )
         self._per_request: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
         self._per_operation: dict[str, Histogram] = {}
+        # Label children looked up once per label values (the registry keeps them anyway).
+        self._per_tenant: dict[tuple[str, str], tuple[Counter, Counter]] = {}
+        self._per_model: dict[str, Histogram] = {}
+        self._per_attempt: dict[tuple[str, str], Counter] = {}
 
     def sample(self, active_runs: Callable[[], int], queued: Callable[[], int]) -> None:
         """Read the runs in flight and the queued calls from these when scraped."""
@@ -150,12 +154,26 @@ class PrometheusMetrics:
     def run_ended(self, report: RunReport) -> None:
         usage = report.usage
         if usage is not None and (usage.input_tokens or usage.output_tokens):
-            self._input_tokens.labels(report.model, report.tenant_id).inc(usage.input_tokens)
-            self._output_tokens.labels(report.model, report.tenant_id).inc(usage.output_tokens)
+            key = (report.model, report.tenant_id)
+            tokens = self._per_tenant.get(key)
+            if tokens is None:
+                tokens = self._per_tenant[key] = (
+                    self._input_tokens.labels(*key),
+                    self._output_tokens.labels(*key),
+                )
+            tokens[0].inc(usage.input_tokens)
+            tokens[1].inc(usage.output_tokens)
         for attempt in report.attempts:
-            self._attempts.labels(attempt["backend"], attempt["outcome"]).inc()
+            outcome = (attempt["backend"], attempt["outcome"])
+            counter = self._per_attempt.get(outcome)
+            if counter is None:
+                counter = self._per_attempt[outcome] = self._attempts.labels(*outcome)
+            counter.inc()
         if report.first_output is not None:
-            self._first_token.labels(report.model).observe(report.first_output)
+            first = self._per_model.get(report.model)
+            if first is None:
+                first = self._per_model[report.model] = self._first_token.labels(report.model)
+            first.observe(report.first_output)
 
     def tool_called(self, tool: str, outcome: ToolOutcome) -> None:
         self._tool_calls.labels(tool, outcome).inc()
