@@ -183,7 +183,7 @@ def test_json_log_lines_carry_the_request_id(served: Served) -> None:
     entries = [orjson.loads(line) for line in lines]  # every line is one JSON object
     assert all({"time", "level", "logger", "message"} <= set(e) for e in entries)
     ours = [e for e in entries if e.get("request_id") == request_id]
-    assert {e["logger"] for e in ours} >= {"stateway.routing", "stateway.surfaces.http.app"}
+    assert {e["logger"] for e in ours} >= {"stateway.routing", "stateway.surfaces.http.errors"}
     assert all(e["level"] == "warning" for e in ours)
 
 

@@ -6,7 +6,6 @@ unexpected exception is logged and answered with a generic 500, never a stack tr
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -25,19 +24,21 @@ from stateway.surfaces.http.admin import AdminRoutes
 from stateway.surfaces.http.authentication import Authentication
 from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.conversations import ConversationsRoutes
+from stateway.surfaces.http.errors import error_answer
+from stateway.surfaces.http.express import express_route
 from stateway.surfaces.http.hosts import HostGuard
 from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.metrics import MetricsRoutes
 from stateway.surfaces.http.observed import ObservedStarlette, RequestObserver
 from stateway.surfaces.http.responses import ResponsesRoutes, refuse_websocket
 from stateway.surfaces.http.service import ServiceRoutes
-from stateway.surfaces.http.transport import JSONResponse, error_response
+from stateway.surfaces.http.transport import error_response
 from stateway.surfaces.http.usage import UsageRoutes
-
-log = logging.getLogger(__name__)
 
 Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
+
+CHAT_PATH = "/v1/chat/completions"
 
 POST_ONLY = ("/v1/responses/compact", "/v1/responses/input_tokens")
 """Routes beside ``/v1/responses/{response_id}`` that take POST only: another method is
@@ -68,6 +69,7 @@ def build_http_app(
     (which then gets an ``x-request-id``: :mod:`.observed`). Every request is
     identified by ``authenticator`` (default: no auth configured, no admin credential)
     before it is routed (:mod:`.authentication`)."""
+    chat_route = None if chat is None else Route(CHAT_PATH, chat, methods=["POST"])
     unbuilt = _Unbuilt()
     reserved = [Route(name + "/{_:path}", unbuilt) for name in POST_ONLY]
     routes: list[BaseRoute] = [
@@ -89,7 +91,7 @@ def build_http_app(
             if messages is not None
             else []
         ),
-        *([] if chat is None else [Route("/v1/chat/completions", chat.create, methods=["POST"])]),
+        *([] if chat_route is None else [chat_route]),
         *([] if mcp is None else [Route("/mcp", mcp)]),
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/health", service.health, methods=["GET"]),
@@ -105,13 +107,16 @@ def build_http_app(
     }
     guard = [] if allowed_hosts is None else [Middleware(HostGuard, allowed=allowed_hosts)]
     authentication = Middleware(Authentication, authenticator=authenticator or Authenticator())
+    middleware = [*guard, authentication]
     app = ObservedStarlette(
         routes=routes,
-        middleware=[*guard, authentication],
+        middleware=middleware,
         exception_handlers=handlers,
         lifespan=lifespan,
     )
     app.observer = observer
+    if chat_route is not None:  # the Chat Completions fast path's one hop
+        app.express = {CHAT_PATH: express_route(chat_route, middleware)}
     return app
 
 
@@ -151,10 +156,7 @@ class _PostOnly:
 
 
 async def _gateway_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, GatewayError)
-    if exc.status >= 500:
-        log.warning("%s %s -> %d %s", request.method, request.url.path, exc.status, exc.message)
-    return error_response(exc)
+    return error_answer(request.scope, exc)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -187,13 +189,4 @@ def _allowed_methods(request: Request) -> list[str]:
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    body = {
-        "error": {
-            "message": "The gateway failed to handle the request.",
-            "type": "server_error",
-            "param": None,
-            "code": "internal_error",
-        }
-    }
-    return JSONResponse(body, status_code=500)
+    return error_answer(request.scope, exc)

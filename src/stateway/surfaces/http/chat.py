@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 from functools import partial
 
-from starlette.requests import Request
-from starlette.responses import Response
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core.commands import CreateResponse, ForwardChat
 from stateway.core.gateway import Gateway
@@ -23,6 +23,7 @@ from stateway.protocols.chat.decode import ChatCall, ChatRequest, decode_chat, p
 from stateway.protocols.chat.encode import encode_completion
 from stateway.protocols.chat.stream import ChatStream
 from stateway.surfaces.auth.authenticator import principal_of
+from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.relay import RelayResponse
 from stateway.surfaces.http.run_answers import failure_after_output, wait_for_output
 from stateway.surfaces.http.transport import (
@@ -56,15 +57,26 @@ class ChatRoutes:
         self._keepalive = keepalive
         self._max_items = max_input_items
 
-    async def create(self, request: Request) -> Response:
-        require_json(request)
-        raw = await read_body(request, self._max_body, self._body_timeout)
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``POST /v1/chat/completions``, as a plain ASGI app (served ahead of Starlette's
+        router: :mod:`.express`). Errors before the answer starts are answered here."""
+        try:
+            answer = await self._answer(scope, receive)
+        except ClientDisconnect:
+            return  # gone before its body arrived: nobody to answer
+        except Exception as error:  # noqa: BLE001 - the route's error boundary (express)
+            answer = error_answer(scope, error)
+        await answer(scope, receive, send)
+
+    async def _answer(self, scope: Scope, receive: Receive) -> ASGIApp:
+        require_json(scope)
+        raw = await read_body(scope, receive, self._max_body, self._body_timeout)
         large = len(raw) > INLINE_DECODE_BYTES
         call = await asyncio.to_thread(peek_chat, raw) if large else peek_chat(raw)
         translated: list[ChatRequest] = []
         translate = partial(self._translate, call, large, translated)
         command = ForwardChat(call.model, raw, call.fields, translate)
-        result = await self._gateway.execute(principal_of(request.scope), command)
+        result = await self._gateway.execute(principal_of(scope), command)
         if not isinstance(result, Run):
             return RelayResponse(result)
         run = result
@@ -74,8 +86,9 @@ class ChatRoutes:
                 run.cancel,
                 opening=partial(wait_for_output, run),
                 keepalive=self._keepalive,
+                error_response=partial(error_answer, scope),
             )
-        watcher = asyncio.create_task(watch_disconnect(request.receive, run.cancel))
+        watcher = asyncio.create_task(watch_disconnect(receive, run.cancel))
         try:
             await run.wait()
         finally:

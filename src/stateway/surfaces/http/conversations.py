@@ -123,8 +123,8 @@ class ConversationsRoutes:
         return await answered_once(self._gateway, request, principal, answer)
 
     async def _body(self, request: Request) -> bytes:
-        require_json(request)
-        return await read_body(request, self._max_body, self._body_timeout)
+        require_json(request.scope)
+        return await read_body(request.scope, request.receive, self._max_body, self._body_timeout)
 
 
 async def _decoded(body: bytes, decode: Callable[[bytes], T]) -> T:

@@ -109,8 +109,8 @@ class MessagesRoutes:
         )
 
     async def _body(self, request: Request) -> bytes:
-        require_json(request)
-        return await read_body(request, self._max_body, self._body_timeout)
+        require_json(request.scope)
+        return await read_body(request.scope, request.receive, self._max_body, self._body_timeout)
 
 
 async def _answered(handler: Handler, request: Request) -> Response:

@@ -21,6 +21,7 @@ each HTTP request and WebSocket session it:
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from time import perf_counter
 from typing import Any, Final, Protocol
@@ -29,6 +30,7 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stateway.core.telemetry import REQUEST_ID
+from stateway.surfaces.http.express import Express, ExpressRoute
 
 HEADER: Final = b"x-request-id"
 UNMATCHED: Final = "unmatched"
@@ -115,10 +117,14 @@ def _route(scope: Scope) -> str:
 
 class ObservedStarlette(Starlette):
     """A Starlette application whose whole middleware stack, error middleware included,
-    runs inside an :class:`ObservedApp`."""
+    and its express routes (:mod:`.express`) run inside an :class:`ObservedApp`."""
 
     observer: RequestObserver | None = None
+    express: Mapping[str, ExpressRoute] | None = None
+    """Paths served ahead of the middleware stack (their own middleware included)."""
 
     def build_middleware_stack(self) -> ASGIApp:
         stack = super().build_middleware_stack()
+        if self.express:
+            stack = Express(stack, self.express)
         return stack if self.observer is None else ObservedApp(stack, self.observer)

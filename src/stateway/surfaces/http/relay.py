@@ -14,7 +14,6 @@ import asyncio
 import logging
 
 import orjson
-from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from stateway.core.errors import GatewayError
@@ -26,9 +25,12 @@ log = logging.getLogger(__name__)
 _EVENT_STREAM = "text/event-stream"
 
 
-class RelayResponse(Response):
+class RelayResponse:
+    """A plain ASGI app answering with ``relay``."""
+
+    __slots__ = ("_relay",)
+
     def __init__(self, relay: Relay) -> None:
-        super().__init__(status_code=relay.status)
         self._relay = relay
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

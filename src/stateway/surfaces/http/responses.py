@@ -81,8 +81,8 @@ class ResponsesRoutes:
         self._max_items = max_input_items
 
     async def create(self, request: Request) -> Response:
-        require_json(request)
-        body = await read_body(request, self._max_body, self._body_timeout)
+        require_json(request.scope)
+        body = await read_body(request.scope, request.receive, self._max_body, self._body_timeout)
         if len(body) <= INLINE_DECODE_BYTES:
             command = decode_create(body, max_input_items=self._max_items)
         else:
@@ -151,8 +151,8 @@ class ResponsesRoutes:
         return JSONResponse(encode_token_count(count), headers={TOKEN_COUNT_HEADER: source})
 
     async def _decode(self, request: Request, decode: Callable[..., C]) -> C:
-        require_json(request)
-        body = await read_body(request, self._max_body, self._body_timeout)
+        require_json(request.scope)
+        body = await read_body(request.scope, request.receive, self._max_body, self._body_timeout)
         if len(body) <= INLINE_DECODE_BYTES:
             return decode(body, max_input_items=self._max_items)
         return await asyncio.to_thread(decode, body, max_input_items=self._max_items)

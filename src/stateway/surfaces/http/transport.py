@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -51,10 +51,19 @@ def error_response(error: GatewayError) -> JSONResponse:
     )
 
 
-def require_json(request: Request) -> None:
+def header(scope: Scope, name: bytes) -> str | None:
+    """The first value of the request header ``name`` (lower-case, as ASGI servers give
+    names), or None."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def require_json(scope: Scope) -> None:
     """Refuse a body that is not declared ``application/json`` (parameters allowed): a
     web page can send ``text/plain`` or a form to a loopback gateway without a preflight."""
-    declared = request.headers.get("content-type", "")
+    declared = header(scope, b"content-type") or ""
     if declared.partition(";")[0].strip().lower() != "application/json":
         raise InvalidRequest(
             "The request body must be JSON, sent with 'Content-Type: application/json'.",
@@ -63,17 +72,28 @@ def require_json(request: Request) -> None:
         )
 
 
-async def read_body(request: Request, limit: int, within: float | None = None) -> bytes:
+async def read_body(
+    scope: Scope, receive: Receive, limit: int, within: float | None = None
+) -> bytes:
     """The whole body, refused with 413 past ``limit`` bytes and with 408 when it takes
-    longer than ``within`` seconds to arrive (the connection is then closed)."""
-    declared = request.headers.get("content-length")
+    longer than ``within`` seconds to arrive (the connection is then closed). Raises
+    ``ClientDisconnect`` when the client leaves first."""
+    declared = header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
     try:
         async with asyncio.timeout(within):
-            async for chunk in request.stream():
+            more = True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    raise ClientDisconnect()
+                chunk: bytes = message.get("body", b"")
+                more = message.get("more_body", False)
+                if not chunk:
+                    continue
                 size += len(chunk)
                 if size > limit:
                     raise _too_large(limit)

@@ -1,0 +1,56 @@
+"""Routes served ahead of Starlette's router and exception middleware: the hot ones.
+
+A ``POST`` to an express route's path goes from the request observer (:mod:`.observed`)
+through the same Host check and authentication as every other request (instances of
+their own) straight to the route's plain ASGI app: no walk over the route table, no
+exception middleware, no ``Request``. The app answers its own errors (in its protocol's
+shape) up to the start of its answer; an exception it lets out after that closes the
+connection, as it would anywhere. Another method on the path goes through Starlette,
+whose route of the same path answers it (405), and the observer names the request by
+that route's path either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from starlette.middleware import Middleware
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+
+@dataclass(frozen=True, slots=True)
+class ExpressRoute:
+    route: Route
+    """Starlette's route of the same path: it serves the other methods, and names the
+    request for the observer (``scope["route"]``)."""
+    app: ASGIApp
+    """The route's app, wrapped in the application's middleware."""
+
+
+def express_route(route: Route, middleware: Iterable[Middleware]) -> ExpressRoute:
+    """``route``'s own ASGI app behind ``middleware`` (outermost first)."""
+    app = route.app
+    for cls, args, kwargs in reversed(list(middleware)):
+        app = cls(app, *args, **kwargs)
+    return ExpressRoute(route, app)
+
+
+class Express:
+    """Pure ASGI: POSTs to an express route's path go to its app, all else to ``app``."""
+
+    __slots__ = ("_app", "_routes")
+
+    def __init__(self, app: ASGIApp, routes: Mapping[str, ExpressRoute]) -> None:
+        self._app = app
+        self._routes = dict(routes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            express = self._routes.get(scope["path"])
+            if express is not None:
+                scope["route"] = express.route
+                await express.app(scope, receive, send)
+                return
+        await self._app(scope, receive, send)

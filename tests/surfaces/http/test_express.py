@@ -1,0 +1,173 @@
+"""The Chat Completions route served ahead of Starlette (:mod:`stateway.surfaces.http.express`)
+keeps what every route has: the Host check, authentication and the tenant it proves, the
+request's id and report, 405 for another method, and errors in the OpenAI shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+
+from stateway.core.commands import ForwardChat, Principal
+from stateway.core.gateway import Gateway
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.identity.key_cache import KeyCache
+from stateway.surfaces.auth.authenticator import Authenticator
+from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.chat import ChatRoutes
+from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.service import ServiceRoutes
+from tests.core.fakes import MemoryStore
+from tests.identity.test_key_cache import Clock, Store
+from tests.surfaces.auth.test_authenticator import ADMIN, keyed
+from tests.surfaces.http.asgi import Reply, call
+from tests.surfaces.http.test_chat import FakeRelay, ForwardingBackend, body
+from tests.surfaces.http.test_observed import REQUEST_ID_SHAPE, Observer
+
+PATH = "/v1/chat/completions"
+
+
+class Recording(Gateway):
+    """Remembers who each command was executed for."""
+
+    principals: list[Principal]
+
+    async def execute(self, principal: Principal, command: Any) -> Any:
+        self.principals.append(principal)
+        return await super().execute(principal, command)
+
+
+class Exploding(Gateway):
+    async def execute(self, principal: Principal, command: Any) -> Any:
+        assert isinstance(command, ForwardChat)
+        raise RuntimeError("a bug")
+
+
+def relay() -> FakeRelay:
+    return FakeRelay(200, {"content-type": "application/json"}, [b'{"ok": true}'], None)
+
+
+def build(
+    gateway_class: type[Gateway] = Recording,
+    *,
+    authenticator: Authenticator | None = None,
+    hosts: frozenset[str] | None = None,
+) -> tuple[Starlette, Gateway, Observer]:
+    store = MemoryStore()
+    router = Router([BackendEntry(ForwardingBackend(relay()), {}, catch_all=True)])
+    gateway = gateway_class(store, router, Loop(store), RunRegistry())
+    gateway.principals = []  # type: ignore[attr-defined]
+    observer = Observer()
+    app = build_http_app(
+        ResponsesRoutes(gateway, 4096),
+        ServiceRoutes(gateway),
+        chat=ChatRoutes(gateway, 4096),
+        observer=observer,
+        authenticator=authenticator,
+        allowed_hosts=hosts,
+    )
+    return app, gateway, observer
+
+
+def assert_openai_error(reply: Reply, status: int, code: str) -> None:
+    assert reply.status == status, reply.body
+    error = reply.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["code"] == code
+
+
+async def test_a_relayed_answer_is_observed_under_its_route_with_a_request_id() -> None:
+    app, _, observer = build()
+    reply = await call(app, "POST", PATH, body())
+    assert (reply.status, reply.body) == (200, b'{"ok": true}')
+    assert REQUEST_ID_SHAPE.fullmatch(reply.headers["x-request-id"])
+    assert observer.ended == [(PATH, 200)]
+
+
+async def test_another_method_is_a_405_naming_post() -> None:
+    app, _, observer = build()
+    reply = await call(app, "GET", PATH)
+    assert_openai_error(reply, 405, "method_not_allowed")
+    assert reply.headers["allow"] == "POST"
+    assert "x-request-id" in reply.headers
+    assert observer.ended == [(PATH, 405)]
+
+
+async def test_a_host_not_served_is_refused_before_the_route() -> None:
+    app, gateway, _ = build(hosts=frozenset({"localhost"}))
+    reply = await call(app, "POST", PATH, body(), headers=[(b"host", b"evil.example")])
+    assert_openai_error(reply, 421, "host_not_allowed")
+    assert gateway.principals == []  # type: ignore[attr-defined]
+
+
+async def test_the_route_acts_for_the_tenant_of_the_key_and_refuses_no_key() -> None:
+    store = Store()
+    key, _ = await keyed(store, tenant="acme")
+    authenticator = Authenticator(keys=KeyCache(store, 2.0, clock=Clock()), admin_key=ADMIN)
+    app, gateway, _ = build(authenticator=authenticator)
+    refused = await call(app, "POST", PATH, body())
+    assert refused.status == 401
+    assert "x-request-id" in refused.headers
+    bearer = [(b"authorization", f"Bearer {key}".encode())]
+    reply = await call(app, "POST", PATH, body(), headers=bearer)
+    assert reply.status == 200
+    assert [p.tenant_id for p in gateway.principals] == ["acme"]  # type: ignore[attr-defined]
+    admin = await call(
+        app, "POST", PATH, body(), headers=[(b"authorization", f"Bearer {ADMIN}".encode())]
+    )
+    assert_openai_error(admin, 403, "permission_denied")
+
+
+@pytest.mark.parametrize(
+    ("raw", "content_type", "status", "code"),
+    [
+        (b"", "application/json", 400, "invalid_json"),
+        (b"{", "application/json", 400, "invalid_json"),
+        (b"x" * 5000, "application/json", 413, "request_too_large"),
+        (b"{}", "text/plain", 415, "unsupported_media_type"),
+    ],
+)
+async def test_bad_bodies_are_refused_in_the_openai_shape(
+    raw: bytes, content_type: str, status: int, code: str
+) -> None:
+    app, _, observer = build()
+    reply = await call(app, "POST", PATH, raw, content_type=content_type)
+    assert_openai_error(reply, status, code)
+    assert observer.ended == [(PATH, status)]
+
+
+async def test_an_unexpected_error_is_a_generic_500_logged_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app, _, observer = build(Exploding)
+    reply = await call(app, "POST", PATH, body())
+    assert_openai_error(reply, 500, "internal_error")
+    assert "a bug" not in reply.body.decode()
+    assert observer.ended == [(PATH, 500)]
+    [record] = [r for r in caplog.records if r.name == "stateway.surfaces.http.errors"]
+    assert record.exc_info is not None
+
+
+async def test_a_client_gone_before_its_body_arrived_gets_no_answer() -> None:
+    app, gateway, observer = build()
+    sent: list[Any] = []
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": PATH,
+        "headers": [(b"content-type", b"application/json")],
+    }
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    assert sent == []
+    assert gateway.principals == []  # type: ignore[attr-defined]
+    assert observer.ended == [(PATH, 499)]
