@@ -29,6 +29,7 @@ STREAM_END = (
         (COMPLETION[COMPLETION.rindex(b"usage") - 9 :], Usage(12, 5, 4, 2)),  # a tail
         (STREAM_END, Usage(3, 8)),
         (b'{"usage" : {"prompt_tokens": 1, "completion_tokens": 2}}', Usage(1, 2)),
+        (b'{"usage":{"prompt_tokens":1,"completion_tokens":2},"x":{"y":{}}}', Usage(1, 2)),
     ],
 )
 def test_the_last_usage_object_is_read(tail: bytes, usage: Usage) -> None:
@@ -42,6 +43,8 @@ def test_the_last_usage_object_is_read(tail: bytes, usage: Usage) -> None:
         b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n',  # not asked for
         b'data: {"choices":[],"usage":null}\n\n',
         b'{"usage":{"prompt_tokens":1,',  # cut off
+        b'{"usage":{"prompt_tokens_details":{"cached_tokens":1}',  # cut off, nested
+        b'{"usage":{"prompt_tokens":1 ] }',  # not JSON
         b'{"usage":{"prompt_tokens":"many"}}',  # not a count
         b'{"usage"',
         b'{"error":{"message":"bad"}}',

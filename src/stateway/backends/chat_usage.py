@@ -18,8 +18,6 @@ from stateway.backends.upstream_values import count, obj
 from stateway.core.usage import Usage
 
 _KEY: Final = b'"usage"'
-_MAX_TRIES: Final = 8
-"""Closing braces tried as the end of the object (it nests two small objects at most)."""
 
 
 def from_chat_usage(usage: dict[str, Any]) -> Usage:
@@ -34,7 +32,9 @@ def from_chat_usage(usage: dict[str, Any]) -> Usage:
 
 def reported_usage(tail: bytes) -> Usage | None:
     """The last ``"usage": {...}`` in ``tail`` (None when there is none, it is ``null``,
-    or it does not parse as a usage object)."""
+    or it does not parse as a usage object). The object ends at the first closing brace
+    that balances its braces (a usage object has no strings holding braces), so it is
+    parsed once, and nothing is raised on the way."""
     at = tail.rfind(_KEY)
     if at < 0:
         return None
@@ -47,16 +47,14 @@ def reported_usage(tail: bytes) -> Usage | None:
     if tail[start : start + 1] != b"{":
         return None
     end = start
-    for _ in range(_MAX_TRIES):
+    while True:  # the first closing brace that balances the object's braces ends it
         end = tail.find(b"}", end + 1)
         if end < 0:
             return None
-        try:
-            found = orjson.loads(tail[start : end + 1])
-        except orjson.JSONDecodeError:
-            continue
-        try:
-            return from_chat_usage(found)
-        except TypeError:
-            return None
-    return None
+        found = tail[start : end + 1]
+        if found.count(b"{") == found.count(b"}"):
+            break
+    try:
+        return from_chat_usage(orjson.loads(found))
+    except (orjson.JSONDecodeError, TypeError):
+        return None
