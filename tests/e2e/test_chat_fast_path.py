@@ -41,6 +41,9 @@ class CannedUpstream:
         self.bodies: list[bytes] = []
         self.left = threading.Event()
         """Set when the client of a ``hang`` request disconnected."""
+        self.silent_asked = threading.Event()
+        self.silent_left = threading.Event()
+        """Set when the client of a ``silent`` request (never answered) disconnected."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -53,7 +56,12 @@ class CannedUpstream:
                 break
         self.bodies.append(raw)
         model = orjson.loads(raw)["model"]
-        if model == "json":
+        if model == "silent":
+            self.silent_asked.set()
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self.silent_left.set()
+        elif model == "json":
             await _whole(send, 200, CANNED_JSON)
         elif model == "teapot":
             await _whole(send, 418, TEAPOT, [(b"retry-after", b"7")])
@@ -165,3 +173,19 @@ async def test_a_client_that_leaves_closes_the_upstream_request(setup: Setup) ->
         assert first == CANNED_FRAMES[0]
         reply.connection.close()  # type: ignore[union-attr]
     assert await asyncio.to_thread(setup.upstream.left.wait, 30)
+
+
+async def test_a_client_that_leaves_before_the_upstream_answers_closes_its_request(
+    setup: Setup,
+) -> None:
+    """A non-streamed answer's status line comes with its whole body: a client that gives
+    up while the model works closes the upstream request (no relay exists yet)."""
+    headers = {"Content-Type": "application/json"}
+    async with aiohttp.ClientSession() as session:
+        request = session.post(
+            setup.gateway.url + "/v1/chat/completions", data=sent("silent"), headers=headers
+        )
+        asking = asyncio.ensure_future(request.__aenter__())
+        assert await asyncio.to_thread(setup.upstream.silent_asked.wait, 30)
+        asking.cancel()  # the client gives up: its connection is closed
+    assert await asyncio.to_thread(setup.upstream.silent_left.wait, 30)

@@ -254,6 +254,43 @@ async def test_a_client_leaving_closes_the_relayed_upstream_request() -> None:
     assert relay.closed.is_set()
 
 
+class SilentBackend(ForwardingBackend):
+    """An upstream that never sends its status line."""
+
+    def __init__(self) -> None:
+        super().__init__(FakeRelay(200, {}, [], None))
+        self.waiting = asyncio.Event()
+        self.cancelled = asyncio.Event()
+
+    async def forward_chat(self, body: bytes) -> FakeRelay:
+        self.waiting.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        raise AssertionError("unreachable")
+
+
+async def test_a_client_leaving_before_the_upstream_answers_closes_the_request() -> None:
+    backend = SilentBackend()
+    store = MemoryStore()
+    gateway = Gateway(
+        store, Router([BackendEntry(backend, {}, catch_all=True)]), Loop(store), RunRegistry()
+    )
+    app = build_http_app(
+        ResponsesRoutes(gateway, 1 << 20), ServiceRoutes(gateway), chat=ChatRoutes(gateway, 1 << 20)
+    )
+    leave = asyncio.Event()
+    answered = asyncio.ensure_future(post(app, body(), leave=leave))
+    await backend.waiting.wait()
+    leave.set()
+    reply = await answered
+    assert backend.cancelled.is_set()
+    assert reply.status == 0  # nothing was answered
+    assert gateway.generations.current.leases == 0  # the relay's lease was given back
+
+
 async def test_a_relayed_stream_failing_part_way_ends_with_an_error_line() -> None:
     cut = UpstreamError(
         "The model server 'x' closed the stream before finishing.", code="upstream_stream_cut"

@@ -29,6 +29,7 @@ from stateway.surfaces.http.run_answers import failure_after_output, wait_for_ou
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
     Chunks,
+    DisconnectWatch,
     JSONResponse,
     SSEResponse,
     read_body,
@@ -59,18 +60,34 @@ class ChatRoutes:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``POST /v1/chat/completions``, as a plain ASGI app (served ahead of Starlette's
-        router: :mod:`.express`). Errors before the answer starts are answered here."""
+        router: :mod:`.express`). Errors before the answer starts are answered here. From
+        the body on, a client that leaves cancels the answer (:class:`DisconnectWatch`):
+        a forwarded request is closed upstream, waiting for its status line or relayed."""
+        watch: DisconnectWatch | None = None
         try:
-            answer = await self._answer(scope, receive)
-        except ClientDisconnect:
-            return  # gone before its body arrived: nobody to answer
-        except Exception as error:  # noqa: BLE001 - the route's error boundary (express)
-            answer = error_answer(scope, error)
-        await answer(scope, receive, send)
+            try:
+                raw = await self._read(scope, receive)
+                watch = DisconnectWatch(receive)
+                answer = await self._answer(scope, receive, raw, watch)
+            except ClientDisconnect:
+                return  # gone before its body arrived: nobody to answer
+            except Exception as error:  # noqa: BLE001 - the route's error boundary (express)
+                answer = error_answer(scope, error)
+            await answer(scope, receive, send)
+        except asyncio.CancelledError:
+            if watch is None or not watch.left():
+                raise
+        finally:
+            if watch is not None:
+                watch.stop()
 
-    async def _answer(self, scope: Scope, receive: Receive) -> ASGIApp:
+    async def _read(self, scope: Scope, receive: Receive) -> bytes:
         require_json(scope)
-        raw = await read_body(scope, receive, self._max_body, self._body_timeout)
+        return await read_body(scope, receive, self._max_body, self._body_timeout)
+
+    async def _answer(
+        self, scope: Scope, receive: Receive, raw: bytes, watch: DisconnectWatch
+    ) -> ASGIApp:
         large = len(raw) > INLINE_DECODE_BYTES
         call = await asyncio.to_thread(peek_chat, raw) if large else peek_chat(raw)
         translated: list[ChatRequest] = []
@@ -80,6 +97,8 @@ class ChatRoutes:
         if not isinstance(result, Run):
             return RelayResponse(result)
         run = result
+        if watch.stop():  # the client left just as the run was admitted
+            run.cancel()
         if call.stream:
             return SSEResponse(
                 _frames(run, translated[0].include_usage),

@@ -2,15 +2,15 @@
 
 The Chat Completions fast path answers with a :class:`RelayResponse`: the upstream's
 status line and the headers a client needs go out at once, then each body chunk as it
-arrives. When the client goes away the relay is closed, which closes the upstream request
-(a watcher notices the disconnect even while the upstream is silent). When the upstream
-fails part-way, an event stream ends with one OpenAI-shaped ``data: {"error": ...}`` line
-(what the ``openai`` SDK raises); any other body is cut short, closing the connection.
+arrives. The relay is closed however the answer ends, which closes an unfinished upstream
+request: the route cancels the answer when its client leaves (its ``DisconnectWatch``
+notices even while the upstream is silent). When the upstream fails part-way, an event
+stream ends with one OpenAI-shaped ``data: {"error": ...}`` line (what the ``openai`` SDK
+raises); any other body is cut short, closing the connection.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import orjson
@@ -18,7 +18,6 @@ from starlette.types import Receive, Scope, Send
 
 from stateway.core.errors import GatewayError
 from stateway.core.ports import Relay
-from stateway.surfaces.http.transport import watch_disconnect
 
 log = logging.getLogger(__name__)
 
@@ -34,25 +33,11 @@ class RelayResponse:
         self._relay = relay
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        gone = False
-
-        def leave() -> None:
-            nonlocal gone
-            gone = True
-            task.cancel()
-
-        watcher = asyncio.create_task(watch_disconnect(receive, leave))
         try:
             await self._relay_all(send)
-        except asyncio.CancelledError:
-            if not gone or task.uncancel() > 0:
-                raise
         except OSError:
             pass  # the client went away while a chunk was being written
         finally:
-            watcher.cancel()
             await self._relay.aclose()
 
     async def _relay_all(self, send: Send) -> None:

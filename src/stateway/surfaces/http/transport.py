@@ -125,6 +125,57 @@ async def watch_disconnect(receive: Receive, on_disconnect: Callable[[], None]) 
             return
 
 
+WATCH_AFTER = 0.05
+"""Seconds a :class:`DisconnectWatch` waits before it starts watching."""
+
+
+class DisconnectWatch:
+    """Cancels the task answering a request (the current one) when its client leaves,
+    once the answer has taken ``after`` seconds: only then does a watcher task start
+    (:func:`watch_disconnect`), so an answer done sooner (most relayed non-streamed ones)
+    pays for a timer instead of a task, and a client that leaves sooner is noticed then.
+    The task catches the ``CancelledError`` and asks :meth:`left` whether it was this
+    watch's; :meth:`stop` when the answer is done (or watched otherwise)."""
+
+    __slots__ = ("_gone", "_receive", "_task", "_timer", "_watcher")
+
+    def __init__(self, receive: Receive, after: float = WATCH_AFTER) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._task = task
+        self._receive = receive
+        self._gone = False
+        self._watcher: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
+            after, self._watch
+        )
+
+    def _watch(self) -> None:
+        self._timer = None
+        self._watcher = asyncio.get_running_loop().create_task(
+            watch_disconnect(self._receive, self._leave)
+        )
+
+    def _leave(self) -> None:
+        self._gone = True
+        self._task.cancel()
+
+    def left(self) -> bool:
+        """Whether the ``CancelledError`` being handled is this watch's alone: the
+        client left (and no one else cancelled the task)."""
+        return self._gone and self._task.uncancel() == 0
+
+    def stop(self) -> bool:
+        """Stop watching; whether the client left."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
+        return self._gone
+
+
 Chunks = AsyncGenerator[tuple[bytes, bool], None]
 """Whole SSE frames (one or more per chunk), each flagged True when it is the last."""
 
