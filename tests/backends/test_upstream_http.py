@@ -12,6 +12,7 @@ from aiohttp import web
 
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.core.errors import (
+    Overloaded,
     UpstreamError,
     UpstreamRejected,
     UpstreamResponseTooLarge,
@@ -181,3 +182,20 @@ async def test_unreachable_upstream(loopback: Loopback) -> None:
     client = upstream(loopback, "http://127.0.0.1:9/v1")
     with pytest.raises(UpstreamUnavailable):
         await call(client)
+
+
+async def test_a_relay_holds_its_connection_slot_until_it_is_closed(loopback: Loopback) -> None:
+    async def answer(request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    client = upstream(loopback, await loopback.serve(answer), max_connections=1, pool_timeout=0.2)
+    first = await client.relay("/chat/completions", b"{}")
+    assert (first.status, b"".join([c async for c in first.chunks()])) == (200, b'{"ok": true}')
+    with pytest.raises(Overloaded):  # the one slot is still the first relay's
+        await client.relay("/chat/completions", b"{}")
+    await first.aclose()
+    await first.aclose()  # closing again gives back nothing more
+    second = await client.relay("/chat/completions", b"{}")
+    with pytest.raises(Overloaded):  # one slot, not two
+        await client.relay("/chat/completions", b"{}")
+    await second.aclose()

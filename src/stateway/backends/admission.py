@@ -57,14 +57,22 @@ class ConnectionSlots:
     @asynccontextmanager
     async def hold(self) -> AsyncIterator[None]:
         """Hold one slot for the block, waiting for it as described in the module doc."""
-        if self._semaphore.locked():
-            await self._wait()
-        else:
-            await self._semaphore.acquire()  # free: returns without suspending
+        await self.acquire()
         try:
             yield
         finally:
             self._semaphore.release()
+
+    async def acquire(self) -> None:
+        """Take one slot, waiting for it as described in the module doc; give it back
+        with :meth:`release` (a holder that outlives a block: a relayed answer)."""
+        if self._semaphore.locked():
+            await self._wait()
+        else:
+            await self._semaphore.acquire()  # free: returns without suspending
+
+    def release(self) -> None:
+        self._semaphore.release()
 
     async def _wait(self) -> None:
         async with self._room.seat(self._backend):

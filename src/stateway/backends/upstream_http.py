@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -133,18 +133,18 @@ class UpstreamClient:
     async def relay(self, path: str, data: bytes) -> UpstreamRelay:
         """POST ``data`` as it is; the answer, whatever its status, to be relayed as bytes
         (:mod:`stateway.backends.upstream_relay`). It holds a connection slot until closed."""
-        stack = AsyncExitStack()
+        slots = self._slots
+        await slots.acquire()
         try:
-            await stack.enter_async_context(self._slots.hold())
             deadline = asyncio.get_running_loop().time() + self.target.total_timeout
             with self._failures():
                 response = await self._send(self.target.base_url + path, data, deadline)
         except BaseException:
-            await stack.aclose()
+            slots.release()
             raise
         return UpstreamRelay(
             response,
-            stack,
+            slots.release,
             backend=self.target.name,
             limit=self.target.max_response_bytes,
             scrub=self.scrub if self.target.api_key else None,

@@ -15,7 +15,7 @@ upstream request and frees the slot.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractContextManager, AsyncExitStack
+from contextlib import AbstractContextManager
 from typing import Final
 
 import aiohttp
@@ -37,10 +37,10 @@ class UpstreamRelay:
         "_failures",
         "_last",
         "_previous",
+        "_release",
         "_reply",
         "_response",
         "_scrub",
-        "_stack",
         "headers",
         "status",
     )
@@ -48,7 +48,7 @@ class UpstreamRelay:
     def __init__(
         self,
         response: aiohttp.ClientResponse,
-        stack: AsyncExitStack,
+        release: Callable[[], None],
         *,
         backend: str,
         limit: int,
@@ -63,7 +63,8 @@ class UpstreamRelay:
         self.headers = headers
         """Lower-case names."""
         self._response = response
-        self._stack = stack
+        self._release: Callable[[], None] | None = release
+        """Gives the connection slot back (once)."""
         self._reply = UpstreamReply(response, backend, limit)
         self._scrub = scrub
         self._failures = failures
@@ -84,7 +85,9 @@ class UpstreamRelay:
 
     async def aclose(self) -> None:
         self._response.close()  # a no-op once released
-        await self._stack.aclose()
+        release, self._release = self._release, None
+        if release is not None:
+            release()
 
 
 def _scrubbed(scrub: KeyScrubber, chunk: bytes) -> bytes:
