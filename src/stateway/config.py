@@ -61,6 +61,7 @@ from stateway.tool_config import (
     WebSearchConfig,
     apply_tool_env,
 )
+from stateway.websocket_config import WebSocketConfig, apply_websocket_env
 
 DEFAULT_UPSTREAM = "http://127.0.0.1:8000/v1"
 
@@ -161,6 +162,7 @@ class Config(Section):
     logging: LoggingConfig = LoggingConfig()
     tracing: TracingConfig = TracingConfig()
     auth: AuthConfig = AuthConfig()
+    websocket: WebSocketConfig = WebSocketConfig()
 
     @property
     def catch_all_backends(self) -> list[BackendConfig]:
@@ -250,6 +252,7 @@ def load_config(flags: Overrides, environ: Mapping[str, str] | None = None) -> C
         raise ConfigError(str(exc)) from None
     apply_coordination_env(data, env)
     apply_telemetry_env(data, env)
+    apply_websocket_env(data, env)
     if env.get(SEALING_KEY_ENV):
         data["security"] = {**data.get("security", {}), "sealing_key": env[SEALING_KEY_ENV]}
     if values["database"] is not None:

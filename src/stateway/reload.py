@@ -46,6 +46,7 @@ STARTUP_SECTIONS = (
     "logging",
     "tracing",
     "auth",
+    "websocket",
 )
 """Configuration tables read once at start-up: changing them needs a restart."""
 

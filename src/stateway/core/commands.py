@@ -86,6 +86,14 @@ class CreateResponse:
     """A streamed create sent with a command id: its events are journaled like a
     background run's (and stored with it when ``store``), so that a retry can stream the
     same response from its log, from this process or another (:mod:`.exactly_once`)."""
+    generate: bool = True
+    """False: a prewarm. The context is rehydrated and checked, and the response ends
+    ``completed`` with no output, without asking any model (WebSocket mode's
+    ``"generate": false``)."""
+    prior: list[Item] | None = None
+    """The items before ``input``, already resolved by the surface (a WebSocket
+    connection's checkpoint of ``previous_response_id``, kept even when not stored):
+    used instead of reading the chain from the store."""
 
 
 @dataclass(slots=True, frozen=True)

@@ -94,6 +94,8 @@ async def load_prior(
     """The stored items a request continues (its conversation's, or its chain's)."""
     if conversation is not None:
         return Prior(conversation, "conversation")
+    if command.prior is not None:
+        return Prior(command.prior)
     if command.previous_response_id is None:
         return Prior([])
     chain = await store.load_context(tenant_id, command.previous_response_id)

@@ -154,6 +154,11 @@ class Loop:
                 if compaction is not None and compaction.alone:  # the item is the answer
                     state.status = "completed"
                     break
+                if not run.generate:  # a prewarm: the context is checked, nothing is asked
+                    await durable(row)
+                    announce(run)
+                    state.status = "completed"
+                    break
                 assembler = OutputAssembler(
                     state.output, run.emit, used_call_ids, tools=tools, reasoning=reasoning
                 )

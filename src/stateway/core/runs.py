@@ -44,8 +44,10 @@ class Run:
         "began",
         "cancel_reason",
         "cancellable",
+        "context",
         "error",
         "events",
+        "generate",
         "has_row",
         "input_items",
         "journal",
@@ -53,10 +55,17 @@ class Run:
         "task",
     )
 
-    def __init__(self, state: ResponseState, input_items: list[Item]) -> None:
+    def __init__(
+        self, state: ResponseState, input_items: list[Item], *, generate: bool = True
+    ) -> None:
         self.state = state
         self.input_items = input_items
         """This request's own input, stored with the response."""
+        self.generate = generate
+        """False: a prewarm, which ends ``completed`` without output or inference."""
+        self.context: list[Item] = []
+        """The items before the output (the prior items, then the input), as the run was
+        started with them; with the output, what a continuation of it sees."""
         self.events: list[Event] = []
         self.error: GatewayError | None = None
         """Set when the run failed before any output: non-streaming callers raise it."""

@@ -95,15 +95,19 @@ class RunStarter:
             command.settings = replace(command.settings, tools=toolset.public)
         plan, context = await self._plan(principal, command, router, route, toolset, conversation)
         plan.hints = frozenset(hints)
-        context, compaction = self._compaction.prepare(
-            principal.tenant_id, command, context_window(plan.capable), context
-        )
+        checked = context
+        compaction = None
+        if command.generate:  # a prewarm asks no model, for a summary either
+            context, compaction = self._compaction.prepare(
+                principal.tenant_id, command, context_window(plan.capable), context
+            )
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
         state.attempts = plan.records
         plan.remember = chain_names(
             state.id, state.conversation_id, state.settings.prompt_cache_key
         )
-        run = Run(state, command.input)
+        run = Run(state, command.input, generate=command.generate)
+        run.context = checked
         if conversation is not None:  # refused here (409, 404) while nothing has started
             begun = asyncio.ensure_future(loop.begin_turn(run, conversation.next_position))
             try:

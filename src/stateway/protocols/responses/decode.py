@@ -50,7 +50,14 @@ _MAX_SEQUENCE_NUMBER = 2**31 - 1
 
 def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateResponse:
     """``max_input_items`` (None: unbounded) is checked before any item is looked at."""
-    data = _json(raw, max_input_items)
+    return decode_create_fields(_json(raw, max_input_items))
+
+
+def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> CreateResponse:
+    """:func:`decode_create` of a body already parsed (a WebSocket ``response.create``
+    frame's: its envelope fields are ignored here)."""
+    if max_input_items is not None:
+        _check_item_count(data, max_input_items)
     try:
         body = CreateResponseBody.model_validate(data, strict=True)
     except pydantic.ValidationError as exc:

@@ -1,5 +1,5 @@
 """The MCP tools' inputs: one pydantic model per tool, whose JSON Schema is each tool's
-``inputSchema`` and is checked into ``schemas/mcp-tools.json`` (``schema.py``)."""
+``inputSchema`` and is checked into ``schemas/mcp-tools.json`` (``stateway.schemas``)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,224 @@
+"""WebSocket mode's frames (``GET /v1/responses`` upgraded) <-> canonical commands.
+
+Client frames are JSON text frames with a ``type``:
+
+- ``response.create``: the ``POST /v1/responses`` body (decoded by the very decoder of
+  that route, :func:`~stateway.protocols.responses.decode.decode_create_fields`) plus the
+  envelope: ``generate`` (false: a prewarm), ``stream_id`` (the lane), ``command_id``
+  (exactly once). Over a socket a response always streams, and never in the background.
+- ``response.steer``: the SDK's steering frame (answered ``steering_not_supported``).
+- ``response.resume``: ``{response_id, starting_after}``, a run's events after a sequence
+  number (stateway's own frame, for clients that reconnect: ``docs/websocket.md``).
+
+Server frames are the Responses stream events, the JSON of the SSE ``data:`` lines (a
+lane's carry its ``stream_id``), and error frames
+``{"type": "error", "status": N, "error": {type, code, message, param}}``.
+
+The models below are the frames' JSON Schema (``schemas/websocket-frames.json``,
+:mod:`stateway.schemas`); decoding validates the envelope with them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeVar
+
+import orjson
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from stateway.core.commands import CreateResponse, WatchResponse
+from stateway.core.errors import GatewayError, InvalidRequest
+from stateway.protocols.responses.decode import decode_create_fields
+from stateway.protocols.responses.request import CreateResponseBody
+
+MAX_STREAM_ID: Final = 255
+"""The longest ``stream_id`` accepted."""
+MAX_SEQUENCE_NUMBER: Final = 2**31 - 1
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class CreateEnvelope(BaseModel):
+    """What a ``response.create`` frame carries beside the HTTP body."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["response.create"]
+    generate: bool | None = None
+    """False: a prewarm (the context rehydrated and checked, no output, no inference)."""
+    stream_id: str | None = Field(default=None, min_length=1, max_length=MAX_STREAM_ID)
+    """The lane: frames of one lane run one after the other, lanes side by side."""
+    command_id: str | None = None
+    """Run at most once: a retry (on any socket) streams the first attempt's events."""
+
+
+class ResponseCreateFrame(CreateEnvelope, CreateResponseBody):
+    """``response.create``: the ``POST /v1/responses`` body and the envelope."""
+
+
+class ResponseSteerFrame(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["response.steer"]
+    previous_response_id: str = Field(min_length=1)
+    input: str | list[dict[str, Any]]
+
+
+class ResponseResumeFrame(BaseModel):
+    """``response.resume``: the events of a response after ``starting_after`` (all of
+    them when absent), then its live ones to its end."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["response.resume"]
+    response_id: str = Field(min_length=1)
+    starting_after: int | None = Field(default=None, ge=0, le=MAX_SEQUENCE_NUMBER)
+    stream_id: str | None = Field(default=None, min_length=1, max_length=MAX_STREAM_ID)
+    """The lane the events go out on (and carry)."""
+
+
+class ErrorDetail(BaseModel):
+    type: str
+    code: str | None
+    message: str = Field(min_length=1)
+    param: str | None = None
+
+
+class ErrorFrame(BaseModel):
+    type: Literal["error"]
+    status: int = Field(ge=400, le=599)
+    error: ErrorDetail
+    stream_id: str | None = None
+    """The lane of the frame that failed, when it named one."""
+
+
+CLIENT_FRAMES: Final = (ResponseCreateFrame, ResponseSteerFrame, ResponseResumeFrame)
+SERVER_FRAMES: Final = (ErrorFrame,)
+
+
+def frame_schemas() -> dict[str, Any]:
+    """The frames' JSON Schemas by type: what ``schemas/websocket-frames.json`` holds."""
+    return {
+        "client": {_type_of(model): model.model_json_schema() for model in CLIENT_FRAMES},
+        "server": {_type_of(model): model.model_json_schema() for model in SERVER_FRAMES},
+    }
+
+
+def _type_of(model: type[BaseModel]) -> str:
+    annotation = model.model_fields["type"].annotation
+    return str(annotation.__args__[0])  # type: ignore[union-attr]
+
+
+@dataclass(slots=True)
+class CreateFrame:
+    command: CreateResponse
+    stream_id: str | None
+    command_id: str | None
+
+
+@dataclass(slots=True, frozen=True)
+class SteerFrame:
+    previous_response_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class ResumeFrame:
+    watch: WatchResponse
+    stream_id: str | None
+
+
+ClientFrame = CreateFrame | SteerFrame | ResumeFrame
+
+
+def peek_frame(data: str | bytes) -> tuple[str, dict[str, Any]]:
+    """The frame's ``type`` and its JSON object; a frame that is not one is refused."""
+    try:
+        fields = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise InvalidRequest(
+            "The frame is not valid JSON; expected a JSON object with a 'type'.",
+            code="invalid_json",
+        ) from None
+    if not isinstance(fields, dict):
+        raise InvalidRequest("The frame must be a JSON object.", code="invalid_type")
+    kind = fields.get("type")
+    if not isinstance(kind, str):
+        raise InvalidRequest(
+            "Missing required parameter: 'type'.",
+            param="type",
+            code="missing_required_parameter",
+        )
+    return kind, fields
+
+
+def stream_id_of(fields: dict[str, Any]) -> str | None:
+    """The frame's lane as it names it, for its error frame (whatever else is wrong)."""
+    value = fields.get("stream_id")
+    return value if isinstance(value, str) and 0 < len(value) <= MAX_STREAM_ID else None
+
+
+def decode_frame(
+    kind: str, fields: dict[str, Any], *, max_input_items: int | None = None
+) -> ClientFrame:
+    match kind:
+        case "response.create":
+            envelope = _validated(CreateEnvelope, fields)
+            if fields.get("background"):
+                raise InvalidRequest(
+                    "'background' is not supported over a WebSocket: a response created "
+                    "here runs to its end even when the socket closes; resume it with "
+                    "'response.resume'.",
+                    param="background",
+                    code="unsupported_parameter",
+                )
+            command = decode_create_fields(fields, max_input_items=max_input_items)
+            command.stream = True
+            command.generate = envelope.generate is not False
+            return CreateFrame(command, envelope.stream_id, envelope.command_id)
+        case "response.steer":
+            steer = _validated(ResponseSteerFrame, fields)
+            return SteerFrame(steer.previous_response_id)
+        case "response.resume":
+            resume = _validated(ResponseResumeFrame, fields)
+            watch = WatchResponse(resume.response_id, resume.starting_after, replay=True)
+            return ResumeFrame(watch, resume.stream_id)
+        case _:
+            raise InvalidRequest(
+                f"Unknown frame type {kind[:64]!r}; expected 'response.create', "
+                "'response.steer' or 'response.resume'.",
+                param="type",
+                code="unknown_frame_type",
+            )
+
+
+def _validated(model: type[M], fields: dict[str, Any]) -> M:
+    try:
+        return model.model_validate(fields, strict=True)
+    except pydantic.ValidationError as exc:
+        error = exc.errors(include_url=False, include_context=False)[0]
+        param = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "missing":
+            raise InvalidRequest(
+                f"Missing required parameter: '{param}'.",
+                param=param,
+                code="missing_required_parameter",
+            ) from None
+        raise InvalidRequest(
+            f"Invalid value for '{param}': {error['msg']}.", param=param, code="invalid_value"
+        ) from None
+
+
+def encode_error_frame(error: GatewayError, stream_id: str | None = None) -> bytes:
+    frame: dict[str, Any] = {"type": "error", "status": error.status, "error": error.to_dict()}
+    if stream_id is not None:
+        frame["stream_id"] = stream_id
+    return orjson.dumps(frame)
+
+
+def with_stream_id(payload: bytes, stream_id: str | None) -> bytes:
+    """An event's JSON (an object, as :func:`encode_event_json` writes it) with its lane
+    added, without parsing it again."""
+    if stream_id is None:
+        return payload
+    return payload[:-1] + b',"stream_id":' + orjson.dumps(stream_id) + b"}"

@@ -1,0 +1,40 @@
+"""The JSON Schema documents generated from the wire models, checked into ``schemas/``.
+
+Each document is a function of pydantic models: the MCP tools' inputs
+(``mcp-tools.json``) and WebSocket mode's frames (``websocket-frames.json``). A test
+fails when a checked-in file drifts from its models; regenerate every file with
+``python -m stateway.schemas`` (from the repository's root).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from stateway.protocols.responses.frames import frame_schemas
+from stateway.surfaces.mcp.schema import tool_schemas
+
+DOCUMENTS: Final[dict[str, Callable[[], dict[str, Any]]]] = {
+    "mcp-tools.json": tool_schemas,
+    "websocket-frames.json": frame_schemas,
+}
+"""File name in ``schemas/`` -> what generates it."""
+
+
+def render(name: str) -> bytes:
+    """The bytes of document ``name`` as it must be checked in."""
+    document = DOCUMENTS[name]()
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+
+
+def write_all(directory: Path) -> None:
+    for name in DOCUMENTS:
+        (directory / name).write_bytes(render(name))
+
+
+if __name__ == "__main__":
+    write_all(Path(sys.argv[1] if len(sys.argv) > 1 else "schemas"))

@@ -1,0 +1,46 @@
+"""The two seams WebSocket mode uses: a prewarm (``generate=False``) asks no model, and a
+create whose ``prior`` items are given reads no chain from the store."""
+
+from __future__ import annotations
+
+from stateway.core import events as ev
+from stateway.core.commands import CreateResponse, Principal
+from stateway.core.inference import Finish, TextDelta
+from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.core.test_loop import gateway_for, user
+
+
+async def test_a_prewarm_completes_with_no_output_and_no_upstream_request() -> None:
+    backend = ScriptedBackend([TextDelta("never"), Finish("stop")])
+    store = MemoryStore()
+    gateway = gateway_for(backend, store)
+    command = CreateResponse(model="m", input=[user("base")], stream=True, generate=False)
+    run = await gateway.execute(Principal(), command)
+    await run.wait()
+    assert [type(e) for e in run.events] == [
+        ev.ResponseCreated,
+        ev.ResponseInProgress,
+        ev.ResponseFinished,
+    ]
+    assert run.state.status == "completed"
+    assert run.state.output == []
+    assert backend.requests == []
+    assert [i["id"] for i in run.context] == ["msg_in"]
+    [record] = store.records.values()
+    assert record.input_items[0]["id"] == "msg_in"
+
+
+async def test_given_prior_items_are_the_context_without_reading_the_store() -> None:
+    backend = ScriptedBackend([TextDelta("ok"), Finish("stop")])
+    gateway = gateway_for(backend, MemoryStore())
+    prior = [user("remembered")]
+    command = CreateResponse(
+        model="m", input=[user("next")], previous_response_id="resp_unstored", prior=prior
+    )
+    run = await gateway.execute(Principal(), command)
+    await run.wait()
+    assert run.state.status == "completed"
+    [request] = backend.requests
+    texts = [i["content"][0]["text"] for i in request.items]
+    assert texts == ["remembered", "next"]
+    assert run.context == [*prior, *command.input]

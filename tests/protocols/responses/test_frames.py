@@ -1,0 +1,99 @@
+"""WebSocket frames: the envelope, the HTTP body's own decoder, and refusals by name."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from stateway.core.errors import InvalidRequest, PreviousResponseNotFound
+from stateway.protocols.responses.frames import (
+    CreateFrame,
+    ResumeFrame,
+    SteerFrame,
+    decode_frame,
+    encode_error_frame,
+    peek_frame,
+    with_stream_id,
+)
+
+
+def decoded(frame: dict[str, object]) -> object:
+    kind, fields = peek_frame(orjson.dumps(frame))
+    return decode_frame(kind, fields, max_input_items=2)
+
+
+def test_a_create_frame_is_the_http_body_plus_its_envelope() -> None:
+    frame = decoded(
+        {
+            "type": "response.create",
+            "model": "m",
+            "input": "hi",
+            "store": False,
+            "generate": False,
+            "stream_id": "lane-1",
+            "command_id": "c1",
+        }
+    )
+    assert isinstance(frame, CreateFrame)
+    assert (frame.stream_id, frame.command_id) == ("lane-1", "c1")
+    command = frame.command
+    assert (command.stream, command.generate, command.store) == (True, False, False)
+    assert command.input[0]["content"][0]["text"] == "hi"
+
+
+def test_resume_and_steer_frames() -> None:
+    resume = decoded({"type": "response.resume", "response_id": "resp_1", "starting_after": 3})
+    assert isinstance(resume, ResumeFrame)
+    assert (resume.watch.response_id, resume.watch.starting_after) == ("resp_1", 3)
+    assert resume.watch.replay
+    steer = decoded({"type": "response.steer", "previous_response_id": "r", "input": "x"})
+    assert steer == SteerFrame("r")
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        (b"not json", "invalid_json"),
+        (b"[1]", "invalid_type"),
+        (b'{"model": "m"}', "missing_required_parameter"),
+    ],
+)
+def test_frames_that_are_not_objects_with_a_type(raw: bytes, code: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        peek_frame(raw)
+    assert caught.value.code == code
+    assert caught.value.status == 400
+
+
+@pytest.mark.parametrize(
+    ("frame", "code", "param"),
+    [
+        ({"type": "response.cancel"}, "unknown_frame_type", "type"),
+        ({"type": "response.create", "input": "x"}, "missing_required_parameter", "model"),
+        ({"type": "response.create", "model": "m", "stream_id": 5}, "invalid_value", "stream_id"),
+        ({"type": "response.create", "model": "m", "input": [{}, {}, {}]}, None, "input"),
+        ({"type": "response.create", "model": "m", "background": True}, None, "background"),
+        ({"type": "response.resume", "response_id": "r", "starting_after": -1}, None, None),
+    ],
+)
+def test_bad_frames_are_refused_naming_the_problem(
+    frame: dict[str, object], code: str | None, param: str | None
+) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decoded(frame)
+    assert caught.value.message
+    if code is not None:
+        assert caught.value.code == code
+    if param is not None:
+        assert caught.value.param == param
+
+
+def test_error_frames_and_lanes_on_events() -> None:
+    frame = orjson.loads(encode_error_frame(PreviousResponseNotFound("resp_x"), "a"))
+    assert frame["type"] == "error"
+    assert frame["status"] == 400
+    assert frame["error"]["code"] == "previous_response_not_found"
+    assert frame["stream_id"] == "a"
+    event = orjson.loads(with_stream_id(b'{"type":"response.created","sequence_number":0}', "b"))
+    assert event == {"type": "response.created", "sequence_number": 0, "stream_id": "b"}
+    assert with_stream_id(b"{}", None) == b"{}"
