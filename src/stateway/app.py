@@ -77,6 +77,7 @@ from stateway.surfaces.http.service import ServiceRoutes
 from stateway.surfaces.http.transport import KEEPALIVE_INTERVAL
 from stateway.surfaces.http.usage import UsageRoutes
 from stateway.surfaces.mcp.mount import McpMount
+from stateway.surfaces.websocket.endpoint import WebSocketResponses
 from stateway.telemetry.metrics import PrometheusMetrics
 from stateway.telemetry.observability import Observability
 from stateway.telemetry.storage import TimedStore
@@ -120,6 +121,8 @@ class GatewayParts:
     """Metrics (``/metrics``), and traces when ``[tracing] enabled``."""
     keys: KeyStore | None = None
     """The API keys (the database's), when the gateway runs over a database."""
+    websockets: WebSocketResponses | None = None
+    """WebSocket mode's sessions, set by :func:`build_app` (drained at shutdown)."""
 
     async def end_runs(self) -> None:
         """End every run as ``server_shutting_down``; later ones end as they start."""
@@ -464,6 +467,12 @@ def build_app(parts: GatewayParts) -> Starlette:
     authenticator = build_authenticator(config, parts.keys, key)
     server = config.server
     keepalive = float(os.environ.get(TESTING_KEEPALIVE_ENV, KEEPALIVE_INTERVAL))
+    parts.websockets = WebSocketResponses(
+        parts.gateway,
+        config.websocket,
+        config.websocket.frame_limit(server.max_body_bytes),
+        max_input_items=server.max_input_items,
+    )
     return build_http_app(
         ResponsesRoutes(
             parts.gateway,
@@ -500,6 +509,7 @@ def build_app(parts: GatewayParts) -> Starlette:
         ),
         usage=UsageRoutes(parts.gateway),
         authenticator=authenticator,
+        websocket=parts.websockets,
     )
 
 

@@ -113,13 +113,16 @@ def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = Fal
         reload = parts.reloader.reload_signalled
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
         _tune_gc()
-        drain = Drain(config.server.drain_timeout, parts.end_runs, parts.settle_runs)
+        sessions = None if parts.websockets is None else parts.websockets.drain
+        drain = Drain(config.server.drain_timeout, parts.end_runs, parts.settle_runs, sessions)
         graceful = math.ceil(drain.timeout) + DRAIN_GRACE
+        frames = config.websocket.frame_limit(config.server.max_body_bytes)
         uvicorn_config = server_config(
             app,
             lifespan=True,
             graceful_shutdown=graceful,
             own_logging=config.logging.format == "json",
+            ws_max_size=2 * frames,  # up to twice the limit is answered with an error frame
         )
         _describe(config, sys.stdout)
         announcement = f"stateway {__version__} listening on {socket_url(sock)}"

@@ -35,16 +35,24 @@ DRAIN_GRACE = 5
 
 
 def server_config(
-    app: ASGIApp, *, lifespan: bool, graceful_shutdown: int, own_logging: bool = False
+    app: ASGIApp,
+    *,
+    lifespan: bool,
+    graceful_shutdown: int,
+    own_logging: bool = False,
+    ws_max_size: int = 16 * 1024 * 1024,
 ) -> uvicorn.Config:
     """uvicorn as our servers run it: httptools (and uvloop when the caller's loop is one),
     WebSocket upgrades handed to the app (which may deny them with an HTTP response), no
     access log, warnings only; with ``own_logging`` uvicorn installs no handlers of its
-    own, so its records go through the root logger's (JSON lines)."""
+    own, so its records go through the root logger's (JSON lines). A WebSocket message
+    larger than ``ws_max_size`` closes its connection (1009); the app answers smaller
+    ones past its own limit with an error frame."""
     return uvicorn.Config(
         app,
         http="httptools",
         ws=DenyingWebSocketProtocol,
+        ws_max_size=ws_max_size,
         lifespan="on" if lifespan else "off",
         access_log=False,
         log_level="warning",
@@ -60,6 +68,10 @@ class DenyingWebSocketProtocol(WebSocketsSansIOProtocol):
     handshake" (Kludex/uvicorn#3138, open as of uvicorn 0.54)."""
 
     async def send(self, message: Any) -> None:  # uvicorn's event union is private
+        if message["type"] == "websocket.close" and self.handshake_complete:
+            # A close is never held back by a client that stopped reading (a full
+            # transport): it is queued behind what the client has not read (4429).
+            self.writable.set()
         await super().send(message)
         if message["type"] == "websocket.http.response.body" and not message.get("more_body"):
             self.handshake_complete = True
@@ -74,6 +86,9 @@ class Drain:
     settled: Callable[[], Awaitable[None]] | None = None
     """Returns once work no request waits for (background runs) is done: it gets the
     drain window too, after the requests in flight."""
+    sessions: Callable[[], Awaitable[None]] | None = None
+    """Drains the WebSocket sessions (their requests end, then they are closed): first,
+    with no new connection accepted, since the server would close them at once (1012)."""
 
 
 class AnnouncingServer(uvicorn.Server):
@@ -93,6 +108,10 @@ class AnnouncingServer(uvicorn.Server):
             return
         ender = asyncio.create_task(self._end_after(self._drain))
         try:
+            if self._drain.sessions is not None:
+                for server in self.servers:
+                    server.close()
+                await self._drain.sessions()
             await super().shutdown(sockets=sockets)
         finally:
             ender.cancel()

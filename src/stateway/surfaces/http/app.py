@@ -60,6 +60,7 @@ def build_http_app(
     metrics: MetricsRoutes | None = None,
     usage: UsageRoutes | None = None,
     authenticator: Authenticator | None = None,
+    websocket: ASGIApp | None = None,
 ) -> Starlette:
     """``allowed_hosts``: the ``Host`` names served (None: any), see :mod:`.hosts`;
     ``conversations``: the Conversations API's routes, ``messages`` the Anthropic
@@ -68,7 +69,8 @@ def build_http_app(
     ``usage`` ``GET /v1/usage``, when served; ``observer`` is told of every request
     (which then gets an ``x-request-id``: :mod:`.observed`). Every request is
     identified by ``authenticator`` (default: no auth configured, no admin credential)
-    before it is routed (:mod:`.authentication`)."""
+    before it is routed (:mod:`.authentication`). ``websocket`` serves ``GET
+    /v1/responses`` upgraded (WebSocket mode); without it an upgrade is refused (426)."""
     chat_route = None if chat is None else Route(CHAT_PATH, chat, methods=["POST"])
     unbuilt = _Unbuilt()
     reserved = [Route(name + "/{_:path}", unbuilt) for name in POST_ONLY]
@@ -77,7 +79,7 @@ def build_http_app(
         Route("/v1/responses/compact", _PostOnly(responses.compact)),
         Route("/v1/responses/input_tokens", _PostOnly(responses.input_tokens)),
         Route("/v1/responses", responses.create, methods=["POST"]),
-        WebSocketRoute("/v1/responses", refuse_websocket),
+        WebSocketRoute("/v1/responses", websocket or refuse_websocket),
         Route("/v1/responses/{response_id}", responses.retrieve, methods=["GET"]),
         Route("/v1/responses/{response_id}", responses.delete, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", responses.input_items, methods=["GET"]),

@@ -1,0 +1,175 @@
+"""A connection's lanes: its requests in order per ``stream_id``, its caps, and the
+responses it keeps to continue them.
+
+A lane runs its requests one after the other (FIFO), lanes run side by side; the default
+lane (no ``stream_id``) is a lane like the others. A lane exists while it has requests;
+its task exists while it runs one. Caps are checked before anything is kept, so a refused
+frame (429) changes nothing: requests running or waiting (``max_requests``), bytes of
+request frames waiting to start (``max_queued_bytes``), lanes with requests
+(``max_lanes``).
+
+A *checkpoint* is the last response of a lane, kept whether or not it is stored: its
+whole context (the items before its output, then its output), so that a frame naming it
+as ``previous_response_id`` continues it without reading the store. Checkpoints are
+bounded by bytes (``max_checkpoint_bytes``); the oldest are let go first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import orjson
+
+from stateway.core.errors import InvalidRequest
+from stateway.core.items import Item
+from stateway.websocket_config import WebSocketConfig
+
+W = TypeVar("W")
+LaneKey = str | None
+"""A lane's ``stream_id`` (None: the default lane)."""
+
+
+def limit_exceeded(what: str) -> InvalidRequest:
+    """The 429 error frame of a cap."""
+    return InvalidRequest(
+        f"This connection reached its limit of {what}; wait for a response to end, or "
+        "open another connection.",
+        code="websocket_limit_exceeded",
+        status=429,
+    )
+
+
+class Lane(Generic[W]):
+    __slots__ = ("key", "queue", "task")
+
+    def __init__(self, key: LaneKey) -> None:
+        self.key = key
+        self.queue: deque[tuple[W, int]] = deque()
+        """The work running (first) and waiting, with its frame's size."""
+        self.task: asyncio.Task[None] | None = None
+
+
+class Lanes(Generic[W]):
+    def __init__(self, config: WebSocketConfig, run: Callable[[LaneKey, W], Awaitable[None]]):
+        """``run(lane, work)`` does one request's work (it handles its own errors)."""
+        self._config = config
+        self._run = run
+        self._lanes: dict[LaneKey, Lane[W]] = {}
+        self.requests = 0
+        """Requests running or waiting."""
+        self.queued_bytes = 0
+        """Bytes of the frames of requests waiting to start."""
+        self._idle: asyncio.Future[None] | None = None
+
+    def __len__(self) -> int:
+        return len(self._lanes)
+
+    def admit(self, key: LaneKey, work: W, size: int) -> None:
+        """Queue ``work`` on lane ``key``; past a cap, raise its 429 and keep nothing."""
+        config = self._config
+        if self.requests >= config.max_requests:
+            raise limit_exceeded(f"{config.max_requests} requests running or queued")
+        if self.queued_bytes + size > config.max_queued_bytes:
+            raise limit_exceeded(f"{config.max_queued_bytes} bytes of queued requests")
+        lane = self._lanes.get(key)
+        if lane is None:
+            if len(self._lanes) >= config.max_lanes:
+                raise limit_exceeded(f"{config.max_lanes} lanes (distinct stream_id values)")
+            lane = self._lanes[key] = Lane(key)
+        lane.queue.append((work, size))
+        self.requests += 1
+        self.queued_bytes += size
+        if lane.task is None:
+            lane.task = asyncio.get_running_loop().create_task(self._drain(lane))
+
+    async def _drain(self, lane: Lane[W]) -> None:
+        try:
+            while lane.queue:
+                work, size = lane.queue[0]
+                self.queued_bytes -= size
+                try:
+                    await self._run(lane.key, work)
+                finally:
+                    lane.queue.popleft()
+                    self.requests -= 1
+        finally:
+            lane.task = None
+            for _, size in lane.queue:  # cancelled: what waited never started
+                self.queued_bytes -= size
+            self.requests -= len(lane.queue)
+            lane.queue.clear()
+            del self._lanes[lane.key]
+            if not self._lanes and self._idle is not None:
+                if not self._idle.done():
+                    self._idle.set_result(None)
+                self._idle = None
+
+    async def idle(self) -> None:
+        """Return once no lane has a request."""
+        while self._lanes:
+            self._idle = self._idle or asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._idle)
+
+    def cancel(self) -> None:
+        """Stop every lane (the client is gone): waiting requests never start; running
+        ones stop being streamed (their runs go on)."""
+        for lane in list(self._lanes.values()):
+            if lane.task is not None:
+                lane.task.cancel()
+
+
+@dataclass(slots=True, frozen=True)
+class Checkpoint:
+    response_id: str
+    items: list[Item]
+    """The response's context: the items before its output, then its output."""
+    size: int
+
+
+class Checkpoints:
+    """The last response of each lane, by lane and by response id, within ``limit``
+    bytes."""
+
+    __slots__ = ("_by_id", "_by_lane", "_limit", "size")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._by_lane: OrderedDict[LaneKey, Checkpoint] = OrderedDict()
+        """Oldest first."""
+        self._by_id: dict[str, LaneKey] = {}
+        self.size = 0
+
+    def find(self, response_id: str) -> Checkpoint | None:
+        if response_id not in self._by_id:
+            return None
+        return self._by_lane[self._by_id[response_id]]
+
+    def keep(self, lane: LaneKey, response_id: str, items: list[Item]) -> None:
+        """Keep ``items`` as the lane's last response (the lane's previous one goes);
+        one larger than the whole budget is not kept, older lanes' go to make room."""
+        self._drop(lane)
+        size = len(orjson.dumps(items))
+        if size > self._limit:
+            return
+        while self.size + size > self._limit and self._by_lane:
+            self._drop(next(iter(self._by_lane)))
+        self._by_lane[lane] = Checkpoint(response_id, items, size)
+        self._by_id[response_id] = lane
+        self.size += size
+
+    def evict(self, response_id: str) -> None:
+        if response_id in self._by_id:
+            self._drop(self._by_id[response_id])
+
+    def _drop(self, lane: LaneKey) -> None:
+        checkpoint = self._by_lane.pop(lane, None)
+        if checkpoint is not None:
+            del self._by_id[checkpoint.response_id]
+            self.size -= checkpoint.size
+
+    def __len__(self) -> int:
+        return len(self._by_lane)

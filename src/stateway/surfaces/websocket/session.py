@@ -1,0 +1,275 @@
+"""One WebSocket connection: its receive loop, and each request's run on its lane.
+
+The receive loop reads one frame at a time and answers what is wrong with it at once,
+with an error frame (the connection and its lanes go on): a binary or oversize frame, one
+that is not JSON or of no known type, an expired credential (the upgrade was
+authenticated; each request frame checks the credential again), a shutdown under way, a
+steering frame, a cap. A good frame becomes work on its lane (:mod:`.lanes`).
+
+A ``response.create`` runs as the HTTP route's streamed create does (with its
+``command_id`` through ``Gateway.once``), journaled, and the lane streams the journal's
+payloads with its ``stream_id``: the same JSON as the SSE stream's ``data:`` lines, from
+``response.created`` at sequence number 0. A frame whose ``previous_response_id`` names
+a response this connection keeps (a checkpoint) runs on those items, stored or not. A
+``response.resume`` streams a run's log from a sequence number (``WatchResponse``). Runs
+go on when the connection closes, whoever closed it (ADR 0010).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, MutableMapping
+from contextlib import aclosing, suppress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, cast
+
+import orjson
+
+from stateway.core.commands import Principal, WatchResponse
+from stateway.core.errors import GatewayError, IdempotencyKeyReused, InvalidRequest
+from stateway.core.exactly_once import fingerprint
+from stateway.core.runs import Run
+from stateway.core.watch import LiveWatch, Watch
+from stateway.protocols.responses.frames import (
+    CreateFrame,
+    ResumeFrame,
+    SteerFrame,
+    decode_frame,
+    encode_error_frame,
+    peek_frame,
+    stream_id_of,
+    with_stream_id,
+)
+from stateway.surfaces.auth.authenticator import current_principal
+from stateway.surfaces.websocket.lanes import Checkpoints, LaneKey, Lanes
+from stateway.surfaces.websocket.outbox import Outbox
+
+if TYPE_CHECKING:
+    from starlette.types import Receive, Scope, Send
+
+    from stateway.surfaces.websocket.endpoint import WebSocketResponses
+
+log = logging.getLogger(__name__)
+
+INLINE_DECODE_BYTES: Final = 1024 * 1024
+"""Frames up to this size are decoded on the event loop, larger ones in a worker thread."""
+SLOW_CLIENT: Final = 4429
+"""The close code of a client that stopped reading while its runs went on."""
+GOING_AWAY: Final = 1001
+_ENVELOPE: Final = frozenset({"stream_id", "command_id"})
+"""Fields of a create frame that are not part of what a command id fingerprints."""
+
+
+@dataclass(slots=True)
+class Request:
+    """A request frame admitted to a lane, with who sent it."""
+
+    frame: CreateFrame | ResumeFrame
+    principal: Principal
+    digest: str | None = None
+    """A create's fingerprint, when it carries a ``command_id``."""
+
+
+class Session:
+    __slots__ = (
+        "_closer",
+        "_closing",
+        "_send",
+        "_surface",
+        "_watches",
+        "checkpoints",
+        "lanes",
+        "outbox",
+    )
+
+    def __init__(self, surface: WebSocketResponses, send: Send) -> None:
+        self._surface = surface
+        self._send = send
+        config = surface.config
+        self.outbox = Outbox(self._send_text, config.outbox_bytes, self._behind, self._slow)
+        self.lanes: Lanes[Request] = Lanes(config, self._serve)
+        self.checkpoints = Checkpoints(config.max_checkpoint_bytes)
+        self._watches: dict[LaneKey, Watch] = {}
+        """What each lane streams now: how far it trails is what piles up for the client."""
+        self._closing = False
+        self._closer: asyncio.Task[None] | None = None
+
+    async def serve(self, scope: Scope, receive: Receive) -> None:
+        """The receive loop, until the client is gone."""
+        try:
+            while True:
+                message = await receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                if message["type"] == "websocket.receive" and not self._closing:
+                    await self._receive(scope, message)
+        finally:
+            self._closing = True
+            self.lanes.cancel()
+            self.outbox.close()
+
+    async def drain(self) -> None:
+        """Shutting down: let the requests in flight end, send what they left, close."""
+        await self.lanes.idle()
+        await self.outbox.flushed()
+        self._close(GOING_AWAY, "The server is shutting down.")
+        if self._closer is not None:
+            await asyncio.wait([self._closer])
+
+    async def _receive(self, scope: Scope, message: MutableMapping[str, Any]) -> None:
+        text = message.get("text")
+        if text is None:
+            self._refuse(
+                InvalidRequest(
+                    "Binary frames are not supported: send each frame as JSON text.",
+                    code="unsupported_frame",
+                )
+            )
+            return
+        size = len(text) if text.isascii() else len(text.encode())
+        limit = self._surface.max_frame_bytes
+        if size > limit:
+            self._refuse(
+                InvalidRequest(
+                    f"The frame is {size} bytes, more than the limit of {limit} bytes.",
+                    code="frame_too_large",
+                    status=413,
+                )
+            )
+            return
+        stream_id = None
+        try:
+            if size <= INLINE_DECODE_BYTES:
+                kind, fields = peek_frame(text)
+            else:
+                kind, fields = await asyncio.to_thread(peek_frame, text)
+            stream_id = stream_id_of(fields)
+            self._admit(scope, kind, fields, size)
+        except GatewayError as error:
+            self._refuse(error, stream_id)
+
+    def _admit(self, scope: Scope, kind: str, fields: dict[str, Any], size: int) -> None:
+        principal = current_principal(scope)
+        if self._surface.draining:
+            raise GatewayError(
+                "The server is shutting down; send this request on a new connection.",
+                code="server_shutting_down",
+                status=503,
+            )
+        frame = decode_frame(kind, fields, max_input_items=self._surface.max_input_items)
+        if isinstance(frame, SteerFrame):
+            raise InvalidRequest(
+                "Steering is not supported by this gateway: send the input with the next "
+                "'response.create' instead.",
+                code="steering_not_supported",
+            )
+        request = Request(frame, principal)
+        if isinstance(frame, CreateFrame) and frame.command_id is not None:
+            fingerprinted = {k: v for k, v in fields.items() if k not in _ENVELOPE}
+            body = orjson.dumps(fingerprinted, option=orjson.OPT_SORT_KEYS)
+            request.digest = fingerprint(b"websocket", b"response.create", body)
+        self.lanes.admit(frame.stream_id, request, size)
+
+    async def _serve(self, lane: LaneKey, request: Request) -> None:
+        try:
+            frame = request.frame
+            if isinstance(frame, ResumeFrame):
+                gateway = self._surface.gateway
+                await self._stream(lane, await gateway.execute(request.principal, frame.watch))
+            else:
+                await self._create(lane, frame, request)
+        except GatewayError as error:
+            self._refuse(error, lane)
+
+    async def _create(self, lane: LaneKey, frame: CreateFrame, request: Request) -> None:
+        command = frame.command
+        previous = command.previous_response_id
+        continued = None if previous is None else self.checkpoints.find(previous)
+        if continued is not None:
+            command.prior = continued.items
+        command.replayable = True  # journaled: streamed from its log, resumable
+        try:
+            run, watch = await self._start(frame, request)
+        except GatewayError:
+            if continued is not None:  # a failed continuation is forgotten
+                self.checkpoints.evict(continued.response_id)
+            raise
+        await self._stream(lane, watch)
+        if run is None or not run.closed:
+            return
+        state = run.state
+        if state.status == "completed" and state.conversation_id is None:
+            self.checkpoints.keep(lane, run.id, run.context + state.output)
+        elif continued is not None:
+            self.checkpoints.evict(continued.response_id)
+
+    async def _start(self, frame: CreateFrame, request: Request) -> tuple[Run | None, Watch]:
+        """The run and its watch; a retried command id: None and its log replayed."""
+        gateway, principal = self._surface.gateway, request.principal
+        if frame.command_id is None or request.digest is None:
+            run = await gateway.execute(principal, frame.command)
+            return run, _watch(run)
+        async with gateway.once(
+            principal, frame.command_id, request.digest, param="command_id"
+        ) as once:
+            if once.outcome is None:
+                run = await gateway.execute(principal, frame.command)
+                once.remember(response_id=run.id)
+                return run, _watch(run)
+            outcome = once.outcome
+        if outcome.response_id is None:  # the id answered something else (an HTTP request)
+            raise IdempotencyKeyReused("command_id")
+        replay = WatchResponse(outcome.response_id, replay=True)
+        return None, await gateway.execute(principal, replay)
+
+    async def _stream(self, lane: LaneKey, watch: Watch) -> None:
+        outbox = self.outbox
+        self._watches[lane] = watch
+        try:
+            batches = cast(AsyncGenerator[tuple[list[bytes], bool], None], watch.batches())
+            async with aclosing(batches):
+                async for payloads, _ in batches:
+                    for payload in payloads:
+                        await outbox.room()
+                        if outbox.closed:
+                            return
+                        outbox.put(with_stream_id(payload, lane))
+        finally:
+            del self._watches[lane]
+
+    def _refuse(self, error: GatewayError, stream_id: str | None = None) -> None:
+        self.outbox.put(encode_error_frame(error, stream_id))
+
+    async def _send_text(self, frame: bytes) -> None:
+        await self._send({"type": "websocket.send", "text": frame.decode()})
+
+    def _behind(self) -> int:
+        return sum(watch.behind() for watch in self._watches.values())
+
+    def _slow(self) -> None:
+        log.warning(
+            "closing a WebSocket connection (%d) whose client stopped reading while its "
+            "runs went on; it can resume them with response.resume",
+            SLOW_CLIENT,
+        )
+        self._close(SLOW_CLIENT, "The client did not read its events fast enough.")
+
+    def _close(self, code: int, reason: str) -> None:
+        if self._closer is not None:
+            return
+        self._closing = True
+        self.lanes.cancel()
+        self.outbox.close()
+        message = {"type": "websocket.close", "code": code, "reason": reason}
+        self._closer = asyncio.get_running_loop().create_task(self._send_close(message))
+
+    async def _send_close(self, message: dict[str, Any]) -> None:
+        with suppress(OSError):  # gone already
+            await self._send(message)
+
+
+def _watch(run: Run) -> Watch:
+    if run.journal is None:  # the composition root always gives the core an encoder
+        raise GatewayError("WebSocket mode needs the gateway's event journal.", status=503)
+    return LiveWatch(run, run.journal)

@@ -1,0 +1,182 @@
+"""WebSocket mode through the official ``openai`` SDK's ``responses.connect()``, against
+the real ``stateway serve`` and the fake upstream (SQLite and PostgreSQL, both upstream
+API shapes)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from openai import AsyncOpenAI, OpenAI
+
+from tests.e2e.routing import fake_requests
+
+MODEL = "fake-model"
+Event = Any
+
+
+async def until_done(connection: Any, lanes: int = 1) -> list[Event]:
+    """Every event until ``lanes`` responses ended (or an error frame per lane)."""
+    events: list[Event] = []
+    ended = 0
+    while ended < lanes:
+        event = await connection.recv()
+        events.append(event)
+        if event.type in ("response.completed", "response.failed", "error"):
+            ended += 1
+    return events
+
+
+def check_numbered(events: list[Event]) -> None:
+    assert events[0].type == "response.created"
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+
+
+def output_text(events: list[Event]) -> str:
+    return str(events[-1].response.output_text)
+
+
+async def test_create_streams_the_sse_events_and_the_response_is_stored(
+    async_client: AsyncOpenAI, client: OpenAI
+) -> None:
+    async with async_client.responses.connect() as connection:
+        await connection.response.create(model=MODEL, input="hi there")
+        events = await until_done(connection)
+    check_numbered(events)
+    assert events[-1].type == "response.completed"
+    assert output_text(events) == "Hello! You said: hi there"
+    assert "response.output_text.delta" in {e.type for e in events}
+    assert all(getattr(e, "stream_id", None) is None for e in events)
+    stored = client.responses.retrieve(events[-1].response.id)
+    assert stored.status == "completed"
+    assert stored.output_text == "Hello! You said: hi there"
+
+
+async def test_store_false_continues_on_the_socket_by_previous_response_id(
+    async_client: AsyncOpenAI, client: OpenAI
+) -> None:
+    async with async_client.responses.connect() as connection:
+        await connection.response.create(model=MODEL, input="the word is kumquat", store=False)
+        first = (await until_done(connection))[-1].response
+        await connection.response.create(
+            model=MODEL, input="[[echo]]", store=False, previous_response_id=first.id
+        )
+        second = await until_done(connection)
+        third_input = "[[echo]] again"
+        await connection.response.create(
+            model=MODEL,
+            input=third_input,
+            store=False,
+            previous_response_id=second[-1].response.id,
+        )
+        third = await until_done(connection)
+    assert second[-1].type == "response.completed"
+    assert "the word is kumquat" in output_text(second)
+    assert "Hello! You said: the word is kumquat" in output_text(second)
+    assert "the word is kumquat" in output_text(third)
+    # not stored: only this socket knew it
+    async with async_client.responses.connect() as other:
+        await other.response.create(model=MODEL, input="x", previous_response_id=first.id)
+        [error] = await until_done(other)
+    assert error.type == "error"
+    assert error.status == 400
+    assert error.error.code == "previous_response_not_found"
+
+
+async def test_lanes_run_side_by_side_and_each_event_carries_its_stream_id(
+    async_client: AsyncOpenAI,
+) -> None:
+    async with async_client.responses.connect() as connection:
+        await connection.response.create(
+            model=MODEL, input="[[slow:300]] [[words:8]]", stream_id="slow"
+        )
+        await connection.response.create(model=MODEL, input="quick", stream_id="fast")
+        events = await until_done(connection, lanes=2)
+    by_lane: dict[str, list[Event]] = {"slow": [], "fast": []}
+    for event in events:
+        by_lane[event.stream_id].append(event)
+    for lane in by_lane.values():
+        check_numbered(lane)
+        assert lane[-1].type == "response.completed"
+    assert events[-1].stream_id == "slow"  # the quick one did not wait behind it
+    assert output_text(by_lane["fast"]) == "Hello! You said: quick"
+
+
+async def test_a_lane_runs_its_requests_in_order(async_client: AsyncOpenAI) -> None:
+    async with async_client.responses.connect() as connection:
+        await connection.response.create(model=MODEL, input="[[slow:100]] one", stream_id="a")
+        await connection.response.create(model=MODEL, input="two", stream_id="a")
+        events = await until_done(connection, lanes=2)
+    texts = [e.response.output_text for e in events if e.type == "response.completed"]
+    assert texts == ["Hello! You said: one", "Hello! You said: two"]
+
+
+async def test_prewarm_runs_no_inference_and_its_input_is_the_next_turns_context(
+    async_client: AsyncOpenAI, fake_upstream: str
+) -> None:
+    marker = f"base-instructions-{uuid.uuid4().hex}"
+    developer = {"role": "developer", "content": f"You are Codex. {marker}"}
+    async with async_client.responses.connect() as connection:
+        await connection.response.create(
+            model=MODEL, input=[developer], store=False, generate=False
+        )
+        prewarm = await until_done(connection)
+        assert fake_requests(fake_upstream, marker) == []
+        await connection.response.create(
+            model=MODEL,
+            input="[[echo]]",
+            store=False,
+            previous_response_id=prewarm[-1].response.id,
+        )
+        turn = await until_done(connection)
+    assert [e.type for e in prewarm] == [
+        "response.created",
+        "response.in_progress",
+        "response.completed",
+    ]
+    check_numbered(prewarm)
+    assert prewarm[-1].response.output == []
+    assert marker in output_text(turn)
+    assert len(fake_requests(fake_upstream, marker)) == 1
+
+
+async def test_error_frames_leave_the_connection_usable(async_client: AsyncOpenAI) -> None:
+    async with async_client.responses.connect() as connection:
+        await connection.response.create(
+            model=MODEL, input="x", previous_response_id="resp_unknown", stream_id="a"
+        )
+        [missing] = await until_done(connection)
+        await connection.send({"type": "response.create", "input": "no model"})  # type: ignore[typeddict-item]
+        [invalid] = await until_done(connection)
+        await connection.response.steer(input="faster", previous_response_id="resp_x")
+        [steer] = await until_done(connection)
+        await connection.response.create(model=MODEL, input="still here")
+        events = await until_done(connection)
+    assert (missing.status, missing.error.code) == (400, "previous_response_not_found")
+    assert missing.stream_id == "a"
+    assert (invalid.status, invalid.error.code) == (400, "missing_required_parameter")
+    assert invalid.error.message
+    assert (steer.status, steer.error.code) == (400, "steering_not_supported")
+    assert output_text(events) == "Hello! You said: still here"
+
+
+async def test_a_command_id_retried_on_a_new_socket_streams_the_first_response(
+    async_client: AsyncOpenAI, fake_upstream: str
+) -> None:
+    command_id = f"cmd-{uuid.uuid4().hex}"
+    frame = {"type": "response.create", "model": MODEL, "input": f"once {command_id}"}
+    async with async_client.responses.connect() as connection:
+        await connection.send({**frame, "command_id": command_id})  # type: ignore[typeddict-item]
+        first = await until_done(connection)
+    async with async_client.responses.connect() as connection:
+        await connection.send({**frame, "command_id": command_id, "stream_id": "r"})  # type: ignore[typeddict-item]
+        retried = await until_done(connection)
+        await connection.send({**frame, "input": "other", "command_id": command_id})  # type: ignore[typeddict-item]
+        [reused] = await until_done(connection)
+    assert first[-1].type == "response.completed"
+    assert retried[-1].type == "response.completed"
+    assert retried[-1].response.id == first[-1].response.id
+    assert [e.type for e in retried] == [e.type for e in first]
+    check_numbered(retried)
+    assert len(fake_requests(fake_upstream, f"once {command_id}")) == 1
+    assert (reused.status, reused.error.code) == (409, "idempotency_key_reused")
