@@ -71,6 +71,22 @@ class Request:
     """A create's fingerprint, when it carries a ``command_id``."""
 
 
+class Streaming:
+    """What a lane streams now, and how far it trails: the events its watch has not
+    given it, and those it was given and has not put into the outbox yet (counted for a
+    live run only: a replay of a stored log is paced, it piles nothing up)."""
+
+    __slots__ = ("held", "live", "watch")
+
+    def __init__(self, watch: Watch, live: bool) -> None:
+        self.watch = watch
+        self.live = live
+        self.held = 0
+
+    def behind(self) -> int:
+        return self.watch.behind() + (self.held if self.live else 0)
+
+
 class Session:
     __slots__ = (
         "_closer",
@@ -90,7 +106,7 @@ class Session:
         self.outbox = Outbox(self._send_text, config.outbox_bytes, self._behind, self._slow)
         self.lanes: Lanes[Request] = Lanes(config, self._serve)
         self.checkpoints = Checkpoints(config.max_checkpoint_bytes)
-        self._watches: dict[LaneKey, Watch] = {}
+        self._watches: dict[LaneKey, Streaming] = {}
         """What each lane streams now: how far it trails is what piles up for the client."""
         self._closing = False
         self._closer: asyncio.Task[None] | None = None
@@ -225,16 +241,18 @@ class Session:
 
     async def _stream(self, lane: LaneKey, watch: Watch) -> None:
         outbox = self.outbox
-        self._watches[lane] = watch
+        streaming = self._watches[lane] = Streaming(watch, isinstance(watch, LiveWatch))
         try:
             batches = cast(AsyncGenerator[tuple[list[bytes], bool], None], watch.batches())
             async with aclosing(batches):
                 async for payloads, _ in batches:
+                    streaming.held = sum(map(len, payloads))
                     for payload in payloads:
                         await outbox.room()
                         if outbox.closed:
                             return
                         outbox.put(with_stream_id(payload, lane))
+                        streaming.held -= len(payload)
         finally:
             del self._watches[lane]
 
@@ -245,7 +263,7 @@ class Session:
         await self._send({"type": "websocket.send", "text": frame.decode()})
 
     def _behind(self) -> int:
-        return sum(watch.behind() for watch in self._watches.values())
+        return sum(streaming.behind() for streaming in self._watches.values())
 
     def _slow(self) -> None:
         log.warning(

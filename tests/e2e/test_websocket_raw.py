@@ -1,0 +1,230 @@
+"""WebSocket mode with a raw ``websockets`` client: caps, bad frames, resume by sequence
+number, and a client that stops reading (closed with 4429 while its run completes)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from openai import OpenAI
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.client import ClientProtocol
+from websockets.frames import Frame as FrameEvent
+from websockets.frames import Opcode
+from websockets.protocol import State
+from websockets.uri import parse_uri
+
+from tests.e2e.test_durability import gateway
+
+MODEL = "fake-model"
+FRAME_LIMIT = 64 * 1024
+Frame = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    log: Path
+
+
+@pytest.fixture(scope="module")
+def server(fake_upstream: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    directory = tmp_path_factory.mktemp("ws")
+    env = {
+        "STATEWAY_WEBSOCKET_MAX_REQUESTS": "3",
+        "STATEWAY_WEBSOCKET_MAX_LANES": "2",
+        "STATEWAY_WEBSOCKET_MAX_FRAME_BYTES": str(FRAME_LIMIT),
+    }
+    database = f"sqlite:///{directory / 'stateway.db'}"
+    log = directory / "gateway.log"
+    with gateway(fake_upstream, database, log, env) as launched:
+        yield Server(launched.url, log)
+
+
+@asynccontextmanager
+async def socket_to(server: Server, **options: Any) -> AsyncIterator[ClientConnection]:
+    url = server.url.replace("http://", "ws://") + "/v1/responses"
+    async with connect(url, max_size=None, **options) as connection:
+        yield connection
+
+
+async def send(connection: ClientConnection, **frame: Any) -> None:
+    await connection.send(json.dumps(frame))
+
+
+async def until_done(connection: ClientConnection, count: int = 1) -> list[Frame]:
+    frames: list[Frame] = []
+    ended = 0
+    while ended < count:
+        frame = json.loads(await connection.recv())
+        frames.append(frame)
+        if frame["type"] in ("response.completed", "response.failed", "error"):
+            ended += 1
+    return frames
+
+
+def create(text: str, **fields: Any) -> Frame:
+    return {"type": "response.create", "model": MODEL, "input": text, **fields}
+
+
+async def test_caps_answer_429_at_once_and_keep_nothing(server: Server) -> None:
+    async with socket_to(server) as ws:
+        await send(ws, **create("[[slow:200]] [[words:3]]", stream_id="a"))
+        await send(ws, **create("[[slow:200]] [[words:3]]", stream_id="b"))
+        await send(ws, **create("lane c", stream_id="c"))  # a third lane
+        await send(ws, **create("a two", stream_id="a"))
+        await send(ws, **create("a three", stream_id="a"))  # a fourth request
+        frames = await until_done(ws, 5)
+        await send(ws, **create("lane c later", stream_id="c"))
+        later = await until_done(ws)
+    errors = [f for f in frames if f["type"] == "error"]
+    assert [(e["status"], e["stream_id"]) for e in errors] == [(429, "c"), (429, "a")]
+    assert "lanes" in errors[0]["error"]["message"]
+    assert "requests" in errors[1]["error"]["message"]
+    completed = [f for f in frames if f["type"] == "response.completed"]
+    assert len(completed) == 3
+    assert later[-1]["response"]["output"][0]["content"][0]["text"].endswith("lane c later")
+
+
+@pytest.mark.parametrize(
+    ("frame", "status", "code"),
+    [
+        ("not json", 400, "invalid_json"),
+        (b"\x00binary", 400, "unsupported_frame"),
+        ('{"type": "response.cancel"}', 400, "unknown_frame_type"),
+        ("[]", 400, "invalid_type"),
+        (json.dumps(create("x" * FRAME_LIMIT)), 413, "frame_too_large"),
+        ('{"type": "response.resume", "response_id": "resp_nope"}', 404, "not_found"),
+    ],
+)
+async def test_bad_frames_get_an_error_frame_and_the_connection_stays_usable(
+    server: Server, frame: str | bytes, status: int, code: str
+) -> None:
+    async with socket_to(server) as ws:
+        await send(ws, **create("[[slow:100]] [[words:3]]", stream_id="other"))
+        await ws.send(frame)
+        await send(ws, **create("after"))
+        frames = await until_done(ws, 3)
+    [error] = [f for f in frames if f["type"] == "error"]
+    assert (error["status"], error["error"]["code"]) == (status, code)
+    assert error["error"]["message"]
+    completed = [f for f in frames if f["type"] == "response.completed"]
+    assert len(completed) == 2  # the other lane and the next frame
+
+
+async def test_resume_by_sequence_number_and_beyond_the_log(server: Server) -> None:
+    async with socket_to(server) as ws:
+        await send(ws, **create("[[words:5]]"))
+        original = await until_done(ws)
+    response_id = original[0]["response"]["id"]
+    async with socket_to(server) as ws:
+        await send(ws, type="response.resume", response_id=response_id, starting_after=2)
+        resumed = await until_done(ws)
+        await send(ws, type="response.resume", response_id=response_id, starting_after=999)
+        [beyond] = await until_done(ws)
+        await send(ws, type="response.resume", response_id=response_id, stream_id="z")
+        whole = await until_done(ws)
+    assert resumed == original[3:]
+    assert (beyond["status"], beyond["error"]["param"]) == (400, "starting_after")
+    assert [f["sequence_number"] for f in whole] == list(range(len(original)))
+    assert {f["stream_id"] for f in whole} == {"z"}
+
+
+def test_a_client_that_stops_reading_is_closed_with_4429_and_the_run_completes(
+    server: Server,
+) -> None:
+    client = OpenAI(base_url=server.url + "/v1", api_key="sk-test", max_retries=0)
+    with StalledClient(server.url) as stalled:
+        # 8 MB in 16 KiB pieces, ~2 ms apart, then the same text in each closing event:
+        # much more than the kernel buffers hold while the client does not read
+        stalled.send(create("[[slow:2]] [[huge:8000000]]"))
+        response_id = stalled.first()["response"]["id"]
+        deadline = time.monotonic() + 90
+        while "closing a WebSocket connection (4429)" not in server.log.read_text():
+            assert time.monotonic() < deadline, "the slow client was never closed"
+            time.sleep(0.05)
+        while client.responses.retrieve(response_id).status != "completed":
+            assert time.monotonic() < deadline, "the run did not complete"
+            time.sleep(0.05)
+        received, close_code = stalled.read_to_close()
+    assert close_code == 4429
+    assert received[-1]["type"] != "response.completed"
+    last = received[-1]["sequence_number"]
+    assert [f["sequence_number"] for f in received] == list(range(last + 1))
+    rest = asyncio.run(resumed(server, response_id, last))
+    assert rest[0]["sequence_number"] == last + 1
+    assert rest[-1]["type"] == "response.completed"
+
+
+async def resumed(server: Server, response_id: str, after: int) -> list[Frame]:
+    async with socket_to(server) as ws:
+        await send(ws, type="response.resume", response_id=response_id, starting_after=after)
+        return await until_done(ws)
+
+
+class StalledClient:
+    """A WebSocket client over a blocking socket with a tiny receive buffer, which reads
+    only when asked (``websockets``' sans-I/O protocol frames it)."""
+
+    def __init__(self, url: str) -> None:
+        address = urlsplit(url)
+        self._socket = socket.socket()
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self._socket.connect((address.hostname, address.port))
+        self._socket.settimeout(30)
+        uri = parse_uri(url.replace("http://", "ws://") + "/v1/responses")
+        self._protocol = ClientProtocol(uri, max_size=None)
+        self._protocol.send_request(self._protocol.connect())
+        self._flush()
+        self._messages: list[Frame] = []
+        self._parts: list[bytes] = []
+        while self._protocol.state is not State.OPEN:
+            self._read()
+
+    def __enter__(self) -> StalledClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._socket.close()
+
+    def send(self, frame: Frame) -> None:
+        self._protocol.send_text(json.dumps(frame).encode())
+        self._flush()
+
+    def first(self) -> Frame:
+        while not self._messages:
+            self._read()
+        return self._messages[0]
+
+    def read_to_close(self) -> tuple[list[Frame], int | None]:
+        while self._protocol.state is not State.CLOSED:
+            self._read()
+        return self._messages, self._protocol.close_code
+
+    def _read(self) -> None:
+        data = self._socket.recv(1 << 20)
+        if not data:
+            self._protocol.receive_eof()
+        else:
+            self._protocol.receive_data(data)
+        for event in self._protocol.events_received():
+            if isinstance(event, FrameEvent) and event.opcode in (Opcode.TEXT, Opcode.CONT):
+                self._parts.append(event.data)
+                if event.fin:
+                    self._messages.append(json.loads(b"".join(self._parts)))
+                    self._parts = []
+        self._flush()
+
+    def _flush(self) -> None:
+        for data in self._protocol.data_to_send():
+            if data:
+                self._socket.sendall(data)
