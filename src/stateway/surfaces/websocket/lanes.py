@@ -20,6 +20,7 @@ import asyncio
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Generic, TypeVar
 
 import orjson
@@ -83,30 +84,36 @@ class Lanes(Generic[W]):
         lane.queue.append((work, size))
         self.requests += 1
         self.queued_bytes += size
-        if lane.task is None:
+        if lane.task is None or lane.task.done():  # done: its end is not handled yet
             lane.task = asyncio.get_running_loop().create_task(self._drain(lane))
+            lane.task.add_done_callback(partial(self._ended, lane))
 
     async def _drain(self, lane: Lane[W]) -> None:
-        try:
-            while lane.queue:
-                work, size = lane.queue[0]
-                self.queued_bytes -= size
-                try:
-                    await self._run(lane.key, work)
-                finally:
-                    lane.queue.popleft()
-                    self.requests -= 1
-        finally:
-            lane.task = None
-            for _, size in lane.queue:  # cancelled: what waited never started
-                self.queued_bytes -= size
-            self.requests -= len(lane.queue)
-            lane.queue.clear()
-            del self._lanes[lane.key]
-            if not self._lanes and self._idle is not None:
-                if not self._idle.done():
-                    self._idle.set_result(None)
-                self._idle = None
+        while lane.queue:
+            work, size = lane.queue[0]
+            self.queued_bytes -= size
+            try:
+                await self._run(lane.key, work)
+            finally:
+                lane.queue.popleft()
+                self.requests -= 1
+
+    def _ended(self, lane: Lane[W], task: asyncio.Task[None]) -> None:
+        """The lane's task ended (its queue done, or cancelled, maybe before it started):
+        what still waits never started, and the lane goes (unless work came meanwhile,
+        and a new task took it)."""
+        if lane.task is not task:
+            return
+        lane.task = None
+        for _work, size in lane.queue:
+            self.queued_bytes -= size
+        self.requests -= len(lane.queue)
+        lane.queue.clear()
+        del self._lanes[lane.key]
+        if not self._lanes and self._idle is not None:
+            if not self._idle.done():
+                self._idle.set_result(None)
+            self._idle = None
 
     async def idle(self) -> None:
         """Return once no lane has a request."""

@@ -1,0 +1,100 @@
+"""Lanes in memory: FIFO within a lane, side by side across lanes, caps that keep
+nothing, and checkpoints bounded by bytes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from stateway.core.errors import InvalidRequest
+from stateway.surfaces.websocket.lanes import Checkpoints, LaneKey, Lanes
+from stateway.websocket_config import WebSocketConfig
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.started: list[tuple[LaneKey, str]] = []
+        self.gates: dict[str, asyncio.Event] = {}
+
+    async def run(self, lane: LaneKey, work: str) -> None:
+        self.started.append((lane, work))
+        gate = self.gates.setdefault(work, asyncio.Event())
+        await gate.wait()
+
+    def release(self, work: str) -> None:
+        self.gates.setdefault(work, asyncio.Event()).set()
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_fifo_within_a_lane_and_lanes_side_by_side() -> None:
+    recorder = Recorder()
+    lanes: Lanes[str] = Lanes(WebSocketConfig(), recorder.run)
+    lanes.admit("a", "a1", 10)
+    lanes.admit("a", "a2", 10)
+    lanes.admit(None, "d1", 10)
+    await settle()
+    assert recorder.started == [("a", "a1"), (None, "d1")]
+    assert (lanes.requests, lanes.queued_bytes) == (3, 10)
+    recorder.release("a1")
+    await settle()
+    assert recorder.started[-1] == ("a", "a2")
+    for work in ("a2", "d1"):
+        recorder.release(work)
+    await lanes.idle()
+    assert (len(lanes), lanes.requests, lanes.queued_bytes) == (0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("config", "admitted", "refused", "word"),
+    [
+        (WebSocketConfig(max_requests=2), [("a", 1), ("b", 1)], ("c", 1), "requests"),
+        (WebSocketConfig(max_lanes=1), [("a", 1), ("a", 1)], ("b", 1), "lanes"),
+        (WebSocketConfig(max_queued_bytes=2048), [("a", 1), ("a", 2000)], ("a", 100), "bytes"),
+    ],
+)
+async def test_a_cap_is_a_429_that_keeps_nothing(
+    config: WebSocketConfig,
+    admitted: list[tuple[str, int]],
+    refused: tuple[str, int],
+    word: str,
+) -> None:
+    recorder = Recorder()
+    lanes: Lanes[str] = Lanes(config, recorder.run)
+    for number, (lane, size) in enumerate(admitted):
+        lanes.admit(lane, f"w{number}", size)
+    before = (len(lanes), lanes.requests, lanes.queued_bytes)
+    with pytest.raises(InvalidRequest) as caught:
+        lanes.admit(refused[0], "refused", refused[1])
+    assert caught.value.status == 429
+    assert word in caught.value.message
+    assert (len(lanes), lanes.requests, lanes.queued_bytes) == before
+    lanes.cancel()
+    await lanes.idle()
+    assert (len(lanes), lanes.requests, lanes.queued_bytes) == (0, 0, 0)
+
+
+def test_checkpoints_by_lane_and_id_within_their_bytes() -> None:
+    item = {"type": "message", "role": "user", "content": "x" * 100}
+    size = len(b'[{"type":"message","role":"user","content":""}]') + 100
+    checkpoints = Checkpoints(limit=2 * size)
+    checkpoints.keep("a", "resp_1", [item])
+    checkpoints.keep("a", "resp_2", [item])  # the lane's last one replaces its previous
+    assert checkpoints.find("resp_1") is None
+    found = checkpoints.find("resp_2")
+    assert found is not None
+    assert found.items == [item]
+    checkpoints.keep("b", "resp_3", [item])
+    checkpoints.keep("c", "resp_4", [item])  # the oldest lane's goes to make room
+    assert checkpoints.find("resp_2") is None
+    assert len(checkpoints) == 2
+    assert checkpoints.size == 2 * size
+    checkpoints.keep("d", "resp_big", [item, item, item])  # larger than all: not kept
+    assert checkpoints.find("resp_big") is None
+    checkpoints.evict("resp_3")
+    assert checkpoints.find("resp_3") is None
+    assert checkpoints.size == size
