@@ -2,10 +2,12 @@
 key, and every route and MCP command that names an id walked with the other tenant's
 key. Another tenant's id must get exactly the answer a missing id of the same shape gets
 (status, type, code, param, message, with the id itself masked), nothing it does may
-change the owner's objects, and its own requests with the same command ids run apart."""
+change the owner's objects, and its own requests with the same command ids run apart.
+WebSocket frames naming an id (``previous_response_id``, ``response.resume``) too."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 import warnings
@@ -20,6 +22,7 @@ import openai
 import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
+from websockets.asyncio.client import connect as websocket_connect
 
 from tests.e2e.authenticated import AuthGateway, auth_gateway, create_key
 
@@ -392,3 +395,32 @@ def test_an_mcp_session_is_bound_to_the_key_that_opened_it(tenants: Tenants) -> 
 
 def _masked(content: Any, object_id: str) -> str:
     return repr(content).replace(object_id, "<id>")
+
+
+async def ws_error(tenants: Tenants, key: str, frame: dict[str, Any]) -> dict[str, Any]:
+    """The first frame a WebSocket opened with ``key`` gets for ``frame``."""
+    url = tenants.gateway.url.replace("http://", "ws://") + "/v1/responses"
+    headers = {"Authorization": f"Bearer {key}"}
+    async with websocket_connect(url, additional_headers=headers) as socket:
+        await socket.send(json.dumps(frame))
+        answer: dict[str, Any] = json.loads(await socket.recv())
+    return answer
+
+
+@pytest.mark.parametrize("field", ["previous_response_id", "response_id"])
+async def test_websocket_frames_answer_another_tenants_id_as_a_missing_one(
+    tenants: Tenants, owned: Owned, field: str
+) -> None:
+    def frame(response_id: str) -> dict[str, Any]:
+        if field == "response_id":
+            return {"type": "response.resume", "response_id": response_id}
+        return {"type": "response.create", "model": MODEL, "input": "x", field: response_id}
+
+    missing = same_shape(owned.response)
+    theirs = await ws_error(tenants, tenants.bob, frame(owned.response))
+    absent = await ws_error(tenants, tenants.bob, frame(missing))
+    assert theirs["type"] == "error"
+    assert theirs["error"]["code"] in ("previous_response_not_found", "not_found")
+    assert _masked(theirs, owned.response) == _masked(absent, missing)
+    mine = await ws_error(tenants, tenants.alice, frame(owned.background))
+    assert mine["type"] != "error"  # the owner's socket reaches it

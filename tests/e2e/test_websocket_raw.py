@@ -228,3 +228,12 @@ class StalledClient:
         for data in self._protocol.data_to_send():
             if data:
                 self._socket.sendall(data)
+
+
+async def test_resuming_a_response_without_an_event_log_is_refused(server: Server) -> None:
+    client = OpenAI(base_url=server.url + "/v1", api_key="sk-test", max_retries=0)
+    plain = client.responses.create(model=MODEL, input="over HTTP")
+    async with socket_to(server) as ws:
+        await send(ws, type="response.resume", response_id=plain.id)
+        [error] = await until_done(ws)
+    assert (error["status"], error["error"]["code"]) == (400, "unsupported_parameter")

@@ -127,8 +127,8 @@ async def watch(
     log = await store.read_events(principal.tenant_id, response_id, after)
     if log is None:
         raise _not_found(response_id)
-    if not (log.background or command.replay):
-        raise _not_streamable()
+    if not (log.background or command.replay) or (log.last < 0 and log.status not in UNFINISHED):
+        raise _not_streamable()  # a response that ended with no log was never journaled
     if after > log.last and log.status not in UNFINISHED:
         raise _beyond_log(after, log.last)
     key = (principal.tenant_id, response_id)
@@ -171,7 +171,8 @@ def _not_cancellable() -> InvalidRequest:
 
 def _not_streamable() -> InvalidRequest:
     return InvalidRequest(
-        "Streaming a stored response is only possible for background responses.",
+        "Streaming a stored response is only possible for one with an event log: a "
+        "background response, or a stream created over a WebSocket or with a command id.",
         param="stream",
         code="unsupported_parameter",
     )
