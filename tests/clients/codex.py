@@ -63,14 +63,22 @@ class CodexRun:
 
 
 def run_codex(
-    binary: Path, gateway: OfflineGateway, prompt: str, model: str | None, workdir: Path
+    binary: Path,
+    gateway: OfflineGateway,
+    prompt: str,
+    model: str | None,
+    workdir: Path,
+    *,
+    websockets: bool = False,
 ) -> CodexRun:
-    """``codex exec`` one prompt; ``model`` None keeps Codex's built-in default model."""
+    """``codex exec`` one prompt; ``model`` None keeps Codex's built-in default model;
+    ``websockets``: the provider ``supports_websockets`` (Codex's WebSocket mode)."""
     home = workdir / "codex-home"
     home.mkdir(exist_ok=True)
     provider = (
         f'{{name="gw",base_url="{gateway.url}/v1",wire_api="responses",'
-        'env_key="GW_API_KEY",request_max_retries=0,stream_max_retries=0}'
+        'env_key="GW_API_KEY",request_max_retries=0,stream_max_retries=0'
+        + (",supports_websockets=true}" if websockets else "}")
     )
     command = [str(binary), "exec", "--json", "--skip-git-repo-check", "--ephemeral"]
     command += ["--dangerously-bypass-approvals-and-sandbox"]

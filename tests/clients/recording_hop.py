@@ -7,14 +7,18 @@
 parsed as JSON or null, the status of the answer; the line is written when the answer's
 headers arrive, with ``status`` null if none came). Answers are relayed as
 they arrive (SSE included) and end by closing the connection, which is all a client needs.
+A WebSocket upgrade is recorded the same way (``status`` 101 once accepted), then its
+bytes are relayed both ways untouched until either side closes.
 
 Only the standard library, so it runs under any Python, in any network namespace.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,7 +37,10 @@ class _Hop(BaseHTTPRequestHandler):
     log_lock = threading.Lock()
 
     def do_GET(self) -> None:
-        self._forward()
+        if self.headers.get("upgrade", "").lower() == "websocket":
+            self._tunnel()
+        else:
+            self._forward()
 
     def do_POST(self) -> None:
         self._forward()
@@ -66,6 +73,24 @@ class _Hop(BaseHTTPRequestHandler):
             upstream.close()
         self.close_connection = True
 
+    def _tunnel(self) -> None:
+        """Relay a WebSocket upgrade and then its frames, both ways, as bytes."""
+        upstream = socket.create_connection(self.target, timeout=120)
+        lines = [f"{self.command} {self.path} HTTP/1.1"]
+        lines += [f"{key}: {value}" for key, value in self.headers.items()]
+        upstream.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        reply = upstream.recv(65536)
+        parts = reply.split(b" ", 2)
+        status = int(parts[1]) if reply.startswith(b"HTTP/") and len(parts) > 1 else None
+        self._record(b"", status)
+        self.connection.sendall(reply)
+        back = threading.Thread(target=_relay, args=(upstream, self.connection), daemon=True)
+        back.start()
+        _relay(self.connection, upstream)
+        back.join()
+        upstream.close()
+        self.close_connection = True
+
     def _record(self, body: bytes, status: int | None) -> None:
         parsed: Any
         try:
@@ -87,6 +112,14 @@ class _Hop(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # no access log
+
+
+def _relay(source: socket.socket, target: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            target.sendall(data)
+    with contextlib.suppress(OSError):
+        target.shutdown(socket.SHUT_WR)
 
 
 def main(target: str, log_path: str) -> None:

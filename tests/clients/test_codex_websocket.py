@@ -1,0 +1,52 @@
+"""The real Codex CLI in WebSocket mode (``supports_websockets = true``) through the
+gateway, offline: a plain turn and a shell tool round trip go over the WebSocket (the
+recording hop relays the upgrade), with no ``POST /v1/responses`` (no HTTP fallback).
+Codex prewarms with ``"generate": false`` and continues every later frame by
+``previous_response_id`` with ``store: false``, so the tool round trip only works if the
+gateway keeps the socket's last response."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.clients.codex import CodexRun, run_codex
+from tests.clients.offline import OfflineGateway
+from tests.clients.test_codex import COMMAND, OUTPUT
+
+pytestmark = pytest.mark.clients
+
+MODEL = "fake-model"
+
+
+def _codex(codex_binary: Path, gateway: OfflineGateway, prompt: str, tmp_path: Path) -> CodexRun:
+    run = run_codex(codex_binary, gateway, prompt, MODEL, tmp_path, websockets=True)
+    assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{gateway.gateway_log.read_text()}"
+    failures = [e for e in run.events if e.get("type") in ("error", "turn.failed")]
+    assert not failures, run.describe()
+    upgrades = [r for r in run.requests if r["method"] == "GET" and r["path"] == "/v1/responses"]
+    assert upgrades, run.requests
+    assert {r["status"] for r in upgrades} == {101}
+    assert run.bodies() == [], "Codex fell back to HTTP"
+    return run
+
+
+def test_a_plain_turn_over_the_websocket(
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    run = _codex(codex_binary, gateway, "Say hi", tmp_path)
+    assert [item["text"] for item in run.items("agent_message")] == ["Hello! You said: Say hi"]
+
+
+def test_a_shell_tool_round_trip_over_the_websocket(
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    arguments = json.dumps({"cmd": COMMAND})
+    run = _codex(codex_binary, gateway, f"Run it [[tool:exec_command:{arguments}]]", tmp_path)
+    [command] = run.items("command_execution")
+    assert command["aggregated_output"] == OUTPUT + "\n"
+    [message] = run.items("agent_message")
+    assert message["text"].startswith("Tool said: ")
+    assert OUTPUT in message["text"]
