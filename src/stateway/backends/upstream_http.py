@@ -40,6 +40,7 @@ from stateway.backends.redaction import KeyScrubber
 from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_reply import UpstreamReply
 from stateway.backends.upstream_status import classify_status, parse_error
+from stateway.core.deadline import Deadline
 from stateway.core.errors import (
     GatewayError,
     UpstreamError,
@@ -185,21 +186,17 @@ class UpstreamClient:
         timeout = aiohttp.ClientTimeout(
             total=remaining, connect=self.target.connect_timeout, sock_read=None
         )
-        first_byte = asyncio.timeout(min(self._first_byte_timeout, remaining))
+        first_byte = Deadline(min(self._first_byte_timeout, remaining))
         try:
-            async with first_byte:
+            with first_byte:
                 response = await session.post(url, data=data, timeout=timeout)
         except TimeoutError as exc:
-            if first_byte.expired() and self._first_byte_timeout < remaining:
+            if first_byte.expired and self._first_byte_timeout < remaining:
                 raise UpstreamTimeout(
                     f"The model server '{self.target.name}' did not start answering within "
                     f"{self._first_byte_timeout:g} s (first_byte_timeout)."
                 ) from exc
             raise
-        finally:
-            # The timeout holds the running task: left in this frame, a cancellation's
-            # traceback would tie the task (and its run) into a reference cycle.
-            del first_byte
         # From the headers on, silence between two reads is bounded by read_timeout.
         protocol = response.connection.protocol if response.connection is not None else None
         if protocol is not None:
