@@ -22,20 +22,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
 import orjson
+from aiohttp.client_reqrep import ClientRequest
+from aiohttp.connector import Connection
+from aiohttp.tracing import Trace
 
 from stateway.backends.admission import ConnectionSlots, WaitingRoom
 from stateway.backends.redaction import KeyScrubber
 from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_reply import UpstreamReply
 from stateway.backends.upstream_status import classify_status, parse_error
+from stateway.core.deadline import Deadline
 from stateway.core.errors import (
     GatewayError,
     UpstreamError,
@@ -153,18 +158,18 @@ class UpstreamClient:
 
     async def _send(self, url: str, data: bytes, deadline: float) -> aiohttp.ClientResponse:
         """Send on a pooled connection; once more on a fresh one if a reused one was stale."""
-        attempt = {"reused": False}
+        _REUSED.set(False)
         try:
-            return await self._attempt(self._pooled_session(), url, data, deadline, attempt)
+            return await self._attempt(self._pooled_session(), url, data, deadline)
         except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
-            if not attempt["reused"]:
+            if not _REUSED.get():
                 raise
             log.info(
                 "model server %s closed a pooled connection (%s); retrying on a fresh one",
                 self.target.name,
                 type(exc).__name__,
             )
-        return await self._attempt(self._fresh_session(), url, data, deadline, {})
+        return await self._attempt(self._fresh_session(), url, data, deadline)
 
     async def _attempt(
         self,
@@ -172,7 +177,6 @@ class UpstreamClient:
         url: str,
         data: bytes,
         deadline: float,
-        attempt: dict[str, bool],
     ) -> aiohttp.ClientResponse:
         """One request, up to its response headers."""
         loop = asyncio.get_running_loop()
@@ -182,23 +186,17 @@ class UpstreamClient:
         timeout = aiohttp.ClientTimeout(
             total=remaining, connect=self.target.connect_timeout, sock_read=None
         )
-        first_byte = asyncio.timeout(min(self._first_byte_timeout, remaining))
+        first_byte = Deadline(min(self._first_byte_timeout, remaining))
         try:
-            async with first_byte:
-                response = await session.post(
-                    url, data=data, timeout=timeout, trace_request_ctx=attempt
-                )
+            with first_byte:
+                response = await session.post(url, data=data, timeout=timeout)
         except TimeoutError as exc:
-            if first_byte.expired() and self._first_byte_timeout < remaining:
+            if first_byte.expired and self._first_byte_timeout < remaining:
                 raise UpstreamTimeout(
                     f"The model server '{self.target.name}' did not start answering within "
                     f"{self._first_byte_timeout:g} s (first_byte_timeout)."
                 ) from exc
             raise
-        finally:
-            # The timeout holds the running task: left in this frame, a cancellation's
-            # traceback would tie the task (and its run) into a reference cycle.
-            del first_byte
         # From the headers on, silence between two reads is bounded by read_timeout.
         protocol = response.connection.protocol if response.connection is not None else None
         if protocol is not None:
@@ -208,29 +206,20 @@ class UpstreamClient:
 
     def _pooled_session(self) -> aiohttp.ClientSession:
         if self._pooled is None or self._pooled.closed:
-            trace = aiohttp.TraceConfig()
-            trace.on_connection_reuseconn.append(_mark_reused)
             # No connector limit: ConnectionSlots bounds concurrent calls, fairly.
-            connector = aiohttp.TCPConnector(
-                limit=0, keepalive_timeout=self.target.pool_idle_timeout
-            )
-            self._pooled = self._session(connector, [trace])
+            connector = _PoolConnector(limit=0, keepalive_timeout=self.target.pool_idle_timeout)
+            self._pooled = self._session(connector)
         return self._pooled
 
     def _fresh_session(self) -> aiohttp.ClientSession:
         """A session whose every request opens a new connection, closed after it."""
         if self._fresh is None or self._fresh.closed:
-            self._fresh = self._session(aiohttp.TCPConnector(limit=0, force_close=True), [])
+            self._fresh = self._session(aiohttp.TCPConnector(limit=0, force_close=True))
         return self._fresh
 
-    def _session(
-        self, connector: aiohttp.TCPConnector, traces: list[aiohttp.TraceConfig]
-    ) -> aiohttp.ClientSession:
+    def _session(self, connector: aiohttp.TCPConnector) -> aiohttp.ClientSession:
         return aiohttp.ClientSession(
-            connector=connector,
-            headers=self._headers,
-            skip_auto_headers=("User-Agent",),
-            trace_configs=traces,
+            connector=connector, headers=self._headers, skip_auto_headers=("User-Agent",)
         )
 
     async def list_models(self, within: float = 5.0) -> list[str]:
@@ -304,13 +293,34 @@ class UpstreamClient:
         )
 
 
-async def _mark_reused(
-    session: aiohttp.ClientSession, context: SimpleNamespace, params: object
-) -> None:
-    """Trace hook: the request is going out on a pooled connection used before."""
-    attempt = context.trace_request_ctx
-    if isinstance(attempt, dict):
-        attempt["reused"] = True
+_REUSED: ContextVar[bool] = ContextVar("stateway_upstream_connection_reused", default=False)
+"""Whether the pooled connection the current task's request went out on was used before
+(set by :class:`_PoolConnector`, read when the request failed)."""
+
+
+class _PoolConnector(aiohttp.TCPConnector):
+    """The pool's connector: tells the task asking for a connection (:data:`_REUSED`, in
+    its context: aiohttp asks from the requesting task itself) whether the one it hands
+    out served a request before. Cheaper than aiohttp's request tracing, which runs
+    several coroutines per request to report the same."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self._used: weakref.WeakSet[object] = weakref.WeakSet()
+
+    async def connect(
+        self,
+        req: ClientRequest,
+        traces: list[Trace],
+        timeout: aiohttp.ClientTimeout,  # noqa: ASYNC109 - aiohttp's signature
+    ) -> Connection:
+        connection = await super().connect(req, traces, timeout)
+        protocol = connection.protocol
+        if protocol in self._used:
+            _REUSED.set(True)
+        elif protocol is not None:
+            self._used.add(protocol)
+        return connection
 
 
 def cut_short(backend: str) -> UpstreamError:

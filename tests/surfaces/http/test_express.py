@@ -1,6 +1,7 @@
-"""The Chat Completions route served ahead of Starlette (:mod:`stateway.surfaces.http.express`)
-keeps what every route has: the Host check, authentication and the tenant it proves, the
-request's id and report, 405 for another method, and errors in the OpenAI shape."""
+"""The routes served ahead of Starlette (:mod:`stateway.surfaces.http.express`: Chat
+Completions and the Responses create) keep what every route has: the Host check,
+authentication and the tenant it proves, the request's id and report, 405 for another
+method, and errors in the OpenAI shape."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 from starlette.applications import Starlette
 
-from stateway.core.commands import ForwardChat, Principal
+from stateway.core.commands import CreateResponse, ForwardChat, Principal
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
@@ -28,6 +29,9 @@ from tests.surfaces.http.test_chat import FakeRelay, ForwardingBackend, body
 from tests.surfaces.http.test_observed import REQUEST_ID_SHAPE, Observer
 
 PATH = "/v1/chat/completions"
+RESPONSES = "/v1/responses"
+BODIES = {PATH: body(), RESPONSES: b'{"model": "m", "input": "hi"}'}
+both = pytest.mark.parametrize("path", [PATH, RESPONSES], ids=["chat", "responses"])
 
 
 class Recording(Gateway):
@@ -42,7 +46,7 @@ class Recording(Gateway):
 
 class Exploding(Gateway):
     async def execute(self, principal: Principal, command: Any) -> Any:
-        assert isinstance(command, ForwardChat)
+        assert isinstance(command, ForwardChat | CreateResponse)
         raise RuntimeError("a bug")
 
 
@@ -87,36 +91,48 @@ async def test_a_relayed_answer_is_observed_under_its_route_with_a_request_id() 
     assert observer.ended == [(PATH, 200)]
 
 
-async def test_another_method_is_a_405_naming_post() -> None:
+async def test_a_created_response_is_observed_under_its_route_with_a_request_id() -> None:
     app, _, observer = build()
-    reply = await call(app, "GET", PATH)
+    reply = await call(app, "POST", RESPONSES, BODIES[RESPONSES])
+    assert reply.status == 200
+    assert reply.json()["status"] == "completed"
+    assert REQUEST_ID_SHAPE.fullmatch(reply.headers["x-request-id"])
+    assert observer.ended == [(RESPONSES, 200)]
+
+
+@both
+async def test_another_method_is_a_405_naming_post(path: str) -> None:
+    app, _, observer = build()
+    reply = await call(app, "GET", path)
     assert_openai_error(reply, 405, "method_not_allowed")
     assert reply.headers["allow"] == "POST"
     assert "x-request-id" in reply.headers
-    assert observer.ended == [(PATH, 405)]
+    assert observer.ended == [(path, 405)]
 
 
-async def test_a_host_not_served_is_refused_before_the_route() -> None:
+@both
+async def test_a_host_not_served_is_refused_before_the_route(path: str) -> None:
     app, gateway, _ = build(hosts=frozenset({"localhost"}))
-    reply = await call(app, "POST", PATH, body(), headers=[(b"host", b"evil.example")])
+    reply = await call(app, "POST", path, BODIES[path], headers=[(b"host", b"evil.example")])
     assert_openai_error(reply, 421, "host_not_allowed")
     assert gateway.principals == []  # type: ignore[attr-defined]
 
 
-async def test_the_route_acts_for_the_tenant_of_the_key_and_refuses_no_key() -> None:
+@both
+async def test_the_route_acts_for_the_tenant_of_the_key_and_refuses_no_key(path: str) -> None:
     store = Store()
     key, _ = await keyed(store, tenant="acme")
     authenticator = Authenticator(keys=KeyCache(store, 2.0, clock=Clock()), admin_key=ADMIN)
     app, gateway, _ = build(authenticator=authenticator)
-    refused = await call(app, "POST", PATH, body())
+    refused = await call(app, "POST", path, BODIES[path])
     assert refused.status == 401
     assert "x-request-id" in refused.headers
     bearer = [(b"authorization", f"Bearer {key}".encode())]
-    reply = await call(app, "POST", PATH, body(), headers=bearer)
+    reply = await call(app, "POST", path, BODIES[path], headers=bearer)
     assert reply.status == 200
     assert [p.tenant_id for p in gateway.principals] == ["acme"]  # type: ignore[attr-defined]
     admin = await call(
-        app, "POST", PATH, body(), headers=[(b"authorization", f"Bearer {ADMIN}".encode())]
+        app, "POST", path, BODIES[path], headers=[(b"authorization", f"Bearer {ADMIN}".encode())]
     )
     assert_openai_error(admin, 403, "permission_denied")
 
@@ -130,34 +146,37 @@ async def test_the_route_acts_for_the_tenant_of_the_key_and_refuses_no_key() -> 
         (b"{}", "text/plain", 415, "unsupported_media_type"),
     ],
 )
+@both
 async def test_bad_bodies_are_refused_in_the_openai_shape(
-    raw: bytes, content_type: str, status: int, code: str
+    raw: bytes, content_type: str, status: int, code: str, path: str
 ) -> None:
     app, _, observer = build()
-    reply = await call(app, "POST", PATH, raw, content_type=content_type)
+    reply = await call(app, "POST", path, raw, content_type=content_type)
     assert_openai_error(reply, status, code)
-    assert observer.ended == [(PATH, status)]
+    assert observer.ended == [(path, status)]
 
 
+@both
 async def test_an_unexpected_error_is_a_generic_500_logged_with_its_traceback(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, path: str
 ) -> None:
     app, _, observer = build(Exploding)
-    reply = await call(app, "POST", PATH, body())
+    reply = await call(app, "POST", path, BODIES[path])
     assert_openai_error(reply, 500, "internal_error")
     assert "a bug" not in reply.body.decode()
-    assert observer.ended == [(PATH, 500)]
+    assert observer.ended == [(path, 500)]
     [record] = [r for r in caplog.records if r.name == "stateway.surfaces.http.errors"]
     assert record.exc_info is not None
 
 
-async def test_a_client_gone_before_its_body_arrived_gets_no_answer() -> None:
+@both
+async def test_a_client_gone_before_its_body_arrived_gets_no_answer(path: str) -> None:
     app, gateway, observer = build()
     sent: list[Any] = []
     scope = {
         "type": "http",
         "method": "POST",
-        "path": PATH,
+        "path": path,
         "headers": [(b"content-type", b"application/json")],
     }
 
@@ -170,4 +189,4 @@ async def test_a_client_gone_before_its_body_arrived_gets_no_answer() -> None:
     await app(scope, receive, send)
     assert sent == []
     assert gateway.principals == []  # type: ignore[attr-defined]
-    assert observer.ended == [(PATH, 499)]
+    assert observer.ended == [(path, 499)]

@@ -25,7 +25,7 @@ from stateway.surfaces.http.authentication import Authentication
 from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.errors import error_answer
-from stateway.surfaces.http.express import express_route
+from stateway.surfaces.http.express import PlainApp, express_route
 from stateway.surfaces.http.hosts import HostGuard
 from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.metrics import MetricsRoutes
@@ -39,6 +39,7 @@ Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
 
 CHAT_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
 
 POST_ONLY = ("/v1/responses/compact", "/v1/responses/input_tokens")
 """Routes beside ``/v1/responses/{response_id}`` that take POST only: another method is
@@ -72,14 +73,15 @@ def build_http_app(
     before it is routed (:mod:`.authentication`). ``websocket`` serves ``GET
     /v1/responses`` upgraded (WebSocket mode); without it an upgrade is refused (426)."""
     chat_route = None if chat is None else Route(CHAT_PATH, chat, methods=["POST"])
+    create_route = Route(RESPONSES_PATH, PlainApp(responses.create), methods=["POST"])
     unbuilt = _Unbuilt()
     reserved = [Route(name + "/{_:path}", unbuilt) for name in POST_ONLY]
     routes: list[BaseRoute] = [
         *reserved,
         Route("/v1/responses/compact", _PostOnly(responses.compact)),
         Route("/v1/responses/input_tokens", _PostOnly(responses.input_tokens)),
-        Route("/v1/responses", responses.create, methods=["POST"]),
-        WebSocketRoute("/v1/responses", websocket or refuse_websocket),
+        create_route,
+        WebSocketRoute(RESPONSES_PATH, websocket or refuse_websocket),
         Route("/v1/responses/{response_id}", responses.retrieve, methods=["GET"]),
         Route("/v1/responses/{response_id}", responses.delete, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", responses.input_items, methods=["GET"]),
@@ -117,8 +119,11 @@ def build_http_app(
         lifespan=lifespan,
     )
     app.observer = observer
-    if chat_route is not None:  # the Chat Completions fast path's one hop
-        app.express = {CHAT_PATH: express_route(chat_route, middleware)}
+    # The hot routes: the plain create, and the Chat Completions fast path's one hop.
+    express = {RESPONSES_PATH: express_route(create_route, middleware)}
+    if chat_route is not None:
+        express[CHAT_PATH] = express_route(chat_route, middleware)
+    app.express = express
     return app
 
 

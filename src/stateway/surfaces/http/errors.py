@@ -17,14 +17,21 @@ log = logging.getLogger(__name__)
 def error_answer(scope: Scope, error: Exception) -> JSONResponse:
     """The answer to an error a route let out: a :class:`GatewayError` in its own status
     and the OpenAI shape (logged when it is the gateway's or the upstream's fault), any
-    other exception a generic 500, never a stack trace (logged with its traceback)."""
+    other exception a generic 500, never a stack trace (logged with its traceback).
+
+    The error's traceback is dropped once answered: a run's error raised by the route
+    would otherwise hold the frames it went through, and the run in their locals, in a
+    cycle only the garbage collector frees."""
     if isinstance(error, GatewayError):
         if error.status >= 500:
             method, path = scope["method"], scope["path"]
             log.warning("%s %s -> %d %s", method, path, error.status, error.message)
-        return error_response(error)
-    log.error("unhandled error on %s %s", scope["method"], scope["path"], exc_info=error)
-    return JSONResponse(_INTERNAL_ERROR, status_code=500)
+        answer = error_response(error)
+    else:
+        log.error("unhandled error on %s %s", scope["method"], scope["path"], exc_info=error)
+        answer = JSONResponse(_INTERNAL_ERROR, status_code=500)
+    error.__traceback__ = None
+    return answer
 
 
 _INTERNAL_ERROR: Final = {

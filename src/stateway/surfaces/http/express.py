@@ -1,4 +1,5 @@
-"""Routes served ahead of Starlette's router and exception middleware: the hot ones.
+"""Routes served ahead of Starlette's router and exception middleware: the hot ones
+(``POST /v1/responses`` and ``POST /v1/chat/completions``).
 
 A ``POST`` to an express route's path goes from the request observer (:mod:`.observed`)
 through the same Host check and authentication as every other request (instances of
@@ -35,6 +36,20 @@ def express_route(route: Route, middleware: Iterable[Middleware]) -> ExpressRout
     for cls, args, kwargs in reversed(list(middleware)):
         app = cls(app, *args, **kwargs)
     return ExpressRoute(route, app)
+
+
+class PlainApp:
+    """A bound method taking ``(scope, receive, send)`` as a plain ASGI app for a
+    Starlette ``Route`` (which takes any function or method for a request -> response
+    endpoint)."""
+
+    __slots__ = ("_app",)
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._app(scope, receive, send)
 
 
 class Express:

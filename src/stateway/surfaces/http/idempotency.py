@@ -22,6 +22,8 @@ from stateway.core.exactly_once import fingerprint
 from stateway.core.gateway import Gateway
 
 HEADER = "idempotency-key"
+HEADER_BYTES = HEADER.encode()
+"""As ASGI scopes name it (:func:`~.transport.header`)."""
 PARAM = "Idempotency-Key"
 
 

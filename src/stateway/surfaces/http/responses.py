@@ -7,8 +7,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from stateway.core import events as ev
@@ -40,18 +41,20 @@ from stateway.protocols.responses.encode import (
 )
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
+from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.run_answers import wait_for_output
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
     Chunks,
+    DisconnectWatch,
     JSONResponse,
     Opening,
     SSEResponse,
     Watcher,
     error_response,
+    header,
     read_body,
     require_json,
-    watch_disconnect,
 )
 
 INLINE_DECODE_BYTES = 1024 * 1024
@@ -80,60 +83,84 @@ class ResponsesRoutes:
         self._keepalive = keepalive
         self._max_items = max_input_items
 
-    async def create(self, request: Request) -> Response:
-        require_json(request.scope)
-        body = await read_body(request.scope, request.receive, self._max_body, self._body_timeout)
+    async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``POST /v1/responses``, as a plain ASGI app (served ahead of Starlette's router:
+        :mod:`.express`). Errors before the answer starts are answered here, in the
+        OpenAI shape (:mod:`.errors`); a client gone before its body arrived gets none."""
+        try:
+            answer = await self._create(scope, receive)
+        except ClientDisconnect:
+            return
+        except Exception as error:  # noqa: BLE001 - the route's error boundary (express)
+            answer = error_answer(scope, error)
+        await answer(scope, receive, send)
+
+    async def _create(self, scope: Scope, receive: Receive) -> ASGIApp:
+        require_json(scope)
+        body = await read_body(scope, receive, self._max_body, self._body_timeout)
         if len(body) <= INLINE_DECODE_BYTES:
             command = decode_create(body, max_input_items=self._max_items)
         else:
             command = await asyncio.to_thread(decode_create, body, max_input_items=self._max_items)
-        principal = _principal(request)
-        key = idempotency.command_id(request)
+        principal = principal_of(scope)
+        key = header(scope, idempotency.HEADER_BYTES)
         if key is None:
             run = await self._gateway.execute(principal, command)
-            return await self._answer(request, command.stream, run, run.cancel)
-        digest = idempotency.request_digest(request, body)
+            return await self._answer(scope, receive, command.stream, run, run.cancel)
+        digest = idempotency.request_digest(Request(scope), body)
         async with self._gateway.once(principal, key, digest, param=idempotency.PARAM) as once:
             if once.outcome is None:
                 command.replayable = command.stream
                 run = await self._gateway.execute(principal, command)
                 # A retry takes over from a client that left: leaving cancels nothing.
-                answer = await self._answer(request, command.stream, run, _stay)
+                answer = await self._answer(scope, receive, command.stream, run, None)
                 if command.stream:
                     once.remember(response_id=run.id)
                 else:
+                    assert isinstance(answer, JSONResponse)
                     once.remember(bytes(answer.body))
                 return answer
             outcome = once.outcome
         if outcome.response_id is None:
             return idempotency.replayed(outcome)
         replay = WatchResponse(outcome.response_id, replay=True)
-        return self._watching(await self._gateway.execute(principal, replay))
+        return self._watching(await self._gateway.execute(principal, replay), scope)
 
     async def _answer(
-        self, request: Request, stream: bool, run: Run, on_disconnect: Callable[[], None]
-    ) -> Response:
+        self,
+        scope: Scope,
+        receive: Receive,
+        stream: bool,
+        run: Run,
+        on_disconnect: Callable[[], None] | None,
+    ) -> ASGIApp:
+        """``run``'s answer; ``on_disconnect``: what its client leaving does (None:
+        nothing)."""
         if run.journal is not None and run.state.background:  # detached from this request
-            return await self._background(run, run.journal, stream=stream)
+            return await self._background(run, run.journal, scope, stream=stream)
         if stream:
-            opening = partial(wait_for_output, run)
             return SSEResponse(
-                _frames(run), on_disconnect, opening=opening, keepalive=self._keepalive
+                _frames(run),
+                on_disconnect or _stay,
+                opening=partial(wait_for_output, run),
+                keepalive=self._keepalive,
+                error_response=partial(error_answer, scope),
             )
-        watcher = asyncio.create_task(watch_disconnect(request.receive, on_disconnect))
-        try:
+        if on_disconnect is None:
             await run.wait()
-        finally:
-            watcher.cancel()
+        else:
+            await _wait_watched(run, receive, on_disconnect)
         if run.error is not None:
             raise run.error
         return JSONResponse(encode_response(run.state))
 
-    async def _background(self, run: Run, journal: RunJournal, *, stream: bool) -> Response:
+    async def _background(
+        self, run: Run, journal: RunJournal, scope: Scope, *, stream: bool
+    ) -> Response:
         """A background response is answered once it is stored: as first announced, or as
         a stream a disconnect does not cancel (the client resumes with ``starting_after``)."""
         if stream:
-            return self._watching(LiveWatch(run, journal), opening=partial(_accepted, run))
+            return self._watching(LiveWatch(run, journal), scope, partial(_accepted, run))
         await _accepted(run)
         return JSONResponse(encode_response(run.state, snapshot=True))
 
@@ -160,7 +187,8 @@ class ResponsesRoutes:
     async def retrieve(self, request: Request) -> Response:
         command = decode_retrieve(request.path_params["response_id"], request.query_params)
         if isinstance(command, WatchResponse):
-            return self._watching(await self._gateway.execute(_principal(request), command))
+            watch = await self._gateway.execute(_principal(request), command)
+            return self._watching(watch, request.scope)
         state = await self._gateway.execute(_principal(request), command)
         return JSONResponse(encode_response(state))
 
@@ -173,12 +201,13 @@ class ResponsesRoutes:
 
         return await idempotency.answered_once(self._gateway, request, principal, answer)
 
-    def _watching(self, watch: Watch, opening: Opening | None = None) -> SSEResponse:
+    def _watching(self, watch: Watch, scope: Scope, opening: Opening | None = None) -> SSEResponse:
         return SSEResponse(
             _wire_frames(watch),
             _stay,
             opening=opening,
             keepalive=self._keepalive,
+            error_response=partial(error_answer, scope),
             watcher=Watcher(watch.behind),
         )
 
@@ -221,6 +250,22 @@ async def _accepted(run: Run) -> None:
         break
     if not isinstance(run.events[0], ev.ResponseCreated) and run.error is not None:
         raise run.error
+
+
+async def _wait_watched(run: Run, receive: Receive, on_disconnect: Callable[[], None]) -> None:
+    """Wait for ``run`` to end, or for its client to leave (``on_disconnect`` is called and
+    :class:`ClientDisconnect` raised): watched by a :class:`DisconnectWatch`, whose timer
+    spares a watcher task for answers done within its first interval."""
+    watch = DisconnectWatch(receive)
+    try:
+        await run.wait()
+    except asyncio.CancelledError:
+        if not watch.left():
+            raise
+        on_disconnect()
+        raise ClientDisconnect from None
+    finally:
+        watch.stop()
 
 
 def _stay() -> None:

@@ -16,6 +16,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from stateway.core.deadline import Deadline
 from stateway.core.errors import GatewayError, InvalidRequest, RequestTooLarge
 
 KEEPALIVE_INTERVAL = 15.0
@@ -84,7 +85,7 @@ async def read_body(
     chunks: list[bytes] = []
     size = 0
     try:
-        async with asyncio.timeout(within):
+        with Deadline(within):
             more = True
             while more:
                 message = await receive()
@@ -325,7 +326,7 @@ class SSEResponse(Response):
 
     async def _hold(self, opening: Opening) -> None:
         try:
-            async with asyncio.timeout(self._keepalive):
+            with Deadline(self._keepalive):
                 await opening()
         except TimeoutError:
             pass
