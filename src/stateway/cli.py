@@ -123,6 +123,7 @@ def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = Fal
             graceful_shutdown=graceful,
             own_logging=config.logging.format == "json",
             ws_max_size=2 * frames,  # up to twice the limit is answered with an error frame
+            ws_compression=config.websocket.compression,
         )
         _describe(config, sys.stdout)
         announcement = f"stateway {__version__} listening on {socket_url(sock)}"

@@ -41,18 +41,21 @@ def server_config(
     graceful_shutdown: int,
     own_logging: bool = False,
     ws_max_size: int = 16 * 1024 * 1024,
+    ws_compression: bool = False,
 ) -> uvicorn.Config:
     """uvicorn as our servers run it: httptools (and uvloop when the caller's loop is one),
     WebSocket upgrades handed to the app (which may deny them with an HTTP response), no
     access log, warnings only; with ``own_logging`` uvicorn installs no handlers of its
     own, so its records go through the root logger's (JSON lines). A WebSocket message
     larger than ``ws_max_size`` closes its connection (1009); the app answers smaller
-    ones past its own limit with an error frame."""
+    ones past its own limit with an error frame. ``ws_compression``: accept
+    permessage-deflate (``[websocket] compression``)."""
     return uvicorn.Config(
         app,
         http="httptools",
         ws=DenyingWebSocketProtocol,
         ws_max_size=ws_max_size,
+        ws_per_message_deflate=ws_compression,
         lifespan="on" if lifespan else "off",
         access_log=False,
         log_level="warning",

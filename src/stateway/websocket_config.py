@@ -9,6 +9,7 @@
     max_checkpoint_bytes = 33554432    # bytes of responses kept for continuation
     outbox_bytes = 1048576             # events a connection may trail its runs by
     max_frame_bytes = 33554432         # default: [server] max_body_bytes
+    compression = false                # permessage-deflate, when a client offers it
 
 A frame past a cap is answered with a 429 error frame and changes nothing. Every key
 has a ``STATEWAY_WEBSOCKET_<KEY>`` variable. Read once at start-up (docs/websocket.md).
@@ -42,6 +43,12 @@ class WebSocketConfig(Section):
     max_frame_bytes: int | None = Field(default=None, ge=1024)
     """The largest client frame answered (a larger one gets a 413 error frame); default:
     ``[server] max_body_bytes``."""
+
+    compression: bool = False
+    """Accept permessage-deflate when a client offers it (the ``openai`` SDK does; Codex
+    does not). Off by default, as in most WebSocket servers: each connection's compressor
+    holds ~44 KiB (most of an idle connection's memory) and every event frame costs a
+    compression; turn it on for clients on slow links sending large histories."""
 
     def frame_limit(self, max_body_bytes: int) -> int:
         return self.max_frame_bytes if self.max_frame_bytes is not None else max_body_bytes

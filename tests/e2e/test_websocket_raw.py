@@ -237,3 +237,26 @@ async def test_resuming_a_response_without_an_event_log_is_refused(server: Serve
         await send(ws, type="response.resume", response_id=plain.id)
         [error] = await until_done(ws)
     assert (error["status"], error["error"]["code"]) == (400, "unsupported_parameter")
+
+
+async def test_permessage_deflate_is_declined_unless_configured(
+    server: Server, fake_upstream: str, tmp_path: Path
+) -> None:
+    """The client offers it (the openai SDK's does); by default it is declined, which
+    keeps an idle connection small ([websocket] compression, docs/websocket.md)."""
+    async with socket_to(server) as ws:
+        assert ws.response is not None
+        assert "Sec-WebSocket-Extensions" not in ws.response.headers
+        await send(ws, **create("plain"))
+        assert (await until_done(ws))[-1]["type"] == "response.completed"
+
+    env = {"STATEWAY_WEBSOCKET_COMPRESSION": "true"}
+    database = f"sqlite:///{tmp_path / 'stateway.db'}"
+    with gateway(fake_upstream, database, tmp_path / "gateway.log", env) as launched:
+        compressing = Server(launched.url, tmp_path / "gateway.log")
+        async with socket_to(compressing) as ws:
+            assert ws.response is not None
+            extensions = ws.response.headers.get("Sec-WebSocket-Extensions", "")
+            assert extensions.startswith("permessage-deflate")
+            await send(ws, **create("compressed"))
+            assert (await until_done(ws))[-1]["type"] == "response.completed"
