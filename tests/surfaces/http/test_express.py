@@ -1,7 +1,7 @@
 """The routes served ahead of Starlette (:mod:`stateway.surfaces.http.express`: Chat
-Completions and the Responses create) keep what every route has: the Host check,
-authentication and the tenant it proves, the request's id and report, 405 for another
-method, and errors in the OpenAI shape."""
+Completions, the Responses create and the Messages create) keep what every route has: the
+Host check, authentication and the tenant it proves, the request's id and report, 405 for
+another method, and errors in their protocol's shape (Anthropic's for Messages)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from stateway.identity.key_cache import KeyCache
 from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.chat import ChatRoutes
+from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore
@@ -30,8 +31,13 @@ from tests.surfaces.http.test_observed import REQUEST_ID_SHAPE, Observer
 
 PATH = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
-BODIES = {PATH: body(), RESPONSES: b'{"model": "m", "input": "hi"}'}
+MESSAGES = "/v1/messages"
+MESSAGES_BODY = b'{"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}'
+BODIES = {PATH: body(), RESPONSES: b'{"model": "m", "input": "hi"}', MESSAGES: MESSAGES_BODY}
 both = pytest.mark.parametrize("path", [PATH, RESPONSES], ids=["chat", "responses"])
+every = pytest.mark.parametrize(
+    "path", [PATH, RESPONSES, MESSAGES], ids=["chat", "responses", "messages"]
+)
 
 
 class Recording(Gateway):
@@ -69,6 +75,7 @@ def build(
         ResponsesRoutes(gateway, 4096),
         ServiceRoutes(gateway),
         chat=ChatRoutes(gateway, 4096),
+        messages=MessagesRoutes(gateway, 4096),
         observer=observer,
         authenticator=authenticator,
         allowed_hosts=hosts,
@@ -110,7 +117,7 @@ async def test_another_method_is_a_405_naming_post(path: str) -> None:
     assert observer.ended == [(path, 405)]
 
 
-@both
+@every
 async def test_a_host_not_served_is_refused_before_the_route(path: str) -> None:
     app, gateway, _ = build(hosts=frozenset({"localhost"}))
     reply = await call(app, "POST", path, BODIES[path], headers=[(b"host", b"evil.example")])
@@ -169,7 +176,7 @@ async def test_an_unexpected_error_is_a_generic_500_logged_with_its_traceback(
     assert record.exc_info is not None
 
 
-@both
+@every
 async def test_a_client_gone_before_its_body_arrived_gets_no_answer(path: str) -> None:
     app, gateway, observer = build()
     sent: list[Any] = []
@@ -190,3 +197,50 @@ async def test_a_client_gone_before_its_body_arrived_gets_no_answer(path: str) -
     assert sent == []
     assert gateway.principals == []  # type: ignore[attr-defined]
     assert observer.ended == [(path, 499)]
+
+
+def assert_anthropic_error(reply: Reply, status: int, kind: str) -> None:
+    assert reply.status == status, reply.body
+    answer = reply.json()
+    assert answer["type"] == "error"
+    assert answer["error"]["type"] == kind
+    assert reply.headers["request-id"] == reply.headers["x-request-id"]
+
+
+async def test_a_message_is_observed_under_its_route_with_one_request_id() -> None:
+    app, _, observer = build()
+    reply = await call(app, "POST", MESSAGES, MESSAGES_BODY)
+    assert reply.status == 200, reply.body
+    assert reply.json()["type"] == "message"
+    assert REQUEST_ID_SHAPE.fullmatch(reply.headers["x-request-id"])
+    assert reply.headers["request-id"] == reply.headers["x-request-id"]
+    assert observer.ended == [(MESSAGES, 200)]
+
+
+async def test_messages_errors_before_the_answer_are_in_anthropics_shape() -> None:
+    app, _, observer = build()
+    bad = await call(app, "POST", MESSAGES, b"{")
+    assert_anthropic_error(bad, 400, "invalid_request_error")
+    large = await call(app, "POST", MESSAGES, b"x" * 5000)
+    assert_anthropic_error(large, 413, "request_too_large")
+    assert observer.ended == [(MESSAGES, 400), (MESSAGES, 413)]
+
+
+async def test_a_messages_bug_is_a_generic_500_logged_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app, _, observer = build(Exploding)
+    reply = await call(app, "POST", MESSAGES, MESSAGES_BODY)
+    assert_anthropic_error(reply, 500, "api_error")
+    assert "a bug" not in reply.body.decode()
+    assert observer.ended == [(MESSAGES, 500)]
+    [record] = [r for r in caplog.records if r.name == "stateway.surfaces.http.messages"]
+    assert record.exc_info is not None
+
+
+async def test_another_method_on_messages_is_a_405() -> None:
+    app, _, observer = build()
+    reply = await call(app, "GET", MESSAGES)
+    assert reply.status == 405
+    assert reply.headers["allow"] == "POST"
+    assert observer.ended == [(MESSAGES, 405)]

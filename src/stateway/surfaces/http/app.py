@@ -40,6 +40,7 @@ Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
+MESSAGES_PATH = "/v1/messages"
 
 POST_ONLY = ("/v1/responses/compact", "/v1/responses/input_tokens")
 """Routes beside ``/v1/responses/{response_id}`` that take POST only: another method is
@@ -74,6 +75,14 @@ def build_http_app(
     /v1/responses`` upgraded (WebSocket mode); without it an upgrade is refused (426)."""
     chat_route = None if chat is None else Route(CHAT_PATH, chat, methods=["POST"])
     create_route = Route(RESPONSES_PATH, PlainApp(responses.create), methods=["POST"])
+    messages_route = None
+    messages_routes: list[BaseRoute] = []
+    if messages is not None:
+        messages_route = Route(MESSAGES_PATH, PlainApp(messages.create), methods=["POST"])
+        count_tokens = Route(
+            MESSAGES_PATH + "/count_tokens", messages.count_tokens, methods=["POST"]
+        )
+        messages_routes = [messages_route, count_tokens]
     unbuilt = _Unbuilt()
     reserved = [Route(name + "/{_:path}", unbuilt) for name in POST_ONLY]
     routes: list[BaseRoute] = [
@@ -87,14 +96,7 @@ def build_http_app(
         Route("/v1/responses/{response_id}/input_items", responses.input_items, methods=["GET"]),
         Route("/v1/responses/{response_id}/cancel", responses.cancel, methods=["POST"]),
         *([] if conversations is None else conversation_routes(conversations)),
-        *(
-            [
-                Route("/v1/messages", messages.create, methods=["POST"]),
-                Route("/v1/messages/count_tokens", messages.count_tokens, methods=["POST"]),
-            ]
-            if messages is not None
-            else []
-        ),
+        *messages_routes,
         *([] if chat_route is None else [chat_route]),
         *([] if mcp is None else [Route("/mcp", mcp)]),
         Route("/v1/models", service.models, methods=["GET"]),
@@ -119,10 +121,12 @@ def build_http_app(
         lifespan=lifespan,
     )
     app.observer = observer
-    # The hot routes: the plain create, and the Chat Completions fast path's one hop.
+    # The hot routes: the three creates (Chat Completions' fast path is one hop).
     express = {RESPONSES_PATH: express_route(create_route, middleware)}
     if chat_route is not None:
         express[CHAT_PATH] = express_route(chat_route, middleware)
+    if messages_route is not None:
+        express[MESSAGES_PATH] = express_route(messages_route, middleware)
     app.express = express
     return app
 

@@ -16,8 +16,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from stateway.core.errors import GatewayError, InternalError
 from stateway.core.gateway import Gateway
@@ -29,7 +30,7 @@ from stateway.protocols.messages.encode import encode_message
 from stateway.protocols.messages.errors import encode_error
 from stateway.protocols.messages.stream import PING, MessagesStream
 from stateway.surfaces.auth.authenticator import principal_of
-from stateway.surfaces.http.run_answers import failure_after_output, wait_for_output
+from stateway.surfaces.http.run_answers import failure_after_output, wait_for_output, wait_watched
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
     Chunks,
@@ -37,7 +38,6 @@ from stateway.surfaces.http.transport import (
     SSEResponse,
     read_body,
     require_json,
-    watch_disconnect,
 )
 
 log = logging.getLogger(__name__)
@@ -65,20 +65,31 @@ class MessagesRoutes:
         self._keepalive = keepalive
         self._max_items = max_input_items
 
-    async def create(self, request: Request) -> Response:
-        return await _answered(self._create, request)
+    async def create(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``POST /v1/messages``, as a plain ASGI app (served ahead of Starlette's router:
+        :mod:`.express`). Errors before the answer starts are answered here, in
+        Anthropic's shape; a client gone before its body arrived gets none."""
+        request_id = REQUEST_ID_VAR.get() or new_id("req")  # the answer's x-request-id too
+        try:
+            answer = await self._create(scope, receive, request_id)
+        except ClientDisconnect:
+            return
+        except Exception as error:  # noqa: BLE001 - the route's error boundary (express)
+            answer = _error_answer(scope, error, request_id)
+        await answer(scope, receive, send)
 
     async def count_tokens(self, request: Request) -> Response:
         return await _answered(self._count_tokens, request)
 
-    async def _create(self, request: Request, request_id: str) -> Response:
-        body = await self._body(request)
+    async def _create(self, scope: Scope, receive: Receive, request_id: str) -> Response:
+        require_json(scope)
+        body = await read_body(scope, receive, self._max_body, self._body_timeout)
         limit = self._max_items
         if len(body) <= INLINE_DECODE_BYTES:
             command = decode_messages(body, max_input_items=limit)
         else:
             command = await asyncio.to_thread(decode_messages, body, max_input_items=limit)
-        run = await self._gateway.execute(principal_of(request.scope), command)
+        run = await self._gateway.execute(principal_of(scope), command)
         if command.stream:
             return SSEResponse(
                 _frames(run),
@@ -89,11 +100,7 @@ class MessagesRoutes:
                 headers={REQUEST_ID: request_id},
                 error_response=partial(error_response, request_id=request_id),
             )
-        watcher = asyncio.create_task(watch_disconnect(request.receive, run.cancel))
-        try:
-            await run.wait()
-        finally:
-            watcher.cancel()
+        await wait_watched(run, receive, run.cancel)
         if run.error is not None:
             raise run.error
         if run.state.status == "failed":
@@ -118,13 +125,25 @@ async def _answered(handler: Handler, request: Request) -> Response:
     request_id = REQUEST_ID_VAR.get() or new_id("req")  # the answer's x-request-id too
     try:
         return await handler(request, request_id)
-    except GatewayError as error:
+    except Exception as error:  # noqa: BLE001 - the route's error boundary
+        return _error_answer(request.scope, error, request_id)
+
+
+def _error_answer(scope: Scope, error: Exception, request_id: str) -> Response:
+    """A route's error in Anthropic's shape: a :class:`GatewayError` in its own status
+    (logged when it is the gateway's or the upstream's fault), any other exception a
+    generic 500, never a stack trace (logged with its traceback). The traceback is
+    dropped once answered (a run's error would otherwise hold the route's frames)."""
+    method, path = scope["method"], scope["path"]
+    if isinstance(error, GatewayError):
         if error.status >= 500:
-            log.warning("%s %s -> %d %s", request.method, request.url.path, error.status, error)
-        return error_response(error, request_id=request_id)
-    except Exception:  # the top of a route: a bug is a 500, never a stack trace
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(InternalError(), request_id=request_id)
+            log.warning("%s %s -> %d %s", method, path, error.status, error)
+        answer = error_response(error, request_id=request_id)
+    else:
+        log.error("unhandled error on %s %s", method, path, exc_info=error)
+        answer = error_response(InternalError(), request_id=request_id)
+    error.__traceback__ = None
+    return answer
 
 
 def error_response(error: GatewayError, *, request_id: str) -> Response:

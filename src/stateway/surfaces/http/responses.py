@@ -42,11 +42,10 @@ from stateway.protocols.responses.encode import (
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.errors import error_answer
-from stateway.surfaces.http.run_answers import wait_for_output
+from stateway.surfaces.http.run_answers import wait_for_output, wait_watched
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
     Chunks,
-    DisconnectWatch,
     JSONResponse,
     Opening,
     SSEResponse,
@@ -149,7 +148,7 @@ class ResponsesRoutes:
         if on_disconnect is None:
             await run.wait()
         else:
-            await _wait_watched(run, receive, on_disconnect)
+            await wait_watched(run, receive, on_disconnect)
         if run.error is not None:
             raise run.error
         return JSONResponse(encode_response(run.state))
@@ -250,22 +249,6 @@ async def _accepted(run: Run) -> None:
         break
     if not isinstance(run.events[0], ev.ResponseCreated) and run.error is not None:
         raise run.error
-
-
-async def _wait_watched(run: Run, receive: Receive, on_disconnect: Callable[[], None]) -> None:
-    """Wait for ``run`` to end, or for its client to leave (``on_disconnect`` is called and
-    :class:`ClientDisconnect` raised): watched by a :class:`DisconnectWatch`, whose timer
-    spares a watcher task for answers done within its first interval."""
-    watch = DisconnectWatch(receive)
-    try:
-        await run.wait()
-    except asyncio.CancelledError:
-        if not watch.left():
-            raise
-        on_disconnect()
-        raise ClientDisconnect from None
-    finally:
-        watch.stop()
 
 
 def _stay() -> None:

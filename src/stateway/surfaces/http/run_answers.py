@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive
+
 from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.response import ResponseState
 from stateway.core.runs import Run
+from stateway.surfaces.http.transport import DisconnectWatch
 
 
 async def wait_for_output(run: Run) -> None:
@@ -25,3 +32,19 @@ def failure_after_output(state: ResponseState) -> GatewayError:
         status=int(error.get("status") or 502),
         code=error.get("code"),
     )
+
+
+async def wait_watched(run: Run, receive: Receive, on_disconnect: Callable[[], None]) -> None:
+    """Wait for ``run`` to end, or for its client to leave (``on_disconnect`` is called and
+    :class:`ClientDisconnect` raised): watched by a :class:`DisconnectWatch`, whose timer
+    spares a watcher task for answers done within its first interval."""
+    watch = DisconnectWatch(receive)
+    try:
+        await run.wait()
+    except asyncio.CancelledError:
+        if not watch.left():
+            raise
+        on_disconnect()
+        raise ClientDisconnect from None
+    finally:
+        watch.stop()
