@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from stateway.app import build_coordination
 from stateway.config import ConfigError, Overrides, load_config
 from stateway.coordination import MemoryCommandResults
 from stateway.coordination.event_fanout import RedisEventFanout
-from stateway.coordination.factory import build_fanout, build_limits
+from stateway.coordination.factory import build_coordination, build_fanout, build_limits
 from stateway.coordination.redis import RedisCancelSignals, RedisCommandResults
 from stateway.coordination.token_buckets import MemoryTokenBuckets, RedisTokenBuckets
 

@@ -1,0 +1,192 @@
+"""The gateway as one process runs it: the store, the core's ``Gateway`` over the first
+generation, the coordination adapters (in process or Redis), leases, telemetry, and the
+sealing key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+
+from stateway import __version__
+from stateway.app.generation import compile_generation
+from stateway.config import (
+    Config,
+    ConfigError,
+    Overrides,
+)
+from stateway.coordination.factory import build_coordination, build_fanout, build_limits
+from stateway.core.accounting import UsageLedger
+from stateway.core.conversations.ports import ConversationStore
+from stateway.core.coordination import CancelSignals, CommandResults, EventFanout
+from stateway.core.gateway import Gateway
+from stateway.core.generations import Generation
+from stateway.core.leases import LeaseKeeper
+from stateway.core.limits import RateLimits
+from stateway.core.loop import Loop
+from stateway.core.ownership import ProcessIdentity
+from stateway.core.ports import OwnerLeases, ResponseStore, Sealer
+from stateway.core.runs import CancelReason, RunRegistry
+from stateway.identity.keys import KeyStore
+from stateway.protocols.responses.encode import encode_event_json
+from stateway.reload import Compiled, Reloader
+from stateway.sealing import AesGcmSealer, load_sealing_key
+from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store
+from stateway.storage.sql.accounting import SqlUsageLedger
+from stateway.storage.sql.api_keys import SqlKeyStore
+from stateway.storage.sql.leases import SqlOwnerLeases
+from stateway.storage.sql.secrets import SqlSecrets
+from stateway.surfaces.websocket.endpoint import WebSocketResponses
+from stateway.telemetry.metrics import PrometheusMetrics
+from stateway.telemetry.observability import Observability
+from stateway.telemetry.storage import TimedStore
+from stateway.telemetry.tracing import open_tracing
+
+
+@dataclass(slots=True)
+class GatewayParts:
+    store: ResponseStore
+    runs: RunRegistry
+    gateway: Gateway
+    owner: ProcessIdentity
+    config: Config
+    """As started with (the start-up tables stay so until a restart)."""
+    reloader: Reloader
+    results: CommandResults | None = None
+    """Outcomes of command ids (in process, or Redis)."""
+    signals: CancelSignals | None = None
+    """Cancels between processes (Redis only)."""
+    fanout: EventFanout | None = None
+    """Background runs' events between processes (Redis only)."""
+    leases: LeaseKeeper | None = None
+    """This process's lease on its runs, and the judge of the others' (SQL stores)."""
+    limits: RateLimits | None = None
+    """``[rate_limits]``, when any is set."""
+    telemetry: Observability = field(default_factory=lambda: Observability(PrometheusMetrics()))
+    """Metrics (``/metrics``), and traces when ``[tracing] enabled``."""
+    keys: KeyStore | None = None
+    """The API keys (the database's), when the gateway runs over a database."""
+    websockets: WebSocketResponses | None = None
+    """WebSocket mode's sessions, set by :func:`build_app` (drained at shutdown)."""
+
+    async def end_runs(self) -> None:
+        """End every run as ``server_shutting_down``; later ones end as they start."""
+        await self.runs.end_all(CancelReason.SHUTTING_DOWN)
+
+    async def settle_runs(self) -> None:
+        """Return once no run is in flight (background runs included)."""
+        await self.runs.settle()
+
+
+async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
+    """The gateway as ``stateway serve`` runs it: over the configured database, with its
+    sealing key loaded once (configured, else the database's, generated on first start;
+    ``[security]`` is read at start-up only)."""
+    store = open_store(compiled.config.database_url)
+    try:
+        sealer = await open_sealer(compiled.config, store)
+    except BaseException:
+        await store.aclose()
+        raise
+    parts = build_gateway(
+        compiled,
+        flags,
+        store,
+        SqlConversationStore(store),
+        sealer=sealer,
+        leases=SqlOwnerLeases(store.engine),
+        usage=SqlUsageLedger(store.reader),
+    )
+    parts.keys = SqlKeyStore(store.engine)
+    return parts
+
+
+async def open_sealer(config: Config, store: SqlResponseStore) -> AesGcmSealer:
+    """The sealer of ``encrypted_content``. Raises :class:`ConfigError` for a stored key
+    that is unusable, ``StorageError`` when the database cannot be read."""
+    try:
+        key = await load_sealing_key(config.security.sealing_key, SqlSecrets(store.engine))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return AesGcmSealer(key)
+
+
+def build_gateway(
+    compiled: Compiled,
+    flags: Overrides,
+    store: ResponseStore | None = None,
+    conversations: ConversationStore | None = None,
+    *,
+    sealer: Sealer | None = None,
+    leases: OwnerLeases | None = None,
+    usage: UsageLedger | None = None,
+) -> GatewayParts:
+    """``compiled`` as generation 1, reloaded from ``flags``; over the configured
+    database, or over ``store`` (and ``conversations``: none, and no conversation exists;
+    ``leases``: none, and no run is judged by its lease; ``usage``: none, and
+    ``/v1/usage`` is a 404) when given. ``sealer`` None: sealing is off (``open_gateway``
+    always gives one)."""
+    config = compiled.config
+    if store is None:
+        sql_store = open_store(config.database_url)
+        store, conversations = sql_store, SqlConversationStore(sql_store)
+        leases = SqlOwnerLeases(sql_store.engine)
+        usage = SqlUsageLedger(sql_store.reader)
+    runs = RunRegistry()
+    owner = ProcessIdentity.current()
+    telemetry = Observability(PrometheusMetrics(), open_tracing(config.tracing, __version__))
+    telemetry.metrics.sample(lambda: len(runs), lambda: compiled.waiting_room.waiting)
+    served: ResponseStore = TimedStore(store, telemetry.metrics.storage_observed)
+
+    def loop(generation: Compiled) -> Loop:
+        return Loop(
+            served,
+            generation.config.loop.max_rounds,
+            owner,
+            generation.tools,
+            sealer,
+            telemetry=telemetry,
+        )
+
+    results, signals = build_coordination(config.coordination)
+    fanout = build_fanout(config.coordination)
+    limits = build_limits(config)
+    keeper = None
+    if leases is not None:
+        timeout = config.coordination.lease_timeout
+        keeper = LeaseKeeper(store, leases, str(owner), encode_event_json, timeout, fanout=fanout)
+    gateway = Gateway(
+        served,
+        compiled.router,
+        loop(compiled),
+        runs,
+        conversations=conversations,
+        encoder=encode_event_json,
+        results=results,
+        signals=signals,
+        sealer=sealer,
+        fanout=fanout,
+        limits=limits,
+        telemetry=telemetry,
+        usage=usage,
+    )
+
+    def publish(generation: Compiled) -> Generation:
+        return gateway.generations.publish(generation.router, loop(generation))
+
+    recompile = partial(compile_generation, flags, compiled)
+    reloader = Reloader(compiled, recompile, publish, gateway.generations)
+    gateway.reloads = reloader
+    return GatewayParts(
+        store,
+        runs,
+        gateway,
+        owner,
+        config,
+        reloader,
+        results,
+        signals,
+        fanout,
+        keeper,
+        limits,
+        telemetry,
+    )

@@ -1,0 +1,143 @@
+"""The HTTP app over a gateway: every surface's routes (Responses, Conversations,
+Messages, Chat Completions, WebSocket mode, MCP, admin, metrics, usage), authentication,
+and the lifespan that starts and stops the gateway's parts."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+
+from stateway import __version__
+from stateway.app.gateway import GatewayParts
+from stateway.config import (
+    Config,
+    ConfigError,
+    admin_key,
+)
+from stateway.core.ownership import fail_abandoned
+from stateway.identity.key_cache import KeyCache
+from stateway.identity.keys import KeyStore
+from stateway.identity.oidc import OidcVerifier
+from stateway.protocols.responses.encode import encode_event_json
+from stateway.surfaces.auth.authenticator import Authenticator
+from stateway.surfaces.http.admin import AdminRoutes, require_admin
+from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.chat import ChatRoutes
+from stateway.surfaces.http.conversations import ConversationsRoutes
+from stateway.surfaces.http.messages import MessagesRoutes
+from stateway.surfaces.http.metrics import MetricsRoutes
+from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.service import ServiceRoutes
+from stateway.surfaces.http.transport import KEEPALIVE_INTERVAL
+from stateway.surfaces.http.usage import UsageRoutes
+from stateway.surfaces.mcp.mount import McpMount
+from stateway.surfaces.websocket.endpoint import WebSocketResponses
+
+TESTING_KEEPALIVE_ENV = "STATEWAY_TESTING_SSE_KEEPALIVE"
+"""Testing only, not a setting: seconds between SSE keep-alive comments (default 15), so
+end-to-end tests need not wait 15 s to see one."""
+
+
+def build_app(parts: GatewayParts) -> Starlette:
+    """The HTTP app. Its start-up marks the responses a dead process left in progress
+    (before any request is served); its shutdown ends the runs still in flight, then
+    closes every config generation."""
+    mcp = McpMount(parts.gateway, __version__)
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        await fail_abandoned(parts.store, parts.owner, encode_event_json)
+        if parts.leases is not None:
+            await parts.leases.start()
+        parts.reloader.start()
+        if parts.signals is not None:
+            await parts.signals.start(parts.gateway.cancel_signalled)
+        try:
+            yield
+        finally:
+            await mcp.aclose()
+            await parts.reloader.aclose()
+            await parts.end_runs()
+            if parts.leases is not None:
+                await parts.leases.aclose()
+            if parts.results is not None:
+                await parts.results.aclose()
+            if parts.signals is not None:
+                await parts.signals.aclose()
+            if parts.fanout is not None:
+                await parts.fanout.aclose()
+            if parts.limits is not None:
+                await parts.limits.aclose()
+            await parts.gateway.generations.aclose()
+            await parts.store.aclose()
+            parts.telemetry.shutdown()
+
+    config = parts.config
+    key = admin_key(config)
+    admin = None if key is None else AdminRoutes(parts.gateway, config.admin.reload_endpoint)
+    telemetry = parts.telemetry
+    authenticator = build_authenticator(config, parts.keys, key)
+    server = config.server
+    keepalive = float(os.environ.get(TESTING_KEEPALIVE_ENV, KEEPALIVE_INTERVAL))
+    parts.websockets = WebSocketResponses(
+        parts.gateway,
+        config.websocket,
+        config.websocket.frame_limit(server.max_body_bytes),
+        max_input_items=server.max_input_items,
+    )
+    return build_http_app(
+        ResponsesRoutes(
+            parts.gateway,
+            server.max_body_bytes,
+            body_timeout=server.request_body_timeout,
+            keepalive=keepalive,
+            max_input_items=server.max_input_items,
+        ),
+        ServiceRoutes(parts.gateway),
+        lifespan=lifespan,
+        allowed_hosts=server.effective_allowed_hosts,
+        conversations=ConversationsRoutes(
+            parts.gateway, server.max_body_bytes, body_timeout=server.request_body_timeout
+        ),
+        messages=MessagesRoutes(
+            parts.gateway,
+            server.max_body_bytes,
+            body_timeout=server.request_body_timeout,
+            keepalive=keepalive,
+            max_input_items=server.max_input_items,
+        ),
+        chat=ChatRoutes(
+            parts.gateway,
+            server.max_body_bytes,
+            body_timeout=server.request_body_timeout,
+            keepalive=keepalive,
+            max_input_items=server.max_input_items,
+        ),
+        mcp=mcp,
+        admin=admin,
+        observer=telemetry,
+        metrics=MetricsRoutes(
+            telemetry.metrics.exposition, require_admin if authenticator.required else None
+        ),
+        usage=UsageRoutes(parts.gateway),
+        authenticator=authenticator,
+        websocket=parts.websockets,
+    )
+
+
+def build_authenticator(
+    config: Config, keys: KeyStore | None, admin_credential: str | None = None
+) -> Authenticator:
+    """Who may call (``[auth]``): API keys through a cache over ``keys``, OIDC tokens
+    through a verifier of the issuer's; ``admin_credential`` opens the admin routes."""
+    auth = config.auth
+    cache = None
+    if auth.api_keys:
+        if keys is None:
+            raise ConfigError("[auth] api_keys = true needs the gateway's database")
+        cache = KeyCache(keys, auth.key_cache_ttl)
+    oidc = None if auth.oidc is None else OidcVerifier(auth.oidc.settings)
+    return Authenticator(keys=cache, oidc=oidc, admin_key=admin_credential)
