@@ -26,7 +26,9 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.config import LOGGING_CONFIG
+from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.exceptions import InvalidState
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +67,42 @@ def server_config(
 
 
 class DenyingWebSocketProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's sans-I/O WebSocket protocol, also marking the handshake done once the app
-    has denied it with an HTTP response (the ASGI ``websocket.http.response`` extension),
-    so a denied upgrade is not logged as "ASGI callable returned without completing
-    handshake" (Kludex/uvicorn#3138, open as of uvicorn 0.54)."""
+    """uvicorn's sans-I/O WebSocket protocol, with two changes.
+
+    - It marks the handshake done once the app has denied it with an HTTP response (the
+      ASGI ``websocket.http.response`` extension), so a denied upgrade is not logged as
+      "ASGI callable returned without completing handshake" (Kludex/uvicorn#3138, open as
+      of uvicorn 0.54).
+    - Text frames sent while the transport is writable are framed at once but written
+      together, once per turn of the event loop: a run's events are many small frames,
+      and one write of them all saves a system call each (the SSE stream writes a batch
+      at once too). Order is kept (anything else sent first writes what waits), and so
+      is backpressure: once the transport pauses, a send waits as uvicorn's does.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._held: list[bytes] = []
+        self._flush: asyncio.Handle | None = None
 
     async def send(self, message: Any) -> None:  # uvicorn's event union is private
+        if (
+            message["type"] == "websocket.send"
+            and message.get("text") is not None
+            and self.handshake_complete
+            and self.initial_response is None
+            and not (self.close_sent or self.disconnected)
+            and self.writable.is_set()
+        ):
+            try:
+                self.conn.send_text(message["text"].encode())
+            except InvalidState:
+                raise ClientDisconnected() from None
+            self._held.extend(self.conn.data_to_send())
+            if self._flush is None:
+                self._flush = self.loop.call_soon(self._write_held)
+            return
+        self._write_held()
         if message["type"] == "websocket.close" and self.handshake_complete:
             # A close is never held back by a client that stopped reading (a full
             # transport): it is queued behind what the client has not read (4429).
@@ -78,6 +110,16 @@ class DenyingWebSocketProtocol(WebSocketsSansIOProtocol):
         await super().send(message)
         if message["type"] == "websocket.http.response.body" and not message.get("more_body"):
             self.handshake_complete = True
+
+    def _write_held(self) -> None:
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        if self._held:
+            data = b"".join(self._held)
+            self._held.clear()
+            if not self.transport.is_closing():
+                self.transport.write(data)
 
 
 @dataclass(frozen=True, slots=True)

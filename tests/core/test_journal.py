@@ -23,13 +23,15 @@ def delta(n: int) -> ev.TextDelta:
     return ev.TextDelta(0, 0, "msg_1", f"w{n} ")
 
 
-async def started(store: MemoryStore, *, interval: float = 0.0) -> tuple[Run, RunJournal]:
+async def started(
+    store: MemoryStore, *, interval: float = 0.0, deferred: bool = False
+) -> tuple[Run, RunJournal]:
     state = ResponseState.start(
         "resp_1", "t", 1.0, CreateResponse("m", [], stream=True, background=True)
     )
     await store.save(ResponseRecord("t", "resp_1", None, "in_progress", 1.0, {}))
     run = Run(state, [])
-    journal = RunJournal(run, store, encode_event_json, interval=interval)
+    journal = RunJournal(run, store, encode_event_json, interval=interval, deferred=deferred)
     run.journal = journal
     return run, journal
 
@@ -69,6 +71,7 @@ async def test_close_returns_what_is_not_stored_then_the_terminal_event() -> Non
     terminal = ev.ResponseFinished(run.state)
     rest = await journal.close(terminal)
 
+    assert rest is not None
     assert (rest.first, rest.end) == (1, 4)
     assert orjson.loads(rest.payloads[-1])["type"] == "response.completed"
     assert len(store.appends) == 1, "no batch is written once closed"
@@ -178,3 +181,61 @@ async def test_a_journal_kept_in_memory_publishes_nothing() -> None:
     await journal.close(ev.ResponseFinished(run.state))
     journal.sealed()
     assert fanout.published == []
+
+
+def announced(run: Run, deltas: int) -> None:
+    run.emit(ev.ResponseCreated(run.state))
+    run.emit(ev.ResponseInProgress(run.state))
+    for n in range(deltas):
+        run.emit(delta(n))
+
+
+async def test_a_deferred_journal_nobody_keeps_stores_nothing() -> None:
+    store = MemoryStore()
+    run, journal = await started(store, deferred=True)
+    announced(run, 5)
+    await asyncio.sleep(0.01)
+
+    terminal = ev.ResponseFinished(run.state)
+    assert await journal.close(terminal) is None
+    journal.sealed()
+    run.emit(terminal)
+
+    assert store.appends == []
+    assert len(journal.encoded(0, 8)) == 8  # still every watcher's, terminal included
+
+
+async def test_a_deferred_journal_kept_while_running_stores_its_whole_log() -> None:
+    store = MemoryStore()
+    run, journal = await started(store, deferred=True)
+    announced(run, 5)
+    journal.keep()
+    await until(lambda: journal.persisted == 7)
+    run.emit(delta(5))
+
+    rest = await journal.close(ev.ResponseFinished(run.state))
+
+    assert rest is not None
+    assert (rest.first, len(rest.payloads)) == (7, 2)  # delta 5, and the terminal event
+    assert store.events["t", "resp_1"] == journal.wire[:7]
+
+
+async def test_a_deferred_journal_kept_after_its_final_save_stores_it_all_once_sealed() -> None:
+    store = MemoryStore()
+    run, journal = await started(store, deferred=True)
+    announced(run, 3)
+    terminal = ev.ResponseFinished(run.state)
+    assert await journal.close(terminal) is None
+    journal.keep()  # the final save under way: nothing yet
+    assert store.appends == []
+
+    journal.sealed()
+    run.emit(terminal)
+    await until(lambda: bool(store.appends))
+
+    [batch] = store.appends
+    assert (batch.first, batch.payloads) == (0, journal.encoded(0, 6))
+    assert batch.payloads[-1] == encode_event_json(5, terminal)  # the terminal event, last
+    journal.keep()  # idempotent
+    await asyncio.sleep(0)
+    assert len(store.appends) == 1

@@ -122,8 +122,8 @@ async def test_bad_frames_get_an_error_frame_and_the_connection_stays_usable(
 
 
 async def test_resume_by_sequence_number_and_beyond_the_log(server: Server) -> None:
-    async with socket_to(server) as ws:
-        await send(ws, **create("[[words:5]]"))
+    async with socket_to(server) as ws:  # a command id's log is stored, for a retry
+        await send(ws, **create("[[words:5]]", command_id="resume-me"))
         original = await until_done(ws)
     response_id = original[0]["response"]["id"]
     async with socket_to(server) as ws:
@@ -137,6 +137,20 @@ async def test_resume_by_sequence_number_and_beyond_the_log(server: Server) -> N
     assert (beyond["status"], beyond["error"]["param"]) == (400, "starting_after")
     assert [f["sequence_number"] for f in whole] == list(range(len(original)))
     assert {f["stream_id"] for f in whole} == {"z"}
+
+
+async def test_a_response_streamed_to_its_end_keeps_no_log_to_resume(server: Server) -> None:
+    """Storing every turn's log would cost every turn; a lane that streamed all of it
+    needs none (docs/websocket.md). Its stored response still reads as usual."""
+    async with socket_to(server) as ws:
+        await send(ws, **create("[[words:3]]"))
+        original = await until_done(ws)
+        response_id = original[0]["response"]["id"]
+        await send(ws, type="response.resume", response_id=response_id, starting_after=2)
+        [refused] = await until_done(ws)
+    assert (refused["status"], refused["error"]["code"]) == (400, "unsupported_parameter")
+    client = OpenAI(base_url=server.url + "/v1", api_key="sk-test", max_retries=0)
+    assert client.responses.retrieve(response_id).status == "completed"
 
 
 def test_a_client_that_stops_reading_is_closed_with_4429_and_the_run_completes(

@@ -86,6 +86,12 @@ class CreateResponse:
     """A streamed create sent with a command id: its events are journaled like a
     background run's (and stored with it when ``store``), so that a retry can stream the
     same response from its log, from this process or another (:mod:`.exactly_once`)."""
+    journaled: bool = False
+    """A streamed create whose events are journaled for its watchers (resumable from any
+    sequence number while it runs) but whose log is stored only if a watcher asks, by
+    :meth:`RunJournal.keep() <stateway.core.journal.RunJournal.keep>`, before its end:
+    WebSocket mode, whose lane keeps it when it stops streaming early (4429, the client
+    gone), so the client can resume after the run ended. ``replayable`` wins."""
     generate: bool = True
     """False: a prewarm. The context is rehydrated and checked, and the response ends
     ``completed`` with no output, without asking any model (WebSocket mode's

@@ -12,7 +12,10 @@ with the terminal event, goes with the run's final save (:meth:`RunJournal.close
 transaction, before the terminal event is emitted. A batch that fails to be written is
 retried with the next one. A streamed create sent with a command id is journaled too, so
 that a retry can replay it (a response that is not stored keeps its journal in memory
-only). Other runs have no journal and pay nothing.
+only). A ``deferred`` journal (WebSocket mode's creates) stores nothing unless
+:meth:`RunJournal.keep` is called before the run's end: then its writer starts from the
+first event, as if it had been running all along. Other runs have no journal and pay
+nothing.
 
 With an :class:`~stateway.core.coordination.EventFanout` (Redis), each batch is also
 published once it is committed, and the last one (the terminal event with it) once the
@@ -43,6 +46,9 @@ log = logging.getLogger(__name__)
 EventEncoder = Callable[[int, ev.Event], bytes]
 """A protocol's wire payload of the event at a sequence number (JSON, for Responses)."""
 
+_LATE_WRITES: set[asyncio.Future[None]] = set()
+"""Late log writes under way (held here: a task nobody references may be collected)."""
+
 FLUSH_INTERVAL: Final = 0.2
 """Seconds a batch of events may wait before it is written: a few writes per second per
 run, whatever its rate of events."""
@@ -50,12 +56,16 @@ run, whatever its rate of events."""
 
 class RunJournal:
     __slots__ = (
+        "_closing",
         "_encode",
         "_events",
         "_fanout",
         "_interval",
         "_key",
         "_last",
+        "_late",
+        "_sealed",
+        "_store",
         "_task",
         "_terminal",
         "_writing",
@@ -71,7 +81,9 @@ class RunJournal:
         *,
         interval: float = FLUSH_INTERVAL,
         fanout: EventFanout | None = None,
+        deferred: bool = False,
     ) -> None:
+        """``deferred``: store nothing until :meth:`keep` (``store`` None: never)."""
         self._events = run.events  # the list itself, not the run: no reference cycle
         self._key = (run.state.tenant_id, run.id)
         self._encode = encode
@@ -87,8 +99,49 @@ class RunJournal:
         self._writing: tuple[asyncio.Future[None], EventBatch] | None = None
         """The batch write under way, and the batch."""
         self._task: asyncio.Task[None] | None = None
-        if store is not None:  # None: a response that is not stored keeps its log in memory
+        self._closing = False
+        self._sealed = False
+        self._store: tuple[Run, ResponseStore] | None = None
+        """Deferred: what :meth:`keep` starts the writer with."""
+        self._late: ResponseStore | None = None
+        """Kept once the final save had begun: the whole log is stored once sealed."""
+        if store is None:  # a response that is not stored keeps its log in memory
+            self._fanout = None
+        elif deferred:
+            self._store = (run, store)
+        else:
             self._task = asyncio.create_task(self._write_batches(run, store))
+
+    def keep(self) -> None:
+        """Store a deferred journal's log after all: from its first event, the rest with
+        the run's final save; once that save has begun, the whole log after it, in one
+        batch. Idempotent."""
+        deferred, self._store = self._store, None
+        if deferred is None:
+            return
+        if not self._closing:
+            self._task = asyncio.create_task(self._write_batches(*deferred))
+        else:
+            self._late = deferred[1]
+            if self._sealed:  # the terminal event is logged by now
+                self._store_late(self.encoded(0, len(self._events)))
+
+    def _store_late(self, payloads: list[bytes]) -> None:
+        store, self._late = self._late, None
+        if store is None:
+            return
+        write = asyncio.ensure_future(store.append_events(*self._key, EventBatch(0, payloads)))
+        _LATE_WRITES.add(write)
+        write.add_done_callback(self._stored_late)
+
+    def _stored_late(self, write: asyncio.Future[None]) -> None:
+        _LATE_WRITES.discard(write)
+        if not write.cancelled() and write.exception() is not None:
+            log.warning(
+                "storing the event log of response %s failed: %s",
+                self._key[1],
+                write.exception(),
+            )
 
     def encoded(self, start: int, end: int) -> list[bytes]:
         """The payloads of events ``start`` to ``end`` (excluded), all logged already."""
@@ -103,26 +156,34 @@ class RunJournal:
         """Bytes of the payloads of events ``start`` to ``end`` (excluded)."""
         return sum(map(len, self.encoded(start, end)))
 
-    async def close(self, terminal: ev.ResponseFinished) -> EventBatch:
+    async def close(self, terminal: ev.ResponseFinished) -> EventBatch | None:
         """Stop writing batches and return what the final save must append: every event
-        not stored yet, then ``terminal`` (not emitted yet). Call :meth:`sealed` once that
-        save succeeded, just before emitting ``terminal``."""
+        not stored yet, then ``terminal`` (not emitted yet); None when the log is not
+        stored (a deferred journal nobody kept). Call :meth:`sealed` once that save
+        succeeded, just before emitting ``terminal``."""
+        self._closing = True
+        stored = self._task is not None
         await self.stop()
         end = len(self._events)
-        unstored = self.encoded(self.persisted, end)
         self._terminal = self._encode(end, terminal)
+        if not stored:
+            return None
+        unstored = self.encoded(self.persisted, end)
         unstored.append(self._terminal)
         self._last = EventBatch(self.persisted, unstored)
         return self._last
 
     def sealed(self) -> None:
         """The final save stored the terminal event: watchers get the very same bytes."""
-        if self._terminal is not None and len(self.wire) == len(self._events):
-            self.wire.append(self._terminal)
-        self._terminal = None
+        terminal, self._terminal = self._terminal, None
+        if terminal is not None and len(self.wire) == len(self._events):
+            self.wire.append(terminal)
+        self._sealed = True
         last, self._last = self._last, None
         if last is not None and self._fanout is not None:
             self._fanout.publish(*self._key, last, True)
+        if self._late is not None and terminal is not None:  # kept during the final save
+            self._store_late([*self.encoded(0, len(self._events)), terminal])
 
     async def stop(self) -> None:
         """End the batch writer, waiting for a write under way (it may store events the

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
+from typing import Literal
 
 from stateway.core import background
 from stateway.core import events as ev
@@ -121,9 +122,8 @@ class RunStarter:
                 )
                 begun.add_done_callback(start)
                 raise
-        self._start(
-            run, plan, context, command.stream, toolset, generation, command.replayable, compaction
-        )
+        journal = _journal_of(command)
+        self._start(run, plan, context, command.stream, toolset, generation, journal, compaction)
         return run
 
     async def _plan(
@@ -158,15 +158,17 @@ class RunStarter:
         stream: bool,
         toolset: Toolset,
         generation: Generation,
-        replayable: bool = False,
+        journal: Journal = None,
         compaction: CompactionStep | None = None,
     ) -> None:
         if run.state.background and self._encoder is not None:
             run.journal = RunJournal(run, self._store, self._encoder, fanout=self._fanout)
             stream = True  # its row is written first, and it logs events as they come
-        elif replayable and stream and self._encoder is not None:  # a retry may replay it
-            stored = self._store if run.state.store else None
-            run.journal = RunJournal(run, stored, self._encoder, fanout=self._fanout)
+        elif journal is not None and stream and self._encoder is not None:
+            stored = self._store if run.state.store else None  # a retry may replay it
+            run.journal = RunJournal(
+                run, stored, self._encoder, fanout=self._fanout, deferred=journal == "on_demand"
+            )
         self.runs.add(run)
         drive = self._drive(run, plan, context, stream, toolset, generation, compaction)
         run.task = asyncio.create_task(drive)
@@ -251,6 +253,17 @@ class RunStarter:
             run.task = None  # a cancelled task keeps its CancelledError, whose frames hold the run
             if not run.closed:
                 run.close()
+
+
+Journal = Literal["stored", "on_demand"] | None
+"""A streamed run's journal: none, its log stored as it runs (a command id's retry may
+replay it), or stored only if a watcher keeps it (:attr:`CreateResponse.journaled`)."""
+
+
+def _journal_of(command: CreateResponse) -> Journal:
+    if command.replayable:
+        return "stored"
+    return "on_demand" if command.journaled else None
 
 
 def _report(run: Run, plan: Plan) -> RunReport:

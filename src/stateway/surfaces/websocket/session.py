@@ -8,8 +8,10 @@ steering frame, a cap. A good frame becomes work on its lane (:mod:`.lanes`).
 
 A ``response.create`` runs as the HTTP route's streamed create does (with its
 ``command_id`` through ``Gateway.once``), journaled, and the lane streams the journal's
-payloads with its ``stream_id``: the same JSON as the SSE stream's ``data:`` lines, from
-``response.created`` at sequence number 0. A frame whose ``previous_response_id`` names
+payloads with its ``stream_id`` (a stored response's log is stored for a command id's
+retry, or when the lane stops streaming before the end, for a resume after it): the
+same JSON as the SSE stream's ``data:`` lines, from ``response.created`` at sequence
+number 0. A frame whose ``previous_response_id`` names
 a response this connection keeps (a checkpoint) runs on those items, stored or not. A
 ``response.resume`` streams a run's log from a sequence number (``WatchResponse``). Runs
 go on when the connection closes, whoever closed it (ADR 0010).
@@ -204,14 +206,24 @@ class Session:
         continued = None if previous is None else self.checkpoints.find(previous)
         if continued is not None:
             command.prior = continued.items
-        command.replayable = True  # journaled: streamed from its log, resumable
+        # Journaled: streamed from its log, resumable; a command id's is stored for a
+        # retry, any other's only if this lane stops streaming before its end (below).
+        command.journaled = True
+        command.replayable = frame.command_id is not None
         try:
             run, watch = await self._start(frame, request)
         except GatewayError:
             if continued is not None:  # a failed continuation is forgotten
                 self.checkpoints.evict(continued.response_id)
             raise
-        await self._stream(lane, watch)
+        try:
+            await self._stream(lane, watch)
+        finally:
+            # Stopped before the end, or the connection closing with the last frames
+            # perhaps unsent (4429, the client gone): resumable after the end too.
+            kept = run is not None and (not run.closed or self.outbox.closed)
+            if kept and run is not None and run.journal is not None:
+                run.journal.keep()
         if run is None or not run.closed:
             return
         state = run.state
