@@ -1,0 +1,121 @@
+"""uvicorn's WebSocket protocol as the gateway runs it (``stateway.serving``): a turn's
+text frames leave in one write while the transport takes them, in order, and a send
+waits as uvicorn's does once the transport pauses."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import uvicorn
+from uvicorn.server import ServerState
+from websockets.frames import Frame, Opcode
+from websockets.streams import StreamReader
+
+from stateway.serving import DenyingWebSocketProtocol
+
+HANDSHAKE = (
+    b"GET /v1/responses HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+    b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    b"Sec-WebSocket-Version: 13\r\n\r\n"
+)
+
+
+class Transport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+        self.closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 1), "sockname": ("127.0.0.1", 2)}.get(name, default)
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+
+def frames_in(data: bytes) -> list[str]:
+    """The text frames in ``data`` (the server's, unmasked)."""
+    reader = StreamReader()
+    reader.feed_data(data)
+    reader.feed_eof()
+    texts = []
+    parser = Frame.parse(reader.read_exact, mask=False)
+    while True:
+        try:
+            next(parser)
+        except StopIteration as done:
+            frame = done.value
+        except EOFError:
+            return texts
+        else:
+            continue
+        assert frame.opcode is Opcode.TEXT
+        texts.append(frame.data.decode())
+        parser = Frame.parse(reader.read_exact, mask=False)
+
+
+async def served(app: Any) -> tuple[DenyingWebSocketProtocol, Transport]:
+    config = uvicorn.Config(app, ws=DenyingWebSocketProtocol, log_level="warning")
+    config.load()
+    protocol = DenyingWebSocketProtocol(config, ServerState(), {})
+    transport = Transport()
+    protocol.connection_made(transport)
+    protocol.data_received(HANDSHAKE)
+    return protocol, transport
+
+
+async def test_frames_sent_in_one_turn_leave_in_one_write_in_order() -> None:
+    sent = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "websocket.accept"})
+        for n in range(20):
+            await send({"type": "websocket.send", "text": f"event {n}"})
+        sent.set()
+        await receive()
+
+    protocol, transport = await served(app)
+    await sent.wait()
+    await asyncio.sleep(0)
+
+    [_, frames] = transport.writes  # the handshake's answer, then every frame at once
+    assert frames_in(frames) == [f"event {n}" for n in range(20)]
+    protocol.connection_lost(None)
+
+
+async def test_a_paused_transport_makes_the_next_send_wait() -> None:
+    progress: list[int] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.send", "text": "first"})
+        progress.append(1)
+        await asyncio.sleep(0.01)  # written meanwhile
+        protocol.pause_writing()
+        await send({"type": "websocket.send", "text": "second"})
+        progress.append(2)
+        await receive()
+
+    protocol, transport = await served(app)
+    await asyncio.sleep(0.05)
+    assert progress == [1]
+    assert frames_in(b"".join(transport.writes[1:])) == ["first"]
+
+    protocol.resume_writing()
+    await asyncio.sleep(0.01)
+    assert progress == [1, 2]
+    assert frames_in(b"".join(transport.writes[1:])) == ["first", "second"]
+    protocol.connection_lost(None)
