@@ -60,11 +60,27 @@ def relay() -> FakeRelay:
     return FakeRelay(200, {"content-type": "application/json"}, [b'{"ok": true}'], None)
 
 
+class Upgrades:
+    """A WebSocket endpoint that accepts, then records the scope it was served with."""
+
+    def __init__(self) -> None:
+        self.scopes: list[Any] = []
+        self.senders: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "websocket.accept"})
+        self.scopes.append(scope)
+        self.senders.append(send.__qualname__)
+        await receive()
+
+
 def build(
     gateway_class: type[Gateway] = Recording,
     *,
     authenticator: Authenticator | None = None,
     hosts: frozenset[str] | None = None,
+    websocket: Upgrades | None = None,
 ) -> tuple[Starlette, Gateway, Observer]:
     store = MemoryStore()
     router = Router([BackendEntry(ForwardingBackend(relay()), {}, catch_all=True)])
@@ -79,6 +95,7 @@ def build(
         observer=observer,
         authenticator=authenticator,
         allowed_hosts=hosts,
+        websocket=websocket,
     )
     return app, gateway, observer
 
@@ -244,3 +261,50 @@ async def test_another_method_on_messages_is_a_405() -> None:
     assert reply.status == 405
     assert reply.headers["allow"] == "POST"
     assert observer.ended == [(MESSAGES, 405)]
+
+
+async def upgrade(app: Starlette, headers: list[tuple[bytes, bytes]]) -> list[Any]:
+    """Open and close a WebSocket on ``/v1/responses``; what the app sent."""
+    sent: list[Any] = []
+    inbox = [{"type": "websocket.connect"}, {"type": "websocket.disconnect", "code": 1000}]
+    scope = {
+        "type": "websocket",
+        "path": RESPONSES,
+        "raw_path": RESPONSES.encode(),
+        "query_string": b"",
+        "headers": [(b"host", b"localhost"), *headers],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "subprotocols": [],
+        "extensions": {"websocket.http.response": {}},
+    }
+
+    async def receive() -> dict[str, Any]:
+        return inbox.pop(0)
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent
+
+
+async def test_a_websocket_upgrade_is_authenticated_observed_and_served_ahead() -> None:
+    store = Store()
+    key, _ = await keyed(store, tenant="acme")
+    authenticator = Authenticator(keys=KeyCache(store, 2.0, clock=Clock()), admin_key=ADMIN)
+    upgrades = Upgrades()
+    app, _, observer = build(authenticator=authenticator, websocket=upgrades)
+
+    refused = await upgrade(app, [])
+    assert refused[0]["type"] == "websocket.http.response.start"
+    assert refused[0]["status"] == 401
+    assert upgrades.scopes == []
+
+    accepted = await upgrade(app, [(b"authorization", f"Bearer {key}".encode())])
+    assert accepted[0]["type"] == "websocket.accept"
+    [scope] = upgrades.scopes
+    assert scope["route"].path == RESPONSES
+    # each frame's send passes no Starlette exception wrapper, only the observer's
+    assert upgrades.senders == ["ObservedApp.__call__.<locals>.observed"]
+    assert observer.ended == [(RESPONSES, 401), (RESPONSES, 101)]

@@ -75,6 +75,7 @@ def build_http_app(
     /v1/responses`` upgraded (WebSocket mode); without it an upgrade is refused (426)."""
     chat_route = None if chat is None else Route(CHAT_PATH, chat, methods=["POST"])
     create_route = Route(RESPONSES_PATH, PlainApp(responses.create), methods=["POST"])
+    upgrade_route = WebSocketRoute(RESPONSES_PATH, websocket or refuse_websocket)
     messages_route = None
     messages_routes: list[BaseRoute] = []
     if messages is not None:
@@ -90,7 +91,7 @@ def build_http_app(
         Route("/v1/responses/compact", _PostOnly(responses.compact)),
         Route("/v1/responses/input_tokens", _PostOnly(responses.input_tokens)),
         create_route,
-        WebSocketRoute(RESPONSES_PATH, websocket or refuse_websocket),
+        upgrade_route,
         Route("/v1/responses/{response_id}", responses.retrieve, methods=["GET"]),
         Route("/v1/responses/{response_id}", responses.delete, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", responses.input_items, methods=["GET"]),
@@ -121,12 +122,15 @@ def build_http_app(
         lifespan=lifespan,
     )
     app.observer = observer
-    # The hot routes: the three creates (Chat Completions' fast path is one hop).
-    express = {RESPONSES_PATH: express_route(create_route, middleware)}
+    # The hot routes: the three creates (Chat Completions' fast path is one hop), and
+    # WebSocket mode, each of whose frames would pass Starlette's exception wrapper.
+    express = {("http", RESPONSES_PATH): express_route(create_route, middleware)}
     if chat_route is not None:
-        express[CHAT_PATH] = express_route(chat_route, middleware)
+        express["http", CHAT_PATH] = express_route(chat_route, middleware)
     if messages_route is not None:
-        express[MESSAGES_PATH] = express_route(messages_route, middleware)
+        express["http", MESSAGES_PATH] = express_route(messages_route, middleware)
+    if websocket is not None:
+        express["websocket", RESPONSES_PATH] = express_route(upgrade_route, middleware)
     app.express = express
     return app
 

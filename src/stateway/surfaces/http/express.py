@@ -1,5 +1,7 @@
 """Routes served ahead of Starlette's router and exception middleware: the hot ones
-(``POST /v1/responses`` and ``POST /v1/chat/completions``).
+(the ``POST`` creates of Responses, Messages and Chat Completions, and WebSocket mode's
+upgrade of ``GET /v1/responses``, whose every frame would otherwise pass through
+Starlette's exception wrapper).
 
 A ``POST`` to an express route's path goes from the request observer (:mod:`.observed`)
 through the same Host check and authentication as every other request (instances of
@@ -17,20 +19,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from starlette.middleware import Middleware
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 
 @dataclass(frozen=True, slots=True)
 class ExpressRoute:
-    route: Route
+    route: Route | WebSocketRoute
     """Starlette's route of the same path: it serves the other methods, and names the
     request for the observer (``scope["route"]``)."""
     app: ASGIApp
     """The route's app, wrapped in the application's middleware."""
 
 
-def express_route(route: Route, middleware: Iterable[Middleware]) -> ExpressRoute:
+def express_route(route: Route | WebSocketRoute, middleware: Iterable[Middleware]) -> ExpressRoute:
     """``route``'s own ASGI app behind ``middleware`` (outermost first)."""
     app = route.app
     for cls, args, kwargs in reversed(list(middleware)):
@@ -52,18 +54,24 @@ class PlainApp:
         await self._app(scope, receive, send)
 
 
+ExpressKey = tuple[str, str]
+"""``("http", path)`` for a POST route, ``("websocket", path)`` for an upgrade."""
+
+
 class Express:
-    """Pure ASGI: POSTs to an express route's path go to its app, all else to ``app``."""
+    """Pure ASGI: POSTs to an express route's path and upgrades of an express WebSocket
+    route go to its app, all else to ``app``."""
 
     __slots__ = ("_app", "_routes")
 
-    def __init__(self, app: ASGIApp, routes: Mapping[str, ExpressRoute]) -> None:
+    def __init__(self, app: ASGIApp, routes: Mapping[ExpressKey, ExpressRoute]) -> None:
         self._app = app
         self._routes = dict(routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            express = self._routes.get(scope["path"])
+        kind = scope["type"]
+        if (kind == "http" and scope["method"] == "POST") or kind == "websocket":
+            express = self._routes.get((kind, scope["path"]))
             if express is not None:
                 scope["route"] = express.route
                 await express.app(scope, receive, send)

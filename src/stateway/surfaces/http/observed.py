@@ -30,7 +30,7 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stateway.core.telemetry import REQUEST_ID
-from stateway.surfaces.http.express import Express, ExpressRoute
+from stateway.surfaces.http.express import Express, ExpressKey, ExpressRoute
 
 HEADER: Final = b"x-request-id"
 UNMATCHED: Final = "unmatched"
@@ -120,7 +120,7 @@ class ObservedStarlette(Starlette):
     and its express routes (:mod:`.express`) run inside an :class:`ObservedApp`."""
 
     observer: RequestObserver | None = None
-    express: Mapping[str, ExpressRoute] | None = None
+    express: Mapping[ExpressKey, ExpressRoute] | None = None
     """Paths served ahead of the middleware stack (their own middleware included)."""
 
     def build_middleware_stack(self) -> ASGIApp:
