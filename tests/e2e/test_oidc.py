@@ -5,6 +5,9 @@ issuer that is down (503) in each frontend's shape; no token in the log."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +18,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.e2e.authenticated import AuthGateway, auth_gateway
+from tests.e2e.routing import fake_requests
 from tests.support.oidc_issuer import AUDIENCE, TENANT_CLAIM, OidcIssuer
 
 MODEL = "fake-model"
@@ -145,6 +149,35 @@ def test_an_issuer_that_is_down_is_a_503_in_each_frontends_shape(
                 down.down = False
                 assert client.responses.create(model=MODEL, input="hi [[words:1]]").id
             assert token not in gateway.log.read_text()
+
+
+async def test_a_websocket_rechecks_its_token_on_each_request_frame(
+    gateway: AuthGateway, issuer: OidcIssuer, fake_upstream: str
+) -> None:
+    """The upgrade is authenticated once; each request frame checks the credential again:
+    past its expiry a frame gets a 401 error frame and starts nothing, and the connection
+    stays open (each later request frame is refused alike)."""
+    expires = int(time.time()) + 4
+    token = issuer.token(exp=expires)
+    SENT.append(token)
+    marker = f"after-expiry-{uuid.uuid4().hex}"
+    client = openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=token, max_retries=0)
+    async with client.responses.connect() as connection:
+        await connection.response.create(model=MODEL, input="hi [[words:2]]")
+        first = await connection.recv()
+        while first.type != "response.completed":
+            first = await connection.recv()
+        await asyncio.sleep(max(0.0, expires - time.time()) + 0.5)  # the token's own clock
+        await connection.response.create(model=MODEL, input=marker, stream_id="late")
+        refused = await connection.recv()
+        await connection.response.steer(input="and this", previous_response_id="resp_x")
+        again = await connection.recv()
+    assert first.response.status == "completed"
+    assert refused.type == "error"
+    assert (refused.status, refused.error.code) == (401, "invalid_api_key")
+    assert refused.stream_id == "late"
+    assert (again.type, again.status) == ("error", 401)
+    assert fake_requests(fake_upstream, marker) == []
 
 
 def test_probes_need_no_token(gateway: AuthGateway) -> None:

@@ -1,4 +1,5 @@
-"""SIGTERM with requests in flight: drain, then end what remains in the error shape."""
+"""SIGTERM with requests in flight: drain, then end what remains in the error shape; a
+WebSocket session's response in flight streams to its end, then its socket closes (1001)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
+from websockets.asyncio.client import connect
 
 from tests.e2e.test_durability import body, gateway, sse_events, wait_until_gone
 
@@ -109,3 +111,56 @@ async def test_sigterm_drains_then_ends_every_request_in_the_error_shape(
     text = log.read_text()
     assert "Traceback" not in text
     assert "Internal Server Error" not in text
+
+
+async def wait_until_refused(url: str) -> None:
+    """Bounded wait for the listening socket to close: the drain has begun (the server
+    stops listening, then drains its WebSocket sessions, in one step)."""
+    address = urlsplit(url)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            _, writer = await asyncio.open_connection(address.hostname, address.port)
+        except OSError:
+            return
+        writer.close()
+        await asyncio.sleep(0.02)
+    raise AssertionError("the gateway kept listening after SIGTERM")
+
+
+async def test_sigterm_drains_websocket_sessions_then_closes_them_with_1001(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """The response in flight streams to its end, a frame sent during the drain gets a
+    503 error frame, then the socket is closed with 1001."""
+    log = tmp_path / "gateway.log"
+    env = {"STATEWAY_DRAIN_TIMEOUT": "60"}
+    database = f"sqlite:///{tmp_path / 'stateway.db'}"
+    in_flight = {"type": "response.create", "model": "fake-model"}
+    with gateway(fake_upstream, database, log, env) as server:
+        url = server.url.replace("http://", "ws://") + "/v1/responses"
+        async with connect(url, max_size=None) as ws:
+            await ws.send(
+                orjson.dumps({**in_flight, "input": "[[slow:200]] [[words:30]]"}).decode()
+            )
+            frames = [orjson.loads(await ws.recv())]
+            while frames[-1]["type"] != "response.output_text.delta":
+                frames.append(orjson.loads(await ws.recv()))
+            os.kill(server.pid, signal.SIGTERM)
+            await wait_until_refused(server.url)
+            await ws.send(
+                orjson.dumps({**in_flight, "input": "too late", "stream_id": "x"}).decode()
+            )
+            frames += [orjson.loads(message) async for message in ws]
+            close_code = ws.close_code
+        wait_until_gone(server.pid, within=30)
+
+    [refused] = [f for f in frames if f["type"] == "error"]
+    assert (refused["status"], refused["error"]["code"]) == (503, "server_shutting_down")
+    assert refused["stream_id"] == "x"
+    events = [f for f in frames if f["type"] != "error"]
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert events[-1]["type"] == "response.completed"
+    assert sum(e["type"] == "response.created" for e in events) == 1  # "too late" never ran
+    assert close_code == 1001
+    assert "Traceback" not in log.read_text()
