@@ -7,6 +7,7 @@
     max_queued_bytes = 12582912        # bytes of request frames waiting to start
     max_lanes = 128                    # distinct stream_ids a connection holds
     max_checkpoint_bytes = 33554432    # bytes of responses kept for continuation
+    max_pending_steers = 16            # steers queued per response (response.steer)
     outbox_bytes = 1048576             # events a connection may trail its runs by
     max_frame_bytes = 33554432         # default: [server] max_body_bytes
     compression = false                # permessage-deflate, when a client offers it
@@ -37,6 +38,9 @@ class WebSocketConfig(Section):
     max_checkpoint_bytes: int = Field(default=32 * MIB, ge=0)
     """Bytes of the responses a connection keeps (its last one per lane, stored or not) to
     continue them with ``previous_response_id``; past it the oldest are let go."""
+    max_pending_steers: int = Field(default=16, ge=1)
+    """Steers (``response.steer``) accepted for one response and not committed yet; past
+    it a steer fails with ``too_many_pending_steers``."""
     outbox_bytes: int = Field(default=1 * MIB, ge=1024)
     """Bytes of events a connection may trail its runs by while its client does not read;
     past it the connection is closed with 4429 (the runs go on)."""

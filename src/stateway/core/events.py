@@ -9,6 +9,7 @@ slotted objects: one is built per streamed delta.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from stateway.core.items import Item
 from stateway.core.response import ResponseState
@@ -194,6 +195,17 @@ class ItemDone:
 
 
 @dataclass(slots=True, frozen=True)
+class Notice:
+    """An event a surface adds to a running response's stream that is not its output
+    (WebSocket steering's ``response.steer.accepted`` and ``.failed``): its wire ``type``
+    and fields, all but ``sequence_number``, which is its place in the log
+    (:meth:`~stateway.core.runs.Run.note`)."""
+
+    type: str
+    fields: dict[str, Any]
+
+
+@dataclass(slots=True, frozen=True)
 class ResponseFinished:
     """The one terminal event: completed, incomplete or failed, with the whole response."""
 
@@ -223,5 +235,6 @@ Event = (
     | McpArgumentsDelta
     | McpArgumentsDone
     | ItemDone
+    | Notice
     | ResponseFinished
 )

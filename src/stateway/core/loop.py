@@ -231,6 +231,7 @@ class Loop:
         """Update the in-progress row to the run's end, then emit the terminal event. A
         run that ends before its first output is announced here, once its row is durable;
         one whose row could not be written is not announced at all."""
+        run.finishing = True  # nothing is noted between the events the final save stores
         state = run.state
         if state.status == "completed":
             state.completed_at = time.time()

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from stateway.core.errors import GatewayError
-from stateway.core.events import Event
+from stateway.core.events import Event, Notice
 from stateway.core.items import Item
 from stateway.core.response import ResponseState
 
@@ -47,6 +47,7 @@ class Run:
         "context",
         "error",
         "events",
+        "finishing",
         "generate",
         "has_row",
         "input_items",
@@ -81,6 +82,9 @@ class Run:
         self.cancel_reason: CancelReason | None = None
         """Set by the first :meth:`cancel` that came before the run began finishing; a
         run cancelled before it started generating ends as soon as it starts."""
+        self.finishing = False
+        """Set by the loop as it starts finishing: its terminal event comes next, so no
+        :meth:`note` is logged any more."""
         self.journal: RunJournal | None = None
         """A background run's wire log: its events encoded once and persisted in batches."""
         self._waiters: list[asyncio.Future[None]] = []
@@ -94,6 +98,14 @@ class Run:
     def emit(self, event: Event) -> None:
         self.events.append(event)
         self._wake()
+
+    def note(self, notice: Notice) -> bool:
+        """Log ``notice`` at the next sequence number, between the run's own events; False
+        (nothing logged) before ``response.created`` or once the run is finishing."""
+        if not self.events or self.finishing or self.closed:
+            return False
+        self.emit(notice)
+        return True
 
     def close(self) -> None:
         """Mark the log complete; called once the terminal event is in it (or the run died)."""

@@ -47,7 +47,7 @@ def test_resume_and_steer_frames() -> None:
     assert (resume.watch.response_id, resume.watch.starting_after) == ("resp_1", 3)
     assert resume.watch.replay
     steer = decoded({"type": "response.steer", "previous_response_id": "r", "input": "x"})
-    assert steer == SteerFrame("r")
+    assert steer == SteerFrame("r", "x")
 
 
 @pytest.mark.parametrize(
@@ -74,6 +74,9 @@ def test_frames_that_are_not_objects_with_a_type(raw: bytes, code: str) -> None:
         ({"type": "response.create", "model": "m", "input": [{}, {}, {}]}, None, "input"),
         ({"type": "response.create", "model": "m", "background": True}, None, "background"),
         ({"type": "response.resume", "response_id": "r", "starting_after": -1}, None, None),
+        ({"type": "response.steer", "input": "x"}, "missing_required_parameter", None),
+        ({"type": "response.steer", "previous_response_id": ""}, "invalid_value", None),
+        ({"type": "response.steer", "previous_response_id": "r"}, None, "input"),
     ],
 )
 def test_bad_frames_are_refused_naming_the_problem(

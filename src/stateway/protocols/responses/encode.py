@@ -188,6 +188,8 @@ def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
                 "output_index": event.output_index,
                 "arguments": event.arguments,
             }
+        case ev.Notice():
+            return {"type": event.type, "sequence_number": seq, **event.fields}
         case ev.ResponseCreated():
             return _response_event("response.created", seq, event.response, snapshot=True)
         case ev.ResponseInProgress():

@@ -6,7 +6,9 @@ Client frames are JSON text frames with a ``type``:
   that route, :func:`~stateway.protocols.responses.decode.decode_create_fields`) plus the
   envelope: ``generate`` (false: a prewarm), ``stream_id`` (the lane), ``command_id``
   (exactly once). Over a socket a response always streams, and never in the background.
-- ``response.steer``: the SDK's steering frame (answered ``steering_not_supported``).
+- ``response.steer``: the SDK's steering frame, ``{previous_response_id, input}``: user
+  input queued for a response of this connection (its input is checked by
+  :mod:`.steering`, and a bad one answered with ``response.steer.failed``).
 - ``response.resume``: ``{response_id, starting_after}``, a run's events after a sequence
   number (stateway's own frame, for clients that reconnect: ``docs/websocket.md``).
 
@@ -58,11 +60,18 @@ class ResponseCreateFrame(CreateEnvelope, CreateResponseBody):
 
 
 class ResponseSteerFrame(BaseModel):
+    """``response.steer``: user messages queued for a continuation of a response running
+    (or waiting for its client's tool output) on this connection; its lane is the
+    response's."""
+
     model_config = ConfigDict(extra="ignore")
 
     type: Literal["response.steer"]
     previous_response_id: str = Field(min_length=1)
+    """The response to steer."""
     input: str | list[dict[str, Any]]
+    """A string, or user messages (``type``, ``role``, ``content``: text, image and file
+    parts)."""
 
 
 class ResponseResumeFrame(BaseModel):
@@ -120,6 +129,9 @@ class CreateFrame:
 @dataclass(slots=True, frozen=True)
 class SteerFrame:
     previous_response_id: str
+    input: Any
+    """As sent: checked by :func:`~stateway.protocols.responses.steering.decode_steer_input`
+    (a bad one is a ``response.steer.failed``, which returns it)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -177,8 +189,10 @@ def decode_frame(
             command.generate = envelope.generate is not False
             return CreateFrame(command, envelope.stream_id, envelope.command_id)
         case "response.steer":
-            steer = _validated(ResponseSteerFrame, fields)
-            return SteerFrame(steer.previous_response_id)
+            previous = fields.get("previous_response_id")
+            if not isinstance(previous, str) or not previous or "input" not in fields:
+                _validated(ResponseSteerFrame, fields)  # raises: no target, or no input
+            return SteerFrame(str(previous), fields["input"])
         case "response.resume":
             resume = _validated(ResponseResumeFrame, fields)
             watch = WatchResponse(resume.response_id, resume.starting_after, replay=True)

@@ -4,7 +4,8 @@ The receive loop reads one frame at a time and answers what is wrong with it at 
 with an error frame (the connection and its lanes go on): a binary or oversize frame, one
 that is not JSON or of no known type, an expired credential (the upgrade was
 authenticated; each request frame checks the credential again), a shutdown under way, a
-steering frame, a cap. A good frame becomes work on its lane (:mod:`.lanes`).
+cap. A good frame becomes work on its lane (:mod:`.lanes`), but a ``response.steer``,
+answered at once by :mod:`.steering` (its input goes to the response it names).
 
 A ``response.create`` runs as the HTTP route's streamed create does (with its
 ``command_id`` through ``Gateway.once``), journaled, and the lane streams the journal's
@@ -14,7 +15,8 @@ same JSON as the SSE stream's ``data:`` lines, from ``response.created`` at sequ
 number 0. A frame whose ``previous_response_id`` names
 a response this connection keeps (a checkpoint) runs on those items, stored or not. A
 ``response.resume`` streams a run's log from a sequence number (``WatchResponse``). Runs
-go on when the connection closes, whoever closed it (ADR 0010).
+go on when the connection closes, whoever closed it (ADR 0010). A create's response is
+its lane's steering target; steered, it may be followed on its lane by a successor.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, MutableMapping
 from contextlib import aclosing, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import orjson
@@ -46,6 +48,7 @@ from stateway.protocols.responses.frames import (
 from stateway.surfaces.auth.authenticator import current_principal
 from stateway.surfaces.websocket.lanes import Checkpoints, LaneKey, Lanes
 from stateway.surfaces.websocket.outbox import Outbox
+from stateway.surfaces.websocket.steering import NOT_INHERITED, Commit, Steering, Successor
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -71,6 +74,8 @@ class Request:
     principal: Principal
     digest: str | None = None
     """A create's fingerprint, when it carries a ``command_id``."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """A create's fields that the successors of its response inherit."""
 
 
 class Streaming:
@@ -99,6 +104,7 @@ class Session:
         "checkpoints",
         "lanes",
         "outbox",
+        "steering",
     )
 
     def __init__(self, surface: WebSocketResponses, send: Send) -> None:
@@ -108,6 +114,7 @@ class Session:
         self.outbox = Outbox(self._send_text, config.outbox_bytes, self._behind, self._slow)
         self.lanes: Lanes[Request] = Lanes(config, self._serve)
         self.checkpoints = Checkpoints(config.max_checkpoint_bytes)
+        self.steering = Steering(config.max_pending_steers, config.max_lanes, self.outbox.put)
         self._watches: dict[LaneKey, Streaming] = {}
         """What each lane streams now: how far it trails is what piles up for the client."""
         self._closing = False
@@ -177,31 +184,40 @@ class Session:
             )
         frame = decode_frame(kind, fields, max_input_items=self._surface.max_input_items)
         if isinstance(frame, SteerFrame):
-            raise InvalidRequest(
-                "Steering is not supported by this gateway: send the input with the next "
-                "'response.create' instead.",
-                code="steering_not_supported",
-            )
+            self.steering.steer(frame)
+            return
         request = Request(frame, principal)
-        if isinstance(frame, CreateFrame) and frame.command_id is not None:
-            fingerprinted = {k: v for k, v in fields.items() if k not in _ENVELOPE}
-            body = orjson.dumps(fingerprinted, option=orjson.OPT_SORT_KEYS)
-            request.digest = fingerprint(b"websocket", b"response.create", body)
+        if isinstance(frame, CreateFrame):
+            request.settings = {k: v for k, v in fields.items() if k not in NOT_INHERITED}
+            if frame.command_id is not None:
+                fingerprinted = {k: v for k, v in fields.items() if k not in _ENVELOPE}
+                body = orjson.dumps(fingerprinted, option=orjson.OPT_SORT_KEYS)
+                request.digest = fingerprint(b"websocket", b"response.create", body)
         self.lanes.admit(frame.stream_id, request, size)
 
     async def _serve(self, lane: LaneKey, request: Request) -> None:
         try:
             frame = request.frame
             if isinstance(frame, ResumeFrame):
+                self.steering.begin(lane, None)
                 gateway = self._surface.gateway
                 await self._stream(lane, await gateway.execute(request.principal, frame.watch))
-            else:
-                await self._create(lane, frame, request)
+                return
+            successor = await self._create(lane, frame, request)
+            while successor is not None:  # steered: the next response, on this lane
+                request = Request(successor.frame, successor.principal)
+                request.settings = successor.settings
+                successor = await self._create(lane, successor.frame, request, successor.commit)
         except GatewayError as error:
             self._refuse(error, lane)
 
-    async def _create(self, lane: LaneKey, frame: CreateFrame, request: Request) -> None:
+    async def _create(
+        self, lane: LaneKey, frame: CreateFrame, request: Request, commit: Commit | None = None
+    ) -> Successor | None:
+        """Run and stream one create; steered, the successor to run next on the lane.
+        ``commit``: the steers whose input a successor's command carries."""
         command = frame.command
+        commit = self.steering.begin(lane, command) or commit  # a continuation takes its steers
         previous = command.previous_response_id
         continued = None if previous is None else self.checkpoints.find(previous)
         if continued is not None:
@@ -215,22 +231,28 @@ class Session:
         except GatewayError:
             if continued is not None:  # a failed continuation is forgotten
                 self.checkpoints.evict(continued.response_id)
+            if commit is not None:
+                self.steering.uncommitted(commit)
             raise
+        if run is None:
+            await self._stream(lane, watch)
+            return None
+        target = self.steering.track(lane, run, request.principal, request.settings, command)
         try:
             await self._stream(lane, watch)
         finally:
             # Stopped before the end, or the connection closing with the last frames
             # perhaps unsent (4429, the client gone): resumable after the end too.
-            kept = run is not None and (not run.closed or self.outbox.closed)
-            if kept and run is not None and run.journal is not None:
+            if (not run.closed or self.outbox.closed) and run.journal is not None:
                 run.journal.keep()
-        if run is None or not run.closed:
-            return
+        if not run.closed or self.outbox.closed:
+            return None
         state = run.state
         if state.status == "completed" and state.conversation_id is None:
             self.checkpoints.keep(lane, run.id, run.context + state.output)
         elif continued is not None:
             self.checkpoints.evict(continued.response_id)
+        return self.steering.finished(target, draining=self._surface.draining)
 
     async def _start(self, frame: CreateFrame, request: Request) -> tuple[Run | None, Watch]:
         """The run and its watch; a retried command id: None and its log replayed."""

@@ -1,0 +1,143 @@
+"""A connection's steering in memory: steers logged into a running response's stream or
+numbered on from its end, what its queued input becomes, and the failures that return it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from stateway.core import events as ev
+from stateway.core.commands import CreateResponse, Principal
+from stateway.core.response import ResponseState
+from stateway.core.runs import Run
+from stateway.protocols.responses.frames import SteerFrame
+from stateway.surfaces.websocket.steering import Steering, Target
+
+SETTINGS = {"model": "m", "instructions": "Be brief.", "store": False}
+TOOL_CALL = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+
+
+class Connection:
+    def __init__(self, max_pending: int = 2) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.steering = Steering(
+            max_pending, 4, lambda frame: self.sent.append(orjson.loads(frame))
+        )
+
+    def start(self, lane: str | None = "a", **command: Any) -> tuple[Run, Target]:
+        request = CreateResponse(model="m", input=[], **command)
+        state = ResponseState.start(f"resp_{len(self.sent)}_{lane}", "t", 0.0, request)
+        run = Run(state, [])
+        run.emit(ev.ResponseCreated(state))
+        return run, self.steering.track(lane, run, Principal(), dict(SETTINGS), request)
+
+    def steer(self, target: Target | str, text: Any = "more") -> None:
+        response_id = target if isinstance(target, str) else target.response_id
+        self.steering.steer(SteerFrame(response_id, text))
+
+
+def end(run: Run, status: str = "completed", output: list[dict[str, Any]] | None = None) -> None:
+    run.finishing = True
+    run.state.status = status  # type: ignore[assignment]
+    run.state.output = output or []
+    run.emit(ev.ResponseFinished(run.state))
+    run.close()
+
+
+def notices(run: Run) -> list[ev.Notice]:
+    return [event for event in run.events if isinstance(event, ev.Notice)]
+
+
+def test_steers_of_a_running_response_enter_its_log_and_become_a_successor() -> None:
+    connection = Connection()
+    run, target = connection.start()
+    connection.steer(target, "first")
+    connection.steer(target, [{"role": "user", "content": "second"}])
+    connection.steer(target, "third")  # one past max_pending
+    accepted, accepted_too, too_many = notices(run)
+    assert [n.type for n in (accepted, accepted_too)] == ["response.steer.accepted"] * 2
+    assert too_many.fields["error"]["code"] == "too_many_pending_steers"
+    assert run.events.index(accepted) == 1  # numbered by its place: right after created
+    assert connection.sent == []
+
+    end(run)
+    successor = connection.steering.finished(target, draining=False)
+    assert successor is not None
+    command = successor.frame.command
+    assert command.previous_response_id == run.id
+    assert (command.instructions, command.store, command.stream) == ("Be brief.", False, True)
+    assert [item["content"][0]["text"] for item in command.input] == ["first", "second"]
+    assert successor.frame.stream_id == "a"
+    assert target.run is None  # a finished run is not kept
+
+
+def test_a_steer_while_finishing_waits_for_the_terminal_event_then_is_numbered_on() -> None:
+    connection = Connection()
+    run, target = connection.start()
+    run.finishing = True
+    connection.steer(target, "late")
+    assert notices(run) == []
+    end(run)
+    assert connection.steering.finished(target, draining=True) is None
+    accepted, failed = connection.sent
+    assert (accepted["type"], accepted["sequence_number"], accepted["stream_id"]) == (
+        "response.steer.accepted",
+        2,
+        "a",
+    )
+    assert failed["sequence_number"] == 3
+    assert failed["error"]["code"] == "successor_creation_failed"  # shutting down
+    assert failed["steer"] == {
+        "input": "late",
+        "previous_response_id": run.id,
+        "id": accepted["steer"]["id"],
+    }
+
+
+def test_a_response_waiting_for_tool_output_keeps_the_input_for_its_continuation() -> None:
+    connection = Connection()
+    run, target = connection.start()
+    connection.steer(target, "queued")
+    end(run, output=[TOOL_CALL])
+    assert connection.steering.finished(target, draining=False) is None
+    [pending] = connection.sent
+    assert pending["type"] == "response.steer.pending"
+    assert pending["sequence_number"] == 3  # created, accepted, completed
+    assert pending["required_input"] == [
+        {"type": "function_call_output", "call_id": "c1", "name": "f"}
+    ]
+    output = {"type": "function_call_output", "call_id": "c1", "output": "ok"}
+    continuation = CreateResponse(model="m", input=[output], previous_response_id=run.id)
+    commit = connection.steering.begin("a", continuation)
+    assert commit is not None
+    assert [item["type"] for item in continuation.input] == ["message", "function_call_output"]
+    connection.steering.uncommitted(commit)  # its create failed
+    assert connection.sent[-1]["error"]["code"] == "successor_creation_failed"
+    assert connection.sent[-1]["sequence_number"] == 4
+    connection.steer(target, "gone")
+    assert connection.sent[-1]["error"]["code"] == "response_not_found"
+    assert connection.sent[-1]["sequence_number"] == 0
+
+
+def test_refusals() -> None:
+    connection = Connection()
+    run, target = connection.start(conversation_id="conv_1")
+    connection.steer(target)
+    connection.steer(target, [{"role": "system", "content": "x"}])
+    codes = [n.fields["error"]["code"] for n in notices(run)]
+    assert codes == ["steering_not_supported", "invalid_input"]
+
+    failed_run, failed = connection.start("b")
+    end(failed_run, "failed")
+    connection.steer(failed)
+    assert notices(failed_run) == []
+    connection.steering.finished(failed, draining=False)
+    assert connection.sent[-1]["error"]["code"] == "response_not_active"
+
+    done_run, done = connection.start("c")
+    end(done_run)
+    connection.steering.finished(done, draining=False)
+    connection.steer(done)
+    assert connection.sent[-1]["error"]["code"] == "response_already_completed"
+    assert connection.sent[-1]["stream_id"] == "c"
