@@ -40,7 +40,8 @@ class WebSocketConfig(Section):
     continue them with ``previous_response_id``; past it the oldest are let go."""
     max_pending_steers: int = Field(default=16, ge=1)
     """Steers (``response.steer``) accepted for one response and not committed yet; past
-    it a steer fails with ``too_many_pending_steers``."""
+    it a steer fails with ``too_many_pending_steers``. Also the steers a response fails
+    (each returning its input in its stream) before it answers more with a 429."""
     outbox_bytes: int = Field(default=1 * MIB, ge=1024)
     """Bytes of events a connection may trail its runs by while its client does not read;
     past it the connection is closed with 4429 (the runs go on)."""

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 
 from stateway.core import events as ev
 from stateway.core.commands import CreateResponse, Principal
+from stateway.core.errors import InvalidRequest
 from stateway.core.response import ResponseState
 from stateway.core.runs import Run
 from stateway.protocols.responses.frames import SteerFrame
@@ -127,6 +129,10 @@ def test_refusals() -> None:
     connection.steer(target, [{"role": "system", "content": "x"}])
     codes = [n.fields["error"]["code"] for n in notices(run)]
     assert codes == ["steering_not_supported", "invalid_input"]
+    with pytest.raises(InvalidRequest) as capped:  # max_pending refused: a cap's 429
+        connection.steer(target)
+    assert (capped.value.status, capped.value.code) == (429, "websocket_limit_exceeded")
+    assert len(notices(run)) == 2
 
     failed_run, failed = connection.start("b")
     end(failed_run, "failed")

@@ -50,7 +50,7 @@ from stateway.protocols.responses.steering import (
     steer_failed,
     steer_pending,
 )
-from stateway.surfaces.websocket.lanes import LaneKey
+from stateway.surfaces.websocket.lanes import LaneKey, limit_exceeded
 
 NOT_INHERITED: Final = frozenset(
     {"type", "input", "previous_response_id", "command_id", "generate", "stream_id"}
@@ -86,6 +86,8 @@ class Target:
     """The stubs of the input it waits for (completed with client-owned calls open)."""
     tail: int = -1
     """The next sequence number after its stream's end (-1: not ended)."""
+    refused: int = 0
+    """Steers it failed before accepting them: each returns its input in its stream."""
 
 
 @dataclass(slots=True)
@@ -118,7 +120,9 @@ class Steering:
         self._by_id: dict[str, Target] = {}
 
     def steer(self, frame: SteerFrame) -> None:
-        """Answer a ``response.steer`` frame: accepted and queued, or failed."""
+        """Answer a ``response.steer`` frame: accepted and queued, or failed. A response
+        that refused ``max_pending`` steers already refuses more with the 429 error
+        frame of a cap (each failure returns its input in the response's stream)."""
         response_id = frame.previous_response_id
         target = self._by_id.get(response_id)
         if target is None:
@@ -126,15 +130,17 @@ class Steering:
             notice = steer_failed("response_not_found", message, response_id, frame.input)
             self._put(encode_event_json(0, notice))
             return
+        if target.refused >= self._max_pending:  # its stream is not a sink for failures
+            raise limit_exceeded(f"{self._max_pending} refused steers of one response")
+        items: list[Item] = []
         try:
             items = decode_steer_input(frame.input)
         except InvalidRequest as error:
-            self._tell(
-                target, steer_failed("invalid_input", error.message, response_id, frame.input)
-            )
-            return
-        refusal = self._refusal(target)
+            refusal: tuple[str, str] | None = ("invalid_input", error.message)
+        else:
+            refusal = self._refusal(target)
         if refusal is not None:
+            target.refused += 1
             self._tell(target, steer_failed(*refusal, response_id, frame.input))
             return
         steer = Steer(new_id("steer"), frame.input, items)
