@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import orjson
 import pydantic
 
 from stateway.core.commands import (
@@ -26,6 +25,7 @@ from stateway.core.commands import (
 )
 from stateway.core.errors import InvalidRequest
 from stateway.core.tools.catalog import WEB_SEARCH_TYPES
+from stateway.protocols.responses.body import check_item_count, invalid_request, parse_body
 from stateway.protocols.responses.items import decode_items
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.responses.request import (
@@ -50,18 +50,18 @@ _MAX_SEQUENCE_NUMBER = 2**31 - 1
 
 def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateResponse:
     """``max_input_items`` (None: unbounded) is checked before any item is looked at."""
-    return decode_create_fields(_json(raw, max_input_items))
+    return decode_create_fields(parse_body(raw, max_input_items))
 
 
 def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> CreateResponse:
     """:func:`decode_create` of a body already parsed (a WebSocket ``response.create``
     frame's: its envelope fields are ignored here)."""
     if max_input_items is not None:
-        _check_item_count(data, max_input_items)
+        check_item_count(data, max_input_items)
     try:
         body = CreateResponseBody.model_validate(data, strict=True)
     except pydantic.ValidationError as exc:
-        raise _invalid(exc) from None
+        raise invalid_request(exc) from None
     conversation_id = _conversation(body)
     if body.include:
         _check_include(body.include)
@@ -114,11 +114,11 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
 def decode_compact(raw: bytes, *, max_input_items: int | None = None) -> CompactResponse:
     """``POST /v1/responses/compact``: ``model`` is required; ``input`` and/or
     ``previous_response_id`` name what to compact."""
-    data = _json(raw, max_input_items)
+    data = parse_body(raw, max_input_items)
     try:
         body = CompactBody.model_validate(data, strict=True)
     except pydantic.ValidationError as exc:
-        raise _invalid(exc) from None
+        raise invalid_request(exc) from None
     if not body.input and body.previous_response_id is None:
         raise InvalidRequest(
             "Missing required parameter: 'input' (or 'previous_response_id'); there is "
@@ -137,11 +137,11 @@ def decode_compact(raw: bytes, *, max_input_items: int | None = None) -> Compact
 def decode_input_tokens(raw: bytes, *, max_input_items: int | None = None) -> CountTokens:
     """``POST /v1/responses/input_tokens``: the request fields that shape the input, as a
     request to count (``model`` names the backend whose tokenizer counts)."""
-    data = _json(raw, max_input_items)
+    data = parse_body(raw, max_input_items)
     try:
         body = InputTokensBody.model_validate(data, strict=True)
     except pydantic.ValidationError as exc:
-        raise _invalid(exc) from None
+        raise invalid_request(exc) from None
     conversation_id = _conversation_id(body.conversation, body.previous_response_id)
     settings = GenerationSettings(
         tools=decode_tools(body.tools or [], body.input or []),
@@ -161,21 +161,6 @@ def decode_input_tokens(raw: bytes, *, max_input_items: int | None = None) -> Co
         settings=settings,
     )
     return CountTokens(request)
-
-
-def _json(raw: bytes, max_input_items: int | None) -> Any:
-    # orjson first: it refuses what JSON forbids (NaN, invalid UTF-8) and keeps every
-    # number within what the gateway can serialize again (huge integers become floats).
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise InvalidRequest(
-            "We could not parse the JSON body of your request. Expected a JSON object.",
-            code="invalid_json",
-        ) from None
-    if max_input_items is not None:
-        _check_item_count(data, max_input_items)
-    return data
 
 
 def _context_management(entries: list[ContextManagement]) -> list[dict[str, Any]]:
@@ -273,53 +258,8 @@ def decode_retrieve(response_id: str, query: Mapping[str, str]) -> GetResponse |
     return WatchResponse(response_id, int(text))
 
 
-def _check_item_count(data: Any, limit: int) -> None:
-    items = data.get("input") if isinstance(data, dict) else None
-    if isinstance(items, list) and len(items) > limit:
-        raise InvalidRequest(
-            f"Invalid 'input': array too long. Expected an array with maximum length {limit}, "
-            f"but got an array with length {len(items)} instead.",
-            param="input",
-            code="array_above_max_length",
-        )
-
-
 def _unsupported(message: str, param: str) -> InvalidRequest:
     return InvalidRequest(message, param=param, code="unsupported_parameter")
-
-
-def _invalid(exc: pydantic.ValidationError) -> InvalidRequest:
-    # Of a union's alternatives, the one that got furthest names the field best.
-    errors = exc.errors(include_url=False, include_context=False)
-    error = max(errors, key=lambda e: sum(isinstance(part, int) for part in e["loc"]))
-    param = _param(error["loc"])
-    if error["type"] == "missing":
-        return InvalidRequest(
-            f"Missing required parameter: '{param}'.",
-            param=param,
-            code="missing_required_parameter",
-        )
-    if error["type"] in ("model_type", "model_attributes_type") and not error["loc"]:
-        return InvalidRequest("The request body must be a JSON object.", code="invalid_type")
-    code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
-    return InvalidRequest(f"Invalid value for '{param}': {error['msg']}.", param=param, code=code)
-
-
-_UNION_TAGS = frozenset(
-    {"str", "list[dict[str,any]]", "dict[str,any]", "bool", "float", "int", "function-after"}
-)
-"""How pydantic names the alternatives of a union in an error's location: not fields."""
-
-
-def _param(loc: tuple[int | str, ...]) -> str:
-    """``input[0].content`` from ``("input", "list[dict[str,any]]", 0, "content")``."""
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif part not in _UNION_TAGS:
-            text += f".{part}" if text else str(part)
-    return text
 
 
 def _check_include(include: list[str]) -> None:

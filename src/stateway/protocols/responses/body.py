@@ -1,0 +1,75 @@
+"""A Responses request body parsed, and what is wrong with it in the OpenAI error shape
+(``param`` as the API writes it: ``input[0].content``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pydantic
+
+from stateway.core.errors import InvalidRequest
+
+
+def parse_body(raw: bytes, max_input_items: int | None) -> Any:
+    """The JSON body; its ``input`` checked against ``max_input_items`` before anything is
+    validated. Raises :class:`InvalidRequest` (``invalid_json``)."""
+    # orjson first: it refuses what JSON forbids (NaN, invalid UTF-8) and keeps every
+    # number within what the gateway can serialize again (huge integers become floats).
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise InvalidRequest(
+            "We could not parse the JSON body of your request. Expected a JSON object.",
+            code="invalid_json",
+        ) from None
+    if max_input_items is not None:
+        check_item_count(data, max_input_items)
+    return data
+
+
+def check_item_count(data: Any, limit: int) -> None:
+    """Refuse an ``input`` array longer than ``limit`` (before validating its items)."""
+    items = data.get("input") if isinstance(data, dict) else None
+    if isinstance(items, list) and len(items) > limit:
+        raise InvalidRequest(
+            f"Invalid 'input': array too long. Expected an array with maximum length {limit}, "
+            f"but got an array with length {len(items)} instead.",
+            param="input",
+            code="array_above_max_length",
+        )
+
+
+def invalid_request(exc: pydantic.ValidationError) -> InvalidRequest:
+    """A body's validation error in the OpenAI shape. Of a union's alternatives, the one
+    that got furthest names the field best."""
+    errors = exc.errors(include_url=False, include_context=False)
+    error = max(errors, key=lambda e: sum(isinstance(part, int) for part in e["loc"]))
+    param = param_of(error["loc"])
+    if error["type"] == "missing":
+        return InvalidRequest(
+            f"Missing required parameter: '{param}'.",
+            param=param,
+            code="missing_required_parameter",
+        )
+    if error["type"] in ("model_type", "model_attributes_type") and not error["loc"]:
+        return InvalidRequest("The request body must be a JSON object.", code="invalid_type")
+    code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
+    return InvalidRequest(f"Invalid value for '{param}': {error['msg']}.", param=param, code=code)
+
+
+UNION_TAGS = frozenset(
+    {"str", "list[dict[str,any]]", "dict[str,any]", "bool", "float", "int", "function-after"}
+)
+"""How pydantic names the alternatives of a union in an error's location: not fields."""
+
+
+def param_of(loc: tuple[int | str, ...]) -> str:
+    """``input[0].content`` from ``("input", "list[dict[str,any]]", 0, "content")``."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part not in UNION_TAGS:
+            text += f".{part}" if text else str(part)
+    return text
