@@ -153,17 +153,29 @@ async def test_a_response_streamed_to_its_end_keeps_no_log_to_resume(server: Ser
     assert client.responses.retrieve(response_id).status == "completed"
 
 
-def test_a_client_that_stops_reading_is_closed_with_4429_and_the_run_completes(
-    server: Server,
-) -> None:
-    client = OpenAI(base_url=server.url + "/v1", api_key="sk-test", max_retries=0)
-    with StalledClient(server.url) as stalled:
+@pytest.mark.parametrize(
+    "text",
+    [
         # 8 MB in 16 KiB pieces, ~2 ms apart, then the same text in each closing event:
         # much more than the kernel buffers hold while the client does not read
-        stalled.send(create("[[slow:2]] [[huge:8000000]]"))
+        "[[slow:2]] [[huge:8000000]]",
+        # at once: the run has ended before the connection is closed, and the log its
+        # lane keeps then is stored before the close frame goes out
+        "[[huge:8000000]]",
+    ],
+    ids=["closed-while-running", "closed-after-the-end"],
+)
+def test_a_client_that_stops_reading_is_closed_with_4429_and_the_run_completes(
+    server: Server, text: str
+) -> None:
+    client = OpenAI(base_url=server.url + "/v1", api_key="sk-test", max_retries=0)
+    closing = "closing a WebSocket connection (4429)"
+    closed_before = server.log.read_text().count(closing)
+    with StalledClient(server.url) as stalled:
+        stalled.send(create(text))
         response_id = stalled.first()["response"]["id"]
         deadline = time.monotonic() + 90
-        while "closing a WebSocket connection (4429)" not in server.log.read_text():
+        while server.log.read_text().count(closing) == closed_before:
             assert time.monotonic() < deadline, "the slow client was never closed"
             time.sleep(0.05)
         while client.responses.retrieve(response_id).status != "completed":
@@ -175,6 +187,7 @@ def test_a_client_that_stops_reading_is_closed_with_4429_and_the_run_completes(
     last = received[-1]["sequence_number"]
     assert [f["sequence_number"] for f in received] == list(range(last + 1))
     rest = asyncio.run(resumed(server, response_id, last))
+    assert "sequence_number" in rest[0], rest[0]
     assert rest[0]["sequence_number"] == last + 1
     assert rest[-1]["type"] == "response.completed"
 

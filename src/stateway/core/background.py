@@ -172,8 +172,8 @@ def _not_cancellable() -> InvalidRequest:
 def _not_streamable() -> InvalidRequest:
     return InvalidRequest(
         "Streaming a stored response is only possible for one with an event log: a "
-        "background response, a stream created with a command id, or one a WebSocket "
-        "stopped streaming before its end.",
+        "background response, a stream created with a command id, or one whose WebSocket "
+        "closed while streaming it.",
         param="stream",
         code="unsupported_parameter",
     )

@@ -89,8 +89,8 @@ class CreateResponse:
     journaled: bool = False
     """A streamed create whose events are journaled for its watchers (resumable from any
     sequence number while it runs) but whose log is stored only if a watcher asks, by
-    :meth:`RunJournal.keep() <stateway.core.journal.RunJournal.keep>`, before its end:
-    WebSocket mode, whose lane keeps it when it stops streaming early (4429, the client
+    :meth:`RunJournal.keep() <stateway.core.journal.RunJournal.keep>`: WebSocket mode,
+    whose connection keeps the logs it still streams when it closes (4429, the client
     gone), so the client can resume after the run ended. ``replayable`` wins."""
     generate: bool = True
     """False: a prewarm. The context is rehydrated and checked, and the response ends

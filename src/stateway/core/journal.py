@@ -66,6 +66,7 @@ class RunJournal:
         "_late",
         "_sealed",
         "_store",
+        "_stored",
         "_task",
         "_terminal",
         "_writing",
@@ -105,6 +106,8 @@ class RunJournal:
         """Deferred: what :meth:`keep` starts the writer with."""
         self._late: ResponseStore | None = None
         """Kept once the final save had begun: the whole log is stored once sealed."""
+        self._stored: asyncio.Future[None] | None = None
+        """That late write, done once the log is readable."""
         if store is None:  # a response that is not stored keeps its log in memory
             self._fanout = None
         elif deferred:
@@ -112,19 +115,22 @@ class RunJournal:
         else:
             self._task = asyncio.create_task(self._write_batches(run, store))
 
-    def keep(self) -> None:
+    def keep(self) -> asyncio.Future[None] | None:
         """Store a deferred journal's log after all: from its first event, the rest with
         the run's final save; once that save has begun, the whole log after it, in one
-        batch. Idempotent."""
+        batch, whose write is returned (done once the log is readable; a failed write is
+        logged, not raised). Idempotent."""
         deferred, self._store = self._store, None
         if deferred is None:
-            return
+            return self._stored
         if not self._closing:
             self._task = asyncio.create_task(self._write_batches(*deferred))
-        else:
-            self._late = deferred[1]
-            if self._sealed:  # the terminal event is logged by now
-                self._store_late(self.encoded(0, len(self._events)))
+            return None
+        self._late = deferred[1]
+        self._stored = asyncio.get_running_loop().create_future()
+        if self._sealed:  # the terminal event is logged by now
+            self._store_late(self.encoded(0, len(self._events)))
+        return self._stored
 
     def _store_late(self, payloads: list[bytes]) -> None:
         store, self._late = self._late, None
@@ -142,6 +148,8 @@ class RunJournal:
                 self._key[1],
                 write.exception(),
             )
+        if self._stored is not None and not self._stored.done():
+            self._stored.set_result(None)
 
     def encoded(self, start: int, end: int) -> list[bytes]:
         """The payloads of events ``start`` to ``end`` (excluded), all logged already."""

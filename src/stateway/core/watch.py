@@ -68,6 +68,11 @@ class LiveWatch:
     def behind(self) -> int:
         return self._journal.size(self._position, len(self._run.events))
 
+    def keep(self) -> asyncio.Future[None] | None:
+        """Have the run's log stored, for a watcher that leaves before it saw the end
+        (:meth:`RunJournal.keep`)."""
+        return self._journal.keep()
+
 
 class StoredWatch:
     def __init__(

@@ -10,7 +10,7 @@ answered at once by :mod:`.steering` (its input goes to the response it names).
 A ``response.create`` runs as the HTTP route's streamed create does (with its
 ``command_id`` through ``Gateway.once``), journaled, and the lane streams the journal's
 payloads with its ``stream_id`` (a stored response's log is stored for a command id's
-retry, or when the lane stops streaming before the end, for a resume after it): the
+retry, or when the connection closes while a lane streams it, for a resume): the
 same JSON as the SSE stream's ``data:`` lines, from ``response.created`` at sequence
 number 0. A frame whose ``previous_response_id`` names
 a response this connection keeps (a checkpoint) runs on those items, stored or not. A
@@ -62,6 +62,8 @@ INLINE_DECODE_BYTES: Final = 1024 * 1024
 SLOW_CLIENT: Final = 4429
 """The close code of a client that stopped reading while its runs went on."""
 GOING_AWAY: Final = 1001
+LOG_WAIT: Final = 10.0
+"""Seconds a close frame waits at most for the logs of runs that had ended to be written."""
 _ENVELOPE: Final = frozenset({"stream_id", "command_id"})
 """Fields of a create frame that are not part of what a command id fingerprints."""
 
@@ -99,6 +101,7 @@ class Session:
         "_closer",
         "_closing",
         "_send",
+        "_storing",
         "_surface",
         "_watches",
         "checkpoints",
@@ -119,6 +122,8 @@ class Session:
         """What each lane streams now: how far it trails is what piles up for the client."""
         self._closing = False
         self._closer: asyncio.Task[None] | None = None
+        self._storing: list[asyncio.Future[None]] = []
+        """Logs kept after their run's end, being written (the close frame waits)."""
 
     async def serve(self, scope: Scope, receive: Receive) -> None:
         """The receive loop, until the client is gone."""
@@ -131,6 +136,7 @@ class Session:
                     await self._receive(scope, message)
         finally:
             self._closing = True
+            self._keep_logs()
             self.lanes.cancel()
             self.outbox.close()
 
@@ -311,12 +317,25 @@ class Session:
         if self._closer is not None:
             return
         self._closing = True
+        self._keep_logs()
         self.lanes.cancel()
         self.outbox.close()
         message = {"type": "websocket.close", "code": code, "reason": reason}
         self._closer = asyncio.get_running_loop().create_task(self._send_close(message))
 
+    def _keep_logs(self) -> None:
+        """The connection is closing while lanes still stream runs (4429, the client
+        gone): their logs are stored, so that they can be resumed after their end too."""
+        for streaming in self._watches.values():
+            if isinstance(streaming.watch, LiveWatch):
+                stored = streaming.watch.keep()
+                if stored is not None:  # after the run's end: the close frame waits for it
+                    self._storing.append(stored)
+
     async def _send_close(self, message: dict[str, Any]) -> None:
+        # A client that reconnects on the close resumes from a log that is stored by then.
+        if self._storing:
+            await asyncio.wait(self._storing, timeout=LOG_WAIT)
         with suppress(OSError):  # gone already
             await self._send(message)
 
