@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-import orjson
-
 from stateway.core.commands import (
     AddConversationItems,
     CreateConversation,
@@ -20,6 +18,7 @@ from stateway.core.commands import (
 )
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
+from stateway.protocols.responses.body import parse_body
 from stateway.protocols.responses.items import decode_items
 
 MAX_ITEMS: Final = 20
@@ -145,13 +144,7 @@ def _items(value: Any, *, allow_empty: bool) -> list[Item]:
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise InvalidRequest(
-            "We could not parse the JSON body of your request. Expected a JSON object.",
-            code="invalid_json",
-        ) from None
+    data = parse_body(raw, None)
     if not isinstance(data, dict):
         raise InvalidRequest("The request body must be a JSON object.", code="invalid_type")
     return data
