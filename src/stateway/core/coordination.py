@@ -10,7 +10,7 @@
   processes whose clients follow that run (``GET /v1/responses/{id}?stream=true``).
 
 The adapters live in :mod:`stateway.coordination`: in process (the embedded default) or
-Redis (several processes behind a load balancer); ``app.py`` picks one.
+Redis (several processes behind a load balancer); ``app/gateway.py`` picks one.
 """
 
 from __future__ import annotations

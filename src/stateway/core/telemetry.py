@@ -1,7 +1,7 @@
 """The Telemetry port: what the core tells whoever observes it.
 
 The core knows nothing of Prometheus or OpenTelemetry. It calls a :class:`Telemetry`
-(``app.py`` builds one from :mod:`stateway.telemetry`) at points that come once per run,
+(``app/gateway.py`` builds one from :mod:`stateway.telemetry`) at points that come once per run,
 round, upstream attempt or tool call, never per streamed delta:
 
 - :meth:`Telemetry.span` wraps a round (:data:`ROUND`), an upstream attempt

@@ -5,5 +5,5 @@ observer report, turned into Prometheus metrics, OpenTelemetry traces and log li
 through the OpenTelemetry API; the OTLP exporter when ``[tracing] enabled``),
 :mod:`.observability` (both behind the core's and the surface's ports), :mod:`.storage`
 (the response store, timed), :mod:`.logs` (text or JSON lines with the request id).
-Nothing here is imported by the core; ``app.py`` wires it.
+Nothing here is imported by the core; ``app/gateway.py`` wires it.
 """

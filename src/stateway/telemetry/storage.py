@@ -1,7 +1,7 @@
 """The response store, timed: each call's seconds observed by operation.
 
 :class:`TimedStore` is the :class:`~stateway.core.ports.ResponseStore` the gateway is given
-when metrics are on (``app.py``): it forwards every call and reports how long it took,
+(``app/gateway.py``): it forwards every call and reports how long it took,
 failures included, as ``stateway_storage_duration_seconds{operation}`` (``save``,
 ``finish``, ``get``, ``load_context``, ...). What is timed is what the gateway waits for:
 a write's turn in a group commit included.
