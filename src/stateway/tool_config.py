@@ -80,6 +80,8 @@ class McpServerConfig(Section):
     """Only these of the server's tools are offered; None: all."""
     require_approval: Literal["always", "never"] = "never"
     description: str | None = None
+    """What the server is for, told to the model with each of its tools (a request's own
+    ``server_description`` replaces it)."""
 
     @field_validator("url")
     @classmethod

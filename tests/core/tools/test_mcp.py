@@ -105,6 +105,13 @@ def test_the_model_sees_each_offered_tool_as_a_prefixed_function() -> None:
     assert not write.parallel_safe
 
 
+def test_the_servers_description_follows_each_tools_own() -> None:
+    described = McpBinding(DOCS, None, False, Approval(default=False), "Internal docs.")
+    [add, write] = mcp.entries(described, [ADD, WRITE])
+    assert add.function["description"] == "Add two numbers.\n\nMCP server 'docs': Internal docs."
+    assert write.function["description"] == "MCP server 'docs': Internal docs."
+
+
 def test_a_string_schema_is_no_object_schema() -> None:
     [entry] = mcp.entries(binding(), [McpTool("s", {"type": "string"})])
     assert entry.function["parameters"] == {"type": "object", "properties": {}}

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from stateway.core.errors import InvalidRequest
+from stateway.core.tools import mcp
 from stateway.core.tools.ports import McpServer, McpTool
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
 from tests.core.fakes import FakeMcp, FakeSearch
@@ -171,6 +172,28 @@ def test_a_configured_server_can_require_approval() -> None:
         configured=ConfiguredServer(DOCS, require_approval=True),
     )
     assert binding.approval.required("a")
+
+
+@pytest.mark.parametrize(
+    ("declared", "seen"),
+    [
+        ({}, "Internal docs."),  # the configured server's description
+        ({"server_url": DOCS.url}, "Internal docs."),  # the same server, named by its URL
+        ({"server_description": "Ours."}, "Ours."),  # the request's own wins
+        ({"server_url": "http://ok.test/mcp"}, None),  # another server under the label
+        ({"server_url": "http://ok.test/mcp", "server_description": "Ours."}, "Ours."),
+    ],
+)
+def test_the_model_is_told_what_the_server_is_for(
+    declared: dict[str, Any], seen: str | None
+) -> None:
+    configured = ConfiguredServer(DOCS, description="Internal docs.")
+    binding = resolve_one(
+        {"type": "mcp", "server_label": "docs", **declared}, configured=configured
+    )
+    [entry] = mcp.entries(binding, [McpTool("search", {"type": "object"}, "Search.")])
+    expected = "Search." if seen is None else f"Search.\n\nMCP server 'docs': {seen}"
+    assert entry.function["description"] == expected
 
 
 def test_web_search_without_a_provider_is_refused_unless_declared_as_codex_does() -> None:

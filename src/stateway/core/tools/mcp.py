@@ -1,6 +1,7 @@
 """Remote MCP tools as items: discovery (``mcp_list_tools``), calls (``mcp_call``, and a
 failed one's ``error``) and approval requests (``mcp_approval_request``), and the
-model-visible functions of a server's tools (``<server_label>__<tool>``)."""
+model-visible functions of a server's tools (``<server_label>__<tool>``, described by the
+tool's description and its server's)."""
 
 from __future__ import annotations
 
@@ -57,8 +58,9 @@ def entries(binding: McpBinding, tools: list[McpTool]) -> list[Entry]:
             "name": model_name(tool.name, binding.label),
             "parameters": _parameters(tool.input_schema),
         }
-        if tool.description:
-            function["description"] = tool.description
+        description = _description(tool, binding)
+        if description:
+            function["description"] = description
         out.append(
             Entry(
                 kind="mcp",
@@ -71,6 +73,15 @@ def entries(binding: McpBinding, tools: list[McpTool]) -> list[Entry]:
             )
         )
     return out
+
+
+def _description(tool: McpTool, binding: McpBinding) -> str:
+    """The tool's own description, then what its server is for (when the request or the
+    configuration says), so the model knows which server a tool belongs to."""
+    text = tool.description or ""
+    if binding.description:
+        text += f"\n\nMCP server '{binding.label}': {binding.description}"
+    return text.strip()
 
 
 def call_item(entry: Entry, arguments: str = "", approval_request_id: str | None = None) -> Item:

@@ -8,7 +8,9 @@ is a 400 that says what to configure:
 - ``mcp``: a ``server_label`` of a configured server (``[mcp_servers.<label>]``), or a
   ``server_url`` whose host is on the allow-list (deny by default: a request must not
   make the gateway reach into its own network). Request ``headers`` (and
-  ``authorization``) are used for the run and never stored or echoed.
+  ``authorization``) are used for the run and never stored or echoed. The server's
+  description (``server_description``, else the configured ``description``) reaches the
+  model with each of its tools.
 - ``web_search`` / ``web_search_preview``: needs a configured provider. Without one, a tool
   declared the way Codex declares it (with ``external_web_access``, ``false`` when
   sandboxed, ``true`` when not) is an optional hint: not offered and not echoed, so Codex
@@ -87,6 +89,9 @@ class McpBinding:
     read_only: bool
     """Only tools the server marks read-only are offered."""
     approval: Approval
+    description: str | None = None
+    """What the server is for, told to the model with each of its tools: the request's
+    ``server_description``, else the configured server's ``description``."""
 
     @property
     def label(self) -> str:
@@ -252,6 +257,7 @@ class GatewayTools:
         configured = self._servers.get(label)
         url = tool.get("server_url")
         headers = _headers(tool)
+        description = tool.get("server_description")
         if url is None:
             if configured is None:
                 raise InvalidRequest(
@@ -263,10 +269,12 @@ class GatewayTools:
             server = configured.server
             if headers:  # the client's credentials replace the configured ones
                 server = McpServer(label, server.url, headers, server.transport)
+            description = description or configured.description
         elif configured is not None and url == configured.server.url:
             server = McpServer(
                 label, url, headers or configured.server.headers, configured.server.transport
             )
+            description = description or configured.description
         elif trusted or self._url_allowed(url):
             server = McpServer(label, url, headers)
         else:
@@ -283,7 +291,7 @@ class GatewayTools:
             )
         default = configured.require_approval if configured is not None else True
         approval = _approval(tool.get("require_approval"), default)
-        return McpBinding(server, allowed, read_only, approval)
+        return McpBinding(server, allowed, read_only, approval, description)
 
 
 def _headers(tool: Item) -> tuple[tuple[str, str], ...]:
