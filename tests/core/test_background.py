@@ -136,9 +136,7 @@ async def test_watching_is_refused_for_what_has_no_log() -> None:
 
     with pytest.raises(NotFound):
         await gateway.execute(ME, WatchResponse("resp_unknown"))
-    with pytest.raises(InvalidRequest) as caught:
-        await gateway.execute(ME, WatchResponse(foreground.id))
-    assert caught.value.param == "stream"
+    await refused_without_a_log(gateway, foreground.id)
     with pytest.raises(InvalidRequest) as caught:
         await gateway.execute(ME, WatchResponse(background.id, len(background.events)))
     assert caught.value.param == "starting_after"
@@ -146,15 +144,28 @@ async def test_watching_is_refused_for_what_has_no_log() -> None:
     gate.set()
     await ended(foreground)
     await ended(background)
-    with pytest.raises(InvalidRequest) as caught:
-        await gateway.execute(ME, WatchResponse(foreground.id))
-    assert caught.value.param == "stream"
+    await refused_without_a_log(gateway, foreground.id)
     with pytest.raises(InvalidRequest) as caught:
         await gateway.execute(ME, WatchResponse(background.id, len(background.events)))
     assert caught.value.param == "starting_after"
     await gateway.execute(ME, DeleteResponse(background.id))
     with pytest.raises(NotFound):
         await gateway.execute(ME, WatchResponse(background.id))
+
+
+async def refused_without_a_log(gateway: Gateway, response_id: str) -> None:
+    """Watching ``response_id`` is refused, saying what each kind of caller could stream:
+    over HTTP a background response; a replay (``response.resume``) any with a log."""
+    with pytest.raises(InvalidRequest) as caught:
+        await gateway.execute(ME, WatchResponse(response_id))
+    assert (caught.value.param, caught.value.code) == ("stream", "unsupported_parameter")
+    assert caught.value.message.startswith("Only a response created with background=true")
+    assert f"GET /v1/responses/{response_id} without 'stream'" in caught.value.message
+    with pytest.raises(InvalidRequest) as caught:
+        await gateway.execute(ME, WatchResponse(response_id, replay=True))
+    assert (caught.value.param, caught.value.code) == ("stream", "unsupported_parameter")
+    assert caught.value.message.startswith(f"Response '{response_id}' has no event log")
+    assert "a stream created with a command id" in caught.value.message
 
 
 async def test_a_running_background_response_deleted_is_no_longer_watched() -> None:

@@ -120,7 +120,7 @@ async def watch(
         if run.state.store and await store.get(principal.tenant_id, response_id) is None:
             raise _not_found(response_id)  # deleted while it runs
         if run.journal is None or not (run.state.background or command.replay):
-            raise _not_streamable()
+            raise _not_streamable(response_id, command.replay)
         if after >= len(run.events):
             raise _beyond_log(after, len(run.events) - 1)
         return LiveWatch(run, run.journal, after)
@@ -128,7 +128,8 @@ async def watch(
     if log is None:
         raise _not_found(response_id)
     if not (log.background or command.replay) or (log.last < 0 and log.status not in UNFINISHED):
-        raise _not_streamable()  # a response that ended with no log was never journaled
+        # a response that ended with no log was never journaled
+        raise _not_streamable(response_id, command.replay)
     if after > log.last and log.status not in UNFINISHED:
         raise _beyond_log(after, log.last)
     key = (principal.tenant_id, response_id)
@@ -169,14 +170,23 @@ def _not_cancellable() -> InvalidRequest:
     )
 
 
-def _not_streamable() -> InvalidRequest:
-    return InvalidRequest(
-        "Streaming a stored response is only possible for one with an event log: a "
-        "background response, a stream created with a command id, or one whose WebSocket "
-        "closed while streaming it.",
-        param="stream",
-        code="unsupported_parameter",
-    )
+def _not_streamable(response_id: str, replay: bool) -> InvalidRequest:
+    """A watch of a response without an event log refused: over HTTP (``GET ?stream=true``)
+    only a background response has one; a ``replay`` (a WebSocket ``response.resume``, a
+    command id's retry) also finds the log of a command id's stream or of one a closed
+    WebSocket was streaming."""
+    if replay:
+        message = (
+            f"Response '{response_id}' has no event log to resume: only a background "
+            "response, a stream created with a command id, or one whose WebSocket closed "
+            f"while streaming it has one. Read it with GET /v1/responses/{response_id}."
+        )
+    else:
+        message = (
+            "Only a response created with background=true can be streamed; read this one "
+            f"with GET /v1/responses/{response_id} without 'stream'."
+        )
+    return InvalidRequest(message, param="stream", code="unsupported_parameter")
 
 
 def _beyond_log(after: int, last: int) -> InvalidRequest:

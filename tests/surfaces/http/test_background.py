@@ -108,7 +108,12 @@ async def test_streaming_a_response_that_is_not_background_is_refused() -> None:
     created = (await call(app, "POST", "/v1/responses", b'{"model": "m", "input": "x"}')).json()
     reply = await call(app, "GET", f"/v1/responses/{created['id']}", query="stream=true")
     assert reply.status == 400
-    assert reply.json()["error"]["param"] == "stream"
+    error = reply.json()["error"]
+    assert (error["param"], error["code"]) == ("stream", "unsupported_parameter")
+    assert error["message"] == (  # what HTTP can stream, and what to do instead
+        "Only a response created with background=true can be streamed; read this one "
+        f"with GET /v1/responses/{created['id']} without 'stream'."
+    )
 
 
 async def never_ending() -> AsyncGenerator[tuple[bytes, bool], None]:
