@@ -18,8 +18,10 @@ class CoordinationConfig(Section):
     """What gateway processes share beyond the database (``core/coordination.py``)."""
 
     redis_url: str | None = None
-    """``redis://host:port/db``: command outcomes and cancel signals shared through Redis
-    by every process given the same URL and ``key_prefix``; default: in process."""
+    """``redis://host:port/db``: shared through Redis by every process given the same URL
+    and ``key_prefix``: command ids' claims and outcomes, cancel signals, background runs'
+    event batches (followed live by another process's watchers) and the ``[rate_limits]``
+    token buckets. Default: in process (outcomes and buckets kept per process)."""
     key_prefix: str = Field(default="stateway:", min_length=1)
     """Prefix of every Redis key and channel (several gateways can share one Redis)."""
     max_results: int = Field(default=10_000, ge=1)
