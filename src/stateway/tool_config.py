@@ -34,7 +34,7 @@ from pydantic import Field, field_validator, model_validator
 
 from stateway.config_section import Section
 from stateway.core.errors import InvalidRequest
-from stateway.protocols.responses.tools import decode_tools
+from stateway.protocols.responses.tools.decode import decode_tools
 
 
 class ToolsConfig(Section):

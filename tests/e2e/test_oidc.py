@@ -180,6 +180,41 @@ async def test_a_websocket_rechecks_its_token_on_each_request_frame(
     assert fake_requests(fake_upstream, marker) == []
 
 
+async def test_a_steered_responses_successor_rechecks_the_token(
+    gateway: AuthGateway, issuer: OidcIssuer, fake_upstream: str
+) -> None:
+    """A steer accepted while the token held, on a response that ends after its expiry:
+    the automatic successor starts as a request frame would, so it is refused (its steer
+    fails ``successor_creation_failed``, then the lane's 401 error frame) and never runs."""
+    expires = int(time.time()) + 4
+    token = issuer.token(exp=expires)
+    SENT.append(token)
+    marker = f"steered-after-expiry-{uuid.uuid4().hex}"
+    client = openai.AsyncOpenAI(base_url=gateway.url + "/v1", api_key=token, max_retries=0)
+    async with client.responses.connect() as connection:
+        # about 6 s of output: it ends after the token's expiry
+        await connection.response.create(
+            model=MODEL, input="[[slow:300]] [[words:20]]", stream_id="s"
+        )
+        created = await connection.recv()
+        assert created.type == "response.created"
+        await connection.response.steer(input=marker, previous_response_id=created.response.id)
+        events = [await connection.recv()]
+        while events[-1].type != "error" and events[-1].type != "response.created":
+            events.append(await connection.recv())  # until refused, or a successor started
+    types = [event.type for event in events]
+    assert types[-3:] == ["response.completed", "response.steer.failed", "error"], types
+    assert time.time() >= expires  # the steered response did end after the expiry
+    assert "response.steer.accepted" in types
+    completed, failed, refused = events[-3:]
+    assert failed.error.code == "successor_creation_failed"
+    assert failed.steer.input == marker
+    assert failed.sequence_number == completed.sequence_number + 1
+    assert (refused.status, refused.error.code) == (401, "invalid_api_key")
+    assert refused.stream_id == "s"
+    assert fake_requests(fake_upstream, marker) == []
+
+
 def test_probes_need_no_token(gateway: AuthGateway) -> None:
     assert httpx2.get(gateway.url + "/health").status_code == 200
 

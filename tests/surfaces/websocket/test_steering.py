@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, Principal
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import InvalidRequest
 from stateway.core.response import ResponseState
 from stateway.core.runs import Run
@@ -32,7 +32,7 @@ class Connection:
         state = ResponseState.start(f"resp_{len(self.sent)}_{lane}", "t", 0.0, request)
         run = Run(state, [])
         run.emit(ev.ResponseCreated(state))
-        return run, self.steering.track(lane, run, Principal(), dict(SETTINGS), request)
+        return run, self.steering.track(lane, run, dict(SETTINGS), request)
 
     def steer(self, target: Target | str, text: Any = "more") -> None:
         response_id = target if isinstance(target, str) else target.response_id

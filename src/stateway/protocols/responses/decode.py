@@ -34,7 +34,7 @@ from stateway.protocols.responses.request import (
     CreateResponseBody,
     InputTokensBody,
 )
-from stateway.protocols.responses.tools import decode_tools
+from stateway.protocols.responses.tools.decode import decode_tools
 
 _TOOL_CHOICES = frozenset({"auto", "none", "required"})
 _TYPE_CHOICES = WEB_SEARCH_TYPES | frozenset(

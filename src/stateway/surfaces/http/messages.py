@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from stateway.core.errors import GatewayError, InternalError
+from stateway.core.errors import GatewayError
 from stateway.core.gateway import Gateway
 from stateway.core.ids import new_id
 from stateway.core.runs import Run
@@ -30,6 +30,7 @@ from stateway.protocols.messages.encode import encode_message
 from stateway.protocols.messages.errors import encode_error
 from stateway.protocols.messages.stream import PING, MessagesStream
 from stateway.surfaces.auth.authenticator import principal_of
+from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.run_answers import failure_after_output, wait_for_output, wait_watched
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
@@ -75,7 +76,8 @@ class MessagesRoutes:
         except ClientDisconnect:
             return
         except Exception as error:  # noqa: BLE001 - the route's error boundary (express)
-            answer = _error_answer(scope, error, request_id)
+            respond = partial(error_response, request_id=request_id)
+            answer = error_answer(scope, error, respond, log)
         await answer(scope, receive, send)
 
     async def count_tokens(self, request: Request) -> Response:
@@ -126,24 +128,8 @@ async def _answered(handler: Handler, request: Request) -> Response:
     try:
         return await handler(request, request_id)
     except Exception as error:  # noqa: BLE001 - the route's error boundary
-        return _error_answer(request.scope, error, request_id)
-
-
-def _error_answer(scope: Scope, error: Exception, request_id: str) -> Response:
-    """A route's error in Anthropic's shape: a :class:`GatewayError` in its own status
-    (logged when it is the gateway's or the upstream's fault), any other exception a
-    generic 500, never a stack trace (logged with its traceback). The traceback is
-    dropped once answered (a run's error would otherwise hold the route's frames)."""
-    method, path = scope["method"], scope["path"]
-    if isinstance(error, GatewayError):
-        if error.status >= 500:
-            log.warning("%s %s -> %d %s", method, path, error.status, error)
-        answer = error_response(error, request_id=request_id)
-    else:
-        log.error("unhandled error on %s %s", method, path, exc_info=error)
-        answer = error_response(InternalError(), request_id=request_id)
-    error.__traceback__ = None
-    return answer
+        respond = partial(error_response, request_id=request_id)
+        return error_answer(request.scope, error, respond, log)
 
 
 def error_response(error: GatewayError, *, request_id: str) -> Response:

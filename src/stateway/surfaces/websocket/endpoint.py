@@ -39,10 +39,10 @@ class WebSocketResponses:
         if message["type"] != "websocket.connect":
             return
         await send({"type": "websocket.accept"})
-        session = Session(self, send)
+        session = Session(self, scope, send)
         self.sessions.add(session)
         try:
-            await session.serve(scope, receive)
+            await session.serve(receive)
         finally:
             self.sessions.discard(session)
 

@@ -16,7 +16,8 @@ number 0. A frame whose ``previous_response_id`` names
 a response this connection keeps (a checkpoint) runs on those items, stored or not. A
 ``response.resume`` streams a run's log from a sequence number (``WatchResponse``). Runs
 go on when the connection closes, whoever closed it (ADR 0010). A create's response is
-its lane's steering target; steered, it may be followed on its lane by a successor.
+its lane's steering target; steered, it may be followed on its lane by a successor, which
+starts as a request frame would: the credential checked again.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class Session:
     __slots__ = (
         "_closer",
         "_closing",
+        "_scope",
         "_send",
         "_storing",
         "_surface",
@@ -110,8 +112,10 @@ class Session:
         "steering",
     )
 
-    def __init__(self, surface: WebSocketResponses, send: Send) -> None:
+    def __init__(self, surface: WebSocketResponses, scope: Scope, send: Send) -> None:
+        """``scope``: the upgrade's, with the identity its credential proved."""
         self._surface = surface
+        self._scope = scope
         self._send = send
         config = surface.config
         self.outbox = Outbox(self._send_text, config.outbox_bytes, self._behind, self._slow)
@@ -125,7 +129,7 @@ class Session:
         self._storing: list[asyncio.Future[None]] = []
         """Logs kept after their run's end, being written (the close frame waits)."""
 
-    async def serve(self, scope: Scope, receive: Receive) -> None:
+    async def serve(self, receive: Receive) -> None:
         """The receive loop, until the client is gone."""
         try:
             while True:
@@ -133,7 +137,7 @@ class Session:
                 if message["type"] == "websocket.disconnect":
                     return
                 if message["type"] == "websocket.receive" and not self._closing:
-                    await self._receive(scope, message)
+                    await self._receive(message)
         finally:
             self._closing = True
             self._keep_logs()
@@ -148,7 +152,7 @@ class Session:
         if self._closer is not None:
             await asyncio.wait([self._closer])
 
-    async def _receive(self, scope: Scope, message: MutableMapping[str, Any]) -> None:
+    async def _receive(self, message: MutableMapping[str, Any]) -> None:
         text = message.get("text")
         if text is None:
             self._refuse(
@@ -176,12 +180,12 @@ class Session:
             else:
                 kind, fields = await asyncio.to_thread(peek_frame, text)
             stream_id = stream_id_of(fields)
-            self._admit(scope, kind, fields, size)
+            self._admit(kind, fields, size)
         except GatewayError as error:
             self._refuse(error, stream_id)
 
-    def _admit(self, scope: Scope, kind: str, fields: dict[str, Any], size: int) -> None:
-        principal = current_principal(scope)
+    def _admit(self, kind: str, fields: dict[str, Any], size: int) -> None:
+        principal = current_principal(self._scope)
         if self._surface.draining:
             raise GatewayError(
                 "The server is shutting down; send this request on a new connection.",
@@ -211,11 +215,20 @@ class Session:
                 return
             successor = await self._create(lane, frame, request)
             while successor is not None:  # steered: the next response, on this lane
-                request = Request(successor.frame, successor.principal)
+                request = Request(successor.frame, self._successor_principal(successor))
                 request.settings = successor.settings
                 successor = await self._create(lane, successor.frame, request, successor.commit)
         except GatewayError as error:
             self._refuse(error, lane)
+
+    def _successor_principal(self, successor: Successor) -> Principal:
+        """Who a successor acts for: checked again, as for a request frame (an expired
+        credential fails its steers, then the lane's 401 error frame)."""
+        try:
+            return current_principal(self._scope)
+        except GatewayError:
+            self.steering.uncommitted(successor.commit)
+            raise
 
     async def _create(
         self, lane: LaneKey, frame: CreateFrame, request: Request, commit: Commit | None = None
@@ -243,7 +256,7 @@ class Session:
         if run is None:
             await self._stream(lane, watch)
             return None
-        target = self.steering.track(lane, run, request.principal, request.settings, command)
+        target = self.steering.track(lane, run, request.settings, command)
         try:
             await self._stream(lane, watch)
         finally:

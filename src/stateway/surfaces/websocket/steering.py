@@ -8,7 +8,9 @@ steer is checked, given an id, queued on its target and acknowledged
 
 - completed, waiting for nothing from its client: its queued input becomes an automatic
   successor, a ``response.create`` with the target's own settings, continuing it
-  (``previous_response_id``) with that input in submission order, on the same lane;
+  (``previous_response_id``) with that input in submission order, on the same lane (the
+  session starts it as a request frame: with the credential checked again, refused
+  past its expiry);
 - completed with client-owned calls or approvals open: each queued steer is told
   ``response.steer.pending`` with the stubs of that input, and stays queued until the
   lane's next ``response.create`` continuing the target, whose input it is prepended to;
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, Principal
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import GatewayError, InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import Item
@@ -71,7 +73,6 @@ class Steer:
 class Target:
     response_id: str
     lane: LaneKey
-    principal: Principal
     settings: dict[str, Any]
     """The fields of its ``response.create`` that a successor inherits."""
     run: Run | None
@@ -105,7 +106,6 @@ class Commit:
 @dataclass(slots=True)
 class Successor:
     frame: CreateFrame
-    principal: Principal
     settings: dict[str, Any]
     commit: Commit
 
@@ -172,13 +172,12 @@ class Steering:
         self,
         lane: LaneKey,
         run: Run,
-        principal: Principal,
         settings: dict[str, Any],
         command: CreateResponse,
     ) -> Target:
         """``run`` (created on ``lane``) is the lane's target from now on."""
         unsupported = bool(command.conversation_id or command.settings.context_management)
-        target = Target(run.id, lane, principal, settings, run, unsupported)
+        target = Target(run.id, lane, settings, run, unsupported)
         self._by_lane[lane] = target
         self._by_id[run.id] = target
         while len(self._by_lane) > self._max_targets:
@@ -257,7 +256,7 @@ class Steering:
         assert isinstance(frame, CreateFrame)
         frame.command.input = commit.items
         frame.stream_id = target.lane
-        return Successor(frame, target.principal, target.settings, commit)
+        return Successor(frame, target.settings, commit)
 
     def _pend(self, target: Target, steer: Steer) -> None:
         if not steer.told_pending and target.waiting is not None:

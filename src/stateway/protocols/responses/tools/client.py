@@ -1,0 +1,203 @@
+"""Client-owned tools of the Responses wire: ``function``, ``custom`` (freeform input,
+optionally with a ``text`` or ``grammar`` format) and ``namespace`` (a group of function
+and custom tools), each of them possibly marked ``defer_loading``, and ``tool_search``;
+and the uniqueness of the names the model sees (a namespace member's is
+``<namespace>__<name>``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stateway.core.errors import InvalidRequest
+from stateway.core.items import Item
+from stateway.core.tools.catalog import CUSTOM, DEFER, NAMESPACE, TOOL_SEARCH, model_name
+from stateway.protocols.responses.nesting import check_nesting
+from stateway.protocols.responses.tools.fields import invalid_type, strings
+
+
+def decode_function(tool: dict[str, Any], path: str) -> Item:
+    name = _name(tool, path)
+    parameters = tool.get("parameters")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise invalid_type("'parameters' must be a JSON Schema object.", f"{path}.parameters")
+    check_nesting(parameters, f"{path}.parameters")
+    if parameters is not None:
+        _check_schema(parameters, f"{path}.parameters")
+    description = tool.get("description")
+    if description is not None and not isinstance(description, str):
+        raise invalid_type("'description' must be a string.", f"{path}.description")
+    strict = tool.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise invalid_type("'strict' must be a boolean.", f"{path}.strict")
+    out: Item = {
+        "type": "function",
+        "name": name,
+        "description": description,
+        "parameters": parameters,
+        "strict": strict,
+    }
+    _defer(tool, path, out)
+    return out
+
+
+def _check_schema(schema: dict[str, Any], path: str) -> None:
+    """The mistakes an upstream would reject late (or a model would choke on): the top
+    level of a function's parameters is an object schema with object ``properties`` and a
+    ``required`` list of strings. (Full JSON Schema validation is the upstream's.)"""
+    kind = schema.get("type")
+    if kind is not None and kind != "object":
+        raise InvalidRequest(
+            f"Invalid schema for '{path}': the top-level 'type' must be 'object', got {kind!r}.",
+            param=f"{path}.type",
+            code="invalid_function_parameters",
+        )
+    properties = schema.get("properties")
+    if properties is not None and not (
+        isinstance(properties, dict) and all(isinstance(p, dict) for p in properties.values())
+    ):
+        raise InvalidRequest(
+            f"Invalid schema for '{path}': 'properties' must map names to schemas.",
+            param=f"{path}.properties",
+            code="invalid_function_parameters",
+        )
+    required = schema.get("required")
+    if required is not None and not strings(required, optional=False):
+        raise InvalidRequest(
+            f"Invalid schema for '{path}': 'required' must be a list of property names.",
+            param=f"{path}.required",
+            code="invalid_function_parameters",
+        )
+
+
+def decode_custom(tool: dict[str, Any], path: str) -> Item:
+    name = _name(tool, path)
+    out: Item = {"type": CUSTOM, "name": name}
+    description = tool.get("description")
+    if description is not None:
+        if not isinstance(description, str):
+            raise invalid_type("'description' must be a string.", f"{path}.description")
+        out["description"] = description
+    fmt = tool.get("format")
+    if fmt is not None:
+        out["format"] = _format(fmt, f"{path}.format")
+    _defer(tool, path, out)
+    return out
+
+
+def _format(fmt: Any, path: str) -> Item:
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind == "text":
+        return {"type": "text"}
+    if kind != "grammar":
+        raise InvalidRequest(
+            f"Invalid value for '{path}.type': {kind!r}; expected 'text' or 'grammar'.",
+            param=f"{path}.type",
+            code="invalid_value",
+        )
+    for key in ("syntax", "definition"):
+        if not isinstance(fmt.get(key), str):
+            raise InvalidRequest(
+                f"A grammar format needs a string '{key}'.",
+                param=f"{path}.{key}",
+                code="missing_required_parameter",
+            )
+    return {"type": "grammar", "syntax": fmt["syntax"], "definition": fmt["definition"]}
+
+
+def decode_namespace(tool: dict[str, Any], path: str, seen: set[str]) -> Item:
+    name = _name(tool, path)
+    description = tool.get("description")
+    if description is not None and not isinstance(description, str):
+        raise invalid_type("'description' must be a string.", f"{path}.description")
+    members = tool.get("tools")
+    if not isinstance(members, list) or not members:
+        raise InvalidRequest(
+            "A 'namespace' tool needs a non-empty list of 'tools'.",
+            param=f"{path}.tools",
+            code="missing_required_parameter" if members is None else "invalid_value",
+        )
+    decoded: list[Item] = []
+    for index, member in enumerate(members):
+        member_path = f"{path}.tools[{index}]"
+        kind = member.get("type") if isinstance(member, dict) else None
+        if kind not in ("function", CUSTOM):
+            raise InvalidRequest(
+                f"Tool type '{kind}' is not supported inside a namespace; only 'function' "
+                "and 'custom' are.",
+                param=f"{member_path}.type",
+                code="unsupported_tool_type",
+            )
+        function = (
+            decode_function(member, member_path)
+            if kind == "function"
+            else decode_custom(member, member_path)
+        )
+        claim_name(seen, model_name(function["name"], name), f"{member_path}.name")
+        decoded.append(function)
+    out: Item = {"type": NAMESPACE, "name": name, "tools": decoded}
+    if description is not None:
+        out["description"] = description
+    _defer(tool, path, out)
+    return out
+
+
+def _defer(tool: dict[str, Any], path: str, out: Item) -> None:
+    """Keep ``defer_loading`` (a tool a search loads; see ``core.tools.tool_search``)."""
+    value = tool.get(DEFER)
+    if value is not None:
+        if not isinstance(value, bool):
+            raise invalid_type(f"'{DEFER}' must be a boolean.", f"{path}.{DEFER}")
+        out[DEFER] = value
+
+
+_EXECUTIONS = ("client", "server")
+
+
+def decode_tool_search(tool: dict[str, Any], path: str) -> Item:
+    out: Item = {"type": TOOL_SEARCH}
+    execution = tool.get("execution")
+    if execution is not None:
+        if execution not in _EXECUTIONS:
+            raise InvalidRequest(
+                f"Invalid value for '{path}.execution': {execution!r}; expected 'client' or "
+                "'server'.",
+                param=f"{path}.execution",
+                code="invalid_value",
+            )
+        out["execution"] = execution
+    description = tool.get("description")
+    if description is not None:
+        if not isinstance(description, str):
+            raise invalid_type("'description' must be a string.", f"{path}.description")
+        out["description"] = description
+    parameters = tool.get("parameters")
+    if parameters is not None:
+        if not isinstance(parameters, dict):
+            raise invalid_type("'parameters' must be a JSON Schema object.", f"{path}.parameters")
+        check_nesting(parameters, f"{path}.parameters")
+        out["parameters"] = parameters
+    return out
+
+
+def _name(tool: dict[str, Any], path: str) -> str:
+    name = tool.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidRequest(
+            "Missing required parameter: 'name'.",
+            param=f"{path}.name",
+            code="missing_required_parameter",
+        )
+    return name
+
+
+def claim_name(seen: set[str], visible: str, param: str) -> None:
+    """Model-visible names must be unique (a namespace member's is ``<ns>__<name>``)."""
+    if visible in seen:
+        raise InvalidRequest(
+            f"Duplicate tool name '{visible}' (a namespace member is offered to the model "
+            "as '<namespace>__<name>').",
+            param=param,
+            code="duplicate_tool_name",
+        )
+    seen.add(visible)

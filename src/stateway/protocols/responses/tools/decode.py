@@ -1,0 +1,113 @@
+"""Declared tools of the Responses wire, checked and normalized.
+
+Client-owned kinds: ``function``, ``custom`` (freeform input, optionally with a ``text``
+or ``grammar`` format), ``namespace`` (a group of function and custom tools), ``shell``
+and ``local_shell``; functions, custom tools and namespaces may be marked
+``defer_loading``. ``tool_search`` is the client's or the gateway's by its ``execution``;
+the tools of a ``tool_search_output`` input item are checked like declared ones (but not
+declared: they are loaded when the item is in the context). Gateway-owned kinds: ``mcp``
+and ``web_search`` (``web_search_preview``); their shapes are checked here, and whether
+the gateway can run them (a configured server or provider) in the core
+(:mod:`stateway.core.tools.toolset`). Other kinds (``image_generation``,
+``code_interpreter``, a future type) are kept as sent, once their nesting is checked:
+whether the chosen upstream can carry them is decided in the core, after routing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stateway.core.errors import InvalidRequest
+from stateway.core.items import TOOL_SEARCH_OUTPUT, Item
+from stateway.core.tools import shell
+from stateway.core.tools.catalog import (
+    ADDITIONAL_TOOLS,
+    CUSTOM,
+    NAMESPACE,
+    TOOL_SEARCH,
+    WEB_SEARCH_TYPES,
+    model_name,
+)
+from stateway.protocols.responses.nesting import check_nesting
+from stateway.protocols.responses.tools.client import (
+    claim_name,
+    decode_custom,
+    decode_function,
+    decode_namespace,
+    decode_tool_search,
+)
+from stateway.protocols.responses.tools.fields import invalid_type
+from stateway.protocols.responses.tools.gateway import decode_mcp, decode_web_search
+
+
+def decode_tools(tools: list[dict[str, Any]], raw_input: object = None) -> list[Item]:
+    """The top-level ``tools``, then those of each ``additional_tools`` input item (added
+    as if declared at the top level); model-visible names are unique across all."""
+    decoded: list[Item] = []
+    seen: set[str] = set()
+    for index, tool in enumerate(tools):
+        _decode(tool, f"tools[{index}]", seen, decoded)
+    if isinstance(raw_input, list):
+        for item_index, item in enumerate(raw_input):
+            if isinstance(item, dict) and item.get("type") == TOOL_SEARCH_OUTPUT:
+                _check_loaded(item.get("tools"), f"input[{item_index}]")
+            if not isinstance(item, dict) or item.get("type") != ADDITIONAL_TOOLS:
+                continue
+            extra = item.get("tools")
+            if isinstance(extra, list):  # a bad item is the items decoder's 400
+                for index, tool in enumerate(extra):
+                    _decode(tool, f"input[{item_index}].tools[{index}]", seen, decoded)
+    return decoded
+
+
+def _check_loaded(tools: Any, path: str) -> None:
+    """The tools of a ``tool_search_output`` must be valid tools (a bad item is the items
+    decoder's 400); the item itself is kept as sent."""
+    if isinstance(tools, list):
+        seen: set[str] = set()
+        for index, tool in enumerate(tools):
+            _decode(tool, f"{path}.tools[{index}]", seen, [])
+
+
+def _decode(tool: Any, path: str, seen: set[str], decoded: list[Item]) -> None:
+    if not isinstance(tool, dict):
+        raise invalid_type("Each tool must be an object.", path)
+    kind = tool.get("type")
+    if kind in WEB_SEARCH_TYPES:
+        decoded.append(decode_web_search(tool, path))
+    elif kind == "mcp":
+        decoded.append(decode_mcp(tool, path))
+    elif kind == "function":
+        function = decode_function(tool, path)
+        claim_name(seen, model_name(function["name"]), f"{path}.name")
+        decoded.append(function)
+    elif kind == CUSTOM:
+        custom = decode_custom(tool, path)
+        claim_name(seen, model_name(custom["name"]), f"{path}.name")
+        decoded.append(custom)
+    elif kind == NAMESPACE:
+        decoded.append(decode_namespace(tool, path, seen))
+    elif kind == TOOL_SEARCH:
+        search = decode_tool_search(tool, path)
+        if any(t.get("type") == TOOL_SEARCH for t in decoded):
+            return  # declared again (say, in an additional_tools item): the first counts
+        claim_name(seen, TOOL_SEARCH, f"{path}.type")
+        decoded.append(search)
+    elif kind in shell.TOOL_TYPES:
+        claim_name(seen, kind, f"{path}.type")  # offered as the function of that name
+        decoded.append(_passed_through(tool, path))
+    elif isinstance(kind, str) and kind:
+        decoded.append(_passed_through(tool, path))
+    else:
+        raise InvalidRequest(
+            "Every tool needs a string 'type'.",
+            param=f"{path}.type",
+            code="missing_required_parameter" if kind is None else "invalid_type",
+        )
+
+
+def _passed_through(tool: dict[str, Any], path: str) -> Item:
+    """A tool kept as sent (a ``shell`` tool's ``environment`` among its fields)."""
+    for key, value in tool.items():
+        check_nesting(value, f"{path}.{key}")
+    return dict(tool)

@@ -1,0 +1,121 @@
+"""Gateway-owned tools of the Responses wire: ``mcp`` and ``web_search``
+(``web_search_preview``). Their shapes are checked here; whether the gateway can run them
+(a configured server or provider) in the core (:mod:`stateway.core.tools.toolset`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stateway.core.errors import InvalidRequest
+from stateway.core.items import Item
+from stateway.core.tools.catalog import SEPARATOR
+from stateway.protocols.responses.tools.fields import invalid_type, strings
+
+_CONTEXT_SIZES = frozenset({"low", "medium", "high"})
+
+
+def decode_web_search(tool: dict[str, Any], path: str) -> Item:
+    out: Item = {"type": tool["type"]}
+    access = tool.get("external_web_access")
+    if access is not None:
+        if not isinstance(access, bool):
+            raise invalid_type(
+                "'external_web_access' must be a boolean.", f"{path}.external_web_access"
+            )
+        out["external_web_access"] = access
+    filters = tool.get("filters")
+    if filters is not None:
+        domains = filters.get("allowed_domains") if isinstance(filters, dict) else None
+        if not isinstance(filters, dict) or not strings(domains, optional=True):
+            raise invalid_type(
+                "'filters.allowed_domains' must be a list of strings.",
+                f"{path}.filters.allowed_domains",
+            )
+        out["filters"] = {"allowed_domains": domains}
+    size = tool.get("search_context_size")
+    if size is not None:
+        if size not in _CONTEXT_SIZES:
+            raise InvalidRequest(
+                f"Invalid value for '{path}.search_context_size': {size!r}; expected 'low', "
+                "'medium' or 'high'.",
+                param=f"{path}.search_context_size",
+                code="invalid_value",
+            )
+        out["search_context_size"] = size
+    location = tool.get("user_location")
+    if location is not None:
+        if not isinstance(location, dict):
+            raise invalid_type("'user_location' must be an object.", f"{path}.user_location")
+        out["user_location"] = location
+    return out
+
+
+_APPROVALS = frozenset({"always", "never"})
+
+
+def decode_mcp(tool: dict[str, Any], path: str) -> Item:
+    label = tool.get("server_label")
+    if not isinstance(label, str) or not label or SEPARATOR in label:
+        raise InvalidRequest(
+            "An 'mcp' tool needs a non-empty 'server_label' (letters, digits, '-', single '_').",
+            param=f"{path}.server_label",
+            code="missing_required_parameter" if label is None else "invalid_value",
+        )
+    if tool.get("connector_id") is not None:
+        raise InvalidRequest(
+            "MCP connectors ('connector_id') are not supported; give 'server_url' or the "
+            "label of a configured server.",
+            param=f"{path}.connector_id",
+            code="unsupported_parameter",
+        )
+    out: Item = {"type": "mcp", "server_label": label}
+    for key in ("server_url", "server_description", "authorization"):
+        value = tool.get(key)
+        if value is not None:
+            if not isinstance(value, str) or not value:
+                raise invalid_type(f"'{key}' must be a non-empty string.", f"{path}.{key}")
+            out[key] = value
+    headers = tool.get("headers")
+    if headers is not None:
+        if not isinstance(headers, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+        ):
+            raise invalid_type("'headers' must be an object of strings.", f"{path}.headers")
+        out["headers"] = headers
+    allowed = tool.get("allowed_tools")
+    if allowed is not None:
+        names = allowed.get("tool_names") if isinstance(allowed, dict) else allowed
+        read_only = allowed.get("read_only") if isinstance(allowed, dict) else None
+        if not strings(names, optional=isinstance(allowed, dict)) or not isinstance(
+            read_only, bool | None
+        ):
+            raise invalid_type(
+                "'allowed_tools' must be a list of tool names or a filter object "
+                "({'tool_names': [...], 'read_only': bool}).",
+                f"{path}.allowed_tools",
+            )
+        out["allowed_tools"] = allowed
+    approval = tool.get("require_approval")
+    if approval is not None:
+        out["require_approval"] = _approval(approval, f"{path}.require_approval")
+    return out
+
+
+def _approval(value: Any, path: str) -> Any:
+    if isinstance(value, str) and value in _APPROVALS:
+        return value
+    if isinstance(value, dict) and set(value) <= _APPROVALS:
+        for key, rule in value.items():
+            names = rule.get("tool_names") if isinstance(rule, dict) else None
+            if not strings(names, optional=False):
+                raise invalid_type(
+                    f"'{key}' must be an object with a list of 'tool_names'.", f"{path}.{key}"
+                )
+        return value
+    raise InvalidRequest(
+        f"Invalid value for '{path}': expected 'always', 'never' or an object with "
+        "'always'/'never' tool name filters.",
+        param=path,
+        code="invalid_value",
+    )
