@@ -159,10 +159,14 @@ async def test_a_cut_stream_ends_with_an_error_event() -> None:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_an_upstream_failure_before_output_is_a_5xx(stream: bool) -> None:
+async def test_an_upstream_failure_before_output_is_a_5xx(
+    stream: bool, caplog: pytest.LogCaptureFixture
+) -> None:
     failing = ScriptedBackend([UpstreamError("Model server 'x' answered 500.")])
     reply = await post(build(failing), body(stream=stream))
     assert "500" in assert_anthropic_error(reply, 502, "api_error")
+    [logged] = [r for r in caplog.records if r.name == "stateway.surfaces.http.messages"]
+    assert "502" in logged.getMessage()  # logged like every route's 5xx, stream or not
     overloaded = ScriptedBackend([UpstreamUnavailable("busy", status=503)])
     assert_anthropic_error(
         await post(build(overloaded), body(stream=stream)), 503, "overloaded_error"

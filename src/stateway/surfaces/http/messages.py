@@ -100,7 +100,12 @@ class MessagesRoutes:
                 keepalive=self._keepalive,
                 idle_frame=PING,
                 headers={REQUEST_ID: request_id},
-                error_response=partial(error_response, request_id=request_id),
+                error_response=partial(
+                    error_answer,
+                    scope,
+                    respond=partial(error_response, request_id=request_id),
+                    logger=log,
+                ),
             )
         await wait_watched(run, receive, run.cancel)
         if run.error is not None:
