@@ -5,9 +5,15 @@ failure code (docs/websocket.md#steering)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
 from openai import AsyncOpenAI, OpenAI
+
+from stateway.launch import start_gateway
+from tests.support.mcp_server import serve_mcp
 
 MODEL = "fake-model"
 SLOW = "[[slow:200]] [[words:20]]"
@@ -18,6 +24,7 @@ LOOKUP = {
     "description": "Look something up.",
     "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
 }
+LOCAL_MCP = {"type": "mcp", "server_label": "local", "require_approval": "never"}
 Event = Any
 TERMINAL = ("response.completed", "response.failed", "response.incomplete")
 
@@ -225,3 +232,50 @@ async def test_each_refusal_is_a_steer_failed_event_with_its_code(
     assert abandoned[0].steer.input == "queued"
     assert abandoned[1].type == "response.created"
     assert abandoned[-1].response.output_text == "Hello! You said: something else"
+
+
+@pytest.fixture(params=["store", "no-store"])
+def mcp_gateway(
+    request: pytest.FixtureRequest, fake_upstream: str, tmp_path: Path
+) -> Iterator[tuple[AsyncOpenAI, bool]]:
+    """A gateway whose responses run a real MCP server's tools (built with the ``mcp``
+    SDK), and whether its responses are stored."""
+    with serve_mcp() as server:
+        config = tmp_path / "stateway.toml"
+        config.write_text(f'[mcp_servers.local]\nurl = "{server.url}"\n')
+        args = ["--config", str(config), "--upstream", fake_upstream]
+        args += ["--database", f"sqlite:///{tmp_path / 'stateway.db'}"]
+        with start_gateway(args) as url:
+            sdk = AsyncOpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
+            yield sdk, request.param == "store"
+
+
+async def test_a_steer_stops_a_tool_loop_at_its_next_round_and_its_successor_continues(
+    mcp_gateway: tuple[AsyncOpenAI, bool],
+) -> None:
+    sdk, store = mcp_gateway
+    loop = '[[tool:local__sleep:{"seconds":1}]] [[rounds:4]] go'  # ~4 s of tool rounds
+    async with sdk.responses.connect() as connection:
+        await connection.response.create(
+            model=MODEL, input=loop, tools=[LOCAL_MCP], store=store, stream_id="m"
+        )
+        parent_id = await started(connection)
+        await connection.response.steer(
+            input="[[echo]] steer-quince", previous_response_id=parent_id
+        )
+        parent = await until(connection, done=1)
+        successor = await until(connection, done=1)
+
+    ended = parent[-1]
+    assert ended.type == "response.incomplete"
+    assert ended.response.incomplete_details.reason == "steered"
+    calls = [i for i in ended.response.output if i.type == "mcp_call"]
+    assert len(calls) == 1  # stopped after its first round, not after four
+    assert calls[0].status == "completed"  # every call answered
+    assert calls[0].output
+    numbered_from_zero(successor)
+    assert successor[-1].type == "response.completed"
+    response = successor[-1].response
+    assert response.previous_response_id == parent_id
+    assert "steer-quince" in response.output_text
+    assert "local__sleep" in response.output_text  # the steered output in its context

@@ -42,7 +42,7 @@ from stateway.core.inference import InferenceRequest
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
 from stateway.core.ownership import ProcessIdentity
 from stateway.core.ports import ConversationTurn, ResponseRecord, ResponseStore, Sealer
-from stateway.core.response import final_record, started_record, turn_end
+from stateway.core.response import ResponseState, final_record, started_record, turn_end
 from stateway.core.rounds import one_round
 from stateway.core.routing import Plan
 from stateway.core.run_row import Row, announce, announce_once_durable, durable
@@ -62,6 +62,17 @@ E = TypeVar("E", bound=BaseException)
 _INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
 MAX_ROUNDS_REASON = "max_rounds"
 """``incomplete_details.reason`` of a response that used its rounds on gateway tools."""
+STEERED_REASON = "steered"
+"""``incomplete_details.reason`` of a response that stopped before another round of its
+gateway tool loop because input was queued to steer it (:attr:`Run.steered`)."""
+
+
+def ended_steered(state: ResponseState) -> bool:
+    """Whether the response stopped early to take steering input, which a successor
+    continues as it would a completed one."""
+    return state.status == "incomplete" and state.incomplete_reason == STEERED_REASON
+
+
 MAX_TOOL_CALLS = "The response reached its max_tool_calls limit; this call was not run."
 _MAX_CHAIN = 16
 _CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL, TOOL_SEARCH_CALL, *shell.ANSWERS})
@@ -196,6 +207,9 @@ class Loop:
                     await tools.run(pending[:allowed], parallel=settings.parallel_tool_calls)
                     if assembler.tool_calls:  # a mixed round: the client's calls go back now
                         state.status = "completed"
+                        break
+                    if run.steered:  # a safe boundary: its successor takes the new input
+                        state.status, state.incomplete_reason = "incomplete", STEERED_REASON
                         break
                     choice = "auto"  # a forced tool is forced once, not every round
             else:

@@ -53,6 +53,7 @@ class Run:
         "input_items",
         "journal",
         "state",
+        "steered",
         "task",
     )
 
@@ -85,6 +86,10 @@ class Run:
         self.finishing = False
         """Set by the loop as it starts finishing: its terminal event comes next, so no
         :meth:`note` is logged any more."""
+        self.steered = False
+        """Set when input was queued to steer the run (WebSocket ``response.steer``): it
+        ends ``incomplete`` (``steered``) at its next safe boundary, before another round
+        of its gateway tool loop, and a successor takes the input."""
         self.journal: RunJournal | None = None
         """A background run's wire log: its events encoded once and persisted in batches."""
         self._waiters: list[asyncio.Future[None]] = []

@@ -216,6 +216,39 @@ async def test_the_round_limit_ends_incomplete_without_a_dangling_call() -> None
     assert len(setup.backend.requests) == 3
 
 
+async def test_a_steered_run_stops_before_its_next_round_with_every_call_answered() -> None:
+    setup = Setup(
+        [tools_round(call("docs__slow", {"seconds": 0.2})), answer()],
+        policy=ToolPolicy(timeout=5),
+    )
+    command = CreateResponse(
+        model="m", input=[user()], settings=GenerationSettings(tools=[MCP_TOOL])
+    )
+    run = await setup.gateway.execute(Principal(), command)
+    await asyncio.wait_for(setup.mcp.called.wait(), 5)
+    run.steered = True  # steering input arrived while its tool runs
+    await run.wait()
+    state = run.state
+    assert state.status == "incomplete"
+    assert state.incomplete_reason == "steered"
+    assert [i["type"] for i in state.output] == ["mcp_list_tools", "mcp_call"]
+    assert state.output[1]["status"] == "completed"
+    assert state.output[1]["output"] == "slept"
+    assert len(setup.backend.requests) == 1  # no round after the boundary
+
+
+async def test_a_steered_run_whose_round_answers_completes() -> None:
+    setup = Setup([answer("all done")])
+    command = CreateResponse(
+        model="m", input=[user()], settings=GenerationSettings(tools=[MCP_TOOL])
+    )
+    run = await setup.gateway.execute(Principal(), command)
+    run.steered = True  # no boundary comes before its answer
+    await run.wait()
+    assert run.state.status == "completed"
+    assert run.state.incomplete_reason is None
+
+
 async def test_a_mixed_round_runs_the_gateway_call_and_returns_the_client_call() -> None:
     client_tool = {"type": "function", "name": "local", "parameters": {"type": "object"}}
     setup = Setup(

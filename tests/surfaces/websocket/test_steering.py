@@ -74,6 +74,35 @@ def test_steers_of_a_running_response_enter_its_log_and_become_a_successor() -> 
     assert target.run is None  # a finished run is not kept
 
 
+def test_an_accepted_steer_asks_its_run_to_stop_and_a_steered_end_gets_a_successor() -> None:
+    connection = Connection()
+    run, target = connection.start()
+    assert not run.steered
+    connection.steer(target, "change course")
+    assert run.steered  # the loop ends it at its next safe boundary
+    run.state.incomplete_reason = "steered"
+    end(run, "incomplete")
+    successor = connection.steering.finished(target, draining=False)
+    assert successor is not None
+    assert successor.frame.command.previous_response_id == run.id
+    assert [i["content"][0]["text"] for i in successor.frame.command.input] == ["change course"]
+
+
+def test_a_refused_steer_leaves_the_run_going_and_another_incomplete_end_fails_the_input() -> None:
+    connection = Connection()
+    run, target = connection.start(conversation_id="conv_1")  # conversations are not steered
+    connection.steer(target)
+    assert not run.steered
+    other, other_target = connection.start(lane="b")
+    connection.steer(other_target, "late")
+    other.state.incomplete_reason = "max_output_tokens"
+    end(other, "incomplete")
+    assert connection.steering.finished(other_target, draining=False) is None
+    [failed] = connection.sent  # numbered on after the end
+    assert failed["type"] == "response.steer.failed"
+    assert failed["error"]["code"] == "response_not_active"
+
+
 def test_a_steer_while_finishing_waits_for_the_terminal_event_then_is_numbered_on() -> None:
     connection = Connection()
     run, target = connection.start()

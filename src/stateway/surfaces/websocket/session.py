@@ -34,6 +34,7 @@ import orjson
 from stateway.core.commands import Principal, WatchResponse
 from stateway.core.errors import GatewayError, IdempotencyKeyReused, InvalidRequest
 from stateway.core.exactly_once import fingerprint
+from stateway.core.loop import ended_steered
 from stateway.core.runs import Run
 from stateway.core.watch import LiveWatch, Watch
 from stateway.protocols.responses.frames import (
@@ -267,7 +268,8 @@ class Session:
         if not run.closed or self.outbox.closed:
             return None
         state = run.state
-        if state.status == "completed" and state.conversation_id is None:
+        continuable = state.status == "completed" or ended_steered(state)
+        if continuable and state.conversation_id is None:
             self.checkpoints.keep(lane, run.id, run.context + state.output)
         elif continued is not None:
             self.checkpoints.evict(continued.response_id)

@@ -37,6 +37,7 @@ from stateway.core.commands import CreateResponse
 from stateway.core.errors import GatewayError, InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import Item
+from stateway.core.loop import ended_steered
 from stateway.core.runs import Run
 from stateway.protocols.responses.encode import encode_event_json
 from stateway.protocols.responses.frames import (
@@ -146,6 +147,8 @@ class Steering:
         steer = Steer(new_id("steer"), frame.input, items)
         target.queued.append(steer)
         self._tell(target, steer_accepted(steer.id, response_id))
+        if target.run is not None and not target.run.closed:
+            target.run.steered = True  # it stops at its next safe boundary
         if target.waiting is not None:
             self._pend(target, steer)
 
@@ -236,7 +239,7 @@ class Steering:
             for steer in queued:
                 self._pend(target, steer)
             return None
-        if state.status != "completed":
+        if state.status != "completed" and not ended_steered(state):
             target.queued = []
             message = f"The response ended {state.status}; its input was not taken."
             self._fail(target, queued, "response_not_active", message)
