@@ -13,7 +13,14 @@ from stateway.core.commands import (
     ListInputItems,
     Principal,
 )
-from stateway.core.errors import NotFound, ResponseInProgress, ServerShuttingDown, StorageError
+from stateway.core.errors import (
+    InternalError,
+    NotFound,
+    ResponseInProgress,
+    ServerShuttingDown,
+    StorageError,
+    UpstreamError,
+)
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.ports import ResponseRecord, StoredChain
@@ -74,6 +81,57 @@ async def test_a_final_save_that_fails_reports_no_completion_and_tells_every_cli
     assert body["status"] == "failed"
     assert body["completed_at"] is None
     assert "not be stored" in body["error"]["message"]
+
+
+class CrashingStore(MemoryStore):
+    """Its write of a run's end fails with a bug, not a :class:`StorageError`."""
+
+    async def save(self, record: ResponseRecord) -> None:
+        if record.status != "in_progress":
+            raise RuntimeError("a bug in the store")
+        await super().save(record)
+
+    async def finish(self, record: ResponseRecord) -> None:
+        raise RuntimeError("a bug in the store")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_run_that_crashes_while_finishing_ends_failed_with_an_internal_error(
+    stream: bool,
+) -> None:
+    backend = ScriptedBackend([TextDelta("x"), Finish("stop")])
+    gateway = gateway_for(backend, CrashingStore())
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], stream=stream)
+    )
+    await run.wait()
+
+    assert isinstance(run.error, InternalError)  # what a non-stream caller is answered
+    assert (run.error.status, run.error.code) == (500, "internal_error")
+    assert run.state.status == "failed"
+    assert run.state.error is not None
+    assert (run.state.error["code"], run.state.error["status"]) == ("internal_error", 500)
+    [finished] = [e for e in run.events if isinstance(e, ev.ResponseFinished)]
+    assert finished is run.events[-1]  # what a stream client sees last
+    body = encode_response(finished.response)
+    assert body["status"] == "failed"
+    assert body["error"]["code"] == "server_error"  # the wire folds 5xx codes
+    assert run.closed
+    assert gateway.runs.get(run.id) is None
+
+
+async def test_a_run_that_crashes_while_finishing_keeps_the_error_it_failed_with() -> None:
+    backend = ScriptedBackend([UpstreamError("refused")])
+    gateway = gateway_for(backend, CrashingStore())
+    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")]))
+    await run.wait()
+
+    assert isinstance(run.error, UpstreamError)  # the caller is told why it failed
+    assert (run.error.status, run.error.code) == (502, "upstream_error")
+    assert run.state.status == "failed"
+    assert run.state.error is not None
+    assert run.state.error["code"] == "internal_error"
+    assert isinstance(run.events[-1], ev.ResponseFinished)
 
 
 async def test_shutting_down_ends_a_run_failed_with_its_own_code() -> None:
