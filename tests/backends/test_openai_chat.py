@@ -253,6 +253,38 @@ def test_chunks_to_deltas() -> None:
     ]
 
 
+def test_only_the_first_choice_is_read() -> None:
+    chunk = {
+        "choices": [
+            {"index": 1, "delta": {"content": "other"}, "finish_reason": "length"},
+            {"index": 0, "delta": {"content": "mine"}, "finish_reason": "stop"},
+            {"index": 2, "delta": {"content": "another"}},
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 2},
+    }
+    assert list(from_upstream_chunk(chunk)) == [
+        TextDelta("mine"),
+        Finish("stop"),
+        UsageReport(Usage(1, 2)),
+    ]
+    unnumbered = {"choices": [{"delta": {"content": "x"}}]}  # a server that omits the index
+    assert list(from_upstream_chunk(unnumbered)) == [TextDelta("x")]
+
+
+def test_reasoning_is_read_from_either_field_name() -> None:
+    """Model servers name it ``reasoning_content`` or ``reasoning``."""
+    chunk = {"choices": [{"index": 0, "delta": {"reasoning": "hm"}}]}
+    assert list(from_upstream_chunk(chunk)) == [ReasoningDelta("hm")]
+    completion = {
+        "choices": [{"message": {"reasoning": "r", "content": "a"}, "finish_reason": "stop"}]
+    }
+    assert list(from_upstream_completion(completion)) == [
+        ReasoningDelta("r"),
+        TextDelta("a"),
+        Finish("stop"),
+    ]
+
+
 def test_completion_to_deltas() -> None:
     payload = {
         "choices": [
