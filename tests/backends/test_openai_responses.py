@@ -72,6 +72,44 @@ def test_request_is_stateless_with_the_full_context() -> None:
     assert "temperature" not in body
 
 
+def test_optional_settings_are_sent_with_their_values() -> None:
+    settings = GenerationSettings(
+        temperature=0.3,
+        top_p=0.8,
+        max_output_tokens=50,
+        user="u-1",
+        safety_identifier="s-1",
+        prompt_cache_key="k-1",
+        metadata={"team": "a"},
+        presence_penalty=0.5,
+        frequency_penalty=0.25,
+        stop_sequences=["END"],
+        top_k=4,
+        seed=7,
+    )
+    body = to_upstream(InferenceRequest("m", None, [], settings, stream=False))
+    assert body == {
+        "model": "m",
+        "input": [],
+        "store": False,
+        "stream": False,
+        "temperature": 0.3,
+        "top_p": 0.8,
+        "max_output_tokens": 50,
+        "user": "u-1",
+        "safety_identifier": "s-1",
+        "prompt_cache_key": "k-1",
+        "metadata": {"team": "a"},
+    }  # the Responses API has no penalties, stop sequences, top_k or seed: not sent
+
+
+def test_a_zero_temperature_is_sent() -> None:
+    body = to_upstream(
+        InferenceRequest("m", None, [], GenerationSettings(temperature=0.0), stream=True)
+    )
+    assert body["temperature"] == 0.0
+
+
 def feed(events: list[dict[str, Any]]) -> tuple[list[Delta], bool]:
     state = _StreamState()
     deltas = [delta for event in events for delta in state.feed(event)]
