@@ -47,7 +47,7 @@ def test_multiline_data_joins_with_lf() -> None:
 
 
 def test_comments_and_unknown_fields_are_ignored() -> None:
-    assert feed_all([b": keep-alive\nid: 7\nretry: 10\ndata: x\n\n"]) == [
+    assert feed_all([b": keep-alive\n:\nid: 7\nretry: 10\ndata: x\n\n"]) == [
         ServerSentEvent(None, b"x")
     ]
 
@@ -63,6 +63,11 @@ def test_unterminated_event_at_end_is_dropped() -> None:
 def test_event_name_resets_after_dispatch() -> None:
     events = feed_all([b"event: a\ndata: 1\n\ndata: 2\n\n"])
     assert [e.event for e in events] == ["a", None]
+
+
+def test_event_names_are_utf8_and_invalid_bytes_are_replaced() -> None:
+    events = feed_all([b"event: caf\xc3\xa9\ndata: 1\n\nevent: d\xffne\ndata: 2\n\n"])
+    assert events == [ServerSentEvent("caf\u00e9", b"1"), ServerSentEvent("d\ufffdne", b"2")]
 
 
 async def test_aiter_events_over_async_chunks() -> None:
