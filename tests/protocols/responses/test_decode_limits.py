@@ -188,6 +188,51 @@ def test_refusal_codes(body: dict[str, Any], code: str) -> None:
     assert refusal(body).code == code
 
 
+@pytest.mark.parametrize(
+    ("body", "param", "code"),
+    [
+        (
+            {"model": "m", "input": [{"type": "item_reference", "id": "msg_1"}]},
+            "input[0].type",
+            "unsupported_item_type",
+        ),
+        (
+            {
+                "model": "m",
+                "input": [
+                    {"role": "user", "content": "w"},
+                    {"role": "user", "content": "x", "id": "a"},
+                    {"role": "user", "content": "y", "id": "b"},
+                    {"role": "user", "content": "z", "id": "a"},
+                ],
+            },
+            "input[3].id",
+            "duplicate_item_id",
+        ),
+        (
+            {"model": "m", "input": [{"type": "function_call", "name": "f", "arguments": ""}]},
+            "input[0].call_id",
+            "missing_required_parameter",
+        ),
+        ({"model": "m", "input": "x", "include": ["a", ""]}, "include[1]", "invalid_value"),
+    ],
+)
+def test_refusals_name_the_field_and_code(body: dict[str, Any], param: str, code: str) -> None:
+    error = refusal(body)
+    assert (error.status, error.param, error.code) == (400, param, code)
+
+
+def test_include_entries_are_kept() -> None:
+    include = ["reasoning.encrypted_content", "message.output_text.logprobs"]
+    body = {"model": "m", "input": "x", "include": include}
+    assert decode_create(orjson.dumps(body)).settings.include == include
+
+
+def test_items_without_an_id_are_not_duplicates() -> None:
+    body = {"model": "m", "input": [{"role": "user", "content": "x", "id": ""}] * 2 + messages(2)}
+    assert len(decode_create(orjson.dumps(body)).input) == 4
+
+
 @pytest.mark.parametrize("query", [{"limit": "0"}, {"limit": "101"}, {"order": "up"}])
 def test_input_items_query_refusals_carry_a_code(query: dict[str, str]) -> None:
     with pytest.raises(InvalidRequest) as caught:
@@ -211,6 +256,12 @@ def test_modelled_items_without_a_status_are_completed() -> None:
     assert statuses == ["completed"] * 4 + ["incomplete", None]
     [string_input] = decode_create(b'{"model": "m", "input": "x"}').input
     assert string_input["status"] == "completed"
+
+
+def test_a_reasoning_item_without_a_summary_gets_an_empty_one() -> None:
+    body = {"model": "m", "input": [{"type": "reasoning", "content": []}]}
+    [item] = decode_create(orjson.dumps(body)).input
+    assert item["summary"] == []
 
 
 def test_json_schema_format_keeps_only_the_keys_given() -> None:
