@@ -271,6 +271,25 @@ def test_only_the_first_choice_is_read() -> None:
     assert list(from_upstream_chunk(unnumbered)) == [TextDelta("x")]
 
 
+def test_streamed_tool_calls_keep_their_index() -> None:
+    def calls(*deltas: dict[str, Any]) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "delta": {"tool_calls": list(deltas)}}]}
+
+    first = {"index": 0, "id": "call_a", "function": {"name": "f", "arguments": ""}}
+    second = {"index": 1, "id": "call_b", "function": {"name": "g", "arguments": ""}}
+    chunks = [
+        calls(first, second),
+        calls({"index": 1, "function": {"arguments": "{}"}}),
+        calls({"function": {"arguments": "[]"}}),  # a server that omits the index: the first
+    ]
+    assert [d for chunk in chunks for d in from_upstream_chunk(chunk)] == [
+        ToolCallDelta(0, "call_a", "f", ""),
+        ToolCallDelta(1, "call_b", "g", ""),
+        ToolCallDelta(1, None, None, "{}"),
+        ToolCallDelta(0, None, None, "[]"),
+    ]
+
+
 def test_reasoning_is_read_from_either_field_name() -> None:
     """Model servers name it ``reasoning_content`` or ``reasoning``."""
     chunk = {"choices": [{"index": 0, "delta": {"reasoning": "hm"}}]}
