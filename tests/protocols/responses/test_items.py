@@ -1,0 +1,103 @@
+"""Input items of the Responses wire: what each modelled shape requires, and the ids and
+statuses the decoder gives what it accepts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stateway.core.errors import InvalidRequest
+from stateway.protocols.responses.items import decode_items
+
+SHELL_ACTION = {"commands": ["ls"]}
+
+
+@pytest.mark.parametrize(
+    ("item", "param", "code"),
+    [
+        ({"content": "x"}, "input[0].type", "missing_required_parameter"),
+        ({"type": 3}, "input[0].type", "invalid_type"),
+        (
+            {"type": "function_call", "call_id": "c", "arguments": "{}"},
+            "input[0].name",
+            "missing_required_parameter",
+        ),
+        (
+            {"type": "function_call", "call_id": "c", "name": "f"},
+            "input[0].arguments",
+            "missing_required_parameter",
+        ),
+        (
+            {"type": "custom_tool_call", "name": "f", "input": ""},
+            "input[0].call_id",
+            "missing_required_parameter",
+        ),
+        (
+            {"type": "custom_tool_call", "call_id": "c", "input": ""},
+            "input[0].name",
+            "missing_required_parameter",
+        ),
+        (
+            {"type": "custom_tool_call_output", "output": "r"},
+            "input[0].call_id",
+            "missing_required_parameter",
+        ),
+        (
+            {"type": "function_call_output", "call_id": "c", "output": 3},
+            "input[0].output",
+            "invalid_type",
+        ),
+        ({"type": "reasoning", "summary": "x"}, "input[0].summary", "invalid_type"),
+        (
+            {"type": "shell_call", "action": SHELL_ACTION},
+            "input[0].call_id",
+            "missing_required_parameter",
+        ),
+        (
+            {"type": "shell_call_output", "output": []},
+            "input[0].call_id",
+            "missing_required_parameter",
+        ),
+    ],
+)
+def test_item_refusals_name_the_field_and_code(item: dict[str, Any], param: str, code: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_items([item])
+    assert (caught.value.status, caught.value.param, caught.value.code) == (400, param, code)
+
+
+@pytest.mark.parametrize(
+    ("item", "prefix"),
+    [
+        ({"type": "shell_call_output", "call_id": "c", "output": []}, "sho_"),
+        ({"type": "mcp_approval_response", "approval_request_id": "r", "approve": True}, "mcpa_"),
+        (
+            {
+                "type": "mcp_approval_response",
+                "approval_request_id": "r",
+                "approve": False,
+                "id": "",
+            },
+            "mcpa_",
+        ),
+    ],
+)
+def test_accepted_items_without_an_id_get_one(item: dict[str, Any], prefix: str) -> None:
+    [decoded] = decode_items([item])
+    assert decoded["id"].startswith(prefix)
+    assert {k: v for k, v in decoded.items() if k not in ("id", "status")} == {
+        k: v for k, v in item.items() if k != "id"
+    }
+
+
+def test_a_client_id_is_kept() -> None:
+    item = {
+        "type": "mcp_approval_response",
+        "approval_request_id": "r",
+        "approve": True,
+        "id": "a1",
+    }
+    assert decode_items([item]) == [item]
+    output = {"type": "shell_call_output", "call_id": "c", "output": [], "id": "o1"}
+    assert decode_items([output]) == [{**output, "status": "completed"}]
