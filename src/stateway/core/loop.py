@@ -65,17 +65,15 @@ MAX_ROUNDS_REASON = "max_rounds"
 STEERED_REASON = "steered"
 """``incomplete_details.reason`` of a response that stopped before another round of its
 gateway tool loop because input was queued to steer it (:attr:`Run.steered`)."""
+MAX_TOOL_CALLS = "The response reached its max_tool_calls limit; this call was not run."
+_MAX_CHAIN = 16
+_CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL, TOOL_SEARCH_CALL, *shell.ANSWERS})
 
 
 def ended_steered(state: ResponseState) -> bool:
     """Whether the response stopped early to take steering input, which a successor
     continues as it would a completed one."""
     return state.status == "incomplete" and state.incomplete_reason == STEERED_REASON
-
-
-MAX_TOOL_CALLS = "The response reached its max_tool_calls limit; this call was not run."
-_MAX_CHAIN = 16
-_CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL, TOOL_SEARCH_CALL, *shell.ANSWERS})
 
 
 class Loop:
