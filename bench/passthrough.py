@@ -28,42 +28,20 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
-class PassThrough:
-    """Forward bytes to ``upstream`` and stream the answer back."""
+class Hop:
+    """A bare ASGI hop: one pooled aiohttp session (configured like the gateway's), opened
+    and closed by the lifespan; :meth:`handle` answers each HTTP request."""
 
-    def __init__(self, upstream_base_url: str) -> None:
-        base = upstream_base_url.rstrip("/")
-        self.upstream = base.removesuffix("/v1")
-        self.session: aiohttp.ClientSession | None = None
+    session: aiohttp.ClientSession | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            await self._forward(scope, receive, send)
+            await self.handle(scope, receive, send)
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
 
-    async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        assert self.session is not None
-        url = self.upstream + scope["path"]
-        async with self.session.post(url, data=b"".join(chunks)) as upstream:
-            headers = [(b"content-type", upstream.headers.get("Content-Type", "").encode())]
-            length = upstream.headers.get("Content-Length")
-            if length is not None:
-                headers.append((b"content-length", length.encode()))
-            await send(
-                {"type": "http.response.start", "status": upstream.status, "headers": headers}
-            )
-            async for chunk in upstream.content.iter_any():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -84,11 +62,49 @@ class PassThrough:
                 return
 
 
-def serve(upstream_base_url: str, host: str = "127.0.0.1", port: int = 0) -> None:
-    """Run the hop until interrupted (SIGINT/SIGTERM)."""
+async def request_body(receive: Receive) -> bytes | None:
+    """The whole request body; None when the client left first."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+class PassThrough(Hop):
+    """Forward bytes to ``upstream`` and stream the answer back."""
+
+    def __init__(self, upstream_base_url: str) -> None:
+        base = upstream_base_url.rstrip("/")
+        self.upstream = base.removesuffix("/v1")
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await request_body(receive)
+        if body is None:
+            return
+        assert self.session is not None
+        url = self.upstream + scope["path"]
+        async with self.session.post(url, data=body) as upstream:
+            headers = [(b"content-type", upstream.headers.get("Content-Type", "").encode())]
+            length = upstream.headers.get("Content-Length")
+            if length is not None:
+                headers.append((b"content-length", length.encode()))
+            await send(
+                {"type": "http.response.start", "status": upstream.status, "headers": headers}
+            )
+            async for chunk in upstream.content.iter_any():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def serve(hop: Hop, announcement: str, host: str = "127.0.0.1", port: int = 0) -> None:
+    """Run ``hop`` until interrupted (SIGINT/SIGTERM), announcing its URL once it listens."""
     sock = bind_socket(host, port)
-    config = server_config(PassThrough(upstream_base_url), lifespan=True, graceful_shutdown=2)
-    server = AnnouncingServer(config, f"{ANNOUNCEMENT}{socket_url(sock)}")
+    config = server_config(hop, lifespan=True, graceful_shutdown=2)
+    server = AnnouncingServer(config, f"{announcement}{socket_url(sock)}")
     with sock:
         server.run(sockets=[sock])
 
@@ -99,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
-    serve(args.upstream, args.host, args.port)
+    serve(PassThrough(args.upstream), ANNOUNCEMENT, args.host, args.port)
 
 
 if __name__ == "__main__":

@@ -26,51 +26,31 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 import orjson
 
 from bench import processes
 from bench.load import run_wrk, wrk_path
+from bench.passthrough import Hop, Receive, Scope, Send, request_body, serve
 from bench.procfs import cpu_times
 from bench.scenarios import Scenario, chat_body, responses_body
-from stateway.serving import AnnouncingServer, bind_socket, server_config, socket_url
 
 ANNOUNCEMENT = "bench-translator listening on "
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
-
-class Translator:
+class Translator(Hop):
     """``POST /v1/responses`` (non-stream) as one Chat Completions call, nothing else."""
 
     def __init__(self, upstream_base_url: str) -> None:
         self.url = upstream_base_url.rstrip("/") + "/chat/completions"
-        self.session: aiohttp.ClientSession | None = None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            await self._translate(receive, send)
-        elif scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
-
-    async def _translate(self, receive: Receive, send: Send) -> None:
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        request = orjson.loads(b"".join(chunks))
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await request_body(receive)
+        if body is None:
+            return
+        request = orjson.loads(body)
         given = request["input"]
         messages = [{"role": "user", "content": given}] if isinstance(given, str) else given
         chat = {"model": request["model"], "messages": messages}
@@ -107,32 +87,6 @@ class Translator:
         headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(answer))]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": answer})
-
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                self.session = aiohttp.ClientSession(  # configured like the floor's
-                    connector=aiohttp.TCPConnector(limit=256),
-                    timeout=aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=600.0),
-                    headers={"Content-Type": "application/json"},
-                    skip_auto_headers=("User-Agent",),
-                    auto_decompress=False,
-                )
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                if self.session is not None:
-                    await self.session.close()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-
-
-def serve(upstream_base_url: str, host: str = "127.0.0.1", port: int = 0) -> None:
-    sock = bind_socket(host, port)
-    config = server_config(Translator(upstream_base_url), lifespan=True, graceful_shutdown=2)
-    server = AnnouncingServer(config, f"{ANNOUNCEMENT}{socket_url(sock)}")
-    with sock:
-        server.run(sockets=[sock])
 
 
 def translator(upstream_base_url: str, log_dir: Path) -> AbstractContextManager[processes.Server]:
@@ -182,7 +136,7 @@ def main() -> None:
     if args.serve:
         if not args.upstream:
             parser.error("--serve needs --upstream")
-        serve(args.upstream, port=args.port)
+        serve(Translator(args.upstream), ANNOUNCEMENT, port=args.port)
         return
     wrk_path()
     with tempfile.TemporaryDirectory() as directory:
