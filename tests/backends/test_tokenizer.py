@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -155,16 +155,19 @@ async def test_a_responses_upstream_counts_natively_first(loopback: Loopback) ->
 @pytest.mark.parametrize(
     ("reply", "raised"),
     [
-        (web.json_response({"input_tokens": "many"}), UpstreamError),
-        (web.Response(body=b"{", content_type="application/json"), UpstreamError),
-        (web.json_response({"error": {"message": "bad"}}, status=400), UpstreamRejected),
+        (lambda: web.json_response({"input_tokens": "many"}), UpstreamError),
+        (lambda: web.Response(body=b"{", content_type="application/json"), UpstreamError),
+        (lambda: web.json_response({"error": {"message": "bad"}}, status=400), UpstreamRejected),
     ],
 )
 async def test_native_count_failures(
-    loopback: Loopback, reply: web.Response, raised: type[Exception]
+    loopback: Loopback, reply: Callable[[], web.Response], raised: type[Exception]
 ) -> None:
+    # A fresh reply per request: aiohttp sends a response once, and a prepared one again
+    # sends nothing, so one built at import time left the client waiting for headers
+    # whenever the test ran twice in one process (as mutmut runs it).
     async def answer(http: web.Request) -> web.Response:
-        return reply
+        return reply()
 
     counter = backend(OpenAIResponsesBackend, await loopback.serve(answer), loopback)
     with pytest.raises(raised):
