@@ -41,6 +41,13 @@ def test_an_unknown_model_is_model_not_found_with_the_upstream_words() -> None:
     assert "does not exist" in error.message
 
 
+@pytest.mark.parametrize("status", [400, 404, 408, 422, 429, 500, 503, 504, 529])
+def test_the_message_names_the_server_its_status_and_its_words(status: int) -> None:
+    said = f"Model server 'up' answered {status}"
+    assert classify_status(status, "why", None, "up").message == f"{said}: why"
+    assert classify_status(status, "", None, "up").message == f"{said}."
+
+
 def test_credential_refusals_do_not_repeat_the_upstream_message() -> None:
     error = classify_status(401, "key sk-abc is wrong", None, "up")
     assert "sk-abc" not in error.message
