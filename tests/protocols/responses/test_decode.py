@@ -403,7 +403,11 @@ def test_invalid_function_schemas_are_named(parameters: dict[str, object], param
         ),
         ({"type": "mcp", "server_label": "s", "allowed_tools": [1]}, "tools[0].allowed_tools"),
         ({"type": "web_search", "search_context_size": "huge"}, "tools[0].search_context_size"),
+        ({"type": "web_search", "search_context_size": ["low"]}, "tools[0].search_context_size"),
+        ({"type": "web_search", "search_context_size": {}}, "tools[0].search_context_size"),
         ({"type": "web_search", "external_web_access": "no"}, "tools[0].external_web_access"),
+        ({"type": "web_search", "user_location": "here"}, "tools[0].user_location"),
+        ({"type": "tool_search", "execution": ["client"]}, "tools[0].execution"),
     ],
 )
 def test_bad_gateway_tool_shapes_are_named(tool: dict[str, object], param: str) -> None:

@@ -13,7 +13,12 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.core.tools.catalog import CUSTOM, DEFER, NAMESPACE, TOOL_SEARCH, model_name
 from stateway.protocols.responses.nesting import check_nesting
-from stateway.protocols.responses.tools.fields import invalid_type, strings
+from stateway.protocols.responses.tools.fields import (
+    copy_choice,
+    copy_typed,
+    invalid_type,
+    strings,
+)
 
 
 def decode_function(tool: dict[str, Any], path: str) -> Item:
@@ -73,11 +78,7 @@ def _check_schema(schema: dict[str, Any], path: str) -> None:
 def decode_custom(tool: dict[str, Any], path: str) -> Item:
     name = _name(tool, path)
     out: Item = {"type": CUSTOM, "name": name}
-    description = tool.get("description")
-    if description is not None:
-        if not isinstance(description, str):
-            raise invalid_type("'description' must be a string.", f"{path}.description")
-        out["description"] = description
+    copy_typed(tool, out, "description", path, str, "a string")
     fmt = tool.get("format")
     if fmt is not None:
         out["format"] = _format(fmt, f"{path}.format")
@@ -144,11 +145,7 @@ def decode_namespace(tool: dict[str, Any], path: str, seen: set[str]) -> Item:
 
 def _defer(tool: dict[str, Any], path: str, out: Item) -> None:
     """Keep ``defer_loading`` (a tool a search loads; see ``core.tools.tool_search``)."""
-    value = tool.get(DEFER)
-    if value is not None:
-        if not isinstance(value, bool):
-            raise invalid_type(f"'{DEFER}' must be a boolean.", f"{path}.{DEFER}")
-        out[DEFER] = value
+    copy_typed(tool, out, DEFER, path, bool, "a boolean")
 
 
 _EXECUTIONS = ("client", "server")
@@ -156,21 +153,8 @@ _EXECUTIONS = ("client", "server")
 
 def decode_tool_search(tool: dict[str, Any], path: str) -> Item:
     out: Item = {"type": TOOL_SEARCH}
-    execution = tool.get("execution")
-    if execution is not None:
-        if execution not in _EXECUTIONS:
-            raise InvalidRequest(
-                f"Invalid value for '{path}.execution': {execution!r}; expected 'client' or "
-                "'server'.",
-                param=f"{path}.execution",
-                code="invalid_value",
-            )
-        out["execution"] = execution
-    description = tool.get("description")
-    if description is not None:
-        if not isinstance(description, str):
-            raise invalid_type("'description' must be a string.", f"{path}.description")
-        out["description"] = description
+    copy_choice(tool, out, "execution", path, _EXECUTIONS, "'client' or 'server'")
+    copy_typed(tool, out, "description", path, str, "a string")
     parameters = tool.get("parameters")
     if parameters is not None:
         if not isinstance(parameters, dict):

@@ -10,20 +10,19 @@ from typing import Any
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.core.tools.catalog import SEPARATOR
-from stateway.protocols.responses.tools.fields import invalid_type, strings
+from stateway.protocols.responses.tools.fields import (
+    copy_choice,
+    copy_typed,
+    invalid_type,
+    strings,
+)
 
 _CONTEXT_SIZES = frozenset({"low", "medium", "high"})
 
 
 def decode_web_search(tool: dict[str, Any], path: str) -> Item:
     out: Item = {"type": tool["type"]}
-    access = tool.get("external_web_access")
-    if access is not None:
-        if not isinstance(access, bool):
-            raise invalid_type(
-                "'external_web_access' must be a boolean.", f"{path}.external_web_access"
-            )
-        out["external_web_access"] = access
+    copy_typed(tool, out, "external_web_access", path, bool, "a boolean")
     filters = tool.get("filters")
     if filters is not None:
         domains = filters.get("allowed_domains") if isinstance(filters, dict) else None
@@ -33,21 +32,9 @@ def decode_web_search(tool: dict[str, Any], path: str) -> Item:
                 f"{path}.filters.allowed_domains",
             )
         out["filters"] = {"allowed_domains": domains}
-    size = tool.get("search_context_size")
-    if size is not None:
-        if size not in _CONTEXT_SIZES:
-            raise InvalidRequest(
-                f"Invalid value for '{path}.search_context_size': {size!r}; expected 'low', "
-                "'medium' or 'high'.",
-                param=f"{path}.search_context_size",
-                code="invalid_value",
-            )
-        out["search_context_size"] = size
-    location = tool.get("user_location")
-    if location is not None:
-        if not isinstance(location, dict):
-            raise invalid_type("'user_location' must be an object.", f"{path}.user_location")
-        out["user_location"] = location
+    expected = "'low', 'medium' or 'high'"
+    copy_choice(tool, out, "search_context_size", path, _CONTEXT_SIZES, expected)
+    copy_typed(tool, out, "user_location", path, dict, "an object")
     return out
 
 
