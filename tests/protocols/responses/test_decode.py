@@ -536,3 +536,27 @@ def test_bad_additional_tools_items_are_named(item: dict[str, object], param: st
     with pytest.raises(InvalidRequest) as caught:
         decode({"model": "m", "input": [item]})
     assert caught.value.param == param
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"tool_choice": {"type": ["function"]}}, "tool_choice"),
+        ({"tool_choice": {"type": {}}}, "tool_choice"),
+        ({"text": {"format": {"type": ["json_object"]}}}, "text.format.type"),
+        ({"input": [{"type": "message", "role": ["user"], "content": "x"}]}, "input[0].role"),
+        ({"input": [{"role": {}, "content": "x"}]}, "input[0].role"),
+        (
+            {"input": [{"role": "user", "content": [{"type": ["input_text"], "text": "x"}]}]},
+            "input[0].content[0].type",
+        ),
+    ],
+)
+def test_a_list_or_object_where_a_name_belongs_is_a_400_naming_it(
+    body: dict[str, object], param: str
+) -> None:
+    """Not a 500: a JSON array or object is no key of the sets the names are checked in."""
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", **body})
+    assert caught.value.status == 400
+    assert caught.value.param == param

@@ -289,7 +289,7 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
         return {"type": kind, "name": choice["name"]}
     if kind == "mcp" and isinstance(choice.get("server_label"), str):
         return {k: choice[k] for k in ("type", "server_label", "name") if k in choice}
-    if kind in _TYPE_CHOICES:
+    if isinstance(kind, str) and kind in _TYPE_CHOICES:
         return {"type": kind}
     if kind == "allowed_tools" and choice.get("mode") in ("auto", "required"):
         return dict(choice)
@@ -304,7 +304,7 @@ def _text_format(fmt: dict[str, Any] | None) -> dict[str, Any]:
     if fmt is None:
         return {"type": "text"}
     kind = fmt.get("type")
-    if kind not in _FORMATS:
+    if not isinstance(kind, str) or kind not in _FORMATS:
         raise InvalidRequest(
             f"Invalid value for 'text.format.type': '{kind}'.",
             param="text.format.type",

@@ -159,7 +159,7 @@ def _item(raw: dict[str, Any], path: str) -> Item:
 
 def _decode_message(raw: dict[str, Any], path: str) -> Item:
     role = raw.get("role")
-    if role not in _ROLES:
+    if not isinstance(role, str) or role not in _ROLES:
         raise InvalidRequest(
             f"Invalid value for 'role': {role!r}. Supported values are: 'user', 'system', "
             "'developer' and 'assistant'.",
@@ -191,7 +191,7 @@ def _part(raw: Any, path: str) -> Item:
             "Each content part must be an object.", param=path, code="invalid_type"
         )
     kind = raw.get("type")
-    if kind not in _PART_KNOWN:
+    if not isinstance(kind, str) or kind not in _PART_KNOWN:
         raise InvalidRequest(
             f"Invalid content part type: {kind!r}.", param=f"{path}.type", code="invalid_value"
         )
