@@ -39,6 +39,7 @@ from stateway.protocols.chat.request import (
     ResponseFormat,
 )
 from stateway.protocols.responses.nesting import check_nesting
+from stateway.protocols.validation import invalid_request
 
 REFUSED: Final = ("audio", "functions", "function_call", "logit_bias", "prediction")
 REFUSED_WITHOUT_SEARCH: Final = "web_search_options"
@@ -243,27 +244,13 @@ def _text_format(response_format: ResponseFormat | None) -> dict[str, Any]:
 
 
 def _invalid(exc: pydantic.ValidationError) -> InvalidRequest:
-    """The error that got furthest into the body names the field."""
-    errors = exc.errors(include_url=False, include_context=False)
-    error = max(errors, key=lambda e: sum(isinstance(part, int) for part in e["loc"]))
-    param = _param(error["loc"])
-    if error["type"] == "missing":
-        return InvalidRequest(
-            f"Missing required parameter: '{param}'.",
-            param=param,
-            code="missing_required_parameter",
-        )
-    if error["type"] in ("model_type", "model_attributes_type") and not error["loc"]:
-        return InvalidRequest("The request body must be a JSON object.", code="invalid_type")
-    if error["type"] == "union_tag_not_found":
-        tag = "role" if _in_messages(error["loc"]) else "type"
-        return InvalidRequest(
-            f"Missing required parameter: '{param}.{tag}'.",
-            param=f"{param}.{tag}",
-            code="missing_required_parameter",
-        )
-    code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
-    return InvalidRequest(f"Invalid value for '{param}': {error['msg']}.", param=param, code=code)
+    """A body's validation error in the OpenAI shape, its field named as Chat does."""
+    return invalid_request(exc, _param, _tag)
+
+
+def _tag(loc: tuple[int | str, ...]) -> str:
+    """The discriminator a message (``role``) or a content part (``type``) misses."""
+    return "role" if _in_messages(loc) else "type"
 
 
 def _in_messages(loc: tuple[int | str, ...]) -> bool:

@@ -9,6 +9,7 @@ import orjson
 import pydantic
 
 from stateway.core.errors import InvalidRequest
+from stateway.protocols import validation
 
 
 def parse_body(raw: bytes, max_input_items: int | None) -> Any:
@@ -41,21 +42,8 @@ def check_item_count(data: Any, limit: int) -> None:
 
 
 def invalid_request(exc: pydantic.ValidationError) -> InvalidRequest:
-    """A body's validation error in the OpenAI shape. Of a union's alternatives, the one
-    that got furthest names the field best."""
-    errors = exc.errors(include_url=False, include_context=False)
-    error = max(errors, key=lambda e: sum(isinstance(part, int) for part in e["loc"]))
-    param = param_of(error["loc"])
-    if error["type"] == "missing":
-        return InvalidRequest(
-            f"Missing required parameter: '{param}'.",
-            param=param,
-            code="missing_required_parameter",
-        )
-    if error["type"] in ("model_type", "model_attributes_type") and not error["loc"]:
-        return InvalidRequest("The request body must be a JSON object.", code="invalid_type")
-    code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
-    return InvalidRequest(f"Invalid value for '{param}': {error['msg']}.", param=param, code=code)
+    """A body's validation error in the OpenAI shape, its field named as Responses does."""
+    return validation.invalid_request(exc, param_of)
 
 
 UNION_TAGS = frozenset(
