@@ -104,6 +104,18 @@ async def test_only_allowed_domains_and_their_subdomains(
         assert fake.queries[-1].max_results == 20  # headroom for the filter
 
 
+async def test_blocked_domains_and_their_subdomains_are_left_out(
+    provider: SearchProvider, fake: FakeSearch, api: Api
+) -> None:
+    query = SearchQuery("docs", max_results=4, blocked_domains=("*.Example.com",))
+    hits = await provider.search(query)
+    assert hits == expected("docs", 3, 4, 7, 8)  # example.org and notexample.com only
+    if api == "tavily":
+        assert fake.queries[-1].body["exclude_domains"] == ["example.com"]
+    if api == "brave":
+        assert fake.queries[-1].max_results == 20  # headroom for the filter
+
+
 async def test_each_url_is_returned_once(provider: SearchProvider, fake: FakeSearch) -> None:
     fake.duplicate_urls = True
     hits = await provider.search(SearchQuery("twice", max_results=3))

@@ -300,9 +300,15 @@ class FakeSearch:
         if not 0 <= max_results <= 20:
             return web.json_response({"detail": {"error": "max_results: 0..20"}}, status=400)
         domains = body.get("include_domains") or []
-        if domains:  # like Tavily: up to max_results hits, all on those domains
+        excluded = body.get("exclude_domains") or []
+        if domains or excluded:  # like Tavily: up to max_results hits, filtered by domain
             found = self._results(query, max_results * len(HOSTS))
-            results = [r for r in found if _on_domains(r.url, domains)][:max_results]
+            results = [
+                r
+                for r in found
+                if (not domains or _on_domains(r.url, domains))
+                and not (excluded and _on_domains(r.url, excluded))
+            ][:max_results]
         else:
             results = self._results(query, max_results)
         return web.json_response(

@@ -57,7 +57,8 @@ class BraveProvider:
     def _count(self, query: SearchQuery) -> int:
         """Ask for more than needed when hits will be filtered by domain here."""
         wanted = min(self._max_results, query.max_results)
-        return MAX_COUNT if query.allowed_domains else min(MAX_COUNT, max(wanted, 1))
+        filtered = query.allowed_domains or query.blocked_domains
+        return MAX_COUNT if filtered else min(MAX_COUNT, max(wanted, 1))
 
 
 def from_brave(answer: Any) -> list[SearchHit]:

@@ -1,5 +1,6 @@
 """From a provider's parsed results to the hits the model sees: only ``http(s)`` URLs, only
-the allowed domains, each URL once, at most the requested number, in the provider's order.
+the allowed domains and none of the blocked ones, each URL once, at most the requested
+number, in the provider's order.
 
 Every provider's answer passes through :func:`select_hits`, so the three behave alike even
 where an API cannot filter by domain itself (SearXNG, Brave) or repeats a page that several
@@ -23,9 +24,11 @@ def query_text(query: SearchQuery) -> str:
 
 
 def select_hits(hits: Iterable[SearchHit], query: SearchQuery, limit: int) -> list[SearchHit]:
-    """The first ``min(limit, query.max_results)`` distinct, allowed hits of ``hits``."""
+    """The first ``min(limit, query.max_results)`` distinct, allowed, unblocked hits of
+    ``hits``."""
     wanted = min(limit, query.max_results)
     domains = normalize_domains(query.allowed_domains)
+    blocked = normalize_domains(query.blocked_domains)
     seen: set[str] = set()
     chosen: list[SearchHit] = []
     for hit in hits:
@@ -34,7 +37,8 @@ def select_hits(hits: Iterable[SearchHit], query: SearchQuery, limit: int) -> li
         key = _identity(hit.url)
         if key is None or key in seen:
             continue
-        if domains and not host_allowed(urlsplit(hit.url).hostname or "", domains):
+        host = urlsplit(hit.url).hostname or ""
+        if (domains and not host_allowed(host, domains)) or host_allowed(host, blocked):
             continue
         seen.add(key)
         chosen.append(hit)

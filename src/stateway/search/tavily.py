@@ -7,8 +7,9 @@ and a JSON body ``{"query", "max_results" (0..20, default 5), "include_domains" 
 "url", "content", "score", ...}], "response_time"}``. Errors: ``401`` for a missing or
 invalid key, ``429`` rate limited, ``432``/``433`` a plan or pay-as-you-go limit reached.
 
-``allowed_domains`` is sent as ``include_domains`` so Tavily spends its results on them; the
-hits are still filtered here like every provider's.
+``allowed_domains`` is sent as ``include_domains`` so Tavily spends its results on them, and
+``blocked_domains`` as ``exclude_domains``; the hits are still filtered here like every
+provider's.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ class TavilyProvider:
         domains = normalize_domains(query.allowed_domains)
         if domains:
             body["include_domains"] = list(domains)
+        blocked = normalize_domains(query.blocked_domains)
+        if blocked:
+            body["exclude_domains"] = list(blocked)
         answer = await self._transport.post(self.endpoint, body)
         return select_hits(from_tavily(answer), query, self._max_results)
 

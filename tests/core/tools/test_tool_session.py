@@ -149,6 +149,29 @@ async def test_a_search_without_a_query_is_not_sent_and_the_model_is_told() -> N
     assert told == "Error: A web search needs a non-empty 'query'."
 
 
+async def test_searches_past_max_uses_are_not_sent_and_fail_by_that_name() -> None:
+    search = FakeSearch([SearchHit("A", "https://a.test/", "a")])
+    calls = [call("web_search", {"query": q}, i) for i, q in enumerate(("one", "two", "three"))]
+    setup = Setup([tools_round(*calls), answer()], search=search)
+    run = await setup.create([{"type": "web_search", "max_uses": 2}])
+    assert [q.query for q in search.queries] == ["one", "two"]
+    statuses = [item["status"] for item in run.state.output[:3]]
+    assert statuses == ["completed", "completed", "failed"]
+    assert run.state.output[2]["error"] == (
+        "max_uses_exceeded: this response may run at most 2 web searches."
+    )
+
+
+async def test_a_declared_search_filters_its_hits_by_domain() -> None:
+    search = FakeSearch([])
+    setup = Setup([tools_round(call("web_search", {"query": "q"})), answer()], search=search)
+    filters = {"allowed_domains": ["a.test"], "blocked_domains": ["b.test"]}
+    await setup.create([{"type": "web_search", "filters": filters}])
+    assert search.queries == [
+        SearchQuery("q", allowed_domains=("a.test",), blocked_domains=("b.test",))
+    ]
+
+
 class BrokenSearch(FakeSearch):
     async def search(self, query: SearchQuery) -> list[SearchHit]:
         raise RuntimeError("a bug in the adapter")

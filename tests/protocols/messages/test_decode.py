@@ -303,7 +303,64 @@ def test_output_format_becomes_a_json_schema_text_format() -> None:
             "messages.0.content.0.source.type",
         ),
         (body(tools=[{"name": "f"}]), "tools.0.input_schema"),
-        (body(tools=[{"type": "web_search_20250305", "name": "web_search"}]), "tools.0.type"),
+        (body(tools=[{"type": "bash_20250124", "name": "bash"}]), "tools.0.type"),
+        (body(tools=[{"type": "web_fetch_20250910", "name": "web_fetch"}]), "tools.0.type"),
+        (body(tools=[{"type": 5, "name": "f", "input_schema": {}}]), "tools.0.type"),
+        (body(tools=[{"type": "web_search_20250305", "name": "search"}]), "tools.0.name"),
+        (
+            body(tools=[{"type": "web_search_20250305", "name": "web_search", "max_uses": 0}]),
+            "tools.0.max_uses",
+        ),
+        (
+            body(
+                tools=[
+                    {
+                        "type": "web_search_20250305",
+                        "name": "web_search",
+                        "allowed_domains": ["a.example"],
+                        "blocked_domains": ["b.example"],
+                    }
+                ]
+            ),
+            "tools.0.blocked_domains",
+        ),
+        (
+            body(
+                tools=[
+                    {"name": "web_search", "input_schema": {}},
+                    {"type": "web_search_20250305", "name": "web_search"},
+                ]
+            ),
+            "tools.1.name",
+        ),
+        (
+            body(
+                messages=[
+                    {"role": "user", "content": "hi"},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "server_tool_use", "id": "s", "name": "web_fetch", "input": {}}
+                        ],
+                    },
+                ]
+            ),
+            "messages.1.content.0.name",
+        ),
+        (
+            body(
+                messages=[
+                    {"role": "user", "content": "hi"},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "web_search_tool_result", "tool_use_id": "s", "content": []}
+                        ],
+                    },
+                ]
+            ),
+            "messages.1.content.0.tool_use_id",
+        ),
         (
             body(tools=[{"name": "f", "input_schema": {}}, {"name": "f", "input_schema": {}}]),
             "tools.1.name",

@@ -141,6 +141,8 @@ class SearchQuery:
     max_results: int = 5
     allowed_domains: tuple[str, ...] = field(default=())
     """Results outside these domains (and their subdomains) are dropped; empty: any."""
+    blocked_domains: tuple[str, ...] = field(default=())
+    """Results inside these domains (and their subdomains) are dropped."""
 
 
 class SearchProvider(Protocol):

@@ -92,6 +92,8 @@ class ToolSession:
         self.sources: list[Item] = []
         """Every web search result of this response, for citations."""
         self.calls_made = 0
+        self.searches = 0
+        """Web searches started by this response (``max_uses`` caps them)."""
         """Gateway calls run so far (``max_tool_calls`` counts these)."""
         self._open_items: dict[str, tuple[Item, int]] = {}
         """Gateway items announced and not done yet, by id: closed by :meth:`abandon`
@@ -282,14 +284,22 @@ class ToolSession:
         if entry.kind == "web_search":
             search = self._tools.search
             declared = self._toolset.web_search
-            domains = declared.allowed_domains if declared is not None else ()
+            allowed = declared.allowed_domains if declared is not None else ()
+            blocked = declared.blocked_domains if declared is not None else ()
+            cap = declared.max_uses if declared is not None else None
+            self.searches += 1
+            over = cap is not None and self.searches > cap
 
             async def searching() -> str:
                 query = web_search.query_of(pending.arguments)
                 pending.item["action"]["query"] = query
+                if over:
+                    raise ToolFailure(web_search.over_max_uses(cap or 0))
                 if search is None:
                     raise ToolFailure("No web search provider is configured.")
-                hits = await search.search(SearchQuery(query, allowed_domains=domains))
+                hits = await search.search(
+                    SearchQuery(query, allowed_domains=allowed, blocked_domains=blocked)
+                )
                 found = web_search.sources(hits)
                 pending.item["action"]["sources"] = found
                 self.sources.extend(found)

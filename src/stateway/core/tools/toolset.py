@@ -107,6 +107,9 @@ class McpBinding:
 class WebSearchBinding:
     declared: Item
     allowed_domains: tuple[str, ...] = ()
+    blocked_domains: tuple[str, ...] = ()
+    max_uses: int | None = None
+    """The most searches one response may run (Anthropic's ``max_uses``); None: no cap."""
 
 
 @dataclass(slots=True)
@@ -222,8 +225,7 @@ class GatewayTools:
                         param=f"tools[{index}].type",
                         code="unsupported_tool_type",
                     )
-                filters = tool.get("filters") or {}
-                web_search = WebSearchBinding(tool, tuple(filters.get("allowed_domains") or ()))
+                web_search = _web_search_binding(tool)
                 public.append(tool)
             elif kind in CLIENT_TYPES:
                 client.append(tool)
@@ -322,3 +324,16 @@ def _approval(value: Any, default: bool) -> Approval:
     always = frozenset((value.get("always") or {}).get("tool_names") or ())
     never = frozenset((value.get("never") or {}).get("tool_names") or ())
     return Approval(default, always, never)
+
+
+def _web_search_binding(tool: Item) -> WebSearchBinding:
+    """A declared web search tool's limits: ``filters`` (``allowed_domains``, and
+    ``blocked_domains``, which Messages clients send) and ``max_uses``."""
+    filters = tool.get("filters") or {}
+    max_uses = tool.get("max_uses")
+    return WebSearchBinding(
+        tool,
+        tuple(filters.get("allowed_domains") or ()),
+        tuple(filters.get("blocked_domains") or ()),
+        max_uses if isinstance(max_uses, int) else None,
+    )

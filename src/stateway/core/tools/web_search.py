@@ -30,6 +30,15 @@ FUNCTION: Final[Item] = {
 }
 
 
+MAX_USES_EXCEEDED: Final = "max_uses_exceeded"
+"""How the error of a search past the declared ``max_uses`` starts (Anthropic's code for it)."""
+
+
+def over_max_uses(cap: int) -> str:
+    """The error of a search past ``max_uses``: the call fails, the model is told why."""
+    return f"{MAX_USES_EXCEEDED}: this response may run at most {cap} web searches."
+
+
 def entry(declared: Item) -> Entry:
     return Entry(kind="web_search", function=FUNCTION, tool=declared)
 

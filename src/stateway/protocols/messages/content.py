@@ -9,7 +9,9 @@
 - an assistant message: runs of text as ``assistant`` messages, ``thinking`` and
   ``redacted_thinking`` as reasoning items sealed as :mod:`stateway.core.reasoning` says,
   ``tool_use`` as a ``function_call`` (``call_id`` = its ``id``, ``arguments`` = its
-  ``input`` as JSON).
+  ``input`` as JSON), a ``server_tool_use`` of ``web_search`` and its
+  ``web_search_tool_result`` as the ``web_search_call`` it showed (its results, as
+  :mod:`stateway.protocols.messages.encode` gave them, as the call's sources).
 
 Images become ``input_image`` (a ``data:`` URL for base64), documents ``input_file``
 (``file_data`` as a ``data:`` URL, plain text included, or ``file_url``; the title as
@@ -30,16 +32,19 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import Item
 from stateway.core.reasoning import redacted_item
+from stateway.protocols.messages.encode import SERVER_TOOL_USE_PREFIX, WEB_SEARCH
 from stateway.protocols.messages.request import (
     Block,
     DocumentBlock,
     ImageBlock,
     MessageParam,
     ResultPart,
+    ServerToolUseBlock,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    WebSearchToolResultBlock,
 )
 
 
@@ -53,7 +58,7 @@ def decode_conversation(
     for index, message in enumerate(messages):
         where = f"messages.{index}"
         if message.role == "assistant":
-            _assistant(items, message.content, pending)
+            _assistant(items, message.content, pending, where)
         else:
             _user(items, message.role, message.content, pending, where)
     return items
@@ -85,12 +90,15 @@ def _user(
     _add_message(items, role, run)
 
 
-def _assistant(items: list[Item], content: str | list[Block], pending: set[str]) -> None:
+def _assistant(
+    items: list[Item], content: str | list[Block], pending: set[str], where: str
+) -> None:
     if isinstance(content, str):
         _add_message(items, "assistant", _parts(content, "output_text"))
         return
     run: list[Item] = []
-    for block in content:
+    searches: dict[str, Item] = {}
+    for position, block in enumerate(content):
         if isinstance(block, TextBlock):
             if block.text:
                 run.append(_with_cache({"type": "output_text", "text": block.text}, block))
@@ -104,6 +112,10 @@ def _assistant(items: list[Item], content: str | list[Block], pending: set[str])
             items.append(_reasoning(block))
         elif block.type == "redacted_thinking":
             items.append(redacted_item(new_id("rs"), block.data))
+        elif isinstance(block, ServerToolUseBlock):
+            items.append(_search_call(block, f"{where}.content.{position}", searches))
+        elif isinstance(block, WebSearchToolResultBlock):
+            _search_result(block, f"{where}.content.{position}", searches)
         else:
             raise InvalidRequest(
                 f"messages: a '{block.type}' block cannot appear in an assistant message.",
@@ -219,3 +231,43 @@ def _reasoning(block: ThinkingBlock) -> Item:
         "encrypted_content": block.signature,
         "status": "completed",
     }
+
+
+def _search_call(block: ServerToolUseBlock, where: str, searches: dict[str, Item]) -> Item:
+    """A web search the gateway ran in an earlier turn (its ``srvtoolu_`` id names the
+    ``ws_`` item), completed by the ``web_search_tool_result`` that follows it."""
+    if block.name != WEB_SEARCH:
+        param = f"{where}.name"
+        raise InvalidRequest(
+            f"{param}: server tool {block.name!r} is not supported; only web_search is.",
+            param=param,
+            code="invalid_value",
+        )
+    query = block.input.get("query")
+    item: Item = {
+        "id": "ws_" + block.id.removeprefix(SERVER_TOOL_USE_PREFIX),
+        "type": "web_search_call",
+        "status": "completed",
+        "action": {"type": "search", "query": query if isinstance(query, str) else ""},
+    }
+    searches[block.id] = item
+    return item
+
+
+def _search_result(block: WebSearchToolResultBlock, where: str, searches: dict[str, Item]) -> None:
+    item = searches.pop(block.tool_use_id, None)
+    if item is None:
+        param = f"{where}.tool_use_id"
+        raise InvalidRequest(
+            f"{param}: unexpected tool_use_id '{block.tool_use_id}' found in a "
+            "web_search_tool_result block: it must follow its server_tool_use block.",
+            param=param,
+            code="tool_call_not_found",
+        )
+    if isinstance(block.content, list):
+        item["action"]["sources"] = [
+            {"type": "url", "url": hit.url, "title": hit.title, "snippet": hit.encrypted_content}
+            for hit in block.content
+        ]
+    else:
+        item["status"], item["error"] = "failed", block.content.error_code

@@ -6,9 +6,12 @@ the whole conversation); ``decode_count_tokens`` does the same for ``/count_toke
 
 Settings: ``max_tokens`` -> ``max_output_tokens``; ``stop_sequences``, ``temperature``,
 ``top_p``, ``top_k`` as they are; ``metadata.user_id`` -> ``user``; tools (``input_schema``
-as ``parameters``; ``defer_loading`` kept, ``cache_control`` dropped) as function tools;
-``tool_choice`` ``auto``/``any``/``tool``/``none`` -> ``auto``/``required``/the named
-function/``none``, ``disable_parallel_tool_use`` -> ``parallel_tool_calls: false``;
+as ``parameters``; ``defer_loading`` kept, ``cache_control`` dropped) as function tools,
+the ``web_search_YYYYMMDD`` server tool as the gateway's ``web_search`` (``allowed_domains``
+and ``blocked_domains`` as its ``filters``, ``max_uses`` kept; any other tool type is a
+400); ``tool_choice`` ``auto``/``any``/``tool``/``none`` -> ``auto``/``required``/the named
+function (or ``web_search``)/``none``, ``disable_parallel_tool_use`` ->
+``parallel_tool_calls: false``;
 ``thinking``: ``enabled`` -> its budget and the effort it amounts to, ``adaptive`` -> the
 effort of ``output_config.effort`` (``max`` as ``xhigh``; ``high`` when absent or a
 level the gateway does not know),
@@ -28,14 +31,17 @@ from stateway.core.commands import CountTokens, CreateResponse, GenerationSettin
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.protocols.messages.content import decode_conversation
+from stateway.protocols.messages.encode import WEB_SEARCH
 from stateway.protocols.messages.request import (
     BLOCK_TYPES,
+    WEB_SEARCH_TOOL,
     CountTokensBody,
     MessagesBody,
     OutputConfig,
     Thinking,
     ToolChoice,
     ToolParam,
+    WebSearchToolParam,
 )
 from stateway.protocols.responses.nesting import check_nesting
 
@@ -120,10 +126,11 @@ def _too_many(count: int, limit: int) -> InvalidRequest:
     )
 
 
-def _tools(tools: list[ToolParam]) -> list[Item]:
+def _tools(tools: list[dict[str, Any]]) -> list[Item]:
     decoded: list[Item] = []
     seen: set[str] = set()
-    for index, tool in enumerate(tools):
+    for index, raw in enumerate(tools):
+        tool = _tool(raw, index)
         if tool.name in seen:
             param = f"tools.{index}.name"
             raise InvalidRequest(
@@ -132,6 +139,9 @@ def _tools(tools: list[ToolParam]) -> list[Item]:
                 code="invalid_value",
             )
         seen.add(tool.name)
+        if isinstance(tool, WebSearchToolParam):
+            decoded.append(_web_search(tool, index))
+            continue
         function: Item = {"type": "function", "name": tool.name, "parameters": tool.input_schema}
         if tool.description:
             function["description"] = tool.description
@@ -143,6 +153,50 @@ def _tools(tools: list[ToolParam]) -> list[Item]:
     return decoded
 
 
+def _tool(raw: dict[str, Any], index: int) -> ToolParam | WebSearchToolParam:
+    """A declared tool as the kind its ``type`` names: a custom tool (no type, or
+    ``custom``) or the web search server tool; any other type is refused by name."""
+    kind = raw.get("type")
+    model: type[ToolParam] | type[WebSearchToolParam]
+    if kind is None or kind == "custom":
+        model = ToolParam
+    elif isinstance(kind, str) and WEB_SEARCH_TOOL.fullmatch(kind):
+        model = WebSearchToolParam
+    else:
+        param = f"tools.{index}.type"
+        raise InvalidRequest(
+            f"{param}: tool type {kind!r} is not supported; declare custom tools (with "
+            "input_schema) and the web_search server tool (web_search_20250305).",
+            param=param,
+            code="invalid_value",
+        )
+    try:
+        return model.model_validate(raw, strict=True)
+    except pydantic.ValidationError as exc:
+        raise _invalid(exc, ("tools", index)) from None
+
+
+def _web_search(tool: WebSearchToolParam, index: int) -> Item:
+    """The web search server tool as the gateway's ``web_search`` tool (run by its search
+    provider); ``user_location`` is carried and has no effect on the providers."""
+    if tool.allowed_domains and tool.blocked_domains:
+        param = f"tools.{index}.blocked_domains"
+        raise InvalidRequest(
+            f"{param}: allowed_domains and blocked_domains cannot both be set.",
+            param=param,
+            code="invalid_value",
+        )
+    filters = {"allowed_domains": tool.allowed_domains, "blocked_domains": tool.blocked_domains}
+    declared: Item = {"type": "web_search"}
+    if any(filters.values()):
+        declared["filters"] = {key: value for key, value in filters.items() if value}
+    if tool.max_uses is not None:
+        declared["max_uses"] = tool.max_uses
+    if tool.user_location is not None:
+        declared["user_location"] = tool.user_location
+    return declared
+
+
 def _tool_choice(choice: ToolChoice | None, tools: list[Item]) -> str | dict[str, Any]:
     if choice is None or choice.type == "auto":
         return "auto"
@@ -150,7 +204,9 @@ def _tool_choice(choice: ToolChoice | None, tools: list[Item]) -> str | dict[str
         return "required"
     if choice.type == "none":
         return "none"
-    if choice.name is None or choice.name not in {tool["name"] for tool in tools}:
+    if choice.name == WEB_SEARCH and any(tool["type"] == WEB_SEARCH for tool in tools):
+        return {"type": WEB_SEARCH}
+    if choice.name is None or choice.name not in {tool.get("name") for tool in tools}:
         raise InvalidRequest(
             f"tool_choice.name: the tool {choice.name!r} to use is not among the tools.",
             param="tool_choice.name",
@@ -193,11 +249,12 @@ def _text_format(output: OutputConfig | None) -> dict[str, Any]:
     return {"type": "json_schema", "name": "output", "schema": schema, "strict": True}
 
 
-def _invalid(exc: pydantic.ValidationError) -> InvalidRequest:
-    """The error that got furthest into the body, as ``path: message`` (Anthropic's way)."""
+def _invalid(exc: pydantic.ValidationError, at: tuple[int | str, ...] = ()) -> InvalidRequest:
+    """The error that got furthest into the body, as ``path: message`` (Anthropic's way);
+    ``at``: where in the body the validated value is."""
     errors = exc.errors(include_url=False)
     error = max(errors, key=lambda e: sum(isinstance(part, int) for part in e["loc"]))
-    param = _param(error["loc"])
+    param = _param((*at, *error["loc"]))
     if error["type"] == "missing":
         return InvalidRequest(
             f"{param}: Field required", param=param, code="missing_required_parameter"

@@ -8,6 +8,7 @@ outside the ones listed is an error naming it.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -79,6 +80,34 @@ class ToolResultBlock(_Wire):
     cache_control: dict[str, Any] | None = None
 
 
+class ServerToolUseBlock(_Wire):
+    """A server tool's call in an earlier assistant turn (the gateway's web search)."""
+
+    type: Literal["server_tool_use"]
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    input: dict[str, Any]
+
+
+class WebSearchResult(_Wire):
+    type: Literal["web_search_result"] = "web_search_result"
+    url: str
+    title: str = ""
+    encrypted_content: str = ""
+    page_age: str | None = None
+
+
+class WebSearchToolResultError(_Wire):
+    type: Literal["web_search_tool_result_error"]
+    error_code: str
+
+
+class WebSearchToolResultBlock(_Wire):
+    type: Literal["web_search_tool_result"]
+    tool_use_id: str = Field(min_length=1)
+    content: list[WebSearchResult] | WebSearchToolResultError
+
+
 class ThinkingBlock(_Wire):
     type: Literal["thinking"]
     thinking: str
@@ -97,11 +126,23 @@ Block = Annotated[
     | ToolUseBlock
     | ToolResultBlock
     | ThinkingBlock
-    | RedactedThinkingBlock,
+    | RedactedThinkingBlock
+    | ServerToolUseBlock
+    | WebSearchToolResultBlock,
     Field(discriminator="type"),
 ]
 BLOCK_TYPES = frozenset(
-    {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+    {
+        "text",
+        "image",
+        "document",
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "server_tool_use",
+        "web_search_tool_result",
+    }
 )
 
 
@@ -117,6 +158,22 @@ class ToolParam(_Wire):
     input_schema: dict[str, Any]
     strict: bool | None = None
     defer_loading: bool | None = None
+    cache_control: dict[str, Any] | None = None
+
+
+WEB_SEARCH_TOOL = re.compile(r"web_search_\d{8}")
+"""The type of Anthropic's web search server tool, in any version (``web_search_20250305``)."""
+
+
+class WebSearchToolParam(_Wire):
+    """Anthropic's web search server tool, run by the gateway's search provider."""
+
+    type: str = Field(pattern=WEB_SEARCH_TOOL.pattern)
+    name: Literal["web_search"]
+    max_uses: int | None = Field(default=None, ge=1)
+    allowed_domains: list[str] | None = None
+    blocked_domains: list[str] | None = None
+    user_location: dict[str, Any] | None = None
     cache_control: dict[str, Any] | None = None
 
 
@@ -145,7 +202,9 @@ class CountTokensBody(_Wire):
     model: str = Field(min_length=1)
     messages: list[MessageParam]
     system: str | list[TextBlock] | None = None
-    tools: list[ToolParam] | None = None
+    tools: list[dict[str, Any]] | None = None
+    """Each a :class:`ToolParam` or a :class:`WebSearchToolParam`, told apart by ``type``
+    and validated as the one it is (:mod:`stateway.protocols.messages.decode`)."""
     tool_choice: ToolChoice | None = None
     thinking: Thinking | None = None
     output_config: OutputConfig | None = None

@@ -1,0 +1,143 @@
+"""Anthropic's web search server tool on the Messages frontend, end to end: the real gateway
+runs the searches with its provider (SearXNG, faked) for a model that has no search of its
+own, and answers with the blocks Anthropic's own searches produce (what Claude Code's
+WebSearch tool reads), driven by the ``anthropic`` SDK."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import pytest
+from anthropic import Anthropic
+
+from stateway.launch import start_gateway
+from tests.support.fake_search import FakeSearch
+
+SEARCH = '[[tool:web_search:{"query":"stateway gateway"}]] find it'
+WEB_SEARCH: dict[str, Any] = {
+    "type": "web_search_20250305",
+    "name": "web_search",
+    "max_uses": 3,
+    "blocked_domains": ["notexample.com"],
+}
+FORCED: dict[str, Any] = {"type": "tool", "name": "web_search"}
+
+
+@pytest.fixture(scope="module")
+def searching() -> Iterator[FakeSearch]:
+    with FakeSearch() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module", params=["chat", "anthropic"])
+def claude(
+    request: pytest.FixtureRequest,
+    fake_upstream: str,
+    searching: FakeSearch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Anthropic]:
+    database = f"sqlite:///{tmp_path_factory.mktemp('db') / 'stateway.db'}"
+    args = ["--upstream", fake_upstream, "--upstream-api", request.param, "--database", database]
+    with (
+        start_gateway(args, env=searching.gateway_env("searxng")) as url,
+        Anthropic(base_url=url, api_key="client-key", max_retries=0) as sdk,
+    ):
+        yield sdk
+
+
+def _check_search_blocks(content: list[Any]) -> None:
+    assert [block.type for block in content] == [
+        "server_tool_use",
+        "web_search_tool_result",
+        "text",
+    ]
+    use, result, text = content
+    assert use.id.startswith("srvtoolu_")
+    assert use.name == "web_search"
+    assert use.input == {"query": "stateway gateway"}
+    assert result.tool_use_id == use.id
+    urls = [hit.url for hit in result.content]
+    assert urls
+    assert all(hit.type == "web_search_result" for hit in result.content)
+    assert not [url for url in urls if "notexample.com" in url]  # blocked_domains
+    assert result.content[0].title == "stateway gateway (1)"
+    assert result.content[0].encrypted_content == "Result 1 about stateway gateway."
+    assert text.text
+
+
+def test_a_search_is_run_by_the_gateway_and_shown_as_anthropic_shows_it(
+    claude: Anthropic, searching: FakeSearch
+) -> None:
+    message = claude.messages.create(
+        model="m",
+        max_tokens=1024,
+        messages=[{"role": "user", "content": SEARCH}],
+        tools=[WEB_SEARCH],
+        tool_choice=FORCED,
+    )
+    _check_search_blocks(message.content)
+    assert searching.queries[-1].query == "stateway gateway"
+    assert message.stop_reason == "end_turn"
+    assert message.usage.server_tool_use is not None
+    assert message.usage.server_tool_use.web_search_requests == 1
+
+
+def test_a_streamed_search_gives_the_same_blocks_and_the_query_as_a_json_delta(
+    claude: Anthropic,
+) -> None:
+    events: list[Any] = []
+    with claude.messages.stream(
+        model="m",
+        max_tokens=1024,
+        messages=[{"role": "user", "content": SEARCH}],
+        tools=[WEB_SEARCH],  # type: ignore[list-item]
+        tool_choice=FORCED,  # type: ignore[arg-type]
+    ) as stream:
+        events.extend(stream)
+        message = stream.get_final_message()
+    _check_search_blocks(message.content)
+    starts = [e.content_block.type for e in events if e.type == "content_block_start"]
+    assert starts == ["server_tool_use", "web_search_tool_result", "text"]
+    deltas = [e.delta for e in events if e.type == "content_block_delta" and e.index == 0]
+    assert [d.partial_json for d in deltas] == ['{"query":"stateway gateway"}']
+    assert [e.index for e in events if e.type == "content_block_stop"] == [0, 1, 2]
+    assert message.usage.server_tool_use is not None
+    assert message.usage.server_tool_use.web_search_requests == 1
+
+
+def test_a_later_turn_sends_the_search_back_and_the_model_sees_its_results(
+    claude: Anthropic,
+) -> None:
+    first = claude.messages.create(
+        model="m",
+        max_tokens=1024,
+        messages=[{"role": "user", "content": SEARCH}],
+        tools=[WEB_SEARCH],
+        tool_choice=FORCED,
+    )
+    second = claude.messages.create(
+        model="m",
+        max_tokens=1024,
+        messages=[
+            {"role": "user", "content": SEARCH},
+            {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+            {"role": "user", "content": "[[echo]]"},
+        ],
+        tools=[WEB_SEARCH],
+    )
+    transcript = "".join(b.text for b in second.content if b.type == "text")
+    assert "Result 1 about stateway gateway." in transcript
+
+
+def test_another_anthropic_tool_type_is_a_400_naming_it(claude: Anthropic) -> None:
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        claude.messages.create(
+            model="m",
+            max_tokens=100,
+            messages=[{"role": "user", "content": "hi"}],
+            tools=[{"type": "bash_20250124", "name": "bash"}],
+        )
+    assert "tools.0.type" in caught.value.message
+    assert "bash_20250124" in caught.value.message

@@ -1,0 +1,164 @@
+"""The web search server tool on the Messages wire: declared tools and earlier turns in,
+``server_tool_use`` and ``web_search_tool_result`` blocks out (checked with the SDK's
+types), and nothing shown of a search the client did not declare."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from anthropic.types import Message
+
+from stateway.core import events as ev
+from stateway.core.commands import GenerationSettings
+from stateway.protocols.messages.decode import decode_messages
+from stateway.protocols.messages.encode import encode_message
+from stateway.protocols.messages.stream import MessagesStream
+from tests.protocols.messages.test_encode import TEXT, state
+
+DECLARED = {"type": "web_search", "max_uses": 2}
+SOURCES = [
+    {"type": "url", "url": "https://a.test/1", "title": "A", "snippet": "About a."},
+    {"type": "url", "url": "https://b.test/2", "title": "", "snippet": ""},
+]
+SEARCH = {
+    "id": "ws_abc",
+    "type": "web_search_call",
+    "status": "completed",
+    "action": {"type": "search", "query": "q", "sources": SOURCES},
+}
+FAILED = {
+    "id": "ws_def",
+    "type": "web_search_call",
+    "status": "failed",
+    "action": {"type": "search", "query": "again"},
+    "error": "max_uses_exceeded: this response may run at most 1 web searches.",
+}
+
+
+def body(**fields: Any) -> bytes:
+    base = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
+    return orjson.dumps(base | fields)
+
+
+def test_the_server_tool_becomes_the_gateway_web_search_with_its_limits() -> None:
+    tool = {
+        "type": "web_search_20250305",
+        "name": "web_search",
+        "max_uses": 4,
+        "allowed_domains": ["docs.test"],
+        "user_location": {"type": "approximate", "city": "Oslo"},
+        "cache_control": {"type": "ephemeral"},
+    }
+    command = decode_messages(
+        body(tools=[tool], tool_choice={"type": "tool", "name": "web_search"})
+    )
+    assert command.settings.tools == [
+        {
+            "type": "web_search",
+            "filters": {"allowed_domains": ["docs.test"]},
+            "max_uses": 4,
+            "user_location": {"type": "approximate", "city": "Oslo"},
+        }
+    ]
+    assert command.settings.tool_choice == {"type": "web_search"}
+    later = decode_messages(body(tools=[{"type": "web_search_20260101", "name": "web_search"}]))
+    assert later.settings.tools == [{"type": "web_search"}]  # a later version, same tool
+
+
+def test_an_earlier_search_comes_back_as_the_call_the_model_saw() -> None:
+    shown = encode_message(state(output=[SEARCH, FAILED, TEXT], settings=settings()))
+    command = decode_messages(
+        body(
+            messages=[
+                {"role": "user", "content": "look it up"},
+                {"role": "assistant", "content": shown["content"]},
+                {"role": "user", "content": "thanks"},
+            ]
+        )
+    )
+    _, search, failed, text, _ = command.input
+    assert search == SEARCH | {"action": SEARCH["action"] | {"sources": SOURCES}}
+    assert failed == {
+        "id": "ws_def",
+        "type": "web_search_call",
+        "status": "failed",
+        "action": {"type": "search", "query": "again"},
+        "error": "max_uses_exceeded",
+    }
+    assert text["content"][0]["text"] == "hi"
+
+
+def settings(*tools: dict[str, Any]) -> GenerationSettings:
+    return GenerationSettings(tools=list(tools or [DECLARED]))
+
+
+def test_a_declared_search_is_shown_with_its_results_and_counted() -> None:
+    wire = encode_message(state(output=[SEARCH, FAILED, TEXT], settings=settings()))
+    message = Message.model_validate(wire)
+    use, result, refused_use, refused, text = message.content
+    assert use.type == "server_tool_use"
+    assert use.id == "srvtoolu_abc"
+    assert use.input == {"query": "q"}
+    assert result.type == "web_search_tool_result"
+    assert result.tool_use_id == "srvtoolu_abc"
+    assert [(r.url, r.title, r.encrypted_content) for r in result.content] == [  # type: ignore[union-attr]
+        ("https://a.test/1", "A", "About a."),
+        ("https://b.test/2", "", ""),
+    ]
+    assert refused_use.type == "server_tool_use"
+    assert refused.type == "web_search_tool_result"
+    assert wire["content"][3]["content"] == {
+        "type": "web_search_tool_result_error",
+        "error_code": "max_uses_exceeded",
+    }
+    assert text.type == "text"
+    assert wire["usage"]["server_tool_use"] == {  # the one that ran
+        "web_search_requests": 1,
+        "web_fetch_requests": 0,
+    }
+
+
+def test_another_failure_is_unavailable() -> None:
+    broken = FAILED | {"error": "searxng answered 503"}
+    wire = encode_message(state(output=[broken], settings=settings()))
+    assert wire["content"][1]["content"]["error_code"] == "unavailable"
+    assert "server_tool_use" not in wire["usage"]
+
+
+def test_a_search_the_client_did_not_declare_is_not_shown() -> None:
+    """A backend's ``gateway_tools`` search runs in a hidden round."""
+    function = {"type": "function", "name": "f", "parameters": {}}
+    hidden = state(output=[SEARCH, TEXT], settings=settings(function))
+    wire = encode_message(hidden)
+    assert [block["type"] for block in wire["content"]] == ["text"]
+    assert "server_tool_use" not in wire["usage"]
+    stream = MessagesStream()
+    stream.encode(ev.ResponseCreated(hidden))
+    assert stream.encode(ev.ItemAdded(0, SEARCH)) == b""
+    assert stream.encode(ev.ItemDone(0, SEARCH)) == b""
+    assert b'"index":0' in stream.encode(ev.ItemAdded(1, TEXT))  # numbering is unaffected
+
+
+def test_a_streamed_search_numbers_its_two_blocks_before_the_answer() -> None:
+    shown = state(output=[SEARCH, TEXT], settings=settings())
+    stream = MessagesStream()
+    stream.encode(ev.ResponseCreated(shown))
+    assert stream.encode(ev.ItemAdded(0, SEARCH)) == b""
+    frames = [
+        orjson.loads(line.removeprefix(b"data: "))
+        for line in stream.encode(ev.ItemDone(0, SEARCH)).splitlines()
+        if line.startswith(b"data: ")
+    ]
+    assert [(f["type"], f["index"]) for f in frames] == [
+        ("content_block_start", 0),
+        ("content_block_delta", 0),
+        ("content_block_stop", 0),
+        ("content_block_start", 1),
+        ("content_block_stop", 1),
+    ]
+    assert frames[1]["delta"] == {"type": "input_json_delta", "partial_json": '{"query":"q"}'}
+    assert frames[3]["content_block"]["tool_use_id"] == "srvtoolu_abc"
+    assert b'"index":2' in stream.encode(ev.ItemAdded(1, TEXT))
+    ending = stream.encode(ev.ResponseFinished(shown))
+    assert b'"server_tool_use":{"web_search_requests":1,"web_fetch_requests":0}' in ending
