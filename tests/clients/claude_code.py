@@ -18,7 +18,7 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,8 +67,10 @@ def run_claude(
     prompt: str,
     workdir: Path,
     allowed_tools: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
 ) -> ClaudeRun:
-    """``claude -p PROMPT`` once, as the model ``fake-model``."""
+    """``claude -p PROMPT`` once, as the model ``fake-model`` (``extra_env``: settings of
+    Claude Code's own, added to its environment)."""
     home, cwd = workdir / "home", workdir / "cwd"
     home.mkdir(exist_ok=True)
     cwd.mkdir(exist_ok=True)
@@ -83,6 +85,7 @@ def run_claude(
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
         CLAUDE_CODE_MAX_RETRIES="0",
     )
+    env.update(extra_env or {})
     offset = gateway.log_size()
     process = subprocess.Popen(
         inside(gateway.namespace, command),

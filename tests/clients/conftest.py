@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.clients.offline import (
-    SEARCH_PROVIDER,
     GatewayPool,
     OfflineGateway,
+    fake_search,
     install_client,
     loopback_namespace,
     offline_gateway,
@@ -28,10 +28,12 @@ def namespace() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def gateways(namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayPool]:
-    """Gateways with a web search provider configured, one per upstream wire, shared."""
+    """Gateways with a web search provider configured (the fake search API, in the
+    namespace), one per upstream wire, shared."""
     with ExitStack() as stack:
+        search = stack.enter_context(fake_search(namespace))
         yield GatewayPool(
-            namespace, stack, lambda api: tmp_path_factory.mktemp(f"gateway-{api}"), SEARCH_PROVIDER
+            namespace, stack, lambda api: tmp_path_factory.mktemp(f"gateway-{api}"), search
         )
 
 

@@ -28,6 +28,7 @@ import pytest
 from stateway.fake_upstream.server import ANNOUNCEMENT as FAKE_ANNOUNCEMENT
 from stateway.launch import GATEWAY_ANNOUNCEMENT, launch
 from tests.clients.recording_hop import ANNOUNCEMENT as HOP_ANNOUNCEMENT
+from tests.support.fake_search import ANNOUNCEMENT as SEARCH_ANNOUNCEMENT
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALL_CLIENTS = REPO / "scripts" / "install-clients"
@@ -118,13 +119,14 @@ class OfflineGateway:
         return self.requests_log.stat().st_size
 
 
-SEARCH_PROVIDER = {
-    "STATEWAY_WEB_SEARCH_PROVIDER": "searxng",
-    "STATEWAY_SEARXNG_URL": "http://127.0.0.1:9",
-}
-"""A web search provider for the gateway, so Codex's live ``web_search`` tool is accepted.
-Nothing listens there (the namespace has nothing else): a search the model asked for would
-come back as a failed tool call, and the fake model never asks for one."""
+@contextmanager
+def fake_search(namespace: str) -> Iterator[dict[str, str]]:
+    """The fake search API (``tests.support.fake_search``) inside ``namespace``; yields the
+    gateway's environment for searching it with SearXNG's API (so Codex's live
+    ``web_search`` tool is accepted, and Claude Code's WebSearch gets results)."""
+    command = inside(namespace, [sys.executable, "-m", "tests.support.fake_search"])
+    with launch(command, SEARCH_ANNOUNCEMENT) as search:
+        yield {"STATEWAY_WEB_SEARCH_PROVIDER": "searxng", "STATEWAY_SEARXNG_URL": search.url}
 
 
 STRICT_TEMPLATE = ("--system-first",)

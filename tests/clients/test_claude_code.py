@@ -4,10 +4,11 @@ Over a Chat Completions upstream whose chat template takes a system message only
 many open models' do on vLLM) and over a Messages upstream: a plain turn, and a Bash tool
 round trip — the fake model calls Claude Code's ``Bash`` tool, Claude Code runs the
 command and sends its output back as a ``tool_result``, and the fake's final answer quotes
-that output. The recording hop shows what Claude Code really sent, so an upgrade that
-changes its wire shows up here by name. Every request must be answered 2xx: on a 400
-Claude Code silently resends with fewer betas and tools, so a wrong 400 would otherwise
-pass unnoticed.
+that output; and a WebSearch, whose search the gateway runs with its provider for the fake
+model, answered as Anthropic answers its own. The recording hop shows what Claude Code
+really sent, so an upgrade that changes its wire shows up here by name. Every request must
+be answered 2xx: on a 400 Claude Code silently resends with fewer betas and tools, so a
+wrong 400 would otherwise pass unnoticed.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ def _claude(
     prompt: str,
     tmp_path: Path,
     allowed_tools: tuple[str, ...] = (),
+    extra_env: dict[str, str] | None = None,
 ) -> ClaudeRun:
-    run = run_claude(claude_binary, gateway, prompt, tmp_path, allowed_tools)
+    run = run_claude(claude_binary, gateway, prompt, tmp_path, allowed_tools, extra_env)
     log = gateway.gateway_log.read_text()
     assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{log}"
     assert run.requests, run.describe()
@@ -129,3 +131,36 @@ def test_a_bash_tool_round_trip(
     assert tool_result["tool_use_id"] == tool_use["id"]
     assert OUTPUT in json.dumps(tool_result["content"])
     assert not tool_result.get("is_error")
+
+
+def test_a_web_search_is_run_by_the_gateway(
+    claude_binary: Path, claude_gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """Claude Code's WebSearch asks the API for a search with Anthropic's server tool
+    (``web_search_20250305``) in a request of its own; here the fake model, told to by the
+    directive inside the query, calls it, the gateway searches (the fake SearXNG), and
+    Claude Code reads the results from the ``web_search_tool_result`` block."""
+    inner = '[[tool:web_search:{"query":"stateway gateway"}]]'
+    arguments = json.dumps({"query": f"{inner} stateway gateway"})
+    prompt = f"Look it up [[tool:WebSearch:{arguments}]]"
+    # Not deferred behind ToolSearch: the fake model can call WebSearch at once.
+    no_tool_search = {"ENABLE_TOOL_SEARCH": "false"}
+    run = _claude(claude_binary, claude_gateway, prompt, tmp_path, ("WebSearch",), no_tool_search)
+
+    assert run.result is not None
+    assert run.result["num_turns"] == 2
+    answer = run.result["result"]
+    assert answer.startswith("Tool said: ")
+    # Claude Code lists the hits of the web_search_tool_result block as its "Links".
+    first_hit = {"title": "stateway gateway (1)", "url": "https://example.com/stateway-gateway/1"}
+    assert "Links: [" + json.dumps(first_hit, separators=(",", ":")) in answer
+
+    [search] = [body for body in run.bodies() if _declares_web_search(body)]
+    [tool] = search["tools"]
+    assert (tool["type"], tool["name"]) == ("web_search_20250305", "web_search")
+    assert isinstance(tool.get("max_uses"), int)
+    assert search["messages"][0]["content"][0]["text"].startswith("Perform a web search")
+
+
+def _declares_web_search(body: dict[str, Any]) -> bool:
+    return any(tool.get("type") == "web_search_20250305" for tool in body.get("tools") or ())

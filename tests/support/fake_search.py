@@ -8,7 +8,9 @@ the real API does (Brave: 422 ``SUBSCRIPTION_TOKEN_INVALID``; Tavily: 401). Resu
 derived from the query only (:func:`results_for`), so tests can predict them.
 
 The server runs on its own event loop in a thread, so both synchronous tests (the gateway in
-a subprocess, driven by the sync SDK) and async tests can use it::
+a subprocess, driven by the sync SDK) and async tests can use it (and ``python -m
+tests.support.fake_search`` serves it in a process of its own, announcing its URL, for a
+gateway that cannot reach this process: the real-client tests' offline namespace)::
 
     from tests.support.fake_search import FakeSearch
 
@@ -391,3 +393,17 @@ def _brave_error(status: int, code: str, detail: str) -> web.Response:
 def _on_domains(url: str, domains: list[str]) -> bool:
     host = url.split("/")[2]
     return any(host == d or host.endswith("." + d) for d in domains)
+
+
+ANNOUNCEMENT = "fake-search listening on "
+
+
+def main() -> None:
+    """Serve until the process is stopped, announcing the URL on stdout."""
+    fake = FakeSearch().start()
+    print(f"{ANNOUNCEMENT}{fake.url}", flush=True)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
