@@ -3,8 +3,9 @@
 For three model names — a custom one, a catalog one and Codex's built-in default, each of
 which makes Codex declare its tools differently — a plain turn and a shell tool round trip:
 the fake model calls Codex's shell tool, Codex runs the command and sends its output back,
-and the fake's final answer quotes that output. The recording hop shows what Codex really
-sent, so a Codex upgrade that changes its wire shows up here by name.
+and the fake's final answer quotes that output; and a web search the gateway runs. The
+recording hop shows what Codex really sent, so a Codex upgrade that changes its wire shows
+up here by name.
 """
 
 from __future__ import annotations
@@ -151,3 +152,21 @@ def test_with_its_sandbox_bypassed_codex_works_without_a_web_search_provider(
     [body] = run.bodies()
     [search] = [tool for tool in body["tools"] if tool["type"] == "web_search"]
     assert search["external_web_access"] is True
+
+
+def test_a_web_search_runs_in_the_gateway_and_codex_shows_it(
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """Codex declares live ``web_search``; the fake model calls it, the gateway searches
+    with its provider (the fake SearXNG in the namespace) inside the same response, and
+    Codex shows the ``web_search_call`` as its ``web_search`` item, then the answer built
+    on the results: one request."""
+    prompt = 'Find it [[tool:web_search:{"query":"stateway gateway"}]]'
+    run = _codex(codex_binary, gateway, MODELS["custom"], prompt, tmp_path)
+
+    [search] = run.items("web_search")
+    assert search["query"] == "stateway gateway"
+    assert search["id"].startswith("ws_")
+    [message] = run.items("agent_message")
+    assert "https://example.com/stateway-gateway/1" in message["text"]
+    assert len(run.bodies()) == 1
