@@ -164,3 +164,25 @@ def test_a_web_search_is_run_by_the_gateway(
 
 def _declares_web_search(body: dict[str, Any]) -> bool:
     return any(tool.get("type") == "web_search_20250305" for tool in body.get("tools") or ())
+
+
+def test_a_deferred_tool_is_loaded_by_tool_search(
+    claude_binary: Path, claude_gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """Claude Code declares WebSearch (and other tools) deferred behind its own ToolSearch;
+    loading one answers with a ``tool_reference`` block in the ``tool_result``. Refused, it
+    would make Claude Code resend three times and then give up tool search."""
+    arguments = json.dumps({"query": "select:WebSearch", "max_results": 3})
+    prompt = f"Load it [[tool:ToolSearch:{arguments}]]"
+    run = _claude(claude_binary, claude_gateway, prompt, tmp_path, ("ToolSearch",))
+
+    assert run.result is not None
+    assert run.result["num_turns"] == 2
+    first, second = run.bodies()  # every request answered 2xx: none was resent
+    assert "WebSearch" not in {tool["name"] for tool in first["tools"]}
+    assert "WebSearch" in {tool["name"] for tool in second["tools"]}
+    [result] = [
+        block for block in second["messages"][-1]["content"] if block.get("type") == "tool_result"
+    ]
+    assert {"type": "tool_reference", "tool_name": "WebSearch"} in result["content"]
+    assert run.result["result"].startswith("Tool said: Tool loaded: WebSearch")

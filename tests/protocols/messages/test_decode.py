@@ -424,3 +424,45 @@ def test_count_tokens_needs_no_max_tokens() -> None:
     assert counted.request.store is False
     with pytest.raises(InvalidRequest):
         decode_count_tokens(orjson.dumps({"model": "m"}))
+
+
+def test_a_tool_search_result_and_search_hits_in_a_tool_result_become_text() -> None:
+    """Claude Code's ToolSearch answers with ``tool_reference`` blocks: a 400 here makes it
+    drop tool search for the rest of the session, after three failed requests."""
+    command = decode_messages(
+        body(
+            messages=[
+                {"role": "user", "content": "find the tool"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": "t1", "name": "ToolSearch", "input": {}}
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "t1",
+                            "content": [
+                                {"type": "tool_reference", "tool_name": "WebSearch"},
+                                {
+                                    "type": "search_result",
+                                    "source": "https://a.test/",
+                                    "title": "A",
+                                    "content": [{"type": "text", "text": "About a."}],
+                                },
+                            ],
+                        }
+                    ],
+                },
+            ]
+        )
+    )
+    output = command.input[-1]
+    assert output["type"] == "function_call_output"
+    assert output["output"] == [
+        {"type": "input_text", "text": "Tool loaded: WebSearch"},
+        {"type": "input_text", "text": "A\nhttps://a.test/\nAbout a."},
+    ]

@@ -13,6 +13,11 @@
   ``web_search_tool_result`` as the ``web_search_call`` it showed (its results, as
   :mod:`stateway.protocols.messages.encode` gave them, as the call's sources).
 
+In a ``tool_result``, a ``tool_reference`` (a deferred tool the client's tool search loaded:
+Claude Code's ToolSearch) becomes the text ``Tool loaded: NAME`` (the tool itself, declared
+with ``defer_loading``, is offered to the model like any other), and a ``search_result``
+its title, source and text, one per line.
+
 Images become ``input_image`` (a ``data:`` URL for base64), documents ``input_file``
 (``file_data`` as a ``data:`` URL, plain text included, or ``file_url``; the title as
 ``filename``). A part keeps its block's ``cache_control``. Empty text carries nothing and
@@ -39,9 +44,11 @@ from stateway.protocols.messages.request import (
     ImageBlock,
     MessageParam,
     ResultPart,
+    SearchResultBlock,
     ServerToolUseBlock,
     TextBlock,
     ThinkingBlock,
+    ToolReferenceBlock,
     ToolResultBlock,
     ToolUseBlock,
     WebSearchToolResultBlock,
@@ -144,6 +151,12 @@ def _part(block: ResultPart) -> Item | None:
         return (
             _with_cache({"type": "input_text", "text": block.text}, block) if block.text else None
         )
+    if isinstance(block, ToolReferenceBlock):
+        return {"type": "input_text", "text": f"Tool loaded: {block.tool_name}"}
+    if isinstance(block, SearchResultBlock):
+        lines = [block.title, block.source, *(b.text for b in block.content if b.text)]
+        text = "\n".join(line for line in lines if line)
+        return _with_cache({"type": "input_text", "text": text}, block)
     if isinstance(block, ImageBlock):
         source = block.source
         if source.type == "base64":
@@ -174,7 +187,9 @@ def _joined(content: str | list[TextBlock]) -> str:
     return content if isinstance(content, str) else "".join(b.text for b in content)
 
 
-def _with_cache(part: Item, block: TextBlock | ImageBlock | DocumentBlock) -> Item:
+def _with_cache(
+    part: Item, block: TextBlock | ImageBlock | DocumentBlock | SearchResultBlock
+) -> Item:
     if block.cache_control is not None:
         part["cache_control"] = block.cache_control
     return part

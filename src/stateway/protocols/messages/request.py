@@ -69,7 +69,28 @@ class ToolUseBlock(_Wire):
     cache_control: dict[str, Any] | None = None
 
 
-ResultPart = Annotated[TextBlock | ImageBlock | DocumentBlock, Field(discriminator="type")]
+class ToolReferenceBlock(_Wire):
+    """In a ``tool_result``: a deferred tool the client's own tool search loaded (Claude
+    Code's ToolSearch answers with these)."""
+
+    type: Literal["tool_reference"]
+    tool_name: str = Field(min_length=1)
+
+
+class SearchResultBlock(_Wire):
+    """A search hit the client found itself (``source``, ``title``, text ``content``)."""
+
+    type: Literal["search_result"]
+    source: str
+    title: str = ""
+    content: list[TextBlock]
+    cache_control: dict[str, Any] | None = None
+
+
+ResultPart = Annotated[
+    TextBlock | ImageBlock | DocumentBlock | ToolReferenceBlock | SearchResultBlock,
+    Field(discriminator="type"),
+]
 
 
 class ToolResultBlock(_Wire):
@@ -142,6 +163,8 @@ BLOCK_TYPES = frozenset(
         "redacted_thinking",
         "server_tool_use",
         "web_search_tool_result",
+        "tool_reference",
+        "search_result",
     }
 )
 
