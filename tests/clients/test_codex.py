@@ -170,3 +170,25 @@ def test_a_web_search_runs_in_the_gateway_and_codex_shows_it(
     [message] = run.items("agent_message")
     assert "https://example.com/stateway-gateway/1" in message["text"]
     assert len(run.bodies()) == 1
+
+
+def test_an_apply_patch_round_trip_edits_the_workspace(
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """With a catalog model Codex declares ``apply_patch`` as a custom tool (a grammar):
+    the fake model calls it (through the function the gateway offers in its place), Codex
+    gets a ``custom_tool_call`` with the raw patch, applies it, and answers with a
+    ``custom_tool_call_output``."""
+    patch = f"*** Begin Patch\n*** Add File: hello.txt\n+{OUTPUT}\n*** End Patch\n"
+    prompt = "Patch it [[tool:apply_patch:" + json.dumps({"input": patch}) + "]]"
+    run = _codex(codex_binary, gateway, MODELS["catalog"], prompt, tmp_path)
+
+    [change] = run.items("file_change")
+    assert change["status"] == "completed"
+    assert [c["kind"] for c in change["changes"]] == ["add"]
+    assert (tmp_path / "hello.txt").read_text() == OUTPUT + "\n"
+    first, second = run.bodies()
+    call, output = second["input"][len(first["input"]) :]
+    assert (call["type"], call["name"], call["input"]) == ("custom_tool_call", "apply_patch", patch)
+    assert output["type"] == "custom_tool_call_output"
+    assert output["call_id"] == call["call_id"]
