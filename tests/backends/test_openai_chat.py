@@ -137,6 +137,47 @@ def test_image_parts_map_to_image_url() -> None:
     }
 
 
+def test_images_of_tool_outputs_follow_the_round_in_a_user_message() -> None:
+    """A ``tool`` message carries text only: images a tool returned (Claude Code's Read of a
+    screenshot) go in one user message after the round's tool messages, which must follow
+    their assistant message unbroken."""
+    image = {"type": "input_image", "image_url": "data:image/png;base64,AA", "detail": "low"}
+
+    def call(call_id: str) -> Item:
+        return {"type": "function_call", "call_id": call_id, "name": "read", "arguments": "{}"}
+
+    items: list[Item] = [
+        user("look at both"),
+        call("c1"),
+        call("c2"),
+        {"type": "function_call_output", "call_id": "c1", "output": [image]},
+        {
+            "type": "function_call_output",
+            "call_id": "c2",
+            "output": [{"type": "input_text", "text": "a chart"}, image],
+        },
+        user("and?"),
+    ]
+    messages = to_upstream(request(items))["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool", "user", "user"]
+    assert messages[2]["content"] == "[1 image of this output follows in the next user message.]"
+    assert messages[3]["content"] == (
+        "a chart\n[1 image of this output follows in the next user message.]"
+    )
+    picture = {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64,AA", "detail": "low"},
+    }
+    assert messages[4]["content"] == [
+        {"type": "text", "text": "Images of the output of tool call c1:"},
+        picture,
+        {"type": "text", "text": "Images of the output of tool call c2:"},
+        picture,
+    ]
+    last = to_upstream(request(items[:4]))["messages"]  # the round ends the context
+    assert [m["role"] for m in last] == ["user", "assistant", "tool", "user"]
+
+
 def test_unsupported_part_is_rejected_by_name() -> None:
     item = user("file")
     item["content"].append({"type": "input_file", "file_id": "f"})

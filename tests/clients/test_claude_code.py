@@ -13,6 +13,7 @@ wrong 400 would otherwise pass unnoticed.
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -186,3 +187,29 @@ def test_a_deferred_tool_is_loaded_by_tool_search(
     ]
     assert {"type": "tool_reference", "tool_name": "WebSearch"} in result["content"]
     assert run.result["result"].startswith("Tool said: Tool loaded: WebSearch")
+
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+"""A 1x1 PNG."""
+
+
+def test_reading_an_image_sends_it_to_the_model(
+    claude_binary: Path, claude_gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """Claude Code's Read of an image answers with an ``image`` block in the
+    ``tool_result``; a Chat Completions upstream takes images only in user messages, so the
+    gateway sends it in one after the tool message (it was a 400, which Claude Code
+    resent until it gave up)."""
+    picture = tmp_path / "cwd" / "dot.png"
+    picture.parent.mkdir()
+    picture.write_bytes(PNG)
+    prompt = f"Look [[tool:Read:{json.dumps({'file_path': str(picture)})}]]"
+    run = _claude(claude_binary, claude_gateway, prompt, tmp_path, ("Read",))
+
+    assert run.result is not None
+    assert run.result["num_turns"] == 2
+    _, second = run.bodies()
+    [result] = [b for b in second["messages"][-1]["content"] if b.get("type") == "tool_result"]
+    assert [block["type"] for block in result["content"]] == ["image"]

@@ -87,7 +87,7 @@ CHAT = OpenAIChatBackend(UpstreamClient(UpstreamTarget("chat", "http://127.0.0.1
             {
                 "type": "function_call_output",
                 "call_id": "c1",
-                "output": [{"type": "input_image", "image_url": "data:,"}],
+                "output": [{"type": "input_file", "file_data": "data:,"}],
             },
             "input[1].output[0].type",
         ),

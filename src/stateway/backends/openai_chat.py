@@ -4,7 +4,9 @@ OpenAI): canonical items to ``messages`` and back.
 ``to_upstream`` builds the request body; ``from_upstream_chunk`` and
 ``from_upstream_completion`` turn replies into deltas. Reasoning items ride on the next
 assistant message as ``reasoning_content``; consecutive function calls join one assistant
-message's ``tool_calls``. System messages lead, joined into one; later ones become user
+message's ``tool_calls``; a function call's output is a ``role: "tool"`` message (text
+only: images the output holds follow the round's tool messages in one user message, each
+group labelled with its call id). System messages lead, joined into one; later ones become user
 reminders (:mod:`stateway.backends.chat_system_messages`). Item and tool types the gateway
 does not model cannot be carried (``carries_unknown_types`` is False). With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
@@ -60,7 +62,7 @@ class OpenAIChatBackend:
         "system": _TEXT_PARTS,
         "developer": _TEXT_PARTS,
         "assistant": _TEXT_PARTS,
-        TOOL_OUTPUT: _TEXT_PARTS,
+        TOOL_OUTPUT: _TEXT_PARTS | {"input_image"},
     }
     carries_unknown_types = False
 
@@ -174,8 +176,13 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
     if request.instructions:
         messages.append({"role": "system", "content": request.instructions})
     reasoning: list[str] = []
+    images: list[dict[str, Any]] = []
+    """Image parts of the tool outputs just sent, for the user message that follows them."""
     for item in model_items(request.items):
         kind = item.get("type")
+        if kind != "function_call_output" and images:
+            messages.append({"role": "user", "content": images})
+            images = []
         if kind == "message":
             message = _message(item)
             if message["role"] == "assistant" and reasoning:
@@ -198,12 +205,42 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
                 }
             )
         elif kind == "function_call_output":
-            output = item.get("output")
-            text = output if isinstance(output, str) else item_text({"content": output})
-            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": text})
+            messages.append(_tool_message(item, images))
         elif kind == "reasoning":
             reasoning.append(item_text(item) or _summary_text(item))
+    if images:
+        messages.append({"role": "user", "content": images})
     return place_system_messages(messages)
+
+
+def _tool_message(item: Item, images: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``role: "tool"`` message, which carries text only: the output's images are added
+    to ``images`` (labelled with the call's id), for a user message after the tool
+    messages of the round, and the tool message says so."""
+    output = item.get("output")
+    if isinstance(output, str):
+        return {"role": "tool", "tool_call_id": item["call_id"], "content": output}
+    text = item_text({"content": output})
+    pictures = [
+        _image_part(part)
+        for part in output or ()
+        if isinstance(part, dict) and part.get("type") == "input_image"
+    ]
+    if pictures:
+        count = "1 image" if len(pictures) == 1 else f"{len(pictures)} images"
+        verb = "follows" if len(pictures) == 1 else "follow"
+        note = f"[{count} of this output {verb} in the next user message.]"
+        text = f"{text}\n{note}" if text else note
+        label = f"Images of the output of tool call {item['call_id']}:"
+        images.extend([{"type": "text", "text": label}, *pictures])
+    return {"role": "tool", "tool_call_id": item["call_id"], "content": text}
+
+
+def _image_part(part: Item) -> dict[str, Any]:
+    image: dict[str, Any] = {"url": part["image_url"]}
+    if part.get("detail"):
+        image["detail"] = part["detail"]
+    return {"type": "image_url", "image_url": image}
 
 
 def _message(item: Item) -> dict[str, Any]:
@@ -225,10 +262,7 @@ def _message_content(item: Item) -> dict[str, Any]:
         if kind in _TEXT_PARTS:
             parts.append({"type": "text", "text": _part_text(part)})
         elif kind == "input_image":
-            image: dict[str, Any] = {"url": part["image_url"]}
-            if part.get("detail"):
-                image["detail"] = part["detail"]
-            parts.append({"type": "image_url", "image_url": image})
+            parts.append(_image_part(part))
         else:
             raise InvalidRequest(
                 f"Content part type '{kind}' is not supported by a Chat Completions upstream.",
