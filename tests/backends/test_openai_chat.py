@@ -178,6 +178,18 @@ def test_images_of_tool_outputs_follow_the_round_in_a_user_message() -> None:
     assert [m["role"] for m in last] == ["user", "assistant", "tool", "user"]
 
 
+def test_image_detail_levels_chat_does_not_know_are_mapped_or_left_out() -> None:
+    def detail_sent(detail: str) -> str | None:
+        item = user("look")
+        item["content"].append({"type": "input_image", "image_url": "data:,", "detail": detail})
+        image = to_upstream(request([item]))["messages"][0]["content"][1]["image_url"]
+        return image.get("detail")
+
+    assert detail_sent("original") == "high"  # Codex's view_image asks for full resolution
+    assert detail_sent("low") == "low"
+    assert detail_sent("sharpest") is None
+
+
 def test_unsupported_part_is_rejected_by_name() -> None:
     item = user("file")
     item["content"].append({"type": "input_file", "file_id": "f"})

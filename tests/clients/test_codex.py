@@ -10,6 +10,7 @@ up here by name.
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 from dataclasses import dataclass
@@ -192,3 +193,29 @@ def test_an_apply_patch_round_trip_edits_the_workspace(
     assert (call["type"], call["name"], call["input"]) == ("custom_tool_call", "apply_patch", patch)
     assert output["type"] == "custom_tool_call_output"
     assert output["call_id"] == call["call_id"]
+
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+"""A 1x1 PNG."""
+
+
+def test_view_image_sends_the_image_to_the_model(
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """Codex's ``view_image`` answers with an ``input_image`` in its
+    ``function_call_output``: a Chat Completions upstream gets it in a user message after
+    the tool message (it was a 400); a Responses upstream as it is."""
+    (tmp_path / "dot.png").write_bytes(PNG)
+    prompt = "Look [[tool:view_image:" + json.dumps({"path": str(tmp_path / "dot.png")}) + "]]"
+    run = _codex(codex_binary, gateway, MODELS["catalog"], prompt, tmp_path)
+
+    [message] = run.items("agent_message")
+    assert "<image>" in message["text"]  # the fake saw an image part
+    first, second = run.bodies()
+    call, output = second["input"][len(first["input"]) :]
+    assert call["name"] == "view_image"
+    [image] = output["output"]
+    assert image["type"] == "input_image"
+    assert image["image_url"].startswith("data:image/png;base64,")

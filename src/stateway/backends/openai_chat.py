@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -236,10 +236,17 @@ def _tool_message(item: Item, images: list[dict[str, Any]]) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": item["call_id"], "content": text}
 
 
+_DETAILS: Final = {"auto": "auto", "low": "low", "high": "high", "original": "high"}
+"""Image ``detail`` levels every Chat server knows, from the Responses API's: ``original``
+(full resolution, which Codex's view_image asks for; newer than most Chat servers' request
+schemas) is sent as ``high``; an unknown level is not sent."""
+
+
 def _image_part(part: Item) -> dict[str, Any]:
     image: dict[str, Any] = {"url": part["image_url"]}
-    if part.get("detail"):
-        image["detail"] = part["detail"]
+    detail = _DETAILS.get(str(part.get("detail")))
+    if detail is not None:
+        image["detail"] = detail
     return {"type": "image_url", "image_url": image}
 
 
