@@ -10,8 +10,8 @@
   ``redacted_thinking`` as reasoning items sealed as :mod:`stateway.core.reasoning` says,
   ``tool_use`` as a ``function_call`` (``call_id`` = its ``id``, ``arguments`` = its
   ``input`` as JSON), a ``server_tool_use`` of ``web_search`` and its
-  ``web_search_tool_result`` as the ``web_search_call`` it showed (its results, as
-  :mod:`stateway.protocols.messages.encode` gave them, as the call's sources).
+  ``web_search_tool_result``, or an ``mcp_tool_use`` and its ``mcp_tool_result``, as the
+  ``web_search_call`` or ``mcp_call`` it showed (:mod:`.server_tools`).
 
 In a ``tool_result``, a ``tool_reference`` (a deferred tool the client's tool search loaded:
 Claude Code's ToolSearch) becomes the text ``Tool loaded: NAME`` (the tool itself, declared
@@ -37,11 +37,12 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import Item
 from stateway.core.reasoning import redacted_item
-from stateway.protocols.messages.encode import SERVER_TOOL_USE_PREFIX, WEB_SEARCH
 from stateway.protocols.messages.request import (
     Block,
     DocumentBlock,
     ImageBlock,
+    McpToolResultBlock,
+    McpToolUseBlock,
     MessageParam,
     ResultPart,
     SearchResultBlock,
@@ -53,6 +54,7 @@ from stateway.protocols.messages.request import (
     ToolUseBlock,
     WebSearchToolResultBlock,
 )
+from stateway.protocols.messages.server_tools import call_of, complete
 
 
 def decode_conversation(
@@ -104,7 +106,7 @@ def _assistant(
         _add_message(items, "assistant", _parts(content, "output_text"))
         return
     run: list[Item] = []
-    searches: dict[str, Item] = {}
+    server_calls: dict[str, Item] = {}
     for position, block in enumerate(content):
         if isinstance(block, TextBlock):
             if block.text:
@@ -119,10 +121,10 @@ def _assistant(
             items.append(_reasoning(block))
         elif block.type == "redacted_thinking":
             items.append(redacted_item(new_id("rs"), block.data))
-        elif isinstance(block, ServerToolUseBlock):
-            items.append(_search_call(block, f"{where}.content.{position}", searches))
-        elif isinstance(block, WebSearchToolResultBlock):
-            _search_result(block, f"{where}.content.{position}", searches)
+        elif isinstance(block, ServerToolUseBlock | McpToolUseBlock):
+            items.append(call_of(block, f"{where}.content.{position}", server_calls))
+        elif isinstance(block, WebSearchToolResultBlock | McpToolResultBlock):
+            complete(block, f"{where}.content.{position}", server_calls)
         else:
             raise InvalidRequest(
                 f"messages: a '{block.type}' block cannot appear in an assistant message.",
@@ -246,43 +248,3 @@ def _reasoning(block: ThinkingBlock) -> Item:
         "encrypted_content": block.signature,
         "status": "completed",
     }
-
-
-def _search_call(block: ServerToolUseBlock, where: str, searches: dict[str, Item]) -> Item:
-    """A web search the gateway ran in an earlier turn (its ``srvtoolu_`` id names the
-    ``ws_`` item), completed by the ``web_search_tool_result`` that follows it."""
-    if block.name != WEB_SEARCH:
-        param = f"{where}.name"
-        raise InvalidRequest(
-            f"{param}: server tool {block.name!r} is not supported; only web_search is.",
-            param=param,
-            code="invalid_value",
-        )
-    query = block.input.get("query")
-    item: Item = {
-        "id": "ws_" + block.id.removeprefix(SERVER_TOOL_USE_PREFIX),
-        "type": "web_search_call",
-        "status": "completed",
-        "action": {"type": "search", "query": query if isinstance(query, str) else ""},
-    }
-    searches[block.id] = item
-    return item
-
-
-def _search_result(block: WebSearchToolResultBlock, where: str, searches: dict[str, Item]) -> None:
-    item = searches.pop(block.tool_use_id, None)
-    if item is None:
-        param = f"{where}.tool_use_id"
-        raise InvalidRequest(
-            f"{param}: unexpected tool_use_id '{block.tool_use_id}' found in a "
-            "web_search_tool_result block: it must follow its server_tool_use block.",
-            param=param,
-            code="tool_call_not_found",
-        )
-    if isinstance(block.content, list):
-        item["action"]["sources"] = [
-            {"type": "url", "url": hit.url, "title": hit.title, "snippet": hit.encrypted_content}
-            for hit in block.content
-        ]
-    else:
-        item["status"], item["error"] = "failed", block.content.error_code

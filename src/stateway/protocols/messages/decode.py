@@ -8,7 +8,8 @@ Settings: ``max_tokens`` -> ``max_output_tokens``; ``stop_sequences``, ``tempera
 ``top_p``, ``top_k`` as they are; ``metadata.user_id`` -> ``user``; tools (``input_schema``
 as ``parameters``; ``defer_loading`` kept, ``cache_control`` dropped) as function tools,
 the ``web_search_YYYYMMDD`` server tool as the gateway's ``web_search`` (``allowed_domains``
-and ``blocked_domains`` as its ``filters``, ``max_uses`` kept; any other tool type is a
+and ``blocked_domains`` as its ``filters``, ``max_uses`` kept), ``mcp_servers`` (and their
+``mcp_toolset`` tools) as its ``mcp`` tools (:mod:`.server_tools`; any other tool type is a
 400); ``tool_choice`` ``auto``/``any``/``tool``/``none`` -> ``auto``/``required``/the named
 function (or ``web_search``)/``none``, ``disable_parallel_tool_use`` ->
 ``parallel_tool_calls: false``;
@@ -31,11 +32,12 @@ from stateway.core.commands import CountTokens, CreateResponse, GenerationSettin
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.protocols.messages.content import decode_conversation
-from stateway.protocols.messages.encode import WEB_SEARCH
 from stateway.protocols.messages.request import (
     BLOCK_TYPES,
     WEB_SEARCH_TOOL,
     CountTokensBody,
+    McpServerParam,
+    McpToolsetParam,
     MessagesBody,
     OutputConfig,
     Thinking,
@@ -43,6 +45,7 @@ from stateway.protocols.messages.request import (
     ToolParam,
     WebSearchToolParam,
 )
+from stateway.protocols.messages.server_tools import WEB_SEARCH, mcp_tools
 from stateway.protocols.responses.nesting import check_nesting
 
 Body = TypeVar("Body", bound=CountTokensBody)
@@ -84,7 +87,7 @@ def _command(body: CountTokensBody, max_input_items: int | None) -> CreateRespon
     items = decode_conversation(body.system, body.messages)
     if max_input_items is not None and len(items) > max_input_items:
         raise _too_many(len(items), max_input_items)
-    tools = _tools(body.tools or [])
+    tools = _tools(body.tools or [], body.mcp_servers or [])
     settings = GenerationSettings(
         tools=tools,
         tool_choice=_tool_choice(body.tool_choice, tools),
@@ -126,11 +129,22 @@ def _too_many(count: int, limit: int) -> InvalidRequest:
     )
 
 
-def _tools(tools: list[dict[str, Any]]) -> list[Item]:
+def _tools(tools: list[dict[str, Any]], servers: list[McpServerParam]) -> list[Item]:
     decoded: list[Item] = []
     seen: set[str] = set()
+    toolsets: dict[str, McpToolsetParam] = {}
     for index, raw in enumerate(tools):
         tool = _tool(raw, index)
+        if isinstance(tool, McpToolsetParam):
+            if tool.mcp_server_name in toolsets:
+                param = f"tools.{index}.mcp_server_name"
+                raise InvalidRequest(
+                    f"{param}: the MCP server '{tool.mcp_server_name}' has two mcp_toolsets.",
+                    param=param,
+                    code="invalid_value",
+                )
+            toolsets[tool.mcp_server_name] = tool
+            continue
         if tool.name in seen:
             param = f"tools.{index}.name"
             raise InvalidRequest(
@@ -150,23 +164,27 @@ def _tools(tools: list[dict[str, Any]]) -> list[Item]:
         if tool.defer_loading:
             function["defer_loading"] = True
         decoded.append(function)
-    return decoded
+    return decoded + mcp_tools(servers, toolsets)
 
 
-def _tool(raw: dict[str, Any], index: int) -> ToolParam | WebSearchToolParam:
+def _tool(raw: dict[str, Any], index: int) -> ToolParam | WebSearchToolParam | McpToolsetParam:
     """A declared tool as the kind its ``type`` names: a custom tool (no type, or
-    ``custom``) or the web search server tool; any other type is refused by name."""
+    ``custom``), the web search server tool, or an MCP connector server's toolset; any
+    other type is refused by name."""
     kind = raw.get("type")
-    model: type[ToolParam] | type[WebSearchToolParam]
+    model: type[ToolParam] | type[WebSearchToolParam] | type[McpToolsetParam]
     if kind is None or kind == "custom":
         model = ToolParam
     elif isinstance(kind, str) and WEB_SEARCH_TOOL.fullmatch(kind):
         model = WebSearchToolParam
+    elif kind == "mcp_toolset":
+        model = McpToolsetParam
     else:
         param = f"tools.{index}.type"
         raise InvalidRequest(
             f"{param}: tool type {kind!r} is not supported; declare custom tools (with "
-            "input_schema) and the web_search server tool (web_search_20250305).",
+            "input_schema), the web_search server tool (web_search_20250305) and "
+            "mcp_toolset tools of mcp_servers.",
             param=param,
             code="invalid_value",
         )

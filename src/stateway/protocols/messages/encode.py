@@ -3,12 +3,10 @@ Anthropic-shaped model list.
 
 Output items become content blocks: an assistant message's text parts ``text``, a
 reasoning item ``thinking`` (its ``encrypted_content`` as the ``signature``; empty when
-the upstream signs nothing) or ``redacted_thinking``, a function call ``tool_use``. When
-the client declared the web search server tool, each search is shown as Anthropic shows
-its own: a ``server_tool_use`` (``srvtoolu_`` id, ``input.query``) and its
-``web_search_tool_result`` (each hit's title, URL, and snippet as ``encrypted_content``;
-``web_search_tool_result_error`` for a failed search), counted in
-``usage.server_tool_use.web_search_requests``. Other items only the gateway acts on (the
+the upstream signs nothing) or ``redacted_thinking``, a function call ``tool_use``. The
+calls of the gateway's own tools that the client declared (web search, MCP servers) are
+shown as Anthropic shows its server tools (:mod:`.server_tools`), searches counted in
+``usage.server_tool_use.web_search_requests``; other items only the gateway acts on (the
 calls of a backend's ``gateway_tools``) are not shown.
 
 ``stop_reason``: ``max_tokens`` when the output was cut at the limit, ``refusal`` when
@@ -25,16 +23,14 @@ from typing import Any, Final
 import orjson
 
 from stateway.core.hidden import client_calls
-from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, WEB_SEARCH_CALL, Item
+from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
 from stateway.core.reasoning import thinking_of
 from stateway.core.response import ResponseState
-from stateway.core.tools.web_search import MAX_USES_EXCEEDED
 from stateway.core.usage import Usage
+from stateway.protocols.messages import server_tools
+from stateway.protocols.messages.server_tools import Shown
 
-WEB_SEARCH: Final = "web_search"
-"""The web search server tool's name, and the type of the gateway tool it becomes."""
-SERVER_TOOL_USE_PREFIX: Final = "srvtoolu_"
-"""A shown search's id: this, then its ``web_search_call`` item's id without ``ws_``."""
+NOTHING_SHOWN: Final = Shown()
 EPOCH: Final = "1970-01-01T00:00:00Z"
 """``created_at`` of a model whose creation time the gateway does not know."""
 _INCOMPLETE: Final = {
@@ -50,39 +46,22 @@ def message_id(response_id: str) -> str:
 
 
 def encode_message(state: ResponseState) -> dict[str, Any]:
-    searches = shows_searches(state)
+    shown = Shown.of(state)
     return {
         "id": message_id(state.id),
         "type": "message",
         "role": "assistant",
         "model": state.model,
-        "content": [
-            block for item in state.output for block in content_blocks(item, searches=searches)
-        ],
+        "content": [block for item in state.output for block in content_blocks(item, shown)],
         "stop_reason": stop_reason(state),
         "stop_sequence": state.stop_sequence,
-        "usage": encode_usage(state.usage or Usage(), searches_run(state) if searches else 0),
+        "usage": encode_usage(state.usage or Usage(), shown.searches_run(state)),
     }
 
 
-def shows_searches(state: ResponseState) -> bool:
-    """Whether the client declared the web search server tool (then its searches are
-    shown; a backend's ``gateway_tools`` searches are not)."""
-    return any(tool.get("type") == WEB_SEARCH for tool in state.settings.tools)
-
-
-def searches_run(state: ResponseState) -> int:
-    """The searches that ran (a refused or failed one is not counted)."""
-    return sum(
-        1
-        for item in state.output
-        if item.get("type") == WEB_SEARCH_CALL and item.get("status") == "completed"
-    )
-
-
-def content_blocks(item: Item, *, searches: bool = False) -> list[dict[str, Any]]:
-    """The content blocks of one finished output item (none for the gateway's own, but
-    for its web searches when ``searches``)."""
+def content_blocks(item: Item, shown: Shown = NOTHING_SHOWN) -> list[dict[str, Any]]:
+    """The content blocks of one finished output item (none for the gateway's own calls,
+    but for those of tools the client declared: ``shown``)."""
     kind = item.get("type")
     if kind == MESSAGE:
         return [
@@ -94,42 +73,9 @@ def content_blocks(item: Item, *, searches: bool = False) -> list[dict[str, Any]
         return [thinking_block(item)]
     if kind == FUNCTION_CALL:
         return [{**tool_use_start(item), "input": tool_input(item.get("arguments") or "")}]
-    if kind == WEB_SEARCH_CALL and searches:
-        return [{**server_tool_use_start(item), "input": search_input(item)}, search_result(item)]
+    if shown.shows(item):
+        return server_tools.blocks(item)
     return []
-
-
-def server_tool_use_start(item: Item) -> dict[str, Any]:
-    server_id = SERVER_TOOL_USE_PREFIX + str(item.get("id", "")).removeprefix("ws_")
-    return {"type": "server_tool_use", "id": server_id, "name": WEB_SEARCH, "input": {}}
-
-
-def search_input(item: Item) -> dict[str, Any]:
-    action = item.get("action") or {}
-    return {"query": action.get("query") or ""}
-
-
-def search_result(item: Item) -> dict[str, Any]:
-    """A search's ``web_search_tool_result`` block."""
-    tool_use_id = server_tool_use_start(item)["id"]
-    content: Any
-    if item.get("status") == "failed":
-        error = str(item.get("error") or "")
-        code = MAX_USES_EXCEEDED if error.startswith(MAX_USES_EXCEEDED) else "unavailable"
-        content = {"type": "web_search_tool_result_error", "error_code": code}
-    else:
-        content = [
-            {
-                "type": "web_search_result",
-                "url": source.get("url"),
-                "title": source.get("title") or "",
-                "encrypted_content": source.get("snippet") or "",
-                "page_age": None,
-            }
-            for source in (item.get("action") or {}).get("sources") or ()
-            if isinstance(source, dict)
-        ]
-    return {"type": "web_search_tool_result", "tool_use_id": tool_use_id, "content": content}
 
 
 def thinking_block(item: Item) -> dict[str, Any]:

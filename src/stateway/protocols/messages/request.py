@@ -129,6 +129,23 @@ class WebSearchToolResultBlock(_Wire):
     content: list[WebSearchResult] | WebSearchToolResultError
 
 
+class McpToolUseBlock(_Wire):
+    """An MCP connector call in an earlier assistant turn (the gateway ran it)."""
+
+    type: Literal["mcp_tool_use"]
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    server_name: str = Field(min_length=1)
+    input: dict[str, Any]
+
+
+class McpToolResultBlock(_Wire):
+    type: Literal["mcp_tool_result"]
+    tool_use_id: str = Field(min_length=1)
+    is_error: bool = False
+    content: str | list[TextBlock]
+
+
 class ThinkingBlock(_Wire):
     type: Literal["thinking"]
     thinking: str
@@ -149,7 +166,9 @@ Block = Annotated[
     | ThinkingBlock
     | RedactedThinkingBlock
     | ServerToolUseBlock
-    | WebSearchToolResultBlock,
+    | WebSearchToolResultBlock
+    | McpToolUseBlock
+    | McpToolResultBlock,
     Field(discriminator="type"),
 ]
 BLOCK_TYPES = frozenset(
@@ -165,6 +184,8 @@ BLOCK_TYPES = frozenset(
         "web_search_tool_result",
         "tool_reference",
         "search_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
     }
 )
 
@@ -200,6 +221,36 @@ class WebSearchToolParam(_Wire):
     cache_control: dict[str, Any] | None = None
 
 
+class McpToolConfiguration(_Wire):
+    enabled: bool | None = None
+    allowed_tools: list[str] | None = None
+
+
+class McpServerParam(_Wire):
+    """One server of the MCP connector (``mcp_servers``), run by the gateway's MCP client."""
+
+    type: Literal["url"]
+    url: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=128)
+    authorization_token: str | None = None
+    tool_configuration: McpToolConfiguration | None = None
+
+
+class McpToolConfig(_Wire):
+    enabled: bool | None = None
+    defer_loading: bool | None = None
+
+
+class McpToolsetParam(_Wire):
+    """Which tools of an ``mcp_servers`` server are offered (a ``tools`` entry)."""
+
+    type: Literal["mcp_toolset"]
+    mcp_server_name: str = Field(min_length=1)
+    default_config: McpToolConfig | None = None
+    configs: dict[str, McpToolConfig] | None = None
+    cache_control: dict[str, Any] | None = None
+
+
 class ToolChoice(_Wire):
     type: Literal["auto", "any", "tool", "none"]
     name: str | None = Field(default=None, min_length=1)
@@ -226,8 +277,10 @@ class CountTokensBody(_Wire):
     messages: list[MessageParam]
     system: str | list[TextBlock] | None = None
     tools: list[dict[str, Any]] | None = None
-    """Each a :class:`ToolParam` or a :class:`WebSearchToolParam`, told apart by ``type``
-    and validated as the one it is (:mod:`stateway.protocols.messages.decode`)."""
+    """Each a :class:`ToolParam`, a :class:`WebSearchToolParam` or an
+    :class:`McpToolsetParam`, told apart by ``type`` and validated as the one it is
+    (:mod:`stateway.protocols.messages.decode`)."""
+    mcp_servers: list[McpServerParam] | None = None
     tool_choice: ToolChoice | None = None
     thinking: Thinking | None = None
     output_config: OutputConfig | None = None

@@ -4,12 +4,13 @@
 the client sees, ``content_block_start`` (``text``, ``thinking``, ``redacted_thinking``
 or ``tool_use``), its ``content_block_delta`` events (``text_delta``,
 ``thinking_delta``, ``input_json_delta``; a ``signature_delta`` before a signed thinking
-block stops) and ``content_block_stop``; a web search the client declared, once it has
-run, as a ``server_tool_use`` block (its query in one ``input_json_delta``) and a
-``web_search_tool_result`` block; at the end ``message_delta`` (stop reason,
-cumulative usage) and ``message_stop`` — or, for a response that failed, one ``error``
-event and no ``message_stop``. Blocks are numbered in the order they start; items the
-client does not see (the gateway's own tool calls) take no number.
+block stops) and ``content_block_stop``; a call of a gateway tool the client declared
+(web search, an MCP server), once it has run, as its use block (its input in one
+``input_json_delta``) and its result block (:mod:`.server_tools`); at the end
+``message_delta`` (stop reason, cumulative usage) and ``message_stop`` — or, for a
+response that failed, one ``error`` event and no ``message_stop``. Blocks are numbered in
+the order they start; items the client does not see (the gateway's own tool calls) take
+no number.
 
 Every frame has an ``event:`` line equal to its ``data.type`` (the SDK skips frames
 without one). One :class:`MessagesStream` encodes one response.
@@ -22,23 +23,20 @@ from typing import Any, Final
 import orjson
 
 from stateway.core import events as ev
-from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, WEB_SEARCH_CALL
+from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING
 from stateway.core.reasoning import thinking_of
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
+from stateway.protocols.messages import server_tools
 from stateway.protocols.messages.encode import (
     encode_usage,
     message_id,
-    search_input,
-    search_result,
-    searches_run,
-    server_tool_use_start,
-    shows_searches,
     stop_reason,
     thinking_block,
     tool_use_start,
 )
 from stateway.protocols.messages.errors import stream_error
+from stateway.protocols.messages.server_tools import Shown
 
 PING: Final = b'event: ping\ndata: {"type":"ping"}\n\n'
 _FAILED: Final = frozenset({"failed", "cancelled"})
@@ -50,15 +48,15 @@ def frame(data: dict[str, Any]) -> bytes:
 
 
 class MessagesStream:
-    __slots__ = ("_blocks", "_count", "_searches")
+    __slots__ = ("_blocks", "_count", "_shown")
 
     def __init__(self) -> None:
         self._blocks: dict[int, int] = {}
         """Output index -> content block index, for the items the client sees."""
         self._count = 0
         """Content blocks started so far."""
-        self._searches = False
-        """Whether the client declared web search (:func:`shows_searches`)."""
+        self._shown = Shown()
+        """The gateway calls shown: those of tools the client declared."""
 
     def encode(self, event: ev.Event) -> bytes:
         """The frames of one canonical event (often none)."""
@@ -74,10 +72,10 @@ class MessagesStream:
             case ev.ItemDone(output_index=at, item=item):
                 return self._stop(at, item)
             case ev.ResponseCreated(response=state):
-                self._searches = shows_searches(state)
+                self._shown = Shown.of(state)
                 return frame({"type": "message_start", "message": _started(state)}) + PING
             case ev.ResponseFinished(response=state):
-                return _finished(state, self._searches)
+                return _finished(state, self._shown)
             case _:
                 return b""
 
@@ -101,11 +99,12 @@ class MessagesStream:
         index, self._count = self._count, self._count + 1
         return index
 
-    def _search(self, item: dict[str, Any]) -> bytes:
-        """A finished web search: its ``server_tool_use`` block, then its result's."""
+    def _server_call(self, item: dict[str, Any]) -> bytes:
+        """A finished call of a gateway tool the client declared: its use block, then its
+        result's."""
         call = self._next()
-        query = orjson.dumps(search_input(item)).decode()
-        delta = {"type": "input_json_delta", "partial_json": query}
+        arguments = orjson.dumps(server_tools.use_input(item)).decode()
+        delta = {"type": "input_json_delta", "partial_json": arguments}
         result = self._next()
         return b"".join(
             [
@@ -113,7 +112,7 @@ class MessagesStream:
                     {
                         "type": "content_block_start",
                         "index": call,
-                        "content_block": server_tool_use_start(item),
+                        "content_block": server_tools.use_start(item),
                     }
                 ),
                 frame({"type": "content_block_delta", "index": call, "delta": delta}),
@@ -122,7 +121,7 @@ class MessagesStream:
                     {
                         "type": "content_block_start",
                         "index": result,
-                        "content_block": search_result(item),
+                        "content_block": server_tools.result_block(item),
                     }
                 ),
                 frame({"type": "content_block_stop", "index": result}),
@@ -138,8 +137,8 @@ class MessagesStream:
     def _stop(self, output_index: int, item: dict[str, Any]) -> bytes:
         index = self._blocks.get(output_index)
         if index is None:
-            if self._searches and item.get("type") == WEB_SEARCH_CALL:
-                return self._search(item)
+            if self._shown.shows(item):
+                return self._server_call(item)
             return b""
         out = b""
         if item.get("type") == REASONING:
@@ -163,11 +162,11 @@ def _started(state: ResponseState) -> dict[str, Any]:
     }
 
 
-def _finished(state: ResponseState, searches: bool) -> bytes:
+def _finished(state: ResponseState, shown: Shown) -> bytes:
     if state.status in _FAILED:
         return frame(stream_error(state.error))
     delta = {"stop_reason": stop_reason(state), "stop_sequence": state.stop_sequence}
-    usage = encode_usage(state.usage or Usage(), searches_run(state) if searches else 0)
+    usage = encode_usage(state.usage or Usage(), shown.searches_run(state))
     return frame({"type": "message_delta", "delta": delta, "usage": usage}) + frame(
         {"type": "message_stop"}
     )

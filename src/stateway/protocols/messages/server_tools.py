@@ -1,0 +1,291 @@
+"""The gateway's own tools as the Messages API shows server tools: Anthropic's web search
+tool and its MCP connector, run by the gateway for any model.
+
+In: the ``web_search_YYYYMMDD`` tool and ``mcp_servers`` (with any ``mcp_toolset`` tools
+configuring them) become the gateway's ``web_search`` and ``mcp`` tools (``require_approval:
+never``: the connector has no approvals). Out: each call of a tool the client declared is a
+pair of blocks, as Anthropic answers —
+
+- a search: ``server_tool_use`` (``srvtoolu_`` id, ``input.query``) and
+  ``web_search_tool_result`` (per hit ``url``, ``title``, and the snippet the model was
+  given as ``encrypted_content``; ``web_search_tool_result_error`` when it failed);
+- an MCP call: ``mcp_tool_use`` (``mcptoolu_`` id, ``name``, ``server_name``, ``input``)
+  and ``mcp_tool_result`` (``is_error``, the output as a text block).
+
+The same blocks sent back in a later turn are the calls they show. Calls of a backend's
+``gateway_tools`` (a server the client did not declare) stay hidden
+(:mod:`stateway.core.hidden`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from stateway.core.errors import InvalidRequest
+from stateway.core.items import MCP_CALL, WEB_SEARCH_CALL, Item
+from stateway.core.response import ResponseState
+from stateway.core.tools.web_search import MAX_USES_EXCEEDED
+from stateway.protocols.messages.request import (
+    McpServerParam,
+    McpToolResultBlock,
+    McpToolsetParam,
+    McpToolUseBlock,
+    ServerToolUseBlock,
+    WebSearchToolResultBlock,
+)
+
+WEB_SEARCH: Final = "web_search"
+"""The web search server tool's name, and the type of the gateway tool it becomes."""
+SERVER_TOOL_USE_PREFIX: Final = "srvtoolu_"
+"""A shown search's id: this, then its ``web_search_call`` item's id without ``ws_``."""
+MCP_TOOL_USE_PREFIX: Final = "mcptoolu_"
+"""A shown MCP call's id: this, then its ``mcp_call`` item's id without ``mcp_``."""
+
+
+# -- in: declarations ------------------------------------------------------------------
+
+
+def mcp_tools(servers: list[McpServerParam], toolsets: dict[str, McpToolsetParam]) -> list[Item]:
+    """``mcp_servers`` as the gateway's ``mcp`` tools; ``toolsets``: the ``mcp_toolset``
+    tools by server name (which tools of a server are offered)."""
+    declared: list[Item] = []
+    names: set[str] = set()
+    for index, server in enumerate(servers):
+        if server.name in names:
+            param = f"mcp_servers.{index}.name"
+            raise InvalidRequest(
+                f"{param}: MCP server names must be unique; '{server.name}' is given twice.",
+                param=param,
+                code="invalid_value",
+            )
+        names.add(server.name)
+        configuration = server.tool_configuration
+        if configuration is not None and configuration.enabled is False:
+            continue
+        tool: Item = {
+            "type": "mcp",
+            "server_label": server.name,
+            "server_url": server.url,
+            "require_approval": "never",
+        }
+        if server.authorization_token:
+            tool["authorization"] = server.authorization_token
+        allowed = configuration.allowed_tools if configuration is not None else None
+        toolset = toolsets.get(server.name)
+        if toolset is not None:
+            allowed = _toolset_allowed(toolset, allowed)
+            if allowed == []:
+                continue
+        if allowed is not None:
+            tool["allowed_tools"] = allowed
+        declared.append(tool)
+    for name in toolsets.keys() - names:
+        raise InvalidRequest(
+            f"tools: an mcp_toolset names the MCP server '{name}', which mcp_servers does "
+            "not declare.",
+            param="tools",
+            code="invalid_value",
+        )
+    return declared
+
+
+def _toolset_allowed(toolset: McpToolsetParam, allowed: list[str] | None) -> list[str] | None:
+    """The tool names an ``mcp_toolset`` enables (None: all), within ``allowed``."""
+    default = toolset.default_config.enabled if toolset.default_config else None
+    configs = toolset.configs or {}
+    if default is False:
+        enabled = [name for name, config in configs.items() if config.enabled]
+    else:
+        disabled = [name for name, config in configs.items() if config.enabled is False]
+        if disabled:
+            raise InvalidRequest(
+                f"tools: the mcp_toolset of '{toolset.mcp_server_name}' disables single tools "
+                f"({', '.join(disabled)}); this gateway offers an allow-list only: set "
+                "default_config.enabled to false and enable the tools to offer.",
+                param="tools",
+                code="invalid_value",
+            )
+        enabled = None
+    if enabled is None:
+        return allowed
+    return [name for name in enabled if allowed is None or name in allowed]
+
+
+# -- out: blocks -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """Which of the gateway's calls a response shows: those of tools the client declared."""
+
+    searches: bool = False
+    mcp_servers: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, state: ResponseState) -> Shown:
+        tools = state.settings.tools
+        return cls(
+            any(tool.get("type") == WEB_SEARCH for tool in tools),
+            frozenset(str(t.get("server_label")) for t in tools if t.get("type") == "mcp"),
+        )
+
+    def shows(self, item: Item) -> bool:
+        kind = item.get("type")
+        if kind == WEB_SEARCH_CALL:
+            return self.searches
+        return kind == MCP_CALL and item.get("server_label") in self.mcp_servers
+
+    def searches_run(self, state: ResponseState) -> int:
+        """The searches shown that ran (a refused or failed one is not counted)."""
+        if not self.searches:
+            return 0
+        return sum(
+            1
+            for item in state.output
+            if item.get("type") == WEB_SEARCH_CALL and item.get("status") == "completed"
+        )
+
+
+def use_start(item: Item) -> dict[str, Any]:
+    """A shown call's ``server_tool_use`` or ``mcp_tool_use`` block, ``input`` empty (as a
+    stream starts it)."""
+    if item.get("type") == WEB_SEARCH_CALL:
+        server_id = SERVER_TOOL_USE_PREFIX + str(item.get("id", "")).removeprefix("ws_")
+        return {"type": "server_tool_use", "id": server_id, "name": WEB_SEARCH, "input": {}}
+    return {
+        "type": "mcp_tool_use",
+        "id": MCP_TOOL_USE_PREFIX + str(item.get("id", "")).removeprefix("mcp_"),
+        "name": item.get("name"),
+        "server_name": item.get("server_label"),
+        "input": {},
+    }
+
+
+def use_input(item: Item) -> dict[str, Any]:
+    if item.get("type") == WEB_SEARCH_CALL:
+        return {"query": (item.get("action") or {}).get("query") or ""}
+    try:
+        parsed = orjson.loads(item.get("arguments") or "{}")
+    except orjson.JSONDecodeError:
+        parsed = None
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def result_block(item: Item) -> dict[str, Any]:
+    """A shown call's ``web_search_tool_result`` or ``mcp_tool_result`` block."""
+    tool_use_id = use_start(item)["id"]
+    if item.get("type") == MCP_CALL:
+        failed = item.get("status") != "completed"
+        text = _error_text(item.get("error")) if failed else str(item.get("output") or "")
+        return {
+            "type": "mcp_tool_result",
+            "tool_use_id": tool_use_id,
+            "is_error": failed,
+            "content": [{"type": "text", "text": text}],
+        }
+    content: Any
+    if item.get("status") == "failed":
+        error = str(item.get("error") or "")
+        code = MAX_USES_EXCEEDED if error.startswith(MAX_USES_EXCEEDED) else "unavailable"
+        content = {"type": "web_search_tool_result_error", "error_code": code}
+    else:
+        content = [
+            {
+                "type": "web_search_result",
+                "url": source.get("url"),
+                "title": source.get("title") or "",
+                "encrypted_content": source.get("snippet") or "",
+                "page_age": None,
+            }
+            for source in (item.get("action") or {}).get("sources") or ()
+            if isinstance(source, dict)
+        ]
+    return {"type": "web_search_tool_result", "tool_use_id": tool_use_id, "content": content}
+
+
+def blocks(item: Item) -> list[dict[str, Any]]:
+    return [{**use_start(item), "input": use_input(item)}, result_block(item)]
+
+
+def _error_text(error: object) -> str:
+    """A failed ``mcp_call``'s error as text: its message, or its content's text."""
+    if isinstance(error, str):
+        return error
+    if isinstance(error, dict):
+        content = error.get("content")
+        if isinstance(content, list):
+            return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+        return str(error.get("message") or "")
+    return "The call failed."
+
+
+# -- in: an earlier turn's blocks ------------------------------------------------------
+
+
+def call_of(
+    block: ServerToolUseBlock | McpToolUseBlock, where: str, pending: dict[str, Item]
+) -> Item:
+    """The item an earlier turn's ``server_tool_use`` (a web search) or ``mcp_tool_use``
+    showed; its result block, which follows, completes it."""
+    if isinstance(block, McpToolUseBlock):
+        item: Item = {
+            "id": "mcp_" + block.id.removeprefix(MCP_TOOL_USE_PREFIX),
+            "type": MCP_CALL,
+            "status": "completed",
+            "server_label": block.server_name,
+            "name": block.name,
+            "arguments": orjson.dumps(block.input).decode(),
+            "output": None,
+            "error": None,
+            "approval_request_id": None,
+        }
+    elif block.name == WEB_SEARCH:
+        query = block.input.get("query")
+        item = {
+            "id": "ws_" + block.id.removeprefix(SERVER_TOOL_USE_PREFIX),
+            "type": WEB_SEARCH_CALL,
+            "status": "completed",
+            "action": {"type": "search", "query": query if isinstance(query, str) else ""},
+        }
+    else:
+        param = f"{where}.name"
+        raise InvalidRequest(
+            f"{param}: server tool {block.name!r} is not supported; only web_search is.",
+            param=param,
+            code="invalid_value",
+        )
+    pending[block.id] = item
+    return item
+
+
+def complete(
+    block: WebSearchToolResultBlock | McpToolResultBlock, where: str, pending: dict[str, Item]
+) -> None:
+    """Fill in the call a result block answers (it must follow the call's block)."""
+    item = pending.pop(block.tool_use_id, None)
+    wanted = MCP_CALL if isinstance(block, McpToolResultBlock) else WEB_SEARCH_CALL
+    if item is None or item["type"] != wanted:
+        param = f"{where}.tool_use_id"
+        raise InvalidRequest(
+            f"{param}: unexpected tool_use_id '{block.tool_use_id}' found in a {block.type} "
+            "block: it must follow the block of the call it answers.",
+            param=param,
+            code="tool_call_not_found",
+        )
+    if isinstance(block, McpToolResultBlock):
+        content = block.content
+        text = content if isinstance(content, str) else "".join(b.text for b in content)
+        if block.is_error:
+            item["status"], item["error"] = "failed", text
+        else:
+            item["output"] = text
+    elif isinstance(block.content, list):
+        item["action"]["sources"] = [
+            {"type": "url", "url": hit.url, "title": hit.title, "snippet": hit.encrypted_content}
+            for hit in block.content
+        ]
+    else:
+        item["status"], item["error"] = "failed", block.content.error_code

@@ -1,0 +1,162 @@
+"""Anthropic's MCP connector on the Messages frontend, end to end: ``mcp_servers`` naming a
+real MCP server (built with the ``mcp`` SDK) that the real gateway calls for a model that
+has no MCP client of its own; the answer shows each call as ``mcp_tool_use`` and
+``mcp_tool_result`` blocks, as Anthropic's does. Driven by the ``anthropic`` SDK's beta
+client, over a Chat Completions and an Anthropic upstream."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import pytest
+from anthropic import Anthropic
+
+from stateway.launch import start_gateway
+from tests.support.mcp_server import RunningMcpServer, serve_mcp
+
+BETAS = ["mcp-client-2025-04-04"]
+
+
+@dataclass
+class Setup:
+    claude: Anthropic
+    server: RunningMcpServer
+
+
+@pytest.fixture(scope="module", params=["chat", "anthropic"])
+def setup(
+    request: pytest.FixtureRequest, fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Setup]:
+    database = f"sqlite:///{tmp_path_factory.mktemp('db') / 'stateway.db'}"
+    args = ["--upstream", fake_upstream, "--upstream-api", request.param, "--database", database]
+    with (
+        serve_mcp() as server,
+        start_gateway(args, env={"STATEWAY_MCP_ALLOWED_HOSTS": "127.0.0.1"}) as url,
+        Anthropic(base_url=url, api_key="k", max_retries=0) as claude,
+    ):
+        yield Setup(claude, server)
+
+
+def servers(setup: Setup, **extra: Any) -> list[Any]:
+    return [{"type": "url", "url": setup.server.url, "name": "calc", **extra}]
+
+
+def add(a: int, b: int) -> str:
+    return f"[[tool:calc__add:{json.dumps({'a': a, 'b': b}, separators=(',', ':'))}]]"
+
+
+def test_a_call_is_run_by_the_gateway_and_shown_as_anthropic_shows_it(setup: Setup) -> None:
+    message = setup.claude.beta.messages.create(
+        model="m",
+        max_tokens=1024,
+        messages=[{"role": "user", "content": add(2, 3)}],
+        mcp_servers=servers(setup),
+        betas=BETAS,
+    )
+    use, result, text = message.content
+    assert use.type == "mcp_tool_use"
+    assert (use.name, use.server_name, use.input) == ("add", "calc", {"a": 2, "b": 3})
+    assert use.id.startswith("mcptoolu_")
+    assert result.type == "mcp_tool_result"
+    assert result.tool_use_id == use.id
+    assert result.is_error is False
+    assert [block.text for block in result.content] == ["5"]  # type: ignore[union-attr]
+    assert text.type == "text"
+    assert text.text == "Tool said: 5"
+    assert message.stop_reason == "end_turn"
+
+
+def test_a_streamed_call_gives_the_same_blocks(setup: Setup) -> None:
+    with setup.claude.beta.messages.stream(
+        model="m",
+        max_tokens=1024,
+        messages=[{"role": "user", "content": add(4, 5)}],
+        mcp_servers=servers(setup),
+        betas=BETAS,
+    ) as stream:
+        events = list(stream)
+        message = stream.get_final_message()
+    assert [block.type for block in message.content] == [
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "text",
+    ]
+    assert message.content[0].input == {"a": 4, "b": 5}  # type: ignore[union-attr]
+    starts = [e.content_block.type for e in events if e.type == "content_block_start"]
+    assert starts == ["mcp_tool_use", "mcp_tool_result", "text"]
+
+
+def test_a_failed_call_is_an_error_result_and_the_model_goes_on(setup: Setup) -> None:
+    message = setup.claude.beta.messages.create(
+        model="m",
+        max_tokens=1024,
+        messages=[{"role": "user", "content": '[[tool:calc__fail:{"message":"no way"}]]'}],
+        mcp_servers=servers(setup),
+        betas=BETAS,
+    )
+    _, result, text = message.content
+    assert result.type == "mcp_tool_result"
+    assert result.is_error is True
+    assert [block.text for block in result.content] == ["no way"]  # type: ignore[union-attr]
+    assert text.type == "text"
+
+
+def test_a_later_turn_sends_the_call_back_and_the_model_sees_its_output(setup: Setup) -> None:
+    first = setup.claude.beta.messages.create(
+        model="m",
+        max_tokens=1024,
+        messages=[{"role": "user", "content": add(20, 22)}],
+        mcp_servers=servers(setup),
+        betas=BETAS,
+    )
+    second = setup.claude.beta.messages.create(
+        model="m",
+        max_tokens=1024,
+        messages=[
+            {"role": "user", "content": add(20, 22)},
+            {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+            {"role": "user", "content": "[[echo]]"},
+        ],
+        mcp_servers=servers(setup),
+        betas=BETAS,
+    )
+    transcript = "".join(b.text for b in second.content if b.type == "text")
+    assert "42" in transcript
+
+
+def test_a_toolset_enables_tools_of_its_server(setup: Setup) -> None:
+    toolset = {
+        "type": "mcp_toolset",
+        "mcp_server_name": "calc",
+        "default_config": {"enabled": False},
+        "configs": {"echo": {"enabled": True}},
+    }
+    message = setup.claude.beta.messages.create(
+        model="m",
+        max_tokens=1024,
+        messages=[{"role": "user", "content": '[[tool:calc__echo:{"text":"hi there"}]]'}],
+        mcp_servers=servers(setup),
+        tools=[toolset],  # type: ignore[list-item]
+        betas=["mcp-client-2025-11-20"],
+    )
+    use, result, _ = message.content
+    assert use.type == "mcp_tool_use"
+    assert use.name == "echo"
+    assert result.type == "mcp_tool_result"
+    assert [block.text for block in result.content] == ["hi there"]  # type: ignore[union-attr]
+
+
+def test_a_server_off_the_allow_list_is_a_400(setup: Setup) -> None:
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        setup.claude.beta.messages.create(
+            model="m",
+            max_tokens=100,
+            messages=[{"role": "user", "content": "hi"}],
+            mcp_servers=[{"type": "url", "url": "http://10.1.2.3/mcp", "name": "x"}],
+            betas=BETAS,
+        )
+    assert "not allowed" in caught.value.message

@@ -1,0 +1,197 @@
+"""Anthropic's MCP connector on the Messages wire: ``mcp_servers`` and ``mcp_toolset`` in,
+``mcp_tool_use`` and ``mcp_tool_result`` blocks out (checked with the SDK's beta types),
+nothing shown of a server the client did not declare."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from anthropic.types.beta import BetaMessage
+
+from stateway.core import events as ev
+from stateway.core.commands import GenerationSettings
+from stateway.core.errors import InvalidRequest
+from stateway.protocols.messages.decode import decode_messages
+from stateway.protocols.messages.encode import encode_message
+from stateway.protocols.messages.stream import MessagesStream
+from tests.protocols.messages.test_encode import TEXT, state
+
+SERVER = {"type": "url", "url": "https://mcp.test/mcp", "name": "calc"}
+CALL = {
+    "id": "mcp_abc",
+    "type": "mcp_call",
+    "status": "completed",
+    "server_label": "calc",
+    "name": "add",
+    "arguments": '{"a":2,"b":3}',
+    "output": "5",
+    "error": None,
+    "approval_request_id": None,
+}
+FAILED = CALL | {
+    "id": "mcp_def",
+    "status": "failed",
+    "output": None,
+    "error": {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": "no"}]},
+}
+DECLARED = {"type": "mcp", "server_label": "calc", "server_url": "https://mcp.test/mcp"}
+
+
+def body(**fields: Any) -> bytes:
+    base = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
+    return orjson.dumps(base | fields)
+
+
+def refused(raw: bytes) -> InvalidRequest:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_messages(raw)
+    return caught.value
+
+
+def test_servers_become_the_gateways_mcp_tools() -> None:
+    configured = SERVER | {
+        "name": "docs",
+        "authorization_token": "tok",
+        "tool_configuration": {"allowed_tools": ["search", "fetch"]},
+    }
+    off = SERVER | {"name": "off", "tool_configuration": {"enabled": False}}
+    command = decode_messages(body(mcp_servers=[SERVER, configured, off]))
+    assert command.settings.tools == [
+        {
+            "type": "mcp",
+            "server_label": "calc",
+            "server_url": "https://mcp.test/mcp",
+            "require_approval": "never",
+        },
+        {
+            "type": "mcp",
+            "server_label": "docs",
+            "server_url": "https://mcp.test/mcp",
+            "require_approval": "never",
+            "authorization": "tok",
+            "allowed_tools": ["search", "fetch"],
+        },
+    ]
+
+
+def test_a_toolset_narrows_its_servers_tools() -> None:
+    toolset = {
+        "type": "mcp_toolset",
+        "mcp_server_name": "calc",
+        "default_config": {"enabled": False},
+        "configs": {"add": {"enabled": True}, "echo": {"enabled": False}},
+    }
+    [tool] = decode_messages(body(mcp_servers=[SERVER], tools=[toolset])).settings.tools
+    assert tool["allowed_tools"] == ["add"]
+    everything = {"type": "mcp_toolset", "mcp_server_name": "calc"}
+    [tool] = decode_messages(body(mcp_servers=[SERVER], tools=[everything])).settings.tools
+    assert "allowed_tools" not in tool
+    nothing = toolset | {"configs": {}}
+    assert decode_messages(body(mcp_servers=[SERVER], tools=[nothing])).settings.tools == []
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"mcp_servers": [SERVER, SERVER]}, "mcp_servers.1.name"),
+        ({"mcp_servers": [SERVER | {"type": "stdio"}]}, "mcp_servers.0.type"),
+        ({"mcp_servers": [{"type": "url", "name": "x"}]}, "mcp_servers.0.url"),
+        ({"tools": [{"type": "mcp_toolset", "mcp_server_name": "calc"}]}, "tools"),
+        (
+            {
+                "mcp_servers": [SERVER],
+                "tools": [
+                    {
+                        "type": "mcp_toolset",
+                        "mcp_server_name": "calc",
+                        "configs": {"add": {"enabled": False}},
+                    }
+                ],
+            },
+            "tools",
+        ),
+        (
+            {
+                "mcp_servers": [SERVER],
+                "tools": [
+                    {"type": "mcp_toolset", "mcp_server_name": "calc"},
+                    {"type": "mcp_toolset", "mcp_server_name": "calc"},
+                ],
+            },
+            "tools.1.mcp_server_name",
+        ),
+    ],
+)
+def test_bad_connector_input_is_a_400_naming_the_field(fields: dict[str, Any], named: str) -> None:
+    error = refused(body(**fields))
+    assert error.param == named
+
+
+def test_a_declared_servers_calls_are_shown_and_come_back_as_they_were() -> None:
+    shown = state(output=[CALL, FAILED, TEXT], settings=GenerationSettings(tools=[DECLARED]))
+    wire = encode_message(shown)
+    message = BetaMessage.model_validate(wire)
+    use, result, failed_use, failed, text = message.content
+    assert use.type == "mcp_tool_use"
+    assert (use.id, use.name, use.server_name, use.input) == (
+        "mcptoolu_abc",
+        "add",
+        "calc",
+        {"a": 2, "b": 3},
+    )
+    assert result.type == "mcp_tool_result"
+    assert (result.tool_use_id, result.is_error) == ("mcptoolu_abc", False)
+    assert wire["content"][1]["content"] == [{"type": "text", "text": "5"}]
+    assert failed_use.type == "mcp_tool_use"
+    assert failed.type == "mcp_tool_result"
+    assert failed.is_error is True
+    assert wire["content"][3]["content"] == [{"type": "text", "text": "no"}]
+    assert text.type == "text"
+    assert "server_tool_use" not in wire["usage"]
+
+    command = decode_messages(
+        body(
+            messages=[
+                {"role": "user", "content": "add"},
+                {"role": "assistant", "content": wire["content"]},
+                {"role": "user", "content": "thanks"},
+            ]
+        )
+    )
+    _, call, failure, _, _ = command.input
+    assert call == CALL
+    assert failure == FAILED | {"error": "no"}
+
+
+def test_calls_of_a_server_the_client_did_not_declare_are_not_shown() -> None:
+    """A backend's ``gateway_tools`` run in hidden rounds."""
+    other = DECLARED | {"server_label": "docs"}
+    hidden = state(output=[CALL, TEXT], settings=GenerationSettings(tools=[other]))
+    assert [block["type"] for block in encode_message(hidden)["content"]] == ["text"]
+    stream = MessagesStream()
+    stream.encode(ev.ResponseCreated(hidden))
+    assert stream.encode(ev.ItemDone(0, CALL)) == b""
+
+
+def test_a_streamed_call_is_its_two_blocks_once_it_is_done() -> None:
+    shown = state(output=[CALL], settings=GenerationSettings(tools=[DECLARED]))
+    stream = MessagesStream()
+    stream.encode(ev.ResponseCreated(shown))
+    assert stream.encode(ev.ItemAdded(0, CALL | {"status": "in_progress"})) == b""
+    frames = [
+        orjson.loads(line.removeprefix(b"data: "))
+        for line in stream.encode(ev.ItemDone(0, CALL)).splitlines()
+        if line.startswith(b"data: ")
+    ]
+    assert [f["type"] for f in frames] == [
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "content_block_start",
+        "content_block_stop",
+    ]
+    assert frames[0]["content_block"]["type"] == "mcp_tool_use"
+    assert frames[1]["delta"] == {"type": "input_json_delta", "partial_json": '{"a":2,"b":3}'}
+    assert frames[3]["content_block"]["type"] == "mcp_tool_result"
