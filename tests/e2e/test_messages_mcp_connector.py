@@ -160,3 +160,16 @@ def test_a_server_off_the_allow_list_is_a_400(setup: Setup) -> None:
             betas=BETAS,
         )
     assert "not allowed" in caught.value.message
+
+
+def test_the_authorization_token_reaches_the_server_as_a_bearer_token(setup: Setup) -> None:
+    message = setup.claude.beta.messages.create(
+        model="m",
+        max_tokens=1024,
+        messages=[{"role": "user", "content": "[[tool:calc__whoami:{}]]"}],
+        mcp_servers=servers(setup, authorization_token="tok-1"),
+        betas=BETAS,
+    )
+    _, result, _ = message.content
+    assert result.type == "mcp_tool_result"
+    assert [block.text for block in result.content] == ["Bearer tok-1"]  # type: ignore[union-attr]

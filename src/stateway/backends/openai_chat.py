@@ -6,8 +6,8 @@ OpenAI): canonical items to ``messages`` and back.
 assistant message as ``reasoning_content``; consecutive function calls join one assistant
 message's ``tool_calls``; a function call's output is a ``role: "tool"`` message (text
 only: images the output holds follow the round's tool messages in one user message, each
-group labelled with its call id). System messages lead, joined into one; later ones become user
-reminders (:mod:`stateway.backends.chat_system_messages`). Item and tool types the gateway
+group labelled with its call id). System messages lead, joined into one; later ones become
+user reminders (:mod:`stateway.backends.chat_system_messages`). Item and tool types the gateway
 does not model cannot be carried (``carries_unknown_types`` is False). With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
 (:mod:`stateway.backends.guided_decoding`).

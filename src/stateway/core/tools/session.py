@@ -92,9 +92,9 @@ class ToolSession:
         self.sources: list[Item] = []
         """Every web search result of this response, for citations."""
         self.calls_made = 0
+        """Gateway calls run so far (``max_tool_calls`` counts these)."""
         self.searches = 0
         """Web searches started by this response (``max_uses`` caps them)."""
-        """Gateway calls run so far (``max_tool_calls`` counts these)."""
         self._open_items: dict[str, tuple[Item, int]] = {}
         """Gateway items announced and not done yet, by id: closed by :meth:`abandon`
         when the response ends early."""
