@@ -195,3 +195,148 @@ def test_a_streamed_call_is_its_two_blocks_once_it_is_done() -> None:
     assert frames[0]["content_block"]["type"] == "mcp_tool_use"
     assert frames[1]["delta"] == {"type": "input_json_delta", "partial_json": '{"a":2,"b":3}'}
     assert frames[3]["content_block"]["type"] == "mcp_tool_result"
+
+
+def test_a_toolset_keeps_within_the_servers_own_allowed_tools_and_order_does_not_matter() -> None:
+    off = SERVER | {"name": "off", "tool_configuration": {"enabled": False}}
+    empty = SERVER | {"name": "empty"}
+    limited = SERVER | {"tool_configuration": {"allowed_tools": ["add", "echo"]}}
+    toolsets = [
+        {
+            "type": "mcp_toolset",
+            "mcp_server_name": "calc",
+            "default_config": {"enabled": False},
+            "configs": {"add": {"enabled": True}, "fail": {"enabled": True}},
+        },
+        {"type": "mcp_toolset", "mcp_server_name": "empty", "default_config": {"enabled": False}},
+    ]
+    tools = decode_messages(body(mcp_servers=[off, empty, limited], tools=toolsets)).settings.tools
+    assert [(t["server_label"], t.get("allowed_tools")) for t in tools] == [("calc", ["add"])]
+
+
+def test_connector_errors_say_what_is_wrong() -> None:
+    twice = refused(body(mcp_servers=[SERVER, SERVER]))
+    assert (twice.code, twice.message) == (
+        "invalid_value",
+        "mcp_servers.1.name: MCP server names must be unique; 'calc' is given twice.",
+    )
+    orphan = refused(body(tools=[{"type": "mcp_toolset", "mcp_server_name": "calc"}]))
+    assert orphan.code == "invalid_value"
+    assert "names the MCP server 'calc', which mcp_servers does not declare" in orphan.message
+    disabling = {
+        "type": "mcp_toolset",
+        "mcp_server_name": "calc",
+        "configs": {"add": {"enabled": False}, "echo": {"enabled": False}},
+    }
+    deny = refused(body(mcp_servers=[SERVER], tools=[disabling]))
+    assert deny.code == "invalid_value"
+    assert "disables single tools (add, echo)" in deny.message
+    assert "set default_config.enabled to false and enable the tools to offer." in deny.message
+    stray = refused(
+        body(
+            messages=[
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "mcp_tool_result",
+                            "tool_use_id": "mcptoolu_x",
+                            "content": "5",
+                        }
+                    ],
+                },
+            ]
+        )
+    )
+    assert stray.code == "tool_call_not_found"
+    assert stray.message.endswith("block: it must follow the block of the call it answers.")
+
+
+def test_results_and_errors_of_every_shape_come_back_as_text() -> None:
+    use = {"type": "mcp_tool_use", "id": "mcptoolu_a", "name": "add", "server_name": "calc"}
+
+    def sent_back(result: dict[str, Any]) -> dict[str, Any]:
+        command = decode_messages(
+            body(
+                messages=[
+                    {"role": "user", "content": "add"},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            use | {"input": {"a": 1}},
+                            {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_a"} | result,
+                        ],
+                    },
+                ]
+            )
+        )
+        call: dict[str, Any] = command.input[1]
+        return call
+
+    assert sent_back({"content": "5"})["output"] == "5"
+    two = [{"type": "text", "text": "5"}, {"type": "text", "text": "!"}]
+    assert sent_back({"content": two})["output"] == "5!"
+    failed = sent_back({"content": "boom", "is_error": True})
+    assert (failed["status"], failed["error"], failed["output"]) == ("failed", "boom", None)
+
+
+def test_what_a_call_shows_when_its_parts_are_missing_or_odd() -> None:
+    protocol = FAILED | {"error": {"type": "mcp_protocol_error", "code": -32000, "message": "x"}}
+    parts = FAILED | {
+        "error": {
+            "type": "mcp_tool_execution_error",
+            "content": [
+                {"type": "text", "text": "a"},
+                {"type": "image"},
+                {"type": "text", "text": "b"},
+            ],
+        }
+    }
+    plain = FAILED | {"error": "plain words"}
+    odd_arguments = CALL | {"arguments": "[1, 2]", "output": None}
+    broken_arguments = CALL | {"arguments": "{nope"}
+    shown = state(
+        output=[protocol, parts, plain, odd_arguments, broken_arguments],
+        settings=GenerationSettings(tools=[DECLARED]),
+    )
+    content = encode_message(shown)["content"]
+    texts = [block["content"][0]["text"] for block in content[1::2]]
+    assert texts == ["x", "ab", "plain words", "", "5"]
+    assert content[6]["input"] == {}
+    assert content[8]["input"] == {}
+    stream = MessagesStream()
+    stream.encode(ev.ResponseCreated(shown))
+    start = orjson.loads(stream.encode(ev.ItemDone(0, CALL)).split(b"data: ")[1].split(b"\n")[0])
+    assert start["content_block"] == {
+        "type": "mcp_tool_use",
+        "id": "mcptoolu_abc",
+        "name": "add",
+        "server_name": "calc",
+        "input": {},
+    }
+
+
+def test_a_failed_call_without_a_readable_error_says_it_failed() -> None:
+    shown = state(
+        output=[FAILED | {"error": None}, FAILED | {"error": {"type": "http_error"}}],
+        settings=GenerationSettings(tools=[DECLARED]),
+    )
+    content = encode_message(shown)["content"]
+    assert [block["content"][0]["text"] for block in content[1::2]] == ["The call failed.", ""]
+
+
+def test_another_server_tool_sent_back_is_refused_by_name() -> None:
+    fetch = {"type": "server_tool_use", "id": "srvtoolu_f", "name": "web_fetch", "input": {}}
+    error = refused(
+        body(
+            messages=[
+                {"role": "user", "content": "fetch"},
+                {"role": "assistant", "content": [fetch]},
+            ]
+        )
+    )
+    assert (error.code, error.param) == ("invalid_value", "messages.1.content.0.name")
+    assert error.message == (
+        "messages.1.content.0.name: server tool 'web_fetch' is not supported; only web_search is."
+    )

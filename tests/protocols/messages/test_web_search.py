@@ -162,3 +162,43 @@ def test_a_streamed_search_numbers_its_two_blocks_before_the_answer() -> None:
     assert b'"index":2' in stream.encode(ev.ItemAdded(1, TEXT))
     ending = stream.encode(ev.ResponseFinished(shown))
     assert b'"server_tool_use":{"web_search_requests":1,"web_fetch_requests":0}' in ending
+
+
+def test_the_blocks_of_a_search_in_full() -> None:
+    bare = {"id": "ws_q", "type": "web_search_call", "status": "completed", "action": {}}
+    shown = state(output=[SEARCH, bare], settings=settings())
+    content = encode_message(shown)["content"]
+    assert content[1]["content"][0] == {
+        "type": "web_search_result",
+        "url": "https://a.test/1",
+        "title": "A",
+        "encrypted_content": "About a.",
+        "page_age": None,
+    }
+    assert content[2]["input"] == {"query": ""}  # a search that never got its query
+    assert content[3]["content"] == []
+    stream = MessagesStream()
+    stream.encode(ev.ResponseCreated(shown))
+    start = orjson.loads(stream.encode(ev.ItemDone(0, SEARCH)).split(b"data: ")[1].split(b"\n")[0])
+    assert start["content_block"] == {
+        "type": "server_tool_use",
+        "id": "srvtoolu_abc",
+        "name": "web_search",
+        "input": {},
+    }
+
+
+def test_a_search_sent_back_without_a_query_has_an_empty_one() -> None:
+    use = {"type": "server_tool_use", "id": "srvtoolu_z", "name": "web_search", "input": {}}
+    odd = use | {"id": "srvtoolu_y", "input": {"query": 5}}
+    result = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_z", "content": []}
+    command = decode_messages(
+        body(
+            messages=[
+                {"role": "user", "content": "look"},
+                {"role": "assistant", "content": [use, result, odd]},
+            ]
+        )
+    )
+    queries = [item["action"]["query"] for item in command.input[1:3]]
+    assert queries == ["", ""]
