@@ -137,7 +137,7 @@ def test_another_anthropic_tool_type_is_a_400_naming_it(claude: Anthropic) -> No
             model="m",
             max_tokens=100,
             messages=[{"role": "user", "content": "hi"}],
-            tools=[{"type": "bash_20250124", "name": "bash"}],
+            tools=[{"type": "computer_20250124", "name": "computer"}],  # type: ignore[list-item]
         )
     assert "tools.0.type" in caught.value.message
-    assert "bash_20250124" in caught.value.message
+    assert "computer_20250124" in caught.value.message

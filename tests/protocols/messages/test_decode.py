@@ -303,7 +303,13 @@ def test_output_format_becomes_a_json_schema_text_format() -> None:
             "messages.0.content.0.source.type",
         ),
         (body(tools=[{"name": "f"}]), "tools.0.input_schema"),
-        (body(tools=[{"type": "bash_20250124", "name": "bash"}]), "tools.0.type"),
+        (body(tools=[{"type": "computer_20250124", "name": "computer"}]), "tools.0.type"),
+        (body(tools=[{"type": "bash_20990101", "name": "bash"}]), "tools.0.type"),
+        (body(tools=[{"type": "bash_20250124", "name": "shell"}]), "tools.0.name"),
+        (
+            body(tools=[{"type": "memory_20250818", "name": "memory", "max_characters": 0}]),
+            "tools.0.max_characters",
+        ),
         (body(tools=[{"type": "web_fetch_20250910", "name": "web_fetch"}]), "tools.0.type"),
         (body(tools=[{"type": 5, "name": "f", "input_schema": {}}]), "tools.0.type"),
         (body(tools=[{"type": "web_search_20250305", "name": "search"}]), "tools.0.name"),
@@ -466,3 +472,29 @@ def test_a_tool_search_result_and_search_hits_in_a_tool_result_become_text() -> 
         {"type": "input_text", "text": "Tool loaded: WebSearch"},
         {"type": "input_text", "text": "A\nhttps://a.test/\nAbout a."},
     ]
+
+
+def test_anthropic_defined_client_tools_become_functions_with_their_input() -> None:
+    tools = [
+        {"type": "bash_20250124", "name": "bash"},
+        {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"},
+        {"type": "text_editor_20250124", "name": "str_replace_editor", "defer_loading": True},
+        {"type": "memory_20250818", "name": "memory", "cache_control": {"type": "ephemeral"}},
+    ]
+    choice = {"type": "tool", "name": "memory"}
+    command = decode_messages(body(tools=tools, tool_choice=choice))
+    bash, editor, old_editor, memory = command.settings.tools
+    assert (bash["type"], bash["name"]) == ("function", "bash")
+    assert set(bash["parameters"]["properties"]) == {"command", "restart"}
+    commands = editor["parameters"]["properties"]["command"]["enum"]
+    assert commands == ["view", "create", "str_replace", "insert"]
+    assert "insert_text" in editor["parameters"]["properties"]
+    assert editor["parameters"]["required"] == ["command", "path"]
+    assert "undo_edit" in old_editor["parameters"]["properties"]["command"]["enum"]
+    assert "insert_text" not in old_editor["parameters"]["properties"]
+    assert old_editor["defer_loading"] is True
+    memory_commands = memory["parameters"]["properties"]["command"]["enum"]
+    assert memory_commands == ["view", "create", "str_replace", "insert", "delete", "rename"]
+    assert {"old_path", "new_path", "insert_text"} <= set(memory["parameters"]["properties"])
+    assert all(tool["description"] for tool in command.settings.tools)
+    assert command.settings.tool_choice == {"type": "function", "name": "memory"}

@@ -7,12 +7,13 @@ the whole conversation); ``decode_count_tokens`` does the same for ``/count_toke
 Settings: ``max_tokens`` -> ``max_output_tokens``; ``stop_sequences``, ``temperature``,
 ``top_p``, ``top_k`` as they are; ``metadata.user_id`` -> ``user``; tools (``input_schema``
 as ``parameters``; ``defer_loading`` kept, ``cache_control`` dropped) as function tools,
-the ``web_search_YYYYMMDD`` server tool as the gateway's ``web_search`` (``allowed_domains``
-and ``blocked_domains`` as its ``filters``, ``max_uses`` kept), ``mcp_servers`` (and their
-``mcp_toolset`` tools) as its ``mcp`` tools (:mod:`.server_tools`; any other tool type is a
-400); ``tool_choice`` ``auto``/``any``/``tool``/``none`` -> ``auto``/``required``/the named
-function (or ``web_search``)/``none``, ``disable_parallel_tool_use`` ->
-``parallel_tool_calls: false``;
+Anthropic-defined client tools (``bash``, the text editor, ``memory``) as function tools
+with the input their type takes (:mod:`.client_tools`), the ``web_search_YYYYMMDD``
+server tool as the gateway's ``web_search`` (``allowed_domains`` and ``blocked_domains`` as
+its ``filters``, ``max_uses`` kept), ``mcp_servers`` (and their ``mcp_toolset`` tools) as
+its ``mcp`` tools (:mod:`.server_tools`; any other tool type is a 400); ``tool_choice``
+``auto``/``any``/``tool``/``none`` -> ``auto``/``required``/the named function (or
+``web_search``)/``none``, ``disable_parallel_tool_use`` -> ``parallel_tool_calls: false``;
 ``thinking``: ``enabled`` -> its budget and the effort it amounts to, ``adaptive`` -> the
 effort of ``output_config.effort`` (``max`` as ``xhigh``; ``high`` when absent or a
 level the gateway does not know),
@@ -31,10 +32,12 @@ import pydantic
 from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
+from stateway.protocols.messages.client_tools import CLIENT_TOOLS, function_of
 from stateway.protocols.messages.content import decode_conversation
 from stateway.protocols.messages.request import (
     BLOCK_TYPES,
     WEB_SEARCH_TOOL,
+    ClientToolParam,
     CountTokensBody,
     McpServerParam,
     McpToolsetParam,
@@ -156,6 +159,9 @@ def _tools(tools: list[dict[str, Any]], servers: list[McpServerParam]) -> list[I
         if isinstance(tool, WebSearchToolParam):
             decoded.append(_web_search(tool, index))
             continue
+        if isinstance(tool, ClientToolParam):
+            decoded.append(_client_tool(tool, index))
+            continue
         function: Item = {"type": "function", "name": tool.name, "parameters": tool.input_schema}
         if tool.description:
             function["description"] = tool.description
@@ -167,24 +173,30 @@ def _tools(tools: list[dict[str, Any]], servers: list[McpServerParam]) -> list[I
     return decoded + mcp_tools(servers, toolsets)
 
 
-def _tool(raw: dict[str, Any], index: int) -> ToolParam | WebSearchToolParam | McpToolsetParam:
+Declared = ToolParam | WebSearchToolParam | ClientToolParam | McpToolsetParam
+
+
+def _tool(raw: dict[str, Any], index: int) -> Declared:
     """A declared tool as the kind its ``type`` names: a custom tool (no type, or
-    ``custom``), the web search server tool, or an MCP connector server's toolset; any
-    other type is refused by name."""
+    ``custom``), the web search server tool, an Anthropic-defined client tool, or an MCP
+    connector server's toolset; any other type is refused by name."""
     kind = raw.get("type")
-    model: type[ToolParam] | type[WebSearchToolParam] | type[McpToolsetParam]
+    model: type[Declared]
     if kind is None or kind == "custom":
         model = ToolParam
     elif isinstance(kind, str) and WEB_SEARCH_TOOL.fullmatch(kind):
         model = WebSearchToolParam
+    elif kind in CLIENT_TOOLS:
+        model = ClientToolParam
     elif kind == "mcp_toolset":
         model = McpToolsetParam
     else:
         param = f"tools.{index}.type"
+        known = ", ".join(CLIENT_TOOLS)
         raise InvalidRequest(
             f"{param}: tool type {kind!r} is not supported; declare custom tools (with "
-            "input_schema), the web_search server tool (web_search_20250305) and "
-            "mcp_toolset tools of mcp_servers.",
+            f"input_schema), the client tools {known}, the web_search server tool "
+            "(web_search_20250305) and mcp_toolset tools of mcp_servers.",
             param=param,
             code="invalid_value",
         )
@@ -192,6 +204,22 @@ def _tool(raw: dict[str, Any], index: int) -> ToolParam | WebSearchToolParam | M
         return model.model_validate(raw, strict=True)
     except pydantic.ValidationError as exc:
         raise _invalid(exc, ("tools", index)) from None
+
+
+def _client_tool(tool: ClientToolParam, index: int) -> Item:
+    """An Anthropic-defined client tool as the function tool the model is offered."""
+    wanted = CLIENT_TOOLS[tool.type].name
+    if tool.name != wanted:
+        param = f"tools.{index}.name"
+        raise InvalidRequest(
+            f"{param}: a '{tool.type}' tool must be named '{wanted}'.",
+            param=param,
+            code="invalid_value",
+        )
+    function = function_of(tool.type, tool.name)
+    if tool.defer_loading:
+        function["defer_loading"] = True
+    return function
 
 
 def _web_search(tool: WebSearchToolParam, index: int) -> Item:

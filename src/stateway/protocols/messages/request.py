@@ -221,6 +221,17 @@ class WebSearchToolParam(_Wire):
     cache_control: dict[str, Any] | None = None
 
 
+class ClientToolParam(_Wire):
+    """An Anthropic-defined client tool (``bash``, the text editor, ``memory``), declared by
+    type, without a schema (:mod:`stateway.protocols.messages.client_tools`)."""
+
+    type: str
+    name: str = Field(min_length=1)
+    max_characters: int | None = Field(default=None, ge=1)
+    defer_loading: bool | None = None
+    cache_control: dict[str, Any] | None = None
+
+
 class McpToolConfiguration(_Wire):
     enabled: bool | None = None
     allowed_tools: list[str] | None = None
@@ -277,8 +288,8 @@ class CountTokensBody(_Wire):
     messages: list[MessageParam]
     system: str | list[TextBlock] | None = None
     tools: list[dict[str, Any]] | None = None
-    """Each a :class:`ToolParam`, a :class:`WebSearchToolParam` or an
-    :class:`McpToolsetParam`, told apart by ``type`` and validated as the one it is
+    """Each a :class:`ToolParam`, a :class:`WebSearchToolParam`, a :class:`ClientToolParam`
+    or an :class:`McpToolsetParam`, told apart by ``type`` and validated as the one it is
     (:mod:`stateway.protocols.messages.decode`)."""
     mcp_servers: list[McpServerParam] | None = None
     tool_choice: ToolChoice | None = None
