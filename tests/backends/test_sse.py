@@ -76,3 +76,25 @@ async def test_aiter_events_over_async_chunks() -> None:
             yield STREAM[i : i + 4]
 
     assert [e async for e in aiter_events(chunks())] == feed_all([STREAM])
+
+
+def test_one_event_per_chunk_as_model_servers_send_tokens() -> None:
+    """The shape most chunks have: ``data: ...`` and a blank line, nothing else."""
+    chunks = [
+        b'data: {"t": 1}\n\n',
+        b"event: delta\n",  # a name in a chunk of its own, for the next chunk's data
+        b'data: {"t": 2}\n\n',
+        b'data: {"t": 3}\n\n',
+        b"data: two\ndata: lines\n\n",
+        b"data: held\n",  # a partial event: the next whole chunk is not taken alone
+        b'data: {"t": 4}\n\n',
+        b"data: crlf\r\n\r\n",
+    ]
+    assert feed_all(chunks) == [
+        ServerSentEvent(None, b'{"t": 1}'),
+        ServerSentEvent("delta", b'{"t": 2}'),
+        ServerSentEvent(None, b'{"t": 3}'),
+        ServerSentEvent(None, b"two\nlines"),
+        ServerSentEvent(None, b'held\n{"t": 4}'),
+        ServerSentEvent(None, b"crlf"),
+    ]

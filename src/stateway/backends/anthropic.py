@@ -22,7 +22,6 @@ import orjson
 
 from stateway.backends.anthropic_names import ToolNames
 from stateway.backends.anthropic_request import AnthropicOptions, count_body, to_upstream
-from stateway.backends.sse import aiter_events
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_status import UPSTREAM_OVERLOADED
 from stateway.backends.upstream_values import count, obj, text
@@ -87,7 +86,7 @@ class AnthropicBackend:
                     yield delta
                 return
             stream = StreamState(names)
-            async for event in aiter_events(reply):
+            async for event in reply.events():
                 data = self._parse(event.data)
                 for delta in self._decode(partial(stream.feed, data)):
                     yield delta

@@ -18,7 +18,7 @@ Several reasoning items before one assistant message (a run's rounds) share its
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import aclosing
 from typing import Any, Final
 
@@ -27,7 +27,6 @@ import orjson
 from stateway.backends.chat_system_messages import place_system_messages
 from stateway.backends.chat_usage import from_chat_usage
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
-from stateway.backends.sse import aiter_events
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_relay import UpstreamRelay
@@ -80,13 +79,13 @@ class OpenAIChatBackend:
         self._guided = guided_decoding
         self._tokenizer = UpstreamTokenizer(client)
 
-    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+    def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        """The round's deltas; the body is built now (a request it cannot carry fails here).
+        Unguided, the reply's own generator, with no layer around it."""
         body = to_upstream(request, self._max_tokens_field)
         forced = guide(body, request, self._guided) if self._guided else None
-        async with aclosing(self._deltas(request, body)) as inner:
-            deltas: AsyncIterator[Delta] = inner if forced is None else as_tool_input(inner, forced)
-            async for delta in deltas:
-                yield delta
+        deltas = self._deltas(request, body)
+        return deltas if forced is None else _guided(deltas, forced)
 
     async def _deltas(
         self, request: InferenceRequest, body: dict[str, Any]
@@ -97,7 +96,7 @@ class OpenAIChatBackend:
                     yield delta
                 return
             finished = False
-            async for event in aiter_events(reply):
+            async for event in reply.events():
                 if event.data == b"[DONE]":
                     finished = True
                     break
@@ -136,6 +135,13 @@ class OpenAIChatBackend:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+async def _guided(deltas: AsyncGenerator[Delta, None], tool: str) -> AsyncGenerator[Delta, None]:
+    """A guided round's deltas as the forced custom tool's call (:func:`as_tool_input`)."""
+    async with aclosing(deltas) as inner:
+        async for delta in as_tool_input(inner, tool):
+            yield delta
 
 
 def to_upstream(request: InferenceRequest, max_tokens_field: str = "max_tokens") -> dict[str, Any]:

@@ -19,7 +19,6 @@ from typing import Any
 import orjson
 
 from stateway.backends import openai_chat
-from stateway.backends.sse import aiter_events
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_values import count, obj, text
@@ -76,7 +75,7 @@ class OpenAIResponsesBackend:
                     yield delta
                 return
             stream = _StreamState()
-            async for event in aiter_events(reply):
+            async for event in reply.events():
                 for delta in self._decode(stream.feed, event.data):
                     yield delta
                 if stream.finished:

@@ -27,6 +27,16 @@ class SSEDecoder:
         self._data: list[bytes] = []
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
+        if (  # the common case, one token's chunk: "data: {...}\n\n" and nothing else
+            not self._buffer
+            and not self._data
+            and chunk.startswith(b"data: ")
+            and chunk.endswith(b"\n\n")
+            and chunk.count(b"\n") == 2
+            and b"\r" not in chunk
+        ):
+            event, self._event = self._event, None
+            return [ServerSentEvent(event, chunk[6:-2])]
         buffer = self._buffer + chunk if self._buffer else chunk
         held = b""
         if b"\r" in buffer:

@@ -1,19 +1,21 @@
 """The body of one upstream reply, read incrementally and never past its byte budget.
 
-Backends read a reply as chunks (``async for chunk in reply``, for event streams) or whole
-(:meth:`UpstreamReply.read`, for JSON). Either way every byte is counted as it arrives, and
-the reply that outgrows ``max_response_bytes`` fails with
-:class:`~stateway.core.errors.UpstreamResponseTooLarge` before more of it is buffered; a
-declared ``Content-Length`` over the budget fails before the body is read at all.
-Deadlines are aiohttp's, set up by :class:`~stateway.backends.upstream_http.UpstreamClient`.
+Backends read a reply as events (:meth:`UpstreamReply.events`, for event streams), as
+chunks (``async for chunk in reply``) or whole (:meth:`UpstreamReply.read`, for JSON).
+Either way every byte is counted as it arrives, and the reply that outgrows
+``max_response_bytes`` fails with :class:`~stateway.core.errors.UpstreamResponseTooLarge`
+before more of it is buffered; a declared ``Content-Length`` over the budget fails before
+the body is read at all. Deadlines are aiohttp's, set up by
+:class:`~stateway.backends.upstream_http.UpstreamClient`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 
 import aiohttp
 
+from stateway.backends.sse import ServerSentEvent, SSEDecoder
 from stateway.core.errors import UpstreamResponseTooLarge
 
 
@@ -45,6 +47,18 @@ class UpstreamReply:
             raise StopAsyncIteration
         self._count(len(chunk))
         return chunk
+
+    async def events(self) -> AsyncIterator[ServerSentEvent]:
+        """The body as an event stream: each event once its blank line has arrived (one
+        generator from the socket's chunks to events, the hot path of every stream)."""
+        decoder = SSEDecoder()
+        content = self._response.content
+        while chunk := await content.readany():
+            self._count(len(chunk))
+            for event in decoder.feed(chunk):
+                yield event
+        for event in decoder.close():
+            yield event
 
     async def read(self) -> bytes:
         """The whole body."""
