@@ -1,8 +1,11 @@
-from collections.abc import AsyncIterator
+from typing import cast
 
+import aiohttp
 import pytest
 
-from stateway.backends.sse import ServerSentEvent, SSEDecoder, aiter_events
+from stateway.backends.sse import ServerSentEvent, SSEDecoder
+from stateway.backends.upstream_reply import UpstreamReply
+from stateway.core.errors import UpstreamResponseTooLarge
 
 
 def feed_all(chunks: list[bytes]) -> list[ServerSentEvent]:
@@ -70,12 +73,45 @@ def test_event_names_are_utf8_and_invalid_bytes_are_replaced() -> None:
     assert events == [ServerSentEvent("caf\u00e9", b"1"), ServerSentEvent("d\ufffdne", b"2")]
 
 
-async def test_aiter_events_over_async_chunks() -> None:
-    async def chunks() -> AsyncIterator[bytes]:
-        for i in range(0, len(STREAM), 4):
-            yield STREAM[i : i + 4]
+class _Content:
+    """What :class:`UpstreamReply` reads of an aiohttp response: ``readany``."""
 
-    assert [e async for e in aiter_events(chunks())] == feed_all([STREAM])
+    def __init__(self, chunks: list[bytes]) -> None:
+        self._chunks = list(chunks)
+
+    async def readany(self) -> bytes:
+        return self._chunks.pop(0) if self._chunks else b""
+
+
+class _Response:
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.content = _Content(chunks)
+
+
+def reply(chunks: list[bytes], limit: int = 1 << 20) -> UpstreamReply:
+    return UpstreamReply(cast(aiohttp.ClientResponse, _Response(chunks)), "up", limit)
+
+
+async def collect(source: UpstreamReply, into: list[ServerSentEvent]) -> None:
+    async for event in source.events():
+        into.append(event)
+
+
+async def test_a_replys_events_from_its_chunks() -> None:
+    events: list[ServerSentEvent] = []
+    await collect(reply([STREAM[i : i + 4] for i in range(0, len(STREAM), 4)]), events)
+    assert events == feed_all([STREAM])
+    held: list[ServerSentEvent] = []
+    await collect(reply([b"data: last\r", b"\r"]), held)
+    assert held == [ServerSentEvent(None, b"last")]  # a CR held at the end still ends a line
+
+
+async def test_a_replys_events_stop_at_its_byte_budget() -> None:
+    chunks = [b'data: {"t": 1}\n\n'] * 10
+    events: list[ServerSentEvent] = []
+    with pytest.raises(UpstreamResponseTooLarge):
+        await collect(reply(chunks, limit=len(chunks[0]) * 3), events)
+    assert len(events) == 3
 
 
 def test_one_event_per_chunk_as_model_servers_send_tokens() -> None:
