@@ -100,3 +100,32 @@ def test_a_later_turn_replays_the_search_the_model_saw(sdk: OpenAI) -> None:
     transcript = second.output_text
     assert "web_search" in transcript
     assert "Result 1 about stateway gateway." in transcript
+
+
+def test_a_chat_client_asks_for_a_search_with_web_search_options(
+    sdk: OpenAI, searching: FakeSearch
+) -> None:
+    """Over a Chat upstream too, where the request would otherwise be forwarded as it is:
+    the search runs in a hidden round and its citations are the message's annotations."""
+    completion = sdk.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": SEARCH}], web_search_options={}
+    )
+    message = completion.choices[0].message
+    assert searching.queries[-1].query == "stateway gateway"
+    assert message.content is not None
+    assert message.content.startswith("Tool said: [1] stateway gateway (1)")
+    assert message.tool_calls is None
+    assert completion.choices[0].finish_reason == "stop"
+    assert message.annotations
+    for annotation in message.annotations:
+        cited = annotation.url_citation
+        assert message.content[cited.start_index : cited.end_index] == cited.url
+
+    chunks = sdk.chat.completions.create(
+        model="m",
+        messages=[{"role": "user", "content": SEARCH}],
+        web_search_options={},
+        stream=True,
+    )
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == message.content

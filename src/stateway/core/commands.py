@@ -105,9 +105,10 @@ class CreateResponse:
 @dataclass(slots=True, frozen=True)
 class ForwardChat:
     """A Chat Completions request. When its route's backend speaks Chat Completions and
-    offers no gateway tools, ``body`` goes upstream untouched (the model name replaced
-    when the route renames it) and the upstream's answer comes back as bytes; otherwise
-    it runs as the :class:`CreateResponse` that ``translate`` decodes."""
+    offers no gateway tools, and the request asks for none, ``body`` goes upstream
+    untouched (the model name replaced when the route renames it) and the upstream's
+    answer comes back as bytes; otherwise it runs as the :class:`CreateResponse` that
+    ``translate`` decodes."""
 
     model: str
     body: bytes
@@ -115,6 +116,9 @@ class ForwardChat:
     """``body`` parsed: a JSON object."""
     translate: Callable[[], Awaitable[CreateResponse]]
     """Validate the whole request and decode it (raises ``InvalidRequest``)."""
+    needs_gateway: bool = False
+    """It asks for what only the gateway's own run gives (``web_search_options``: the
+    gateway's web search), so it is translated even where it could be forwarded."""
 
     def body_for(self, upstream_model: str) -> bytes:
         """The body to forward to an upstream that knows the model as ``upstream_model``."""

@@ -301,7 +301,7 @@ class Gateway:
         generation = self.generations.acquire()  # the relay's, or the run's, to its end
         try:
             route = generation.router.resolve(command.model)
-            if route.forwarder is not None:
+            if route.forwarder is not None and not command.needs_gateway:
                 body = command.body_for(route.upstream_model)
                 relay = await route.forwarder.forward_chat(body)
                 backend = route.candidates[0].backend.name

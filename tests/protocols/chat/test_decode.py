@@ -171,7 +171,11 @@ def test_defaults() -> None:
         ({"audio": {"voice": "x"}}, "audio", "unsupported_parameter"),
         ({"functions": [{"name": "f"}]}, "functions", "unsupported_parameter"),
         ({"logit_bias": {"1": 2}}, "logit_bias", "unsupported_parameter"),
-        ({"web_search_options": {}}, "web_search_options", "unsupported_parameter"),
+        (
+            {"web_search_options": {"search_context_size": "huge"}},
+            "web_search_options.search_context_size",
+            "invalid_value",
+        ),
         ({"messages": []}, "messages", "invalid_value"),
         ({"messages": "hi"}, "messages", "invalid_type"),
         ({"temperature": "warm"}, "temperature", "invalid_type"),
@@ -261,3 +265,16 @@ def test_deep_nesting_is_refused() -> None:
         deep = {"a": deep}
     with pytest.raises(InvalidRequest):
         decode_chat(orjson.loads(orjson.dumps({"model": "m", "messages": [], "x": deep})))
+
+
+def test_web_search_options_ask_for_the_gateways_web_search() -> None:
+    location = {"type": "approximate", "approximate": {"city": "Oslo"}}
+    options = {"search_context_size": "low", "user_location": location}
+    tool = {"type": "function", "function": {"name": "f"}}
+    decoded = decode(web_search_options=options, tools=[tool])
+    assert decoded.command.settings.tools[-1] == {
+        "type": "web_search",
+        "search_context_size": "low",
+        "user_location": location,
+    }
+    assert decode(web_search_options={}).command.settings.tools == [{"type": "web_search"}]

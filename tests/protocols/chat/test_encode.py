@@ -250,3 +250,33 @@ def test_a_failed_stream_ends_with_an_error_line_and_no_done() -> None:
             "code": "upstream_stream_cut",
         }
     }
+
+
+def test_search_citations_are_annotations_at_their_place_in_the_joined_content() -> None:
+    def said(text: str, *urls: str) -> Item:
+        annotations = [
+            {
+                "type": "url_citation",
+                "start_index": text.index(url),
+                "end_index": text.index(url) + len(url),
+                "url": url,
+                "title": "T",
+            }
+            for url in urls
+        ]
+        part = {"type": "output_text", "text": text, "annotations": annotations}
+        return {"type": "message", "role": "assistant", "content": [part]}
+
+    first = said("see https://a.test/ now", "https://a.test/")
+    second = said("and https://b.test/", "https://b.test/")
+    plain = {"type": "message", "role": "assistant", "content": [{"type": "output_text"}]}
+    wire = encode_completion(state([first, plain, second]))
+    message = ChatCompletion.model_validate(wire).choices[0].message
+    assert message.content == "see https://a.test/ now\n\nand https://b.test/"
+    assert message.annotations is not None
+    spans = [
+        message.content[a.url_citation.start_index : a.url_citation.end_index]
+        for a in message.annotations
+    ]
+    assert spans == ["https://a.test/", "https://b.test/"]
+    assert "annotations" not in encode_completion(state([plain]))["choices"][0]["message"]

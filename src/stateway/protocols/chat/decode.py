@@ -11,9 +11,11 @@ Settings: ``max_completion_tokens`` (else ``max_tokens``) -> ``max_output_tokens
 ``user``, ``safety_identifier``, ``prompt_cache_key``, ``service_tier``, ``metadata`` as
 they are; ``response_format`` -> the text format; tools (``function`` only) and
 ``tool_choice`` (``auto``/``none``/``required``/a named function) as their Responses
-forms, ``parallel_tool_calls`` as it is. What the gateway cannot carry once translated is
-a 400 naming it: ``n`` other than 1, ``logprobs``/``top_logprobs``, audio, the legacy
-``functions``/``function_call``, ``logit_bias``, ``prediction``, ``web_search_options``.
+forms, ``parallel_tool_calls`` as it is; ``web_search_options`` as the gateway's
+``web_search`` tool (such a request is always translated, never forwarded). What the
+gateway cannot carry once translated is a 400 naming it: ``n`` other than 1,
+``logprobs``/``top_logprobs``, audio, the legacy ``functions``/``function_call``,
+``logit_bias``, ``prediction``.
 Other fields are ignored (``store``, and vendor fields such as ``chat_template_kwargs``,
 which only the fast path carries).
 """
@@ -37,12 +39,14 @@ from stateway.protocols.chat.request import (
     FunctionTool,
     NamedToolChoice,
     ResponseFormat,
+    WebSearchOptions,
 )
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.validation import invalid_request
 
 REFUSED: Final = ("audio", "functions", "function_call", "logit_bias", "prediction")
-REFUSED_WITHOUT_SEARCH: Final = "web_search_options"
+WEB_SEARCH_OPTIONS: Final = "web_search_options"
+"""The field asking for a web search: the gateway's, so such a request is never forwarded."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -105,6 +109,8 @@ def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -
     if max_input_items is not None:
         _check_count(len(items), max_input_items)
     tools = _tools(body.tools or [])
+    if body.web_search_options is not None:
+        tools.append(_web_search(body.web_search_options))
     settings = GenerationSettings(
         temperature=body.temperature,
         top_p=body.top_p,
@@ -138,8 +144,19 @@ def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -
     return ChatRequest(command, bool(options and options.include_usage))
 
 
+def _web_search(options: WebSearchOptions) -> Item:
+    """``web_search_options`` as the gateway's ``web_search`` tool, run in a hidden round:
+    the answer shows its citations as the message's ``annotations``."""
+    tool: Item = {"type": "web_search"}
+    if options.search_context_size is not None:
+        tool["search_context_size"] = options.search_context_size
+    if options.user_location is not None:
+        tool["user_location"] = options.user_location
+    return tool
+
+
 def _refuse_uncarried(fields: dict[str, Any]) -> None:
-    for name in (*REFUSED, REFUSED_WITHOUT_SEARCH):
+    for name in REFUSED:
         if fields.get(name) is not None:
             raise InvalidRequest(
                 f"Unsupported parameter: '{name}' is not supported by this gateway when the "

@@ -4,7 +4,9 @@ finish reason.
 The one choice's message shows what the client sees of a run (:mod:`stateway.core.hidden`):
 the text of every assistant message as ``content`` (``null`` when there is none), a
 refusal as ``refusal``, the reasoning as ``reasoning_content`` (as vLLM sends it), and the
-client's own function calls as ``tool_calls``. The gateway's own tool calls are not shown.
+client's own function calls as ``tool_calls``. The gateway's own tool calls are not shown;
+the citations of its web search (``web_search_options``) are, as the message's
+``annotations`` (``url_citation``, indices into ``content``).
 The texts of separate items (a run's rounds) are joined with a blank line between them
 (:func:`~stateway.core.items.joined_items`), as :mod:`.stream` sends them.
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from stateway.core.hidden import client_calls
-from stateway.core.items import MESSAGE, REASONING, Item, item_text, joined_items
+from stateway.core.items import ITEM_BREAK, MESSAGE, REASONING, Item, item_text, joined_items
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
 
@@ -31,16 +33,19 @@ def completion_id(response_id: str) -> str:
 
 def encode_completion(state: ResponseState) -> dict[str, Any]:
     texts: list[str] = []
+    citations: list[dict[str, Any]] = []
     refusals: list[str] = []
     reasoning: list[str] = []
     for item in state.output:
         kind = item.get("type")
         if kind == MESSAGE:
             parts: list[str] = []
+            at = sum(len(text) + len(ITEM_BREAK) for text in texts if text)
             for part in item.get("content") or ():
                 if part.get("type") == "refusal":
                     refusals.append(str(part.get("refusal") or ""))
                 elif isinstance(part.get("text"), str):
+                    citations += _citations(part, at + sum(map(len, parts)))
                     parts.append(part["text"])
             if parts:
                 texts.append("".join(parts))
@@ -51,6 +56,8 @@ def encode_completion(state: ResponseState) -> dict[str, Any]:
         "content": joined_items(texts) if texts else None,
         "refusal": "".join(refusals) if refusals else None,
     }
+    if citations:
+        message["annotations"] = citations
     calls = client_calls(state.output)
     if calls:
         message["tool_calls"] = [tool_call(call) for call in calls]
@@ -67,6 +74,24 @@ def encode_completion(state: ResponseState) -> dict[str, Any]:
         "usage": encode_usage(state.usage or Usage()),
         "system_fingerprint": None,
     }
+
+
+def _citations(part: Item, offset: int) -> list[dict[str, Any]]:
+    """A text part's ``url_citation`` annotations (the gateway's web search), as Chat shows
+    them, their indices moved to where the part stands in ``content``."""
+    return [
+        {
+            "type": "url_citation",
+            "url_citation": {
+                "start_index": annotation["start_index"] + offset,
+                "end_index": annotation["end_index"] + offset,
+                "url": annotation.get("url"),
+                "title": annotation.get("title"),
+            },
+        }
+        for annotation in part.get("annotations") or ()
+        if isinstance(annotation, dict) and annotation.get("type") == "url_citation"
+    ]
 
 
 def tool_call(item: Item) -> dict[str, Any]:

@@ -112,6 +112,13 @@ Message = Annotated[
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
 
+class WebSearchOptions(_Wire):
+    """``web_search_options``: search the web for the answer (the gateway's web search)."""
+
+    search_context_size: Literal["low", "medium", "high"] | None = None
+    user_location: dict[str, Any] | None = None
+
+
 class FunctionDefinition(_Wire):
     name: str = Field(min_length=1, max_length=128)
     description: str | None = None
@@ -155,6 +162,7 @@ class ChatBody(_Wire):
     stream: bool | None = None
     stream_options: StreamOptions | None = None
     tools: list[FunctionTool] | None = None
+    web_search_options: WebSearchOptions | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     max_tokens: int | None = Field(default=None, ge=1)
