@@ -33,10 +33,10 @@ from typing import Any
 
 import orjson
 
-from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import Item
 from stateway.core.reasoning import redacted_item
+from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.request import (
     Block,
     DocumentBlock,
@@ -90,11 +90,9 @@ def _user(
             if part is not None:
                 run.append(part)
         else:
-            param = f"{where}.content.{position}.type"
-            raise InvalidRequest(
-                f"{param}: a '{block.type}' block cannot appear in a {role} message.",
-                param=param,
-                code="invalid_value",
+            raise field_error(
+                f"{where}.content.{position}.type",
+                f"a '{block.type}' block cannot appear in a {role} message.",
             )
     _add_message(items, role, run)
 
@@ -126,10 +124,9 @@ def _assistant(
         elif isinstance(block, WebSearchToolResultBlock | McpToolResultBlock):
             complete(block, f"{where}.content.{position}", server_calls)
         else:
-            raise InvalidRequest(
-                f"messages: a '{block.type}' block cannot appear in an assistant message.",
-                param="messages",
-                code="invalid_value",
+            raise field_error(
+                "messages",
+                f"a '{block.type}' block cannot appear in an assistant message.",
             )
     _add_message(items, "assistant", run)
 
@@ -210,12 +207,11 @@ def _tool_call(block: ToolUseBlock) -> Item:
 
 def _tool_output(block: ToolResultBlock, pending: set[str], where: str) -> Item:
     if block.tool_use_id not in pending:
-        param = f"{where}.tool_use_id"
-        raise InvalidRequest(
-            f"{param}: unexpected tool_use_id '{block.tool_use_id}' found in a tool_result "
+        raise field_error(
+            f"{where}.tool_use_id",
+            f"unexpected tool_use_id '{block.tool_use_id}' found in a tool_result "
             "block: each tool_result must answer a tool_use block of an earlier assistant "
             "message, once.",
-            param=param,
             code="tool_call_not_found",
         )
     pending.discard(block.tool_use_id)

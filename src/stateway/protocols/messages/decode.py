@@ -34,6 +34,7 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.protocols.messages.client_tools import CLIENT_TOOLS, function_of
 from stateway.protocols.messages.content import decode_conversation
+from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.request import (
     BLOCK_TYPES,
     WEB_SEARCH_TOOL,
@@ -67,10 +68,9 @@ def decode_messages(raw: bytes, *, max_input_items: int | None = None) -> Create
     settings.user = body.metadata.user_id if body.metadata else None
     budget = settings.reasoning_budget
     if budget is not None and budget >= body.max_tokens:
-        raise InvalidRequest(
-            "thinking.budget_tokens: must be less than max_tokens.",
-            param="thinking.budget_tokens",
-            code="invalid_value",
+        raise field_error(
+            "thinking.budget_tokens",
+            "must be less than max_tokens.",
         )
     command.stream = bool(body.stream)
     return command
@@ -82,9 +82,9 @@ def decode_count_tokens(raw: bytes, *, max_input_items: int | None = None) -> Co
 
 def _command(body: CountTokensBody, max_input_items: int | None) -> CreateResponse:
     if not body.messages:
-        raise InvalidRequest(
-            "messages: at least one message is required.",
-            param="messages",
+        raise field_error(
+            "messages",
+            "at least one message is required.",
             code="missing_required_parameter",
         )
     items = decode_conversation(body.system, body.messages)
@@ -125,10 +125,10 @@ def _validated(raw: bytes, model: type[Body], max_input_items: int | None) -> Bo
 
 
 def _too_many(count: int, limit: int) -> InvalidRequest:
-    return InvalidRequest(
-        f"messages: {count} messages and blocks are more than the {limit} this gateway takes.",
-        param="messages",
-        code="array_above_max_length",
+    return field_error(
+        "messages",
+        f"{count} messages and blocks are more than the {limit} this gateway takes.",
+        "array_above_max_length",
     )
 
 
@@ -140,20 +140,16 @@ def _tools(tools: list[dict[str, Any]], servers: list[McpServerParam]) -> list[I
         tool = _tool(raw, index)
         if isinstance(tool, McpToolsetParam):
             if tool.mcp_server_name in toolsets:
-                param = f"tools.{index}.mcp_server_name"
-                raise InvalidRequest(
-                    f"{param}: the MCP server '{tool.mcp_server_name}' has two mcp_toolsets.",
-                    param=param,
-                    code="invalid_value",
+                raise field_error(
+                    f"tools.{index}.mcp_server_name",
+                    f"the MCP server '{tool.mcp_server_name}' has two mcp_toolsets.",
                 )
             toolsets[tool.mcp_server_name] = tool
             continue
         if tool.name in seen:
-            param = f"tools.{index}.name"
-            raise InvalidRequest(
-                f"{param}: tool names must be unique; '{tool.name}' is declared twice.",
-                param=param,
-                code="invalid_value",
+            raise field_error(
+                f"tools.{index}.name",
+                f"tool names must be unique; '{tool.name}' is declared twice.",
             )
         seen.add(tool.name)
         if isinstance(tool, WebSearchToolParam):
@@ -191,14 +187,12 @@ def _tool(raw: dict[str, Any], index: int) -> Declared:
     elif kind == "mcp_toolset":
         model = McpToolsetParam
     else:
-        param = f"tools.{index}.type"
         known = ", ".join(CLIENT_TOOLS)
-        raise InvalidRequest(
-            f"{param}: tool type {kind!r} is not supported; declare custom tools (with "
+        raise field_error(
+            f"tools.{index}.type",
+            f"tool type {kind!r} is not supported; declare custom tools (with "
             f"input_schema), the client tools {known}, the web_search server tool "
             "(web_search_20250305) and mcp_toolset tools of mcp_servers.",
-            param=param,
-            code="invalid_value",
         )
     try:
         return model.model_validate(raw, strict=True)
@@ -210,11 +204,9 @@ def _client_tool(tool: ClientToolParam, index: int) -> Item:
     """An Anthropic-defined client tool as the function tool the model is offered."""
     wanted = CLIENT_TOOLS[tool.type].name
     if tool.name != wanted:
-        param = f"tools.{index}.name"
-        raise InvalidRequest(
-            f"{param}: a '{tool.type}' tool must be named '{wanted}'.",
-            param=param,
-            code="invalid_value",
+        raise field_error(
+            f"tools.{index}.name",
+            f"a '{tool.type}' tool must be named '{wanted}'.",
         )
     function = function_of(tool.type, tool.name)
     if tool.defer_loading:
@@ -226,11 +218,9 @@ def _web_search(tool: WebSearchToolParam, index: int) -> Item:
     """The web search server tool as the gateway's ``web_search`` tool (run by its search
     provider); ``user_location`` is carried and has no effect on the providers."""
     if tool.allowed_domains and tool.blocked_domains:
-        param = f"tools.{index}.blocked_domains"
-        raise InvalidRequest(
-            f"{param}: allowed_domains and blocked_domains cannot both be set.",
-            param=param,
-            code="invalid_value",
+        raise field_error(
+            f"tools.{index}.blocked_domains",
+            "allowed_domains and blocked_domains cannot both be set.",
         )
     filters = {"allowed_domains": tool.allowed_domains, "blocked_domains": tool.blocked_domains}
     declared: Item = {"type": "web_search"}
@@ -253,10 +243,9 @@ def _tool_choice(choice: ToolChoice | None, tools: list[Item]) -> str | dict[str
     if choice.name == WEB_SEARCH and any(tool["type"] == WEB_SEARCH for tool in tools):
         return {"type": WEB_SEARCH}
     if choice.name is None or choice.name not in {tool.get("name") for tool in tools}:
-        raise InvalidRequest(
-            f"tool_choice.name: the tool {choice.name!r} to use is not among the tools.",
-            param="tool_choice.name",
-            code="invalid_value",
+        raise field_error(
+            "tool_choice.name",
+            f"the tool {choice.name!r} to use is not among the tools.",
         )
     return {"type": "function", "name": choice.name}
 
@@ -271,9 +260,9 @@ def _thinking(
         settings.reasoning_effort = _EFFORTS.get(effort or "", _ADAPTIVE_DEFAULT)
         return
     if thinking.budget_tokens is None:
-        raise InvalidRequest(
-            "thinking.budget_tokens: Field required when thinking is enabled.",
-            param="thinking.budget_tokens",
+        raise field_error(
+            "thinking.budget_tokens",
+            "Field required when thinking is enabled.",
             code="missing_required_parameter",
         )
     budget = thinking.budget_tokens
@@ -287,10 +276,9 @@ def _text_format(output: OutputConfig | None) -> dict[str, Any]:
         return {"type": "text"}
     schema = fmt.get("schema")
     if fmt.get("type") != "json_schema" or not isinstance(schema, dict):
-        raise InvalidRequest(
-            'output_config.format: expected {"type": "json_schema", "schema": {...}}.',
-            param="output_config.format",
-            code="invalid_value",
+        raise field_error(
+            "output_config.format",
+            'expected {"type": "json_schema", "schema": {...}}.',
         )
     return {"type": "json_schema", "name": "output", "schema": schema, "strict": True}
 
@@ -302,26 +290,16 @@ def _invalid(exc: pydantic.ValidationError, at: tuple[int | str, ...] = ()) -> I
     error = max(errors, key=lambda e: sum(isinstance(part, int) for part in e["loc"]))
     param = _param((*at, *error["loc"]))
     if error["type"] == "missing":
-        return InvalidRequest(
-            f"{param}: Field required", param=param, code="missing_required_parameter"
-        )
+        return field_error(param, "Field required", "missing_required_parameter")
     if error["type"] in ("model_type", "model_attributes_type") and not error["loc"]:
         return InvalidRequest("The request body must be a JSON object.", code="invalid_type")
     if error["type"] == "union_tag_not_found":
-        return InvalidRequest(
-            f"{param}.type: Field required",
-            param=f"{param}.type",
-            code="missing_required_parameter",
-        )
+        return field_error(f"{param}.type", "Field required", "missing_required_parameter")
     if error["type"] == "union_tag_invalid":
         tag = (error.get("ctx") or {}).get("tag")
-        return InvalidRequest(
-            f"{param}.type: unknown content block type '{tag}'.",
-            param=f"{param}.type",
-            code="invalid_value",
-        )
+        return field_error(f"{param}.type", f"unknown content block type '{tag}'.")
     code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
-    return InvalidRequest(f"{param}: {error['msg']}", param=param, code=code)
+    return field_error(param, error["msg"], code)
 
 
 def _param(loc: tuple[int | str, ...]) -> str:

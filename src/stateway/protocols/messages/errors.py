@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from stateway.core.errors import GatewayError
+from stateway.core.errors import GatewayError, InvalidRequest
 
 _TYPES: Final = {
     401: "authentication_error",
@@ -53,3 +53,9 @@ def stream_error(error: dict[str, Any] | None) -> dict[str, Any]:
     overloaded = error.get("code") in _OVERLOADED_CODES or error.get("status") in (503, 529)
     message = str(error.get("message") or "The response failed.")
     return error_body("overloaded_error" if overloaded else "api_error", message)
+
+
+def field_error(param: str, problem: str, code: str = "invalid_value") -> InvalidRequest:
+    """A 400 about one field, as Anthropic words it: its path, then the problem
+    (``messages.2.content.0.tool_use_id: unexpected tool_use_id ...``)."""
+    return InvalidRequest(f"{param}: {problem}", param=param, code=code)

@@ -24,10 +24,10 @@ from typing import Any, Final
 
 import orjson
 
-from stateway.core.errors import InvalidRequest
 from stateway.core.items import MCP_CALL, WEB_SEARCH_CALL, Item
 from stateway.core.response import ResponseState
 from stateway.core.tools.web_search import MAX_USES_EXCEEDED
+from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.request import (
     McpServerParam,
     McpToolResultBlock,
@@ -55,11 +55,9 @@ def mcp_tools(servers: list[McpServerParam], toolsets: dict[str, McpToolsetParam
     names: set[str] = set()
     for index, server in enumerate(servers):
         if server.name in names:
-            param = f"mcp_servers.{index}.name"
-            raise InvalidRequest(
-                f"{param}: MCP server names must be unique; '{server.name}' is given twice.",
-                param=param,
-                code="invalid_value",
+            raise field_error(
+                f"mcp_servers.{index}.name",
+                f"MCP server names must be unique; '{server.name}' is given twice.",
             )
         names.add(server.name)
         configuration = server.tool_configuration
@@ -83,11 +81,9 @@ def mcp_tools(servers: list[McpServerParam], toolsets: dict[str, McpToolsetParam
             tool["allowed_tools"] = allowed
         declared.append(tool)
     for name in toolsets.keys() - names:
-        raise InvalidRequest(
-            f"tools: an mcp_toolset names the MCP server '{name}', which mcp_servers does "
-            "not declare.",
-            param="tools",
-            code="invalid_value",
+        raise field_error(
+            "tools",
+            f"an mcp_toolset names the MCP server '{name}', which mcp_servers does not declare.",
         )
     return declared
 
@@ -101,12 +97,11 @@ def _toolset_allowed(toolset: McpToolsetParam, allowed: list[str] | None) -> lis
     else:
         disabled = [name for name, config in configs.items() if config.enabled is False]
         if disabled:
-            raise InvalidRequest(
-                f"tools: the mcp_toolset of '{toolset.mcp_server_name}' disables single tools "
+            raise field_error(
+                "tools",
+                f"the mcp_toolset of '{toolset.mcp_server_name}' disables single tools "
                 f"({', '.join(disabled)}); this gateway offers an allow-list only: set "
                 "default_config.enabled to false and enable the tools to offer.",
-                param="tools",
-                code="invalid_value",
             )
         enabled = None
     if enabled is None:
@@ -251,11 +246,9 @@ def call_of(
             "action": {"type": "search", "query": query if isinstance(query, str) else ""},
         }
     else:
-        param = f"{where}.name"
-        raise InvalidRequest(
-            f"{param}: server tool {block.name!r} is not supported; only web_search is.",
-            param=param,
-            code="invalid_value",
+        raise field_error(
+            f"{where}.name",
+            f"server tool {block.name!r} is not supported; only web_search is.",
         )
     pending[block.id] = item
     return item
@@ -268,11 +261,10 @@ def complete(
     item = pending.pop(block.tool_use_id, None)
     wanted = MCP_CALL if isinstance(block, McpToolResultBlock) else WEB_SEARCH_CALL
     if item is None or item["type"] != wanted:
-        param = f"{where}.tool_use_id"
-        raise InvalidRequest(
-            f"{param}: unexpected tool_use_id '{block.tool_use_id}' found in a {block.type} "
+        raise field_error(
+            f"{where}.tool_use_id",
+            f"unexpected tool_use_id '{block.tool_use_id}' found in a {block.type} "
             "block: it must follow the block of the call it answers.",
-            param=param,
             code="tool_call_not_found",
         )
     if isinstance(block, McpToolResultBlock):
