@@ -105,14 +105,16 @@ def test_usage_never_counts_negative_input() -> None:
     assert encode_usage(Usage(1, 1, cached_tokens=5))["input_tokens"] == 0
 
 
-def frames(stream: bytes) -> list[tuple[str, dict[str, Any]]]:
+def frames(stream: bytes, events: TypeAdapter[Any] = EVENTS) -> list[tuple[str, dict[str, Any]]]:
+    """Each frame's event name and data, checked against the SDK's event types (``events``:
+    the beta ones for blocks only the beta API has)."""
     out = []
     for chunk in stream.split(b"\n\n")[:-1]:
         event_line, data_line = chunk.split(b"\n")
         name = event_line.removeprefix(b"event: ").decode()
         data = orjson.loads(data_line.removeprefix(b"data: "))
         assert data["type"] == name  # the SDK skips a frame without a matching event line
-        EVENTS.validate_python(data) if name not in ("ping", "error") else None
+        events.validate_python(data) if name not in ("ping", "error") else None
         out.append((name, data))
     return out
 

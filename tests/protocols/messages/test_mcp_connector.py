@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 import pytest
-from anthropic.types.beta import BetaMessage
+from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
+from pydantic import TypeAdapter
 
 from stateway.core import events as ev
 from stateway.core.commands import GenerationSettings
-from stateway.core.errors import InvalidRequest
 from stateway.protocols.messages.decode import decode_messages
 from stateway.protocols.messages.encode import encode_message
 from stateway.protocols.messages.stream import MessagesStream
-from tests.protocols.messages.test_encode import TEXT, state
+from tests.protocols.messages.test_decode import body, refused
+from tests.protocols.messages.test_encode import TEXT, frames, state
 
 SERVER = {"type": "url", "url": "https://mcp.test/mcp", "name": "calc"}
 CALL = {
@@ -39,15 +39,8 @@ FAILED = CALL | {
 DECLARED = {"type": "mcp", "server_label": "calc", "server_url": "https://mcp.test/mcp"}
 
 
-def body(**fields: Any) -> bytes:
-    base = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
-    return orjson.dumps(base | fields)
-
-
-def refused(raw: bytes) -> InvalidRequest:
-    with pytest.raises(InvalidRequest) as caught:
-        decode_messages(raw)
-    return caught.value
+BETA_EVENTS: TypeAdapter[Any] = TypeAdapter(BetaRawMessageStreamEvent)
+"""``mcp_tool_use`` and ``mcp_tool_result`` blocks are the beta API's."""
 
 
 def test_servers_become_the_gateways_mcp_tools() -> None:
@@ -180,21 +173,17 @@ def test_a_streamed_call_is_its_two_blocks_once_it_is_done() -> None:
     stream = MessagesStream()
     stream.encode(ev.ResponseCreated(shown))
     assert stream.encode(ev.ItemAdded(0, CALL | {"status": "in_progress"})) == b""
-    frames = [
-        orjson.loads(line.removeprefix(b"data: "))
-        for line in stream.encode(ev.ItemDone(0, CALL)).splitlines()
-        if line.startswith(b"data: ")
-    ]
-    assert [f["type"] for f in frames] == [
+    sent = [data for _, data in frames(stream.encode(ev.ItemDone(0, CALL)), BETA_EVENTS)]
+    assert [f["type"] for f in sent] == [
         "content_block_start",
         "content_block_delta",
         "content_block_stop",
         "content_block_start",
         "content_block_stop",
     ]
-    assert frames[0]["content_block"]["type"] == "mcp_tool_use"
-    assert frames[1]["delta"] == {"type": "input_json_delta", "partial_json": '{"a":2,"b":3}'}
-    assert frames[3]["content_block"]["type"] == "mcp_tool_result"
+    assert sent[0]["content_block"]["type"] == "mcp_tool_use"
+    assert sent[1]["delta"] == {"type": "input_json_delta", "partial_json": '{"a":2,"b":3}'}
+    assert sent[3]["content_block"]["type"] == "mcp_tool_result"
 
 
 def test_a_toolset_keeps_within_the_servers_own_allowed_tools_and_order_does_not_matter() -> None:
@@ -307,7 +296,7 @@ def test_what_a_call_shows_when_its_parts_are_missing_or_odd() -> None:
     assert content[8]["input"] == {}
     stream = MessagesStream()
     stream.encode(ev.ResponseCreated(shown))
-    start = orjson.loads(stream.encode(ev.ItemDone(0, CALL)).split(b"data: ")[1].split(b"\n")[0])
+    [(_, start), *_] = frames(stream.encode(ev.ItemDone(0, CALL)), BETA_EVENTS)
     assert start["content_block"] == {
         "type": "mcp_tool_use",
         "id": "mcptoolu_abc",

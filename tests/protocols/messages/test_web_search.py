@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from anthropic.types import Message
 
 from stateway.core import events as ev
@@ -14,7 +13,8 @@ from stateway.core.commands import GenerationSettings
 from stateway.protocols.messages.decode import decode_messages
 from stateway.protocols.messages.encode import encode_message
 from stateway.protocols.messages.stream import MessagesStream
-from tests.protocols.messages.test_encode import TEXT, state
+from tests.protocols.messages.test_decode import body
+from tests.protocols.messages.test_encode import TEXT, frames, state
 
 DECLARED = {"type": "web_search", "max_uses": 2}
 SOURCES = [
@@ -34,11 +34,6 @@ FAILED = {
     "action": {"type": "search", "query": "again"},
     "error": "max_uses_exceeded: this response may run at most 1 web searches.",
 }
-
-
-def body(**fields: Any) -> bytes:
-    base = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
-    return orjson.dumps(base | fields)
 
 
 def test_the_server_tool_becomes_the_gateway_web_search_with_its_limits() -> None:
@@ -145,20 +140,16 @@ def test_a_streamed_search_numbers_its_two_blocks_before_the_answer() -> None:
     stream = MessagesStream()
     stream.encode(ev.ResponseCreated(shown))
     assert stream.encode(ev.ItemAdded(0, SEARCH)) == b""
-    frames = [
-        orjson.loads(line.removeprefix(b"data: "))
-        for line in stream.encode(ev.ItemDone(0, SEARCH)).splitlines()
-        if line.startswith(b"data: ")
-    ]
-    assert [(f["type"], f["index"]) for f in frames] == [
+    sent = [data for _, data in frames(stream.encode(ev.ItemDone(0, SEARCH)))]
+    assert [(f["type"], f["index"]) for f in sent] == [
         ("content_block_start", 0),
         ("content_block_delta", 0),
         ("content_block_stop", 0),
         ("content_block_start", 1),
         ("content_block_stop", 1),
     ]
-    assert frames[1]["delta"] == {"type": "input_json_delta", "partial_json": '{"query":"q"}'}
-    assert frames[3]["content_block"]["tool_use_id"] == "srvtoolu_abc"
+    assert sent[1]["delta"] == {"type": "input_json_delta", "partial_json": '{"query":"q"}'}
+    assert sent[3]["content_block"]["tool_use_id"] == "srvtoolu_abc"
     assert b'"index":2' in stream.encode(ev.ItemAdded(1, TEXT))
     ending = stream.encode(ev.ResponseFinished(shown))
     assert b'"server_tool_use":{"web_search_requests":1,"web_fetch_requests":0}' in ending
@@ -179,7 +170,7 @@ def test_the_blocks_of_a_search_in_full() -> None:
     assert content[3]["content"] == []
     stream = MessagesStream()
     stream.encode(ev.ResponseCreated(shown))
-    start = orjson.loads(stream.encode(ev.ItemDone(0, SEARCH)).split(b"data: ")[1].split(b"\n")[0])
+    [(_, start), *_] = frames(stream.encode(ev.ItemDone(0, SEARCH)))
     assert start["content_block"] == {
         "type": "server_tool_use",
         "id": "srvtoolu_abc",
