@@ -14,6 +14,7 @@ from openai import AsyncOpenAI, OpenAI
 
 from stateway.fake_upstream.launch import start_fake_upstream
 from stateway.launch import start_gateway
+from tests.support.fake_search import FakeSearch
 
 MAX_BODY_BYTES = 256 * 1024
 
@@ -22,6 +23,14 @@ MAX_BODY_BYTES = 256 * 1024
 def fake_upstream() -> Iterator[str]:
     with start_fake_upstream() as base_url:
         yield base_url
+
+
+@pytest.fixture(scope="module")
+def searching() -> Iterator[FakeSearch]:
+    """The fake search APIs (:mod:`tests.support.fake_search`), for a module's gateways to
+    search with ``searching.gateway_env(api)``."""
+    with FakeSearch() as fake:
+        yield fake
 
 
 @pytest.fixture(

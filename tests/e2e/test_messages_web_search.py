@@ -25,12 +25,6 @@ WEB_SEARCH: dict[str, Any] = {
 FORCED: dict[str, Any] = {"type": "tool", "name": "web_search"}
 
 
-@pytest.fixture(scope="module")
-def searching() -> Iterator[FakeSearch]:
-    with FakeSearch() as fake:
-        yield fake
-
-
 @pytest.fixture(scope="module", params=["chat", "anthropic"])
 def claude(
     request: pytest.FixtureRequest,

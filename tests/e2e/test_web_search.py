@@ -14,12 +14,6 @@ from tests.support.fake_search import FakeSearch
 SEARCH = '[[tool:web_search:{"query":"stateway gateway"}]]'
 
 
-@pytest.fixture(scope="module")
-def searching() -> Iterator[FakeSearch]:
-    with FakeSearch() as fake:
-        yield fake
-
-
 @pytest.fixture(scope="module", params=["chat", "responses"])
 def sdk(
     request: pytest.FixtureRequest,

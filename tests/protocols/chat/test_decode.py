@@ -26,6 +26,9 @@ def test_peek_reads_the_model_and_stream_only() -> None:
     call = peek_chat(b'{"model": "m", "stream": true, "n": 7, "chat_template_kwargs": {}}')
     assert (call.model, call.stream) == ("m", True)
     assert call.fields["n"] == 7
+    assert call.needs_gateway is False
+    searching = peek_chat(b'{"model": "m", "web_search_options": {}}')
+    assert searching.needs_gateway is True  # the gateway's web search: never forwarded
 
 
 @pytest.mark.parametrize(

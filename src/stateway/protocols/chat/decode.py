@@ -57,6 +57,8 @@ class ChatCall:
     fields: dict[str, Any]
     """The body, parsed."""
     stream: bool
+    needs_gateway: bool = False
+    """It asks for the gateway's web search (``web_search_options``): never forwarded."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -90,7 +92,8 @@ def peek_chat(raw: bytes) -> ChatCall:
             param="model",
             code="invalid_type",
         )
-    return ChatCall(model, fields, fields.get("stream") is True)
+    searching = fields.get(WEB_SEARCH_OPTIONS) is not None
+    return ChatCall(model, fields, fields.get("stream") is True, searching)
 
 
 def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -> ChatRequest:

@@ -19,13 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from stateway.core.commands import CreateResponse, ForwardChat
 from stateway.core.gateway import Gateway
 from stateway.core.runs import Run
-from stateway.protocols.chat.decode import (
-    WEB_SEARCH_OPTIONS,
-    ChatCall,
-    ChatRequest,
-    decode_chat,
-    peek_chat,
-)
+from stateway.protocols.chat.decode import ChatCall, ChatRequest, decode_chat, peek_chat
 from stateway.protocols.chat.encode import encode_completion
 from stateway.protocols.chat.stream import ChatStream
 from stateway.surfaces.auth.authenticator import principal_of
@@ -98,8 +92,8 @@ class ChatRoutes:
         call = await asyncio.to_thread(peek_chat, raw) if large else peek_chat(raw)
         translated: list[ChatRequest] = []
         translate = partial(self._translate, call, large, translated)
-        searching = call.fields.get(WEB_SEARCH_OPTIONS) is not None
-        command = ForwardChat(call.model, raw, call.fields, translate, needs_gateway=searching)
+        needs = call.needs_gateway
+        command = ForwardChat(call.model, raw, call.fields, translate, needs_gateway=needs)
         result = await self._gateway.execute(principal_of(scope), command)
         if not isinstance(result, Run):
             return RelayResponse(result)
