@@ -32,6 +32,7 @@ from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.usage import Usage
+from stateway.protocols.messages.request import BLOCK_TYPES
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
@@ -299,20 +300,7 @@ async def test_models_in_the_shape_the_client_speaks() -> None:
 
 _blocks = st.lists(
     st.fixed_dictionaries(
-        {
-            "type": st.sampled_from(
-                [
-                    "text",
-                    "image",
-                    "document",
-                    "tool_use",
-                    "tool_result",
-                    "thinking",
-                    "redacted_thinking",
-                    "x",
-                ]
-            )
-        },
+        {"type": st.sampled_from([*sorted(BLOCK_TYPES), "x"])},
         optional={
             "text": st.one_of(st.text(max_size=4), json_values),
             "id": st.sampled_from(["t1", "t2", ""]) | json_values,
@@ -326,8 +314,24 @@ _blocks = st.lists(
             "data": json_values,
             "is_error": json_values,
             "cache_control": json_values,
+            "server_name": st.sampled_from(["calc"]) | json_values,
+            "tool_name": json_values,
         },
     ),
+    max_size=3,
+)
+_tools = st.lists(
+    st.sampled_from(
+        [
+            {"name": "f", "input_schema": {"type": "object"}},
+            {"type": "web_search_20250305", "name": "web_search", "max_uses": 2},
+            {"type": "bash_20250124", "name": "bash"},
+            {"type": "memory_20250818", "name": "memory"},
+            {"type": "mcp_toolset", "mcp_server_name": "calc"},
+            {"type": "computer_20250124", "name": "computer"},
+        ]
+    )
+    | json_values,
     max_size=3,
 )
 messages_like = st.fixed_dictionaries(
@@ -347,7 +351,9 @@ messages_like = st.fixed_dictionaries(
         )
         | json_values,
         "system": st.text(max_size=4) | _blocks | json_values,
-        "tools": st.just([{"name": "f", "input_schema": {"type": "object"}}]) | json_values,
+        "tools": _tools | json_values,
+        "mcp_servers": st.just([{"type": "url", "url": "http://127.0.0.1:9/mcp", "name": "calc"}])
+        | json_values,
         "tool_choice": st.sampled_from([{"type": "any"}, {"type": "tool", "name": "f"}])
         | json_values,
         "thinking": st.sampled_from(
