@@ -70,13 +70,17 @@ def run_codex(
     workdir: Path,
     *,
     websockets: bool = False,
+    provider_name: str = "gw",
+    config: tuple[str, ...] = (),
 ) -> CodexRun:
     """``codex exec`` one prompt; ``model`` None keeps Codex's built-in default model;
-    ``websockets``: the provider ``supports_websockets`` (Codex's WebSocket mode)."""
+    ``websockets``: the provider ``supports_websockets`` (Codex's WebSocket mode);
+    ``provider_name``: the provider's ``name`` (``OpenAI`` turns on Codex's remote
+    compaction); ``config``: more ``-c KEY=VALUE`` settings."""
     home = workdir / "codex-home"
     home.mkdir(exist_ok=True)
     provider = (
-        f'{{name="gw",base_url="{gateway.url}/v1",wire_api="responses",'
+        f'{{name="{provider_name}",base_url="{gateway.url}/v1",wire_api="responses",'
         'env_key="GW_API_KEY",request_max_retries=0,stream_max_retries=0'
         + (",supports_websockets=true}" if websockets else "}")
     )
@@ -86,6 +90,8 @@ def run_codex(
     command += ["-c", "analytics.enabled=false", "-c", "features.plugins=false"]
     if model is not None:
         command += ["-c", f"model={model}"]
+    for setting in config:
+        command += ["-c", setting]
     env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_ENV)}
     env.update(CODEX_HOME=str(home), GW_API_KEY=_API_KEY)
     offset = gateway.log_size()

@@ -83,8 +83,9 @@ SUMMARY_HEADING = "Summary of the conversation:"
 def reply_text(conversation: Conversation, script: Script) -> str:
     """The reply text, by precedence: a summary (asked with the gateway's compaction
     prompt), echo, words, tool results, then the greeting."""
-    if conversation.user_text == SUMMARY_PROMPT:
-        return "\n".join([SUMMARY_HEADING, *conversation.lines[:-1]])
+    if conversation.user_text == SUMMARY_PROMPT:  # its directives quoted, not run again
+        lines = [line.replace("[[", "[ [") for line in conversation.lines[:-1]]
+        return "\n".join([SUMMARY_HEADING, *lines])
     if script.echo:
         return "\n".join(conversation.lines)
     if script.words is not None:

@@ -34,7 +34,8 @@ Grammar (names are lower case, no spaces inside the brackets)::
 A last user message that is the gateway's compaction prompt
 (:data:`stateway.core.compaction.prompt.SUMMARY_PROMPT`) is answered with a summary: the
 ``[[echo]]`` transcript of everything before it, after the line ``Summary of the
-conversation:``.
+conversation:``, with each ``[[`` written ``[ [``: a summary the model is later shown (as
+the last user message) quotes the script without running it again.
 
 The key is echoed lower-cased and as its first 12 characters (what careless model servers
 do), for tests of the gateway's scrubbing. On the Responses wire the closing events of a

@@ -1,0 +1,88 @@
+"""What a stateless Codex keeps across its requests, through the gateway: its model's
+reasoning (``include: ["reasoning.encrypted_content"]`` with ``store: false``) and its
+remote compaction (the ``compaction_trigger`` item, with a provider named ``OpenAI``).
+Codex resends everything it keeps each time, sealed by the gateway."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stateway.core.compaction.prompt import SUMMARY_PREFIX
+from stateway.fake_upstream.plan import SUMMARY_HEADING
+from tests.clients.codex import run_codex
+from tests.clients.offline import OfflineGateway
+
+pytestmark = pytest.mark.clients
+
+COMMAND = "echo stateway-$((6*7))"
+OUTPUT = "stateway-42"
+"""Appears nowhere in a prompt: only running :data:`COMMAND` gives it."""
+
+
+def test_the_models_reasoning_comes_back_sealed_and_reaches_the_model_again(
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """The fake reasons, then calls Codex's shell tool. Codex sends the reasoning item
+    back with the tool's output, ``encrypted_content`` as the gateway sealed it, and the
+    model's next context (``[[echo]]``) holds the reasoning before the call."""
+    call = json.dumps({"cmd": COMMAND})
+    prompt = f"Run it [[reason:plan-xyz]] [[echo]] [[tool:exec_command:{call}]]"
+    run = run_codex(codex_binary, gateway, prompt, "gpt-5.5", tmp_path)
+    assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{gateway.gateway_log.read_text()}"
+
+    first, second = run.bodies()
+    assert (first["store"], first["include"]) == (False, ["reasoning.encrypted_content"])
+    reasoning, function_call, output = second["input"][len(first["input"]) :]
+    assert reasoning["type"] == "reasoning"
+    assert reasoning["encrypted_content"].startswith("sw1.")
+    assert "plan-xyz" not in reasoning["encrypted_content"]
+    assert function_call["type"] == "function_call"
+    assert OUTPUT in output["output"]
+    [message] = run.items("agent_message")
+    seen = message["text"].splitlines()
+    prompt_line = seen.index(f"user: {prompt}")
+    assert seen[prompt_line + 1 : prompt_line + 3] == [
+        "reasoning: plan-xyz",
+        f"assistant->exec_command({call})",
+    ]
+
+
+def test_a_remote_compaction_replaces_the_history_with_one_item_the_model_can_read(
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """With a provider named ``OpenAI`` and a low ``model_auto_compact_token_limit``,
+    Codex compacts mid-turn: after running the tool it sends its history with a
+    ``compaction_trigger`` item and takes the one ``compaction`` item the gateway answers
+    with; its next request carries the user messages and that item only, and the model
+    sees the summary in its place, the tool's output included."""
+    prompt = "Run it [[tool:exec_command:" + json.dumps({"cmd": COMMAND}) + "]]"
+    run = run_codex(
+        codex_binary,
+        gateway,
+        prompt,
+        "gpt-5.5",
+        tmp_path,
+        provider_name="OpenAI",
+        config=("model_auto_compact_token_limit=2000",),
+    )
+    assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{gateway.gateway_log.read_text()}"
+
+    first, trigger, after = run.bodies()
+    assert trigger["input"][-1] == {"type": "compaction_trigger"}
+    assert [item["type"] for item in trigger["input"][len(first["input"]) : -1]] == [
+        "function_call",
+        "function_call_output",
+    ]
+    kept = [(item["role"], item["content"]) for item in after["input"][: len(first["input"])]]
+    assert kept == [(item["role"], item["content"]) for item in first["input"]]
+    [compaction] = after["input"][len(first["input"]) :]
+    assert compaction["type"] == "compaction"
+    assert compaction["encrypted_content"].startswith("sw1.")
+    assert OUTPUT not in compaction["encrypted_content"]
+    [message] = run.items("agent_message")
+    # The summary is the model's last user message; the fake answers it with a greeting.
+    assert message["text"].startswith(f"Hello! You said: {SUMMARY_PREFIX}{SUMMARY_HEADING}")
+    assert OUTPUT in message["text"]  # the tool's output reached the model in the summary
