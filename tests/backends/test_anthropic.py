@@ -271,6 +271,19 @@ def test_adaptive_thinking_carries_the_effort() -> None:
     assert body([user("q")], adaptive, reasoning_budget=2000)["thinking"]["type"] == "enabled"
 
 
+def test_a_messages_clients_thinking_display_goes_along() -> None:
+    adaptive = AnthropicOptions(thinking="adaptive")
+    sent = body([user("q")], adaptive, reasoning_effort="high", reasoning_display="omitted")
+    assert sent["thinking"] == {"type": "adaptive", "display": "omitted"}
+    enabled = body([user("q")], reasoning_budget=2000, reasoning_display="summarized")
+    assert enabled["thinking"] == {
+        "type": "enabled",
+        "budget_tokens": 2000,
+        "display": "summarized",
+    }
+    assert "display" not in body([user("q")], adaptive, reasoning_effort="high")["thinking"]
+
+
 @pytest.mark.parametrize(
     ("choice", "parallel", "wire"),
     [

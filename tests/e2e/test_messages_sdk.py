@@ -124,8 +124,10 @@ def test_thinking_round_trip(claude: Anthropic, send: Any, upstream_api: str) ->
     block = first.content[0]
     assert block.type == "thinking"
     assert block.thinking == "let me think"
-    if upstream_api == "anthropic":  # only that upstream signs: its signature comes back as is
+    if upstream_api == "anthropic":  # that upstream signs: its signature comes back as is
         assert block.signature == signature_of("let me think")
+    else:  # the gateway signs: the thinking sealed with its key
+        assert block.signature.startswith("sw1.")
     use = first.content[-1]
     history = [
         {"role": "user", "content": prompt},
@@ -138,6 +140,49 @@ def test_thinking_round_trip(claude: Anthropic, send: Any, upstream_api: str) ->
     # The fake refuses a thinking block whose signature it did not make.
     second = send(claude, history, tools=TOOLS, thinking=thinking)
     assert second.content[-1].text == "Tool said: rain"
+
+
+@pytest.mark.parametrize("send", SEND)
+def test_thinking_without_its_text_round_trip(
+    claude: Anthropic, send: Any, upstream_api: str
+) -> None:
+    """``display: "omitted"`` (what Claude Code asks for): the thinking block comes without
+    its text, which its signature carries (Anthropic's, or the gateway's seal); sent back,
+    it gives the model its reasoning again (``[[echo]]``: the model's view)."""
+    prompt = f"[[reason:let me think]] [[echo]] {TOOL_PROMPT}"
+    thinking = {"type": "adaptive", "display": "omitted"}
+    first = send(claude, [{"role": "user", "content": prompt}], tools=TOOLS, thinking=thinking)
+    block = first.content[0]
+    assert block.type == "thinking"
+    assert block.thinking == ""
+    if upstream_api == "anthropic":  # asked of the upstream, which answered without text
+        assert block.signature == signature_of("let me think", omitted=True)
+    else:
+        assert block.signature.startswith("sw1.")
+        assert "think" not in block.signature
+    use = first.content[-1]
+    assistant = [b.model_dump(exclude_none=True) for b in first.content]
+    result = {"type": "tool_result", "tool_use_id": use.id, "content": "rain"}
+    history = [
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": assistant},
+        {"role": "user", "content": [result]},
+    ]
+    second = send(claude, history, tools=TOOLS, thinking=thinking)
+    seen = second.content[-1].text.splitlines()
+    assert seen[seen.index(f"user: {prompt}") + 1] == "reasoning: let me think"
+
+    altered = [{**assistant[0], "signature": block.signature[:-4] + "AAAA"}, *assistant[1:]]
+    history[1] = {"role": "assistant", "content": altered}
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        send(claude, history, tools=TOOLS, thinking=thinking)
+    assert refused.value.status_code == 400
+    error = refused.value.body["error"]  # type: ignore[index]
+    assert error["type"] == "invalid_request_error"
+    if upstream_api == "anthropic":  # the upstream checks its own signatures
+        assert "Invalid `signature` in `thinking` block" in error["message"]
+    else:
+        assert "could not be verified" in error["message"]
 
 
 def test_count_tokens(claude: Anthropic) -> None:

@@ -70,6 +70,37 @@ def test_a_stream_matches_the_message(claude: Anthropic) -> None:
     assert final.usage.output_tokens_details is not None
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_thinking_without_its_text_carries_it_in_the_signature(
+    claude: Anthropic, stream: bool
+) -> None:
+    """``display: "omitted"``: an empty thinking block (no ``thinking_delta``) whose
+    signature carries the text; sent back, the model sees its reasoning (``[[echo]]``)."""
+    thinking: Any = {"type": "adaptive", "display": "omitted"}
+    prompt = '[[reason:let me see]] [[echo]] [[tool:get_weather:{"city":"Oslo"}]]'
+    if stream:
+        with claude.messages.stream(
+            model="fake-model",
+            max_tokens=4000,
+            thinking=thinking,
+            tools=TOOLS,
+            messages=[user(prompt)],
+        ) as events:
+            kinds = [e.delta.type for e in events if e.type == "content_block_delta"]
+            first = events.get_final_message()
+        assert "thinking_delta" not in kinds
+        assert "signature_delta" in kinds
+    else:
+        first = ask(claude, prompt, thinking=thinking, tools=TOOLS)
+    block, call = first.content
+    assert block.type == "thinking"
+    assert (block.thinking, block.signature) == ("", signature_of("let me see", omitted=True))
+    result = {"type": "tool_result", "tool_use_id": call.id, "content": "sunny"}
+    assistant = {"role": "assistant", "content": [b.model_dump() for b in first.content]}
+    second = ask(claude, "", messages=[user(prompt), assistant, user([result])], tools=TOOLS)
+    assert "reasoning: let me see" in second.content[-1].text.splitlines()
+
+
 def test_every_stream_frame_names_its_event(fake_upstream_url: str) -> None:
 
     request = urllib.request.Request(
@@ -224,6 +255,21 @@ RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}
             },
             "signature",
         ),
+        (
+            {
+                "messages": [
+                    user("q"),
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {**THOUGHT, "thinking": "", "signature": "eA==." + signature_of("y")}
+                        ],
+                    },
+                ]
+            },
+            "signature",
+        ),
+        ({"thinking": {"type": "adaptive", "display": "hidden"}}, "display"),
     ],
 )
 def test_what_anthropic_refuses_is_refused(

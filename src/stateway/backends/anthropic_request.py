@@ -14,7 +14,8 @@
 - ``max_tokens`` is always sent (the backend's default when the client set none).
   Thinking: an explicit budget, or one derived from the effort, kept within
   ``[1024, max_tokens)`` (no thinking when ``max_tokens`` leaves no room); or, with
-  ``thinking = "adaptive"``, adaptive thinking with the effort in ``output_config``. While
+  ``thinking = "adaptive"``, adaptive thinking with the effort in ``output_config``; a
+  Messages client's ``thinking.display`` goes along. While
   thinking, sampling settings Anthropic refuses are left out (a temperature other than 1,
   ``top_k``, a ``top_p`` below 0.95), and a tool choice that forces a tool turns thinking
   off (the two cannot be combined).
@@ -130,8 +131,9 @@ def _thinking(
     budget, effort = settings.reasoning_budget, settings.reasoning_effort
     if budget is None and effort in (None, "none"):
         return None
+    display = {"display": settings.reasoning_display} if settings.reasoning_display else {}
     if budget is None and options.thinking == "adaptive":
-        thinking: dict[str, Any] = {"type": "adaptive"}
+        thinking: dict[str, Any] = {"type": "adaptive", **display}
         level = _ADAPTIVE_EFFORTS.get(str(effort), str(effort))
         body["thinking"], body["output_config"] = thinking, {"effort": level}
         return thinking
@@ -141,6 +143,7 @@ def _thinking(
     thinking = {
         "type": "enabled",
         "budget_tokens": max(MIN_THINKING_BUDGET, min(wanted, max_tokens - 1)),
+        **display,
     }
     body["thinking"] = thinking
     return thinking

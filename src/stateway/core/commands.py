@@ -58,6 +58,9 @@ class GenerationSettings:
     reasoning_budget: int | None = None
     """Tokens the model may think for (Messages' ``thinking.budget_tokens``); None: a
     backend that needs a budget derives one from ``reasoning_effort``."""
+    reasoning_display: str | None = None
+    """Messages' ``thinking.display``: ``omitted`` shows thinking blocks without their
+    text, which travels sealed in their signature; sent on to an Anthropic upstream."""
     seed: int | None = None
     """Chat's ``seed``: sampling made repeatable, where the upstream can (Chat upstreams)."""
     context_management: list[dict[str, Any]] = field(default_factory=list)

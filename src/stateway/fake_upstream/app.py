@@ -59,7 +59,7 @@ from stateway.fake_upstream.errors import (
 from stateway.fake_upstream.messages import (
     messages_conversation,
     parse_messages_request,
-    signature_of,
+    signed_thinking,
 )
 from stateway.fake_upstream.messages_checks import COUNT_FIELDS, check_messages_request
 from stateway.fake_upstream.misbehaviour import (
@@ -258,7 +258,7 @@ class FakeUpstreamApp:
         self.requests.append(
             {"path": COUNT_TOKENS_PATH, "body": body, "headers": _logged_headers(scope)}
         )
-        check_messages_request(body, signature_of, fields=COUNT_FIELDS)
+        check_messages_request(body, signed_thinking, fields=COUNT_FIELDS)
         conversation = messages_conversation(body)
         await send_json(send, 200, orjson.dumps({"input_tokens": conversation.prompt_tokens}))
 

@@ -6,9 +6,10 @@ as a ``message`` object or as the event stream: ``message_start``, ``ping``, per
 block ``content_block_start`` / ``content_block_delta`` / ``content_block_stop``, then
 ``message_delta`` and ``message_stop``; every frame has an ``event:`` line.
 
-Reasoning is a ``thinking`` block signed with :func:`signature_of` its text; the checks
-refuse a thinking block sent back with any other signature, so a gateway that altered
-either is caught. ``stop_sequences`` are honoured: the text ends before the first one it
+Reasoning is a ``thinking`` block signed with :func:`signature_of` its text (with
+``thinking.display: "omitted"``, an empty block whose signature carries the text); the
+checks refuse a thinking block sent back with any other signature, so a gateway that
+altered either is caught. ``stop_sequences`` are honoured: the text ends before the first one it
 contains, with ``stop_reason: "stop_sequence"``.
 """
 
@@ -31,9 +32,28 @@ from stateway.fake_upstream.plan import Plan, argument_chunks, new_id, word_chun
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
 
-def signature_of(thinking: str) -> str:
-    """The fake model's signature on a thinking block's text."""
-    return base64.b64encode(hashlib.sha256(b"fake-thinking:" + thinking.encode()).digest()).decode()
+def signature_of(thinking: str, *, omitted: bool = False) -> str:
+    """The fake model's signature on a thinking block's text; ``omitted``: the signature of
+    a block shown without its text (``thinking.display: "omitted"``), which carries the
+    text, as Anthropic's does."""
+    digest = hashlib.sha256(b"fake-thinking:" + thinking.encode()).digest()
+    signature = base64.b64encode(digest).decode()
+    if not omitted:
+        return signature
+    return base64.urlsafe_b64encode(thinking.encode()).decode() + "." + signature
+
+
+def signed_thinking(thinking: str, signature: str) -> str | None:
+    """The thinking of a block sent back (carried in its signature when its text was
+    omitted), or None when the signature is not the fake's on it."""
+    if thinking or "." not in signature:
+        return thinking if signature == signature_of(thinking) else None
+    carried = signature.partition(".")[0]
+    try:
+        text = base64.urlsafe_b64decode(carried.encode()).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return text if signature == signature_of(text, omitted=True) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +65,8 @@ class MessagesRequest:
     max_tokens: int | None
     conversation: Conversation
     stop_sequences: tuple[str, ...] = ()
+    omit_thinking: bool = False
+    """``thinking.display: "omitted"``: thinking blocks without their text."""
 
     def body(self, plan: Plan) -> bytes:
         return orjson.dumps(message_object(self, plan))
@@ -62,13 +84,15 @@ class MessagesRequest:
 
 
 def parse_messages_request(body: dict[str, Any]) -> MessagesRequest:
-    check_messages_request(body, signature_of)
+    check_messages_request(body, signed_thinking)
+    thinking = body.get("thinking")
     return MessagesRequest(
         model=body["model"],
         stream=body.get("stream") is True,
         max_tokens=body["max_tokens"],
         conversation=messages_conversation(body),
         stop_sequences=tuple(body.get("stop_sequences") or ()),
+        omit_thinking=isinstance(thinking, dict) and thinking.get("display") == "omitted",
     )
 
 
@@ -98,7 +122,8 @@ def _add_message(builder: ConversationBuilder, message: dict[str, Any]) -> None:
     for block in content:
         kind = block.get("type")
         if kind == "thinking":
-            builder.reasoning(str(block.get("thinking", "")))
+            text = str(block.get("thinking", ""))
+            builder.reasoning(signed_thinking(text, str(block.get("signature", ""))) or text)
         elif kind == "tool_use":
             builder.tool_call(str(block.get("name", "")), orjson.dumps(block["input"]).decode())
         elif kind == "text":
@@ -119,13 +144,13 @@ def _stopped(request: MessagesRequest, plan: Plan) -> tuple[Plan, str | None]:
     return replace(plan, text=word_chunks(content[:position]), finish_reason="stop"), sequence
 
 
-def _blocks(plan: Plan) -> list[dict[str, Any]]:
+def _blocks(plan: Plan, omit_thinking: bool) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if plan.reasoning:
         thinking = plan.reasoning_text
-        blocks.append(
-            {"type": "thinking", "thinking": thinking, "signature": signature_of(thinking)}
-        )
+        signature = signature_of(thinking, omitted=omit_thinking)
+        shown = "" if omit_thinking else thinking
+        blocks.append({"type": "thinking", "thinking": shown, "signature": signature})
     if plan.text or not plan.tool_calls:
         blocks.append({"type": "text", "text": plan.content})
     for call in plan.tool_calls:
@@ -168,7 +193,7 @@ def message_object(request: MessagesRequest, plan: Plan) -> dict[str, Any]:
         "type": "message",
         "role": "assistant",
         "model": request.model,
-        "content": _blocks(plan),
+        "content": _blocks(plan, request.omit_thinking),
         "stop_reason": "stop_sequence" if sequence else _STOP_REASONS[plan.finish_reason],
         "stop_sequence": sequence,
         "usage": _usage(plan),
@@ -195,7 +220,7 @@ def message_frames(request: MessagesRequest, plan: Plan) -> Iterator[Frame]:
     }
     yield event({"type": "message_start", "message": start})
     yield event({"type": "ping"})
-    for index, block in enumerate(_blocks(plan)):
+    for index, block in enumerate(_blocks(plan, request.omit_thinking)):
         kind = block["type"]
         opened = {
             "thinking": {**block, "thinking": "", "signature": ""},
@@ -226,7 +251,7 @@ def message_frames(request: MessagesRequest, plan: Plan) -> Iterator[Frame]:
 def _deltas(block: dict[str, Any], plan: Plan) -> Iterator[dict[str, Any]]:
     match block["type"]:
         case "thinking":
-            for word in plan.reasoning:
+            for word in plan.reasoning if block["thinking"] else ():
                 yield {"type": "thinking_delta", "thinking": word}
         case "text":
             for word in plan.text:

@@ -53,7 +53,10 @@ _BLOCKS = frozenset(
 
 
 def check_messages_request(
-    body: dict[str, Any], sign: Callable[[str], str], *, fields: frozenset[str] = FIELDS
+    body: dict[str, Any],
+    verify: Callable[[str, str], str | None],
+    *,
+    fields: frozenset[str] = FIELDS,
 ) -> None:
     for key in body:
         if key not in fields:
@@ -84,7 +87,7 @@ def check_messages_request(
         ):
             raise invalid_request(f"{where}.role: Input should be 'user' or 'assistant'", where)
         blocks = _blocks(message.get("content"), where)
-        results = _check_blocks(blocks, where, sign)
+        results = _check_blocks(blocks, where, verify)
         if previous_uses - results:
             missing = ", ".join(sorted(previous_uses - results))
             raise invalid_request(
@@ -122,6 +125,10 @@ def _check_thinking(body: dict[str, Any], max_tokens: int) -> None:
             )
     elif thinking.get("type") != "adaptive":
         raise invalid_request("thinking.type: unknown thinking type", "thinking")
+    if thinking.get("display") not in (None, "summarized", "omitted"):
+        raise invalid_request(
+            "thinking.display: Input should be 'summarized' or 'omitted'", "thinking"
+        )
     temperature = body.get("temperature")
     if temperature is not None and temperature != 1:
         raise invalid_request(
@@ -157,7 +164,9 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
     return content
 
 
-def _check_blocks(blocks: list[dict[str, Any]], where: str, sign: Callable[[str], str]) -> set[str]:
+def _check_blocks(
+    blocks: list[dict[str, Any]], where: str, verify: Callable[[str, str], str | None]
+) -> set[str]:
     """Check one message's blocks; the tool_use ids its tool results answer."""
     results: set[str] = set()
     seen_other = False
@@ -172,7 +181,8 @@ def _check_blocks(blocks: list[dict[str, Any]], where: str, sign: Callable[[str]
             raise invalid_request(f"{at}.id: String should match pattern '^[a-zA-Z0-9_-]+$'", at)
         if kind == "tool_use" and not isinstance(block.get("input"), dict):
             raise invalid_request(f"{at}.input: Input should be a valid dictionary", at)
-        if kind == "thinking" and block.get("signature") != sign(str(block.get("thinking", ""))):
+        thinking, signature = str(block.get("thinking", "")), str(block.get("signature", ""))
+        if kind == "thinking" and verify(thinking, signature) is None:
             raise invalid_request(f"{at}: Invalid `signature` in `thinking` block", at)
         if kind == "tool_result":
             if seen_other:

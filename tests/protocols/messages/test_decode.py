@@ -225,6 +225,15 @@ def test_thinking_becomes_an_effort(
     assert decode_messages(raw).settings.reasoning_effort == expected
 
 
+@pytest.mark.parametrize("display", ["omitted", "summarized", None])
+def test_thinking_display_is_kept_and_every_thinking_block_is_signed(display: str | None) -> None:
+    thinking = {"type": "adaptive", **({"display": display} if display else {})}
+    settings = decode_messages(body(thinking=thinking)).settings
+    assert settings.reasoning_display == display
+    assert settings.include == ["reasoning.encrypted_content"]
+    assert decode_messages(body()).settings.include == ["reasoning.encrypted_content"]
+
+
 def test_output_format_becomes_a_json_schema_text_format() -> None:
     output = {"format": {"type": "json_schema", "schema": {"type": "object"}}}
     fmt = decode_messages(body(output_config=output)).settings.text_format

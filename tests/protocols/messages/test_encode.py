@@ -176,6 +176,29 @@ def test_a_stream_encodes_blocks_in_order() -> None:
     assert (delta["usage"]["input_tokens"], delta["usage"]["output_tokens"]) == (2, 4)
 
 
+def test_thinking_asked_without_its_text_keeps_only_the_signature() -> None:
+    """``display: "omitted"``: the block is empty, no ``thinking_delta`` is sent, and the
+    signature still is (it carries the thinking)."""
+    omitted = GenerationSettings(reasoning_display="omitted")
+    done = state(output=[THINKING, TEXT], settings=omitted)
+    message = Message.model_validate(encode_message(done))
+    thinking = message.content[0]
+    assert thinking.type == "thinking"
+    assert (thinking.thinking, thinking.signature) == ("", "sig==")
+
+    stream = MessagesStream()
+    log = [
+        ev.ResponseCreated(done),
+        ev.ItemAdded(0, {**THINKING, "content": [], "encrypted_content": None}),
+        ev.ReasoningDelta(0, 0, "rs_1", "plan"),
+        ev.ReasoningDone(0, 0, "rs_1", "plan"),
+        ev.ItemDone(0, THINKING),
+    ]
+    got = frames(b"".join(stream.encode(event) for event in log))
+    deltas = [data["delta"] for name, data in got if name == "content_block_delta"]
+    assert deltas == [{"type": "signature_delta", "signature": "sig=="}]
+
+
 def test_a_failed_stream_ends_with_an_error_event_and_no_message_stop() -> None:
     stream = MessagesStream()
     cut = state(

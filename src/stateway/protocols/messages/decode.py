@@ -17,7 +17,12 @@ its ``mcp`` tools (:mod:`.server_tools`; any other tool type is a 400); ``tool_c
 ``thinking``: ``enabled`` -> its budget and the effort it amounts to, ``adaptive`` -> the
 effort of ``output_config.effort`` (``max`` as ``xhigh``; ``high`` when absent or a
 level the gateway does not know),
-``disabled`` -> none; ``output_config.format`` (``json_schema``) -> the text format.
+``disabled`` -> none; ``thinking.display`` kept (``omitted``: thinking blocks are answered
+without their text). Every thinking block the model's reasoning becomes is signed: unless
+the upstream signed it (Anthropic), its ``signature`` is the text sealed with the
+gateway's key, which the gateway opens when the block comes back, so the model gets its
+reasoning again even when the client was shown none of it.
+``output_config.format`` (``json_schema``) -> the text format.
 ``context_management`` is accepted and has no effect: the context sent is the context
 used. The backend's ``gateway_tools`` run in hidden rounds (:mod:`stateway.core.hidden`).
 """
@@ -30,6 +35,7 @@ import orjson
 import pydantic
 
 from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
+from stateway.core.compaction.reasoning_output import INCLUDE_ENCRYPTED
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.protocols.messages.client_tools import CLIENT_TOOLS, function_of
@@ -96,6 +102,7 @@ def _command(body: CountTokensBody, max_input_items: int | None) -> CreateRespon
         tool_choice=_tool_choice(body.tool_choice, tools),
         parallel_tool_calls=not (body.tool_choice and body.tool_choice.disable_parallel_tool_use),
         text_format=_text_format(body.output_config),
+        include=[INCLUDE_ENCRYPTED],  # every thinking block signed: see the module's doc
     )
     _thinking(settings, body.thinking, body.output_config)
     return CreateResponse(
@@ -255,6 +262,7 @@ def _thinking(
 ) -> None:
     if thinking is None or thinking.type == "disabled":
         return
+    settings.reasoning_display = thinking.display
     if thinking.type == "adaptive":
         effort = output.effort if output is not None else None
         settings.reasoning_effort = _EFFORTS.get(effort or "", _ADAPTIVE_DEFAULT)

@@ -2,8 +2,9 @@
 Anthropic-shaped model list.
 
 Output items become content blocks: an assistant message's text parts ``text``, a
-reasoning item ``thinking`` (its ``encrypted_content`` as the ``signature``; empty when
-the upstream signs nothing) or ``redacted_thinking``, a function call ``tool_use``. The
+reasoning item ``thinking`` (its ``encrypted_content`` as the ``signature``: the
+upstream's, else the gateway's seal; its text left out when the client asked for
+``display: "omitted"``) or ``redacted_thinking``, a function call ``tool_use``. The
 calls of the gateway's own tools that the client declared (web search, MCP servers) are
 shown as Anthropic shows its server tools (:mod:`.server_tools`), searches counted in
 ``usage.server_tool_use.web_search_requests``; other items only the gateway acts on (the
@@ -47,21 +48,27 @@ def message_id(response_id: str) -> str:
 
 def encode_message(state: ResponseState) -> dict[str, Any]:
     shown = Shown.of(state)
+    omitted = thinking_omitted(state)
     return {
         "id": message_id(state.id),
         "type": "message",
         "role": "assistant",
         "model": state.model,
-        "content": [block for item in state.output for block in content_blocks(item, shown)],
+        "content": [
+            block for item in state.output for block in content_blocks(item, shown, omitted)
+        ],
         "stop_reason": stop_reason(state),
         "stop_sequence": state.stop_sequence,
         "usage": encode_usage(state.usage or Usage(), shown.searches_run(state)),
     }
 
 
-def content_blocks(item: Item, shown: Shown = NOTHING_SHOWN) -> list[dict[str, Any]]:
+def content_blocks(
+    item: Item, shown: Shown = NOTHING_SHOWN, omitted: bool = False
+) -> list[dict[str, Any]]:
     """The content blocks of one finished output item (none for the gateway's own calls,
-    but for those of tools the client declared: ``shown``)."""
+    but for those of tools the client declared: ``shown``); ``omitted``: thinking without
+    its text."""
     kind = item.get("type")
     if kind == MESSAGE:
         return [
@@ -70,7 +77,7 @@ def content_blocks(item: Item, shown: Shown = NOTHING_SHOWN) -> list[dict[str, A
             if isinstance(part, dict) and part.get("type") in _TEXT
         ]
     if kind == REASONING:
-        return [thinking_block(item)]
+        return [thinking_block(item, omitted)]
     if kind == FUNCTION_CALL:
         return [{**tool_use_start(item), "input": tool_input(item.get("arguments") or "")}]
     if shown.shows(item):
@@ -78,11 +85,17 @@ def content_blocks(item: Item, shown: Shown = NOTHING_SHOWN) -> list[dict[str, A
     return []
 
 
-def thinking_block(item: Item) -> dict[str, Any]:
+def thinking_omitted(state: ResponseState) -> bool:
+    """Whether the client asked for thinking without its text (``display: "omitted"``)."""
+    return state.settings.reasoning_display == "omitted"
+
+
+def thinking_block(item: Item, omitted: bool = False) -> dict[str, Any]:
     thinking = thinking_of(item)
     if thinking.redacted:
         return {"type": "redacted_thinking", "data": thinking.seal}
-    return {"type": "thinking", "thinking": thinking.text, "signature": thinking.seal or ""}
+    text = "" if omitted else thinking.text
+    return {"type": "thinking", "thinking": text, "signature": thinking.seal or ""}
 
 
 def tool_use_start(item: Item) -> dict[str, Any]:

@@ -271,6 +271,9 @@ class ToolChoice(_Wire):
 class Thinking(_Wire):
     type: Literal["enabled", "adaptive", "disabled"]
     budget_tokens: int | None = Field(default=None, ge=1024)
+    display: str | None = None
+    """``summarized`` or ``omitted``; a value Anthropic adds later is taken as
+    ``summarized``."""
 
 
 class OutputConfig(_Wire):

@@ -2,10 +2,11 @@
 
 ``message_start`` (then a ``ping``) when the response is created; for each output item
 the client sees, ``content_block_start`` (``text``, ``thinking``, ``redacted_thinking``
-or ``tool_use``), its ``content_block_delta`` events (``text_delta``,
-``thinking_delta``, ``input_json_delta``; a ``signature_delta`` before a signed thinking
-block stops) and ``content_block_stop``; a call of a gateway tool the client declared
-(web search, an MCP server), once it has run, as its use block (its input in one
+or ``tool_use``), its ``content_block_delta`` events (``text_delta``, ``thinking_delta``
+unless the client asked for thinking without its text, ``input_json_delta``; a
+``signature_delta`` before a signed thinking block stops) and ``content_block_stop``; a
+call of a gateway tool the client declared (web search, an MCP server), once it has run,
+as its use block (its input in one
 ``input_json_delta``) and its result block (:mod:`.server_tools`); at the end
 ``message_delta`` (stop reason, cumulative usage) and ``message_stop`` — or, for a
 response that failed, one ``error`` event and no ``message_stop``. Blocks are numbered in
@@ -33,6 +34,7 @@ from stateway.protocols.messages.encode import (
     message_id,
     stop_reason,
     thinking_block,
+    thinking_omitted,
     tool_use_start,
 )
 from stateway.protocols.messages.errors import stream_error
@@ -48,7 +50,7 @@ def frame(data: dict[str, Any]) -> bytes:
 
 
 class MessagesStream:
-    __slots__ = ("_blocks", "_count", "_shown")
+    __slots__ = ("_blocks", "_count", "_omitted", "_shown")
 
     def __init__(self) -> None:
         self._blocks: dict[int, int] = {}
@@ -57,6 +59,8 @@ class MessagesStream:
         """Content blocks started so far."""
         self._shown = Shown()
         """The gateway calls shown: those of tools the client declared."""
+        self._omitted = False
+        """Thinking without its text (``display: "omitted"``): no ``thinking_delta``."""
 
     def encode(self, event: ev.Event) -> bytes:
         """The frames of one canonical event (often none)."""
@@ -64,6 +68,8 @@ class MessagesStream:
             case ev.TextDelta(output_index=at, delta=delta):
                 return self._delta(at, {"type": "text_delta", "text": delta})
             case ev.ReasoningDelta(output_index=at, delta=delta):
+                if self._omitted:
+                    return b""
                 return self._delta(at, {"type": "thinking_delta", "thinking": delta})
             case ev.ArgumentsDelta(output_index=at, delta=delta):
                 return self._delta(at, {"type": "input_json_delta", "partial_json": delta})
@@ -73,6 +79,7 @@ class MessagesStream:
                 return self._stop(at, item)
             case ev.ResponseCreated(response=state):
                 self._shown = Shown.of(state)
+                self._omitted = thinking_omitted(state)
                 return frame({"type": "message_start", "message": _started(state)}) + PING
             case ev.ResponseFinished(response=state):
                 return _finished(state, self._shown)
