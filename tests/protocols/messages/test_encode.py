@@ -223,6 +223,11 @@ def test_error_types_by_status() -> None:
         "type": "error",
         "error": {"type": "invalid_request_error", "message": "bad"},
     }
+    altered = InvalidRequest("unverified", code="invalid_encrypted_content")
+    assert encode_error(altered)["error"]["type"] == "invalid_request_error"
+    assert encode_error(altered)["error"]["message"].startswith(
+        "messages: Invalid `signature` in `thinking` block"
+    )
     assert encode_error(NotFound("no"))["error"]["type"] == "not_found_error"
     assert encode_error(Overloaded("busy"))["error"]["type"] == "overloaded_error"
     assert encode_error(UpstreamError("down"))["error"]["type"] == "api_error"

@@ -14,13 +14,16 @@ other    ``invalid_request_error`` below 500, ``api_error`` from 500
 =======  ==========================================================================
 
 A stream cut after its first event ends with an ``error`` event of type
-``overloaded_error`` (an overloaded upstream or gateway) or ``api_error``.
+``overloaded_error`` (an overloaded upstream or gateway) or ``api_error``. A thinking
+block's signature the gateway sealed that does not open (the core's
+``invalid_encrypted_content``) is worded as Anthropic words an invalid signature.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from stateway.core.compaction.sealed import INVALID_CODE
 from stateway.core.errors import GatewayError, InvalidRequest
 
 _TYPES: Final = {
@@ -39,7 +42,15 @@ def error_type(status: int) -> str:
     return _TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
 
 
+_INVALID_SIGNATURE: Final = (
+    "messages: Invalid `signature` in `thinking` block: it was not made by this gateway "
+    "for this organization, or it was altered."
+)
+
+
 def encode_error(error: GatewayError) -> dict[str, Any]:
+    if isinstance(error, InvalidRequest) and error.code == INVALID_CODE:
+        return error_body("invalid_request_error", _INVALID_SIGNATURE)
     return error_body(error_type(error.status), error.message)
 
 
