@@ -1,6 +1,7 @@
 """What a stateless Codex keeps across its requests, through the gateway: its model's
-reasoning (``include: ["reasoning.encrypted_content"]`` with ``store: false``) and its
-remote compaction (the ``compaction_trigger`` item, with a provider named ``OpenAI``).
+reasoning (``include: ["reasoning.encrypted_content"]`` with ``store: false``; shown as
+summaries when it asks for them) and its remote compaction (the ``compaction_trigger``
+item, with a provider named ``OpenAI``).
 Codex resends everything it keeps each time, sealed by the gateway."""
 
 from __future__ import annotations
@@ -48,6 +49,23 @@ def test_the_models_reasoning_comes_back_sealed_and_reaches_the_model_again(
         "reasoning: plan-xyz",
         f"assistant->exec_command({call})",
     ]
+
+
+def test_codex_shows_the_models_reasoning_when_it_asks_for_summaries(
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """Codex shows only reasoning summaries; with ``model_reasoning_summary="auto"`` it
+    asks for them, and the gateway offers an open model's reasoning text as the summary."""
+    config = ('model_reasoning_summary="auto"',)
+    run = run_codex(
+        codex_binary, gateway, "Think [[reason:plan-xyz]]", "gpt-5.5", tmp_path, config=config
+    )
+    assert run.returncode == 0, run.describe()
+
+    [body] = run.bodies()
+    assert body["reasoning"]["summary"] == "auto"
+    assert [item["text"] for item in run.items("reasoning")] == ["plan-xyz"]
+    assert [item["text"] for item in run.items("agent_message")] == ["Hello! You said: Think"]
 
 
 def test_a_remote_compaction_replaces_the_history_with_one_item_the_model_can_read(
