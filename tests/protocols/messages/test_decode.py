@@ -431,6 +431,29 @@ def test_too_many_messages_are_refused_before_they_are_decoded() -> None:
     assert caught.value.param == "messages"
 
 
+def test_too_many_items_once_decoded_are_refused_by_count() -> None:
+    """Two messages, but with a system prompt three items: the limit counts items."""
+    messages = [{"role": "user", "content": "x"}, {"role": "user", "content": "y"}]
+    raw = body(system="rules", messages=messages)
+    assert len(decode_messages(raw, max_input_items=3).input) == 3
+    with pytest.raises(InvalidRequest) as caught:
+        decode_messages(raw, max_input_items=2)
+    assert caught.value.param == "messages"
+    assert caught.value.message == (
+        "messages: 3 messages and blocks are more than the 2 this gateway takes."
+    )
+
+
+def test_no_messages_is_a_missing_parameter() -> None:
+    error = refused(body(messages=[]))
+    assert (error.param, error.code) == ("messages", "missing_required_parameter")
+    assert error.message == "messages: at least one message is required."
+
+
+def test_gateway_tools_of_a_route_run_in_hidden_rounds() -> None:
+    assert decode_messages(body()).hidden_rounds is True
+
+
 def test_count_tokens_needs_no_max_tokens() -> None:
     counted = decode_count_tokens(
         orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})

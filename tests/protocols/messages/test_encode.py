@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 from anthropic.types import Message, RawMessageStreamEvent
 from pydantic import TypeAdapter
 
@@ -14,8 +15,13 @@ from stateway.core.errors import InvalidRequest, NotFound, Overloaded, UpstreamE
 from stateway.core.reasoning import redacted_item
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
-from stateway.protocols.messages.encode import encode_message, encode_model_list, encode_usage
-from stateway.protocols.messages.errors import encode_error, error_type
+from stateway.protocols.messages.encode import (
+    encode_message,
+    encode_model_list,
+    encode_usage,
+    tool_input,
+)
+from stateway.protocols.messages.errors import encode_error, error_type, stream_error
 from stateway.protocols.messages.stream import PING, MessagesStream
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
@@ -74,7 +80,7 @@ def test_the_message_object_parses_with_the_sdk() -> None:
     ]
     thinking, redacted, _, call = message.content
     assert thinking.type == "thinking"
-    assert thinking.signature == "sig=="
+    assert (thinking.thinking, thinking.signature) == ("plan", "sig==")
     assert redacted.type == "redacted_thinking"
     assert redacted.data == "opaque"
     assert call.type == "tool_use"
@@ -101,8 +107,40 @@ def test_stop_reasons() -> None:
         assert encode_message(cut)["stop_reason"] == wire
 
 
+def test_an_incomplete_response_for_another_reason_stopped_at_max_tokens() -> None:
+    cut = state(output=[TEXT], status="incomplete", incomplete_reason=None)
+    assert encode_message(cut)["stop_reason"] == "max_tokens"
+
+
+def test_unsigned_thinking_refusals_and_calls_without_arguments() -> None:
+    refusal = {**TEXT, "content": [{"type": "refusal", "refusal": "no"}, {"type": "output_text"}]}
+    unsigned = {**THINKING, "encrypted_content": None}
+    bare_call = {**CALL, "arguments": ""}
+    message = encode_message(state(output=[unsigned, refusal, bare_call]))
+    assert message["content"] == [
+        {"type": "thinking", "thinking": "plan", "signature": ""},
+        {"type": "text", "text": "no"},
+        {"type": "text", "text": ""},
+        {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ('{"a": 1}', {"a": 1}),
+        ("", {}),
+        ("[1]", {"arguments": "[1]"}),
+        ("not json", {"arguments": "not json"}),
+    ],
+)
+def test_call_arguments_become_an_input_object(arguments: str, expected: Any) -> None:
+    assert tool_input(arguments) == expected
+
+
 def test_usage_never_counts_negative_input() -> None:
     assert encode_usage(Usage(1, 1, cached_tokens=5))["input_tokens"] == 0
+    assert "server_tool_use" not in encode_usage(Usage(1, 1))
 
 
 def frames(stream: bytes, events: TypeAdapter[Any] = EVENTS) -> list[tuple[str, dict[str, Any]]]:
@@ -162,6 +200,7 @@ def test_a_stream_encodes_blocks_in_order() -> None:
         "message_stop",
     ]
     assert got[2][1]["content_block"] == {"type": "thinking", "thinking": "", "signature": ""}
+    assert got[6][1]["content_block"] == {"type": "text", "text": ""}
     assert got[4][1]["delta"] == {"type": "signature_delta", "signature": "sig=="}
     assert [data["index"] for name, data in got if name == "content_block_stop"] == [0, 1, 2]
     assert got[9][1]["content_block"] == {
@@ -212,6 +251,49 @@ def test_a_failed_stream_ends_with_an_error_event_and_no_message_stop() -> None:
     )
     [(_, data)] = frames(MessagesStream().encode(ev.ResponseFinished(busy)))
     assert data["error"]["type"] == "overloaded_error"
+
+
+def test_an_unsigned_thinking_block_gets_no_signature_delta_and_unseen_deltas_no_frame() -> None:
+    stream = MessagesStream()
+    unsigned = {**THINKING, "encrypted_content": None}
+    log = [
+        ev.ResponseCreated(state(output=[unsigned])),
+        ev.ItemAdded(0, {**unsigned, "content": []}),
+        ev.ReasoningDelta(0, 0, "rs_1", "plan"),
+        ev.ItemDone(0, unsigned),
+    ]
+    got = frames(b"".join(stream.encode(event) for event in log))
+    assert stream.encode(ev.TextDelta(5, 0, "msg_9", "never started")) == b""
+    start = got[0][1]["message"]
+    assert (start["stop_reason"], start["stop_sequence"]) == (None, None)
+    assert [name for name, _ in got] == [
+        "message_start",
+        "ping",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+    ]
+    assert got[3][1]["delta"] == {"type": "thinking_delta", "thinking": "plan"}
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "message"),
+    [
+        ({"code": "overloaded", "message": "busy"}, "overloaded_error", "busy"),
+        ({"code": "upstream_overloaded", "status": 500}, "overloaded_error", None),
+        ({"code": "server_error", "status": 503}, "overloaded_error", None),
+        ({"status": 529}, "overloaded_error", None),
+        ({"code": "server_error", "status": 500, "message": "boom"}, "api_error", "boom"),
+        ({"status": 504}, "api_error", None),
+        (None, "api_error", None),
+    ],
+)
+def test_a_stream_error_event_is_overloaded_only_when_something_was(
+    error: dict[str, Any] | None, kind: str, message: str | None
+) -> None:
+    event = stream_error(error)
+    assert event["error"]["type"] == kind
+    assert event["error"]["message"] == (message or "The response failed.")
 
 
 def test_the_ping_frame() -> None:

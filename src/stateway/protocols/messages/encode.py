@@ -31,7 +31,6 @@ from stateway.core.usage import Usage
 from stateway.protocols.messages import server_tools
 from stateway.protocols.messages.server_tools import Shown
 
-NOTHING_SHOWN: Final = Shown()
 EPOCH: Final = "1970-01-01T00:00:00Z"
 """``created_at`` of a model whose creation time the gateway does not know."""
 _INCOMPLETE: Final = {
@@ -63,9 +62,7 @@ def encode_message(state: ResponseState) -> dict[str, Any]:
     }
 
 
-def content_blocks(
-    item: Item, shown: Shown = NOTHING_SHOWN, omitted: bool = False
-) -> list[dict[str, Any]]:
+def content_blocks(item: Item, shown: Shown, omitted: bool) -> list[dict[str, Any]]:
     """The content blocks of one finished output item (none for the gateway's own calls,
     but for those of tools the client declared: ``shown``); ``omitted``: thinking without
     its text."""
@@ -90,7 +87,7 @@ def thinking_omitted(state: ResponseState) -> bool:
     return state.settings.reasoning_display == "omitted"
 
 
-def thinking_block(item: Item, omitted: bool = False) -> dict[str, Any]:
+def thinking_block(item: Item, omitted: bool) -> dict[str, Any]:
     thinking = thinking_of(item)
     if thinking.redacted:
         return {"type": "redacted_thinking", "data": thinking.seal}

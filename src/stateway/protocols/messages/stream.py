@@ -91,7 +91,7 @@ class MessagesStream:
         if kind == MESSAGE:
             block: dict[str, Any] = {"type": "text", "text": ""}
         elif kind == REASONING:
-            block = thinking_block(item)
+            block = thinking_block(item, self._omitted)
             if block["type"] == "thinking":
                 block = {"type": "thinking", "thinking": "", "signature": ""}
         elif kind == FUNCTION_CALL:
