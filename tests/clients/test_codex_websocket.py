@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from stateway.core.compaction.prompt import SUMMARY_PREFIX
+from stateway.fake_upstream.plan import SUMMARY_HEADING
 from tests.clients.codex import CodexRun, run_codex
 from tests.clients.offline import OfflineGateway
 from tests.clients.test_codex import COMMAND, OUTPUT
@@ -49,4 +51,32 @@ def test_a_shell_tool_round_trip_over_the_websocket(
     assert command["aggregated_output"] == OUTPUT + "\n"
     [message] = run.items("agent_message")
     assert message["text"].startswith("Tool said: ")
+    assert OUTPUT in message["text"]
+
+
+def test_a_remote_compaction_over_the_websocket(
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """Codex's remote compaction (a provider named ``OpenAI``, a low
+    ``model_auto_compact_token_limit``) in WebSocket mode: its ``compaction_trigger`` frame
+    continues the socket's last response, the gateway answers with the one ``compaction``
+    item, and the turn goes on from it: the model sees the summary, the tool's output
+    included."""
+    prompt = "Run it [[tool:exec_command:" + json.dumps({"cmd": COMMAND}) + "]]"
+    run = run_codex(
+        codex_binary,
+        gateway,
+        prompt,
+        MODEL,
+        tmp_path,
+        websockets=True,
+        provider_name="OpenAI",
+        config=("model_auto_compact_token_limit=2000",),
+    )
+    assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{gateway.gateway_log.read_text()}"
+    assert run.bodies() == [], "Codex fell back to HTTP"
+    [command] = run.items("command_execution")
+    assert command["aggregated_output"] == OUTPUT + "\n"
+    [message] = run.items("agent_message")
+    assert message["text"].startswith(f"Hello! You said: {SUMMARY_PREFIX}{SUMMARY_HEADING}")
     assert OUTPUT in message["text"]
