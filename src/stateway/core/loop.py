@@ -37,6 +37,7 @@ from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
 from stateway.core.compaction.reasoning_output import reasoning_output
 from stateway.core.compaction.service import CompactionStep
+from stateway.core.compaction.view import unsealed_output
 from stateway.core.errors import GatewayError, InternalError, ServerShuttingDown, StorageError
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
@@ -172,10 +173,13 @@ class Loop:
                     state.output, run.emit, used_call_ids, tools=tools, reasoning=reasoning
                 )
                 exhausted = limit is not None and tools.calls_made >= limit
+                output = state.output
+                if reasoning is not None:  # its own seals are the client's, not the model's
+                    output = unsealed_output(output, self._sealer)
                 request = InferenceRequest(
                     model=plan.first.model,
                     instructions=state.instructions,
-                    items=context + state.output,
+                    items=context + output,
                     settings=settings,
                     stream=stream,
                     tools=tools.catalog.model_tools(gateway=not exhausted),

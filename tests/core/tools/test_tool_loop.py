@@ -18,6 +18,7 @@ from stateway.core.inference import (
     Delta,
     Finish,
     InferenceRequest,
+    ReasoningDelta,
     TextDelta,
     ToolCallDelta,
     UsageReport,
@@ -29,6 +30,7 @@ from stateway.core.tools.history import model_items
 from stateway.core.tools.ports import McpServer, McpTool, SearchHit, ToolError, ToolFailure
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
 from stateway.core.usage import Usage
+from stateway.sealing import AesGcmSealer
 from tests.core.fakes import FakeMcp, FakeSearch, MemoryStore, RoundsBackend
 
 ADD = McpTool(
@@ -86,6 +88,7 @@ class Setup:
         search: FakeSearch | None = None,
         policy: ToolPolicy | None = None,
         max_rounds: int = 8,
+        sealer: AesGcmSealer | None = None,
     ) -> None:
         self.backend = RoundsBackend(rounds)  # type: ignore[arg-type]
         self.store = MemoryStore()
@@ -99,7 +102,10 @@ class Setup:
         )
         router = Router([BackendEntry(self.backend, {}, catch_all=True)])
         self.gateway = Gateway(
-            self.store, router, Loop(self.store, max_rounds, tools=tools), RunRegistry()
+            self.store,
+            router,
+            Loop(self.store, max_rounds, tools=tools, sealer=sealer),
+            RunRegistry(),
         )
 
     async def create(
@@ -132,6 +138,25 @@ def kinds(events: list[ev.Event]) -> list[str]:
         else:
             out.append(type(event).__name__)
     return out
+
+
+async def test_reasoning_sealed_for_the_client_reaches_the_next_round_without_its_seal() -> None:
+    """With ``include: ["reasoning.encrypted_content"]`` (every Messages request) the
+    gateway seals reasoning for the client; the round after a gateway tool sends the
+    reasoning's text, never that seal, which an upstream would refuse as a signature."""
+    thought: list[Delta] = [
+        ReasoningDelta("plan"),
+        *tools_round(call("docs__add", {"a": 1, "b": 2})),
+    ]
+    setup = Setup([thought, answer("3")], sealer=AesGcmSealer(bytes(range(32))))
+    run = await setup.create([MCP_TOOL], settings={"include": ["reasoning.encrypted_content"]})
+    assert run.state.status == "completed"
+    [reasoning] = [i for i in run.state.output if i["type"] == "reasoning"]
+    assert reasoning["encrypted_content"].startswith("sw1.")  # the client gets it sealed
+    _, second = setup.backend.requests
+    [sent] = [i for i in second.items if i["type"] == "reasoning"]
+    assert "encrypted_content" not in sent
+    assert sent["content"] == [{"type": "reasoning_text", "text": "plan"}]
 
 
 async def test_an_mcp_call_runs_inside_the_response_and_the_model_answers_with_its_result() -> None:

@@ -225,11 +225,16 @@ def test_thinking_becomes_an_effort(
     assert decode_messages(raw).settings.reasoning_effort == expected
 
 
-@pytest.mark.parametrize("display", ["omitted", "summarized", None])
-def test_thinking_display_is_kept_and_every_thinking_block_is_signed(display: str | None) -> None:
+@pytest.mark.parametrize(
+    ("display", "kept"),
+    [("omitted", "omitted"), ("summarized", "summarized"), ("full", "summarized"), (None, None)],
+)
+def test_thinking_display_is_kept_and_every_thinking_block_is_signed(
+    display: str | None, kept: str | None
+) -> None:
     thinking = {"type": "adaptive", **({"display": display} if display else {})}
     settings = decode_messages(body(thinking=thinking)).settings
-    assert settings.reasoning_display == display
+    assert settings.reasoning_display == kept
     assert settings.include == ["reasoning.encrypted_content"]
     assert decode_messages(body()).settings.include == ["reasoning.encrypted_content"]
 

@@ -253,6 +253,19 @@ def test_a_failed_stream_ends_with_an_error_event_and_no_message_stop() -> None:
     assert data["error"]["type"] == "overloaded_error"
 
 
+def test_redacted_thinking_is_streamed_whole_in_its_start() -> None:
+    redacted = redacted_item("rs_2", "opaque")
+    stream = MessagesStream()
+    log = [
+        ev.ResponseCreated(state(output=[redacted])),
+        ev.ItemAdded(0, redacted),
+        ev.ItemDone(0, redacted),
+    ]
+    got = frames(b"".join(stream.encode(event) for event in log))
+    assert [name for name, _ in got][2:] == ["content_block_start", "content_block_stop"]
+    assert got[2][1]["content_block"] == {"type": "redacted_thinking", "data": "opaque"}
+
+
 def test_an_unsigned_thinking_block_gets_no_signature_delta_and_unseen_deltas_no_frame() -> None:
     stream = MessagesStream()
     unsigned = {**THINKING, "encrypted_content": None}

@@ -14,6 +14,9 @@
   stays as it came, for that upstream to check.
 - A ``compaction_trigger`` is an instruction to the gateway, not context: left out.
 
+A response's own output, in its later rounds, is sent without the seals the gateway put on
+its reasoning (:func:`unsealed_output`).
+
 Every sealed item of the request's own input is verified, used or not, so an altered one
 is always a 400; items of a stored chain are opened only when used.
 """
@@ -67,6 +70,20 @@ def model_view(
         else:
             out.append(item)
     return out
+
+
+def unsealed_output(items: list[Item], sealer: Sealer | None) -> list[Item]:
+    """A response's own output as its next round sends it: reasoning the gateway sealed
+    for its client goes without the seal (its text is there) — a seal is for the client
+    to send back, never for an upstream to check."""
+    if not any(_sealed_reasoning(item, sealer) for item in items):
+        return items
+    return [
+        {key: value for key, value in item.items() if key != ENCRYPTED}
+        if _sealed_reasoning(item, sealer)
+        else item
+        for item in items
+    ]
 
 
 def summary_message(summary: str, item_id: object = None) -> Item:

@@ -262,7 +262,8 @@ def _thinking(
 ) -> None:
     if thinking is None or thinking.type == "disabled":
         return
-    settings.reasoning_display = thinking.display
+    if thinking.display is not None:  # a value Anthropic adds later: as summarized
+        settings.reasoning_display = "omitted" if thinking.display == "omitted" else "summarized"
     if thinking.type == "adaptive":
         effort = output.effort if output is not None else None
         settings.reasoning_effort = _EFFORTS.get(effort or "", _ADAPTIVE_DEFAULT)

@@ -33,7 +33,6 @@ from stateway.protocols.messages.encode import (
     encode_usage,
     message_id,
     stop_reason,
-    thinking_block,
     thinking_omitted,
     tool_use_start,
 )
@@ -90,9 +89,11 @@ class MessagesStream:
         kind = item.get("type")
         if kind == MESSAGE:
             block: dict[str, Any] = {"type": "text", "text": ""}
-        elif kind == REASONING:
-            block = thinking_block(item, self._omitted)
-            if block["type"] == "thinking":
+        elif kind == REASONING:  # text and signature come as deltas
+            thinking = thinking_of(item)
+            if thinking.redacted:
+                block = {"type": "redacted_thinking", "data": thinking.seal}
+            else:
                 block = {"type": "thinking", "thinking": "", "signature": ""}
         elif kind == FUNCTION_CALL:
             block = tool_use_start(item)
