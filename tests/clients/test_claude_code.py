@@ -236,3 +236,25 @@ def test_thinking_it_asked_without_text_still_reaches_the_model(
     seen = run.result["result"].splitlines()
     assert seen[seen.index("reasoning: plan-xyz") + 1].startswith("assistant->Bash(")
     assert OUTPUT in run.result["result"]
+
+
+def test_a_sub_agent_sends_its_own_requests_through_the_gateway(
+    claude_binary: Path, claude_gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """The fake calls Claude Code's Agent tool: Claude Code starts a sub-agent (in the
+    background) whose own requests (its own system prompt and tools) go through the
+    gateway too; its answer reaches the main agent in a task notification, which the main
+    agent answers before the run ends. Every request 2xx."""
+    arguments = {"description": "Greet", "prompt": "Say hi from below"}
+    arguments["subagent_type"] = "general-purpose"
+    prompt = f"Delegate [[tool:Agent:{json.dumps(arguments)}]]"
+    run = _claude(claude_binary, claude_gateway, prompt, tmp_path, ("Agent",))
+
+    assert run.result is not None
+    assert run.result["subagent_stats"]["completed"] == 1
+    bodies = run.bodies()
+    [sub] = [b for b in bodies if "Delegate [[tool:Agent" not in json.dumps(b["messages"][0])]
+    assert "Say hi from below" in json.dumps(sub["messages"])
+    notified = json.dumps(bodies[-1]["messages"][-1])
+    assert "<task-notification>" in notified
+    assert "Hello! You said:" in notified  # the sub-agent's answer, from the fake

@@ -6,8 +6,8 @@ or ``tool_use``), its ``content_block_delta`` events (``text_delta``, ``thinking
 unless the client asked for thinking without its text, ``input_json_delta``; a
 ``signature_delta`` before a signed thinking block stops) and ``content_block_stop``; a
 call of a gateway tool the client declared (web search, an MCP server), once it has run,
-as its use block (its input in one
-``input_json_delta``) and its result block (:mod:`.server_tools`); at the end
+as its use block (its input in one ``input_json_delta``) and its result block
+(:mod:`.server_tools`); at the end
 ``message_delta`` (stop reason, cumulative usage) and ``message_stop`` — or, for a
 response that failed, one ``error`` event and no ``message_stop``. Blocks are numbered in
 the order they start; items the client does not see (the gateway's own tool calls) take
