@@ -181,8 +181,7 @@ def _check_blocks(
             raise invalid_request(f"{at}.id: String should match pattern '^[a-zA-Z0-9_-]+$'", at)
         if kind == "tool_use" and not isinstance(block.get("input"), dict):
             raise invalid_request(f"{at}.input: Input should be a valid dictionary", at)
-        thinking, signature = str(block.get("thinking", "")), str(block.get("signature", ""))
-        if kind == "thinking" and verify(thinking, signature) is None:
+        if kind == "thinking" and not _signed(block, verify):
             raise invalid_request(f"{at}: Invalid `signature` in `thinking` block", at)
         if kind == "tool_result":
             if seen_other:
@@ -191,3 +190,8 @@ def _check_blocks(
         else:
             seen_other = True
     return results
+
+
+def _signed(block: dict[str, Any], verify: Callable[[str, str], str | None]) -> bool:
+    thinking, signature = str(block.get("thinking", "")), str(block.get("signature", ""))
+    return verify(thinking, signature) is not None
