@@ -14,6 +14,7 @@ from typing import Any
 import anthropic
 import pytest
 from anthropic import Anthropic
+from anthropic.types.beta import BetaMessage
 
 from stateway.launch import start_gateway
 from tests.support.mcp_server import RunningMcpServer, serve_mcp
@@ -45,18 +46,23 @@ def servers(setup: Setup, **extra: Any) -> list[Any]:
     return [{"type": "url", "url": setup.server.url, "name": "calc", **extra}]
 
 
+def create(setup: Setup, messages: list[Any], **server: Any) -> BetaMessage:
+    """``beta.messages.create`` with the ``calc`` server (``server``: more of its fields)."""
+    return setup.claude.beta.messages.create(
+        model="m",
+        max_tokens=1024,
+        messages=messages,
+        mcp_servers=servers(setup, **server),
+        betas=BETAS,
+    )
+
+
 def add(a: int, b: int) -> str:
     return f"[[tool:calc__add:{json.dumps({'a': a, 'b': b}, separators=(',', ':'))}]]"
 
 
 def test_a_call_is_run_by_the_gateway_and_shown_as_anthropic_shows_it(setup: Setup) -> None:
-    message = setup.claude.beta.messages.create(
-        model="m",
-        max_tokens=1024,
-        messages=[{"role": "user", "content": add(2, 3)}],
-        mcp_servers=servers(setup),
-        betas=BETAS,
-    )
+    message = create(setup, [{"role": "user", "content": add(2, 3)}])
     use, result, text = message.content
     assert use.type == "mcp_tool_use"
     assert (use.name, use.server_name, use.input) == ("add", "calc", {"a": 2, "b": 3})
@@ -91,12 +97,8 @@ def test_a_streamed_call_gives_the_same_blocks(setup: Setup) -> None:
 
 
 def test_a_failed_call_is_an_error_result_and_the_model_goes_on(setup: Setup) -> None:
-    message = setup.claude.beta.messages.create(
-        model="m",
-        max_tokens=1024,
-        messages=[{"role": "user", "content": '[[tool:calc__fail:{"message":"no way"}]]'}],
-        mcp_servers=servers(setup),
-        betas=BETAS,
+    message = create(
+        setup, [{"role": "user", "content": '[[tool:calc__fail:{"message":"no way"}]]'}]
     )
     _, result, text = message.content
     assert result.type == "mcp_tool_result"
@@ -106,23 +108,14 @@ def test_a_failed_call_is_an_error_result_and_the_model_goes_on(setup: Setup) ->
 
 
 def test_a_later_turn_sends_the_call_back_and_the_model_sees_its_output(setup: Setup) -> None:
-    first = setup.claude.beta.messages.create(
-        model="m",
-        max_tokens=1024,
-        messages=[{"role": "user", "content": add(20, 22)}],
-        mcp_servers=servers(setup),
-        betas=BETAS,
-    )
-    second = setup.claude.beta.messages.create(
-        model="m",
-        max_tokens=1024,
-        messages=[
+    first = create(setup, [{"role": "user", "content": add(20, 22)}])
+    second = create(
+        setup,
+        [
             {"role": "user", "content": add(20, 22)},
             {"role": "assistant", "content": [b.model_dump() for b in first.content]},
             {"role": "user", "content": "[[echo]]"},
         ],
-        mcp_servers=servers(setup),
-        betas=BETAS,
     )
     transcript = "".join(b.text for b in second.content if b.type == "text")
     assert "42" in transcript
@@ -163,12 +156,10 @@ def test_a_server_off_the_allow_list_is_a_400(setup: Setup) -> None:
 
 
 def test_the_authorization_token_reaches_the_server_as_a_bearer_token(setup: Setup) -> None:
-    message = setup.claude.beta.messages.create(
-        model="m",
-        max_tokens=1024,
-        messages=[{"role": "user", "content": "[[tool:calc__whoami:{}]]"}],
-        mcp_servers=servers(setup, authorization_token="tok-1"),
-        betas=BETAS,
+    message = create(
+        setup,
+        [{"role": "user", "content": "[[tool:calc__whoami:{}]]"}],
+        authorization_token="tok-1",
     )
     _, result, _ = message.content
     assert result.type == "mcp_tool_result"

@@ -21,6 +21,18 @@ def body(**fields: Any) -> bytes:
     return orjson.dumps({**base, **fields})
 
 
+def sent_back(prompt: str, answer: list[Any]) -> bytes:
+    """A body whose assistant turn is an earlier ``answer``'s blocks, sent back between
+    its ``prompt`` and the next user turn."""
+    return body(
+        messages=[
+            {"role": "user", "content": prompt},
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": "thanks"},
+        ]
+    )
+
+
 def refused(raw: bytes) -> InvalidRequest:
     with pytest.raises(InvalidRequest) as caught:
         decode_messages(raw)

@@ -15,7 +15,7 @@ from stateway.core.commands import GenerationSettings
 from stateway.protocols.messages.decode import decode_messages
 from stateway.protocols.messages.encode import encode_message
 from stateway.protocols.messages.stream import MessagesStream
-from tests.protocols.messages.test_decode import body, refused
+from tests.protocols.messages.test_decode import body, refused, sent_back
 from tests.protocols.messages.test_encode import TEXT, frames, state
 
 SERVER = {"type": "url", "url": "https://mcp.test/mcp", "name": "calc"}
@@ -144,15 +144,7 @@ def test_a_declared_servers_calls_are_shown_and_come_back_as_they_were() -> None
     assert text.type == "text"
     assert "server_tool_use" not in wire["usage"]
 
-    command = decode_messages(
-        body(
-            messages=[
-                {"role": "user", "content": "add"},
-                {"role": "assistant", "content": wire["content"]},
-                {"role": "user", "content": "thanks"},
-            ]
-        )
-    )
+    command = decode_messages(sent_back("add", wire["content"]))
     _, call, failure, _, _ = command.input
     assert call == CALL
     assert failure == FAILED | {"error": "no"}

@@ -13,7 +13,7 @@ from stateway.core.commands import GenerationSettings
 from stateway.protocols.messages.decode import decode_messages
 from stateway.protocols.messages.encode import encode_message
 from stateway.protocols.messages.stream import MessagesStream
-from tests.protocols.messages.test_decode import body
+from tests.protocols.messages.test_decode import body, sent_back
 from tests.protocols.messages.test_encode import TEXT, frames, state
 
 DECLARED = {"type": "web_search", "max_uses": 2}
@@ -63,15 +63,7 @@ def test_the_server_tool_becomes_the_gateway_web_search_with_its_limits() -> Non
 
 def test_an_earlier_search_comes_back_as_the_call_the_model_saw() -> None:
     shown = encode_message(state(output=[SEARCH, FAILED, TEXT], settings=settings()))
-    command = decode_messages(
-        body(
-            messages=[
-                {"role": "user", "content": "look it up"},
-                {"role": "assistant", "content": shown["content"]},
-                {"role": "user", "content": "thanks"},
-            ]
-        )
-    )
+    command = decode_messages(sent_back("look it up", shown["content"]))
     _, search, failed, text, _ = command.input
     assert search == SEARCH | {"action": SEARCH["action"] | {"sources": SOURCES}}
     assert failed == {
