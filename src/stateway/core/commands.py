@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
 from stateway.core.items import Item
+
+if TYPE_CHECKING:
+    from stateway.core.runs import Run
 
 DEFAULT_TENANT = "default"
 
@@ -103,6 +106,12 @@ class CreateResponse:
     """The items before ``input``, already resolved by the surface (a WebSocket
     connection's checkpoint of ``previous_response_id``, kept even when not stored):
     used instead of reading the chain from the store."""
+    attach: Callable[[Run], None] | None = None
+    """Drive the run in the caller's own task instead of a task of its own: ``execute``
+    returns once the run has ended, and ``attach`` is called with the run as it starts
+    (a surface routes its client leaving to :meth:`Run.cancel` there). For a
+    non-streamed answer whose run need not outlive its request; a background run is
+    detached whatever this says."""
 
 
 @dataclass(slots=True, frozen=True)

@@ -276,6 +276,7 @@ class Gateway:
             self.generations.release(generation)
             raise
         self._count_tokens_of(principal, run)
+        await self._starter.drive_attached(run)
         return run
 
     def _count_tokens_of(self, principal: Principal, run: Run) -> None:
@@ -312,6 +313,7 @@ class Gateway:
             self.generations.release(generation)
             raise
         self._count_tokens_of(principal, run)
+        await self._starter.drive_attached(run)
         return run
 
     def _relayed(self, tenant_id: str, model: str, backend: str, relay: Relay) -> None:

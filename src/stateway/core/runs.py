@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import TYPE_CHECKING
 
 from stateway.core.errors import GatewayError
@@ -45,6 +45,7 @@ class Run:
         "cancel_reason",
         "cancellable",
         "context",
+        "driver",
         "error",
         "events",
         "finishing",
@@ -72,6 +73,10 @@ class Run:
         self.error: GatewayError | None = None
         """Set when the run failed before any output: non-streaming callers raise it."""
         self.task: asyncio.Task[None] | None = None
+        """The task driving the run: its own, or its caller's (:attr:`driver`)."""
+        self.driver: Coroutine[None, None, None] | None = None
+        """An attached run's driving, for its caller to await in its own task
+        (:attr:`CreateResponse.attach <stateway.core.commands.CreateResponse.attach>`)."""
         self.cancellable = False
         """True while generating: a cancel then interrupts the round. Once the run is
         finishing (persisting, emitting its terminal event) a cancel changes nothing."""

@@ -123,8 +123,38 @@ class RunStarter:
                 begun.add_done_callback(start)
                 raise
         journal = _journal_of(command)
-        self._start(run, plan, context, command.stream, toolset, generation, journal, compaction)
+        attach = None if command.background else command.attach
+        self._start(
+            run,
+            plan,
+            context,
+            command.stream,
+            toolset,
+            generation,
+            journal,
+            compaction,
+            attached=attach is not None,
+        )
+        if attach is not None:
+            run.task = asyncio.current_task()
+            attach(run)
         return run
+
+    @staticmethod
+    async def drive_attached(run: Run) -> None:
+        """Drive an attached run (:attr:`Run.driver`) to its end in this task; nothing
+        for a run with a task of its own. A cancel that :meth:`Run.cancel` asked for
+        ends the run and is absorbed here; any other cancel goes on."""
+        driver, run.driver = run.driver, None
+        if driver is None:
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        try:
+            await driver
+        except asyncio.CancelledError:
+            if run.cancel_reason is None or task.uncancel() > 0:
+                raise
 
     async def _plan(
         self,
@@ -160,7 +190,11 @@ class RunStarter:
         generation: Generation,
         journal: Journal = None,
         compaction: CompactionStep | None = None,
+        *,
+        attached: bool = False,
     ) -> None:
+        """Start ``run``: in a task of its own, or ``attached``: left for its caller to
+        drive (:meth:`drive_attached`)."""
         if run.state.background and self._encoder is not None:
             run.journal = RunJournal(run, self._store, self._encoder, fanout=self._fanout)
             stream = True  # its row is written first, and it logs events as they come
@@ -171,7 +205,10 @@ class RunStarter:
             )
         self.runs.add(run)
         drive = self._drive(run, plan, context, stream, toolset, generation, compaction)
-        run.task = asyncio.create_task(drive)
+        if attached:
+            run.driver = drive  # its caller drives it: see drive_attached
+        else:
+            run.task = asyncio.create_task(drive)
 
     def _start_abandoned(
         self,

@@ -11,6 +11,7 @@ result encoded as a ``chat.completion`` or a stream of ``chat.completion.chunk``
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from functools import partial
 
 from starlette.requests import ClientDisconnect
@@ -25,7 +26,7 @@ from stateway.protocols.chat.stream import ChatStream
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.relay import RelayResponse
-from stateway.surfaces.http.run_answers import failure_after_output, wait_for_output
+from stateway.surfaces.http.run_answers import failure_after_output, handed_over, wait_for_output
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
     Chunks,
@@ -91,14 +92,17 @@ class ChatRoutes:
         large = len(raw) > INLINE_DECODE_BYTES
         call = await asyncio.to_thread(peek_chat, raw) if large else peek_chat(raw)
         translated: list[ChatRequest] = []
-        translate = partial(self._translate, call, large, translated)
+        attach = None if call.stream else handed_over(watch)
+        translate = partial(self._translate, call, large, translated, attach)
         needs = call.needs_gateway
         command = ForwardChat(call.model, raw, call.fields, translate, needs_gateway=needs)
         result = await self._gateway.execute(principal_of(scope), command)
         if not isinstance(result, Run):
             return RelayResponse(result)
         run = result
-        if watch.stop():  # the client left just as the run was admitted
+        if watch.stop():  # the client left as the run was admitted, or while it ran here
+            if run.closed:
+                raise ClientDisconnect  # nobody to answer
             run.cancel()
         if call.stream:
             return SSEResponse(
@@ -108,11 +112,12 @@ class ChatRoutes:
                 keepalive=self._keepalive,
                 error_response=partial(error_answer, scope),
             )
-        watcher = asyncio.create_task(watch_disconnect(receive, run.cancel))
-        try:
-            await run.wait()
-        finally:
-            watcher.cancel()
+        if not run.closed:  # else an attached run, over by now
+            watcher = asyncio.create_task(watch_disconnect(receive, run.cancel))
+            try:
+                await run.wait()
+            finally:
+                watcher.cancel()
         if run.error is not None:
             raise run.error
         if run.state.status == "failed":
@@ -120,11 +125,16 @@ class ChatRoutes:
         return JSONResponse(encode_completion(run.state))
 
     async def _translate(
-        self, call: ChatCall, large: bool, into: list[ChatRequest]
+        self,
+        call: ChatCall,
+        large: bool,
+        into: list[ChatRequest],
+        attach: Callable[[Run], None] | None,
     ) -> CreateResponse:
         decode = partial(decode_chat, call.fields, max_input_items=self._max_items)
         decoded = await asyncio.to_thread(decode) if large else decode()
         into.append(decoded)
+        decoded.command.attach = attach
         return decoded.command
 
 

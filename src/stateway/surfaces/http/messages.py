@@ -31,7 +31,12 @@ from stateway.protocols.messages.errors import encode_error
 from stateway.protocols.messages.stream import PING, MessagesStream
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.errors import error_answer
-from stateway.surfaces.http.run_answers import failure_after_output, wait_for_output, wait_watched
+from stateway.surfaces.http.run_answers import (
+    AttachedWatch,
+    failure_after_output,
+    wait_for_output,
+    wait_watched,
+)
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
     Chunks,
@@ -91,7 +96,14 @@ class MessagesRoutes:
             command = decode_messages(body, max_input_items=limit)
         else:
             command = await asyncio.to_thread(decode_messages, body, max_input_items=limit)
-        run = await self._gateway.execute(principal_of(scope), command)
+        watch = None if command.stream else AttachedWatch(receive)
+        command.attach = watch  # a non-streamed run is driven by this request's task
+        try:
+            run = await self._gateway.execute(principal_of(scope), command)
+        finally:
+            left = watch is not None and watch.stop()
+        if left:
+            raise ClientDisconnect
         if command.stream:
             return SSEResponse(
                 _frames(run),

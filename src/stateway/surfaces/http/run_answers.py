@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive
 
 from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.response import ResponseState
-from stateway.core.runs import Run
+from stateway.core.runs import CancelReason, Run
 from stateway.surfaces.http.transport import DisconnectWatch
 
 
@@ -34,10 +35,45 @@ def failure_after_output(state: ResponseState) -> GatewayError:
     )
 
 
+class AttachedWatch:
+    """Given as :attr:`CreateResponse.attach <stateway.core.commands.CreateResponse.attach>`
+    for a non-streamed answer: the request's own task drives the run, and from the run's
+    start a :class:`DisconnectWatch` turns its client leaving into
+    ``run.cancel(CLIENT_GONE)``, which interrupts generating but never the final save.
+    :meth:`stop` (always, once ``execute`` is over) tells whether the client left."""
+
+    __slots__ = ("_receive", "_watch")
+
+    def __init__(self, receive: Receive) -> None:
+        self._receive = receive
+        self._watch: DisconnectWatch | None = None
+
+    def __call__(self, run: Run) -> None:
+        leave = partial(run.cancel, CancelReason.CLIENT_GONE)
+        self._watch = DisconnectWatch(self._receive, leave=leave)
+
+    def stop(self) -> bool:
+        """Stop watching; whether the client left (then nobody is left to answer)."""
+        watch, self._watch = self._watch, None
+        return watch is not None and watch.stop()
+
+
+def handed_over(watch: DisconnectWatch) -> Callable[[Run], None]:
+    """An ``attach`` for a request ``watch`` already watches (cancelling its task, until
+    then): from the run's start, its client leaving cancels the run instead."""
+
+    def attach(run: Run) -> None:
+        watch.calling(partial(run.cancel, CancelReason.CLIENT_GONE))
+
+    return attach
+
+
 async def wait_watched(run: Run, receive: Receive, on_disconnect: Callable[[], None]) -> None:
     """Wait for ``run`` to end, or for its client to leave (``on_disconnect`` is called and
     :class:`ClientDisconnect` raised): watched by a :class:`DisconnectWatch`, whose timer
     spares a watcher task for answers done within its first interval."""
+    if run.closed:  # an attached run: over by now
+        return
     watch = DisconnectWatch(receive)
     try:
         await run.wait()

@@ -136,16 +136,26 @@ class DisconnectWatch:
     (:func:`watch_disconnect`), so an answer done sooner (most relayed non-streamed ones)
     pays for a timer instead of a task, and a client that leaves sooner is noticed then.
     The task catches the ``CancelledError`` and asks :meth:`left` whether it was this
-    watch's; :meth:`stop` when the answer is done (or watched otherwise)."""
+    watch's; :meth:`stop` when the answer is done (or watched otherwise). Given ``leave``,
+    the watch calls it instead of cancelling the task (an attached run's
+    :meth:`~stateway.core.runs.Run.cancel`, which knows when a cancel may interrupt it);
+    :meth:`stop` then tells whether the client left."""
 
-    __slots__ = ("_gone", "_receive", "_task", "_timer", "_watcher")
+    __slots__ = ("_gone", "_leave_with", "_receive", "_task", "_timer", "_watcher")
 
-    def __init__(self, receive: Receive, after: float = WATCH_AFTER) -> None:
+    def __init__(
+        self,
+        receive: Receive,
+        after: float = WATCH_AFTER,
+        *,
+        leave: Callable[[], None] | None = None,
+    ) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._task = task
         self._receive = receive
         self._gone = False
+        self._leave_with = leave
         self._watcher: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
             after, self._watch
@@ -159,7 +169,15 @@ class DisconnectWatch:
 
     def _leave(self) -> None:
         self._gone = True
-        self._task.cancel()
+        if self._leave_with is None:
+            self._task.cancel()
+        else:
+            self._leave_with()
+
+    def calling(self, leave: Callable[[], None]) -> None:
+        """From now on, call ``leave`` when the client leaves instead of cancelling the
+        task (see the class)."""
+        self._leave_with = leave
 
     def left(self) -> bool:
         """Whether the ``CancelledError`` being handled is this watch's alone: the
