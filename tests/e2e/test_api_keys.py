@@ -94,6 +94,7 @@ def test_no_key_or_a_wrong_one_is_a_401_in_each_sdks_shape(gateway: AuthGateway)
         assert denied.value.body == {
             "type": "error",
             "error": {"type": "authentication_error", "message": "Incorrect API key provided."},
+            "request_id": denied.value.request_id,
         }
         assert denied.value.request_id is not None
     missing = httpx2.post(gateway.url + "/v1/responses", json={"model": MODEL, "input": "hi"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anthropic
 import openai
 import pytest
 from openai import OpenAI
@@ -50,8 +51,32 @@ read_timeout = 0.5
 
         listed = {model.id: model.owned_by for model in sdk.models.list()}
         assert listed == {"small": "chat-box", "big": "responses-box"}
+        assert sdk.models.retrieve("big").owned_by == "responses-box"
+        with pytest.raises(openai.NotFoundError) as unknown:
+            sdk.models.retrieve("unknown")
+        assert unknown.value.code == "model_not_found"
+        models_in_anthropic_shape(url)
 
         with pytest.raises(openai.APIStatusError) as timed_out:
             sdk.responses.create(model="big", input="[[slow:3000]]")
         assert timed_out.value.status_code == 504
         assert timed_out.value.code == "upstream_timeout"
+
+
+def models_in_anthropic_shape(url: str) -> None:
+    """The anthropic SDK pages through the listing and retrieves one model."""
+    with anthropic.Anthropic(base_url=url, api_key="x", max_retries=0) as claude:
+        first = claude.models.list(limit=1)
+        assert [model.id for model in first.data] == ["small"]
+        assert first.has_more is True
+        assert [model.id for model in claude.models.list(limit=1)] == ["small", "big"]
+        assert [model.id for model in claude.models.list(before_id="big").data] == ["small"]
+        big = claude.models.retrieve("big")
+        assert (big.id, big.type, big.lifecycle) == ("big", "model", "active")
+        with pytest.raises(anthropic.NotFoundError) as unknown:
+            claude.models.retrieve("unknown")
+        assert unknown.value.body["error"]["type"] == "not_found_error"  # type: ignore[index]
+        assert unknown.value.request_id == unknown.value.body["request_id"]  # type: ignore[index]
+        with pytest.raises(anthropic.BadRequestError) as cursor:
+            claude.models.list(after_id="unknown")
+        assert "after_id" in cursor.value.message

@@ -17,7 +17,6 @@ from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
 from stateway.protocols.messages.encode import (
     encode_message,
-    encode_model_list,
     encode_usage,
     tool_input,
 )
@@ -326,26 +325,15 @@ def test_error_types_by_status() -> None:
     assert encode_error(NotFound("no"))["error"]["type"] == "not_found_error"
     assert encode_error(Overloaded("busy"))["error"]["type"] == "overloaded_error"
     assert encode_error(UpstreamError("down"))["error"]["type"] == "api_error"
-    assert [error_type(s) for s in (401, 403, 413, 429, 500, 529, 408)] == [
+    assert [error_type(s) for s in (401, 402, 403, 409, 413, 429, 500, 504, 529, 408)] == [
         "authentication_error",
+        "billing_error",
         "permission_error",
+        "conflict_error",
         "request_too_large",
         "rate_limit_error",
         "api_error",
+        "timeout_error",
         "overloaded_error",
         "invalid_request_error",
     ]
-
-
-def test_model_list_in_anthropic_shape() -> None:
-    listing = encode_model_list([("a", "b1"), ("z", "b2")])
-    assert listing["first_id"] == "a"
-    assert listing["last_id"] == "z"
-    assert listing["has_more"] is False
-    assert listing["data"][0] == {
-        "type": "model",
-        "id": "a",
-        "display_name": "a",
-        "created_at": "1970-01-01T00:00:00Z",
-    }
-    assert encode_model_list([])["first_id"] is None

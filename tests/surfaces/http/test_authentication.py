@@ -104,6 +104,7 @@ async def test_messages_refusals_have_anthropics_shape_and_a_request_id(
     assert reply.json() == {
         "type": "error",
         "error": {"type": "authentication_error", "message": "Incorrect API key provided."},
+        "request_id": reply.headers["request-id"],
     }
     assert reply.headers["request-id"].startswith("req_")
     listing = await call(app, "GET", "/v1/models", headers=[(b"anthropic-version", b"2023-06-01")])

@@ -288,6 +288,7 @@ async def test_models_in_the_shape_the_client_speaks() -> None:
                 "id": "known",
                 "display_name": "known",
                 "created_at": "1970-01-01T00:00:00Z",
+                "lifecycle": "active",
             }
         ],
         "has_more": False,
@@ -296,6 +297,44 @@ async def test_models_in_the_shape_the_client_speaks() -> None:
     }
     openai = await call(app, "GET", "/v1/models")
     assert openai.json()["object"] == "list"
+
+
+async def test_one_model_in_the_shape_the_client_speaks() -> None:
+    app = build(catch_all=False)
+    version = [(b"anthropic-version", b"2023-06-01")]
+    anthropic = await call(app, "GET", "/v1/models/known", headers=version)
+    assert (anthropic.status, anthropic.json()["type"]) == (200, "model")
+    openai = await call(app, "GET", "/v1/models/known")
+    assert openai.json() == {"id": "known", "object": "model", "created": 0, "owned_by": "scripted"}
+
+    missing = await call(app, "GET", "/v1/models/other", headers=version)
+    assert missing.status == 404
+    assert missing.json()["error"]["type"] == "not_found_error"
+    assert missing.json()["request_id"] == missing.headers["request-id"]
+    missing = await call(app, "GET", "/v1/models/other")
+    assert missing.status == 404
+    assert missing.json()["error"]["code"] == "model_not_found"
+    paged = await call(app, "GET", "/v1/models", query="limit=0", headers=version)
+    assert paged.status == 400
+    assert paged.json()["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "kind"),
+    [
+        ("GET", "/v1/messages", 405, "invalid_request_error"),
+        ("POST", "/v1/messages/batches", 404, "not_found_error"),
+        ("GET", "/v1/messages/count_tokens", 405, "invalid_request_error"),
+    ],
+)
+async def test_route_errors_under_messages_have_anthropics_shape(
+    method: str, path: str, status: int, kind: str
+) -> None:
+    reply = await call(build(), method, path, body() if method == "POST" else b"")
+    assert reply.status == status
+    assert reply.json()["type"] == "error"
+    assert reply.json()["error"]["type"] == kind
+    assert reply.json()["request_id"] == reply.headers["request-id"]
 
 
 _blocks = st.lists(

@@ -1,5 +1,4 @@
-"""Canonical -> Messages wire: the ``message`` object, its usage and stop reason, the
-Anthropic-shaped model list.
+"""Canonical -> Messages wire: the ``message`` object, its usage and stop reason.
 
 Output items become content blocks: an assistant message's text parts ``text``, a
 reasoning item ``thinking`` (its ``encrypted_content`` as the ``signature``: the
@@ -31,8 +30,6 @@ from stateway.core.usage import Usage
 from stateway.protocols.messages import server_tools
 from stateway.protocols.messages.server_tools import Shown
 
-EPOCH: Final = "1970-01-01T00:00:00Z"
-"""``created_at`` of a model whose creation time the gateway does not know."""
 _INCOMPLETE: Final = {
     "max_output_tokens": "max_tokens",
     "content_filter": "refusal",
@@ -132,17 +129,3 @@ def encode_usage(usage: Usage, web_searches: int = 0) -> dict[str, Any]:
     if web_searches:
         wire["server_tool_use"] = {"web_search_requests": web_searches, "web_fetch_requests": 0}
     return wire
-
-
-def encode_model_list(models: list[tuple[str, str]]) -> dict[str, Any]:
-    """``GET /v1/models`` for a client that sent ``anthropic-version``: one page."""
-    data = [
-        {"type": "model", "id": model, "display_name": model, "created_at": EPOCH}
-        for model, _backend in models
-    ]
-    return {
-        "data": data,
-        "has_more": False,
-        "first_id": data[0]["id"] if data else None,
-        "last_id": data[-1]["id"] if data else None,
-    }

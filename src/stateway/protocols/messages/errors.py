@@ -5,11 +5,14 @@ typed by HTTP status as Anthropic types them.
 status   ``error.type``
 =======  ==========================================================================
 401      ``authentication_error``
+402      ``billing_error`` (an upstream's)
 403      ``permission_error``
 404      ``not_found_error``
+409      ``conflict_error``
 413      ``request_too_large``
 429      ``rate_limit_error``
 503      ``overloaded_error`` (the gateway's queue is full, or the upstream overloaded)
+504      ``timeout_error`` (the upstream did not answer in time)
 other    ``invalid_request_error`` below 500, ``api_error`` from 500
 =======  ==========================================================================
 
@@ -28,11 +31,14 @@ from stateway.core.errors import GatewayError, InvalidRequest
 
 _TYPES: Final = {
     401: "authentication_error",
+    402: "billing_error",
     403: "permission_error",
     404: "not_found_error",
+    409: "conflict_error",
     413: "request_too_large",
     429: "rate_limit_error",
     503: "overloaded_error",
+    504: "timeout_error",
     529: "overloaded_error",
 }
 _OVERLOADED_CODES: Final = frozenset({"overloaded", "upstream_overloaded"})

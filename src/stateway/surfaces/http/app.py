@@ -27,12 +27,16 @@ from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.express import PlainApp, express_route
 from stateway.surfaces.http.hosts import HostGuard
-from stateway.surfaces.http.messages import MessagesRoutes
+from stateway.surfaces.http.messages import (
+    MESSAGES_PATH,
+    MODELS_PATH,
+    MessagesRoutes,
+    error_response_for,
+)
 from stateway.surfaces.http.metrics import MetricsRoutes
 from stateway.surfaces.http.observed import ObservedStarlette, RequestObserver
 from stateway.surfaces.http.responses import ResponsesRoutes, refuse_websocket
 from stateway.surfaces.http.service import ServiceRoutes
-from stateway.surfaces.http.transport import error_response
 from stateway.surfaces.http.usage import UsageRoutes
 
 Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
@@ -40,7 +44,6 @@ Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
-MESSAGES_PATH = "/v1/messages"
 
 POST_ONLY = ("/v1/responses/compact", "/v1/responses/input_tokens")
 """Routes beside ``/v1/responses/{response_id}`` that take POST only: another method is
@@ -100,7 +103,8 @@ def build_http_app(
         *messages_routes,
         *([] if chat_route is None else [chat_route]),
         *([] if mcp is None else [Route("/mcp", mcp)]),
-        Route("/v1/models", service.models, methods=["GET"]),
+        Route(MODELS_PATH, service.models, methods=["GET"]),
+        Route(MODELS_PATH + "/{model_id:path}", service.model, methods=["GET"]),
         Route("/health", service.health, methods=["GET"]),
         Route("/ready", service.ready, methods=["GET"]),
         *([] if admin is None else admin.routes()),
@@ -171,18 +175,19 @@ class _PostOnly:
 
 
 async def _gateway_error(request: Request, exc: Exception) -> Response:
-    return error_answer(request.scope, exc)
+    return error_answer(request.scope, exc, error_response_for(request.scope))
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    respond = error_response_for(request.scope)
     if exc.status_code == 404:
-        return error_response(NotFound(f"Unknown route: {request.method} {request.url.path}."))
+        return respond(NotFound(f"Unknown route: {request.method} {request.url.path}."))
     if exc.status_code == 405:
         allowed = _allowed_methods(request)
-        return error_response(_method_not_allowed(request.method, request.url.path, allowed))
+        return respond(_method_not_allowed(request.method, request.url.path, allowed))
     error = InvalidRequest(str(exc.detail), status=exc.status_code, code="invalid_request")
-    return error_response(error)
+    return respond(error)
 
 
 def _method_not_allowed(method: str, path: str, allowed: list[str]) -> InvalidRequest:
@@ -204,4 +209,4 @@ def _allowed_methods(request: Request) -> list[str]:
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
-    return error_answer(request.scope, exc)
+    return error_answer(request.scope, exc, error_response_for(request.scope))

@@ -17,10 +17,8 @@ from typing import Final
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core.errors import GatewayError
-from stateway.core.ids import new_id
 from stateway.surfaces.auth.authenticator import ANONYMOUS, IDENTITY, Authenticator
 from stateway.surfaces.http import messages
-from stateway.surfaces.http.transport import error_response
 
 OPEN_PATHS: Final = frozenset({"/health", "/ready"})
 
@@ -54,18 +52,4 @@ async def _refuse(scope: Scope, receive: Receive, send: Send, error: GatewayErro
     ):
         await send({"type": "websocket.close", "code": 1008, "reason": error.message})
         return
-    if _anthropic(scope):
-        answer = messages.error_response(error, request_id=new_id("req"))
-    else:
-        answer = error_response(error)
-    await answer(scope, receive, send)
-
-
-def _anthropic(scope: Scope) -> bool:
-    """Whether the request is an Anthropic client's (its answers have Anthropic's shape)."""
-    path: str = scope["path"]
-    if path.startswith("/v1/messages"):
-        return True
-    return path == "/v1/models" and any(
-        name == b"anthropic-version" for name, _ in scope["headers"]
-    )
+    await messages.error_response_for(scope)(error)(scope, receive, send)

@@ -45,10 +45,13 @@ from stateway.surfaces.http.transport import (
     read_body,
     require_json,
 )
+from stateway.surfaces.http.transport import error_response as openai_error_response
 
 log = logging.getLogger(__name__)
 
 REQUEST_ID = "request-id"
+MESSAGES_PATH = "/v1/messages"
+MODELS_PATH = "/v1/models"
 INLINE_DECODE_BYTES = 1024 * 1024
 """Bodies up to this size are decoded on the event loop, larger ones in a worker thread."""
 
@@ -150,8 +153,29 @@ async def _answered(handler: Handler, request: Request) -> Response:
 
 
 def error_response(error: GatewayError, *, request_id: str) -> Response:
+    """``error`` in Anthropic's shape, its ``request_id`` in the body and the header."""
     headers = {**error.headers, REQUEST_ID: request_id}
-    return JSONResponse(encode_error(error), status_code=error.status, headers=headers)
+    body = {**encode_error(error), "request_id": request_id}
+    return JSONResponse(body, status_code=error.status, headers=headers)
+
+
+def answers_anthropic(scope: Scope) -> bool:
+    """Whether a request is an Anthropic client's, answered in Anthropic's shape: the
+    Messages routes, and the model routes when it sends ``anthropic-version``."""
+    path: str = scope["path"]
+    if path == MESSAGES_PATH or path.startswith(MESSAGES_PATH + "/"):
+        return True
+    if path != MODELS_PATH and not path.startswith(MODELS_PATH + "/"):
+        return False
+    return any(name == b"anthropic-version" for name, _ in scope["headers"])
+
+
+def error_response_for(scope: Scope) -> Callable[[GatewayError], Response]:
+    """How an error is answered to this request: in Anthropic's shape (with the
+    request's id) or in the OpenAI shape."""
+    if not answers_anthropic(scope):
+        return openai_error_response
+    return partial(error_response, request_id=REQUEST_ID_VAR.get() or new_id("req"))
 
 
 async def _frames(run: Run) -> Chunks:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
 
 from stateway.core.commands import CheckReadiness, ListModels, Principal
+from stateway.core.errors import ModelNotFound
 from stateway.core.gateway import Gateway
-from stateway.protocols.messages.encode import encode_model_list
+from stateway.protocols.messages.models import model_info, model_page
 from stateway.surfaces.auth.authenticator import principal_of
+from stateway.surfaces.http.messages import answers_anthropic
 from stateway.surfaces.http.transport import JSONResponse
 
 
@@ -17,14 +21,26 @@ class ServiceRoutes:
         self._gateway = gateway
 
     async def models(self, request: Request) -> Response:
+        """``GET /v1/models``: in Anthropic's shape (a page) for a client that sent
+        ``anthropic-version``, else OpenAI's (every model)."""
         listing = await self._gateway.execute(principal_of(request.scope), ListModels())
-        if "anthropic-version" in request.headers:  # an Anthropic client: its shape
-            return JSONResponse(encode_model_list(listing.models))
-        data = [
-            {"id": model, "object": "model", "created": 0, "owned_by": backend}
-            for model, backend in listing.models
-        ]
+        if answers_anthropic(request.scope):
+            models = [model for model, _backend in listing.models]
+            return JSONResponse(model_page(models, request.query_params))
+        data = [_openai_model(model, backend) for model, backend in listing.models]
         return JSONResponse({"object": "list", "data": data})
+
+    async def model(self, request: Request) -> Response:
+        """``GET /v1/models/{model_id}``: a model the listing shows, in the client's
+        shape; another one is a 404 (``model_not_found``)."""
+        wanted = request.path_params["model_id"]
+        listing = await self._gateway.execute(principal_of(request.scope), ListModels())
+        for model, backend in listing.models:
+            if model == wanted:
+                if answers_anthropic(request.scope):
+                    return JSONResponse(model_info(model))
+                return JSONResponse(_openai_model(model, backend))
+        raise ModelNotFound(wanted)
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -42,3 +58,7 @@ class ServiceRoutes:
             },
         }
         return JSONResponse(body, status_code=200 if readiness.ready else 503)
+
+
+def _openai_model(model: str, backend: str) -> dict[str, Any]:
+    return {"id": model, "object": "model", "created": 0, "owned_by": backend}

@@ -1,0 +1,73 @@
+"""Models in Anthropic's shape: one model, and pages by ``limit``, ``after_id`` and
+``before_id``."""
+
+from __future__ import annotations
+
+import pytest
+
+from stateway.core.errors import InvalidRequest
+from stateway.protocols.messages.models import model_info, model_page
+
+MODELS = ["a", "b", "c", "d", "e"]
+
+
+def ids(page: dict[str, object]) -> list[str]:
+    return [model["id"] for model in page["data"]]  # type: ignore[attr-defined]
+
+
+def test_a_model() -> None:
+    assert model_info("a") == {
+        "type": "model",
+        "id": "a",
+        "display_name": "a",
+        "created_at": "1970-01-01T00:00:00Z",
+        "lifecycle": "active",
+    }
+
+
+def test_the_first_page_holds_twenty_by_default() -> None:
+    many = [f"m{i:02}" for i in range(25)]
+    page = model_page(many, {})
+    assert ids(page) == many[:20]
+    assert (page["has_more"], page["first_id"], page["last_id"]) == (True, "m00", "m19")
+    assert model_page(many[:20], {})["has_more"] is False
+    assert model_page([], {}) == {"data": [], "has_more": False, "first_id": None, "last_id": None}
+
+
+@pytest.mark.parametrize(
+    ("query", "expected", "more"),
+    [
+        ({"limit": "2"}, ["a", "b"], True),
+        ({"limit": "5"}, MODELS, False),
+        ({"limit": "1000"}, MODELS, False),
+        ({"limit": "2", "after_id": "b"}, ["c", "d"], True),
+        ({"limit": "2", "after_id": "c"}, ["d", "e"], False),
+        ({"after_id": "e"}, [], False),
+        ({"limit": "2", "before_id": "e"}, ["c", "d"], True),
+        ({"limit": "2", "before_id": "c"}, ["a", "b"], False),
+        ({"before_id": "a"}, [], False),
+    ],
+)
+def test_pages_by_cursor(query: dict[str, str], expected: list[str], more: bool) -> None:
+    page = model_page(MODELS, query)
+    assert ids(page) == expected
+    assert page["has_more"] is more
+
+
+@pytest.mark.parametrize(
+    ("query", "param"),
+    [
+        ({"limit": "0"}, "limit"),
+        ({"limit": "1001"}, "limit"),
+        ({"limit": "two"}, "limit"),
+        ({"after_id": "zz"}, "after_id"),
+        ({"before_id": "zz"}, "before_id"),
+        ({"after_id": "a", "before_id": "c"}, "after_id"),
+    ],
+)
+def test_bad_parameters_are_400s_naming_them(query: dict[str, str], param: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        model_page(MODELS, query)
+    assert caught.value.status == 400
+    assert caught.value.param == param
+    assert param in caught.value.message
