@@ -118,6 +118,18 @@ def test_function_output_without_a_pending_call_is_rejected(client: OpenAI) -> N
     assert caught.value.body["param"] == "input[0].call_id"  # type: ignore[index]
 
 
+def test_a_tool_choice_forcing_an_undeclared_tool_is_rejected(client: OpenAI) -> None:
+    for choice in ({"type": "function", "name": "zzz"}, "required"):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(
+                model=MODEL,
+                input="x",
+                tools=[] if choice == "required" else [WEATHER_TOOL],  # type: ignore[list-item]
+                tool_choice=choice,  # type: ignore[arg-type]
+            )
+        assert caught.value.body["param"] == "tool_choice"  # type: ignore[index]
+
+
 def test_store_false_is_not_retrievable_nor_continuable(client: OpenAI) -> None:
     response = client.responses.create(model=MODEL, input="secret", store=False)
     assert response.store is False

@@ -560,3 +560,54 @@ def test_a_list_or_object_where_a_name_belongs_is_a_400_naming_it(
         decode({"model": "m", "input": "x", **body})
     assert caught.value.status == 400
     assert caught.value.param == param
+
+
+FUNCTION = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+CUSTOM_TOOL = {"type": "custom", "name": "apply_patch"}
+NAMESPACED = {"type": "namespace", "name": "files", "tools": [{**FUNCTION, "name": "read"}]}
+
+
+@pytest.mark.parametrize(
+    ("tools", "choice", "input_items"),
+    [
+        ([FUNCTION], {"type": "function", "name": "get_weather"}, "x"),
+        ([CUSTOM_TOOL], {"type": "custom", "name": "apply_patch"}, "x"),
+        ([NAMESPACED], {"type": "function", "name": "read"}, "x"),
+        ([FUNCTION], "required", "x"),
+        ([], "auto", "x"),
+        ([], "none", "x"),
+        (
+            [],
+            {"type": "function", "name": "get_weather"},
+            [
+                {"type": "tool_search_output", "call_id": "c", "tools": [FUNCTION]},
+                {"role": "user", "content": "x"},
+            ],
+        ),
+    ],
+)
+def test_a_tool_choice_that_forces_an_offered_tool_is_kept(
+    tools: list[dict[str, object]], choice: object, input_items: object
+) -> None:
+    command = decode({"model": "m", "input": input_items, "tools": tools, "tool_choice": choice})
+    assert command.settings.tool_choice == choice
+
+
+@pytest.mark.parametrize(
+    ("tools", "choice", "message"),
+    [
+        ([], "required", "Tool choice 'required' must be specified with 'tools' parameter."),
+        ([FUNCTION], {"type": "function", "name": "zzz"}, "no function tool is named 'zzz'"),
+        ([], {"type": "function", "name": "get_weather"}, "not found in 'tools'"),
+        ([FUNCTION], {"type": "custom", "name": "get_weather"}, "no custom tool is named"),
+        ([NAMESPACED], {"type": "function", "name": "files"}, "no function tool is named"),
+    ],
+)
+def test_a_tool_choice_that_forces_what_is_not_offered_is_a_400(
+    tools: list[dict[str, object]], choice: object, message: str
+) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "tools": tools, "tool_choice": choice})
+    assert caught.value.status == 400
+    assert caught.value.param == "tool_choice"
+    assert message in caught.value.message

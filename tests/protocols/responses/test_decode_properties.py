@@ -114,7 +114,8 @@ valid_request = st.fixed_dictionaries(
         "frequency_penalty": st.floats(-2, 2),
         "client_extension": st.just({"ignored": True}),
     },
-)
+).filter(lambda body: body.get("tool_choice") != "required" or bool(body.get("tools")))
+"""Well-formed: ``required`` forces a tool, so it comes with some (else a 400)."""
 
 
 @settings(max_examples=300, deadline=None)

@@ -34,7 +34,7 @@ from stateway.protocols.responses.request import (
     CreateResponseBody,
     InputTokensBody,
 )
-from stateway.protocols.responses.tools.decode import decode_tools
+from stateway.protocols.responses.tools.decode import check_tool_choice, decode_tools
 
 _TOOL_CHOICES = frozenset({"auto", "none", "required"})
 _TYPE_CHOICES = WEB_SEARCH_TYPES | frozenset(
@@ -65,13 +65,16 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
     conversation_id = _conversation(body)
     if body.include:
         _check_include(body.include)
+    tools = decode_tools(body.tools or [], body.input)
+    choice = _tool_choice(body.tool_choice)
+    check_tool_choice(choice, tools, body.input)
     settings = GenerationSettings(
         temperature=body.temperature,
         top_p=body.top_p,
         max_output_tokens=body.max_output_tokens,
         max_tool_calls=body.max_tool_calls,
-        tools=decode_tools(body.tools or [], body.input),
-        tool_choice=_tool_choice(body.tool_choice),
+        tools=tools,
+        tool_choice=choice,
         parallel_tool_calls=True if body.parallel_tool_calls is None else body.parallel_tool_calls,
         text_format=_text_format(body.text.format if body.text else None),
         verbosity=body.text.verbosity if body.text else None,
@@ -143,9 +146,12 @@ def decode_input_tokens(raw: bytes, *, max_input_items: int | None = None) -> Co
     except pydantic.ValidationError as exc:
         raise invalid_request(exc) from None
     conversation_id = _conversation_id(body.conversation, body.previous_response_id)
+    tools = decode_tools(body.tools or [], body.input or [])
+    choice = _tool_choice(body.tool_choice)
+    check_tool_choice(choice, tools, body.input)
     settings = GenerationSettings(
-        tools=decode_tools(body.tools or [], body.input or []),
-        tool_choice=_tool_choice(body.tool_choice),
+        tools=tools,
+        tool_choice=choice,
         parallel_tool_calls=True if body.parallel_tool_calls is None else body.parallel_tool_calls,
         text_format=_text_format(body.text.format if body.text else None),
         reasoning_effort=body.reasoning.effort if body.reasoning else None,

@@ -15,6 +15,7 @@ whether the chosen upstream can carry them is decided in the core, after routing
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from stateway.core.errors import InvalidRequest
@@ -58,6 +59,48 @@ def decode_tools(tools: list[dict[str, Any]], raw_input: object = None) -> list[
                 for index, tool in enumerate(extra):
                     _decode(tool, f"input[{item_index}].tools[{index}]", seen, decoded)
     return decoded
+
+
+def check_tool_choice(
+    choice: str | dict[str, Any], tools: list[Item], raw_input: object = None
+) -> None:
+    """Refuse, as the hosted API does, a ``tool_choice`` that forces what ``tools`` (and
+    the tools that ``tool_search_output`` items of ``raw_input`` load) do not offer:
+    ``required`` with no tool at all, or a ``function`` or ``custom`` tool by a name no
+    such tool has (a namespace's members count by their own name)."""
+    loaded = list(tools)
+    if isinstance(raw_input, list):
+        for item in raw_input:
+            if isinstance(item, dict) and item.get("type") == TOOL_SEARCH_OUTPUT:
+                found = item.get("tools")
+                loaded.extend(t for t in found or () if isinstance(t, dict))
+    if choice == "required" and not loaded:
+        raise InvalidRequest(
+            "Tool choice 'required' must be specified with 'tools' parameter.",
+            param="tool_choice",
+            code="invalid_value",
+        )
+    if not isinstance(choice, dict) or choice.get("type") not in ("function", CUSTOM):
+        return
+    kind, name = choice["type"], choice.get("name")
+    for tool in _members(loaded):
+        if tool.get("type") == kind and tool.get("name") == name:
+            return
+    raise InvalidRequest(
+        f"Tool choice '{kind}' not found in 'tools' parameter: no {kind} tool is named '{name}'.",
+        param="tool_choice",
+        code="invalid_value",
+    )
+
+
+def _members(tools: list[Item]) -> Iterator[Item]:
+    """Each tool, a namespace's members in its place."""
+    for tool in tools:
+        if tool.get("type") == NAMESPACE:
+            members = tool.get("tools")
+            yield from (m for m in members or () if isinstance(m, dict))
+        else:
+            yield tool
 
 
 def _check_loaded(tools: Any, path: str) -> None:
