@@ -133,12 +133,63 @@ async def test_added_items_get_new_ids_of_their_type() -> None:
     assert stored[0]["id"].startswith("msg_")
 
 
+def call(call_id: str) -> Item:
+    return {"type": "function_call", "call_id": call_id, "name": "f", "arguments": "{}"}
+
+
+def answer(call_id: str) -> Item:
+    return {"type": "function_call_output", "call_id": call_id, "output": "ok"}
+
+
+async def test_added_outputs_answer_calls_of_the_conversation_once() -> None:
+    world = World()
+    conversation = await world.conversation("first")
+    await world.gateway.execute(ME, AddConversationItems(conversation.id, [call("c1")]))
+    await world.gateway.execute(ME, AddConversationItems(conversation.id, [answer("c1")]))
+    await world.gateway.execute(
+        ME, AddConversationItems(conversation.id, [user("x"), call("c2"), answer("c2")])
+    )
+    for items, param, code in [
+        ([answer("nope")], "items[0].call_id", "tool_call_not_found"),
+        ([user("y"), answer("c1")], "items[1].call_id", "tool_call_not_found"),  # answered
+        ([call("c2")], "items[0].call_id", "duplicate_call_id"),
+    ]:
+        with pytest.raises(InvalidRequest) as caught:
+            await world.gateway.execute(ME, AddConversationItems(conversation.id, items))
+        assert (caught.value.status, caught.value.param, caught.value.code) == (400, param, code)
+    assert len(await world.items(conversation.id)) == 6, "nothing of a refused batch is added"
+    with pytest.raises(ConversationNotFound) as unknown:
+        await world.gateway.execute(ME, AddConversationItems("conv_nope", [answer("c1")]))
+    assert unknown.value.param == "conversation_id"
+
+
+async def test_a_conversation_cannot_start_with_an_output_that_answers_nothing() -> None:
+    world = World()
+    with pytest.raises(InvalidRequest) as caught:
+        await world.gateway.execute(
+            ME, CreateConversation(items=[user("x"), answer("c9")], metadata={})
+        )
+    assert caught.value.param == "items[1].call_id"
+    assert world.conversations.stored == {}
+    created = await world.gateway.execute(
+        ME, CreateConversation(items=[call("c9"), answer("c9")], metadata={})
+    )
+    assert len(await world.items(created.id)) == 2
+
+
 async def test_a_reference_id_is_kept() -> None:
     world = World()
     conversation = await world.conversation()
+    call = {
+        "type": "local_shell_call",
+        "id": "lsh_1",
+        "call_id": "call_7",
+        "action": {"type": "exec", "command": ["ls"], "env": {}},
+        "status": "completed",
+    }
     output = {"type": "local_shell_call_output", "id": "call_7", "output": "ok"}
-    added = await world.gateway.execute(ME, AddConversationItems(conversation.id, [output]))
-    assert added.items[0]["id"] == "call_7"
+    added = await world.gateway.execute(ME, AddConversationItems(conversation.id, [call, output]))
+    assert added.items[1]["id"] == "call_7"
 
 
 async def test_get_and_delete_one_item() -> None:

@@ -184,6 +184,11 @@ def test_request_errors(client: OpenAI) -> None:
     assert caught.value.body["param"] == "limit"  # type: ignore[index]
     with pytest.raises(openai.NotFoundError):
         client.conversations.items.retrieve("msg_missing", conversation_id=conversation.id)
+    orphan = {"type": "function_call_output", "call_id": "call_nope", "output": "x"}
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.conversations.items.create(conversation.id, items=[user("a"), orphan])  # type: ignore[list-item]
+    assert caught.value.code == "tool_call_not_found"
+    assert caught.value.body["param"] == "items[1].call_id"  # type: ignore[index]
     assert client.conversations.items.list(conversation.id).data == [], "nothing half-written"
 
 

@@ -184,15 +184,41 @@ def check_call_outputs(prior: list[Item], current: list[Item]) -> None:
         )
 
 
+def check_added_answers(prior: list[Item], added: list[Item]) -> None:
+    """Items added to a conversation (``items[i]``): each output answers a call of
+    ``prior`` or of ``added`` before it that is not answered yet, each call has its own
+    ``call_id``, and each ``mcp_approval_response`` answers a request, as in a request's
+    input; but a call may stay unanswered (its output can be added later)."""
+    pending: dict[str, tuple[str, bool]] = {}
+    seen: set[str] = set()
+    approvals: set[str] = set()
+    for item in prior:
+        _track(item, pending, seen, approvals, None)
+    for index, item in enumerate(added):
+        _track(item, pending, seen, approvals, index, "items")
+
+
+def has_tool_items(items: list[Item]) -> bool:
+    """Whether any of ``items`` is a tool call, its output or an approval response (what
+    :func:`check_added_answers` needs the items before them for)."""
+    return any(
+        item.get("type") in _ANSWERS
+        or item.get("type") in _OUTPUTS
+        or item.get("type") == MCP_APPROVAL_RESPONSE
+        for item in items
+    )
+
+
 def _track(
     item: Item,
     pending: dict[str, tuple[str, bool]],
     seen: set[str],
     approvals: set[str],
     index: int | None,
+    field: str = "input",
 ) -> None:
-    """Account for one item; ``index`` is its place in this request's input (None for the
-    stored chain, which was checked when it was written)."""
+    """Account for one item; ``index`` is its place in this request's ``field`` (None for
+    the stored chain, which was checked when it was written)."""
     kind = item.get("type")
     if kind in _TOOL_SEARCH and item.get("execution") == "server":
         return  # the gateway's own search: its output always follows it
@@ -201,7 +227,7 @@ def _track(
         if index is not None and (not call_id or call_id in seen):
             raise InvalidRequest(
                 f"Duplicate or empty call_id {call_id!r}: every tool call needs its own.",
-                param=f"input[{index}].call_id",
+                param=f"{field}[{index}].call_id",
                 code="duplicate_call_id" if call_id else "invalid_value",
             )
         seen.add(call_id)
@@ -214,7 +240,7 @@ def _track(
         elif index is not None:
             raise InvalidRequest(
                 f"No tool call found for {kind.replace('_', ' ')} with call_id {call_id}.",
-                param=f"input[{index}].call_id",
+                param=f"{field}[{index}].call_id",
                 code="tool_call_not_found",
             )
     elif kind == MCP_APPROVAL_REQUEST:
@@ -224,6 +250,6 @@ def _track(
         if request_id not in approvals:
             raise InvalidRequest(
                 f"No MCP approval request found with id {request_id}.",
-                param=f"input[{index}].approval_request_id",
+                param=f"{field}[{index}].approval_request_id",
                 code="approval_request_not_found",
             )

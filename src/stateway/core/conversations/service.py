@@ -23,6 +23,7 @@ from stateway.core.commands import (
     ListConversationItems,
     UpdateConversation,
 )
+from stateway.core.context import check_added_answers, has_tool_items
 from stateway.core.conversations.ports import Conversation, ConversationItems, ConversationStore
 from stateway.core.errors import ConversationNotFound, NotFound
 from stateway.core.ids import new_id
@@ -45,6 +46,7 @@ class Conversations:
     async def execute(self, tenant_id: str, command: ConversationCommand) -> ConversationResult:
         match command:
             case CreateConversation(items=items, metadata=metadata):
+                check_added_answers([], items)
                 conversation = Conversation(tenant_id, new_id("conv"), time.time(), metadata)
                 await self._store.create(conversation, with_new_ids(items))
                 return conversation
@@ -60,6 +62,9 @@ class Conversations:
                     raise ConversationNotFound(conversation_id)
                 return ConversationDeleted(conversation_id)
             case AddConversationItems(conversation_id=conversation_id, items=items):
+                if has_tool_items(items):  # what they answer is among the items before
+                    before = await self.context(tenant_id, conversation_id, "conversation_id")
+                    check_added_answers(before.items, items)
                 added = await self._store.add_items(tenant_id, conversation_id, with_new_ids(items))
                 if added is None:
                     raise ConversationNotFound(conversation_id)
@@ -88,11 +93,14 @@ class Conversations:
                     raise _item_not_found(item_id)
                 return conversation
 
-    async def context(self, tenant_id: str, conversation_id: str) -> ConversationItems:
-        """The items a turn of the conversation starts from, and its length then."""
+    async def context(
+        self, tenant_id: str, conversation_id: str, param: str = "conversation"
+    ) -> ConversationItems:
+        """The items a turn of the conversation starts from, and its length then; an
+        unknown conversation is a 404 naming ``param``."""
         loaded = await self._store.load_items(tenant_id, conversation_id)
         if loaded is None:
-            raise ConversationNotFound(conversation_id, param="conversation")
+            raise ConversationNotFound(conversation_id, param=param)
         return loaded
 
     async def _get(self, tenant_id: str, conversation_id: str) -> Conversation:
