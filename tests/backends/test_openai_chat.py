@@ -79,6 +79,20 @@ def test_messages_roles_and_instructions() -> None:
     assert body["stream_options"] == {"include_usage": True}
 
 
+def test_a_string_content_of_several_parts_keeps_them_a_line_apart() -> None:
+    """As vLLM joins a message's text parts itself: Claude Code's system blocks must not
+    run into each other's words."""
+
+    def message(role: str, kind: str) -> Item:
+        parts = [{"type": kind, "text": "You are Claude Code."}, {"type": kind, "text": "Be."}]
+        return {"type": "message", "role": role, "content": parts}
+
+    body = to_upstream(request([message("system", "input_text"), user("hi")]))
+    assert body["messages"][0] == {"role": "system", "content": "You are Claude Code.\nBe."}
+    body = to_upstream(request([user("hi"), message("assistant", "output_text")]))
+    assert body["messages"][1] == {"role": "assistant", "content": "You are Claude Code.\nBe."}
+
+
 def test_function_calls_join_one_assistant_message_with_reasoning() -> None:
     items: list[Item] = [
         user("weather?"),

@@ -294,7 +294,7 @@ def _joined_text(content: Any, item: Item) -> str:
                 param="input",
                 code="unsupported_content_type",
             )
-    return "".join(_part_text(part) for part in content or [])
+    return "\n".join(_part_text(part) for part in content or [])
 
 
 def _part_text(part: Item) -> str:
