@@ -271,6 +271,21 @@ def test_adaptive_thinking_carries_the_effort() -> None:
     assert body([user("q")], adaptive, reasoning_budget=2000)["thinking"]["type"] == "enabled"
 
 
+def test_a_json_schema_is_anthropics_structured_output() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    text_format = {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}
+    sent = body([user("q")], text_format=text_format)
+    assert sent["output_config"] == {"format": {"type": "json_schema", "schema": schema}}
+    adaptive = AnthropicOptions(thinking="adaptive")
+    both = body([user("q")], adaptive, reasoning_effort="high", text_format=text_format)
+    assert both["output_config"] == {
+        "effort": "high",
+        "format": {"type": "json_schema", "schema": schema},
+    }
+    assert "output_config" not in body([user("q")], text_format={"type": "json_object"})
+    assert "output_config" not in body([user("q")])
+
+
 def test_a_messages_clients_thinking_display_goes_along() -> None:
     adaptive = AnthropicOptions(thinking="adaptive")
     sent = body([user("q")], adaptive, reasoning_effort="high", reasoning_display="omitted")

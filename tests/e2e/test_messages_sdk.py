@@ -198,6 +198,14 @@ def test_models_list(claude: Anthropic) -> None:
     assert page.data[0].type == "model"
 
 
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+
 def test_what_reaches_the_upstream(
     claude: Anthropic, keyed_upstream: str, upstream_api: str
 ) -> None:
@@ -226,10 +234,12 @@ def test_what_reaches_the_upstream(
         extra_body={"temperature": 0.5, "top_k": 7},  # SDK 2.14 has no arguments for them
         metadata={"user_id": "u-1"},
         extra_headers={"anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14"},
+        output_config={"format": {"type": "json_schema", "schema": SCHEMA}},
     )
     [sent] = upstream_log(keyed_upstream)
     body = sent["body"]
     if upstream_api == "chat":
+        assert body["response_format"]["json_schema"]["schema"] == SCHEMA
         assert body["messages"][0] == {"role": "system", "content": "rules"}
         assert body["messages"][1]["content"][1] == {
             "type": "image_url",
@@ -256,7 +266,9 @@ def test_what_reaches_the_upstream(
         assert body["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
         assert (body["stop_sequences"], body["max_tokens"], body["top_k"]) == (["STOP"], 300, 7)
         assert body["metadata"] == {"user_id": "u-1"}
+        assert body["output_config"] == {"format": {"type": "json_schema", "schema": SCHEMA}}
     else:
+        assert body["text"]["format"]["schema"] == SCHEMA
         assert body["input"][0]["role"] == "system"
         assert body["max_output_tokens"] == 300
         assert body["tool_choice"] == "required"

@@ -270,6 +270,12 @@ RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}
             "signature",
         ),
         ({"thinking": {"type": "adaptive", "display": "hidden"}}, "display"),
+        ({"output_config": {"verbosity": "low"}}, "output_config"),
+        ({"output_config": {"format": {"type": "json_object"}}}, "output_config.format"),
+        (
+            {"output_config": {"format": {"type": "json_schema", "name": "x", "schema": {}}}},
+            "output_config.format",
+        ),
     ],
 )
 def test_what_anthropic_refuses_is_refused(

@@ -19,6 +19,8 @@
   thinking, sampling settings Anthropic refuses are left out (a temperature other than 1,
   ``top_k``, a ``top_p`` below 0.95), and a tool choice that forces a tool turns thinking
   off (the two cannot be combined).
+- A ``json_schema`` text format is Anthropic's structured output,
+  ``output_config.format``; ``json_object`` has no equivalent there and is not carried.
 """
 
 from __future__ import annotations
@@ -86,7 +88,18 @@ def to_upstream(
         body["stop_sequences"] = settings.stop_sequences
     if settings.user:
         body["metadata"] = {"user_id": settings.user}
+    _output_format(body, settings.text_format)
     return body
+
+
+def _output_format(body: dict[str, Any], text_format: dict[str, Any]) -> None:
+    """A ``json_schema`` text format as Anthropic's structured output
+    (``output_config.format``), beside an adaptive effort there; Anthropic has no
+    schema-less JSON mode, so ``json_object`` is not carried."""
+    schema = text_format.get("schema")
+    if text_format.get("type") == "json_schema" and isinstance(schema, dict):
+        config = body.setdefault("output_config", {})
+        config["format"] = {"type": "json_schema", "schema": schema}
 
 
 def count_body(body: dict[str, Any]) -> dict[str, Any]:

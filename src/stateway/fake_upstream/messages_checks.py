@@ -8,6 +8,8 @@ would take.
 - tool names and tool-use ids outside ``[A-Za-z0-9_-]``; a ``tool_use`` without a
   ``tool_result`` in the next message, or a ``tool_result`` answering no ``tool_use`` of
   the message before; a user message whose tool results do not come first;
+- an ``output_config`` with fields besides ``effort`` and ``format``, or a ``format``
+  other than ``{"type": "json_schema", "schema": {...}}``;
 - ``thinking.budget_tokens`` below 1024 or not below ``max_tokens``; while thinking, a
   ``temperature`` other than 1, ``top_k``, a ``top_p`` below 0.95, or a ``tool_choice``
   forcing a tool; a ``thinking`` block whose ``signature`` is not the fake's.
@@ -77,6 +79,7 @@ def check_messages_request(
         if not isinstance(tool.get("input_schema"), dict):
             raise invalid_request("tools: input_schema: Field required", "tools")
     _check_system(body.get("system"))
+    _check_output_config(body.get("output_config"))
     previous_uses: set[str] = set()
     for index, message in enumerate(messages):
         where = f"messages.{index}"
@@ -108,6 +111,24 @@ def check_messages_request(
             f"messages: tool_use ids were found without tool_result blocks immediately "
             f"after: {', '.join(sorted(previous_uses))}",
             "messages",
+        )
+
+
+def _check_output_config(config: Any) -> None:
+    if config is None:
+        return
+    if not isinstance(config, dict) or not set(config) <= {"effort", "format"}:
+        raise invalid_request("output_config: Extra inputs are not permitted", "output_config")
+    fmt = config.get("format")
+    if fmt is not None and (
+        not isinstance(fmt, dict)
+        or set(fmt) != {"type", "schema"}
+        or fmt["type"] != "json_schema"
+        or not isinstance(fmt["schema"], dict)
+    ):
+        raise invalid_request(
+            "output_config.format: Input should be {type: 'json_schema', schema}",
+            "output_config",
         )
 
 
