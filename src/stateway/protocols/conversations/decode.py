@@ -20,12 +20,10 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.protocols.responses.body import parse_body
 from stateway.protocols.responses.items import decode_items
+from stateway.protocols.responses.metadata import decode_metadata
 
 MAX_ITEMS: Final = 20
 """Items one request may add (on creation or appended)."""
-MAX_METADATA_PAIRS: Final = 16
-MAX_METADATA_KEY: Final = 64
-MAX_METADATA_VALUE: Final = 512
 
 
 def decode_create_conversation(raw: bytes) -> CreateConversation:
@@ -80,43 +78,6 @@ def decode_list_items(conversation_id: str, query: dict[str, str]) -> ListConver
     return ListConversationItems(
         conversation_id, after=query.get("after") or None, limit=int(limit_text), order=sort
     )
-
-
-def decode_metadata(value: Any) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise InvalidRequest(
-            "Invalid type for 'metadata': expected an object of strings.",
-            param="metadata",
-            code="invalid_type",
-        )
-    if len(value) > MAX_METADATA_PAIRS:
-        raise InvalidRequest(
-            f"Invalid 'metadata': too many properties. Expected an object with at most "
-            f"{MAX_METADATA_PAIRS} properties, but got an object with {len(value)} "
-            "properties instead.",
-            param="metadata",
-            code="object_above_max_properties",
-        )
-    for key, text in value.items():
-        if not isinstance(text, str):
-            raise InvalidRequest(
-                f"Invalid type for 'metadata.{key}': expected a string.",
-                param=f"metadata.{key}",
-                code="invalid_type",
-            )
-        if len(key) > MAX_METADATA_KEY:
-            raise InvalidRequest(
-                f"Metadata keys must be at most {MAX_METADATA_KEY} characters.",
-                param="metadata",
-                code="invalid_value",
-            )
-        if len(text) > MAX_METADATA_VALUE:
-            raise InvalidRequest(
-                f"Metadata values must be at most {MAX_METADATA_VALUE} characters.",
-                param=f"metadata.{key}",
-                code="invalid_value",
-            )
-    return value
 
 
 def _items(value: Any, *, allow_empty: bool) -> list[Item]:

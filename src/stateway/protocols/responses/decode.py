@@ -27,6 +27,7 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.tools.catalog import WEB_SEARCH_TYPES
 from stateway.protocols.responses.body import check_item_count, invalid_request, parse_body
 from stateway.protocols.responses.items import decode_items
+from stateway.protocols.responses.metadata import decode_metadata
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.responses.request import (
     CompactBody,
@@ -82,7 +83,7 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
         reasoning_summary=(body.reasoning.summary or body.reasoning.generate_summary)
         if body.reasoning
         else None,
-        metadata=_metadata(body.metadata or {}),
+        metadata={} if body.metadata is None else decode_metadata(body.metadata),
         user=body.user,
         safety_identifier=body.safety_identifier,
         prompt_cache_key=body.prompt_cache_key,
@@ -349,20 +350,3 @@ def _json_schema(fmt: dict[str, Any]) -> dict[str, Any]:
         if value is not None:
             out[key] = value
     return out
-
-
-def _metadata(metadata: dict[str, str]) -> dict[str, str]:
-    for key, value in metadata.items():
-        if len(key) > 64:
-            raise InvalidRequest(
-                "Metadata keys must be at most 64 characters.",
-                param="metadata",
-                code="invalid_value",
-            )
-        if len(value) > 512:
-            raise InvalidRequest(
-                "Metadata values must be at most 512 characters.",
-                param="metadata",
-                code="invalid_value",
-            )
-    return metadata

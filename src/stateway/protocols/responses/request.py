@@ -51,7 +51,8 @@ class CreateResponseBody(BaseModel):
     max_tool_calls: int | None = Field(default=None, ge=0)
     text: TextConfig | None = None
     reasoning: ReasoningConfig | None = None
-    metadata: dict[str, str] | None = Field(default=None, max_length=16)
+    metadata: dict[str, str] | None = None
+    """Limited by :mod:`.metadata`, with the hosted API's messages."""
     user: str | None = None
     safety_identifier: str | None = Field(default=None, max_length=128)
     prompt_cache_key: str | None = None
