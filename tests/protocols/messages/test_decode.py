@@ -407,6 +407,14 @@ def test_output_format_becomes_a_json_schema_text_format() -> None:
         (body(metadata={"user_id": 5}), "metadata.user_id"),
         (body(system=[{"type": "image"}]), "system"),
         (body(messages=[{"role": "user", "content": [{"type": "text", "text": "x"}] * 3}]), None),
+        (body(system="rules", messages=[{"role": "user", "content": ""}]), "messages"),
+        (body(messages=[{"role": "user", "content": [{"type": "text", "text": ""}]}]), "messages"),
+        (
+            body(
+                messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""}]
+            ),
+            None,
+        ),
     ],
 )
 def test_bad_input_is_a_400_naming_the_field(raw: bytes, named: str | None) -> None:

@@ -94,6 +94,12 @@ def _command(body: CountTokensBody, max_input_items: int | None) -> CreateRespon
             code="missing_required_parameter",
         )
     items = decode_conversation(body.system, body.messages)
+    if all(item.get("role") == "system" for item in items):  # every turn's content empty
+        raise field_error(
+            "messages",
+            "all messages must have non-empty content except for the optional final "
+            "assistant message.",
+        )
     if max_input_items is not None and len(items) > max_input_items:
         raise _too_many(len(items), max_input_items)
     tools = _tools(body.tools or [], body.mcp_servers or [])
