@@ -263,8 +263,10 @@ async def test_count_tokens_by_the_upstream_or_an_estimate() -> None:
     counted = await post(build(Counting(OK)), raw, "/v1/messages/count_tokens")
     assert counted.json() == {"input_tokens": 42}
     assert counted.headers["request-id"].startswith("req_")
-    estimated = (await post(build(), raw, "/v1/messages/count_tokens")).json()
-    assert 40 < estimated["input_tokens"] < 200
+    assert counted.headers["stateway-token-count"] == "upstream"
+    estimate = await post(build(), raw, "/v1/messages/count_tokens")
+    assert 40 < estimate.json()["input_tokens"] < 200
+    assert estimate.headers["stateway-token-count"] == "estimate"
     assert_anthropic_error(
         await post(build(), b"{}", "/v1/messages/count_tokens"), 400, "invalid_request_error"
     )

@@ -44,6 +44,7 @@ from stateway.surfaces.http.transport import (
     SSEResponse,
     read_body,
     require_json,
+    token_count_header,
 )
 from stateway.surfaces.http.transport import error_response as openai_error_response
 
@@ -133,9 +134,8 @@ class MessagesRoutes:
         body = await self._body(request)
         command = decode_count_tokens(body, max_input_items=self._max_items)
         counted = await self._gateway.execute(principal_of(request.scope), command)
-        return JSONResponse(
-            {"input_tokens": counted.input_tokens}, headers={REQUEST_ID: request_id}
-        )
+        headers = {REQUEST_ID: request_id, **token_count_header(counted.estimated)}
+        return JSONResponse({"input_tokens": counted.input_tokens}, headers=headers)
 
     async def _body(self, request: Request) -> bytes:
         require_json(request.scope)

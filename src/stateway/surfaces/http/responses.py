@@ -54,14 +54,12 @@ from stateway.surfaces.http.transport import (
     header,
     read_body,
     require_json,
+    token_count_header,
 )
 
 INLINE_DECODE_BYTES = 1024 * 1024
 """Bodies up to this size are decoded on the event loop (the hot path); larger ones in a
 worker thread, so decoding many megabytes of JSON does not stall every other request."""
-TOKEN_COUNT_HEADER = "Stateway-Token-Count"
-"""On ``/v1/responses/input_tokens``: ``upstream`` (the model server's tokenizer counted)
-or ``estimate`` (the gateway's estimate: no tokenizer to ask)."""
 
 C = TypeVar("C")
 
@@ -180,8 +178,8 @@ class ResponsesRoutes:
         """``POST /v1/responses/input_tokens``; the header says whether it is an estimate."""
         command = await self._decode(request, decode_input_tokens)
         count = await self._gateway.execute(_principal(request), command)
-        source = "estimate" if count.estimated else "upstream"
-        return JSONResponse(encode_token_count(count), headers={TOKEN_COUNT_HEADER: source})
+        headers = token_count_header(count.estimated)
+        return JSONResponse(encode_token_count(count), headers=headers)
 
     async def _decode(self, request: Request, decode: Callable[..., C]) -> C:
         require_json(request.scope)

@@ -130,6 +130,16 @@ WATCH_AFTER = 0.05
 """Seconds a :class:`DisconnectWatch` waits before it starts watching."""
 
 
+TOKEN_COUNT_HEADER = "Stateway-Token-Count"
+"""On the token-counting routes: ``upstream`` (the model server's tokenizer counted) or
+``estimate`` (the gateway's estimate: no tokenizer to ask)."""
+
+
+def token_count_header(estimated: bool) -> dict[str, str]:
+    """The header telling where a token count came from."""
+    return {TOKEN_COUNT_HEADER: "estimate" if estimated else "upstream"}
+
+
 class DisconnectWatch:
     """Cancels the task answering a request (the current one) when its client leaves,
     once the answer has taken ``after`` seconds: only then does a watcher task start
