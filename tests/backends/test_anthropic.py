@@ -283,6 +283,7 @@ def test_a_json_schema_is_anthropics_structured_output() -> None:
         "format": {"type": "json_schema", "schema": schema},
     }
     assert "output_config" not in body([user("q")], text_format={"type": "json_object"})
+    assert "output_config" not in body([user("q")], text_format={"type": "json_schema"})
     assert "output_config" not in body([user("q")])
 
 

@@ -130,6 +130,22 @@ async def test_any_other_cancel_of_the_caller_ends_the_run_and_goes_on() -> None
     assert settled(gateway)
 
 
+async def test_a_cancel_of_the_caller_beside_the_runs_own_goes_on() -> None:
+    backend = ScriptedBackend([TextDelta("partial")], gate=asyncio.Event())
+    gateway = gateway_for(backend, MemoryStore())
+    attach = Attached()
+    execute = asyncio.create_task(gateway.execute(Principal(), create(attach)))
+    await backend.started.wait()
+
+    attach.runs[0].cancel(CancelReason.CANCELLED)  # the run's own cancel...
+    execute.cancel()  # ...and, in the same turn, its caller's
+    with pytest.raises(asyncio.CancelledError):
+        await execute
+
+    assert attach.runs[0].state.status == "cancelled"
+    assert settled(gateway)
+
+
 async def test_a_cancel_during_the_final_save_changes_nothing() -> None:
     gate, saving = asyncio.Event(), asyncio.Event()
     store = MemoryStore(lambda record: saving.set(), save_gate=gate)

@@ -163,6 +163,35 @@ async def test_added_outputs_answer_calls_of_the_conversation_once() -> None:
     assert unknown.value.param == "conversation_id"
 
 
+async def test_an_approval_added_answers_a_request_of_the_conversation() -> None:
+    world = World()
+    request = {
+        "type": "mcp_approval_request",
+        "id": "mcpr_1",
+        "server_label": "s",
+        "name": "t",
+        "arguments": "{}",
+    }
+    conversation = await world.gateway.execute(
+        ME, CreateConversation(items=[user("x"), request], metadata={})
+    )
+    [_, stored] = await world.items(conversation.id)
+
+    def approval(request_id: str) -> Item:
+        return {"type": "mcp_approval_response", "approval_request_id": request_id, "approve": True}
+
+    with pytest.raises(InvalidRequest) as caught:
+        await world.gateway.execute(ME, AddConversationItems(conversation.id, [approval("nope")]))
+    assert (caught.value.param, caught.value.code) == (
+        "items[0].approval_request_id",
+        "approval_request_not_found",
+    )
+    added = await world.gateway.execute(
+        ME, AddConversationItems(conversation.id, [approval(stored["id"])])
+    )
+    assert added.items[0]["type"] == "mcp_approval_response"
+
+
 async def test_a_conversation_cannot_start_with_an_output_that_answers_nothing() -> None:
     world = World()
     with pytest.raises(InvalidRequest) as caught:

@@ -555,3 +555,11 @@ def test_anthropic_defined_client_tools_become_functions_with_their_input() -> N
     assert {"old_path", "new_path", "insert_text"} <= set(memory["parameters"]["properties"])
     assert all(tool["description"] for tool in command.settings.tools)
     assert command.settings.tool_choice == {"type": "function", "name": "memory"}
+
+
+def test_a_request_of_empty_messages_is_refused_in_anthropics_words() -> None:
+    error = refused(body(messages=[{"role": "user", "content": ""}]))
+    assert error.message == (
+        "messages: all messages must have non-empty content except for the optional final "
+        "assistant message."
+    )

@@ -37,6 +37,7 @@ def test_the_first_page_holds_twenty_by_default() -> None:
 @pytest.mark.parametrize(
     ("query", "expected", "more"),
     [
+        ({"limit": "1"}, ["a"], True),
         ({"limit": "2"}, ["a", "b"], True),
         ({"limit": "5"}, MODELS, False),
         ({"limit": "1000"}, MODELS, False),
@@ -45,6 +46,7 @@ def test_the_first_page_holds_twenty_by_default() -> None:
         ({"after_id": "e"}, [], False),
         ({"limit": "2", "before_id": "e"}, ["c", "d"], True),
         ({"limit": "2", "before_id": "c"}, ["a", "b"], False),
+        ({"limit": "2", "before_id": "d"}, ["b", "c"], True),
         ({"before_id": "a"}, [], False),
     ],
 )
@@ -71,3 +73,9 @@ def test_bad_parameters_are_400s_naming_them(query: dict[str, str], param: str) 
     assert caught.value.status == 400
     assert caught.value.param == param
     assert param in caught.value.message
+
+
+def test_both_cursors_at_once_are_refused_in_words() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        model_page(MODELS, {"after_id": "a", "before_id": "c"})
+    assert caught.value.message == "Specify at most one of 'after_id' and 'before_id'."

@@ -609,5 +609,12 @@ def test_a_tool_choice_that_forces_what_is_not_offered_is_a_400(
     with pytest.raises(InvalidRequest) as caught:
         decode({"model": "m", "input": "x", "tools": tools, "tool_choice": choice})
     assert caught.value.status == 400
-    assert caught.value.param == "tool_choice"
+    assert (caught.value.param, caught.value.code) == ("tool_choice", "invalid_value")
     assert message in caught.value.message
+
+
+def test_a_bad_input_item_beside_a_forced_tool_is_the_items_400() -> None:
+    """The choice is checked before the items are: a string among them is not a crash."""
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": ["x"], "tools": [FUNCTION], "tool_choice": "required"})
+    assert (caught.value.param or "").startswith("input[0]")

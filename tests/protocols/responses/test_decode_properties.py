@@ -211,22 +211,28 @@ def test_a_good_share_of_mixed_requests_is_accepted() -> None:
 
 
 @pytest.mark.parametrize(
-    ("metadata", "param", "code"),
+    ("metadata", "param", "code", "words"),
     [
-        ({"k": "v" * 513}, "metadata.k", "invalid_value"),
-        ({"k" * 65: "v"}, "metadata", "invalid_value"),
-        ({f"k{i}": "v" for i in range(17)}, "metadata", "object_above_max_properties"),
+        ({"k": "v" * 513}, "metadata.k", "invalid_value", "values must be at most 512"),
+        ({"k" * 65: "v"}, "metadata", "invalid_value", "keys must be at most 64"),
+        (
+            {f"k{i}": "v" for i in range(17)},
+            "metadata",
+            "object_above_max_properties",
+            "at most 16 properties, but got an object with 17 properties instead.",
+        ),
     ],
     ids=["value over 512", "key over 64", "17 pairs"],
 )
 def test_metadata_over_its_limits_is_refused(
-    metadata: dict[str, str], param: str, code: str
+    metadata: dict[str, str], param: str, code: str, words: str
 ) -> None:
     """As on conversations (one check for both), with the hosted API's codes."""
     with pytest.raises(InvalidRequest) as caught:
         decode_create(json.dumps({"model": "m", "input": "x", "metadata": metadata}).encode())
     assert caught.value.status == 400
     assert (caught.value.param, caught.value.code) == (param, code)
+    assert words in caught.value.message
 
 
 def test_metadata_at_its_limits_is_kept() -> None:
