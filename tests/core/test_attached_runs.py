@@ -176,3 +176,31 @@ async def test_a_run_cancelled_before_it_begins_ends_at_once() -> None:
     assert backend.requests == []
     assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
     assert settled(gateway)
+
+
+async def test_an_attach_that_fails_leaves_nothing_registered() -> None:
+    gateway = gateway_for(ScriptedBackend([TextDelta("x"), Finish("stop")]), MemoryStore())
+
+    def failing(run: Run) -> None:
+        raise RuntimeError("attach failed")
+
+    with pytest.raises(RuntimeError):
+        await gateway.execute(Principal(), create(failing))  # type: ignore[arg-type]
+    assert settled(gateway)
+
+
+async def test_an_outside_cancel_of_a_run_cancelled_before_it_began_goes_on() -> None:
+    """The run's own cancel never interrupted the task: a cancel of the task while the
+    run is stored is someone else's, and is not taken back."""
+    gate, saving = asyncio.Event(), asyncio.Event()
+    store = MemoryStore(lambda record: saving.set(), save_gate=gate)
+    gateway = gateway_for(ScriptedBackend([TextDelta("x"), Finish("stop")]), store)
+    execute = asyncio.create_task(
+        gateway.execute(Principal(), create(lambda run: run.cancel(CancelReason.CLIENT_GONE)))  # type: ignore[arg-type]
+    )
+    await saving.wait()
+
+    execute.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await execute
+    assert settled(gateway)

@@ -58,3 +58,26 @@ async def test_model_listing_skips_unreachable_upstreams() -> None:
     )
     assert await down.list_models() == [("x", "a")]
     assert issubclass(UpstreamUnavailable, GatewayError)
+
+
+async def test_a_model_is_found_when_a_configured_route_or_the_listing_has_it() -> None:
+    named = Router([BackendEntry(Named("a"), {"x": "x"})], aliases={"y": "x"})
+    assert await named.find_model("x") == ("x", "a")
+    assert await named.find_model("y") == ("y", "a")
+    with pytest.raises(ModelNotFound):
+        await named.find_model("z")
+    default = named.resolve("x")
+    fallback = Router([BackendEntry(Named("a"), {"x": "x"})], default=default)
+    assert await fallback.find_model("anything") == ("anything", "a")  # the default serves it
+
+    catch_all = Router(
+        [
+            BackendEntry(Named("a"), {"x": "x"}),
+            BackendEntry(Named("up", ["m1"]), {}, catch_all=True),
+        ]
+    )
+    assert await catch_all.find_model("x") == ("x", "a")
+    assert await catch_all.find_model("m1") == ("m1", "up")
+    with pytest.raises(ModelNotFound) as caught:  # served, but not known to exist upstream
+        await catch_all.find_model("m2")
+    assert caught.value.code == "model_not_found"

@@ -185,7 +185,9 @@ class ListInputItems:
 
 @dataclass(slots=True, frozen=True)
 class ListModels:
-    pass
+    model: str | None = None
+    """List this one model only (``GET /v1/models/{id}``): a 404 unless it is listed, or
+    a configured route (a name, an alias, a default route that is no catch-all) serves it."""
 
 
 @dataclass(slots=True, frozen=True)

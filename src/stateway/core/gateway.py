@@ -229,8 +229,10 @@ class Gateway:
                 if page is None:
                     raise _response_not_found(command.response_id)
                 return page
-            case ListModels():
+            case ListModels(model=model):
                 with self.generations.lease() as generation:
+                    if model is not None:
+                        return ModelList([await generation.router.find_model(model)])
                     return ModelList(await generation.router.list_models())
             case CheckReadiness():
                 return await self._readiness()

@@ -52,6 +52,7 @@ class Run:
         "generate",
         "has_row",
         "input_items",
+        "interrupted",
         "journal",
         "state",
         "steered",
@@ -85,6 +86,9 @@ class Run:
         are written once, at their end."""
         self.began = False
         """Set by the loop as it starts; a cancel before then is applied as it starts."""
+        self.interrupted = False
+        """Set when :meth:`cancel` cancelled the task driving the run (an attached run's
+        caller tells its own cancel from anyone else's by it)."""
         self.cancel_reason: CancelReason | None = None
         """Set by the first :meth:`cancel` that came before the run began finishing; a
         run cancelled before it started generating ends as soon as it starts."""
@@ -138,6 +142,7 @@ class Run:
             if self.task is None or self.task.done():
                 return
             self.task.cancel()
+            self.interrupted = True
         elif self.began:  # finishing: too late to change how it ends
             return
         self.cancel_reason = reason

@@ -124,6 +124,9 @@ class RunStarter:
                 raise
         journal = _journal_of(command)
         attach = None if command.background else command.attach
+        if attach is not None:  # before the run is registered: nothing to undo if it fails
+            run.task = asyncio.current_task()
+            attach(run)
         self._start(
             run,
             plan,
@@ -135,16 +138,14 @@ class RunStarter:
             compaction,
             attached=attach is not None,
         )
-        if attach is not None:
-            run.task = asyncio.current_task()
-            attach(run)
         return run
 
     @staticmethod
     async def drive_attached(run: Run) -> None:
         """Drive an attached run (:attr:`Run.driver`) to its end in this task; nothing
         for a run with a task of its own. A cancel that :meth:`Run.cancel` asked for
-        ends the run and is absorbed here; any other cancel goes on."""
+        (interrupting the task, or before the run began) ends the run and is absorbed
+        here; any other cancel of the task goes on."""
         driver, run.driver = run.driver, None
         if driver is None:
             return
@@ -153,7 +154,11 @@ class RunStarter:
         try:
             await driver
         except asyncio.CancelledError:
-            if run.cancel_reason is None or task.uncancel() > 0:
+            if run.cancel_reason is None:
+                raise
+            if run.interrupted:
+                task.uncancel()  # the run's own cancel, taken back
+            if task.cancelling() > 0:  # someone else's too
                 raise
 
     async def _plan(

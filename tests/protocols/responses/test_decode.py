@@ -613,6 +613,18 @@ def test_a_tool_choice_that_forces_what_is_not_offered_is_a_400(
     assert message in caught.value.message
 
 
+@pytest.mark.parametrize(
+    "earlier", [{"previous_response_id": "resp_1"}, {"conversation": "conv_1"}]
+)
+def test_a_choice_is_left_to_the_core_when_earlier_turns_may_offer_tools(
+    earlier: dict[str, str],
+) -> None:
+    """Their ``additional_tools`` and ``tool_search_output`` items offer tools too."""
+    for choice in ("required", {"type": "function", "name": "loaded_earlier"}):
+        command = decode({"model": "m", "input": "x", "tool_choice": choice, **earlier})
+        assert command.settings.tool_choice == choice
+
+
 def test_a_bad_input_item_beside_a_forced_tool_is_the_items_400() -> None:
     """The choice is checked before the items are: a string among them is not a crash."""
     with pytest.raises(InvalidRequest) as caught:

@@ -159,6 +159,20 @@ class Router:
                 seen.setdefault(name, backend.name)
         return list(seen.items())
 
+    async def find_model(self, model: str) -> tuple[str, str]:
+        """``(model, backend name)`` of a model a configured route serves (a name, an
+        alias, a default route that is no catch-all) or the listing shows; else
+        :class:`ModelNotFound`. A catch-all serves any name, but only those its upstream
+        reports are known to exist."""
+        if self._default is None or not self._catch_all:
+            return model, self.resolve(model).backend.name
+        if model in self._routes or model in self._aliases:
+            return model, self.resolve(model).backend.name
+        for name, backend in await self.list_models():
+            if name == model:
+                return name, backend
+        raise ModelNotFound(model)
+
 
 _MAX_SERVED = 1024
 

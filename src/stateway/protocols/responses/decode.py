@@ -68,7 +68,8 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
         _check_include(body.include)
     tools = decode_tools(body.tools or [], body.input)
     choice = _tool_choice(body.tool_choice)
-    check_tool_choice(choice, tools, body.input)
+    if conversation_id is None and body.previous_response_id is None:
+        check_tool_choice(choice, tools, body.input)  # else earlier turns may offer tools
     settings = GenerationSettings(
         temperature=body.temperature,
         top_p=body.top_p,
@@ -149,7 +150,8 @@ def decode_input_tokens(raw: bytes, *, max_input_items: int | None = None) -> Co
     conversation_id = _conversation_id(body.conversation, body.previous_response_id)
     tools = decode_tools(body.tools or [], body.input or [])
     choice = _tool_choice(body.tool_choice)
-    check_tool_choice(choice, tools, body.input)
+    if conversation_id is None and body.previous_response_id is None:
+        check_tool_choice(choice, tools, body.input)  # else earlier turns may offer tools
     settings = GenerationSettings(
         tools=tools,
         tool_choice=choice,

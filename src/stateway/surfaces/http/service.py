@@ -8,7 +8,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from stateway.core.commands import CheckReadiness, ListModels, Principal
-from stateway.core.errors import ModelNotFound
 from stateway.core.gateway import Gateway
 from stateway.protocols.messages.models import model_info, model_page
 from stateway.surfaces.auth.authenticator import principal_of
@@ -31,16 +30,18 @@ class ServiceRoutes:
         return JSONResponse({"object": "list", "data": data})
 
     async def model(self, request: Request) -> Response:
-        """``GET /v1/models/{model_id}``: a model the listing shows, in the client's
-        shape; another one is a 404 (``model_not_found``)."""
+        """``GET /v1/models/{model_id}``: a model a request could name, in the client's
+        shape (a 404, ``model_not_found``, for another: see :class:`ListModels`)."""
         wanted = request.path_params["model_id"]
-        listing = await self._gateway.execute(principal_of(request.scope), ListModels())
-        for model, backend in listing.models:
-            if model == wanted:
-                if answers_anthropic(request.scope):
-                    return JSONResponse(model_info(model))
-                return JSONResponse(_openai_model(model, backend))
-        raise ModelNotFound(wanted)
+        if not wanted:  # ``/v1/models/``: the listing
+            return await self.models(request)
+        command = ListModels(model=wanted)
+        [(model, backend)] = (
+            await self._gateway.execute(principal_of(request.scope), command)
+        ).models
+        if answers_anthropic(request.scope):
+            return JSONResponse(model_info(model))
+        return JSONResponse(_openai_model(model, backend))
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})

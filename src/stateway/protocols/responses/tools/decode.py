@@ -67,7 +67,10 @@ def check_tool_choice(
     """Refuse, as the hosted API does, a ``tool_choice`` that forces what ``tools`` (and
     the tools that ``tool_search_output`` items of ``raw_input`` load) do not offer:
     ``required`` with no tool at all, or a ``function`` or ``custom`` tool by a name no
-    such tool has (a namespace's members count by their own name)."""
+    such tool has (a namespace's members count by their own name). Only for a request
+    with no earlier turns: their ``additional_tools`` and ``tool_search_output`` items
+    offer tools too (:func:`~stateway.core.tools.catalog.with_context_tools`), and the
+    core, which reads them, forces a choice it cannot find as ``auto``."""
     loaded = list(tools)
     if isinstance(raw_input, list):
         for item in raw_input:
