@@ -25,7 +25,7 @@ from stateway.core.commands import (
 )
 from stateway.core.context import check_added_answers, has_tool_items
 from stateway.core.conversations.ports import Conversation, ConversationItems, ConversationStore
-from stateway.core.errors import ConversationNotFound, NotFound
+from stateway.core.errors import ConversationNotFound, InvalidRequest, NotFound
 from stateway.core.ids import new_id
 from stateway.core.items import ID_IS_REFERENCE, Item, new_item_id
 from stateway.core.ports import ItemPage
@@ -63,8 +63,7 @@ class Conversations:
                 return ConversationDeleted(conversation_id)
             case AddConversationItems(conversation_id=conversation_id, items=items):
                 if has_tool_items(items):  # what they answer is among the items before
-                    before = await self.context(tenant_id, conversation_id, "conversation_id")
-                    check_added_answers(before.items, items)
+                    await self._check_answers(tenant_id, conversation_id, items)
                 added = await self._store.add_items(tenant_id, conversation_id, with_new_ids(items))
                 if added is None:
                     raise ConversationNotFound(conversation_id)
@@ -102,6 +101,17 @@ class Conversations:
         if loaded is None:
             raise ConversationNotFound(conversation_id, param=param)
         return loaded
+
+    async def _check_answers(self, tenant_id: str, conversation_id: str, items: list[Item]) -> None:
+        """Refuse tool outputs that answer no call of the conversation; but while a turn
+        holds it (whose calls are not written yet), the turn's 409 comes first: appending
+        nothing is refused as appending would be, and writes nothing."""
+        before = await self.context(tenant_id, conversation_id, "conversation_id")
+        try:
+            check_added_answers(before.items, items)
+        except InvalidRequest:
+            await self._store.add_items(tenant_id, conversation_id, [])
+            raise
 
     async def _get(self, tenant_id: str, conversation_id: str) -> Conversation:
         conversation = await self._store.get(tenant_id, conversation_id)
