@@ -316,6 +316,8 @@ async def test_one_model_in_the_shape_the_client_speaks() -> None:
     missing = await call(app, "GET", "/v1/models/other")
     assert missing.status == 404
     assert missing.json()["error"]["code"] == "model_not_found"
+    listing = await call(app, "GET", "/v1/models/")
+    assert (listing.status, listing.json()["object"]) == (200, "list")
     paged = await call(app, "GET", "/v1/models", query="limit=0", headers=version)
     assert paged.status == 400
     assert paged.json()["error"]["type"] == "invalid_request_error"
