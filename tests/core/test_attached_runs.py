@@ -38,6 +38,18 @@ def settled(gateway: Gateway) -> bool:
     return len(gateway.runs) == 0 and gateway.generations.current.leases == 0
 
 
+async def generating() -> tuple[ScriptedBackend, MemoryStore, Gateway, Attached, asyncio.Task[Run]]:
+    """An attached run that has started generating and waits on its backend's gate,
+    driven by its caller: the task returned."""
+    backend = ScriptedBackend([TextDelta("partial")], gate=asyncio.Event())
+    store = MemoryStore()
+    gateway = gateway_for(backend, store)
+    attach = Attached()
+    execute = asyncio.create_task(gateway.execute(Principal(), create(attach)))
+    await backend.started.wait()
+    return backend, store, gateway, attach, execute
+
+
 async def test_an_attached_run_is_driven_by_its_caller_and_over_when_execute_returns() -> None:
     store = MemoryStore()
     gateway = gateway_for(ScriptedBackend([TextDelta("hello"), Finish("stop")]), store)
@@ -79,12 +91,7 @@ async def test_a_background_run_is_detached_whatever_attach_says() -> None:
 async def test_a_cancel_asked_through_the_run_ends_it_and_execute_returns(
     reason: CancelReason, status: str
 ) -> None:
-    backend = ScriptedBackend([TextDelta("partial")], gate=asyncio.Event())
-    store = MemoryStore()
-    gateway = gateway_for(backend, store)
-    attach = Attached()
-    execute = asyncio.create_task(gateway.execute(Principal(), create(attach)))
-    await backend.started.wait()
+    backend, store, gateway, attach, execute = await generating()
 
     attach.runs[0].cancel(reason)
     run = await execute
@@ -99,10 +106,7 @@ async def test_a_cancel_asked_through_the_run_ends_it_and_execute_returns(
 
 
 async def test_shutting_down_ends_an_attached_run_with_its_error() -> None:
-    backend = ScriptedBackend([TextDelta("partial")], gate=asyncio.Event())
-    gateway = gateway_for(backend, MemoryStore())
-    execute = asyncio.create_task(gateway.execute(Principal(), create(Attached())))
-    await backend.started.wait()
+    _backend, _store, gateway, _attach, execute = await generating()
 
     await gateway.runs.end_all(CancelReason.SHUTTING_DOWN)
     run = await execute
@@ -113,12 +117,7 @@ async def test_shutting_down_ends_an_attached_run_with_its_error() -> None:
 
 
 async def test_any_other_cancel_of_the_caller_ends_the_run_and_goes_on() -> None:
-    backend = ScriptedBackend([TextDelta("partial")], gate=asyncio.Event())
-    store = MemoryStore()
-    gateway = gateway_for(backend, store)
-    attach = Attached()
-    execute = asyncio.create_task(gateway.execute(Principal(), create(attach)))
-    await backend.started.wait()
+    _backend, store, gateway, attach, execute = await generating()
 
     execute.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -131,11 +130,7 @@ async def test_any_other_cancel_of_the_caller_ends_the_run_and_goes_on() -> None
 
 
 async def test_a_cancel_of_the_caller_beside_the_runs_own_goes_on() -> None:
-    backend = ScriptedBackend([TextDelta("partial")], gate=asyncio.Event())
-    gateway = gateway_for(backend, MemoryStore())
-    attach = Attached()
-    execute = asyncio.create_task(gateway.execute(Principal(), create(attach)))
-    await backend.started.wait()
+    _backend, _store, gateway, attach, execute = await generating()
 
     attach.runs[0].cancel(CancelReason.CANCELLED)  # the run's own cancel...
     execute.cancel()  # ...and, in the same turn, its caller's
