@@ -7,9 +7,11 @@ strict: a string where a number belongs is an error naming the field, never a co
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from stateway.protocols.responses.metadata import MAX_METADATA_PAIRS
 
 
 class TextConfig(BaseModel):
@@ -51,8 +53,12 @@ class CreateResponseBody(BaseModel):
     max_tool_calls: int | None = Field(default=None, ge=0)
     text: TextConfig | None = None
     reasoning: ReasoningConfig | None = None
-    metadata: dict[str, str] | None = None
-    """Limited by :mod:`.metadata`, with the hosted API's messages."""
+    metadata: (
+        Annotated[dict[str, str], Field(json_schema_extra={"maxProperties": MAX_METADATA_PAIRS})]
+        | None
+    ) = None
+    """Limited by :mod:`.metadata` (with the hosted API's messages); the limit is only
+    stated in the schema here."""
     user: str | None = None
     safety_identifier: str | None = Field(default=None, max_length=128)
     prompt_cache_key: str | None = None
