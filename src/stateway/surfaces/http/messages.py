@@ -32,8 +32,8 @@ from stateway.protocols.messages.stream import PING, MessagesStream
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.run_answers import (
-    AttachedWatch,
     failure_after_output,
+    started,
     wait_for_output,
     wait_watched,
 )
@@ -100,14 +100,7 @@ class MessagesRoutes:
             command = decode_messages(body, max_input_items=limit)
         else:
             command = await asyncio.to_thread(decode_messages, body, max_input_items=limit)
-        watch = None if command.stream else AttachedWatch(receive)
-        command.attach = watch  # a non-streamed run is driven by this request's task
-        try:
-            run = await self._gateway.execute(principal_of(scope), command)
-        finally:
-            left = watch is not None and watch.stop()
-        if left:
-            raise ClientDisconnect
+        run = await started(self._gateway, principal_of(scope), command, receive)
         if command.stream:
             return SSEResponse(
                 _frames(run),

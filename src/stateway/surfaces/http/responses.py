@@ -42,7 +42,7 @@ from stateway.protocols.responses.encode import (
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.errors import error_answer
-from stateway.surfaces.http.run_answers import AttachedWatch, wait_for_output, wait_watched
+from stateway.surfaces.http.run_answers import started, wait_for_output, wait_watched
 from stateway.surfaces.http.transport import (
     KEEPALIVE_INTERVAL,
     Chunks,
@@ -102,14 +102,7 @@ class ResponsesRoutes:
         principal = principal_of(scope)
         key = header(scope, idempotency.HEADER_BYTES)
         if key is None:
-            watch = None if command.stream else AttachedWatch(receive)
-            command.attach = watch  # a non-streamed run is driven by this request's task
-            try:
-                run = await self._gateway.execute(principal, command)
-            finally:
-                left = watch is not None and watch.stop()
-            if left:
-                raise ClientDisconnect
+            run = await started(self._gateway, principal, command, receive)
             return await self._answer(scope, receive, command.stream, run, run.cancel)
         digest = idempotency.request_digest(Request(scope), body)
         async with self._gateway.once(principal, key, digest, param=idempotency.PARAM) as once:

@@ -9,7 +9,9 @@ from functools import partial
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive
 
+from stateway.core.commands import CreateResponse, Principal
 from stateway.core.errors import GatewayError, UpstreamError
+from stateway.core.gateway import Gateway
 from stateway.core.response import ResponseState
 from stateway.core.runs import CancelReason, Run
 from stateway.surfaces.http.transport import DisconnectWatch
@@ -33,6 +35,23 @@ def failure_after_output(state: ResponseState) -> GatewayError:
         status=int(error.get("status") or 502),
         code=error.get("code"),
     )
+
+
+async def started(
+    gateway: Gateway, principal: Principal, command: CreateResponse, receive: Receive
+) -> Run:
+    """``command``'s run; one not streamed is driven to its end by this request's task
+    (:class:`AttachedWatch`), and a client that left meanwhile is
+    :class:`ClientDisconnect` (nobody to answer)."""
+    watch = None if command.stream else AttachedWatch(receive)
+    command.attach = watch
+    try:
+        run = await gateway.execute(principal, command)
+    finally:
+        left = watch is not None and watch.stop()
+    if left:
+        raise ClientDisconnect
+    return run
 
 
 class AttachedWatch:
