@@ -40,6 +40,8 @@ _ANSWERS = {
 }
 """Each client-owned call type, and the output type that answers it."""
 _OUTPUTS = frozenset(_ANSWERS.values())
+_TOOL_ITEMS = frozenset(_ANSWERS) | _OUTPUTS | {MCP_APPROVAL_RESPONSE}
+"""Calls, their outputs and approval responses: what answers, or is answered."""
 _PART_OUTPUTS = frozenset({FUNCTION_CALL_OUTPUT, CUSTOM_TOOL_CALL_OUTPUT})
 """Outputs whose ``output`` may be a list of content parts (checked like a message's)."""
 _TOOL_SEARCH = frozenset({TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT})
@@ -162,13 +164,7 @@ def check_call_outputs(prior: list[Item], current: list[Item]) -> None:
     pending call of its own kind (a ``tool_search_output`` a client-executed
     ``tool_search_call``); no call of the context is left without its output; an
     ``mcp_approval_response`` answers an ``mcp_approval_request`` of the context."""
-    pending: dict[str, tuple[str, bool]] = {}  # call_id -> (answering type, required)
-    seen: set[str] = set()
-    approvals: set[str] = set()
-    for item in prior:
-        _track(item, pending, seen, approvals, None)
-    for index, item in enumerate(current):
-        _track(item, pending, seen, approvals, index)
+    pending = _pending_calls(prior, current, "input")
     missing = [(call_id, answer) for call_id, (answer, required) in pending.items() if required]
     if missing:
         call_id, answer = missing[0]
@@ -189,24 +185,29 @@ def check_added_answers(prior: list[Item], added: list[Item]) -> None:
     ``prior`` or of ``added`` before it that is not answered yet, each call has its own
     ``call_id``, and each ``mcp_approval_response`` answers a request, as in a request's
     input; but a call may stay unanswered (its output can be added later)."""
-    pending: dict[str, tuple[str, bool]] = {}
-    seen: set[str] = set()
-    approvals: set[str] = set()
-    for item in prior:
-        _track(item, pending, seen, approvals, None)
-    for index, item in enumerate(added):
-        _track(item, pending, seen, approvals, index, "items")
+    _pending_calls(prior, added, "items")
 
 
 def has_tool_items(items: list[Item]) -> bool:
     """Whether any of ``items`` is a tool call, its output or an approval response (what
     :func:`check_added_answers` needs the items before them for)."""
-    return any(
-        item.get("type") in _ANSWERS
-        or item.get("type") in _OUTPUTS
-        or item.get("type") == MCP_APPROVAL_RESPONSE
-        for item in items
-    )
+    return any(item.get("type") in _TOOL_ITEMS for item in items)
+
+
+def _pending_calls(
+    prior: list[Item], current: list[Item], field: str
+) -> dict[str, tuple[str, bool]]:
+    """The calls left unanswered by ``prior`` then ``current`` (``field`` of the request,
+    checked as it is tracked), by ``call_id``: the type that answers each, and whether
+    an answer is required."""
+    pending: dict[str, tuple[str, bool]] = {}
+    seen: set[str] = set()
+    approvals: set[str] = set()
+    for item in prior:
+        _track(item, pending, seen, approvals, None, field)
+    for index, item in enumerate(current):
+        _track(item, pending, seen, approvals, index, field)
+    return pending
 
 
 def _track(
@@ -215,7 +216,7 @@ def _track(
     seen: set[str],
     approvals: set[str],
     index: int | None,
-    field: str = "input",
+    field: str,
 ) -> None:
     """Account for one item; ``index`` is its place in this request's ``field`` (None for
     the stored chain, which was checked when it was written)."""
