@@ -75,7 +75,7 @@ def model_tools(tools: list[Item]) -> list[Item]:
 def with_context_tools(tools: list[Item], context: list[Item]) -> list[Item]:
     """The declared tools plus those of ``additional_tools`` items in the context (earlier
     turns of a ``previous_response_id`` chain) whose names are not declared already."""
-    names = {_visible(tool, ns) for tool, ns in _members(tools)}
+    names = {_visible(tool, ns) for tool, ns in members(tools)}
     out = list(tools)
     for item in context:
         if item.get("type") != ADDITIONAL_TOOLS:
@@ -83,9 +83,9 @@ def with_context_tools(tools: list[Item], context: list[Item]) -> list[Item]:
         for tool in item.get("tools") or ():
             if not isinstance(tool, dict) or tool.get("type") not in _OFFERED:
                 continue  # e.g. a web_search hint: never offered
-            members = {model_name(member["name"], ns) for member, ns in _members([tool])}
-            if not members & names:
-                names |= members
+            own = {model_name(member["name"], ns) for member, ns in members([tool])}
+            if not own & names:
+                names |= own
                 out.append(tool)
     for item in context:  # loaded by a tool search: offered from then on
         if item.get("type") == TOOL_SEARCH_OUTPUT:
@@ -172,7 +172,7 @@ class Catalog:
         """Add each tool; a name already known is kept as it is, unless it is deferred and
         this definition is not (then it is loaded)."""
         offered = []
-        for tool, namespace in _members(tools):
+        for tool, namespace in members(tools):
             if namespace is not None and namespace not in self.namespaces:
                 self.namespaces[namespace] = _namespace_of(tools, namespace)
             kind: Kind = "function"
@@ -274,7 +274,8 @@ class Catalog:
         return item
 
 
-def _members(tools: list[Item]) -> Iterator[tuple[Item, str | None]]:
+def members(tools: list[Item]) -> Iterator[tuple[Item, str | None]]:
+    """Each declared tool with no namespace, and each namespace's members with its name."""
     for tool in tools:
         if tool.get("type") == NAMESPACE:
             for member in tool.get("tools", ()):

@@ -24,6 +24,7 @@ from stateway.core.commands import (
     WatchResponse,
 )
 from stateway.core.errors import InvalidRequest
+from stateway.core.items import Item
 from stateway.core.tools.catalog import WEB_SEARCH_TYPES
 from stateway.protocols.responses.body import check_item_count, invalid_request, parse_body
 from stateway.protocols.responses.items import decode_items
@@ -66,10 +67,8 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
     conversation_id = _conversation(body)
     if body.include:
         _check_include(body.include)
-    tools = decode_tools(body.tools or [], body.input)
-    choice = _tool_choice(body.tool_choice)
-    if conversation_id is None and body.previous_response_id is None:
-        check_tool_choice(choice, tools, body.input)  # else earlier turns may offer tools
+    continued = conversation_id is not None or body.previous_response_id is not None
+    tools, choice = _tools_and_choice(body.tools, body.tool_choice, body.input, continued)
     settings = GenerationSettings(
         temperature=body.temperature,
         top_p=body.top_p,
@@ -148,10 +147,8 @@ def decode_input_tokens(raw: bytes, *, max_input_items: int | None = None) -> Co
     except pydantic.ValidationError as exc:
         raise invalid_request(exc) from None
     conversation_id = _conversation_id(body.conversation, body.previous_response_id)
-    tools = decode_tools(body.tools or [], body.input or [])
-    choice = _tool_choice(body.tool_choice)
-    if conversation_id is None and body.previous_response_id is None:
-        check_tool_choice(choice, tools, body.input)  # else earlier turns may offer tools
+    continued = conversation_id is not None or body.previous_response_id is not None
+    tools, choice = _tools_and_choice(body.tools, body.tool_choice, body.input, continued)
     settings = GenerationSettings(
         tools=tools,
         tool_choice=choice,
@@ -279,6 +276,21 @@ def _check_include(include: list[str]) -> None:
                 param=f"include[{index}]",
                 code="invalid_value",
             )
+
+
+def _tools_and_choice(
+    tools: list[dict[str, Any]] | None,
+    choice: str | dict[str, Any] | None,
+    raw_input: object,
+    continued: bool,
+) -> tuple[list[Item], str | dict[str, Any]]:
+    """The declared tools and the tool choice; the choice is checked against the tools
+    only in a request that does not continue earlier turns (theirs may offer tools too)."""
+    decoded = decode_tools(tools or [], raw_input)
+    kept = _tool_choice(choice)
+    if not continued:
+        check_tool_choice(kept, decoded, raw_input)
+    return decoded, kept
 
 
 def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:

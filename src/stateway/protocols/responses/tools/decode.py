@@ -15,7 +15,6 @@ whether the chosen upstream can carry them is decided in the core, after routing
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from stateway.core.errors import InvalidRequest
@@ -27,6 +26,7 @@ from stateway.core.tools.catalog import (
     NAMESPACE,
     TOOL_SEARCH,
     WEB_SEARCH_TYPES,
+    members,
     model_name,
 )
 from stateway.protocols.responses.nesting import check_nesting
@@ -86,7 +86,7 @@ def check_tool_choice(
     if not isinstance(choice, dict) or choice.get("type") not in ("function", CUSTOM):
         return
     kind, name = choice["type"], choice.get("name")
-    for tool in _members(loaded):
+    for tool, _namespace in members(loaded):
         if tool.get("type") == kind and tool.get("name") == name:
             return
     raise InvalidRequest(
@@ -94,16 +94,6 @@ def check_tool_choice(
         param="tool_choice",
         code="invalid_value",
     )
-
-
-def _members(tools: list[Item]) -> Iterator[Item]:
-    """Each tool, a namespace's members in its place."""
-    for tool in tools:
-        if tool.get("type") == NAMESPACE:
-            members = tool.get("tools")
-            yield from (m for m in members or () if isinstance(m, dict))
-        else:
-            yield tool
 
 
 def _check_loaded(tools: Any, path: str) -> None:
