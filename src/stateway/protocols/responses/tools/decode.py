@@ -71,6 +71,9 @@ def check_tool_choice(
     with no earlier turns: their ``additional_tools`` and ``tool_search_output`` items
     offer tools too (:func:`~stateway.core.tools.catalog.with_context_tools`), and the
     core, which reads them, forces a choice it cannot find as ``auto``."""
+    named = isinstance(choice, dict) and choice.get("type") in ("function", CUSTOM)
+    if choice != "required" and not named:
+        return  # nothing forced by name or at all (the common case): no input to read
     loaded = list(tools)
     if isinstance(raw_input, list):
         for item in raw_input:
@@ -83,7 +86,7 @@ def check_tool_choice(
             param="tool_choice",
             code="invalid_value",
         )
-    if not isinstance(choice, dict) or choice.get("type") not in ("function", CUSTOM):
+    if not isinstance(choice, dict):
         return
     kind, name = choice["type"], choice.get("name")
     for tool, _namespace in members(loaded):
