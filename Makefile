@@ -23,8 +23,13 @@ serve: $(STAMP)  ## serve the gateway on its embedded defaults (ARGS="--upstream
 fake-upstream: $(STAMP)  ## a deterministic fake model server on :8000
 	$(BIN)/stateway fake-upstream $(ARGS)
 
+# The suite spends most of its time waiting on servers it started (gateways, fake model
+# servers, real clients), so it runs in TEST_WORKERS processes, a test file per process
+# at a time (module-scoped servers are started once); TEST_WORKERS=0 runs it in one.
+TEST_WORKERS ?= 3
+
 test: $(STAMP)  ## the whole test suite (SQLite and PostgreSQL; installs the real clients on first use)
-	$(BIN)/pytest $(ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
