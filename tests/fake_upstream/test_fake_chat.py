@@ -297,3 +297,27 @@ def test_by_default_a_system_message_may_stand_anywhere(client: OpenAI) -> None:
     messages = [{"role": "user", "content": "hi"}, {"role": "system", "content": "later"}]
     answer = _ask(client, "", messages=messages)
     assert answer.choices[0].message.content == "Hello! You said: hi"
+
+
+def test_logprobs_when_asked(client: OpenAI) -> None:
+    completion = _ask(client, "ping pong", logprobs=True, top_logprobs=2)
+    tokens = completion.choices[0].logprobs.content
+    assert "".join(t.token for t in tokens) == completion.choices[0].message.content
+    assert [len(t.top_logprobs) for t in tokens] == [2] * len(tokens)
+    chunks = _stream(client, "ping pong", logprobs=True)
+    streamed = [
+        t
+        for c in chunks
+        if c.choices and c.choices[0].logprobs
+        for t in c.choices[0].logprobs.content
+    ]
+    assert [t.token for t in streamed] == [t.token for t in tokens]
+    assert all(t.top_logprobs == [] for t in streamed)
+    assert _ask(client, "ping pong").choices[0].logprobs is None
+
+
+@pytest.mark.parametrize("fields", [{"top_logprobs": 1}, {"logprobs": True, "top_logprobs": 21}])
+def test_bad_logprobs_settings_are_refused(client: OpenAI, fields: dict[str, Any]) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        _ask(client, "x", **fields)
+    assert caught.value.body["param"] in ("logprobs", "top_logprobs")  # type: ignore[index]

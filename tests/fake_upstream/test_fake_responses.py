@@ -241,3 +241,21 @@ def test_slow(client: OpenAI) -> None:
 def test_previous_response_id_is_unknown(client: OpenAI) -> None:
     with pytest.raises(openai.NotFoundError):
         _create(client, "hi", previous_response_id="resp_123")
+
+
+def test_logprobs_when_included(client: OpenAI) -> None:
+    include: Any = ["message.output_text.logprobs"]
+    response = client.responses.create(
+        model="m", input="ping pong", include=include, top_logprobs=2
+    )
+    [part] = response.output[0].content  # type: ignore[union-attr]
+    assert "".join(t.token for t in part.logprobs) == part.text
+    assert [len(t.top_logprobs) for t in part.logprobs] == [2] * len(part.logprobs)
+    with client.responses.stream(model="m", input="ping pong", include=include) as stream:
+        events = list(stream)
+    deltas = [e for e in events if e.type == "response.output_text.delta"]
+    assert [t.token for d in deltas for t in d.logprobs] == [d.delta for d in deltas]
+    assert (
+        client.responses.create(model="m", input="x", top_logprobs=2).output[0].content[0].logprobs
+        == []
+    )  # type: ignore[union-attr]

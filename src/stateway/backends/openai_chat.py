@@ -31,6 +31,7 @@ from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_values import count, obj, text
+from stateway.core import logprobs
 from stateway.core.errors import InvalidRequest, UpstreamError
 from stateway.core.inference import (
     Delta,
@@ -171,6 +172,10 @@ def to_upstream(request: InferenceRequest, max_tokens_field: str = "max_tokens")
     body.update((k, v) for k, v in optional.items() if v is not None)
     if settings.metadata:
         body["metadata"] = settings.metadata
+    if logprobs.wanted(settings):
+        body["logprobs"] = True
+        if settings.top_logprobs:
+            body["top_logprobs"] = settings.top_logprobs
     response_format = _response_format(settings.text_format)
     if response_format is not None:
         body["response_format"] = response_format
@@ -343,7 +348,9 @@ def from_upstream_chunk(chunk: dict[str, Any]) -> Iterator[Delta]:
         if choice.get("index", 0) != 0:
             continue
         delta = obj(choice.get("delta"))
-        yield from _message_deltas(delta, lambda position, call: count(call.get("index", 0)))
+        yield from _message_deltas(
+            delta, lambda position, call: count(call.get("index", 0)), _tokens(choice)
+        )
         reason = text(choice.get("finish_reason"))
         if reason:
             yield Finish(reason, _stop_sequence(choice))
@@ -358,7 +365,9 @@ def from_upstream_completion(payload: dict[str, Any]) -> Iterator[Delta]:
     if not choices:
         raise UpstreamError("The model server answered without a choice.")
     choice = choices[0]
-    yield from _message_deltas(obj(choice.get("message")), lambda position, call: position)
+    yield from _message_deltas(
+        obj(choice.get("message")), lambda position, call: position, _tokens(choice)
+    )
     if payload.get("usage"):
         yield UsageReport(from_chat_usage(obj(payload["usage"])))
     yield Finish(text(choice.get("finish_reason")) or "stop", _stop_sequence(choice))
@@ -371,16 +380,28 @@ def _stop_sequence(choice: dict[str, Any]) -> str | None:
     return matched if isinstance(matched, str) and choice.get("finish_reason") == "stop" else None
 
 
+def _tokens(choice: dict[str, Any]) -> list[Item] | None:
+    """The choice's text tokens (``logprobs.content``), when it carries them."""
+    given = choice.get("logprobs")
+    if not given:
+        return None
+    content = obj(given).get("content")
+    return None if content is None else logprobs.tokens(content)
+
+
 def _message_deltas(
-    message: dict[str, Any], call_index: Callable[[int, dict[str, Any]], int]
+    message: dict[str, Any],
+    call_index: Callable[[int, dict[str, Any]], int],
+    tokens: list[Item] | None = None,
 ) -> Iterator[Delta]:
-    """Reasoning, text and tool calls of a message or a streamed delta, in that order."""
+    """Reasoning, text (with its ``tokens``) and tool calls of a message or a streamed
+    delta, in that order."""
     reasoning = text(message.get("reasoning_content")) or text(message.get("reasoning"))
     if reasoning:
         yield ReasoningDelta(reasoning)
     content = text(message.get("content"))
     if content:
-        yield TextDelta(content)
+        yield TextDelta(content, tokens)
     for position, call in enumerate(message.get("tool_calls") or ()):
         function = obj(call.get("function"))
         yield ToolCallDelta(

@@ -22,6 +22,7 @@ from stateway.backends import openai_chat
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_values import count, obj, text
+from stateway.core import logprobs
 from stateway.core.errors import InvalidRequest, UpstreamError, UpstreamRejected
 from stateway.core.inference import (
     Delta,
@@ -168,6 +169,10 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
         "text": text or None,
     }
     body.update((k, v) for k, v in optional.items() if v is not None)
+    if logprobs.wanted(settings):
+        body["include"] = [logprobs.INCLUDE]
+        if settings.top_logprobs:
+            body["top_logprobs"] = settings.top_logprobs
     return body
 
 
@@ -211,7 +216,8 @@ class _StreamState:
     def feed(self, event: dict[str, Any]) -> Iterator[Delta]:
         kind = event.get("type")
         if kind == "response.output_text.delta":
-            yield TextDelta(text(event["delta"]) or "")
+            given = event.get("logprobs")
+            yield TextDelta(text(event["delta"]) or "", logprobs.tokens(given) if given else None)
         elif kind == "response.reasoning_text.delta":
             yield ReasoningDelta(text(event["delta"]) or "")
         elif kind == "response.output_item.added":
@@ -252,7 +258,7 @@ def from_upstream_response(payload: dict[str, Any]) -> Iterator[Delta]:
         elif kind == "message":
             answer = _joined(item.get("content"), "output_text")
             if answer:
-                yield TextDelta(answer)
+                yield TextDelta(answer, _tokens(item.get("content")))
         elif kind == "function_call":
             yield _call(index, item)
         else:
@@ -264,6 +270,17 @@ def _call(index: int, item: dict[str, Any]) -> ToolCallDelta:
     return ToolCallDelta(
         index, text(item.get("call_id")), text(item.get("name")), text(item.get("arguments")) or ""
     )
+
+
+def _tokens(parts: Any) -> list[Item] | None:
+    """The tokens of a message's ``output_text`` parts, when they carry any."""
+    tokens = [
+        token
+        for part in parts or ()
+        if part.get("type") == "output_text" and part.get("logprobs")
+        for token in logprobs.tokens(part["logprobs"])
+    ]
+    return tokens or None
 
 
 def _joined(parts: Any, kind: str | None = None) -> str:

@@ -33,7 +33,7 @@ Emit = Callable[[ev.Event], None]
 
 
 class _OpenItem:
-    __slots__ = ("chunks", "entry", "index", "item", "tool_index", "upstream_id")
+    __slots__ = ("chunks", "entry", "index", "item", "logprobs", "tool_index", "upstream_id")
 
     def __init__(
         self,
@@ -50,6 +50,8 @@ class _OpenItem:
         """The call id upstream gave, which may differ from the ``call_id`` issued."""
         self.entry: Entry | None = None
         """A gateway-owned call's catalog entry."""
+        self.logprobs: list[Item] | None = None
+        """A message's tokens, when its deltas carried them."""
 
 
 class OutputAssembler:
@@ -80,14 +82,18 @@ class OutputAssembler:
         self.gateway_calls: list[PendingCall] = []
         """Calls the gateway runs before the next round."""
 
-    def text(self, delta: str) -> None:
-        if not delta:
+    def text(self, delta: str, logprobs: list[Item] | None = None) -> None:
+        if not delta and not logprobs:
             return
         current = self._open
         if current is None or current.item["type"] != MESSAGE:
             current = self._start_message()
         current.chunks.append(delta)
-        self._emit(ev.TextDelta(current.index, 0, current.item["id"], delta))
+        if logprobs is not None:
+            if current.logprobs is None:
+                current.logprobs = []
+            current.logprobs.extend(logprobs)
+        self._emit(ev.TextDelta(current.index, 0, current.item["id"], delta, logprobs))
 
     def reasoning(self, delta: str) -> None:
         if not delta:
@@ -223,7 +229,9 @@ class OutputAssembler:
                 part = _text_part("output_text", text)
                 if self._tools is not None and self._tools.sources:
                     part["annotations"] = web_search.citations(text, self._tools.sources)
-                self._emit(ev.TextDone(current.index, 0, item_id, text))
+                if current.logprobs is not None:
+                    part["logprobs"] = current.logprobs
+                self._emit(ev.TextDone(current.index, 0, item_id, text, current.logprobs))
                 self._emit(ev.PartDone(current.index, 0, item_id, part))
                 item["content"] = [part]
                 item["status"] = status

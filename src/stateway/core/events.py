@@ -45,6 +45,8 @@ class TextDelta:
     content_index: int
     item_id: str
     delta: str
+    logprobs: list[Item] | None = None
+    """The delta's tokens (:mod:`stateway.core.logprobs`); None: none were asked for."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -53,6 +55,7 @@ class TextDone:
     content_index: int
     item_id: str
     text: str
+    logprobs: list[Item] | None = None
 
 
 @dataclass(slots=True, frozen=True)

@@ -38,6 +38,9 @@ class InferenceRequest:
 @dataclass(slots=True, frozen=True)
 class TextDelta:
     text: str
+    logprobs: list[Item] | None = None
+    """The text's tokens with their log probabilities, when the request included
+    ``message.output_text.logprobs`` and the upstream gave them (:mod:`..logprobs`)."""
 
 
 @dataclass(slots=True, frozen=True)

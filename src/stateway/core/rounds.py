@@ -81,8 +81,8 @@ async def _infer(
                     await durable(row)
                     announce(run)
                 match delta:
-                    case TextDelta(text=text):
-                        assembler.text(text)
+                    case TextDelta(text=text, logprobs=logprobs):
+                        assembler.text(text, logprobs)
                     case ReasoningDelta(text=text):
                         assembler.reasoning(text)
                     case ReasoningSignature(signature=signature):

@@ -22,9 +22,10 @@ from stateway.fake_upstream.errors import (
     context_too_long,
     invalid_request,
     optional_positive_int,
+    optional_top_logprobs,
     require_str,
 )
-from stateway.fake_upstream.plan import Plan, argument_chunks, new_id
+from stateway.fake_upstream.plan import Plan, argument_chunks, new_id, word_logprob
 
 _DONE = b"data: [DONE]\n\n"
 
@@ -38,6 +39,8 @@ class ChatRequest:
     include_usage: bool
     max_tokens: int | None
     conversation: Conversation
+    top_logprobs: int | None = None
+    """How many alternatives each token's logprobs list; None: ``logprobs`` not asked."""
 
     def body(self, plan: Plan) -> bytes:
         return orjson.dumps(completion(self, plan))
@@ -72,12 +75,16 @@ def parse_chat_request(body: dict[str, Any], *, system_first: bool = False) -> C
             raise invalid_request(SYSTEM_NOT_FIRST, f"messages[{index}]")
         _add_message(builder, message)
     options = body.get("stream_options")
+    top_logprobs = optional_top_logprobs(body)
+    if body.get("logprobs") is not True and "top_logprobs" in body:
+        raise invalid_request("'logprobs' must be true when 'top_logprobs' is set.", "logprobs")
     return ChatRequest(
         model=model,
         stream=body.get("stream") is True,
         include_usage=isinstance(options, dict) and options.get("include_usage") is True,
         max_tokens=optional_positive_int(body, "max_completion_tokens", "max_tokens"),
         conversation=builder.build(),
+        top_logprobs=top_logprobs if body.get("logprobs") is True else None,
     )
 
 
@@ -137,10 +144,21 @@ def completion(request: ChatRequest, plan: Plan) -> dict[str, Any]:
         "created": int(time.time()),
         "model": request.model,
         "choices": [
-            {"index": 0, "message": message, "logprobs": None, "finish_reason": plan.finish_reason}
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": _logprobs(request, plan.text),
+                "finish_reason": plan.finish_reason,
+            }
         ],
         "usage": _usage(plan),
     }
+
+
+def _logprobs(request: ChatRequest, words: list[str]) -> dict[str, Any] | None:
+    if request.top_logprobs is None:
+        return None
+    return {"content": [word_logprob(w, request.top_logprobs) for w in words], "refusal": None}
 
 
 def completion_frames(request: ChatRequest, plan: Plan) -> Iterator[Frame]:
@@ -162,7 +180,12 @@ def completion_frames(request: ChatRequest, plan: Plan) -> Iterator[Frame]:
     for word in plan.reasoning:
         yield delta({"reasoning_content": word}), PAYLOAD
     for word in plan.text:
-        yield delta({"content": word}), PAYLOAD
+        if request.top_logprobs is None:
+            yield delta({"content": word}), PAYLOAD
+        else:
+            logprobs = orjson.dumps(_logprobs(request, [word]))
+            chunk = open_delta + orjson.dumps({"content": word}) + b',"logprobs":' + logprobs
+            yield chunk + b',"finish_reason":null}]' + usage_null + b"}\n\n", PAYLOAD
     for index, call in enumerate(plan.tool_calls):
         function = {"name": call.name, "arguments": ""}
         header = {"index": index, "id": call.call_id, "type": "function", "function": function}

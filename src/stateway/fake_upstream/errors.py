@@ -141,3 +141,15 @@ def optional_positive_int(body: dict[str, Any], *keys: str) -> int | None:
             raise invalid_request(f"Invalid '{key}': expected an integer >= 1.", key)
         return value
     return None
+
+
+def optional_top_logprobs(body: dict[str, Any]) -> int:
+    """``top_logprobs``: absent is 0, else an integer from 0 to 20 (both wires' bound)."""
+    value = body.get("top_logprobs")
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 20:
+        raise invalid_request(
+            "Invalid 'top_logprobs': expected an integer from 0 to 20.", "top_logprobs"
+        )
+    return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from stateway.core.compaction.prompt import SUMMARY_PROMPT
 from stateway.fake_upstream.conversation import Conversation
@@ -31,6 +32,22 @@ def word_chunks(text: str) -> list[str]:
     if not chunks and text:
         return [text]
     return chunks
+
+
+def word_logprob(word: str, top: int) -> dict[str, Any]:
+    """A word's token as both wires give it (``logprobs`` asked for): its log probability
+    falls with its length, and its ``top`` alternatives (itself first) fall by 1 each."""
+    logprob = -0.01 * len(word)
+    alternatives = [word, *(f"{word.strip()}~{k}" for k in range(1, top))][:top]
+    return {
+        "token": word,
+        "logprob": logprob,
+        "bytes": list(word.encode()),
+        "top_logprobs": [
+            {"token": t, "logprob": logprob - k, "bytes": list(t.encode())}
+            for k, t in enumerate(alternatives)
+        ],
+    }
 
 
 def argument_chunks(arguments: str) -> list[str]:

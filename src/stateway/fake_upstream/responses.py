@@ -23,9 +23,10 @@ from stateway.fake_upstream.errors import (
     context_too_long,
     invalid_request,
     optional_positive_int,
+    optional_top_logprobs,
     require_str,
 )
-from stateway.fake_upstream.plan import Plan, argument_chunks, new_id
+from stateway.fake_upstream.plan import Plan, argument_chunks, new_id, word_logprob
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,8 @@ class ResponsesRequest:
     stream: bool
     max_tokens: int | None
     conversation: Conversation
+    top_logprobs: int | None = None
+    """How many alternatives each token's logprobs list; None: not included."""
 
     def body(self, plan: Plan) -> bytes:
         return orjson.dumps(response_object(self, plan, new_id("resp_"), int(time.time())))
@@ -65,6 +68,7 @@ def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
         source = [{"role": "user", "content": source}]
     if not isinstance(source, list):
         raise invalid_request("Missing required parameter: 'input'.", "input")
+    top_logprobs = optional_top_logprobs(body)
     builder = ConversationBuilder()
     instructions = body.get("instructions")
     if isinstance(instructions, str):
@@ -79,6 +83,7 @@ def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
         stream=body.get("stream") is True,
         max_tokens=optional_positive_int(body, "max_output_tokens"),
         conversation=builder.build(),
+        top_logprobs=top_logprobs if LOGPROBS in (body.get("include") or ()) else None,
     )
 
 
@@ -99,13 +104,28 @@ def _add_item(builder: ConversationBuilder, item: dict[str, Any]) -> None:
         builder.other(str(kind))
 
 
-def _output_items(plan: Plan) -> list[dict[str, Any]]:
+LOGPROBS = "message.output_text.logprobs"
+
+
+def _tokens(request: ResponsesRequest, words: list[str]) -> list[dict[str, Any]]:
+    """The words' tokens when the request includes them, else none (as OpenAI answers)."""
+    if request.top_logprobs is None:
+        return []
+    return [word_logprob(word, request.top_logprobs) for word in words]
+
+
+def _output_items(request: ResponsesRequest, plan: Plan) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     if plan.reasoning:
         content = [{"type": "reasoning_text", "text": plan.reasoning_text}]
         items.append(_reasoning_item(new_id("rs_"), content, "completed"))
     if plan.text or not (plan.tool_calls or plan.reasoning or plan.items):
-        part = {"type": "output_text", "text": plan.content, "annotations": [], "logprobs": []}
+        part = {
+            "type": "output_text",
+            "text": plan.content,
+            "annotations": [],
+            "logprobs": _tokens(request, plan.text),
+        }
         items.append(_message_item(new_id("msg_"), [part], "completed"))
     for call in plan.tool_calls:
         items.append(
@@ -171,7 +191,7 @@ def response_object(
         "max_tool_calls": raw.get("max_tool_calls"),
         "metadata": raw.get("metadata") or {},
         "model": request.model,
-        "output": _output_items(plan),
+        "output": _output_items(request, plan),
         "parallel_tool_calls": raw.get("parallel_tool_calls", True),
         "previous_response_id": None,
         "reasoning": raw.get("reasoning") or {"effort": None, "summary": None},
@@ -228,11 +248,13 @@ def response_frames(request: ResponsesRequest, plan: Plan) -> Iterator[Frame]:
             yield event("response.output_item.added", {"output_index": index, "item": empty})
             part = item["content"][0]
             at_part = {**at, "content_index": 0}
-            yield event("response.content_part.added", {**at_part, "part": {**part, "text": ""}})
+            opened = {**part, "text": ""} | ({} if is_reasoning else {"logprobs": []})
+            yield event("response.content_part.added", {**at_part, "part": opened})
             prefix = "response.reasoning_text" if is_reasoning else "response.output_text"
-            extra: dict[str, Any] = {} if is_reasoning else {"logprobs": []}
             for word in chunks[item["type"]]:
+                extra = {} if is_reasoning else {"logprobs": _tokens(request, [word])}
                 yield event(f"{prefix}.delta", {**at_part, **extra, "delta": word}, PAYLOAD)
+            extra = {} if is_reasoning else {"logprobs": part["logprobs"]}
             yield event(f"{prefix}.done", {**at_part, **extra, "text": part["text"]})
             yield event("response.content_part.done", {**at_part, "part": part})
         yield event("response.output_item.done", {"output_index": index, "item": item})

@@ -164,12 +164,20 @@ def test_defaults() -> None:
     assert decode(stop=["a", "b"]).command.settings.stop_sequences == ["a", "b"]
 
 
+def test_logprobs_are_the_text_logprobs_include() -> None:
+    settings = decode(logprobs=True, top_logprobs=2).command.settings
+    assert (settings.include, settings.top_logprobs) == (["message.output_text.logprobs"], 2)
+    settings = decode(logprobs=False).command.settings
+    assert (settings.include, settings.top_logprobs) == ([], None)
+
+
 @pytest.mark.parametrize(
     ("fields", "param", "code"),
     [
         ({"n": 2}, "n", "unsupported_value"),
-        ({"logprobs": True}, "logprobs", "unsupported_parameter"),
-        ({"top_logprobs": 3}, "top_logprobs", "unsupported_parameter"),
+        ({"top_logprobs": 3}, "top_logprobs", "invalid_value"),
+        ({"logprobs": False, "top_logprobs": 3}, "top_logprobs", "invalid_value"),
+        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs", "invalid_value"),
         ({"modalities": ["text", "audio"]}, "modalities", "unsupported_value"),
         ({"audio": {"voice": "x"}}, "audio", "unsupported_parameter"),
         ({"functions": [{"name": "f"}]}, "functions", "unsupported_parameter"),

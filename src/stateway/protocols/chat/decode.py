@@ -9,12 +9,13 @@ Settings: ``max_completion_tokens`` (else ``max_tokens``) -> ``max_output_tokens
 ``stop`` -> ``stop_sequences``; ``temperature``, ``top_p``, ``top_k``, ``seed``,
 ``presence_penalty``, ``frequency_penalty``, ``reasoning_effort``, ``verbosity``,
 ``user``, ``safety_identifier``, ``prompt_cache_key``, ``service_tier``, ``metadata`` as
-they are; ``response_format`` -> the text format; tools (``function`` only) and
+they are; ``logprobs`` as the ``message.output_text.logprobs`` include, with its
+``top_logprobs``; ``response_format`` -> the text format; tools (``function`` only) and
 ``tool_choice`` (``auto``/``none``/``required``/a named function) as their Responses
 forms, ``parallel_tool_calls`` as it is; ``web_search_options`` as the gateway's
 ``web_search`` tool (such a request is always translated, never forwarded). What the
 gateway cannot carry once translated is a 400 naming it: ``n`` other than 1,
-``logprobs``/``top_logprobs``, audio, the legacy ``functions``/``function_call``,
+audio, the legacy ``functions``/``function_call``,
 ``logit_bias``, ``prediction``.
 Other fields are ignored (``store``, and vendor fields such as ``chat_template_kwargs``,
 which only the fast path carries).
@@ -28,6 +29,7 @@ from typing import Any, Final
 import orjson
 import pydantic
 
+from stateway.core import logprobs
 from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
@@ -134,6 +136,8 @@ def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -
         presence_penalty=body.presence_penalty,
         frequency_penalty=body.frequency_penalty,
         stop_sequences=[body.stop] if isinstance(body.stop, str) else list(body.stop or []),
+        include=[logprobs.INCLUDE] if body.logprobs else [],
+        top_logprobs=body.top_logprobs,
     )
     command = CreateResponse(
         model=body.model,
@@ -176,13 +180,11 @@ def _check_choices(body: ChatBody) -> None:
             param="n",
             code="unsupported_value",
         )
-    if body.logprobs or body.top_logprobs:
-        param = "logprobs" if body.logprobs else "top_logprobs"
+    if body.top_logprobs is not None and not body.logprobs:
         raise InvalidRequest(
-            f"Unsupported parameter: '{param}': log probabilities are not carried when the "
-            "request is translated for its upstream.",
-            param=param,
-            code="unsupported_parameter",
+            "Invalid value for 'top_logprobs': 'logprobs' must be true when 'top_logprobs' is set.",
+            param="top_logprobs",
+            code="invalid_value",
         )
     if body.modalities is not None and any(m != "text" for m in body.modalities):
         raise InvalidRequest(

@@ -10,6 +10,9 @@ the citations of its web search (``web_search_options``) are, as the message's
 The texts of separate items (a run's rounds) are joined with a blank line between them
 (:func:`~stateway.core.items.joined_items`), as :mod:`.stream` sends them.
 
+``logprobs``, when the request asked for them, holds the tokens of that text (Chat's token
+shape is the one the gateway keeps them in).
+
 ``finish_reason``: ``length`` when the output was cut at its token limit or the gateway's
 tool rounds ran out, ``content_filter`` when filtered, ``tool_calls`` when the client has
 calls to answer, else ``stop``.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from stateway.core import logprobs
 from stateway.core.hidden import client_calls
 from stateway.core.items import ITEM_BREAK, MESSAGE, REASONING, Item, item_text, joined_items
 from stateway.core.response import ResponseState
@@ -64,7 +68,7 @@ def encode_completion(state: ResponseState) -> dict[str, Any]:
     if any(reasoning):
         message["reasoning_content"] = joined_items(reasoning)
     reason = finish_reason(state)
-    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
+    choice = {"index": 0, "message": message, "logprobs": _logprobs(state), "finish_reason": reason}
     return {
         "id": completion_id(state.id),
         "object": "chat.completion",
@@ -74,6 +78,21 @@ def encode_completion(state: ResponseState) -> dict[str, Any]:
         "usage": encode_usage(state.usage or Usage()),
         "system_fingerprint": None,
     }
+
+
+def _logprobs(state: ResponseState) -> dict[str, Any] | None:
+    """The answer's tokens (``choices[0].logprobs``) when the request asked for them: the
+    tokens of its text parts, in Chat's shape, which is the one they are kept in."""
+    if not logprobs.wanted(state.settings):
+        return None
+    tokens = [
+        token
+        for item in state.output
+        if item.get("type") == MESSAGE
+        for part in item.get("content") or ()
+        for token in part.get("logprobs") or ()
+    ]
+    return {"content": tokens, "refusal": None}
 
 
 def _citations(part: Item, offset: int) -> list[dict[str, Any]]:

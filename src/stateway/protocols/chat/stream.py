@@ -1,7 +1,8 @@
 """Canonical stream events -> ``chat.completion.chunk`` SSE frames, as OpenAI sends them.
 
 When the response is created, a chunk with ``delta.role``; then one chunk per text delta
-(``content``), reasoning delta (``reasoning_content``, as vLLM streams it), client function
+(``content``, with its tokens as ``logprobs`` when the request asked for them),
+reasoning delta (``reasoning_content``, as vLLM streams it), client function
 call start (``tool_calls[].id``, ``type``, ``function.name``, numbered by ``index`` in the
 order the calls start) and arguments delta (``tool_calls[].function.arguments``); at the
 end a chunk with an empty delta and the ``finish_reason``, a usage chunk (``choices: []``)
@@ -60,11 +61,14 @@ class ChatStream:
     def encode(self, event: ev.Event) -> bytes:
         """The frames of one canonical event (often none)."""
         match event:
-            case ev.TextDelta(output_index=at, delta=delta):
+            case ev.TextDelta(output_index=at, delta=delta, logprobs=tokens):
                 if at != self._text_at and delta:
                     delta = delta if self._text_at < 0 else ITEM_BREAK + delta
                     self._text_at = at
-                return self._delta({"content": delta})
+                if tokens is None:
+                    return self._delta({"content": delta})
+                chosen = orjson.dumps({"content": tokens, "refusal": None})
+                return self._delta({"content": delta}, chosen)
             case ev.ReasoningDelta(output_index=at, delta=delta):
                 if at != self._reasoning_at and delta:
                     delta = delta if self._reasoning_at < 0 else ITEM_BREAK + delta
@@ -102,8 +106,12 @@ class ChatStream:
         )
         self._open = self._envelope + b',"choices":[{"index":0,"delta":'
 
-    def _delta(self, delta: dict[str, Any]) -> bytes:
-        return self._open + orjson.dumps(delta) + self._close
+    def _delta(self, delta: dict[str, Any], tokens: bytes | None = None) -> bytes:
+        """A chunk of ``delta``; with its ``tokens`` (``logprobs``) when given."""
+        if tokens is None:
+            return self._open + orjson.dumps(delta) + self._close
+        tail = self._close.removeprefix(b',"logprobs":null')
+        return self._open + orjson.dumps(delta) + b',"logprobs":' + tokens + tail
 
     def _finished(self, state: ResponseState) -> bytes:
         if state.status in _FAILED:

@@ -95,7 +95,7 @@ def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
                 "output_index": event.output_index,
                 "content_index": event.content_index,
                 "delta": event.delta,
-                "logprobs": [],
+                "logprobs": event.logprobs or [],
             }
         case ev.ReasoningDelta():
             return _part_event("response.reasoning_text.delta", seq, event, delta=event.delta)
@@ -117,7 +117,11 @@ def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
             return _part_event("response.content_part.done", seq, event, part=event.part)
         case ev.TextDone():
             return _part_event(
-                "response.output_text.done", seq, event, text=event.text, logprobs=[]
+                "response.output_text.done",
+                seq,
+                event,
+                text=event.text,
+                logprobs=event.logprobs or [],
             )
         case ev.ReasoningDone():
             return _part_event("response.reasoning_text.done", seq, event, text=event.text)
