@@ -630,3 +630,12 @@ def test_a_bad_input_item_beside_a_forced_tool_is_the_items_400() -> None:
     with pytest.raises(InvalidRequest) as caught:
         decode({"model": "m", "input": ["x"], "tools": [FUNCTION], "tool_choice": "required"})
     assert (caught.value.param or "").startswith("input[0]")
+
+
+def test_a_hosted_prompt_is_refused_by_name_and_a_null_one_ignored() -> None:
+    body = {"model": "m", "input": "x", "prompt": {"id": "pmpt_1", "variables": {"a": "b"}}}
+    with pytest.raises(InvalidRequest) as caught:
+        decode_create(orjson.dumps(body))
+    assert (caught.value.param, caught.value.code) == ("prompt", "unsupported_parameter")
+    assert "instructions" in caught.value.message
+    assert decode_create(orjson.dumps({**body, "prompt": None})).input

@@ -65,6 +65,13 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
     except pydantic.ValidationError as exc:
         raise invalid_request(exc) from None
     conversation_id = _conversation(body)
+    if body.prompt is not None:
+        raise _unsupported(
+            "Unsupported parameter: 'prompt': reusable prompts are kept by the hosted "
+            "platform, which this gateway does not reach; send the prompt's "
+            "'instructions' and 'input' instead.",
+            "prompt",
+        )
     if body.include:
         _check_include(body.include)
     continued = conversation_id is not None or body.previous_response_id is not None

@@ -70,6 +70,9 @@ class CreateResponseBody(BaseModel):
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
     stream_options: dict[str, Any] | None = None
     context_management: list[ContextManagement] | None = None
+    prompt: dict[str, Any] | None = None
+    """A reusable prompt of the hosted platform: refused by :mod:`.decode` (there is none
+    to resolve it against), where ignoring it would answer a different request."""
 
 
 class CompactBody(BaseModel):
