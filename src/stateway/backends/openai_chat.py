@@ -348,8 +348,11 @@ def from_upstream_chunk(chunk: dict[str, Any]) -> Iterator[Delta]:
         if choice.get("index", 0) != 0:
             continue
         delta = obj(choice.get("delta"))
+        given = choice.get("logprobs")  # read here: a call per chunk costs when there are none
         yield from _message_deltas(
-            delta, lambda position, call: count(call.get("index", 0)), _tokens(choice)
+            delta,
+            lambda position, call: count(call.get("index", 0)),
+            _tokens(given) if given else None,
         )
         reason = text(choice.get("finish_reason"))
         if reason:
@@ -365,8 +368,11 @@ def from_upstream_completion(payload: dict[str, Any]) -> Iterator[Delta]:
     if not choices:
         raise UpstreamError("The model server answered without a choice.")
     choice = choices[0]
+    given = choice.get("logprobs")
     yield from _message_deltas(
-        obj(choice.get("message")), lambda position, call: position, _tokens(choice)
+        obj(choice.get("message")),
+        lambda position, call: position,
+        _tokens(given) if given else None,
     )
     if payload.get("usage"):
         yield UsageReport(from_chat_usage(obj(payload["usage"])))
@@ -380,11 +386,8 @@ def _stop_sequence(choice: dict[str, Any]) -> str | None:
     return matched if isinstance(matched, str) and choice.get("finish_reason") == "stop" else None
 
 
-def _tokens(choice: dict[str, Any]) -> list[Item] | None:
-    """The choice's text tokens (``logprobs.content``), when it carries them."""
-    given = choice.get("logprobs")
-    if not given:
-        return None
+def _tokens(given: Any) -> list[Item] | None:
+    """A choice's text tokens (its ``logprobs.content``), when it carries them."""
     content = obj(given).get("content")
     return None if content is None else logprobs.tokens(content)
 
