@@ -45,7 +45,12 @@ def test_tokens_take_one_shape_and_refuse_wrong_types() -> None:
     assert tokens([{"token": "é", "logprob": -1}]) == [
         {"token": "é", "bytes": [195, 169], "logprob": -1.0, "top_logprobs": []}
     ]
-    for bad in ({"content": []}, [{"token": 1, "logprob": 0}], [{"token": "a", "logprob": "0"}]):
+    wrong = (
+        [{"token": 1, "logprob": 0}],
+        [{"token": "a", "logprob": "0"}],
+        [{"token": "a", "logprob": False}],
+    )
+    for bad in ({"content": []}, *wrong):
         with pytest.raises((TypeError, KeyError)):
             tokens(bad)
     with pytest.raises(KeyError):

@@ -38,7 +38,11 @@ def _token(entry: Any) -> Item:
     """``token``, ``bytes`` (the token's UTF-8 when the upstream sent none: Chat servers
     may send ``null``) and ``logprob``."""
     text, logprob = entry["token"], entry["logprob"]
-    if not isinstance(text, str) or not isinstance(logprob, int | float):
+    if (
+        not isinstance(text, str)
+        or isinstance(logprob, bool)
+        or not isinstance(logprob, int | float)
+    ):
         raise TypeError(f"expected a token and its logprob, got {entry!r}"[:200])
     raw = entry.get("bytes")
     return {

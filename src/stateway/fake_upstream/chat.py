@@ -76,7 +76,7 @@ def parse_chat_request(body: dict[str, Any], *, system_first: bool = False) -> C
         _add_message(builder, message)
     options = body.get("stream_options")
     top_logprobs = optional_top_logprobs(body)
-    if body.get("logprobs") is not True and "top_logprobs" in body:
+    if body.get("logprobs") is not True and body.get("top_logprobs") is not None:
         raise invalid_request("'logprobs' must be true when 'top_logprobs' is set.", "logprobs")
     return ChatRequest(
         model=model,
