@@ -116,3 +116,20 @@ def test_input_tokens_count_what_truncation_keeps(windowed: OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as refused:  # no candidate's window takes it
         windowed.responses.input_tokens.count(model=MODEL, input=whole)
     assert refused.value.code == "context_length_exceeded"
+
+
+def test_an_answer_s_output_tokens_do_not_count_toward_the_window(windowed: OpenAI) -> None:
+    """Stored with the answer for the client, they are not sent again: a short chain whose
+    answer carries 20 alternatives per token still fits, and nothing is truncated."""
+    first = windowed.responses.create(
+        model=MODEL,
+        input="[[words:10]] hi",
+        include=["message.output_text.logprobs"],
+        top_logprobs=20,
+    )
+    assert first.output[0].content[0].logprobs  # type: ignore[union-attr]
+    response = windowed.responses.create(
+        model=MODEL, input="[[echo]]", previous_response_id=first.id, truncation="auto"
+    )
+    assert response.output_text.splitlines()[0] == "user: [[words:10]] hi"
+    windowed.responses.create(model=MODEL, input="again", previous_response_id=first.id)

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from openai import OpenAI
 from openai.types.responses import Response, ResponseOutputMessage, ResponseOutputText
+
+from tests.e2e.test_upstream_mapping import clear, upstream_requests
 
 MODEL = "fake-model"
 INCLUDE = "message.output_text.logprobs"
@@ -51,6 +54,23 @@ def test_included_logprobs_come_with_the_text_and_are_stored(client: OpenAI) -> 
 
     stored = client.responses.retrieve(response.id)
     assert _text_part(stored).logprobs == part.logprobs
+
+
+def test_the_tokens_of_an_earlier_answer_are_not_sent_to_the_model_again(
+    client: OpenAI, fake_upstream: str
+) -> None:
+    """They were the model's output: the next turn's upstream request carries the answer's
+    text only (a Responses upstream would otherwise get every token and alternative)."""
+    first = client.responses.create(
+        model=MODEL, input="[[words:30]] one", include=[INCLUDE], top_logprobs=20
+    )
+    assert _text_part(first).logprobs
+    clear(fake_upstream)
+    client.responses.create(model=MODEL, input="next", previous_response_id=first.id)
+    [sent] = upstream_requests(fake_upstream)
+    context = orjson.dumps(sent["body"].get("input") or sent["body"]["messages"]).decode()
+    assert _text_part(first).text in context
+    assert "top_logprobs" not in context
 
 
 def test_logprobs_without_alternatives(client: OpenAI) -> None:

@@ -5,6 +5,9 @@ A token is kept in the Responses API's own shape, which every layer passes on un
 the hosted API, they are given only when a request includes them; ``top_logprobs`` (0-20)
 says how many alternatives each token lists. Backends ask their upstream for them and
 read its tokens with :func:`tokens`; an upstream that has none gives none.
+
+Tokens are output only: stored with a response for the client to read, they are not part
+of what a later turn sends the model nor of its estimated size (:func:`without_tokens`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from stateway.core.commands import GenerationSettings
-from stateway.core.items import Item
+from stateway.core.items import MESSAGE, Item
 
 INCLUDE = "message.output_text.logprobs"
 
@@ -50,3 +53,23 @@ def _token(entry: Any) -> Item:
         "bytes": raw if isinstance(raw, list) else list(text.encode()),
         "logprob": float(logprob),
     }
+
+
+def without_tokens(item: Item) -> Item:
+    """``item`` without its parts' tokens: the item itself when it holds none (the common
+    case, checked without copying), else a copy."""
+    content = item.get("content")
+    if item.get("type") != MESSAGE or not isinstance(content, list):
+        return item
+    for part in content:  # a loop, not any(): this runs for every message of every round
+        if isinstance(part, dict) and part.get("logprobs"):
+            break
+    else:
+        return item
+    parts = [
+        {k: v for k, v in part.items() if k != "logprobs"}
+        if isinstance(part, dict) and part.get("logprobs")
+        else part
+        for part in content
+    ]
+    return {**item, "content": parts}

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import orjson
-
 from stateway.core.commands import CreateResponse
 from stateway.core.context import Prior, uncarried
 from stateway.core.errors import GatewayError, InvalidRequest
 from stateway.core.items import MESSAGE, Item
 from stateway.core.routing.route import Candidate
-from stateway.core.token_estimate import BYTES_PER_TOKEN
+from stateway.core.token_estimate import estimate_context
 from stateway.core.tools import shell
 from stateway.core.tools.toolset import Toolset
 
@@ -93,10 +91,8 @@ class Needs:
         """The input's estimated tokens (computed once, when a candidate asks)."""
         if self._tokens is None:
             command = self.command
-            size = len(command.instructions.encode()) if command.instructions else 0
-            size += len(orjson.dumps(self.prior.items)) + len(orjson.dumps(command.input))
-            size += len(orjson.dumps(command.settings.tools))
-            self._tokens = max(1, -(-size // BYTES_PER_TOKEN))
+            items = self.prior.joined(command.input)
+            self._tokens = estimate_context(command.instructions, items, command.settings.tools)
         return self._tokens
 
 

@@ -23,6 +23,8 @@ turn replays exactly the history the model saw:
   offered from then on). A search without its output is left out.
 - ``mcp_list_tools``, ``mcp_approval_response``, ``additional_tools``: left out (their
   tools are among the request's; answers are folded into their calls).
+- an assistant message's output tokens (``logprobs``): left out; they were the model's
+  output, not its input.
 - ``compaction``, ``compaction_trigger``: left out (the gateway has already shown the
   model a compaction's summary in its place: :mod:`stateway.core.compaction.view`).
 - ``shell_call`` / ``local_shell_call`` and their outputs: a ``shell`` / ``local_shell``
@@ -46,11 +48,13 @@ from stateway.core.items import (
     MCP_APPROVAL_RESPONSE,
     MCP_CALL,
     MCP_LIST_TOOLS,
+    MESSAGE,
     TOOL_SEARCH_CALL,
     TOOL_SEARCH_OUTPUT,
     WEB_SEARCH_CALL,
     Item,
 )
+from stateway.core.logprobs import without_tokens
 from stateway.core.tools import shell
 from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, loaded, model_name
 
@@ -312,6 +316,8 @@ def _web_search_pair(item: Item) -> tuple[Item, Item]:
 
 def _client_item(item: Item) -> Item:
     kind = item.get("type")
+    if kind == MESSAGE:
+        return without_tokens(item)
     if kind == CUSTOM_TOOL_CALL:
         call: Item = {
             "type": FUNCTION_CALL,
