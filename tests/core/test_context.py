@@ -33,6 +33,29 @@ async def test_output_answering_a_stored_call_is_accepted() -> None:
     assert [i["type"] for i in context] == ["function_call", "function_call_output"]
 
 
+async def test_a_call_cut_short_is_left_out_unless_answered() -> None:
+    """A response cancelled (or out of tokens) while writing a call stores it
+    ``incomplete``: continuing without answering it is allowed, and the model is not shown
+    a call without its output; answered, it stays."""
+    store = MemoryStore()
+    cut = {**call("c1"), "arguments": "", "status": "incomplete"}
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]}
+    await store.save(ResponseRecord("t", "resp_1", None, "cancelled", 0.0, {}, [user], [cut]))
+    later = {**user, "content": [{"type": "input_text", "text": "go on"}]}
+    command = CreateResponse(model="m", input=[later], previous_response_id="resp_1")
+    context = await build_context(store, "t", command, ScriptedBackend([]))
+    assert context == [user, later]
+    command = CreateResponse(model="m", input=[output("c1")], previous_response_id="resp_1")
+    context = await build_context(store, "t", command, ScriptedBackend([]))
+    assert context == [user, cut, output("c1")]
+    complete = {**cut, "status": "completed"}
+    await store.save(ResponseRecord("t", "resp_2", None, "completed", 0.0, {}, [user], [complete]))
+    command = CreateResponse(model="m", input=[later], previous_response_id="resp_2")
+    with pytest.raises(InvalidRequest) as caught:
+        await build_context(store, "t", command, ScriptedBackend([]))
+    assert caught.value.code == "tool_output_missing"
+
+
 @pytest.mark.parametrize("items", [[output("nope")], [call("c1"), output("c1"), output("c1")]])
 async def test_output_without_a_pending_call_is_rejected(items: list[dict[str, str]]) -> None:
     with pytest.raises(InvalidRequest) as caught:

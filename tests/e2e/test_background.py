@@ -180,3 +180,40 @@ def test_a_starting_after_outside_the_log_is_refused(client: OpenAI) -> None:
             client.responses.retrieve(created.id, stream=True, starting_after=after)
         assert refused.value.body["param"] == "starting_after"  # type: ignore[index]
     assert list(client.responses.retrieve(created.id, stream=True, starting_after=last)) == []
+
+
+async def test_a_call_cut_short_by_a_cancel_is_not_shown_to_the_model_later(
+    async_client: AsyncOpenAI, fake_upstream: str
+) -> None:
+    """Cancelled while the model writes a tool call, the response keeps the call
+    ``incomplete``; continuing it with a new message (not an output) is allowed, and the
+    model is not sent a call without its output, which no upstream accepts."""
+    marker = f"cut-{uuid.uuid4().hex}"
+    arguments = orjson.dumps({"q": "x" * 400}).decode()
+    lookup: Any = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+    created = await async_client.responses.create(
+        model=MODEL,
+        input=f"{marker} [[slow:50]] [[tool:lookup:{arguments}]]",
+        tools=[lookup],
+        background=True,
+    )
+    async for event in await async_client.responses.retrieve(created.id, stream=True):
+        if event.type == "response.function_call_arguments.delta":
+            break
+    cancelled = await async_client.responses.cancel(created.id)
+    [cut] = cancelled.output
+    assert (cut.type, cut.status) == ("function_call", "incomplete")
+
+    later = f"later-{uuid.uuid4().hex}"
+    answer = await async_client.responses.create(
+        model=MODEL, input=later, previous_response_id=created.id, tools=[lookup]
+    )
+    assert answer.status == "completed"
+    root = fake_upstream.removesuffix("/v1")
+    async with aiohttp.ClientSession() as session, session.get(root + "/_fake/requests") as reply:
+        logged = orjson.loads(await reply.read())["data"]
+    [sent] = [r["body"] for r in logged if later.encode() in orjson.dumps(r["body"])]
+    context = orjson.dumps(sent.get("input") or sent["messages"]).decode()
+    assert marker in context
+    assert "function_call" not in context
+    assert "tool_calls" not in context

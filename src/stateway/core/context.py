@@ -69,8 +69,7 @@ async def build_context(
     problem = uncarried(prior, command.input, backend)
     if problem is not None:
         raise problem
-    check_call_outputs(prior.items, command.input)
-    return prior.joined(command.input)
+    return checked_context(prior, command.input)
 
 
 @dataclass(slots=True, frozen=True)
@@ -159,12 +158,24 @@ def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str] 
     return None
 
 
-def check_call_outputs(prior: list[Item], current: list[Item]) -> None:
-    """Every call has a unique non-empty ``call_id``; each output answers exactly one
-    pending call of its own kind (a ``tool_search_output`` a client-executed
-    ``tool_search_call``); no call of the context is left without its output; an
-    ``mcp_approval_response`` answers an ``mcp_approval_request`` of the context."""
-    pending = _pending_calls(prior, current, "input")
+def checked_context(prior: Prior, current: list[Item]) -> list[Item]:
+    """``prior`` then ``current``, checked: every call has a unique non-empty ``call_id``;
+    each output answers exactly one pending call of its own kind (a ``tool_search_output``
+    a client-executed ``tool_search_call``); no call of the context is left without its
+    output; an ``mcp_approval_response`` answers an ``mcp_approval_request`` of the
+    context. A call cut short (``incomplete``: its response was cancelled or ran out of
+    tokens while the call was being written) needs no output; left unanswered, it is left
+    out, since a model must never see a call without its output."""
+    pending = _pending_calls(prior.items, current, "input")
+    _refuse_unanswered(pending)
+    items = prior.joined(current)
+    cut = {call_id for call_id, (_, required) in pending.items() if not required}
+    if cut:
+        items = [i for i in items if i.get("type") not in _ANSWERS or i["call_id"] not in cut]
+    return items
+
+
+def _refuse_unanswered(pending: dict[str, tuple[str, bool]]) -> None:
     missing = [(call_id, answer) for call_id, (answer, required) in pending.items() if required]
     if missing:
         call_id, answer = missing[0]

@@ -21,7 +21,7 @@ from stateway.core import background
 from stateway.core import events as ev
 from stateway.core.commands import CreateResponse, Principal
 from stateway.core.compaction.service import Compaction, CompactionStep, context_window
-from stateway.core.context import check_call_outputs, load_prior
+from stateway.core.context import checked_context, load_prior
 from stateway.core.conversations.ports import ConversationItems
 from stateway.core.conversations.service import Conversations
 from stateway.core.coordination import EventFanout
@@ -182,8 +182,7 @@ class RunStarter:
         stored = prior.served_by if conversation is None else conversation.served_by
         plan = router.plan(route, Needs.of(command, prior, toolset), chain, stored)
         toolset.route(plan.first.backend)
-        check_call_outputs(prior.items, command.input)
-        return plan, prior.joined(command.input)
+        return plan, checked_context(prior, command.input)
 
     def _start(
         self,
