@@ -84,9 +84,10 @@ def test_chat_text_carries_its_chunk_tokens() -> None:
             {"index": 0, "delta": {"content": " hi"}, "logprobs": {"content": [WIRE_TOKEN]}}
         ]
     }
-    assert list(openai_chat.from_upstream_chunk(chunk)) == [TextDelta(" hi", [TOKEN])]
+    assert list(openai_chat.from_upstream_chunk(chunk, True)) == [TextDelta(" hi", [TOKEN])]
+    assert list(openai_chat.from_upstream_chunk(chunk)) == [TextDelta(" hi")]  # not asked
     chunk["choices"][0]["logprobs"] = None
-    assert list(openai_chat.from_upstream_chunk(chunk)) == [TextDelta(" hi")]
+    assert list(openai_chat.from_upstream_chunk(chunk, True)) == [TextDelta(" hi")]
     completion = {
         "choices": [
             {
@@ -97,26 +98,78 @@ def test_chat_text_carries_its_chunk_tokens() -> None:
             }
         ]
     }
-    [text, _finish] = openai_chat.from_upstream_completion(completion)
+    [text, _finish] = openai_chat.from_upstream_completion(completion, True)
     assert text == TextDelta(" hi", [TOKEN])
+    [text, _finish] = openai_chat.from_upstream_completion(completion)
+    assert text == TextDelta(" hi")
 
 
 def test_responses_text_carries_its_tokens() -> None:
-    state = openai_responses._StreamState()
+    state = openai_responses._StreamState(tokens=True)
     event = {"type": "response.output_text.delta", "delta": " hi", "logprobs": [WIRE_TOKEN]}
     assert list(state.feed(event)) == [TextDelta(" hi", [TOKEN])]
     assert list(state.feed({**event, "logprobs": []})) == [TextDelta(" hi")]
+    assert list(openai_responses._StreamState().feed(event)) == [TextDelta(" hi")]
     part = {"type": "output_text", "text": " hi", "annotations": [], "logprobs": [WIRE_TOKEN]}
     payload = {
         "status": "completed",
         "output": [{"type": "message", "role": "assistant", "content": [part, part]}],
     }
-    [text, _finish] = openai_responses.from_upstream_response(payload)
+    [text, _finish] = openai_responses.from_upstream_response(payload, tokens=True)
     assert text == TextDelta(" hi hi", [TOKEN, TOKEN])
+    [text, _finish] = openai_responses.from_upstream_response(payload)
+    assert text == TextDelta(" hi hi")
 
 
-async def _deltas(backend: Any, stream: bool) -> list[Delta]:
-    req = request([user("q")], include=[INCLUDE], stream=stream)
+def wire(*texts: str) -> list[dict[str, Any]]:
+    return [{"token": t, "logprob": -1.0, "bytes": list(t.encode())} for t in texts]
+
+
+def spelled(delta: Any) -> list[str]:
+    return [token["token"] for token in delta.logprobs]
+
+
+def test_a_chunk_s_tokens_without_text_extend_the_text_but_not_reasoning_or_calls() -> None:
+    part = {"index": 0, "delta": {"content": ""}, "logprobs": {"content": wire("\ufffd")}}
+    [delta] = openai_chat.from_upstream_chunk({"choices": [part]}, True)
+    assert (delta.text, spelled(delta)) == ("", ["\ufffd"])
+    for other in ({"reasoning_content": "hm"}, {"tool_calls": [{"index": 0, "id": "c"}]}):
+        part = {"index": 0, "delta": other, "logprobs": {"content": wire("x")}}
+        deltas = list(openai_chat.from_upstream_chunk({"choices": [part]}, True))
+        assert not [d for d in deltas if isinstance(d, TextDelta)]
+
+
+@pytest.mark.parametrize(
+    ("message", "tokens", "kept"),
+    [
+        # vLLM lists the reasoning's tokens before the text's, and the calls' after it
+        ({"reasoning_content": "think more"}, wire("think", " more", "Ans", "wer"), ["Ans", "wer"]),
+        (
+            {"tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}]},
+            wire("Ans", "wer", "<tool>", "{}"),
+            ["Ans", "wer"],
+        ),
+        ({}, wire("Ans", "wer"), ["Ans", "wer"]),
+        # tokens that do not spell the text are left as they came
+        ({"reasoning_content": "r"}, wire("r", "other"), ["r", "other"]),
+    ],
+)
+def test_a_completion_keeps_the_tokens_of_its_text(
+    message: dict[str, Any], tokens: list[dict[str, Any]], kept: list[str]
+) -> None:
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": "Answer", **message},
+        "logprobs": {"content": tokens},
+        "finish_reason": "stop",
+    }
+    deltas = list(openai_chat.from_upstream_completion({"choices": [choice]}, True))
+    [text] = [d for d in deltas if isinstance(d, TextDelta)]
+    assert spelled(text) == kept
+
+
+async def _deltas(backend: Any, stream: bool, asked: bool = True) -> list[Delta]:
+    req = request([user("q")], include=[INCLUDE] if asked else [], stream=stream)
     return [delta async for delta in backend.infer(req)]
 
 
@@ -134,11 +187,16 @@ async def test_a_malformed_chat_token_list_is_a_malformed_reply(
         await reply.prepare(http)
         chunk = {"choices": [{**choice, "delta": {"content": "a"}}]}
         await reply.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        await reply.write(b"data: " + orjson.dumps(end) + b"\n\ndata: [DONE]\n\n")
         return reply
 
     client = loopback.adopt(UpstreamClient(UpstreamTarget("u", await loopback.serve(answer))))
     with pytest.raises(UpstreamError, match="malformed"):
         await _deltas(OpenAIChatBackend(client), stream)
+    # not asked for, they are not read: an upstream that always sends them is no fault
+    deltas = await _deltas(OpenAIChatBackend(client), stream, asked=False)
+    assert [d for d in deltas if isinstance(d, TextDelta)] == [TextDelta("a")]
 
 
 @pytest.mark.parametrize("stream", [False, True])

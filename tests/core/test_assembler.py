@@ -78,3 +78,39 @@ def test_a_signature_seals_and_ends_its_reasoning() -> None:
     ]
     done = [e.item for e in events if isinstance(e, ev.ItemDone)]
     assert [item["encrypted_content"] for item in done] == ["sig1=", "sig2=", "sig3="]
+
+
+def test_a_message_keeps_its_tokens_and_tokens_alone_open_nothing() -> None:
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    assembler = OutputAssembler(output, events.append, set(), Catalog([]))
+    a, b, part = ({"token": t, "logprob": -1.0} for t in ("A", "B", "\ufffd"))
+    assembler.text("", [part])  # no message yet: nothing to attach them to
+    assembler.reasoning("hm")
+    assembler.text("", [part])  # the open item is reasoning: dropped
+    assembler.text("A", [a])
+    assembler.text("", [part])  # part of a character: the message's
+    assembler.text("B", [b])
+    assembler.text("C")  # a delta without tokens adds none
+    assembler.finish()
+    reasoning, message = output
+    assert reasoning["type"] == "reasoning"
+    assert message["content"][0]["text"] == "ABC"
+    assert message["content"][0]["logprobs"] == [a, part, b]
+    deltas = [e for e in events if isinstance(e, ev.TextDelta)]
+    assert [(e.delta, e.logprobs) for e in deltas] == [
+        ("A", [a]),
+        ("", [part]),
+        ("B", [b]),
+        ("C", None),
+    ]
+    [done] = [e for e in events if isinstance(e, ev.TextDone)]
+    assert done.logprobs == [a, part, b]
+
+
+def test_a_message_without_tokens_has_an_empty_list() -> None:
+    output: list[Item] = []
+    assembler = OutputAssembler(output, lambda event: None, set(), Catalog([]))
+    assembler.text("hi")
+    assembler.finish()
+    assert output[0]["content"][0]["logprobs"] == []

@@ -91,9 +91,10 @@ class OpenAIChatBackend:
     async def _deltas(
         self, request: InferenceRequest, body: dict[str, Any]
     ) -> AsyncGenerator[Delta, None]:
+        tokens = logprobs.wanted(request.settings)  # read only when asked for
         async with self._client.post("/chat/completions", body) as reply:
             if not request.stream:
-                for delta in self._decode_completion(await reply.read()):
+                for delta in self._decode_completion(await reply.read(), tokens):
                     yield delta
                 return
             finished = False
@@ -101,25 +102,25 @@ class OpenAIChatBackend:
                 if event.data == b"[DONE]":
                     finished = True
                     break
-                for delta in self._decode_chunk(event.data):
+                for delta in self._decode_chunk(event.data, tokens):
                     finished = finished or isinstance(delta, Finish)
                     yield delta
             if not finished:
                 raise cut_short(self.name)
 
-    def _decode_chunk(self, data: bytes) -> list[Delta]:
+    def _decode_chunk(self, data: bytes, tokens: bool) -> list[Delta]:
         try:
             chunk = orjson.loads(data)
             if "error" in chunk and "choices" not in chunk:
                 message = _stream_error_message(self.name, chunk["error"])
                 raise UpstreamError(self._client.scrub(message))
-            return list(from_upstream_chunk(chunk))
+            return list(from_upstream_chunk(chunk, tokens))
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed chunk.") from exc
 
-    def _decode_completion(self, data: bytes) -> list[Delta]:
+    def _decode_completion(self, data: bytes, tokens: bool) -> list[Delta]:
         try:
-            return list(from_upstream_completion(orjson.loads(data)))
+            return list(from_upstream_completion(orjson.loads(data), tokens))
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed reply.") from exc
 
@@ -342,13 +343,14 @@ def _response_format(text_format: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def from_upstream_chunk(chunk: dict[str, Any]) -> Iterator[Delta]:
-    """Deltas of one ``chat.completion.chunk``."""
+def from_upstream_chunk(chunk: dict[str, Any], tokens: bool = False) -> Iterator[Delta]:
+    """Deltas of one ``chat.completion.chunk``; its text's ``tokens`` (``logprobs``) are
+    read only when asked for."""
     for choice in chunk.get("choices") or ():
         if choice.get("index", 0) != 0:
             continue
         delta = obj(choice.get("delta"))
-        given = choice.get("logprobs")  # read here: a call per chunk costs when there are none
+        given = choice.get("logprobs") if tokens else None  # inline: no call per chunk
         yield from _message_deltas(
             delta,
             lambda position, call: count(call.get("index", 0)),
@@ -362,17 +364,17 @@ def from_upstream_chunk(chunk: dict[str, Any]) -> Iterator[Delta]:
         yield UsageReport(from_chat_usage(obj(usage)))
 
 
-def from_upstream_completion(payload: dict[str, Any]) -> Iterator[Delta]:
-    """Deltas of a whole ``chat.completion``, in streaming order."""
+def from_upstream_completion(payload: dict[str, Any], tokens: bool = False) -> Iterator[Delta]:
+    """Deltas of a whole ``chat.completion``, in streaming order (its text's ``tokens``
+    read only when asked for)."""
     choices = payload.get("choices") or []
     if not choices:
         raise UpstreamError("The model server answered without a choice.")
     choice = choices[0]
-    given = choice.get("logprobs")
+    message = obj(choice.get("message"))
+    given = choice.get("logprobs") if tokens else None
     yield from _message_deltas(
-        obj(choice.get("message")),
-        lambda position, call: position,
-        _tokens(given) if given else None,
+        message, lambda position, call: position, _text_tokens(given, message) if given else None
     )
     if payload.get("usage"):
         yield UsageReport(from_chat_usage(obj(payload["usage"])))
@@ -392,6 +394,29 @@ def _tokens(given: Any) -> list[Item] | None:
     return None if content is None else logprobs.tokens(content)
 
 
+def _text_tokens(given: Any, message: dict[str, Any]) -> list[Item] | None:
+    """A whole completion's tokens of its text. vLLM lists every token it generated, the
+    reasoning's before the text and the tool calls' after it: with either, only the run of
+    tokens spelling the text is kept (the minimal suffix or prefix of the tokens whose text
+    holds it; all of them when neither does)."""
+    tokens = _tokens(given)
+    content = text(message.get("content")) or ""
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    calls = message.get("tool_calls")
+    if not tokens or not content or bool(reasoning) == bool(calls):
+        return tokens
+    spelled = ""
+    ordered = tokens[::-1] if reasoning else tokens
+    for count_, token in enumerate(ordered, 1):
+        spelled = token["token"] + spelled if reasoning else spelled + token["token"]
+        if len(spelled) >= len(content):
+            if content not in spelled:
+                return tokens
+            kept = ordered[:count_]
+            return kept[::-1] if reasoning else kept
+    return tokens
+
+
 def _message_deltas(
     message: dict[str, Any],
     call_index: Callable[[int, dict[str, Any]], int],
@@ -405,6 +430,8 @@ def _message_deltas(
     content = text(message.get("content"))
     if content:
         yield TextDelta(content, tokens)
+    elif tokens and not reasoning and not message.get("tool_calls"):
+        yield TextDelta("", tokens)  # a token with no text yet (part of a character)
     for position, call in enumerate(message.get("tool_calls") or ()):
         function = obj(call.get("function"))
         yield ToolCallDelta(

@@ -14,6 +14,7 @@ their items; output items of such types come back whole (:class:`OutputItem`, on
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from functools import partial
 from typing import Any
 
 import orjson
@@ -70,12 +71,14 @@ class OpenAIResponsesBackend:
         self._tokenizer = UpstreamTokenizer(client)
 
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        tokens = logprobs.wanted(request.settings)  # read only when asked for
         async with self._client.post("/responses", to_upstream(request)) as reply:
             if not request.stream:
-                for delta in self._decode(from_upstream_response, await reply.read()):
+                read = partial(from_upstream_response, tokens=tokens)
+                for delta in self._decode(read, await reply.read()):
                     yield delta
                 return
-            stream = _StreamState()
+            stream = _StreamState(tokens)
             async for event in reply.events():
                 for delta in self._decode(stream.feed, event.data):
                     yield delta
@@ -207,16 +210,18 @@ def _without_cache(part: Any) -> Any:
 class _StreamState:
     """Follows one upstream event stream; knows which tool calls got argument deltas."""
 
-    __slots__ = ("finished", "streamed_arguments")
+    __slots__ = ("finished", "streamed_arguments", "tokens")
 
-    def __init__(self) -> None:
+    def __init__(self, tokens: bool = False) -> None:
+        self.tokens = tokens
+        """Whether the text's tokens (``logprobs``) were asked for: read only then."""
         self.finished = False
         self.streamed_arguments: set[int] = set()
 
     def feed(self, event: dict[str, Any]) -> Iterator[Delta]:
         kind = event.get("type")
         if kind == "response.output_text.delta":
-            given = event.get("logprobs")
+            given = event.get("logprobs") if self.tokens else None
             yield TextDelta(text(event["delta"]) or "", logprobs.tokens(given) if given else None)
         elif kind == "response.reasoning_text.delta":
             yield ReasoningDelta(text(event["delta"]) or "")
@@ -245,7 +250,7 @@ class _StreamState:
             raise UpstreamError(f"The model server failed: {message}"[:500])
 
 
-def from_upstream_response(payload: dict[str, Any]) -> Iterator[Delta]:
+def from_upstream_response(payload: dict[str, Any], tokens: bool = False) -> Iterator[Delta]:
     if payload.get("status") == "failed":
         message = (payload.get("error") or {}).get("message", "")
         raise UpstreamError(f"The model server failed: {message}"[:500])
@@ -258,7 +263,7 @@ def from_upstream_response(payload: dict[str, Any]) -> Iterator[Delta]:
         elif kind == "message":
             answer = _joined(item.get("content"), "output_text")
             if answer:
-                yield TextDelta(answer, _tokens(item.get("content")))
+                yield TextDelta(answer, _tokens(item.get("content")) if tokens else None)
         elif kind == "function_call":
             yield _call(index, item)
         else:

@@ -83,10 +83,11 @@ class OutputAssembler:
         """Calls the gateway runs before the next round."""
 
     def text(self, delta: str, logprobs: list[Item] | None = None) -> None:
-        if not delta and not logprobs:
-            return
         current = self._open
-        if current is None or current.item["type"] != MESSAGE:
+        if not delta:  # tokens with no text yet belong to the message being written, if any
+            if not logprobs or current is None or current.item["type"] != MESSAGE:
+                return
+        elif current is None or current.item["type"] != MESSAGE:
             current = self._start_message()
         current.chunks.append(delta)
         if logprobs is not None:

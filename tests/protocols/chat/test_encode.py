@@ -280,3 +280,29 @@ def test_search_citations_are_annotations_at_their_place_in_the_joined_content()
     ]
     assert spans == ["https://a.test/", "https://b.test/"]
     assert "annotations" not in encode_completion(state([plain]))["choices"][0]["message"]
+
+
+def test_asked_for_logprobs_every_text_chunk_has_them_and_the_completion_too() -> None:
+    token = {"token": "hi", "bytes": [104, 105], "logprob": -0.5, "top_logprobs": []}
+    asked = GenerationSettings(include=["message.output_text.logprobs"])
+    tokened = message("hi")
+    tokened["content"][0]["logprobs"] = [token]
+    done = state([tokened], settings=asked)
+    events: list[ev.Event] = [
+        ev.ResponseCreated(done),
+        ev.TextDelta(0, 0, "msg_1", "h", [token]),
+        ev.TextDelta(0, 0, "msg_1", "i"),  # an upstream that gave none for this one
+        ev.ResponseFinished(done),
+    ]
+    got = [c for c in play(events, False)[1:-2]]
+    assert [c["choices"][0]["logprobs"] for c in got] == [
+        {"content": [token], "refusal": None},
+        {"content": [], "refusal": None},
+    ]
+    ChatCompletionChunk.model_validate(got[0])
+    completion = encode_completion(done)
+    assert completion["choices"][0]["logprobs"] == {"content": [token], "refusal": None}
+    assert ChatCompletion.model_validate(completion).choices[0].logprobs is not None
+    assert encode_completion(state([message("hi")]))["choices"][0]["logprobs"] is None
+    plain = play([ev.ResponseCreated(state([])), ev.TextDelta(0, 0, "msg_1", "h", [token])], False)
+    assert plain[1]["choices"][0]["logprobs"] is None  # not asked: none shown

@@ -25,6 +25,7 @@ from typing import Any, Final
 import orjson
 
 from stateway.core import events as ev
+from stateway.core import logprobs
 from stateway.core.items import FUNCTION_CALL, ITEM_BREAK
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
@@ -43,6 +44,7 @@ class ChatStream:
         "_open",
         "_reasoning_at",
         "_text_at",
+        "_tokens",
     )
 
     def __init__(self, include_usage: bool) -> None:
@@ -57,6 +59,8 @@ class ChatStream:
         self._text_at = -1
         self._reasoning_at = -1
         """The output index of the item whose text (reasoning) was sent last; -1: none yet."""
+        self._tokens = False
+        """Whether the request asked for ``logprobs``: each text chunk then has them."""
 
     def encode(self, event: ev.Event) -> bytes:
         """The frames of one canonical event (often none)."""
@@ -65,9 +69,9 @@ class ChatStream:
                 if at != self._text_at and delta:
                     delta = delta if self._text_at < 0 else ITEM_BREAK + delta
                     self._text_at = at
-                if tokens is None:
+                if not self._tokens:
                     return self._delta({"content": delta})
-                chosen = orjson.dumps({"content": tokens, "refusal": None})
+                chosen = orjson.dumps({"content": tokens or [], "refusal": None})
                 return self._delta({"content": delta}, chosen)
             case ev.ReasoningDelta(output_index=at, delta=delta):
                 if at != self._reasoning_at and delta:
@@ -98,6 +102,7 @@ class ChatStream:
                 return b""
 
     def _start(self, state: ResponseState) -> None:
+        self._tokens = logprobs.wanted(state.settings)
         head = b'data: {"id":%s,"object":"chat.completion.chunk","created":%d,"model":%s'
         self._envelope = head % (
             orjson.dumps(completion_id(state.id)),
