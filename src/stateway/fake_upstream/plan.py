@@ -95,13 +95,20 @@ class Plan:
 
 
 SUMMARY_HEADING = "Summary of the conversation:"
+_INSTRUCTIONS = ("system: ", "developer: ", "instructions: ")
 
 
 def reply_text(conversation: Conversation, script: Script) -> str:
     """The reply text, by precedence: a summary (asked with the gateway's compaction
     prompt), echo, words, tool results, then the greeting."""
     if conversation.user_text == SUMMARY_PROMPT:  # its directives quoted, not run again
-        lines = [line.replace("[[", "[ [") for line in conversation.lines[:-1]]
+        # The conversation, not the instructions, which stay in place: a summary as short
+        # as a model's (Codex's system prompt would make it thousands of words).
+        lines = [
+            line.replace("[[", "[ [")
+            for line in conversation.lines[:-1]
+            if not line.startswith(_INSTRUCTIONS)
+        ]
         return "\n".join([SUMMARY_HEADING, *lines])
     if script.echo:
         return "\n".join(conversation.lines)
