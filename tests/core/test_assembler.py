@@ -114,3 +114,26 @@ def test_a_message_without_tokens_has_an_empty_list() -> None:
     assembler.text("hi")
     assembler.finish()
     assert output[0]["content"][0]["logprobs"] == []
+
+
+def test_the_output_so_far_shows_the_item_being_written() -> None:
+    output: list[Item] = []
+    assembler = OutputAssembler(output, lambda event: None, set(), Catalog([]))
+    assert assembler.output_so_far() == []
+    assembler.reasoning("thinking")
+    [reasoning] = assembler.output_so_far()
+    assert reasoning["content"] == [{"type": "reasoning_text", "text": "thinking"}]
+    assembler.text("Hel", [{"token": "Hel", "logprob": -1.0}])
+    assembler.text("lo")
+    done, message = assembler.output_so_far()
+    assert done["content"] == [{"type": "reasoning_text", "text": "thinking"}]
+    assert message["content"][0]["text"] == "Hello"
+    assert message["content"][0]["logprobs"] == [{"token": "Hel", "logprob": -1.0}]
+    assembler.tool_call(ToolCallDelta(0, "c1", "f", '{"a":'))
+    *_, call = assembler.output_so_far()
+    assert (call["type"], call["arguments"], call["status"]) == (
+        "function_call",
+        '{"a":',
+        "in_progress",
+    )
+    assert output[-1]["arguments"] == ""  # the item itself is filled in when it closes

@@ -14,6 +14,7 @@ from stateway.core.commands import (
     CancelResponse,
     CreateResponse,
     DeleteResponse,
+    GetResponse,
     Principal,
     WatchResponse,
 )
@@ -317,3 +318,29 @@ async def test_settle_returns_once_every_run_has_ended() -> None:
     await settling
     assert gateway.runs.get(run.id) is None
     await gateway.runs.settle()  # nothing in flight: at once
+
+
+async def test_a_running_response_shows_the_text_written_so_far() -> None:
+    """Polling a background run (``GET``) shows its output as it stands: the message
+    being written with its text so far, not an empty one; once it ends, the stored one."""
+    gate = asyncio.Event()
+    backend = ScriptedBackend([TextDelta("Hello"), TextDelta(" there"), Finish("stop")], gate)
+    gateway = gateway_for(backend, MemoryStore())
+    run = await create(gateway, background=True)
+    await until_output(run)
+    for _ in range(100):  # both deltas out before the gate
+        if len([e for e in run.events if isinstance(e, ev.TextDelta)]) == 2:
+            break
+        await asyncio.sleep(0)
+
+    polled = await gateway.execute(ME, GetResponse(run.id))
+
+    assert polled.status == "in_progress"
+    [message] = polled.output
+    assert (message["status"], message["content"][0]["text"]) == ("in_progress", "Hello there")
+    assert run.state.output[0]["content"] == []  # the run's own item is not touched
+    gate.set()
+    await ended(run)
+    done = await gateway.execute(ME, GetResponse(run.id))
+    assert done.output[0]["content"][0]["text"] == "Hello there"
+    assert run.progress is None  # no cycle back to the run once it ended

@@ -217,3 +217,20 @@ async def test_a_call_cut_short_by_a_cancel_is_not_shown_to_the_model_later(
     assert marker in context
     assert "function_call" not in context
     assert "tool_calls" not in context
+
+
+async def test_polling_a_running_response_shows_its_text_so_far(
+    async_client: AsyncOpenAI,
+) -> None:
+    created = await async_client.responses.create(
+        model=MODEL, input="[[slow:100]] [[words:40]]", background=True
+    )
+    deltas = 0
+    async for event in await async_client.responses.retrieve(created.id, stream=True):
+        deltas += event.type == "response.output_text.delta"
+        if deltas == 3:
+            break
+    polled = await async_client.responses.retrieve(created.id)
+    assert polled.status == "in_progress"
+    assert polled.output_text.startswith("w1 w2 w3")
+    await async_client.responses.cancel(created.id)

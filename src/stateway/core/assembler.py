@@ -152,6 +152,25 @@ class OutputAssembler:
         if item.get("type") in shell.ANSWERS:
             self.tool_calls.append(item)
 
+    def output_so_far(self) -> list[Item]:
+        """The output with the item being written as it stands (its text or arguments so
+        far, not yet in the item itself): what a reader of a running response sees."""
+        current = self._open
+        output = list(self._output)
+        if current is None:
+            return output
+        item, text = current.item, "".join(current.chunks)
+        if item["type"] == MESSAGE:
+            part = _text_part("output_text", text)
+            if current.logprobs is not None:
+                part["logprobs"] = list(current.logprobs)
+            output[current.index] = {**item, "content": [part]}
+        elif item["type"] == REASONING:
+            output[current.index] = {**item, "content": [_text_part("reasoning_text", text)]}
+        elif item["type"] == FUNCTION_CALL:
+            output[current.index] = {**item, "arguments": text}
+        return output
+
     def finish(self, status: str = "completed") -> None:
         """Close the open item with ``status`` (``completed`` or ``incomplete``)."""
         self._close(status)

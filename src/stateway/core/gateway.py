@@ -350,12 +350,12 @@ class Gateway:
         if run is not None and not (run.state.store and run.state.tenant_id == principal.tenant_id):
             run = None
         if run is not None and not run.has_row:
-            return run.state  # generating here; stored when it ends
+            return run.snapshot()  # generating here; stored when it ends
         record = await self._store.get(principal.tenant_id, response_id)  # deleted: None
         if record is None:
             raise _response_not_found(response_id)
         if run is not None and record.status in UNFINISHED:
-            return run.state  # generating here: fresher than its in-progress row
+            return run.snapshot()  # generating here: fresher than its in-progress row
         return load_state(record.tenant_id, record.body, record.output_items)
 
     def _served_reloads(self) -> Reloads:

@@ -142,6 +142,7 @@ class Loop:
         assembler = OutputAssembler(
             state.output, run.emit, used_call_ids, tools=tools, reasoning=reasoning
         )
+        run.progress = assembler.output_so_far
         run.cancellable = True
         try:
             if run.cancel_reason is not None:  # cancelled before it started generating
@@ -172,6 +173,7 @@ class Loop:
                 assembler = OutputAssembler(
                     state.output, run.emit, used_call_ids, tools=tools, reasoning=reasoning
                 )
+                run.progress = assembler.output_so_far
                 exhausted = limit is not None and tools.calls_made >= limit
                 output = state.output
                 if reasoning is not None:  # its own seals are the client's, not the model's

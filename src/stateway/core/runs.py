@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from stateway.core.errors import GatewayError
@@ -54,6 +55,7 @@ class Run:
         "input_items",
         "interrupted",
         "journal",
+        "progress",
         "state",
         "steered",
         "task",
@@ -101,6 +103,9 @@ class Run:
         of its gateway tool loop, and a successor takes the input."""
         self.journal: RunJournal | None = None
         """A background run's wire log: its events encoded once and persisted in batches."""
+        self.progress: Callable[[], list[Item]] | None = None
+        """The output as it stands, the item being written included (the round's
+        :meth:`~stateway.core.assembler.OutputAssembler.output_so_far`), set by the loop."""
         self._waiters: list[asyncio.Future[None]] = []
         """One future per subscriber that is caught up and waiting for more."""
         self._done = asyncio.Event()
@@ -108,6 +113,13 @@ class Run:
     @property
     def id(self) -> str:
         return self.state.id
+
+    def snapshot(self) -> ResponseState:
+        """The response as a reader sees it while it runs: its output so far, the text of
+        the item being written included."""
+        if self.progress is None or self.closed:
+            return self.state
+        return replace(self.state, output=self.progress())
 
     def emit(self, event: Event) -> None:
         self.events.append(event)
@@ -123,6 +135,7 @@ class Run:
 
     def close(self) -> None:
         """Mark the log complete; called once the terminal event is in it (or the run died)."""
+        self.progress = None  # its round's assembler refers back to the run
         self._done.set()
         self._wake()
 
