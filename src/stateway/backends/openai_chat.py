@@ -407,12 +407,12 @@ def _text_tokens(given: Any, message: dict[str, Any]) -> list[Item] | None:
         return tokens
     spelled = ""
     ordered = tokens[::-1] if reasoning else tokens
-    for count_, token in enumerate(ordered, 1):
+    for taken, token in enumerate(ordered, 1):
         spelled = token["token"] + spelled if reasoning else spelled + token["token"]
         if len(spelled) >= len(content):
             if content not in spelled:
                 return tokens
-            kept = ordered[:count_]
+            kept = ordered[:taken]
             return kept[::-1] if reasoning else kept
     return tokens
 
