@@ -23,7 +23,7 @@ from openai import AsyncOpenAI
 from redis.asyncio import Redis
 
 from stateway.launch import Launched
-from tests.e2e.test_background import dump, watch
+from tests.e2e.test_background import dump, upstream_saw_leave, watch
 from tests.e2e.test_durability import gateway, wait_until_gone
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
@@ -232,3 +232,26 @@ async def test_one_rate_limit_is_shared_by_both_replicas_in_each_frontends_shape
     assert anthropic_body["error"]["type"] == "rate_limit_error"
     assert 1 <= retry_after(messages_refused.value.response.headers) <= 15
     assert (await a.models.list()).data, "what asks no model is not limited"
+
+
+async def test_a_run_on_a_deleted_from_b_stops(pair: Replicas, fake_upstream: str) -> None:
+    """Deleting a running background response on the other replica stops its run there,
+    as deleting it on its own replica does: the upstream request is closed, and the
+    response stays deleted."""
+    a, b = sdk(pair.a.url), sdk(pair.b.url)
+    marker = f"deleted-{uuid.uuid4().hex}"
+    created = await a.responses.create(model=MODEL, input=f"{marker} {LONG}", background=True)
+    follower = Follower(b, created.id)
+    await follower.reached(8)
+
+    await b.responses.delete(created.id)
+
+    deadline = time.monotonic() + 15  # the run takes some 40 s when nothing stops it
+    while not await upstream_saw_leave(fake_upstream, marker):
+        assert time.monotonic() < deadline, "the run went on on the replica running it"
+        await asyncio.sleep(0.1)
+    for client in (a, b):
+        with pytest.raises(openai.NotFoundError):
+            await client.responses.retrieve(created.id)
+    seen = await follower.ended()
+    assert seen[-1]["response"]["status"] == "cancelled"

@@ -330,6 +330,10 @@ class Gateway:
         run = self.runs.get(response_id)
         if run is not None and run.state.tenant_id == principal.tenant_id:
             run.cancel(CancelReason.DELETED)  # its final save leaves the row deleted
+        elif self._signals is not None and self._signals.shared:
+            # A background run of another process stops as on a cancel (its final save
+            # leaves the row deleted too); anywhere else, the signal is ignored.
+            await self._signals.send(principal.tenant_id, response_id)
         return Deleted(response_id)
 
     async def _readiness(self) -> Readiness:
