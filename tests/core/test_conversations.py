@@ -472,13 +472,16 @@ async def test_a_turn_on_an_unknown_or_deleted_conversation_is_not_found() -> No
 async def test_conversation_items_the_upstream_cannot_carry_are_refused() -> None:
     world = World()
     conversation = await world.conversation()
-    await world.gateway.execute(
+    added = await world.gateway.execute(
         ME, AddConversationItems(conversation.id, [{"type": "some_future_item"}])
     )
     with pytest.raises(InvalidRequest) as caught:
         await world.turn(conversation.id, "hi")
     assert caught.value.param == "conversation"
     assert caught.value.message.startswith("The conversation holds input item type")
+    # The item is named, so that the client can delete it and go on.
+    assert f"(item '{added.items[0]['id']}')" in caught.value.message
+    assert "Delete that item" in caught.value.message
     assert world.store.records == {}, "refused before anything was written"
 
 

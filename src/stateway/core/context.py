@@ -112,9 +112,15 @@ def uncarried(prior: Prior, current: list[Item], backend: Backend) -> InvalidReq
     for item in prior.items:
         problem = _uncarried(item, backend, "")
         if problem is not None:
+            held = f" (item '{item['id']}')" if isinstance(item.get("id"), str) else ""
+            remedy = (
+                " Delete that item from the conversation to continue it."
+                if prior.source == "conversation" and held
+                else ""
+            )
             return InvalidRequest(
-                f"{_PRIOR[prior.source]} holds {problem[1]}, which the upstream API of backend "
-                f"'{backend.name}' cannot carry.",
+                f"{_PRIOR[prior.source]} holds {problem[1]}{held}, which the upstream API of "
+                f"backend '{backend.name}' cannot carry.{remedy}",
                 param=prior.source,
                 code=problem[2],
             )
