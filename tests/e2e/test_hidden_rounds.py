@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import anthropic
+import openai
 import pytest
 from anthropic import Anthropic
 from openai import OpenAI
@@ -112,3 +114,22 @@ def test_a_messages_client_gets_the_same_hidden_rounds(setup: Setup) -> None:
 def test_a_responses_client_is_not_offered_them(setup: Setup) -> None:
     response = setup.sdk.responses.create(model=MODEL, input=add(1, 2))
     assert not [item for item in response.output if item.type.startswith("mcp")]
+
+
+def test_a_failure_before_any_visible_output_is_an_http_error_on_a_stream(setup: Setup) -> None:
+    """The gateway's tools are listed (events the client is not shown) before the model
+    is asked; a model server that then refuses (429) is answered with its HTTP status,
+    which the SDKs retry, not with a 200 stream ending in an error."""
+    with pytest.raises(openai.RateLimitError):
+        list(
+            setup.sdk.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "[[error:429]]"}], stream=True
+            )
+        )
+    with (
+        pytest.raises(anthropic.RateLimitError),
+        setup.claude.messages.stream(
+            model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "[[error:429]]"}]
+        ) as stream,
+    ):
+        list(stream)

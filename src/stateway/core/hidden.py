@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from stateway.core import events as ev
 from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
 
 VISIBLE: Final = frozenset({MESSAGE, REASONING, FUNCTION_CALL})
@@ -23,6 +24,25 @@ VISIBLE: Final = frozenset({MESSAGE, REASONING, FUNCTION_CALL})
 
 def visible(item: Item) -> bool:
     return item.get("type") in VISIBLE
+
+
+def shows(event: ev.Event) -> bool:
+    """Whether such a client is shown anything of ``event``: not of the gateway's items,
+    their progress, or a notice. Until it is, the client has seen no output (a failure is
+    then answered with its HTTP error)."""
+    match event:
+        case ev.ItemAdded(item=item) | ev.ItemDone(item=item):
+            return visible(item)
+        case (
+            ev.ToolProgress()
+            | ev.McpArgumentsDelta()
+            | ev.McpArgumentsDone()
+            | ev.Compacting()
+            | ev.Notice()
+        ):
+            return False
+        case _:
+            return True
 
 
 def client_calls(output: list[Item]) -> list[Item]:

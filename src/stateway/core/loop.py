@@ -39,6 +39,7 @@ from stateway.core.compaction.reasoning_output import reasoning_output
 from stateway.core.compaction.service import CompactionStep
 from stateway.core.compaction.view import unsealed_output
 from stateway.core.errors import GatewayError, InternalError, ServerShuttingDown, StorageError
+from stateway.core.hidden import visible
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
 from stateway.core.ownership import ProcessIdentity
@@ -240,7 +241,7 @@ class Loop:
             tools.abandon()
             state.usage = usage
             state.fail(error)
-            if not assembler.started and not state.output:
+            if not _shown(run, assembler.started):
                 run.error = error
         run.cancellable = False  # from here a client leaving interrupts nothing
         await self._finish(run, row)
@@ -310,6 +311,14 @@ async def _with_log(run: Run, record: ResponseRecord) -> ResponseRecord:
     if run.journal is not None:
         record.events = await run.journal.close(ev.ResponseFinished(run.state))
     return record
+
+
+def _shown(run: Run, round_started: bool) -> bool:
+    """Whether the run's client was shown any output (a hidden-rounds client only sees
+    :func:`~stateway.core.hidden.visible` items)."""
+    if run.hidden_rounds:
+        return any(visible(item) for item in run.state.output)
+    return round_started or bool(run.state.output)
 
 
 def _end_cancelled(run: Run) -> None:

@@ -52,6 +52,7 @@ class Run:
         "finishing",
         "generate",
         "has_row",
+        "hidden_rounds",
         "input_items",
         "interrupted",
         "journal",
@@ -62,19 +63,28 @@ class Run:
     )
 
     def __init__(
-        self, state: ResponseState, input_items: list[Item], *, generate: bool = True
+        self,
+        state: ResponseState,
+        input_items: list[Item],
+        *,
+        generate: bool = True,
+        hidden_rounds: bool = False,
     ) -> None:
         self.state = state
         self.input_items = input_items
         """This request's own input, stored with the response."""
         self.generate = generate
         """False: a prewarm, which ends ``completed`` without output or inference."""
+        self.hidden_rounds = hidden_rounds
+        """Its client is shown only :func:`~stateway.core.hidden.visible` items (Chat
+        Completions, Messages): what it has seen is told by those alone."""
         self.context: list[Item] = []
         """The items before the output (the prior items, then the input), as the run was
         started with them; with the output, what a continuation of it sees."""
         self.events: list[Event] = []
         self.error: GatewayError | None = None
-        """Set when the run failed before any output: non-streaming callers raise it."""
+        """Set when the run failed before any output its client was shown: non-streaming
+        callers raise it, streams answer with it as an HTTP error."""
         self.task: asyncio.Task[None] | None = None
         """The task driving the run: its own, or its caller's (:attr:`driver`)."""
         self.driver: Coroutine[None, None, None] | None = None

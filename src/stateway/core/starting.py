@@ -107,7 +107,9 @@ class RunStarter:
         plan.remember = chain_names(
             state.id, state.conversation_id, state.settings.prompt_cache_key
         )
-        run = Run(state, command.input, generate=command.generate)
+        run = Run(
+            state, command.input, generate=command.generate, hidden_rounds=command.hidden_rounds
+        )
         run.context = checked
         if conversation is not None:  # refused here (409, 404) while nothing has started
             begun = asyncio.ensure_future(loop.begin_turn(run, conversation.next_position))

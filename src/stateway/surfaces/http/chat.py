@@ -17,6 +17,7 @@ from functools import partial
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from stateway.core import hidden
 from stateway.core.commands import CreateResponse, ForwardChat
 from stateway.core.gateway import Gateway
 from stateway.core.runs import Run
@@ -108,7 +109,7 @@ class ChatRoutes:
             return SSEResponse(
                 _frames(run, translated[0].include_usage),
                 run.cancel,
-                opening=partial(wait_for_output, run),
+                opening=partial(wait_for_output, run, hidden.shows),
                 keepalive=self._keepalive,
                 error_response=partial(error_answer, scope),
             )

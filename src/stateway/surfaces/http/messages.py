@@ -20,6 +20,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from stateway.core import hidden
 from stateway.core.errors import GatewayError
 from stateway.core.gateway import Gateway
 from stateway.core.ids import new_id
@@ -105,7 +106,7 @@ class MessagesRoutes:
             return SSEResponse(
                 _frames(run),
                 run.cancel,
-                opening=partial(wait_for_output, run),
+                opening=partial(wait_for_output, run, hidden.shows),
                 keepalive=self._keepalive,
                 idle_frame=PING,
                 headers={REQUEST_ID: request_id},

@@ -11,17 +11,20 @@ from starlette.types import Receive
 
 from stateway.core.commands import CreateResponse, Principal
 from stateway.core.errors import GatewayError, UpstreamError
+from stateway.core.events import Event
 from stateway.core.gateway import Gateway
 from stateway.core.response import ResponseState
 from stateway.core.runs import CancelReason, Run
 from stateway.surfaces.http.transport import DisconnectWatch
 
 
-async def wait_for_output(run: Run) -> None:
-    """Wait until the run has output beyond ``response.created``/``in_progress``, or has
-    ended; a run that failed before any output is answered with its HTTP error."""
-    async for _ in run.subscribe_batches(1):  # any event after in_progress (number 1)
-        break
+async def wait_for_output(run: Run, shows: Callable[[Event], bool] | None = None) -> None:
+    """Wait until the run has output beyond ``response.created``/``in_progress`` (that
+    ``shows`` its client, when given), or has ended; a run that failed before any output
+    is answered with its HTTP error."""
+    async for _, batch in run.subscribe_batches(1):  # any event after in_progress (number 1)
+        if shows is None or any(shows(event) for event in batch):
+            break
     if run.error is not None:
         raise run.error
 
