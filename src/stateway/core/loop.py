@@ -30,11 +30,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from functools import partial
 from typing import TypeVar
 
 from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
+from stateway.core.commands import GenerationSettings
 from stateway.core.compaction.reasoning_output import reasoning_output
 from stateway.core.compaction.service import CompactionStep
 from stateway.core.compaction.view import unsealed_output
@@ -162,6 +164,7 @@ class Loop:
                 settings.tool_choice
             )
             limit = settings.max_tool_calls
+            generated_before = usage.output_tokens  # a compaction's summary is not the answer
             for number in range(1, self._max_rounds + 1):
                 if compaction is not None and compaction.alone:  # the item is the answer
                     state.status = "completed"
@@ -170,6 +173,12 @@ class Loop:
                     await durable(row)
                     announce(run)
                     state.status = "completed"
+                    break
+                round_settings = _within_budget(settings, usage.output_tokens - generated_before)
+                if round_settings is None:  # earlier rounds used up max_output_tokens
+                    tools.abandon()
+                    state.status = "incomplete"
+                    state.incomplete_reason = _INCOMPLETE_REASONS["length"]
                     break
                 assembler = OutputAssembler(
                     state.output, run.emit, used_call_ids, tools=tools, reasoning=reasoning
@@ -183,7 +192,7 @@ class Loop:
                     model=plan.first.model,
                     instructions=state.instructions,
                     items=context + output,
-                    settings=settings,
+                    settings=round_settings,
                     stream=stream,
                     tools=tools.catalog.model_tools(gateway=not exhausted),
                     tool_choice=choice,
@@ -311,6 +320,18 @@ async def _with_log(run: Run, record: ResponseRecord) -> ResponseRecord:
     if run.journal is not None:
         record.events = await run.journal.close(ev.ResponseFinished(run.state))
     return record
+
+
+def _within_budget(settings: GenerationSettings, generated: int) -> GenerationSettings | None:
+    """A round's settings: ``max_output_tokens`` bounds the whole response, every round of
+    its tool loop together, so a later round may write only what the earlier ones left
+    (None: nothing is left)."""
+    cap = settings.max_output_tokens
+    if cap is None or not generated:
+        return settings
+    if generated >= cap:
+        return None
+    return replace(settings, max_output_tokens=cap - generated)
 
 
 def _shown(run: Run, round_started: bool) -> bool:
