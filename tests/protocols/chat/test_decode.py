@@ -188,6 +188,12 @@ def test_logprobs_are_the_text_logprobs_include() -> None:
             "invalid_value",
         ),
         ({"messages": []}, "messages", "invalid_value"),
+        ({"messages": [{"role": "user", "content": []}]}, "messages[0].content", "empty_array"),
+        (
+            {"messages": [{"role": "user", "content": "a"}, {"role": "system", "content": []}]},
+            "messages[1].content",
+            "empty_array",
+        ),
         ({"messages": "hi"}, "messages", "invalid_type"),
         ({"temperature": "warm"}, "temperature", "invalid_type"),
         ({"temperature": 3}, "temperature", "invalid_value"),

@@ -41,6 +41,13 @@ def decode_messages(messages: list[Message]) -> list[Item]:
     pending: set[str] = set()
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
+        if message.content == [] and not isinstance(message, AssistantMessage):
+            raise InvalidRequest(
+                f"Invalid '{where}.content': empty array. Expected an array with minimum "
+                "length 1, but got an empty array instead.",
+                param=f"{where}.content",
+                code="empty_array",
+            )
         match message:
             case AssistantMessage():
                 _assistant(items, message, pending)
