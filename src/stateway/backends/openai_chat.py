@@ -91,7 +91,7 @@ class OpenAIChatBackend:
     async def _deltas(
         self, request: InferenceRequest, body: dict[str, Any]
     ) -> AsyncGenerator[Delta, None]:
-        tokens = logprobs.wanted(request.settings)  # read only when asked for
+        tokens = logprobs.INCLUDE in request.settings.include  # read only when asked for
         async with self._client.post("/chat/completions", body) as reply:
             if not request.stream:
                 for delta in self._decode_completion(await reply.read(), tokens):
@@ -173,7 +173,7 @@ def to_upstream(request: InferenceRequest, max_tokens_field: str = "max_tokens")
     body.update((k, v) for k, v in optional.items() if v is not None)
     if settings.metadata:
         body["metadata"] = settings.metadata
-    if logprobs.wanted(settings):
+    if logprobs.INCLUDE in settings.include:  # logprobs.wanted, inline: once per round
         body["logprobs"] = True
         if settings.top_logprobs:
             body["top_logprobs"] = settings.top_logprobs

@@ -71,7 +71,7 @@ class OpenAIResponsesBackend:
         self._tokenizer = UpstreamTokenizer(client)
 
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
-        tokens = logprobs.wanted(request.settings)  # read only when asked for
+        tokens = logprobs.INCLUDE in request.settings.include  # read only when asked for
         async with self._client.post("/responses", to_upstream(request)) as reply:
             if not request.stream:
                 read = partial(from_upstream_response, tokens=tokens)
@@ -172,7 +172,7 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
         "text": text or None,
     }
     body.update((k, v) for k, v in optional.items() if v is not None)
-    if logprobs.wanted(settings):
+    if logprobs.INCLUDE in settings.include:  # logprobs.wanted, inline: once per round
         body["include"] = [logprobs.INCLUDE]
         if settings.top_logprobs:
             body["top_logprobs"] = settings.top_logprobs

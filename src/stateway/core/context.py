@@ -173,12 +173,12 @@ def checked_context(prior: Prior, current: list[Item]) -> list[Item]:
     tokens while the call was being written) needs no output; left unanswered, it is left
     out, since a model must never see a call without its output."""
     pending = _pending_calls(prior.items, current, "input")
-    _refuse_unanswered(pending)
     items = prior.joined(current)
+    if not pending:  # the common case: every call answered
+        return items
+    _refuse_unanswered(pending)
     cut = {call_id for call_id, (_, required) in pending.items() if not required}
-    if cut:
-        items = [i for i in items if i.get("type") not in _ANSWERS or i["call_id"] not in cut]
-    return items
+    return [i for i in items if i.get("type") not in _ANSWERS or i["call_id"] not in cut]
 
 
 def _refuse_unanswered(pending: dict[str, tuple[str, bool]]) -> None:

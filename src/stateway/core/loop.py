@@ -174,7 +174,10 @@ class Loop:
                     announce(run)
                     state.status = "completed"
                     break
-                round_settings = _within_budget(settings, usage.output_tokens - generated_before)
+                round_settings: GenerationSettings | None = settings
+                if settings.max_output_tokens is not None:  # inline: no call when unbounded
+                    generated = usage.output_tokens - generated_before
+                    round_settings = _within_budget(settings, generated)
                 if round_settings is None:  # earlier rounds used up max_output_tokens
                     tools.abandon()
                     state.status = "incomplete"

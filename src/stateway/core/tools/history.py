@@ -316,7 +316,7 @@ def _web_search_pair(item: Item) -> tuple[Item, Item]:
 
 def _client_item(item: Item) -> Item:
     kind = item.get("type")
-    if kind == MESSAGE:
+    if kind == MESSAGE and item.get("role") == "assistant":  # only answers hold tokens
         return without_tokens(item)
     if kind == CUSTOM_TOOL_CALL:
         call: Item = {
