@@ -81,6 +81,19 @@ def test_compact_refusals(client: OpenAI) -> None:
     assert unknown.value.code == "previous_response_not_found"
 
 
+def test_a_tampered_compaction_in_a_conversation_is_named_by_the_conversation(
+    client: OpenAI,
+) -> None:
+    compacted = client.responses.compact(model=MODEL, input="hello")
+    item = compacted.output[-1].model_dump()
+    broken = {**item, "encrypted_content": tampered(item["encrypted_content"])}
+    conversation = client.conversations.create(items=[user("hello"), broken])
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model=MODEL, input="go", conversation=conversation.id)
+    assert refused.value.code == "invalid_encrypted_content"
+    assert refused.value.body["param"] == "conversation"  # type: ignore[index]
+
+
 def test_tampered_or_forged_compaction_is_refused(client: OpenAI) -> None:
     compacted = client.responses.compact(model=MODEL, input="hello")
     item = compacted.output[-1].model_dump()

@@ -124,6 +124,9 @@ def test_stored_items_are_named_by_the_previous_response() -> None:
     with pytest.raises(InvalidRequest) as refused:
         model_view([stored, message("user", "next")], TENANT, SEALER, 1)
     assert refused.value.param == "previous_response_id"
+    with pytest.raises(InvalidRequest) as refused:
+        model_view([stored, message("user", "next")], TENANT, SEALER, 1, prior="conversation")
+    assert refused.value.param == "conversation"
     # a stored one that a later compaction covers is not opened at all
     covered = [stored, compaction("s")]
     assert len(model_view(covered, TENANT, SEALER, 2)) == 1

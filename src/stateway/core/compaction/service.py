@@ -110,7 +110,9 @@ class Compaction:
     ) -> tuple[list[Item], CompactionStep | None]:
         """The context the run sends, and the compaction it owes first, if any; ``window``:
         the context window it must fit (:func:`context_window`)."""
-        view = model_view(context, tenant_id, self.sealer, len(context) - len(command.input))
+        view = model_view(
+            context, tenant_id, self.sealer, len(context) - len(command.input), _prior(command)
+        )
         settings = command.settings
         trigger = any(item.get("type") == sealed.COMPACTION_TRIGGER for item in command.input)
         threshold = compact_threshold(settings.context_management, window)
@@ -148,7 +150,9 @@ class Compaction:
     ) -> list[Item]:
         """The context's model view as a round would send it, without compacting (what
         ``/responses/input_tokens`` counts)."""
-        view = model_view(context, tenant_id, self.sealer, len(context) - len(command.input))
+        view = model_view(
+            context, tenant_id, self.sealer, len(context) - len(command.input), _prior(command)
+        )
         return self._fit(view, command.instructions, command.settings, window)
 
     def _fit(
@@ -184,3 +188,8 @@ def compact_threshold(entries: list[dict[str, object]], window: int | None) -> i
             return threshold
         return int(window * DEFAULT_THRESHOLD) if window is not None else None
     return None
+
+
+def _prior(command: CreateResponse) -> str:
+    """The parameter that names the stored items ``command`` continues."""
+    return "conversation" if command.conversation_id is not None else "previous_response_id"

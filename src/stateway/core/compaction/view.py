@@ -34,10 +34,16 @@ ENCRYPTED = "encrypted_content"
 
 
 def model_view(
-    items: list[Item], tenant_id: str, sealer: Sealer | None, input_start: int
+    items: list[Item],
+    tenant_id: str,
+    sealer: Sealer | None,
+    input_start: int,
+    prior: str = "previous_response_id",
 ) -> list[Item]:
-    """``items`` (a stored chain, then the request's input from ``input_start``) as the
-    model sees them; the items themselves are never changed."""
+    """``items`` (the stored items continued, then the request's input from
+    ``input_start``) as the model sees them; the items themselves are never changed.
+    ``prior``: the parameter that named the stored items, which an error about one names
+    (``previous_response_id`` or ``conversation``)."""
     if not any(_needs_view(item, sealer) for item in items):
         return items
     last = max(
@@ -47,7 +53,7 @@ def model_view(
     dropped_calls: set[str] = set()
     for index, item in enumerate(items):
         kind = item.get("type")
-        param = _param(index, input_start)
+        param = prior if index < input_start else f"input[{index - input_start}].{ENCRYPTED}"
         if kind == sealed.COMPACTION_TRIGGER:
             continue
         if kind == sealed.COMPACTION:
@@ -132,9 +138,3 @@ def _opened_reasoning(item: Item, tenant_id: str, sealer: Sealer | None, param: 
     text = sealed.unseal(sealer, REASONING, tenant_id, item[ENCRYPTED], param)
     shown["content"] = [{"type": "reasoning_text", "text": text}]
     return shown
-
-
-def _param(index: int, input_start: int) -> str:
-    if index < input_start:
-        return "previous_response_id"
-    return f"input[{index - input_start}].{ENCRYPTED}"
