@@ -4,8 +4,9 @@ Codex runs with its default settings except what keeps it offline and pointed at
 custom provider (``OPENAI_BASE_URL`` is ignored) with no retries, ``analytics.enabled=false``
 and ``features.plugins=false`` (both phone home otherwise). ``--dangerously-bypass-
 approvals-and-sandbox`` lets its shell tool run without asking. Each run gets its own
-``CODEX_HOME`` and working directory; a run that outlives its timeout is killed with its
-whole process group (the npm launcher and the native binary) and fails the test.
+``HOME`` (also its ``CODEX_HOME``) and working directory; a run that outlives its timeout
+is killed with its whole process group (the npm launcher and the native binary) and
+fails the test.
 """
 
 from __future__ import annotations
@@ -93,7 +94,10 @@ def run_codex(
     for setting in config:
         command += ["-c", setting]
     env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_ENV)}
-    env.update(CODEX_HOME=str(home), GW_API_KEY=_API_KEY)
+    # A HOME of its own, as Claude Code gets: the login shells Codex runs commands in
+    # then read no profile of this machine's (pyenv's rehash there writes to a shared
+    # directory and, with tests running side by side, prints its failures into the output).
+    env.update(HOME=str(home), CODEX_HOME=str(home), GW_API_KEY=_API_KEY)
     offset = gateway.log_size()
     process = subprocess.Popen(
         inside(gateway.namespace, [*command, prompt]),
