@@ -139,27 +139,17 @@ def test_the_token_cap_bounds_every_round_together(setup: Setup) -> None:
     """``max_completion_tokens`` bounds the answer, hidden rounds included: the round
     after the tool's gets what the call left (the fake writes one token per word and per
     call), and none is asked once nothing is left."""
-    ask = [{"role": "user", "content": add(2, 3)}]
-    full = setup.sdk.chat.completions.create(model=MODEL, messages=ask)  # type: ignore[arg-type]
-    assert full.usage is not None
-    assert (full.choices[0].message.content, full.usage.completion_tokens) == ("Tool said: 5", 4)
 
-    capped = setup.sdk.chat.completions.create(
-        model=MODEL,
-        messages=ask,  # type: ignore[arg-type]
-        max_completion_tokens=3,
-    )
-    assert capped.usage is not None
-    assert capped.usage.completion_tokens == 3
-    assert capped.choices[0].finish_reason == "length"
-    assert capped.choices[0].message.content == "Tool said:"
+    def answer(cap: int | None) -> tuple[str | None, int, str]:
+        completion = setup.sdk.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": add(2, 3)}],
+            max_completion_tokens=cap,
+        )
+        assert completion.usage is not None
+        choice = completion.choices[0]
+        return choice.message.content, completion.usage.completion_tokens, choice.finish_reason
 
-    spent = setup.sdk.chat.completions.create(
-        model=MODEL,
-        messages=ask,  # type: ignore[arg-type]
-        max_completion_tokens=1,
-    )
-    assert spent.usage is not None
-    assert spent.usage.completion_tokens == 1
-    assert spent.choices[0].finish_reason == "length"
-    assert spent.choices[0].message.content is None
+    assert answer(None) == ("Tool said: 5", 4, "stop")
+    assert answer(3) == ("Tool said:", 3, "length")
+    assert answer(1) == (None, 1, "length")
