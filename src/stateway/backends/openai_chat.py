@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import orjson
 
+from stateway.backends.chat_logprobs import chunk_tokens, text_tokens
 from stateway.backends.chat_system_messages import place_system_messages
 from stateway.backends.chat_usage import from_chat_usage
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
@@ -354,7 +355,7 @@ def from_upstream_chunk(chunk: dict[str, Any], tokens: bool = False) -> Iterator
         yield from _message_deltas(
             delta,
             lambda position, call: count(call.get("index", 0)),
-            _tokens(given) if given else None,
+            chunk_tokens(given) if given else None,
         )
         reason = text(choice.get("finish_reason"))
         if reason:
@@ -374,7 +375,7 @@ def from_upstream_completion(payload: dict[str, Any], tokens: bool = False) -> I
     message = obj(choice.get("message"))
     given = choice.get("logprobs") if tokens else None
     yield from _message_deltas(
-        message, lambda position, call: position, _text_tokens(given, message) if given else None
+        message, lambda position, call: position, text_tokens(given, message) if given else None
     )
     if payload.get("usage"):
         yield UsageReport(from_chat_usage(obj(payload["usage"])))
@@ -386,35 +387,6 @@ def _stop_sequence(choice: dict[str, Any]) -> str | None:
     token id or null when something else stopped it)."""
     matched = choice.get("stop_reason")
     return matched if isinstance(matched, str) and choice.get("finish_reason") == "stop" else None
-
-
-def _tokens(given: Any) -> list[Item] | None:
-    """A choice's text tokens (its ``logprobs.content``), when it carries them."""
-    content = obj(given).get("content")
-    return None if content is None else logprobs.tokens(content)
-
-
-def _text_tokens(given: Any, message: dict[str, Any]) -> list[Item] | None:
-    """A whole completion's tokens of its text. vLLM lists every token it generated, the
-    reasoning's before the text and the tool calls' after it: with either, only the run of
-    tokens spelling the text is kept (the minimal suffix or prefix of the tokens whose text
-    holds it; all of them when neither does)."""
-    tokens = _tokens(given)
-    content = text(message.get("content")) or ""
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    calls = message.get("tool_calls")
-    if not tokens or not content or bool(reasoning) == bool(calls):
-        return tokens
-    spelled = ""
-    ordered = tokens[::-1] if reasoning else tokens
-    for taken, token in enumerate(ordered, 1):
-        spelled = token["token"] + spelled if reasoning else spelled + token["token"]
-        if len(spelled) >= len(content):
-            if content not in spelled:
-                return tokens
-            kept = ordered[:taken]
-            return kept[::-1] if reasoning else kept
-    return tokens
 
 
 def _message_deltas(
