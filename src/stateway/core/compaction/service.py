@@ -110,8 +110,9 @@ class Compaction:
     ) -> tuple[list[Item], CompactionStep | None]:
         """The context the run sends, and the compaction it owes first, if any; ``window``:
         the context window it must fit (:func:`context_window`)."""
-        prior = "conversation" if command.conversation_id is not None else "previous_response_id"
-        view = model_view(context, tenant_id, self.sealer, len(context) - len(command.input), prior)
+        view = model_view(
+            context, tenant_id, self.sealer, len(context) - len(command.input), _prior(command)
+        )
         settings = command.settings
         trigger = any(item.get("type") == sealed.COMPACTION_TRIGGER for item in command.input)
         threshold = compact_threshold(settings.context_management, window)

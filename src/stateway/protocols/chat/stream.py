@@ -43,6 +43,7 @@ class ChatStream:
         "_include_usage",
         "_open",
         "_reasoning_at",
+        "_tail",
         "_text_at",
         "_tokens",
     )
@@ -51,9 +52,11 @@ class ChatStream:
         self._include_usage = include_usage
         self._envelope = b""
         self._open = b""
-        self._close = b',"logprobs":null,"finish_reason":null}]' + (
+        self._tail = b',"finish_reason":null}]' + (
             b',"usage":null}\n\n' if include_usage else b"}\n\n"
         )
+        """What follows a delta chunk's ``logprobs``."""
+        self._close = b',"logprobs":null' + self._tail
         self._calls: dict[int, int] = {}
         """Output index -> ``tool_calls`` index, for the client's function calls."""
         self._text_at = -1
@@ -115,8 +118,7 @@ class ChatStream:
         """A chunk of ``delta``; with its ``tokens`` (``logprobs``) when given."""
         if tokens is None:
             return self._open + orjson.dumps(delta) + self._close
-        tail = self._close.removeprefix(b',"logprobs":null')
-        return self._open + orjson.dumps(delta) + b',"logprobs":' + tokens + tail
+        return self._open + orjson.dumps(delta) + b',"logprobs":' + tokens + self._tail
 
     def _finished(self, state: ResponseState) -> bytes:
         if state.status in _FAILED:
