@@ -98,6 +98,16 @@ def test_items_create_list_retrieve_delete(client: OpenAI) -> None:
     ]
 
 
+def test_deleting_every_item_while_auto_paging_reaches_them_all(client: OpenAI) -> None:
+    conversation = client.conversations.create(items=[user(f"m{n}") for n in range(7)])
+    deleted = []
+    for item in client.conversations.items.list(conversation.id, limit=3, order="asc"):
+        client.conversations.items.delete(item.id, conversation_id=conversation.id)
+        deleted.append(item.content[0].text)  # type: ignore[union-attr]
+    assert deleted == [f"m{n}" for n in range(7)], "each page's cursor was deleted by then"
+    assert client.conversations.items.list(conversation.id).data == []
+
+
 def test_a_second_turn_sees_the_first(client: OpenAI) -> None:
     conversation = client.conversations.create(items=[user("my name is Ada")])
     first = client.responses.create(model=MODEL, input="I like tea", conversation=conversation.id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from stateway.core.conversations.ports import Conversation
 from stateway.core.items import Item
@@ -186,9 +187,54 @@ async def test_pages_follow_the_cursor(
             break
         after = page.items[-1]["id"]
     assert seen == expected
-    unknown = await conversations.list_items(tenant, "conv_1", after="msg_2", limit=2, order=order)
+    unknown = await conversations.list_items(tenant, "conv_1", after="msg_9", limit=2, order=order)
     assert unknown is not None
-    assert (unknown.items, unknown.has_more) == ([], False), "a missing cursor is an empty page"
+    assert (unknown.items, unknown.has_more) == ([], False), "an unknown cursor is an empty page"
+
+
+@pytest.mark.parametrize("order", ["asc", "desc"])
+async def test_a_cursor_naming_a_deleted_item_goes_on_after_it(
+    conversations: SqlConversationStore, tenant: str, order: Any
+) -> None:
+    """What the SDK's auto-pager does to a client deleting each item it is handed: the
+    next page's cursor is the last item of the page before, deleted by then."""
+    await new(conversations, tenant, [message(str(n), f"msg_{n}") for n in range(5)])
+    seen: list[str] = []
+    after = None
+    while True:
+        page = await conversations.list_items(tenant, "conv_1", after=after, limit=2, order=order)
+        assert page is not None
+        for item in page.items:
+            assert await conversations.delete_item(tenant, "conv_1", item["id"]) is True
+        seen += texts(page.items)
+        if not page.has_more:
+            break
+        after = page.items[-1]["id"]
+    assert seen == (["0", "1", "2", "3", "4"] if order == "asc" else ["4", "3", "2", "1", "0"])
+    empty = await conversations.list_items(tenant, "conv_1", after=None, limit=2, order=order)
+    assert empty is not None
+    assert (empty.items, empty.has_more) == ([], False)
+
+
+async def test_a_deleted_item_is_gone_but_its_id_is_not_given_again(
+    conversations: SqlConversationStore, store: SqlResponseStore, tenant: str
+) -> None:
+    await new(conversations, tenant, [message("secret", "msg_1"), message("kept", "msg_2")])
+    assert await conversations.delete_item(tenant, "conv_1", "msg_1") is True
+    assert await conversations.delete_item(tenant, "conv_1", "msg_1") is False
+    assert await conversations.get_item(tenant, "conv_1", "msg_1") is None
+    loaded = await conversations.load_items(tenant, "conv_1")
+    assert loaded is not None
+    assert texts(loaded.items) == ["kept"]
+    rows_of_tenant = text("SELECT body FROM conversation_items WHERE tenant_id = :tenant")
+    async with store.engine.connect() as connection:
+        rows = (await connection.execute(rows_of_tenant, {"tenant": tenant})).all()
+    assert len(rows) == 2, "the deleted item's row stays, as a tombstone"
+    assert all("secret" not in body for (body,) in rows), "a deleted item's content is erased"
+
+    added = await conversations.add_items(tenant, "conv_1", [message("again", "msg_1")])
+    assert added is not None
+    assert added[0]["id"] != "msg_1", "an id names one item for the conversation's life"
 
 
 async def test_limit_must_be_positive(conversations: SqlConversationStore, tenant: str) -> None:

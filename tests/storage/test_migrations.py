@@ -24,7 +24,7 @@ from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.migrator import HEAD_REVISION, MIGRATIONS_DIR, alembic_config
 from stateway.storage.sql.schema import metadata
 
-HEAD = "0006"
+HEAD = "0007"
 _HEAD_TABLES = {
     "responses",
     "items",
@@ -276,3 +276,34 @@ def test_0006_adds_the_api_keys_and_takes_them_away(sqlite_url: str) -> None:
 
     command.downgrade(config, "0005")
     assert sqlite_state(sqlite_url) == (_HEAD_TABLES - {"api_keys"}, ["0005"])
+
+
+def test_0007_keeps_deleted_items_as_tombstones_and_drops_them_going_back(sqlite_url: str) -> None:
+    config = alembic_config(sqlite_url)
+    command.upgrade(config, "0006")
+    path = sqlite_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "INSERT INTO conversations (tenant_id, id, created_at, metadata, next_position)"
+            " VALUES ('t', 'conv_1', 1.0, '{}', 2)"
+        )
+        for position in (0, 1):
+            connection.execute(
+                "INSERT INTO conversation_items"
+                " (tenant_id, conversation_id, position, item_id, created_at, body)"
+                " VALUES ('t', 'conv_1', ?, ?, 1.0, '{}')",
+                (position, f"msg_{position}"),
+            )
+
+    command.upgrade(config, "0007")
+    with sqlite3.connect(path) as connection:
+        kept = connection.execute("SELECT item_id, deleted_at FROM conversation_items").fetchall()
+        connection.execute("UPDATE conversation_items SET deleted_at = 2.0 WHERE position = 0")
+    assert sorted(kept) == [("msg_0", None), ("msg_1", None)]
+
+    command.downgrade(config, "0006")
+    with sqlite3.connect(path) as connection:
+        columns = [r[1] for r in connection.execute("PRAGMA table_info(conversation_items)")]
+        left = connection.execute("SELECT item_id FROM conversation_items").fetchall()
+    assert "deleted_at" not in columns
+    assert left == [("msg_1",)], "a tombstone is not an item the older schema could show"

@@ -56,7 +56,6 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
-    delete,
     exists,
     func,
     insert,
@@ -66,7 +65,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.sql import ColumnElement, Delete, Insert, Select, Update
+from sqlalchemy.sql import ColumnElement, Insert, Select, Update
 
 from stateway.storage.sql.schema import conversation_items, conversations, items, responses
 
@@ -80,6 +79,8 @@ _its_items = and_(
     conversation_items.c.tenant_id == _tenant,
     conversation_items.c.conversation_id == _conversation,
 )
+_its_live_items = and_(_its_items, conversation_items.c.deleted_at.is_(None))
+"""The conversation's items, without the tombstones deleted items leave."""
 _holder_ended = exists(
     select(literal_column("1", Integer)).where(
         responses.c.tenant_id == _tenant,
@@ -158,7 +159,9 @@ INSERT_TURN_ITEMS: Final = _insert_if(
 )
 """A turn's input items (item rows), if its row went in."""
 
-_appended = _values(conversation_items)
+_appended = {
+    name: value for name, value in _values(conversation_items).items() if name != "deleted_at"
+}
 _offset = bindparam("offset", type_=Integer)
 _held = conversation_items.alias("held")
 _id_taken = exists(
@@ -260,6 +263,7 @@ LOAD_ITEMS: Final[Select[int, str | None, str | None]] = (
             and_(
                 conversation_items.c.tenant_id == conversations.c.tenant_id,
                 conversation_items.c.conversation_id == conversations.c.id,
+                conversation_items.c.deleted_at.is_(None),
             ),
         )
     )
@@ -272,26 +276,33 @@ NULL body, an unknown one none."""
 
 _of_live_conversation = exists(select(literal_column("1", Integer)).where(_live))
 
+_the_item = and_(
+    _its_live_items, conversation_items.c.item_id == bindparam("item"), _of_live_conversation
+)
+
 SELECT_ITEM: Final[Select[str]] = (
     select(conversation_items.c.body)
-    .where(_its_items, conversation_items.c.item_id == bindparam("item"), _of_live_conversation)
+    .where(_the_item)
     .order_by(conversation_items.c.position)
     .limit(1)
 )
 
-DELETE_ITEM: Final[Delete] = delete(conversation_items).where(
-    _its_items, conversation_items.c.item_id == bindparam("item"), _of_live_conversation
+DELETE_ITEM: Final[Update] = (
+    update(conversation_items).where(_the_item).values(deleted_at=bindparam("now"), body="")
 )
+"""Leaves a tombstone: the body is gone, the id and position stay (see :func:`_items_page`)."""
 
 
 def _items_page(order: Literal["asc", "desc"], *, after: bool) -> Select[str]:
     """``limit`` items in ``order``, after the item whose id is ``after`` when given (none
-    when the conversation has no such item: the bound is NULL)."""
+    when the conversation has no such item: the bound is NULL). The cursor may name a
+    deleted item: its tombstone keeps its position, so a client deleting the items it
+    pages through still gets the next page."""
     ascending = order == "asc"
     position = conversation_items.c.position
     page = (
         select(conversation_items.c.body)
-        .where(_its_items)
+        .where(_its_live_items)
         .order_by(position if ascending else position.desc())
         .limit(bindparam("limit", type_=Integer))
     )

@@ -162,7 +162,7 @@ class SqlConversationStore:
     async def delete_item(self, tenant_id: str, conversation_id: str, item_id: str) -> bool:
         if not (_storable(conversation_id) and _storable(item_id)):
             return False
-        values = {**_key(tenant_id, conversation_id), "item": item_id}
+        values = {**_key(tenant_id, conversation_id), "item": item_id, "now": time.time()}
         with storage_errors("deleting a conversation item"):
             async with self._engine.begin() as connection:
                 result = await connection.execute(q.DELETE_ITEM, values)

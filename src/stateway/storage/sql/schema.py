@@ -32,7 +32,9 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     ``next_position`` is where the next append goes. Items are copied in when appended:
     a conversation is edited (items deleted) while the responses that used its items stay
     as they were. ``response_id`` names the turn that appended an item, if any.
-    ``active_response_id`` is the turn currently holding the conversation.
+    ``active_response_id`` is the turn currently holding the conversation. A deleted
+    item stays as a tombstone (``deleted_at`` set, ``body`` emptied): its position still
+    bounds a page whose cursor names it, and its id is not given to another item.
 
 ``response_events``
     The persisted event log of a background run, written in batches: one row per batch of
@@ -164,6 +166,7 @@ conversation_items: Final = Table(
     Column("response_id", String, nullable=True),
     Column("created_at", Double, nullable=False),
     Column("body", Text, nullable=False),
+    Column("deleted_at", Double, nullable=True),
     PrimaryKeyConstraint("tenant_id", "conversation_id", "position"),
     ForeignKeyConstraint(
         ["tenant_id", "conversation_id"],
