@@ -9,6 +9,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import httpx2
@@ -155,6 +156,39 @@ def test_a_revoked_key_is_refused_within_seconds(gateway: AuthGateway) -> None:
         refused = until_refused(client)
 
     assert refused.body["message"] == "This API key has been revoked."  # type: ignore[index]
+
+
+def test_a_key_revoked_while_its_websocket_is_open_is_refused_on_the_socket(
+    gateway: AuthGateway,
+) -> None:
+    """The upgrade was authenticated; each later request frame checks the key again, so
+    a revocation reaches an open connection within the key cache's TTL too."""
+    key = gateway.create_key("acme", "--name", "socket to revoke")
+    USED.append(key)
+    url = gateway.url.replace("http://", "ws://", 1) + "/v1/responses"
+    create = json.dumps({"type": "response.create", "model": MODEL, "input": "hi"})
+
+    def answer(socket: Any) -> dict[str, Any]:
+        socket.send(create)
+        while True:
+            frame: dict[str, Any] = json.loads(socket.recv(timeout=30))
+            if frame["type"] in ("response.completed", "error"):
+                return frame
+
+    with connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as socket:
+        assert answer(socket)["type"] == "response.completed"
+        listed = stateway("keys", "list", "--json", "--database", gateway.database)
+        [entry] = [k for k in json.loads(listed.stdout) if k["name"] == "socket to revoke"]
+        revoked = stateway("keys", "revoke", entry["id"], "--database", gateway.database)
+        assert revoked.returncode == 0, revoked.stderr
+        deadline = time.monotonic() + 30
+        while (frame := answer(socket))["type"] != "error":
+            assert time.monotonic() < deadline, "the revoked key still works on the socket"
+            time.sleep(0.1)
+
+    assert frame["status"] == 401
+    assert frame["error"]["code"] == "invalid_api_key"
+    assert frame["error"]["message"] == "This API key has been revoked."
 
 
 def test_an_expired_key_is_refused(gateway: AuthGateway) -> None:

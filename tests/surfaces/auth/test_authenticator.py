@@ -104,6 +104,23 @@ async def test_a_revocation_reaches_a_cached_key_after_the_ttl() -> None:
         await authenticator.identify(bearer(key))
 
 
+async def test_a_connection_sees_its_key_revoked_after_the_ttl() -> None:
+    """What a WebSocket session asks before each request frame: its key, checked again."""
+    store, clock = Store(), Clock()
+    key, record = await keyed(store)
+    scope = {IDENTITY: await with_keys(store, clock).identify(bearer(key))}
+    store.keys[record.digest] = replace(record, revoked_at=1.0)
+
+    assert await current_principal(scope) == Principal("acme", record.id)  # cached
+    clock.now = 2.0
+    with pytest.raises(Unauthorized, match="revoked"):
+        await current_principal(scope)
+    del store.keys[record.digest]
+    clock.now = 4.0
+    with pytest.raises(Unauthorized, match="Incorrect API key"):
+        await current_principal(scope)
+
+
 async def test_without_auth_every_caller_is_the_default_tenant_whatever_it_sends() -> None:
     authenticator = Authenticator(admin_key=ADMIN)
 
@@ -129,11 +146,11 @@ async def test_without_auth_the_admin_credential_acts_for_the_default_tenant() -
     assert principal_of({IDENTITY: identity}).tenant_id == "default"
 
 
-def test_a_principal_is_refused_once_its_credential_expired() -> None:
+async def test_a_principal_is_refused_once_its_credential_expired() -> None:
     identity = Identity(Principal("t", "s"), authenticated=True, expires_at=150.0)
     scope = {IDENTITY: identity}
 
-    assert current_principal(scope, now=149.9) == Principal("t", "s")
-    assert current_principal({IDENTITY: ANONYMOUS}, now=1e12) == Principal()
+    assert await current_principal(scope, now=149.9) == Principal("t", "s")
+    assert await current_principal({IDENTITY: ANONYMOUS}, now=1e12) == Principal()
     with pytest.raises(Unauthorized, match="expired"):
-        current_principal(scope, now=150.0)
+        await current_principal(scope, now=150.0)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Final
 
 from starlette.types import Scope
@@ -22,7 +23,7 @@ from starlette.types import Scope
 from stateway.core.commands import Principal
 from stateway.core.errors import Forbidden, Unauthorized
 from stateway.identity.key_cache import KeyCache
-from stateway.identity.keys import key_digest, looks_like_key
+from stateway.identity.keys import ApiKey, key_digest, looks_like_key
 from stateway.identity.oidc import OidcVerifier
 from stateway.surfaces.auth.credentials import credential_of
 
@@ -40,6 +41,9 @@ class Identity:
     """A credential proved it (False: the default tenant of a gateway without auth)."""
     expires_at: float | None = None
     """When the credential expires (Unix time), if it does."""
+    recheck: Callable[[], Awaitable[None]] | None = field(default=None, compare=False)
+    """Checks the credential again, raising :class:`Unauthorized` once it no longer
+    holds (an API key revoked since); None when only its expiry can end it."""
 
 
 ANONYMOUS: Final = Identity(Principal())
@@ -103,8 +107,14 @@ class Authenticator:
         )
 
     async def _key_identity(self, credential: str) -> Identity:
-        assert self._keys is not None
         digest = key_digest(credential)
+        key = await self._usable_key(digest)
+        principal = Principal(key.tenant_id, key.id)
+        recheck = partial(self._recheck_key, digest)
+        return Identity(principal, authenticated=True, expires_at=key.expires_at, recheck=recheck)
+
+    async def _usable_key(self, digest: str) -> ApiKey:
+        assert self._keys is not None
         key = await self._keys.find(digest)
         if key is None or not hmac.compare_digest(key.digest, digest):
             raise Unauthorized("Incorrect API key provided.")
@@ -112,8 +122,12 @@ class Authenticator:
             raise Unauthorized("This API key has been revoked.")
         if key.expired(self._clock()):
             raise Unauthorized("This API key has expired.")
-        principal = Principal(key.tenant_id, key.id)
-        return Identity(principal, authenticated=True, expires_at=key.expires_at)
+        return key
+
+    async def _recheck_key(self, digest: str) -> None:
+        """A key a connection was opened with, as the store knows it now (through the
+        cache: a revocation is seen within its ``ttl``)."""
+        await self._usable_key(digest)
 
 
 def identity_of(scope: Scope) -> Identity:
@@ -134,11 +148,15 @@ def principal_of(scope: Scope) -> Principal:
     return principal
 
 
-def current_principal(scope: Scope, now: float | None = None) -> Principal:
+async def current_principal(scope: Scope, now: float | None = None) -> Principal:
     """:func:`principal_of`, refused with :class:`Unauthorized` once the credential has
-    expired: what a long-lived connection (a WebSocket session) asks before each request
-    frame, its credential having been checked when it connected."""
-    expires_at = identity_of(scope).expires_at
+    expired or no longer holds (an API key revoked since): what a long-lived connection
+    (a WebSocket session) asks before each request frame, its credential having been
+    checked when it connected."""
+    identity = identity_of(scope)
+    expires_at = identity.expires_at
     if expires_at is not None and expires_at <= (time.time() if now is None else now):
         raise Unauthorized("The credential has expired; connect again with a new one.")
+    if identity.recheck is not None:
+        await identity.recheck()
     return principal_of(scope)

@@ -3,7 +3,8 @@
 The receive loop reads one frame at a time and answers what is wrong with it at once,
 with an error frame (the connection and its lanes go on): a binary or oversize frame, one
 that is not JSON or of no known type, an expired credential (the upgrade was
-authenticated; each request frame checks the credential again), a shutdown under way, a
+authenticated; each request frame checks the credential again: its expiry, and an API
+key's revocation through the key cache), a shutdown under way, a
 cap. A good frame becomes work on its lane (:mod:`.lanes`), but a ``response.steer``,
 answered at once by :mod:`.steering` (its input goes to the response it names).
 
@@ -181,12 +182,12 @@ class Session:
             else:
                 kind, fields = await asyncio.to_thread(peek_frame, text)
             stream_id = stream_id_of(fields)
-            self._admit(kind, fields, size)
+            await self._admit(kind, fields, size)
         except GatewayError as error:
             self._refuse(error, stream_id)
 
-    def _admit(self, kind: str, fields: dict[str, Any], size: int) -> None:
-        principal = current_principal(self._scope)
+    async def _admit(self, kind: str, fields: dict[str, Any], size: int) -> None:
+        principal = await current_principal(self._scope)
         if self._surface.draining:
             raise GatewayError(
                 "The server is shutting down; send this request on a new connection.",
@@ -216,17 +217,18 @@ class Session:
                 return
             successor = await self._create(lane, frame, request)
             while successor is not None:  # steered: the next response, on this lane
-                request = Request(successor.frame, self._successor_principal(successor))
+                principal = await self._successor_principal(successor)
+                request = Request(successor.frame, principal)
                 request.settings = successor.settings
                 successor = await self._create(lane, successor.frame, request, successor.commit)
         except GatewayError as error:
             self._refuse(error, lane)
 
-    def _successor_principal(self, successor: Successor) -> Principal:
+    async def _successor_principal(self, successor: Successor) -> Principal:
         """Who a successor acts for: checked again, as for a request frame (an expired
-        credential fails its steers, then the lane's 401 error frame)."""
+        or revoked credential fails its steers, then the lane's 401 error frame)."""
         try:
-            return current_principal(self._scope)
+            return await current_principal(self._scope)
         except GatewayError:
             self.steering.uncommitted(successor.commit)
             raise
