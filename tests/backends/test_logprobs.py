@@ -115,9 +115,9 @@ def test_responses_text_carries_its_tokens() -> None:
         "status": "completed",
         "output": [{"type": "message", "role": "assistant", "content": [part, part]}],
     }
-    [text, _finish] = openai_responses.from_upstream_response(payload, tokens=True)
+    [_start, text, _finish] = openai_responses.from_upstream_response(payload, tokens=True)
     assert text == TextDelta(" hi hi", [TOKEN, TOKEN])
-    [text, _finish] = openai_responses.from_upstream_response(payload)
+    [_start, text, _finish] = openai_responses.from_upstream_response(payload)
     assert text == TextDelta(" hi hi")
 
 

@@ -11,8 +11,10 @@ from stateway.core.inference import (
     Delta,
     Finish,
     InferenceRequest,
+    MessageStart,
     OutputItem,
     ReasoningDelta,
+    RefusalDelta,
     TextDelta,
     ToolCallDelta,
     UsageReport,
@@ -159,6 +161,94 @@ def test_arguments_only_in_item_done_are_not_lost() -> None:
     assert "".join(d.arguments for d in deltas if isinstance(d, ToolCallDelta)) == '{"a":1}'
 
 
+def added(index: int, item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "response.output_item.added", "output_index": index, "item": item}
+
+
+def done(index: int, item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "response.output_item.done", "output_index": index, "item": item}
+
+
+def summary(index: int, part: int, delta: str) -> dict[str, Any]:
+    return {
+        "type": "response.reasoning_summary_text.delta",
+        "output_index": index,
+        "summary_index": part,
+        "delta": delta,
+    }
+
+
+def test_a_reasoning_summary_is_the_reasoning_when_no_reasoning_text_streams() -> None:
+    """As OpenAI's reasoning models stream it: summary parts only."""
+    reasoning = {"type": "reasoning", "summary": [], "content": []}
+    deltas, _ = feed(
+        [
+            added(0, reasoning),
+            summary(0, 0, "**Plan**"),
+            summary(0, 0, " first"),
+            summary(0, 1, "then"),
+            done(0, {**reasoning, "summary": [{"type": "summary_text", "text": "x"}]}),
+        ]
+    )
+    assert deltas == [
+        ReasoningDelta("**Plan**"),
+        ReasoningDelta(" first"),
+        ReasoningDelta("\n\n"),
+        ReasoningDelta("then"),
+    ]
+    text_too, _ = feed(
+        [
+            {"type": "response.reasoning_text.delta", "output_index": 0, "delta": "think"},
+            summary(0, 0, "thought"),
+            done(0, reasoning),
+        ]
+    )
+    assert text_too == [ReasoningDelta("think")], "the summary would repeat the text"
+
+
+def test_items_that_come_only_whole_are_not_lost() -> None:
+    message = {
+        "type": "message",
+        "role": "assistant",
+        "phase": "final_answer",
+        "content": [{"type": "output_text", "text": "whole"}],
+    }
+    reasoning = {"type": "reasoning", "summary": [{"type": "summary_text", "text": "s"}]}
+    deltas, _ = feed(
+        [
+            added(0, reasoning),
+            done(0, reasoning),
+            added(1, {**message, "content": []}),
+            done(1, message),
+        ]
+    )
+    assert deltas == [ReasoningDelta("s"), MessageStart("final_answer"), TextDelta("whole")]
+    streamed, _ = feed(
+        [
+            added(0, {**message, "content": [], "phase": "commentary"}),
+            {"type": "response.output_text.delta", "output_index": 0, "delta": "whole"},
+            done(0, message),
+        ]
+    )
+    assert streamed == [MessageStart("commentary"), TextDelta("whole")], "not repeated"
+
+
+def test_a_refusal_streamed_or_whole() -> None:
+    refusal = {"type": "refusal", "refusal": "I can't."}
+    message = {"type": "message", "role": "assistant", "content": [refusal]}
+    streamed, _ = feed(
+        [
+            added(0, {**message, "content": []}),
+            {"type": "response.refusal.delta", "output_index": 0, "delta": "I can't."},
+            {"type": "response.refusal.done", "output_index": 0, "refusal": "I can't."},
+            done(0, message),
+        ]
+    )
+    assert streamed == [MessageStart(), RefusalDelta("I can't.")]
+    whole = list(from_upstream_response({"status": "completed", "output": [message]}))
+    assert whole == [MessageStart(), RefusalDelta("I can't."), Finish("stop")]
+
+
 def test_incomplete_and_failed_streams() -> None:
     deltas, _ = feed(
         [
@@ -198,6 +288,7 @@ def test_whole_response_to_deltas() -> None:
     }
     assert list(from_upstream_response(payload)) == [
         ReasoningDelta("r"),
+        MessageStart(),
         TextDelta("t"),
         ToolCallDelta(2, "c", "f", "{}"),
         UsageReport(Usage(4, 6, 1, 2)),

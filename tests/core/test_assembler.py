@@ -137,3 +137,61 @@ def test_the_output_so_far_shows_the_item_being_written() -> None:
         "in_progress",
     )
     assert output[-1]["arguments"] == ""  # the item itself is filled in when it closes
+
+
+def assembled() -> tuple[OutputAssembler, list[Item], list[ev.Event]]:
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    return OutputAssembler(output, events.append, set(), Catalog([])), output, events
+
+
+def test_a_refusal_alone_is_the_message_s_only_part() -> None:
+    assembler, output, events = assembled()
+    assembler.refusal("I can")
+    assembler.refusal("'t.")
+    assembler.finish()
+    [message] = output
+    assert message["content"] == [{"type": "refusal", "refusal": "I can't."}]
+    item_id = message["id"]
+    assert events[1:] == [
+        ev.PartAdded(0, 0, item_id, {"type": "refusal", "refusal": ""}),
+        ev.RefusalDelta(0, 0, item_id, "I can"),
+        ev.RefusalDelta(0, 0, item_id, "'t."),
+        ev.RefusalDone(0, 0, item_id, "I can't."),
+        ev.PartDone(0, 0, item_id, {"type": "refusal", "refusal": "I can't."}),
+        ev.ItemDone(0, message),
+    ]
+
+
+def test_a_refusal_after_text_is_the_second_part_and_text_after_it_a_new_message() -> None:
+    assembler, output, events = assembled()
+    assembler.text("Well")
+    assembler.refusal("no")
+    assert assembler.output_so_far()[0]["content"][1] == {"type": "refusal", "refusal": "no"}
+    assembler.text("later")
+    assembler.finish()
+    first, second = output
+    assert [p["type"] for p in first["content"]] == ["output_text", "refusal"]
+    assert (first["content"][0]["text"], first["content"][1]["refusal"]) == ("Well", "no")
+    assert ev.RefusalDelta(0, 1, first["id"], "no") in events
+    assert [p["text"] for p in second["content"]] == ["later"]
+
+
+def test_an_upstream_s_message_start_begins_a_message_with_its_phase() -> None:
+    assembler, output, events = assembled()
+    assembler.message("commentary")
+    assembler.text("Looking.")
+    assembler.message("final_answer")
+    assembler.text("Done.")
+    assembler.message(None)  # begun and left empty: an empty text part
+    assembler.finish()
+    assert [(m.get("phase"), m["content"][0]["text"]) for m in output] == [
+        ("commentary", "Looking."),
+        ("final_answer", "Done."),
+        (None, ""),
+    ]
+    assert "phase" not in output[2]
+    added = [e for e in events if isinstance(e, ev.ItemAdded)]
+    assert added[0].item["phase"] == "commentary"
+    kinds = [type(e).__name__ for e in events if getattr(e, "output_index", None) == 2]
+    assert kinds == ["ItemAdded", "PartAdded", "TextDone", "PartDone", "ItemDone"]

@@ -13,6 +13,7 @@ import openai
 import pytest
 from openai import OpenAI
 
+from stateway.launch import start_gateway
 from tests.e2e.configured import RunningGateway, configured_gateway
 
 MODEL = "fake-model"
@@ -202,3 +203,48 @@ def test_a_forced_grammar_tool_is_guided_by_structured_outputs(
         assert "structured_outputs" not in sent
         assert sent["tools"]
         assert unforced.output[0].type == "message"
+
+
+@pytest.fixture(scope="module")
+def over_responses(
+    fake_upstream: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OpenAI]:
+    """A client of a gateway over the fake's Responses wire (which alone renders
+    ``[[item]]``)."""
+    database = f"sqlite:///{tmp_path_factory.mktemp('whole') / 'stateway.db'}"
+    args = ["--upstream", fake_upstream, "--upstream-api", "responses", "--database", database]
+    with start_gateway(args) as url, OpenAI(base_url=url + "/v1", api_key="k") as sdk:
+        yield sdk
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_responses_upstream_s_whole_items_and_message_phases_are_kept(
+    over_responses: OpenAI, stream: bool
+) -> None:
+    """Items the upstream gives only whole (on ``output_item.done``, no deltas), a
+    reasoning summary as its only text (as OpenAI's reasoning models give it), and the
+    ``phase`` of its messages come through streamed as they do unstreamed."""
+    client = over_responses
+    summary = [{"type": "summary_text", "text": "Plan"}, {"type": "summary_text", "text": "Go"}]
+    reasoning = {"type": "reasoning", "summary": summary, "content": []}
+    message = {
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "phase": "final_answer",
+        "content": [{"type": "output_text", "text": "whole", "annotations": []}],
+    }
+    directive = f"[[item:{json.dumps(reasoning)}]] [[item:{json.dumps(message)}]]"
+    if stream:
+        with client.responses.stream(model=MODEL, input=directive) as events:
+            response = events.get_final_response()
+    else:
+        response = client.responses.create(model=MODEL, input=directive)
+    kept_reasoning, kept_message = response.output
+    assert kept_reasoning.type == "reasoning"
+    assert kept_reasoning.content is not None
+    assert [part.text for part in kept_reasoning.content] == ["Plan\n\nGo"]
+    assert kept_message.type == "message"
+    assert kept_message.phase == "final_answer"
+    assert response.output_text == "whole"
+    assert client.responses.retrieve(response.id).output_text == "whole"

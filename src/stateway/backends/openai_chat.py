@@ -39,6 +39,7 @@ from stateway.core.inference import (
     Finish,
     InferenceRequest,
     ReasoningDelta,
+    RefusalDelta,
     TextDelta,
     ToolCallDelta,
     UsageReport,
@@ -394,8 +395,8 @@ def _message_deltas(
     call_index: Callable[[int, dict[str, Any]], int],
     tokens: list[Item] | None = None,
 ) -> Iterator[Delta]:
-    """Reasoning, text (with its ``tokens``) and tool calls of a message or a streamed
-    delta, in that order."""
+    """Reasoning, text (with its ``tokens``), a refusal and tool calls of a message or a
+    streamed delta, in that order."""
     reasoning = text(message.get("reasoning_content")) or text(message.get("reasoning"))
     if reasoning:
         yield ReasoningDelta(reasoning)
@@ -404,6 +405,9 @@ def _message_deltas(
         yield TextDelta(content, tokens)
     elif tokens and not reasoning and not message.get("tool_calls"):
         yield TextDelta("", tokens)  # a token with no text yet (part of a character)
+    refusal = message.get("refusal")  # OpenAI's; null from open model servers
+    if refusal:
+        yield RefusalDelta(text(refusal) or "")
     for position, call in enumerate(message.get("tool_calls") or ()):
         function = obj(call.get("function"))
         yield ToolCallDelta(

@@ -1,9 +1,12 @@
 """Backend for upstreams speaking a *stateless* OpenAI Responses API (vLLM's
 ``/v1/responses`` with ``store: false``): the whole context is sent every round.
 
-Canonical items are already Responses items, so ``to_upstream`` passes them on;
-``from_upstream_event`` and ``from_upstream_response`` turn replies into deltas, using the
-upstream ``output_index`` of a function call as its tool index.
+Canonical items are already Responses items, so ``to_upstream`` passes them on; a
+stream's events (:class:`_StreamState`) and ``from_upstream_response`` turn replies into
+the same deltas, using the upstream ``output_index`` of a function call as its tool
+index: each message begun (:class:`MessageStart`, with its ``phase``), its text and its
+refusal; reasoning from its text, else from its summary; an item that streamed no deltas
+from its ``response.output_item.done``.
 
 This upstream speaks Responses natively (``carries_unknown_types``): input items and tools
 of types the gateway does not model are sent untouched, as are the ``shell`` tools and
@@ -29,8 +32,10 @@ from stateway.core.inference import (
     Delta,
     Finish,
     InferenceRequest,
+    MessageStart,
     OutputItem,
     ReasoningDelta,
+    RefusalDelta,
     TextDelta,
     ToolCallDelta,
     UsageReport,
@@ -58,6 +63,8 @@ CARRIED_PARTS: Mapping[str, frozenset[str]] = {
 _TERMINAL = frozenset({"response.completed", "response.incomplete"})
 _MODELLED_OUTPUT = frozenset({"message", "reasoning", "function_call"})
 """Output item types turned into deltas; any other comes back whole."""
+_SUMMARY_BREAK = "\n\n"
+"""Between a reasoning summary's parts, read as the reasoning's text."""
 
 
 class OpenAIResponsesBackend:
@@ -208,39 +215,52 @@ def _without_cache(part: Any) -> Any:
 
 
 class _StreamState:
-    """Follows one upstream event stream; knows which tool calls got argument deltas."""
+    """Follows one upstream event stream; knows which items got deltas, so that an item
+    whose content came only whole (on ``response.output_item.done``) is not lost, and
+    one that streamed is not repeated."""
 
-    __slots__ = ("finished", "streamed_arguments", "tokens")
+    __slots__ = ("finished", "part", "streamed", "summaries", "tokens")
 
     def __init__(self, tokens: bool = False) -> None:
         self.tokens = tokens
         """Whether the text's tokens (``logprobs``) were asked for: read only then."""
         self.finished = False
-        self.streamed_arguments: set[int] = set()
+        self.streamed: set[int] = set()
+        """Output indexes of the items that streamed their text, reasoning or arguments."""
+        self.summaries: set[int] = set()
+        """Output indexes of reasoning items read from their summary (no reasoning text)."""
+        self.part = 0
+        """The summary part being read."""
 
     def feed(self, event: dict[str, Any]) -> Iterator[Delta]:
         kind = event.get("type")
         if kind == "response.output_text.delta":
+            self.streamed.add(event.get("output_index", 0))
             given = event.get("logprobs") if self.tokens else None
             yield TextDelta(text(event["delta"]) or "", logprobs.tokens(given) if given else None)
+        elif kind == "response.refusal.delta":
+            self.streamed.add(event.get("output_index", 0))
+            yield RefusalDelta(text(event["delta"]) or "")
         elif kind == "response.reasoning_text.delta":
-            yield ReasoningDelta(text(event["delta"]) or "")
+            index = event.get("output_index", 0)
+            if index not in self.summaries:
+                self.streamed.add(index)
+                yield ReasoningDelta(text(event["delta"]) or "")
+        elif kind == "response.reasoning_summary_text.delta":
+            yield from self._summary(event, text(event["delta"]) or "")
         elif kind == "response.output_item.added":
             item = event["item"]
             if item.get("type") == "function_call":
                 yield _call(count(event["output_index"]), {**item, "arguments": ""})
+            elif item.get("type") == "message":
+                yield MessageStart(text(item.get("phase")))
         elif kind == "response.function_call_arguments.delta":
-            self.streamed_arguments.add(event["output_index"])
+            self.streamed.add(event["output_index"])
             yield ToolCallDelta(
                 count(event["output_index"]), None, None, text(event["delta"]) or ""
             )
         elif kind == "response.output_item.done":
-            item = event["item"]
-            index = event["output_index"]
-            if item.get("type") == "function_call" and index not in self.streamed_arguments:
-                yield _call(count(index), item)
-            elif item.get("type") not in _MODELLED_OUTPUT:
-                yield OutputItem(item)
+            yield from self._done(event["item"], event["output_index"])
         elif kind in _TERMINAL:
             self.finished = True
             yield from _finish(event["response"])
@@ -249,26 +269,67 @@ class _StreamState:
             message = error.get("message", "") if isinstance(error, dict) else str(error)
             raise UpstreamError(f"The model server failed: {message}"[:500])
 
+    def _summary(self, event: dict[str, Any], delta: str) -> Iterator[Delta]:
+        """A reasoning item's summary is its text when it streams no reasoning text (as
+        OpenAI's reasoning models stream it); its parts a paragraph apart."""
+        index = event.get("output_index", 0)
+        if index in self.streamed and index not in self.summaries:
+            return  # it streams its reasoning text: the summary would repeat it
+        part = event.get("summary_index", 0)
+        if index in self.summaries and part != self.part:
+            yield ReasoningDelta(_SUMMARY_BREAK)
+        self.summaries.add(index)
+        self.streamed.add(index)
+        self.part = part
+        if delta:
+            yield ReasoningDelta(delta)
+
+    def _done(self, item: dict[str, Any], index: int) -> Iterator[Delta]:
+        kind = item.get("type")
+        if index in self.streamed:
+            return
+        if kind == "function_call":
+            yield _call(count(index), item)
+        elif kind in _MODELLED_OUTPUT:  # whole: what a non-streamed reply would say of it
+            yield from _whole(item, self.tokens, started=True)
+        else:
+            yield OutputItem(item)
+
 
 def from_upstream_response(payload: dict[str, Any], tokens: bool = False) -> Iterator[Delta]:
     if payload.get("status") == "failed":
         message = (payload.get("error") or {}).get("message", "")
         raise UpstreamError(f"The model server failed: {message}"[:500])
     for index, item in enumerate(payload.get("output") or ()):
-        kind = item.get("type")
-        if kind == "reasoning":
-            reasoning = _joined(item.get("content")) or _joined(item.get("summary"))
-            if reasoning:
-                yield ReasoningDelta(reasoning)
-        elif kind == "message":
-            answer = _joined(item.get("content"), "output_text")
-            if answer:
-                yield TextDelta(answer, _tokens(item.get("content")) if tokens else None)
-        elif kind == "function_call":
+        if item.get("type") == "function_call":
             yield _call(index, item)
+        elif item.get("type") in _MODELLED_OUTPUT:
+            yield from _whole(item, tokens)
         else:
             yield OutputItem(item)
     yield from _finish(payload)
+
+
+def _whole(item: dict[str, Any], tokens: bool, *, started: bool = False) -> Iterator[Delta]:
+    """A whole reasoning item or message as deltas (a message after its
+    :class:`MessageStart`, unless ``started``): its text, then its refusal."""
+    if item.get("type") == "reasoning":
+        summary = _SUMMARY_BREAK.join(_texts(item.get("summary")))
+        reasoning = "".join(_texts(item.get("content"))) or summary
+        if reasoning:
+            yield ReasoningDelta(reasoning)
+        return
+    if not started:
+        yield MessageStart(text(item.get("phase")))
+    parts = item.get("content")
+    answer = "".join(_texts(parts, "output_text"))
+    if answer:
+        yield TextDelta(answer, _tokens(parts) if tokens else None)
+    refusal = "".join(
+        text(p.get("refusal")) or "" for p in parts or () if p.get("type") == "refusal"
+    )
+    if refusal:
+        yield RefusalDelta(refusal)
 
 
 def _call(index: int, item: dict[str, Any]) -> ToolCallDelta:
@@ -288,12 +349,12 @@ def _tokens(parts: Any) -> list[Item] | None:
     return tokens or None
 
 
-def _joined(parts: Any, kind: str | None = None) -> str:
-    return "".join(
+def _texts(parts: Any, kind: str | None = None) -> list[str]:
+    return [
         text(part.get("text")) or ""
         for part in parts or ()
         if kind is None or part.get("type") == kind
-    )
+    ]
 
 
 def _finish(response: dict[str, Any]) -> Iterator[Delta]:

@@ -3,8 +3,11 @@
 One ``OutputAssembler`` serves one round. It opens an item when its first delta arrives
 (reasoning, a message, a function call), closes the open item when a different one
 starts, and closes whatever is still open when the round ends, as ``completed`` or, when
-the round was cut short, ``incomplete``. An item the gateway does not model comes whole
-(:meth:`OutputAssembler.item`) and is added and done at once.
+the round was cut short, ``incomplete``. A message holds an ``output_text`` part, a
+``refusal`` part after it when the model declined, or the refusal alone; text after a
+refusal starts another message, as does an upstream's :meth:`OutputAssembler.message`.
+An item the gateway does not model comes whole (:meth:`OutputAssembler.item`) and is
+added and done at once.
 """
 
 from __future__ import annotations
@@ -33,7 +36,17 @@ Emit = Callable[[ev.Event], None]
 
 
 class _OpenItem:
-    __slots__ = ("chunks", "entry", "index", "item", "logprobs", "tool_index", "upstream_id")
+    __slots__ = (
+        "chunks",
+        "entry",
+        "index",
+        "item",
+        "logprobs",
+        "refusal",
+        "text_part",
+        "tool_index",
+        "upstream_id",
+    )
 
     def __init__(
         self,
@@ -52,6 +65,10 @@ class _OpenItem:
         """A gateway-owned call's catalog entry."""
         self.logprobs: list[Item] | None = None
         """A message's tokens, when its deltas carried them."""
+        self.text_part = False
+        """A message's ``output_text`` part was opened (its content index is 0)."""
+        self.refusal: list[str] | None = None
+        """A message's refusal so far, once it has a ``refusal`` part."""
 
 
 class OutputAssembler:
@@ -84,17 +101,41 @@ class OutputAssembler:
 
     def text(self, delta: str, logprobs: list[Item] | None = None) -> None:
         current = self._open
-        if not delta:  # tokens with no text yet belong to the message being written, if any
-            if not logprobs or current is None or current.item["type"] != MESSAGE:
-                return
-        elif current is None or current.item["type"] != MESSAGE:
+        writing = current is not None and current.item["type"] == MESSAGE and not current.refusal
+        if not delta and (not logprobs or not writing):
+            return  # tokens with no text yet belong to the message being written, if any
+        if not writing:
             current = self._start_message()
+        assert current is not None
+        if not current.text_part:
+            self._open_text(current)
         current.chunks.append(delta)
         if logprobs is not None:
             if current.logprobs is None:
                 current.logprobs = []
             current.logprobs.extend(logprobs)
         self._emit(ev.TextDelta(current.index, 0, current.item["id"], delta, logprobs))
+
+    def refusal(self, delta: str) -> None:
+        """The model declining: a ``refusal`` part of the message being written (after
+        its text, if it has any), or of a message of its own."""
+        if not delta:
+            return
+        current = self._open
+        if current is None or current.item["type"] != MESSAGE:
+            current = self._start_message()
+        index = 1 if current.text_part else 0
+        if current.refusal is None:
+            current.refusal = []
+            part = {"type": "refusal", "refusal": ""}
+            self._emit(ev.PartAdded(current.index, index, current.item["id"], part))
+        current.refusal.append(delta)
+        self._emit(ev.RefusalDelta(current.index, index, current.item["id"], delta))
+
+    def message(self, phase: str | None) -> None:
+        """An upstream's new message begins (its ``phase``, if given, kept on the item):
+        what is being written is closed, and the text that follows goes to this one."""
+        self._start_message(phase)
 
     def reasoning(self, delta: str) -> None:
         if not delta:
@@ -161,10 +202,15 @@ class OutputAssembler:
             return output
         item, text = current.item, "".join(current.chunks)
         if item["type"] == MESSAGE:
-            part = _text_part("output_text", text)
-            if current.logprobs is not None:
-                part["logprobs"] = list(current.logprobs)
-            output[current.index] = {**item, "content": [part]}
+            content = []
+            if current.text_part:
+                part = _text_part("output_text", text)
+                if current.logprobs is not None:
+                    part["logprobs"] = list(current.logprobs)
+                content.append(part)
+            if current.refusal is not None:
+                content.append({"type": "refusal", "refusal": "".join(current.refusal)})
+            output[current.index] = {**item, "content": content}
         elif item["type"] == REASONING:
             output[current.index] = {**item, "content": [_text_part("reasoning_text", text)]}
         elif item["type"] == FUNCTION_CALL:
@@ -184,7 +230,7 @@ class OutputAssembler:
         self._emit(ev.ItemAdded(opened.index, dict(item)))
         return opened
 
-    def _start_message(self) -> _OpenItem:
+    def _start_message(self, phase: str | None = None) -> _OpenItem:
         item: Item = {
             "id": new_id("msg"),
             "type": MESSAGE,
@@ -192,9 +238,14 @@ class OutputAssembler:
             "role": "assistant",
             "content": [],
         }
-        opened = self._start(item)
-        self._emit(ev.PartAdded(opened.index, 0, item["id"], _text_part("output_text", "")))
-        return opened
+        if phase is not None:
+            item["phase"] = phase
+        return self._start(item)
+
+    def _open_text(self, message: _OpenItem) -> None:
+        message.text_part = True
+        part = _text_part("output_text", "")
+        self._emit(ev.PartAdded(message.index, 0, message.item["id"], part))
 
     def _start_reasoning(self) -> _OpenItem:
         item: Item = {"id": new_id("rs"), "type": REASONING, "summary": [], "content": []}
@@ -246,14 +297,7 @@ class OutputAssembler:
         text = "".join(current.chunks)
         match item["type"]:
             case "message":
-                part = _text_part("output_text", text)
-                if self._tools is not None and self._tools.sources:
-                    part["annotations"] = web_search.citations(text, self._tools.sources)
-                if current.logprobs is not None:
-                    part["logprobs"] = current.logprobs
-                self._emit(ev.TextDone(current.index, 0, item_id, text, current.logprobs))
-                self._emit(ev.PartDone(current.index, 0, item_id, part))
-                item["content"] = [part]
+                item["content"] = self._close_message(current, text)
                 item["status"] = status
             case "reasoning":
                 part = {"type": "reasoning_text", "text": text}
@@ -310,6 +354,31 @@ class OutputAssembler:
                     self._closed_tools.add(current.tool_index)
                 self.tool_calls.append(item)
         self._emit(ev.ItemDone(current.index, dict(item)))
+
+    def _close_message(self, current: _OpenItem, text: str) -> list[Item]:
+        """A message's parts, done: its text (an empty one when it has no refusal
+        either: a message the upstream began and left empty), then its refusal."""
+        item_id = current.item["id"]
+        content: list[Item] = []
+        if current.text_part or current.refusal is None:
+            if not current.text_part:
+                self._open_text(current)
+            part = _text_part("output_text", text)
+            if self._tools is not None and self._tools.sources:
+                part["annotations"] = web_search.citations(text, self._tools.sources)
+            if current.logprobs is not None:
+                part["logprobs"] = current.logprobs
+            self._emit(ev.TextDone(current.index, 0, item_id, text, current.logprobs))
+            self._emit(ev.PartDone(current.index, 0, item_id, part))
+            content.append(part)
+        if current.refusal is not None:
+            index = len(content)
+            refusal = "".join(current.refusal)
+            part = {"type": "refusal", "refusal": refusal}
+            self._emit(ev.RefusalDone(current.index, index, item_id, refusal))
+            self._emit(ev.PartDone(current.index, index, item_id, part))
+            content.append(part)
+        return content
 
     def _finish_reasoning(
         self, reasoning: ReasoningOutput, index: int, item: Item, text: str

@@ -59,6 +59,22 @@ class TextDone:
 
 
 @dataclass(slots=True, frozen=True)
+class RefusalDelta:
+    output_index: int
+    content_index: int
+    item_id: str
+    delta: str
+
+
+@dataclass(slots=True, frozen=True)
+class RefusalDone:
+    output_index: int
+    content_index: int
+    item_id: str
+    refusal: str
+
+
+@dataclass(slots=True, frozen=True)
 class ReasoningDelta:
     output_index: int
     content_index: int
@@ -222,6 +238,8 @@ Event = (
     | PartAdded
     | TextDelta
     | TextDone
+    | RefusalDelta
+    | RefusalDone
     | ReasoningDelta
     | ReasoningDone
     | SummaryPartAdded

@@ -44,6 +44,22 @@ class TextDelta:
 
 
 @dataclass(slots=True, frozen=True)
+class RefusalDelta:
+    """The model declining to answer (Chat's ``refusal``, a Responses ``refusal`` part):
+    a ``refusal`` part of the assistant message, not its text."""
+
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class MessageStart:
+    """An upstream that marks its messages (Responses) starts one: the text that follows
+    is a new message, labelled with the upstream's ``phase`` when it gave one."""
+
+    phase: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
 class ReasoningDelta:
     text: str
 
@@ -90,6 +106,8 @@ class OutputItem:
 
 Delta = (
     TextDelta
+    | RefusalDelta
+    | MessageStart
     | ReasoningDelta
     | ReasoningSignature
     | ToolCallDelta

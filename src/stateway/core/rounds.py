@@ -12,9 +12,11 @@ from stateway.core.errors import GatewayError
 from stateway.core.inference import (
     Finish,
     InferenceRequest,
+    MessageStart,
     OutputItem,
     ReasoningDelta,
     ReasoningSignature,
+    RefusalDelta,
     TextDelta,
     ToolCallDelta,
     UsageReport,
@@ -89,6 +91,10 @@ async def _infer(
                         assembler.reasoning_signature(signature)
                     case ToolCallDelta():
                         assembler.tool_call(delta)
+                    case RefusalDelta(text=text):
+                        assembler.refusal(text)
+                    case MessageStart(phase=phase):
+                        assembler.message(phase)
                     case OutputItem(item=item):
                         assembler.item(item)
                     case UsageReport(usage=latest):

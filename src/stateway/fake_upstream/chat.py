@@ -125,8 +125,10 @@ def completion(request: ChatRequest, plan: Plan) -> dict[str, Any]:
     """The non-streamed ``chat.completion`` object."""
     message: dict[str, Any] = {
         "role": "assistant",
-        "content": plan.content if plan.text or not plan.tool_calls else None,
+        "content": plan.content if plan.text or not (plan.tool_calls or plan.refusal) else None,
     }
+    if plan.refusal:
+        message["refusal"] = plan.refusal_text
     if plan.tool_calls:
         message["tool_calls"] = [
             {
@@ -186,6 +188,8 @@ def completion_frames(request: ChatRequest, plan: Plan) -> Iterator[Frame]:
             logprobs = orjson.dumps(_logprobs(request, [word]))
             chunk = open_delta + orjson.dumps({"content": word}) + b',"logprobs":' + logprobs
             yield chunk + b',"finish_reason":null}]' + usage_null + b"}\n\n", PAYLOAD
+    for word in plan.refusal:
+        yield delta({"refusal": word}), PAYLOAD
     for index, call in enumerate(plan.tool_calls):
         function = {"name": call.name, "arguments": ""}
         header = {"index": index, "id": call.call_id, "type": "function", "function": function}

@@ -29,7 +29,12 @@ from stateway.fake_upstream.errors import UpstreamError, context_too_long
 from stateway.fake_upstream.messages_checks import check_messages_request
 from stateway.fake_upstream.plan import Plan, argument_chunks, new_id, word_chunks
 
-_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+_STOP_REASONS = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "refusal": "refusal",
+}
 
 
 def signature_of(thinking: str, *, omitted: bool = False) -> str:
@@ -135,7 +140,10 @@ def _add_message(builder: ConversationBuilder, message: dict[str, Any]) -> None:
 
 
 def _stopped(request: MessagesRequest, plan: Plan) -> tuple[Plan, str | None]:
-    """``plan`` cut before the first stop sequence its text holds, and that sequence."""
+    """``plan`` cut before the first stop sequence its text holds, and that sequence; a
+    refusal is text here (ended by ``stop_reason: "refusal"``)."""
+    if plan.refusal:
+        return replace(plan, text=list(plan.refusal), refusal=(), finish_reason="refusal"), None
     content = plan.content
     found = [(content.find(s), s) for s in request.stop_sequences if s and s in content]
     if not found:

@@ -76,6 +76,8 @@ class Plan:
     prompt_tokens: int
     items: tuple[dict[str, object], ...] = ()
     """Whole output items (``[[item]]``), rendered by the Responses wire only."""
+    refusal: tuple[str, ...] = ()
+    """The refusal's chunks (``[[refuse]]``), given instead of text."""
 
     @property
     def reasoning_text(self) -> str:
@@ -86,12 +88,16 @@ class Plan:
         return "".join(self.text)
 
     @property
+    def refusal_text(self) -> str:
+        return "".join(self.refusal)
+
+    @property
     def reasoning_tokens(self) -> int:
         return len(self.reasoning)
 
     @property
     def completion_tokens(self) -> int:
-        return len(self.reasoning) + len(self.text) + len(self.tool_calls)
+        return len(self.reasoning) + len(self.text) + len(self.refusal) + len(self.tool_calls)
 
 
 SUMMARY_HEADING = "Summary of the conversation:"
@@ -127,7 +133,9 @@ def build_plan(conversation: Conversation, script: Script, max_tokens: int | Non
         calls = [ToolCall(new_id("call_"), tool.name, tool.arguments) for tool in script.tools]
         items = tuple({"id": new_id("item_"), **item} for item in script.items)
     reasoning = word_chunks(script.reasoning or "")
-    text = [] if calls or items else word_chunks(reply_text(conversation, script))
+    refusal = tuple(word_chunks(script.refusal or ""))
+    answers = not (calls or items or refusal)
+    text = word_chunks(reply_text(conversation, script)) if answers else []
     truncated = False
     if max_tokens is not None and len(reasoning) + len(text) + len(calls) > max_tokens:
         truncated = True
@@ -144,7 +152,7 @@ def build_plan(conversation: Conversation, script: Script, max_tokens: int | Non
         finish = "tool_calls"
     else:
         finish = "stop"
-    return Plan(reasoning, text, calls, finish, conversation.prompt_tokens, items)
+    return Plan(reasoning, text, calls, finish, conversation.prompt_tokens, items, refusal)
 
 
 def _calls_again(conversation: Conversation, script: Script) -> bool:

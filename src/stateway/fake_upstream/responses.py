@@ -119,7 +119,10 @@ def _output_items(request: ResponsesRequest, plan: Plan) -> list[dict[str, Any]]
     if plan.reasoning:
         content = [{"type": "reasoning_text", "text": plan.reasoning_text}]
         items.append(_reasoning_item(new_id("rs_"), content, "completed"))
-    if plan.text or not (plan.tool_calls or plan.reasoning or plan.items):
+    if plan.refusal:
+        refusal: dict[str, Any] = {"type": "refusal", "refusal": plan.refusal_text}
+        items.append(_message_item(new_id("msg_"), [refusal], "completed"))
+    elif plan.text or not (plan.tool_calls or plan.reasoning or plan.items):
         part = {
             "type": "output_text",
             "text": plan.content,
@@ -214,6 +217,21 @@ def response_object(
     }
 
 
+def _refusal_events(
+    event: Any, item: dict[str, Any], index: int, chunks: tuple[str, ...]
+) -> Iterator[Frame]:
+    """A refusal message's events but its ``output_item.done``, as OpenAI streams them."""
+    empty = {**item, "status": "in_progress", "content": []}
+    yield event("response.output_item.added", {"output_index": index, "item": empty})
+    at = {"item_id": item["id"], "output_index": index, "content_index": 0}
+    part = item["content"][0]
+    yield event("response.content_part.added", {**at, "part": {**part, "refusal": ""}})
+    for word in chunks:
+        yield event("response.refusal.delta", {**at, "delta": word}, PAYLOAD)
+    yield event("response.refusal.done", {**at, "refusal": part["refusal"]})
+    yield event("response.content_part.done", {**at, "part": part})
+
+
 def response_frames(request: ResponsesRequest, plan: Plan) -> Iterator[Frame]:
     """The event stream: created, in_progress, each output item, completed/incomplete."""
     final = response_object(request, plan, new_id("resp_"), int(time.time()))
@@ -228,10 +246,13 @@ def response_frames(request: ResponsesRequest, plan: Plan) -> Iterator[Frame]:
     yield event("response.created", {"response": pending})
     yield event("response.in_progress", {"response": pending})
     chunks = {"reasoning": plan.reasoning, "message": plan.text}
+    whole = len(final["output"]) - len(plan.items)  # [[item]]s come last, whole
     for index, item in enumerate(final["output"]):
         at = {"item_id": item["id"], "output_index": index}
-        if item["type"] not in ("function_call", "reasoning", "message"):  # [[item]]
+        if index >= whole:
             yield event("response.output_item.added", {"output_index": index, "item": item})
+        elif item["type"] == "message" and item["content"][0]["type"] == "refusal":
+            yield from _refusal_events(event, item, index, plan.refusal)
         elif item["type"] == "function_call":
             added = _call_item(item["id"], item["call_id"], item["name"], "", "in_progress")
             yield event("response.output_item.added", {"output_index": index, "item": added})

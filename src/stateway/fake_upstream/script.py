@@ -10,6 +10,8 @@ Grammar (names are lower case, no spaces inside the brackets)::
     [[item:JSON]]         on the Responses wire, also output the item JSON (an object) whole,
                           its ``id`` given if missing (repeatable; the Chat wire ignores it)
     [[reason:TEXT]]       emit TEXT as reasoning first (repeatable, joined by a space)
+    [[refuse:TEXT]]       decline with TEXT instead of answering: Chat's ``refusal``, a
+                          Responses ``refusal`` part, Anthropic's ``stop_reason: "refusal"``
     [[error:STATUS]]      fail with HTTP STATUS (400..599)
     [[context:N]]         the model's context holds N tokens (words): a longer prompt is
                           refused with 400, as vLLM (Chat wire: ``param`` ``input_tokens``)
@@ -95,6 +97,7 @@ class Script:
     tools: list[ToolDirective] = field(default_factory=list)
     items: list[dict[str, object]] = field(default_factory=list)
     reasoning: str | None = None
+    refusal: str | None = None
     error: int | None = None
     cut: int | None = None
     slow_ms: int | None = None
@@ -164,6 +167,8 @@ def _apply(text: str, start: int, script: Script) -> int:
     arg = text[head.end() : close]
     if name == "reason":
         script.reasoning = arg if script.reasoning is None else f"{script.reasoning} {arg}"
+    elif name == "refuse" and arg:
+        script.refusal = arg
     elif name == "only" and arg:
         script.only = arg
     elif name == "leak" and arg in LEAKS:

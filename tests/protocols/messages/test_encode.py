@@ -118,8 +118,7 @@ def test_unsigned_thinking_refusals_and_calls_without_arguments() -> None:
     message = encode_message(state(output=[unsigned, refusal, bare_call]))
     assert message["content"] == [
         {"type": "thinking", "thinking": "plan", "signature": ""},
-        {"type": "text", "text": "no"},
-        {"type": "text", "text": ""},
+        {"type": "text", "text": "no"},  # a message is one block, as streamed
         {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
     ]
 

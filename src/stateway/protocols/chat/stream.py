@@ -1,7 +1,8 @@
 """Canonical stream events -> ``chat.completion.chunk`` SSE frames, as OpenAI sends them.
 
 When the response is created, a chunk with ``delta.role``; then one chunk per text delta
-(``content``, with its tokens as ``logprobs`` when the request asked for them),
+(``content``, with its tokens as ``logprobs`` when the request asked for them), refusal
+delta (``refusal``),
 reasoning delta (``reasoning_content``, as vLLM streams it), client function
 call start (``tool_calls[].id``, ``type``, ``function.name``, numbered by ``index`` in the
 order the calls start) and arguments delta (``tool_calls[].function.arguments``); at the
@@ -76,6 +77,8 @@ class ChatStream:
                     return self._delta({"content": delta})
                 chosen = orjson.dumps({"content": tokens or [], "refusal": None})
                 return self._delta({"content": delta}, chosen)
+            case ev.RefusalDelta(delta=delta):
+                return self._delta({"refusal": delta})
             case ev.ReasoningDelta(output_index=at, delta=delta):
                 if at != self._reasoning_at and delta:
                     delta = delta if self._reasoning_at < 0 else ITEM_BREAK + delta

@@ -64,12 +64,13 @@ def content_blocks(item: Item, shown: Shown, omitted: bool) -> list[dict[str, An
     but for those of tools the client declared: ``shown``); ``omitted``: thinking without
     its text."""
     kind = item.get("type")
-    if kind == MESSAGE:
-        return [
-            {"type": "text", "text": part.get("text") or part.get("refusal") or ""}
+    if kind == MESSAGE:  # one text block, as streamed: its text, then its refusal
+        text = "".join(
+            part.get("text") or part.get("refusal") or ""
             for part in item.get("content") or ()
             if isinstance(part, dict) and part.get("type") in _TEXT
-        ]
+        )
+        return [{"type": "text", "text": text}]
     if kind == REASONING:
         return [thinking_block(item, omitted)]
     if kind == FUNCTION_CALL:
@@ -111,9 +112,19 @@ def stop_reason(state: ResponseState) -> str:
         return _INCOMPLETE.get(state.incomplete_reason or "", "max_tokens")
     if state.stop_sequence is not None:
         return "stop_sequence"
+    if any(_refused(item) for item in state.output):
+        return "refusal"
     if client_calls(state.output):
         return "tool_use"
     return "end_turn"
+
+
+def _refused(item: Item) -> bool:
+    """Whether ``item`` is a message in which the model declined (a ``refusal`` part)."""
+    if item.get("type") != MESSAGE:
+        return False
+    parts = item.get("content") or ()
+    return any(isinstance(part, dict) and part.get("type") == "refusal" for part in parts)
 
 
 def encode_usage(usage: Usage, web_searches: int = 0) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 ``message_start`` (then a ``ping``) when the response is created; for each output item
 the client sees, ``content_block_start`` (``text``, ``thinking``, ``redacted_thinking``
-or ``tool_use``), its ``content_block_delta`` events (``text_delta``, ``thinking_delta``
+or ``tool_use``), its ``content_block_delta`` events (``text_delta``: a message's text,
+then its refusal, if the model declined; ``thinking_delta``
 unless the client asked for thinking without its text, ``input_json_delta``; a
 ``signature_delta`` before a signed thinking block stops) and ``content_block_stop``; a
 call of a gateway tool the client declared (web search, an MCP server), once it has run,
@@ -63,7 +64,10 @@ class MessagesStream:
     def encode(self, event: ev.Event) -> bytes:
         """The frames of one canonical event (often none)."""
         match event:
-            case ev.TextDelta(output_index=at, delta=delta):
+            case (
+                ev.TextDelta(output_index=at, delta=delta)
+                | ev.RefusalDelta(output_index=at, delta=delta)
+            ):
                 return self._delta(at, {"type": "text_delta", "text": delta})
             case ev.ReasoningDelta(output_index=at, delta=delta):
                 if self._omitted:

@@ -99,6 +99,10 @@ def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
             }
         case ev.ReasoningDelta():
             return _part_event("response.reasoning_text.delta", seq, event, delta=event.delta)
+        case ev.RefusalDelta():
+            return _part_event("response.refusal.delta", seq, event, delta=event.delta)
+        case ev.RefusalDone():
+            return _part_event("response.refusal.done", seq, event, refusal=event.refusal)
         case ev.ArgumentsDelta():
             return {
                 "type": "response.function_call_arguments.delta",
