@@ -5,6 +5,7 @@ the ``mcp`` SDK, on loopback) inside responses, in front of the fake model, driv
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -14,9 +15,12 @@ import pytest
 from openai import OpenAI
 from openai.types.responses.mcp_tool_call_error import McpProtocolError, McpToolExecutionError
 
+from stateway.core.tools.catalog import model_name
 from stateway.launch import start_gateway
 from tests.core.tools.wire import EVENTS, sdk_item
+from tests.e2e.test_passthrough_tools import last_upstream_body
 from tests.support.mcp_server import (
+    TOOLS,
     RunningMcpServer,
     hanging_server,
     serve_mcp,
@@ -58,7 +62,11 @@ def setup(
 
 
 def tool(name: str, arguments: dict[str, Any], label: str = "local") -> str:
-    return f"[[tool:{label}__{name}:{json.dumps(arguments, separators=(',', ':'))}]]"
+    return tool_call(f"{label}__{name}", arguments)
+
+
+def tool_call(function: str, arguments: dict[str, Any]) -> str:
+    return f"[[tool:{function}:{json.dumps(arguments, separators=(',', ':'))}]]"
 
 
 def output_as_sent(sdk: OpenAI, **request: Any) -> list[dict[str, Any]]:
@@ -87,6 +95,31 @@ def test_a_tool_runs_inside_the_response_and_the_model_answers_with_its_result(
     assert response.output_text == "Tool said: 5"
     assert response.usage is not None
     assert response.usage.output_tokens > 0
+
+
+def test_a_tool_name_strict_model_apis_refuse_is_offered_respelled(
+    setup: Setup, fake_upstream: str
+) -> None:
+    """MCP allows ``files.read``; OpenAI's function names are ``[A-Za-z0-9_-]{1,64}``.
+    The model is offered (and calls) a respelling, in this turn and the next; the client
+    sees the tool's own name."""
+    offered = model_name("files.read", "local")
+    assert offered != "local__files.read"
+    first = setup.sdk.responses.create(
+        model="m", input=tool_call(offered, {"path": "/a"}), tools=[LOCAL]
+    )
+    call = first.output[1]
+    assert call.type == "mcp_call"
+    assert (call.name, call.output) == ("files.read", "contents of /a")
+    second = setup.sdk.responses.create(
+        model="m", input="[[echo]]", tools=[LOCAL], previous_response_id=first.id
+    )
+    assert second.status == "completed"
+    sent = last_upstream_body(fake_upstream)
+    names = [tool.get("name") or tool["function"]["name"] for tool in sent["tools"]]
+    assert offered in names
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) for name in names), names
+    assert offered in json.dumps(sent["input"] if "input" in sent else sent["messages"])
 
 
 def test_several_rounds_run_in_one_response_with_usage_summed(setup: Setup) -> None:
@@ -391,7 +424,8 @@ def test_sessions_are_pooled_across_requests_and_chains_are_not_listed_again(
     setup.sdk.responses.create(model="m", input=tool("add", {"a": 2, "b": 2}), tools=[LOCAL])
     assert stats.listings > listings  # a new chain lists again...
     listings_after_chain = stats.listings
-    assert listings_after_chain - listings == 3  # ...(three pages), the continuation did not
+    pages = -(-len(TOOLS) // 3)  # the test server lists three tools a page
+    assert listings_after_chain - listings == pages  # ...(every page), the continuation did not
     # Whatever the tests before did, one session served the configured server.
     assert stats.initializations <= 2  # the configured server and the approval test's URL
 

@@ -134,6 +134,7 @@ TOOLS: list[types.Tool] = [
         annotations=types.ToolAnnotations(read_only_hint=True),
     ),
     _tool("echo", {"text": {"type": "string"}}, description="Echo the text back."),
+    _tool("files.read", {"path": {"type": "string"}}, description="A dotted name, as MCP allows."),
     _tool("fail", {"message": {"type": "string"}}, description="Report an error result."),
     _tool("sleep", {"seconds": {"type": "number"}}, description="Sleep, then answer."),
     _tool("whoami", {}, description="The Authorization header this call carried."),
@@ -173,6 +174,8 @@ async def _call_tool(
             return _text(str(int(args["a"]) + int(args["b"])))
         case "echo":
             return _text(str(args["text"]))
+        case "files.read":
+            return _text(f"contents of {args['path']}")
         case "fail":
             return _text(str(args["message"]), is_error=True)
         case "sleep":

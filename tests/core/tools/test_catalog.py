@@ -1,3 +1,4 @@
+import re
 from typing import Any
 
 import pytest
@@ -6,6 +7,7 @@ from stateway.core.tools import mcp, web_search
 from stateway.core.tools.catalog import (
     Catalog,
     custom_input,
+    model_name,
     model_tools,
     with_context_tools,
 )
@@ -244,3 +246,27 @@ def test_a_restored_call_is_never_restored_again_as_another_member() -> None:
     call = catalog.public_call({"type": "function_call", "name": "x__a__b"})
     assert call == {"type": "function_call", "name": "a__b", "namespace": "x"}
     assert catalog.public_call(dict(call)) == call
+
+
+def test_flattened_names_strict_model_apis_refuse_are_respelled_apart() -> None:
+    safe = re.compile(r"[A-Za-z0-9_-]{1,64}")
+    assert model_name("read", "files") == "files__read"
+    assert model_name("get weather") == "get weather", "a client's own name is its own"
+    names = [
+        model_name("files.read", "local"),
+        model_name("files_read", "local"),  # safe as it is
+        model_name("files read", "local"),
+        model_name("x" * 70, "local"),
+        model_name("y", "my server"),
+    ]
+    assert all(safe.fullmatch(name) for name in names), names
+    assert len(set(names)) == len(names)
+    assert names[0].startswith("local__files_read_")
+    assert names[1] == "local__files_read"
+    assert model_name("files.read", "local") == names[0], "the same in every turn"
+    dotted = {"type": "function", "name": "a.b"}
+    catalog = Catalog([{"type": "namespace", "name": "ns", "tools": [dotted]}])
+    [offered] = catalog.model_tools()
+    call = {"type": "function_call", "name": offered["name"], "call_id": "c", "arguments": "{}"}
+    catalog.public_call(call)
+    assert (call["name"], call["namespace"]) == ("a.b", "ns")

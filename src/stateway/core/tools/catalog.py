@@ -8,7 +8,11 @@ tools. :func:`model_tools` flattens the declared tools into that function list,
 - ``function``: as declared.
 - ``namespace``: each member becomes the function ``<namespace>__<member>``; its calls come
   back as ``function_call`` items with the member's ``name`` and a ``namespace`` field.
-  Declared names must not collide after flattening (the decoder checks).
+  Declared names must not collide after flattening (the decoder checks). So do an MCP
+  server's tools (``<server_label>__<tool>``). A flattened name that strict model APIs
+  would refuse (OpenAI's function names are ``[A-Za-z0-9_-]``, at most 64 characters; an
+  MCP tool may be called ``files.read``) is offered as a respelling ending in a hash of
+  it (:func:`model_name`), the same in every turn, and mapped back like any other.
 - Tools of an ``additional_tools`` input item count as declared at the top level (the
   decoder adds the request's own; :func:`with_context_tools` those of earlier turns).
 - ``custom`` (freeform input): a function with one string argument ``input``; its calls
@@ -34,6 +38,8 @@ answer to its own search) are offered from then on (:func:`with_context_tools`).
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -62,9 +68,23 @@ TOOL_SEARCH: Final = "tool_search"
 DEFER: Final = "defer_loading"
 
 
+_FUNCTION_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_NOT_IN_NAMES: Final = re.compile(r"[^A-Za-z0-9_-]")
+_HASH_LENGTH: Final = 8
+
+
 def model_name(name: str, namespace: str | None = None) -> str:
-    """The function name the model sees for a tool (or a namespace's member)."""
-    return f"{namespace}{SEPARATOR}{name}" if namespace else name
+    """The function name the model sees for a tool (or a namespace's member): a client's
+    function as declared; a flattened name, respelled if a strict model API would refuse
+    it (its characters outside ``[A-Za-z0-9_-]`` as ``_``, cut to leave room for a hash
+    of the whole, so two names never meet in one spelling)."""
+    if not namespace:
+        return name
+    flat = f"{namespace}{SEPARATOR}{name}"
+    if _FUNCTION_NAME.fullmatch(flat):
+        return flat
+    digest = hashlib.sha256(flat.encode()).hexdigest()[:_HASH_LENGTH]
+    return f"{_NOT_IN_NAMES.sub('_', flat)[: 64 - _HASH_LENGTH - 1]}_{digest}"
 
 
 def model_tools(tools: list[Item]) -> list[Item]:
