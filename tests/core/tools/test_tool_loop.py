@@ -415,6 +415,28 @@ async def test_a_denied_call_is_not_run_and_the_model_is_told() -> None:
     )
 
 
+async def test_a_denial_stands_when_a_later_turn_approves_the_same_request() -> None:
+    mcp = FakeMcp({"remote": [ADD]}, {"add": add})
+    setup = Setup(
+        [tools_round(call("remote__add", {"a": 4, "b": 4})), answer("no"), answer("still no")],
+        mcp=mcp,
+    )
+    ask = {"type": "mcp", "server_label": "remote", "server_url": "http://allowed.test/mcp"}
+    first = await setup.create([ask])
+    request_id = first.state.output[-1]["id"]
+    answer_to = {"type": "mcp_approval_response", "approval_request_id": request_id}
+    denied = await setup.create(
+        [ask], [{**answer_to, "approve": False}], previous_response_id=first.state.id
+    )
+    again = await setup.create(
+        [ask], [{**answer_to, "approve": True}], previous_response_id=denied.state.id
+    )
+    assert setup.mcp.calls == []
+    assert [i["type"] for i in again.state.output] == ["message"]
+    told = [i for i in model_items(setup.backend.requests[-1].items) if "output" in i]
+    assert [i["output"] for i in told] == ["The user declined to run this tool call."]
+
+
 async def test_web_search_emits_its_call_with_sources_and_cites_them() -> None:
     hits = [SearchHit("Stateway", "https://stateway.test/docs", "A gateway.")]
     search = FakeSearch(hits)

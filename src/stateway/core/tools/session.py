@@ -165,10 +165,16 @@ class ToolSession:
 
     async def resume_approvals(self, context: list[Item], new_input: list[Item]) -> None:
         """Run each call this request's input approves (once: a call that already ran for
-        an approval is not run again when a client resends its history). A call of a tool
+        an approval is not run again when a client resends its history; and never one the
+        context declines anywhere, even approved later: a denial stands). A call of a tool
         this request does not offer (its server not declared again, the tool no longer
         listed or allowed) fails without running."""
         answered = {i.get("approval_request_id") for i in context if i.get("type") == MCP_CALL}
+        answered.update(
+            i.get("approval_request_id")
+            for i in context
+            if i.get("type") == MCP_APPROVAL_RESPONSE and i.get("approve") is not True
+        )
         requests = {i.get("id"): i for i in context if i.get("type") == MCP_APPROVAL_REQUEST}
         pending: list[PendingCall] = []
         for item in new_input:
