@@ -257,6 +257,8 @@ class OutputAssembler:
 
     def _start_tool_call(self, delta: ToolCallDelta) -> _OpenItem:
         entry = self._catalog.entry(delta.name) if delta.name else None
+        if entry is None and delta.name and self._tools is not None:
+            entry = self._tools.unoffered(delta.name)  # a declared server's, not offered
         if entry is not None and entry.gateway_owned and self._tools is not None:
             opened = self._start(self._tools.open_call(entry), delta.index)
             opened.entry = entry

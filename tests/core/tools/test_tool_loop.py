@@ -589,3 +589,26 @@ async def test_an_approval_for_a_server_not_declared_again_fails_that_call() -> 
     assert failed["error"]["code"] == -32602
     assert "not declared in this request" in failed["error"]["message"]
     assert mcp.calls == []
+
+
+async def test_a_declared_server_s_tool_not_offered_fails_instead_of_going_to_the_client() -> None:
+    """The model calls a tool of a declared server that this request does not offer (not
+    in its ``allowed_tools``, or unlisted): the call fails without running, the model is
+    told why, and the client gets no ``function_call`` it never declared."""
+    mcp = FakeMcp({"remote": [ADD]}, {"add": add})
+    setup = Setup([tools_round(call("remote__add", {"a": 1, "b": 2})), answer("sorry")], mcp=mcp)
+    ask = {
+        "type": "mcp",
+        "server_label": "remote",
+        "server_url": "http://allowed.test/mcp",
+        "require_approval": "never",
+        "allowed_tools": ["other"],
+    }
+    run = await setup.create([ask])
+    assert setup.mcp.calls == []
+    failed = next(i for i in run.state.output if i["type"] == "mcp_call")
+    assert (failed["server_label"], failed["name"], failed["status"]) == ("remote", "add", "failed")
+    assert "does not offer the tool 'add'" in failed["error"]["message"]
+    assert not [i for i in run.state.output if i["type"] == "function_call"]
+    assert run.state.output[-1]["type"] == "message"
+    assert "does not offer" in seen_by_model(setup.backend.requests[-1])["output"]

@@ -157,6 +157,9 @@ class Entry:
     """Whether two calls of it may run at once."""
     deferred: bool = False
     """Declared with ``defer_loading``: not offered until a tool search loads it."""
+    refusal: str | None = None
+    """Why a call of it is not run: a tool of a declared MCP server that this request does
+    not offer (not listed, not allowed), which the model called anyway."""
 
     @property
     def gateway_owned(self) -> bool:

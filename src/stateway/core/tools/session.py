@@ -205,18 +205,19 @@ class ToolSession:
         for entry in self._mcp_entries():
             if entry.server_label == label and entry.name == name:
                 return entry, None
-        refused = Entry(
-            kind="mcp",
-            function={"type": "function", "name": model_name(name, label)},
-            tool={"type": "mcp", "server_label": label},
-            server_label=label,
-            name=name,
-        )
-        if any(binding.label == label for binding in self._toolset.mcp):
-            reason = f"MCP server '{label}' does not offer the tool '{name}' in this request."
-        else:
-            reason = f"MCP server '{label}' is not declared in this request."
-        return refused, reason
+        refused = _refused(label, name, any(b.label == label for b in self._toolset.mcp))
+        return refused, refused.refusal
+
+    def unoffered(self, name: str) -> Entry | None:
+        """A model's call of a function this request does not offer, named as a declared
+        MCP server's tool (``<label>__<tool>``: one not listed or not allowed, which the
+        model knows from earlier turns): an entry whose call fails without running. Not
+        a client call: the client never declared it."""
+        for binding in self._toolset.mcp:
+            prefix = model_name("", binding.label)
+            if name.startswith(prefix) and len(name) > len(prefix):
+                return _refused(binding.label, name[len(prefix) :], declared=True)
+        return None
 
     def _mcp_entries(self) -> list[Entry]:
         out = []
@@ -287,6 +288,13 @@ class ToolSession:
 
     def _call(self, pending: PendingCall) -> Call:
         entry = pending.entry
+        if entry.refusal is not None:
+            refusal = ToolError.protocol(INVALID_PARAMS, entry.refusal)
+
+            async def refused() -> str:
+                raise ToolFailure(refusal)
+
+            return Call(refused, label=f"{entry.server_label}.{entry.name}", kind="mcp")
         if entry.kind == "web_search":
             search = self._tools.search
             declared = self._toolset.web_search
@@ -401,3 +409,20 @@ def _listed(context: list[Item]) -> dict[str, list[McpTool]]:
         if item.get("type") == MCP_LIST_TOOLS and not item.get("error"):
             out[item.get("server_label", "")] = mcp.tools_of(item)
     return out
+
+
+def _refused(label: str, name: str, declared: bool) -> Entry:
+    """The entry of a call of ``label``'s tool ``name`` that this request does not offer,
+    saying why it is not run."""
+    if declared:
+        reason = f"MCP server '{label}' does not offer the tool '{name}' in this request."
+    else:
+        reason = f"MCP server '{label}' is not declared in this request."
+    return Entry(
+        kind="mcp",
+        function={"type": "function", "name": model_name(name, label)},
+        tool={"type": "mcp", "server_label": label},
+        server_label=label,
+        name=name,
+        refusal=reason,
+    )
