@@ -188,6 +188,14 @@ async def test_bad_calls_get_errors_naming_the_problem(gateway: str, mode: str) 
         extra = await client.call_tool("get_response", {"response_id": "r", "bogus": 1})
         assert extra.is_error
         assert "bogus" in extra.structured_content["error"]["message"]
+        coerced = await client.call_tool(
+            "create_response", {"model": MODEL, "input": "hi", "background": "yes"}
+        )
+        assert coerced.is_error, "a string is not the schema's boolean"
+        assert coerced.structured_content["error"]["code"] == "invalid_arguments"
+        assert "background" in coerced.structured_content["error"]["message"]
+        floated = await client.call_tool("list_input_items", {"response_id": "r", "limit": 5.0})
+        assert floated.is_error, "5.0 is not the schema's integer"
         with pytest.raises(MCPError) as caught:
             await client.call_tool("no_such_tool", {})
         assert "no_such_tool" in caught.value.error.message

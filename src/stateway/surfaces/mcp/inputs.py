@@ -13,7 +13,8 @@ Order = Literal["asc", "desc"]
 
 
 class ToolInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
+    """Arguments are JSON: each must have its schema type (no `"yes"` for a boolean)."""
 
 
 class Changing(ToolInput):
