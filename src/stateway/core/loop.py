@@ -69,7 +69,6 @@ MAX_ROUNDS_REASON = "max_rounds"
 STEERED_REASON = "steered"
 """``incomplete_details.reason`` of a response that stopped before another round of its
 gateway tool loop because input was queued to steer it (:attr:`Run.steered`)."""
-MAX_TOOL_CALLS = "The response reached its max_tool_calls limit; this call was not run."
 _MAX_CHAIN = 16
 _CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL, TOOL_SEARCH_CALL, *shell.ANSWERS})
 
@@ -154,7 +153,7 @@ class Loop:
                 await durable(row)
                 announce(run)
                 await tools.prepare(context)
-                await tools.resume_approvals(context, run.input_items)
+                await tools.resume_approvals(context, run.input_items, settings.max_tool_calls)
             if compaction is not None:  # compacted first: a trigger, or past the threshold
                 await durable(row)
                 announce(run)
@@ -219,9 +218,7 @@ class Loop:
                     if not pending:  # an answer, or client calls: back to the client
                         state.status = "completed"
                         break
-                    allowed = len(pending) if limit is None else max(0, limit - tools.calls_made)
-                    tools.refuse(pending[allowed:], MAX_TOOL_CALLS)
-                    await tools.run(pending[:allowed], parallel=settings.parallel_tool_calls)
+                    await tools.run(pending, limit, parallel=settings.parallel_tool_calls)
                     if assembler.tool_calls:  # a mixed round: the client's calls go back now
                         state.status = "completed"
                         break

@@ -612,3 +612,24 @@ async def test_a_declared_server_s_tool_not_offered_fails_instead_of_going_to_th
     assert not [i for i in run.state.output if i["type"] == "function_call"]
     assert run.state.output[-1]["type"] == "message"
     assert "does not offer" in seen_by_model(setup.backend.requests[-1])["output"]
+
+
+async def test_approved_calls_count_toward_max_tool_calls() -> None:
+    two = tools_round(call("docs__add", {"a": 1, "b": 1}), call("docs__add", {"a": 2, "b": 2}, 1))
+    setup = Setup([two, answer("done")])
+    ask = {"type": "mcp", "server_label": "docs", "require_approval": "always"}
+    first = await setup.create([ask], settings={"max_tool_calls": 1})
+    requests = [i for i in first.state.output if i["type"] == "mcp_approval_request"]
+    assert len(requests) == 2
+    approvals = [
+        {"type": "mcp_approval_response", "approval_request_id": r["id"], "approve": True}
+        for r in requests
+    ]
+    second = await setup.create(
+        [ask], approvals, previous_response_id=first.state.id, settings={"max_tool_calls": 1}
+    )
+    ran, refused = [i for i in second.state.output if i["type"] == "mcp_call"]
+    assert (ran["status"], ran["output"]) == ("completed", "2")
+    assert refused["status"] == "failed"
+    assert "max_tool_calls" in refused["error"]["message"]
+    assert len(setup.mcp.calls) == 1

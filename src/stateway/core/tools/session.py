@@ -50,6 +50,8 @@ from stateway.core.tools.ports import (
 )
 from stateway.core.tools.toolset import GatewayTools, McpBinding, Toolset
 
+MAX_TOOL_CALLS = "The response reached its max_tool_calls limit; this call was not run."
+
 Emit = Callable[[ev.Event], None]
 
 
@@ -163,12 +165,15 @@ class ToolSession:
             self._emit(ev.ItemDone(index, dict(item)))
         return results
 
-    async def resume_approvals(self, context: list[Item], new_input: list[Item]) -> None:
+    async def resume_approvals(
+        self, context: list[Item], new_input: list[Item], limit: int | None = None
+    ) -> None:
         """Run each call this request's input approves (once: a call that already ran for
         an approval is not run again when a client resends its history; and never one the
         context declines anywhere, even approved later: a denial stands). A call of a tool
         this request does not offer (its server not declared again, the tool no longer
-        listed or allowed) fails without running."""
+        listed or allowed) fails without running; so does one past ``limit`` (the
+        response's ``max_tool_calls``)."""
         answered = {i.get("approval_request_id") for i in context if i.get("type") == MCP_CALL}
         answered.update(
             i.get("approval_request_id")
@@ -196,7 +201,7 @@ class ToolSession:
             else:
                 self._close(approved, Outcome(error=ToolError.protocol(INVALID_PARAMS, refusal)))
         if pending:
-            await self.run(pending, parallel=True)
+            await self.run(pending, limit, parallel=True)
 
     def _approved_entry(self, request: Item) -> tuple[Entry, str | None]:
         """The entry of an approved request's tool as this request offers it; or, when it
@@ -251,11 +256,14 @@ class ToolSession:
                 ev.ToolProgress("response.web_search_call.in_progress", output_index, item["id"])
             )
 
-    async def run(self, pending: list[PendingCall], *, parallel: bool) -> None:
-        """Run the round's gateway calls and close their items. Calls past the response's
-        ``max_tool_calls`` are not run; they fail with a message saying so."""
+    async def run(self, pending: list[PendingCall], limit: int | None, *, parallel: bool) -> None:
+        """Run the round's gateway calls and close their items. Calls past ``limit`` (the
+        response's ``max_tool_calls``, counting the calls run so far) are not run; they
+        fail with a message saying so."""
+        allowed = len(pending) if limit is None else max(0, limit - self.calls_made)
+        self._refuse(pending[allowed:], MAX_TOOL_CALLS)
         calls: list[Call] = []
-        for call in pending:
+        for call in pending[:allowed]:
             calls.append(self._call(call))
             if call.item["type"] == WEB_SEARCH_CALL:
                 self._emit(
@@ -265,10 +273,10 @@ class ToolSession:
                 )
         self.calls_made += len(calls)
         outcomes = await self._executor.run(calls, parallel=parallel)
-        for call, outcome in zip(pending, outcomes, strict=True):
+        for call, outcome in zip(pending[:allowed], outcomes, strict=True):
             self._close(call, outcome)
 
-    def refuse(self, pending: list[PendingCall], reason: str) -> None:
+    def _refuse(self, pending: list[PendingCall], reason: str) -> None:
         """Close calls that will not run (``max_tool_calls`` reached) as failed."""
         refusal = Outcome(error=ToolError.protocol(GATEWAY_REFUSED, reason))
         for call in pending:
