@@ -89,3 +89,18 @@ def test_a_tool_the_gateway_cannot_run_fails_when_built(
         load(tmp_path, tools)
     assert "backend 'local': gateway_tools" in str(caught.value)
     assert fragment in str(caught.value)
+
+
+def test_the_tools_section_sets_the_call_limits(tmp_path: Path) -> None:
+    path = tmp_path / "stateway.toml"
+    path.write_text("[tools]\nmax_output_bytes = 4096\nmax_discovered_tools = 9\n" + BACKEND)
+    policy = build_tools(load_config(Overrides(config=str(path)), {}), {}).policy
+    assert (policy.max_output_bytes, policy.max_discovered_tools) == (4096, 9)
+    default = tmp_path / "default.toml"
+    default.write_text(BACKEND)
+    assert build_tools(
+        load_config(Overrides(config=str(default)), {}), {}
+    ).policy.max_output_bytes == (1024 * 1024)
+    path.write_text("[tools]\nmax_output_bytes = 10\n" + BACKEND)
+    with pytest.raises(ConfigError, match="max_output_bytes"):
+        load_config(Overrides(config=str(path)), {})

@@ -8,6 +8,7 @@ Example file::
     [tools]
     timeout = 60.0                     # STATEWAY_TOOL_TIMEOUT_S, per call
     max_concurrent_calls = 5           # STATEWAY_MAX_CONCURRENT_TOOL_CALLS, per round
+    max_output_bytes = 1048576         # one MCP call's output; a longer one fails the call
 
     [mcp]
     allowed_hosts = ["mcp.internal"]   # STATEWAY_MCP_ALLOWED_HOSTS: hosts a request may name
@@ -46,6 +47,10 @@ class ToolsConfig(Section):
     """MCP servers one request may declare."""
     max_discovered_tools: int = Field(default=256, ge=1, le=10_000)
     """Tools all of one request's MCP servers may list together."""
+    max_output_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    """The most UTF-8 bytes of output one MCP tool call may give: a longer result fails
+    the call (the model is told) rather than filling the context and the stored
+    response."""
 
 
 class McpConfig(Section):

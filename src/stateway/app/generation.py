@@ -102,6 +102,7 @@ def build_tools(config: Config, environ: Mapping[str, str] | None = None) -> Gat
         max_concurrent_calls=config.tools.max_concurrent_calls,
         max_mcp_servers=config.tools.max_mcp_servers,
         max_discovered_tools=config.tools.max_discovered_tools,
+        max_output_bytes=config.tools.max_output_bytes,
     )
     return GatewayTools(
         mcp=LazyMcpClient(session_ttl=config.mcp.session_ttl),

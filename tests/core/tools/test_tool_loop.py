@@ -633,3 +633,26 @@ async def test_approved_calls_count_toward_max_tool_calls() -> None:
     assert refused["status"] == "failed"
     assert "max_tool_calls" in refused["error"]["message"]
     assert len(setup.mcp.calls) == 1
+
+
+async def test_an_output_over_max_output_bytes_fails_the_call_and_the_model_is_told() -> None:
+    async def long_text(arguments: Mapping[str, Any]) -> str:
+        return "é" * arguments["n"]  # two bytes each
+
+    mcp = FakeMcp({"docs": [ADD]}, {"add": long_text})
+    setup = Setup(
+        [
+            tools_round(call("docs__add", {"n": 512}), call("docs__add", {"n": 513}, 1)),
+            answer(),
+        ],
+        mcp=mcp,
+        policy=ToolPolicy(max_output_bytes=1024),
+    )
+    run = await setup.create([MCP_TOOL])
+    kept, refused = [i for i in run.state.output if i["type"] == "mcp_call"]
+    assert kept["output"] == "é" * 512, "1024 bytes: at the cap, kept"
+    assert refused["status"] == "failed"
+    assert refused["output"] is None
+    assert refused["error"]["code"] == -32010
+    assert "1026 bytes of output; at most 1024" in refused["error"]["message"]
+    assert "1026 bytes" in seen_by_model(setup.backend.requests[-1])["output"]

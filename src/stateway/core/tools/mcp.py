@@ -12,7 +12,13 @@ import orjson
 from stateway.core.ids import new_id
 from stateway.core.items import MCP_APPROVAL_REQUEST, MCP_CALL, MCP_LIST_TOOLS, Item
 from stateway.core.tools.catalog import Entry, model_name
-from stateway.core.tools.ports import INVALID_PARAMS, McpTool, ToolError, ToolFailure
+from stateway.core.tools.ports import (
+    GATEWAY_REFUSED,
+    INVALID_PARAMS,
+    McpTool,
+    ToolError,
+    ToolFailure,
+)
 from stateway.core.tools.toolset import McpBinding
 
 
@@ -124,6 +130,17 @@ def approval_item(entry: Entry) -> Item:
         "name": entry.name,
         "arguments": "",
     }
+
+
+def output_too_long(label: str, name: str, output: str, cap: int) -> ToolError:
+    """Why a call whose output is over ``[tools] max_output_bytes`` failed (what the model
+    and the client read)."""
+    return ToolError.protocol(
+        GATEWAY_REFUSED,
+        f"MCP server '{label}' answered the call of '{name}' with {len(output.encode())} "
+        f"bytes of output; at most {cap} are taken. Ask for less (a narrower query, a "
+        "smaller range).",
+    )
 
 
 def parse_arguments(arguments: str) -> dict[str, Any]:

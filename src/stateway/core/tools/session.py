@@ -345,11 +345,15 @@ class ToolSession:
         binding = next(b for b in self._toolset.mcp if b.label == entry.server_label)
         client = self._mcp_client()
         name = entry.name or ""
+        cap = self._tools.policy.max_output_bytes
 
         async def calling() -> str:
-            return await client.call_tool(
+            output = await client.call_tool(
                 binding.server, name, mcp.parse_arguments(pending.arguments)
             )
+            if len(output) > cap // 4 and len(output.encode()) > cap:  # inline: rarely long
+                raise ToolFailure(mcp.output_too_long(binding.label, name, output, cap))
+            return output
 
         exclusive = None if entry.parallel_safe else f"{entry.server_label}/{name}"
         label = f"{entry.server_label}.{name}"

@@ -52,6 +52,7 @@ class ToolPolicy:
     max_concurrent_calls: int = 5
     max_mcp_servers: int = 16
     max_discovered_tools: int = 256
+    max_output_bytes: int = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
