@@ -104,10 +104,9 @@ class OutputAssembler:
         writing = current is not None and current.item["type"] == MESSAGE and not current.refusal
         if not delta and (not logprobs or not writing):
             return  # tokens with no text yet belong to the message being written, if any
-        if not writing:
-            current = self._start_message()
-        assert current is not None
-        if not current.text_part:
+        if current is None or not writing:
+            current = self._start_message(text=True)
+        elif not current.text_part:  # begun by the upstream's MessageStart
             self._open_text(current)
         current.chunks.append(delta)
         if logprobs is not None:
@@ -230,7 +229,8 @@ class OutputAssembler:
         self._emit(ev.ItemAdded(opened.index, dict(item)))
         return opened
 
-    def _start_message(self, phase: str | None = None) -> _OpenItem:
+    def _start_message(self, phase: str | None = None, *, text: bool = False) -> _OpenItem:
+        """A new message (with its ``output_text`` part open, if ``text``)."""
         item: Item = {
             "id": new_id("msg"),
             "type": MESSAGE,
@@ -240,7 +240,11 @@ class OutputAssembler:
         }
         if phase is not None:
             item["phase"] = phase
-        return self._start(item)
+        opened = self._start(item)
+        if text:  # inline: one call less per message
+            opened.text_part = True
+            self._emit(ev.PartAdded(opened.index, 0, item["id"], _text_part("output_text", "")))
+        return opened
 
     def _open_text(self, message: _OpenItem) -> None:
         message.text_part = True
