@@ -10,6 +10,11 @@ import pytest
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.chat.decode import ChatRequest, decode_chat, peek_chat
 
+ASSISTANT_CALLS: dict[str, Any] = {
+    "role": "assistant",
+    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+}
+
 
 def decode(**fields: Any) -> ChatRequest:
     base: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -224,6 +229,22 @@ def test_logprobs_are_the_text_logprobs_include() -> None:
             {"messages": [{"role": "tool", "tool_call_id": "c9", "content": "x"}]},
             "messages[0].tool_call_id",
             "tool_call_not_found",
+        ),
+        (
+            {"messages": [{"role": "user", "content": "q"}, ASSISTANT_CALLS]},
+            "messages[1].role",
+            "tool_output_missing",
+        ),
+        (
+            {
+                "messages": [
+                    ASSISTANT_CALLS,
+                    {"role": "tool", "tool_call_id": "c1", "content": "x"},
+                    ASSISTANT_CALLS,
+                ]
+            },
+            "messages[2].tool_calls[0].id",
+            "duplicate_call_id",
         ),
         (
             {"tools": [{"type": "custom", "custom": {"name": "g"}}]},

@@ -441,6 +441,30 @@ def test_a_tool_result_answers_one_tool_use_once() -> None:
     assert "'t1'" in error.message
 
 
+def test_every_tool_use_is_answered_and_ids_are_unique() -> None:
+    use = {"type": "tool_use", "id": "t1", "name": "f", "input": {}}
+    other = {**use, "id": "t2"}
+    result = {"type": "tool_result", "tool_use_id": "t1"}
+    unanswered = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [use, other]},
+        {"role": "user", "content": [result]},
+    ]
+    error = refused(body(messages=unanswered))
+    assert (error.param, error.code) == ("messages.1", "tool_output_missing")
+    assert error.message.startswith(
+        "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: t2."
+    )
+    reused = [
+        *unanswered[:2],
+        {"role": "user", "content": [result, {**result, "tool_use_id": "t2"}]},
+    ]
+    reused += [{"role": "assistant", "content": [use]}]
+    error = refused(body(messages=reused))
+    assert (error.param, error.code) == ("messages.3.content.0", "duplicate_call_id")
+    assert error.message == "messages.3.content.0: `tool_use` ids must be unique."
+
+
 def test_deep_free_form_json_is_refused_by_name() -> None:
     deep: Any = {}
     for _ in range(200):

@@ -9,7 +9,9 @@
   (``call_id`` = the call's ``id``);
 - ``tool``: a ``function_call_output`` (``call_id`` = ``tool_call_id``, its text as the
   output). It must answer a call of an earlier assistant message that no other tool
-  message answered: otherwise a 400 naming its ``tool_call_id``.
+  message answered: otherwise a 400 naming its ``tool_call_id``. Every call must be
+  answered (a 400 naming the assistant message, as OpenAI words it), and two calls may
+  not share an id.
 
 A message's ``name`` stays on its item (a Chat upstream gets it back). Empty text carries
 nothing and is left out; a message left with no content is left out.
@@ -38,7 +40,9 @@ from stateway.protocols.chat.request import (
 
 def decode_messages(messages: list[Message]) -> list[Item]:
     items: list[Item] = []
-    pending: set[str] = set()
+    pending: dict[str, int | None] = {}
+    """Every call's id: the index of the assistant message making it, None once a tool
+    message answered it."""
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
         if message.content == [] and not isinstance(message, AssistantMessage):
@@ -50,13 +54,25 @@ def decode_messages(messages: list[Message]) -> list[Item]:
             )
         match message:
             case AssistantMessage():
-                _assistant(items, message, pending)
+                _assistant(items, message, pending, index)
             case ToolMessage():
                 items.append(_tool_output(message, pending, where))
             case UserMessage():
                 _add(items, message, _user_parts(message.content, where))
             case _:
                 _add(items, message, _text_parts(message.content, "input_text"))
+    waiting = [at for at in pending.values() if at is not None]
+    if waiting:  # as OpenAI words it, naming the first assistant message left waiting
+        index = waiting[0]
+        ids = ", ".join(call for call, at in pending.items() if at == index)
+        param = f"messages[{index}].role"
+        raise InvalidRequest(
+            f"Invalid '{param}': an assistant message with 'tool_calls' must be followed by "
+            "tool messages responding to each 'tool_call_id'. The following tool_call_ids "
+            f"did not have response messages: {ids}",
+            param=param,
+            code="tool_output_missing",
+        )
     return items
 
 
@@ -118,7 +134,9 @@ def _file(data: str | None, file_id: str | None, filename: str | None) -> Item:
     return part
 
 
-def _assistant(items: list[Item], message: AssistantMessage, pending: set[str]) -> None:
+def _assistant(
+    items: list[Item], message: AssistantMessage, pending: dict[str, int | None], index: int
+) -> None:
     reasoning = message.reasoning_content or message.reasoning
     if reasoning:
         items.append(
@@ -134,8 +152,16 @@ def _assistant(items: list[Item], message: AssistantMessage, pending: set[str]) 
     if message.refusal:
         parts.append({"type": "refusal", "refusal": message.refusal})
     _add(items, message, parts)
-    for call in message.tool_calls or ():
-        pending.add(call.id)
+    for position, call in enumerate(message.tool_calls or ()):
+        if call.id in pending:
+            param = f"messages[{index}].tool_calls[{position}].id"
+            raise InvalidRequest(
+                f"Invalid '{param}': the id '{call.id}' is already used by an earlier tool "
+                "call; each tool call needs an id of its own.",
+                param=param,
+                code="duplicate_call_id",
+            )
+        pending[call.id] = index
         items.append(
             {
                 "id": new_id("fc"),
@@ -148,8 +174,8 @@ def _assistant(items: list[Item], message: AssistantMessage, pending: set[str]) 
         )
 
 
-def _tool_output(message: ToolMessage, pending: set[str], where: str) -> Item:
-    if message.tool_call_id not in pending:
+def _tool_output(message: ToolMessage, pending: dict[str, int | None], where: str) -> Item:
+    if pending.get(message.tool_call_id) is None:
         param = f"{where}.tool_call_id"
         raise InvalidRequest(
             f"Invalid parameter: '{param}': '{message.tool_call_id}' does not answer a tool "
@@ -157,7 +183,7 @@ def _tool_output(message: ToolMessage, pending: set[str], where: str) -> Item:
             param=param,
             code="tool_call_not_found",
         )
-    pending.discard(message.tool_call_id)
+    pending[message.tool_call_id] = None
     content = message.content
     output = content if isinstance(content, str) else "".join(part.text for part in content)
     return {

@@ -22,7 +22,8 @@ Images become ``input_image`` (a ``data:`` URL for base64), documents ``input_fi
 (``file_data`` as a ``data:`` URL, plain text included, or ``file_url``; the title as
 ``filename``). A part keeps its block's ``cache_control``. Empty text carries nothing and
 is left out. A ``tool_result`` must answer a ``tool_use`` of an earlier assistant message
-that no other result answered: otherwise a 400 naming its ``tool_use_id``.
+that no other result answered: otherwise a 400 naming its ``tool_use_id``. Every
+``tool_use`` must be answered, and ids must be unique (400s in Anthropic's words).
 """
 
 from __future__ import annotations
@@ -63,18 +64,34 @@ def decode_conversation(
     items: list[Item] = []
     if system:
         _add_message(items, "system", _parts(system))
-    pending: set[str] = set()
+    pending: dict[str, str | None] = {}
+    """Every ``tool_use`` id: where its message is, None once a result answered it."""
     for index, message in enumerate(messages):
         where = f"messages.{index}"
         if message.role == "assistant":
             _assistant(items, message.content, pending, where)
         else:
             _user(items, message.role, message.content, pending, where)
+    waiting = [at for at in pending.values() if at is not None]
+    if waiting:  # as Anthropic words it, naming the first message left waiting
+        where = waiting[0]
+        ids = ", ".join(call for call, at in pending.items() if at == where)
+        raise field_error(
+            where,
+            f"`tool_use` ids were found without `tool_result` blocks immediately after: "
+            f"{ids}. Each `tool_use` block must have a corresponding `tool_result` block in "
+            "the next message.",
+            "tool_output_missing",
+        )
     return items
 
 
 def _user(
-    items: list[Item], role: str, content: str | list[Block], pending: set[str], where: str
+    items: list[Item],
+    role: str,
+    content: str | list[Block],
+    pending: dict[str, str | None],
+    where: str,
 ) -> None:
     if isinstance(content, str):
         _add_message(items, role, _parts(content))
@@ -98,7 +115,7 @@ def _user(
 
 
 def _assistant(
-    items: list[Item], content: str | list[Block], pending: set[str], where: str
+    items: list[Item], content: str | list[Block], pending: dict[str, str | None], where: str
 ) -> None:
     if isinstance(content, str):
         _add_message(items, "assistant", _parts(content, "output_text"))
@@ -113,7 +130,10 @@ def _assistant(
         _add_message(items, "assistant", run)
         run = []
         if isinstance(block, ToolUseBlock):
-            pending.add(block.id)
+            if block.id in pending:
+                problem = "`tool_use` ids must be unique."
+                raise field_error(f"{where}.content.{position}", problem, "duplicate_call_id")
+            pending[block.id] = where
             items.append(_tool_call(block))
         elif isinstance(block, ThinkingBlock):
             items.append(_reasoning(block))
@@ -205,8 +225,8 @@ def _tool_call(block: ToolUseBlock) -> Item:
     }
 
 
-def _tool_output(block: ToolResultBlock, pending: set[str], where: str) -> Item:
-    if block.tool_use_id not in pending:
+def _tool_output(block: ToolResultBlock, pending: dict[str, str | None], where: str) -> Item:
+    if pending.get(block.tool_use_id) is None:
         raise field_error(
             f"{where}.tool_use_id",
             f"unexpected tool_use_id '{block.tool_use_id}' found in a tool_result "
@@ -214,7 +234,7 @@ def _tool_output(block: ToolResultBlock, pending: set[str], where: str) -> Item:
             "message, once.",
             code="tool_call_not_found",
         )
-    pending.discard(block.tool_use_id)
+    pending[block.tool_use_id] = None
     output: str | list[Item]
     if block.content is None or isinstance(block.content, str):
         output = block.content or ""
