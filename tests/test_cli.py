@@ -59,6 +59,7 @@ def test_check_config_describes_routes_and_rejects_an_unknown_backend(tmp_path: 
     assert result.returncode == 0, result.stderr
     assert "route assistant: a/a-model (weight 2, priority 0)" in result.stdout
     assert "alias smart -> assistant" in result.stdout
+    assert "upstream a: http://127.0.0.1:8000/v1 (chat API; its routes' models)" in result.stdout
     path.write_text(text.replace("backend = 'a'", "backend = 'gone'"))
     rejected = stateway("check-config", "--config", str(path))
     assert rejected.returncode != 0

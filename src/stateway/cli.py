@@ -147,8 +147,11 @@ def _tune_gc() -> None:
 
 def _describe(config: Config, out: Any) -> None:
     print(f"database: {describe_url(config.database_url)}", file=out)
+    catch_all = {backend.name for backend in config.catch_all_backends}
     for backend in config.backends:
-        models = ", ".join(backend.model_map) or "every model"
+        models = ", ".join(backend.model_map)
+        if not models:  # the catch-all, unless a route names it (README "Routes")
+            models = "every model" if backend.name in catch_all else "its routes' models"
         print(f"upstream {backend.name}: {backend.url} ({backend.api} API; {models})", file=out)
     for route in config.routes:
         candidates = ", ".join(
