@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from stateway.backends.upstream_status import classify_status, parse_error, retry_after
@@ -120,7 +121,18 @@ def test_context_overflow_is_recognised_by_structure(raw: bytes) -> None:
         b'{"error": {"message": "m", "type": "BadRequestError", "param": "max_tokens"}}',
         b'{"error": {"message": "maximum context length exceeded", "type": ["odd"]}}',
         b'{"error": {"message": "m", "param": {"odd": 1}}}',
+        b'{"error": {"message": "prompt is too long", "type": "invalid_request_error"}}',
+        b'{"type": "error", "error": {"type": "invalid_request_error", "message": "too long"}}',
     ],
 )
 def test_other_refusals_are_not_taken_for_context_overflow(raw: bytes) -> None:
     assert parse_error(raw)[1] is None
+
+
+def test_anthropic_s_context_overflow_is_recognised_by_its_documented_wording() -> None:
+    """Anthropic's error has no code for it: only its shape and its message say it."""
+    message = "prompt is too long: 210000 tokens > 200000 maximum"
+    raw = orjson.dumps(
+        {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    )
+    assert parse_error(raw) == (message, "context_length_exceeded")

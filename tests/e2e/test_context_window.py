@@ -3,10 +3,12 @@ context-length refusal passed through, over every storage and upstream API shape
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 from openai import OpenAI
@@ -133,3 +135,34 @@ def test_an_answer_s_output_tokens_do_not_count_toward_the_window(windowed: Open
     )
     assert response.output_text.splitlines()[0] == "user: [[words:10]] hi"
     windowed.responses.create(model=MODEL, input="again", previous_response_id=first.id)
+
+
+def test_an_anthropic_upstream_s_too_long_refusal_is_context_length_exceeded(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """Anthropic's refusal has no code, only its wording ("prompt is too long: ...")."""
+    database = f"sqlite:///{tmp_path / 'stateway.db'}"
+    args = ["--upstream", fake_upstream, "--upstream-api", "anthropic", "--database", database]
+    with (
+        start_gateway(args) as url,
+        OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0) as client,
+    ):
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as refused:
+                client.responses.create(
+                    model=MODEL, input="[[context:3]] " + "word " * 20, stream=stream
+                )
+            assert refused.value.code == "context_length_exceeded"
+            assert "prompt is too long" in refused.value.message
+
+
+def test_a_messages_client_gets_anthropic_s_wording_for_a_context_too_long(
+    windowed: OpenAI,
+) -> None:
+    base_url = str(windowed.base_url).removesuffix("/v1/")
+    messages = [*history(), {"role": "user", "content": LAST}]
+    claude = anthropic.Anthropic(base_url=base_url, api_key="sk-test", max_retries=0)
+    with claude, pytest.raises(anthropic.BadRequestError) as refused:
+        claude.messages.create(model=MODEL, max_tokens=100, messages=messages)  # type: ignore[arg-type]
+    message = refused.value.body["error"]["message"]  # type: ignore[index]
+    assert re.fullmatch(rf"prompt is too long: \d+ tokens > {WINDOW} maximum", message), message

@@ -17,7 +17,10 @@ other 5xx  502 ``upstream_error``
 A prompt longer than the model's context is told apart by structure, as each server
 reports it, and becomes ``context_length_exceeded`` (which clients such as Codex act on):
 OpenAI's ``code``, llama.cpp's ``type`` ``exceed_context_size_error``, vLLM's ``param``
-``input_tokens`` (its ``code`` is the number 400).
+``input_tokens`` (its ``code`` is the number 400). Anthropic's error has no structure to
+tell it by: the one exception to "never by message text" is its documented wording, an
+Anthropic-shaped error (``"type": "error"``) whose message starts ``prompt is too long``
+(what Claude Code itself looks for).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ UPSTREAM_OVERLOADED = "upstream_overloaded"
 CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 _CONTEXT_TYPES = frozenset({"exceed_context_size_error"})
 _CONTEXT_PARAMS = frozenset({"input_tokens"})
+_ANTHROPIC_CONTEXT = "prompt is too long"
 _RETRY_AFTER = re.compile(r"[0-9]{1,10}|[A-Za-z0-9 ,:]{1,64}")
 """Delta-seconds or an HTTP-date; anything else is not passed on."""
 
@@ -102,9 +106,13 @@ def parse_error(raw: bytes) -> tuple[str, str | None]:
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict):
-            message = error.get("message") or error.get("detail") or ""
+            message = str(error.get("message") or error.get("detail") or "")
             code = error.get("code")
-            return str(message), code if isinstance(code, str) else _structured_code(error)
+            if isinstance(code, str):
+                return message, code
+            if body.get("type") == "error" and message.startswith(_ANTHROPIC_CONTEXT):
+                return message, CONTEXT_LENGTH_EXCEEDED
+            return message, _structured_code(error)
         if isinstance(error, str):
             return error, None
         detail = body.get("detail")

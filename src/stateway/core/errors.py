@@ -6,6 +6,8 @@ Protocols render it in their own error shape; nothing classifies errors by messa
 
     GatewayError
     ├── InvalidRequest            400 invalid_request_error
+    │   ├── ContextTooLong        400 code=context_length_exceeded (the gateway's own window
+    │   │                             check: with the estimated tokens and the window)
     │   ├── PreviousResponseNotFound   400 code=previous_response_not_found
     │   ├── ResponseInProgress    400 code=response_in_progress
     │   └── ConfigRejected        400 code=config_invalid (a reload; the last good serves on)
@@ -128,6 +130,18 @@ class NotFound(GatewayError):
     status = 404
     type = "invalid_request_error"
     code = "not_found"
+
+
+class ContextTooLong(InvalidRequest):
+    """A context larger than every candidate's ``context_window``, by the gateway's
+    estimate: ``tokens`` and the largest ``window`` (Anthropic's wording needs both)."""
+
+    code = "context_length_exceeded"
+
+    def __init__(self, message: str, *, tokens: int, window: int, param: str = "input") -> None:
+        super().__init__(message, param=param)
+        self.tokens = tokens
+        self.window = window
 
 
 class ModelNotFound(NotFound):

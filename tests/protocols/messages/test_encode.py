@@ -11,7 +11,13 @@ from pydantic import TypeAdapter
 
 from stateway.core import events as ev
 from stateway.core.commands import GenerationSettings
-from stateway.core.errors import InvalidRequest, NotFound, Overloaded, UpstreamError
+from stateway.core.errors import (
+    ContextTooLong,
+    InvalidRequest,
+    NotFound,
+    Overloaded,
+    UpstreamError,
+)
 from stateway.core.reasoning import redacted_item
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
@@ -336,3 +342,28 @@ def test_error_types_by_status() -> None:
         "overloaded_error",
         "invalid_request_error",
     ]
+
+
+def test_a_context_too_long_is_worded_as_anthropic_words_it() -> None:
+    """Claude Code compacts on the text ``prompt is too long``: Anthropic's error has no
+    code to tell it by."""
+    own = ContextTooLong("No candidate ... (it has 400).", tokens=1008, window=400)
+    assert encode_error(own)["error"] == {
+        "type": "invalid_request_error",
+        "message": "prompt is too long: 1008 tokens > 400 maximum",
+    }
+    upstream = InvalidRequest(
+        "Model server 'a' answered 400: This model's maximum context length is 8 tokens.",
+        code="context_length_exceeded",
+    )
+    assert encode_error(upstream)["error"]["message"] == (
+        "prompt is too long: Model server 'a' answered 400: This model's maximum context "
+        "length is 8 tokens."
+    )
+    anthropic = InvalidRequest(
+        "Model server 'a' answered 400: prompt is too long: 9 tokens > 8 maximum",
+        code="context_length_exceeded",
+    )
+    assert encode_error(anthropic)["error"]["message"] == anthropic.message
+    other = InvalidRequest("Bad.", code="invalid_value")
+    assert encode_error(other)["error"]["message"] == "Bad."

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from stateway.core.commands import CreateResponse
 from stateway.core.context import Prior, uncarried
-from stateway.core.errors import GatewayError, InvalidRequest
+from stateway.core.errors import ContextTooLong, GatewayError, InvalidRequest
 from stateway.core.items import MESSAGE, Item
 from stateway.core.routing.route import Candidate
 from stateway.core.token_estimate import estimate_context
@@ -25,7 +25,6 @@ _PART_HOLDERS = frozenset({"function_call_output", "custom_tool_call_output"})
 
 CAPABILITY_MISSING = "unsupported_capability"
 """The code of a 400 when no candidate of the route has a capability the request needs."""
-CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 """The code when what is missing is a context window large enough (as an upstream that
 refuses a too long prompt answers, and as clients expect); ``truncation: "auto"`` never
 gets it (the context is fitted to the window instead)."""
@@ -126,9 +125,9 @@ def unmet(route: str, candidate: Candidate, needs: Needs) -> Unmet | None:
     fitted = needs.command.settings.truncation == "auto"  # the gateway fits it to the window
     if window is not None and not fitted and needs.tokens > window:
         what = f"a context window of about {needs.tokens} tokens (it has {window})"
-        error = _missing(route, candidate, what, "input")
-        error.code = CONTEXT_LENGTH_EXCEEDED  # what clients act on (Codex compacts)
-        return Unmet("context_window", error)
+        message = _missing(route, candidate, what, "input").message
+        # context_length_exceeded: what clients act on (Codex compacts)
+        return Unmet("context_window", ContextTooLong(message, tokens=needs.tokens, window=window))
     backend = candidate.backend
     if needs.native_tool is not None and not backend.carries_unknown_types:
         error = InvalidRequest(

@@ -17,7 +17,9 @@ other    ``invalid_request_error`` below 500, ``api_error`` from 500
 =======  ==========================================================================
 
 A stream cut after its first event ends with an ``error`` event of type
-``overloaded_error`` (an overloaded upstream or gateway) or ``api_error``. A thinking
+``overloaded_error`` (an overloaded upstream or gateway) or ``api_error``. A context too
+long for the model (``context_length_exceeded``) is worded as Anthropic words it
+(``prompt is too long: N tokens > M maximum``), which Claude Code acts on. A thinking
 block's signature the gateway sealed that does not open (the core's
 ``invalid_encrypted_content``) is worded as Anthropic words an invalid signature.
 """
@@ -27,7 +29,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from stateway.core.compaction.sealed import INVALID_CODE
-from stateway.core.errors import GatewayError, InvalidRequest
+from stateway.core.errors import ContextTooLong, GatewayError, InvalidRequest
 
 _TYPES: Final = {
     401: "authentication_error",
@@ -42,6 +44,8 @@ _TYPES: Final = {
     529: "overloaded_error",
 }
 _OVERLOADED_CODES: Final = frozenset({"overloaded", "upstream_overloaded"})
+CONTEXT_LENGTH_EXCEEDED: Final = "context_length_exceeded"
+_TOO_LONG: Final = "prompt is too long"
 
 
 def error_type(status: int) -> str:
@@ -57,7 +61,20 @@ _INVALID_SIGNATURE: Final = (
 def encode_error(error: GatewayError) -> dict[str, Any]:
     if isinstance(error, InvalidRequest) and error.code == INVALID_CODE:
         return error_body("invalid_request_error", _INVALID_SIGNATURE)
+    if error.code == CONTEXT_LENGTH_EXCEEDED:
+        return error_body("invalid_request_error", _too_long(error))
     return error_body(error_type(error.status), error.message)
+
+
+def _too_long(error: GatewayError) -> str:
+    """A context too long, in Anthropic's words: the text clients (Claude Code) look for
+    before they compact. The gateway's own window check has the numbers Anthropic gives;
+    an upstream's refusal keeps its words after them."""
+    if isinstance(error, ContextTooLong):
+        return f"{_TOO_LONG}: {error.tokens} tokens > {error.window} maximum"
+    if _TOO_LONG in error.message:
+        return error.message
+    return f"{_TOO_LONG}: {error.message}"
 
 
 def error_body(kind: str, message: str) -> dict[str, Any]:
