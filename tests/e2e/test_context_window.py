@@ -115,8 +115,10 @@ def test_input_tokens_count_what_truncation_keeps(windowed: OpenAI) -> None:
     whole = [*history(), {"role": "user", "content": LAST}]
     kept = windowed.responses.input_tokens.count(model=MODEL, input=whole, truncation="auto")
     assert kept.input_tokens == 12 + 2  # the fake's words: turn4 and the question
+    counted = windowed.responses.input_tokens.count(model=MODEL, input=whole)
+    assert counted.input_tokens == 62, "over the window, counted all the same"
     with pytest.raises(openai.BadRequestError) as refused:  # no candidate's window takes it
-        windowed.responses.input_tokens.count(model=MODEL, input=whole)
+        windowed.responses.create(model=MODEL, input=whole)
     assert refused.value.code == "context_length_exceeded"
 
 

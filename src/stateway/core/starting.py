@@ -171,9 +171,12 @@ class RunStarter:
         route: Route,
         toolset: Toolset,
         conversation: ConversationItems | None = None,
+        *,
+        counting: bool = False,
     ) -> tuple[Plan, list[Item]]:
         """The run's routing plan over the candidates able to serve it (``toolset``
-        routed to the first), and its context, checked."""
+        routed to the first), and its context, checked (``counting``: for a count of its
+        input, which no context window refuses)."""
         items = None if conversation is None else conversation.items
         prior = await load_prior(self._store, principal.tenant_id, command, items)
         chain = chain_names(
@@ -182,7 +185,8 @@ class RunStarter:
             command.settings.prompt_cache_key,
         )
         stored = prior.served_by if conversation is None else conversation.served_by
-        plan = router.plan(route, Needs.of(command, prior, toolset), chain, stored)
+        needs = Needs.of(command, prior, toolset, counting=counting)
+        plan = router.plan(route, needs, chain, stored)
         toolset.route(plan.first.backend)
         return plan, checked_context(prior, command.input)
 
@@ -245,7 +249,9 @@ class RunStarter:
         if command.conversation_id is not None:
             conversations = self._conversations("conversation")
             conversation = await conversations.context(principal.tenant_id, command.conversation_id)
-        plan, context = await self._plan(principal, command, router, route, toolset, conversation)
+        plan, context = await self._plan(
+            principal, command, router, route, toolset, conversation, counting=True
+        )
         candidate = plan.order()[0]
         context = self._compaction.fitted(
             principal.tenant_id, command, context_window(plan.capable), context

@@ -266,8 +266,11 @@ async def test_count_sees_what_a_round_would_send() -> None:
     # then truncated: the oldest user turn no longer fits
     assert texts[-2:] == [SUMMARY_PREFIX + "answered", "last"]
     assert "x" * 90 not in texts
-    with pytest.raises(InvalidRequest) as refused:  # no truncation: it does not fit
-        await gateway.execute(Principal(), CountTokens(CreateResponse("m", history)))
+    # no truncation: it does not fit, and is counted whole all the same
+    await gateway.execute(Principal(), CountTokens(CreateResponse("m", history)))
+    assert "x" * 90 in [item["content"][0]["text"] for item in backend.counted[-1].items]
+    with pytest.raises(InvalidRequest) as refused:  # what a response of it would get
+        await gateway.execute(Principal(), CreateResponse("m", history))
     assert refused.value.code == "context_length_exceeded"
 
 

@@ -94,6 +94,11 @@ def test_input_tokens_refusals() -> None:
     assert counted.conversation_id == "conv_1"
     assert refused(decode_input_tokens, model="m", truncation="sometimes").param == "truncation"
     assert refused(decode_input_tokens, model="m", tool_choice="maybe").param == "tool_choice"
+    for nothing in ({}, {"input": []}, {"input": ""}):
+        empty = refused(decode_input_tokens, model="m", **nothing)
+        assert (empty.param, empty.code) == ("input", "missing_required_parameter")
+        assert "nothing to count" in empty.message
+    assert decode_input_tokens(body(model="m", instructions="be brief")).request.input == []
 
 
 def test_compaction_items_and_trigger_decode() -> None:

@@ -87,11 +87,12 @@ async def test_compact_answers_a_compaction_object() -> None:
 async def test_input_tokens_say_where_the_count_comes_from(
     counted: int | None, source: str
 ) -> None:
-    reply = await call(
-        build(token_count=counted), "POST", "/v1/responses/input_tokens", b'{"model": "m"}'
-    )
+    body = b'{"model": "m", "input": "hi"}'
+    reply = await call(build(token_count=counted), "POST", "/v1/responses/input_tokens", body)
     assert reply.headers["stateway-token-count"] == source
-    assert reply.json() == {
-        "object": "response.input_tokens",
-        "input_tokens": counted if counted is not None else 1,  # the estimate's least
-    }
+    answer = reply.json()
+    assert answer["object"] == "response.input_tokens"
+    if counted is not None:
+        assert answer["input_tokens"] == counted
+    else:  # a few tokens of JSON, by the estimate (core/token_estimate.py)
+        assert 1 <= answer["input_tokens"] < 50

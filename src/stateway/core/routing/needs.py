@@ -46,11 +46,16 @@ class Needs:
     native_param: str = "tools"
     shell: bool = False
     """Shell tools are declared: natively for such an upstream, as functions for others."""
+    counting: bool = False
+    """Only the input is counted: no window refuses it (how many tokens it has is what
+    tells a client whether it fits)."""
     _tokens: int | None = field(default=None, repr=False)
 
     @classmethod
-    def of(cls, command: CreateResponse, prior: Prior, toolset: Toolset) -> Needs:
-        needs = cls(command, prior)
+    def of(
+        cls, command: CreateResponse, prior: Prior, toolset: Toolset, *, counting: bool = False
+    ) -> Needs:
+        needs = cls(command, prior, counting=counting)
         for item in prior.items:
             needs._scan(item)
         for item in command.input:
@@ -123,7 +128,7 @@ def unmet(route: str, candidate: Candidate, needs: Needs) -> Unmet | None:
             return Unmet(capability, _missing(route, candidate, what, param))
     window = has.context_window
     fitted = needs.command.settings.truncation == "auto"  # the gateway fits it to the window
-    if window is not None and not fitted and needs.tokens > window:
+    if window is not None and not (fitted or needs.counting) and needs.tokens > window:
         what = f"a context window of about {needs.tokens} tokens (it has {window})"
         message = _missing(route, candidate, what, "input").message
         # context_length_exceeded: what clients act on (Codex compacts)

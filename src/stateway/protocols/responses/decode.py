@@ -103,12 +103,7 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
         context_management=_context_management(body.context_management or []),
     )
     if not (body.input or body.instructions or body.previous_response_id or conversation_id):
-        raise InvalidRequest(
-            "Missing required parameter: 'input' (or 'instructions', 'previous_response_id' "
-            "or 'conversation'); there is nothing to respond to.",
-            param="input",
-            code="missing_required_parameter",
-        )
+        raise _nothing("respond to")
     return CreateResponse(
         model=body.model,
         input=decode_items(body.input),
@@ -164,6 +159,8 @@ def decode_input_tokens(raw: bytes, *, max_input_items: int | None = None) -> Co
         reasoning_effort=body.reasoning.effort if body.reasoning else None,
         truncation=body.truncation or "disabled",
     )
+    if not (body.input or body.instructions or body.previous_response_id or conversation_id):
+        raise _nothing("count")
     request = CreateResponse(
         model=body.model,
         input=decode_items(body.input or []),
@@ -269,6 +266,15 @@ def decode_retrieve(response_id: str, query: Mapping[str, str]) -> GetResponse |
             code="invalid_value",
         )
     return WatchResponse(response_id, int(text))
+
+
+def _nothing(what: str) -> InvalidRequest:
+    return InvalidRequest(
+        "Missing required parameter: 'input' (or 'instructions', 'previous_response_id' "
+        f"or 'conversation'); there is nothing to {what}.",
+        param="input",
+        code="missing_required_parameter",
+    )
 
 
 def _unsupported(message: str, param: str) -> InvalidRequest:
