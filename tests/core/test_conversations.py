@@ -39,6 +39,7 @@ from stateway.core.items import Item
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
+from stateway.core.settling import Settler
 from tests.core.conversation_fakes import MemoryConversations, TurnStore
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
@@ -69,8 +70,10 @@ class World:
         self.store = TurnStore(self.conversations)
         self.backend = ScriptedBackend(script or [TextDelta("answer"), Finish("stop")], gate)
         router = Router([BackendEntry(self.backend, {}, catch_all=True)])
+        self.settler = Settler(self.store, first_pause=0.01, max_pause=0.02)
+        loop = Loop(self.store, settler=self.settler)
         self.gateway = Gateway(
-            self.store, router, Loop(self.store), RunRegistry(), conversations=self.conversations
+            self.store, router, loop, RunRegistry(), conversations=self.conversations
         )
 
     async def conversation(self, *texts_: str) -> Conversation:
@@ -432,6 +435,7 @@ async def test_a_failed_final_save_still_lets_the_conversation_go() -> None:
     assert run.state.status == "failed"
     assert run.error is not None
     assert run.error.code == "storage_unavailable"
+    await world.settler.settled()
     first, retry = world.store.finishes
     assert first.turn is not None
     assert len(first.turn.items) == 2
@@ -443,17 +447,28 @@ async def test_a_failed_final_save_still_lets_the_conversation_go() -> None:
     assert texts(await world.items(conversation.id)) == ["next", "answer"]
 
 
-async def test_a_turn_whose_saves_all_fail_still_ends(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_turn_ended_while_storage_is_away_lets_go_once_it_is_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The final save and the next tries fail: the turn's row stays in progress, holding
+    its conversation, until a try succeeds (a living owner's lease never lets another
+    process end it)."""
     world = World()
     conversation = await world.conversation()
-    world.store.failing_finishes = 2
+    world.store.failing_finishes = 4
     run = await world.turn(conversation.id, "unsaved")
     await run.wait()
     assert run.state.status == "failed"
-    assert len(world.store.finishes) == 2
-    assert f"letting conversation {conversation.id} go failed" in caplog.text
-    with pytest.raises(ConversationLocked):  # held until storage lets it go
+    with pytest.raises(ConversationLocked):  # held while storage is away
         await world.turn(conversation.id, "next")
+    await world.settler.settled()
+    assert len(world.store.finishes) == 5
+    assert f"storing the failed end of response {run.id} failed again" in caplog.text
+    stored = await world.store.get(ME.tenant_id, run.id)
+    assert stored is not None
+    assert stored.status == "failed"
+    await (await world.turn(conversation.id, "next")).wait()
+    assert texts(await world.items(conversation.id)) == ["next", "answer"]
 
 
 async def test_a_turn_on_an_unknown_or_deleted_conversation_is_not_found() -> None:

@@ -7,6 +7,7 @@ import asyncio
 
 from stateway.core.background import watch
 from stateway.core.commands import Principal, WatchResponse
+from stateway.core.errors import StorageError
 from stateway.core.ports import EventBatch, EventLog
 from stateway.core.runs import RunRegistry
 from stateway.core.watch import FollowedWatch, StoredWatch
@@ -170,3 +171,63 @@ async def test_the_gateway_follows_an_unfinished_run_of_another_process_when_sha
     assert isinstance(shared, FollowedWatch)
     assert isinstance(alone, StoredWatch)
     assert isinstance(ended, StoredWatch)
+
+
+class OutageStore(MemoryStore):
+    """A store whose reads fail while ``away`` (the database gone for a moment)."""
+
+    away = False
+
+    async def read_events(self, tenant_id: str, response_id: str, after: int) -> EventLog | None:
+        if self.away:
+            self.failed_reads += 1
+            raise StorageError("Storage failed while reading an event log.")
+        return await super().read_events(tenant_id, response_id, after)
+
+    failed_reads = 0
+
+
+async def outage_seen(store: OutageStore, reads: int) -> None:
+    """Until ``reads`` reads failed: the watcher went on reading through the outage (a
+    watcher that ended at the first stops short, and this fails after 5 s)."""
+    async with asyncio.timeout(5):
+        while store.failed_reads < reads:  # noqa: ASYNC110 - the reads are what is awaited
+            await asyncio.sleep(0.001)
+
+
+async def test_a_storage_outage_is_waited_out_not_the_end_of_the_stream() -> None:
+    store, fanout = OutageStore(), MemoryFanout()
+    await store.save(in_progress("bg", "host-a 1 1", background=True))
+    await store.append_events(*KEY, EventBatch(0, events(0, 2)))
+    follower = FollowedWatch(store, fanout, KEY, await log_after(store, -1), quiet=0.001)
+    following = asyncio.create_task(collect(follower))
+    await fanout.following.wait()
+    store.away = True
+    await outage_seen(store, 3)
+    assert not following.done()
+    store.away = False
+    store.records[KEY].status = "failed"
+    await store.append_events(*KEY, EventBatch(2, events(2, 3)))
+    seen, flags = await following
+    assert (seen, flags[-1]) == (events(0, 3), True)
+
+
+async def test_a_stored_watch_rides_out_an_outage_too() -> None:
+    store = OutageStore()
+    await store.save(in_progress("bg", "host-a 1 1", background=True))
+    await store.append_events(*KEY, EventBatch(0, events(0, 1)))
+    watching = StoredWatch(store, KEY, await log_after(store, -1), poll=0.001)
+    store.away = True
+    seen: list[bytes] = []
+
+    async def follow() -> None:
+        async for batch, _ in watching.batches():
+            seen.extend(batch)
+
+    task = asyncio.create_task(follow())
+    await outage_seen(store, 3)
+    store.away = False
+    store.records[KEY].status = "completed"
+    await store.append_events(*KEY, EventBatch(1, events(1, 2)))
+    await task
+    assert seen == events(0, 2)

@@ -91,12 +91,16 @@ async def test_a_background_log_gets_the_terminal_event_it_never_had() -> None:
         in_progress("unlogged", DEAD, background=True),
         in_progress("deleted", DEAD, background=True),
         in_progress("foreground", DEAD),
+        in_progress("keyed", DEAD),  # a keyed (or WebSocket) stream: journaled too
     ]:
         await store.save(record)
     await store.append_events("t", "logged", EventBatch(0, [b"{}", b"{}"]))
+    await store.append_events("t", "keyed", EventBatch(0, [b"{}"]))
     await store.delete("t", "deleted")
 
-    assert await fail_abandoned(store, ProcessIdentity.current(), encode_event_json) == 4
+    assert await fail_abandoned(store, ProcessIdentity.current(), encode_event_json) == 5
+    keyed_end = orjson.loads(store.events["t", "keyed"][-1])
+    assert (keyed_end["type"], keyed_end["sequence_number"]) == ("response.failed", 1)
 
     (terminal,) = store.events["t", "logged"][2:]
     payload = orjson.loads(terminal)

@@ -26,6 +26,7 @@ from stateway.core.loop import Loop
 from stateway.core.ownership import ProcessIdentity
 from stateway.core.ports import OwnerLeases, ResponseStore, Sealer
 from stateway.core.runs import CancelReason, RunRegistry
+from stateway.core.settling import Settler
 from stateway.identity.keys import KeyStore
 from stateway.protocols.responses.encode import encode_event_json
 from stateway.reload import Compiled, Reloader
@@ -67,6 +68,9 @@ class GatewayParts:
     """The API keys (the database's), when the gateway runs over a database."""
     websockets: WebSocketResponses | None = None
     """WebSocket mode's sessions, set by :func:`build_app` (drained at shutdown)."""
+    settler: Settler | None = None
+    """Stores, later, the failed ends of runs whose final save failed (every generation's
+    loop shares it; closed at shutdown)."""
 
     async def end_runs(self) -> None:
         """End every run as ``server_shutting_down``; later ones end as they start."""
@@ -136,6 +140,7 @@ def build_gateway(
     telemetry = Observability(PrometheusMetrics(), open_tracing(config.tracing, __version__))
     telemetry.metrics.sample(lambda: len(runs), lambda: compiled.waiting_room.waiting)
     served: ResponseStore = TimedStore(store, telemetry.metrics.storage_observed)
+    settler = Settler(served, encode_event_json)
 
     def loop(generation: Compiled) -> Loop:
         return Loop(
@@ -145,6 +150,7 @@ def build_gateway(
             generation.tools,
             sealer,
             telemetry=telemetry,
+            settler=settler,
         )
 
     results, signals = build_coordination(config.coordination)
@@ -189,4 +195,5 @@ def build_gateway(
         keeper,
         limits,
         telemetry,
+        settler=settler,
     )

@@ -61,6 +61,8 @@ def build_app(parts: GatewayParts) -> Starlette:
             await mcp.aclose()
             await parts.reloader.aclose()
             await parts.end_runs()
+            if parts.settler is not None:
+                await parts.settler.aclose()
             if parts.leases is not None:
                 await parts.leases.aclose()
             if parts.results is not None:

@@ -51,6 +51,7 @@ from stateway.core.rounds import one_round
 from stateway.core.routing import Plan
 from stateway.core.run_row import Row, announce, announce_once_durable, durable
 from stateway.core.runs import CancelReason, Run
+from stateway.core.settling import Settler
 from stateway.core.stages.context import StageContext
 from stateway.core.telemetry import ROUND, NoTelemetry, Telemetry
 from stateway.core.tools import shell
@@ -88,8 +89,11 @@ class Loop:
         tools: GatewayTools | None = None,
         sealer: Sealer | None = None,
         telemetry: Telemetry | None = None,
+        settler: Settler | None = None,
     ) -> None:
         self._store = store
+        self._settler = settler or Settler(store)
+        """Stores, later, the failed end of a run whose final save failed."""
         self._telemetry = telemetry or NoTelemetry()
         """Spans around rounds, upstream attempts and tool calls."""
         self._max_rounds = max_rounds
@@ -289,21 +293,10 @@ class Loop:
                     "status": exc.status,
                 }
                 run.error = StorageError("The response could not be stored.")
-                if state.conversation_id is not None and row is not None:
-                    await self._let_go(run)
+                if row is not None:  # its in-progress row: ended (and its turn let go) later
+                    self._settler.settle(state, turn_end(state, run.input_items))
         run.emit(ev.ResponseFinished(state))
         run.close()
-
-    async def _let_go(self, run: Run) -> None:
-        """End a turn whose final save failed once more, as failed with nothing appended,
-        so that its conversation is not held by a response that is over."""
-        record = final_record(run.state)
-        record.turn = turn_end(run.state, run.input_items)
-        try:
-            await self._store.finish(record)
-        except StorageError as exc:
-            _detached(exc)
-            log.error("letting conversation %s go failed: %s", run.state.conversation_id, exc)
 
 
 async def _parts(plan: Plan, items: list[Item]) -> None:

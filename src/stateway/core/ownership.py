@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from stateway.core.events import ResponseFinished
 from stateway.core.journal import EventEncoder
 from stateway.core.ports import EventBatch, ResponseRecord, ResponseStore
-from stateway.core.response import final_record, load_state
+from stateway.core.response import load_state
+from stateway.core.settling import store_failed
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,8 @@ async def fail_owned(
     store: ResponseStore, record: ResponseRecord, encode: EventEncoder
 ) -> EventBatch | None:
     """Mark ``record`` (unfinished, its owner gone) ``failed`` with ``server_restarted``;
-    return the terminal event appended to its log (a background response's), if any."""
+    return the terminal event appended to its log (a background response's, or a
+    journaled stream's: a keyed create, a WebSocket create), if any."""
     state = load_state(record.tenant_id, record.body, [])
     state.status = "failed"
     state.completed_at = None
@@ -114,11 +115,4 @@ async def fail_owned(
         "message": "The server stopped before the response finished; it was not completed.",
         "status": 503,
     }
-    final = final_record(state)
-    if state.background:
-        log = await store.read_events(record.tenant_id, record.id, -1)
-        if log is not None:  # a deleted response's log is never read again
-            last = log.last + 1
-            final.events = EventBatch(last, [encode(last, ResponseFinished(state))])
-    await store.finish(final)
-    return final.events
+    return await store_failed(store, state, encode)

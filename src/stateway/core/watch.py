@@ -17,6 +17,9 @@ when it is the last. It reads from one of two places:
   only once stored), and whenever nothing arrived for ``quiet`` seconds (a message lost,
   or an owner that died: whoever failed its run stored the end).
 
+A read of the stored log that fails (the database away for a moment) is tried again at
+the next poll (``quiet`` read) rather than ending the stream: the run goes on meanwhile.
+
 A watcher never holds up the run: the run appends to its log whatever the watchers do.
 :meth:`Watch.behind` tells how far a watcher trails the run, so that its surface can drop
 one that stopped reading (it resumes with ``starting_after``).
@@ -25,14 +28,18 @@ one that stopped reading (it resumes with ``starting_after``).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Final, Protocol
 
 from stateway.core.coordination import EventFanout, Following, Published
+from stateway.core.errors import StorageError
 from stateway.core.journal import RunJournal
-from stateway.core.ports import EventLog, ResponseStore
+from stateway.core.ports import EventBatch, EventLog, ResponseStore
 from stateway.core.response import UNFINISHED
 from stateway.core.runs import Run
+
+log = logging.getLogger(__name__)
 
 POLL_INTERVAL: Final = 0.25
 """Seconds between reads of the stored log of a response another process is running."""
@@ -101,7 +108,7 @@ class StoredWatch:
             if finished:
                 return
             await asyncio.sleep(self._poll)  # another process runs it: no signal to wait on
-            log = await self._store.read_events(*self._key, after)
+            log = await _read(self._store, self._key, after)
 
     def behind(self) -> int:
         return 0  # it reads at its own pace; nothing piles up for it
@@ -140,7 +147,7 @@ class FollowedWatch:
             published: Published | None = None  # first: what was committed meanwhile
             while True:
                 if published is None or published.batch.first > self._position:
-                    read = await self._store.read_events(*self._key, self._position - 1)
+                    read = await _read(self._store, self._key, self._position - 1)
                     if read is None:
                         return  # deleted meanwhile
                     ended = read.status not in UNFINISHED
@@ -161,3 +168,15 @@ class FollowedWatch:
 
     def behind(self) -> int:
         return 0 if self._following is None else self._following.pending()
+
+
+async def _read(store: ResponseStore, key: tuple[str, str], after: int) -> EventLog | None:
+    """The stored log after ``after``; when the store cannot be read, a log with nothing
+    new and still unfinished: the watcher reads again at its next poll."""
+    try:
+        return await store.read_events(*key, after)
+    except StorageError as exc:
+        log.warning("reading the event log of response %s failed; reading again: %s", key[1], exc)
+        return EventLog(
+            "in_progress", background=False, last=after, events=EventBatch(after + 1, [])
+        )

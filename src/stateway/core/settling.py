@@ -1,0 +1,108 @@
+"""Ends that could not be stored, stored later: a failed run's row, retried until it lands.
+
+A run's final save can fail (the database away for a moment). Its clients are told at
+once (``response.failed``, "could not be stored"), but its row would stay ``in_progress``
+for as long as its process lives: holding its conversation, leaving every watcher of its
+event log waiting, since a living owner's lease never expires and no other process judges
+it. So the :class:`Settler` writes the run's end, as failed, again and again with growing
+pauses until the store takes it (:func:`store_failed`): its turn let go, and a journaled
+run's log given the terminal event it lacks. A row another process ended meanwhile (lease
+judging) is left as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Final
+
+from stateway.core.errors import StorageError
+from stateway.core.events import ResponseFinished
+from stateway.core.journal import EventEncoder
+from stateway.core.ports import ConversationTurn, EventBatch, ResponseStore
+from stateway.core.response import UNFINISHED, ResponseState, final_record
+
+log = logging.getLogger(__name__)
+
+FIRST_PAUSE: Final = 1.0
+"""Seconds before the first retry; each failure doubles the pause."""
+MAX_PAUSE: Final = 30.0
+
+
+async def store_failed(
+    store: ResponseStore,
+    state: ResponseState,
+    encode: EventEncoder | None,
+    turn: ConversationTurn | None = None,
+) -> EventBatch | None:
+    """Write ``state`` (failed) as the end of its row, if the row is still unfinished: its
+    ``turn`` let go, and the terminal event (made by ``encode``) appended to its event log
+    when it has one (a background response's, or any run's that journaled events); return
+    that event's batch. A row another process ended is left as it is; a deleted one is
+    ended without its log (never read again)."""
+    current = await store.read_events(state.tenant_id, state.id, -1)
+    if current is not None and current.status not in UNFINISHED:
+        return None
+    final = final_record(state)
+    final.turn = turn
+    if encode is not None and current is not None and (current.background or current.last >= 0):
+        last = current.last + 1
+        final.events = EventBatch(last, [encode(last, ResponseFinished(state))])
+    await store.finish(final)
+    return final.events
+
+
+class Settler:
+    """Retries, in tasks of its own, the failed ends whose save failed."""
+
+    def __init__(
+        self,
+        store: ResponseStore,
+        encode: EventEncoder | None = None,
+        *,
+        first_pause: float = FIRST_PAUSE,
+        max_pause: float = MAX_PAUSE,
+    ) -> None:
+        self._store = store
+        self._encode = encode
+        self._first = first_pause
+        self._max = max_pause
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def settle(self, state: ResponseState, turn: ConversationTurn | None) -> None:
+        """Store ``state``'s failed end (and let ``turn`` go) once the store takes it."""
+        task = asyncio.get_running_loop().create_task(self._retry(state, turn))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _retry(self, state: ResponseState, turn: ConversationTurn | None) -> None:
+        pause = self._first
+        while True:
+            await asyncio.sleep(pause)
+            try:
+                await store_failed(self._store, state, self._encode, turn)
+            except StorageError as exc:
+                exc.__traceback__ = None  # nothing kept past this attempt
+                log.warning(
+                    "storing the failed end of response %s failed again (retrying in %g s): %s",
+                    state.id,
+                    min(pause * 2, self._max),
+                    exc,
+                )
+                pause = min(pause * 2, self._max)
+                continue
+            log.warning("stored the failed end of response %s at last", state.id)
+            return
+
+    async def settled(self) -> None:
+        """Return once every end given so far is stored (none given meanwhile)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Give up the ends not stored yet (the process stops: start-up or another
+        process's lease judging marks them)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
