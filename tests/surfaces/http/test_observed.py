@@ -22,12 +22,15 @@ from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.telemetry import REQUEST_ID
 from stateway.core.usage import Usage
+from stateway.identity.key_cache import KeyCache
+from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.observed import CLIENT_GONE, ObservedApp
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from stateway.surfaces.http.transport import JSONResponse
 from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.identity.test_key_cache import Store
 from tests.surfaces.http.asgi import call
 
 REQUEST_ID_SHAPE = re.compile(r"req_[0-9a-f]{32}")
@@ -70,13 +73,26 @@ class Service(ServiceRoutes):
         return JSONResponse({"request_id": REQUEST_ID.get()})
 
 
-def build(observer: Observer) -> Any:
+def build(observer: Observer, authenticator: Authenticator | None = None) -> Any:
     store = MemoryStore()
     backend = ScriptedBackend([TextDelta("hi"), Finish("stop"), UsageReport(Usage(3, 2))])
     gateway = Gateway(
         store, Router([BackendEntry(backend, {}, catch_all=True)]), Loop(store), RunRegistry()
     )
-    return build_http_app(ResponsesRoutes(gateway, 1 << 20), Service(gateway), observer=observer)
+    routes = ResponsesRoutes(gateway, 1 << 20)
+    return build_http_app(routes, Service(gateway), observer=observer, authenticator=authenticator)
+
+
+async def test_a_request_refused_before_routing_counts_under_its_route_s_template() -> None:
+    observer = Observer()
+    app = build(observer, Authenticator(keys=KeyCache(Store(), 2.0)))  # keys required
+    for path in ("/v1/responses/resp_abc", "/v1/models", "/nowhere"):
+        assert (await call(app, "GET", path, content_type=None)).status == 401
+    assert observer.ended == [
+        ("/v1/responses/{response_id}", 401),
+        ("/v1/models", 401),
+        ("unmatched", 401),
+    ]
 
 
 CREATE = orjson.dumps({"model": "m", "input": "hi"})

@@ -27,6 +27,7 @@ from time import perf_counter
 from typing import Any, Final, Protocol
 
 from starlette.applications import Starlette
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stateway.core.telemetry import REQUEST_ID
@@ -109,10 +110,19 @@ def _with_header(message: Message, header: tuple[bytes, bytes]) -> Message:
 
 
 def _route(scope: Scope) -> str:
-    """The path template of the route that served the request (set by Starlette's router)."""
+    """The path template of the route that served the request (set by Starlette's router);
+    for a request answered before routing (a 401, a 421), the template of the route its
+    path matches; ``unmatched`` when none does."""
     route: Any = scope.get("route")
     path = getattr(route, "path", None)
-    return path if isinstance(path, str) else UNMATCHED
+    if isinstance(path, str):
+        return path
+    for candidate in getattr(scope.get("app"), "routes", ()):
+        match, _ = candidate.matches(scope)
+        if match is not Match.NONE and isinstance(getattr(candidate, "path", None), str):
+            template: str = candidate.path
+            return template
+    return UNMATCHED
 
 
 class ObservedStarlette(Starlette):
