@@ -85,7 +85,7 @@ async def test_migrate_reports_an_unreachable_database() -> None:
 async def test_reads_report_failures_too(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path}/never_migrated.db")  # no tables
     try:
-        with pytest.raises(StorageError, match="loading a conversation"):
+        with pytest.raises(StorageError, match="loading a previous_response_id chain"):
             await store.load_context("t", "r")
     finally:
         await store.aclose()

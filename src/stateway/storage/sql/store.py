@@ -225,7 +225,7 @@ class SqlResponseStore:
         if not _storable(response_id):
             return None
         key = {"tenant": tenant_id, "response": response_id}
-        with storage_errors("loading a conversation"):
+        with storage_errors("loading a previous_response_id chain"):
             async with self._reader.connect() as connection:
                 rows = (await connection.execute(queries.LOAD_CONTEXT, key)).all()
         if not rows:
