@@ -26,6 +26,7 @@ from stateway.core.inference import (
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import CancelReason, RunRegistry
+from stateway.core.tools.catalog import model_name
 from stateway.core.tools.history import model_items
 from stateway.core.tools.ports import McpServer, McpTool, SearchHit, ToolError, ToolFailure
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
@@ -656,3 +657,29 @@ async def test_an_output_over_max_output_bytes_fails_the_call_and_the_model_is_t
     assert refused["error"]["code"] == -32010
     assert "1026 bytes of output; at most 1024" in refused["error"]["message"]
     assert "1026 bytes" in seen_by_model(setup.backend.requests[-1])["output"]
+
+
+async def test_an_unoffered_tool_is_known_by_its_respelled_name_under_a_respelled_label() -> None:
+    """A label with a space and a dotted tool name are both respelled into the function
+    name the model calls: the call is still the server's, under the tool's own name."""
+    dotted = McpTool("read.all", {"type": "object"}, "Reads")
+    mcp = FakeMcp({"my files": [ADD, dotted]}, {"add": add})
+    called = model_name("read.all", "my files")
+    setup = Setup([tools_round(call(called, {})), answer("sorry")], mcp=mcp)
+    ask = {
+        "type": "mcp",
+        "server_label": "my files",
+        "server_url": "http://allowed.test/mcp",
+        "require_approval": "never",
+        "allowed_tools": ["add"],
+    }
+    run = await setup.create([ask])
+    assert setup.mcp.calls == []
+    failed = next(i for i in run.state.output if i["type"] == "mcp_call")
+    assert (failed["server_label"], failed["name"], failed["status"]) == (
+        "my files",
+        "read.all",
+        "failed",
+    )
+    assert "does not offer the tool 'read.all'" in failed["error"]["message"]
+    assert not [i for i in run.state.output if i["type"] == "function_call"]

@@ -37,7 +37,7 @@ from stateway.core.items import (
 )
 from stateway.core.telemetry import Telemetry
 from stateway.core.tools import mcp, tool_search, web_search
-from stateway.core.tools.catalog import Catalog, Entry, model_name
+from stateway.core.tools.catalog import SEPARATOR, Catalog, Entry, model_name
 from stateway.core.tools.executor import Call, Executor, Outcome
 from stateway.core.tools.ports import (
     GATEWAY_REFUSED,
@@ -97,6 +97,9 @@ class ToolSession:
         """Gateway calls run so far (``max_tool_calls`` counts these)."""
         self.searches = 0
         """Web searches started by this response (``max_uses`` caps them)."""
+        self._known: dict[str, tuple[str, str]] = {}
+        """Every tool a declared server listed, or an earlier turn called, by the name the
+        model knows it by: its server's label and its own name (:meth:`unoffered`)."""
         self._open_items: dict[str, tuple[Item, int]] = {}
         """Gateway items announced and not done yet, by id: closed by :meth:`abandon`
         when the response ends early."""
@@ -120,8 +123,16 @@ class ToolSession:
         budget = self._tools.policy.max_discovered_tools
         fresh = [b for b in self._toolset.mcp if b.label not in earlier]
         found = await self._discover(fresh)
+        labels = {binding.label for binding in self._toolset.mcp}
+        for item in context:  # what the model may call again from earlier turns
+            if item.get("type") in (MCP_CALL, MCP_APPROVAL_REQUEST):
+                label, name = item.get("server_label"), item.get("name")
+                if label in labels and isinstance(name, str):
+                    self._known[model_name(name, label)] = (label, name)
         for binding in self._toolset.mcp:
             tools = earlier.get(binding.label) or found.get(binding.label) or []
+            for tool in tools:
+                self._known[model_name(tool.name, binding.label)] = (binding.label, tool.name)
             for entry in mcp.entries(binding, tools[:budget]):
                 self.catalog.add(entry)
             budget = max(0, budget - len(tools))
@@ -217,9 +228,13 @@ class ToolSession:
         """A model's call of a function this request does not offer, named as a declared
         MCP server's tool (``<label>__<tool>``: one not listed or not allowed, which the
         model knows from earlier turns): an entry whose call fails without running. Not
-        a client call: the client never declared it."""
+        a client call: the client never declared it. Known by its name when the server
+        listed it or an earlier turn called it; else by the ``<label>__`` it starts with."""
+        known = self._known.get(name)
+        if known is not None:
+            return _refused(*known, declared=True)
         for binding in self._toolset.mcp:
-            prefix = model_name("", binding.label)
+            prefix = binding.label + SEPARATOR
             if name.startswith(prefix) and len(name) > len(prefix):
                 return _refused(binding.label, name[len(prefix) :], declared=True)
         return None
