@@ -11,10 +11,11 @@ import pytest
 from stateway.core import events as ev
 from stateway.core.commands import GenerationSettings
 from stateway.core.errors import StorageError
-from stateway.core.ports import EventBatch
+from stateway.core.ports import EventBatch, ResponseRecord
 from stateway.core.response import ResponseState, started_record
 from stateway.core.settling import Settler, store_failed
 from tests.core.fakes import MemoryStore
+from tests.core.sharing_fakes import MemoryFanout
 
 KEY = ("t", "resp_1")
 
@@ -69,24 +70,49 @@ async def test_a_row_ended_meanwhile_is_left_and_a_deleted_one_ended_without_a_l
     assert KEY not in store.events
 
 
+class CountingStore(MemoryStore):
+    """A store whose ``finish`` fails while ``fail_final``; ``failed`` is set once it
+    failed ``until`` times."""
+
+    def __init__(self, until: int) -> None:
+        super().__init__(fail_final=True)
+        self.until = until
+        self.failures = 0
+        self.failed = asyncio.Event()
+
+    async def finish(self, record: ResponseRecord) -> None:
+        try:
+            await super().finish(record)
+        except StorageError:
+            self.failures += 1
+            if self.failures >= self.until:
+                self.failed.set()
+            raise
+
+
 async def test_the_settler_tries_again_until_the_store_takes_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    store = MemoryStore()
+    store = CountingStore(until=3)
     state = await in_progress(store)
-    store.fail_final = True
-    settler = Settler(store, encode, first_pause=0.01, max_pause=0.02)
+    await store.append_events(*KEY, EventBatch(0, [b"e0"]))
+    fanout = MemoryFanout()
+    settler = Settler(store, encode, fanout=fanout, first_pause=0.001, max_pause=0.002)
     settler.settle(state, None)
-    await asyncio.sleep(0.06)  # a few tries, all failed
+    await asyncio.wait_for(store.failed.wait(), 5)  # three tries, all failed
     assert store.records[KEY].status == "in_progress"
-    assert caplog.text.count("storing the failed end of response resp_1 failed again") >= 2
+    assert caplog.text.count("storing the failed end of response resp_1 failed again") >= 3
     store.fail_final = False
     await settler.settled()
     assert store.records[KEY].status == "failed"
     assert "stored the failed end of response resp_1" in caplog.text
+    terminal = EventBatch(1, [encode(1, ev.ResponseFinished(state))])
+    assert fanout.published == [(*KEY, terminal, True)], "followers elsewhere are told"
 
 
-async def test_closing_the_settler_gives_up_what_is_not_stored() -> None:
+async def test_closing_the_settler_gives_up_what_is_not_stored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     store = MemoryStore(fail_final=True)
     state = await in_progress(store)
     settler = Settler(store, encode, first_pause=0.01)
@@ -94,6 +120,24 @@ async def test_closing_the_settler_gives_up_what_is_not_stored() -> None:
     await settler.aclose()
     await settler.settled()  # nothing left waiting
     assert store.records[KEY].status == "in_progress"
+    settler.settle(state, None)  # a run ending as the process stops
+    await settler.settled()
+    assert "response resp_1 is left in progress: the process is stopping" in caplog.text
+
+
+async def test_an_unexpected_failure_is_logged_not_lost(caplog: pytest.LogCaptureFixture) -> None:
+    store = MemoryStore()
+    state = await in_progress(store)
+
+    async def broken(*args: object) -> None:
+        raise RuntimeError("a bug")
+
+    store.read_events = broken  # type: ignore[method-assign,assignment]
+    settler = Settler(store, encode, first_pause=0.001)
+    settler.settle(state, None)
+    await settler.settled()
+    assert "storing a failed end failed unexpectedly" in caplog.text
+    assert "a bug" in caplog.text
 
 
 async def test_a_read_that_fails_is_tried_again_like_a_save() -> None:

@@ -140,7 +140,6 @@ def build_gateway(
     telemetry = Observability(PrometheusMetrics(), open_tracing(config.tracing, __version__))
     telemetry.metrics.sample(lambda: len(runs), lambda: compiled.waiting_room.waiting)
     served: ResponseStore = TimedStore(store, telemetry.metrics.storage_observed)
-    settler = Settler(served, encode_event_json)
 
     def loop(generation: Compiled) -> Loop:
         return Loop(
@@ -155,6 +154,7 @@ def build_gateway(
 
     results, signals = build_coordination(config.coordination)
     fanout = build_fanout(config.coordination)
+    settler = Settler(served, encode_event_json, fanout=fanout)
     limits = build_limits(config)
     keeper = None
     if leases is not None:

@@ -49,7 +49,7 @@ from stateway.core.ports import ConversationTurn, ResponseRecord, ResponseStore,
 from stateway.core.response import ResponseState, final_record, started_record, turn_end
 from stateway.core.rounds import one_round
 from stateway.core.routing import Plan
-from stateway.core.run_row import Row, announce, announce_once_durable, durable
+from stateway.core.run_row import Row, announce, announce_once_durable, durable, written
 from stateway.core.runs import CancelReason, Run
 from stateway.core.settling import Settler
 from stateway.core.stages.context import StageContext
@@ -293,7 +293,7 @@ class Loop:
                     "status": exc.status,
                 }
                 run.error = StorageError("The response could not be stored.")
-                if row is not None:  # its in-progress row: ended (and its turn let go) later
+                if written(row):  # its in-progress row: ended (and its turn let go) later
                     self._settler.settle(state, turn_end(state, run.input_items))
         run.emit(ev.ResponseFinished(state))
         run.close()

@@ -81,8 +81,9 @@ def _start_time(pid: int) -> str | None:
 async def fail_abandoned(store: ResponseStore, me: ProcessIdentity, encode: EventEncoder) -> int:
     """Mark ``failed`` every response left unfinished by a dead process of this host;
     return how many. All are written together (one shared transaction per batch). The
-    event log of a background response gets the terminal event it never had (made by ``encode``),
-    after the last event it stored, so that watchers replaying it see it end."""
+    event log of a background response, or of a journaled stream (a keyed or WebSocket
+    create), gets the terminal event it never had (made by ``encode``), after the last
+    event it stored, so that watchers replaying it see it end."""
     abandoned = [r for r in await store.in_progress() if _abandoned(r, me)]
     if abandoned:
         await asyncio.gather(*(fail_owned(store, r, encode) for r in abandoned))

@@ -24,6 +24,11 @@ async def durable(row: Row | None) -> None:
         await asyncio.shield(row)
 
 
+def written(row: Row | None) -> bool:
+    """Whether the in-progress row is in the store (its write done and committed)."""
+    return row is not None and row.done() and not row.cancelled() and row.exception() is None
+
+
 def announce(run: Run) -> None:
     """Emit ``response.created`` and ``response.in_progress``, once."""
     if not run.events:

@@ -6,8 +6,10 @@ for as long as its process lives: holding its conversation, leaving every watche
 event log waiting, since a living owner's lease never expires and no other process judges
 it. So the :class:`Settler` writes the run's end, as failed, again and again with growing
 pauses until the store takes it (:func:`store_failed`): its turn let go, and a journaled
-run's log given the terminal event it lacks. A row another process ended meanwhile (lease
-judging) is left as it is.
+run's log given the terminal event it lacks (published to followers elsewhere, as lease
+judging publishes it). A row another process ended meanwhile (lease judging) is left as it
+is. Its number follows the last event stored, which may be below what this process's own
+clients were sent: they were told the end already.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncio
 import logging
 from typing import Final
 
+from stateway.core.coordination import EventFanout
 from stateway.core.errors import StorageError
 from stateway.core.events import ResponseFinished
 from stateway.core.journal import EventEncoder
@@ -60,27 +63,40 @@ class Settler:
         store: ResponseStore,
         encode: EventEncoder | None = None,
         *,
+        fanout: EventFanout | None = None,
         first_pause: float = FIRST_PAUSE,
         max_pause: float = MAX_PAUSE,
     ) -> None:
         self._store = store
         self._encode = encode
+        self._fanout = fanout
         self._first = first_pause
         self._max = max_pause
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     def settle(self, state: ResponseState, turn: ConversationTurn | None) -> None:
-        """Store ``state``'s failed end (and let ``turn`` go) once the store takes it."""
+        """Store ``state``'s failed end (and let ``turn`` go) once the store takes it. Once
+        closed, nothing is retried: start-up marking, or another process's lease judging,
+        ends the row."""
+        if self._closed:
+            log.error("response %s is left in progress: the process is stopping", state.id)
+            return
         task = asyncio.get_running_loop().create_task(self._retry(state, turn))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("storing a failed end failed unexpectedly", exc_info=task.exception())
 
     async def _retry(self, state: ResponseState, turn: ConversationTurn | None) -> None:
         pause = self._first
         while True:
             await asyncio.sleep(pause)
             try:
-                await store_failed(self._store, state, self._encode, turn)
+                terminal = await store_failed(self._store, state, self._encode, turn)
             except StorageError as exc:
                 exc.__traceback__ = None  # nothing kept past this attempt
                 log.warning(
@@ -92,6 +108,8 @@ class Settler:
                 pause = min(pause * 2, self._max)
                 continue
             log.warning("stored the failed end of response %s at last", state.id)
+            if terminal is not None and self._fanout is not None:
+                self._fanout.publish(state.tenant_id, state.id, terminal, True)
             return
 
     async def settled(self) -> None:
@@ -102,6 +120,7 @@ class Settler:
     async def aclose(self) -> None:
         """Give up the ends not stored yet (the process stops: start-up or another
         process's lease judging marks them)."""
+        self._closed = True
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()

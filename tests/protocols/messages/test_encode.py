@@ -364,6 +364,6 @@ def test_a_context_too_long_is_worded_as_anthropic_words_it() -> None:
         "Model server 'a' answered 400: prompt is too long: 9 tokens > 8 maximum",
         code="context_length_exceeded",
     )
-    assert encode_error(anthropic)["error"]["message"] == anthropic.message
+    assert encode_error(anthropic)["error"]["message"] == "prompt is too long: 9 tokens > 8 maximum"
     other = InvalidRequest("Bad.", code="invalid_value")
     assert encode_error(other)["error"]["message"] == "Bad."

@@ -24,10 +24,10 @@ from stateway.core.tools.toolset import Toolset
 _PART_HOLDERS = frozenset({"function_call_output", "custom_tool_call_output"})
 
 CAPABILITY_MISSING = "unsupported_capability"
-"""The code of a 400 when no candidate of the route has a capability the request needs."""
-"""The code when what is missing is a context window large enough (as an upstream that
-refuses a too long prompt answers, and as clients expect); ``truncation: "auto"`` never
-gets it (the context is fitted to the window instead)."""
+"""The code of a 400 when no candidate of the route has a capability the request needs;
+a context window large enough is :class:`~stateway.core.errors.ContextTooLong` instead
+(``context_length_exceeded``, as an upstream refusing a too long prompt answers), which
+``truncation: "auto"`` and token counts never get."""
 
 
 @dataclass(slots=True)

@@ -67,13 +67,14 @@ def encode_error(error: GatewayError) -> dict[str, Any]:
 
 
 def _too_long(error: GatewayError) -> str:
-    """A context too long, in Anthropic's words: the text clients (Claude Code) look for
-    before they compact. The gateway's own window check has the numbers Anthropic gives;
-    an upstream's refusal keeps its words after them."""
+    """A context too long, in Anthropic's words, first: the text clients (Claude Code)
+    look for before they compact. The gateway's own window check has the numbers
+    Anthropic gives; an Anthropic upstream's refusal is its own words; another upstream's
+    follow the phrase."""
     if isinstance(error, ContextTooLong):
         return f"{_TOO_LONG}: {error.tokens} tokens > {error.window} maximum"
-    if _TOO_LONG in error.message:
-        return error.message
+    if _TOO_LONG in error.message:  # an Anthropic upstream's own: its words, first
+        return error.message[error.message.index(_TOO_LONG) :]
     return f"{_TOO_LONG}: {error.message}"
 
 

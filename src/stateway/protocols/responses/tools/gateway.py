@@ -45,7 +45,8 @@ def decode_mcp(tool: dict[str, Any], path: str) -> Item:
     label = tool.get("server_label")
     if not isinstance(label, str) or not label or SEPARATOR in label:
         raise InvalidRequest(
-            "An 'mcp' tool needs a non-empty 'server_label' (letters, digits, '-', single '_').",
+            "An 'mcp' tool needs a non-empty 'server_label' without '__' (which joins a "
+            "label and a tool name in the names the model sees).",
             param=f"{path}.server_label",
             code="missing_required_parameter" if label is None else "invalid_value",
         )
