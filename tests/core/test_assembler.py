@@ -174,6 +174,17 @@ def test_a_refusal_after_text_is_the_second_part_and_text_after_it_a_new_message
     assert [p["type"] for p in first["content"]] == ["output_text", "refusal"]
     assert (first["content"][0]["text"], first["content"][1]["refusal"]) == ("Well", "no")
     assert ev.RefusalDelta(0, 1, first["id"], "no") in events
+    of_first = [type(e).__name__ for e in events if getattr(e, "item_id", None) == first["id"]]
+    assert of_first == [  # the text part is done before the refusal's begins, as hosted
+        "PartAdded",
+        "TextDelta",
+        "TextDone",
+        "PartDone",
+        "PartAdded",
+        "RefusalDelta",
+        "RefusalDone",
+        "PartDone",
+    ]
     assert [p["text"] for p in second["content"]] == ["later"]
 
 

@@ -43,6 +43,7 @@ class _OpenItem:
         "item",
         "logprobs",
         "refusal",
+        "text_done",
         "text_part",
         "tool_index",
         "upstream_id",
@@ -69,6 +70,8 @@ class _OpenItem:
         """A message's ``output_text`` part was opened (its content index is 0)."""
         self.refusal: list[str] | None = None
         """A message's refusal so far, once it has a ``refusal`` part."""
+        self.text_done: Item | None = None
+        """A message's ``output_text`` part, done when a refusal followed it."""
 
 
 class OutputAssembler:
@@ -125,6 +128,8 @@ class OutputAssembler:
             current = self._start_message()
         index = 1 if current.text_part else 0
         if current.refusal is None:
+            if current.text_part:  # the text is done before the refusal's part begins
+                current.text_done = self._close_text(current, "".join(current.chunks))
             current.refusal = []
             part = {"type": "refusal", "refusal": ""}
             self._emit(ev.PartAdded(current.index, index, current.item["id"], part))
@@ -366,17 +371,12 @@ class OutputAssembler:
         either: a message the upstream began and left empty), then its refusal."""
         item_id = current.item["id"]
         content: list[Item] = []
-        if current.text_part or current.refusal is None:
+        if current.text_done is not None:
+            content.append(current.text_done)
+        elif current.text_part or current.refusal is None:
             if not current.text_part:
                 self._open_text(current)
-            part = _text_part("output_text", text)
-            if self._tools is not None and self._tools.sources:
-                part["annotations"] = web_search.citations(text, self._tools.sources)
-            if current.logprobs is not None:
-                part["logprobs"] = current.logprobs
-            self._emit(ev.TextDone(current.index, 0, item_id, text, current.logprobs))
-            self._emit(ev.PartDone(current.index, 0, item_id, part))
-            content.append(part)
+            content.append(self._close_text(current, text))
         if current.refusal is not None:
             index = len(content)
             refusal = "".join(current.refusal)
@@ -385,6 +385,18 @@ class OutputAssembler:
             self._emit(ev.PartDone(current.index, index, item_id, part))
             content.append(part)
         return content
+
+    def _close_text(self, current: _OpenItem, text: str) -> Item:
+        """A message's ``output_text`` part, done (its citations and tokens on it)."""
+        item_id = current.item["id"]
+        part = _text_part("output_text", text)
+        if self._tools is not None and self._tools.sources:
+            part["annotations"] = web_search.citations(text, self._tools.sources)
+        if current.logprobs is not None:
+            part["logprobs"] = current.logprobs
+        self._emit(ev.TextDone(current.index, 0, item_id, text, current.logprobs))
+        self._emit(ev.PartDone(current.index, 0, item_id, part))
+        return part
 
     def _finish_reasoning(
         self, reasoning: ReasoningOutput, index: int, item: Item, text: str

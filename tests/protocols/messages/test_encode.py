@@ -367,3 +367,32 @@ def test_a_context_too_long_is_worded_as_anthropic_words_it() -> None:
     assert encode_error(anthropic)["error"]["message"] == "prompt is too long: 9 tokens > 8 maximum"
     other = InvalidRequest("Bad.", code="invalid_value")
     assert encode_error(other)["error"]["message"] == "Bad."
+
+
+def test_a_refusal_after_text_is_a_blank_line_after_it_in_the_one_text_block() -> None:
+    parts = [
+        {"type": "output_text", "text": "Sure, here", "annotations": []},
+        {"type": "refusal", "refusal": "I can't continue."},
+    ]
+    declined = {**TEXT, "content": parts}
+    done = state(output=[declined])
+    assert encode_message(done)["content"] == [
+        {"type": "text", "text": "Sure, here\n\nI can't continue."}
+    ]
+    assert encode_message(done)["stop_reason"] == "refusal"
+    stream = MessagesStream()
+    log = [
+        ev.ResponseCreated(done),
+        ev.ItemAdded(0, {**TEXT, "content": []}),
+        ev.TextDelta(0, 0, "msg_1", "Sure, here"),
+        ev.RefusalDelta(0, 1, "msg_1", "I can't"),
+        ev.RefusalDelta(0, 1, "msg_1", " continue."),
+        ev.ItemDone(0, declined),
+        ev.ResponseFinished(done),
+    ]
+    texts = [
+        data["delta"]["text"]
+        for _, data in frames(b"".join(stream.encode(event) for event in log))
+        if data["type"] == "content_block_delta"
+    ]
+    assert "".join(texts) == "Sure, here\n\nI can't continue.", "as the unstreamed block"

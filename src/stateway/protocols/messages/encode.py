@@ -35,7 +35,9 @@ _INCOMPLETE: Final = {
     "content_filter": "refusal",
     "max_rounds": "pause_turn",
 }
-_TEXT: Final = frozenset({"output_text", "text", "refusal"})
+_TEXT: Final = frozenset({"output_text", "text"})
+REFUSAL_BREAK: Final = "\n\n"
+"""Between a message's text and the refusal that follows it, in their one text block."""
 
 
 def message_id(response_id: str) -> str:
@@ -65,12 +67,12 @@ def content_blocks(item: Item, shown: Shown, omitted: bool) -> list[dict[str, An
     its text."""
     kind = item.get("type")
     if kind == MESSAGE:  # one text block, as streamed: its text, then its refusal
-        text = "".join(
-            part.get("text") or part.get("refusal") or ""
-            for part in item.get("content") or ()
-            if isinstance(part, dict) and part.get("type") in _TEXT
-        )
-        return [{"type": "text", "text": text}]
+        parts = [p for p in item.get("content") or () if isinstance(p, dict)]
+        text = "".join(p.get("text") or "" for p in parts if p.get("type") in _TEXT)
+        refusal = "".join(p.get("refusal") or "" for p in parts if p.get("type") == "refusal")
+        if text and refusal:
+            refusal = REFUSAL_BREAK + refusal
+        return [{"type": "text", "text": text + refusal}]
     if kind == REASONING:
         return [thinking_block(item, omitted)]
     if kind == FUNCTION_CALL:

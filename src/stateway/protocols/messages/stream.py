@@ -3,7 +3,7 @@
 ``message_start`` (then a ``ping``) when the response is created; for each output item
 the client sees, ``content_block_start`` (``text``, ``thinking``, ``redacted_thinking``
 or ``tool_use``), its ``content_block_delta`` events (``text_delta``: a message's text,
-then its refusal, if the model declined; ``thinking_delta``
+then its refusal a blank line after it, if the model declined; ``thinking_delta``
 unless the client asked for thinking without its text, ``input_json_delta``; a
 ``signature_delta`` before a signed thinking block stops) and ``content_block_stop``; a
 call of a gateway tool the client declared (web search, an MCP server), once it has run,
@@ -30,6 +30,7 @@ from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
 from stateway.protocols.messages import server_tools
 from stateway.protocols.messages.encode import (
+    REFUSAL_BREAK,
     encode_usage,
     message_id,
     stop_reason,
@@ -49,7 +50,7 @@ def frame(data: dict[str, Any]) -> bytes:
 
 
 class MessagesStream:
-    __slots__ = ("_blocks", "_count", "_omitted", "_shown")
+    __slots__ = ("_blocks", "_count", "_omitted", "_refusing", "_shown")
 
     def __init__(self) -> None:
         self._blocks: dict[int, int] = {}
@@ -60,14 +61,18 @@ class MessagesStream:
         """The gateway calls shown: those of tools the client declared."""
         self._omitted = False
         """Thinking without its text (``display: "omitted"``): no ``thinking_delta``."""
+        self._refusing: set[int] = set()
+        """Output indexes of messages whose refusal, after their text, began."""
 
     def encode(self, event: ev.Event) -> bytes:
         """The frames of one canonical event (often none)."""
         match event:
-            case (
-                ev.TextDelta(output_index=at, delta=delta)
-                | ev.RefusalDelta(output_index=at, delta=delta)
-            ):
+            case ev.TextDelta(output_index=at, delta=delta):
+                return self._delta(at, {"type": "text_delta", "text": delta})
+            case ev.RefusalDelta(output_index=at, content_index=part, delta=delta):
+                if part and at not in self._refusing:  # after the message's text: apart
+                    self._refusing.add(at)
+                    delta = REFUSAL_BREAK + delta
                 return self._delta(at, {"type": "text_delta", "text": delta})
             case ev.ReasoningDelta(output_index=at, delta=delta):
                 if self._omitted:
