@@ -56,6 +56,19 @@ async def test_a_call_cut_short_is_left_out_unless_answered() -> None:
     assert caught.value.code == "tool_output_missing"
 
 
+async def test_an_earlier_output_whose_call_is_gone_is_left_out() -> None:
+    """A conversation's call item deleted: its output answers nothing, and a model must
+    never see an output without its call (Chat and Anthropic servers refuse it)."""
+    store = MemoryStore()
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]}
+    stored = [user, output("gone"), call("c2"), output("c2")]
+    await store.save(ResponseRecord("t", "resp_1", None, "completed", 0.0, {}, stored, []))
+    later = {**user, "content": [{"type": "input_text", "text": "go on"}]}
+    command = CreateResponse(model="m", input=[later], previous_response_id="resp_1")
+    context = await build_context(store, "t", command, ScriptedBackend([]))
+    assert context == [user, call("c2"), output("c2"), later]
+
+
 @pytest.mark.parametrize("items", [[output("nope")], [call("c1"), output("c1"), output("c1")]])
 async def test_output_without_a_pending_call_is_rejected(items: list[dict[str, str]]) -> None:
     with pytest.raises(InvalidRequest) as caught:

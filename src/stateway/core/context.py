@@ -171,14 +171,22 @@ def checked_context(prior: Prior, current: list[Item]) -> list[Item]:
     output; an ``mcp_approval_response`` answers an ``mcp_approval_request`` of the
     context. A call cut short (``incomplete``: its response was cancelled or ran out of
     tokens while the call was being written) needs no output; left unanswered, it is left
-    out, since a model must never see a call without its output."""
-    pending = _pending_calls(prior.items, current, "input")
+    out, since a model must never see a call without its output. Nor an output without
+    its call: one of ``prior`` whose call is gone (a conversation's call item deleted) is
+    left out too."""
+    orphans: list[Item] = []
+    pending = _pending_calls(prior.items, current, "input", orphans)
     items = prior.joined(current)
-    if not pending:  # the common case: every call answered
+    if not pending and not orphans:  # the common case: every call answered
         return items
     _refuse_unanswered(pending)
     cut = {call_id for call_id, (_, required) in pending.items() if not required}
-    return [i for i in items if i.get("type") not in _ANSWERS or i["call_id"] not in cut]
+    gone = {id(item) for item in orphans}
+    return [
+        i
+        for i in items
+        if id(i) not in gone and (i.get("type") not in _ANSWERS or i["call_id"] not in cut)
+    ]
 
 
 def _refuse_unanswered(pending: dict[str, tuple[str, bool]]) -> None:
@@ -212,16 +220,17 @@ def has_tool_items(items: list[Item]) -> bool:
 
 
 def _pending_calls(
-    prior: list[Item], current: list[Item], field: str
+    prior: list[Item], current: list[Item], field: str, orphans: list[Item] | None = None
 ) -> dict[str, tuple[str, bool]]:
     """The calls left unanswered by ``prior`` then ``current`` (``field`` of the request,
     checked as it is tracked), by ``call_id``: the type that answers each, and whether
-    an answer is required."""
+    an answer is required. The outputs of ``prior`` that answer no call go to
+    ``orphans``, when given."""
     pending: dict[str, tuple[str, bool]] = {}
     seen: set[str] = set()
     approvals: set[str] = set()
     for item in prior:
-        _track(item, pending, seen, approvals, None, field)
+        _track(item, pending, seen, approvals, None, field, orphans)
     for index, item in enumerate(current):
         _track(item, pending, seen, approvals, index, field)
     return pending
@@ -234,9 +243,11 @@ def _track(
     approvals: set[str],
     index: int | None,
     field: str,
+    orphans: list[Item] | None = None,
 ) -> None:
     """Account for one item; ``index`` is its place in this request's ``field`` (None for
-    the stored chain, which was checked when it was written)."""
+    the stored chain, which was checked when it was written: an output of it answering
+    no call goes to ``orphans``)."""
     kind = item.get("type")
     if kind in _TOOL_SEARCH and item.get("execution") == "server":
         return  # the gateway's own search: its output always follows it
@@ -261,6 +272,8 @@ def _track(
                 param=f"{field}[{index}].call_id",
                 code="tool_call_not_found",
             )
+        elif orphans is not None:
+            orphans.append(item)
     elif kind == MCP_APPROVAL_REQUEST:
         approvals.add(item.get("id", ""))
     elif kind == MCP_APPROVAL_RESPONSE and index is not None:
