@@ -9,21 +9,17 @@ model's own new ids are already safe).
 
 from __future__ import annotations
 
-import hashlib
-import re
+from typing import Final
 
-_SAFE = re.compile(r"[A-Za-z0-9_-]{1,128}")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-_HASH_LENGTH = 8
-_KEPT = 128 - _HASH_LENGTH - 1
+from stateway.core.tools import catalog
+
+NAME_LENGTH: Final = 128
+"""The longest tool name (and tool-use id) the Messages API takes."""
 
 
 def safe_name(name: str) -> str:
     """``name`` if the Messages API accepts it, else a respelling unique to it."""
-    if _SAFE.fullmatch(name):
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:_HASH_LENGTH]
-    return f"{_UNSAFE.sub('_', name)[:_KEPT]}_{digest}"
+    return catalog.safe_name(name, NAME_LENGTH)
 
 
 class ToolNames:

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 import orjson
 
 from stateway.core.errors import (
+    CONTEXT_LENGTH_EXCEEDED,
     GatewayError,
     UpstreamError,
     UpstreamRejected,
@@ -41,7 +42,6 @@ from stateway.core.errors import (
 OVERLOADED = 529
 """Anthropic's status for an API that is temporarily overloaded."""
 UPSTREAM_OVERLOADED = "upstream_overloaded"
-CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 _CONTEXT_TYPES = frozenset({"exceed_context_size_error"})
 _CONTEXT_PARAMS = frozenset({"input_tokens"})
 _ANTHROPIC_CONTEXT = "prompt is too long"

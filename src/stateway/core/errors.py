@@ -38,7 +38,7 @@ Protocols render it in their own error shape; nothing classifies errors by messa
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Final, Literal
 
 
 class GatewayError(Exception):
@@ -132,11 +132,16 @@ class NotFound(GatewayError):
     code = "not_found"
 
 
-class ContextTooLong(InvalidRequest):
-    """A context larger than every candidate's ``context_window``, by the gateway's
-    estimate: ``tokens`` and the largest ``window`` (Anthropic's wording needs both)."""
+CONTEXT_LENGTH_EXCEEDED: Final = "context_length_exceeded"
+"""The code of a context too long for the model, the gateway's estimate or an upstream's
+refusal (what clients act on: Codex compacts)."""
 
-    code = "context_length_exceeded"
+
+class ContextTooLong(InvalidRequest):
+    """A context larger than a candidate's ``context_window``, by the gateway's estimate:
+    ``tokens`` and that ``window`` (Anthropic's wording needs both)."""
+
+    code = CONTEXT_LENGTH_EXCEEDED
 
     def __init__(self, message: str, *, tokens: int, window: int, param: str = "input") -> None:
         super().__init__(message, param=param)

@@ -68,9 +68,21 @@ TOOL_SEARCH: Final = "tool_search"
 DEFER: Final = "defer_loading"
 
 
-_FUNCTION_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+FUNCTION_NAME_LENGTH: Final = 64
+"""The longest function name OpenAI's APIs take (``[A-Za-z0-9_-]``)."""
+_NAME_CHARS: Final = re.compile(r"[A-Za-z0-9_-]+")
 _NOT_IN_NAMES: Final = re.compile(r"[^A-Za-z0-9_-]")
 _HASH_LENGTH: Final = 8
+
+
+def safe_name(name: str, limit: int) -> str:
+    """``name`` if it is 1 to ``limit`` characters of ``[A-Za-z0-9_-]``, else a respelling
+    unique to it: its other characters as ``_``, cut to leave room for a hash of the whole
+    name, so that two names never meet in one spelling."""
+    if 0 < len(name) <= limit and _NAME_CHARS.fullmatch(name):
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_HASH_LENGTH]
+    return f"{_NOT_IN_NAMES.sub('_', name)[: limit - _HASH_LENGTH - 1]}_{digest}"
 
 
 def model_name(name: str, namespace: str | None = None) -> str:
@@ -80,11 +92,7 @@ def model_name(name: str, namespace: str | None = None) -> str:
     of the whole, so two names never meet in one spelling)."""
     if not namespace:
         return name
-    flat = f"{namespace}{SEPARATOR}{name}"
-    if _FUNCTION_NAME.fullmatch(flat):
-        return flat
-    digest = hashlib.sha256(flat.encode()).hexdigest()[:_HASH_LENGTH]
-    return f"{_NOT_IN_NAMES.sub('_', flat)[: 64 - _HASH_LENGTH - 1]}_{digest}"
+    return safe_name(f"{namespace}{SEPARATOR}{name}", FUNCTION_NAME_LENGTH)
 
 
 def model_tools(tools: list[Item]) -> list[Item]:

@@ -29,7 +29,12 @@ from __future__ import annotations
 from typing import Any, Final
 
 from stateway.core.compaction.sealed import INVALID_CODE
-from stateway.core.errors import ContextTooLong, GatewayError, InvalidRequest
+from stateway.core.errors import (
+    CONTEXT_LENGTH_EXCEEDED,
+    ContextTooLong,
+    GatewayError,
+    InvalidRequest,
+)
 
 _TYPES: Final = {
     401: "authentication_error",
@@ -44,7 +49,6 @@ _TYPES: Final = {
     529: "overloaded_error",
 }
 _OVERLOADED_CODES: Final = frozenset({"overloaded", "upstream_overloaded"})
-CONTEXT_LENGTH_EXCEEDED: Final = "context_length_exceeded"
 _TOO_LONG: Final = "prompt is too long"
 
 
