@@ -38,6 +38,7 @@ ADD = McpTool(
     "add", {"type": "object", "properties": {"a": {}, "b": {}}}, "Add", {"readOnlyHint": True}
 )
 SLOW = McpTool("slow", {"type": "object"}, "Sleeps")
+DOTTED = McpTool("read.all", {"type": "object"}, "Reads")
 BOOM = McpTool("boom", {"type": "object"}, "Fails")
 DOCS = McpServer("docs", "http://docs.test/mcp")
 MCP_TOOL: dict[str, Any] = {"type": "mcp", "server_label": "docs", "require_approval": "never"}
@@ -592,24 +593,45 @@ async def test_an_approval_for_a_server_not_declared_again_fails_that_call() -> 
     assert mcp.calls == []
 
 
-async def test_a_declared_server_s_tool_not_offered_fails_instead_of_going_to_the_client() -> None:
-    """The model calls a tool of a declared server that this request does not offer (not
-    in its ``allowed_tools``, or unlisted): the call fails without running, the model is
-    told why, and the client gets no ``function_call`` it never declared."""
-    mcp = FakeMcp({"remote": [ADD]}, {"add": add})
-    setup = Setup([tools_round(call("remote__add", {"a": 1, "b": 2})), answer("sorry")], mcp=mcp)
+async def unoffered(label: str, tool: McpTool, called: str) -> tuple[Setup, Any]:
+    """A request declaring ``label``'s server, which lists ``add`` and ``tool``, with
+    only ``add`` allowed; the model calls ``called`` (``tool``'s name as it knows it)."""
+    mcp = FakeMcp({label: [ADD, tool] if tool is not ADD else [ADD]}, {"add": add})
+    setup = Setup([tools_round(call(called, {"a": 1, "b": 2})), answer("sorry")], mcp=mcp)
     ask = {
         "type": "mcp",
-        "server_label": "remote",
+        "server_label": label,
         "server_url": "http://allowed.test/mcp",
         "require_approval": "never",
-        "allowed_tools": ["other"],
+        "allowed_tools": ["other"] if tool is ADD else ["add"],
     }
-    run = await setup.create([ask])
+    return setup, await setup.create([ask])
+
+
+@pytest.mark.parametrize(
+    ("label", "tool", "called"),
+    [
+        ("remote", ADD, "remote__add"),
+        # a label with a space and a dotted name: both respelled in the name called
+        ("my files", DOTTED, model_name("read.all", "my files")),
+    ],
+)
+async def test_a_declared_server_s_tool_not_offered_fails_instead_of_going_to_the_client(
+    label: str, tool: McpTool, called: str
+) -> None:
+    """The model calls a tool of a declared server that this request does not offer (not
+    in its ``allowed_tools``, or unlisted): the call fails without running under the
+    tool's own name, the model is told why, and the client gets no ``function_call`` it
+    never declared."""
+    setup, run = await unoffered(label, tool, called)
     assert setup.mcp.calls == []
     failed = next(i for i in run.state.output if i["type"] == "mcp_call")
-    assert (failed["server_label"], failed["name"], failed["status"]) == ("remote", "add", "failed")
-    assert "does not offer the tool 'add'" in failed["error"]["message"]
+    assert (failed["server_label"], failed["name"], failed["status"]) == (
+        label,
+        tool.name,
+        "failed",
+    )
+    assert f"does not offer the tool '{tool.name}'" in failed["error"]["message"]
     assert not [i for i in run.state.output if i["type"] == "function_call"]
     assert run.state.output[-1]["type"] == "message"
     assert "does not offer" in seen_by_model(setup.backend.requests[-1])["output"]
@@ -657,29 +679,3 @@ async def test_an_output_over_max_output_bytes_fails_the_call_and_the_model_is_t
     assert refused["error"]["code"] == -32010
     assert "1026 bytes of output; at most 1024" in refused["error"]["message"]
     assert "1026 bytes" in seen_by_model(setup.backend.requests[-1])["output"]
-
-
-async def test_an_unoffered_tool_is_known_by_its_respelled_name_under_a_respelled_label() -> None:
-    """A label with a space and a dotted tool name are both respelled into the function
-    name the model calls: the call is still the server's, under the tool's own name."""
-    dotted = McpTool("read.all", {"type": "object"}, "Reads")
-    mcp = FakeMcp({"my files": [ADD, dotted]}, {"add": add})
-    called = model_name("read.all", "my files")
-    setup = Setup([tools_round(call(called, {})), answer("sorry")], mcp=mcp)
-    ask = {
-        "type": "mcp",
-        "server_label": "my files",
-        "server_url": "http://allowed.test/mcp",
-        "require_approval": "never",
-        "allowed_tools": ["add"],
-    }
-    run = await setup.create([ask])
-    assert setup.mcp.calls == []
-    failed = next(i for i in run.state.output if i["type"] == "mcp_call")
-    assert (failed["server_label"], failed["name"], failed["status"]) == (
-        "my files",
-        "read.all",
-        "failed",
-    )
-    assert "does not offer the tool 'read.all'" in failed["error"]["message"]
-    assert not [i for i in run.state.output if i["type"] == "function_call"]
