@@ -8,8 +8,8 @@ it. So the :class:`Settler` writes the run's end, as failed, again and again wit
 pauses until the store takes it (:func:`store_failed`): its turn let go, and a journaled
 run's log given the terminal event it lacks (published to followers elsewhere, as lease
 judging publishes it). A row another process ended meanwhile (lease judging) is left as it
-is. Its number follows the last event stored, which may be below what this process's own
-clients were sent: they were told the end already.
+is. That terminal event is numbered after the last event stored, which may be below the
+number this process's own clients saw it under: they were told the end already.
 """
 
 from __future__ import annotations
