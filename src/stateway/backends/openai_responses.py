@@ -325,9 +325,7 @@ def _whole(item: dict[str, Any], tokens: bool, *, started: bool = False) -> Iter
     answer = "".join(_texts(parts, "output_text"))
     if answer:
         yield TextDelta(answer, _tokens(parts) if tokens else None)
-    refusal = "".join(
-        text(p.get("refusal")) or "" for p in parts or () if p.get("type") == "refusal"
-    )
+    refusal = "".join(_texts(parts, "refusal", "refusal"))
     if refusal:
         yield RefusalDelta(refusal)
 
@@ -349,9 +347,10 @@ def _tokens(parts: Any) -> list[Item] | None:
     return tokens or None
 
 
-def _texts(parts: Any, kind: str | None = None) -> list[str]:
+def _texts(parts: Any, kind: str | None = None, field: str = "text") -> list[str]:
+    """The ``field`` of each part (of type ``kind``, if given)."""
     return [
-        text(part.get("text")) or ""
+        text(part.get(field)) or ""
         for part in parts or ()
         if kind is None or part.get("type") == kind
     ]

@@ -32,6 +32,7 @@ import orjson
 
 from stateway.core.errors import (
     CONTEXT_LENGTH_EXCEEDED,
+    PROMPT_TOO_LONG,
     GatewayError,
     UpstreamError,
     UpstreamRejected,
@@ -44,7 +45,6 @@ OVERLOADED = 529
 UPSTREAM_OVERLOADED = "upstream_overloaded"
 _CONTEXT_TYPES = frozenset({"exceed_context_size_error"})
 _CONTEXT_PARAMS = frozenset({"input_tokens"})
-_ANTHROPIC_CONTEXT = "prompt is too long"
 _RETRY_AFTER = re.compile(r"[0-9]{1,10}|[A-Za-z0-9 ,:]{1,64}")
 """Delta-seconds or an HTTP-date; anything else is not passed on."""
 
@@ -110,7 +110,7 @@ def parse_error(raw: bytes) -> tuple[str, str | None]:
             code = error.get("code")
             if isinstance(code, str):
                 return message, code
-            if body.get("type") == "error" and message.startswith(_ANTHROPIC_CONTEXT):
+            if body.get("type") == "error" and message.startswith(PROMPT_TOO_LONG):
                 return message, CONTEXT_LENGTH_EXCEEDED
             return message, _structured_code(error)
         if isinstance(error, str):

@@ -99,13 +99,13 @@ class Settler:
                 terminal = await store_failed(self._store, state, self._encode, turn)
             except StorageError as exc:
                 exc.__traceback__ = None  # nothing kept past this attempt
+                pause = min(pause * 2, self._max)
                 log.warning(
                     "storing the failed end of response %s failed again (retrying in %g s): %s",
                     state.id,
-                    min(pause * 2, self._max),
+                    pause,
                     exc,
                 )
-                pause = min(pause * 2, self._max)
                 continue
             log.warning("stored the failed end of response %s at last", state.id)
             if terminal is not None and self._fanout is not None:

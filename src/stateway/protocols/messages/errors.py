@@ -31,6 +31,7 @@ from typing import Any, Final
 from stateway.core.compaction.sealed import INVALID_CODE
 from stateway.core.errors import (
     CONTEXT_LENGTH_EXCEEDED,
+    PROMPT_TOO_LONG,
     ContextTooLong,
     GatewayError,
     InvalidRequest,
@@ -49,7 +50,6 @@ _TYPES: Final = {
     529: "overloaded_error",
 }
 _OVERLOADED_CODES: Final = frozenset({"overloaded", "upstream_overloaded"})
-_TOO_LONG: Final = "prompt is too long"
 
 
 def error_type(status: int) -> str:
@@ -76,10 +76,10 @@ def _too_long(error: GatewayError) -> str:
     Anthropic gives; an Anthropic upstream's refusal is its own words; another upstream's
     follow the phrase."""
     if isinstance(error, ContextTooLong):
-        return f"{_TOO_LONG}: {error.tokens} tokens > {error.window} maximum"
-    if _TOO_LONG in error.message:  # an Anthropic upstream's own: its words, first
-        return error.message[error.message.index(_TOO_LONG) :]
-    return f"{_TOO_LONG}: {error.message}"
+        return f"{PROMPT_TOO_LONG}: {error.tokens} tokens > {error.window} maximum"
+    if PROMPT_TOO_LONG in error.message:  # an Anthropic upstream's own: its words, first
+        return error.message[error.message.index(PROMPT_TOO_LONG) :]
+    return f"{PROMPT_TOO_LONG}: {error.message}"
 
 
 def error_body(kind: str, message: str) -> dict[str, Any]:
