@@ -97,9 +97,9 @@ class ToolSession:
         """Gateway calls run so far (``max_tool_calls`` counts these)."""
         self.searches = 0
         """Web searches started by this response (``max_uses`` caps them)."""
-        self._known: dict[str, tuple[str, str]] = {}
-        """Every tool a declared server listed, or an earlier turn called, by the name the
-        model knows it by: its server's label and its own name (:meth:`unoffered`)."""
+        self._known: list[tuple[str, str]] = []
+        """Every tool a declared server listed, or an earlier turn called: its server's
+        label and its own name (:meth:`unoffered` names them as the model knows them)."""
         self._open_items: dict[str, tuple[Item, int]] = {}
         """Gateway items announced and not done yet, by id: closed by :meth:`abandon`
         when the response ends early."""
@@ -128,11 +128,10 @@ class ToolSession:
             if item.get("type") in (MCP_CALL, MCP_APPROVAL_REQUEST):
                 label, name = item.get("server_label"), item.get("name")
                 if label in labels and isinstance(name, str):
-                    self._known[model_name(name, label)] = (label, name)
+                    self._known.append((label, name))
         for binding in self._toolset.mcp:
             tools = earlier.get(binding.label) or found.get(binding.label) or []
-            for tool in tools:
-                self._known[model_name(tool.name, binding.label)] = (binding.label, tool.name)
+            self._known += [(binding.label, tool.name) for tool in tools]
             for entry in mcp.entries(binding, tools[:budget]):
                 self.catalog.add(entry)
             budget = max(0, budget - len(tools))
@@ -230,9 +229,9 @@ class ToolSession:
         model knows from earlier turns): an entry whose call fails without running. Not
         a client call: the client never declared it. Known by its name when the server
         listed it or an earlier turn called it; else by the ``<label>__`` it starts with."""
-        known = self._known.get(name)
-        if known is not None:
-            return _refused(*known, declared=True)
+        for label, tool in self._known:  # named only here: a call of one is rare
+            if model_name(tool, label) == name:
+                return _refused(label, tool, declared=True)
         for binding in self._toolset.mcp:
             prefix = binding.label + SEPARATOR
             if name.startswith(prefix) and len(name) > len(prefix):
