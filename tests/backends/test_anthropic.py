@@ -27,7 +27,7 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.items import Item
-from stateway.core.reasoning import REDACTED
+from stateway.core.reasoning import REDACTED, SEALED_BY_RESPONSES
 from stateway.core.usage import Usage
 from tests.backends.conftest import Loopback
 
@@ -145,6 +145,18 @@ def test_calls_and_outputs_pair_in_consecutive_messages() -> None:
             ],
         },
     ]
+
+
+def test_a_responses_upstreams_seal_is_not_sent_as_a_signature() -> None:
+    """Reasoning an OpenAI Responses upstream sealed would be refused as a signature."""
+    item = {
+        "type": "reasoning",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": "plan"}],
+        "encrypted_content": SEALED_BY_RESPONSES + "gAAAA",
+    }
+    sent = body([user("q"), item, user("next")])
+    assert [message["role"] for message in sent["messages"]] == ["user"]
 
 
 def test_redacted_thinking_goes_back_whole() -> None:

@@ -75,7 +75,7 @@ def test_chat_asks_for_logprobs_and_the_alternatives() -> None:
 
 def test_responses_asks_for_logprobs_and_the_alternatives() -> None:
     body = openai_responses.to_upstream(request([user("x")], include=[INCLUDE], top_logprobs=4))
-    assert (body["include"], body["top_logprobs"]) == ([INCLUDE], 4)
+    assert (body["include"], body["top_logprobs"]) == (["reasoning.encrypted_content", INCLUDE], 4)
 
 
 def test_chat_text_carries_its_chunk_tokens() -> None:

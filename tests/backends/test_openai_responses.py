@@ -14,11 +14,13 @@ from stateway.core.inference import (
     MessageStart,
     OutputItem,
     ReasoningDelta,
+    ReasoningSignature,
     RefusalDelta,
     TextDelta,
     ToolCallDelta,
     UsageReport,
 )
+from stateway.core.reasoning import REDACTED, SEALED_BY_RESPONSES
 from stateway.core.tools.catalog import model_tools
 from stateway.core.usage import Usage
 from stateway.protocols.responses.decode import decode_create
@@ -102,6 +104,7 @@ def test_optional_settings_are_sent_with_their_values() -> None:
         "safety_identifier": "s-1",
         "prompt_cache_key": "k-1",
         "metadata": {"team": "a"},
+        "include": ["reasoning.encrypted_content"],
     }  # the Responses API has no penalties, stop sequences, top_k or seed: not sent
 
 
@@ -204,6 +207,61 @@ def test_a_reasoning_summary_is_the_reasoning_when_no_reasoning_text_streams() -
         ]
     )
     assert text_too == [ReasoningDelta("think")], "the summary would repeat the text"
+
+
+def test_hidden_reasoning_keeps_its_upstreams_seal() -> None:
+    """OpenAI hides its reasoning (a summary at most): its ``encrypted_content`` is what the
+    model continues from, so it ends the item; vLLM's text comes with it and is enough."""
+    hidden = {"type": "reasoning", "summary": [], "content": [], "encrypted_content": None}
+    sealed = {**hidden, "encrypted_content": "gAAAA-blob"}
+    deltas, _ = feed([added(0, hidden), summary(0, 0, "Plan"), done(0, sealed)])
+    assert deltas == [
+        ReasoningDelta("Plan"),
+        ReasoningSignature(SEALED_BY_RESPONSES + "gAAAA-blob"),
+    ]
+    unsummarized, _ = feed([added(0, hidden), done(0, sealed)])
+    assert unsummarized == [ReasoningSignature(SEALED_BY_RESPONSES + "gAAAA-blob")]
+    whole = list(from_upstream_response({"status": "completed", "output": [sealed]}))
+    assert whole[0] == ReasoningSignature(SEALED_BY_RESPONSES + "gAAAA-blob")
+
+    shown = {**sealed, "content": [{"type": "reasoning_text", "text": "think"}]}
+    deltas, _ = feed(
+        [
+            added(0, hidden),
+            {"type": "response.reasoning_text.delta", "output_index": 0, "delta": "think"},
+            done(0, shown),
+        ]
+    )
+    assert deltas == [ReasoningDelta("think")]
+    whole = list(from_upstream_response({"status": "completed", "output": [shown]}))
+    assert whole[0] == ReasoningDelta("think")
+    assert not any(isinstance(delta, ReasoningSignature) for delta in whole)
+
+
+def test_reasoning_goes_back_with_its_own_upstreams_seal_only() -> None:
+    def sent(encrypted: str) -> dict[str, Any]:
+        item = {
+            "id": "rs_1",
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": "Plan"}],
+            "content": [{"type": "reasoning_text", "text": "Plan"}],
+            "encrypted_content": encrypted,
+        }
+        body = to_upstream(InferenceRequest("m", None, [item], GenerationSettings(), stream=True))
+        assert body["include"] == ["reasoning.encrypted_content"]
+        result: dict[str, Any] = body["input"][0]
+        return result
+
+    assert sent(SEALED_BY_RESPONSES + "gAAAA-blob") == {
+        "id": "rs_1",
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": "Plan"}],
+        "content": [],
+        "encrypted_content": "gAAAA-blob",
+    }  # as it came: the text was read from the summary
+    for foreign in ("EqQBCkYIBRgCKkB-signature==", REDACTED + "data"):
+        assert "encrypted_content" not in sent(foreign)
+        assert sent(foreign)["content"] == [{"type": "reasoning_text", "text": "Plan"}]
 
 
 def test_items_that_come_only_whole_are_not_lost() -> None:

@@ -211,6 +211,47 @@ def test_reasoning_is_not_sealed_unless_included(client: OpenAI) -> None:
     assert response.output[0].summary == []  # type: ignore[union-attr]
 
 
+@pytest.fixture
+def upstream_api(request: pytest.FixtureRequest) -> str:
+    return str(request.node.callspec.params["gateway"]).split("-")[1]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_hidden_reasoning_continues_from_its_upstreams_seal(
+    client: OpenAI, upstream_api: str, stream: bool
+) -> None:
+    """A Responses upstream that hides its reasoning (``[[hidden]]``: as OpenAI's reasoning
+    models, no text) gives the model its reasoning back only through its own
+    ``encrypted_content``: kept, and sent back as it came, statelessly and along a
+    stored chain. (A Chat upstream shows the text: the same turns hold.)"""
+    prompt = "hi [[hidden]] [[reason:the secret plan]]"
+    if stream:
+        with client.responses.stream(model=MODEL, input=prompt, store=False) as events:
+            first = events.get_final_response()
+    else:
+        first = client.responses.create(model=MODEL, input=prompt, store=False)
+    reasoning = first.output[0]
+    assert reasoning.type == "reasoning"
+    if upstream_api == "responses":
+        assert not "".join(part.text for part in reasoning.content or [])
+        assert reasoning.encrypted_content is not None
+        assert reasoning.encrypted_content.startswith("responses:")
+    answer = client.responses.create(
+        model=MODEL, input=[user("hi"), *as_input(first.output), user("[[echo]]")], store=False
+    )
+    assert "reasoning: the secret plan" in answer.output_text
+
+    stored = client.responses.create(model=MODEL, input=prompt)
+    after = client.responses.create(model=MODEL, input="[[echo]]", previous_response_id=stored.id)
+    assert "reasoning: the secret plan" in after.output_text
+
+    if upstream_api == "responses":  # the upstream judges its own seal
+        forged = {**as_input([reasoning])[0], "encrypted_content": "responses:forged"}
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.create(model=MODEL, input=[user("hi"), forged, user("again")])
+        assert refused.value.code == "invalid_encrypted_content"
+
+
 def test_reasoning_summary_stream_events(client: OpenAI) -> None:
     with client.responses.stream(
         model=MODEL,

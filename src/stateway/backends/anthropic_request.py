@@ -305,7 +305,7 @@ def _uncarried(what: str) -> InvalidRequest:
 
 def _thinking_blocks(item: Item) -> list[dict[str, Any]]:
     thinking = thinking_of(item)
-    if thinking.seal is None:
+    if thinking.seal is None or not thinking.anthropic:
         return []  # unsigned reasoning (another upstream's) would be refused
     if thinking.redacted:
         return [{"type": "redacted_thinking", "data": thinking.seal}]

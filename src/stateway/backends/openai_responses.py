@@ -8,6 +8,14 @@ index: each message begun (:class:`MessageStart`, with its ``phase``), its text 
 refusal; reasoning from its text, else from its summary; an item that streamed no deltas
 from its ``response.output_item.done``.
 
+Reasoning's ``encrypted_content`` is always asked for (``include``). Where the upstream
+hides its reasoning (OpenAI's reasoning models: no reasoning text, at most a summary),
+that blob is all the model can continue from when nothing is stored: it is kept on the
+item (:data:`~stateway.core.reasoning.SEALED_BY_RESPONSES`, as a
+:class:`ReasoningSignature`) and sent back as it came, with the summary and without the
+text read from it. Where the reasoning text is given (vLLM), the text is what is kept.
+Another upstream's seal (an Anthropic signature) is not sent.
+
 This upstream speaks Responses natively (``carries_unknown_types``): input items and tools
 of types the gateway does not model are sent untouched, as are the ``shell`` tools and
 their items; output items of such types come back whole (:class:`OutputItem`, on
@@ -35,6 +43,7 @@ from stateway.core.inference import (
     MessageStart,
     OutputItem,
     ReasoningDelta,
+    ReasoningSignature,
     RefusalDelta,
     TextDelta,
     ToolCallDelta,
@@ -42,6 +51,7 @@ from stateway.core.inference import (
 )
 from stateway.core.items import Item
 from stateway.core.ports import TOOL_OUTPUT
+from stateway.core.reasoning import SEALED_BY_RESPONSES, responses_seal
 from stateway.core.tools import shell
 from stateway.core.tools.history import REWRITTEN_ITEM_TYPES, model_items
 from stateway.core.usage import Usage
@@ -65,6 +75,7 @@ _MODELLED_OUTPUT = frozenset({"message", "reasoning", "function_call"})
 """Output item types turned into deltas; any other comes back whole."""
 _SUMMARY_BREAK = "\n\n"
 """Between a reasoning summary's parts, read as the reasoning's text."""
+_ENCRYPTED = "reasoning.encrypted_content"
 
 
 class OpenAIResponsesBackend:
@@ -179,8 +190,9 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
         "text": text or None,
     }
     body.update((k, v) for k, v in optional.items() if v is not None)
+    body["include"] = [_ENCRYPTED]
     if logprobs.INCLUDE in settings.include:  # logprobs.wanted, inline: once per round
-        body["include"] = [logprobs.INCLUDE]
+        body["include"].append(logprobs.INCLUDE)
         if settings.top_logprobs:
             body["top_logprobs"] = settings.top_logprobs
     return body
@@ -191,7 +203,9 @@ def _item(item: Item) -> Item:
     An assistant message is an output message on this wire, which needs a ``status``.
     What a Messages client marks that this wire has no field for (a tool result's
     ``is_error``, a part's ``cache_control``), and a Chat client's message ``name``, are
-    left out."""
+    left out. A reasoning item carries only its Responses upstream's seal."""
+    if item.get("type") == "reasoning" and "encrypted_content" in item:
+        return _reasoning(item)
     if "is_error" in item or "cache_control" in item:
         item = {k: v for k, v in item.items() if k not in _MESSAGES_ONLY}
     if "name" in item and item.get("type") == "message":
@@ -206,6 +220,15 @@ def _item(item: Item) -> Item:
 
 
 _MESSAGES_ONLY = frozenset({"is_error", "cache_control"})
+
+
+def _reasoning(item: Item) -> Item:
+    """A reasoning item sealed by a Responses upstream as that upstream gave it (its
+    summary and blob: the text was read from the summary); without another's seal."""
+    blob = responses_seal(item)
+    if blob is None:
+        return {k: v for k, v in item.items() if k != "encrypted_content"}
+    return {**item, "content": [], "encrypted_content": blob}
 
 
 def _without_cache(part: Any) -> Any:
@@ -287,6 +310,8 @@ class _StreamState:
     def _done(self, item: dict[str, Any], index: int) -> Iterator[Delta]:
         kind = item.get("type")
         if index in self.streamed:
+            if kind == "reasoning":
+                yield from _seal(item)
             return
         if kind == "function_call":
             yield _call(count(index), item)
@@ -318,6 +343,7 @@ def _whole(item: dict[str, Any], tokens: bool, *, started: bool = False) -> Iter
         reasoning = "".join(_texts(item.get("content"))) or summary
         if reasoning:
             yield ReasoningDelta(reasoning)
+        yield from _seal(item)
         return
     if not started:
         yield MessageStart(text(item.get("phase")))
@@ -328,6 +354,13 @@ def _whole(item: dict[str, Any], tokens: bool, *, started: bool = False) -> Iter
     refusal = "".join(_texts(parts, "refusal", "refusal"))
     if refusal:
         yield RefusalDelta(refusal)
+
+
+def _seal(item: dict[str, Any]) -> Iterator[Delta]:
+    """A hidden reasoning item's ``encrypted_content``, which ends it, if it has one."""
+    blob = text(item.get("encrypted_content"))
+    if blob and not any(_texts(item.get("content"))):
+        yield ReasoningSignature(SEALED_BY_RESPONSES + blob)
 
 
 def _call(index: int, item: dict[str, Any]) -> ToolCallDelta:

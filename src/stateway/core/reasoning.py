@@ -10,7 +10,13 @@ the Responses field for exactly this (opaque, returned by clients that ask for
   as ``encrypted_content``;
 - a redacted thinking block: no text, ``encrypted_content`` = :data:`REDACTED` + ``data``.
 
-Signatures are base64, so the prefix (with its ``:``) cannot begin one.
+A Responses upstream seals its reasoning the same way when asked
+(``include: ["reasoning.encrypted_content"]``: OpenAI encrypts it, vLLM carries its
+reasoning in it): the item keeps that blob as :data:`SEALED_BY_RESPONSES` + blob, so that
+it goes back to a Responses upstream only (an Anthropic upstream would refuse it as a
+signature, and a Responses upstream an Anthropic signature).
+
+Signatures are base64, so neither prefix (with its ``:``) can begin one.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Final
 from stateway.core.items import REASONING, Item, item_text
 
 REDACTED: Final = "redacted_thinking:"
+SEALED_BY_RESPONSES: Final = "responses:"
 
 
 @dataclass(slots=True, frozen=True)
@@ -31,6 +38,9 @@ class Thinking:
     text: str
     seal: str | None
     redacted: bool = False
+    anthropic: bool = True
+    """Whether the seal is Anthropic's (a signature or redacted data), not a Responses
+    upstream's."""
 
 
 def thinking_of(item: Item) -> Thinking:
@@ -40,7 +50,15 @@ def thinking_of(item: Item) -> Thinking:
     if seal is not None and seal.startswith(REDACTED):
         return Thinking("", seal.removeprefix(REDACTED), redacted=True)
     text = item_text(item) or item_text({"content": item.get("summary")})
-    return Thinking(text, seal)
+    return Thinking(text, seal, anthropic=seal is None or not seal.startswith(SEALED_BY_RESPONSES))
+
+
+def responses_seal(item: Item) -> str | None:
+    """The blob a Responses upstream sealed a reasoning item with, else None."""
+    sealed = item.get("encrypted_content")
+    if isinstance(sealed, str) and sealed.startswith(SEALED_BY_RESPONSES):
+        return sealed.removeprefix(SEALED_BY_RESPONSES) or None
+    return None
 
 
 def redacted_item(item_id: str, data: str) -> Item:

@@ -78,6 +78,8 @@ class Plan:
     """Whole output items (``[[item]]``), rendered by the Responses wire only."""
     refusal: tuple[str, ...] = ()
     """The refusal's chunks (``[[refuse]]``), given instead of text."""
+    hidden: bool = False
+    """The reasoning is hidden (``[[hidden]]``; the Responses wire only)."""
 
     @property
     def reasoning_text(self) -> str:
@@ -152,7 +154,8 @@ def build_plan(conversation: Conversation, script: Script, max_tokens: int | Non
         finish = "tool_calls"
     else:
         finish = "stop"
-    return Plan(reasoning, text, calls, finish, conversation.prompt_tokens, items, refusal)
+    prompt = conversation.prompt_tokens
+    return Plan(reasoning, text, calls, finish, prompt, items, refusal, script.hidden)
 
 
 def _calls_again(conversation: Conversation, script: Script) -> bool:

@@ -4,6 +4,11 @@ Parses ``instructions`` and ``input`` into a :class:`Conversation` and renders a
 :class:`Plan` as a ``response`` object, or as the standard event stream (``event: TYPE`` /
 ``data: JSON`` frames, ``sequence_number`` from 0) ending in ``response.completed`` or
 ``response.incomplete``.
+
+With ``include: ["reasoning.encrypted_content"]`` a reasoning item carries its text in
+``encrypted_content`` (signed as the Messages wire signs omitted thinking); a reasoning
+item sent back with ``encrypted_content`` is read from it alone, and one that is not the
+fake's is refused with 400 ``invalid_encrypted_content``, as OpenAI refuses it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from stateway.fake_upstream.errors import (
     optional_top_logprobs,
     require_str,
 )
+from stateway.fake_upstream.messages import signature_of, signed_thinking
 from stateway.fake_upstream.plan import Plan, argument_chunks, new_id, word_logprob
 
 
@@ -40,6 +46,8 @@ class ResponsesRequest:
     conversation: Conversation
     top_logprobs: int | None = None
     """How many alternatives each token's logprobs list; None: not included."""
+    sealed: bool = False
+    """Whether reasoning items carry ``encrypted_content`` (it was included)."""
 
     def body(self, plan: Plan) -> bytes:
         return orjson.dumps(response_object(self, plan, new_id("resp_"), int(time.time())))
@@ -77,13 +85,15 @@ def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
         if not isinstance(item, dict):
             raise invalid_request(f"Invalid input item at index {index}.", f"input[{index}]")
         _add_item(builder, item)
+    include = body.get("include") or ()
     return ResponsesRequest(
         raw=body,
         model=model,
         stream=body.get("stream") is True,
         max_tokens=optional_positive_int(body, "max_output_tokens"),
         conversation=builder.build(),
-        top_logprobs=top_logprobs if LOGPROBS in (body.get("include") or ()) else None,
+        top_logprobs=top_logprobs if LOGPROBS in include else None,
+        sealed=ENCRYPTED in include,
     )
 
 
@@ -96,8 +106,11 @@ def _add_item(builder: ConversationBuilder, item: dict[str, Any]) -> None:
     elif kind == "function_call_output":
         builder.tool_result(str(item.get("call_id", "")), content_text(item.get("output")))
     elif kind == "reasoning":
-        parts = item.get("content") or item.get("summary")
-        builder.reasoning(content_text(parts))
+        blob = item.get("encrypted_content")
+        if blob is not None:
+            builder.reasoning(_unsealed(item, blob))
+        else:
+            builder.reasoning(content_text(item.get("content") or item.get("summary")))
     elif kind.endswith("_output"):  # another tool's output (shell_call_output, ...)
         builder.tool_result(str(item.get("call_id", "")), content_text(item.get("output")))
     else:
@@ -105,6 +118,15 @@ def _add_item(builder: ConversationBuilder, item: dict[str, Any]) -> None:
 
 
 LOGPROBS = "message.output_text.logprobs"
+ENCRYPTED = "reasoning.encrypted_content"
+
+
+def _unsealed(item: dict[str, Any], blob: object) -> str:
+    text = signed_thinking("", blob) if isinstance(blob, str) else None
+    if text is None:
+        message = f"The encrypted content for item {item.get('id')} could not be verified."
+        raise UpstreamError(400, message, code="invalid_encrypted_content")
+    return text
 
 
 def _tokens(request: ResponsesRequest, words: list[str]) -> list[dict[str, Any]]:
@@ -118,7 +140,12 @@ def _output_items(request: ResponsesRequest, plan: Plan) -> list[dict[str, Any]]
     items: list[dict[str, Any]] = []
     if plan.reasoning:
         content = [{"type": "reasoning_text", "text": plan.reasoning_text}]
-        items.append(_reasoning_item(new_id("rs_"), content, "completed"))
+        item = _reasoning_item(new_id("rs_"), [] if plan.hidden else content, "completed")
+        if plan.hidden and (request.raw.get("reasoning") or {}).get("summary"):
+            item["summary"] = [{"type": "summary_text", "text": plan.reasoning_text}]
+        if request.sealed:
+            item["encrypted_content"] = signature_of(plan.reasoning_text, omitted=True)
+        items.append(item)
     if plan.refusal:
         refusal: dict[str, Any] = {"type": "refusal", "refusal": plan.refusal_text}
         items.append(_message_item(new_id("msg_"), [refusal], "completed"))
@@ -232,6 +259,22 @@ def _refusal_events(
     yield event("response.content_part.done", {**at, "part": part})
 
 
+def _hidden_reasoning_events(
+    event: Any, item: dict[str, Any], index: int, chunks: list[str]
+) -> Iterator[Frame]:
+    """A hidden reasoning item's events but its ``output_item.done``: its summary, if it
+    has one, as OpenAI streams it."""
+    empty = {**item, "status": "in_progress", "summary": [], "encrypted_content": None}
+    yield event("response.output_item.added", {"output_index": index, "item": empty})
+    for part_index, part in enumerate(item["summary"]):
+        at = {"item_id": item["id"], "output_index": index, "summary_index": part_index}
+        yield event("response.reasoning_summary_part.added", {**at, "part": {**part, "text": ""}})
+        for word in chunks:
+            yield event("response.reasoning_summary_text.delta", {**at, "delta": word}, PAYLOAD)
+        yield event("response.reasoning_summary_text.done", {**at, "text": part["text"]})
+        yield event("response.reasoning_summary_part.done", {**at, "part": part})
+
+
 def response_frames(request: ResponsesRequest, plan: Plan) -> Iterator[Frame]:
     """The event stream: created, in_progress, each output item, completed/incomplete."""
     final = response_object(request, plan, new_id("resp_"), int(time.time()))
@@ -253,6 +296,8 @@ def response_frames(request: ResponsesRequest, plan: Plan) -> Iterator[Frame]:
             yield event("response.output_item.added", {"output_index": index, "item": item})
         elif item["type"] == "message" and item["content"][0]["type"] == "refusal":
             yield from _refusal_events(event, item, index, plan.refusal)
+        elif item["type"] == "reasoning" and plan.hidden:
+            yield from _hidden_reasoning_events(event, item, index, plan.reasoning)
         elif item["type"] == "function_call":
             added = _call_item(item["id"], item["call_id"], item["name"], "", "in_progress")
             yield event("response.output_item.added", {"output_index": index, "item": added})

@@ -10,6 +10,9 @@ Grammar (names are lower case, no spaces inside the brackets)::
     [[item:JSON]]         on the Responses wire, also output the item JSON (an object) whole,
                           its ``id`` given if missing (repeatable; the Chat wire ignores it)
     [[reason:TEXT]]       emit TEXT as reasoning first (repeatable, joined by a space)
+    [[hidden]]            on the Responses wire, hide the reasoning as OpenAI's reasoning
+                          models do: no ``content``; its text as the ``summary`` only when
+                          ``reasoning.summary`` is set; ``encrypted_content`` when included
     [[refuse:TEXT]]       decline with TEXT instead of answering: Chat's ``refusal``, a
                           Responses ``refusal`` part, Anthropic's ``stop_reason: "refusal"``
     [[error:STATUS]]      fail with HTTP STATUS (400..599)
@@ -62,7 +65,7 @@ _OPEN = "[["
 _CLOSE = "]]"
 _HEAD = re.compile(r"([a-z]+)(:|\]\])")
 _TOOL_NAME = re.compile(r"([A-Za-z0-9_.\-]+):")
-_FLAGS = frozenset({"echo", "length"})
+_FLAGS = frozenset({"echo", "length", "hidden"})
 _INTEGERS = {
     "error": "error",
     "cut": "cut",
@@ -94,6 +97,7 @@ class Script:
     text: str = ""
     echo: bool = False
     length: bool = False
+    hidden: bool = False
     tools: list[ToolDirective] = field(default_factory=list)
     items: list[dict[str, object]] = field(default_factory=list)
     reasoning: str | None = None
