@@ -18,6 +18,7 @@ import pytest
 from openai import OpenAI
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.client import ClientProtocol
+from websockets.exceptions import InvalidStatus
 from websockets.frames import Frame as FrameEvent
 from websockets.frames import Opcode
 from websockets.protocol import State
@@ -93,6 +94,21 @@ async def test_caps_answer_429_at_once_and_keep_nothing(server: Server) -> None:
     completed = [f for f in frames if f["type"] == "response.completed"]
     assert len(completed) == 3
     assert later[-1]["response"]["output"][0]["content"][0]["text"].endswith("lane c later")
+
+
+async def test_an_upgrade_from_another_sites_page_is_refused(server: Server) -> None:
+    """A browser lets any page open a WebSocket (no CORS): one whose ``Origin`` is not the
+    gateway's own is refused; the gateway's own origin, and clients that send none, pass."""
+    with pytest.raises(InvalidStatus) as refused:
+        async with socket_to(server, origin="https://evil.example"):
+            pass
+    assert refused.value.response.status_code == 403
+    body = json.loads(refused.value.response.body or b"{}")
+    assert body["error"]["code"] == "origin_not_allowed"
+    async with socket_to(server, origin=server.url) as ws:  # a page the gateway served
+        await send(ws, **create("same site"))
+        frames = await until_done(ws)
+    assert frames[-1]["type"] == "response.completed"
 
 
 @pytest.mark.parametrize(

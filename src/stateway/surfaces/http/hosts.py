@@ -7,11 +7,17 @@ names the gateway was not told to answer to stops it before any route runs.
 Starlette's ``TrustedHostMiddleware`` answers in plain text and reads ``[::1]:8080`` as
 host ``[``; this one compares without the port, case-insensitively, keeps IPv6 literals
 in brackets and answers in the OpenAI error shape (HTTP 421).
+
+Browsers apply no CORS to WebSockets: a page on any site may open one to a loopback
+gateway and, without auth, use it. :func:`cross_site` tells an upgrade whose ``Origin``
+is not the gateway's own (the ``Host`` it was sent to); clients other than browsers send
+no ``Origin``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -25,6 +31,23 @@ def host_name(header: str) -> str:
         end = header.find("]")
         return header[: end + 1].lower() if end > 0 else header.lower()
     return header.partition(":")[0].lower()
+
+
+def cross_site(scope: Scope) -> bool:
+    """Whether a request carries an ``Origin`` other than the host it was sent to."""
+    origin = host = None
+    for name, value in scope["headers"]:
+        if name == b"origin":
+            origin = value.decode("latin-1")
+        elif name == b"host":
+            host = value.decode("latin-1")
+    if origin is None:
+        return False
+    try:
+        netloc = urlsplit(origin).netloc
+    except ValueError:
+        return True
+    return host is None or netloc.lower() != host.lower()
 
 
 class HostGuard:

@@ -2,9 +2,11 @@
 
 The upgrade is accepted with or without ``openai-beta: responses_websockets=2026-02-06``
 (the SDK sends none); it was authenticated by the HTTP surface's middleware before it got
-here. At shutdown, :meth:`WebSocketResponses.drain` refuses new request frames (503
-error frames), lets each session's requests end, then closes it with 1001; the server's
-drain window bounds it (the runs still going are ended then, which ends their streams).
+here. An upgrade from a web page of another site (its ``Origin`` is not the gateway's) is
+refused with 403 ``origin_not_allowed``: browsers let any page open a WebSocket. At
+shutdown, :meth:`WebSocketResponses.drain` refuses new request frames (503 error frames),
+lets each session's requests end, then closes it with 1001; the server's drain window
+bounds it (the runs still going are ended then, which ends their streams).
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ import asyncio
 
 from starlette.types import Receive, Scope, Send
 
+from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
+from stateway.surfaces.http.hosts import cross_site
+from stateway.surfaces.http.transport import error_response
 from stateway.surfaces.websocket.session import Session
 from stateway.websocket_config import WebSocketConfig
 
@@ -38,6 +43,9 @@ class WebSocketResponses:
         message = await receive()
         if message["type"] != "websocket.connect":
             return
+        if cross_site(scope):
+            await _refuse(scope, receive, send)
+            return
         await send({"type": "websocket.accept"})
         session = Session(self, scope, send)
         self.sessions.add(session)
@@ -50,3 +58,15 @@ class WebSocketResponses:
         """Refuse new requests, let those in flight end, close every session (1001)."""
         self.draining = True
         await asyncio.gather(*(session.drain() for session in list(self.sessions)))
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
+    error = InvalidRequest(
+        "WebSocket upgrades from a web page of another site are refused.",
+        code="origin_not_allowed",
+        status=403,
+    )
+    if "websocket.http.response" in scope.get("extensions", {}):
+        await error_response(error)(scope, receive, send)
+    else:
+        await send({"type": "websocket.close", "code": 1008, "reason": error.message})
