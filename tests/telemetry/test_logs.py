@@ -61,8 +61,8 @@ def test_an_exception_travels_in_the_line() -> None:
     ("form", "formatter"), [("json", JsonFormatter), ("text", logging.Formatter)]
 )
 def test_configure_logging_installs_one_root_handler(form: str, formatter: type) -> None:
-    root = logging.getLogger()
-    saved = root.handlers, root.level
+    root, own = logging.getLogger(), logging.getLogger("stateway")
+    saved = root.handlers, root.level, own.level
     try:
         configure_logging(form, "warning")  # type: ignore[arg-type]
         [handler] = root.handlers
@@ -71,6 +71,24 @@ def test_configure_logging_installs_one_root_handler(form: str, formatter: type)
             assert handler.formatter is not None
             assert handler.formatter._fmt == TEXT_FORMAT
         assert root.level == logging.WARNING
+        assert own.level == logging.WARNING
         assert logging.getLogger("httpx2").level == logging.WARNING
     finally:
-        root.handlers, root.level = saved
+        root.handlers, root.level = saved[:2]
+        own.setLevel(saved[2])
+
+
+def test_debug_is_the_gateways_own_libraries_stay_at_info() -> None:
+    """aiosqlite logs every statement with its parameters at DEBUG (the sealing key's)."""
+    root, own = logging.getLogger(), logging.getLogger("stateway")
+    saved = root.handlers, root.level, own.level
+    try:
+        configure_logging("text", "debug")
+        assert logging.getLogger("stateway.core.runs").isEnabledFor(logging.DEBUG)
+        assert not logging.getLogger("aiosqlite").isEnabledFor(logging.DEBUG)
+        assert logging.getLogger("aiosqlite").isEnabledFor(logging.INFO)
+        configure_logging("text", "error")
+        assert not logging.getLogger("stateway.core.runs").isEnabledFor(logging.WARNING)
+    finally:
+        root.handlers, root.level = saved[:2]
+        own.setLevel(saved[2])

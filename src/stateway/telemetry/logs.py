@@ -5,6 +5,11 @@ as ``{"time", "level", "logger", "message"}``, with ``request_id`` when it was w
 while serving a request (the ``x-request-id`` its answer carries; a run started by the
 request keeps it) and ``exception`` when one is attached. uvicorn's own records go
 through the same handler.
+
+``debug`` is the gateway's own loggers' (``stateway.*``): libraries stay at ``info`` or
+above, since at ``debug`` some write what must never reach a log (aiosqlite every
+statement with its parameters, the sealing key's among them; a WebSocket library the
+frames it carries).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import orjson
 from stateway.core.telemetry import REQUEST_ID
 
 TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+OWN: Final = "stateway"
+"""The gateway's own loggers' parent: the only ones ``debug`` applies to."""
 QUIET: Final = {"alembic": logging.WARNING, "httpx2": logging.WARNING}
 """Loggers too chatty at INFO (the MCP client's HTTP library logs every request)."""
 
@@ -51,6 +58,8 @@ def configure_logging(
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()
     root.handlers = [handler]
-    root.setLevel(level.upper())
+    wanted = logging.getLevelNamesMapping()[level.upper()]
+    root.setLevel(max(wanted, logging.INFO))
+    logging.getLogger(OWN).setLevel(wanted)
     for name, quiet in QUIET.items():
         logging.getLogger(name).setLevel(quiet)
