@@ -6,6 +6,7 @@ import orjson
 import pytest
 
 from stateway.backends.upstream_status import classify_status, parse_error, retry_after
+from stateway.core.errors import UpstreamContextTooLong
 
 
 @pytest.mark.parametrize(
@@ -127,6 +128,54 @@ def test_context_overflow_is_recognised_by_structure(raw: bytes) -> None:
 )
 def test_other_refusals_are_not_taken_for_context_overflow(raw: bytes) -> None:
     assert parse_error(raw)[1] is None
+
+
+VLLM_OLD = (
+    "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens "
+    "(1000 in the messages, 4000 in the completion). Please reduce the length of the messages "
+    "or completion."
+)
+VLLM_MAX_TOKENS = (
+    "'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context "
+    "length is 4096 tokens and your request has 2778 input tokens (8000 > 4096 - 2778). None"
+)
+VLLM_NOW = (
+    "This model's maximum context length is 32768 tokens. However, you requested 32000 output "
+    "tokens and your prompt contains at least 1201 input tokens, for a total of at least 33201 "
+    "tokens. Please reduce the length of the input prompt or the number of requested output "
+    "tokens."
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "param", "numbers"),
+    [
+        (VLLM_OLD, None, (1000, 4000, 4096)),
+        (VLLM_MAX_TOKENS, "max_tokens", (2778, 8000, 4096)),
+        (VLLM_NOW, None, (1201, 32000, 32768)),
+        (
+            "The decoder prompt (length 5000) is longer than the maximum model length of 4096.",
+            None,
+            None,
+        ),
+    ],
+)
+def test_vllm_s_unstructured_context_refusals_are_recognised_by_their_wording(
+    message: str, param: str | None, numbers: tuple[int, int, int] | None
+) -> None:
+    """vLLM's refusals carry ``param`` null or ``max_tokens``: only their fixed wording
+    (OpenAI's old one) says it; its numbers are kept when it says them."""
+    raw = orjson.dumps(
+        {"error": {"message": message, "type": "BadRequestError", "param": param, "code": 400}}
+    )
+    assert parse_error(raw) == (message, "context_length_exceeded")
+    error = classify_status(400, message, "context_length_exceeded", "up")
+    assert (error.status, error.code) == (400, "context_length_exceeded")
+    if numbers is None:
+        assert not isinstance(error, UpstreamContextTooLong)
+        return
+    assert isinstance(error, UpstreamContextTooLong)
+    assert (error.tokens, error.requested, error.window) == numbers
 
 
 def test_anthropic_s_context_overflow_is_recognised_by_its_documented_wording() -> None:

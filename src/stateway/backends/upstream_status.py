@@ -17,10 +17,15 @@ other 5xx  502 ``upstream_error``
 A prompt longer than the model's context is told apart by structure, as each server
 reports it, and becomes ``context_length_exceeded`` (which clients such as Codex act on):
 OpenAI's ``code``, llama.cpp's ``type`` ``exceed_context_size_error``, vLLM's ``param``
-``input_tokens`` (its ``code`` is the number 400). Anthropic's error has no structure to
-tell it by: the one exception to "never by message text" is its documented wording, an
-Anthropic-shaped error (``"type": "error"``) whose message starts ``prompt is too long``
-(what Claude Code itself looks for).
+``input_tokens`` (its ``code`` is the number 400). Two refusals have no structure to tell
+them by, and are told by their fixed wording: an Anthropic-shaped error
+(``"type": "error"``) whose message starts ``prompt is too long`` (what Claude Code itself
+looks for), and an error without a code that says ``maximum context length is N tokens``
+(OpenAI's old wording, which vLLM keeps in every version's refusal, with ``param`` null or
+``max_tokens``) or ``longer than the maximum model length`` (vLLM's engine). When such a
+message also says the input and output tokens, the error carries the numbers
+(:class:`UpstreamContextTooLong`): a Messages client is told them as Anthropic tells them,
+and Claude Code asks for fewer output tokens.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from stateway.core.errors import (
     CONTEXT_LENGTH_EXCEEDED,
     PROMPT_TOO_LONG,
     GatewayError,
+    UpstreamContextTooLong,
     UpstreamError,
     UpstreamRejected,
     UpstreamTimeout,
@@ -45,6 +51,13 @@ OVERLOADED = 529
 UPSTREAM_OVERLOADED = "upstream_overloaded"
 _CONTEXT_TYPES = frozenset({"exceed_context_size_error"})
 _CONTEXT_PARAMS = frozenset({"input_tokens"})
+_WINDOW = re.compile(r"maximum context length is (\d+) tokens")
+_MODEL_LENGTH = "longer than the maximum model length"
+_INPUT = re.compile(
+    r"(\d+) in the messages|prompt contains (?:at least )?(\d+) input tokens"
+    r"|request has (\d+) input tokens"
+)
+_OUTPUT = re.compile(r"(\d+) in the completion|requested (\d+) output tokens|too large: (\d+)")
 _RETRY_AFTER = re.compile(r"[0-9]{1,10}|[A-Za-z0-9 ,:]{1,64}")
 """Delta-seconds or an HTTP-date; anything else is not passed on."""
 
@@ -77,8 +90,29 @@ def classify_status(
     if status == OVERLOADED:
         return UpstreamUnavailable(detail, status=503, code=UPSTREAM_OVERLOADED, headers=retry)
     if 400 <= status < 500:
+        if code == CONTEXT_LENGTH_EXCEEDED:
+            return _too_long(detail, message)
         return UpstreamRejected(detail, status=400, code=code or "upstream_rejected")
     return UpstreamError(detail)
+
+
+def _too_long(detail: str, message: str) -> UpstreamRejected:
+    """A context refusal, with its numbers when its message says them."""
+    window, tokens = _WINDOW.search(message), _INPUT.search(message)
+    if window is None or tokens is None:
+        return UpstreamRejected(detail, status=400, code=CONTEXT_LENGTH_EXCEEDED)
+    output = _OUTPUT.search(message)
+    return UpstreamContextTooLong(
+        detail,
+        tokens=_number(tokens),
+        window=int(window.group(1)),
+        requested=None if output is None else _number(output),
+    )
+
+
+def _number(match: re.Match[str]) -> int:
+    """The one group of an alternation that matched."""
+    return int(next(group for group in match.groups() if group is not None))
 
 
 def retry_after(headers: Mapping[str, str] | None) -> dict[str, str] | None:
@@ -111,6 +145,8 @@ def parse_error(raw: bytes) -> tuple[str, str | None]:
             if isinstance(code, str):
                 return message, code
             if body.get("type") == "error" and message.startswith(PROMPT_TOO_LONG):
+                return message, CONTEXT_LENGTH_EXCEEDED
+            if _WINDOW.search(message) or _MODEL_LENGTH in message:
                 return message, CONTEXT_LENGTH_EXCEEDED
             return message, _structured_code(error)
         if isinstance(error, str):

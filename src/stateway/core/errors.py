@@ -150,6 +150,8 @@ class ContextTooLong(InvalidRequest):
         super().__init__(message, param=param)
         self.tokens = tokens
         self.window = window
+        self.requested: int | None = None
+        """The output tokens asked for (None: not known, or not the cause)."""
 
 
 class ModelNotFound(NotFound):
@@ -217,6 +219,19 @@ class UpstreamRejected(UpstreamError):
 
     status = 400
     type = "invalid_request_error"
+
+
+class UpstreamContextTooLong(UpstreamRejected):
+    """An upstream's refusal of a context too long that says by how much: the input
+    ``tokens``, the output tokens ``requested`` (None: not said) and the ``window``."""
+
+    code = CONTEXT_LENGTH_EXCEEDED
+
+    def __init__(self, message: str, *, tokens: int, window: int, requested: int | None) -> None:
+        super().__init__(message)
+        self.tokens = tokens
+        self.window = window
+        self.requested = requested
 
 
 class InternalError(GatewayError):

@@ -16,6 +16,7 @@ from stateway.core.errors import (
     InvalidRequest,
     NotFound,
     Overloaded,
+    UpstreamContextTooLong,
     UpstreamError,
 )
 from stateway.core.reasoning import redacted_item
@@ -367,6 +368,20 @@ def test_a_context_too_long_is_worded_as_anthropic_words_it() -> None:
     assert encode_error(anthropic)["error"]["message"] == "prompt is too long: 9 tokens > 8 maximum"
     other = InvalidRequest("Bad.", code="invalid_value")
     assert encode_error(other)["error"]["message"] == "Bad."
+
+
+def test_too_many_output_tokens_are_worded_as_anthropic_words_them() -> None:
+    """Claude Code reads ``input length and `max_tokens` exceed context limit: X + Y > Z``
+    and asks again for fewer output tokens (its default, 32000, fills a 32k model)."""
+    output = UpstreamContextTooLong("...", tokens=1201, window=32768, requested=32000)
+    assert encode_error(output)["error"]["message"] == (
+        "input length and `max_tokens` exceed context limit: 1201 + 32000 > 32768, "
+        "decrease input length or `max_tokens` and try again"
+    )
+    prompt = UpstreamContextTooLong("...", tokens=40000, window=32768, requested=32000)
+    assert encode_error(prompt)["error"]["message"] == (
+        "prompt is too long: 40000 tokens > 32768 maximum"
+    )
 
 
 def test_a_refusal_after_text_is_a_blank_line_after_it_in_the_one_text_block() -> None:

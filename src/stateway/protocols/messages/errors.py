@@ -19,7 +19,10 @@ other    ``invalid_request_error`` below 500, ``api_error`` from 500
 A stream cut after its first event ends with an ``error`` event of type
 ``overloaded_error`` (an overloaded upstream or gateway) or ``api_error``. A context too
 long for the model (``context_length_exceeded``) is worded as Anthropic words it
-(``prompt is too long: N tokens > M maximum``), which Claude Code acts on. A thinking
+(``prompt is too long: N tokens > M maximum``), which Claude Code compacts on; one that
+says the prompt fits but not with the output tokens asked for, as Anthropic words that
+(``input length and `max_tokens` exceed context limit: X + Y > Z``), on which Claude Code
+asks again for fewer output tokens. A thinking
 block's signature the gateway sealed that does not open (the core's
 ``invalid_encrypted_content``) is worded as Anthropic words an invalid signature.
 """
@@ -35,6 +38,7 @@ from stateway.core.errors import (
     ContextTooLong,
     GatewayError,
     InvalidRequest,
+    UpstreamContextTooLong,
 )
 
 _TYPES: Final = {
@@ -75,7 +79,13 @@ def _too_long(error: GatewayError) -> str:
     look for before they compact. The gateway's own window check has the numbers
     Anthropic gives; an Anthropic upstream's refusal is its own words; another upstream's
     follow the phrase."""
-    if isinstance(error, ContextTooLong):
+    if isinstance(error, ContextTooLong | UpstreamContextTooLong):
+        if error.requested is not None and error.tokens < error.window:
+            return (
+                f"input length and `max_tokens` exceed context limit: {error.tokens} + "
+                f"{error.requested} > {error.window}, decrease input length or `max_tokens` "
+                "and try again"
+            )
         return f"{PROMPT_TOO_LONG}: {error.tokens} tokens > {error.window} maximum"
     if PROMPT_TOO_LONG in error.message:  # an Anthropic upstream's own: its words, first
         return error.message[error.message.index(PROMPT_TOO_LONG) :]
