@@ -88,11 +88,13 @@ async def test_a_llama_cpp_server_is_remembered(loopback: Loopback) -> None:
     assert await counter.count_tokens(request(tools=tools)) == 4
     assert server.paths == ["/tokenize", "/apply-template", "/tokenize"]
     assert server.bodies[0]["add_generation_prompt"] is True
-    assert server.bodies[1] == {
+    model = to_upstream(request())["model"]  # a router (llama-server with several models)
+    assert server.bodies[1] == {  # refuses a body without it
+        "model": model,
         "messages": to_upstream(request(tools=tools))["messages"],
         "tools": to_upstream(request(tools=tools))["tools"],
     }
-    assert server.bodies[2] == {"content": "<|user|>a b c d", "add_special": True}
+    assert server.bodies[2] == {"model": model, "content": "<|user|>a b c d", "add_special": True}
     assert await counter.count_tokens(request()) == 4
     assert server.paths[3:] == ["/apply-template", "/tokenize"]
 

@@ -51,15 +51,19 @@ async def test_vllm_tokenizer_counts_words_like_usage() -> None:
 
 async def test_llama_cpp_tokenizer_needs_the_template_first() -> None:
     app = build_app(tokenizer="llama.cpp")
-    assert await post(app, "/tokenize", {"messages": MESSAGES}) == (200, {"tokens": []})
-    status, rendered = await post(app, "/apply-template", {"messages": MESSAGES})
+    model = {"model": "m"}
+    assert await post(app, "/tokenize", {**model, "messages": MESSAGES}) == (200, {"tokens": []})
+    status, rendered = await post(app, "/apply-template", {**model, "messages": MESSAGES})
     assert (status, rendered) == (200, {"prompt": "<|system|>be kind\n<|user|>one two three"})
-    assert await post(app, "/tokenize", {"content": rendered["prompt"]}) == (
+    assert await post(app, "/tokenize", {**model, "content": rendered["prompt"]}) == (
         200,
         {"tokens": [0, 1, 2, 3, 4]},
     )
-    for bad in ({}, {"messages": []}, {"messages": ["x"]}):
+    for bad in (model, {**model, "messages": []}, {**model, "messages": ["x"]}):
         assert (await post(app, "/apply-template", bad))[0] == 400
+    # as llama-server's router mode (several models): no model, no answer
+    assert (await post(app, "/apply-template", {"messages": MESSAGES}))[0] == 400
+    assert (await post(app, "/tokenize", {"content": "a b"}))[0] == 400
 
 
 async def test_no_tokenizer() -> None:

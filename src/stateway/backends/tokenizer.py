@@ -6,7 +6,9 @@ Both servers serve it at their root (not under ``/v1``):
   renders the chat template and answers ``{"count", "max_model_len", "tokens"}``.
 - llama.cpp: ``POST /tokenize`` takes only ``{"content"}`` (it answers ``{"tokens": []}``
   to a body without it), so the messages are first rendered by ``POST /apply-template``
-  (``{"messages"}`` → ``{"prompt"}``), then tokenized with special tokens.
+  (``{"messages"}`` → ``{"prompt"}``), then tokenized with special tokens. Both bodies
+  name the ``model``: llama-server's router mode (several models) refuses them without
+  it, and passes the first ``/tokenize`` (which has it) to the model's own server.
 
 The caller renders the request as the Chat Completions body it would send
 (:func:`~stateway.backends.openai_chat.to_upstream`); a server answering ``/tokenize``
@@ -53,13 +55,11 @@ class UpstreamTokenizer:
             raise
 
     async def _count_llama_cpp(self, chat: dict[str, Any]) -> int:
-        template = {key: value for key, value in chat.items() if key != "model"}
-        prompt = (await self._post("/apply-template", template)).get("prompt")
+        prompt = (await self._post("/apply-template", chat)).get("prompt")
         if not isinstance(prompt, str):
             raise self._malformed("/apply-template")
-        tokens = (await self._post("/tokenize", {"content": prompt, "add_special": True})).get(
-            "tokens"
-        )
+        body = {"model": chat["model"], "content": prompt, "add_special": True}
+        tokens = (await self._post("/tokenize", body)).get("tokens")
         if not isinstance(tokens, list):
             raise self._malformed("/tokenize")
         return len(tokens)

@@ -8,7 +8,8 @@ same messages equals the ``prompt_tokens`` a generation reports. Three behaviour
   messages) or ``{"prompt"}`` answers ``{"count", "max_model_len", "tokens"}``;
 - ``llama.cpp``: ``POST /tokenize`` tokenizes only ``{"content"}`` (``{"tokens": []}``
   without it) and ``POST /apply-template`` renders ``{"messages"}`` as ``{"prompt"}``, one
-  line ``<|ROLE|>TEXT`` per message;
+  line ``<|ROLE|>TEXT`` per message; both need ``model``, as llama-server's router mode
+  (several models) does: a single-model server ignores it;
 - ``none``: neither route exists (404), like OpenAI's or Ollama's servers.
 """
 
@@ -30,6 +31,7 @@ MAX_MODEL_LEN: Final = 32768
 def tokenize(dialect: Dialect, body: dict[str, Any]) -> dict[str, Any]:
     """The answer to ``POST /tokenize`` (for ``vllm`` or ``llama.cpp``)."""
     if dialect == "llama.cpp":
+        _routed(body)
         content = body.get("content")
         return {"tokens": _tokens(content) if isinstance(content, str) else []}
     if "messages" in body:
@@ -44,6 +46,7 @@ def tokenize(dialect: Dialect, body: dict[str, Any]) -> dict[str, Any]:
 
 def apply_template(body: dict[str, Any]) -> dict[str, Any]:
     """llama.cpp's ``POST /apply-template``: the messages rendered as one prompt."""
+    _routed(body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise invalid_request("Missing required parameter: 'messages'.", "messages")
@@ -53,6 +56,12 @@ def apply_template(body: dict[str, Any]) -> dict[str, Any]:
             raise invalid_request("Each message must be an object.", "messages")
         lines.append(f"<|{message.get('role')}|>{content_text(message.get('content'))}")
     return {"prompt": "\n".join(lines)}
+
+
+def _routed(body: dict[str, Any]) -> None:
+    """llama-server's router mode refuses a body that names no model (its words)."""
+    if not isinstance(body.get("model"), str):
+        raise invalid_request("model name is missing from the request", "model")
 
 
 def _tokens(text: str) -> list[int]:
