@@ -240,6 +240,7 @@ class FakeMcp:
         self.unreachable = unreachable
         self.listed: list[McpServer] = []
         self.calls: list[tuple[str, str, Mapping[str, Any]]] = []
+        self.called_servers: list[McpServer] = []
         self.running = 0
         self.most_at_once = 0
         self.called = asyncio.Event()
@@ -252,6 +253,7 @@ class FakeMcp:
 
     async def call_tool(self, server: McpServer, name: str, arguments: Mapping[str, Any]) -> str:
         self.calls.append((server.label, name, arguments))
+        self.called_servers.append(server)
         self.called.set()
         self.running += 1
         self.most_at_once = max(self.most_at_once, self.running)

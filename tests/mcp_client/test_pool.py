@@ -5,6 +5,7 @@ the client's ``initializations`` and the sessions the server itself initialized.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -46,6 +47,21 @@ async def test_one_session_serves_many_calls_and_listings(
     assert pool.initializations == 1
     assert mcp_server.stats.initializations == 1
     assert pool.open_sessions == 1
+
+
+async def test_tenants_never_share_a_session(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
+) -> None:
+    """A server may keep state per session (a page, a working directory): the same server
+    used by two tenants is two sessions."""
+    server = server_for(mcp_server)
+    acme, globex = replace(server, tenant="acme"), replace(server, tenant="globex")
+    for _ in range(3):
+        assert await pool.call_tool(acme, "add", {"a": 1, "b": 1}) == "2"
+        assert await pool.call_tool(globex, "add", {"a": 2, "b": 2}) == "4"
+    assert pool.initializations == 2
+    assert mcp_server.stats.initializations == 2
+    assert pool.open_sessions == 2
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

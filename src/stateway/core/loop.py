@@ -143,7 +143,9 @@ class Loop:
         settings = state.settings
         toolset = toolset or Toolset(settings.tools, settings.tools)
         toolset.client = with_context_tools(toolset.client, context)
-        tools = ToolSession(self.tools, toolset, state.output, run.emit, self._telemetry)
+        tools = ToolSession(
+            self.tools, toolset, state.output, run.emit, self._telemetry, state.tenant_id
+        )
         reasoning = reasoning_output(settings, self._sealer, state.tenant_id)
         assembler = OutputAssembler(
             state.output, run.emit, used_call_ids, tools=tools, reasoning=reasoning

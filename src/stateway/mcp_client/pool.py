@@ -1,5 +1,5 @@
 """The gateway's MCP client: :class:`PooledMcpClient` implements the core's ``McpClient``
-port over sessions pooled by ``McpServer.pool_key`` (URL, transport, headers).
+port over sessions pooled by ``McpServer.pool_key`` (tenant, URL, transport, headers).
 
 One initialized session per key serves every request and call (MCP multiplexes
 concurrent requests on one session). A key's first users share one handshake: the pool
@@ -44,7 +44,7 @@ CALL_RESULT: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = Typ
 )
 """What ``tools/call`` may answer."""
 
-PoolKey = tuple[str, str, tuple[tuple[str, str], ...]]
+PoolKey = tuple[str, str, str, tuple[tuple[str, str], ...]]
 
 
 class PooledMcpClient:

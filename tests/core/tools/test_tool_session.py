@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from stateway.core.commands import CreateResponse, GenerationSettings, Principal
@@ -287,6 +288,21 @@ async def test_a_response_cancelled_while_listing_fails_the_listing() -> None:
     }
     assert kinds(run.events)[-3:-1] == ["mcp_list_tools.failed", "ItemDone:mcp_list_tools"]
     check_stream(run.events[:-1])  # the last: incomplete as client_disconnected, our own reason
+
+
+async def test_each_tenant_uses_its_own_mcp_sessions() -> None:
+    """Sessions are pooled by the server's ``pool_key``: a tenant's is never another's (a
+    server may keep state per session: a page, a working directory)."""
+    setup = Setup([tools_round(call("docs__add", {"a": 1, "b": 2})), answer()], mcp=fake_mcp())
+    command = CreateResponse(
+        model="m", input=[user()], settings=GenerationSettings(tools=[MCP_TOOL])
+    )
+    run = await setup.gateway.execute(Principal(tenant_id="acme"), command)
+    await run.wait()
+    assert [server.tenant for server in setup.mcp.listed] == ["acme"]
+    assert [server.tenant for server in setup.mcp.called_servers] == ["acme"]
+    other = replace(setup.mcp.listed[0], tenant="globex")
+    assert other.pool_key != setup.mcp.listed[0].pool_key
 
 
 async def test_a_server_whose_listing_failed_is_listed_again_on_the_next_turn() -> None:

@@ -83,16 +83,20 @@ McpTransport = Literal["streamable_http", "sse"]
 @dataclass(frozen=True, slots=True)
 class McpServer:
     """One remote MCP server as a request (or the config) names it. Sessions are pooled by
-    ``(url, transport, headers)``: the same server with other credentials is another pool."""
+    ``(tenant, url, transport, headers)``: the same server with other credentials is another
+    pool, and no tenant shares a session (and whatever state the server keeps in it) with
+    another."""
 
     label: str
     url: str
     headers: tuple[tuple[str, str], ...] = ()
     transport: McpTransport = "streamable_http"
+    tenant: str = ""
+    """The tenant whose request uses it (set when the request runs)."""
 
     @property
-    def pool_key(self) -> tuple[str, str, tuple[tuple[str, str], ...]]:
-        return (self.url, self.transport, self.headers)
+    def pool_key(self) -> tuple[str, str, str, tuple[tuple[str, str], ...]]:
+        return (self.tenant, self.url, self.transport, self.headers)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ within them, and emits their items and lifecycle events into the run's stream:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from stateway.core import events as ev
 from stateway.core.ids import new_id
@@ -43,6 +43,7 @@ from stateway.core.tools.ports import (
     GATEWAY_REFUSED,
     INVALID_PARAMS,
     McpClient,
+    McpServer,
     McpTool,
     SearchQuery,
     ToolError,
@@ -75,8 +76,11 @@ class ToolSession:
         output: list[Item],
         emit: Emit,
         telemetry: Telemetry | None = None,
+        tenant: str = "",
     ) -> None:
         self._tools = tools
+        self._tenant = tenant
+        """Whose MCP sessions the calls use (:attr:`McpServer.tenant`)."""
         self._toolset = toolset
         self._output = output
         self._emit = emit
@@ -148,7 +152,7 @@ class ToolSession:
 
         def lister(binding: McpBinding) -> Call:
             async def invoke() -> str:
-                results[binding.label] = await client.list_tools(binding.server)
+                results[binding.label] = await client.list_tools(self._server(binding))
                 return ""
 
             return Call(invoke, label=f"MCP server '{binding.label}'", kind=MCP_LIST_TOOLS)
@@ -363,7 +367,7 @@ class ToolSession:
 
         async def calling() -> str:
             output = await client.call_tool(
-                binding.server, name, mcp.parse_arguments(pending.arguments)
+                self._server(binding), name, mcp.parse_arguments(pending.arguments)
             )
             if len(output) > cap // 4 and len(output.encode()) > cap:  # inline: rarely long
                 raise ToolFailure(mcp.output_too_long(binding.label, name, output, cap))
@@ -420,6 +424,10 @@ class ToolSession:
         self._open_items[item["id"]] = (item, index)
         self._emit(ev.ItemAdded(index, dict(item)))
         return index
+
+    def _server(self, binding: McpBinding) -> McpServer:
+        """The binding's server, as this response's tenant uses it."""
+        return replace(binding.server, tenant=self._tenant)
 
     def _mcp_client(self) -> McpClient:
         client = self._tools.mcp
