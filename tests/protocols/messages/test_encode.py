@@ -143,6 +143,17 @@ def test_call_arguments_become_an_input_object(arguments: str, expected: Any) ->
     assert tool_input(arguments) == expected
 
 
+def test_a_call_cut_short_has_the_input_a_streaming_client_makes_of_it() -> None:
+    """Out of tokens mid-call: the fragment streamed is no JSON, which the SDK reads as an
+    empty input; the whole message says the same, not a made-up ``arguments`` key."""
+    cut = {**CALL, "arguments": '{"city": "Par', "status": "incomplete"}
+    done = state(output=[cut], status="incomplete", incomplete_reason="max_output_tokens")
+    assert encode_message(done)["content"][0]["input"] == {}
+    assert encode_message(done)["stop_reason"] == "max_tokens"
+    whole = {**cut, "arguments": '{"city": "Paris"}'}  # cut after its arguments: they stand
+    assert encode_message(state(output=[whole]))["content"][0]["input"] == {"city": "Paris"}
+
+
 def test_usage_never_counts_negative_input() -> None:
     assert encode_usage(Usage(1, 1, cached_tokens=5))["input_tokens"] == 0
     assert "server_tool_use" not in encode_usage(Usage(1, 1))

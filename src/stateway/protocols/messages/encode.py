@@ -76,7 +76,8 @@ def content_blocks(item: Item, shown: Shown, omitted: bool) -> list[dict[str, An
     if kind == REASONING:
         return [thinking_block(item, omitted)]
     if kind == FUNCTION_CALL:
-        return [{**tool_use_start(item), "input": tool_input(item.get("arguments") or "")}]
+        cut = item.get("status") == "incomplete"
+        return [{**tool_use_start(item), "input": tool_input(item.get("arguments") or "", cut)}]
     if shown.shows(item):
         return server_tools.blocks(item)
     return []
@@ -99,14 +100,18 @@ def tool_use_start(item: Item) -> dict[str, Any]:
     return {"type": "tool_use", "id": item.get("call_id"), "name": item.get("name"), "input": {}}
 
 
-def tool_input(arguments: str) -> dict[str, Any]:
+def tool_input(arguments: str, cut: bool = False) -> dict[str, Any]:
     """A call's arguments as the ``input`` object (arguments that are no JSON object are
-    kept under ``arguments``, as the Anthropic backend sends them)."""
+    kept under ``arguments``, as the Anthropic backend sends them). A call ``cut`` short
+    (out of tokens) whose arguments are unfinished has an empty input, as a streaming
+    client's SDK makes of the fragment it was sent."""
     try:
         parsed = orjson.loads(arguments) if arguments else {}
     except orjson.JSONDecodeError:
         parsed = None
-    return parsed if isinstance(parsed, dict) else {"arguments": arguments}
+    if isinstance(parsed, dict):
+        return parsed
+    return {} if cut else {"arguments": arguments}
 
 
 def stop_reason(state: ResponseState) -> str:
