@@ -10,6 +10,7 @@ import pytest
 from stateway.app import backend_gateway_tools, build_tools
 from stateway.config import ConfigError, Overrides, load_config
 from stateway.core.tools.toolset import Toolset
+from stateway.tool_config import McpConfig
 
 MCP = 'type = "mcp", server_label'
 BACKEND = '[[backends]]\nname = "local"\nurl = "http://127.0.0.1:8000/v1"\n'
@@ -104,3 +105,22 @@ def test_the_tools_section_sets_the_call_limits(tmp_path: Path) -> None:
     path.write_text("[tools]\nmax_output_bytes = 10\n" + BACKEND)
     with pytest.raises(ConfigError, match="max_output_bytes"):
         load_config(Overrides(config=str(path)), {})
+
+
+@pytest.mark.parametrize(
+    ("allowed", "url", "allows"),
+    [
+        (["mcp.internal"], "https://mcp.internal/mcp", True),
+        (["mcp.internal"], "https://MCP.internal:8443/mcp", True),
+        (["mcp.internal:8443"], "https://mcp.internal/mcp", False),
+        (["mcp.internal:8443"], "https://mcp.internal:8443/mcp", True),
+        (["[::1]"], "http://[::1]:9000/mcp", True),  # an IPv6 literal as a URL writes it
+        (["::1"], "http://[::1]/mcp", True),
+        (["[::1]:9000"], "http://[::1]:9000/mcp", True),
+        (["[::1]:9000"], "http://[::1]:9001/mcp", False),
+        (["mcp.internal"], "http://mcp.internal@evil.example/mcp", False),
+        (["mcp.internal"], "ftp://mcp.internal/mcp", False),
+    ],
+)
+def test_the_mcp_allow_list(allowed: list[str], url: str, allows: bool) -> None:
+    assert McpConfig(allowed_hosts=allowed).allows(url) is allows

@@ -71,8 +71,9 @@ class McpConfig(Section):
         host = (parts.hostname or "").lower()
         if not host or parts.scheme not in ("http", "https"):
             return False
-        with_port = f"{host}:{parts.port}" if parts.port else host
-        return host in self.allowed_hosts or with_port in self.allowed_hosts
+        written = f"[{host}]" if ":" in host else host  # an IPv6 literal, as URLs write it
+        with_port = f"{written}:{parts.port}" if parts.port else written
+        return any(name in self.allowed_hosts for name in (host, written, with_port))
 
 
 class McpServerConfig(Section):
