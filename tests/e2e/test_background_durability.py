@@ -94,6 +94,11 @@ async def test_a_killed_background_run_fails_after_restart_and_its_log_replays(
         assert len(replay) >= 6
         assert replay[:-1] == live[: len(replay) - 1], "what was stored is what was sent"
         assert await watch(client, created.id, 1) == replay[2:]
+        # A watcher of the dead process may have been sent events that were never stored
+        # (numbered past the terminal event appended since): resuming after them, it is
+        # told how the response ended.
+        beyond = max(live[-1]["sequence_number"], replay[-1]["sequence_number"]) + 3
+        assert await watch(client, created.id, beyond) == replay[-1:]
 
 
 async def test_a_sibling_process_replays_and_follows_a_background_run(

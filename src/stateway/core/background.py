@@ -10,6 +10,11 @@ A retried streamed create (``WatchResponse.replay``) streams its journal whether
 it is a background response. A response another process runs is watched from the store,
 then followed through the shared :class:`~stateway.core.coordination.EventFanout` when
 there is one (Redis), else by reading the store every ``POLL_INTERVAL``.
+
+A watch from past the end of a stored log is refused, but for a response whose process
+died while it ran (``server_restarted``): watchers of its own process were sent events
+not yet stored (the log is written in batches), numbered past the terminal event appended
+after its death, so such a watch gets that terminal event: how the response ended.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from stateway.core.commands import CreateResponse, Principal, WatchResponse
 from stateway.core.coordination import CancelSignals, EventFanout
 from stateway.core.errors import InvalidRequest, NotFound
 from stateway.core.journal import EventEncoder
+from stateway.core.ownership import SERVER_RESTARTED
 from stateway.core.ports import ResponseStore
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.runs import CancelReason, Run, RunRegistry
@@ -131,11 +137,25 @@ async def watch(
         # a response that ended with no log was never journaled
         raise _not_streamable(response_id, command.replay)
     if after > log.last and log.status not in UNFINISHED:
-        raise _beyond_log(after, log.last)
+        if not await _died_running(store, principal.tenant_id, response_id):
+            raise _beyond_log(after, log.last)
+        after = log.last - 1  # its terminal event: all it can be told now
+        log = await store.read_events(principal.tenant_id, response_id, after)
+        if log is None:
+            raise _not_found(response_id)
     key = (principal.tenant_id, response_id)
     if fanout is not None and log.status in UNFINISHED:
         return FollowedWatch(store, fanout, key, log, after)
     return StoredWatch(store, key, log, after)
+
+
+async def _died_running(store: ResponseStore, tenant_id: str, response_id: str) -> bool:
+    """Whether the response failed because its process died while it ran."""
+    record = await store.get(tenant_id, response_id)
+    if record is None or record.status != "failed":
+        return False
+    error = record.body.get("error")
+    return isinstance(error, dict) and error.get("code") == SERVER_RESTARTED
 
 
 def _live(
