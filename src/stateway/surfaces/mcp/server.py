@@ -7,14 +7,19 @@ here turn each request into commands for ``Gateway.execute`` (``tools.py``) or r
 resources (``resources.py``), and follow responses for subscriptions (``updates.py``):
 
 - ``resources/subscribe`` (2025-11-25): a task per subscription sends
-  ``notifications/resources/updated`` on the session's standalone stream at each change;
+  ``notifications/resources/updated`` on the session's standalone stream at each change,
+  until it is unsubscribed, its response ends, or its session ends (the SDK's connection
+  teardown cancels it: a dead session's notifications are dropped without an error);
 - ``subscriptions/listen`` (2026-07-28): the SDK's ``ListenHandler`` serves the stream,
   over a bus of its own that tasks following the listed URIs publish ``ResourceUpdated``
   events to.
 
 Each HTTP request to ``/mcp`` is authenticated by the HTTP surface's middleware; its
 principal (``principal_of``) is what the handlers act for, and the SDK binds each session
-to the principal that opened it (another principal naming the session gets 404).
+to the principal that opened it (another principal naming the session gets 404). A
+session idle for :data:`SESSION_IDLE_TIMEOUT` (no request in flight, no stream open) is
+closed, and at most :data:`MAX_SESSIONS` are open at once (beyond, opening one is refused
+with 503), so clients that never end theirs hold little for long.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import orjson
@@ -72,6 +77,10 @@ from stateway.surfaces.mcp.updates import ResponseUpdates
 log = logging.getLogger(__name__)
 
 Context = ServerRequestContext[Any, Any]
+SESSION_IDLE_TIMEOUT: Final = 300.0
+"""Seconds an idle MCP session is kept (the SDK's default is 30 minutes)."""
+MAX_SESSIONS: Final = 1000
+"""MCP sessions open at once in one process (the SDK's default is 10,000)."""
 
 
 class McpSurface:
@@ -102,7 +111,9 @@ class McpSurface:
             on_unsubscribe_resource=self._unsubscribe,
             on_subscriptions_listen=self._listen,
         )
-        self._manager = StreamableHTTPSessionManager(app=server)
+        self._manager = StreamableHTTPSessionManager(
+            app=server, session_idle_timeout=SESSION_IDLE_TIMEOUT, max_sessions=MAX_SESSIONS
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -205,7 +216,11 @@ class McpSurface:
             finally:
                 self._subscriptions.pop(key, None)
 
-        self._subscriptions[key] = asyncio.create_task(notify())
+        task = asyncio.create_task(notify())
+        self._subscriptions[key] = task
+        connection = getattr(ctx.session, "_connection", None)  # the session's own state
+        if connection is not None:  # its teardown (DELETE, idle, lost) ends the task
+            connection.exit_stack.callback(task.cancel)
         return EmptyResult()
 
     async def _unsubscribe(self, ctx: Context, params: UnsubscribeRequestParams) -> EmptyResult:
