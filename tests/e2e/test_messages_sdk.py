@@ -294,9 +294,9 @@ def test_an_upstream_500_before_output(claude: Anthropic, send: Any) -> None:
 
 def test_an_overloaded_upstream(claude: Anthropic, upstream_api: str) -> None:
     status = 529 if upstream_api == "anthropic" else 503
-    with pytest.raises(anthropic.APIStatusError) as caught:
-        create(claude, [{"role": "user", "content": f"[[error:{status}]]"}])
-    assert caught.value.status_code == 503
+    with pytest.raises(anthropic.OverloadedError) as caught:  # Anthropic's 529, as Claude
+        create(claude, [{"role": "user", "content": f"[[error:{status}]]"}])  # Code knows it
+    assert caught.value.status_code == 529
     assert caught.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
 
 

@@ -170,8 +170,8 @@ async def test_an_upstream_failure_before_output_is_a_5xx(
     assert "502" in logged.getMessage()  # logged like every route's 5xx, stream or not
     overloaded = ScriptedBackend([UpstreamUnavailable("busy", status=503)])
     assert_anthropic_error(
-        await post(build(overloaded), body(stream=stream)), 503, "overloaded_error"
-    )
+        await post(build(overloaded), body(stream=stream)), 529, "overloaded_error"
+    )  # Anthropic's status for it: the SDK's OverloadedError
 
 
 async def test_a_failure_after_output_is_not_a_message() -> None:

@@ -11,7 +11,8 @@ status   ``error.type``
 409      ``conflict_error``
 413      ``request_too_large``
 429      ``rate_limit_error``
-503      ``overloaded_error`` (the gateway's queue is full, or the upstream overloaded)
+503      ``overloaded_error`` (the gateway's queue is full, or the upstream overloaded),
+         answered with Anthropic's status for it, 529 (the SDK's ``OverloadedError``)
 504      ``timeout_error`` (the upstream did not answer in time)
 other    ``invalid_request_error`` below 500, ``api_error`` from 500
 =======  ==========================================================================
@@ -54,6 +55,16 @@ _TYPES: Final = {
     529: "overloaded_error",
 }
 _OVERLOADED_CODES: Final = frozenset({"overloaded", "upstream_overloaded"})
+
+
+OVERLOADED_STATUS: Final = 529
+"""Anthropic's HTTP status of an ``overloaded_error``."""
+
+
+def answer_status(error: GatewayError, body: dict[str, Any]) -> int:
+    """The HTTP status of ``error`` answered as ``body`` (:func:`encode_error`)."""
+    overloaded = body["error"]["type"] == "overloaded_error"
+    return OVERLOADED_STATUS if overloaded else error.status
 
 
 def error_type(status: int) -> str:

@@ -28,7 +28,7 @@ from stateway.core.runs import Run
 from stateway.core.telemetry import REQUEST_ID as REQUEST_ID_VAR
 from stateway.protocols.messages.decode import decode_count_tokens, decode_messages
 from stateway.protocols.messages.encode import encode_message
-from stateway.protocols.messages.errors import encode_error
+from stateway.protocols.messages.errors import answer_status, encode_error
 from stateway.protocols.messages.stream import PING, MessagesStream
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.errors import error_answer
@@ -150,7 +150,7 @@ def error_response(error: GatewayError, *, request_id: str) -> Response:
     """``error`` in Anthropic's shape, its ``request_id`` in the body and the header."""
     headers = {**error.headers, REQUEST_ID: request_id}
     body = {**encode_error(error), "request_id": request_id}
-    return JSONResponse(body, status_code=error.status, headers=headers)
+    return JSONResponse(body, status_code=answer_status(error, body), headers=headers)
 
 
 def answers_anthropic(scope: Scope) -> bool:
