@@ -237,6 +237,8 @@ def test_settings_are_mapped() -> None:
                 "strict": True,
             },
             reasoning_effort="low",
+            verbosity="low",
+            service_tier="flex",
             metadata={"k": "v"},
             user="u",
             safety_identifier="s1",
@@ -259,7 +261,8 @@ def test_settings_are_mapped() -> None:
         "json_schema": {"name": "s", "schema": {"type": "object"}, "strict": True},
     }
     assert body["reasoning_effort"] == "low"
-    assert body["metadata"] == {"k": "v"}
+    assert (body["verbosity"], body["service_tier"]) == ("low", "flex")
+    assert "metadata" not in body  # the stored object's: OpenAI refuses it unless it stores
     assert (body["user"], body["safety_identifier"], body["prompt_cache_key"]) == ("u", "s1", "pk")
 
 

@@ -85,6 +85,7 @@ def test_optional_settings_are_sent_with_their_values() -> None:
         safety_identifier="s-1",
         prompt_cache_key="k-1",
         metadata={"team": "a"},
+        service_tier="priority",
         presence_penalty=0.5,
         frequency_penalty=0.25,
         stop_sequences=["END"],
@@ -104,6 +105,7 @@ def test_optional_settings_are_sent_with_their_values() -> None:
         "safety_identifier": "s-1",
         "prompt_cache_key": "k-1",
         "metadata": {"team": "a"},
+        "service_tier": "priority",
         "include": ["reasoning.encrypted_content"],
     }  # the Responses API has no penalties, stop sequences, top_k or seed: not sent
 

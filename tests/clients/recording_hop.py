@@ -64,9 +64,13 @@ class _Hop(BaseHTTPRequestHandler):
                     self.send_header(key, value)
             self.send_header("connection", "close")
             self.end_headers()
+            got = []
             while chunk := answer.read1(65536):
+                got.append(chunk)
                 self.wfile.write(chunk)
                 self.wfile.flush()
+            with self.log_lock, open(self.log_path + ".answers", "a", encoding="utf-8") as log:
+                log.write(json.dumps(b"".join(got).decode("utf-8", "replace")) + "\n")
         finally:
             if status is None:
                 self._record(body, None)

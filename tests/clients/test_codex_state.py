@@ -42,8 +42,9 @@ def test_the_models_reasoning_comes_back_sealed_and_reaches_the_model_again(
     assert "plan-xyz" not in reasoning["encrypted_content"]
     assert function_call["type"] == "function_call"
     assert OUTPUT in output["output"]
-    [message] = run.items("agent_message")
-    seen = message["text"].splitlines()
+    messages = run.items("agent_message")
+    assert len(messages) == 1, run.describe()
+    seen = messages[0]["text"].splitlines()
     prompt_line = seen.index(f"user: {prompt}")
     assert seen[prompt_line + 1 : prompt_line + 3] == [
         "reasoning: plan-xyz",

@@ -77,6 +77,7 @@ def test_request_settings_are_mapped_upstream(client: OpenAI, fake_upstream: str
         assert body["max_tokens"] == 100
         assert body["response_format"]["type"] == "json_schema"
         assert body["reasoning_effort"] == "high"
+        assert "metadata" not in body  # the stored object's: OpenAI refuses it unless it stores
     else:
         assert sent["path"].endswith("/responses")
         assert body["store"] is False
@@ -87,9 +88,9 @@ def test_request_settings_are_mapped_upstream(client: OpenAI, fake_upstream: str
         assert body["max_output_tokens"] == 100
         assert body["text"]["format"]["type"] == "json_schema"
         assert body["reasoning"] == {"effort": "high"}
+        assert body["metadata"] == {"trace": "1"}
     assert body["parallel_tool_calls"] is False
     assert (body["temperature"], body["top_p"]) == (0.3, 0.8)
-    assert body["metadata"] == {"trace": "1"}
     assert (body["safety_identifier"], body["prompt_cache_key"], body["user"]) == (
         "sid",
         "pck",

@@ -171,10 +171,10 @@ def to_upstream(request: InferenceRequest, max_tokens_field: str = "max_tokens")
         "top_k": settings.top_k,
         "seed": settings.seed,
         "stop": settings.stop_sequences or None,
+        "verbosity": settings.verbosity,
+        "service_tier": settings.service_tier,
     }
     body.update((k, v) for k, v in optional.items() if v is not None)
-    if settings.metadata:
-        body["metadata"] = settings.metadata
     if logprobs.INCLUDE in settings.include:  # logprobs.wanted, inline: once per round
         body["logprobs"] = True
         if settings.top_logprobs:

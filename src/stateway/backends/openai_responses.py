@@ -186,6 +186,7 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
         "safety_identifier": settings.safety_identifier,
         "prompt_cache_key": settings.prompt_cache_key,
         "metadata": settings.metadata or None,
+        "service_tier": settings.service_tier,
         "reasoning": reasoning or None,
         "text": text or None,
     }
