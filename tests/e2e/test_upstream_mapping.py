@@ -70,8 +70,8 @@ def test_request_settings_are_mapped_upstream(client: OpenAI, fake_upstream: str
         assert "old rules" not in orjson.dumps(messages).decode()
         assert messages[-1]["content"][2] == {
             "type": "image_url",
-            "image_url": {"url": "data:image/png;base64,AAAA"},
-        }
+            "image_url": {"url": "data:image/png;base64,AAAA", "detail": "auto"},
+        }  # the API's default, stated
         assert body["tools"][0]["function"]["name"] == "f"
         assert body["tool_choice"] == "required"
         assert body["max_tokens"] == 100

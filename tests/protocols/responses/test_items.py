@@ -101,3 +101,24 @@ def test_a_client_id_is_kept() -> None:
     assert decode_items([item]) == [item]
     output = {"type": "shell_call_output", "call_id": "c", "output": [], "id": "o1"}
     assert decode_items([output]) == [{**output, "status": "completed"}]
+
+
+def test_an_image_states_its_detail_as_every_image_read_back_does() -> None:
+    """The SDK's ``ResponseInputImage.detail`` is required: an image stored without it is
+    read back (``input_items.list``) as another type. ``auto`` is the API's default."""
+    url = "data:image/png;base64,AA=="
+
+    def image(**detail: Any) -> dict[str, Any]:
+        message = {"role": "user", "content": [{"type": "input_image", "image_url": url, **detail}]}
+        [decoded] = decode_items([message])
+        part: dict[str, Any] = decoded["content"][0]
+        return part
+
+    assert image()["detail"] == "auto"
+    assert image(detail="original")["detail"] == "original"
+    with pytest.raises(InvalidRequest) as caught:
+        image(detail="ultra")
+    assert (caught.value.param, caught.value.code) == (
+        "input[0].content[0].detail",
+        "invalid_value",
+    )

@@ -207,6 +207,16 @@ def _part(raw: Any, path: str) -> Item:
                 param=f"{path}.image_url",
                 code="invalid_value",
             )
+        detail = raw.get("detail")
+        if detail is None:  # the API's default, which every image read back states
+            return {**raw, "detail": "auto"}
+        if detail not in _IMAGE_DETAILS:
+            raise InvalidRequest(
+                f"Invalid value: {detail!r}. Supported values are: 'low', 'high', 'auto' and "
+                "'original'.",
+                param=f"{path}.detail",
+                code="invalid_value",
+            )
     if kind == "input_file" and not any(isinstance(raw.get(k), str) for k in _FILE_SOURCES):
         raise InvalidRequest(
             "An 'input_file' part needs 'file_data' or 'file_url'; file ids are not supported.",
@@ -214,6 +224,9 @@ def _part(raw: Any, path: str) -> Item:
             code="missing_required_parameter",
         )
     return dict(raw)
+
+
+_IMAGE_DETAILS = frozenset({"low", "high", "auto", "original"})
 
 
 def _message(role: str, parts: list[Item], raw: dict[str, Any] | None) -> Item:
