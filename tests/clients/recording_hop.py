@@ -6,7 +6,9 @@
 ``{"method", "path", "headers", "body", "status"}`` (header names lower-cased, the body
 parsed as JSON or null, the status of the answer; the line is written when the answer's
 headers arrive, with ``status`` null if none came). Answers are relayed as
-they arrive (SSE included) and end by closing the connection, which is all a client needs.
+they arrive (SSE included) and end by closing the connection, which is all a client needs;
+each answer relayed whole is appended to ``LOG.answers`` (its body as one JSON string a
+line), for the diagnosis of a failed test.
 A WebSocket upgrade is recorded the same way (``status`` 101 once accepted), then its
 bytes are relayed both ways untouched until either side closes.
 

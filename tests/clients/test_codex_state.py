@@ -30,7 +30,9 @@ def test_the_models_reasoning_comes_back_sealed_and_reaches_the_model_again(
     back with the tool's output, ``encrypted_content`` as the gateway sealed it, and the
     model's next context (``[[echo]]``) holds the reasoning before the call."""
     call = json.dumps({"cmd": COMMAND})
-    prompt = f"Run it [[reason:plan-xyz]] [[echo]] [[tool:exec_command:{call}]]"
+    # the context's last lines only: Codex's instructions would make the answer thousands
+    # of words, streamed slowly through the recording hop
+    prompt = f"Run it [[reason:plan-xyz]] [[tail:4]] [[tool:exec_command:{call}]]"
     run = run_codex(codex_binary, gateway, prompt, "gpt-5.5", tmp_path)
     assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{gateway.gateway_log.read_text()}"
 

@@ -108,6 +108,9 @@ def test_echo_transcript(client: OpenAI) -> None:
     )
     assert _ask(client, "", messages=messages).choices[0].message.content == expected
     assert _content(_stream(client, "", messages=messages)) == expected
+    messages[-1] = {"role": "user", "content": "[[tail:2]] thanks"}
+    last = _ask(client, "", messages=messages).choices[0].message.content
+    assert last == "assistant: It is a cat.\nuser: [[tail:2]] thanks"
 
 
 def test_tool_result_reply(client: OpenAI) -> None:

@@ -120,6 +120,8 @@ def reply_text(conversation: Conversation, script: Script) -> str:
         return "\n".join([SUMMARY_HEADING, *lines])
     if script.echo:
         return "\n".join(conversation.lines)
+    if script.tail is not None:
+        return "\n".join(conversation.lines[-script.tail :] if script.tail else [])
     if script.words is not None:
         return " ".join([f"w{i}" for i in range(1, script.words + 1)])
     if conversation.tool_outputs:

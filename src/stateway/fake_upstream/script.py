@@ -4,6 +4,8 @@ Grammar (names are lower case, no spaces inside the brackets)::
 
     directive := "[[" NAME "]]" | "[[" NAME ":" ARG "]]"
     [[echo]]              reply with a transcript of the received context
+    [[tail:N]]            the same, its last N lines only (a client's long system prompt
+                          left out)
     [[length]]            finish with reason "length"
     [[tool:FN:ARGS]]      call function FN ([A-Za-z0-9_.-]+) with ARGS (repeatable)
     [[rounds:N]]          make the tool calls again after their results, N rounds in all
@@ -49,9 +51,9 @@ do), for tests of the gateway's scrubbing. On the Responses wire the closing eve
 An ARG runs up to the first ``]]``, except for ``tool`` whose ARGS run up to the first
 ``]]`` at which they parse as JSON (so nested arrays survive), falling back to the first
 ``]]``, and ``item``, whose JSON runs up to the first ``]]`` at which it parses as an
-object. ``cut``, ``slow``, ``words``, ``silence``, ``stall``, ``trickle``, ``huge``, ``rounds``
-and ``context`` take decimal integers. Anything in ``[[...]]`` that does not fit the grammar is
-kept as plain text. For non-repeatable directives the last occurrence wins.
+object. ``cut``, ``slow``, ``words``, ``silence``, ``stall``, ``trickle``, ``huge``, ``rounds``,
+``context`` and ``tail`` take decimal integers. Anything in ``[[...]]`` that does not fit
+the grammar is kept as plain text. For non-repeatable directives the last occurrence wins.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ _INTEGERS = {
     "huge": "huge",
     "rounds": "rounds",
     "context": "context",
+    "tail": "tail",
 }
 """Directive -> the :class:`Script` field its integer sets."""
 LEAKS = frozenset({"json", "text", "stream"})
@@ -114,6 +117,7 @@ class Script:
     rounds: int | None = None
     only: str | None = None
     context: int | None = None
+    tail: int | None = None
 
     def for_model(self, model: object) -> Script:
         """The script as a request for ``model`` plays it (see ``[[only]]``)."""
