@@ -151,6 +151,23 @@ def test_image_parts_map_to_image_url() -> None:
     }
 
 
+def test_a_tool_outputs_text_parts_reach_a_tool_message_a_line_apart() -> None:
+    """As vLLM joins a message's text parts: glued, two lines would read as one."""
+    items: list[Item] = [
+        user("go"),
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {
+            "type": "function_call_output",
+            "call_id": "c1",
+            "output": [
+                {"type": "input_text", "text": "line one"},
+                {"type": "input_text", "text": "line two"},
+            ],
+        },
+    ]
+    assert to_upstream(request(items))["messages"][2]["content"] == "line one\nline two"
+
+
 def test_images_of_tool_outputs_follow_the_round_in_a_user_message() -> None:
     """A ``tool`` message carries text only: images a tool returned (Claude Code's Read of a
     screenshot) go in one user message after the round's tool messages, which must follow

@@ -228,13 +228,18 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
 
 
 def _tool_message(item: Item, images: list[dict[str, Any]]) -> dict[str, Any]:
-    """A ``role: "tool"`` message, which carries text only: the output's images are added
-    to ``images`` (labelled with the call's id), for a user message after the tool
-    messages of the round, and the tool message says so."""
+    """A ``role: "tool"`` message, which carries text only: the output's text parts a line
+    apart (as vLLM joins a message's parts); its images are added to ``images`` (labelled
+    with the call's id), for a user message after the tool messages of the round, and the
+    tool message says so."""
     output = item.get("output")
     if isinstance(output, str):
         return {"role": "tool", "tool_call_id": item["call_id"], "content": output}
-    text = item_text({"content": output})
+    text = "\n".join(
+        part["text"]
+        for part in output or ()
+        if isinstance(part, dict) and isinstance(part.get("text"), str)
+    )
     pictures = [
         _image_part(part)
         for part in output or ()
