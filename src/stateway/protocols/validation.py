@@ -32,6 +32,13 @@ def invalid_request(
         return InvalidRequest("The request body must be a JSON object.", code="invalid_type")
     if error["type"] == "union_tag_not_found" and tag_of is not None:
         return _missing(f"{param}.{tag_of(error['loc'])}")
+    if error["type"] == "too_short" and error.get("input") == []:
+        return InvalidRequest(
+            f"Invalid '{param}': empty array. Expected an array with minimum length 1, but got "
+            "an empty array instead.",
+            param=param,
+            code="empty_array",
+        )
     code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
     return InvalidRequest(f"Invalid value for '{param}': {error['msg']}.", param=param, code=code)
 

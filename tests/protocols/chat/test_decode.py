@@ -187,12 +187,13 @@ def test_logprobs_are_the_text_logprobs_include() -> None:
         ({"audio": {"voice": "x"}}, "audio", "unsupported_parameter"),
         ({"functions": [{"name": "f"}]}, "functions", "unsupported_parameter"),
         ({"logit_bias": {"1": 2}}, "logit_bias", "unsupported_parameter"),
+        ({"tool_choice": "required"}, "tool_choice", "invalid_value"),
         (
             {"web_search_options": {"search_context_size": "huge"}},
             "web_search_options.search_context_size",
             "invalid_value",
         ),
-        ({"messages": []}, "messages", "invalid_value"),
+        ({"messages": []}, "messages", "empty_array"),
         ({"messages": [{"role": "user", "content": []}]}, "messages[0].content", "empty_array"),
         (
             {"messages": [{"role": "user", "content": "a"}, {"role": "system", "content": []}]},
@@ -279,6 +280,11 @@ def test_refused_with_a_400_naming_the_field(fields: dict[str, Any], param: str,
     error = refused(**fields)
     assert (error.status, error.param, error.code) == (400, param, code), error.message
     assert param in error.message
+
+
+def test_empty_refused_parameters_ask_for_nothing() -> None:
+    """An empty ``logit_bias`` or ``functions`` is what clients send for none."""
+    decode(logit_bias={}, functions=[])
 
 
 def test_a_tool_call_is_answered_once() -> None:

@@ -164,7 +164,7 @@ def _web_search(options: WebSearchOptions) -> Item:
 
 def _refuse_uncarried(fields: dict[str, Any]) -> None:
     for name in REFUSED:
-        if fields.get(name) is not None:
+        if fields.get(name) not in (None, {}, []):  # empty: asks for nothing
             raise InvalidRequest(
                 f"Unsupported parameter: '{name}' is not supported by this gateway when the "
                 "request is translated for its upstream.",
@@ -230,6 +230,13 @@ def _tools(tools: list[FunctionTool]) -> list[Item]:
 def _tool_choice(choice: str | NamedToolChoice | None, tools: list[Item]) -> str | dict[str, Any]:
     if choice is None:
         return "auto"
+    if choice == "required" and not tools:  # nothing the model could call
+        raise InvalidRequest(
+            "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are "
+            "specified.",
+            param="tool_choice",
+            code="invalid_value",
+        )
     if isinstance(choice, str):
         return choice
     name = choice.function.name
