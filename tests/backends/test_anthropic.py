@@ -249,10 +249,13 @@ def test_sampling_settings_without_thinking() -> None:
 
 
 def test_thinking_budgets_stay_within_what_anthropic_accepts() -> None:
+    # without the client's limit, thinking takes half the backend's default, leaving the
+    # answer the rest (not one token)
     assert body([user("q")], reasoning_effort="high")["thinking"] == {
         "type": "enabled",
-        "budget_tokens": 4095,
+        "budget_tokens": 2048,
     }
+    assert body([user("q")], reasoning_effort="high")["max_tokens"] == 4096
     thinking = body([user("q")], reasoning_effort="low", max_output_tokens=10000)["thinking"]
     assert thinking == {"type": "enabled", "budget_tokens": 2048}
     explicit = body([user("q")], reasoning_budget=50000, max_output_tokens=8000)["thinking"]
@@ -281,6 +284,12 @@ def test_adaptive_thinking_carries_the_effort() -> None:
         "effort": "low"
     }
     assert body([user("q")], adaptive, reasoning_budget=2000)["thinking"]["type"] == "enabled"
+    asked = body([user("q")], reasoning_effort="high", reasoning_adaptive=True)
+    assert (asked["thinking"], asked["output_config"]) == ({"type": "adaptive"}, {"effort": "high"})
+    # the backend's "enabled" is for clients that give an effort only: a client that asks
+    # for adaptive thinking gets it (newer models refuse enabled thinking)
+    hidden = body([user("q")], reasoning_effort="low", reasoning_display="hidden")
+    assert "display" not in hidden["thinking"]
 
 
 def test_a_json_schema_is_anthropics_structured_output() -> None:

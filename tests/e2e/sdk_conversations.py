@@ -187,6 +187,7 @@ class MessagesConversation:
 
     def _send(self) -> Turn:
         request: dict[str, Any] = {"model": self._model, "max_tokens": 1024}
+        request["thinking"] = {"type": "adaptive"}  # as Claude Code asks: thinking is shown
         request["messages"] = self._messages
         if self._tools:
             request["tools"] = self._tools

@@ -13,9 +13,10 @@
 - Tool names and ids are respelled into ``[A-Za-z0-9_-]`` (:mod:`.anthropic_names`).
 - ``max_tokens`` is always sent (the backend's default when the client set none).
   Thinking: an explicit budget, or one derived from the effort, kept within
-  ``[1024, max_tokens)`` (no thinking when ``max_tokens`` leaves no room); or, with
-  ``thinking = "adaptive"``, adaptive thinking with the effort in ``output_config``; a
-  Messages client's ``thinking.display`` goes along. While
+  ``[1024, max_tokens)`` (half of the default when the client set no limit; no thinking
+  when ``max_tokens`` leaves no room); or, with ``thinking = "adaptive"`` or for a client
+  that asked for adaptive thinking, adaptive thinking with the effort in
+  ``output_config``; a Messages client's ``thinking.display`` goes along. While
   thinking, sampling settings Anthropic refuses are left out (a temperature other than 1,
   ``top_k``, a ``top_p`` below 0.95), and a tool choice that forces a tool turns thinking
   off (the two cannot be combined).
@@ -144,8 +145,9 @@ def _thinking(
     budget, effort = settings.reasoning_budget, settings.reasoning_effort
     if budget is None and effort in (None, "none"):
         return None
-    display = {"display": settings.reasoning_display} if settings.reasoning_display else {}
-    if budget is None and options.thinking == "adaptive":
+    shown = settings.reasoning_display
+    display = {"display": shown} if shown in ("omitted", "summarized") else {}
+    if budget is None and (options.thinking == "adaptive" or settings.reasoning_adaptive):
         thinking: dict[str, Any] = {"type": "adaptive", **display}
         level = _ADAPTIVE_EFFORTS.get(str(effort), str(effort))
         body["thinking"], body["output_config"] = thinking, {"effort": level}
@@ -153,9 +155,12 @@ def _thinking(
     wanted = budget if budget is not None else EFFORT_BUDGETS.get(str(effort), 8192)
     if max_tokens <= MIN_THINKING_BUDGET:
         return None
+    # the client's limit is thinking and answer together; without one, thinking may take
+    # half of the backend's default, not all of it
+    ceiling = max_tokens - 1 if settings.max_output_tokens is not None else max_tokens // 2
     thinking = {
         "type": "enabled",
-        "budget_tokens": max(MIN_THINKING_BUDGET, min(wanted, max_tokens - 1)),
+        "budget_tokens": max(MIN_THINKING_BUDGET, min(wanted, ceiling)),
         **display,
     }
     body["thinking"] = thinking

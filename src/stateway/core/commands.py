@@ -61,9 +61,15 @@ class GenerationSettings:
     reasoning_budget: int | None = None
     """Tokens the model may think for (Messages' ``thinking.budget_tokens``); None: a
     backend that needs a budget derives one from ``reasoning_effort``."""
+    reasoning_adaptive: bool = False
+    """Messages' ``thinking.type: "adaptive"``: the model decides how long to think (at
+    ``reasoning_effort``); an Anthropic upstream is asked so, whatever its backend's
+    ``thinking`` setting (newer models refuse ``enabled`` thinking)."""
     reasoning_display: str | None = None
     """Messages' ``thinking.display``: ``omitted`` shows thinking blocks without their
-    text, which travels sealed in their signature; sent on to an Anthropic upstream."""
+    text, which travels sealed in their signature; sent on to an Anthropic upstream.
+    ``hidden``: the client did not enable thinking, so none is shown (a model that reasons
+    anyway is not told; its reasoning is not the client's)."""
     seed: int | None = None
     """Chat's ``seed``: sampling made repeatable, where the upstream can (Chat upstreams)."""
     context_management: list[dict[str, Any]] = field(default_factory=list)

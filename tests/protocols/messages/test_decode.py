@@ -235,6 +235,7 @@ def test_thinking_becomes_an_effort(
     output = {"effort": effort} if effort else None
     raw = body(thinking=thinking, output_config=output, max_tokens=32000)
     assert decode_messages(raw).settings.reasoning_effort == expected
+    assert decode_messages(raw).settings.reasoning_adaptive == (thinking["type"] == "adaptive")
 
 
 @pytest.mark.parametrize(
@@ -249,6 +250,13 @@ def test_thinking_display_is_kept_and_every_thinking_block_is_signed(
     assert settings.reasoning_display == kept
     assert settings.include == ["reasoning.encrypted_content"]
     assert decode_messages(body()).settings.include == ["reasoning.encrypted_content"]
+
+
+def test_thinking_not_enabled_is_hidden() -> None:
+    """Anthropic answers no thinking blocks when thinking is not enabled."""
+    for thinking in (None, {"type": "disabled"}):
+        raw = body(thinking=thinking) if thinking else body()
+        assert decode_messages(raw).settings.reasoning_display == "hidden"
 
 
 def test_output_format_becomes_a_json_schema_text_format() -> None:

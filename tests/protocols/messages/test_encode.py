@@ -254,6 +254,31 @@ def test_thinking_asked_without_its_text_keeps_only_the_signature() -> None:
     assert deltas == [{"type": "signature_delta", "signature": "sig=="}]
 
 
+def test_thinking_not_enabled_shows_no_thinking_blocks() -> None:
+    """A model that reasons anyway (an open model over a Chat upstream) is not the client's
+    concern: a client that reads ``content[0].text`` gets the text."""
+    hidden = GenerationSettings(reasoning_display="hidden")
+    done = state(output=[THINKING, TEXT], settings=hidden)
+    assert [block["type"] for block in encode_message(done)["content"]] == ["text"]
+
+    stream = MessagesStream()
+    log = [
+        ev.ResponseCreated(done),
+        ev.ItemAdded(0, {**THINKING, "content": [], "encrypted_content": None}),
+        ev.ReasoningDelta(0, 0, "rs_1", "plan"),
+        ev.ItemDone(0, THINKING),
+        ev.ItemAdded(1, {**TEXT, "content": []}),
+        ev.TextDelta(1, 0, "msg_1", "hi"),
+        ev.ItemDone(1, TEXT),
+    ]
+    got = frames(b"".join(stream.encode(event) for event in log))
+    starts = [data for name, data in got if name == "content_block_start"]
+    assert [(s["index"], s["content_block"]["type"]) for s in starts] == [(0, "text")]
+    assert all(
+        data["delta"]["type"] == "text_delta" for name, data in got if name == "content_block_delta"
+    )
+
+
 def test_a_failed_stream_ends_with_an_error_event_and_no_message_stop() -> None:
     stream = MessagesStream()
     cut = state(

@@ -112,7 +112,9 @@ async def test_a_stream_with_thinking_and_a_tool_call() -> None:
         Finish("tool_calls"),
     ]
     tools = [{"name": "f", "input_schema": {"type": "object"}}]
-    reply = await post(build(ScriptedBackend(script)), body(stream=True, tools=tools))
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    asked = body(stream=True, tools=tools, thinking=thinking, max_tokens=2048)
+    reply = await post(build(ScriptedBackend(script)), asked)
     assert reply.status == 200
     assert reply.headers["content-type"].startswith("text/event-stream")
     assert reply.headers["request-id"].startswith("req_")

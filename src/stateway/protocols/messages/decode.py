@@ -40,6 +40,7 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.protocols.messages.client_tools import CLIENT_TOOLS, function_of
 from stateway.protocols.messages.content import decode_conversation
+from stateway.protocols.messages.encode import HIDDEN
 from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.request import (
     BLOCK_TYPES,
@@ -267,10 +268,12 @@ def _thinking(
     settings: GenerationSettings, thinking: Thinking | None, output: OutputConfig | None
 ) -> None:
     if thinking is None or thinking.type == "disabled":
+        settings.reasoning_display = HIDDEN  # as Anthropic: no thinking blocks
         return
     if thinking.display is not None:  # a value Anthropic adds later: as summarized
         settings.reasoning_display = "omitted" if thinking.display == "omitted" else "summarized"
     if thinking.type == "adaptive":
+        settings.reasoning_adaptive = True
         effort = output.effort if output is not None else None
         settings.reasoning_effort = _EFFORTS.get(effort or "", _ADAPTIVE_DEFAULT)
         return

@@ -47,13 +47,17 @@ def message_id(response_id: str) -> str:
 def encode_message(state: ResponseState) -> dict[str, Any]:
     shown = Shown.of(state)
     omitted = thinking_omitted(state)
+    hidden = state.settings.reasoning_display == HIDDEN
     return {
         "id": message_id(state.id),
         "type": "message",
         "role": "assistant",
         "model": state.model,
         "content": [
-            block for item in state.output for block in content_blocks(item, shown, omitted)
+            block
+            for item in state.output
+            if not (hidden and item.get("type") == REASONING)
+            for block in content_blocks(item, shown, omitted)
         ],
         "stop_reason": stop_reason(state),
         "stop_sequence": state.stop_sequence,
@@ -81,6 +85,11 @@ def content_blocks(item: Item, shown: Shown, omitted: bool) -> list[dict[str, An
     if shown.shows(item):
         return server_tools.blocks(item)
     return []
+
+
+HIDDEN: Final = "hidden"
+"""``reasoning_display`` of a request that did not enable thinking: no thinking blocks,
+as Anthropic answers it (a model that reasons anyway is not the client's concern)."""
 
 
 def thinking_omitted(state: ResponseState) -> bool:

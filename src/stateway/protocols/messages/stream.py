@@ -30,6 +30,7 @@ from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
 from stateway.protocols.messages import server_tools
 from stateway.protocols.messages.encode import (
+    HIDDEN,
     REFUSAL_BREAK,
     encode_usage,
     message_id,
@@ -50,7 +51,7 @@ def frame(data: dict[str, Any]) -> bytes:
 
 
 class MessagesStream:
-    __slots__ = ("_blocks", "_count", "_omitted", "_refusing", "_shown")
+    __slots__ = ("_blocks", "_count", "_hidden", "_omitted", "_refusing", "_shown")
 
     def __init__(self) -> None:
         self._blocks: dict[int, int] = {}
@@ -61,6 +62,8 @@ class MessagesStream:
         """The gateway calls shown: those of tools the client declared."""
         self._omitted = False
         """Thinking without its text (``display: "omitted"``): no ``thinking_delta``."""
+        self._hidden = False
+        """Thinking not enabled: no thinking blocks."""
         self._refusing: set[int] = set()
         """Output indexes of messages whose refusal, after their text, began."""
 
@@ -87,6 +90,7 @@ class MessagesStream:
             case ev.ResponseCreated(response=state):
                 self._shown = Shown.of(state)
                 self._omitted = thinking_omitted(state)
+                self._hidden = state.settings.reasoning_display == HIDDEN
                 return frame({"type": "message_start", "message": _started(state)}) + PING
             case ev.ResponseFinished(response=state):
                 return _finished(state, self._shown)
@@ -97,6 +101,8 @@ class MessagesStream:
         kind = item.get("type")
         if kind == MESSAGE:
             block: dict[str, Any] = {"type": "text", "text": ""}
+        elif kind == REASONING and self._hidden:
+            return b""
         elif kind == REASONING:  # text and signature come as deltas
             thinking = thinking_of(item)
             if thinking.redacted:
