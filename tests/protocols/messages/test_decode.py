@@ -473,6 +473,32 @@ def test_every_tool_use_is_answered_and_ids_are_unique() -> None:
     assert error.message == "messages.3.content.0: `tool_use` ids must be unique."
 
 
+def test_the_message_after_tool_use_begins_with_its_results() -> None:
+    """As Anthropic checks it; a Chat upstream could not take them elsewhere either (its
+    tool messages follow their call)."""
+    use = {"type": "tool_use", "id": "t1", "name": "f", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}
+    text = {"type": "text", "text": "and then"}
+    before = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": [text, result]},
+    ]
+    error = refused(body(messages=before))
+    assert (error.param, error.code) == ("messages.2.content.0", "tool_output_missing")
+    assert "at the beginning of this message" in error.message
+    later = [
+        *before[:2],
+        {"role": "user", "content": "not yet"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": [result]},
+    ]
+    error = refused(body(messages=later))
+    assert (error.param, error.code) == ("messages.1", "tool_output_missing")
+    first = [*before[:2], {"role": "user", "content": [result, text]}]
+    assert len(decode_messages(body(messages=first)).input) == 4  # results first: fine
+
+
 def test_deep_free_form_json_is_refused_by_name() -> None:
     deep: Any = {}
     for _ in range(200):

@@ -23,7 +23,8 @@ Images become ``input_image`` (a ``data:`` URL for base64), documents ``input_fi
 ``filename``). A part keeps its block's ``cache_control``. Empty text carries nothing and
 is left out. A ``tool_result`` must answer a ``tool_use`` of an earlier assistant message
 that no other result answered: otherwise a 400 naming its ``tool_use_id``. Every
-``tool_use`` must be answered, and ids must be unique (400s in Anthropic's words).
+``tool_use`` must be answered by the next message, which begins with the results, and ids
+must be unique (400s in Anthropic's words).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 
 import orjson
 
+from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import Item
 from stateway.core.reasoning import redacted_item
@@ -68,22 +70,53 @@ def decode_conversation(
     """Every ``tool_use`` id: where its message is, None once a result answered it."""
     for index, message in enumerate(messages):
         where = f"messages.{index}"
+        _check_results_first(pending, message, where)
         if message.role == "assistant":
             _assistant(items, message.content, pending, where)
         else:
             _user(items, message.role, message.content, pending, where)
     waiting = [at for at in pending.values() if at is not None]
     if waiting:  # as Anthropic words it, naming the first message left waiting
-        where = waiting[0]
-        ids = ", ".join(call for call, at in pending.items() if at == where)
+        raise _unanswered(waiting[0], [call for call, at in pending.items() if at == waiting[0]])
+    return items
+
+
+def _check_results_first(pending: dict[str, str | None], message: MessageParam, where: str) -> None:
+    """As Anthropic checks it: the message after one with ``tool_use`` blocks is a user
+    message that begins with a ``tool_result`` for each of them (a Chat upstream could not
+    take them later either: its tool messages follow their call)."""
+    waiting = [at for at in pending.values() if at is not None]
+    if not waiting:
+        return
+    content = message.content if message.role == "user" else ""
+    blocks = [] if isinstance(content, str) else content
+    leading = 0
+    while leading < len(blocks) and isinstance(blocks[leading], ToolResultBlock):
+        leading += 1
+    answered = {b.tool_use_id for b in blocks[:leading] if isinstance(b, ToolResultBlock)}
+    missing = [call for call, at in pending.items() if at is not None and call not in answered]
+    if not missing:
+        return
+    later = {b.tool_use_id for b in blocks[leading:] if isinstance(b, ToolResultBlock)}
+    if later & set(missing):
         raise field_error(
-            where,
-            f"`tool_use` ids were found without `tool_result` blocks immediately after: "
-            f"{ids}. Each `tool_use` block must have a corresponding `tool_result` block in "
-            "the next message.",
+            f"{where}.content.0",
+            f"Did not find {len(missing)} `tool_result` block(s) at the beginning of this "
+            "message. Messages following `tool_use` blocks must begin with a matching number "
+            "of `tool_result` blocks.",
             "tool_output_missing",
         )
-    return items
+    raise _unanswered(waiting[0], missing)
+
+
+def _unanswered(where: str, calls: list[str]) -> InvalidRequest:
+    return field_error(
+        where,
+        f"`tool_use` ids were found without `tool_result` blocks immediately after: "
+        f"{', '.join(calls)}. Each `tool_use` block must have a corresponding `tool_result` "
+        "block in the next message.",
+        "tool_output_missing",
+    )
 
 
 def _user(
