@@ -431,3 +431,13 @@ def test_fuzzed_messages_never_get_a_5xx(raw: dict[str, Any]) -> None:
             Message.model_validate(reply.json())
 
     asyncio.run(attempt())
+
+
+async def test_a_route_not_served_answers_an_anthropic_client_in_its_shape() -> None:
+    """The Files API (``client.beta.files``), say: ``anthropic-version`` tells the client."""
+    app = build()
+    version = [(b"anthropic-version", b"2023-06-01")]
+    files = await call(app, "GET", "/v1/files", headers=version)
+    assert_anthropic_error(files, 404, "not_found_error")
+    openai = await call(app, "GET", "/v1/files")
+    assert (openai.status, openai.json()["error"]["code"]) == (404, "not_found")

@@ -155,12 +155,11 @@ def error_response(error: GatewayError, *, request_id: str) -> Response:
 
 def answers_anthropic(scope: Scope) -> bool:
     """Whether a request is an Anthropic client's, answered in Anthropic's shape: the
-    Messages routes, and the model routes when it sends ``anthropic-version``."""
+    Messages routes, and any other route (the models, or one not served here: the Files
+    API's) when it sends ``anthropic-version``, which only Anthropic's clients send."""
     path: str = scope["path"]
     if path == MESSAGES_PATH or path.startswith(MESSAGES_PATH + "/"):
         return True
-    if path != MODELS_PATH and not path.startswith(MODELS_PATH + "/"):
-        return False
     return any(name == b"anthropic-version" for name, _ in scope["headers"])
 
 
