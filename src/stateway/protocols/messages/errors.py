@@ -12,7 +12,8 @@ status   ``error.type``
 413      ``request_too_large``
 429      ``rate_limit_error``
 503      ``overloaded_error`` (the gateway's queue is full, or the upstream overloaded),
-         answered with Anthropic's status for it, 529 (the SDK's ``OverloadedError``)
+         answered with Anthropic's status for it, 529 (the SDK's ``OverloadedError``);
+         another 503 (storage or the identity provider down, shutting down) ``api_error``
 504      ``timeout_error`` (the upstream did not answer in time)
 other    ``invalid_request_error`` below 500, ``api_error`` from 500
 =======  ==========================================================================
@@ -39,7 +40,9 @@ from stateway.core.errors import (
     ContextTooLong,
     GatewayError,
     InvalidRequest,
+    Overloaded,
     UpstreamContextTooLong,
+    UpstreamUnavailable,
 )
 
 _TYPES: Final = {
@@ -82,6 +85,8 @@ def encode_error(error: GatewayError) -> dict[str, Any]:
         return error_body("invalid_request_error", _INVALID_SIGNATURE)
     if error.code == CONTEXT_LENGTH_EXCEEDED:
         return error_body("invalid_request_error", _too_long(error))
+    if error.status == 503 and not isinstance(error, Overloaded | UpstreamUnavailable):
+        return error_body("api_error", error.message)  # storage, identity, shutting down
     return error_body(error_type(error.status), error.message)
 
 
