@@ -159,6 +159,17 @@ def test_a_responses_upstreams_seal_is_not_sent_as_a_signature() -> None:
     assert [message["role"] for message in sent["messages"]] == ["user"]
 
 
+def test_prompt_caching_marks_reach_anthropic() -> None:
+    tool = {"type": "function", "name": "f", "parameters": {"type": "object"}}
+    cached = {**tool, "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    automatic = {"type": "ephemeral"}
+    sent = body([user("q")], tools=[cached, tool], cache_control=automatic)
+    assert sent["tools"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert "cache_control" not in sent["tools"][1]
+    assert sent["cache_control"] == automatic
+    assert "cache_control" not in body([user("q")], tools=[tool])
+
+
 def test_redacted_thinking_goes_back_whole() -> None:
     item = {
         "type": "reasoning",

@@ -110,6 +110,14 @@ def test_optional_settings_are_sent_with_their_values() -> None:
     }  # the Responses API has no penalties, stop sequences, top_k or seed: not sent
 
 
+def test_a_messages_clients_cache_marks_are_not_sent() -> None:
+    cached = {"type": "function", "name": "f", "cache_control": {"type": "ephemeral"}}
+    sent = to_upstream(
+        InferenceRequest("m", None, [], GenerationSettings(), stream=True, tools=[cached])
+    )
+    assert sent["tools"] == [{"type": "function", "name": "f"}]
+
+
 def test_a_zero_temperature_is_sent() -> None:
     body = to_upstream(
         InferenceRequest("m", None, [], GenerationSettings(temperature=0.0), stream=True)

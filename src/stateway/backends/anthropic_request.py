@@ -89,6 +89,8 @@ def to_upstream(
         body["stop_sequences"] = settings.stop_sequences
     if settings.user:
         body["metadata"] = {"user_id": settings.user}
+    if settings.cache_control:
+        body["cache_control"] = settings.cache_control
     _output_format(body, settings.text_format)
     return body
 
@@ -135,6 +137,8 @@ def _tool(tool: Item, names: ToolNames) -> dict[str, Any]:
         wire["description"] = tool["description"]
     schema = tool.get("parameters")
     wire["input_schema"] = schema if isinstance(schema, dict) else {"type": "object"}
+    if tool.get("cache_control"):
+        wire["cache_control"] = tool["cache_control"]
     return wire
 
 

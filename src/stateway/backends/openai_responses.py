@@ -165,7 +165,7 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
     if request.instructions:
         body["instructions"] = request.instructions
     if request.tools or request.native_tools:
-        body["tools"] = [*request.tools, *request.native_tools]
+        body["tools"] = [*map(_without_cache, request.tools), *request.native_tools]
         body["tool_choice"] = request.tool_choice
         body["parallel_tool_calls"] = settings.parallel_tool_calls
     reasoning = {

@@ -70,6 +70,9 @@ class GenerationSettings:
     text, which travels sealed in their signature; sent on to an Anthropic upstream.
     ``hidden``: the client did not enable thinking, so none is shown (a model that reasons
     anyway is not told; its reasoning is not the client's)."""
+    cache_control: dict[str, Any] | None = None
+    """Messages' top-level ``cache_control`` (automatic prompt caching): sent on to an
+    Anthropic upstream; other upstreams cache prefixes on their own."""
     seed: int | None = None
     """Chat's ``seed``: sampling made repeatable, where the upstream can (Chat upstreams)."""
     context_management: list[dict[str, Any]] = field(default_factory=list)

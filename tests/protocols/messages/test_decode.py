@@ -9,6 +9,7 @@ import pytest
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.reasoning import REDACTED
+from stateway.core.tools.catalog import model_tools
 from stateway.protocols.messages.decode import decode_count_tokens, decode_messages
 
 
@@ -197,6 +198,7 @@ def test_settings_map_to_generation_settings() -> None:
             "parameters": {"type": "object"},
             "description": "does f",
             "defer_loading": True,
+            "cache_control": {"type": "ephemeral"},  # for an Anthropic upstream
         },
         {"type": "function", "name": "g", "parameters": {"type": "object"}},
     ]
@@ -250,6 +252,15 @@ def test_thinking_display_is_kept_and_every_thinking_block_is_signed(
     assert settings.reasoning_display == kept
     assert settings.include == ["reasoning.encrypted_content"]
     assert decode_messages(body()).settings.include == ["reasoning.encrypted_content"]
+
+
+def test_prompt_caching_marks_are_kept_for_an_anthropic_upstream() -> None:
+    mark = {"type": "ephemeral", "ttl": "1h"}
+    tools = [{"name": "f", "input_schema": {"type": "object"}, "cache_control": mark}]
+    settings = decode_messages(body(tools=tools, cache_control={"type": "ephemeral"})).settings
+    assert settings.tools[0]["cache_control"] == mark
+    assert model_tools(settings.tools)[0]["cache_control"] == mark
+    assert settings.cache_control == {"type": "ephemeral"}
 
 
 def test_thinking_not_enabled_is_hidden() -> None:

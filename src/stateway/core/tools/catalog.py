@@ -334,7 +334,7 @@ def _function(tool: Item, namespace: str | None) -> Item:
         function["description"] = _custom_description(tool)
         function["parameters"] = INPUT_SCHEMA
         return function
-    for key in ("description", "parameters", "strict"):
+    for key in ("description", "parameters", "strict", "cache_control"):
         if tool.get(key) is not None:
             function[key] = tool[key]
     return function

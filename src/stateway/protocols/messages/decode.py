@@ -73,6 +73,7 @@ def decode_messages(raw: bytes, *, max_input_items: int | None = None) -> Create
     settings.temperature, settings.top_p, settings.top_k = body.temperature, body.top_p, body.top_k
     settings.stop_sequences = list(body.stop_sequences or [])
     settings.user = body.metadata.user_id if body.metadata else None
+    settings.cache_control = body.cache_control
     budget = settings.reasoning_budget
     if budget is not None and budget >= body.max_tokens:
         raise field_error(
@@ -179,6 +180,8 @@ def _tools(tools: list[dict[str, Any]], servers: list[McpServerParam]) -> list[I
             function["strict"] = tool.strict
         if tool.defer_loading:
             function["defer_loading"] = True
+        if tool.cache_control is not None:  # for an Anthropic upstream (the others cache
+            function["cache_control"] = tool.cache_control  # prefixes on their own)
         decoded.append(function)
     return decoded + mcp_tools(servers, toolsets)
 

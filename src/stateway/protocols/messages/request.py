@@ -302,6 +302,8 @@ class CountTokensBody(_Wire):
 
 class MessagesBody(CountTokensBody):
     max_tokens: int = Field(ge=1)
+    cache_control: dict[str, Any] | None = None
+    """Automatic prompt caching (the cache point moves with the conversation)."""
     stream: bool | None = None
     temperature: float | None = Field(default=None, ge=0, le=1)
     top_p: float | None = Field(default=None, ge=0, le=1)
