@@ -32,6 +32,24 @@ def test_chunks_split_anywhere_give_the_same_events(size: int) -> None:
     assert feed_all(chunks) == feed_all([STREAM])
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 100])
+def test_a_byte_order_mark_starting_the_stream_is_skipped(size: int) -> None:
+    """As the WHATWG rules say: read as part of the first field's name, it lost the first
+    event (its text) without a word."""
+    marked = b"\xef\xbb\xbf" + STREAM
+    chunks = [marked[i : i + size] for i in range(0, len(marked), size)]
+    assert feed_all(chunks) == feed_all([STREAM])
+    later = feed_all([STREAM, b"\xef\xbb\xbfdata: x\n\n"])  # only at the start
+    assert len(later) == 2
+
+
+def test_an_event_with_empty_data_is_not_dispatched() -> None:
+    """``data:`` alone is an event with no data: WHATWG dispatches nothing (parsing it as
+    JSON failed the answer)."""
+    assert feed_all([b"data:\n\n", b"data: \n\n", STREAM]) == feed_all([STREAM])
+    assert feed_all([b"data:\ndata:\n\n"]) == [ServerSentEvent(None, b"\n")]
+
+
 def test_crlf_and_cr_line_endings() -> None:
     crlf = STREAM.replace(b"\n", b"\r\n")
     cr = STREAM.replace(b"\n", b"\r")

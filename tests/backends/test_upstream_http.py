@@ -4,6 +4,7 @@ pooled connections, error classification end to end."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import time
 from typing import Any
 
@@ -182,6 +183,26 @@ async def test_unreachable_upstream(loopback: Loopback) -> None:
     client = upstream(loopback, "http://127.0.0.1:9/v1")
     with pytest.raises(UpstreamUnavailable):
         await call(client)
+
+
+async def test_a_compressed_answer_is_relayed_without_its_compressed_length(
+    loopback: Loopback,
+) -> None:
+    """aiohttp decompresses it: the upstream's length (of the compressed bytes) would cut
+    the client's answer short, or leave it waiting for bytes that never come."""
+    plain = b'{"choices": [{"message": {"content": "' + b"x" * 2000 + b'"}}]}'
+
+    async def answer(request: web.Request) -> web.Response:
+        packed = gzip.compress(plain)
+        headers = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
+        return web.Response(body=packed, headers=headers)
+
+    client = upstream(loopback, await loopback.serve(answer))
+    relay = await client.relay("/chat/completions", b"{}")
+    assert "content-length" not in relay.headers
+    assert b"".join([c async for c in relay.chunks()]) == plain
+    await relay.aclose()
+    await client.aclose()
 
 
 async def test_a_relay_holds_its_connection_slot_until_it_is_closed(loopback: Loopback) -> None:

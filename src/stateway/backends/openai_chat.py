@@ -101,7 +101,7 @@ class OpenAIChatBackend:
                 return
             finished = False
             async for event in reply.events():
-                if event.data == b"[DONE]":
+                if event.data.rstrip() == b"[DONE]":
                     finished = True
                     break
                 for delta in self._decode_chunk(event.data, tokens):

@@ -1,9 +1,10 @@
 """An incremental reader of ``text/event-stream`` bodies from model servers.
 
-It follows the WHATWG event-stream rules that matter upstream: lines end in LF, CRLF or
-CR (a CR at the end of one chunk may pair with an LF at the start of the next); ``data:``
-lines of one event join with LF; lines starting with ``:`` are comments; an event is
-dispatched at a blank line; an unterminated event at end of stream is dropped.
+It follows the WHATWG event-stream rules that matter upstream: a byte order mark that
+starts the stream is skipped; lines end in LF, CRLF or CR (a CR at the end of one chunk
+may pair with an LF at the start of the next); ``data:`` lines of one event join with LF;
+lines starting with ``:`` are comments; an event is dispatched at a blank line, unless its
+data is empty; an unterminated event at end of stream is dropped.
 """
 
 from __future__ import annotations
@@ -17,19 +18,32 @@ class ServerSentEvent:
     data: bytes
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 class SSEDecoder:
-    __slots__ = ("_buffer", "_data", "_event")
+    __slots__ = ("_buffer", "_data", "_event", "_fresh")
 
     def __init__(self) -> None:
         self._buffer = b""
         self._event: str | None = None
         self._data: list[bytes] = []
+        self._fresh = True
+        """Nothing read yet: a byte order mark would be skipped."""
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
+        if self._fresh:
+            head = self._buffer + chunk
+            if len(head) < len(_BOM) and _BOM.startswith(head):
+                self._buffer = head  # maybe a mark split across chunks
+                return []
+            self._fresh, self._buffer = False, b""
+            chunk = head.removeprefix(_BOM)
         if (  # the common case, one token's chunk: "data: {...}\n\n" and nothing else
             not self._buffer
             and not self._data
             and chunk.startswith(b"data: ")
+            and len(chunk) > 8  # "data: \n\n" has no data: not dispatched
             and chunk.endswith(b"\n\n")
             and chunk.count(b"\n") == 2
             and b"\r" not in chunk
@@ -47,8 +61,9 @@ class SSEDecoder:
         dispatched: list[ServerSentEvent] = []
         for line in lines:
             if not line:
-                if self._data:
-                    dispatched.append(ServerSentEvent(self._event, b"\n".join(self._data)))
+                data = b"\n".join(self._data)
+                if data or len(self._data) > 1:  # ``data:`` alone: nothing to dispatch
+                    dispatched.append(ServerSentEvent(self._event, data))
                 self._event, self._data = None, []
                 continue
             self._field(line)

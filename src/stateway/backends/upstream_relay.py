@@ -26,7 +26,8 @@ from stateway.backends.upstream_reply import UpstreamReply
 from stateway.core.usage import Usage
 
 PASSED_HEADERS: Final = ("content-type", "retry-after")
-"""Upstream headers a relayed answer keeps (and ``content-length`` when unscrubbed)."""
+"""Upstream headers a relayed answer keeps (and ``content-length`` when unscrubbed and not
+compressed: the body is relayed decompressed)."""
 
 Failures = Callable[[], AbstractContextManager[None]]
 """The client's translation of transport failures into the core's upstream errors."""
@@ -58,7 +59,7 @@ class UpstreamRelay:
         self.status = response.status
         upstream = response.headers
         headers = {name: upstream[name] for name in PASSED_HEADERS if name in upstream}
-        if scrub is None and "content-length" in upstream:
+        if scrub is None and "content-length" in upstream and "content-encoding" not in upstream:
             headers["content-length"] = upstream["content-length"]
         self.headers = headers
         """Lower-case names."""

@@ -19,11 +19,14 @@ def text(value: Any) -> str | None:
 
 
 def count(value: Any) -> int:
-    """A token count; absent counts as 0."""
+    """A token count; absent counts as 0; a whole number written as a float (``7.0``, as
+    some servers write it) counts."""
     if value is None:
         return 0
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
+    if isinstance(value, float) and value.is_integer() and 0 <= value < 2**63:
+        return int(value)
     raise TypeError(f"expected a token count, got {value!r}")
 
 

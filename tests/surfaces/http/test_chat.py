@@ -303,6 +303,15 @@ async def test_a_relayed_stream_failing_part_way_ends_with_an_error_line() -> No
     assert relay.closed.is_set()
 
 
+async def test_a_relayed_stream_cut_within_an_event_gets_its_error_on_a_line_apart() -> None:
+    """Cut mid-event (a read timeout, the size limit): glued onto the half-sent line, the
+    error line was unreadable; the content type is told case-insensitively."""
+    cut = UpstreamError("cut", code="upstream_stream_cut")
+    relay = FakeRelay(200, {"content-type": "Text/Event-Stream"}, [b'data: {"id":', cut], None)  # type: ignore[list-item]
+    reply = await post(build(ForwardingBackend(relay)), body(stream=True))
+    assert reply.body.startswith(b'data: {"id":\n\ndata: {"error"')
+
+
 _parts = st.lists(
     st.fixed_dictionaries(
         {"type": st.sampled_from(["text", "image_url", "file", "input_audio", "refusal", "x"])},

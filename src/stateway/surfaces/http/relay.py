@@ -6,7 +6,8 @@ arrives. The relay is closed however the answer ends, which closes an unfinished
 request: the route cancels the answer when its client leaves (its ``DisconnectWatch``
 notices even while the upstream is silent). When the upstream fails part-way, an event
 stream ends with one OpenAI-shaped ``data: {"error": ...}`` line (what the ``openai`` SDK
-raises); any other body is cut short, closing the connection.
+raises), on a line of its own after what was relayed; any other body is cut short,
+closing the connection.
 """
 
 from __future__ import annotations
@@ -44,14 +45,17 @@ class RelayResponse:
         relay = self._relay
         headers = [(name.encode(), value.encode()) for name, value in relay.headers.items()]
         await send({"type": "http.response.start", "status": relay.status, "headers": headers})
+        chunk = b"\n\n"
         try:
             async for chunk in relay.chunks():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except GatewayError as error:
             log.warning("relayed answer failed part-way: %s", error.message)
-            if not relay.headers.get("content-type", "").startswith(_EVENT_STREAM):
+            if not relay.headers.get("content-type", "").lower().startswith(_EVENT_STREAM):
                 return  # left unfinished: the server closes the connection
             frame = b"data: " + orjson.dumps({"error": error.to_dict()}) + b"\n\n"
+            if not chunk.endswith(b"\n\n"):  # cut within an event: the error goes apart
+                frame = b"\n\n" + frame
             await send({"type": "http.response.body", "body": frame, "more_body": False})
             return
         await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -1,0 +1,49 @@
+"""What real model servers write that is legal, or harmless, and must not fail an answer:
+``[DONE]`` with trailing whitespace, token counts written as whole floats, an empty
+``data:`` event, a byte order mark starting the stream."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from stateway.backends.openai_chat import OpenAIChatBackend
+from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_values import count
+from stateway.core.commands import GenerationSettings
+from stateway.core.inference import Finish, InferenceRequest, TextDelta, UsageReport
+from stateway.core.usage import Usage
+from tests.backends.conftest import Loopback
+
+CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}\n\n'
+END = (
+    b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+    b'"usage":{"prompt_tokens":3.0,"completion_tokens":1.0}}\n\n'
+)
+
+
+def test_a_whole_float_is_a_token_count() -> None:
+    assert (count(7.0), count(7), count(None)) == (7, 7, 0)
+    for bad in (7.5, -1.0, float("inf"), True, "7"):
+        try:
+            count(bad)
+        except TypeError:
+            continue
+        raise AssertionError(f"{bad!r} counted")
+
+
+async def test_an_unusual_but_legal_stream_gives_its_whole_answer(loopback: Loopback) -> None:
+    async def answer(request: web.Request) -> web.StreamResponse:
+        reply = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await reply.prepare(request)
+        for part in (b"\xef\xbb", b"\xbf" + CHUNK, b"data:\n\n", END, b"data: [DONE] \n\n"):
+            await reply.write(part)
+        return reply
+
+    url = await loopback.serve(answer)
+    backend = OpenAIChatBackend(loopback.adopt(UpstreamClient(UpstreamTarget("up", url))))
+    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x"}]}
+    request = InferenceRequest("m", None, [item], GenerationSettings(), True)
+    deltas = [delta async for delta in backend.infer(request)]
+    assert TextDelta("Hi") in deltas
+    assert UsageReport(Usage(3, 1)) in deltas
+    assert Finish("stop") in deltas
