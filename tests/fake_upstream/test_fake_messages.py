@@ -13,7 +13,9 @@ import pytest
 from anthropic import Anthropic
 from tests.fake_upstream.conftest import RawHttp
 
+from stateway.core.compaction.prompt import SUMMARY_PROMPT
 from stateway.fake_upstream.messages import signature_of
+from stateway.fake_upstream.plan import SUMMARY_HEADING
 
 TOOLS = [{"name": "get_weather", "input_schema": {"type": "object"}}]
 
@@ -147,6 +149,21 @@ def test_a_tool_round_trip_with_thinking_sent_back(claude: Anthropic) -> None:
         thinking={"type": "enabled", "budget_tokens": 1024},
     )
     assert second.content[-1].text == "Tool said: sunny"
+
+
+def test_the_compaction_prompt_beside_tool_results_asks_for_a_summary(claude: Anthropic) -> None:
+    """A compaction mid-turn puts the prompt in the message of the tool's result (Anthropic
+    allows no user message between): the fake summarizes instead of calling the tool again."""
+    prompt = '[[tool:get_weather:{"city":"Oslo"}]]'
+    use = ask(claude, prompt, tools=TOOLS).content[-1]
+    result = {"type": "tool_result", "tool_use_id": use.id, "content": "sunny"}
+    messages = [
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": [use.model_dump(exclude_none=True)]},
+        {"role": "user", "content": [result, {"type": "text", "text": SUMMARY_PROMPT}]},
+    ]
+    summary = ask(claude, "", messages=messages, tools=TOOLS)
+    assert summary.content[-1].text.startswith(SUMMARY_HEADING)
 
 
 def test_a_stop_sequence_ends_the_text(claude: Anthropic) -> None:
