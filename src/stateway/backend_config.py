@@ -26,6 +26,9 @@ class BackendConfig(Section):
     """Chat upstreams: how a forced ``custom`` tool's grammar is enforced (``vllm``:
     ``structured_outputs``; ``vllm-legacy``: ``guided_grammar``); default: described to
     the model only. See ``backends/guided_decoding.py``."""
+    alternate_roles: bool = False
+    """Chat upstreams: send consecutive user messages as one, for chat templates that
+    refuse them ("roles must alternate": Mistral's older templates, Llama 2's)."""
     anthropic_version: str = Field(default="2023-06-01", min_length=1)
     """Anthropic upstreams: the ``anthropic-version`` header sent on every call."""
     default_max_tokens: int = Field(default=4096, ge=1)

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stateway.backends.chat_system_messages import place_system_messages
+from stateway.backends.chat_system_messages import merge_user_turns, place_system_messages
 from stateway.backends.openai_chat import to_upstream
 from stateway.core.items import Item
 from tests.backends.test_openai_chat import request, user
@@ -218,3 +218,17 @@ def test_system_text_comes_only_first_and_nothing_is_lost(drawn: list[Any]) -> N
     assert [m for m in non_system if m["role"] != "user"] == [
         m for m in messages if m["role"] not in ("system", "user")
     ]
+
+
+def test_consecutive_user_messages_become_one_where_roles_must_alternate() -> None:
+    """Codex sends its instructions, its environment and the prompt as three user
+    messages; a strict template ("roles must alternate") refuses them."""
+    items: list[Item] = [user("rules"), user("env"), user("do it")]
+    plain = to_upstream(request(items))["messages"]
+    assert [m["role"] for m in plain] == ["user", "user", "user"]  # by default, apart
+    [merged] = to_upstream(request(items), alternate_roles=True)["messages"]
+    assert merged["role"] == "user"
+    assert [part["text"] for part in merged["content"]] == ["rules", "env", "do it"]
+    turns = [user_text("a"), {"role": "assistant", "content": "b"}, user_text(""), user_text("c")]
+    assert [m["role"] for m in merge_user_turns(turns)] == ["user", "assistant", "user"]
+    assert merge_user_turns(turns)[2]["content"] == [{"type": "text", "text": "c"}]

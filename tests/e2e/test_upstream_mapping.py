@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import orjson
 from openai import OpenAI
+
+from tests.e2e.configured import configured_gateway
 
 MODEL = "fake-model"
 
@@ -96,3 +99,24 @@ def test_request_settings_are_mapped_upstream(client: OpenAI, fake_upstream: str
         "pck",
         "u1",
     )
+
+
+def test_a_backend_whose_template_wants_alternating_roles_gets_one_user_turn(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """``alternate_roles``: Codex's three user messages in a row reach the model as one."""
+    backend = {"url": fake_upstream, "alternate_roles": True}
+    with (
+        configured_gateway(tmp_path, backend) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        clear(fake_upstream)
+        items: Any = [
+            {"role": "user", "content": "rules"},
+            {"role": "user", "content": "env"},
+            {"role": "user", "content": "say hi"},
+        ]
+        answer = sdk.responses.create(model="fake-model", input=items, store=False)
+        assert answer.status == "completed"
+        [sent] = upstream_requests(fake_upstream)
+        assert [m["role"] for m in sent["body"]["messages"]] == ["user"]

@@ -38,7 +38,10 @@ from stateway.stage_loader import load_chain
 
 BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
     "chat": lambda client, config: OpenAIChatBackend(
-        client, config.max_tokens_field, config.guided_decoding
+        client,
+        config.max_tokens_field,
+        config.guided_decoding,
+        alternate_roles=config.alternate_roles,
     ),
     "responses": lambda client, config: OpenAIResponsesBackend(client),
     "anthropic": lambda client, config: AnthropicBackend(

@@ -17,6 +17,12 @@ send a ``developer`` message mid-conversation. So :func:`place_system_messages`:
 The text keeps its place in the conversation, so the prefix a server caches stays the
 prefix, and the result holds the same texts in the same order, in roles every template
 accepts.
+
+Stricter templates (Mistral's older ones, Llama 2's) also refuse two user messages in a
+row ("roles must alternate"), which Codex sends (its instructions, its environment, the
+prompt) and a Messages tool result with images becomes. For a backend configured so
+(``alternate_roles``), :func:`merge_user_turns` makes each run of user messages one, its
+parts in order.
 """
 
 from __future__ import annotations
@@ -61,6 +67,26 @@ def place_system_messages(messages: list[Message]) -> list[Message]:
     if waiting:
         placed.append({"role": "user", "content": "\n\n".join(waiting)})
     return placed
+
+
+def merge_user_turns(messages: list[Message]) -> list[Message]:
+    """``messages`` with each run of consecutive user messages made one (text content
+    becomes a text part; a message's ``name`` is the first's)."""
+    merged: list[Message] = []
+    for message in messages:
+        last = merged[-1] if merged else None
+        if last is None or message["role"] != "user" or last["role"] != "user":
+            merged.append(message)
+            continue
+        merged[-1] = {**last, "content": [*_parts(last), *_parts(message)]}
+    return merged
+
+
+def _parts(message: Message) -> list[Any]:
+    content = message["content"]
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return list(content or ())
 
 
 def _add_text(message: Message, texts: list[str], *, at_end: bool) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Final
 import orjson
 
 from stateway.backends.chat_logprobs import chunk_tokens, text_tokens
-from stateway.backends.chat_system_messages import place_system_messages
+from stateway.backends.chat_system_messages import merge_user_turns, place_system_messages
 from stateway.backends.chat_usage import from_chat_usage
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
 from stateway.backends.tokenizer import UpstreamTokenizer
@@ -73,19 +73,23 @@ class OpenAIChatBackend:
         client: UpstreamClient,
         max_tokens_field: str = "max_tokens",
         guided_decoding: GuidedDecoding | None = None,
+        *,
+        alternate_roles: bool = False,
     ) -> None:
         self._client = client
         self.name = client.target.name
         self._max_tokens_field = max_tokens_field
         """``max_tokens`` (vLLM, llama.cpp, Ollama, ...) or ``max_completion_tokens`` (what
         OpenAI's reasoning models require)."""
+        self._alternate = alternate_roles
+        """Consecutive user messages are sent as one (strict chat templates)."""
         self._guided = guided_decoding
         self._tokenizer = UpstreamTokenizer(client)
 
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         """The round's deltas; the body is built now (a request it cannot carry fails here).
         Unguided, the reply's own generator, with no layer around it."""
-        body = to_upstream(request, self._max_tokens_field)
+        body = to_upstream(request, self._max_tokens_field, alternate_roles=self._alternate)
         forced = guide(body, request, self._guided) if self._guided else None
         deltas = self._deltas(request, body)
         return deltas if forced is None else _guided(deltas, forced)
@@ -135,7 +139,7 @@ class OpenAIChatBackend:
 
     async def count_tokens(self, request: InferenceRequest) -> int | None:
         """The upstream tokenizer's count (:mod:`stateway.backends.tokenizer`)."""
-        return await self._tokenizer.count(to_upstream(request))
+        return await self._tokenizer.count(to_upstream(request, alternate_roles=self._alternate))
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -148,9 +152,17 @@ async def _guided(deltas: AsyncGenerator[Delta, None], tool: str) -> AsyncGenera
             yield delta
 
 
-def to_upstream(request: InferenceRequest, max_tokens_field: str = "max_tokens") -> dict[str, Any]:
+def to_upstream(
+    request: InferenceRequest,
+    max_tokens_field: str = "max_tokens",
+    *,
+    alternate_roles: bool = False,
+) -> dict[str, Any]:
     settings = request.settings
-    body: dict[str, Any] = {"model": request.model, "messages": _messages(request)}
+    messages = _messages(request)
+    if alternate_roles:
+        messages = merge_user_turns(messages)
+    body: dict[str, Any] = {"model": request.model, "messages": messages}
     if request.stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
