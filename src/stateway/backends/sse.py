@@ -62,7 +62,7 @@ class SSEDecoder:
         for line in lines:
             if not line:
                 data = b"\n".join(self._data)
-                if data or len(self._data) > 1:  # ``data:`` alone: nothing to dispatch
+                if data:  # ``data:`` alone is no data (two of them are a line break)
                     dispatched.append(ServerSentEvent(self._event, data))
                 self._event, self._data = None, []
                 continue
