@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
+from itertools import islice
 from typing import Any
 
 import orjson
@@ -68,25 +69,29 @@ def decode_conversation(
         _add_message(items, "system", _parts(system))
     pending: dict[str, str | None] = {}
     """Every ``tool_use`` id: where its message is, None once a result answered it."""
+    awaited: list[str] = []
+    """The ``tool_use`` ids of the message before: the next one begins with their results
+    (so no earlier call can still be waiting: each was checked the same way)."""
     for index, message in enumerate(messages):
         where = f"messages.{index}"
-        _check_results_first(pending, message, where)
+        _check_results_first(awaited, message, where, f"messages.{index - 1}")
+        before = len(pending)
         if message.role == "assistant":
             _assistant(items, message.content, pending, where)
         else:
             _user(items, message.role, message.content, pending, where)
-    waiting = [at for at in pending.values() if at is not None]
-    if waiting:  # as Anthropic words it, naming the first message left waiting
-        raise _unanswered(waiting[0], [call for call, at in pending.items() if at == waiting[0]])
+        awaited = list(islice(reversed(pending), len(pending) - before))[::-1]
+    if awaited:  # as Anthropic words it, naming the message left waiting
+        raise _unanswered(f"messages.{len(messages) - 1}", awaited)
     return items
 
 
-def _check_results_first(pending: dict[str, str | None], message: MessageParam, where: str) -> None:
-    """As Anthropic checks it: the message after one with ``tool_use`` blocks is a user
-    message that begins with a ``tool_result`` for each of them (a Chat upstream could not
-    take them later either: its tool messages follow their call)."""
-    waiting = [at for at in pending.values() if at is not None]
-    if not waiting:
+def _check_results_first(awaited: list[str], message: MessageParam, where: str, asked: str) -> None:
+    """As Anthropic checks it: the message after one with ``tool_use`` blocks (``asked``,
+    their ids ``awaited``) is a user message that begins with a ``tool_result`` for each
+    of them (a Chat upstream could not take them later either: its tool messages follow
+    their call)."""
+    if not awaited:
         return
     content = message.content if message.role == "user" else ""
     blocks = [] if isinstance(content, str) else content
@@ -94,7 +99,7 @@ def _check_results_first(pending: dict[str, str | None], message: MessageParam, 
     while leading < len(blocks) and isinstance(blocks[leading], ToolResultBlock):
         leading += 1
     answered = {b.tool_use_id for b in blocks[:leading] if isinstance(b, ToolResultBlock)}
-    missing = [call for call, at in pending.items() if at is not None and call not in answered]
+    missing = [call for call in awaited if call not in answered]
     if not missing:
         return
     later = {b.tool_use_id for b in blocks[leading:] if isinstance(b, ToolResultBlock)}
@@ -106,7 +111,7 @@ def _check_results_first(pending: dict[str, str | None], message: MessageParam, 
             "of `tool_result` blocks.",
             "tool_output_missing",
         )
-    raise _unanswered(waiting[0], missing)
+    raise _unanswered(asked, missing)
 
 
 def _unanswered(where: str, calls: list[str]) -> InvalidRequest:
