@@ -248,9 +248,9 @@ def _tool_message(item: Item, images: list[dict[str, Any]]) -> dict[str, Any]:
     if isinstance(output, str):
         return {"role": "tool", "tool_call_id": item["call_id"], "content": output}
     text = "\n".join(
-        part["text"]
+        _part_text(part)
         for part in output or ()
-        if isinstance(part, dict) and isinstance(part.get("text"), str)
+        if isinstance(part, dict) and part.get("type") in _TEXT_PARTS
     )
     pictures = [
         _image_part(part)

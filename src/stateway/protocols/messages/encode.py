@@ -47,7 +47,7 @@ def message_id(response_id: str) -> str:
 def encode_message(state: ResponseState) -> dict[str, Any]:
     shown = Shown.of(state)
     omitted = thinking_omitted(state)
-    hidden = state.settings.reasoning_display == HIDDEN
+    hidden = thinking_hidden(state)
     return {
         "id": message_id(state.id),
         "type": "message",
@@ -90,6 +90,11 @@ def content_blocks(item: Item, shown: Shown, omitted: bool) -> list[dict[str, An
 HIDDEN: Final = "hidden"
 """``reasoning_display`` of a request that did not enable thinking: no thinking blocks,
 as Anthropic answers it (a model that reasons anyway is not the client's concern)."""
+
+
+def thinking_hidden(state: ResponseState) -> bool:
+    """Whether the client did not enable thinking: no thinking blocks."""
+    return state.settings.reasoning_display == HIDDEN
 
 
 def thinking_omitted(state: ResponseState) -> bool:

@@ -30,11 +30,11 @@ from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
 from stateway.protocols.messages import server_tools
 from stateway.protocols.messages.encode import (
-    HIDDEN,
     REFUSAL_BREAK,
     encode_usage,
     message_id,
     stop_reason,
+    thinking_hidden,
     thinking_omitted,
     tool_use_start,
 )
@@ -90,7 +90,7 @@ class MessagesStream:
             case ev.ResponseCreated(response=state):
                 self._shown = Shown.of(state)
                 self._omitted = thinking_omitted(state)
-                self._hidden = state.settings.reasoning_display == HIDDEN
+                self._hidden = thinking_hidden(state)
                 return frame({"type": "message_start", "message": _started(state)}) + PING
             case ev.ResponseFinished(response=state):
                 return _finished(state, self._shown)
