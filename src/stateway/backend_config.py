@@ -54,6 +54,12 @@ class BackendConfig(Section):
     "auto"`` drops the oldest turns to fit it, and a ``context_management`` compaction
     without ``compact_threshold`` triggers at 80% of it. Default: unknown (neither)."""
 
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    """Fields every inference call to this backend carries unless the call sets them
+    itself: a server's own parameters (vLLM's ``chat_template_kwargs``, ``top_k``,
+    ``repetition_penalty``; llama.cpp's ``cache_prompt``). On the Chat Completions fast
+    path the client's body is the call: its fields win, whole (not merged into)."""
+
     gateway_tools: list[dict[str, Any]] = Field(default_factory=list)
     """Gateway-owned tools (Responses-shaped ``mcp`` / ``web_search`` tools) offered to
     every model of this backend on the Chat Completions and Messages frontends, whose

@@ -40,7 +40,16 @@ class RunningGateway:
 
 
 def _toml(table: Mapping[str, Any]) -> str:
-    return "".join(f"{key} = {json.dumps(value)}\n" for key, value in table.items())
+    return "".join(f"{key} = {_value(value)}\n" for key, value in table.items())
+
+
+def _value(value: Any) -> str:
+    """A TOML value: tables inline, the rest as JSON writes it (TOML reads it alike)."""
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{json.dumps(k)} = {_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    return json.dumps(value)
 
 
 @contextmanager

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
+from anthropic import Anthropic
 from openai import OpenAI
 
 from tests.e2e.configured import configured_gateway
@@ -120,3 +122,56 @@ def test_a_backend_whose_template_wants_alternating_roles_gets_one_user_turn(
         assert answer.status == "completed"
         [sent] = upstream_requests(fake_upstream)
         assert [m["role"] for m in sent["body"]["messages"]] == ["user"]
+
+
+EXTRA_BODY = {"chat_template_kwargs": {"enable_thinking": False}, "top_k": 20, "temperature": 0.9}
+
+
+def test_a_backends_extra_body_fills_what_a_call_does_not_set(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """``extra_body`` reaches the model server on every frontend, the call's own fields
+    winning; on the Chat fast path a client's field wins whole."""
+    backend = {"url": fake_upstream, "extra_body": EXTRA_BODY}
+    with configured_gateway(tmp_path, backend) as gateway:
+        base = gateway.url + "/v1"
+        with OpenAI(base_url=base, api_key="k", max_retries=0) as sdk:
+            clear(fake_upstream)
+            sdk.responses.create(model=MODEL, input="hi", temperature=0.1, store=False)
+            [sent] = upstream_requests(fake_upstream)
+            assert sent["body"]["chat_template_kwargs"] == {"enable_thinking": False}
+            assert (sent["body"]["top_k"], sent["body"]["temperature"]) == (20, 0.1)
+
+            clear(fake_upstream)  # forwarded untouched but for the fields it lacks
+            sdk.chat.completions.create(
+                model=MODEL,
+                messages=[{"role": "user", "content": "hi"}],
+                extra_body={"chat_template_kwargs": {"thinking": True}},
+            )
+            [sent] = upstream_requests(fake_upstream)
+            assert sent["body"]["chat_template_kwargs"] == {"thinking": True}
+            assert (sent["body"]["top_k"], sent["body"]["temperature"]) == (20, 0.9)
+            assert sent["body"]["messages"] == [{"role": "user", "content": "hi"}]
+        with Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude:
+            clear(fake_upstream)
+            claude.messages.create(
+                model=MODEL, max_tokens=50, messages=[{"role": "user", "content": "hi"}]
+            )
+            [sent] = upstream_requests(fake_upstream)
+            assert sent["body"]["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+@pytest.mark.parametrize(("api", "extra"), [("responses", EXTRA_BODY), ("anthropic", {"top_k": 7})])
+def test_extra_body_reaches_responses_and_anthropic_upstreams(
+    fake_upstream: str, tmp_path: Path, api: str, extra: dict[str, Any]
+) -> None:
+    backend = {"url": fake_upstream, "api": api, "extra_body": extra}
+    with (
+        configured_gateway(tmp_path, backend) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        clear(fake_upstream)
+        answer = sdk.responses.create(model=MODEL, input="hi", store=False)
+        assert answer.status == "completed"
+        [sent] = upstream_requests(fake_upstream)
+        assert {k: sent["body"][k] for k in extra} == extra

@@ -64,6 +64,7 @@ def build_backend(config: BackendConfig, waiting_room: WaitingRoom) -> Backend:
         max_response_bytes=config.max_response_bytes,
         pool_idle_timeout=config.pool_idle_timeout,
         pool_timeout=config.pool_timeout,
+        extra_body=config.extra_body,
         **_wire_headers(config),
     )
     return BACKEND_APIS[config.api](UpstreamClient(target, waiting_room), config)

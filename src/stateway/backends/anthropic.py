@@ -78,7 +78,7 @@ class AnthropicBackend:
 
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         names = ToolNames()
-        body = to_upstream(request, self._options, names)
+        body = self._client.target.filled(to_upstream(request, self._options, names))
         async with self._client.post("/messages", body) as reply:
             if not request.stream:
                 message = self._parse(await reply.read())

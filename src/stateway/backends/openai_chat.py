@@ -77,6 +77,7 @@ class OpenAIChatBackend:
         alternate_roles: bool = False,
     ) -> None:
         self._client = client
+        self._target = client.target
         self.name = client.target.name
         self._max_tokens_field = max_tokens_field
         """``max_tokens`` (vLLM, llama.cpp, Ollama, ...) or ``max_completion_tokens`` (what
@@ -98,7 +99,7 @@ class OpenAIChatBackend:
         self, request: InferenceRequest, body: dict[str, Any]
     ) -> AsyncGenerator[Delta, None]:
         tokens = logprobs.INCLUDE in request.settings.include  # read only when asked for
-        async with self._client.post("/chat/completions", body) as reply:
+        async with self._client.post("/chat/completions", self._target.filled(body)) as reply:
             if not request.stream:
                 for delta in self._decode_completion(await reply.read(), tokens):
                     yield delta
@@ -131,7 +132,10 @@ class OpenAIChatBackend:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed reply.") from exc
 
     async def forward_chat(self, body: bytes) -> UpstreamRelay:
-        """The stateless fast path: ``body`` as the client sent it, the answer as bytes."""
+        """The stateless fast path: ``body`` as the client sent it (given the backend's
+        ``extra_body`` fields it does not set), the answer as bytes."""
+        if self._target.extra_body:
+            body = orjson.dumps(self._target.filled(orjson.loads(body)))
         return await self._client.relay("/chat/completions", body)
 
     async def list_models(self) -> list[str]:

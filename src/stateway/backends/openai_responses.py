@@ -90,7 +90,8 @@ class OpenAIResponsesBackend:
 
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         tokens = logprobs.INCLUDE in request.settings.include  # read only when asked for
-        async with self._client.post("/responses", to_upstream(request)) as reply:
+        body = self._client.target.filled(to_upstream(request))
+        async with self._client.post("/responses", body) as reply:
             if not request.stream:
                 read = partial(from_upstream_response, tokens=tokens)
                 for delta in self._decode(read, await reply.read()):

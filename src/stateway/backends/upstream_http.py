@@ -23,10 +23,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -80,6 +80,15 @@ class UpstreamTarget:
     that takes the bare key (Anthropic's ``x-api-key``)."""
     headers: tuple[tuple[str, str], ...] = ()
     """Sent on every call (Anthropic's ``anthropic-version``)."""
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    """Fields every inference call carries unless it sets them itself (``[[backends]]
+    extra_body``: a server's own parameters, such as vLLM's ``chat_template_kwargs``)."""
+
+    def filled(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``body``, given the :attr:`extra_body` fields it does not set (in place)."""
+        for key, value in self.extra_body.items():
+            body.setdefault(key, value)
+        return body
 
 
 class UpstreamClient:
