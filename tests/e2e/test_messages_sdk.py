@@ -274,6 +274,46 @@ def test_what_reaches_the_upstream(
         assert body["tool_choice"] == "required"
 
 
+@pytest.mark.parametrize("send", SEND)
+def test_a_prefilled_answer_is_continued(
+    claude: Anthropic, send: Any, keyed_upstream: str, upstream_api: str
+) -> None:
+    """A last assistant message is continued (Anthropic's prefill): a Chat upstream is
+    asked to continue it, as vLLM takes it; an Anthropic upstream gets it as the last
+    message. A Responses upstream cannot continue a message, and is not asked to."""
+    clear(keyed_upstream)
+    prefill = {"role": "assistant", "content": '{"answer": '}
+    message = send(claude, [{"role": "user", "content": "say it as JSON"}, prefill])
+    assert message.content[0].type == "text"
+    [sent] = upstream_log(keyed_upstream)
+    body = sent["body"]
+    if upstream_api == "chat":
+        assert body["messages"][-1] == prefill
+        assert (body["continue_final_message"], body["add_generation_prompt"]) == (True, False)
+    elif upstream_api == "anthropic":
+        assert body["messages"][-1] == {
+            "role": "assistant",
+            "content": [{"type": "text", "text": '{"answer": '}],
+        }
+    else:
+        assert "continue_final_message" not in body
+
+    clear(keyed_upstream)  # a conversation ending in a tool result is not a prefill
+    use = {"type": "tool_use", "id": "toolu_9", "name": "get_weather", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_9", "content": "sunny"}
+    send(
+        claude,
+        [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": [use]},
+            {"role": "user", "content": [result]},
+        ],
+        tools=TOOLS,
+    )
+    [sent] = upstream_log(keyed_upstream)
+    assert "continue_final_message" not in sent["body"]
+
+
 def test_a_stop_sequence(claude: Anthropic, upstream_api: str) -> None:
     message = create(
         claude, [{"role": "user", "content": "alpha beta gamma"}], stop_sequences=["gamma"]

@@ -175,3 +175,15 @@ def test_extra_body_reaches_responses_and_anthropic_upstreams(
         assert answer.status == "completed"
         [sent] = upstream_requests(fake_upstream)
         assert {k: sent["body"][k] for k in extra} == extra
+
+
+def test_a_responses_input_ending_with_an_assistant_message_is_not_continued(
+    client: OpenAI, fake_upstream: str
+) -> None:
+    """The Responses API answers such an input in a new message, as hosted (only a
+    Messages prefill is continued)."""
+    clear(fake_upstream)
+    items: Any = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}]
+    client.responses.create(model=MODEL, input=items, store=False)
+    [sent] = upstream_requests(fake_upstream)
+    assert "continue_final_message" not in sent["body"]

@@ -198,7 +198,15 @@ def to_upstream(
     response_format = _response_format(settings.text_format)
     if response_format is not None:
         body["response_format"] = response_format
+    if settings.continue_final_message and _prefilled(messages[-1]):
+        body["continue_final_message"] = True  # vLLM's; llama.cpp continues unasked
+        body["add_generation_prompt"] = False
     return body
+
+
+def _prefilled(message: dict[str, Any]) -> bool:
+    """The conversation ends with an assistant's text to continue (not its tool calls)."""
+    return message["role"] == "assistant" and "tool_calls" not in message
 
 
 def _messages(request: InferenceRequest) -> list[dict[str, Any]]:

@@ -73,6 +73,12 @@ class GenerationSettings:
     cache_control: dict[str, Any] | None = None
     """Messages' top-level ``cache_control`` (automatic prompt caching): sent on to an
     Anthropic upstream; other upstreams cache prefixes on their own."""
+    continue_final_message: bool = False
+    """Messages' prefill: a conversation that ends with an assistant message is continued
+    from where that message ends, the output holding only what follows. An Anthropic
+    upstream does so on its own; a Chat upstream is asked with vLLM's
+    ``continue_final_message`` (llama.cpp continues such a message unasked); a Responses
+    upstream answers in a new message."""
     seed: int | None = None
     """Chat's ``seed``: sampling made repeatable, where the upstream can (Chat upstreams)."""
     context_management: list[dict[str, Any]] = field(default_factory=list)

@@ -74,6 +74,7 @@ def parse_chat_request(body: dict[str, Any], *, system_first: bool = False) -> C
         if system_first and index > 0 and message["role"] in ("system", "developer"):
             raise invalid_request(SYSTEM_NOT_FIRST, f"messages[{index}]")
         _add_message(builder, message)
+    _check_continuation(body, messages)
     options = body.get("stream_options")
     top_logprobs = optional_top_logprobs(body)
     if body.get("logprobs") is not True and body.get("top_logprobs") is not None:
@@ -86,6 +87,23 @@ def parse_chat_request(body: dict[str, Any], *, system_first: bool = False) -> C
         conversation=builder.build(),
         top_logprobs=top_logprobs if body.get("logprobs") is True else None,
     )
+
+
+def _check_continuation(body: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+    """vLLM's refusals of ``continue_final_message`` (continuing a prefilled assistant
+    message): with ``add_generation_prompt`` (true by default), or after another role."""
+    if body.get("continue_final_message") is not True:
+        return
+    if body.get("add_generation_prompt", True) is not False:
+        raise invalid_request(
+            "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
+            "continue_final_message",
+        )
+    if messages[-1]["role"] != "assistant":
+        raise invalid_request(
+            "continue_final_message is set but the final message is not an assistant message.",
+            "continue_final_message",
+        )
 
 
 def _add_message(builder: ConversationBuilder, message: dict[str, Any]) -> None:

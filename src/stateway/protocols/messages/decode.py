@@ -74,6 +74,8 @@ def decode_messages(raw: bytes, *, max_input_items: int | None = None) -> Create
     settings.stop_sequences = list(body.stop_sequences or [])
     settings.user = body.metadata.user_id if body.metadata else None
     settings.cache_control = body.cache_control
+    last = command.input[-1]
+    settings.continue_final_message = last.get("type") == "message" and last["role"] == "assistant"
     budget = settings.reasoning_budget
     if budget is not None and budget >= body.max_tokens:
         raise field_error(
