@@ -184,3 +184,30 @@ def test_additional_tools_of_an_earlier_turn_stay_offered(client: OpenAI) -> Non
     assert call.type == "function_call"
     assert (call.name, call.namespace) == ("spawn_agent", "multi_agent_v1")
     assert second.tools == []  # the echo shows the request's own declarations
+
+
+TWO_TOOLS: Any = [
+    {"type": "function", "name": name, "parameters": {"type": "object"}} for name in ("f", "g")
+]
+
+
+def test_without_parallel_tool_calls_a_round_makes_one_call(client: OpenAI) -> None:
+    """A model server that does not enforce ``parallel_tool_calls: false`` sends two calls:
+    the client gets the first only, streamed or not; with parallel calls, both."""
+    prompt = "[[tool:f:{}]] [[tool:g:{}]] two"
+    one = client.responses.create(
+        model=MODEL, input=prompt, tools=TWO_TOOLS, parallel_tool_calls=False, store=False
+    )
+    assert [(i.type, getattr(i, "name", None)) for i in one.output] == [("function_call", "f")]
+    with client.responses.stream(
+        model=MODEL, input=prompt, tools=TWO_TOOLS, parallel_tool_calls=False
+    ) as stream:
+        added = [e.item.type for e in stream if e.type == "response.output_item.added"]
+        streamed = stream.get_final_response()
+    assert added == ["function_call"]
+    assert [getattr(i, "name", None) for i in streamed.output] == ["f"]
+    assert [getattr(i, "name", None) for i in client.responses.retrieve(streamed.id).output] == [
+        "f"
+    ]
+    both = client.responses.create(model=MODEL, input=prompt, tools=TWO_TOOLS, store=False)
+    assert [getattr(i, "name", None) for i in both.output] == ["f", "g"]

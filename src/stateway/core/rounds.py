@@ -73,6 +73,7 @@ async def _infer(
 ) -> str:
     reason = "stop"
     reported = Usage()  # some servers repeat running totals: the last report counts
+    single = _SingleCall() if not request.settings.parallel_tool_calls else None
     attributes = {"stateway.backend": backend.name, "stateway.model": request.model}
     with telemetry.span(ATTEMPT, attributes):
         async with aclosing(backend.infer(request)) as deltas:
@@ -90,7 +91,8 @@ async def _infer(
                     case ReasoningSignature(signature=signature):
                         assembler.reasoning_signature(signature)
                     case ToolCallDelta():
-                        assembler.tool_call(delta)
+                        if single is None or single.admits(delta):
+                            assembler.tool_call(delta)
                     case RefusalDelta(text=text):
                         assembler.refusal(text)
                     case MessageStart(phase=phase):
@@ -104,3 +106,28 @@ async def _infer(
                         run.state.stop_sequence = matched
     usage.add(reported)
     return reason
+
+
+class _SingleCall:
+    """``parallel_tool_calls: false`` (Messages' ``disable_parallel_tool_use``): a round
+    makes at most one call, as hosted. Servers that do not enforce it (vLLM's tool parsers
+    emit whatever the model wrote) may send more; the fragments of any call after the
+    first are dropped. Calls are told apart as the assembler tells them: by index, and at
+    one index by a new upstream id (servers that omit indexes)."""
+
+    __slots__ = ("_call_id", "_dropping", "_index")
+
+    def __init__(self) -> None:
+        self._index: int | None = None
+        self._call_id: str | None = None
+        self._dropping = False
+
+    def admits(self, delta: ToolCallDelta) -> bool:
+        if self._index is None:
+            self._index, self._call_id = delta.index, delta.call_id
+            return True
+        if delta.index != self._index:
+            return False
+        if delta.call_id is not None and delta.call_id != self._call_id:
+            self._dropping = True  # and the fragments after it, which are that call's
+        return not self._dropping
