@@ -98,6 +98,34 @@ def test_servers_the_gateway_may_not_reach_are_refused(
     assert (caught.value.param, caught.value.code) == (param, code)
 
 
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"headers": {"Host": "admin.internal"}}, "tools[0].headers"),  # another virtual host
+        ({"headers": {"host": "admin.internal"}}, "tools[0].headers"),
+        ({"headers": {"Transfer-Encoding": "chunked"}}, "tools[0].headers"),
+        ({"headers": {"Mcp-Session-Id": "someone-else"}}, "tools[0].headers"),
+        ({"headers": {"Bad Name": "v"}}, "tools[0].headers"),
+        ({"headers": {"X-A": "a\r\nInjected: b"}}, "tools[0].headers"),
+        ({"headers": {"X-A": "caf\u00e9"}}, "tools[0].headers"),
+        ({"authorization": "s3cret\nX-Injected: b"}, "tools[0].authorization"),
+    ],
+)
+def test_headers_that_would_reroute_or_break_the_request_are_refused(
+    fields: dict[str, Any], param: str
+) -> None:
+    tool = {"type": "mcp", "server_label": "other", "server_url": "http://ok.test/mcp", **fields}
+    with pytest.raises(InvalidRequest) as caught:
+        tools().resolve([tool])
+    assert (caught.value.param, caught.value.code, caught.value.status) == (
+        param,
+        "invalid_value",
+        400,
+    )
+    assert "admin.internal" not in str(caught.value)  # a value is never quoted
+    assert "s3cret" not in str(caught.value)
+
+
 def test_a_repeated_label_and_too_many_servers_are_refused() -> None:
     docs = {"type": "mcp", "server_label": "docs"}
     with pytest.raises(InvalidRequest) as caught:

@@ -26,6 +26,7 @@ is a 400 that says what to configure:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -40,6 +41,27 @@ from stateway.core.tools.ports import McpClient, McpServer, SearchProvider
 MCP: Final = "mcp"
 SECRET_KEYS: Final = ("headers", "authorization")
 """Keys of a declared ``mcp`` tool that hold credentials: used, never stored or echoed."""
+RESERVED_HEADERS: Final = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "upgrade",
+        "te",
+        "trailer",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "last-event-id",
+    }
+)
+"""Headers a request's ``mcp`` tool may not set: those routing or framing the HTTP request
+(a ``Host`` of the client's choice would reach another virtual host behind an allowed
+one, past the allow-list) and those the MCP transport owns."""
+_HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE: Final = re.compile(r"[\t\x20-\x7e]*")
 CLIENT_TYPES: Final = frozenset({"function", CUSTOM, NAMESPACE}) | shell.TOOL_TYPES
 """Client-owned tool types the gateway models (offered to any upstream as functions)."""
 
@@ -259,7 +281,7 @@ class GatewayTools:
             )
         configured = self._servers.get(label)
         url = tool.get("server_url")
-        headers = _headers(tool)
+        headers = _headers(tool, path)
         description = tool.get("server_description")
         if url is None:
             if configured is None:
@@ -297,10 +319,35 @@ class GatewayTools:
         return McpBinding(server, allowed, read_only, approval, description)
 
 
-def _headers(tool: Item) -> tuple[tuple[str, str], ...]:
+def _headers(tool: Item, path: str) -> tuple[tuple[str, str], ...]:
+    """The headers a request's ``mcp`` tool sends; a name that is not an HTTP token, a value
+    that is not printable ASCII (a line break would end the header) or a reserved header
+    (:data:`RESERVED_HEADERS`) is a 400 naming it, its value never quoted."""
     headers: dict[str, str] = dict(tool.get("headers") or {})
+    for name, value in headers.items():
+        if not _HEADER_NAME.fullmatch(name) or name.lower() in RESERVED_HEADERS:
+            raise InvalidRequest(
+                f"The MCP header {name!r} cannot be set: give header names that are HTTP "
+                "tokens, and none of Host, Content-Length, Transfer-Encoding, Connection "
+                "or the MCP transport's own (Mcp-Session-Id, Mcp-Protocol-Version).",
+                param=f"{path}.headers",
+                code="invalid_value",
+            )
+        if not _HEADER_VALUE.fullmatch(value):
+            raise InvalidRequest(
+                f"The value of the MCP header {name!r} must be printable ASCII, without "
+                "line breaks.",
+                param=f"{path}.headers",
+                code="invalid_value",
+            )
     token = tool.get("authorization")
     if token:
+        if not _HEADER_VALUE.fullmatch(token):
+            raise InvalidRequest(
+                "'authorization' must be printable ASCII, without line breaks.",
+                param=f"{path}.authorization",
+                code="invalid_value",
+            )
         headers["Authorization"] = f"Bearer {token}"
     return tuple(sorted(headers.items()))
 
