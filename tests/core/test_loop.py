@@ -3,7 +3,7 @@ import asyncio
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, GetResponse, Principal
+from stateway.core.commands import CreateResponse, GenerationSettings, GetResponse, Principal
 from stateway.core.errors import NotFound, PreviousResponseNotFound, UpstreamError, UpstreamRejected
 from stateway.core.gateway import Gateway
 from stateway.core.inference import (
@@ -243,6 +243,20 @@ async def test_calls_without_indexes_are_told_apart_by_upstream_id() -> None:
     )
     calls = run.state.output  # type: ignore[attr-defined]
     assert [(c["name"], c["arguments"]) for c in calls] == [("f", '{"a":1}'), ("g", '{"b":2}')]
+
+
+async def test_without_parallel_tool_calls_only_the_first_call_is_kept() -> None:
+    script: list[Delta | UpstreamError] = [
+        ToolCallDelta(0, "up_1", "f", '{"a":'),
+        ToolCallDelta(0, None, None, "1}"),
+        ToolCallDelta(1, "up_2", "g", "{}"),
+        ToolCallDelta(0, "up_3", "h", "{}"),
+        Finish("tool_calls"),
+    ]
+    settings = GenerationSettings(parallel_tool_calls=False)
+    run, _, _ = await run_once(script, settings=settings)
+    calls = run.state.output  # type: ignore[attr-defined]
+    assert [(c["name"], c["arguments"]) for c in calls] == [("f", '{"a":1}')]
 
 
 async def test_a_bare_fragment_for_a_closed_call_fails_the_run() -> None:
