@@ -502,3 +502,27 @@ def test_the_stop_string_vllm_names_is_the_stop_sequence() -> None:
         "choices": [{"message": {"content": "a"}, "finish_reason": "stop", "stop_reason": "X"}]
     }
     assert list(from_upstream_completion(whole))[-1] == Finish("stop", "X")
+
+
+def test_vendor_fields_fill_what_the_gateway_does_not_set() -> None:
+    vendor = {"min_p": 0.1, "temperature": 2.0, "stream": False}
+    body = to_upstream(request([user("hi")], temperature=0.5, vendor_fields=vendor))
+    assert (body["min_p"], body["temperature"], body["stream"]) == (0.1, 0.5, True)
+
+
+def test_a_prefill_is_continued_only_when_asked_and_only_after_text() -> None:
+    prefill: Item = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "{"}],
+    }
+    call: Item = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    continued = to_upstream(request([user("hi"), prefill], continue_final_message=True))
+    assert (continued["continue_final_message"], continued["add_generation_prompt"]) == (
+        True,
+        False,
+    )
+    for items, asked in (([user("hi"), prefill], False), ([user("hi"), call], True)):
+        body = to_upstream(request(items, continue_final_message=asked))
+        assert "continue_final_message" not in body
+        assert "add_generation_prompt" not in body

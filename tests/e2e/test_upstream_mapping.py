@@ -187,3 +187,33 @@ def test_a_responses_input_ending_with_an_assistant_message_is_not_continued(
     client.responses.create(model=MODEL, input=items, store=False)
     [sent] = upstream_requests(fake_upstream)
     assert "continue_final_message" not in sent["body"]
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_translated_chat_request_carries_vendor_fields_to_a_chat_upstream(
+    fake_upstream: str, tmp_path: Path, api: str
+) -> None:
+    """A declared context window means translation (no fast path): a Chat client's vendor
+    fields still reach a Chat upstream, the backend's ``extra_body`` filling the rest;
+    a Responses upstream gets neither."""
+    backend = {"url": fake_upstream, "api": api, "context_window": 100_000}
+    backend["extra_body"] = {"min_p": 0.1, "top_k": 5}
+    with (
+        configured_gateway(tmp_path, backend) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        clear(fake_upstream)
+        sdk.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "hi"}],
+            extra_body={"chat_template_kwargs": {"enable_thinking": False}, "min_p": 0.05},
+        )
+        [sent] = upstream_requests(fake_upstream)
+        body = sent["body"]
+        if api == "chat":
+            assert body["messages"][0]["content"] == [{"type": "text", "text": "hi"}]  # translated
+            assert body["chat_template_kwargs"] == {"enable_thinking": False}
+            assert (body["min_p"], body["top_k"]) == (0.05, 5)
+        else:
+            assert "chat_template_kwargs" not in body
+            assert body["min_p"] == 0.1  # the backend's own extra_body

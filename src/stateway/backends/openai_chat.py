@@ -198,6 +198,8 @@ def to_upstream(
     response_format = _response_format(settings.text_format)
     if response_format is not None:
         body["response_format"] = response_format
+    for key, value in settings.vendor_fields.items():
+        body.setdefault(key, value)
     if settings.continue_final_message and _prefilled(messages[-1]):
         body["continue_final_message"] = True  # vLLM's; llama.cpp continues unasked
         body["add_generation_prompt"] = False

@@ -73,6 +73,11 @@ class GenerationSettings:
     cache_control: dict[str, Any] | None = None
     """Messages' top-level ``cache_control`` (automatic prompt caching): sent on to an
     Anthropic upstream; other upstreams cache prefixes on their own."""
+    vendor_fields: dict[str, Any] = field(default_factory=dict)
+    """A Chat Completions client's fields the gateway does not model: a server's own
+    parameters (vLLM's ``chat_template_kwargs``, ``min_p``, ``repetition_penalty``), sent
+    as they came to a Chat upstream (where the forwarded fast path would have carried
+    them), unless the gateway sets that field itself; other upstream APIs do not get them."""
     continue_final_message: bool = False
     """Messages' prefill: a conversation that ends with an assistant message is continued
     from where that message ends, the output holding only what follows. An Anthropic

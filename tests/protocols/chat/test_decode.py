@@ -322,3 +322,21 @@ def test_web_search_options_ask_for_the_gateways_web_search() -> None:
         "user_location": location,
     }
     assert decode(web_search_options={}).command.settings.tools == [{"type": "web_search"}]
+
+
+def test_fields_the_gateway_does_not_model_are_kept_for_a_chat_upstream() -> None:
+    fields = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "store": True,
+        "logit_bias": {},
+        "top_k": 3,
+        "chat_template_kwargs": {"enable_thinking": False},
+        "repetition_penalty": 1.1,
+    }
+    settings = decode_chat(fields).command.settings
+    assert settings.vendor_fields == {
+        "chat_template_kwargs": {"enable_thinking": False},
+        "repetition_penalty": 1.1,
+    }
+    assert settings.top_k == 3

@@ -17,8 +17,9 @@ forms, ``parallel_tool_calls`` as it is; ``web_search_options`` as the gateway's
 gateway cannot carry once translated is a 400 naming it: ``n`` other than 1,
 audio, the legacy ``functions``/``function_call``,
 ``logit_bias``, ``prediction``.
-Other fields are ignored (``store``, and vendor fields such as ``chat_template_kwargs``,
-which only the fast path carries).
+``store`` is ignored. Other fields (vendor fields such as vLLM's ``chat_template_kwargs``)
+are carried as they came to a Chat upstream, as the fast path carries them, and dropped
+for other upstream APIs.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.validation import invalid_request
 
 REFUSED: Final = ("audio", "functions", "function_call", "logit_bias", "prediction")
+_MODELED: Final = frozenset(ChatBody.model_fields) | frozenset(REFUSED)
+"""The fields the gateway reads; the others are a server's own (:func:`vendor_fields`)."""
 WEB_SEARCH_OPTIONS: Final = "web_search_options"
 """The field asking for a web search: the gateway's, so such a request is never forwarded."""
 
@@ -138,6 +141,7 @@ def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -
         stop_sequences=[body.stop] if isinstance(body.stop, str) else list(body.stop or []),
         include=[logprobs.INCLUDE] if body.logprobs else [],
         top_logprobs=body.top_logprobs,
+        vendor_fields=vendor_fields(fields),
     )
     command = CreateResponse(
         model=body.model,
@@ -149,6 +153,11 @@ def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -
     )
     options = body.stream_options
     return ChatRequest(command, bool(options and options.include_usage))
+
+
+def vendor_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a request the gateway does not model, carried to Chat upstreams."""
+    return {key: value for key, value in fields.items() if key not in _MODELED}
 
 
 def _web_search(options: WebSearchOptions) -> Item:
