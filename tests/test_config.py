@@ -96,6 +96,35 @@ def test_invalid_files_give_readable_errors(tmp_path: Path, text: str, fragment:
         load_config(Overrides(config=write(tmp_path, text)), EMPTY_ENV)
 
 
+@pytest.mark.parametrize(
+    ("text", "env"),
+    [
+        ("server = 5\n", {}),
+        ("tools = 5\n", {"STATEWAY_TOOL_TIMEOUT_S": "5"}),
+        ("storage = 'x'\n", {"STATEWAY_DATABASE": "sqlite:///e.db"}),
+        (
+            "security = []\n",
+            {"STATEWAY_SEALING_KEY": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="},
+        ),
+        ("coordination = 1\n", {"STATEWAY_REDIS_URL": "redis://127.0.0.1:6379/0"}),
+        ("health = true\n", {}),
+    ],
+)
+def test_a_section_that_is_no_table_is_a_readable_error(
+    tmp_path: Path, text: str, env: dict[str, str]
+) -> None:
+    section = text.split(" ")[0]
+    with pytest.raises(ConfigError, match=rf"{section}: must be a table \(\[{section}\]\)"):
+        load_config(Overrides(config=write(tmp_path, text)), env)
+
+
+def test_a_file_that_is_not_utf8_is_a_readable_error(tmp_path: Path) -> None:
+    path = tmp_path / "stateway.toml"
+    path.write_bytes(b"# caf\xe9 (latin-1)\n[server]\nport = 9000\n")
+    with pytest.raises(ConfigError, match="not valid TOML: not UTF-8"):
+        load_config(Overrides(config=str(path)), EMPTY_ENV)
+
+
 def test_missing_file_and_bad_env() -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(Overrides(config="/nonexistent/stateway.toml"), EMPTY_ENV)

@@ -151,11 +151,11 @@ class Reloads:
         started = compiled(self.first, probe=True)
         self.store = MemoryStore()
         self.generations = Generations(started.router, Loop(self.store))
-        self.next: Compiled | ConfigError = ConfigError("unset")
+        self.next: Compiled | Exception = ConfigError("unset")
         self.reloader = Reloader(started, self._compile, self._publish, self.generations)
 
     def _compile(self) -> Compiled:
-        if isinstance(self.next, ConfigError):
+        if isinstance(self.next, Exception):
             raise self.next
         return self.next
 
@@ -181,6 +181,26 @@ async def test_a_failed_reload_keeps_the_generation_and_reports_why() -> None:
     assert status.last_error is None
     assert status.restart_required == ("storage.database",)
     assert status.loaded_at == reloads.generations.current.loaded_at
+
+
+async def test_an_unexpected_compile_failure_is_refused_and_reported() -> None:
+    reloads = Reloads()
+    reloads.next = TypeError("'int' object is not a mapping")
+    with pytest.raises(ConfigRejected, match="TypeError: 'int' object is not a mapping"):
+        await reloads.reloader.reload()
+    reloads.reloader.reload_signalled()  # a signal's reload: no exception escapes either
+    status = reloads.reloader.status()
+    assert status.generation == 1
+    assert status.last_error == "TypeError: 'int' object is not a mapping"
+
+
+def test_reloading_a_file_saved_in_another_encoding_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "stateway.toml"
+    flags = write(path, BACKEND.format(name="a"))
+    started = compile_generation(flags)
+    path.write_bytes(b"# caf\xe9\n" + BACKEND.format(name="b").encode())
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        compile_generation(flags, started)
 
 
 async def test_probing_follows_the_current_generation() -> None:

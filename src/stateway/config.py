@@ -238,6 +238,7 @@ def load_config(flags: Overrides, environ: Mapping[str, str] | None = None) -> C
         if values[key] is None and env.get(var):
             values[key] = env[var]
     data: dict[str, Any] = _read_file(values["config"]) if values["config"] else {}
+    _check_tables(data)  # before the environment is overlaid onto them
     server = dict(data.get("server", {}))
     for key in ("host", "port"):
         if values[key] is not None:
@@ -315,6 +316,30 @@ def _read_file(path: str) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8; tomllib lets the decode error out
+        raise ConfigError(
+            f"config file {path} is not valid TOML: not UTF-8 (byte {exc.start})"
+        ) from None
+
+
+_TABLES = tuple(
+    name
+    for name, field in Config.model_fields.items()
+    if isinstance(field.annotation, type) and issubclass(field.annotation, Section)
+)
+"""The top-level keys that must be tables (the environment and flags are overlaid onto
+them as dictionaries)."""
+
+
+def _check_tables(data: dict[str, Any]) -> None:
+    """A readable error for a section given as a value (``server = 5``) rather than a
+    table, which the overlays would otherwise fail on."""
+    for name in _TABLES:
+        if name in data and not isinstance(data[name], dict):
+            raise ConfigError(
+                f"invalid configuration:\n  {name}: must be a table ([{name}]), "
+                f"not {type(data[name]).__name__}"
+            )
 
 
 def _port(value: Any) -> int:

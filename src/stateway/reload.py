@@ -127,6 +127,12 @@ class Reloader:
             self._last_error = str(exc)
             log.error("config reload failed; generation %d serves on: %s", serving, exc)
             raise ConfigRejected(f"The configuration was not reloaded: {exc}") from None
+        except Exception as exc:  # a configuration compiling cannot handle: still refused
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            log.exception("config reload failed; generation %d serves on", serving)
+            raise ConfigRejected(
+                f"The configuration was not reloaded: {self._last_error}"
+            ) from None
         self._publish(compiled)
         self._last_error = None
         self._restart_required = compiled.restart_required
