@@ -100,6 +100,21 @@ def test_a_reload_compiles_the_file_again_keeping_startup_settings(tmp_path: Pat
     assert reloaded.waiting_room is started.waiting_room  # process-wide, from [server]
 
 
+def test_a_reloaded_backend_keeps_its_connection_slots(tmp_path: Path) -> None:
+    """max_connections bounds a backend's calls across generations: the runs still on the
+    superseded one and the new one's requests wait in one line."""
+    path = tmp_path / "stateway.toml"
+    flags = write(path, BACKEND.format(name="a") + "max_connections = 2\n")
+    started = compile_generation(flags)
+    reloaded = compile_generation(flags, started)
+    [before], [after] = started.router.backends, reloaded.router.backends
+    assert after is not before  # a generation's own backend and pool
+    assert after._client._slots is before._client._slots  # type: ignore[attr-defined]
+    path.write_text(BACKEND.format(name="a") + "max_connections = 3\n")
+    widened = compile_generation(flags, started).router.backends[0]
+    assert widened._client._slots is not before._client._slots  # type: ignore[attr-defined]
+
+
 def test_flags_and_environment_keep_their_precedence_over_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

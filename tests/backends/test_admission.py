@@ -112,3 +112,39 @@ async def test_waiting_for_a_slot_does_not_count_against_connect_timeout(
 
     # The second and third wait ~0.3 s and ~0.6 s for the slot: far past connect_timeout.
     assert await asyncio.gather(post(), post(), post()) == [b"{}"] * 3
+
+
+async def test_clients_of_one_backend_share_its_slots_across_generations(
+    loopback: Loopback,
+) -> None:
+    """A reload builds the backend's client again (a new generation); calls of the old one
+    still running count against the same max_connections, and queue in the same line."""
+    inside = 0
+    most = 0
+
+    async def answers_slowly(request: web.Request) -> web.Response:
+        nonlocal inside, most
+        inside += 1
+        most = max(most, inside)
+        await asyncio.sleep(0.2)
+        inside -= 1
+        return web.Response(body=b"{}")
+
+    room = WaitingRoom(10)
+    target = UpstreamTarget("up", await loopback.serve(answers_slowly), max_connections=1)
+    old = loopback.adopt(UpstreamClient(target, room))
+    new = loopback.adopt(UpstreamClient(target, room))
+
+    async def post(client: UpstreamClient) -> bytes:
+        async with client.post("/chat/completions", {}) as reply:
+            return await reply.read()
+
+    assert await asyncio.gather(post(old), post(new), post(old), post(new)) == [b"{}"] * 4
+    assert most == 1
+    wider = UpstreamTarget(target.name, target.base_url, max_connections=2)
+    assert room.slots("up", 2, 30.0, target.base_url) is not room.slots(
+        "up", 1, 30.0, target.base_url
+    )
+    assert loopback.adopt(UpstreamClient(wider, room))._slots is room.slots(
+        "up", 2, 30.0, target.base_url
+    )

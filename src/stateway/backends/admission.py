@@ -5,6 +5,9 @@ A call that finds them all taken waits, first come first served, for at most
 ``pool_timeout``; that wait belongs to the gateway and never counts against the upstream's
 ``connect_timeout``. One :class:`WaitingRoom` per process counts the calls waiting across
 all backends: once ``[server] max_queued_requests`` wait, a new call is refused at once.
+The slots of a backend live in the process's :class:`WaitingRoom`, so the limit and the
+queue hold across a configuration reload (the superseded generation's runs and the new
+generation's requests share them) while the backend's limits stay the same.
 Both refusals are :class:`~stateway.core.errors.Overloaded` (503 with ``Retry-After``), so a
 client learns early and honestly that the gateway is full, not that the model server failed.
 """
@@ -19,13 +22,29 @@ from stateway.core.errors import Overloaded
 
 
 class WaitingRoom:
-    """The process-wide count of upstream calls waiting for a connection slot."""
+    """The process-wide count of upstream calls waiting for a connection slot, and each
+    backend's slots."""
 
-    __slots__ = ("capacity", "waiting")
+    __slots__ = ("_slots", "capacity", "waiting")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.waiting = 0
+        self._slots: dict[tuple[str, str, int, float], ConnectionSlots] = {}
+
+    def slots(
+        self, backend: str, size: int, wait_limit: float, upstream: str = ""
+    ) -> ConnectionSlots:
+        """The connection slots of ``backend`` (its model server at ``upstream``), shared
+        by every client made for it over this room: a reloaded configuration's backend
+        (its own generation, its own pool) waits in the same queue and counts against the
+        same ``size`` as the one still serving runs of the generation it superseded. A
+        changed ``size`` or ``wait_limit`` is a new queue, for the requests admitted after it."""
+        key = (backend, upstream, size, wait_limit)
+        slots = self._slots.get(key)
+        if slots is None:
+            slots = self._slots[key] = ConnectionSlots(backend, size, wait_limit, self)
+        return slots
 
     @asynccontextmanager
     async def seat(self, backend: str) -> AsyncIterator[None]:

@@ -35,7 +35,7 @@ from aiohttp.client_reqrep import ClientRequest
 from aiohttp.connector import Connection
 from aiohttp.tracing import Trace
 
-from stateway.backends.admission import ConnectionSlots, WaitingRoom
+from stateway.backends.admission import WaitingRoom
 from stateway.backends.redaction import KeyScrubber
 from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_reply import UpstreamReply
@@ -96,11 +96,10 @@ class UpstreamClient:
         self.target = target
         self.scrub = KeyScrubber(target.api_key)
         """Masks the upstream key in any upstream text; backends use it for mid-stream errors."""
-        self._slots = ConnectionSlots(
-            target.name,
-            target.max_connections,
-            target.pool_timeout,
-            waiting_room or WaitingRoom(DEFAULT_QUEUE),
+        room = waiting_room or WaitingRoom(DEFAULT_QUEUE)
+        # Shared with this backend's client of any other generation (a reload's).
+        self._slots = room.slots(
+            target.name, target.max_connections, target.pool_timeout, target.base_url
         )
         self._pooled: aiohttp.ClientSession | None = None
         self._fresh: aiohttp.ClientSession | None = None
