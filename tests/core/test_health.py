@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from stateway.core.errors import UpstreamError, UpstreamRejected, UpstreamUnavailable
+from stateway.core.routing.attempts import retry_after
 from stateway.core.routing.health import HealthBoard, HealthPolicy
 from stateway.core.routing.probe import HealthProber
 from tests.core.routing_fakes import Named, candidate, needs, route, router
@@ -82,6 +83,20 @@ def test_retry_after_opens_the_circuit_for_as_long_as_asked() -> None:
     assert health.state("a/m") == "open"
     clock.now += 1.0
     assert health.state("a/m") == "half_open"
+
+
+def test_retry_after_as_an_http_date_is_honoured_too() -> None:
+    """Retry-After is delta-seconds or an HTTP-date (RFC 9110); proxies send the date."""
+    now = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+    dated = UpstreamUnavailable(
+        "busy", status=503, headers={"Retry-After": "Fri, 15 Jan 2027 08:00:45 GMT"}
+    )
+    assert retry_after(dated, lambda: now) == 45.0
+    assert retry_after(dated, lambda: now + 60) is None  # already past
+    seconds = UpstreamUnavailable("busy", status=503, headers={"Retry-After": "7"})
+    assert retry_after(seconds, lambda: now) == 7.0
+    garbled = UpstreamUnavailable("busy", status=503, headers={"Retry-After": "soon"})
+    assert retry_after(garbled, lambda: now) is None
 
 
 def test_an_open_candidate_is_skipped_while_a_healthy_one_remains() -> None:

@@ -14,7 +14,11 @@ refused as such (another 4xx) or an answer too large would fail the same way any
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
 from stateway.core.errors import (
@@ -39,12 +43,22 @@ def recoverable(error: BaseException) -> bool:
     return isinstance(error, UpstreamError | Overloaded)
 
 
-def retry_after(error: BaseException) -> float | None:
-    """Seconds an upstream asked to be left alone (``Retry-After`` in delta-seconds)."""
+def retry_after(error: BaseException, now: Callable[[], float] = time.time) -> float | None:
+    """Seconds an upstream asked to be left alone: ``Retry-After`` in delta-seconds, or an
+    HTTP-date (the seconds from ``now``, wall-clock time, until it; none once it is past)."""
     if not isinstance(error, GatewayError):
         return None
     value = error.headers.get("Retry-After", "")
-    return float(value) if value.isdigit() else None
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is GMT
+        when = when.replace(tzinfo=UTC)
+    seconds = when.timestamp() - now()
+    return seconds if seconds > 0 else None
 
 
 @dataclass(slots=True)
