@@ -59,6 +59,9 @@ class McpConfig(Section):
     gateway's network). ``host`` or ``host:port``; configured servers need no entry."""
     session_ttl: float = Field(default=300.0, gt=0)
     """Seconds an idle pooled MCP session is kept before it is closed."""
+    max_sessions: int = Field(default=256, ge=1, le=100_000)
+    """Pooled MCP sessions kept at once (one per tenant, server and headers); beyond, the
+    least recently used idle ones are closed."""
 
     @field_validator("allowed_hosts")
     @classmethod

@@ -128,6 +128,42 @@ async def test_an_idle_session_closes_itself(mcp_server: RunningMcpServer) -> No
         await pool.aclose()
 
 
+async def test_sessions_past_max_sessions_crowd_out_the_least_recently_used_idle_ones(
+    mcp_server: RunningMcpServer,
+) -> None:
+    """Every distinct header set is a session of its own: requests varying one (a request
+    id) must not pile up a session each for the whole TTL."""
+    pool = PooledMcpClient(max_sessions=3)
+    server = server_for(mcp_server)
+    try:
+        for n in range(10):
+            traced = replace(server, headers=(("X-Request-Id", f"r{n}"),))
+            assert await pool.call_tool(traced, "add", {"a": n, "b": 1}) == str(n + 1)
+            assert len(pool._current) <= 3
+        assert pool.initializations == 10
+        await wait_for_server(mcp_server.stats, closed=7)  # the crowded-out ones said goodbye
+        assert len(pool._current) == 3
+
+        kept = replace(server, headers=(("X-Request-Id", "r9"),))
+        assert await pool.call_tool(kept, "add", {"a": 1, "b": 1}) == "2"
+        assert pool.initializations == 10  # the most recent one was kept
+    finally:
+        await pool.aclose()
+
+
+async def test_a_busy_session_is_not_crowded_out(mcp_server: RunningMcpServer) -> None:
+    pool = PooledMcpClient(max_sessions=1)
+    server = server_for(mcp_server)
+    other = replace(server, headers=(("X-Other", "1"),))
+    try:
+        busy = asyncio.create_task(pool.call_tool(server, "sleep", {"seconds": 0.5}))
+        await asyncio.to_thread(mcp_server.stats.wait_for, lambda s: s.calls_started >= 1, 10)
+        assert await pool.call_tool(other, "add", {"a": 1, "b": 1}) == "2"
+        assert await busy == "slept"  # over the cap for a while, never cut off
+    finally:
+        await pool.aclose()
+
+
 async def test_a_busy_session_does_not_expire(mcp_server: RunningMcpServer) -> None:
     pool = PooledMcpClient(session_ttl=0.3)
     server = server_for(mcp_server)

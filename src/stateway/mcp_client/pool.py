@@ -35,6 +35,12 @@ T = TypeVar("T")
 MAX_TOOL_PAGES = 100
 """``tools/list`` pages followed before a server's listing counts as endless."""
 
+MAX_SESSIONS = 256
+"""Pooled sessions kept at once by default. Every distinct ``(tenant, url, transport,
+headers)`` is a session of its own, kept ``session_ttl`` once idle: without a bound, requests
+varying a header (a request id, a rotating token) would pile up sessions, each holding a
+task and connections, until the process runs out of file descriptors."""
+
 MAX_ATTEMPTS = 3
 """Sessions one operation may try: a retired one found on checkout or a forgotten one
 (HTTP 404 for its id) is replaced; each try is bounded by ``connect_timeout``."""
@@ -56,15 +62,19 @@ class PooledMcpClient:
         session_ttl: float = 300.0,
         connect_timeout: float = 10.0,
         close_timeout: float = 5.0,
+        max_sessions: int = MAX_SESSIONS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``session_ttl``: seconds an idle session is kept (``McpConfig.session_ttl``).
         ``connect_timeout``: seconds to connect and complete the handshake (also how long a
         suspect session's health check may take). ``close_timeout``: seconds a session's
-        goodbye may take on close. ``clock``: monotonic seconds (tests move it)."""
+        goodbye may take on close. ``max_sessions``: sessions kept at once; opening one more
+        first closes the least recently used idle ones. ``clock``: monotonic seconds (tests
+        move it)."""
         self._ttl = session_ttl
         self._connect_timeout = connect_timeout
         self._close_timeout = close_timeout
+        self._max_sessions = max_sessions
         self._clock = clock
         self._current: dict[PoolKey, PooledSession] = {}
         self._live: set[PooledSession] = set()
@@ -163,6 +173,7 @@ class PooledMcpClient:
         if entry is None or entry.expired():
             if entry is not None:
                 entry.retire()
+            self._make_room()
             entry = PooledSession(
                 server,
                 ttl=self._ttl,
@@ -176,6 +187,19 @@ class PooledMcpClient:
             self._live.add(entry)
         entry.enter()
         return entry
+
+    def _make_room(self) -> None:
+        """Retire the least recently used idle sessions until one more fits under
+        ``max_sessions`` (busy ones are left alone: they end with their calls)."""
+        excess = len(self._current) - self._max_sessions + 1
+        if excess <= 0:
+            return
+        idle = sorted(
+            (e for e in self._current.values() if e.in_flight == 0), key=lambda e: e.last_used
+        )
+        for entry in idle[:excess]:
+            entry.retire()
+            del self._current[entry.server.pool_key]
 
     def _initialized(self, entry: PooledSession) -> None:
         self.initializations += 1
