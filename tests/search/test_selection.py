@@ -57,3 +57,11 @@ def test_the_smaller_of_the_two_limits_applies_after_filtering() -> None:
     query = SearchQuery("q", max_results=3, allowed_domains=("b",))
     assert [h.title for h in select_hits(hits, query, limit=1)] == ["1"]
     assert [h.title for h in select_hits(hits, query, limit=5)] == ["1", "3"]
+
+
+def test_a_url_is_given_without_the_blanks_around_it() -> None:
+    """A provider's `" https://a.example/x "` is kept as the URL it is compared as: the
+    model cites it and the client opens it (a citation of the padded one never matches)."""
+    hits = [SearchHit("a", " https://a.example/x\n"), SearchHit("b", "https://a.example/x")]
+    query = SearchQuery("q", allowed_domains=("a.example",))
+    assert select_hits(hits, query, limit=5) == [SearchHit("a", "https://a.example/x")]

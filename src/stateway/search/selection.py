@@ -10,6 +10,7 @@ of its engines found (SearXNG).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from urllib.parse import urlsplit, urlunsplit
 
 from stateway.core.tools.ports import SearchHit, SearchQuery, ToolFailure
@@ -37,11 +38,12 @@ def select_hits(hits: Iterable[SearchHit], query: SearchQuery, limit: int) -> li
         key = _identity(hit.url)
         if key is None or key in seen:
             continue
-        host = urlsplit(hit.url).hostname or ""
+        host = urlsplit(hit.url.strip()).hostname or ""
         if (domains and not host_allowed(host, domains)) or host_allowed(host, blocked):
             continue
         seen.add(key)
-        chosen.append(hit)
+        url = hit.url.strip()  # as compared: the model cites it, the client opens it
+        chosen.append(hit if url == hit.url else replace(hit, url=url))
     return chosen
 
 
