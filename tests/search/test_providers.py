@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from stateway.core.tools.ports import SearchHit, SearchProvider, SearchQuery, ToolFailure
 from stateway.search import build_search_provider, transport
@@ -391,3 +393,36 @@ def test_the_environment_sets_the_hosted_base_url() -> None:
     provider = build_search_provider(config, {"BRAVE_API_KEY": "k"})
     assert isinstance(provider, BraveProvider)
     assert provider.endpoint == "http://p/res/v1/web/search"
+
+
+async def test_a_redirect_is_not_followed_so_the_key_stays_home(hosted: Api) -> None:
+    """A search API (or a proxy in front of it) that redirects elsewhere must not get the
+    key sent there: Brave's header is not one a client drops on a cross-origin redirect."""
+    received: list[dict[str, str]] = []
+
+    async def elsewhere(request: web.Request) -> web.Response:
+        received.append(dict(request.headers))
+        return web.json_response({"results": []})
+
+    other = web.Application()
+    other.router.add_route("*", "/{tail:.*}", elsewhere)
+    async with TestServer(other, host="127.0.0.1") as thief:
+
+        async def redirect(request: web.Request) -> web.Response:
+            raise web.HTTPFound(str(thief.make_url("/steal")))
+
+        api = web.Application()
+        api.router.add_route("*", "/{tail:.*}", redirect)
+        async with TestServer(api, host="127.0.0.1") as origin:
+            base = str(origin.make_url("")).rstrip("/")
+            config = WebSearchConfig.model_validate({"provider": hosted, "base_url": base})
+            key = "sk-redirected-key"
+            environ = {"BRAVE_API_KEY": key, "TAVILY_API_KEY": key}
+            provider = build_search_provider(config, environ)
+            assert provider is not None
+            try:
+                with pytest.raises(ToolFailure, match="redirected the search \\(HTTP 302\\)"):
+                    await provider.search(SearchQuery("q"))
+            finally:
+                await provider.aclose()
+    assert received == []

@@ -85,7 +85,14 @@ class SearchTransport:
     ) -> Any:
         headers = {"Content-Type": "application/json"} if data is not None else None
         async with self._client().request(
-            method, url, params=params, data=data, headers=headers
+            # Not followed: the key travels in a header (Brave's X-Subscription-Token is not
+            # one aiohttp drops on a redirect to another origin), and a search API answers.
+            method,
+            url,
+            params=params,
+            data=data,
+            headers=headers,
+            allow_redirects=False,
         ) as response:
             if response.status != 200:
                 raise self._failure(await self._status_message(response))
@@ -108,6 +115,8 @@ class SearchTransport:
             if message is not None:
                 return message
         name = self.provider
+        if 300 <= status < 400:
+            return f"{name} redirected the search (HTTP {status}); configure its final URL"
         if status == 401:
             return f"{name} rejected the API key (HTTP 401)"
         if status == 403:
