@@ -85,6 +85,22 @@ def test_retry_after_opens_the_circuit_for_as_long_as_asked() -> None:
     assert health.state("a/m") == "half_open"
 
 
+def test_an_answered_probe_closes_the_circuit_but_not_before_retry_after_is_over() -> None:
+    """A model list answering says the server is up, not that its rate limit is lifted."""
+    clock = Clock()
+    health = board(clock, threshold=1)
+    health.failed("a/m", retry_after=30.0)
+    health.probe_answered("a/m")
+    assert health.state("a/m") == "open"
+    clock.now += 30.0
+    health.probe_answered("a/m")
+    assert health.state("a/m") == "closed"
+    health.failed("a/m")  # opened by failures alone: an answered probe closes it at once
+    assert health.state("a/m") == "open"
+    health.probe_answered("a/m")
+    assert health.state("a/m") == "closed"
+
+
 def test_retry_after_as_an_http_date_is_honoured_too() -> None:
     """Retry-After is delta-seconds or an HTTP-date (RFC 9110); proxies send the date."""
     now = 1_800_000_000.0  # 2027-01-15T08:00:00Z

@@ -36,6 +36,8 @@ class Circuit:
     open_until: float | None = None
     """None while closed."""
     probing: bool = False
+    asked_until: float = 0.0
+    """Until when the upstream asked not to be called (its ``Retry-After``)."""
 
     def state(self, now: float) -> State:
         if self.open_until is None:
@@ -84,6 +86,14 @@ class HealthBoard:
     def succeeded(self, key: str) -> None:
         self._circuits.pop(key, None)
 
+    def probe_answered(self, key: str) -> None:
+        """The active prober reached the backend: the circuit closes, unless the upstream
+        asked for a pause that is not over (a rate limit is not lifted by a model list)."""
+        circuit = self._circuits.get(key)
+        if circuit is not None and self._clock() < circuit.asked_until:
+            return
+        self._circuits.pop(key, None)
+
     def failed(self, key: str, retry_after: float | None = None) -> None:
         circuit = self._circuits.setdefault(key, Circuit())
         now = self._clock()
@@ -98,6 +108,8 @@ class HealthBoard:
             else:  # below the threshold: the upstream's own word only
                 wait = retry_after or 0.0
             circuit.open_until = now + wait
+            if retry_after:
+                circuit.asked_until = now + retry_after
 
     def released(self, key: str) -> None:
         """An attempt ended neither way (cancelled): a probe may be tried again."""

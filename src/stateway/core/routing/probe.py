@@ -1,6 +1,7 @@
 """Active health probing (``[health] active_probe``, off by default): every
 ``probe_interval`` seconds, ``GET /models`` on each backend a route names. An answer
-closes the circuits of that backend's candidates; a failure counts against each, as a
+closes the circuits of that backend's candidates (but not before a ``Retry-After`` the
+upstream gave is over); a failure counts against each, as a
 failed attempt would. A catch-all backend's candidates (one per model name asked for)
 are left to passive health."""
 
@@ -31,7 +32,7 @@ class HealthProber:
                     health.failed(key)
                 continue
             for key in keys:
-                health.succeeded(key)
+                health.probe_answered(key)
 
     async def run(self) -> None:
         """Probe until cancelled."""
