@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
+import pytest
 
 from stateway.core.commands import (
     CompactResponse,
@@ -17,7 +18,7 @@ from stateway.core.commands import (
     GenerationSettings,
     Principal,
 )
-from stateway.core.errors import UpstreamUnavailable
+from stateway.core.errors import UpstreamError, UpstreamUnavailable
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta, UsageReport
 from stateway.core.loop import Loop
@@ -146,8 +147,13 @@ class UsageRelay:
     status = 200
     headers: Mapping[str, str] = {}
 
+    def __init__(self, cut: bool = False) -> None:
+        self._cut = cut
+
     async def chunks(self) -> AsyncIterator[bytes]:
         yield b"{}"
+        if self._cut:
+            raise UpstreamError("The model server 'scripted' closed the stream before finishing.")
 
     def usage(self) -> Usage | None:
         return Usage(7, 4)
@@ -157,27 +163,73 @@ class UsageRelay:
 
 
 class Forwarding(ScriptedBackend):
+    def __init__(self, *args: Any, relay: UsageRelay | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.relay = relay or UsageRelay()
+
     async def forward_chat(self, body: bytes) -> UsageRelay:
-        return UsageRelay()
+        return self.relay
 
 
-async def test_a_relayed_answer_reports_its_usage_once_closed() -> None:
-    telemetry = Recording()
-    gw = gateway(Forwarding([TextDelta("x"), Finish("stop"), UsageReport(Usage(1, 1))]), telemetry)
+class Unreachable(ScriptedBackend):
+    async def forward_chat(self, body: bytes) -> UsageRelay:
+        raise UpstreamUnavailable("The model server 'scripted' is unreachable.")
+
+
+async def _forward(gw: Gateway) -> Any:
     fields = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
 
     async def translate() -> Any:
         raise AssertionError("forwarded, not translated")
 
-    relay = await gw.execute(
+    return await gw.execute(
         Principal(tenant_id="acme"), ForwardChat("fast", orjson.dumps(fields), fields, translate)
     )
+
+
+async def test_a_relayed_answer_reports_its_usage_once_closed() -> None:
+    telemetry = Recording()
+    gw = gateway(Forwarding([TextDelta("x"), Finish("stop"), UsageReport(Usage(1, 1))]), telemetry)
+    relay = await _forward(gw)
+    assert [chunk async for chunk in relay.chunks()] == [b"{}"]
     assert telemetry.reports == []
     await relay.aclose()
     await relay.aclose()  # told once
     [report] = telemetry.reports
     assert (report.tenant_id, report.model, report.usage) == ("acme", "fast", Usage(7, 4))
     assert [(a["backend"], a["outcome"]) for a in report.attempts] == [("scripted", "ok")]
+
+
+async def test_a_relayed_answer_cut_part_way_reports_a_cut_attempt() -> None:
+    telemetry = Recording()
+    gw = gateway(Forwarding([], relay=UsageRelay(cut=True)), telemetry)
+    relay = await _forward(gw)
+    chunks = relay.chunks()
+    assert await anext(chunks) == b"{}"
+    with pytest.raises(UpstreamError):
+        await anext(chunks)
+    await relay.aclose()
+    [report] = telemetry.reports
+    assert [(a["backend"], a["outcome"]) for a in report.attempts] == [("scripted", "cut")]
+
+
+async def test_a_relayed_answer_closed_before_its_end_reports_a_cancelled_attempt() -> None:
+    telemetry = Recording()  # the client left: the route closes the relay unread
+    gw = gateway(Forwarding([]), telemetry)
+    relay = await _forward(gw)
+    await relay.aclose()
+    [report] = telemetry.reports
+    assert [(a["backend"], a["outcome"]) for a in report.attempts] == [("scripted", "cancelled")]
+
+
+async def test_a_forward_that_got_no_answer_reports_a_failed_attempt() -> None:
+    telemetry = Recording()
+    gw = gateway(Unreachable([]), telemetry)
+    with pytest.raises(UpstreamUnavailable):
+        await _forward(gw)
+    [report] = telemetry.reports
+    assert (report.tenant_id, report.model, report.usage) == ("acme", "fast", None)
+    assert [(a["backend"], a["outcome"]) for a in report.attempts] == [("scripted", "failed")]
 
 
 async def test_a_compaction_reports_the_summary_tokens() -> None:

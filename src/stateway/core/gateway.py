@@ -69,6 +69,7 @@ from stateway.core.ports import (
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.results import Deleted, ModelList, Readiness, Result, TokenCount
 from stateway.core.routing import Router
+from stateway.core.routing.attempts import Outcome
 from stateway.core.runs import CancelReason, Run, RunRegistry
 from stateway.core.starting import RunStarter
 from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
@@ -306,9 +307,16 @@ class Gateway:
             route = generation.router.resolve(command.model)
             if route.forwarder is not None and not command.needs_gateway:
                 body = command.body_for(route.upstream_model)
-                relay = await route.forwarder.forward_chat(body)
                 backend = route.candidates[0].backend.name
                 ended = partial(self._relayed, principal.tenant_id, command.model, backend)
+                try:
+                    relay = await route.forwarder.forward_chat(body)
+                except GatewayError:  # no answer at all: unreachable, timed out, overloaded
+                    ended(None, "failed")
+                    raise
+                except asyncio.CancelledError:  # the client left before the status line
+                    ended(None, "cancelled")
+                    raise
                 return HeldRelay(relay, self.generations, generation, ended)
             run = await self._starter.admit(principal, await command.translate(), generation)
         except BaseException:
@@ -318,11 +326,14 @@ class Gateway:
         await self._starter.drive_attached(run)
         return run
 
-    def _relayed(self, tenant_id: str, model: str, backend: str, relay: Relay) -> None:
-        """Tell telemetry what a relayed answer used (its one upstream attempt)."""
-        outcome = "ok" if relay.status < 400 else "failed"
+    def _relayed(
+        self, tenant_id: str, model: str, backend: str, relay: Relay | None, outcome: Outcome
+    ) -> None:
+        """Tell telemetry what a relayed answer used (its one upstream attempt, ``relay``
+        None when the upstream never answered)."""
         attempt = {"backend": backend, "outcome": outcome}
-        self._telemetry.run_ended(RunReport(tenant_id, model, relay.usage(), [attempt]))
+        usage = None if relay is None else relay.usage()
+        self._telemetry.run_ended(RunReport(tenant_id, model, usage, [attempt]))
 
     async def _delete(self, principal: Principal, response_id: str) -> Deleted:
         if not await self._store.delete(principal.tenant_id, response_id):

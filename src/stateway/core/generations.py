@@ -23,9 +23,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
+from stateway.core.errors import GatewayError
 from stateway.core.loop import Loop
 from stateway.core.ports import Relay
 from stateway.core.routing import Router
+from stateway.core.routing.attempts import Outcome
 from stateway.core.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -139,16 +141,19 @@ async def _retire(generation: Generation) -> None:
 class HeldRelay:
     """A relayed answer that holds its generation's lease until it is closed (its
     upstream connection belongs to that generation's pool); ``ended`` is told once, as
-    it closes."""
+    it closes, with the relay and how its upstream attempt ended: ``ok`` (relayed to its
+    end), ``failed`` (an error status, or the upstream failed before any body byte),
+    ``cut`` (the upstream failed part-way) or ``cancelled`` (closed before its end: the
+    client left)."""
 
-    __slots__ = ("_ended", "_generations", "_held", "_relay", "headers", "status")
+    __slots__ = ("_ended", "_generations", "_held", "_outcome", "_relay", "headers", "status")
 
     def __init__(
         self,
         relay: Relay,
         generations: Generations,
         generation: Generation,
-        ended: Callable[[Relay], None] | None = None,
+        ended: Callable[[Relay, Outcome], None] | None = None,
     ) -> None:
         self._relay = relay
         self.status = relay.status
@@ -156,9 +161,19 @@ class HeldRelay:
         self._generations = generations
         self._held: Generation | None = generation
         self._ended = ended
+        self._outcome: Outcome = "cancelled"
+        """Until the body has been relayed to its end (or failed)."""
 
-    def chunks(self) -> AsyncIterator[bytes]:
-        return self._relay.chunks()
+    async def chunks(self) -> AsyncIterator[bytes]:
+        relayed = False
+        try:
+            async for chunk in self._relay.chunks():
+                relayed = True
+                yield chunk
+        except GatewayError:
+            self._outcome = "cut" if relayed and self.status < 400 else "failed"
+            raise
+        self._outcome = "ok" if self.status < 400 else "failed"
 
     def usage(self) -> Usage | None:
         return self._relay.usage()
@@ -171,7 +186,7 @@ class HeldRelay:
             if held is not None:
                 self._generations.release(held)
                 if self._ended is not None:
-                    self._ended(self._relay)
+                    self._ended(self._relay, self._outcome)
 
 
 @dataclass(frozen=True, slots=True)
