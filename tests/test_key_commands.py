@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
 from stateway import cli
-from stateway.identity.keys import looks_like_key
+from stateway.core.ids import new_id
+from stateway.identity.keys import ApiKey, key_digest, looks_like_key, new_key
 from stateway.key_commands import expiry
+from stateway.storage.sql import create_engine
+from stateway.storage.sql.api_keys import SqlKeyStore
 
 
 def keys(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -67,6 +71,8 @@ def test_revoking_an_unknown_key_is_exit_1(
         (["--tenant", "a b"], "not a valid tenant id"),
         (["--tenant", "acme", "--expires", "0d"], "must live a while"),
         (["--tenant", "acme", "--expires", "tomorrow"], "expected a duration"),
+        (["--tenant", "acme", "--expires", "9999999d"], "later than the year 9999"),
+        (["--tenant", "acme", "--expires", "99999999999999999999w"], "later than the year 9999"),
     ],
 )
 def test_a_bad_create_is_exit_2_and_prints_no_key(
@@ -76,6 +82,28 @@ def test_a_bad_create_is_exit_2_and_prints_no_key(
 
     assert (code, out) == (2, "")
     assert problem in err
+
+
+def test_a_key_stored_with_a_far_expiry_does_not_break_the_listing(
+    capsys: pytest.CaptureFixture[str], database: str
+) -> None:
+    keys(capsys, "create", "--tenant", "acme", "--database", database)  # makes the schema
+    engine = create_engine(database)
+
+    async def far() -> None:
+        try:
+            await SqlKeyStore(engine).add(
+                ApiKey(new_id("key"), "acme", "far", key_digest(new_key()), 0.0, 1e15)
+            )
+        finally:
+            await engine.dispose()
+
+    asyncio.run(far())
+    code, out, err = keys(capsys, "list", "--json", "--database", database)
+
+    assert (code, err) == (0, "")
+    [far] = [key for key in json.loads(out) if key["name"] == "far"]
+    assert far["expires_at"] == "9999-12-31T23:59:59Z"
 
 
 def test_an_unreachable_database_is_exit_1(capsys: pytest.CaptureFixture[str]) -> None:

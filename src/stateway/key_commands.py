@@ -28,6 +28,8 @@ from stateway.storage.sql.api_keys import SqlKeyStore
 
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+"""The latest expiry a key may have: the last second an ISO 8601 time can name."""
 
 
 def add_parser(commands: Any) -> None:
@@ -137,6 +139,8 @@ def expiry(value: str, now: float) -> float:
         seconds = int(duration.group(1)) * _UNITS[duration.group(2)]
         if seconds <= 0:
             raise ValueError(f"--expires {value!r}: a key must live a while")
+        if now + seconds > _LATEST:  # ``keys list`` could not show it
+            raise ValueError(f"--expires {value!r}: later than the year 9999")
         return now + seconds
     try:
         moment = datetime.fromisoformat(value.strip())
@@ -169,4 +173,10 @@ def _described(key: ApiKey, now: float) -> dict[str, Any]:
 def _iso(moment: float | None) -> str | None:
     if moment is None:
         return None
-    return datetime.fromtimestamp(moment, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    # A time beyond what a datetime holds (a key stored before expiry() refused it)
+    # must not make the whole listing fail.
+    return (
+        datetime.fromtimestamp(min(moment, _LATEST), UTC)
+        .isoformat(timespec="seconds")
+        .replace("+00:00", "Z")
+    )
