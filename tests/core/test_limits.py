@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 
 from stateway.coordination.token_buckets import MemoryTokenBuckets
-from stateway.core.commands import CreateResponse, GetResponse, ListModels, Principal
+from stateway.core.commands import (
+    CompactResponse,
+    CreateResponse,
+    GetResponse,
+    ListModels,
+    Principal,
+)
 from stateway.core.errors import RateLimited
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta, UsageReport
@@ -16,6 +22,7 @@ from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.usage import Usage
+from tests.core.compaction.test_service import SEALER, SUMMARY
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.test_background import ended, user
 
@@ -35,7 +42,8 @@ def gateway_with(limits: RateLimits, backend: ScriptedBackend | None = None) -> 
     store = MemoryStore()
     backend = backend or ScriptedBackend([TextDelta("hi"), Finish("stop")])
     router = Router([BackendEntry(backend, {}, catch_all=True)])
-    return Gateway(store, router, Loop(store), RunRegistry(), limits=limits)
+    loop = Loop(store, sealer=SEALER)
+    return Gateway(store, router, loop, RunRegistry(), limits=limits, sealer=SEALER)
 
 
 def create() -> CreateResponse:
@@ -98,6 +106,20 @@ async def test_a_runs_tokens_are_taken_when_it_ends_and_waited_off() -> None:
     assert (caught.value.type, caught.value.headers["Retry-After"]) == ("tokens", "61")
     clock.now += 61.0
     await ended(await gateway.execute(ALICE, create()))
+
+
+async def test_a_compactions_tokens_are_taken_too() -> None:
+    clock = Clock()
+    limits = RateLimits(MemoryTokenBuckets(clock), requests_per_minute=100, tokens_per_minute=12)
+    gateway = gateway_with(limits, ScriptedBackend(SUMMARY))
+
+    compacted = await gateway.execute(ALICE, CompactResponse("m", [user("hi")]))
+
+    assert compacted.usage is not None
+    assert compacted.usage.total_tokens == 13  # 12 - 13: one token in debt
+    with pytest.raises(RateLimited) as caught:
+        await gateway.execute(ALICE, CompactResponse("m", [user("hi")]))
+    assert (caught.value.type, caught.value.headers["Retry-After"]) == ("tokens", "10")
 
 
 async def test_a_request_refused_for_tokens_takes_no_request() -> None:

@@ -261,6 +261,8 @@ class Gateway:
                     )
                 report = RunReport(principal.tenant_id, command.model, compacted.usage)
                 self._telemetry.run_ended(report)  # the summary's tokens
+                if self._limits is not None and compacted.usage is not None:
+                    await self._limits.charge(principal, compacted.usage.total_tokens)
                 return compacted
             case GetUsage():
                 if self._usage is None:

@@ -11,9 +11,10 @@ where every replica takes from the same buckets atomically.
   before anything runs; an empty bucket is a 429 with ``Retry-After``.
 - ``tokens_per_minute``: a model request is admitted while its principal's token bucket
   is not empty, and a run's tokens (input and output, as its usage reports them) are
-  taken out when it ends, which may leave the bucket in debt: the next requests wait until
-  it has refilled past zero. (The tokens of a request forwarded untouched to a Chat
-  Completions upstream are not known to the gateway, and not counted.)
+  taken out when it ends (a compaction's when it returns), which may leave the bucket
+  in debt: the next requests wait until it has refilled past zero. (The tokens of a
+  request forwarded untouched to a Chat Completions upstream are not known to the
+  gateway, and not counted.)
 """
 
 from __future__ import annotations
