@@ -4,12 +4,16 @@ principal's buckets, other commands do not; a refusal is a 429 with whole-second
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import orjson
 import pytest
 
 from stateway.coordination.token_buckets import MemoryTokenBuckets
 from stateway.core.commands import (
     CompactResponse,
     CreateResponse,
+    ForwardChat,
     GetResponse,
     ListModels,
     Principal,
@@ -20,7 +24,7 @@ from stateway.core.inference import Finish, TextDelta, UsageReport
 from stateway.core.limits import RateLimits
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import RunRegistry
+from stateway.core.runs import Run, RunRegistry
 from stateway.core.usage import Usage
 from tests.core.compaction.test_service import SEALER, SUMMARY
 from tests.core.fakes import MemoryStore, ScriptedBackend
@@ -120,6 +124,50 @@ async def test_a_compactions_tokens_are_taken_too() -> None:
     with pytest.raises(RateLimited) as caught:
         await gateway.execute(ALICE, CompactResponse("m", [user("hi")]))
     assert (caught.value.type, caught.value.headers["Retry-After"]) == ("tokens", "10")
+
+
+class ReportingRelay:
+    status = 200
+    headers: dict[str, str] = {}
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        yield b'{"usage": {"prompt_tokens": 700, "completion_tokens": 500}}'
+
+    def usage(self) -> Usage | None:
+        return Usage(input_tokens=700, output_tokens=500)
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Forwarding(ScriptedBackend):
+    async def forward_chat(self, body: bytes) -> ReportingRelay:
+        return ReportingRelay()
+
+
+async def test_a_relayed_answers_reported_tokens_are_taken_once_relayed() -> None:
+    clock = Clock()
+    limits = RateLimits(MemoryTokenBuckets(clock), requests_per_minute=100, tokens_per_minute=600)
+    gateway = gateway_with(limits, Forwarding([]))
+    fields = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
+
+    async def translate() -> CreateResponse:
+        raise AssertionError("forwarded, not translated")
+
+    def forward() -> ForwardChat:
+        return ForwardChat("fast", orjson.dumps(fields), fields, translate)
+
+    relay = await gateway.execute(ALICE, forward())
+    assert not isinstance(relay, Run)
+    async for _ in relay.chunks():
+        pass
+    await relay.aclose()
+    for task in list(gateway._charging):
+        await task
+
+    with pytest.raises(RateLimited) as caught:
+        await gateway.execute(ALICE, forward())
+    assert (caught.value.type, caught.value.headers["Retry-After"]) == ("tokens", "61")
 
 
 async def test_a_request_refused_for_tokens_takes_no_request() -> None:

@@ -310,7 +310,7 @@ class Gateway:
             if route.forwarder is not None and not command.needs_gateway:
                 body = command.body_for(route.upstream_model)
                 backend = route.candidates[0].backend.name
-                ended = partial(self._relayed, principal.tenant_id, command.model, backend)
+                ended = partial(self._relayed, principal, command.model, backend)
                 try:
                     relay = await route.forwarder.forward_chat(body)
                 except GatewayError:  # no answer at all: unreachable, timed out, overloaded
@@ -329,13 +329,20 @@ class Gateway:
         return run
 
     def _relayed(
-        self, tenant_id: str, model: str, backend: str, relay: Relay | None, outcome: Outcome
+        self, principal: Principal, model: str, backend: str, relay: Relay | None, outcome: Outcome
     ) -> None:
         """Tell telemetry what a relayed answer used (its one upstream attempt, ``relay``
-        None when the upstream never answered)."""
+        None when the upstream never answered), and take the tokens it reported out of
+        its principal's bucket."""
         attempt = {"backend": backend, "outcome": outcome}
         usage = None if relay is None else relay.usage()
-        self._telemetry.run_ended(RunReport(tenant_id, model, usage, [attempt]))
+        self._telemetry.run_ended(RunReport(principal.tenant_id, model, usage, [attempt]))
+        limits = self._limits
+        if limits is None or not limits.counts_tokens or usage is None:
+            return
+        charging = asyncio.create_task(limits.charge(principal, usage.total_tokens))
+        self._charging.add(charging)
+        charging.add_done_callback(self._charging.discard)
 
     async def _delete(self, principal: Principal, response_id: str) -> Deleted:
         if not await self._store.delete(principal.tenant_id, response_id):

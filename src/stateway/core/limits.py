@@ -12,9 +12,10 @@ where every replica takes from the same buckets atomically.
 - ``tokens_per_minute``: a model request is admitted while its principal's token bucket
   is not empty, and a run's tokens (input and output, as its usage reports them) are
   taken out when it ends (a compaction's when it returns), which may leave the bucket
-  in debt: the next requests wait until it has refilled past zero. (The tokens of a
-  request forwarded untouched to a Chat Completions upstream are not known to the
-  gateway, and not counted.)
+  in debt: the next requests wait until it has refilled past zero. A request forwarded
+  untouched to a Chat Completions upstream is charged the tokens its answer reports once
+  relayed (a stream reports them only when its client asked,
+  ``stream_options.include_usage``).
 """
 
 from __future__ import annotations
