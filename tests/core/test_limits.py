@@ -112,6 +112,24 @@ async def test_a_runs_tokens_are_taken_when_it_ends_and_waited_off() -> None:
     await ended(await gateway.execute(ALICE, create()))
 
 
+async def test_an_answer_its_upstream_never_counted_is_charged_its_output_estimated() -> None:
+    """A client leaving just before the usage chunk (or a cut answer) still pays for what
+    it got: about a token per four bytes of the output."""
+    clock = Clock()
+    backend = ScriptedBackend([TextDelta("x" * 2400), Finish("stop")])  # no usage report
+    limits = RateLimits(MemoryTokenBuckets(clock), requests_per_minute=100, tokens_per_minute=600)
+    gateway = gateway_with(limits, backend)
+
+    await ended(await gateway.execute(ALICE, create()))
+    for task in list(gateway._charging):
+        await task
+
+    with pytest.raises(RateLimited) as caught:
+        await gateway.execute(ALICE, create())
+    assert caught.value.type == "tokens"
+    await ended(await gateway.execute(BOB, create()))  # another principal's bucket
+
+
 async def test_a_compactions_tokens_are_taken_too() -> None:
     clock = Clock()
     limits = RateLimits(MemoryTokenBuckets(clock), requests_per_minute=100, tokens_per_minute=12)

@@ -57,7 +57,7 @@ from stateway.core.exactly_once import Attempt, attempt
 from stateway.core.generations import ConfigStatus, Generations, HeldRelay, Reloads
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder
-from stateway.core.limits import RateLimits
+from stateway.core.limits import RateLimits, charged_tokens
 from stateway.core.loop import Loop
 from stateway.core.ports import (
     Backend,
@@ -292,8 +292,7 @@ class Gateway:
 
         async def charge() -> None:
             await run.wait()
-            if run.state.usage is not None:
-                await limits.charge(principal, run.state.usage.total_tokens)
+            await limits.charge(principal, charged_tokens(run.state))
 
         charging = asyncio.create_task(charge())
         self._charging.add(charging)

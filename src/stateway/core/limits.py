@@ -12,7 +12,9 @@ where every replica takes from the same buckets atomically.
 - ``tokens_per_minute``: a model request is admitted while its principal's token bucket
   is not empty, and a run's tokens (input and output, as its usage reports them) are
   taken out when it ends (a compaction's when it returns), which may leave the bucket
-  in debt: the next requests wait until it has refilled past zero. A request forwarded
+  in debt: the next requests wait until it has refilled past zero. A run whose upstream
+  never counted (a client that left just before the usage chunk, a cut answer) is charged
+  its output, estimated (:func:`charged_tokens`). A request forwarded
   untouched to a Chat Completions upstream is charged the tokens its answer reports once
   relayed (a stream reports them only when its client asked,
   ``stream_options.include_usage``).
@@ -25,6 +27,8 @@ from typing import Final, Protocol
 
 from stateway.core.commands import Principal
 from stateway.core.errors import RateLimited
+from stateway.core.response import ResponseState
+from stateway.core.token_estimate import item_tokens
 
 ANY: Final = -math.inf
 """A ``need`` every bucket meets: the debit is taken whatever the bucket holds."""
@@ -75,6 +79,16 @@ class RateLimits:
 
     async def aclose(self) -> None:
         await self._buckets.aclose()
+
+
+def charged_tokens(state: ResponseState) -> int:
+    """The tokens a run is charged: its usage's; or, when no upstream counted them (a
+    client that left mid-stream, a cut answer: Chat and Anthropic upstreams count at the
+    end), its output's, estimated, so that leaving just before the end does not make an
+    answer free. A run that produced nothing and counted nothing is charged nothing."""
+    if state.usage is not None and state.usage.total_tokens:
+        return state.usage.total_tokens
+    return sum(item_tokens(item) for item in state.output)
 
 
 def _key(kind: str, principal: Principal) -> str:
