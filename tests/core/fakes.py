@@ -181,6 +181,19 @@ class MemoryStore:
             items += r.input_items + (r.output_items if r.status != "failed" else [])
         return StoredChain(items, record.status, record.served_by)
 
+    async def find_items(self, tenant_id: str, item_ids: list[str]) -> dict[str, Item]:
+        found: dict[str, Item] = {}
+        live = [
+            r for key, r in self.records.items() if key[0] == tenant_id and key not in self.deleted
+        ]
+        for role in ("output_items", "input_items"):
+            for record in sorted(live, key=lambda r: r.created_at, reverse=True):
+                for item in reversed(getattr(record, role)):
+                    item_id = item.get("id")
+                    if item_id in item_ids and item_id not in found:
+                        found[item_id] = item
+        return found
+
     async def delete(self, tenant_id: str, response_id: str) -> bool:
         if await self.get(tenant_id, response_id) is None:
             return False

@@ -140,6 +140,58 @@ def test_store_false_is_not_retrievable_nor_continuable(client: OpenAI) -> None:
     assert caught.value.code == "previous_response_not_found"
 
 
+def test_item_references_name_stored_items(client: OpenAI) -> None:
+    """The Vercel AI SDK (``store`` on, its default) resends an earlier response's
+    reasoning and messages as ``item_reference`` items: each stands for the stored item."""
+    first = client.responses.create(
+        model=MODEL,
+        input='weather? [[reason:cloudy]] [[tool:get_weather:{"city": "Oslo"}]]',
+        tools=[WEATHER_TOOL],  # type: ignore[list-item]
+    )
+    reasoning, call = first.output
+    assert isinstance(call, ResponseFunctionToolCall)
+    user = {"role": "user", "content": 'weather? [[tool:get_weather:{"city": "Oslo"}]]'}
+    second = client.responses.create(
+        model=MODEL,
+        input=[
+            user,
+            {"type": "item_reference", "id": reasoning.id},
+            {
+                "type": "function_call",
+                "call_id": call.call_id,
+                "name": call.name,
+                "arguments": call.arguments,
+            },
+            {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"},
+        ],  # type: ignore[list-item]
+        tools=[WEATHER_TOOL],  # type: ignore[list-item]
+    )
+    assert second.output_text == "Tool said: sunny"
+    third = client.responses.create(
+        model=MODEL,
+        input=[
+            user,
+            {"type": "item_reference", "id": second.output[0].id},
+            {"role": "user", "content": "[[echo]]"},
+        ],  # type: ignore[list-item]
+    )
+    assert third.output_text.splitlines()[1:] == [
+        "assistant: Tool said: sunny",
+        "user: [[echo]]",
+    ]
+    listed = client.responses.input_items.list(third.id, order="asc")
+    assert [item.type for item in listed.data] == ["message", "message", "message"]
+
+    hidden = client.responses.create(model=MODEL, input="x", store=False)
+    for missing in (hidden.output[0].id, "msg_nope"):
+        with pytest.raises(openai.NotFoundError) as caught:
+            client.responses.create(
+                model=MODEL,
+                input=[{"type": "item_reference", "id": missing}, user],  # type: ignore[list-item]
+            )
+        assert caught.value.body["param"] == "input[0]"  # type: ignore[index]
+
+
 def test_unknown_previous_response(client: OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model=MODEL, input="x", previous_response_id="resp_missing")

@@ -113,3 +113,30 @@ async def test_starts_and_ends_arriving_together_share_one_transaction(
         )
     # one insert of responses, one (executemany) update, one insert of items
     assert [sql.split()[0] for sql in executed] == ["INSERT", "UPDATE", "INSERT"]
+
+
+async def test_find_items_prefers_outputs_then_the_latest_live_response(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    def message(item_id: str, text: str) -> dict[str, object]:
+        return {"id": item_id, "type": "message", "role": "user", "content": text}
+
+    older = dataclasses.replace(
+        record("r1", inputs=[message("m_in", "old input")], outputs=[message("m_out", "out")]),
+        created_at=1.0,
+    )
+    newer = dataclasses.replace(
+        record("r2", inputs=[message("m_in", "new input"), message("m_out", "resent")]),
+        created_at=2.0,
+    )
+    gone = record("r3", outputs=[message("m_gone", "x")])
+    other = record("r4", outputs=[message("m_other", "x")], tenant_id=tenant + "-other")
+    for row in (older, newer, gone, other):
+        await store.save(row)
+    assert await store.delete(tenant, "r3")
+
+    found = await store.find_items(tenant, ["m_in", "m_out", "m_gone", "m_other", "nope"])
+    assert {key: item["content"] for key, item in found.items()} == {
+        "m_in": "new input",  # the latest response's
+        "m_out": "out",  # an output item wins over a later input item with its id
+    }

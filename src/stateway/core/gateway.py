@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from functools import partial
 from typing import overload
 
@@ -66,6 +67,7 @@ from stateway.core.ports import (
     ResponseStore,
     Sealer,
 )
+from stateway.core.references import has_references, resolve_references
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.results import Deleted, ModelList, Readiness, Result, TokenCount
 from stateway.core.routing import Router
@@ -238,6 +240,7 @@ class Gateway:
             case CheckReadiness():
                 return await self._readiness()
             case CountTokens(request=request):
+                request = await self._resolved(principal, request)
                 with self.generations.lease() as generation:
                     return await self._starter.count(principal, request, generation)
             case CancelResponse(response_id=response_id):
@@ -255,6 +258,11 @@ class Gateway:
             case GetConfigStatus():
                 return self._served_reloads().status()
             case CompactResponse():
+                if has_references(command.input):
+                    resolved = await resolve_references(
+                        self._store, principal.tenant_id, command.input
+                    )
+                    command = replace(command, input=resolved)
                 with self.generations.lease() as generation:
                     compacted = await self._compaction.compact(
                         principal.tenant_id, command, generation.router
@@ -274,6 +282,7 @@ class Gateway:
     async def _create(self, principal: Principal, command: CreateResponse) -> Run:
         if self.runs.closing:
             raise ServerShuttingDown()
+        command = await self._resolved(principal, command)
         generation = self.generations.acquire()  # the run's from here to its end
         try:
             run = await self._starter.admit(principal, command, generation)
@@ -283,6 +292,14 @@ class Gateway:
         self._count_tokens_of(principal, run)
         await self._starter.drive_attached(run)
         return run
+
+    async def _resolved(self, principal: Principal, command: CreateResponse) -> CreateResponse:
+        """``command`` with its ``item_reference`` input items replaced by the stored items
+        they name (:mod:`stateway.core.references`)."""
+        if not has_references(command.input):
+            return command
+        resolved = await resolve_references(self._store, principal.tenant_id, command.input)
+        return replace(command, input=resolved)
 
     def _count_tokens_of(self, principal: Principal, run: Run) -> None:
         """Take the run's tokens out of its principal's bucket once it ends."""

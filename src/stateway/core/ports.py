@@ -234,6 +234,12 @@ class ResponseStore(Protocol):
         response is unknown or deleted. A constant number of queries, whatever the depth."""
         ...
 
+    async def find_items(self, tenant_id: str, item_ids: list[str]) -> dict[str, Item]:
+        """The stored items with these ids (what ``item_reference`` input items name), by
+        id: among responses not deleted, an output item before an input item, then the
+        latest response's. Ids with no such item are left out."""
+        ...
+
     async def delete(self, tenant_id: str, response_id: str) -> bool:
         """Make the response unretrievable; False when unknown or already deleted. Its items
         stay as context for responses that continue from it."""

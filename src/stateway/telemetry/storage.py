@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import Literal, TypeVar
 
+from stateway.core.items import Item
 from stateway.core.ports import (
     EventBatch,
     EventLog,
@@ -62,6 +63,9 @@ class TimedStore:
 
     async def load_context(self, tenant_id: str, response_id: str) -> StoredChain | None:
         return await self._timed("load_context", self._store.load_context(tenant_id, response_id))
+
+    async def find_items(self, tenant_id: str, item_ids: list[str]) -> dict[str, Item]:
+        return await self._timed("find_items", self._store.find_items(tenant_id, item_ids))
 
     async def delete(self, tenant_id: str, response_id: str) -> bool:
         return await self._timed("delete", self._store.delete(tenant_id, response_id))

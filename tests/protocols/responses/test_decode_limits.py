@@ -131,7 +131,7 @@ BAD_BODIES: list[dict[str, Any]] = [
     },
     {"model": "m", "input": [{"type": "function_call_output", "call_id": "c", "output": 3}]},
     {"model": "m", "input": [{"type": "reasoning", "summary": "x"}]},
-    {"model": "m", "input": [{"type": "item_reference", "id": "msg_1"}]},
+    {"model": "m", "input": [{"type": "item_reference"}]},
     {"model": "m", "input": [{"role": "user", "content": "x", "id": "a"}] * 2},
     {"model": "m", "input": "x", "background": 1},
     {"model": "m", "input": "x", "conversation": {"id": ""}},
@@ -192,9 +192,9 @@ def test_refusal_codes(body: dict[str, Any], code: str) -> None:
     ("body", "param", "code"),
     [
         (
-            {"model": "m", "input": [{"type": "item_reference", "id": "msg_1"}]},
-            "input[0].type",
-            "unsupported_item_type",
+            {"model": "m", "input": [{"type": "item_reference", "id": 1}]},
+            "input[0].id",
+            "invalid_type",
         ),
         (
             {

@@ -147,12 +147,10 @@ def _item(raw: dict[str, Any], path: str) -> Item:
                 raise _missing_or_invalid(raw, path, "id")
             return dict(raw)
         case "item_reference":
-            raise InvalidRequest(
-                "Item references are not supported: input item ids are labels; "
-                "send the item itself.",
-                param=f"{path}.type",
-                code="unsupported_item_type",
-            )
+            # Resolved against the tenant's stored items once the request is admitted
+            # (:mod:`stateway.core.references`).
+            _require_str(raw, path, "id")
+            return {"type": "item_reference", "id": raw["id"]}
         case _:
             return dict(raw)
 

@@ -219,6 +219,28 @@ def _load_context() -> Select[str | None, str, str | None]:
 LOAD_CONTEXT: Final = _load_context()
 
 
+def _find_items() -> Select[str, str]:
+    """Items named by ``item_reference`` input items (``ids``, an expanding list): those of
+    live responses, output items first (``'output' > 'input'``), the latest response
+    first; the caller keeps each id's first row. ``ix_items_item`` finds them."""
+    return (
+        select(items.c.item_id, items.c.body)
+        .join(
+            responses,
+            and_(responses.c.tenant_id == items.c.tenant_id, responses.c.id == items.c.response_id),
+        )
+        .where(
+            items.c.tenant_id == _tenant,
+            items.c.item_id.in_(bindparam("ids", expanding=True)),
+            responses.c.deleted_at.is_(None),
+        )
+        .order_by(items.c.role.desc(), responses.c.created_at.desc(), items.c.position.desc())
+    )
+
+
+FIND_ITEMS: Final = _find_items()
+
+
 def _input_items_page(order: Literal["asc", "desc"], *, after: bool) -> Select[str]:
     """A page of input items, ``limit`` rows, optionally after the ``after`` cursor.
 

@@ -143,6 +143,9 @@ items: Final = Table(
     CheckConstraint(f"role IN ('{INPUT}', '{OUTPUT}')", name="role"),
 )
 
+Index("ix_items_item", items.c.tenant_id, items.c.item_id)
+"""Finds the items ``item_reference`` input items name (:data:`queries.FIND_ITEMS`)."""
+
 conversations: Final = Table(
     "conversations",
     metadata,

@@ -236,6 +236,20 @@ class SqlResponseStore:
         _, status, served_by = rows[-1]
         return StoredChain(items, status, served_by)
 
+    async def find_items(self, tenant_id: str, item_ids: list[str]) -> dict[str, Item]:
+        ids = [item_id for item_id in item_ids if _storable(item_id)]
+        if not ids:
+            return {}
+        with storage_errors("resolving item references"):
+            async with self._reader.connect() as connection:
+                values = {"tenant": tenant_id, "ids": ids}
+                rows = (await connection.execute(queries.FIND_ITEMS, values)).all()
+        found: dict[str, Item] = {}
+        for item_id, body in rows:
+            if item_id not in found:
+                found[item_id] = orjson.loads(body)
+        return found
+
     async def delete(self, tenant_id: str, response_id: str) -> bool:
         if not _storable(response_id):
             return False
