@@ -87,6 +87,12 @@ def test_each_mistake_is_rejected_naming_the_value(
     assert named in str(rejected.value)
 
 
+def test_an_alias_may_name_any_model_a_catch_all_backend_serves(tmp_path: Path) -> None:
+    catch_all = '[[backends]]\nname = "c"\nurl = "http://c/v1"\n'
+    config = load(tmp_path, catch_all + '[aliases]\n"gpt-4o" = "Qwen/Qwen3-8B"\n')
+    assert config.aliases == {"gpt-4o": "Qwen/Qwen3-8B"}  # type: ignore[attr-defined]
+
+
 def test_a_name_served_twice_and_two_defaults_are_rejected(tmp_path: Path) -> None:
     twice = BACKENDS.replace('url = "http://a/v1"', 'url = "http://a/v1"\nmodels = ["assistant"]')
     with pytest.raises(ConfigError, match="also served by backend 'a'"):

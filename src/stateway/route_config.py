@@ -126,12 +126,15 @@ def check_routes(
         if alias in served:
             raise ValueError(f"alias '{alias}': the name is also served by {served[alias]}")
     for alias in aliases:
-        resolve_alias(alias, aliases, served)
+        resolve_alias(alias, aliases, served, open_ended=bool(defaults or catch_alls))
 
 
-def resolve_alias(name: str, aliases: Mapping[str, str], served: Mapping[str, object]) -> str:
+def resolve_alias(
+    name: str, aliases: Mapping[str, str], served: Mapping[str, object], *, open_ended: bool = False
+) -> str:
     """The served name ``name`` leads to through aliases; :class:`ValueError` on a cycle or
-    an unknown target."""
+    an unknown target. ``open_ended``: a default route or a catch-all backend serves every
+    other name, so any target is served (a catch-all asks its upstream for the target)."""
     seen = [name]
     current = name
     while current in aliases:
@@ -139,6 +142,6 @@ def resolve_alias(name: str, aliases: Mapping[str, str], served: Mapping[str, ob
         if current in seen:
             raise ValueError(f"alias '{name}': cycle {' -> '.join([*seen, current])}")
         seen.append(current)
-    if current not in served:
+    if current not in served and not open_ended:
         raise ValueError(f"alias '{seen[-2]}': unknown target '{current}'")
     return current

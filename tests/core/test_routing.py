@@ -78,6 +78,14 @@ async def test_a_model_is_found_when_a_configured_route_or_the_listing_has_it() 
     )
     assert await catch_all.find_model("x") == ("x", "a")
     assert await catch_all.find_model("m1") == ("m1", "up")
+
     with pytest.raises(ModelNotFound) as caught:  # served, but not known to exist upstream
         await catch_all.find_model("m2")
     assert caught.value.code == "model_not_found"
+
+
+def test_an_alias_to_a_model_of_the_catch_all_asks_its_upstream_for_the_target() -> None:
+    router = Router([BackendEntry(Named("up", ["m1"]), {}, catch_all=True)], aliases={"fast": "m1"})
+    route = router.resolve("fast")
+    assert [c.model for c in route.candidates] == ["m1"]
+    assert router.resolve("other").candidates[0].model == "other"

@@ -98,11 +98,11 @@ class Router:
             raise ModelNotFound(model)
         if not self._catch_all:
             return self._default
-        route = self._served.get(model)
+        route = self._served.get(name)  # an alias's target, asked for by that name
         if route is None:
-            route = self._default.serving(model)
+            route = self._default.serving(name)
             if len(self._served) < _MAX_SERVED:
-                self._served[model] = route
+                self._served[name] = route
         return route
 
     def plan(
