@@ -192,6 +192,46 @@ def test_item_references_name_stored_items(client: OpenAI) -> None:
         assert caught.value.body["param"] == "input[0]"  # type: ignore[index]
 
 
+def test_a_reasoning_item_sent_back_without_its_text_gets_the_stored_text(
+    client: OpenAI,
+) -> None:
+    """LangChain keeps a streamed reasoning item's id and ``encrypted_content`` only: the
+    model still sees the reasoning, as stored under that id."""
+    first = client.responses.create(
+        model=MODEL,
+        input="[[reason:cloudy skies]] hi",
+        include=["reasoning.encrypted_content"],
+    )
+    reasoning, message = first.output
+    sent_back: list[dict[str, object]] = [
+        {"type": "reasoning", "id": reasoning.id, "summary": [], **sealed}
+        for sealed in ({"encrypted_content": reasoning.encrypted_content}, {})
+    ]
+    for item in sent_back:
+        echoed = client.responses.create(
+            model=MODEL,
+            input=[
+                {"role": "user", "content": "hi"},
+                item,
+                {"role": "assistant", "content": message.content[0].text},  # type: ignore[union-attr]
+                {"role": "user", "content": "[[echo]]"},
+            ],
+            store=False,
+        )
+        assert "reasoning: cloudy skies" in echoed.output_text
+    stranger = {"type": "reasoning", "id": reasoning.id, "summary": [], "encrypted_content": "x"}
+    echoed = client.responses.create(
+        model=MODEL,
+        input=[
+            {"role": "user", "content": "hi"},
+            stranger,
+            {"role": "user", "content": "[[echo]]"},
+        ],
+        store=False,
+    )
+    assert "cloudy" not in echoed.output_text  # another item under a reused label
+
+
 def test_unknown_previous_response(client: OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model=MODEL, input="x", previous_response_id="resp_missing")

@@ -1,37 +1,58 @@
-"""Item references: ``{"type": "item_reference", "id": ...}`` input items, replaced by
-the stored item they name before anything else reads the input.
+"""Input items that stand for stored ones, replaced by what is stored before anything else
+reads the input.
 
-Clients that keep their history and resend it whole (the Vercel AI SDK with ``store``
-on, its default) send a reference instead of an item the API already holds: an earlier
-response's message, reasoning or hosted tool call. A reference resolves among the items
-of the tenant's stored responses that are not deleted, an output item before an input
-item with the same id, and the latest response first (client ids are labels, so one may
-appear more than once). One that names no such item is a 404 naming the input item, as
-hosted: items of a ``store: false`` response were never kept.
+- ``{"type": "item_reference", "id": ...}``: clients that keep their history and resend it
+  whole (the Vercel AI SDK with ``store`` on, its default) send a reference instead of an
+  item the API already holds: an earlier response's message, reasoning or hosted tool
+  call. A reference resolves among the items of the tenant's stored responses that are
+  not deleted, an output item before an input item with the same id, and the latest
+  response first (client ids are labels, so one may appear more than once). One that names
+  no such item is a 404 naming the input item, as hosted: items of a ``store: false``
+  response were never kept.
+- A ``reasoning`` item sent back without its text (neither ``content`` nor ``summary``:
+  LangChain keeps only a streamed item's id and ``encrypted_content``) gets the text of
+  the stored reasoning item with its id, as the hosted API looks it up, when that item
+  carries the same ``encrypted_content`` (the whole stored item when it came with none).
+  Without it, the model would lose its reasoning (Chat upstreams), or an Anthropic
+  upstream would refuse a signature with no thinking. When none is stored, the item goes
+  on as it came.
 """
 
 from __future__ import annotations
 
 from stateway.core.errors import NotFound
-from stateway.core.items import Item
+from stateway.core.items import REASONING, Item
 from stateway.core.ports import ResponseStore
 
 ITEM_REFERENCE = "item_reference"
 
 
 def has_references(items: list[Item]) -> bool:
-    return any(item.get("type") == ITEM_REFERENCE for item in items)
+    return any(
+        item.get("type") == ITEM_REFERENCE or (item.get("type") == REASONING and _textless(item))
+        for item in items
+    )
 
 
 async def resolve_references(store: ResponseStore, tenant_id: str, items: list[Item]) -> list[Item]:
-    """``items`` with every reference replaced by the stored item it names (a copy)."""
-    wanted = [str(item["id"]) for item in items if item.get("type") == ITEM_REFERENCE]
+    """``items`` with every reference replaced by the stored item it names, and every
+    textless reasoning item given its stored text (a copy)."""
+    wanted = {
+        str(item["id"])
+        for item in items
+        if item.get("type") == ITEM_REFERENCE
+        or (item.get("type") == REASONING and _textless(item) and isinstance(item.get("id"), str))
+    }
     if not wanted:
         return items
-    found = await store.find_items(tenant_id, sorted(set(wanted)))
+    found = await store.find_items(tenant_id, sorted(wanted))
     resolved: list[Item] = []
     for index, item in enumerate(items):
-        if item.get("type") != ITEM_REFERENCE:
+        kind = item.get("type")
+        if kind == REASONING and _textless(item):
+            resolved.append(_with_stored_text(item, found.get(str(item.get("id")))))
+            continue
+        if kind != ITEM_REFERENCE:
             resolved.append(item)
             continue
         stored = found.get(str(item["id"]))
@@ -44,3 +65,20 @@ async def resolve_references(store: ResponseStore, tenant_id: str, items: list[I
             )
         resolved.append(dict(stored))
     return resolved
+
+
+def _textless(item: Item) -> bool:
+    return not item.get("content") and not item.get("summary")
+
+
+def _with_stored_text(item: Item, stored: Item | None) -> Item:
+    """``item`` with the text of ``stored``, the reasoning item its id names; whole as
+    stored when ``item`` came without ``encrypted_content`` (a bare id, as a reference)."""
+    if stored is None or stored.get("type") != REASONING:
+        return item
+    sealed = item.get("encrypted_content")
+    if not sealed:
+        return dict(stored)
+    if stored.get("encrypted_content") != sealed:
+        return item  # not the item stored under that id (ids are the client's labels)
+    return {**item, "summary": stored.get("summary") or [], "content": stored.get("content") or []}

@@ -1,0 +1,67 @@
+"""Input items standing for stored ones (:mod:`stateway.core.references`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stateway.core.errors import NotFound
+from stateway.core.items import Item
+from stateway.core.references import has_references, resolve_references
+
+THOUGHT: Item = {
+    "id": "rs_1",
+    "type": "reasoning",
+    "summary": [],
+    "content": [{"type": "reasoning_text", "text": "cloudy"}],
+    "encrypted_content": "sig",
+}
+
+
+class Stored:
+    def __init__(self, items: dict[str, Item]) -> None:
+        self.items = items
+        self.asked: list[list[str]] = []
+
+    async def find_items(self, tenant_id: str, item_ids: list[str]) -> dict[str, Item]:
+        self.asked.append(item_ids)
+        return {i: self.items[i] for i in item_ids if i in self.items}
+
+
+def bare(**fields: Any) -> Item:
+    return {"id": "rs_1", "type": "reasoning", "summary": [], **fields}
+
+
+async def resolve(store: Stored, items: list[Item]) -> list[Item]:
+    return await resolve_references(store, "t", items)  # type: ignore[arg-type]
+
+
+async def test_an_input_with_nothing_to_look_up_asks_the_store_nothing() -> None:
+    store = Stored({"rs_1": THOUGHT})
+    items: list[Item] = [dict(THOUGHT), {"type": "message", "role": "user", "content": "hi"}]
+    assert not has_references(items)
+    assert await resolve(store, items) == items
+    assert store.asked == []
+
+
+async def test_a_textless_reasoning_item_gets_the_stored_text_when_it_is_that_item() -> None:
+    store = Stored({"rs_1": THOUGHT})
+    [filled] = await resolve(store, [bare(encrypted_content="sig")])
+    assert filled["content"] == THOUGHT["content"]
+    [whole] = await resolve(store, [bare()])
+    assert whole == THOUGHT
+    for other in (bare(encrypted_content="another"), bare(id="rs_2", encrypted_content="sig")):
+        assert await resolve(store, [other]) == [other]
+
+
+async def test_a_textless_reasoning_item_is_not_filled_from_another_kind_of_item() -> None:
+    message: Item = {"id": "rs_1", "type": "message", "role": "assistant", "content": []}
+    assert await resolve(Stored({"rs_1": message}), [bare()]) == [bare()]
+
+
+async def test_a_reference_to_nothing_stored_is_a_404_naming_it() -> None:
+    items: list[Item] = [THOUGHT, {"type": "item_reference", "id": "msg_gone"}]
+    with pytest.raises(NotFound) as caught:
+        await resolve(Stored({}), items)
+    assert caught.value.param == "input[1]"
