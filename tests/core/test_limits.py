@@ -93,16 +93,21 @@ async def test_reads_and_listings_are_not_counted() -> None:
         await gateway.execute(ALICE, create())
 
 
+async def after_one_run(clock: Clock, backend: ScriptedBackend) -> Gateway:
+    """A gateway allowing 600 tokens a minute, once ALICE's run of ``backend`` is charged."""
+    limits = RateLimits(MemoryTokenBuckets(clock), requests_per_minute=100, tokens_per_minute=600)
+    gateway = gateway_with(limits, backend)
+    await ended(await gateway.execute(ALICE, create()))
+    for task in list(gateway._charging):
+        await task
+    return gateway
+
+
 async def test_a_runs_tokens_are_taken_when_it_ends_and_waited_off() -> None:
     clock = Clock()
     used = Usage(input_tokens=700, output_tokens=500)
     backend = ScriptedBackend([TextDelta("hi"), UsageReport(used), Finish("stop")])
-    limits = RateLimits(MemoryTokenBuckets(clock), requests_per_minute=100, tokens_per_minute=600)
-    gateway = gateway_with(limits, backend)
-
-    await ended(await gateway.execute(ALICE, create()))
-    for task in list(gateway._charging):
-        await task
+    gateway = await after_one_run(clock, backend)
 
     with pytest.raises(RateLimited) as caught:
         await gateway.execute(ALICE, create())
@@ -115,14 +120,8 @@ async def test_a_runs_tokens_are_taken_when_it_ends_and_waited_off() -> None:
 async def test_an_answer_its_upstream_never_counted_is_charged_its_output_estimated() -> None:
     """A client leaving just before the usage chunk (or a cut answer) still pays for what
     it got: about a token per four bytes of the output."""
-    clock = Clock()
     backend = ScriptedBackend([TextDelta("x" * 2400), Finish("stop")])  # no usage report
-    limits = RateLimits(MemoryTokenBuckets(clock), requests_per_minute=100, tokens_per_minute=600)
-    gateway = gateway_with(limits, backend)
-
-    await ended(await gateway.execute(ALICE, create()))
-    for task in list(gateway._charging):
-        await task
+    gateway = await after_one_run(Clock(), backend)
 
     with pytest.raises(RateLimited) as caught:
         await gateway.execute(ALICE, create())

@@ -2,33 +2,31 @@
 
 from __future__ import annotations
 
+import pytest
+
 from stateway.core.inference import ToolCallDelta
 from stateway.core.rounds import _SingleCall
 
+Fragment = tuple[int, str | None]
+"""A fragment's index and upstream call id (None: a continuation)."""
 
-def fragment(index: int, call_id: str | None, arguments: str = "") -> ToolCallDelta:
-    return ToolCallDelta(index, call_id, "f" if call_id else None, arguments)
 
-
-def test_the_first_call_is_kept_whole_and_the_next_dropped() -> None:
+@pytest.mark.parametrize(
+    ("fragments", "kept"),
+    [
+        # the first call is kept whole, the next dropped whole
+        ([(0, "a"), (0, None), (1, "b"), (1, None)], [True, True, False, False]),
+        # a server without indexes: a new id at the same index is a new call
+        ([(0, "a"), (0, None), (0, "b"), (0, None)], [True, True, False, False]),
+        # the first call's own id, repeated, stays its
+        ([(0, "a"), (0, "a"), (0, "b")], [True, True, False]),
+    ],
+)
+def test_a_round_keeps_the_fragments_of_its_first_call(
+    fragments: list[Fragment], kept: list[bool]
+) -> None:
     single = _SingleCall()
-    kept = [
-        single.admits(d)
-        for d in (fragment(0, "a"), fragment(0, None, "{}"), fragment(1, "b"), fragment(1, None))
+    deltas = [
+        ToolCallDelta(index, call_id, "f" if call_id else None, "") for index, call_id in fragments
     ]
-    assert kept == [True, True, False, False]
-
-
-def test_a_server_without_indexes_starts_a_call_with_a_new_id() -> None:
-    single = _SingleCall()
-    kept = [
-        single.admits(d)
-        for d in (fragment(0, "a"), fragment(0, None, "{"), fragment(0, "b"), fragment(0, None))
-    ]
-    assert kept == [True, True, False, False]
-
-
-def test_the_first_calls_own_id_repeated_stays_its() -> None:
-    single = _SingleCall()
-    kept = [single.admits(d) for d in (fragment(0, "a"), fragment(0, "a", "{}"), fragment(0, "b"))]
-    assert kept == [True, True, False]
+    assert [single.admits(d) for d in deltas] == kept
