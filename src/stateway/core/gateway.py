@@ -7,7 +7,7 @@ import logging
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from functools import partial
-from typing import overload
+from typing import TypeVar, overload
 
 from stateway.core import background
 from stateway.core.accounting import UsageBucket, UsageLedger
@@ -78,6 +78,9 @@ from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
 from stateway.core.watch import Watch
 
 log = logging.getLogger(__name__)
+
+Inputs = TypeVar("Inputs", CreateResponse, CompactResponse)
+"""A command whose ``input`` items may stand for stored ones."""
 
 MAX_COMMAND_ID = 255
 """The longest command id (``Idempotency-Key``, ``command_id``) accepted."""
@@ -258,11 +261,7 @@ class Gateway:
             case GetConfigStatus():
                 return self._served_reloads().status()
             case CompactResponse():
-                if has_references(command.input):
-                    resolved = await resolve_references(
-                        self._store, principal.tenant_id, command.input
-                    )
-                    command = replace(command, input=resolved)
+                command = await self._resolved(principal, command)
                 with self.generations.lease() as generation:
                     compacted = await self._compaction.compact(
                         principal.tenant_id, command, generation.router
@@ -293,9 +292,9 @@ class Gateway:
         await self._starter.drive_attached(run)
         return run
 
-    async def _resolved(self, principal: Principal, command: CreateResponse) -> CreateResponse:
-        """``command`` with its ``item_reference`` input items replaced by the stored items
-        they name (:mod:`stateway.core.references`)."""
+    async def _resolved(self, principal: Principal, command: Inputs) -> Inputs:
+        """``command`` with its input items that stand for stored ones replaced by what is
+        stored (:mod:`stateway.core.references`)."""
         if not has_references(command.input):
             return command
         resolved = await resolve_references(self._store, principal.tenant_id, command.input)
