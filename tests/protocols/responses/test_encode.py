@@ -139,3 +139,24 @@ async def test_the_gateways_own_codes_pass_and_others_fold_into_the_spec_set(
     state = run.state
     state.error = {"code": code, "message": "m", "status": status}
     assert encode_response(state)["error"] == {"code": wire, "message": "m"}
+
+
+def test_an_event_json_kept_in_a_log_holds_about_its_own_size() -> None:
+    """A journal keeps every payload of its run (every WebSocket response has one):
+    ``orjson.dumps`` alone returns bytes holding ~4 KiB each, however short the JSON."""
+    import tracemalloc
+
+    from stateway.core import events as ev
+    from stateway.protocols.responses.encode import encode_event_json
+
+    delta = ev.TextDelta(0, 0, "msg_1", "w1 ")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [encode_event_json(seq, delta) for seq in range(2000)]
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    payload = sum(map(len, kept))
+    assert held < 3 * payload + 64 * len(kept)  # ~4 KiB each before
+    assert orjson.loads(kept[7])["sequence_number"] == 7

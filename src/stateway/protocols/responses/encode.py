@@ -216,8 +216,13 @@ def encode_sse(seq: int, event: ev.Event) -> bytes:
 
 def encode_event_json(seq: int, event: ev.Event) -> bytes:
     """The JSON of :func:`encode_event`: the wire form of background runs' event logs, kept
-    and replayed as it is (:func:`encode_sse_payload` frames it as :func:`encode_sse` would)."""
-    return orjson.dumps(encode_event(seq, event))
+    and replayed as it is (:func:`encode_sse_payload` frames it as :func:`encode_sse` would).
+
+    Copied to a bytes object of its own size: ``orjson.dumps`` returns one that keeps the
+    buffer it was written into (~4 KiB however short the JSON), and a journal keeps every
+    payload of its run, so a WebSocket response's log of 60,000 deltas held ~240 MB
+    instead of ~10 MB."""
+    return bytes(memoryview(orjson.dumps(encode_event(seq, event))))
 
 
 _TYPE_PREFIX = b'{"type":"'
