@@ -303,3 +303,20 @@ async def test_permessage_deflate_is_declined_unless_configured(
             assert extensions.startswith("permessage-deflate")
             await send(ws, **create("compressed"))
             assert (await until_done(ws))[-1]["type"] == "response.completed"
+
+
+async def test_a_stored_response_continuing_an_unstored_one_stores_its_whole_context(
+    server: Server,
+) -> None:
+    """``store: true`` continuing a ``store: false`` response of the socket: the store has
+    no chain to the unstored one, so the stored response holds the context it ran on, and a
+    continuation over HTTP (or another socket) sees the first turn too."""
+    async with socket_to(server) as ws:
+        await send(ws, **create("first turn", store=False))
+        first = (await until_done(ws))[-1]["response"]["id"]
+        await send(ws, **create("second turn", store=True, previous_response_id=first))
+        second = (await until_done(ws))[-1]["response"]["id"]
+    client = OpenAI(base_url=server.url + "/v1", api_key="sk-test", max_retries=0)
+    third = client.responses.create(model=MODEL, input="[[echo]]", previous_response_id=second)
+    assert "first turn" in third.output_text
+    assert "second turn" in third.output_text

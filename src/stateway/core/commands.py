@@ -126,6 +126,10 @@ class CreateResponse:
     """The items before ``input``, already resolved by the surface (a WebSocket
     connection's checkpoint of ``previous_response_id``, kept even when not stored):
     used instead of reading the chain from the store."""
+    prior_stored: bool = True
+    """False: ``prior`` is not in the store (the checkpoint of a response that was not
+    stored). A stored run then stores it with its own input, so that its stored chain
+    holds the whole context it ran on (its ``previous_response_id`` names nothing stored)."""
     attach: Callable[[Run], None] | None = None
     """Drive the run in the caller's own task instead of a task of its own: ``execute``
     returns once the run has ended, and ``attach`` is called with the run as it starts

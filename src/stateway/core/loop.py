@@ -110,7 +110,7 @@ class Loop:
         :class:`~stateway.core.errors.ConversationNotFound`, having written nothing."""
         state = run.state
         assert state.conversation_id is not None
-        record = started_record(state, run.input_items, self._owner)
+        record = started_record(state, run.stored_input, self._owner)
         record.turn = ConversationTurn(state.conversation_id, seen=seen)
         await self._store.save(record)
         run.has_row = True
@@ -131,7 +131,7 @@ class Loop:
             row.set_result(None)
             announce(run)
         elif state.store and stream and run.cancel_reason is None:
-            record = started_record(state, run.input_items, self._owner)
+            record = started_record(state, run.stored_input, self._owner)
             row = asyncio.ensure_future(self._store.save(record))
             row.add_done_callback(partial(announce_once_durable, run))
             run.has_row = True
@@ -272,7 +272,7 @@ class Loop:
         if state.store:
             try:
                 if row is None:
-                    await self._store.save(final_record(state, run.input_items))
+                    await self._store.save(final_record(state, run.stored_input))
                 else:
                     await durable(row)
                     announce(run)

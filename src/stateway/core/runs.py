@@ -59,6 +59,7 @@ class Run:
         "progress",
         "state",
         "steered",
+        "stored_input",
         "task",
     )
 
@@ -72,7 +73,10 @@ class Run:
     ) -> None:
         self.state = state
         self.input_items = input_items
-        """This request's own input, stored with the response."""
+        """This request's own input."""
+        self.stored_input = input_items
+        """The input stored with the response: ``input_items``, after the prior items
+        when those are not in the store (:attr:`CreateResponse.prior_stored`)."""
         self.generate = generate
         """False: a prewarm, which ends ``completed`` without output or inference."""
         self.hidden_rounds = hidden_rounds

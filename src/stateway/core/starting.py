@@ -111,6 +111,8 @@ class RunStarter:
             state, command.input, generate=command.generate, hidden_rounds=command.hidden_rounds
         )
         run.context = checked
+        if command.prior is not None and not command.prior_stored:
+            run.stored_input = command.prior + command.input
         if conversation is not None:  # refused here (409, 404) while nothing has started
             begun = asyncio.ensure_future(loop.begin_turn(run, conversation.next_position))
             try:

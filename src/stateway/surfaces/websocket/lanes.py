@@ -135,6 +135,8 @@ class Checkpoint:
     items: list[Item]
     """The response's context: the items before its output, then its output."""
     size: int
+    stored: bool = True
+    """The response is in the store (``store: true``)."""
 
 
 class Checkpoints:
@@ -155,7 +157,9 @@ class Checkpoints:
             return None
         return self._by_lane[self._by_id[response_id]]
 
-    def keep(self, lane: LaneKey, response_id: str, items: list[Item]) -> None:
+    def keep(
+        self, lane: LaneKey, response_id: str, items: list[Item], *, stored: bool = True
+    ) -> None:
         """Keep ``items`` as the lane's last response (the lane's previous one goes);
         one larger than the whole budget is not kept, older lanes' go to make room."""
         self._drop(lane)
@@ -164,7 +168,7 @@ class Checkpoints:
             return
         while self.size + size > self._limit and self._by_lane:
             self._drop(next(iter(self._by_lane)))
-        self._by_lane[lane] = Checkpoint(response_id, items, size)
+        self._by_lane[lane] = Checkpoint(response_id, items, size, stored)
         self._by_id[response_id] = lane
         self.size += size
 

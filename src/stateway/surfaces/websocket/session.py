@@ -244,6 +244,7 @@ class Session:
         continued = None if previous is None else self.checkpoints.find(previous)
         if continued is not None:
             command.prior = continued.items
+            command.prior_stored = continued.stored  # else a stored run stores them
         # Journaled: streamed from its log, resumable; a command id's is stored for a
         # retry, any other's only if this lane stops streaming before its end (below).
         command.journaled = True
@@ -272,7 +273,7 @@ class Session:
         state = run.state
         continuable = state.status == "completed" or ended_steered(state)
         if continuable and state.conversation_id is None:
-            self.checkpoints.keep(lane, run.id, run.context + state.output)
+            self.checkpoints.keep(lane, run.id, run.context + state.output, stored=state.store)
         elif continued is not None:
             self.checkpoints.evict(continued.response_id)
         return self.steering.finished(target, draining=self._surface.draining)
