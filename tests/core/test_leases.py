@@ -216,3 +216,62 @@ async def test_each_owner_is_judged_by_the_timeout_it_registered() -> None:
 
     assert await judge.beat() == ["host-c 3 3"]
     assert statuses(store) == {"patient": "in_progress", "hasty": "failed"}
+
+
+async def test_an_outage_longer_than_the_lease_does_not_make_the_first_one_back_judge() -> None:
+    """The database is out of reach for every process for two leases: the judge, back
+    first, must give the others the time to beat again rather than count the outage as
+    their silence (it could not watch either)."""
+    store, leases, clock = MemoryStore(), MemoryOwnerLeases(), Clock()
+    await store.save(in_progress("alive", "host-a 1 1"))
+    await leases.register("host-a 1 1", TIMEOUT)
+    judge = keeper(store, leases, clock)
+    await judge.beat()  # sees host-a's count
+
+    leases.fail = True
+    for _ in range(6):  # both beat in vain for two leases
+        clock.now += TIMEOUT / 3
+        with pytest.raises(StorageError):
+            await judge.beat()
+    leases.fail = False
+
+    clock.now += TIMEOUT / 3
+    assert await judge.beat() == [], "the judge is back first: host-a has not beaten yet"
+    clock.now += TIMEOUT / 6
+    await leases.renew("host-a 1 1")  # host-a is back too, at its next beat
+    clock.now += TIMEOUT / 6
+    assert await judge.beat() == []
+    assert statuses(store) == {"alive": "in_progress"}
+
+    for _ in range(3):  # host-a dies now: judged a lease later, as ever
+        clock.now += TIMEOUT / 3
+        await judge.beat()
+    clock.now += TIMEOUT / 3
+    assert await judge.beat() == ["host-a 1 1"]
+
+
+class HangingLeases(MemoryOwnerLeases):
+    """Renewing takes ``hang`` seconds of the clock (a lock held on the leases' table)."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.hang = 0.0
+
+    async def renew(self, owner: str) -> bool:
+        self.clock.now += self.hang
+        return await super().renew(owner)
+
+
+async def test_a_beat_that_hung_longer_than_a_lease_judges_nobody() -> None:
+    clock = Clock()
+    store, leases = MemoryStore(), HangingLeases(clock)
+    await store.save(in_progress("alive", "host-a 1 1"))
+    await leases.register("host-a 1 1", TIMEOUT)
+    judge = keeper(store, leases, clock)
+    await judge.beat()
+
+    leases.hang = 2 * TIMEOUT  # host-a's renewal waits behind the same lock
+    assert await judge.beat() == []
+    leases.hang = 0.0
+    assert statuses(store) == {"alive": "in_progress"}

@@ -16,6 +16,10 @@ terminal event already logged, and leaves it (a warning).
 Clocks are never compared between hosts: a count is judged by how long *this* process has
 seen it unchanged, on its own monotonic clock, so skewed clocks cannot kill a live owner
 (a process that just started watches an owner for its lease timeout before judging it).
+Nor does time this process could not watch: after a beat of its own failed or hung (the
+database out of reach, for the others too most likely), it watches every owner for a whole
+lease again, so the first process back from an outage longer than a lease does not fail
+the runs of the others before their next beat could land.
 A process that finds its own row gone (it was judged dead, say after losing the database
 for longer than the lease) registers again and logs an error: its runs were failed by
 then, and what they still write leaves their stored end as it is.
@@ -62,6 +66,8 @@ class LeaseKeeper:
         self._fanout = fanout
         self._seen: dict[str, tuple[int, float]] = {}
         """Each other owner's count, and when this process first saw it at that count."""
+        self._blind = False
+        """Whether this process's last beat failed: it saw nothing since its previous one."""
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -83,14 +89,27 @@ class LeaseKeeper:
     async def beat(self) -> list[str]:
         """Renew this process's lease, judge the others'; return the owners found dead
         (whose runs were ended)."""
-        if not await self._leases.renew(self._me):
-            log.error(
-                "this process's lease had lapsed (another process judged it dead and failed "
-                "its runs); registering again"
-            )
-            await self._leases.register(self._me, self.timeout)
+        began = self._clock()
+        try:
+            if not await self._leases.renew(self._me):
+                log.error(
+                    "this process's lease had lapsed (another process judged it dead and "
+                    "failed its runs); registering again"
+                )
+                await self._leases.register(self._me, self.timeout)
+            beats = await self._leases.beats()
+        except StorageError:
+            self._blind = True
+            raise
         now = self._clock()
-        beats = await self._leases.beats()
+        if self._blind or now - began > self.timeout / 3:
+            # This process could not watch (its own beat failed or hung): the database was
+            # out of reach, for the others too, most likely. What it did not see does not
+            # count: each owner gets a whole lease from now to beat again, so an outage
+            # longer than a lease does not make the first process back fail the others'
+            # runs before they could renew.
+            self._seen.clear()
+            self._blind = False
         dead = []
         for owner, beat in beats.items():
             if owner == self._me:
