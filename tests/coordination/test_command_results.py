@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -192,5 +193,55 @@ async def test_an_unreachable_redis_is_a_503() -> None:
         with pytest.raises(StorageError) as raised:
             await results.claim(KEY, "f")
         assert raised.value.status == 503
+    finally:
+        await results.aclose()
+
+
+@pytest.mark.redis
+async def test_a_connection_redis_closed_meanwhile_is_replaced_not_a_503(redis_url: str) -> None:
+    """Redis closed the pooled connection while the command ran (a restart, a failover, an
+    idle client's ``timeout``): completing it sends again on a new connection, rather than
+    answering 503 for a command that ran and leaving its claim to block its retries."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    client = connect(redis_url)
+    results = RedisCommandResults(client, prefix)
+    admin = connect(redis_url)
+    try:
+        assert await results.claim(KEY, "f") is None
+        await admin.client_kill_filter(_id=str(await client.client_id()))
+
+        await results.complete(KEY, Outcome("f", b"ran"))
+
+        assert await results.claim(KEY, "f") == Outcome("f", b"ran")
+        await admin.client_kill_filter(_id=str(await client.client_id()))
+        assert await results.claim(KEY, "f") == Outcome("f", b"ran")
+    finally:
+        await results.aclose()
+        await admin.aclose()
+
+
+@pytest.mark.redis
+async def test_a_claim_sent_twice_is_this_attempts_own(redis_url: str) -> None:
+    """A claim whose reply was lost is sent again and finds itself: this attempt holds the
+    key, it does not wait for its own claim to expire."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    results = RedisCommandResults(connect(redis_url), prefix)
+    original = results._redis.set
+    sent = []
+
+    def twice(*args: Any, **kwargs: Any) -> Any:
+        async def send() -> Any:
+            sent.append(await original(*args, **kwargs))  # this one's reply is lost
+            return await original(*args, **kwargs)
+
+        return send()
+
+    results._redis.set = twice  # type: ignore[method-assign]
+    try:
+        assert await asyncio.wait_for(results.claim(KEY, "f"), 5) is None
+        assert sent == [None], "the first send took the key"
+        results._redis.set = original  # type: ignore[method-assign]
+        await results.complete(KEY, Outcome("f", b"once"))
+        assert await results.claim(KEY, "f") == Outcome("f", b"once")
     finally:
         await results.aclose()

@@ -30,6 +30,9 @@ from typing import Any, Final, TypeVar
 import orjson
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from stateway.core.coordination import CancelHandler, CommandKey, Outcome
@@ -63,8 +66,17 @@ return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 
 
 def connect(url: str) -> Redis:
-    """A client (connection pool) for ``url``, e.g. ``redis://127.0.0.1:6379/0``."""
-    return Redis.from_url(url)
+    """A client (connection pool) for ``url``, e.g. ``redis://127.0.0.1:6379/0``.
+
+    A command whose pooled connection turns out closed (Redis restarted or failed over,
+    its ``timeout`` dropped an idle client, a proxy reset it) is sent once more on a new
+    connection: ``from_url`` retries nothing by default, so each stale connection of the
+    pool failed its next command (a keyed request's 503, a lost outcome) although Redis
+    answered again. Timeouts are not retried: an unresponsive Redis stays one socket
+    timeout, not two."""
+    return Redis.from_url(
+        url, retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
+    )
 
 
 class RedisCommandResults:
@@ -96,7 +108,7 @@ class RedisCommandResults:
             setting = self._redis.set(name, mine, nx=True, px=self._claim_ms, get=True)
             found = await _guarded(setting)
             assert found is None or isinstance(found, bytes)  # SET ... GET: the old value
-            if found is None:  # set: the claim is this attempt's
+            if found is None or found == mine:  # set (found: by a send that was retried)
                 renewing = asyncio.create_task(self._keep(name, mine))
                 self._held[key] = (mine, renewing)
                 return None
