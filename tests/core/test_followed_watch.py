@@ -231,3 +231,73 @@ async def test_a_stored_watch_rides_out_an_outage_too() -> None:
     await store.append_events(*KEY, EventBatch(1, events(1, 2)))
     await task
     assert seen == events(0, 2)
+
+
+async def die(store: MemoryStore) -> EventBatch:
+    """What a survivor does to the run of an owner that died: fail it (server_restarted)
+    and append the terminal event after what was stored; the batch it publishes."""
+    record = store.records[KEY]
+    record.status = "failed"
+    record.body["error"] = {"code": "server_restarted", "message": "gone"}
+    terminal = EventBatch(len(store.events[KEY]), [b'{"type":"response.failed"}'])
+    await store.append_events(*KEY, terminal)
+    return terminal
+
+
+async def test_a_follower_past_the_stored_log_is_told_how_a_dead_owners_run_ended() -> None:
+    """Resuming on another replica after events the owner sent live but had not stored
+    (5 stored, 7 seen), the follower is past the terminal event appended once the owner
+    died (numbered 5): it gets that event, not a stream that ends saying nothing."""
+    for published in (True, False):
+        store, fanout = await stored(5), MemoryFanout()
+        follower = FollowedWatch(store, fanout, KEY, await log_after(store, 6), 6, quiet=0.001)
+        following = asyncio.create_task(collect(follower))
+        await fanout.following.wait()
+
+        terminal = await die(store)
+        if published:
+            fanout.publish(*KEY, terminal, True)
+
+        seen, flags = await asyncio.wait_for(following, 5)
+        assert (seen, flags) == (terminal.payloads, [True]), f"published: {published}"
+
+
+async def test_a_stored_watch_past_the_log_is_told_how_a_dead_owners_run_ended() -> None:
+    store = await stored(5)
+    watching = StoredWatch(store, KEY, await log_after(store, 5), 5, poll=0.001)
+    seen: list[bytes] = []
+
+    async def follow() -> None:
+        async for batch, _ in watching.batches():
+            seen.extend(batch)
+
+    task = asyncio.create_task(follow())
+    await asyncio.sleep(0.01)
+    terminal = await die(store)
+    await asyncio.wait_for(task, 5)
+    assert seen == terminal.payloads
+
+
+async def test_a_watch_from_the_terminal_events_number_of_a_dead_run_gets_it() -> None:
+    """The watcher saw an event numbered as the terminal event appended since (one never
+    stored): it has not seen how the response ended. At the end of a log that ended
+    otherwise there is nothing more to give."""
+    store = await stored(5)
+    terminal = await die(store)
+    command = WatchResponse("bg", starting_after=terminal.first)
+
+    resumed = await watch(store, RunRegistry(), Principal("t"), command)
+
+    assert [batch async for batch, _ in resumed.batches()] == [terminal.payloads]
+    store.records[KEY].body["error"] = None  # failed otherwise: nothing after its last
+    resumed = await watch(store, RunRegistry(), Principal("t"), command)
+    assert [batch async for batch, _ in resumed.batches()] == []
+
+
+async def test_a_follower_past_the_end_of_a_run_that_completed_gets_nothing_more() -> None:
+    store, fanout = await stored(5), MemoryFanout()
+    follower = FollowedWatch(store, fanout, KEY, await log_after(store, 8), 8, quiet=60)
+    following = asyncio.create_task(collect(follower))
+    await fanout.following.wait()
+    await commit(store, fanout, 5, 7, last=True)
+    assert await asyncio.wait_for(following, 5) == ([], [])

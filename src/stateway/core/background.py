@@ -13,8 +13,10 @@ there is one (Redis), else by reading the store every ``POLL_INTERVAL``.
 
 A watch from past the end of a stored log is refused, but for a response whose process
 died while it ran (``server_restarted``): watchers of its own process were sent events
-not yet stored (the log is written in batches), numbered past the terminal event appended
-after its death, so such a watch gets that terminal event: how the response ended.
+not yet stored (the log is written in batches), numbered from the terminal event appended
+after its death on, so a watch from that event or past it gets that terminal event: how
+the response ended (a watch following it from another process too, see
+:mod:`stateway.core.watch`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from stateway.core.commands import CreateResponse, Principal, WatchResponse
 from stateway.core.coordination import CancelSignals, EventFanout
 from stateway.core.errors import InvalidRequest, NotFound
 from stateway.core.journal import EventEncoder
-from stateway.core.ownership import SERVER_RESTARTED
+from stateway.core.ownership import died_running
 from stateway.core.ports import ResponseStore
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.runs import CancelReason, Run, RunRegistry
@@ -136,26 +138,22 @@ async def watch(
     if not (log.background or command.replay) or (log.last < 0 and log.status not in UNFINISHED):
         # a response that ended with no log was never journaled
         raise _not_streamable(response_id, command.replay)
-    if after > log.last and log.status not in UNFINISHED:
-        if not await _died_running(store, principal.tenant_id, response_id):
+    if after >= log.last and log.status not in UNFINISHED:
+        # At or past its end. A response whose process died while it ran may have had
+        # events sent that were never stored, numbered from its terminal event's number
+        # on: such a watcher gets the terminal event (it saw another event by that
+        # number), all it can be told now. Past the end of any other log is refused.
+        if await died_running(store, principal.tenant_id, response_id):
+            after = log.last - 1
+            log = await store.read_events(principal.tenant_id, response_id, after)
+            if log is None:
+                raise _not_found(response_id)
+        elif after > log.last:
             raise _beyond_log(after, log.last)
-        after = log.last - 1  # its terminal event: all it can be told now
-        log = await store.read_events(principal.tenant_id, response_id, after)
-        if log is None:
-            raise _not_found(response_id)
     key = (principal.tenant_id, response_id)
     if fanout is not None and log.status in UNFINISHED:
         return FollowedWatch(store, fanout, key, log, after)
     return StoredWatch(store, key, log, after)
-
-
-async def _died_running(store: ResponseStore, tenant_id: str, response_id: str) -> bool:
-    """Whether the response failed because its process died while it ran."""
-    record = await store.get(tenant_id, response_id)
-    if record is None or record.status != "failed":
-        return False
-    error = record.body.get("error")
-    return isinstance(error, dict) and error.get("code") == SERVER_RESTARTED
 
 
 def _live(

@@ -117,3 +117,13 @@ async def fail_owned(
         "status": 503,
     }
     return await store_failed(store, state, encode)
+
+
+async def died_running(store: ResponseStore, tenant_id: str, response_id: str) -> bool:
+    """Whether the response failed because its process died while it ran (its watchers
+    there may have been sent events that were never stored)."""
+    record = await store.get(tenant_id, response_id)
+    if record is None or record.status != "failed":
+        return False
+    error = record.body.get("error")
+    return isinstance(error, dict) and error.get("code") == SERVER_RESTARTED

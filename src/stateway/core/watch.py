@@ -17,6 +17,11 @@ when it is the last. It reads from one of two places:
   only once stored), and whenever nothing arrived for ``quiet`` seconds (a message lost,
   or an owner that died: whoever failed its run stored the end).
 
+A watcher following from past the stored log (events its owner sent live but had not
+stored yet) whose owner then died is past the terminal event appended since: it gets that
+terminal event, as a watch started then would (:mod:`stateway.core.background`), rather
+than a stream that ends without saying how the response ended.
+
 A read of the stored log that fails (the database away for a moment) is tried again at
 the next poll (``quiet`` read) rather than ending the stream: the run goes on meanwhile.
 
@@ -35,6 +40,7 @@ from typing import Final, Protocol
 from stateway.core.coordination import EventFanout, Following, Published
 from stateway.core.errors import StorageError
 from stateway.core.journal import RunJournal
+from stateway.core.ownership import died_running
 from stateway.core.ports import EventBatch, EventLog, ResponseStore
 from stateway.core.response import UNFINISHED
 from stateway.core.runs import Run
@@ -105,6 +111,8 @@ class StoredWatch:
             if log.events.payloads:
                 after = log.events.end - 1
                 yield log.events.payloads, finished
+            elif finished and (missed := await _missed_end(self._store, self._key, log.last)):
+                yield missed, True
             if finished:
                 return
             await asyncio.sleep(self._poll)  # another process runs it: no signal to wait on
@@ -154,6 +162,8 @@ class FollowedWatch:
                     if read.events.payloads:
                         self._position = read.events.end
                         yield read.events.payloads, ended
+                    elif ended and (missed := await self._missed_end(read.last)):
+                        yield missed, True
                     if ended:
                         return
                 if published is not None:
@@ -162,12 +172,32 @@ class FollowedWatch:
                         fresh = batch.payloads[self._position - batch.first :]
                         self._position = batch.end
                         yield fresh, published.last
+                    elif published.last and (missed := await self._missed_end(batch.end - 1)):
+                        yield missed, True
                     if published.last and self._position >= batch.end:
                         return
                 published = await following.next(self._quiet)
 
     def behind(self) -> int:
         return 0 if self._following is None else self._following.pending()
+
+    async def _missed_end(self, last: int) -> list[bytes]:
+        if self._position <= last:
+            return []  # not past the end: the store has what this watcher still needs
+        missed = await _missed_end(self._store, self._key, last)
+        self._position = max(self._position, last + 1)
+        return missed
+
+
+async def _missed_end(store: ResponseStore, key: tuple[str, str], last: int) -> list[bytes]:
+    """The terminal event (numbered ``last``) of a response whose process died while it
+    ran, for a watcher that ended up past it; nothing for any other response."""
+    if not await died_running(store, *key):
+        return []
+    log = await _read(store, key, last - 1)
+    if log is None or log.status in UNFINISHED:
+        return []
+    return log.events.payloads
 
 
 async def _read(store: ResponseStore, key: tuple[str, str], after: int) -> EventLog | None:
