@@ -180,6 +180,23 @@ async def test_a_signalled_cancel_ends_this_processs_background_run() -> None:
     assert run.state.status == "cancelled"
 
 
+async def test_a_signalled_cancel_stops_a_foreground_run_deleted_elsewhere() -> None:
+    """Another process's DELETE of a running stream sends the cancel signal: the run stops
+    here as a DELETE sent here stops it, and its response stays deleted."""
+    store = MemoryStore()
+    gate = asyncio.Event()
+    gateway = gateway_for(store, ScriptedBackend([TextDelta("a")], gate))
+    run = await create(gateway, stream=True, store=True)
+    await until_output(run)
+
+    store.deleted.add(("default", run.id))  # what the other process's DELETE did first
+    gateway.cancel_signalled("default", run.id)
+
+    await asyncio.wait_for(ended(run), 5)
+    assert run.state.status == "cancelled"
+    assert await store.get("default", run.id) is None
+
+
 async def test_a_signalled_cancel_leaves_a_foreground_run_alone() -> None:
     gate = asyncio.Event()
     gateway = gateway_for(MemoryStore(), ScriptedBackend([TextDelta("a")], gate))

@@ -255,3 +255,22 @@ async def test_a_run_on_a_deleted_from_b_stops(pair: Replicas, fake_upstream: st
             await client.responses.retrieve(created.id)
     seen = await follower.ended()
     assert seen[-1]["response"]["status"] == "cancelled"
+
+
+async def test_a_stream_on_a_deleted_from_b_stops(pair: Replicas, fake_upstream: str) -> None:
+    """Deleting a running streamed (not background) response on the other replica stops
+    it as deleting it on its own replica does: its stream ends cancelled and its upstream
+    request is closed, instead of running to a completed answer nobody can read."""
+    a, b = sdk(pair.a.url), sdk(pair.b.url)
+    marker = f"deleted-stream-{uuid.uuid4().hex}"
+    seen: list[Event] = []
+    stream = await a.responses.create(model=MODEL, input=f"{marker} {LONG}", stream=True)
+    async for event in stream:
+        seen.append(dump(event))
+        if len(seen) == 8:
+            await b.responses.delete(seen[0]["response"]["id"])
+    assert seen[-1]["type"] == "response.failed"
+    assert seen[-1]["response"]["status"] == "cancelled"
+    assert await upstream_saw_leave(fake_upstream, marker)
+    with pytest.raises(openai.NotFoundError):
+        await a.responses.retrieve(seen[0]["response"]["id"])

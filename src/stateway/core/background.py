@@ -22,18 +22,21 @@ the response ended (a watch following it from another process too, see
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Final
 
 from stateway.core.commands import CreateResponse, Principal, WatchResponse
 from stateway.core.coordination import CancelSignals, EventFanout
-from stateway.core.errors import InvalidRequest, NotFound
+from stateway.core.errors import InvalidRequest, NotFound, StorageError
 from stateway.core.journal import EventEncoder
 from stateway.core.ownership import died_running
 from stateway.core.ports import ResponseStore
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.runs import CancelReason, Run, RunRegistry
 from stateway.core.watch import POLL_INTERVAL, FollowedWatch, LiveWatch, StoredWatch, Watch
+
+log = logging.getLogger(__name__)
 
 CANCEL_WAIT: Final = 30.0
 """Seconds a cancel sent to another process waits for the response to end there."""
@@ -104,11 +107,36 @@ async def _ended_elsewhere(
             )
 
 
-def cancel_signalled(runs: RunRegistry, tenant_id: str, response_id: str) -> None:
-    """A cancel sent by another process: cancel the background run, when it is here."""
+_deletion_checks: set[asyncio.Task[None]] = set()
+"""Checks under way of whether a signalled foreground run's response was deleted."""
+
+
+def cancel_signalled(
+    runs: RunRegistry, tenant_id: str, response_id: str, store: ResponseStore | None = None
+) -> None:
+    """A cancel sent by another process: cancel the background run, when it is here. A
+    foreground run cannot be cancelled, but it can be deleted, and another process's
+    ``DELETE`` sends the same signal: such a run stops, as a ``DELETE`` sent here stops
+    it, once ``store`` tells that its response is deleted."""
     run = runs.get(response_id)
-    if run is not None and run.state.tenant_id == tenant_id and run.state.background:
+    if run is None or run.state.tenant_id != tenant_id:
+        return
+    if run.state.background:
         run.cancel(CancelReason.CANCELLED)
+    elif run.state.store and store is not None:
+        checking = asyncio.create_task(_stop_if_deleted(store, run))
+        _deletion_checks.add(checking)
+        checking.add_done_callback(_deletion_checks.discard)
+
+
+async def _stop_if_deleted(store: ResponseStore, run: Run) -> None:
+    try:
+        record = await store.get(run.state.tenant_id, run.id)
+    except StorageError as exc:
+        log.warning("reading response %s after a cancel signal failed: %s", run.id, exc)
+        return
+    if record is None:  # deleted (its sender deleted it before signalling)
+        run.cancel(CancelReason.DELETED)  # its final save leaves the row deleted
 
 
 async def watch(

@@ -165,8 +165,8 @@ class Gateway:
         return attempt(self._results, key, digest, param=param)
 
     def cancel_signalled(self, tenant_id: str, response_id: str) -> None:
-        """A cancel that another process sent for a background run (of this process)."""
-        background.cancel_signalled(self.runs, tenant_id, response_id)
+        """A cancel (or a ``DELETE``) that another process sent for a run of this one."""
+        background.cancel_signalled(self.runs, tenant_id, response_id, self._store)
 
     @overload
     async def execute(self, principal: Principal, command: CreateResponse) -> Run: ...
@@ -366,8 +366,8 @@ class Gateway:
         if run is not None and run.state.tenant_id == principal.tenant_id:
             run.cancel(CancelReason.DELETED)  # its final save leaves the row deleted
         elif self._signals is not None and self._signals.shared:
-            # A background run of another process stops as on a cancel (its final save
-            # leaves the row deleted too); anywhere else, the signal is ignored.
+            # A run of another process stops as if deleted there (its final save leaves
+            # the row deleted too); anywhere else, the signal is ignored.
             await self._signals.send(principal.tenant_id, response_id)
         return Deleted(response_id)
 
