@@ -8,11 +8,16 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from stateway.coordination.redis import connect
-from stateway.coordination.token_buckets import MemoryTokenBuckets, RedisTokenBuckets
+from stateway.coordination.token_buckets import (
+    RETRY_AFTER,
+    MemoryTokenBuckets,
+    RedisTokenBuckets,
+)
 from stateway.core.limits import ANY, TokenBuckets
 
 
@@ -110,11 +115,27 @@ async def test_redis_buckets_run_on_the_servers_clock_by_default(redis_url: str)
 async def test_redis_buckets_let_requests_through_while_redis_is_down(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    buckets = RedisTokenBuckets(connect("redis://127.0.0.1:1/0"), "test:")
+    now = [0.0]
+    client = connect("redis://127.0.0.1:1/0")
+    buckets = RedisTokenBuckets(client, "test:", monotonic=lambda: now[0])
+    asked = 0
+    script = buckets._take
+
+    async def counted(**kwargs: Any) -> Any:
+        nonlocal asked
+        asked += 1
+        return await script(**kwargs)
+
+    buckets._take = counted  # type: ignore[assignment]
     try:
         with caplog.at_level(logging.WARNING):
             assert await buckets.take("k", 1, 1, 1) == 0.0
+            now[0] += RETRY_AFTER - 0.1
             assert await buckets.take("k", 1, 1, 1) == 0.0
+            assert asked == 1, "not asked again at once: a blackholed Redis costs each call"
+            now[0] += 0.1
+            assert await buckets.take("k", 1, 1, 1) == 0.0
+            assert asked == 2
         warnings = [r for r in caplog.records if "letting requests through" in r.message]
         assert len(warnings) == 1, "one warning per outage"
     finally:
