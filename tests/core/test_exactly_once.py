@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
+import orjson
 import pytest
 
 from stateway.coordination import MemoryCommandResults
@@ -13,7 +14,7 @@ from stateway.core import background
 from stateway.core.commands import CancelResponse, Principal
 from stateway.core.coordination import CancelHandler, CommandKey, Outcome
 from stateway.core.errors import IdempotencyKeyReused, InvalidRequest, NotFound
-from stateway.core.exactly_once import attempt, fingerprint
+from stateway.core.exactly_once import Attempt, attempt, fingerprint
 from stateway.core.gateway import Gateway
 from stateway.core.inference import TextDelta
 from stateway.core.loop import Loop
@@ -206,3 +207,23 @@ async def test_a_signalled_cancel_leaves_a_foreground_run_alone() -> None:
     run.cancel()  # its client leaves: it ends as incomplete, not cancelled
     await ended(run)
     assert run.state.status != "cancelled"
+
+
+def test_a_remembered_body_holds_about_its_own_size() -> None:
+    """Outcomes are kept by the thousand: not the ~4 KiB buffer orjson wrote each into."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = []
+        for n in range(500):
+            once = Attempt(CommandKey("t", "p", "k"), "f", None)
+            once.remember(orjson.dumps({"id": f"resp_{n}", "object": "response"}))
+            assert once.remembered is not None
+            kept.append(once.remembered.body)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert orjson.loads(kept[7]) == {"id": "resp_7", "object": "response"}
+    assert held < 500 * 400  # each body ~40 bytes and its list slot; not 4 KiB

@@ -48,8 +48,10 @@ class Attempt:
 
     def remember(self, body: bytes = b"", *, response_id: str | None = None) -> None:
         """What retries of this command will get: ``body`` byte for byte, or the stream of
-        response ``response_id`` replayed from its log."""
-        self.remembered = Outcome(self.fingerprint, body, response_id)
+        response ``response_id`` replayed from its log. Kept as a copy of its own size (a
+        body ``orjson.dumps`` wrote holds its whole ~4 KiB buffer, and outcomes are kept
+        by the thousand)."""
+        self.remembered = Outcome(self.fingerprint, bytes(memoryview(body)), response_id)
 
 
 @asynccontextmanager
