@@ -463,6 +463,37 @@ def test_stream_events_to_deltas() -> None:
     ]
 
 
+def test_a_call_whose_input_streams_only_empty_json_has_empty_arguments() -> None:
+    """Anthropic streams a tool call without input as one ``input_json_delta`` whose
+    ``partial_json`` is empty (and opens every other input with one): its arguments are
+    ``{}``, not the empty string."""
+    start = {"type": "tool_use", "id": "toolu_1", "name": "list_all", "input": {}}
+    empty = {"type": "input_json_delta", "partial_json": ""}
+    events = [
+        START,
+        {"type": "content_block_start", "index": 0, "content_block": start},
+        {"type": "content_block_delta", "index": 0, "delta": empty},
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {**start, "id": "toolu_2", "name": "g"},
+        },
+        {"type": "content_block_delta", "index": 1, "delta": empty},
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": '{"a":1}'},
+        },
+        {"type": "content_block_stop", "index": 1},
+    ]
+    arguments: dict[int, str] = {}
+    for delta in feed(events):
+        assert isinstance(delta, ToolCallDelta)
+        arguments[delta.index] = arguments.get(delta.index, "") + delta.arguments
+    assert arguments == {0: "{}", 1: '{"a":1}'}
+
+
 @pytest.mark.parametrize(
     ("reason", "sequence", "finish"),
     [

@@ -4,7 +4,8 @@ server that does): ``{url}/messages``, ``{url}/messages/count_tokens``, ``{url}/
 The request is built by :mod:`.anthropic_request`; replies become deltas here. Content
 blocks map onto deltas in order: ``text`` to text, ``thinking`` to reasoning sealed by its
 ``signature`` (:class:`ReasoningSignature`), ``redacted_thinking`` to a whole reasoning
-item, ``tool_use`` to a call indexed by its block (an input that never streamed is
+item, ``tool_use`` to a call indexed by its block (an input that never streamed, or
+streamed only an empty ``partial_json`` as Anthropic streams a call without input, is
 ``{}``). ``stop_reason`` becomes the finish reason (``tool_use`` -> ``tool_calls``,
 ``max_tokens`` -> ``length``, ``refusal`` -> ``content_filter``, ``stop_sequence`` ->
 ``stop`` naming the sequence). Usage: ``input_tokens`` is the whole prompt, cache reads
@@ -175,8 +176,10 @@ class StreamState:
             case "signature_delta":
                 yield ReasoningSignature(text(delta["signature"]) or "")
             case "input_json_delta":
-                self._streamed.add(index)
-                yield ToolCallDelta(index, None, None, text(delta["partial_json"]) or "")
+                partial = text(delta["partial_json"]) or ""
+                if partial:  # Anthropic opens every input with an empty one, and a tool
+                    self._streamed.add(index)  # without input sends only that
+                    yield ToolCallDelta(index, None, None, partial)
 
 
 def from_upstream_message(message: dict[str, Any], names: ToolNames) -> Iterator[Delta]:

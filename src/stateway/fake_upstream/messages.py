@@ -268,6 +268,8 @@ def _deltas(block: dict[str, Any], plan: Plan) -> Iterator[dict[str, Any]]:
         case "text":
             for word in plan.text:
                 yield {"type": "text_delta", "text": word}
-        case "tool_use":
-            for piece in argument_chunks(orjson.dumps(block["input"]).decode()):
-                yield {"type": "input_json_delta", "partial_json": piece}
+        case "tool_use":  # every input opens with an empty piece, as Anthropic streams
+            yield {"type": "input_json_delta", "partial_json": ""}  # it (and one without
+            if block["input"]:  # input sends only that)
+                for piece in argument_chunks(orjson.dumps(block["input"]).decode()):
+                    yield {"type": "input_json_delta", "partial_json": piece}
