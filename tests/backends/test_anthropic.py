@@ -366,6 +366,33 @@ def test_a_forced_tool_turns_thinking_off() -> None:
     assert sent["tools"][0]["input_schema"] == {"type": "object"}
 
 
+def test_a_tool_turn_without_its_signed_thinking_turns_thinking_off() -> None:
+    """Anthropic refuses thinking when the last assistant message calls tools without
+    leading thinking: a Chat client, which cannot carry signatures, sends such a turn on
+    the second request of every tool loop; thinking goes back on with the signature."""
+    tools = [{"type": "function", "name": "f"}]
+    unsigned = [user("q"), reasoning("hm", None), call("c1"), output("c1")]
+    sent = to_upstream(
+        request(unsigned, tools=tools, reasoning_effort="high", temperature=0.5),
+        AnthropicOptions(),
+        ToolNames(),
+    )
+    assert "thinking" not in sent
+    assert sent["temperature"] == 0.5
+    assert [b["type"] for b in sent["messages"][1]["content"]] == ["tool_use"]
+    signed = [user("q"), reasoning("hm", "sig="), call("c1"), output("c1")]
+    sent = to_upstream(
+        request(signed, tools=tools, reasoning_effort="high"), AnthropicOptions(), ToolNames()
+    )
+    assert sent["thinking"]["type"] == "enabled"
+    # an earlier tool turn without thinking does not matter, nor a last one without calls
+    earlier = [*unsigned, {"type": "message", "role": "assistant", "content": "done"}, user("n")]
+    sent = to_upstream(
+        request(earlier, tools=tools, reasoning_effort="high"), AnthropicOptions(), ToolNames()
+    )
+    assert sent["thinking"]["type"] == "enabled"
+
+
 START = {
     "type": "message_start",
     "message": {

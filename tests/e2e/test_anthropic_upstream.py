@@ -4,6 +4,7 @@ streams Messages events as Anthropic does)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from openai import OpenAI
 
@@ -45,3 +46,26 @@ def test_a_streamed_call_without_input_has_empty_object_arguments(
                 for call in choice.delta.tool_calls or ():
                     arguments += call.function.arguments or "" if call.function else ""
         assert arguments == "{}"
+
+
+def test_a_chat_tool_loop_with_reasoning_continues(fake_upstream: str, tmp_path: Path) -> None:
+    """A Chat client cannot send thinking signatures back, and Anthropic refuses thinking
+    when the last assistant message calls tools without its thinking: the second request
+    of the loop goes without thinking instead of failing."""
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    with (
+        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        messages: list[Any] = [{"role": "user", "content": '[[reason:plan]][[tool:f:{"a":1}]]'}]
+        first = sdk.chat.completions.create(
+            model=MODEL, messages=messages, tools=[tool], reasoning_effort="low"
+        )
+        message = first.choices[0].message
+        assert message.tool_calls
+        messages.append(message.model_dump(exclude_none=True))
+        messages.append({"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "1"})
+        second = sdk.chat.completions.create(
+            model=MODEL, messages=messages, tools=[tool], reasoning_effort="low"
+        )
+        assert second.choices[0].finish_reason == "stop"

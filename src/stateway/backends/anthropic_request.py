@@ -19,7 +19,9 @@
   ``output_config``; a Messages client's ``thinking.display`` goes along. While
   thinking, sampling settings Anthropic refuses are left out (a temperature other than 1,
   ``top_k``, a ``top_p`` below 0.95), and a tool choice that forces a tool turns thinking
-  off (the two cannot be combined).
+  off (the two cannot be combined), as does a last assistant message calling tools
+  without its signed thinking (a Chat client's, or one whose reasoning item was dropped):
+  Anthropic refuses thinking unless that message starts with a thinking block.
 - A ``json_schema`` text format is Anthropic's structured output,
   ``output_config.format``; ``json_object`` has no equivalent there and is not carried.
 """
@@ -78,7 +80,8 @@ def to_upstream(
     if request.stream:
         body["stream"] = True
     forced = _tools(body, request, names)
-    thinking = None if forced else _thinking(body, request, options, max_tokens)
+    unsigned = _unsigned_tool_turn(messages)
+    thinking = None if forced or unsigned else _thinking(body, request, options, max_tokens)
     if settings.temperature is not None and (thinking is None or settings.temperature == 1):
         body["temperature"] = min(settings.temperature, 1.0)
     if settings.top_p is not None and (thinking is None or settings.top_p >= 0.95):
@@ -169,6 +172,19 @@ def _thinking(
     }
     body["thinking"] = thinking
     return thinking
+
+
+def _unsigned_tool_turn(messages: list[dict[str, Any]]) -> bool:
+    """Whether the last assistant message calls tools without leading thinking: Anthropic
+    refuses thinking then ("a final `assistant` message must start with a thinking
+    block"), and a client that cannot carry signatures (Chat Completions) or that dropped
+    the reasoning item sends such a tool turn."""
+    last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
+    if last is None:
+        return False
+    blocks = last["content"]
+    calls = any(block["type"] == "tool_use" for block in blocks)
+    return calls and blocks[0]["type"] not in ("thinking", "redacted_thinking")
 
 
 def _conversation(

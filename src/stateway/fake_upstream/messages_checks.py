@@ -12,7 +12,9 @@ would take.
   other than ``{"type": "json_schema", "schema": {...}}``;
 - ``thinking.budget_tokens`` below 1024 or not below ``max_tokens``; while thinking, a
   ``temperature`` other than 1, ``top_k``, a ``top_p`` below 0.95, or a ``tool_choice``
-  forcing a tool; a ``thinking`` block whose ``signature`` is not the fake's.
+  forcing a tool, or a last assistant message calling tools that does not start with a
+  ``thinking`` (or ``redacted_thinking``) block; a ``thinking`` block whose ``signature``
+  is not the fake's.
 """
 
 from __future__ import annotations
@@ -112,6 +114,29 @@ def check_messages_request(
             f"after: {', '.join(sorted(previous_uses))}",
             "messages",
         )
+    _check_thinking_tool_turn(body, messages)
+
+
+def _check_thinking_tool_turn(body: dict[str, Any], messages: list[Any]) -> None:
+    """While thinking, the last assistant message must start with its thinking when it
+    calls tools (Anthropic's wording)."""
+    thinking = body.get("thinking")
+    if not isinstance(thinking, dict) or thinking.get("type") == "disabled":
+        return
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index]["role"] != "assistant":
+            continue
+        blocks = _blocks(messages[index]["content"], f"messages.{index}")
+        if blocks and any(b.get("type") == "tool_use" for b in blocks):
+            first = blocks[0].get("type")
+            if first not in ("thinking", "redacted_thinking"):
+                raise invalid_request(
+                    f"messages.{index}.content.0.type: Expected `thinking` or "
+                    f"`redacted_thinking`, but found `{first}`. When `thinking` is enabled, "
+                    "a final `assistant` message must start with a thinking block",
+                    f"messages.{index}",
+                )
+        return
 
 
 def _check_output_config(config: Any) -> None:
