@@ -521,6 +521,32 @@ def test_a_call_whose_input_streams_only_empty_json_has_empty_arguments() -> Non
     assert arguments == {0: "{}", 1: '{"a":1}'}
 
 
+def test_an_upstreams_own_server_tool_blocks_are_left_out_of_a_stream() -> None:
+    """A ``server_tool_use`` block streams its input as ``input_json_delta`` too: it is no
+    call of the client's (a whole message leaves it out as well)."""
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
+    result = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}
+    events = [
+        START,
+        {"type": "content_block_start", "index": 0, "content_block": search},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '{"query": "x"}'},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": result},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "a"}},
+        {"type": "content_block_stop", "index": 2},
+    ]
+    assert feed(events) == [TextDelta(""), TextDelta("a")]
+    searched = {**search, "input": {"query": "x"}}
+    whole = {"content": [searched, result, {"type": "text", "text": "a"}]}
+    assert list(from_upstream_message(whole, ToolNames()))[:1] == [TextDelta("a")]
+
+
 @pytest.mark.parametrize(
     ("reason", "sequence", "finish"),
     [

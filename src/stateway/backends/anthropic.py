@@ -6,7 +6,9 @@ blocks map onto deltas in order: ``text`` to text, ``thinking`` to reasoning sea
 ``signature`` (:class:`ReasoningSignature`), ``redacted_thinking`` to a whole reasoning
 item, ``tool_use`` to a call indexed by its block (an input that never streamed, or
 streamed only an empty ``partial_json`` as Anthropic streams a call without input, is
-``{}``). ``stop_reason`` becomes the finish reason (``tool_use`` -> ``tool_calls``,
+``{}``); other blocks (an upstream's own server tools: ``server_tool_use``,
+``web_search_tool_result``, ...) are not the client's and are left out, streamed or not.
+``stop_reason`` becomes the finish reason (``tool_use`` -> ``tool_calls``,
 ``max_tokens`` -> ``length``, ``refusal`` -> ``content_filter``, ``stop_sequence`` ->
 ``stop`` naming the sequence). Usage: ``input_tokens`` is the whole prompt, cache reads
 and writes included, as the other wires count it. A mid-stream ``error`` event is an
@@ -176,9 +178,11 @@ class StreamState:
             case "signature_delta":
                 yield ReasoningSignature(text(delta["signature"]) or "")
             case "input_json_delta":
+                # Anthropic opens every input with an empty piece (a call without input
+                # sends only that); a server tool's input is no call of the client's
                 partial = text(delta["partial_json"]) or ""
-                if partial:  # Anthropic opens every input with an empty one, and a tool
-                    self._streamed.add(index)  # without input sends only that
+                if partial and index in self._calls:
+                    self._streamed.add(index)
                     yield ToolCallDelta(index, None, None, partial)
 
 
