@@ -714,3 +714,29 @@ async def test_a_malformed_count_is_an_upstream_error(loopback: Loopback) -> Non
     claude = backend(loopback, await loopback.serve(answer))
     with pytest.raises(UpstreamError):
         await claude.count_tokens(request([user("q")]))
+
+
+async def test_the_model_listing_is_read_page_by_page(loopback: Loopback) -> None:
+    """Anthropic lists 20 models unless asked for more, with ``has_more`` and ``last_id``
+    to go on from: every page is read."""
+    models = [f"claude-{n}" for n in range(1500)]
+    asked: list[dict[str, str]] = []
+
+    async def listing(http: web.Request) -> web.StreamResponse:
+        query = dict(http.query)
+        asked.append(query)
+        limit = int(query.get("limit", "20"))
+        start = models.index(query["after_id"]) + 1 if "after_id" in query else 0
+        page = models[start : start + limit]
+        return web.json_response(
+            {
+                "data": [{"type": "model", "id": m} for m in page],
+                "has_more": start + limit < len(models),
+                "first_id": page[0],
+                "last_id": page[-1],
+            }
+        )
+
+    claude = backend(loopback, await loopback.serve(listing))
+    assert await claude.list_models() == models
+    assert asked == [{"limit": "1000"}, {"limit": "1000", "after_id": "claude-999"}]

@@ -58,6 +58,9 @@ CARRIED_PARTS: Mapping[str, frozenset[str]] = {
     "assistant": _TEXT | {"refusal"},
     TOOL_OUTPUT: _TEXT | {"input_image", "input_file"},
 }
+MODEL_PAGE = 1000
+"""Models asked for per page of ``GET /models`` (Anthropic's most; its default is 20)."""
+MAX_MODEL_PAGES = 10
 _FINISH = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -125,7 +128,18 @@ class AnthropicBackend:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed reply.") from exc
 
     async def list_models(self) -> list[str]:
-        return await self._client.list_models()
+        """Every page of the listing: Anthropic answers 20 models unless asked for more
+        (at most 1,000 a page), with ``has_more`` and ``last_id`` to go on from."""
+        params = {"limit": str(MODEL_PAGE)}
+        ids: list[str] = []
+        for _ in range(MAX_MODEL_PAGES):
+            page, body = await self._client.model_page(params)
+            ids += page
+            last = body.get("last_id")
+            if body.get("has_more") is not True or not isinstance(last, str) or not page:
+                break
+            params = {"limit": str(MODEL_PAGE), "after_id": last}
+        return ids
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -232,10 +232,18 @@ class UpstreamClient:
 
     async def list_models(self, within: float = 5.0) -> list[str]:
         """The model ids of the upstream's ``GET /models``."""
+        ids, _ = await self.model_page(within=within)
+        return ids
+
+    async def model_page(
+        self, params: Mapping[str, str] | None = None, within: float = 5.0
+    ) -> tuple[list[str], dict[str, Any]]:
+        """The model ids of one ``GET /models`` (with query ``params``), and the whole
+        answer (for a paged listing's ``has_more`` and ``last_id``)."""
         timeout = aiohttp.ClientTimeout(total=within)
         with self._failures():
             async with self._pooled_session().get(
-                self.target.base_url + "/models", timeout=timeout
+                self.target.base_url + "/models", params=params, timeout=timeout
             ) as response:
                 if response.status >= 400:
                     raise await self._error(response)
@@ -245,11 +253,12 @@ class UpstreamClient:
         except orjson.JSONDecodeError:
             body = None
         data = body.get("data") if isinstance(body, dict) else None
-        if not isinstance(data, list):
+        if not isinstance(body, dict) or not isinstance(data, list):
             raise UpstreamError(
                 f"The model server '{self.target.name}' sent a malformed model list."
             )
-        return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        ids = [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        return ids, body
 
     @contextmanager
     def _failures(self) -> Iterator[None]:
