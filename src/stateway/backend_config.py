@@ -54,6 +54,10 @@ class BackendConfig(Section):
     "auto"`` drops the oldest turns to fit it, and a ``context_management`` compaction
     without ``compact_threshold`` triggers at 80% of it. Default: unknown (neither)."""
 
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Headers sent on every call to this backend (a proxy's own, an Anthropic upstream's
+    ``anthropic-beta``: a Messages client's betas are added to it). The key's header and
+    ``anthropic-version`` have settings of their own."""
     extra_body: dict[str, Any] = Field(default_factory=dict)
     """Fields every inference call to this backend carries unless the call sets them
     itself: a server's own parameters (vLLM's ``chat_template_kwargs``, ``top_k``,

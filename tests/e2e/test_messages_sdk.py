@@ -255,8 +255,11 @@ def test_what_reaches_the_upstream(
         assert (body["tool_choice"], body["parallel_tool_calls"]) == ("required", False)
         assert (body["temperature"], body["user"]) == (0.5, "u-1")
         assert sent["headers"]["authorization"] == f"Bearer {UPSTREAM_KEY}"
+        assert "anthropic-beta" not in sent["headers"]  # Anthropic's betas, for Anthropic
     elif upstream_api == "anthropic":
         assert sent["headers"]["x-api-key"] == UPSTREAM_KEY
+        betas = "claude-code-20250219,interleaved-thinking-2025-05-14"
+        assert sent["headers"]["anthropic-beta"] == betas
         assert "authorization" not in sent["headers"]
         assert sent["headers"]["anthropic-version"] == "2023-06-01"
         assert body["system"] == [

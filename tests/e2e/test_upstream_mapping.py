@@ -217,3 +217,31 @@ def test_a_translated_chat_request_carries_vendor_fields_to_a_chat_upstream(
         else:
             assert "chat_template_kwargs" not in body
             assert body["min_p"] == 0.1  # the backend's own extra_body
+
+
+@pytest.mark.parametrize("api", ["chat", "anthropic"])
+def test_a_backends_headers_go_with_every_call(
+    fake_upstream: str, tmp_path: Path, api: str
+) -> None:
+    """``headers``: a proxy's own, or an Anthropic upstream's betas, which a Messages
+    client's join."""
+    headers = {"X-Proxy-Token": "p1", "anthropic-beta": "own-beta"}
+    backend = {"url": fake_upstream, "api": api, "headers": headers}
+    with configured_gateway(tmp_path, backend) as gateway:
+        with OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk:
+            clear(fake_upstream)
+            sdk.responses.create(model=MODEL, input="hi", store=False)
+            [sent] = upstream_requests(fake_upstream)
+            assert sent["headers"]["x-proxy-token"] == "p1"
+            assert sent["headers"]["anthropic-beta"] == "own-beta"
+        with Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude:
+            clear(fake_upstream)
+            claude.messages.create(
+                model=MODEL,
+                max_tokens=50,
+                messages=[{"role": "user", "content": "hi"}],
+                extra_headers={"anthropic-beta": "own-beta, context-1m-2025-08-07"},
+            )
+            [sent] = upstream_requests(fake_upstream)
+            expected = "own-beta,context-1m-2025-08-07" if api == "anthropic" else "own-beta"
+            assert sent["headers"]["anthropic-beta"] == expected

@@ -71,13 +71,15 @@ def build_backend(config: BackendConfig, waiting_room: WaitingRoom) -> Backend:
 
 
 def _wire_headers(config: BackendConfig) -> dict[str, Any]:
-    """How the upstream's API shape wants its key, and the headers it needs."""
+    """How the upstream's API shape wants its key, and the headers it needs (then the
+    configured ``headers``)."""
+    configured = tuple(config.headers.items())
     if config.api == "anthropic":
         return {
             "key_header": "x-api-key",
-            "headers": (("anthropic-version", config.anthropic_version),),
+            "headers": (("anthropic-version", config.anthropic_version), *configured),
         }
-    return {}
+    return {"headers": configured}
 
 
 def build_tools(config: Config, environ: Mapping[str, str] | None = None) -> GatewayTools:

@@ -58,6 +58,7 @@ CARRIED_PARTS: Mapping[str, frozenset[str]] = {
     "assistant": _TEXT | {"refusal"},
     TOOL_OUTPUT: _TEXT | {"input_image", "input_file"},
 }
+BETA = "anthropic-beta"
 MODEL_PAGE = 1000
 """Models asked for per page of ``GET /models`` (Anthropic's most; its default is 20)."""
 MAX_MODEL_PAGES = 10
@@ -85,7 +86,7 @@ class AnthropicBackend:
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         names = ToolNames()
         body = self._client.target.filled(to_upstream(request, self._options, names))
-        async with self._client.post("/messages", body) as reply:
+        async with self._client.post("/messages", body, headers=self._betas(request)) as reply:
             if not request.stream:
                 message = self._parse(await reply.read())
                 for delta in self._decode(partial(from_upstream_message, message, names)):
@@ -100,9 +101,18 @@ class AnthropicBackend:
                     return
             raise cut_short(self.name)
 
+    def _betas(self, request: InferenceRequest) -> dict[str, str] | None:
+        """A Messages client's ``anthropic-beta`` features, after the backend's own."""
+        wanted = request.settings.anthropic_beta
+        if not wanted:
+            return None
+        own = [v for k, v in self._client.target.headers if k.lower() == BETA]
+        return {BETA: ",".join([*own, *(b for b in wanted if b not in own)])}
+
     async def count_tokens(self, request: InferenceRequest) -> int:
         body = count_body(to_upstream(request, self._options, ToolNames()))
-        async with self._client.post("/messages/count_tokens", body) as reply:
+        betas = self._betas(request)
+        async with self._client.post("/messages/count_tokens", body, headers=betas) as reply:
             payload = self._parse(await reply.read())
         try:
             return count(payload["input_tokens"])

@@ -122,18 +122,24 @@ class UpstreamClient:
 
     @asynccontextmanager
     async def post(
-        self, path: str, body: dict[str, Any], *, root: bool = False
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        root: bool = False,
+        headers: Mapping[str, str] | None = None,
     ) -> AsyncIterator[UpstreamReply]:
         """POST ``body`` to ``path`` under ``base_url`` (or, with ``root``, under
-        :attr:`root_url`); yield the reply of a 2xx response, or raise the classified error.
-        Failures while the caller reads the reply are classified too."""
+        :attr:`root_url`), with ``headers`` besides the backend's own; yield the reply of a
+        2xx response, or raise the classified error. Failures while the caller reads the
+        reply are classified too."""
         data = orjson.dumps(body)
         url = (self.root_url if root else self.target.base_url) + path
         async with self._slots.hold():
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.target.total_timeout
             with self._failures():
-                response = await self._send(url, data, deadline)
+                response = await self._send(url, data, deadline, headers)
                 try:
                     if response.status >= 400:
                         raise await self._error(response)
@@ -164,11 +170,13 @@ class UpstreamClient:
             failures=self._failures,
         )
 
-    async def _send(self, url: str, data: bytes, deadline: float) -> aiohttp.ClientResponse:
+    async def _send(
+        self, url: str, data: bytes, deadline: float, headers: Mapping[str, str] | None = None
+    ) -> aiohttp.ClientResponse:
         """Send on a pooled connection; once more on a fresh one if a reused one was stale."""
         _REUSED.set(False)
         try:
-            return await self._attempt(self._pooled_session(), url, data, deadline)
+            return await self._attempt(self._pooled_session(), url, data, deadline, headers)
         except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
             if not _REUSED.get():
                 raise
@@ -177,7 +185,7 @@ class UpstreamClient:
                 self.target.name,
                 type(exc).__name__,
             )
-        return await self._attempt(self._fresh_session(), url, data, deadline)
+        return await self._attempt(self._fresh_session(), url, data, deadline, headers)
 
     async def _attempt(
         self,
@@ -185,6 +193,7 @@ class UpstreamClient:
         url: str,
         data: bytes,
         deadline: float,
+        headers: Mapping[str, str] | None = None,
     ) -> aiohttp.ClientResponse:
         """One request, up to its response headers."""
         loop = asyncio.get_running_loop()
@@ -197,7 +206,7 @@ class UpstreamClient:
         first_byte = Deadline(min(self._first_byte_timeout, remaining))
         try:
             with first_byte:
-                response = await session.post(url, data=data, timeout=timeout)
+                response = await session.post(url, data=data, timeout=timeout, headers=headers)
         except TimeoutError as exc:
             if first_byte.expired and self._first_byte_timeout < remaining:
                 raise UpstreamTimeout(

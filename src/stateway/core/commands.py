@@ -78,6 +78,9 @@ class GenerationSettings:
     parameters (vLLM's ``chat_template_kwargs``, ``min_p``, ``repetition_penalty``), sent
     as they came to a Chat upstream (where the forwarded fast path would have carried
     them), unless the gateway sets that field itself; other upstream APIs do not get them."""
+    anthropic_beta: list[str] = field(default_factory=list)
+    """A Messages client's ``anthropic-beta`` features: sent on to an Anthropic upstream
+    (after its backend's own), which they are meant for; other upstreams never see them."""
     continue_final_message: bool = False
     """Messages' prefill: a conversation that ends with an assistant message is continued
     from where that message ends, the output holding only what follows. An Anthropic

@@ -22,8 +22,9 @@ With an API key, every ``/v1/*`` request needs ``Authorization: Bearer KEY`` or,
 Anthropic takes it, ``x-api-key: KEY``. Errors on ``/v1/messages*`` have Anthropic's shape
 (:meth:`UpstreamError.anthropic_body`), ``GET /v1/models`` answers in Anthropic's shape to a
 request with ``anthropic-version``, and each logged request keeps the headers that carry
-the key and the Anthropic version and betas (``headers``). With ``system_first`` the Chat
-wire refuses a system message anywhere but first, as strict chat templates do.
+the key, the Anthropic version and betas, and a test proxy's token (``headers``). With
+``system_first`` the Chat wire refuses a system message anywhere but first, as strict
+chat templates do.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ RESPONSES_PATH = "/v1/responses"
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 LOGGED_HEADERS = frozenset(
-    {b"authorization", b"x-api-key", b"anthropic-version", b"anthropic-beta"}
+    {b"authorization", b"x-api-key", b"anthropic-version", b"anthropic-beta", b"x-proxy-token"}
 )
 REQUESTS_PATH = "/_fake/requests"
 _HEALTH_BODY = orjson.dumps({"status": "ok"})

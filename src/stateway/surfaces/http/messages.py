@@ -101,6 +101,7 @@ class MessagesRoutes:
             command = decode_messages(body, max_input_items=limit)
         else:
             command = await asyncio.to_thread(decode_messages, body, max_input_items=limit)
+        command.settings.anthropic_beta = betas(scope)
         run = await started(self._gateway, principal_of(scope), command, receive)
         if command.stream:
             return SSEResponse(
@@ -127,6 +128,7 @@ class MessagesRoutes:
     async def _count_tokens(self, request: Request, request_id: str) -> Response:
         body = await self._body(request)
         command = decode_count_tokens(body, max_input_items=self._max_items)
+        command.request.settings.anthropic_beta = betas(request.scope)
         counted = await self._gateway.execute(principal_of(request.scope), command)
         headers = {REQUEST_ID: request_id, **token_count_header(counted.estimated)}
         return JSONResponse({"input_tokens": counted.input_tokens}, headers=headers)
@@ -178,3 +180,15 @@ async def _frames(run: Run) -> Chunks:
         last = run.closed and first + len(events) == len(run.events)
         if chunk or last:
             yield chunk, last
+
+
+def betas(scope: Scope) -> list[str]:
+    """The features the client's ``anthropic-beta`` headers name, in order, once each."""
+    named: list[str] = []
+    for key, value in scope["headers"]:
+        if key == b"anthropic-beta":
+            for beta in value.decode("latin-1").split(","):
+                beta = beta.strip()
+                if beta and beta not in named:
+                    named.append(beta)
+    return named
