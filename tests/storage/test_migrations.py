@@ -19,6 +19,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, make_url, text
 
+from stateway.core.errors import StorageError
 from stateway.storage.sql import migrate
 from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.migrator import HEAD_REVISION, MIGRATIONS_DIR, alembic_config
@@ -86,6 +87,23 @@ async def test_an_older_revision_is_still_upgraded(sqlite_url: str) -> None:
     tables, versions = sqlite_state(sqlite_url)
     assert versions == [HEAD]
     assert "api_keys" in tables
+
+
+async def test_a_newer_revision_is_refused_with_what_to_do(sqlite_url: str) -> None:
+    """A database a newer stateway migrated: a StorageError saying so, not Alembic's
+    traceback (``Can't locate revision``), and the database left as it was."""
+    await migrate(sqlite_url)
+    with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as connection:
+        connection.execute("UPDATE alembic_version SET version_num = '9999_future'")
+
+    with pytest.raises(StorageError) as raised:
+        await migrate(sqlite_url)
+
+    message = raised.value.message
+    assert "'9999_future'" in message
+    assert f"newest is '{HEAD}'" in message
+    assert "newer stateway" in message
+    assert sqlite_state(sqlite_url)[1] == ["9999_future"]
 
 
 async def test_migrate_creates_the_schema_and_is_idempotent(sqlite_url: str) -> None:

@@ -28,6 +28,7 @@ from sqlalchemy import Connection, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from stateway.core.errors import StorageError
 from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.errors import storage_errors
 
@@ -62,15 +63,19 @@ def alembic_config(url: str | None = None) -> Config:
 async def migrate(url: str) -> None:
     """Upgrade the database at ``url`` to the newest schema revision.
 
-    Raises :class:`~stateway.core.errors.StorageError` when the database cannot be reached
-    or the upgrade fails; a failed upgrade leaves the schema as it was.
+    Raises :class:`~stateway.core.errors.StorageError` when the database cannot be reached,
+    is at a revision these migrations do not know (a newer stateway's), or the upgrade
+    fails; a failed upgrade leaves the schema as it was.
     """
     engine = create_engine(url)
     try:
         with storage_errors("migrating the database"):
             async with engine.connect() as connection:
-                if await _revision(connection) == HEAD_REVISION:
+                revision = await _revision(connection)
+                if revision == HEAD_REVISION:
                     return
+                if revision is not None and not _known(revision):
+                    raise _unknown_revision(revision)
                 await connection.rollback()
                 await _lock(connection)
                 await connection.run_sync(_upgrade_to_head)
@@ -86,6 +91,27 @@ async def _revision(connection: AsyncConnection) -> str | None:
     except DBAPIError:  # no version table yet
         return None
     return result.scalar_one_or_none()
+
+
+def _known(revision: str) -> bool:
+    """Whether ``revision`` is one of the shipped scripts'."""
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
+    try:
+        return ScriptDirectory.from_config(alembic_config()).get_revision(revision) is not None
+    except CommandError:  # alembic's ResolutionError is one
+        return False
+
+
+def _unknown_revision(revision: str) -> StorageError:
+    from stateway import __version__
+
+    return StorageError(
+        f"The database is at schema revision {revision!r}, which stateway {__version__} does "
+        f"not know (its newest is {HEAD_REVISION!r}): a newer stateway has migrated it. "
+        "Serve it with that version (a schema is never downgraded on start-up)."
+    )
 
 
 async def _lock(connection: AsyncConnection) -> None:
