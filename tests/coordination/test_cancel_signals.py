@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
+from urllib.parse import urlsplit
 
 import pytest
 from redis.asyncio import Redis
 
+from stateway.coordination import redis as redis_module
 from stateway.coordination.redis import RedisCancelSignals, connect
 from stateway.core.errors import StorageError
+from tests.coordination.test_event_fanout import until_subscribed
 
 pytestmark = pytest.mark.redis
 
@@ -56,3 +60,45 @@ async def test_sending_without_redis_is_a_503() -> None:
             await signals.send("default", "resp_1")
     finally:
         await signals.aclose()
+
+
+async def test_redis_down_at_start_up_is_subscribed_to_once_it_answers(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Start-up does not fail when Redis is unreachable (the gateway serves on, as when
+    Redis goes away later): the listener subscribes once it answers and hears cancels."""
+    monkeypatch.setattr(redis_module, "_RESUBSCRIBE_DELAY", 0.05)
+    target = urlsplit(redis_url)
+    with socket.socket() as probe:  # a port nothing listens on yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    prefix = f"test:{uuid.uuid4().hex}:"
+    owner = RedisCancelSignals(connect(f"redis://127.0.0.1:{port}{target.path}"), prefix)
+    heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    await owner.start(lambda t, r: heard.put_nowait((t, r)))  # does not raise
+
+    async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        to_redis = await asyncio.open_connection(target.hostname, target.port or 6379)
+        await asyncio.gather(_pipe(reader, to_redis[1]), _pipe(to_redis[0], writer))
+
+    server = await asyncio.start_server(forward, "127.0.0.1", port)  # Redis answers now
+    sender = RedisCancelSignals(connect(redis_url), prefix)
+    try:
+        await until_subscribed(redis_url, prefix + "cancel")
+        await sender.send("default", "resp_1")
+        assert await asyncio.wait_for(heard.get(), 10) == ("default", "resp_1")
+    finally:
+        for signals in (owner, sender):
+            await signals.aclose()
+        server.close()
+
+
+async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    try:
+        while data := await source.read(65536):
+            sink.write(data)
+            await sink.drain()
+    except OSError:
+        pass
+    finally:
+        sink.close()

@@ -47,6 +47,8 @@ DEFAULT_RESULT_TTL: Final = 24 * 3600.0
 FIRST_POLL: Final = 0.005
 MAX_POLL: Final = 0.1
 """Seconds between a waiter's reads: from ``FIRST_POLL``, growing by half to this."""
+_RESUBSCRIBE_DELAY: Final = 1.0
+"""Seconds between attempts to subscribe to the cancel channel while Redis is down."""
 
 _PENDING: Final = b"p"
 _DONE: Final = b"d"
@@ -170,8 +172,19 @@ class RedisCancelSignals:
         await _guarded(self._redis.publish(self._channel, message))
 
     async def start(self, handler: CancelHandler) -> None:
+        """Subscribe, then listen in the background. Redis unreachable at start-up does
+        not stop the gateway (it serves on as it does when Redis goes away later: keyed
+        requests and cross-process cancels answer 503): the listener subscribes once
+        Redis answers."""
         self._pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-        await _guarded(self._pubsub.subscribe(self._channel))
+        try:
+            await self._pubsub.subscribe(self._channel)
+        except RedisError as exc:
+            log.warning(
+                "cancel signals: Redis is unreachable (%s); subscribing again every %gs",
+                exc,
+                _RESUBSCRIBE_DELAY,
+            )
         self._task = asyncio.create_task(self._listen(self._pubsub, handler))
 
     async def aclose(self) -> None:
@@ -184,13 +197,22 @@ class RedisCancelSignals:
 
     async def _listen(self, pubsub: PubSub, handler: CancelHandler) -> None:
         while True:
+            if not pubsub.subscribed:  # never subscribed yet: Redis was down at start-up
+                await asyncio.sleep(_RESUBSCRIBE_DELAY)
+                try:
+                    await pubsub.subscribe(self._channel)
+                except RedisError as exc:  # warned once at start-up; not every second
+                    log.debug("cancel signals: subscribing failed: %s", exc)
+                else:
+                    log.info("cancel signals: Redis answers; subscribed")
+                continue
             try:
                 async for message in pubsub.listen():
                     _deliver(message, handler)
                 return
             except RedisError as exc:  # the connection dropped: resubscribe
                 log.warning("cancel signals: %s; subscribing again", exc)
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(_RESUBSCRIBE_DELAY)
                 await self._resubscribe(pubsub)
 
     async def _resubscribe(self, pubsub: PubSub) -> None:
