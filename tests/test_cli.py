@@ -5,6 +5,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -12,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from stateway import __version__, cli
-from stateway.launch import child_env, start_announced
+from stateway.fake_upstream.launch import start_fake_upstream
+from stateway.launch import child_env, launch, start_announced
 
 
 def stateway(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -231,3 +233,40 @@ def test_check_config_says_who_may_call(tmp_path: Path) -> None:
         in described.stdout
     )
     assert "auth: none (every caller is the default tenant; loopback only)" in plain.stdout
+
+
+def test_serve_warns_at_start_up_about_an_upstream_url_without_its_base_path(
+    tmp_path: Path,
+) -> None:
+    """vLLM's URL given without ``/v1``: every request would be a 404 ``model_not_found``,
+    which says nothing about the URL; the start-up check says it."""
+    log_path = tmp_path / "stderr.log"
+    with start_fake_upstream() as fake, log_path.open("w") as stderr:
+        root = fake.removesuffix("/v1")
+        command = [
+            sys.executable, "-m", "stateway", "serve", "--port", "0",
+            "--database", f"sqlite:///{tmp_path}/x.db", "--upstream", root,
+        ]  # fmt: skip
+        with launch(command, "listening on ", stderr=stderr):
+            for _ in range(200):
+                if "GET /models failed" in log_path.read_text():
+                    break
+                time.sleep(0.05)
+    logged = log_path.read_text()
+    assert f"upstream default at {root}: GET /models failed at start-up" in logged
+    assert "with its version path?" in logged
+    assert "http://HOST:PORT/v1" in logged
+
+
+def test_serve_is_quiet_about_an_upstream_that_answers(tmp_path: Path) -> None:
+    log_path = tmp_path / "stderr.log"
+    with start_fake_upstream() as fake, log_path.open("w") as stderr:
+        command = [
+            sys.executable, "-m", "stateway", "serve", "--port", "0",
+            "--database", f"sqlite:///{tmp_path}/x.db", "--upstream", fake,
+        ]  # fmt: skip
+        with launch(command, "listening on ", stderr=stderr) as served:
+            with urllib.request.urlopen(served.url + "/v1/models") as listing:
+                assert b"fake-model" in listing.read()
+            time.sleep(0.5)  # the check's own GET /models has long been answered
+    assert "GET /models failed" not in log_path.read_text()

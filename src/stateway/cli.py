@@ -105,6 +105,7 @@ def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = Fal
 
     async def serve() -> None:
         from stateway.app import build_app, open_gateway
+        from stateway.app.upstream_check import check_upstreams
 
         await migrate(config.database_url)
         parts = await open_gateway(compiled, flags)
@@ -128,7 +129,14 @@ def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = Fal
         _describe(config, sys.stdout)
         announcement = f"stateway {__version__} listening on {socket_url(sock)}"
         server = AnnouncingServer(uvicorn_config, announcement, drain=drain)
-        await server.serve(sockets=[sock])
+        with parts.gateway.generations.lease() as generation:
+            backends = generation.router.backends
+        urls = {backend.name: backend.url for backend in config.backends}
+        check = asyncio.create_task(check_upstreams(backends, urls))  # beside serving
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            check.cancel()
 
     with sock:
         _run(serve())
