@@ -77,9 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:  # found at start-up: an unusable stored sealing key
         print(f"stateway: {exc}", file=sys.stderr)
         return 2
-    except StorageError as exc:
-        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
-        print(f"stateway: {exc.message}{cause}", file=sys.stderr)
+    except StorageError as exc:  # what the database said, and which database it is
+        print(f"stateway: {exc}; database: {describe_url(config.database_url)}", file=sys.stderr)
         return 1
     except OSError as exc:  # e.g. the database directory cannot be created
         print(f"stateway: {exc}", file=sys.stderr)

@@ -23,7 +23,7 @@ from stateway.config import ConfigError, Overrides, load_config
 from stateway.core.errors import StorageError
 from stateway.core.ids import new_id
 from stateway.identity.keys import ApiKey, KeyStore, checked_tenant, key_digest, new_key
-from stateway.storage.sql import create_engine, migrate
+from stateway.storage.sql import create_engine, describe_url, migrate
 from stateway.storage.sql.api_keys import SqlKeyStore
 
 _DURATION = re.compile(r"(\d+)([smhdw])")
@@ -62,9 +62,8 @@ def run(args: argparse.Namespace) -> int:
     except LookupError as exc:  # no such key
         print(f"stateway: {exc.args[0]}", file=sys.stderr)
         return 1
-    except StorageError as exc:
-        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
-        print(f"stateway: {exc.message}{cause}", file=sys.stderr)
+    except StorageError as exc:  # what the database said, and which database it is
+        print(f"stateway: {exc}; database: {describe_url(config.database_url)}", file=sys.stderr)
         return 1
     return 0
 

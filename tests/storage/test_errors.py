@@ -40,6 +40,33 @@ def test_database_failures_become_storage_errors(failure: Exception) -> None:
     assert caught.value.status == 503
 
 
+@pytest.mark.parametrize(
+    ("failure", "said"),
+    [
+        (
+            OperationalError("SELECT secret FROM t", {"p": "prompt"}, Exception("server closed")),
+            "Exception: server closed",
+        ),
+        (ConnectionRefusedError(111, "Connection refused"), "[Errno 111] Connection refused"),
+        (sqlite3.OperationalError("database is locked"), "OperationalError: database is locked"),
+        (TimeoutError(), "TimeoutError"),
+    ],
+)
+def test_the_log_line_says_what_the_database_said_and_the_client_does_not(
+    failure: Exception, said: str
+) -> None:
+    """``str(error)`` (what log lines show) carries the driver's error, never the statement
+    or its parameters; ``message`` (what a client gets) stays generic."""
+    with pytest.raises(StorageError) as caught, storage_errors("doing things"):
+        raise failure
+
+    assert said in str(caught.value)
+    assert str(caught.value).startswith("Storage failed while doing things. (")
+    assert caught.value.message == "Storage failed while doing things."
+    assert "SELECT" not in str(caught.value)
+    assert "prompt" not in str(caught.value)
+
+
 def test_rejected_writes_say_so() -> None:
     failure = IntegrityError("INSERT INTO t", {}, Exception("duplicate key"))
 

@@ -211,6 +211,12 @@ class StorageError(GatewayError):
     status = 503
     type = "server_error"
     code = "storage_unavailable"
+    reason: str | None = None
+    """What the database said (the driver's own error, without SQL text or parameters):
+    for the log lines, which show ``str(error)``; a client gets only :attr:`message`."""
+
+    def __str__(self) -> str:
+        return self.message if self.reason is None else f"{self.message} ({self.reason})"
 
 
 class UpstreamRejected(UpstreamError):

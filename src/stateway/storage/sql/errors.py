@@ -7,8 +7,10 @@ connection failures (refused, unreachable, timed out: ``TimeoutError`` is an ``O
 and the drivers' base classes for the errors raised outside SQLAlchemy's wrapping, such as
 while a pooled connection is being opened.
 
-The client-facing message is fixed and generic: SQLAlchemy's messages carry SQL text and
-parameters, which belong in the logs (via the chained ``__cause__``), not in a response.
+The client-facing message is fixed and generic. The log lines get the driver's own error
+too (:attr:`StorageError.reason`, in ``str(error)``: "connection refused", "database is
+locked", a missing database), never SQLAlchemy's text, which carries the statement and its
+parameters (a prompt, a sealed secret).
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ from contextlib import contextmanager
 from typing import Final
 
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
-from sqlalchemy.exc import ArgumentError, CompileError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import (
+    ArgumentError,
+    CompileError,
+    IntegrityError,
+    SQLAlchemyError,
+    StatementError,
+)
 
 from stateway.core.errors import StorageError
 
@@ -30,6 +38,8 @@ DATABASE_ERRORS: Final[tuple[type[Exception], ...]] = (
     asyncpg.InterfaceError,
     sqlite3.Error,  # aiosqlite re-exports sqlite3's exception classes
 )
+
+_MAX_REASON = 300
 
 
 @contextmanager
@@ -43,6 +53,25 @@ def storage_errors(action: str) -> Iterator[None]:
     except (CompileError, ArgumentError):
         raise  # a bug in a statement, not a storage failure
     except IntegrityError as exc:
-        raise StorageError(f"Storage rejected the data while {action}.") from exc
+        raise _failed(f"Storage rejected the data while {action}.", exc) from exc
     except DATABASE_ERRORS as exc:
-        raise StorageError(f"Storage failed while {action}.") from exc
+        raise _failed(f"Storage failed while {action}.", exc) from exc
+
+
+def _failed(message: str, cause: Exception) -> StorageError:
+    error = StorageError(message)
+    error.reason = reason(cause)
+    return error
+
+
+def reason(failure: Exception) -> str:
+    """A database failure in one short line for the log: the driver's error (SQLAlchemy
+    wraps it as ``orig``: its own text adds the statement and its parameters), else the
+    exception's first line."""
+    if isinstance(failure, StatementError):
+        if not isinstance(failure.orig, Exception):
+            return type(failure).__name__  # its text is the statement's
+        failure = failure.orig
+    first = str(failure).strip().split("\n", 1)[0][:_MAX_REASON]
+    name = type(failure).__name__
+    return f"{name}: {first}" if first else name
