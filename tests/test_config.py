@@ -130,7 +130,7 @@ def test_missing_file_and_bad_env() -> None:
         load_config(Overrides(config="/nonexistent/stateway.toml"), EMPTY_ENV)
     with pytest.raises(ConfigError, match="STATEWAY_MAX_BODY_BYTES"):
         load_config(Overrides(), {"STATEWAY_MAX_BODY_BYTES": "lots"})
-    with pytest.raises(ConfigError, match="port"):
+    with pytest.raises(ConfigError, match="STATEWAY_PORT must be an integer"):
         load_config(Overrides(), {"STATEWAY_PORT": "eighty"})
 
 

@@ -343,7 +343,8 @@ def _check_tables(data: dict[str, Any]) -> None:
 
 
 def _port(value: Any) -> int:
-    return value if isinstance(value, int) else _int(value, "port")
+    """The flag's (an int already), or ``STATEWAY_PORT``'s."""
+    return value if isinstance(value, int) else _int(value, _ENV["port"])
 
 
 def _int(value: str, name: str) -> int:
