@@ -298,3 +298,32 @@ async def test_aclose_abandons_a_handshake_in_progress() -> None:
                 await call
 
     assert other_tasks() == tasks_before
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_sessions_share_one_tls_context(
+    mcp_server: RunningMcpServer,
+    pool: PooledMcpClient,
+    transport: McpTransport,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every session has its own HTTP client; each building its own TLS context loaded the
+    system's CA certificates again (~0.9 MB each, for an ``http://`` server too), so a pool
+    of sessions varying a header held hundreds of MB of copies of them."""
+    import httpcore2
+
+    built: list[object] = []
+    default_ssl_context = httpcore2.default_ssl_context
+
+    def counted(**kwargs: bool) -> object:
+        context = default_ssl_context(**kwargs)
+        built.append(context)
+        return context
+
+    monkeypatch.setattr(httpcore2, "default_ssl_context", counted)
+    server = server_for(mcp_server, transport)
+    for n in range(4):
+        tenant_server = replace(server, headers=(("X-Caller", str(n)),))
+        assert await pool.call_tool(tenant_server, "add", {"a": n, "b": 1}) == str(n + 1)
+    assert mcp_server.stats.initializations == 4
+    assert len(built) <= 1

@@ -11,9 +11,11 @@ session id) from a tool that failed.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from functools import cache
 
 import httpx2
 from mcp.client._transport import TransportStreams
@@ -73,12 +75,26 @@ class HttpTrace:
         self._on_event()
 
 
+@cache
+def _tls_context() -> ssl.SSLContext:
+    """The TLS context every session's client verifies servers with, built once.
+
+    Left to itself, each ``httpx2.AsyncClient`` builds its own and loads the system's CA
+    certificates into it (~0.9 MB of OpenSSL memory and a few milliseconds, for an
+    ``http://`` server too): with a session per ``(tenant, url, transport, headers)``, the
+    pool's ``max_sessions`` (256) held ~230 MB of copies of the same certificates. A
+    context is safe to share between connections; this is the one the client would build
+    (``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` are honoured, read at first use)."""
+    return httpx2.create_ssl_context()
+
+
 def _http_client(
     headers: dict[str, str] | None, timeout: httpx2.Timeout | None, trace: HttpTrace
 ) -> httpx2.AsyncClient:
     return httpx2.AsyncClient(
         headers=headers,
         timeout=timeout,
+        verify=_tls_context(),
         event_hooks={"response": [trace.observe]},
     )
 
