@@ -96,3 +96,26 @@ def test_each_gateway_has_its_own_registry() -> None:
     first, second = PrometheusMetrics(), PrometheusMetrics()
     first.request_ended("/health", 200, 0.001)
     assert "stateway_requests_total" not in scrape(second)
+
+
+def test_model_names_past_the_bound_count_as_other() -> None:
+    """A catch-all upstream serves any name a client sends: each name held label children
+    for good (~3 KB and ~24 scraped lines per name, without limit)."""
+    from stateway.telemetry.metrics import OTHER_MODEL
+
+    metrics = PrometheusMetrics(max_models=3)
+    metrics.run_ended(RunReport("acme", "failed", None, []))  # no series: takes no label
+    for n in range(50):
+        metrics.run_ended(RunReport("acme", f"model-{n}", Usage(2, 1), [], 0.5))
+    metrics.run_ended(RunReport("acme", "model-1", Usage(1, 1), [], 0.5))  # keeps its own
+    samples = scrape(metrics)
+    counts = samples["stateway_time_to_first_token_seconds_count"]
+    assert counts == {
+        (("model", "model-0"),): 1,
+        (("model", "model-1"),): 2,
+        (("model", "model-2"),): 1,
+        (("model", OTHER_MODEL),): 47,
+    }
+    tokens = samples["stateway_input_tokens_total"]
+    assert tokens[(("model", OTHER_MODEL), ("tenant", "acme"))] == 94
+    assert len(tokens) == 4

@@ -5,7 +5,11 @@ Every metric lives in this object's own registry (none in the client's global on
 Labels are bounded by the configuration, never by what a client sends: ``route`` is the
 path template (``unmatched`` for a path no route serves), ``backend`` a configured
 backend, ``tool`` a tool kind; ``model`` is the requested name of a run that produced
-tokens, ``tenant`` the caller's tenant. Children of the per-request metrics are cached
+tokens, ``tenant`` the caller's tenant. A catch-all upstream serves any name a client
+sends (one that accepts any, as llama.cpp's server does, answers them all), so the first
+:data:`MAX_MODELS` names get a ``model`` of their own and later ones count as
+:data:`OTHER_MODEL`: each name held label children for good (~3 KB, and ~24 lines of every
+scrape). Children of the per-request metrics are cached
 by label values, so a request costs two dictionary lookups, one increment and one
 observation. Gauges that are a state of the process (runs in flight, requests queued for
 an upstream connection) are read when scraped, at no cost per request.
@@ -52,10 +56,14 @@ STORAGE_BUCKETS: Final = (
 )  # fmt: skip
 UNMATCHED: Final = "unmatched"
 """The ``route`` of a request no route serves (a 404 for an unknown path)."""
+MAX_MODELS: Final = 256
+"""Distinct ``model`` label values; names past them count as :data:`OTHER_MODEL`."""
+OTHER_MODEL: Final = "(other)"
+"""The ``model`` of runs for names past :data:`MAX_MODELS` (not a name a route can have)."""
 
 
 class PrometheusMetrics:
-    def __init__(self) -> None:
+    def __init__(self, *, max_models: int = MAX_MODELS) -> None:
         self.registry = CollectorRegistry()
         registry = self.registry
         self._requests = Counter(
@@ -128,6 +136,9 @@ class PrometheusMetrics:
         self._per_tenant: dict[tuple[str, str], tuple[Counter, Counter]] = {}
         self._per_model: dict[str, Histogram] = {}
         self._per_attempt: dict[tuple[str, str], Counter] = {}
+        self._models: set[str] = set()
+        """The names with a ``model`` label of their own (at most ``max_models``)."""
+        self._max_models = max_models
 
     def sample(self, active_runs: Callable[[], int], queued: Callable[[], int]) -> None:
         """Read the runs in flight and the queued calls from these when scraped."""
@@ -153,8 +164,13 @@ class PrometheusMetrics:
 
     def run_ended(self, report: RunReport) -> None:
         usage = report.usage
-        if usage is not None and (usage.input_tokens or usage.output_tokens):
-            key = (report.model, report.tenant_id)
+        if usage is not None and not (usage.input_tokens or usage.output_tokens):
+            usage = None  # no tokens: no series
+        model = report.model
+        if usage is not None or report.first_output is not None:
+            model = self._model_label(model)  # a name takes a label only with a series
+        if usage is not None:
+            key = (model, report.tenant_id)
             tokens = self._per_tenant.get(key)
             if tokens is None:
                 tokens = self._per_tenant[key] = (
@@ -170,10 +186,19 @@ class PrometheusMetrics:
                 counter = self._per_attempt[outcome] = self._attempts.labels(*outcome)
             counter.inc()
         if report.first_output is not None:
-            first = self._per_model.get(report.model)
+            first = self._per_model.get(model)
             if first is None:
-                first = self._per_model[report.model] = self._first_token.labels(report.model)
+                first = self._per_model[model] = self._first_token.labels(model)
             first.observe(report.first_output)
+
+    def _model_label(self, model: str) -> str:
+        models = self._models
+        if model in models:
+            return model
+        if len(models) < self._max_models:
+            models.add(model)
+            return model
+        return OTHER_MODEL
 
     def tool_called(self, tool: str, outcome: ToolOutcome) -> None:
         self._tool_calls.labels(tool, outcome).inc()
