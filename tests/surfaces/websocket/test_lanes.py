@@ -98,3 +98,37 @@ def test_checkpoints_by_lane_and_id_within_their_bytes() -> None:
     checkpoints.evict("resp_3")
     assert checkpoints.find("resp_3") is None
     assert checkpoints.size == size
+
+
+def test_a_checkpoint_holds_about_the_bytes_it_counts() -> None:
+    """A context of many short items, kept parsed, held ~5 times the JSON size it was
+    counted at (a connection's ``max_checkpoint_bytes`` of 32 MiB held ~160 MB)."""
+    import tracemalloc
+
+    import orjson
+
+    def context() -> list[dict[str, object]]:
+        return [
+            {
+                "type": "function_call_output",
+                "id": f"fco_{n:032x}",
+                "call_id": f"call_{n}",
+                "output": f"ok {n}",
+                "status": "completed",
+            }
+            for n in range(20_000)
+        ]
+
+    checkpoints = Checkpoints(limit=32 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        checkpoints.keep("a", "resp_1", context())
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 1.5 * checkpoints.size
+    found = checkpoints.find("resp_1")
+    assert found is not None
+    assert found.items == context()
+    assert checkpoints.size == len(orjson.dumps(context()))

@@ -132,16 +132,30 @@ class Lanes(Generic[W]):
 @dataclass(slots=True, frozen=True)
 class Checkpoint:
     response_id: str
-    items: list[Item]
-    """The response's context: the items before its output, then its output."""
-    size: int
+    payload: bytes
+    """The JSON of the response's context: the items before its output, then its output."""
     stored: bool = True
     """The response is in the store (``store: true``)."""
+
+    @property
+    def size(self) -> int:
+        return len(self.payload)
+
+    @property
+    def items(self) -> list[Item]:
+        """The context's items, parsed afresh (a continuation's own copy)."""
+        items: list[Item] = orjson.loads(self.payload)
+        return items
 
 
 class Checkpoints:
     """The last response of each lane, by lane and by response id, within ``limit``
-    bytes."""
+    bytes.
+
+    Each is kept as its JSON, the size it is counted at. Kept as parsed items, a context of
+    many short items (an agent's calls and their outputs) held about 5 times its JSON's
+    size (~17 MB for 20,000 short messages counted as 3.4 MB), so a connection at its
+    ``max_checkpoint_bytes`` (32 MiB) could hold ~160 MB."""
 
     __slots__ = ("_by_id", "_by_lane", "_limit", "size")
 
@@ -163,12 +177,14 @@ class Checkpoints:
         """Keep ``items`` as the lane's last response (the lane's previous one goes);
         one larger than the whole budget is not kept, older lanes' go to make room."""
         self._drop(lane)
-        size = len(orjson.dumps(items))
+        payload = orjson.dumps(items)
+        size = len(payload)
         if size > self._limit:
             return
         while self.size + size > self._limit and self._by_lane:
             self._drop(next(iter(self._by_lane)))
-        self._by_lane[lane] = Checkpoint(response_id, items, size, stored)
+        # A copy of its own size: orjson's bytes keep the buffer they were written into.
+        self._by_lane[lane] = Checkpoint(response_id, bytes(memoryview(payload)), stored)
         self._by_id[response_id] = lane
         self.size += size
 
