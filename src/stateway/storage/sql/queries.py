@@ -219,10 +219,11 @@ def _load_context() -> Select[str | None, str, str | None]:
 LOAD_CONTEXT: Final = _load_context()
 
 
-def _find_items() -> Select[str, str]:
-    """Items named by ``item_reference`` input items (``ids``, an expanding list): those of
-    live responses, output items first (``'output' > 'input'``), the latest response
-    first; the caller keeps each id's first row. ``ix_items_item`` finds them."""
+def _find_items(role: str) -> Select[str, str]:
+    """Items of ``role`` named by ``item_reference`` input items (``ids``, an expanding
+    list), of live responses, the latest response first; the caller keeps each id's first
+    row. Output items are found by ``ix_items_output_item`` (the role a literal, so that
+    the partial index serves it); input items, rarely named, by a scan of the tenant's."""
     return (
         select(items.c.item_id, items.c.body)
         .join(
@@ -231,14 +232,16 @@ def _find_items() -> Select[str, str]:
         )
         .where(
             items.c.tenant_id == _tenant,
+            items.c.role == literal_column(f"'{role}'"),
             items.c.item_id.in_(bindparam("ids", expanding=True)),
             responses.c.deleted_at.is_(None),
         )
-        .order_by(items.c.role.desc(), responses.c.created_at.desc(), items.c.position.desc())
+        .order_by(responses.c.created_at.desc(), items.c.position.desc())
     )
 
 
-FIND_ITEMS: Final = _find_items()
+FIND_OUTPUT_ITEMS: Final = _find_items(OUTPUT)
+FIND_INPUT_ITEMS: Final = _find_items(INPUT)
 
 
 def _input_items_page(order: Literal["asc", "desc"], *, after: bool) -> Select[str]:

@@ -143,8 +143,18 @@ items: Final = Table(
     CheckConstraint(f"role IN ('{INPUT}', '{OUTPUT}')", name="role"),
 )
 
-Index("ix_items_item", items.c.tenant_id, items.c.item_id)
-"""Finds the items ``item_reference`` input items name (:data:`queries.FIND_ITEMS`)."""
+OUTPUT_ITEMS_WHERE: Final = f"role = '{OUTPUT}'"
+Index(
+    "ix_items_output_item",
+    items.c.tenant_id,
+    items.c.item_id,
+    sqlite_where=text(OUTPUT_ITEMS_WHERE),
+    postgresql_where=text(OUTPUT_ITEMS_WHERE),
+)
+"""Finds the output items ``item_reference`` input items name
+(:data:`queries.FIND_OUTPUT_ITEMS`): what clients reference is what a response produced.
+Output items only, so that storing a response's input costs no more; a reference to an
+input item is looked up without it (:data:`queries.FIND_INPUT_ITEMS`), rarely."""
 
 conversations: Final = Table(
     "conversations",

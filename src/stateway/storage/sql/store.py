@@ -240,14 +240,16 @@ class SqlResponseStore:
         ids = [item_id for item_id in item_ids if _storable(item_id)]
         if not ids:
             return {}
+        found: dict[str, Item] = {}
         with storage_errors("resolving item references"):
             async with self._reader.connect() as connection:
-                values = {"tenant": tenant_id, "ids": ids}
-                rows = (await connection.execute(queries.FIND_ITEMS, values)).all()
-        found: dict[str, Item] = {}
-        for item_id, body in rows:
-            if item_id not in found:
-                found[item_id] = orjson.loads(body)
+                for query in (queries.FIND_OUTPUT_ITEMS, queries.FIND_INPUT_ITEMS):
+                    values = {"tenant": tenant_id, "ids": [i for i in ids if i not in found]}
+                    if not values["ids"]:
+                        break
+                    for item_id, body in (await connection.execute(query, values)).all():
+                        if item_id not in found:
+                            found[item_id] = orjson.loads(body)
         return found
 
     async def delete(self, tenant_id: str, response_id: str) -> bool:
