@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from functools import partial
@@ -310,9 +311,13 @@ class Gateway:
             await run.wait()
             await limits.charge(principal, charged_tokens(run.state))
 
-        charging = asyncio.create_task(charge())
-        self._charging.add(charging)
-        charging.add_done_callback(self._charging.discard)
+        self._charge_later(charge())
+
+    def _charge_later(self, charging: Coroutine[None, None, None]) -> None:
+        """Run ``charging`` beside the answer (a bucket in Redis is a round trip)."""
+        task = asyncio.create_task(charging)
+        self._charging.add(task)
+        task.add_done_callback(self._charging.discard)
 
     async def _chat(self, principal: Principal, command: ForwardChat) -> Relay | Run:
         """Forward a Chat Completions request untouched when its route allows (see
@@ -355,9 +360,7 @@ class Gateway:
         limits = self._limits
         if limits is None or not limits.counts_tokens or usage is None:
             return
-        charging = asyncio.create_task(limits.charge(principal, usage.total_tokens))
-        self._charging.add(charging)
-        charging.add_done_callback(self._charging.discard)
+        self._charge_later(limits.charge(principal, usage.total_tokens))
 
     async def _delete(self, principal: Principal, response_id: str) -> Deleted:
         if not await self._store.delete(principal.tenant_id, response_id):
