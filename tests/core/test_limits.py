@@ -98,8 +98,7 @@ async def after_one_run(clock: Clock, backend: ScriptedBackend) -> Gateway:
     limits = RateLimits(MemoryTokenBuckets(clock), requests_per_minute=100, tokens_per_minute=600)
     gateway = gateway_with(limits, backend)
     await ended(await gateway.execute(ALICE, create()))
-    for task in list(gateway._charging):
-        await task
+    await limits.settled()
     return gateway
 
 
@@ -179,8 +178,7 @@ async def test_a_relayed_answers_reported_tokens_are_taken_once_relayed() -> Non
     async for _ in relay.chunks():
         pass
     await relay.aclose()
-    for task in list(gateway._charging):
-        await task
+    await limits.settled()
 
     with pytest.raises(RateLimited) as caught:
         await gateway.execute(ALICE, forward())

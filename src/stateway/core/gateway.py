@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
 from contextlib import AbstractAsyncContextManager
-from dataclasses import replace
 from functools import partial
-from typing import TypeVar, overload
+from typing import overload
 
 from stateway.core import background
 from stateway.core.accounting import UsageBucket, UsageLedger
@@ -68,7 +66,7 @@ from stateway.core.ports import (
     ResponseStore,
     Sealer,
 )
-from stateway.core.references import has_references, resolve_references
+from stateway.core.references import resolved
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.results import Deleted, ModelList, Readiness, Result, TokenCount
 from stateway.core.routing import Router
@@ -79,9 +77,6 @@ from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
 from stateway.core.watch import Watch
 
 log = logging.getLogger(__name__)
-
-Inputs = TypeVar("Inputs", CreateResponse, CompactResponse)
-"""A command whose ``input`` items may stand for stored ones."""
 
 MAX_COMMAND_ID = 255
 """The longest command id (``Idempotency-Key``, ``command_id``) accepted."""
@@ -131,7 +126,6 @@ class Gateway:
         self._compaction = Compaction(store, sealer)
         self._fanout = fanout
         self._limits = limits
-        self._charging: set[asyncio.Task[None]] = set()
         """Tasks taking finished runs' tokens out of their principals' buckets."""
         self._telemetry = telemetry or NoTelemetry()
         self._usage = usage
@@ -244,7 +238,7 @@ class Gateway:
             case CheckReadiness():
                 return await self._readiness()
             case CountTokens(request=request):
-                request = await self._resolved(principal, request)
+                request = await resolved(self._store, principal.tenant_id, request)
                 with self.generations.lease() as generation:
                     return await self._starter.count(principal, request, generation)
             case CancelResponse(response_id=response_id):
@@ -262,7 +256,7 @@ class Gateway:
             case GetConfigStatus():
                 return self._served_reloads().status()
             case CompactResponse():
-                command = await self._resolved(principal, command)
+                command = await resolved(self._store, principal.tenant_id, command)
                 with self.generations.lease() as generation:
                     compacted = await self._compaction.compact(
                         principal.tenant_id, command, generation.router
@@ -282,7 +276,7 @@ class Gateway:
     async def _create(self, principal: Principal, command: CreateResponse) -> Run:
         if self.runs.closing:
             raise ServerShuttingDown()
-        command = await self._resolved(principal, command)
+        command = await resolved(self._store, principal.tenant_id, command)
         generation = self.generations.acquire()  # the run's from here to its end
         try:
             run = await self._starter.admit(principal, command, generation)
@@ -293,31 +287,10 @@ class Gateway:
         await self._starter.drive_attached(run)
         return run
 
-    async def _resolved(self, principal: Principal, command: Inputs) -> Inputs:
-        """``command`` with its input items that stand for stored ones replaced by what is
-        stored (:mod:`stateway.core.references`)."""
-        if not has_references(command.input):
-            return command
-        resolved = await resolve_references(self._store, principal.tenant_id, command.input)
-        return replace(command, input=resolved)
-
     def _count_tokens_of(self, principal: Principal, run: Run) -> None:
         """Take the run's tokens out of its principal's bucket once it ends."""
-        limits = self._limits
-        if limits is None or not limits.counts_tokens:
-            return
-
-        async def charge() -> None:
-            await run.wait()
-            await limits.charge(principal, charged_tokens(run.state))
-
-        self._charge_later(charge())
-
-    def _charge_later(self, charging: Coroutine[None, None, None]) -> None:
-        """Run ``charging`` beside the answer (a bucket in Redis is a round trip)."""
-        task = asyncio.create_task(charging)
-        self._charging.add(task)
-        task.add_done_callback(self._charging.discard)
+        if self._limits is not None:
+            self._limits.charge_after(principal, run.wait, lambda: charged_tokens(run.state))
 
     async def _chat(self, principal: Principal, command: ForwardChat) -> Relay | Run:
         """Forward a Chat Completions request untouched when its route allows (see
@@ -357,10 +330,8 @@ class Gateway:
         attempt = {"backend": backend, "outcome": outcome}
         usage = None if relay is None else relay.usage()
         self._telemetry.run_ended(RunReport(principal.tenant_id, model, usage, [attempt]))
-        limits = self._limits
-        if limits is None or not limits.counts_tokens or usage is None:
-            return
-        self._charge_later(limits.charge(principal, usage.total_tokens))
+        if self._limits is not None and usage is not None:
+            self._limits.charge_after(principal, None, lambda: usage.total_tokens)
 
     async def _delete(self, principal: Principal, response_id: str) -> Deleted:
         if not await self._store.delete(principal.tenant_id, response_id):

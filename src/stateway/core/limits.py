@@ -22,7 +22,9 @@ where every replica takes from the same buckets atomically.
 
 from __future__ import annotations
 
+import asyncio
 import math
+from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
 from stateway.core.commands import Principal
@@ -55,6 +57,7 @@ class RateLimits:
         self._buckets = buckets
         self._requests = requests_per_minute
         self._tokens = tokens_per_minute
+        self._charging: set[asyncio.Task[None]] = set()
 
     @property
     def counts_tokens(self) -> bool:
@@ -76,6 +79,30 @@ class RateLimits:
         """Take the ``tokens`` a run of ``principal`` used out of its token bucket."""
         if self._tokens is not None and tokens > 0:
             await self._buckets.take(_key("tokens", principal), self._tokens, ANY, tokens)
+
+    def charge_after(
+        self,
+        principal: Principal,
+        ended: Callable[[], Awaitable[object]] | None,
+        tokens: Callable[[], int],
+    ) -> None:
+        """Take ``tokens()`` out of ``principal``'s bucket once ``ended()`` is done (None:
+        at once), beside the answer: a bucket in Redis is a round trip."""
+        if self._tokens is None:
+            return
+
+        async def charge() -> None:
+            if ended is not None:
+                await ended()
+            await self.charge(principal, tokens())
+
+        task = asyncio.create_task(charge())
+        self._charging.add(task)
+        task.add_done_callback(self._charging.discard)
+
+    async def settled(self) -> None:
+        """Once the charges under way are taken (tests, shutdown)."""
+        await asyncio.gather(*self._charging)
 
     async def aclose(self) -> None:
         await self._buckets.aclose()

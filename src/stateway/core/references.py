@@ -20,11 +20,26 @@ reads the input.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import TypeVar
+
+from stateway.core.commands import CompactResponse, CreateResponse
 from stateway.core.errors import NotFound
 from stateway.core.items import REASONING, Item
 from stateway.core.ports import ResponseStore
 
 ITEM_REFERENCE = "item_reference"
+
+Inputs = TypeVar("Inputs", CreateResponse, CompactResponse)
+"""A command whose ``input`` items may stand for stored ones."""
+
+
+async def resolved(store: ResponseStore, tenant_id: str, command: Inputs) -> Inputs:
+    """``command`` with its input items that stand for stored ones replaced by what is
+    stored (itself when none does)."""
+    if not has_references(command.input):
+        return command
+    return replace(command, input=await resolve_references(store, tenant_id, command.input))
 
 
 def has_references(items: list[Item]) -> bool:
