@@ -192,3 +192,38 @@ async def test_a_request_refused_for_tokens_takes_no_request() -> None:
     with pytest.raises(RateLimited):
         await limits.admit(ALICE)
     assert await buckets.take("requests\x1facme\x1falice", 1, 1, 0) == 0.0
+
+
+async def test_a_stream_that_would_not_report_its_usage_is_translated_where_tokens_count() -> None:
+    """Relayed as it is, a stream without ``include_usage`` says nothing of what it used:
+    where tokens are counted it runs translated, and is charged."""
+    backend = Forwarding([TextDelta("hi"), UsageReport(Usage(700, 500)), Finish("stop")])
+    fields: dict[str, object] = {"model": "m", "messages": [], "stream": True}
+    translated: list[bool] = []
+
+    async def translate() -> CreateResponse:
+        translated.append(True)
+        return CreateResponse(model="m", input=[user("hi")], store=False, stream=True)
+
+    def forward(**more: object) -> ForwardChat:
+        body = {**fields, **more}
+        return ForwardChat("m", orjson.dumps(body), body, translate)
+
+    counting = RateLimits(MemoryTokenBuckets(Clock()), tokens_per_minute=600)
+    gateway = gateway_with(counting, backend)
+    reporting = await gateway.execute(ALICE, forward(stream_options={"include_usage": True}))
+    assert not isinstance(reporting, Run)
+    assert translated == []
+    await reporting.aclose()
+    run = await gateway.execute(ALICE, forward())
+    assert isinstance(run, Run)
+    assert translated == [True]
+    await ended(run)
+    await counting.settled()
+    with pytest.raises(RateLimited):
+        await gateway.execute(ALICE, forward(stream_options={"include_usage": True}))
+
+    requests_only = RateLimits(MemoryTokenBuckets(Clock()), requests_per_minute=9)
+    relay = await gateway_with(requests_only, Forwarding([])).execute(ALICE, forward())
+    assert not isinstance(relay, Run)
+    await relay.aclose()

@@ -159,6 +159,15 @@ class ForwardChat:
     """It asks for what only the gateway's own run gives (``web_search_options``: the
     gateway's web search), so it is translated even where it could be forwarded."""
 
+    @property
+    def reports_usage(self) -> bool:
+        """Whether the upstream's answer, relayed as it is, says what it used: a stream
+        only when its client asked (``stream_options.include_usage``)."""
+        if self.fields.get("stream") is not True:
+            return True
+        options = self.fields.get("stream_options")
+        return isinstance(options, dict) and options.get("include_usage") is True
+
     def body_for(self, upstream_model: str) -> bytes:
         """The body to forward to an upstream that knows the model as ``upstream_model``."""
         if upstream_model == self.model:

@@ -300,7 +300,11 @@ class Gateway:
         generation = self.generations.acquire()  # the relay's, or the run's, to its end
         try:
             route = generation.router.resolve(command.model)
-            if route.forwarder is not None and not command.needs_gateway:
+            # A stream that does not report its usage is translated where tokens are
+            # counted (the gateway's own run knows them): else it would be free.
+            uncounted = self._limits is None or not self._limits.counts_tokens
+            forwardable = uncounted or command.reports_usage
+            if route.forwarder is not None and not command.needs_gateway and forwardable:
                 body = command.body_for(route.upstream_model)
                 backend = route.candidates[0].backend.name
                 ended = partial(self._relayed, principal, command.model, backend)

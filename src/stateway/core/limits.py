@@ -17,7 +17,8 @@ where every replica takes from the same buckets atomically.
   its output, estimated (:func:`charged_tokens`). A request forwarded
   untouched to a Chat Completions upstream is charged the tokens its answer reports once
   relayed (a stream reports them only when its client asked,
-  ``stream_options.include_usage``).
+  ``stream_options.include_usage``: one that did not is translated instead, so that the
+  gateway's own run counts them).
 """
 
 from __future__ import annotations
