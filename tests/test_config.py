@@ -89,6 +89,11 @@ def test_upstream_flag_replaces_file_backends(tmp_path: Path) -> None:
             "unique",
         ),
         ("not toml [", "not valid TOML"),
+        ("[[backends]]\nname='a'\nurl='http://x'\nheaders={'X A'='v'}\n", "not an HTTP token"),
+        (
+            '[[backends]]\nname="a"\nurl="http://x"\nheaders={"X-A"="v\\nInjected: 1"}\n',
+            "header 'X-A': the value must be printable ASCII",
+        ),
     ],
 )
 def test_invalid_files_give_readable_errors(tmp_path: Path, text: str, fragment: str) -> None:

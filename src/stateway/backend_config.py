@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from stateway.config_section import Section
+from stateway.core.headers import is_header_name, is_header_value
 from stateway.tool_config import checked_gateway_tools
 
 
@@ -77,6 +78,16 @@ class BackendConfig(Section):
     @property
     def effective_first_byte_timeout(self) -> float:
         return self.read_timeout if self.first_byte_timeout is None else self.first_byte_timeout
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            if not is_header_name(name):
+                raise ValueError(f"header name {name!r} is not an HTTP token")
+            if not is_header_value(value):
+                raise ValueError(f"header {name!r}: the value must be printable ASCII")
+        return headers
 
     @field_validator("url")
     @classmethod

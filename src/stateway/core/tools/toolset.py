@@ -26,12 +26,12 @@ is a 400 that says what to configure:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from stateway.core.errors import InvalidRequest
+from stateway.core.headers import is_header_name, is_header_value
 from stateway.core.items import Item
 from stateway.core.ports import Backend
 from stateway.core.tools import shell
@@ -60,8 +60,6 @@ RESERVED_HEADERS: Final = frozenset(
 """Headers a request's ``mcp`` tool may not set: those routing or framing the HTTP request
 (a ``Host`` of the client's choice would reach another virtual host behind an allowed
 one, past the allow-list) and those the MCP transport owns."""
-_HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_HEADER_VALUE: Final = re.compile(r"[\t\x20-\x7e]*")
 CLIENT_TYPES: Final = frozenset({"function", CUSTOM, NAMESPACE}) | shell.TOOL_TYPES
 """Client-owned tool types the gateway models (offered to any upstream as functions)."""
 
@@ -325,7 +323,7 @@ def _headers(tool: Item, path: str) -> tuple[tuple[str, str], ...]:
     (:data:`RESERVED_HEADERS`) is a 400 naming it, its value never quoted."""
     headers: dict[str, str] = dict(tool.get("headers") or {})
     for name, value in headers.items():
-        if not _HEADER_NAME.fullmatch(name) or name.lower() in RESERVED_HEADERS:
+        if not is_header_name(name) or name.lower() in RESERVED_HEADERS:
             raise InvalidRequest(
                 f"The MCP header {name!r} cannot be set: give header names that are HTTP "
                 "tokens, and none of Host, Content-Length, Transfer-Encoding, Connection "
@@ -333,7 +331,7 @@ def _headers(tool: Item, path: str) -> tuple[tuple[str, str], ...]:
                 param=f"{path}.headers",
                 code="invalid_value",
             )
-        if not _HEADER_VALUE.fullmatch(value):
+        if not is_header_value(value):
             raise InvalidRequest(
                 f"The value of the MCP header {name!r} must be printable ASCII, without "
                 "line breaks.",
@@ -342,7 +340,7 @@ def _headers(tool: Item, path: str) -> tuple[tuple[str, str], ...]:
             )
     token = tool.get("authorization")
     if token:
-        if not _HEADER_VALUE.fullmatch(token):
+        if not is_header_value(token):
             raise InvalidRequest(
                 "'authorization' must be printable ASCII, without line breaks.",
                 param=f"{path}.authorization",
