@@ -43,43 +43,44 @@ async def resolved(store: ResponseStore, tenant_id: str, command: Inputs) -> Inp
 
 
 def has_references(items: list[Item]) -> bool:
-    return any(
-        item.get("type") == ITEM_REFERENCE or (item.get("type") == REASONING and _textless(item))
-        for item in items
-    )
+    return any(map(_stands_for_stored, items))
 
 
 async def resolve_references(store: ResponseStore, tenant_id: str, items: list[Item]) -> list[Item]:
     """``items`` with every reference replaced by the stored item it names, and every
     textless reasoning item given its stored text (a copy)."""
-    wanted = {
-        str(item["id"])
-        for item in items
-        if item.get("type") == ITEM_REFERENCE
-        or (item.get("type") == REASONING and _textless(item) and isinstance(item.get("id"), str))
-    }
+    wanted = {item["id"] for item in items if _stands_for_stored(item) and _named(item)}
     if not wanted:
         return items
     found = await store.find_items(tenant_id, sorted(wanted))
     resolved: list[Item] = []
     for index, item in enumerate(items):
-        kind = item.get("type")
-        if kind == REASONING and _textless(item):
-            resolved.append(_with_stored_text(item, found.get(str(item.get("id")))))
-            continue
-        if kind != ITEM_REFERENCE:
+        if not _stands_for_stored(item):
             resolved.append(item)
             continue
-        stored = found.get(str(item["id"]))
-        if stored is None:
+        stored = found.get(item["id"]) if _named(item) else None
+        if item["type"] == REASONING:
+            resolved.append(_with_stored_text(item, stored))
+        elif stored is None:
             raise NotFound(
                 f"Item with id '{item['id']}' not found. Items are not persisted when "
                 "`store` is set to false. Try again with `store` set to true, or remove "
                 "this item from your input.",
                 param=f"input[{index}]",
             )
-        resolved.append(dict(stored))
+        else:
+            resolved.append(dict(stored))
     return resolved
+
+
+def _stands_for_stored(item: Item) -> bool:
+    """A reference, or a reasoning item sent back without its text."""
+    kind = item.get("type")
+    return kind == ITEM_REFERENCE or (kind == REASONING and _textless(item))
+
+
+def _named(item: Item) -> bool:
+    return isinstance(item.get("id"), str)
 
 
 def _textless(item: Item) -> bool:
