@@ -93,6 +93,16 @@ async def test_reads_and_listings_are_not_counted() -> None:
         await gateway.execute(ALICE, create())
 
 
+async def test_a_prewarm_asks_no_model_and_is_not_counted() -> None:
+    gateway = gateway_with(RateLimits(MemoryTokenBuckets(Clock()), requests_per_minute=1))
+    for _ in range(3):  # WebSocket mode's ``generate: false``: the context checked, no model
+        prewarm = CreateResponse(model="m", input=[user("hi")], store=False, generate=False)
+        await ended(await gateway.execute(ALICE, prewarm))
+    await ended(await gateway.execute(ALICE, create()))
+    with pytest.raises(RateLimited):
+        await gateway.execute(ALICE, create())
+
+
 async def after_one_run(clock: Clock, backend: ScriptedBackend) -> Gateway:
     """A gateway allowing 600 tokens a minute, once ALICE's run of ``backend`` is charged."""
     limits = RateLimits(MemoryTokenBuckets(clock), requests_per_minute=100, tokens_per_minute=600)

@@ -81,7 +81,14 @@ log = logging.getLogger(__name__)
 MAX_COMMAND_ID = 255
 """The longest command id (``Idempotency-Key``, ``command_id``) accepted."""
 _MODEL_REQUESTS = (CreateResponse, ForwardChat, CompactResponse)
-"""The commands that ask a model for something: what ``[rate_limits]`` counts."""
+"""The commands that ask a model for something: what ``[rate_limits]`` counts (but a
+prewarm, a create with ``generate`` false, asks none: :func:`_asks_model`)."""
+
+
+def _asks_model(command: Command) -> bool:
+    if isinstance(command, CreateResponse):
+        return command.generate
+    return isinstance(command, _MODEL_REQUESTS)
 
 
 class Gateway:
@@ -210,7 +217,7 @@ class Gateway:
 
     async def execute(self, principal: Principal, command: Command) -> Result:
         """Run one command for ``principal``. Raises :class:`GatewayError` subclasses."""
-        if self._limits is not None and isinstance(command, _MODEL_REQUESTS):
+        if self._limits is not None and _asks_model(command):
             await self._limits.admit(principal)
         match command:
             case CreateResponse():

@@ -8,7 +8,8 @@ where every replica takes from the same buckets atomically.
 
 - ``requests_per_minute``: each model request (``Gateway.execute`` of a create, a Chat
   Completions or Messages request, a compaction) takes one from its principal's bucket
-  before anything runs; an empty bucket is a 429 with ``Retry-After``.
+  before anything runs; an empty bucket is a 429 with ``Retry-After``. A prewarm
+  (WebSocket mode's ``generate: false``) asks no model and takes none.
 - ``tokens_per_minute``: a model request is admitted while its principal's token bucket
   is not empty, and a run's tokens (input and output, as its usage reports them) are
   taken out when it ends (a compaction's when it returns), which may leave the bucket
