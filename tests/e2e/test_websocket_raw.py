@@ -118,6 +118,7 @@ async def test_an_upgrade_from_another_sites_page_is_refused(server: Server) -> 
         (b"\x00binary", 400, "unsupported_frame"),
         ('{"type": "response.cancel"}', 400, "unknown_frame_type"),
         ("[]", 400, "invalid_type"),
+        ('{"type": 5}', 400, "invalid_type"),
         (json.dumps(create("x" * FRAME_LIMIT)), 413, "frame_too_large"),
         ('{"type": "response.resume", "response_id": "resp_nope"}', 404, "not_found"),
     ],

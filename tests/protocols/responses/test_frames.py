@@ -56,6 +56,9 @@ def test_resume_and_steer_frames() -> None:
         (b"not json", "invalid_json"),
         (b"[1]", "invalid_type"),
         (b'{"model": "m"}', "missing_required_parameter"),
+        (b'{"type": 5}', "invalid_type"),
+        (b'{"type": null}', "invalid_type"),
+        (b'{"type": ["response.create"]}', "invalid_type"),
     ],
 )
 def test_frames_that_are_not_objects_with_a_type(raw: bytes, code: str) -> None:
@@ -63,6 +66,19 @@ def test_frames_that_are_not_objects_with_a_type(raw: bytes, code: str) -> None:
         peek_frame(raw)
     assert caught.value.code == code
     assert caught.value.status == 400
+    if code != "invalid_json" and raw.startswith(b"{"):
+        assert caught.value.param == "type"
+
+
+def test_a_type_that_is_not_a_string_is_not_called_missing() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        peek_frame(b'{"type": 5}')
+    assert caught.value.to_dict() == {
+        "type": "invalid_request_error",
+        "code": "invalid_type",
+        "message": "Invalid type for 'type': expected a string, such as 'response.create'.",
+        "param": "type",
+    }
 
 
 @pytest.mark.parametrize(
@@ -70,10 +86,43 @@ def test_frames_that_are_not_objects_with_a_type(raw: bytes, code: str) -> None:
     [
         ({"type": "response.cancel"}, "unknown_frame_type", "type"),
         ({"type": "response.create", "input": "x"}, "missing_required_parameter", "model"),
-        ({"type": "response.create", "model": "m", "stream_id": 5}, "invalid_value", "stream_id"),
+        ({"type": "response.create", "model": "m", "stream_id": 5}, "invalid_type", "stream_id"),
+        ({"type": "response.create", "model": "m", "stream_id": ""}, "invalid_value", "stream_id"),
+        ({"type": "response.create", "model": "m", "command_id": 7}, "invalid_type", "command_id"),
+        ({"type": "response.create", "model": "m", "generate": "no"}, "invalid_type", "generate"),
+        ({"type": "response.resume", "response_id": 5}, "invalid_type", "response_id"),
+        ({"type": "response.resume", "response_id": ""}, "invalid_value", "response_id"),
+        (
+            {"type": "response.resume", "response_id": "r", "starting_after": "3"},
+            "invalid_type",
+            "starting_after",
+        ),
+        (
+            {"type": "response.resume", "response_id": "r", "starting_after": 1.5},
+            "invalid_type",
+            "starting_after",
+        ),
+        (
+            {"type": "response.steer", "previous_response_id": 5, "input": "x"},
+            "invalid_type",
+            "previous_response_id",
+        ),
         ({"type": "response.create", "model": "m", "input": [{}, {}, {}]}, None, "input"),
-        ({"type": "response.create", "model": "m", "background": True}, None, "background"),
-        ({"type": "response.resume", "response_id": "r", "starting_after": -1}, None, None),
+        (
+            {"type": "response.create", "model": "m", "background": True},
+            "unsupported_parameter",
+            "background",
+        ),
+        (
+            {"type": "response.create", "model": "m", "background": "yes"},
+            "invalid_type",
+            "background",
+        ),
+        (
+            {"type": "response.resume", "response_id": "r", "starting_after": -1},
+            "invalid_value",
+            "starting_after",
+        ),
         ({"type": "response.steer", "input": "x"}, "missing_required_parameter", None),
         ({"type": "response.steer", "previous_response_id": ""}, "invalid_value", None),
         ({"type": "response.steer", "previous_response_id": "r"}, None, "input"),

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from stateway.core.commands import CreateResponse, WatchResponse
 from stateway.core.errors import GatewayError, InvalidRequest
+from stateway.protocols.responses.body import invalid_request
 from stateway.protocols.responses.decode import decode_create_fields
 from stateway.protocols.responses.request import CreateResponseBody
 
@@ -154,12 +155,18 @@ def peek_frame(data: str | bytes) -> tuple[str, dict[str, Any]]:
         ) from None
     if not isinstance(fields, dict):
         raise InvalidRequest("The frame must be a JSON object.", code="invalid_type")
-    kind = fields.get("type")
-    if not isinstance(kind, str):
+    if "type" not in fields:
         raise InvalidRequest(
             "Missing required parameter: 'type'.",
             param="type",
             code="missing_required_parameter",
+        )
+    kind = fields["type"]
+    if not isinstance(kind, str):
+        raise InvalidRequest(
+            "Invalid type for 'type': expected a string, such as 'response.create'.",
+            param="type",
+            code="invalid_type",
         )
     return kind, fields
 
@@ -176,7 +183,7 @@ def decode_frame(
     match kind:
         case "response.create":
             envelope = _validated(CreateEnvelope, fields)
-            if fields.get("background"):
+            if fields.get("background") is True:  # another type: refused as over HTTP
                 raise InvalidRequest(
                     "'background' is not supported over a WebSocket: a response created "
                     "here runs to its end even when the socket closes; resume it with "
@@ -207,20 +214,12 @@ def decode_frame(
 
 
 def _validated(model: type[M], fields: dict[str, Any]) -> M:
+    """The frame's envelope, refused as the HTTP body's fields are: a missing field, a
+    value of the wrong type (``invalid_type``) or a wrong value (``invalid_value``)."""
     try:
         return model.model_validate(fields, strict=True)
     except pydantic.ValidationError as exc:
-        error = exc.errors(include_url=False, include_context=False)[0]
-        param = ".".join(str(part) for part in error["loc"])
-        if error["type"] == "missing":
-            raise InvalidRequest(
-                f"Missing required parameter: '{param}'.",
-                param=param,
-                code="missing_required_parameter",
-            ) from None
-        raise InvalidRequest(
-            f"Invalid value for '{param}': {error['msg']}.", param=param, code="invalid_value"
-        ) from None
+        raise invalid_request(exc) from None
 
 
 def encode_error_frame(error: GatewayError, stream_id: str | None = None) -> bytes:
