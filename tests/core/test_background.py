@@ -126,6 +126,31 @@ async def test_live_watchers_and_a_later_replay_see_the_same_log() -> None:
     assert last == []
 
 
+async def test_a_resume_from_the_terminal_event_is_refused_when_asked() -> None:
+    """Over HTTP a watch from the terminal event is an empty stream, which ends; a
+    WebSocket resume (``refuse_at_end``) has no end of stream to say so, so it is refused:
+    whether the run is still in the registry or read from the store."""
+    store = MemoryStore()
+    gateway = gateway_for(ScriptedBackend(script("a")), store)
+    run = await create(gateway, background=True)
+    await ended(run)
+    last = len(run.events) - 1
+    resume = WatchResponse(run.id, last, replay=True, refuse_at_end=True)
+    with pytest.raises(InvalidRequest) as stored:
+        await gateway.execute(ME, resume)
+    gateway.runs.add(run)  # as while its journal stops: ended, still in the registry
+    with pytest.raises(InvalidRequest) as live:
+        await gateway.execute(ME, resume)
+    gateway.runs.discard(run)
+    for caught in (live, stored):
+        assert (caught.value.param, caught.value.code) == ("starting_after", "invalid_value")
+        assert f"{last} is the last event of response '{run.id}'" in caught.value.message
+        assert "has ended (completed)" in caught.value.message
+    assert await payloads(await gateway.execute(ME, WatchResponse(run.id, last))) == []
+    before = WatchResponse(run.id, last - 1, replay=True, refuse_at_end=True)
+    assert types(await payloads(await gateway.execute(ME, before))) == ["response.completed"]
+
+
 async def test_watching_is_refused_for_what_has_no_log() -> None:
     gate = asyncio.Event()
     store = MemoryStore()

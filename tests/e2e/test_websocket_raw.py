@@ -156,6 +156,32 @@ async def test_resume_by_sequence_number_and_beyond_the_log(server: Server) -> N
     assert {f["stream_id"] for f in whole} == {"z"}
 
 
+async def test_resuming_after_the_terminal_event_is_refused_not_left_waiting(
+    server: Server,
+) -> None:
+    """A socket has no end of stream: a resume after the last event of a response that
+    ended would send nothing, and its client would wait for ever. It is refused instead,
+    saying the response ended there (the client has its terminal event)."""
+    async with socket_to(server) as ws:
+        await send(ws, **create("[[words:3]]", command_id="resume-at-the-end"))
+        original = await until_done(ws)
+    response_id, last = original[0]["response"]["id"], original[-1]["sequence_number"]
+    async with socket_to(server) as ws:
+        await send(
+            ws, type="response.resume", response_id=response_id, starting_after=last, stream_id="r"
+        )
+        [refused] = await asyncio.wait_for(until_done(ws), 10)
+        await send(ws, type="response.resume", response_id=response_id, starting_after=last - 1)
+        [terminal] = await until_done(ws)
+    assert refused["type"] == "error"
+    assert (refused["status"], refused["stream_id"]) == (400, "r")
+    error = refused["error"]
+    assert (error["code"], error["param"]) == ("invalid_value", "starting_after")
+    assert f"{last} is the last event" in error["message"], error["message"]
+    assert "completed" in error["message"]
+    assert terminal == original[-1]
+
+
 async def test_a_response_streamed_to_its_end_keeps_no_log_to_resume(server: Server) -> None:
     """Storing every turn's log would cost every turn; a lane that streamed all of it
     needs none (docs/websocket.md). Its stored response still reads as usual."""

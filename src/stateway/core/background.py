@@ -11,8 +11,9 @@ it is a background response. A response another process runs is watched from the
 then followed through the shared :class:`~stateway.core.coordination.EventFanout` when
 there is one (Redis), else by reading the store every ``POLL_INTERVAL``.
 
-A watch from past the end of a stored log is refused, but for a response whose process
-died while it ran (``server_restarted``): watchers of its own process were sent events
+A watch from past the end of a stored log is refused (and one from its terminal event,
+when the watcher asks: a WebSocket resume), but for a response whose process died while
+it ran (``server_restarted``): watchers of its own process were sent events
 not yet stored (the log is written in batches), numbered from the terminal event appended
 after its death on, so a watch from that event or past it gets that terminal event: how
 the response ended (a watch following it from another process too, see
@@ -159,6 +160,8 @@ async def watch(
             raise _not_streamable(response_id, command.replay)
         if after >= len(run.events):
             raise _beyond_log(after, len(run.events) - 1)
+        if command.refuse_at_end and run.closed and after == len(run.events) - 1:
+            raise _at_end(response_id, after, run.state.status)
         return LiveWatch(run, run.journal, after)
     log = await store.read_events(principal.tenant_id, response_id, after)
     if log is None:
@@ -178,6 +181,8 @@ async def watch(
                 raise _not_found(response_id)
         elif after > log.last:
             raise _beyond_log(after, log.last)
+        elif command.refuse_at_end:
+            raise _at_end(response_id, after, log.status)
     key = (principal.tenant_id, response_id)
     if fanout is not None and log.status in UNFINISHED:
         return FollowedWatch(store, fanout, key, log, after)
@@ -233,6 +238,18 @@ def _not_streamable(response_id: str, replay: bool) -> InvalidRequest:
             f"with GET /v1/responses/{response_id} without 'stream'."
         )
     return InvalidRequest(message, param="stream", code="unsupported_parameter")
+
+
+def _at_end(response_id: str, after: int, status: str) -> InvalidRequest:
+    """A watch from the terminal event of a response that ended, refused
+    (``WatchResponse.refuse_at_end``): its watcher has seen how it ended."""
+    return InvalidRequest(
+        f"Invalid 'starting_after': {after} is the last event of response '{response_id}', "
+        f"which has ended ({status}); nothing follows it. Read the response with "
+        f"GET /v1/responses/{response_id}.",
+        param="starting_after",
+        code="invalid_value",
+    )
 
 
 def _beyond_log(after: int, last: int) -> InvalidRequest:

@@ -209,6 +209,10 @@ class WatchResponse:
     replay: bool = False
     """A retried streamed create: its log is streamed whether or not it is a background
     response (it was journaled because it carried a command id)."""
+    refuse_at_end: bool = False
+    """A watch from the last event of a response that has ended is refused rather than
+    given nothing (a WebSocket ``response.resume``: a socket has no end of stream to tell
+    its client that nothing follows; over HTTP the stream just ends)."""
 
 
 @dataclass(slots=True, frozen=True)

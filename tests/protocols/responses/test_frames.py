@@ -46,6 +46,7 @@ def test_resume_and_steer_frames() -> None:
     assert isinstance(resume, ResumeFrame)
     assert (resume.watch.response_id, resume.watch.starting_after) == ("resp_1", 3)
     assert resume.watch.replay
+    assert resume.watch.refuse_at_end  # a socket has no end of stream to say nothing follows
     steer = decoded({"type": "response.steer", "previous_response_id": "r", "input": "x"})
     assert steer == SteerFrame("r", "x")
 

@@ -202,7 +202,9 @@ def decode_frame(
             return SteerFrame(str(previous), fields["input"])
         case "response.resume":
             resume = _validated(ResponseResumeFrame, fields)
-            watch = WatchResponse(resume.response_id, resume.starting_after, replay=True)
+            watch = WatchResponse(
+                resume.response_id, resume.starting_after, replay=True, refuse_at_end=True
+            )
             return ResumeFrame(watch, resume.stream_id)
         case _:
             raise InvalidRequest(
