@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,11 @@ import anthropic
 import httpx2
 import openai
 import pytest
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from tests.e2e.authenticated import AuthGateway, auth_gateway, stateway
+from tests.e2e.routing import fake_requests
 
 MODEL = "fake-model"
 USED: list[str] = []
@@ -158,24 +160,32 @@ def test_a_revoked_key_is_refused_within_seconds(gateway: AuthGateway) -> None:
     assert refused.body["message"] == "This API key has been revoked."  # type: ignore[index]
 
 
-def test_a_key_revoked_while_its_websocket_is_open_is_refused_on_the_socket(
+def test_a_key_revoked_while_its_websocket_is_open_ends_the_connection(
     gateway: AuthGateway,
 ) -> None:
     """The upgrade was authenticated; each later request frame checks the key again, so
-    a revocation reaches an open connection within the key cache's TTL too."""
+    a revocation reaches an open connection within the key cache's TTL too: that frame
+    gets the 401 error frame, then the connection is closed with 1008 (policy violation),
+    its streams with it. Its runs go on, resumable with another of the tenant's keys."""
     key = gateway.create_key("acme", "--name", "socket to revoke")
-    USED.append(key)
+    other = gateway.create_key("acme", "--name", "the tenant's other key")
+    USED.extend((key, other))
     url = gateway.url.replace("http://", "ws://", 1) + "/v1/responses"
-    create = json.dumps({"type": "response.create", "model": MODEL, "input": "hi"})
+    long = {"type": "response.create", "model": MODEL, "stream_id": "long"}
+    probe = json.dumps({"type": "response.create", "model": MODEL, "input": "hi"})
+    seen: list[dict[str, Any]] = []  # the long lane's events
 
     def answer(socket: Any) -> dict[str, Any]:
-        socket.send(create)
+        socket.send(probe)
         while True:
             frame: dict[str, Any] = json.loads(socket.recv(timeout=30))
-            if frame["type"] in ("response.completed", "error"):
+            if frame.get("stream_id") == "long":
+                seen.append(frame)
+            elif frame["type"] in ("response.completed", "error"):
                 return frame
 
     with connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as socket:
+        socket.send(json.dumps({**long, "input": "[[slow:300]] [[words:40]]"}))  # ~12 s
         assert answer(socket)["type"] == "response.completed"
         listed = stateway("keys", "list", "--json", "--database", gateway.database)
         [entry] = [k for k in json.loads(listed.stdout) if k["name"] == "socket to revoke"]
@@ -185,10 +195,72 @@ def test_a_key_revoked_while_its_websocket_is_open_is_refused_on_the_socket(
         while (frame := answer(socket))["type"] != "error":
             assert time.monotonic() < deadline, "the revoked key still works on the socket"
             time.sleep(0.1)
+        closed = until_closed(socket, seen)
 
     assert frame["status"] == 401
     assert frame["error"]["code"] == "invalid_api_key"
     assert frame["error"]["message"] == "This API key has been revoked."
+    assert closed.rcvd is not None
+    assert (closed.rcvd.code, closed.rcvd.reason) == (1008, frame["error"]["message"])
+    assert seen[-1]["type"] != "response.completed"  # the long stream was cut off
+    long_id, last = seen[0]["response"]["id"], seen[-1]["sequence_number"]
+    with connect(url, additional_headers={"Authorization": f"Bearer {other}"}) as socket:
+        socket.send(
+            json.dumps({"type": "response.resume", "response_id": long_id, "starting_after": last})
+        )
+        rest = [json.loads(socket.recv(timeout=30))]
+        while rest[-1]["type"] not in ("response.completed", "error"):
+            rest.append(json.loads(socket.recv(timeout=30)))
+    assert rest[0]["sequence_number"] == last + 1
+    assert rest[-1]["type"] == "response.completed"
+
+
+def test_a_steered_responses_successor_on_a_revoked_key_fails_then_the_socket_closes(
+    gateway: AuthGateway, fake_upstream: str
+) -> None:
+    """A steer accepted before the key was revoked, on a response that ends after: the
+    successor starts as a request frame would, so it is refused (its steer fails
+    ``successor_creation_failed``, returning its input), the lane gets the 401 error frame,
+    and then the connection is closed with 1008; the steered input never reaches a model."""
+    key = gateway.create_key("acme", "--name", "steering to revoke")
+    USED.append(key)
+    url = gateway.url.replace("http://", "ws://", 1) + "/v1/responses"
+    marker = f"steered-after-revocation-{uuid.uuid4().hex}"
+    with connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as socket:
+        create = {"type": "response.create", "model": MODEL, "stream_id": "s"}
+        socket.send(json.dumps({**create, "input": "[[slow:300]] [[words:20]]"}))  # ~6 s
+        created = json.loads(socket.recv(timeout=30))
+        assert created["type"] == "response.created"
+        steer = {"type": "response.steer", "previous_response_id": created["response"]["id"]}
+        socket.send(json.dumps({**steer, "input": marker}))
+        listed = stateway("keys", "list", "--json", "--database", gateway.database)
+        [entry] = [k for k in json.loads(listed.stdout) if k["name"] == "steering to revoke"]
+        revoked = stateway("keys", "revoke", entry["id"], "--database", gateway.database)
+        assert revoked.returncode == 0, revoked.stderr
+        events: list[dict[str, Any]] = []
+        closed = until_closed(socket, events, lane="s")
+    types = [event["type"] for event in events]
+    assert "response.steer.accepted" in types
+    assert types[-3:] == ["response.completed", "response.steer.failed", "error"], types
+    completed, failed, refused = events[-3:]
+    assert failed["error"]["code"] == "successor_creation_failed"
+    assert failed["steer"]["input"] == marker
+    assert failed["sequence_number"] == completed["sequence_number"] + 1
+    assert (refused["status"], refused["error"]["code"]) == (401, "invalid_api_key")
+    assert closed.rcvd is not None
+    assert closed.rcvd.code == 1008
+    assert fake_requests(fake_upstream, marker) == []
+
+
+def until_closed(socket: Any, seen: list[dict[str, Any]], lane: str = "long") -> ConnectionClosed:
+    """Read until the connection closes: only frames of ``lane`` may come."""
+    while True:
+        try:
+            late: dict[str, Any] = json.loads(socket.recv(timeout=30))
+        except ConnectionClosed as closed:
+            return closed
+        assert late.get("stream_id") == lane, late
+        seen.append(late)
 
 
 def test_an_expired_key_is_refused(gateway: AuthGateway) -> None:

@@ -12,7 +12,9 @@ Protocols render it in their own error shape; nothing classifies errors by messa
     │   ├── ResponseInProgress    400 code=response_in_progress
     │   └── ConfigRejected        400 code=config_invalid (a reload; the last good serves on)
     ├── Unauthorized              401 code=invalid_api_key (a missing, wrong, expired or
-    │                                 revoked credential: API key, token, admin key)
+    │   │                             revoked credential: API key, token, admin key)
+    │   └── CredentialRevoked     401 (the API key a connection was opened with, revoked
+    │                                 since: the connection is closed)
     ├── Forbidden                 403 code=permission_denied (a credential used where it
     │                                 does not reach: a tenant's on an admin route)
     ├── RequestTooLarge           413 invalid_request_error
@@ -100,6 +102,12 @@ class Unauthorized(GatewayError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
+
+
+class CredentialRevoked(Unauthorized):
+    """The API key a long-lived connection (a WebSocket) was opened with, revoked or gone
+    from the store since: it will not work again, so the connection ends (an expired
+    credential is only refused: its connection's streams go on)."""
 
 
 class Forbidden(GatewayError):

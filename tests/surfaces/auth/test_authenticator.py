@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from stateway.core.commands import Principal
-from stateway.core.errors import Forbidden, Unauthorized
+from stateway.core.errors import CredentialRevoked, Forbidden, Unauthorized
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.keys import ApiKey, key_digest, new_key
 from stateway.surfaces.auth.authenticator import (
@@ -113,11 +113,11 @@ async def test_a_connection_sees_its_key_revoked_after_the_ttl() -> None:
 
     assert await current_principal(scope) == Principal("acme", record.id)  # cached
     clock.now = 2.0
-    with pytest.raises(Unauthorized, match="revoked"):
+    with pytest.raises(CredentialRevoked, match="revoked"):  # its connection is closed
         await current_principal(scope)
     del store.keys[record.digest]
     clock.now = 4.0
-    with pytest.raises(Unauthorized, match="Incorrect API key"):
+    with pytest.raises(CredentialRevoked, match="Incorrect API key"):
         await current_principal(scope)
 
 
@@ -152,5 +152,6 @@ async def test_a_principal_is_refused_once_its_credential_expired() -> None:
 
     assert await current_principal(scope, now=149.9) == Principal("t", "s")
     assert await current_principal({IDENTITY: ANONYMOUS}, now=1e12) == Principal()
-    with pytest.raises(Unauthorized, match="expired"):
+    with pytest.raises(Unauthorized, match="expired") as expired:
         await current_principal(scope, now=150.0)
+    assert not isinstance(expired.value, CredentialRevoked)  # its connection stays open

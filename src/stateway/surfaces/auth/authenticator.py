@@ -21,7 +21,7 @@ from typing import Final
 from starlette.types import Scope
 
 from stateway.core.commands import Principal
-from stateway.core.errors import Forbidden, Unauthorized
+from stateway.core.errors import CredentialRevoked, Forbidden, Unauthorized
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.keys import ApiKey, key_digest, looks_like_key
 from stateway.identity.oidc import OidcVerifier
@@ -42,7 +42,7 @@ class Identity:
     expires_at: float | None = None
     """When the credential expires (Unix time), if it does."""
     recheck: Callable[[], Awaitable[None]] | None = field(default=None, compare=False)
-    """Checks the credential again, raising :class:`Unauthorized` once it no longer
+    """Checks the credential again, raising :class:`CredentialRevoked` once it no longer
     holds (an API key revoked since); None when only its expiry can end it."""
 
 
@@ -126,8 +126,12 @@ class Authenticator:
 
     async def _recheck_key(self, digest: str) -> None:
         """A key a connection was opened with, as the store knows it now (through the
-        cache: a revocation is seen within its ``ttl``)."""
-        await self._usable_key(digest)
+        cache: a revocation is seen within its ``ttl``); one no longer usable raises
+        :class:`CredentialRevoked`."""
+        try:
+            await self._usable_key(digest)
+        except Unauthorized as refused:
+            raise CredentialRevoked(refused.message) from None
 
 
 def identity_of(scope: Scope) -> Identity:
@@ -150,9 +154,9 @@ def principal_of(scope: Scope) -> Principal:
 
 async def current_principal(scope: Scope, now: float | None = None) -> Principal:
     """:func:`principal_of`, refused with :class:`Unauthorized` once the credential has
-    expired or no longer holds (an API key revoked since): what a long-lived connection
-    (a WebSocket session) asks before each request frame, its credential having been
-    checked when it connected."""
+    expired, :class:`CredentialRevoked` once it no longer holds (an API key revoked
+    since): what a long-lived connection (a WebSocket session) asks before each request
+    frame, its credential having been checked when it connected."""
     identity = identity_of(scope)
     expires_at = identity.expires_at
     if expires_at is not None and expires_at <= (time.time() if now is None else now):

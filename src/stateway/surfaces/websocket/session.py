@@ -4,8 +4,9 @@ The receive loop reads one frame at a time and answers what is wrong with it at 
 with an error frame (the connection and its lanes go on): a binary or oversize frame, one
 that is not JSON or of no known type, an expired credential (the upgrade was
 authenticated; each request frame checks the credential again: its expiry, and an API
-key's revocation through the key cache), a shutdown under way, a
-cap. A good frame becomes work on its lane (:mod:`.lanes`), but a ``response.steer``,
+key's revocation through the key cache), a shutdown under way, a cap. A revoked key's
+error frame ends the connection: it goes out after what was queued, then the close
+(1008). A good frame becomes work on its lane (:mod:`.lanes`), but a ``response.steer``,
 answered at once by :mod:`.steering` (its input goes to the response it names).
 
 A ``response.create`` runs as the HTTP route's streamed create does (with its
@@ -33,7 +34,12 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import orjson
 
 from stateway.core.commands import Principal, WatchResponse
-from stateway.core.errors import GatewayError, IdempotencyKeyReused, InvalidRequest
+from stateway.core.errors import (
+    CredentialRevoked,
+    GatewayError,
+    IdempotencyKeyReused,
+    InvalidRequest,
+)
 from stateway.core.exactly_once import fingerprint
 from stateway.core.loop import ended_steered
 from stateway.core.runs import Run
@@ -65,8 +71,11 @@ INLINE_DECODE_BYTES: Final = 1024 * 1024
 SLOW_CLIENT: Final = 4429
 """The close code of a client that stopped reading while its runs went on."""
 GOING_AWAY: Final = 1001
+POLICY_VIOLATION: Final = 1008
+"""The close code of a connection whose API key was revoked."""
 LOG_WAIT: Final = 10.0
-"""Seconds a close frame waits at most for the logs of runs that had ended to be written."""
+"""Seconds a close frame waits at most for the logs of runs that had ended to be written,
+and for the frames queued before a revoked key's close to be sent."""
 _ENVELOPE: Final = frozenset({"stream_id", "command_id"})
 """Fields of a create frame that are not part of what a command id fingerprints."""
 
@@ -315,7 +324,33 @@ class Session:
             del self._watches[lane]
 
     def _refuse(self, error: GatewayError, stream_id: str | None = None) -> None:
-        self.outbox.put(encode_error_frame(error, stream_id))
+        frame = encode_error_frame(error, stream_id)
+        if isinstance(error, CredentialRevoked):
+            self._end(frame, error.message)
+        else:
+            self.outbox.put(frame)
+
+    def _end(self, frame: bytes, reason: str) -> None:
+        """The connection's API key was revoked: nothing more is read or streamed (the
+        lanes stop, their runs go on, their logs kept for a resume with a valid key), the
+        frames already put and then ``frame`` go out, and the connection is closed with
+        1008, as an upgrade with that key would be refused."""
+        if self._closer is not None:
+            return
+        self._closing = True
+        self._keep_logs()
+        self.lanes.cancel()
+        self.outbox.put(frame)
+        message = {"type": "websocket.close", "code": POLICY_VIOLATION, "reason": reason}
+        self._closer = asyncio.get_running_loop().create_task(self._close_when_sent(message))
+
+    async def _close_when_sent(self, message: dict[str, Any]) -> None:
+        with suppress(TimeoutError):  # a client that does not read is closed all the same
+            await asyncio.wait_for(self.outbox.flushed(), LOG_WAIT)
+        if self.outbox.closed:  # the client went away meanwhile
+            return
+        self.outbox.close()
+        await self._send_close(message)
 
     async def _send_text(self, frame: bytes) -> None:
         await self._send({"type": "websocket.send", "text": frame.decode()})
