@@ -157,6 +157,24 @@ async def test_the_admin_routes_take_the_admin_credential_only(
     assert as_tenant.status == 403
 
 
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
+@pytest.mark.parametrize(
+    ("raw", "content_type"),
+    [(b"{", "application/json"), (b'{"model": 1}', "application/json"), (b"{}", "text/plain")],
+)
+async def test_the_admin_credential_on_messages_is_refused_before_its_body_is_judged(
+    keys: tuple[Starlette, str], path: str, raw: bytes, content_type: str
+) -> None:
+    app, _ = keys
+    headers = [(b"x-api-key", ADMIN.encode()), (b"anthropic-version", b"2023-06-01")]
+
+    reply = await call(app, "POST", path, raw, headers=headers, content_type=content_type)
+
+    assert reply.status == 403, reply.body
+    assert reply.json()["error"]["type"] == "permission_error"
+    assert reply.json()["request_id"] == reply.headers["request-id"]
+
+
 async def test_the_admin_credential_opens_no_mcp_session(keys: tuple[Starlette, str]) -> None:
     app, _ = keys
     initialize = b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}'

@@ -5,7 +5,8 @@ Whatever Claude Code and the ``anthropic`` SDK send alongside is accepted: any
 ``anthropic-version`` and ``anthropic-beta``, the credential as ``x-api-key`` or a
 bearer token (``surfaces/auth``), ``?beta=true``. Every answer carries a ``request-id``
 header; every error, before or instead of a stream, has Anthropic's shape
-(:mod:`stateway.protocols.messages.errors`).
+(:mod:`stateway.protocols.messages.errors`). Who may ask is settled before the body is
+read: the admin credential is a 403 whatever it sends.
 A stream that is silent for the keep-alive interval gets a ``ping`` event.
 """
 
@@ -94,6 +95,7 @@ class MessagesRoutes:
         return await _answered(self._count_tokens, request)
 
     async def _create(self, scope: Scope, receive: Receive, request_id: str) -> Response:
+        principal = principal_of(scope)  # who may ask, before what is asked is judged
         require_json(scope)
         body = await read_body(scope, receive, self._max_body, self._body_timeout)
         limit = self._max_items
@@ -102,7 +104,7 @@ class MessagesRoutes:
         else:
             command = await asyncio.to_thread(decode_messages, body, max_input_items=limit)
         command.settings.anthropic_beta = betas(scope)
-        run = await started(self._gateway, principal_of(scope), command, receive)
+        run = await started(self._gateway, principal, command, receive)
         if command.stream:
             return SSEResponse(
                 _frames(run),
@@ -126,10 +128,11 @@ class MessagesRoutes:
         return JSONResponse(encode_message(run.state), headers={REQUEST_ID: request_id})
 
     async def _count_tokens(self, request: Request, request_id: str) -> Response:
+        principal = principal_of(request.scope)
         body = await self._body(request)
         command = decode_count_tokens(body, max_input_items=self._max_items)
         command.request.settings.anthropic_beta = betas(request.scope)
-        counted = await self._gateway.execute(principal_of(request.scope), command)
+        counted = await self._gateway.execute(principal, command)
         headers = {REQUEST_ID: request_id, **token_count_header(counted.estimated)}
         return JSONResponse({"input_tokens": counted.input_tokens}, headers=headers)
 
