@@ -21,6 +21,7 @@ from stateway.identity.oidc import OidcVerifier
 from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.admin import AdminRoutes
 from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
@@ -57,6 +58,7 @@ def build(authenticator: Authenticator) -> Starlette:
         ServiceRoutes(gateway),
         conversations=ConversationsRoutes(gateway, 4096),
         messages=MessagesRoutes(gateway, 4096),
+        chat=ChatRoutes(gateway, 4096),
         admin=AdminRoutes(gateway, reload_endpoint=True),
         mcp=McpSurface(gateway),
         authenticator=authenticator,
@@ -157,11 +159,14 @@ async def test_the_admin_routes_take_the_admin_credential_only(
     assert as_tenant.status == 403
 
 
-@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
-@pytest.mark.parametrize(
+BAD_BODIES = pytest.mark.parametrize(
     ("raw", "content_type"),
     [(b"{", "application/json"), (b'{"model": 1}', "application/json"), (b"{}", "text/plain")],
 )
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
+@BAD_BODIES
 async def test_the_admin_credential_on_messages_is_refused_before_its_body_is_judged(
     keys: tuple[Starlette, str], path: str, raw: bytes, content_type: str
 ) -> None:
@@ -173,6 +178,28 @@ async def test_the_admin_credential_on_messages_is_refused_before_its_body_is_ju
     assert reply.status == 403, reply.body
     assert reply.json()["error"]["type"] == "permission_error"
     assert reply.json()["request_id"] == reply.headers["request-id"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/responses",
+        "/v1/responses/compact",
+        "/v1/responses/input_tokens",
+        "/v1/chat/completions",
+        "/v1/conversations",
+    ],
+)
+@BAD_BODIES
+async def test_the_admin_credential_is_refused_before_its_body_is_judged(
+    keys: tuple[Starlette, str], path: str, raw: bytes, content_type: str
+) -> None:
+    app, _ = keys
+
+    reply = await call(app, "POST", path, raw, headers=bearer(ADMIN), content_type=content_type)
+
+    assert reply.status == 403, reply.body
+    assert reply.json()["error"]["code"] == "permission_denied"
 
 
 async def test_the_admin_credential_opens_no_mcp_session(keys: tuple[Starlette, str]) -> None:

@@ -18,7 +18,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core import hidden
-from stateway.core.commands import CreateResponse, ForwardChat
+from stateway.core.commands import CreateResponse, ForwardChat, Principal
 from stateway.core.gateway import Gateway
 from stateway.core.runs import Run
 from stateway.protocols.chat.decode import ChatCall, ChatRequest, decode_chat, peek_chat
@@ -68,9 +68,10 @@ class ChatRoutes:
         watch: DisconnectWatch | None = None
         try:
             try:
+                principal = principal_of(scope)  # who may ask, before what is asked is judged
                 raw = await self._read(scope, receive)
                 watch = DisconnectWatch(receive)
-                answer = await self._answer(scope, receive, raw, watch)
+                answer = await self._answer(scope, receive, principal, raw, watch)
             except ClientDisconnect:
                 return  # gone before its body arrived: nobody to answer
             except Exception as error:  # noqa: BLE001 - the route's error boundary (express)
@@ -88,7 +89,12 @@ class ChatRoutes:
         return await read_body(scope, receive, self._max_body, self._body_timeout)
 
     async def _answer(
-        self, scope: Scope, receive: Receive, raw: bytes, watch: DisconnectWatch
+        self,
+        scope: Scope,
+        receive: Receive,
+        principal: Principal,
+        raw: bytes,
+        watch: DisconnectWatch,
     ) -> ASGIApp:
         large = len(raw) > INLINE_DECODE_BYTES
         call = await asyncio.to_thread(peek_chat, raw) if large else peek_chat(raw)
@@ -97,7 +103,7 @@ class ChatRoutes:
         translate = partial(self._translate, call, large, translated, attach)
         needs = call.needs_gateway
         command = ForwardChat(call.model, raw, call.fields, translate, needs_gateway=needs)
-        result = await self._gateway.execute(principal_of(scope), command)
+        result = await self._gateway.execute(principal, command)
         if not isinstance(result, Run):
             return RelayResponse(result)
         run = result

@@ -93,13 +93,13 @@ class ResponsesRoutes:
         await answer(scope, receive, send)
 
     async def _create(self, scope: Scope, receive: Receive) -> ASGIApp:
+        principal = principal_of(scope)  # who may ask, before what is asked is judged
         require_json(scope)
         body = await read_body(scope, receive, self._max_body, self._body_timeout)
         if len(body) <= INLINE_DECODE_BYTES:
             command = decode_create(body, max_input_items=self._max_items)
         else:
             command = await asyncio.to_thread(decode_create, body, max_input_items=self._max_items)
-        principal = principal_of(scope)
         key = header(scope, idempotency.HEADER_BYTES)
         if key is None:
             run = await started(self._gateway, principal, command, receive)
@@ -163,14 +163,16 @@ class ResponsesRoutes:
 
     async def compact(self, request: Request) -> Response:
         """``POST /v1/responses/compact``."""
+        principal = _principal(request)
         command = await self._decode(request, decode_compact)
-        compacted = await self._gateway.execute(_principal(request), command)
+        compacted = await self._gateway.execute(principal, command)
         return JSONResponse(encode_compacted(compacted))
 
     async def input_tokens(self, request: Request) -> Response:
         """``POST /v1/responses/input_tokens``; the header says whether it is an estimate."""
+        principal = _principal(request)
         command = await self._decode(request, decode_input_tokens)
-        count = await self._gateway.execute(_principal(request), command)
+        count = await self._gateway.execute(principal, command)
         headers = token_count_header(count.estimated)
         return JSONResponse(encode_token_count(count), headers=headers)
 
