@@ -107,6 +107,13 @@ def test_bad_fields_are_named(body: object, param: str) -> None:
     assert caught.value.status == 400
 
 
+@pytest.mark.parametrize("effort", ["none", "minimal", "low", "medium", "high", "xhigh", "max"])
+def test_every_reasoning_effort_the_sdk_types_is_taken(effort: str) -> None:
+    raw = {"model": "m", "input": "hi", "reasoning": {"effort": effort}}
+    command = decode_create(orjson.dumps(raw))
+    assert command.settings.reasoning_effort == effort
+
+
 def test_unknown_top_level_fields_are_ignored() -> None:
     command = decode_create(b'{"model": "m", "input": "x", "client_metadata": {"a": 1}}')
     assert command.model == "m"

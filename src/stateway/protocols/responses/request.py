@@ -22,7 +22,7 @@ class TextConfig(BaseModel):
 
 class ReasoningConfig(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None
     generate_summary: Literal["auto", "concise", "detailed"] | None = None
 
