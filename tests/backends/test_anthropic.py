@@ -269,6 +269,8 @@ def test_thinking_budgets_stay_within_what_anthropic_accepts() -> None:
     assert body([user("q")], reasoning_effort="high")["max_tokens"] == 4096
     thinking = body([user("q")], reasoning_effort="low", max_output_tokens=10000)["thinking"]
     assert thinking == {"type": "enabled", "budget_tokens": 2048}
+    most = body([user("q")], reasoning_effort="max", max_output_tokens=100000)["thinking"]
+    assert most == {"type": "enabled", "budget_tokens": 65536}
     explicit = body([user("q")], reasoning_budget=50000, max_output_tokens=8000)["thinking"]
     assert explicit["budget_tokens"] == 7999
     assert "thinking" not in body([user("q")], reasoning_effort="high", max_output_tokens=1024)
@@ -293,6 +295,11 @@ def test_adaptive_thinking_carries_the_effort() -> None:
     assert (sent["thinking"], sent["output_config"]) == ({"type": "adaptive"}, {"effort": "xhigh"})
     assert body([user("q")], adaptive, reasoning_effort="minimal")["output_config"] == {
         "effort": "low"
+    }
+    assert body([user("q")], adaptive, reasoning_effort="max")["output_config"] == {"effort": "max"}
+    # a level Anthropic does not know (a Chat client's own word) is asked as its default
+    assert body([user("q")], adaptive, reasoning_effort="ultra")["output_config"] == {
+        "effort": "high"
     }
     assert body([user("q")], adaptive, reasoning_budget=2000)["thinking"]["type"] == "enabled"
     asked = body([user("q")], reasoning_effort="high", reasoning_adaptive=True)

@@ -9,6 +9,7 @@ from typing import Any
 from openai import OpenAI
 
 from tests.e2e.configured import configured_gateway
+from tests.e2e.routing import fake_requests
 
 MODEL = "fake-model"
 NO_INPUT = {"type": "object", "properties": {}}
@@ -69,3 +70,31 @@ def test_a_chat_tool_loop_with_reasoning_continues(fake_upstream: str, tmp_path:
             model=MODEL, messages=messages, tools=[tool], reasoning_effort="low"
         )
         assert second.choices[0].finish_reason == "stop"
+
+
+def test_an_effort_is_asked_at_the_level_anthropic_knows_nearest(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """With adaptive thinking, a reasoning effort is Anthropic's ``output_config.effort``:
+    its own levels as they are (``max`` too), ``minimal`` as ``low``, and a level it does
+    not know (a Chat client's own word) as ``high``, its default; none is refused."""
+    backend = {"url": fake_upstream, "api": "anthropic", "thinking": "adaptive"}
+    with (
+        configured_gateway(tmp_path, backend) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        for asked, sent in [("minimal", "low"), ("xhigh", "xhigh"), ("max", "max")]:
+            marker = f"effort {asked}"
+            sdk.responses.create(
+                model=MODEL, input=marker, reasoning={"effort": asked}, store=False
+            )
+            [request] = fake_requests(fake_upstream, marker)
+            assert request["body"]["output_config"] == {"effort": sent}
+        marker = "effort ultra"
+        sdk.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": marker}],
+            reasoning_effort="ultra",  # type: ignore[arg-type]
+        )
+        [request] = fake_requests(fake_upstream, marker)
+        assert request["body"]["output_config"] == {"effort": "high"}

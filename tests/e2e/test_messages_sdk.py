@@ -277,6 +277,30 @@ def test_what_reaches_the_upstream(
         assert body["tool_choice"] == "required"
 
 
+@pytest.mark.parametrize("effort", ["low", "medium", "high", "xhigh", "max"])
+def test_every_effort_level_reaches_the_upstream_as_asked(
+    claude: Anthropic, keyed_upstream: str, upstream_api: str, effort: Any
+) -> None:
+    """Adaptive thinking's ``output_config.effort``, every level the SDK types, is the
+    effort each upstream is asked for: ``max`` too, which the other APIs also know."""
+    clear(keyed_upstream)
+    thinking: Any = {"type": "adaptive"}
+    create(
+        claude,
+        [{"role": "user", "content": "hi"}],
+        thinking=thinking,
+        output_config={"effort": effort},
+    )
+    [sent] = upstream_log(keyed_upstream)
+    body = sent["body"]
+    if upstream_api == "chat":
+        assert body["reasoning_effort"] == effort
+    elif upstream_api == "anthropic":
+        assert (body["thinking"], body["output_config"]) == (thinking, {"effort": effort})
+    else:
+        assert body["reasoning"]["effort"] == effort
+
+
 @pytest.mark.parametrize("send", SEND)
 def test_a_prefilled_answer_is_continued(
     claude: Anthropic, send: Any, keyed_upstream: str, upstream_api: str

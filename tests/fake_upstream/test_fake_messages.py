@@ -288,6 +288,7 @@ RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}
         ),
         ({"thinking": {"type": "adaptive", "display": "hidden"}}, "display"),
         ({"output_config": {"verbosity": "low"}}, "output_config"),
+        ({"output_config": {"effort": "minimal"}}, "output_config.effort"),
         ({"output_config": {"format": {"type": "json_object"}}}, "output_config.format"),
         (
             {"output_config": {"format": {"type": "json_schema", "name": "x", "schema": {}}}},

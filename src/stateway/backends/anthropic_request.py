@@ -48,9 +48,21 @@ EFFORT_BUDGETS: Final = {
     "medium": 8192,
     "high": 16384,
     "xhigh": 32768,
+    "max": 65536,
 }
 """The thinking budget asked for each reasoning effort when the client gave no budget."""
-_ADAPTIVE_EFFORTS: Final = {"minimal": "low"}
+_ADAPTIVE_EFFORTS: Final = {
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "xhigh",
+    "max": "max",
+}
+"""The ``output_config.effort`` of each reasoning effort: Anthropic's levels as they are,
+``minimal`` as its nearest, ``low``. Any other (a Chat client's own word) is asked as
+``high``, Anthropic's default, rather than refused upstream."""
+_ADAPTIVE_DEFAULT: Final = "high"
 _TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text", "summary_text"})
 _SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 
@@ -156,7 +168,7 @@ def _thinking(
     display = {"display": shown} if shown in ("omitted", "summarized") else {}
     if budget is None and (options.thinking == "adaptive" or settings.reasoning_adaptive):
         thinking: dict[str, Any] = {"type": "adaptive", **display}
-        level = _ADAPTIVE_EFFORTS.get(str(effort), str(effort))
+        level = _ADAPTIVE_EFFORTS.get(str(effort), _ADAPTIVE_DEFAULT)
         body["thinking"], body["output_config"] = thinking, {"effort": level}
         return thinking
     wanted = budget if budget is not None else EFFORT_BUDGETS.get(str(effort), 8192)

@@ -8,8 +8,9 @@ would take.
 - tool names and tool-use ids outside ``[A-Za-z0-9_-]``; a ``tool_use`` without a
   ``tool_result`` in the next message, or a ``tool_result`` answering no ``tool_use`` of
   the message before; a user message whose tool results do not come first;
-- an ``output_config`` with fields besides ``effort`` and ``format``, or a ``format``
-  other than ``{"type": "json_schema", "schema": {...}}``;
+- an ``output_config`` with fields besides ``effort`` and ``format``, an ``effort`` other
+  than ``low``, ``medium``, ``high``, ``xhigh`` or ``max``, or a ``format`` other than
+  ``{"type": "json_schema", "schema": {...}}``;
 - ``thinking.budget_tokens`` below 1024 or not below ``max_tokens``; while thinking, a
   ``temperature`` other than 1, ``top_k``, a ``top_p`` below 0.95, or a ``tool_choice``
   forcing a tool, or a last assistant message calling tools that does not start with a
@@ -50,6 +51,7 @@ FIELDS = frozenset(
 COUNT_FIELDS = frozenset(
     {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config"}
 )
+_EFFORTS = frozenset({None, "low", "medium", "high", "xhigh", "max"})
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _BLOCKS = frozenset(
     {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
@@ -144,6 +146,11 @@ def _check_output_config(config: Any) -> None:
         return
     if not isinstance(config, dict) or not set(config) <= {"effort", "format"}:
         raise invalid_request("output_config: Extra inputs are not permitted", "output_config")
+    if config.get("effort") not in _EFFORTS:
+        raise invalid_request(
+            "output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'",
+            "output_config.effort",
+        )
     fmt = config.get("format")
     if fmt is not None and (
         not isinstance(fmt, dict)

@@ -222,7 +222,7 @@ def test_tool_choice_kinds(choice: dict[str, Any], expected: str) -> None:
     ("thinking", "effort", "expected"),
     [
         ({"type": "adaptive"}, None, "high"),
-        ({"type": "adaptive"}, "max", "xhigh"),
+        ({"type": "adaptive"}, "max", "max"),
         ({"type": "adaptive"}, "low", "low"),
         ({"type": "adaptive"}, "xhigh", "xhigh"),
         ({"type": "adaptive"}, "ultra", "high"),

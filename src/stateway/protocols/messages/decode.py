@@ -15,8 +15,8 @@ its ``mcp`` tools (:mod:`.server_tools`; any other tool type is a 400); ``tool_c
 ``auto``/``any``/``tool``/``none`` -> ``auto``/``required``/the named function (or
 ``web_search``)/``none``, ``disable_parallel_tool_use`` -> ``parallel_tool_calls: false``;
 ``thinking``: ``enabled`` -> its budget and the effort it amounts to, ``adaptive`` -> the
-effort of ``output_config.effort`` (``max`` as ``xhigh``; ``high`` when absent or a
-level the gateway does not know),
+effort of ``output_config.effort`` (every level as it is, ``max`` too; ``high`` when
+absent or a level the gateway does not know),
 ``disabled`` -> none; ``thinking.display`` kept (``omitted``: thinking blocks are answered
 without their text). Every thinking block the model's reasoning becomes is signed: unless
 the upstream signed it (Anthropic), its ``signature`` is the text sealed with the
@@ -60,7 +60,7 @@ from stateway.protocols.messages.server_tools import WEB_SEARCH, mcp_tools
 from stateway.protocols.responses.nesting import check_nesting
 
 Body = TypeVar("Body", bound=CountTokensBody)
-_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
+_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
 _ADAPTIVE_DEFAULT = "high"
 """The effort of adaptive thinking without ``output_config.effort`` (Anthropic's default)."""
 
@@ -280,7 +280,7 @@ def _thinking(
     if thinking.type == "adaptive":
         settings.reasoning_adaptive = True
         effort = output.effort if output is not None else None
-        settings.reasoning_effort = _EFFORTS.get(effort or "", _ADAPTIVE_DEFAULT)
+        settings.reasoning_effort = effort if effort in _EFFORTS else _ADAPTIVE_DEFAULT
         return
     if thinking.budget_tokens is None:
         raise field_error(
