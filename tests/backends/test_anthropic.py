@@ -16,6 +16,7 @@ from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.core.commands import GenerationSettings
 from stateway.core.errors import InvalidRequest, UpstreamError, UpstreamUnavailable
 from stateway.core.inference import (
+    PAUSED,
     Delta,
     Finish,
     InferenceRequest,
@@ -560,9 +561,13 @@ def test_an_upstreams_own_server_tool_blocks_are_left_out_of_a_stream() -> None:
         ("end_turn", None, Finish("stop")),
         ("stop_sequence", "END", Finish("stop", stop_sequence="END")),
         ("max_tokens", None, Finish("length")),
-        ("model_context_window_exceeded", None, Finish("length")),
-        ("refusal", None, Finish("content_filter")),
-        ("pause_turn", None, Finish("stop")),
+        (
+            "model_context_window_exceeded",
+            None,
+            Finish("length", stop_reason="model_context_window_exceeded"),
+        ),
+        ("refusal", None, Finish("content_filter", stop_reason="refusal")),
+        ("pause_turn", None, Finish(PAUSED, stop_reason="pause_turn")),
     ],
 )
 def test_stop_reasons(reason: str, sequence: str | None, finish: Finish) -> None:
@@ -572,6 +577,16 @@ def test_stop_reasons(reason: str, sequence: str | None, finish: Finish) -> None
         "usage": {},
     }
     assert feed([START, delta])[-1] == finish
+
+
+def test_a_refusals_stop_details_go_along_as_they_came() -> None:
+    details = {"type": "refusal", "category": "cyber", "explanation": "Malware."}
+    stop = {"stop_reason": "refusal", "stop_sequence": None, "stop_details": details}
+    delta = {"type": "message_delta", "delta": stop, "usage": {}}
+    expected = Finish("content_filter", stop_reason="refusal", stop_details=details)
+    assert feed([START, delta])[-1] == expected
+    whole = {"content": [{"type": "text", "text": "No."}], **stop, "usage": {}}
+    assert list(from_upstream_message(whole, ToolNames()))[-1] == expected
 
 
 def test_a_mid_stream_error_event_is_an_upstream_failure() -> None:

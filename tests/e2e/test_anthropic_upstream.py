@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from anthropic import Anthropic
 from openai import OpenAI
 
+from stateway.fake_upstream.messages import REFUSAL_DETAILS
 from tests.e2e.configured import configured_gateway
 from tests.e2e.routing import fake_requests
 
@@ -98,3 +100,52 @@ def test_an_effort_is_asked_at_the_level_anthropic_knows_nearest(
         )
         [request] = fake_requests(fake_upstream, marker)
         assert request["body"]["output_config"] == {"effort": "high"}
+
+
+def test_anthropics_own_stop_reasons_reach_each_client(fake_upstream: str, tmp_path: Path) -> None:
+    """``pause_turn``, ``model_context_window_exceeded`` and ``refusal`` (with its
+    ``stop_details``) reach a Messages client as Anthropic sent them, streamed or not; a
+    Responses client gets an incomplete response for each, for the reason nearest in its
+    vocabulary (a paused turn as the gateway's own tool loop running out of rounds), and a
+    Chat client the finish reason nearest in its."""
+    cases = [
+        ("[[stop:pause_turn]]", "pause_turn", "max_rounds", "length"),
+        (
+            "[[stop:model_context_window_exceeded]]",
+            "model_context_window_exceeded",
+            "max_output_tokens",
+            "length",
+        ),
+        ("[[refuse:No.]]", "refusal", "content_filter", "content_filter"),
+    ]
+    with (
+        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
+        Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        for prompt, stop_reason, incomplete, finish in cases:
+            asked: Any = {
+                "model": MODEL,
+                "max_tokens": 100,
+                "messages": [{"role": "user", "content": prompt}],
+            }
+            message = claude.messages.create(**asked)
+            with claude.messages.stream(**asked) as stream:
+                streamed = stream.get_final_message()
+            for answer in (message, streamed):
+                assert answer.stop_reason == stop_reason, prompt
+                details = answer.stop_details
+                if stop_reason == "refusal":
+                    assert details is not None
+                    assert details.model_dump() == REFUSAL_DETAILS
+                else:
+                    assert details is None
+
+            response = sdk.responses.create(model=MODEL, input=prompt, store=False)
+            assert response.status == "incomplete", prompt
+            assert response.incomplete_details is not None
+            assert response.incomplete_details.reason == incomplete
+
+            chat = [{"role": "user", "content": prompt}]
+            completion = sdk.chat.completions.create(model=MODEL, messages=chat)  # type: ignore[arg-type]
+            assert completion.choices[0].finish_reason == finish

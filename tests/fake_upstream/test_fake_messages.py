@@ -14,7 +14,7 @@ from anthropic import Anthropic
 from tests.fake_upstream.conftest import RawHttp
 
 from stateway.core.compaction.prompt import SUMMARY_PROMPT
-from stateway.fake_upstream.messages import signature_of
+from stateway.fake_upstream.messages import REFUSAL_DETAILS, signature_of
 from stateway.fake_upstream.plan import SUMMARY_HEADING
 
 TOOLS = [{"name": "get_weather", "input_schema": {"type": "object"}}]
@@ -175,6 +175,28 @@ def test_a_stop_sequence_ends_the_text(claude: Anthropic) -> None:
 def test_max_tokens_cuts_the_answer(claude: Anthropic) -> None:
     message = ask(claude, "one two three four", max_tokens=2)
     assert message.stop_reason == "max_tokens"
+
+
+@pytest.mark.parametrize("reason", ["pause_turn", "model_context_window_exceeded"])
+def test_a_scripted_stop_reason_ends_the_answer(claude: Anthropic, reason: Any) -> None:
+    message = ask(claude, f"go [[stop:{reason}]]")
+    assert (message.stop_reason, message.content[0].text) == (reason, "Hello! You said: go")
+    with claude.messages.stream(
+        model="m", max_tokens=100, messages=[{"role": "user", "content": f"[[stop:{reason}]]"}]
+    ) as stream:
+        assert stream.get_final_message().stop_reason == reason
+
+
+def test_a_refusal_has_its_stop_details(claude: Anthropic) -> None:
+    message = ask(claude, "[[refuse:No.]]")
+    assert message.stop_reason == "refusal"
+    assert message.stop_details is not None
+    assert message.stop_details.model_dump() == REFUSAL_DETAILS
+    with claude.messages.stream(
+        model="m", max_tokens=100, messages=[{"role": "user", "content": "[[refuse:No.]]"}]
+    ) as stream:
+        streamed = stream.get_final_message()
+    assert streamed.stop_details == message.stop_details
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,10 @@ streamed only an empty ``partial_json`` as Anthropic streams a call without inpu
 ``{}``); other blocks (an upstream's own server tools: ``server_tool_use``,
 ``web_search_tool_result``, ...) are not the client's and are left out, streamed or not.
 ``stop_reason`` becomes the finish reason (``tool_use`` -> ``tool_calls``,
-``max_tokens`` -> ``length``, ``refusal`` -> ``content_filter``, ``stop_sequence`` ->
-``stop`` naming the sequence). Usage: ``input_tokens`` is the whole prompt, cache reads
+``max_tokens`` and ``model_context_window_exceeded`` -> ``length``, ``refusal`` ->
+``content_filter``, ``pause_turn`` -> paused, ``stop_sequence`` -> ``stop`` naming the
+sequence); the last three reasons go along as they came, with any ``stop_details``, for
+a Messages client to be answered them. Usage: ``input_tokens`` is the whole prompt, cache reads
 and writes included, as the other wires count it. A mid-stream ``error`` event is an
 upstream failure (``overloaded_error``: ``upstream_overloaded``, 503).
 """
@@ -31,6 +33,7 @@ from stateway.backends.upstream_values import count, obj, text
 from stateway.core.errors import UpstreamError, UpstreamUnavailable
 from stateway.core.ids import new_id
 from stateway.core.inference import (
+    PAUSED,
     Delta,
     Finish,
     InferenceRequest,
@@ -65,12 +68,14 @@ MAX_MODEL_PAGES = 10
 _FINISH = {
     "end_turn": "stop",
     "stop_sequence": "stop",
-    "pause_turn": "stop",
+    "pause_turn": PAUSED,
     "tool_use": "tool_calls",
     "max_tokens": "length",
     "model_context_window_exceeded": "length",
     "refusal": "content_filter",
 }
+_CARRIED_REASONS = frozenset({"model_context_window_exceeded", "pause_turn", "refusal"})
+"""Stop reasons the finish reason says less than: they go along as they came."""
 
 
 class AnthropicBackend:
@@ -238,9 +243,14 @@ def _block(index: int, block: dict[str, Any], names: ToolNames) -> Iterator[Delt
 
 
 def _finish(delta: dict[str, Any]) -> Finish:
+    """The finish of a ``message`` or of a stream's ``message_delta`` (its ``delta``)."""
     reason = text(delta.get("stop_reason")) or "end_turn"
     matched = text(delta.get("stop_sequence")) if reason == "stop_sequence" else None
-    return Finish(_FINISH.get(reason, "stop"), stop_sequence=matched)
+    if reason not in _CARRIED_REASONS:
+        return Finish(_FINISH.get(reason, "stop"), stop_sequence=matched)
+    details = delta.get("stop_details")
+    details = details if isinstance(details, dict) else None
+    return Finish(_FINISH[reason], stop_reason=reason, stop_details=details)
 
 
 def _usage(usage: dict[str, Any]) -> Usage:

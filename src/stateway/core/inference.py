@@ -7,7 +7,7 @@ small: one is built per streamed upstream chunk.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from stateway.core.commands import GenerationSettings
 from stateway.core.items import Item
@@ -87,12 +87,24 @@ class UsageReport:
     usage: Usage
 
 
+PAUSED: Final = "paused"
+"""The finish reason of an upstream that paused a long turn of its own tools (Anthropic's
+``pause_turn``): the turn is not over, and goes on when its output is sent back."""
+
+
 @dataclass(slots=True, frozen=True)
 class Finish:
     reason: str
-    """``stop``, ``length``, ``tool_calls`` or ``content_filter``."""
+    """``stop``, ``length``, ``tool_calls``, ``content_filter`` or :data:`PAUSED`."""
     stop_sequence: str | None = None
     """The client's stop sequence that ended the output, when the upstream says which."""
+    stop_reason: str | None = None
+    """The upstream's own word for it where ``reason`` says less, as it came: an Anthropic
+    upstream's ``model_context_window_exceeded``, ``pause_turn`` or ``refusal`` (a
+    Messages client is answered it)."""
+    stop_details: dict[str, Any] | None = None
+    """What it said of it (Anthropic's ``stop_details``: a refusal's category), as it
+    came."""
 
 
 @dataclass(slots=True, frozen=True)

@@ -42,7 +42,7 @@ from stateway.core.compaction.service import CompactionStep
 from stateway.core.compaction.view import unsealed_output
 from stateway.core.errors import GatewayError, InternalError, ServerShuttingDown, StorageError
 from stateway.core.hidden import visible
-from stateway.core.inference import InferenceRequest
+from stateway.core.inference import PAUSED, InferenceRequest
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
 from stateway.core.ownership import ProcessIdentity
 from stateway.core.ports import ConversationTurn, ResponseRecord, ResponseStore, Sealer
@@ -64,9 +64,15 @@ log = logging.getLogger(__name__)
 
 E = TypeVar("E", bound=BaseException)
 
-_INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
 MAX_ROUNDS_REASON = "max_rounds"
-"""``incomplete_details.reason`` of a response that used its rounds on gateway tools."""
+"""``incomplete_details.reason`` of a response that used its rounds on gateway tools, or
+whose upstream paused its own tool loop (:data:`PAUSED`): either turn goes on when sent
+back."""
+_INCOMPLETE_REASONS = {
+    "length": "max_output_tokens",
+    "content_filter": "content_filter",
+    PAUSED: MAX_ROUNDS_REASON,
+}
 STEERED_REASON = "steered"
 """``incomplete_details.reason`` of a response that stopped before another round of its
 gateway tool loop because input was queued to steer it (:attr:`Run.steered`)."""

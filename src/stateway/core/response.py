@@ -43,6 +43,12 @@ class ResponseState:
     stop_sequence: str | None = None
     """The stop sequence that ended the last round, if the upstream said (Messages'
     ``stop_sequence``); not stored."""
+    stop_reason: str | None = None
+    """The upstream's own word for how the last round ended, where the finish reason says
+    less (an Anthropic upstream's ``model_context_window_exceeded``, ``pause_turn``,
+    ``refusal``: :attr:`~stateway.core.inference.Finish.stop_reason`); not stored."""
+    stop_details: dict[str, Any] | None = None
+    """What it said of it (Anthropic's ``stop_details``); not stored."""
     background: bool = False
     attempts: list[dict[str, Any]] = field(default_factory=list)
     """Every routing attempt (:mod:`stateway.core.routing.attempts`): stored for

@@ -104,6 +104,8 @@ async def _infer(
                     case Finish(reason=finish_reason, stop_sequence=matched):
                         reason = finish_reason
                         run.state.stop_sequence = matched
+                        run.state.stop_reason = delta.stop_reason
+                        run.state.stop_details = delta.stop_details
     usage.add(reported)
     return reason
 

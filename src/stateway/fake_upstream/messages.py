@@ -10,7 +10,8 @@ Reasoning is a ``thinking`` block signed with :func:`signature_of` its text (wit
 ``thinking.display: "omitted"``, an empty block whose signature carries the text); the
 checks refuse a thinking block sent back with any other signature, so a gateway that
 altered either is caught. ``stop_sequences`` are honoured: the text ends before the first one it
-contains, with ``stop_reason: "stop_sequence"``.
+contains, with ``stop_reason: "stop_sequence"``. A refusal ends with ``stop_reason:
+"refusal"`` and its ``stop_details``; ``[[stop:REASON]]`` ends the answer with that reason.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ _STOP_REASONS = {
     "tool_calls": "tool_use",
     "refusal": "refusal",
 }
+REFUSAL_DETAILS = {
+    "type": "refusal",
+    "category": None,
+    "explanation": "The fake model declined, as scripted.",
+}
+"""The ``stop_details`` of a refusal (``[[refuse]]``): no named policy category."""
 
 
 def signature_of(thinking: str, *, omitted: bool = False) -> str:
@@ -206,10 +213,21 @@ def message_object(request: MessagesRequest, plan: Plan) -> dict[str, Any]:
         "role": "assistant",
         "model": request.model,
         "content": _blocks(plan, request.omit_thinking),
-        "stop_reason": "stop_sequence" if sequence else _STOP_REASONS[plan.finish_reason],
-        "stop_sequence": sequence,
+        **_stop(plan, sequence),
         "usage": _usage(plan),
     }
+
+
+def _stop(plan: Plan, sequence: str | None) -> dict[str, Any]:
+    """``stop_reason`` and ``stop_sequence``, and the ``stop_details`` of a refusal."""
+    reason = "stop_sequence" if sequence else plan.stop_reason
+    stop: dict[str, Any] = {
+        "stop_reason": reason or _STOP_REASONS[plan.finish_reason],
+        "stop_sequence": sequence,
+    }
+    if stop["stop_reason"] == "refusal":
+        stop["stop_details"] = REFUSAL_DETAILS
+    return stop
 
 
 def message_frames(request: MessagesRequest, plan: Plan) -> Iterator[Frame]:
@@ -251,12 +269,8 @@ def message_frames(request: MessagesRequest, plan: Plan) -> Iterator[Frame]:
             signature = {"type": "signature_delta", "signature": block["signature"]}
             yield event({"type": "content_block_delta", "index": index, "delta": signature})
         yield event({"type": "content_block_stop", "index": index})
-    stop = {
-        "stop_reason": "stop_sequence" if sequence else _STOP_REASONS[plan.finish_reason],
-        "stop_sequence": sequence,
-    }
     usage = _usage(plan)
-    yield event({"type": "message_delta", "delta": stop, "usage": usage}, END)
+    yield event({"type": "message_delta", "delta": _stop(plan, sequence), "usage": usage}, END)
     yield event({"type": "message_stop"}, END)
 
 

@@ -80,6 +80,8 @@ class Plan:
     """The refusal's chunks (``[[refuse]]``), given instead of text."""
     hidden: bool = False
     """The reasoning is hidden (``[[hidden]]``; the Responses wire only)."""
+    stop_reason: str | None = None
+    """The Messages wire's own stop reason (``[[stop]]``), instead of ``finish_reason``'s."""
 
     @property
     def reasoning_text(self) -> str:
@@ -157,7 +159,7 @@ def build_plan(conversation: Conversation, script: Script, max_tokens: int | Non
     else:
         finish = "stop"
     prompt = conversation.prompt_tokens
-    return Plan(reasoning, text, calls, finish, prompt, items, refusal, script.hidden)
+    return Plan(reasoning, text, calls, finish, prompt, items, refusal, script.hidden, script.stop)
 
 
 def _calls_again(conversation: Conversation, script: Script) -> bool:

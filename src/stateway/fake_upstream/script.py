@@ -17,6 +17,10 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           ``reasoning.summary`` is set; ``encrypted_content`` when included
     [[refuse:TEXT]]       decline with TEXT instead of answering: Chat's ``refusal``, a
                           Responses ``refusal`` part, Anthropic's ``stop_reason: "refusal"``
+                          (with its ``stop_details``)
+    [[stop:REASON]]       on the Messages wire, end the answer with ``stop_reason`` REASON
+                          (``pause_turn``, ``model_context_window_exceeded``); the other
+                          wires ignore it
     [[error:STATUS]]      fail with HTTP STATUS (400..599)
     [[context:N]]         the model's context holds N tokens (words): a longer prompt is
                           refused with 400, as vLLM (Chat wire: ``param`` ``input_tokens``)
@@ -105,6 +109,7 @@ class Script:
     items: list[dict[str, object]] = field(default_factory=list)
     reasoning: str | None = None
     refusal: str | None = None
+    stop: str | None = None
     error: int | None = None
     cut: int | None = None
     slow_ms: int | None = None
@@ -177,6 +182,8 @@ def _apply(text: str, start: int, script: Script) -> int:
         script.reasoning = arg if script.reasoning is None else f"{script.reasoning} {arg}"
     elif name == "refuse" and arg:
         script.refusal = arg
+    elif name == "stop" and arg:
+        script.stop = arg
     elif name == "only" and arg:
         script.only = arg
     elif name == "leak" and arg in LEAKS:

@@ -113,6 +113,36 @@ def test_stop_reasons() -> None:
         assert encode_message(cut)["stop_reason"] == wire
 
 
+@pytest.mark.parametrize(
+    ("reason", "upstream"),
+    [
+        ("max_output_tokens", "model_context_window_exceeded"),
+        ("max_rounds", "pause_turn"),
+        ("content_filter", "refusal"),
+    ],
+)
+def test_an_anthropic_upstreams_own_stop_reason_is_answered_as_it_came(
+    reason: str, upstream: str
+) -> None:
+    details = {"type": "refusal", "category": "cyber", "explanation": "Malware."}
+    shown = details if upstream == "refusal" else None
+    cut = state(
+        output=[TEXT],
+        status="incomplete",
+        incomplete_reason=reason,
+        stop_reason=upstream,
+        stop_details=shown,
+    )
+    message = Message.model_validate(encode_message(cut))
+    assert message.stop_reason == upstream
+    assert (message.stop_details and message.stop_details.model_dump()) == shown
+    got = frames(MessagesStream().encode(ev.ResponseFinished(cut)))
+    [(name, data), _] = got
+    assert name == "message_delta"
+    expected = {"stop_reason": upstream, "stop_sequence": None}
+    assert data["delta"] == (expected if shown is None else {**expected, "stop_details": details})
+
+
 def test_an_incomplete_response_for_another_reason_stopped_at_max_tokens() -> None:
     cut = state(output=[TEXT], status="incomplete", incomplete_reason=None)
     assert encode_message(cut)["stop_reason"] == "max_tokens"

@@ -9,9 +9,11 @@ shown as Anthropic shows its server tools (:mod:`.server_tools`), searches count
 ``usage.server_tool_use.web_search_requests``; other items only the gateway acts on (the
 calls of a backend's ``gateway_tools``) are not shown.
 
-``stop_reason``: ``max_tokens`` when the output was cut at the limit, ``refusal`` when
-filtered, ``pause_turn`` when the gateway's tool rounds ran out, ``stop_sequence`` when a
-stop sequence ended it, ``tool_use`` when it ends in calls the client must answer, else
+``stop_reason``: an Anthropic upstream's own as it came, with its ``stop_details``, when
+it ended the response (``model_context_window_exceeded``, ``pause_turn``, ``refusal``);
+else ``max_tokens`` when the output was cut at the limit, ``refusal`` when filtered,
+``pause_turn`` when the gateway's tool rounds ran out, ``stop_sequence`` when a stop
+sequence ended it, ``tool_use`` when it ends in calls the client must answer, else
 ``end_turn``. Usage: ``input_tokens`` counts the prompt *outside* the cache, as Anthropic
 does (``cache_read_input_tokens`` and ``cache_creation_input_tokens`` beside it).
 """
@@ -59,10 +61,21 @@ def encode_message(state: ResponseState) -> dict[str, Any]:
             if not (hidden and item.get("type") == REASONING)
             for block in content_blocks(item, shown, omitted)
         ],
-        "stop_reason": stop_reason(state),
-        "stop_sequence": state.stop_sequence,
+        **stop_fields(state),
         "usage": encode_usage(state.usage or Usage(), shown.searches_run(state)),
     }
+
+
+def stop_fields(state: ResponseState) -> dict[str, Any]:
+    """``stop_reason`` and ``stop_sequence``, and ``stop_details`` when the upstream gave
+    them (a message's, and a stream's last ``message_delta``'s)."""
+    fields: dict[str, Any] = {
+        "stop_reason": stop_reason(state),
+        "stop_sequence": state.stop_sequence,
+    }
+    if state.stop_details is not None and fields["stop_reason"] == state.stop_reason:
+        fields["stop_details"] = state.stop_details
+    return fields
 
 
 def content_blocks(item: Item, shown: Shown, omitted: bool) -> list[dict[str, Any]]:
@@ -130,6 +143,8 @@ def tool_input(arguments: str, cut: bool = False) -> dict[str, Any]:
 
 def stop_reason(state: ResponseState) -> str:
     if state.status == "incomplete":
+        if state.stop_reason is not None:  # an Anthropic upstream's, which ended it
+            return state.stop_reason
         return _INCOMPLETE.get(state.incomplete_reason or "", "max_tokens")
     if state.stop_sequence is not None:
         return "stop_sequence"

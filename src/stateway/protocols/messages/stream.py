@@ -33,7 +33,7 @@ from stateway.protocols.messages.encode import (
     REFUSAL_BREAK,
     encode_usage,
     message_id,
-    stop_reason,
+    stop_fields,
     thinking_hidden,
     thinking_omitted,
     tool_use_start,
@@ -187,7 +187,7 @@ def _started(state: ResponseState) -> dict[str, Any]:
 def _finished(state: ResponseState, shown: Shown) -> bytes:
     if state.status in _FAILED:
         return frame(stream_error(state.error))
-    delta = {"stop_reason": stop_reason(state), "stop_sequence": state.stop_sequence}
+    delta = stop_fields(state)
     usage = encode_usage(state.usage or Usage(), shown.searches_run(state))
     return frame({"type": "message_delta", "delta": delta, "usage": usage}) + frame(
         {"type": "message_stop"}
