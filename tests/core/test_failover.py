@@ -45,6 +45,7 @@ async def run_over(*backends: Named, max_attempts: int = 3, stream: bool = True)
         UpstreamUnavailable("refused"),
         UpstreamTimeout("no first byte"),
         UpstreamRejected("slow down", status=429, code="rate_limit_exceeded"),
+        UpstreamRejected("no such model", status=404, code="model_not_found"),
         Overloaded("queue full"),
     ],
 )
@@ -113,9 +114,41 @@ async def test_max_attempts_bounds_a_round_and_the_last_error_is_the_answer() ->
 
 def test_recoverable_is_decided_by_class_and_status() -> None:
     assert recoverable(UpstreamRejected("x", status=429))
-    assert not recoverable(UpstreamRejected("x", status=404))
+    assert recoverable(UpstreamRejected("x", status=404))
+    assert not recoverable(UpstreamRejected("x", status=400))
     assert not recoverable(ValueError("a bug"))
     assert recoverable(UpstreamError("x", code="upstream_auth_failed"))
+
+
+async def test_a_model_the_server_lacks_moves_on_and_leaves_its_circuit_closed() -> None:
+    """A 404 (a served model name that does not match) is the model's absence, not the
+    server's failure: each round tries the next candidate, and the candidate is not
+    skipped as unhealthy however often it happens."""
+    missing = UpstreamRejected("no such model", status=404, code="model_not_found")
+    a, b = Named("a", [missing] * 5), Named("b", OK * 5)
+    assistant = route(candidate(a), candidate(b, priority=1))
+    routing = router(assistant)
+    gw = gateway(routing)
+    for _ in range(5):
+        run = await gw.execute(Principal(), CreateResponse("assistant", [USER]))
+        await run.wait()
+        assert run.state.status == "completed"
+        outcomes = [(x["backend"], x["outcome"], x["detail"]) for x in run.state.attempts]
+        assert outcomes == [("a", "failed", "model_not_found"), ("b", "ok", None)]
+    assert routing.state.health.state(assistant.candidates[0].key) == "closed"
+    assert len(a.requests) == 5
+
+
+async def test_when_every_candidate_lacks_the_model_the_client_gets_the_404() -> None:
+    missing = UpstreamRejected("no such model", status=404, code="model_not_found")
+    a, b = Named("a", [missing]), Named("b", [missing])
+    run, _ = await run_over(a, b, stream=False)
+    assert run.state.status == "failed"
+    assert (run.error.status, run.error.code) == (404, "model_not_found")
+    assert [(x["backend"], x["outcome"]) for x in run.state.attempts] == [
+        ("a", "failed"),
+        ("b", "failed"),
+    ]
 
 
 async def test_attempts_are_logged_a_failure_as_a_warning_an_answer_at_debug(

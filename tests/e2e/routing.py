@@ -62,6 +62,16 @@ model = "b-model"
 priority = 1
 
 [[routes]]
+name = "renamed"
+[[routes.candidates]]
+backend = "a"
+model = "renamed-model"
+[[routes.candidates]]
+backend = "b"
+model = "b-model"
+priority = 1
+
+[[routes]]
 name = "vision"
 [[routes.candidates]]
 backend = "a"

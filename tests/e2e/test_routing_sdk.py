@@ -94,6 +94,34 @@ def test_no_failover_after_output(
     assert (attempt["backend"], attempt["outcome"]) == ("a", "cut")
 
 
+def test_a_model_one_server_lacks_fails_over_without_opening_its_circuit(
+    sdk: OpenAI, routed: RunningGateway, fake_upstream: str
+) -> None:
+    """A 404 (a served model name that does not match) moves on to the next candidate;
+    the server is up, so more of them than the failure threshold leave it in rotation."""
+    for _ in range(4):
+        mark = marker()
+        answer = sdk.responses.create(
+            model="renamed", input=f"{mark} [[error:404]] [[only:renamed-model]]"
+        )
+        assert answer.output_text == f"Hello! You said: {mark}"
+        assert len(fake_requests(fake_upstream, mark)) == 1
+        attempts = routed.stored(answer.id)["attempts"]
+        outcomes = [(x["backend"], x["outcome"], x["detail"]) for x in attempts]
+        assert outcomes == [("a", "failed", "model_not_found"), ("b", "ok", None)]
+
+
+def test_when_no_candidate_has_the_model_the_client_gets_the_404(
+    sdk: OpenAI, fake_upstream: str, second_upstream: str
+) -> None:
+    mark = marker()
+    with pytest.raises(openai.NotFoundError) as missing:
+        sdk.responses.create(model="renamed", input=f"{mark} [[error:404]]")
+    assert missing.value.code == "model_not_found"
+    assert len(fake_requests(fake_upstream, mark)) == 1
+    assert len(fake_requests(second_upstream, mark)) == 1
+
+
 def test_connect_refused_fails_over(sdk: OpenAI, routed: RunningGateway) -> None:
     answer = sdk.responses.create(model="dead-first", input="hello")
     assert answer.output_text == "Hello! You said: hello"

@@ -6,9 +6,12 @@ opened (incapable, or its circuit open) is recorded too, with the reason.
 
 Which failures move on to the next candidate is decided here, by error class and
 status only: a recoverable failure is one where another model server may well answer
-(connect errors, timeouts before the first byte, 429, 5xx, the gateway's own full queue
-for that server, an upstream error event before any output). A request the upstream
+(connect errors, timeouts before the first byte, 404, 429, 5xx, the gateway's own full
+queue for that server, an upstream error event before any output). A request the upstream
 refused as such (another 4xx) or an answer too large would fail the same way anywhere.
+A 404 is the candidate's model missing from a server that is up (a served model name
+that does not match, a URL without its ``/v1``): it moves on without counting against
+the candidate's circuit (:func:`unhealthy`).
 """
 
 from __future__ import annotations
@@ -32,15 +35,25 @@ from stateway.core.errors import (
 log = logging.getLogger("stateway.routing")
 
 Outcome = Literal["ok", "failed", "cut", "cancelled", "skipped"]
+MODEL_NOT_SERVED = 404
+"""An upstream's status for a model it does not serve (:func:`recoverable`)."""
 
 
 def recoverable(error: BaseException) -> bool:
     """Whether another candidate may serve the round ``error`` ended before any output."""
     if isinstance(error, UpstreamRejected):
-        return error.status == 429
+        return error.status in (MODEL_NOT_SERVED, 429)
     if isinstance(error, UpstreamResponseTooLarge):
         return False
     return isinstance(error, UpstreamError | Overloaded)
+
+
+def unhealthy(error: BaseException) -> bool:
+    """Whether ``error`` counts against its candidate's circuit: a recoverable failure of
+    the server, not a model the server (which answered) does not have."""
+    if isinstance(error, UpstreamRejected) and error.status == MODEL_NOT_SERVED:
+        return False
+    return recoverable(error)
 
 
 def retry_after(error: BaseException, now: Callable[[], float] = time.time) -> float | None:

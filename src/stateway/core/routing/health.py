@@ -1,7 +1,8 @@
 """Candidate health: a passive circuit per candidate, fed by its attempts.
 
 =========  =============================================================================
-closed     serving; each recoverable failure counts, a success resets the count
+closed     serving; each failure of the server counts (:func:`.attempts.unhealthy`: not
+           a model it lacks), a success resets the count
 open       ``failure_threshold`` consecutive failures (or a ``Retry-After`` from the
            upstream) opened it: skipped while any healthy candidate remains, until the
            cool-down is over (``cooldown`` plus up to ``jitter`` of it, at random; a

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from stateway.core.errors import GatewayError
 from stateway.core.routing.affinity import AffinityTable
-from stateway.core.routing.attempts import Attempt, recoverable, retry_after
+from stateway.core.routing.attempts import Attempt, recoverable, retry_after, unhealthy
 from stateway.core.routing.health import HealthBoard
 from stateway.core.routing.route import Candidate, Route
 
@@ -179,7 +179,7 @@ class Plan:
         """Record the failure; whether the round may go on to the next candidate."""
         after_output = attempt.first_byte_ms is not None
         self._end(attempt, candidate, "cut" if after_output else "failed", error.code or error.type)
-        if recoverable(error):  # the server's fault, not the request's
+        if unhealthy(error):  # the server's fault, not the request's
             self._state.health.failed(candidate.key, retry_after(error))
         else:
             self._state.health.released(candidate.key)
