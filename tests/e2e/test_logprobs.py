@@ -52,7 +52,7 @@ def test_included_logprobs_come_with_the_text_and_are_stored(client: OpenAI) -> 
     _check_tokens(part.logprobs, part.text, 2)
     assert response.top_logprobs == 2
 
-    stored = client.responses.retrieve(response.id)
+    stored = client.responses.retrieve(response.id, include=[INCLUDE])
     assert _text_part(stored).logprobs == part.logprobs
 
 

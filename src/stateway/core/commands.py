@@ -185,6 +185,8 @@ class CountTokens:
 @dataclass(slots=True, frozen=True)
 class GetResponse:
     response_id: str
+    include: tuple[str, ...] | None = None
+    """The ``include`` the output is shown with (:mod:`.included`); None: as stored."""
 
 
 @dataclass(slots=True, frozen=True)

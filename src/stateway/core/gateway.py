@@ -55,6 +55,7 @@ from stateway.core.errors import (
 )
 from stateway.core.exactly_once import Attempt, attempt
 from stateway.core.generations import ConfigStatus, Generations, HeldRelay, Reloads
+from stateway.core.included import included
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder
 from stateway.core.limits import RateLimits, charged_tokens
@@ -130,6 +131,7 @@ class Gateway:
         self._encoder = encoder
         self._results = results
         self._signals = signals
+        self._sealer = sealer
         self._compaction = Compaction(store, sealer)
         self._fanout = fanout
         self._limits = limits
@@ -222,8 +224,8 @@ class Gateway:
         match command:
             case CreateResponse():
                 return await self._create(principal, command)
-            case GetResponse(response_id=response_id):
-                return await self._get(principal, response_id)
+            case GetResponse(response_id=response_id, include=include):
+                return included(await self._get(principal, response_id), include, self._sealer)
             case DeleteResponse(response_id=response_id):
                 return await self._delete(principal, response_id)
             case ListInputItems():

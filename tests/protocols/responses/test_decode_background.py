@@ -19,9 +19,9 @@ def test_background_is_carried_to_the_command() -> None:
 @pytest.mark.parametrize(
     ("query", "command"),
     [
-        ({}, GetResponse("r")),
-        ({"stream": "false"}, GetResponse("r")),
-        ({"starting_after": "3"}, GetResponse("r")),  # without stream it does not matter
+        ({}, GetResponse("r", ())),
+        ({"stream": "false"}, GetResponse("r", ())),
+        ({"starting_after": "3"}, GetResponse("r", ())),  # without stream it does not matter
         ({"stream": "true"}, WatchResponse("r")),
         ({"stream": "True"}, WatchResponse("r")),
         ({"stream": "1", "starting_after": "0"}, WatchResponse("r", 0)),
@@ -30,6 +30,15 @@ def test_background_is_carried_to_the_command() -> None:
 )
 def test_retrieve_is_a_get_or_a_watch(query: dict[str, str], command: object) -> None:
     assert decode_retrieve("r", query) == command
+
+
+def test_retrieve_carries_its_include_and_checks_it_as_create_does() -> None:
+    include = ["reasoning.encrypted_content", "message.output_text.logprobs"]
+    assert decode_retrieve("r", {}, include) == GetResponse("r", tuple(include))
+    for query in ({}, {"stream": "true"}):
+        with pytest.raises(InvalidRequest) as caught:
+            decode_retrieve("r", query, ["reasoning.encrypted_content", ""])
+        assert (caught.value.param, caught.value.code) == ("include[1]", "invalid_value")
 
 
 @pytest.mark.parametrize("after", ["-1", "x", "1.5", "", "²", "2147483648", "9" * 5000])

@@ -9,7 +9,7 @@ them is decided in the core, against the chosen backend.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import pydantic
@@ -249,11 +249,15 @@ def _conversation(body: CreateResponseBody) -> str | None:
     return conversation_id
 
 
-def decode_retrieve(response_id: str, query: Mapping[str, str]) -> GetResponse | WatchResponse:
-    """``GET /v1/responses/{id}``: the response, or with ``stream=true`` its event log
-    from after ``starting_after`` (a sequence number, 0 or more)."""
+def decode_retrieve(
+    response_id: str, query: Mapping[str, str], include: Sequence[str] = ()
+) -> GetResponse | WatchResponse:
+    """``GET /v1/responses/{id}``: the response, its output as ``include`` (the query's
+    ``include[]`` values) shows it, or with ``stream=true`` its event log from after
+    ``starting_after`` (a sequence number, 0 or more), as it was streamed."""
+    _check_include(include)
     if query.get("stream", "false").lower() not in ("true", "1"):
-        return GetResponse(response_id)
+        return GetResponse(response_id, tuple(include))
     text = query.get("starting_after")
     if text is None:
         return WatchResponse(response_id)
@@ -281,7 +285,7 @@ def _unsupported(message: str, param: str) -> InvalidRequest:
     return InvalidRequest(message, param=param, code="unsupported_parameter")
 
 
-def _check_include(include: list[str]) -> None:
+def _check_include(include: Sequence[str]) -> None:
     for index, entry in enumerate(include):
         if not entry:
             raise InvalidRequest(

@@ -184,7 +184,10 @@ class ResponsesRoutes:
         return await asyncio.to_thread(decode, body, max_input_items=self._max_items)
 
     async def retrieve(self, request: Request) -> Response:
-        command = decode_retrieve(request.path_params["response_id"], request.query_params)
+        """``include`` comes as ``include[]=...`` (the SDKs) or ``include=...``, repeated."""
+        query = request.query_params
+        include = query.getlist("include[]") + query.getlist("include")
+        command = decode_retrieve(request.path_params["response_id"], query, include)
         if isinstance(command, WatchResponse):
             watch = await self._gateway.execute(_principal(request), command)
             return self._watching(watch, request.scope)

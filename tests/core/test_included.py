@@ -1,0 +1,68 @@
+"""A stored response's output as a read's ``include`` shows it."""
+
+from __future__ import annotations
+
+import copy
+
+from stateway.core.commands import GenerationSettings
+from stateway.core.compaction import sealed
+from stateway.core.included import included
+from stateway.core.items import Item
+from stateway.core.reasoning import SEALED_BY_RESPONSES
+from stateway.core.response import ResponseState
+from stateway.sealing.aesgcm import AesGcmSealer
+
+SEALER = AesGcmSealer(bytes(range(32)))
+ENCRYPTED = "reasoning.encrypted_content"
+LOGPROBS = "message.output_text.logprobs"
+TOKEN = {"token": "hi", "bytes": [104, 105], "logprob": -0.1, "top_logprobs": []}
+
+
+def reasoning(text: str, seal: str | None = None) -> Item:
+    item: Item = {
+        "id": f"rs_{text}",
+        "type": "reasoning",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}],
+    }
+    if seal is not None:
+        item["encrypted_content"] = seal
+    return item
+
+
+def message() -> Item:
+    part = {"type": "output_text", "text": "hi", "annotations": [], "logprobs": [TOKEN]}
+    return {"id": "msg_1", "type": "message", "role": "assistant", "content": [part]}
+
+
+def state(*output: Item) -> ResponseState:
+    return ResponseState(
+        "resp_1", "t1", 0.0, "m", None, None, True, GenerationSettings(), output=list(output)
+    )
+
+
+def test_without_the_includes_the_gateway_seal_and_the_tokens_are_left_out() -> None:
+    ours = reasoning("mine", sealed.seal(SEALER, sealed.REASONING, "t1", "mine"))
+    theirs = reasoning("signed", "c2lnbmF0dXJl")
+    hidden = reasoning("", SEALED_BY_RESPONSES + "blob")
+    stored = state(ours, theirs, hidden, message())
+    before = copy.deepcopy(stored.output)
+    shown = included(stored, (), SEALER).output
+    assert "encrypted_content" not in shown[0]
+    assert shown[1:3] == [theirs, hidden]  # an upstream's own seal stays, as on create
+    assert shown[3]["content"][0]["logprobs"] == []
+    assert stored.output == before  # nothing changed in place
+
+
+def test_with_the_includes_an_unsealed_item_is_sealed_for_its_tenant() -> None:
+    stored = state(reasoning("later"), message())
+    shown = included(stored, (ENCRYPTED, LOGPROBS), SEALER).output
+    seal = shown[0]["encrypted_content"]
+    assert sealed.unseal(SEALER, sealed.REASONING, "t1", seal, "p") == "later"
+    assert shown[1] == message()
+    assert "encrypted_content" not in stored.output[0]
+
+
+def test_none_is_the_output_as_stored() -> None:
+    stored = state(reasoning("x", sealed.seal(SEALER, sealed.REASONING, "t1", "x")), message())
+    assert included(stored, None, SEALER) is stored
