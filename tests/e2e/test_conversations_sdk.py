@@ -57,6 +57,21 @@ def test_create_retrieve_update_delete(client: OpenAI) -> None:
         assert created.id in caught.value.message
 
 
+def test_a_cursor_naming_no_item_is_an_empty_page_on_both_item_lists(client: OpenAI) -> None:
+    """A conversation's items and a response's input items take an unknown ``after``
+    alike: an empty last page, on which the SDK's auto-pager stops."""
+    conversation = client.conversations.create(items=[user("one")])
+    response = client.responses.create(model=MODEL, input=[user("two")])  # type: ignore[list-item]
+    pages = [
+        client.conversations.items.list(conversation.id, after="msg_unknown"),
+        client.responses.input_items.list(response.id, after="msg_unknown"),
+        client.responses.input_items.list(response.id, after="x" * 300),
+    ]
+    for page in pages:
+        assert (page.data, page.has_more) == ([], False)
+    assert list(client.responses.input_items.list(response.id, after="msg_unknown")) == []
+
+
 def test_items_create_list_retrieve_delete(client: OpenAI) -> None:
     conversation = client.conversations.create()
     added = client.conversations.items.create(
