@@ -259,11 +259,66 @@ async def test_without_parallel_tool_calls_only_the_first_call_is_kept() -> None
     assert [(c["name"], c["arguments"]) for c in calls] == [("f", '{"a":1}')]
 
 
+async def test_interleaved_fragments_are_assembled_by_index_one_call_after_the_other() -> None:
+    """A server interleaving its parallel calls' fragments: each call's arguments by its
+    index; the second call is written once the first is done, its events its own."""
+    run, _, events = await run_once(
+        [
+            ToolCallDelta(0, "a", "f", ""),
+            ToolCallDelta(1, "b", "g", ""),
+            ToolCallDelta(0, None, None, '{"x":'),
+            ToolCallDelta(1, None, None, '{"y":'),
+            ToolCallDelta(0, None, None, "1}"),
+            ToolCallDelta(1, None, None, "2}"),
+            Finish("tool_calls"),
+        ]
+    )
+    calls = run.state.output  # type: ignore[attr-defined]
+    assert [(c["call_id"], c["name"], c["arguments"]) for c in calls] == [
+        ("a", "f", '{"x":1}'),
+        ("b", "g", '{"y":2}'),
+    ]
+    ids = [c["id"] for c in calls]
+    shown = [
+        (type(e).__name__, e.item["id"] if isinstance(e, ev.ItemAdded | ev.ItemDone) else e.item_id)
+        for e in events
+        if isinstance(e, ev.ItemAdded | ev.ArgumentsDelta | ev.ItemDone)
+    ]
+    assert shown == [
+        ("ItemAdded", ids[0]),
+        ("ArgumentsDelta", ids[0]),
+        ("ArgumentsDelta", ids[0]),
+        ("ItemDone", ids[0]),
+        ("ItemAdded", ids[1]),
+        ("ArgumentsDelta", ids[1]),
+        ("ArgumentsDelta", ids[1]),
+        ("ItemDone", ids[1]),
+    ]
+
+
+async def test_held_calls_are_written_before_output_that_follows_them() -> None:
+    run, _, _ = await run_once(
+        [
+            ToolCallDelta(0, "a", "f", "{}"),
+            ToolCallDelta(1, "b", "g", "{"),
+            ToolCallDelta(1, None, None, "}"),
+            TextDelta("done"),
+            Finish("stop"),
+        ]
+    )
+    output = run.state.output  # type: ignore[attr-defined]
+    assert [(o["type"], o.get("arguments")) for o in output] == [
+        ("function_call", "{}"),
+        ("function_call", "{}"),
+        ("message", None),
+    ]
+
+
 async def test_a_bare_fragment_for_a_closed_call_fails_the_run() -> None:
     run, _, _ = await run_once(
         [
             ToolCallDelta(0, "a", "f", "{}"),
-            ToolCallDelta(1, "b", "g", "{}"),
+            TextDelta("and"),
             ToolCallDelta(0, None, None, "x"),
         ]
     )

@@ -218,3 +218,65 @@ def test_a_gateway_tool_in_a_hidden_round(clients: Clients, case: Case) -> None:
     # thinking with its signature, a Chat client's reasoning) and is accepted.
     after = chat.ask("thanks")
     assert (after.text, after.stop) == ("Hello! You said: thanks", STOP[case.frontend][0])
+
+
+INTERLEAVED = (
+    '[[tool:get_weather:{"city":"Oslo"}]][[tool:get_weather:{"city":"Bergen"}]][[interleave]]'
+)
+"""Two calls of the client's tool, their streamed fragments interleaved by the Chat
+upstream (both opened, then their argument pieces by turns)."""
+CHAT_UPSTREAM_CASES = [case for case in CASES if case.values[0].backend == "chat"]  # type: ignore[union-attr]
+
+
+def interleaving(clients: Clients, case: Case) -> Conversation:
+    """A conversation with the Chat upstream and the client's tool; a Chat client's goes to
+    the backend with gateway tools, so that its answer is translated, not relayed."""
+    tools = [TOOLS[case.frontend]]
+    match case.frontend:
+        case "responses":
+            return ResponsesConversation(clients.openai, "chat", case.stream, tools)
+        case "chat":
+            return ChatConversation(clients.openai, "chat-hosted", case.stream, tools)
+        case _:
+            return MessagesConversation(clients.anthropic, "chat", case.stream, tools)
+
+
+@pytest.mark.parametrize("case", CHAT_UPSTREAM_CASES)
+def test_parallel_calls_whose_fragments_the_upstream_interleaves(
+    clients: Clients, case: Case
+) -> None:
+    """Each call's arguments are assembled by its index, whatever the order its fragments
+    came in; each frontend sees two whole calls, one after the other."""
+    turn = interleaving(clients, case).ask(INTERLEAVED)
+    assert [(call.name, call.arguments) for call in turn.calls] == [
+        ("get_weather", {"city": "Oslo"}),
+        ("get_weather", {"city": "Bergen"}),
+    ]
+    assert len({call.id for call in turn.calls}) == 2
+    assert turn.stop == STOP[case.frontend][1]
+    assert turn.usage == (len(INTERLEAVED.split()), 2)
+
+
+def test_interleaved_fragments_stream_as_one_call_after_the_other(clients: Clients) -> None:
+    """On the Responses stream each call's ``function_call_arguments.delta`` events name its
+    own item, and come between its ``output_item.added`` and ``.done``."""
+    tools: Any = [TOOLS["responses"]]
+    with clients.openai.responses.stream(model="chat", input=INTERLEAVED, tools=tools) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    open_item: str | None = None
+    arguments: dict[str, str] = {}
+    for event in events:
+        if event.type == "response.output_item.added":
+            assert open_item is None
+            open_item = event.item.id
+            arguments[event.item.id or ""] = ""
+        elif event.type == "response.function_call_arguments.delta":
+            assert event.item_id == open_item
+            arguments[event.item_id] += event.delta
+        elif event.type == "response.output_item.done":
+            assert event.item.id == open_item
+            open_item = None
+    calls = [item for item in final.output if item.type == "function_call"]
+    assert [arguments[call.id or ""] for call in calls] == [call.arguments for call in calls]
+    assert [call.arguments for call in calls] == ['{"city":"Oslo"}', '{"city":"Bergen"}']

@@ -179,6 +179,34 @@ def test_parallel_tool_calls_streamed(client: OpenAI) -> None:
     assert not {call.id for call in again} & {call["id"] for call in calls.values()}
 
 
+def test_interleaved_tool_calls_streamed(client: OpenAI) -> None:
+    """``[[interleave]]``: both calls open, then their argument pieces take turns."""
+    text = '[[tool:a:{"n": "first call"}]] [[tool:b:{"n": "second"}]] [[interleave]]'
+    fragments = [
+        fragment
+        for chunk in _stream(client, text)
+        if chunk.choices
+        for fragment in chunk.choices[0].delta.tool_calls or []
+    ]
+    assert [(f.index, f.id is not None) for f in fragments[:3]] == [
+        (0, True),
+        (1, True),
+        (0, False),
+    ]
+    assert [f.index for f in fragments[2:6]] == [0, 1, 0, 1]
+    arguments = ["", ""]
+    for fragment in fragments:
+        assert fragment.function is not None
+        arguments[fragment.index] += fragment.function.arguments or ""
+    assert [json.loads(a) for a in arguments] == [{"n": "first call"}, {"n": "second"}]
+    whole = _ask(client, text).choices[0].message.tool_calls
+    assert whole is not None
+    assert [json.loads(c.function.arguments) for c in whole] == [  # type: ignore[union-attr]
+        {"n": "first call"},
+        {"n": "second"},
+    ]
+
+
 def test_reasoning(client: OpenAI) -> None:
     completion = _ask(client, "hi [[reason:Let me think.]]")
     message = completion.choices[0].message

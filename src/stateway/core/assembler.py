@@ -8,6 +8,11 @@ the round was cut short, ``incomplete``. A message holds an ``output_text`` part
 refusal starts another message, as does an upstream's :meth:`OutputAssembler.message`.
 An item the gateway does not model comes whole (:meth:`OutputAssembler.item`) and is
 added and done at once.
+
+Calls are written one at a time, as the Responses and Messages streams show them: while
+one is open, the fragments of another index wait (a Chat upstream may interleave its
+parallel calls' fragments by index), and that call is written whole once the open one
+closes: when the round ends or other output starts.
 """
 
 from __future__ import annotations
@@ -94,6 +99,8 @@ class OutputAssembler:
         self._emit = emit
         self._open: _OpenItem | None = None
         self._closed_tools: set[int] = set()
+        self._held: dict[int, list[ToolCallDelta]] = {}
+        """Fragments of the calls after the one being written, by index."""
         self._used_call_ids = used_call_ids
         self.started = False
         """Whether any output event was emitted: past this point failover is forbidden."""
@@ -162,9 +169,18 @@ class OutputAssembler:
         self._close("completed")
 
     def tool_call(self, delta: ToolCallDelta) -> None:
-        """A fragment of a call. A new call starts at a new index or, for servers that omit
-        indexes, at a new upstream id; a bare fragment for a call already closed is an
-        error."""
+        """A fragment of a call. While a call is being written, the fragments of another
+        index are held (servers may interleave parallel calls' fragments by index) until
+        it closes: then each held call is written whole, in index order. A new call starts
+        at a new index or, for servers that omit indexes, at a new upstream id; a bare
+        fragment for a call already closed is an error."""
+        current = self._open
+        if current is not None and current.tool_index not in (None, delta.index):
+            self._held.setdefault(delta.index, []).append(delta)
+            return
+        self._write_call(delta)
+
+    def _write_call(self, delta: ToolCallDelta) -> None:
         current = self._open
         if current is None or current.tool_index != delta.index or _new_id(current, delta):
             if delta.call_id is None and delta.index in self._closed_tools:
@@ -185,6 +201,7 @@ class OutputAssembler:
     def item(self, item: Item) -> None:
         """A whole output item passed through as it came (its ``id`` given if missing);
         a shell call among them goes back to the client like any client call."""
+        self._release("completed")
         self._close("completed")
         self.started = True
         item = dict(item)
@@ -222,10 +239,23 @@ class OutputAssembler:
         return output
 
     def finish(self, status: str = "completed") -> None:
-        """Close the open item with ``status`` (``completed`` or ``incomplete``)."""
+        """Close the open item with ``status`` (``completed`` or ``incomplete``), and the
+        calls held after it."""
+        self._release(status)
         self._close(status)
 
+    def _release(self, status: str) -> None:
+        """The open call closed with ``status``, then each held call written, in index
+        order (each closing the one before it likewise)."""
+        held, self._held = self._held, {}
+        for index in sorted(held):
+            self._close(status)
+            for fragment in held[index]:
+                self._write_call(fragment)
+
     def _start(self, item: Item, tool_index: int | None = None) -> _OpenItem:
+        if self._held:  # other output after the calls: the held ones are written first
+            self._release("completed")
         self._close("completed")
         self.started = True
         opened = _OpenItem(len(self._output), item, tool_index)

@@ -8,6 +8,7 @@ make vLLM do (400), a ``system`` or ``developer`` message anywhere but first.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -208,13 +209,8 @@ def completion_frames(request: ChatRequest, plan: Plan) -> Iterator[Frame]:
             yield chunk + b',"finish_reason":null}]' + usage_null + b"}\n\n", PAYLOAD
     for word in plan.refusal:
         yield delta({"refusal": word}), PAYLOAD
-    for index, call in enumerate(plan.tool_calls):
-        function = {"name": call.name, "arguments": ""}
-        header = {"index": index, "id": call.call_id, "type": "function", "function": function}
-        yield delta({"tool_calls": [header]}), STRUCT
-        for piece in argument_chunks(call.arguments):
-            fragment = {"index": index, "function": {"arguments": piece}}
-            yield delta({"tool_calls": [fragment]}), PAYLOAD
+    for fragment, kind in _call_fragments(plan):
+        yield delta({"tool_calls": [fragment]}), kind
     finish = orjson.dumps(plan.finish_reason)
     yield (
         open_delta
@@ -228,3 +224,33 @@ def completion_frames(request: ChatRequest, plan: Plan) -> Iterator[Frame]:
     if request.include_usage:
         yield envelope + b',"choices":[],"usage":' + orjson.dumps(_usage(plan)) + b"}\n\n", END
     yield _DONE, END
+
+
+def _call_fragments(plan: Plan) -> Iterator[tuple[dict[str, Any], int]]:
+    """The tool calls' streamed fragments: each call's opening one (id, name), then its
+    argument pieces; with ``[[interleave]]``, every call's opening one first, then the
+    pieces by turns (call 0's first, call 1's first, call 0's second, ...)."""
+    openings = [
+        {
+            "index": index,
+            "id": call.call_id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
+        for index, call in enumerate(plan.tool_calls)
+    ]
+    pieces = [
+        [
+            {"index": index, "function": {"arguments": piece}}
+            for piece in argument_chunks(call.arguments)
+        ]
+        for index, call in enumerate(plan.tool_calls)
+    ]
+    if not plan.interleave:
+        for opening, own in zip(openings, pieces, strict=True):
+            yield opening, STRUCT
+            yield from ((piece, PAYLOAD) for piece in own)
+        return
+    yield from ((opening, STRUCT) for opening in openings)
+    for turn in itertools.zip_longest(*pieces):
+        yield from ((piece, PAYLOAD) for piece in turn if piece is not None)

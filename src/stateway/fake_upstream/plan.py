@@ -82,6 +82,9 @@ class Plan:
     """The reasoning is hidden (``[[hidden]]``; the Responses wire only)."""
     stop_reason: str | None = None
     """The Messages wire's own stop reason (``[[stop]]``), instead of ``finish_reason``'s."""
+    interleave: bool = False
+    """The tool calls' streamed fragments are interleaved (``[[interleave]]``; the Chat
+    wire only)."""
 
     @property
     def reasoning_text(self) -> str:
@@ -159,7 +162,18 @@ def build_plan(conversation: Conversation, script: Script, max_tokens: int | Non
     else:
         finish = "stop"
     prompt = conversation.prompt_tokens
-    return Plan(reasoning, text, calls, finish, prompt, items, refusal, script.hidden, script.stop)
+    return Plan(
+        reasoning,
+        text,
+        calls,
+        finish,
+        prompt,
+        items,
+        refusal,
+        script.hidden,
+        stop_reason=script.stop,
+        interleave=script.interleave,
+    )
 
 
 def _calls_again(conversation: Conversation, script: Script) -> bool:

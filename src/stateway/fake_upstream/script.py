@@ -9,6 +9,10 @@ Grammar (names are lower case, no spaces inside the brackets)::
     [[length]]            finish with reason "length"
     [[tool:FN:ARGS]]      call function FN ([A-Za-z0-9_.-]+) with ARGS (repeatable)
     [[rounds:N]]          make the tool calls again after their results, N rounds in all
+    [[interleave]]        on the Chat wire, stream the tool calls' fragments interleaved:
+                          every call's opening fragment (id and name), then their argument
+                          pieces by turns, each under its call's ``index`` (as some servers
+                          stream parallel calls; the Responses wire ignores it)
     [[item:JSON]]         on the Responses wire, also output the item JSON (an object) whole,
                           its ``id`` given if missing (repeatable; the Chat wire ignores it)
     [[reason:TEXT]]       emit TEXT as reasoning first (repeatable, joined by a space)
@@ -71,7 +75,7 @@ _OPEN = "[["
 _CLOSE = "]]"
 _HEAD = re.compile(r"([a-z]+)(:|\]\])")
 _TOOL_NAME = re.compile(r"([A-Za-z0-9_.\-]+):")
-_FLAGS = frozenset({"echo", "length", "hidden"})
+_FLAGS = frozenset({"echo", "length", "hidden", "interleave"})
 _INTEGERS = {
     "error": "error",
     "cut": "cut",
@@ -105,6 +109,7 @@ class Script:
     echo: bool = False
     length: bool = False
     hidden: bool = False
+    interleave: bool = False
     tools: list[ToolDirective] = field(default_factory=list)
     items: list[dict[str, object]] = field(default_factory=list)
     reasoning: str | None = None
