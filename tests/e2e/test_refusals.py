@@ -10,6 +10,8 @@ from __future__ import annotations
 import anthropic
 import pydantic
 from openai import OpenAI
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletionMessage
 from openai.types.responses import ResponseOutputMessage, ResponseOutputRefusal
 
 MODEL = "fake-model"
@@ -58,15 +60,36 @@ def test_parse_gets_no_parsed_output_and_the_next_turn_sees_the_refusal(
     assert f"assistant: {DECLINED}" in echoed.output_text.splitlines()
 
 
+def _streamed(client: OpenAI, content: str) -> ChatCompletionMessage:
+    """The message the SDK accumulates from the stream's chunks."""
+    messages = [{"role": "user", "content": content}]
+    chunks = client.chat.completions.create(model=MODEL, messages=messages, stream=True)  # type: ignore[arg-type]
+    state: ChatCompletionStreamState[None] = ChatCompletionStreamState()
+    for chunk in chunks:
+        state.handle_chunk(chunk)
+    return state.get_final_completion().choices[0].message
+
+
 def test_chat_completions_answer_with_message_refusal(client: OpenAI) -> None:
+    """As hosted: ``content`` null beside a refusal, ``refusal`` null beside text, streamed
+    (the SDK's accumulated message) as not."""
     messages = [{"role": "user", "content": REFUSE}]
     completion = client.chat.completions.create(model=MODEL, messages=messages)  # type: ignore[arg-type]
     message = completion.choices[0].message
-    assert (message.refusal, message.content or "") == (DECLINED, "")
+    assert (message.refusal, message.content) == (DECLINED, None)
+    streamed = _streamed(client, REFUSE)
+    assert (streamed.refusal, streamed.content) == (DECLINED, None)
 
-    chunks = client.chat.completions.create(model=MODEL, messages=messages, stream=True)  # type: ignore[arg-type]
-    refusal = "".join(c.choices[0].delta.refusal or "" for c in chunks if c.choices)
-    assert refusal == DECLINED
+    answered = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "hi"}],
+    )
+    assert (answered.choices[0].message.refusal, answered.choices[0].message.content) == (
+        None,
+        "Hello! You said: hi",
+    )
+    streamed = _streamed(client, "hi")
+    assert (streamed.refusal, streamed.content) == (None, "Hello! You said: hi")
 
 
 def test_messages_answer_with_the_refusal_stop_reason(client: OpenAI) -> None:

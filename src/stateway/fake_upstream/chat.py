@@ -197,7 +197,7 @@ def completion_frames(request: ChatRequest, plan: Plan) -> Iterator[Frame]:
     def delta(fields: dict[str, Any]) -> bytes:
         return open_delta + orjson.dumps(fields) + close_delta
 
-    yield delta({"role": "assistant", "content": ""}), STRUCT
+    yield delta(_opening(plan)), STRUCT
     for word in plan.reasoning:
         yield delta({"reasoning_content": word}), PAYLOAD
     for word in plan.text:
@@ -224,6 +224,14 @@ def completion_frames(request: ChatRequest, plan: Plan) -> Iterator[Frame]:
     if request.include_usage:
         yield envelope + b',"choices":[],"usage":' + orjson.dumps(_usage(plan)) + b"}\n\n", END
     yield _DONE, END
+
+
+def _opening(plan: Plan) -> dict[str, Any]:
+    """The first chunk's delta: as OpenAI opens a refusal, ``content`` null and an empty
+    ``refusal``; else an empty ``content``."""
+    if plan.refusal and not plan.text:
+        return {"role": "assistant", "content": None, "refusal": ""}
+    return {"role": "assistant", "content": ""}
 
 
 def _call_fragments(plan: Plan) -> Iterator[tuple[dict[str, Any], int]]:

@@ -306,3 +306,27 @@ def test_asked_for_logprobs_every_text_chunk_has_them_and_the_completion_too() -
     assert encode_completion(state([message("hi")]))["choices"][0]["logprobs"] is None
     plain = play([ev.ResponseCreated(state([])), ev.TextDelta(0, 0, "msg_1", "h", [token])], False)
     assert plain[1]["choices"][0]["logprobs"] is None  # not asked: none shown
+
+
+def test_the_role_chunk_opens_the_answer_as_its_first_output_does() -> None:
+    """As OpenAI streams: ``content: ""`` before text, ``content: null`` before a refusal
+    (with ``refusal: ""``) or a tool call; sent with the answer's first output."""
+    refused = {"type": "message", "role": "assistant", "content": [{"type": "refusal"}]}
+    first_events: list[tuple[list[Item], ev.Event]] = [
+        ([message("hi")], ev.TextDelta(0, 0, "msg_1", "hi")),
+        ([refused], ev.RefusalDelta(0, 0, "msg_1", "no")),
+        ([call("c1")], ev.ItemAdded(0, {**call("c1"), "arguments": ""})),
+    ]
+    openings = []
+    for output, first in first_events:
+        done = state(output)
+        created = ChatStream(False)
+        assert created.encode(ev.ResponseCreated(done)) == b""
+        got = chunks(created.encode(first) + created.encode(ev.ResponseFinished(done)))
+        openings.append(got[0]["choices"][0]["delta"])
+        assert "role" not in got[1]["choices"][0]["delta"]
+    assert openings == [
+        {"role": "assistant", "content": "", "refusal": None},
+        {"role": "assistant", "content": None, "refusal": ""},
+        {"role": "assistant", "content": None, "refusal": None},
+    ]

@@ -1,6 +1,10 @@
 """Canonical stream events -> ``chat.completion.chunk`` SSE frames, as OpenAI sends them.
 
-When the response is created, a chunk with ``delta.role``; then one chunk per text delta
+Before the first chunk of the answer, one with ``delta.role``, opening it as OpenAI does:
+``"content": ""`` and ``"refusal": null`` before text (or reasoning, or nothing), and
+``"content": null`` before a refusal (with ``"refusal": ""``) or a tool call, so that the
+SDK's accumulated message has ``content: null`` where the completion would; then one
+chunk per text delta
 (``content``, with its tokens as ``logprobs`` when the request asked for them), refusal
 delta (``refusal``),
 reasoning delta (``reasoning_content``, as vLLM streams it), client function
@@ -34,6 +38,9 @@ from stateway.protocols.chat.encode import completion_id, encode_usage, finish_r
 
 DONE: Final = b"data: [DONE]\n\n"
 _FAILED: Final = frozenset({"failed", "cancelled"})
+_OPENING: Final = {"role": "assistant", "content": "", "refusal": None}
+_OPENING_REFUSAL: Final = {"role": "assistant", "content": None, "refusal": ""}
+_OPENING_CALL: Final = {"role": "assistant", "content": None, "refusal": None}
 
 
 class ChatStream:
@@ -43,6 +50,7 @@ class ChatStream:
         "_envelope",
         "_include_usage",
         "_open",
+        "_opened",
         "_reasoning_at",
         "_tail",
         "_text_at",
@@ -65,9 +73,19 @@ class ChatStream:
         """The output index of the item whose text (reasoning) was sent last; -1: none yet."""
         self._tokens = False
         """Whether the request asked for ``logprobs``: each text chunk then has them."""
+        self._opened = False
+        """Whether the chunk with ``delta.role`` was sent."""
 
     def encode(self, event: ev.Event) -> bytes:
-        """The frames of one canonical event (often none)."""
+        """The frames of one canonical event (often none), after the opening chunk when
+        they are the answer's first."""
+        frames = self._encode(event)
+        if not frames or self._opened:
+            return frames
+        self._opened = True
+        return self._delta(_opening(event)) + frames
+
+    def _encode(self, event: ev.Event) -> bytes:
         match event:
             case ev.TextDelta(output_index=at, delta=delta, logprobs=tokens):
                 if at != self._text_at and delta:
@@ -101,7 +119,7 @@ class ChatStream:
                 return self._delta({"tool_calls": [call]})
             case ev.ResponseCreated(response=state):
                 self._start(state)
-                return self._delta({"role": "assistant", "content": ""})
+                return b""
             case ev.ResponseFinished(response=state):
                 return self._finished(state)
             case _:
@@ -134,6 +152,15 @@ class ChatStream:
             usage = orjson.dumps(encode_usage(state.usage or Usage()))
             out += self._envelope + b',"choices":[],"usage":' + usage + b"}\n\n"
         return out + DONE
+
+
+def _opening(first: ev.Event) -> dict[str, Any]:
+    """The ``delta`` of the chunk with the role, given the answer's first event shown."""
+    if isinstance(first, ev.RefusalDelta):
+        return _OPENING_REFUSAL
+    if isinstance(first, ev.ItemAdded):  # a client's function call
+        return _OPENING_CALL
+    return _OPENING
 
 
 def stream_error(error: dict[str, Any] | None) -> dict[str, Any]:
