@@ -4,11 +4,15 @@ sent) and a Responses upstream (translated), over SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import time
+import uuid
 from typing import Any
 
 import openai
+import orjson
 import pytest
 from openai import OpenAI
+from openai.lib.streaming.chat import ChatCompletionStreamState
 
 from tests.e2e.test_upstream_mapping import clear, upstream_requests
 
@@ -136,3 +140,53 @@ def test_bad_requests_are_400s(client: OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as missing:
         client.post("/chat/completions", body={"messages": []}, cast_to=object)
     assert missing.value.param == "model"  # type: ignore[attr-defined]
+
+
+def _final(chunks: Any) -> Any:
+    """The completion the SDK accumulates from a stream's chunks."""
+    state: ChatCompletionStreamState[None] = ChatCompletionStreamState()
+    for chunk in chunks:
+        state.handle_chunk(chunk)
+    return state.get_final_completion()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_stop_ends_the_text_at_the_first_stop_string(client: OpenAI, stream: bool) -> None:
+    """Over a Chat upstream ``stop`` is the upstream's; a Responses upstream has no such
+    field, so the gateway ends the text there itself, and the finish reason is ``stop``."""
+    answer = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "alpha beta gamma"}],
+        stop=["gam", "beta"],
+        stream=stream,
+    )
+    completion = _final(answer) if stream else answer
+    choice = completion.choices[0]
+    assert (choice.message.content, choice.finish_reason) == ("Hello! You said: alpha ", "stop")
+
+
+def test_a_stop_string_closes_the_upstream_stream(client: OpenAI, fake_upstream: str) -> None:
+    """Where the gateway keeps ``stop`` (a Responses upstream), the upstream's stream is
+    closed at it, not read to its end."""
+    marker = f"stop-{uuid.uuid4().hex}"
+    started = time.monotonic()
+    chunks = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": f"{marker} [[words:200]] [[slow:25]]"}],
+        stop="w3 ",
+        stream=True,
+    )
+    completion = _final(chunks)
+    assert time.monotonic() - started < 3  # the whole answer takes 5 s
+    assert completion.choices[0].message.content == "w1 w2 "
+    assert completion.choices[0].finish_reason == "stop"
+    [sent] = [r for r in upstream_requests(fake_upstream) if marker in orjson.dumps(r).decode()]
+    if sent["path"].endswith("/responses"):
+        assert "stop" not in sent["body"]
+        deadline = time.monotonic() + 5
+        while not sent.get("disconnected") and time.monotonic() < deadline:
+            time.sleep(0.05)
+            [sent] = [
+                r for r in upstream_requests(fake_upstream) if marker in orjson.dumps(r).decode()
+            ]
+        assert sent.get("disconnected") is True

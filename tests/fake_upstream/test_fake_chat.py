@@ -207,6 +207,19 @@ def test_interleaved_tool_calls_streamed(client: OpenAI) -> None:
     ]
 
 
+def test_stop_ends_the_text_as_vllm_does(client: OpenAI) -> None:
+    """Before the first ``stop`` string the text holds, naming it as ``stop_reason``."""
+    completion = _ask(client, "alpha beta gamma", stop=["gamma", "beta"])
+    choice = completion.choices[0]
+    assert (choice.message.content, choice.finish_reason) == ("Hello! You said: alpha ", "stop")
+    assert (choice.model_extra or {})["stop_reason"] == "beta"
+    chunks = _stream(client, "alpha beta gamma", stop="gamma")
+    assert _content(chunks) == "Hello! You said: alpha beta "
+    last = chunks[-1].choices[0]
+    assert (last.finish_reason, (last.model_extra or {})["stop_reason"]) == ("stop", "gamma")
+    assert "stop_reason" not in (_ask(client, "alpha").choices[0].model_extra or {})
+
+
 def test_reasoning(client: OpenAI) -> None:
     completion = _ask(client, "hi [[reason:Let me think.]]")
     message = completion.choices[0].message

@@ -16,6 +16,10 @@ item (:data:`~stateway.core.reasoning.SEALED_BY_RESPONSES`, as a
 text read from it. Where the reasoning text is given (vLLM), the text is what is kept.
 Another upstream's seal (an Anthropic signature) is not sent.
 
+The API has no field for stop sequences (a Chat client's ``stop``, a Messages client's
+``stop_sequences``): the gateway ends the output at them itself
+(:mod:`stateway.backends.stop_sequences`).
+
 This upstream speaks Responses natively (``carries_unknown_types``): input items and tools
 of types the gateway does not model are sent untouched, as are the ``shell`` tools and
 their items; output items of such types come back whole (:class:`OutputItem`, on
@@ -31,6 +35,7 @@ from typing import Any
 import orjson
 
 from stateway.backends import openai_chat
+from stateway.backends.stop_sequences import stopping
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_values import count, obj, text
@@ -88,7 +93,13 @@ class OpenAIResponsesBackend:
         self.name = client.target.name
         self._tokenizer = UpstreamTokenizer(client)
 
-    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+    def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        """The round's deltas; ended by the gateway at a stop sequence, which this API has
+        no field for (:mod:`stateway.backends.stop_sequences`)."""
+        deltas = self._deltas(request)
+        return stopping(deltas, request) if request.settings.stop_sequences else deltas
+
+    async def _deltas(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         tokens = logprobs.INCLUDE in request.settings.include  # read only when asked for
         body = self._client.target.filled(to_upstream(request))
         async with self._client.post("/responses", body) as reply:

@@ -56,7 +56,8 @@ class GenerationSettings:
     frequency_penalty: float | None = None
     stop_sequences: list[str] = field(default_factory=list)
     """Texts that end the output when generated (Chat's ``stop``, Messages'
-    ``stop_sequences``); not sent to a Responses upstream, which has no such field."""
+    ``stop_sequences``); a Responses upstream has no such field, so the gateway ends its
+    text at them itself (:mod:`stateway.backends.stop_sequences`)."""
     top_k: int | None = None
     reasoning_budget: int | None = None
     """Tokens the model may think for (Messages' ``thinking.budget_tokens``); None: a

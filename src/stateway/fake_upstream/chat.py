@@ -2,8 +2,9 @@
 
 Parses ``messages`` into a :class:`Conversation` and renders a :class:`Plan` as a
 ``chat.completion`` object or as ``chat.completion.chunk`` SSE frames ending in
-``data: [DONE]``. With ``system_first`` it refuses, as many open models' chat templates
-make vLLM do (400), a ``system`` or ``developer`` message anywhere but first.
+``data: [DONE]``; ``stop`` strings end the text as vLLM ends it. With ``system_first`` it
+refuses, as many open models' chat templates make vLLM do (400), a ``system`` or
+``developer`` message anywhere but first.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -26,7 +27,7 @@ from stateway.fake_upstream.errors import (
     optional_top_logprobs,
     require_str,
 )
-from stateway.fake_upstream.plan import Plan, argument_chunks, new_id, word_logprob
+from stateway.fake_upstream.plan import Plan, argument_chunks, new_id, word_chunks, word_logprob
 
 _DONE = b"data: [DONE]\n\n"
 
@@ -42,6 +43,8 @@ class ChatRequest:
     conversation: Conversation
     top_logprobs: int | None = None
     """How many alternatives each token's logprobs list; None: ``logprobs`` not asked."""
+    stop: tuple[str, ...] = ()
+    """The ``stop`` strings, which end the text as vLLM ends it (:func:`stopped`)."""
 
     def body(self, plan: Plan) -> bytes:
         return orjson.dumps(completion(self, plan))
@@ -87,7 +90,30 @@ def parse_chat_request(body: dict[str, Any], *, system_first: bool = False) -> C
         max_tokens=optional_positive_int(body, "max_completion_tokens", "max_tokens"),
         conversation=builder.build(),
         top_logprobs=top_logprobs if body.get("logprobs") is True else None,
+        stop=_stop(body.get("stop")),
     )
+
+
+def _stop(given: Any) -> tuple[str, ...]:
+    if isinstance(given, str):
+        return (given,)
+    if isinstance(given, list) and all(isinstance(s, str) for s in given):
+        return tuple(given)
+    if given is None:
+        return ()
+    raise invalid_request("'stop' must be a string or a list of strings.", "stop")
+
+
+def stopped(request: ChatRequest, plan: Plan) -> tuple[Plan, str | None]:
+    """``plan`` ended before the first ``stop`` string its text holds, and that string
+    (what vLLM names as the choice's ``stop_reason``); the calls after it are not made."""
+    content = plan.content
+    found = [(content.find(s), s) for s in request.stop if s and s in content]
+    if not found:
+        return plan, None
+    position, sequence = min(found)
+    text = word_chunks(content[:position])
+    return replace(plan, text=text, tool_calls=[], finish_reason="stop"), sequence
 
 
 def _check_continuation(body: dict[str, Any], messages: list[dict[str, Any]]) -> None:
@@ -142,6 +168,7 @@ def _usage(plan: Plan) -> dict[str, Any]:
 
 def completion(request: ChatRequest, plan: Plan) -> dict[str, Any]:
     """The non-streamed ``chat.completion`` object."""
+    plan, sequence = stopped(request, plan)
     message: dict[str, Any] = {
         "role": "assistant",
         "content": plan.content if plan.text or not (plan.tool_calls or plan.refusal) else None,
@@ -170,6 +197,7 @@ def completion(request: ChatRequest, plan: Plan) -> dict[str, Any]:
                 "message": message,
                 "logprobs": _logprobs(request, plan.text),
                 "finish_reason": plan.finish_reason,
+                **({"stop_reason": sequence} if sequence else {}),
             }
         ],
         "usage": _usage(plan),
@@ -184,6 +212,7 @@ def _logprobs(request: ChatRequest, words: list[str]) -> dict[str, Any] | None:
 
 def completion_frames(request: ChatRequest, plan: Plan) -> Iterator[Frame]:
     """The ``chat.completion.chunk`` SSE frames, ``[DONE]`` included."""
+    plan, sequence = stopped(request, plan)
     # Every chunk shares its envelope, so only the delta is serialised per chunk.
     envelope = b'data: {"id":"%s","object":"chat.completion.chunk","created":%d,"model":%s' % (
         new_id("chatcmpl-").encode(),
@@ -212,6 +241,8 @@ def completion_frames(request: ChatRequest, plan: Plan) -> Iterator[Frame]:
     for fragment, kind in _call_fragments(plan):
         yield delta({"tool_calls": [fragment]}), kind
     finish = orjson.dumps(plan.finish_reason)
+    if sequence:
+        finish += b',"stop_reason":' + orjson.dumps(sequence)
     yield (
         open_delta
         + b'{},"logprobs":null,"finish_reason":'

@@ -1,0 +1,141 @@
+"""Stop sequences kept by the gateway, for an upstream with no field for them (the
+Responses API): a Chat client's ``stop`` and a Messages client's ``stop_sequences`` still
+end the output.
+
+The round's text is passed on as it comes, but for its tail that could begin a stop
+sequence, which waits for the text after it. At the first stop sequence the text is cut
+(the sequence left out, as hosted), the round finishes with reason ``stop`` naming it, and
+what the model said after it (text, tool calls) is dropped. A streamed round's upstream
+request is closed there; its usage, which only the end of the stream would have told, is
+then estimated (:mod:`stateway.core.token_estimate`'s rate). A whole reply is read to its
+end for its usage. Only message text is matched, each message's apart: reasoning,
+refusals and tool arguments are not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+
+from stateway.core.inference import (
+    Delta,
+    Finish,
+    InferenceRequest,
+    ReasoningDelta,
+    RefusalDelta,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from stateway.core.items import Item
+from stateway.core.token_estimate import BYTES_PER_TOKEN, estimate_tokens
+from stateway.core.usage import Usage
+
+
+async def stopping(
+    deltas: AsyncGenerator[Delta, None], request: InferenceRequest
+) -> AsyncGenerator[Delta, None]:
+    """``deltas`` ended at the first of the request's stop sequences."""
+    watch = StopWatch(request.settings.stop_sequences)
+    said = 0
+    """Bytes of output passed on, for a streamed round's estimated usage."""
+    async with aclosing(deltas) as inner:
+        async for delta in inner:
+            if watch.ended():  # a whole reply's rest: only its usage counts
+                if isinstance(delta, UsageReport):
+                    yield delta
+                continue
+            for out in watch.feed(delta):
+                said += _output_bytes(out)
+                yield out
+            if watch.ended() and request.stream:
+                break  # the upstream request is closed as the generator is
+    if watch.matched is None:
+        return
+    if request.stream:
+        yield UsageReport(Usage(estimate_tokens(request), -(-said // BYTES_PER_TOKEN)))
+    yield Finish("stop", watch.matched)
+
+
+def _output_bytes(delta: Delta) -> int:
+    match delta:
+        case TextDelta(text=said) | ReasoningDelta(text=said) | RefusalDelta(text=said):
+            return len(said.encode())
+        case ToolCallDelta(arguments=said):
+            return len(said.encode())
+        case _:
+            return 0
+
+
+class StopWatch:
+    """Watches one round's text for stop sequences; holds back what could begin one."""
+
+    __slots__ = ("_held", "_sequences", "_tokens", "matched")
+
+    def __init__(self, sequences: list[str]) -> None:
+        self._sequences = tuple(dict.fromkeys(s for s in sequences if s))
+        self._held = ""
+        """Text not passed on yet: it may be the beginning of a stop sequence."""
+        self._tokens: list[tuple[int, list[Item]]] = []
+        """The held text's tokens (``logprobs``), each delta's with where its text ends."""
+        self.matched: str | None = None
+        """The stop sequence that ended the text, once one did."""
+
+    def ended(self) -> bool:
+        """Whether a stop sequence ended the text."""
+        return self.matched is not None
+
+    def feed(self, delta: Delta) -> list[Delta]:
+        """What can be passed on, given one more delta: other output than text after the
+        text held back."""
+        return self.text(delta) if isinstance(delta, TextDelta) else [*self.flush(), delta]
+
+    def text(self, delta: TextDelta) -> list[Delta]:
+        """What of the text so far can be passed on: up to the first stop sequence, once
+        it is there; else all but the tail that could begin one."""
+        held = self._held + delta.text
+        if delta.logprobs is not None:
+            self._tokens.append((len(held), delta.logprobs))
+        hit = _first(held, self._sequences)
+        if hit is not None:
+            at, self.matched = hit
+            self._held = held[:at]
+            self._tokens = [(end, tokens) for end, tokens in self._tokens if end <= at]
+            return self.flush()
+        cut = len(held) - _open_tail(held, self._sequences)
+        self._held = held
+        return self._release(cut)
+
+    def flush(self) -> list[Delta]:
+        """The held text, passed on: what follows it is not text of the same message."""
+        return self._release(len(self._held))
+
+    def _release(self, cut: int) -> list[Delta]:
+        """The held text up to ``cut`` with the tokens whose text ends there or before."""
+        released, self._held = self._held[:cut], self._held[cut:]
+        tokens = [token for end, own in self._tokens if end <= cut for token in own]
+        self._tokens = [(end - cut, own) for end, own in self._tokens if end > cut]
+        if not released and not tokens:
+            return []
+        return [TextDelta(released, tokens if tokens else None)]
+
+
+def _first(text: str, sequences: tuple[str, ...]) -> tuple[int, str] | None:
+    """Where the first stop sequence in ``text`` begins, and which (the earlier listed of
+    two beginning there)."""
+    found = [(at, rank, s) for rank, s in enumerate(sequences) if (at := text.find(s)) >= 0]
+    if not found:
+        return None
+    at, _, sequence = min(found)
+    return at, sequence
+
+
+def _open_tail(text: str, sequences: tuple[str, ...]) -> int:
+    """The length of the longest end of ``text`` that begins a stop sequence."""
+    longest = 0
+    for sequence in sequences:
+        for size in range(min(len(sequence) - 1, len(text)), longest, -1):
+            if text.endswith(sequence[:size]):
+                longest = size
+                break
+    return longest

@@ -1,0 +1,151 @@
+"""Stop sequences the gateway keeps for an upstream with no field for them: the text cut at
+the first, wherever the upstream's pieces split it, and a stream closed there."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+
+from stateway.backends.stop_sequences import stopping
+from stateway.core.commands import GenerationSettings
+from stateway.core.inference import (
+    Delta,
+    Finish,
+    InferenceRequest,
+    MessageStart,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from stateway.core.items import Item
+from stateway.core.token_estimate import estimate_tokens
+from stateway.core.usage import Usage
+
+
+class Upstream:
+    """A scripted round's deltas; knows whether it was read to its end or closed."""
+
+    def __init__(self, deltas: list[Delta]) -> None:
+        self.deltas = deltas
+        self.read = 0
+        self.closed = False
+
+    async def infer(self) -> AsyncGenerator[Delta, None]:
+        try:
+            for delta in self.deltas:
+                self.read += 1
+                yield delta
+        finally:
+            self.closed = self.read < len(self.deltas)
+
+
+def request(*stops: str, stream: bool = True) -> InferenceRequest:
+    settings = GenerationSettings(stop_sequences=list(stops))
+    return InferenceRequest("m", None, [], settings, stream=stream)
+
+
+async def run(upstream: Upstream, asked: InferenceRequest) -> list[Delta]:
+    return [delta async for delta in stopping(upstream.infer(), asked)]
+
+
+def text_of(deltas: list[Delta]) -> str:
+    return "".join(d.text for d in deltas if isinstance(d, TextDelta))
+
+
+async def test_a_stop_sequence_split_across_pieces_ends_the_stream_there() -> None:
+    upstream = Upstream(
+        [
+            TextDelta("Hello wo"),
+            TextDelta("rld! and "),
+            TextDelta("more"),
+            ToolCallDelta(0, "c", "f", "{}"),
+            UsageReport(Usage(9, 9)),
+            Finish("tool_calls"),
+        ]
+    )
+    asked = request("world")
+    deltas = await run(upstream, asked)
+    assert text_of(deltas) == "Hello "
+    assert [d for d in deltas if not isinstance(d, TextDelta)] == [
+        UsageReport(Usage(estimate_tokens(asked), 2)),  # 6 bytes said, estimated
+        Finish("stop", "world"),
+    ]
+    assert upstream.closed, "the upstream's stream is closed at the stop sequence"
+    assert upstream.read == 2
+
+
+async def test_a_whole_reply_is_cut_and_keeps_its_own_usage() -> None:
+    upstream = Upstream(
+        [
+            TextDelta("one STOP two"),
+            ToolCallDelta(0, "c", "f", "{}"),
+            UsageReport(Usage(4, 6)),
+            Finish("tool_calls"),
+        ]
+    )
+    deltas = await run(upstream, request("STOP", stream=False))
+    assert deltas == [TextDelta("one "), UsageReport(Usage(4, 6)), Finish("stop", "STOP")]
+    assert not upstream.closed
+
+
+async def test_a_tail_that_may_begin_a_sequence_waits_then_goes_on() -> None:
+    """Held while it could begin one; passed on once the next piece rules it out, or before
+    other output (a new message, reasoning, a call, the finish)."""
+    upstream = Upstream(
+        [
+            TextDelta("say EN"),
+            TextDelta("ough"),
+            TextDelta(" E"),
+            MessageStart(),
+            TextDelta("N"),
+            ReasoningDelta("hm"),
+            TextDelta("the E"),
+            Finish("stop"),
+        ]
+    )
+    deltas = await run(upstream, request("END"))
+    assert deltas == [
+        TextDelta("say "),
+        TextDelta("ENough"),
+        TextDelta(" "),
+        TextDelta("E"),
+        MessageStart(),
+        TextDelta("N"),
+        ReasoningDelta("hm"),
+        TextDelta("the "),
+        TextDelta("E"),
+        Finish("stop"),
+    ]
+
+
+async def test_the_earliest_sequence_wins_and_empty_ones_are_ignored() -> None:
+    upstream = Upstream([TextDelta("a b c d"), Finish("stop")])
+    deltas = await run(upstream, request("", "c", "b c", "d"))
+    assert deltas[0] == TextDelta("a ")
+    assert deltas[-1] == Finish("stop", "b c")
+
+
+async def test_tokens_go_with_their_text_and_past_the_cut_are_dropped() -> None:
+    def token(text: str) -> Item:
+        return {"token": text, "logprob": -0.1, "bytes": list(text.encode()), "top_logprobs": []}
+
+    upstream = Upstream(
+        [
+            TextDelta("ab", [token("ab")]),
+            TextDelta("c", [token("c")]),
+            TextDelta("dX", [token("dX")]),
+            Finish("stop"),
+        ]
+    )
+    deltas = await run(upstream, request("cdX"))
+    assert deltas[:-2] == [TextDelta("ab", [token("ab")])]
+    assert deltas[-1] == Finish("stop", "cdX")
+
+
+async def test_without_a_match_everything_passes_unchanged() -> None:
+    script: list[Delta] = [
+        TextDelta("no stop here"),
+        UsageReport(Usage(1, 2)),
+        Finish("length"),
+    ]
+    assert await run(Upstream(script), request("STOP")) == script
