@@ -238,6 +238,36 @@ def test_guided_decoding_is_off_unless_a_backend_names_its_style(tmp_path: Path)
         )
 
 
+def test_reasoning_efforts_list_the_levels_a_chat_server_takes(tmp_path: Path) -> None:
+    table = '[[backends]]\nname = "vllm"\nurl = "http://gpu:8000/v1"\n'
+    config = load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV)
+    assert config.backends[0].reasoning_efforts is None  # every effort as asked
+    path = write(tmp_path, table + 'reasoning_efforts = ["low", "medium", "high"]\n')
+    backend = load_config(Overrides(config=path), EMPTY_ENV).backends[0]
+    assert backend.reasoning_efforts == ["low", "medium", "high"]
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ('["low", "extreme"]', "backends.0.reasoning_efforts.1: Input should be 'none', 'minimal'"),
+        ("[]", "backends.0.reasoning_efforts: List should have at least 1 item"),
+        ('["high", "low", "high"]', "'high' listed more than once"),
+        ('["none"]', "must name a level of reasoning besides 'none'"),
+        ('"high"', "backends.0.reasoning_efforts: Input should be a valid"),
+    ],
+)
+def test_unusable_reasoning_efforts_are_refused_by_name(
+    tmp_path: Path, value: str, fragment: str
+) -> None:
+    table = (
+        f'[[backends]]\nname = "vllm"\nurl = "http://gpu:8000/v1"\nreasoning_efforts = {value}\n'
+    )
+    with pytest.raises(ConfigError) as refused:
+        load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV)
+    assert fragment in str(refused.value)
+
+
 KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="  # bytes 0..31
 OTHER_KEY = "HxwdHh8AAQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRo="
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from stateway.backends.reasoning_efforts import NONE, Effort
 from stateway.config_section import Section
 from stateway.core.headers import is_header_name, is_header_value
 from stateway.tool_config import checked_gateway_tools
@@ -30,6 +31,10 @@ class BackendConfig(Section):
     alternate_roles: bool = False
     """Chat upstreams: send consecutive user messages as one, for chat templates that
     refuse them ("roles must alternate": Mistral's older templates, Llama 2's)."""
+    reasoning_efforts: list[Effort] | None = Field(default=None, min_length=1)
+    """Chat upstreams: the ``reasoning_effort`` levels the server takes (vLLM before the
+    OpenAI SDK's wider set: ``low``, ``medium``, ``high``); another is sent at the nearest
+    one (:mod:`stateway.backends.reasoning_efforts`). Default: every effort as asked."""
     anthropic_version: str = Field(default="2023-06-01", min_length=1)
     """Anthropic upstreams: the ``anthropic-version`` header sent on every call."""
     default_max_tokens: int = Field(default=4096, ge=1)
@@ -74,6 +79,18 @@ class BackendConfig(Section):
     @classmethod
     def _gateway_tools(cls, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return checked_gateway_tools(tools)
+
+    @field_validator("reasoning_efforts")
+    @classmethod
+    def _reasoning_efforts(cls, efforts: list[str] | None) -> list[str] | None:
+        if efforts is None:
+            return None
+        repeated = sorted({effort for effort in efforts if efforts.count(effort) > 1})
+        if repeated:
+            raise ValueError(f"{', '.join(map(repr, repeated))} listed more than once")
+        if set(efforts) == {NONE}:
+            raise ValueError("must name a level of reasoning besides 'none'")
+        return efforts
 
     @property
     def effective_first_byte_timeout(self) -> float:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import orjson
 import pytest
 from anthropic import Anthropic
 from openai import OpenAI
 
+from stateway.fake_upstream.launch import start_fake_upstream
 from tests.e2e.configured import configured_gateway
 
 MODEL = "fake-model"
@@ -122,6 +125,72 @@ def test_a_backend_whose_template_wants_alternating_roles_gets_one_user_turn(
         assert answer.status == "completed"
         [sent] = upstream_requests(fake_upstream)
         assert [m["role"] for m in sent["body"]["messages"]] == ["user"]
+
+
+VLLM_EFFORTS = ("low", "medium", "high")
+"""What vLLM's Chat request model took before the OpenAI SDK's wider set of efforts."""
+
+
+@pytest.fixture(scope="module")
+def narrow_upstream() -> Iterator[str]:
+    """A Chat upstream refusing (400) a ``reasoning_effort`` other than ``VLLM_EFFORTS``."""
+    with start_fake_upstream(reasoning_efforts=VLLM_EFFORTS) as url:
+        yield url
+
+
+def test_an_effort_the_server_refuses_fails_unless_the_backend_lists_what_it_takes(
+    narrow_upstream: str, tmp_path: Path
+) -> None:
+    with (
+        configured_gateway(tmp_path, {"url": narrow_upstream}) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        with pytest.raises(openai.BadRequestError) as refused:
+            sdk.responses.create(model=MODEL, input="hi", reasoning={"effort": "xhigh"})
+        assert "reasoning_effort" in refused.value.message
+        assert upstream_requests(narrow_upstream)[-1]["body"]["reasoning_effort"] == "xhigh"
+
+
+def test_reasoning_efforts_send_each_effort_at_a_level_the_server_takes(
+    narrow_upstream: str, tmp_path: Path
+) -> None:
+    """Codex's ``xhigh``, Claude Code's ``max``, ``minimal`` and ``none`` reach a server
+    taking ``low``, ``medium`` and ``high`` at the nearest of them, from every frontend and
+    on the Chat fast path; an effort it takes is forwarded in the very bytes sent."""
+    backend = {"url": narrow_upstream, "reasoning_efforts": list(VLLM_EFFORTS)}
+    with configured_gateway(tmp_path, backend) as gateway:
+        with OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk:
+            for asked, sent in (("xhigh", "high"), ("minimal", "low"), ("none", "low")):
+                clear(narrow_upstream)
+                answer = sdk.responses.create(model=MODEL, input="hi", reasoning={"effort": asked})
+                assert answer.status == "completed"
+                assert answer.reasoning is not None
+                assert answer.reasoning.effort == asked
+                [sent_request] = upstream_requests(narrow_upstream)
+                assert sent_request["body"]["reasoning_effort"] == sent
+            for asked, sent in (("max", "high"), ("medium", "medium")):
+                clear(narrow_upstream)  # the fast path
+                raw = sdk.chat.completions.with_raw_response.create(
+                    model=MODEL,
+                    messages=[{"role": "user", "content": "hi"}],
+                    reasoning_effort=asked,  # type: ignore[arg-type]
+                    extra_body={"top_k": 3},
+                )
+                assert raw.parse().choices[0].message.content
+                [sent_request] = upstream_requests(narrow_upstream)
+                assert sent_request["body"]["reasoning_effort"] == sent
+                assert sent_request["body"]["top_k"] == 3
+        with Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude:
+            clear(narrow_upstream)
+            claude.messages.create(
+                model=MODEL,
+                max_tokens=50,
+                messages=[{"role": "user", "content": "hi"}],
+                thinking={"type": "adaptive"},
+                output_config={"effort": "max"},
+            )
+            [sent_request] = upstream_requests(narrow_upstream)
+            assert sent_request["body"]["reasoning_effort"] == "high"
 
 
 EXTRA_BODY = {"chat_template_kwargs": {"enable_thinking": False}, "top_k": 20, "temperature": 0.9}

@@ -337,6 +337,25 @@ def test_a_strict_template_takes_one_leading_system_message(strict_client: OpenA
     assert answer.choices[0].message.content == "Hello! You said: hi"
 
 
+def test_listed_efforts_are_the_only_ones_taken_as_an_older_vllm_takes_them() -> None:
+    """``reasoning_efforts``: another ``reasoning_effort`` is a 400 naming the field."""
+    with (
+        start_fake_upstream(reasoning_efforts=("low", "medium", "high")) as url,
+        OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=10) as narrow,
+    ):
+        assert _ask(narrow, "hi", reasoning_effort="high").choices[0].message.content
+        assert _ask(narrow, "hi").choices[0].message.content  # no effort
+        with pytest.raises(openai.BadRequestError) as refused:
+            _ask(narrow, "hi", reasoning_effort="xhigh")
+    assert refused.value.param == "reasoning_effort"
+    assert refused.value.message.endswith("Input should be 'low', 'medium' or 'high'")
+
+
+def test_by_default_every_effort_is_taken(client: OpenAI) -> None:
+    for effort in ("none", "minimal", "xhigh", "max"):
+        assert _ask(client, "hi", reasoning_effort=effort).choices[0].message.content
+
+
 def test_by_default_a_system_message_may_stand_anywhere(client: OpenAI) -> None:
     messages = [{"role": "user", "content": "hi"}, {"role": "system", "content": "later"}]
     answer = _ask(client, "", messages=messages)

@@ -42,6 +42,7 @@ BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
         config.max_tokens_field,
         config.guided_decoding,
         alternate_roles=config.alternate_roles,
+        reasoning_efforts=tuple(config.reasoning_efforts or ()),
     ),
     "responses": lambda client, config: OpenAIResponsesBackend(client),
     "anthropic": lambda client, config: AnthropicBackend(

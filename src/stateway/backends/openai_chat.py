@@ -10,7 +10,9 @@ group labelled with its call id). System messages lead, joined into one; later o
 user reminders (:mod:`stateway.backends.chat_system_messages`). Item and tool types the gateway
 does not model cannot be carried (``carries_unknown_types`` is False). With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
-(:mod:`stateway.backends.guided_decoding`).
+(:mod:`stateway.backends.guided_decoding`). With ``reasoning_efforts``, an effort the
+server does not take is sent at its nearest level, on the fast path too
+(:mod:`stateway.backends.reasoning_efforts`).
 
 Several reasoning items before one assistant message (a run's rounds) share its
 ``reasoning_content``, a blank line between them.
@@ -28,6 +30,7 @@ from stateway.backends.chat_logprobs import chunk_tokens, text_tokens
 from stateway.backends.chat_system_messages import merge_user_turns, place_system_messages
 from stateway.backends.chat_usage import from_chat_usage
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
+from stateway.backends.reasoning_efforts import effort_levels
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_relay import UpstreamRelay
@@ -75,6 +78,7 @@ class OpenAIChatBackend:
         guided_decoding: GuidedDecoding | None = None,
         *,
         alternate_roles: bool = False,
+        reasoning_efforts: tuple[str, ...] | None = None,
     ) -> None:
         self._client = client
         self._target = client.target
@@ -84,13 +88,20 @@ class OpenAIChatBackend:
         OpenAI's reasoning models require)."""
         self._alternate = alternate_roles
         """Consecutive user messages are sent as one (strict chat templates)."""
+        self._efforts = effort_levels(reasoning_efforts)
+        """The level each effort the server does not take is sent at (empty: all as asked)."""
         self._guided = guided_decoding
         self._tokenizer = UpstreamTokenizer(client)
 
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         """The round's deltas; the body is built now (a request it cannot carry fails here).
         Unguided, the reply's own generator, with no layer around it."""
-        body = to_upstream(request, self._max_tokens_field, alternate_roles=self._alternate)
+        body = to_upstream(
+            request,
+            self._max_tokens_field,
+            alternate_roles=self._alternate,
+            efforts=self._efforts,
+        )
         forced = guide(body, request, self._guided) if self._guided else None
         deltas = self._deltas(request, body)
         return deltas if forced is None else _guided(deltas, forced)
@@ -133,10 +144,23 @@ class OpenAIChatBackend:
 
     async def forward_chat(self, body: bytes) -> UpstreamRelay:
         """The stateless fast path: ``body`` as the client sent it (given the backend's
-        ``extra_body`` fields it does not set), the answer as bytes."""
-        if self._target.extra_body:
-            body = orjson.dumps(self._target.filled(orjson.loads(body)))
+        ``extra_body`` fields it does not set, and its effort at a level the server
+        takes), the answer as bytes."""
+        if self._target.extra_body or self._efforts:
+            body = self._forwarded(body)
         return await self._client.relay("/chat/completions", body)
+
+    def _forwarded(self, body: bytes) -> bytes:
+        """``body`` re-encoded with what the backend changes in it; the very bytes when
+        that is nothing."""
+        fields = orjson.loads(body)
+        effort = fields.get("reasoning_effort")
+        level = self._efforts.get(effort, effort) if isinstance(effort, str) else effort
+        if level == effort and not self._target.extra_body:
+            return body
+        if level != effort:
+            fields["reasoning_effort"] = level
+        return orjson.dumps(self._target.filled(fields))
 
     async def list_models(self) -> list[str]:
         return await self._client.list_models()
@@ -161,7 +185,10 @@ def to_upstream(
     max_tokens_field: str = "max_tokens",
     *,
     alternate_roles: bool = False,
+    efforts: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """The Chat Completions body of ``request``; ``efforts``: the level each effort the
+    server does not take is sent at (:func:`effort_levels`)."""
     settings = request.settings
     messages = _messages(request)
     if alternate_roles:
@@ -178,7 +205,7 @@ def to_upstream(
         "temperature": settings.temperature,
         "top_p": settings.top_p,
         max_tokens_field: settings.max_output_tokens,
-        "reasoning_effort": settings.reasoning_effort,
+        "reasoning_effort": _effort(settings.reasoning_effort, efforts),
         "user": settings.user,
         "safety_identifier": settings.safety_identifier,
         "prompt_cache_key": settings.prompt_cache_key,
@@ -204,6 +231,10 @@ def to_upstream(
         body["continue_final_message"] = True  # vLLM's; llama.cpp continues unasked
         body["add_generation_prompt"] = False
     return body
+
+
+def _effort(effort: str | None, efforts: Mapping[str, str] | None) -> str | None:
+    return efforts.get(effort, effort) if efforts and effort is not None else effort
 
 
 def _prefilled(message: dict[str, Any]) -> bool:

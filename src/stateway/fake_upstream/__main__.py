@@ -36,6 +36,13 @@ def main(argv: list[str] | None = None) -> None:
         "open models' chat templates do",
     )
     parser.add_argument(
+        "--reasoning-effort",
+        action="append",
+        dest="reasoning_efforts",
+        help="a reasoning_effort the Chat wire takes (repeatable; default: any); others get "
+        "a 400, as vLLM releases that take only low, medium and high refuse them",
+    )
+    parser.add_argument(
         "--tokenizer",
         choices=DIALECTS,
         default="vllm",
@@ -49,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         model_names=args.models,
         keep_alive=args.keep_alive,
         system_first=args.system_first,
+        reasoning_efforts=tuple(args.reasoning_efforts) if args.reasoning_efforts else None,
         tokenizer=args.tokenizer,
     )
 

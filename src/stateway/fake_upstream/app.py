@@ -24,7 +24,8 @@ Anthropic takes it, ``x-api-key: KEY``. Errors on ``/v1/messages*`` have Anthrop
 request with ``anthropic-version``, and each logged request keeps the headers that carry
 the key, the Anthropic version and betas, and a test proxy's token (``headers``). With
 ``system_first`` the Chat wire refuses a system message anywhere but first, as strict
-chat templates do.
+chat templates do; with ``reasoning_efforts``, a ``reasoning_effort`` outside them, as
+vLLM's older request model does.
 """
 
 from __future__ import annotations
@@ -126,13 +127,15 @@ class FakeUpstreamApp:
         model_names: list[str] | None = None,
         *,
         system_first: bool = False,
+        reasoning_efforts: tuple[str, ...] | None = None,
         tokenizer: Dialect = "vllm",
     ) -> None:
         self.api_key = api_key
         self.tokenizer = tokenizer
-        self._parsers = _PARSERS | {
-            CHAT_PATH: partial(parse_chat_request, system_first=system_first)
-        }
+        chat = partial(
+            parse_chat_request, system_first=system_first, reasoning_efforts=reasoning_efforts
+        )
+        self._parsers = _PARSERS | {CHAT_PATH: chat}
         self.model_names = list(model_names) if model_names else ["fake-model"]
         self.requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)
         self.counts: Counter[str] = Counter()
@@ -361,7 +364,14 @@ def build_app(
     model_names: list[str] | None = None,
     *,
     system_first: bool = False,
+    reasoning_efforts: tuple[str, ...] | None = None,
     tokenizer: Dialect = "vllm",
 ) -> FakeUpstreamApp:
     """A fresh fake upstream ASGI app (each with its own request log)."""
-    return FakeUpstreamApp(api_key, model_names, system_first=system_first, tokenizer=tokenizer)
+    return FakeUpstreamApp(
+        api_key,
+        model_names,
+        system_first=system_first,
+        reasoning_efforts=reasoning_efforts,
+        tokenizer=tokenizer,
+    )

@@ -4,7 +4,9 @@ Parses ``messages`` into a :class:`Conversation` and renders a :class:`Plan` as 
 ``chat.completion`` object or as ``chat.completion.chunk`` SSE frames ending in
 ``data: [DONE]``; ``stop`` strings end the text as vLLM ends it. With ``system_first`` it
 refuses, as many open models' chat templates make vLLM do (400), a ``system`` or
-``developer`` message anywhere but first.
+``developer`` message anywhere but first; with ``reasoning_efforts``, a
+``reasoning_effort`` outside them, as vLLM's request model refuses one (400: releases
+before the OpenAI SDK's wider set take ``low``, ``medium`` and ``high`` only).
 """
 
 from __future__ import annotations
@@ -66,7 +68,12 @@ SYSTEM_NOT_FIRST = "System message must be at the beginning."
 with a 400."""
 
 
-def parse_chat_request(body: dict[str, Any], *, system_first: bool = False) -> ChatRequest:
+def parse_chat_request(
+    body: dict[str, Any],
+    *,
+    system_first: bool = False,
+    reasoning_efforts: tuple[str, ...] | None = None,
+) -> ChatRequest:
     model = require_str(body, "model")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -79,6 +86,8 @@ def parse_chat_request(body: dict[str, Any], *, system_first: bool = False) -> C
             raise invalid_request(SYSTEM_NOT_FIRST, f"messages[{index}]")
         _add_message(builder, message)
     _check_continuation(body, messages)
+    if reasoning_efforts is not None:
+        _check_effort(body.get("reasoning_effort"), reasoning_efforts)
     options = body.get("stream_options")
     top_logprobs = optional_top_logprobs(body)
     if body.get("logprobs") is not True and body.get("top_logprobs") is not None:
@@ -114,6 +123,15 @@ def stopped(request: ChatRequest, plan: Plan) -> tuple[Plan, str | None]:
     position, sequence = min(found)
     text = word_chunks(content[:position])
     return replace(plan, text=text, tool_calls=[], finish_reason="stop"), sequence
+
+
+def _check_effort(effort: Any, accepted: tuple[str, ...]) -> None:
+    """vLLM's refusal of an effort its request model does not list (null is no effort)."""
+    if effort is None or effort in accepted:
+        return
+    quoted = [f"'{level}'" for level in accepted]
+    listed = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    raise invalid_request(f"reasoning_effort: Input should be {listed}", "reasoning_effort")
 
 
 def _check_continuation(body: dict[str, Any], messages: list[dict[str, Any]]) -> None:

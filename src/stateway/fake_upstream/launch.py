@@ -25,6 +25,7 @@ def start_fake_upstream(
     model_names: list[str] | None = None,
     keep_alive: int | None = None,
     system_first: bool = False,
+    reasoning_efforts: tuple[str, ...] | None = None,
     tokenizer: str | None = None,
     startup_timeout: float = 30.0,
 ) -> Iterator[str]:
@@ -42,6 +43,8 @@ def start_fake_upstream(
         command += ["--keep-alive", str(keep_alive)]
     if system_first:
         command.append("--system-first")
+    for effort in reasoning_efforts or ():
+        command += ["--reasoning-effort", effort]
     if tokenizer is not None:
         command += ["--tokenizer", tokenizer]
     with start_announced(command, ANNOUNCEMENT, timeout=startup_timeout) as url:

@@ -22,13 +22,21 @@ def serve(
     model_names: list[str] | None = None,
     keep_alive: int | None = None,
     system_first: bool = False,
+    reasoning_efforts: tuple[str, ...] | None = None,
     tokenizer: Dialect = "vllm",
 ) -> None:
     """Run the fake upstream until interrupted (SIGINT/SIGTERM). ``keep_alive``: seconds an
     idle connection stays open (uvicorn's default, 5 s, when None); ``system_first``: the
-    Chat wire refuses a system message anywhere but first."""
+    Chat wire refuses a system message anywhere but first; ``reasoning_efforts``: the
+    only ``reasoning_effort`` values it takes (None: any)."""
     sock = bind_socket(host, port)
-    app = build_app(api_key, model_names, system_first=system_first, tokenizer=tokenizer)
+    app = build_app(
+        api_key,
+        model_names,
+        system_first=system_first,
+        reasoning_efforts=reasoning_efforts,
+        tokenizer=tokenizer,
+    )
     config = server_config(app, lifespan=False, graceful_shutdown=2)
     if keep_alive is not None:
         config.timeout_keep_alive = keep_alive
