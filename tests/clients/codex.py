@@ -73,11 +73,13 @@ def run_codex(
     websockets: bool = False,
     provider_name: str = "gw",
     config: tuple[str, ...] = (),
+    images: tuple[Path, ...] = (),
 ) -> CodexRun:
     """``codex exec`` one prompt; ``model`` None keeps Codex's built-in default model;
     ``websockets``: the provider ``supports_websockets`` (Codex's WebSocket mode);
     ``provider_name``: the provider's ``name`` (``OpenAI`` turns on Codex's remote
-    compaction); ``config``: more ``-c KEY=VALUE`` settings."""
+    compaction); ``config``: more ``-c KEY=VALUE`` settings; ``images``: files attached
+    to the prompt (``--image``)."""
     home = workdir / "codex-home"
     home.mkdir(exist_ok=True)
     provider = (
@@ -93,6 +95,8 @@ def run_codex(
         command += ["-c", f"model={model}"]
     for setting in config:
         command += ["-c", setting]
+    for image in images:
+        command += ["--image", str(image)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_ENV)}
     # A HOME of its own, as Claude Code gets: the login shells Codex runs commands in
     # then read no profile of this machine's (pyenv's rehash there writes to a shared
@@ -100,7 +104,7 @@ def run_codex(
     env.update(HOME=str(home), CODEX_HOME=str(home), GW_API_KEY=_API_KEY)
     offset = gateway.log_size()
     process = subprocess.Popen(
-        inside(gateway.namespace, [*command, prompt]),
+        inside(gateway.namespace, [*command, "--", prompt]),  # --image takes many values
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

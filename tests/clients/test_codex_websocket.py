@@ -3,11 +3,15 @@ gateway, offline: a plain turn and a shell tool round trip go over the WebSocket
 recording hop relays the upgrade), with no ``POST /v1/responses`` (no HTTP fallback).
 Codex prewarms with ``"generate": false`` and continues every later frame by
 ``previous_response_id`` with ``store: false``, so the tool round trip only works if the
-gateway keeps the socket's last response."""
+gateway keeps the socket's last response. A prompt with a large image attached goes in one
+frame larger than the bound of the frames a socket may have waiting."""
 
 from __future__ import annotations
 
 import json
+import os
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
@@ -23,8 +27,14 @@ pytestmark = pytest.mark.clients
 MODEL = "fake-model"
 
 
-def _codex(codex_binary: Path, gateway: OfflineGateway, prompt: str, tmp_path: Path) -> CodexRun:
-    run = run_codex(codex_binary, gateway, prompt, MODEL, tmp_path, websockets=True)
+def _codex(
+    codex_binary: Path,
+    gateway: OfflineGateway,
+    prompt: str,
+    tmp_path: Path,
+    images: tuple[Path, ...] = (),
+) -> CodexRun:
+    run = run_codex(codex_binary, gateway, prompt, MODEL, tmp_path, websockets=True, images=images)
     assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{gateway.gateway_log.read_text()}"
     failures = [e for e in run.events if e.get("type") in ("error", "turn.failed")]
     assert not failures, run.describe()
@@ -80,3 +90,31 @@ def test_a_remote_compaction_over_the_websocket(
     [message] = run.items("agent_message")
     assert message["text"].startswith(f"Hello! You said: {SUMMARY_PREFIX}{SUMMARY_HEADING}")
     assert OUTPUT in message["text"]
+
+
+def test_a_frame_larger_than_the_queue_bound_is_answered_on_an_idle_socket(
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """Codex sends a whole context in one frame: with a large image attached (a 2048x2048
+    PNG of noise, ~17 MB once in base64) that frame is over ``max_queued_bytes`` (12 MiB by
+    default), which bounds the frames waiting behind others, and under ``max_frame_bytes``
+    (32 MiB). Nothing runs on the socket, so it is answered (a 429
+    ``websocket_limit_exceeded`` failed Codex's turn, though HTTP took the same body)."""
+    picture = tmp_path / "noise.png"
+    picture.write_bytes(_noise_png(2048, 2048))
+    run = _codex(codex_binary, gateway, "Look [[tail:1]]", tmp_path, images=(picture,))
+    [message] = run.items("agent_message")
+    assert "<image>" in message["text"]  # the fake saw an image part
+
+
+def _noise_png(width: int, height: int) -> bytes:
+    """An RGB PNG of random pixels: it does not compress, so its size is its pixels'."""
+    rows = b"".join(b"\x00" + os.urandom(width * 3) for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    chunks = [(b"IHDR", header), (b"IDAT", zlib.compress(rows, 0)), (b"IEND", b"")]
+    return b"\x89PNG\r\n\x1a\n" + b"".join(_png_chunk(kind, data) for kind, data in chunks)
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    checksum = zlib.crc32(kind + data) & 0xFFFFFFFF
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", checksum)

@@ -78,6 +78,29 @@ async def test_a_cap_is_a_429_that_keeps_nothing(
     assert (len(lanes), lanes.requests, lanes.queued_bytes) == (0, 0, 0)
 
 
+async def test_a_frame_its_lane_starts_at_once_waits_for_nothing() -> None:
+    """``max_queued_bytes`` bounds the frames waiting behind others: a frame larger than it
+    runs at once on an idle lane (the frame is bounded by ``max_frame_bytes``), and is
+    refused behind another."""
+    recorder = Recorder()
+    lanes: Lanes[str] = Lanes(WebSocketConfig(max_queued_bytes=2048), recorder.run)
+    lanes.admit("a", "large", 4096)
+    lanes.admit("b", "large too", 4096)
+    await settle()
+    assert recorder.started == [("a", "large"), ("b", "large too")]
+    assert (lanes.requests, lanes.queued_bytes) == (2, 0)
+    with pytest.raises(InvalidRequest) as caught:
+        lanes.admit("a", "behind", 4096)
+    assert (caught.value.status, caught.value.code) == (429, "websocket_limit_exceeded")
+    lanes.admit("a", "small behind", 1024)
+    assert lanes.queued_bytes == 1024
+    for work in ("large", "large too", "small behind"):
+        recorder.release(work)
+    await lanes.idle()
+    assert recorder.started[-1] == ("a", "small behind")
+    assert (len(lanes), lanes.requests, lanes.queued_bytes) == (0, 0, 0)
+
+
 def test_checkpoints_by_lane_and_id_within_their_bytes() -> None:
     item = {"type": "message", "role": "user", "content": "x" * 100}
     size = len(b'[{"type":"message","role":"user","content":""}]') + 100

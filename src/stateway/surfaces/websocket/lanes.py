@@ -50,7 +50,8 @@ class Lane(Generic[W]):
     def __init__(self, key: LaneKey) -> None:
         self.key = key
         self.queue: deque[tuple[W, int]] = deque()
-        """The work running (first) and waiting, with its frame's size."""
+        """The work running (first) and waiting, with the bytes it counts as waiting: its
+        frame's size, or 0 for work the lane started at once."""
         self.task: asyncio.Task[None] | None = None
 
 
@@ -70,20 +71,25 @@ class Lanes(Generic[W]):
         return len(self._lanes)
 
     def admit(self, key: LaneKey, work: W, size: int) -> None:
-        """Queue ``work`` on lane ``key``; past a cap, raise its 429 and keep nothing."""
+        """Queue ``work`` (a frame of ``size`` bytes) on lane ``key``; past a cap, raise
+        its 429 and keep nothing. A frame its lane starts at once waits for nothing, so
+        only a frame behind another counts against ``max_queued_bytes`` (each frame is
+        bounded by ``max_frame_bytes``): one larger than that cap is answered on an idle
+        lane."""
         config = self._config
         if self.requests >= config.max_requests:
             raise limit_exceeded(f"{config.max_requests} requests running or queued")
-        if self.queued_bytes + size > config.max_queued_bytes:
-            raise limit_exceeded(f"{config.max_queued_bytes} bytes of queued requests")
         lane = self._lanes.get(key)
+        waiting = size if lane is not None and lane.queue else 0
+        if self.queued_bytes + waiting > config.max_queued_bytes:
+            raise limit_exceeded(f"{config.max_queued_bytes} bytes of queued requests")
         if lane is None:
             if len(self._lanes) >= config.max_lanes:
                 raise limit_exceeded(f"{config.max_lanes} lanes (distinct stream_id values)")
             lane = self._lanes[key] = Lane(key)
-        lane.queue.append((work, size))
+        lane.queue.append((work, waiting))
         self.requests += 1
-        self.queued_bytes += size
+        self.queued_bytes += waiting
         if lane.task is None or lane.task.done():  # done: its end is not handled yet
             lane.task = asyncio.get_running_loop().create_task(self._drain(lane))
             lane.task.add_done_callback(partial(self._ended, lane))
