@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from stateway.core.tools.history import DECLINED, error_text, model_items
+from stateway.core.tools.history import DECLINED, RESULTS_NOT_KEPT, error_text, model_items
 
 
 def mcp_call(item_id: str, output: str | None = "ok", **extra: Any) -> dict[str, Any]:
@@ -169,12 +169,21 @@ def test_a_web_search_is_a_call_of_its_query_and_its_results_as_the_output() -> 
 @pytest.mark.parametrize(
     ("item", "arguments", "output"),
     [
-        (web_search_call(action={"type": "search", "query": "q"}), '{"query":"q"}', "No results."),
-        (web_search_call(), '{"query":""}', "No results."),
+        (
+            web_search_call(action={"type": "search", "query": "q", "sources": []}),
+            '{"query":"q"}',
+            "No results.",
+        ),
+        (  # sent back without its sources (Codex keeps only the query)
+            web_search_call(action={"type": "search", "query": "q"}),
+            '{"query":"q"}',
+            RESULTS_NOT_KEPT,
+        ),
+        (web_search_call(), '{"query":""}', RESULTS_NOT_KEPT),
         (
             web_search_call(action={"type": "search", "sources": "odd"}),
             '{"query":""}',
-            "No results.",
+            RESULTS_NOT_KEPT,
         ),
         (
             web_search_call("failed", action={"query": "q"}, error="503"),

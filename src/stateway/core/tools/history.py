@@ -17,7 +17,9 @@ turn replays exactly the history the model saw:
   a denying ``mcp_approval_response`` (the model is told it was declined). An unanswered
   request is left out: a model must never see a call without its output.
 - ``web_search_call``: a ``web_search`` call with its query, and the results it was given
-  (rendered from the item's ``action.sources``).
+  (rendered from the item's ``action.sources``; a call sent back without them, as Codex
+  sends its searches back, tells the model its results were not kept, not that there
+  were none).
 - ``tool_search_call`` / ``tool_search_output`` (either ``execution``): a ``tool_search``
   call with the search's arguments, and an output naming the tools it loaded (which are
   offered from then on). A search without its output is left out.
@@ -198,6 +200,12 @@ def _json(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
+RESULTS_NOT_KEPT = (
+    "The results of this search were not kept in the conversation; search again if they are needed."
+)
+"""What the model is told of an earlier search sent back without its ``action.sources``."""
+
+
 def web_search_output(sources: list[Item]) -> str:
     """The results of a search as the model is given them: numbered, title, URL, snippet."""
     if not sources:
@@ -310,8 +318,9 @@ def _web_search_pair(item: Item) -> tuple[Item, Item]:
         error = item.get("error") or "the search failed."
         return call, _output(item["id"], f"Error: {error}")
     sources = action.get("sources")
-    results = web_search_output(sources if isinstance(sources, list) else [])
-    return call, _output(item["id"], results)
+    if not isinstance(sources, list):
+        return call, _output(item["id"], RESULTS_NOT_KEPT)
+    return call, _output(item["id"], web_search_output(sources))
 
 
 def _client_item(item: Item) -> Item:
