@@ -17,9 +17,11 @@ from stateway.core.commands import GenerationSettings
 from stateway.core.errors import InvalidRequest, UpstreamError, UpstreamUnavailable
 from stateway.core.inference import (
     PAUSED,
+    Citation,
     Delta,
     Finish,
     InferenceRequest,
+    MessageStart,
     OutputItem,
     ReasoningDelta,
     ReasoningSignature,
@@ -231,6 +233,30 @@ def test_images_and_documents() -> None:
     ):
         with pytest.raises(InvalidRequest):
             body([{"type": "message", "role": "user", "content": [part]}])
+
+
+def test_a_messages_clients_document_goes_as_it_came() -> None:
+    """Its ``context`` and ``citations``, and a custom-content ``source`` (whose blocks
+    Anthropic's citations of it count) rather than the text joined from it."""
+    source = {"type": "content", "content": [{"type": "text", "text": "a"}]}
+    part = {
+        "type": "input_file",
+        "file_data": "data:text/plain;base64,YQ==",
+        "filename": "d",
+        "source": source,
+        "context": "notes",
+        "citations": {"enabled": True},
+    }
+    sent = body([{"type": "message", "role": "user", "content": [part]}])
+    assert sent["messages"][0]["content"] == [
+        {
+            "type": "document",
+            "source": source,
+            "title": "d",
+            "context": "notes",
+            "citations": {"enabled": True},
+        }
+    ]
 
 
 def test_a_request_without_turns_is_refused_before_sending() -> None:
@@ -553,6 +579,62 @@ def test_an_upstreams_own_server_tool_blocks_are_left_out_of_a_stream() -> None:
     searched = {**search, "input": {"query": "x"}}
     whole = {"content": [searched, result, {"type": "text", "text": "a"}]}
     assert list(from_upstream_message(whole, ToolNames()))[:1] == [TextDelta("a")]
+
+
+CHAR = {"type": "char_location", "cited_text": "b.", "document_index": 0}
+
+
+def test_cited_text_blocks_are_messages_of_their_own() -> None:
+    """Anthropic splits an answer where its citations change: each text block after
+    another begins a message, and its citations (streamed: ``citations_delta``, before or
+    after its text) come with it."""
+
+    def text_block(index: int) -> dict[str, Any]:
+        block = {"type": "text", "text": ""}
+        return {"type": "content_block_start", "index": index, "content_block": block}
+
+    def delta(index: int, value: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "content_block_delta", "index": index, "delta": value}
+
+    cite = {"type": "citations_delta", "citation": CHAR}
+    events = [
+        START,
+        text_block(0),
+        delta(0, {"type": "text_delta", "text": "a "}),
+        {"type": "content_block_stop", "index": 0},
+        text_block(1),
+        delta(1, cite),
+        delta(1, {"type": "text_delta", "text": "b."}),
+        {"type": "content_block_stop", "index": 1},
+        text_block(2),
+        delta(2, {"type": "text_delta", "text": "c"}),
+        delta(2, cite),
+        {"type": "content_block_stop", "index": 2},
+    ]
+    assert feed(events) == [
+        TextDelta(""),
+        TextDelta("a "),
+        MessageStart(),
+        TextDelta(""),
+        Citation(CHAR),
+        TextDelta("b."),
+        MessageStart(),
+        TextDelta(""),
+        TextDelta("c"),
+        Citation(CHAR),
+    ]
+    whole = {
+        "content": [
+            {"type": "text", "text": "a "},
+            {"type": "text", "text": "b.", "citations": [CHAR]},
+        ]
+    }
+    assert list(from_upstream_message(whole, ToolNames()))[:4] == [
+        TextDelta("a "),
+        MessageStart(),
+        TextDelta("b."),
+        Citation(CHAR),
+    ]
 
 
 @pytest.mark.parametrize(

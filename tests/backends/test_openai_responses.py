@@ -452,7 +452,14 @@ def test_fields_a_messages_client_marks_are_not_sent_to_responses() -> None:
             "type": "message",
             "role": "user",
             "content": [
-                {"type": "input_text", "text": "q", "cache_control": {"type": "ephemeral"}}
+                {"type": "input_text", "text": "q", "cache_control": {"type": "ephemeral"}},
+                {
+                    "type": "input_file",
+                    "file_data": "data:text/plain;base64,YQ==",
+                    "source": {"type": "content", "content": "a"},
+                    "context": "notes",
+                    "citations": {"enabled": True},
+                },
             ],
         },
         {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
@@ -466,7 +473,10 @@ def test_fields_a_messages_client_marks_are_not_sent_to_responses() -> None:
     ]
     request = InferenceRequest("m", None, items, GenerationSettings(), stream=False)
     sent = to_upstream(request)["input"]
-    assert sent[0]["content"] == [{"type": "input_text", "text": "q"}]
+    assert sent[0]["content"] == [
+        {"type": "input_text", "text": "q"},
+        {"type": "input_file", "file_data": "data:text/plain;base64,YQ=="},
+    ]
     assert sent[2] == {
         "type": "function_call_output",
         "call_id": "c",

@@ -206,3 +206,26 @@ def test_an_upstream_s_message_start_begins_a_message_with_its_phase() -> None:
     assert added[0].item["phase"] == "commentary"
     kinds = [type(e).__name__ for e in events if getattr(e, "output_index", None) == 2]
     assert kinds == ["ItemAdded", "PartAdded", "TextDone", "PartDone", "ItemDone"]
+
+
+def test_citations_are_kept_on_the_text_part_they_cite() -> None:
+    """Before its text or after it, a citation is the ``output_text`` part's (opened for
+    it when it comes first), as the upstream gave it; a message without any has none."""
+    cited = {"type": "char_location", "cited_text": "b.", "document_index": 0}
+    assembler, output, events = assembled()
+    assembler.text("a ")
+    assembler.message(None)
+    assembler.citation(cited)
+    assert assembler.output_so_far()[1]["content"][0]["citations"] == [cited]
+    assembler.text("b.")
+    assembler.citation(cited)
+    assembler.finish()
+    first, second = output
+    assert "citations" not in first["content"][0]
+    [part] = second["content"]
+    assert (part["text"], part["citations"]) == ("b.", [cited, cited])
+    assert ev.PartDone(1, 0, second["id"], part) in events
+    fresh, output, _ = assembled()
+    fresh.citation(cited)
+    fresh.finish()
+    assert output[0]["content"][0]["citations"] == [cited]

@@ -3,6 +3,7 @@ streams Messages events as Anthropic does)."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +150,103 @@ def test_anthropics_own_stop_reasons_reach_each_client(fake_upstream: str, tmp_p
             chat = [{"role": "user", "content": prompt}]
             completion = sdk.chat.completions.create(model=MODEL, messages=chat)  # type: ignore[arg-type]
             assert completion.choices[0].finish_reason == finish
+
+
+CITED_TEXT = "The grass is green."
+CITED_DOCUMENTS: Any = [
+    {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": CITED_TEXT},
+        "title": "Grass",
+        "context": "a trustworthy note",
+        "citations": {"enabled": True},
+    },
+    {
+        "type": "document",
+        "source": {
+            "type": "content",
+            "content": [{"type": "text", "text": "Sky: "}, {"type": "text", "text": "blue."}],
+        },
+        "citations": {"enabled": True},
+    },
+]
+
+
+def test_document_citations_reach_a_messages_client_as_anthropic_sent_them(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """A document with ``citations`` enabled reaches Anthropic as the client sent it (its
+    ``context``, a custom-content source's blocks); the answer's text blocks come back as
+    Anthropic split them, each with its ``citations``, streamed (``citations_delta``) or
+    not."""
+    with (
+        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
+        Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
+    ):
+        for stream in (False, True):
+            marker = f"colors-{stream}?"
+            content = [*CITED_DOCUMENTS, {"type": "text", "text": marker}]
+            asked: Any = {
+                "model": MODEL,
+                "max_tokens": 100,
+                "messages": [{"role": "user", "content": content}],
+            }
+            if stream:
+                with claude.messages.stream(**asked) as events:
+                    deltas = [e.delta.type for e in events if e.type == "content_block_delta"]
+                    message = events.get_final_message()
+                assert deltas.count("citations_delta") == 2
+            else:
+                message = claude.messages.create(**asked)
+            [request] = fake_requests(fake_upstream, marker)
+            assert request["body"]["messages"][0]["content"][:2] == CITED_DOCUMENTS
+
+            answer, grass, sky = message.content
+            assert answer.type == grass.type == sky.type == "text"
+            assert answer.citations is None
+            assert grass.text == CITED_TEXT
+            assert [c.model_dump(exclude_none=True) for c in grass.citations or ()] == [
+                {
+                    "type": "char_location",
+                    "cited_text": CITED_TEXT,
+                    "document_index": 0,
+                    "document_title": "Grass",
+                    "start_char_index": 0,
+                    "end_char_index": len(CITED_TEXT),
+                }
+            ]
+            [cited] = sky.citations or ()
+            assert cited.type == "content_block_location"
+            assert (cited.start_block_index, cited.end_block_index) == (0, 2)
+            assert sky.text == "Sky: blue."
+
+
+def test_a_responses_client_gets_anthropics_citations_on_the_text_part(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """An ``input_file`` carrying Anthropic's ``citations`` field is cited likewise: each
+    cited block a message of its own, its ``output_text`` keeping the citations as
+    Anthropic gave them, its ``annotations`` empty (a Responses annotation names a file id
+    or URL, which the document has not)."""
+    data = base64.b64encode(CITED_TEXT.encode()).decode()
+    document = {
+        "type": "input_file",
+        "file_data": f"data:text/plain;base64,{data}",
+        "filename": "Grass",
+        "citations": {"enabled": True},
+    }
+    question = {"type": "input_text", "text": "grass?"}
+    with (
+        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        response = sdk.responses.create(
+            model=MODEL, input=[{"role": "user", "content": [document, question]}]
+        )
+        answer, cited = (item.model_dump() for item in response.output)
+        assert "citations" not in answer["content"][0]
+        [part] = cited["content"]
+        assert (part["text"], part["annotations"]) == (CITED_TEXT, [])
+        [citation] = part["citations"]
+        assert citation["type"] == "char_location"
+        assert citation["document_title"] == "Grass"

@@ -103,6 +103,53 @@ def test_thinking_without_its_text_carries_it_in_the_signature(
     assert "reasoning: let me see" in second.content[-1].text.splitlines()
 
 
+CITED_DOCUMENTS: Any = [
+    {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": "The grass is green."},
+        "title": "Grass",
+        "citations": {"enabled": True},
+    },
+    {
+        "type": "document",
+        "source": {"type": "content", "content": [{"type": "text", "text": "Sky: blue."}]},
+        "citations": {"enabled": True},
+    },
+]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_documents_with_citations_enabled_are_cited(claude: Anthropic, stream: bool) -> None:
+    """After the answer, a text block quoting each document, citing it as Anthropic does
+    (streamed: a ``citations_delta`` before the text)."""
+    messages: Any = [user([*CITED_DOCUMENTS, {"type": "text", "text": "colors?"}])]
+    if stream:
+        with claude.messages.stream(model="m", max_tokens=50, messages=messages) as events:
+            kinds = [e.delta.type for e in events if e.type == "content_block_delta"]
+            message = events.get_final_message()
+        assert kinds[-4:] == ["citations_delta", "text_delta", "citations_delta", "text_delta"]
+    else:
+        message = ask(claude, "", messages=messages)
+    answer, grass, sky = message.content
+    assert answer.type == grass.type == sky.type == "text"
+    assert answer.citations is None
+    assert grass.text == "The grass is green."
+    assert [c.model_dump() for c in grass.citations or ()] == [
+        {
+            "type": "char_location",
+            "cited_text": "The grass is green.",
+            "document_index": 0,
+            "document_title": "Grass",
+            "start_char_index": 0,
+            "end_char_index": 19,
+            "file_id": None,
+        }
+    ]
+    [block] = sky.citations or ()
+    assert block.type == "content_block_location"
+    assert (block.document_index, block.start_block_index, block.end_block_index) == (1, 0, 1)
+
+
 def test_every_stream_frame_names_its_event(fake_upstream_url: str) -> None:
 
     request = urllib.request.Request(

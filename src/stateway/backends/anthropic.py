@@ -2,9 +2,12 @@
 server that does): ``{url}/messages``, ``{url}/messages/count_tokens``, ``{url}/models``.
 
 The request is built by :mod:`.anthropic_request`; replies become deltas here. Content
-blocks map onto deltas in order: ``text`` to text, ``thinking`` to reasoning sealed by its
-``signature`` (:class:`ReasoningSignature`), ``redacted_thinking`` to a whole reasoning
-item, ``tool_use`` to a call indexed by its block (an input that never streamed, or
+blocks map onto deltas in order: ``text`` to text and its ``citations`` (streamed:
+``citations_delta``) to :class:`Citation` deltas, a text block right after another
+beginning a message of its own (:class:`MessageStart`: Anthropic splits cited text into
+blocks, which a Messages client gets back as they were), ``thinking`` to reasoning
+sealed by its ``signature`` (:class:`ReasoningSignature`), ``redacted_thinking`` to a
+whole reasoning item, ``tool_use`` to a call indexed by its block (an input that never streamed, or
 streamed only an empty ``partial_json`` as Anthropic streams a call without input, is
 ``{}``); other blocks (an upstream's own server tools: ``server_tool_use``,
 ``web_search_tool_result``, ...) are not the client's and are left out, streamed or not.
@@ -34,9 +37,11 @@ from stateway.core.errors import UpstreamError, UpstreamUnavailable
 from stateway.core.ids import new_id
 from stateway.core.inference import (
     PAUSED,
+    Citation,
     Delta,
     Finish,
     InferenceRequest,
+    MessageStart,
     OutputItem,
     ReasoningDelta,
     ReasoningSignature,
@@ -163,11 +168,13 @@ class AnthropicBackend:
 class StreamState:
     """Follows one upstream event stream: which blocks are calls, and the usage so far."""
 
-    __slots__ = ("_calls", "_streamed", "_usage", "finished", "names")
+    __slots__ = ("_calls", "_last", "_streamed", "_usage", "finished", "names")
 
     def __init__(self, names: ToolNames) -> None:
         self.names = names
         self.finished = False
+        self._last: Any = None
+        """The type of the last block started."""
         self._calls: set[int] = set()
         self._streamed: set[int] = set()
         self._usage: dict[str, Any] = {}
@@ -182,7 +189,8 @@ class StreamState:
             if block.get("type") == "tool_use":
                 self._calls.add(index)
                 block = {**block, "input": None}  # its input streams as JSON deltas
-            yield from _block(index, block, self.names)
+            yield from _block(index, block, self.names, self._last)
+            self._last = block.get("type")
         elif kind == "content_block_stop":
             index = count(event["index"])
             if index in self._calls and index not in self._streamed:
@@ -206,6 +214,9 @@ class StreamState:
                 yield ReasoningDelta(text(delta["thinking"]) or "")
             case "signature_delta":
                 yield ReasoningSignature(text(delta["signature"]) or "")
+            case "citations_delta":
+                if cited := obj(delta["citation"]):
+                    yield Citation(cited)
             case "input_json_delta":
                 # Anthropic opens every input with an empty piece (a call without input
                 # sends only that); a server tool's input is no call of the client's
@@ -217,17 +228,24 @@ class StreamState:
 
 def from_upstream_message(message: dict[str, Any], names: ToolNames) -> Iterator[Delta]:
     """Deltas of a whole ``message`` object, in streaming order."""
+    last = None
     for index, block in enumerate(message.get("content") or ()):
-        yield from _block(index, obj(block), names)
+        yield from _block(index, obj(block), names, last)
+        last = obj(block).get("type")
     yield UsageReport(_usage(obj(message.get("usage"))))
     yield _finish(message)
 
 
-def _block(index: int, block: dict[str, Any], names: ToolNames) -> Iterator[Delta]:
-    """The deltas a content block starts with (all of them, for a whole block)."""
+def _block(index: int, block: dict[str, Any], names: ToolNames, last: Any) -> Iterator[Delta]:
+    """The deltas a content block starts with (all of them, for a whole block); ``last``:
+    the type of the block before it."""
     match block.get("type"):
         case "text":
+            if last == "text":
+                yield MessageStart()
             yield TextDelta(text(block.get("text")) or "")
+            for citation in block.get("citations") or ():
+                yield Citation(obj(citation))
         case "thinking":
             yield ReasoningDelta(text(block.get("thinking")) or "")
             signature = text(block.get("signature"))

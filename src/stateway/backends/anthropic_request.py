@@ -4,7 +4,9 @@
   (a string when that is one plain text, else text blocks keeping ``cache_control``);
   a system message later in the context stays a ``role: "system"`` entry where it was,
   as Claude Code sends it.
-- Items become blocks of alternating turns: text, ``image`` and ``document`` parts;
+- Items become blocks of alternating turns: text, ``image`` and ``document`` parts (a
+  Messages client's document with its ``context``, ``citations`` and custom content as
+  it sent them);
   reasoning items as ``thinking`` (with their signature) or ``redacted_thinking``
   (:mod:`stateway.core.reasoning`; unsigned reasoning from another upstream cannot be
   carried and is left out); function calls as ``tool_use`` and their outputs as
@@ -286,13 +288,27 @@ def _block(part: Item) -> dict[str, Any] | None:
     elif kind == "input_image":
         block = {"type": "image", "source": _image_source(part)}
     elif kind == "input_file":
-        block = {"type": "document", "source": _document_source(part)}
-        if part.get("filename"):
-            block["title"] = part["filename"]
+        block = _document(part)
     else:
         return None
     if isinstance(part.get("cache_control"), dict):
         block["cache_control"] = part["cache_control"]
+    return block
+
+
+def _document(part: Item) -> dict[str, Any]:
+    """A ``document`` block: a Messages client's own source when the part kept it (custom
+    content), its ``context`` and ``citations`` as they came."""
+    source = part.get("source")
+    block: dict[str, Any] = {
+        "type": "document",
+        "source": source if isinstance(source, dict) else _document_source(part),
+    }
+    if part.get("filename"):
+        block["title"] = part["filename"]
+    for key in ("context", "citations"):
+        if part.get(key) is not None:
+            block[key] = part[key]
     return block
 
 

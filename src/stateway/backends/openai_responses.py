@@ -215,8 +215,9 @@ def _item(item: Item) -> Item:
     """Items go as they are, ids included (a stateless upstream does not look them up).
     An assistant message is an output message on this wire, which needs a ``status``.
     What a Messages client marks that this wire has no field for (a tool result's
-    ``is_error``, a part's ``cache_control``), and a Chat client's message ``name``, are
-    left out. A reasoning item carries only its Responses upstream's seal."""
+    ``is_error``, a part's ``cache_control``, a document's ``context``, ``citations`` and
+    ``source``), and a Chat client's message ``name``, are left out. A reasoning item
+    carries only its Responses upstream's seal."""
     if item.get("type") == "reasoning" and "encrypted_content" in item:
         return _reasoning(item)
     if "is_error" in item or "cache_control" in item:
@@ -225,14 +226,15 @@ def _item(item: Item) -> Item:
         item = {k: v for k, v in item.items() if k != "name"}
     for key in ("content", "output"):
         parts = item.get(key)
-        if isinstance(parts, list) and any("cache_control" in part for part in parts):
-            item = {**item, key: [_without_cache(part) for part in parts]}
+        if isinstance(parts, list) and any(map(_messages_only, parts)):
+            item = {**item, key: [_part(part) for part in parts]}
     if item.get("type") == "message" and item.get("role") == "assistant" and "status" not in item:
         return {**item, "status": "completed"}
     return item
 
 
 _MESSAGES_ONLY = frozenset({"is_error", "cache_control"})
+_MESSAGES_ONLY_PARTS = frozenset({"cache_control", "context", "citations", "source"})
 
 
 def _reasoning(item: Item) -> Item:
@@ -242,6 +244,16 @@ def _reasoning(item: Item) -> Item:
     if blob is None:
         return {k: v for k, v in item.items() if k != "encrypted_content"}
     return {**item, "content": [], "encrypted_content": blob}
+
+
+def _messages_only(part: Any) -> bool:
+    return isinstance(part, dict) and not _MESSAGES_ONLY_PARTS.isdisjoint(part)
+
+
+def _part(part: Any) -> Any:
+    if _messages_only(part):
+        return {k: v for k, v in part.items() if k not in _MESSAGES_ONLY_PARTS}
+    return part
 
 
 def _without_cache(part: Any) -> Any:

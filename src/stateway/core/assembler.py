@@ -3,7 +3,8 @@
 One ``OutputAssembler`` serves one round. It opens an item when its first delta arrives
 (reasoning, a message, a function call), closes the open item when a different one
 starts, and closes whatever is still open when the round ends, as ``completed`` or, when
-the round was cut short, ``incomplete``. A message holds an ``output_text`` part, a
+the round was cut short, ``incomplete``. A message holds an ``output_text`` part (with
+the ``citations`` an upstream gave its text, :meth:`OutputAssembler.citation`), a
 ``refusal`` part after it when the model declined, or the refusal alone; text after a
 refusal starts another message, as does an upstream's :meth:`OutputAssembler.message`.
 An item the gateway does not model comes whole (:meth:`OutputAssembler.item`) and is
@@ -43,6 +44,7 @@ Emit = Callable[[ev.Event], None]
 class _OpenItem:
     __slots__ = (
         "chunks",
+        "citations",
         "entry",
         "index",
         "item",
@@ -71,6 +73,8 @@ class _OpenItem:
         """A gateway-owned call's catalog entry."""
         self.logprobs: list[Item] | None = None
         """A message's tokens, when its deltas carried them."""
+        self.citations: list[Item] = []
+        """A message's citations, as its upstream gave them."""
         self.text_part = False
         """A message's ``output_text`` part was opened (its content index is 0)."""
         self.refusal: list[str] | None = None
@@ -124,6 +128,17 @@ class OutputAssembler:
                 current.logprobs = []
             current.logprobs.extend(logprobs)
         self._emit(ev.TextDelta(current.index, 0, current.item["id"], delta, logprobs))
+
+    def citation(self, citation: Item) -> None:
+        """A source of the message's text, as its upstream cites it (an Anthropic
+        citation): kept on the ``output_text`` part, opened for it if the text has not
+        begun."""
+        current = self._open
+        if current is None or current.item["type"] != MESSAGE or current.refusal is not None:
+            current = self._start_message(text=True)
+        elif not current.text_part:  # begun by the upstream's MessageStart
+            self._open_text(current)
+        current.citations.append(citation)
 
     def refusal(self, delta: str) -> None:
         """The model declining: a ``refusal`` part of the message being written (after
@@ -228,6 +243,8 @@ class OutputAssembler:
                 part = _text_part("output_text", text)
                 if current.logprobs is not None:
                     part["logprobs"] = list(current.logprobs)
+                if current.citations:
+                    part["citations"] = list(current.citations)
                 content.append(part)
             if current.refusal is not None:
                 content.append({"type": "refusal", "refusal": "".join(current.refusal)})
@@ -424,6 +441,8 @@ class OutputAssembler:
             part["annotations"] = web_search.citations(text, self._tools.sources)
         if current.logprobs is not None:
             part["logprobs"] = current.logprobs
+        if current.citations:
+            part["citations"] = current.citations
         self._emit(ev.TextDone(current.index, 0, item_id, text, current.logprobs))
         self._emit(ev.PartDone(current.index, 0, item_id, part))
         return part

@@ -60,6 +60,16 @@ class MessageStart:
 
 
 @dataclass(slots=True, frozen=True)
+class Citation:
+    """Where the text being written comes from, as an Anthropic upstream cites a document
+    that enabled citations (a ``citations`` entry of its text block: ``char_location``,
+    ``page_location``, ``content_block_location``, ...): kept, as it came, on the message's
+    ``output_text`` part."""
+
+    citation: Item
+
+
+@dataclass(slots=True, frozen=True)
 class ReasoningDelta:
     text: str
 
@@ -120,6 +130,7 @@ Delta = (
     TextDelta
     | RefusalDelta
     | MessageStart
+    | Citation
     | ReasoningDelta
     | ReasoningSignature
     | ToolCallDelta

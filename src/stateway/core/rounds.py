@@ -10,6 +10,7 @@ from contextlib import aclosing
 from stateway.core.assembler import OutputAssembler
 from stateway.core.errors import GatewayError
 from stateway.core.inference import (
+    Citation,
     Finish,
     InferenceRequest,
     MessageStart,
@@ -97,6 +98,8 @@ async def _infer(
                         assembler.refusal(text)
                     case MessageStart(phase=phase):
                         assembler.message(phase)
+                    case Citation(citation=citation):
+                        assembler.citation(citation)
                     case OutputItem(item=item):
                         assembler.item(item)
                     case UsageReport(usage=latest):

@@ -12,6 +12,12 @@ checks refuse a thinking block sent back with any other signature, so a gateway 
 altered either is caught. ``stop_sequences`` are honoured: the text ends before the first one it
 contains, with ``stop_reason: "stop_sequence"``. A refusal ends with ``stop_reason:
 "refusal"`` and its ``stop_details``; ``[[stop:REASON]]`` ends the answer with that reason.
+
+Each ``document`` with ``citations.enabled`` is cited, as Anthropic cites: after the
+answer's text, a text block quoting it whole, whose ``citations`` point at it by its
+``document_index`` (its place among the request's documents): a ``char_location`` for
+plain text, a ``content_block_location`` for custom content, a ``page_location`` (page 1)
+for a PDF. Streamed, a cited block's ``citations_delta`` comes before its text.
 """
 
 from __future__ import annotations
@@ -80,6 +86,8 @@ class MessagesRequest:
     stop_sequences: tuple[str, ...] = ()
     omit_thinking: bool = False
     """``thinking.display: "omitted"``: thinking blocks without their text."""
+    citations: tuple[dict[str, Any], ...] = ()
+    """One citation of each document that enabled them (:func:`document_citations`)."""
 
     def body(self, plan: Plan) -> bytes:
         return orjson.dumps(message_object(self, plan))
@@ -106,7 +114,42 @@ def parse_messages_request(body: dict[str, Any]) -> MessagesRequest:
         conversation=messages_conversation(body),
         stop_sequences=tuple(body.get("stop_sequences") or ()),
         omit_thinking=isinstance(thinking, dict) and thinking.get("display") == "omitted",
+        citations=document_citations(body["messages"]),
     )
+
+
+def document_citations(messages: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """A citation of each ``document`` block that enabled them, quoting it whole."""
+    documents = [
+        block
+        for message in messages
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "document"
+    ]
+    return tuple(
+        _citation(index, document)
+        for index, document in enumerate(documents)
+        if (document.get("citations") or {}).get("enabled") is True
+    )
+
+
+def _citation(index: int, document: dict[str, Any]) -> dict[str, Any]:
+    source = document["source"]
+    cited: dict[str, Any] = {"document_index": index, "document_title": document.get("title")}
+    if source["type"] == "text":
+        text = str(source["data"])
+        where = {"type": "char_location", "start_char_index": 0, "end_char_index": len(text)}
+    elif source["type"] == "content":
+        content = source["content"]
+        blocks = [{"text": content}] if isinstance(content, str) else content
+        text = "".join(str(block.get("text", "")) for block in blocks)
+        where = {"type": "content_block_location", "start_block_index": 0}
+        where["end_block_index"] = len(blocks)
+    else:
+        text = "page 1"
+        where = {"type": "page_location", "start_page_number": 1, "end_page_number": 2}
+    return where | {"cited_text": text} | cited
 
 
 def messages_conversation(body: dict[str, Any]) -> Conversation:
@@ -163,8 +206,9 @@ def _stopped(request: MessagesRequest, plan: Plan) -> tuple[Plan, str | None]:
     return replace(plan, text=word_chunks(content[:position]), finish_reason="stop"), sequence
 
 
-def _blocks(plan: Plan, omit_thinking: bool) -> list[dict[str, Any]]:
+def _blocks(request: MessagesRequest, plan: Plan) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
+    omit_thinking = request.omit_thinking
     if plan.reasoning:
         thinking = plan.reasoning_text
         signature = signature_of(thinking, omitted=omit_thinking)
@@ -172,6 +216,10 @@ def _blocks(plan: Plan, omit_thinking: bool) -> list[dict[str, Any]]:
         blocks.append({"type": "thinking", "thinking": shown, "signature": signature})
     if plan.text or not plan.tool_calls:
         blocks.append({"type": "text", "text": plan.content})
+        blocks += [
+            {"type": "text", "text": cited["cited_text"], "citations": [cited]}
+            for cited in request.citations
+        ]
     for call in plan.tool_calls:
         blocks.append(
             {
@@ -212,7 +260,7 @@ def message_object(request: MessagesRequest, plan: Plan) -> dict[str, Any]:
         "type": "message",
         "role": "assistant",
         "model": request.model,
-        "content": _blocks(plan, request.omit_thinking),
+        "content": _blocks(request, plan),
         **_stop(plan, sequence),
         "usage": _usage(plan),
     }
@@ -250,11 +298,11 @@ def message_frames(request: MessagesRequest, plan: Plan) -> Iterator[Frame]:
     }
     yield event({"type": "message_start", "message": start})
     yield event({"type": "ping"})
-    for index, block in enumerate(_blocks(plan, request.omit_thinking)):
+    for index, block in enumerate(_blocks(request, plan)):
         kind = block["type"]
         opened = {
             "thinking": {**block, "thinking": "", "signature": ""},
-            "text": {**block, "text": ""},
+            "text": {"type": "text", "text": ""},
         }
         yield event(
             {
@@ -279,6 +327,10 @@ def _deltas(block: dict[str, Any], plan: Plan) -> Iterator[dict[str, Any]]:
         case "thinking":
             for word in plan.reasoning if block["thinking"] else ():
                 yield {"type": "thinking_delta", "thinking": word}
+        case "text" if "citations" in block:
+            for citation in block["citations"]:
+                yield {"type": "citations_delta", "citation": citation}
+            yield {"type": "text_delta", "text": block["text"]}
         case "text":
             for word in plan.text:
                 yield {"type": "text_delta", "text": word}

@@ -477,3 +477,43 @@ def test_a_refusal_after_text_is_a_blank_line_after_it_in_the_one_text_block() -
         if data["type"] == "content_block_delta"
     ]
     assert "".join(texts) == "Sure, here\n\nI can't continue.", "as the unstreamed block"
+
+
+CITED = {
+    "type": "char_location",
+    "cited_text": "hi",
+    "document_index": 0,
+    "document_title": "d",
+    "start_char_index": 0,
+    "end_char_index": 2,
+}
+
+
+def test_an_anthropic_upstreams_citations_come_back_on_their_text_block() -> None:
+    """In the message, and streamed as ``citations_delta`` once the text is done."""
+    part = {"type": "output_text", "text": "hi", "annotations": [], "citations": [CITED]}
+    cited = {**TEXT, "id": "msg_2", "content": [part]}
+    done = state(output=[TEXT, cited])
+    message = Message.model_validate(encode_message(done))
+    plain, block = message.content
+    assert plain.type == block.type == "text"
+    assert plain.citations is None
+    assert [c.model_dump() for c in block.citations or ()] == [{**CITED, "file_id": None}]
+
+    stream = MessagesStream()
+    log = [
+        ev.ResponseCreated(done),
+        ev.ItemAdded(1, {**cited, "content": []}),
+        ev.PartAdded(1, 0, "msg_2", {"type": "output_text", "text": ""}),
+        ev.TextDelta(1, 0, "msg_2", "hi"),
+        ev.TextDone(1, 0, "msg_2", "hi"),
+        ev.PartDone(1, 0, "msg_2", part),
+        ev.ItemDone(1, cited),
+    ]
+    got = frames(b"".join(stream.encode(event) for event in log))
+    deltas = [data["delta"] for name, data in got if name == "content_block_delta"]
+    assert deltas == [
+        {"type": "text_delta", "text": "hi"},
+        {"type": "citations_delta", "citation": CITED},
+    ]
+    assert got[-1][0] == "content_block_stop"

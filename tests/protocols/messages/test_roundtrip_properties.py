@@ -42,6 +42,19 @@ _document = st.sampled_from(
             "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBE"},
         },
         {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "hi"}},
+        {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": "hi"},
+            "context": "notes",
+            "citations": {"enabled": True},
+        },
+        {
+            "type": "document",
+            "title": "t",
+            "source": {"type": "content", "content": [{"type": "text", "text": "a"}]},
+            "citations": {"enabled": True},
+        },
+        {"type": "document", "source": {"type": "content", "content": "plain"}},
     ]
 )
 _user_blocks = st.lists(_text_block | _image | _document, min_size=1, max_size=3)

@@ -20,7 +20,9 @@ its title, source and text, one per line.
 
 Images become ``input_image`` (a ``data:`` URL for base64), documents ``input_file``
 (``file_data`` as a ``data:`` URL, plain text included, or ``file_url``; the title as
-``filename``). A part keeps its block's ``cache_control``. Empty text carries nothing and
+``filename``). A part keeps its block's ``cache_control``, and a document part its
+``context`` and ``citations`` and, for custom content, its ``source`` as it came (the
+blocks Anthropic's citations of it count), for an Anthropic upstream. Empty text carries nothing and
 is left out. A ``tool_result`` must answer a ``tool_use`` of an earlier assistant message
 that no other result answered: otherwise a 400 naming its ``tool_use_id``. Every
 ``tool_use`` must be answered by the next message, which begins with the results, and ids
@@ -237,6 +239,12 @@ def _document(block: DocumentBlock) -> Item:
         part["file_data"] = f"data:text/plain;base64,{encoded}"
     if block.title:
         part["filename"] = block.title
+    if source.type == "content":
+        part["source"] = source.model_dump(exclude_none=True)
+    if block.context is not None:
+        part["context"] = block.context
+    if block.citations is not None:
+        part["citations"] = block.citations
     return part
 
 

@@ -1,6 +1,8 @@
 """Canonical -> Messages wire: the ``message`` object, its usage and stop reason.
 
-Output items become content blocks: an assistant message's text parts ``text``, a
+Output items become content blocks: an assistant message's text parts ``text`` (with
+the ``citations`` an Anthropic upstream gave them: its blocks, which it splits where the
+citations change, are messages of their own, each a block again), a
 reasoning item ``thinking`` (its ``encrypted_content`` as the ``signature``: the
 upstream's, else the gateway's seal; its text left out when the client asked for
 ``display: "omitted"``) or ``redacted_thinking``, a function call ``tool_use``. The
@@ -89,7 +91,11 @@ def content_blocks(item: Item, shown: Shown, omitted: bool) -> list[dict[str, An
         refusal = "".join(p.get("refusal") or "" for p in parts if p.get("type") == "refusal")
         if text and refusal:
             refusal = REFUSAL_BREAK + refusal
-        return [{"type": "text", "text": text + refusal}]
+        block: dict[str, Any] = {"type": "text", "text": text + refusal}
+        cited = [c for p in parts if p.get("type") in _TEXT for c in citations(p)]
+        if cited:
+            block["citations"] = cited
+        return [block]
     if kind == REASONING:
         return [thinking_block(item, omitted)]
     if kind == FUNCTION_CALL:
@@ -113,6 +119,12 @@ def thinking_hidden(state: ResponseState) -> bool:
 def thinking_omitted(state: ResponseState) -> bool:
     """Whether the client asked for thinking without its text (``display: "omitted"``)."""
     return state.settings.reasoning_display == "omitted"
+
+
+def citations(part: Item) -> list[Any]:
+    """A text part's citations, as an Anthropic upstream gave them (none from others)."""
+    cited = part.get("citations")
+    return cited if isinstance(cited, list) else []
 
 
 def thinking_block(item: Item, omitted: bool) -> dict[str, Any]:

@@ -58,6 +58,9 @@ class DocumentBlock(_Wire):
         Base64Source | URLSource | PlainTextSource | ContentSource, Field(discriminator="type")
     ]
     title: str | None = None
+    context: str | None = None
+    citations: dict[str, Any] | None = None
+    """``{"enabled": true}``: an Anthropic upstream cites the document in its answer."""
     cache_control: dict[str, Any] | None = None
 
 

@@ -3,8 +3,10 @@
 ``message_start`` (then a ``ping``) when the response is created; for each output item
 the client sees, ``content_block_start`` (``text``, ``thinking``, ``redacted_thinking``
 or ``tool_use``), its ``content_block_delta`` events (``text_delta``: a message's text,
-then its refusal a blank line after it, if the model declined; ``thinking_delta``
-unless the client asked for thinking without its text, ``input_json_delta``; a
+then its refusal a blank line after it, if the model declined; a ``citations_delta``
+for each citation an Anthropic upstream gave the text, once the text is done;
+``thinking_delta`` unless the client asked for thinking without its text,
+``input_json_delta``; a
 ``signature_delta`` before a signed thinking block stops) and ``content_block_stop``; a
 call of a gateway tool the client declared (web search, an MCP server), once it has run,
 as its use block (its input in one ``input_json_delta``) and its result block
@@ -31,6 +33,7 @@ from stateway.core.usage import Usage
 from stateway.protocols.messages import server_tools
 from stateway.protocols.messages.encode import (
     REFUSAL_BREAK,
+    citations,
     encode_usage,
     message_id,
     stop_fields,
@@ -83,6 +86,9 @@ class MessagesStream:
                 return self._delta(at, {"type": "thinking_delta", "thinking": delta})
             case ev.ArgumentsDelta(output_index=at, delta=delta):
                 return self._delta(at, {"type": "input_json_delta", "partial_json": delta})
+            case ev.PartDone(output_index=at, part=part) if "citations" in part:
+                deltas = [{"type": "citations_delta", "citation": c} for c in citations(part)]
+                return b"".join(self._delta(at, delta) for delta in deltas)
             case ev.ItemAdded(output_index=at, item=item):
                 return self._start(at, item)
             case ev.ItemDone(output_index=at, item=item):
