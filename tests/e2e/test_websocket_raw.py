@@ -347,3 +347,31 @@ async def test_a_stored_response_continuing_an_unstored_one_stores_its_whole_con
     third = client.responses.create(model=MODEL, input="[[echo]]", previous_response_id=second)
     assert "first turn" in third.output_text
     assert "second turn" in third.output_text
+
+
+@pytest.mark.parametrize("command_id", ["", "c" * 256])
+async def test_a_command_id_out_of_range_is_refused_at_once(
+    server: Server, command_id: str
+) -> None:
+    """As an ``Idempotency-Key`` over HTTP (1 to 255 characters): a 400 naming it, when the
+    frame comes, not once its lane is free, and counted against no cap."""
+    async with socket_to(server) as ws:
+        await send(ws, **create("[[slow:300]] [[words:3]]", stream_id="a"))
+        for _ in range(3):  # past the connection's 3 requests, were they admitted
+            await send(ws, **create("x", stream_id="a", command_id=command_id))
+        frames = await until_done(ws, 4)
+    kinds = [frame["type"] for frame in frames]
+    assert kinds.index("response.completed") == len(kinds) - 1
+    errors = [frame for frame in frames if frame["type"] == "error"]
+    assert len(errors) == 3
+    assert errors[0] == {
+        "type": "error",
+        "status": 400,
+        "error": {
+            "type": "invalid_request_error",
+            "code": "invalid_value",
+            "message": errors[0]["error"]["message"],
+            "param": "command_id",
+        },
+        "stream_id": "a",
+    }

@@ -22,6 +22,9 @@ from typing import Protocol
 
 from stateway.core.ports import EventBatch
 
+MAX_COMMAND_ID = 255
+"""The longest command id (``Idempotency-Key``, ``command_id``) accepted."""
+
 
 @dataclass(frozen=True, slots=True)
 class CommandKey:

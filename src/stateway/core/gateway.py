@@ -45,7 +45,13 @@ from stateway.core.conversations.service import (
     ConversationDeleted,
     Conversations,
 )
-from stateway.core.coordination import CancelSignals, CommandKey, CommandResults, EventFanout
+from stateway.core.coordination import (
+    MAX_COMMAND_ID,
+    CancelSignals,
+    CommandKey,
+    CommandResults,
+    EventFanout,
+)
 from stateway.core.errors import (
     GatewayError,
     InvalidRequest,
@@ -79,8 +85,6 @@ from stateway.core.watch import Watch
 
 log = logging.getLogger(__name__)
 
-MAX_COMMAND_ID = 255
-"""The longest command id (``Idempotency-Key``, ``command_id``) accepted."""
 _MODEL_REQUESTS = (CreateResponse, ForwardChat, CompactResponse)
 """The commands that ask a model for something: what ``[rate_limits]`` counts (but a
 prewarm, a create with ``generate`` false, asks none: :func:`_asks_model`)."""

@@ -90,6 +90,16 @@ def test_a_type_that_is_not_a_string_is_not_called_missing() -> None:
         ({"type": "response.create", "model": "m", "stream_id": 5}, "invalid_type", "stream_id"),
         ({"type": "response.create", "model": "m", "stream_id": ""}, "invalid_value", "stream_id"),
         ({"type": "response.create", "model": "m", "command_id": 7}, "invalid_type", "command_id"),
+        (
+            {"type": "response.create", "model": "m", "command_id": ""},
+            "invalid_value",
+            "command_id",
+        ),
+        (
+            {"type": "response.create", "model": "m", "command_id": "c" * 256},
+            "invalid_value",
+            "command_id",
+        ),
         ({"type": "response.create", "model": "m", "generate": "no"}, "invalid_type", "generate"),
         ({"type": "response.resume", "response_id": 5}, "invalid_type", "response_id"),
         ({"type": "response.resume", "response_id": ""}, "invalid_value", "response_id"),

@@ -30,6 +30,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from stateway.core.commands import CreateResponse, WatchResponse
+from stateway.core.coordination import MAX_COMMAND_ID
 from stateway.core.errors import GatewayError, InvalidRequest
 from stateway.protocols.responses.body import invalid_request
 from stateway.protocols.responses.decode import decode_create_fields
@@ -52,8 +53,10 @@ class CreateEnvelope(BaseModel):
     """False: a prewarm (the context rehydrated and checked, no output, no inference)."""
     stream_id: str | None = Field(default=None, min_length=1, max_length=MAX_STREAM_ID)
     """The lane: frames of one lane run one after the other, lanes side by side."""
-    command_id: str | None = None
-    """Run at most once: a retry (on any socket) streams the first attempt's events."""
+    command_id: str | None = Field(default=None, min_length=1, max_length=MAX_COMMAND_ID)
+    """Run at most once: a retry (on any socket) streams the first attempt's events; 1 to
+    255 characters, as an ``Idempotency-Key`` (refused as the frame comes, not once its
+    lane is free)."""
 
 
 class ResponseCreateFrame(CreateEnvelope, CreateResponseBody):

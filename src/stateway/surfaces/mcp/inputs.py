@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stateway.core.gateway import MAX_COMMAND_ID
+from stateway.core.coordination import MAX_COMMAND_ID
 
 Order = Literal["asc", "desc"]
 
