@@ -224,6 +224,8 @@ class ListInputItems:
     after: str | None = None
     limit: int = 20
     order: Literal["asc", "desc"] = "desc"
+    include: tuple[str, ...] | None = None
+    """The ``include`` the items are shown with (:mod:`.included`); None: as stored."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -288,6 +290,8 @@ class DeleteConversation:
 class AddConversationItems:
     conversation_id: str
     items: list[Item]
+    include: tuple[str, ...] | None = None
+    """The ``include`` the items are shown with (:mod:`.included`); None: as stored."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -296,12 +300,16 @@ class ListConversationItems:
     after: str | None = None
     limit: int = 20
     order: Literal["asc", "desc"] = "desc"
+    include: tuple[str, ...] | None = None
+    """The ``include`` the items are shown with (:mod:`.included`); None: as stored."""
 
 
 @dataclass(slots=True, frozen=True)
 class GetConversationItem:
     conversation_id: str
     item_id: str
+    include: tuple[str, ...] | None = None
+    """The ``include`` the item is shown with (:mod:`.included`); None: as stored."""
 
 
 @dataclass(slots=True, frozen=True)

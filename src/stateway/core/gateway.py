@@ -61,7 +61,7 @@ from stateway.core.errors import (
 )
 from stateway.core.exactly_once import Attempt, attempt
 from stateway.core.generations import ConfigStatus, Generations, HeldRelay, Reloads
-from stateway.core.included import included
+from stateway.core.included import included, included_items
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder
 from stateway.core.limits import RateLimits, charged_tokens
@@ -242,7 +242,7 @@ class Gateway:
                 )
                 if page is None:
                     raise _response_not_found(command.response_id)
-                return page
+                return self._included(page, command.include, principal)
             case ListModels(model=model):
                 with self.generations.lease() as generation:
                     if model is not None:
@@ -283,8 +283,24 @@ class Gateway:
                 if self._usage is None:
                     raise NotFound("Usage is not served by this gateway.")
                 return await self._usage.usage(command)
+            case ListConversationItems() | AddConversationItems() | GetConversationItem():
+                conversations = self._served_conversations()
+                found = await conversations.execute(principal.tenant_id, command)
+                assert isinstance(found, ItemPage | dict)  # what these commands answer
+                return self._included(found, command.include, principal)
             case _:
                 return await self._served_conversations().execute(principal.tenant_id, command)
+
+    def _included(
+        self, found: ItemPage | Item, include: tuple[str, ...] | None, principal: Principal
+    ) -> ItemPage | Item:
+        """Stored items as ``include`` shows them (:mod:`.included`): a page's, or one."""
+        tenant_id = principal.tenant_id
+        if isinstance(found, ItemPage):
+            items = included_items(found.items, include, self._sealer, tenant_id)
+            return ItemPage(items, found.has_more)
+        [item] = included_items([found], include, self._sealer, tenant_id)
+        return item
 
     async def _create(self, principal: Principal, command: CreateResponse) -> Run:
         if self.runs.closing:

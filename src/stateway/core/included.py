@@ -1,5 +1,7 @@
-"""A stored response read with an ``include`` (``GET /v1/responses/{id}``): its output as a
-create with that ``include`` answers it.
+"""Stored items read with an ``include``: a response's output (``GET
+/v1/responses/{id}``) as a create with that ``include`` answers it, and likewise its input
+items and a conversation's items (listed, read, or answered to their adding), which the
+hosted API shows by the same ``include``.
 
 - ``reasoning.encrypted_content``: a reasoning item carries ``encrypted_content``, the
   gateway's seal of its text (sealed as it is read when the response was made without the
@@ -35,17 +37,26 @@ def included(
     """``state`` with its output as ``include`` shows it (None: as stored)."""
     if include is None:
         return state
+    return replace(state, output=included_items(state.output, include, sealer, state.tenant_id))
+
+
+def included_items(
+    items: list[Item], include: Collection[str] | None, sealer: Sealer | None, tenant_id: str
+) -> list[Item]:
+    """``items`` (of ``tenant_id``) as ``include`` shows them (None: as stored)."""
+    if include is None:
+        return items
     encrypted = INCLUDE_ENCRYPTED in include
     tokens = logprobs.INCLUDE in include
-    output = []
-    for item in state.output:
+    shown = []
+    for item in items:
         kind = item.get("type")
         if kind == REASONING:
-            item = _reasoning(item, encrypted, sealer, state.tenant_id)
+            item = _reasoning(item, encrypted, sealer, tenant_id)
         elif kind == MESSAGE and not tokens:
             item = _without_tokens(item)
-        output.append(item)
-    return replace(state, output=output)
+        shown.append(item)
+    return shown
 
 
 def _reasoning(item: Item, encrypted: bool, sealer: Sealer | None, tenant_id: str) -> Item:

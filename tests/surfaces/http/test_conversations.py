@@ -129,9 +129,9 @@ async def test_large_bodies_are_decoded_off_the_event_loop(
 ) -> None:
     threads: list[int] = []
 
-    def recording(conversation_id: str, raw: bytes) -> AddConversationItems:
+    def recording(conversation_id: str, raw: bytes, include: list[str]) -> AddConversationItems:
         threads.append(threading.get_ident())
-        return decode.decode_add_items(conversation_id, raw)
+        return decode.decode_add_items(conversation_id, raw, include)
 
     monkeypatch.setattr(conversations, "decode_add_items", recording)
     app = build(max_body=4 * INLINE_DECODE_BYTES)

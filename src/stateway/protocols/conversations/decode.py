@@ -8,17 +8,20 @@ Metadata: at most 16 pairs, keys up to 64 characters, values strings up to 512.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 from stateway.core.commands import (
     AddConversationItems,
     CreateConversation,
+    GetConversationItem,
     ListConversationItems,
     UpdateConversation,
 )
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.protocols.responses.body import parse_body
+from stateway.protocols.responses.decode import read_include
 from stateway.protocols.responses.items import decode_items
 from stateway.protocols.responses.metadata import decode_metadata
 
@@ -50,7 +53,11 @@ def decode_update_conversation(conversation_id: str, raw: bytes) -> UpdateConver
     )
 
 
-def decode_add_items(conversation_id: str, raw: bytes) -> AddConversationItems:
+def decode_add_items(
+    conversation_id: str, raw: bytes, include: Sequence[str] | None = None
+) -> AddConversationItems:
+    """The items to add; the ``include`` (query) the added items are answered with."""
+    shown = read_include(include)
     body = _json_object(raw)
     if body.get("items") is None:
         raise InvalidRequest(
@@ -58,12 +65,23 @@ def decode_add_items(conversation_id: str, raw: bytes) -> AddConversationItems:
             param="items",
             code="missing_required_parameter",
         )
-    return AddConversationItems(conversation_id, _items(body["items"], allow_empty=False))
+    items = _items(body["items"], allow_empty=False)
+    return AddConversationItems(conversation_id, items, shown)
 
 
-def decode_list_items(conversation_id: str, query: dict[str, str]) -> ListConversationItems:
-    """``after``, ``limit`` (1 to 100, default 20) and ``order`` (default ``desc``);
-    ``include`` is accepted and has nothing to add."""
+def decode_get_item(
+    conversation_id: str, item_id: str, include: Sequence[str] | None = None
+) -> GetConversationItem:
+    """One item, shown with the ``include`` of the query."""
+    return GetConversationItem(conversation_id, item_id, read_include(include))
+
+
+def decode_list_items(
+    conversation_id: str, query: Mapping[str, str], include: Sequence[str] | None = None
+) -> ListConversationItems:
+    """``after``, ``limit`` (1 to 100, default 20), ``order`` (default ``desc``), and the
+    ``include`` the items are shown with (the query's ``include[]`` values)."""
+    shown = read_include(include)
     limit_text = query.get("limit", "20")
     if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= 100:
         raise InvalidRequest(
@@ -75,9 +93,8 @@ def decode_list_items(conversation_id: str, query: dict[str, str]) -> ListConver
             "'order' must be 'asc' or 'desc'.", param="order", code="invalid_value"
         )
     sort: Literal["asc", "desc"] = "asc" if order == "asc" else "desc"
-    return ListConversationItems(
-        conversation_id, after=query.get("after") or None, limit=int(limit_text), order=sort
-    )
+    after = query.get("after") or None
+    return ListConversationItems(conversation_id, after, int(limit_text), sort, shown)
 
 
 def _items(value: Any, *, allow_empty: bool) -> list[Item]:

@@ -73,7 +73,7 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
             "prompt",
         )
     if body.include:
-        _check_include(body.include)
+        check_include(body.include)
     continued = conversation_id is not None or body.previous_response_id is not None
     tools, choice = _tools_and_choice(body.tools, body.tool_choice, body.input, continued)
     settings = GenerationSettings(
@@ -194,7 +194,12 @@ def _context_management(entries: list[ContextManagement]) -> list[dict[str, Any]
     return out
 
 
-def decode_list_input_items(response_id: str, query: dict[str, str]) -> ListInputItems:
+def decode_list_input_items(
+    response_id: str, query: Mapping[str, str], include: Sequence[str] | None = None
+) -> ListInputItems:
+    """``after``, ``limit`` (1 to 100, default 20), ``order`` (default ``desc``), and the
+    ``include`` the items are shown with (the query's ``include[]`` values)."""
+    shown = read_include(include)
     limit_text = query.get("limit", "20")
     if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= 100:
         raise InvalidRequest(
@@ -206,9 +211,8 @@ def decode_list_input_items(response_id: str, query: dict[str, str]) -> ListInpu
             "'order' must be 'asc' or 'desc'.", param="order", code="invalid_value"
         )
     sort: Literal["asc", "desc"] = "asc" if order == "asc" else "desc"
-    return ListInputItems(
-        response_id, after=query.get("after") or None, limit=int(limit_text), order=sort
-    )
+    after = query.get("after") or None
+    return ListInputItems(response_id, after, int(limit_text), sort, shown)
 
 
 def _conversation_id(value: str | dict[str, Any] | None, previous: str | None) -> str | None:
@@ -255,7 +259,7 @@ def decode_retrieve(
     """``GET /v1/responses/{id}``: the response, its output as ``include`` (the query's
     ``include[]`` values) shows it, or with ``stream=true`` its event log from after
     ``starting_after`` (a sequence number, 0 or more), as it was streamed."""
-    _check_include(include)
+    check_include(include)
     if query.get("stream", "false").lower() not in ("true", "1"):
         return GetResponse(response_id, tuple(include))
     text = query.get("starting_after")
@@ -285,7 +289,18 @@ def _unsupported(message: str, param: str) -> InvalidRequest:
     return InvalidRequest(message, param=param, code="unsupported_parameter")
 
 
-def _check_include(include: Sequence[str]) -> None:
+def read_include(include: Sequence[str] | None) -> tuple[str, ...] | None:
+    """A read's ``include``, checked; None (a surface without one: MCP's tools) shows
+    stored items as they are."""
+    if include is None:
+        return None
+    check_include(include)
+    return tuple(include)
+
+
+def check_include(include: Sequence[str]) -> None:
+    """An ``include`` (of a create, or a read's query): each entry non-empty; the values
+    are open, as hosted (those the gateway does not know change nothing)."""
     for index, entry in enumerate(include):
         if not entry:
             raise InvalidRequest(

@@ -13,12 +13,12 @@ from stateway.core.commands import (
     DeleteConversation,
     DeleteConversationItem,
     GetConversation,
-    GetConversationItem,
 )
 from stateway.core.gateway import Gateway
 from stateway.protocols.conversations.decode import (
     decode_add_items,
     decode_create_conversation,
+    decode_get_item,
     decode_list_items,
     decode_update_conversation,
 )
@@ -29,7 +29,7 @@ from stateway.protocols.conversations.encode import (
 )
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.idempotency import answered_once
-from stateway.surfaces.http.responses import INLINE_DECODE_BYTES
+from stateway.surfaces.http.responses import INLINE_DECODE_BYTES, include_of
 from stateway.surfaces.http.transport import JSONResponse, read_body, require_json
 
 T = TypeVar("T")
@@ -83,11 +83,12 @@ class ConversationsRoutes:
         return await answered_once(self._gateway, request, principal, answer)
 
     async def add_items(self, request: Request) -> Response:
-        """``include`` (query) is accepted: stored items are returned whole."""
+        """The added items are answered as the query's ``include`` shows them."""
         principal = principal_of(request.scope)
         conversation_id = request.path_params["conversation_id"]
+        include = include_of(request.query_params)
         body = await self._body(request)
-        command = await _decoded(body, lambda raw: decode_add_items(conversation_id, raw))
+        command = await _decoded(body, lambda raw: decode_add_items(conversation_id, raw, include))
 
         async def answer() -> Response:
             return JSONResponse(encode_item_list(await self._gateway.execute(principal, command)))
@@ -96,16 +97,16 @@ class ConversationsRoutes:
 
     async def list_items(self, request: Request) -> Response:
         principal = principal_of(request.scope)
-        command = decode_list_items(
-            request.path_params["conversation_id"], dict(request.query_params)
-        )
+        query = request.query_params
+        conversation_id = request.path_params["conversation_id"]
+        command = decode_list_items(conversation_id, query, include_of(query))
         return JSONResponse(encode_item_list(await self._gateway.execute(principal, command)))
 
     async def retrieve_item(self, request: Request) -> Response:
         principal = principal_of(request.scope)
-        command = GetConversationItem(
-            request.path_params["conversation_id"], request.path_params["item_id"]
-        )
+        path = request.path_params
+        include = include_of(request.query_params)
+        command = decode_get_item(path["conversation_id"], path["item_id"], include)
         return JSONResponse(await self._gateway.execute(principal, command))
 
     async def delete_item(self, request: Request) -> Response:

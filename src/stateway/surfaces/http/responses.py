@@ -7,6 +7,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
 
+from starlette.datastructures import QueryParams
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -62,6 +63,11 @@ INLINE_DECODE_BYTES = 1024 * 1024
 worker thread, so decoding many megabytes of JSON does not stall every other request."""
 
 C = TypeVar("C")
+
+
+def include_of(query: QueryParams) -> list[str]:
+    """A read's ``include``: ``include[]=...`` (the SDKs) or ``include=...``, repeated."""
+    return query.getlist("include[]") + query.getlist("include")
 
 
 class ResponsesRoutes:
@@ -184,10 +190,8 @@ class ResponsesRoutes:
         return await asyncio.to_thread(decode, body, max_input_items=self._max_items)
 
     async def retrieve(self, request: Request) -> Response:
-        """``include`` comes as ``include[]=...`` (the SDKs) or ``include=...``, repeated."""
         query = request.query_params
-        include = query.getlist("include[]") + query.getlist("include")
-        command = decode_retrieve(request.path_params["response_id"], query, include)
+        command = decode_retrieve(request.path_params["response_id"], query, include_of(query))
         if isinstance(command, WatchResponse):
             watch = await self._gateway.execute(_principal(request), command)
             return self._watching(watch, request.scope)
@@ -224,9 +228,9 @@ class ResponsesRoutes:
         return await idempotency.answered_once(self._gateway, request, principal, answer)
 
     async def input_items(self, request: Request) -> Response:
-        command = decode_list_input_items(
-            request.path_params["response_id"], dict(request.query_params)
-        )
+        query = request.query_params
+        response_id = request.path_params["response_id"]
+        command = decode_list_input_items(response_id, query, include_of(query))
         page = await self._gateway.execute(_principal(request), command)
         return JSONResponse(encode_item_page(page))
 
