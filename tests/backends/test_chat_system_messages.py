@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stateway.backends.chat_request import to_upstream
 from stateway.backends.chat_system_messages import merge_user_turns, place_system_messages
-from stateway.backends.openai_chat import to_upstream
 from stateway.core.items import Item
 from tests.backends.test_openai_chat import request, user
 

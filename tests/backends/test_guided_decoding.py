@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
+from stateway.backends.chat_request import to_upstream
 from stateway.backends.guided_decoding import as_tool_input, guide
-from stateway.backends.openai_chat import to_upstream
 from stateway.core.commands import GenerationSettings
 from stateway.core.inference import (
     Delta,

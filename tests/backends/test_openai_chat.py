@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stateway.backends.chat_request import to_upstream
 from stateway.backends.openai_chat import (
     OpenAIChatBackend,
     from_upstream_chunk,
     from_upstream_completion,
-    to_upstream,
 )
 from stateway.backends.openai_responses import to_upstream as responses_to_upstream
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from stateway.backends.openai_chat import OpenAIChatBackend, to_upstream
+from stateway.backends.chat_request import to_upstream
+from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.openai_responses import to_upstream as responses_body
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget

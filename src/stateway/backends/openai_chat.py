@@ -1,33 +1,25 @@
 """Backend for upstreams speaking OpenAI Chat Completions (vLLM, SGLang, llama.cpp, Ollama,
 OpenAI): canonical items to ``messages`` and back.
 
-``to_upstream`` builds the request body; ``from_upstream_chunk`` and
-``from_upstream_completion`` turn replies into deltas. Reasoning items ride on the next
-assistant message as ``reasoning_content``; consecutive function calls join one assistant
-message's ``tool_calls``; a function call's output is a ``role: "tool"`` message (text
-only: images the output holds follow the round's tool messages in one user message, each
-group labelled with its call id). System messages lead, joined into one; later ones become
-user reminders (:mod:`stateway.backends.chat_system_messages`). Item and tool types the gateway
+:mod:`stateway.backends.chat_request` builds the request body; ``from_upstream_chunk`` and
+``from_upstream_completion`` turn replies into deltas. Item and tool types the gateway
 does not model cannot be carried (``carries_unknown_types`` is False). With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
 (:mod:`stateway.backends.guided_decoding`). With ``reasoning_efforts``, an effort the
 server does not take is sent at its nearest level, on the fast path too
 (:mod:`stateway.backends.reasoning_efforts`).
-
-Several reasoning items before one assistant message (a run's rounds) share its
-``reasoning_content``, a blank line between them.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import aclosing
-from typing import Any, Final
+from typing import Any
 
 import orjson
 
 from stateway.backends.chat_logprobs import chunk_tokens, text_tokens
-from stateway.backends.chat_system_messages import merge_user_turns, place_system_messages
+from stateway.backends.chat_request import TEXT_PARTS, to_upstream
 from stateway.backends.chat_usage import from_chat_usage
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
 from stateway.backends.reasoning_efforts import effort_levels
@@ -36,7 +28,7 @@ from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_values import count, obj, text
 from stateway.core import logprobs
-from stateway.core.errors import InvalidRequest, UpstreamError
+from stateway.core.errors import UpstreamError
 from stateway.core.inference import (
     Delta,
     Finish,
@@ -47,27 +39,25 @@ from stateway.core.inference import (
     ToolCallDelta,
     UsageReport,
 )
-from stateway.core.items import Item, item_text, joined_items
+from stateway.core.items import Item
 from stateway.core.ports import TOOL_OUTPUT
-from stateway.core.tools.history import REWRITTEN_ITEM_TYPES, model_items
+from stateway.core.tools.history import REWRITTEN_ITEM_TYPES
 
 CARRIED = (
     frozenset({"message", "function_call", "function_call_output", "reasoning"})
     | REWRITTEN_ITEM_TYPES
 )
 """Custom tool calls and their outputs reach the model as function calls (``model_items``)."""
-_TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal", "summary_text"})
-_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
 class OpenAIChatBackend:
     carried_item_types = CARRIED
     carried_part_types: Mapping[str, frozenset[str]] = {
-        "user": _TEXT_PARTS | {"input_image"},
-        "system": _TEXT_PARTS,
-        "developer": _TEXT_PARTS,
-        "assistant": _TEXT_PARTS,
-        TOOL_OUTPUT: _TEXT_PARTS | {"input_image"},
+        "user": TEXT_PARTS | {"input_image"},
+        "system": TEXT_PARTS,
+        "developer": TEXT_PARTS,
+        "assistant": TEXT_PARTS,
+        TOOL_OUTPUT: TEXT_PARTS | {"input_image"},
     }
     carries_unknown_types = False
 
@@ -178,233 +168,6 @@ async def _guided(deltas: AsyncGenerator[Delta, None], tool: str) -> AsyncGenera
     async with aclosing(deltas) as inner:
         async for delta in as_tool_input(inner, tool):
             yield delta
-
-
-def to_upstream(
-    request: InferenceRequest,
-    max_tokens_field: str = "max_tokens",
-    *,
-    alternate_roles: bool = False,
-    efforts: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """The Chat Completions body of ``request``; ``efforts``: the level each effort the
-    server does not take is sent at (:func:`effort_levels`)."""
-    settings = request.settings
-    messages = _messages(request)
-    if alternate_roles:
-        messages = merge_user_turns(messages)
-    body: dict[str, Any] = {"model": request.model, "messages": messages}
-    if request.stream:
-        body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
-    if request.tools:
-        body["tools"] = [_tool(tool) for tool in request.tools]
-        body["tool_choice"] = _tool_choice(request.tool_choice)
-        body["parallel_tool_calls"] = settings.parallel_tool_calls
-    optional = {
-        "temperature": settings.temperature,
-        "top_p": settings.top_p,
-        max_tokens_field: settings.max_output_tokens,
-        "reasoning_effort": _effort(settings.reasoning_effort, efforts),
-        "user": settings.user,
-        "safety_identifier": settings.safety_identifier,
-        "prompt_cache_key": settings.prompt_cache_key,
-        "presence_penalty": settings.presence_penalty,
-        "frequency_penalty": settings.frequency_penalty,
-        "top_k": settings.top_k,
-        "seed": settings.seed,
-        "stop": settings.stop_sequences or None,
-        "verbosity": settings.verbosity,
-        "service_tier": settings.service_tier,
-    }
-    body.update((k, v) for k, v in optional.items() if v is not None)
-    if logprobs.INCLUDE in settings.include:  # logprobs.wanted, inline: once per round
-        body["logprobs"] = True
-        if settings.top_logprobs:
-            body["top_logprobs"] = settings.top_logprobs
-    response_format = _response_format(settings.text_format)
-    if response_format is not None:
-        body["response_format"] = response_format
-    for key, value in settings.vendor_fields.items():
-        body.setdefault(key, value)
-    if settings.continue_final_message and _prefilled(messages[-1]):
-        body["continue_final_message"] = True  # vLLM's; llama.cpp continues unasked
-        body["add_generation_prompt"] = False
-    return body
-
-
-def _effort(effort: str | None, efforts: Mapping[str, str] | None) -> str | None:
-    return efforts.get(effort, effort) if efforts and effort is not None else effort
-
-
-def _prefilled(message: dict[str, Any]) -> bool:
-    """The conversation ends with an assistant's text to continue (not its tool calls)."""
-    return message["role"] == "assistant" and "tool_calls" not in message
-
-
-def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    if request.instructions:
-        messages.append({"role": "system", "content": request.instructions})
-    reasoning: list[str] = []
-    images: list[dict[str, Any]] = []
-    """Image parts of the tool outputs just sent, for the user message that follows them."""
-    for item in model_items(request.items):
-        kind = item.get("type")
-        if kind != "function_call_output" and images:
-            messages.append({"role": "user", "content": images})
-            images = []
-        if kind == "message":
-            message = _message(item)
-            if message["role"] == "assistant" and reasoning:
-                message["reasoning_content"] = joined_items(reasoning)
-                reasoning = []
-            messages.append(message)
-        elif kind == "function_call":
-            last = messages[-1] if messages else None
-            if last is None or last["role"] != "assistant":
-                last = {"role": "assistant", "content": None}
-                messages.append(last)
-            if reasoning:
-                last["reasoning_content"] = joined_items(reasoning)
-                reasoning = []
-            last.setdefault("tool_calls", []).append(
-                {
-                    "id": item["call_id"],
-                    "type": "function",
-                    "function": {"name": item["name"], "arguments": item["arguments"]},
-                }
-            )
-        elif kind == "function_call_output":
-            messages.append(_tool_message(item, images))
-        elif kind == "reasoning":
-            reasoning.append(item_text(item) or _summary_text(item))
-    if images:
-        messages.append({"role": "user", "content": images})
-    return place_system_messages(messages)
-
-
-def _tool_message(item: Item, images: list[dict[str, Any]]) -> dict[str, Any]:
-    """A ``role: "tool"`` message, which carries text only: the output's text parts a line
-    apart (as vLLM joins a message's parts); its images are added to ``images`` (labelled
-    with the call's id), for a user message after the tool messages of the round, and the
-    tool message says so."""
-    output = item.get("output")
-    if isinstance(output, str):
-        return {"role": "tool", "tool_call_id": item["call_id"], "content": output}
-    text = "\n".join(
-        _part_text(part)
-        for part in output or ()
-        if isinstance(part, dict) and part.get("type") in _TEXT_PARTS
-    )
-    pictures = [
-        _image_part(part)
-        for part in output or ()
-        if isinstance(part, dict) and part.get("type") == "input_image"
-    ]
-    if pictures:
-        count = "1 image" if len(pictures) == 1 else f"{len(pictures)} images"
-        verb = "follows" if len(pictures) == 1 else "follow"
-        note = f"[{count} of this output {verb} in the next user message.]"
-        text = f"{text}\n{note}" if text else note
-        label = f"Images of the output of tool call {item['call_id']}:"
-        images.extend([{"type": "text", "text": label}, *pictures])
-    return {"role": "tool", "tool_call_id": item["call_id"], "content": text}
-
-
-_DETAILS: Final = {"auto": "auto", "low": "low", "high": "high", "original": "high"}
-"""Image ``detail`` levels every Chat server knows, from the Responses API's: ``original``
-(full resolution, which Codex's view_image asks for; newer than most Chat servers' request
-schemas) is sent as ``high``; an unknown level is not sent."""
-
-
-def _image_part(part: Item) -> dict[str, Any]:
-    image: dict[str, Any] = {"url": part["image_url"]}
-    detail = _DETAILS.get(str(part.get("detail")))
-    if detail is not None:
-        image["detail"] = detail
-    return {"type": "image_url", "image_url": image}
-
-
-def _message(item: Item) -> dict[str, Any]:
-    message = _message_content(item)
-    if isinstance(item.get("name"), str):  # a Chat client's participant name
-        message["name"] = item["name"]
-    return message
-
-
-def _message_content(item: Item) -> dict[str, Any]:
-    role = _ROLES[item["role"]]
-    content = item.get("content")
-    if isinstance(content, str) or role != "user":
-        text = content if isinstance(content, str) else _joined_text(content, item)
-        return {"role": role, "content": text}
-    parts: list[dict[str, Any]] = []
-    for part in content or []:
-        kind = part.get("type")
-        if kind in _TEXT_PARTS:
-            parts.append({"type": "text", "text": _part_text(part)})
-        elif kind == "input_image":
-            parts.append(_image_part(part))
-        else:
-            raise InvalidRequest(
-                f"Content part type '{kind}' is not supported by a Chat Completions upstream.",
-                param="input",
-                code="unsupported_content_type",
-            )
-    return {"role": role, "content": parts}
-
-
-def _joined_text(content: Any, item: Item) -> str:
-    for part in content or []:
-        if part.get("type") not in _TEXT_PARTS:
-            raise InvalidRequest(
-                f"Content part type '{part.get('type')}' is not supported in a "
-                f"'{item['role']}' message by a Chat Completions upstream.",
-                param="input",
-                code="unsupported_content_type",
-            )
-    return "\n".join(_part_text(part) for part in content or [])
-
-
-def _part_text(part: Item) -> str:
-    """A text-like part's text (a refusal part keeps it under ``refusal``)."""
-    return str(part.get("text") or part.get("refusal") or "")
-
-
-def _summary_text(item: Item) -> str:
-    summary = item.get("summary") or []
-    return "".join(part.get("text", "") for part in summary if isinstance(part, dict))
-
-
-def _tool(tool: Item) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": tool["name"]}
-    for key in ("description", "parameters", "strict"):
-        if tool.get(key) is not None:
-            function[key] = tool[key]
-    return {"type": "function", "function": function}
-
-
-def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
-    if isinstance(choice, str):
-        return choice
-    if choice.get("type") == "function":
-        return {"type": "function", "function": {"name": choice["name"]}}
-    return choice
-
-
-def _response_format(text_format: dict[str, Any]) -> dict[str, Any] | None:
-    kind = text_format.get("type")
-    if kind == "json_schema":
-        schema = {
-            k: text_format[k]
-            for k in ("name", "schema", "strict", "description")
-            if k in text_format
-        }
-        return {"type": "json_schema", "json_schema": schema}
-    if kind == "json_object":
-        return {"type": "json_object"}
-    return None
 
 
 def from_upstream_chunk(chunk: dict[str, Any], tokens: bool = False) -> Iterator[Delta]:

@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from stateway.backends import openai_chat
+from stateway.backends import chat_request
 from stateway.backends.stop_sequences import stopping
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
@@ -143,7 +143,7 @@ class OpenAIResponsesBackend:
         else:
             return self._input_tokens(raw)
         try:
-            chat = openai_chat.to_upstream(request)
+            chat = chat_request.to_upstream(request)
         except InvalidRequest:  # parts a chat template cannot take (files): estimate
             return None
         return await self._tokenizer.count(chat)

@@ -11,7 +11,7 @@ Both servers serve it at their root (not under ``/v1``):
   it, and passes the first ``/tokenize`` (which has it) to the model's own server.
 
 The caller renders the request as the Chat Completions body it would send
-(:func:`~stateway.backends.openai_chat.to_upstream`); a server answering ``/tokenize``
+(:func:`~stateway.backends.chat_request.to_upstream`); a server answering ``/tokenize``
 without a ``count`` is taken for llama.cpp from then on. A 404 means there is no tokenizer
 to ask (OpenAI, Ollama): the count is None, and the gateway estimates instead. Other
 failures are the upstream's errors, as for any call.

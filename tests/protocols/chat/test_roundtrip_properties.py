@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stateway.backends.chat_request import to_upstream
 from stateway.backends.chat_system_messages import place_system_messages
-from stateway.backends.openai_chat import to_upstream
 from stateway.core.inference import InferenceRequest
 from stateway.core.tools.catalog import Catalog
 from stateway.protocols.chat.decode import decode_chat

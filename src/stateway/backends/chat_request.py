@@ -1,0 +1,256 @@
+"""The Chat Completions request body for an inference request: canonical items to
+``messages``, settings to the body's fields (:func:`to_upstream`), as the Chat backend
+(:mod:`stateway.backends.openai_chat`) sends it and a tokenizer counts it.
+
+Reasoning items ride on the next assistant message as ``reasoning_content`` (several
+before one assistant message share it, a blank line between them); consecutive function
+calls join one assistant message's ``tool_calls``; a function call's output is a
+``role: "tool"`` message (text only: images the output holds follow the round's tool
+messages in one user message, each group labelled with its call id). System messages
+lead, joined into one; later ones become user reminders
+(:mod:`stateway.backends.chat_system_messages`). An effort the server does not take is sent
+at its nearest level (``efforts``: :mod:`stateway.backends.reasoning_efforts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from stateway.backends.chat_system_messages import merge_user_turns, place_system_messages
+from stateway.core import logprobs
+from stateway.core.errors import InvalidRequest
+from stateway.core.inference import InferenceRequest
+from stateway.core.items import Item, item_text, joined_items
+from stateway.core.tools.history import model_items
+
+TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text", "refusal", "summary_text"})
+"""The content parts a Chat message carries as text."""
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+def to_upstream(
+    request: InferenceRequest,
+    max_tokens_field: str = "max_tokens",
+    *,
+    alternate_roles: bool = False,
+    efforts: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The Chat Completions body of ``request``; ``efforts``: the level each effort the
+    server does not take is sent at (:func:`effort_levels`)."""
+    settings = request.settings
+    messages = _messages(request)
+    if alternate_roles:
+        messages = merge_user_turns(messages)
+    body: dict[str, Any] = {"model": request.model, "messages": messages}
+    if request.stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    if request.tools:
+        body["tools"] = [_tool(tool) for tool in request.tools]
+        body["tool_choice"] = _tool_choice(request.tool_choice)
+        body["parallel_tool_calls"] = settings.parallel_tool_calls
+    optional = {
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        max_tokens_field: settings.max_output_tokens,
+        "reasoning_effort": _effort(settings.reasoning_effort, efforts),
+        "user": settings.user,
+        "safety_identifier": settings.safety_identifier,
+        "prompt_cache_key": settings.prompt_cache_key,
+        "presence_penalty": settings.presence_penalty,
+        "frequency_penalty": settings.frequency_penalty,
+        "top_k": settings.top_k,
+        "seed": settings.seed,
+        "stop": settings.stop_sequences or None,
+        "verbosity": settings.verbosity,
+        "service_tier": settings.service_tier,
+    }
+    body.update((k, v) for k, v in optional.items() if v is not None)
+    if logprobs.INCLUDE in settings.include:  # logprobs.wanted, inline: once per round
+        body["logprobs"] = True
+        if settings.top_logprobs:
+            body["top_logprobs"] = settings.top_logprobs
+    response_format = _response_format(settings.text_format)
+    if response_format is not None:
+        body["response_format"] = response_format
+    for key, value in settings.vendor_fields.items():
+        body.setdefault(key, value)
+    if settings.continue_final_message and _prefilled(messages[-1]):
+        body["continue_final_message"] = True  # vLLM's; llama.cpp continues unasked
+        body["add_generation_prompt"] = False
+    return body
+
+
+def _effort(effort: str | None, efforts: Mapping[str, str] | None) -> str | None:
+    return efforts.get(effort, effort) if efforts and effort is not None else effort
+
+
+def _prefilled(message: dict[str, Any]) -> bool:
+    """The conversation ends with an assistant's text to continue (not its tool calls)."""
+    return message["role"] == "assistant" and "tool_calls" not in message
+
+
+def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if request.instructions:
+        messages.append({"role": "system", "content": request.instructions})
+    reasoning: list[str] = []
+    images: list[dict[str, Any]] = []
+    """Image parts of the tool outputs just sent, for the user message that follows them."""
+    for item in model_items(request.items):
+        kind = item.get("type")
+        if kind != "function_call_output" and images:
+            messages.append({"role": "user", "content": images})
+            images = []
+        if kind == "message":
+            message = _message(item)
+            if message["role"] == "assistant" and reasoning:
+                message["reasoning_content"] = joined_items(reasoning)
+                reasoning = []
+            messages.append(message)
+        elif kind == "function_call":
+            last = messages[-1] if messages else None
+            if last is None or last["role"] != "assistant":
+                last = {"role": "assistant", "content": None}
+                messages.append(last)
+            if reasoning:
+                last["reasoning_content"] = joined_items(reasoning)
+                reasoning = []
+            last.setdefault("tool_calls", []).append(
+                {
+                    "id": item["call_id"],
+                    "type": "function",
+                    "function": {"name": item["name"], "arguments": item["arguments"]},
+                }
+            )
+        elif kind == "function_call_output":
+            messages.append(_tool_message(item, images))
+        elif kind == "reasoning":
+            reasoning.append(item_text(item) or _summary_text(item))
+    if images:
+        messages.append({"role": "user", "content": images})
+    return place_system_messages(messages)
+
+
+def _tool_message(item: Item, images: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``role: "tool"`` message, which carries text only: the output's text parts a line
+    apart (as vLLM joins a message's parts); its images are added to ``images`` (labelled
+    with the call's id), for a user message after the tool messages of the round, and the
+    tool message says so."""
+    output = item.get("output")
+    if isinstance(output, str):
+        return {"role": "tool", "tool_call_id": item["call_id"], "content": output}
+    text = "\n".join(
+        _part_text(part)
+        for part in output or ()
+        if isinstance(part, dict) and part.get("type") in TEXT_PARTS
+    )
+    pictures = [
+        _image_part(part)
+        for part in output or ()
+        if isinstance(part, dict) and part.get("type") == "input_image"
+    ]
+    if pictures:
+        count = "1 image" if len(pictures) == 1 else f"{len(pictures)} images"
+        verb = "follows" if len(pictures) == 1 else "follow"
+        note = f"[{count} of this output {verb} in the next user message.]"
+        text = f"{text}\n{note}" if text else note
+        label = f"Images of the output of tool call {item['call_id']}:"
+        images.extend([{"type": "text", "text": label}, *pictures])
+    return {"role": "tool", "tool_call_id": item["call_id"], "content": text}
+
+
+_DETAILS: Final = {"auto": "auto", "low": "low", "high": "high", "original": "high"}
+"""Image ``detail`` levels every Chat server knows, from the Responses API's: ``original``
+(full resolution, which Codex's view_image asks for; newer than most Chat servers' request
+schemas) is sent as ``high``; an unknown level is not sent."""
+
+
+def _image_part(part: Item) -> dict[str, Any]:
+    image: dict[str, Any] = {"url": part["image_url"]}
+    detail = _DETAILS.get(str(part.get("detail")))
+    if detail is not None:
+        image["detail"] = detail
+    return {"type": "image_url", "image_url": image}
+
+
+def _message(item: Item) -> dict[str, Any]:
+    message = _message_content(item)
+    if isinstance(item.get("name"), str):  # a Chat client's participant name
+        message["name"] = item["name"]
+    return message
+
+
+def _message_content(item: Item) -> dict[str, Any]:
+    role = _ROLES[item["role"]]
+    content = item.get("content")
+    if isinstance(content, str) or role != "user":
+        text = content if isinstance(content, str) else _joined_text(content, item)
+        return {"role": role, "content": text}
+    parts: list[dict[str, Any]] = []
+    for part in content or []:
+        kind = part.get("type")
+        if kind in TEXT_PARTS:
+            parts.append({"type": "text", "text": _part_text(part)})
+        elif kind == "input_image":
+            parts.append(_image_part(part))
+        else:
+            raise InvalidRequest(
+                f"Content part type '{kind}' is not supported by a Chat Completions upstream.",
+                param="input",
+                code="unsupported_content_type",
+            )
+    return {"role": role, "content": parts}
+
+
+def _joined_text(content: Any, item: Item) -> str:
+    for part in content or []:
+        if part.get("type") not in TEXT_PARTS:
+            raise InvalidRequest(
+                f"Content part type '{part.get('type')}' is not supported in a "
+                f"'{item['role']}' message by a Chat Completions upstream.",
+                param="input",
+                code="unsupported_content_type",
+            )
+    return "\n".join(_part_text(part) for part in content or [])
+
+
+def _part_text(part: Item) -> str:
+    """A text-like part's text (a refusal part keeps it under ``refusal``)."""
+    return str(part.get("text") or part.get("refusal") or "")
+
+
+def _summary_text(item: Item) -> str:
+    summary = item.get("summary") or []
+    return "".join(part.get("text", "") for part in summary if isinstance(part, dict))
+
+
+def _tool(tool: Item) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool["name"]}
+    for key in ("description", "parameters", "strict"):
+        if tool.get(key) is not None:
+            function[key] = tool[key]
+    return {"type": "function", "function": function}
+
+
+def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+    if isinstance(choice, str):
+        return choice
+    if choice.get("type") == "function":
+        return {"type": "function", "function": {"name": choice["name"]}}
+    return choice
+
+
+def _response_format(text_format: dict[str, Any]) -> dict[str, Any] | None:
+    kind = text_format.get("type")
+    if kind == "json_schema":
+        schema = {
+            k: text_format[k]
+            for k in ("name", "schema", "strict", "description")
+            if k in text_format
+        }
+        return {"type": "json_schema", "json_schema": schema}
+    if kind == "json_object":
+        return {"type": "json_object"}
+    return None
