@@ -9,7 +9,7 @@ Metadata: at most 16 pairs, keys up to 64 characters, values strings up to 512.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from stateway.core.commands import (
     AddConversationItems,
@@ -21,7 +21,7 @@ from stateway.core.commands import (
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.protocols.responses.body import parse_body
-from stateway.protocols.responses.decode import read_include
+from stateway.protocols.responses.decode import page_query, read_include
 from stateway.protocols.responses.items import decode_items
 from stateway.protocols.responses.metadata import decode_metadata
 
@@ -79,22 +79,10 @@ def decode_get_item(
 def decode_list_items(
     conversation_id: str, query: Mapping[str, str], include: Sequence[str] | None = None
 ) -> ListConversationItems:
-    """``after``, ``limit`` (1 to 100, default 20), ``order`` (default ``desc``), and the
-    ``include`` the items are shown with (the query's ``include[]`` values)."""
+    """A page of a conversation's items (:func:`page_query`), shown with ``include`` (the
+    query's ``include[]`` values)."""
     shown = read_include(include)
-    limit_text = query.get("limit", "20")
-    if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= 100:
-        raise InvalidRequest(
-            "'limit' must be an integer from 1 to 100.", param="limit", code="invalid_value"
-        )
-    order = query.get("order", "desc")
-    if order not in ("asc", "desc"):
-        raise InvalidRequest(
-            "'order' must be 'asc' or 'desc'.", param="order", code="invalid_value"
-        )
-    sort: Literal["asc", "desc"] = "asc" if order == "asc" else "desc"
-    after = query.get("after") or None
-    return ListConversationItems(conversation_id, after, int(limit_text), sort, shown)
+    return ListConversationItems(conversation_id, *page_query(query), shown)
 
 
 def _items(value: Any, *, allow_empty: bool) -> list[Item]:

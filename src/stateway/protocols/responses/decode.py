@@ -197,9 +197,15 @@ def _context_management(entries: list[ContextManagement]) -> list[dict[str, Any]
 def decode_list_input_items(
     response_id: str, query: Mapping[str, str], include: Sequence[str] | None = None
 ) -> ListInputItems:
-    """``after``, ``limit`` (1 to 100, default 20), ``order`` (default ``desc``), and the
-    ``include`` the items are shown with (the query's ``include[]`` values)."""
+    """A page of a response's input items (:func:`page_query`), shown with ``include``
+    (the query's ``include[]`` values)."""
     shown = read_include(include)
+    return ListInputItems(response_id, *page_query(query), shown)
+
+
+def page_query(query: Mapping[str, str]) -> tuple[str | None, int, Literal["asc", "desc"]]:
+    """A listing's ``after``, ``limit`` (1 to 100, default 20) and ``order`` (default
+    ``desc``), as the item listings read them."""
     limit_text = query.get("limit", "20")
     if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= 100:
         raise InvalidRequest(
@@ -211,8 +217,7 @@ def decode_list_input_items(
             "'order' must be 'asc' or 'desc'.", param="order", code="invalid_value"
         )
     sort: Literal["asc", "desc"] = "asc" if order == "asc" else "desc"
-    after = query.get("after") or None
-    return ListInputItems(response_id, after, int(limit_text), sort, shown)
+    return query.get("after") or None, int(limit_text), sort
 
 
 def _conversation_id(value: str | dict[str, Any] | None, previous: str | None) -> str | None:
