@@ -21,7 +21,7 @@ from pydantic import Field, field_validator
 
 from stateway.config_section import Section
 from stateway.exposure import check_url_transport
-from stateway.identity.oidc import OidcSettings
+from stateway.identity.oidc_settings import OidcSettings
 
 
 class OidcConfig(Section):

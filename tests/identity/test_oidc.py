@@ -10,7 +10,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from stateway.core.errors import IdentityUnavailable, Unauthorized
-from stateway.identity.oidc import JWKS_MAX_AGE, OidcSettings, OidcVerifier
+from stateway.identity.oidc import JWKS_MAX_AGE, OidcVerifier
+from stateway.identity.oidc_settings import OidcSettings
 from tests.support.oidc_issuer import AUDIENCE, TENANT_CLAIM, OidcIssuer
 
 

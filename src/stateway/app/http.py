@@ -20,7 +20,6 @@ from stateway.config import (
 from stateway.core.ownership import fail_abandoned
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.keys import KeyStore
-from stateway.identity.oidc import OidcVerifier
 from stateway.protocols.responses.encode import encode_event_json
 from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.admin import AdminRoutes, require_admin
@@ -141,5 +140,9 @@ def build_authenticator(
         if keys is None:
             raise ConfigError("[auth] api_keys = true needs the gateway's database")
         cache = KeyCache(keys, auth.key_cache_ttl)
-    oidc = None if auth.oidc is None else OidcVerifier(auth.oidc.settings)
+    oidc = None
+    if auth.oidc is not None:
+        from stateway.identity.oidc import OidcVerifier  # PyJWT: only where OIDC is on
+
+        oidc = OidcVerifier(auth.oidc.settings)
     return Authenticator(keys=cache, oidc=oidc, admin_key=admin_credential)

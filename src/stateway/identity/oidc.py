@@ -20,6 +20,9 @@ are refused: a public key is no shared secret) by a published key, its ``iss`` i
 issuer's, its ``aud`` holds the audience, and it has not expired (``exp`` is required;
 ``nbf`` and ``iat`` are checked when present). Its tenant is the ``tenant_claim`` claim,
 its subject ``sub``. No token ever reaches a log line or an error message.
+
+This module is imported only where OIDC is configured (PyJWT and what it loads are ~6 MiB
+of a process).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from jwt import PyJWK, PyJWKClient
 from stateway.core.errors import IdentityUnavailable, Unauthorized
 from stateway.exposure import check_url_transport
 from stateway.identity.keys import TENANT_PATTERN
+from stateway.identity.oidc_settings import OidcSettings
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +66,6 @@ MAX_SUBJECT: Final = 255
 MAX_VERIFIED: Final = 4096
 """Verified tokens remembered (the oldest forgotten first)."""
 DISCOVERY_PATH: Final = "/.well-known/openid-configuration"
-
-
-@dataclass(frozen=True, slots=True)
-class OidcSettings:
-    issuer: str
-    audience: str
-    tenant_claim: str
-    refetch_cooldown: float = 1.0
-    timeout: float = 5.0
-    """Seconds a fetch of the discovery document or the JWKS may take."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -234,7 +234,7 @@ def down_issuer() -> Iterator[OidcIssuer]:
 async def test_an_unreachable_identity_provider_is_a_503_in_each_shape(
     down_issuer: OidcIssuer,
 ) -> None:
-    from stateway.identity.oidc import OidcSettings
+    from stateway.identity.oidc_settings import OidcSettings
 
     settings = OidcSettings(down_issuer.url, AUDIENCE, TENANT_CLAIM)
     app = build(Authenticator(oidc=OidcVerifier(settings)))

@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from starlette.types import Scope
 
@@ -24,8 +24,10 @@ from stateway.core.commands import Principal
 from stateway.core.errors import CredentialRevoked, Forbidden, Unauthorized
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.keys import ApiKey, key_digest, looks_like_key
-from stateway.identity.oidc import OidcVerifier
 from stateway.surfaces.auth.credentials import credential_of
+
+if TYPE_CHECKING:  # the verifier loads PyJWT: only where OIDC is configured
+    from stateway.identity.oidc import OidcVerifier
 
 IDENTITY: Final = "stateway.identity"
 """The ASGI scope key under which the HTTP middleware leaves a request's identity."""
