@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from stateway.backends.chat_system_messages import merge_user_turns, place_system_messages
+from stateway.backends.reasoning_efforts import level_sent
 from stateway.core import logprobs
 from stateway.core.errors import InvalidRequest
 from stateway.core.inference import InferenceRequest
@@ -54,7 +55,7 @@ def to_upstream(
         "temperature": settings.temperature,
         "top_p": settings.top_p,
         max_tokens_field: settings.max_output_tokens,
-        "reasoning_effort": _effort(settings.reasoning_effort, efforts),
+        "reasoning_effort": level_sent(efforts or {}, settings.reasoning_effort),
         "user": settings.user,
         "safety_identifier": settings.safety_identifier,
         "prompt_cache_key": settings.prompt_cache_key,
@@ -80,10 +81,6 @@ def to_upstream(
         body["continue_final_message"] = True  # vLLM's; llama.cpp continues unasked
         body["add_generation_prompt"] = False
     return body
-
-
-def _effort(effort: str | None, efforts: Mapping[str, str] | None) -> str | None:
-    return efforts.get(effort, effort) if efforts and effort is not None else effort
 
 
 def _prefilled(message: dict[str, Any]) -> bool:

@@ -22,7 +22,7 @@ from stateway.backends.chat_logprobs import chunk_tokens, text_tokens
 from stateway.backends.chat_request import TEXT_PARTS, to_upstream
 from stateway.backends.chat_usage import from_chat_usage
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
-from stateway.backends.reasoning_efforts import effort_levels
+from stateway.backends.reasoning_efforts import effort_levels, level_sent
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_relay import UpstreamRelay
@@ -145,7 +145,7 @@ class OpenAIChatBackend:
         that is nothing."""
         fields = orjson.loads(body)
         effort = fields.get("reasoning_effort")
-        level = self._efforts.get(effort, effort) if isinstance(effort, str) else effort
+        level = level_sent(self._efforts, effort)
         if level == effort and not self._target.extra_body:
             return body
         if level != effort:

@@ -41,3 +41,9 @@ def _nearest(effort: str, accepted: tuple[str, ...]) -> str:
     asked = LADDER.index(effort)
     levels = [LADDER.index(level) for level in accepted if level != NONE]
     return LADDER[min(levels, key=lambda level: (abs(level - asked), level))]
+
+
+def level_sent(levels: Mapping[str, str], effort: object) -> object:
+    """What is sent for the client's ``effort`` given :func:`effort_levels`: its level, or
+    itself (an effort the server takes, or not a string: the server judges it)."""
+    return levels.get(effort, effort) if isinstance(effort, str) else effort

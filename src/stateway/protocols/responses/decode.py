@@ -264,9 +264,9 @@ def decode_retrieve(
     """``GET /v1/responses/{id}``: the response, its output as ``include`` (the query's
     ``include[]`` values) shows it, or with ``stream=true`` its event log from after
     ``starting_after`` (a sequence number, 0 or more), as it was streamed."""
-    check_include(include)
+    shown = read_include(include)
     if query.get("stream", "false").lower() not in ("true", "1"):
-        return GetResponse(response_id, tuple(include))
+        return GetResponse(response_id, shown)
     text = query.get("starting_after")
     if text is None:
         return WatchResponse(response_id)
