@@ -85,6 +85,23 @@ async def test_no_waiting_places_refuses_only_when_every_slot_is_taken() -> None
         pass
 
 
+async def test_full_only_when_every_slot_and_every_waiting_place_is_taken() -> None:
+    room = WaitingRoom(1)
+    slots = ConnectionSlots("up", 1, 5.0, room)
+    entered, leave = asyncio.Event(), asyncio.Event()
+    assert not slots.full
+    holder = asyncio.create_task(hold_until(slots, entered, leave))
+    await entered.wait()
+    assert not slots.full  # a waiting place is free
+    waiting = asyncio.create_task(hold_until(slots, asyncio.Event(), leave))
+    await asyncio.sleep(0)
+    assert slots.full
+    assert not ConnectionSlots("other", 1, 5.0, room).full  # its own slot is free
+    leave.set()
+    await asyncio.gather(holder, waiting)
+    assert not slots.full
+
+
 async def test_a_slot_is_returned_when_the_call_fails() -> None:
     slots = ConnectionSlots("up", 1, 0.2, WaitingRoom(10))
     with pytest.raises(RuntimeError):

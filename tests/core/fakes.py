@@ -30,6 +30,7 @@ class ScriptedBackend:
         "tool_output": frozenset({"input_text"}),
     }
     carries_unknown_types = False
+    full = False
 
     def __init__(
         self, script: list[Delta | GatewayError], gate: asyncio.Event | None = None

@@ -139,6 +139,43 @@ async def test_a_model_the_server_lacks_moves_on_and_leaves_its_circuit_closed()
     assert len(a.requests) == 5
 
 
+async def test_the_gateways_own_full_queue_moves_on_and_leaves_the_circuit_closed() -> None:
+    """The gateway's queue for a busy server being full says nothing of the server's
+    health: the round moves on, and the candidate is never skipped as unhealthy for it."""
+    full = Overloaded("queue full")
+    a, b = Named("a", [full] * 5), Named("b", OK * 5)
+    assistant = route(candidate(a), candidate(b, priority=1))
+    routing = router(assistant)
+    gw = gateway(routing)
+    for _ in range(5):
+        run = await gw.execute(Principal(), CreateResponse("assistant", [USER]))
+        await run.wait()
+        assert run.state.status == "completed"
+        assert [x["backend"] for x in run.state.attempts] == ["a", "b"]
+    assert routing.state.health.state(assistant.candidates[0].key) == "closed"
+
+
+async def test_a_request_whose_every_candidate_is_full_is_refused_before_it_runs() -> None:
+    """Refused at admission as its first call would be, but before it costs a run, a
+    stored row or a task."""
+    a, b = Named("a", OK), Named("b", OK)
+    a.full = b.full = True
+    store = MemoryStore()
+    gw = gateway(router(route(candidate(a), candidate(b, priority=1))), store)
+    command = CreateResponse("assistant", [USER], stream=True)
+    with pytest.raises(Overloaded) as refused:
+        await gw.execute(Principal(), command)
+    assert (refused.value.status, refused.value.code) == (503, "overloaded")
+    assert refused.value.headers["Retry-After"] == "1"
+    assert "'assistant'" in refused.value.message
+    assert store.records == {}
+    assert a.requests == b.requests == []
+    b.full = False  # one candidate with room is enough
+    run = await gw.execute(Principal(), command)
+    await run.wait()
+    assert run.state.status == "completed"
+
+
 async def test_when_every_candidate_lacks_the_model_the_client_gets_the_404() -> None:
     missing = UpstreamRejected("no such model", status=404, code="model_not_found")
     a, b = Named("a", [missing]), Named("b", [missing])

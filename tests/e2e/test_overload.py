@@ -84,3 +84,34 @@ async def test_the_slot_serves_again_after_the_refusals(one_slot: RunningGateway
     async with aiohttp.ClientSession() as session:
         results = [await post(session, one_slot.url, "again") for _ in range(3)]
     assert [status for status, *_ in results] == [200, 200, 200]
+
+
+async def queue_depth(session: aiohttp.ClientSession, url: str) -> float:
+    async with session.get(url + "/metrics") as response:
+        for line in (await response.text()).splitlines():
+            if line.startswith("stateway_upstream_queue_depth "):
+                return float(line.split()[1])
+    raise AssertionError("no stateway_upstream_queue_depth metric")
+
+
+async def test_a_stream_the_full_queue_cannot_take_is_refused_before_it_starts(
+    one_slot: RunningGateway, fake_upstream: str
+) -> None:
+    """Refused as it is admitted (no stream, no stored response), not at its first call."""
+    marker = uuid.uuid4().hex
+    async with aiohttp.ClientSession() as session:
+        holder = asyncio.create_task(post(session, one_slot.url, f"{marker} [[slow:3000]]"))
+        await wait_until_upstream_saw(fake_upstream, marker)
+        waiter = asyncio.create_task(post(session, one_slot.url, "b"))
+        deadline = time.monotonic() + 10
+        while await queue_depth(session, one_slot.url) < 1:
+            assert time.monotonic() < deadline, "the second request never waited"
+            await asyncio.sleep(0.02)
+        body = {"model": "fake-model", "input": "c", "stream": True, "store": True}
+        async with session.post(one_slot.url + "/v1/responses", json=body) as response:
+            status, headers = response.status, response.headers
+            payload = orjson.loads(await response.read())
+        await asyncio.gather(holder, waiter)
+    assert (status, headers["Retry-After"]) == (503, "1")
+    assert payload["error"]["code"] == "overloaded"
+    assert "for 'fake-model'" in payload["error"]["message"]

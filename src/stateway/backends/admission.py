@@ -73,6 +73,12 @@ class ConnectionSlots:
         self._wait_limit = wait_limit
         self._room = room
 
+    @property
+    def full(self) -> bool:
+        """Whether a call now would be refused at once: every slot taken and every place
+        in the process's queue too."""
+        return self._semaphore.locked() and self._room.waiting >= self._room.capacity
+
     @asynccontextmanager
     async def hold(self) -> AsyncIterator[None]:
         """Hold one slot for the block, waiting for it as described in the module doc."""

@@ -147,6 +147,10 @@ class AnthropicBackend:
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed reply.") from exc
 
+    @property
+    def full(self) -> bool:
+        return self._client.full
+
     async def list_models(self) -> list[str]:
         """Every page of the listing: Anthropic answers 20 models unless asked for more
         (at most 1,000 a page), with ``has_more`` and ``last_id`` to go on from."""

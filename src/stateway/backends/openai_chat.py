@@ -152,6 +152,10 @@ class OpenAIChatBackend:
             fields["reasoning_effort"] = level
         return orjson.dumps(self._target.filled(fields))
 
+    @property
+    def full(self) -> bool:
+        return self._client.full
+
     async def list_models(self) -> list[str]:
         return await self._client.list_models()
 

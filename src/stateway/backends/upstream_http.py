@@ -114,6 +114,11 @@ class UpstreamClient:
         )
 
     @property
+    def full(self) -> bool:
+        """Whether a call now would be refused at once (:attr:`ConnectionSlots.full`)."""
+        return self._slots.full
+
+    @property
     def root_url(self) -> str:
         """The server's root: ``base_url`` without its ``/v1`` (where vLLM and llama.cpp
         serve ``/tokenize``)."""

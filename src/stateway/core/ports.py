@@ -28,6 +28,12 @@ class Backend(Protocol):
     gateway does not model travel to it untouched (and the ``shell`` tools and their items
     natively); for a backend without it they are a 400 naming the type."""
 
+    @property
+    def full(self) -> bool:
+        """Whether a call now would be refused at once: the gateway's own queue for this
+        upstream is full (:class:`~stateway.core.errors.Overloaded`)."""
+        ...
+
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         """Stream one round. Raises :class:`~stateway.core.errors.UpstreamError` subclasses,
         before the first delta or mid-stream. Closing the iterator cancels the upstream call."""

@@ -3,8 +3,10 @@
 ``RunStarter.admit`` is the create path of :meth:`Gateway.execute
 <stateway.core.gateway.Gateway.execute>`: feature stages, tools, the routing plan and the
 checked context, compaction, a conversation turn's claim, then the run's task, which holds
-its config generation to its end. ``RunStarter.count`` checks a request the same way and
-counts its input tokens without running it.
+its config generation to its end. A request whose every candidate's queue is full is
+refused here (503 ``overloaded``), before it costs a run, a stored row or a task: its
+first upstream call would be refused the same way. ``RunStarter.count`` checks a request
+the same way and counts its input tokens without running it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from stateway.core.context import checked_context, load_prior
 from stateway.core.conversations.ports import ConversationItems
 from stateway.core.conversations.service import Conversations
 from stateway.core.coordination import EventFanout
-from stateway.core.errors import InternalError
+from stateway.core.errors import InternalError, Overloaded
 from stateway.core.generations import Generation, Generations
 from stateway.core.ids import new_id
 from stateway.core.inference import InferenceRequest
@@ -44,6 +46,11 @@ from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.toolset import Toolset
 
 log = logging.getLogger(__name__)
+
+_FULL = (
+    "The gateway is at capacity: every connection to the model servers for '{model}' is "
+    "in use and as many requests as its queue holds already wait. Retry shortly."
+)
 
 
 class RunStarter:
@@ -95,6 +102,8 @@ class RunStarter:
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
         plan, context = await self._plan(principal, command, router, route, toolset, conversation)
+        if command.generate and all(candidate.backend.full for candidate in plan.capable):
+            raise Overloaded(_FULL.format(model=command.model))
         plan.hints = frozenset(hints)
         checked = context
         compaction = None

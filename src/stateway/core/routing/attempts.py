@@ -11,7 +11,7 @@ queue for that server, an upstream error event before any output). A request the
 refused as such (another 4xx) or an answer too large would fail the same way anywhere.
 A 404 is the candidate's model missing from a server that is up (a served model name
 that does not match, a URL without its ``/v1``): it moves on without counting against
-the candidate's circuit (:func:`unhealthy`).
+the candidate's circuit (:func:`unhealthy`), and so does the gateway's own full queue.
 """
 
 from __future__ import annotations
@@ -50,10 +50,11 @@ def recoverable(error: BaseException) -> bool:
 
 def unhealthy(error: BaseException) -> bool:
     """Whether ``error`` counts against its candidate's circuit: a recoverable failure of
-    the server, not a model the server (which answered) does not have."""
+    the server, not a model the server (which answered) does not have, nor the gateway's
+    own queue for it being full (the server is busy with the calls it has, not failing)."""
     if isinstance(error, UpstreamRejected) and error.status == MODEL_NOT_SERVED:
         return False
-    return recoverable(error)
+    return not isinstance(error, Overloaded) and recoverable(error)
 
 
 def retry_after(error: BaseException, now: Callable[[], float] = time.time) -> float | None:
