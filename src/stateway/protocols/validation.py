@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pydantic
+from pydantic_core import ErrorDetails
 
 from stateway.core.errors import InvalidRequest
 
@@ -20,11 +21,13 @@ def invalid_request(
     tag_of: Callable[[Location], str] | None = None,
 ) -> InvalidRequest:
     """The error that got furthest into the body (of a union's alternatives, the one that
-    names the field best): a missing field, a body that is no object, or a value of the
-    wrong type or value. ``tag_of``: the discriminator a tagged union misses (``role``,
-    ``type``), for a wire that reports it as a missing field."""
+    names the field best: the most array indices, then the deepest, so an object given
+    for a union of a literal and a model is judged as the model): a missing field, a body
+    that is no object, or a value of the wrong type or value. ``tag_of``: the
+    discriminator of a tagged union (``role``, ``type``), for a wire that names it as the
+    field missing or holding an unknown tag."""
     errors = exc.errors(include_url=False, include_context=False)
-    error = max(errors, key=lambda e: sum(isinstance(part, int) for part in e["loc"]))
+    error = max(errors, key=_reach)
     param = param_of(error["loc"])
     if error["type"] == "missing":
         return _missing(param)
@@ -32,6 +35,8 @@ def invalid_request(
         return InvalidRequest("The request body must be a JSON object.", code="invalid_type")
     if error["type"] == "union_tag_not_found" and tag_of is not None:
         return _missing(f"{param}.{tag_of(error['loc'])}")
+    if error["type"] == "union_tag_invalid" and tag_of is not None:
+        param = f"{param}.{tag_of(error['loc'])}"
     if error["type"] == "too_short" and error.get("input") == []:
         return InvalidRequest(
             f"Invalid '{param}': empty array. Expected an array with minimum length 1, but got "
@@ -41,6 +46,12 @@ def invalid_request(
         )
     code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
     return InvalidRequest(f"Invalid value for '{param}': {error['msg']}.", param=param, code=code)
+
+
+def _reach(error: ErrorDetails) -> tuple[int, int]:
+    """How far into the body an error got: its array indices, then its depth."""
+    loc = error["loc"]
+    return sum(isinstance(part, int) for part in loc), len(loc)
 
 
 def _missing(param: str) -> InvalidRequest:

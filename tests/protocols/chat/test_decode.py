@@ -204,12 +204,12 @@ def test_logprobs_are_the_text_logprobs_include() -> None:
         ({"temperature": "warm"}, "temperature", "invalid_type"),
         ({"temperature": 3}, "temperature", "invalid_value"),
         ({"max_tokens": 0}, "max_tokens", "invalid_value"),
-        ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0]", "invalid_value"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role", "invalid_value"),
         ({"messages": [{"content": "x"}]}, "messages[0].role", "missing_required_parameter"),
         ({"messages": [{"role": "user"}]}, "messages[0].content", "missing_required_parameter"),
         (
             {"messages": [{"role": "user", "content": [{"type": "video", "x": 1}]}]},
-            "messages[0].content[0]",
+            "messages[0].content[0].type",
             "invalid_value",
         ),
         (
@@ -263,6 +263,16 @@ def test_logprobs_are_the_text_logprobs_include() -> None:
             "invalid_value",
         ),
         ({"tool_choice": "sometimes"}, "tool_choice", "invalid_value"),
+        (  # an object is judged as the named choice, not as one of the strings
+            {"tool_choice": {"type": "function"}},
+            "tool_choice.function",
+            "missing_required_parameter",
+        ),
+        (
+            {"tool_choice": {"type": "function", "function": {"name": 3}}},
+            "tool_choice.function.name",
+            "invalid_type",
+        ),
         (
             {"tool_choice": {"type": "function", "function": {"name": "nope"}}},
             "tool_choice.function.name",
