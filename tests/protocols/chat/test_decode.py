@@ -105,6 +105,16 @@ def test_a_conversation_becomes_items_in_order() -> None:
     assert items[7]["content"] == [{"type": "refusal", "refusal": "no"}]
 
 
+def test_an_image_at_its_original_detail_is_kept() -> None:
+    """``original`` (full resolution) is among the SDK's detail levels."""
+    image = {"url": "https://example.com/a.png", "detail": "original"}
+    messages = [{"role": "user", "content": [{"type": "image_url", "image_url": image}]}]
+    [item] = decode(messages=messages).command.input
+    assert item["content"] == [
+        {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "original"}
+    ]
+
+
 def test_settings_are_mapped() -> None:
     decoded = decode(
         stream=True,

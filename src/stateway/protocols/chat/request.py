@@ -30,7 +30,8 @@ class RefusalPart(_Wire):
 
 class ImageURL(_Wire):
     url: str = Field(min_length=1)
-    detail: Literal["auto", "low", "high"] | None = None
+    detail: Literal["auto", "low", "high", "original"] | None = None
+    """``original``: full resolution (a Chat upstream is asked for ``high``)."""
 
 
 class ImagePart(_Wire):
