@@ -226,6 +226,25 @@ def test_each_rounds_text_and_reasoning_stay_apart_streamed_as_not() -> None:
     assert (whole["content"], whole["reasoning_content"]) == (streamed, thought)
 
 
+def test_every_chunk_has_the_completions_envelope() -> None:
+    """As hosted: each chunk, the usage chunk too, names the same id, created time, model
+    and ``system_fingerprint`` as the completion would."""
+    done = state([message("hi")])
+    events: list[ev.Event] = [
+        ev.ResponseCreated(done),
+        ev.TextDelta(0, 0, "msg_1", "hi"),
+        ev.ResponseFinished(done),
+    ]
+    whole = encode_completion(done)
+    envelope = {key: whole[key] for key in ("id", "created", "model", "system_fingerprint")}
+    got = play(events, include_usage=True)
+    assert got[-1] == "[DONE]"
+    assert len(got) == 5  # role, text, finish reason, usage, [DONE]
+    for chunk in got[:-1]:
+        assert {key: chunk.get(key, "absent") for key in envelope} == envelope
+        assert chunk["object"] == "chat.completion.chunk"
+
+
 def test_a_stream_without_usage_has_no_usage_keys() -> None:
     done = state([message("hi")])
     got = play(

@@ -20,7 +20,8 @@ and no ``[DONE]``. The gateway's own tool items and events are not shown
 The first text (or reasoning) of an item after an earlier item's starts with a blank line,
 as :mod:`.encode` joins them.
 
-Every chunk of a response shares its envelope, so only the delta is serialized per chunk.
+Every chunk of a response shares its envelope (``id``, ``created``, ``model`` and, as in
+the completion, ``"system_fingerprint": null``), so only the delta is serialized per chunk.
 """
 
 from __future__ import annotations
@@ -127,7 +128,10 @@ class ChatStream:
 
     def _start(self, state: ResponseState) -> None:
         self._tokens = logprobs.wanted(state.settings)
-        head = b'data: {"id":%s,"object":"chat.completion.chunk","created":%d,"model":%s'
+        head = (
+            b'data: {"id":%s,"object":"chat.completion.chunk","created":%d,"model":%s,'
+            b'"system_fingerprint":null'
+        )
         self._envelope = head % (
             orjson.dumps(completion_id(state.id)),
             int(state.created_at),
