@@ -294,12 +294,23 @@ def test_logprobs_are_the_text_logprobs_include() -> None:
             "missing_required_parameter",
         ),
         ({"metadata": {"k": 1}}, "metadata.k", "invalid_type"),
+        (
+            {"metadata": {f"k{n}": "v" for n in range(17)}},
+            "metadata",
+            "object_above_max_properties",
+        ),
     ],
 )
 def test_refused_with_a_400_naming_the_field(fields: dict[str, Any], param: str, code: str) -> None:
     error = refused(**fields)
     assert (error.status, error.param, error.code) == (400, param, code), error.message
     assert param in error.message
+
+
+def test_metadata_is_limited_as_hosted_limits_it() -> None:
+    error = refused(metadata={"k": "v" * 513})
+    assert (error.param, error.code) == ("metadata.k", "invalid_value")
+    assert decode(metadata={"k": "v" * 512}).command.settings.metadata == {"k": "v" * 512}
 
 
 def test_empty_refused_parameters_ask_for_nothing() -> None:

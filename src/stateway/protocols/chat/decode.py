@@ -8,18 +8,19 @@ the whole conversation) and runs gateway tools in hidden rounds (``hidden_rounds
 Settings: ``max_completion_tokens`` (else ``max_tokens``) -> ``max_output_tokens``;
 ``stop`` -> ``stop_sequences``; ``temperature``, ``top_p``, ``top_k``, ``seed``,
 ``presence_penalty``, ``frequency_penalty``, ``reasoning_effort``, ``verbosity``,
-``user``, ``safety_identifier``, ``prompt_cache_key``, ``service_tier``, ``metadata`` as
-they are; ``logprobs`` as the ``message.output_text.logprobs`` include, with its
-``top_logprobs``; ``response_format`` -> the text format; tools (``function`` only) and
-``tool_choice`` (``auto``/``none``/``required``/a named function) as their Responses
-forms, ``parallel_tool_calls`` as it is; ``web_search_options`` as the gateway's
-``web_search`` tool (such a request is always translated, never forwarded). What the
-gateway cannot carry once translated is a 400 naming it: ``n`` other than 1,
-audio, the legacy ``functions``/``function_call``,
-``logit_bias``, ``prediction``.
-``store`` is ignored. Other fields (vendor fields such as vLLM's ``chat_template_kwargs``)
-are carried as they came to a Chat upstream, as the fast path carries them, and dropped
-for other upstream APIs.
+``user``, ``safety_identifier``, ``prompt_cache_key``, ``service_tier``, ``metadata`` (as
+hosted limits it) as they are; ``logprobs`` as the ``message.output_text.logprobs``
+include, with its ``top_logprobs``; ``response_format`` -> the text format; tools
+(``function`` only) and ``tool_choice`` (``auto``/``none``/``required``/a named
+function) as their Responses forms, ``parallel_tool_calls`` as it is;
+``web_search_options`` as the gateway's ``web_search`` tool (such a request is always
+translated, never forwarded). What the gateway cannot carry once translated is a 400
+naming it: ``n`` other than 1, audio, the legacy ``functions``/``function_call``,
+``logit_bias``, ``prediction``. ``store`` is taken and ignored: no chat completion is
+stored (clients send ``store: true`` because hosted refuses ``metadata`` without it).
+Other fields (vendor fields such as vLLM's ``chat_template_kwargs``) are carried as they
+came to a Chat upstream, as the fast path carries them, and dropped for other upstream
+APIs.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from stateway.protocols.chat.request import (
     ResponseFormat,
     WebSearchOptions,
 )
+from stateway.protocols.responses.metadata import decode_metadata
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.validation import invalid_request
 
@@ -131,7 +133,7 @@ def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -
         text_format=_text_format(body.response_format),
         verbosity=body.verbosity,
         reasoning_effort=body.reasoning_effort,
-        metadata=body.metadata or {},
+        metadata=decode_metadata(body.metadata) if body.metadata else {},
         user=body.user,
         safety_identifier=body.safety_identifier,
         prompt_cache_key=body.prompt_cache_key,
