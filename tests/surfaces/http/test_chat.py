@@ -378,3 +378,16 @@ def test_fuzzed_chat_requests_never_get_a_5xx(raw: dict[str, Any]) -> None:
             ChatCompletion.model_validate(reply.json())
 
     asyncio.run(attempt())
+
+
+async def test_store_is_taken_and_nothing_is_stored() -> None:
+    """``store: true`` is answered (clients send it to be let to send ``metadata``), but no
+    chat completion is kept: the stored-completion routes are not served."""
+    app = build()
+    reply = await post(app, body(store=True, metadata={"k": "v"}))
+    assert reply.status == 200, reply.body
+    completion_id = reply.json()["id"]
+    listed = await call(app, "GET", "/v1/chat/completions")
+    assert_openai_error(listed, 405)
+    for method in ("GET", "DELETE"):
+        assert_openai_error(await call(app, method, f"/v1/chat/completions/{completion_id}"), 404)
