@@ -36,7 +36,8 @@ from stateway.core.items import (
 )
 from stateway.core.tools import shell, tool_search, web_search
 from stateway.core.tools.catalog import Catalog, Entry, custom_input
-from stateway.core.tools.session import PendingCall, ToolSession
+from stateway.core.tools.invocations import PendingCall
+from stateway.core.tools.session import ToolSession
 
 Emit = Callable[[ev.Event], None]
 

@@ -1,7 +1,7 @@
 """Remote MCP tools as items: discovery (``mcp_list_tools``), calls (``mcp_call``, and a
 failed one's ``error``) and approval requests (``mcp_approval_request``), and the
 model-visible functions of a server's tools (``<server_label>__<tool>``, described by the
-tool's description and its server's)."""
+tool's description and its server's; one the request does not offer: :func:`refused`)."""
 
 from __future__ import annotations
 
@@ -79,6 +79,23 @@ def entries(binding: McpBinding, tools: list[McpTool]) -> list[Entry]:
             )
         )
     return out
+
+
+def refused(label: str, name: str, declared: bool) -> Entry:
+    """The entry of a call of ``label``'s tool ``name`` that this request does not offer
+    (``declared``: the server is, the tool is not), saying why it is not run."""
+    if declared:
+        reason = f"MCP server '{label}' does not offer the tool '{name}' in this request."
+    else:
+        reason = f"MCP server '{label}' is not declared in this request."
+    return Entry(
+        kind="mcp",
+        function={"type": "function", "name": model_name(name, label)},
+        tool={"type": "mcp", "server_label": label},
+        server_label=label,
+        name=name,
+        refusal=reason,
+    )
 
 
 def _description(tool: McpTool, binding: McpBinding) -> str:

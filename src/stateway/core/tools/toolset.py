@@ -27,7 +27,7 @@ is a 400 that says what to configure:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from stateway.core.errors import InvalidRequest
@@ -123,6 +123,11 @@ class McpBinding:
             return False
         return read_only or not self.read_only
 
+    def server_for(self, tenant: str) -> McpServer:
+        """The server as ``tenant``'s calls use it (its own MCP sessions:
+        :attr:`McpServer.tenant`)."""
+        return replace(self.server, tenant=tenant)
+
 
 @dataclass(frozen=True, slots=True)
 class WebSearchBinding:
@@ -208,6 +213,13 @@ class GatewayTools:
         self._servers = dict(servers or {})
         self._url_allowed = url_allowed
         self.policy = policy or ToolPolicy()
+
+    def mcp_client(self) -> McpClient:
+        """The MCP client, which a request's ``mcp`` tools run on (:meth:`resolve` refuses
+        them when there is none)."""
+        if self.mcp is None:
+            raise RuntimeError("no MCP client")
+        return self.mcp
 
     async def aclose(self) -> None:
         """Close the MCP sessions and the search provider's connections."""

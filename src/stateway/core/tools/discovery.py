@@ -1,0 +1,129 @@
+"""Discovery: the tools of each MCP server a request declares, offered to the model.
+
+Each declared server's tools are listed once per chain. A server an earlier turn of the
+chain listed is not asked again (its ``mcp_list_tools`` item is reused); otherwise an
+``mcp_list_tools`` item is emitted, ``completed`` with the tools, or ``failed`` with an
+``error`` when the server cannot be reached or lists more than ``max_discovered_tools``:
+the response goes on without its tools. One budget of ``max_discovered_tools`` is shared by
+the servers, in the order they are declared.
+
+Discovery also knows every tool a declared server listed, or an earlier turn called, so a
+model's call of one the request does not offer fails by that name
+(:meth:`Discovery.unoffered`) instead of being taken for a client's call.
+"""
+
+from __future__ import annotations
+
+from stateway.core import events as ev
+from stateway.core.items import MCP_APPROVAL_REQUEST, MCP_CALL, MCP_LIST_TOOLS, Item
+from stateway.core.tools import mcp
+from stateway.core.tools.catalog import SEPARATOR, Catalog, Entry, model_name
+from stateway.core.tools.executor import Call, Executor
+from stateway.core.tools.open_items import OpenItems
+from stateway.core.tools.ports import McpTool, ToolError
+from stateway.core.tools.toolset import GatewayTools, McpBinding, Toolset
+
+
+class Discovery:
+    def __init__(
+        self,
+        tools: GatewayTools,
+        toolset: Toolset,
+        executor: Executor,
+        items: OpenItems,
+        tenant: str,
+    ) -> None:
+        self._tools = tools
+        self._toolset = toolset
+        self._executor = executor
+        self._items = items
+        self._tenant = tenant
+        self._known: list[tuple[str, str]] = []
+        """Every tool a declared server listed, or an earlier turn called: its server's
+        label and its own name (:meth:`unoffered` names them as the model knows them)."""
+
+    async def offer(self, context: list[Item], catalog: Catalog) -> None:
+        """Add every declared server's tools to ``catalog`` (listing those no earlier turn
+        of ``context`` listed)."""
+        earlier = _listed(context)
+        budget = self._tools.policy.max_discovered_tools
+        fresh = [b for b in self._toolset.mcp if b.label not in earlier]
+        found = await self._list(fresh)
+        labels = {binding.label for binding in self._toolset.mcp}
+        for item in context:  # what the model may call again from earlier turns
+            if item.get("type") in (MCP_CALL, MCP_APPROVAL_REQUEST):
+                label, name = item.get("server_label"), item.get("name")
+                if label in labels and isinstance(name, str):
+                    self._known.append((label, name))
+        for binding in self._toolset.mcp:
+            tools = earlier.get(binding.label) or found.get(binding.label) or []
+            self._known += [(binding.label, tool.name) for tool in tools]
+            for entry in mcp.entries(binding, tools[:budget]):
+                catalog.add(entry)
+            budget = max(0, budget - len(tools))
+
+    async def _list(self, bindings: list[McpBinding]) -> dict[str, list[McpTool]]:
+        """Each server's tools, by label (a server that failed to list them is left out),
+        its ``mcp_list_tools`` item done."""
+        client = self._tools.mcp_client()
+        opened = []
+        for binding in bindings:
+            item = mcp.list_item(binding.label)
+            index = self._items.add(item)
+            self._items.emit(
+                ev.ToolProgress("response.mcp_list_tools.in_progress", index, item["id"])
+            )
+            opened.append((binding, item, index))
+        results: dict[str, list[McpTool]] = {}
+
+        def lister(binding: McpBinding) -> Call:
+            async def invoke() -> str:
+                results[binding.label] = await client.list_tools(binding.server_for(self._tenant))
+                return ""
+
+            return Call(invoke, label=f"MCP server '{binding.label}'", kind=MCP_LIST_TOOLS)
+
+        outcomes = await self._executor.run([lister(b) for b, _, _ in opened])
+        cap = self._tools.policy.max_discovered_tools
+        for (binding, item, index), outcome in zip(opened, outcomes, strict=True):
+            tools = results.get(binding.label, [])
+            error = outcome.error
+            if error is None and len(tools) > cap:
+                error = ToolError(
+                    f"MCP server '{binding.label}' lists {len(tools)} tools; at most "
+                    f"{cap} are allowed per request."
+                )
+            if error is None:
+                item["tools"] = [mcp.listed_tool(t) for t in tools]
+                kind = "response.mcp_list_tools.completed"
+            else:
+                results.pop(binding.label, None)
+                item["error"] = error.message  # a string, as the Responses API has it
+                kind = "response.mcp_list_tools.failed"
+            self._items.emit(ev.ToolProgress(kind, index, item["id"]))
+            self._items.done(item, index)
+        return results
+
+    def unoffered(self, name: str) -> Entry | None:
+        """A model's call of a function this request does not offer, named as a declared
+        MCP server's tool (``<label>__<tool>``: one not listed or not allowed, which the
+        model knows from earlier turns): an entry whose call fails without running. Not
+        a client call: the client never declared it. Known by its name when the server
+        listed it or an earlier turn called it; else by the ``<label>__`` it starts with."""
+        for label, tool in self._known:  # named only here: a call of one is rare
+            if model_name(tool, label) == name:
+                return mcp.refused(label, tool, declared=True)
+        for binding in self._toolset.mcp:
+            prefix = binding.label + SEPARATOR
+            if name.startswith(prefix) and len(name) > len(prefix):
+                return mcp.refused(binding.label, name[len(prefix) :], declared=True)
+        return None
+
+
+def _listed(context: list[Item]) -> dict[str, list[McpTool]]:
+    """Servers an earlier turn listed successfully, by label (the last listing wins)."""
+    out: dict[str, list[McpTool]] = {}
+    for item in context:
+        if item.get("type") == MCP_LIST_TOOLS and not item.get("error"):
+            out[item.get("server_label", "")] = mcp.tools_of(item)
+    return out

@@ -1,0 +1,138 @@
+"""What running each kind of gateway call does: the executor's :class:`Call` for a model's
+call, and what it leaves on the call's item.
+
+- A call of a tool the request does not offer (its entry's ``refusal``) fails without
+  running: an ``mcp_protocol_error`` with ``INVALID_PARAMS``.
+- A web search sends the query the model wrote to the search provider, with the declared
+  tool's domain filters, and puts the hits on the item (``action.sources``) and among the
+  response's sources (its citations). Searches past the tool's ``max_uses`` are not sent.
+- A gateway tool search finds deferred tools in the catalog; what it loaded is offered
+  from the next round on.
+- An MCP call sends the arguments to its server, as the response's tenant uses it; an
+  output over ``max_output_bytes`` fails the call. Calls of a tool that is not
+  parallel-safe never overlap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stateway.core.items import Item
+from stateway.core.tools import mcp, tool_search, web_search
+from stateway.core.tools.catalog import Catalog, Entry
+from stateway.core.tools.executor import Call
+from stateway.core.tools.ports import INVALID_PARAMS, SearchQuery, ToolError, ToolFailure
+from stateway.core.tools.toolset import GatewayTools, Toolset
+
+
+@dataclass(slots=True)
+class PendingCall:
+    """A gateway call the model made this round, its item open until it has run."""
+
+    entry: Entry
+    item: Item
+    output_index: int
+    arguments: str
+    loaded: list[Item] = field(default_factory=list)
+    """The tools a gateway tool search found."""
+
+
+class Invocations:
+    def __init__(
+        self,
+        tools: GatewayTools,
+        toolset: Toolset,
+        catalog: Catalog,
+        tenant: str,
+        sources: list[Item],
+    ) -> None:
+        self._tools = tools
+        self._toolset = toolset
+        self._catalog = catalog
+        self._tenant = tenant
+        """Whose MCP sessions the calls use (:attr:`McpServer.tenant`)."""
+        self._sources = sources
+        """Every web search result of this response, for citations: extended here."""
+        self.searches = 0
+        """Web searches started by this response (``max_uses`` caps them)."""
+
+    def call(self, pending: PendingCall) -> Call:
+        """The call to run for ``pending``."""
+        entry = pending.entry
+        if entry.refusal is not None:
+            return _refused(entry, entry.refusal)
+        match entry.kind:
+            case "web_search":
+                return self._web_search(pending)
+            case "tool_search":
+                return self._tool_search(pending)
+            case _:
+                return self._mcp(pending)
+
+    def _web_search(self, pending: PendingCall) -> Call:
+        search = self._tools.search
+        declared = self._toolset.web_search
+        allowed = declared.allowed_domains if declared is not None else ()
+        blocked = declared.blocked_domains if declared is not None else ()
+        cap = declared.max_uses if declared is not None else None
+        self.searches += 1
+        over = cap is not None and self.searches > cap
+
+        async def searching() -> str:
+            query = web_search.query_of(pending.arguments)
+            pending.item["action"]["query"] = query
+            if over:
+                raise ToolFailure(web_search.over_max_uses(cap or 0))
+            if search is None:
+                raise ToolFailure("No web search provider is configured.")
+            hits = await search.search(
+                SearchQuery(query, allowed_domains=allowed, blocked_domains=blocked)
+            )
+            found = web_search.sources(hits)
+            pending.item["action"]["sources"] = found
+            self._sources.extend(found)
+            return ""
+
+        return Call(searching, label="web search", kind="web_search")
+
+    def _tool_search(self, pending: PendingCall) -> Call:
+        catalog = self._catalog
+
+        async def loading() -> str:
+            arguments = pending.item["arguments"]
+            pending.loaded = tool_search.search(
+                tool_search.query_of(arguments),
+                catalog.deferred(),
+                catalog.namespaces,
+                tool_search.limit_of(arguments),
+            )
+            return ""
+
+        return Call(loading, label="tool search", kind="tool_search")
+
+    def _mcp(self, pending: PendingCall) -> Call:
+        entry = pending.entry
+        binding = next(b for b in self._toolset.mcp if b.label == entry.server_label)
+        client = self._tools.mcp_client()
+        server = binding.server_for(self._tenant)
+        name = entry.name or ""
+        cap = self._tools.policy.max_output_bytes
+
+        async def calling() -> str:
+            output = await client.call_tool(server, name, mcp.parse_arguments(pending.arguments))
+            if len(output) > cap // 4 and len(output.encode()) > cap:  # inline: rarely long
+                raise ToolFailure(mcp.output_too_long(binding.label, name, output, cap))
+            return output
+
+        exclusive = None if entry.parallel_safe else f"{entry.server_label}/{name}"
+        label = f"{entry.server_label}.{name}"
+        return Call(calling, exclusive=exclusive, label=label, kind="mcp")
+
+
+def _refused(entry: Entry, refusal: str) -> Call:
+    error = ToolError.protocol(INVALID_PARAMS, refusal)
+
+    async def refused() -> str:
+        raise ToolFailure(error)
+
+    return Call(refused, label=f"{entry.server_label}.{entry.name}", kind="mcp")
