@@ -223,6 +223,27 @@ class MemoryStore:
         pass
 
 
+class HeldReads(MemoryStore):
+    """A store whose reads of the responses in ``held`` wait (for ever): ``reading`` is set
+    once one waits, ``abandoned`` once one was cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: set[str] = set()
+        self.reading = asyncio.Event()
+        self.abandoned = False
+
+    async def get(self, tenant_id: str, response_id: str) -> ResponseRecord | None:
+        if response_id in self.held:
+            self.reading.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.abandoned = True
+                raise
+        return await super().get(tenant_id, response_id)
+
+
 class RoundsBackend(ScriptedBackend):
     """One script per round (the last repeats): a model that calls tools, then answers."""
 

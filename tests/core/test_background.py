@@ -29,7 +29,7 @@ from stateway.core.runs import Run, RunRegistry
 from stateway.core.watch import StoredWatch, Watch
 from stateway.protocols.responses.encode import encode_event_json
 from tests.collector import collector_off, freed
-from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.core.fakes import HeldReads, MemoryStore, ScriptedBackend
 
 ME = Principal()
 
@@ -369,3 +369,30 @@ async def test_a_running_response_shows_the_text_written_so_far() -> None:
     done = await gateway.execute(ME, GetResponse(run.id))
     assert done.output[0]["content"][0]["text"] == "Hello there"
     assert run.progress is None  # no cycle back to the run once it ended
+
+
+async def test_closing_the_signalled_cancels_ends_their_deletion_checks() -> None:
+    """A cancel signal for a stored foreground run here starts a check of whether its
+    response was deleted elsewhere. Closing (shutdown) cancels a check still reading the
+    store and waits for it; a signal after that starts none."""
+    store = HeldReads()
+    gate = asyncio.Event()
+    gateway = gateway_for(ScriptedBackend([TextDelta("a")], gate), store)
+    run = await create(gateway, stream=True, store=True)
+    await until_output(run)
+    store.held.add(run.id)
+    gateway.cancel_signalled("default", run.id)
+    await asyncio.wait_for(store.reading.wait(), 5)
+
+    await gateway.signalled.aclose()
+    assert store.abandoned
+
+    store.reading.clear()
+    gateway.cancel_signalled("default", run.id)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not store.reading.is_set()
+    store.held.clear()
+    run.cancel()
+    gate.set()
+    await ended(run)

@@ -68,6 +68,7 @@ def build_app(parts: GatewayParts) -> Starlette:
                 await parts.results.aclose()
             if parts.signals is not None:
                 await parts.signals.aclose()
+            await parts.gateway.signalled.aclose()
             if parts.fanout is not None:
                 await parts.fanout.aclose()
             if parts.limits is not None:

@@ -108,36 +108,52 @@ async def _ended_elsewhere(
             )
 
 
-_deletion_checks: set[asyncio.Task[None]] = set()
-"""Checks under way of whether a signalled foreground run's response was deleted."""
+class SignalledCancels:
+    """The cancels another process sends for runs of this one (the handler that
+    :class:`~stateway.core.coordination.CancelSignals` delivers them to). A background run
+    here is cancelled. A foreground run cannot be cancelled, but it can be deleted, and
+    another process's ``DELETE`` sends the same signal: such a run stops, as a ``DELETE``
+    sent here stops it, once the store tells that its response is deleted. Those checks
+    are this object's: :meth:`aclose` (shutdown, once signals stopped coming) cancels the
+    ones under way, so none outlives the store it reads."""
 
+    def __init__(self, runs: RunRegistry, store: ResponseStore) -> None:
+        self._runs = runs
+        self._store = store
+        self._checks: set[asyncio.Task[None]] = set()
+        """Checks under way of whether a signalled foreground run's response was deleted."""
+        self._closed = False
 
-def cancel_signalled(
-    runs: RunRegistry, tenant_id: str, response_id: str, store: ResponseStore | None = None
-) -> None:
-    """A cancel sent by another process: cancel the background run, when it is here. A
-    foreground run cannot be cancelled, but it can be deleted, and another process's
-    ``DELETE`` sends the same signal: such a run stops, as a ``DELETE`` sent here stops
-    it, once ``store`` tells that its response is deleted."""
-    run = runs.get(response_id)
-    if run is None or run.state.tenant_id != tenant_id:
-        return
-    if run.state.background:
-        run.cancel(CancelReason.CANCELLED)
-    elif run.state.store and store is not None:
-        checking = asyncio.create_task(_stop_if_deleted(store, run))
-        _deletion_checks.add(checking)
-        checking.add_done_callback(_deletion_checks.discard)
+    def received(self, tenant_id: str, response_id: str) -> None:
+        """A cancel (or a ``DELETE``) sent for ``response_id``: acted on when its run is
+        here."""
+        run = self._runs.get(response_id)
+        if run is None or run.state.tenant_id != tenant_id:
+            return
+        if run.state.background:
+            run.cancel(CancelReason.CANCELLED)
+        elif run.state.store and not self._closed:
+            checking = asyncio.create_task(self._stop_if_deleted(run))
+            self._checks.add(checking)
+            checking.add_done_callback(self._checks.discard)
 
+    async def _stop_if_deleted(self, run: Run) -> None:
+        try:
+            record = await self._store.get(run.state.tenant_id, run.id)
+        except StorageError as exc:
+            log.warning("reading response %s after a cancel signal failed: %s", run.id, exc)
+            return
+        if record is None:  # deleted (its sender deleted it before signalling)
+            run.cancel(CancelReason.DELETED)  # its final save leaves the row deleted
 
-async def _stop_if_deleted(store: ResponseStore, run: Run) -> None:
-    try:
-        record = await store.get(run.state.tenant_id, run.id)
-    except StorageError as exc:
-        log.warning("reading response %s after a cancel signal failed: %s", run.id, exc)
-        return
-    if record is None:  # deleted (its sender deleted it before signalling)
-        run.cancel(CancelReason.DELETED)  # its final save leaves the row deleted
+    async def aclose(self) -> None:
+        """Cancel the checks under way and wait for them to end; later signals start
+        none (the process stops: its runs end as it does, their rows deleted or not)."""
+        self._closed = True
+        checks = list(self._checks)
+        for check in checks:
+            check.cancel()
+        await asyncio.gather(*checks, return_exceptions=True)
 
 
 async def watch(

@@ -131,6 +131,8 @@ class Gateway:
         self.reloads: Reloads | None = None
         """Set by the composition root: reloading serves the admin commands."""
         self.runs = runs
+        self.signalled = background.SignalledCancels(runs, store)
+        """The cancels other processes send for runs of this one (closed at shutdown)."""
         self._conversations = None if conversations is None else Conversations(conversations)
         self._encoder = encoder
         self._results = results
@@ -174,7 +176,7 @@ class Gateway:
 
     def cancel_signalled(self, tenant_id: str, response_id: str) -> None:
         """A cancel (or a ``DELETE``) that another process sent for a run of this one."""
-        background.cancel_signalled(self.runs, tenant_id, response_id, self._store)
+        self.signalled.received(tenant_id, response_id)
 
     @overload
     async def execute(self, principal: Principal, command: CreateResponse) -> Run: ...

@@ -1,0 +1,31 @@
+"""The HTTP app's lifespan: what its shutdown ends."""
+
+from __future__ import annotations
+
+import asyncio
+
+from stateway.app import build_app, build_gateway, compile_generation
+from stateway.config import Overrides
+from stateway.core.commands import CreateResponse
+from stateway.core.response import ResponseState
+from stateway.core.runs import Run
+from tests.core.fakes import HeldReads
+
+
+async def test_shutdown_ends_the_deletion_checks_cancel_signals_started() -> None:
+    """A check started by a cancel signal (was this foreground run's response deleted
+    elsewhere?) that is still reading the store at shutdown is ended before the store
+    closes: none is left running."""
+    flags = Overrides(upstream="http://127.0.0.1:9/v1")
+    store = HeldReads()
+    parts = build_gateway(compile_generation(flags), flags, store)
+    app = build_app(parts)
+    async with app.router.lifespan_context(app):
+        state = ResponseState.start("resp_1", "default", 1.0, CreateResponse("m", [], stream=True))
+        run = Run(state, [])
+        parts.runs.add(run)
+        store.held.add(run.id)
+        parts.gateway.cancel_signalled("default", run.id)
+        await asyncio.wait_for(store.reading.wait(), 5)
+        parts.runs.discard(run)  # its run ended; the check still reads
+    assert store.abandoned
