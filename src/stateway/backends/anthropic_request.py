@@ -37,6 +37,7 @@ from typing import Any, Final, Literal
 import orjson
 
 from stateway.backends.anthropic_names import ToolNames, safe_name
+from stateway.core.adaptive_effort import ADAPTIVE_DEFAULT, ADAPTIVE_EFFORTS
 from stateway.core.errors import InvalidRequest
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
@@ -53,18 +54,10 @@ EFFORT_BUDGETS: Final = {
     "max": 65536,
 }
 """The thinking budget asked for each reasoning effort when the client gave no budget."""
-_ADAPTIVE_EFFORTS: Final = {
-    "minimal": "low",
-    "low": "low",
-    "medium": "medium",
-    "high": "high",
-    "xhigh": "xhigh",
-    "max": "max",
-}
+_ADAPTIVE_LEVELS: Final = {"minimal": "low"} | {level: level for level in ADAPTIVE_EFFORTS}
 """The ``output_config.effort`` of each reasoning effort: Anthropic's levels as they are,
 ``minimal`` as its nearest, ``low``. Any other (a Chat client's own word) is asked as
-``high``, Anthropic's default, rather than refused upstream."""
-_ADAPTIVE_DEFAULT: Final = "high"
+``ADAPTIVE_DEFAULT``, Anthropic's default, rather than refused upstream."""
 _TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text", "summary_text"})
 _SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 
@@ -170,7 +163,7 @@ def _thinking(
     display = {"display": shown} if shown in ("omitted", "summarized") else {}
     if budget is None and (options.thinking == "adaptive" or settings.reasoning_adaptive):
         thinking: dict[str, Any] = {"type": "adaptive", **display}
-        level = _ADAPTIVE_EFFORTS.get(str(effort), _ADAPTIVE_DEFAULT)
+        level = _ADAPTIVE_LEVELS.get(str(effort), ADAPTIVE_DEFAULT)
         body["thinking"], body["output_config"] = thinking, {"effort": level}
         return thinking
     wanted = budget if budget is not None else EFFORT_BUDGETS.get(str(effort), 8192)

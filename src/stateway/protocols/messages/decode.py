@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 import orjson
 import pydantic
 
+from stateway.core.adaptive_effort import ADAPTIVE_DEFAULT, ADAPTIVE_EFFORTS
 from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
 from stateway.core.compaction.reasoning_output import INCLUDE_ENCRYPTED
 from stateway.core.errors import InvalidRequest
@@ -60,9 +61,6 @@ from stateway.protocols.messages.server_tools import WEB_SEARCH, mcp_tools
 from stateway.protocols.responses.nesting import check_nesting
 
 Body = TypeVar("Body", bound=CountTokensBody)
-_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
-_ADAPTIVE_DEFAULT = "high"
-"""The effort of adaptive thinking without ``output_config.effort`` (Anthropic's default)."""
 
 
 def decode_messages(raw: bytes, *, max_input_items: int | None = None) -> CreateResponse:
@@ -280,7 +278,7 @@ def _thinking(
     if thinking.type == "adaptive":
         settings.reasoning_adaptive = True
         effort = output.effort if output is not None else None
-        settings.reasoning_effort = effort if effort in _EFFORTS else _ADAPTIVE_DEFAULT
+        settings.reasoning_effort = effort if effort in ADAPTIVE_EFFORTS else ADAPTIVE_DEFAULT
         return
     if thinking.budget_tokens is None:
         raise field_error(
