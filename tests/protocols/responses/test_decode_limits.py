@@ -3,10 +3,11 @@ codes every refusal carries; plus what it normalizes (item status, ``json_schema
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 import pytest
+from openai.types.responses import ResponseIncludable
 
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.responses.decode import decode_create, decode_list_input_items
@@ -214,7 +215,11 @@ def test_refusal_codes(body: dict[str, Any], code: str) -> None:
             "input[0].call_id",
             "missing_required_parameter",
         ),
-        ({"model": "m", "input": "x", "include": ["a", ""]}, "include[1]", "invalid_value"),
+        (
+            {"model": "m", "input": "x", "include": ["reasoning.encrypted_content", ""]},
+            "include[1]",
+            "invalid_value",
+        ),
     ],
 )
 def test_refusals_name_the_field_and_code(body: dict[str, Any], param: str, code: str) -> None:
@@ -226,6 +231,21 @@ def test_include_entries_are_kept() -> None:
     include = ["reasoning.encrypted_content", "message.output_text.logprobs"]
     body = {"model": "m", "input": "x", "include": include}
     assert decode_create(orjson.dumps(body)).settings.include == include
+
+
+def test_every_include_value_the_sdk_types_is_taken() -> None:
+    include = list(get_args(ResponseIncludable))
+    body = {"model": "m", "input": "x", "include": include}
+    assert decode_create(orjson.dumps(body)).settings.include == include
+
+
+@pytest.mark.parametrize("value", ["reasoning.summary", "usage", "Reasoning.encrypted_content"])
+def test_an_include_value_the_hosted_api_does_not_take_is_refused_by_name(value: str) -> None:
+    error = refusal({"model": "m", "input": "x", "include": ["reasoning.encrypted_content", value]})
+
+    assert (error.status, error.param, error.code) == (400, "include[1]", "invalid_value")
+    assert error.message.startswith(f"Invalid value: '{value}'. Supported values are: ")
+    assert "'reasoning.encrypted_content'" in error.message
 
 
 def test_items_without_an_id_are_not_duplicates() -> None:

@@ -10,7 +10,7 @@ them is decided in the core, against the chosen backend.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import pydantic
 
@@ -46,6 +46,21 @@ _TYPE_CHOICES = WEB_SEARCH_TYPES | frozenset(
 """``tool_choice`` types that name a tool by its type alone (hosted tool types among them:
 those reach an upstream that speaks Responses as sent)."""
 _FORMATS = frozenset({"text", "json_object", "json_schema"})
+INCLUDABLE: Final = (
+    "file_search_call.results",
+    "web_search_call.results",
+    "web_search_call.action.sources",
+    "message.input_image.image_url",
+    "computer_call_output.output.image_url",
+    "code_interpreter_call.outputs",
+    "reasoning.encrypted_content",
+    "message.output_text.logprobs",
+)
+"""The ``include`` values the hosted API takes (the SDK's ``ResponseIncludable``); the
+gateway acts on ``reasoning.encrypted_content`` and ``message.output_text.logprobs``."""
+_SUPPORTED_INCLUDES: Final = ", ".join(f"'{v}'" for v in INCLUDABLE[:-1]) + (
+    f", and '{INCLUDABLE[-1]}'"
+)
 _MAX_SEQUENCE_NUMBER = 2**31 - 1
 """Sequence numbers are stored as 32-bit integers."""
 
@@ -304,12 +319,19 @@ def read_include(include: Sequence[str] | None) -> tuple[str, ...] | None:
 
 
 def check_include(include: Sequence[str]) -> None:
-    """An ``include`` (of a create, or a read's query): each entry non-empty; the values
-    are open, as hosted (those the gateway does not know change nothing)."""
+    """An ``include`` (of a create, or a read's query): each entry one of the values the
+    hosted API takes (:data:`INCLUDABLE`), refused by name otherwise, as hosted; those the
+    gateway has nothing for change nothing."""
     for index, entry in enumerate(include):
         if not entry:
             raise InvalidRequest(
                 "Include entries must be non-empty.",
+                param=f"include[{index}]",
+                code="invalid_value",
+            )
+        if entry not in INCLUDABLE:
+            raise InvalidRequest(
+                f"Invalid value: '{entry}'. Supported values are: {_SUPPORTED_INCLUDES}.",
                 param=f"include[{index}]",
                 code="invalid_value",
             )
