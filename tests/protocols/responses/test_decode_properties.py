@@ -141,7 +141,7 @@ def test_well_formed_requests_are_accepted_and_echoed(body: dict[str, Any]) -> N
         "safety_identifier": body.get("safety_identifier"),
         "prompt_cache_key": body.get("prompt_cache_key"),
         "truncation": body.get("truncation", "disabled"),
-        "service_tier": body.get("service_tier", "default"),
+        "service_tier": body.get("service_tier", "auto"),  # as asked while in progress
         "top_logprobs": body.get("top_logprobs", 0),
         "presence_penalty": body.get("presence_penalty", 0.0),
         "frequency_penalty": body.get("frequency_penalty", 0.0),

@@ -106,3 +106,25 @@ def test_an_error_without_a_message_still_has_a_string_message() -> None:
     body = encode_response(state(status="failed", error={"code": "internal_error"}))
 
     assert body["error"] == {"code": "server_error", "message": ""}
+
+
+@pytest.mark.parametrize(
+    ("requested", "announced", "served"),
+    [
+        (None, "auto", "default"),
+        ("auto", "auto", "default"),
+        ("default", "default", "default"),
+        ("flex", "flex", "flex"),
+        ("priority", "priority", "priority"),
+        ("fast", "fast", "priority"),
+    ],
+)
+def test_service_tier_is_the_one_asked_for_until_the_end_then_the_one_served(
+    requested: str | None, announced: str, served: str
+) -> None:
+    settings = GenerationSettings(service_tier=requested)
+    completed = state(settings=settings, status="completed")
+    assert encode_response(completed, snapshot=True)["service_tier"] == announced
+    assert encode_response(state(settings=settings))["service_tier"] == announced  # in progress
+    for status in ("completed", "incomplete", "failed", "cancelled"):
+        assert encode_response(state(settings=settings, status=status))["service_tier"] == served

@@ -45,7 +45,9 @@ def encode_response(state: ResponseState, *, snapshot: bool = False) -> dict[str
         "prompt_cache_key": s.prompt_cache_key,
         "reasoning": {"effort": s.reasoning_effort, "summary": s.reasoning_summary},
         "safety_identifier": s.safety_identifier,
-        "service_tier": s.service_tier or "default",
+        "service_tier": _service_tier(
+            s.service_tier, settled=not snapshot and status != "in_progress"
+        ),
         "store": state.store,
         "temperature": 1.0 if s.temperature is None else s.temperature,
         "text": {"format": _text_format(s.text_format), "verbosity": s.verbosity or "medium"},
@@ -61,6 +63,18 @@ def encode_response(state: ResponseState, *, snapshot: bool = False) -> dict[str
         "metadata": s.metadata,
         "conversation": None if state.conversation_id is None else {"id": state.conversation_id},
     }
+
+
+_SERVED_TIERS = {"auto": "default", "fast": "priority"}
+"""The tier a response was served at, for a requested one that names no tier of its own
+(``auto``: the project's, ``default`` unless configured) or another name (``fast``)."""
+
+
+def _service_tier(requested: str | None, *, settled: bool) -> str:
+    """As hosted: the tier asked for (``auto`` when none) while the response is in
+    progress; once it has ended, the tier it was served at."""
+    tier = requested or "auto"
+    return _SERVED_TIERS.get(tier, tier) if settled else tier
 
 
 def encode_usage(usage: Usage) -> dict[str, Any]:
