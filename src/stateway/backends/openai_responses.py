@@ -201,6 +201,7 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
         "user": settings.user,
         "safety_identifier": settings.safety_identifier,
         "prompt_cache_key": settings.prompt_cache_key,
+        "prompt_cache_retention": settings.prompt_cache_retention,
         "metadata": settings.metadata or None,
         "service_tier": settings.service_tier,
         "reasoning": reasoning or None,

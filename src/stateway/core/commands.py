@@ -48,6 +48,9 @@ class GenerationSettings:
     user: str | None = None
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    """How long an upstream that caches prompts keeps this one (OpenAI's ``in_memory`` or
+    ``24h``): sent to OpenAI-shaped upstreams, which take it on both wires."""
     include: list[str] = field(default_factory=list)
     truncation: str = "disabled"
     service_tier: str | None = None

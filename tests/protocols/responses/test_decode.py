@@ -98,6 +98,7 @@ def test_client_ids_are_kept_as_labels_and_content_is_normalized() -> None:
         ),
         ({"model": "m", "background": "yes"}, "background"),
         ({"model": "m", "metadata": {"k": 1}}, "metadata.k"),
+        ({"model": "m", "prompt_cache_retention": "1h"}, "prompt_cache_retention"),
     ],
 )
 def test_bad_fields_are_named(body: object, param: str) -> None:

@@ -107,6 +107,7 @@ valid_request = st.fixed_dictionaries(
         "user": _words,
         "safety_identifier": st.text(min_size=1, max_size=128),
         "prompt_cache_key": _words,
+        "prompt_cache_retention": st.sampled_from(["in_memory", "24h"]),
         "truncation": st.sampled_from(["auto", "disabled"]),
         "service_tier": st.sampled_from(["auto", "default", "flex"]),
         "top_logprobs": st.integers(0, 20),
@@ -140,6 +141,7 @@ def test_well_formed_requests_are_accepted_and_echoed(body: dict[str, Any]) -> N
         "user": body.get("user"),
         "safety_identifier": body.get("safety_identifier"),
         "prompt_cache_key": body.get("prompt_cache_key"),
+        "prompt_cache_retention": body.get("prompt_cache_retention"),
         "truncation": body.get("truncation", "disabled"),
         "service_tier": body.get("service_tier", "auto"),  # as asked while in progress
         "top_logprobs": body.get("top_logprobs", 0),

@@ -109,6 +109,7 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
         user=body.user,
         safety_identifier=body.safety_identifier,
         prompt_cache_key=body.prompt_cache_key,
+        prompt_cache_retention=body.prompt_cache_retention,
         include=body.include or [],
         truncation=body.truncation or "disabled",
         service_tier=body.service_tier,

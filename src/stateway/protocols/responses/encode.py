@@ -43,6 +43,7 @@ def encode_response(state: ResponseState, *, snapshot: bool = False) -> dict[str
         "parallel_tool_calls": s.parallel_tool_calls,
         "previous_response_id": state.previous_response_id,
         "prompt_cache_key": s.prompt_cache_key,
+        "prompt_cache_retention": s.prompt_cache_retention,
         "reasoning": {"effort": s.reasoning_effort, "summary": s.reasoning_summary},
         "safety_identifier": s.safety_identifier,
         "service_tier": _service_tier(

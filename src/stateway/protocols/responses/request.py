@@ -62,6 +62,7 @@ class CreateResponseBody(BaseModel):
     user: str | None = None
     safety_identifier: str | None = Field(default=None, max_length=128)
     prompt_cache_key: str | None = None
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     include: list[str] | None = None
     truncation: Literal["auto", "disabled"] | None = None
     service_tier: str | None = None
