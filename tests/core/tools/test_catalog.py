@@ -270,3 +270,55 @@ def test_flattened_names_strict_model_apis_refuse_are_respelled_apart() -> None:
     call = {"type": "function_call", "name": offered["name"], "call_id": "c", "arguments": "{}"}
     catalog.public_call(call)
     assert (call["name"], call["namespace"]) == ("a.b", "ns")
+
+
+def allowed(*tools: dict[str, Any], mode: str = "required") -> dict[str, Any]:
+    return {"type": "allowed_tools", "mode": mode, "tools": list(tools)}
+
+
+def offered(catalog: Catalog) -> list[str]:
+    return [t["name"] for t in catalog.model_tools()]
+
+
+@pytest.mark.parametrize(
+    ("listed", "names"),
+    [
+        ([{"type": "function", "name": "exec_command"}], ["exec_command"]),
+        ([{"type": "function", "name": "spawn"}], ["multi_agent_v1__spawn"]),
+        (
+            [{"type": "function", "name": "spawn", "namespace": "multi_agent_v1"}],
+            ["multi_agent_v1__spawn"],
+        ),
+        ([{"type": "function", "name": "spawn", "namespace": "other"}], []),
+        ([{"type": "namespace", "name": "multi_agent_v1"}], ["multi_agent_v1__spawn"]),
+        ([{"type": "custom", "name": "free"}], ["free"]),
+        ([{"type": "function", "name": "free"}], []),  # a custom tool is not a function
+        ([{"type": "mcp", "server_label": "b"}], ["b__add", "b__sub"]),
+        ([{"type": "mcp", "server_label": "b", "name": "sub"}], ["b__sub"]),
+        ([{"type": "web_search_preview"}], ["web_search"]),
+        ([{"type": "function", "name": "nothing"}], []),
+        ([], []),
+    ],
+)
+def test_an_allowed_tools_choice_offers_only_the_tools_it_names(
+    listed: list[dict[str, Any]], names: list[str]
+) -> None:
+    catalog = Catalog([FUNCTION, NAMESPACE, {"type": "custom", "name": "free"}])
+    server = McpBinding(McpServer("b", "http://b.test"), None, False, Approval(False))
+    for entry in mcp.entries(server, [McpTool("add", {}), McpTool("sub", {})]):
+        catalog.add(entry)
+    catalog.add(web_search.entry({"type": "web_search"}))
+    assert "exec_command" in offered(catalog)
+
+    assert catalog.model_choice(allowed(*listed)) == "required"
+    assert offered(catalog) == names
+    assert catalog.model_choice("auto") == "auto"  # a later round's choice
+    assert offered(catalog) == names  # still narrowed: the set holds for the response
+
+
+def test_tools_loaded_after_an_allowed_tools_choice_are_narrowed_too() -> None:
+    catalog = Catalog([FUNCTION, {**named("late"), "defer_loading": True}], defer=True)
+    catalog.model_choice(allowed({"type": "function", "name": "late"}, mode="auto"))
+    assert offered(catalog) == []
+    catalog.load([named("late")])
+    assert offered(catalog) == ["late"]

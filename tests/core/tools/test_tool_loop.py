@@ -679,3 +679,20 @@ async def test_an_output_over_max_output_bytes_fails_the_call_and_the_model_is_t
     assert refused["error"]["code"] == -32010
     assert "1026 bytes of output; at most 1024" in refused["error"]["message"]
     assert "1026 bytes" in seen_by_model(setup.backend.requests[-1])["output"]
+
+
+async def test_an_allowed_tools_choice_narrows_every_round_and_forces_only_the_first() -> None:
+    setup = Setup([tools_round(call("docs__add", {"a": 1, "b": 2})), answer("3")])
+    function = {"type": "function", "name": "other", "parameters": {"type": "object"}}
+    choice = {
+        "type": "allowed_tools",
+        "mode": "required",
+        "tools": [{"type": "mcp", "server_label": "docs", "name": "add"}],
+    }
+    run = await setup.create([MCP_TOOL, function], settings={"tool_choice": choice})
+
+    assert run.state.status == "completed"
+    first, second = setup.backend.requests
+    assert [t["name"] for t in first.tools] == ["docs__add"]
+    assert [t["name"] for t in second.tools] == ["docs__add"]
+    assert (first.tool_choice, second.tool_choice) == ("required", "auto")

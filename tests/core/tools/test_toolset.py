@@ -10,7 +10,7 @@ import pytest
 from stateway.core.errors import InvalidRequest
 from stateway.core.tools import mcp
 from stateway.core.tools.ports import McpServer, McpTool
-from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
+from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy, Toolset
 from tests.core.fakes import FakeMcp, FakeSearch
 
 DOCS = McpServer("docs", "http://docs.test/mcp", (("Authorization", "Bearer cfg"),), "sse")
@@ -239,3 +239,14 @@ def test_mcp_tool_parallel_safety_follows_the_read_only_hint() -> None:
     assert McpTool("a", {}, annotations={"readOnlyHint": True}).parallel_safe
     assert not McpTool("a", {}, annotations={"readOnlyHint": False}).parallel_safe
     assert not McpTool("a", {}).parallel_safe
+
+
+def test_an_allowed_tools_choice_keeps_the_tools_sent_as_declared_whose_type_it_names() -> None:
+    image = {"type": "image_generation"}
+    code = {"type": "code_interpreter", "container": {"type": "auto"}}
+    toolset = Toolset([image, code], [], native=[image, code])
+    choice = {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "code_interpreter"}]}
+
+    assert toolset.native_choice(choice) is None  # the catalog maps its mode
+    assert toolset.native == [code]
+    assert toolset.native_choice({"type": "code_interpreter"}) == {"type": "code_interpreter"}

@@ -181,13 +181,15 @@ class Catalog:
     client tools (deferred ones held back), then the gateway's (MCP tools as they are
     discovered, web search, tool search) and the tools searches load."""
 
-    __slots__ = ("_by_name", "namespaces")
+    __slots__ = ("_allowed", "_by_name", "namespaces")
 
     def __init__(self, tools: list[Item], *, defer: bool = False) -> None:
         """``defer``: a ``tool_search`` tool is declared, so ``defer_loading`` counts."""
         self._by_name: dict[str, Entry] = {}
         self.namespaces: dict[str, Item] = {}
         """The declared (or loaded) namespaces by name, for their descriptions."""
+        self._allowed: list[Item] | None = None
+        """An ``allowed_tools`` choice's tools: only the entries they name are offered."""
         self._offer(tools, defer=defer)
 
     def load(self, tools: list[Item]) -> list[str]:
@@ -238,21 +240,36 @@ class Catalog:
 
     def model_tools(self, *, gateway: bool = True) -> list[Item]:
         """The functions offered to the model; ``gateway=False`` leaves the gateway's out
-        (once a response has used up its ``max_tool_calls``)."""
+        (once a response has used up its ``max_tool_calls``). After an ``allowed_tools``
+        choice (:meth:`model_choice`), only the tools it names."""
+        if self._allowed is None:
+            return [
+                e.function
+                for e in self._by_name.values()
+                if not e.deferred and (gateway or not e.gateway_owned)
+            ]
         return [
             e.function
             for e in self._by_name.values()
-            if not e.deferred and (gateway or not e.gateway_owned)
+            if not e.deferred
+            and (gateway or not e.gateway_owned)
+            and any(_names(tool, e) for tool in self._allowed)
         ]
 
     def model_choice(self, choice: str | dict[str, Any]) -> str | dict[str, Any]:
         """A ``tool_choice`` in model-visible names: a named function, custom, MCP or web
         search tool becomes ``{"type": "function", "name": <model-visible>}``; an MCP
-        choice without a name, ``required``. A name not offered falls back to ``auto``."""
+        choice without a name, ``required``. A name not offered falls back to ``auto``.
+        ``allowed_tools`` becomes its ``mode``, and narrows what :meth:`model_tools` offers
+        to the tools it names from then on (every round of the response)."""
         if isinstance(choice, str):
             return choice
         kind = choice.get("type")
-        if kind == "allowed_tools":  # the set is not narrowed upstream; its mode is kept
+        if kind == "allowed_tools":
+            listed = choice.get("tools")
+            self._allowed = (
+                [t for t in listed if isinstance(t, dict)] if isinstance(listed, list) else []
+            )
             return str(choice.get("mode", "auto"))
         name = choice.get("name")
         if kind in WEB_SEARCH_TYPES or kind == TOOL_SEARCH:
@@ -303,6 +320,27 @@ class Catalog:
             item["name"] = found.tool["name"]
             item["namespace"] = found.namespace
         return item
+
+
+def _names(tool: Item, entry: Entry) -> bool:
+    """Whether ``tool`` (one of an ``allowed_tools`` choice's) names ``entry``: a function
+    or custom tool by its name (and ``namespace``, when given), a namespace by its name, an
+    MCP server by its label (and a tool of it by ``name``, when given), the other kinds by
+    their type."""
+    kind = tool.get("type")
+    if kind == NAMESPACE:
+        return entry.namespace is not None and entry.namespace == tool.get("name")
+    if kind in WEB_SEARCH_TYPES:
+        kind = "web_search"
+    if kind != entry.kind:
+        return False
+    if kind == "mcp":
+        name = tool.get("name")
+        return tool.get("server_label") == entry.server_label and name in (None, entry.name)
+    if kind in ("function", CUSTOM):
+        namespace = tool.get("namespace", entry.namespace)
+        return tool.get("name") == entry.tool.get("name") and namespace == entry.namespace
+    return True
 
 
 def members(tools: list[Item]) -> Iterator[tuple[Item, str | None]]:

@@ -170,8 +170,18 @@ class Toolset:
 
     def native_choice(self, choice: str | dict[str, Any]) -> dict[str, Any] | None:
         """``choice`` as sent when it names a tool sent as declared (by its type), else
-        None (the catalog maps it to model-visible names)."""
+        None (the catalog maps it to model-visible names). An ``allowed_tools`` choice
+        keeps only the tools sent as declared whose type it names."""
         if not isinstance(choice, dict) or "name" in choice:
+            return None
+        if choice.get("type") == "allowed_tools":
+            listed = choice.get("tools")
+            kinds = (
+                {t.get("type") for t in listed if isinstance(t, dict)}
+                if isinstance(listed, list)
+                else set()
+            )
+            self.native = [tool for tool in self.native if tool.get("type") in kinds]
             return None
         named = any(tool.get("type") == choice.get("type") for tool in self.native)
         return dict(choice) if named else None
