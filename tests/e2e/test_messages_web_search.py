@@ -59,6 +59,15 @@ def _check_search_blocks(content: list[Any]) -> None:
     assert result.content[0].title == "stateway gateway (1)"
     assert result.content[0].encrypted_content == "Result 1 about stateway gateway."
     assert text.text
+    cited = text.citations or []
+    assert cited  # the answer names the hits it used, cited as Anthropic cites them
+    for citation in cited:
+        assert citation.type == "web_search_result_location"
+        assert citation.url in urls
+        assert citation.url in text.text
+        hit = next(hit for hit in result.content if hit.url == citation.url)
+        assert citation.cited_text == hit.encrypted_content
+        assert citation.encrypted_index
 
 
 def test_a_search_is_run_by_the_gateway_and_shown_as_anthropic_shows_it(

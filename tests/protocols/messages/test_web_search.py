@@ -185,3 +185,84 @@ def test_a_search_sent_back_without_a_query_has_an_empty_one() -> None:
     )
     queries = [item["action"]["query"] for item in command.input[1:3]]
     assert queries == ["", ""]
+
+
+def _cited(text: str, *urls: str) -> dict[str, Any]:
+    """An answer naming ``urls``, with the ``url_citation`` annotations the assembler gives."""
+    annotations = [
+        {
+            "type": "url_citation",
+            "start_index": text.index(url),
+            "end_index": text.index(url) + len(url),
+            "url": url,
+            "title": url,
+        }
+        for url in urls
+    ]
+    part = {"type": "output_text", "text": text, "annotations": annotations}
+    return {**TEXT, "id": "msg_c", "content": [part]}
+
+
+ANSWER = _cited("See https://a.test/1 and https://elsewhere.test", "https://a.test/1")
+ANSWER["content"][0]["annotations"].append(
+    {"type": "url_citation", "start_index": 25, "end_index": 47, "url": "https://elsewhere.test"}
+)
+"""Cites a hit of the search, and a URL no search shown found (left uncited)."""
+LOCATION = {
+    "type": "web_search_result_location",
+    "url": "https://a.test/1",
+    "title": "A",
+    "cited_text": "About a.",
+}
+
+
+def test_an_answer_naming_a_hit_cites_it_as_a_web_search_result_location() -> None:
+    wire = encode_message(state(output=[SEARCH, ANSWER], settings=settings()))
+    message = Message.model_validate(wire)
+    text = message.content[2]
+    assert text.type == "text"
+    assert text.text == ANSWER["content"][0]["text"]
+    [citation] = text.citations or ()
+    assert citation.type == "web_search_result_location"
+    assert citation.model_dump(exclude={"encrypted_index"}) == LOCATION
+    assert citation.encrypted_index  # opaque, but there: the SDK requires it
+
+
+def test_a_streamed_answer_gets_its_citations_as_deltas_after_its_text() -> None:
+    shown = state(output=[SEARCH, ANSWER], settings=settings())
+    part = ANSWER["content"][0]
+    stream = MessagesStream()
+    log = [
+        ev.ResponseCreated(shown),
+        ev.ItemAdded(0, SEARCH),
+        ev.ItemDone(0, SEARCH),
+        ev.ItemAdded(1, {**ANSWER, "content": []}),
+        ev.TextDelta(1, 0, "msg_c", part["text"]),
+        ev.PartDone(1, 0, "msg_c", part),
+        ev.ItemDone(1, ANSWER),
+    ]
+    sent = frames(b"".join(stream.encode(event) for event in log))
+    deltas = [d["delta"] for name, d in sent if name == "content_block_delta" and d["index"] == 2]
+    assert [d["type"] for d in deltas] == ["text_delta", "citations_delta"]
+    streamed = deltas[1]["citation"]
+    assert {k: v for k, v in streamed.items() if k != "encrypted_index"} == LOCATION
+    blocks = encode_message(shown)["content"]
+    assert streamed == blocks[2]["citations"][0]  # the same as the message's
+
+
+def test_the_hits_of_a_search_the_client_did_not_declare_are_not_cited() -> None:
+    function = {"type": "function", "name": "f", "parameters": {}}
+    hidden = state(output=[SEARCH, ANSWER], settings=settings(function))
+    assert "citations" not in encode_message(hidden)["content"][0]
+    stream = MessagesStream()
+    stream.encode(ev.ResponseCreated(hidden))
+    stream.encode(ev.ItemDone(0, SEARCH))
+    stream.encode(ev.ItemAdded(1, {**ANSWER, "content": []}))
+    assert stream.encode(ev.PartDone(1, 0, "msg_c", ANSWER["content"][0])) == b""
+
+
+def test_a_cited_answer_sent_back_is_taken_and_its_text_reaches_the_model() -> None:
+    shown = encode_message(state(output=[SEARCH, ANSWER], settings=settings()))
+    command = decode_messages(sent_back("more", shown["content"]))
+    texts = [item for item in command.input if item.get("role") == "assistant"]
+    assert texts[0]["content"][0]["text"] == ANSWER["content"][0]["text"]

@@ -2,7 +2,9 @@
 
 Output items become content blocks: an assistant message's text parts ``text`` (with
 the ``citations`` an Anthropic upstream gave them: its blocks, which it splits where the
-citations change, are messages of their own, each a block again), a
+citations change, are messages of their own, each a block again; and, when the client
+declared web search, a ``web_search_result_location`` for each ``url_citation`` of a hit
+of the searches shown: one block lists every hit its text names), a
 reasoning item ``thinking`` (its ``encrypted_content`` as the ``signature``: the
 upstream's, else the gateway's seal; its text left out when the client asked for
 ``display: "omitted"``) or ``redacted_thinking``, a function call ``tool_use``. The
@@ -32,7 +34,7 @@ from stateway.core.reasoning import thinking_of
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
 from stateway.protocols.messages import server_tools
-from stateway.protocols.messages.server_tools import Shown
+from stateway.protocols.messages.server_tools import SearchResults, Shown
 
 _INCOMPLETE: Final = {
     "max_output_tokens": "max_tokens",
@@ -50,6 +52,7 @@ def message_id(response_id: str) -> str:
 
 def encode_message(state: ResponseState) -> dict[str, Any]:
     shown = Shown.of(state)
+    results = SearchResults.of(state, shown)
     omitted = thinking_omitted(state)
     hidden = thinking_hidden(state)
     return {
@@ -61,7 +64,7 @@ def encode_message(state: ResponseState) -> dict[str, Any]:
             block
             for item in state.output
             if not (hidden and item.get("type") == REASONING)
-            for block in content_blocks(item, shown, omitted)
+            for block in content_blocks(item, shown, omitted, results)
         ],
         **stop_fields(state),
         "usage": encode_usage(state.usage or Usage(), shown.searches_run(state)),
@@ -80,10 +83,12 @@ def stop_fields(state: ResponseState) -> dict[str, Any]:
     return fields
 
 
-def content_blocks(item: Item, shown: Shown, omitted: bool) -> list[dict[str, Any]]:
+def content_blocks(
+    item: Item, shown: Shown, omitted: bool, results: SearchResults | None = None
+) -> list[dict[str, Any]]:
     """The content blocks of one finished output item (none for the gateway's own calls,
     but for those of tools the client declared: ``shown``); ``omitted``: thinking without
-    its text."""
+    its text; ``results``: the hits of the searches shown, which the text may cite."""
     kind = item.get("type")
     if kind == MESSAGE:  # one text block, as streamed: its text, then its refusal
         parts = [p for p in item.get("content") or () if isinstance(p, dict)]
@@ -92,7 +97,7 @@ def content_blocks(item: Item, shown: Shown, omitted: bool) -> list[dict[str, An
         if text and refusal:
             refusal = REFUSAL_BREAK + refusal
         block: dict[str, Any] = {"type": "text", "text": text + refusal}
-        cited = [c for p in parts if p.get("type") in _TEXT for c in citations(p)]
+        cited = [c for p in parts if p.get("type") in _TEXT for c in citations(p, results)]
         if cited:
             block["citations"] = cited
         return [block]
@@ -121,10 +126,14 @@ def thinking_omitted(state: ResponseState) -> bool:
     return state.settings.reasoning_display == "omitted"
 
 
-def citations(part: Item) -> list[Any]:
-    """A text part's citations, as an Anthropic upstream gave them (none from others)."""
-    cited = part.get("citations")
-    return cited if isinstance(cited, list) else []
+def citations(part: Item, results: SearchResults | None = None) -> list[Any]:
+    """A text part's citations: as an Anthropic upstream gave them, then those of the
+    ``results`` of the searches shown that it names."""
+    given = part.get("citations")
+    cited: list[Any] = given if isinstance(given, list) else []
+    if results is None:
+        return cited
+    return [*cited, *results.citations(part)]
 
 
 def thinking_block(item: Item, omitted: bool) -> dict[str, Any]:

@@ -8,7 +8,9 @@ pair of blocks, as Anthropic answers —
 
 - a search: ``server_tool_use`` (``srvtoolu_`` id, ``input.query``) and
   ``web_search_tool_result`` (per hit ``url``, ``title``, and the snippet the model was
-  given as ``encrypted_content``; ``web_search_tool_result_error`` when it failed);
+  given as ``encrypted_content``; ``web_search_tool_result_error`` when it failed); the
+  answer's ``url_citation`` annotations of those hits as ``web_search_result_location``
+  citations (:class:`SearchResults`);
 - an MCP call: ``mcp_tool_use`` (``mcptoolu_`` id, ``name``, ``server_name``, ``input``)
   and ``mcp_tool_result`` (``is_error``, the output as a text block).
 
@@ -19,6 +21,7 @@ The same blocks sent back in a later turn are the calls they show. Calls of a ba
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -43,6 +46,8 @@ SERVER_TOOL_USE_PREFIX: Final = "srvtoolu_"
 """A shown search's id: this, then its ``web_search_call`` item's id without ``ws_``."""
 MCP_TOOL_USE_PREFIX: Final = "mcptoolu_"
 """A shown MCP call's id: this, then its ``mcp_call`` item's id without ``mcp_``."""
+CITED_TEXT_LIMIT: Final = 150
+"""The most of a hit's text a ``web_search_result_location`` quotes, as Anthropic's do."""
 
 
 # -- in: declarations ------------------------------------------------------------------
@@ -142,6 +147,58 @@ class Shown:
             for item in state.output
             if item.get("type") == WEB_SEARCH_CALL and item.get("status") == "completed"
         )
+
+
+class SearchResults:
+    """The hits of the searches a response shows, by URL: what a ``url_citation``
+    annotation of its answer (a URL of a hit the model named) cites, as the
+    ``web_search_result_location`` Anthropic would give: the hit's ``url`` and ``title``,
+    the start of its text as ``cited_text``, and an ``encrypted_index`` naming the search
+    and the hit (opaque to the client; one sent back is taken and not looked into)."""
+
+    __slots__ = ("_cited",)
+
+    def __init__(self) -> None:
+        self._cited: dict[str, dict[str, Any]] = {}
+
+    @classmethod
+    def of(cls, state: ResponseState, shown: Shown) -> SearchResults | None:
+        """The hits of ``state``'s shown searches; None when it shows none."""
+        if not shown.searches:
+            return None
+        results = cls()
+        for item in state.output:
+            results.add(item)
+        return results
+
+    def add(self, item: Item) -> None:
+        """The hits of a shown search (any other item adds nothing); a URL two searches
+        found is cited as the first found it."""
+        if item.get("type") != WEB_SEARCH_CALL or item.get("status") != "completed":
+            return
+        search = use_start(item)["id"]
+        for position, source in enumerate((item.get("action") or {}).get("sources") or ()):
+            url = source.get("url") if isinstance(source, dict) else None
+            if not isinstance(url, str) or url in self._cited:
+                continue
+            index = base64.b64encode(f"{search}:{position}".encode()).decode()
+            self._cited[url] = {
+                "type": "web_search_result_location",
+                "url": url,
+                "title": source.get("title") or "",
+                "encrypted_index": index,
+                "cited_text": str(source.get("snippet") or "")[:CITED_TEXT_LIMIT],
+            }
+
+    def citations(self, part: Item) -> list[dict[str, Any]]:
+        """A text part's ``url_citation`` annotations of these hits, as citations."""
+        cited = []
+        for annotation in part.get("annotations") or ():
+            if isinstance(annotation, dict) and annotation.get("type") == "url_citation":
+                citation = self._cited.get(str(annotation.get("url")))
+                if citation is not None:
+                    cited.append(dict(citation))
+        return cited
 
 
 def use_start(item: Item) -> dict[str, Any]:

@@ -4,7 +4,8 @@
 the client sees, ``content_block_start`` (``text``, ``thinking``, ``redacted_thinking``
 or ``tool_use``), its ``content_block_delta`` events (``text_delta``: a message's text,
 then its refusal a blank line after it, if the model declined; a ``citations_delta``
-for each citation an Anthropic upstream gave the text, once the text is done;
+for each citation an Anthropic upstream gave the text, and for each hit of a search
+shown that the text names, once the text is done;
 ``thinking_delta`` unless the client asked for thinking without its text,
 ``input_json_delta``; a
 ``signature_delta`` before a signed thinking block stops) and ``content_block_stop``; a
@@ -42,7 +43,7 @@ from stateway.protocols.messages.encode import (
     tool_use_start,
 )
 from stateway.protocols.messages.errors import stream_error
-from stateway.protocols.messages.server_tools import Shown
+from stateway.protocols.messages.server_tools import SearchResults, Shown
 
 PING: Final = b'event: ping\ndata: {"type":"ping"}\n\n'
 _FAILED: Final = frozenset({"failed", "cancelled"})
@@ -54,7 +55,7 @@ def frame(data: dict[str, Any]) -> bytes:
 
 
 class MessagesStream:
-    __slots__ = ("_blocks", "_count", "_hidden", "_omitted", "_refusing", "_shown")
+    __slots__ = ("_blocks", "_count", "_hidden", "_omitted", "_refusing", "_results", "_shown")
 
     def __init__(self) -> None:
         self._blocks: dict[int, int] = {}
@@ -69,6 +70,8 @@ class MessagesStream:
         """Thinking not enabled: no thinking blocks."""
         self._refusing: set[int] = set()
         """Output indexes of messages whose refusal, after their text, began."""
+        self._results: SearchResults | None = None
+        """The hits of the searches shown so far (when the client declared web search)."""
 
     def encode(self, event: ev.Event) -> bytes:
         """The frames of one canonical event (often none)."""
@@ -86,8 +89,11 @@ class MessagesStream:
                 return self._delta(at, {"type": "thinking_delta", "thinking": delta})
             case ev.ArgumentsDelta(output_index=at, delta=delta):
                 return self._delta(at, {"type": "input_json_delta", "partial_json": delta})
-            case ev.PartDone(output_index=at, part=part) if "citations" in part:
-                deltas = [{"type": "citations_delta", "citation": c} for c in citations(part)]
+            case ev.PartDone(output_index=at, part=part) if "citations" in part or (
+                self._results is not None and part.get("annotations")
+            ):
+                cited = citations(part, self._results)
+                deltas = [{"type": "citations_delta", "citation": c} for c in cited]
                 return b"".join(self._delta(at, delta) for delta in deltas)
             case ev.ItemAdded(output_index=at, item=item):
                 return self._start(at, item)
@@ -95,6 +101,7 @@ class MessagesStream:
                 return self._stop(at, item)
             case ev.ResponseCreated(response=state):
                 self._shown = Shown.of(state)
+                self._results = SearchResults() if self._shown.searches else None
                 self._omitted = thinking_omitted(state)
                 self._hidden = thinking_hidden(state)
                 return frame({"type": "message_start", "message": _started(state)}) + PING
@@ -166,6 +173,8 @@ class MessagesStream:
         index = self._blocks.get(output_index)
         if index is None:
             if self._shown.shows(item):
+                if self._results is not None:
+                    self._results.add(item)
                 return self._server_call(item)
             return b""
         out = b""
