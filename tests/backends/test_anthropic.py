@@ -259,6 +259,69 @@ def test_a_messages_clients_document_goes_as_it_came() -> None:
     ]
 
 
+def _cited_answer(*citations: dict[str, Any]) -> Item:
+    part = {"type": "output_text", "text": "cited", "citations": list(citations)}
+    return {"type": "message", "role": "assistant", "content": [part]}
+
+
+DOCUMENT_CITED = {
+    "type": "page_location",
+    "cited_text": "page 1",
+    "document_index": 0,
+    "document_title": "d",
+    "start_page_number": 1,
+    "end_page_number": 2,
+}
+HIT_CITED = {
+    "type": "search_result_location",
+    "cited_text": "About a.",
+    "search_result_index": 0,
+    "source": "https://a.test/",
+    "title": "A",
+    "start_block_index": 0,
+    "end_block_index": 1,
+}
+WEB_CITED = {
+    "type": "web_search_result_location",
+    "url": "https://a.test/",
+    "title": "A",
+    "encrypted_index": "c3J2dG9vbHVfYTow",
+    "cited_text": "About a.",
+}
+HIT = {
+    "type": "search_result",
+    "source": "https://a.test/",
+    "title": "A",
+    "content": [{"type": "text", "text": "About a."}],
+    "citations": {"enabled": True},
+}
+
+
+def test_a_search_result_goes_as_it_came_and_is_cited_back() -> None:
+    """A Messages client's ``search_result`` block (kept beside its text), in a user
+    message or a tool result; an answer's citations of it and of a document go back."""
+    pdf = {"type": "input_file", "file_data": "data:application/pdf;base64,JVBE"}
+    hit = {"type": "input_text", "text": "A\nhttps://a.test/\nAbout a.", "search_result": HIT}
+    asked = {"type": "message", "role": "user", "content": [pdf, hit]}
+    sent = body([asked, _cited_answer(DOCUMENT_CITED, HIT_CITED), user("more")])
+    first, answer, _ = sent["messages"]
+    assert first["content"][1] == HIT
+    assert answer["content"] == [
+        {"type": "text", "text": "cited", "citations": [DOCUMENT_CITED, HIT_CITED]}
+    ]
+    in_result = body([user("q"), call("c1"), output("c1", [hit])])
+    assert in_result["messages"][2]["content"][0]["content"] == [HIT]
+
+
+def test_citations_of_nothing_sent_are_left_out_and_the_text_kept() -> None:
+    """The gateway's own web search citations (no Anthropic search made them), citations
+    of a document or search result not sent before them, and unknown kinds."""
+    later = {**HIT_CITED, "search_result_index": 1}
+    odd = {"type": "video_location", "document_index": 0}
+    sent = body([user("q"), _cited_answer(WEB_CITED, DOCUMENT_CITED, later, odd), user("more")])
+    assert sent["messages"][1]["content"] == [{"type": "text", "text": "cited"}]
+
+
 def test_a_request_without_turns_is_refused_before_sending() -> None:
     with pytest.raises(InvalidRequest):
         body([system("only rules")])

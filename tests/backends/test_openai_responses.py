@@ -472,6 +472,11 @@ def test_fields_a_messages_client_marks_are_not_sent_to_responses() -> None:
             "cache_control": {"type": "ephemeral"},
             "output": [{"type": "input_text", "text": "x", "cache_control": {"type": "ephemeral"}}],
         },
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "hit", "search_result": {"x": 1}}],
+        },
     ]
     request = InferenceRequest("m", None, items, GenerationSettings(), stream=False)
     sent = to_upstream(request)["input"]
@@ -484,4 +489,5 @@ def test_fields_a_messages_client_marks_are_not_sent_to_responses() -> None:
         "call_id": "c",
         "output": [{"type": "input_text", "text": "x"}],
     }
+    assert sent[3]["content"] == [{"type": "input_text", "text": "hit"}]
     assert "cache_control" in items[0]["content"][0]  # the context itself is untouched

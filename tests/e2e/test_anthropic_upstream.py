@@ -250,3 +250,69 @@ def test_a_responses_client_gets_anthropics_citations_on_the_text_part(
         [citation] = part["citations"]
         assert citation["type"] == "char_location"
         assert citation["document_title"] == "Grass"
+
+
+HIT: Any = {
+    "type": "search_result",
+    "source": "https://a.test/",
+    "title": "A",
+    "content": [{"type": "text", "text": "About a."}],
+    "citations": {"enabled": True},
+}
+
+
+def test_a_cited_answer_sent_back_reaches_anthropic_with_its_citations(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """A Messages client's next turn sends Anthropic's cited text blocks back: they reach
+    Anthropic as they were, citations included, beside the documents and the client's
+    own ``search_result`` block they came with."""
+    with (
+        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
+        Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
+    ):
+        asked: Any = [
+            {"role": "user", "content": [*CITED_DOCUMENTS, HIT, {"type": "text", "text": "q?"}]}
+        ]
+        first = claude.messages.create(model=MODEL, max_tokens=100, messages=asked)
+        answer = [block.model_dump(exclude_none=True) for block in first.content]
+        assert [bool(block.get("citations")) for block in answer] == [False, True, True]
+        again = [
+            *asked,
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": "and then-sent-back?"},
+        ]
+        claude.messages.create(model=MODEL, max_tokens=100, messages=again)
+        [request] = fake_requests(fake_upstream, "then-sent-back")
+        sent = request["body"]["messages"]
+        assert sent[0]["content"][2] == HIT
+        assert [block.get("citations") for block in sent[1]["content"]] == [
+            block.get("citations") for block in answer
+        ]
+
+
+def test_a_responses_chain_sends_anthropics_citations_back(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """The cited parts of a stored answer go back to Anthropic as cited text blocks."""
+    data = base64.b64encode(CITED_TEXT.encode()).decode()
+    document = {
+        "type": "input_file",
+        "file_data": f"data:text/plain;base64,{data}",
+        "filename": "Grass",
+        "citations": {"enabled": True},
+    }
+    with (
+        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        first = sdk.responses.create(
+            model=MODEL,
+            input=[{"role": "user", "content": [document, {"type": "input_text", "text": "?"}]}],
+        )
+        sdk.responses.create(model=MODEL, input="chained-citations?", previous_response_id=first.id)
+        [request] = fake_requests(fake_upstream, "chained-citations")
+        cited = [b for b in request["body"]["messages"][1]["content"] if "citations" in b]
+        assert [(b["text"], b["citations"][0]["type"]) for b in cited] == [
+            (CITED_TEXT, "char_location")
+        ]

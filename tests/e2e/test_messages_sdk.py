@@ -277,6 +277,36 @@ def test_what_reaches_the_upstream(
         assert body["tool_choice"] == "required"
 
 
+def test_search_results_and_cited_text_reach_the_model(claude: Anthropic) -> None:
+    """A ``search_result`` block in a user message, and an earlier answer's text block with
+    ``citations`` (here of the gateway's own web search, which no upstream can check):
+    every upstream gets their text (an Anthropic one the search result block itself)."""
+    hit = {
+        "type": "search_result",
+        "source": "https://a.test/",
+        "title": "A",
+        "content": [{"type": "text", "text": "About a."}],
+    }
+    citation = {
+        "type": "web_search_result_location",
+        "url": "https://a.test/",
+        "title": "A",
+        "encrypted_index": "c3J2dG9vbHVfYTow",
+        "cited_text": "About a.",
+    }
+    messages: Any = [
+        {"role": "user", "content": [hit, {"type": "text", "text": "what is a?"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "A is a.", "citations": [citation]}],
+        },
+        {"role": "user", "content": "[[echo]]"},
+    ]
+    transcript = create(claude, messages).content[0].text
+    assert "About a." in transcript
+    assert "A is a." in transcript
+
+
 @pytest.mark.parametrize("effort", ["low", "medium", "high", "xhigh", "max"])
 def test_every_effort_level_reaches_the_upstream_as_asked(
     claude: Anthropic, keyed_upstream: str, upstream_api: str, effort: Any

@@ -287,6 +287,20 @@ def user(content: Any) -> dict[str, Any]:
 THOUGHT = {"type": "thinking", "thinking": "x", "signature": signature_of("x")}
 USE = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}
 RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}
+HIT = {
+    "type": "search_result",
+    "source": "s",
+    "title": "t",
+    "content": [{"type": "text", "text": "x"}],
+}
+HIT_CITED = {"type": "search_result_location", "search_result_index": 0, "cited_text": "x"}
+
+
+def cited(*citations: Any) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "a", "citations": list(citations)}],
+    }
 
 
 @pytest.mark.parametrize(
@@ -355,6 +369,12 @@ RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}
             },
             "signature",
         ),
+        ({"messages": [user([{**HIT, "source": ""}])]}, "source"),
+        ({"messages": [user([{**HIT, "content": []}])]}, "content"),
+        ({"messages": [user([HIT]), cited({**HIT_CITED, "search_result_index": 1})]}, "range"),
+        ({"messages": [user("q"), cited({"type": "char_location", "document_index": 0})]}, "range"),
+        ({"messages": [user([HIT]), cited({"type": "web_search_result_location"})]}, "encrypted"),
+        ({"messages": [user([HIT]), cited({"type": "video_location"})]}, "video_location"),
         ({"thinking": {"type": "adaptive", "display": "hidden"}}, "display"),
         ({"output_config": {"verbosity": "low"}}, "output_config"),
         ({"output_config": {"effort": "minimal"}}, "output_config.effort"),
@@ -396,6 +416,26 @@ def test_what_anthropic_takes_is_taken(raw_http: RawHttp, fake_upstream_url: str
     status, _, reply = raw_http("POST", fake_upstream_url + "/messages", json.dumps(body).encode())
     assert status == 200, reply
     assert reply["content"][-1]["text"] == "Tool said: r"
+
+
+def test_search_results_and_their_citations_are_taken(claude: Anthropic) -> None:
+    """A ``search_result`` in a user message or a tool result, read as its text; a text
+    block citing one of them."""
+    history: Any = [
+        user([HIT, {"type": "text", "text": "q"}]),
+        cited(HIT_CITED, {**HIT_CITED, "search_result_index": 1}),
+        user("[[tool:f:{}]]"),
+        {"role": "assistant", "content": [USE]},
+        user([{**RESULT, "content": [HIT]}]),
+    ]
+    message = claude.messages.create(model="fake-model", max_tokens=100, messages=history)
+    assert message.content[0].text == "Tool said: x"
+    echoed = claude.messages.create(
+        model="fake-model",
+        max_tokens=100,
+        messages=[user([HIT, {"type": "text", "text": "[[echo]]"}])],
+    )
+    assert echoed.content[0].text == "user: x[[echo]]"
 
 
 def test_count_tokens(claude: Anthropic) -> None:

@@ -6,7 +6,13 @@
   as Claude Code sends it.
 - Items become blocks of alternating turns: text, ``image`` and ``document`` parts (a
   Messages client's document with its ``context``, ``citations`` and custom content as
-  it sent them);
+  it sent them, and its ``search_result`` block as it sent it); a text part's
+  ``citations`` (an Anthropic answer's, sent back) go along when what they cite does
+  too: a document's (``char_location``, ``page_location``, ``content_block_location``)
+  when a document of their ``document_index`` comes before them, a search result's
+  (``search_result_location``) likewise by ``search_result_index``; others (the
+  gateway's own ``web_search_result_location``, which no Anthropic search made) are
+  left out, the text kept;
   reasoning items as ``thinking`` (with their signature) or ``redacted_thinking``
   (:mod:`stateway.core.reasoning`; unsigned reasoning from another upstream cannot be
   carried and is left out); function calls as ``tool_use`` and their outputs as
@@ -31,6 +37,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -84,6 +91,7 @@ def to_upstream(
     if system:
         body["system"] = system
     body["messages"] = messages
+    _check_citations(system, messages)
     if request.stream:
         body["stream"] = True
     forced = _tools(body, request, names)
@@ -273,11 +281,15 @@ def _text_blocks(content: Any) -> list[dict[str, Any]]:
 def _block(part: Item) -> dict[str, Any] | None:
     kind = part.get("type")
     block: dict[str, Any]
-    if kind in _TEXT_PARTS or kind == "refusal":
+    if isinstance(part.get("search_result"), dict):  # a Messages client's, as it came
+        block = {**part["search_result"], "type": "search_result"}
+    elif kind in _TEXT_PARTS or kind == "refusal":
         text = part.get("text") or part.get("refusal") or ""
         if not text:
             return None
         block = {"type": "text", "text": text}
+        if isinstance(part.get("citations"), list) and part["citations"]:
+            block["citations"] = part["citations"]
     elif kind == "input_image":
         block = {"type": "image", "source": _image_source(part)}
     elif kind == "input_file":
@@ -287,6 +299,54 @@ def _block(part: Item) -> dict[str, Any] | None:
     if isinstance(part.get("cache_control"), dict):
         block["cache_control"] = part["cache_control"]
     return block
+
+
+_CITED_BY: Final = {
+    "char_location": ("document", "document_index"),
+    "page_location": ("document", "document_index"),
+    "content_block_location": ("document", "document_index"),
+    "search_result_location": ("search_result", "search_result_index"),
+}
+"""Each citation type Anthropic checks against the request: the block type it points at,
+and the field that numbers it among that type's blocks."""
+
+
+def _check_citations(system: str | list[dict[str, Any]], messages: list[dict[str, Any]]) -> None:
+    """Leave out the text blocks' citations that point at no document or search result
+    sent before them (Anthropic refuses those), and those of other types."""
+    seen = {"document": 0, "search_result": 0}
+    for block in _in_order(system, messages):
+        kind = block["type"]
+        if kind in seen:
+            seen[kind] += 1
+        elif kind == "text" and "citations" in block:
+            kept = [c for c in block["citations"] if _points_at_one(c, seen)]
+            if kept:
+                block["citations"] = kept
+            else:
+                del block["citations"]
+
+
+def _in_order(
+    system: str | list[dict[str, Any]], messages: list[dict[str, Any]]
+) -> Iterator[dict[str, Any]]:
+    """Every block of the body in order, a tool result's own blocks after it."""
+    if isinstance(system, list):
+        yield from system
+    for message in messages:
+        for block in message["content"]:
+            yield block
+            if block["type"] == "tool_result" and isinstance(block.get("content"), list):
+                yield from block["content"]
+
+
+def _points_at_one(citation: Any, seen: dict[str, int]) -> bool:
+    cited = _CITED_BY.get(str(citation.get("type"))) if isinstance(citation, dict) else None
+    if cited is None:
+        return False
+    kind, field = cited
+    index = citation.get(field)
+    return isinstance(index, int) and 0 <= index < seen[kind]
 
 
 def _document(part: Item) -> dict[str, Any]:

@@ -221,7 +221,8 @@ def _item(item: Item) -> Item:
     An assistant message is an output message on this wire, which needs a ``status``.
     What a Messages client marks that this wire has no field for (a tool result's
     ``is_error``, a part's ``cache_control``, a document's ``context``, ``citations`` and
-    ``source``), and a Chat client's message ``name``, are left out. A reasoning item
+    ``source``, a text's ``citations`` and ``search_result``), and a Chat client's message
+    ``name``, are left out. A reasoning item
     carries only its Responses upstream's seal."""
     if item.get("type") == "reasoning" and "encrypted_content" in item:
         return _reasoning(item)
@@ -239,7 +240,9 @@ def _item(item: Item) -> Item:
 
 
 _MESSAGES_ONLY = frozenset({"is_error", "cache_control"})
-_MESSAGES_ONLY_PARTS = frozenset({"cache_control", "context", "citations", "source"})
+_MESSAGES_ONLY_PARTS = frozenset(
+    {"cache_control", "context", "citations", "source", "search_result"}
+)
 
 
 def _reasoning(item: Item) -> Item:

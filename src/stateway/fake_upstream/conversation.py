@@ -87,7 +87,8 @@ def content_text(content: object) -> str:
 
 
 def _part_text(part: object) -> str:
-    """Text parts give their text, image parts ``<image>``, other parts ``<type>``."""
+    """Text parts give their text, image parts ``<image>``, a search result its text,
+    other parts ``<type>``."""
     if isinstance(part, str):
         return part
     if not isinstance(part, dict):
@@ -98,6 +99,8 @@ def _part_text(part: object) -> str:
     kind = part.get("type")
     if not isinstance(kind, str):
         return ""
+    if kind == "search_result":  # its text, as a model reads it
+        return content_text(part.get("content"))
     if kind == "refusal":
         refusal = part.get("refusal")
         return refusal if isinstance(refusal, str) else ""

@@ -189,6 +189,8 @@ def _add_message(builder: ConversationBuilder, message: dict[str, Any]) -> None:
             texts.append(str(block["text"]))
         elif kind in ("image", "document"):
             texts.append(f"<{kind}>")
+        elif kind == "search_result":
+            texts.append(content_text([block]))
     if texts or role != "assistant":
         builder.message(role, "".join(texts))
 

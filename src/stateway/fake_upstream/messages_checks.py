@@ -4,7 +4,11 @@ would take.
 
 - top-level fields outside the API's; ``model``, ``max_tokens`` (a positive integer) and a
   non-empty ``messages`` required; roles ``user``, ``assistant`` or ``system``;
-- empty text blocks; unknown block types;
+- empty text blocks; unknown block types; a ``search_result`` without a ``source`` or
+  text ``content``; a text block's ``citations`` of an unknown type, pointing at no
+  document (``document_index``) or search result (``search_result_index``) of the
+  request, or of a web search (``web_search_result_location``: this API ran none, so no
+  ``encrypted_index`` is its own);
 - tool names and tool-use ids outside ``[A-Za-z0-9_-]``; a ``tool_use`` without a
   ``tool_result`` in the next message, or a ``tool_result`` answering no ``tool_use`` of
   the message before; a user message whose tool results do not come first;
@@ -54,8 +58,23 @@ COUNT_FIELDS = frozenset(
 _EFFORTS = frozenset({None, "low", "medium", "high", "xhigh", "max"})
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _BLOCKS = frozenset(
-    {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+    {
+        "text",
+        "image",
+        "document",
+        "search_result",
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+    }
 )
+_CITED_BY = {
+    "char_location": ("document", "document_index"),
+    "page_location": ("document", "document_index"),
+    "content_block_location": ("document", "document_index"),
+    "search_result_location": ("search_result", "search_result_index"),
+}
 
 
 def check_messages_request(
@@ -85,6 +104,7 @@ def check_messages_request(
     _check_system(body.get("system"))
     _check_output_config(body.get("output_config"))
     previous_uses: set[str] = set()
+    cited = _citable(messages)
     for index, message in enumerate(messages):
         where = f"messages.{index}"
         if not isinstance(message, dict) or message.get("role") not in (
@@ -94,7 +114,7 @@ def check_messages_request(
         ):
             raise invalid_request(f"{where}.role: Input should be 'user' or 'assistant'", where)
         blocks = _blocks(message.get("content"), where)
-        results = _check_blocks(blocks, where, verify)
+        results = _check_blocks(blocks, where, verify, cited)
         if previous_uses - results:
             missing = ", ".join(sorted(previous_uses - results))
             raise invalid_request(
@@ -217,10 +237,54 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
     return content
 
 
+def _citable(messages: list[Any]) -> dict[str, int]:
+    """How many documents and search results the request holds (in tool results too)."""
+    found = {"document": 0, "search_result": 0}
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, dict):
+                continue
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            for one in [block, *(inner if isinstance(inner, list) else ())]:
+                if isinstance(one, dict) and one.get("type") in found:
+                    found[one["type"]] += 1
+    return found
+
+
+def _check_citations(citations: Any, at: str, cited: dict[str, int]) -> None:
+    if not isinstance(citations, list):
+        raise invalid_request(f"{at}.citations: Input should be a valid list", at)
+    for citation in citations:
+        kind = citation.get("type") if isinstance(citation, dict) else None
+        if kind == "web_search_result_location":
+            raise invalid_request(f"{at}.citations: Invalid `encrypted_index`", at)
+        if kind not in _CITED_BY:
+            raise invalid_request(f"{at}.citations: unknown citation type {kind!r}", at)
+        target, field = _CITED_BY[kind]
+        index = citation.get(field)
+        if not isinstance(index, int) or not 0 <= index < cited[target]:
+            raise invalid_request(f"{at}.citations: {field} {index!r} is out of range", at)
+
+
+def _check_search_result(block: dict[str, Any], at: str) -> None:
+    content = block.get("content")
+    if not isinstance(block.get("source"), str) or not block["source"]:
+        raise invalid_request(f"{at}.source: Field required", at)
+    if not isinstance(content, list) or not content:
+        raise invalid_request(f"{at}.content: Field required (text blocks)", at)
+    if not all(isinstance(b, dict) and b.get("type") == "text" and b.get("text") for b in content):
+        raise invalid_request(f"{at}.content: only non-empty text blocks", at)
+
+
 def _check_blocks(
-    blocks: list[dict[str, Any]], where: str, verify: Callable[[str, str], str | None]
+    blocks: list[dict[str, Any]],
+    where: str,
+    verify: Callable[[str, str], str | None],
+    cited: dict[str, int],
 ) -> set[str]:
-    """Check one message's blocks; the tool_use ids its tool results answer."""
+    """Check one message's blocks; the tool_use ids its tool results answer (``cited``:
+    how many documents and search results citations may point at)."""
     results: set[str] = set()
     seen_other = False
     for position, block in enumerate(blocks):
@@ -230,6 +294,10 @@ def _check_blocks(
             raise invalid_request(f"{at}.type: unknown content block type {kind!r}", at)
         if kind == "text" and not block.get("text"):
             raise invalid_request(f"{at}: text content blocks must be non-empty", at)
+        if kind == "text" and "citations" in block:
+            _check_citations(block["citations"], at, cited)
+        if kind == "search_result":
+            _check_search_result(block, at)
         if kind == "tool_use" and not _NAME.fullmatch(str(block.get("id"))):
             raise invalid_request(f"{at}.id: String should match pattern '^[a-zA-Z0-9_-]+$'", at)
         if kind == "tool_use" and not isinstance(block.get("input"), dict):

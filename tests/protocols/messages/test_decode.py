@@ -594,9 +594,15 @@ def test_a_tool_search_result_and_search_hits_in_a_tool_result_become_text() -> 
     )
     output = command.input[-1]
     assert output["type"] == "function_call_output"
+    hit = {
+        "type": "search_result",
+        "source": "https://a.test/",
+        "title": "A",
+        "content": [{"type": "text", "text": "About a."}],
+    }
     assert output["output"] == [
         {"type": "input_text", "text": "Tool loaded: WebSearch"},
-        {"type": "input_text", "text": "A\nhttps://a.test/\nAbout a."},
+        {"type": "input_text", "text": "A\nhttps://a.test/\nAbout a.", "search_result": hit},
     ]
 
 
@@ -632,3 +638,59 @@ def test_a_request_of_empty_messages_is_refused_in_anthropics_words() -> None:
         "messages: all messages must have non-empty content except for the optional final "
         "assistant message."
     )
+
+
+HIT = {
+    "type": "search_result",
+    "source": "https://a.test/",
+    "title": "A",
+    "content": [{"type": "text", "text": "About a."}],
+    "citations": {"enabled": True},
+    "cache_control": {"type": "ephemeral"},
+}
+
+
+def test_a_search_result_in_a_user_message_is_its_text_keeping_the_block() -> None:
+    command = decode_messages(
+        body(messages=[{"role": "user", "content": [HIT, {"type": "text", "text": "and?"}]}])
+    )
+    [message] = command.input
+    assert message["content"] == [
+        {
+            "type": "input_text",
+            "text": "A\nhttps://a.test/\nAbout a.",
+            "search_result": HIT,
+            "cache_control": {"type": "ephemeral"},
+        },
+        {"type": "input_text", "text": "and?"},
+    ]
+
+
+def test_a_text_blocks_citations_stay_on_its_part() -> None:
+    cited = {
+        "type": "char_location",
+        "cited_text": "x",
+        "document_index": 0,
+        "document_title": None,
+        "start_char_index": 0,
+        "end_char_index": 1,
+    }
+    command = decode_messages(
+        body(
+            messages=[
+                {"role": "user", "content": "q"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": "plain"},
+                        {"type": "text", "text": "x", "citations": [cited]},
+                    ],
+                },
+                {"role": "user", "content": "more"},
+            ]
+        )
+    )
+    assert command.input[1]["content"] == [
+        {"type": "output_text", "text": "plain"},
+        {"type": "output_text", "text": "x", "citations": [cited]},
+    ]

@@ -2,8 +2,9 @@
 
 - ``system`` (a string or text blocks) and each ``role: "system"`` message: a ``system``
   message item where it stands;
-- a user message: its text, image and document blocks as one ``user`` message's parts (a
-  run of them between tool results), each ``tool_result`` as a ``function_call_output``
+- a user message: its text, image, document and ``search_result`` blocks as one ``user``
+  message's parts (a run of them between tool results), each ``tool_result`` as a
+  ``function_call_output``
   (``call_id`` = its ``tool_use_id``; ``is_error`` and ``cache_control`` kept on the
   item);
 - an assistant message: runs of text as ``assistant`` messages, ``thinking`` and
@@ -15,8 +16,14 @@
 
 In a ``tool_result``, a ``tool_reference`` (a deferred tool the client's tool search loaded:
 Claude Code's ToolSearch) becomes the text ``Tool loaded: NAME`` (the tool itself, declared
-with ``defer_loading``, is offered to the model like any other), and a ``search_result``
-its title, source and text, one per line.
+with ``defer_loading``, is offered to the model like any other). A ``search_result`` (in a
+user message or a tool result) becomes its title, source and text, one per line, as an
+``input_text`` part that keeps the block as it came under ``search_result``: an Anthropic
+upstream gets the block itself (and can cite it), the others its text.
+
+A text block's ``citations`` (an earlier answer's, sent back) stay on its part, for an
+Anthropic upstream (which gets those whose document or search result it is sent too:
+:mod:`stateway.backends.anthropic_request`); the others get the text.
 
 Images become ``input_image`` (a ``data:`` URL for base64), documents ``input_file``
 (``file_data`` as a ``data:`` URL, plain text included, or ``file_url``; the title as
@@ -142,7 +149,7 @@ def _user(
             _add_message(items, role, run)
             run = []
             items.append(_tool_output(block, pending, f"{where}.content.{position}"))
-        elif isinstance(block, TextBlock | ImageBlock | DocumentBlock):
+        elif isinstance(block, TextBlock | ImageBlock | DocumentBlock | SearchResultBlock):
             part = _part(block)
             if part is not None:
                 run.append(part)
@@ -165,7 +172,7 @@ def _assistant(
     for position, block in enumerate(content):
         if isinstance(block, TextBlock):
             if block.text:
-                run.append(_with_cache({"type": "output_text", "text": block.text}, block))
+                run.append(_carried({"type": "output_text", "text": block.text}, block))
             continue
         _add_message(items, "assistant", run)
         run = []
@@ -202,28 +209,31 @@ def _add_message(items: list[Item], role: str, parts: list[Item]) -> None:
 def _parts(content: str | Sequence[TextBlock], kind: str = "input_text") -> list[Item]:
     if isinstance(content, str):
         return [{"type": kind, "text": content}] if content else []
-    return [_with_cache({"type": kind, "text": b.text}, b) for b in content if b.text]
+    return [_carried({"type": kind, "text": b.text}, b) for b in content if b.text]
 
 
 def _part(block: ResultPart) -> Item | None:
     if isinstance(block, TextBlock):
-        return (
-            _with_cache({"type": "input_text", "text": block.text}, block) if block.text else None
-        )
+        return _carried({"type": "input_text", "text": block.text}, block) if block.text else None
     if isinstance(block, ToolReferenceBlock):
         return {"type": "input_text", "text": f"Tool loaded: {block.tool_name}"}
     if isinstance(block, SearchResultBlock):
         lines = [block.title, block.source, *(b.text for b in block.content if b.text)]
         text = "\n".join(line for line in lines if line)
-        return _with_cache({"type": "input_text", "text": text}, block)
+        part = {
+            "type": "input_text",
+            "text": text,
+            "search_result": block.model_dump(exclude_none=True),
+        }
+        return _carried(part, block)
     if isinstance(block, ImageBlock):
         source = block.source
         if source.type == "base64":
             url = f"data:{source.media_type};base64,{source.data}"
         else:
             url = source.url
-        return _with_cache({"type": "input_image", "image_url": url, "detail": "auto"}, block)
-    return _with_cache(_document(block), block)
+        return _carried({"type": "input_image", "image_url": url, "detail": "auto"}, block)
+    return _carried(_document(block), block)
 
 
 def _document(block: DocumentBlock) -> Item:
@@ -252,11 +262,13 @@ def _joined(content: str | list[TextBlock]) -> str:
     return content if isinstance(content, str) else "".join(b.text for b in content)
 
 
-def _with_cache(
-    part: Item, block: TextBlock | ImageBlock | DocumentBlock | SearchResultBlock
-) -> Item:
+def _carried(part: Item, block: TextBlock | ImageBlock | DocumentBlock | SearchResultBlock) -> Item:
+    """``part`` with what its block marks for an Anthropic upstream: its ``cache_control``,
+    a text's ``citations``."""
     if block.cache_control is not None:
         part["cache_control"] = block.cache_control
+    if isinstance(block, TextBlock) and block.citations:
+        part["citations"] = block.citations
     return part
 
 

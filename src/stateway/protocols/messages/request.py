@@ -22,6 +22,8 @@ class TextBlock(_Wire):
     type: Literal["text"]
     text: str
     cache_control: dict[str, Any] | None = None
+    citations: list[dict[str, Any]] | None = None
+    """An earlier answer's citations, sent back (kept for an Anthropic upstream)."""
 
 
 class Base64Source(_Wire):
@@ -81,12 +83,15 @@ class ToolReferenceBlock(_Wire):
 
 
 class SearchResultBlock(_Wire):
-    """A search hit the client found itself (``source``, ``title``, text ``content``)."""
+    """A search hit the client found itself (``source``, ``title``, text ``content``), in
+    a user message or a tool result; ``citations`` (``{"enabled": true}``) lets an
+    Anthropic upstream cite it."""
 
     type: Literal["search_result"]
     source: str
     title: str = ""
     content: list[TextBlock]
+    citations: dict[str, Any] | None = None
     cache_control: dict[str, Any] | None = None
 
 
@@ -164,6 +169,7 @@ Block = Annotated[
     TextBlock
     | ImageBlock
     | DocumentBlock
+    | SearchResultBlock
     | ToolUseBlock
     | ToolResultBlock
     | ThinkingBlock
