@@ -347,6 +347,15 @@ def test_sampling_settings_without_thinking() -> None:
     assert sent["stop_sequences"] == ["END"]
     assert sent["metadata"] == {"user_id": "u-1"}
     assert "thinking" not in sent
+    assert "service_tier" not in sent
+
+
+@pytest.mark.parametrize(
+    ("tier", "sent"),
+    [("auto", "auto"), ("priority", "auto"), ("default", "standard_only"), ("flex", None)],
+)
+def test_service_tiers_anthropic_has(tier: str, sent: str | None) -> None:
+    assert body([user("q")], service_tier=tier).get("service_tier") == sent
 
 
 def test_thinking_budgets_stay_within_what_anthropic_accepts() -> None:

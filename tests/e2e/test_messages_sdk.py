@@ -233,6 +233,7 @@ def test_what_reaches_the_upstream(
         stop_sequences=["STOP"],
         extra_body={"temperature": 0.5, "top_k": 7},  # SDK 2.14 has no arguments for them
         metadata={"user_id": "u-1"},
+        service_tier="standard_only",
         extra_headers={"anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14"},
         output_config={"format": {"type": "json_schema", "schema": SCHEMA}},
     )
@@ -254,6 +255,7 @@ def test_what_reaches_the_upstream(
         assert (body["stop"], body["max_tokens"], body["top_k"]) == (["STOP"], 300, 7)
         assert (body["tool_choice"], body["parallel_tool_calls"]) == ("required", False)
         assert (body["temperature"], body["user"]) == (0.5, "u-1")
+        assert body["service_tier"] == "default"
         assert sent["headers"]["authorization"] == f"Bearer {UPSTREAM_KEY}"
         assert "anthropic-beta" not in sent["headers"]  # Anthropic's betas, for Anthropic
     elif upstream_api == "anthropic":
@@ -269,12 +271,14 @@ def test_what_reaches_the_upstream(
         assert body["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
         assert (body["stop_sequences"], body["max_tokens"], body["top_k"]) == (["STOP"], 300, 7)
         assert body["metadata"] == {"user_id": "u-1"}
+        assert body["service_tier"] == "standard_only"
         assert body["output_config"] == {"format": {"type": "json_schema", "schema": SCHEMA}}
     else:
         assert body["text"]["format"]["schema"] == SCHEMA
         assert body["input"][0]["role"] == "system"
         assert body["max_output_tokens"] == 300
         assert body["tool_choice"] == "required"
+        assert body["service_tier"] == "default"
 
 
 def test_search_results_and_cited_text_reach_the_model(claude: Anthropic) -> None:

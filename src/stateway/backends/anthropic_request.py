@@ -30,6 +30,8 @@
   off (the two cannot be combined), as does a last assistant message calling tools
   without its signed thinking (a Chat client's, or one whose reasoning item was dropped):
   Anthropic refuses thinking unless that message starts with a thinking block.
+- ``service_tier``: ``auto`` (and ``priority``) as ``auto``, ``default`` as
+  ``standard_only``; others are not sent.
 - A ``json_schema`` text format is Anthropic's structured output,
   ``output_config.format``; ``json_object`` has no equivalent there and is not carried.
 """
@@ -65,6 +67,9 @@ _ADAPTIVE_LEVELS: Final = {"minimal": "low"} | {level: level for level in ADAPTI
 """The ``output_config.effort`` of each reasoning effort: Anthropic's levels as they are,
 ``minimal`` as its nearest, ``low``. Any other (a Chat client's own word) is asked as
 ``ADAPTIVE_DEFAULT``, Anthropic's default, rather than refused upstream."""
+_SERVICE_TIERS: Final = {"auto": "auto", "priority": "auto", "default": "standard_only"}
+"""Anthropic's service tier for each canonical (OpenAI) one it has: ``auto`` may use
+priority capacity, ``standard_only`` never does; ``flex`` and others are not sent."""
 _TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text", "summary_text"})
 _SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 
@@ -107,6 +112,9 @@ def to_upstream(
         body["stop_sequences"] = settings.stop_sequences
     if settings.user:
         body["metadata"] = {"user_id": settings.user}
+    tier = _SERVICE_TIERS.get(settings.service_tier or "")
+    if tier is not None:
+        body["service_tier"] = tier
     if settings.cache_control:
         body["cache_control"] = settings.cache_control
     _output_format(body, settings.text_format)

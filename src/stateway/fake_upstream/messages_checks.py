@@ -3,7 +3,8 @@
 would take.
 
 - top-level fields outside the API's; ``model``, ``max_tokens`` (a positive integer) and a
-  non-empty ``messages`` required; roles ``user``, ``assistant`` or ``system``;
+  non-empty ``messages`` required; a ``service_tier`` other than ``auto`` or
+  ``standard_only``; roles ``user``, ``assistant`` or ``system``;
 - empty text blocks; unknown block types; a ``search_result`` without a ``source`` or
   text ``content``; a text block's ``citations`` of an unknown type, pointing at no
   document (``document_index``) or search result (``search_result_index``) of the
@@ -101,6 +102,10 @@ def check_messages_request(
             raise invalid_request(f"tools: invalid tool name {tool.get('name')!r}", "tools")
         if not isinstance(tool.get("input_schema"), dict):
             raise invalid_request("tools: input_schema: Field required", "tools")
+    if body.get("service_tier") not in (None, "auto", "standard_only"):
+        raise invalid_request(
+            "service_tier: Input should be 'auto' or 'standard_only'", "service_tier"
+        )
     _check_system(body.get("system"))
     _check_output_config(body.get("output_config"))
     previous_uses: set[str] = set()

@@ -207,6 +207,13 @@ def test_settings_map_to_generation_settings() -> None:
     assert s.stop_sequences == ["END"]
     assert (s.temperature, s.top_p, s.top_k, s.user) == (0.5, 0.9, 40, "u-1")
     assert (s.reasoning_budget, s.reasoning_effort) == (2048, "low")
+    assert s.service_tier == "auto"
+
+
+def test_service_tiers_are_said_in_canonical_words() -> None:
+    standard = decode_messages(body(service_tier="standard_only")).settings
+    assert standard.service_tier == "default"
+    assert decode_messages(body()).settings.service_tier is None
 
 
 @pytest.mark.parametrize(
@@ -417,6 +424,7 @@ def test_output_format_becomes_a_json_schema_text_format() -> None:
             "tools.1.name",
         ),
         (body(tool_choice={"type": "tool", "name": "nope"}), "tool_choice.name"),
+        (body(service_tier="priority"), "service_tier"),
         (body(tool_choice={"type": "sometimes"}), "tool_choice.type"),
         (body(thinking={"type": "enabled"}), "thinking.budget_tokens"),
         (body(thinking={"type": "enabled", "budget_tokens": 512}), "thinking.budget_tokens"),

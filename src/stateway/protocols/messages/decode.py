@@ -5,7 +5,8 @@ is never stored (``store=False``: the Messages API is stateless, every request c
 the whole conversation); ``decode_count_tokens`` does the same for ``/count_tokens``.
 
 Settings: ``max_tokens`` -> ``max_output_tokens``; ``stop_sequences``, ``temperature``,
-``top_p``, ``top_k`` as they are; ``metadata.user_id`` -> ``user``; tools (``input_schema``
+``top_p``, ``top_k`` as they are; ``metadata.user_id`` -> ``user``; ``service_tier``
+``auto`` / ``standard_only`` -> ``auto`` / ``default``; tools (``input_schema``
 as ``parameters``; ``defer_loading`` kept, ``cache_control`` dropped) as function tools,
 Anthropic-defined client tools (``bash``, the text editor, ``memory``) as function tools
 with the input their type takes (:mod:`.client_tools`), the ``web_search_YYYYMMDD``
@@ -61,6 +62,8 @@ from stateway.protocols.messages.server_tools import WEB_SEARCH, mcp_tools
 from stateway.protocols.responses.nesting import check_nesting
 
 Body = TypeVar("Body", bound=CountTokensBody)
+_SERVICE_TIERS = {"auto": "auto", "standard_only": "default"}
+"""Anthropic's service tiers as the canonical (OpenAI's) words for them."""
 
 
 def decode_messages(raw: bytes, *, max_input_items: int | None = None) -> CreateResponse:
@@ -71,6 +74,7 @@ def decode_messages(raw: bytes, *, max_input_items: int | None = None) -> Create
     settings.temperature, settings.top_p, settings.top_k = body.temperature, body.top_p, body.top_k
     settings.stop_sequences = list(body.stop_sequences or [])
     settings.user = body.metadata.user_id if body.metadata else None
+    settings.service_tier = _SERVICE_TIERS.get(body.service_tier or "")
     settings.cache_control = body.cache_control
     last = command.input[-1]
     settings.continue_final_message = last.get("type") == "message" and last["role"] == "assistant"

@@ -319,4 +319,5 @@ class MessagesBody(CountTokensBody):
     top_k: int | None = Field(default=None, ge=0)
     stop_sequences: list[str] | None = None
     metadata: Metadata | None = None
+    service_tier: Literal["auto", "standard_only"] | None = None
     context_management: dict[str, Any] | None = None
