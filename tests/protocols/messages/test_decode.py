@@ -702,3 +702,10 @@ def test_a_text_blocks_citations_stay_on_its_part() -> None:
         {"type": "output_text", "text": "plain"},
         {"type": "output_text", "text": "x", "citations": [cited]},
     ]
+
+
+def test_a_tool_choice_of_a_tool_without_its_name_is_a_missing_field() -> None:
+    tools = [{"name": "f", "input_schema": {"type": "object"}}]
+    error = refused(body(tools=tools, tool_choice={"type": "tool"}))
+    assert (error.param, error.code) == ("tool_choice.name", "missing_required_parameter")
+    assert error.message == "tool_choice.name: Field required"

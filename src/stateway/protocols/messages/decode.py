@@ -261,9 +261,11 @@ def _tool_choice(choice: ToolChoice | None, tools: list[Item]) -> str | dict[str
         return "required"
     if choice.type == "none":
         return "none"
+    if choice.name is None:
+        raise field_error("tool_choice.name", "Field required", "missing_required_parameter")
     if choice.name == WEB_SEARCH and any(tool["type"] == WEB_SEARCH for tool in tools):
         return {"type": WEB_SEARCH}
-    if choice.name is None or choice.name not in {tool.get("name") for tool in tools}:
+    if choice.name not in {tool.get("name") for tool in tools}:
         raise field_error(
             "tool_choice.name",
             f"the tool {choice.name!r} to use is not among the tools.",
