@@ -11,7 +11,7 @@ from aiohttp import web
 
 from stateway.backends.anthropic import AnthropicBackend, StreamState, from_upstream_message
 from stateway.backends.anthropic_names import ToolNames, safe_name
-from stateway.backends.anthropic_request import AnthropicOptions, to_upstream
+from stateway.backends.anthropic_request import EMPTY_TURN, AnthropicOptions, to_upstream
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.core.commands import GenerationSettings
 from stateway.core.errors import InvalidRequest, UpstreamError, UpstreamUnavailable
@@ -32,6 +32,7 @@ from stateway.core.inference import (
 from stateway.core.items import Item
 from stateway.core.reasoning import REDACTED, SEALED_BY_RESPONSES
 from stateway.core.usage import Usage
+from stateway.fake_upstream.messages_checks import check_messages_request
 from tests.backends.conftest import Loopback
 
 
@@ -325,6 +326,49 @@ def test_citations_of_nothing_sent_are_left_out_and_the_text_kept() -> None:
 def test_a_request_without_turns_is_refused_before_sending() -> None:
     with pytest.raises(InvalidRequest):
         body([system("only rules")])
+
+
+def assistant(text: str) -> Item:
+    return {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text}],
+    }
+
+
+def test_an_empty_user_turn_stays_a_turn_anthropic_takes() -> None:
+    """A Chat client's ``content: ""``: Anthropic refuses an empty text block, and leaving
+    the turn out would send no message (alone) or make the assistant's last text a prefill
+    to continue; a turn with other blocks needs no stand-in."""
+    placeholder = {"type": "text", "text": EMPTY_TURN}
+    for items, messages in [
+        ([user("")], [{"role": "user", "content": [placeholder]}]),
+        (
+            [user("hi"), assistant("hello"), user("")],
+            [
+                {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "hello"}]},
+                {"role": "user", "content": [placeholder]},
+            ],
+        ),
+        ([user(""), user("hi")], [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]),
+        (
+            [call("c1"), output("c1"), user("")],
+            [
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "c1", "name": "f", "input": {"a": 1}}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "ok"}],
+                },
+            ],
+        ),
+    ]:
+        sent = body([system("rules"), *items])
+        assert sent["messages"] == messages
+        check_messages_request(sent, lambda *_: None)  # what Anthropic takes
 
 
 def test_max_tokens_is_always_sent() -> None:

@@ -17,7 +17,8 @@
   (:mod:`stateway.core.reasoning`; unsigned reasoning from another upstream cannot be
   carried and is left out); function calls as ``tool_use`` and their outputs as
   ``tool_result`` (``is_error`` kept). Consecutive items of one role share a message, and
-  in a user message the tool results come first. Empty text is never sent.
+  in a user message the tool results come first. Empty text is never sent: a user turn
+  left without blocks (a Chat client's ``content: ""``) says ``(no content)`` instead.
 - Tool names and ids are respelled into ``[A-Za-z0-9_-]`` (:mod:`.anthropic_names`).
 - ``max_tokens`` is always sent (the backend's default when the client set none).
   Thinking: an explicit budget, or one derived from the effort, kept within
@@ -70,6 +71,10 @@ _ADAPTIVE_LEVELS: Final = {"minimal": "low"} | {level: level for level in ADAPTI
 _SERVICE_TIERS: Final = {"auto": "auto", "priority": "auto", "default": "standard_only"}
 """Anthropic's service tier for each canonical (OpenAI) one it has: ``auto`` may use
 priority capacity, ``standard_only`` never does; ``flex`` and others are not sent."""
+EMPTY_TURN: Final = "(no content)"
+"""The text of a user turn that came empty (a Chat client's ``content: ""``): Anthropic
+refuses empty (and blank) text blocks and a turn without blocks, and leaving the turn out
+would make the assistant's last message a prefill to continue instead of a turn to answer."""
 _TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text", "summary_text"})
 _SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 
@@ -249,21 +254,20 @@ class _Turns:
         self.messages: list[dict[str, Any]] = []
 
     def add(self, role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
         last = self.messages[-1] if self.messages else None
         if last is not None and last["role"] == role:
             last["content"] += blocks
-        else:
+        elif blocks or role == "user":  # an empty user turn stays a turn (see done)
             self.messages.append({"role": role, "content": blocks})
 
     def done(self) -> list[dict[str, Any]]:
         for message in self.messages:
             if message["role"] == "user":  # tool results must lead a user message
                 blocks = message["content"]
-                message["content"] = [b for b in blocks if b["type"] == "tool_result"] + [
+                ordered = [b for b in blocks if b["type"] == "tool_result"] + [
                     b for b in blocks if b["type"] != "tool_result"
                 ]
+                message["content"] = ordered or [{"type": "text", "text": EMPTY_TURN}]
         return self.messages
 
 

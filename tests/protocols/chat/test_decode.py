@@ -115,6 +115,25 @@ def test_an_image_at_its_original_detail_is_kept() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "content", ["", [{"type": "text", "text": ""}], [{"type": "text", "text": ""}] * 2]
+)
+def test_an_empty_user_message_is_a_turn_with_one_empty_text_part(content: Any) -> None:
+    """Hosted answers an empty user message: it is kept, not left out (which left a
+    Responses upstream an empty input, an Anthropic upstream no message)."""
+    messages = [
+        {"role": "system", "content": "rules"},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": content},
+    ]
+    items = decode(messages=messages).command.input
+    assert [i.get("role") for i in items] == ["system", "user", "assistant", "user"]
+    assert items[-1]["content"] == [{"type": "input_text", "text": ""}]
+    [alone] = decode(messages=[{"role": "user", "content": content}]).command.input
+    assert alone["content"] == [{"type": "input_text", "text": ""}]
+
+
 def test_settings_are_mapped() -> None:
     decoded = decode(
         stream=True,

@@ -169,6 +169,17 @@ async def test_bad_requests_are_400s_in_the_openai_shape(raw: bytes, param: str 
     assert error["type"] == "invalid_request_error"
 
 
+async def test_an_empty_user_message_is_answered() -> None:
+    """As hosted answers it: the upstream gets the user's (empty) turn."""
+    backend = ScriptedBackend(OK)
+    reply = await post(build(backend), body(messages=[{"role": "user", "content": ""}]))
+    assert reply.status == 200, reply.body
+    [sent] = backend.requests
+    assert [(i["role"], i["content"]) for i in sent.items] == [
+        ("user", [{"type": "input_text", "text": ""}])
+    ]
+
+
 async def test_an_unknown_model_is_a_404_naming_it() -> None:
     error = assert_openai_error(
         await post(build(models={"known": "known"}), body(model="other")), 404, "model"

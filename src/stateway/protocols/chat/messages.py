@@ -14,7 +14,9 @@
   not share an id.
 
 A message's ``name`` stays on its item (a Chat upstream gets it back). Empty text carries
-nothing and is left out; a message left with no content is left out.
+nothing and is left out; a message left with no content is left out, but for a user
+message (``content: ""``, or only empty text parts): hosted answers that empty turn, so it
+stays, with one empty text part.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ def decode_messages(messages: list[Message]) -> list[Item]:
             case ToolMessage():
                 items.append(_tool_output(message, pending, where))
             case UserMessage():
-                _add(items, message, _user_parts(message.content, where))
+                parts = _user_parts(message.content, where)
+                _add(items, message, parts or [{"type": "input_text", "text": ""}])
             case _:
                 _add(items, message, _text_parts(message.content, "input_text"))
     waiting = [at for at in pending.values() if at is not None]
