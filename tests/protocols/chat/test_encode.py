@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from stateway.core import events as ev
@@ -325,6 +326,25 @@ def test_asked_for_logprobs_every_text_chunk_has_them_and_the_completion_too() -
     assert encode_completion(state([message("hi")]))["choices"][0]["logprobs"] is None
     plain = play([ev.ResponseCreated(state([])), ev.TextDelta(0, 0, "msg_1", "h", [token])], False)
     assert plain[1]["choices"][0]["logprobs"] is None  # not asked: none shown
+
+
+def test_asked_for_logprobs_a_stream_without_text_adds_up_to_the_completions() -> None:
+    """As hosted opens the stream (the role chunk has ``{"content": [], ...}``): the SDK's
+    accumulated answer has the completion's empty list, not ``None``."""
+    asked = GenerationSettings(include=["message.output_text.logprobs"])
+    done = state([call("c1")], settings=asked)
+    events: list[ev.Event] = [
+        ev.ResponseCreated(done),
+        ev.ItemAdded(0, {**call("c1"), "arguments": ""}),
+        ev.ResponseFinished(done),
+    ]
+    accumulated: ChatCompletionStreamState[None] = ChatCompletionStreamState()
+    for chunk in play(events, False)[:-1]:
+        accumulated.handle_chunk(ChatCompletionChunk.model_validate(chunk))
+    streamed = accumulated.get_final_completion().choices[0].logprobs
+    assert streamed is not None
+    whole = encode_completion(done)["choices"][0]["logprobs"]
+    assert streamed.model_dump() == whole == {"content": [], "refusal": None}
 
 
 def test_the_role_chunk_opens_the_answer_as_its_first_output_does() -> None:

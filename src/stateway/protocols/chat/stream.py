@@ -3,8 +3,10 @@
 Before the first chunk of the answer, one with ``delta.role``, opening it as OpenAI does:
 ``"content": ""`` and ``"refusal": null`` before text (or reasoning, or nothing), and
 ``"content": null`` before a refusal (with ``"refusal": ""``) or a tool call, so that the
-SDK's accumulated message has ``content: null`` where the completion would; then one
-chunk per text delta
+SDK's accumulated message has ``content: null`` where the completion would (and, when the
+request asked for ``logprobs``, ``"logprobs": {"content": [], "refusal": null}``, as
+hosted opens them, so that a stream without text adds up to the completion's empty list);
+then one chunk per text delta
 (``content``, with its tokens as ``logprobs`` when the request asked for them), refusal
 delta (``refusal``),
 reasoning delta (``reasoning_content``, as vLLM streams it), client function
@@ -42,6 +44,9 @@ _FAILED: Final = frozenset({"failed", "cancelled"})
 _OPENING: Final = {"role": "assistant", "content": "", "refusal": None}
 _OPENING_REFUSAL: Final = {"role": "assistant", "content": None, "refusal": ""}
 _OPENING_CALL: Final = {"role": "assistant", "content": None, "refusal": None}
+_NO_TOKENS: Final = b'{"content":[],"refusal":null}'
+"""The role chunk's ``logprobs`` when they are asked for, as hosted opens them: a stream
+that shows no text adds up to the completion's empty list, not to ``null``."""
 
 
 class ChatStream:
@@ -84,7 +89,7 @@ class ChatStream:
         if not frames or self._opened:
             return frames
         self._opened = True
-        return self._delta(_opening(event)) + frames
+        return self._delta(_opening(event), _NO_TOKENS if self._tokens else None) + frames
 
     def _encode(self, event: ev.Event) -> bytes:
         match event:
