@@ -326,6 +326,21 @@ def test_refused_with_a_400_naming_the_field(fields: dict[str, Any], param: str,
     assert param in error.message
 
 
+@pytest.mark.parametrize("stream", [None, False])
+def test_stream_options_without_a_stream_are_refused_as_hosted_refuses_them(
+    stream: bool | None,
+) -> None:
+    error = refused(stream=stream, stream_options={"include_usage": True})
+    assert error.to_dict() == {
+        "message": "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+        "type": "invalid_request_error",
+        "param": "stream_options",
+        "code": None,
+    }
+    assert decode(stream=stream, stream_options=None).command.stream is False
+    assert decode(stream=True, stream_options={"include_usage": True}).include_usage
+
+
 def test_metadata_is_limited_as_hosted_limits_it() -> None:
     error = refused(metadata={"k": "v" * 513})
     assert (error.param, error.code) == ("metadata.k", "invalid_value")

@@ -16,8 +16,10 @@ function) as their Responses forms, ``parallel_tool_calls`` as it is;
 ``web_search_options`` as the gateway's ``web_search`` tool (such a request is always
 translated, never forwarded). What the gateway cannot carry once translated is a 400
 naming it: ``n`` other than 1, audio, the legacy ``functions``/``function_call``,
-``logit_bias``, ``prediction``. ``store`` is taken and ignored: no chat completion is
-stored (clients send ``store: true`` because hosted refuses ``metadata`` without it).
+``logit_bias``, ``prediction``; ``stream_options`` without ``stream: true`` is a 400, as
+hosted (the fast path leaves that to its upstream). ``store`` is taken and ignored: no
+chat completion is stored (clients send ``store: true`` because hosted refuses
+``metadata`` without it).
 Other fields (vendor fields such as vLLM's ``chat_template_kwargs``) are carried as they
 came to a Chat upstream, as the fast path carries them, and dropped for other upstream
 APIs.
@@ -190,6 +192,11 @@ def _check_choices(body: ChatBody) -> None:
             f"Invalid value for 'n': {body.n}. This gateway generates one choice (n = 1).",
             param="n",
             code="unsupported_value",
+        )
+    if body.stream_options is not None and not body.stream:  # hosted's words, code null
+        raise InvalidRequest(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+            param="stream_options",
         )
     if body.top_logprobs is not None and not body.logprobs:
         raise InvalidRequest(
