@@ -15,7 +15,12 @@ from hypothesis import strategies as st
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from starlette.applications import Starlette
 
-from stateway.core.errors import GatewayError, UpstreamError, UpstreamUnavailable
+from stateway.core.errors import (
+    GatewayError,
+    InvalidRequest,
+    UpstreamError,
+    UpstreamUnavailable,
+)
 from stateway.core.gateway import Gateway
 from stateway.core.inference import (
     Delta,
@@ -186,6 +191,33 @@ async def test_an_unknown_model_is_a_404_naming_it() -> None:
     )
     assert "other" in error["message"]
     assert error["code"] == "model_not_found"
+
+
+FILE_PART = {"type": "file", "file": {"file_data": "data:application/pdf;base64,AA"}}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_error_after_translation_names_no_field_the_client_did_not_send(
+    stream: bool,
+) -> None:
+    """The backend cannot carry the file: judged as the item ``input[1].content[1]``,
+    which is no field of this request, nor sure to be ``messages[1].content[1]``."""
+    messages = [
+        {"role": "system", "content": "rules"},
+        {"role": "user", "content": [{"type": "text", "text": "read"}, FILE_PART]},
+    ]
+    reply = await post(build(), body(messages=messages, stream=stream))
+    error = assert_openai_error(reply, 400, None)
+    assert error["code"] == "unsupported_content_type"
+    assert "'input_file' in a 'user' message is not supported" in error["message"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_error_on_the_whole_input_names_the_messages(stream: bool) -> None:
+    """As an Anthropic upstream's refusal of a request without turns names ``input``."""
+    refusing = ScriptedBackend([InvalidRequest("No turn to answer.", param="input")])
+    reply = await post(build(refusing), body(stream=stream))
+    assert assert_openai_error(reply, 400, "messages")["message"] == "No turn to answer."
 
 
 async def test_a_body_not_declared_json_is_refused() -> None:

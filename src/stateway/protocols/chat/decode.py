@@ -77,6 +77,8 @@ class ChatRequest:
     command: CreateResponse
     include_usage: bool
     """``stream_options.include_usage``: a streamed answer ends with a usage chunk."""
+    fields: dict[str, Any]
+    """The body as sent: the fields its errors may name (:mod:`.errors`)."""
 
 
 def peek_chat(raw: bytes) -> ChatCall:
@@ -156,7 +158,7 @@ def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -
         hidden_rounds=True,
     )
     options = body.stream_options
-    return ChatRequest(command, bool(options and options.include_usage))
+    return ChatRequest(command, bool(options and options.include_usage), fields)
 
 
 def vendor_fields(fields: dict[str, Any]) -> dict[str, Any]:

@@ -13,16 +13,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from starlette.requests import ClientDisconnect
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core import hidden
 from stateway.core.commands import CreateResponse, ForwardChat, Principal
+from stateway.core.errors import GatewayError
 from stateway.core.gateway import Gateway
 from stateway.core.runs import Run
 from stateway.protocols.chat.decode import ChatCall, ChatRequest, decode_chat, peek_chat
 from stateway.protocols.chat.encode import encode_completion
+from stateway.protocols.chat.errors import chat_param
 from stateway.protocols.chat.stream import ChatStream
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.errors import error_answer
@@ -66,16 +70,20 @@ class ChatRoutes:
         the body on, a client that leaves cancels the answer (:class:`DisconnectWatch`):
         a forwarded request is closed upstream, waiting for its status line or relayed."""
         watch: DisconnectWatch | None = None
+        translated: list[ChatRequest] = []
         try:
             try:
                 principal = principal_of(scope)  # who may ask, before what is asked is judged
                 raw = await self._read(scope, receive)
                 watch = DisconnectWatch(receive)
-                answer = await self._answer(scope, receive, principal, raw, watch)
+                answer = await self._answer(scope, receive, principal, raw, watch, translated)
             except ClientDisconnect:
                 return  # gone before its body arrived: nobody to answer
             except Exception as error:  # noqa: BLE001 - the route's error boundary (express)
-                answer = error_answer(scope, error)
+                if translated:  # judged in its canonical form: its fields named as sent
+                    answer = _translated_answer(scope, translated[0].fields, error)
+                else:
+                    answer = error_answer(scope, error)
             await answer(scope, receive, send)
         except asyncio.CancelledError:
             if watch is None or not watch.left():
@@ -95,10 +103,10 @@ class ChatRoutes:
         principal: Principal,
         raw: bytes,
         watch: DisconnectWatch,
+        translated: list[ChatRequest],
     ) -> ASGIApp:
         large = len(raw) > INLINE_DECODE_BYTES
         call = await asyncio.to_thread(peek_chat, raw) if large else peek_chat(raw)
-        translated: list[ChatRequest] = []
         attach = None if call.stream else handed_over(watch)
         translate = partial(self._translate, call, large, translated, attach)
         needs = call.needs_gateway
@@ -112,12 +120,13 @@ class ChatRoutes:
                 raise ClientDisconnect  # nobody to answer
             run.cancel()
         if call.stream:
+            decoded = translated[0]
             return SSEResponse(
-                _frames(run, translated[0].include_usage),
+                _frames(run, decoded.include_usage),
                 run.cancel,
                 opening=partial(wait_for_output, run, hidden.shows),
                 keepalive=self._keepalive,
-                error_response=partial(error_answer, scope),
+                error_response=partial(_translated_answer, scope, decoded.fields),
             )
         if not run.closed:  # else an attached run, over by now
             watcher = asyncio.create_task(watch_disconnect(receive, run.cancel))
@@ -143,6 +152,18 @@ class ChatRoutes:
         into.append(decoded)
         decoded.command.attach = attach
         return decoded.command
+
+
+def _translated_answer(scope: Scope, fields: dict[str, Any], error: Exception) -> Response:
+    """The answer to an error of a translated request (:func:`error_answer`), its
+    ``param`` a field the client sent (:mod:`stateway.protocols.chat.errors`), or null."""
+    return error_answer(scope, error, partial(_translated_error, fields))
+
+
+def _translated_error(fields: dict[str, Any], error: GatewayError) -> Response:
+    wire = error.to_dict()
+    wire["param"] = chat_param(error.param, fields)
+    return JSONResponse({"error": wire}, status_code=error.status, headers=error.headers or None)
 
 
 async def _frames(run: Run, include_usage: bool) -> Chunks:

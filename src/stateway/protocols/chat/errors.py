@@ -1,0 +1,29 @@
+"""A translated request's errors, in the names of the fields a Chat client sent.
+
+Once a Chat request is translated, the core and the backends judge its canonical form,
+and their errors name the Responses field at fault: ``input``, ``input[3].content[1].type``,
+``reasoning``. :func:`chat_param` names the Chat field instead where one means the same
+(``input`` is ``messages``, ``reasoning`` is ``reasoning_effort``; a field of one name in
+both, such as ``tools``, stays), and only when the client sent it (the core also judges
+what the gateway added: a backend's ``gateway_tools``, defaults). An item's place
+(``input[N]...``) is not mapped back to a message: one message becomes several items, or
+none, and a stage may add or drop items before they are judged, so no count over the
+messages is sure to name the right one; ``param`` is then null, and the message still
+says what is at fault. Errors raised while decoding already name Chat's fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+from typing import Final
+
+_RENAMED: Final = {"input": "messages", "reasoning": "reasoning_effort"}
+
+
+def chat_param(param: str | None, sent: Container[str]) -> str | None:
+    """The Chat field ``param`` (a Responses field) stands for, if the client sent it
+    (``sent``: the body's top-level fields), else None."""
+    if param is None:
+        return None
+    name = _RENAMED.get(param, param)
+    return name if name in sent else None
