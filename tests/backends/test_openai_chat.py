@@ -260,7 +260,8 @@ def test_settings_are_mapped() -> None:
             user="u",
             safety_identifier="s1",
             prompt_cache_key="pk",
-            prompt_cache_retention="in_memory",
+            prompt_cache_retention="24h",
+            prompt_cache_options={"mode": "explicit"},
         )
     )
     assert body["temperature"] == 0.5
@@ -282,7 +283,8 @@ def test_settings_are_mapped() -> None:
     assert (body["verbosity"], body["service_tier"]) == ("low", "flex")
     assert "metadata" not in body  # the stored object's: OpenAI refuses it unless it stores
     assert (body["user"], body["safety_identifier"], body["prompt_cache_key"]) == ("u", "s1", "pk")
-    assert body["prompt_cache_retention"] == "in_memory"
+    assert body["prompt_cache_retention"] == "24h"
+    assert body["prompt_cache_options"] == {"mode": "explicit"}
 
 
 def test_unset_settings_are_not_sent() -> None:

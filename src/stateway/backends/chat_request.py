@@ -60,6 +60,7 @@ def to_upstream(
         "safety_identifier": settings.safety_identifier,
         "prompt_cache_key": settings.prompt_cache_key,
         "prompt_cache_retention": settings.prompt_cache_retention,
+        "prompt_cache_options": settings.prompt_cache_options,
         "presence_penalty": settings.presence_penalty,
         "frequency_penalty": settings.frequency_penalty,
         "top_k": settings.top_k,

@@ -202,6 +202,7 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
         "safety_identifier": settings.safety_identifier,
         "prompt_cache_key": settings.prompt_cache_key,
         "prompt_cache_retention": settings.prompt_cache_retention,
+        "prompt_cache_options": settings.prompt_cache_options,
         "metadata": settings.metadata or None,
         "service_tier": settings.service_tier,
         "reasoning": reasoning or None,

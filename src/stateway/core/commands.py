@@ -50,7 +50,8 @@ class GenerationSettings:
     prompt_cache_key: str | None = None
     prompt_cache_retention: str | None = None
     """How long an upstream that caches prompts keeps this one (OpenAI's ``in_memory`` or
-    ``24h``): sent to OpenAI-shaped upstreams, which take it on both wires."""
+    ``24h``; Responses' and Chat's field): sent to OpenAI-shaped upstreams, which take it
+    on both wires; an Anthropic upstream caches by its own marks."""
     include: list[str] = field(default_factory=list)
     truncation: str = "disabled"
     service_tier: str | None = None
@@ -96,6 +97,9 @@ class GenerationSettings:
     context_management: list[dict[str, Any]] = field(default_factory=list)
     """Normalized ``context_management`` entries (``{"type": "compaction",
     "compact_threshold": N | None}``): see :mod:`stateway.core.compaction`."""
+    prompt_cache_options: dict[str, Any] | None = None
+    """Chat's ``prompt_cache_options`` (``mode``, ``ttl``), as sent: where
+    ``prompt_cache_retention`` goes."""
 
 
 @dataclass(slots=True)

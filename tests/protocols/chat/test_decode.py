@@ -230,6 +230,11 @@ def test_logprobs_are_the_text_logprobs_include() -> None:
             "empty_array",
         ),
         ({"messages": "hi"}, "messages", "invalid_type"),
+        (
+            {"moderation": {"model": "m", "policy": {"input": {"mode": "redact"}}}},
+            "moderation.policy.input.mode",
+            "invalid_value",
+        ),
         ({"temperature": "warm"}, "temperature", "invalid_type"),
         ({"temperature": 3}, "temperature", "invalid_value"),
         ({"max_tokens": 0}, "max_tokens", "invalid_value"),
@@ -339,6 +344,40 @@ def test_stream_options_without_a_stream_are_refused_as_hosted_refuses_them(
     }
     assert decode(stream=stream, stream_options=None).command.stream is False
     assert decode(stream=True, stream_options={"include_usage": True}).include_usage
+
+
+def test_prompt_cache_settings_go_where_the_upstream_has_them() -> None:
+    """Fields of the Responses API too: settings for Chat and Responses upstreams."""
+    decoded = decode(prompt_cache_retention="24h", prompt_cache_options={"ttl": "30m"})
+    settings = decoded.command.settings
+    assert (settings.prompt_cache_retention, settings.prompt_cache_options) == (
+        "24h",
+        {"ttl": "30m"},
+    )
+    assert settings.vendor_fields == {}
+
+
+@pytest.mark.parametrize("side", ["input", "output"])
+def test_a_moderation_policy_that_blocks_is_refused(side: str) -> None:
+    """The gateway cannot moderate: ignoring the policy would let through what it blocks."""
+    policy = {side: {"mode": "block"}, "input" if side == "output" else "output": None}
+    error = refused(moderation={"model": "omni-moderation-latest", "policy": policy})
+    param = f"moderation.policy.{side}.mode"
+    assert (error.status, error.param, error.code) == (400, param, "unsupported_value")
+    assert "block" in error.message
+
+
+@pytest.mark.parametrize(
+    "moderation",
+    [
+        {"model": "omni-moderation-latest"},
+        {"model": "omni-moderation-latest", "policy": {"input": {"mode": "score"}}},
+        {"model": "m", "policy": {"input": {"mode": "score"}, "output": {"mode": "score"}}},
+    ],
+)
+def test_moderation_scores_alone_are_ignored(moderation: dict[str, Any]) -> None:
+    """Scores change nothing generated: the answer has no moderation object to show them."""
+    assert decode(moderation=moderation).command.settings.vendor_fields == {}
 
 
 def test_metadata_is_limited_as_hosted_limits_it() -> None:

@@ -8,18 +8,19 @@ the whole conversation) and runs gateway tools in hidden rounds (``hidden_rounds
 Settings: ``max_completion_tokens`` (else ``max_tokens``) -> ``max_output_tokens``;
 ``stop`` -> ``stop_sequences``; ``temperature``, ``top_p``, ``top_k``, ``seed``,
 ``presence_penalty``, ``frequency_penalty``, ``reasoning_effort``, ``verbosity``,
-``user``, ``safety_identifier``, ``prompt_cache_key``, ``service_tier``, ``metadata`` (as
-hosted limits it) as they are; ``logprobs`` as the ``message.output_text.logprobs``
-include, with its ``top_logprobs``; ``response_format`` -> the text format; tools
-(``function`` only) and ``tool_choice`` (``auto``/``none``/``required``/a named
-function) as their Responses forms, ``parallel_tool_calls`` as it is;
-``web_search_options`` as the gateway's ``web_search`` tool (such a request is always
-translated, never forwarded). What the gateway cannot carry once translated is a 400
-naming it: ``n`` other than 1, audio, the legacy ``functions``/``function_call``,
-``logit_bias``, ``prediction``; ``stream_options`` without ``stream: true`` is a 400, as
-hosted (the fast path leaves that to its upstream). ``store`` is taken and ignored: no
-chat completion is stored (clients send ``store: true`` because hosted refuses
-``metadata`` without it).
+``user``, ``safety_identifier``, ``prompt_cache_key``, ``prompt_cache_retention``,
+``prompt_cache_options``, ``service_tier``, ``metadata`` (as hosted limits it) as they
+are; ``logprobs`` as the ``message.output_text.logprobs`` include, with its
+``top_logprobs``; ``response_format`` -> the text format; tools (``function`` only) and
+``tool_choice`` (``auto``/``none``/``required``/a named function) as their Responses
+forms, ``parallel_tool_calls`` as it is; ``web_search_options`` as the gateway's
+``web_search`` tool (such a request is always translated, never forwarded). What the
+gateway cannot carry once translated is a 400 naming it: ``n`` other than 1, audio, the
+legacy ``functions``/``function_call``, ``logit_bias``, ``prediction``, a ``moderation``
+policy that blocks (scores alone are ignored); ``stream_options`` without ``stream:
+true`` is a 400, as hosted (the fast path leaves that to its upstream). ``store`` is
+taken and ignored: no chat completion is stored (clients send ``store: true`` because
+hosted refuses ``metadata`` without it).
 Other fields (vendor fields such as vLLM's ``chat_template_kwargs``) are carried as they
 came to a Chat upstream, as the fast path carries them, and dropped for other upstream
 APIs.
@@ -43,6 +44,7 @@ from stateway.protocols.chat.request import (
     ROLES,
     ChatBody,
     FunctionTool,
+    Moderation,
     NamedToolChoice,
     ResponseFormat,
     WebSearchOptions,
@@ -119,6 +121,7 @@ def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -
     except pydantic.ValidationError as exc:
         raise _invalid(exc) from None
     _check_choices(body)
+    _check_moderation(body.moderation)
     items = decode_messages(body.messages)
     if max_input_items is not None:
         _check_count(len(items), max_input_items)
@@ -141,6 +144,8 @@ def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -
         user=body.user,
         safety_identifier=body.safety_identifier,
         prompt_cache_key=body.prompt_cache_key,
+        prompt_cache_retention=body.prompt_cache_retention,
+        prompt_cache_options=body.prompt_cache_options,
         service_tier=body.service_tier,
         presence_penalty=body.presence_penalty,
         frequency_penalty=body.frequency_penalty,
@@ -212,6 +217,26 @@ def _check_choices(body: ChatBody) -> None:
             param="modalities",
             code="unsupported_value",
         )
+
+
+def _check_moderation(moderation: Moderation | None) -> None:
+    """A policy that blocks is a 400: the gateway cannot moderate, nor tell whether its
+    upstream would (a Chat or Responses server other than OpenAI's ignores the field), and
+    ignoring it would let through what the client asked to have blocked. Scores only
+    (``score``, or no policy) are ignored: the answer has no ``moderation`` to show them."""
+    policy = moderation.policy if moderation is not None else None
+    if policy is None:
+        return
+    for side, chosen in (("input", policy.input), ("output", policy.output)):
+        if chosen is not None and chosen.mode == "block":
+            param = f"moderation.policy.{side}.mode"
+            raise InvalidRequest(
+                f"Unsupported value: '{param}' 'block' is not supported by this gateway when "
+                "the request is translated for its upstream: it cannot moderate the "
+                f"{side}, and leaving it unmoderated would let through what the policy blocks.",
+                param=param,
+                code="unsupported_value",
+            )
 
 
 def _check_count(count: int, limit: int) -> None:

@@ -141,6 +141,23 @@ class NamedToolChoice(_Wire):
     function: NamedFunction
 
 
+class ModerationPolicyMode(_Wire):
+    mode: Literal["score", "block"]
+
+
+class ModerationPolicy(_Wire):
+    input: ModerationPolicyMode | None = None
+    output: ModerationPolicyMode | None = None
+
+
+class Moderation(_Wire):
+    """``moderation``: the input and output scored by a moderation model, and blocked
+    when flagged where the policy says ``block``."""
+
+    model: str = Field(min_length=1)
+    policy: ModerationPolicy | None = None
+
+
 class StreamOptions(_Wire):
     include_usage: bool | None = None
 
@@ -181,6 +198,9 @@ class ChatBody(_Wire):
     user: str | None = None
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    moderation: Moderation | None = None
     service_tier: str | None = None
     metadata: dict[str, str] | None = None
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
