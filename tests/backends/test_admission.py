@@ -89,17 +89,24 @@ async def test_full_only_when_every_slot_and_every_waiting_place_is_taken() -> N
     room = WaitingRoom(1)
     slots = ConnectionSlots("up", 1, 5.0, room)
     entered, leave = asyncio.Event(), asyncio.Event()
-    assert not slots.full
+    assert not slots.full()
+    assert not slots.full(pending=1)  # it takes the free slot
+    assert slots.full(pending=2)  # and the waiting place
     holder = asyncio.create_task(hold_until(slots, entered, leave))
     await entered.wait()
-    assert not slots.full  # a waiting place is free
+    assert not slots.full()  # a waiting place is free
+    assert slots.full(pending=1)
     waiting = asyncio.create_task(hold_until(slots, asyncio.Event(), leave))
     await asyncio.sleep(0)
-    assert slots.full
-    assert not ConnectionSlots("other", 1, 5.0, room).full  # its own slot is free
+    assert slots.full()
+    assert not ConnectionSlots("other", 1, 5.0, room).full()  # its own slot is free
     leave.set()
     await asyncio.gather(holder, waiting)
-    assert not slots.full
+    assert not slots.full(pending=1)  # its slot came back, released by hold and acquire
+    await slots.acquire()  # a relayed answer's way of holding one
+    assert slots.full(pending=1)
+    slots.release()
+    assert not slots.full(pending=1)
 
 
 async def test_a_slot_is_returned_when_the_call_fails() -> None:

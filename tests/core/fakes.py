@@ -30,7 +30,11 @@ class ScriptedBackend:
         "tool_output": frozenset({"input_text"}),
     }
     carries_unknown_types = False
-    full = False
+    places: int | None = None
+    """Calls it takes before a call is refused at once (None: any number)."""
+
+    def full(self, pending: int = 0) -> bool:
+        return self.places is not None and pending >= self.places
 
     def __init__(
         self, script: list[Delta | GatewayError], gate: asyncio.Event | None = None

@@ -159,7 +159,7 @@ async def test_a_request_whose_every_candidate_is_full_is_refused_before_it_runs
     """Refused at admission as its first call would be, but before it costs a run, a
     stored row or a task."""
     a, b = Named("a", OK), Named("b", OK)
-    a.full = b.full = True
+    a.places = b.places = 0
     store = MemoryStore()
     gw = gateway(router(route(candidate(a), candidate(b, priority=1))), store)
     command = CreateResponse("assistant", [USER], stream=True)
@@ -170,10 +170,26 @@ async def test_a_request_whose_every_candidate_is_full_is_refused_before_it_runs
     assert "'assistant'" in refused.value.message
     assert store.records == {}
     assert a.requests == b.requests == []
-    b.full = False  # one candidate with room is enough
+    b.places = None  # one candidate with room is enough
     run = await gw.execute(Principal(), command)
     await run.wait()
     assert run.state.status == "completed"
+
+
+async def test_runs_started_but_not_yet_driven_count_as_asking_for_a_place() -> None:
+    """A burst admitted in one turn of the event loop: each started run's task has not
+    yet asked for its connection, but admission counts it as asking."""
+    a = Named("a", OK * 3)
+    a.places = 1
+    gw = gateway(router(route(candidate(a))))
+    command = CreateResponse("assistant", [USER], stream=True)
+    first = await gw.execute(Principal(), command)  # its task has not run yet
+    with pytest.raises(Overloaded):
+        await gw.execute(Principal(), command)
+    await first.wait()  # driven: it no longer counts
+    second = await gw.execute(Principal(), command)
+    await second.wait()
+    assert [first.state.status, second.state.status] == ["completed", "completed"]
 
 
 async def test_when_every_candidate_lacks_the_model_the_client_gets_the_404() -> None:

@@ -64,20 +64,22 @@ class WaitingRoom:
 class ConnectionSlots:
     """At most ``size`` concurrent calls to one backend; a fair, bounded wait for the rest."""
 
-    __slots__ = ("_backend", "_room", "_semaphore", "_wait_limit")
+    __slots__ = ("_backend", "_free", "_room", "_semaphore", "_wait_limit")
 
     def __init__(self, backend: str, size: int, wait_limit: float, room: WaitingRoom) -> None:
         self._backend = backend
         self._semaphore = asyncio.Semaphore(size)
         """FIFO: a newcomer never overtakes a waiter (``locked()`` while any waits)."""
+        self._free = size
+        """Slots no call holds."""
         self._wait_limit = wait_limit
         self._room = room
 
-    @property
-    def full(self) -> bool:
-        """Whether a call now would be refused at once: every slot taken and every place
-        in the process's queue too."""
-        return self._semaphore.locked() and self._room.waiting >= self._room.capacity
+    def full(self, pending: int = 0) -> bool:
+        """Whether a call now would be refused at once, once ``pending`` calls about to be
+        made (requests admitted, not yet at their first call) took what is left before
+        it: the free slots, then the free places in the process's queue."""
+        return pending >= self._free + self._room.capacity - self._room.waiting
 
     @asynccontextmanager
     async def hold(self) -> AsyncIterator[None]:
@@ -86,7 +88,7 @@ class ConnectionSlots:
         try:
             yield
         finally:
-            self._semaphore.release()
+            self.release()
 
     async def acquire(self) -> None:
         """Take one slot, waiting for it as described in the module doc; give it back
@@ -95,8 +97,10 @@ class ConnectionSlots:
             await self._wait()
         else:
             await self._semaphore.acquire()  # free: returns without suspending
+        self._free -= 1
 
     def release(self) -> None:
+        self._free += 1
         self._semaphore.release()
 
     async def _wait(self) -> None:

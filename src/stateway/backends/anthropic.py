@@ -147,9 +147,8 @@ class AnthropicBackend:
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed reply.") from exc
 
-    @property
-    def full(self) -> bool:
-        return self._client.full
+    def full(self, pending: int = 0) -> bool:
+        return self._client.full(pending)
 
     async def list_models(self) -> list[str]:
         """Every page of the listing: Anthropic answers 20 models unless asked for more

@@ -152,9 +152,8 @@ class OpenAIChatBackend:
             fields["reasoning_effort"] = level
         return orjson.dumps(self._target.filled(fields))
 
-    @property
-    def full(self) -> bool:
-        return self._client.full
+    def full(self, pending: int = 0) -> bool:
+        return self._client.full(pending)
 
     async def list_models(self) -> list[str]:
         return await self._client.list_models()

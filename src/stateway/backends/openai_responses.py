@@ -124,9 +124,8 @@ class OpenAIResponsesBackend:
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed event.") from exc
 
-    @property
-    def full(self) -> bool:
-        return self._client.full
+    def full(self, pending: int = 0) -> bool:
+        return self._client.full(pending)
 
     async def list_models(self) -> list[str]:
         return await self._client.list_models()

@@ -113,10 +113,9 @@ class UpstreamClient:
             target.read_timeout if target.first_byte_timeout is None else target.first_byte_timeout
         )
 
-    @property
-    def full(self) -> bool:
-        """Whether a call now would be refused at once (:attr:`ConnectionSlots.full`)."""
-        return self._slots.full
+    def full(self, pending: int = 0) -> bool:
+        """Whether a call now would be refused at once (:meth:`ConnectionSlots.full`)."""
+        return self._slots.full(pending)
 
     @property
     def root_url(self) -> str:

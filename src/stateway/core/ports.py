@@ -28,10 +28,10 @@ class Backend(Protocol):
     gateway does not model travel to it untouched (and the ``shell`` tools and their items
     natively); for a backend without it they are a 400 naming the type."""
 
-    @property
-    def full(self) -> bool:
-        """Whether a call now would be refused at once: the gateway's own queue for this
-        upstream is full (:class:`~stateway.core.errors.Overloaded`)."""
+    def full(self, pending: int = 0) -> bool:
+        """Whether a call now would be refused at once (:class:`~stateway.core.errors.
+        Overloaded`: the gateway's own queue for this upstream is full), once ``pending``
+        calls about to be made took their places first."""
         ...
 
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:

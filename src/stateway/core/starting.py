@@ -3,9 +3,10 @@
 ``RunStarter.admit`` is the create path of :meth:`Gateway.execute
 <stateway.core.gateway.Gateway.execute>`: feature stages, tools, the routing plan and the
 checked context, compaction, a conversation turn's claim, then the run's task, which holds
-its config generation to its end. A request whose every candidate's queue is full is
-refused here (503 ``overloaded``), before it costs a run, a stored row or a task: its
-first upstream call would be refused the same way. ``RunStarter.count`` checks a request
+its config generation to its end. A request whose every candidate's queue is full (the
+runs started but not yet driven counted as in it) is refused here (503 ``overloaded``),
+before it costs a run, a stored row or a task: its first upstream call would be refused
+the same way. ``RunStarter.count`` checks a request
 the same way and counts its input tokens without running it.
 """
 
@@ -76,6 +77,10 @@ class RunStarter:
         self._encoder = encoder
         self._fanout = fanout
         self._telemetry = telemetry or NoTelemetry()
+        self._pending = 0
+        """Runs started whose driving has not begun: in their first steps they ask for a
+        connection slot, so admission counts them as asking already (a burst admitted
+        in one turn of the event loop would otherwise see nobody waiting yet)."""
 
     async def admit(
         self, principal: Principal, command: CreateResponse, generation: Generation
@@ -102,7 +107,8 @@ class RunStarter:
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
         plan, context = await self._plan(principal, command, router, route, toolset, conversation)
-        if command.generate and all(candidate.backend.full for candidate in plan.capable):
+        pending = self._pending
+        if command.generate and all(c.backend.full(pending) for c in plan.capable):
             raise Overloaded(_FULL.format(model=command.model))
         plan.hints = frozenset(hints)
         checked = context
@@ -225,6 +231,7 @@ class RunStarter:
                 run, stored, self._encoder, fanout=self._fanout, deferred=journal == "on_demand"
             )
         self.runs.add(run)
+        self._pending += 1  # until its driving begins
         drive = self._drive(run, plan, context, stream, toolset, generation, compaction)
         if attached:
             run.driver = drive  # its caller drives it: see drive_attached
@@ -294,6 +301,7 @@ class RunStarter:
         generation: Generation,
         compaction: CompactionStep | None = None,
     ) -> None:
+        self._pending -= 1
         try:
             await generation.loop.execute(run, plan, context, stream, toolset, compaction)
         except Exception:  # the top of a run's task: nothing may leave a run open
