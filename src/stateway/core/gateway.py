@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import AbstractAsyncContextManager
-from functools import partial
 from typing import overload
 
 from stateway.core import background
@@ -60,7 +59,8 @@ from stateway.core.errors import (
     StorageError,
 )
 from stateway.core.exactly_once import Attempt, attempt
-from stateway.core.generations import ConfigStatus, Generations, HeldRelay, Reloads
+from stateway.core.forwarding import ChatForwarding
+from stateway.core.generations import ConfigStatus, Generations, Reloads
 from stateway.core.included import included, included_items
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder
@@ -77,7 +77,6 @@ from stateway.core.references import resolved
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.results import Deleted, ModelList, Readiness, Result, TokenCount
 from stateway.core.routing import Router
-from stateway.core.routing.attempts import Outcome
 from stateway.core.runs import CancelReason, Run, RunRegistry
 from stateway.core.starting import RunStarter
 from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
@@ -141,7 +140,6 @@ class Gateway:
         self._compaction = Compaction(store, sealer)
         self._fanout = fanout
         self._limits = limits
-        """Tasks taking finished runs' tokens out of their principals' buckets."""
         self._telemetry = telemetry or NoTelemetry()
         self._usage = usage
         self._starter = RunStarter(
@@ -153,6 +151,9 @@ class Gateway:
             encoder,
             fanout,
             self._telemetry,
+        )
+        self._forwarding = ChatForwarding(
+            self.generations, runs, self._starter, limits, self._telemetry
         )
 
     def once(
@@ -265,7 +266,11 @@ class Gateway:
                     self._store, self.runs, principal, command, self._fanout
                 )
             case ForwardChat():
-                return await self._chat(principal, command)
+                answer = await self._forwarding.start(principal, command)
+                if isinstance(answer, Run):  # translated
+                    self._count_tokens_of(principal, answer)
+                    await self._starter.drive_attached(answer)
+                return answer
             case ReloadConfig():
                 return await self._served_reloads().reload()
             case GetConfigStatus():
@@ -322,51 +327,6 @@ class Gateway:
         """Take the run's tokens out of its principal's bucket once it ends."""
         if self._limits is not None:
             self._limits.charge_after(principal, run.wait, lambda: charged_tokens(run.state))
-
-    async def _chat(self, principal: Principal, command: ForwardChat) -> Relay | Run:
-        """Forward a Chat Completions request untouched when its route allows (see
-        :class:`ForwardChat`), else run it translated."""
-        if self.runs.closing:
-            raise ServerShuttingDown()
-        generation = self.generations.acquire()  # the relay's, or the run's, to its end
-        try:
-            route = generation.router.resolve(command.model)
-            # A stream that does not report its usage is translated where tokens are
-            # counted (the gateway's own run knows them): else it would be free.
-            uncounted = self._limits is None or not self._limits.counts_tokens
-            forwardable = uncounted or command.reports_usage
-            if route.forwarder is not None and not command.needs_gateway and forwardable:
-                body = command.body_for(route.upstream_model)
-                backend = route.candidates[0].backend.name
-                ended = partial(self._relayed, principal, command.model, backend)
-                try:
-                    relay = await route.forwarder.forward_chat(body)
-                except GatewayError:  # no answer at all: unreachable, timed out, overloaded
-                    ended(None, "failed")
-                    raise
-                except asyncio.CancelledError:  # the client left before the status line
-                    ended(None, "cancelled")
-                    raise
-                return HeldRelay(relay, self.generations, generation, ended)
-            run = await self._starter.admit(principal, await command.translate(), generation)
-        except BaseException:
-            self.generations.release(generation)
-            raise
-        self._count_tokens_of(principal, run)
-        await self._starter.drive_attached(run)
-        return run
-
-    def _relayed(
-        self, principal: Principal, model: str, backend: str, relay: Relay | None, outcome: Outcome
-    ) -> None:
-        """Tell telemetry what a relayed answer used (its one upstream attempt, ``relay``
-        None when the upstream never answered), and take the tokens it reported out of
-        its principal's bucket."""
-        attempt = {"backend": backend, "outcome": outcome}
-        usage = None if relay is None else relay.usage()
-        self._telemetry.run_ended(RunReport(principal.tenant_id, model, usage, [attempt]))
-        if self._limits is not None and usage is not None:
-            self._limits.charge_after(principal, None, lambda: usage.total_tokens)
 
     async def _delete(self, principal: Principal, response_id: str) -> Deleted:
         if not await self._store.delete(principal.tenant_id, response_id):

@@ -1,0 +1,84 @@
+"""``ForwardChat``: a Chat Completions request forwarded untouched, or translated.
+
+When the request's route allows it (:class:`~stateway.core.commands.ForwardChat` says
+when: one candidate speaking Chat Completions, no gateway tools), its body goes to the
+upstream as it came and the answer is relayed back as it arrives, holding the config
+generation until the relay closes (:class:`~stateway.core.generations.HeldRelay`);
+telemetry and the rate limits learn what it used from its tail. Anything else, and a
+stream that would not report its usage while tokens are counted, is translated into a
+``CreateResponse`` and started as any run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+
+from stateway.core.commands import ForwardChat, Principal
+from stateway.core.errors import GatewayError, ServerShuttingDown
+from stateway.core.generations import Generations, HeldRelay
+from stateway.core.limits import RateLimits
+from stateway.core.ports import Relay
+from stateway.core.routing.attempts import Outcome
+from stateway.core.runs import Run, RunRegistry
+from stateway.core.starting import RunStarter
+from stateway.core.telemetry import RunReport, Telemetry
+
+
+class ChatForwarding:
+    def __init__(
+        self,
+        generations: Generations,
+        runs: RunRegistry,
+        starter: RunStarter,
+        limits: RateLimits | None,
+        telemetry: Telemetry,
+    ) -> None:
+        self._generations = generations
+        self._runs = runs
+        self._starter = starter
+        self._limits = limits
+        self._telemetry = telemetry
+
+    async def start(self, principal: Principal, command: ForwardChat) -> Relay | Run:
+        """The relayed answer, or the translated run, started (an attached one not yet
+        driven: its caller drives it)."""
+        if self._runs.closing:
+            raise ServerShuttingDown()
+        generations = self._generations
+        generation = generations.acquire()  # the relay's, or the run's, to its end
+        try:
+            route = generation.router.resolve(command.model)
+            # A stream that does not report its usage is translated where tokens are
+            # counted (the gateway's own run knows them): else it would be free.
+            uncounted = self._limits is None or not self._limits.counts_tokens
+            forwardable = uncounted or command.reports_usage
+            if route.forwarder is not None and not command.needs_gateway and forwardable:
+                body = command.body_for(route.upstream_model)
+                backend = route.candidates[0].backend.name
+                ended = partial(self._relayed, principal, command.model, backend)
+                try:
+                    relay = await route.forwarder.forward_chat(body)
+                except GatewayError:  # no answer at all: unreachable, timed out, overloaded
+                    ended(None, "failed")
+                    raise
+                except asyncio.CancelledError:  # the client left before the status line
+                    ended(None, "cancelled")
+                    raise
+                return HeldRelay(relay, generations, generation, ended)
+            return await self._starter.admit(principal, await command.translate(), generation)
+        except BaseException:
+            generations.release(generation)
+            raise
+
+    def _relayed(
+        self, principal: Principal, model: str, backend: str, relay: Relay | None, outcome: Outcome
+    ) -> None:
+        """Tell telemetry what a relayed answer used (its one upstream attempt, ``relay``
+        None when the upstream never answered), and take the tokens it reported out of
+        its principal's bucket."""
+        attempt = {"backend": backend, "outcome": outcome}
+        usage = None if relay is None else relay.usage()
+        self._telemetry.run_ended(RunReport(principal.tenant_id, model, usage, [attempt]))
+        if self._limits is not None and usage is not None:
+            self._limits.charge_after(principal, None, lambda: usage.total_tokens)
