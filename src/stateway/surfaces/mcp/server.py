@@ -97,6 +97,8 @@ class McpSurface:
             ]
         )
         self._subscriptions: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._detached: set[asyncio.Task[Result]] = set()
+        """Calls under a ``command_id`` (see :meth:`_run`), until they end."""
         server: Server[Any] = Server(
             "stateway",
             version=version,
@@ -134,7 +136,7 @@ class McpSurface:
             try:
                 yield
             finally:
-                for task in self._subscriptions.values():
+                for task in [*self._subscriptions.values(), *self._detached]:
                     task.cancel()
                 self._subscriptions.clear()
 
@@ -165,10 +167,24 @@ class McpSurface:
         return _result(result)
 
     async def _run(self, tool: ToolSpec, principal: Principal, args: Any) -> Result:
-        """The tool's result; run once per ``command_id`` (retries get the first result)."""
+        """The tool's result; run once per ``command_id`` (retries get the first result).
+
+        A call cancelled (``notifications/cancelled``) stops its work, except under a
+        ``command_id``: that work runs in a task of its own, which the call's
+        cancellation leaves to finish and remember its result for a retry (as a client
+        that leaves a request sent with ``Idempotency-Key`` does)."""
         command_id: str | None = getattr(args, "command_id", None)
         if command_id is None:
             return await tool.run(self._gateway, principal, args)
+        work = asyncio.create_task(self._once(tool, principal, args, command_id))
+        self._detached.add(work)
+        work.add_done_callback(_settled)
+        work.add_done_callback(self._detached.discard)
+        return await asyncio.shield(work)
+
+    async def _once(
+        self, tool: ToolSpec, principal: Principal, args: Any, command_id: str
+    ) -> Result:
         fields = args.model_dump(mode="json", exclude={"command_id"})
         digest = fingerprint(
             b"mcp", tool.name.encode(), orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
@@ -292,6 +308,13 @@ def _connection_of(ctx: Context) -> str:
     if isinstance(request, Request):
         return request.headers.get("mcp-session-id", "")
     return ""
+
+
+def _settled(task: asyncio.Task[Result]) -> None:
+    """Retrieve the outcome of a call's task whose caller left (else asyncio logs it as
+    never retrieved): the retry, if any, got it from the command's claim."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _result(result: Result) -> CallToolResult:

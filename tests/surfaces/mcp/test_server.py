@@ -1,0 +1,125 @@
+"""The MCP surface as an MCP host drives it: the official ``mcp`` SDK client over
+Streamable HTTP on loopback, against the surface served by uvicorn in this process over
+an in-memory gateway (so the test sees its sessions, its runs and its backend)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import pytest
+import uvicorn
+from mcp import Client
+from starlette.types import Receive, Scope, Send
+
+from stateway.coordination.memory import MemoryCommandResults
+from stateway.core.commands import Principal
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.serving import bind_socket, server_config, socket_url
+from stateway.surfaces.auth.authenticator import IDENTITY, Identity
+from stateway.surfaces.mcp.mount import McpMount
+from stateway.surfaces.mcp.server import McpSurface
+from tests.core.fakes import MemoryStore, ScriptedBackend
+
+MODES = ["legacy", "auto"]
+
+
+@dataclass
+class Served:
+    url: str
+    mount: McpMount
+    backend: ScriptedBackend
+
+    @property
+    def surface(self) -> McpSurface:
+        assert self.mount.started
+        return self.mount._surface.result()  # type: ignore[union-attr]
+
+
+@asynccontextmanager
+async def serving(backend: ScriptedBackend) -> AsyncIterator[Served]:
+    """``/mcp`` over a gateway answering with ``backend``, every request as tenant acme."""
+    store = MemoryStore()
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry(), results=MemoryCommandResults())
+    mount = McpMount(gateway, "9.9.9")
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        scope[IDENTITY] = Identity(Principal("acme", "key_1"), authenticated=True)
+        await mount(scope, receive, send)
+
+    sock = bind_socket("127.0.0.1", 0)
+    sock.listen(128)  # usable at once: early connections wait in the backlog
+    server = uvicorn.Server(server_config(app, lifespan=False, graceful_shutdown=1))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        yield Served(socket_url(sock) + "/mcp", mount, backend)
+    finally:
+        server.should_exit = True
+        await task
+        await mount.aclose()
+        sock.close()
+
+
+def answering() -> ScriptedBackend:
+    return ScriptedBackend([TextDelta("hello"), Finish("stop")])
+
+
+def held(gate: asyncio.Event) -> ScriptedBackend:
+    """A backend that answers once ``gate`` is set."""
+    return ScriptedBackend([TextDelta("hello"), Finish("stop")], gate=gate)
+
+
+async def test_a_cancelled_create_stops_its_run() -> None:
+    """``notifications/cancelled`` (the SDK sends it for a caller that gave up) ends the
+    handler, and with it the response's run: the upstream request is closed."""
+    async with serving(held(asyncio.Event())) as served, Client(served.url) as client:
+        call = client.call_tool("create_response", {"model": "m", "input": "hi"})
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(call, 0.5)
+        await asyncio.wait_for(served.backend.closed.wait(), 5)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_cancelled_create_with_a_command_id_is_taken_over_by_its_retry(
+    mode: str,
+) -> None:
+    """With a ``command_id`` a cancelled call cancels nothing: the run goes on, and a retry
+    gets its result rather than running the command a second time."""
+    gate = asyncio.Event()
+    arguments = {"model": "m", "input": "hi", "command_id": "cmd-1"}
+    async with serving(held(gate)) as served, Client(served.url, mode=mode) as client:
+        first = client.call_tool("create_response", arguments)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(first, 0.5)
+        assert not served.backend.closed.is_set()
+        retry = asyncio.create_task(client.call_tool("create_response", arguments))
+        await asyncio.sleep(0.2)
+        gate.set()
+        result = await asyncio.wait_for(retry, 5)
+
+    assert not result.is_error
+    assert result.structured_content["status"] == "completed"
+    assert len(served.backend.requests) == 1
+
+
+async def test_sessions_opened_and_closed_are_not_kept() -> None:
+    async with serving(answering()) as served:
+        async with Client(served.url, mode="legacy") as client:
+            await client.list_tools()
+        manager = served.surface._manager
+        assert manager._server_instances == {}
+
+        for _ in range(200):
+            async with Client(served.url, mode="legacy") as client:
+                await client.call_tool("get_response", {"response_id": "resp_x"})
+
+        assert manager._server_instances == {}
+        assert manager._session_owners == {}
+        assert served.surface._subscriptions == {}
