@@ -8,7 +8,9 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
+import mcp_types as types
 import pytest
 import uvicorn
 from mcp import Client
@@ -23,6 +25,7 @@ from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.serving import bind_socket, server_config, socket_url
 from stateway.surfaces.auth.authenticator import IDENTITY, Identity
+from stateway.surfaces.mcp import tools
 from stateway.surfaces.mcp.mount import McpMount
 from stateway.surfaces.mcp.server import McpSurface
 from tests.core.fakes import MemoryStore, ScriptedBackend
@@ -123,3 +126,30 @@ async def test_sessions_opened_and_closed_are_not_kept() -> None:
         assert manager._server_instances == {}
         assert manager._session_owners == {}
         assert served.surface._subscriptions == {}
+
+
+def text_of(content: list[Any]) -> str:
+    [text] = [c for c in content if isinstance(c, types.TextContent)]
+    return text.text
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_tool_that_fails_unexpectedly_is_an_error_result_without_details(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a JSON-RPC error carrying the exception's text (code 0 in the 2025 protocol):
+    an ``isError`` result in the OpenAI shape, as a route's generic 500."""
+
+    async def broken(*args: Any) -> Any:
+        raise RuntimeError("connection string postgres://secret")
+
+    spec = tools.TOOLS["get_response"]
+    monkeypatch.setitem(
+        tools.TOOLS, "get_response", tools.Tool(spec.name, spec.description, spec.input, broken)
+    )
+    async with serving(answering()) as served, Client(served.url, mode=mode) as client:
+        result = await client.call_tool("get_response", {"response_id": "resp_1"})
+
+    assert result.is_error
+    assert result.structured_content["error"]["code"] == "internal_error"
+    assert "secret" not in text_of(result.content)

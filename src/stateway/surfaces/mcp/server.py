@@ -64,7 +64,7 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from stateway.core.commands import Principal
-from stateway.core.errors import GatewayError, NotFound
+from stateway.core.errors import GatewayError, InternalError, NotFound
 from stateway.core.exactly_once import fingerprint
 from stateway.core.gateway import Gateway
 from stateway.surfaces.auth.authenticator import principal_of
@@ -164,6 +164,11 @@ class McpSurface:
             result = await self._run(tool, _principal(ctx), args)
         except GatewayError as error:
             return _error(error.to_dict())
+        except Exception:  # the tools' error boundary, as a route's (http/errors.py)
+            # The SDK would send the exception's text as a JSON-RPC error: an isError
+            # result names no internals, the log has them.
+            log.exception("mcp: tool %s failed", tool.name)
+            return _error(InternalError().to_dict())
         return _result(result)
 
     async def _run(self, tool: ToolSpec, principal: Principal, args: Any) -> Result:
