@@ -194,8 +194,11 @@ async def test_bad_calls_get_errors_naming_the_problem(gateway: str, mode: str) 
         assert coerced.is_error, "a string is not the schema's boolean"
         assert coerced.structured_content["error"]["code"] == "invalid_arguments"
         assert "background" in coerced.structured_content["error"]["message"]
-        floated = await client.call_tool("list_input_items", {"response_id": "r", "limit": 5.0})
-        assert floated.is_error, "5.0 is not the schema's integer"
+        floated = await client.call_tool("list_input_items", {"response_id": "r", "limit": 5.5})
+        assert floated.is_error, "5.5 is not the schema's integer"
+        assert "limit" in floated.structured_content["error"]["message"]
+        whole = await client.call_tool("list_input_items", {"response_id": "r", "limit": 5.0})
+        assert whole.structured_content["error"]["code"] == "not_found", "5.0 is an integer"
         with pytest.raises(MCPError) as caught:
             await client.call_tool("no_such_tool", {})
         assert "no_such_tool" in caught.value.error.message

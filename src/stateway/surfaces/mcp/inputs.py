@@ -3,18 +3,30 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from stateway.core.coordination import MAX_COMMAND_ID
 
 Order = Literal["asc", "desc"]
 
 
+def _whole(value: Any) -> Any:
+    """A number with no fractional part is a JSON Schema integer (``5.0`` is ``5``)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Limit = Annotated[int, Field(ge=1, le=100), BeforeValidator(_whole)]
+"""A page's size: an integer as JSON Schema has it (strict mode alone refuses ``5.0``)."""
+
+
 class ToolInput(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    """Arguments are JSON: each must have its schema type (no `"yes"` for a boolean)."""
+    """Arguments are JSON: each must have its schema type (no `"yes"` for a boolean), and
+    what the schema takes is taken (integers through :data:`Limit`)."""
 
 
 class Changing(ToolInput):
@@ -60,7 +72,7 @@ class ChangeResponseInput(Changing):
 class ListInputItemsInput(ToolInput):
     response_id: str = Field(min_length=1)
     after: str | None = Field(default=None, description="List the items after this item id.")
-    limit: int = Field(default=20, ge=1, le=100)
+    limit: Limit = 20
     order: Order = "desc"
 
 
@@ -90,7 +102,7 @@ class AddConversationItemsInput(Changing):
 class ListConversationItemsInput(ToolInput):
     conversation_id: str = Field(min_length=1)
     after: str | None = Field(default=None, description="List the items after this item id.")
-    limit: int = Field(default=20, ge=1, le=100)
+    limit: Limit = 20
     order: Order = "desc"
 
 
