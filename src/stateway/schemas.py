@@ -1,6 +1,6 @@
 """The JSON Schema documents generated from the wire models, checked into ``schemas/``.
 
-Each document is a function of pydantic models: the MCP tools' inputs
+Each document is a function of pydantic models: the MCP tools' inputs and annotations
 (``mcp-tools.json``) and WebSocket mode's frames (``websocket-frames.json``). A test
 fails when a checked-in file drifts from its models; regenerate every file with
 ``python -m stateway.schemas`` (from the repository's root).

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import mcp_types as types
@@ -143,9 +143,8 @@ async def test_a_tool_that_fails_unexpectedly_is_an_error_result_without_details
     async def broken(*args: Any) -> Any:
         raise RuntimeError("connection string postgres://secret")
 
-    spec = tools.TOOLS["get_response"]
     monkeypatch.setitem(
-        tools.TOOLS, "get_response", tools.Tool(spec.name, spec.description, spec.input, broken)
+        tools.TOOLS, "get_response", replace(tools.TOOLS["get_response"], run=broken)
     )
     async with serving(answering()) as served, Client(served.url, mode=mode) as client:
         result = await client.call_tool("get_response", {"response_id": "resp_1"})
@@ -153,3 +152,30 @@ async def test_a_tool_that_fails_unexpectedly_is_an_error_result_without_details
     assert result.is_error
     assert result.structured_content["error"]["code"] == "internal_error"
     assert "secret" not in text_of(result.content)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_tools_are_annotated_with_what_they_do(mode: str) -> None:
+    async with serving(answering()) as served, Client(served.url, mode=mode) as client:
+        listed = {tool.name: tool.annotations for tool in (await client.list_tools()).tools}
+
+    assert all(hints is not None for hints in listed.values())
+    read_only = {name for name, hints in listed.items() if hints and hints.read_only_hint}
+    assert read_only == {
+        "get_response",
+        "list_input_items",
+        "get_conversation",
+        "list_conversation_items",
+        "get_conversation_item",
+    }
+    for name in ("delete_response", "delete_conversation", "delete_conversation_item"):
+        hints = listed[name]
+        assert hints is not None
+        assert (hints.destructive_hint, hints.idempotent_hint) == (True, True)
+    for name in ("create_conversation", "add_conversation_items"):
+        hints = listed[name]
+        assert hints is not None
+        assert (hints.destructive_hint, hints.idempotent_hint) == (False, False)
+    created = listed["create_response"]
+    assert created is not None
+    assert created.open_world_hint

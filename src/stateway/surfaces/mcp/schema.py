@@ -1,6 +1,7 @@
-"""The MCP tools' input schemas as one JSON document, checked into the repository as
-``schemas/mcp-tools.json`` by :mod:`stateway.schemas` (a test fails when it drifts from
-the models; regenerate with ``python -m stateway.schemas``)."""
+"""The MCP tools as ``tools/list`` lists them (input schemas, annotations) in one JSON
+document, checked into the repository as ``schemas/mcp-tools.json`` by
+:mod:`stateway.schemas` (a test fails when it drifts from the models; regenerate with
+``python -m stateway.schemas``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ def tool_schemas() -> dict[str, Any]:
                 "name": tool.name,
                 "description": tool.description,
                 "inputSchema": tool.input.model_json_schema(),
+                "annotations": tool.effect.annotations(),
             }
             for tool in TOOLS.values()
         ]

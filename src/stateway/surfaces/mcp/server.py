@@ -57,6 +57,7 @@ from mcp_types import (
     TextContent,
     TextResourceContents,
     Tool,
+    ToolAnnotations,
     UnsubscribeRequestParams,
 )
 from pydantic import ValidationError
@@ -91,7 +92,10 @@ class McpSurface:
         self._tools = ListToolsResult(
             tools=[
                 Tool(
-                    name=t.name, description=t.description, input_schema=t.input.model_json_schema()
+                    name=t.name,
+                    description=t.description,
+                    input_schema=t.input.model_json_schema(),
+                    annotations=ToolAnnotations.model_validate(t.effect.annotations()),
                 )
                 for t in TOOLS.values()
             ]

@@ -43,11 +43,44 @@ Result = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
+class Effect:
+    """What a call does to the gateway's objects, as MCP's tool annotations tell a host
+    (hints it may show its user, or ask before a call on)."""
+
+    read_only: bool = False
+    destructive: bool = False
+    """Changes or removes what exists (else it only adds)."""
+    idempotent: bool = False
+    """Calling it again with the same arguments changes nothing more."""
+    open_world: bool = False
+    """Reaches beyond the gateway's store: a model, and the tools it may call."""
+
+    def annotations(self) -> dict[str, bool]:
+        """``ToolAnnotations`` on the wire (the other hints mean nothing when read-only)."""
+        if self.read_only:
+            return {"readOnlyHint": True, "openWorldHint": self.open_world}
+        return {
+            "readOnlyHint": False,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": self.open_world,
+        }
+
+
+READS = Effect(read_only=True)
+ADDS = Effect()
+REPLACES = Effect(destructive=True, idempotent=True)
+"""Cancels, replaces or deletes: done again, it does nothing more."""
+ASKS_A_MODEL = Effect(open_world=True)
+
+
+@dataclass(frozen=True, slots=True)
 class Tool:
     name: str
     description: str
     input: type[i.ToolInput]
     run: Callable[[Gateway, Principal, Any], Awaitable[Result]]
+    effect: Effect
 
 
 async def create_response(
@@ -180,65 +213,85 @@ TOOLS: dict[str, Tool] = {
             "it has ended, or at once with background=true.",
             i.CreateResponseInput,
             create_response,
+            ASKS_A_MODEL,
         ),
-        Tool("get_response", "Get a stored response.", i.ResponseInput, get_response),
+        Tool("get_response", "Get a stored response.", i.ResponseInput, get_response, READS),
         Tool(
             "cancel_response",
             "Cancel a background response that is still running; returns it once ended.",
             i.ChangeResponseInput,
             cancel_response,
+            REPLACES,
         ),
         Tool(
-            "delete_response", "Delete a stored response.", i.ChangeResponseInput, delete_response
+            "delete_response",
+            "Delete a stored response.",
+            i.ChangeResponseInput,
+            delete_response,
+            REPLACES,
         ),
         Tool(
             "list_input_items",
             "List a stored response's input items.",
             i.ListInputItemsInput,
             list_input_items,
+            READS,
         ),
         Tool(
             "create_conversation",
             "Create a conversation, optionally with items and metadata.",
             i.CreateConversationInput,
             create_conversation,
+            ADDS,
         ),
-        Tool("get_conversation", "Get a conversation.", i.ConversationInput, get_conversation),
+        Tool(
+            "get_conversation",
+            "Get a conversation.",
+            i.ConversationInput,
+            get_conversation,
+            READS,
+        ),
         Tool(
             "update_conversation",
             "Replace a conversation's metadata.",
             i.UpdateConversationInput,
             update_conversation,
+            REPLACES,
         ),
         Tool(
             "delete_conversation",
             "Delete a conversation.",
             i.ChangeConversationInput,
             delete_conversation,
+            REPLACES,
         ),
         Tool(
             "add_conversation_items",
             "Append items to a conversation.",
             i.AddConversationItemsInput,
             add_conversation_items,
+            ADDS,
         ),
         Tool(
             "list_conversation_items",
             "List a conversation's items.",
             i.ListConversationItemsInput,
             list_conversation_items,
+            READS,
         ),
         Tool(
             "get_conversation_item",
             "Get one item of a conversation.",
             i.ConversationItemInput,
             get_conversation_item,
+            READS,
         ),
         Tool(
             "delete_conversation_item",
             "Delete one item of a conversation; returns the conversation.",
             i.ChangeConversationItemInput,
             delete_conversation_item,
+            REPLACES,
         ),
     )
 }
