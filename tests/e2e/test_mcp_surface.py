@@ -70,9 +70,11 @@ async def test_a_created_response_is_the_result_and_its_resource(gateway: str, m
         assert not created.is_error
         response = created.structured_content
         assert (response["object"], response["status"]) == ("response", "completed")
-        [text] = created.content
+        [text, link] = created.content
         assert isinstance(text, types.TextContent)
         assert orjson.loads(text.text) == response
+        assert isinstance(link, types.ResourceLink)
+        assert link.uri == response_uri(response["id"])
 
         read = await client.read_resource(response_uri(response["id"]))
         [content] = read.contents
@@ -212,6 +214,8 @@ async def test_conversations_through_tools(gateway: str) -> None:
         conversation = created.structured_content
         assert conversation["object"] == "conversation"
         cid = conversation["id"]
+        [link] = [c for c in created.content if isinstance(c, types.ResourceLink)]
+        assert link.uri == f"stateway://default/conversations/{cid}"
         item = {"type": "message", "role": "user", "content": "remember 42"}
         added = await client.call_tool(
             "add_conversation_items", {"conversation_id": cid, "items": [item]}

@@ -5,6 +5,7 @@ an in-memory gateway (so the test sees its sessions, its runs and its backend)."
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -179,3 +180,24 @@ async def test_tools_are_annotated_with_what_they_do(mode: str) -> None:
     created = listed["create_response"]
     assert created is not None
     assert created.open_world_hint
+
+
+async def test_a_response_result_links_its_resource_in_the_callers_tenant() -> None:
+    """A client with an API key need not know its tenant to follow a response: the
+    result links the URI to read or subscribe to."""
+    async with serving(answering()) as served, Client(served.url, mode="legacy") as client:
+        created = await client.call_tool("create_response", {"model": "m", "input": "hi"})
+        response_id = created.structured_content["id"]
+        links = [c for c in created.content if isinstance(c, types.ResourceLink)]
+        assert [link.uri for link in links] == [f"stateway://acme/responses/{response_id}"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # resources/subscribe: deprecated as of 2026-07-28
+            await client.subscribe_resource(links[0].uri)
+        read = await client.read_resource(links[0].uri)
+        assert response_id in read.contents[0].text  # type: ignore[union-attr]
+
+        conversation = await client.call_tool("create_conversation", {})
+        listed = await client.call_tool("list_input_items", {"response_id": response_id})
+    assert conversation.is_error  # this gateway keeps no conversations: nothing to link
+    assert not [c for c in conversation.content if isinstance(c, types.ResourceLink)]
+    assert not [c for c in listed.content if isinstance(c, types.ResourceLink)]

@@ -12,7 +12,7 @@ from typing import Any, Final, Literal
 
 import orjson
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, ResourceTemplate
+from mcp_types import INVALID_PARAMS, ResourceLink, ResourceTemplate
 
 from stateway.core.commands import GetConversation, GetResponse, Principal
 from stateway.core.errors import NotFound
@@ -51,6 +51,21 @@ class Resource:
 
 def resource_uri(tenant_id: str, kind: Kind, object_id: str) -> str:
     return f"{SCHEME}{tenant_id}/{kind}/{object_id}"
+
+
+def link_of(principal: Principal, result: dict[str, Any]) -> ResourceLink | None:
+    """A link to the resource a tool's result is (a response, a conversation): the URI
+    to read or subscribe to, which names the caller's tenant (a client need not know it)."""
+    kind: Kind
+    match result:
+        case {"object": "response", "id": str(object_id)}:
+            kind = "responses"
+        case {"object": "conversation", "id": str(object_id)}:
+            kind = "conversations"
+        case _:
+            return None
+    uri = resource_uri(principal.tenant_id, kind, object_id)
+    return ResourceLink(name=object_id, uri=uri, mime_type=MIME_TYPE)
 
 
 def resource_of(principal: Principal, uri: str) -> Resource:

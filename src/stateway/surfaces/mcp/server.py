@@ -44,6 +44,7 @@ from mcp_types import (
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
+    ContentBlock,
     EmptyResult,
     ListResourcesResult,
     ListResourceTemplatesResult,
@@ -51,6 +52,7 @@ from mcp_types import (
     PaginatedRequestParams,
     ReadResourceRequestParams,
     ReadResourceResult,
+    ResourceLink,
     SubscribeRequestParams,
     SubscriptionsListenRequestParams,
     SubscriptionsListenResult,
@@ -107,7 +109,8 @@ class McpSurface:
             "stateway",
             version=version,
             instructions="A stateful model gateway: create responses and conversations; "
-            "read them as stateway://{tenant}/responses/{id} resources.",
+            "read them as the stateway:// resources their results link to (a response's "
+            "can be subscribed to).",
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_list_resources=self._list_resources,
@@ -164,8 +167,9 @@ class McpSurface:
                     "code": "invalid_arguments",
                 }
             )
+        principal = _principal(ctx)
         try:
-            result = await self._run(tool, _principal(ctx), args)
+            result = await self._run(tool, principal, args)
         except GatewayError as error:
             return _error(error.to_dict())
         except Exception:  # the tools' error boundary, as a route's (http/errors.py)
@@ -173,7 +177,7 @@ class McpSurface:
             # result names no internals, the log has them.
             log.exception("mcp: tool %s failed", tool.name)
             return _error(InternalError().to_dict())
-        return _result(result)
+        return _result(result, resources.link_of(principal, result))
 
     async def _run(self, tool: ToolSpec, principal: Principal, args: Any) -> Result:
         """The tool's result; run once per ``command_id`` (retries get the first result).
@@ -326,9 +330,12 @@ def _settled(task: asyncio.Task[Result]) -> None:
         task.exception()
 
 
-def _result(result: Result) -> CallToolResult:
-    text = orjson.dumps(result).decode()
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result)
+def _result(result: Result, link: ResourceLink | None) -> CallToolResult:
+    """The object as structured content and as JSON text, then a link to its resource."""
+    content: list[ContentBlock] = [TextContent(type="text", text=orjson.dumps(result).decode())]
+    if link is not None:
+        content.append(link)
+    return CallToolResult(content=content, structured_content=result)
 
 
 def _error(error: dict[str, str | None]) -> CallToolResult:
