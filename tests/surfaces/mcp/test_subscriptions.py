@@ -4,13 +4,13 @@ kept no longer than clients use them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from mcp_types import SubscribeRequestParams
+from mcp_types import SubscribeRequestParams, UnsubscribeRequestParams
 
 from stateway.core.commands import Principal
 from stateway.core.gateway import Gateway
@@ -40,11 +40,52 @@ async def test_a_subscription_ends_with_its_session(monkeypatch: pytest.MonkeyPa
     ctx: Any = SimpleNamespace(session=SimpleNamespace(_connection=connection), request=None)
     params = SubscribeRequestParams(uri="stateway://default/responses/resp_1")
     await surface._subscribe(ctx, params)
-    [task] = surface._subscriptions.values()
+    [[task]] = [list(uris.values()) for uris in surface._subscriptions.values()]
     await asyncio.sleep(0.01)
     assert not task.done()
 
     await connection.exit_stack.aclose()
+    await asyncio.wait([task], timeout=5)
+    assert task.cancelled()
+    assert surface._subscriptions == {}
+
+
+class Teardown:
+    """A session's exit stack, counting what its teardown will run."""
+
+    def __init__(self) -> None:
+        self.callbacks: list[Callable[[], object]] = []
+
+    def callback(self, function: Callable[..., object], *args: object) -> None:
+        self.callbacks.append(lambda: function(*args))
+
+
+async def test_subscribing_again_and_again_holds_nothing_more_until_the_session_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long session that subscribes to response after response (each ended or
+    unsubscribed) adds one teardown callback in all, not one per subscription."""
+    surface = server.McpSurface(cast(Gateway, object()))
+
+    async def updates(principal: Principal, uri: str) -> Endless:
+        return Endless()
+
+    monkeypatch.setattr(surface, "_updates", updates)
+    monkeypatch.setattr(server, "_principal", lambda ctx: Principal())
+    teardown = Teardown()
+    ctx: Any = SimpleNamespace(
+        session=SimpleNamespace(_connection=SimpleNamespace(exit_stack=teardown)), request=None
+    )
+    for n in range(50):
+        uri = f"stateway://default/responses/resp_{n}"
+        await surface._subscribe(ctx, SubscribeRequestParams(uri=uri))
+        await surface._unsubscribe(ctx, UnsubscribeRequestParams(uri=uri))
+    await surface._subscribe(ctx, SubscribeRequestParams(uri="stateway://default/responses/r"))
+    [[task]] = [list(uris.values()) for uris in surface._subscriptions.values()]
+
+    assert len(teardown.callbacks) == 1
+    for callback in teardown.callbacks:
+        callback()
     await asyncio.wait([task], timeout=5)
     assert task.cancelled()
     assert surface._subscriptions == {}

@@ -102,7 +102,9 @@ class McpSurface:
                 for t in TOOLS.values()
             ]
         )
-        self._subscriptions: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._subscriptions: dict[str, dict[str, asyncio.Task[None]]] = {}
+        """Each session's subscriptions (by its ``mcp-session-id``), by URI, until the
+        session ends."""
         self._detached: set[asyncio.Task[Result]] = set()
         """Calls under a ``command_id`` (see :meth:`_run`), until they end."""
         server: Server[Any] = Server(
@@ -143,9 +145,10 @@ class McpSurface:
             try:
                 yield
             finally:
-                for task in [*self._subscriptions.values(), *self._detached]:
+                for session_id in list(self._subscriptions):
+                    self._end_subscriptions(session_id)
+                for task in self._detached:
                     task.cancel()
-                self._subscriptions.clear()
 
     async def _list_tools(
         self, ctx: Context, params: PaginatedRequestParams | None
@@ -230,30 +233,47 @@ class McpSurface:
         return ReadResourceResult(contents=[content])
 
     async def _subscribe(self, ctx: Context, params: SubscribeRequestParams) -> EmptyResult:
-        key = (_connection_of(ctx), params.uri)
-        if key in self._subscriptions:
+        uri = params.uri
+        subscribed = self._session_subscriptions(ctx)
+        if uri in subscribed:
             return EmptyResult()
-        updates = await self._updates(_principal(ctx), params.uri)
+        updates = await self._updates(_principal(ctx), uri)
+        if uri in subscribed:  # subscribed meanwhile
+            return EmptyResult()
         session = ctx.session
 
         async def notify() -> None:
             try:
                 async for _ in updates.changes():
-                    await session.send_resource_updated(params.uri)
+                    await session.send_resource_updated(uri)
             except (GatewayError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                log.info("mcp: updates of %s stopped: %s", params.uri, exc)
+                log.info("mcp: updates of %s stopped: %s", uri, exc)
             finally:
-                self._subscriptions.pop(key, None)
+                if subscribed.get(uri) is asyncio.current_task():  # not a later one's
+                    del subscribed[uri]
 
-        task = asyncio.create_task(notify())
-        self._subscriptions[key] = task
-        connection = getattr(ctx.session, "_connection", None)  # the session's own state
-        if connection is not None:  # its teardown (DELETE, idle, lost) ends the task
-            connection.exit_stack.callback(task.cancel)
+        subscribed[uri] = asyncio.create_task(notify())
         return EmptyResult()
 
+    def _session_subscriptions(self, ctx: Context) -> dict[str, asyncio.Task[None]]:
+        """The subscriptions of the request's session; the first one has the session's
+        teardown (DELETE, idle, lost) end them all: one callback per session, however
+        many subscriptions it makes."""
+        session_id = _connection_of(ctx)
+        subscribed = self._subscriptions.get(session_id)
+        if subscribed is None:
+            subscribed = self._subscriptions[session_id] = {}
+            connection = getattr(ctx.session, "_connection", None)  # the session's own state
+            if connection is not None:
+                connection.exit_stack.callback(self._end_subscriptions, session_id)
+        return subscribed
+
+    def _end_subscriptions(self, session_id: str) -> None:
+        for task in self._subscriptions.pop(session_id, {}).values():
+            task.cancel()
+
     async def _unsubscribe(self, ctx: Context, params: UnsubscribeRequestParams) -> EmptyResult:
-        task = self._subscriptions.pop((_connection_of(ctx), params.uri), None)
+        task = self._subscriptions.get(_connection_of(ctx), {}).pop(params.uri, None)
         if task is not None:
             task.cancel()
         return EmptyResult()
