@@ -11,7 +11,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+import httpx2
 import mcp_types as types
+import orjson
 import pytest
 import uvicorn
 from mcp import Client
@@ -201,3 +203,61 @@ async def test_a_response_result_links_its_resource_in_the_callers_tenant() -> N
     assert conversation.is_error  # this gateway keeps no conversations: nothing to link
     assert not [c for c in conversation.content if isinstance(c, types.ResourceLink)]
     assert not [c for c in listed.content if isinstance(c, types.ResourceLink)]
+
+
+ACCEPT = {"accept": "application/json, text/event-stream"}
+
+
+def initialize(version: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "host", "version": "1"},
+        },
+    }
+
+
+def sse_result(reply: httpx2.Response) -> dict[str, Any]:
+    [data] = [line[5:] for line in reply.text.splitlines() if line.startswith("data:")]
+    result: dict[str, Any] = orjson.loads(data)["result"]
+    return result
+
+
+@pytest.mark.parametrize(
+    ("offered", "agreed"),
+    [("2025-11-25", "2025-11-25"), ("2025-03-26", "2025-03-26"), ("1999-01-01", "2025-11-25")],
+)
+async def test_the_handshake_agrees_a_version_and_declares_what_is_served(
+    offered: str, agreed: str
+) -> None:
+    async with serving(answering()) as served, httpx2.AsyncClient() as http:
+        reply = await http.post(served.url, json=initialize(offered), headers=ACCEPT)
+    result = sse_result(reply)
+
+    assert result["protocolVersion"] == agreed
+    assert result["serverInfo"] == {"name": "stateway", "version": "9.9.9"}
+    assert result["capabilities"] == {
+        "resources": {"subscribe": True, "listChanged": False},
+        "tools": {"listChanged": False},
+    }
+    assert "stateway://" in result["instructions"]
+
+
+async def test_a_deleted_or_unknown_session_is_not_found() -> None:
+    async with serving(answering()) as served, httpx2.AsyncClient() as http:
+        opened = await http.post(served.url, json=initialize("2025-11-25"), headers=ACCEPT)
+        session = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
+        session["mcp-protocol-version"] = "2025-11-25"
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        assert (await http.post(served.url, json=listing, headers=session)).status_code == 200
+        assert len(served.surface._manager._server_instances) == 1
+
+        assert (await http.delete(served.url, headers=session)).status_code == 200
+        assert (await http.post(served.url, json=listing, headers=session)).status_code == 404
+        unknown = {**session, "mcp-session-id": "0" * 32}
+        assert (await http.post(served.url, json=listing, headers=unknown)).status_code == 404
+        assert served.surface._manager._server_instances == {}
