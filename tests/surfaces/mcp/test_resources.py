@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from stateway.core.commands import CreateResponse, Principal
+from stateway.core.errors import InvalidRequest, StorageError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
-from stateway.surfaces.mcp.resources import read, resource_of, resource_uri
+from stateway.surfaces.mcp.resources import protocol_error, read, resource_of, resource_uri
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
 ACME = Principal("acme")
@@ -84,3 +85,27 @@ async def test_a_missing_conversation_is_not_found() -> None:
     gateway = build()  # serves no conversations: every one is a 404
     with pytest.raises(MCPError):
         await read(gateway, ACME, resource_uri("acme", "conversations", "conv_x"))
+
+
+class UnreadableStore(MemoryStore):
+    async def get(self, tenant_id: str, response_id: str) -> None:
+        raise StorageError("The response store is unavailable.")
+
+
+async def test_a_failing_store_is_an_internal_error_in_the_gateways_words() -> None:
+    """Not the SDK's code 0 with the exception's text."""
+    store = UnreadableStore()
+    backend = ScriptedBackend([TextDelta("a"), Finish("stop")])
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry())
+    uri = resource_uri("acme", "responses", "resp_1")
+    with pytest.raises(MCPError) as caught:
+        await read(gateway, ACME, uri)
+    assert caught.value.code == INTERNAL_ERROR
+    assert caught.value.error.message == "The response store is unavailable."
+    assert caught.value.error.data == {"uri": uri, "code": "storage_unavailable"}
+
+
+def test_a_refused_request_is_invalid_params() -> None:
+    error = protocol_error("stateway://acme/responses/r", InvalidRequest("No."))
+    assert (error.code, error.error.message) == (INVALID_PARAMS, "No.")

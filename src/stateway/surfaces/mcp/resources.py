@@ -12,10 +12,10 @@ from typing import Any, Final, Literal
 
 import orjson
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, ResourceLink, ResourceTemplate
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, ResourceLink, ResourceTemplate
 
 from stateway.core.commands import GetConversation, GetResponse, Principal
-from stateway.core.errors import NotFound
+from stateway.core.errors import GatewayError, NotFound
 from stateway.core.gateway import Gateway
 from stateway.protocols.conversations.encode import encode_conversation
 from stateway.protocols.responses.encode import encode_response
@@ -93,10 +93,21 @@ async def read(gateway: Gateway, principal: Principal, uri: str) -> str:
         else:
             command = GetConversation(resource.id)
             body = encode_conversation(await gateway.execute(principal, command))
-    except NotFound:
-        raise not_found(uri) from None
+    except GatewayError as exc:
+        raise protocol_error(uri, exc) from None
     return orjson.dumps(body).decode()
 
 
 def not_found(uri: str) -> MCPError:
     return MCPError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+
+
+def protocol_error(uri: str, error: GatewayError) -> MCPError:
+    """``error`` met while serving ``uri``, as a JSON-RPC error: not found, a request the
+    gateway refuses (invalid params), or the gateway failing (internal error, with its
+    client-facing message and code; the SDK would send any other exception as code 0
+    with its text)."""
+    if isinstance(error, NotFound):
+        return not_found(uri)
+    code = INVALID_PARAMS if error.status < 500 else INTERNAL_ERROR
+    return MCPError(code, error.message, {"uri": uri, "code": error.code})

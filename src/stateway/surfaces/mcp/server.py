@@ -67,7 +67,7 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from stateway.core.commands import Principal
-from stateway.core.errors import GatewayError, InternalError, NotFound
+from stateway.core.errors import GatewayError, InternalError
 from stateway.core.exactly_once import fingerprint
 from stateway.core.gateway import Gateway
 from stateway.surfaces.auth.authenticator import principal_of
@@ -309,8 +309,8 @@ class McpSurface:
             raise MCPError(INVALID_PARAMS, f"Updates are delivered for responses only: {uri}")
         try:
             return await ResponseUpdates.open(self._gateway, principal, resource.id)
-        except NotFound:
-            raise resources.not_found(uri) from None
+        except GatewayError as exc:
+            raise resources.protocol_error(uri, exc) from None
 
 
 class _ListenBus(InMemorySubscriptionBus):
