@@ -195,6 +195,7 @@ async def test_bad_calls_get_errors_naming_the_problem(gateway: str, mode: str) 
         )
         assert coerced.is_error, "a string is not the schema's boolean"
         assert coerced.structured_content["error"]["code"] == "invalid_arguments"
+        assert coerced.structured_content["error"]["param"] == "background"
         assert "background" in coerced.structured_content["error"]["message"]
         floated = await client.call_tool("list_input_items", {"response_id": "r", "limit": 5.5})
         assert floated.is_error, "5.5 is not the schema's integer"

@@ -166,7 +166,7 @@ class McpSurface:
                 {
                     "message": _invalid(tool.name, exc),
                     "type": "invalid_request_error",
-                    "param": None,
+                    "param": _param(exc),
                     "code": "invalid_arguments",
                 }
             )
@@ -364,6 +364,16 @@ def _error(error: dict[str, str | None]) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=text)], structured_content=body, is_error=True
     )
+
+
+def _param(exc: ValidationError) -> str | None:
+    """The argument at fault, when all the errors name one (``metadata.team``,
+    ``input[0]``); None when several are."""
+    places = {e["loc"] for e in exc.errors(include_url=False)}
+    if len(places) != 1:
+        return None
+    [place] = places
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in place).lstrip(".") or None
 
 
 def _invalid(tool: str, exc: ValidationError) -> str:
