@@ -371,6 +371,43 @@ def test_an_empty_user_turn_stays_a_turn_anthropic_takes() -> None:
         check_messages_request(sent, lambda *_: None)  # what Anthropic takes
 
 
+def test_blank_text_is_left_out_as_empty_text_is() -> None:
+    """Anthropic refuses text blocks of whitespace only, as it refuses empty ones: a
+    blank part, message, instruction or tool output is left out, and a user turn left
+    with nothing is the empty turn's stand-in."""
+    blank_part = {"type": "input_text", "text": " "}
+    sent = body(
+        [
+            system(" "),
+            user(" \n\t"),
+            assistant(" "),
+            {"type": "message", "role": "user", "content": "  "},
+            {**user("hi"), "content": [blank_part, *user("hi")["content"]]},
+            call("c1"),
+            output("c1", [{"type": "input_text", "text": "\n"}]),
+            call("c2"),
+            output("c2", "\n"),
+        ],
+        instructions="  ",
+    )
+    assert "system" not in sent
+    uses = [{"type": "tool_use", "id": c, "name": "f", "input": {"a": 1}} for c in ("c1", "c2")]
+    assert sent["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": [uses[0]]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1"}]},
+        {"role": "assistant", "content": [uses[1]]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c2"}]},
+    ]
+    check_messages_request(sent, lambda *_: None)  # what Anthropic takes
+    alone = body([user("hi"), assistant("hello"), user(" ")])
+    assert alone["messages"][-1] == {
+        "role": "user",
+        "content": [{"type": "text", "text": EMPTY_TURN}],
+    }
+    check_messages_request(alone, lambda *_: None)
+
+
 def test_max_tokens_is_always_sent() -> None:
     assert body([user("q")])["max_tokens"] == 4096
     assert body([user("q")], AnthropicOptions(default_max_tokens=77))["max_tokens"] == 77

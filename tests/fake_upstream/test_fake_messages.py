@@ -312,6 +312,20 @@ def cited(*citations: Any) -> dict[str, Any]:
         ({"messages": [user([{"type": "text", "text": ""}])]}, "non-empty"),
         ({"messages": [user([{"type": "video"}])]}, "video"),
         ({"system": [{"type": "text", "text": ""}]}, "system"),
+        ({"messages": [user([{"type": "text", "text": " \n"}])]}, "non-whitespace"),
+        ({"messages": [user(" ")]}, "non-whitespace"),
+        ({"messages": [user("q"), {"role": "assistant", "content": "\t"}]}, "non-whitespace"),
+        ({"system": [{"type": "text", "text": "  "}]}, "non-whitespace"),
+        (
+            {
+                "messages": [
+                    user("q"),
+                    {"role": "assistant", "content": [USE]},
+                    user([{**RESULT, "content": [{"type": "text", "text": " "}]}]),
+                ]
+            },
+            "non-whitespace",
+        ),
         ({"tools": [{"name": "a.b", "input_schema": {}}]}, "a.b"),
         ({"messages": [user("q"), {"role": "assistant", "content": [USE]}]}, "toolu_1"),
         (

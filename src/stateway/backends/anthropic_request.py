@@ -72,9 +72,10 @@ _SERVICE_TIERS: Final = {"auto": "auto", "priority": "auto", "default": "standar
 """Anthropic's service tier for each canonical (OpenAI) one it has: ``auto`` may use
 priority capacity, ``standard_only`` never does; ``flex`` and others are not sent."""
 EMPTY_TURN: Final = "(no content)"
-"""The text of a user turn that came empty (a Chat client's ``content: ""``): Anthropic
-refuses empty (and blank) text blocks and a turn without blocks, and leaving the turn out
-would make the assistant's last message a prefill to continue instead of a turn to answer."""
+"""The text of a user turn that came empty or blank (a Chat client's ``content: ""``):
+Anthropic refuses empty and blank text blocks (left out: :func:`_said`) and a turn without
+blocks, and leaving the turn out would make the assistant's last message a prefill to
+continue instead of a turn to answer."""
 _TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text", "summary_text"})
 _SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 
@@ -219,7 +220,7 @@ def _conversation(
     request: InferenceRequest, names: ToolNames
 ) -> tuple[str | list[dict[str, Any]], list[dict[str, Any]]]:
     system: list[dict[str, Any]] = []
-    if request.instructions:
+    if _said(request.instructions):
         system.append({"type": "text", "text": request.instructions})
     turns = _Turns()
     for item in model_items(request.items):
@@ -277,16 +278,22 @@ def _role(role: Any) -> str:
     return "assistant" if role == "assistant" else "user"
 
 
+def _said(text: str | None) -> bool:
+    """Whether ``text`` says anything: Anthropic refuses a text block that is empty or of
+    whitespace only (``isspace`` stops at the first other character: no copy)."""
+    return bool(text and not text.isspace())
+
+
 def _message_blocks(item: Item) -> list[dict[str, Any]]:
     content = item.get("content")
     if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
+        return [{"type": "text", "text": content}] if _said(content) else []
     return [block for part in content or () if (block := _block(part)) is not None]
 
 
 def _text_blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
+        return [{"type": "text", "text": content}] if _said(content) else []
     return [b for part in content or () if (b := _block(part)) is not None and b["type"] == "text"]
 
 
@@ -297,7 +304,7 @@ def _block(part: Item) -> dict[str, Any] | None:
         block = {**part["search_result"], "type": "search_result"}
     elif kind in _TEXT_PARTS or kind == "refusal":
         text = part.get("text") or part.get("refusal") or ""
-        if not text:
+        if not _said(text):
             return None
         block = {"type": "text", "text": text}
         if isinstance(part.get("citations"), list) and part["citations"]:
@@ -448,7 +455,7 @@ def _tool_result(item: Item) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": safe_name(str(item["call_id"]))}
     output = item.get("output")
     if isinstance(output, str):
-        if output:
+        if _said(output):
             block["content"] = output
     else:
         parts = [b for part in output or () if (b := _block(part)) is not None]

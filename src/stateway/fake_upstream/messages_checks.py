@@ -5,7 +5,8 @@ would take.
 - top-level fields outside the API's; ``model``, ``max_tokens`` (a positive integer) and a
   non-empty ``messages`` required; a ``service_tier`` other than ``auto`` or
   ``standard_only``; roles ``user``, ``assistant`` or ``system``;
-- empty text blocks; unknown block types; a ``search_result`` without a ``source`` or
+- empty or blank (whitespace only) text blocks, in ``system`` and tool results too;
+  unknown block types; a ``search_result`` without a ``source`` or
   text ``content``; a text block's ``citations`` of an unknown type, pointing at no
   document (``document_index``) or search result (``search_result_index``) of the
   request, or of a web search (``web_search_result_location``: this API ran none, so no
@@ -228,8 +229,17 @@ def _check_system(system: Any) -> None:
     if system is None or isinstance(system, str):
         return
     for block in _blocks(system, "system"):
-        if block.get("type") != "text" or not block.get("text"):
-            raise invalid_request("system: text content blocks must be non-empty", "system")
+        if block.get("type") != "text":
+            raise invalid_request("system: only text content blocks", "system")
+        _check_text(block.get("text"), "system")
+
+
+def _check_text(text: Any, at: str) -> None:
+    """A text block's text: not empty, nor whitespace only (Anthropic's two refusals)."""
+    if not isinstance(text, str) or not text:
+        raise invalid_request(f"{at}: text content blocks must be non-empty", at)
+    if text.isspace():
+        raise invalid_request(f"{at}: text content blocks must contain non-whitespace text", at)
 
 
 def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
@@ -297,8 +307,8 @@ def _check_blocks(
         kind = block.get("type")
         if kind not in _BLOCKS:
             raise invalid_request(f"{at}.type: unknown content block type {kind!r}", at)
-        if kind == "text" and not block.get("text"):
-            raise invalid_request(f"{at}: text content blocks must be non-empty", at)
+        if kind == "text":
+            _check_text(block.get("text"), at)
         if kind == "text" and "citations" in block:
             _check_citations(block["citations"], at, cited)
         if kind == "search_result":
@@ -310,6 +320,10 @@ def _check_blocks(
         if kind == "thinking" and not _signed(block, verify):
             raise invalid_request(f"{at}: Invalid `signature` in `thinking` block", at)
         if kind == "tool_result":
+            inner = block.get("content")
+            for index, one in enumerate(inner if isinstance(inner, list) else ()):
+                if isinstance(one, dict) and one.get("type") == "text":
+                    _check_text(one.get("text"), f"{at}.content.{index}")
             if seen_other:
                 raise invalid_request(f"{at}: tool_result blocks must come first", at)
             results.add(str(block.get("tool_use_id")))

@@ -15,7 +15,8 @@ from stateway.core.inference import InferenceRequest
 from stateway.core.tools.catalog import Catalog
 from stateway.protocols.messages.decode import decode_messages
 
-_text = st.text(min_size=1, max_size=8)
+_text = st.text(min_size=1, max_size=8).filter(lambda text: not text.isspace())
+"""Text Anthropic takes in a text block: neither empty nor blank (left out if sent)."""
 _cache = st.sampled_from([None, {"type": "ephemeral"}])
 _names = st.sampled_from(["f", "get_weather", "do-it"])
 """Tool names as declared (``_TOOL_NAMES``)."""
