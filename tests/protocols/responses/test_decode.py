@@ -647,3 +647,24 @@ def test_a_hosted_prompt_is_refused_by_name_and_a_null_one_ignored() -> None:
     assert (caught.value.param, caught.value.code) == ("prompt", "unsupported_parameter")
     assert "instructions" in caught.value.message
     assert decode_create(orjson.dumps({**body, "prompt": None})).input
+
+
+@pytest.mark.parametrize(
+    "tier", ["auto", "default", "flex", "scale", "priority", "fast", "ultrafast", None]
+)
+def test_a_service_tier_of_the_api_is_kept(tier: str | None) -> None:
+    command = decode({"model": "m", "input": "x", "service_tier": tier})
+    assert command.settings.service_tier == tier
+
+
+@pytest.mark.parametrize("tier", ["turbo", "Default", ""])
+def test_a_service_tier_the_api_has_not_is_a_400_naming_it(tier: str) -> None:
+    """As hosted: the value named, with the values there are."""
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "service_tier": tier})
+    error = caught.value
+    assert (error.status, error.param, error.code) == (400, "service_tier", "invalid_value")
+    assert error.message == (
+        f"Invalid value: '{tier}'. Supported values are: 'auto', 'default', 'fast', 'flex', "
+        "'priority', 'scale', and 'ultrafast'."
+    )

@@ -31,6 +31,7 @@ from stateway.protocols.responses.items import decode_items
 from stateway.protocols.responses.metadata import decode_metadata
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.responses.request import (
+    SERVICE_TIERS,
     CompactBody,
     ContextManagement,
     CreateResponseBody,
@@ -58,9 +59,15 @@ INCLUDABLE: Final = (
 )
 """The ``include`` values the hosted API takes (the SDK's ``ResponseIncludable``); the
 gateway acts on ``reasoning.encrypted_content`` and ``message.output_text.logprobs``."""
-_SUPPORTED_INCLUDES: Final = ", ".join(f"'{v}'" for v in INCLUDABLE[:-1]) + (
-    f", and '{INCLUDABLE[-1]}'"
-)
+
+
+def _supported(values: Sequence[str]) -> str:
+    """The values a field takes, as hosted lists them in its ``Invalid value`` message."""
+    return ", ".join(f"'{v}'" for v in values[:-1]) + f", and '{values[-1]}'"
+
+
+_SUPPORTED_INCLUDES: Final = _supported(INCLUDABLE)
+_SUPPORTED_TIERS: Final = _supported(sorted(SERVICE_TIERS))
 _MAX_SEQUENCE_NUMBER = 2**31 - 1
 """Sequence numbers are stored as 32-bit integers."""
 
@@ -89,6 +96,12 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
         )
     if body.include:
         check_include(body.include)
+    if body.service_tier is not None and body.service_tier not in SERVICE_TIERS:
+        raise InvalidRequest(
+            f"Invalid value: '{body.service_tier}'. Supported values are: {_SUPPORTED_TIERS}.",
+            param="service_tier",
+            code="invalid_value",
+        )
     continued = conversation_id is not None or body.previous_response_id is not None
     tools, choice = _tools_and_choice(body.tools, body.tool_choice, body.input, continued)
     settings = GenerationSettings(

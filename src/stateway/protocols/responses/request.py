@@ -7,11 +7,15 @@ strict: a string where a number belongs is an error naming the field, never a co
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from stateway.protocols.responses.metadata import MAX_METADATA_PAIRS
+
+SERVICE_TIERS: Final = ("auto", "default", "flex", "scale", "priority", "fast", "ultrafast")
+"""The ``service_tier`` values the API takes (the SDK's ``ServiceTier``); another is
+refused by :mod:`.decode`, naming it, as hosted refuses it."""
 
 
 class TextConfig(BaseModel):
@@ -65,7 +69,9 @@ class CreateResponseBody(BaseModel):
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     include: list[str] | None = None
     truncation: Literal["auto", "disabled"] | None = None
-    service_tier: str | None = None
+    service_tier: Annotated[str, Field(json_schema_extra={"enum": list(SERVICE_TIERS)})] | None = (
+        None
+    )
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
