@@ -668,3 +668,37 @@ def test_a_service_tier_the_api_has_not_is_a_400_naming_it(tier: str) -> None:
         f"Invalid value: '{tier}'. Supported values are: 'auto', 'default', 'fast', 'flex', "
         "'priority', 'scale', and 'ultrafast'."
     )
+
+
+def _schema_named(name: str) -> dict[str, object]:
+    fmt = {"type": "json_schema", "name": name, "schema": {"type": "object"}}
+    return {"model": "m", "input": "x", "text": {"format": fmt}}
+
+
+@pytest.mark.parametrize("name", ["a", "Reply_v2-final", "x" * 64])
+def test_a_schema_name_the_api_takes_is_kept(name: str) -> None:
+    assert decode(_schema_named(name)).settings.text_format["name"] == name
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "words"),
+    [
+        ("reply.v2", "invalid_value", "string does not match pattern. Expected a string that "),
+        ("a b", "invalid_value", "matches the pattern '^[a-zA-Z0-9_-]+$'."),
+        ("é", "invalid_value", "does not match pattern"),
+        ("x" * 65, "string_above_max_length", "string too long. Expected a string with maximum "),
+        (
+            "x.y" * 22,
+            "string_above_max_length",
+            "length 64, but got a string with length 66 instead.",
+        ),
+    ],
+)
+def test_a_schema_name_the_api_refuses_is_a_400(name: str, code: str, words: str) -> None:
+    """As hosted: ``^[a-zA-Z0-9_-]+$``, at most 64 characters (the length judged first)."""
+    with pytest.raises(InvalidRequest) as caught:
+        decode(_schema_named(name))
+    error = caught.value
+    assert (error.status, error.param, error.code) == (400, "text.format.name", code)
+    assert error.message.startswith("Invalid 'text.format.name': ")
+    assert words in error.message

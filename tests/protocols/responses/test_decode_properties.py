@@ -72,7 +72,11 @@ _text_format = st.one_of(
     st.just({"type": "text"}),
     st.just({"type": "json_object"}),
     st.fixed_dictionaries(
-        {"type": st.just("json_schema"), "name": _words, "schema": _schema},
+        {
+            "type": st.just("json_schema"),
+            "name": st.from_regex(r"[a-zA-Z0-9_-]{1,64}", fullmatch=True),
+            "schema": _schema,
+        },
         optional={"strict": st.booleans(), "description": _words},
     ),
 )

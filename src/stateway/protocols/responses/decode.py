@@ -9,6 +9,7 @@ them is decided in the core, against the chosen backend.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
@@ -47,6 +48,8 @@ _TYPE_CHOICES = WEB_SEARCH_TYPES | frozenset(
 """``tool_choice`` types that name a tool by its type alone (hosted tool types among them:
 those reach an upstream that speaks Responses as sent)."""
 _FORMATS = frozenset({"text", "json_object", "json_schema"})
+_SCHEMA_NAME: Final = re.compile(r"[a-zA-Z0-9_-]+")
+_SCHEMA_NAME_LENGTH: Final = 64
 INCLUDABLE: Final = (
     "file_search_call.results",
     "web_search_call.results",
@@ -424,6 +427,7 @@ def _json_schema(fmt: dict[str, Any]) -> dict[str, Any]:
             param="text.format.schema",
             code="missing_required_parameter",
         )
+    _check_schema_name(fmt["name"])
     check_nesting(fmt["schema"], "text.format.schema")
     out = {"type": "json_schema", "name": fmt["name"], "schema": fmt["schema"]}
     for key, kind in (("strict", bool), ("description", str)):
@@ -437,3 +441,21 @@ def _json_schema(fmt: dict[str, Any]) -> dict[str, Any]:
         if value is not None:
             out[key] = value
     return out
+
+
+def _check_schema_name(name: str) -> None:
+    """As hosted: at most 64 characters (judged first), of ``[a-zA-Z0-9_-]``."""
+    if len(name) > _SCHEMA_NAME_LENGTH:
+        raise InvalidRequest(
+            "Invalid 'text.format.name': string too long. Expected a string with maximum "
+            f"length {_SCHEMA_NAME_LENGTH}, but got a string with length {len(name)} instead.",
+            param="text.format.name",
+            code="string_above_max_length",
+        )
+    if not _SCHEMA_NAME.fullmatch(name):
+        raise InvalidRequest(
+            "Invalid 'text.format.name': string does not match pattern. Expected a string "
+            "that matches the pattern '^[a-zA-Z0-9_-]+$'.",
+            param="text.format.name",
+            code="invalid_value",
+        )
