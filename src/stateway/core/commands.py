@@ -98,7 +98,8 @@ class GenerationSettings:
     """Normalized ``context_management`` entries (``{"type": "compaction",
     "compact_threshold": N | None}``): see :mod:`stateway.core.compaction`."""
     prompt_cache_options: dict[str, Any] | None = None
-    """Chat's ``prompt_cache_options`` (``mode``, ``ttl``), as sent: where
+    """``prompt_cache_options`` (``mode``, ``ttl``) of Chat, or of Responses (without its
+    ``prewarm``, the gateway's own, and ``comparison_response_id``): sent where
     ``prompt_cache_retention`` goes."""
 
 
@@ -132,7 +133,7 @@ class CreateResponse:
     generate: bool = True
     """False: a prewarm. The context is rehydrated and checked, and the response ends
     ``completed`` with no output, without asking any model (WebSocket mode's
-    ``"generate": false``)."""
+    ``"generate": false``, or ``prompt_cache_options.prewarm``)."""
     prior: list[Item] | None = None
     """The items before ``input``, already resolved by the surface (a WebSocket
     connection's checkpoint of ``previous_response_id``, kept even when not stored):

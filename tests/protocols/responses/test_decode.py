@@ -702,3 +702,81 @@ def test_a_schema_name_the_api_refuses_is_a_400(name: str, code: str, words: str
     assert (error.status, error.param, error.code) == (400, "text.format.name", code)
     assert error.message.startswith("Invalid 'text.format.name': ")
     assert words in error.message
+
+
+def test_prompt_cache_options_go_where_the_upstream_has_them() -> None:
+    """Sent on to a Chat or Responses upstream (which judges the values), as Chat's are."""
+    options = {"mode": "explicit", "ttl": "12h"}
+    command = decode({"model": "m", "input": "x", "prompt_cache_options": options})
+    assert command.settings.prompt_cache_options == options
+    assert command.generate is True
+    assert decode({"model": "m", "input": "x"}).settings.prompt_cache_options is None
+
+
+def test_a_cache_prewarm_is_the_gateways_prewarm() -> None:
+    """``prewarm``: a response with no output, no model asked (hosted asks none either);
+    ``comparison_response_id`` names a response of the gateway's, no upstream's."""
+    for options, sent in [
+        ({"prewarm": True, "ttl": "30m", "comparison_response_id": "resp_1"}, {"ttl": "30m"}),
+        ({"prewarm": True}, None),
+    ]:
+        command = decode({"model": "m", "input": "x", "prompt_cache_options": options})
+        assert (command.generate, command.settings.prompt_cache_options) == (False, sent)
+    options = {"prewarm": False, "comparison_response_id": "resp_1"}
+    command = decode({"model": "m", "input": "x", "prompt_cache_options": options})
+    assert (command.generate, command.settings.prompt_cache_options) == (True, None)
+
+
+@pytest.mark.parametrize(
+    ("options", "param"),
+    [
+        ({"prewarm": "yes"}, "prompt_cache_options.prewarm"),
+        ({"mode": 1}, "prompt_cache_options.mode"),
+        ("30m", "prompt_cache_options"),
+    ],
+)
+def test_prompt_cache_options_of_the_wrong_type_are_a_400(options: object, param: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "prompt_cache_options": options})
+    assert (caught.value.status, caught.value.param) == (400, param)
+
+
+@pytest.mark.parametrize("side", ["input", "output"])
+def test_a_moderation_policy_that_blocks_is_refused(side: str) -> None:
+    """The gateway cannot moderate: ignoring the policy would let through what it blocks."""
+    policy = {side: {"mode": "block"}}
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "moderation": {"model": "m", "policy": policy}})
+    param = f"moderation.policy.{side}.mode"
+    assert (caught.value.status, caught.value.param) == (400, param)
+    assert (caught.value.code, "'block'" in caught.value.message) == ("unsupported_value", True)
+
+
+@pytest.mark.parametrize(
+    ("moderation", "param"),
+    [
+        ({"model": "m", "policy": {"input": {"mode": "redact"}}}, "moderation.policy.input.mode"),
+        ({"policy": {"input": {"mode": "score"}}}, "moderation.model"),
+        ({"model": "m", "policy": {"output": {}}}, "moderation.policy.output.mode"),
+    ],
+)
+def test_a_moderation_object_the_api_refuses_is_a_400(
+    moderation: dict[str, object], param: str
+) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "moderation": moderation})
+    assert (caught.value.status, caught.value.param) == (400, param)
+
+
+@pytest.mark.parametrize(
+    "moderation",
+    [
+        {"model": "omni-moderation-latest"},
+        {"model": "m", "policy": None},
+        {"model": "m", "policy": {"input": {"mode": "score"}, "output": {"mode": "score"}}},
+    ],
+)
+def test_moderation_scores_alone_are_ignored(moderation: dict[str, object]) -> None:
+    """Scores change nothing generated, and the response has no moderation to show them."""
+    command = decode({"model": "m", "input": "x", "moderation": moderation})
+    assert command.settings == decode({"model": "m", "input": "x"}).settings

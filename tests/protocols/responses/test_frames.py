@@ -41,6 +41,19 @@ def test_a_create_frame_is_the_http_body_plus_its_envelope() -> None:
     assert command.input[0]["content"][0]["text"] == "hi"
 
 
+@pytest.mark.parametrize("generate", [None, True, False])
+def test_a_cache_prewarm_is_a_prewarm_whatever_generate_says(generate: bool | None) -> None:
+    """As hosted: ``prompt_cache_options.prewarm`` overrides ``generate`` to false."""
+    frame = {"type": "response.create", "model": "m", "input": "hi", "generate": generate}
+    options = {"prompt_cache_options": {"prewarm": True}}
+    prewarm = decoded({**frame, **options})
+    assert isinstance(prewarm, CreateFrame)
+    assert prewarm.command.generate is False
+    plain = decoded(frame)
+    assert isinstance(plain, CreateFrame)
+    assert plain.command.generate is (generate is not False)
+
+
 def test_resume_and_steer_frames() -> None:
     resume = decoded({"type": "response.resume", "response_id": "resp_1", "starting_after": 3})
     assert isinstance(resume, ResumeFrame)

@@ -176,3 +176,16 @@ async def test_body_that_never_finishes_is_a_408_that_closes_the_connection() ->
     error = orjson.loads(sent[1]["body"])["error"]
     assert set(error) == SHAPE
     assert error["code"] == "request_timeout"
+
+
+async def test_a_cache_prewarm_answers_with_no_output_and_asks_no_model() -> None:
+    """``prompt_cache_options.prewarm``, as hosted: the response ends without output."""
+    backend = ScriptedBackend([TextDelta("never"), Finish("stop")])
+    store = MemoryStore()
+    body = b'{"model": "m", "input": "hi", "prompt_cache_options": {"prewarm": true}}'
+    reply = await call(build(backend, store), "POST", "/v1/responses", body)
+    assert reply.status == 200, reply.body
+    assert (reply.json()["status"], reply.json()["output"]) == ("completed", [])
+    assert backend.requests == []
+    [record] = store.records.values()
+    assert record.status == "completed"

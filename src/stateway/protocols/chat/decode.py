@@ -44,11 +44,11 @@ from stateway.protocols.chat.request import (
     ROLES,
     ChatBody,
     FunctionTool,
-    Moderation,
     NamedToolChoice,
     ResponseFormat,
     WebSearchOptions,
 )
+from stateway.protocols.moderation import check_moderation
 from stateway.protocols.responses.metadata import decode_metadata
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.validation import invalid_request
@@ -121,7 +121,7 @@ def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -
     except pydantic.ValidationError as exc:
         raise _invalid(exc) from None
     _check_choices(body)
-    _check_moderation(body.moderation)
+    check_moderation(body.moderation)
     items = decode_messages(body.messages)
     if max_input_items is not None:
         _check_count(len(items), max_input_items)
@@ -217,26 +217,6 @@ def _check_choices(body: ChatBody) -> None:
             param="modalities",
             code="unsupported_value",
         )
-
-
-def _check_moderation(moderation: Moderation | None) -> None:
-    """A policy that blocks is a 400: the gateway cannot moderate, nor tell whether its
-    upstream would (a Chat or Responses server other than OpenAI's ignores the field), and
-    ignoring it would let through what the client asked to have blocked. Scores only
-    (``score``, or no policy) are ignored: the answer has no ``moderation`` to show them."""
-    policy = moderation.policy if moderation is not None else None
-    if policy is None:
-        return
-    for side, chosen in (("input", policy.input), ("output", policy.output)):
-        if chosen is not None and chosen.mode == "block":
-            param = f"moderation.policy.{side}.mode"
-            raise InvalidRequest(
-                f"Unsupported value: '{param}' 'block' is not supported by this gateway when "
-                "the request is translated for its upstream: it cannot moderate the "
-                f"{side}, and leaving it unmoderated would let through what the policy blocks.",
-                param=param,
-                code="unsupported_value",
-            )
 
 
 def _check_count(count: int, limit: int) -> None:

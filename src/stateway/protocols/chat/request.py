@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stateway.protocols.moderation import Moderation
+
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -139,23 +141,6 @@ class NamedFunction(_Wire):
 class NamedToolChoice(_Wire):
     type: Literal["function"]
     function: NamedFunction
-
-
-class ModerationPolicyMode(_Wire):
-    mode: Literal["score", "block"]
-
-
-class ModerationPolicy(_Wire):
-    input: ModerationPolicyMode | None = None
-    output: ModerationPolicyMode | None = None
-
-
-class Moderation(_Wire):
-    """``moderation``: the input and output scored by a moderation model, and blocked
-    when flagged where the policy says ``block``."""
-
-    model: str = Field(min_length=1)
-    policy: ModerationPolicy | None = None
 
 
 class StreamOptions(_Wire):

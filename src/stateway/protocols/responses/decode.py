@@ -27,6 +27,7 @@ from stateway.core.commands import (
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.core.tools.catalog import WEB_SEARCH_TYPES
+from stateway.protocols.moderation import check_moderation
 from stateway.protocols.responses.body import check_item_count, invalid_request, parse_body
 from stateway.protocols.responses.items import decode_items
 from stateway.protocols.responses.metadata import decode_metadata
@@ -37,6 +38,7 @@ from stateway.protocols.responses.request import (
     ContextManagement,
     CreateResponseBody,
     InputTokensBody,
+    PromptCacheOptions,
 )
 from stateway.protocols.responses.tools.decode import check_tool_choice, decode_tools
 
@@ -99,6 +101,10 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
         )
     if body.include:
         check_include(body.include)
+    check_moderation(body.moderation)
+    cache_options, prewarm = None, False
+    if body.prompt_cache_options is not None:
+        cache_options, prewarm = _cache_options(body.prompt_cache_options)
     if body.service_tier is not None and body.service_tier not in SERVICE_TIERS:
         raise InvalidRequest(
             f"Invalid value: '{body.service_tier}'. Supported values are: {_SUPPORTED_TIERS}.",
@@ -126,6 +132,7 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
         safety_identifier=body.safety_identifier,
         prompt_cache_key=body.prompt_cache_key,
         prompt_cache_retention=body.prompt_cache_retention,
+        prompt_cache_options=cache_options,
         include=body.include or [],
         truncation=body.truncation or "disabled",
         service_tier=body.service_tier,
@@ -146,6 +153,7 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
         stream=bool(body.stream),
         settings=settings,
         background=bool(body.background),
+        generate=not prewarm,
     )
 
 
@@ -203,6 +211,16 @@ def decode_input_tokens(raw: bytes, *, max_input_items: int | None = None) -> Co
         settings=settings,
     )
     return CountTokens(request)
+
+
+def _cache_options(options: PromptCacheOptions) -> tuple[dict[str, Any] | None, bool]:
+    """The ``prompt_cache_options`` an upstream gets (``mode``, ``ttl``: a Chat or
+    Responses upstream's field), and whether they ask for a prewarm. ``prewarm`` is the
+    gateway's own (a response with no output, no model asked: as hosted answers one);
+    ``comparison_response_id`` names a response of the gateway's, which no upstream knows,
+    and is not sent (the response has no ``prompt_cache_diagnostics``)."""
+    sent = options.model_dump(exclude_none=True, exclude={"prewarm", "comparison_response_id"})
+    return sent or None, options.prewarm is True
 
 
 def _context_management(entries: list[ContextManagement]) -> list[dict[str, Any]]:

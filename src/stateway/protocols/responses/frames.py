@@ -4,7 +4,8 @@ Client frames are JSON text frames with a ``type``:
 
 - ``response.create``: the ``POST /v1/responses`` body (decoded by the very decoder of
   that route, :func:`~stateway.protocols.responses.decode.decode_create_fields`) plus the
-  envelope: ``generate`` (false: a prewarm), ``stream_id`` (the lane), ``command_id``
+  envelope: ``generate`` (false: a prewarm, as the body's ``prompt_cache_options.prewarm``
+  makes it whatever ``generate`` says), ``stream_id`` (the lane), ``command_id``
   (exactly once). Over a socket a response always streams, and never in the background.
 - ``response.steer``: the SDK's steering frame, ``{previous_response_id, input}``: user
   input queued for a response of this connection (its input is checked by
@@ -196,7 +197,7 @@ def decode_frame(
                 )
             command = decode_create_fields(fields, max_input_items=max_input_items)
             command.stream = True
-            command.generate = envelope.generate is not False
+            command.generate = command.generate and envelope.generate is not False
             return CreateFrame(command, envelope.stream_id, envelope.command_id)
         case "response.steer":
             previous = fields.get("previous_response_id")

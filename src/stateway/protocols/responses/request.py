@@ -11,6 +11,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stateway.protocols.moderation import Moderation
 from stateway.protocols.responses.metadata import MAX_METADATA_PAIRS
 
 SERVICE_TIERS: Final = ("auto", "default", "flex", "scale", "priority", "fast", "ultrafast")
@@ -29,6 +30,18 @@ class ReasoningConfig(BaseModel):
     effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None
     generate_summary: Literal["auto", "concise", "detailed"] | None = None
+
+
+class PromptCacheOptions(BaseModel):
+    """``prompt_cache_options``: ``mode`` and ``ttl`` (and fields of a later API) are for
+    the upstream, which judges them; ``prewarm`` and ``comparison_response_id`` are read
+    by :mod:`.decode`."""
+
+    model_config = ConfigDict(extra="allow")
+    mode: str | None = None
+    ttl: str | None = None
+    prewarm: bool | None = None
+    comparison_response_id: str | None = None
 
 
 class ContextManagement(BaseModel):
@@ -67,6 +80,10 @@ class CreateResponseBody(BaseModel):
     safety_identifier: str | None = Field(default=None, max_length=128)
     prompt_cache_key: str | None = None
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    prompt_cache_options: PromptCacheOptions | None = None
+    moderation: Moderation | None = None
+    """Refused when its policy blocks (:func:`~stateway.protocols.moderation.check_moderation`),
+    else ignored."""
     include: list[str] | None = None
     truncation: Literal["auto", "disabled"] | None = None
     service_tier: Annotated[str, Field(json_schema_extra={"enum": list(SERVICE_TIERS)})] | None = (
