@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 from stateway.core import background
 from stateway.core import events as ev
@@ -44,6 +44,7 @@ from stateway.core.stages.chain import before_planning
 from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
 from stateway.core.token_estimate import estimate_tokens
 from stateway.core.tools.catalog import Catalog
+from stateway.core.tools.choice import check_tool_choice, context_tools, names_tools
 from stateway.core.tools.toolset import Toolset
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ class RunStarter:
             background.check_background(command, self._encoder)
         router, loop = generation.router, generation.loop
         route = router.resolve(command.model)
+        choice, declared = command.settings.tool_choice, command.settings.tools  # as sent
         conversation: ConversationItems | None = None
         if command.conversation_id is not None:
             conversations = self._conversations("conversation")
@@ -107,6 +109,7 @@ class RunStarter:
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
         plan, context = await self._plan(principal, command, router, route, toolset, conversation)
+        _check_continued_choice(command, choice, declared, context)
         pending = self._pending
         if command.generate and all(c.backend.full(pending) for c in plan.capable):
             raise Overloaded(_FULL.format(model=command.model))
@@ -270,6 +273,8 @@ class RunStarter:
         plan, context = await self._plan(
             principal, command, router, route, toolset, conversation, counting=True
         )
+        settings = command.settings
+        _check_continued_choice(command, settings.tool_choice, settings.tools, context)
         candidate = plan.order()[0]
         context = self._compaction.fitted(
             principal.tenant_id, command, context_window(plan.capable), context
@@ -326,6 +331,21 @@ class RunStarter:
 Journal = Literal["stored", "on_demand"] | None
 """A streamed run's journal: none, its log stored as it runs (a command id's retry may
 replay it), or stored only if a watcher keeps it (:attr:`CreateResponse.journaled`)."""
+
+
+def _check_continued_choice(
+    command: CreateResponse,
+    choice: str | dict[str, Any],
+    declared: list[Item],
+    context: list[Item],
+) -> None:
+    """A request continuing earlier turns has its tool choice judged here, against its
+    declared tools and those the items of its whole context offer (earlier turns'
+    ``additional_tools`` and ``tool_search_output`` among them); a first turn's was judged
+    as it was decoded (:mod:`stateway.core.tools.choice`)."""
+    continued = command.previous_response_id is not None or command.conversation_id is not None
+    if continued and names_tools(choice):
+        check_tool_choice(choice, declared + context_tools(context))
 
 
 def _journal_of(command: CreateResponse) -> Journal:

@@ -166,7 +166,14 @@ def test_a_tool_choice_naming_a_native_tool_is_kept_as_sent() -> None:
 
 
 def test_hosted_tool_choice_types_are_decoded() -> None:
-    body = {"model": "m", "input": "x", "tool_choice": {"type": "image_generation"}}
+    body = {
+        "model": "m",
+        "input": "x",
+        "tools": [{"type": "image_generation"}],
+        "tool_choice": {"type": "image_generation"},
+    }
     assert decode_create(orjson.dumps(body)).settings.tool_choice == {"type": "image_generation"}
     with pytest.raises(InvalidRequest):
         decode_create(orjson.dumps({**body, "tool_choice": {"type": "bogus"}}))
+    with pytest.raises(InvalidRequest, match="'image_generation' not found"):  # as hosted
+        decode_create(orjson.dumps({**body, "tools": []}))

@@ -601,24 +601,119 @@ def test_a_tool_choice_that_forces_an_offered_tool_is_kept(
     assert command.settings.tool_choice == choice
 
 
+MCP_TOOL = {"type": "mcp", "server_label": "docs", "server_url": "https://mcp.example/mcp"}
+HINT = {"type": "web_search", "external_web_access": False}
+"""Codex's web search: a hint the core drops, declared all the same."""
+
+
+def _allowed(*tools: dict[str, object]) -> dict[str, object]:
+    return {"type": "allowed_tools", "mode": "auto", "tools": list(tools)}
+
+
+@pytest.mark.parametrize(
+    ("tools", "choice"),
+    [
+        ([MCP_TOOL], {"type": "mcp", "server_label": "docs"}),
+        ([MCP_TOOL], {"type": "mcp", "server_label": "docs", "name": "search"}),
+        ([HINT], {"type": "web_search_preview"}),
+        ([{"type": "web_search_preview"}], {"type": "web_search_preview"}),
+        ([{"type": "image_generation"}], {"type": "image_generation"}),
+        (
+            [{"type": "code_interpreter", "container": {"type": "auto"}}],
+            {"type": "code_interpreter"},
+        ),
+        ([{"type": "computer_use_preview"}], {"type": "computer_use_preview"}),
+        ([{"type": "shell"}], {"type": "shell"}),
+        (
+            [FUNCTION, NAMESPACED, MCP_TOOL, HINT, CUSTOM_TOOL],
+            _allowed(
+                {"type": "function", "name": "get_weather"},
+                {"type": "function", "name": "read", "namespace": "files"},
+                {"type": "namespace", "name": "files"},
+                {"type": "mcp", "server_label": "docs"},
+                {"type": "web_search"},
+                {"type": "custom", "name": "apply_patch"},
+            ),
+        ),
+    ],
+)
+def test_a_tool_choice_naming_a_declared_tool_is_kept(
+    tools: list[dict[str, object]], choice: dict[str, object]
+) -> None:
+    """Judged against what the client declared: a web search hint counts, though the
+    gateway offers no such tool."""
+    command = decode({"model": "m", "input": "x", "tools": tools, "tool_choice": choice})
+    assert command.settings.tool_choice == choice
+
+
+def test_a_tool_choice_may_name_a_tool_an_input_item_declares() -> None:
+    extra = {"type": "additional_tools", "role": "developer", "tools": [FUNCTION]}
+    choice = {"type": "function", "name": "get_weather"}
+    body = {"model": "m", "input": [extra, {"role": "user", "content": "x"}], "tool_choice": choice}
+    assert decode(body).settings.tool_choice == choice
+
+
 @pytest.mark.parametrize(
     ("tools", "choice", "message"),
     [
         ([], "required", "Tool choice 'required' must be specified with 'tools' parameter."),
-        ([FUNCTION], {"type": "function", "name": "zzz"}, "no function tool is named 'zzz'"),
-        ([], {"type": "function", "name": "get_weather"}, "not found in 'tools'"),
-        ([FUNCTION], {"type": "custom", "name": "get_weather"}, "no custom tool is named"),
-        ([NAMESPACED], {"type": "function", "name": "files"}, "no function tool is named"),
+        ([FUNCTION], {"type": "function", "name": "zzz"}, "Tool choice 'zzz' not found"),
+        ([], {"type": "function", "name": "get_weather"}, "Tool choice 'get_weather' not found"),
+        ([FUNCTION], {"type": "custom", "name": "get_weather"}, "'get_weather' not found"),
+        ([NAMESPACED], {"type": "function", "name": "files"}, "Tool choice 'files' not found"),
+        ([FUNCTION], {"type": "mcp", "server_label": "docs"}, "Tool choice 'docs' not found"),
+        ([MCP_TOOL], {"type": "mcp", "server_label": "wiki"}, "Tool choice 'wiki' not found"),
+        ([FUNCTION], {"type": "web_search_preview"}, "'web_search_preview' not found"),
+        ([HINT], {"type": "image_generation"}, "Tool choice 'image_generation' not found"),
+        ([], {"type": "file_search"}, "Tool choice 'file_search' not found"),
+        ([{"type": "local_shell"}], {"type": "shell"}, "Tool choice 'shell' not found"),
+        ([FUNCTION], _allowed({"type": "function", "name": "zzz"}), "Tool choice 'zzz' not"),
+        (
+            [FUNCTION],
+            _allowed({"type": "function", "name": "get_weather"}, {"type": "web_search"}),
+            "Tool choice 'web_search' not found",
+        ),
+        ([HINT], _allowed({"type": "function", "name": "web_search"}), "'web_search' not found"),
+        ([FUNCTION], _allowed({"type": "mcp", "server_label": "docs"}), "'docs' not found"),
+        ([NAMESPACED], _allowed({"type": "namespace", "name": "file"}), "'file' not found"),
+        (
+            [NAMESPACED],
+            _allowed({"type": "function", "name": "read", "namespace": "dirs"}),
+            "Tool choice 'read' not found",
+        ),
     ],
 )
 def test_a_tool_choice_that_forces_what_is_not_offered_is_a_400(
     tools: list[dict[str, object]], choice: object, message: str
 ) -> None:
+    """As hosted: "Tool choice 'X' not found in 'tools' parameter." (X the tool's name,
+    an MCP server's label, or a hosted tool's type), for a choice or an allowed_tools
+    entry; not ``auto`` in its place."""
     with pytest.raises(InvalidRequest) as caught:
         decode({"model": "m", "input": "x", "tools": tools, "tool_choice": choice})
     assert caught.value.status == 400
     assert (caught.value.param, caught.value.code) == ("tool_choice", "invalid_value")
     assert message in caught.value.message
+    if "not found" in message:
+        assert caught.value.message.endswith(" not found in 'tools' parameter.")
+
+
+@pytest.mark.parametrize(
+    ("tools", "param"),
+    [
+        (None, "tool_choice.tools"),
+        ("get_weather", "tool_choice.tools"),
+        (["get_weather"], "tool_choice.tools[0]"),
+        ([{"name": "get_weather"}], "tool_choice.tools[0]"),
+        ([{"type": "function"}], "tool_choice.tools[0].name"),
+        ([{"type": "mcp", "name": "search"}], "tool_choice.tools[0].server_label"),
+    ],
+)
+def test_allowed_tools_that_are_no_list_of_tools_are_a_400(tools: object, param: str) -> None:
+    choice = {"type": "allowed_tools", "mode": "auto", "tools": tools}
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "tools": [FUNCTION], "tool_choice": choice})
+    assert (caught.value.status, caught.value.param) == (400, param)
 
 
 @pytest.mark.parametrize(

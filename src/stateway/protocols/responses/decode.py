@@ -27,6 +27,7 @@ from stateway.core.commands import (
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.core.tools.catalog import WEB_SEARCH_TYPES
+from stateway.core.tools.choice import check_tool_choice, context_tools, names_tools
 from stateway.protocols.moderation import check_moderation
 from stateway.protocols.responses.body import check_item_count, invalid_request, parse_body
 from stateway.protocols.responses.items import decode_items
@@ -40,7 +41,7 @@ from stateway.protocols.responses.request import (
     InputTokensBody,
     PromptCacheOptions,
 )
-from stateway.protocols.responses.tools.decode import check_tool_choice, decode_tools
+from stateway.protocols.responses.tools.decode import decode_tools
 
 _TOOL_CHOICES = frozenset({"auto", "none", "required"})
 _TYPE_CHOICES = WEB_SEARCH_TYPES | frozenset(
@@ -378,12 +379,14 @@ def _tools_and_choice(
     raw_input: object,
     continued: bool,
 ) -> tuple[list[Item], str | dict[str, Any]]:
-    """The declared tools and the tool choice; the choice is checked against the tools
-    only in a request that does not continue earlier turns (theirs may offer tools too)."""
+    """The declared tools and the tool choice, checked against the tools they and the
+    input's items offer (:mod:`stateway.core.tools.choice`); in a request continuing
+    earlier turns, whose items may offer tools too, by the core once it has read them."""
     decoded = decode_tools(tools or [], raw_input)
     kept = _tool_choice(choice)
-    if not continued:
-        check_tool_choice(kept, decoded, raw_input)
+    if not continued and names_tools(kept):
+        offered = decoded + context_tools(raw_input) if isinstance(raw_input, list) else decoded
+        check_tool_choice(kept, offered)
     return decoded, kept
 
 
@@ -407,12 +410,45 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
     if isinstance(kind, str) and kind in _TYPE_CHOICES:
         return {"type": kind}
     if kind == "allowed_tools" and choice.get("mode") in ("auto", "required"):
+        _check_allowed(choice.get("tools"))
         return dict(choice)
     raise InvalidRequest(
         f"Tool choice type '{kind}' is not supported (or misses its 'name').",
         param="tool_choice",
         code="unsupported_value",
     )
+
+
+_NAMED_BY: Final = {"function": "name", "custom": "name", "namespace": "name"} | {
+    "mcp": "server_label"
+}
+"""The field an ``allowed_tools`` entry of each kind names its tool by (others: ``type``)."""
+
+
+def _check_allowed(tools: object) -> None:
+    """An ``allowed_tools`` choice's ``tools``: a list of objects, each with a string
+    ``type`` and the field that names its tool."""
+    if not isinstance(tools, list):
+        raise InvalidRequest(
+            "Invalid 'tool_choice.tools': expected an array of tools.",
+            param="tool_choice.tools",
+            code="missing_required_parameter" if tools is None else "invalid_type",
+        )
+    for index, entry in enumerate(tools):
+        param = f"tool_choice.tools[{index}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
+            raise InvalidRequest(
+                f"Invalid '{param}': expected a tool with a string 'type'.",
+                param=param,
+                code="invalid_type",
+            )
+        field = _NAMED_BY.get(entry["type"], "type")
+        if not isinstance(entry.get(field), str):
+            raise InvalidRequest(
+                f"Missing required parameter: '{param}.{field}'.",
+                param=f"{param}.{field}",
+                code="missing_required_parameter",
+            )
 
 
 def _text_format(fmt: dict[str, Any] | None) -> dict[str, Any]:

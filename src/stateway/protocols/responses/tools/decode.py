@@ -26,7 +26,6 @@ from stateway.core.tools.catalog import (
     NAMESPACE,
     TOOL_SEARCH,
     WEB_SEARCH_TYPES,
-    members,
     model_name,
 )
 from stateway.protocols.responses.nesting import check_nesting
@@ -59,44 +58,6 @@ def decode_tools(tools: list[dict[str, Any]], raw_input: object = None) -> list[
                 for index, tool in enumerate(extra):
                     _decode(tool, f"input[{item_index}].tools[{index}]", seen, decoded)
     return decoded
-
-
-def check_tool_choice(
-    choice: str | dict[str, Any], tools: list[Item], raw_input: object = None
-) -> None:
-    """Refuse, as the hosted API does, a ``tool_choice`` that forces what ``tools`` (and
-    the tools that ``tool_search_output`` items of ``raw_input`` load) do not offer:
-    ``required`` with no tool at all, or a ``function`` or ``custom`` tool by a name no
-    such tool has (a namespace's members count by their own name). Only for a request
-    with no earlier turns: their ``additional_tools`` and ``tool_search_output`` items
-    offer tools too (:func:`~stateway.core.tools.catalog.with_context_tools`), and the
-    core, which reads them, forces a choice it cannot find as ``auto``."""
-    named = isinstance(choice, dict) and choice.get("type") in ("function", CUSTOM)
-    if choice != "required" and not named:
-        return  # nothing forced by name or at all (the common case): no input to read
-    loaded = list(tools)
-    if isinstance(raw_input, list):
-        for item in raw_input:
-            if isinstance(item, dict) and item.get("type") == TOOL_SEARCH_OUTPUT:
-                found = item.get("tools")
-                loaded.extend(t for t in found or () if isinstance(t, dict))
-    if choice == "required" and not loaded:
-        raise InvalidRequest(
-            "Tool choice 'required' must be specified with 'tools' parameter.",
-            param="tool_choice",
-            code="invalid_value",
-        )
-    if not isinstance(choice, dict):
-        return
-    kind, name = choice["type"], choice.get("name")
-    for tool, _namespace in members(loaded):
-        if tool.get("type") == kind and tool.get("name") == name:
-            return
-    raise InvalidRequest(
-        f"Tool choice '{kind}' not found in 'tools' parameter: no {kind} tool is named '{name}'.",
-        param="tool_choice",
-        code="invalid_value",
-    )
 
 
 def _check_loaded(tools: Any, path: str) -> None:
