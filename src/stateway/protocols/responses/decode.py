@@ -25,9 +25,6 @@ from stateway.core.commands import (
     WatchResponse,
 )
 from stateway.core.errors import InvalidRequest
-from stateway.core.items import Item
-from stateway.core.tools.catalog import WEB_SEARCH_TYPES
-from stateway.core.tools.choice import check_tool_choice, context_tools, names_tools
 from stateway.protocols.moderation import check_moderation
 from stateway.protocols.responses.body import check_item_count, invalid_request, parse_body
 from stateway.protocols.responses.items import decode_items
@@ -41,15 +38,8 @@ from stateway.protocols.responses.request import (
     InputTokensBody,
     PromptCacheOptions,
 )
-from stateway.protocols.responses.tools.decode import decode_tools
+from stateway.protocols.responses.tools.choice import decode_tools_and_choice
 
-_TOOL_CHOICES = frozenset({"auto", "none", "required"})
-_TYPE_CHOICES = WEB_SEARCH_TYPES | frozenset(
-    {"shell", "local_shell", "apply_patch", "file_search", "computer", "computer_use"}
-    | {"computer_use_preview", "image_generation", "code_interpreter"}
-)
-"""``tool_choice`` types that name a tool by its type alone (hosted tool types among them:
-those reach an upstream that speaks Responses as sent)."""
 _FORMATS = frozenset({"text", "json_object", "json_schema"})
 _SCHEMA_NAME: Final = re.compile(r"[a-zA-Z0-9_-]+")
 _SCHEMA_NAME_LENGTH: Final = 64
@@ -93,27 +83,12 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
     except pydantic.ValidationError as exc:
         raise invalid_request(exc) from None
     conversation_id = _conversation(body)
-    if body.prompt is not None:
-        raise _unsupported(
-            "Unsupported parameter: 'prompt': reusable prompts are kept by the hosted "
-            "platform, which this gateway does not reach; send the prompt's "
-            "'instructions' and 'input' instead.",
-            "prompt",
-        )
-    if body.include:
-        check_include(body.include)
-    check_moderation(body.moderation)
+    _check_values(body)
     cache_options, prewarm = None, False
     if body.prompt_cache_options is not None:
         cache_options, prewarm = _cache_options(body.prompt_cache_options)
-    if body.service_tier is not None and body.service_tier not in SERVICE_TIERS:
-        raise InvalidRequest(
-            f"Invalid value: '{body.service_tier}'. Supported values are: {_SUPPORTED_TIERS}.",
-            param="service_tier",
-            code="invalid_value",
-        )
     continued = conversation_id is not None or body.previous_response_id is not None
-    tools, choice = _tools_and_choice(body.tools, body.tool_choice, body.input, continued)
+    tools, choice = decode_tools_and_choice(body.tools, body.tool_choice, body.input, continued)
     settings = GenerationSettings(
         temperature=body.temperature,
         top_p=body.top_p,
@@ -191,7 +166,7 @@ def decode_input_tokens(raw: bytes, *, max_input_items: int | None = None) -> Co
         raise invalid_request(exc) from None
     conversation_id = _conversation_id(body.conversation, body.previous_response_id)
     continued = conversation_id is not None or body.previous_response_id is not None
-    tools, choice = _tools_and_choice(body.tools, body.tool_choice, body.input, continued)
+    tools, choice = decode_tools_and_choice(body.tools, body.tool_choice, body.input, continued)
     settings = GenerationSettings(
         tools=tools,
         tool_choice=choice,
@@ -212,6 +187,29 @@ def decode_input_tokens(raw: bytes, *, max_input_items: int | None = None) -> Co
         settings=settings,
     )
     return CountTokens(request)
+
+
+def _check_values(body: CreateResponseBody) -> None:
+    """The fields refused by their value, each checked only when sent: a hosted prompt,
+    an ``include`` the API has not, a moderation policy that blocks, a service tier the
+    API has not."""
+    if body.prompt is not None:
+        raise _unsupported(
+            "Unsupported parameter: 'prompt': reusable prompts are kept by the hosted "
+            "platform, which this gateway does not reach; send the prompt's "
+            "'instructions' and 'input' instead.",
+            "prompt",
+        )
+    if body.include:
+        check_include(body.include)
+    if body.moderation is not None:
+        check_moderation(body.moderation)
+    if body.service_tier is not None and body.service_tier not in SERVICE_TIERS:
+        raise InvalidRequest(
+            f"Invalid value: '{body.service_tier}'. Supported values are: {_SUPPORTED_TIERS}.",
+            param="service_tier",
+            code="invalid_value",
+        )
 
 
 def _cache_options(options: PromptCacheOptions) -> tuple[dict[str, Any] | None, bool]:
@@ -370,84 +368,6 @@ def check_include(include: Sequence[str]) -> None:
                 f"Invalid value: '{entry}'. Supported values are: {_SUPPORTED_INCLUDES}.",
                 param=f"include[{index}]",
                 code="invalid_value",
-            )
-
-
-def _tools_and_choice(
-    tools: list[dict[str, Any]] | None,
-    choice: str | dict[str, Any] | None,
-    raw_input: object,
-    continued: bool,
-) -> tuple[list[Item], str | dict[str, Any]]:
-    """The declared tools and the tool choice, checked against the tools they and the
-    input's items offer (:mod:`stateway.core.tools.choice`); in a request continuing
-    earlier turns, whose items may offer tools too, by the core once it has read them."""
-    decoded = decode_tools(tools or [], raw_input)
-    kept = _tool_choice(choice)
-    if not continued and names_tools(kept):
-        offered = decoded + context_tools(raw_input) if isinstance(raw_input, list) else decoded
-        check_tool_choice(kept, offered)
-    return decoded, kept
-
-
-def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
-    if choice is None:
-        return "auto"
-    if isinstance(choice, str):
-        if choice not in _TOOL_CHOICES:
-            raise InvalidRequest(
-                f"Invalid value for 'tool_choice': '{choice}'. Supported values are: 'auto', "
-                "'none' and 'required'.",
-                param="tool_choice",
-                code="invalid_value",
-            )
-        return choice
-    kind = choice.get("type")
-    if kind in ("function", "custom") and isinstance(choice.get("name"), str):
-        return {"type": kind, "name": choice["name"]}
-    if kind == "mcp" and isinstance(choice.get("server_label"), str):
-        return {k: choice[k] for k in ("type", "server_label", "name") if k in choice}
-    if isinstance(kind, str) and kind in _TYPE_CHOICES:
-        return {"type": kind}
-    if kind == "allowed_tools" and choice.get("mode") in ("auto", "required"):
-        _check_allowed(choice.get("tools"))
-        return dict(choice)
-    raise InvalidRequest(
-        f"Tool choice type '{kind}' is not supported (or misses its 'name').",
-        param="tool_choice",
-        code="unsupported_value",
-    )
-
-
-_NAMED_BY: Final = {"function": "name", "custom": "name", "namespace": "name"} | {
-    "mcp": "server_label"
-}
-"""The field an ``allowed_tools`` entry of each kind names its tool by (others: ``type``)."""
-
-
-def _check_allowed(tools: object) -> None:
-    """An ``allowed_tools`` choice's ``tools``: a list of objects, each with a string
-    ``type`` and the field that names its tool."""
-    if not isinstance(tools, list):
-        raise InvalidRequest(
-            "Invalid 'tool_choice.tools': expected an array of tools.",
-            param="tool_choice.tools",
-            code="missing_required_parameter" if tools is None else "invalid_type",
-        )
-    for index, entry in enumerate(tools):
-        param = f"tool_choice.tools[{index}]"
-        if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
-            raise InvalidRequest(
-                f"Invalid '{param}': expected a tool with a string 'type'.",
-                param=param,
-                code="invalid_type",
-            )
-        field = _NAMED_BY.get(entry["type"], "type")
-        if not isinstance(entry.get(field), str):
-            raise InvalidRequest(
-                f"Missing required parameter: '{param}.{field}'.",
-                param=f"{param}.{field}",
-                code="missing_required_parameter",
             )
 
 

@@ -1,0 +1,103 @@
+"""``tool_choice`` of the Responses wire: ``auto``, ``none``, ``required``, a tool by its
+``name`` (``function``, ``custom``), an ``mcp`` server by ``server_label``, a tool by its
+``type`` alone (hosted types among them: those reach an upstream that speaks Responses as
+sent), or ``allowed_tools``. Whether it names declared tools is judged by
+:mod:`stateway.core.tools.choice`: here for a request without earlier turns, by the core
+once it has read them for one that continues them (their items may offer tools too).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from stateway.core.errors import InvalidRequest
+from stateway.core.items import Item
+from stateway.core.tools.catalog import WEB_SEARCH_TYPES
+from stateway.core.tools.choice import check_tool_choice, context_tools, names_tools
+from stateway.protocols.responses.tools.decode import decode_tools
+
+_TOOL_CHOICES = frozenset({"auto", "none", "required"})
+_TYPE_CHOICES = WEB_SEARCH_TYPES | frozenset(
+    {"shell", "local_shell", "apply_patch", "file_search", "computer", "computer_use"}
+    | {"computer_use_preview", "image_generation", "code_interpreter"}
+)
+"""``tool_choice`` types that name a tool by its type alone (hosted tool types among them:
+those reach an upstream that speaks Responses as sent)."""
+
+
+def decode_tools_and_choice(
+    tools: list[dict[str, Any]] | None,
+    choice: str | dict[str, Any] | None,
+    raw_input: object,
+    continued: bool,
+) -> tuple[list[Item], str | dict[str, Any]]:
+    """The declared tools and the tool choice, checked against the tools they and the
+    input's items offer (:mod:`stateway.core.tools.choice`); in a request continuing
+    earlier turns, whose items may offer tools too, by the core once it has read them."""
+    decoded = decode_tools(tools or [], raw_input)
+    kept = _tool_choice(choice)
+    if not continued and names_tools(kept):
+        offered = decoded + context_tools(raw_input) if isinstance(raw_input, list) else decoded
+        check_tool_choice(kept, offered)
+    return decoded, kept
+
+
+def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
+    if choice is None:
+        return "auto"
+    if isinstance(choice, str):
+        if choice not in _TOOL_CHOICES:
+            raise InvalidRequest(
+                f"Invalid value for 'tool_choice': '{choice}'. Supported values are: 'auto', "
+                "'none' and 'required'.",
+                param="tool_choice",
+                code="invalid_value",
+            )
+        return choice
+    kind = choice.get("type")
+    if kind in ("function", "custom") and isinstance(choice.get("name"), str):
+        return {"type": kind, "name": choice["name"]}
+    if kind == "mcp" and isinstance(choice.get("server_label"), str):
+        return {k: choice[k] for k in ("type", "server_label", "name") if k in choice}
+    if isinstance(kind, str) and kind in _TYPE_CHOICES:
+        return {"type": kind}
+    if kind == "allowed_tools" and choice.get("mode") in ("auto", "required"):
+        _check_allowed(choice.get("tools"))
+        return dict(choice)
+    raise InvalidRequest(
+        f"Tool choice type '{kind}' is not supported (or misses its 'name').",
+        param="tool_choice",
+        code="unsupported_value",
+    )
+
+
+_NAMED_BY: Final = {"function": "name", "custom": "name", "namespace": "name"} | {
+    "mcp": "server_label"
+}
+"""The field an ``allowed_tools`` entry of each kind names its tool by (others: ``type``)."""
+
+
+def _check_allowed(tools: object) -> None:
+    """An ``allowed_tools`` choice's ``tools``: a list of objects, each with a string
+    ``type`` and the field that names its tool."""
+    if not isinstance(tools, list):
+        raise InvalidRequest(
+            "Invalid 'tool_choice.tools': expected an array of tools.",
+            param="tool_choice.tools",
+            code="missing_required_parameter" if tools is None else "invalid_type",
+        )
+    for index, entry in enumerate(tools):
+        param = f"tool_choice.tools[{index}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
+            raise InvalidRequest(
+                f"Invalid '{param}': expected a tool with a string 'type'.",
+                param=param,
+                code="invalid_type",
+            )
+        field = _NAMED_BY.get(entry["type"], "type")
+        if not isinstance(entry.get(field), str):
+            raise InvalidRequest(
+                f"Missing required parameter: '{param}.{field}'.",
+                param=f"{param}.{field}",
+                code="missing_required_parameter",
+            )
