@@ -6,8 +6,8 @@ checked context, compaction, a conversation turn's claim, then the run's task, w
 its config generation to its end. A request whose every candidate's queue is full (the
 runs started but not yet driven counted as in it) is refused here (503 ``overloaded``),
 before it costs a run, a stored row or a task: its first upstream call would be refused
-the same way. ``RunStarter.count`` checks a request
-the same way and counts its input tokens without running it.
+the same way. ``RunStarter.count`` checks a request the same way and counts its input
+tokens without running it.
 """
 
 from __future__ import annotations
