@@ -58,8 +58,6 @@ from mcp_types import (
     SubscriptionsListenResult,
     TextContent,
     TextResourceContents,
-    Tool,
-    ToolAnnotations,
     UnsubscribeRequestParams,
 )
 from pydantic import ValidationError
@@ -73,6 +71,7 @@ from stateway.core.gateway import Gateway
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.transport import error_response
 from stateway.surfaces.mcp import resources
+from stateway.surfaces.mcp.schema import tool_schemas
 from stateway.surfaces.mcp.tools import TOOLS, Result
 from stateway.surfaces.mcp.tools import Tool as ToolSpec
 from stateway.surfaces.mcp.updates import ResponseUpdates
@@ -91,17 +90,7 @@ class McpSurface:
 
     def __init__(self, gateway: Gateway, version: str = "") -> None:
         self._gateway = gateway
-        self._tools = ListToolsResult(
-            tools=[
-                Tool(
-                    name=t.name,
-                    description=t.description,
-                    input_schema=t.input.model_json_schema(),
-                    annotations=ToolAnnotations.model_validate(t.effect.annotations()),
-                )
-                for t in TOOLS.values()
-            ]
-        )
+        self._tools = ListToolsResult.model_validate(tool_schemas())  # as checked in
         self._subscriptions: dict[str, dict[str, asyncio.Task[None]]] = {}
         """Each session's subscriptions (by its ``mcp-session-id``), by URI, until the
         session ends."""
