@@ -268,8 +268,7 @@ class Gateway:
             case ForwardChat():
                 answer = await self._forwarding.start(principal, command)
                 if isinstance(answer, Run):  # translated
-                    self._count_tokens_of(principal, answer)
-                    await self._starter.drive_attached(answer)
+                    return await self._admitted(principal, answer)
                 return answer
             case ReloadConfig():
                 return await self._served_reloads().reload()
@@ -319,14 +318,15 @@ class Gateway:
         except BaseException:
             self.generations.release(generation)
             raise
-        self._count_tokens_of(principal, run)
-        await self._starter.drive_attached(run)
-        return run
+        return await self._admitted(principal, run)
 
-    def _count_tokens_of(self, principal: Principal, run: Run) -> None:
-        """Take the run's tokens out of its principal's bucket once it ends."""
+    async def _admitted(self, principal: Principal, run: Run) -> Run:
+        """``run``, just admitted: its tokens taken out of its principal's bucket once it
+        ends, and driven to its end here when it is attached."""
         if self._limits is not None:
             self._limits.charge_after(principal, run.wait, lambda: charged_tokens(run.state))
+        await self._starter.drive_attached(run)
+        return run
 
     async def _delete(self, principal: Principal, response_id: str) -> Deleted:
         if not await self._store.delete(principal.tenant_id, response_id):
