@@ -242,18 +242,13 @@ class Catalog:
         """The functions offered to the model; ``gateway=False`` leaves the gateway's out
         (once a response has used up its ``max_tool_calls``). After an ``allowed_tools``
         choice (:meth:`model_choice`), only the tools it names."""
-        if self._allowed is None:
-            return [
-                e.function
-                for e in self._by_name.values()
-                if not e.deferred and (gateway or not e.gateway_owned)
-            ]
+        allowed = self._allowed
         return [
             e.function
             for e in self._by_name.values()
             if not e.deferred
             and (gateway or not e.gateway_owned)
-            and any(_names(tool, e) for tool in self._allowed)
+            and (allowed is None or any(_names(tool, e) for tool in allowed))
         ]
 
     def model_choice(self, choice: str | dict[str, Any]) -> str | dict[str, Any]:
