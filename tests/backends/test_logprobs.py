@@ -10,7 +10,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from stateway.backends import chat_request, openai_chat, openai_responses
+from stateway.backends import chat_request, openai_chat, openai_responses, responses_request
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
@@ -57,7 +57,7 @@ def test_tokens_take_one_shape_and_refuse_wrong_types() -> None:
         tokens([{"token": "a"}])
 
 
-@pytest.mark.parametrize("translate", [chat_request.to_upstream, openai_responses.to_upstream])
+@pytest.mark.parametrize("translate", [chat_request.to_upstream, responses_request.to_upstream])
 def test_logprobs_are_asked_for_only_when_included(translate: Any) -> None:
     for settings in ({}, {"top_logprobs": 3}, {"include": ["reasoning.encrypted_content"]}):
         body = translate(request([user("x")], **settings))
@@ -74,7 +74,7 @@ def test_chat_asks_for_logprobs_and_the_alternatives() -> None:
 
 
 def test_responses_asks_for_logprobs_and_the_alternatives() -> None:
-    body = openai_responses.to_upstream(request([user("x")], include=[INCLUDE], top_logprobs=4))
+    body = responses_request.to_upstream(request([user("x")], include=[INCLUDE], top_logprobs=4))
     assert (body["include"], body["top_logprobs"]) == (["reasoning.encrypted_content", INCLUDE], 4)
 
 

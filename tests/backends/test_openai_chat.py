@@ -13,7 +13,7 @@ from stateway.backends.openai_chat import (
     from_upstream_chunk,
     from_upstream_completion,
 )
-from stateway.backends.openai_responses import to_upstream as responses_to_upstream
+from stateway.backends.responses_request import to_upstream as responses_to_upstream
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.core.commands import GenerationSettings
 from stateway.core.context import build_context

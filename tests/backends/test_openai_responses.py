@@ -4,7 +4,8 @@ import pytest
 from openai.types.responses import ResponseInputParam
 from pydantic import TypeAdapter
 
-from stateway.backends.openai_responses import _StreamState, from_upstream_response, to_upstream
+from stateway.backends.openai_responses import _StreamState, from_upstream_response
+from stateway.backends.responses_request import to_upstream
 from stateway.core.commands import GenerationSettings
 from stateway.core.errors import UpstreamError
 from stateway.core.inference import (

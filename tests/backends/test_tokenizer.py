@@ -13,7 +13,7 @@ from aiohttp import web
 from stateway.backends.chat_request import to_upstream
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
-from stateway.backends.openai_responses import to_upstream as responses_body
+from stateway.backends.responses_request import to_upstream as responses_body
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.core.commands import GenerationSettings
 from stateway.core.errors import UpstreamError, UpstreamRejected

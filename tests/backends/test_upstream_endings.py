@@ -14,7 +14,7 @@ import pytest
 from stateway.backends.chat_request import to_upstream as chat_to_upstream
 from stateway.backends.openai_chat import from_upstream_chunk, from_upstream_completion
 from stateway.backends.openai_responses import _StreamState, from_upstream_response
-from stateway.backends.openai_responses import to_upstream as responses_to_upstream
+from stateway.backends.responses_request import to_upstream as responses_to_upstream
 from stateway.backends.upstream_http import classify_status
 from stateway.core.commands import GenerationSettings
 from stateway.core.inference import Delta, Finish, InferenceRequest
