@@ -10,8 +10,9 @@ import pytest
 from aiohttp import web
 
 from stateway.backends.anthropic import AnthropicBackend, StreamState, from_upstream_message
+from stateway.backends.anthropic_content import EMPTY_TURN
 from stateway.backends.anthropic_names import ToolNames, safe_name
-from stateway.backends.anthropic_request import EMPTY_TURN, AnthropicOptions, to_upstream
+from stateway.backends.anthropic_request import AnthropicOptions, to_upstream
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.core.commands import GenerationSettings
 from stateway.core.errors import InvalidRequest, UpstreamError, UpstreamUnavailable

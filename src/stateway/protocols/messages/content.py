@@ -23,7 +23,7 @@ upstream gets the block itself (and can cite it), the others its text.
 
 A text block's ``citations`` (an earlier answer's, sent back) stay on its part, for an
 Anthropic upstream (which gets those whose document or search result it is sent too:
-:mod:`stateway.backends.anthropic_request`); the others get the text.
+:mod:`stateway.backends.anthropic_content`); the others get the text.
 
 Images become ``input_image`` (a ``data:`` URL for base64), documents ``input_file``
 (``file_data`` as a ``data:`` URL, plain text included, or ``file_url``; the title as
