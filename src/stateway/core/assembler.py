@@ -13,33 +13,23 @@ added and done at once.
 Calls are written one at a time, as the Responses and Messages streams show them: while
 one is open, the fragments of another index wait (a Chat upstream may interleave its
 parallel calls' fragments by index), and that call is written whole once the open one
-closes: when the round ends or other output starts.
+closes: when the round ends or other output starts. Each call's item, and where it goes
+once closed (back to the client, or run by the gateway): :mod:`stateway.core.call_items`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from stateway.core import events as ev
+from stateway.core.call_items import CallItems, Emit
 from stateway.core.compaction.reasoning_output import ReasoningOutput
 from stateway.core.errors import UpstreamError
 from stateway.core.ids import new_id
 from stateway.core.inference import ToolCallDelta
-from stateway.core.items import (
-    CUSTOM_TOOL_CALL,
-    FUNCTION_CALL,
-    MCP_CALL,
-    MESSAGE,
-    REASONING,
-    TOOL_SEARCH_CALL,
-    Item,
-)
-from stateway.core.tools import shell, tool_search, web_search
-from stateway.core.tools.catalog import Catalog, Entry, custom_input
+from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
+from stateway.core.tools import shell, web_search
+from stateway.core.tools.catalog import Catalog, Entry
 from stateway.core.tools.invocations import PendingCall
 from stateway.core.tools.session import ToolSession
-
-Emit = Callable[[ev.Event], None]
 
 
 class _OpenItem:
@@ -99,20 +89,29 @@ class OutputAssembler:
         """Summaries and sealing of reasoning items
         (:mod:`stateway.core.compaction.reasoning_output`)."""
         self._tools = tools
-        self._catalog = tools.catalog if tools is not None else catalog or Catalog([])
-        """Maps the model-visible names of calls back to the public tools."""
         self._emit = emit
+        self._calls = CallItems(
+            emit,
+            used_call_ids,
+            tools.catalog if tools is not None else catalog or Catalog([]),
+            tools,
+        )
         self._open: _OpenItem | None = None
         self._closed_tools: set[int] = set()
         self._held: dict[int, list[ToolCallDelta]] = {}
         """Fragments of the calls after the one being written, by index."""
-        self._used_call_ids = used_call_ids
         self.started = False
         """Whether any output event was emitted: past this point failover is forbidden."""
-        self.tool_calls: list[Item] = []
+
+    @property
+    def tool_calls(self) -> list[Item]:
         """Calls that go back to the client (approval requests among them)."""
-        self.gateway_calls: list[PendingCall] = []
+        return self._calls.tool_calls
+
+    @property
+    def gateway_calls(self) -> list[PendingCall]:
         """Calls the gateway runs before the next round."""
+        return self._calls.gateway_calls
 
     def text(self, delta: str, logprobs: list[Item] | None = None) -> None:
         current = self._open
@@ -208,11 +207,7 @@ class OutputAssembler:
             current.item["name"] = delta.name
         if delta.arguments:
             current.chunks.append(delta.arguments)
-            kind = current.item["type"]
-            if kind == FUNCTION_CALL:  # a custom call's input comes whole
-                self._emit(ev.ArgumentsDelta(current.index, current.item["id"], delta.arguments))
-            elif kind == MCP_CALL:
-                self._emit(ev.McpArgumentsDelta(current.index, current.item["id"], delta.arguments))
+            self._calls.arguments(current.index, current.item, delta.arguments)
 
     def item(self, item: Item) -> None:
         """A whole output item passed through as it came (its ``id`` given if missing);
@@ -313,37 +308,12 @@ class OutputAssembler:
         return opened
 
     def _start_tool_call(self, delta: ToolCallDelta) -> _OpenItem:
-        entry = self._catalog.entry(delta.name) if delta.name else None
-        if entry is None and delta.name and self._tools is not None:
-            entry = self._tools.unoffered(delta.name)  # a declared server's, not offered
-        if entry is not None and entry.gateway_owned and self._tools is not None:
-            opened = self._start(self._tools.open_call(entry), delta.index)
-            opened.entry = entry
-            opened.upstream_id = delta.call_id
-            self._tools.started(opened.item, opened.index)
-            return opened
-        call_id = delta.call_id
-        if not call_id or call_id in self._used_call_ids:
-            call_id = new_id("call")
-        self._used_call_ids.add(call_id)
-        item: Item = {
-            "id": new_id("fc"),
-            "type": FUNCTION_CALL,
-            "status": "in_progress",
-            "call_id": call_id,
-            "name": delta.name or "",
-            "arguments": "",
-        }
-        if delta.name and self._catalog.is_custom(delta.name):
-            del item["arguments"]
-            item.update(id=new_id("ctc"), type=CUSTOM_TOOL_CALL, input="")
-        elif entry is not None and entry.kind in shell.TOOL_TYPES:
-            item = shell.open_call(entry.kind, call_id)
-        elif entry is not None and entry.kind == "tool_search":  # the client's own search
-            item = tool_search.call_item(call_id, "client")
-        self._catalog.public_call(item)
+        item, entry = self._calls.open(delta)
         opened = self._start(item, delta.index)
         opened.upstream_id = delta.call_id
+        if entry is not None and self._tools is not None:  # a gateway-owned call
+            opened.entry = entry
+            self._tools.started(item, opened.index)
         return opened
 
     def _close(self, status: str) -> None:
@@ -366,52 +336,11 @@ class OutputAssembler:
                 item["status"] = status
                 if self._reasoning is not None:
                     self._finish_reasoning(self._reasoning, current.index, item, text)
-            case "custom_tool_call":
-                raw = custom_input(text)
-                item["input"] = raw
-                item["status"] = status
-                if raw:
-                    self._emit(ev.CustomInputDelta(current.index, item_id, raw))
-                self._emit(ev.CustomInputDone(current.index, item_id, raw))
+            case _:  # a call
                 if current.tool_index is not None:
                     self._closed_tools.add(current.tool_index)
-                self.tool_calls.append(item)
-            case "tool_search_call" if item.get("execution") == "client":
-                item["arguments"] = tool_search.arguments_of(text)
-                item["status"] = status
-                if current.tool_index is not None:
-                    self._closed_tools.add(current.tool_index)
-                self.tool_calls.append(item)
-            case "mcp_call" | "web_search_call" | "tool_search_call":
-                if current.tool_index is not None:
-                    self._closed_tools.add(current.tool_index)
-                if item["type"] == MCP_CALL:
-                    item["arguments"] = text
-                    self._emit(ev.McpArgumentsDone(current.index, item_id, text))
-                elif item["type"] == TOOL_SEARCH_CALL:
-                    item["arguments"] = tool_search.arguments_of(text)
-                if current.entry is not None and status == "completed":
-                    self.gateway_calls.append(PendingCall(current.entry, item, current.index, text))
-                return  # its item is done once it has run (or, cut short, abandoned)
-            case "shell_call" | "local_shell_call":
-                shell.close_call(item, text)
-                item["status"] = status
-                if current.tool_index is not None:
-                    self._closed_tools.add(current.tool_index)
-                self.tool_calls.append(item)
-            case "mcp_approval_request":
-                item["arguments"] = text
-                if current.tool_index is not None:
-                    self._closed_tools.add(current.tool_index)
-                self.tool_calls.append(item)
-            case _:
-                self._catalog.public_call(item)
-                item["arguments"] = text
-                item["status"] = status
-                self._emit(ev.ArgumentsDone(current.index, item_id, item["name"], text))
-                if current.tool_index is not None:
-                    self._closed_tools.add(current.tool_index)
-                self.tool_calls.append(item)
+                if not self._calls.close(current.index, item, current.entry, status, text):
+                    return  # its item is done once it has run (or, cut short, abandoned)
         self._emit(ev.ItemDone(current.index, dict(item)))
 
     def _close_message(self, current: _OpenItem, text: str) -> list[Item]:

@@ -1,0 +1,135 @@
+"""A call's item as the output assembler (:mod:`stateway.core.assembler`) writes it.
+
+A call's first fragment opens its item: a gateway-owned tool's (an ``mcp_call``, a
+``web_search_call``, a ``tool_search_call`` the gateway runs; a declared MCP server's
+tool that was not offered among them: :meth:`ToolSession.unoffered`), else the client's:
+a ``function_call`` (named back to its public tool: :meth:`Catalog.public_call`), a
+``custom_tool_call``, a shell call or a client ``tool_search_call``, under a call id of
+its own: the upstream's, unless it gave none or one already used. Its argument fragments
+stream as the item's own events (a custom call's input comes whole, when it closes).
+
+Closed, a client's call goes back to the client (:attr:`CallItems.tool_calls`, approval
+requests among them); a gateway-owned one, completed, is run before the next round
+(:attr:`CallItems.gateway_calls`), and its item is done only once it has run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from stateway.core import events as ev
+from stateway.core.ids import new_id
+from stateway.core.inference import ToolCallDelta
+from stateway.core.items import (
+    CUSTOM_TOOL_CALL,
+    FUNCTION_CALL,
+    MCP_CALL,
+    TOOL_SEARCH_CALL,
+    Item,
+)
+from stateway.core.tools import shell, tool_search
+from stateway.core.tools.catalog import Catalog, Entry, custom_input
+from stateway.core.tools.invocations import PendingCall
+from stateway.core.tools.session import ToolSession
+
+Emit = Callable[[ev.Event], None]
+
+
+class CallItems:
+    """The call items of one round: each opened, streamed and closed."""
+
+    __slots__ = ("_catalog", "_emit", "_tools", "_used_call_ids", "gateway_calls", "tool_calls")
+
+    def __init__(
+        self, emit: Emit, used_call_ids: set[str], catalog: Catalog, tools: ToolSession | None
+    ) -> None:
+        self._emit = emit
+        self._used_call_ids = used_call_ids
+        self._catalog = catalog
+        """Maps the model-visible names of calls back to the public tools."""
+        self._tools = tools
+        self.tool_calls: list[Item] = []
+        """Calls that go back to the client (approval requests among them)."""
+        self.gateway_calls: list[PendingCall] = []
+        """Calls the gateway runs before the next round."""
+
+    def open(self, delta: ToolCallDelta) -> tuple[Item, Entry | None]:
+        """The item a call's first fragment opens, with the catalog entry of a
+        gateway-owned call (None for the client's)."""
+        entry = self._catalog.entry(delta.name) if delta.name else None
+        if entry is None and delta.name and self._tools is not None:
+            entry = self._tools.unoffered(delta.name)  # a declared server's, not offered
+        if entry is not None and entry.gateway_owned and self._tools is not None:
+            return self._tools.open_call(entry), entry
+        call_id = delta.call_id
+        if not call_id or call_id in self._used_call_ids:
+            call_id = new_id("call")
+        self._used_call_ids.add(call_id)
+        item: Item = {
+            "id": new_id("fc"),
+            "type": FUNCTION_CALL,
+            "status": "in_progress",
+            "call_id": call_id,
+            "name": delta.name or "",
+            "arguments": "",
+        }
+        if delta.name and self._catalog.is_custom(delta.name):
+            del item["arguments"]
+            item.update(id=new_id("ctc"), type=CUSTOM_TOOL_CALL, input="")
+        elif entry is not None and entry.kind in shell.TOOL_TYPES:
+            item = shell.open_call(entry.kind, call_id)
+        elif entry is not None and entry.kind == "tool_search":  # the client's own search
+            item = tool_search.call_item(call_id, "client")
+        self._catalog.public_call(item)
+        return item, None
+
+    def arguments(self, index: int, item: Item, delta: str) -> None:
+        """A fragment of the arguments of the call at output ``index``, as its item's
+        event (a custom call's input comes whole, when it closes)."""
+        kind = item["type"]
+        if kind == FUNCTION_CALL:
+            self._emit(ev.ArgumentsDelta(index, item["id"], delta))
+        elif kind == MCP_CALL:
+            self._emit(ev.McpArgumentsDelta(index, item["id"], delta))
+
+    def close(self, index: int, item: Item, entry: Entry | None, status: str, text: str) -> bool:
+        """Close the call at output ``index`` with its arguments ``text`` and ``status``;
+        whether its item is done now (a gateway-owned call's is done once it has run, or,
+        cut short, abandoned)."""
+        item_id = item["id"]
+        match item["type"]:
+            case "custom_tool_call":
+                raw = custom_input(text)
+                item["input"] = raw
+                item["status"] = status
+                if raw:
+                    self._emit(ev.CustomInputDelta(index, item_id, raw))
+                self._emit(ev.CustomInputDone(index, item_id, raw))
+                self.tool_calls.append(item)
+            case "tool_search_call" if item.get("execution") == "client":
+                item["arguments"] = tool_search.arguments_of(text)
+                item["status"] = status
+                self.tool_calls.append(item)
+            case "mcp_call" | "web_search_call" | "tool_search_call":
+                if item["type"] == MCP_CALL:
+                    item["arguments"] = text
+                    self._emit(ev.McpArgumentsDone(index, item_id, text))
+                elif item["type"] == TOOL_SEARCH_CALL:
+                    item["arguments"] = tool_search.arguments_of(text)
+                if entry is not None and status == "completed":
+                    self.gateway_calls.append(PendingCall(entry, item, index, text))
+                return False
+            case "shell_call" | "local_shell_call":
+                shell.close_call(item, text)
+                item["status"] = status
+                self.tool_calls.append(item)
+            case "mcp_approval_request":
+                item["arguments"] = text
+                self.tool_calls.append(item)
+            case _:
+                self._catalog.public_call(item)
+                item["arguments"] = text
+                item["status"] = status
+                self._emit(ev.ArgumentsDone(index, item_id, item["name"], text))
+                self.tool_calls.append(item)
+        return True
