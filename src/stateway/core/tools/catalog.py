@@ -321,7 +321,9 @@ def _names(tool: Item, entry: Entry) -> bool:
     """Whether ``tool`` (one of an ``allowed_tools`` choice's) names ``entry``: a function
     or custom tool by its name (and ``namespace``, when given), a namespace by its name, an
     MCP server by its label (and a tool of it by ``name``, when given), the other kinds by
-    their type."""
+    their type. What it matches is a resolved entry (a discovered MCP tool, a namespace's
+    member): :mod:`.choice` judges the same choice against the declared tools, before they
+    are resolved, which is why the two rules differ."""
     kind = tool.get("type")
     if kind == NAMESPACE:
         return entry.namespace is not None and entry.namespace == tool.get("name")

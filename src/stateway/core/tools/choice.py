@@ -80,6 +80,10 @@ def context_tools(items: Iterable[Any]) -> list[Item]:
 
 
 def _declared(entry: dict[str, Any], tools: list[Item]) -> bool:
+    """Whether a choice's ``entry`` names one of the declared ``tools``. Which of the
+    resolved tools an ``allowed_tools`` choice then offers is the catalog's rule (its
+    entries: an MCP server's tools by name, once discovered; hosted types are never
+    among them)."""
     kind = entry.get("type")
     if kind in ("function", CUSTOM):
         namespace = entry.get("namespace")
