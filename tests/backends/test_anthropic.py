@@ -463,6 +463,18 @@ def test_thinking_budgets_stay_within_what_anthropic_accepts() -> None:
     )
 
 
+def test_an_interleaved_thinking_budget_goes_past_max_tokens_as_it_came() -> None:
+    interleaved = ["interleaved-thinking-2025-05-14"]
+    sent = body(
+        [user("q")], reasoning_budget=50000, max_output_tokens=8000, anthropic_beta=interleaved
+    )
+    assert (sent["max_tokens"], sent["thinking"]["budget_tokens"]) == (8000, 50000)
+    small = body(
+        [user("q")], reasoning_budget=2048, max_output_tokens=1000, anthropic_beta=interleaved
+    )
+    assert small["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
 def test_thinking_leaves_out_sampling_anthropic_refuses_with_it() -> None:
     sent = body([user("q")], reasoning_effort="low", temperature=0.2, top_k=5, top_p=0.5)
     assert not {"temperature", "top_k", "top_p"} & set(sent)

@@ -6,14 +6,16 @@
 - ``max_tokens`` is always sent (the backend's default when the client set none).
   Thinking: an explicit budget, or one derived from the effort, kept within
   ``[1024, max_tokens)`` (half of the default when the client set no limit; no thinking
-  when ``max_tokens`` leaves no room); or, with ``thinking = "adaptive"`` or for a client
-  that asked for adaptive thinking, adaptive thinking with the effort in
-  ``output_config``; a Messages client's ``thinking.display`` goes along. While
-  thinking, sampling settings Anthropic refuses are left out (a temperature other than 1,
-  ``top_k``, a ``top_p`` below 0.95), and a tool choice that forces a tool turns thinking
-  off (the two cannot be combined), as does a last assistant message calling tools
-  without its signed thinking (a Chat client's, or one whose reasoning item was dropped):
-  Anthropic refuses thinking unless that message starts with a thinking block.
+  when ``max_tokens`` leaves no room), except a Messages client's budget sent with the
+  ``interleaved-thinking-2025-05-14`` beta, the whole turn's, which goes as it is; or,
+  with ``thinking = "adaptive"`` or for a client that asked for adaptive thinking,
+  adaptive thinking with the effort in ``output_config``; a Messages client's
+  ``thinking.display`` goes along. While thinking, sampling settings Anthropic refuses are
+  left out (a temperature other than 1, ``top_k``, a ``top_p`` below 0.95), and a tool
+  choice that forces a tool turns thinking off (the two cannot be combined), as does a
+  last assistant message calling tools without its signed thinking (a Chat client's, or
+  one whose reasoning item was dropped): Anthropic refuses thinking unless that message
+  starts with a thinking block.
 - ``service_tier``: ``auto`` (and ``priority``) as ``auto``, ``default`` as
   ``standard_only``; others are not sent.
 - A ``json_schema`` text format is Anthropic's structured output,
@@ -28,6 +30,7 @@ from typing import Any, Final, Literal
 from stateway.backends.anthropic_content import conversation
 from stateway.backends.anthropic_names import ToolNames
 from stateway.core.adaptive_effort import ADAPTIVE_DEFAULT, ADAPTIVE_EFFORTS
+from stateway.core.commands import INTERLEAVED_THINKING
 from stateway.core.errors import InvalidRequest
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
@@ -159,11 +162,13 @@ def _thinking(
         body["thinking"], body["output_config"] = thinking, {"effort": level}
         return thinking
     wanted = budget if budget is not None else EFFORT_BUDGETS.get(str(effort), 8192)
-    if max_tokens <= MIN_THINKING_BUDGET:
+    if budget is not None and INTERLEAVED_THINKING in settings.anthropic_beta:
+        ceiling = budget  # the whole turn's, sent with the beta that lets it pass max_tokens
+    elif max_tokens <= MIN_THINKING_BUDGET:
         return None
-    # the client's limit is thinking and answer together; without one, thinking may take
-    # half of the backend's default, not all of it
-    ceiling = max_tokens - 1 if settings.max_output_tokens is not None else max_tokens // 2
+    else:  # the client's limit is thinking and answer together; without one, thinking
+        # may take half of the backend's default, not all of it
+        ceiling = max_tokens - 1 if settings.max_output_tokens is not None else max_tokens // 2
     thinking = {
         "type": "enabled",
         "budget_tokens": max(MIN_THINKING_BUDGET, min(wanted, ceiling)),

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from stateway.core.runs import Run
 
 DEFAULT_TENANT = "default"
+INTERLEAVED_THINKING = "interleaved-thinking-2025-05-14"
+"""The ``anthropic-beta`` feature under which Messages' ``thinking.budget_tokens`` is the
+whole turn's budget (thinking between tool calls too), so it may exceed ``max_tokens``."""
 
 
 @dataclass(slots=True, frozen=True)

@@ -455,6 +455,16 @@ def test_bad_input_is_a_400_naming_the_field(raw: bytes, named: str | None) -> N
         assert named.split(".")[-1] in error.message
 
 
+def test_an_interleaved_thinking_budget_may_exceed_max_tokens() -> None:
+    thinking = {"type": "enabled", "budget_tokens": 20000}
+    raw = body(max_tokens=16000, thinking=thinking)
+    assert refused(raw).param == "thinking.budget_tokens"
+    betas = ["claude-code-20250219", "interleaved-thinking-2025-05-14"]
+    settings = decode_messages(raw, betas=betas).settings
+    assert (settings.reasoning_budget, settings.max_output_tokens) == (20000, 16000)
+    assert settings.anthropic_beta == betas
+
+
 def test_a_tool_result_answers_one_tool_use_once() -> None:
     use = {"type": "tool_use", "id": "t1", "name": "f", "input": {}}
     result = {"type": "tool_result", "tool_use_id": "t1"}

@@ -102,6 +102,22 @@ async def test_a_message() -> None:
     )
 
 
+async def test_a_budget_past_max_tokens_is_taken_with_interleaved_thinking() -> None:
+    backend = ScriptedBackend(OK)
+    app = build(backend)
+    raw = body(max_tokens=2000, thinking={"type": "enabled", "budget_tokens": 4000})
+    assert_anthropic_error(await post(app, raw), 400, "invalid_request_error")
+    beta = (b"anthropic-beta", b"claude-code-20250219, interleaved-thinking-2025-05-14")
+    reply = await call(app, "POST", "/v1/messages", raw, headers=[beta])
+    assert reply.status == 200, reply.body
+    [sent] = backend.requests
+    assert sent.settings.reasoning_budget == 4000
+    assert sent.settings.anthropic_beta == [
+        "claude-code-20250219",
+        "interleaved-thinking-2025-05-14",
+    ]
+
+
 async def test_a_stream_with_thinking_and_a_tool_call() -> None:
     script: list[Delta | GatewayError] = [
         ReasoningDelta("hm"),

@@ -18,7 +18,9 @@ its ``mcp`` tools (:mod:`.server_tools`; any other tool type is a 400); ``tool_c
 ``thinking``: ``enabled`` -> its budget and the effort it amounts to, ``adaptive`` -> the
 effort of ``output_config.effort`` (every level as it is, ``max`` too; ``high`` when
 absent or a level the gateway does not know),
-``disabled`` -> none; ``thinking.display`` kept (``omitted``: thinking blocks are answered
+``disabled`` -> none; a budget must be less than ``max_tokens``, unless the
+``interleaved-thinking-2025-05-14`` beta makes it the whole turn's (as Anthropic checks
+it); ``thinking.display`` kept (``omitted``: thinking blocks are answered
 without their text). Every thinking block the model's reasoning becomes is signed: unless
 the upstream signed it (Anthropic), its ``signature`` is the text sealed with the
 gateway's key, which the gateway opens when the block comes back, so the model gets its
@@ -36,7 +38,12 @@ import orjson
 import pydantic
 
 from stateway.core.adaptive_effort import ADAPTIVE_DEFAULT, ADAPTIVE_EFFORTS
-from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
+from stateway.core.commands import (
+    INTERLEAVED_THINKING,
+    CountTokens,
+    CreateResponse,
+    GenerationSettings,
+)
 from stateway.core.compaction.reasoning_output import INCLUDE_ENCRYPTED
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
@@ -66,7 +73,10 @@ _SERVICE_TIERS = {"auto": "auto", "standard_only": "default"}
 """Anthropic's service tiers as the canonical (OpenAI's) words for them."""
 
 
-def decode_messages(raw: bytes, *, max_input_items: int | None = None) -> CreateResponse:
+def decode_messages(
+    raw: bytes, *, max_input_items: int | None = None, betas: list[str] | None = None
+) -> CreateResponse:
+    """``betas``: the features the client's ``anthropic-beta`` headers name."""
     body = _validated(raw, MessagesBody, max_input_items)
     command = _command(body, max_input_items)
     settings = command.settings
@@ -78,14 +88,20 @@ def decode_messages(raw: bytes, *, max_input_items: int | None = None) -> Create
     settings.cache_control = body.cache_control
     last = command.input[-1]
     settings.continue_final_message = last.get("type") == "message" and last["role"] == "assistant"
+    if betas is not None:
+        settings.anthropic_beta = betas
     budget = settings.reasoning_budget
     if budget is not None and budget >= body.max_tokens:
-        raise field_error(
-            "thinking.budget_tokens",
-            "must be less than max_tokens.",
-        )
+        _check_budget(settings.anthropic_beta)
     command.stream = bool(body.stream)
     return command
+
+
+def _check_budget(betas: list[str]) -> None:
+    """A thinking budget of ``max_tokens`` or more is refused, as Anthropic refuses it,
+    unless interleaved thinking makes it the whole turn's budget."""
+    if INTERLEAVED_THINKING not in betas:
+        raise field_error("thinking.budget_tokens", "must be less than max_tokens.")
 
 
 def decode_count_tokens(raw: bytes, *, max_input_items: int | None = None) -> CountTokens:

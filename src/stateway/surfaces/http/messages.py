@@ -98,12 +98,13 @@ class MessagesRoutes:
         principal = principal_of(scope)  # who may ask, before what is asked is judged
         require_json(scope)
         body = await read_body(scope, receive, self._max_body, self._body_timeout)
-        limit = self._max_items
+        limit, named = self._max_items, betas(scope)
         if len(body) <= INLINE_DECODE_BYTES:
-            command = decode_messages(body, max_input_items=limit)
+            command = decode_messages(body, max_input_items=limit, betas=named)
         else:
-            command = await asyncio.to_thread(decode_messages, body, max_input_items=limit)
-        command.settings.anthropic_beta = betas(scope)
+            command = await asyncio.to_thread(
+                decode_messages, body, max_input_items=limit, betas=named
+            )
         run = await started(self._gateway, principal, command, receive)
         if command.stream:
             return SSEResponse(
