@@ -465,6 +465,15 @@ def test_an_interleaved_thinking_budget_may_exceed_max_tokens() -> None:
     assert settings.anthropic_beta == betas
 
 
+def test_a_file_source_is_refused_as_a_source_not_a_block() -> None:
+    image = {"type": "image", "source": {"type": "file", "file_id": "file_1"}}
+    error = refused(body(messages=[{"role": "user", "content": [image]}]))
+    assert error.param == "messages.0.content.0.source.type"
+    assert "source type 'file' is not supported" in error.message
+    assert "'base64', 'url'" in error.message
+    assert "content block" not in error.message
+
+
 def test_a_tool_result_answers_one_tool_use_once() -> None:
     use = {"type": "tool_use", "id": "t1", "name": "f", "input": {}}
     result = {"type": "tool_result", "tool_use_id": "t1"}

@@ -339,8 +339,12 @@ def _invalid(exc: pydantic.ValidationError, at: tuple[int | str, ...] = ()) -> I
     if error["type"] == "union_tag_not_found":
         return field_error(f"{param}.type", "Field required", "missing_required_parameter")
     if error["type"] == "union_tag_invalid":
-        tag = (error.get("ctx") or {}).get("tag")
-        return field_error(f"{param}.type", f"unknown content block type '{tag}'.")
+        ctx = error.get("ctx") or {}
+        if error["loc"][-1] == "source":  # the Files API's file sources among them
+            expected = ctx.get("expected_tags")
+            problem = f"source type '{ctx.get('tag')}' is not supported; expected {expected}."
+            return field_error(f"{param}.type", problem)
+        return field_error(f"{param}.type", f"unknown content block type '{ctx.get('tag')}'.")
     code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
     return field_error(param, error["msg"], code)
 
