@@ -723,6 +723,32 @@ def test_a_text_blocks_citations_stay_on_its_part() -> None:
     ]
 
 
+def test_input_examples_are_shown_after_the_tool_description() -> None:
+    examples = [{"city": "Paris"}, {"city": "Oslo", "unit": "C"}]
+    custom = {"name": "weather", "description": "Weather now.", "input_schema": {}}
+    bash = {"type": "bash_20250124", "name": "bash", "input_examples": [{"command": "ls"}]}
+    tools = decode_messages(
+        body(tools=[{**custom, "input_examples": examples}, custom | {"name": "bare"}, bash])
+    ).settings.tools
+    assert tools[0]["description"] == (
+        'Weather now.\n\nExample inputs:\n{"city":"Paris"}\n{"city":"Oslo","unit":"C"}'
+    )
+    assert tools[1]["description"] == "Weather now."
+    assert tools[2]["description"].endswith('\n\nExample inputs:\n{"command":"ls"}')
+    undescribed = {"name": "f", "input_schema": {}, "input_examples": [{}]}
+    [tool] = decode_messages(body(tools=[undescribed])).settings.tools
+    assert tool["description"] == "Example inputs:\n{}"
+
+
+def test_a_tool_only_code_execution_may_call_is_refused() -> None:
+    tool = {"name": "f", "input_schema": {}, "allowed_callers": ["code_execution_20250825"]}
+    error = refused(body(tools=[tool]))
+    assert error.param == "tools.0.allowed_callers"
+    direct = {**tool, "allowed_callers": ["direct", "code_execution_20250825"]}
+    [function] = decode_messages(body(tools=[direct])).settings.tools
+    assert function["name"] == "f"
+
+
 def test_a_tool_choice_of_a_tool_without_its_name_is_a_missing_field() -> None:
     tools = [{"name": "f", "input_schema": {"type": "object"}}]
     error = refused(body(tools=tools, tool_choice={"type": "tool"}))

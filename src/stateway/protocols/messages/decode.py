@@ -7,9 +7,11 @@ the whole conversation); ``decode_count_tokens`` does the same for ``/count_toke
 Settings: ``max_tokens`` -> ``max_output_tokens``; ``stop_sequences``, ``temperature``,
 ``top_p``, ``top_k`` as they are; ``metadata.user_id`` -> ``user``; ``service_tier``
 ``auto`` / ``standard_only`` -> ``auto`` / ``default``; tools (``input_schema``
-as ``parameters``; ``defer_loading`` kept, ``cache_control`` dropped) as function tools,
+as ``parameters``; ``defer_loading`` and ``cache_control`` kept) as function tools,
 Anthropic-defined client tools (``bash``, the text editor, ``memory``) as function tools
-with the input their type takes (:mod:`.client_tools`), the ``web_search_YYYYMMDD``
+with the input their type takes (:mod:`.client_tools`), either's ``input_examples`` shown
+after its description (an ``allowed_callers`` without ``direct``, a tool only code
+execution may call, is a 400), the ``web_search_YYYYMMDD``
 server tool as the gateway's ``web_search`` (``allowed_domains`` and ``blocked_domains`` as
 its ``filters``, ``max_uses`` kept), ``mcp_servers`` (and their ``mcp_toolset`` tools) as
 its ``mcp`` tools (:mod:`.server_tools`; any other tool type is a 400); ``tool_choice``
@@ -190,20 +192,38 @@ def _tools(tools: list[dict[str, Any]], servers: list[McpServerParam]) -> list[I
         if isinstance(tool, WebSearchToolParam):
             decoded.append(_web_search(tool, index))
             continue
-        if isinstance(tool, ClientToolParam):
-            decoded.append(_client_tool(tool, index))
-            continue
-        function: Item = {"type": "function", "name": tool.name, "parameters": tool.input_schema}
-        if tool.description:
-            function["description"] = tool.description
-        if tool.strict is not None:
-            function["strict"] = tool.strict
-        if tool.defer_loading:
-            function["defer_loading"] = True
-        if tool.cache_control is not None:  # for an Anthropic upstream (the others cache
-            function["cache_control"] = tool.cache_control  # prefixes on their own)
+        function = _client_tool(tool, index) if isinstance(tool, ClientToolParam) else _custom(tool)
+        if tool.allowed_callers is not None and "direct" not in tool.allowed_callers:
+            raise field_error(
+                f"tools.{index}.allowed_callers",
+                "tools called only from code execution are not supported; include 'direct'.",
+            )
+        if tool.input_examples:
+            _add_examples(function, tool.input_examples)
         decoded.append(function)
     return decoded + mcp_tools(servers, toolsets)
+
+
+def _custom(tool: ToolParam) -> Item:
+    function: Item = {"type": "function", "name": tool.name, "parameters": tool.input_schema}
+    if tool.description:
+        function["description"] = tool.description
+    if tool.strict is not None:
+        function["strict"] = tool.strict
+    if tool.defer_loading:
+        function["defer_loading"] = True
+    if tool.cache_control is not None:  # for an Anthropic upstream (the others cache
+        function["cache_control"] = tool.cache_control  # prefixes on their own)
+    return function
+
+
+def _add_examples(function: Item, examples: list[dict[str, Any]]) -> None:
+    """A tool's ``input_examples`` shown to the model after its description, one JSON
+    input a line (every upstream gets them, Anthropic's as any other's)."""
+    shown = "\n".join(orjson.dumps(example).decode() for example in examples)
+    described = function.get("description")
+    lead = f"{described}\n\n" if described else ""
+    function["description"] = f"{lead}Example inputs:\n{shown}"
 
 
 Declared = ToolParam | WebSearchToolParam | ClientToolParam | McpToolsetParam

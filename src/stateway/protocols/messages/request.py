@@ -212,6 +212,8 @@ class ToolParam(_Wire):
     strict: bool | None = None
     defer_loading: bool | None = None
     cache_control: dict[str, Any] | None = None
+    input_examples: list[dict[str, Any]] | None = None
+    allowed_callers: list[str] | None = None
 
 
 WEB_SEARCH_TOOL = re.compile(r"web_search_\d{8}")
@@ -239,6 +241,8 @@ class ClientToolParam(_Wire):
     max_characters: int | None = Field(default=None, ge=1)
     defer_loading: bool | None = None
     cache_control: dict[str, Any] | None = None
+    input_examples: list[dict[str, Any]] | None = None
+    allowed_callers: list[str] | None = None
 
 
 class McpToolConfiguration(_Wire):
