@@ -81,6 +81,7 @@ def test_malformed_gateway_tools_fail_to_load(tmp_path: Path, tools: str, fragme
             "No MCP server is configured with label 'nowhere'",
         ),
         ('[{type = "web_search"}]', "needs a web search provider"),
+        ('[{type = "web_search_preview_2025_03_11"}]', "needs a web search provider"),
     ],
 )
 def test_a_tool_the_gateway_cannot_run_fails_when_built(

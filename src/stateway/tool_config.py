@@ -35,6 +35,7 @@ from pydantic import Field, field_validator, model_validator
 
 from stateway.config_section import Section
 from stateway.core.errors import InvalidRequest
+from stateway.core.tools.catalog import WEB_SEARCH_TYPES
 from stateway.protocols.responses.tools.decode import decode_tools
 
 
@@ -145,7 +146,7 @@ class WebSearchConfig(Section):
         return self.api_key_env or SEARCH_KEY_ENV[self.provider]
 
 
-GATEWAY_TOOL_TYPES = frozenset({"mcp", "web_search", "web_search_preview"})
+GATEWAY_TOOL_TYPES = frozenset({"mcp"}) | WEB_SEARCH_TYPES
 """What a backend's ``gateway_tools`` may hold: the gateway's own tool kinds."""
 
 

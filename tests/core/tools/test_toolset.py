@@ -44,6 +44,16 @@ def test_owners_split_client_and_gateway_tools() -> None:
     assert resolved.gateway_owned
 
 
+@pytest.mark.parametrize(
+    "kind",
+    ["web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11"],
+)
+def test_every_web_search_type_is_run_by_the_gateway(kind: str) -> None:
+    resolved = tools(search=True).resolve([{"type": kind}])
+    assert resolved.web_search is not None
+    assert resolved.native == []
+
+
 def test_a_configured_label_uses_the_configured_server_and_its_credentials() -> None:
     binding = resolve_one({"type": "mcp", "server_label": "docs"})
     assert binding.server == DOCS

@@ -384,6 +384,23 @@ def test_gateway_tool_shapes_are_decoded_for_the_core_to_resolve() -> None:
 
 
 @pytest.mark.parametrize(
+    "kind",
+    ["web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11"],
+)
+def test_every_web_search_type_is_the_gateway_tool_and_a_choice_of_it(kind: str) -> None:
+    """The SDK's ``WebSearchTool`` and ``WebSearchPreviewTool`` types, dated ones among
+    them: decoded (their fields checked) rather than passed through to an upstream."""
+    tool = {"type": kind, "search_context_size": "low", "search_content_types": ["text"]}
+    body = {"model": "m", "input": "x", "tools": [tool], "tool_choice": {"type": kind}}
+    command = decode(body)
+    assert command.settings.tools == [tool]
+    assert command.settings.tool_choice == {"type": kind}
+    with pytest.raises(InvalidRequest) as caught:
+        decode({**body, "tools": [{**tool, "search_context_size": "huge"}]})
+    assert caught.value.param == "tools[0].search_context_size"
+
+
+@pytest.mark.parametrize(
     ("parameters", "param"),
     [
         ({"type": "string"}, "tools[0].parameters.type"),
@@ -415,6 +432,14 @@ def test_invalid_function_schemas_are_named(parameters: dict[str, object], param
         ({"type": "web_search", "search_context_size": {}}, "tools[0].search_context_size"),
         ({"type": "web_search", "external_web_access": "no"}, "tools[0].external_web_access"),
         ({"type": "web_search", "user_location": "here"}, "tools[0].user_location"),
+        (
+            {"type": "web_search_preview", "search_content_types": ["video"]},
+            "tools[0].search_content_types",
+        ),
+        (
+            {"type": "web_search_preview", "search_content_types": "text"},
+            "tools[0].search_content_types",
+        ),
         ({"type": "tool_search", "execution": ["client"]}, "tools[0].execution"),
     ],
 )

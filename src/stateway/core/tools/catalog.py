@@ -49,7 +49,11 @@ import orjson
 from stateway.core.items import TOOL_SEARCH_OUTPUT, Item
 from stateway.core.tools import shell
 
-WEB_SEARCH_TYPES: Final = frozenset({"web_search", "web_search_preview", "web_search_2025_08_26"})
+WEB_SEARCH_TYPES: Final = frozenset(
+    {"web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11"}
+)
+"""The types of the hosted web search tool (the SDK's ``WebSearchTool`` and
+``WebSearchPreviewTool``, dated versions among them): each is the gateway's web search."""
 NAMESPACE: Final = "namespace"
 CUSTOM: Final = "custom"
 ADDITIONAL_TOOLS: Final = "additional_tools"

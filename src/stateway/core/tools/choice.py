@@ -31,7 +31,7 @@ from stateway.core.tools.catalog import (
 )
 
 _SAME_KIND: Final = {
-    **dict.fromkeys(WEB_SEARCH_TYPES | {"web_search_preview_2025_03_11"}, "web_search"),
+    **dict.fromkeys(WEB_SEARCH_TYPES, "web_search"),
     **dict.fromkeys(("computer", "computer_use", "computer_use_preview"), "computer"),
 }
 """The types that name one kind of tool, by that kind."""

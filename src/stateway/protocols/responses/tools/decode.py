@@ -6,9 +6,9 @@ and ``local_shell``; functions, custom tools and namespaces may be marked
 ``defer_loading``. ``tool_search`` is the client's or the gateway's by its ``execution``;
 the tools of a ``tool_search_output`` input item are checked like declared ones (but not
 declared: they are loaded when the item is in the context). Gateway-owned kinds: ``mcp``
-and ``web_search`` (``web_search_preview``); their shapes are checked here, and whether
-the gateway can run them (a configured server or provider) in the core
-(:mod:`stateway.core.tools.toolset`). Other kinds (``image_generation``,
+and ``web_search`` (any of its types: ``web_search_preview``, the dated ones); their
+shapes are checked here, and whether the gateway can run them (a configured server or
+provider) in the core (:mod:`stateway.core.tools.toolset`). Other kinds (``image_generation``,
 ``code_interpreter``, a future type) are kept as sent, once their nesting is checked:
 whether the chosen upstream can carry them is decided in the core, after routing.
 """

@@ -1,6 +1,7 @@
-"""Gateway-owned tools of the Responses wire: ``mcp`` and ``web_search``
-(``web_search_preview``). Their shapes are checked here; whether the gateway can run them
-(a configured server or provider) in the core (:mod:`stateway.core.tools.toolset`).
+"""Gateway-owned tools of the Responses wire: ``mcp`` and ``web_search`` (in any of its
+types: ``web_search_preview`` and the dated ones). Their shapes are checked here; whether
+the gateway can run them (a configured server or provider) in the core
+(:mod:`stateway.core.tools.toolset`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from stateway.protocols.responses.tools.fields import (
 )
 
 _CONTEXT_SIZES = frozenset({"low", "medium", "high"})
+_CONTENT_TYPES = frozenset({"text", "image"})
 
 
 def decode_web_search(tool: dict[str, Any], path: str) -> Item:
@@ -35,6 +37,15 @@ def decode_web_search(tool: dict[str, Any], path: str) -> Item:
     expected = "'low', 'medium' or 'high'"
     copy_choice(tool, out, "search_context_size", path, _CONTEXT_SIZES, expected)
     copy_typed(tool, out, "user_location", path, dict, "an object")
+    content_types = tool.get("search_content_types")
+    if content_types is not None:  # the preview tool's; kept for the echo
+        if not strings(content_types, optional=False) or not set(content_types) <= _CONTENT_TYPES:
+            raise InvalidRequest(
+                "Invalid value for 'search_content_types': expected a list of 'text' and 'image'.",
+                param=f"{path}.search_content_types",
+                code="invalid_value",
+            )
+        out["search_content_types"] = content_types
     return out
 
 
