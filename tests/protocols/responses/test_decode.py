@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stateway.core.errors import InvalidRequest
-from stateway.protocols.responses.decode import decode_create, decode_list_input_items
+from stateway.protocols.responses.decode import decode_create
+from stateway.protocols.responses.reads import decode_list_input_items
 
 
 def decode(body: object) -> object:

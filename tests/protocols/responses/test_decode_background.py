@@ -5,7 +5,8 @@ import pytest
 
 from stateway.core.commands import GetResponse, WatchResponse
 from stateway.core.errors import InvalidRequest
-from stateway.protocols.responses.decode import decode_create, decode_retrieve
+from stateway.protocols.responses.decode import decode_create
+from stateway.protocols.responses.reads import decode_retrieve
 
 
 def test_background_is_carried_to_the_command() -> None:

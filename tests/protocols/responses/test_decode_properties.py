@@ -13,8 +13,9 @@ from openai.types.responses import Response
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.response import ResponseState
-from stateway.protocols.responses.decode import decode_create, decode_list_input_items
+from stateway.protocols.responses.decode import decode_create
 from stateway.protocols.responses.encode import encode_response
+from stateway.protocols.responses.reads import decode_list_input_items
 from tests.protocols.responses.test_decode import request_like
 
 _words = st.text(min_size=1, max_size=12)

@@ -21,9 +21,10 @@ from stateway.core.commands import (
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.protocols.responses.body import parse_body
-from stateway.protocols.responses.decode import page_query, read_include
+from stateway.protocols.responses.include import read_include
 from stateway.protocols.responses.items import decode_items
 from stateway.protocols.responses.metadata import decode_metadata
+from stateway.protocols.responses.reads import page_query
 
 MAX_ITEMS: Final = 20
 """Items one request may add (on creation or appended)."""

@@ -1,35 +1,32 @@
-"""Responses wire -> canonical commands.
+"""Responses request bodies -> canonical commands: ``POST /v1/responses`` and its
+``/compact`` and ``/input_tokens``.
 
 ``decode_create`` validates a ``POST /v1/responses`` body and returns a ``CreateResponse``
 with normalized input items: a string input becomes one user message, message content
 becomes a list of parts, every item gets an id (client ids are kept as labels). Item types
 the gateway does not model are passed through untouched; whether an upstream can carry
-them is decided in the core, against the chosen backend.
+them is decided in the core, against the chosen backend. The reads' queries are
+:mod:`.reads`'; ``include`` is :mod:`.include`'s, ``text.format`` :mod:`.text_format`'s.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import pydantic
 
-from stateway.core.commands import (
-    CompactResponse,
-    CountTokens,
-    CreateResponse,
-    GenerationSettings,
-    GetResponse,
-    ListInputItems,
-    WatchResponse,
-)
+from stateway.core.commands import CompactResponse, CountTokens, CreateResponse, GenerationSettings
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.moderation import check_moderation
-from stateway.protocols.responses.body import check_item_count, invalid_request, parse_body
+from stateway.protocols.responses.body import (
+    check_item_count,
+    invalid_request,
+    parse_body,
+    supported_values,
+)
+from stateway.protocols.responses.include import check_include
 from stateway.protocols.responses.items import decode_items
 from stateway.protocols.responses.metadata import decode_metadata
-from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.responses.request import (
     SERVICE_TIERS,
     CompactBody,
@@ -38,34 +35,10 @@ from stateway.protocols.responses.request import (
     InputTokensBody,
     PromptCacheOptions,
 )
+from stateway.protocols.responses.text_format import decode_text_format
 from stateway.protocols.responses.tools.choice import decode_tools_and_choice
 
-_FORMATS = frozenset({"text", "json_object", "json_schema"})
-_SCHEMA_NAME: Final = re.compile(r"[a-zA-Z0-9_-]+")
-_SCHEMA_NAME_LENGTH: Final = 64
-INCLUDABLE: Final = (
-    "file_search_call.results",
-    "web_search_call.results",
-    "web_search_call.action.sources",
-    "message.input_image.image_url",
-    "computer_call_output.output.image_url",
-    "code_interpreter_call.outputs",
-    "reasoning.encrypted_content",
-    "message.output_text.logprobs",
-)
-"""The ``include`` values the hosted API takes (the SDK's ``ResponseIncludable``); the
-gateway acts on ``reasoning.encrypted_content`` and ``message.output_text.logprobs``."""
-
-
-def _supported(values: Sequence[str]) -> str:
-    """The values a field takes, as hosted lists them in its ``Invalid value`` message."""
-    return ", ".join(f"'{v}'" for v in values[:-1]) + f", and '{values[-1]}'"
-
-
-_SUPPORTED_INCLUDES: Final = _supported(INCLUDABLE)
-_SUPPORTED_TIERS: Final = _supported(sorted(SERVICE_TIERS))
-_MAX_SEQUENCE_NUMBER = 2**31 - 1
-"""Sequence numbers are stored as 32-bit integers."""
+_SUPPORTED_TIERS: Final = supported_values(sorted(SERVICE_TIERS))
 
 
 def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateResponse:
@@ -97,7 +70,7 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
         tools=tools,
         tool_choice=choice,
         parallel_tool_calls=True if body.parallel_tool_calls is None else body.parallel_tool_calls,
-        text_format=_text_format(body.text.format if body.text else None),
+        text_format=decode_text_format(body.text.format if body.text else None),
         verbosity=body.text.verbosity if body.text else None,
         reasoning_effort=body.reasoning.effort if body.reasoning else None,
         reasoning_summary=(body.reasoning.summary or body.reasoning.generate_summary)
@@ -171,7 +144,7 @@ def decode_input_tokens(raw: bytes, *, max_input_items: int | None = None) -> Co
         tools=tools,
         tool_choice=choice,
         parallel_tool_calls=True if body.parallel_tool_calls is None else body.parallel_tool_calls,
-        text_format=_text_format(body.text.format if body.text else None),
+        text_format=decode_text_format(body.text.format if body.text else None),
         reasoning_effort=body.reasoning.effort if body.reasoning else None,
         truncation=body.truncation or "disabled",
     )
@@ -243,32 +216,6 @@ def _context_management(entries: list[ContextManagement]) -> list[dict[str, Any]
     return out
 
 
-def decode_list_input_items(
-    response_id: str, query: Mapping[str, str], include: Sequence[str] | None = None
-) -> ListInputItems:
-    """A page of a response's input items (:func:`page_query`), shown with ``include``
-    (the query's ``include[]`` values)."""
-    shown = read_include(include)
-    return ListInputItems(response_id, *page_query(query), shown)
-
-
-def page_query(query: Mapping[str, str]) -> tuple[str | None, int, Literal["asc", "desc"]]:
-    """A listing's ``after``, ``limit`` (1 to 100, default 20) and ``order`` (default
-    ``desc``), as the item listings read them."""
-    limit_text = query.get("limit", "20")
-    if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= 100:
-        raise InvalidRequest(
-            "'limit' must be an integer from 1 to 100.", param="limit", code="invalid_value"
-        )
-    order = query.get("order", "desc")
-    if order not in ("asc", "desc"):
-        raise InvalidRequest(
-            "'order' must be 'asc' or 'desc'.", param="order", code="invalid_value"
-        )
-    sort: Literal["asc", "desc"] = "asc" if order == "asc" else "desc"
-    return query.get("after") or None, int(limit_text), sort
-
-
 def _conversation_id(value: str | dict[str, Any] | None, previous: str | None) -> str | None:
     """The id a ``conversation`` field names (an id, or an object with ``id``); it excludes
     ``previous_response_id``."""
@@ -307,29 +254,6 @@ def _conversation(body: CreateResponseBody) -> str | None:
     return conversation_id
 
 
-def decode_retrieve(
-    response_id: str, query: Mapping[str, str], include: Sequence[str] = ()
-) -> GetResponse | WatchResponse:
-    """``GET /v1/responses/{id}``: the response, its output as ``include`` (the query's
-    ``include[]`` values) shows it, or with ``stream=true`` its event log from after
-    ``starting_after`` (a sequence number, 0 or more), as it was streamed."""
-    shown = read_include(include)
-    if query.get("stream", "false").lower() not in ("true", "1"):
-        return GetResponse(response_id, shown)
-    text = query.get("starting_after")
-    if text is None:
-        return WatchResponse(response_id)
-    digits = text.isascii() and text.isdigit() and len(text) <= 10
-    if not digits or int(text) > _MAX_SEQUENCE_NUMBER:
-        raise InvalidRequest(
-            f"Invalid 'starting_after': '{text}'. Expected a sequence number (an integer, "
-            "0 or more).",
-            param="starting_after",
-            code="invalid_value",
-        )
-    return WatchResponse(response_id, int(text))
-
-
 def _nothing(what: str) -> InvalidRequest:
     return InvalidRequest(
         "Missing required parameter: 'input' (or 'instructions', 'previous_response_id' "
@@ -341,95 +265,3 @@ def _nothing(what: str) -> InvalidRequest:
 
 def _unsupported(message: str, param: str) -> InvalidRequest:
     return InvalidRequest(message, param=param, code="unsupported_parameter")
-
-
-def read_include(include: Sequence[str] | None) -> tuple[str, ...] | None:
-    """A read's ``include``, checked; None (a surface without one: MCP's tools) shows
-    stored items as they are."""
-    if include is None:
-        return None
-    check_include(include)
-    return tuple(include)
-
-
-def check_include(include: Sequence[str]) -> None:
-    """An ``include`` (of a create, or a read's query): each entry one of the values the
-    hosted API takes (:data:`INCLUDABLE`), refused by name otherwise, as hosted; those the
-    gateway has nothing for change nothing."""
-    for index, entry in enumerate(include):
-        if not entry:
-            raise InvalidRequest(
-                "Include entries must be non-empty.",
-                param=f"include[{index}]",
-                code="invalid_value",
-            )
-        if entry not in INCLUDABLE:
-            raise InvalidRequest(
-                f"Invalid value: '{entry}'. Supported values are: {_SUPPORTED_INCLUDES}.",
-                param=f"include[{index}]",
-                code="invalid_value",
-            )
-
-
-def _text_format(fmt: dict[str, Any] | None) -> dict[str, Any]:
-    if fmt is None:
-        return {"type": "text"}
-    kind = fmt.get("type")
-    if not isinstance(kind, str) or kind not in _FORMATS:
-        raise InvalidRequest(
-            f"Invalid value for 'text.format.type': '{kind}'.",
-            param="text.format.type",
-            code="invalid_value",
-        )
-    if kind == "json_schema":
-        return _json_schema(fmt)
-    return {"type": kind}
-
-
-def _json_schema(fmt: dict[str, Any]) -> dict[str, Any]:
-    """Only the keys the client gave (no nulls reach an upstream); the echo fills in the
-    spec's defaults."""
-    if not isinstance(fmt.get("name"), str) or not fmt["name"]:
-        raise InvalidRequest(
-            "Missing required parameter: 'text.format.name'.",
-            param="text.format.name",
-            code="missing_required_parameter",
-        )
-    if not isinstance(fmt.get("schema"), dict):
-        raise InvalidRequest(
-            "Missing required parameter: 'text.format.schema'.",
-            param="text.format.schema",
-            code="missing_required_parameter",
-        )
-    _check_schema_name(fmt["name"])
-    check_nesting(fmt["schema"], "text.format.schema")
-    out = {"type": "json_schema", "name": fmt["name"], "schema": fmt["schema"]}
-    for key, kind in (("strict", bool), ("description", str)):
-        value = fmt.get(key)
-        if value is not None and not isinstance(value, kind):
-            raise InvalidRequest(
-                f"Invalid type for 'text.format.{key}': expected a {kind.__name__}.",
-                param=f"text.format.{key}",
-                code="invalid_type",
-            )
-        if value is not None:
-            out[key] = value
-    return out
-
-
-def _check_schema_name(name: str) -> None:
-    """As hosted: at most 64 characters (judged first), of ``[a-zA-Z0-9_-]``."""
-    if len(name) > _SCHEMA_NAME_LENGTH:
-        raise InvalidRequest(
-            "Invalid 'text.format.name': string too long. Expected a string with maximum "
-            f"length {_SCHEMA_NAME_LENGTH}, but got a string with length {len(name)} instead.",
-            param="text.format.name",
-            code="string_above_max_length",
-        )
-    if not _SCHEMA_NAME.fullmatch(name):
-        raise InvalidRequest(
-            "Invalid 'text.format.name': string does not match pattern. Expected a string "
-            "that matches the pattern '^[a-zA-Z0-9_-]+$'.",
-            param="text.format.name",
-            code="invalid_value",
-        )

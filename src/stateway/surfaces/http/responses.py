@@ -29,8 +29,6 @@ from stateway.protocols.responses.decode import (
     decode_compact,
     decode_create,
     decode_input_tokens,
-    decode_list_input_items,
-    decode_retrieve,
 )
 from stateway.protocols.responses.encode import (
     encode_compacted,
@@ -40,6 +38,7 @@ from stateway.protocols.responses.encode import (
     encode_sse_payload,
     encode_token_count,
 )
+from stateway.protocols.responses.reads import decode_list_input_items, decode_retrieve
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.errors import error_answer

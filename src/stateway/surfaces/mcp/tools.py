@@ -35,8 +35,9 @@ from stateway.protocols.conversations.encode import (
     encode_deleted,
     encode_item_list,
 )
-from stateway.protocols.responses.decode import decode_create, decode_list_input_items
+from stateway.protocols.responses.decode import decode_create
 from stateway.protocols.responses.encode import encode_item_page, encode_response
+from stateway.protocols.responses.reads import decode_list_input_items
 from stateway.surfaces.mcp import inputs as i
 
 Result = dict[str, Any]

@@ -1,0 +1,64 @@
+"""The queries of the Responses reads: ``GET /v1/responses/{id}`` (the response, or its
+event log streamed again) and ``GET /v1/responses/{id}/input_items`` (a page of its input
+items); :func:`page_query` reads any item listing's page (conversations' too)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from stateway.core.commands import GetResponse, ListInputItems, WatchResponse
+from stateway.core.errors import InvalidRequest
+from stateway.protocols.responses.include import read_include
+
+_MAX_SEQUENCE_NUMBER = 2**31 - 1
+"""Sequence numbers are stored as 32-bit integers."""
+
+
+def decode_retrieve(
+    response_id: str, query: Mapping[str, str], include: Sequence[str] = ()
+) -> GetResponse | WatchResponse:
+    """``GET /v1/responses/{id}``: the response, its output as ``include`` (the query's
+    ``include[]`` values) shows it, or with ``stream=true`` its event log from after
+    ``starting_after`` (a sequence number, 0 or more), as it was streamed."""
+    shown = read_include(include)
+    if query.get("stream", "false").lower() not in ("true", "1"):
+        return GetResponse(response_id, shown)
+    text = query.get("starting_after")
+    if text is None:
+        return WatchResponse(response_id)
+    digits = text.isascii() and text.isdigit() and len(text) <= 10
+    if not digits or int(text) > _MAX_SEQUENCE_NUMBER:
+        raise InvalidRequest(
+            f"Invalid 'starting_after': '{text}'. Expected a sequence number (an integer, "
+            "0 or more).",
+            param="starting_after",
+            code="invalid_value",
+        )
+    return WatchResponse(response_id, int(text))
+
+
+def decode_list_input_items(
+    response_id: str, query: Mapping[str, str], include: Sequence[str] | None = None
+) -> ListInputItems:
+    """A page of a response's input items (:func:`page_query`), shown with ``include``
+    (the query's ``include[]`` values)."""
+    shown = read_include(include)
+    return ListInputItems(response_id, *page_query(query), shown)
+
+
+def page_query(query: Mapping[str, str]) -> tuple[str | None, int, Literal["asc", "desc"]]:
+    """A listing's ``after``, ``limit`` (1 to 100, default 20) and ``order`` (default
+    ``desc``), as the item listings read them."""
+    limit_text = query.get("limit", "20")
+    if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= 100:
+        raise InvalidRequest(
+            "'limit' must be an integer from 1 to 100.", param="limit", code="invalid_value"
+        )
+    order = query.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise InvalidRequest(
+            "'order' must be 'asc' or 'desc'.", param="order", code="invalid_value"
+        )
+    sort: Literal["asc", "desc"] = "asc" if order == "asc" else "desc"
+    return query.get("after") or None, int(limit_text), sort

@@ -1,0 +1,79 @@
+"""``text.format``: plain text, a JSON object, or a JSON schema (its name checked as hosted
+checks it, whatever the upstream)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from stateway.core.errors import InvalidRequest
+from stateway.protocols.responses.nesting import check_nesting
+
+_FORMATS = frozenset({"text", "json_object", "json_schema"})
+_SCHEMA_NAME: Final = re.compile(r"[a-zA-Z0-9_-]+")
+_SCHEMA_NAME_LENGTH: Final = 64
+
+
+def decode_text_format(fmt: dict[str, Any] | None) -> dict[str, Any]:
+    """The format the response is asked for (``text`` when none was given)."""
+    if fmt is None:
+        return {"type": "text"}
+    kind = fmt.get("type")
+    if not isinstance(kind, str) or kind not in _FORMATS:
+        raise InvalidRequest(
+            f"Invalid value for 'text.format.type': '{kind}'.",
+            param="text.format.type",
+            code="invalid_value",
+        )
+    if kind == "json_schema":
+        return _json_schema(fmt)
+    return {"type": kind}
+
+
+def _json_schema(fmt: dict[str, Any]) -> dict[str, Any]:
+    """Only the keys the client gave (no nulls reach an upstream); the echo fills in the
+    spec's defaults."""
+    if not isinstance(fmt.get("name"), str) or not fmt["name"]:
+        raise InvalidRequest(
+            "Missing required parameter: 'text.format.name'.",
+            param="text.format.name",
+            code="missing_required_parameter",
+        )
+    if not isinstance(fmt.get("schema"), dict):
+        raise InvalidRequest(
+            "Missing required parameter: 'text.format.schema'.",
+            param="text.format.schema",
+            code="missing_required_parameter",
+        )
+    _check_schema_name(fmt["name"])
+    check_nesting(fmt["schema"], "text.format.schema")
+    out = {"type": "json_schema", "name": fmt["name"], "schema": fmt["schema"]}
+    for key, kind in (("strict", bool), ("description", str)):
+        value = fmt.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise InvalidRequest(
+                f"Invalid type for 'text.format.{key}': expected a {kind.__name__}.",
+                param=f"text.format.{key}",
+                code="invalid_type",
+            )
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _check_schema_name(name: str) -> None:
+    """As hosted: at most 64 characters (judged first), of ``[a-zA-Z0-9_-]``."""
+    if len(name) > _SCHEMA_NAME_LENGTH:
+        raise InvalidRequest(
+            "Invalid 'text.format.name': string too long. Expected a string with maximum "
+            f"length {_SCHEMA_NAME_LENGTH}, but got a string with length {len(name)} instead.",
+            param="text.format.name",
+            code="string_above_max_length",
+        )
+    if not _SCHEMA_NAME.fullmatch(name):
+        raise InvalidRequest(
+            "Invalid 'text.format.name': string does not match pattern. Expected a string "
+            "that matches the pattern '^[a-zA-Z0-9_-]+$'.",
+            param="text.format.name",
+            code="invalid_value",
+        )
