@@ -350,6 +350,8 @@ class CompactResponse:
     input: list[Item]
     instructions: str | None = None
     previous_response_id: str | None = None
+    settings: GenerationSettings = field(default_factory=GenerationSettings)
+    """The summary call's caching and service tier (the rest is the gateway's own ask)."""
 
 
 Command = (

@@ -95,6 +95,42 @@ async def test_compact_returns_the_user_messages_and_one_sealed_summary() -> Non
     assert len(request.items) == 4
 
 
+CACHED = GenerationSettings(
+    temperature=0.5,
+    tools=[{"type": "function", "name": "f"}],
+    user="u",
+    prompt_cache_key="k",
+    prompt_cache_retention="24h",
+    prompt_cache_options={"mode": "explicit"},
+    service_tier="flex",
+)
+
+
+def assert_cached_only(sent: GenerationSettings) -> None:
+    """A summary call is cached and served as asked; the rest is the gateway's own ask."""
+    assert (sent.prompt_cache_key, sent.prompt_cache_retention) == ("k", "24h")
+    assert (sent.prompt_cache_options, sent.service_tier, sent.user) == (
+        {"mode": "explicit"},
+        "flex",
+        "u",
+    )
+    assert (sent.temperature, sent.tools) == (None, [])
+
+
+async def test_compact_sends_the_summary_call_its_cache_and_tier() -> None:
+    backend = ScriptedBackend(SUMMARY)
+    await build(backend).execute(Principal(), CompactResponse("m", [user("x")], settings=CACHED))
+    assert_cached_only(backend.requests[0].settings)
+
+
+async def test_a_compaction_within_a_response_is_cached_as_its_rounds_are() -> None:
+    backend = ScriptedBackend(SUMMARY)
+    trigger = [user("one"), {"type": "compaction_trigger"}]
+    run = await build(backend).execute(Principal(), CreateResponse("m", trigger, settings=CACHED))
+    await run.wait()
+    assert_cached_only(backend.requests[0].settings)
+
+
 async def test_compact_of_a_compacted_context_summarizes_its_summary() -> None:
     first = await build(ScriptedBackend(SUMMARY)).execute(
         Principal(), CompactResponse("m", [user("one")])

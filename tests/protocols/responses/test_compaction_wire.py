@@ -45,10 +45,51 @@ def test_compact_body() -> None:
     assert decode_compact(body(model="m", previous_response_id="r")).input == []
 
 
+def test_compact_takes_the_prompt_cache_fields_and_service_tier_for_its_summary() -> None:
+    """The SDK's ``responses.compact`` params: each reaches the summary call."""
+    settings = decode_compact(
+        body(
+            model="m",
+            input="hi",
+            prompt_cache_key="k",
+            prompt_cache_retention="24h",
+            prompt_cache_options={"mode": "explicit", "ttl": "30m", "comparison_response_id": "r"},
+            service_tier="flex",
+            image={"context_compression": "disabled"},
+        )
+    ).settings
+    assert (settings.prompt_cache_key, settings.prompt_cache_retention) == ("k", "24h")
+    assert settings.prompt_cache_options == {"mode": "explicit", "ttl": "30m"}
+    assert settings.service_tier == "flex"
+    plain = decode_compact(body(model="m", input="hi")).settings
+    assert (plain.prompt_cache_key, plain.prompt_cache_options, plain.service_tier) == (
+        None,
+        None,
+        None,
+    )
+
+
 @pytest.mark.parametrize(
     ("fields", "param", "code"),
     [
         ({"input": "hi"}, "model", "missing_required_parameter"),
+        ({"model": "m", "input": "hi", "prompt_cache_key": 1}, "prompt_cache_key", "invalid_type"),
+        (
+            {"model": "m", "input": "hi", "prompt_cache_retention": "1h"},
+            "prompt_cache_retention",
+            "invalid_value",
+        ),
+        (
+            {"model": "m", "input": "hi", "prompt_cache_options": {"prewarm": True}},
+            "prompt_cache_options.prewarm",
+            "unsupported_parameter",
+        ),
+        ({"model": "m", "input": "hi", "service_tier": "cheap"}, "service_tier", "invalid_value"),
+        (
+            {"model": "m", "input": "hi", "image": {"context_compression": "enabled"}},
+            "image.context_compression",
+            "unsupported_value",
+        ),
         ({"model": "", "input": "hi"}, "model", "invalid_value"),
         ({"model": "m"}, "input", "missing_required_parameter"),
         ({"model": "m", "input": []}, "input", "missing_required_parameter"),

@@ -228,6 +228,93 @@ def test_refusals_name_the_field_and_code(body: dict[str, Any], param: str, code
     assert (error.status, error.param, error.code) == (400, param, code)
 
 
+BACKGROUND = {"model": "m", "input": "x", "background": True}
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "code"),
+    [
+        (
+            {**BACKGROUND, "image": {"context_compression": "enabled"}},
+            "image.context_compression",
+            "unsupported_value",
+        ),
+        (
+            {**BACKGROUND, "image": {"context_compression": "on"}},
+            "image.context_compression",
+            "invalid_value",
+        ),
+        ({**BACKGROUND, "image": "auto"}, "image", "invalid_type"),
+        (
+            {**BACKGROUND, "background_options": {"completion_window": "1h"}},
+            "background_options.completion_window",
+            "invalid_value",
+        ),
+        (
+            {"model": "m", "input": "x", "background_options": {"completion_window": "2h"}},
+            "background_options.completion_window",
+            "invalid_value",
+        ),
+        (
+            {**BACKGROUND, "stream": True, "background_options": {"completion_window": "8h"}},
+            "background_options.completion_window",
+            "invalid_value",
+        ),
+        (
+            {
+                **BACKGROUND,
+                "service_tier": "flex",
+                "background_options": {"completion_window": "2h"},
+            },
+            "background_options.completion_window",
+            "invalid_value",
+        ),
+        (
+            {**BACKGROUND, "background_options": {"continuation_id": 5}},
+            "background_options.continuation_id",
+            "invalid_type",
+        ),
+        (
+            {**BACKGROUND, "access_programs": {"cyber": "daybreak_red"}},
+            "access_programs.cyber",
+            "unsupported_value",
+        ),
+        (
+            {**BACKGROUND, "access_programs": {"cyber": "red"}},
+            "access_programs.cyber",
+            "invalid_value",
+        ),
+        (
+            {**BACKGROUND, "stream_options": {"include_obfuscation": "no"}},
+            "stream_options.include_obfuscation",
+            "invalid_type",
+        ),
+    ],
+)
+def test_request_options_served_one_way_refuse_what_else_they_ask(
+    body: dict[str, Any], param: str, code: str
+) -> None:
+    """``image``, ``background_options``, ``access_programs`` and ``stream_options``:
+    checked as hosted checks them; what the gateway cannot give refused by name."""
+    error = refusal(body)
+    assert (error.status, error.param, error.code) == (400, param, code)
+
+
+def test_request_options_the_gateway_serves_are_accepted() -> None:
+    command = decode_create(
+        orjson.dumps(
+            {
+                **BACKGROUND,
+                "image": {"context_compression": "disabled"},
+                "background_options": {"completion_window": "2h", "continuation_id": "c"},
+                "access_programs": {"cyber": "standard"},
+                "stream_options": {"include_obfuscation": False},
+            }
+        )
+    )
+    assert command.background
+
+
 def test_include_entries_are_kept() -> None:
     include = ["reasoning.encrypted_content", "message.output_text.logprobs"]
     body = {"model": "m", "input": "x", "include": include}

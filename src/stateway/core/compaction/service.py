@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from stateway.core import events as ev
 from stateway.core.commands import CompactResponse, CreateResponse, GenerationSettings
 from stateway.core.compaction import sealed
-from stateway.core.compaction.summarize import summarize
+from stateway.core.compaction.summarize import summarize, summary_settings
 from stateway.core.compaction.truncation import truncate
 from stateway.core.compaction.view import kept_messages, model_view
 from stateway.core.context import build_context
@@ -77,8 +77,10 @@ class CompactionStep:
         """Summarize (asking ``candidate``), emit the compaction item (added, compacting,
         done) and return the context the rounds go on with: the model view of the context
         and that item."""
+        state = run.state
+        settings = summary_settings(state.settings)
         summary = await summarize(
-            candidate.backend, candidate.model, run.state.instructions, self._view
+            candidate.backend, candidate.model, state.instructions, self._view, settings
         )
         usage.add(summary.usage)
         item = compaction_item(self._sealer, self._tenant_id, summary.text)
@@ -140,7 +142,13 @@ class Compaction:
                 param="input",
                 code="missing_required_parameter",
             )
-        summary = await summarize(route.backend, route.upstream_model, command.instructions, view)
+        summary = await summarize(
+            route.backend,
+            route.upstream_model,
+            command.instructions,
+            view,
+            summary_settings(command.settings),
+        )
         item = compaction_item(self.sealer, tenant_id, summary.text)
         output = [*kept_messages(context), item]
         return Compacted(new_id("resp"), time.time(), output, summary.usage)

@@ -1,4 +1,5 @@
-"""One summarization call: the context plus :data:`~.prompt.SUMMARY_PROMPT`, no tools.
+"""One summarization call: the context plus :data:`~.prompt.SUMMARY_PROMPT`, no tools;
+cached and served as the request asked (its prompt cache key and options, service tier).
 
 The backend (a route's first candidate: a compaction does not fail over) is asked the
 way it is asked for any round (its API shape, its errors), not streamed; the summary is
@@ -35,16 +36,34 @@ def prompt_message() -> Item:
     }
 
 
+def summary_settings(settings: GenerationSettings) -> GenerationSettings:
+    """What a summary call keeps of a request's settings: how it is cached and served, and
+    for whom; not its tools, sampling or output format (the summary is the gateway's ask)."""
+    return GenerationSettings(
+        user=settings.user,
+        safety_identifier=settings.safety_identifier,
+        prompt_cache_key=settings.prompt_cache_key,
+        prompt_cache_retention=settings.prompt_cache_retention,
+        prompt_cache_options=settings.prompt_cache_options,
+        service_tier=settings.service_tier,
+    )
+
+
 async def summarize(
-    backend: Backend, model: str, instructions: str | None, items: list[Item]
+    backend: Backend,
+    model: str,
+    instructions: str | None,
+    items: list[Item],
+    settings: GenerationSettings,
 ) -> Summary:
-    """``model``'s summary of ``items`` (a model view), asked of ``backend``. Raises the
-    backend's :class:`UpstreamError` subclasses."""
+    """``model``'s summary of ``items`` (a model view), asked of ``backend`` with
+    ``settings`` (:func:`summary_settings`). Raises the backend's :class:`UpstreamError`
+    subclasses."""
     request = InferenceRequest(
         model=model,
         instructions=instructions,
         items=[*items, prompt_message()],
-        settings=GenerationSettings(),
+        settings=settings,
         stream=False,
     )
     chunks: list[str] = []

@@ -32,6 +32,7 @@ from stateway.protocols.responses.request import (
     CompactBody,
     ContextManagement,
     CreateResponseBody,
+    ImageOptions,
     InputTokensBody,
     PromptCacheOptions,
 )
@@ -126,6 +127,32 @@ def decode_compact(raw: bytes, *, max_input_items: int | None = None) -> Compact
         input=decode_items(body.input or []),
         instructions=body.instructions,
         previous_response_id=body.previous_response_id,
+        settings=_compact_settings(body),
+    )
+
+
+def _compact_settings(body: CompactBody) -> GenerationSettings:
+    """What the summary call is sent of a ``/compact`` body: its caching and service tier,
+    as a create's rounds are. Its cache options cannot prewarm (a compaction answers with
+    a summary)."""
+    if body.service_tier is not None:
+        _check_tier(body.service_tier)
+    if body.image is not None:
+        _check_image(body.image)
+    cache_options = None
+    if body.prompt_cache_options is not None:
+        cache_options, prewarm = _cache_options(body.prompt_cache_options)
+        if prewarm:
+            raise _unsupported(
+                "Unsupported parameter: 'prompt_cache_options.prewarm': a compaction "
+                "always asks the model for its summary.",
+                "prompt_cache_options.prewarm",
+            )
+    return GenerationSettings(
+        prompt_cache_key=body.prompt_cache_key,
+        prompt_cache_retention=body.prompt_cache_retention,
+        prompt_cache_options=cache_options,
+        service_tier=body.service_tier,
     )
 
 
@@ -177,10 +204,53 @@ def _check_values(body: CreateResponseBody) -> None:
         check_include(body.include)
     if body.moderation is not None:
         check_moderation(body.moderation)
-    if body.service_tier is not None and body.service_tier not in SERVICE_TIERS:
+    if body.service_tier is not None:
+        _check_tier(body.service_tier)
+    if body.image is not None:
+        _check_image(body.image)
+    if body.background_options is not None:
+        _check_window(body)
+    if body.access_programs is not None and body.access_programs.cyber not in (None, "standard"):
         raise InvalidRequest(
-            f"Invalid value: '{body.service_tier}'. Supported values are: {_SUPPORTED_TIERS}.",
+            f"Unsupported value: 'access_programs.cyber' {body.access_programs.cyber!r}: "
+            "this gateway serves the 'standard' program only.",
+            param="access_programs.cyber",
+            code="unsupported_value",
+        )
+
+
+def _check_tier(tier: str) -> None:
+    if tier not in SERVICE_TIERS:
+        raise InvalidRequest(
+            f"Invalid value: '{tier}'. Supported values are: {_SUPPORTED_TIERS}.",
             param="service_tier",
+            code="invalid_value",
+        )
+
+
+def _check_image(image: ImageOptions) -> None:
+    """The gateway optimizes no image context: ``enabled``, which requires it, is refused
+    (``auto`` and ``disabled`` both come to ``disabled``)."""
+    if image.context_compression == "enabled":
+        raise InvalidRequest(
+            "Unsupported value: 'image.context_compression' 'enabled': this gateway does not "
+            "compress image context; use 'auto' or 'disabled'.",
+            param="image.context_compression",
+            code="unsupported_value",
+        )
+
+
+def _check_window(body: CreateResponseBody) -> None:
+    """The discounted windows (``2h``, ``8h``) need a background response, not streamed,
+    at standard processing, as hosted; the gateway runs it at once all the same."""
+    window = body.background_options.completion_window if body.background_options else None
+    if window in (None, "soonest"):
+        return
+    if not body.background or body.stream or body.service_tier not in (None, "auto", "default"):
+        raise InvalidRequest(
+            f"The '{window}' completion window requires 'background': true, standard "
+            "processing ('service_tier' 'auto' or 'default') and 'stream' false or omitted.",
+            param="background_options.completion_window",
             code="invalid_value",
         )
 

@@ -44,6 +44,39 @@ class PromptCacheOptions(BaseModel):
     comparison_response_id: str | None = None
 
 
+class ImageOptions(BaseModel):
+    """``image``: the gateway optimizes no image context (``disabled`` in effect), so
+    ``enabled``, which requires it, is refused by :mod:`.decode`."""
+
+    model_config = ConfigDict(extra="ignore")
+    context_compression: Literal["auto", "enabled", "disabled"] | None = None
+
+
+class BackgroundOptions(BaseModel):
+    """``background_options``: every background response runs at once (within any
+    ``completion_window``); ``continuation_id`` orders nothing here. The windows' rules are
+    checked by :mod:`.decode`."""
+
+    model_config = ConfigDict(extra="ignore")
+    completion_window: Literal["soonest", "2h", "8h"] | None = None
+    continuation_id: str | None = None
+
+
+class AccessPrograms(BaseModel):
+    """``access_programs``: only ``standard`` is served (:mod:`.decode` refuses another)."""
+
+    model_config = ConfigDict(extra="ignore")
+    cyber: Literal["standard", "daybreak_blue", "daybreak_red"] | None = None
+
+
+class StreamOptions(BaseModel):
+    """``stream_options``: ``include_obfuscation`` is accepted and ignored (no
+    ``obfuscation`` fields are sent)."""
+
+    model_config = ConfigDict(extra="ignore")
+    include_obfuscation: bool | None = None
+
+
 class ContextManagement(BaseModel):
     model_config = ConfigDict(extra="ignore")
     type: str
@@ -92,15 +125,19 @@ class CreateResponseBody(BaseModel):
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
-    stream_options: dict[str, Any] | None = None
+    stream_options: StreamOptions | None = None
     context_management: list[ContextManagement] | None = None
+    image: ImageOptions | None = None
+    background_options: BackgroundOptions | None = None
+    access_programs: AccessPrograms | None = None
     prompt: dict[str, Any] | None = None
     """A reusable prompt of the hosted platform: refused by :mod:`.decode` (there is none
     to resolve it against), where ignoring it would answer a different request."""
 
 
 class CompactBody(BaseModel):
-    """``POST /v1/responses/compact``."""
+    """``POST /v1/responses/compact``: the summary call is cached and served as a create's
+    rounds are (``prompt_cache_*``, ``service_tier``)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -108,6 +145,13 @@ class CompactBody(BaseModel):
     input: str | list[dict[str, Any]] | None = None
     instructions: str | None = None
     previous_response_id: str | None = Field(default=None, min_length=1)
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    prompt_cache_options: PromptCacheOptions | None = None
+    service_tier: Annotated[str, Field(json_schema_extra={"enum": list(SERVICE_TIERS)})] | None = (
+        None
+    )
+    image: ImageOptions | None = None
 
 
 class InputTokensBody(BaseModel):
