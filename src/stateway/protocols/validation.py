@@ -1,10 +1,10 @@
 """A body's pydantic validation error as the OpenAI-shaped :class:`InvalidRequest` that
 every OpenAI wire (Responses, Chat Completions) answers with; each wire names the field
-its own way (``param``)."""
+its own way (``param``). Also the list of values a field takes, as hosted words it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pydantic
 from pydantic_core import ErrorDetails
@@ -46,6 +46,12 @@ def invalid_request(
         )
     code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
     return InvalidRequest(f"Invalid value for '{param}': {error['msg']}.", param=param, code=code)
+
+
+def supported_values(values: Sequence[str]) -> str:
+    """The values a field takes, as hosted lists them in its ``Invalid value`` message
+    (``'a', 'b', and 'c'``)."""
+    return ", ".join(f"'{v}'" for v in values[:-1]) + f", and '{values[-1]}'"
 
 
 def _reach(error: ErrorDetails) -> tuple[int, int]:

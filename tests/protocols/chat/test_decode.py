@@ -380,6 +380,51 @@ def test_moderation_scores_alone_are_ignored(moderation: dict[str, Any]) -> None
     assert decode(moderation=moderation).command.settings.vendor_fields == {}
 
 
+@pytest.mark.parametrize("tier", ["auto", "default", "flex", "scale", "priority", "fast", None])
+def test_a_service_tier_of_the_api_is_kept(tier: str | None) -> None:
+    assert decode(service_tier=tier).command.settings.service_tier == tier
+
+
+@pytest.mark.parametrize("tier", ["turbo", "Default", "", "ultrafast"])
+def test_a_service_tier_the_api_has_not_is_a_400_naming_it(tier: str) -> None:
+    """As hosted (``ultrafast`` is the Responses API's only): the value named, with the
+    values there are."""
+    error = refused(service_tier=tier)
+    assert (error.status, error.param, error.code) == (400, "service_tier", "invalid_value")
+    assert error.message == (
+        f"Invalid value: '{tier}'. Supported values are: 'auto', 'default', 'fast', 'flex', "
+        "'priority', and 'scale'."
+    )
+
+
+def _schema_named(name: str) -> dict[str, Any]:
+    schema = {"name": name, "schema": {"type": "object"}}
+    return {"type": "json_schema", "json_schema": schema}
+
+
+@pytest.mark.parametrize("name", ["a", "Reply_v2-final", "x" * 64])
+def test_a_schema_name_the_api_takes_is_kept(name: str) -> None:
+    text_format = decode(response_format=_schema_named(name)).command.settings.text_format
+    assert text_format["name"] == name
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "words"),
+    [
+        ("reply.v2", "invalid_value", "string does not match pattern. Expected a string that "),
+        ("a b", "invalid_value", "matches the pattern '^[a-zA-Z0-9_-]+$'."),
+        ("x" * 65, "string_above_max_length", "length 64, but got a string with length 65 "),
+    ],
+)
+def test_a_schema_name_the_api_refuses_is_a_400(name: str, code: str, words: str) -> None:
+    """As on the Responses API (``text.format.name``), whatever the upstream."""
+    error = refused(response_format=_schema_named(name))
+    param = "response_format.json_schema.name"
+    assert (error.status, error.param, error.code) == (400, param, code)
+    assert error.message.startswith(f"Invalid '{param}': ")
+    assert words in error.message
+
+
 def test_metadata_is_limited_as_hosted_limits_it() -> None:
     error = refused(metadata={"k": "v" * 513})
     assert (error.param, error.code) == ("metadata.k", "invalid_value")

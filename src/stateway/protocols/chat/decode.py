@@ -9,18 +9,19 @@ Settings: ``max_completion_tokens`` (else ``max_tokens``) -> ``max_output_tokens
 ``stop`` -> ``stop_sequences``; ``temperature``, ``top_p``, ``top_k``, ``seed``,
 ``presence_penalty``, ``frequency_penalty``, ``reasoning_effort``, ``verbosity``,
 ``user``, ``safety_identifier``, ``prompt_cache_key``, ``prompt_cache_retention``,
-``prompt_cache_options``, ``service_tier``, ``metadata`` (as hosted limits it) as they
-are; ``logprobs`` as the ``message.output_text.logprobs`` include, with its
-``top_logprobs``; ``response_format`` -> the text format; tools (``function`` only) and
-``tool_choice`` (``auto``/``none``/``required``/a named function) as their Responses
-forms, ``parallel_tool_calls`` as it is; ``web_search_options`` as the gateway's
-``web_search`` tool (such a request is always translated, never forwarded). What the
-gateway cannot carry once translated is a 400 naming it: ``n`` other than 1, audio, the
-legacy ``functions``/``function_call``, ``logit_bias``, ``prediction``, a ``moderation``
-policy that blocks (scores alone are ignored); ``stream_options`` without ``stream:
-true`` is a 400, as hosted (the fast path leaves that to its upstream). ``store`` is
-taken and ignored: no chat completion is stored (clients send ``store: true`` because
-hosted refuses ``metadata`` without it).
+``prompt_cache_options``, ``service_tier`` (one of the API's, as hosted checks it),
+``metadata`` (as hosted limits it) as they are; ``logprobs`` as the
+``message.output_text.logprobs`` include, with its ``top_logprobs``; ``response_format``
+-> the text format (a ``json_schema`` name checked as hosted checks it); tools
+(``function`` only) and ``tool_choice`` (``auto``/``none``/``required``/a named function)
+as their Responses forms, ``parallel_tool_calls`` as it is; ``web_search_options`` as the
+gateway's ``web_search`` tool (such a request is always translated, never forwarded).
+What the gateway cannot carry once translated is a 400 naming it: ``n`` other than 1,
+audio, the legacy ``functions``/``function_call``, ``logit_bias``, ``prediction``, a
+``moderation`` policy that blocks (scores alone are ignored); ``stream_options`` without
+``stream: true`` is a 400, as hosted (the fast path leaves that to its upstream).
+``store`` is taken and ignored: no chat completion is stored (clients send ``store:
+true`` because hosted refuses ``metadata`` without it).
 Other fields (vendor fields such as vLLM's ``chat_template_kwargs``) are carried as they
 came to a Chat upstream, as the fast path carries them, and dropped for other upstream
 APIs.
@@ -51,6 +52,8 @@ from stateway.protocols.chat.request import (
 from stateway.protocols.moderation import check_moderation
 from stateway.protocols.responses.metadata import decode_metadata
 from stateway.protocols.responses.nesting import check_nesting
+from stateway.protocols.schema_name import check_schema_name
+from stateway.protocols.service_tier import CHAT_TIERS, check_service_tier
 from stateway.protocols.validation import invalid_request
 
 REFUSED: Final = ("audio", "functions", "function_call", "logit_bias", "prediction")
@@ -120,8 +123,7 @@ def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -
         body = ChatBody.model_validate(fields, strict=True)
     except pydantic.ValidationError as exc:
         raise _invalid(exc) from None
-    _check_choices(body)
-    check_moderation(body.moderation)
+    _check_values(body)
     items = decode_messages(body.messages)
     if max_input_items is not None:
         _check_count(len(items), max_input_items)
@@ -193,7 +195,8 @@ def _refuse_uncarried(fields: dict[str, Any]) -> None:
             )
 
 
-def _check_choices(body: ChatBody) -> None:
+def _check_values(body: ChatBody) -> None:
+    """The fields refused by their value, each checked only when sent."""
     if body.n is not None and body.n != 1:
         raise InvalidRequest(
             f"Invalid value for 'n': {body.n}. This gateway generates one choice (n = 1).",
@@ -217,6 +220,10 @@ def _check_choices(body: ChatBody) -> None:
             param="modalities",
             code="unsupported_value",
         )
+    if body.moderation is not None:
+        check_moderation(body.moderation)
+    if body.service_tier is not None:
+        check_service_tier(body.service_tier, CHAT_TIERS)
 
 
 def _check_count(count: int, limit: int) -> None:
@@ -287,6 +294,7 @@ def _text_format(response_format: ResponseFormat | None) -> dict[str, Any]:
             param="response_format.json_schema",
             code="missing_required_parameter",
         )
+    check_schema_name(schema.name, "response_format.json_schema.name")
     out: dict[str, Any] = {"type": "json_schema", "name": schema.name}
     if schema.schema_ is not None:
         out["schema"] = schema.schema_

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -40,11 +39,6 @@ def check_item_count(data: Any, limit: int) -> None:
             param="input",
             code="array_above_max_length",
         )
-
-
-def supported_values(values: Sequence[str]) -> str:
-    """The values a field takes, as hosted lists them in its ``Invalid value`` message."""
-    return ", ".join(f"'{v}'" for v in values[:-1]) + f", and '{values[-1]}'"
 
 
 def invalid_request(exc: pydantic.ValidationError) -> InvalidRequest:

@@ -11,7 +11,7 @@ them is decided in the core, against the chosen backend. The reads' queries are
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 import pydantic
 
@@ -22,13 +22,11 @@ from stateway.protocols.responses.body import (
     check_item_count,
     invalid_request,
     parse_body,
-    supported_values,
 )
 from stateway.protocols.responses.include import check_include
 from stateway.protocols.responses.items import decode_items
 from stateway.protocols.responses.metadata import decode_metadata
 from stateway.protocols.responses.request import (
-    SERVICE_TIERS,
     CompactBody,
     ContextManagement,
     CreateResponseBody,
@@ -38,8 +36,7 @@ from stateway.protocols.responses.request import (
 )
 from stateway.protocols.responses.text_format import decode_text_format
 from stateway.protocols.responses.tools.choice import decode_tools_and_choice
-
-_SUPPORTED_TIERS: Final = supported_values(sorted(SERVICE_TIERS))
+from stateway.protocols.service_tier import RESPONSES_TIERS, check_service_tier
 
 
 def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateResponse:
@@ -136,7 +133,7 @@ def _compact_settings(body: CompactBody) -> GenerationSettings:
     as a create's rounds are. Its cache options cannot prewarm (a compaction answers with
     a summary)."""
     if body.service_tier is not None:
-        _check_tier(body.service_tier)
+        check_service_tier(body.service_tier, RESPONSES_TIERS)
     if body.image is not None:
         _check_image(body.image)
     cache_options = None
@@ -205,7 +202,7 @@ def _check_values(body: CreateResponseBody) -> None:
     if body.moderation is not None:
         check_moderation(body.moderation)
     if body.service_tier is not None:
-        _check_tier(body.service_tier)
+        check_service_tier(body.service_tier, RESPONSES_TIERS)
     if body.image is not None:
         _check_image(body.image)
     if body.background_options is not None:
@@ -216,15 +213,6 @@ def _check_values(body: CreateResponseBody) -> None:
             "this gateway serves the 'standard' program only.",
             param="access_programs.cyber",
             code="unsupported_value",
-        )
-
-
-def _check_tier(tier: str) -> None:
-    if tier not in SERVICE_TIERS:
-        raise InvalidRequest(
-            f"Invalid value: '{tier}'. Supported values are: {_SUPPORTED_TIERS}.",
-            param="service_tier",
-            code="invalid_value",
         )
 
 

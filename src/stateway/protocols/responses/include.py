@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from stateway.core.errors import InvalidRequest
-from stateway.protocols.responses.body import supported_values
+from stateway.protocols.validation import supported_values
 
 INCLUDABLE: Final = (
     "file_search_call.results",

@@ -7,16 +7,17 @@ strict: a string where a number belongs is an error naming the field, never a co
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from stateway.protocols.moderation import Moderation
 from stateway.protocols.responses.metadata import MAX_METADATA_PAIRS
+from stateway.protocols.service_tier import RESPONSES_TIERS
 
-SERVICE_TIERS: Final = ("auto", "default", "flex", "scale", "priority", "fast", "ultrafast")
-"""The ``service_tier`` values the API takes (the SDK's ``ServiceTier``); another is
-refused by :mod:`.decode`, naming it, as hosted refuses it."""
+ServiceTier = Annotated[str, Field(json_schema_extra={"enum": list(RESPONSES_TIERS)})]
+"""A tier, listed in the schema; its value is checked by
+:func:`~stateway.protocols.service_tier.check_service_tier`."""
 
 
 class TextConfig(BaseModel):
@@ -119,9 +120,9 @@ class CreateResponseBody(BaseModel):
     else ignored."""
     include: list[str] | None = None
     truncation: Literal["auto", "disabled"] | None = None
-    service_tier: Annotated[str, Field(json_schema_extra={"enum": list(SERVICE_TIERS)})] | None = (
-        None
-    )
+    service_tier: ServiceTier | None = None
+    """Refused by :mod:`.decode` unless one of the API's
+    (:func:`~stateway.protocols.service_tier.check_service_tier`)."""
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
@@ -148,9 +149,7 @@ class CompactBody(BaseModel):
     prompt_cache_key: str | None = None
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     prompt_cache_options: PromptCacheOptions | None = None
-    service_tier: Annotated[str, Field(json_schema_extra={"enum": list(SERVICE_TIERS)})] | None = (
-        None
-    )
+    service_tier: ServiceTier | None = None
     image: ImageOptions | None = None
 
 

@@ -3,15 +3,13 @@ checks it, whatever the upstream)."""
 
 from __future__ import annotations
 
-import re
-from typing import Any, Final
+from typing import Any
 
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.responses.nesting import check_nesting
+from stateway.protocols.schema_name import check_schema_name
 
 _FORMATS = frozenset({"text", "json_object", "json_schema"})
-_SCHEMA_NAME: Final = re.compile(r"[a-zA-Z0-9_-]+")
-_SCHEMA_NAME_LENGTH: Final = 64
 
 
 def decode_text_format(fmt: dict[str, Any] | None) -> dict[str, Any]:
@@ -45,7 +43,7 @@ def _json_schema(fmt: dict[str, Any]) -> dict[str, Any]:
             param="text.format.schema",
             code="missing_required_parameter",
         )
-    _check_schema_name(fmt["name"])
+    check_schema_name(fmt["name"], "text.format.name")
     check_nesting(fmt["schema"], "text.format.schema")
     out = {"type": "json_schema", "name": fmt["name"], "schema": fmt["schema"]}
     for key, kind in (("strict", bool), ("description", str)):
@@ -59,21 +57,3 @@ def _json_schema(fmt: dict[str, Any]) -> dict[str, Any]:
         if value is not None:
             out[key] = value
     return out
-
-
-def _check_schema_name(name: str) -> None:
-    """As hosted: at most 64 characters (judged first), of ``[a-zA-Z0-9_-]``."""
-    if len(name) > _SCHEMA_NAME_LENGTH:
-        raise InvalidRequest(
-            "Invalid 'text.format.name': string too long. Expected a string with maximum "
-            f"length {_SCHEMA_NAME_LENGTH}, but got a string with length {len(name)} instead.",
-            param="text.format.name",
-            code="string_above_max_length",
-        )
-    if not _SCHEMA_NAME.fullmatch(name):
-        raise InvalidRequest(
-            "Invalid 'text.format.name': string does not match pattern. Expected a string "
-            "that matches the pattern '^[a-zA-Z0-9_-]+$'.",
-            param="text.format.name",
-            code="invalid_value",
-        )

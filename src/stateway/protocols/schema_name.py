@@ -1,0 +1,33 @@
+"""The ``name`` of a ``json_schema`` output format, a field of both OpenAI wires (the
+Responses API's ``text.format.name``, Chat Completions' ``response_format.json_schema.name``):
+checked as hosted checks it, whatever the upstream, so a name one upstream would take and
+another refuse is refused alike."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from stateway.core.errors import InvalidRequest
+
+_PATTERN: Final = re.compile(r"[a-zA-Z0-9_-]+")
+_MAX_LENGTH: Final = 64
+
+
+def check_schema_name(name: str, param: str) -> None:
+    """As hosted: at most 64 characters (judged first), of ``[a-zA-Z0-9_-]``; a 400 on
+    ``param`` otherwise."""
+    if len(name) > _MAX_LENGTH:
+        raise InvalidRequest(
+            f"Invalid '{param}': string too long. Expected a string with maximum length "
+            f"{_MAX_LENGTH}, but got a string with length {len(name)} instead.",
+            param=param,
+            code="string_above_max_length",
+        )
+    if not _PATTERN.fullmatch(name):
+        raise InvalidRequest(
+            f"Invalid '{param}': string does not match pattern. Expected a string that "
+            "matches the pattern '^[a-zA-Z0-9_-]+$'.",
+            param=param,
+            code="invalid_value",
+        )

@@ -1,0 +1,28 @@
+"""``service_tier``, a field of both OpenAI wires (Responses and Chat Completions): the
+processing tier asked for. Each API takes its own values (the SDK's: Chat Completions has
+no ``ultrafast``); another is refused by :func:`check_service_tier`, naming the field, as
+hosted refuses it, rather than sent on for an upstream to ignore or refuse in its words.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from stateway.core.errors import InvalidRequest
+from stateway.protocols.validation import supported_values
+
+RESPONSES_TIERS: Final = ("auto", "default", "flex", "scale", "priority", "fast", "ultrafast")
+"""The Responses API's (the SDK's ``ServiceTier``)."""
+CHAT_TIERS: Final = ("auto", "default", "flex", "scale", "priority", "fast")
+"""The Chat Completions API's (``CompletionCreateParams.service_tier``)."""
+
+
+def check_service_tier(tier: str, tiers: tuple[str, ...]) -> None:
+    """A 400 (``invalid_value`` on ``service_tier``) for a tier not among ``tiers``, in
+    hosted's words: the value, then the values there are."""
+    if tier not in tiers:
+        raise InvalidRequest(
+            f"Invalid value: '{tier}'. Supported values are: {supported_values(sorted(tiers))}.",
+            param="service_tier",
+            code="invalid_value",
+        )
