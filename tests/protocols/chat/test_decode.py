@@ -425,6 +425,26 @@ def test_a_schema_name_the_api_refuses_is_a_400(name: str, code: str, words: str
     assert words in error.message
 
 
+def test_a_safety_identifier_is_limited_as_hosted_limits_it() -> None:
+    """At most 128 characters, as on the Responses API."""
+    error = refused(safety_identifier="u" * 129)
+    assert (error.status, error.param, error.code) == (400, "safety_identifier", "invalid_value")
+    assert "128" in error.message
+    assert decode(safety_identifier="u" * 128).command.settings.safety_identifier == "u" * 128
+
+
+def test_a_prompt_cache_retention_the_api_has_not_is_a_400_naming_it() -> None:
+    """``in_memory`` or ``24h``, as on the Responses API."""
+    error = refused(prompt_cache_retention="1y")
+    assert (error.status, error.param, error.code) == (
+        400,
+        "prompt_cache_retention",
+        "invalid_value",
+    )
+    settings = decode(prompt_cache_retention="in_memory").command.settings
+    assert settings.prompt_cache_retention == "in_memory"
+
+
 def test_metadata_is_limited_as_hosted_limits_it() -> None:
     error = refused(metadata={"k": "v" * 513})
     assert (error.param, error.code) == ("metadata.k", "invalid_value")

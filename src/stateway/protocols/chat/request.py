@@ -181,9 +181,9 @@ class ChatBody(_Wire):
     reasoning_effort: str | None = Field(default=None, min_length=1)
     verbosity: Literal["low", "medium", "high"] | None = None
     user: str | None = None
-    safety_identifier: str | None = None
+    safety_identifier: str | None = Field(default=None, max_length=128)
     prompt_cache_key: str | None = None
-    prompt_cache_retention: str | None = None
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     prompt_cache_options: dict[str, Any] | None = None
     moderation: Moderation | None = None
     service_tier: str | None = None
