@@ -34,6 +34,7 @@ from stateway.surfaces.mcp.server import McpSurface
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
 MODES = ["legacy", "auto"]
+ACME = Identity(Principal("acme", "key_1"), authenticated=True)
 
 
 @dataclass
@@ -49,15 +50,16 @@ class Served:
 
 
 @asynccontextmanager
-async def serving(backend: ScriptedBackend) -> AsyncIterator[Served]:
-    """``/mcp`` over a gateway answering with ``backend``, every request as tenant acme."""
+async def serving(backend: ScriptedBackend, identity: Identity = ACME) -> AsyncIterator[Served]:
+    """``/mcp`` over a gateway answering with ``backend``, every request as ``identity``
+    (tenant acme)."""
     store = MemoryStore()
     router = Router([BackendEntry(backend, {}, catch_all=True)])
     gateway = Gateway(store, router, Loop(store), RunRegistry(), results=MemoryCommandResults())
     mount = McpMount(gateway, "9.9.9")
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        scope[IDENTITY] = Identity(Principal("acme", "key_1"), authenticated=True)
+        scope[IDENTITY] = identity
         await mount(scope, receive, send)
 
     sock = bind_socket("127.0.0.1", 0)

@@ -17,6 +17,8 @@ resources (``resources.py``), and follow responses for subscriptions (``updates.
 Each HTTP request to ``/mcp`` is authenticated by the HTTP surface's middleware; its
 principal (``principal_of``) is what the handlers act for, and the SDK binds each session
 to the principal that opened it (another principal naming the session gets 404). A
+request outlasting its API key's revocation (a stream) is cut off (``revocation.py``),
+and its session's subscriptions end. A
 session idle for :data:`SESSION_IDLE_TIMEOUT` (no request in flight, no stream open) is
 closed, and at most :data:`MAX_SESSIONS` are open at once (beyond, opening one is refused
 with 503), so clients that never end theirs hold little for long.
@@ -61,6 +63,7 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 from pydantic import ValidationError
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
@@ -71,6 +74,7 @@ from stateway.core.gateway import Gateway
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.transport import error_response
 from stateway.surfaces.mcp import resources
+from stateway.surfaces.mcp.revocation import serve_until_revoked
 from stateway.surfaces.mcp.schema import tool_schemas
 from stateway.surfaces.mcp.tools import TOOLS, Result
 from stateway.surfaces.mcp.tools import Tool as ToolSpec
@@ -126,7 +130,10 @@ class McpSurface:
             token="", client_id=principal.tenant_id, scopes=[], subject=principal.subject
         )
         scope["user"] = AuthenticatedUser(token)
-        await self._manager.handle_request(scope, receive, send)
+        revoked = await serve_until_revoked(self._manager.handle_request, scope, receive, send)
+        if revoked is not None:
+            log.info("mcp: a request's API key was revoked: %s", revoked.message)
+            self._end_subscriptions(Headers(scope=scope).get("mcp-session-id", ""))
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

@@ -1,0 +1,140 @@
+"""An API key revoked while MCP clients hold streams open with it: those streams end, the
+session's subscriptions with them, as a WebSocket connection on that key is closed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.subscriptions import SubscriptionLost
+
+from stateway.core.commands import Principal
+from stateway.core.errors import CredentialRevoked
+from stateway.surfaces.auth.authenticator import Identity
+from stateway.surfaces.mcp import revocation
+from tests.surfaces.mcp.test_server import ACCEPT, Served, answering, initialize, serving
+
+
+class Key:
+    """An API key's identity, revoked when the test says so."""
+
+    def __init__(self) -> None:
+        self.revoked = asyncio.Event()
+        self.identity = Identity(Principal("acme", "key_1"), authenticated=True, recheck=self.check)
+        self.checks = 0
+        self.checked_twice = asyncio.Event()
+
+    async def check(self) -> None:
+        self.checks += 1
+        if self.checks >= 2:
+            self.checked_twice.set()
+        if self.revoked.is_set():
+            raise CredentialRevoked("This API key has been revoked.")
+
+
+class Changes:
+    """A response's updates, one each time the test calls :meth:`change`."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[None] = asyncio.Queue()
+
+    def change(self) -> None:
+        self._queue.put_nowait(None)
+
+    async def changes(self) -> AsyncIterator[None]:
+        while True:
+            await self._queue.get()
+            yield
+
+
+def following(served: Served) -> Changes:
+    """Every URI subscribed to or listened for changes as the result says."""
+    followed = Changes()
+
+    async def updates(principal: Principal, uri: str) -> Changes:
+        return followed
+
+    served.surface._updates = updates  # type: ignore[method-assign,assignment]
+    return followed
+
+
+@pytest.fixture(autouse=True)
+def prompt_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(revocation, "CHECK_INTERVAL", 0.05)
+
+
+def call(request_id: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}
+
+
+async def rest_of(lines: AsyncIterator[str]) -> str:
+    """What a stream sends until it ends."""
+    return "\n".join([line async for line in lines])
+
+
+URI = "stateway://acme/responses/resp_1"
+
+
+async def test_a_revoked_keys_notification_stream_and_subscriptions_end() -> None:
+    """The standalone GET stream of a 2025-11-25 session ends (it carried a subscription's
+    notifications), and so does the subscription: nothing more is sent for that key."""
+    key = Key()
+    async with serving(answering(), key.identity) as served, httpx2.AsyncClient() as http:
+        opened = await http.post(served.url, json=initialize("2025-11-25"), headers=ACCEPT)
+        session = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
+        session["mcp-protocol-version"] = "2025-11-25"
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await http.post(served.url, json=initialized, headers=session)
+        response = following(served)
+        stream = {**session, "accept": "text/event-stream"}
+        async with http.stream("GET", served.url, headers=stream, timeout=30) as notifications:
+            assert notifications.status_code == 200
+            subscribe = call(2, "resources/subscribe", {"uri": URI})
+            assert (await http.post(served.url, json=subscribe, headers=session)).is_success
+            [subscriptions] = served.surface._subscriptions.values()
+            [task] = subscriptions.values()
+            lines = notifications.aiter_lines()
+            response.change()
+            while "notifications/resources/updated" not in await anext(lines):
+                pass
+
+            key.revoked.set()
+            rest = await asyncio.wait_for(rest_of(lines), 5)
+            response.change()
+
+        await asyncio.wait([task], timeout=5)
+    assert task.cancelled()
+    assert served.surface._subscriptions == {}
+    assert "notifications/resources/updated" not in rest
+
+
+async def test_a_revoked_keys_listen_stream_ends() -> None:
+    """A 2026-07-28 ``subscriptions/listen`` stream (a POST's response) ends too."""
+    key = Key()
+    async with serving(answering(), key.identity) as served, Client(served.url) as client:
+        response = following(served)
+        async with client.listen(resource_subscriptions=[URI]) as subscription:
+            events = aiter(subscription)
+            response.change()
+            await anext(events)
+
+            key.revoked.set()
+            with pytest.raises(SubscriptionLost):  # cut off, as a dropped stream is
+                await asyncio.wait_for(anext(events), 5)
+
+
+async def test_a_key_still_valid_keeps_its_streams() -> None:
+    """Checked again and again, a valid key's listen stream goes on."""
+    key = Key()
+    async with serving(answering(), key.identity) as served, Client(served.url) as client:
+        response = following(served)
+        async with client.listen(resource_subscriptions=[URI]) as subscription:
+            events = aiter(subscription)
+            await asyncio.wait_for(key.checked_twice.wait(), 5)
+            response.change()
+            event = await asyncio.wait_for(anext(events), 5)
+    assert event.uri == URI  # type: ignore[union-attr]
