@@ -249,6 +249,48 @@ async def test_the_handshake_agrees_a_version_and_declares_what_is_served(
     assert "stateway://" in result["instructions"]
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_no_list_changes_are_declared_in_either_generation(mode: str) -> None:
+    """The tools and templates are fixed and ``resources/list`` is empty: nothing would
+    ever send ``notifications/*/list_changed`` (2026-07-28: a listen stream's events)."""
+    async with serving(answering()) as served, Client(served.url, mode=mode) as client:
+        capabilities = client.server_capabilities
+
+    assert capabilities.tools is not None
+    assert capabilities.resources is not None
+    assert capabilities.tools.list_changed is False
+    assert capabilities.resources.list_changed is False
+    assert capabilities.resources.subscribe is True
+    assert capabilities.prompts is None
+
+
+@pytest.mark.parametrize(
+    ("origin", "status"),
+    [
+        ("http://evil.example", 403),
+        ("null", 403),
+        ("http://127.0.0.1:1", 403),  # another port: another origin
+        (None, 200),  # clients other than browsers send none
+        ("same", 200),
+    ],
+)
+async def test_a_request_from_another_sites_page_is_refused(
+    origin: str | None, status: int
+) -> None:
+    """DNS rebinding protection, as the spec requires of servers: an ``Origin`` that is
+    not the gateway's own is a 403, before anything is served."""
+    async with serving(answering()) as served, httpx2.AsyncClient() as http:
+        headers = dict(ACCEPT)
+        if origin is not None:
+            headers["origin"] = served.url.removesuffix("/mcp") if origin == "same" else origin
+        reply = await http.post(served.url, json=initialize("2025-11-25"), headers=headers)
+
+    assert reply.status_code == status
+    if status == 403:
+        assert reply.json()["error"]["code"] == "origin_not_allowed"
+        assert served.surface._manager._server_instances == {}
+
+
 async def test_a_deleted_or_unknown_session_is_not_found() -> None:
     async with serving(answering()) as served, httpx2.AsyncClient() as http:
         opened = await http.post(served.url, json=initialize("2025-11-25"), headers=ACCEPT)

@@ -16,8 +16,9 @@ resources (``resources.py``), and follow responses for subscriptions (``updates.
 
 Each HTTP request to ``/mcp`` is authenticated by the HTTP surface's middleware; its
 principal (``principal_of``) is what the handlers act for, and the SDK binds each session
-to the principal that opened it (another principal naming the session gets 404). A
-request outlasting its API key's revocation (a stream) is cut off (``revocation.py``),
+to the principal that opened it (another principal naming the session gets 404). One
+from a web page of another site (its ``Origin`` not the gateway's own) is refused (403).
+A request outlasting its API key's revocation (a stream) is cut off (``revocation.py``),
 and its session's subscriptions end. A
 session idle for :data:`SESSION_IDLE_TIMEOUT` (no request in flight, no stream open) is
 closed, and at most :data:`MAX_SESSIONS` are open at once (beyond, opening one is refused
@@ -37,7 +38,7 @@ import orjson
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ServerEvent
 from mcp.shared.exceptions import MCPError
@@ -55,11 +56,14 @@ from mcp_types import (
     ReadResourceRequestParams,
     ReadResourceResult,
     ResourceLink,
+    ResourcesCapability,
+    ServerCapabilities,
     SubscribeRequestParams,
     SubscriptionsListenRequestParams,
     SubscriptionsListenResult,
     TextContent,
     TextResourceContents,
+    ToolsCapability,
     UnsubscribeRequestParams,
 )
 from pydantic import ValidationError
@@ -68,10 +72,11 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from stateway.core.commands import Principal
-from stateway.core.errors import GatewayError, InternalError
+from stateway.core.errors import GatewayError, InternalError, InvalidRequest
 from stateway.core.exactly_once import fingerprint
 from stateway.core.gateway import Gateway
 from stateway.surfaces.auth.authenticator import principal_of
+from stateway.surfaces.http.hosts import cross_site
 from stateway.surfaces.http.transport import error_response
 from stateway.surfaces.mcp import resources
 from stateway.surfaces.mcp.revocation import serve_until_revoked
@@ -100,7 +105,7 @@ class McpSurface:
         session ends."""
         self._detached: set[asyncio.Task[Result]] = set()
         """Calls under a ``command_id`` (see :meth:`_run`), until they end."""
-        server: Server[Any] = Server(
+        server = _Server(
             "stateway",
             version=version,
             instructions="A stateful model gateway: create responses and conversations; "
@@ -121,6 +126,12 @@ class McpSurface:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
+            if cross_site(scope):
+                raise InvalidRequest(
+                    "MCP requests from a web page of another site are refused.",
+                    code="origin_not_allowed",
+                    status=403,
+                )
             principal = principal_of(scope)
         except GatewayError as error:
             await error_response(error)(scope, receive, send)
@@ -307,6 +318,36 @@ class McpSurface:
             return await ResponseUpdates.open(self._gateway, principal, resource.id)
         except GatewayError as exc:
             raise resources.protocol_error(uri, exc) from None
+
+
+class _Server(Server[Any]):
+    """The SDK's server, declaring no list changes: the tools and resource templates are
+    fixed (no configuration reload changes them) and ``resources/list`` is empty, so
+    there is none to notify (the SDK would declare them at 2026-07-28 for any server
+    serving ``subscriptions/listen``)."""
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> ServerCapabilities:
+        capabilities = super().get_capabilities(
+            notification_options,
+            experimental_capabilities,
+            extensions,
+            protocol_version=protocol_version,
+        )
+        resources = capabilities.resources
+        subscribe = None if resources is None else resources.subscribe
+        return capabilities.model_copy(
+            update={
+                "tools": ToolsCapability(list_changed=False),
+                "resources": ResourcesCapability(subscribe=subscribe, list_changed=False),
+            }
+        )
 
 
 class _ListenBus(InMemorySubscriptionBus):
