@@ -68,15 +68,17 @@ def run_claude(
     workdir: Path,
     allowed_tools: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
+    extra_args: Sequence[str] = (),
 ) -> ClaudeRun:
     """``claude -p PROMPT`` once, as the model ``fake-model`` (``extra_env``: settings of
-    Claude Code's own, added to its environment)."""
+    Claude Code's own, added to its environment; ``extra_args``: more of its options)."""
     home, cwd = workdir / "home", workdir / "cwd"
     home.mkdir(exist_ok=True)
     cwd.mkdir(exist_ok=True)
     command = [str(binary), "-p", prompt, "--model", "fake-model", "--output-format", "json"]
     if allowed_tools:
         command += ["--allowedTools", ",".join(allowed_tools)]
+    command += extra_args
     env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_ENV)}
     env.update(
         HOME=str(home),

@@ -258,3 +258,45 @@ def test_a_sub_agent_sends_its_own_requests_through_the_gateway(
     notified = json.dumps(bodies[-1]["messages"][-1])
     assert "<task-notification>" in notified
     assert "Hello! You said:" in notified  # the sub-agent's answer, from the fake
+
+
+def test_the_gateways_own_mcp_tools_are_usable_from_claude_code(
+    claude_binary: Path, claude_gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """The gateway's MCP surface as Claude Code adds it (``--mcp-config``, streamable
+    HTTP): it discovers the server, lists the tools and calls one that the fake model
+    asks for; the call's result (a conversation the gateway created) reaches the model."""
+    config = {"mcpServers": {"stateway": {"type": "http", "url": f"{claude_gateway.url}/mcp"}}}
+    arguments = json.dumps({"metadata": {"topic": "from-claude-code"}})
+    prompt = f"Open one [[tool:mcp__stateway__create_conversation:{arguments}]]"
+    run = run_claude(
+        claude_binary,
+        claude_gateway,
+        prompt,
+        tmp_path,
+        ("mcp__stateway__create_conversation",),
+        extra_args=("--mcp-config", json.dumps(config), "--strict-mcp-config"),
+    )
+    log = claude_gateway.gateway_log.read_text()
+    assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{log}"
+    for request in run.requests:
+        assert 200 <= (request["status"] or 0) < 300, f"{run.describe()}\ngateway log:\n{log}"
+    calls = [r["body"] for r in run.requests if r["path"] == "/mcp" and r["method"] == "POST"]
+    methods = [call.get("method") for call in calls if isinstance(call, dict)]
+    # Claude Code speaks the 2026-07-28 generation (``server/discover``, no session).
+    assert methods[0] in ("server/discover", "initialize"), run.describe()
+    assert "tools/list" in methods, run.describe()
+    assert "tools/call" in methods, run.describe()
+
+    assert all("origin" not in r["headers"] for r in run.requests)  # the Origin check's
+    _, second = run.bodies()  # MCP tools are deferred: the model calls them by name
+    tool_use = next(b for b in second["messages"][-2]["content"] if b["type"] == "tool_use")
+    assert tool_use["name"] == "mcp__stateway__create_conversation"
+    result = second["messages"][-1]["content"][0]
+    assert result["type"] == "tool_result", result
+    assert not result.get("is_error"), result
+    text = json.dumps(result["content"])
+    assert "conv_" in text, text
+    assert "from-claude-code" in text
+    assert run.result is not None
+    assert run.result["result"].startswith("Tool said: ")
