@@ -219,3 +219,44 @@ def test_view_image_sends_the_image_to_the_model(
     [image] = output["output"]
     assert image["type"] == "input_image"
     assert image["image_url"].startswith("data:image/png;base64,")
+
+
+def test_the_gateways_own_mcp_tools_are_usable_from_codex(
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """The gateway's MCP surface as a streamable HTTP MCP server of Codex's
+    (``mcp_servers.NAME.url``): Codex opens a session (2025-11-25: ``initialize``, its
+    notification stream, ``DELETE`` at the end), declares the server's tools to the model
+    as the namespace ``mcp__stateway``, and calls the one the fake model asks for; the
+    conversation the gateway created comes back to the model. ``required``: Codex waits
+    for the server before its first request (without it, on a busy machine, that request
+    could go out before the server's tools were listed, and the call was unknown)."""
+    server = f'mcp_servers.stateway={{url="{gateway.url}/mcp",required=true}}'
+    arguments = json.dumps({"metadata": {"topic": "from-codex"}})
+    prompt = f"Open one [[tool:mcp__stateway__create_conversation:{arguments}]]"
+    run = run_codex(codex_binary, gateway, prompt, "fake-model", tmp_path, config=(server,))
+    log = gateway.gateway_log.read_text()
+    assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{log}"
+    for request in run.requests:
+        assert 200 <= (request["status"] or 0) < 300, f"{run.describe()}\ngateway log:\n{log}"
+    calls = [r["body"] for r in run.requests if r["path"] == "/mcp" and r["method"] == "POST"]
+    methods = [call.get("method") for call in calls if isinstance(call, dict)]
+    assert methods[0] == "initialize", run.describe()
+    assert "tools/call" in methods, run.describe()
+    assert all("origin" not in r["headers"] for r in run.requests)  # the Origin check's
+
+    [call] = [
+        e["item"]
+        for e in run.events
+        if e.get("type") == "item.completed" and e["item"].get("type") == "mcp_tool_call"
+    ]
+    assert call["tool"] == "create_conversation", run.describe()
+    assert call["status"] == "completed", run.describe()
+    assert call["result"]["structured_content"]["object"] == "conversation"
+    assert call["result"]["structured_content"]["metadata"] == {"topic": "from-codex"}
+    first = next(r["body"] for r in run.requests if r["path"] == "/v1/responses")
+    assert "mcp__stateway" in {tool.get("name") for tool in first["tools"]}
+    answer = run.events[-2]["item"]
+    assert answer["type"] == "agent_message", run.describe()
+    assert answer["text"].startswith("Tool said: ")
+    assert '"object":"conversation"' in answer["text"]
