@@ -396,3 +396,37 @@ async def test_closing_the_signalled_cancels_ends_their_deletion_checks() -> Non
     run.cancel()
     gate.set()
     await ended(run)
+
+
+class HeldFinish(MemoryStore):
+    """A store whose final write of a run (``finish``) waits for ``gate``, then fails:
+    a database busy, then away, as the run ends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.reached = asyncio.Event()
+
+    async def finish(self, record: ResponseRecord) -> None:
+        self.reached.set()
+        await self.gate.wait()
+        raise StorageError("Storage failed while saving a response.")
+
+
+async def test_a_poll_while_the_end_is_being_stored_shows_the_run_still_in_progress() -> None:
+    """A run's end is not its answer until stored: a ``GET`` polling it meanwhile sees it
+    in progress, never ``completed``, since the save may yet fail and the run end failed."""
+    store = HeldFinish()
+    gateway = gateway_for(ScriptedBackend(script("Hello")), store)
+    run = await create(gateway, background=True)
+    await asyncio.wait_for(store.reached.wait(), 5)
+
+    polled = await gateway.execute(ME, GetResponse(run.id))
+
+    assert (polled.status, polled.completed_at, polled.error) == ("in_progress", None, None)
+    assert polled.output[0]["content"][0]["text"] == "Hello"
+    store.gate.set()
+    await ended(run)
+    assert run.state.status == "failed"
+    assert run.state.error is not None
+    assert run.state.error["code"] == "storage_unavailable"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from stateway.core.errors import GatewayError
 from stateway.core.events import Event, Notice
 from stateway.core.items import Item
-from stateway.core.response import ResponseState
+from stateway.core.response import UNFINISHED, ResponseState
 
 if TYPE_CHECKING:
     from stateway.core.journal import RunJournal
@@ -130,10 +130,22 @@ class Run:
 
     def snapshot(self) -> ResponseState:
         """The response as a reader sees it while it runs: its output so far, the text of
-        the item being written included."""
-        if self.progress is None or self.closed:
-            return self.state
-        return replace(self.state, output=self.progress())
+        the item being written included, and in progress until its terminal event (an end
+        not yet stored is not its answer: the save may fail, and the run end failed)."""
+        state = self.state
+        if self.closed:
+            return state
+        output = state.output if self.progress is None else self.progress()
+        if state.status in UNFINISHED:
+            return state if self.progress is None else replace(state, output=output)
+        return replace(
+            state,
+            output=output,
+            status="in_progress",
+            error=None,
+            incomplete_reason=None,
+            completed_at=None,
+        )
 
     def emit(self, event: Event) -> None:
         self.events.append(event)
