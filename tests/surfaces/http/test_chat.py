@@ -19,6 +19,7 @@ from stateway.core.errors import (
     GatewayError,
     InvalidRequest,
     UpstreamError,
+    UpstreamTimeout,
     UpstreamUnavailable,
 )
 from stateway.core.gateway import Gateway
@@ -332,6 +333,36 @@ async def test_a_client_leaving_before_the_upstream_answers_closes_the_request()
     assert backend.cancelled.is_set()
     assert reply.status == 0  # nothing was answered
     assert gateway.generations.current.leases == 0  # the relay's lease was given back
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        UpstreamTimeout("The model server 'x' sent nothing for 2 s (read_timeout)."),
+        UpstreamError("The model server 'x' closed the stream before finishing."),
+    ],
+)
+async def test_a_relayed_body_failing_before_its_first_byte_is_an_openai_error(
+    failure: GatewayError,
+) -> None:
+    """An upstream that sent its status line, then nothing (silent past read_timeout, or
+    its connection reset): the client is answered the error, not a 200 whose promised
+    body never comes. Only an event stream's status line goes out at once."""
+    headers = {"content-type": "application/json", "content-length": "390"}
+    relay = FakeRelay(200, headers, [failure], None)  # type: ignore[list-item]
+    reply = await post(build(ForwardingBackend(relay)), body())
+    error = assert_openai_error(reply, failure.status)
+    assert error["code"] == failure.code
+    assert reply.headers["content-length"] == str(len(reply.body))
+    assert relay.closed.is_set()
+
+
+async def test_a_relayed_body_cut_after_its_first_byte_is_cut_short() -> None:
+    cut = UpstreamError("cut", code="upstream_stream_cut")
+    relay = FakeRelay(200, {"content-type": "application/json"}, [b'{"id":', cut], None)  # type: ignore[list-item]
+    reply = await post(build(ForwardingBackend(relay)), body())
+    assert (reply.status, reply.body) == (200, b'{"id":')  # the connection closes unfinished
+    assert relay.closed.is_set()
 
 
 async def test_a_relayed_stream_failing_part_way_ends_with_an_error_line() -> None:

@@ -113,7 +113,7 @@ class ChatRoutes:
         command = ForwardChat(call.model, raw, call.fields, translate, needs_gateway=needs)
         result = await self._gateway.execute(principal, command)
         if not isinstance(result, Run):
-            return RelayResponse(result)
+            return await RelayResponse(result).held()
         run = result
         if watch.stop():  # the client left as the run was admitted, or while it ran here
             if run.closed:

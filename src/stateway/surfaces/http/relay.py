@@ -1,13 +1,16 @@
 """Relaying an upstream's answer as it came: status, headers and body bytes, parsed by no one.
 
-The Chat Completions fast path answers with a :class:`RelayResponse`: the upstream's
+The Chat Completions fast path answers with a :class:`RelayResponse`: an event stream's
 status line and the headers a client needs go out at once, then each body chunk as it
 arrives. The relay is closed however the answer ends, which closes an unfinished upstream
 request: the route cancels the answer when its client leaves (its ``DisconnectWatch``
-notices even while the upstream is silent). When the upstream fails part-way, an event
-stream ends with one OpenAI-shaped ``data: {"error": ...}`` line (what the ``openai`` SDK
-raises), on a line of its own after what was relayed; any other body is cut short,
-closing the connection.
+notices even while the upstream is silent). Any other body's status line waits for its
+first chunk (:meth:`RelayResponse.held`): an upstream failing before it (silent past its
+read timeout, its connection reset after the headers) is answered as an error, not as a
+status whose body never comes. When the upstream fails part-way, an event stream ends
+with one OpenAI-shaped ``data: {"error": ...}`` line (what the ``openai`` SDK raises), on
+a line of its own after what was relayed; any other body is cut short, closing the
+connection.
 """
 
 from __future__ import annotations
@@ -28,10 +31,27 @@ _EVENT_STREAM = "text/event-stream"
 class RelayResponse:
     """A plain ASGI app answering with ``relay``."""
 
-    __slots__ = ("_relay",)
+    __slots__ = ("_chunks", "_first", "_relay")
 
     def __init__(self, relay: Relay) -> None:
         self._relay = relay
+        self._chunks = relay.chunks()
+        self._first: bytes | None = None
+        """The body's first chunk, read by :meth:`held` before the status line."""
+
+    async def held(self) -> RelayResponse:
+        """This answer, its first body chunk read first unless it is an event stream
+        (whose status line goes out at once: its first event may be long in coming). Raises
+        the upstream's :class:`GatewayError` if it fails before that chunk (the relay
+        closed), for the route to answer in its own shape."""
+        if _streams(self._relay):
+            return self
+        try:
+            self._first = await anext(self._chunks, None)
+        except BaseException:
+            await self._relay.aclose()
+            raise
+        return self
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -46,12 +66,14 @@ class RelayResponse:
         headers = [(name.encode(), value.encode()) for name, value in relay.headers.items()]
         await send({"type": "http.response.start", "status": relay.status, "headers": headers})
         chunk = b"\n\n"
+        if self._first is not None:
+            await send({"type": "http.response.body", "body": self._first, "more_body": True})
         try:
-            async for chunk in relay.chunks():
+            async for chunk in self._chunks:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except GatewayError as error:
             log.warning("relayed answer failed part-way: %s", error.message)
-            if not relay.headers.get("content-type", "").lower().startswith(_EVENT_STREAM):
+            if not _streams(relay):
                 return  # left unfinished: the server closes the connection
             frame = b"data: " + orjson.dumps({"error": error.to_dict()}) + b"\n\n"
             if not chunk.endswith(b"\n\n"):  # cut within an event: the error goes apart
@@ -59,3 +81,7 @@ class RelayResponse:
             await send({"type": "http.response.body", "body": frame, "more_body": False})
             return
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _streams(relay: Relay) -> bool:
+    return relay.headers.get("content-type", "").lower().startswith(_EVENT_STREAM)
