@@ -220,3 +220,27 @@ async def test_a_relay_holds_its_connection_slot_until_it_is_closed(loopback: Lo
     with pytest.raises(Overloaded):  # one slot, not two
         await client.relay("/chat/completions", b"{}")
     await second.aclose()
+
+
+async def test_a_relayed_reply_declared_over_the_byte_budget_fails_before_its_body(
+    loopback: Loopback,
+) -> None:
+    """Its first chunk never goes out: the fast path answers the client a clean 502
+    instead of the upstream's status with a body cut short at the budget."""
+
+    async def big(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.content_length = 300_000
+        await response.prepare(request)
+        for _ in range(30):  # in pieces each well within the budget
+            await response.write(b"x" * 10_000)
+            await asyncio.sleep(0)
+        return response
+
+    client = upstream(loopback, await loopback.serve(big), max_response_bytes=100_000)
+    relay = await client.relay("/chat/completions", b"{}")
+    chunks = relay.chunks()
+    with pytest.raises(UpstreamResponseTooLarge):
+        await anext(chunks)
+    await relay.aclose()
+    await client.aclose()

@@ -6,7 +6,8 @@ the deadlines) and hands back an :class:`UpstreamRelay` as soon as the status li
 headers arrive, whatever the status: an upstream error's body is the client's answer too.
 Nothing is parsed but the usage at its end, once it has been relayed
 (:mod:`~stateway.backends.chat_usage`). The body is counted against
-``max_response_bytes`` as it is read and, when the backend has a key, passed through the
+``max_response_bytes`` as it is read (a declared ``Content-Length`` over it fails before
+the first chunk) and, when the backend has a key, passed through the
 key scrubber chunk by chunk (a chunk is decoded as Latin-1, which maps bytes one to one,
 so bytes without the key come out unchanged). Closing the relay closes an unfinished
 upstream request and frees the slot.
@@ -74,6 +75,7 @@ class UpstreamRelay:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         with self._failures():
+            self._reply.check_declared()  # before a byte of it is relayed
             async for chunk in self._reply:
                 if self._scrub is not None:
                     chunk = _scrubbed(self._scrub, chunk)

@@ -60,12 +60,15 @@ class UpstreamReply:
         for event in decoder.close():
             yield event
 
+    def check_declared(self) -> None:
+        """Fail now if the reply's declared ``Content-Length`` is over the budget."""
+        declared = self._response.content_length
+        if declared is not None and declared > self._limit:
+            self._count(declared)
+
     async def read(self) -> bytes:
         """The whole body."""
-        declared = self._response.content_length
-        if declared is not None:
-            self._count(declared)
-            self.received = 0
+        self.check_declared()
         chunks = [chunk async for chunk in self]
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
