@@ -244,3 +244,46 @@ async def test_a_relayed_reply_declared_over_the_byte_budget_fails_before_its_bo
         await anext(chunks)
     await relay.aclose()
     await client.aclose()
+
+
+async def _relayed(client: UpstreamClient) -> None:
+    relay = await client.relay("/chat/completions", b"{}")
+    await relay.aclose()
+
+
+async def _models(client: UpstreamClient) -> None:
+    await client.list_models()
+
+
+_CALLS = {"post": call, "relay": _relayed, "models": _models}
+"""Each kind of upstream call, made once."""
+
+
+@pytest.mark.parametrize("call_kind", sorted(_CALLS))
+async def test_a_redirect_is_not_followed(loopback: Loopback, call_kind: str) -> None:
+    """An upstream redirecting the call (elsewhere, a proxy's login page) would have the
+    conversation and the backend's headers (an ``x-api-key``, which aiohttp keeps on a
+    redirect to another origin) sent where nobody configured: it is an upstream error."""
+    followed: list[str] = []
+
+    async def elsewhere(request: web.Request) -> web.Response:
+        followed.append(request.headers.get("x-api-key", ""))
+        return web.json_response({"data": [], "choices": []})
+
+    target = await loopback.serve(elsewhere)
+
+    async def redirects(request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect(target + "/chat/completions")
+
+    client = loopback.adopt(
+        UpstreamClient(
+            UpstreamTarget(
+                "up", await loopback.serve(redirects), api_key="k", key_header="x-api-key"
+            )
+        )
+    )
+    with pytest.raises(UpstreamError) as caught:
+        await _CALLS[call_kind](client)
+    assert caught.value.status == 502
+    assert "redirect" in caught.value.message
+    assert followed == []

@@ -9,7 +9,9 @@ One call (:meth:`UpstreamClient.post`) runs in this order:
    before any response arrived (the upstream closed it while it sat idle), send once more
    on a fresh connection: nothing was answered, so repeating is safe, and the other pooled
    connections may be just as stale;
-3. wait for the response headers at most ``first_byte_timeout``;
+3. wait for the response headers at most ``first_byte_timeout``. A redirect is not
+   followed (it would send the conversation, and the backend's headers, where nobody
+   configured): it is an upstream error;
 4. hand the caller an :class:`UpstreamReply`, which reads the body within ``read_timeout``
    of silence and ``total_timeout`` for the whole call, and at most ``max_response_bytes``.
 
@@ -145,7 +147,7 @@ class UpstreamClient:
             with self._failures():
                 response = await self._send(url, data, deadline, headers)
                 try:
-                    if response.status >= 400:
+                    if response.status >= 300:
                         raise await self._error(response)
                     yield UpstreamReply(response, self.target.name, self.target.max_response_bytes)
                 except BaseException:
@@ -162,6 +164,11 @@ class UpstreamClient:
             deadline = asyncio.get_running_loop().time() + self.target.total_timeout
             with self._failures():
                 response = await self._send(self.target.base_url + path, data, deadline)
+                if 300 <= response.status < 400:  # never relayed: an upstream error
+                    try:
+                        raise await self._error(response)
+                    finally:
+                        response.close()
         except BaseException:
             slots.release()
             raise
@@ -210,7 +217,9 @@ class UpstreamClient:
         first_byte = Deadline(min(self._first_byte_timeout, remaining))
         try:
             with first_byte:
-                response = await session.post(url, data=data, timeout=timeout, headers=headers)
+                response = await session.post(
+                    url, data=data, timeout=timeout, headers=headers, allow_redirects=False
+                )
         except TimeoutError as exc:
             if first_byte.expired and self._first_byte_timeout < remaining:
                 raise UpstreamTimeout(
@@ -256,9 +265,12 @@ class UpstreamClient:
         timeout = aiohttp.ClientTimeout(total=within)
         with self._failures():
             async with self._pooled_session().get(
-                self.target.base_url + "/models", params=params, timeout=timeout
+                self.target.base_url + "/models",
+                params=params,
+                timeout=timeout,
+                allow_redirects=False,
             ) as response:
-                if response.status >= 400:
+                if response.status >= 300:
                     raise await self._error(response)
                 raw = await UpstreamReply(response, self.target.name, _MAX_ERROR_BODY * 64).read()
         try:

@@ -72,6 +72,11 @@ def classify_status(
     """Map an upstream HTTP status (and structured code) to the error the client sees."""
     detail = f"Model server '{backend}' answered {status}" + (f": {message}" if message else ".")
     retry = retry_after(headers)
+    if 300 <= status < 400:
+        return UpstreamError(
+            f"Model server '{backend}' redirected the call ({status}); redirects are not "
+            "followed: configure the URL it redirects to."
+        )
     if status in (401, 403):
         return UpstreamError(
             f"Model server '{backend}' refused the gateway's credentials ({status}).",
