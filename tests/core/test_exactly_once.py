@@ -11,9 +11,9 @@ import pytest
 
 from stateway.coordination import MemoryCommandResults
 from stateway.core import background
-from stateway.core.commands import CancelResponse, Principal
+from stateway.core.commands import CancelResponse, DeleteResponse, Principal
 from stateway.core.coordination import CancelHandler, CommandKey, Outcome
-from stateway.core.errors import IdempotencyKeyReused, InvalidRequest, NotFound
+from stateway.core.errors import IdempotencyKeyReused, InvalidRequest, NotFound, StorageError
 from stateway.core.exactly_once import Attempt, attempt, fingerprint
 from stateway.core.gateway import Gateway
 from stateway.core.inference import TextDelta
@@ -47,6 +47,14 @@ class Signals:
 
     async def aclose(self) -> None:
         pass
+
+
+class UnreachableSignals(Signals):
+    """Shared cancel signals whose Redis cannot be reached: every send fails as the Redis
+    adapter's does."""
+
+    async def send(self, tenant_id: str, response_id: str) -> None:
+        raise StorageError("The coordination store (Redis) is unavailable.")
 
 
 def gateway_for(
@@ -165,6 +173,22 @@ async def test_a_cancel_whose_owner_never_ends_the_run_gives_up(
     with pytest.raises(InvalidRequest) as caught:
         await gateway.execute(ME, CancelResponse("resp_x"))
     assert (caught.value.status, caught.value.code) == (409, "response_running_elsewhere")
+
+
+async def test_a_delete_whose_signal_cannot_be_sent_still_answers_deleted() -> None:
+    """DELETE signals a run another process may hold only once the response is deleted:
+    signals that cannot be sent then (Redis away) must not turn the DELETE into a 503
+    that a retry answers with a 404. The run elsewhere goes on to its end, as it does
+    without shared signals."""
+    store = MemoryStore()
+    body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
+    await store.save(ResponseRecord("default", "resp_x", None, "in_progress", 1.0, body))
+    gateway = gateway_for(store, signals=UnreachableSignals())
+
+    deleted = await gateway.execute(ME, DeleteResponse("resp_x"))
+
+    assert deleted.id == "resp_x"
+    assert await store.get("default", "resp_x") is None
 
 
 async def test_a_signalled_cancel_ends_this_processs_background_run() -> None:

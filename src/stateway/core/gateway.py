@@ -336,8 +336,13 @@ class Gateway:
             run.cancel(CancelReason.DELETED)  # its final save leaves the row deleted
         elif self._signals is not None and self._signals.shared:
             # A run of another process stops as if deleted there (its final save leaves
-            # the row deleted too); anywhere else, the signal is ignored.
-            await self._signals.send(principal.tenant_id, response_id)
+            # the row deleted too); anywhere else, the signal is ignored. The response is
+            # deleted already: a signal that cannot be sent (Redis away) leaves such a run
+            # to its end, as without shared signals, rather than failing the DELETE.
+            try:
+                await self._signals.send(principal.tenant_id, response_id)
+            except StorageError as exc:
+                log.warning("deleted response %s without signalling its run: %s", response_id, exc)
         return Deleted(response_id)
 
     async def _readiness(self) -> Readiness:
