@@ -57,6 +57,15 @@ class UnreachableSignals(Signals):
         raise StorageError("The coordination store (Redis) is unavailable.")
 
 
+class FlakySignals(Signals):
+    """Shared cancel signals whose second send fails (Redis away for a moment)."""
+
+    async def send(self, tenant_id: str, response_id: str) -> None:
+        await super().send(tenant_id, response_id)
+        if len(self.sent) == 2:
+            raise StorageError("The coordination store (Redis) is unavailable.")
+
+
 def gateway_for(
     store: MemoryStore, backend: ScriptedBackend | None = None, **parts: object
 ) -> Gateway:
@@ -137,6 +146,35 @@ async def test_a_cancel_reaches_another_processs_run_through_shared_signals() ->
     await signals.arrived.wait()
     assert signals.sent == [("default", "resp_x")]
     ended_body = body | {"background": True, "status": "cancelled"}
+    await store.finish(replace(record, status="cancelled", body=ended_body))  # the owner did it
+
+    state = await cancelling
+    assert state.status == "cancelled"
+
+
+async def test_a_cancel_signal_the_owner_missed_is_sent_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A signal reaches the processes subscribed as it is sent: an owner subscribing
+    again after Redis restarted misses one. The cancel sends it again while it waits (a
+    send failing meanwhile does not end the wait), so the owner's next subscription
+    hears it instead of the cancel answering 409 while the run goes on."""
+    monkeypatch.setattr(background, "RESEND_INTERVAL", 0.0)
+    store = MemoryStore()
+    body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
+    body |= {"background": True}
+    record = ResponseRecord("default", "resp_x", None, "in_progress", 1.0, body)
+    await store.save(record)
+    signals = FlakySignals()
+    gateway = gateway_for(store, signals=signals)
+
+    cancelling = asyncio.create_task(gateway.execute(ME, CancelResponse("resp_x")))
+    async with asyncio.timeout(5):
+        while len(signals.sent) < 3:  # the first missed, the second failed to go out
+            signals.arrived.clear()
+            await signals.arrived.wait()
+    assert not cancelling.done()
+    ended_body = body | {"status": "cancelled"}
     await store.finish(replace(record, status="cancelled", body=ended_body))  # the owner did it
 
     state = await cancelling

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from contextlib import suppress
 from typing import Final
 
 from stateway.core.commands import CreateResponse, Principal, WatchResponse
@@ -41,6 +42,10 @@ log = logging.getLogger(__name__)
 
 CANCEL_WAIT: Final = 30.0
 """Seconds a cancel sent to another process waits for the response to end there."""
+RESEND_INTERVAL: Final = 1.0
+"""Seconds between the sends of a cancel signal while it waits: a signal reaches only the
+processes subscribed as it is sent, and an owner subscribing again (Redis restarted, its
+connection dropped) would miss a single one and run on."""
 
 
 def check_background(command: CreateResponse, encoder: EventEncoder | None) -> None:
@@ -85,16 +90,18 @@ async def cancel(
         if signals is None or not signals.shared:
             raise _running_elsewhere(response_id, "it can only be cancelled there.")
         await signals.send(principal.tenant_id, response_id)
-        return await _ended_elsewhere(store, principal, response_id)
+        return await _ended_elsewhere(store, signals, principal, response_id)
     return state
 
 
 async def _ended_elsewhere(
-    store: ResponseStore, principal: Principal, response_id: str
+    store: ResponseStore, signals: CancelSignals, principal: Principal, response_id: str
 ) -> ResponseState:
     """The response once the process running it has ended it (read every POLL_INTERVAL:
-    its end is a committed row, and no signal crosses back)."""
-    deadline = time.monotonic() + CANCEL_WAIT
+    its end is a committed row, and no signal crosses back), the signal sent again every
+    RESEND_INTERVAL meanwhile (an owner cancels a cancelled run no further)."""
+    now = time.monotonic()
+    deadline, resend = now + CANCEL_WAIT, now + RESEND_INTERVAL
     while True:
         await asyncio.sleep(POLL_INTERVAL)
         record = await store.get(principal.tenant_id, response_id)
@@ -102,10 +109,15 @@ async def _ended_elsewhere(
             raise _not_found(response_id)  # deleted meanwhile
         if record.status not in UNFINISHED:
             return load_state(record.tenant_id, record.body, record.output_items)
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             raise _running_elsewhere(
                 response_id, f"it did not end within {CANCEL_WAIT:g} seconds of the cancel."
             )
+        if now >= resend:
+            resend = now + RESEND_INTERVAL
+            with suppress(StorageError):  # Redis away for now (logged): the next one may go
+                await signals.send(principal.tenant_id, response_id)
 
 
 class SignalledCancels:
