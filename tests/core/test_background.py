@@ -30,6 +30,7 @@ from stateway.core.watch import StoredWatch, Watch
 from stateway.protocols.responses.encode import encode_event_json
 from tests.collector import collector_off, freed
 from tests.core.fakes import HeldReads, MemoryStore, ScriptedBackend
+from tests.core.sharing_fakes import MemoryFanout
 
 ME = Principal()
 
@@ -100,6 +101,36 @@ async def test_a_background_run_is_stored_first_and_logs_every_event() -> None:
     assert logged == run.journal.wire
     assert types(run.journal.wire)[-1] == "response.completed"
     assert orjson.loads(run.journal.wire[-1])["response"]["background"] is True
+
+
+@pytest.mark.parametrize(
+    ("fields", "logged"),
+    [
+        ({"background": True}, True),
+        ({"stream": True, "replayable": True}, True),  # sent with a command id
+        ({"stream": True, "journaled": True}, False),  # stored only if a watcher keeps it
+        ({"stream": True, "replayable": True, "store": False}, False),  # kept in memory
+    ],
+)
+async def test_a_journaled_runs_log_is_stored_and_published_to_other_processes(
+    fields: dict[str, object], logged: bool
+) -> None:
+    store, fanout = MemoryStore(), MemoryFanout()
+    router = Router([BackendEntry(ScriptedBackend(script("a")), {}, catch_all=True)])
+    gateway = Gateway(
+        store, router, Loop(store), RunRegistry(), encoder=encode_event_json, fanout=fanout
+    )
+    run = await create(gateway, **fields)
+    await ended(run)
+    assert run.state.status == "completed"
+    assert run.journal is not None
+    stored = store.events.get((ME.tenant_id, run.id), [])
+    assert stored == (run.journal.wire if logged else [])
+    published = [
+        p for (_, key, batch, _) in fanout.published if key == run.id for p in batch.payloads
+    ]
+    assert published[-1:] == (run.journal.wire[-1:] if logged else [])
+    assert [last for *_, last in fanout.published][-1:] == ([True] if logged else [])
 
 
 async def test_live_watchers_and_a_later_replay_see_the_same_log() -> None:

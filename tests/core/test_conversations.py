@@ -16,6 +16,7 @@ from stateway.core.commands import (
     DeleteConversation,
     DeleteConversationItem,
     DeleteResponse,
+    GenerationSettings,
     GetConversation,
     GetConversationItem,
     GetResponse,
@@ -36,10 +37,12 @@ from stateway.core.errors import (
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Delta, Finish, TextDelta
 from stateway.core.items import Item
+from stateway.core.journal import EventEncoder
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.settling import Settler
+from stateway.protocols.responses.encode import encode_event_json
 from tests.core.conversation_fakes import MemoryConversations, TurnStore
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
@@ -64,7 +67,10 @@ def texts(items: list[Item]) -> list[str]:
 
 class World:
     def __init__(
-        self, script: list[Delta | UpstreamError] | None = None, gate: asyncio.Event | None = None
+        self,
+        script: list[Delta | UpstreamError] | None = None,
+        gate: asyncio.Event | None = None,
+        encoder: EventEncoder | None = None,
     ) -> None:
         self.conversations = MemoryConversations()
         self.store = TurnStore(self.conversations)
@@ -73,7 +79,12 @@ class World:
         self.settler = Settler(self.store, first_pause=0.01, max_pause=0.02)
         loop = Loop(self.store, settler=self.settler)
         self.gateway = Gateway(
-            self.store, router, loop, RunRegistry(), conversations=self.conversations
+            self.store,
+            router,
+            loop,
+            RunRegistry(),
+            conversations=self.conversations,
+            encoder=encoder,
         )
 
     async def conversation(self, *texts_: str) -> Conversation:
@@ -367,7 +378,10 @@ async def test_a_caller_gone_while_a_failing_turn_write_runs_holds_no_generation
     conversation = await world.conversation()
     written = asyncio.Event()
 
+    saves: list[str] = []
+
     async def failing_save(record: Any) -> None:
+        saves.append(record.status)
         await written.wait()
         raise StorageError("the database went away")
 
@@ -384,6 +398,38 @@ async def test_a_caller_gone_while_a_failing_turn_write_runs_holds_no_generation
         await asyncio.sleep(0)
     assert generation.leases == 0  # nothing was written, so no run started: given back
     assert len(world.gateway.runs) == 0
+    assert (saves, world.store.finishes) == (["in_progress"], [])  # nor ended one
+
+
+async def test_a_background_turn_goes_on_when_its_caller_leaves_while_it_is_written() -> None:
+    world = World(encoder=encode_event_json)
+    conversation = await world.conversation()
+    written = asyncio.Event()
+    save = world.store.save
+
+    async def slow_save(record: Any) -> None:
+        await written.wait()
+        await save(record)
+
+    world.store.save = slow_save  # type: ignore[method-assign]
+    world.backend.carries_unknown_types = True  # speaks Responses: the image tool goes as declared
+    image = {"type": "image_generation"}
+    tools = GenerationSettings(tools=[image])
+    caller = asyncio.create_task(
+        world.turn(conversation.id, "later", background=True, settings=tools)
+    )
+    await asyncio.sleep(0)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    written.set()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    await world.gateway.runs.settle()
+    (record,) = world.store.records.values()
+    assert (record.status, record.body["background"]) == ("completed", True)
+    assert texts(await world.items(conversation.id)) == ["later", "answer"]
+    assert world.backend.requests[0].native_tools == [image]  # the tools it was admitted with
 
 
 @pytest.mark.parametrize(

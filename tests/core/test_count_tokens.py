@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings, Principal
-from stateway.core.errors import InvalidRequest, ModelNotFound
+from stateway.core.errors import InvalidRequest, ModelNotFound, NotFound
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, InferenceRequest
 from stateway.core.loop import Loop
@@ -43,6 +43,26 @@ async def test_an_upstream_that_counts_is_asked() -> None:
     assert request.model == "upstream-m"
     assert request.tools == [TOOL]
     assert not backend.started.is_set()  # nothing ran
+
+
+async def test_the_upstream_is_asked_what_a_run_would_send() -> None:
+    backend = Counting([Finish("stop")])
+    backend.carries_unknown_types = True  # speaks Responses: the image tool goes as declared
+    image = {"type": "image_generation"}
+    generation = GenerationSettings(tools=[TOOL, image], tool_choice="required", temperature=0.5)
+    count = CountTokens(CreateResponse(model="m", input=[USER], store=False, settings=generation))
+    await gateway(backend).execute(Principal(), count)
+    [request] = backend.requests
+    assert request.settings.temperature == 0.5
+    assert (request.stream, request.tool_choice) == (False, "required")
+    assert (request.tools, request.native_tools) == ([TOOL], [image])
+
+
+async def test_a_conversation_where_none_are_served_is_a_404_naming_it() -> None:
+    count = CountTokens(CreateResponse(model="m", input=[USER], conversation_id="conv_1"))
+    with pytest.raises(NotFound) as caught:
+        await gateway(ScriptedBackend([])).execute(Principal(), count)
+    assert (caught.value.status, caught.value.param) == (404, "conversation")
 
 
 async def test_the_others_are_estimated() -> None:

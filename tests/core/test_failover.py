@@ -188,8 +188,23 @@ async def test_runs_started_but_not_yet_driven_count_as_asking_for_a_place() -> 
         await gw.execute(Principal(), command)
     await first.wait()  # driven: it no longer counts
     second = await gw.execute(Principal(), command)
+    with pytest.raises(Overloaded):  # counted again while it waits to be driven
+        await gw.execute(Principal(), command)
     await second.wait()
     assert [first.state.status, second.state.status] == ["completed", "completed"]
+
+
+async def test_every_run_of_a_burst_counts_until_it_is_driven() -> None:
+    a = Named("a", OK * 2)
+    a.places = 2
+    gw = gateway(router(route(candidate(a))))
+    command = CreateResponse("assistant", [USER], stream=True)
+    burst = [await gw.execute(Principal(), command) for _ in range(2)]
+    with pytest.raises(Overloaded):
+        await gw.execute(Principal(), command)
+    for run in burst:
+        await run.wait()
+    assert [run.state.status for run in burst] == ["completed", "completed"]
 
 
 async def test_when_every_candidate_lacks_the_model_the_client_gets_the_404() -> None:
