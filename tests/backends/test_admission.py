@@ -75,6 +75,21 @@ async def test_a_full_waiting_room_refuses_at_once() -> None:
     assert room.waiting == 0
 
 
+async def test_both_refusals_name_the_model_server() -> None:
+    room = WaitingRoom(1)
+    slots = room.slots("up", 1, 0.05)
+    async with slots.hold():
+        with pytest.raises(Overloaded) as waited:
+            await slots.acquire()
+        assert "model server 'up' came free within 0.05 s" in waited.value.message
+        entered, leave = asyncio.Event(), asyncio.Event()
+        room.capacity = 0  # every waiting place taken
+        with pytest.raises(Overloaded) as refused:
+            await hold_until(slots, entered, leave)
+        assert "connection to model server 'up'" in refused.value.message
+    assert room.waiting == 0
+
+
 async def test_no_waiting_places_refuses_only_when_every_slot_is_taken() -> None:
     slots = ConnectionSlots("up", 1, 5.0, WaitingRoom(0))
     async with slots.hold():
@@ -107,6 +122,18 @@ async def test_full_only_when_every_slot_and_every_waiting_place_is_taken() -> N
     assert slots.full(pending=1)
     slots.release()
     assert not slots.full(pending=1)
+
+
+async def test_each_release_gives_back_one_slot_of_several() -> None:
+    slots = ConnectionSlots("up", 3, 5.0, WaitingRoom(0))
+    await slots.acquire()
+    await slots.acquire()
+    assert slots.full(pending=1)
+    slots.release()
+    assert not slots.full(pending=1)
+    assert slots.full(pending=2)
+    slots.release()
+    assert not slots.full(pending=2)
 
 
 async def test_a_slot_is_returned_when_the_call_fails() -> None:

@@ -4,6 +4,7 @@ relayed answer's usage, and spans around rounds, attempts and tool calls."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -230,6 +231,30 @@ async def test_a_forward_that_got_no_answer_reports_a_failed_attempt() -> None:
     [report] = telemetry.reports
     assert (report.tenant_id, report.model, report.usage) == ("acme", "fast", None)
     assert [(a["backend"], a["outcome"]) for a in report.attempts] == [("scripted", "failed")]
+
+
+class Unanswering(ScriptedBackend):
+    """Sends no status line until the client has left."""
+
+    async def forward_chat(self, body: bytes) -> UsageRelay:
+        self.started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("never answered")
+
+
+async def test_a_forward_left_before_its_answer_reports_a_cancelled_attempt() -> None:
+    telemetry = Recording()
+    backend = Unanswering([])
+    gw = gateway(backend, telemetry)
+    caller = asyncio.create_task(_forward(gw))
+    await backend.started.wait()
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    [report] = telemetry.reports
+    assert (report.tenant_id, report.model, report.usage) == ("acme", "fast", None)
+    assert [(a["backend"], a["outcome"]) for a in report.attempts] == [("scripted", "cancelled")]
+    assert gw.generations.current.leases == 0
 
 
 async def test_a_compaction_reports_the_summary_tokens() -> None:
