@@ -20,6 +20,8 @@ def test_a_namespace_member_call_comes_out_public() -> None:
     done = next(e for e in events if isinstance(e, ev.ItemDone))
     assert added.item["name"] == done.item["name"] == "spawn"
     assert done.item["namespace"] == "ns"
+    assert ev.ArgumentsDone(0, item["id"], "spawn", '{"a": 1}') in events  # named publicly
+    assert assembler.tool_calls == [item]
 
 
 def test_a_custom_call_comes_out_whole_with_its_input_events() -> None:
@@ -36,10 +38,39 @@ def test_a_custom_call_comes_out_whole_with_its_input_events() -> None:
     assert item["id"].startswith("ctc_")
     assert (item["name"], item["namespace"], item["input"]) == ("exec", "functions", "ls -la")
     assert "arguments" not in item
+    assert item["status"] == "completed"
+    assert assembler.tool_calls == [item]  # it goes back to the client
     kinds = [type(event).__name__ for event in events]
     assert kinds == ["ItemAdded", "CustomInputDelta", "CustomInputDone", "ItemDone"]
+    added = events[0]
+    assert isinstance(added, ev.ItemAdded)
+    assert (added.item["input"], added.item["status"]) == ("", "in_progress")  # opened empty
     assert events[1] == ev.CustomInputDelta(0, item["id"], "ls -la")
     assert events[2] == ev.CustomInputDone(0, item["id"], "ls -la")
+
+
+def test_a_call_gets_ids_of_its_own_shape() -> None:
+    """A call without an upstream id, or with one already used, gets a ``call_`` id; its
+    item's id is an ``fc_`` one; a call opened without a name has an empty one."""
+    output: list[Item] = []
+    assembler = OutputAssembler(output, [].append, {"call_used"}, Catalog([]))
+    assembler.tool_call(ToolCallDelta(0, "call_used", "f", "{}"))
+    assembler.tool_call(ToolCallDelta(1, None, None, "{}"))
+    assembler.finish()
+    assert [item["id"][:3] for item in output] == ["fc_", "fc_"]
+    assert [item["call_id"][:5] for item in output] == ["call_", "call_"]
+    assert "call_used" not in [item["call_id"] for item in output]
+    assert [item["name"] for item in output] == ["f", ""]
+
+
+def test_a_custom_call_cut_short_is_incomplete() -> None:
+    output: list[Item] = []
+    catalog = Catalog([{"type": "custom", "name": "exec"}])
+    assembler = OutputAssembler(output, [].append, set(), catalog)
+    assembler.tool_call(ToolCallDelta(0, "call_1", "exec", '{"input": "ls'))
+    assembler.finish("incomplete")
+    [item] = output
+    assert (item["type"], item["status"]) == ("custom_tool_call", "incomplete")
 
 
 def test_an_unmodelled_item_is_added_and_done_at_once_and_a_shell_call_goes_back() -> None:
