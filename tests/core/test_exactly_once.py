@@ -12,7 +12,7 @@ import pytest
 from stateway.coordination import MemoryCommandResults
 from stateway.core import background
 from stateway.core.commands import CancelResponse, DeleteResponse, Principal
-from stateway.core.coordination import CancelHandler, CommandKey, Outcome
+from stateway.core.coordination import MAX_COMMAND_ID, CancelHandler, CommandKey, Outcome
 from stateway.core.errors import IdempotencyKeyReused, InvalidRequest, NotFound, StorageError
 from stateway.core.exactly_once import Attempt, attempt, fingerprint
 from stateway.core.gateway import Gateway
@@ -121,6 +121,45 @@ async def test_a_gateway_without_command_results_refuses_command_ids() -> None:
     with pytest.raises(InvalidRequest) as caught:
         gateway.once(ME, "id", "f", param="command_id")
     assert caught.value.param == "command_id"
+
+
+async def test_command_ids_are_checked_and_refused_with_their_codes() -> None:
+    bare = gateway_for(MemoryStore())
+    with pytest.raises(InvalidRequest) as unserved:
+        bare.once(ME, "id", "f", param="command_id")
+    assert unserved.value.code == "unsupported"
+    gateway = gateway_for(MemoryStore(), results=MemoryCommandResults())
+    for bad in ("", "x" * (MAX_COMMAND_ID + 1)):
+        with pytest.raises(InvalidRequest) as caught:
+            gateway.once(ME, bad, "f", param="p")
+        assert (caught.value.param, caught.value.code) == ("p", "invalid_value")
+        assert caught.value.message == f"'p' must be 1 to {MAX_COMMAND_ID} characters."
+    async with gateway.once(ME, "x" * MAX_COMMAND_ID, "f", param="p") as longest:
+        assert longest.outcome is None
+
+
+async def test_tenants_have_their_own_command_ids() -> None:
+    gateway = gateway_for(MemoryStore(), results=MemoryCommandResults())
+    async with gateway.once(Principal(tenant_id="a"), "id", "f", param="p") as first:
+        first.remember(b"a's")
+    async with gateway.once(Principal(tenant_id="b"), "id", "g", param="p") as second:
+        assert second.outcome is None  # neither b's replay of a's answer nor a conflict
+
+
+async def test_a_response_deleted_here_is_signalled_to_the_process_running_it() -> None:
+    store = MemoryStore()
+    body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
+    await store.save(ResponseRecord("acme", "resp_x", None, "in_progress", 1.0, body))
+    signals = Signals()
+    gateway = gateway_for(store, signals=signals)
+    await gateway.execute(Principal(tenant_id="acme"), DeleteResponse("resp_x"))
+    assert signals.sent == [("acme", "resp_x")]
+    with pytest.raises(NotFound) as missing:
+        await gateway.execute(Principal(tenant_id="acme"), DeleteResponse("resp_x"))
+    assert (missing.value.param, missing.value.message) == (
+        "response_id",
+        "Response with id 'resp_x' not found.",
+    )
 
 
 async def test_principals_of_one_tenant_have_their_own_command_ids() -> None:

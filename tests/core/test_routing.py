@@ -1,8 +1,12 @@
 import pytest
 
+from stateway.core.commands import CheckReadiness, Principal
 from stateway.core.errors import GatewayError, ModelNotFound, UpstreamUnavailable
+from stateway.core.gateway import Gateway
+from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
-from tests.core.fakes import ScriptedBackend
+from stateway.core.runs import RunRegistry
+from tests.core.fakes import MemoryStore, ScriptedBackend
 
 
 class Named(ScriptedBackend):
@@ -58,6 +62,16 @@ async def test_model_listing_skips_unreachable_upstreams() -> None:
     )
     assert await down.list_models() == [("x", "a")]
     assert issubclass(UpstreamUnavailable, GatewayError)
+
+
+async def test_readiness_reports_each_upstream_and_storage() -> None:
+    router = Router(
+        [BackendEntry(Named("down"), {"x": "x"}), BackendEntry(Named("up", []), {"y": "y"})]
+    )
+    store = MemoryStore()
+    gateway = Gateway(store, router, Loop(store), RunRegistry())
+    ready = await gateway.execute(Principal(), CheckReadiness())
+    assert (ready.storage_error, ready.upstreams) == (None, {"down": False, "up": True})
 
 
 async def test_a_model_is_found_when_a_configured_route_or_the_listing_has_it() -> None:
