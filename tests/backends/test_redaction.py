@@ -117,7 +117,9 @@ def responses_stream(kind: str) -> bytes:
     return b"data: " + orjson.dumps(event) + b"\n\n"
 
 
-@pytest.mark.parametrize("wire", ["chat", "error", "response.failed", "failed-object"])
+@pytest.mark.parametrize(
+    "wire", ["chat", "chat-whole", "error", "response.failed", "failed-object"]
+)
 async def test_upstream_failures_reported_in_the_body_are_scrubbed(
     loopback: Loopback, wire: str
 ) -> None:
@@ -126,13 +128,17 @@ async def test_upstream_failures_reported_in_the_body_are_scrubbed(
             return web.Response(body=chat_stream(), content_type="text/event-stream")
         if wire == "failed-object":
             return web.json_response({"status": "failed", "error": {"message": leak()}})
+        if wire == "chat-whole":
+            return web.json_response({"error": {"message": leak(), "code": KEY[:10]}})
         return web.Response(body=responses_stream(wire), content_type="text/event-stream")
 
     client = loopback.adopt(
         UpstreamClient(UpstreamTarget("up", await loopback.serve(fails_in_the_body), KEY))
     )
-    backend = OpenAIChatBackend(client) if wire == "chat" else OpenAIResponsesBackend(client)
+    chat = wire.startswith("chat")
+    backend = OpenAIChatBackend(client) if chat else OpenAIResponsesBackend(client)
     with pytest.raises(UpstreamError) as caught:
-        await run(backend, stream=wire != "failed-object")
+        await run(backend, stream=wire not in ("failed-object", "chat-whole"))
     assert MASK in caught.value.message
     assert not reveals(caught.value.message)
+    assert not reveals(str(caught.value.code))

@@ -2,7 +2,9 @@
 OpenAI): canonical items to ``messages`` and back.
 
 :mod:`stateway.backends.chat_request` builds the request body; ``from_upstream_chunk`` and
-``from_upstream_completion`` turn replies into deltas. Item and tool types the gateway
+``from_upstream_completion`` turn replies into deltas; a reply or chunk that is only an
+``error`` is the upstream error it reports
+(:func:`~stateway.backends.upstream_status.classify_reported`). Item and tool types the gateway
 does not model cannot be carried (``carries_unknown_types`` is False). With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
 (:mod:`stateway.backends.guided_decoding`). With ``reasoning_efforts``, an effort the
@@ -26,6 +28,7 @@ from stateway.backends.reasoning_efforts import effort_levels, level_sent
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_relay import UpstreamRelay
+from stateway.backends.upstream_status import classify_reported
 from stateway.backends.upstream_values import count, obj, text
 from stateway.core import logprobs
 from stateway.core.errors import UpstreamError
@@ -119,18 +122,26 @@ class OpenAIChatBackend:
     def _decode_chunk(self, data: bytes, tokens: bool) -> list[Delta]:
         try:
             chunk = orjson.loads(data)
-            if "error" in chunk and "choices" not in chunk:
-                message = _stream_error_message(self.name, chunk["error"])
-                raise UpstreamError(self._client.scrub(message))
+            self._check_reported(chunk, mid_stream=True)
             return list(from_upstream_chunk(chunk, tokens))
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed chunk.") from exc
 
     def _decode_completion(self, data: bytes, tokens: bool) -> list[Delta]:
         try:
-            return list(from_upstream_completion(orjson.loads(data), tokens))
+            payload = orjson.loads(data)
+            self._check_reported(payload, mid_stream=False)
+            return list(from_upstream_completion(payload, tokens))
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed reply.") from exc
+
+    def _check_reported(self, payload: Any, *, mid_stream: bool) -> None:
+        """Raise the error a reply or chunk that is only ``{"error": ...}`` reports (some
+        servers answer 200 so): :func:`classify_reported`'s rule, for both."""
+        if isinstance(payload, dict) and "error" in payload and "choices" not in payload:
+            raise classify_reported(
+                payload["error"], self.name, self._client.scrub, mid_stream=mid_stream
+            )
 
     async def forward_chat(self, body: bytes) -> UpstreamRelay:
         """The stateless fast path: ``body`` as the client sent it (given the backend's
@@ -244,8 +255,3 @@ def _message_deltas(
             text(function.get("name")),
             text(function.get("arguments")) or "",
         )
-
-
-def _stream_error_message(backend: str, error: Any) -> str:
-    message = error.get("message") if isinstance(error, dict) else str(error)
-    return f"Model server '{backend}' failed mid-stream: {message}"[:500]

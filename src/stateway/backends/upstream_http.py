@@ -41,7 +41,7 @@ from stateway.backends.admission import WaitingRoom
 from stateway.backends.redaction import KeyScrubber
 from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_reply import UpstreamReply
-from stateway.backends.upstream_status import classify_status, parse_error
+from stateway.backends.upstream_status import MAX_MESSAGE, classify_status, parse_error
 from stateway.core.deadline import Deadline
 from stateway.core.errors import (
     GatewayError,
@@ -53,7 +53,6 @@ from stateway.core.errors import (
 log = logging.getLogger(__name__)
 
 _MAX_ERROR_BODY = 16 * 1024
-_MAX_MESSAGE = 500
 DEFAULT_QUEUE = 1024
 """Waiting places of a client built without a shared :class:`WaitingRoom` (tests)."""
 
@@ -328,7 +327,7 @@ class UpstreamClient:
         message, code = parse_error(raw)
         return classify_status(
             response.status,
-            self.scrub(message)[:_MAX_MESSAGE],
+            self.scrub(message)[:MAX_MESSAGE],
             self.scrub(code) if code else None,
             self.target.name,
             response.headers,

@@ -26,12 +26,19 @@ looks for), and an error without a code that says ``maximum context length is N 
 message also says the input and output tokens, the error carries the numbers
 (:class:`UpstreamContextTooLong`): a Messages client is told them as Anthropic tells them,
 and Claude Code asks for fewer output tokens.
+
+Some OpenAI-compatible servers report a failure inside a 200 reply: a whole body, or a
+stream event, that is only ``{"error": {...}}``. :func:`classify_reported` holds the one
+rule for both: the error is classified as the status it names would be, by an HTTP status
+in its ``code`` (vLLM's and SGLang's number), a known string ``code`` or an error ``type``
+that names one (OpenAI's and Anthropic's); otherwise it is a 502 ``upstream_error``. The
+upstream's message is passed on either way.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import orjson
 
@@ -58,6 +65,23 @@ _INPUT = re.compile(
     r"|request has (\d+) input tokens"
 )
 _OUTPUT = re.compile(r"(\d+) in the completion|requested (\d+) output tokens|too large: (\d+)")
+_STATUS_OF_CODE = {
+    CONTEXT_LENGTH_EXCEEDED: 400,
+    "model_not_found": 404,
+    "rate_limit_exceeded": 429,
+}
+"""String codes of an error reported in a 200 reply that name the status it stands for."""
+_STATUS_OF_TYPE = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "rate_limit_error": 429,
+    "overloaded_error": OVERLOADED,
+}
+"""Error types (OpenAI's and Anthropic's) that name the status they stand for."""
+MAX_MESSAGE = 500
+"""Characters of an upstream's error message passed on."""
 _RETRY_AFTER = re.compile(r"[0-9]{1,10}|[A-Za-z0-9 ,:]{1,64}")
 """Delta-seconds or an HTTP-date; anything else is not passed on."""
 
@@ -71,12 +95,50 @@ def classify_status(
 ) -> GatewayError:
     """Map an upstream HTTP status (and structured code) to the error the client sees."""
     detail = f"Model server '{backend}' answered {status}" + (f": {message}" if message else ".")
-    retry = retry_after(headers)
     if 300 <= status < 400:
         return UpstreamError(
             f"Model server '{backend}' redirected the call ({status}); redirects are not "
             "followed: configure the URL it redirects to."
         )
+    return _by_status(status, detail, message, code, backend, retry_after(headers))
+
+
+def classify_reported(
+    error: object, backend: str, scrub: Callable[[str], str], *, mid_stream: bool
+) -> GatewayError:
+    """The error the client sees for the ``error`` member of a 200 reply's body or of a
+    stream event (the module's docstring says the rule); ``scrub`` masks the upstream's
+    key in its words."""
+    message, code = _fields({"error": error})
+    message, code = scrub(message)[:MAX_MESSAGE], scrub(code) if code else None
+    said = "failed mid-stream" if mid_stream else "answered with an error"
+    detail = f"Model server '{backend}' {said}: {message}"[:MAX_MESSAGE]
+    status = _reported_status(error, code)
+    if status is None:
+        return UpstreamError(detail)
+    return _by_status(status, detail, message, code, backend, None)
+
+
+def _reported_status(error: object, code: str | None) -> int | None:
+    """The HTTP status a reported error names, if any."""
+    if not isinstance(error, dict):
+        return None
+    number = error.get("code")
+    if isinstance(number, int) and not isinstance(number, bool) and 400 <= number < 600:
+        return number
+    kind = error.get("type")
+    named = _STATUS_OF_CODE.get(code) if code else None
+    return named or (_STATUS_OF_TYPE.get(kind) if isinstance(kind, str) else None)
+
+
+def _by_status(
+    status: int,
+    detail: str,
+    message: str,
+    code: str | None,
+    backend: str,
+    retry: dict[str, str] | None,
+) -> GatewayError:
     if status in (401, 403):
         return UpstreamError(
             f"Model server '{backend}' refused the gateway's credentials ({status}).",
@@ -142,21 +204,25 @@ def parse_error(raw: bytes) -> tuple[str, str | None]:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return raw.decode("utf-8", "replace").strip(), None
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict):
-            message = str(error.get("message") or error.get("detail") or "")
-            code = error.get("code")
-            if isinstance(code, str):
-                return message, code
-            if body.get("type") == "error" and message.startswith(PROMPT_TOO_LONG):
-                return message, CONTEXT_LENGTH_EXCEEDED
-            if _WINDOW.search(message) or _MODEL_LENGTH in message:
-                return message, CONTEXT_LENGTH_EXCEEDED
-            return message, _structured_code(error)
-        if isinstance(error, str):
-            return error, None
-        detail = body.get("detail")
-        if detail is not None:
-            return str(detail), None
+    return _fields(body) if isinstance(body, dict) else ("", None)
+
+
+def _fields(body: dict[str, object]) -> tuple[str, str | None]:
+    """The message and structured code of a decoded error body."""
+    error = body.get("error", body)
+    if isinstance(error, dict):
+        message = str(error.get("message") or error.get("detail") or "")
+        code = error.get("code")
+        if isinstance(code, str):
+            return message, code
+        if body.get("type") == "error" and message.startswith(PROMPT_TOO_LONG):
+            return message, CONTEXT_LENGTH_EXCEEDED
+        if _WINDOW.search(message) or _MODEL_LENGTH in message:
+            return message, CONTEXT_LENGTH_EXCEEDED
+        return message, _structured_code(error)
+    if isinstance(error, str):
+        return error, None
+    detail = body.get("detail")
+    if detail is not None:
+        return str(detail), None
     return "", None

@@ -1,0 +1,116 @@
+"""A Chat Completions upstream that reports a failure inside a 200 reply (a whole body, or
+a stream event, that is only ``{"error": ...}``): one rule for both, the upstream's words
+kept, and each frontend's own error shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+from starlette.applications import Starlette
+
+from stateway.backends.openai_chat import OpenAIChatBackend
+from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.core.errors import GatewayError
+from stateway.core.gateway import Gateway
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.messages import MessagesRoutes
+from stateway.surfaces.http.responses import ResponsesRoutes
+from stateway.surfaces.http.service import ServiceRoutes
+from tests.backends.conftest import Loopback
+from tests.backends.test_redaction import inference
+from tests.core.fakes import MemoryStore
+from tests.surfaces.http.asgi import call
+
+WARMING = {"message": "Model is still warming up", "type": "server_error"}
+LIMITED = {"message": "Too many requests in flight", "type": "rate_limit_error"}
+VLLM_REFUSAL = {"message": "bad 'temperature'", "type": "BadRequestError", "code": 400}
+TOO_LONG = {
+    "message": "too long",
+    "type": "invalid_request_error",
+    "code": "context_length_exceeded",
+}
+
+
+async def chat_backend(loopback: Loopback, error: object, *, stream: bool) -> OpenAIChatBackend:
+    """A chat backend whose server answers 200 with only ``error`` (as a stream event when
+    ``stream``)."""
+
+    async def reports(request: web.Request) -> web.Response:
+        if stream:
+            event = b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+            return web.Response(body=event, content_type="text/event-stream")
+        return web.json_response({"error": error})
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(reports)))
+    return OpenAIChatBackend(loopback.adopt(client))
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        (WARMING, 502, "upstream_error"),
+        ("plain words", 502, "upstream_error"),
+        (LIMITED, 429, "rate_limit_exceeded"),
+        (VLLM_REFUSAL, 400, "upstream_rejected"),
+        (TOO_LONG, 400, "context_length_exceeded"),
+        ({"message": "busy", "type": "overloaded_error"}, 503, "upstream_overloaded"),
+        ({"message": "no key", "code": 401}, 502, "upstream_auth_failed"),
+    ],
+)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_reported_error_is_the_error_its_status_would_be(
+    loopback: Loopback, error: object, status: int, code: str, stream: bool
+) -> None:
+    backend = await chat_backend(loopback, error, stream=stream)
+    with pytest.raises(GatewayError) as caught:
+        async for _ in backend.infer(inference(stream)):
+            pass
+    assert (caught.value.status, caught.value.code) == (status, code)
+    if code != "upstream_auth_failed":
+        said = error["message"] if isinstance(error, dict) else error
+        assert said in caught.value.message
+    assert "without a choice" not in caught.value.message
+
+
+def app_over(backend: OpenAIChatBackend) -> Starlette:
+    store = MemoryStore()
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry())
+    return build_http_app(
+        ResponsesRoutes(gateway, 1 << 20),
+        ServiceRoutes(gateway),
+        messages=MessagesRoutes(gateway, 1 << 20, keepalive=15.0, max_input_items=50),
+    )
+
+
+@pytest.mark.parametrize(("error", "status"), [(WARMING, 502), (LIMITED, 429)])
+async def test_each_frontend_answers_in_its_own_shape(
+    loopback: Loopback, error: dict[str, Any], status: int
+) -> None:
+    app = app_over(await chat_backend(loopback, error, stream=False))
+    responses = await call(
+        app, "POST", "/v1/responses", orjson.dumps({"model": "m", "input": "hi"})
+    )
+    assert responses.status == status
+    assert error["message"] in responses.json()["error"]["message"]
+
+    messages = await call(
+        app,
+        "POST",
+        "/v1/messages",
+        orjson.dumps(
+            {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+        ),
+        headers=[(b"anthropic-version", b"2023-06-01")],
+    )
+    assert messages.status == status
+    answer = messages.json()
+    assert answer["type"] == "error"
+    assert answer["error"]["type"] == ("api_error" if status == 502 else "rate_limit_error")
+    assert error["message"] in answer["error"]["message"]
