@@ -34,7 +34,7 @@ ATTEMPT: Final = "stateway.attempt"
 TOOL_CALL: Final = "stateway.tool_call"
 
 Attribute = str | int | float | bool
-ToolOutcome = Literal["ok", "error", "timeout"]
+ToolOutcome = Literal["ok", "error", "timeout", "cancelled"]
 
 
 class Span(Protocol):

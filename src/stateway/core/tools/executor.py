@@ -9,7 +9,8 @@ failed response. A timeout is a ``protocol`` error with ``REQUEST_TIMEOUT`` (-32
 SDKs report their own request timeouts); an adapter's bug one with ``INTERNAL_ERROR``.
 Cancelling the round (the client left, the response was deleted) cancels every call still
 running. Each call is a :data:`~stateway.core.telemetry.TOOL_CALL` span, and its outcome
-(``ok``, ``error``, ``timeout``) is counted by its kind.
+(``ok``, ``error``, ``timeout``, or ``cancelled`` for a call cancelled while it ran; one
+cancelled while it waited for its turn was never made) is counted by its kind.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from stateway.core.telemetry import TOOL_CALL, NoTelemetry, Telemetry, ToolOutco
 from stateway.core.tools.ports import INTERNAL_ERROR, REQUEST_TIMEOUT, ToolError, ToolFailure
 
 log = logging.getLogger(__name__)
+
+CANCELLED: ToolOutcome = "cancelled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +75,12 @@ class Executor:
         async with exclusive, permits:
             attributes = {"stateway.tool": call.kind, "stateway.tool.name": call.label}
             with self._telemetry.span(TOOL_CALL, attributes) as span:
-                outcome, kind = await self._invoke(call)
+                try:
+                    outcome, kind = await self._invoke(call)
+                except asyncio.CancelledError:
+                    span.set("stateway.outcome", CANCELLED)
+                    self._telemetry.tool_called(call.kind, CANCELLED)
+                    raise
                 span.set("stateway.outcome", kind)
             self._telemetry.tool_called(call.kind, kind)
             return outcome
