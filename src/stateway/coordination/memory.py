@@ -24,6 +24,8 @@ class MemoryCommandResults:
     """Outcomes of the last ``max_results`` commands (least recently used dropped first),
     each kept for ``ttl`` seconds; claims under way by key."""
 
+    shared = False
+
     def __init__(
         self,
         max_results: int = DEFAULT_MAX_RESULTS,
@@ -38,6 +40,9 @@ class MemoryCommandResults:
 
     def __len__(self) -> int:
         return len(self._outcomes)
+
+    async def ping(self) -> None:
+        pass
 
     async def claim(self, key: CommandKey, fingerprint: str) -> Outcome | None:
         while True:

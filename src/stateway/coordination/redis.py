@@ -47,6 +47,8 @@ DEFAULT_RESULT_TTL: Final = 24 * 3600.0
 FIRST_POLL: Final = 0.005
 MAX_POLL: Final = 0.1
 """Seconds between a waiter's reads: from ``FIRST_POLL``, growing by half to this."""
+PING_TIMEOUT: Final = 2.0
+"""Seconds ``GET /ready`` waits for Redis to answer a ping."""
 _RESUBSCRIBE_DELAY: Final = 1.0
 """Seconds between attempts to subscribe to the cancel channel while Redis is down."""
 
@@ -82,6 +84,8 @@ def connect(url: str) -> Redis:
 
 
 class RedisCommandResults:
+    shared = True
+
     def __init__(
         self,
         client: Redis,
@@ -101,6 +105,16 @@ class RedisCommandResults:
 
     def _key(self, key: CommandKey) -> str:
         return self._prefix + "cmd:" + hashlib.sha256(str(key).encode()).hexdigest()
+
+    async def ping(self) -> None:
+        """Within ``PING_TIMEOUT``: a Redis that does not answer at all is reported as
+        down, not left to hold the readiness probe."""
+        try:
+            async with asyncio.timeout(PING_TIMEOUT):
+                await _guarded(self._redis.ping())
+        except TimeoutError:
+            log.warning("redis: no answer to a ping within %g s", PING_TIMEOUT)
+            raise StorageError("The coordination store (Redis) is unavailable.") from None
 
     async def claim(self, key: CommandKey, fingerprint: str) -> Outcome | None:
         name = self._key(key)

@@ -53,6 +53,14 @@ class Outcome:
 
 
 class CommandResults(Protocol):
+    shared: bool
+    """True when the outcomes live outside the process (Redis): :meth:`ping` checks it."""
+
+    async def ping(self) -> None:
+        """Raise :class:`~stateway.core.errors.StorageError` when the store holding the
+        outcomes does not answer (``GET /ready`` reports it; in process it always does)."""
+        ...
+
     async def claim(self, key: CommandKey, fingerprint: str) -> Outcome | None:
         """Claim ``key`` for a command whose request digests to ``fingerprint``.
 

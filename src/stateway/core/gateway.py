@@ -353,10 +353,25 @@ class Gateway:
             storage_error = exc.message
         with self.generations.lease() as generation:
             backends = generation.router.backends
-            answers = await asyncio.gather(*(_answers(b) for b in backends))
+            upstreams = asyncio.gather(*(_answers(b) for b in backends))
+            coordination, answers = await asyncio.gather(self._coordination_error(), upstreams)
         return Readiness(
-            storage_error, {b.name: ok for b, ok in zip(backends, answers, strict=True)}
+            storage_error,
+            {b.name: ok for b, ok in zip(backends, answers, strict=True)},
+            coordination_error=coordination,
+            shared_coordination=self._results is not None and self._results.shared,
         )
+
+    async def _coordination_error(self) -> str | None:
+        """Why the shared coordination store (Redis) did not answer; None when it did
+        (or there is none)."""
+        if self._results is None or not self._results.shared:
+            return None
+        try:
+            await self._results.ping()
+        except StorageError as exc:
+            return exc.message
+        return None
 
     async def _get(self, principal: Principal, response_id: str) -> ResponseState:
         run = self.runs.get(response_id)

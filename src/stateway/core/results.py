@@ -30,10 +30,17 @@ class Readiness:
     """None when storage answers."""
     upstreams: dict[str, bool]
     """Backend name → whether its model server answered."""
+    coordination_error: str | None = None
+    """None when the shared coordination store (Redis) answers, or there is none."""
+    shared_coordination: bool = False
+    """Whether there is one (``[coordination] redis_url``)."""
 
     @property
     def ready(self) -> bool:
-        """Ready to serve stored state; an upstream may be down and come back."""
+        """Ready to serve stored state; an upstream may be down and come back, and a
+        Redis that is down fails only keyed requests and cross-process cancels (every
+        replica shares it: failing readiness on all at once would take the whole service
+        out of its load balancer)."""
         return self.storage_error is None
 
 

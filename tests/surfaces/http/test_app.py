@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 
 import orjson
 import pytest
@@ -11,6 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.applications import Starlette
 
+from stateway.coordination.memory import MemoryCommandResults
+from stateway.coordination.redis import RedisCommandResults
+from stateway.coordination.redis import connect as connect_redis
+from stateway.core.coordination import CommandResults
 from stateway.core.errors import StorageError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
@@ -137,6 +142,44 @@ async def test_ready_reports_storage_and_upstreams() -> None:
     assert down.status == 503
     assert down.json()["status"] == "not_ready"
     assert down.json()["storage"] == "Storage failed while checking the database."
+
+
+def served_with(results: CommandResults) -> Starlette:
+    store = MemoryStore()
+    router = Router([BackendEntry(ScriptedBackend([]), {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry(), results=results)
+    return build_http_app(ResponsesRoutes(gateway, 4096), ServiceRoutes(gateway))
+
+
+async def test_ready_reports_redis_down_and_stays_ready() -> None:
+    """Every replica shares Redis: its outage fails keyed requests only, so readiness
+    reports it rather than taking every replica out of the load balancer at once."""
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        results = RedisCommandResults(connect_redis(f"redis://127.0.0.1:{port}/0"))
+        try:
+            reply = await call(served_with(results), "GET", "/ready")
+        finally:
+            await results.aclose()
+    assert reply.status == 200
+    assert reply.json()["status"] == "ready"
+    assert reply.json()["coordination"] == "The coordination store (Redis) is unavailable."
+
+
+@pytest.mark.redis
+async def test_ready_reports_redis_answering(redis_url: str) -> None:
+    results = RedisCommandResults(connect_redis(redis_url))
+    try:
+        reply = await call(served_with(results), "GET", "/ready")
+    finally:
+        await results.aclose()
+    assert (reply.status, reply.json()["coordination"]) == (200, "ok")
+
+
+async def test_ready_reports_no_coordination_in_process() -> None:
+    reply = await call(served_with(MemoryCommandResults()), "GET", "/ready")
+    assert "coordination" not in reply.json()
 
 
 async def test_client_leaving_a_non_streamed_request_cancels_and_stores_incomplete() -> None:

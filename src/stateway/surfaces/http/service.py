@@ -47,10 +47,11 @@ class ServiceRoutes:
         return JSONResponse({"status": "ok"})
 
     async def ready(self, request: Request) -> Response:
-        """200 when storage answers, else 503; upstream reachability is reported only.
-        Open to anyone (probes send no credential), like ``/health``."""
+        """200 when storage answers, else 503; upstream reachability and (with Redis) the
+        coordination store's are reported only. Open to anyone (probes send no
+        credential), like ``/health``."""
         readiness = await self._gateway.execute(Principal(), CheckReadiness())
-        body = {
+        body: dict[str, Any] = {
             "status": "ready" if readiness.ready else "not_ready",
             "storage": "ok" if readiness.storage_error is None else readiness.storage_error,
             "upstreams": {
@@ -58,6 +59,9 @@ class ServiceRoutes:
                 for name, answered in readiness.upstreams.items()
             },
         }
+        if readiness.shared_coordination:
+            error = readiness.coordination_error
+            body["coordination"] = "ok" if error is None else error
         return JSONResponse(body, status_code=200 if readiness.ready else 503)
 
 
