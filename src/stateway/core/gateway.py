@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from contextlib import AbstractAsyncContextManager
 from typing import overload
@@ -52,7 +51,6 @@ from stateway.core.coordination import (
     EventFanout,
 )
 from stateway.core.errors import (
-    GatewayError,
     InvalidRequest,
     NotFound,
     ServerShuttingDown,
@@ -67,12 +65,12 @@ from stateway.core.journal import EventEncoder
 from stateway.core.limits import RateLimits, charged_tokens
 from stateway.core.loop import Loop
 from stateway.core.ports import (
-    Backend,
     ItemPage,
     Relay,
     ResponseStore,
     Sealer,
 )
+from stateway.core.readiness import readiness
 from stateway.core.references import resolved
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.results import Deleted, ModelList, Readiness, Result, TokenCount
@@ -252,7 +250,7 @@ class Gateway:
                         return ModelList([await generation.router.find_model(model)])
                     return ModelList(await generation.router.list_models())
             case CheckReadiness():
-                return await self._readiness()
+                return await readiness(self._store, self.generations, self._results)
             case CountTokens(request=request):
                 request = await resolved(self._store, principal.tenant_id, request)
                 with self.generations.lease() as generation:
@@ -345,34 +343,6 @@ class Gateway:
                 log.warning("deleted response %s without signalling its run: %s", response_id, exc)
         return Deleted(response_id)
 
-    async def _readiness(self) -> Readiness:
-        storage_error = None
-        try:
-            await self._store.ping()
-        except StorageError as exc:
-            storage_error = exc.message
-        with self.generations.lease() as generation:
-            backends = generation.router.backends
-            upstreams = asyncio.gather(*(_answers(b) for b in backends))
-            coordination, answers = await asyncio.gather(self._coordination_error(), upstreams)
-        return Readiness(
-            storage_error,
-            {b.name: ok for b, ok in zip(backends, answers, strict=True)},
-            coordination_error=coordination,
-            shared_coordination=self._results is not None and self._results.shared,
-        )
-
-    async def _coordination_error(self) -> str | None:
-        """Why the shared coordination store (Redis) did not answer; None when it did
-        (or there is none)."""
-        if self._results is None or not self._results.shared:
-            return None
-        try:
-            await self._results.ping()
-        except StorageError as exc:
-            return exc.message
-        return None
-
     async def _get(self, principal: Principal, response_id: str) -> ResponseState:
         run = self.runs.get(response_id)
         if run is not None and not (run.state.store and run.state.tenant_id == principal.tenant_id):
@@ -395,14 +365,6 @@ class Gateway:
         if self._conversations is None:
             raise NotFound("Conversations are not served by this gateway.", param=param)
         return self._conversations
-
-
-async def _answers(backend: Backend) -> bool:
-    try:
-        await backend.list_models()
-    except GatewayError:
-        return False
-    return True
 
 
 def _response_not_found(response_id: str) -> NotFound:

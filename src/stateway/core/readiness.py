@@ -1,0 +1,60 @@
+"""Readiness (``GET /ready``): whether this process can serve, probed at once.
+
+The store answers a ping (else the gateway is not ready), each model server of the
+generation in effect answers its model listing (reported per server: one down leaves the
+gateway ready if another can serve), and a shared coordination store (Redis), when one
+is configured, answers a ping. Redis is only reported: while it is away only keyed
+requests and cross-process cancels fail, and failing readiness would take every replica
+out of a load balancer at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from stateway.core.coordination import CommandResults
+from stateway.core.errors import GatewayError, StorageError
+from stateway.core.generations import Generations
+from stateway.core.ports import Backend, ResponseStore
+from stateway.core.results import Readiness
+
+
+async def readiness(
+    store: ResponseStore, generations: Generations, results: CommandResults | None
+) -> Readiness:
+    storage_error = None
+    try:
+        await store.ping()
+    except StorageError as exc:
+        storage_error = exc.message
+    shared = results if results is not None and results.shared else None
+    with generations.lease() as generation:
+        backends = generation.router.backends
+        upstreams = asyncio.gather(*(_answers(b) for b in backends))
+        coordination, answers = await asyncio.gather(_coordination_error(shared), upstreams)
+    return Readiness(
+        storage_error,
+        {b.name: ok for b, ok in zip(backends, answers, strict=True)},
+        coordination_error=coordination,
+        shared_coordination=shared is not None,
+    )
+
+
+async def _coordination_error(results: CommandResults | None) -> str | None:
+    """Why the shared coordination store did not answer; None when it did (or there is
+    none)."""
+    if results is None:
+        return None
+    try:
+        await results.ping()
+    except StorageError as exc:
+        return exc.message
+    return None
+
+
+async def _answers(backend: Backend) -> bool:
+    try:
+        await backend.list_models()
+    except GatewayError:
+        return False
+    return True
