@@ -106,11 +106,15 @@ def _kind(kind: Any) -> Any:
     return _SAME_KIND.get(kind, kind) if isinstance(kind, str) else kind
 
 
+_NAMED_BY: Final = {"function": "name", CUSTOM: "name", NAMESPACE: "name", "mcp": "server_label"}
+
+
+def naming_field(kind: object) -> str:
+    """The field a choice (or an ``allowed_tools`` entry) of ``kind`` names its tool by:
+    a tool's ``name``, a server's ``server_label``, else its ``type``."""
+    return _NAMED_BY.get(kind, "type") if isinstance(kind, str) else "type"
+
+
 def _called(entry: dict[str, Any]) -> object:
-    """What the hosted message quotes: a tool's name, a server's label, else the type."""
-    kind = entry.get("type")
-    if kind in ("function", CUSTOM, NAMESPACE):
-        return entry.get("name")
-    if kind == "mcp":
-        return entry.get("server_label")
-    return kind
+    """What the hosted message quotes: the field that names the tool."""
+    return entry.get(naming_field(entry.get("type")))

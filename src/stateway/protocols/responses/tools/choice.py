@@ -8,12 +8,17 @@ once it has read them for one that continues them (their items may offer tools t
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.core.tools.catalog import WEB_SEARCH_TYPES
-from stateway.core.tools.choice import check_tool_choice, context_tools, names_tools
+from stateway.core.tools.choice import (
+    check_tool_choice,
+    context_tools,
+    names_tools,
+    naming_field,
+)
 from stateway.protocols.responses.tools.decode import decode_tools
 
 _TOOL_CHOICES = frozenset({"auto", "none", "required"})
@@ -71,12 +76,6 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
     )
 
 
-_NAMED_BY: Final = {"function": "name", "custom": "name", "namespace": "name"} | {
-    "mcp": "server_label"
-}
-"""The field an ``allowed_tools`` entry of each kind names its tool by (others: ``type``)."""
-
-
 def _check_allowed(tools: object) -> None:
     """An ``allowed_tools`` choice's ``tools``: a list of objects, each with a string
     ``type`` and the field that names its tool."""
@@ -94,7 +93,7 @@ def _check_allowed(tools: object) -> None:
                 param=param,
                 code="invalid_type",
             )
-        field = _NAMED_BY.get(entry["type"], "type")
+        field = naming_field(entry["type"])
         if not isinstance(entry.get(field), str):
             raise InvalidRequest(
                 f"Missing required parameter: '{param}.{field}'.",
