@@ -41,7 +41,7 @@ from stateway.backends.admission import WaitingRoom
 from stateway.backends.redaction import KeyScrubber
 from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_reply import UpstreamReply
-from stateway.backends.upstream_status import MAX_MESSAGE, classify_status, parse_error
+from stateway.backends.upstream_status import classify_status, parse_error, scrubbed
 from stateway.core.deadline import Deadline
 from stateway.core.errors import (
     GatewayError,
@@ -324,14 +324,8 @@ class UpstreamClient:
     async def _error(self, response: aiohttp.ClientResponse) -> GatewayError:
         reply = UpstreamReply(response, self.target.name, self.target.max_response_bytes)
         raw = await reply.prefix(_MAX_ERROR_BODY)
-        message, code = parse_error(raw)
-        return classify_status(
-            response.status,
-            self.scrub(message)[:MAX_MESSAGE],
-            self.scrub(code) if code else None,
-            self.target.name,
-            response.headers,
-        )
+        message, code = scrubbed(*parse_error(raw), self.scrub)
+        return classify_status(response.status, message, code, self.target.name, response.headers)
 
 
 _REUSED: ContextVar[bool] = ContextVar("stateway_upstream_connection_reused", default=False)

@@ -109,14 +109,19 @@ def classify_reported(
     """The error the client sees for the ``error`` member of a 200 reply's body or of a
     stream event (the module's docstring says the rule); ``scrub`` masks the upstream's
     key in its words."""
-    message, code = _fields({"error": error})
-    message, code = scrub(message)[:MAX_MESSAGE], scrub(code) if code else None
+    message, code = scrubbed(*_fields({"error": error}), scrub)
     said = "failed mid-stream" if mid_stream else "answered with an error"
     detail = f"Model server '{backend}' {said}: {message}"[:MAX_MESSAGE]
     status = _reported_status(error, code)
     if status is None:
         return UpstreamError(detail)
     return _by_status(status, detail, message, code, backend, None)
+
+
+def scrubbed(message: str, code: str | None, scrub: Callable[[str], str]) -> tuple[str, str | None]:
+    """An upstream error's message and code as passed on: the key masked, the message cut
+    to :data:`MAX_MESSAGE`."""
+    return scrub(message)[:MAX_MESSAGE], scrub(code) if code else None
 
 
 def _reported_status(error: object, code: str | None) -> int | None:
