@@ -206,7 +206,7 @@ def _check_values(body: CreateResponseBody) -> None:
     if body.image is not None:
         _check_image(body.image)
     if body.background_options is not None:
-        _check_window(body)
+        _check_window(body, body.background_options.completion_window)
     if body.access_programs is not None and body.access_programs.cyber not in (None, "standard"):
         raise InvalidRequest(
             f"Unsupported value: 'access_programs.cyber' {body.access_programs.cyber!r}: "
@@ -228,10 +228,9 @@ def _check_image(image: ImageOptions) -> None:
         )
 
 
-def _check_window(body: CreateResponseBody) -> None:
+def _check_window(body: CreateResponseBody, window: str | None) -> None:
     """The discounted windows (``2h``, ``8h``) need a background response, not streamed,
     at standard processing, as hosted; the gateway runs it at once all the same."""
-    window = body.background_options.completion_window if body.background_options else None
     if window in (None, "soonest"):
         return
     if not body.background or body.stream or body.service_tier not in (None, "auto", "default"):
