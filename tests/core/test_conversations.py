@@ -345,14 +345,8 @@ async def test_input_tokens_count_the_conversation_too() -> None:
 async def test_a_caller_gone_while_the_turn_is_written_still_lets_go() -> None:
     world = World()
     conversation = await world.conversation()
-    written = asyncio.Event()
     save = world.store.save
-
-    async def slow_save(record: Any) -> None:
-        await written.wait()
-        await save(record)
-
-    world.store.save = slow_save  # type: ignore[method-assign]
+    written = _saves_held(world)
     caller = asyncio.create_task(world.turn(conversation.id, "gone"))
     await asyncio.sleep(0)
     caller.cancel()
@@ -404,14 +398,7 @@ async def test_a_caller_gone_while_a_failing_turn_write_runs_holds_no_generation
 async def test_a_background_turn_goes_on_when_its_caller_leaves_while_it_is_written() -> None:
     world = World(encoder=encode_event_json)
     conversation = await world.conversation()
-    written = asyncio.Event()
-    save = world.store.save
-
-    async def slow_save(record: Any) -> None:
-        await written.wait()
-        await save(record)
-
-    world.store.save = slow_save  # type: ignore[method-assign]
+    written = _saves_held(world)
     world.backend.carries_unknown_types = True  # speaks Responses: the image tool goes as declared
     image = {"type": "image_generation"}
     tools = GenerationSettings(tools=[image])
@@ -557,3 +544,16 @@ async def test_a_gateway_without_conversations_knows_none() -> None:
     with pytest.raises(NotFound) as caught:
         await gateway.execute(ME, command)
     assert caught.value.param == "conversation"
+
+
+def _saves_held(world: World) -> asyncio.Event:
+    """Hold every save of ``world``'s store until the event returned is set."""
+    written = asyncio.Event()
+    save = world.store.save
+
+    async def slow_save(record: Any) -> None:
+        await written.wait()
+        await save(record)
+
+    world.store.save = slow_save  # type: ignore[method-assign]
+    return written
