@@ -305,24 +305,3 @@ async def test_a_deleted_or_unknown_session_is_not_found() -> None:
         unknown = {**session, "mcp-session-id": "0" * 32}
         assert (await http.post(served.url, json=listing, headers=unknown)).status_code == 404
         assert served.surface._manager._server_instances == {}
-
-
-def test_an_invalid_argument_is_named_when_it_is_the_only_one() -> None:
-    from pydantic import BaseModel, ValidationError
-
-    from stateway.surfaces.mcp.server import _param
-
-    class Args(BaseModel):
-        model: str
-        items: list[int] = []
-        meta: dict[str, int] = {}
-
-    def param(arguments: dict[str, Any]) -> str | None:
-        with pytest.raises(ValidationError) as caught:
-            Args.model_validate(arguments)
-        return _param(caught.value)
-
-    assert param({"items": []}) == "model"
-    assert param({"model": "m", "items": [1, "x"]}) == "items[1]"
-    assert param({"model": "m", "meta": {"team": "x"}}) == "meta.team"
-    assert param({"items": ["x"]}) is None  # two arguments at fault

@@ -3,8 +3,9 @@ Streamable HTTP session manager, mounted into the HTTP app.
 
 Layers, as the SDK draws them: its transport and dispatcher speak the wire (both protocol
 generations: the 2025-11-25 handshake, the 2026-07-28 per-request envelope); the handlers
-here turn each request into commands for ``Gateway.execute`` (``tools.py``) or reads of
-resources (``resources.py``), and follow responses for subscriptions (``updates.py``):
+here turn each request into commands for ``Gateway.execute`` (``tools.py``, their
+results shaped by ``tool_results.py``) or reads of resources (``resources.py``), and follow
+responses for subscriptions (``updates.py``):
 
 - ``resources/subscribe`` (2025-11-25): a task per subscription sends
   ``notifications/resources/updated`` on the session's standalone stream at each change,
@@ -47,7 +48,6 @@ from mcp_types import (
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
-    ContentBlock,
     EmptyResult,
     ListResourcesResult,
     ListResourceTemplatesResult,
@@ -55,13 +55,11 @@ from mcp_types import (
     PaginatedRequestParams,
     ReadResourceRequestParams,
     ReadResourceResult,
-    ResourceLink,
     ResourcesCapability,
     ServerCapabilities,
     SubscribeRequestParams,
     SubscriptionsListenRequestParams,
     SubscriptionsListenResult,
-    TextContent,
     TextResourceContents,
     ToolsCapability,
     UnsubscribeRequestParams,
@@ -78,7 +76,7 @@ from stateway.core.gateway import Gateway
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.hosts import cross_site
 from stateway.surfaces.http.transport import error_response
-from stateway.surfaces.mcp import resources
+from stateway.surfaces.mcp import resources, tool_results
 from stateway.surfaces.mcp.revocation import serve_until_revoked
 from stateway.surfaces.mcp.schema import tool_schemas
 from stateway.surfaces.mcp.tools import TOOLS, Result
@@ -169,25 +167,18 @@ class McpSurface:
         try:
             args = tool.input.model_validate(params.arguments or {})
         except ValidationError as exc:
-            return _error(
-                {
-                    "message": _invalid(tool.name, exc),
-                    "type": "invalid_request_error",
-                    "param": _param(exc),
-                    "code": "invalid_arguments",
-                }
-            )
+            return tool_results.invalid_arguments(tool.name, exc)
         principal = _principal(ctx)
         try:
             result = await self._run(tool, principal, args)
         except GatewayError as error:
-            return _error(error.to_dict())
+            return tool_results.failed(error.to_dict())
         except Exception:  # the tools' error boundary, as a route's (http/errors.py)
             # The SDK would send the exception's text as a JSON-RPC error: an isError
             # result names no internals, the log has them.
             log.exception("mcp: tool %s failed", tool.name)
-            return _error(InternalError().to_dict())
-        return _result(result, resources.link_of(principal, result))
+            return tool_results.failed(InternalError().to_dict())
+        return tool_results.succeeded(result, resources.link_of(principal, result))
 
     async def _run(self, tool: ToolSpec, principal: Principal, args: Any) -> Result:
         """The tool's result; run once per ``command_id`` (retries get the first result).
@@ -385,37 +376,3 @@ def _settled(task: asyncio.Task[Result]) -> None:
     never retrieved): the retry, if any, got it from the command's claim."""
     if not task.cancelled():
         task.exception()
-
-
-def _result(result: Result, link: ResourceLink | None) -> CallToolResult:
-    """The object as structured content and as JSON text, then a link to its resource."""
-    content: list[ContentBlock] = [TextContent(type="text", text=orjson.dumps(result).decode())]
-    if link is not None:
-        content.append(link)
-    return CallToolResult(content=content, structured_content=result)
-
-
-def _error(error: dict[str, str | None]) -> CallToolResult:
-    body = {"error": error}
-    text = orjson.dumps(body).decode()
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)], structured_content=body, is_error=True
-    )
-
-
-def _param(exc: ValidationError) -> str | None:
-    """The argument at fault, when all the errors name one (``metadata.team``,
-    ``input[0]``); None when several are."""
-    places = {e["loc"] for e in exc.errors(include_url=False)}
-    if len(places) != 1:
-        return None
-    [place] = places
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in place).lstrip(".") or None
-
-
-def _invalid(tool: str, exc: ValidationError) -> str:
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
-        for e in exc.errors(include_url=False)
-    )
-    return f"Invalid arguments for {tool}: {problems}"
