@@ -30,7 +30,7 @@ from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.metrics import MetricsRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
-from stateway.surfaces.http.transport import KEEPALIVE_INTERVAL
+from stateway.surfaces.http.sse import KEEPALIVE_INTERVAL
 from stateway.surfaces.http.usage import UsageRoutes
 from stateway.surfaces.mcp.mount import McpMount
 from stateway.surfaces.websocket.endpoint import WebSocketResponses

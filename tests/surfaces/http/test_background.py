@@ -18,7 +18,7 @@ from stateway.protocols.responses.encode import encode_event_json
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
-from stateway.surfaces.http.transport import SSEResponse, Watcher
+from stateway.surfaces.http.sse import SSEResponse, Watcher
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.surfaces.http.asgi import call
 from tests.surfaces.http.test_responses import events

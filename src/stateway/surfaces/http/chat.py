@@ -32,12 +32,10 @@ from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.relay import RelayResponse
 from stateway.surfaces.http.run_answers import failure_after_output, handed_over, wait_for_output
+from stateway.surfaces.http.sse import KEEPALIVE_INTERVAL, Chunks, SSEResponse
 from stateway.surfaces.http.transport import (
-    KEEPALIVE_INTERVAL,
-    Chunks,
     DisconnectWatch,
     JSONResponse,
-    SSEResponse,
     read_body,
     require_json,
     watch_disconnect,

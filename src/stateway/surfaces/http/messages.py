@@ -39,11 +39,9 @@ from stateway.surfaces.http.run_answers import (
     wait_for_output,
     wait_watched,
 )
+from stateway.surfaces.http.sse import KEEPALIVE_INTERVAL, Chunks, SSEResponse
 from stateway.surfaces.http.transport import (
-    KEEPALIVE_INTERVAL,
-    Chunks,
     JSONResponse,
-    SSEResponse,
     read_body,
     require_json,
     token_count_header,

@@ -43,13 +43,9 @@ from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.run_answers import started, wait_for_output, wait_watched
+from stateway.surfaces.http.sse import KEEPALIVE_INTERVAL, Chunks, Opening, SSEResponse, Watcher
 from stateway.surfaces.http.transport import (
-    KEEPALIVE_INTERVAL,
-    Chunks,
     JSONResponse,
-    Opening,
-    SSEResponse,
-    Watcher,
     error_response,
     header,
     read_body,

@@ -1,0 +1,241 @@
+"""The SSE response the routes stream: pre-encoded frames, one ASGI body message per
+chunk, the status line held until the stream opens (so an early failure is still an HTTP
+error), keep-alive comments on a timer, and a :class:`Watcher` stream's way out (its client
+gone, or too far behind the log it follows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
+from dataclasses import dataclass
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from stateway.core.deadline import Deadline
+from stateway.core.errors import GatewayError
+from stateway.surfaces.http.transport import watch_disconnect
+
+KEEPALIVE_INTERVAL = 15.0
+"""Seconds a stream may stay silent before it gets an SSE comment line."""
+
+MAX_WATCHER_LAG = 1024 * 1024
+"""Bytes of events a watcher may trail the run it watches by while its writes wait for the
+client to read (kernel and transport buffers full); past that it is disconnected (it
+resumes with ``starting_after``)."""
+LAG_CHECK_INTERVAL = 1.0
+"""Seconds between checks of a watcher's lag while one of its writes waits."""
+
+log = logging.getLogger(__name__)
+
+_COMMENT = b": keep-alive\n\n"
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+Chunks = AsyncGenerator[tuple[bytes, bool], None]
+"""Whole SSE frames (one or more per chunk), each flagged True when it is the last."""
+
+Opening = Callable[[], Awaitable[None]]
+"""Awaited before the status line is sent, for at most one keep-alive interval; a
+:class:`GatewayError` it raises is answered with its own status instead of a stream."""
+
+
+@dataclass(frozen=True, slots=True)
+class Watcher:
+    """What makes a stream a watcher of a log it does not drive (a background run): it
+    stops as soon as its client leaves, and it is disconnected when, with a write waiting
+    for the client to read (a full socket buffer), it trails the log by more than
+    ``max_lag`` bytes, as ``behind`` counts them."""
+
+    behind: Callable[[], int]
+    max_lag: int = MAX_WATCHER_LAG
+    check_every: float = LAG_CHECK_INTERVAL
+
+
+class SSEResponse(Response):
+    """Streams pre-encoded SSE frames, one ASGI body message per chunk; the last chunk
+    also ends the body, sparing a separate write for the terminator.
+
+    The status line waits for ``opening`` (bounded by ``keepalive``), so a stream that
+    fails before it starts can still be answered with an HTTP error (rendered by
+    ``error_response`` when given, else by the app's error handler). Once streaming, a
+    ``: keep-alive`` comment goes out whenever nothing was sent for ``keepalive`` seconds
+    (a timer, not a task, so a stream that never idles pays almost nothing for it), or
+    ``idle_frame`` instead (Messages streams send a ``ping`` event).
+    When the client goes away, ``on_disconnect`` is called once and streaming stops. A
+    :class:`Watcher` stream stops even while it waits for frames, and is cut off (the
+    connection closed mid-body) when it trails too far behind.
+    """
+
+    def __init__(
+        self,
+        frames: Chunks,
+        on_disconnect: Callable[[], None],
+        *,
+        opening: Opening | None = None,
+        keepalive: float = KEEPALIVE_INTERVAL,
+        idle_frame: bytes = _COMMENT,
+        headers: dict[str, str] | None = None,
+        error_response: Callable[[GatewayError], Response] | None = None,
+        watcher: Watcher | None = None,
+    ) -> None:
+        super().__init__(status_code=200)
+        self._idle_frame = idle_frame
+        self._error_response = error_response
+        self._extra_headers = [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+        self._frames = frames
+        self._on_disconnect = on_disconnect
+        self._opening = opening
+        self._keepalive = keepalive
+        self._watcher = watcher
+        self._guard: asyncio.Timeout | None = None
+        """A watcher's way out: expired when its client leaves or it falls behind."""
+        self._lag_timer: asyncio.TimerHandle | None = None
+        self._gone = False
+        self._ended = False
+        self._sending = False
+        self._last_sent = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._comment: asyncio.Task[None] | None = None
+
+    def _disconnected(self) -> None:
+        if not self._gone:
+            self._gone = True
+            self._on_disconnect()
+            self._stop_watching()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        watcher = asyncio.create_task(watch_disconnect(receive, self._disconnected))
+        try:
+            if self._watcher is None:
+                await self._respond(scope, receive, send)
+            else:
+                await self._respond_watching(scope, receive, send)
+        except OSError:
+            self._disconnected()
+        finally:
+            watcher.cancel()
+            for timer in (self._timer, self._lag_timer):
+                if timer is not None:
+                    timer.cancel()
+            if self._comment is not None:
+                self._comment.cancel()
+
+    async def _respond_watching(self, scope: Scope, receive: Receive, send: Send) -> None:
+        guard = asyncio.timeout(None)
+        try:
+            async with guard:
+                self._guard = guard
+                await self._respond(scope, receive, send)
+        except TimeoutError:
+            if not guard.expired():
+                raise
+        finally:
+            self._guard = None
+
+    async def _respond(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with aclosing(self._frames) as frames:
+            if self._opening is not None:
+                try:
+                    await self._hold(self._opening)
+                except GatewayError as error:
+                    if self._error_response is None:
+                        raise
+                    await self._error_response(error)(scope, receive, send)
+                    return
+            if self._gone:
+                return
+            headers = [*_SSE_HEADERS, *self._extra_headers]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            now = asyncio.get_running_loop().time()
+            self._idle_from(now, send)
+            if self._watcher is not None:
+                self._check_lag_at(now + self._watcher.check_every)
+            await self._stream(frames, send)
+
+    def _stop_watching(self) -> None:
+        """End a watcher's streaming at once, wherever it waits."""
+        if self._guard is not None and not self._guard.expired():
+            self._guard.reschedule(asyncio.get_running_loop().time() - 1)
+
+    def _check_lag_at(self, when: float) -> None:
+        self._lag_timer = asyncio.get_running_loop().call_at(when, self._check_lag)
+
+    def _check_lag(self) -> None:
+        """Timer callback: drop a watcher whose write waits while it trails too far."""
+        watcher = self._watcher
+        if watcher is None or self._ended or self._gone:
+            return
+        behind = watcher.behind()
+        if self._sending and behind > watcher.max_lag:
+            log.warning(
+                "disconnecting a stream watcher %d bytes behind (more than %d) whose "
+                "client stopped reading; it can resume with starting_after",
+                behind,
+                watcher.max_lag,
+            )
+            self._gone = True
+            self._stop_watching()
+            return
+        self._check_lag_at(asyncio.get_running_loop().time() + watcher.check_every)
+
+    async def _hold(self, opening: Opening) -> None:
+        try:
+            with Deadline(self._keepalive):
+                await opening()
+        except TimeoutError:
+            pass
+
+    async def _stream(self, frames: Chunks, send: Send) -> None:
+        loop = asyncio.get_running_loop()
+        async for chunk, last in frames:
+            if self._gone:
+                return
+            if self._comment is not None:
+                await self._comment  # a comment being written goes out whole first
+            self._ended = last
+            self._sending = True
+            await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+            self._sending = False
+            self._last_sent = loop.time()
+            if last:
+                return
+        if not self._gone:
+            if self._comment is not None:
+                await self._comment
+            self._ended = True
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _idle_from(self, when: float, send: Send) -> None:
+        self._last_sent = when
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(when + self._keepalive, self._check_idle, send)
+
+    def _check_idle(self, send: Send) -> None:
+        """Timer callback: write a comment if nothing was sent for a whole interval."""
+        self._timer = None
+        if self._ended or self._gone:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self._sending:  # a write is waiting for a slow reader: a comment would not help
+            self._timer = loop.call_at(now + self._keepalive, self._check_idle, send)
+        elif self._last_sent + self._keepalive > now:
+            self._timer = loop.call_at(self._last_sent + self._keepalive, self._check_idle, send)
+        else:
+            self._comment = loop.create_task(self._send_comment(send))
+
+    async def _send_comment(self, send: Send) -> None:
+        try:
+            await send({"type": "http.response.body", "body": self._idle_frame, "more_body": True})
+        except OSError:
+            self._disconnected()
+        self._comment = None
+        self._idle_from(asyncio.get_running_loop().time(), send)
