@@ -15,7 +15,7 @@ import pytest
 from openai import OpenAI
 from openai.types.responses.mcp_tool_call_error import McpProtocolError, McpToolExecutionError
 
-from stateway.core.tools.catalog import model_name
+from stateway.core.tools.model_names import model_name
 from stateway.launch import start_gateway
 from tests.core.tools.wire import EVENTS, sdk_item
 from tests.e2e.test_passthrough_tools import last_upstream_body

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from stateway.core.tools import catalog
+from stateway.core.tools import model_names
 
 NAME_LENGTH: Final = 128
 """The longest tool name (and tool-use id) the Messages API takes."""
@@ -19,7 +19,7 @@ NAME_LENGTH: Final = 128
 
 def safe_name(name: str) -> str:
     """``name`` if the Messages API accepts it, else a respelling unique to it."""
-    return catalog.safe_name(name, NAME_LENGTH)
+    return model_names.safe_name(name, NAME_LENGTH)
 
 
 class ToolNames:

@@ -4,14 +4,9 @@ from typing import Any
 import pytest
 
 from stateway.core.tools import mcp, web_search
-from stateway.core.tools.catalog import (
-    Catalog,
-    custom_input,
-    model_name,
-    model_tools,
-    with_context_tools,
-)
+from stateway.core.tools.catalog import Catalog, custom_input, model_tools, with_context_tools
 from stateway.core.tools.history import model_items
+from stateway.core.tools.model_names import model_name
 from stateway.core.tools.ports import McpServer, McpTool
 from stateway.core.tools.toolset import Approval, McpBinding
 

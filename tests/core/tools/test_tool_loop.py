@@ -26,8 +26,8 @@ from stateway.core.inference import (
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import CancelReason, RunRegistry
-from stateway.core.tools.catalog import model_name
 from stateway.core.tools.history import model_items
+from stateway.core.tools.model_names import model_name
 from stateway.core.tools.ports import McpServer, McpTool, SearchHit, ToolError, ToolFailure
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
 from stateway.core.usage import Usage

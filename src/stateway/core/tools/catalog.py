@@ -12,7 +12,7 @@ tools. :func:`model_tools` flattens the declared tools into that function list,
   server's tools (``<server_label>__<tool>``). A flattened name that strict model APIs
   would refuse (OpenAI's function names are ``[A-Za-z0-9_-]``, at most 64 characters; an
   MCP tool may be called ``files.read``) is offered as a respelling ending in a hash of
-  it (:func:`model_name`), the same in every turn, and mapped back like any other.
+  it (:mod:`.model_names`), the same in every turn, and mapped back like any other.
 - Tools of an ``additional_tools`` input item count as declared at the top level (the
   decoder adds the request's own; :func:`with_context_tools` those of earlier turns).
 - ``custom`` (freeform input): a function with one string argument ``input``; its calls
@@ -38,8 +38,6 @@ answer to its own search) are offered from then on (:func:`with_context_tools`).
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -48,6 +46,7 @@ import orjson
 
 from stateway.core.items import TOOL_SEARCH_OUTPUT, Item
 from stateway.core.tools import shell
+from stateway.core.tools.model_names import model_name
 
 WEB_SEARCH_TYPES: Final = frozenset(
     {"web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11"}
@@ -67,36 +66,8 @@ INPUT_SCHEMA: Final[Item] = {
 }
 """The parameters of the function a ``custom`` tool is offered as."""
 _OFFERED: Final = frozenset({"function", CUSTOM, NAMESPACE})
-SEPARATOR: Final = "__"
 TOOL_SEARCH: Final = "tool_search"
 DEFER: Final = "defer_loading"
-
-
-FUNCTION_NAME_LENGTH: Final = 64
-"""The longest function name OpenAI's APIs take (``[A-Za-z0-9_-]``)."""
-_NAME_CHARS: Final = re.compile(r"[A-Za-z0-9_-]+")
-_NOT_IN_NAMES: Final = re.compile(r"[^A-Za-z0-9_-]")
-_HASH_LENGTH: Final = 8
-
-
-def safe_name(name: str, limit: int) -> str:
-    """``name`` if it is 1 to ``limit`` characters of ``[A-Za-z0-9_-]``, else a respelling
-    unique to it: its other characters as ``_``, cut to leave room for a hash of the whole
-    name, so that two names never meet in one spelling."""
-    if 0 < len(name) <= limit and _NAME_CHARS.fullmatch(name):
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:_HASH_LENGTH]
-    return f"{_NOT_IN_NAMES.sub('_', name)[: limit - _HASH_LENGTH - 1]}_{digest}"
-
-
-def model_name(name: str, namespace: str | None = None) -> str:
-    """The function name the model sees for a tool (or a namespace's member): a client's
-    function as declared; a flattened name, respelled if a strict model API would refuse
-    it (its characters outside ``[A-Za-z0-9_-]`` as ``_``, cut to leave room for a hash
-    of the whole, so two names never meet in one spelling)."""
-    if not namespace:
-        return name
-    return safe_name(f"{namespace}{SEPARATOR}{name}", FUNCTION_NAME_LENGTH)
 
 
 def model_tools(tools: list[Item]) -> list[Item]:

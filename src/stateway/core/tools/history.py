@@ -58,7 +58,8 @@ from stateway.core.items import (
 )
 from stateway.core.logprobs import without_tokens
 from stateway.core.tools import shell
-from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, loaded, model_name
+from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, loaded
+from stateway.core.tools.model_names import model_name
 
 REWRITTEN_ITEM_TYPES: Final = frozenset(
     {

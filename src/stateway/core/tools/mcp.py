@@ -11,7 +11,8 @@ import orjson
 
 from stateway.core.ids import new_id
 from stateway.core.items import MCP_APPROVAL_REQUEST, MCP_CALL, MCP_LIST_TOOLS, Item
-from stateway.core.tools.catalog import Entry, model_name
+from stateway.core.tools.catalog import Entry
+from stateway.core.tools.model_names import model_name
 from stateway.core.tools.ports import (
     GATEWAY_REFUSED,
     INVALID_PARAMS,

@@ -11,7 +11,8 @@ from typing import Any
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
-from stateway.core.tools.catalog import CUSTOM, DEFER, NAMESPACE, TOOL_SEARCH, model_name
+from stateway.core.tools.catalog import CUSTOM, DEFER, NAMESPACE, TOOL_SEARCH
+from stateway.core.tools.model_names import model_name
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.responses.tools.fields import (
     copy_choice,

@@ -26,8 +26,8 @@ from stateway.core.tools.catalog import (
     NAMESPACE,
     TOOL_SEARCH,
     WEB_SEARCH_TYPES,
-    model_name,
 )
+from stateway.core.tools.model_names import model_name
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.responses.tools.client import (
     claim_name,

@@ -10,7 +10,7 @@ from typing import Any
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
-from stateway.core.tools.catalog import SEPARATOR
+from stateway.core.tools.model_names import SEPARATOR
 from stateway.protocols.responses.tools.fields import (
     copy_choice,
     copy_typed,
