@@ -6,8 +6,8 @@ from __future__ import annotations
 from stateway.core.items import Item
 from stateway.core.tools.approvals import approved, approved_entry
 from stateway.core.tools.catalog import Entry
+from stateway.core.tools.mcp_binding import Approval, McpBinding
 from stateway.core.tools.ports import McpServer
-from stateway.core.tools.toolset import Approval, McpBinding
 
 
 def request(request_id: str, label: str = "docs", name: str = "search") -> Item:

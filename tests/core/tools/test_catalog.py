@@ -6,9 +6,9 @@ import pytest
 from stateway.core.tools import mcp, web_search
 from stateway.core.tools.catalog import Catalog, custom_input, model_tools, with_context_tools
 from stateway.core.tools.history import model_items
+from stateway.core.tools.mcp_binding import Approval, McpBinding
 from stateway.core.tools.model_names import model_name
 from stateway.core.tools.ports import McpServer, McpTool
-from stateway.core.tools.toolset import Approval, McpBinding
 
 FUNCTION = {"type": "function", "name": "exec_command", "parameters": {"type": "object"}}
 NAMESPACE = {

@@ -15,8 +15,8 @@ from openai.types.responses.mcp_tool_call_error import (
 from openai.types.responses.response_output_item import McpApprovalRequest, McpCall, McpListTools
 
 from stateway.core.tools import mcp
+from stateway.core.tools.mcp_binding import Approval, McpBinding
 from stateway.core.tools.ports import INVALID_PARAMS, McpServer, McpTool, ToolError, ToolFailure
-from stateway.core.tools.toolset import Approval, McpBinding
 from tests.core.tools.wire import is_id, sdk_item
 
 SCHEMA: dict[str, Any] = {

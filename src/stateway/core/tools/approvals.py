@@ -15,7 +15,7 @@ from __future__ import annotations
 from stateway.core.items import MCP_APPROVAL_REQUEST, MCP_APPROVAL_RESPONSE, MCP_CALL, Item
 from stateway.core.tools import mcp
 from stateway.core.tools.catalog import Entry
-from stateway.core.tools.toolset import McpBinding
+from stateway.core.tools.mcp_binding import McpBinding
 
 
 def approved(context: list[Item], new_input: list[Item]) -> list[Item]:

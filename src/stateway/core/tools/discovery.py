@@ -19,10 +19,11 @@ from stateway.core.items import MCP_APPROVAL_REQUEST, MCP_CALL, MCP_LIST_TOOLS, 
 from stateway.core.tools import mcp
 from stateway.core.tools.catalog import Catalog, Entry
 from stateway.core.tools.executor import Call, Executor
+from stateway.core.tools.mcp_binding import McpBinding
 from stateway.core.tools.model_names import SEPARATOR, model_name
 from stateway.core.tools.open_items import OpenItems
 from stateway.core.tools.ports import McpTool, ToolError
-from stateway.core.tools.toolset import GatewayTools, McpBinding, Toolset
+from stateway.core.tools.toolset import GatewayTools, Toolset
 
 
 class Discovery:

@@ -12,6 +12,7 @@ import orjson
 from stateway.core.ids import new_id
 from stateway.core.items import MCP_APPROVAL_REQUEST, MCP_CALL, MCP_LIST_TOOLS, Item
 from stateway.core.tools.catalog import Entry
+from stateway.core.tools.mcp_binding import McpBinding
 from stateway.core.tools.model_names import model_name
 from stateway.core.tools.ports import (
     GATEWAY_REFUSED,
@@ -20,7 +21,6 @@ from stateway.core.tools.ports import (
     ToolError,
     ToolFailure,
 )
-from stateway.core.tools.toolset import McpBinding
 
 
 def list_item(label: str) -> Item:

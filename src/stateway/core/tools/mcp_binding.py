@@ -1,0 +1,141 @@
+"""A declared ``mcp`` tool bound to a server: the headers it sends (the request's
+``headers`` and ``authorization``, checked, used for the run and never stored or echoed),
+which of the server's tools it offers (``allowed_tools``, ``read_only``), and which of them
+need the client's approval before they run (``require_approval``).
+
+Which server a declaration reaches (a configured one, or an allow-listed ``server_url``)
+is :meth:`~stateway.core.tools.toolset.GatewayTools.resolve`'s decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from stateway.core.errors import InvalidRequest
+from stateway.core.headers import is_header_name, is_header_value
+from stateway.core.items import Item
+from stateway.core.tools.ports import McpServer
+
+SECRET_KEYS: Final = ("headers", "authorization")
+"""Keys of a declared ``mcp`` tool that hold credentials: used, never stored or echoed."""
+RESERVED_HEADERS: Final = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "upgrade",
+        "te",
+        "trailer",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "last-event-id",
+    }
+)
+"""Headers a request's ``mcp`` tool may not set: those routing or framing the HTTP request
+(a ``Host`` of the client's choice would reach another virtual host behind an allowed
+one, past the allow-list) and those the MCP transport owns."""
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """Which of a server's tools need the client's approval before they run."""
+
+    default: bool
+    always: frozenset[str] = frozenset()
+    never: frozenset[str] = frozenset()
+
+    def required(self, name: str) -> bool:
+        if name in self.always:
+            return True
+        if name in self.never:
+            return False
+        return self.default
+
+
+@dataclass(frozen=True, slots=True)
+class McpBinding:
+    """One declared ``mcp`` tool, resolved to a server."""
+
+    server: McpServer
+    allowed_tools: frozenset[str] | None
+    read_only: bool
+    """Only tools the server marks read-only are offered."""
+    approval: Approval
+    description: str | None = None
+    """What the server is for, told to the model with each of its tools: the request's
+    ``server_description``, else the configured server's ``description``."""
+
+    @property
+    def label(self) -> str:
+        return self.server.label
+
+    def offers(self, name: str, read_only: bool) -> bool:
+        if self.allowed_tools is not None and name not in self.allowed_tools:
+            return False
+        return read_only or not self.read_only
+
+    def server_for(self, tenant: str) -> McpServer:
+        """The server as ``tenant``'s calls use it (its own MCP sessions:
+        :attr:`McpServer.tenant`)."""
+        return replace(self.server, tenant=tenant)
+
+
+def headers_of(tool: Item, path: str) -> tuple[tuple[str, str], ...]:
+    """The headers a request's ``mcp`` tool sends; a name that is not an HTTP token, a value
+    that is not printable ASCII (a line break would end the header) or a reserved header
+    (:data:`RESERVED_HEADERS`) is a 400 naming it, its value never quoted."""
+    headers: dict[str, str] = dict(tool.get("headers") or {})
+    for name, value in headers.items():
+        if not is_header_name(name) or name.lower() in RESERVED_HEADERS:
+            raise InvalidRequest(
+                f"The MCP header {name!r} cannot be set: give header names that are HTTP "
+                "tokens, and none of Host, Content-Length, Transfer-Encoding, Connection "
+                "or the MCP transport's own (Mcp-Session-Id, Mcp-Protocol-Version).",
+                param=f"{path}.headers",
+                code="invalid_value",
+            )
+        if not is_header_value(value):
+            raise InvalidRequest(
+                f"The value of the MCP header {name!r} must be printable ASCII, without "
+                "line breaks.",
+                param=f"{path}.headers",
+                code="invalid_value",
+            )
+    token = tool.get("authorization")
+    if token:
+        if not is_header_value(token):
+            raise InvalidRequest(
+                "'authorization' must be printable ASCII, without line breaks.",
+                param=f"{path}.authorization",
+                code="invalid_value",
+            )
+        headers["Authorization"] = f"Bearer {token}"
+    return tuple(sorted(headers.items()))
+
+
+def allowed_tools_of(value: Any) -> tuple[frozenset[str] | None, bool]:
+    """A declared ``allowed_tools``: the names offered (None: all of them), and whether
+    only the tools the server marks read-only are."""
+    if value is None:
+        return None, False
+    if isinstance(value, list):
+        return frozenset(value), False
+    names = value.get("tool_names")
+    return (None if names is None else frozenset(names)), bool(value.get("read_only"))
+
+
+def approval_of(value: Any, default: bool) -> Approval:
+    """``always`` / ``never`` / ``{"always": {"tool_names"}, "never": {"tool_names"}}``;
+    a tool named in neither list needs approval (as hosted) unless the server's default
+    (from the config) says otherwise."""
+    if value is None:
+        return Approval(default)
+    if isinstance(value, str):
+        return Approval(value == "always")
+    always = frozenset((value.get("always") or {}).get("tool_names") or ())
+    never = frozenset((value.get("never") or {}).get("tool_names") or ())
+    return Approval(default, always, never)
