@@ -3,6 +3,7 @@ HTTP leg against scripted loopback servers."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import orjson
@@ -14,8 +15,14 @@ from stateway.backends.anthropic_content import EMPTY_TURN
 from stateway.backends.anthropic_names import ToolNames, safe_name
 from stateway.backends.anthropic_request import AnthropicOptions, to_upstream
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_status import classify_reported
 from stateway.core.commands import GenerationSettings
-from stateway.core.errors import InvalidRequest, UpstreamError, UpstreamUnavailable
+from stateway.core.errors import (
+    InvalidRequest,
+    UpstreamError,
+    UpstreamRejected,
+    UpstreamUnavailable,
+)
 from stateway.core.inference import (
     PAUSED,
     Citation,
@@ -603,7 +610,8 @@ START = {
 
 
 def feed(events: list[dict[str, Any]], names: ToolNames | None = None) -> list[Delta]:
-    state = StreamState(names or ToolNames())
+    reported = partial(classify_reported, backend="claude", scrub=str, mid_stream=True)
+    state = StreamState(names or ToolNames(), reported)
     return [delta for event in events for delta in state.feed(event)]
 
 
@@ -932,6 +940,42 @@ async def test_a_529_is_an_overloaded_upstream(loopback: Loopback) -> None:
         await collect(claude, request([user("q")]))
     assert (caught.value.status, caught.value.code) == (503, "upstream_overloaded")
     assert "Overloaded" in caught.value.message
+
+
+async def test_a_mid_stream_error_is_classified_with_the_key_scrubbed(
+    loopback: Loopback,
+) -> None:
+    """A mid-stream ``error`` event goes by the rule for errors reported in a 200 reply:
+    its type names the status, and the upstream's key is masked in its words."""
+    leaked = {"type": "rate_limit_error", "message": "slow down, sk-ant-1 is over its limit"}
+
+    async def limited(http: web.Request) -> web.StreamResponse:
+        reply = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await reply.prepare(http)
+        await reply.write(sse(START, {"type": "error", "error": leaked}))
+        return reply
+
+    claude = backend(loopback, await loopback.serve(limited))
+    req = request([user("q")])
+    req.stream = True
+    with pytest.raises(UpstreamRejected) as caught:
+        await collect(claude, req)
+    assert (caught.value.status, caught.value.code) == (429, "rate_limit_exceeded")
+    assert caught.value.message.startswith("Model server 'claude' failed mid-stream: slow down")
+    assert "sk-ant-1" not in caught.value.message
+
+
+async def test_a_200_reply_that_is_an_error_is_an_upstream_failure(loopback: Loopback) -> None:
+    async def overloaded(http: web.Request) -> web.StreamResponse:
+        error = {"type": "overloaded_error", "message": "Overloaded (key sk-ant-1)"}
+        return web.json_response({"type": "error", "error": error})
+
+    claude = backend(loopback, await loopback.serve(overloaded))
+    with pytest.raises(UpstreamUnavailable) as caught:
+        await collect(claude, request([user("q")]))
+    assert (caught.value.status, caught.value.code) == (503, "upstream_overloaded")
+    assert "answered with an error: Overloaded" in caught.value.message
+    assert "sk-ant-1" not in caught.value.message
 
 
 async def test_a_stream_without_message_stop_is_cut_short(loopback: Loopback) -> None:

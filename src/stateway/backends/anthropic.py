@@ -16,8 +16,11 @@ streamed only an empty ``partial_json`` as Anthropic streams a call without inpu
 ``content_filter``, ``pause_turn`` -> paused, ``stop_sequence`` -> ``stop`` naming the
 sequence); the last three reasons go along as they came, with any ``stop_details``, for
 a Messages client to be answered them. Usage: ``input_tokens`` is the whole prompt, cache reads
-and writes included, as the other wires count it. A mid-stream ``error`` event is an
-upstream failure (``overloaded_error``: ``upstream_overloaded``, 503).
+and writes included, as the other wires count it. A mid-stream ``error`` event, or a 200
+reply that is an ``error`` object, is an upstream failure by the one rule for errors an
+upstream reports in a 200 reply
+(:func:`~stateway.backends.upstream_status.classify_reported`: the key scrubbed, the
+message cut, ``overloaded_error`` a 503 ``upstream_overloaded``).
 """
 
 from __future__ import annotations
@@ -31,9 +34,9 @@ import orjson
 from stateway.backends.anthropic_names import ToolNames
 from stateway.backends.anthropic_request import AnthropicOptions, count_body, to_upstream
 from stateway.backends.upstream_http import UpstreamClient, cut_short
-from stateway.backends.upstream_status import UPSTREAM_OVERLOADED
+from stateway.backends.upstream_status import classify_reported
 from stateway.backends.upstream_values import count, obj, text
-from stateway.core.errors import UpstreamError, UpstreamUnavailable
+from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.ids import new_id
 from stateway.core.inference import (
     PAUSED,
@@ -99,10 +102,12 @@ class AnthropicBackend:
         async with self._client.post("/messages", body, headers=self._betas(request)) as reply:
             if not request.stream:
                 message = self._parse(await reply.read())
+                if message.get("type") == "error":
+                    raise self._reported(message.get("error"), mid_stream=False)
                 for delta in self._decode(partial(from_upstream_message, message, names)):
                     yield delta
                 return
-            stream = StreamState(names)
+            stream = StreamState(names, partial(self._reported, mid_stream=True))
             async for event in reply.events():
                 data = self._parse(event.data)
                 for delta in self._decode(partial(stream.feed, data)):
@@ -138,6 +143,10 @@ class AnthropicBackend:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed event.")
         return payload
 
+    def _reported(self, error: object, *, mid_stream: bool) -> GatewayError:
+        """The error an ``error`` object the upstream sent in a 200 reply stands for."""
+        return classify_reported(error, self.name, self._client.scrub, mid_stream=mid_stream)
+
     def _decode(self, parse: Callable[[], Iterator[Any]]) -> list[Any]:
         try:
             return list(parse())
@@ -169,12 +178,14 @@ class AnthropicBackend:
 
 
 class StreamState:
-    """Follows one upstream event stream: which blocks are calls, and the usage so far."""
+    """Follows one upstream event stream: which blocks are calls, and the usage so far;
+    ``reported``: the error an ``error`` event's object stands for."""
 
-    __slots__ = ("_calls", "_last", "_streamed", "_usage", "finished", "names")
+    __slots__ = ("_calls", "_last", "_reported", "_streamed", "_usage", "finished", "names")
 
-    def __init__(self, names: ToolNames) -> None:
+    def __init__(self, names: ToolNames, reported: Callable[[object], GatewayError]) -> None:
         self.names = names
+        self._reported = reported
         self.finished = False
         self._last: Any = None
         """The type of the last block started."""
@@ -207,7 +218,7 @@ class StreamState:
         elif kind == "message_stop":
             self.finished = True
         elif kind == "error":
-            raise _stream_error(obj(event.get("error")))
+            raise self._reported(event.get("error"))
 
     def _delta(self, index: int, delta: dict[str, Any]) -> Iterator[Delta]:
         match delta.get("type"):
@@ -285,10 +296,3 @@ def _usage(usage: dict[str, Any]) -> Usage:
         reasoning_tokens=count(details.get("thinking_tokens")),
         cache_write_tokens=written,
     )
-
-
-def _stream_error(error: dict[str, Any]) -> UpstreamError:
-    message = f"The model server failed mid-stream: {error.get('message', '')}"[:500]
-    if error.get("type") == "overloaded_error":
-        return UpstreamUnavailable(message, status=503, code=UPSTREAM_OVERLOADED)
-    return UpstreamError(message)
