@@ -191,6 +191,21 @@ def test_count_tokens(claude: Anthropic) -> None:
     assert counted.input_tokens == 5
 
 
+@pytest.mark.parametrize("send", SEND)
+def test_max_tokens_0_is_a_prewarm(claude: Anthropic, keyed_upstream: str, send: Any) -> None:
+    """Anthropic's "populate the prompt cache without generating a response": a message
+    with no content, stopped at its limit, and no model asked."""
+    clear(keyed_upstream)
+    message = send(claude, [{"role": "user", "content": "warm up"}], system="s", max_tokens=0)
+    assert (message.content, message.stop_reason, message.stop_sequence) == ([], "max_tokens", None)
+    assert message.usage.output_tokens == 0
+    assert upstream_log(keyed_upstream) == []
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        create(claude, [{"role": "user", "content": "x"}], max_tokens=-1)
+    assert caught.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    assert caught.value.body["error"]["message"].startswith("max_tokens: ")  # type: ignore[index]
+
+
 def test_models_list(claude: Anthropic) -> None:
     page = claude.models.list()
     assert MODEL in [model.id for model in page.data]

@@ -236,6 +236,7 @@ def test_tool_choice_kinds(choice: dict[str, Any], expected: str) -> None:
         ({"type": "enabled", "budget_tokens": 8000}, None, "medium"),
         ({"type": "enabled", "budget_tokens": 20000}, None, "high"),
         ({"type": "disabled"}, None, None),
+        ({"type": "between_tools"}, "high", None),
     ],
 )
 def test_thinking_becomes_an_effort(
@@ -271,8 +272,10 @@ def test_prompt_caching_marks_are_kept_for_an_anthropic_upstream() -> None:
 
 
 def test_thinking_not_enabled_is_hidden() -> None:
-    """Anthropic answers no thinking blocks when thinking is not enabled."""
-    for thinking in (None, {"type": "disabled"}):
+    """Anthropic answers no thinking blocks when thinking is not enabled; ``between_tools``
+    (thinking off, progress notes between tool calls as thinking blocks) is taken as
+    ``disabled``, as Anthropic's fallback rules run a model without it."""
+    for thinking in (None, {"type": "disabled"}, {"type": "between_tools"}):
         raw = body(thinking=thinking) if thinking else body()
         assert decode_messages(raw).settings.reasoning_display == "hidden"
 
@@ -300,7 +303,7 @@ def test_output_format_becomes_a_json_schema_text_format() -> None:
         ),
         (body(model=""), "model"),
         (body(max_tokens="5"), "max_tokens"),
-        (body(max_tokens=0), "max_tokens"),
+        (body(max_tokens=-1), "max_tokens"),
         (body(messages=[]), "messages"),
         (body(messages="hi"), "messages"),
         (body(messages=[{"role": "bot", "content": "x"}]), "messages.0.role"),
@@ -573,6 +576,18 @@ def test_no_messages_is_a_missing_parameter() -> None:
 
 def test_gateway_tools_of_a_route_run_in_hidden_rounds() -> None:
     assert decode_messages(body()).hidden_rounds is True
+
+
+def test_max_tokens_0_is_a_prewarm() -> None:
+    """Anthropic's "populate the prompt cache without generating a response": the context
+    is checked, no model asked; a thinking budget is no reason to refuse it."""
+    assert decode_messages(body()).generate is True
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    command = decode_messages(body(max_tokens=0, thinking=thinking, stream=True))
+    assert (command.generate, command.stream) == (False, True)
+    assert command.settings.max_output_tokens == 0
+    error = refused(body(max_tokens=0, messages=[{"role": "user", "content": "x"}], tools=[{}]))
+    assert error.param == "tools.0.name"  # still validated as any request
 
 
 def test_count_tokens_needs_no_max_tokens() -> None:

@@ -102,6 +102,36 @@ async def test_a_message() -> None:
     )
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_max_tokens_0_is_a_prewarm_that_asks_no_model(stream: bool) -> None:
+    """As the Responses surface's ``prompt_cache_options.prewarm``: the context is checked,
+    no model asked, and the message is whole, without content, stopped at its limit."""
+    backend = ScriptedBackend(OK)
+    reply = await post(build(backend), body(max_tokens=0, stream=stream))
+    assert reply.status == 200, reply.body
+    assert backend.requests == []
+    if stream:
+        names = [name for name, _ in frames(reply)]
+        assert names == ["message_start", "ping", "message_delta", "message_stop"]
+        delta = frames(reply)[2][1]
+        assert delta["delta"]["stop_reason"] == "max_tokens"
+        assert delta["usage"]["output_tokens"] == 0
+        return
+    message = Message.model_validate(reply.json())
+    assert (message.content, message.stop_reason) == ([], "max_tokens")
+    assert message.usage.output_tokens == 0
+
+
+async def test_a_negative_max_tokens_is_refused_and_count_tokens_ignores_max_tokens() -> None:
+    message = assert_anthropic_error(
+        await post(build(), body(max_tokens=-1)), 400, "invalid_request_error"
+    )
+    assert message.startswith("max_tokens: ")
+    reply = await post(build(), body(max_tokens=0), path="/v1/messages/count_tokens")
+    assert reply.status == 200, reply.body
+    assert reply.json()["input_tokens"] > 0
+
+
 async def test_a_budget_past_max_tokens_is_taken_with_interleaved_thinking() -> None:
     backend = ScriptedBackend(OK)
     app = build(backend)

@@ -17,16 +17,14 @@ its ``filters``, ``max_uses`` kept), ``mcp_servers`` (and their ``mcp_toolset`` 
 its ``mcp`` tools (:mod:`.server_tools`; any other tool type is a 400); ``tool_choice``
 ``auto``/``any``/``tool``/``none`` -> ``auto``/``required``/the named function (or
 ``web_search``)/``none``, ``disable_parallel_tool_use`` -> ``parallel_tool_calls: false``;
-``thinking``: ``enabled`` -> its budget and the effort it amounts to, ``adaptive`` -> the
-effort of ``output_config.effort`` (every level as it is, ``max`` too; ``high`` when
-absent or a level the gateway does not know),
-``disabled`` -> none; a budget must be less than ``max_tokens``, unless the
-``interleaved-thinking-2025-05-14`` beta makes it the whole turn's (as Anthropic checks
-it); ``thinking.display`` kept (``omitted``: thinking blocks are answered
-without their text). Every thinking block the model's reasoning becomes is signed: unless
-the upstream signed it (Anthropic), its ``signature`` is the text sealed with the
-gateway's key, which the gateway opens when the block comes back, so the model gets its
-reasoning again even when the client was shown none of it.
+``thinking`` as :mod:`.thinking` says. ``max_tokens: 0`` is a prewarm, as hosted
+Anthropic takes it ("populate the prompt cache without generating a response"): the
+context is checked and no model is asked (the gateway has no cache of its own to fill);
+the message has no content and stops at its limit (:mod:`.encode`). Every thinking
+block the model's reasoning becomes is signed: unless the upstream signed it
+(Anthropic), its ``signature`` is the text sealed with the gateway's key, which the
+gateway opens when the block comes back, so the model gets its reasoning again even when
+the client was shown none of it.
 ``output_config.format`` (``json_schema``) -> the text format.
 ``context_management`` is accepted and has no effect: the context sent is the context
 used. The backend's ``gateway_tools`` run in hidden rounds (:mod:`stateway.core.hidden`).
@@ -39,19 +37,12 @@ from typing import Any, TypeVar
 import orjson
 import pydantic
 
-from stateway.core.adaptive_effort import ADAPTIVE_DEFAULT, ADAPTIVE_EFFORTS
-from stateway.core.commands import (
-    INTERLEAVED_THINKING,
-    CountTokens,
-    CreateResponse,
-    GenerationSettings,
-)
+from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
 from stateway.core.compaction.reasoning_output import INCLUDE_ENCRYPTED
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.protocols.messages.client_tools import CLIENT_TOOLS, function_of
 from stateway.protocols.messages.content import decode_conversation
-from stateway.protocols.messages.encode import HIDDEN
 from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.request import (
     BLOCK_TYPES,
@@ -62,12 +53,12 @@ from stateway.protocols.messages.request import (
     McpToolsetParam,
     MessagesBody,
     OutputConfig,
-    Thinking,
     ToolChoice,
     ToolParam,
     WebSearchToolParam,
 )
 from stateway.protocols.messages.server_tools import WEB_SEARCH, mcp_tools
+from stateway.protocols.messages.thinking import apply_thinking, check_budget
 from stateway.protocols.responses.nesting import check_nesting
 
 Body = TypeVar("Body", bound=CountTokensBody)
@@ -92,18 +83,12 @@ def decode_messages(
     settings.continue_final_message = last.get("type") == "message" and last["role"] == "assistant"
     if betas is not None:
         settings.anthropic_beta = betas
-    budget = settings.reasoning_budget
-    if budget is not None and budget >= body.max_tokens:
-        _check_budget(settings.anthropic_beta)
+    if body.max_tokens == 0:  # a prewarm: the context checked, no model asked
+        command.generate = False
+    else:
+        check_budget(settings, body.max_tokens)
     command.stream = bool(body.stream)
     return command
-
-
-def _check_budget(betas: list[str]) -> None:
-    """A thinking budget of ``max_tokens`` or more is refused, as Anthropic refuses it,
-    unless interleaved thinking makes it the whole turn's budget."""
-    if INTERLEAVED_THINKING not in betas:
-        raise field_error("thinking.budget_tokens", "must be less than max_tokens.")
 
 
 def decode_count_tokens(raw: bytes, *, max_input_items: int | None = None) -> CountTokens:
@@ -134,7 +119,7 @@ def _command(body: CountTokensBody, max_input_items: int | None) -> CreateRespon
         text_format=_text_format(body.output_config),
         include=[INCLUDE_ENCRYPTED],  # every thinking block signed: see the module's doc
     )
-    _thinking(settings, body.thinking, body.output_config)
+    apply_thinking(settings, body.thinking, body.output_config)
     return CreateResponse(
         model=body.model, input=items, store=False, settings=settings, hidden_rounds=True
     )
@@ -307,30 +292,6 @@ def _tool_choice(choice: ToolChoice | None, tools: list[Item]) -> str | dict[str
             f"the tool {choice.name!r} to use is not among the tools.",
         )
     return {"type": "function", "name": choice.name}
-
-
-def _thinking(
-    settings: GenerationSettings, thinking: Thinking | None, output: OutputConfig | None
-) -> None:
-    if thinking is None or thinking.type == "disabled":
-        settings.reasoning_display = HIDDEN  # as Anthropic: no thinking blocks
-        return
-    if thinking.display is not None:  # a value Anthropic adds later: as summarized
-        settings.reasoning_display = "omitted" if thinking.display == "omitted" else "summarized"
-    if thinking.type == "adaptive":
-        settings.reasoning_adaptive = True
-        effort = output.effort if output is not None else None
-        settings.reasoning_effort = effort if effort in ADAPTIVE_EFFORTS else ADAPTIVE_DEFAULT
-        return
-    if thinking.budget_tokens is None:
-        raise field_error(
-            "thinking.budget_tokens",
-            "Field required when thinking is enabled.",
-            code="missing_required_parameter",
-        )
-    budget = thinking.budget_tokens
-    settings.reasoning_budget = budget
-    settings.reasoning_effort = "low" if budget < 4096 else "medium" if budget < 16384 else "high"
 
 
 def _text_format(output: OutputConfig | None) -> dict[str, Any]:

@@ -15,7 +15,8 @@ calls of a backend's ``gateway_tools``) are not shown.
 
 ``stop_reason``: an Anthropic upstream's own as it came, with its ``stop_details``, when
 it ended the response (``model_context_window_exceeded``, ``pause_turn``, ``refusal``);
-else ``max_tokens`` when the output was cut at the limit, ``refusal`` when filtered,
+else ``max_tokens`` when the output was cut at the limit, or when none was asked for
+(``max_tokens: 0``, a prewarm), ``refusal`` when filtered,
 ``pause_turn`` when the gateway's tool rounds ran out, ``stop_sequence`` when a stop
 sequence ended it, ``tool_use`` when it ends in calls the client must answer, else
 ``end_turn``. Usage: ``input_tokens`` counts the prompt *outside* the cache, as Anthropic
@@ -163,6 +164,8 @@ def tool_input(arguments: str, cut: bool = False) -> dict[str, Any]:
 
 
 def stop_reason(state: ResponseState) -> str:
+    if state.settings.max_output_tokens == 0:  # a prewarm: at its limit before it began
+        return "max_tokens"
     if state.status == "incomplete":
         if state.stop_reason is not None:  # an Anthropic upstream's, which ended it
             return state.stop_reason

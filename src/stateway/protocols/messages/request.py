@@ -282,7 +282,7 @@ class ToolChoice(_Wire):
 
 
 class Thinking(_Wire):
-    type: Literal["enabled", "adaptive", "disabled"]
+    type: Literal["enabled", "adaptive", "disabled", "between_tools"]
     budget_tokens: int | None = Field(default=None, ge=1024)
     display: str | None = None
     """``summarized`` or ``omitted``; a value Anthropic adds later is taken as
@@ -314,7 +314,8 @@ class CountTokensBody(_Wire):
 
 
 class MessagesBody(CountTokensBody):
-    max_tokens: int = Field(ge=1)
+    max_tokens: int = Field(ge=0)
+    """0: a prewarm (:mod:`stateway.protocols.messages.decode`)."""
     cache_control: dict[str, Any] | None = None
     """Automatic prompt caching (the cache point moves with the conversation)."""
     stream: bool | None = None

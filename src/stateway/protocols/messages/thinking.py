@@ -1,0 +1,61 @@
+"""A Messages request's ``thinking`` as the canonical reasoning settings.
+
+``enabled`` -> its budget and the effort it amounts to (< 4096 ``low``, < 16384
+``medium``, else ``high``); ``adaptive`` -> the effort of ``output_config.effort`` (every
+level as it is, ``max`` too; ``high`` when absent or a level the gateway does not know);
+``disabled`` -> none, and no thinking blocks shown, as Anthropic answers it.
+``between_tools`` (thinking off, the model's short progress notes between tool calls
+shown as thinking blocks) is taken as ``disabled``: no open model writes such notes, and
+``disabled`` is what Anthropic's own fallback rules run a model that lacks
+``between_tools`` with. A budget must be less than ``max_tokens``, unless the
+``interleaved-thinking-2025-05-14`` beta makes it the whole turn's (as Anthropic checks
+it). ``thinking.display`` is kept (``omitted``: thinking blocks without their text).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from stateway.core.adaptive_effort import ADAPTIVE_DEFAULT, ADAPTIVE_EFFORTS
+from stateway.core.commands import INTERLEAVED_THINKING, GenerationSettings
+from stateway.protocols.messages.encode import HIDDEN
+from stateway.protocols.messages.errors import field_error
+from stateway.protocols.messages.request import OutputConfig, Thinking
+
+_OFF: Final = frozenset({"disabled", "between_tools"})
+"""The thinking types under which the model does not think."""
+
+
+def apply_thinking(
+    settings: GenerationSettings, thinking: Thinking | None, output: OutputConfig | None
+) -> None:
+    """Set ``settings``' reasoning as ``thinking`` (and ``output.effort``) ask."""
+    if thinking is None or thinking.type in _OFF:
+        settings.reasoning_display = HIDDEN  # as Anthropic: no thinking blocks
+        return
+    if thinking.display is not None:  # a value Anthropic adds later: as summarized
+        settings.reasoning_display = "omitted" if thinking.display == "omitted" else "summarized"
+    if thinking.type == "adaptive":
+        settings.reasoning_adaptive = True
+        effort = output.effort if output is not None else None
+        settings.reasoning_effort = effort if effort in ADAPTIVE_EFFORTS else ADAPTIVE_DEFAULT
+        return
+    if thinking.budget_tokens is None:
+        raise field_error(
+            "thinking.budget_tokens",
+            "Field required when thinking is enabled.",
+            code="missing_required_parameter",
+        )
+    budget = thinking.budget_tokens
+    settings.reasoning_budget = budget
+    settings.reasoning_effort = "low" if budget < 4096 else "medium" if budget < 16384 else "high"
+
+
+def check_budget(settings: GenerationSettings, max_tokens: int) -> None:
+    """A thinking budget of ``max_tokens`` or more is refused, as Anthropic refuses it,
+    unless interleaved thinking makes it the whole turn's budget."""
+    budget = settings.reasoning_budget
+    if budget is None or budget < max_tokens:
+        return
+    if INTERLEAVED_THINKING not in settings.anthropic_beta:
+        raise field_error("thinking.budget_tokens", "must be less than max_tokens.")
