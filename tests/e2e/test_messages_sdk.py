@@ -206,6 +206,44 @@ def test_max_tokens_0_is_a_prewarm(claude: Anthropic, keyed_upstream: str, send:
     assert caught.value.body["error"]["message"].startswith("max_tokens: ")  # type: ignore[index]
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("compaction", {"type": "summarize"}),
+        ("thread", {"type": "continue", "previous_message_id": "msg_1"}),
+        ("fallbacks", [{"model": "claude-other"}]),
+    ],
+)
+def test_hosted_features_the_gateway_cannot_honour_are_refused(
+    claude: Anthropic, field: str, value: Any
+) -> None:
+    """Ignored, each would answer another request than the one asked: a 400 naming it."""
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        claude.beta.messages.create(
+            model=MODEL,
+            max_tokens=100,
+            messages=[{"role": "user", "content": "hi"}],
+            **{field: value},
+        )
+    error = caught.value.body["error"]  # type: ignore[index]
+    assert (error["type"], error["message"].split(":")[0]) == ("invalid_request_error", field)
+
+
+def test_hosted_features_that_change_no_answer_are_ignored(claude: Anthropic) -> None:
+    message = claude.beta.messages.create(
+        model=MODEL,
+        max_tokens=100,
+        messages=[{"role": "user", "content": "hi there"}],
+        speed="fast",
+        inference_geo="us",
+        diagnostics={"previous_message_id": None},
+        fallbacks="default",
+        thinking={"type": "between_tools"},
+    )
+    assert message.content[0].type == "text"
+    assert message.content[0].text == "Hello! You said: hi there"
+
+
 def test_models_list(claude: Anthropic) -> None:
     page = claude.models.list()
     assert MODEL in [model.id for model in page.data]

@@ -769,3 +769,56 @@ def test_a_tool_choice_of_a_tool_without_its_name_is_a_missing_field() -> None:
     error = refused(body(tools=tools, tool_choice={"type": "tool"}))
     assert (error.param, error.code) == ("tool_choice.name", "missing_required_parameter")
     assert error.message == "tool_choice.name: Field required"
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"compaction": {"type": "summarize"}}, "compaction"),
+        ({"thread": {"type": "create"}}, "thread"),
+        ({"thread": {"type": "continue", "previous_message_id": "msg_1"}}, "thread"),
+        ({"fallbacks": [{"model": "other"}]}, "fallbacks"),
+        (
+            {"billing_policy": {"type": "billing_policy", "bill_to": "user_profile"}},
+            "billing_policy.bill_to",
+        ),
+        ({"fallbacks": "mine"}, "fallbacks"),
+    ],
+)
+def test_hosted_features_that_ignoring_would_answer_another_request_are_refused(
+    fields: dict[str, Any], named: str
+) -> None:
+    error = refused(body(**fields))
+    assert error.param == named
+    assert error.message.startswith(f"{named}: ")
+
+
+def test_hosted_features_that_change_no_answer_are_ignored() -> None:
+    """Latency, region, billing to the caller, cache diagnostics, the requested model
+    alone: the answer asked for is the answer given."""
+    command = decode_messages(
+        body(
+            speed="fast",
+            inference_geo="us",
+            diagnostics={"previous_message_id": None},
+            fallbacks="default",
+            fallback_credit_token="tok",
+            billing_policy={"type": "billing_policy", "bill_to": "self"},
+            container="container_1",
+            output_config={"task_budget": {"type": "tokens", "total": 100000}},
+        )
+    )
+    assert command.generate is True
+    assert decode_messages(body(fallbacks=[])).generate is True
+
+
+def test_count_tokens_ignores_a_compaction_request() -> None:
+    """As Anthropic: the count is for the conversation as sent."""
+    raw = orjson.dumps(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "compaction": {"type": "summarize"},
+        }
+    )
+    assert decode_count_tokens(raw).request.model == "m"

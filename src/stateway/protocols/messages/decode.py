@@ -27,7 +27,9 @@ gateway opens when the block comes back, so the model gets its reasoning again e
 the client was shown none of it.
 ``output_config.format`` (``json_schema``) -> the text format.
 ``context_management`` is accepted and has no effect: the context sent is the context
-used. The backend's ``gateway_tools`` run in hidden rounds (:mod:`stateway.core.hidden`).
+used. Fields of features only Anthropic's servers have are ignored or refused as
+:mod:`.hosted_only` says. The backend's ``gateway_tools`` run in hidden rounds
+(:mod:`stateway.core.hidden`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from stateway.core.items import Item
 from stateway.protocols.messages.client_tools import CLIENT_TOOLS, function_of
 from stateway.protocols.messages.content import decode_conversation
 from stateway.protocols.messages.errors import field_error
+from stateway.protocols.messages.hosted_only import check_hosted_only
 from stateway.protocols.messages.request import (
     BLOCK_TYPES,
     WEB_SEARCH_TOOL,
@@ -71,6 +74,7 @@ def decode_messages(
 ) -> CreateResponse:
     """``betas``: the features the client's ``anthropic-beta`` headers name."""
     body = _validated(raw, MessagesBody, max_input_items)
+    check_hosted_only(body)
     command = _command(body, max_input_items)
     settings = command.settings
     settings.max_output_tokens = body.max_tokens

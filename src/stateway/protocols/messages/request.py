@@ -326,3 +326,9 @@ class MessagesBody(CountTokensBody):
     metadata: Metadata | None = None
     service_tier: Literal["auto", "standard_only"] | None = None
     context_management: dict[str, Any] | None = None
+    compaction: dict[str, Any] | None = None
+    thread: dict[str, Any] | None = None
+    fallbacks: list[dict[str, Any]] | Literal["default"] | None = None
+    billing_policy: dict[str, Any] | None = None
+    """Fields of hosted features, checked by
+    :mod:`stateway.protocols.messages.hosted_only`."""
