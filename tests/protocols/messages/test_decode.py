@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -791,6 +792,13 @@ def test_hosted_features_that_ignoring_would_answer_another_request_are_refused(
     error = refused(body(**fields))
     assert error.param == named
     assert error.message.startswith(f"{named}: ")
+
+
+def test_a_fallback_list_is_refused_in_the_words_claude_code_recovers_from() -> None:
+    """Claude Code sends the request again without ``fallbacks`` when the 400 says the
+    parameter is not supported, in hosted's words (its pattern, from its 2.1 build)."""
+    error = refused(body(fallbacks=[{"model": "other"}]))
+    assert re.search(r"The `fallbacks?` parameter is not supported", error.message)
 
 
 def test_hosted_features_that_change_no_answer_are_ignored() -> None:

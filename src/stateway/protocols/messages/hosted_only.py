@@ -44,8 +44,11 @@ def check_hosted_only(body: MessagesBody) -> None:
     if isinstance(body.fallbacks, list) and body.fallbacks:
         raise field_error(
             "fallbacks",
-            "server-side fallback models are not supported; omit fallbacks (the SDK's "
-            "refusal fallback middleware retries on the client).",
+            # worded as hosted refuses a model without server-side fallback, which
+            # Claude Code recognises: it sends the request again without fallbacks
+            "The `fallbacks` parameter is not supported: this gateway has no server-side "
+            "fallback models; omit it (the SDK's refusal fallback middleware retries on "
+            "the client).",
         )
     policy = body.billing_policy
     if policy is not None and policy.get("bill_to") not in (None, "self"):
