@@ -162,6 +162,47 @@ def test_refusals_carry_codes(client: OpenAI) -> None:
     assert (limit.value.code, limit.value.param) == ("invalid_value", "limit")
 
 
+@pytest.mark.parametrize(
+    ("fields", "param", "code", "message"),
+    [
+        (
+            {"temperature": 3},
+            "temperature",
+            "decimal_above_max_value",
+            "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got "
+            "3 instead.",
+        ),
+        (
+            {"max_output_tokens": 0},
+            "max_output_tokens",
+            "integer_below_min_value",
+            "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 1, "
+            "but got 0 instead.",
+        ),
+        (
+            {"safety_identifier": "u" * 129},
+            "safety_identifier",
+            "string_above_max_length",
+            "Invalid 'safety_identifier': string too long. Expected a string with maximum "
+            "length 128, but got a string with length 129 instead.",
+        ),
+        (
+            {"max_output_tokens": "2"},
+            "max_output_tokens",
+            "invalid_type",
+            "Invalid type for 'max_output_tokens': expected an integer, but got a string instead.",
+        ),
+    ],
+)
+def test_a_field_out_of_bounds_is_refused_as_hosted_words_it(
+    client: OpenAI, fields: dict[str, Any], param: str, code: str, message: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model=MODEL, input="x", extra_body=fields)
+    assert (refused.value.code, refused.value.param) == (code, param)
+    assert refused.value.body["message"] == message  # type: ignore[index]
+
+
 def test_json_schema_echo_has_boolean_strict_and_description(
     gateway: str, fake_upstream: str
 ) -> None:

@@ -349,9 +349,11 @@ async def test_a_stored_response_continuing_an_unstored_one_stores_its_whole_con
     assert "second turn" in third.output_text
 
 
-@pytest.mark.parametrize("command_id", ["", "c" * 256])
+@pytest.mark.parametrize(
+    ("command_id", "code"), [("", "empty_string"), ("c" * 256, "string_above_max_length")]
+)
 async def test_a_command_id_out_of_range_is_refused_at_once(
-    server: Server, command_id: str
+    server: Server, command_id: str, code: str
 ) -> None:
     """As an ``Idempotency-Key`` over HTTP (1 to 255 characters): a 400 naming it, when the
     frame comes, not once its lane is free, and counted against no cap."""
@@ -369,7 +371,7 @@ async def test_a_command_id_out_of_range_is_refused_at_once(
         "status": 400,
         "error": {
             "type": "invalid_request_error",
-            "code": "invalid_value",
+            "code": code,
             "message": errors[0]["error"]["message"],
             "param": "command_id",
         },

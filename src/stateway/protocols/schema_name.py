@@ -9,6 +9,7 @@ import re
 from typing import Final
 
 from stateway.core.errors import InvalidRequest
+from stateway.protocols.validation import string_too_long
 
 _PATTERN: Final = re.compile(r"[a-zA-Z0-9_-]+")
 _MAX_LENGTH: Final = 64
@@ -18,12 +19,7 @@ def check_schema_name(name: str, param: str) -> None:
     """As hosted: at most 64 characters (judged first), of ``[a-zA-Z0-9_-]``; a 400 on
     ``param`` otherwise."""
     if len(name) > _MAX_LENGTH:
-        raise InvalidRequest(
-            f"Invalid '{param}': string too long. Expected a string with maximum length "
-            f"{_MAX_LENGTH}, but got a string with length {len(name)} instead.",
-            param=param,
-            code="string_above_max_length",
-        )
+        raise string_too_long(param, _MAX_LENGTH, len(name))
     if not _PATTERN.fullmatch(name):
         raise InvalidRequest(
             f"Invalid '{param}': string does not match pattern. Expected a string that "

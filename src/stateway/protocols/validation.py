@@ -1,10 +1,22 @@
 """A body's pydantic validation error as the OpenAI-shaped :class:`InvalidRequest` that
 every OpenAI wire (Responses, Chat Completions) answers with; each wire names the field
-its own way (``param``). Also the list of values a field takes, as hosted words it."""
+its own way (``param``). Also the list of values a field takes, as hosted words it.
+
+The hosted API's own sentences and codes for a field out of its bounds or of the wrong
+JSON type are built here, for the errors pydantic raises and for the checks a decoder
+makes by hand (an ``input`` longer than the gateway takes, a schema name too long)
+alike: ``Invalid 'x': string too long. Expected a string with maximum length N, but got
+a string with length M instead.`` (``string_above_max_length``), ``Invalid 'x': decimal
+above maximum value. Expected a value <= 2, but got 3 instead.``
+(``decimal_above_max_value``), ``Invalid type for 'x': expected an integer, but got a
+string instead.`` (``invalid_type``). A value a union's alternatives all refuse, and a
+bound hosted's wording is not known for (a string or array shorter than a minimum above
+one), keep pydantic's sentence (``Invalid value for 'x': ...``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 import pydantic
 from pydantic_core import ErrorDetails
@@ -23,35 +35,183 @@ def invalid_request(
     """The error that got furthest into the body (of a union's alternatives, the one that
     names the field best: the most array indices, then the deepest, so an object given
     for a union of a literal and a model is judged as the model): a missing field, a body
-    that is no object, or a value of the wrong type or value. ``tag_of``: the
-    discriminator of a tagged union (``role``, ``type``), for a wire that names it as the
-    field missing or holding an unknown tag."""
-    errors = exc.errors(include_url=False, include_context=False)
+    that is no object, a value of the wrong type, out of its bounds, or a wrong value.
+    ``tag_of``: the discriminator of a tagged union (``role``, ``type``), for a wire that
+    names it as the field missing or holding an unknown tag."""
+    errors = exc.errors(include_url=False)
     error = max(errors, key=_reach)
+    kind = error["type"]
     param = param_of(error["loc"])
-    if error["type"] == "missing":
+    if kind == "missing":
         return _missing(param)
-    if error["type"] in ("model_type", "model_attributes_type") and not error["loc"]:
+    if kind in ("model_type", "model_attributes_type") and not error["loc"]:
         return InvalidRequest("The request body must be a JSON object.", code="invalid_type")
-    if error["type"] == "union_tag_not_found" and tag_of is not None:
+    if kind == "union_tag_not_found" and tag_of is not None:
         return _missing(f"{param}.{tag_of(error['loc'])}")
-    if error["type"] == "union_tag_invalid" and tag_of is not None:
+    if kind == "union_tag_invalid" and tag_of is not None:
         param = f"{param}.{tag_of(error['loc'])}"
-    if error["type"] == "too_short" and error.get("input") == []:
-        return InvalidRequest(
-            f"Invalid '{param}': empty array. Expected an array with minimum length 1, but got "
-            "an empty array instead.",
-            param=param,
-            code="empty_array",
-        )
-    code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
+    hosted = _hosted(error, param)
+    if hosted is not None and not (kind in _EXPECTED and _alternatives(errors, param_of, param)):
+        return hosted
+    code = "invalid_type" if kind.endswith("_type") else "invalid_value"
     return InvalidRequest(f"Invalid value for '{param}': {error['msg']}.", param=param, code=code)
+
+
+def string_too_long(param: str, limit: int, length: int) -> InvalidRequest:
+    return InvalidRequest(
+        f"Invalid '{param}': string too long. Expected a string with maximum length {limit}, "
+        f"but got a string with length {length} instead.",
+        param=param,
+        code="string_above_max_length",
+    )
+
+
+def empty_string(param: str, minimum: int = 1) -> InvalidRequest:
+    return InvalidRequest(
+        f"Invalid '{param}': empty string. Expected a string with minimum length {minimum}, "
+        "but got an empty string instead.",
+        param=param,
+        code="empty_string",
+    )
+
+
+def array_too_long(param: str, limit: int, length: int) -> InvalidRequest:
+    return InvalidRequest(
+        f"Invalid '{param}': array too long. Expected an array with maximum length {limit}, "
+        f"but got an array with length {length} instead.",
+        param=param,
+        code="array_above_max_length",
+    )
+
+
+def empty_array(param: str, minimum: int = 1) -> InvalidRequest:
+    return InvalidRequest(
+        f"Invalid '{param}': empty array. Expected an array with minimum length {minimum}, "
+        "but got an empty array instead.",
+        param=param,
+        code="empty_array",
+    )
+
+
+def out_of_range(
+    param: str, value: int | float, bound: int | float, operator: str, *, decimal: bool
+) -> InvalidRequest:
+    """A number past a bound: ``operator`` is the bound's (``>=``, ``>``: a minimum;
+    ``<=``, ``<``: a maximum); ``decimal``: the field is a number, not an integer."""
+    below = operator.startswith(">")
+    kind = "decimal" if decimal else "integer"
+    code = _RANGE_CODES[decimal, below]
+    where = "below minimum" if below else "above maximum"
+    return InvalidRequest(
+        f"Invalid '{param}': {kind} {where} value. Expected a value {operator} "
+        f"{_bound(bound)}, but got {value!r} instead.",
+        param=param,
+        code=code,
+    )
+
+
+_RANGE_CODES: Final = {
+    (False, True): "integer_below_min_value",
+    (False, False): "integer_above_max_value",
+    (True, True): "decimal_below_min_value",
+    (True, False): "decimal_above_max_value",
+}
+"""A number's code past a bound, by (a decimal field?, below its minimum?)."""
+
+
+def wrong_type(param: str, expected: str, value: object) -> InvalidRequest:
+    """``expected``: what the field holds, as hosted names it (``an integer``)."""
+    return InvalidRequest(
+        f"Invalid type for '{param}': expected {expected}, but got {json_kind(value)} instead.",
+        param=param,
+        code="invalid_type",
+    )
+
+
+def json_kind(value: object) -> str:
+    """A JSON value's type, as hosted names the one it got (``a decimal number``)."""
+    match value:
+        case None:
+            return "null"
+        case bool():
+            return "a boolean"
+        case int():
+            return "an integer"
+        case float():
+            return "a decimal number"
+        case str():
+            return "a string"
+        case list():
+            return "an array"
+        case _:
+            return "an object"
 
 
 def supported_values(values: Sequence[str]) -> str:
     """The values a field takes, as hosted lists them in its ``Invalid value`` message
     (``'a', 'b', and 'c'``)."""
     return ", ".join(f"'{v}'" for v in values[:-1]) + f", and '{values[-1]}'"
+
+
+_EXPECTED: Final = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a decimal",
+    "float_parsing": "a decimal",
+    "bool_type": "a boolean",
+    "bool_parsing": "a boolean",
+    "list_type": "an array",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+}
+"""What a field of each JSON type is said to expect, by the pydantic error of a value of
+another type."""
+
+_BOUNDS: Final = {
+    "greater_than_equal": ("ge", ">="),
+    "greater_than": ("gt", ">"),
+    "less_than_equal": ("le", "<="),
+    "less_than": ("lt", "<"),
+}
+"""A numeric bound's pydantic error: where its context holds the bound, and its operator."""
+
+
+def _hosted(error: ErrorDetails, param: str) -> InvalidRequest | None:
+    """The error in hosted's own words, when hosted's wording for it is known."""
+    kind, value = error["type"], error["input"]
+    ctx: dict[str, Any] = dict(error.get("ctx") or {})
+    if kind in _EXPECTED:
+        return wrong_type(param, _EXPECTED[kind], value)
+    if kind in _BOUNDS and isinstance(value, int | float) and not isinstance(value, bool):
+        key, operator = _BOUNDS[kind]
+        # pydantic holds a float field's bound as a float, an int field's as an int.
+        bound = ctx[key]
+        return out_of_range(param, value, bound, operator, decimal=isinstance(bound, float))
+    if kind == "string_too_long" and isinstance(value, str):
+        return string_too_long(param, ctx["max_length"], len(value))
+    if kind == "string_too_short" and value == "":
+        return empty_string(param, ctx["min_length"])
+    if kind == "too_long" and isinstance(value, list):
+        return array_too_long(param, ctx["max_length"], len(value))
+    if kind == "too_short" and value == []:
+        return empty_array(param, ctx["min_length"])
+    return None
+
+
+def _alternatives(
+    errors: list[ErrorDetails], param_of: Callable[[Location], str], param: str
+) -> bool:
+    """Whether the field is a union whose every alternative refused the value's type (a
+    string or an array of items, say): no one type to say it expected."""
+    return sum(e["type"] in _EXPECTED and param_of(e["loc"]) == param for e in errors) > 1
+
+
+def _bound(bound: int | float) -> str:
+    """A bound as the spec writes it (``2``, not pydantic's ``2.0``; ``0.5`` as is)."""
+    return str(int(bound)) if isinstance(bound, float) and bound.is_integer() else str(bound)
 
 
 def _reach(error: ErrorDetails) -> tuple[int, int]:

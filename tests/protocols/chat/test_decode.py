@@ -211,7 +211,7 @@ def test_logprobs_are_the_text_logprobs_include() -> None:
         ({"n": 2}, "n", "unsupported_value"),
         ({"top_logprobs": 3}, "top_logprobs", "invalid_value"),
         ({"logprobs": False, "top_logprobs": 3}, "top_logprobs", "invalid_value"),
-        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs", "invalid_value"),
+        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs", "integer_above_max_value"),
         ({"modalities": ["text", "audio"]}, "modalities", "unsupported_value"),
         ({"audio": {"voice": "x"}}, "audio", "unsupported_parameter"),
         ({"functions": [{"name": "f"}]}, "functions", "unsupported_parameter"),
@@ -236,8 +236,8 @@ def test_logprobs_are_the_text_logprobs_include() -> None:
             "invalid_value",
         ),
         ({"temperature": "warm"}, "temperature", "invalid_type"),
-        ({"temperature": 3}, "temperature", "invalid_value"),
-        ({"max_tokens": 0}, "max_tokens", "invalid_value"),
+        ({"temperature": 3}, "temperature", "decimal_above_max_value"),
+        ({"max_tokens": 0}, "max_tokens", "integer_below_min_value"),
         ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role", "invalid_value"),
         ({"messages": [{"content": "x"}]}, "messages[0].role", "missing_required_parameter"),
         ({"messages": [{"role": "user"}]}, "messages[0].content", "missing_required_parameter"),
@@ -428,8 +428,15 @@ def test_a_schema_name_the_api_refuses_is_a_400(name: str, code: str, words: str
 def test_a_safety_identifier_is_limited_as_hosted_limits_it() -> None:
     """At most 128 characters, as on the Responses API."""
     error = refused(safety_identifier="u" * 129)
-    assert (error.status, error.param, error.code) == (400, "safety_identifier", "invalid_value")
-    assert "128" in error.message
+    assert (error.status, error.param, error.code) == (
+        400,
+        "safety_identifier",
+        "string_above_max_length",
+    )
+    assert error.message == (
+        "Invalid 'safety_identifier': string too long. Expected a string with maximum length "
+        "128, but got a string with length 129 instead."
+    )
     assert decode(safety_identifier="u" * 128).command.settings.safety_identifier == "u" * 128
 
 

@@ -90,7 +90,7 @@ def test_compact_takes_the_prompt_cache_fields_and_service_tier_for_its_summary(
             "image.context_compression",
             "unsupported_value",
         ),
-        ({"model": "", "input": "hi"}, "model", "invalid_value"),
+        ({"model": "", "input": "hi"}, "model", "empty_string"),
         ({"model": "m"}, "input", "missing_required_parameter"),
         ({"model": "m", "input": []}, "input", "missing_required_parameter"),
         ({"model": "m", "input": 3}, "input", "invalid_type"),

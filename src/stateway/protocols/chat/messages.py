@@ -38,6 +38,7 @@ from stateway.protocols.chat.request import (
     UserMessage,
     UserPart,
 )
+from stateway.protocols.validation import empty_array
 
 
 def decode_messages(messages: list[Message]) -> list[Item]:
@@ -48,12 +49,7 @@ def decode_messages(messages: list[Message]) -> list[Item]:
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
         if message.content == [] and not isinstance(message, AssistantMessage):
-            raise InvalidRequest(
-                f"Invalid '{where}.content': empty array. Expected an array with minimum "
-                "length 1, but got an empty array instead.",
-                param=f"{where}.content",
-                code="empty_array",
-            )
+            raise empty_array(f"{where}.content")
         match message:
             case AssistantMessage():
                 _assistant(items, message, pending, index)

@@ -25,6 +25,7 @@ from stateway.protocols.responses.include import read_include
 from stateway.protocols.responses.items import decode_items
 from stateway.protocols.responses.metadata import decode_metadata
 from stateway.protocols.responses.reads import page_query
+from stateway.protocols.validation import array_too_long, empty_array
 
 MAX_ITEMS: Final = 20
 """Items one request may add (on creation or appended)."""
@@ -94,19 +95,9 @@ def _items(value: Any, *, allow_empty: bool) -> list[Item]:
             code="invalid_type",
         )
     if len(value) > MAX_ITEMS:
-        raise InvalidRequest(
-            f"Invalid 'items': array too long. Expected an array with maximum length "
-            f"{MAX_ITEMS}, but got an array with length {len(value)} instead.",
-            param="items",
-            code="array_above_max_length",
-        )
+        raise array_too_long("items", MAX_ITEMS, len(value))
     if not value and not allow_empty:
-        raise InvalidRequest(
-            "Invalid 'items': empty array. Expected an array with minimum length 1, but got "
-            "an empty array instead.",
-            param="items",
-            code="empty_array",
-        )
+        raise empty_array("items")
     return decode_items(value, field="items")
 
 

@@ -33,12 +33,7 @@ def check_item_count(data: Any, limit: int) -> None:
     """Refuse an ``input`` array longer than ``limit`` (before validating its items)."""
     items = data.get("input") if isinstance(data, dict) else None
     if isinstance(items, list) and len(items) > limit:
-        raise InvalidRequest(
-            f"Invalid 'input': array too long. Expected an array with maximum length {limit}, "
-            f"but got an array with length {len(items)} instead.",
-            param="input",
-            code="array_above_max_length",
-        )
+        raise validation.array_too_long("input", limit, len(items))
 
 
 def invalid_request(exc: pydantic.ValidationError) -> InvalidRequest:
