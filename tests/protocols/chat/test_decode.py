@@ -454,7 +454,7 @@ def test_a_prompt_cache_retention_the_api_has_not_is_a_400_naming_it() -> None:
 
 def test_metadata_is_limited_as_hosted_limits_it() -> None:
     error = refused(metadata={"k": "v" * 513})
-    assert (error.param, error.code) == ("metadata.k", "invalid_value")
+    assert (error.param, error.code) == ("metadata.k", "string_above_max_length")
     assert decode(metadata={"k": "v" * 512}).command.settings.metadata == {"k": "v" * 512}
 
 

@@ -89,8 +89,8 @@ def test_add_items_keeps_the_conversation() -> None:
     ("metadata", "param", "code"),
     [
         ({f"k{n}": "v" for n in range(17)}, "metadata", "object_above_max_properties"),
-        ({"k" * 65: "v"}, "metadata", "invalid_value"),
-        ({"k": "v" * 513}, "metadata.k", "invalid_value"),
+        ({"k" * 65: "v"}, "metadata." + "k" * 65, "property_name_above_max_length"),
+        ({"k": "v" * 513}, "metadata.k", "string_above_max_length"),
         ({"k": 1}, "metadata.k", "invalid_type"),
         (["k"], "metadata", "invalid_type"),
     ],

@@ -220,8 +220,18 @@ def test_a_good_share_of_mixed_requests_is_accepted() -> None:
 @pytest.mark.parametrize(
     ("metadata", "param", "code", "words"),
     [
-        ({"k": "v" * 513}, "metadata.k", "invalid_value", "values must be at most 512"),
-        ({"k" * 65: "v"}, "metadata", "invalid_value", "keys must be at most 64"),
+        (
+            {"k": "v" * 513},
+            "metadata.k",
+            "string_above_max_length",
+            "Expected a string with maximum length 512, but got a string with length 513",
+        ),
+        (
+            {"k" * 65: "v"},
+            "metadata." + "k" * 65,
+            "property_name_above_max_length",
+            "Expected a string with maximum length 64, but got a string with length 65",
+        ),
         (
             {f"k{i}": "v" for i in range(17)},
             "metadata",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from stateway.core.errors import InvalidRequest
+from stateway.protocols.validation import string_too_long, wrong_type
 
 MAX_METADATA_PAIRS: Final = 16
 MAX_METADATA_KEY: Final = 64
@@ -14,11 +15,7 @@ MAX_METADATA_VALUE: Final = 512
 
 def decode_metadata(value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
-        raise InvalidRequest(
-            "Invalid type for 'metadata': expected an object of strings.",
-            param="metadata",
-            code="invalid_type",
-        )
+        raise wrong_type("metadata", "an object", value)
     if len(value) > MAX_METADATA_PAIRS:
         raise InvalidRequest(
             f"Invalid 'metadata': too many properties. Expected an object with at most "
@@ -29,21 +26,15 @@ def decode_metadata(value: Any) -> dict[str, str]:
         )
     for key, text in value.items():
         if not isinstance(text, str):
-            raise InvalidRequest(
-                f"Invalid type for 'metadata.{key}': expected a string.",
-                param=f"metadata.{key}",
-                code="invalid_type",
-            )
+            raise wrong_type(f"metadata.{key}", "a string", text)
         if len(key) > MAX_METADATA_KEY:
             raise InvalidRequest(
-                f"Metadata keys must be at most {MAX_METADATA_KEY} characters.",
-                param="metadata",
-                code="invalid_value",
+                f"Invalid property name in 'metadata': '{key}' is too long. Expected a string "
+                f"with maximum length {MAX_METADATA_KEY}, but got a string with length "
+                f"{len(key)} instead.",
+                param=f"metadata.{key}",
+                code="property_name_above_max_length",
             )
         if len(text) > MAX_METADATA_VALUE:
-            raise InvalidRequest(
-                f"Metadata values must be at most {MAX_METADATA_VALUE} characters.",
-                param=f"metadata.{key}",
-                code="invalid_value",
-            )
+            raise string_too_long(f"metadata.{key}", MAX_METADATA_VALUE, len(text))
     return value
