@@ -44,13 +44,22 @@ def test_peek_reads_the_model_and_stream_only() -> None:
         (b'"text"', None, "invalid_type"),
         (b'{"messages": []}', "model", "missing_required_parameter"),
         (b'{"model": 3}', "model", "invalid_type"),
-        (b'{"model": ""}', "model", "invalid_type"),
+        (b'{"model": ""}', "model", "empty_string"),
     ],
 )
 def test_peek_refuses_what_cannot_be_routed(raw: bytes, param: str | None, code: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
         peek_chat(raw)
     assert (caught.value.status, caught.value.param, caught.value.code) == (400, param, code)
+
+
+def test_peek_words_a_model_of_another_type_as_the_body_check_does() -> None:
+    """As on the Responses API, before routing as after."""
+    with pytest.raises(InvalidRequest) as caught:
+        peek_chat(b'{"model": 3}')
+    assert caught.value.message == (
+        "Invalid type for 'model': expected a string, but got an integer instead."
+    )
 
 
 def test_a_conversation_becomes_items_in_order() -> None:

@@ -54,7 +54,7 @@ from stateway.protocols.responses.metadata import decode_metadata
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.schema_name import check_schema_name
 from stateway.protocols.service_tier import CHAT_TIERS, check_service_tier
-from stateway.protocols.validation import invalid_request
+from stateway.protocols.validation import empty_string, invalid_request, wrong_type
 
 REFUSED: Final = ("audio", "functions", "function_call", "logit_bias", "prediction")
 _MODELED: Final = frozenset(ChatBody.model_fields) | frozenset(REFUSED)
@@ -102,12 +102,10 @@ def peek_chat(raw: bytes) -> ChatCall:
             param="model",
             code="missing_required_parameter",
         )
-    if not isinstance(model, str) or not model:
-        raise InvalidRequest(
-            "Invalid value for 'model': expected a non-empty string.",
-            param="model",
-            code="invalid_type",
-        )
+    if not isinstance(model, str):
+        raise wrong_type("model", "a string", model)
+    if not model:
+        raise empty_string("model")
     searching = fields.get(WEB_SEARCH_OPTIONS) is not None
     return ChatCall(model, fields, fields.get("stream") is True, searching)
 
