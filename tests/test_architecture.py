@@ -1,0 +1,102 @@
+"""ARCHITECTURE.md stays true to the tree: every module its layer listing and its "where
+to change what" table name exists where they say, and the names a row gives a module in
+parentheses (``core/routing/plan.py`` (``Plan.order``, ...)) are that module's."""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "src" / "stateway"
+TEXT = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+LISTING = TEXT.split("```")[1]
+TABLE = [line for line in TEXT.splitlines() if line.startswith("| ") and "`" in line]
+
+_PATH = re.compile(r"^[\w.-]+(/[\w.-]+)*/?$")
+_MODULE = re.compile(r"(?<![\w/.])((?:\w+/)*\w+\.py)\b")
+_NAMED = re.compile(r"`([\w./-]+\.py)` \(([^()]*)\)")
+
+
+def _is_path(token: str) -> bool:
+    return bool(_PATH.match(token)) and ("/" in token or token.endswith(".py"))
+
+
+def _resolve(token: str, near: list[Path]) -> Path | None:
+    """``token`` under the package, the repository, or a directory named earlier."""
+    for base in (PACKAGE, ROOT, *near):
+        if (base / token).exists():
+            return base / token
+    return None
+
+
+def _code(path: Path) -> str:
+    """``path``'s source without its comments and docstrings: what it names, not what its
+    prose mentions."""
+    source = path.read_text(encoding="utf-8")
+    docstrings = {
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    }
+    kept = [
+        token.string
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type != tokenize.COMMENT
+        and not (token.type == tokenize.STRING and token.start[0] in docstrings)
+    ]
+    return " ".join(kept)
+
+
+def _listed_modules() -> list[tuple[str, str]]:
+    """(layer, module) for every ``*.py`` the layer listing names."""
+    found, layer = [], ""
+    for line in LISTING.splitlines():
+        first = re.match(r"^(\S+)", line)
+        if first and first.group(1) not in ("|", "v"):
+            layer = first.group(1).rstrip("/")
+        found += [(layer, name) for name in _MODULE.findall(line)]
+    return found
+
+
+@pytest.mark.parametrize(("layer", "module"), _listed_modules())
+def test_every_module_the_layer_listing_names_is_in_its_layer(layer: str, module: str) -> None:
+    home = PACKAGE / layer if (PACKAGE / layer).is_dir() else PACKAGE
+    candidates = [home / module, PACKAGE / module, home.parent / module]
+    found = any(path.exists() for path in candidates) or any(home.rglob(Path(module).name))
+    assert found, f"ARCHITECTURE.md lists {module} under {layer}/, which has no such module"
+
+
+@pytest.mark.parametrize("row", TABLE, ids=lambda row: row[2:40])
+def test_every_path_a_table_row_names_exists(row: str) -> None:
+    near: list[Path] = []
+    for token in re.findall(r"`([^`]+)`", row):
+        if not _is_path(token):
+            continue
+        path = _resolve(token.rstrip("/"), near)
+        if path is None and "/" not in token:  # a sibling of a path named before it
+            path = next(PACKAGE.rglob(token), None)
+        assert path is not None, f"ARCHITECTURE.md names {token}, which does not exist"
+        near.append(path if path.is_dir() else path.parent)
+
+
+@pytest.mark.parametrize("row", TABLE, ids=lambda row: row[2:40])
+def test_the_names_a_row_gives_a_module_are_in_it(row: str) -> None:
+    near: list[Path] = []
+    for module, named in _NAMED.findall(row):
+        path = _resolve(module, near)
+        assert path is not None, f"ARCHITECTURE.md names {module}, which does not exist"
+        near.append(path.parent)
+        if "/" in named or ".py" in named or named.startswith(("or ", "and ")):
+            continue  # the parenthesis names other modules' things, or alternatives
+        code = _code(path)
+        for token in re.findall(r"`([^`\[]+)`", named):  # a config table's key is no name
+            for name in re.findall(r"[A-Za-z_]\w*", token.split("(")[0]):
+                assert re.search(rf"\b{name}\b", code), f"{module} has no {name} ({row[:60]})"
