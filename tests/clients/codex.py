@@ -74,17 +74,19 @@ def run_codex(
     provider_name: str = "gw",
     config: tuple[str, ...] = (),
     images: tuple[Path, ...] = (),
+    stream_retries: int = 0,
 ) -> CodexRun:
     """``codex exec`` one prompt; ``model`` None keeps Codex's built-in default model;
     ``websockets``: the provider ``supports_websockets`` (Codex's WebSocket mode);
     ``provider_name``: the provider's ``name`` (``OpenAI`` turns on Codex's remote
     compaction); ``config``: more ``-c KEY=VALUE`` settings; ``images``: files attached
-    to the prompt (``--image``)."""
+    to the prompt (``--image``); ``stream_retries``: the provider's ``stream_max_retries``
+    (how often Codex resends a turn whose stream failed)."""
     home = workdir / "codex-home"
     home.mkdir(exist_ok=True)
     provider = (
         f'{{name="{provider_name}",base_url="{gateway.url}/v1",wire_api="responses",'
-        'env_key="GW_API_KEY",request_max_retries=0,stream_max_retries=0'
+        f'env_key="GW_API_KEY",request_max_retries=0,stream_max_retries={stream_retries}'
         + (",supports_websockets=true}" if websockets else "}")
     )
     command = [str(binary), "exec", "--json", "--skip-git-repo-check", "--ephemeral"]

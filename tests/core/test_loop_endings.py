@@ -9,7 +9,7 @@ import pytest
 from stateway.core import events as ev
 from stateway.core.commands import CreateResponse, GenerationSettings, Principal
 from stateway.core.errors import UpstreamError, UpstreamRejected
-from stateway.core.inference import Delta, Finish, TextDelta, UsageReport
+from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, UsageReport
 from stateway.core.runs import Run
 from stateway.core.usage import Usage
 from tests.core.fakes import MemoryStore, ScriptedBackend
@@ -139,3 +139,34 @@ async def test_a_run_whose_client_left_keeps_its_partial_output_marked_incomplet
     assert run.state.usage is not None
     [record] = store.records.values()
     assert record.output_items[0]["status"] == "incomplete"
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        [TextDelta("Hello! You")],
+        [ToolCallDelta(0, "call_1", "f", '{"cmd": "rm -rf bu')],
+        [ToolCallDelta(0, "call_1", "f", '{"a": 1}'), ToolCallDelta(1, "call_2", "f", '{"b"')],
+    ],
+    ids=["message", "call", "parallel-calls"],
+)
+async def test_an_item_cut_off_by_a_failure_is_stored_incomplete_but_never_announced_done(
+    cut: list[Delta | UpstreamError],
+) -> None:
+    """A client takes an item done as final (Codex runs a call done, and resends a message
+    done as the model's); an upstream failing mid-item leaves it open on the stream, whose
+    last word is the failure, as the upstream APIs end a failed stream."""
+    settings = GenerationSettings(tools=[{"type": "function", "name": "f"}])
+    backend = ScriptedBackend([*cut, UpstreamError("cut")])
+    run = await gateway_for(backend, MemoryStore()).execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], settings=settings, stream=True)
+    )
+    events = [event async for _, event in run.subscribe()]
+
+    assert run.state.status == "failed"
+    assert run.state.output
+    assert {item["status"] for item in run.state.output} == {"incomplete"}
+    assert any(isinstance(event, ev.ItemAdded) for event in events)
+    done = (ev.ItemDone, ev.TextDone, ev.PartDone, ev.ArgumentsDone)
+    assert not [event for event in events if isinstance(event, done)]
+    assert isinstance(events[-1], ev.ResponseFinished)

@@ -3,8 +3,9 @@
 One ``OutputAssembler`` serves one round. It opens an item when its first delta arrives
 (reasoning, a message, a function call), closes the open item when a different one
 starts, and closes whatever is still open when the round ends, as ``completed`` or, when
-the round was cut short, ``incomplete``. A message holds an ``output_text`` part (with
-the ``citations`` an upstream gave its text, :meth:`OutputAssembler.citation`), a
+the round was cut short, ``incomplete`` (a round that failed: ``incomplete`` and not
+announced done, :meth:`OutputAssembler.abandon`). A message holds an ``output_text`` part
+(with the ``citations`` an upstream gave its text, :meth:`OutputAssembler.citation`), a
 ``refusal`` part after it when the model declined, or the refusal alone; text after a
 refusal starts another message, as does an upstream's :meth:`OutputAssembler.message`.
 An item the gateway does not model comes whole (:meth:`OutputAssembler.item`) and is
@@ -20,7 +21,7 @@ once closed (back to the client, or run by the gateway): :mod:`stateway.core.cal
 from __future__ import annotations
 
 from stateway.core import events as ev
-from stateway.core.call_items import CallItems, Emit
+from stateway.core.call_items import CallItems, Emit, Valve
 from stateway.core.compaction.reasoning_output import ReasoningOutput
 from stateway.core.errors import UpstreamError
 from stateway.core.ids import new_id
@@ -89,9 +90,9 @@ class OutputAssembler:
         """Summaries and sealing of reasoning items
         (:mod:`stateway.core.compaction.reasoning_output`)."""
         self._tools = tools
-        self._emit = emit
+        self._emit = Valve(emit)
         self._calls = CallItems(
-            emit,
+            self._emit,
             used_call_ids,
             tools.catalog if tools is not None else catalog or Catalog([]),
             tools,
@@ -256,6 +257,13 @@ class OutputAssembler:
         calls held after it."""
         self._release(status)
         self._close(status)
+
+    def abandon(self) -> None:
+        """The round failed: what is open is closed ``incomplete`` in the output, but not
+        announced done. Clients take an item done as final (Codex runs a call, Claude Code
+        a ``tool_use`` block) and the upstream APIs end a failed stream with its error."""
+        self._emit.shut = True
+        self.finish("incomplete")
 
     def _release(self, status: str) -> None:
         """The open call closed with ``status``, then each held call written, in index

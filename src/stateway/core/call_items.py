@@ -35,6 +35,21 @@ from stateway.core.tools.session import ToolSession
 Emit = Callable[[ev.Event], None]
 
 
+class Valve:
+    """A round's events on their way to its run, until shut: a round that failed
+    announces nothing more (:meth:`stateway.core.assembler.OutputAssembler.abandon`)."""
+
+    __slots__ = ("emit", "shut")
+
+    def __init__(self, emit: Emit) -> None:
+        self.emit = emit
+        self.shut = False
+
+    def __call__(self, event: ev.Event) -> None:
+        if not self.shut:
+            self.emit(event)
+
+
 class CallItems:
     """The call items of one round: each opened, streamed and closed."""
 

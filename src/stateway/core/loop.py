@@ -258,7 +258,7 @@ class Loop:
             else:
                 log.exception("run %s failed unexpectedly", run.id)
                 error = InternalError()
-            assembler.finish("incomplete")
+            assembler.abandon()  # no item cut off is announced done
             tools.abandon()
             state.usage = usage
             state.fail(error)

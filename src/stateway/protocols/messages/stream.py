@@ -13,8 +13,9 @@ call of a gateway tool the client declared (web search, an MCP server), once it 
 as its use block (its input in one ``input_json_delta``) and its result block
 (:mod:`.server_tools`); at the end ``message_delta`` (stop reason, cumulative usage) and
 ``message_stop`` — or, for a response that failed, one ``error`` event and no
-``message_stop``. Blocks are numbered in the order they start; items the client does not
-see (the gateway's own tool calls) take no number.
+``message_stop`` (nor a ``content_block_stop`` for the block it cut off). Blocks are
+numbered in the order they start; items the client does not see (the gateway's own tool
+calls) take no number.
 
 Every frame has an ``event:`` line equal to its ``data.type`` (the SDK skips frames
 without one). One :class:`MessagesStream` encodes one response.
