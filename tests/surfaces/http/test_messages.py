@@ -216,10 +216,13 @@ async def test_an_upstream_failure_before_output_is_a_5xx(
     assert "500" in assert_anthropic_error(reply, 502, "api_error")
     [logged] = [r for r in caplog.records if r.name == "stateway.surfaces.http.messages"]
     assert "502" in logged.getMessage()  # logged like every route's 5xx, stream or not
+    caplog.clear()
     overloaded = ScriptedBackend([UpstreamUnavailable("busy", status=503)])
     assert_anthropic_error(
         await post(build(overloaded), body(stream=stream)), 529, "overloaded_error"
     )  # Anthropic's status for it: the SDK's OverloadedError
+    [logged] = [r for r in caplog.records if r.name == "stateway.surfaces.http.messages"]
+    assert "-> 529 " in logged.getMessage()  # the status answered
 
 
 async def test_a_failure_after_output_is_not_a_message() -> None:

@@ -33,9 +33,9 @@ def error_answer(
     cycle only the garbage collector frees."""
     method, path = scope["method"], scope["path"]
     if isinstance(error, GatewayError):
-        if error.status >= 500:
-            logger.warning("%s %s -> %d %s", method, path, error.status, error.message)
         answer = respond(error)
+        if error.status >= 500:  # the status answered: a frontend may word it its own way
+            logger.warning("%s %s -> %d %s", method, path, answer.status_code, error.message)
     else:
         logger.error("unhandled error on %s %s", method, path, exc_info=error)
         answer = respond(InternalError())
