@@ -134,6 +134,26 @@ def test_a_bash_tool_round_trip(
     assert not tool_result.get("is_error")
 
 
+def test_parallel_tool_results_reach_the_model_in_the_order_of_the_calls(
+    claude_binary: Path, claude_gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """Claude Code runs two Bash calls side by side and sends their ``tool_result``
+    blocks as they finish: the quick one first. Many open models' chat templates tie a
+    result to its call by position only (Qwen's, Llama's), so the model is given them in
+    the order of the calls (``[[echo]]`` shows its context)."""
+    slow = json.dumps({"command": "sleep 0.5; echo first-$((1+1))", "description": "Slow"})
+    quick = json.dumps({"command": "echo second-$((2+2))", "description": "Quick"})
+    prompt = f"Run both [[tool:Bash:{slow}]] [[tool:Bash:{quick}]] [[echo]]"
+    run = _claude(claude_binary, claude_gateway, prompt, tmp_path, ("Bash",))
+
+    _, second = run.bodies()
+    results = [b for b in second["messages"][-1]["content"] if b.get("type") == "tool_result"]
+    assert [r["content"] for r in results] == ["second-4", "first-2"]  # as they finished
+    assert run.result is not None
+    seen = [line for line in run.result["result"].splitlines() if line.startswith("tool[")]
+    assert [line.split("]: ")[1] for line in seen] == ["first-2", "second-4"]
+
+
 def test_a_web_search_is_run_by_the_gateway(
     claude_binary: Path, claude_gateway: OfflineGateway, tmp_path: Path
 ) -> None:

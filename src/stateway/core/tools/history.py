@@ -58,6 +58,7 @@ from stateway.core.items import (
 )
 from stateway.core.logprobs import without_tokens
 from stateway.core.tools import shell
+from stateway.core.tools.call_order import in_call_order
 from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, loaded
 from stateway.core.tools.model_names import model_name
 
@@ -95,7 +96,12 @@ native: the check only decides whether to look closer)."""
 
 def model_items(items: list[Item], native: frozenset[str] = frozenset()) -> list[Item]:
     """A context as the model saw it (see the module docstring); item types in ``native``
-    are left as they are."""
+    are left as they are. Each round's outputs come in the order of its calls
+    (:mod:`stateway.core.tools.call_order`)."""
+    return in_call_order(_model_items(items, native))
+
+
+def _model_items(items: list[Item], native: frozenset[str]) -> list[Item]:
     kinds = {item.get("type") for item in items}  # one pass decides which rewrites apply
     if not kinds & _REWRITTEN:  # the common case: plain messages and function calls
         return [_client_item(item) for item in items]
