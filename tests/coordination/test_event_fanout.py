@@ -27,6 +27,39 @@ def test_a_batch_survives_its_message() -> None:
         assert decode(encode(sent.batch, sent.last)) == sent
     for junk in (b"", b"7 1", b"x 1\n{}", b"7 2\n{}", b"7 1\n", b"-1 0\n{}"):
         assert decode(junk) is None
+    mark = Published(EventBatch(7, []), False)
+    assert decode(encode(mark.batch, mark.last)) == mark
+
+
+@pytest.mark.redis
+async def test_a_question_reaches_the_listening_processes_and_the_mark_its_asker(
+    pair: tuple[RedisEventFanout, RedisEventFanout], redis_url: str
+) -> None:
+    owner, follower = pair
+    asked: list[tuple[str, str]] = []
+
+    def answer(tenant_id: str, response_id: str) -> None:
+        asked.append((tenant_id, response_id))
+        owner.publish(tenant_id, response_id, EventBatch(7, []), False)
+
+    await owner.start(answer)
+    await until_subscribed(redis_url, owner.channel("t", "resp_1").rpartition(":")[0])
+    async with follower.follow("t", "resp_1") as following:
+        await until_subscribed(redis_url, owner.channel("t", "resp_1"))
+        follower.ask("t", "resp_1")
+        assert await following.next(30) == Published(EventBatch(7, []), False)
+    assert asked == [("t", "resp_1")], "heard by the process listening, not by the asker"
+
+
+async def test_listening_without_redis_waits_for_it(caplog: pytest.LogCaptureFixture) -> None:
+    fanout = RedisEventFanout(connect("redis://127.0.0.1:1/0"), "test:")
+    try:
+        with caplog.at_level(logging.WARNING):
+            await fanout.start(lambda tenant_id, response_id: None)
+        assert "Redis is unreachable" in caplog.text
+        fanout.ask("t", "resp_1")  # dropped, never raised
+    finally:
+        await fanout.aclose()
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from stateway.core.coordination import Published
+from stateway.core.coordination import AskHandler, Published
 from stateway.core.errors import StorageError
 from stateway.core.ports import EventBatch, Heartbeat
 
@@ -76,12 +76,23 @@ class QueueFollowing:
 
 class MemoryFanout:
     """Delivers each published batch to the followers of its response in this process,
-    and records it in ``published``; ``following`` is set while anyone follows."""
+    and records it in ``published``; ``following`` is set while anyone follows. Each
+    question is recorded in ``asks`` and handed to the handler given to ``start``."""
 
     def __init__(self) -> None:
         self.published: list[tuple[str, str, EventBatch, bool]] = []
         self.followers: dict[tuple[str, str], list[QueueFollowing]] = {}
         self.following = asyncio.Event()
+        self.asks: list[tuple[str, str]] = []
+        self._asked: AskHandler | None = None
+
+    def ask(self, tenant_id: str, response_id: str) -> None:
+        self.asks.append((tenant_id, response_id))
+        if self._asked is not None:
+            self._asked(tenant_id, response_id)
+
+    async def start(self, asked: AskHandler) -> None:
+        self._asked = asked
 
     def publish(self, tenant_id: str, response_id: str, batch: EventBatch, last: bool) -> None:
         self.published.append((tenant_id, response_id, batch, last))

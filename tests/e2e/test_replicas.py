@@ -1,8 +1,9 @@
 """Two gateway replicas on one PostgreSQL database and one Redis, as one service: a
 background run on A followed live from B (from the start and from the middle, the same
-events) and cancelled from B; A killed mid-run and its run failed by B once A's lease
-expired; a chain continued alternately on A and B; one rate limit shared by both, answered
-in each frontend's shape. The real ``stateway serve`` processes and the official SDKs."""
+events) and cancelled from B; a resume past what A has logged refused by both; A killed
+mid-run and its run failed by B once A's lease expired; a chain continued alternately on
+A and B; one rate limit shared by both, answered in each frontend's shape. The real
+``stateway serve`` processes and the official SDKs."""
 
 from __future__ import annotations
 
@@ -274,3 +275,45 @@ async def test_a_stream_on_a_deleted_from_b_stops(pair: Replicas, fake_upstream:
     assert await upstream_saw_leave(fake_upstream, marker)
     with pytest.raises(openai.NotFoundError):
         await a.responses.retrieve(seen[0]["response"]["id"])
+
+
+async def refused_from(client: AsyncOpenAI, response_id: str, after: int) -> dict[str, Any]:
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client.responses.retrieve(response_id, stream=True, starting_after=after)
+    error: dict[str, Any] = caught.value.response.json()["error"]
+    assert (error["type"], error["param"], error["code"]) == (
+        "invalid_request_error",
+        "starting_after",
+        "invalid_value",
+    )
+    return error
+
+
+async def test_a_resume_past_the_log_is_refused_by_either_replica_running_or_finished(
+    pair: Replicas,
+) -> None:
+    """Past what the owner (A) has logged so far is a 400 from B as from A, while the run
+    goes on (although it will log that many events later) and once it ended; the last
+    event A sent live, whether or not it is stored yet, is resumed from on B."""
+    a, b = sdk(pair.a.url), sdk(pair.b.url)
+    created = await a.responses.create(model=MODEL, input=LONG, background=True)
+    on_a = Follower(a, created.id)
+    await on_a.reached(8)
+
+    far = len(on_a.events) + 150  # a 400-word run logs that many events within a minute
+    for client in (a, b):
+        error = await refused_from(client, created.id, far)
+        assert error["message"].startswith(f"Invalid 'starting_after': {far} is past the last")
+    latest = on_a.events[-1]["sequence_number"]  # just sent live: likely not stored yet
+    resumed = Follower(b, created.id, after=latest)
+    await resumed.reached(3)
+    assert (await a.responses.retrieve(created.id)).status == "in_progress"
+
+    await b.responses.cancel(created.id)
+    seen_on_a = await on_a.ended()
+    assert await resumed.ended() == seen_on_a[latest + 1 :]
+    last = seen_on_a[-1]["sequence_number"]
+    for client in (a, b):
+        error = await refused_from(client, created.id, last + 1)
+        assert f"(sequence number {last})" in error["message"]
+        assert await watch(client, created.id, after=last) == []

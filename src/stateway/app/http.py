@@ -54,6 +54,8 @@ def build_app(parts: GatewayParts) -> Starlette:
         parts.reloader.start()
         if parts.signals is not None:
             await parts.signals.start(parts.gateway.cancel_signalled)
+        if parts.fanout is not None:
+            await parts.fanout.start(parts.gateway.position_asked)
         try:
             yield
         finally:

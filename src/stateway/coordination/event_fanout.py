@@ -2,7 +2,13 @@
 
 One channel per response, ``{prefix}events:{tenant}\\x1f{response id}``. A message is a
 header line, ``{first sequence number} {1 if it ends with the terminal event else 0}``,
-then the batch's payloads one per line (JSON written by orjson holds no raw newline).
+then the batch's payloads one per line (JSON written by orjson holds no raw newline); a
+mark (how far its owner has logged, when asked) is the header alone, ``{count} 0``.
+
+Questions (:meth:`RedisEventFanout.ask`) are published on the standing channel,
+``{prefix}events``, as ``{tenant}\\x1f{response id}``: every process listening
+(:meth:`RedisEventFanout.start`) hears them, and the one running the response answers
+with a mark on its channel.
 
 Publishing never waits: :meth:`RedisEventFanout.publish` queues the message, and one task
 sends everything queued at once (one pipelined round trip), in order. While Redis cannot
@@ -10,8 +16,10 @@ be reached batches are dropped, with one warning per outage: followers read the 
 
 Following: one pub/sub connection per process, subscribed to each response that some
 client of this process follows (``SUBSCRIBE`` with its first follower, ``UNSUBSCRIBE``
-after its last) and to a standing channel, so that its reader always has a subscription
-to read; the reader hands each message to the queues of that response's followers.
+after its last) and to the standing channel; the reader hands each message to the queues
+of that response's followers, and each question to the handler given to ``start``. It is
+opened by ``start`` (again every ``RESUBSCRIBE_PAUSE`` while Redis cannot be reached), or
+by the first follower of a process that does not listen.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
-from stateway.core.coordination import Published
+from stateway.core.coordination import AskHandler, Published
 from stateway.core.ports import EventBatch
 
 log = logging.getLogger(__name__)
@@ -51,17 +59,52 @@ class RedisEventFanout:
         self._followers: dict[bytes, set[_Following]] = {}
         self._lock = asyncio.Lock()
         """Held while (un)subscribing, so channels' commands go out in decision order."""
+        self._asked: AskHandler | None = None
+        self._connecting: asyncio.Task[None] | None = None
+        """Connecting again while Redis could not be reached at :meth:`start`."""
 
     def channel(self, tenant_id: str, response_id: str) -> str:
         return f"{self._prefix}events:{tenant_id}\x1f{response_id}"
 
     def publish(self, tenant_id: str, response_id: str, batch: EventBatch, last: bool) -> None:
+        self._queue(self.channel(tenant_id, response_id), encode(batch, last))
+
+    def _queue(self, channel: str, message: bytes) -> None:
         if len(self._outbox) >= MAX_OUTBOX:
             self._publish_failed("too many batches are waiting to be published")
             return
-        self._outbox.append((self.channel(tenant_id, response_id), encode(batch, last)))
+        self._outbox.append((channel, message))
         if self._sender is None or self._sender.done():
             self._sender = asyncio.create_task(self._send())
+
+    def ask(self, tenant_id: str, response_id: str) -> None:
+        self._queue(self._standing, f"{tenant_id}\x1f{response_id}".encode())
+
+    async def start(self, asked: AskHandler) -> None:
+        """Listen for questions from now on: the pub/sub connection is opened at once
+        (again every ``RESUBSCRIBE_PAUSE`` while Redis cannot be reached)."""
+        self._asked = asked
+        if not await self._listening(warn=True):
+            self._connecting = asyncio.create_task(self._listen_later())
+
+    async def _listening(self, *, warn: bool) -> bool:
+        async with self._lock:
+            if self._pubsub is not None:
+                return True
+            try:
+                await self._connect()
+            except RedisError as exc:
+                if warn:
+                    log.warning("event fan-out: Redis is unreachable (%s); connecting again", exc)
+                return False
+            return True
+
+    async def _listen_later(self) -> None:
+        while True:
+            await asyncio.sleep(RESUBSCRIBE_PAUSE)
+            if await self._listening(warn=False):
+                log.info("event fan-out: Redis answers; listening")
+                return
 
     @asynccontextmanager
     async def follow(self, tenant_id: str, response_id: str) -> AsyncIterator[_Following]:
@@ -82,6 +125,9 @@ class RedisEventFanout:
                     await self._unsubscribe(channel)
 
     async def aclose(self) -> None:
+        if self._connecting is not None:
+            self._connecting.cancel()
+            await asyncio.wait([self._connecting])
         if self._sender is not None:
             await asyncio.wait([self._sender], timeout=1.0)  # what is queued, if it can
             self._sender.cancel()
@@ -156,7 +202,11 @@ class RedisEventFanout:
     def _deliver(self, message: dict[str, Any]) -> None:
         if message.get("type") != "message":
             return
-        followers = self._followers.get(message.get("channel") or b"")
+        channel = message.get("channel") or b""
+        if channel == self._standing.encode():
+            self._answer(message["data"])
+            return
+        followers = self._followers.get(channel)
         if not followers:
             return
         published = decode(message["data"])
@@ -165,6 +215,15 @@ class RedisEventFanout:
             return
         for following in followers:
             following.put(published)
+
+    def _answer(self, question: bytes) -> None:
+        tenant, separator, response = question.partition(b"\x1f")
+        if self._asked is None or not (separator and response):
+            return  # not listening (a follower only), or not a question
+        try:
+            self._asked(tenant.decode(), response.decode())
+        except UnicodeDecodeError:
+            log.warning("event fan-out: ignoring a malformed question")
 
 
 class _Following:
@@ -202,11 +261,13 @@ def encode(batch: EventBatch, last: bool) -> bytes:
 
 
 def decode(data: bytes) -> Published | None:
-    """The batch of a message; None when it is not one."""
+    """The batch (or mark) of a message; None when it is neither."""
     header, newline, body = data.partition(b"\n")
     first, _, last = header.partition(b" ")
-    if not (newline and body and first.isdigit() and last in (b"0", b"1")):
+    if not (newline and first.isdigit() and last in (b"0", b"1")):
         return None
+    if not body:  # a mark; a run's last batch holds at least its terminal event
+        return None if last == b"1" else Published(EventBatch(int(first), []), False)
     return Published(EventBatch(int(first), body.split(b"\n")), last == b"1")
 
 

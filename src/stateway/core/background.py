@@ -12,7 +12,9 @@ then followed through the shared :class:`~stateway.core.coordination.EventFanout
 there is one (Redis), else by reading the store every ``POLL_INTERVAL``.
 
 A watch from past the end of a stored log is refused (and one from its terminal event,
-when the watcher asks: a WebSocket resume), but for a response whose process died while
+when the watcher asks: a WebSocket resume); one from past the stored log of a run another
+process runs is judged by how far that process has logged, which it is asked through the
+fan-out (:mod:`stateway.core.owner_position`). But for a response whose process died while
 it ran (``server_restarted``): watchers of its own process were sent events
 not yet stored (the log is written in batches), numbered from the terminal event appended
 after its death on, so a watch from that event or past it gets that terminal event: how
@@ -32,6 +34,7 @@ from stateway.core.commands import CreateResponse, Principal, WatchResponse
 from stateway.core.coordination import CancelSignals, EventFanout
 from stateway.core.errors import InvalidRequest, NotFound, StorageError
 from stateway.core.journal import EventEncoder
+from stateway.core.owner_position import beyond_log, judged
 from stateway.core.ownership import died_running
 from stateway.core.ports import ResponseStore
 from stateway.core.response import UNFINISHED, ResponseState, load_state
@@ -187,7 +190,7 @@ async def watch(
         if run.journal is None or not (run.state.background or command.replay):
             raise _not_streamable(response_id, command.replay)
         if after >= len(run.events):
-            raise _beyond_log(after, len(run.events) - 1)
+            raise beyond_log(after, len(run.events) - 1)
         if command.refuse_at_end and run.closed and after == len(run.events) - 1:
             raise _at_end(response_id, after, run.state.status)
         return LiveWatch(run, run.journal, after)
@@ -197,6 +200,11 @@ async def watch(
     if not (log.background or command.replay) or (log.last < 0 and log.status not in UNFINISHED):
         # a response that ended with no log was never journaled
         raise _not_streamable(response_id, command.replay)
+    key = (principal.tenant_id, response_id)
+    if fanout is not None and log.status in UNFINISHED and after > log.last:
+        log = await judged(store, fanout, key, log, after)  # past what is stored of it
+        if log is None:
+            raise _not_found(response_id)
     if after >= log.last and log.status not in UNFINISHED:
         # At or past its end. A response whose process died while it ran may have had
         # events sent that were never stored, numbered from its terminal event's number
@@ -208,10 +216,9 @@ async def watch(
             if log is None:
                 raise _not_found(response_id)
         elif after > log.last:
-            raise _beyond_log(after, log.last)
+            raise beyond_log(after, log.last)
         elif command.refuse_at_end:
             raise _at_end(response_id, after, log.status)
-    key = (principal.tenant_id, response_id)
     if fanout is not None and log.status in UNFINISHED:
         return FollowedWatch(store, fanout, key, log, after)
     return StoredWatch(store, key, log, after)
@@ -275,15 +282,6 @@ def _at_end(response_id: str, after: int, status: str) -> InvalidRequest:
         f"Invalid 'starting_after': {after} is the last event of response '{response_id}', "
         f"which has ended ({status}); nothing follows it. Read the response with "
         f"GET /v1/responses/{response_id}.",
-        param="starting_after",
-        code="invalid_value",
-    )
-
-
-def _beyond_log(after: int, last: int) -> InvalidRequest:
-    return InvalidRequest(
-        f"Invalid 'starting_after': {after} is past the last event of the response "
-        f"(sequence number {last}).",
         param="starting_after",
         code="invalid_value",
     )

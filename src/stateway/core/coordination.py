@@ -7,7 +7,8 @@
   instead of running again (ADR 0011).
 - :class:`CancelSignals` carries a cancel to the process that runs a background response.
 - :class:`EventFanout` carries each batch of a run's event log, once committed, to the
-  processes whose clients follow that run (``GET /v1/responses/{id}?stream=true``).
+  processes whose clients follow that run (``GET /v1/responses/{id}?stream=true``), and
+  a follower's question of how far the run's log is to the process running it.
 
 The adapters live in :mod:`stateway.coordination`: in process (the embedded default) or
 Redis (several processes behind a load balancer); ``app/gateway.py`` picks one.
@@ -105,7 +106,9 @@ class CancelSignals(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Published:
-    """A batch of a run's event log, published once its owner had committed it."""
+    """A batch of a run's event log, published once its owner had committed it; or, with
+    no payloads, a *mark*: its owner had logged ``batch.first`` events (committed or not)
+    when it was asked (:meth:`EventFanout.ask`)."""
 
     batch: EventBatch
     last: bool
@@ -125,10 +128,16 @@ class Following(Protocol):
         ...
 
 
+AskHandler = Callable[[str, str], None]
+"""Called with ``(tenant_id, response_id)`` when a process asks how far that log is."""
+
+
 class EventFanout(Protocol):
     """Batches of event logs between processes: published by the process that runs a
     response, received by every process following it. Delivery is best effort: a
-    follower reads what it missed from the store, which holds every batch published."""
+    follower reads what it missed from the store, which holds every batch published.
+    A follower may :meth:`ask` how far a log is: the process running the response
+    publishes a mark (:class:`Published`) on it."""
 
     def publish(self, tenant_id: str, response_id: str, batch: EventBatch, last: bool) -> None:
         """Send a batch just committed to the response's stored log; returns at once
@@ -137,6 +146,15 @@ class EventFanout(Protocol):
 
     def follow(self, tenant_id: str, response_id: str) -> AbstractAsyncContextManager[Following]:
         """Receive the batches published for the response from now on, until exit."""
+        ...
+
+    def ask(self, tenant_id: str, response_id: str) -> None:
+        """Ask every process how far the response's log is: the one running it publishes
+        a mark (best effort, as :meth:`publish`: returns at once and never fails)."""
+        ...
+
+    async def start(self, asked: AskHandler) -> None:
+        """Deliver the questions asked from now on (by any process) to ``asked``."""
         ...
 
     async def aclose(self) -> None: ...

@@ -6,7 +6,7 @@ import logging
 from contextlib import AbstractAsyncContextManager
 from typing import overload
 
-from stateway.core import background
+from stateway.core import background, owner_position
 from stateway.core.accounting import UsageBucket, UsageLedger
 from stateway.core.commands import (
     AddConversationItems,
@@ -176,6 +176,12 @@ class Gateway:
     def cancel_signalled(self, tenant_id: str, response_id: str) -> None:
         """A cancel (or a ``DELETE``) that another process sent for a run of this one."""
         self.signalled.received(tenant_id, response_id)
+
+    def position_asked(self, tenant_id: str, response_id: str) -> None:
+        """Another process asked how far the log of ``response_id`` is (a watch from past
+        what is stored of it): answered with a mark when it runs here."""
+        if self._fanout is not None:
+            owner_position.answer(self.runs, self._fanout, tenant_id, response_id)
 
     @overload
     async def execute(self, principal: Principal, command: CreateResponse) -> Run: ...

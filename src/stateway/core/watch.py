@@ -177,6 +177,8 @@ class FollowedWatch:
                     if published.last and self._position >= batch.end:
                         return
                 published = await following.next(self._quiet)
+                while published is not None and not published.batch.payloads:
+                    published = await following.next(self._quiet)  # a mark, for whoever asked
 
     def behind(self) -> int:
         return 0 if self._following is None else self._following.pending()
