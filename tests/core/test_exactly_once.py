@@ -268,6 +268,38 @@ async def test_a_delete_whose_signal_cannot_be_sent_still_answers_deleted() -> N
     assert await store.get("default", "resp_x") is None
 
 
+async def test_a_delete_signal_the_owner_missed_is_sent_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As a cancel's: an owner subscribing again after Redis restarted misses the DELETE's
+    signal, and would run the deleted response to its end. The signal goes again in the
+    background (a send failing meanwhile does not stop it) for as long as a cancel waits;
+    the DELETE answers at once, and shutdown ends the resends."""
+    monkeypatch.setattr(background, "RESEND_INTERVAL", 0.0)
+    store = MemoryStore()
+    body = {"id": "resp_x", "created_at": 1.0, "model": "m", "status": "in_progress"}
+    await store.save(ResponseRecord("default", "resp_x", None, "in_progress", 1.0, body))
+    finished = body | {"id": "resp_y", "status": "completed"}
+    await store.save(ResponseRecord("default", "resp_y", None, "completed", 1.0, finished))
+    signals = FlakySignals()
+    gateway = gateway_for(store, signals=signals)
+
+    await gateway.execute(ME, DeleteResponse("resp_x"))
+    assert signals.sent == [("default", "resp_x")], "sent once before it answers"
+    async with asyncio.timeout(5):
+        while len(signals.sent) < 4:  # the second failed to go out
+            signals.arrived.clear()
+            await signals.arrived.wait()
+    assert gateway.deletes is not None
+    await gateway.deletes.aclose()
+    sent = len(signals.sent)
+    await asyncio.sleep(0.01)
+    assert len(signals.sent) == sent, "no resend after shutdown"
+
+    await gateway.execute(ME, DeleteResponse("resp_y"))
+    assert ("default", "resp_y") not in signals.sent, "a response that ended has no run"
+
+
 async def test_a_signalled_cancel_ends_this_processs_background_run() -> None:
     gate = asyncio.Event()
     gateway = gateway_for(MemoryStore(), ScriptedBackend([TextDelta("a")], gate))

@@ -71,6 +71,8 @@ def build_app(parts: GatewayParts) -> Starlette:
             if parts.signals is not None:
                 await parts.signals.aclose()
             await parts.gateway.signalled.aclose()
+            if parts.gateway.deletes is not None:
+                await parts.gateway.deletes.aclose()
             if parts.fanout is not None:
                 await parts.fanout.aclose()
             if parts.limits is not None:

@@ -123,6 +123,47 @@ async def _ended_elsewhere(
                 await signals.send(principal.tenant_id, response_id)
 
 
+class DeleteSignals:
+    """The cancel signals a ``DELETE`` sends for a response another process may be running
+    (its owner stops the run as if deleted there). Sent at once, then again every
+    ``RESEND_INTERVAL`` for ``CANCEL_WAIT`` seconds, as a cancel's are while it waits: an
+    owner subscribing again (Redis restarted) misses a signal sent meanwhile, and would run
+    the deleted response to its end. The ``DELETE`` does not wait, and the deleted row
+    cannot tell when the run ended, so the resends run in the background and
+    :meth:`aclose` (shutdown) cancels them. A response that had ended is not signalled."""
+
+    def __init__(self, signals: CancelSignals) -> None:
+        self._signals = signals
+        self._resends: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    async def send(self, tenant_id: str, response_id: str) -> None:
+        """Signal the run of a response just deleted, unfinished (a signal that cannot be
+        sent is logged: the response is deleted already, and a resend may go)."""
+        try:
+            await self._signals.send(tenant_id, response_id)
+        except StorageError as exc:
+            log.warning("deleted response %s without signalling its run: %s", response_id, exc)
+        if not self._closed:
+            resending = asyncio.create_task(self._resend(tenant_id, response_id))
+            self._resends.add(resending)
+            resending.add_done_callback(self._resends.discard)
+
+    async def _resend(self, tenant_id: str, response_id: str) -> None:
+        deadline = time.monotonic() + CANCEL_WAIT
+        while time.monotonic() < deadline:
+            await asyncio.sleep(RESEND_INTERVAL)
+            with suppress(StorageError):  # Redis away for now (logged): the next one may go
+                await self._signals.send(tenant_id, response_id)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        resends = list(self._resends)
+        for resending in resends:
+            resending.cancel()
+        await asyncio.gather(*resends, return_exceptions=True)
+
+
 class SignalledCancels:
     """The cancels another process sends for runs of this one (the handler that
     :class:`~stateway.core.coordination.CancelSignals` delivers them to). A background run

@@ -54,7 +54,6 @@ from stateway.core.errors import (
     InvalidRequest,
     NotFound,
     ServerShuttingDown,
-    StorageError,
 )
 from stateway.core.exactly_once import Attempt, attempt
 from stateway.core.forwarding import ChatForwarding
@@ -130,6 +129,11 @@ class Gateway:
         self.runs = runs
         self.signalled = background.SignalledCancels(runs, store)
         """The cancels other processes send for runs of this one (closed at shutdown)."""
+        self.deletes = None
+        if signals is not None and signals.shared:
+            self.deletes = background.DeleteSignals(signals)
+        """The signals of this process's ``DELETE``s to other processes' runs (closed at
+        shutdown)."""
         self._conversations = None if conversations is None else Conversations(conversations)
         self._encoder = encoder
         self._results = results
@@ -333,20 +337,25 @@ class Gateway:
         return run
 
     async def _delete(self, principal: Principal, response_id: str) -> Deleted:
-        if not await self._store.delete(principal.tenant_id, response_id):
-            raise _response_not_found(response_id)
+        tenant_id = principal.tenant_id
         run = self.runs.get(response_id)
-        if run is not None and run.state.tenant_id == principal.tenant_id:
+        if run is not None and run.state.tenant_id != tenant_id:
+            run = None
+        unfinished = False
+        if run is None and self.deletes is not None:  # whether a run elsewhere may hold it
+            record = await self._store.get(tenant_id, response_id)
+            unfinished = record is not None and record.status in UNFINISHED
+        if not await self._store.delete(tenant_id, response_id):
+            raise _response_not_found(response_id)
+        if run is not None:
             run.cancel(CancelReason.DELETED)  # its final save leaves the row deleted
-        elif self._signals is not None and self._signals.shared:
+        elif unfinished and self.deletes is not None:
             # A run of another process stops as if deleted there (its final save leaves
             # the row deleted too); anywhere else, the signal is ignored. The response is
-            # deleted already: a signal that cannot be sent (Redis away) leaves such a run
-            # to its end, as without shared signals, rather than failing the DELETE.
-            try:
-                await self._signals.send(principal.tenant_id, response_id)
-            except StorageError as exc:
-                log.warning("deleted response %s without signalling its run: %s", response_id, exc)
+            # deleted already: a signal that cannot be sent (Redis away for longer than
+            # the resends) leaves such a run to its end, as without shared signals, rather
+            # than failing the DELETE.
+            await self.deletes.send(tenant_id, response_id)
         return Deleted(response_id)
 
     async def _get(self, principal: Principal, response_id: str) -> ResponseState:
