@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,10 +51,14 @@ def create_key(database: str, tenant: str, *extra: str) -> str:
 
 @contextmanager
 def auth_gateway(
-    directory: Path, upstream: str, database: str, auth: str = API_KEYS
+    directory: Path,
+    upstream: str,
+    database: str,
+    auth: str = API_KEYS,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[AuthGateway]:
     """The gateway over ``upstream`` (its Chat wire) and ``database``, configured with the
-    TOML ``auth`` tables."""
+    TOML ``auth`` tables; ``env``: variables it has besides the environment's."""
     config = directory / "stateway.toml"
     config.write_text(auth)
     log = directory / "gateway.log"
@@ -62,6 +66,8 @@ def auth_gateway(
     command += ["--upstream", upstream, "--database", database]
     with (
         log.open("w") as stderr,
-        launch(command, GATEWAY_ANNOUNCEMENT, stderr=stderr, timeout=60) as launched,
+        launch(
+            command, GATEWAY_ANNOUNCEMENT, env=child_env(env), stderr=stderr, timeout=60
+        ) as launched,
     ):
         yield AuthGateway(launched.url, log, database)

@@ -23,7 +23,9 @@ from tests.e2e.authenticated import AuthGateway, auth_gateway, stateway
 from tests.e2e.routing import fake_requests
 
 MODEL = "fake-model"
-USED: list[str] = []
+ADMIN = f"admin-{uuid.uuid4().hex}"
+"""The gateway's admin credential (``STATEWAY_ADMIN_KEY``)."""
+USED: list[str] = [ADMIN]
 """Every credential a test sent: none may appear in the log (the last test)."""
 
 
@@ -31,7 +33,8 @@ USED: list[str] = []
 def gateway(fake_upstream: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthGateway]:
     directory = tmp_path_factory.mktemp("keys")
     database = f"sqlite:///{directory / 'stateway.db'}"
-    with auth_gateway(directory, fake_upstream, database) as running:
+    admin = {"STATEWAY_ADMIN_KEY": ADMIN}
+    with auth_gateway(directory, fake_upstream, database, env=admin) as running:
         yield running
 
 
@@ -129,6 +132,24 @@ def test_a_websocket_upgrade_without_a_key_is_refused_with_a_401(gateway: AuthGa
 
     assert refused.value.response.status_code == 401
     assert b'"invalid_api_key"' in refused.value.response.body
+
+
+def test_the_admin_credential_acts_for_no_tenant_over_a_websocket(gateway: AuthGateway) -> None:
+    """Its upgrade is accepted (as any credential's), and each request frame refused."""
+    url = gateway.url.replace("http://", "ws://", 1) + "/v1/responses"
+    requests = [
+        {"type": "response.create", "model": MODEL, "input": "hi"},
+        {"type": "response.resume", "response_id": "resp_123"},
+        {"type": "response.steer", "previous_response_id": "resp_123", "input": "hi"},
+    ]
+    with connect(url, additional_headers={"x-api-key": ADMIN}) as socket:
+        for request in requests:
+            socket.send(json.dumps(request))
+            refused = json.loads(socket.recv(timeout=30))
+            assert refused["type"] == "error", refused
+            assert (refused["status"], refused["error"]["code"]) == (403, "permission_denied")
+    admin = httpx2.get(gateway.url + "/admin/config/status", headers={"x-api-key": ADMIN})
+    assert admin.status_code == 200
 
 
 def test_the_list_names_the_keys_never_the_keys(gateway: AuthGateway) -> None:
