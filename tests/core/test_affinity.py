@@ -183,3 +183,17 @@ async def test_after_a_restart_a_conversation_returns_to_its_last_turns_candidat
         assert "affinity" not in first.state.attempts[0]
         run = await turn(fresh(50 + n), conversation_id=conversation.id)
         assert (served(run), run.state.attempts[0]["affinity"]) == (served(first), "stored")
+
+
+async def test_a_conversation_stays_on_the_candidate_of_its_last_turn() -> None:
+    conversations = MemoryConversations()
+    store = TurnStore(conversations)
+    a, b = Steady("a"), Steady("b")
+    routing = router(route(candidate(a), candidate(b)), seed=4)
+    gw = Gateway(store, routing, Loop(store), RunRegistry(), conversations=conversations)
+    for n in range(4):
+        conversation = await gw.execute(Principal(), CreateConversation())
+        home = served(await turn(gw, conversation_id=conversation.id))
+        for _ in range(3):
+            run = await turn(gw, conversation_id=conversation.id)
+            assert (served(run), run.state.attempts[0]["affinity"]) == (home, "hit"), n

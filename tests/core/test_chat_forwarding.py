@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from stateway.core.commands import CreateResponse, ForwardChat, GenerationSettings, Principal
-from stateway.core.errors import InvalidRequest, ServerShuttingDown
+from stateway.core.errors import InvalidRequest, ServerShuttingDown, UpstreamError
 from stateway.core.gateway import Gateway
 from stateway.core.generations import HeldRelay
 from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, UsageReport
@@ -149,6 +149,20 @@ async def test_gateway_tools_turn_the_fast_path_off_and_run_in_hidden_rounds() -
     assert wire["choices"][0]["finish_reason"] == "stop"
     assert wire["usage"]["prompt_tokens"] == 8  # both rounds
     assert state.settings.tools == []  # offered, not echoed
+
+
+async def test_a_failure_after_only_hidden_rounds_is_the_clients_error() -> None:
+    """A client shown nothing yet (the gateway's items are hidden from it) is answered the
+    failure itself, as an HTTP error, not a 200 whose output it cannot see."""
+    backend = RoundsBackend(
+        [[ToolCallDelta(0, "up_0", "calc__add", "{}"), Finish("tool_calls")], [UpstreamError("x")]]
+    )
+    run = await gateway(backend, calc=True).execute(Principal(), command())
+    await run.wait()
+    assert [i["type"] for i in run.state.output] == ["mcp_list_tools", "mcp_call"]
+    assert run.state.status == "failed"
+    assert isinstance(run.error, UpstreamError)
+    assert run.error.status == 502
 
 
 async def test_a_responses_client_is_not_offered_the_gateway_tools() -> None:

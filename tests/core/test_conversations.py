@@ -39,10 +39,12 @@ from stateway.core.inference import Delta, Finish, TextDelta
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder
 from stateway.core.loop import Loop
+from stateway.core.ports import Sealer
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.settling import Settler
 from stateway.protocols.responses.encode import encode_event_json
+from stateway.sealing import AesGcmSealer
 from tests.core.conversation_fakes import MemoryConversations, TurnStore
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
@@ -71,6 +73,7 @@ class World:
         script: list[Delta | UpstreamError] | None = None,
         gate: asyncio.Event | None = None,
         encoder: EventEncoder | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         self.conversations = MemoryConversations()
         self.store = TurnStore(self.conversations)
@@ -85,6 +88,7 @@ class World:
             RunRegistry(),
             conversations=self.conversations,
             encoder=encoder,
+            sealer=sealer,
         )
 
     async def conversation(self, *texts_: str) -> Conversation:
@@ -417,6 +421,30 @@ async def test_a_background_turn_goes_on_when_its_caller_leaves_while_it_is_writ
     assert (record.status, record.body["background"]) == ("completed", True)
     assert texts(await world.items(conversation.id)) == ["later", "answer"]
     assert world.backend.requests[0].native_tools == [image]  # the tools it was admitted with
+
+
+async def test_a_background_turn_whose_caller_leaves_still_compacts_first() -> None:
+    world = World(encoder=encode_event_json, sealer=AesGcmSealer(bytes(range(32))))
+    conversation = await world.conversation("earlier")
+    written = _saves_held(world)
+    trigger = [user("later"), {"type": "compaction_trigger"}]
+    command = CreateResponse(
+        model="m", input=trigger, conversation_id=conversation.id, background=True
+    )
+    caller = asyncio.create_task(world.gateway.execute(ME, command))
+    await asyncio.sleep(0)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    written.set()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    await world.gateway.runs.settle()
+    (record,) = world.store.records.values()
+    assert record.status == "completed"
+    assert [item["type"] for item in record.output_items] == ["compaction"]
+    [summarized] = world.backend.requests  # the summary call, and no round
+    assert texts(summarized.items)[:2] == ["earlier", "later"]
 
 
 @pytest.mark.parametrize(

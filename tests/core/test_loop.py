@@ -1,4 +1,5 @@
 import asyncio
+import re
 
 import pytest
 
@@ -66,6 +67,7 @@ async def test_text_round_emits_the_full_event_sequence_and_persists() -> None:
     ]
     state = run.state  # type: ignore[attr-defined]
     assert state.status == "completed"
+    assert re.fullmatch("resp_[0-9a-f]{48}", state.id)  # the Responses API's id shape
     assert state.output[0]["content"][0]["text"] == "Hello"
     assert state.usage == Usage(3, 2)
     [record] = store.records.values()

@@ -4,7 +4,7 @@ create whose ``prior`` items are given reads no chain from the store."""
 from __future__ import annotations
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, Principal
+from stateway.core.commands import CreateResponse, ListInputItems, Principal
 from stateway.core.inference import Finish, TextDelta
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.test_loop import gateway_for, user
@@ -44,3 +44,25 @@ async def test_given_prior_items_are_the_context_without_reading_the_store() -> 
     texts = [i["content"][0]["text"] for i in request.items]
     assert texts == ["remembered", "next"]
     assert run.context == [*prior, *command.input]
+
+
+async def test_prior_items_not_in_the_store_are_stored_with_the_input() -> None:
+    """A stored run continuing an unstored checkpoint stores the whole context it ran on
+    (its ``previous_response_id`` names nothing stored); a stored prior is not repeated."""
+    for prior_stored, kept in ((False, ["remembered", "next"]), (True, ["next"])):
+        store = MemoryStore()
+        gateway = gateway_for(ScriptedBackend([TextDelta("ok"), Finish("stop")]), store)
+        command = CreateResponse(
+            model="m",
+            input=[user("next")],
+            previous_response_id="resp_checkpoint",
+            prior=[user("remembered")],
+            prior_stored=prior_stored,
+        )
+        run = await gateway.execute(Principal(), command)
+        await run.wait()
+        assert run.state.status == "completed"
+        [record] = store.records.values()
+        assert [i["content"][0]["text"] for i in record.input_items] == kept
+        page = await gateway.execute(Principal(), ListInputItems(run.id, order="asc"))
+        assert [i["content"][0]["text"] for i in page.items] == kept

@@ -6,12 +6,21 @@ from typing import Any
 
 import pytest
 
-from stateway.core.commands import CreateResponse, GenerationSettings, Principal
+from stateway.core.commands import (
+    CreateConversation,
+    CreateResponse,
+    GenerationSettings,
+    Principal,
+)
 from stateway.core.errors import InvalidRequest
+from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
+from stateway.core.loop import Loop
+from stateway.core.runs import RunRegistry
 from stateway.core.stages.chain import Stage, StageChain, StageFailed
 from stateway.core.stages.context import POINTS, StageContext
 from stateway.core.stages.shipped import ParamClamp, ToolFilter
+from tests.core.conversation_fakes import MemoryConversations, TurnStore
 from tests.core.fakes import MemoryStore
 from tests.core.routing_fakes import Named, candidate, gateway, route, router
 
@@ -146,3 +155,34 @@ async def test_route_hints_put_a_backend_first_in_its_tier() -> None:
         await run.wait()
     assert len(b.requests) == 5
     assert a.requests == []
+
+
+async def test_session_open_runs_on_the_first_turn_of_a_chain_or_conversation_only() -> None:
+    opened: list[tuple[str, str | None]] = []
+
+    class Opener:
+        def session_open(self, context: StageContext) -> None:
+            assert context.command is not None
+            opened.append((context.route, context.command.conversation_id))
+
+    conversations = MemoryConversations()
+    store = TurnStore(conversations)
+    backend = Named("a", OK)
+    assistant = route(candidate(backend), stages=StageChain([Stage("open", Opener())]))
+    gw = Gateway(store, router(assistant), Loop(store), RunRegistry(), conversations=conversations)
+
+    async def turn(**fields: Any) -> str:
+        run = await gw.execute(Principal(), CreateResponse("assistant", [USER], **fields))
+        await run.wait()
+        assert run.state.status == "completed"
+        return run.id
+
+    first = await turn()
+    assert opened == [("assistant", None)]  # the route's name, as configured
+    await turn(previous_response_id=first)
+    assert len(opened) == 1
+    empty = await gw.execute(Principal(), CreateConversation())
+    await turn(conversation_id=empty.id)
+    assert opened[1:] == [("assistant", empty.id)]
+    await turn(conversation_id=empty.id)  # its second turn
+    assert len(opened) == 2
