@@ -6,9 +6,17 @@ from typing import Any
 
 import pytest
 
+from stateway.core.commands import CompactResponse, CountTokens, CreateResponse, Principal
 from stateway.core.errors import NotFound
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta
 from stateway.core.items import Item
+from stateway.core.loop import Loop
 from stateway.core.references import has_references, resolve_references
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.sealing import AesGcmSealer
+from tests.core.fakes import MemoryStore, ScriptedBackend
 
 THOUGHT: Item = {
     "id": "rs_1",
@@ -65,3 +73,51 @@ async def test_a_reference_to_nothing_stored_is_a_404_naming_it() -> None:
     with pytest.raises(NotFound) as caught:
         await resolve(Stored({}), items)
     assert caught.value.param == "input[1]"
+
+
+def said(text: str) -> Item:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def texts(items: list[Item]) -> list[str]:
+    return [part["text"] for item in items for part in item.get("content", [])]
+
+
+async def test_every_command_with_input_resolves_references_among_its_tenants_items() -> None:
+    """A create, a count and a compaction each resolve an ``item_reference`` to the
+    caller's stored item; another tenant's is a 404 naming the input item."""
+    backend = ScriptedBackend([TextDelta("kept"), Finish("stop")])
+    backend.token_count = 7
+    store = MemoryStore()
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    sealer = AesGcmSealer(bytes(range(32)))
+    gateway = Gateway(store, router, Loop(store), RunRegistry(), sealer=sealer)
+    owner = Principal(tenant_id="a")
+    first = await gateway.execute(owner, CreateResponse("m", [said("hi")]))
+    await first.wait()
+    [answer] = first.state.output
+    reference: Item = {"type": "item_reference", "id": answer["id"]}
+
+    def create() -> CreateResponse:
+        return CreateResponse("m", [reference, said("next")])
+
+    run = await gateway.execute(owner, create())
+    await run.wait()
+    assert texts(backend.requests[-1].items) == ["kept", "next"]
+    assert texts(store.records["a", run.id].input_items) == ["kept", "next"]  # as stored
+    await gateway.execute(owner, CountTokens(create()))
+    assert texts(backend.counted[-1].items) == ["kept", "next"]
+    await gateway.execute(owner, CompactResponse("m", [reference, said("next")]))
+    assert texts(backend.requests[-1].items)[:2] == ["kept", "next"]  # the summary call's
+
+    sent = len(backend.requests), len(backend.counted)
+    stranger = Principal(tenant_id="b")
+    for command in (
+        create(),
+        CountTokens(create()),
+        CompactResponse("m", [reference, said("next")]),
+    ):
+        with pytest.raises(NotFound) as caught:
+            await gateway.execute(stranger, command)  # type: ignore[call-overload]
+        assert (caught.value.status, caught.value.param) == (404, "input[0]")
+    assert (len(backend.requests), len(backend.counted)) == sent
