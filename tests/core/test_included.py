@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import copy
 
-from stateway.core.commands import GenerationSettings
+from stateway.core.commands import (
+    AddConversationItems,
+    CreateConversation,
+    CreateResponse,
+    GenerationSettings,
+    GetConversationItem,
+    GetResponse,
+    ListConversationItems,
+    ListInputItems,
+    Principal,
+)
 from stateway.core.compaction import sealed
+from stateway.core.gateway import Gateway
 from stateway.core.included import included
+from stateway.core.inference import Finish, ReasoningDelta, TextDelta
 from stateway.core.items import Item
+from stateway.core.loop import Loop
 from stateway.core.reasoning import SEALED_BY_RESPONSES
 from stateway.core.response import ResponseState
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
 from stateway.sealing.aesgcm import AesGcmSealer
+from tests.core.conversation_fakes import MemoryConversations, TurnStore
+from tests.core.fakes import ScriptedBackend
 
 SEALER = AesGcmSealer(bytes(range(32)))
 ENCRYPTED = "reasoning.encrypted_content"
@@ -66,3 +83,45 @@ def test_with_the_includes_an_unsealed_item_is_sealed_for_its_tenant() -> None:
 def test_none_is_the_output_as_stored() -> None:
     stored = state(reasoning("x", sealed.seal(SEALER, sealed.REASONING, "t1", "x")), message())
     assert included(stored, None, SEALER) is stored
+
+
+async def test_every_read_of_stored_items_shows_them_as_its_include_asks() -> None:
+    """A response's output, its input items and a conversation's items (listed, read one
+    by one, answered to their adding), each read through the gateway with and without
+    the include: sealed for the reader's tenant, or as a create without it shows them."""
+    conversations = MemoryConversations()
+    store = TurnStore(conversations)
+    backend = ScriptedBackend([ReasoningDelta("why"), TextDelta("so"), Finish("stop")])
+    router = Router([BackendEntry(backend, {}, catch_all=True)])
+    gateway = Gateway(
+        store, router, Loop(store), RunRegistry(), conversations=conversations, sealer=SEALER
+    )
+    reader = Principal(tenant_id="t1")
+
+    def opened(item: Item) -> str:
+        return str(sealed.unseal(SEALER, sealed.REASONING, "t1", item["encrypted_content"], "p"))
+
+    run = await gateway.execute(reader, CreateResponse("m", [reasoning("asked")]))
+    await run.wait()
+    assert [item["type"] for item in run.state.output] == ["reasoning", "message"]
+    shown = await gateway.execute(reader, GetResponse(run.id, include=(ENCRYPTED,)))
+    assert opened(shown.output[0]) == "why"
+    plain = await gateway.execute(reader, GetResponse(run.id, include=()))
+    assert "encrypted_content" not in plain.output[0]
+    page = await gateway.execute(reader, ListInputItems(run.id, include=(ENCRYPTED,)))
+    assert [opened(item) for item in page.items] == ["asked"]
+
+    conversation = await gateway.execute(reader, CreateConversation([reasoning("kept")]))
+    listed = await gateway.execute(
+        reader, ListConversationItems(conversation.id, include=(ENCRYPTED,))
+    )
+    assert [opened(item) for item in listed.items] == ["kept"]
+    kept = listed.items[0]["id"]
+    one = await gateway.execute(
+        reader, GetConversationItem(conversation.id, kept, include=(ENCRYPTED,))
+    )
+    assert opened(one) == "kept"
+    added = await gateway.execute(
+        reader, AddConversationItems(conversation.id, [reasoning("more")], include=(ENCRYPTED,))
+    )
+    assert [opened(item) for item in added.items] == ["more"]
