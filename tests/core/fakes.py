@@ -218,6 +218,9 @@ class MemoryStore:
         if record is None:
             return None
         items = list(record.input_items if order == "asc" else reversed(record.input_items))
+        if after is not None:  # the items past the cursor; none past an unknown one
+            ids = [item.get("id") for item in items]
+            items = items[ids.index(after) + 1 :] if after in ids else []
         return ItemPage(items[:limit], len(items) > limit)
 
     async def ping(self) -> None:

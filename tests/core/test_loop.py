@@ -1,10 +1,17 @@
 import asyncio
 import re
+from typing import Any
 
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, GenerationSettings, GetResponse, Principal
+from stateway.core.commands import (
+    CreateResponse,
+    GenerationSettings,
+    GetResponse,
+    ListInputItems,
+    Principal,
+)
 from stateway.core.errors import NotFound, PreviousResponseNotFound, UpstreamError, UpstreamRejected
 from stateway.core.gateway import Gateway
 from stateway.core.inference import (
@@ -368,3 +375,22 @@ async def test_a_stored_response_can_be_retrieved_while_it_runs() -> None:
 async def test_the_stop_sequence_upstream_names_is_kept_on_the_state() -> None:
     run, _, _ = await run_once([TextDelta("a"), Finish("stop", stop_sequence="END")])
     assert run.state.stop_sequence == "END"  # type: ignore[attr-defined]
+
+
+async def test_input_items_are_paged_after_a_cursor_and_a_missing_response_is_named() -> None:
+    store = MemoryStore()
+    gateway = gateway_for(ScriptedBackend([TextDelta("ok"), Finish("stop")]), store)
+    said = [{**user(text), "id": f"msg_{text}"} for text in ("a", "b", "c")]
+    run = await gateway.execute(Principal(), CreateResponse(model="m", input=said))
+    await run.wait()
+
+    async def page(**fields: Any) -> list[str]:
+        listed = await gateway.execute(Principal(), ListInputItems(run.id, **fields))
+        return [item["id"] for item in listed.items]
+
+    assert await page(order="asc", after="msg_a") == ["msg_b", "msg_c"]
+    assert await page(after="msg_c", limit=1) == ["msg_b"]  # newest first by default
+    with pytest.raises(NotFound) as caught:
+        await gateway.execute(Principal(), ListInputItems("resp_gone"))
+    assert (caught.value.status, caught.value.param) == (404, "response_id")
+    assert "'resp_gone'" in caught.value.message
