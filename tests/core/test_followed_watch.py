@@ -8,10 +8,13 @@ import asyncio
 from stateway.core.background import watch
 from stateway.core.commands import Principal, WatchResponse
 from stateway.core.errors import StorageError
+from stateway.core.gateway import Gateway
+from stateway.core.loop import Loop
 from stateway.core.ports import EventBatch, EventLog
+from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.watch import FollowedWatch, StoredWatch
-from tests.core.fakes import MemoryStore
+from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.sharing_fakes import MemoryFanout
 from tests.core.test_ownership import in_progress
 
@@ -301,3 +304,18 @@ async def test_a_follower_past_the_end_of_a_run_that_completed_gets_nothing_more
     await fanout.following.wait()
     await commit(store, fanout, 5, 7, last=True)
     assert await asyncio.wait_for(following, 5) == ([], [])
+
+
+async def test_a_watch_through_the_gateway_follows_what_the_owner_publishes() -> None:
+    store, fanout = await stored(2), MemoryFanout()
+    router = Router([BackendEntry(ScriptedBackend([]), {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry(), fanout=fanout)
+    watched = await gateway.execute(Principal("t"), WatchResponse("bg"))
+    assert isinstance(watched, FollowedWatch)
+    following = asyncio.create_task(collect(watched))
+    async with asyncio.timeout(5):  # a watch that does not follow the fanout waits for ever
+        await fanout.following.wait()
+    await commit(store, fanout, 2, 4, last=True)
+    seen, flags = await following
+    assert seen == events(0, 4)
+    assert flags[-1] is True
