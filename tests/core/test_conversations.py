@@ -135,6 +135,26 @@ async def test_create_get_update_delete() -> None:
         assert created.id in caught.value.message
 
 
+async def test_a_conversation_is_its_tenants_alone() -> None:
+    world = World()
+    created = await world.conversation("mine")
+    [item] = await world.items(created.id)
+    stranger = Principal(tenant_id="other")
+    for command in (
+        GetConversation(created.id),
+        UpdateConversation(created.id, {}),
+        DeleteConversation(created.id),
+        AddConversationItems(created.id, [user("x")]),
+        ListConversationItems(created.id),
+        GetConversationItem(created.id, item["id"]),
+        DeleteConversationItem(created.id, item["id"]),
+    ):
+        with pytest.raises(ConversationNotFound):
+            await world.gateway.execute(stranger, command)  # type: ignore[call-overload]
+    assert await world.gateway.execute(ME, GetConversation(created.id)) == created
+    assert texts(await world.items(created.id)) == ["mine"]
+
+
 async def test_added_items_get_new_ids_of_their_type() -> None:
     world = World()
     conversation = await world.conversation("first")
