@@ -237,3 +237,23 @@ async def test_a_stream_that_would_not_report_its_usage_is_translated_where_toke
     relay = await gateway_with(requests_only, Forwarding([])).execute(ALICE, forward())
     assert not isinstance(relay, Run)
     await relay.aclose()
+
+
+async def test_a_translated_chat_requests_run_is_charged_to_its_principal() -> None:
+    used = Usage(input_tokens=700, output_tokens=500)
+    backend = ScriptedBackend([TextDelta("hi"), UsageReport(used), Finish("stop")])  # no relay
+    limits = RateLimits(MemoryTokenBuckets(Clock()), requests_per_minute=100, tokens_per_minute=600)
+    gateway = gateway_with(limits, backend)
+    fields: dict[str, object] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+    async def translate() -> CreateResponse:
+        return create()
+
+    run = await gateway.execute(ALICE, ForwardChat("m", orjson.dumps(fields), fields, translate))
+    assert isinstance(run, Run)
+    await ended(run)
+    await limits.settled()
+    with pytest.raises(RateLimited) as caught:
+        await gateway.execute(ALICE, create())
+    assert caught.value.type == "tokens"
+    await ended(await gateway.execute(BOB, create()))  # another principal's bucket
