@@ -150,7 +150,7 @@ async def test_a_conversation_is_its_tenants_alone() -> None:
         DeleteConversationItem(created.id, item["id"]),
     ):
         with pytest.raises(ConversationNotFound):
-            await world.gateway.execute(stranger, command)  # type: ignore[call-overload]
+            await world.gateway.execute(stranger, command)
     assert await world.gateway.execute(ME, GetConversation(created.id)) == created
     assert texts(await world.items(created.id)) == ["mine"]
 

@@ -118,6 +118,6 @@ async def test_every_command_with_input_resolves_references_among_its_tenants_it
         CompactResponse("m", [reference, said("next")]),
     ):
         with pytest.raises(NotFound) as caught:
-            await gateway.execute(stranger, command)  # type: ignore[call-overload]
+            await gateway.execute(stranger, command)
         assert (caught.value.status, caught.value.param) == (404, "input[0]")
     assert (len(backend.requests), len(backend.counted)) == sent
