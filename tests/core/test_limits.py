@@ -4,6 +4,7 @@ principal's buckets, other commands do not; a refusal is a 429 with whole-second
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import orjson
@@ -257,3 +258,24 @@ async def test_a_translated_chat_requests_run_is_charged_to_its_principal() -> N
         await gateway.execute(ALICE, create())
     assert caught.value.type == "tokens"
     await ended(await gateway.execute(BOB, create()))  # another principal's bucket
+
+
+async def test_a_streamed_runs_tokens_are_taken_once_it_ends_not_when_it_starts() -> None:
+    """A streamed run is admitted before it has used anything: its charge waits for its
+    end (at its start it would be nothing)."""
+    gate = asyncio.Event()
+    used = Usage(input_tokens=700, output_tokens=500)
+    backend = ScriptedBackend([TextDelta("hi"), UsageReport(used), Finish("stop")], gate=gate)
+    limits = RateLimits(MemoryTokenBuckets(Clock()), requests_per_minute=100, tokens_per_minute=600)
+    gateway = gateway_with(limits, backend)
+    streamed = CreateResponse(model="m", input=[user("hi")], store=False, stream=True)
+    run = await gateway.execute(ALICE, streamed)
+    await backend.started.wait()
+    for _ in range(5):
+        await asyncio.sleep(0)  # a charge taken at once would be taken by now
+    gate.set()
+    await ended(run)
+    await limits.settled()
+    with pytest.raises(RateLimited) as caught:
+        await gateway.execute(ALICE, create())
+    assert caught.value.type == "tokens"
