@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from stateway.core.background import watch
-from stateway.core.commands import Principal, WatchResponse
+from stateway.core.commands import GetResponse, Principal, WatchResponse
 from stateway.core.errors import StorageError
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
@@ -319,3 +319,11 @@ async def test_a_watch_through_the_gateway_follows_what_the_owner_publishes() ->
     seen, flags = await following
     assert seen == events(0, 4)
     assert flags[-1] is True
+
+
+async def test_a_get_of_a_response_another_process_runs_answers_its_row() -> None:
+    store = await stored(2)
+    router = Router([BackendEntry(ScriptedBackend([]), {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry())
+    state = await gateway.execute(Principal("t"), GetResponse("bg"))
+    assert (state.id, state.status, state.background) == ("bg", "in_progress", True)
