@@ -13,7 +13,7 @@ from aiohttp import web
 from stateway.backends.anthropic import AnthropicBackend, StreamState, from_upstream_message
 from stateway.backends.anthropic_content import EMPTY_TURN
 from stateway.backends.anthropic_names import ToolNames, safe_name
-from stateway.backends.anthropic_request import AnthropicOptions, to_upstream
+from stateway.backends.anthropic_request import AnthropicOptions, count_body, to_upstream
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.backends.upstream_status import classify_reported
 from stateway.core.commands import GenerationSettings
@@ -435,8 +435,30 @@ def test_sampling_settings_without_thinking() -> None:
     assert (sent["temperature"], sent["top_p"], sent["top_k"]) == (1.0, 0.5, 20)
     assert sent["stop_sequences"] == ["END"]
     assert sent["metadata"] == {"user_id": "u-1"}
-    assert "thinking" not in sent
+    assert sent["thinking"] == {"type": "disabled"}
     assert "service_tier" not in sent
+
+
+def test_no_thinking_asked_is_sent_as_disabled_and_none_asked_as_nothing() -> None:
+    """Newer models think unasked when ``thinking`` is left out: a client that asked for
+    none (effort ``none``) has it ``disabled``, whatever the backend's ``thinking``,
+    and with a forced tool or an unsigned tool turn too; a client that said nothing sends
+    no ``thinking``."""
+    adaptive = AnthropicOptions(thinking="adaptive")
+    for options in (AnthropicOptions(), adaptive):
+        sent = body([user("q")], options, reasoning_effort="none", temperature=0.2)
+        assert sent["thinking"] == {"type": "disabled"}
+        assert "output_config" not in sent
+        assert sent["temperature"] == 0.2
+        assert "thinking" not in body([user("q")], options)
+    tools = [{"type": "function", "name": "f", "parameters": {"type": "object"}}]
+    forced = to_upstream(
+        request([user("q")], tools=tools, tool_choice="required", reasoning_effort="none"),
+        AnthropicOptions(),
+        ToolNames(),
+    )
+    assert forced["thinking"] == {"type": "disabled"}
+    assert count_body(forced)["thinking"] == {"type": "disabled"}
 
 
 @pytest.mark.parametrize(

@@ -103,6 +103,31 @@ def test_an_effort_is_asked_at_the_level_anthropic_knows_nearest(
         assert request["body"]["output_config"] == {"effort": "high"}
 
 
+def test_no_reasoning_asked_is_thinking_disabled(fake_upstream: str, tmp_path: Path) -> None:
+    """A Responses or Chat client's effort ``none`` asks Anthropic for no thinking (newer
+    models think when ``thinking`` is left out); a client that asked nothing sends none."""
+    backend = {"url": fake_upstream, "api": "anthropic", "thinking": "adaptive"}
+    with (
+        configured_gateway(tmp_path, backend) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        sdk.responses.create(
+            model=MODEL, input="[[reason:x]] off-r", reasoning={"effort": "none"}, store=False
+        )
+        sdk.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "off-c"}],
+            reasoning_effort="none",
+        )
+        sdk.responses.create(model=MODEL, input="unasked-r", store=False)
+        for marker in ("off-r", "off-c"):
+            [request] = fake_requests(fake_upstream, marker)
+            assert request["body"]["thinking"] == {"type": "disabled"}, marker
+            assert "output_config" not in request["body"]
+        [request] = fake_requests(fake_upstream, "unasked-r")
+        assert "thinking" not in request["body"]
+
+
 def test_anthropics_own_stop_reasons_reach_each_client(fake_upstream: str, tmp_path: Path) -> None:
     """``pause_turn``, ``model_context_window_exceeded`` and ``refusal`` (with its
     ``stop_details``) reach a Messages client as Anthropic sent them, streamed or not; a

@@ -334,6 +334,25 @@ def test_what_reaches_the_upstream(
         assert body["service_tier"] == "default"
 
 
+def test_thinking_disabled_is_asked_of_each_upstream(
+    claude: Anthropic, keyed_upstream: str, upstream_api: str
+) -> None:
+    """``thinking: disabled`` asks every upstream for no thinking (an Anthropic one with
+    ``disabled``: newer models think when ``thinking`` is left out; the others with the
+    effort ``none``); a request without ``thinking`` asks nothing of it."""
+    clear(keyed_upstream)
+    create(claude, [{"role": "user", "content": "unasked"}])
+    streamed(claude, [{"role": "user", "content": "off"}], thinking={"type": "disabled"})
+    unasked, off = (entry["body"] for entry in upstream_log(keyed_upstream))
+    assert not {"thinking", "reasoning_effort", "reasoning"} & set(unasked)
+    if upstream_api == "anthropic":
+        assert off["thinking"] == {"type": "disabled"}
+    elif upstream_api == "chat":
+        assert off["reasoning_effort"] == "none"
+    else:
+        assert off["reasoning"] == {"effort": "none"}
+
+
 def test_search_results_and_cited_text_reach_the_model(claude: Anthropic) -> None:
     """A ``search_result`` block in a user message, and an earlier answer's text block with
     ``citations`` (here of the gateway's own web search, which no upstream can check):

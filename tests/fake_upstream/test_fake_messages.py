@@ -72,6 +72,26 @@ def test_a_stream_matches_the_message(claude: Anthropic) -> None:
     assert final.usage.output_tokens_details is not None
 
 
+def test_thinking_disabled_is_taken_and_no_thinking_comes_back(claude: Anthropic) -> None:
+    """As Anthropic answers ``thinking: disabled`` (with tools or sampling settings that
+    thinking refuses): no thinking block, streamed or not."""
+    asked: Any = {
+        "model": "fake-model",
+        "max_tokens": 4000,
+        "thinking": {"type": "disabled"},
+        "extra_body": {"temperature": 0.2},  # SDK 2.14 has no argument for it
+        "tools": TOOLS,
+        "tool_choice": {"type": "any"},
+        "messages": [{"role": "user", "content": '[[reason:hmm]] [[tool:get_weather:{"a":1}]]'}],
+    }
+    message = claude.messages.create(**asked)
+    with claude.messages.stream(**asked) as stream:
+        streamed = stream.get_final_message()
+    for answer in (message, streamed):
+        assert [block.type for block in answer.content] == ["tool_use"]
+        assert answer.usage.output_tokens_details is None
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_thinking_without_its_text_carries_it_in_the_signature(
     claude: Anthropic, stream: bool
@@ -390,6 +410,7 @@ def cited(*citations: Any) -> dict[str, Any]:
         ({"messages": [user([HIT]), cited({"type": "web_search_result_location"})]}, "encrypted"),
         ({"messages": [user([HIT]), cited({"type": "video_location"})]}, "video_location"),
         ({"thinking": {"type": "adaptive", "display": "hidden"}}, "display"),
+        ({"thinking": {"type": "disabled", "budget_tokens": 1024}}, "thinking.disabled"),
         ({"output_config": {"verbosity": "low"}}, "output_config"),
         ({"output_config": {"effort": "minimal"}}, "output_config.effort"),
         ({"output_config": {"format": {"type": "json_object"}}}, "output_config.format"),

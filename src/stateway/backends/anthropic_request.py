@@ -4,7 +4,10 @@
   (:mod:`.anthropic_content`); at least one message is needed.
 - Tool names are respelled into ``[A-Za-z0-9_-]`` (:mod:`.anthropic_names`).
 - ``max_tokens`` is always sent (the backend's default when the client set none).
-  Thinking: an explicit budget, or one derived from the effort, kept within
+  Thinking: ``{"type": "disabled"}`` when the client asked for none (reasoning effort
+  ``none``: Messages' ``disabled``, Responses' ``effort: "none"``), since newer models
+  think unasked when ``thinking`` is left out; nothing when the client said nothing;
+  else an explicit budget, or one derived from the effort, kept within
   ``[1024, max_tokens)`` (half of the default when the client set no limit; no thinking
   when ``max_tokens`` leaves no room), except a Messages client's budget sent with the
   ``interleaved-thinking-2025-05-14`` beta, the whole turn's, which goes as it is; or,
@@ -29,6 +32,7 @@ from typing import Any, Final, Literal
 
 from stateway.backends.anthropic_content import conversation
 from stateway.backends.anthropic_names import ToolNames
+from stateway.backends.reasoning_efforts import NONE
 from stateway.core.adaptive_effort import ADAPTIVE_DEFAULT, ADAPTIVE_EFFORTS
 from stateway.core.commands import INTERLEAVED_THINKING
 from stateway.core.errors import InvalidRequest
@@ -49,6 +53,8 @@ _ADAPTIVE_LEVELS: Final = {"minimal": "low"} | {level: level for level in ADAPTI
 """The ``output_config.effort`` of each reasoning effort: Anthropic's levels as they are,
 ``minimal`` as its nearest, ``low``. Any other (a Chat client's own word) is asked as
 ``ADAPTIVE_DEFAULT``, Anthropic's default, rather than refused upstream."""
+DISABLED: Final = {"type": "disabled"}
+"""The ``thinking`` of a client that asked for no thinking."""
 _SERVICE_TIERS: Final = {"auto": "auto", "priority": "auto", "default": "standard_only"}
 """Anthropic's service tier for each canonical (OpenAI) one it has: ``auto`` may use
 priority capacity, ``standard_only`` never does; ``flex`` and others are not sent."""
@@ -81,6 +87,8 @@ def to_upstream(
     forced = _tools(body, request, names)
     unsigned = _unsigned_tool_turn(messages)
     thinking = None if forced or unsigned else _thinking(body, request, options, max_tokens)
+    if settings.reasoning_effort == NONE and settings.reasoning_budget is None:
+        body["thinking"] = dict(DISABLED)  # said so: newer models think unless told not to
     if settings.temperature is not None and (thinking is None or settings.temperature == 1):
         body["temperature"] = min(settings.temperature, 1.0)
     if settings.top_p is not None and (thinking is None or settings.top_p >= 0.95):
@@ -152,7 +160,7 @@ def _thinking(
 ) -> dict[str, Any] | None:
     settings = request.settings
     budget, effort = settings.reasoning_budget, settings.reasoning_effort
-    if budget is None and effort in (None, "none"):
+    if budget is None and effort in (None, NONE):
         return None
     shown = settings.reasoning_display
     display = {"display": shown} if shown in ("omitted", "summarized") else {}

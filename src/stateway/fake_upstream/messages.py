@@ -9,9 +9,11 @@ block ``content_block_start`` / ``content_block_delta`` / ``content_block_stop``
 Reasoning is a ``thinking`` block signed with :func:`signature_of` its text (with
 ``thinking.display: "omitted"``, an empty block whose signature carries the text); the
 checks refuse a thinking block sent back with any other signature, so a gateway that
-altered either is caught. ``stop_sequences`` are honoured: the text ends before the first one it
-contains, with ``stop_reason: "stop_sequence"``. A refusal ends with ``stop_reason:
-"refusal"`` and its ``stop_details``; ``[[stop:REASON]]`` ends the answer with that reason.
+altered either is caught. With ``thinking: {"type": "disabled"}`` the model does not
+think: no thinking block, a scripted ``[[reason:...]]`` notwithstanding.
+``stop_sequences`` are honoured: the text ends before the first one it contains, with
+``stop_reason: "stop_sequence"``. A refusal ends with ``stop_reason: "refusal"`` and its
+``stop_details``; ``[[stop:REASON]]`` ends the answer with that reason.
 
 Each ``document`` with ``citations.enabled`` is cited, as Anthropic cites: after the
 answer's text, a text block quoting it whole, whose ``citations`` point at it by its
@@ -86,6 +88,8 @@ class MessagesRequest:
     stop_sequences: tuple[str, ...] = ()
     omit_thinking: bool = False
     """``thinking.display: "omitted"``: thinking blocks without their text."""
+    no_thinking: bool = False
+    """``thinking.type: "disabled"``: no thinking blocks, whatever the script says."""
     citations: tuple[dict[str, Any], ...] = ()
     """One citation of each document that enabled them (:func:`document_citations`)."""
 
@@ -114,6 +118,7 @@ def parse_messages_request(body: dict[str, Any]) -> MessagesRequest:
         conversation=messages_conversation(body),
         stop_sequences=tuple(body.get("stop_sequences") or ()),
         omit_thinking=isinstance(thinking, dict) and thinking.get("display") == "omitted",
+        no_thinking=isinstance(thinking, dict) and thinking.get("type") == "disabled",
         citations=document_citations(body["messages"]),
     )
 
@@ -197,7 +202,10 @@ def _add_message(builder: ConversationBuilder, message: dict[str, Any]) -> None:
 
 def _stopped(request: MessagesRequest, plan: Plan) -> tuple[Plan, str | None]:
     """``plan`` cut before the first stop sequence its text holds, and that sequence; a
-    refusal is text here (ended by ``stop_reason: "refusal"``)."""
+    refusal is text here (ended by ``stop_reason: "refusal"``); thinking disabled, no
+    reasoning."""
+    if request.no_thinking and plan.reasoning:
+        plan = replace(plan, reasoning=[])
     if plan.refusal:
         return replace(plan, text=list(plan.refusal), refusal=(), finish_reason="refusal"), None
     content = plan.content

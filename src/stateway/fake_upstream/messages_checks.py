@@ -17,7 +17,8 @@ would take.
 - an ``output_config`` with fields besides ``effort`` and ``format``, an ``effort`` other
   than ``low``, ``medium``, ``high``, ``xhigh`` or ``max``, or a ``format`` other than
   ``{"type": "json_schema", "schema": {...}}``;
-- ``thinking.budget_tokens`` below 1024 or not below ``max_tokens``; while thinking, a
+- a ``thinking`` of ``type: "disabled"`` with any other field;
+  ``thinking.budget_tokens`` below 1024 or not below ``max_tokens``; while thinking, a
   ``temperature`` other than 1, ``top_k``, a ``top_p`` below 0.95, or a ``tool_choice``
   forcing a tool, or a last assistant message calling tools that does not start with a
   ``thinking`` (or ``redacted_thinking``) block; a ``thinking`` block whose ``signature``
@@ -192,7 +193,13 @@ def _check_output_config(config: Any) -> None:
 
 def _check_thinking(body: dict[str, Any], max_tokens: int) -> None:
     thinking = body.get("thinking")
-    if not isinstance(thinking, dict) or thinking.get("type") == "disabled":
+    if not isinstance(thinking, dict):
+        return
+    if thinking.get("type") == "disabled":
+        for extra in sorted(set(thinking) - {"type"}):
+            raise invalid_request(
+                f"thinking.disabled.{extra}: Extra inputs are not permitted", "thinking"
+            )
         return
     if thinking.get("type") == "enabled":
         budget = thinking.get("budget_tokens")
