@@ -702,7 +702,9 @@ def test_stream_events_to_deltas() -> None:
         },
         {"type": "message_stop"},
     ]
-    deltas = feed(events, names)
+    prompt, *deltas = feed(events, names)
+    # message_start's usage, the prompt's, is reported before any output
+    assert prompt == UsageReport(Usage(7, 1, cached_tokens=2))
     redacted = deltas[3]
     assert isinstance(redacted, OutputItem)
     assert redacted.item["encrypted_content"] == REDACTED + "x"
@@ -745,7 +747,7 @@ def test_a_call_whose_input_streams_only_empty_json_has_empty_arguments() -> Non
         {"type": "content_block_stop", "index": 1},
     ]
     arguments: dict[int, str] = {}
-    for delta in feed(events):
+    for delta in feed(events)[1:]:  # after message_start's usage
         assert isinstance(delta, ToolCallDelta)
         arguments[delta.index] = arguments.get(delta.index, "") + delta.arguments
     assert arguments == {0: "{}", 1: '{"a":1}'}
@@ -771,7 +773,7 @@ def test_an_upstreams_own_server_tool_blocks_are_left_out_of_a_stream() -> None:
         {"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "a"}},
         {"type": "content_block_stop", "index": 2},
     ]
-    assert feed(events) == [TextDelta(""), TextDelta("a")]
+    assert feed(events)[1:] == [TextDelta(""), TextDelta("a")]
     searched = {**search, "input": {"query": "x"}}
     whole = {"content": [searched, result, {"type": "text", "text": "a"}]}
     assert list(from_upstream_message(whole, ToolNames()))[:1] == [TextDelta("a")]
@@ -807,7 +809,7 @@ def test_cited_text_blocks_are_messages_of_their_own() -> None:
         delta(2, cite),
         {"type": "content_block_stop", "index": 2},
     ]
-    assert feed(events) == [
+    assert feed(events)[1:] == [
         TextDelta(""),
         TextDelta("a "),
         MessageStart(),

@@ -18,8 +18,9 @@ from stateway.core.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from stateway.core.inference import Finish, TextDelta
+from stateway.core.inference import Finish, TextDelta, UsageReport
 from stateway.core.routing import recoverable
+from stateway.core.usage import Usage
 from stateway.protocols.responses.encode import encode_response
 from tests.core.fakes import MemoryStore
 from tests.core.routing_fakes import Named, candidate, gateway, route, router
@@ -99,6 +100,23 @@ async def test_a_failure_after_the_first_delta_is_terminal_for_every_candidate()
     assert attempt["first_byte_ms"] is not None
     assert isinstance(run.events[-1], ev.ResponseFinished)
     assert store.records[("default", run.id)].status == "failed"
+
+
+async def test_a_prompt_count_before_output_is_no_output() -> None:
+    """An Anthropic upstream reports the prompt's usage (``message_start``) before any
+    output: a failure after it still moves on, and the response's prompt usage is the
+    answering candidate's, its first report; the final report is the usage."""
+    prompt_a, prompt_b = Usage(9, 1, cached_tokens=4), Usage(5, 1, cache_write_tokens=2)
+    a = Named("a", [UsageReport(prompt_a), UpstreamError("overloaded")])
+    b = Named("b", [UsageReport(prompt_b), TextDelta("fine"), UsageReport(Usage(5, 3))])
+    b.script.append(Finish("stop"))
+    run, _ = await run_over(a, b)
+    assert run.state.status == "completed"
+    assert [x["outcome"] for x in run.state.attempts] == ["failed", "ok"]
+    assert run.state.prompt_usage == prompt_b
+    assert run.state.usage == Usage(5, 3)
+    kinds = [type(e).__name__ for e in run.events]
+    assert kinds.count("ResponseCreated") == 1
 
 
 async def test_max_attempts_bounds_a_round_and_the_last_error_is_the_answer() -> None:

@@ -353,6 +353,25 @@ def test_thinking_disabled_is_asked_of_each_upstream(
         assert off["reasoning"] == {"effort": "none"}
 
 
+def test_message_start_counts_the_prompt_as_an_anthropic_upstream_did(
+    claude: Anthropic, upstream_api: str
+) -> None:
+    """An Anthropic upstream counts the prompt in its ``message_start``: the client's has
+    that count, as Anthropic's would; other upstreams count only at the end (zeros)."""
+    with claude.messages.stream(
+        model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "count me"}]
+    ) as stream:
+        starts = [
+            (event.message.usage.input_tokens, event.message.usage.cache_read_input_tokens)
+            for event in stream
+            if event.type == "message_start"
+        ]
+        final = stream.get_final_message()
+    assert final.usage.input_tokens > 0
+    counted = final.usage.input_tokens if upstream_api == "anthropic" else 0
+    assert starts == [(counted, 0)]
+
+
 def test_search_results_and_cited_text_reach_the_model(claude: Anthropic) -> None:
     """A ``search_result`` block in a user message, and an earlier answer's text block with
     ``citations`` (here of the gateway's own web search, which no upstream can check):

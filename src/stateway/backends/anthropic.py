@@ -16,7 +16,9 @@ streamed only an empty ``partial_json`` as Anthropic streams a call without inpu
 ``content_filter``, ``pause_turn`` -> paused, ``stop_sequence`` -> ``stop`` naming the
 sequence); the last three reasons go along as they came, with any ``stop_details``, for
 a Messages client to be answered them. Usage: ``input_tokens`` is the whole prompt, cache reads
-and writes included, as the other wires count it. A mid-stream ``error`` event, or a 200
+and writes included, as the other wires count it; streamed, ``message_start``'s usage (the
+prompt's) is reported as it comes, before any output, then the final one at
+``message_delta``. A mid-stream ``error`` event, or a 200
 reply that is an ``error`` object, is an upstream failure by the one rule for errors an
 upstream reports in a 200 reply
 (:func:`~stateway.backends.upstream_status.classify_reported`: the key scrubbed, the
@@ -211,6 +213,8 @@ class StreamState:
                 yield ToolCallDelta(index, None, None, "{}")
         elif kind == "message_start":
             self._usage = dict(obj(obj(event["message"]).get("usage")))
+            if self._usage:  # the prompt's count, known before any output
+                yield UsageReport(_usage(self._usage))
         elif kind == "message_delta":
             self._usage.update((k, v) for k, v in obj(event.get("usage")).items() if v is not None)
             yield UsageReport(_usage(self._usage))

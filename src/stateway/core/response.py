@@ -49,6 +49,11 @@ class ResponseState:
     ``refusal``: :attr:`~stateway.core.inference.Finish.stop_reason`); not stored."""
     stop_details: dict[str, Any] | None = None
     """What it said of it (Anthropic's ``stop_details``); not stored."""
+    prompt_usage: Usage | None = None
+    """The usage the upstream reported before the run's first output, the prompt's (an
+    Anthropic upstream's ``message_start``: input tokens, cache reads and writes), which a
+    Messages stream's ``message_start`` shows; None when it reports only at the end (Chat
+    and Responses upstreams); not stored."""
     background: bool = False
     attempts: list[dict[str, Any]] = field(default_factory=list)
     """Every routing attempt (:mod:`stateway.core.routing.attempts`): stored for

@@ -1,6 +1,10 @@
 """One inference round of a run: the plan's candidates tried in order until one starts
-answering (failover only before the first delta, :mod:`stateway.core.routing.plan`), its
+answering (failover only before the first output, :mod:`stateway.core.routing.plan`), its
 deltas assembled into output items and events as they come.
+
+A usage report before any output (an Anthropic upstream's ``message_start``, counting the
+prompt) is no output: it starts nothing and leaves failover open; the first round's is
+the response's :attr:`~stateway.core.response.ResponseState.prompt_usage`.
 """
 
 from __future__ import annotations
@@ -74,12 +78,19 @@ async def _infer(
 ) -> str:
     reason = "stop"
     reported = Usage()  # some servers repeat running totals: the last report counts
+    if plan.first_output is None:  # a candidate that failed first: its count is not this one's
+        run.state.prompt_usage = None
     single = _SingleCall() if not request.settings.parallel_tool_calls else None
     attributes = {"stateway.backend": backend.name, "stateway.model": request.model}
     with telemetry.span(ATTEMPT, attributes):
         async with aclosing(backend.infer(request)) as deltas:
             async for delta in deltas:
                 if not plan.output_started:
+                    if type(delta) is UsageReport:  # the prompt counted ahead: no output yet
+                        reported = delta.usage
+                        if plan.first_output is None:  # the run's first round
+                            run.state.prompt_usage = reported
+                        continue
                     plan.output()
                 if not run.events:  # the first output: durable first, then announced
                     await durable(row)

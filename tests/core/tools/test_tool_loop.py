@@ -161,6 +161,21 @@ async def test_reasoning_sealed_for_the_client_reaches_the_next_round_without_it
     assert sent["content"] == [{"type": "reasoning_text", "text": "plan"}]
 
 
+async def test_the_prompt_usage_shown_first_is_the_first_rounds() -> None:
+    """Each round's upstream counts its prompt before any output (Anthropic's
+    ``message_start``): the response's prompt usage, shown when it starts, is the first
+    round's, and its usage sums each round's final report."""
+    first: list[Delta] = [
+        UsageReport(Usage(3, 1)),
+        *tools_round(call("docs__add", {"a": 1, "b": 2})),
+    ]
+    setup = Setup([first, [UsageReport(Usage(6, 1)), *answer()]])
+    run = await setup.create([MCP_TOOL])
+    assert run.state.status == "completed"
+    assert run.state.prompt_usage == Usage(3, 1)
+    assert run.state.usage == Usage(8, 3)
+
+
 async def test_an_mcp_call_runs_inside_the_response_and_the_model_answers_with_its_result() -> None:
     setup = Setup([tools_round(call("docs__add", {"a": 2, "b": 3})), answer("5 it is")])
     run = await setup.create([MCP_TOOL])

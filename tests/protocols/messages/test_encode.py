@@ -261,6 +261,29 @@ def test_a_stream_encodes_blocks_in_order() -> None:
     assert (delta["usage"]["input_tokens"], delta["usage"]["output_tokens"]) == (2, 4)
 
 
+def test_message_start_carries_the_prompt_usage_the_upstream_reported_first() -> None:
+    """As Anthropic's: ``message_start`` has the prompt's tokens (outside the cache, cache
+    reads and writes beside) when the upstream reported them before any output (an
+    Anthropic upstream's own ``message_start``); zeros when it reports only at the end."""
+    running = state(status="in_progress", usage=None)
+    [(name, data), _] = frames(MessagesStream().encode(ev.ResponseCreated(running)))
+    assert name == "message_start"
+    assert data["message"]["usage"] == {
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+    }
+    running.prompt_usage = Usage(12, 1, cached_tokens=3, cache_write_tokens=4)
+    [(_, data), _] = frames(MessagesStream().encode(ev.ResponseCreated(running)))
+    assert data["message"]["usage"] == {
+        "input_tokens": 5,
+        "output_tokens": 1,
+        "cache_read_input_tokens": 3,
+        "cache_creation_input_tokens": 4,
+    }
+
+
 def test_thinking_asked_without_its_text_keeps_only_the_signature() -> None:
     """``display: "omitted"``: the block is empty, no ``thinking_delta`` is sent, and the
     signature still is (it carries the thinking)."""

@@ -14,9 +14,10 @@ conversation's last turn, read with the context at no extra query), under the sa
 The round's first attempt records ``affinity``: ``hit`` (the table's candidate comes
 first), ``stored`` (the store's does), ``miss`` (the hint was passed over: down, in a later
 tier, over its share, or not a candidate of the route). The round opens candidates in that order,
-at most ``max_attempts``; a recoverable failure before the round's first delta moves on
-to the next (:func:`.attempts.recoverable`), anything else ends the round. Once a delta
-has reached the run nothing is sent again, to any candidate.
+at most ``max_attempts``; a recoverable failure before the round's first delta (a usage
+report ahead of output aside: :mod:`stateway.core.rounds`) moves on to the next
+(:func:`.attempts.recoverable`), anything else ends the round. Once a delta has reached
+the run nothing is sent again, to any candidate.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Canonical stream events -> Messages SSE frames, exactly as Anthropic sends them.
 
-``message_start`` (then a ``ping``) when the response is created; for each output item
+``message_start`` (then a ``ping``) when the response is created, its usage the prompt's
+as an Anthropic upstream reported it before any output (zeros when the upstream reports
+usage only at the end: a Chat or Responses upstream); for each output item
 the client sees, ``content_block_start`` (``text``, ``thinking``, ``redacted_thinking``
 or ``tool_use``), its ``content_block_delta`` events (``text_delta``: a message's text,
 then its refusal a blank line after it, if the model declined; a ``citations_delta``
@@ -196,7 +198,7 @@ def _started(state: ResponseState) -> dict[str, Any]:
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
-        "usage": encode_usage(Usage()),
+        "usage": encode_usage(state.prompt_usage or Usage()),
     }
 
 
