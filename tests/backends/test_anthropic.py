@@ -461,6 +461,15 @@ def test_no_thinking_asked_is_sent_as_disabled_and_none_asked_as_nothing() -> No
     assert count_body(forced)["thinking"] == {"type": "disabled"}
 
 
+def test_a_messages_clients_thinking_disabled_is_sent_as_disabled() -> None:
+    """Messages' ``thinking: disabled`` (no effort asked) reaches an Anthropic upstream as
+    ``disabled``, whatever the backend's ``thinking``."""
+    for options in (AnthropicOptions(), AnthropicOptions(thinking="adaptive")):
+        sent = body([user("q")], options, reasoning_disabled=True)
+        assert sent["thinking"] == {"type": "disabled"}
+        assert "output_config" not in sent
+
+
 @pytest.mark.parametrize(
     ("tier", "sent"),
     [("auto", "auto"), ("priority", "auto"), ("default", "standard_only"), ("flex", None)],

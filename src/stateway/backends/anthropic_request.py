@@ -4,8 +4,8 @@
   (:mod:`.anthropic_content`); at least one message is needed.
 - Tool names are respelled into ``[A-Za-z0-9_-]`` (:mod:`.anthropic_names`).
 - ``max_tokens`` is always sent (the backend's default when the client set none).
-  Thinking: ``{"type": "disabled"}`` when the client asked for none (reasoning effort
-  ``none``: Messages' ``disabled``, Responses' ``effort: "none"``), since newer models
+  Thinking: ``{"type": "disabled"}`` when the client asked for none (Messages'
+  ``disabled``, a reasoning effort ``none``), since newer models
   think unasked when ``thinking`` is left out; nothing when the client said nothing;
   else an explicit budget, or one derived from the effort, kept within
   ``[1024, max_tokens)`` (half of the default when the client set no limit; no thinking
@@ -87,7 +87,8 @@ def to_upstream(
     forced = _tools(body, request, names)
     unsigned = _unsigned_tool_turn(messages)
     thinking = None if forced or unsigned else _thinking(body, request, options, max_tokens)
-    if settings.reasoning_effort == NONE and settings.reasoning_budget is None:
+    asked_none = settings.reasoning_effort == NONE and settings.reasoning_budget is None
+    if asked_none or settings.reasoning_disabled:
         body["thinking"] = dict(DISABLED)  # said so: newer models think unless told not to
     if settings.temperature is not None and (thinking is None or settings.temperature == 1):
         body["temperature"] = min(settings.temperature, 1.0)

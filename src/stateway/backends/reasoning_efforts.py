@@ -1,20 +1,19 @@
 """The reasoning efforts a Chat upstream takes (``[[backends]] reasoning_efforts``), and
 the level each other effort is sent at.
 
-Clients ask for ``none``, ``minimal``, ``low``, ``medium``, ``high``, ``xhigh`` or
-``max`` (the OpenAI SDK's levels; Codex's ``model_reasoning_effort``, a Messages
-client's ``output_config.effort``, or ``none`` for its ``thinking: disabled``). Hosted
-OpenAI takes them all, as do recent vLLM releases and llama.cpp (which turns thinking
-off for ``none`` and leaves the others to the chat template); older vLLM releases take
-only ``low``, ``medium`` and ``high`` and refuse any other with a 400. A backend that
-lists what its server takes has every other level sent at the nearest listed one, the
-lower of two as near (less reasoning, sooner): with ``low``, ``medium`` and ``high``
-listed, ``xhigh`` and ``max`` are sent as ``high``, ``minimal`` as ``low``. ``none`` is
-no level of reasoning but its absence: a reasoning effort is never sent as ``none``, and
-``none`` unlisted is sent as the lowest listed level (the least reasoning the server
-offers, where leaving the field out would get its default, which may be more). An effort
-outside the ladder (a Chat client's own string) is sent as it came: the server judges
-it.
+Clients ask for ``none``, ``minimal``, ``low``, ``medium``, ``high``, ``xhigh`` or ``max``
+(the OpenAI SDK's levels; Codex's ``model_reasoning_effort``, a Messages client's
+``output_config.effort``). Hosted OpenAI takes them all, as do recent vLLM releases and
+llama.cpp (which turns thinking off for ``none`` and leaves the others to the chat
+template); older vLLM releases take only ``low``, ``medium`` and ``high`` and refuse any
+other with a 400. A backend that lists what its server takes has every other level sent
+at the nearest listed one, the lower of two as near (less reasoning, sooner): with
+``low``, ``medium`` and ``high`` listed, ``xhigh`` and ``max`` are sent as ``high``,
+``minimal`` as ``low``. ``none`` is no level of reasoning but its absence: a reasoning effort is
+never sent as ``none``, and ``none`` unlisted is sent as the lowest listed level (the
+least reasoning the server offers, where leaving the field out would get its default,
+which may be more). An effort outside the ladder (a Chat client's own string) is sent as
+it came: the server judges it.
 """
 
 from __future__ import annotations

@@ -73,6 +73,12 @@ class GenerationSettings:
     """Messages' ``thinking.type: "adaptive"``: the model decides how long to think (at
     ``reasoning_effort``); an Anthropic upstream is asked so, whatever its backend's
     ``thinking`` setting (newer models refuse ``enabled`` thinking)."""
+    reasoning_disabled: bool = False
+    """Messages' ``thinking.type: "disabled"`` (or ``between_tools``): an Anthropic
+    upstream is told ``{"type": "disabled"}``, since newer models think when ``thinking``
+    is left out. Chat and Responses upstreams are asked nothing for it (their servers'
+    defaults), as before: older vLLM releases and OpenAI models before gpt-5.1 refuse the
+    effort ``none``; a client of theirs that wants ``none`` says so itself."""
     reasoning_display: str | None = None
     """Messages' ``thinking.display``: ``omitted`` shows thinking blocks without their
     text, which travels sealed in their signature; sent on to an Anthropic upstream.

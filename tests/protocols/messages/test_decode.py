@@ -236,8 +236,8 @@ def test_tool_choice_kinds(choice: dict[str, Any], expected: str) -> None:
         ({"type": "adaptive"}, "ultra", "high"),
         ({"type": "enabled", "budget_tokens": 8000}, None, "medium"),
         ({"type": "enabled", "budget_tokens": 20000}, None, "high"),
-        ({"type": "disabled"}, None, "none"),
-        ({"type": "between_tools"}, "high", "none"),
+        ({"type": "disabled"}, None, None),
+        ({"type": "between_tools"}, "high", None),
     ],
 )
 def test_thinking_becomes_an_effort(
@@ -282,15 +282,18 @@ def test_thinking_not_enabled_is_hidden() -> None:
 
 
 def test_no_thinking_asked_is_told_from_thinking_left_out() -> None:
-    """``disabled`` asks for no thinking (effort ``none``, which an Anthropic upstream is
-    sent as ``disabled``); a request without ``thinking`` leaves it to the upstream."""
-    assert decode_messages(body()).settings.reasoning_effort is None
-    off = decode_messages(body(thinking={"type": "disabled"})).settings
-    assert (off.reasoning_effort, off.reasoning_budget, off.reasoning_adaptive) == (
-        "none",
-        None,
-        False,
-    )
+    """``disabled`` and ``between_tools`` ask for no thinking (which an Anthropic upstream
+    is sent as ``disabled``) and no effort; a request without ``thinking`` leaves it to
+    the upstream."""
+    assert decode_messages(body()).settings.reasoning_disabled is False
+    for kind in ("disabled", "between_tools"):
+        off = decode_messages(body(thinking={"type": kind})).settings
+        assert off.reasoning_disabled is True
+        assert (off.reasoning_effort, off.reasoning_budget, off.reasoning_adaptive) == (
+            None,
+            None,
+            False,
+        )
 
 
 def test_output_format_becomes_a_json_schema_text_format() -> None:

@@ -3,10 +3,10 @@
 ``enabled`` -> its budget and the effort it amounts to (< 4096 ``low``, < 16384
 ``medium``, else ``high``); ``adaptive`` -> the effort of ``output_config.effort`` (every
 level as it is, ``max`` too; ``high`` when absent or a level the gateway does not know);
-``disabled`` -> effort ``none`` (asked for no thinking: an Anthropic upstream is told so,
-as newer models think unasked; a Chat or Responses upstream is asked ``none``, at the
-lowest level a Chat server takes when it does not take ``none``), and no thinking blocks
-shown, as Anthropic answers it; no ``thinking`` -> no effort (the upstream's default).
+``disabled`` -> no effort, and asked for no thinking: an Anthropic upstream is told so,
+as newer models think unasked (Chat and Responses upstreams get their servers' default,
+since not every server takes the effort ``none``); no thinking blocks are shown, as
+Anthropic answers it.
 ``between_tools`` (thinking off, the model's short progress notes between tool calls
 shown as thinking blocks) is taken as ``disabled``: no open model writes such notes, and
 ``disabled`` is what Anthropic's own fallback rules run a model that lacks
@@ -35,8 +35,8 @@ def apply_thinking(
     """Set ``settings``' reasoning as ``thinking`` (and ``output.effort``) ask."""
     if thinking is None or thinking.type in _OFF:
         settings.reasoning_display = HIDDEN  # as Anthropic: no thinking blocks
-        if thinking is not None:  # asked for none, not left to the upstream's default
-            settings.reasoning_effort = "none"
+        settings.reasoning_disabled = thinking is not None  # asked for none, not left to
+        # the upstream's default
         return
     if thinking.display is not None:  # a value Anthropic adds later: as summarized
         settings.reasoning_display = "omitted" if thinking.display == "omitted" else "summarized"
