@@ -21,7 +21,7 @@ once closed (back to the client, or run by the gateway): :mod:`stateway.core.cal
 from __future__ import annotations
 
 from stateway.core import events as ev
-from stateway.core.call_items import CallItems, Emit, Valve
+from stateway.core.call_items import CallItems, Emit, silent
 from stateway.core.compaction.reasoning_output import ReasoningOutput
 from stateway.core.errors import UpstreamError
 from stateway.core.ids import new_id
@@ -90,9 +90,9 @@ class OutputAssembler:
         """Summaries and sealing of reasoning items
         (:mod:`stateway.core.compaction.reasoning_output`)."""
         self._tools = tools
-        self._emit = Valve(emit)
+        self._emit = emit
         self._calls = CallItems(
-            self._emit,
+            emit,
             used_call_ids,
             tools.catalog if tools is not None else catalog or Catalog([]),
             tools,
@@ -262,7 +262,8 @@ class OutputAssembler:
         """The round failed: what is open is closed ``incomplete`` in the output, but not
         announced done. Clients take an item done as final (Codex runs a call, Claude Code
         a ``tool_use`` block) and the upstream APIs end a failed stream with its error."""
-        self._emit.shut = True
+        self._emit = silent
+        self._calls.silence()
         self.finish("incomplete")
 
     def _release(self, status: str) -> None:

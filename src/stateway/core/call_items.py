@@ -35,19 +35,9 @@ from stateway.core.tools.session import ToolSession
 Emit = Callable[[ev.Event], None]
 
 
-class Valve:
-    """A round's events on their way to its run, until shut: a round that failed
-    announces nothing more (:meth:`stateway.core.assembler.OutputAssembler.abandon`)."""
-
-    __slots__ = ("emit", "shut")
-
-    def __init__(self, emit: Emit) -> None:
-        self.emit = emit
-        self.shut = False
-
-    def __call__(self, event: ev.Event) -> None:
-        if not self.shut:
-            self.emit(event)
+def silent(_event: ev.Event) -> None:
+    """Where a failed round's events go: nowhere
+    (:meth:`stateway.core.assembler.OutputAssembler.abandon`)."""
 
 
 class CallItems:
@@ -67,6 +57,10 @@ class CallItems:
         """Calls that go back to the client (approval requests among them)."""
         self.gateway_calls: list[PendingCall] = []
         """Calls the gateway runs before the next round."""
+
+    def silence(self) -> None:
+        """Announce nothing more (the round failed)."""
+        self._emit = silent
 
     def open(self, delta: ToolCallDelta) -> tuple[Item, Entry | None]:
         """The item a call's first fragment opens, with the catalog entry of a
