@@ -57,3 +57,14 @@ def test_an_output_of_no_call_of_the_round_keeps_its_place_after_the_others() ->
 def test_outputs_already_in_order_are_the_items_themselves() -> None:
     items = [call("a"), call("b"), output("a"), output("b")]
     assert in_call_order(items) == items
+
+
+def test_custom_tool_outputs_are_ordered_as_their_calls_too() -> None:
+    """A custom tool's call and output reach the model as a function call and its output:
+    they are ordered alike."""
+    calls = [{"type": "custom_tool_call", "call_id": c, "name": "patch", "input": c} for c in "ab"]
+    outputs = [{"type": "custom_tool_call_output", "call_id": c, "output": c} for c in "ba"]
+
+    ordered = model_items([user("go"), *calls, *outputs])
+
+    assert [item["output"] for item in ordered[3:]] == ["a", "b"]

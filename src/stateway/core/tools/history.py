@@ -93,16 +93,21 @@ _REWRITTEN: Final = _COMPACTION | shell.ITEM_TYPES | _TOOL_SEARCH | _GATEWAY | {
 """Every item type :func:`model_items` may rewrite or leave out (shell types even when
 native: the check only decides whether to look closer)."""
 
+_ANSWERS: Final = frozenset({FUNCTION_CALL_OUTPUT, CUSTOM_TOOL_CALL_OUTPUT})
+"""The client's outputs, which :func:`model_items` puts in the order of their calls."""
+
 
 def model_items(items: list[Item], native: frozenset[str] = frozenset()) -> list[Item]:
     """A context as the model saw it (see the module docstring); item types in ``native``
     are left as they are. Each round's outputs come in the order of its calls
     (:mod:`stateway.core.tools.call_order`)."""
-    return in_call_order(_model_items(items, native))
-
-
-def _model_items(items: list[Item], native: frozenset[str]) -> list[Item]:
     kinds = {item.get("type") for item in items}  # one pass decides which rewrites apply
+    seen = _model_items(items, native, kinds)
+    # outputs to order: the client's (custom tools' among them), or a rewritten item's
+    return in_call_order(seen) if kinds & _ANSWERS or kinds & _REWRITTEN else seen
+
+
+def _model_items(items: list[Item], native: frozenset[str], kinds: set[object]) -> list[Item]:
     if not kinds & _REWRITTEN:  # the common case: plain messages and function calls
         return [_client_item(item) for item in items]
     if kinds & _COMPACTION:
