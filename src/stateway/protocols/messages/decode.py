@@ -228,7 +228,7 @@ def _tool(raw: dict[str, Any], index: int) -> Declared:
         model = ToolParam
     elif isinstance(kind, str) and WEB_SEARCH_TOOL.fullmatch(kind):
         model = WebSearchToolParam
-    elif kind in CLIENT_TOOLS:
+    elif isinstance(kind, str) and kind in CLIENT_TOOLS:
         model = ClientToolParam
     elif kind == "mcp_toolset":
         model = McpToolsetParam

@@ -73,6 +73,12 @@ def _decode(tool: Any, path: str, seen: set[str], decoded: list[Item]) -> None:
     if not isinstance(tool, dict):
         raise invalid_type("Each tool must be an object.", path)
     kind = tool.get("type")
+    if not isinstance(kind, str) or not kind:  # checked first: a list or an object is no key
+        raise InvalidRequest(
+            "Every tool needs a string 'type'.",
+            param=f"{path}.type",
+            code="missing_required_parameter" if kind is None else "invalid_type",
+        )
     if kind in WEB_SEARCH_TYPES:
         decoded.append(decode_web_search(tool, path))
     elif kind == "mcp":
@@ -96,14 +102,8 @@ def _decode(tool: Any, path: str, seen: set[str], decoded: list[Item]) -> None:
     elif kind in shell.TOOL_TYPES:
         claim_name(seen, kind, f"{path}.type")  # offered as the function of that name
         decoded.append(_passed_through(tool, path))
-    elif isinstance(kind, str) and kind:
-        decoded.append(_passed_through(tool, path))
     else:
-        raise InvalidRequest(
-            "Every tool needs a string 'type'.",
-            param=f"{path}.type",
-            code="missing_required_parameter" if kind is None else "invalid_type",
-        )
+        decoded.append(_passed_through(tool, path))
 
 
 def _passed_through(tool: dict[str, Any], path: str) -> Item:
