@@ -92,6 +92,8 @@ def _item(raw: dict[str, Any], path: str) -> Item:
                     param=f"{path}.output",
                     code="invalid_type",
                 )
+            if isinstance(output, list):
+                _check_output_parts(output, f"{path}.output")
             return _with_id(dict(raw), kind)
         case "reasoning":
             summary = raw.get("summary", [])
@@ -208,7 +210,7 @@ def _part(raw: Any, path: str) -> Item:
         detail = raw.get("detail")
         if detail is None:  # the API's default, which every image read back states
             return {**raw, "detail": "auto"}
-        if detail not in _IMAGE_DETAILS:
+        if not isinstance(detail, str) or detail not in _IMAGE_DETAILS:
             raise InvalidRequest(
                 f"Invalid value: {detail!r}. Supported values are: 'low', 'high', 'auto' and "
                 "'original'.",
@@ -225,6 +227,15 @@ def _part(raw: Any, path: str) -> Item:
 
 
 _IMAGE_DETAILS = frozenset({"low", "high", "auto", "original"})
+
+
+def _check_output_parts(parts: list[Any], path: str) -> None:
+    """A tool output's parts are checked as a message's are, and kept as sent; a part of
+    a type the gateway does not model is left to the backend to judge (``core.context``)."""
+    for index, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(kind, str) or kind in _PART_KNOWN:
+            _part(part, f"{path}[{index}]")
 
 
 def _message(role: str, parts: list[Item], raw: dict[str, Any] | None) -> Item:
