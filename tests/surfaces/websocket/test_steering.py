@@ -176,3 +176,23 @@ def test_refusals() -> None:
     connection.steer(done)
     assert connection.sent[-1]["error"]["code"] == "response_already_completed"
     assert connection.sent[-1]["stream_id"] == "c"
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": ["input_text"], "text": "x"},
+        {"type": {"type": "input_text"}, "text": "x"},
+        {"type": "input_text", "text": ["x"]},
+        {"type": "input_image", "image_url": "data:,", "detail": ["low"]},
+    ],
+)
+def test_a_part_of_a_wrong_type_fails_the_steer_and_leaves_the_run_going(part: Any) -> None:
+    """It raised a TypeError, which closed the whole connection without a close frame."""
+    connection = Connection()
+    run, target = connection.start()
+    connection.steer(target, [{"role": "user", "content": [part]}])
+    [failed] = notices(run)
+    assert failed.type == "response.steer.failed"
+    assert failed.fields["error"]["code"] == "invalid_input"
+    assert not run.steered

@@ -68,7 +68,8 @@ def decode_steer_input(raw: Any) -> list[Item]:
         content = item.get("content")
         if isinstance(content, list):
             for number, part in enumerate(content):
-                if not isinstance(part, dict) or part.get("type") not in _PARTS:
+                kind = part.get("type") if isinstance(part, dict) else None
+                if not isinstance(kind, str) or kind not in _PARTS:
                     raise _invalid(
                         "A steering message holds only 'input_text', 'input_image' and "
                         "'input_file' parts.",
