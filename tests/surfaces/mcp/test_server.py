@@ -305,3 +305,28 @@ async def test_a_deleted_or_unknown_session_is_not_found() -> None:
         unknown = {**session, "mcp-session-id": "0" * 32}
         assert (await http.post(served.url, json=listing, headers=unknown)).status_code == 404
         assert served.surface._manager._server_instances == {}
+
+
+@pytest.mark.parametrize("command_id", [None, "cmd_1"])
+async def test_arguments_with_integers_beyond_64_bits_are_read_as_a_body_is(
+    command_id: str | None,
+) -> None:
+    """As floats (the HTTP routes' parser reads them so): the tools pass their arguments
+    on as JSON, which could not be written, and answered an internal error."""
+    item = {"role": "user", "content": "hi", "n": 2**70}
+    arguments: dict[str, Any] = {"model": "m", "input": [item]}
+    if command_id is not None:
+        arguments["command_id"] = command_id
+    async with serving(answering()) as served, Client(served.url) as client:
+        result = await client.call_tool("create_response", arguments)
+    assert not result.is_error, text_of(result.content)
+    assert result.structured_content["status"] == "completed"
+
+
+async def test_an_argument_number_beyond_a_float_is_refused_as_a_body_is() -> None:
+    item = {"role": "user", "content": "hi", "n": 10**400}
+    async with serving(answering()) as served, Client(served.url) as client:
+        result = await client.call_tool("create_response", {"model": "m", "input": [item]})
+    assert result.is_error
+    error = result.structured_content["error"]
+    assert (error["type"], error["code"]) == ("invalid_request_error", "invalid_arguments")

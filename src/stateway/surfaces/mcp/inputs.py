@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from stateway.core.coordination import MAX_COMMAND_ID
@@ -17,6 +19,13 @@ def _whole(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+def as_parsed(arguments: dict[str, Any]) -> Any:
+    """``arguments`` as the HTTP routes read a body (orjson), since the tools pass them on
+    as JSON: an integer beyond 64 bits becomes a float. Raises ``ValueError`` for what
+    that parser refuses: a number beyond a float's range, NaN and the infinities."""
+    return orjson.loads(json.dumps(arguments, allow_nan=False))
 
 
 Limit = Annotated[int, Field(ge=1, le=100), BeforeValidator(_whole)]

@@ -77,6 +77,7 @@ from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.hosts import cross_site
 from stateway.surfaces.http.transport import error_response
 from stateway.surfaces.mcp import resources, tool_results
+from stateway.surfaces.mcp.inputs import as_parsed
 from stateway.surfaces.mcp.revocation import serve_until_revoked
 from stateway.surfaces.mcp.schema import tool_schemas
 from stateway.surfaces.mcp.tools import TOOLS, Result
@@ -165,7 +166,11 @@ class McpSurface:
         if tool is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name!r}.")
         try:
-            args = tool.input.model_validate(params.arguments or {})
+            arguments = as_parsed(params.arguments or {})
+        except ValueError:
+            return tool_results.unreadable_numbers(tool.name)
+        try:
+            args = tool.input.model_validate(arguments)
         except ValidationError as exc:
             return tool_results.invalid_arguments(tool.name, exc)
         principal = _principal(ctx)

@@ -41,6 +41,20 @@ def invalid_arguments(tool: str, exc: ValidationError) -> CallToolResult:
     )
 
 
+def unreadable_numbers(tool: str) -> CallToolResult:
+    """Arguments of ``tool`` holding a number no JSON body may (as the HTTP routes refuse
+    it): beyond a float's range, NaN or an infinity."""
+    return failed(
+        {
+            "message": f"Invalid arguments for {tool}: a number is NaN, infinite or beyond "
+            "the range of a 64-bit float.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_arguments",
+        }
+    )
+
+
 def param_of(exc: ValidationError) -> str | None:
     """The argument at fault, when all the errors name one (``metadata.team``,
     ``input[0]``); None when several are."""
