@@ -3,32 +3,56 @@ own error shape naming the field, never a 500 (found by fuzzing the served gatew
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.applications import Starlette
 
+from stateway.core.compaction.sealed import seal
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
+from stateway.sealing import AesGcmSealer
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.support.mutation import mutated
 from tests.surfaces.http.asgi import Reply, call
 
+SEALER = AesGcmSealer(bytes(32))
 ANTHROPIC = [(b"anthropic-version", b"2023-06-01")]
 
 
-def build() -> Starlette:
+def carrying_all() -> ScriptedBackend:
+    return CarryingAll([TextDelta("ok"), Finish("stop")])
+
+
+class CarryingAll(ScriptedBackend):
+    """Carries every type of item, content part and tool, as a Responses upstream does: a
+    mutated body is judged by the decoders, not refused for what its backend carries."""
+
+    carries_unknown_types = True
+    _parts = frozenset({"input_text", "input_image", "input_file", "output_text", "refusal"})
+    carried_part_types = dict.fromkeys(
+        ("user", "system", "developer", "assistant", "tool_output"), _parts
+    )
+
+
+def build(backend: ScriptedBackend | None = None) -> Starlette:
     store = MemoryStore()
-    backend = ScriptedBackend([TextDelta("ok"), Finish("stop")])
+    backend = backend or ScriptedBackend([TextDelta("ok"), Finish("stop")])
     router = Router([BackendEntry(backend, {}, catch_all=True)])
-    gateway = Gateway(store, router, Loop(store), RunRegistry())
+    loop = Loop(store, sealer=SEALER)  # compaction items are sealed
+    gateway = Gateway(store, router, loop, RunRegistry(), sealer=SEALER)
     return build_http_app(
         ResponsesRoutes(gateway, 1 << 20),
         ServiceRoutes(gateway),
@@ -112,3 +136,136 @@ async def test_a_messages_tool_type_of_another_type_is_refused(path: str, kind: 
     error = reply.json()["error"]
     assert error["type"] == "invalid_request_error"
     assert "tools.0.type" in error["message"]
+
+
+IMAGE = {"type": "input_image", "image_url": "data:,", "detail": "low"}
+RESPONSES_SEEDS: list[dict[str, Any]] = [
+    {
+        "model": "m",
+        "input": [
+            {
+                "type": "message",
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "hi"},
+                    IMAGE,
+                    {"type": "input_file", "file_data": "data:,", "filename": "a.txt"},
+                ],
+            },
+            {"role": "assistant", "content": [{"type": "output_text", "text": "yo"}]},
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": "s"}]},
+            CALL,
+            {"type": "function_call_output", "call_id": "c", "output": [IMAGE]},
+            {**CUSTOM_CALL, "call_id": "d"},
+            {"type": "custom_tool_call_output", "call_id": "d", "output": "ok"},
+            {"role": "user", "content": "next"},
+        ],
+        "tools": [
+            {"type": "function", "name": "f", "parameters": {"type": "object"}},
+            {"type": "custom", "name": "g", "format": {"type": "text"}},
+            {"type": "namespace", "name": "n", "tools": [{"type": "function", "name": "h"}]},
+            {"type": "web_search", "external_web_access": False},
+            {"type": "tool_search"},
+            {"type": "shell"},
+            {"type": "image_generation"},
+        ],
+        "tool_choice": {"type": "function", "name": "f"},
+        "text": {"format": {"type": "json_schema", "name": "s", "schema": {"type": "object"}}},
+        "reasoning": {"effort": "low"},
+        "include": ["reasoning.encrypted_content"],
+    },
+    {
+        "model": "m",
+        "input": [
+            {"type": "compaction", "encrypted_content": seal(SEALER, "compaction", "default", "s")},
+            {"role": "user", "content": "x"},
+            {"type": "shell_call", "call_id": "s", "action": {"commands": ["ls"]}},
+            {"type": "shell_call_output", "call_id": "s", "output": [{"stdout": "a"}]},
+            {"type": "tool_search_call", "call_id": "t", "arguments": {"q": "x"}},
+            {"type": "tool_search_output", "call_id": "t", "tools": [{"type": "shell"}]},
+            {"type": "additional_tools", "role": "developer", "tools": [{"type": "shell"}]},
+            {"type": "compaction_trigger"},
+        ],
+        "context_management": [{"type": "compaction", "compact_threshold": 1000}],
+        "stream": True,
+    },
+]
+
+
+@pytest.mark.parametrize("seed", RESPONSES_SEEDS)
+async def test_the_responses_seeds_are_accepted(seed: dict[str, Any]) -> None:
+    """So that a mutation anywhere in them is what is judged."""
+    reply = await call(build(carrying_all()), "POST", "/v1/responses", orjson.dumps(seed))
+    assert reply.status == 200, reply.body
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(mutated(RESPONSES_SEEDS), st.sampled_from(["/v1/responses", "/v1/responses/input_tokens"]))
+def test_mutated_responses_bodies_never_get_a_5xx(body: dict[str, Any], path: str) -> None:
+    reply = asyncio.run(call(build(carrying_all()), "POST", path, json.dumps(body).encode()))
+    assert reply.status < 500, reply.body
+    if reply.status >= 400:
+        assert set(reply.json()["error"]) == {"message", "type", "param", "code"}
+
+
+PNG = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+MESSAGES_SEEDS: list[dict[str, Any]] = [
+    {
+        "model": "m",
+        "max_tokens": 2048,
+        "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "hi"},
+                    {"type": "image", "source": PNG},
+                    {"type": "document", "source": {"type": "text", "data": "d"}, "title": "t"},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "hm", "signature": "sig"},
+                    {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "content": [{"type": "text", "text": "r"}],
+                    },
+                ],
+            },
+        ],
+        "tools": [
+            {"name": "f", "input_schema": {"type": "object"}},
+            {"type": "bash_20250124", "name": "bash"},
+        ],
+        "tool_choice": {"type": "tool", "name": "f", "disable_parallel_tool_use": True},
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "metadata": {"user_id": "u"},
+        "stop_sequences": ["STOP"],
+    },
+]
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
+async def test_the_messages_seed_is_accepted(path: str) -> None:
+    [seed] = MESSAGES_SEEDS
+    reply = await call(build(carrying_all()), "POST", path, orjson.dumps(seed), headers=ANTHROPIC)
+    assert reply.status == 200, reply.body
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(mutated(MESSAGES_SEEDS), st.sampled_from(["/v1/messages", "/v1/messages/count_tokens"]))
+def test_mutated_messages_bodies_never_get_a_5xx(body: dict[str, Any], path: str) -> None:
+    raw = json.dumps(body).encode()  # orjson writes no integer beyond 64 bits
+    reply = asyncio.run(call(build(carrying_all()), "POST", path, raw, headers=ANTHROPIC))
+    assert reply.status < 500, reply.body
+    if reply.status >= 400:
+        assert reply.json()["type"] == "error"
+        assert set(reply.json()["error"]) == {"type", "message"}
