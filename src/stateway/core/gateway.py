@@ -70,7 +70,7 @@ from stateway.core.ports import (
     Sealer,
 )
 from stateway.core.readiness import readiness
-from stateway.core.references import resolved
+from stateway.core.references import resolved, resolved_items
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.results import Deleted, ModelList, Readiness, Result, TokenCount
 from stateway.core.routing import Router
@@ -299,9 +299,15 @@ class Gateway:
                 return await self._usage.usage(command)
             case ListConversationItems() | AddConversationItems() | GetConversationItem():
                 conversations = self._served_conversations()
+                if isinstance(command, AddConversationItems):
+                    command = await resolved_items(self._store, principal.tenant_id, command)
                 found = await conversations.execute(principal.tenant_id, command)
                 assert isinstance(found, ItemPage | dict)  # what these commands answer
                 return self._included(found, command.include, principal)
+            case CreateConversation():
+                conversations = self._served_conversations()
+                command = await resolved_items(self._store, principal.tenant_id, command)
+                return await conversations.execute(principal.tenant_id, command)
             case _:
                 return await self._served_conversations().execute(principal.tenant_id, command)
 

@@ -23,7 +23,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TypeVar
 
-from stateway.core.commands import CompactResponse, CreateResponse
+from stateway.core.commands import (
+    AddConversationItems,
+    CompactResponse,
+    CreateConversation,
+    CreateResponse,
+)
 from stateway.core.errors import NotFound
 from stateway.core.items import REASONING, Item
 from stateway.core.ports import ResponseStore
@@ -46,9 +51,26 @@ def has_references(items: list[Item]) -> bool:
     return any(map(_stands_for_stored, items))
 
 
-async def resolve_references(store: ResponseStore, tenant_id: str, items: list[Item]) -> list[Item]:
+Adding = TypeVar("Adding", CreateConversation, AddConversationItems)
+"""A command adding items to a conversation: stored as resolved, since a reference kept
+there would name nothing once the conversation gives it an id of its own."""
+
+
+async def resolved_items(store: ResponseStore, tenant_id: str, command: Adding) -> Adding:
+    """``command`` with its items that stand for stored ones replaced, as a create's input
+    (a reference that names nothing is a 404 naming ``items[i]``)."""
+    if not has_references(command.items):
+        return command
+    items = await resolve_references(store, tenant_id, command.items, "items")
+    return replace(command, items=items)
+
+
+async def resolve_references(
+    store: ResponseStore, tenant_id: str, items: list[Item], field: str = "input"
+) -> list[Item]:
     """``items`` with every reference replaced by the stored item it names, and every
-    textless reasoning item given its stored text (a copy)."""
+    textless reasoning item given its stored text (a copy); ``field`` names the list in a
+    404's ``param``."""
     wanted = {item["id"] for item in items if _stands_for_stored(item) and _named(item)}
     if not wanted:
         return items
@@ -66,7 +88,7 @@ async def resolve_references(store: ResponseStore, tenant_id: str, items: list[I
                 f"Item with id '{item['id']}' not found. Items are not persisted when "
                 "`store` is set to false. Try again with `store` set to true, or remove "
                 "this item from your input.",
-                param=f"input[{index}]",
+                param=f"{field}[{index}]",
             )
         else:
             resolved.append(dict(stored))

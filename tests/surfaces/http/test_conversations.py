@@ -146,3 +146,35 @@ async def test_large_bodies_are_decoded_off_the_event_loop(
     assert reply.json()["data"][0]["content"][0]["text"] == text
     assert threads[0] == threading.get_ident()
     assert threads[1] != threading.get_ident()
+
+
+async def test_an_item_reference_is_added_as_the_item_it_names() -> None:
+    """Kept as a reference, it named nothing once given the conversation's id, and every
+    turn of the conversation was refused from then on."""
+    app = build(max_body=1 << 16)
+    stored = await call(app, "POST", "/v1/responses", dumps({"model": "m", "input": "hi"}))
+    [message] = stored.json()["output"]
+    reference = {"type": "item_reference", "id": message["id"]}
+    created = await call(app, "POST", "/v1/conversations", dumps({"items": [reference]}))
+    base = f"/v1/conversations/{created.json()['id']}"
+    added = await call(app, "POST", base + "/items", dumps({"items": [reference]}))
+    assert added.status == 200, added.body
+    listed = (await call(app, "GET", base + "/items", query="order=asc")).json()["data"]
+    assert [(i["type"], i["role"], i["content"]) for i in listed] == [
+        ("message", "assistant", message["content"])
+    ] * 2
+    turn = {"model": "m", "conversation": created.json()["id"], "input": "more"}
+    assert (await call(app, "POST", "/v1/responses", dumps(turn))).status == 200
+
+
+@pytest.mark.parametrize("route", ["create", "add"])
+async def test_an_item_reference_naming_nothing_is_a_404_and_adds_nothing(route: str) -> None:
+    app = build()
+    created = await call(app, "POST", "/v1/conversations", b"{}")
+    base = f"/v1/conversations/{created.json()['id']}"
+    items = [{"role": "user", "content": "hi"}, {"type": "item_reference", "id": "msg_none"}]
+    path = "/v1/conversations" if route == "create" else base + "/items"
+    reply = await call(app, "POST", path, dumps({"items": items}))
+    assert reply.status == 404, reply.body
+    assert reply.json()["error"]["param"] == "items[1]"
+    assert (await call(app, "GET", base + "/items")).json()["data"] == []
