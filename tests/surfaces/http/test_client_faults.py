@@ -269,3 +269,41 @@ def test_mutated_messages_bodies_never_get_a_5xx(body: dict[str, Any], path: str
     if reply.status >= 400:
         assert reply.json()["type"] == "error"
         assert set(reply.json()["error"]) == {"type", "message"}
+
+
+MCP_CALL = {"type": "mcp_call", "id": "mcp_1", "name": "t", "server_label": "s", "arguments": "{}"}
+SEARCH = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
+
+
+@pytest.mark.parametrize(
+    ("item", "param", "code"),
+    [
+        ({"type": "web_search_call"}, "input[1].id", "missing_required_parameter"),
+        ({**SEARCH, "id": ["ws_1"]}, "input[1].id", "invalid_type"),
+        ({**SEARCH, "action": "search"}, "input[1].action", "invalid_type"),
+        ({**SEARCH, "action": {"sources": [5]}}, "input[1].action.sources", "invalid_type"),
+        ({"type": "mcp_call"}, "input[1].id", "missing_required_parameter"),
+        (
+            {**MCP_CALL, "approval_request_id": ["x"]},
+            "input[1].approval_request_id",
+            "invalid_type",
+        ),
+        ({**MCP_CALL, "arguments": {"a": 1}}, "input[1].arguments", "invalid_type"),
+        ({**MCP_CALL, "type": "mcp_approval_request", "id": ["x"]}, "input[1].id", "invalid_type"),
+    ],
+)
+async def test_a_gateway_tool_item_sent_back_is_checked_where_it_was_read(
+    item: dict[str, Any], param: str, code: str
+) -> None:
+    """Read as the model's earlier calls, these failed the turn with a 500."""
+    body = {"model": "m", "input": [{"role": "user", "content": "x"}, item]}
+    reply = await call(build(carrying_all()), "POST", "/v1/responses", orjson.dumps(body))
+    assert_openai_refusal(reply, param)
+    assert reply.json()["error"]["code"] == code
+
+
+@pytest.mark.parametrize("item", [MCP_CALL, {**SEARCH, "action": {"query": "q", "sources": []}}])
+async def test_a_gateway_tool_item_sent_back_whole_is_accepted(item: dict[str, Any]) -> None:
+    body = {"model": "m", "input": [{"role": "user", "content": "x"}, item]}
+    reply = await call(build(carrying_all()), "POST", "/v1/responses", orjson.dumps(body))
+    assert reply.status == 200, reply.body

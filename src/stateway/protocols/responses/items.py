@@ -4,7 +4,8 @@ The shapes the gateway models (messages, function, custom and shell tool calls a
 outputs, tool searches and their outputs, reasoning, compaction items and the
 ``compaction_trigger``, which must come last) are checked field by field so a bad one is a
 400 naming the exact path; sealed ``encrypted_content`` is verified later, in the core.
-Other item types pass through untouched.
+The gateway's own tool items sent back are checked by :mod:`.gateway_items`. Other item
+types pass through untouched.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import ID_PREFIXES, Item
+from stateway.protocols.responses.gateway_items import check_gateway_item
 from stateway.protocols.responses.nesting import check_nesting
 
 _ROLES = frozenset({"user", "system", "developer", "assistant"})
@@ -147,6 +149,9 @@ def _item(raw: dict[str, Any], path: str) -> Item:
             _require_str(raw, path, "output")
             if not isinstance(raw.get("call_id") or raw.get("id"), str):
                 raise _missing_or_invalid(raw, path, "id")
+            return dict(raw)
+        case "mcp_call" | "mcp_approval_request" | "web_search_call":
+            check_gateway_item(raw, path, kind)
             return dict(raw)
         case "item_reference":
             # Resolved against the tenant's stored items once the request is admitted
