@@ -38,6 +38,7 @@ from stateway.core.errors import (
     CredentialRevoked,
     GatewayError,
     IdempotencyKeyReused,
+    InternalError,
     InvalidRequest,
 )
 from stateway.core.exactly_once import fingerprint
@@ -194,6 +195,9 @@ class Session:
             await self._admit(kind, fields, size)
         except GatewayError as error:
             self._refuse(error, stream_id)
+        except Exception:  # a frame's error boundary, as a route's (logged, no details)
+            log.exception("websocket: a request frame failed")
+            self._refuse(InternalError(), stream_id)
 
     async def _admit(self, kind: str, fields: dict[str, Any], size: int) -> None:
         principal = await current_principal(self._scope)
@@ -232,6 +236,9 @@ class Session:
                 successor = await self._create(lane, successor.frame, request, successor.commit)
         except GatewayError as error:
             self._refuse(error, lane)
+        except Exception:  # the lane's boundary: its next requests still run
+            log.exception("websocket: a request failed")
+            self._refuse(InternalError(), lane)
 
     async def _successor_principal(self, successor: Successor) -> Principal:
         """Who a successor acts for: checked again, as for a request frame (an expired

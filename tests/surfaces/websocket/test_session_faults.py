@@ -1,0 +1,92 @@
+"""A WebSocket session in process: a frame whose handling fails unexpectedly is answered
+with a 500 error frame naming no internals, and the connection serves on."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+import pytest
+
+from stateway.core.commands import Principal
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta
+from stateway.core.loop import Loop
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import RunRegistry
+from stateway.protocols.responses.encode import encode_event_json
+from stateway.surfaces.auth.authenticator import IDENTITY, Identity
+from stateway.surfaces.websocket import session
+from stateway.surfaces.websocket.endpoint import WebSocketResponses
+from stateway.websocket_config import WebSocketConfig
+from tests.core.fakes import MemoryStore, ScriptedBackend
+
+FAILING = "fails"
+
+
+async def converse(frames: list[dict[str, Any]], ends: int) -> list[dict[str, Any]]:
+    """Send ``frames`` on one connection; the frames received until ``ends`` of them
+    ended a request (an error frame or a response's end)."""
+    store = MemoryStore()
+    router = Router([BackendEntry(ScriptedBackend([TextDelta("ok"), Finish("stop")]), {}, True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry(), encoder=encode_event_json)
+    app = WebSocketResponses(gateway, WebSocketConfig(), 1 << 20)
+    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    await inbox.put({"type": "websocket.connect"})
+    for frame in frames:
+        await inbox.put({"type": "websocket.receive", "text": orjson.dumps(frame).decode()})
+    received: list[dict[str, Any]] = []
+    done = asyncio.Event()
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "websocket.send":
+            received.append(orjson.loads(message["text"]))
+            if sum(f["type"] in ("error", "response.completed") for f in received) == ends:
+                done.set()
+        elif message["type"] == "websocket.close":
+            done.set()
+
+    async def receive() -> dict[str, Any]:
+        if inbox.empty():
+            await done.wait()
+            return {"type": "websocket.disconnect", "code": 1000}
+        return await inbox.get()
+
+    scope = {"type": "websocket", "path": "/v1/responses", "headers": []}
+    scope[IDENTITY] = Identity(Principal("default"))
+    await asyncio.wait_for(app(scope, receive, send), 10)  # type: ignore[arg-type]
+    return received
+
+
+@pytest.mark.parametrize("where", ["decode_frame", "_start"])
+async def test_an_unexpected_failure_is_a_500_frame_and_the_next_request_runs(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, the exception closed the connection without a close frame (in the frame's
+    decoding), or left the lane's request unanswered (once started)."""
+    if where == "decode_frame":
+        real = session.decode_frame
+
+        def decode(kind: str, fields: dict[str, Any], **kwargs: Any) -> Any:
+            if fields.get("input") == FAILING:
+                raise TypeError("secret internals")
+            return real(kind, fields, **kwargs)
+
+        monkeypatch.setattr(session, "decode_frame", decode)
+    else:
+        real_start = session.Session._start
+
+        async def start(self: session.Session, frame: Any, request: Any) -> Any:
+            if frame.command.input[0]["content"][0]["text"] == FAILING:
+                raise TypeError("secret internals")
+            return await real_start(self, frame, request)
+
+        monkeypatch.setattr(session.Session, "_start", start)
+    create = {"type": "response.create", "model": "m"}
+    frames = await converse([{**create, "input": FAILING}, {**create, "input": "hi"}], ends=2)
+    [error] = [f for f in frames if f["type"] == "error"]
+    assert error["status"] == 500
+    assert error["error"]["code"] == "internal_error"
+    assert "secret" not in orjson.dumps(error).decode()
+    assert frames[-1]["type"] == "response.completed"
