@@ -315,3 +315,24 @@ async def test_a_gateway_tool_item_sent_back_whole_is_accepted(item: dict[str, A
     body = {"model": "m", "input": [{"role": "user", "content": "x"}, item]}
     reply = await call(build(carrying_all()), "POST", "/v1/responses", orjson.dumps(body))
     assert reply.status == 200, reply.body
+
+
+@pytest.mark.parametrize(
+    ("item", "param", "code"),
+    [
+        ({"summary": [{"type": "summary_text", "text": 5}]}, "summary[0].text", "invalid_type"),
+        ({"summary": [{"type": "summary_text"}]}, "summary[0].text", "missing_required_parameter"),
+        ({"summary": ["s"]}, "summary[0]", "invalid_type"),
+        ({"content": [{"type": "reasoning_text", "text": [1]}]}, "content[0].text", "invalid_type"),
+        ({"content": "thought"}, "content", "invalid_type"),
+    ],
+)
+async def test_a_reasoning_items_texts_must_be_strings(
+    item: dict[str, Any], param: str, code: str
+) -> None:
+    """A Chat upstream's translation joined them, and failed on any other type."""
+    reasoning = {"type": "reasoning", "summary": [], **item}
+    body = {"model": "m", "input": [{"role": "user", "content": "x"}, reasoning]}
+    reply = await call(build(carrying_all()), "POST", "/v1/responses", orjson.dumps(body))
+    assert_openai_refusal(reply, f"input[1].{param}")
+    assert reply.json()["error"]["code"] == code

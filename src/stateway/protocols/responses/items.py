@@ -110,6 +110,12 @@ def _item(raw: dict[str, Any], path: str) -> Item:
                     param=f"{path}.encrypted_content",
                     code="invalid_type",
                 )
+            _check_texts(summary, f"{path}.summary")
+            content = raw.get("content")
+            if content is not None:
+                if not isinstance(content, list):
+                    raise _missing_or_invalid_list(raw, path, "content")
+                _check_texts(content, f"{path}.content")
             item = dict(raw)
             item.setdefault("summary", [])
             return _with_id(item, kind)
@@ -241,6 +247,17 @@ def _check_output_parts(parts: list[Any], path: str) -> None:
         kind = part.get("type") if isinstance(part, dict) else None
         if not isinstance(kind, str) or kind in _PART_KNOWN:
             _part(part, f"{path}[{index}]")
+
+
+def _check_texts(parts: list[Any], path: str) -> None:
+    """A reasoning item's summary or content: parts each with a string ``text``."""
+    for index, part in enumerate(parts):
+        if not isinstance(part, dict):
+            raise InvalidRequest(
+                "Each part must be an object.", param=f"{path}[{index}]", code="invalid_type"
+            )
+        if not isinstance(part.get("text"), str):
+            raise _missing_or_invalid(part, f"{path}[{index}]", "text")
 
 
 def _message(role: str, parts: list[Item], raw: dict[str, Any] | None) -> Item:
