@@ -20,6 +20,8 @@ once closed (back to the client, or run by the gateway): :mod:`stateway.core.cal
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from stateway.core import events as ev
 from stateway.core.call_items import CallItems, Emit, silent
 from stateway.core.compaction.reasoning_output import ReasoningOutput
@@ -84,11 +86,15 @@ class OutputAssembler:
         catalog: Catalog | None = None,
         tools: ToolSession | None = None,
         reasoning: ReasoningOutput | None = None,
+        wrap: Callable[[str], str] | None = None,
     ) -> None:
         self._output = output
         self._reasoning = reasoning
         """Summaries and sealing of reasoning items
         (:mod:`stateway.core.compaction.reasoning_output`)."""
+        self._wrap = wrap
+        """Seals an upstream's own seal over for the tenant
+        (:func:`stateway.core.reasoning.wrapped`); None: kept as it came."""
         self._tools = tools
         self._emit = emit
         self._calls = CallItems(
@@ -181,8 +187,11 @@ class OutputAssembler:
         current = self._open
         if current is None or current.item["type"] != REASONING:
             current = self._start_reasoning()
-        current.item["encrypted_content"] = signature
+        current.item["encrypted_content"] = self._wrapped(signature)
         self._close("completed")
+
+    def _wrapped(self, seal: str) -> str:
+        return self._wrap(seal) if self._wrap is not None else seal
 
     def tool_call(self, delta: ToolCallDelta) -> None:
         """A fragment of a call. While a call is being written, the fragments of another
@@ -219,6 +228,9 @@ class OutputAssembler:
         item = dict(item)
         if not isinstance(item.get("id"), str) or not item["id"]:
             item["id"] = new_id("item")
+        seal = item.get("encrypted_content")
+        if item.get("type") == REASONING and isinstance(seal, str) and seal:  # redacted
+            item["encrypted_content"] = self._wrapped(seal)
         index = len(self._output)
         self._output.append(item)
         self._emit(ev.ItemAdded(index, dict(item)))

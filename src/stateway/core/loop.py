@@ -46,6 +46,7 @@ from stateway.core.inference import PAUSED, InferenceRequest
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
 from stateway.core.ownership import ProcessIdentity
 from stateway.core.ports import ConversationTurn, ResponseRecord, ResponseStore, Sealer
+from stateway.core.reasoning import wrapped
 from stateway.core.response import ResponseState, final_record, started_record, turn_end
 from stateway.core.rounds import one_round
 from stateway.core.routing import Plan
@@ -153,8 +154,10 @@ class Loop:
             self.tools, toolset, state.output, run.emit, self._telemetry, state.tenant_id
         )
         reasoning = reasoning_output(settings, self._sealer, state.tenant_id)
+        sealer = self._sealer
+        wrap = partial(wrapped, sealer, state.tenant_id) if sealer is not None else None
         assembler = OutputAssembler(
-            state.output, run.emit, used_call_ids, tools=tools, reasoning=reasoning
+            state.output, run.emit, used_call_ids, tools=tools, reasoning=reasoning, wrap=wrap
         )
         run.progress = assembler.output_so_far
         run.cancellable = True
@@ -195,13 +198,17 @@ class Loop:
                     state.incomplete_reason = _INCOMPLETE_REASONS["length"]
                     break
                 assembler = OutputAssembler(
-                    state.output, run.emit, used_call_ids, tools=tools, reasoning=reasoning
+                    state.output,
+                    run.emit,
+                    used_call_ids,
+                    tools=tools,
+                    reasoning=reasoning,
+                    wrap=wrap,
                 )
                 run.progress = assembler.output_so_far
                 exhausted = limit is not None and tools.calls_made >= limit
-                output = state.output
-                if reasoning is not None:  # its own seals are the client's, not the model's
-                    output = unsealed_output(output, self._sealer)
+                # the seals on its reasoning are the client's: the model gets what is under
+                output = unsealed_output(state.output, self._sealer, state.tenant_id)
                 request = InferenceRequest(
                     model=plan.first.model,
                     instructions=state.instructions,

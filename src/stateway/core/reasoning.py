@@ -17,6 +17,17 @@ it goes back to a Responses upstream only (an Anthropic upstream would refuse it
 signature, and a Responses upstream an Anthropic signature).
 
 Signatures are base64, so neither prefix (with its ``:``) can begin one.
+
+Clients never see an upstream's seal as it came: every tenant reaches the upstream with
+the gateway's credentials, so one tenant's seal, sent by another, would be opened for the
+other. Where it enters an output item (:meth:`~stateway.core.assembler.OutputAssembler.
+reasoning_signature`, or a whole redacted item) the seal, as the item keeps it (with its
+prefix: which upstream made it), is sealed over for the tenant (:func:`wrapped`, kind
+:data:`~stateway.core.compaction.sealed.UPSTREAM_REASONING`); a redacted block keeps
+:data:`REDACTED` in front, so the Messages encoders still show it as one. Stored items,
+events and every protocol's encoding carry that form; the model's view of a context
+(:mod:`stateway.core.compaction.view`) opens it again (:func:`unwrapped`) for the
+upstream.
 """
 
 from __future__ import annotations
@@ -24,7 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from stateway.core.compaction import sealed
 from stateway.core.items import REASONING, Item, item_text
+from stateway.core.ports import Sealer
 
 REDACTED: Final = "redacted_thinking:"
 SEALED_BY_RESPONSES: Final = "responses:"
@@ -71,3 +84,16 @@ def redacted_item(item_id: str, data: str) -> Item:
         "encrypted_content": REDACTED + data,
         "status": "completed",
     }
+
+
+def wrapped(sealer: Sealer, tenant_id: str, seal: str) -> str:
+    """An upstream's ``seal`` (as an item keeps it) sealed over for ``tenant_id``: what
+    clients are given instead (redacted thinking keeps its :data:`REDACTED` prefix)."""
+    over = sealed.seal(sealer, sealed.UPSTREAM_REASONING, tenant_id, seal)
+    return REDACTED + over if seal.startswith(REDACTED) else over
+
+
+def unwrapped(sealer: Sealer, tenant_id: str, blob: str) -> str | None:
+    """The upstream's seal :func:`wrapped` sealed in ``blob`` (as an item keeps it), or
+    None unless it was sealed here for ``tenant_id``, unaltered."""
+    return sealed.opened(sealer, sealed.UPSTREAM_REASONING, tenant_id, blob.removeprefix(REDACTED))

@@ -23,12 +23,14 @@ from stateway.core.gateway import Gateway
 from stateway.core.inference import (
     Delta,
     Finish,
+    OutputItem,
     ReasoningDelta,
     ReasoningSignature,
     TextDelta,
     UsageReport,
 )
 from stateway.core.loop import Loop
+from stateway.core.reasoning import redacted_item, unwrapped
 from stateway.core.routing import BackendEntry, Capabilities, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.token_estimate import estimate_tokens
@@ -355,8 +357,22 @@ async def test_an_upstreams_own_seal_is_kept() -> None:
     )
     await run.wait()
     reasoning = run.state.output[0]
-    assert reasoning["encrypted_content"] == "EqQBsig"
+    assert unwrapped(SEALER, "default", reasoning["encrypted_content"]) == "EqQBsig"
     assert reasoning["summary"] == [{"type": "summary_text", "text": "signed"}]
+    done = next(e for e in run.events if isinstance(e, ev.ItemDone))
+    assert done.item["encrypted_content"] == reasoning["encrypted_content"]
+
+
+async def test_an_upstreams_redacted_thinking_is_sealed_over_and_stays_redacted() -> None:
+    script: list[Delta] = [OutputItem(redacted_item("rs_1", "RDdata")), *ANSWER]
+    run = await build(ScriptedBackend(script)).execute(
+        Principal(), CreateResponse("m", [user("x")])
+    )
+    await run.wait()
+    blob = run.state.output[0]["encrypted_content"]
+    assert blob.startswith("redacted_thinking:sw1.")
+    assert unwrapped(SEALER, "default", blob) == "redacted_thinking:RDdata"
+    assert unwrapped(SEALER, "other", blob) is None
 
 
 async def test_a_window_too_small_is_fitted_with_truncation_and_refused_without() -> None:

@@ -8,8 +8,9 @@ import pytest
 
 from stateway.core.compaction import sealed
 from stateway.core.compaction.prompt import SUMMARY_PREFIX
-from stateway.core.compaction.view import kept_messages, model_view
+from stateway.core.compaction.view import kept_messages, model_view, unsealed_output
 from stateway.core.errors import InternalError, InvalidRequest
+from stateway.core.reasoning import unwrapped, wrapped
 from stateway.sealing import AesGcmSealer
 
 SEALER = AesGcmSealer(bytes(range(32)))
@@ -84,16 +85,75 @@ def test_reasoning_shows_its_sealed_text_not_what_came_with_it() -> None:
     assert item["content"][0]["text"] == "forged thought"
 
 
-def test_reasoning_sealed_elsewhere_travels_as_it_came() -> None:
+def test_an_upstreams_seal_as_it_came_is_taken_only_from_stored_items() -> None:
     signed = {"type": "reasoning", "summary": [], "encrypted_content": "EqQBCkYIBxgCKkDsig=="}
     redacted = {"type": "reasoning", "summary": [], "encrypted_content": "redacted_thinking:x"}
     empty = {"type": "reasoning", "summary": [], "encrypted_content": None}
     items = [signed, redacted, empty]
-    assert model_view(items, TENANT, SEALER, 0) is items
+    assert model_view(items, TENANT, SEALER, len(items)) == items  # stored before wrapping
     mixed = [signed, reasoning("mine")]
-    view = model_view(mixed, TENANT, SEALER, 0)
+    view = model_view(mixed, TENANT, SEALER, 2)
     assert view[0] is signed
     assert "encrypted_content" not in view[1]
+    for raw in (signed, redacted):  # a client could send any tenant's: refused
+        with pytest.raises(InvalidRequest) as refused:
+            model_view([message("user", "hi"), raw], TENANT, SEALER, 1)
+        assert refused.value.code == "invalid_encrypted_content"
+        assert refused.value.param == "input[0].encrypted_content"
+    assert model_view([empty], TENANT, SEALER, 0) == [empty]
+
+
+@pytest.mark.parametrize("seal", ["EqQBsig", "redacted_thinking:RDdata", "responses:gAAAA"])
+def test_an_upstreams_seal_sealed_over_opens_for_its_tenant_only(seal: str) -> None:
+    blob = wrapped(SEALER, TENANT, seal)
+    assert SEALER.owns(blob.removeprefix("redacted_thinking:"))
+    assert blob.startswith("redacted_thinking:sw1.") == seal.startswith("redacted_thinking:")
+    assert unwrapped(SEALER, TENANT, blob) == seal
+    assert unwrapped(SEALER, "t2", blob) is None
+    item = {"type": "reasoning", "summary": [], "content": [], "encrypted_content": blob}
+    for start in (0, 1):  # the request's input, or a stored item
+        [view] = model_view([item], TENANT, SEALER, start)
+        assert view == {**item, "encrypted_content": seal}
+        with pytest.raises(InvalidRequest) as refused:
+            model_view([item], "t2", SEALER, start, prior="conversation")
+        assert refused.value.code == "invalid_encrypted_content"
+        assert refused.value.param == (
+            "input[0].encrypted_content" if start == 0 else "conversation"
+        )
+
+
+def test_a_seal_of_one_reasoning_kind_does_not_open_as_the_other() -> None:
+    text_seal = reasoning("thought")["encrypted_content"]
+    as_redacted = {
+        "type": "reasoning",
+        "summary": [],
+        "encrypted_content": "redacted_thinking:" + text_seal,
+    }
+    with pytest.raises(InvalidRequest):
+        model_view([as_redacted], TENANT, SEALER, 0)
+    upstream = {
+        "type": "reasoning",
+        "summary": [],
+        "encrypted_content": wrapped(SEALER, TENANT, "s"),
+    }
+    [view] = model_view([upstream], TENANT, SEALER, 0)
+    assert view["encrypted_content"] == "s"  # not taken for sealed text
+
+
+def test_a_responses_own_output_is_sent_with_its_upstreams_seals_opened() -> None:
+    own = reasoning("mine", shown="mine")
+    upstream = {
+        "type": "reasoning",
+        "summary": [],
+        "encrypted_content": wrapped(SEALER, TENANT, "sig"),
+    }
+    plain = message("assistant", "hi")
+    sent = unsealed_output([own, upstream, plain], SEALER, TENANT)
+    assert "encrypted_content" not in sent[0]
+    assert sent[1]["encrypted_content"] == "sig"
+    assert sent[2] is plain
+    items = [plain]
+    assert unsealed_output(items, SEALER, TENANT) is items
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from stateway.core.inference import (
     Finish,
     InferenceRequest,
     ReasoningDelta,
+    ReasoningSignature,
     TextDelta,
     ToolCallDelta,
     UsageReport,
@@ -158,6 +159,25 @@ async def test_reasoning_sealed_for_the_client_reaches_the_next_round_without_it
     _, second = setup.backend.requests
     [sent] = [i for i in second.items if i["type"] == "reasoning"]
     assert "encrypted_content" not in sent
+    assert sent["content"] == [{"type": "reasoning_text", "text": "plan"}]
+
+
+async def test_an_upstreams_seal_reaches_the_next_round_as_the_upstream_made_it() -> None:
+    """Without any ``include``, an Anthropic signature is sealed over for the client; the
+    round after a gateway tool sends the signature itself, which the upstream checks."""
+    thought: list[Delta] = [
+        ReasoningDelta("plan"),
+        ReasoningSignature("EqQBsig"),
+        *tools_round(call("docs__add", {"a": 1, "b": 2})),
+    ]
+    setup = Setup([thought, answer("3")], sealer=AesGcmSealer(bytes(range(32))))
+    run = await setup.create([MCP_TOOL])
+    assert run.state.status == "completed"
+    [reasoning] = [i for i in run.state.output if i["type"] == "reasoning"]
+    assert reasoning["encrypted_content"].startswith("sw1.")
+    _, second = setup.backend.requests
+    [sent] = [i for i in second.items if i["type"] == "reasoning"]
+    assert sent["encrypted_content"] == "EqQBsig"
     assert sent["content"] == [{"type": "reasoning_text", "text": "plan"}]
 
 

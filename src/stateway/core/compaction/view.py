@@ -8,14 +8,17 @@
   outputs left without their call by this are left out too. ``additional_tools`` items
   are kept: their tools stay offered.
 - A ``reasoning`` item whose ``encrypted_content`` this gateway sealed
-  (:meth:`~stateway.core.ports.Sealer.owns`) is shown with the reasoning text sealed in it
-  (not whatever text came along with it), without the blob. Any other
-  ``encrypted_content`` is an upstream's own (an Anthropic thinking signature, ...) and
-  stays as it came, for that upstream to check.
+  (:meth:`~stateway.core.ports.Sealer.owns`) holds either the reasoning text, and is shown
+  with that text (not whatever text came along with it) without the blob, or an
+  upstream's own seal sealed over for the tenant (:func:`~stateway.core.reasoning.wrapped`),
+  and is shown with that seal as the upstream made it, for that upstream to check. An
+  upstream's seal as it came (not sealed over) is taken only from stored items (ones
+  stored before seals were sealed over): in the request's own input it is a 400, as one
+  that does not open is, since any tenant could send another's.
 - A ``compaction_trigger`` is an instruction to the gateway, not context: left out.
 
 A response's own output, in its later rounds, is sent without the seals the gateway put on
-its reasoning (:func:`unsealed_output`).
+its reasoning, its upstream's own opened again (:func:`unsealed_output`).
 
 Every sealed item of the request's own input is verified, used or not, so an altered one
 is always a 400; items of a stored chain are opened only when used.
@@ -27,6 +30,7 @@ from stateway.core.compaction import sealed
 from stateway.core.compaction.prompt import SUMMARY_PREFIX
 from stateway.core.items import MESSAGE, REASONING, Item
 from stateway.core.ports import Sealer
+from stateway.core.reasoning import REDACTED, unwrapped
 from stateway.core.tools.catalog import ADDITIONAL_TOOLS
 
 _KEPT_ROLES = frozenset({"system", "developer", "user"})
@@ -64,7 +68,7 @@ def model_view(
             continue
         if index < last and not _kept(item):
             if index >= input_start and _sealed_reasoning(item, sealer):
-                sealed.unseal(sealer, REASONING, tenant_id, item[ENCRYPTED], param)
+                _opened_reasoning(item, tenant_id, sealer, param, index >= input_start)
             call_id = item.get("call_id")
             if isinstance(call_id, str):
                 dropped_calls.add(call_id)
@@ -72,20 +76,21 @@ def model_view(
         if index > last and item.get("call_id") in dropped_calls:
             continue
         if _sealed_reasoning(item, sealer):
-            out.append(_opened_reasoning(item, tenant_id, sealer, param))
+            out.append(_opened_reasoning(item, tenant_id, sealer, param, index >= input_start))
         else:
             out.append(item)
     return out
 
 
-def unsealed_output(items: list[Item], sealer: Sealer | None) -> list[Item]:
+def unsealed_output(items: list[Item], sealer: Sealer | None, tenant_id: str) -> list[Item]:
     """A response's own output as its next round sends it: reasoning the gateway sealed
     for its client goes without the seal (its text is there) — a seal is for the client
-    to send back, never for an upstream to check."""
+    to send back, never for an upstream to check — and an upstream's own seal, sealed
+    over for the client, as the upstream made it."""
     if not any(_sealed_reasoning(item, sealer) for item in items):
         return items
     return [
-        {key: value for key, value in item.items() if key != ENCRYPTED}
+        _opened_reasoning(item, tenant_id, sealer, "output", False)
         if _sealed_reasoning(item, sealer)
         else item
         for item in items
@@ -117,13 +122,14 @@ def _needs_view(item: Item, sealer: Sealer | None) -> bool:
 
 
 def _sealed_reasoning(item: Item, sealer: Sealer | None) -> bool:
-    """A reasoning item whose ``encrypted_content`` this gateway sealed."""
+    """A reasoning item with an ``encrypted_content``, when there is a sealer to check it
+    (the composition root always wires one)."""
     blob = item.get(ENCRYPTED)
     return (
         item.get("type") == REASONING
         and isinstance(blob, str)
+        and blob != ""
         and sealer is not None
-        and sealer.owns(blob)
     )
 
 
@@ -133,8 +139,24 @@ def _kept(item: Item) -> bool:
     return (kind == MESSAGE and item.get("role") in _KEPT_ROLES) or kind == ADDITIONAL_TOOLS
 
 
-def _opened_reasoning(item: Item, tenant_id: str, sealer: Sealer | None, param: str) -> Item:
-    shown = {key: value for key, value in item.items() if key != ENCRYPTED}
-    text = sealed.unseal(sealer, REASONING, tenant_id, item[ENCRYPTED], param)
-    shown["content"] = [{"type": "reasoning_text", "text": text}]
-    return shown
+def _opened_reasoning(
+    item: Item, tenant_id: str, sealer: Sealer | None, param: str, given: bool
+) -> Item:
+    """``item`` as the model is shown it; ``given``: it is the request's own input, where
+    an upstream's seal that was not sealed over is refused."""
+    assert sealer is not None
+    blob: str = item[ENCRYPTED]
+    if not sealer.owns(blob.removeprefix(REDACTED)):  # an upstream's, as it came
+        if given:
+            raise sealed.invalid(REASONING, param)
+        return item
+    if not blob.startswith(REDACTED):
+        text = sealed.opened(sealer, REASONING, tenant_id, blob)
+        if text is not None:  # the gateway's seal of the text
+            shown = {key: value for key, value in item.items() if key != ENCRYPTED}
+            shown["content"] = [{"type": "reasoning_text", "text": text}]
+            return shown
+    seal = unwrapped(sealer, tenant_id, blob)
+    if seal is None:
+        raise sealed.invalid(REASONING, param)
+    return {**item, ENCRYPTED: seal}
