@@ -23,16 +23,19 @@ OUTPUT = "stateway-42"
 """Appears nowhere in a prompt: only running :data:`COMMAND` gives it."""
 
 
+@pytest.mark.parametrize("hidden", ["", " [[hidden]]"])
 def test_the_models_reasoning_comes_back_sealed_and_reaches_the_model_again(
-    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path, hidden: str
 ) -> None:
     """The fake reasons, then calls Codex's shell tool. Codex sends the reasoning item
     back with the tool's output, ``encrypted_content`` as the gateway sealed it, and the
-    model's next context (``[[echo]]``) holds the reasoning before the call."""
+    model's next context (``[[echo]]``) holds the reasoning before the call. Hidden (a
+    Responses upstream's own ``encrypted_content``, no text), the seal is the upstream's
+    sealed over for the tenant, and the upstream gets its own back."""
     call = json.dumps({"cmd": COMMAND})
     # the context's last lines only: Codex's instructions would make the answer thousands
     # of words, streamed slowly through the recording hop
-    prompt = f"Run it [[reason:plan-xyz]] [[tail:4]] [[tool:exec_command:{call}]]"
+    prompt = f"Run it [[reason:plan-xyz]]{hidden} [[tail:4]] [[tool:exec_command:{call}]]"
     run = run_codex(codex_binary, gateway, prompt, "gpt-5.5", tmp_path)
     assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{gateway.gateway_log.read_text()}"
 

@@ -21,7 +21,7 @@ from stateway.core.included import included
 from stateway.core.inference import Finish, ReasoningDelta, TextDelta
 from stateway.core.items import Item
 from stateway.core.loop import Loop
-from stateway.core.reasoning import SEALED_BY_RESPONSES
+from stateway.core.reasoning import SEALED_BY_RESPONSES, wrapped
 from stateway.core.response import ResponseState
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
@@ -62,12 +62,15 @@ def test_without_the_includes_the_gateway_seal_and_the_tokens_are_left_out() -> 
     ours = reasoning("mine", sealed.seal(SEALER, sealed.REASONING, "t1", "mine"))
     theirs = reasoning("signed", "c2lnbmF0dXJl")
     hidden = reasoning("", SEALED_BY_RESPONSES + "blob")
-    stored = state(ours, theirs, hidden, message())
+    over = reasoning("signed", wrapped(SEALER, "t1", "c2lnbmF0dXJl"))
+    redacted = reasoning("", wrapped(SEALER, "t1", "redacted_thinking:data"))
+    stored = state(ours, theirs, hidden, over, redacted, message())
     before = copy.deepcopy(stored.output)
     shown = included(stored, (), SEALER).output
     assert "encrypted_content" not in shown[0]
-    assert shown[1:3] == [theirs, hidden]  # an upstream's own seal stays, as on create
-    assert shown[3]["content"][0]["logprobs"] == []
+    # an upstream's own seal stays, as on create, sealed over or (stored before) not
+    assert shown[1:5] == [theirs, hidden, over, redacted]
+    assert shown[5]["content"][0]["logprobs"] == []
     assert stored.output == before  # nothing changed in place
 
 

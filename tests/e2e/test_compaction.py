@@ -222,8 +222,9 @@ def test_hidden_reasoning_continues_from_its_upstreams_seal(
 ) -> None:
     """A Responses upstream that hides its reasoning (``[[hidden]]``: as OpenAI's reasoning
     models, no text) gives the model its reasoning back only through its own
-    ``encrypted_content``: kept, and sent back as it came, statelessly and along a
-    stored chain. (A Chat upstream shows the text: the same turns hold.)"""
+    ``encrypted_content``: kept, sealed over for the client's tenant, and sent back as the
+    upstream made it, statelessly and along a stored chain. (A Chat upstream shows the
+    text: the same turns hold.)"""
     prompt = "hi [[hidden]] [[reason:the secret plan]]"
     if stream:
         with client.responses.stream(model=MODEL, input=prompt, store=False) as events:
@@ -235,7 +236,7 @@ def test_hidden_reasoning_continues_from_its_upstreams_seal(
     if upstream_api == "responses":
         assert not "".join(part.text for part in reasoning.content or [])
         assert reasoning.encrypted_content is not None
-        assert reasoning.encrypted_content.startswith("responses:")
+        assert reasoning.encrypted_content.startswith("sw1.")  # never the upstream's own
     answer = client.responses.create(
         model=MODEL, input=[user("hi"), *as_input(first.output), user("[[echo]]")], store=False
     )
@@ -245,7 +246,7 @@ def test_hidden_reasoning_continues_from_its_upstreams_seal(
     after = client.responses.create(model=MODEL, input="[[echo]]", previous_response_id=stored.id)
     assert "reasoning: the secret plan" in after.output_text
 
-    if upstream_api == "responses":  # the upstream judges its own seal
+    if upstream_api == "responses":  # an upstream's seal as it came is no client's to send
         forged = {**as_input([reasoning])[0], "encrypted_content": "responses:forged"}
         with pytest.raises(openai.BadRequestError) as refused:
             client.responses.create(model=MODEL, input=[user("hi"), forged, user("again")])

@@ -5,8 +5,9 @@ hosted API shows by the same ``include``.
 
 - ``reasoning.encrypted_content``: a reasoning item carries ``encrypted_content``, the
   gateway's seal of its text (sealed as it is read when the response was made without the
-  include), or its upstream's own seal. Without the include the gateway's seal is left
-  out; an upstream's own stays, as on create (:mod:`.compaction.reasoning_output`).
+  include), or its upstream's own seal (sealed over for the tenant). Without the include
+  the gateway's seal of the text is left out; an upstream's own stays, as on create
+  (:mod:`.compaction.reasoning_output`).
 - ``message.output_text.logprobs``: ``output_text`` parts carry the tokens stored with
   them (none when the response was made without the include). Without it, each part's
   ``logprobs`` is ``[]``.
@@ -61,9 +62,14 @@ def included_items(
 
 def _reasoning(item: Item, encrypted: bool, sealer: Sealer | None, tenant_id: str) -> Item:
     blob = item.get(_ENCRYPTED)
-    sealed_here = isinstance(blob, str) and sealer is not None and sealer.owns(blob)
-    if not encrypted:
-        return {k: v for k, v in item.items() if k != _ENCRYPTED} if sealed_here else item
+    if not encrypted:  # an upstream's own seal (sealed over or not) is no seal of the text
+        text_sealed = (
+            isinstance(blob, str)
+            and sealer is not None
+            and sealer.owns(blob)
+            and sealed.opened(sealer, sealed.REASONING, tenant_id, blob) is not None
+        )
+        return {k: v for k, v in item.items() if k != _ENCRYPTED} if text_sealed else item
     if isinstance(blob, str) and blob:  # the gateway's seal, or an upstream's own
         return item
     text = item_text(item)
