@@ -40,6 +40,7 @@ from stateway.core.items import Item
 from stateway.core.journal import EventEncoder
 from stateway.core.loop import Loop
 from stateway.core.ports import Sealer
+from stateway.core.reasoning import wrapped
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.settling import Settler
@@ -49,6 +50,7 @@ from tests.core.conversation_fakes import MemoryConversations, TurnStore
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
 ME = Principal()
+SEALER = AesGcmSealer(bytes(range(32)))
 
 
 def user(text: str, item_id: str | None = None) -> Item:
@@ -242,6 +244,30 @@ async def test_a_conversation_cannot_start_with_an_output_that_answers_nothing()
         ME, CreateConversation(items=[call("c9"), answer("c9")], metadata={})
     )
     assert len(await world.items(created.id)) == 2
+
+
+async def test_an_upstreams_seal_as_it_came_is_refused_among_added_items() -> None:
+    """Any tenant could add another's: only seals the gateway made are stored."""
+    world = World(sealer=SEALER)
+    conversation = await world.conversation("hi")
+    for raw in ("EqQBsig", "redacted_thinking:data", "responses:blob"):
+        item = {"type": "reasoning", "summary": [], "encrypted_content": raw}
+        with pytest.raises(InvalidRequest) as caught:
+            await world.gateway.execute(
+                ME, AddConversationItems(conversation.id, [user("x"), item])
+            )
+        assert caught.value.code == "invalid_encrypted_content"
+        assert caught.value.param == "items[1].encrypted_content"
+        with pytest.raises(InvalidRequest):
+            await world.gateway.execute(ME, CreateConversation(items=[item], metadata={}))
+    assert len(await world.items(conversation.id)) == 1
+    sealed_over = {
+        "type": "reasoning",
+        "summary": [],
+        "encrypted_content": wrapped(SEALER, ME.tenant_id, "EqQBsig"),
+    }
+    await world.gateway.execute(ME, AddConversationItems(conversation.id, [sealed_over]))
+    assert len(await world.items(conversation.id)) == 2
 
 
 async def test_a_reference_id_is_kept() -> None:

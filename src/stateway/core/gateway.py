@@ -134,7 +134,9 @@ class Gateway:
             self.deletes = background.DeleteSignals(signals)
         """The signals of this process's ``DELETE``s to other processes' runs (closed at
         shutdown)."""
-        self._conversations = None if conversations is None else Conversations(conversations)
+        self._conversations = (
+            None if conversations is None else Conversations(conversations, sealer)
+        )
         self._encoder = encoder
         self._results = results
         self._signals = signals

@@ -97,6 +97,17 @@ def unsealed_output(items: list[Item], sealer: Sealer | None, tenant_id: str) ->
     ]
 
 
+def check_added(items: list[Item], sealer: Sealer | None) -> None:
+    """Items a client adds to a conversation (``items[i]``), stored as sent: an
+    upstream's seal as it came is refused there as in a request's input (one the gateway
+    sealed is opened when the conversation is continued)."""
+    for index, item in enumerate(items):
+        if _sealed_reasoning(item, sealer):
+            assert sealer is not None
+            if not sealer.owns(item[ENCRYPTED].removeprefix(REDACTED)):
+                raise sealed.invalid(REASONING, f"items[{index}].{ENCRYPTED}")
+
+
 def summary_message(summary: str, item_id: object = None) -> Item:
     """How the model is shown a compaction item's summary."""
     message: Item = {

@@ -23,12 +23,13 @@ from stateway.core.commands import (
     ListConversationItems,
     UpdateConversation,
 )
+from stateway.core.compaction.view import check_added
 from stateway.core.context import check_added_answers, has_tool_items
 from stateway.core.conversations.ports import Conversation, ConversationItems, ConversationStore
 from stateway.core.errors import ConversationNotFound, InvalidRequest, NotFound
 from stateway.core.ids import new_id
 from stateway.core.items import ID_IS_REFERENCE, Item, new_item_id
-from stateway.core.ports import ItemPage
+from stateway.core.ports import ItemPage, Sealer
 
 
 @dataclass(slots=True, frozen=True)
@@ -40,13 +41,16 @@ ConversationResult = Conversation | ConversationDeleted | ItemPage | Item
 
 
 class Conversations:
-    def __init__(self, store: ConversationStore) -> None:
+    def __init__(self, store: ConversationStore, sealer: Sealer | None = None) -> None:
         self._store = store
+        self._sealer = sealer
+        """Checks the seals on the reasoning items added (:func:`check_added`)."""
 
     async def execute(self, tenant_id: str, command: ConversationCommand) -> ConversationResult:
         match command:
             case CreateConversation(items=items, metadata=metadata):
                 check_added_answers([], items)
+                check_added(items, self._sealer)
                 conversation = Conversation(tenant_id, new_id("conv"), time.time(), metadata)
                 await self._store.create(conversation, with_new_ids(items))
                 return conversation
@@ -62,6 +66,7 @@ class Conversations:
                     raise ConversationNotFound(conversation_id)
                 return ConversationDeleted(conversation_id)
             case AddConversationItems(conversation_id=conversation_id, items=items):
+                check_added(items, self._sealer)
                 if has_tool_items(items):  # what they answer is among the items before
                     await self._check_answers(tenant_id, conversation_id, items)
                 added = await self._store.add_items(tenant_id, conversation_id, with_new_ids(items))
