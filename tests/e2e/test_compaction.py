@@ -246,8 +246,14 @@ def test_hidden_reasoning_continues_from_its_upstreams_seal(
     after = client.responses.create(model=MODEL, input="[[echo]]", previous_response_id=stored.id)
     assert "reasoning: the secret plan" in after.output_text
 
-    if upstream_api == "responses":  # an upstream's seal as it came is no client's to send
-        forged = {**as_input([reasoning])[0], "encrypted_content": "responses:forged"}
+    if upstream_api == "responses":  # a seal as an upstream made it is not sent on,
+        # which the upstream would refuse (this one is not its own)
+        as_made = {**as_input([reasoning])[0], "encrypted_content": "responses:forged"}
+        answer = client.responses.create(
+            model=MODEL, input=[user("hi"), as_made, user("[[echo]]")], store=False
+        )
+        assert "reasoning: \n" in answer.output_text  # no text, no seal
+        forged = {**as_input([reasoning])[0], "encrypted_content": "sw1.forged"}
         with pytest.raises(openai.BadRequestError) as refused:
             client.responses.create(model=MODEL, input=[user("hi"), forged, user("again")])
         assert refused.value.code == "invalid_encrypted_content"

@@ -95,11 +95,12 @@ def test_an_upstreams_seal_as_it_came_is_taken_only_from_stored_items() -> None:
     view = model_view(mixed, TENANT, SEALER, 2)
     assert view[0] is signed
     assert "encrypted_content" not in view[1]
-    for raw in (signed, redacted):  # a client could send any tenant's: refused
-        with pytest.raises(InvalidRequest) as refused:
-            model_view([message("user", "hi"), raw], TENANT, SEALER, 1)
-        assert refused.value.code == "invalid_encrypted_content"
-        assert refused.value.param == "input[0].encrypted_content"
+    given = model_view([message("user", "hi"), signed, redacted], TENANT, SEALER, 1)
+    assert given[1:] == [  # a client could send any tenant's: never sent on
+        {"type": "reasoning", "summary": []},
+        {"type": "reasoning", "summary": []},
+    ]
+    assert signed["encrypted_content"] == "EqQBCkYIBxgCKkDsig=="  # not changed in place
     assert model_view([empty], TENANT, SEALER, 0) == [empty]
 
 

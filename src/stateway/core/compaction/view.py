@@ -13,8 +13,10 @@
   upstream's own seal sealed over for the tenant (:func:`~stateway.core.reasoning.wrapped`),
   and is shown with that seal as the upstream made it, for that upstream to check. An
   upstream's seal as it came (not sealed over) is taken only from stored items (ones
-  stored before seals were sealed over): in the request's own input it is a 400, as one
-  that does not open is, since any tenant could send another's.
+  stored before seals were sealed over): in the request's own input, where any tenant
+  could send another's, it is left out (the item goes on as reasoning no upstream signed,
+  as a client's history from elsewhere did before), and among items added to a
+  conversation it is a 400 (:func:`check_added`).
 - A ``compaction_trigger`` is an instruction to the gateway, not context: left out.
 
 A response's own output, in its later rounds, is sent without the seals the gateway put on
@@ -154,13 +156,11 @@ def _opened_reasoning(
     item: Item, tenant_id: str, sealer: Sealer | None, param: str, given: bool
 ) -> Item:
     """``item`` as the model is shown it; ``given``: it is the request's own input, where
-    an upstream's seal that was not sealed over is refused."""
+    an upstream's seal that was not sealed over is left out."""
     assert sealer is not None
     blob: str = item[ENCRYPTED]
     if not sealer.owns(blob.removeprefix(REDACTED)):  # an upstream's, as it came
-        if given:
-            raise sealed.invalid(REASONING, param)
-        return item
+        return {key: value for key, value in item.items() if key != ENCRYPTED} if given else item
     if not blob.startswith(REDACTED):
         text = sealed.opened(sealer, REASONING, tenant_id, blob)
         if text is not None:  # the gateway's seal of the text
