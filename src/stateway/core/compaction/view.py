@@ -69,15 +69,15 @@ def model_view(
                     out.append(summary_message(text, item.get("id")))
             continue
         if index < last and not _kept(item):
-            if index >= input_start and _sealed_reasoning(item, sealer):
-                _opened_reasoning(item, tenant_id, sealer, param, index >= input_start)
+            if index >= input_start and _carries_seal(item, sealer):
+                _opened_reasoning(item, tenant_id, sealer, param, given=True)
             call_id = item.get("call_id")
             if isinstance(call_id, str):
                 dropped_calls.add(call_id)
             continue
         if index > last and item.get("call_id") in dropped_calls:
             continue
-        if _sealed_reasoning(item, sealer):
+        if _carries_seal(item, sealer):
             out.append(_opened_reasoning(item, tenant_id, sealer, param, index >= input_start))
         else:
             out.append(item)
@@ -89,11 +89,11 @@ def unsealed_output(items: list[Item], sealer: Sealer | None, tenant_id: str) ->
     for its client goes without the seal (its text is there) — a seal is for the client
     to send back, never for an upstream to check — and an upstream's own seal, sealed
     over for the client, as the upstream made it."""
-    if not any(_sealed_reasoning(item, sealer) for item in items):
+    if not any(_carries_seal(item, sealer) for item in items):
         return items
     return [
         _opened_reasoning(item, tenant_id, sealer, "output", False)
-        if _sealed_reasoning(item, sealer)
+        if _carries_seal(item, sealer)
         else item
         for item in items
     ]
@@ -101,10 +101,10 @@ def unsealed_output(items: list[Item], sealer: Sealer | None, tenant_id: str) ->
 
 def check_added(items: list[Item], sealer: Sealer | None) -> None:
     """Items a client adds to a conversation (``items[i]``), stored as sent: an
-    upstream's seal as it came is refused there as in a request's input (one the gateway
-    sealed is opened when the conversation is continued)."""
+    upstream's seal as it came is refused there, or it would be taken as stored (one the
+    gateway sealed is opened when the conversation is used)."""
     for index, item in enumerate(items):
-        if _sealed_reasoning(item, sealer):
+        if _carries_seal(item, sealer):
             assert sealer is not None
             if not sealer.owns(item[ENCRYPTED].removeprefix(REDACTED)):
                 raise sealed.invalid(REASONING, f"items[{index}].{ENCRYPTED}")
@@ -131,10 +131,10 @@ def kept_messages(items: list[Item]) -> list[Item]:
 
 def _needs_view(item: Item, sealer: Sealer | None) -> bool:
     kind = item.get("type")
-    return kind in (sealed.COMPACTION, sealed.COMPACTION_TRIGGER) or _sealed_reasoning(item, sealer)
+    return kind in (sealed.COMPACTION, sealed.COMPACTION_TRIGGER) or _carries_seal(item, sealer)
 
 
-def _sealed_reasoning(item: Item, sealer: Sealer | None) -> bool:
+def _carries_seal(item: Item, sealer: Sealer | None) -> bool:
     """A reasoning item with an ``encrypted_content``, when there is a sealer to check it
     (the composition root always wires one)."""
     blob = item.get(ENCRYPTED)
