@@ -29,52 +29,11 @@ from stateway.core.errors import UpstreamError
 from stateway.core.ids import new_id
 from stateway.core.inference import ToolCallDelta
 from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
+from stateway.core.open_item import OpenItem, new_call, text_part
 from stateway.core.tools import shell, web_search
-from stateway.core.tools.catalog import Catalog, Entry
+from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.invocations import PendingCall
 from stateway.core.tools.session import ToolSession
-
-
-class _OpenItem:
-    __slots__ = (
-        "chunks",
-        "citations",
-        "entry",
-        "index",
-        "item",
-        "logprobs",
-        "refusal",
-        "text_done",
-        "text_part",
-        "tool_index",
-        "upstream_id",
-    )
-
-    def __init__(
-        self,
-        index: int,
-        item: Item,
-        tool_index: int | None = None,
-        upstream_id: str | None = None,
-    ) -> None:
-        self.index = index
-        self.item = item
-        self.chunks: list[str] = []
-        self.tool_index = tool_index
-        self.upstream_id = upstream_id
-        """The call id upstream gave, which may differ from the ``call_id`` issued."""
-        self.entry: Entry | None = None
-        """A gateway-owned call's catalog entry."""
-        self.logprobs: list[Item] | None = None
-        """A message's tokens, when its deltas carried them."""
-        self.citations: list[Item] = []
-        """A message's citations, as its upstream gave them."""
-        self.text_part = False
-        """A message's ``output_text`` part was opened (its content index is 0)."""
-        self.refusal: list[str] | None = None
-        """A message's refusal so far, once it has a ``refusal`` part."""
-        self.text_done: Item | None = None
-        """A message's ``output_text`` part, done when a refusal followed it."""
 
 
 class OutputAssembler:
@@ -103,7 +62,7 @@ class OutputAssembler:
             tools.catalog if tools is not None else catalog or Catalog([]),
             tools,
         )
-        self._open: _OpenItem | None = None
+        self._open: OpenItem | None = None
         self._closed_tools: set[int] = set()
         self._held: dict[int, list[ToolCallDelta]] = {}
         """Fragments of the calls after the one being written, by index."""
@@ -207,7 +166,7 @@ class OutputAssembler:
 
     def _write_call(self, delta: ToolCallDelta) -> None:
         current = self._open
-        if current is None or current.tool_index != delta.index or _new_id(current, delta):
+        if current is None or current.tool_index != delta.index or new_call(current, delta):
             if delta.call_id is None and delta.index in self._closed_tools:
                 raise UpstreamError(
                     "The model server interleaved tool call fragments; cannot assemble them."
@@ -249,7 +208,7 @@ class OutputAssembler:
         if item["type"] == MESSAGE:
             content = []
             if current.text_part:
-                part = _text_part("output_text", text)
+                part = text_part("output_text", text)
                 if current.logprobs is not None:
                     part["logprobs"] = list(current.logprobs)
                 if current.citations:
@@ -259,7 +218,7 @@ class OutputAssembler:
                 content.append({"type": "refusal", "refusal": "".join(current.refusal)})
             output[current.index] = {**item, "content": content}
         elif item["type"] == REASONING:
-            output[current.index] = {**item, "content": [_text_part("reasoning_text", text)]}
+            output[current.index] = {**item, "content": [text_part("reasoning_text", text)]}
         elif item["type"] == FUNCTION_CALL:
             output[current.index] = {**item, "arguments": text}
         return output
@@ -287,18 +246,18 @@ class OutputAssembler:
             for fragment in held[index]:
                 self._write_call(fragment)
 
-    def _start(self, item: Item, tool_index: int | None = None) -> _OpenItem:
+    def _start(self, item: Item, tool_index: int | None = None) -> OpenItem:
         if self._held:  # other output after the calls: the held ones are written first
             self._release("completed")
         self._close("completed")
         self.started = True
-        opened = _OpenItem(len(self._output), item, tool_index)
+        opened = OpenItem(len(self._output), item, tool_index)
         self._output.append(item)
         self._open = opened
         self._emit(ev.ItemAdded(opened.index, dict(item)))
         return opened
 
-    def _start_message(self, phase: str | None = None, *, text: bool = False) -> _OpenItem:
+    def _start_message(self, phase: str | None = None, *, text: bool = False) -> OpenItem:
         """A new message (with its ``output_text`` part open, if ``text``)."""
         item: Item = {
             "id": new_id("msg"),
@@ -312,23 +271,23 @@ class OutputAssembler:
         opened = self._start(item)
         if text:  # inline: one call less per message
             opened.text_part = True
-            self._emit(ev.PartAdded(opened.index, 0, item["id"], _text_part("output_text", "")))
+            self._emit(ev.PartAdded(opened.index, 0, item["id"], text_part("output_text", "")))
         return opened
 
-    def _open_text(self, message: _OpenItem) -> None:
+    def _open_text(self, message: OpenItem) -> None:
         message.text_part = True
-        part = _text_part("output_text", "")
+        part = text_part("output_text", "")
         self._emit(ev.PartAdded(message.index, 0, message.item["id"], part))
 
-    def _start_reasoning(self) -> _OpenItem:
+    def _start_reasoning(self) -> OpenItem:
         item: Item = {"id": new_id("rs"), "type": REASONING, "summary": [], "content": []}
         opened = self._start(item)
-        self._emit(ev.PartAdded(opened.index, 0, item["id"], _text_part("reasoning_text", "")))
+        self._emit(ev.PartAdded(opened.index, 0, item["id"], text_part("reasoning_text", "")))
         if self._reasoning is not None and self._reasoning.summary:
             self._emit(ev.SummaryPartAdded(opened.index, 0, item["id"]))
         return opened
 
-    def _start_tool_call(self, delta: ToolCallDelta) -> _OpenItem:
+    def _start_tool_call(self, delta: ToolCallDelta) -> OpenItem:
         item, entry = self._calls.open(delta)
         opened = self._start(item, delta.index)
         opened.upstream_id = delta.call_id
@@ -364,7 +323,7 @@ class OutputAssembler:
                     return  # its item is done once it has run (or, cut short, abandoned)
         self._emit(ev.ItemDone(current.index, dict(item)))
 
-    def _close_message(self, current: _OpenItem, text: str) -> list[Item]:
+    def _close_message(self, current: OpenItem, text: str) -> list[Item]:
         """A message's parts, done: its text (an empty one when it has no refusal
         either: a message the upstream began and left empty), then its refusal."""
         item_id = current.item["id"]
@@ -384,10 +343,10 @@ class OutputAssembler:
             content.append(part)
         return content
 
-    def _close_text(self, current: _OpenItem, text: str) -> Item:
+    def _close_text(self, current: OpenItem, text: str) -> Item:
         """A message's ``output_text`` part, done (its citations and tokens on it)."""
         item_id = current.item["id"]
-        part = _text_part("output_text", text)
+        part = text_part("output_text", text)
         if self._tools is not None and self._tools.sources:
             part["annotations"] = web_search.citations(text, self._tools.sources)
         if current.logprobs is not None:
@@ -407,13 +366,3 @@ class OutputAssembler:
             item["summary"] = [{"type": "summary_text", "text": text}]
         if reasoning.seal is not None and not item.get("encrypted_content"):
             item["encrypted_content"] = reasoning.seal(text)  # an upstream's own seal stays
-
-
-def _new_id(current: _OpenItem, delta: ToolCallDelta) -> bool:
-    return delta.call_id is not None and delta.call_id != current.upstream_id
-
-
-def _text_part(kind: str, text: str) -> Item:
-    if kind == "output_text":
-        return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-    return {"type": kind, "text": text}

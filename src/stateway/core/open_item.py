@@ -1,0 +1,64 @@
+"""An output item while the assembler (:mod:`stateway.core.assembler`) gathers its
+deltas, and the parts it is built of."""
+
+from __future__ import annotations
+
+from stateway.core.inference import ToolCallDelta
+from stateway.core.items import Item
+from stateway.core.tools.catalog import Entry
+
+
+class OpenItem:
+    """An output item while its deltas arrive: what it has gathered, and what it is."""
+
+    __slots__ = (
+        "chunks",
+        "citations",
+        "entry",
+        "index",
+        "item",
+        "logprobs",
+        "refusal",
+        "text_done",
+        "text_part",
+        "tool_index",
+        "upstream_id",
+    )
+
+    def __init__(
+        self,
+        index: int,
+        item: Item,
+        tool_index: int | None = None,
+        upstream_id: str | None = None,
+    ) -> None:
+        self.index = index
+        self.item = item
+        self.chunks: list[str] = []
+        self.tool_index = tool_index
+        self.upstream_id = upstream_id
+        """The call id upstream gave, which may differ from the ``call_id`` issued."""
+        self.entry: Entry | None = None
+        """A gateway-owned call's catalog entry."""
+        self.logprobs: list[Item] | None = None
+        """A message's tokens, when its deltas carried them."""
+        self.citations: list[Item] = []
+        """A message's citations, as its upstream gave them."""
+        self.text_part = False
+        """A message's ``output_text`` part was opened (its content index is 0)."""
+        self.refusal: list[str] | None = None
+        """A message's refusal so far, once it has a ``refusal`` part."""
+        self.text_done: Item | None = None
+        """A message's ``output_text`` part, done when a refusal followed it."""
+
+
+def new_call(current: OpenItem, delta: ToolCallDelta) -> bool:
+    """Whether ``delta`` starts another call than ``current`` (another upstream id)."""
+    return delta.call_id is not None and delta.call_id != current.upstream_id
+
+
+def text_part(kind: str, text: str) -> Item:
+    """A text part of ``kind`` as output items hold it."""
+    if kind == "output_text":
+        return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    return {"type": kind, "text": text}
