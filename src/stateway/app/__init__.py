@@ -17,11 +17,17 @@ from stateway.app.generation import (
     build_tools,
     compile_generation,
 )
-from stateway.app.http import TESTING_KEEPALIVE_ENV, build_app, build_authenticator
+from stateway.app.http import (
+    TESTING_KEEPALIVE_ENV,
+    TESTING_RECHECK_ENV,
+    build_app,
+    build_authenticator,
+)
 
 __all__ = [
     "BACKEND_APIS",
     "TESTING_KEEPALIVE_ENV",
+    "TESTING_RECHECK_ENV",
     "GatewayParts",
     "backend_gateway_tools",
     "build_app",

@@ -21,7 +21,7 @@ from stateway.core.ownership import fail_abandoned
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.keys import KeyStore
 from stateway.protocols.responses.encode import encode_event_json
-from stateway.surfaces.auth.authenticator import Authenticator
+from stateway.surfaces.auth.authenticator import RECHECK_INTERVAL, Authenticator
 from stateway.surfaces.http.admin import AdminRoutes, require_admin
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.chat import ChatRoutes
@@ -38,6 +38,11 @@ from stateway.surfaces.websocket.endpoint import WebSocketResponses
 TESTING_KEEPALIVE_ENV = "STATEWAY_TESTING_SSE_KEEPALIVE"
 """Testing only, not a setting: seconds between SSE keep-alive comments (default 15), so
 end-to-end tests need not wait 15 s to see one."""
+
+
+TESTING_RECHECK_ENV = "STATEWAY_TESTING_KEY_RECHECK"
+"""Testing only, not a setting: seconds between checks of a streaming request's API key
+(default 5), so end-to-end tests need not wait 5 s for a revoked key's stream to end."""
 
 
 def build_app(parts: GatewayParts) -> Starlette:
@@ -150,4 +155,7 @@ def build_authenticator(
         from stateway.identity.oidc import OidcVerifier  # PyJWT: only where OIDC is on
 
         oidc = OidcVerifier(auth.oidc.settings)
-    return Authenticator(keys=cache, oidc=oidc, admin_key=admin_credential)
+    recheck_every = float(os.environ.get(TESTING_RECHECK_ENV, RECHECK_INTERVAL))
+    return Authenticator(
+        keys=cache, oidc=oidc, admin_key=admin_credential, recheck_every=recheck_every
+    )

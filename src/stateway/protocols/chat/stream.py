@@ -34,6 +34,7 @@ import orjson
 
 from stateway.core import events as ev
 from stateway.core import logprobs
+from stateway.core.errors import GatewayError
 from stateway.core.items import FUNCTION_CALL, ITEM_BREAK
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
@@ -183,3 +184,9 @@ def stream_error(error: dict[str, Any] | None) -> dict[str, Any]:
         "param": None,
         "code": error.get("code"),
     }
+
+
+def encode_error_chunk(error: GatewayError) -> bytes:
+    """The ``data: {"error": ...}`` line ending a stream the gateway cut off (an API key
+    revoked while it streamed, an upstream failing part-way through a relay)."""
+    return b"data: " + orjson.dumps({"error": error.to_dict()}) + b"\n\n"

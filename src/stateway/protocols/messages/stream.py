@@ -30,6 +30,7 @@ from typing import Any, Final
 import orjson
 
 from stateway.core import events as ev
+from stateway.core.errors import GatewayError
 from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING
 from stateway.core.reasoning import thinking_of
 from stateway.core.response import ResponseState
@@ -45,7 +46,7 @@ from stateway.protocols.messages.encode import (
     thinking_omitted,
     tool_use_start,
 )
-from stateway.protocols.messages.errors import stream_error
+from stateway.protocols.messages.errors import encode_error, stream_error
 from stateway.protocols.messages.server_tools import SearchResults, Shown
 
 PING: Final = b'event: ping\ndata: {"type":"ping"}\n\n'
@@ -55,6 +56,12 @@ _FAILED: Final = frozenset({"failed", "cancelled"})
 def frame(data: dict[str, Any]) -> bytes:
     kind: str = data["type"]
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+def encode_error_event(error: GatewayError) -> bytes:
+    """The ``error`` event ending a stream the gateway cut off (an API key revoked while
+    it streamed: ``authentication_error``)."""
+    return frame(encode_error(error))
 
 
 class MessagesStream:

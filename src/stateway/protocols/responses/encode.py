@@ -12,6 +12,7 @@ import orjson
 
 from stateway.core import events as ev
 from stateway.core.compaction.service import Compacted
+from stateway.core.errors import GatewayError
 from stateway.core.items import Item
 from stateway.core.ports import ItemPage
 from stateway.core.response import ResponseState
@@ -252,6 +253,13 @@ def encode_sse_payload(payload: bytes) -> bytes:
     else:  # not written by this encoder: read it properly
         kind = str(orjson.loads(payload)["type"]).encode()
     return b"event: " + kind + b"\ndata: " + payload + b"\n\n"
+
+
+def encode_sse_error(error: GatewayError) -> bytes:
+    """The ``error`` event ending a stream the gateway cut off (an API key revoked while
+    it streamed), as the Responses API's: its ``code``, ``message`` and ``param``."""
+    payload = {"type": "error", "code": error.code, "message": error.message, "param": error.param}
+    return b"event: error\ndata: " + orjson.dumps(payload) + b"\n\n"
 
 
 def encode_compacted(compacted: Compacted) -> dict[str, Any]:

@@ -29,6 +29,10 @@ from stateway.surfaces.auth.credentials import credential_of
 if TYPE_CHECKING:  # the verifier loads PyJWT: only where OIDC is configured
     from stateway.identity.oidc import OidcVerifier
 
+RECHECK_INTERVAL: Final = 5.0
+"""Seconds between checks of the API key of a connection that outlasts its request (a
+stream): :mod:`.revocation`."""
+
 IDENTITY: Final = "stateway.identity"
 """The ASGI scope key under which the HTTP middleware leaves a request's identity."""
 
@@ -46,6 +50,8 @@ class Identity:
     recheck: Callable[[], Awaitable[None]] | None = field(default=None, compare=False)
     """Checks the credential again, raising :class:`CredentialRevoked` once it no longer
     holds (an API key revoked since); None when only its expiry can end it."""
+    recheck_every: float = RECHECK_INTERVAL
+    """Seconds between those checks while a connection outlasts its request."""
 
 
 ANONYMOUS: Final = Identity(Principal())
@@ -60,13 +66,16 @@ class Authenticator:
         oidc: OidcVerifier | None = None,
         admin_key: str | None = None,
         clock: Callable[[], float] = time.time,
+        recheck_every: float = RECHECK_INTERVAL,
     ) -> None:
         """``keys``: API keys are accepted; ``oidc``: tokens are; neither: auth is not
-        configured. ``admin_key``: the admin credential, when there is one."""
+        configured. ``admin_key``: the admin credential, when there is one.
+        ``recheck_every``: seconds between checks of a streaming request's API key."""
         self._keys = keys
         self._oidc = oidc
         self._admin_key = None if admin_key is None else admin_key.encode()
         self._clock = clock
+        self._recheck_every = recheck_every
         self._admin = Identity(
             None if self.required else Principal(subject="admin"), admin=True, authenticated=True
         )
@@ -113,7 +122,13 @@ class Authenticator:
         key = await self._usable_key(digest)
         principal = Principal(key.tenant_id, key.id)
         recheck = partial(self._recheck_key, digest)
-        return Identity(principal, authenticated=True, expires_at=key.expires_at, recheck=recheck)
+        return Identity(
+            principal,
+            authenticated=True,
+            expires_at=key.expires_at,
+            recheck=recheck,
+            recheck_every=self._recheck_every,
+        )
 
     async def _usable_key(self, digest: str) -> ApiKey:
         assert self._keys is not None

@@ -27,7 +27,7 @@ from stateway.core.runs import Run
 from stateway.protocols.chat.decode import ChatCall, ChatRequest, decode_chat, peek_chat
 from stateway.protocols.chat.encode import encode_completion
 from stateway.protocols.chat.errors import chat_param
-from stateway.protocols.chat.stream import ChatStream
+from stateway.protocols.chat.stream import ChatStream, encode_error_chunk
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.relay import RelayResponse
@@ -125,6 +125,7 @@ class ChatRoutes:
                 opening=partial(wait_for_output, run, hidden.shows),
                 keepalive=self._keepalive,
                 error_response=partial(_translated_answer, scope, decoded.fields),
+                ending=encode_error_chunk,
             )
         if not run.closed:  # else an attached run, over by now
             watcher = asyncio.create_task(watch_disconnect(receive, run.cancel))

@@ -30,7 +30,7 @@ from stateway.core.telemetry import REQUEST_ID as REQUEST_ID_VAR
 from stateway.protocols.messages.decode import decode_count_tokens, decode_messages
 from stateway.protocols.messages.encode import encode_message
 from stateway.protocols.messages.errors import answer_status, encode_error
-from stateway.protocols.messages.stream import PING, MessagesStream
+from stateway.protocols.messages.stream import PING, MessagesStream, encode_error_event
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.run_answers import (
@@ -118,6 +118,7 @@ class MessagesRoutes:
                     respond=partial(error_response, request_id=request_id),
                     logger=log,
                 ),
+                ending=encode_error_event,
             )
         await wait_watched(run, receive, run.cancel)
         if run.error is not None:

@@ -10,18 +10,22 @@ read timeout, its connection reset after the headers) is answered as an error, n
 status whose body never comes. When the upstream fails part-way, an event stream ends
 with one OpenAI-shaped ``data: {"error": ...}`` line (what the ``openai`` SDK raises), on
 a line of its own after what was relayed; any other body is cut short, closing the
-connection.
+connection. An event stream whose API key is revoked while it is relayed ends the same
+way, with the 401 (:class:`~stateway.surfaces.auth.revocation.RevocationWatch`), its
+upstream request closed as when the client leaves.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
-import orjson
 from starlette.types import Receive, Scope, Send
 
-from stateway.core.errors import GatewayError
+from stateway.core.errors import CredentialRevoked, GatewayError
 from stateway.core.ports import Relay
+from stateway.protocols.chat.stream import encode_error_chunk
+from stateway.surfaces.auth.revocation import RevocationWatch
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +59,13 @@ class RelayResponse:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await self._relay_all(send)
+            await self._relay_all(scope, send)
         except OSError:
             pass  # the client went away while a chunk was being written
         finally:
             await self._relay.aclose()
 
-    async def _relay_all(self, send: Send) -> None:
+    async def _relay_all(self, scope: Scope, send: Send) -> None:
         relay = self._relay
         headers = [(name.encode(), value.encode()) for name, value in relay.headers.items()]
         await send({"type": "http.response.start", "status": relay.status, "headers": headers})
@@ -69,18 +73,51 @@ class RelayResponse:
         if self._first is not None:
             await send({"type": "http.response.body", "body": self._first, "more_body": True})
         try:
-            async for chunk in self._chunks:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if _streams(relay) and RevocationWatch.applies(scope):
+                chunk, revoked = await self._relay_revocable(scope, send, chunk)
+                if revoked is not None:
+                    raise revoked
+            else:
+                async for chunk in self._chunks:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except GatewayError as error:
             log.warning("relayed answer failed part-way: %s", error.message)
             if not _streams(relay):
                 return  # left unfinished: the server closes the connection
-            frame = b"data: " + orjson.dumps({"error": error.to_dict()}) + b"\n\n"
+            frame = encode_error_chunk(error)
             if not chunk.endswith(b"\n\n"):  # cut within an event: the error goes apart
                 frame = b"\n\n" + frame
             await send({"type": "http.response.body", "body": frame, "more_body": False})
             return
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _relay_revocable(
+        self, scope: Scope, send: Send, chunk: bytes
+    ) -> tuple[bytes, CredentialRevoked | None]:
+        """Relay an event stream's chunks, cut off if its API key is revoked meanwhile:
+        the last chunk relayed, and that revocation if it was."""
+        revoked: list[CredentialRevoked] = []
+        guard = asyncio.timeout(None)
+
+        def revoke(error: CredentialRevoked) -> None:
+            if not guard.expired():
+                revoked.append(error)
+                guard.reschedule(asyncio.get_running_loop().time() - 1)
+
+        try:
+            async with guard:
+                watch = RevocationWatch.start(scope, revoke)
+                try:
+                    async for chunk in self._chunks:
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                finally:
+                    if watch is not None:
+                        watch.stop()
+        except TimeoutError:
+            if not revoked:
+                raise
+            return chunk, revoked[0]
+        return chunk, None
 
 
 def _streams(relay: Relay) -> bool:

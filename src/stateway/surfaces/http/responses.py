@@ -35,6 +35,7 @@ from stateway.protocols.responses.encode import (
     encode_item_page,
     encode_response,
     encode_sse,
+    encode_sse_error,
     encode_sse_payload,
     encode_token_count,
 )
@@ -143,6 +144,7 @@ class ResponsesRoutes:
                 opening=partial(wait_for_output, run),
                 keepalive=self._keepalive,
                 error_response=partial(error_answer, scope),
+                ending=encode_sse_error,
             )
         if on_disconnect is None:
             await run.wait()
@@ -210,6 +212,7 @@ class ResponsesRoutes:
             keepalive=self._keepalive,
             error_response=partial(error_answer, scope),
             watcher=Watcher(watch.behind),
+            ending=encode_sse_error,
         )
 
     async def delete(self, request: Request) -> Response:

@@ -1,7 +1,8 @@
 """The SSE response the routes stream: pre-encoded frames, one ASGI body message per
 chunk, the status line held until the stream opens (so an early failure is still an HTTP
-error), keep-alive comments on a timer, and a :class:`Watcher` stream's way out (its client
-gone, or too far behind the log it follows).
+error), keep-alive comments on a timer, a :class:`Watcher` stream's way out (its client
+gone, or too far behind the log it follows), and the end of a stream whose API key is
+revoked while it streams (:mod:`stateway.surfaces.auth.revocation`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from stateway.core.deadline import Deadline
-from stateway.core.errors import GatewayError
+from stateway.core.errors import CredentialRevoked, GatewayError
+from stateway.surfaces.auth.revocation import RevocationWatch
 from stateway.surfaces.http.transport import watch_disconnect
+
+REVOKED_END_WAIT = 5.0
+"""Seconds the last frame of a stream whose key was revoked may wait for a slow client."""
 
 KEEPALIVE_INTERVAL = 15.0
 """Seconds a stream may stay silent before it gets an SSE comment line."""
@@ -41,6 +46,9 @@ _SSE_HEADERS = [
 
 Chunks = AsyncGenerator[tuple[bytes, bool], None]
 """Whole SSE frames (one or more per chunk), each flagged True when it is the last."""
+
+Ending = Callable[[GatewayError], bytes]
+"""The SSE frame a stream cut off by ``error`` ends with, in its protocol's shape."""
 
 Opening = Callable[[], Awaitable[None]]
 """Awaited before the status line is sent, for at most one keep-alive interval; a
@@ -72,6 +80,12 @@ class SSEResponse(Response):
     When the client goes away, ``on_disconnect`` is called once and streaming stops. A
     :class:`Watcher` stream stops even while it waits for frames, and is cut off (the
     connection closed mid-body) when it trails too far behind.
+
+    Given its protocol's ``ending``, a stream whose API key is revoked meanwhile (checked
+    on a timer: :class:`RevocationWatch`) stops at once, wherever it waits, as if its
+    client had left (``on_disconnect`` is called: a client's own run is cancelled, a
+    watched one goes on), then sends ``ending`` (the 401 instead, when the status line
+    has not gone out yet) and closes.
     """
 
     def __init__(
@@ -85,6 +99,7 @@ class SSEResponse(Response):
         headers: dict[str, str] | None = None,
         error_response: Callable[[GatewayError], Response] | None = None,
         watcher: Watcher | None = None,
+        ending: Ending | None = None,
     ) -> None:
         super().__init__(status_code=200)
         self._idle_frame = idle_frame
@@ -95,10 +110,15 @@ class SSEResponse(Response):
         self._opening = opening
         self._keepalive = keepalive
         self._watcher = watcher
+        self._ending = ending
+        self._revoked: CredentialRevoked | None = None
         self._guard: asyncio.Timeout | None = None
-        """A watcher's way out: expired when its client leaves or it falls behind."""
+        """A watcher's way out: expired when its client leaves or it falls behind; any
+        stream's when its key is revoked."""
         self._lag_timer: asyncio.TimerHandle | None = None
         self._gone = False
+        self._left = False
+        self._started = False
         self._ended = False
         self._sending = False
         self._last_sent = 0.0
@@ -108,27 +128,45 @@ class SSEResponse(Response):
     def _disconnected(self) -> None:
         if not self._gone:
             self._gone = True
-            self._on_disconnect()
+            self._leave()
             self._stop_watching()
+
+    def _leave(self) -> None:
+        if not self._left:
+            self._left = True
+            self._on_disconnect()
+
+    def _revoke(self, revoked: CredentialRevoked) -> None:
+        """:class:`RevocationWatch` callback: stop streaming, as if the client left."""
+        if self._gone or self._ended or self._guard is None:
+            return
+        self._revoked = revoked
+        self._leave()
+        self._stop_watching()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         watcher = asyncio.create_task(watch_disconnect(receive, self._disconnected))
+        revocation = None if self._ending is None else RevocationWatch.start(scope, self._revoke)
         try:
-            if self._watcher is None:
+            if self._watcher is None and revocation is None:
                 await self._respond(scope, receive, send)
             else:
-                await self._respond_watching(scope, receive, send)
+                await self._respond_guarded(scope, receive, send)
+            if self._revoked is not None and not self._gone:
+                await self._end_revoked(self._revoked, scope, receive, send)
         except OSError:
             self._disconnected()
         finally:
             watcher.cancel()
+            if revocation is not None:
+                revocation.stop()
             for timer in (self._timer, self._lag_timer):
                 if timer is not None:
                     timer.cancel()
             if self._comment is not None:
                 self._comment.cancel()
 
-    async def _respond_watching(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _respond_guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         guard = asyncio.timeout(None)
         try:
             async with guard:
@@ -148,11 +186,13 @@ class SSEResponse(Response):
                 except GatewayError as error:
                     if self._error_response is None:
                         raise
+                    self._ended = True
                     await self._error_response(error)(scope, receive, send)
                     return
             if self._gone:
                 return
             headers = [*_SSE_HEADERS, *self._extra_headers]
+            self._started = True
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             now = asyncio.get_running_loop().time()
             self._idle_from(now, send)
@@ -160,8 +200,36 @@ class SSEResponse(Response):
                 self._check_lag_at(now + self._watcher.check_every)
             await self._stream(frames, send)
 
+    async def _end_revoked(
+        self, revoked: CredentialRevoked, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """The end of a stream cut off by its key's revocation: the protocol's error frame
+        (a slow client waited for a while only: then the connection is left unfinished,
+        which closes it), or the 401 before the stream opened."""
+        assert self._ending is not None
+        if not self._started:
+            if self._error_response is None:
+                raise revoked
+            await self._error_response(revoked)(scope, receive, send)
+            return
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            with Deadline(REVOKED_END_WAIT):
+                if self._comment is not None:
+                    await self._comment
+                frame = self._ending(revoked)
+                await send({"type": "http.response.body", "body": frame, "more_body": False})
+        except TimeoutError:
+            log.warning(
+                "left a revoked key's stream unfinished: its client did not read the last "
+                "frame within %g seconds",
+                REVOKED_END_WAIT,
+            )
+
     def _stop_watching(self) -> None:
-        """End a watcher's streaming at once, wherever it waits."""
+        """End a guarded stream's streaming at once, wherever it waits."""
         if self._guard is not None and not self._guard.expired():
             self._guard.reschedule(asyncio.get_running_loop().time() - 1)
 

@@ -19,7 +19,7 @@ Each HTTP request to ``/mcp`` is authenticated by the HTTP surface's middleware;
 principal (``principal_of``) is what the handlers act for, and the SDK binds each session
 to the principal that opened it (another principal naming the session gets 404). One
 from a web page of another site (its ``Origin`` not the gateway's own) is refused (403).
-A request outlasting its API key's revocation (a stream) is cut off (``revocation.py``),
+A request outlasting its API key's revocation (a stream) is cut off (``cutoff.py``),
 and its session's subscriptions end. A
 session idle for :data:`SESSION_IDLE_TIMEOUT` (no request in flight, no stream open) is
 closed, and at most :data:`MAX_SESSIONS` are open at once (beyond, opening one is refused
@@ -77,8 +77,8 @@ from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.hosts import cross_site
 from stateway.surfaces.http.transport import error_response
 from stateway.surfaces.mcp import resources, tool_results
+from stateway.surfaces.mcp.cutoff import serve_until_revoked
 from stateway.surfaces.mcp.inputs import as_parsed
-from stateway.surfaces.mcp.revocation import serve_until_revoked
 from stateway.surfaces.mcp.schema import tool_schemas
 from stateway.surfaces.mcp.tools import TOOLS, Result
 from stateway.surfaces.mcp.tools import Tool as ToolSpec

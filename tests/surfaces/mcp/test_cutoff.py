@@ -15,7 +15,6 @@ from mcp.client.subscriptions import SubscriptionLost
 from stateway.core.commands import Principal
 from stateway.core.errors import CredentialRevoked
 from stateway.surfaces.auth.authenticator import Identity
-from stateway.surfaces.mcp import revocation
 from tests.surfaces.mcp.test_server import ACCEPT, Served, answering, initialize, serving
 
 
@@ -24,7 +23,9 @@ class Key:
 
     def __init__(self) -> None:
         self.revoked = asyncio.Event()
-        self.identity = Identity(Principal("acme", "key_1"), authenticated=True, recheck=self.check)
+        self.identity = Identity(
+            Principal("acme", "key_1"), authenticated=True, recheck=self.check, recheck_every=0.05
+        )
         self.checks = 0
         self.checked_twice = asyncio.Event()
 
@@ -60,11 +61,6 @@ def following(served: Served) -> Changes:
 
     served.surface._updates = updates  # type: ignore[method-assign,assignment]
     return followed
-
-
-@pytest.fixture(autouse=True)
-def prompt_checks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(revocation, "CHECK_INTERVAL", 0.05)
 
 
 def call(request_id: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
