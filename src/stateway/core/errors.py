@@ -105,9 +105,9 @@ class Unauthorized(GatewayError):
 
 
 class CredentialRevoked(Unauthorized):
-    """The API key a long-lived connection (a WebSocket) was opened with, revoked or gone
-    from the store since: it will not work again, so the connection ends (an expired
-    credential is only refused: its connection's streams go on)."""
+    """The API key a long-lived connection (a WebSocket, an SSE or MCP stream) was opened
+    with, revoked or gone from the store since: it will not work again, so the connection
+    ends (an expired credential is only refused: its connection's streams go on)."""
 
 
 class Forbidden(GatewayError):

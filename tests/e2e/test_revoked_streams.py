@@ -1,0 +1,190 @@
+"""An API key revoked while its HTTP streams are open (``stateway keys revoke`` against
+the database of a real gateway): each stream ends within the check interval plus the key
+cache's TTL, with its protocol's authentication error, as its WebSocket connections and
+MCP streams do. A client's own run is cancelled with its stream; a background run watched
+goes on to its end (only the watch ends)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from stateway.app import TESTING_RECHECK_ENV
+from tests.e2e.authenticated import AuthGateway, auth_gateway, stateway
+
+MODEL = "fake-model"
+SLOW = "[[slow:300]] [[words:40]]"
+"""An answer of ~12 s: still streaming when its key is revoked."""
+BOUND = 5.0
+"""Seconds a revoked key's stream may last after the revocation: checked every 0.2 s
+here (``TESTING_RECHECK_ENV``), seen within the cache's 0.5 s TTL, and time to spare."""
+REVOKED = "This API key has been revoked."
+
+
+@pytest.fixture(scope="module")
+def gateway(fake_upstream: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthGateway]:
+    directory = tmp_path_factory.mktemp("revoked-streams")
+    database = f"sqlite:///{directory / 'stateway.db'}"
+    env = {TESTING_RECHECK_ENV: "0.2"}
+    with auth_gateway(directory, fake_upstream, database, env=env) as running:
+        yield running
+
+
+def revoke(gateway: AuthGateway, name: str) -> float:
+    """Revoke the key named ``name`` with the CLI; when that was done (monotonic)."""
+    listed = stateway("keys", "list", "--json", "--database", gateway.database)
+    [entry] = [k for k in json.loads(listed.stdout) if k["name"] == name]
+    revoked = stateway("keys", "revoke", entry["id"], "--database", gateway.database)
+    assert revoked.returncode == 0, revoked.stderr
+    return time.monotonic()
+
+
+def events_after_revoking(
+    gateway: AuthGateway, name: str, lines: Iterator[str]
+) -> tuple[list[dict[str, Any]], list[str], float]:
+    """Read a stream's first event, revoke the key, read the rest: every ``data:`` JSON,
+    every ``event:`` name, and how long the stream lasted after the revocation."""
+    data: list[dict[str, Any]] = []
+    names: list[str] = []
+    revoked_at: float | None = None
+    for line in lines:
+        if line.startswith("event: "):
+            names.append(line[7:])
+        elif line.startswith("data: ") and line != "data: [DONE]":
+            data.append(json.loads(line[6:]))
+            if revoked_at is None:
+                revoked_at = revoke(gateway, name)
+    assert revoked_at is not None, "the stream sent nothing"
+    return data, names, time.monotonic() - revoked_at
+
+
+def keys(gateway: AuthGateway) -> tuple[str, str, str]:
+    """A key to revoke (and its name), and another of the same tenant's."""
+    name = f"streaming-{uuid.uuid4().hex}"
+    key = gateway.create_key("acme", "--name", name)
+    return name, key, gateway.create_key("acme", "--name", f"other-{name}")
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def status_once_settled(gateway: AuthGateway, key: str, response_id: str) -> str:
+    deadline = time.monotonic() + 60
+    with httpx2.Client(base_url=gateway.url, headers=bearer(key), timeout=30) as client:
+        while True:
+            status: str = client.get(f"/v1/responses/{response_id}").json()["status"]
+            if status not in ("queued", "in_progress"):
+                return status
+            assert time.monotonic() < deadline, f"{response_id} is still {status}"
+            time.sleep(0.2)
+
+
+def test_a_responses_stream_ends_with_an_error_event_and_its_run_with_it(
+    gateway: AuthGateway,
+) -> None:
+    name, key, other = keys(gateway)
+    body = {"model": MODEL, "input": SLOW, "stream": True}
+    with httpx2.stream(
+        "POST", gateway.url + "/v1/responses", json=body, headers=bearer(key), timeout=60
+    ) as sse:
+        assert sse.status_code == 200
+        data, names, lasted = events_after_revoking(gateway, name, sse.iter_lines())
+
+    assert lasted < BOUND
+    assert names[-1] == "error"
+    assert data[-1] == {
+        "type": "error",
+        "code": "invalid_api_key",
+        "message": REVOKED,
+        "param": None,
+    }
+    assert "response.completed" not in names
+    # The client's own run, ended as when its client leaves (stored incomplete,
+    # client_disconnected), not answered to no one.
+    assert status_once_settled(gateway, other, data[0]["response"]["id"]) == "incomplete"
+
+
+def test_a_background_watch_ends_and_the_run_completes(gateway: AuthGateway) -> None:
+    name, key, other = keys(gateway)
+    with httpx2.Client(base_url=gateway.url, headers=bearer(key), timeout=60) as client:
+        started = client.post(
+            "/v1/responses", json={"model": MODEL, "input": SLOW, "background": True}
+        )
+        assert started.status_code == 200, started.text
+        response_id = started.json()["id"]
+        with client.stream("GET", f"/v1/responses/{response_id}?stream=true") as sse:
+            assert sse.status_code == 200
+            data, names, lasted = events_after_revoking(gateway, name, sse.iter_lines())
+
+    assert lasted < BOUND
+    assert names[-1] == "error"
+    assert (data[-1]["code"], data[-1]["message"]) == ("invalid_api_key", REVOKED)
+    assert "response.completed" not in names
+    # Only the watch ended: the run goes on, and the tenant's other key sees it finish.
+    assert status_once_settled(gateway, other, response_id) == "completed"
+
+
+def test_a_messages_stream_ends_with_an_authentication_error_event(
+    gateway: AuthGateway,
+) -> None:
+    name, key, _ = keys(gateway)
+    body = {
+        "model": MODEL,
+        "max_tokens": 200,
+        "stream": True,
+        "messages": [{"role": "user", "content": SLOW}],
+    }
+    headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
+    with httpx2.stream(
+        "POST", gateway.url + "/v1/messages", json=body, headers=headers, timeout=60
+    ) as sse:
+        assert sse.status_code == 200
+        data, names, lasted = events_after_revoking(gateway, name, sse.iter_lines())
+
+    assert lasted < BOUND
+    assert names[-1] == "error"
+    assert data[-1] == {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": REVOKED},
+    }
+    assert "message_stop" not in names
+
+
+def test_a_relayed_chat_stream_ends_with_an_error_chunk(gateway: AuthGateway) -> None:
+    """The fast path (a Chat upstream, no gateway tools): the relay is cut, its upstream
+    request closed, and the stream ends with the error line a relay ends a failure with."""
+    name, key, _ = keys(gateway)
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": SLOW}]}
+    with httpx2.stream(
+        "POST", gateway.url + "/v1/chat/completions", json=body, headers=bearer(key), timeout=60
+    ) as sse:
+        assert sse.status_code == 200
+        data, _, lasted = events_after_revoking(gateway, name, sse.iter_lines())
+
+    assert lasted < BOUND
+    assert data[-1]["error"]["code"] == "invalid_api_key"
+    assert data[-1]["error"]["message"] == REVOKED
+    assert all(chunk.get("choices", [{}])[0].get("finish_reason") is None for chunk in data[:-1])
+
+
+def test_an_unrevoked_keys_stream_runs_to_its_end(gateway: AuthGateway) -> None:
+    """Checked all along (every 0.2 s here), a key that holds changes nothing."""
+    _, key, _ = keys(gateway)
+    body = {"model": MODEL, "input": "[[slow:100]] [[words:10]]", "stream": True}
+    with httpx2.stream(
+        "POST", gateway.url + "/v1/responses", json=body, headers=bearer(key), timeout=60
+    ) as sse:
+        names = [line[7:] for line in sse.iter_lines() if line.startswith("event: ")]
+    assert names[-1] == "response.completed"
+
+
+def test_zz_no_key_reached_the_log(gateway: AuthGateway) -> None:
+    assert "sk-sw-" not in Path(gateway.log).read_text()
