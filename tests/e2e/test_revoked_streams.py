@@ -2,7 +2,8 @@
 the database of a real gateway): each stream ends within the check interval plus the key
 cache's TTL, with its protocol's authentication error, as its WebSocket connections and
 MCP streams do. A client's own run is cancelled with its stream; a background run watched
-goes on to its end (only the watch ends)."""
+goes on to its end (only the watch ends). A WebSocket connection sending no frame is
+closed all the same."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from typing import Any
 
 import httpx2
 import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 from stateway.app import TESTING_RECHECK_ENV
 from tests.e2e.authenticated import AuthGateway, auth_gateway, stateway
@@ -173,6 +176,35 @@ def test_a_relayed_chat_stream_ends_with_an_error_chunk(gateway: AuthGateway) ->
     assert data[-1]["error"]["code"] == "invalid_api_key"
     assert data[-1]["error"]["message"] == REVOKED
     assert all(chunk.get("choices", [{}])[0].get("finish_reason") is None for chunk in data[:-1])
+
+
+def until_closed(socket: Any, frames: list[dict[str, Any]]) -> ConnectionClosed:
+    """Read frames into ``frames`` until the gateway closes the connection."""
+    while True:
+        try:
+            frames.append(json.loads(socket.recv(timeout=30)))
+        except ConnectionClosed as closed:
+            return closed
+
+
+def test_a_websocket_sending_no_frame_is_closed_all_the_same(gateway: AuthGateway) -> None:
+    """No request frame comes to check the key: the timer does, and the connection gets
+    the 401 error frame and the 1008 close as a frame's check would give it."""
+    name, key, _ = keys(gateway)
+    url = gateway.url.replace("http://", "ws://", 1) + "/v1/responses"
+    frames: list[dict[str, Any]] = []
+    with connect(url, additional_headers=bearer(key)) as socket:
+        socket.send(json.dumps({"type": "response.create", "model": MODEL, "input": SLOW}))
+        frames.append(json.loads(socket.recv(timeout=30)))
+        revoked_at = revoke(gateway, name)
+        closed = until_closed(socket, frames)
+        lasted = time.monotonic() - revoked_at
+
+    assert lasted < BOUND
+    assert frames[-1]["type"] == "error"
+    assert (frames[-1]["status"], frames[-1]["error"]["message"]) == (401, REVOKED)
+    assert closed.rcvd is not None
+    assert closed.rcvd.code == 1008
 
 
 def test_an_unrevoked_keys_stream_runs_to_its_end(gateway: AuthGateway) -> None:

@@ -4,10 +4,11 @@ The receive loop reads one frame at a time and answers what is wrong with it at 
 with an error frame (the connection and its lanes go on): a binary or oversize frame, one
 that is not JSON or of no known type, an expired credential (the upgrade was
 authenticated; each request frame checks the credential again: its expiry, and an API
-key's revocation through the key cache), a shutdown under way, a cap. A revoked key's
-error frame ends the connection: it goes out after what was queued, then the close
-(1008). A good frame becomes work on its lane (:mod:`.lanes`), but a ``response.steer``,
-answered at once by :mod:`.steering` (its input goes to the response it names).
+key's revocation through the key cache, also checked every 5 s while no frame comes), a
+shutdown under way, a cap. A revoked key's error frame ends the connection: it goes out
+after what was queued, then the close (1008). A good frame becomes work on its lane
+(:mod:`.lanes`), but a ``response.steer``, answered at once by :mod:`.steering` (its input
+goes to the response it names).
 
 A ``response.create`` runs as the HTTP route's streamed create does (with its
 ``command_id`` through ``Gateway.once``), journaled, and the lane streams the journal's
@@ -56,6 +57,7 @@ from stateway.protocols.responses.frames import (
     with_stream_id,
 )
 from stateway.surfaces.auth.authenticator import current_principal
+from stateway.surfaces.auth.revocation import RevocationWatch
 from stateway.surfaces.websocket.lanes import Checkpoints, LaneKey, Lanes
 from stateway.surfaces.websocket.outbox import Outbox
 from stateway.surfaces.websocket.steering import NOT_INHERITED, Commit, Steering, Successor
@@ -142,7 +144,9 @@ class Session:
         """Logs kept after their run's end, being written (the close frame waits)."""
 
     async def serve(self, receive: Receive) -> None:
-        """The receive loop, until the client is gone."""
+        """The receive loop, until the client is gone; a revoked API key's connection
+        is ended (:class:`RevocationWatch`) even while no frame comes."""
+        revocation = RevocationWatch.start(self._scope, self._refuse)
         try:
             while True:
                 message = await receive()
@@ -151,6 +155,8 @@ class Session:
                 if message["type"] == "websocket.receive" and not self._closing:
                     await self._receive(message)
         finally:
+            if revocation is not None:
+                revocation.stop()
             self._closing = True
             self._keep_logs()
             self.lanes.cancel()
