@@ -19,6 +19,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
+from stateway.app import TESTING_RECHECK_ENV
 from tests.e2e.authenticated import AuthGateway, auth_gateway, stateway
 from tests.e2e.routing import fake_requests
 
@@ -33,8 +34,10 @@ USED: list[str] = [ADMIN]
 def gateway(fake_upstream: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthGateway]:
     directory = tmp_path_factory.mktemp("keys")
     database = f"sqlite:///{directory / 'stateway.db'}"
-    admin = {"STATEWAY_ADMIN_KEY": ADMIN}
-    with auth_gateway(directory, fake_upstream, database, env=admin) as running:
+    # The checks each request frame makes are tested here: the timer's (every 5 s, which
+    # would end a socket before a frame's check could) in test_revoked_streams.py.
+    env = {"STATEWAY_ADMIN_KEY": ADMIN, TESTING_RECHECK_ENV: "600"}
+    with auth_gateway(directory, fake_upstream, database, env=env) as running:
         yield running
 
 
