@@ -61,6 +61,7 @@ from stateway.surfaces.auth.revocation import RevocationWatch
 from stateway.surfaces.websocket.lanes import Checkpoints, LaneKey, Lanes
 from stateway.surfaces.websocket.outbox import Outbox
 from stateway.surfaces.websocket.steering import NOT_INHERITED, Commit, Steering, Successor
+from stateway.surfaces.websocket.streaming import Streaming, live_watch
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -93,22 +94,6 @@ class Request:
     """A create's fingerprint, when it carries a ``command_id``."""
     settings: dict[str, Any] = field(default_factory=dict)
     """A create's fields that the successors of its response inherit."""
-
-
-class Streaming:
-    """What a lane streams now, and how far it trails: the events its watch has not
-    given it, and those it was given and has not put into the outbox yet (counted for a
-    live run only: a replay of a stored log is paced, it piles nothing up)."""
-
-    __slots__ = ("held", "live", "watch")
-
-    def __init__(self, watch: Watch, live: bool) -> None:
-        self.watch = watch
-        self.live = live
-        self.held = 0
-
-    def behind(self) -> int:
-        return self.watch.behind() + (self.held if self.live else 0)
 
 
 class Session:
@@ -305,14 +290,14 @@ class Session:
         gateway, principal = self._surface.gateway, request.principal
         if frame.command_id is None or request.digest is None:
             run = await gateway.execute(principal, frame.command)
-            return run, _watch(run)
+            return run, live_watch(run)
         async with gateway.once(
             principal, frame.command_id, request.digest, param="command_id"
         ) as once:
             if once.outcome is None:
                 run = await gateway.execute(principal, frame.command)
                 once.remember(response_id=run.id)
-                return run, _watch(run)
+                return run, live_watch(run)
             outcome = once.outcome
         if outcome.response_id is None:  # the id answered something else (an HTTP request)
             raise IdempotencyKeyReused("command_id")
@@ -404,9 +389,3 @@ class Session:
             await asyncio.wait(self._storing, timeout=LOG_WAIT)
         with suppress(OSError):  # gone already
             await self._send(message)
-
-
-def _watch(run: Run) -> Watch:
-    if run.journal is None:  # the composition root always gives the core an encoder
-        raise GatewayError("WebSocket mode needs the gateway's event journal.", status=503)
-    return LiveWatch(run, run.journal)
