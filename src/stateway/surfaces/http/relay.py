@@ -73,7 +73,7 @@ class RelayResponse:
         if self._first is not None:
             await send({"type": "http.response.body", "body": self._first, "more_body": True})
         try:
-            if _streams(relay) and RevocationWatch.applies(scope):
+            if RevocationWatch.applies(scope) and _streams(relay):  # an API key's only
                 chunk, revoked = await self._relay_revocable(scope, send, chunk)
                 if revoked is not None:
                     raise revoked
