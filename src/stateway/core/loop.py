@@ -207,8 +207,10 @@ class Loop:
                 )
                 run.progress = assembler.output_so_far
                 exhausted = limit is not None and tools.calls_made >= limit
-                # the seals on its reasoning are the client's: the model gets what is under
-                output = unsealed_output(state.output, self._sealer, state.tenant_id)
+                output = state.output  # empty in the first round
+                if output:  # the seals on its reasoning are the client's: the model gets
+                    # what is under them
+                    output = unsealed_output(output, self._sealer, state.tenant_id)
                 request = InferenceRequest(
                     model=plan.first.model,
                     instructions=state.instructions,
