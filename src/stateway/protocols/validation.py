@@ -128,6 +128,16 @@ def wrong_type(param: str, expected: str, value: object) -> InvalidRequest:
     )
 
 
+def missing_or_wrong_type(
+    raw: dict[str, Any], path: str, key: str, expected: str = "a string"
+) -> InvalidRequest:
+    """``raw``'s ``key`` (at ``path``) missing, or not ``expected``: each in hosted's words."""
+    param = f"{path}.{key}"
+    if raw.get(key) is None:
+        return _missing(param)
+    return wrong_type(param, expected, raw[key])
+
+
 def json_kind(value: object) -> str:
     """A JSON value's type, as hosted names the one it got (``a decimal number``)."""
     match value:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stateway.core.errors import InvalidRequest
+from stateway.protocols.validation import missing_or_wrong_type
 
 _STRINGS = {
     "mcp_call": ("id", "name", "server_label", "arguments"),
@@ -21,30 +21,16 @@ _STRINGS = {
 def check_gateway_item(raw: dict[str, Any], path: str, kind: str) -> None:
     for key in _STRINGS[kind]:
         if not isinstance(raw.get(key), str):
-            raise _invalid(raw, path, key, "a string")
+            raise missing_or_wrong_type(raw, path, key, "a string")
     approval = raw.get("approval_request_id")
     if kind == "mcp_call" and approval is not None and not isinstance(approval, str):
-        raise _invalid(raw, path, "approval_request_id", "a string")
+        raise missing_or_wrong_type(raw, path, "approval_request_id", "a string")
     if kind == "web_search_call" and raw.get("action") is not None:
         action = raw["action"]
         if not isinstance(action, dict):
-            raise _invalid(raw, path, "action", "an object")
+            raise missing_or_wrong_type(raw, path, "action", "an object")
         sources = action.get("sources")
         if sources is not None and (
             not isinstance(sources, list) or not all(isinstance(s, dict) for s in sources)
         ):
-            raise _invalid(action, f"{path}.action", "sources", "a list of objects")
-
-
-def _invalid(raw: dict[str, Any], path: str, key: str, expected: str) -> InvalidRequest:
-    if raw.get(key) is None:
-        return InvalidRequest(
-            f"Missing required parameter: '{path}.{key}'.",
-            param=f"{path}.{key}",
-            code="missing_required_parameter",
-        )
-    return InvalidRequest(
-        f"Invalid type for '{path}.{key}': expected {expected}.",
-        param=f"{path}.{key}",
-        code="invalid_type",
-    )
+            raise missing_or_wrong_type(action, f"{path}.action", "sources", "a list of objects")

@@ -17,6 +17,7 @@ from stateway.core.ids import new_id
 from stateway.core.items import ID_PREFIXES, Item
 from stateway.protocols.responses.gateway_items import check_gateway_item
 from stateway.protocols.responses.nesting import check_nesting
+from stateway.protocols.validation import missing_or_wrong_type
 
 _ROLES = frozenset({"user", "system", "developer", "assistant"})
 _PART_TEXT = frozenset({"input_text", "output_text", "refusal", "text", "summary_text"})
@@ -114,7 +115,7 @@ def _item(raw: dict[str, Any], path: str) -> Item:
             content = raw.get("content")
             if content is not None:
                 if not isinstance(content, list):
-                    raise _missing_or_invalid_list(raw, path, "content")
+                    raise missing_or_wrong_type(raw, path, "content", "a list")
                 _check_texts(content, f"{path}.content")
             item = dict(raw)
             item.setdefault("summary", [])
@@ -130,7 +131,7 @@ def _item(raw: dict[str, Any], path: str) -> Item:
         case "mcp_approval_response":
             _require_str(raw, path, "approval_request_id")
             if not isinstance(raw.get("approve"), bool):
-                raise _missing_or_invalid(raw, path, "approve")
+                raise missing_or_wrong_type(raw, path, "approve", "a boolean")
             item = dict(raw)
             if not isinstance(item.get("id"), str) or not item["id"]:
                 item["id"] = new_id(ID_PREFIXES[kind])
@@ -148,13 +149,13 @@ def _item(raw: dict[str, Any], path: str) -> Item:
         case "shell_call_output":
             _require_str(raw, path, "call_id")
             if not isinstance(raw.get("output"), list):
-                raise _missing_or_invalid_list(raw, path, "output")
+                raise missing_or_wrong_type(raw, path, "output", "a list")
             return _with_id(dict(raw), kind)
         case "local_shell_call_output":
             # Its ``id`` is the call's ``call_id`` (as the spec has it): never replaced.
             _require_str(raw, path, "output")
             if not isinstance(raw.get("call_id") or raw.get("id"), str):
-                raise _missing_or_invalid(raw, path, "id")
+                raise missing_or_wrong_type(raw, path, "id")
             return dict(raw)
         case "mcp_call" | "mcp_approval_request" | "web_search_call":
             check_gateway_item(raw, path, kind)
@@ -209,7 +210,7 @@ def _part(raw: Any, path: str) -> Item:
     if kind in _PART_TEXT:
         key = "refusal" if kind == "refusal" else "text"
         if not isinstance(raw.get(key), str):
-            raise _missing_or_invalid(raw, path, key)
+            raise missing_or_wrong_type(raw, path, key)
     if kind == "input_image":
         url = raw.get("image_url")
         if not isinstance(url, str) or not url.startswith(("http://", "https://", "data:")):
@@ -257,7 +258,7 @@ def _check_texts(parts: list[Any], path: str) -> None:
                 "Each part must be an object.", param=f"{path}[{index}]", code="invalid_type"
             )
         if not isinstance(part.get("text"), str):
-            raise _missing_or_invalid(part, f"{path}[{index}]", "text")
+            raise missing_or_wrong_type(part, f"{path}[{index}]", "text")
 
 
 def _message(role: str, parts: list[Item], raw: dict[str, Any] | None) -> Item:
@@ -281,42 +282,16 @@ def _with_id(item: Item, kind: str) -> Item:
 def _require_str(raw: dict[str, Any], path: str, *keys: str) -> None:
     for key in keys:
         if not isinstance(raw.get(key), str):
-            raise _missing_or_invalid(raw, path, key)
-
-
-def _missing_or_invalid(raw: dict[str, Any], path: str, key: str) -> InvalidRequest:
-    if raw.get(key) is None:
-        return InvalidRequest(
-            f"Missing required parameter: '{path}.{key}'.",
-            param=f"{path}.{key}",
-            code="missing_required_parameter",
-        )
-    return InvalidRequest(
-        f"Invalid type for '{path}.{key}': expected a string.",
-        param=f"{path}.{key}",
-        code="invalid_type",
-    )
+            raise missing_or_wrong_type(raw, path, key)
 
 
 def _check_action(raw: dict[str, Any], path: str, key: str) -> None:
     action = raw.get("action")
     if not isinstance(action, dict):
-        raise _missing_or_invalid_list(raw, path, "action", "an object")
+        raise missing_or_wrong_type(raw, path, "action", "an object")
     commands = action.get(key)
     if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
-        raise _missing_or_invalid_list(action, f"{path}.action", key)
-
-
-def _missing_or_invalid_list(
-    raw: dict[str, Any], path: str, key: str, expected: str = "a list"
-) -> InvalidRequest:
-    if raw.get(key) is None:
-        return _missing_or_invalid(raw, path, key)
-    return InvalidRequest(
-        f"Invalid type for '{path}.{key}': expected {expected}.",
-        param=f"{path}.{key}",
-        code="invalid_type",
-    )
+        raise missing_or_wrong_type(action, f"{path}.action", key, "a list of strings")
 
 
 def _check_tool_search(raw: dict[str, Any], path: str, kind: str) -> None:
@@ -338,10 +313,10 @@ def _check_tool_search(raw: dict[str, Any], path: str, kind: str) -> None:
                 code="invalid_value",
             )
         if not isinstance(call_id, str):
-            raise _missing_or_invalid(raw, path, "call_id")
+            raise missing_or_wrong_type(raw, path, "call_id")
     if kind == "tool_search_call":
         if "arguments" not in raw:
-            raise _missing_or_invalid(raw, path, "arguments")
+            raise missing_or_wrong_type(raw, path, "arguments")
     elif not isinstance(raw.get("tools"), list):
         raise InvalidRequest(
             "A 'tool_search_output' item needs a list of 'tools' (the tools to load).",
