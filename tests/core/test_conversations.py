@@ -24,6 +24,7 @@ from stateway.core.commands import (
     Principal,
     UpdateConversation,
 )
+from stateway.core.compaction.sealed import COMPACTION, REASONING, seal
 from stateway.core.conversations.ports import Conversation
 from stateway.core.conversations.service import ConversationDeleted
 from stateway.core.errors import (
@@ -268,6 +269,49 @@ async def test_an_upstreams_seal_as_it_came_is_refused_among_added_items() -> No
     }
     await world.gateway.execute(ME, AddConversationItems(conversation.id, [sealed_over]))
     assert len(await world.items(conversation.id)) == 2
+
+
+async def test_a_seal_is_verified_for_the_tenant_when_added() -> None:
+    """A compaction item's seal, and a reasoning item's the gateway made, must open for
+    the tenant adding it: nothing forged is stored, and a batch with one is not added."""
+    world = World(sealer=SEALER)
+    conversation = await world.conversation("hi")
+    mine, theirs = ME.tenant_id, "another-tenant"
+
+    def compaction(tenant: str) -> Item:
+        return {"type": "compaction", "encrypted_content": seal(SEALER, COMPACTION, tenant, "sum")}
+
+    def reasoning(tenant: str) -> Item:
+        blob = seal(SEALER, REASONING, tenant, "thought")
+        return {"type": "reasoning", "summary": [], "encrypted_content": blob}
+
+    def sealed_over(tenant: str) -> Item:
+        blob = wrapped(SEALER, tenant, "redacted_thinking:data")
+        return {"type": "reasoning", "summary": [], "encrypted_content": blob}
+
+    for make in (compaction, reasoning, sealed_over):
+        good = make(mine)
+        blob = good["encrypted_content"]
+        middle = len(blob) // 2
+        flipped = blob[:middle] + ("A" if blob[middle] != "A" else "B") + blob[middle + 1 :]
+        altered = {**good, "encrypted_content": flipped}
+        for bad in (make(theirs), altered, {**good, "encrypted_content": "sw1.forged"}):
+            with pytest.raises(InvalidRequest) as caught:
+                await world.gateway.execute(
+                    ME, AddConversationItems(conversation.id, [user("x"), good, bad])
+                )
+            assert caught.value.code == "invalid_encrypted_content"
+            assert caught.value.param == "items[2].encrypted_content"
+            assert f"this {good['type']} item could not be verified" in caught.value.message
+            with pytest.raises(InvalidRequest) as refused:
+                await world.gateway.execute(ME, CreateConversation(items=[bad], metadata={}))
+            assert refused.value.param == "items[0].encrypted_content"
+        assert len(await world.items(conversation.id)) == 1
+        assert len(world.conversations.stored) == 1
+    added = [compaction(mine), reasoning(mine), sealed_over(mine)]
+    await world.gateway.execute(ME, AddConversationItems(conversation.id, added))
+    await world.gateway.execute(ME, CreateConversation(items=added, metadata={}))
+    assert len(await world.items(conversation.id)) == 4
 
 
 async def test_a_reference_id_is_kept() -> None:

@@ -81,17 +81,26 @@ def test_compact_refusals(client: OpenAI) -> None:
     assert unknown.value.code == "previous_response_not_found"
 
 
-def test_a_tampered_compaction_in_a_conversation_is_named_by_the_conversation(
-    client: OpenAI,
-) -> None:
+def test_a_tampered_compaction_is_not_added_to_a_conversation(client: OpenAI) -> None:
     compacted = client.responses.compact(model=MODEL, input="hello")
-    item = compacted.output[-1].model_dump()
-    broken = {**item, "encrypted_content": tampered(item["encrypted_content"])}
-    conversation = client.conversations.create(items=[user("hello"), broken])
-    with pytest.raises(openai.BadRequestError) as refused:
-        client.responses.create(model=MODEL, input="go", conversation=conversation.id)
-    assert refused.value.code == "invalid_encrypted_content"
-    assert refused.value.body["param"] == "conversation"  # type: ignore[index]
+    item = compacted.output[-1].model_dump(exclude={"id"})
+    conversation = client.conversations.create(items=[user("hello")])
+    for bad in (tampered(item["encrypted_content"]), "sw1.forged", "plain text"):
+        broken = {**item, "encrypted_content": bad}
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.conversations.create(items=[user("hello"), broken])  # type: ignore[list-item]
+        assert refused.value.code == "invalid_encrypted_content"
+        assert refused.value.body["param"] == "items[1].encrypted_content"  # type: ignore[index]
+        assert refused.value.body["type"] == "invalid_request_error"  # type: ignore[index]
+        with pytest.raises(openai.BadRequestError) as appended:
+            client.conversations.items.create(conversation.id, items=[item, broken])  # type: ignore[list-item]
+        assert appended.value.code == "invalid_encrypted_content"
+        assert appended.value.body["param"] == "items[1].encrypted_content"  # type: ignore[index]
+    stored = client.conversations.items.list(conversation.id).data
+    assert [entry.type for entry in stored] == ["message"]  # the batch's good item neither
+    client.conversations.items.create(conversation.id, items=[item])  # type: ignore[list-item]
+    answer = client.responses.create(model=MODEL, input="[[echo]]", conversation=conversation.id)
+    assert SUMMARY_PREFIX in answer.output_text
 
 
 def test_tampered_or_forged_compaction_is_refused(client: OpenAI) -> None:

@@ -142,6 +142,51 @@ def test_sealed_items_of_another_tenant_do_not_open(tenants: Tenants) -> None:
                 assert refused.json()["error"]["param"] == "input[1].encrypted_content"
 
 
+def test_sealed_items_added_to_a_conversation_open_for_their_tenant_only(
+    tenants: Tenants,
+) -> None:
+    """Appended items are stored as sent: a seal of another tenant, or an altered one, is
+    refused when added (the whole batch), not stored to fail a later turn."""
+    with sdk(tenants, tenants.alice) as alice:
+        compaction = alice.responses.compact(model=MODEL, input="hello").output[-1]
+        reasoning = alice.responses.create(
+            model=MODEL, input="[[reason:mine]] hi", include=["reasoning.encrypted_content"]
+        ).output[0]
+    blobs = [
+        {"type": "compaction", "encrypted_content": compaction.encrypted_content},  # type: ignore[union-attr]
+        {"type": "reasoning", "summary": [], "encrypted_content": reasoning.encrypted_content},  # type: ignore[union-attr]
+    ]
+    user = {"role": "user", "content": "hi"}
+    with client(tenants, tenants.alice) as owner, client(tenants, tenants.bob) as bob:
+        mine, theirs = (
+            http.post("/v1/conversations", json={"items": [user]}).json()["id"]
+            for http in (owner, bob)
+        )
+        for blob in blobs:
+            sealed = blob["encrypted_content"]
+            middle = len(sealed) // 2
+            flipped = "A" if sealed[middle] != "A" else "B"
+            altered = {
+                **blob,
+                "encrypted_content": sealed[:middle] + flipped + sealed[middle + 1 :],
+            }
+            for http, conversation, bad in ((bob, theirs, blob), (owner, mine, altered)):
+                for path in ("/v1/conversations", f"/v1/conversations/{conversation}/items"):
+                    refused = http.post(path, json={"items": [user, bad]})
+                    assert refused.status_code == 400, (path, refused.text)
+                    error = refused.json()["error"]
+                    assert error["type"] == "invalid_request_error"
+                    assert error["code"] == "invalid_encrypted_content"
+                    assert error["param"] == "items[1].encrypted_content"
+            assert owner.post("/v1/conversations", json={"items": [user, blob]}).status_code == 200
+        for http, conversation in ((owner, mine), (bob, theirs)):
+            assert len(http.get(f"/v1/conversations/{conversation}/items").json()["data"]) == 1
+        added = owner.post(f"/v1/conversations/{mine}/items", json={"items": blobs})
+        assert added.status_code == 200, added.text
+        turn = {"model": MODEL, "input": "[[echo]]", "conversation": mine}
+        assert owner.post("/v1/responses", json=turn).status_code == 200
+
+
 async def test_mcp_command_ids_and_turns_run_apart_for_each_tenant(
     tenants: Tenants, owned: Owned
 ) -> None:

@@ -16,7 +16,8 @@
   stored before seals were sealed over): in the request's own input, where any tenant
   could send another's, it is left out (the item goes on as reasoning no upstream signed,
   as a client's history from elsewhere did before), and among items added to a
-  conversation it is a 400 (:func:`check_added`).
+  conversation it is a 400 (:func:`check_added`, which verifies their other seals then,
+  as the request's own input's are).
 - A ``compaction_trigger`` is an instruction to the gateway, not context: left out.
 
 A response's own output, in its later rounds, is sent without the seals the gateway put on
@@ -99,15 +100,21 @@ def unsealed_output(items: list[Item], sealer: Sealer | None, tenant_id: str) ->
     ]
 
 
-def check_added(items: list[Item], sealer: Sealer | None) -> None:
-    """Items a client adds to a conversation (``items[i]``), stored as sent: an
-    upstream's seal as it came is refused there, or it would be taken as stored (one the
-    gateway sealed is opened when the conversation is used)."""
+def check_added(items: list[Item], tenant_id: str, sealer: Sealer | None) -> None:
+    """Items a client adds to a conversation (``items[i]``), stored as sent, so verified
+    now as the request's own input is (or a forged seal would be stored, and refused only
+    once a turn uses it): a compaction item's seal, and a reasoning item's the gateway
+    made, must open for ``tenant_id``; an upstream's seal as it came is refused there too,
+    or it would be taken as stored. A 400 names the first item at fault."""
     for index, item in enumerate(items):
-        if _carries_seal(item, sealer):
+        param = f"items[{index}].{ENCRYPTED}"
+        if item.get("type") == sealed.COMPACTION:
+            sealed.unseal(sealer, sealed.COMPACTION, tenant_id, item.get(ENCRYPTED), param)
+        elif _carries_seal(item, sealer):
             assert sealer is not None
             if not sealer.owns(item[ENCRYPTED].removeprefix(REDACTED)):
-                raise sealed.invalid(REASONING, f"items[{index}].{ENCRYPTED}")
+                raise sealed.invalid(REASONING, param)
+            _opened_reasoning(item, tenant_id, sealer, param, given=False)
 
 
 def summary_message(summary: str, item_id: object = None) -> Item:

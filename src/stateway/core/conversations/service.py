@@ -44,13 +44,13 @@ class Conversations:
     def __init__(self, store: ConversationStore, sealer: Sealer | None = None) -> None:
         self._store = store
         self._sealer = sealer
-        """Checks the seals on the reasoning items added (:func:`check_added`)."""
+        """Verifies the seals on the compaction and reasoning items added (:func:`check_added`)."""
 
     async def execute(self, tenant_id: str, command: ConversationCommand) -> ConversationResult:
         match command:
             case CreateConversation(items=items, metadata=metadata):
                 check_added_answers([], items)
-                check_added(items, self._sealer)
+                check_added(items, tenant_id, self._sealer)
                 conversation = Conversation(tenant_id, new_id("conv"), time.time(), metadata)
                 await self._store.create(conversation, with_new_ids(items))
                 return conversation
@@ -66,7 +66,7 @@ class Conversations:
                     raise ConversationNotFound(conversation_id)
                 return ConversationDeleted(conversation_id)
             case AddConversationItems(conversation_id=conversation_id, items=items):
-                check_added(items, self._sealer)
+                check_added(items, tenant_id, self._sealer)
                 if has_tool_items(items):  # what they answer is among the items before
                     await self._check_answers(tenant_id, conversation_id, items)
                 added = await self._store.add_items(tenant_id, conversation_id, with_new_ids(items))
