@@ -11,7 +11,7 @@ import pytest
 
 from stateway.coordination import MemoryCommandResults
 from stateway.core import background
-from stateway.core.commands import CancelResponse, DeleteResponse, Principal
+from stateway.core.commands import CancelResponse, Credential, DeleteResponse, Principal
 from stateway.core.coordination import MAX_COMMAND_ID, CancelHandler, CommandKey, Outcome
 from stateway.core.errors import IdempotencyKeyReused, InvalidRequest, NotFound, StorageError
 from stateway.core.exactly_once import Attempt, attempt, fingerprint
@@ -168,6 +168,16 @@ async def test_principals_of_one_tenant_have_their_own_command_ids() -> None:
     async with gateway.once(alice, "id", "f", param="p") as first:
         first.remember(b"alice's")
     async with gateway.once(bob, "id", "f", param="p") as second:
+        assert second.outcome is None
+
+
+async def test_a_token_whose_sub_is_a_keys_id_has_command_ids_of_its_own() -> None:
+    gateway = gateway_for(MemoryStore(), results=MemoryCommandResults())
+    key = Principal("acme", "key_1", Credential.API_KEY)
+    token = Principal("acme", "key_1", Credential.TOKEN)
+    async with gateway.once(key, "id", "f", param="p") as first:
+        first.remember(b"the key's")
+    async with gateway.once(token, "id", "f", param="p") as second:
         assert second.outcome is None
 
 

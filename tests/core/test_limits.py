@@ -14,6 +14,7 @@ from stateway.coordination.token_buckets import MemoryTokenBuckets
 from stateway.core.commands import (
     CompactResponse,
     CreateResponse,
+    Credential,
     ForwardChat,
     GetResponse,
     ListModels,
@@ -70,6 +71,17 @@ async def test_requests_past_the_allowance_are_refused_with_whole_seconds() -> N
     assert error.headers == {"Retry-After": "20"}
     assert "per minute (limit 2)" in error.message
     await ended(await gateway.execute(BOB, create()))  # another principal's bucket
+
+
+async def test_a_token_whose_sub_is_a_keys_id_has_buckets_of_its_own() -> None:
+    key = Principal("acme", "key_1", Credential.API_KEY)
+    token = Principal("acme", "key_1", Credential.TOKEN)
+    gateway = gateway_with(RateLimits(MemoryTokenBuckets(Clock()), requests_per_minute=1))
+    await ended(await gateway.execute(key, create()))
+
+    await ended(await gateway.execute(token, create()))
+    with pytest.raises(RateLimited):
+        await gateway.execute(key, create())
 
 
 async def test_a_fraction_of_a_second_is_rounded_up() -> None:

@@ -176,7 +176,7 @@ class Gateway:
                 param=param,
                 code="invalid_value",
             )
-        key = CommandKey(principal.tenant_id, principal.subject, command_id)
+        key = CommandKey(principal.tenant_id, principal.scope, command_id)
         return attempt(self._results, key, digest, param=param)
 
     def cancel_signalled(self, tenant_id: str, response_id: str) -> None:

@@ -1,6 +1,6 @@
 """Rate limits: requests and tokens per minute for each principal, as token buckets.
 
-Each principal (tenant and subject: an API key once keys exist) has one bucket per limit,
+Each principal (tenant and scope: an API key, a token's subject) has one bucket per limit,
 holding at most a minute's allowance and refilled continuously at a sixtieth of it per
 second, so a burst of a whole minute's allowance passes and then requests pace out.
 The buckets live behind :class:`TokenBuckets`: in process (one gateway) or in Redis,
@@ -121,5 +121,5 @@ def charged_tokens(state: ResponseState) -> int:
 
 
 def _key(kind: str, principal: Principal) -> str:
-    # Unit separators cannot appear in tenant names or subjects (as in CommandKey).
-    return f"{kind}\x1f{principal.tenant_id}\x1f{principal.subject}"
+    # Unit separators cannot appear in tenant names or scopes (as in CommandKey).
+    return f"{kind}\x1f{principal.tenant_id}\x1f{principal.scope}"

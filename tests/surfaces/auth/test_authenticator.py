@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from stateway.core.commands import Principal
+from stateway.core.commands import Credential, Principal
 from stateway.core.errors import CredentialRevoked, Forbidden, Unauthorized
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.keys import ApiKey, key_digest, new_key
@@ -46,7 +46,9 @@ async def test_a_key_acts_for_its_tenant_as_its_id() -> None:
 
     identity = await with_keys(store).identify(bearer(key))
 
-    assert identity == Identity(Principal("acme", record.id), authenticated=True, expires_at=500.0)
+    principal = Principal("acme", record.id, Credential.API_KEY)
+    assert identity == Identity(principal, authenticated=True, expires_at=500.0)
+    assert principal.scope == record.id  # as before tokens were set apart
 
 
 async def test_x_api_key_is_accepted_as_well() -> None:
@@ -55,7 +57,7 @@ async def test_x_api_key_is_accepted_as_well() -> None:
 
     identity = await with_keys(store).identify([(b"x-api-key", key.encode())])
 
-    assert identity.principal == Principal("acme", "key_acme")
+    assert identity.principal == Principal("acme", "key_acme", Credential.API_KEY)
 
 
 @pytest.mark.parametrize(
@@ -111,7 +113,9 @@ async def test_a_connection_sees_its_key_revoked_after_the_ttl() -> None:
     scope = {IDENTITY: await with_keys(store, clock).identify(bearer(key))}
     store.keys[record.digest] = replace(record, revoked_at=1.0)
 
-    assert await current_principal(scope) == Principal("acme", record.id)  # cached
+    assert await current_principal(scope) == Principal(
+        "acme", record.id, Credential.API_KEY
+    )  # cached
     clock.now = 2.0
     with pytest.raises(CredentialRevoked, match="revoked"):  # its connection is closed
         await current_principal(scope)

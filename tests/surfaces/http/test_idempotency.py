@@ -15,13 +15,20 @@ from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
+from stateway.identity.key_cache import KeyCache
+from stateway.identity.oidc import OidcVerifier
+from stateway.identity.oidc_settings import OidcSettings
 from stateway.protocols.responses.encode import encode_event_json
+from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.conversations import ConversationsRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.conversation_fakes import MemoryConversations, TurnStore
 from tests.core.fakes import ScriptedBackend
+from tests.identity.test_key_cache import Clock, Store
+from tests.support.oidc_issuer import AUDIENCE, TENANT_CLAIM, OidcIssuer
+from tests.surfaces.auth.test_authenticator import keyed as key_of
 from tests.surfaces.http.asgi import Reply, call
 from tests.surfaces.http.test_responses import events
 
@@ -29,7 +36,11 @@ CREATE = b'{"model": "m", "input": "hi"}'
 STREAM = b'{"model": "m", "input": "hi", "stream": true}'
 
 
-def build(backend: ScriptedBackend, results: MemoryCommandResults | None = None) -> Starlette:
+def build(
+    backend: ScriptedBackend,
+    results: MemoryCommandResults | None = None,
+    authenticator: Authenticator | None = None,
+) -> Starlette:
     conversations = MemoryConversations()
     store = TurnStore(conversations)
     router = Router([BackendEntry(backend, {}, catch_all=True)])
@@ -46,6 +57,7 @@ def build(backend: ScriptedBackend, results: MemoryCommandResults | None = None)
         ResponsesRoutes(gateway, 4096),
         ServiceRoutes(gateway),
         conversations=ConversationsRoutes(gateway, 4096),
+        authenticator=authenticator,
     )
 
 
@@ -238,3 +250,32 @@ async def test_a_key_too_long_is_a_400() -> None:
     reply = await post(app, "/v1/responses", CREATE, key="k" * 256)
     assert reply.status == 400
     assert reply.json()["error"]["param"] == "Idempotency-Key"
+
+
+async def test_a_token_whose_sub_is_a_keys_id_gets_no_replay_of_the_keys_answer() -> None:
+    """An issuer picks its tokens' ``sub``: one equal to an API key's id, in the key's
+    tenant, is another caller, with ``Idempotency-Key``s of its own."""
+    backend = ScriptedBackend([TextDelta("a"), Finish("stop")])
+    store = Store()
+    key, record = await key_of(store, tenant="acme")
+    with OidcIssuer() as issuer:
+        oidc = OidcVerifier(OidcSettings(issuer.url, AUDIENCE, TENANT_CLAIM))
+        app = build(
+            backend,
+            authenticator=Authenticator(keys=KeyCache(store, 2.0, clock=Clock()), oidc=oidc),
+        )
+        token = issuer.token(org="acme", sub=record.id)
+
+        by_key = await post_as(app, key)
+        by_token = await post_as(app, token)
+        again = await post_as(app, token)
+
+    assert (by_key.status, by_token.status) == (200, 200)
+    assert by_token.json()["id"] != by_key.json()["id"]
+    assert again.body == by_token.body  # the token's own retry is replayed
+    assert len(backend.requests) == 2
+
+
+async def post_as(app: Starlette, credential: str) -> Reply:
+    headers = [(b"authorization", f"Bearer {credential}".encode()), *keyed("k1")]
+    return await call(app, "POST", "/v1/responses", CREATE, headers=headers)

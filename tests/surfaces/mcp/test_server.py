@@ -20,7 +20,7 @@ from mcp import Client
 from starlette.types import Receive, Scope, Send
 
 from stateway.coordination.memory import MemoryCommandResults
-from stateway.core.commands import Principal
+from stateway.core.commands import Credential, Principal
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
@@ -34,7 +34,7 @@ from stateway.surfaces.mcp.server import McpSurface
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
 MODES = ["legacy", "auto"]
-ACME = Identity(Principal("acme", "key_1"), authenticated=True)
+ACME = Identity(Principal("acme", "key_1", Credential.API_KEY), authenticated=True)
 
 
 @dataclass
@@ -42,6 +42,8 @@ class Served:
     url: str
     mount: McpMount
     backend: ScriptedBackend
+    identity: Identity
+    """Who the requests act for from now on."""
 
     @property
     def surface(self) -> McpSurface:
@@ -58,16 +60,18 @@ async def serving(backend: ScriptedBackend, identity: Identity = ACME) -> AsyncI
     gateway = Gateway(store, router, Loop(store), RunRegistry(), results=MemoryCommandResults())
     mount = McpMount(gateway, "9.9.9")
 
+    sock = bind_socket("127.0.0.1", 0)
+    served = Served(socket_url(sock) + "/mcp", mount, backend, identity)
+
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        scope[IDENTITY] = identity
+        scope[IDENTITY] = served.identity
         await mount(scope, receive, send)
 
-    sock = bind_socket("127.0.0.1", 0)
     sock.listen(128)  # usable at once: early connections wait in the backlog
     server = uvicorn.Server(server_config(app, lifespan=False, graceful_shutdown=1))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        yield Served(socket_url(sock) + "/mcp", mount, backend)
+        yield served
     finally:
         server.should_exit = True
         await task
@@ -305,6 +309,20 @@ async def test_a_deleted_or_unknown_session_is_not_found() -> None:
         unknown = {**session, "mcp-session-id": "0" * 32}
         assert (await http.post(served.url, json=listing, headers=unknown)).status_code == 404
         assert served.surface._manager._server_instances == {}
+
+
+async def test_a_session_is_not_found_by_a_token_whose_sub_is_its_keys_id() -> None:
+    async with serving(answering()) as served, httpx2.AsyncClient() as http:
+        opened = await http.post(served.url, json=initialize("2025-11-25"), headers=ACCEPT)
+        session = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
+        session["mcp-protocol-version"] = "2025-11-25"
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        token = Principal("acme", "key_1", Credential.TOKEN)
+        served.identity = Identity(token, authenticated=True)
+
+        assert (await http.post(served.url, json=listing, headers=session)).status_code == 404
+        served.identity = ACME
+        assert (await http.post(served.url, json=listing, headers=session)).status_code == 200
 
 
 @pytest.mark.parametrize("command_id", [None, "cmd_1"])

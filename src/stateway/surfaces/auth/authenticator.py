@@ -4,9 +4,10 @@ With auth configured (``[auth] api_keys = true`` or ``[auth.oidc]``) every reque
 a credential: an API key (``sk-sw-...``, looked up by digest through a short-lived
 cache), or an OIDC token (three dot-separated parts, verified against the issuer). The
 principal is the key's tenant with the key's id as subject, or the token's tenant claim
-with its ``sub``. Without auth configured every caller is the default tenant, whatever
-it sends. Either way, the admin credential (``[admin] api_key_env``) is recognized: it
-opens the admin routes and acts for no tenant.
+with its ``sub``, each marked with its kind of credential (a ``sub`` equal to a key's id
+is another caller: :attr:`Principal.scope`). Without auth configured every caller is the
+default tenant, whatever it sends. Either way, the admin credential
+(``[admin] api_key_env``) is recognized: it opens the admin routes and acts for no tenant.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 from starlette.types import Scope
 
-from stateway.core.commands import Principal
+from stateway.core.commands import Credential, Principal
 from stateway.core.errors import CredentialRevoked, Forbidden, Unauthorized
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.keys import ApiKey, key_digest, looks_like_key
@@ -106,7 +107,7 @@ class Authenticator:
             )
         if self._oidc is not None and credential.count(".") == 2:
             token = await self._oidc.verify(credential)
-            principal = Principal(token.tenant_id, token.subject)
+            principal = Principal(token.tenant_id, token.subject, Credential.TOKEN)
             return Identity(principal, authenticated=True, expires_at=token.expires_at)
         if self._keys is not None and looks_like_key(credential):
             return await self._key_identity(credential)
@@ -120,7 +121,7 @@ class Authenticator:
     async def _key_identity(self, credential: str) -> Identity:
         digest = key_digest(credential)
         key = await self._usable_key(digest)
-        principal = Principal(key.tenant_id, key.id)
+        principal = Principal(key.tenant_id, key.id, Credential.API_KEY)
         recheck = partial(self._recheck_key, digest)
         return Identity(
             principal,

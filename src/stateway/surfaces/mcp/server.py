@@ -137,7 +137,7 @@ class McpSurface:
             return
         # The SDK keeps a session for the user that opened it (it compares these).
         token = AccessToken(
-            token="", client_id=principal.tenant_id, scopes=[], subject=principal.subject
+            token="", client_id=principal.tenant_id, scopes=[], subject=principal.scope
         )
         scope["user"] = AuthenticatedUser(token)
         revoked = await serve_until_revoked(self._manager.handle_request, scope, receive, send)
