@@ -222,10 +222,11 @@ class Loop:
                     native_tools=toolset.native,
                     grammar=tools.catalog.forced_grammar(choice),
                 )
+                fit = None if run.fitted is None else partial(run.fitted.items, output=output)
                 with self._telemetry.span(ROUND, {ROUND: number}):
                     produced = len(state.output)
                     reason = await one_round(
-                        run, row, plan, request, assembler, usage, self._telemetry
+                        run, row, plan, request, assembler, usage, self._telemetry, fit
                     )
                     incomplete = _INCOMPLETE_REASONS.get(reason)
                     assembler.finish("incomplete" if incomplete else "completed")

@@ -9,7 +9,9 @@ the response's :attr:`~stateway.core.response.ResponseState.prompt_usage`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import aclosing
+from dataclasses import replace
 
 from stateway.core.assembler import OutputAssembler
 from stateway.core.errors import GatewayError
@@ -26,8 +28,9 @@ from stateway.core.inference import (
     ToolCallDelta,
     UsageReport,
 )
+from stateway.core.items import Item
 from stateway.core.ports import Backend
-from stateway.core.routing import Plan
+from stateway.core.routing import Candidate, Plan
 from stateway.core.run_row import Row, announce, durable
 from stateway.core.runs import Run
 from stateway.core.telemetry import ATTEMPT, Telemetry
@@ -42,16 +45,20 @@ async def one_round(
     assembler: OutputAssembler,
     usage: Usage,
     telemetry: Telemetry,
+    fit: Callable[[Candidate], list[Item]] | None = None,
 ) -> str:
     """Run one round; its finish reason. Raises the last candidate's error when none
-    could answer, or the error that ended an answer part-way."""
+    could answer, or the error that ended an answer part-way. ``fit``: the items each
+    candidate is sent, when they are not all ``request``'s (candidates of different
+    context windows, the context truncated to each)."""
     error: GatewayError | None = None
     for candidate in plan.begin_round():
         attempt = plan.open(candidate)
         request.model = candidate.model
+        sent = request if fit is None else replace(request, items=fit(candidate))
         try:
             backend = candidate.backend
-            reason = await _infer(run, row, backend, plan, request, assembler, usage, telemetry)
+            reason = await _infer(run, row, backend, plan, sent, assembler, usage, telemetry)
         except GatewayError as exc:
             if not plan.failed(attempt, candidate, exc):
                 raise

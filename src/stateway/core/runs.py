@@ -19,6 +19,7 @@ from stateway.core.items import Item
 from stateway.core.response import UNFINISHED, ResponseState
 
 if TYPE_CHECKING:
+    from stateway.core.compaction.truncation import Fitted
     from stateway.core.journal import RunJournal
 
 
@@ -50,6 +51,7 @@ class Run:
         "error",
         "events",
         "finishing",
+        "fitted",
         "generate",
         "has_row",
         "hidden_rounds",
@@ -85,6 +87,9 @@ class Run:
         self.context: list[Item] = []
         """The items before the output (the prior items, then the input), as the run was
         started with them; with the output, what a continuation of it sees."""
+        self.fitted: Fitted | None = None
+        """Its context fitted to each candidate's window, when its candidates declare
+        different ones (``truncation: "auto"``): what each attempt is sent."""
         self.events: list[Event] = []
         self.error: GatewayError | None = None
         """Set when the run failed before any output its client was shown: non-streaming

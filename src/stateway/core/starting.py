@@ -23,7 +23,7 @@ from typing import Any, Literal
 from stateway.core import background
 from stateway.core import events as ev
 from stateway.core.commands import CreateResponse, Principal
-from stateway.core.compaction.service import Compaction, CompactionStep, context_window
+from stateway.core.compaction.service import Compaction, CompactionStep
 from stateway.core.context import checked_context, load_prior
 from stateway.core.conversations.ports import ConversationItems
 from stateway.core.conversations.service import Conversations
@@ -115,10 +115,10 @@ class RunStarter:
             raise Overloaded(_FULL.format(model=command.model))
         plan.hints = frozenset(hints)
         checked = context
-        compaction = None
+        compaction = fitted = None
         if command.generate:  # a prewarm asks no model, for a summary either
-            context, compaction = self._compaction.prepare(
-                principal.tenant_id, command, context_window(plan.capable), context
+            context, compaction, fitted = self._compaction.prepare(
+                principal.tenant_id, command, plan.capable, context
             )
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
         state.attempts = plan.records
@@ -129,6 +129,7 @@ class RunStarter:
             state, command.input, generate=command.generate, hidden_rounds=command.hidden_rounds
         )
         run.context = checked
+        run.fitted = fitted
         if command.prior is not None and not command.prior_stored:
             run.stored_input = command.prior + command.input
         if conversation is not None:  # refused here (409, 404) while nothing has started
@@ -276,9 +277,8 @@ class RunStarter:
         settings = command.settings
         _check_continued_choice(command, settings.tool_choice, settings.tools, context)
         candidate = plan.order()[0]
-        context = self._compaction.fitted(
-            principal.tenant_id, command, context_window(plan.capable), context
-        )
+        window = candidate.capabilities.context_window  # the context it would be sent
+        context = self._compaction.fitted(principal.tenant_id, command, window, context)
         catalog = Catalog(toolset.client)
         request = InferenceRequest(
             model=candidate.model,

@@ -6,7 +6,9 @@
   (:mod:`.view`); then, when the input ends with a ``compaction_trigger`` or the view is
   past its ``context_management`` threshold, a :class:`CompactionStep` the run takes
   before its rounds; otherwise, with ``truncation: "auto"`` and a known context window,
-  the view truncated to fit (:mod:`.truncation`).
+  the view truncated to fit (:mod:`.truncation`): the smallest window of the capable
+  candidates, and when they declare different ones, each candidate's own as a round
+  tries it (:class:`~.truncation.Fitted`).
 - :meth:`Compaction.compact` (``/responses/compact``): the context's ``user`` messages
   followed by one sealed ``compaction`` item.
 - :meth:`Compaction.fitted` (``/responses/input_tokens``): the context a round would
@@ -27,7 +29,7 @@ from stateway.core import events as ev
 from stateway.core.commands import CompactResponse, CreateResponse, GenerationSettings
 from stateway.core.compaction import sealed
 from stateway.core.compaction.summarize import summarize, summary_settings
-from stateway.core.compaction.truncation import truncate
+from stateway.core.compaction.truncation import Fitted, truncate
 from stateway.core.compaction.view import kept_messages, model_view
 from stateway.core.context import build_context
 from stateway.core.errors import InvalidRequest
@@ -108,22 +110,35 @@ class Compaction:
         self.sealer = sealer
 
     def prepare(
-        self, tenant_id: str, command: CreateResponse, window: int | None, context: list[Item]
-    ) -> tuple[list[Item], CompactionStep | None]:
-        """The context the run sends, and the compaction it owes first, if any; ``window``:
-        the context window it must fit (:func:`context_window`)."""
+        self,
+        tenant_id: str,
+        command: CreateResponse,
+        candidates: list[Candidate],
+        context: list[Item],
+    ) -> tuple[list[Item], CompactionStep | None, Fitted | None]:
+        """The context the run sends, the compaction it owes first, if any, and when
+        ``candidates`` (those able to serve it) declare different windows to fit it to,
+        its fit for each (the context returned is fitted to the smallest)."""
         view = model_view(
             context, tenant_id, self.sealer, len(context) - len(command.input), _prior(command)
         )
         settings = command.settings
+        window = context_window(candidates)  # a compaction is made once, for any of them
         trigger = any(item.get("type") == sealed.COMPACTION_TRIGGER for item in command.input)
         threshold = compact_threshold(settings.context_management, window)
         if trigger or (
             threshold is not None
             and estimate_context(command.instructions, view, settings.tools) >= threshold
         ):
-            return view, CompactionStep(self.sealer, tenant_id, context, view, alone=trigger)
-        return self._fit(view, command.instructions, settings, window), None
+            step = CompactionStep(self.sealer, tenant_id, context, view, alone=trigger)
+            return view, step, None
+        if settings.truncation != "auto" or window is None:
+            return view, None, None
+        reserve = _reserve(command.instructions, settings)
+        fitted = truncate(view, window - reserve, item_tokens)
+        if len(candidates) > 1 and any(c.capabilities.context_window != window for c in candidates):
+            return fitted, None, Fitted(view, reserve, {window: fitted})
+        return fitted, None, None
 
     async def compact(self, tenant_id: str, command: CompactResponse, router: Router) -> Compacted:
         """``router``: the current config generation's."""
@@ -156,26 +171,15 @@ class Compaction:
     def fitted(
         self, tenant_id: str, command: CreateResponse, window: int | None, context: list[Item]
     ) -> list[Item]:
-        """The context's model view as a round would send it, without compacting (what
-        ``/responses/input_tokens`` counts)."""
+        """The context's model view as a round would send it to a candidate whose window
+        is ``window``, without compacting (what ``/responses/input_tokens`` counts)."""
         view = model_view(
             context, tenant_id, self.sealer, len(context) - len(command.input), _prior(command)
         )
-        return self._fit(view, command.instructions, command.settings, window)
-
-    def _fit(
-        self,
-        view: list[Item],
-        instructions: str | None,
-        settings: GenerationSettings,
-        window: int | None,
-    ) -> list[Item]:
-        """``truncation: "auto"``: the view within the window, less the output allowance."""
+        settings = command.settings
         if settings.truncation != "auto" or window is None:
             return view
-        fixed = estimate_context(instructions, [], settings.tools)
-        budget = window - (settings.max_output_tokens or 0) - fixed
-        return truncate(view, budget, item_tokens)
+        return truncate(view, window - _reserve(command.instructions, settings), item_tokens)
 
 
 def context_window(candidates: list[Candidate]) -> int | None:
@@ -184,6 +188,13 @@ def context_window(candidates: list[Candidate]) -> int | None:
     windows = [c.capabilities.context_window for c in candidates]
     known = [window for window in windows if window is not None]
     return min(known) if known else None
+
+
+def _reserve(instructions: str | None, settings: GenerationSettings) -> int:
+    """``truncation: "auto"``: what of a window the view may not take (the output
+    allowance, the instructions and tools)."""
+    fixed = estimate_context(instructions, [], settings.tools)
+    return (settings.max_output_tokens or 0) + fixed
 
 
 def compact_threshold(entries: list[dict[str, object]], window: int | None) -> int | None:

@@ -7,6 +7,10 @@ context still opens with a user turn, as chat templates expect. ``system`` and
 turn (the one being answered): when even they do not fit, the context goes as it is and
 the upstream decides. Sizes are the gateway's estimate
 (:mod:`stateway.core.token_estimate`).
+
+A route whose candidates declare different windows has its context fitted to the window
+of each candidate a round tries (:class:`Fitted`), not to the smallest: what one candidate
+cannot take, another may be sent whole.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from stateway.core.items import MESSAGE, Item
+from stateway.core.routing import Candidate
+from stateway.core.token_estimate import item_tokens
 from stateway.core.tools.catalog import ADDITIONAL_TOOLS
 
 _PINNED_ROLES = frozenset({"system", "developer"})
@@ -34,6 +40,35 @@ def truncate(items: list[Item], budget: int, size: Callable[[Item], int]) -> lis
                 dropped.add(index)
                 total -= size(items[index])
     return [item for index, item in enumerate(items) if index not in dropped]
+
+
+class Fitted:
+    """A context fitted to each candidate's window as it is tried: each window's fit made
+    once, the first time a candidate with it is tried; a candidate declaring no window is
+    sent the view whole."""
+
+    __slots__ = ("_fits", "_reserve", "_view")
+
+    def __init__(self, view: list[Item], reserve: int, fits: dict[int, list[Item]]) -> None:
+        """``reserve``: the tokens of a window the view may not take (the output allowance,
+        the instructions and tools); ``fits``: the fits made already, by window."""
+        self._view = view
+        self._reserve = reserve
+        self._fits = fits
+
+    def items(self, candidate: Candidate, *, output: list[Item]) -> list[Item]:
+        """What a round sends ``candidate``: the view fitted to its window, then
+        ``output``."""
+        return self.fit(candidate.capabilities.context_window) + output
+
+    def fit(self, window: int | None) -> list[Item]:
+        if window is None:
+            return self._view
+        fitted = self._fits.get(window)
+        if fitted is None:
+            fitted = truncate(self._view, window - self._reserve, item_tokens)
+            self._fits[window] = fitted
+        return fitted
 
 
 def _turns(items: list[Item]) -> list[list[int]]:
