@@ -24,6 +24,7 @@ from stateway.core import background
 from stateway.core import events as ev
 from stateway.core.commands import CreateResponse, Principal
 from stateway.core.compaction.service import Compaction, CompactionStep
+from stateway.core.compaction.view import taken_input
 from stateway.core.context import checked_context, load_prior
 from stateway.core.conversations.ports import ConversationItems
 from stateway.core.conversations.service import Conversations
@@ -87,6 +88,7 @@ class RunStarter:
         self, principal: Principal, command: CreateResponse, generation: Generation
     ) -> Run:
         """Start ``command``'s run on ``generation``, whose lease the run then holds."""
+        command.input = taken_input(command.input, self._compaction.sealer)
         if command.background:
             background.check_background(command, self._encoder)
         router, loop = generation.router, generation.loop

@@ -388,3 +388,26 @@ async def test_a_window_too_small_is_fitted_with_truncation_and_refused_without(
         await build(backend, window=60).execute(Principal(), CreateResponse("m", history))
     assert refused.value.code == "context_length_exceeded"
     assert refused.value.param == "input"
+
+
+@pytest.mark.parametrize("raw", ["EqQBsig", "redacted_thinking:RDdata", "responses:gAAAA"])
+async def test_an_upstreams_seal_as_it_came_in_the_input_is_never_sent_on_later_either(
+    raw: str,
+) -> None:
+    """Left out of the request's input, it must not come back as a stored item of the
+    chain the next request continues (where stored seals are taken as they are)."""
+    store = MemoryStore()
+    backend = ScriptedBackend(ANSWER)
+    gateway = build(backend, store)
+    given = {"type": "reasoning", "summary": [], "encrypted_content": raw}
+    first = await gateway.execute(Principal(), CreateResponse("m", [user("x"), given]))
+    await first.wait()
+    later = CreateResponse("m", [user("y")], previous_response_id=first.id)
+    second = await gateway.execute(Principal(), later)
+    await second.wait()
+    assert second.state.status == "completed"
+    assert len(backend.requests) == 2
+    for request in backend.requests:
+        assert all(item.get("encrypted_content") != raw for item in request.items)
+    (record, _) = sorted(store.records.values(), key=lambda r: r.created_at)
+    assert all(item.get("encrypted_content") != raw for item in record.input_items)

@@ -15,9 +15,10 @@
   upstream's seal as it came (not sealed over) is taken only from stored items (ones
   stored before seals were sealed over): in the request's own input, where any tenant
   could send another's, it is left out (the item goes on as reasoning no upstream signed,
-  as a client's history from elsewhere did before), and among items added to a
-  conversation it is a 400 (:func:`check_added`, which verifies their other seals then,
-  as the request's own input's are).
+  as a client's history from elsewhere did before; a run stores its input so too:
+  :func:`taken_input`), and among items added to a conversation it is a 400
+  (:func:`check_added`, which verifies their other seals then, as the request's own
+  input's are).
 - A ``compaction_trigger`` is an instruction to the gateway, not context: left out.
 
 A response's own output, in its later rounds, is sent without the seals the gateway put on
@@ -100,6 +101,15 @@ def unsealed_output(items: list[Item], sealer: Sealer | None, tenant_id: str) ->
     ]
 
 
+def taken_input(items: list[Item], sealer: Sealer | None) -> list[Item]:
+    """A request's input as a run takes it, sends it on and stores it: an upstream's seal
+    as it came left out, as the view leaves it out, so that it is not taken later as a
+    stored item of the chain, conversation or WebSocket checkpoint it joins."""
+    if not any(_as_it_came(item, sealer) for item in items):
+        return items
+    return [_without_seal(item) if _as_it_came(item, sealer) else item for item in items]
+
+
 def check_added(items: list[Item], tenant_id: str, sealer: Sealer | None) -> None:
     """Items a client adds to a conversation (``items[i]``), stored as sent, so verified
     now as the request's own input is (or a forged seal would be stored, and refused only
@@ -110,10 +120,10 @@ def check_added(items: list[Item], tenant_id: str, sealer: Sealer | None) -> Non
         param = f"items[{index}].{ENCRYPTED}"
         if item.get("type") == sealed.COMPACTION:
             sealed.unseal(sealer, sealed.COMPACTION, tenant_id, item.get(ENCRYPTED), param)
+        elif _as_it_came(item, sealer):
+            raise sealed.invalid(REASONING, param)
         elif _carries_seal(item, sealer):
             assert sealer is not None
-            if not sealer.owns(item[ENCRYPTED].removeprefix(REDACTED)):
-                raise sealed.invalid(REASONING, param)
             _opened_reasoning(item, tenant_id, sealer, param, given=False)
 
 
@@ -153,6 +163,19 @@ def _carries_seal(item: Item, sealer: Sealer | None) -> bool:
     )
 
 
+def _as_it_came(item: Item, sealer: Sealer | None) -> bool:
+    """A reasoning item with an upstream's seal as it came (not sealed over)."""
+    return _carries_seal(item, sealer) and not _owned(item[ENCRYPTED], sealer)
+
+
+def _owned(blob: str, sealer: Sealer | None) -> bool:
+    return sealer is not None and sealer.owns(blob.removeprefix(REDACTED))
+
+
+def _without_seal(item: Item) -> Item:
+    return {key: value for key, value in item.items() if key != ENCRYPTED}
+
+
 def _kept(item: Item) -> bool:
     """Whether an item before the last compaction still reaches the model."""
     kind = item.get("type")
@@ -166,12 +189,12 @@ def _opened_reasoning(
     an upstream's seal that was not sealed over is left out."""
     assert sealer is not None
     blob: str = item[ENCRYPTED]
-    if not sealer.owns(blob.removeprefix(REDACTED)):  # an upstream's, as it came
-        return {key: value for key, value in item.items() if key != ENCRYPTED} if given else item
+    if not _owned(blob, sealer):  # an upstream's, as it came
+        return _without_seal(item) if given else item
     if not blob.startswith(REDACTED):
         text = sealed.opened(sealer, REASONING, tenant_id, blob)
         if text is not None:  # the gateway's seal of the text
-            shown = {key: value for key, value in item.items() if key != ENCRYPTED}
+            shown = _without_seal(item)
             shown["content"] = [{"type": "reasoning_text", "text": text}]
             return shown
     seal = unwrapped(sealer, tenant_id, blob)
