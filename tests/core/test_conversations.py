@@ -314,6 +314,21 @@ async def test_a_seal_is_verified_for_the_tenant_when_added() -> None:
     assert len(await world.items(conversation.id)) == 4
 
 
+async def test_an_upstreams_seal_as_it_came_in_a_turns_input_is_not_stored() -> None:
+    """Left out of the turn's input, it must not be taken as stored by the next turn."""
+    world = World(sealer=SEALER)
+    conversation = await world.conversation("hi")
+    raw = {"type": "reasoning", "summary": [], "encrypted_content": "EqQBsig"}
+    command = CreateResponse(model="m", input=[raw, user("x")], conversation_id=conversation.id)
+    await (await world.gateway.execute(ME, command)).wait()
+    stored = await world.items(conversation.id)
+    assert [item["type"] for item in stored] == ["message", "reasoning", "message", "message"]
+    assert "encrypted_content" not in stored[1]
+    await (await world.turn(conversation.id, "again")).wait()
+    for request in world.backend.requests:
+        assert all(item.get("encrypted_content") != "EqQBsig" for item in request.items)
+
+
 async def test_a_reference_id_is_kept() -> None:
     world = World()
     conversation = await world.conversation()
