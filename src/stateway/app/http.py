@@ -73,11 +73,11 @@ def build_app(parts: GatewayParts) -> Starlette:
                 await parts.leases.aclose()
             if parts.results is not None:
                 await parts.results.aclose()
+            if parts.gateway.deletes is not None:  # its re-sends publish through signals
+                await parts.gateway.deletes.aclose()
             if parts.signals is not None:
                 await parts.signals.aclose()
             await parts.gateway.signalled.aclose()
-            if parts.gateway.deletes is not None:
-                await parts.gateway.deletes.aclose()
             if parts.fanout is not None:
                 await parts.fanout.aclose()
             if parts.limits is not None:
