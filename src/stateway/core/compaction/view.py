@@ -105,7 +105,10 @@ def taken_input(items: list[Item], sealer: Sealer | None) -> list[Item]:
     """A request's input as a run takes it, sends it on and stores it: an upstream's seal
     as it came left out, as the view leaves it out, so that it is not taken later as a
     stored item of the chain, conversation or WebSocket checkpoint it joins."""
-    if not any(_as_it_came(item, sealer) for item in items):
+    for item in items:  # a loop, not any(): this runs for every request
+        if item.get("type") == REASONING and _as_it_came(item, sealer):
+            break
+    else:
         return items
     return [_without_seal(item) if _as_it_came(item, sealer) else item for item in items]
 
