@@ -68,3 +68,22 @@ def test_custom_tool_outputs_are_ordered_as_their_calls_too() -> None:
     ordered = model_items([user("go"), *calls, *outputs])
 
     assert [item["output"] for item in ordered[3:]] == ["a", "b"]
+
+
+def test_text_between_a_rounds_calls_keeps_them_one_round() -> None:
+    """Claude may write between its parallel ``tool_use`` blocks (text, then a call, then
+    more text and another call): the calls are still one round, so outputs already in
+    their order stay in it, and outputs out of it are put in it."""
+    said = {"type": "message", "role": "assistant", "content": [{"type": "output_text"}]}
+    round_ = [user("go"), call("a"), said, call("b")]
+
+    assert in_call_order([*round_, output("a"), output("b")]) == [
+        *round_, output("a"), output("b"),
+    ]  # fmt: skip
+    assert in_call_order([*round_, output("b"), output("a")])[-2:] == [output("a"), output("b")]
+
+
+def test_a_user_message_between_calls_starts_another_round() -> None:
+    items = [call("a"), user("and"), call("b"), output("b"), output("a")]
+
+    assert [item.get("call_id") for item in in_call_order(items)] == ["a", None, "b", "b", "a"]

@@ -6,12 +6,14 @@ chat templates tie a result to its call by position only (Qwen's ``<tool_respons
 Llama's ``ipython`` turns carry no call id), so a model served by them would read each
 result as the other call's. Every upstream is sent each run of outputs in the order of the
 calls they answer; an output answering no call of the round just before it keeps its place
-after those that do.
+after those that do. A round's calls are those since the last output or user message:
+reasoning or the model's own text may come between them (Claude writes between its
+``tool_use`` blocks).
 """
 
 from __future__ import annotations
 
-from stateway.core.items import FUNCTION_CALL, FUNCTION_CALL_OUTPUT, Item
+from stateway.core.items import FUNCTION_CALL, FUNCTION_CALL_OUTPUT, MESSAGE, Item
 
 
 def in_call_order(items: list[Item]) -> list[Item]:
@@ -37,8 +39,8 @@ def in_call_order(items: list[Item]) -> list[Item]:
                 calls = {}
                 in_calls = True
             calls.setdefault(item.get("call_id"), len(calls))
-        elif kind != "reasoning":  # reasoning may come between a round's calls
-            in_calls = False
+        elif kind == MESSAGE and item.get("role") != "assistant":  # a turn of the client's:
+            in_calls = False  # the model's own text and reasoning may come between calls
         out.append(item)
     return out + _ordered(answers, calls)
 
