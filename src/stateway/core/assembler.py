@@ -68,6 +68,8 @@ class OutputAssembler:
         """Fragments of the calls after the one being written, by index."""
         self.started = False
         """Whether any output event was emitted: past this point failover is forbidden."""
+        self._abandoned = False
+        """The round failed (:meth:`abandon`): an item opened now is never announced."""
 
     @property
     def tool_calls(self) -> list[Item]:
@@ -235,6 +237,7 @@ class OutputAssembler:
         a ``tool_use`` block) and the upstream APIs end a failed stream with its error."""
         self._emit = silent
         self._calls.silence()
+        self._abandoned = True
         self.finish("incomplete")
 
     def _release(self, status: str) -> None:
@@ -293,7 +296,10 @@ class OutputAssembler:
         opened.upstream_id = delta.call_id
         if entry is not None and self._tools is not None:  # a gateway-owned call
             opened.entry = entry
-            self._tools.started(item, opened.index)
+            if not self._abandoned:
+                self._tools.started(item, opened.index)
+            elif "status" in item:  # a held call written as the round failed: never
+                item["status"] = "incomplete"  # announced, so never kept open to close
         return opened
 
     def _close(self, status: str) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from stateway.core import events as ev
 from stateway.core.commands import CreateResponse, GenerationSettings, Principal
-from stateway.core.errors import InvalidRequest
+from stateway.core.errors import InvalidRequest, UpstreamError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import (
     Delta,
@@ -731,3 +731,28 @@ async def test_an_allowed_tools_choice_narrows_every_round_and_forces_only_the_f
     assert [t["name"] for t in first.tools] == ["docs__add"]
     assert [t["name"] for t in second.tools] == ["docs__add"]
     assert (first.tool_choice, second.tool_choice) == ("required", "auto")
+
+
+async def test_a_failed_round_announces_no_gateway_call_it_never_announced() -> None:
+    """Parallel calls interleaved: the gateway's call is held while the client's is
+    written, and the upstream fails. The held call was never announced (``ItemAdded``),
+    so the failure does not announce it done either: every done event has its added one
+    before it, at its own output index."""
+    client_tool = {"type": "function", "name": "local", "parameters": {"type": "object"}}
+    cut = [
+        ToolCallDelta(0, "up_0", "local", '{"a"'),
+        call("docs__add", {"a": 1, "b": 2}, index=1),
+        UpstreamError("cut"),
+    ]
+    setup = Setup([cut])  # type: ignore[list-item]
+    run = await setup.create([MCP_TOOL, client_tool])
+
+    assert run.state.status == "failed"
+    added = {e.output_index for e in run.events if isinstance(e, ev.ItemAdded)}
+    done = [e.output_index for e in run.events if isinstance(e, ev.ItemDone)]
+    assert set(done) <= added, kinds(run.events)
+    progress = {e.output_index for e in run.events if isinstance(e, ev.ToolProgress)}
+    assert progress <= added
+    cut_off = run.state.output[1:]
+    assert [i["type"] for i in cut_off] == ["function_call", "mcp_call"]
+    assert {i["status"] for i in cut_off} == {"incomplete"}
