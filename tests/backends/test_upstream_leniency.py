@@ -1,16 +1,19 @@
 """What real model servers write that is legal, or harmless, and must not fail an answer:
 ``[DONE]`` with trailing whitespace, token counts written as whole floats, an empty
-``data:`` event, a byte order mark starting the stream."""
+``data:`` event, a byte order mark starting the stream, a call's ``id`` and ``name``
+repeated as empty strings on its later fragments."""
 
 from __future__ import annotations
 
+import orjson
 from aiohttp import web
 
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.backends.upstream_values import count
+from stateway.core.assembler import OutputAssembler
 from stateway.core.commands import GenerationSettings
-from stateway.core.inference import Finish, InferenceRequest, TextDelta, UsageReport
+from stateway.core.inference import Finish, InferenceRequest, TextDelta, ToolCallDelta, UsageReport
 from stateway.core.usage import Usage
 from tests.backends.conftest import Loopback
 
@@ -47,3 +50,43 @@ async def test_an_unusual_but_legal_stream_gives_its_whole_answer(loopback: Loop
     assert TextDelta("Hi") in deltas
     assert UsageReport(Usage(3, 1)) in deltas
     assert Finish("stop") in deltas
+
+
+def _call_chunk(call: dict[str, object]) -> bytes:
+    delta = {"tool_calls": [{"index": 0, "type": "function", **call}]}
+    return b"data: " + orjson.dumps({"choices": [{"index": 0, "delta": delta}]}) + b"\n\n"
+
+
+async def test_an_empty_id_and_name_on_a_calls_later_fragments_continue_it(
+    loopback: Loopback,
+) -> None:
+    """DashScope (Qwen) and DeepSeek repeat a streamed call's ``id`` and ``name`` as empty
+    strings on its argument fragments: they continue the call, not start another."""
+    chunks = [
+        _call_chunk({"id": "call_a", "function": {"name": "f", "arguments": ""}}),
+        _call_chunk({"id": "", "function": {"name": "", "arguments": '{"x": '}}),
+        _call_chunk({"id": "", "function": {"name": "", "arguments": "1}"}}),
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n',
+        b"data: [DONE]\n\n",
+    ]
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        reply = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await reply.prepare(request)
+        for chunk in chunks:
+            await reply.write(chunk)
+        return reply
+
+    url = await loopback.serve(answer)
+    backend = OpenAIChatBackend(loopback.adopt(UpstreamClient(UpstreamTarget("up", url))))
+    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x"}]}
+    request = InferenceRequest("m", None, [item], GenerationSettings(), True)
+    output: list[dict[str, object]] = []
+    assembler = OutputAssembler(output, lambda _event: None, set())
+    async for delta in backend.infer(request):
+        if isinstance(delta, ToolCallDelta):
+            assembler.tool_call(delta)
+    assembler.finish()
+
+    [call] = output
+    assert (call["call_id"], call["name"], call["arguments"]) == ("call_a", "f", '{"x": 1}')

@@ -251,7 +251,7 @@ def _message_deltas(
         function = obj(call.get("function"))
         yield ToolCallDelta(
             call_index(position, call),
-            text(call.get("id")),
-            text(function.get("name")),
+            text(call.get("id")) or None,  # DashScope and DeepSeek repeat them as ""
+            text(function.get("name")) or None,  # on a call's later fragments
             text(function.get("arguments")) or "",
         )
