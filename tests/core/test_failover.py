@@ -18,7 +18,13 @@ from stateway.core.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from stateway.core.inference import Finish, TextDelta, UsageReport
+from stateway.core.inference import (
+    Finish,
+    MessageStart,
+    ReasoningDelta,
+    TextDelta,
+    UsageReport,
+)
 from stateway.core.routing import recoverable
 from stateway.core.usage import Usage
 from stateway.protocols.responses.encode import encode_response
@@ -117,6 +123,41 @@ async def test_a_prompt_count_before_output_is_no_output() -> None:
     assert run.state.usage == Usage(5, 3)
     kinds = [type(e).__name__ for e in run.events]
     assert kinds.count("ResponseCreated") == 1
+
+
+@pytest.mark.parametrize(
+    "opening",
+    [
+        pytest.param([TextDelta("")], id="anthropic-text-block-opened"),
+        pytest.param([ReasoningDelta("")], id="empty-reasoning"),
+        pytest.param([MessageStart("final_answer")], id="responses-message-item-added"),
+        pytest.param([MessageStart(), TextDelta("")], id="anthropic-second-text-block"),
+    ],
+)
+async def test_a_message_opened_without_content_is_no_output(opening: list[Any]) -> None:
+    """An upstream that opens its answer (a Responses ``output_item.added`` message, an
+    Anthropic text block's ``content_block_start``) and fails before its first token has
+    shown nothing: the round moves on, and only the answering candidate's message is
+    output (with its own phase, not the failed one's)."""
+    a = Named("a", [*opening, UpstreamError("overloaded", code="upstream_error")])
+    b = Named("b", OK)
+    run, _ = await run_over(a, b)
+    assert run.state.status == "completed"
+    outcomes = [(x["backend"], x["outcome"]) for x in run.state.attempts]
+    assert outcomes == [("a", "failed"), ("b", "ok")]
+    [message] = run.state.output
+    assert message["content"][0]["text"] == "fine"
+    assert "phase" not in message
+    added = [e for e in run.events if isinstance(e, ev.ItemAdded)]
+    assert len(added) == 1
+
+
+async def test_a_message_start_before_the_first_token_keeps_its_phase() -> None:
+    """The opening held back while failover is open is applied with the first token."""
+    b = Named("b", [MessageStart("commentary"), TextDelta("fine"), Finish("stop")])
+    run, _ = await run_over(b)
+    [message] = run.state.output
+    assert (message["phase"], message["content"][0]["text"]) == ("commentary", "fine")
 
 
 async def test_max_attempts_bounds_a_round_and_the_last_error_is_the_answer() -> None:

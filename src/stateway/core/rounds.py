@@ -4,7 +4,10 @@ deltas assembled into output items and events as they come.
 
 A usage report before any output (an Anthropic upstream's ``message_start``, counting the
 prompt) is no output: it starts nothing and leaves failover open; the first round's is
-the response's :attr:`~stateway.core.response.ResponseState.prompt_usage`.
+the response's :attr:`~stateway.core.response.ResponseState.prompt_usage`. Nor is an
+answer opened without content (a Responses upstream's ``output_item.added`` message, an
+Anthropic upstream's ``content_block_start`` with its empty text): the message it begins
+is held back until its first token, and dropped with its attempt if none comes.
 """
 
 from __future__ import annotations
@@ -88,6 +91,8 @@ async def _infer(
     if plan.first_output is None:  # a candidate that failed first: its count is not this one's
         run.state.prompt_usage = None
     single = _SingleCall() if not request.settings.parallel_tool_calls else None
+    opening: MessageStart | None = None
+    """A message begun before any output: shown with the first output, if any comes."""
     attributes = {"stateway.backend": backend.name, "stateway.model": request.model}
     with telemetry.span(ATTEMPT, attributes):
         async with aclosing(backend.infer(request)) as deltas:
@@ -98,10 +103,18 @@ async def _infer(
                         if plan.first_output is None:  # the run's first round
                             run.state.prompt_usage = reported
                         continue
+                    if _empty(delta):
+                        continue
+                    if type(delta) is MessageStart:
+                        opening = delta
+                        continue
                     plan.output()
                 if not run.events:  # the first output: durable first, then announced
                     await durable(row)
                     announce(run)
+                if opening is not None:
+                    assembler.message(opening.phase)
+                    opening = None
                 match delta:
                     case TextDelta(text=text, logprobs=logprobs):
                         assembler.text(text, logprobs)
@@ -129,6 +142,15 @@ async def _infer(
                         run.state.stop_details = delta.stop_details
     usage.add(reported)
     return reason
+
+
+def _empty(delta: object) -> bool:
+    """Whether ``delta`` adds nothing to the output (an empty piece of text or reasoning,
+    without tokens): before any output, it starts none."""
+    match delta:
+        case TextDelta(text="", logprobs=None) | ReasoningDelta(text=""):
+            return True
+    return False
 
 
 class _SingleCall:
