@@ -1,0 +1,258 @@
+"""Failover through every frontend, end to end: the real ``stateway serve`` in front of two
+fake model servers, each case its own two-candidate route (so one case's failures never
+open another's circuit), asked over raw HTTP so each frontend's exact wire is checked.
+
+The first candidate refuses the connection, answers 500, 429 or 503, stays silent past its
+``first_byte_timeout``, or opens its answer and fails before the first token: the second
+candidate answers, in one stream, and the client sees nothing of the first. A first
+candidate cut after some output is not retried: the stream ends in the frontend's own
+error shape (Responses ``response.failed``, a Chat ``data: {"error": ...}`` line without
+``[DONE]``, a Messages ``event: error`` without ``message_stop``). A Chat Completions
+request to a two-candidate route is translated (the fast path relays one candidate only).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from stateway.fake_upstream.launch import start_fake_upstream
+from tests.e2e.configured import RunningGateway
+from tests.e2e.routing import dead_url, fake_requests, routed_gateway
+
+FRONTENDS = ("responses", "chat", "messages")
+LATE = 0.5
+"""``first_byte_timeout`` (and ``read_timeout``) of the first candidates."""
+FAILING_OVER = {
+    "refused": "",
+    "500": "[[error:500]]",
+    "429": "[[error:429]]",
+    "503": "[[error:503]]",
+    "late": "[[silence:5000]]",
+}
+"""What the first candidate does (scripted for its model only): the second answers."""
+OPENED = ("responses", "anthropic")
+"""Upstream wires that open an answer before its first token (``output_item.added``,
+``content_block_start``): a cut right after that is still before any output."""
+CUT = "[[words:8]] [[cut:2]] [[slow:30]]"
+"""Two words, then the connection dropped (paced, so the two reach the client apart)."""
+
+
+@pytest.fixture(scope="module")
+def second_upstream() -> Iterator[str]:
+    with start_fake_upstream() as url:
+        yield url
+
+
+def route_name(first: str, case: str, frontend: str, stream: bool) -> str:
+    return f"{first}-{case}-{frontend}-{'stream' if stream else 'json'}"
+
+
+def failover_config(first_upstream: str, second_upstream: str) -> str:
+    """Backends ``a-<wire>`` (the first fake, strict deadlines), ``b`` and ``dead``; a
+    route per case whose candidates ask for models ``<route>-a`` and ``<route>-b``."""
+    text = "[health]\nfailure_threshold = 1000\ncooldown = 60.0\n"
+    for api in ("chat", *OPENED):
+        text += f'[[backends]]\nname = "a-{api}"\nurl = "{first_upstream}"\napi = "{api}"\n'
+        text += f"first_byte_timeout = {LATE}\nread_timeout = {LATE}\n"
+    text += f'[[backends]]\nname = "b"\nurl = "{second_upstream}"\n'
+    text += f'[[backends]]\nname = "dead"\nurl = "{dead_url()}"\nconnect_timeout = 2\n'
+    cases = [("chat", case) for case in (*FAILING_OVER, "cut")]
+    cases += [(api, "opened") for api in OPENED]
+    for api, case in cases:
+        first = "dead" if case == "refused" else f"a-{api}"
+        for frontend in FRONTENDS:
+            for stream in (False, True):
+                name = route_name(api, case, frontend, stream)
+                text += f'[[routes]]\nname = "{name}"\n'
+                text += f'[[routes.candidates]]\nbackend = "{first}"\nmodel = "{name}-a"\n'
+                text += f'[[routes.candidates]]\nbackend = "b"\nmodel = "{name}-b"\n'
+                text += "priority = 1\n"
+    return text
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    fake_upstream: str, second_upstream: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningGateway]:
+    text = failover_config(fake_upstream, second_upstream)
+    with routed_gateway(tmp_path_factory.mktemp("failover"), text) as running:
+        yield running
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: str
+
+    def events(self) -> list[tuple[str | None, Any]]:
+        """An event stream's events: (``event:`` name or None, ``data:`` parsed, or
+        ``"[DONE]"``)."""
+        events: list[tuple[str | None, Any]] = []
+        for block in self.body.split("\n\n"):
+            name, data = None, None
+            for line in block.splitlines():
+                if line.startswith("event: "):
+                    name = line.removeprefix("event: ")
+                elif line.startswith("data: "):
+                    data = line.removeprefix("data: ")
+            if data is not None:
+                events.append((name, data if data == "[DONE]" else json.loads(data)))
+        return events
+
+    def json(self) -> dict[str, Any]:
+        answer: dict[str, Any] = json.loads(self.body)
+        return answer
+
+
+def ask(gateway: RunningGateway, frontend: str, model: str, text: str, stream: bool) -> Answer:
+    messages = [{"role": "user", "content": text}]
+    match frontend:
+        case "responses":
+            path, body = "/v1/responses", {"model": model, "input": text}
+        case "chat":
+            path, body = "/v1/chat/completions", {"model": model, "messages": messages}
+        case _:
+            path, body = "/v1/messages", {"model": model, "messages": messages, "max_tokens": 64}
+    request = urllib.request.Request(
+        gateway.url + path,
+        data=json.dumps({**body, "stream": stream}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return Answer(reply.status, reply.read().decode())
+    except urllib.error.HTTPError as error:
+        with error:
+            return Answer(error.code, error.read().decode())
+
+
+def shown_text(frontend: str, answer: Answer, stream: bool) -> str:
+    """The answer's text as its client reads it."""
+    if not stream:
+        body = answer.json()
+        match frontend:
+            case "responses":
+                return "".join(
+                    part["text"] for item in body["output"] for part in item.get("content", [])
+                )
+            case "chat":
+                return str(body["choices"][0]["message"]["content"])
+            case _:
+                return "".join(block["text"] for block in body["content"])
+    events = [data for _, data in answer.events() if data != "[DONE]"]
+    match frontend:
+        case "responses":
+            kind = "response.output_text.delta"
+            return "".join(e["delta"] for e in events if e["type"] == kind)
+        case "chat":
+            choices = [choice for e in events for choice in e.get("choices", [])]
+            return "".join(c["delta"].get("content") or "" for c in choices)
+        case _:
+            deltas = [e["delta"] for e in events if e["type"] == "content_block_delta"]
+            return "".join(d.get("text", "") for d in deltas)
+
+
+def assert_streamed_whole(frontend: str, answer: Answer) -> None:
+    """One stream, begun once and ended as a success, with no error in it."""
+    events = answer.events()
+    kinds = [data if data == "[DONE]" else data.get("type") for _, data in events]
+    match frontend:
+        case "responses":
+            assert kinds.count("response.created") == 1
+            assert kinds[-1] == "response.completed"
+        case "chat":
+            assert kinds[-1] == "[DONE]"
+            assert not any("error" in data for _, data in events if data != "[DONE]")
+        case _:
+            assert kinds.count("message_start") == 1
+            assert kinds[-1] == "message_stop"
+            assert "error" not in kinds
+
+
+def marker() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("frontend", FRONTENDS)
+@pytest.mark.parametrize(
+    ("wire", "case"),
+    [*(("chat", case) for case in FAILING_OVER), *((api, "opened") for api in OPENED)],
+)
+def test_a_failure_before_output_fails_over_unseen(
+    gateway: RunningGateway,
+    fake_upstream: str,
+    second_upstream: str,
+    wire: str,
+    case: str,
+    frontend: str,
+    stream: bool,
+) -> None:
+    route = route_name(wire, case, frontend, stream)
+    mark = marker()
+    script = "[[cut:0]]" if case == "opened" else FAILING_OVER[case]
+    answer = ask(gateway, frontend, route, f"{mark} {script} [[only:{route}-a]]", stream)
+    assert answer.status == 200, answer.body
+    assert shown_text(frontend, answer, stream) == f"Hello! You said: {mark}"
+    if stream:
+        assert_streamed_whole(frontend, answer)
+    tried = len(fake_requests(fake_upstream, mark))
+    if case == "refused":
+        assert tried == 0
+    elif case == "opened" and not stream:  # dropped before a byte: sent again if the
+        assert tried in (1, 2)  # connection was a reused one (it may have been stale)
+    else:
+        assert tried == 1
+    [served] = fake_requests(second_upstream, mark)
+    assert served["body"]["model"] == f"{route}-b"
+    if frontend == "responses":
+        attempts = gateway.stored(answer.json()["id"] if not stream else _created(answer))
+        outcomes = [(x["backend"], x["outcome"]) for x in attempts["attempts"]]
+        assert outcomes == [("dead" if case == "refused" else f"a-{wire}", "failed"), ("b", "ok")]
+
+
+def _created(answer: Answer) -> str:
+    return str(answer.events()[0][1]["response"]["id"])
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_a_cut_after_output_is_not_retried_and_ends_in_the_frontends_error(
+    gateway: RunningGateway, fake_upstream: str, second_upstream: str, frontend: str
+) -> None:
+    route = route_name("chat", "cut", frontend, True)
+    mark = marker()
+    answer = ask(gateway, frontend, route, f"{mark} {CUT} [[only:{route}-a]]", True)
+    assert answer.status == 200
+    shown = shown_text(frontend, answer, True)
+    assert re.fullmatch(r"(w\d+ )+", shown), shown  # the first candidate's words only
+    assert len(fake_requests(fake_upstream, mark)) == 1
+    assert fake_requests(second_upstream, mark) == []
+    events = answer.events()
+    name, last = events[-1]
+    match frontend:
+        case "responses":
+            assert last["type"] == "response.failed"
+            assert last["response"]["error"]["code"] == "server_error"  # as hosted
+            kinds = [data["type"] for _, data in events]
+            assert kinds.count("response.created") == 1
+            assert sum(k in {"response.completed", "response.failed"} for k in kinds) == 1
+            stored = gateway.stored(last["response"]["id"])
+            assert stored["error"]["code"] == "upstream_stream_cut"
+            assert [(x["backend"], x["outcome"]) for x in stored["attempts"]] == [("a-chat", "cut")]
+        case "chat":
+            assert last["error"]["code"] == "upstream_stream_cut"
+            assert last["error"]["type"] == "server_error"
+            assert "[DONE]" not in [data for _, data in events]
+        case _:
+            assert (name, last["type"]) == ("error", "error")
+            assert last["error"]["type"] == "api_error"
+            assert "message_stop" not in [data["type"] for _, data in events]
