@@ -256,3 +256,29 @@ def test_a_cut_after_output_is_not_retried_and_ends_in_the_frontends_error(
             assert (name, last["type"]) == ("error", "error")
             assert last["error"]["type"] == "api_error"
             assert "message_stop" not in [data["type"] for _, data in events]
+
+
+_ATTEMPTS = re.compile(
+    r'^stateway_upstream_attempts_total\{backend="([^"]+)",outcome="([^"]+)"\} (\S+)$', re.M
+)
+
+
+def attempts_counted(gateway: RunningGateway) -> dict[tuple[str, str], float]:
+    with urllib.request.urlopen(gateway.url + "/metrics") as reply:
+        text = reply.read().decode()
+    return {(backend, outcome): float(n) for backend, outcome, n in _ATTEMPTS.findall(text)}
+
+
+def test_metrics_count_each_attempt_by_how_it_ended(gateway: RunningGateway) -> None:
+    """A failover counts the failed attempt and the answered one; a cut counts as ``cut``
+    and nothing else (no second attempt)."""
+    before = attempts_counted(gateway)
+    failover = route_name("chat", "500", "chat", False)
+    ask(gateway, "chat", failover, f"{marker()} [[error:500]] [[only:{failover}-a]]", False)
+    cut = route_name("chat", "cut", "chat", True)
+    ask(gateway, "chat", cut, f"{marker()} {CUT} [[only:{cut}-a]]", True)
+    after = attempts_counted(gateway)
+    changed = {
+        key: after[key] - before.get(key, 0) for key in after if after[key] != before.get(key)
+    }
+    assert changed == {("a-chat", "failed"): 1, ("b", "ok"): 1, ("a-chat", "cut"): 1}
