@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -215,13 +216,24 @@ def test_a_failure_before_output_fails_over_unseen(
     [served] = fake_requests(second_upstream, mark)
     assert served["body"]["model"] == f"{route}-b"
     if frontend == "responses":
-        attempts = gateway.stored(answer.json()["id"] if not stream else _created(answer))
-        outcomes = [(x["backend"], x["outcome"]) for x in attempts["attempts"]]
+        response_id = _created(answer) if stream else answer.json()["id"]
+        attempts = gateway.stored(response_id)["attempts"]
+        outcomes = [(x["backend"], x["outcome"]) for x in attempts]
         assert outcomes == [("dead" if case == "refused" else f"a-{wire}", "failed"), ("b", "ok")]
+        assert served_by(gateway, response_id) == f"b/{route}-b"
 
 
 def _created(answer: Answer) -> str:
     return str(answer.events()[0][1]["response"]["id"])
+
+
+def served_by(gateway: RunningGateway, response_id: str) -> str | None:
+    """The candidate stored as the one that served a response (what a continuation after
+    a restart prefers)."""
+    with sqlite3.connect(gateway.database) as db:
+        row = db.execute("SELECT served_by FROM responses WHERE id = ?", (response_id,)).fetchone()
+    assert row is not None
+    return cast(str | None, row[0])
 
 
 @pytest.mark.parametrize("frontend", FRONTENDS)
@@ -247,6 +259,7 @@ def test_a_cut_after_output_is_not_retried_and_ends_in_the_frontends_error(
             assert sum(k in {"response.completed", "response.failed"} for k in kinds) == 1
             stored = gateway.stored(last["response"]["id"])
             assert stored["error"]["code"] == "upstream_stream_cut"
+            assert served_by(gateway, last["response"]["id"]) is None
             assert [(x["backend"], x["outcome"]) for x in stored["attempts"]] == [("a-chat", "cut")]
         case "chat":
             assert last["error"]["code"] == "upstream_stream_cut"
