@@ -381,8 +381,9 @@ async def test_sighup_removing_the_backends_leaves_every_frontends_streams_whole
 ) -> None:
     """Streams of each frontend (Chat both translated and relayed by the fast path) are
     under way, and one request waits for its first candidate's first byte, when a reload
-    removes both backends they use. Each stream finishes on generation 1; the waiting one
-    fails over to generation 1's second candidate; new requests go to generation 2."""
+    fails (the file gone) and then one removes both backends they use. Each stream
+    finishes on generation 1; the waiting one fails over to generation 1's second
+    candidate; new requests go to generation 2."""
     with serving(tmp_path, pair_routes(fake_upstream, second_upstream)) as gateway:
         streams = [
             ("responses", "pair"),
@@ -418,8 +419,18 @@ async def test_sighup_removing_the_backends_leaves_every_frontends_streams_whole
                 break
             await asyncio.sleep(0.01)
 
+        (tmp_path / "stateway.toml").unlink()  # mid-rewrite, say: refused, nothing changes
+        os.kill(gateway.pid, signal.SIGHUP)
+        failed = await asyncio.to_thread(
+            await_status, gateway, lambda s: s["last_error"] is not None
+        )
+        assert "cannot read config file" in failed["last_error"]
+        assert (failed["generation"], failed["retiring"]) == (1, [])
+        assert "config reload failed; generation 1 serves on" in gateway.log.read_text()
+
         sighup(gateway, tmp_path, replaced_routes(second_upstream))
         reloaded = await asyncio.to_thread(await_status, gateway, lambda s: s["generation"] == 2)
+        assert reloaded["last_error"] is None
         assert reloaded["retiring"] == [1]
         assert not pending.done()  # still waiting for its first byte on generation 1
 
