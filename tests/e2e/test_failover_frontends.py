@@ -59,7 +59,8 @@ def route_name(first: str, case: str, frontend: str, stream: bool) -> str:
 
 def failover_config(first_upstream: str, second_upstream: str) -> str:
     """Backends ``a-<wire>`` (the first fake, strict deadlines), ``b`` and ``dead``; a
-    route per case whose candidates ask for models ``<route>-a`` and ``<route>-b``."""
+    route per case whose candidates ask for models ``<route>-a`` and ``<route>-b``; and
+    ``solo``, ``a-chat`` alone (the Chat Completions fast path)."""
     text = "[health]\nfailure_threshold = 1000\ncooldown = 60.0\n"
     for api in ("chat", *OPENED):
         text += f'[[backends]]\nname = "a-{api}"\nurl = "{first_upstream}"\napi = "{api}"\n'
@@ -77,7 +78,8 @@ def failover_config(first_upstream: str, second_upstream: str) -> str:
                 text += f'[[routes.candidates]]\nbackend = "{first}"\nmodel = "{name}-a"\n'
                 text += f'[[routes.candidates]]\nbackend = "b"\nmodel = "{name}-b"\n'
                 text += "priority = 1\n"
-    return text
+    text += '[[routes]]\nname = "solo"\n[[routes.candidates]]\nbackend = "a-chat"\n'
+    return text + 'model = "solo-a"\n'
 
 
 @pytest.fixture(scope="module")
@@ -269,6 +271,25 @@ def test_a_cut_after_output_is_not_retried_and_ends_in_the_frontends_error(
             assert (name, last["type"]) == ("error", "error")
             assert last["error"]["type"] == "api_error"
             assert "message_stop" not in [data["type"] for _, data in events]
+
+
+def test_the_fast_path_relays_its_one_candidate_and_ends_a_cut_with_an_error_line(
+    gateway: RunningGateway, fake_upstream: str
+) -> None:
+    """Relayed, not translated (the chunks name the upstream's model): nothing to fail
+    over to, a cut ends the stream with an error line and no ``[DONE]``, and a first byte
+    too late is a 504 in the OpenAI shape."""
+    mark = marker()
+    answer = ask(gateway, "chat", "solo", f"{mark} {CUT}", True)
+    assert answer.status == 200
+    assert re.fullmatch(r"(w\d+ )+", shown_text("chat", answer, True))
+    events = [data for _, data in answer.events()]
+    assert {chunk["model"] for chunk in events[:-1]} == {"solo-a"}
+    assert events[-1]["error"]["code"] == "upstream_stream_cut"
+    assert "[DONE]" not in events
+    late = ask(gateway, "chat", "solo", f"{marker()} [[silence:5000]]", True)
+    assert late.status == 504
+    assert late.json()["error"]["code"] == "upstream_timeout"
 
 
 _ATTEMPTS = re.compile(
