@@ -3,7 +3,8 @@ the database of a real gateway): each stream ends within the check interval plus
 cache's TTL, with its protocol's authentication error, as its WebSocket connections and
 MCP streams do. A client's own run is cancelled with its stream; a background run watched
 goes on to its end (only the watch ends). A WebSocket connection sending no frame is
-closed all the same."""
+closed all the same. A key that expires while its streams are open ends them alike, at
+its expiry, in the words it would be refused with."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,11 @@ BOUND = 5.0
 """Seconds a revoked key's stream may last after the revocation: checked every 0.2 s
 here (``TESTING_RECHECK_ENV``), seen within the cache's 0.5 s TTL, and time to spare."""
 REVOKED = "This API key has been revoked."
+EXPIRED = "This API key has expired."
+LIFE = 3.0
+"""Seconds an expiring key lives: made (~1 s for the CLI), then a stream opened with it."""
+AT_EXPIRY = 1.0
+"""Seconds an expired key's stream may last past its expiry (a timer: no check waited for)."""
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +180,7 @@ def test_a_relayed_chat_stream_ends_with_an_error_chunk(gateway: AuthGateway) ->
         data, _, lasted = events_after_revoking(gateway, name, sse.iter_lines())
 
     assert lasted < BOUND
+    assert data[-1] == {"error": data[-1]["error"]}  # Chat's shape: no sequence number
     assert data[-1]["error"]["code"] == "invalid_api_key"
     assert data[-1]["error"]["message"] == REVOKED
     assert all(chunk.get("choices", [{}])[0].get("finish_reason") is None for chunk in data[:-1])
@@ -203,6 +211,7 @@ def test_a_websocket_sending_no_frame_is_closed_all_the_same(gateway: AuthGatewa
     assert lasted < BOUND
     assert frames[-1]["type"] == "error"
     assert (frames[-1]["status"], frames[-1]["error"]["message"]) == (401, REVOKED)
+    assert "sequence_number" not in frames[-1]  # the WebSocket error frame's own shape
     assert closed.rcvd is not None
     assert closed.rcvd.code == 1008
 
@@ -216,6 +225,120 @@ def test_an_unrevoked_keys_stream_runs_to_its_end(gateway: AuthGateway) -> None:
     ) as sse:
         names = [line[7:] for line in sse.iter_lines() if line.startswith("event: ")]
     assert names[-1] == "response.completed"
+
+
+def expiring_key(gateway: AuthGateway) -> tuple[str, float]:
+    """A key of the tenant expiring ``LIFE`` seconds from now, and when (Unix time)."""
+    expires = time.time() + LIFE
+    moment = datetime.fromtimestamp(expires, UTC).isoformat()
+    return gateway.create_key("acme", "--expires", moment), expires
+
+
+def lines_until_closed(lines: Iterator[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every ``data:`` JSON and every ``event:`` name of a stream until it ends."""
+    data: list[dict[str, Any]] = []
+    names: list[str] = []
+    for line in lines:
+        if line.startswith("event: "):
+            names.append(line[7:])
+        elif line.startswith("data: ") and line != "data: [DONE]":
+            data.append(json.loads(line[6:]))
+    return data, names
+
+
+def test_an_expiring_keys_responses_stream_ends_at_its_expiry(gateway: AuthGateway) -> None:
+    """No check is waited for: a timer at the expiry ends the stream, with the error event
+    numbered next, in the words an expired key is refused with."""
+    key, expires = expiring_key(gateway)
+    body = {"model": MODEL, "input": SLOW, "stream": True}
+    with httpx2.stream(
+        "POST", gateway.url + "/v1/responses", json=body, headers=bearer(key), timeout=60
+    ) as sse:
+        assert sse.status_code == 200
+        data, names = lines_until_closed(sse.iter_lines())
+    ended = time.time()
+
+    assert expires <= ended < expires + AT_EXPIRY
+    assert names[-1] == "error"
+    assert names[-2] != "error"  # streamed until then
+    assert data[-1] == {
+        "type": "error",
+        "code": "invalid_api_key",
+        "message": EXPIRED,
+        "param": None,
+    }
+    assert "response.completed" not in names
+
+
+def test_an_expiring_keys_messages_stream_ends_with_an_authentication_error_event(
+    gateway: AuthGateway,
+) -> None:
+    key, expires = expiring_key(gateway)
+    body = {
+        "model": MODEL,
+        "max_tokens": 200,
+        "stream": True,
+        "messages": [{"role": "user", "content": SLOW}],
+    }
+    headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
+    with httpx2.stream(
+        "POST", gateway.url + "/v1/messages", json=body, headers=headers, timeout=60
+    ) as sse:
+        assert sse.status_code == 200
+        data, names = lines_until_closed(sse.iter_lines())
+
+    assert expires <= time.time() < expires + AT_EXPIRY
+    assert names[-1] == "error"
+    assert data[-1] == {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": EXPIRED},
+    }
+    assert "message_stop" not in names
+
+
+def test_an_expiring_keys_relayed_chat_stream_ends_with_an_error_chunk(
+    gateway: AuthGateway,
+) -> None:
+    key, expires = expiring_key(gateway)
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": SLOW}]}
+    with httpx2.stream(
+        "POST", gateway.url + "/v1/chat/completions", json=body, headers=bearer(key), timeout=60
+    ) as sse:
+        assert sse.status_code == 200
+        data, _ = lines_until_closed(sse.iter_lines())
+
+    assert expires <= time.time() < expires + AT_EXPIRY
+    assert data[-1] == {"error": data[-1]["error"]}
+    assert (data[-1]["error"]["code"], data[-1]["error"]["message"]) == (
+        "invalid_api_key",
+        EXPIRED,
+    )
+    assert len(data) > 1
+
+
+def test_an_expiring_keys_idle_websocket_is_closed_at_its_expiry(gateway: AuthGateway) -> None:
+    """No frame comes, nothing streams: the connection gets the 401 error frame and the
+    1008 close at the key's expiry, as a revoked key's does."""
+    key, expires = expiring_key(gateway)
+    url = gateway.url.replace("http://", "ws://", 1) + "/v1/responses"
+    frames: list[dict[str, Any]] = []
+    with connect(url, additional_headers=bearer(key)) as socket:
+        closed = until_closed(socket, frames)
+
+    assert expires <= time.time() < expires + AT_EXPIRY
+    [refused] = frames
+    assert refused == {
+        "type": "error",
+        "status": 401,
+        "error": {
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+            "message": EXPIRED,
+            "param": None,
+        },
+    }
+    assert closed.rcvd is not None
+    assert (closed.rcvd.code, closed.rcvd.reason) == (1008, EXPIRED)
 
 
 def test_zz_no_key_reached_the_log(gateway: AuthGateway) -> None:

@@ -13,8 +13,8 @@ Protocols render it in their own error shape; nothing classifies errors by messa
     │   └── ConfigRejected        400 code=config_invalid (a reload; the last good serves on)
     ├── Unauthorized              401 code=invalid_api_key (a missing, wrong, expired or
     │   │                             revoked credential: API key, token, admin key)
-    │   └── CredentialRevoked     401 (the API key a connection was opened with, revoked
-    │                                 since: the connection is closed)
+    │   └── CredentialRevoked     401 (the credential a connection was opened with, revoked
+    │                                 or expired since: the connection is closed)
     ├── Forbidden                 403 code=permission_denied (a credential used where it
     │                                 does not reach: a tenant's on an admin route)
     ├── RequestTooLarge           413 invalid_request_error
@@ -105,9 +105,9 @@ class Unauthorized(GatewayError):
 
 
 class CredentialRevoked(Unauthorized):
-    """The API key a long-lived connection (a WebSocket, an SSE or MCP stream) was opened
-    with, revoked or gone from the store since: it will not work again, so the connection
-    ends (an expired credential is only refused: its connection's streams go on)."""
+    """The credential a long-lived connection (a WebSocket, an SSE or MCP stream) was
+    opened with, no longer holding since: an API key revoked or gone from the store, or a
+    credential expired. It will not work again, so the connection ends."""
 
 
 class Forbidden(GatewayError):

@@ -1,5 +1,5 @@
 """What a credential proves: API keys (unknown, revoked, expired, cached), the admin
-credential, no auth configured, and expiry re-checked later."""
+credential, no auth configured, and expiry re-checked later (ending a connection)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,12 @@ async def test_a_key_acts_for_its_tenant_as_its_id() -> None:
     identity = await with_keys(store).identify(bearer(key))
 
     principal = Principal("acme", record.id, Credential.API_KEY)
-    assert identity == Identity(principal, authenticated=True, expires_at=500.0)
+    assert identity == Identity(
+        principal,
+        authenticated=True,
+        expires_at=500.0,
+        expired="This API key has expired.",  # its refusal's words, once past its expiry
+    )
     assert principal.scope == record.id  # as before tokens were set apart
 
 
@@ -151,11 +156,13 @@ async def test_without_auth_the_admin_credential_acts_for_the_default_tenant() -
 
 
 async def test_a_principal_is_refused_once_its_credential_expired() -> None:
-    identity = Identity(Principal("t", "s"), authenticated=True, expires_at=150.0)
-    scope = {IDENTITY: identity}
+    """In the words of its refusal at admission, as the error that ends its connection."""
+    token = Identity(Principal("t", "s"), authenticated=True, expires_at=150.0)
+    key = replace(token, expired="This API key has expired.")
 
-    assert await current_principal(scope, now=149.9) == Principal("t", "s")
+    assert await current_principal({IDENTITY: token}, now=149.9) == Principal("t", "s")
     assert await current_principal({IDENTITY: ANONYMOUS}, now=1e12) == Principal()
-    with pytest.raises(Unauthorized, match="expired") as expired:
-        await current_principal(scope, now=150.0)
-    assert not isinstance(expired.value, CredentialRevoked)  # its connection stays open
+    for identity, words in ((token, "The token has expired."), (key, "This API key has expired.")):
+        with pytest.raises(CredentialRevoked) as expired:
+            await current_principal({IDENTITY: identity}, now=150.0)
+        assert (expired.value.code, expired.value.message) == ("invalid_api_key", words)

@@ -1,9 +1,13 @@
-"""The re-check of a streaming request's API key: a timer between checks, the revocation
-reported once, nothing at all for a credential that cannot be revoked."""
+"""The watch over a streaming request's credential: an API key's re-check (a timer between
+checks, the revocation reported once), an expiry's timer, nothing at all for a credential
+that can neither be revoked nor expire."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+
+import pytest
 
 from stateway.core.commands import Principal
 from stateway.core.errors import CredentialRevoked
@@ -63,9 +67,71 @@ async def test_between_checks_a_watch_holds_a_timer_not_a_task() -> None:
     assert key.checks == 0
 
 
-async def test_no_watch_without_a_key_to_revoke() -> None:
+@pytest.mark.parametrize(
+    ("expired", "rechecked"),
+    [("The token has expired.", False), ("This API key has expired.", True)],
+)
+async def test_an_expiring_credential_is_ended_at_its_expiry_in_its_refusals_words(
+    expired: str, rechecked: bool
+) -> None:
+    """A timer at its expiry (no check runs): a token's words, or an API key's (whose
+    rechecks then stop)."""
+    key = Key()
+    expires_at = time.time() + 0.2
+    identity = Identity(
+        Principal("acme", "key_1"),
+        authenticated=True,
+        expires_at=expires_at,
+        expired=expired,
+        recheck=key.check if rechecked else None,
+        recheck_every=0.01,
+    )
+    told: list[tuple[float, CredentialRevoked]] = []
+    reported = asyncio.Event()
+
+    def ended(error: CredentialRevoked) -> None:
+        told.append((time.time(), error))
+        reported.set()
+
+    tasks = len(asyncio.all_tasks())
+    watch = RevocationWatch.start(scope_of(identity), ended)
+    assert watch is not None
+    assert len(asyncio.all_tasks()) == tasks  # timers, not tasks
+    await asyncio.wait_for(reported.wait(), 5)
+    checks = key.checks
+    await asyncio.sleep(0.05)  # five intervals: a key still checked would have been
+    assert key.checks == checks
+    assert (key.checks > 0) == rechecked
+    [(when, error)] = told
+    assert when >= expires_at - 0.01  # at its expiry (a loop timer's resolution aside)
+    assert (error.code, error.message) == ("invalid_api_key", expired)
+    watch.stop()
+
+
+async def test_a_credential_expired_already_is_ended_at_once() -> None:
+    token = Identity(Principal("acme", "user"), authenticated=True, expires_at=time.time() - 1)
+    told: list[CredentialRevoked] = []
+    reported = asyncio.Event()
+    watch = RevocationWatch.start(
+        scope_of(token), lambda error: (told.append(error), reported.set())
+    )
+    assert watch is not None
+    await asyncio.wait_for(reported.wait(), 1)
+    assert [error.message for error in told] == ["The token has expired."]
+
+
+async def test_a_stopped_watch_reports_no_expiry() -> None:
+    token = Identity(Principal("acme", "user"), authenticated=True, expires_at=time.time() + 0.02)
+    told: list[CredentialRevoked] = []
+    watch = RevocationWatch.start(scope_of(token), told.append)
+    assert watch is not None
+    watch.stop()
+    await asyncio.sleep(0.05)
+    assert told == []
+
+
+async def test_no_watch_for_a_credential_that_can_neither_be_revoked_nor_expire() -> None:
     admin = Identity(None, admin=True, authenticated=True)
-    token = Identity(Principal("acme", "user"), authenticated=True, expires_at=2e9)
-    for identity in (ANONYMOUS, admin, token):
+    for identity in (ANONYMOUS, admin, Identity(Principal("acme", "user"), authenticated=True)):
         assert RevocationWatch.start(scope_of(identity), lambda error: None) is None
     assert RevocationWatch.start({"type": "http"}, lambda error: None) is None

@@ -1,9 +1,11 @@
 """An API key revoked while MCP clients hold streams open with it: those streams end, the
-session's subscriptions with them, as a WebSocket connection on that key is closed."""
+session's subscriptions with them, as a WebSocket connection on that key is closed; and
+so do a credential's that expires meanwhile, at its expiry."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -121,6 +123,22 @@ async def test_a_revoked_keys_listen_stream_ends() -> None:
             key.revoked.set()
             with pytest.raises(SubscriptionLost):  # cut off, as a dropped stream is
                 await asyncio.wait_for(anext(events), 5)
+
+
+async def test_an_expiring_tokens_listen_stream_ends_at_its_expiry() -> None:
+    """A token (no key to check again) expiring while its listen stream is open."""
+    expires = time.time() + 1.0
+    token = Identity(Principal("acme", "user"), authenticated=True, expires_at=expires)
+    async with serving(answering(), token) as served, Client(served.url) as client:
+        response = following(served)
+        async with client.listen(resource_subscriptions=[URI]) as subscription:
+            events = aiter(subscription)
+            response.change()
+            await anext(events)
+
+            with pytest.raises(SubscriptionLost):
+                await asyncio.wait_for(anext(events), 5)
+            assert time.time() >= expires - 0.01  # ended at its expiry, not before
 
 
 async def test_a_key_still_valid_keeps_its_streams() -> None:

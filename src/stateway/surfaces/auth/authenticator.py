@@ -34,6 +34,12 @@ RECHECK_INTERVAL: Final = 5.0
 """Seconds between checks of the API key of a connection that outlasts its request (a
 stream): :mod:`.revocation`."""
 
+KEY_EXPIRED: Final = "This API key has expired."
+TOKEN_EXPIRED: Final = "The token has expired."
+"""The words an expired API key and an expired token (as the OIDC verifier words it) are
+refused with: at admission, and where a connection they opened is ended
+(:mod:`.revocation`)."""
+
 IDENTITY: Final = "stateway.identity"
 """The ASGI scope key under which the HTTP middleware leaves a request's identity."""
 
@@ -48,6 +54,9 @@ class Identity:
     """A credential proved it (False: the default tenant of a gateway without auth)."""
     expires_at: float | None = None
     """When the credential expires (Unix time), if it does."""
+    expired: str = TOKEN_EXPIRED
+    """What the credential is refused with once past ``expires_at``: the words of its
+    refusal at admission (an API key's, a token's)."""
     recheck: Callable[[], Awaitable[None]] | None = field(default=None, compare=False)
     """Checks the credential again, raising :class:`CredentialRevoked` once it no longer
     holds (an API key revoked since); None when only its expiry can end it."""
@@ -127,6 +136,7 @@ class Authenticator:
             principal,
             authenticated=True,
             expires_at=key.expires_at,
+            expired=KEY_EXPIRED,
             recheck=recheck,
             recheck_every=self._recheck_every,
         )
@@ -139,7 +149,7 @@ class Authenticator:
         if key.revoked_at is not None:
             raise Unauthorized("This API key has been revoked.")
         if key.expired(self._clock()):
-            raise Unauthorized("This API key has expired.")
+            raise Unauthorized(KEY_EXPIRED)
         return key
 
     async def _recheck_key(self, digest: str) -> None:
@@ -171,14 +181,14 @@ def principal_of(scope: Scope) -> Principal:
 
 
 async def current_principal(scope: Scope, now: float | None = None) -> Principal:
-    """:func:`principal_of`, refused with :class:`Unauthorized` once the credential has
-    expired, :class:`CredentialRevoked` once it no longer holds (an API key revoked
-    since): what a long-lived connection (a WebSocket session) asks before each request
-    frame, its credential having been checked when it connected."""
+    """:func:`principal_of`, refused with :class:`CredentialRevoked` once the credential
+    no longer holds (expired, or an API key revoked since): what a long-lived connection
+    (a WebSocket session) asks before each request frame, its credential having been
+    checked when it connected."""
     identity = identity_of(scope)
     expires_at = identity.expires_at
     if expires_at is not None and expires_at <= (time.time() if now is None else now):
-        raise Unauthorized("The credential has expired; connect again with a new one.")
+        raise CredentialRevoked(identity.expired)
     if identity.recheck is not None:
         await identity.recheck()
     return principal_of(scope)

@@ -1,22 +1,29 @@
-"""An API key checked again while a connection outlasts the request that opened it.
+"""A credential checked again while a connection outlasts the request that opened it.
 
-Every request is authenticated as it arrives, so a revoked key's next one is refused
-(401). What outlasts its arrival (an HTTP SSE stream, a background response's watch, an
-MCP stream or long tool call) has its key checked again every ``recheck_every`` seconds
-of its :class:`~.authenticator.Identity` (5 by default), through the key cache as a
-WebSocket's request frames are (:func:`~.authenticator.current_principal`: a revocation
-is seen within the cache's TTL). A :class:`RevocationWatch` is that check: a timer
-between checks and a task only while one runs, so a stream pays one timer for it, and
-only when its identity can be revoked (an API key: not a gateway without auth, not the
-admin credential, not an OIDC token). A key that no longer holds (revoked, or gone from
-the store) is reported once, and the surface ends what it serves, in its protocol's
-shape. An expired credential is only refused from then on, its streams going on, as a
-WebSocket's do.
+Every request is authenticated as it arrives, so a revoked or expired credential's next
+one is refused (401). What outlasts its arrival (an HTTP SSE stream, a background
+response's watch, an MCP stream or long tool call) is ended once its credential no
+longer holds, as a WebSocket connection is. A :class:`RevocationWatch` sees to it with
+at most two timers and a task only while a check runs:
+
+- an API key is checked again every ``recheck_every`` seconds of its
+  :class:`~.authenticator.Identity` (5 by default), through the key cache as a
+  WebSocket's request frames are (:func:`~.authenticator.current_principal`: a
+  revocation is seen within the cache's TTL);
+- a credential that expires (an API key with an expiry, an OIDC token) is ended at its
+  ``expires_at``, on a timer: no check needed, refused in the words it would be refused
+  with at admission.
+
+A credential that can neither be revoked nor expire (a gateway without auth, the admin
+credential, a key without expiry: its revocation only) costs no timer. A credential that
+no longer holds is reported once, and the surface ends what it serves, in its protocol's
+shape.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 from starlette.types import Scope
@@ -30,37 +37,50 @@ from stateway.surfaces.auth.authenticator import (
 )
 
 Revoked = Callable[[CredentialRevoked], None]
-"""Told once that the key no longer holds, with the error to end the connection with."""
+"""Told once that the credential no longer holds, with the error to end the connection
+with."""
 
 
 class RevocationWatch:
-    """Checks a request's API key every ``recheck_every`` seconds until :meth:`stop`,
-    calling ``revoked`` once it no longer holds (then checking no more)."""
+    """Checks a request's API key every ``recheck_every`` seconds, and ends its credential
+    at its expiry, until :meth:`stop`: calls ``revoked`` once it no longer holds (then
+    watches no more)."""
 
-    __slots__ = ("_check", "_every", "_revoked", "_scope", "_timer")
+    __slots__ = ("_check", "_expiry", "_identity", "_revoked", "_scope", "_timer")
 
-    def __init__(self, scope: Scope, revoked: Revoked, every: float) -> None:
+    def __init__(self, scope: Scope, revoked: Revoked) -> None:
         self._scope = scope
         self._revoked = revoked
-        self._every = every
+        self._identity = identity = identity_of(scope)
         self._check: asyncio.Task[None] | None = None
-        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
-            every, self._due
-        )
+        loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        if identity.recheck is not None:
+            self._timer = loop.call_later(identity.recheck_every, self._due)
+        self._expiry: asyncio.TimerHandle | None = None
+        if identity.expires_at is not None:
+            left = identity.expires_at - time.time()
+            self._expiry = loop.call_later(max(0.0, left), self._expired)
 
     @staticmethod
     def applies(scope: Scope) -> bool:
-        """Whether the request's credential can be revoked (an API key's)."""
+        """Whether the request's credential can stop holding (an API key's, a token's)."""
         identity: Identity | None = scope.get(IDENTITY)
-        return identity is not None and identity.recheck is not None
+        return identity is not None and (
+            identity.recheck is not None or identity.expires_at is not None
+        )
 
     @classmethod
     def start(cls, scope: Scope, revoked: Revoked) -> RevocationWatch | None:
-        """A watch over the request's key; None when its credential cannot be revoked
-        (no API key)."""
+        """A watch over the request's credential; None when it can neither be revoked nor
+        expire."""
         if not cls.applies(scope):
             return None
-        return cls(scope, revoked, identity_of(scope).recheck_every)
+        return cls(scope, revoked)
+
+    def _expired(self) -> None:
+        self._expiry = None
+        self._report(CredentialRevoked(self._identity.expired))
 
     def _due(self) -> None:
         self._timer = None
@@ -71,17 +91,23 @@ class RevocationWatch:
             await current_principal(self._scope)
         except CredentialRevoked as revoked:
             self._check = None
-            self._revoked(revoked)
+            self._report(revoked)
             return
-        except GatewayError:  # expired (refused from now on), or the store unreachable
+        except GatewayError:  # the store unreachable: checked again next time
             pass
         self._check = None
-        self._timer = asyncio.get_running_loop().call_later(self._every, self._due)
+        every = self._identity.recheck_every
+        self._timer = asyncio.get_running_loop().call_later(every, self._due)
+
+    def _report(self, revoked: CredentialRevoked) -> None:
+        self.stop()
+        self._revoked(revoked)
 
     def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for timer in (self._timer, self._expiry):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._expiry = None
         if self._check is not None:
             self._check.cancel()
             self._check = None

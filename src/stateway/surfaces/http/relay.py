@@ -10,9 +10,10 @@ read timeout, its connection reset after the headers) is answered as an error, n
 status whose body never comes. When the upstream fails part-way, an event stream ends
 with one OpenAI-shaped ``data: {"error": ...}`` line (what the ``openai`` SDK raises), on
 a line of its own after what was relayed; any other body is cut short, closing the
-connection. An event stream whose API key is revoked while it is relayed ends the same
-way, with the 401 (:class:`~stateway.surfaces.auth.revocation.RevocationWatch`), its
-upstream request closed as when the client leaves.
+connection. An event stream whose credential is revoked (an API key) or expires while it
+is relayed ends the same way, with the 401
+(:class:`~stateway.surfaces.auth.revocation.RevocationWatch`), its upstream request closed
+as when the client leaves.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class RelayResponse:
         if self._first is not None:
             await send({"type": "http.response.body", "body": self._first, "more_body": True})
         try:
-            if RevocationWatch.applies(scope) and _streams(relay):  # an API key's only
+            if RevocationWatch.applies(scope) and _streams(relay):  # a key's or token's
                 chunk, revoked = await self._relay_revocable(scope, send, chunk)
                 if revoked is not None:
                     raise revoked
@@ -94,8 +95,8 @@ class RelayResponse:
     async def _relay_revocable(
         self, scope: Scope, send: Send, chunk: bytes
     ) -> tuple[bytes, CredentialRevoked | None]:
-        """Relay an event stream's chunks, cut off if its API key is revoked meanwhile:
-        the last chunk relayed, and that revocation if it was."""
+        """Relay an event stream's chunks, cut off if its credential is revoked or expires
+        meanwhile: the last chunk relayed, and that error if it was."""
         revoked: list[CredentialRevoked] = []
         guard = asyncio.timeout(None)
 

@@ -1,8 +1,8 @@
 """The SSE response the routes stream: pre-encoded frames, one ASGI body message per
 chunk, the status line held until the stream opens (so an early failure is still an HTTP
 error), keep-alive comments on a timer, a :class:`Watcher` stream's way out (its client
-gone, or too far behind the log it follows), and the end of a stream whose API key is
-revoked while it streams (:mod:`stateway.surfaces.auth.revocation`).
+gone, or too far behind the log it follows), and the end of a stream whose credential is
+revoked or expires while it streams (:mod:`stateway.surfaces.auth.revocation`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from stateway.surfaces.auth.revocation import RevocationWatch
 from stateway.surfaces.http.transport import watch_disconnect
 
 REVOKED_END_WAIT = 5.0
-"""Seconds the last frame of a stream whose key was revoked may wait for a slow client."""
+"""Seconds the last frame of a stream whose credential stopped holding may wait for a slow
+client."""
 
 KEEPALIVE_INTERVAL = 15.0
 """Seconds a stream may stay silent before it gets an SSE comment line."""
@@ -81,11 +82,11 @@ class SSEResponse(Response):
     :class:`Watcher` stream stops even while it waits for frames, and is cut off (the
     connection closed mid-body) when it trails too far behind.
 
-    Given its protocol's ``ending``, a stream whose API key is revoked meanwhile (checked
-    on a timer: :class:`RevocationWatch`) stops at once, wherever it waits, as if its
-    client had left (``on_disconnect`` is called: a client's own run is cancelled, a
-    watched one goes on), then sends ``ending`` (the 401 instead, when the status line
-    has not gone out yet) and closes.
+    Given its protocol's ``ending``, a stream whose credential stops holding meanwhile (an
+    API key revoked, checked on a timer; or expired: :class:`RevocationWatch`) stops at
+    once, wherever it waits, as if its client had left (``on_disconnect`` is called: a
+    client's own run is cancelled, a watched one goes on), then sends ``ending`` (the 401
+    instead, when the status line has not gone out yet) and closes.
     """
 
     def __init__(
@@ -114,7 +115,7 @@ class SSEResponse(Response):
         self._revoked: CredentialRevoked | None = None
         self._guard: asyncio.Timeout | None = None
         """A watcher's way out: expired when its client leaves or it falls behind; any
-        stream's when its key is revoked."""
+        stream's when its credential stops holding."""
         self._lag_timer: asyncio.TimerHandle | None = None
         self._gone = False
         self._left = False
@@ -203,9 +204,9 @@ class SSEResponse(Response):
     async def _end_revoked(
         self, revoked: CredentialRevoked, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        """The end of a stream cut off by its key's revocation: the protocol's error frame
-        (a slow client waited for a while only: then the connection is left unfinished,
-        which closes it), or the 401 before the stream opened."""
+        """The end of a stream cut off by its credential's revocation or expiry: the
+        protocol's error frame (a slow client waited for a while only: then the connection
+        is left unfinished, which closes it), or the 401 before the stream opened."""
         assert self._ending is not None
         if not self._started:
             if self._error_response is None:
@@ -223,8 +224,8 @@ class SSEResponse(Response):
                 await send({"type": "http.response.body", "body": frame, "more_body": False})
         except TimeoutError:
             log.warning(
-                "left a revoked key's stream unfinished: its client did not read the last "
-                "frame within %g seconds",
+                "left a revoked or expired credential's stream unfinished: its client did "
+                "not read the last frame within %g seconds",
                 REVOKED_END_WAIT,
             )
 

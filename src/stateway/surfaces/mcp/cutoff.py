@@ -1,11 +1,11 @@
-"""An MCP request served while its API key may be revoked: cut off once it is.
+"""An MCP request served while its credential may be revoked or expire: cut off once it is.
 
 What outlasts a request's arrival (the standalone GET stream carrying a 2025-11-25
 session's notifications, a 2026-07-28 ``subscriptions/listen`` stream, a long tool call)
-has its key checked again by a :class:`~stateway.surfaces.auth.revocation.RevocationWatch`,
-as every surface's streams are. A key that no longer holds cuts the request off: a
-response under way ends there (its SSE stream closed), one not yet started is the 401.
-Runs go on. An expired credential is only refused from then on, its streams going on.
+has its credential watched by a :class:`~stateway.surfaces.auth.revocation.RevocationWatch`,
+as every surface's streams are (an API key checked again, a credential ended at its
+expiry). One that no longer holds cuts the request off: a response under way ends there
+(its SSE stream closed), one not yet started is the 401. Runs go on.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from stateway.surfaces.http.transport import error_response
 async def serve_until_revoked(
     app: ASGIApp, scope: Scope, receive: Receive, send: Send
 ) -> CredentialRevoked | None:
-    """Serve the request with ``app``, cut off if its key is revoked meanwhile; that
-    revocation, if it was."""
+    """Serve the request with ``app``, cut off if its credential is revoked or expires
+    meanwhile; that error, if it was."""
     seen: list[CredentialRevoked] = []
     with anyio.CancelScope() as request:
 
@@ -31,7 +31,7 @@ async def serve_until_revoked(
             request.cancel()
 
         watch = RevocationWatch.start(scope, revoked)
-        if watch is None:  # no API key: only its expiry could end it
+        if watch is None:  # a credential that can neither be revoked nor expire
             await app(scope, receive, send)
             return None
         response = _Response(send)

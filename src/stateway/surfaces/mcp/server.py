@@ -19,11 +19,11 @@ Each HTTP request to ``/mcp`` is authenticated by the HTTP surface's middleware;
 principal (``principal_of``) is what the handlers act for, and the SDK binds each session
 to the principal that opened it (another principal naming the session gets 404). One
 from a web page of another site (its ``Origin`` not the gateway's own) is refused (403).
-A request outlasting its API key's revocation (a stream) is cut off (``cutoff.py``),
-and its session's subscriptions end. A
-session idle for :data:`SESSION_IDLE_TIMEOUT` (no request in flight, no stream open) is
-closed, and at most :data:`MAX_SESSIONS` are open at once (beyond, opening one is refused
-with 503), so clients that never end theirs hold little for long.
+A request outlasting its credential's revocation or expiry (a stream) is cut off
+(``cutoff.py``), and its session's subscriptions end. A session idle for
+:data:`SESSION_IDLE_TIMEOUT` (no request in flight, no stream open) is closed, and at most
+:data:`MAX_SESSIONS` are open at once (beyond, opening one is refused with 503), so
+clients that never end theirs hold little for long.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ class McpSurface:
         scope["user"] = AuthenticatedUser(token)
         revoked = await serve_until_revoked(self._manager.handle_request, scope, receive, send)
         if revoked is not None:
-            log.info("mcp: a request's API key was revoked: %s", revoked.message)
+            log.info("mcp: a request's credential stopped holding: %s", revoked.message)
             self._end_subscriptions(Headers(scope=scope).get("mcp-session-id", ""))
 
     @asynccontextmanager

@@ -2,13 +2,13 @@
 
 The receive loop reads one frame at a time and answers what is wrong with it at once,
 with an error frame (the connection and its lanes go on): a binary or oversize frame, one
-that is not JSON or of no known type, an expired credential (the upgrade was
-authenticated; each request frame checks the credential again: its expiry, and an API
-key's revocation through the key cache, also checked every 5 s while no frame comes), a
-shutdown under way, a cap. A revoked key's error frame ends the connection: it goes out
-after what was queued, then the close (1008). A good frame becomes work on its lane
-(:mod:`.lanes`), but a ``response.steer``, answered at once by :mod:`.steering` (its input
-goes to the response it names).
+that is not JSON or of no known type, a shutdown under way, a cap. A credential that no
+longer holds ends the connection instead (the upgrade was authenticated; each request
+frame checks the credential again: its expiry, and an API key's revocation through the key
+cache, also checked every 5 s while no frame comes, and the connection is ended at the
+credential's expiry): its error frame goes out after what was queued, then the close
+(1008). A good frame becomes work on its lane (:mod:`.lanes`), but a ``response.steer``,
+answered at once by :mod:`.steering` (its input goes to the response it names).
 
 A ``response.create`` runs as the HTTP route's streamed create does (with its
 ``command_id`` through ``Gateway.once``), journaled, and the lane streams the journal's
@@ -76,10 +76,10 @@ SLOW_CLIENT: Final = 4429
 """The close code of a client that stopped reading while its runs went on."""
 GOING_AWAY: Final = 1001
 POLICY_VIOLATION: Final = 1008
-"""The close code of a connection whose API key was revoked."""
+"""The close code of a connection whose credential was revoked or expired."""
 LOG_WAIT: Final = 10.0
 """Seconds a close frame waits at most for the logs of runs that had ended to be written,
-and for the frames queued before a revoked key's close to be sent."""
+and for the frames queued before a revoked or expired credential's close to be sent."""
 _ENVELOPE: Final = frozenset({"stream_id", "command_id"})
 """Fields of a create frame that are not part of what a command id fingerprints."""
 
@@ -129,8 +129,9 @@ class Session:
         """Logs kept after their run's end, being written (the close frame waits)."""
 
     async def serve(self, receive: Receive) -> None:
-        """The receive loop, until the client is gone; a revoked API key's connection
-        is ended (:class:`RevocationWatch`) even while no frame comes."""
+        """The receive loop, until the client is gone; a revoked API key's or an expired
+        credential's connection is ended (:class:`RevocationWatch`) even while no frame
+        comes."""
         revocation = RevocationWatch.start(self._scope, self._refuse)
         try:
             while True:
@@ -233,7 +234,8 @@ class Session:
 
     async def _successor_principal(self, successor: Successor) -> Principal:
         """Who a successor acts for: checked again, as for a request frame (an expired
-        or revoked credential fails its steers, then the lane's 401 error frame)."""
+        or revoked credential fails its steers, then the lane's 401 error frame ends the
+        connection)."""
         try:
             return await current_principal(self._scope)
         except GatewayError:
@@ -329,10 +331,11 @@ class Session:
             self.outbox.put(frame)
 
     def _end(self, frame: bytes, reason: str) -> None:
-        """The connection's API key was revoked: nothing more is read or streamed (the
-        lanes stop, their runs go on, their logs kept for a resume with a valid key), the
-        frames already put and then ``frame`` go out, and the connection is closed with
-        1008, as an upgrade with that key would be refused."""
+        """The connection's credential was revoked or expired: nothing more is read or
+        streamed (the lanes stop, their runs go on, their logs kept for a resume with a
+        valid credential), the frames already put and then ``frame`` go out, and the
+        connection is closed with 1008, as an upgrade with that credential would be
+        refused."""
         if self._closer is not None:
             return
         self._closing = True
