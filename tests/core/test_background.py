@@ -26,7 +26,7 @@ from stateway.core.loop import Loop
 from stateway.core.ports import EventBatch, ResponseRecord
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
-from stateway.core.watch import StoredWatch, Watch
+from stateway.core.watch import LiveWatch, StoredWatch, Watch
 from stateway.protocols.responses.encode import encode_event_json
 from tests.collector import collector_off, freed
 from tests.core.fakes import HeldReads, MemoryStore, ScriptedBackend
@@ -461,3 +461,24 @@ async def test_a_poll_while_the_end_is_being_stored_shows_the_run_still_in_progr
     assert run.state.status == "failed"
     assert run.state.error is not None
     assert run.state.error["code"] == "storage_unavailable"
+
+
+async def test_a_watch_tells_the_sequence_number_of_the_next_event_it_gives() -> None:
+    """What the error event ending a watcher's stream cut off is numbered with: from past
+    ``starting_after`` before any batch, then past each batch given, live or stored."""
+    store = MemoryStore()
+    gateway = gateway_for(ScriptedBackend(script("a", "b")), store)
+    run = await create(gateway, background=True)
+    await until_output(run)
+
+    live = await gateway.execute(ME, WatchResponse(run.id, starting_after=0))
+    assert isinstance(live, LiveWatch)
+    assert live.position == 1
+    given = await payloads(live)
+    assert live.position == 1 + len(given) == len(run.events)
+    await ended(run)
+    stored = await gateway.execute(ME, WatchResponse(run.id, starting_after=1))
+    assert isinstance(stored, StoredWatch)
+    assert stored.position == 2
+    given = await payloads(stored)
+    assert stored.position == 2 + len(given) == len(run.events)

@@ -115,6 +115,7 @@ def test_a_responses_stream_ends_with_an_error_event_and_its_run_with_it(
         "code": "invalid_api_key",
         "message": REVOKED,
         "param": None,
+        "sequence_number": data[-2]["sequence_number"] + 1,  # as every event of the stream
     }
     assert "response.completed" not in names
     # The client's own run, ended as when its client leaves (stored incomplete,
@@ -137,6 +138,7 @@ def test_a_background_watch_ends_and_the_run_completes(gateway: AuthGateway) -> 
     assert lasted < BOUND
     assert names[-1] == "error"
     assert (data[-1]["code"], data[-1]["message"]) == ("invalid_api_key", REVOKED)
+    assert data[-1]["sequence_number"] == data[-2]["sequence_number"] + 1
     assert "response.completed" not in names
     # Only the watch ended: the run goes on, and the tenant's other key sees it finish.
     assert status_once_settled(gateway, other, response_id) == "completed"
@@ -266,6 +268,7 @@ def test_an_expiring_keys_responses_stream_ends_at_its_expiry(gateway: AuthGatew
         "code": "invalid_api_key",
         "message": EXPIRED,
         "param": None,
+        "sequence_number": data[-2]["sequence_number"] + 1,
     }
     assert "response.completed" not in names
 

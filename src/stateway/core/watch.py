@@ -59,6 +59,12 @@ Batches = AsyncIterator[tuple[list[bytes], bool]]
 class Watch(Protocol):
     def batches(self) -> Batches: ...
 
+    @property
+    def position(self) -> int:
+        """The sequence number of the next event this watch gives (past those of the
+        batches given so far)."""
+        ...
+
     def behind(self) -> int:
         """Bytes of the events logged that this watcher has not been given yet."""
         ...
@@ -70,6 +76,10 @@ class LiveWatch:
         self._journal = journal
         self._after = after
         self._position = after + 1
+
+    @property
+    def position(self) -> int:
+        return self._position
 
     async def batches(self) -> Batches:
         run = self._run
@@ -101,7 +111,12 @@ class StoredWatch:
         self._key = key
         self._log: EventLog | None = log
         self._after = after
+        self._position = after + 1
         self._poll = poll
+
+    @property
+    def position(self) -> int:
+        return self._position
 
     async def batches(self) -> Batches:
         log, self._log = self._log, None
@@ -110,8 +125,10 @@ class StoredWatch:
             finished = log.status not in UNFINISHED
             if log.events.payloads:
                 after = log.events.end - 1
+                self._position = log.events.end
                 yield log.events.payloads, finished
             elif finished and (missed := await _missed_end(self._store, self._key, log.last)):
+                self._position = log.last + 1
                 yield missed, True
             if finished:
                 return
@@ -141,6 +158,10 @@ class FollowedWatch:
         """The sequence number of the next event to give."""
         self._quiet = quiet
         self._following: Following | None = None
+
+    @property
+    def position(self) -> int:
+        return self._position
 
     async def batches(self) -> Batches:
         log = self._log

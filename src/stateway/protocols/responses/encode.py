@@ -255,10 +255,17 @@ def encode_sse_payload(payload: bytes) -> bytes:
     return b"event: " + kind + b"\ndata: " + payload + b"\n\n"
 
 
-def encode_sse_error(error: GatewayError) -> bytes:
-    """The ``error`` event ending a stream the gateway cut off (an API key revoked while
-    it streamed), as the Responses API's: its ``code``, ``message`` and ``param``."""
-    payload = {"type": "error", "code": error.code, "message": error.message, "param": error.param}
+def encode_sse_error(error: GatewayError, seq: int) -> bytes:
+    """The ``error`` event ending a stream the gateway cut off (its credential revoked or
+    expired while it streamed), as the Responses API's: its ``code``, ``message`` and
+    ``param``, and the stream's next sequence number (``seq``), as every event's."""
+    payload = {
+        "type": "error",
+        "code": error.code,
+        "message": error.message,
+        "param": error.param,
+        "sequence_number": seq,
+    }
     return b"event: error\ndata: " + orjson.dumps(payload) + b"\n\n"
 
 

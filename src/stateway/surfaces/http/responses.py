@@ -20,7 +20,7 @@ from stateway.core.commands import (
     Principal,
     WatchResponse,
 )
-from stateway.core.errors import InvalidRequest
+from stateway.core.errors import GatewayError, InvalidRequest
 from stateway.core.gateway import Gateway
 from stateway.core.journal import RunJournal
 from stateway.core.runs import Run
@@ -138,13 +138,14 @@ class ResponsesRoutes:
         if run.journal is not None and run.state.background:  # detached from this request
             return await self._background(run, run.journal, scope, stream=stream)
         if stream:
+            sent = _Sent(0)
             return SSEResponse(
-                _frames(run),
+                _frames(run, sent),
                 on_disconnect or _stay,
                 opening=partial(wait_for_output, run),
                 keepalive=self._keepalive,
                 error_response=partial(error_answer, scope),
-                ending=encode_sse_error,
+                ending=sent.ending,
             )
         if on_disconnect is None:
             await run.wait()
@@ -205,14 +206,15 @@ class ResponsesRoutes:
         return await idempotency.answered_once(self._gateway, request, principal, answer)
 
     def _watching(self, watch: Watch, scope: Scope, opening: Opening | None = None) -> SSEResponse:
+        sent = _Sent(watch.position)
         return SSEResponse(
-            _wire_frames(watch),
+            _wire_frames(watch, sent),
             _stay,
             opening=opening,
             keepalive=self._keepalive,
             error_response=partial(error_answer, scope),
             watcher=Watcher(watch.behind),
-            ending=encode_sse_error,
+            ending=sent.ending,
         )
 
     async def delete(self, request: Request) -> Response:
@@ -260,20 +262,37 @@ def _stay() -> None:
     """A watcher leaving changes nothing for the run it watched."""
 
 
-async def _wire_frames(watch: Watch) -> Chunks:
+class _Sent:
+    """How far a stream got: the sequence number of its next event (those before it were
+    sent: a chunk is taken as sent once its write returned, when its generator resumes).
+    The ``error`` event ending a stream the gateway cut off takes it."""
+
+    __slots__ = ("next",)
+
+    def __init__(self, first: int) -> None:
+        self.next = first
+
+    def ending(self, error: GatewayError) -> bytes:
+        return encode_sse_error(error, self.next)
+
+
+async def _wire_frames(watch: Watch, sent: _Sent) -> Chunks:
     """Whole SSE frames of a watch's wire payloads; a batch leaves in one write."""
     async for payloads, last in watch.batches():
         yield b"".join([encode_sse_payload(payload) for payload in payloads]), last
+        sent.next = watch.position
 
 
-async def _frames(run: Run) -> Chunks:
+async def _frames(run: Run, sent: _Sent) -> Chunks:
     """Whole SSE frames; events logged together leave in one write."""
     async for first, events in run.subscribe_batches():
+        end = first + len(events)
         if len(events) == 1:
             chunk = encode_sse(first, events[0])
         else:
             chunk = b"".join(encode_sse(first + i, event) for i, event in enumerate(events))
-        yield chunk, run.closed and first + len(events) == len(run.events)
+        yield chunk, run.closed and end == len(run.events)
+        sent.next = end
 
 
 def _principal(request: Request) -> Principal:
