@@ -22,6 +22,7 @@ from stateway.core.inference import (
     Finish,
     InferenceRequest,
     ReasoningDelta,
+    RefusalDelta,
     TextDelta,
     ToolCallDelta,
     UsageReport,
@@ -360,6 +361,33 @@ def test_only_the_first_choice_is_read() -> None:
     ]
     unnumbered = {"choices": [{"delta": {"content": "x"}}]}  # a server that omits the index
     assert list(from_upstream_chunk(unnumbered)) == [TextDelta("x")]
+
+
+@pytest.mark.parametrize(
+    ("delta", "deltas"),
+    [
+        ({"content": " word"}, [TextDelta(" word")]),
+        ({"reasoning_content": " hm"}, [ReasoningDelta(" hm")]),
+        ({"reasoning": " hm"}, [ReasoningDelta(" hm")]),
+        ({"refusal": "no"}, [RefusalDelta("no")]),
+        ({"content": ""}, []),
+        ({"role": "assistant"}, []),
+        ({"content": None}, []),
+        ({}, []),
+        (None, []),
+    ],
+)
+def test_a_delta_of_one_field_is_read_as_any_other(delta: Any, deltas: list[Any]) -> None:
+    """Most chunks carry one word in one field; that case is read first, alike."""
+    assert from_upstream_chunk({"choices": [{"index": 0, "delta": delta}]}) == deltas
+
+
+@pytest.mark.parametrize(
+    "delta", [{"content": 5}, {"reasoning_content": ["x"]}, {"reasoning": {}}, "x", [1]]
+)
+def test_a_one_field_delta_of_the_wrong_type_is_malformed(delta: Any) -> None:
+    with pytest.raises((TypeError, AttributeError)):
+        from_upstream_chunk({"choices": [{"index": 0, "delta": delta}]})
 
 
 def test_streamed_tool_calls_keep_their_index() -> None:

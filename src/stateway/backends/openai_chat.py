@@ -123,7 +123,7 @@ class OpenAIChatBackend:
         try:
             chunk = orjson.loads(data)
             self._check_reported(chunk, mid_stream=True)
-            return list(from_upstream_chunk(chunk, tokens))
+            return from_upstream_chunk(chunk, tokens)
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed chunk.") from exc
 
@@ -184,25 +184,53 @@ async def _guided(deltas: AsyncGenerator[Delta, None], tool: str) -> AsyncGenera
             yield delta
 
 
-def from_upstream_chunk(chunk: dict[str, Any], tokens: bool = False) -> Iterator[Delta]:
+def from_upstream_chunk(chunk: dict[str, Any], tokens: bool = False) -> list[Delta]:
     """Deltas of one ``chat.completion.chunk``; its text's ``tokens`` (``logprobs``) are
-    read only when asked for."""
+    read only when asked for. A plain loop over a list: it runs for every chunk."""
+    deltas: list[Delta] = []
     for choice in chunk.get("choices") or ():
         if choice.get("index", 0) != 0:
             continue
-        delta = obj(choice.get("delta"))
-        given = choice.get("logprobs") if tokens else None  # inline: no call per chunk
-        yield from _message_deltas(
-            delta,
-            lambda position, call: count(call.get("index", 0)),
-            chunk_tokens(given) if given else None,
-        )
+        delta = choice.get("delta")
+        given = choice.get("logprobs") if tokens else None
+        if given or not _one_field(delta, deltas):
+            tokens_given = chunk_tokens(given) if given else None
+            _message_deltas(obj(delta), _chunk_call_index, tokens_given, deltas)
         reason = text(choice.get("finish_reason"))
         if reason:
-            yield Finish(reason, _stop_sequence(choice))
+            deltas.append(Finish(reason, _stop_sequence(choice)))
     usage = chunk.get("usage")
     if usage:
-        yield UsageReport(from_chat_usage(obj(usage)))
+        deltas.append(UsageReport(from_chat_usage(obj(usage))))
+    return deltas
+
+
+_ONE_FIELD: dict[str, type[TextDelta] | type[ReasoningDelta]] = {
+    "content": TextDelta,
+    "reasoning_content": ReasoningDelta,
+    "reasoning": ReasoningDelta,
+}
+"""What a streamed delta of one string field holds, for the fields that make one delta."""
+
+
+def _one_field(delta: Any, deltas: list[Delta]) -> bool:
+    """The common chunk's delta: one word of text or reasoning, its only field (no
+    ``role``, no tokens). Its delta added, True; False for any other delta (read whole
+    by :func:`_message_deltas`, which also reports the wrong types)."""
+    if type(delta) is not dict or len(delta) != 1:
+        return False
+    [(field, value)] = delta.items()
+    kind = _ONE_FIELD.get(field)
+    if kind is None or type(value) is not str:
+        return False
+    if value:
+        deltas.append(kind(value))
+    return True
+
+
+def _chunk_call_index(position: int, call: dict[str, Any]) -> int:
+    """A streamed call fragment's own ``index`` (absent: the first call)."""
+    return count(call.get("index", 0))
 
 
 def from_upstream_completion(payload: dict[str, Any], tokens: bool = False) -> Iterator[Delta]:
@@ -214,9 +242,9 @@ def from_upstream_completion(payload: dict[str, Any], tokens: bool = False) -> I
     choice = choices[0]
     message = obj(choice.get("message"))
     given = choice.get("logprobs") if tokens else None
-    yield from _message_deltas(
-        message, lambda position, call: position, text_tokens(given, message) if given else None
-    )
+    deltas: list[Delta] = []
+    _message_deltas(message, _position, text_tokens(given, message) if given else None, deltas)
+    yield from deltas
     if payload.get("usage"):
         yield UsageReport(from_chat_usage(obj(payload["usage"])))
     yield Finish(text(choice.get("finish_reason")) or "stop", _stop_sequence(choice))
@@ -229,29 +257,37 @@ def _stop_sequence(choice: dict[str, Any]) -> str | None:
     return matched if isinstance(matched, str) and choice.get("finish_reason") == "stop" else None
 
 
+def _position(position: int, call: dict[str, Any]) -> int:
+    """A whole message's call: its place among the message's calls."""
+    return position
+
+
 def _message_deltas(
     message: dict[str, Any],
     call_index: Callable[[int, dict[str, Any]], int],
-    tokens: list[Item] | None = None,
-) -> Iterator[Delta]:
+    tokens: list[Item] | None,
+    deltas: list[Delta],
+) -> None:
     """Reasoning, text (with its ``tokens``), a refusal and tool calls of a message or a
-    streamed delta, in that order."""
+    streamed delta, in that order, added to ``deltas``."""
     reasoning = text(message.get("reasoning_content")) or text(message.get("reasoning"))
     if reasoning:
-        yield ReasoningDelta(reasoning)
+        deltas.append(ReasoningDelta(reasoning))
     content = text(message.get("content"))
     if content:
-        yield TextDelta(content, tokens)
+        deltas.append(TextDelta(content, tokens))
     elif tokens and not reasoning and not message.get("tool_calls"):
-        yield TextDelta("", tokens)  # a token with no text yet (part of a character)
+        deltas.append(TextDelta("", tokens))  # a token with no text yet (part of a character)
     refusal = message.get("refusal")  # OpenAI's; null from open model servers
     if refusal:
-        yield RefusalDelta(text(refusal) or "")
+        deltas.append(RefusalDelta(text(refusal) or ""))
     for position, call in enumerate(message.get("tool_calls") or ()):
         function = obj(call.get("function"))
-        yield ToolCallDelta(
-            call_index(position, call),
-            text(call.get("id")) or None,  # DashScope and DeepSeek repeat them as ""
-            text(function.get("name")) or None,  # on a call's later fragments
-            text(function.get("arguments")) or "",
+        deltas.append(
+            ToolCallDelta(
+                call_index(position, call),
+                text(call.get("id")) or None,  # DashScope and DeepSeek repeat them as ""
+                text(function.get("name")) or None,  # on a call's later fragments
+                text(function.get("arguments")) or "",
+            )
         )
