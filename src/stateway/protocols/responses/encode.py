@@ -104,15 +104,7 @@ def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
     """The wire payload of one stream event, ``sequence_number`` = its place in the log."""
     match event:
         case ev.TextDelta():
-            return {
-                "type": "response.output_text.delta",
-                "sequence_number": seq,
-                "item_id": event.item_id,
-                "output_index": event.output_index,
-                "content_index": event.content_index,
-                "delta": event.delta,
-                "logprobs": event.logprobs or [],
-            }
+            return _text_delta(seq, event)
         case ev.ReasoningDelta():
             return _part_event("response.reasoning_text.delta", seq, event, delta=event.delta)
         case ev.RefusalDelta():
@@ -223,11 +215,29 @@ def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
             return _response_event(kind, seq, event.response, snapshot=False)
 
 
+def _text_delta(seq: int, event: ev.TextDelta) -> dict[str, Any]:
+    return {
+        "type": "response.output_text.delta",
+        "sequence_number": seq,
+        "item_id": event.item_id,
+        "output_index": event.output_index,
+        "content_index": event.content_index,
+        "delta": event.delta,
+        "logprobs": event.logprobs or [],
+    }
+
+
+_TEXT_DELTA_HEAD = b"event: response.output_text.delta\ndata: "
+
+
 def encode_sse(seq: int, event: ev.Event) -> bytes:
-    """One SSE frame: ``event:`` line, one-line JSON ``data:``, blank line, LF only."""
+    """One SSE frame: ``event:`` line, one-line JSON ``data:``, blank line, LF only. A
+    text delta, most of a stream's frames, has its head ready."""
+    if type(event) is ev.TextDelta:
+        return _TEXT_DELTA_HEAD + orjson.dumps(_text_delta(seq, event)) + b"\n\n"
     payload = encode_event(seq, event)
     kind: str = payload["type"]
-    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+    return b"".join((b"event: ", kind.encode(), b"\ndata: ", orjson.dumps(payload), b"\n\n"))
 
 
 def encode_event_json(seq: int, event: ev.Event) -> bytes:
