@@ -96,8 +96,9 @@ async def _infer(
     attributes = {"stateway.backend": backend.name, "stateway.model": request.model}
     with telemetry.span(ATTEMPT, attributes):
         async with aclosing(backend.infer(request)) as deltas:
+            started = plan.output_started
             async for delta in deltas:
-                if not plan.output_started:
+                if not started:  # until the attempt's first output (a local: read per delta)
                     if type(delta) is UsageReport:  # the prompt counted ahead: no output yet
                         reported = delta.usage
                         if plan.first_output is None:  # the run's first round
@@ -109,12 +110,13 @@ async def _infer(
                         opening = delta
                         continue
                     plan.output()
-                if not run.events:  # the first output: durable first, then announced
-                    await durable(row)
-                    announce(run)
-                if opening is not None:
-                    assembler.message(opening.phase)
-                    opening = None
+                    started = True
+                    if not run.events:  # the run's first output: durable first, then announced
+                        await durable(row)
+                        announce(run)
+                    if opening is not None:
+                        assembler.message(opening.phase)
+                        opening = None
                 match delta:
                     case TextDelta(text=text, logprobs=logprobs):
                         assembler.text(text, logprobs)
