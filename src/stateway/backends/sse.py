@@ -39,17 +39,18 @@ class SSEDecoder:
                 return []
             self._fresh, self._buffer = False, b""
             chunk = head.removeprefix(_BOM)
+        end = len(chunk) - 2
         if (  # the common case, one token's chunk: "data: {...}\n\n" and nothing else
-            not self._buffer
+            end > 6  # "data: \n\n" has no data: not dispatched
+            and not self._buffer
             and not self._data
             and chunk.startswith(b"data: ")
-            and len(chunk) > 8  # "data: \n\n" has no data: not dispatched
-            and chunk.endswith(b"\n\n")
-            and chunk.count(b"\n") == 2
+            and chunk.find(b"\n", 6) == end  # its first line break ends its one line,
+            and chunk[-1] == 0x0A  # and a blank line follows (no count over the whole chunk)
             and b"\r" not in chunk
         ):
             event, self._event = self._event, None
-            return [ServerSentEvent(event, chunk[6:-2])]
+            return [ServerSentEvent(event, chunk[6:end])]
         buffer = self._buffer + chunk if self._buffer else chunk
         held = b""
         if b"\r" in buffer:
