@@ -3,9 +3,11 @@ keep-alive comments, slow bodies, content types, the Host check and WebSocket up
 
 from __future__ import annotations
 
+import re
 import socket
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -130,6 +132,44 @@ def test_half_sent_body_is_a_408_within_seconds(served: str) -> None:
     error = orjson.loads(reply.partition(b"\r\n\r\n")[2])["error"]
     assert set(error) == SHAPE
     assert error["code"] == "request_timeout"
+
+
+def counted(url: str, route: str) -> dict[str, float]:
+    """``stateway_requests_total`` of ``route``, by status."""
+    text = urllib.request.urlopen(url + "/metrics").read().decode()
+    pattern = rf'^stateway_requests_total{{route="{re.escape(route)}",status="(\d+)"}} (\S+)$'
+    return {status: float(n) for status, n in re.findall(pattern, text, re.MULTILINE)}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/responses/compact",
+        "/v1/responses/input_tokens",
+        "/v1/messages/count_tokens",
+        "/v1/conversations",
+    ],
+)
+def test_a_client_gone_mid_body_is_counted_499_and_logs_no_error(
+    served: str, served_log: Path, path: str
+) -> None:
+    logged_before = len(served_log.read_text())
+    host = served.removeprefix("http://")
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    )
+    name, port = host.split(":")
+    with socket.create_connection((name, int(port))) as sock:
+        sock.sendall(head.encode() + b'{"model": ')
+    deadline = time.monotonic() + 10
+    while not (statuses := counted(served, path)):
+        assert time.monotonic() < deadline, "the request was never counted"
+        time.sleep(0.02)
+    assert statuses == {"499": 1.0}
+    log = logged_after(served, served_log)[logged_before:]
+    assert "ERROR" not in log
+    assert "Traceback" not in log
 
 
 @pytest.mark.parametrize(

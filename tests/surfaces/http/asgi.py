@@ -32,10 +32,12 @@ async def call(
     content_type: str | None = "application/json",
     headers: list[tuple[bytes, bytes]] | None = None,
     watch: Callable[[Message], None] | None = None,
+    cut: int | None = None,
 ) -> Reply:
     """Call ``app`` once. The client stays until the response ends, or until ``leave``
-    is set, when it disconnects. ``headers`` are added to the request's; ``watch`` sees
-    every message the app sends, as it is sent."""
+    is set, when it disconnects; with ``cut``, it leaves once it has sent that many bytes
+    of the body. ``headers`` are added to the request's; ``watch`` sees every message the
+    app sends, as it is sent."""
     sent_headers = [(b"content-length", str(len(body)).encode()), *(headers or [])]
     if content_type is not None:
         sent_headers.append((b"content-type", content_type.encode()))
@@ -61,7 +63,11 @@ async def call(
         nonlocal sent
         if not sent:
             sent = True
+            if cut is not None:
+                return {"type": "http.request", "body": body[:cut], "more_body": True}
             return {"type": "http.request", "body": body, "more_body": False}
+        if cut is not None:
+            return {"type": "http.disconnect"}
         waits = [asyncio.ensure_future(finished.wait())]
         if leave is not None:
             waits.append(asyncio.ensure_future(leave.wait()))

@@ -4,6 +4,7 @@ request reports to the observer: route template, status, and WebSocket connectio
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from stateway.core.usage import Usage
 from stateway.identity.key_cache import KeyCache
 from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.observed import CLIENT_GONE, ObservedApp
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
@@ -80,7 +82,13 @@ def build(observer: Observer, authenticator: Authenticator | None = None) -> Any
         store, Router([BackendEntry(backend, {}, catch_all=True)]), Loop(store), RunRegistry()
     )
     routes = ResponsesRoutes(gateway, 1 << 20)
-    return build_http_app(routes, Service(gateway), observer=observer, authenticator=authenticator)
+    return build_http_app(
+        routes,
+        Service(gateway),
+        messages=MessagesRoutes(gateway, 1 << 20),
+        observer=observer,
+        authenticator=authenticator,
+    )
 
 
 async def test_a_request_refused_before_routing_counts_under_its_route_s_template() -> None:
@@ -164,6 +172,35 @@ async def test_an_answer_never_started_is_reported_as_client_gone() -> None:
     observer = Observer()
     await call(ObservedApp(silent, observer), "GET", "/anything", content_type=None)
     assert observer.ended == [("unmatched", CLIENT_GONE)]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/responses",
+        "/v1/responses/compact",
+        "/v1/responses/input_tokens",
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+    ],
+)
+async def test_a_client_gone_while_its_body_is_sent_is_answered_nothing_and_not_logged(
+    path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not an unexpected failure: no 500 sent to nobody, no error logged (the server's
+    too: nothing is re-raised), counted as a client gone."""
+    observer = Observer()
+    started: list[Message] = []
+
+    def watch(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            started.append(message)
+
+    headers = [(b"anthropic-version", b"2023-06-01")]
+    await call(build(observer), "POST", path, CREATE, cut=5, headers=headers, watch=watch)
+    assert started == []
+    assert observer.ended == [(path, CLIENT_GONE)]
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 async def test_a_refused_websocket_has_a_request_id() -> None:

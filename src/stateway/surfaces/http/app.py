@@ -1,7 +1,9 @@
 """The Starlette application of the HTTP surface: routes and the error boundary.
 
 Errors leave in the OpenAI shape ``{"error": {message, type, param, code}}``; an
-unexpected exception is logged and answered with a generic 500, never a stack trace.
+unexpected exception is logged and answered with a generic 500, never a stack trace. A
+client that left before its answer began (while its body was read, or while the answer
+was worked out) is answered nothing and logged nowhere: the observer counts it as 499.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route, WebSocketRoute, request_response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -112,6 +114,7 @@ def build_http_app(
         *([] if usage is None else [Route("/v1/usage", usage.usage, methods=["GET"])]),
     ]
     handlers: dict[Any, Any] = {
+        ClientDisconnect: _client_gone,
         GatewayError: _gateway_error,
         HTTPException: _http_error,
         Exception: _unexpected,
@@ -172,6 +175,10 @@ class _PostOnly:
         if scope["method"] != "POST":
             raise _method_not_allowed(scope["method"], scope["path"], ["POST"])
         await self._app(scope, receive, send)
+
+
+async def _client_gone(request: Request, exc: Exception) -> None:
+    """Nobody to answer: no answer (Starlette sends none for None), nothing logged."""
 
 
 async def _gateway_error(request: Request, exc: Exception) -> Response:

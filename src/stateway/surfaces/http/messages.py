@@ -146,6 +146,8 @@ async def _answered(handler: Handler, request: Request) -> Response:
     request_id = REQUEST_ID_VAR.get() or new_id("req")  # the answer's x-request-id too
     try:
         return await handler(request, request_id)
+    except ClientDisconnect:
+        raise  # nobody to answer: the app's handler answers nothing
     except Exception as error:  # noqa: BLE001 - the route's error boundary
         respond = partial(error_response, request_id=request_id)
         return error_answer(request.scope, error, respond, log)
