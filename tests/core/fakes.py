@@ -47,6 +47,9 @@ class ScriptedBackend:
         self.token_count: int | GatewayError | None = None
         """What ``count_tokens`` answers (None: no tokenizer; an error is raised)."""
         self.counted: list[InferenceRequest] = []
+        self.count_gate: asyncio.Event | None = None
+        """``count_tokens`` waits for it (``started`` once it asks, ``closed`` once it
+        ends, answered or abandoned)."""
 
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         self.requests.append(request)
@@ -66,6 +69,12 @@ class ScriptedBackend:
 
     async def count_tokens(self, request: InferenceRequest) -> int | None:
         self.counted.append(request)
+        if self.count_gate is not None:
+            self.started.set()
+            try:
+                await self.count_gate.wait()
+            finally:
+                self.closed.set()
         if isinstance(self.token_count, GatewayError):
             raise self.token_count
         return self.token_count

@@ -1,6 +1,7 @@
 """The Chat Completions fast path end to end, against a canned upstream on loopback: the
 upstream's bytes come back verbatim (streamed or not), its error status and body pass
-through, and a client that leaves closes the upstream request."""
+through, and a client that leaves closes the upstream request (so does one leaving a
+summary or a token count that the upstream works on)."""
 
 from __future__ import annotations
 
@@ -175,16 +176,25 @@ async def test_a_client_that_leaves_closes_the_upstream_request(setup: Setup) ->
     assert await asyncio.to_thread(setup.upstream.left.wait, 30)
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", sent("silent")),
+        ("/v1/responses/compact", b'{"model": "silent", "input": "hi"}'),
+        ("/v1/responses/input_tokens", b'{"model": "silent", "input": "hi"}'),
+    ],
+)
 async def test_a_client_that_leaves_before_the_upstream_answers_closes_its_request(
-    setup: Setup,
+    setup: Setup, path: str, body: bytes
 ) -> None:
     """A non-streamed answer's status line comes with its whole body: a client that gives
-    up while the model works closes the upstream request (no relay exists yet)."""
+    up while the model works closes the upstream request (no relay exists yet), as does
+    one giving up on a summary (``/compact``) or a count of its input."""
+    setup.upstream.silent_asked.clear()
+    setup.upstream.silent_left.clear()
     headers = {"Content-Type": "application/json"}
     async with aiohttp.ClientSession() as session:
-        request = session.post(
-            setup.gateway.url + "/v1/chat/completions", data=sent("silent"), headers=headers
-        )
+        request = session.post(setup.gateway.url + path, data=body, headers=headers)
         asking = asyncio.ensure_future(request.__aenter__())
         assert await asyncio.to_thread(setup.upstream.silent_asked.wait, 30)
         asking.cancel()  # the client gives up: its connection is closed

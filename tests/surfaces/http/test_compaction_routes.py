@@ -3,6 +3,7 @@ off the event loop, the item limit, content type, and the token count's source h
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -27,9 +28,9 @@ from tests.surfaces.http.asgi import call
 SEALER = AesGcmSealer(bytes(32))
 
 
-def build(token_count: int | None = None) -> Starlette:
+def build(token_count: int | None = None, backend: ScriptedBackend | None = None) -> Starlette:
     store = MemoryStore()
-    backend = ScriptedBackend([TextDelta("summary"), Finish("stop")])
+    backend = backend or ScriptedBackend([TextDelta("summary"), Finish("stop")])
     backend.token_count = token_count
     router = Router([BackendEntry(backend, {}, catch_all=True)])
     gateway = Gateway(store, router, Loop(store), RunRegistry(), sealer=SEALER)
@@ -96,3 +97,20 @@ async def test_input_tokens_say_where_the_count_comes_from(
         assert answer["input_tokens"] == counted
     else:  # a few tokens of JSON, by the estimate (core/token_estimate.py)
         assert 1 <= answer["input_tokens"] < 50
+
+
+@pytest.mark.parametrize("path", ["/v1/responses/compact", "/v1/responses/input_tokens"])
+async def test_a_client_that_leaves_abandons_the_model_call(path: str) -> None:
+    """The summary (or the count) is cancelled, its upstream request closed, and nothing
+    is answered."""
+    gate, leave = asyncio.Event(), asyncio.Event()
+    backend = ScriptedBackend([TextDelta("partial")], gate=gate)  # the summary waits
+    backend.count_gate = gate
+    app = build(token_count=3, backend=backend)
+    body = b'{"model": "m", "input": "hi"}'
+    request = asyncio.create_task(call(app, "POST", path, body, leave=leave))
+    await backend.started.wait()
+    leave.set()
+    await asyncio.wait_for(backend.closed.wait(), 5)
+    assert not gate.is_set()
+    assert (await request).status == 0

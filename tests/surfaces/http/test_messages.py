@@ -309,6 +309,20 @@ class Counting(ScriptedBackend):
         return 42
 
 
+async def test_a_client_that_leaves_abandons_its_count() -> None:
+    gate, leave = asyncio.Event(), asyncio.Event()
+    backend = ScriptedBackend(OK)
+    backend.token_count, backend.count_gate = 42, gate
+    raw = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    path = "/v1/messages/count_tokens"
+    request = asyncio.create_task(call(build(backend), "POST", path, raw, leave=leave))
+    await backend.started.wait()
+    leave.set()
+    await asyncio.wait_for(backend.closed.wait(), 5)  # the upstream's count, abandoned
+    assert not gate.is_set()
+    assert (await request).status == 0
+
+
 async def test_count_tokens_by_the_upstream_or_an_estimate() -> None:
     raw = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hello " * 40}]})
     counted = await post(build(Counting(OK)), raw, "/v1/messages/count_tokens")

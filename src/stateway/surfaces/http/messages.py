@@ -45,6 +45,7 @@ from stateway.surfaces.http.transport import (
     read_body,
     require_json,
     token_count_header,
+    while_present,
 )
 from stateway.surfaces.http.transport import error_response as openai_error_response
 
@@ -132,7 +133,7 @@ class MessagesRoutes:
         body = await self._body(request)
         command = decode_count_tokens(body, max_input_items=self._max_items)
         command.request.settings.anthropic_beta = betas(request.scope)
-        counted = await self._gateway.execute(principal, command)
+        counted = await while_present(request.receive, self._gateway.execute(principal, command))
         headers = {REQUEST_ID: request_id, **token_count_header(counted.estimated)}
         return JSONResponse({"input_tokens": counted.input_tokens}, headers=headers)
 

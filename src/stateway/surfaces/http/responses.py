@@ -52,6 +52,7 @@ from stateway.surfaces.http.transport import (
     read_body,
     require_json,
     token_count_header,
+    while_present,
 )
 
 INLINE_DECODE_BYTES = 1024 * 1024
@@ -169,14 +170,14 @@ class ResponsesRoutes:
         """``POST /v1/responses/compact``."""
         principal = _principal(request)
         command = await self._decode(request, decode_compact)
-        compacted = await self._gateway.execute(principal, command)
+        compacted = await while_present(request.receive, self._gateway.execute(principal, command))
         return JSONResponse(encode_compacted(compacted))
 
     async def input_tokens(self, request: Request) -> Response:
         """``POST /v1/responses/input_tokens``; the header says whether it is an estimate."""
         principal = _principal(request)
         command = await self._decode(request, decode_input_tokens)
-        count = await self._gateway.execute(principal, command)
+        count = await while_present(request.receive, self._gateway.execute(principal, command))
         headers = token_count_header(count.estimated)
         return JSONResponse(encode_token_count(count), headers=headers)
 

@@ -5,8 +5,8 @@ watching for a client that goes away (the SSE response is ``sse.py``'s).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import orjson
 from starlette.requests import ClientDisconnect
@@ -15,6 +15,8 @@ from starlette.types import Receive, Scope
 
 from stateway.core.deadline import Deadline
 from stateway.core.errors import GatewayError, InvalidRequest, RequestTooLarge
+
+T = TypeVar("T")
 
 
 class JSONResponse(Response):
@@ -181,3 +183,18 @@ class DisconnectWatch:
             self._watcher.cancel()
             self._watcher = None
         return self._gone
+
+
+async def while_present(receive: Receive, answer: Awaitable[T]) -> T:
+    """``answer`` (a model call: a summary, a token count), awaited while its client is
+    watched once its body is read: a client that leaves cancels it, closing the upstream
+    request, and is ``ClientDisconnect`` (nobody to answer)."""
+    watch = DisconnectWatch(receive)
+    try:
+        return await answer
+    except asyncio.CancelledError:
+        if not watch.left():
+            raise
+        raise ClientDisconnect from None
+    finally:
+        watch.stop()
