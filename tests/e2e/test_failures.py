@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import urllib.request
+import uuid
 
 import aiohttp
 import openai
@@ -15,6 +16,7 @@ from openai import OpenAI
 from stateway.fake_upstream.launch import start_fake_upstream
 from stateway.launch import start_gateway
 from tests.e2e.conftest import MAX_BODY_BYTES
+from tests.e2e.test_background import upstream_saw_leave
 
 MODEL = "fake-model"
 TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
@@ -108,6 +110,43 @@ async def test_client_disconnect_cancels_upstream_and_stores_incomplete(
     stored = client.responses.retrieve(response_id)
     assert stored.output[0].status == "incomplete"  # type: ignore[union-attr]
     assert len(stored.output_text.split()) < 500
+
+
+@pytest.mark.parametrize(
+    ("path", "fields"),
+    [
+        ("/v1/responses", {"store": False}),
+        ("/v1/chat/completions", {}),  # relayed from a Chat upstream, else translated
+        ("/v1/messages", {"max_tokens": 1000}),
+    ],
+)
+async def test_a_client_leaving_any_stream_closes_the_upstream_request(
+    gateway: str, fake_upstream: str, path: str, fields: dict[str, object]
+) -> None:
+    marker = f"leave-{uuid.uuid4().hex}"
+    text = f"{marker} [[slow:20]] [[words:500]]"
+    asked = {"input": text} if path == "/v1/responses" else {"messages": [user(text)]}
+    body = {"model": MODEL, "stream": True, **fields, **asked}
+    headers = {"anthropic-version": "2023-06-01"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(gateway + path, json=body, headers=headers) as response,
+    ):
+        assert response.status == 200
+        deltas = 0
+        async for line in response.content:
+            deltas += line.startswith(b"data: ") and b"delta" in line
+            if deltas == 3:
+                break
+        response.connection.close()  # type: ignore[union-attr]
+    deadline = time.monotonic() + 10
+    while not await upstream_saw_leave(fake_upstream, marker):
+        assert time.monotonic() < deadline, "the upstream request was never closed"
+        await asyncio.sleep(0.05)
+
+
+def user(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
 
 
 async def raw_post(
