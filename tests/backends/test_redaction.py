@@ -52,9 +52,15 @@ def test_overlapping_and_repeated_stretches_become_one_mask_each() -> None:
     assert scrub(f"{KEY[:10]}{KEY[3:15]} and {KEY.lower()}") == f"{MASK} and {MASK}"
 
 
+def test_every_separate_stretch_is_masked_in_place() -> None:
+    scrub = KeyScrubber(KEY)
+    text = f"a {KEY[:RUN]} b {KEY[6 : 6 + RUN]} c {KEY[-RUN:].upper()} d"
+    assert scrub(text) == f"a {MASK} b {MASK} c {MASK} d"
+
+
 def test_shorter_stretches_and_unrelated_text_stay() -> None:
     scrub = KeyScrubber(KEY)
-    text = f"the word {KEY[: RUN - 1]} and {KEY[4 : 4 + RUN - 1]} stay"
+    text = f"the word {KEY[: RUN - 1]} and {KEY[4 : 4 + RUN - 1]} and {KEY[-RUN + 1 :]} stay"
     assert scrub(text) == text
     assert KeyScrubber(None)(text) == text
 
