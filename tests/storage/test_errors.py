@@ -67,6 +67,34 @@ def test_the_log_line_says_what_the_database_said_and_the_client_does_not(
     assert "prompt" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("failure", "said"),
+    [
+        (TimeoutError(), "TimeoutError"),
+        (sqlite3.OperationalError("  \n"), "OperationalError"),
+        (
+            sqlite3.OperationalError("disk I/O error\nat page 4\nof the file"),
+            "OperationalError: disk I/O error",
+        ),
+        (sqlite3.OperationalError("x" * 400), "OperationalError: " + "x" * 300),
+        (
+            OperationalError("SELECT secret FROM t", {"p": "prompt"}, Exception("gone\nto lunch")),
+            "Exception: gone",
+        ),
+        (OperationalError("SELECT secret FROM t", {"p": "prompt"}, None), "OperationalError"),
+    ],
+)
+def test_the_reason_is_the_first_line_of_the_drivers_error_or_its_class(
+    failure: Exception, said: str
+) -> None:
+    """An error without text is named by its class alone; a SQLAlchemy error without a
+    driver error under it by its own class (its text is the statement's)."""
+    with pytest.raises(StorageError) as caught, storage_errors("doing things"):
+        raise failure
+
+    assert caught.value.reason == said
+
+
 def test_rejected_writes_say_so() -> None:
     failure = IntegrityError("INSERT INTO t", {}, Exception("duplicate key"))
 
