@@ -4,6 +4,7 @@ checked, and cancel signals: one sent to another process's run, one acted on her
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from dataclasses import replace
 
 import orjson
@@ -84,6 +85,14 @@ def gateway_for(
 def test_fingerprints_tell_parts_apart() -> None:
     assert fingerprint(b"ab", b"c") != fingerprint(b"a", b"bc")
     assert fingerprint(b"x") == fingerprint(b"x")
+
+
+def test_fingerprints_are_stable_across_versions() -> None:
+    """Outcomes outlive a process (in Redis, for a day): a retry answered by another
+    version of the gateway must digest its request alike, or it gets a 409."""
+    parts = (b"POST", b"/v1/responses", b"{}")
+    framed = b"".join(len(part).to_bytes(8, "big") + part for part in parts)
+    assert fingerprint(*parts) == hashlib.sha256(framed).hexdigest()
 
 
 async def test_an_attempt_that_raises_lets_its_claim_go() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from starlette.applications import Starlette
+from starlette.requests import Request
 
 from stateway.coordination import MemoryCommandResults
 from stateway.core.errors import UpstreamUnavailable
@@ -22,6 +23,7 @@ from stateway.protocols.responses.encode import encode_event_json
 from stateway.surfaces.auth.authenticator import Authenticator
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.conversations import ConversationsRoutes
+from stateway.surfaces.http.idempotency import request_digest
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.conversation_fakes import MemoryConversations, TurnStore
@@ -279,3 +281,49 @@ async def test_a_token_whose_sub_is_a_keys_id_gets_no_replay_of_the_keys_answer(
 async def post_as(app: Starlette, credential: str) -> Reply:
     headers = [(b"authorization", f"Bearer {credential}".encode()), *keyed("k1")]
     return await call(app, "POST", "/v1/responses", CREATE, headers=headers)
+
+
+async def test_a_replayed_answer_is_json_like_the_first() -> None:
+    app = build(ScriptedBackend([TextDelta("a"), Finish("stop")]))
+    first = await post(app, "/v1/conversations", b"{}", key="c")
+    again = await post(app, "/v1/conversations", b"{}", key="c")
+    assert again.body == first.body
+    assert again.headers["content-type"] == first.headers["content-type"] == "application/json"
+
+
+async def test_the_same_key_with_another_conversation_body_is_a_409() -> None:
+    app = build(ScriptedBackend([TextDelta("a"), Finish("stop")]))
+    first = await post(app, "/v1/conversations", b'{"metadata": {"a": "1"}}', key="c")
+    assert first.status == 200
+    reused = await post(app, "/v1/conversations", b'{"metadata": {"a": "2"}}', key="c")
+    assert reused.status == 409
+    error = reused.json()["error"]
+    assert (error["code"], error["param"]) == ("idempotency_key_reused", "Idempotency-Key")
+
+
+async def test_the_same_key_to_cancel_another_response_is_a_409() -> None:
+    """Bodiless requests are told apart by their path: a retried cancel of one response is
+    not the answer to a cancel of another."""
+    gate = asyncio.Event()
+    app = build(ScriptedBackend([TextDelta("a"), Finish("stop")], gate))
+    background = b'{"model": "m", "input": "hi", "background": true}'
+    one = (await post(app, "/v1/responses", background, key=None)).json()["id"]
+    other = (await post(app, "/v1/responses", background, key=None)).json()["id"]
+    cancelled = await call(app, "POST", f"/v1/responses/{one}/cancel", headers=keyed("c"))
+    assert cancelled.json()["id"] == one
+    reused = await call(app, "POST", f"/v1/responses/{other}/cancel", headers=keyed("c"))
+    assert reused.status == 409
+    gate.set()
+
+
+def test_a_requests_digest_covers_its_method_path_and_body() -> None:
+    def request(method: str, path: str) -> Request:
+        return Request({"type": "http", "method": method, "path": path, "headers": []})
+
+    digests = {
+        request_digest(request("POST", "/v1/conversations/c"), b"{}"),
+        request_digest(request("DELETE", "/v1/conversations/c"), b"{}"),
+        request_digest(request("POST", "/v1/conversations/d"), b"{}"),
+        request_digest(request("POST", "/v1/conversations/c"), b""),
+    }
+    assert len(digests) == 4
