@@ -11,6 +11,7 @@ from stateway.core.commands import Credential, Principal
 from stateway.core.errors import CredentialRevoked, Forbidden, Unauthorized
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.keys import ApiKey, key_digest, new_key
+from stateway.identity.oidc import VerifiedToken
 from stateway.surfaces.auth.authenticator import (
     ANONYMOUS,
     IDENTITY,
@@ -56,6 +57,47 @@ async def test_a_key_acts_for_its_tenant_as_its_id() -> None:
     assert principal.scope == record.id  # as before tokens were set apart
 
 
+async def test_a_keys_connection_is_checked_again_as_often_as_configured() -> None:
+    store = Store()
+    key, _ = await keyed(store)
+    authenticator = Authenticator(keys=KeyCache(store, 2.0, clock=Clock()), recheck_every=0.5)
+
+    identity = await authenticator.identify(bearer(key))
+
+    assert identity.recheck is not None
+    assert identity.recheck_every == 0.5
+
+
+class Verifier:
+    """An identity provider that vouches for every token."""
+
+    async def verify(self, token: str) -> VerifiedToken:
+        return VerifiedToken("acme", f"user of {token}", 500.0)
+
+
+async def test_a_token_acts_for_its_tenant_claim_as_its_subject_until_it_expires() -> None:
+    authenticator = Authenticator(oidc=Verifier())  # type: ignore[arg-type]
+
+    identity = await authenticator.identify(bearer("a.b.c"))
+
+    assert identity == Identity(
+        Principal("acme", "user of a.b.c", Credential.TOKEN),
+        authenticated=True,
+        expires_at=500.0,
+        expired="The token has expired.",
+    )
+    assert identity.recheck is None  # nothing to revoke: only its expiry ends it
+
+
+async def test_with_tokens_only_a_key_is_unknown() -> None:
+    authenticator = Authenticator(oidc=Verifier())  # type: ignore[arg-type]
+
+    with pytest.raises(Unauthorized) as refused:
+        await authenticator.identify(bearer(new_key()))
+
+    assert refused.value.message == "Incorrect API key provided."
+
+
 async def test_x_api_key_is_accepted_as_well() -> None:
     store = Store()
     key, _ = await keyed(store)
@@ -84,7 +126,7 @@ async def test_a_revoked_or_expired_key_is_unauthorized(
     assert refused.value.message == message
 
 
-@pytest.mark.parametrize("credential", ["sk-sw-" + "A" * 43, "sk-test", "x.y"])
+@pytest.mark.parametrize("credential", ["sk-sw-" + "A" * 43, "sk-test", "x.y", "a.b.c"])
 async def test_an_unknown_key_is_unauthorized(credential: str) -> None:
     with pytest.raises(Unauthorized) as refused:
         await with_keys(Store()).identify(bearer(credential))
@@ -142,8 +184,7 @@ async def test_the_admin_credential_opens_the_admin_routes_and_no_tenant() -> No
     store = Store()
     identity = await with_keys(store).identify([(b"x-api-key", ADMIN.encode())])
 
-    assert identity.admin
-    assert identity.principal is None
+    assert identity == Identity(None, admin=True, authenticated=True)
     with pytest.raises(Forbidden):
         principal_of({IDENTITY: identity})
 
@@ -151,7 +192,7 @@ async def test_the_admin_credential_opens_the_admin_routes_and_no_tenant() -> No
 async def test_without_auth_the_admin_credential_acts_for_the_default_tenant() -> None:
     identity = await Authenticator(admin_key=ADMIN).identify(bearer(ADMIN))
 
-    assert identity.admin
+    assert identity == Identity(Principal(subject="admin"), admin=True, authenticated=True)
     assert principal_of({IDENTITY: identity}).tenant_id == "default"
 
 

@@ -25,6 +25,11 @@ def test_the_credential_is_read_from_either_header(
     assert credential_of(headers) == credential
 
 
+def test_a_credential_of_the_longest_length_is_read() -> None:
+    longest = "x" * MAX_CREDENTIAL
+    assert credential_of([(b"x-api-key", longest.encode())]) == longest
+
+
 @pytest.mark.parametrize(
     "headers",
     [

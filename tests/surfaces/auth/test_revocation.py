@@ -56,6 +56,48 @@ async def test_a_revoked_key_is_reported_once_then_checked_no_more() -> None:
     watch.stop()
 
 
+async def test_a_watch_stops_between_checks_and_stopping_again_is_harmless() -> None:
+    key = Key()
+    checked = asyncio.Event()
+    check = key.check
+
+    async def checked_once() -> None:
+        await check()
+        checked.set()
+
+    identity = Identity(Principal("acme", "key_1"), recheck=checked_once, recheck_every=0.2)
+    watch = RevocationWatch.start(scope_of(identity), lambda error: None)
+    assert watch is not None
+    await asyncio.wait_for(checked.wait(), 5)  # the check held; the next one is 0.2 s away
+
+    watch.stop()
+    watch.stop()
+    await asyncio.sleep(0.3)
+    assert key.checks == 1
+
+
+async def test_a_watch_stopped_during_a_check_cancels_it() -> None:
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    async def slow_check() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()  # the key store does not answer
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    identity = Identity(Principal("acme", "key_1"), recheck=slow_check, recheck_every=0.01)
+    watch = RevocationWatch.start(scope_of(identity), lambda error: None)
+    assert watch is not None
+    await asyncio.wait_for(started.wait(), 5)
+
+    watch.stop()
+    watch.stop()
+    await asyncio.wait_for(cancelled.wait(), 5)
+
+
 async def test_between_checks_a_watch_holds_a_timer_not_a_task() -> None:
     key = Key()
     identity = Identity(Principal("acme", "key_1"), recheck=key.check, recheck_every=60)
