@@ -12,11 +12,14 @@ from typing import Any
 import pytest
 
 from stateway.coordination import MemoryCommandResults
+from stateway.coordination import redis as redis_module
 from stateway.coordination.redis import RedisCommandResults, connect
 from stateway.core.coordination import CommandKey, CommandResults, Outcome
 from stateway.core.errors import IdempotencyKeyReused, StorageError
 
 KEY = CommandKey("default", "anonymous", "key-1")
+WAIT = 5.0
+"""Seconds a waiter is given to be answered: one left waiting fails, not hangs, its test."""
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
@@ -79,7 +82,8 @@ async def test_retries_arriving_meanwhile_wait_for_the_attempt_under_way(
 
     await results.complete(KEY, Outcome("f1", b"answer"))
 
-    assert await asyncio.gather(*waiters) == [Outcome("f1", b"answer")] * 5
+    async with asyncio.timeout(WAIT):
+        assert await asyncio.gather(*waiters) == [Outcome("f1", b"answer")] * 5
 
 
 async def test_a_failed_attempt_leaves_nothing_and_one_waiter_runs_instead(
@@ -91,10 +95,11 @@ async def test_a_failed_attempt_leaves_nothing_and_one_waiter_runs_instead(
 
     await results.release(KEY)
 
-    done, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    assert [w.result() for w in done] == [None]  # the one that claimed it runs it
-    await results.complete(KEY, Outcome("f1", b"second"))
-    assert [await w for w in pending] == [Outcome("f1", b"second")] * 2
+    async with asyncio.timeout(WAIT):
+        done, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        assert [w.result() for w in done] == [None]  # the one that claimed it runs it
+        await results.complete(KEY, Outcome("f1", b"second"))
+        assert [await w for w in pending] == [Outcome("f1", b"second")] * 2
 
 
 async def test_memory_outcomes_are_bounded_least_recently_used_first() -> None:
@@ -123,13 +128,40 @@ async def test_memory_outcomes_expire_after_their_ttl() -> None:
     assert await results.claim(KEY, "f") is None
 
 
+async def test_a_waiter_gets_the_outcome_it_waited_for_even_if_it_is_not_kept() -> None:
+    now = [0.0]
+    results = MemoryCommandResults(ttl=10, clock=lambda: now[0])
+    assert await results.claim(KEY, "f") is None
+    waiter = asyncio.create_task(results.claim(KEY, "f"))
+    await asyncio.sleep(0)
+
+    await results.complete(KEY, Outcome("f", b"x"))
+    now[0] = 10.0  # expired before the waiter woke
+
+    async with asyncio.timeout(WAIT):
+        assert await waiter == Outcome("f", b"x")
+
+
+async def test_an_attempt_ending_after_close_is_let_go_quietly() -> None:
+    """Shutting down lets every claim go; the attempts still under way end afterwards."""
+    results = MemoryCommandResults()
+    first, second = CommandKey("t", "p", "1"), CommandKey("t", "p", "2")
+    assert await results.claim(first, "f") is None
+    assert await results.claim(second, "f") is None
+    await results.aclose()
+
+    await results.complete(first, Outcome("f", b"x"))
+    await results.release(second)
+
+
 async def test_closing_wakes_waiters_of_claims_left_open() -> None:
     results = MemoryCommandResults()
     assert await results.claim(KEY, "f") is None
     waiter = asyncio.create_task(results.claim(KEY, "f"))
     await asyncio.sleep(0)
     await results.aclose()
-    assert await waiter is None  # the claim was let go: the waiter holds it now
+    async with asyncio.timeout(WAIT):
+        assert await waiter is None  # the claim was let go: the waiter holds it now
 
 
 @pytest.mark.redis
@@ -195,6 +227,58 @@ async def test_an_unreachable_redis_is_a_503() -> None:
         assert raised.value.status == 503
     finally:
         await results.aclose()
+
+
+@pytest.mark.redis
+async def test_ping_answers_when_redis_does(redis_url: str) -> None:
+    results = RedisCommandResults(connect(redis_url), "test:")
+    try:
+        await results.ping()
+    finally:
+        await results.aclose()
+
+
+async def test_ping_reports_an_unreachable_redis_as_a_503() -> None:
+    results = RedisCommandResults(connect("redis://127.0.0.1:1/0"), "test:")
+    try:
+        with pytest.raises(StorageError) as raised:
+            await results.ping()
+        assert (raised.value.status, raised.value.message) == (
+            503,
+            "The coordination store (Redis) is unavailable.",
+        )
+    finally:
+        await results.aclose()
+
+
+async def test_ping_reports_a_redis_that_never_answers_within_its_timeout(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Redis that accepts connections and answers nothing (hung, or a half-open
+    proxy) is reported down: readiness is not held for the socket's own timeout."""
+    monkeypatch.setattr(redis_module, "PING_TIMEOUT", 0.05)
+    connected = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connected.set()
+        await reader.read()  # until the client leaves; never a reply
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    results = RedisCommandResults(connect(f"redis://127.0.0.1:{port}/0"), "test:")
+    try:
+        async with asyncio.timeout(5):
+            with pytest.raises(StorageError) as raised:
+                await results.ping()
+        assert connected.is_set()
+        assert (raised.value.status, raised.value.message) == (
+            503,
+            "The coordination store (Redis) is unavailable.",
+        )
+        assert "redis: no answer to a ping within 0.05 s" in caplog.messages
+    finally:
+        await results.aclose()
+        server.close()
 
 
 @pytest.mark.redis
