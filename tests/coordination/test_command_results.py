@@ -41,6 +41,14 @@ async def test_the_first_claim_runs_and_a_retry_gets_its_outcome(results: Comman
     assert await results.claim(KEY, "f1") == Outcome("f1", b'{"id":"resp_1"}')
 
 
+async def test_an_outcome_is_kept_byte_for_byte(results: CommandResults) -> None:
+    body = b'{"text": "two\nlines"}\n\n'
+    assert await results.claim(KEY, "f1") is None
+    await results.complete(KEY, Outcome("f1", body))
+
+    assert await results.claim(KEY, "f1") == Outcome("f1", body)
+
+
 async def test_a_streamed_outcome_keeps_its_response_id(results: CommandResults) -> None:
     assert await results.claim(KEY, "f1") is None
     await results.complete(KEY, Outcome("f1", response_id="resp_9"))
@@ -142,9 +150,8 @@ async def test_a_waiter_gets_the_outcome_it_waited_for_even_if_it_is_not_kept() 
         assert await waiter == Outcome("f", b"x")
 
 
-async def test_an_attempt_ending_after_close_is_let_go_quietly() -> None:
+async def test_an_attempt_ending_after_close_is_let_go_quietly(results: CommandResults) -> None:
     """Shutting down lets every claim go; the attempts still under way end afterwards."""
-    results = MemoryCommandResults()
     first, second = CommandKey("t", "p", "1"), CommandKey("t", "p", "2")
     assert await results.claim(first, "f") is None
     assert await results.claim(second, "f") is None
