@@ -5,6 +5,7 @@ reused with another request refused. The Redis adapter against the real Redis se
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -186,6 +187,25 @@ async def test_redis_outcomes_are_shared_by_two_processes_clients(redis_url: str
     finally:
         await first.aclose()
         await second.aclose()
+
+
+@pytest.mark.redis
+async def test_redis_keeps_a_claim_and_an_outcome_for_their_ttls(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    prefix = f"test:{uuid.uuid4().hex}:"
+    results = RedisCommandResults(connect(redis_url), prefix, claim_ttl=30, result_ttl=100)
+    probe = connect(redis_url)
+    name = prefix + "cmd:" + hashlib.sha256(str(KEY).encode()).hexdigest()
+    try:
+        assert await results.claim(KEY, "f") is None
+        assert 29_000 < await probe.pttl(name) <= 30_000
+        await results.complete(KEY, Outcome("f", b"x"))
+        assert 99_000 < await probe.pttl(name) <= 100_000
+        assert not [r for r in caplog.records if r.name == "stateway.coordination.redis"]
+    finally:
+        await results.aclose()
+        await probe.aclose()
 
 
 @pytest.mark.redis
