@@ -148,3 +148,40 @@ async def test_upstream_failures_reported_in_the_body_are_scrubbed(
     assert MASK in caught.value.message
     assert not reveals(caught.value.message)
     assert not reveals(str(caught.value.code))
+
+
+@pytest.mark.parametrize("status", [200, 401])
+async def test_a_relayed_answer_is_scrubbed_byte_for_byte(loopback: Loopback, status: int) -> None:
+    """The Chat fast path relays bytes: the key is masked in them, everything else (UTF-8
+    included) comes through as sent, and the upstream's length, which masking changes, is
+    not passed on."""
+    template = '{{"error": {{"message": "{}"}}, "note": "café ✓"}}'
+    sent = template.format(leak()).encode()
+
+    async def echoes_the_key(request: web.Request) -> web.Response:
+        return web.Response(body=sent, status=status, content_type="application/json")
+
+    client = loopback.adopt(
+        UpstreamClient(UpstreamTarget("up", await loopback.serve(echoes_the_key), KEY))
+    )
+    relay = await client.relay("/chat/completions", b"{}")
+    relayed = b"".join([chunk async for chunk in relay.chunks()])
+    await relay.aclose()
+
+    assert relay.status == status
+    assert "content-length" not in relay.headers
+    assert relayed == template.format(f"key {MASK} (starts {MASK}) is not allowed").encode()
+
+
+async def test_a_relayed_answer_without_the_key_is_relayed_unchanged(loopback: Loopback) -> None:
+    sent = '{"choices": [{"message": {"content": "café ✓ sk-other"}}]}'.encode()
+
+    async def answers(request: web.Request) -> web.Response:
+        return web.Response(body=sent, content_type="application/json")
+
+    client = loopback.adopt(
+        UpstreamClient(UpstreamTarget("up", await loopback.serve(answers), KEY))
+    )
+    relay = await client.relay("/chat/completions", b"{}")
+    assert b"".join([chunk async for chunk in relay.chunks()]) == sent
+    await relay.aclose()

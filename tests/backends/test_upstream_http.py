@@ -20,6 +20,7 @@ from stateway.core.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from stateway.core.usage import Usage
 from tests.backends.conftest import Loopback
 
 BODY: dict[str, Any] = {"model": "m"}
@@ -203,6 +204,24 @@ async def test_a_compressed_answer_is_relayed_without_its_compressed_length(
     assert b"".join([c async for c in relay.chunks()]) == plain
     await relay.aclose()
     await client.aclose()
+
+
+async def test_an_unscrubbed_relay_keeps_the_length_and_reads_the_usage_at_its_end(
+    loopback: Loopback,
+) -> None:
+    """Without an upstream key nothing is masked, so the upstream's length holds; the
+    usage is read from the last chunks relayed."""
+    plain = b'{"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4}}'
+
+    async def answer(request: web.Request) -> web.Response:
+        return web.Response(body=plain, content_type="application/json")
+
+    client = upstream(loopback, await loopback.serve(answer))
+    relay = await client.relay("/chat/completions", b"{}")
+    assert relay.headers["content-length"] == str(len(plain))
+    assert b"".join([c async for c in relay.chunks()]) == plain
+    assert relay.usage() == Usage(input_tokens=3, output_tokens=4)
+    await relay.aclose()
 
 
 async def test_a_relay_holds_its_connection_slot_until_it_is_closed(loopback: Loopback) -> None:
