@@ -52,8 +52,8 @@ async def test_a_key_acts_for_its_tenant_as_its_id() -> None:
         principal,
         authenticated=True,
         expires_at=500.0,
-        expired="This API key has expired.",  # its refusal's words, once past its expiry
     )
+    assert identity.expired == "This API key has expired."  # its words once past its expiry
     assert principal.scope == record.id  # as before tokens were set apart
 
 
@@ -84,8 +84,8 @@ async def test_a_token_acts_for_its_tenant_claim_as_its_subject_until_it_expires
         Principal("acme", "user of a.b.c", Credential.TOKEN),
         authenticated=True,
         expires_at=500.0,
-        expired="The token has expired.",
     )
+    assert identity.expired == "The token has expired."
     assert identity.recheck is None  # nothing to revoke: only its expiry ends it
 
 
@@ -199,7 +199,7 @@ async def test_without_auth_the_admin_credential_acts_for_the_default_tenant() -
 async def test_a_principal_is_refused_once_its_credential_expired() -> None:
     """In the words of its refusal at admission, as the error that ends its connection."""
     token = Identity(Principal("t", "s"), authenticated=True, expires_at=150.0)
-    key = replace(token, expired="This API key has expired.")
+    key = replace(token, principal=Principal("t", "s", Credential.API_KEY))
 
     assert await current_principal({IDENTITY: token}, now=149.9) == Principal("t", "s")
     assert await current_principal({IDENTITY: ANONYMOUS}, now=1e12) == Principal()

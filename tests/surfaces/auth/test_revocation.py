@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from stateway.core.commands import Principal
+from stateway.core.commands import Credential, Principal
 from stateway.core.errors import CredentialRevoked
 from stateway.surfaces.auth.authenticator import ANONYMOUS, IDENTITY, Identity
 from stateway.surfaces.auth.revocation import RevocationWatch
@@ -120,11 +120,11 @@ async def test_an_expiring_credential_is_ended_at_its_expiry_in_its_refusals_wor
     rechecks then stop)."""
     key = Key()
     expires_at = time.time() + 0.2
+    credential = Credential.API_KEY if rechecked else Credential.TOKEN
     identity = Identity(
-        Principal("acme", "key_1"),
+        Principal("acme", "key_1", credential),
         authenticated=True,
         expires_at=expires_at,
-        expired=expired,
         recheck=key.check if rechecked else None,
         recheck_every=0.01,
     )

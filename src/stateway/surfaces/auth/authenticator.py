@@ -54,14 +54,20 @@ class Identity:
     """A credential proved it (False: the default tenant of a gateway without auth)."""
     expires_at: float | None = None
     """When the credential expires (Unix time), if it does."""
-    expired: str = TOKEN_EXPIRED
-    """What the credential is refused with once past ``expires_at``: the words of its
-    refusal at admission (an API key's, a token's)."""
     recheck: Callable[[], Awaitable[None]] | None = field(default=None, compare=False)
     """Checks the credential again, raising :class:`CredentialRevoked` once it no longer
     holds (an API key revoked since); None when only its expiry can end it."""
     recheck_every: float = RECHECK_INTERVAL
     """Seconds between those checks while a connection outlasts its request."""
+
+    @property
+    def expired(self) -> str:
+        """What the credential is refused with once past ``expires_at``: the words of its
+        refusal at admission (an API key's, a token's)."""
+        principal = self.principal
+        if principal is not None and principal.credential is Credential.API_KEY:
+            return KEY_EXPIRED
+        return TOKEN_EXPIRED
 
 
 ANONYMOUS: Final = Identity(Principal())
@@ -136,7 +142,6 @@ class Authenticator:
             principal,
             authenticated=True,
             expires_at=key.expires_at,
-            expired=KEY_EXPIRED,
             recheck=recheck,
             recheck_every=self._recheck_every,
         )
