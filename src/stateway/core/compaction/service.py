@@ -29,7 +29,7 @@ from stateway.core import events as ev
 from stateway.core.commands import CompactResponse, CreateResponse, GenerationSettings
 from stateway.core.compaction import sealed
 from stateway.core.compaction.summarize import summarize, summary_settings
-from stateway.core.compaction.truncation import Fitted, truncate
+from stateway.core.compaction.truncation import Fitted
 from stateway.core.compaction.view import kept_messages, model_view
 from stateway.core.context import build_context
 from stateway.core.errors import InvalidRequest
@@ -38,7 +38,7 @@ from stateway.core.items import Item
 from stateway.core.ports import ResponseStore, Sealer
 from stateway.core.routing import Candidate, Router
 from stateway.core.runs import Run
-from stateway.core.token_estimate import estimate_context, item_tokens
+from stateway.core.token_estimate import estimate_context
 from stateway.core.usage import Usage
 
 DEFAULT_THRESHOLD = 0.8
@@ -134,10 +134,10 @@ class Compaction:
             return view, step, None
         if settings.truncation != "auto" or window is None:
             return view, None, None
-        reserve = _reserve(command.instructions, settings)
-        fitted = truncate(view, window - reserve, item_tokens)
+        fits = Fitted(view, _reserve(command.instructions, settings))
+        fitted = fits.fit(window)
         if len(candidates) > 1 and any(c.capabilities.context_window != window for c in candidates):
-            return fitted, None, Fitted(view, reserve, {window: fitted})
+            return fitted, None, fits
         return fitted, None, None
 
     async def compact(self, tenant_id: str, command: CompactResponse, router: Router) -> Compacted:
@@ -177,9 +177,9 @@ class Compaction:
             context, tenant_id, self.sealer, len(context) - len(command.input), _prior(command)
         )
         settings = command.settings
-        if settings.truncation != "auto" or window is None:
+        if settings.truncation != "auto":
             return view
-        return truncate(view, window - _reserve(command.instructions, settings), item_tokens)
+        return Fitted(view, _reserve(command.instructions, settings)).fit(window)
 
 
 def context_window(candidates: list[Candidate]) -> int | None:

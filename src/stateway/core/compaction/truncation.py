@@ -49,12 +49,12 @@ class Fitted:
 
     __slots__ = ("_fits", "_reserve", "_view")
 
-    def __init__(self, view: list[Item], reserve: int, fits: dict[int, list[Item]]) -> None:
+    def __init__(self, view: list[Item], reserve: int) -> None:
         """``reserve``: the tokens of a window the view may not take (the output allowance,
-        the instructions and tools); ``fits``: the fits made already, by window."""
+        the instructions and tools)."""
         self._view = view
         self._reserve = reserve
-        self._fits = fits
+        self._fits: dict[int, list[Item]] = {}
 
     def items(self, candidate: Candidate, *, output: list[Item]) -> list[Item]:
         """What a round sends ``candidate``: the view fitted to its window, then
@@ -62,6 +62,7 @@ class Fitted:
         return self.fit(candidate.capabilities.context_window) + output
 
     def fit(self, window: int | None) -> list[Item]:
+        """The view within ``window``, less the reserve (whole when no window is known)."""
         if window is None:
             return self._view
         fitted = self._fits.get(window)
