@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import orjson
+import pytest
 from starlette.applications import Starlette
 from starlette.types import Message
 
@@ -189,3 +191,27 @@ async def test_a_cache_prewarm_answers_with_no_output_and_asks_no_model() -> Non
     assert backend.requests == []
     [record] = store.records.values()
     assert record.status == "completed"
+
+
+async def test_client_leaving_mid_stream_logs_no_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """A client going away is normal operation: its run's attempt is logged at INFO,
+    WARNING is kept for upstreams that fail."""
+    gate, leave = asyncio.Event(), asyncio.Event()
+    store = MemoryStore()
+    backend = ScriptedBackend([TextDelta("part")], gate=gate)
+
+    def watch(message: Message) -> None:
+        if b"response.output_text.delta" in message.get("body", b""):
+            leave.set()
+
+    with caplog.at_level(logging.INFO):
+        reply = await asyncio.wait_for(
+            call(build(backend, store), "POST", "/v1/responses", STREAM, watch=watch, leave=leave),
+            timeout=5,
+        )
+        await asyncio.wait_for(backend.closed.wait(), timeout=5)
+    assert reply.status == 200
+    [record] = store.records.values()
+    assert record.status == "incomplete"
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert any("cancelled" in r.getMessage() for r in caplog.records)
