@@ -70,6 +70,14 @@ async def test_keys_of_other_tenants_principals_and_ids_are_apart(
         assert await results.claim(other, "f1") is None
 
 
+async def test_ids_holding_a_unit_separator_are_apart(results: CommandResults) -> None:
+    """A WebSocket ``command_id`` and a token's ``sub`` may hold the key's separator."""
+    first = CommandKey("default", "oidc:a\x1fb", "c")
+    assert await results.claim(first, "f1") is None
+    await results.complete(first, Outcome("f1", b"1"))
+    assert await results.claim(CommandKey("default", "oidc:a", "b\x1fc"), "f2") is None
+
+
 async def test_the_same_key_with_another_request_is_refused_done_or_running(
     results: CommandResults,
 ) -> None:

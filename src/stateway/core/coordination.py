@@ -37,8 +37,23 @@ class CommandKey:
     command_id: str
 
     def __str__(self) -> str:
-        # Unit separators cannot appear in header values, ids or tenant names.
-        return f"{self.tenant_id}\x1f{self.principal}\x1f{self.command_id}"
+        return joined_key(self.tenant_id, self.principal, self.command_id)
+
+
+SEPARATOR, ESCAPE = "\x1f", "\x1b"
+
+
+def joined_key(*parts: str) -> str:
+    """``parts`` joined by unit separators into one key that names them alone.
+
+    A WebSocket ``command_id`` or a token's ``sub`` may hold a unit separator itself, so
+    one within a part is escaped (``ESC US``), as is the escape (``ESC ESC``): no two
+    tuples of parts join alike. A key of parts holding neither is their plain join, as
+    before escaping, so that what is stored under it (a command's outcome in Redis) is
+    found again after an upgrade."""
+    return SEPARATOR.join(
+        part.replace(ESCAPE, ESCAPE * 2).replace(SEPARATOR, ESCAPE + SEPARATOR) for part in parts
+    )
 
 
 @dataclass(frozen=True, slots=True)

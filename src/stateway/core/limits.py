@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
 from stateway.core.commands import Principal
+from stateway.core.coordination import joined_key
 from stateway.core.errors import RateLimited
 from stateway.core.response import ResponseState
 from stateway.core.token_estimate import item_tokens
@@ -121,5 +122,4 @@ def charged_tokens(state: ResponseState) -> int:
 
 
 def _key(kind: str, principal: Principal) -> str:
-    # Unit separators cannot appear in tenant names or scopes (as in CommandKey).
-    return f"{kind}\x1f{principal.tenant_id}\x1f{principal.scope}"
+    return joined_key(kind, principal.tenant_id, principal.scope)
