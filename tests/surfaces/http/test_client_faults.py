@@ -7,6 +7,8 @@ import asyncio
 import json
 from typing import Any
 
+import httpx2
+import openai
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -336,3 +338,35 @@ async def test_a_reasoning_items_texts_must_be_strings(
     reply = await call(build(carrying_all()), "POST", "/v1/responses", orjson.dumps(body))
     assert_openai_refusal(reply, f"input[1].{param}")
     assert reply.json()["error"]["code"] == code
+
+
+@pytest.mark.parametrize(
+    ("fields", "param", "limit", "length"),
+    [
+        ({"safety_identifier": "u" * 129}, "safety_identifier", 128, 129),  # pydantic's bound
+        ({"metadata": {"k": "v" * 513}}, "metadata.k", 512, 513),  # checked by hand
+    ],
+)
+async def test_a_string_too_long_is_refused_in_hosted_words_through_the_sdk(
+    fields: dict[str, Any], param: str, limit: int, length: int
+) -> None:
+    """The official SDK sees hosted's code and sentence, whichever check found the string
+    too long: a client's handling of ``string_above_max_length`` works here too."""
+    transport = httpx2.ASGITransport(app=build())
+    async with (
+        httpx2.AsyncClient(transport=transport) as http,
+        openai.AsyncOpenAI(
+            api_key="unused", base_url="http://localhost/v1", http_client=http, max_retries=0
+        ) as client,
+    ):
+        with pytest.raises(openai.BadRequestError) as refused:
+            await client.responses.create(model="m", input="hi", extra_body=fields)
+    error = refused.value
+    assert (error.status_code, error.code, error.param) == (400, "string_above_max_length", param)
+    assert error.body == {
+        "message": f"Invalid '{param}': string too long. Expected a string with maximum length "
+        f"{limit}, but got a string with length {length} instead.",
+        "type": "invalid_request_error",
+        "param": param,
+        "code": "string_above_max_length",
+    }
