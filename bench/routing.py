@@ -31,11 +31,12 @@ from collections.abc import AsyncGenerator, Mapping
 
 from tests.core.fakes import MemoryStore
 
-from stateway.core.commands import CreateResponse, GenerationSettings, Principal
+from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Delta, Finish, InferenceRequest, TextDelta
 from stateway.core.items import Item
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import Candidate, Route, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.stages.chain import StageChain

@@ -15,9 +15,10 @@ import pytest
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, Principal
+from stateway.core.commands import CreateResponse
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.fake_upstream.launch import start_fake_upstream

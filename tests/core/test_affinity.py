@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from stateway.core.commands import CreateConversation, CreateResponse, GenerationSettings, Principal
+from stateway.core.commands import CreateConversation, CreateResponse, GenerationSettings
 from stateway.core.errors import UpstreamUnavailable
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing.affinity import AffinityTable
 from stateway.core.runs import RunRegistry
 from tests.core.conversation_fakes import MemoryConversations, TurnStore

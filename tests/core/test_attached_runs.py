@@ -7,10 +7,11 @@ import asyncio
 
 import pytest
 
-from stateway.core.commands import CreateResponse, Principal
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import ServerShuttingDown
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
+from stateway.core.principal import Principal
 from stateway.core.runs import CancelReason, Run
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.test_background import gateway_for as background_gateway

@@ -15,7 +15,6 @@ from stateway.core.commands import (
     CreateResponse,
     DeleteResponse,
     GetResponse,
-    Principal,
     WatchResponse,
 )
 from stateway.core.errors import InvalidRequest, NotFound, StorageError
@@ -24,6 +23,7 @@ from stateway.core.inference import Finish, TextDelta
 from stateway.core.journal import EventEncoder
 from stateway.core.loop import Loop
 from stateway.core.ports import EventBatch, ResponseRecord
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.watch import LiveWatch, StoredWatch, Watch

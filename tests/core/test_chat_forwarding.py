@@ -10,12 +10,13 @@ from typing import Any
 import orjson
 import pytest
 
-from stateway.core.commands import CreateResponse, ForwardChat, GenerationSettings, Principal
+from stateway.core.commands import CreateResponse, ForwardChat, GenerationSettings
 from stateway.core.errors import InvalidRequest, ServerShuttingDown, UpstreamError
 from stateway.core.gateway import Gateway
 from stateway.core.generations import HeldRelay
 from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, UsageReport
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.tools.ports import McpTool

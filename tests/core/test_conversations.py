@@ -21,7 +21,6 @@ from stateway.core.commands import (
     GetConversationItem,
     GetResponse,
     ListConversationItems,
-    Principal,
     UpdateConversation,
 )
 from stateway.core.compaction.sealed import COMPACTION, REASONING, seal
@@ -41,6 +40,7 @@ from stateway.core.items import Item
 from stateway.core.journal import EventEncoder
 from stateway.core.loop import Loop
 from stateway.core.ports import Sealer
+from stateway.core.principal import Principal
 from stateway.core.reasoning import wrapped
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings, Principal
+from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
 from stateway.core.errors import InvalidRequest, ModelNotFound, NotFound
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, InferenceRequest
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.token_estimate import estimate_tokens

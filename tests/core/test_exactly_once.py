@@ -12,7 +12,7 @@ import pytest
 
 from stateway.coordination import MemoryCommandResults
 from stateway.core import background
-from stateway.core.commands import CancelResponse, Credential, DeleteResponse, Principal
+from stateway.core.commands import CancelResponse, DeleteResponse
 from stateway.core.coordination import MAX_COMMAND_ID, CancelHandler, CommandKey, Outcome
 from stateway.core.errors import IdempotencyKeyReused, InvalidRequest, NotFound, StorageError
 from stateway.core.exactly_once import Attempt, attempt, fingerprint
@@ -20,6 +20,7 @@ from stateway.core.gateway import Gateway
 from stateway.core.inference import TextDelta
 from stateway.core.loop import Loop
 from stateway.core.ports import ResponseRecord
+from stateway.core.principal import Credential, Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.protocols.responses.encode import encode_event_json

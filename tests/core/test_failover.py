@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, Principal
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import (
     GatewayError,
     Overloaded,
@@ -25,6 +25,7 @@ from stateway.core.inference import (
     TextDelta,
     UsageReport,
 )
+from stateway.core.principal import Principal
 from stateway.core.routing import recoverable
 from stateway.core.usage import Usage
 from stateway.protocols.responses.encode import encode_response

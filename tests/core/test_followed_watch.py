@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 
 from stateway.core.background import watch
-from stateway.core.commands import GetResponse, Principal, WatchResponse
+from stateway.core.commands import GetResponse, WatchResponse
 from stateway.core.errors import StorageError
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
 from stateway.core.ports import EventBatch, EventLog
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.watch import FollowedWatch, StoredWatch

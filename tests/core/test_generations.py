@@ -18,7 +18,6 @@ from stateway.core.commands import (
     GenerationSettings,
     GetConfigStatus,
     ListModels,
-    Principal,
     ReloadConfig,
 )
 from stateway.core.errors import ModelNotFound, NotFound
@@ -26,6 +25,7 @@ from stateway.core.gateway import Gateway
 from stateway.core.generations import Generation
 from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, UsageReport
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.tools.ports import McpServer, McpTool

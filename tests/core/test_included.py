@@ -13,7 +13,6 @@ from stateway.core.commands import (
     GetResponse,
     ListConversationItems,
     ListInputItems,
-    Principal,
 )
 from stateway.core.compaction import sealed
 from stateway.core.gateway import Gateway
@@ -21,6 +20,7 @@ from stateway.core.included import included
 from stateway.core.inference import Finish, ReasoningDelta, TextDelta
 from stateway.core.items import Item
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.reasoning import SEALED_BY_RESPONSES, wrapped
 from stateway.core.response import ResponseState
 from stateway.core.routing import BackendEntry, Router

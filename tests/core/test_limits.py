@@ -14,17 +14,16 @@ from stateway.coordination.token_buckets import MemoryTokenBuckets
 from stateway.core.commands import (
     CompactResponse,
     CreateResponse,
-    Credential,
     ForwardChat,
     GetResponse,
     ListModels,
-    Principal,
 )
 from stateway.core.errors import RateLimited
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta, UsageReport
 from stateway.core.limits import RateLimits
 from stateway.core.loop import Loop
+from stateway.core.principal import Credential, Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.usage import Usage

@@ -5,13 +5,7 @@ from typing import Any
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import (
-    CreateResponse,
-    GenerationSettings,
-    GetResponse,
-    ListInputItems,
-    Principal,
-)
+from stateway.core.commands import CreateResponse, GenerationSettings, GetResponse, ListInputItems
 from stateway.core.errors import NotFound, PreviousResponseNotFound, UpstreamError, UpstreamRejected
 from stateway.core.gateway import Gateway
 from stateway.core.inference import (
@@ -23,6 +17,7 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.usage import Usage

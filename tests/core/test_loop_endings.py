@@ -7,9 +7,10 @@ import asyncio
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, GenerationSettings, Principal
+from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.errors import UpstreamError, UpstreamRejected
 from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, UsageReport
+from stateway.core.principal import Principal
 from stateway.core.runs import Run
 from stateway.core.usage import Usage
 from tests.core.fakes import MemoryStore, ScriptedBackend

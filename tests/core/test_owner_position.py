@@ -9,11 +9,12 @@ import asyncio
 import pytest
 
 from stateway.core import owner_position
-from stateway.core.commands import Principal, WatchResponse
+from stateway.core.commands import WatchResponse
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
 from stateway.core.ports import EventBatch
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.watch import FollowedWatch

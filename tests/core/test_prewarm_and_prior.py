@@ -4,8 +4,9 @@ create whose ``prior`` items are given reads no chain from the store."""
 from __future__ import annotations
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, ListInputItems, Principal
+from stateway.core.commands import CreateResponse, ListInputItems
 from stateway.core.inference import Finish, TextDelta
+from stateway.core.principal import Principal
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.test_loop import gateway_for, user
 

@@ -6,12 +6,13 @@ from typing import Any
 
 import pytest
 
-from stateway.core.commands import CompactResponse, CountTokens, CreateResponse, Principal
+from stateway.core.commands import CompactResponse, CountTokens, CreateResponse
 from stateway.core.errors import NotFound
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.items import Item
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.references import has_references, resolve_references
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry

@@ -1,9 +1,10 @@
 import pytest
 
-from stateway.core.commands import CheckReadiness, Principal
+from stateway.core.commands import CheckReadiness
 from stateway.core.errors import GatewayError, ModelNotFound, UpstreamUnavailable
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from tests.core.fakes import MemoryStore, ScriptedBackend

@@ -6,13 +6,7 @@ import asyncio
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import (
-    CreateResponse,
-    DeleteResponse,
-    GetResponse,
-    ListInputItems,
-    Principal,
-)
+from stateway.core.commands import CreateResponse, DeleteResponse, GetResponse, ListInputItems
 from stateway.core.errors import (
     InternalError,
     NotFound,
@@ -24,6 +18,7 @@ from stateway.core.errors import (
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.ports import ResponseRecord, StoredChain
+from stateway.core.principal import Principal
 from stateway.core.runs import CancelReason, Run
 from stateway.protocols.responses.encode import encode_response
 from tests.core.fakes import MemoryStore, ScriptedBackend

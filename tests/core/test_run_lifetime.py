@@ -9,12 +9,13 @@ import asyncio
 import weakref
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, Principal
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import GatewayError, StorageError, UpstreamError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Delta, Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.ports import ResponseRecord
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from tests.collector import collector_off, freed

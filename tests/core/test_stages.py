@@ -6,16 +6,12 @@ from typing import Any
 
 import pytest
 
-from stateway.core.commands import (
-    CreateConversation,
-    CreateResponse,
-    GenerationSettings,
-    Principal,
-)
+from stateway.core.commands import CreateConversation, CreateResponse, GenerationSettings
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.runs import RunRegistry
 from stateway.core.stages.chain import Stage, StageChain, StageFailed
 from stateway.core.stages.context import POINTS, StageContext

@@ -12,17 +12,12 @@ from typing import Any
 import orjson
 import pytest
 
-from stateway.core.commands import (
-    CompactResponse,
-    CreateResponse,
-    ForwardChat,
-    GenerationSettings,
-    Principal,
-)
+from stateway.core.commands import CompactResponse, CreateResponse, ForwardChat, GenerationSettings
 from stateway.core.errors import UpstreamError, UpstreamUnavailable
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta, UsageReport
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.telemetry import Attribute, RunReport, Span, ToolOutcome

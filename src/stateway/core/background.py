@@ -30,13 +30,14 @@ import time
 from contextlib import suppress
 from typing import Final
 
-from stateway.core.commands import CreateResponse, Principal, WatchResponse
+from stateway.core.commands import CreateResponse, WatchResponse
 from stateway.core.coordination import CancelSignals, EventFanout
 from stateway.core.errors import InvalidRequest, NotFound, StorageError
 from stateway.core.journal import EventEncoder
 from stateway.core.owner_position import beyond_log, judged
 from stateway.core.ownership import died_running
 from stateway.core.ports import ResponseStore
+from stateway.core.principal import Principal
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.runs import CancelReason, Run, RunRegistry
 from stateway.core.watch import POLL_INTERVAL, FollowedWatch, LiveWatch, StoredWatch, Watch

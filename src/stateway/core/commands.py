@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
@@ -17,41 +16,9 @@ from stateway.core.items import Item
 if TYPE_CHECKING:
     from stateway.core.runs import Run
 
-DEFAULT_TENANT = "default"
 INTERLEAVED_THINKING = "interleaved-thinking-2025-05-14"
 """The ``anthropic-beta`` feature under which Messages' ``thinking.budget_tokens`` is the
 whole turn's budget (thinking between tool calls too), so it may exceed ``max_tokens``."""
-
-
-class Credential(StrEnum):
-    """What proved a principal: callers proved by different kinds never share a scope."""
-
-    NONE = "none"
-    """No auth configured: every caller is the default tenant."""
-    API_KEY = "key"
-    TOKEN = "oidc"
-
-
-@dataclass(slots=True, frozen=True)
-class Principal:
-    """Who is asking, as a surface authenticated it (``surfaces/auth``): without auth
-    configured, every caller is the default tenant."""
-
-    tenant_id: str = DEFAULT_TENANT
-    subject: str = "anonymous"
-    """Who within the tenant (an API key's id, a token's ``sub``)."""
-    credential: Credential = Credential.NONE
-
-    @property
-    def scope(self) -> str:
-        """Who within the tenant as what is kept per caller is keyed (command ids, rate
-        limits, MCP sessions): an issuer picks a token's ``sub``, which may equal an API
-        key's id, so a token's is its ``sub`` under an ``oidc:`` prefix (no key id,
-        ``key_...``, has it). Others' are their subjects, as before tokens were set
-        apart: what is stored under them (command outcomes) stays theirs."""
-        if self.credential is Credential.TOKEN:
-            return f"{Credential.TOKEN}:{self.subject}"
-        return self.subject
 
 
 @dataclass(slots=True)

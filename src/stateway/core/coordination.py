@@ -33,7 +33,7 @@ class CommandKey:
 
     tenant_id: str
     principal: str
-    """The caller's :attr:`~stateway.core.commands.Principal.scope`."""
+    """The caller's :attr:`~stateway.core.principal.Principal.scope`."""
     command_id: str
 
     def __str__(self) -> str:

@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 from functools import partial
 
-from stateway.core.commands import ForwardChat, Principal
+from stateway.core.commands import ForwardChat
 from stateway.core.errors import GatewayError, ServerShuttingDown
 from stateway.core.generations import Generations, HeldRelay
 from stateway.core.limits import RateLimits
 from stateway.core.ports import Relay
+from stateway.core.principal import Principal
 from stateway.core.routing.attempts import Outcome
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.starting import RunStarter

@@ -29,7 +29,6 @@ from stateway.core.commands import (
     ListConversationItems,
     ListInputItems,
     ListModels,
-    Principal,
     ReloadConfig,
     UpdateConversation,
     WatchResponse,
@@ -69,6 +68,7 @@ from stateway.core.ports import (
     ResponseStore,
     Sealer,
 )
+from stateway.core.principal import Principal
 from stateway.core.readiness import readiness
 from stateway.core.references import resolved, resolved_items
 from stateway.core.response import UNFINISHED, ResponseState, load_state

@@ -29,9 +29,9 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
-from stateway.core.commands import Principal
 from stateway.core.coordination import joined_key
 from stateway.core.errors import RateLimited
+from stateway.core.principal import Principal
 from stateway.core.response import ResponseState
 from stateway.core.token_estimate import item_tokens
 

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from stateway.core import background
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, Principal
+from stateway.core.commands import CreateResponse
 from stateway.core.compaction.service import Compaction, CompactionStep
 from stateway.core.compaction.view import taken_input
 from stateway.core.context import checked_context, load_prior
@@ -36,6 +36,7 @@ from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder, RunJournal
 from stateway.core.ports import ResponseStore, TokenCounter
+from stateway.core.principal import Principal
 from stateway.core.response import ResponseState
 from stateway.core.results import TokenCount
 from stateway.core.routing import Needs, Plan, Route, Router

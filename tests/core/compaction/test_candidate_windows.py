@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings, Principal
+from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
 from stateway.core.errors import UpstreamError
 from stateway.core.inference import Delta, Finish, InferenceRequest, TextDelta
+from stateway.core.principal import Principal
 from stateway.core.routing import Candidate
 from stateway.core.runs import Run
 from tests.core.compaction.test_service import assistant, user

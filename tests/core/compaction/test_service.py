@@ -8,13 +8,7 @@ from typing import Any
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import (
-    CompactResponse,
-    CountTokens,
-    CreateResponse,
-    GenerationSettings,
-    Principal,
-)
+from stateway.core.commands import CompactResponse, CountTokens, CreateResponse, GenerationSettings
 from stateway.core.compaction import sealed
 from stateway.core.compaction.prompt import SUMMARY_PREFIX, SUMMARY_PROMPT
 from stateway.core.compaction.service import compact_threshold
@@ -30,6 +24,7 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.reasoning import redacted_item, unwrapped
 from stateway.core.routing import BackendEntry, Capabilities, Router
 from stateway.core.runs import RunRegistry

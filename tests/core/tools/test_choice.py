@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings, Principal
+from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.items import Item
+from stateway.core.principal import Principal
 from stateway.core.tools.history import REWRITTEN_ITEM_TYPES
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.test_loop import gateway_for, user

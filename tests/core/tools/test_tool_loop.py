@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, GenerationSettings, Principal
+from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.errors import InvalidRequest, UpstreamError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import (
@@ -25,6 +25,7 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import CancelReason, RunRegistry
 from stateway.core.tools.history import model_items

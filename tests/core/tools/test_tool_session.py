@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from stateway.core.commands import CreateResponse, GenerationSettings, Principal
+from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.errors import UpstreamError
 from stateway.core.inference import Finish, ToolCallDelta, UsageReport
+from stateway.core.principal import Principal
 from stateway.core.runs import CancelReason
 from stateway.core.tools.ports import McpServer, McpTool, SearchHit, SearchQuery
 from stateway.core.tools.toolset import ToolPolicy

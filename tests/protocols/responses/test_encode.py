@@ -3,7 +3,7 @@ import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from stateway.core.commands import CreateResponse, GenerationSettings, Principal
+from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.errors import UpstreamError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import (
@@ -15,6 +15,7 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.usage import Usage

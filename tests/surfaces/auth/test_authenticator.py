@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from stateway.core.commands import Credential, Principal
 from stateway.core.errors import CredentialRevoked, Forbidden, Unauthorized
+from stateway.core.principal import Credential, Principal
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.keys import ApiKey, key_digest, new_key
 from stateway.identity.oidc import VerifiedToken

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from stateway.core.commands import Credential, Principal
 from stateway.core.errors import CredentialRevoked
+from stateway.core.principal import Credential, Principal
 from stateway.surfaces.auth.authenticator import ANONYMOUS, IDENTITY, Identity
 from stateway.surfaces.auth.revocation import RevocationWatch
 

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from starlette.applications import Starlette
 
-from stateway.core.commands import CreateResponse, ForwardChat, Principal
+from stateway.core.commands import CreateResponse, ForwardChat
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.identity.key_cache import KeyCache

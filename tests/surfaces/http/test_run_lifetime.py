@@ -8,11 +8,12 @@ import weakref
 
 import pytest
 
-from stateway.core.commands import Command, Principal
+from stateway.core.commands import Command
 from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.gateway import Gateway, Result
 from stateway.core.inference import Delta, Finish, TextDelta
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.surfaces.http.app import build_http_app

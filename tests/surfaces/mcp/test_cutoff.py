@@ -14,8 +14,8 @@ import pytest
 from mcp import Client
 from mcp.client.subscriptions import SubscriptionLost
 
-from stateway.core.commands import Principal
 from stateway.core.errors import CredentialRevoked
+from stateway.core.principal import Principal
 from stateway.surfaces.auth.authenticator import Identity
 from tests.surfaces.mcp.test_server import ACCEPT, Served, answering, initialize, serving
 

@@ -6,11 +6,12 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
-from stateway.core.commands import CreateResponse, Principal
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import InvalidRequest, StorageError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.surfaces.mcp.resources import protocol_error, read, resource_of, resource_uri

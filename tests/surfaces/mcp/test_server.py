@@ -20,10 +20,10 @@ from mcp import Client
 from starlette.types import Receive, Scope, Send
 
 from stateway.coordination.memory import MemoryCommandResults
-from stateway.core.commands import Credential, Principal
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
+from stateway.core.principal import Credential, Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.serving import bind_socket, server_config, socket_url

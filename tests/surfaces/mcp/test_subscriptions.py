@@ -12,8 +12,8 @@ from typing import Any, cast
 import pytest
 from mcp_types import SubscribeRequestParams, UnsubscribeRequestParams
 
-from stateway.core.commands import Principal
 from stateway.core.gateway import Gateway
+from stateway.core.principal import Principal
 from stateway.surfaces.mcp import server
 
 

@@ -9,10 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
-from stateway.core.commands import Principal
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.protocols.responses.encode import encode_event_json

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Final
 
 from starlette.types import Scope
 
-from stateway.core.commands import Credential, Principal
 from stateway.core.errors import CredentialRevoked, Forbidden, Unauthorized
+from stateway.core.principal import Credential, Principal
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.keys import ApiKey, key_digest, looks_like_key
 from stateway.surfaces.auth.credentials import credential_of

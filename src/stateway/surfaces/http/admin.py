@@ -13,10 +13,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from stateway.core.commands import GetConfigStatus, Principal, ReloadConfig
+from stateway.core.commands import GetConfigStatus, ReloadConfig
 from stateway.core.errors import Forbidden, Unauthorized
 from stateway.core.gateway import Gateway
 from stateway.core.generations import ConfigStatus
+from stateway.core.principal import Principal
 from stateway.surfaces.auth.authenticator import identity_of
 from stateway.surfaces.http.transport import JSONResponse
 

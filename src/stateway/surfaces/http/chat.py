@@ -20,9 +20,10 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from stateway.core import hidden
-from stateway.core.commands import CreateResponse, ForwardChat, Principal
+from stateway.core.commands import CreateResponse, ForwardChat
 from stateway.core.errors import GatewayError
 from stateway.core.gateway import Gateway
+from stateway.core.principal import Principal
 from stateway.core.runs import Run
 from stateway.protocols.chat.decode import ChatCall, ChatRequest, decode_chat, peek_chat
 from stateway.protocols.chat.encode import encode_completion

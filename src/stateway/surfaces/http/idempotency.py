@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import Response
 
-from stateway.core.commands import Principal
 from stateway.core.coordination import Outcome
 from stateway.core.exactly_once import fingerprint
 from stateway.core.gateway import Gateway
+from stateway.core.principal import Principal
 
 HEADER = "idempotency-key"
 HEADER_BYTES = HEADER.encode()

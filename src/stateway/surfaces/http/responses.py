@@ -14,15 +14,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from stateway.core import events as ev
-from stateway.core.commands import (
-    CancelResponse,
-    DeleteResponse,
-    Principal,
-    WatchResponse,
-)
+from stateway.core.commands import CancelResponse, DeleteResponse, WatchResponse
 from stateway.core.errors import GatewayError, InvalidRequest
 from stateway.core.gateway import Gateway
 from stateway.core.journal import RunJournal
+from stateway.core.principal import Principal
 from stateway.core.runs import Run
 from stateway.core.watch import LiveWatch, Watch
 from stateway.protocols.responses.decode import (

@@ -9,10 +9,11 @@ from functools import partial
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive
 
-from stateway.core.commands import CreateResponse, Principal
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.events import Event
 from stateway.core.gateway import Gateway
+from stateway.core.principal import Principal
 from stateway.core.response import ResponseState
 from stateway.core.runs import CancelReason, Run
 from stateway.surfaces.http.transport import DisconnectWatch

@@ -7,8 +7,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from stateway.core.commands import CheckReadiness, ListModels, Principal
+from stateway.core.commands import CheckReadiness, ListModels
 from stateway.core.gateway import Gateway
+from stateway.core.principal import Principal
 from stateway.protocols.messages.models import model_info, model_page
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.messages import answers_anthropic

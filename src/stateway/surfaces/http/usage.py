@@ -20,9 +20,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from stateway.core.accounting import UsageBucket
-from stateway.core.commands import GetUsage, Principal
+from stateway.core.commands import GetUsage
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
+from stateway.core.principal import Principal
 from stateway.surfaces.auth.authenticator import identity_of, principal_of
 from stateway.surfaces.http.transport import JSONResponse
 

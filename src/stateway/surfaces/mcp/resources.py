@@ -14,9 +14,10 @@ import orjson
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, ResourceLink, ResourceTemplate
 
-from stateway.core.commands import GetConversation, GetResponse, Principal
+from stateway.core.commands import GetConversation, GetResponse
 from stateway.core.errors import GatewayError, NotFound
 from stateway.core.gateway import Gateway
+from stateway.core.principal import Principal
 from stateway.protocols.conversations.encode import encode_conversation
 from stateway.protocols.responses.encode import encode_response
 

@@ -69,10 +69,10 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from stateway.core.commands import Principal
 from stateway.core.errors import GatewayError, InternalError, InvalidRequest
 from stateway.core.exactly_once import fingerprint
 from stateway.core.gateway import Gateway
+from stateway.core.principal import Principal
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.hosts import cross_site
 from stateway.surfaces.http.transport import error_response

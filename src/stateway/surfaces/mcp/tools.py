@@ -20,9 +20,9 @@ from stateway.core.commands import (
     GetConversation,
     GetConversationItem,
     GetResponse,
-    Principal,
 )
 from stateway.core.gateway import Gateway
+from stateway.core.principal import Principal
 from stateway.core.runs import Run
 from stateway.protocols.conversations.decode import (
     decode_add_items,

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from stateway.core.commands import GetResponse, Principal, WatchResponse
+from stateway.core.commands import GetResponse, WatchResponse
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
+from stateway.core.principal import Principal
 from stateway.core.response import UNFINISHED
 from stateway.core.watch import POLL_INTERVAL, Watch
 

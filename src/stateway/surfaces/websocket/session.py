@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 import orjson
 
-from stateway.core.commands import Principal, WatchResponse
+from stateway.core.commands import WatchResponse
 from stateway.core.errors import (
     CredentialRevoked,
     GatewayError,
@@ -44,6 +44,7 @@ from stateway.core.errors import (
 )
 from stateway.core.exactly_once import fingerprint
 from stateway.core.loop import ended_steered
+from stateway.core.principal import Principal
 from stateway.core.runs import Run
 from stateway.core.watch import LiveWatch, Watch
 from stateway.protocols.responses.frames import (
