@@ -12,7 +12,13 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from stateway.coordination.event_fanout import MAX_OUTBOX, RedisEventFanout, decode, encode
+from stateway.coordination.event_fanout import (
+    MAX_OUTBOX,
+    RedisEventFanout,
+    decode,
+    encode,
+    encode_mark,
+)
 from stateway.coordination.redis import connect
 from stateway.core.coordination import Published
 from stateway.core.ports import EventBatch
@@ -27,8 +33,34 @@ def test_a_batch_survives_its_message() -> None:
         assert decode(encode(sent.batch, sent.last)) == sent
     for junk in (b"", b"7 1", b"x 1\n{}", b"7 2\n{}", b"7 1\n", b"-1 0\n{}"):
         assert decode(junk) is None
-    mark = Published(EventBatch(7, []), False)
-    assert decode(encode(mark.batch, mark.last)) == mark
+    for question in ("0f3a9c", None):
+        mark = Published(EventBatch(7, []), False, question)
+        assert decode(encode_mark(7, question)) == mark
+    for junk in (b"7 1 0f3a\n", b"7 0 0f3a\n{}", b"7 0 0f 3a\n", b"7 0 0f-3a\n", b"7 0 \n"):
+        assert decode(junk) is None
+
+
+def decode_before_question_ids(data: bytes) -> Published | None:
+    """:func:`decode` as processes older than question ids have it (verbatim)."""
+    header, newline, body = data.partition(b"\n")
+    first, _, last = header.partition(b" ")
+    if not (newline and first.isdigit() and last in (b"0", b"1")):
+        return None
+    if not body:  # a mark; a run's last batch holds at least its terminal event
+        return None if last == b"1" else Published(EventBatch(int(first), []), False)
+    return Published(EventBatch(int(first), body.split(b"\n")), last == b"1")
+
+
+def test_older_processes_read_marks_and_questions_safely_during_an_upgrade() -> None:
+    """An old watcher ignores a mark answering a question with an id (never reads it as
+    a batch, or as its own answer); it gets its answer in the old shape. An old owner
+    reads a question with an id as one of a response it does not run."""
+    assert decode_before_question_ids(encode_mark(7, "0f3a9c")) is None
+    assert decode_before_question_ids(encode_mark(7, None)) == Published(EventBatch(7, []), False)
+    for sent in (Published(batch(0, 1), False), Published(batch(7, 10), True)):
+        assert decode_before_question_ids(encode(sent.batch, sent.last)) == sent
+    tenant, _, response = "t\x1fresp_1\x1f0f3a9c".partition("\x1f")  # as an old owner
+    assert (tenant, response) != ("t", "resp_1")
 
 
 @pytest.mark.redis
@@ -36,28 +68,56 @@ async def test_a_question_reaches_the_listening_processes_and_the_mark_its_asker
     pair: tuple[RedisEventFanout, RedisEventFanout], redis_url: str
 ) -> None:
     owner, follower = pair
-    asked: list[tuple[str, str]] = []
+    asked: list[tuple[str, str, str | None]] = []
 
-    def answer(tenant_id: str, response_id: str) -> None:
-        asked.append((tenant_id, response_id))
-        owner.publish(tenant_id, response_id, EventBatch(7, []), False)
+    def answer(tenant_id: str, response_id: str, question: str | None) -> None:
+        asked.append((tenant_id, response_id, question))
+        owner.mark(tenant_id, response_id, 7, question)
 
     await owner.start(answer)
     await until_subscribed(redis_url, owner.channel("t", "resp_1").rpartition(":")[0])
     async with follower.follow("t", "resp_1") as following:
         await until_subscribed(redis_url, owner.channel("t", "resp_1"))
-        follower.ask("t", "resp_1")
-        assert await following.next(30) == Published(EventBatch(7, []), False)
-    assert asked == [("t", "resp_1")], "heard by the process listening, not by the asker"
+        follower.ask("t", "resp_1", "0f3a9c")
+        assert await following.next(30) == Published(EventBatch(7, []), False, "0f3a9c")
+    assert asked == [("t", "resp_1", "0f3a9c")], "heard by the process listening, not the asker"
+
+
+@pytest.mark.redis
+async def test_an_older_process_question_is_answered_in_its_own_shape(
+    pair: tuple[RedisEventFanout, RedisEventFanout], redis_url: str
+) -> None:
+    owner, _ = pair
+    asked: list[str | None] = []
+
+    def answer(tenant_id: str, response_id: str, question: str | None) -> None:
+        asked.append(question)
+        owner.mark(tenant_id, response_id, 7, question)
+
+    await owner.start(answer)
+    standing = owner.channel("t", "resp_1").rpartition(":")[0]
+    await until_subscribed(redis_url, standing)
+    older = Redis.from_url(redis_url)
+    try:
+        async with older.pubsub() as pubsub:
+            await pubsub.subscribe(owner.channel("t", "resp_1"))
+            await until_subscribed(redis_url, owner.channel("t", "resp_1"))
+            await older.publish(standing, b"t\x1fresp_1")  # as a process without ids asks
+            while (message := await pubsub.get_message(True, timeout=30)) is None:
+                pass
+        assert message["data"] == b"7 0\n", "the mark it knows"
+        assert asked == [None]
+    finally:
+        await older.aclose()
 
 
 async def test_listening_without_redis_waits_for_it(caplog: pytest.LogCaptureFixture) -> None:
     fanout = RedisEventFanout(connect("redis://127.0.0.1:1/0"), "test:")
     try:
         with caplog.at_level(logging.WARNING):
-            await fanout.start(lambda tenant_id, response_id: None)
+            await fanout.start(lambda tenant_id, response_id, question: None)
         assert "Redis is unreachable" in caplog.text
-        fanout.ask("t", "resp_1")  # dropped, never raised
+        fanout.ask("t", "resp_1", "0f3a9c")  # dropped, never raised
     finally:
         await fanout.aclose()
 

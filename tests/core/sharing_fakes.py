@@ -75,9 +75,11 @@ class QueueFollowing:
 
 
 class MemoryFanout:
-    """Delivers each published batch to the followers of its response in this process,
-    and records it in ``published``; ``following`` is set while anyone follows. Each
-    question is recorded in ``asks`` and handed to the handler given to ``start``."""
+    """Delivers each published batch (and mark) to the followers of its response in this
+    process, and records each batch in ``published``; ``following`` is set while anyone
+    follows. Each question is recorded in ``asks`` and handed to the handler given to
+    ``start``. Between :meth:`hold` and :meth:`release` what is published waits, as it
+    may in its publisher's outbox: it reaches whoever follows when it is released."""
 
     def __init__(self) -> None:
         self.published: list[tuple[str, str, EventBatch, bool]] = []
@@ -85,19 +87,37 @@ class MemoryFanout:
         self.following = asyncio.Event()
         self.asks: list[tuple[str, str]] = []
         self._asked: AskHandler | None = None
+        self._held: list[tuple[tuple[str, str], Published]] | None = None
 
-    def ask(self, tenant_id: str, response_id: str) -> None:
+    def hold(self) -> None:
+        self._held = []
+
+    def release(self) -> None:
+        held, self._held = self._held or [], None
+        for key, published in held:
+            self._deliver(key, published)
+
+    def ask(self, tenant_id: str, response_id: str, question: str) -> None:
         self.asks.append((tenant_id, response_id))
         if self._asked is not None:
-            self._asked(tenant_id, response_id)
+            self._asked(tenant_id, response_id, question)
+
+    def mark(self, tenant_id: str, response_id: str, logged: int, question: str | None) -> None:
+        self._deliver((tenant_id, response_id), Published(EventBatch(logged, []), False, question))
 
     async def start(self, asked: AskHandler) -> None:
         self._asked = asked
 
     def publish(self, tenant_id: str, response_id: str, batch: EventBatch, last: bool) -> None:
         self.published.append((tenant_id, response_id, batch, last))
-        for following in self.followers.get((tenant_id, response_id), []):
-            following.put(Published(batch, last))
+        self._deliver((tenant_id, response_id), Published(batch, last))
+
+    def _deliver(self, key: tuple[str, str], published: Published) -> None:
+        if self._held is not None:
+            self._held.append((key, published))
+            return
+        for following in self.followers.get(key, []):
+            following.put(published)
 
     @asynccontextmanager
     async def follow(self, tenant_id: str, response_id: str) -> AsyncIterator[QueueFollowing]:

@@ -5,13 +5,16 @@ not by what is stored of it yet."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 
 import pytest
 
+from stateway.core import events as ev
 from stateway.core import owner_position
 from stateway.core.commands import WatchResponse
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
+from stateway.core.inference import Delta, Finish, InferenceRequest, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.ports import EventBatch
 from stateway.core.principal import Principal
@@ -39,10 +42,10 @@ def replica(store: MemoryStore, fanout: MemoryFanout, backend: ScriptedBackend) 
 class Pair:
     """Two processes on one store and one fan-out; ``owner`` answers the questions."""
 
-    def __init__(self) -> None:
+    def __init__(self, backend: ScriptedBackend | None = None) -> None:
         self.gate = asyncio.Event()
         self.store, self.fanout = MemoryStore(), MemoryFanout()
-        backend = ScriptedBackend(script("a", "b", "c"), self.gate)
+        backend = backend or ScriptedBackend(script("a", "b", "c"), self.gate)
         self.owner = replica(self.store, self.fanout, backend)
         self.other = replica(self.store, self.fanout, backend)
 
@@ -131,6 +134,22 @@ async def test_a_batch_published_that_reaches_the_position_answers_too() -> None
     assert isinstance(await watching, FollowedWatch)
 
 
+async def test_another_watchs_mark_only_confirms() -> None:
+    """Short of the position it neither refuses nor takes the watch; reaching it, it takes
+    it (the owner had logged the position by then), as a batch would."""
+    store, fanout = await stored(3), MemoryFanout()
+    other = replica(store, fanout, ScriptedBackend([]))
+    watching = asyncio.ensure_future(other.execute(ELSEWHERE, WatchResponse("bg", 4)))
+    await fanout.following.wait()
+    fanout.mark(*KEY, 4, "0ther")
+    fanout.mark(*KEY, 3, None)  # an older process's mark
+    await asyncio.sleep(0.01)
+    assert not watching.done()
+
+    fanout.mark(*KEY, 6, "0ther")
+    assert isinstance(await watching, FollowedWatch)
+
+
 async def test_without_an_answer_it_asks_again_then_takes_the_watch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -155,3 +174,66 @@ async def early_batches(fanout: MemoryFanout) -> None:
     for first in range(3, 500):
         fanout.publish(*KEY, EventBatch(first, events(first, first + 1)), False)
         await asyncio.sleep(0.002)
+
+
+async def test_a_mark_answering_another_watch_does_not_judge_this_one() -> None:
+    """Every mark goes to every follower of the run: one answering an earlier watch's
+    question, counted before this watch came but published after it followed, reaches it
+    too. It says nothing of this watch: a position the owner had logged when this watch
+    came is taken, not refused by that older count."""
+    backend = Stepped(script("a", "b", "c"), pause_after=1)
+    pair = Pair(backend)
+    run = await pair.started()
+    logged = len(run.events)
+    pair.fanout.hold()
+
+    earlier = asyncio.ensure_future(pair.other.execute(ME, WatchResponse(run.id, logged)))
+    await until_asked(pair.fanout, 1)  # answered: `logged` events, published later
+    backend.step.set()
+    await until_text_deltas(run, 3)  # the owner logged more, and waits for its gate
+    later = asyncio.ensure_future(pair.other.execute(ME, WatchResponse(run.id, logged)))
+    await until_asked(pair.fanout, 2)
+    pair.fanout.release()  # both answers reach both watches, the earlier one first
+
+    with pytest.raises(InvalidRequest):
+        await earlier  # by its own answer: not logged yet when it came
+    resumed = await later
+    assert isinstance(resumed, FollowedWatch), "logged before it came"
+    pair.store.events_gate.set()  # type: ignore[union-attr]
+    backend.end.set()
+    await ended(run)
+    assert await payloads(resumed) == run.journal.wire[logged + 1 :]  # type: ignore[union-attr]
+
+
+class Stepped(ScriptedBackend):
+    """Its first ``pause_after`` deltas, the others once ``step`` is set; it ends once
+    ``end`` is."""
+
+    def __init__(self, deltas: list[TextDelta | Finish], pause_after: int) -> None:
+        self.step, self.end = asyncio.Event(), asyncio.Event()
+        super().__init__(list(deltas), self.end)
+        self._pause_after = pause_after
+
+    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        yielded = 0
+        async for delta in super().infer(request):
+            yield delta
+            yielded += 1
+            if yielded == self._pause_after:
+                await self.step.wait()
+
+
+async def until_text_deltas(run: Run, count: int) -> None:
+    for _ in range(1000):
+        if sum(isinstance(e, ev.TextDelta) for e in run.events) >= count:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the output never came")
+
+
+async def until_asked(fanout: MemoryFanout, count: int) -> None:
+    for _ in range(1000):
+        if len(fanout.asks) >= count:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("nobody asked")

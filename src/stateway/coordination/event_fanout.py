@@ -3,12 +3,20 @@
 One channel per response, ``{prefix}events:{tenant}\\x1f{response id}``. A message is a
 header line, ``{first sequence number} {1 if it ends with the terminal event else 0}``,
 then the batch's payloads one per line (JSON written by orjson holds no raw newline); a
-mark (how far its owner has logged, when asked) is the header alone, ``{count} 0``.
+mark (how far its owner has logged, when asked) is a header alone, naming the question
+it answers: ``{count} 0 {question}``.
 
 Questions (:meth:`RedisEventFanout.ask`) are published on the standing channel,
-``{prefix}events``, as ``{tenant}\\x1f{response id}``: every process listening
-(:meth:`RedisEventFanout.start`) hears them, and the one running the response answers
-with a mark on its channel.
+``{prefix}events``, as ``{tenant}\\x1f{response id}\\x1f{question}``: every process
+listening (:meth:`RedisEventFanout.start`) hears them, and the one running the response
+answers with a mark on its channel.
+
+Processes older than question ids (a rolling upgrade) ask ``{tenant}\\x1f{response id}``
+and answer ``{count} 0``. Such a question is answered in that shape, and such a mark is
+decoded naming no question (to its reader, another watch's mark). An old process reads a
+question with an id as one of a response it does not run, so it stays silent (the asker
+takes the watch unjudged after ``owner_position.ASK_WAIT``), and a mark with an id as a
+malformed message: ignored with a warning, never taken for a batch or for its answer.
 
 Publishing never waits: :meth:`RedisEventFanout.publish` queues the message, and one task
 sends everything queued at once (one pipelined round trip), in order. While Redis cannot
@@ -77,8 +85,11 @@ class RedisEventFanout:
         if self._sender is None or self._sender.done():
             self._sender = asyncio.create_task(self._send())
 
-    def ask(self, tenant_id: str, response_id: str) -> None:
-        self._queue(self._standing, f"{tenant_id}\x1f{response_id}".encode())
+    def mark(self, tenant_id: str, response_id: str, logged: int, question: str | None) -> None:
+        self._queue(self.channel(tenant_id, response_id), encode_mark(logged, question))
+
+    def ask(self, tenant_id: str, response_id: str, question: str) -> None:
+        self._queue(self._standing, f"{tenant_id}\x1f{response_id}\x1f{question}".encode())
 
     async def start(self, asked: AskHandler) -> None:
         """Listen for questions from now on: the pub/sub connection is opened at once
@@ -216,12 +227,14 @@ class RedisEventFanout:
         for following in followers:
             following.put(published)
 
-    def _answer(self, question: bytes) -> None:
-        tenant, separator, response = question.partition(b"\x1f")
-        if self._asked is None or not (separator and response):
+    def _answer(self, message: bytes) -> None:
+        fields = message.split(b"\x1f")
+        if self._asked is None or len(fields) not in (2, 3) or not all(fields[1:]):
             return  # not listening (a follower only), or not a question
+        tenant, response, *asked = fields  # no question id: an older process asks
         try:
-            self._asked(tenant.decode(), response.decode())
+            question = asked[0].decode() if asked else None
+            self._asked(tenant.decode(), response.decode(), question)
         except UnicodeDecodeError:
             log.warning("event fan-out: ignoring a malformed question")
 
@@ -260,15 +273,29 @@ def encode(batch: EventBatch, last: bool) -> bytes:
     return header + b"\n".join(batch.payloads)
 
 
+def encode_mark(logged: int, question: str | None) -> bytes:
+    if question is None:  # answering an older process, as it answers
+        return b"%d 0\n" % logged
+    return b"%d 0 %s\n" % (logged, question.encode())
+
+
 def decode(data: bytes) -> Published | None:
     """The batch (or mark) of a message; None when it is neither."""
     header, newline, body = data.partition(b"\n")
-    first, _, last = header.partition(b" ")
-    if not (newline and first.isdigit() and last in (b"0", b"1")):
+    fields = header.split(b" ")
+    if not (newline and len(fields) in (2, 3) and fields[0].isdigit()):
         return None
-    if not body:  # a mark; a run's last batch holds at least its terminal event
-        return None if last == b"1" else Published(EventBatch(int(first), []), False)
-    return Published(EventBatch(int(first), body.split(b"\n")), last == b"1")
+    first, last = int(fields[0]), fields[1]
+    if last not in (b"0", b"1"):
+        return None
+    if len(fields) == 3:  # a mark answering a question
+        question = fields[2]
+        if body or last == b"1" or not (question.isascii() and question.isalnum()):
+            return None
+        return Published(EventBatch(first, []), False, question.decode())
+    if not body:  # a mark of an older owner, or for an older asker (the end is never one)
+        return None if last == b"1" else Published(EventBatch(first, []), False)
+    return Published(EventBatch(first, body.split(b"\n")), last == b"1")
 
 
 def _size(published: Published) -> int:

@@ -124,11 +124,15 @@ class CancelSignals(Protocol):
 class Published:
     """A batch of a run's event log, published once its owner had committed it; or, with
     no payloads, a *mark*: its owner had logged ``batch.first`` events (committed or not)
-    when it was asked (:meth:`EventFanout.ask`)."""
+    when it was asked ``question`` (:meth:`EventFanout.ask`)."""
 
     batch: EventBatch
     last: bool
     """The batch ends with the run's terminal event."""
+    question: str | None = None
+    """Of a mark: the question it answers. Every follower of the run receives every mark;
+    only the asker's own says how far the log was once it asked. None: the question of
+    a process older than question ids."""
 
 
 class Following(Protocol):
@@ -144,8 +148,9 @@ class Following(Protocol):
         ...
 
 
-AskHandler = Callable[[str, str], None]
-"""Called with ``(tenant_id, response_id)`` when a process asks how far that log is."""
+AskHandler = Callable[[str, str, str | None], None]
+"""Called with ``(tenant_id, response_id, question)`` when a process asks how far that
+log is (``question`` None: asked by a process older than question ids)."""
 
 
 class EventFanout(Protocol):
@@ -153,7 +158,7 @@ class EventFanout(Protocol):
     response, received by every process following it. Delivery is best effort: a
     follower reads what it missed from the store, which holds every batch published.
     A follower may :meth:`ask` how far a log is: the process running the response
-    publishes a mark (:class:`Published`) on it."""
+    answers with a :meth:`mark` on it."""
 
     def publish(self, tenant_id: str, response_id: str, batch: EventBatch, last: bool) -> None:
         """Send a batch just committed to the response's stored log; returns at once
@@ -164,9 +169,15 @@ class EventFanout(Protocol):
         """Receive the batches published for the response from now on, until exit."""
         ...
 
-    def ask(self, tenant_id: str, response_id: str) -> None:
-        """Ask every process how far the response's log is: the one running it publishes
-        a mark (best effort, as :meth:`publish`: returns at once and never fails)."""
+    def ask(self, tenant_id: str, response_id: str, question: str) -> None:
+        """Ask every process how far the response's log is: the one running it answers
+        with a :meth:`mark` naming ``question`` (an id unique to the asker; best effort,
+        as :meth:`publish`: returns at once and never fails)."""
+        ...
+
+    def mark(self, tenant_id: str, response_id: str, logged: int, question: str | None) -> None:
+        """Answer ``question``: publish that this process had logged ``logged`` events of
+        the response when it was asked (as :meth:`publish`: at once, never failing)."""
         ...
 
     async def start(self, asked: AskHandler) -> None:

@@ -183,11 +183,11 @@ class Gateway:
         """A cancel (or a ``DELETE``) that another process sent for a run of this one."""
         self.signalled.received(tenant_id, response_id)
 
-    def position_asked(self, tenant_id: str, response_id: str) -> None:
+    def position_asked(self, tenant_id: str, response_id: str, question: str | None) -> None:
         """Another process asked how far the log of ``response_id`` is (a watch from past
         what is stored of it): answered with a mark when it runs here."""
         if self._fanout is not None:
-            owner_position.answer(self.runs, self._fanout, tenant_id, response_id)
+            owner_position.answer(self.runs, self._fanout, tenant_id, response_id, question)
 
     @overload
     async def execute(self, principal: Principal, command: CreateResponse) -> Run: ...

@@ -9,13 +9,20 @@ commit). A position past the stored log may then be an event the owner already s
 asks (:meth:`~stateway.core.coordination.EventFanout.ask`), following the run's channel
 first, and the owner answers with a mark: how many events it had logged when asked
 (:func:`answer`). The position is judged by that count as the owner judges it, at an
-instant between the watch's arrival and its answer; so is it by a batch published
-meanwhile that reaches it (its events were logged by then), and by the stored log read
-when nothing answered for ``ASK_AGAIN`` seconds (a run that ended is then judged as any
-stored log is). The question is asked again then: an answer lost (Redis restarting), an
-owner that runs no such code, or one that died, is waited for ``ASK_WAIT`` seconds at
-most; then the watch is taken, and follows the run (one whose owner died gets its terminal
-event, :mod:`stateway.core.watch`).
+instant between the watch's arrival and its answer; so is it by the stored log read when
+nothing answered for ``ASK_AGAIN`` seconds (a run that ended is then judged as any stored
+log is). The question is asked again then: an answer lost (Redis restarting), an owner
+that runs no such code, or one that died, is waited for ``ASK_WAIT`` seconds at most; then
+the watch is taken, and follows the run (one whose owner died gets its terminal event,
+:mod:`stateway.core.watch`).
+
+Every follower of the run receives every mark, so a watch's questions (asked again, too)
+carry an id of its own, and only a mark naming it may refuse the watch. Another watch's
+mark (or one naming none: an older process's, :mod:`stateway.coordination.event_fanout`)
+may have been counted before this watch came, then published after it followed: refusing
+by it could refuse a position the owner had logged when this watch came. Such a mark, as
+a batch published meanwhile, still says which events the owner had logged by then: one
+reaching the position takes the watch.
 
 Only a watch past the stored log of an unfinished run asks anything; the run's own
 process never does (it judges by its run), and a process without the fan-out (no Redis)
@@ -24,12 +31,13 @@ cannot: there such a watch is taken.
 
 from __future__ import annotations
 
+import secrets
 import time
 from typing import Final
 
 from stateway.core.coordination import EventFanout
 from stateway.core.errors import InvalidRequest
-from stateway.core.ports import EventBatch, EventLog, ResponseStore
+from stateway.core.ports import EventLog, ResponseStore
 from stateway.core.response import UNFINISHED
 from stateway.core.runs import RunRegistry
 
@@ -39,13 +47,15 @@ ASK_WAIT: Final = 3.0
 """Seconds without an answer before a watch past the stored log is taken unjudged."""
 
 
-def answer(runs: RunRegistry, fanout: EventFanout, tenant_id: str, response_id: str) -> None:
-    """The owner's side: publish a mark of how many events the journaled run of
-    ``response_id`` has logged, when it runs here (any other process stays silent)."""
+def answer(
+    runs: RunRegistry, fanout: EventFanout, tenant_id: str, response_id: str, question: str | None
+) -> None:
+    """The owner's side: answer ``question`` with a mark of how many events the journaled
+    run of ``response_id`` has logged, when it runs here (any other process stays silent)."""
     run = runs.get(response_id)
     if run is None or run.state.tenant_id != tenant_id or run.journal is None:
         return
-    fanout.publish(tenant_id, response_id, EventBatch(len(run.events), []), False)
+    fanout.mark(tenant_id, response_id, len(run.events), question)
 
 
 async def judged(
@@ -55,8 +65,9 @@ async def judged(
     another process runs it: ``log`` or a later read of it (one that ended meanwhile is
     then judged as a finished log); None when it was deleted meanwhile.
     Raises :func:`beyond_log` when its owner had not logged event ``after``."""
+    question = secrets.token_hex(8)
     async with fanout.follow(*key) as following:
-        fanout.ask(*key)
+        fanout.ask(*key, question)
         now = time.monotonic()
         deadline, again = now + ASK_WAIT, now + ASK_AGAIN
         while True:
@@ -65,11 +76,14 @@ async def judged(
             if published is not None:
                 batch = published.batch
                 if not batch.payloads:  # a mark: the owner had logged batch.first events
-                    if after >= batch.first:
-                        raise beyond_log(after, batch.first - 1)
                     if after < batch.first - 1:
                         return log
-                    at_last = True
+                    if after == batch.first - 1:
+                        at_last = True
+                    elif published.question == question:
+                        raise beyond_log(after, batch.first - 1)
+                    elif time.monotonic() < again:
+                        continue  # another watch's answer, maybe counted before this came
                 elif after < batch.end - 1 or (after == batch.end - 1 and not published.last):
                     return log
                 elif published.last:  # it ended: its end is stored by now
@@ -87,7 +101,7 @@ async def judged(
             now = time.monotonic()
             if now >= deadline:
                 return log
-            fanout.ask(*key)
+            fanout.ask(*key, question)
             again = now + ASK_AGAIN
 
 
