@@ -101,6 +101,34 @@ async def test_a_frame_its_lane_starts_at_once_waits_for_nothing() -> None:
     assert (len(lanes), lanes.requests, lanes.queued_bytes) == (0, 0, 0)
 
 
+async def test_cancelled_before_its_task_began_a_lane_still_takes_up_its_first_work() -> None:
+    """A frame admitted to an idle lane and the client's close read at once: before, the
+    lane's task was cancelled before it began, and the request never started. Now it is
+    taken up, and interrupted where it first waits (a create shields its start there);
+    what waits behind it never starts, and a second cancel changes nothing."""
+    recorder = Recorder()
+    lanes: Lanes[str] = Lanes(WebSocketConfig(), recorder.run)
+    lanes.admit("a", "head", 10)
+    lanes.admit("a", "behind", 10)
+    lanes.cancel()
+    lanes.cancel()
+    await asyncio.wait_for(lanes.idle(), 1)
+    assert recorder.started == [("a", "head")]
+    assert (len(lanes), lanes.requests, lanes.queued_bytes) == (0, 0, 0)
+
+
+async def test_cancel_interrupts_the_work_a_lane_has_begun() -> None:
+    recorder = Recorder()
+    lanes: Lanes[str] = Lanes(WebSocketConfig(), recorder.run)
+    lanes.admit("a", "running", 10)
+    lanes.admit("a", "behind", 10)
+    await settle()
+    lanes.cancel()
+    await asyncio.wait_for(lanes.idle(), 1)
+    assert recorder.started == [("a", "running")]
+    assert (len(lanes), lanes.requests, lanes.queued_bytes) == (0, 0, 0)
+
+
 def test_checkpoints_by_lane_and_id_within_their_bytes() -> None:
     item = {"type": "message", "role": "user", "content": "x" * 100}
     size = len(b'[{"type":"message","role":"user","content":""}]') + 100

@@ -45,7 +45,7 @@ def limit_exceeded(what: str) -> InvalidRequest:
 
 
 class Lane(Generic[W]):
-    __slots__ = ("key", "queue", "task")
+    __slots__ = ("begun", "key", "queue", "task")
 
     def __init__(self, key: LaneKey) -> None:
         self.key = key
@@ -53,6 +53,8 @@ class Lane(Generic[W]):
         """The work running (first) and waiting, with the bytes it counts as waiting: its
         frame's size, or 0 for work the lane started at once."""
         self.task: asyncio.Task[None] | None = None
+        self.begun = False
+        """Its task has begun (a task cancelled before that would never run its work)."""
 
 
 class Lanes(Generic[W]):
@@ -66,6 +68,8 @@ class Lanes(Generic[W]):
         self.queued_bytes = 0
         """Bytes of the frames of requests waiting to start."""
         self._idle: asyncio.Future[None] | None = None
+        self.stopped = False
+        """Set by :meth:`cancel`: no lane goes past the work it has taken up."""
 
     def __len__(self) -> int:
         return len(self._lanes)
@@ -91,10 +95,14 @@ class Lanes(Generic[W]):
         self.requests += 1
         self.queued_bytes += waiting
         if lane.task is None or lane.task.done():  # done: its end is not handled yet
+            lane.begun = False
             lane.task = asyncio.get_running_loop().create_task(self._drain(lane))
             lane.task.add_done_callback(partial(self._ended, lane))
 
     async def _drain(self, lane: Lane[W]) -> None:
+        lane.begun = True
+        if self.stopped and lane.task is not None:  # stopped before this task began:
+            lane.task.cancel()  # its first work is interrupted where it first waits
         while lane.queue:
             work, size = lane.queue[0]
             self.queued_bytes -= size
@@ -128,10 +136,16 @@ class Lanes(Generic[W]):
             await asyncio.shield(self._idle)
 
     def cancel(self) -> None:
-        """Stop every lane (the client is gone): waiting requests never start; running
-        ones stop being streamed (their runs go on)."""
+        """Stop every lane, once (the client is gone): waiting requests never start; the
+        request each lane has taken up is cancelled where it waits (a frame admitted to
+        an idle lane just before, whose task has not begun yet, is taken up all the
+        same), so work that must outlive the connection shields itself (a create's start:
+        :meth:`Session._started <stateway.surfaces.websocket.session.Session._started>`)."""
+        if self.stopped:
+            return
+        self.stopped = True
         for lane in list(self._lanes.values()):
-            if lane.task is not None:
+            if lane.task is not None and lane.begun:
                 lane.task.cancel()
 
 
