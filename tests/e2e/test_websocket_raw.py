@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import sqlite3
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -35,6 +37,7 @@ Frame = dict[str, Any]
 class Server:
     url: str
     log: Path
+    database: Path
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +48,10 @@ def server(fake_upstream: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         "STATEWAY_WEBSOCKET_MAX_LANES": "2",
         "STATEWAY_WEBSOCKET_MAX_FRAME_BYTES": str(FRAME_LIMIT),
     }
-    database = f"sqlite:///{directory / 'stateway.db'}"
+    database = directory / "stateway.db"
     log = directory / "gateway.log"
-    with gateway(fake_upstream, database, log, env) as launched:
-        yield Server(launched.url, log)
+    with gateway(fake_upstream, f"sqlite:///{database}", log, env) as launched:
+        yield Server(launched.url, log, database)
 
 
 @asynccontextmanager
@@ -136,6 +139,47 @@ async def test_bad_frames_get_an_error_frame_and_the_connection_stays_usable(
     assert error["error"]["message"]
     completed = [f for f in frames if f["type"] == "response.completed"]
     assert len(completed) == 2  # the other lane and the next frame
+
+
+@pytest.mark.parametrize("how", ["in-one-write", "continuing-a-stored-one"])
+def test_a_create_sent_just_before_the_client_closes_runs_to_its_end(
+    server: Server, how: str
+) -> None:
+    """A closed socket cancels nothing (ADR 0010), not even a request still being
+    admitted: before, the close cancelled it before its run started, and it never ran
+    (read in the same write as the frame, before its lane's task began; or while its
+    admission read the response it continues). Its client never saw its id: the response
+    is found in the store by its metadata."""
+    client = OpenAI(base_url=server.url + "/v1", api_key="sk-test", max_retries=0)
+    marker = uuid.uuid4().hex
+    frame = create("[[words:3]]", metadata={"marker": marker})
+    if how == "in-one-write":
+        with StalledClient(server.url) as closing:
+            closing.send_and_close(frame)
+            assert closing.read_to_close() == ([], 1000)
+    else:
+        frame["previous_response_id"] = client.responses.create(model=MODEL, input="first").id
+        asyncio.run(sent_then_closed(server, frame))
+    deadline = time.monotonic() + 10
+    while (body := stored_with(server, marker)) is None or body["status"] != "completed":
+        assert time.monotonic() < deadline, f"never completed: {body}"
+        time.sleep(0.05)
+    assert client.responses.retrieve(body["id"]).output_text
+
+
+async def sent_then_closed(server: Server, frame: Frame) -> None:
+    async with socket_to(server) as ws:
+        await send(ws, **frame)
+
+
+def stored_with(server: Server, marker: str) -> dict[str, Any] | None:
+    """The stored response whose metadata holds ``marker``, if any."""
+    with sqlite3.connect(server.database) as db:
+        rows = db.execute(
+            "SELECT body FROM responses WHERE body LIKE ?", (f"%{marker}%",)
+        ).fetchall()
+    assert len(rows) <= 1
+    return json.loads(rows[0][0]) if rows else None
 
 
 async def test_resume_by_sequence_number_and_beyond_the_log(server: Server) -> None:
@@ -270,6 +314,12 @@ class StalledClient:
         self._protocol.send_text(json.dumps(frame).encode())
         self._flush()
 
+    def send_and_close(self, frame: Frame) -> None:
+        """``frame`` then the close frame, in one write: the server reads both at once."""
+        self._protocol.send_text(json.dumps(frame).encode())
+        self._protocol.send_close(1000)
+        self._socket.sendall(b"".join(self._protocol.data_to_send()))
+
     def first(self) -> Frame:
         while not self._messages:
             self._read()
@@ -321,9 +371,9 @@ async def test_permessage_deflate_is_declined_unless_configured(
         assert (await until_done(ws))[-1]["type"] == "response.completed"
 
     env = {"STATEWAY_WEBSOCKET_COMPRESSION": "true"}
-    database = f"sqlite:///{tmp_path / 'stateway.db'}"
-    with gateway(fake_upstream, database, tmp_path / "gateway.log", env) as launched:
-        compressing = Server(launched.url, tmp_path / "gateway.log")
+    database = tmp_path / "stateway.db"
+    with gateway(fake_upstream, f"sqlite:///{database}", tmp_path / "gateway.log", env) as launched:
+        compressing = Server(launched.url, tmp_path / "gateway.log", database)
         async with socket_to(compressing) as ws:
             assert ws.response is not None
             extensions = ws.response.headers.get("Sec-WebSocket-Extensions", "")

@@ -132,13 +132,14 @@ class Session:
     async def serve(self, receive: Receive) -> None:
         """The receive loop, until the client is gone; a revoked API key's or an expired
         credential's connection is ended (:class:`RevocationWatch`) even while no frame
-        comes."""
+        comes. Then the lanes stop, and it returns once the creates they were starting
+        have started (:meth:`_started`)."""
         revocation = RevocationWatch.start(self._scope, self._refuse)
         try:
             while True:
                 message = await receive()
                 if message["type"] == "websocket.disconnect":
-                    return
+                    break
                 if message["type"] == "websocket.receive" and not self._closing:
                     await self._receive(message)
         finally:
@@ -148,6 +149,10 @@ class Session:
             self._keep_logs()
             self.lanes.cancel()
             self.outbox.close()
+        # The creates being started as the client left are started all the same (ADR
+        # 0010); the connection lasts until they are, as an HTTP request lasts through
+        # its admission (so the shutdown drain waits for them).
+        await self.lanes.idle()
 
     async def drain(self) -> None:
         """Shutting down: let the requests in flight end, send what they left, close."""
@@ -260,7 +265,7 @@ class Session:
         command.journaled = True
         command.replayable = frame.command_id is not None
         try:
-            run, watch = await self._start(frame, request)
+            run, watch = await self._started(frame, request)
         except GatewayError:
             if continued is not None:  # a failed continuation is forgotten
                 self.checkpoints.evict(continued.response_id)
@@ -287,6 +292,22 @@ class Session:
         elif continued is not None:
             self.checkpoints.evict(continued.response_id)
         return self.steering.finished(target, draining=self._surface.draining)
+
+    async def _started(self, frame: CreateFrame, request: Request) -> tuple[Run | None, Watch]:
+        """:meth:`_start`, which the connection closing does not interrupt: a closed
+        socket cancels nothing (ADR 0010), not even a request its lane took up and is
+        still admitting. Its lane, stopped meanwhile, waits for the start to end (so
+        does the connection, in :meth:`serve`), and the run it started goes on with its
+        log kept for a resume."""
+        starting = asyncio.ensure_future(self._start(frame, request))
+        try:
+            return await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            if starting.done():  # the start itself was cancelled (the loop closing)
+                raise
+            starting.add_done_callback(_left_running)
+            await asyncio.wait([starting])
+            raise
 
     async def _start(self, frame: CreateFrame, request: Request) -> tuple[Run | None, Watch]:
         """The run and its watch; a retried command id: None and its log replayed."""
@@ -393,3 +414,17 @@ class Session:
             await asyncio.wait(self._storing, timeout=LOG_WAIT)
         with suppress(OSError):  # gone already
             await self._send(message)
+
+
+def _left_running(starting: asyncio.Future[tuple[Run | None, Watch]]) -> None:
+    """A create started after its connection closed: its run goes on unwatched, its log
+    kept for a resume from another connection; a start that failed has no one to tell."""
+    if starting.cancelled():
+        return
+    error = starting.exception()
+    if error is None:
+        run, _ = starting.result()
+        if run is not None and run.journal is not None:
+            run.journal.keep()
+    elif not isinstance(error, GatewayError):
+        log.error("websocket: a request failed after its connection closed", exc_info=error)
