@@ -250,7 +250,7 @@ class FakeUpstreamApp:
             stall, trickle = (script.stall_ms or 0) / 1000, (script.trickle_ms or 0) / 1000
             send = PacedSend(send, stall=stall, trickle=trickle).send
         answer = _answer(request, script, key, receive, send)
-        if script.slow_ms or script.silence_ms or script.stall_ms or script.trickle_ms:
+        if script.waits:
             await until_disconnect(receive, answer, lambda: logged.update(disconnected=True))
         else:
             await answer
@@ -293,7 +293,10 @@ async def _answer(
         if script.leak == "stream":
             message = leaked_key_message(key)
             frames = ending_in_error(frames, lambda sent: request.error_frame(message, sent))
-        await send_stream(send, receive, frames, delay=delay, cut=script.cut)
+        late, pause = (script.late_ms or 0) / 1000, (script.pause_ms or 0) / 1000
+        await send_stream(
+            send, receive, frames, delay=delay, cut=script.cut, late=late, pause=pause
+        )
     elif script.cut is not None:
         await drop_connection(send, receive)
     elif script.huge is not None:

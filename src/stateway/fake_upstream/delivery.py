@@ -1,9 +1,9 @@
 """Getting bytes to the client: JSON replies, paced SSE streams and scripted disconnects.
 
 The wires render a stream as :data:`Frame` tuples; :func:`send_stream` applies the
-``[[slow]]`` pacing and the ``[[cut]]`` drop to them. A drop closes the TCP transport under
-uvicorn (the client sees a truncated body, or no response at all); under other ASGI
-servers it raises :class:`ConnectionDropped` instead.
+``[[slow]]``, ``[[late]]`` and ``[[pause]]`` pacing and the ``[[cut]]`` drop to them. A
+drop closes the TCP transport under uvicorn (the client sees a truncated body, or no
+response at all); under other ASGI servers it raises :class:`ConnectionDropped` instead.
 """
 
 from __future__ import annotations
@@ -46,9 +46,17 @@ async def send_json(
 
 
 async def send_stream(
-    send: Send, receive: Receive, frames: Iterable[Frame], *, delay: float, cut: int | None
+    send: Send,
+    receive: Receive,
+    frames: Iterable[Frame],
+    *,
+    delay: float,
+    cut: int | None,
+    late: float = 0.0,
+    pause: float = 0.0,
 ) -> None:
-    """Stream ``frames`` as SSE; sleep ``delay`` before the first and each payload frame.
+    """Stream ``frames`` as SSE; sleep ``delay`` before the first and each payload frame,
+    ``late`` more before the first payload frame, ``pause`` more before the second.
 
     With ``cut`` set, the connection is dropped instead of sending payload frame ``cut + 1``
     or the first ending frame, whichever comes first.
@@ -62,6 +70,8 @@ async def send_stream(
             return
         if delay and (first or kind == PAYLOAD):
             await asyncio.sleep(delay)
+        if kind == PAYLOAD and (wait := (late, pause)[payloads] if payloads < 2 else 0.0):
+            await asyncio.sleep(wait)
         first = False
         payloads += kind == PAYLOAD
         await send({"type": "http.response.body", "body": data, "more_body": True})

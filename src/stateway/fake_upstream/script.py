@@ -35,14 +35,19 @@ Grammar (names are lower case, no spaces inside the brackets)::
     [[words:N]]           reply with "w1 w2 ... wN"
     [[silence:MS]]        wait MS milliseconds before sending the response headers
     [[stall:MS]]          send the headers, then wait MS milliseconds before the body
+    [[late:MS]]           stream the frames before the first payload (role chunk, item or
+                          block opened) at once, then wait MS milliseconds before it: bytes
+                          come, output does not (a server whose first token is late)
+    [[pause:MS]]          stream the first payload, then wait MS milliseconds before the
+                          next (output started, then a gap)
     [[trickle:MS]]        send the body one byte every MS milliseconds
     [[huge:N]]            reply with a text of N bytes ("xxx...", streamed in 16 KiB pieces)
     [[leak:json]]         fail with 400 (or [[error]]'s STATUS) whose JSON error message
                           echoes the bearer key
     [[leak:text]]         the same with a text/plain body
     [[leak:stream]]       stream the answer, but end it with an error event echoing the key
-    [[only:MODEL]]        the misbehaviours (error, cut, slow, silence, stall, trickle,
-                          leak) apply only to requests for model MODEL; a request for
+    [[only:MODEL]]        the misbehaviours (error, cut, slow, silence, stall, late, pause,
+                          trickle, leak) apply only to requests for model MODEL; a request for
                           another model is answered plainly (tests of routing between
                           candidates that name different models)
 
@@ -59,9 +64,10 @@ do), for tests of the gateway's scrubbing. On the Responses wire the closing eve
 An ARG runs up to the first ``]]``, except for ``tool`` whose ARGS run up to the first
 ``]]`` at which they parse as JSON (so nested arrays survive), falling back to the first
 ``]]``, and ``item``, whose JSON runs up to the first ``]]`` at which it parses as an
-object. ``cut``, ``slow``, ``words``, ``silence``, ``stall``, ``trickle``, ``huge``, ``rounds``,
-``context`` and ``tail`` take decimal integers. Anything in ``[[...]]`` that does not fit
-the grammar is kept as plain text. For non-repeatable directives the last occurrence wins.
+object. ``cut``, ``slow``, ``words``, ``silence``, ``stall``, ``late``, ``pause``,
+``trickle``, ``huge``, ``rounds``, ``context`` and ``tail`` take decimal integers. Anything
+in ``[[...]]`` that does not fit the grammar is kept as plain text. For non-repeatable
+directives the last occurrence wins.
 """
 
 from __future__ import annotations
@@ -83,6 +89,8 @@ _INTEGERS = {
     "words": "words",
     "silence": "silence_ms",
     "stall": "stall_ms",
+    "late": "late_ms",
+    "pause": "pause_ms",
     "trickle": "trickle_ms",
     "huge": "huge",
     "rounds": "rounds",
@@ -121,6 +129,8 @@ class Script:
     words: int | None = None
     silence_ms: int | None = None
     stall_ms: int | None = None
+    late_ms: int | None = None
+    pause_ms: int | None = None
     trickle_ms: int | None = None
     huge: int | None = None
     leak: str | None = None
@@ -128,6 +138,12 @@ class Script:
     only: str | None = None
     context: int | None = None
     tail: int | None = None
+
+    @property
+    def waits(self) -> bool:
+        """Whether the answer waits somewhere (a client may leave meanwhile)."""
+        paced = (self.slow_ms, self.silence_ms, self.stall_ms, self.trickle_ms)
+        return any(paced) or bool(self.late_ms or self.pause_ms)
 
     def for_model(self, model: object) -> Script:
         """The script as a request for ``model`` plays it (see ``[[only]]``)."""
@@ -140,6 +156,8 @@ class Script:
             slow_ms=None,
             silence_ms=None,
             stall_ms=None,
+            late_ms=None,
+            pause_ms=None,
             trickle_ms=None,
             leak=None,
         )
