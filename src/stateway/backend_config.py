@@ -48,6 +48,12 @@ class BackendConfig(Section):
     """The longest a whole upstream call (one inference round) may take."""
     first_byte_timeout: float | None = Field(default=None, gt=0)
     """The longest to wait for the upstream's response headers; default: ``read_timeout``."""
+    first_token_timeout: float | None = Field(default=None, gt=0)
+    """The longest to wait, after the response headers, for the upstream's first output
+    (text, reasoning, a tool call; a non-streamed reply's body; on the Chat Completions
+    fast path, the first body chunk): past it the attempt fails as an upstream timeout and
+    the route fails over, as before the headers. Never once output has started. Default:
+    unbounded (``read_timeout`` still bounds every silence)."""
     max_response_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     """The most bytes one upstream reply (streamed or not) may carry."""
     pool_idle_timeout: float = Field(default=4.0, gt=0)

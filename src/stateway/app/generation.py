@@ -62,6 +62,7 @@ def build_backend(config: BackendConfig, waiting_room: WaitingRoom) -> Backend:
         max_connections=config.max_connections,
         total_timeout=config.total_timeout,
         first_byte_timeout=config.effective_first_byte_timeout,
+        first_token_timeout=config.first_token_timeout,
         max_response_bytes=config.max_response_bytes,
         pool_idle_timeout=config.pool_idle_timeout,
         pool_timeout=config.pool_timeout,

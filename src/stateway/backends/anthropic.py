@@ -101,7 +101,10 @@ class AnthropicBackend:
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         names = ToolNames()
         body = self._client.target.filled(to_upstream(request, self._options, names))
-        async with self._client.post("/messages", body, headers=self._betas(request)) as reply:
+        betas, waiting = self._betas(request), request.first_output
+        async with self._client.post(
+            "/messages", body, headers=betas, first_output=waiting
+        ) as reply:
             if not request.stream:
                 message = self._parse(await reply.read())
                 if message.get("type") == "error":

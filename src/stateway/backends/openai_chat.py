@@ -103,7 +103,8 @@ class OpenAIChatBackend:
         self, request: InferenceRequest, body: dict[str, Any]
     ) -> AsyncGenerator[Delta, None]:
         tokens = logprobs.INCLUDE in request.settings.include  # read only when asked for
-        async with self._client.post("/chat/completions", self._target.filled(body)) as reply:
+        body, waiting = self._target.filled(body), request.first_output
+        async with self._client.post("/chat/completions", body, first_output=waiting) as reply:
             if not request.stream:
                 for delta in self._decode_completion(await reply.read(), tokens):
                     yield delta

@@ -100,7 +100,8 @@ class OpenAIResponsesBackend:
     async def _deltas(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         tokens = logprobs.INCLUDE in request.settings.include  # read only when asked for
         body = self._client.target.filled(to_upstream(request))
-        async with self._client.post("/responses", body) as reply:
+        waiting = request.first_output
+        async with self._client.post("/responses", body, first_output=waiting) as reply:
             if not request.stream:
                 read = partial(from_upstream_response, tokens=tokens)
                 for delta in self._decode(read, await reply.read()):

@@ -13,7 +13,13 @@ One call (:meth:`UpstreamClient.post`) runs in this order:
    followed (it would send the conversation, and the backend's headers, where nobody
    configured): it is an upstream error;
 4. hand the caller an :class:`UpstreamReply`, which reads the body within ``read_timeout``
-   of silence and ``total_timeout`` for the whole call, and at most ``max_response_bytes``.
+   of silence and ``total_timeout`` for the whole call, and at most ``max_response_bytes``;
+   with ``first_token_timeout``, its first output within that of the headers (an inference
+   call's :class:`~stateway.core.deadline.FirstOutput`, met by the round that reads it; a
+   relay's first body chunk). Until that output an attempt may fail over, so the wait
+   for it is bounded apart from ``read_timeout``, which a server that sends its headers
+   at once and then queues the request (vLLM with its KV cache full) keeps resetting or
+   never reaches.
 
 Errors are classified by status and structured code only. Messages passed on to clients
 are the upstream's own, shortened, with the gateway's upstream credential scrubbed
@@ -40,9 +46,9 @@ from aiohttp.tracing import Trace
 from stateway.backends.admission import WaitingRoom
 from stateway.backends.redaction import KeyScrubber
 from stateway.backends.upstream_relay import UpstreamRelay
-from stateway.backends.upstream_reply import UpstreamReply
+from stateway.backends.upstream_reply import UpstreamReply, no_output
 from stateway.backends.upstream_status import classify_status, parse_error, scrubbed
-from stateway.core.deadline import Deadline
+from stateway.core.deadline import Deadline, FirstOutput
 from stateway.core.errors import (
     GatewayError,
     UpstreamError,
@@ -71,6 +77,9 @@ class UpstreamTarget:
     """The longest one whole call may take, from sending to the last byte read."""
     first_byte_timeout: float | None = None
     """The longest to wait for the response headers; None: ``read_timeout``."""
+    first_token_timeout: float | None = None
+    """The longest to wait, after the headers, for the first output; None: unbounded
+    (``read_timeout`` still bounds every silence)."""
     max_response_bytes: int = 16 * 1024 * 1024
     pool_idle_timeout: float = 4.0
     """How long an idle connection stays pooled; keep it below the upstream's keep-alive."""
@@ -133,11 +142,13 @@ class UpstreamClient:
         *,
         root: bool = False,
         headers: Mapping[str, str] | None = None,
+        first_output: FirstOutput | None = None,
     ) -> AsyncIterator[UpstreamReply]:
         """POST ``body`` to ``path`` under ``base_url`` (or, with ``root``, under
         :attr:`root_url`), with ``headers`` besides the backend's own; yield the reply of a
         2xx response, or raise the classified error. Failures while the caller reads the
-        reply are classified too."""
+        reply are classified too. ``first_output``: the wait the caller ends at the reply's
+        first output, bounded from the headers on by ``first_token_timeout`` if set."""
         data = orjson.dumps(body)
         url = (self.root_url if root else self.target.base_url) + path
         async with self._slots.hold():
@@ -148,7 +159,21 @@ class UpstreamClient:
                 try:
                     if response.status >= 300:
                         raise await self._error(response)
-                    yield UpstreamReply(response, self.target.name, self.target.max_response_bytes)
+                    reply = UpstreamReply(
+                        response, self.target.name, self.target.max_response_bytes
+                    )
+                    within = self.target.first_token_timeout
+                    if first_output is None or within is None:
+                        yield reply
+                    else:
+                        waiting = first_output.within(within)
+                        try:
+                            with waiting:
+                                yield reply
+                        except TimeoutError as exc:
+                            if waiting.expired:
+                                raise no_output(self.target.name, within) from exc
+                            raise
                 except BaseException:
                     response.close()  # an unfinished body is not left on a pooled connection
                     raise
@@ -178,6 +203,7 @@ class UpstreamClient:
             limit=self.target.max_response_bytes,
             scrub=self.scrub if self.target.api_key else None,
             failures=self._failures,
+            first_chunk=self.target.first_token_timeout,
         )
 
     async def _send(

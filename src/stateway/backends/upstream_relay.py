@@ -9,12 +9,16 @@ Nothing is parsed but the usage at its end, once it has been relayed
 ``max_response_bytes`` as it is read (a declared ``Content-Length`` over it fails before
 the first chunk) and, when the backend has a key, passed through the
 key scrubber chunk by chunk (a chunk is decoded as Latin-1, which maps bytes one to one,
-so bytes without the key come out unchanged). Closing the relay closes an unfinished
-upstream request and frees the slot.
+so bytes without the key come out unchanged). With ``first_token_timeout`` the first body
+chunk must come within it of the headers (a relay's first output: it is relayed as it
+came, so its first bytes are all that can be told), else the relay fails with
+:class:`~stateway.core.errors.UpstreamTimeout` before a byte of its body went out.
+Closing the relay closes an unfinished upstream request and frees the slot.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractContextManager
 from typing import Final
@@ -23,7 +27,8 @@ import aiohttp
 
 from stateway.backends.chat_usage import reported_usage
 from stateway.backends.redaction import KeyScrubber
-from stateway.backends.upstream_reply import UpstreamReply
+from stateway.backends.upstream_reply import UpstreamReply, no_output
+from stateway.core.deadline import Deadline
 from stateway.core.usage import Usage
 
 PASSED_HEADERS: Final = ("content-type", "retry-after")
@@ -36,7 +41,10 @@ Failures = Callable[[], AbstractContextManager[None]]
 
 class UpstreamRelay:
     __slots__ = (
+        "_backend",
         "_failures",
+        "_first_chunk",
+        "_headers_at",
         "_last",
         "_previous",
         "_release",
@@ -56,7 +64,9 @@ class UpstreamRelay:
         limit: int,
         scrub: KeyScrubber | None,
         failures: Failures,
+        first_chunk: float | None = None,
     ) -> None:
+        """``first_chunk``: the backend's ``first_token_timeout``, from now (the headers)."""
         self.status = response.status
         upstream = response.headers
         headers = {name: upstream[name] for name in PASSED_HEADERS if name in upstream}
@@ -72,16 +82,44 @@ class UpstreamRelay:
         self._failures = failures
         self._previous = self._last = b""
         """The last two chunks relayed: where the answer's usage is (:meth:`usage`)."""
+        self._backend = backend
+        self._first_chunk = first_chunk
+        self._headers_at = 0.0 if first_chunk is None else asyncio.get_running_loop().time()
+        """When the headers came (the loop's clock), with ``first_chunk``."""
 
     async def chunks(self) -> AsyncIterator[bytes]:
         with self._failures():
             self._reply.check_declared()  # before a byte of it is relayed
+            if self._first_chunk is not None and (first := await self._first()):
+                yield self._relayed(first)
             async for chunk in self._reply:
                 if self._scrub is not None:
                     chunk = _scrubbed(self._scrub, chunk)
                 self._previous, self._last = self._last, chunk
                 yield chunk
         self._response.release()  # read to the end: the connection goes back to the pool
+
+    async def _first(self) -> bytes:
+        """The body's first chunk (empty: there is none), within ``first_chunk`` of the
+        headers. Read apart from the rest, which is then not slowed by a deadline."""
+        within = self._first_chunk
+        assert within is not None
+        waiting = Deadline(max(self._headers_at + within - asyncio.get_running_loop().time(), 0))
+        try:
+            with waiting:
+                return await anext(self._reply, b"")
+        except TimeoutError as exc:
+            if waiting.expired:
+                raise no_output(self._backend, within) from exc
+            raise
+
+    def _relayed(self, chunk: bytes) -> bytes:
+        """``chunk`` as relayed (scrubbed), and noted (the loop in :meth:`chunks` inlines
+        this for every later chunk)."""
+        if self._scrub is not None:
+            chunk = _scrubbed(self._scrub, chunk)
+        self._previous, self._last = self._last, chunk
+        return chunk
 
     def usage(self) -> Usage | None:
         return reported_usage(self._previous + self._last)

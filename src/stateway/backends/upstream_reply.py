@@ -6,7 +6,8 @@ Either way every byte is counted as it arrives, and the reply that outgrows
 ``max_response_bytes`` fails with :class:`~stateway.core.errors.UpstreamResponseTooLarge`
 before more of it is buffered; a declared ``Content-Length`` over the budget fails before
 the body is read at all. Deadlines are aiohttp's, set up by
-:class:`~stateway.backends.upstream_http.UpstreamClient`.
+:class:`~stateway.backends.upstream_http.UpstreamClient`, and the wait for the first
+output's (``first_token_timeout``: :func:`no_output`, what it fails with).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import AsyncIterator, Mapping
 import aiohttp
 
 from stateway.backends.sse import ServerSentEvent, SSEDecoder
-from stateway.core.errors import UpstreamResponseTooLarge
+from stateway.core.errors import UpstreamResponseTooLarge, UpstreamTimeout
 
 
 class UpstreamReply:
@@ -88,3 +89,12 @@ class UpstreamReply:
                 f"The model server '{self._backend}' sent a reply larger than "
                 f"{self._limit} bytes (max_response_bytes)."
             )
+
+
+def no_output(backend: str, seconds: float) -> UpstreamTimeout:
+    """The error of a reply whose first output did not come within ``first_token_timeout``
+    of its headers."""
+    return UpstreamTimeout(
+        f"The model server '{backend}' sent no output within {seconds:g} s of its "
+        "response headers (first_token_timeout)."
+    )

@@ -5,7 +5,8 @@ keeps a state machine; the request path enters several per request (the body rea
 upstream's first byte), and they showed in its profile. :class:`Deadline` is a plain
 context manager over one loop timer: when it fires, the task is cancelled, and leaving
 the block turns that cancellation (and only that one) into ``TimeoutError``, as
-``asyncio.timeout`` does.
+``asyncio.timeout`` does. :class:`FirstOutput` is one whose block is entered in one place
+and met in another (an upstream call's wait for its first output).
 """
 
 from __future__ import annotations
@@ -37,6 +38,13 @@ class Deadline:
             self._handle = asyncio.get_running_loop().call_later(self._delay, self._expire)
         return self
 
+    def clear(self) -> None:
+        """No deadline from here on: the block goes on unbounded (what
+        ``asyncio.Timeout.reschedule(None)`` does). Too late once it expired."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
     def _expire(self) -> None:
         self._handle = None
         self.expired = True
@@ -60,3 +68,30 @@ class Deadline:
             and task.uncancel() <= self._cancelling
         ):
             raise TimeoutError from exc
+
+
+class FirstOutput:
+    """One upstream attempt's wait for its first output, bounded by its backend's
+    ``first_token_timeout``. Its two ends are known in two places: the upstream client
+    starts it once the response headers are in (:meth:`within`: the deadline it enters
+    around the reading of the reply, and turns into its timeout error), and the round,
+    the one judge of what counts as output, ends it with the first
+    (:meth:`came`). Carried from one to the other on the attempt's
+    :class:`~stateway.core.inference.InferenceRequest`; a request without one (a
+    compaction's summary, a token count) is not bounded so."""
+
+    __slots__ = ("_deadline",)
+
+    def __init__(self) -> None:
+        self._deadline: Deadline | None = None
+
+    def within(self, seconds: float) -> Deadline:
+        """The deadline ``seconds`` from now, met by :meth:`came`."""
+        deadline = self._deadline = Deadline(seconds)
+        return deadline
+
+    def came(self) -> None:
+        """The first output arrived: the wait is over, whatever the block still reads."""
+        deadline, self._deadline = self._deadline, None
+        if deadline is not None:
+            deadline.clear()

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from stateway.core.commands import GenerationSettings
+from stateway.core.deadline import FirstOutput
 from stateway.core.items import Item
 from stateway.core.usage import Usage
 
@@ -33,6 +34,9 @@ class InferenceRequest:
     grammar: Item | None = None
     """The grammar ``format`` of the custom tool ``tool_choice`` forces, if it has one: a
     backend with guided decoding constrains the tool's input with it."""
+    first_output: FirstOutput | None = None
+    """The attempt's wait for its first output (set by the round for each attempt): a
+    backend with ``first_token_timeout`` bounds it."""
 
 
 @dataclass(slots=True, frozen=True)

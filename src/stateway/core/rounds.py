@@ -7,7 +7,9 @@ prompt) is no output: it starts nothing and leaves failover open; the first roun
 the response's :attr:`~stateway.core.response.ResponseState.prompt_usage`. Nor is an
 answer opened without content (a Responses upstream's ``output_item.added`` message, an
 Anthropic upstream's ``content_block_start`` with its empty text): the message it begins
-is held back until its first token, and dropped with its attempt if none comes.
+is held back until its first token, and dropped with its attempt if none comes. The
+first output also ends the attempt's :class:`~stateway.core.deadline.FirstOutput` wait (a
+backend's ``first_token_timeout``): until then the attempt may time out and fail over.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from contextlib import aclosing
 from dataclasses import replace
 
 from stateway.core.assembler import OutputAssembler
+from stateway.core.deadline import FirstOutput
 from stateway.core.errors import GatewayError
 from stateway.core.inference import (
     Citation,
@@ -93,6 +96,7 @@ async def _infer(
     single = _SingleCall() if not request.settings.parallel_tool_calls else None
     opening: MessageStart | None = None
     """A message begun before any output: shown with the first output, if any comes."""
+    waiting = request.first_output = FirstOutput()
     attributes = {"stateway.backend": backend.name, "stateway.model": request.model}
     with telemetry.span(ATTEMPT, attributes):
         async with aclosing(backend.infer(request)) as deltas:
@@ -110,6 +114,7 @@ async def _infer(
                         opening = delta
                         continue
                     plan.output()
+                    waiting.came()
                     started = True
                     if not run.events:  # the run's first output: durable first, then announced
                         await durable(row)
