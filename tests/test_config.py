@@ -186,6 +186,7 @@ def test_hardening_settings_have_defaults_and_env_variables() -> None:
     [backend] = config.backends
     assert backend.total_timeout == 1800.0
     assert backend.effective_first_byte_timeout == backend.read_timeout
+    assert backend.first_token_timeout is None
     assert backend.max_response_bytes == 16 * 1024 * 1024
     env = {
         "STATEWAY_DRAIN_TIMEOUT": "2.5",
@@ -216,14 +217,17 @@ def test_backend_timeouts_are_validated(tmp_path: Path) -> None:
     path = write(
         tmp_path,
         '[[backends]]\nname = "a"\nurl = "http://x/v1"\nfirst_byte_timeout = 5\n'
-        "pool_idle_timeout = 2\npool_timeout = 1\nmax_response_bytes = 2048\n",
+        "pool_idle_timeout = 2\npool_timeout = 1\nmax_response_bytes = 2048\n"
+        "first_token_timeout = 2.5\n",
     )
     [backend] = load_config(Overrides(config=path), EMPTY_ENV).backends
     assert backend.effective_first_byte_timeout == 5.0
     assert (backend.pool_idle_timeout, backend.pool_timeout) == (2.0, 1.0)
-    bad = write(tmp_path, '[[backends]]\nname = "a"\nurl = "http://x/v1"\ntotal_timeout = 0\n')
-    with pytest.raises(ConfigError, match="total_timeout"):
-        load_config(Overrides(config=bad), EMPTY_ENV)
+    assert backend.first_token_timeout == 2.5
+    for setting in ("total_timeout = 0", "first_token_timeout = 0", "first_token_timeout = -1"):
+        bad = write(tmp_path, f'[[backends]]\nname = "a"\nurl = "http://x/v1"\n{setting}\n')
+        with pytest.raises(ConfigError, match=setting.split()[0]):
+            load_config(Overrides(config=bad), EMPTY_ENV)
 
 
 def test_guided_decoding_is_off_unless_a_backend_names_its_style(tmp_path: Path) -> None:

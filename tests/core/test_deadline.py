@@ -1,5 +1,6 @@
 """A Deadline ends its block with TimeoutError when it expires, and only then: an outside
-cancellation stays a cancellation, and a block done in time is untouched."""
+cancellation stays a cancellation, a block done in time is untouched, and a cleared
+deadline (a FirstOutput met) bounds nothing more."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 
 import pytest
 
-from stateway.core.deadline import Deadline
+from stateway.core.deadline import Deadline, FirstOutput
 
 
 async def test_an_expired_deadline_ends_the_block_with_timeout_error() -> None:
@@ -65,3 +66,21 @@ async def test_a_cancellation_beside_the_expiry_is_not_swallowed() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert deadline.expired
+
+
+async def test_a_cleared_deadline_leaves_the_block_unbounded() -> None:
+    with Deadline(0.02) as deadline:
+        deadline.clear()
+        await asyncio.sleep(0.06)
+    assert not deadline.expired
+
+
+async def test_a_first_output_ends_the_wait_it_was_given() -> None:
+    waiting = FirstOutput()
+    waiting.came()  # before the wait began: nothing to end
+    with waiting.within(0.02) as deadline:
+        waiting.came()
+        await asyncio.sleep(0.06)
+    assert not deadline.expired
+    with pytest.raises(TimeoutError), waiting.within(0.02):
+        await asyncio.sleep(1)

@@ -1,0 +1,136 @@
+"""``first_token_timeout`` in the upstream client, against scripted loopback servers: the
+wait after the headers for the first output, which the caller ends (an inference call's
+:class:`FirstOutput`) or the first body chunk ends (a relay)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.core.deadline import FirstOutput
+from stateway.core.errors import UpstreamTimeout
+from tests.backends.conftest import Loopback
+
+BODY: dict[str, Any] = {"model": "m"}
+WAIT = 0.2
+"""The client's ``first_token_timeout``."""
+GAP = 0.6
+"""Longer than it, well inside ``read_timeout``."""
+
+
+def upstream(loopback: Loopback, url: str, **settings: Any) -> UpstreamClient:
+    settings = {"read_timeout": 60.0, **settings}
+    return loopback.adopt(UpstreamClient(UpstreamTarget("up", url, **settings)))
+
+
+def paced(loopback: Loopback, *pieces: bytes | float, gone: asyncio.Event | None = None) -> Any:
+    """A handler streaming ``pieces`` (bytes written, floats slept) after its headers; with
+    ``gone``, one that then stays silent, and sets it once the request is closed."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        for piece in pieces:
+            if isinstance(piece, float):
+                await asyncio.sleep(piece)
+            else:
+                await response.write(piece)
+        if gone is not None:
+            try:
+                await loopback.hold()
+            finally:  # the client's closing cancels the handler
+                gone.set()
+        return response
+
+    return handler
+
+
+async def read(client: UpstreamClient, waiting: FirstOutput | None, output: bytes = b"") -> bytes:
+    """One POST read chunk by chunk, its first output ended at the chunk holding ``output``
+    (a caller that sees no output never ends it)."""
+    received = b""
+    async with client.post("/chat/completions", BODY, first_output=waiting) as reply:
+        async for chunk in reply:
+            received += chunk
+            if waiting is not None and output and output in received:
+                waiting.came()
+    return received
+
+
+async def test_no_output_within_it_fails_as_an_upstream_timeout(loopback: Loopback) -> None:
+    """Bytes that are not output (what the caller does not take as such) do not end the
+    wait; the upstream request is closed."""
+    gone = asyncio.Event()
+    url = await loopback.serve(paced(loopback, b"data: {}\n\n", gone=gone))
+    client = upstream(loopback, url, first_token_timeout=WAIT)
+    started = time.monotonic()
+    with pytest.raises(UpstreamTimeout) as caught:
+        await read(client, FirstOutput(), b"text")
+    assert time.monotonic() - started < 3
+    assert caught.value.code == "upstream_timeout"
+    assert caught.value.status == 504
+    assert "first_token_timeout" in caught.value.message
+    await asyncio.wait_for(gone.wait(), 5)
+
+
+async def test_a_whole_reply_late_after_its_headers_fails_so(loopback: Loopback) -> None:
+    url = await loopback.serve(paced(loopback, 5.0, b"{}"))
+    client = upstream(loopback, url, first_token_timeout=WAIT)
+    waiting = FirstOutput()
+    with pytest.raises(UpstreamTimeout, match="first_token_timeout"):
+        async with client.post("/chat/completions", BODY, first_output=waiting) as reply:
+            await reply.read()
+
+
+async def test_it_never_fires_once_output_came(loopback: Loopback) -> None:
+    """A gap longer than it after the first output is read_timeout's to judge."""
+    url = await loopback.serve(paced(loopback, b"data: text\n\n", GAP, b"data: more\n\n"))
+    client = upstream(loopback, url, first_token_timeout=WAIT)
+    assert await read(client, FirstOutput(), b"text") == b"data: text\n\ndata: more\n\n"
+
+
+@pytest.mark.parametrize(
+    ("settings", "waiting"),
+    [({}, FirstOutput()), ({"first_token_timeout": WAIT}, None)],
+    ids=["unset", "not-an-inference-call"],
+)
+async def test_unset_or_without_a_first_output_the_wait_is_unbounded(
+    loopback: Loopback, settings: dict[str, Any], waiting: FirstOutput | None
+) -> None:
+    url = await loopback.serve(paced(loopback, GAP, b"data: text\n\n"))
+    client = upstream(loopback, url, **settings)
+    assert await read(client, waiting) == b"data: text\n\n"
+
+
+async def test_a_relay_whose_first_chunk_is_late_fails_before_relaying(
+    loopback: Loopback,
+) -> None:
+    gone = asyncio.Event()
+    url = await loopback.serve(paced(loopback, gone=gone))
+    client = upstream(loopback, url, first_token_timeout=WAIT)
+    relay = await client.relay("/chat/completions", b"{}")
+    chunks = relay.chunks()
+    try:
+        with pytest.raises(UpstreamTimeout, match="first_token_timeout"):
+            await anext(chunks)  # not a byte relayed
+    finally:
+        await relay.aclose()
+    await asyncio.wait_for(gone.wait(), 5)
+
+
+@pytest.mark.parametrize("first_token_timeout", [WAIT, None])
+async def test_a_relay_is_not_bounded_once_its_first_chunk_came(
+    loopback: Loopback, first_token_timeout: float | None
+) -> None:
+    url = await loopback.serve(paced(loopback, b"data: a\n\n", GAP, b"data: b\n\n"))
+    client = upstream(loopback, url, first_token_timeout=first_token_timeout)
+    relay = await client.relay("/chat/completions", b"{}")
+    try:
+        assert b"".join([c async for c in relay.chunks()]) == b"data: a\n\ndata: b\n\n"
+    finally:
+        await relay.aclose()

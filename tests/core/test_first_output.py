@@ -1,0 +1,81 @@
+"""A round ends each attempt's first-output wait (``first_token_timeout``) at its first
+output, and only then: what starts no output (a usage report, a message opened, empty
+text) leaves it running, so a candidate whose output is late fails over."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from stateway.core.commands import CreateResponse, Principal
+from stateway.core.errors import UpstreamTimeout
+from stateway.core.inference import (
+    Delta,
+    Finish,
+    InferenceRequest,
+    MessageStart,
+    TextDelta,
+    UsageReport,
+)
+from stateway.core.usage import Usage
+from tests.core.fakes import MemoryStore
+from tests.core.routing_fakes import Named, candidate, gateway, route, router
+
+USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+WAIT = 0.1
+"""The first candidate's ``first_token_timeout``."""
+NO_OUTPUT = [UsageReport(Usage(input_tokens=3)), MessageStart(), TextDelta("")]
+
+
+class Bounded(Named):
+    """A backend bounding the wait as the upstream client does, from its "headers" (the
+    call's start): its script's floats are pauses."""
+
+    def __init__(self, name: str, script: list[Any]) -> None:
+        super().__init__(name)
+        self.steps = script
+
+    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        self.requests.append(request)
+        assert request.first_output is not None
+        waiting = request.first_output.within(WAIT)
+        try:
+            with waiting:
+                for step in self.steps:
+                    if isinstance(step, float):
+                        await asyncio.sleep(step)
+                    else:
+                        yield step
+        except TimeoutError as exc:
+            if waiting.expired:
+                raise UpstreamTimeout("no output (first_token_timeout)") from exc
+            raise
+
+
+async def run_over(*backends: Named) -> Any:
+    tiers = [candidate(b, priority=i) for i, b in enumerate(backends)]
+    command = CreateResponse("assistant", [USER], stream=True)
+    run = await gateway(router(route(*tiers)), MemoryStore()).execute(Principal(), command)
+    await run.wait()
+    return run
+
+
+async def test_late_output_fails_over_whatever_came_before_it() -> None:
+    a = Bounded("a", [*NO_OUTPUT, 5.0, TextDelta("late"), Finish("stop")])
+    b = Named("b", [TextDelta("fine"), Finish("stop")])
+    run = await run_over(a, b)
+    assert run.state.status == "completed"
+    assert run.state.output[0]["content"][0]["text"] == "fine"
+    outcomes = [(x["backend"], x["outcome"], x["detail"]) for x in run.state.attempts]
+    assert outcomes == [("a", "failed", "upstream_timeout"), ("b", "ok", None)]
+
+
+async def test_a_gap_after_the_first_output_is_not_its_to_judge() -> None:
+    a = Bounded("a", [*NO_OUTPUT, TextDelta("soon"), 3 * WAIT, TextDelta(" then"), Finish("stop")])
+    b = Named("b", [TextDelta("fine"), Finish("stop")])
+    run = await run_over(a, b)
+    assert run.state.status == "completed"
+    assert run.state.output[0]["content"][0]["text"] == "soon then"
+    assert [x["backend"] for x in run.state.attempts] == ["a"]
+    assert b.requests == []
