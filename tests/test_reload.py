@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -113,6 +114,27 @@ def test_a_reloaded_backend_keeps_its_connection_slots(tmp_path: Path) -> None:
     path.write_text(BACKEND.format(name="a") + "max_connections = 3\n")
     widened = compile_generation(flags, started).router.backends[0]
     assert widened._client._slots is not before._client._slots  # type: ignore[attr-defined]
+
+
+def test_a_reload_applies_a_backends_first_token_timeout(tmp_path: Path) -> None:
+    """Set, changed and unset again: each generation's client bounds the first output by
+    what its file says, with no restart."""
+    path = tmp_path / "stateway.toml"
+    flags = write(path, BACKEND.format(name="a"))
+    started = compile_generation(flags)
+
+    def bound(compiled: Compiled) -> float | None:
+        client = compiled.router.backends[0]._client  # type: ignore[attr-defined]
+        return cast(float | None, client.target.first_token_timeout)
+
+    seen = []
+    for setting in ("first_token_timeout = 5\n", "first_token_timeout = 2.5\n", ""):
+        path.write_text(BACKEND.format(name="a") + setting)
+        reloaded = compile_generation(flags, started)
+        assert reloaded.restart_required == ()
+        seen.append(bound(reloaded))
+    assert bound(started) is None
+    assert seen == [5.0, 2.5, None]
 
 
 def test_flags_and_environment_keep_their_precedence_over_the_file(

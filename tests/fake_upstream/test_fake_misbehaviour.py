@@ -55,6 +55,39 @@ def url() -> Iterator[str]:
         yield base_url
 
 
+def test_late_holds_back_the_first_payload_and_pause_the_second(url: str) -> None:
+    """``[[late]]``: the role chunk at once, the first text 0.3 s later; ``[[pause]]``: the
+    second text another 0.3 s after it."""
+    body = {
+        "model": "m",
+        "stream": True,
+        "messages": [{"role": "user", "content": "[[words:3]] [[late:300]] [[pause:300]]"}],
+    }
+    request = urllib.request.Request(
+        url + "/chat/completions",
+        data=orjson.dumps(body),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"},
+    )
+    started = time.monotonic()
+    arrivals: list[tuple[float, Any]] = []
+    with urllib.request.urlopen(request, timeout=30) as response:
+        for line in response:
+            if line.startswith(b"data: {"):
+                arrivals.append((time.monotonic() - started, orjson.loads(line[6:])))
+    texts = [
+        (at, chunk["choices"][0]["delta"].get("content"))
+        for at, chunk in arrivals
+        if chunk["choices"]
+    ]
+    role_at = texts[0][0]
+    (first_at, first), (second_at, second) = [(at, t) for at, t in texts if t][:2]
+    assert role_at < 0.25
+    assert first_at - role_at >= 0.3
+    assert second_at - first_at >= 0.3
+    assert (first + second).split() == ["w1", "w2"]
+    assert parse_script("[[late:300]] [[only:x]]").for_model("y").late_ms is None
+
+
 def test_trickle_and_pauses_deliver_the_same_reply(url: str) -> None:
     plain = post(url, "hi")[2]
     started = time.monotonic()
