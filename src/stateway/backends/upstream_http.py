@@ -203,7 +203,7 @@ class UpstreamClient:
             limit=self.target.max_response_bytes,
             scrub=self.scrub if self.target.api_key else None,
             failures=self._failures,
-            first_chunk=self.target.first_token_timeout,
+            first_token_timeout=self.target.first_token_timeout,
         )
 
     async def _send(

@@ -43,7 +43,7 @@ class UpstreamRelay:
     __slots__ = (
         "_backend",
         "_failures",
-        "_first_chunk",
+        "_first_token_timeout",
         "_headers_at",
         "_last",
         "_previous",
@@ -64,9 +64,9 @@ class UpstreamRelay:
         limit: int,
         scrub: KeyScrubber | None,
         failures: Failures,
-        first_chunk: float | None = None,
+        first_token_timeout: float | None = None,
     ) -> None:
-        """``first_chunk``: the backend's ``first_token_timeout``, from now (the headers)."""
+        """``first_token_timeout``: the backend's, counted from now (the headers)."""
         self.status = response.status
         upstream = response.headers
         headers = {name: upstream[name] for name in PASSED_HEADERS if name in upstream}
@@ -83,14 +83,14 @@ class UpstreamRelay:
         self._previous = self._last = b""
         """The last two chunks relayed: where the answer's usage is (:meth:`usage`)."""
         self._backend = backend
-        self._first_chunk = first_chunk
-        self._headers_at = 0.0 if first_chunk is None else asyncio.get_running_loop().time()
-        """When the headers came (the loop's clock), with ``first_chunk``."""
+        self._first_token_timeout = first_token_timeout
+        self._headers_at = 0.0 if first_token_timeout is None else asyncio.get_running_loop().time()
+        """When the headers came (the loop's clock), with ``first_token_timeout``."""
 
     async def chunks(self) -> AsyncIterator[bytes]:
         with self._failures():
             self._reply.check_declared()  # before a byte of it is relayed
-            if self._first_chunk is not None and (first := await self._first()):
+            if self._first_token_timeout is not None and (first := await self._first()):
                 yield self._relayed(first)
             async for chunk in self._reply:
                 if self._scrub is not None:
@@ -100,9 +100,9 @@ class UpstreamRelay:
         self._response.release()  # read to the end: the connection goes back to the pool
 
     async def _first(self) -> bytes:
-        """The body's first chunk (empty: there is none), within ``first_chunk`` of the
-        headers. Read apart from the rest, which is then not slowed by a deadline."""
-        within = self._first_chunk
+        """The body's first chunk (empty: there is none), within ``first_token_timeout``
+        of the headers. Read apart from the rest, which is then not slowed by a deadline."""
+        within = self._first_token_timeout
         assert within is not None
         waiting = Deadline(max(self._headers_at + within - asyncio.get_running_loop().time(), 0))
         try:

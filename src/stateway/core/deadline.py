@@ -75,8 +75,8 @@ class FirstOutput:
     ``first_token_timeout``. Its two ends are known in two places: the upstream client
     starts it once the response headers are in (:meth:`within`: the deadline it enters
     around the reading of the reply, and turns into its timeout error), and the round,
-    the one judge of what counts as output, ends it with the first
-    (:meth:`came`). Carried from one to the other on the attempt's
+    the one judge of what counts as output, ends it with the first (:meth:`came`).
+    Carried from one to the other on the attempt's
     :class:`~stateway.core.inference.InferenceRequest`; a request without one (a
     compaction's summary, a token count) is not bounded so."""
 
