@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from stateway.core.commands import CreateResponse, Principal
+from stateway.core.commands import CreateResponse
 from stateway.core.errors import UpstreamTimeout
 from stateway.core.inference import (
     Delta,
@@ -18,6 +18,7 @@ from stateway.core.inference import (
     TextDelta,
     UsageReport,
 )
+from stateway.core.principal import Principal
 from stateway.core.usage import Usage
 from tests.core.fakes import MemoryStore
 from tests.core.routing_fakes import Named, candidate, gateway, route, router
