@@ -23,6 +23,7 @@ from stateway.core.inference import (
     MessageStart,
     ReasoningDelta,
     TextDelta,
+    ToolCallDelta,
     UsageReport,
 )
 from stateway.core.principal import Principal
@@ -159,6 +160,47 @@ async def test_a_message_start_before_the_first_token_keeps_its_phase() -> None:
     run, _ = await run_over(b)
     [message] = run.state.output
     assert (message["phase"], message["content"][0]["text"]) == ("commentary", "fine")
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        pytest.param(ReasoningDelta("think"), id="reasoning"),
+        pytest.param(ToolCallDelta(0, "call_1", "lookup", ""), id="tool-call"),
+    ],
+)
+async def test_an_opened_message_is_shown_before_the_output_that_follows_it(after: Any) -> None:
+    """A message opened, then other output before its first token: the message is shown
+    (empty, with its phase) where the upstream opened it, before that output, and a
+    failure after it is final: output reached the client."""
+    a = Named("a", [MessageStart("commentary"), after, UpstreamError("cut")])
+    b = Named("b", OK)
+    run, _ = await run_over(a, b)
+    assert run.state.status == "failed"
+    assert b.requests == []
+    assert [x["outcome"] for x in run.state.attempts] == ["cut"]
+    message = run.state.output[0]
+    assert (message["type"], message["phase"]) == ("message", "commentary")
+    assert message["content"][0]["text"] == ""
+    added = [e.output_index for e in run.events if isinstance(e, ev.ItemAdded)]
+    done = [e.output_index for e in run.events if isinstance(e, ev.ItemDone)]
+    assert added == [0, 1]
+    assert done == [0]  # the item the failure cut off is not announced done
+
+
+async def test_a_message_opened_and_left_empty_is_an_answer() -> None:
+    """An upstream that opens a message and finishes without a token (a Responses
+    ``output_item.added`` then ``done``, empty) answers: one empty message, announced
+    and done, and the response completed."""
+    a = Named("a", [MessageStart("final_answer"), UsageReport(Usage(3, 0)), Finish("stop")])
+    run, _ = await run_over(a)
+    assert run.state.status == "completed"
+    [message] = run.state.output
+    assert (message["phase"], message["content"][0]["text"]) == ("final_answer", "")
+    kinds = [type(e).__name__ for e in run.events]
+    assert kinds[:3] == ["ResponseCreated", "ResponseInProgress", "ItemAdded"]
+    assert kinds[-2:] == ["ItemDone", "ResponseFinished"]
+    assert run.state.usage == Usage(3, 0)
 
 
 async def test_max_attempts_bounds_a_round_and_the_last_error_is_the_answer() -> None:
