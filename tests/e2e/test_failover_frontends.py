@@ -165,13 +165,17 @@ def shown_text(frontend: str, answer: Answer, stream: bool) -> str:
 
 
 def assert_streamed_whole(frontend: str, answer: Answer) -> None:
-    """One stream, begun once and ended as a success, with no error in it."""
+    """One stream, begun once and ended as a success, with no error in it, and nothing of
+    a failed attempt's (held) opening in it: the Responses sequence numbers and Messages
+    content block indexes run without a gap."""
     events = answer.events()
     kinds = [data if data == "[DONE]" else data.get("type") for _, data in events]
     match frontend:
         case "responses":
             assert kinds.count("response.created") == 1
             assert kinds[-1] == "response.completed"
+            numbers = [data["sequence_number"] for _, data in events]
+            assert numbers == list(range(len(events)))
         case "chat":
             assert kinds[-1] == "[DONE]"
             assert not any("error" in data for _, data in events if data != "[DONE]")
@@ -179,6 +183,9 @@ def assert_streamed_whole(frontend: str, answer: Answer) -> None:
             assert kinds.count("message_start") == 1
             assert kinds[-1] == "message_stop"
             assert "error" not in kinds
+            started = [data["index"] for _, data in events if data["type"] == "content_block_start"]
+            stopped = [data["index"] for _, data in events if data["type"] == "content_block_stop"]
+            assert started == stopped == list(range(len(started)))
 
 
 def marker() -> str:
