@@ -12,6 +12,7 @@ from stateway.core.commands import CreateResponse
 from stateway.core.errors import (
     GatewayError,
     Overloaded,
+    UpstreamContextTooLong,
     UpstreamError,
     UpstreamRejected,
     UpstreamResponseTooLarge,
@@ -55,6 +56,8 @@ async def run_over(*backends: Named, max_attempts: int = 3, stream: bool = True)
         UpstreamTimeout("no first byte"),
         UpstreamRejected("slow down", status=429, code="rate_limit_exceeded"),
         UpstreamRejected("no such model", status=404, code="model_not_found"),
+        UpstreamRejected("too long", code="context_length_exceeded"),
+        UpstreamContextTooLong("too long", tokens=900, window=512, requested=None),
         Overloaded("queue full"),
     ],
 )
@@ -218,6 +221,8 @@ def test_recoverable_is_decided_by_class_and_status() -> None:
     assert recoverable(UpstreamRejected("x", status=429))
     assert recoverable(UpstreamRejected("x", status=404))
     assert not recoverable(UpstreamRejected("x", status=400))
+    assert not recoverable(UpstreamRejected("x", status=400, code="invalid_value"))
+    assert recoverable(UpstreamRejected("x", status=400, code="context_length_exceeded"))
     assert not recoverable(ValueError("a bug"))
     assert recoverable(UpstreamError("x", code="upstream_auth_failed"))
 
@@ -307,6 +312,48 @@ async def test_every_run_of_a_burst_counts_until_it_is_driven() -> None:
     for run in burst:
         await run.wait()
     assert [run.state.status for run in burst] == ["completed", "completed"]
+
+
+@pytest.mark.parametrize(
+    "too_long",
+    [
+        UpstreamRejected("too long", code="context_length_exceeded"),
+        UpstreamContextTooLong("too long", tokens=900, window=512, requested=None),
+    ],
+)
+async def test_a_context_too_long_moves_on_and_leaves_its_circuit_closed(
+    too_long: GatewayError,
+) -> None:
+    """A server refusing a context too long for its window is up: the next candidate, whose
+    window may be larger, is asked, and the small one is never skipped as unhealthy."""
+    a, b = Named("a", [too_long] * 5), Named("b", OK * 5)
+    assistant = route(candidate(a), candidate(b, priority=1))
+    routing = router(assistant)
+    gw = gateway(routing)
+    for _ in range(5):
+        run = await gw.execute(Principal(), CreateResponse("assistant", [USER]))
+        await run.wait()
+        assert run.state.status == "completed"
+        outcomes = [(x["backend"], x["outcome"], x["detail"]) for x in run.state.attempts]
+        assert outcomes == [("a", "failed", "context_length_exceeded"), ("b", "ok", None)]
+    assert routing.state.health.state(assistant.candidates[0].key) == "closed"
+
+
+async def test_when_every_candidate_refuses_a_context_too_long_the_client_gets_it() -> None:
+    """What Codex compacts on: the last candidate's ``context_length_exceeded``."""
+    a = Named("a", [UpstreamContextTooLong("a: too long", tokens=900, window=512, requested=None)])
+    b = Named("b", [UpstreamRejected("b: too long", code="context_length_exceeded")])
+    run, _ = await run_over(a, b, stream=False)
+    assert run.state.status == "failed"
+    assert (run.error.status, run.error.code, run.error.message) == (
+        400,
+        "context_length_exceeded",
+        "b: too long",
+    )
+    assert [(x["backend"], x["outcome"]) for x in run.state.attempts] == [
+        ("a", "failed"),
+        ("b", "failed"),
+    ]
 
 
 async def test_when_every_candidate_lacks_the_model_the_client_gets_the_404() -> None:

@@ -4,14 +4,18 @@ Every attempt is recorded on the response's stored record (``attempts``: admin-v
 never in the public Response object) and logged. A candidate skipped before it was
 opened (incapable, or its circuit open) is recorded too, with the reason.
 
-Which failures move on to the next candidate is decided here, by error class and
-status only: a recoverable failure is one where another model server may well answer
-(connect errors, timeouts before the first byte, 404, 429, 5xx, the gateway's own full
-queue for that server, an upstream error event before any output). A request the upstream
-refused as such (another 4xx) or an answer too large would fail the same way anywhere.
-A 404 is the candidate's model missing from a server that is up (a served model name
-that does not match, a URL without its ``/v1``): it moves on without counting against
+Which failures move on to the next candidate is decided here, by error class, status
+and code only: a recoverable failure is one where another model server may well answer
+(connect errors, timeouts before the first byte, 404, 429, 5xx, a context too long for
+the server's window, the gateway's own full queue for that server, an upstream error
+event before any output). A request the upstream refused as such (another 4xx) or an
+answer too large would fail the same way anywhere. A 404 is the candidate's model
+missing from a server that is up (a served model name that does not match, a URL without
+its ``/v1``), and ``context_length_exceeded`` a window smaller than the request (one not
+declared as the backend's ``context_window``): either moves on without counting against
 the candidate's circuit (:func:`unhealthy`), and so does the gateway's own full queue.
+When every candidate refuses a context too long, the client gets the last refusal
+(``context_length_exceeded``, which Codex acts on by compacting).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
 from stateway.core.errors import (
+    CONTEXT_LENGTH_EXCEEDED,
     GatewayError,
     Overloaded,
     UpstreamError,
@@ -45,9 +50,12 @@ MODEL_NOT_SERVED = 404
 
 
 def recoverable(error: BaseException) -> bool:
-    """Whether another candidate may serve the round ``error`` ended before any output."""
+    """Whether another candidate may serve the round ``error`` ended before any output: an
+    upstream's refusal of a context too long is one, since the next candidate may have a
+    larger window (one not declared as ``context_window``, which the gateway would have
+    checked before asking)."""
     if isinstance(error, UpstreamRejected):
-        return error.status in (MODEL_NOT_SERVED, 429)
+        return error.status in (MODEL_NOT_SERVED, 429) or _too_long(error)
     if isinstance(error, UpstreamResponseTooLarge):
         return False
     return isinstance(error, UpstreamError | Overloaded)
@@ -55,11 +63,18 @@ def recoverable(error: BaseException) -> bool:
 
 def unhealthy(error: BaseException) -> bool:
     """Whether ``error`` counts against its candidate's circuit: a recoverable failure of
-    the server, not a model the server (which answered) does not have, nor the gateway's
-    own queue for it being full (the server is busy with the calls it has, not failing)."""
-    if isinstance(error, UpstreamRejected) and error.status == MODEL_NOT_SERVED:
+    the server, not a model the server (which answered) does not have or a context too
+    long for its window, nor the gateway's own queue for it being full (the server is
+    busy with the calls it has, not failing)."""
+    if isinstance(error, UpstreamRejected) and (
+        error.status == MODEL_NOT_SERVED or _too_long(error)
+    ):
         return False
     return not isinstance(error, Overloaded) and recoverable(error)
+
+
+def _too_long(error: UpstreamRejected) -> bool:
+    return error.code == CONTEXT_LENGTH_EXCEEDED
 
 
 def retry_after(error: BaseException, now: Callable[[], float] = time.time) -> float | None:
