@@ -329,6 +329,28 @@ async def test_an_upstreams_seal_as_it_came_in_a_turns_input_is_not_stored() -> 
         assert all(item.get("encrypted_content") != "EqQBsig" for item in request.items)
 
 
+async def test_a_prewarm_turns_seals_are_verified_before_its_input_is_stored() -> None:
+    """A prewarm (``generate=False``) asks no model but stores its input with the turn:
+    a seal that does not open for the tenant is a 400 there too, and nothing is added."""
+    world = World(sealer=SEALER)
+    conversation = await world.conversation("hi")
+    theirs = seal(SEALER, COMPACTION, "another-tenant", "their summary")
+    forged = [
+        {"type": "compaction", "encrypted_content": theirs},
+        {"type": "reasoning", "summary": [], "encrypted_content": "sw1.forged"},
+    ]
+    for bad in forged:
+        command = CreateResponse(
+            model="m", input=[user("x"), bad], conversation_id=conversation.id, generate=False
+        )
+        with pytest.raises(InvalidRequest) as caught:
+            await (await world.gateway.execute(ME, command)).wait()
+        assert caught.value.code == "invalid_encrypted_content"
+        assert caught.value.param == "input[1].encrypted_content"
+    assert len(await world.items(conversation.id)) == 1
+    assert world.backend.requests == []
+
+
 async def test_a_reference_id_is_kept() -> None:
     world = World()
     conversation = await world.conversation()

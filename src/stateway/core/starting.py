@@ -123,6 +123,8 @@ class RunStarter:
             context, compaction, fitted = self._compaction.prepare(
                 principal.tenant_id, command, plan.capable, context
             )
+        else:  # but stores its input: a seal that does not open is refused as a run's
+            self._compaction.verify(principal.tenant_id, command, context)
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
         state.attempts = plan.records
         plan.remember = chain_names(

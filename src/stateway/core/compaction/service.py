@@ -168,6 +168,13 @@ class Compaction:
         output = [*kept_messages(context), item]
         return Compacted(new_id("resp"), time.time(), output, summary.usage)
 
+    def verify(self, tenant_id: str, command: CreateResponse, context: list[Item]) -> None:
+        """Check the context's seals as its model view does (a 400 for one that does not
+        open), for a run that makes no view: a prewarm, which still stores its input."""
+        model_view(
+            context, tenant_id, self.sealer, len(context) - len(command.input), _prior(command)
+        )
+
     def fitted(
         self, tenant_id: str, command: CreateResponse, window: int | None, context: list[Item]
     ) -> list[Item]:
