@@ -70,6 +70,7 @@ async def test_an_elliptic_curve_key_signs_too(issuer: OidcIssuer) -> None:
         ({"aud": "someone-else"}, "The token is not meant for this gateway (audience)."),
         ({"iss": "http://127.0.0.1:1"}, "The token was issued by another issuer."),
         ({"exp": None}, "The token is not valid."),
+        ({"exp": 10**400}, "The token is not valid."),  # no time: past any float
         ({"sub": None}, "The token is not valid."),
         ({"nbf": int(time.time()) + 3600}, "The token is not valid."),
         ({"org": None}, "The token's 'org' claim names no valid tenant."),

@@ -220,7 +220,11 @@ class OidcVerifier:
         subject = claims["sub"]
         if not isinstance(subject, str) or not subject or len(subject) > MAX_SUBJECT:
             raise Unauthorized("The token's 'sub' claim is not a valid subject.")
-        return VerifiedToken(tenant, subject, float(claims["exp"]))
+        try:
+            expires_at = float(claims["exp"])
+        except OverflowError:  # an integer past any float: no time a timer could keep
+            raise Unauthorized("The token is not valid.") from None
+        return VerifiedToken(tenant, subject, expires_at)
 
 
 def _header(token: str) -> tuple[str, str | None]:
