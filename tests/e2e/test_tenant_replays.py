@@ -187,6 +187,29 @@ def test_sealed_items_added_to_a_conversation_open_for_their_tenant_only(
         assert owner.post("/v1/responses", json=turn).status_code == 200
 
 
+def test_a_prewarm_stores_no_seal_of_another_tenant(tenants: Tenants) -> None:
+    """A prewarm asks no model but stores its input (a conversation's turn, a chain's
+    response): another tenant's seal in it is refused there, as in any request."""
+    with sdk(tenants, tenants.alice) as alice:
+        compaction = alice.responses.compact(model=MODEL, input="hello").output[-1]
+    theirs = {"type": "compaction", "encrypted_content": compaction.encrypted_content}  # type: ignore[union-attr]
+    user = {"role": "user", "content": "hi"}
+    with client(tenants, tenants.bob) as bob:
+        conversation = bob.post("/v1/conversations", json={"items": [user]}).json()["id"]
+        prewarm = {
+            "model": MODEL,
+            "input": [theirs, user],
+            "conversation": conversation,
+            "prompt_cache_options": {"prewarm": True},
+        }
+        refused = bob.post("/v1/responses", json=prewarm)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["param"] == "input[0].encrypted_content"
+        assert len(bob.get(f"/v1/conversations/{conversation}/items").json()["data"]) == 1
+        turn = {"model": MODEL, "input": "[[echo]]", "conversation": conversation}
+        assert bob.post("/v1/responses", json=turn).status_code == 200
+
+
 async def test_mcp_command_ids_and_turns_run_apart_for_each_tenant(
     tenants: Tenants, owned: Owned
 ) -> None:
