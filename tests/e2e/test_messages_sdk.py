@@ -201,7 +201,6 @@ def test_max_tokens_0_is_a_prewarm(claude: Anthropic, keyed_upstream: str, send:
     ("field", "value"),
     [
         ("compaction", {"type": "summarize"}),
-        ("thread", {"type": "continue", "previous_message_id": "msg_1"}),
         ("fallbacks", [{"model": "claude-other"}]),
     ],
 )

@@ -102,6 +102,21 @@ class GenerationSettings:
 
 
 @dataclass(slots=True)
+class ThreadTurn:
+    """A turn of a Messages thread (:mod:`stateway.core.threads`): server-held state that
+    a later request continues by naming this turn's response."""
+
+    previous_response_id: str | None = None
+    """The response this turn continues (None: the thread's first turn)."""
+    system: list[Item] | None = None
+    """The system message items that lead the thread's context, held with each turn's
+    response rather than appended to its conversation, so that a turn may replace them;
+    None: the previous turn's (set so by :mod:`stateway.core.threads`)."""
+    tools_given: bool = True
+    """False: the request declared no tools, and the thread's are offered."""
+
+
+@dataclass(slots=True)
 class CreateResponse:
     model: str
     input: list[Item]
@@ -140,6 +155,9 @@ class CreateResponse:
     """False: ``prior`` is not in the store (the checkpoint of a response that was not
     stored). A stored run then stores it with its own input, so that its stored chain
     holds the whole context it ran on (its ``previous_response_id`` names nothing stored)."""
+    thread: ThreadTurn | None = None
+    """A turn of a Messages thread: its conversation found (or made) and its system and
+    tools inherited by :mod:`stateway.core.threads` before it is admitted."""
     attach: Callable[[Run], None] | None = None
     """Drive the run in the caller's own task instead of a task of its own: ``execute``
     returns once the run has ended, and ``attach`` is called with the run as it starts

@@ -77,6 +77,7 @@ from stateway.core.routing import Router
 from stateway.core.runs import CancelReason, Run, RunRegistry
 from stateway.core.starting import RunStarter
 from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
+from stateway.core.threads import Threads, thread_refusals
 from stateway.core.watch import Watch
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,7 @@ class Gateway:
             fanout,
             self._telemetry,
         )
+        self._threads = Threads(store, self._served_conversations)
         self._forwarding = ChatForwarding(
             self.generations, runs, self._starter, limits, self._telemetry
         )
@@ -328,12 +330,15 @@ class Gateway:
         if self.runs.closing:
             raise ServerShuttingDown()
         command = await resolved(self._store, principal.tenant_id, command)
-        generation = self.generations.acquire()  # the run's from here to its end
-        try:
-            run = await self._starter.admit(principal, command, generation)
-        except BaseException:
-            self.generations.release(generation)
-            raise
+        with thread_refusals(command.thread):
+            if command.thread is not None:
+                await self._threads.resolve(principal.tenant_id, command)
+            generation = self.generations.acquire()  # the run's from here to its end
+            try:
+                run = await self._starter.admit(principal, command, generation)
+            except BaseException:
+                self.generations.release(generation)
+                raise
         return await self._admitted(principal, run)
 
     async def _admitted(self, principal: Principal, run: Run) -> Run:

@@ -55,6 +55,10 @@ class ResponseState:
     Messages stream's ``message_start`` shows; None when it reports only at the end (Chat
     and Responses upstreams); not stored."""
     background: bool = False
+    thread_system: list[Item] | None = None
+    """A Messages thread's turn: the system items that led its context, which the next
+    turn inherits unless it sends its own (:mod:`stateway.core.threads`); None: no
+    thread's turn. Stored only when set."""
     attempts: list[dict[str, Any]] = field(default_factory=list)
     """Every routing attempt (:mod:`stateway.core.routing.attempts`): stored for
     operators, never in the public object."""
@@ -74,6 +78,7 @@ class ResponseState:
             settings=command.settings,
             conversation_id=command.conversation_id,
             background=command.background,
+            thread_system=None if command.thread is None else command.thread.system or [],
         )
 
     def fail(self, error: GatewayError) -> None:
@@ -90,7 +95,7 @@ _USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Usage))
 def dump_state(state: ResponseState) -> dict[str, Any]:
     """A JSON object of everything but ``output`` (stored item by item) and tenant.
     Shallow on purpose (no ``dataclasses.asdict`` deep copy): it is serialized at once."""
-    return {
+    body = {
         "id": state.id,
         "created_at": state.created_at,
         "model": state.model,
@@ -109,6 +114,9 @@ def dump_state(state: ResponseState) -> dict[str, Any]:
         "background": state.background,
         "attempts": state.attempts,
     }
+    if state.thread_system is not None:
+        body["thread_system"] = state.thread_system
+    return body
 
 
 def load_state(tenant_id: str, body: dict[str, Any], output: list[Item]) -> ResponseState:
@@ -130,6 +138,7 @@ def load_state(tenant_id: str, body: dict[str, Any], output: list[Item]) -> Resp
         completed_at=body.get("completed_at"),
         conversation_id=body.get("conversation_id"),
         background=body.get("background", False),
+        thread_system=body.get("thread_system"),
         attempts=body.get("attempts", []),
     )
 

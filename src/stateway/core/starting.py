@@ -25,7 +25,7 @@ from stateway.core import events as ev
 from stateway.core.commands import CreateResponse
 from stateway.core.compaction.service import Compaction, CompactionStep
 from stateway.core.compaction.view import taken_input
-from stateway.core.context import checked_context, load_prior
+from stateway.core.context import Prior, checked_context, load_prior
 from stateway.core.conversations.ports import ConversationItems
 from stateway.core.conversations.service import Conversations
 from stateway.core.coordination import EventFanout
@@ -44,6 +44,7 @@ from stateway.core.routing.affinity import chain_names
 from stateway.core.runs import CancelReason, Run, RunRegistry
 from stateway.core.stages.chain import before_planning
 from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
+from stateway.core.threads import check_continued
 from stateway.core.token_estimate import estimate_tokens
 from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.choice import check_tool_choice, context_tools, names_tools
@@ -99,6 +100,8 @@ class RunStarter:
         if command.conversation_id is not None:
             conversations = self._conversations("conversation")
             conversation = await conversations.context(principal.tenant_id, command.conversation_id)
+            if command.thread is not None:
+                check_continued(command.thread, conversation)
         hints: list[str] = []
         if route.stages:
             first = command.previous_response_id is None and (
@@ -205,6 +208,8 @@ class RunStarter:
         input, which no context window refuses)."""
         items = None if conversation is None else conversation.items
         prior = await load_prior(self._store, principal.tenant_id, command, items)
+        if command.thread is not None and command.thread.system:  # the thread's, first
+            prior = Prior(command.thread.system + prior.items, prior.source, prior.served_by)
         chain = chain_names(
             command.previous_response_id,
             command.conversation_id,

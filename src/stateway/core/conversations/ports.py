@@ -27,6 +27,9 @@ class ConversationItems:
     served_by: str | None = None
     """The candidate that served the last turn whose items the conversation holds (its
     response's :attr:`~stateway.core.ports.ResponseRecord.served_by`), read with them."""
+    last_response_id: str | None = None
+    """That turn's response: the latest whose items the conversation holds (a Messages
+    thread continues only from it)."""
 
 
 class ConversationStore(Protocol):
@@ -66,8 +69,8 @@ class ConversationStore(Protocol):
         ...
 
     async def load_items(self, tenant_id: str, conversation_id: str) -> ConversationItems | None:
-        """Every item, oldest first, and the candidate that served the last turn that
-        appended any, in one read; None when unknown."""
+        """Every item, oldest first, and the last turn that appended any (its response
+        and the candidate that served it), in one read; None when unknown."""
         ...
 
     async def list_items(

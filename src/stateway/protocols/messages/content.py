@@ -31,7 +31,8 @@ Images become ``input_image`` (a ``data:`` URL for base64), documents ``input_fi
 ``context`` and ``citations`` and, for custom content, its ``source`` as it came (the
 blocks Anthropic's citations of it count), for an Anthropic upstream. Empty text carries nothing and
 is left out. A ``tool_result`` must answer a ``tool_use`` of an earlier assistant message
-that no other result answered: otherwise a 400 naming its ``tool_use_id``. Every
+that no other result answered (or, leading a thread's new turn, a call of the thread's
+last response): otherwise a 400 naming its ``tool_use_id``. Every
 ``tool_use`` must be answered by the next message, which begins with the results, and ids
 must be unique (400s in Anthropic's words).
 """
@@ -71,12 +72,16 @@ from stateway.protocols.messages.server_tools import call_of, complete
 
 
 def decode_conversation(
-    system: str | list[TextBlock] | None, messages: list[MessageParam]
+    system: str | list[TextBlock] | None,
+    messages: list[MessageParam],
+    *,
+    continued: bool = False,
 ) -> list[Item]:
-    items: list[Item] = []
-    if system:
-        _add_message(items, "system", _parts(system))
-    pending: dict[str, str | None] = {}
+    """``continued``: the new turn of a thread, whose first message may begin with the
+    results of the calls the thread's last response made (the core checks them against
+    it: :func:`stateway.core.context.checked_context`)."""
+    items = decode_system(system)
+    pending: dict[str, str | None] = _thread_calls(messages) if continued else {}
     """Every ``tool_use`` id: where its message is, None once a result answered it."""
     awaited: list[str] = []
     """The ``tool_use`` ids of the message before: the next one begins with their results
@@ -93,6 +98,28 @@ def decode_conversation(
     if awaited:  # as Anthropic words it, naming the message left waiting
         raise _unanswered(f"messages.{len(messages) - 1}", awaited)
     return items
+
+
+def decode_system(system: str | list[TextBlock] | None) -> list[Item]:
+    """``system`` as the one ``system`` message it becomes (none when empty)."""
+    items: list[Item] = []
+    if system:
+        _add_message(items, "system", _parts(system))
+    return items
+
+
+def _thread_calls(messages: list[MessageParam]) -> dict[str, str | None]:
+    """The calls of a thread's earlier turn that the first message's leading results
+    answer, as if an earlier message of this request had made them."""
+    first = messages[0] if messages else None
+    if first is None or first.role != "user" or isinstance(first.content, str):
+        return {}
+    calls: dict[str, str | None] = {}
+    for block in first.content:
+        if not isinstance(block, ToolResultBlock):
+            break
+        calls[block.tool_use_id] = "thread"
+    return calls
 
 
 def _check_results_first(awaited: list[str], message: MessageParam, where: str, asked: str) -> None:

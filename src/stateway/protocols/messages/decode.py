@@ -1,8 +1,9 @@
 """Messages wire -> canonical commands.
 
 ``decode_messages`` validates a ``POST /v1/messages`` body into a ``CreateResponse`` that
-is never stored (``store=False``: the Messages API is stateless, every request carries
-the whole conversation); ``decode_count_tokens`` does the same for ``/count_tokens``.
+is not stored (``store=False``: every request carries the whole conversation), unless it
+is a turn of a thread (``thread``: server-held state, :mod:`.threads`);
+``decode_count_tokens`` does the same for ``/count_tokens``.
 
 Settings: ``max_tokens`` -> ``max_output_tokens``; ``stop_sequences``, ``temperature``,
 ``top_p``, ``top_k`` as they are; ``metadata.user_id`` -> ``user``; ``service_tier``
@@ -39,12 +40,12 @@ from typing import Any, TypeVar
 import orjson
 import pydantic
 
-from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
+from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings, ThreadTurn
 from stateway.core.compaction.reasoning_output import INCLUDE_ENCRYPTED
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.protocols.messages.client_tools import CLIENT_TOOLS, function_of
-from stateway.protocols.messages.content import decode_conversation
+from stateway.protocols.messages.content import decode_conversation, decode_system
 from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.hosted_only import check_hosted_only
 from stateway.protocols.messages.request import (
@@ -62,6 +63,7 @@ from stateway.protocols.messages.request import (
 )
 from stateway.protocols.messages.server_tools import WEB_SEARCH, mcp_tools
 from stateway.protocols.messages.thinking import apply_thinking, check_budget
+from stateway.protocols.messages.threads import decode_thread
 from stateway.protocols.responses.nesting import check_nesting
 
 Body = TypeVar("Body", bound=CountTokensBody)
@@ -75,7 +77,9 @@ def decode_messages(
     """``betas``: the features the client's ``anthropic-beta`` headers name."""
     body = _validated(raw, MessagesBody, max_input_items)
     check_hosted_only(body)
-    command = _command(body, max_input_items)
+    declared = body.tools is not None or body.mcp_servers is not None
+    thread = decode_thread(body.thread, tools_given=declared)
+    command = _command(body, max_input_items, thread)
     settings = command.settings
     settings.max_output_tokens = body.max_tokens
     settings.temperature, settings.top_p, settings.top_k = body.temperature, body.top_p, body.top_k
@@ -99,14 +103,23 @@ def decode_count_tokens(raw: bytes, *, max_input_items: int | None = None) -> Co
     return CountTokens(_command(_validated(raw, CountTokensBody, max_input_items), max_input_items))
 
 
-def _command(body: CountTokensBody, max_input_items: int | None) -> CreateResponse:
+def _command(
+    body: CountTokensBody, max_input_items: int | None, thread: ThreadTurn | None = None
+) -> CreateResponse:
+    """``thread``: a thread's turn, whose system leads the context apart from its items
+    (:mod:`.threads`), and which is stored."""
     if not body.messages:
         raise field_error(
             "messages",
             "at least one message is required.",
             code="missing_required_parameter",
         )
-    items = decode_conversation(body.system, body.messages)
+    continued = thread is not None and thread.previous_response_id is not None
+    if thread is None:
+        items = decode_conversation(body.system, body.messages)
+    else:
+        items = decode_conversation(None, body.messages, continued=continued)
+        thread.system = None if body.system is None else decode_system(body.system)
     if all(item.get("role") == "system" for item in items):  # every turn's content empty
         raise field_error(
             "messages",
@@ -116,16 +129,22 @@ def _command(body: CountTokensBody, max_input_items: int | None) -> CreateRespon
     if max_input_items is not None and len(items) > max_input_items:
         raise _too_many(len(items), max_input_items)
     tools = _tools(body.tools or [], body.mcp_servers or [])
+    inherited = continued and thread is not None and not thread.tools_given
     settings = GenerationSettings(
         tools=tools,
-        tool_choice=_tool_choice(body.tool_choice, tools),
+        tool_choice=_tool_choice(body.tool_choice, tools, inherited=inherited),
         parallel_tool_calls=not (body.tool_choice and body.tool_choice.disable_parallel_tool_use),
         text_format=_text_format(body.output_config),
         include=[INCLUDE_ENCRYPTED],  # every thinking block signed: see the module's doc
     )
     apply_thinking(settings, body.thinking, body.output_config)
     return CreateResponse(
-        model=body.model, input=items, store=False, settings=settings, hidden_rounds=True
+        model=body.model,
+        input=items,
+        store=thread is not None,
+        settings=settings,
+        hidden_rounds=True,
+        thread=thread,
     )
 
 
@@ -279,7 +298,11 @@ def _web_search(tool: WebSearchToolParam, index: int) -> Item:
     return declared
 
 
-def _tool_choice(choice: ToolChoice | None, tools: list[Item]) -> str | dict[str, Any]:
+def _tool_choice(
+    choice: ToolChoice | None, tools: list[Item], *, inherited: bool = False
+) -> str | dict[str, Any]:
+    """``inherited``: the tools are a thread's, not known yet: the core judges a named
+    one against them."""
     if choice is None or choice.type == "auto":
         return "auto"
     if choice.type == "any":
@@ -290,7 +313,7 @@ def _tool_choice(choice: ToolChoice | None, tools: list[Item]) -> str | dict[str
         raise field_error("tool_choice.name", "Field required", "missing_required_parameter")
     if choice.name == WEB_SEARCH and any(tool["type"] == WEB_SEARCH for tool in tools):
         return {"type": WEB_SEARCH}
-    if choice.name not in {tool.get("name") for tool in tools}:
+    if not inherited and choice.name not in {tool.get("name") for tool in tools}:
         raise field_error(
             "tool_choice.name",
             f"the tool {choice.name!r} to use is not among the tools.",

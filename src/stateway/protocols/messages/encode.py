@@ -33,6 +33,7 @@ from stateway.core.hidden import client_calls
 from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
 from stateway.core.reasoning import thinking_of
 from stateway.core.response import ResponseState
+from stateway.core.threads import message_id
 from stateway.core.usage import Usage
 from stateway.protocols.messages import server_tools
 from stateway.protocols.messages.server_tools import SearchResults, Shown
@@ -45,10 +46,6 @@ _INCOMPLETE: Final = {
 _TEXT: Final = frozenset({"output_text", "text"})
 REFUSAL_BREAK: Final = "\n\n"
 """Between a message's text and the refusal that follows it, in their one text block."""
-
-
-def message_id(response_id: str) -> str:
-    return "msg_" + response_id.removeprefix("resp_")
 
 
 def encode_message(state: ResponseState) -> dict[str, Any]:

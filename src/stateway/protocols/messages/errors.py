@@ -18,6 +18,11 @@ status   ``error.type``
 other    ``invalid_request_error`` below 500, ``api_error`` from 500
 =======  ==========================================================================
 
+A thread's refusals (:mod:`stateway.core.threads`) carry their code as
+``error.details.error_code`` (``thread_not_found``, ``thread_already_continued``,
+``thread_continue_in_flight``), by which the ``anthropic`` SDK raises its
+``ThreadNotFoundError`` and the others.
+
 A stream cut after its first event ends with an ``error`` event of type
 ``overloaded_error`` (an overloaded upstream or gateway) or ``api_error``. A context too
 long for the model (``context_length_exceeded``) is worded as Anthropic words it
@@ -37,6 +42,7 @@ from stateway.core.compaction.sealed import INVALID_CODE
 from stateway.core.errors import (
     CONTEXT_LENGTH_EXCEEDED,
     PROMPT_TOO_LONG,
+    THREAD_CODES,
     ContextTooLong,
     GatewayError,
     InvalidRequest,
@@ -81,6 +87,10 @@ _INVALID_SIGNATURE: Final = (
 
 
 def encode_error(error: GatewayError) -> dict[str, Any]:
+    if error.code in THREAD_CODES:  # the SDK picks its error class by this code
+        body = error_body(error_type(error.status), error.message)
+        body["error"]["details"] = {"error_code": error.code}
+        return body
     if isinstance(error, InvalidRequest) and error.code == INVALID_CODE:
         return error_body("invalid_request_error", _INVALID_SIGNATURE)
     if error.code == CONTEXT_LENGTH_EXCEEDED:

@@ -7,13 +7,13 @@ Refused:
 - ``compaction`` (a compaction request: the answer is to be only a ``compaction`` block
   summarizing ``messages``; ignored, the conversation would be answered instead).
   ``/count_tokens`` ignores it, as Anthropic does.
-- ``thread`` (server-held conversation state: ``continue`` sends only the new turn, whose
-  context would be lost; ``create`` promises state a later ``continue`` needs).
 - ``fallbacks`` as a list of models (a retry on other models when the model declines):
   what Anthropic answers for a model without server-side fallback. ``"default"`` runs on
   the requested model alone, as Anthropic runs such a model, and is taken.
 - ``billing_policy.bill_to: "user_profile"`` (bill the customer behind a user profile,
   the request refused rather than billed to the caller when that cannot be done).
+
+``thread`` (server-held conversation state) is served: :mod:`.threads`.
 
 Ignored, the answer being the same: ``speed``, ``inference_geo``, ``diagnostics`` (the
 answer has no ``diagnostics``), ``fallback_credit_token``, ``billing_policy``
@@ -34,12 +34,6 @@ def check_hosted_only(body: MessagesBody) -> None:
             "compaction",
             "compaction requests are not supported; send the conversation, or a summary "
             "of your own, in messages.",
-        )
-    if body.thread is not None:
-        raise field_error(
-            "thread",
-            "server-held threads are not supported; send the whole conversation in "
-            "messages with every request.",
         )
     if isinstance(body.fallbacks, list) and body.fallbacks:
         raise field_error(

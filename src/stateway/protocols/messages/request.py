@@ -328,6 +328,7 @@ class MessagesBody(CountTokensBody):
     context_management: dict[str, Any] | None = None
     compaction: dict[str, Any] | None = None
     thread: dict[str, Any] | None = None
+    """Checked by :mod:`stateway.protocols.messages.threads`."""
     fallbacks: list[dict[str, Any]] | Literal["default"] | None = None
     billing_policy: dict[str, Any] | None = None
     """Fields of hosted features, checked by

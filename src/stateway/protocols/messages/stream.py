@@ -34,13 +34,13 @@ from stateway.core.errors import GatewayError
 from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING
 from stateway.core.reasoning import thinking_of
 from stateway.core.response import ResponseState
+from stateway.core.threads import message_id
 from stateway.core.usage import Usage
 from stateway.protocols.messages import server_tools
 from stateway.protocols.messages.encode import (
     REFUSAL_BREAK,
     citations,
     encode_usage,
-    message_id,
     stop_fields,
     thinking_hidden,
     thinking_omitted,

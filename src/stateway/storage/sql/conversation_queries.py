@@ -251,11 +251,12 @@ _last_served_by = (
 backward scan of its items' primary key to the first one a turn appended, then that
 response's primary key. Uncorrelated, so both databases evaluate it once."""
 
-LOAD_ITEMS: Final[Select[int, str | None, str | None]] = (
+LOAD_ITEMS: Final[Select[int, str | None, str | None, str | None]] = (
     select(
         conversations.c.next_position,
         conversation_items.c.body,
         _last_served_by.label("served_by"),
+        _last_turn.label("last_turn"),
     )
     .select_from(
         conversations.outerjoin(
@@ -270,9 +271,10 @@ LOAD_ITEMS: Final[Select[int, str | None, str | None]] = (
     .where(_live)
     .order_by(conversation_items.c.position)
 )
-"""The conversation's length, items and last turn's ``served_by`` (a turn's cache affinity
-hint) in one statement (one snapshot); a conversation without items yields one row with a
-NULL body, an unknown one none."""
+"""The conversation's length, items, and last turn (its response, a Messages thread's
+latest, and that response's ``served_by``, a turn's cache affinity hint) in one statement
+(one snapshot); a conversation without items yields one row with a NULL body, an unknown
+one none."""
 
 _of_live_conversation = exists(select(literal_column("1", Integer)).where(_live))
 

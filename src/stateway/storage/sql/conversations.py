@@ -117,8 +117,9 @@ class SqlConversationStore:
                 rows = result.all()
         if not rows:
             return None
-        items = [orjson.loads(body) for _, body, _ in rows if body is not None]
-        return ConversationItems(items, rows[0].next_position, rows[0].served_by)
+        items = [orjson.loads(row.body) for row in rows if row.body is not None]
+        first = rows[0]
+        return ConversationItems(items, first.next_position, first.served_by, first.last_turn)
 
     async def list_items(
         self,

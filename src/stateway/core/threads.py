@@ -1,0 +1,137 @@
+"""Messages threads: server-held conversation state, kept as a conversation.
+
+A thread is a conversation (ADR 0017) whose turns are Messages responses, each stored.
+``thread: {"type": "create"}`` makes a new conversation, and the response its first
+turn; ``{"type": "continue", "previous_message_id": ...}`` runs a turn of the
+conversation of the response it names, with the conversation's items (every earlier
+turn's input and output) as the context before the request's new turn. So a thread gets
+what conversations already give, on SQLite and PostgreSQL alike, scoped by tenant:
+
+- **continued once**: a turn may continue only from the conversation's latest turn (the
+  one that appended its items last, :attr:`ConversationItems.last_response_id`); from
+  an earlier one it is ``thread_already_continued``. A turn that failed or was cancelled
+  appends nothing, so the turn before it is still the latest: the client continues from
+  it again.
+- **in flight**: a turn takes the conversation with its in-progress row (ADR 0006), so a
+  second continue from the same message is refused its claim, answered
+  ``thread_continue_in_flight``, as is a continue from a response still generating.
+- **not found**: a message unknown to the tenant (another's, deleted, never stored: a
+  plain Messages request), made outside a thread, or whose turn appended nothing
+  (failed, cancelled) is ``thread_not_found``; so is a thread whose conversation was
+  deleted through the Conversations API.
+
+What a thread holds besides its items: its system and its tools. The system is not
+appended to the conversation (a turn that sends another one replaces it, as Claude Code
+may, rather than adding a second system message mid-context): each turn's response
+stores the system that led its context (``thread_system``), which a continue without
+``system`` inherits. A continue that declares no tools (Claude Code sends none) is offered
+the previous turn's, as stored with its response; one that declares tools replaces them.
+An MCP connector server's authorization is never stored (``SECRET_KEYS`` in
+:mod:`stateway.core.tools.mcp_binding`), so a continue of a thread with MCP servers sends
+them again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from stateway.core.commands import CreateConversation, CreateResponse, ThreadTurn
+from stateway.core.conversations.ports import Conversation, ConversationItems
+from stateway.core.conversations.service import Conversations
+from stateway.core.errors import (
+    ConversationLocked,
+    ConversationNotFound,
+    InvalidRequest,
+    ThreadAlreadyContinued,
+    ThreadContinueInFlight,
+    ThreadNotFound,
+)
+from stateway.core.items import Item
+from stateway.core.ports import ResponseStore
+from stateway.core.response import APPENDED_ENDINGS, UNFINISHED
+from stateway.core.tools.toolset import MCP
+
+MESSAGE_PREFIX = "msg_"
+RESPONSE_PREFIX = "resp_"
+
+
+class Threads:
+    def __init__(self, store: ResponseStore, conversations: Callable[[str], Conversations]) -> None:
+        """``conversations(param)``: the conversations served, or a 404 naming ``param``."""
+        self._store = store
+        self._conversations = conversations
+
+    async def resolve(self, tenant_id: str, command: CreateResponse) -> None:
+        """Make ``command`` a turn of its thread's conversation (a new one for a create),
+        with the system and tools it inherits. Raises the thread's refusals."""
+        thread = command.thread
+        assert thread is not None
+        previous = thread.previous_response_id
+        if previous is None:
+            conversations = self._conversations("thread")
+            made = await conversations.execute(tenant_id, CreateConversation())
+            assert isinstance(made, Conversation)
+            command.conversation_id = made.id
+            thread.system = thread.system or []
+            return
+        record = await self._store.get(tenant_id, previous)
+        body = record.body if record is not None else {}
+        if record is None or body.get("thread_system") is None:
+            raise ThreadNotFound(message_id(previous))
+        if record.status in UNFINISHED:
+            raise ThreadContinueInFlight(message_id(previous), generating=True)
+        if record.status not in APPENDED_ENDINGS or body.get("conversation_id") is None:
+            raise ThreadNotFound(message_id(previous))
+        command.conversation_id = body["conversation_id"]
+        if thread.system is None:
+            thread.system = body["thread_system"]
+        if not thread.tools_given:
+            command.settings.tools = _inherited(body.get("settings", {}).get("tools") or [])
+
+
+def check_continued(thread: ThreadTurn, conversation: ConversationItems) -> None:
+    """Refuse a continue from a turn that is not its thread's latest (read with the
+    context the turn runs on)."""
+    previous = thread.previous_response_id
+    if previous is not None and conversation.last_response_id != previous:
+        raise ThreadAlreadyContinued(message_id(previous))
+
+
+@contextmanager
+def thread_refusals(thread: ThreadTurn | None) -> Iterator[None]:
+    """A thread's turn refused its conversation, in the thread's words: held by another
+    turn (a concurrent continue from the same message), or gone (deleted)."""
+    if thread is None or thread.previous_response_id is None:
+        yield
+        return
+    named = message_id(thread.previous_response_id)
+    try:
+        yield
+    except ConversationLocked:
+        raise ThreadContinueInFlight(named) from None
+    except ConversationNotFound:
+        raise ThreadNotFound(named) from None
+
+
+def _inherited(tools: list[Item]) -> list[Item]:
+    if any(tool.get("type") == MCP for tool in tools):
+        raise InvalidRequest(
+            "mcp_servers: this thread's MCP servers must be sent again (with its tools) on "
+            "every continue: the gateway does not keep their authorization.",
+            param="mcp_servers",
+            code="missing_required_parameter",
+        )
+    return tools
+
+
+def message_id(response_id: str) -> str:
+    """A response's id as the Messages wire shows it (``resp_X`` -> ``msg_X``)."""
+    return MESSAGE_PREFIX + response_id.removeprefix(RESPONSE_PREFIX)
+
+
+def response_id(message: str) -> str | None:
+    """The response a message id names (``msg_X`` -> ``resp_X``); None for another id."""
+    if not message.startswith(MESSAGE_PREFIX) or len(message) == len(MESSAGE_PREFIX):
+        return None
+    return RESPONSE_PREFIX + message.removeprefix(MESSAGE_PREFIX)

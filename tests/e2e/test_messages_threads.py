@@ -1,0 +1,282 @@
+"""Messages threads (``thread`` on ``POST /v1/messages``: server-held conversation state)
+end to end: the real ``stateway serve`` in front of the real fake upstream (its Chat and
+Messages wires), driven by the official ``anthropic`` SDK's ``beta.messages``; another
+tenant's thread through a gateway with API keys."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import pytest
+from anthropic import Anthropic
+from anthropic.types.thread_already_continued_error import ThreadAlreadyContinuedError
+from anthropic.types.thread_continue_in_flight_error import ThreadContinueInFlightError
+from anthropic.types.thread_not_found_error import ThreadNotFoundError
+
+from stateway.fake_upstream.launch import start_fake_upstream
+from stateway.launch import start_gateway
+from tests.e2e.authenticated import auth_gateway, create_key
+from tests.e2e.test_messages_sdk import MODEL, TOOL_PROMPT, TOOLS, clear, upstream_log
+
+SYSTEM = "be brief"
+CREATE: Any = {"type": "create"}
+
+
+def after(message: anthropic.types.beta.BetaMessage) -> Any:
+    return {"type": "continue", "previous_message_id": message.id}
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[str]:
+    with start_fake_upstream() as url:
+        yield url
+
+
+@pytest.fixture(scope="module", params=["chat", "anthropic"])
+def upstream_api(request: pytest.FixtureRequest) -> str:
+    api: str = request.param
+    return api
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    upstream: str, upstream_api: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    database = f"sqlite:///{tmp_path_factory.mktemp('db') / 'stateway.db'}"
+    args = ["--upstream", upstream, "--upstream-api", upstream_api, "--database", database]
+    with start_gateway(args) as url:
+        yield url
+
+
+@pytest.fixture
+def claude(gateway: str) -> Iterator[Anthropic]:
+    with Anthropic(base_url=gateway, api_key="client-key", max_retries=0) as sdk:
+        yield sdk
+
+
+def send(claude: Anthropic, messages: list[Any], **kwargs: Any) -> anthropic.types.beta.BetaMessage:
+    return claude.beta.messages.create(
+        model=MODEL, max_tokens=kwargs.pop("max_tokens", 400), messages=messages, **kwargs
+    )
+
+
+def streamed(
+    claude: Anthropic, messages: list[Any], **kwargs: Any
+) -> anthropic.types.beta.BetaMessage:
+    with claude.beta.messages.stream(
+        model=MODEL, max_tokens=kwargs.pop("max_tokens", 400), messages=messages, **kwargs
+    ) as stream:
+        return stream.get_final_message()
+
+
+def said(sent: dict[str, Any], upstream_api: str) -> tuple[list[Any], list[str]]:
+    """What the model was sent: its system text and messages as (role, text) pairs, and
+    the names of the tools it was offered."""
+    body = sent["body"]
+    if upstream_api == "anthropic":
+        system = body.get("system") or []
+        blocks = [{"text": system}] if isinstance(system, str) else system
+        turns: list[Any] = [("system", block["text"]) for block in blocks]
+        for message in body["messages"]:
+            content = message["content"]
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            turns += [(message["role"], _text(block)) for block in blocks]
+        return turns, [tool["name"] for tool in body.get("tools") or []]
+    turns = []
+    for message in body["messages"]:
+        if message.get("tool_calls"):
+            turns += [("assistant", call["function"]["name"]) for call in message["tool_calls"]]
+        content = message.get("content")
+        if content:
+            text = content if isinstance(content, str) else content[0]["text"]
+            turns.append((message["role"], text))
+    return turns, [tool["function"]["name"] for tool in body.get("tools") or []]
+
+
+def _text(block: dict[str, Any]) -> str:
+    match block["type"]:
+        case "text":
+            return str(block["text"])
+        case "tool_use":
+            return str(block["name"])
+        case "tool_result":
+            content = block["content"]
+            return content if isinstance(content, str) else str(content[0]["text"])
+    return str(block["type"])
+
+
+@pytest.mark.parametrize("continued", [send, streamed])
+def test_a_continue_sends_the_model_the_whole_thread(
+    claude: Anthropic, upstream: str, upstream_api: str, continued: Any
+) -> None:
+    """Claude Code's continue: the new turn only, the system again, no tools (the thread's
+    are offered); the model gets every earlier turn."""
+    clear(upstream)
+    first = send(
+        claude,
+        [{"role": "user", "content": TOOL_PROMPT}],
+        system=SYSTEM,
+        tools=TOOLS,
+        thread=CREATE,
+    )
+    assert first.id.startswith("msg_")
+    assert first.stop_reason == "tool_use"
+    [use] = [block for block in first.content if block.type == "tool_use"]
+    result = {"type": "tool_result", "tool_use_id": use.id, "content": "sunny"}
+    second = continued(
+        claude, [{"role": "user", "content": [result]}], system=SYSTEM, thread=after(first)
+    )
+    assert second.content[-1].text == "Tool said: sunny"
+    assert second.id != first.id
+    third = send(claude, [{"role": "user", "content": "thanks"}], thread=after(second))
+    assert third.content[-1].text == "Hello! You said: thanks"
+    turns, tools = said(upstream_log(upstream)[-1], upstream_api)
+    tool_text = [(role, text) for role, text in turns if role != "system"]
+    assert turns[0] == ("system", SYSTEM)  # inherited by the third, which sent none
+    assert [text for _, text in turns].count(SYSTEM) == 1
+    assert tool_text == [
+        ("user", TOOL_PROMPT),
+        ("assistant", "get_weather"),
+        ("tool" if upstream_api == "chat" else "user", "sunny"),
+        ("assistant", "Tool said: sunny"),
+        ("user", "thanks"),
+    ]
+    assert tools == ["get_weather"]  # never sent again, still offered
+
+
+def test_a_continue_replaces_the_system_and_tools_it_sends(
+    claude: Anthropic, upstream: str, upstream_api: str
+) -> None:
+    first = send(claude, [{"role": "user", "content": "hi"}], system=SYSTEM, tools=TOOLS)
+    assert first.content[-1].text == "Hello! You said: hi"  # no thread: nothing held
+    first = send(claude, [{"role": "user", "content": "hi"}], system=SYSTEM, thread=CREATE)
+    other = [{"name": "lookup", "description": "look up", "input_schema": {"type": "object"}}]
+    clear(upstream)
+    send(
+        claude,
+        [{"role": "user", "content": "again"}],
+        system="be thorough",
+        tools=other,
+        thread=after(first),
+    )
+    turns, tools = said(upstream_log(upstream)[-1], upstream_api)
+    assert [text for role, text in turns if role == "system"] == ["be thorough"]
+    assert [text for role, text in turns if role != "system"] == [
+        "hi",
+        "Hello! You said: hi",
+        "again",
+    ]
+    assert tools == ["lookup"]
+
+
+def test_each_message_is_continued_once(claude: Anthropic) -> None:
+    first = send(claude, [{"role": "user", "content": "one"}], thread=CREATE)
+    second = send(claude, [{"role": "user", "content": "two"}], thread=after(first))
+    with pytest.raises(ThreadAlreadyContinuedError) as caught:
+        send(claude, [{"role": "user", "content": "two again"}], thread=after(first))
+    assert caught.value.status_code == 400
+    assert caught.value.error_code == "thread_already_continued"
+    assert caught.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    assert send(claude, [{"role": "user", "content": "3"}], thread=after(second)).content
+
+
+def test_a_continue_in_flight_refuses_another(claude: Anthropic) -> None:
+    first = send(claude, [{"role": "user", "content": "one"}], thread=CREATE)
+    slow = [{"role": "user", "content": "[[slow:50]] [[words:20]]"}]
+    with claude.beta.messages.stream(
+        model=MODEL, max_tokens=400, messages=slow, thread=after(first)
+    ) as stream:
+        events = iter(stream)
+        started = next(events)
+        assert started.type == "message_start"
+        with pytest.raises(ThreadContinueInFlightError) as caught:
+            send(claude, [{"role": "user", "content": "two"}], thread=after(first))
+        assert caught.value.status_code == 400
+        # a continue from a message still being generated waits for it as well
+        with pytest.raises(ThreadContinueInFlightError):
+            send(
+                claude,
+                [{"role": "user", "content": "x"}],
+                thread={"type": "continue", "previous_message_id": started.message.id},
+            )
+        finished = stream.get_final_message()
+    assert finished.content[-1].text.endswith("w20")
+    with pytest.raises(ThreadAlreadyContinuedError):
+        send(claude, [{"role": "user", "content": "two"}], thread=after(first))
+    assert send(claude, [{"role": "user", "content": "3"}], thread=after(finished)).content
+
+
+@pytest.mark.parametrize(
+    "message_id",
+    ["msg_nothing_here", "resp_not_a_message", "plain"],
+)
+def test_an_unknown_message_is_thread_not_found(claude: Anthropic, message_id: str) -> None:
+    with pytest.raises(ThreadNotFoundError) as caught:
+        send(
+            claude,
+            [{"role": "user", "content": "hi"}],
+            thread={"type": "continue", "previous_message_id": message_id},
+        )
+    assert caught.value.status_code == 404
+    error = caught.value.body["error"]  # type: ignore[index]
+    assert (error["type"], error["details"]) == (
+        "not_found_error",
+        {"error_code": "thread_not_found"},
+    )
+
+
+def test_a_message_made_outside_a_thread_is_thread_not_found(claude: Anthropic) -> None:
+    plain = send(claude, [{"role": "user", "content": "hi"}])  # never stored
+    with pytest.raises(ThreadNotFoundError):
+        send(claude, [{"role": "user", "content": "hi"}], thread=after(plain))
+
+
+def test_a_failed_turn_keeps_nothing(claude: Anthropic) -> None:
+    """A failed create holds no thread; a failed continue leaves its thread where it was."""
+    with pytest.raises(anthropic.InternalServerError):
+        send(claude, [{"role": "user", "content": "[[error:500]] hi"}], thread=CREATE)
+    first = send(claude, [{"role": "user", "content": "one"}], thread=CREATE)
+    with pytest.raises(anthropic.InternalServerError):
+        send(claude, [{"role": "user", "content": "[[error:500]] two"}], thread=after(first))
+    again = send(claude, [{"role": "user", "content": "two"}], thread=after(first))
+    assert again.content[-1].text == "Hello! You said: two"
+
+
+def test_a_malformed_thread_is_named(claude: Anthropic) -> None:
+    for thread, param in [
+        ({"type": "fork"}, "thread.type"),
+        ({"type": "continue"}, "thread.previous_message_id"),
+    ]:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            send(claude, [{"role": "user", "content": "hi"}], thread=thread)
+        message = caught.value.body["error"]["message"]  # type: ignore[index]
+        assert message.startswith(param + ":")
+
+
+def test_another_tenants_thread_is_not_found(
+    upstream: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    directory = tmp_path_factory.mktemp("threads")
+    database = f"sqlite:///{directory / 'stateway.db'}"
+    suffix = uuid.uuid4().hex[:8]
+    with auth_gateway(directory, upstream, database) as gateway:
+        keys = [create_key(database, f"{name}-{suffix}") for name in ("alice", "bob")]
+        alice, bob = (Anthropic(base_url=gateway.url, api_key=key, max_retries=0) for key in keys)
+        with alice, bob:
+            first = send(alice, [{"role": "user", "content": "mine"}], thread=CREATE)
+            with pytest.raises(ThreadNotFoundError) as caught:
+                send(bob, [{"role": "user", "content": "hi"}], thread=after(first))
+            missing = {"type": "continue", "previous_message_id": "msg_" + "0" * 24}
+            with pytest.raises(ThreadNotFoundError) as unknown:
+                send(bob, [{"role": "user", "content": "hi"}], thread=missing)
+            shown = caught.value.body["error"]  # type: ignore[index]
+            expected = unknown.value.body["error"]  # type: ignore[index]
+            assert shown["message"].replace(first.id, "ID") == expected["message"].replace(
+                missing["previous_message_id"], "ID"
+            )
+            # the owner's thread is untouched
+            second = send(alice, [{"role": "user", "content": "more"}], thread=after(first))
+            assert second.content[-1].text == "Hello! You said: more"
