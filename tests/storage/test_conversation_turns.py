@@ -266,28 +266,29 @@ async def test_the_items_come_with_the_candidate_of_the_last_turn_that_appended_
     tenant: str,
     conversation: str,
 ) -> None:
-    """A turn's cache affinity hint, read in the one statement that loads its context."""
+    """A turn's cache affinity hint, and its response (the latest a Messages thread may
+    continue from), read in the one statement that loads its context."""
 
-    async def served_by() -> str | None:
+    async def served_by() -> tuple[str | None, str | None]:
         with statements(store.engine) as executed:
             items = await conversations.load_items(tenant, conversation)
         assert len(executed) == 1
         assert items is not None
-        return items.served_by
+        return items.served_by, items.last_response_id
 
-    assert await served_by() is None  # no turn yet
+    assert await served_by() == (None, None)  # no turn yet
     first = start(record, "r1")
     await store.save(first)
     await store.finish(replace(end(first), served_by="a/a-model"))
-    assert await served_by() == "a/a-model"
+    assert await served_by() == ("a/a-model", "r1")
 
     failed = start(record, "r2", seen=3)  # appends nothing: the cache holds r1's prefix
     await store.save(failed)
     await store.finish(replace(end(failed, "failed"), served_by="b/b-model"))
     await conversations.add_items(tenant, conversation, [message("outside", "msg_x")])
-    assert await served_by() == "a/a-model"
+    assert await served_by() == ("a/a-model", "r1")
 
     second = start(record, "r3", seen=4)
     await store.save(second)
     await store.finish(replace(end(second), served_by="b/b-model"))
-    assert await served_by() == "b/b-model"
+    assert await served_by() == ("b/b-model", "r3")

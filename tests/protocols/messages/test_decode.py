@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from stateway.core.errors import InvalidRequest
+from stateway.core.errors import InvalidRequest, ThreadNotFound
 from stateway.core.reasoning import REDACTED
 from stateway.core.tools.catalog import model_tools
 from stateway.protocols.messages.decode import decode_count_tokens, decode_messages
@@ -791,8 +791,6 @@ def test_a_tool_choice_of_a_tool_without_its_name_is_a_missing_field() -> None:
     ("fields", "named"),
     [
         ({"compaction": {"type": "summarize"}}, "compaction"),
-        ({"thread": {"type": "create"}}, "thread"),
-        ({"thread": {"type": "continue", "previous_message_id": "msg_1"}}, "thread"),
         ({"fallbacks": [{"model": "other"}]}, "fallbacks"),
         (
             {"billing_policy": {"type": "billing_policy", "bill_to": "user_profile"}},
@@ -807,6 +805,62 @@ def test_hosted_features_that_ignoring_would_answer_another_request_are_refused(
     error = refused(body(**fields))
     assert error.param == named
     assert error.message.startswith(f"{named}: ")
+
+
+def test_a_thread_create_is_stored_its_system_held_apart() -> None:
+    tools = [{"name": "get_weather", "input_schema": {"type": "object"}}]
+    command = decode_messages(body(thread={"type": "create"}, system="rules", tools=tools))
+    assert command.store is True
+    assert command.thread is not None
+    assert command.thread.previous_response_id is None
+    assert [item["role"] for item in command.input] == ["user"]  # the system is not an input
+    [system] = command.thread.system or []
+    assert system["role"] == "system"
+    assert system["content"][0]["text"] == "rules"
+
+
+def test_a_thread_continue_names_the_response_and_may_inherit() -> None:
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}
+    continued = {"type": "continue", "previous_message_id": "msg_abc"}
+    raw = body(
+        thread=continued,
+        messages=[{"role": "user", "content": [result]}],
+        tool_choice={"type": "tool", "name": "get_weather"},
+    )
+    command = decode_messages(raw)
+    assert command.thread is not None
+    assert command.thread.previous_response_id == "resp_abc"
+    assert (command.thread.system, command.thread.tools_given) == (None, False)
+    assert command.settings.tools == []  # the thread's, found by the core
+    assert command.settings.tool_choice == {"type": "function", "name": "get_weather"}
+    [output] = command.input  # answering a call of the thread's last response
+    assert (output["type"], output["call_id"]) == ("function_call_output", "toolu_1")
+    emptied = decode_messages(body(thread={**continued, "previous_message_id": "msg_a"}, system=[]))
+    assert emptied.thread is not None
+    assert emptied.thread.system == []  # sent empty: replaces the thread's with none
+    error = refused(body(messages=[{"role": "user", "content": [result]}]))
+    assert error.param == "messages.0.content.0.tool_use_id"  # no thread: nothing it answers
+
+
+@pytest.mark.parametrize(
+    ("thread", "param"),
+    [
+        ({}, "thread.type"),
+        ({"type": "fork"}, "thread.type"),
+        ({"type": "continue"}, "thread.previous_message_id"),
+        ({"type": "continue", "previous_message_id": 7}, "thread.previous_message_id"),
+    ],
+)
+def test_a_malformed_thread_is_named(thread: dict[str, Any], param: str) -> None:
+    error = refused(body(thread=thread))
+    assert error.param == param
+    assert error.message.startswith(f"{param}: ")
+
+
+def test_a_continue_from_no_message_id_is_thread_not_found() -> None:
+    with pytest.raises(ThreadNotFound) as caught:
+        decode_messages(body(thread={"type": "continue", "previous_message_id": "resp_1"}))
+    assert (caught.value.status, caught.value.code) == (404, "thread_not_found")
 
 
 def test_a_fallback_list_is_refused_in_the_words_claude_code_recovers_from() -> None:
