@@ -330,16 +330,21 @@ class Gateway:
         if self.runs.closing:
             raise ServerShuttingDown()
         command = await resolved(self._store, principal.tenant_id, command)
-        with thread_refusals(command.thread):
-            if command.thread is not None:
+        if command.thread is None:  # the plain path: no context manager to enter
+            run = await self._admit(principal, command)
+        else:
+            with thread_refusals(command.thread):
                 await self._threads.resolve(principal.tenant_id, command)
-            generation = self.generations.acquire()  # the run's from here to its end
-            try:
-                run = await self._starter.admit(principal, command, generation)
-            except BaseException:
-                self.generations.release(generation)
-                raise
+                run = await self._admit(principal, command)
         return await self._admitted(principal, run)
+
+    async def _admit(self, principal: Principal, command: CreateResponse) -> Run:
+        generation = self.generations.acquire()  # the run's from here to its end
+        try:
+            return await self._starter.admit(principal, command, generation)
+        except BaseException:
+            self.generations.release(generation)
+            raise
 
     async def _admitted(self, principal: Principal, run: Run) -> Run:
         """``run``, just admitted: its tokens taken out of its principal's bucket once it

@@ -99,10 +99,10 @@ def check_continued(thread: ThreadTurn, conversation: ConversationItems) -> None
 
 
 @contextmanager
-def thread_refusals(thread: ThreadTurn | None) -> Iterator[None]:
+def thread_refusals(thread: ThreadTurn) -> Iterator[None]:
     """A thread's turn refused its conversation, in the thread's words: held by another
     turn (a concurrent continue from the same message), or gone (deleted)."""
-    if thread is None or thread.previous_response_id is None:
+    if thread.previous_response_id is None:
         yield
         return
     named = message_id(thread.previous_response_id)
