@@ -99,6 +99,14 @@ class GenerationSettings:
     """``prompt_cache_options`` (``mode``, ``ttl``) of Chat, or of Responses (without its
     ``prewarm``, the gateway's own, and ``comparison_response_id``): sent where
     ``prompt_cache_retention`` goes."""
+    summary_prompt: str | None = None
+    """The instruction a compaction within the response asks for its summary with, in
+    place of :data:`~stateway.core.compaction.prompt.SUMMARY_PROMPT` (Messages'
+    compaction requests: their ``instructions``, else the standalone prompt)."""
+    summary_shown: bool = False
+    """A compaction item the response outputs carries its summary in the clear as
+    ``content`` beside its seal (Messages: a ``compaction`` block's ``content`` and
+    ``signature``); otherwise it is sealed only, as Responses shows it."""
 
 
 @dataclass(slots=True)

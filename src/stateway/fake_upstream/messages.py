@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from stateway.core.compaction.prompt import SUMMARY_PROMPT
+from stateway.core.compaction.prompt import SUMMARY_PROMPTS
 from stateway.fake_upstream.conversation import Conversation, ConversationBuilder, content_text
 from stateway.fake_upstream.delivery import END, PAYLOAD, STRUCT, Frame
 from stateway.fake_upstream.errors import UpstreamError, context_too_long
@@ -179,8 +179,8 @@ def _add_message(builder: ConversationBuilder, message: dict[str, Any]) -> None:
         builder.tool_result(str(block["tool_use_id"]), content_text(block.get("content")))
     if results:  # text beside tool results (reminders) does not re-script the turn, but
         for block in content:  # the gateway's compaction prompt asks for a summary
-            if block.get("type") == "text" and block.get("text") == SUMMARY_PROMPT:
-                builder.message(role, SUMMARY_PROMPT)
+            if block.get("type") == "text" and block.get("text") in SUMMARY_PROMPTS:
+                builder.message(role, block["text"])
         return
     texts: list[str] = []
     for block in content:

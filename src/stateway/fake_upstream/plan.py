@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from stateway.core.compaction.prompt import SUMMARY_PROMPT
+from stateway.core.compaction.prompt import SUMMARY_PROMPTS
 from stateway.fake_upstream.conversation import Conversation
 from stateway.fake_upstream.script import Script
 
@@ -114,7 +114,7 @@ _INSTRUCTIONS = ("system: ", "developer: ", "instructions: ")
 def reply_text(conversation: Conversation, script: Script) -> str:
     """The reply text, by precedence: a summary (asked with the gateway's compaction
     prompt), echo, words, tool results, then the greeting."""
-    if conversation.user_text == SUMMARY_PROMPT:  # its directives quoted, not run again
+    if conversation.user_text in SUMMARY_PROMPTS:  # its directives quoted, not run again
         # The conversation, not the instructions, which stay in place: a summary as short
         # as a model's (Codex's system prompt would make it thousands of words).
         lines = [

@@ -51,8 +51,8 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           another model is answered plainly (tests of routing between
                           candidates that name different models)
 
-A last user message that is the gateway's compaction prompt
-(:data:`stateway.core.compaction.prompt.SUMMARY_PROMPT`) is answered with a summary: the
+A last user message that is one of the gateway's compaction prompts
+(:data:`stateway.core.compaction.prompt.SUMMARY_PROMPTS`) is answered with a summary: the
 ``[[echo]]`` transcript of everything before it, after the line ``Summary of the
 conversation:``, with each ``[[`` written ``[ [``: a summary the model is later shown (as
 the last user message) quotes the script without running it again.

@@ -2,10 +2,13 @@
 
 :data:`SUMMARY_PROMPT` goes to the model as a last ``user`` message after the conversation
 to compact (a trailing user turn is what every chat template accepts); the model's answer
-is the summary. When a ``compaction`` item comes back in a later request, the model sees
-its summary as a ``user`` message starting with :data:`SUMMARY_PREFIX`, in the item's
-place. The fake upstream recognizes :data:`SUMMARY_PROMPT` and answers with a transcript
-of what preceded it, so tests see real summaries round-trip.
+is the summary. A Messages compaction request asks with
+:data:`STANDALONE_SUMMARY_PROMPT` instead (its summary replaces the user's messages too),
+or with the ``instructions`` it gives. When a ``compaction`` item comes back in a later
+request, the model sees its summary as a ``user`` message starting with
+:data:`SUMMARY_PREFIX`, in the item's place. The fake upstream recognizes
+:data:`SUMMARY_PROMPTS` and answers with a transcript of what preceded it, so tests see
+real summaries round-trip.
 """
 
 from __future__ import annotations
@@ -22,6 +25,23 @@ SUMMARY_PROMPT: Final = (
     "any tool."
 )
 """The summarization instruction, sent as the last user message of a compaction request."""
+
+STANDALONE_SUMMARY_PROMPT: Final = (
+    "Compact the conversation so far into a summary that replaces it entirely. Whoever "
+    "continues (you, or another model) will see this summary in place of every message "
+    "it covers, the user's included, and nothing else of them. Keep what matters: the "
+    "user's goals, requirements and preferences, in their own words where it counts; "
+    "decisions made and why; facts learned; the work done so far (files, commands, "
+    "results, errors) and its current state; open questions and the next steps. Be "
+    "specific and concise. Answer with the summary only, as plain text; do not call any "
+    "tool."
+)
+"""The instruction of a compaction whose summary stands for the user's messages too (a
+Messages compaction request: its block is sent back in place of the whole conversation),
+unless the request gives its own."""
+
+SUMMARY_PROMPTS: Final = frozenset({SUMMARY_PROMPT, STANDALONE_SUMMARY_PROMPT})
+"""The gateway's own summarization instructions (which the fake upstream recognizes)."""
 
 SUMMARY_PREFIX: Final = (
     "Earlier turns of this conversation were compacted into the summary below. Continue "

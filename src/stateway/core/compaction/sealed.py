@@ -7,6 +7,11 @@ tenant and its kind through the :class:`~stateway.core.ports.Sealer` port, so cl
 carry it (``store: false`` clients must) but neither read nor forge it, and it opens only
 for the tenant and the item kind it was sealed for. One that does not open is a 400
 ``invalid_encrypted_content`` naming the item.
+
+A compaction item may also show its summary in the clear (``content``: a Messages
+``compaction`` block, whose ``signature`` is the seal): :func:`signed_summary` then holds
+the two together, a seal that does not open being ``compaction_signature_invalid`` and a
+``content`` other than the sealed summary ``compaction_content_mismatch``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ REASONING: Final = "reasoning"
 UPSTREAM_REASONING: Final = "upstream_reasoning"
 """The kind of an upstream's own seal on reasoning, sealed over for the tenant."""
 INVALID_CODE: Final = "invalid_encrypted_content"
+SIGNATURE_INVALID: Final = "compaction_signature_invalid"
+CONTENT_MISMATCH: Final = "compaction_content_mismatch"
 _FIELDS: Final = {COMPACTION: "summary", REASONING: "text", UPSTREAM_REASONING: "seal"}
 _NOUNS: Final = {UPSTREAM_REASONING: REASONING}
 
@@ -68,3 +75,27 @@ def invalid(kind: str, param: str) -> InvalidRequest:
         param=param,
         code=INVALID_CODE,
     )
+
+
+def signed_summary(
+    sealer: Sealer | None, tenant_id: str, sealed: object, shown: str, param: str
+) -> str:
+    """The summary ``shown`` in the clear beside its seal ``sealed``, once the seal opens
+    for ``tenant_id`` (as a compaction's) and holds that very text; a 400 at ``param``
+    otherwise."""
+    text = opened(sealer, COMPACTION, tenant_id, sealed)
+    if text is None:
+        raise InvalidRequest(
+            "The signature of this compaction could not be verified: it was not produced "
+            "by this gateway for this organization, or it was altered.",
+            param=param,
+            code=SIGNATURE_INVALID,
+        )
+    if text != shown:
+        raise InvalidRequest(
+            "The content of this compaction differs from the summary its signature "
+            "records; send it back as it was returned.",
+            param=param,
+            code=CONTENT_MISMATCH,
+        )
+    return text

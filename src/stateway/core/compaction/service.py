@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from stateway.core import events as ev
 from stateway.core.commands import CompactResponse, CreateResponse, GenerationSettings
 from stateway.core.compaction import sealed
+from stateway.core.compaction.prompt import SUMMARY_PROMPT
 from stateway.core.compaction.summarize import summarize, summary_settings
 from stateway.core.compaction.truncation import Fitted
-from stateway.core.compaction.view import kept_messages, model_view
+from stateway.core.compaction.view import SHOWN, kept_messages, model_view
 from stateway.core.context import build_context
 from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
@@ -76,16 +77,24 @@ class CompactionStep:
         self.alone = alone
 
     async def run(self, run: Run, candidate: Candidate, usage: Usage) -> list[Item]:
-        """Summarize (asking ``candidate``), emit the compaction item (added, compacting,
-        done) and return the context the rounds go on with: the model view of the context
-        and that item."""
+        """Summarize (asking ``candidate``, with the request's ``summary_prompt`` if it has
+        one), emit the compaction item (added, compacting, done; its summary shown beside
+        its seal when ``summary_shown``) and return the context the rounds go on with: the
+        model view of the context and that item."""
         state = run.state
-        settings = summary_settings(state.settings)
+        asked = state.settings
         summary = await summarize(
-            candidate.backend, candidate.model, state.instructions, self._view, settings
+            candidate.backend,
+            candidate.model,
+            state.instructions,
+            self._view,
+            summary_settings(asked),
+            asked.summary_prompt or SUMMARY_PROMPT,
         )
         usage.add(summary.usage)
         item = compaction_item(self._sealer, self._tenant_id, summary.text)
+        if asked.summary_shown:
+            item[SHOWN] = summary.text
         output = run.state.output
         index = len(output)
         output.append(item)

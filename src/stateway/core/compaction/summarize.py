@@ -1,4 +1,5 @@
-"""One summarization call: the context plus :data:`~.prompt.SUMMARY_PROMPT`, no tools;
+"""One summarization call: the context plus :data:`~.prompt.SUMMARY_PROMPT` (or the prompt
+a request gives), no tools;
 cached and served as the request asked (its prompt cache key and options, service tier).
 
 The backend (a route's first candidate: a compaction does not fail over) is asked the
@@ -28,11 +29,11 @@ class Summary:
     usage: Usage = field(default_factory=Usage)
 
 
-def prompt_message() -> Item:
+def prompt_message(prompt: str = SUMMARY_PROMPT) -> Item:
     return {
         "type": MESSAGE,
         "role": "user",
-        "content": [{"type": "input_text", "text": SUMMARY_PROMPT}],
+        "content": [{"type": "input_text", "text": prompt}],
     }
 
 
@@ -55,14 +56,15 @@ async def summarize(
     instructions: str | None,
     items: list[Item],
     settings: GenerationSettings,
+    prompt: str = SUMMARY_PROMPT,
 ) -> Summary:
     """``model``'s summary of ``items`` (a model view), asked of ``backend`` with
-    ``settings`` (:func:`summary_settings`). Raises the backend's :class:`UpstreamError`
-    subclasses."""
+    ``settings`` (:func:`summary_settings`) and ``prompt`` as the last user message.
+    Raises the backend's :class:`UpstreamError` subclasses."""
     request = InferenceRequest(
         model=model,
         instructions=instructions,
-        items=[*items, prompt_message()],
+        items=[*items, prompt_message(prompt)],
         settings=settings,
         stream=False,
     )

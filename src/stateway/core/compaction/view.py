@@ -4,7 +4,9 @@
   ``developer`` and ``user`` messages that precede the *last* compaction item of the
   context (the ones a client keeps, as ``/responses/compact`` returns them), then that
   item's summary as a ``user`` message (:data:`~.prompt.SUMMARY_PREFIX` first), then
-  everything after it. Earlier compaction items were summarized into the last one. Tool
+  everything after it. Earlier compaction items were summarized into the last one. An
+  item that also shows its summary (``content``, beside its seal: a Messages
+  ``compaction`` block) must show the one sealed (:func:`~.sealed.signed_summary`). Tool
   outputs left without their call by this are left out too. ``additional_tools`` items
   are kept: their tools stay offered.
 - A ``reasoning`` item whose ``encrypted_content`` this gateway sealed
@@ -39,6 +41,9 @@ from stateway.core.tools.catalog import ADDITIONAL_TOOLS
 
 _KEPT_ROLES = frozenset({"system", "developer", "user"})
 ENCRYPTED = "encrypted_content"
+SHOWN = "content"
+"""A compaction item's summary in the clear, beside its seal (:attr:`~stateway.core.commands.
+GenerationSettings.summary_shown`; a Messages ``compaction`` block's ``content``)."""
 
 
 def model_view(
@@ -66,7 +71,7 @@ def model_view(
             continue
         if kind == sealed.COMPACTION:
             if index == last or index >= input_start:
-                text = sealed.unseal(sealer, kind, tenant_id, item.get(ENCRYPTED), param)
+                text = _summary(item, tenant_id, sealer, param)
                 if index == last:
                     out.append(summary_message(text, item.get("id")))
             continue
@@ -147,6 +152,15 @@ def kept_messages(items: list[Item]) -> list[Item]:
     summaries are not the client's): what ``/responses/compact`` returns before its
     compaction item."""
     return [item for item in items if item.get("type") == MESSAGE and item.get("role") == "user"]
+
+
+def _summary(item: Item, tenant_id: str, sealer: Sealer | None, param: str) -> str:
+    """A compaction item's summary: sealed, or shown beside its seal (``content``: a
+    Messages block's), the two then checked against each other."""
+    shown = item.get(SHOWN)
+    if isinstance(shown, str):
+        return sealed.signed_summary(sealer, tenant_id, item.get(ENCRYPTED), shown, param)
+    return sealed.unseal(sealer, sealed.COMPACTION, tenant_id, item.get(ENCRYPTED), param)
 
 
 def _needs_view(item: Item, sealer: Sealer | None) -> bool:

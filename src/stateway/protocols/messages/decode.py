@@ -28,8 +28,9 @@ gateway opens when the block comes back, so the model gets its reasoning again e
 the client was shown none of it.
 ``output_config.format`` (``json_schema``) -> the text format.
 ``context_management`` is accepted and has no effect: the context sent is the context
-used. Fields of features only Anthropic's servers have are ignored or refused as
-:mod:`.hosted_only` says. The backend's ``gateway_tools`` run in hidden rounds
+used. ``compaction`` (a compaction request) and ``compaction`` blocks sent back are
+:mod:`.compaction`'s. Fields of features only Anthropic's servers have are ignored or
+refused as :mod:`.hosted_only` says. The backend's ``gateway_tools`` run in hidden rounds
 (:mod:`stateway.core.hidden`).
 """
 
@@ -44,6 +45,7 @@ from stateway.core.commands import CountTokens, CreateResponse, GenerationSettin
 from stateway.core.compaction.reasoning_output import INCLUDE_ENCRYPTED
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
+from stateway.protocols.messages import compaction
 from stateway.protocols.messages.client_tools import CLIENT_TOOLS, function_of
 from stateway.protocols.messages.content import decode_conversation, decode_system
 from stateway.protocols.messages.errors import field_error
@@ -79,7 +81,7 @@ def decode_messages(
     check_hosted_only(body)
     declared = body.tools is not None or body.mcp_servers is not None
     thread = decode_thread(body.thread, tools_given=declared)
-    command = _command(body, max_input_items, thread)
+    command = _command(body, max_input_items, thread, compacting=body.compaction is not None)
     settings = command.settings
     settings.max_output_tokens = body.max_tokens
     settings.temperature, settings.top_p, settings.top_k = body.temperature, body.top_p, body.top_k
@@ -96,6 +98,9 @@ def decode_messages(
     else:
         check_budget(settings, body.max_tokens)
     command.stream = bool(body.stream)
+    settings.summary_shown = True  # a compaction block shows its summary
+    if body.compaction is not None:
+        compaction.request_compaction(command, body)
     return command
 
 
@@ -104,23 +109,34 @@ def decode_count_tokens(raw: bytes, *, max_input_items: int | None = None) -> Co
 
 
 def _command(
-    body: CountTokensBody, max_input_items: int | None, thread: ThreadTurn | None = None
+    body: CountTokensBody,
+    max_input_items: int | None,
+    thread: ThreadTurn | None = None,
+    *,
+    compacting: bool = False,
 ) -> CreateResponse:
     """``thread``: a thread's turn, whose system leads the context apart from its items
-    (:mod:`.threads`), and which is stored."""
+    (:mod:`.threads`), and which is stored. ``compacting``: a compaction request
+    (:mod:`.compaction`)."""
     if not body.messages:
         raise field_error(
             "messages",
             "at least one message is required.",
             code="missing_required_parameter",
         )
-    continued = thread is not None and thread.previous_response_id is not None
+    if compacting:
+        compaction.check_finished(body.messages)
+    messages, summary = compaction.split_block(body.messages)
     if thread is None:
-        items = decode_conversation(body.system, body.messages)
+        items = decode_conversation(body.system, messages)
     else:
-        items = decode_conversation(None, body.messages, continued=continued)
+        continued = thread.previous_response_id is not None
+        items = decode_conversation(None, messages, continued=continued)
         thread.system = None if body.system is None else decode_system(body.system)
+    items = compaction.placed(items, summary)
     if all(item.get("role") == "system" for item in items):  # every turn's content empty
+        if compacting:
+            raise compaction.nothing_to_summarize()
         raise field_error(
             "messages",
             "all messages must have non-empty content except for the optional final "
@@ -163,6 +179,7 @@ def _validated(raw: bytes, model: type[Body], max_input_items: int | None) -> Bo
         raise _too_many(len(messages), limit)
     for key, value in data.items():
         check_nesting(value, key)
+    compaction.check_system(data.get("system"))
     try:
         return model.model_validate(data, strict=True)
     except pydantic.ValidationError as exc:

@@ -7,14 +7,18 @@ declared web search, a ``web_search_result_location`` for each ``url_citation`` 
 of the searches shown: one block lists every hit its text names), a
 reasoning item ``thinking`` (its ``encrypted_content`` as the ``signature``: the
 upstream's, else the gateway's seal; its text left out when the client asked for
-``display: "omitted"``) or ``redacted_thinking``, a function call ``tool_use``. The
+``display: "omitted"``) or ``redacted_thinking``, a function call ``tool_use``, a
+compaction item ``compaction`` (its summary as ``content``, its seal as ``signature``:
+:mod:`.compaction`). The
 calls of the gateway's own tools that the client declared (web search, MCP servers) are
 shown as Anthropic shows its server tools (:mod:`.server_tools`), searches counted in
 ``usage.server_tool_use.web_search_requests``; other items only the gateway acts on (the
 calls of a backend's ``gateway_tools``) are not shown.
 
-``stop_reason``: an Anthropic upstream's own as it came, with its ``stop_details``, when
-it ended the response (``model_context_window_exceeded``, ``pause_turn``, ``refusal``);
+``stop_reason``: ``compaction`` when the output ends with a compaction block (a
+compaction request's only block); an Anthropic upstream's own as it came, with its
+``stop_details``, when it ended the response (``model_context_window_exceeded``,
+``pause_turn``, ``refusal``);
 else ``max_tokens`` when the output was cut at the limit, or when none was asked for
 (``max_tokens: 0``, a prewarm), ``refusal`` when filtered,
 ``pause_turn`` when the gateway's tool rounds ran out, ``stop_sequence`` when a stop
@@ -29,6 +33,8 @@ from typing import Any, Final
 
 import orjson
 
+from stateway.core.compaction.sealed import COMPACTION
+from stateway.core.compaction.view import SHOWN
 from stateway.core.hidden import client_calls
 from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
 from stateway.core.reasoning import thinking_of
@@ -104,6 +110,8 @@ def content_blocks(
     if kind == FUNCTION_CALL:
         cut = item.get("status") == "incomplete"
         return [{**tool_use_start(item), "input": tool_input(item.get("arguments") or "", cut)}]
+    if kind == COMPACTION:
+        return [compaction_block(item)]
     if shown.shows(item):
         return server_tools.blocks(item)
     return []
@@ -142,6 +150,15 @@ def thinking_block(item: Item, omitted: bool) -> dict[str, Any]:
     return {"type": "thinking", "thinking": text, "signature": thinking.seal or ""}
 
 
+def compaction_block(item: Item, content: bool = True) -> dict[str, Any]:
+    """A compaction item as its block: the summary shown as ``content`` (None when not
+    ``content``: a stream's start, the summary following as its delta) and its seal as the
+    ``signature``, which a later request sends back with it (no ``encrypted_content`` or
+    ``tool_changes``: the gateway computes neither)."""
+    summary = item.get(SHOWN) if content else None
+    return {"type": COMPACTION, "content": summary, "signature": item.get("encrypted_content")}
+
+
 def tool_use_start(item: Item) -> dict[str, Any]:
     return {"type": "tool_use", "id": item.get("call_id"), "name": item.get("name"), "input": {}}
 
@@ -161,6 +178,8 @@ def tool_input(arguments: str, cut: bool = False) -> dict[str, Any]:
 
 
 def stop_reason(state: ResponseState) -> str:
+    if state.output and state.output[-1].get("type") == COMPACTION:  # nothing sampled after
+        return "compaction"
     if state.settings.max_output_tokens == 0:  # a prewarm: at its limit before it began
         return "max_tokens"
     if state.status == "incomplete":

@@ -32,13 +32,18 @@ says the prompt fits but not with the output tokens asked for, as Anthropic word
 asks again for fewer output tokens. A thinking
 block's signature the gateway sealed that does not open (the core's
 ``invalid_encrypted_content``) is worded as Anthropic words an invalid signature.
+
+A compaction's errors (:data:`COMPACTION_CODES`: a misplaced or ambiguous block, one whose
+signature does not verify or whose content differs from it, nothing to summarize, an
+unfinished turn) carry their code as ``error.details.error_code``, as Anthropic's do: the
+SDK raises its class for that code (``CompactionBlockMisplacedError``, ...).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from stateway.core.compaction.sealed import INVALID_CODE
+from stateway.core.compaction.sealed import CONTENT_MISMATCH, INVALID_CODE, SIGNATURE_INVALID
 from stateway.core.errors import (
     CONTEXT_LENGTH_EXCEEDED,
     PROMPT_TOO_LONG,
@@ -64,6 +69,18 @@ _TYPES: Final = {
     529: "overloaded_error",
 }
 _OVERLOADED_CODES: Final = frozenset({"overloaded", "upstream_overloaded"})
+COMPACTION_CODES: Final = frozenset(
+    {
+        "compaction_block_misplaced",
+        "compaction_block_ambiguous",
+        "compaction_nothing_to_summarize",
+        "compaction_incomplete_turn",
+        SIGNATURE_INVALID,
+        CONTENT_MISMATCH,
+    }
+)
+"""Error codes answered with ``error.details.error_code`` (:mod:`.compaction`'s, and the
+core's for a compaction block's signature)."""
 
 
 OVERLOADED_STATUS: Final = 529
@@ -86,6 +103,15 @@ _INVALID_SIGNATURE: Final = (
 )
 
 
+_COMPACTION_WORDS: Final = {
+    SIGNATURE_INVALID: "messages: Invalid `signature` in `compaction` block: it was not made "
+    "by this gateway for this organization, or it was altered.",
+    CONTENT_MISMATCH: "messages: the `content` of the `compaction` block differs from the "
+    "summary its `signature` records; send the block back as it was returned.",
+}
+"""The core's words for a compaction item's seal, as a Messages client sent it: a block."""
+
+
 def encode_error(error: GatewayError) -> dict[str, Any]:
     if error.code in THREAD_CODES:  # the SDK picks its error class by this code
         body = error_body(error_type(error.status), error.message)
@@ -93,6 +119,9 @@ def encode_error(error: GatewayError) -> dict[str, Any]:
         return body
     if isinstance(error, InvalidRequest) and error.code == INVALID_CODE:
         return error_body("invalid_request_error", _INVALID_SIGNATURE)
+    if isinstance(error, InvalidRequest) and error.code in COMPACTION_CODES:
+        message = _COMPACTION_WORDS.get(error.code, error.message)
+        return error_body("invalid_request_error", message, {"error_code": error.code})
     if error.code == CONTEXT_LENGTH_EXCEEDED:
         return error_body("invalid_request_error", _too_long(error))
     if error.status == 503 and not isinstance(error, Overloaded | UpstreamUnavailable):
@@ -118,8 +147,13 @@ def _too_long(error: GatewayError) -> str:
     return f"{PROMPT_TOO_LONG}: {error.message}"
 
 
-def error_body(kind: str, message: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": kind, "message": message}}
+def error_body(kind: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``details``: what names the cause for the SDK (``{"error_code": ...}``), from which
+    it picks the error's class."""
+    error: dict[str, Any] = {"type": kind, "message": message}
+    if details is not None:
+        error["details"] = details
+    return {"type": "error", "error": error}
 
 
 def stream_error(error: dict[str, Any] | None) -> dict[str, Any]:

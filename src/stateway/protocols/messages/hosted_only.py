@@ -4,21 +4,19 @@ does with each: ignore it where the answer is the one asked for without it, refu
 
 Refused:
 
-- ``compaction`` (a compaction request: the answer is to be only a ``compaction`` block
-  summarizing ``messages``; ignored, the conversation would be answered instead).
-  ``/count_tokens`` ignores it, as Anthropic does.
 - ``fallbacks`` as a list of models (a retry on other models when the model declines):
   what Anthropic answers for a model without server-side fallback. ``"default"`` runs on
   the requested model alone, as Anthropic runs such a model, and is taken.
 - ``billing_policy.bill_to: "user_profile"`` (bill the customer behind a user profile,
   the request refused rather than billed to the caller when that cannot be done).
 
-``thread`` (server-held conversation state) is served: :mod:`.threads`.
-
 Ignored, the answer being the same: ``speed``, ``inference_geo``, ``diagnostics`` (the
 answer has no ``diagnostics``), ``fallback_credit_token``, ``billing_policy``
 ``bill_to: "self"``, ``container`` (no code execution runs here), ``output_config``
 ``task_budget``.
+
+Served by the gateway itself: ``thread`` (server-held conversation state,
+:mod:`.threads`) and ``compaction`` (:mod:`.compaction`).
 """
 
 from __future__ import annotations
@@ -29,12 +27,6 @@ from stateway.protocols.messages.request import MessagesBody
 
 def check_hosted_only(body: MessagesBody) -> None:
     """Refuse the fields of hosted features that ignoring would answer another request."""
-    if body.compaction is not None:
-        raise field_error(
-            "compaction",
-            "compaction requests are not supported; send the conversation, or a summary "
-            "of your own, in messages.",
-        )
     if isinstance(body.fallbacks, list) and body.fallbacks:
         raise field_error(
             "fallbacks",

@@ -165,6 +165,20 @@ class RedactedThinkingBlock(_Wire):
     data: str
 
 
+class CompactionBlock(_Wire):
+    """A compaction's summary sent back, first in ``messages``, in place of what it
+    summarized (:mod:`stateway.protocols.messages.compaction`). ``content`` None: a failed
+    compaction, a no-op. ``encrypted_content`` and ``tool_changes`` are taken and ignored:
+    the gateway's blocks carry neither."""
+
+    type: Literal["compaction"]
+    content: str | None = Field(default=None, min_length=1)
+    signature: str | None = None
+    encrypted_content: str | None = None
+    tool_changes: list[dict[str, Any]] | None = None
+    cache_control: dict[str, Any] | None = None
+
+
 Block = Annotated[
     TextBlock
     | ImageBlock
@@ -177,7 +191,8 @@ Block = Annotated[
     | ServerToolUseBlock
     | WebSearchToolResultBlock
     | McpToolUseBlock
-    | McpToolResultBlock,
+    | McpToolResultBlock
+    | CompactionBlock,
     Field(discriminator="type"),
 ]
 BLOCK_TYPES = frozenset(
@@ -195,6 +210,7 @@ BLOCK_TYPES = frozenset(
         "search_result",
         "mcp_tool_use",
         "mcp_tool_result",
+        "compaction",
     }
 )
 

@@ -13,7 +13,9 @@ shown that the text names, once the text is done;
 ``signature_delta`` before a signed thinking block stops) and ``content_block_stop``; a
 call of a gateway tool the client declared (web search, an MCP server), once it has run,
 as its use block (its input in one ``input_json_delta``) and its result block
-(:mod:`.server_tools`); at the end ``message_delta`` (stop reason, cumulative usage) and
+(:mod:`.server_tools`); a compaction, once summarized, as its ``compaction`` block
+(``content`` null, its ``signature``), one ``compaction_delta`` with the summary and its
+``content_block_stop``; at the end ``message_delta`` (stop reason, cumulative usage) and
 ``message_stop`` — or, for a response that failed, one ``error`` event and no
 ``message_stop`` (nor a ``content_block_stop`` for the block it cut off). Blocks are
 numbered in the order they start; items the client does not see (the gateway's own tool
@@ -30,6 +32,8 @@ from typing import Any, Final
 import orjson
 
 from stateway.core import events as ev
+from stateway.core.compaction.sealed import COMPACTION
+from stateway.core.compaction.view import SHOWN
 from stateway.core.errors import GatewayError
 from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING
 from stateway.core.reasoning import thinking_of
@@ -40,6 +44,7 @@ from stateway.protocols.messages import server_tools
 from stateway.protocols.messages.encode import (
     REFUSAL_BREAK,
     citations,
+    compaction_block,
     encode_usage,
     stop_fields,
     thinking_hidden,
@@ -179,8 +184,24 @@ class MessagesStream:
             return b""
         return frame({"type": "content_block_delta", "index": index, "delta": delta})
 
+    def _compaction(self, item: dict[str, Any]) -> bytes:
+        """A finished compaction: its block (with its signature), its summary as one
+        ``compaction_delta``, its stop."""
+        index = self._next()
+        delta = {"type": "compaction_delta", "content": item.get(SHOWN), "encrypted_content": None}
+        block = compaction_block(item, content=False)
+        return b"".join(
+            [
+                frame({"type": "content_block_start", "index": index, "content_block": block}),
+                frame({"type": "content_block_delta", "index": index, "delta": delta}),
+                frame({"type": "content_block_stop", "index": index}),
+            ]
+        )
+
     def _stop(self, output_index: int, item: dict[str, Any]) -> bytes:
         index = self._blocks.get(output_index)
+        if index is None and item.get("type") == COMPACTION:
+            return self._compaction(item)
         if index is None:
             if self._shown.shows(item):
                 if self._results is not None:
