@@ -196,6 +196,9 @@ def _add_message(builder: ConversationBuilder, message: dict[str, Any]) -> None:
             texts.append(f"<{kind}>")
         elif kind == "search_result":
             texts.append(content_text([block]))
+    if texts and texts[-1] in SUMMARY_PROMPTS:  # the prompt after the user's turn, merged
+        builder.message(role, "".join(texts[:-1]))
+        texts = texts[-1:]
     if texts or role != "assistant":
         builder.message(role, "".join(texts))
 
