@@ -200,7 +200,6 @@ def test_max_tokens_0_is_a_prewarm(claude: Anthropic, keyed_upstream: str, send:
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("compaction", {"type": "summarize"}),
         ("fallbacks", [{"model": "claude-other"}]),
     ],
 )

@@ -222,3 +222,18 @@ def test_kept_messages_are_the_user_messages() -> None:
         message("user", "u2"),
     ]
     assert [text_of(item) for item in kept_messages(items)] == ["u1", "u2"]
+
+
+def test_a_summary_shown_beside_its_seal_must_be_the_one_sealed() -> None:
+    shown = {**compaction("the summary"), "content": "the summary"}
+    view = model_view([shown, message("user", "go on")], TENANT, SEALER, 0)
+    assert text_of(view[0]) == SUMMARY_PREFIX + "the summary"
+    cases = [
+        ({**shown, "content": "another summary"}, sealed.CONTENT_MISMATCH),
+        ({**compaction("the summary", "t2"), "content": "the summary"}, sealed.SIGNATURE_INVALID),
+        ({**shown, "encrypted_content": None}, sealed.SIGNATURE_INVALID),
+    ]
+    for item, code in cases:
+        with pytest.raises(InvalidRequest) as refused:
+            model_view([item, message("user", "go on")], TENANT, SEALER, 0)
+        assert (refused.value.code, refused.value.param) == (code, "input[0].encrypted_content")

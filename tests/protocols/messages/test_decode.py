@@ -790,7 +790,6 @@ def test_a_tool_choice_of_a_tool_without_its_name_is_a_missing_field() -> None:
 @pytest.mark.parametrize(
     ("fields", "named"),
     [
-        ({"compaction": {"type": "summarize"}}, "compaction"),
         ({"fallbacks": [{"model": "other"}]}, "fallbacks"),
         (
             {"billing_policy": {"type": "billing_policy", "bill_to": "user_profile"}},

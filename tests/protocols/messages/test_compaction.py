@@ -1,0 +1,206 @@
+"""Messages compaction: requests and blocks sent back decoded, the block encoded (checked
+with the SDK's beta types), and each refusal's ``error.details.error_code``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
+from pydantic import TypeAdapter
+
+from stateway.core import events as ev
+from stateway.core.commands import GenerationSettings
+from stateway.core.compaction.prompt import STANDALONE_SUMMARY_PROMPT
+from stateway.core.compaction.sealed import CONTENT_MISMATCH, SIGNATURE_INVALID
+from stateway.core.errors import InvalidRequest
+from stateway.core.response import ResponseState
+from stateway.core.usage import Usage
+from stateway.protocols.messages import compaction
+from stateway.protocols.messages.decode import decode_count_tokens, decode_messages
+from stateway.protocols.messages.encode import encode_message
+from stateway.protocols.messages.errors import COMPACTION_CODES, encode_error
+from stateway.protocols.messages.stream import MessagesStream
+
+EVENTS: TypeAdapter[Any] = TypeAdapter(BetaRawMessageStreamEvent)
+BLOCK = {"type": "compaction", "content": "the summary", "signature": "sw1.seal"}
+HISTORY = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+
+
+def body(**fields: Any) -> bytes:
+    return orjson.dumps({"model": "m", "max_tokens": 100, "messages": HISTORY, **fields})
+
+
+def refused(raw: bytes) -> InvalidRequest:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_messages(raw)
+    return caught.value
+
+
+def test_a_compaction_request_is_the_conversation_and_a_trigger() -> None:
+    command = decode_messages(body(compaction={"type": "summarize"}))
+    assert [item["type"] for item in command.input] == ["message", "message", "compaction_trigger"]
+    assert command.settings.summary_prompt == STANDALONE_SUMMARY_PROMPT
+    assert command.settings.summary_shown is True
+    asked = decode_messages(body(compaction={"type": "summarize", "instructions": "be short"}))
+    assert asked.settings.summary_prompt == "be short"
+    blank = decode_messages(body(compaction={"type": "summarize", "instructions": " \n"}))
+    assert blank.settings.summary_prompt == STANDALONE_SUMMARY_PROMPT
+
+
+def test_a_block_sent_back_becomes_a_compaction_item_after_the_system_text() -> None:
+    messages = [{"role": "user", "content": [BLOCK, {"type": "text", "text": "go on"}]}]
+    command = decode_messages(body(system="rules", messages=messages))
+    system, item, turn = command.input
+    assert system["role"] == "system"
+    assert (item["type"], item["encrypted_content"], item["content"]) == (
+        "compaction",
+        "sw1.seal",
+        "the summary",
+    )
+    assert turn["content"] == [{"type": "input_text", "text": "go on"}]
+    alone = [{"role": "assistant", "content": [BLOCK]}, {"role": "user", "content": "next"}]
+    assert [i["type"] for i in decode_messages(body(messages=alone)).input] == [
+        "compaction",
+        "message",
+    ]
+    counted = decode_count_tokens(body(messages=alone, compaction={"type": "summarize"}))
+    assert [i["type"] for i in counted.request.input] == ["compaction", "message"]
+
+
+def test_a_block_without_content_is_dropped_wherever_it_is() -> None:
+    failed = {"type": "compaction", "content": None}
+    messages = [*HISTORY, {"role": "user", "content": [failed, {"type": "text", "text": "x"}]}]
+    command = decode_messages(body(messages=messages))
+    assert [item["type"] for item in command.input] == ["message"] * 3
+
+
+@pytest.mark.parametrize(
+    ("fields", "code", "param"),
+    [
+        ({"messages": [*HISTORY, {"role": "user", "content": [BLOCK]}]}, "misplaced", "2.0"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}, BLOCK]}]},
+            "misplaced",
+            "0.1",
+        ),
+        ({"messages": [{"role": "system", "content": [BLOCK]}, *HISTORY]}, "misplaced", "0.0"),
+        ({"messages": [{"role": "user", "content": [BLOCK, BLOCK]}]}, "ambiguous", "0.1"),
+        (
+            {
+                "messages": [{"role": "user", "content": [{"type": "compaction"}]}],
+                "compaction": {"type": "summarize"},
+            },
+            "nothing_to_summarize",
+            None,
+        ),
+        (
+            {
+                "messages": [
+                    HISTORY[0],
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+                    },
+                ],
+                "compaction": {"type": "summarize"},
+            },
+            "incomplete_turn",
+            None,
+        ),
+    ],
+)
+def test_refusals_carry_their_code(fields: dict[str, Any], code: str, param: str | None) -> None:
+    error = refused(body(**fields))
+    assert error.code == f"compaction_{'block_' if param else ''}{code}"
+    if param is not None:
+        assert error.param == f"messages.{param.replace('.', '.content.')}"
+    wire = encode_error(error)["error"]
+    assert wire["details"] == {"error_code": error.code}
+    assert wire["type"] == "invalid_request_error"
+
+
+def test_a_block_in_the_system_field_is_misplaced() -> None:
+    error = refused(body(system=[{"type": "text", "text": "x"}, BLOCK]))
+    assert (error.code, error.param) == (compaction.MISPLACED, "system.1")
+
+
+def test_compaction_with_context_management_or_another_type_is_refused() -> None:
+    both = refused(body(compaction={"type": "summarize"}, context_management={"edits": []}))
+    assert (both.param, both.code) == ("compaction", "invalid_value")
+    assert "details" not in encode_error(both)["error"]
+    other = refused(body(compaction={"type": "other"}))
+    assert other.param == "compaction.type"
+
+
+def test_the_cores_seal_errors_are_worded_for_a_block() -> None:
+    assert {SIGNATURE_INVALID, CONTENT_MISMATCH, compaction.MISPLACED} <= COMPACTION_CODES
+    for code in (SIGNATURE_INVALID, CONTENT_MISMATCH):
+        wire = encode_error(InvalidRequest("x", param="input[0].encrypted_content", code=code))
+        assert wire["error"]["message"].startswith("messages: ")
+        assert "`compaction` block" in wire["error"]["message"]
+        assert wire["error"]["details"] == {"error_code": code}
+
+
+ITEM = {
+    "id": "cmp_1",
+    "type": "compaction",
+    "encrypted_content": "sw1.seal",
+    "content": "the summary",
+}
+
+
+def compacted() -> ResponseState:
+    return ResponseState(
+        id="resp_1",
+        tenant_id="t",
+        created_at=0.0,
+        model="m",
+        instructions=None,
+        previous_response_id=None,
+        store=False,
+        settings=GenerationSettings(summary_shown=True),
+        status="completed",
+        output=[dict(ITEM)],
+        usage=Usage(10, 4),
+    )
+
+
+def test_a_compaction_answers_with_its_block_alone() -> None:
+    message = BetaMessage.model_validate(encode_message(compacted()))
+    assert message.stop_reason == "compaction"
+    [block] = message.content
+    assert block.type == "compaction"
+    assert (block.content, block.signature) == ("the summary", "sw1.seal")
+
+
+def test_a_compaction_streams_its_block_then_its_summary() -> None:
+    state = compacted()
+    stream = MessagesStream()
+    events = [
+        ev.ResponseCreated(state),
+        ev.ItemAdded(0, {"id": "cmp_1", "type": "compaction"}),
+        ev.Compacting(0, "cmp_1"),
+        ev.ItemDone(0, dict(ITEM)),
+        ev.ResponseFinished(state),
+    ]
+    raw = b"".join(stream.encode(event) for event in events)
+    frames = [
+        EVENTS.validate_python(orjson.loads(line[6:]))
+        for line in raw.split(b"\n")
+        if line.startswith(b"data: ") and b'"ping"' not in line
+    ]
+    assert [frame.type for frame in frames] == [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+    start, delta = frames[1], frames[2]
+    assert start.content_block.type == "compaction"
+    assert start.content_block.signature == "sw1.seal"
+    assert (delta.delta.type, delta.delta.content) == ("compaction_delta", "the summary")
+    assert frames[4].delta.stop_reason == "compaction"
