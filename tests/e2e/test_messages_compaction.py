@@ -282,3 +282,47 @@ def test_another_tenants_block_is_refused(upstream: str, tmp_path: Path) -> None
                 create(bob, later)
             answer = create(alice, later)
             assert SUMMARY_PREFIX + block["content"] in answer.content[0].text
+
+
+def autocompact(value: int, **fields: Any) -> dict[str, Any]:
+    edit = {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": value}}
+    return {"edits": [{"type": "clear_thinking_20251015"}, edit | fields]}
+
+
+@pytest.mark.parametrize("send", SEND)
+def test_the_autocompact_edit_compacts_first_past_its_trigger(
+    claude: Anthropic, upstream: str, send: Any
+) -> None:
+    clear(upstream)
+    edits = autocompact(1, instructions="[[echo]]")  # added to the prompt: the fake echoes
+    answer = send(claude, HISTORY, context_management=edits)
+    assert [block.type for block in answer.content] == ["compaction", "text"]
+    assert answer.stop_reason == "end_turn"
+    block = answer.content[0]
+    assert "user: my name is Ada" in block.content.splitlines()
+    summarized, answered = upstream_log(upstream)
+    assert user_texts(summarized["body"])[-1] == STANDALONE_SUMMARY_PROMPT + "\n\n[[echo]]"
+    assert user_texts(answered["body"])[-1] == SUMMARY_PREFIX + block.content
+    # sent back first, with the answer after it, the block stands for the conversation
+    clear(upstream)
+    later = [
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in answer.content]},
+        {"role": "user", "content": "[[echo]]"},
+    ]
+    assert send(claude, later).stop_reason == "end_turn"
+    [sent] = upstream_log(upstream)
+    assert user_texts(sent["body"]) == [SUMMARY_PREFIX + block.content, "[[echo]]"]
+
+
+def test_the_autocompact_edit_pauses_or_waits_for_its_trigger(
+    claude: Anthropic, upstream: str
+) -> None:
+    clear(upstream)
+    paused = create(claude, HISTORY, context_management=autocompact(1, pause_after_compaction=True))
+    assert block_of(paused)["content"].startswith(SUMMARY_HEADING)
+    assert len(upstream_log(upstream)) == 1
+    below = create(claude, HISTORY, context_management=autocompact(100_000))
+    assert [block.type for block in below.content] == ["text"]
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        create(claude, HISTORY, context_management=autocompact(0))
+    assert caught.value.api_message.startswith("context_management.edits.1.trigger:")  # type: ignore[union-attr]

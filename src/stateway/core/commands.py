@@ -94,7 +94,8 @@ class GenerationSettings:
     """Chat's ``seed``: sampling made repeatable, where the upstream can (Chat upstreams)."""
     context_management: list[dict[str, Any]] = field(default_factory=list)
     """Normalized ``context_management`` entries (``{"type": "compaction",
-    "compact_threshold": N | None}``): see :mod:`stateway.core.compaction`."""
+    "compact_threshold": N | None}``, and Messages' ``"pause_after_compaction": bool``):
+    see :mod:`stateway.core.compaction`."""
     prompt_cache_options: dict[str, Any] | None = None
     """``prompt_cache_options`` (``mode``, ``ttl``) of Chat, or of Responses (without its
     ``prewarm``, the gateway's own, and ``comparison_response_id``): sent where

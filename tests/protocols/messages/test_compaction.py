@@ -204,3 +204,23 @@ def test_a_compaction_streams_its_block_then_its_summary() -> None:
     assert start.content_block.signature == "sw1.seal"
     assert (delta.delta.type, delta.delta.content) == ("compaction_delta", "the summary")
     assert frames[4].delta.stop_reason == "compaction"
+
+
+def test_the_autocompact_edit_is_the_gateways_compaction_threshold() -> None:
+    edit = {
+        "type": "compact_20260112",
+        "trigger": {"type": "input_tokens", "value": 5000},
+        "pause_after_compaction": True,
+        "instructions": "keep names",
+    }
+    command = decode_messages(body(context_management={"edits": [edit]}))
+    assert command.settings.context_management == [
+        {"type": "compaction", "compact_threshold": 5000, "pause_after_compaction": True}
+    ]
+    assert command.settings.summary_prompt == STANDALONE_SUMMARY_PROMPT + "\n\nkeep names"
+    default = decode_messages(body(context_management={"edits": [{"type": "compact_20260112"}]}))
+    assert default.settings.context_management[0]["compact_threshold"] is None
+    others = decode_messages(body(context_management={"edits": [{"type": "clear_thinking"}]}))
+    assert others.settings.context_management == []
+    bad = refused(body(context_management={"edits": [{**edit, "trigger": {"value": 5}}]}))
+    assert bad.param == "context_management.edits.0.trigger"

@@ -18,6 +18,8 @@ A threshold is ``compact_threshold`` when given, else 80% of the context window 
 smallest any capable candidate declares: ``capabilities.context_window``, by default its
 backend's ``context_window``); without either there is no automatic compaction. It is checked once,
 when the response starts, against the estimate (:mod:`stateway.core.token_estimate`).
+An entry with ``pause_after_compaction`` (Messages' autocompact edit) makes its
+compaction the whole output, as a trigger does.
 """
 
 from __future__ import annotations
@@ -139,7 +141,8 @@ class Compaction:
             threshold is not None
             and estimate_context(command.instructions, view, settings.tools) >= threshold
         ):
-            step = CompactionStep(self.sealer, tenant_id, context, view, alone=trigger)
+            alone = trigger or _paused(settings.context_management)
+            step = CompactionStep(self.sealer, tenant_id, context, view, alone=alone)
             return view, step, None
         if settings.truncation != "auto" or window is None:
             return view, None, None
@@ -223,6 +226,12 @@ def compact_threshold(entries: list[dict[str, object]], window: int | None) -> i
             return threshold
         return int(window * DEFAULT_THRESHOLD) if window is not None else None
     return None
+
+
+def _paused(entries: list[dict[str, object]]) -> bool:
+    """Whether a ``context_management`` compaction ends the response (Messages'
+    ``pause_after_compaction``): its compaction item is then the whole output."""
+    return any(entry.get("pause_after_compaction") is True for entry in entries)
 
 
 def _prior(command: CreateResponse) -> str:

@@ -24,6 +24,11 @@
   taken and ignored: the gateway's blocks carry neither (their docstrings: opaque
   metadata, absent when the server did not compute tool changes).
 
+- The ``compact_20260112`` edit of ``context_management`` (:func:`autocompact`): the
+  gateway's ``context_management`` compaction, at the edit's ``trigger``; the answer's
+  ``compaction`` block comes first, then the answer from the summary, or nothing more
+  with ``pause_after_compaction`` (``stop_reason: "compaction"``).
+
 Each of these errors carries its code as ``error.details.error_code``, from which the SDK
 picks its error class (:mod:`.errors`).
 """
@@ -151,6 +156,47 @@ def request_compaction(command: CreateResponse, body: MessagesBody) -> None:
     blank = instructions is None or not instructions.strip()
     settings.summary_prompt = STANDALONE_SUMMARY_PROMPT if blank else instructions
     command.input.append({"type": sealed.COMPACTION_TRIGGER})
+
+
+AUTOCOMPACT: Final = "compact_20260112"
+
+
+def autocompact(command: CreateResponse, context_management: dict[str, Any] | None) -> None:
+    """The ``compact_20260112`` edit of ``context_management`` as the gateway's
+    ``context_management`` compaction: past ``trigger.value`` input tokens (by the
+    gateway's estimate; without a trigger, its default: 80% of the model's context window,
+    when one is known) the response first compacts, its block first, then answers from the
+    summary, or stops there (``pause_after_compaction``); ``instructions`` are added to
+    the prompt. The other edits have no effect."""
+    edits = (context_management or {}).get("edits")
+    if not isinstance(edits, list):
+        return
+    for index, edit in enumerate(edits):
+        if not isinstance(edit, dict) or edit.get("type") != AUTOCOMPACT:
+            continue
+        where = f"context_management.edits.{index}"
+        trigger = edit.get("trigger")
+        threshold = trigger.get("value") if isinstance(trigger, dict) else None
+        if trigger is not None and (
+            not isinstance(trigger, dict)
+            or trigger.get("type") != "input_tokens"
+            or not isinstance(threshold, int)
+            or threshold < 1
+        ):
+            raise field_error(
+                f"{where}.trigger", 'expected {"type": "input_tokens", "value": N}, N >= 1.'
+            )
+        pause = edit.get("pause_after_compaction", False)
+        if not isinstance(pause, bool):
+            raise field_error(f"{where}.pause_after_compaction", "expected a boolean.")
+        entry = {"type": sealed.COMPACTION, "compact_threshold": threshold}
+        command.settings.context_management = [entry | {"pause_after_compaction": pause}]
+        added = edit.get("instructions")
+        if isinstance(added, str) and added.strip():
+            command.settings.summary_prompt = f"{STANDALONE_SUMMARY_PROMPT}\n\n{added}"
+        else:
+            command.settings.summary_prompt = STANDALONE_SUMMARY_PROMPT
+        return
 
 
 def _misplaced(param: str) -> InvalidRequest:

@@ -27,11 +27,11 @@ block the model's reasoning becomes is signed: unless the upstream signed it
 gateway opens when the block comes back, so the model gets its reasoning again even when
 the client was shown none of it.
 ``output_config.format`` (``json_schema``) -> the text format.
-``context_management`` is accepted and has no effect: the context sent is the context
-used. ``compaction`` (a compaction request) and ``compaction`` blocks sent back are
-:mod:`.compaction`'s. Fields of features only Anthropic's servers have are ignored or
-refused as :mod:`.hosted_only` says. The backend's ``gateway_tools`` run in hidden rounds
-(:mod:`stateway.core.hidden`).
+``context_management`` is accepted, its ``compact_20260112`` edit the gateway's
+compaction, its other edits without effect; ``compaction`` (a compaction request) and
+``compaction`` blocks sent back are :mod:`.compaction`'s too. Fields of features only
+Anthropic's servers have are ignored or refused as :mod:`.hosted_only` says. The backend's
+``gateway_tools`` run in hidden rounds (:mod:`stateway.core.hidden`).
 """
 
 from __future__ import annotations
@@ -101,6 +101,8 @@ def decode_messages(
     settings.summary_shown = True  # a compaction block shows its summary
     if body.compaction is not None:
         compaction.request_compaction(command, body)
+    else:
+        compaction.autocompact(command, body.context_management)
     return command
 
 
