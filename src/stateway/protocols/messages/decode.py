@@ -129,10 +129,10 @@ def _command(
     if compacting:
         compaction.check_finished(body.messages)
     messages, summary = compaction.split_block(body.messages)
+    continued = thread is not None and thread.previous_response_id is not None
     if thread is None:
         items = decode_conversation(body.system, messages)
     else:
-        continued = thread.previous_response_id is not None
         items = decode_conversation(None, messages, continued=continued)
         thread.system = None if body.system is None else decode_system(body.system)
     items = compaction.placed(items, summary)
