@@ -140,7 +140,7 @@ class Lanes(Generic[W]):
         request each lane has taken up is cancelled where it waits (a frame admitted to
         an idle lane just before, whose task has not begun yet, is taken up all the
         same), so work that must outlive the connection shields itself (a create's start:
-        :meth:`Session._started <stateway.surfaces.websocket.session.Session._started>`)."""
+        :func:`~stateway.surfaces.websocket.starts.started`)."""
         if self.stopped:
             return
         self.stopped = True

@@ -34,18 +34,15 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 import orjson
 
-from stateway.core.commands import WatchResponse
 from stateway.core.errors import (
     CredentialRevoked,
     GatewayError,
-    IdempotencyKeyReused,
     InternalError,
     InvalidRequest,
 )
 from stateway.core.exactly_once import fingerprint
 from stateway.core.loop import ended_steered
 from stateway.core.principal import Principal
-from stateway.core.runs import Run
 from stateway.core.watch import LiveWatch, Watch
 from stateway.protocols.responses.frames import (
     CreateFrame,
@@ -61,8 +58,9 @@ from stateway.surfaces.auth.authenticator import current_principal
 from stateway.surfaces.auth.revocation import RevocationWatch
 from stateway.surfaces.websocket.lanes import Checkpoints, LaneKey, Lanes
 from stateway.surfaces.websocket.outbox import Outbox
+from stateway.surfaces.websocket.starts import started
 from stateway.surfaces.websocket.steering import NOT_INHERITED, Commit, Steering, Successor
-from stateway.surfaces.websocket.streaming import Streaming, live_watch
+from stateway.surfaces.websocket.streaming import Streaming
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -133,7 +131,7 @@ class Session:
         """The receive loop, until the client is gone; a revoked API key's or an expired
         credential's connection is ended (:class:`RevocationWatch`) even while no frame
         comes. Then the lanes stop, and it returns once the creates they were starting
-        have started (:meth:`_started`)."""
+        have started (:func:`~stateway.surfaces.websocket.starts.started`)."""
         revocation = RevocationWatch.start(self._scope, self._refuse)
         try:
             while True:
@@ -265,7 +263,9 @@ class Session:
         command.journaled = True
         command.replayable = frame.command_id is not None
         try:
-            run, watch = await self._started(frame, request)
+            run, watch = await started(
+                self._surface.gateway, request.principal, frame, request.digest
+            )
         except GatewayError:
             if continued is not None:  # a failed continuation is forgotten
                 self.checkpoints.evict(continued.response_id)
@@ -292,41 +292,6 @@ class Session:
         elif continued is not None:
             self.checkpoints.evict(continued.response_id)
         return self.steering.finished(target, draining=self._surface.draining)
-
-    async def _started(self, frame: CreateFrame, request: Request) -> tuple[Run | None, Watch]:
-        """:meth:`_start`, which the connection closing does not interrupt: a closed
-        socket cancels nothing (ADR 0010), not even a request its lane took up and is
-        still admitting. Its lane, stopped meanwhile, waits for the start to end (so
-        does the connection, in :meth:`serve`), and the run it started goes on with its
-        log kept for a resume."""
-        starting = asyncio.ensure_future(self._start(frame, request))
-        try:
-            return await asyncio.shield(starting)
-        except asyncio.CancelledError:
-            if starting.done():  # the start itself was cancelled (the loop closing)
-                raise
-            starting.add_done_callback(_left_running)
-            await asyncio.wait([starting])
-            raise
-
-    async def _start(self, frame: CreateFrame, request: Request) -> tuple[Run | None, Watch]:
-        """The run and its watch; a retried command id: None and its log replayed."""
-        gateway, principal = self._surface.gateway, request.principal
-        if frame.command_id is None or request.digest is None:
-            run = await gateway.execute(principal, frame.command)
-            return run, live_watch(run)
-        async with gateway.once(
-            principal, frame.command_id, request.digest, param="command_id"
-        ) as once:
-            if once.outcome is None:
-                run = await gateway.execute(principal, frame.command)
-                once.remember(response_id=run.id)
-                return run, live_watch(run)
-            outcome = once.outcome
-        if outcome.response_id is None:  # the id answered something else (an HTTP request)
-            raise IdempotencyKeyReused("command_id")
-        replay = WatchResponse(outcome.response_id, replay=True)
-        return None, await gateway.execute(principal, replay)
 
     async def _stream(self, lane: LaneKey, watch: Watch) -> None:
         outbox = self.outbox
@@ -414,17 +379,3 @@ class Session:
             await asyncio.wait(self._storing, timeout=LOG_WAIT)
         with suppress(OSError):  # gone already
             await self._send(message)
-
-
-def _left_running(starting: asyncio.Future[tuple[Run | None, Watch]]) -> None:
-    """A create started after its connection closed: its run goes on unwatched, its log
-    kept for a resume from another connection; a start that failed has no one to tell."""
-    if starting.cancelled():
-        return
-    error = starting.exception()
-    if error is None:
-        run, _ = starting.result()
-        if run is not None and run.journal is not None:
-            run.journal.keep()
-    elif not isinstance(error, GatewayError):
-        log.error("websocket: a request failed after its connection closed", exc_info=error)
