@@ -17,7 +17,7 @@ from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.protocols.responses.encode import encode_event_json
 from stateway.surfaces.auth.authenticator import IDENTITY, Identity
-from stateway.surfaces.websocket import session
+from stateway.surfaces.websocket import session, starts
 from stateway.surfaces.websocket.endpoint import WebSocketResponses
 from stateway.websocket_config import WebSocketConfig
 from tests.core.fakes import MemoryStore, ScriptedBackend
@@ -75,14 +75,14 @@ async def test_an_unexpected_failure_is_a_500_frame_and_the_next_request_runs(
 
         monkeypatch.setattr(session, "decode_frame", decode)
     else:
-        real_start = session.Session._start
+        real_start = starts._start
 
-        async def start(self: session.Session, frame: Any, request: Any) -> Any:
+        async def start(gateway: Any, principal: Any, frame: Any, digest: Any) -> Any:
             if frame.command.input[0]["content"][0]["text"] == FAILING:
                 raise TypeError("secret internals")
-            return await real_start(self, frame, request)
+            return await real_start(gateway, principal, frame, digest)
 
-        monkeypatch.setattr(session.Session, "_start", start)
+        monkeypatch.setattr(starts, "_start", start)
     create = {"type": "response.create", "model": "m"}
     frames = await converse([{**create, "input": FAILING}, {**create, "input": "hi"}], ends=2)
     [error] = [f for f in frames if f["type"] == "error"]
