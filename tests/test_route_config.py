@@ -67,6 +67,16 @@ def test_upstream_flag_is_one_catch_all_route(tmp_path: Path) -> None:
     assert config.aliases == {}
 
 
+def test_a_file_without_backends_keeps_its_routes_and_aliases(tmp_path: Path) -> None:
+    """Over the embedded default upstream (no ``[[backends]]``, no ``--upstream``) the
+    file's aliases apply and its routes are checked, not silently dropped."""
+    config = load(tmp_path, '[aliases]\n"smart" = "qwen3-8b"\n')
+    assert config.aliases == {"smart": "qwen3-8b"}  # type: ignore[attr-defined]
+    assert [b.name for b in config.catch_all_backends] == ["default"]  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="unknown backend 'a'"):
+        load(tmp_path, ROUTE)
+
+
 @pytest.mark.parametrize(
     ("change", "named"),
     [

@@ -2,7 +2,8 @@
 
 Everything is validated before anything starts; :func:`load_config` raises
 :class:`ConfigError` with a readable message. A single ``--upstream`` (or
-``STATEWAY_UPSTREAM``) replaces the file's backends with one catch-all backend.
+``STATEWAY_UPSTREAM``) replaces the file's backends, routes and aliases with one
+catch-all backend; a file without backends gets that backend at the default URL.
 
 Example file::
 
@@ -265,9 +266,10 @@ def load_config(flags: Overrides, environ: Mapping[str, str] | None = None) -> C
                     f"--{flag.replace('_', '-')} applies to --upstream, but the configuration "
                     "file declares its backends; set it on a backend there instead"
                 )
-    else:  # one catch-all route
-        data.pop("routes", None)
-        data.pop("aliases", None)
+    else:  # one catch-all backend
+        if values["upstream"] is not None:  # --upstream replaces routes and aliases too
+            data.pop("routes", None)
+            data.pop("aliases", None)
         data["backends"] = [
             {
                 "name": "default",
