@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from stateway.backends.redaction import MASK
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.core.deadline import FirstOutput
 from stateway.core.errors import UpstreamTimeout
+from stateway.core.usage import Usage
 from tests.backends.conftest import Loopback
 
 BODY: dict[str, Any] = {"model": "m"}
@@ -134,3 +136,86 @@ async def test_a_relay_is_not_bounded_once_its_first_chunk_came(
         assert b"".join([c async for c in relay.chunks()]) == b"data: a\n\ndata: b\n\n"
     finally:
         await relay.aclose()
+
+
+async def test_its_error_names_the_model_server_and_the_setting(loopback: Loopback) -> None:
+    """The message a client reads of a late first output, on either path."""
+    expected = (
+        "The model server 'up' sent no output within 0.2 s of its response headers "
+        "(first_token_timeout)."
+    )
+    url = await loopback.serve(paced(loopback, gone=asyncio.Event()))
+    client = upstream(loopback, url, first_token_timeout=WAIT)
+    with pytest.raises(UpstreamTimeout) as posted:
+        await read(client, FirstOutput())
+    relay = await client.relay("/chat/completions", b"{}")
+    try:
+        with pytest.raises(UpstreamTimeout) as relayed:
+            await anext(relay.chunks())
+    finally:
+        await relay.aclose()
+    assert posted.value.message == relayed.value.message == expected
+
+
+async def test_a_relays_first_chunk_counts_from_the_headers_not_from_zero(
+    loopback: Loopback,
+) -> None:
+    """A first chunk that comes a little after the headers, within the setting, is
+    relayed; one later than the setting fails, however short it is."""
+    url = await loopback.serve(paced(loopback, 0.05, b"data: a\n\n"))
+    client = upstream(loopback, url, first_token_timeout=WAIT)
+    relay = await client.relay("/chat/completions", b"{}")
+    try:
+        assert b"".join([c async for c in relay.chunks()]) == b"data: a\n\n"
+    finally:
+        await relay.aclose()
+    late = upstream(
+        loopback,
+        await loopback.serve(paced(loopback, 0.5, b"data: a\n\n")),
+        first_token_timeout=0.05,
+    )
+    relay = await late.relay("/chat/completions", b"{}")
+    try:
+        with pytest.raises(UpstreamTimeout):
+            await anext(relay.chunks())
+    finally:
+        await relay.aclose()
+
+
+async def test_a_relay_of_an_empty_body_relays_nothing(loopback: Loopback) -> None:
+    async def empty(request: web.Request) -> web.Response:
+        return web.Response(status=500)
+
+    client = upstream(loopback, await loopback.serve(empty), first_token_timeout=WAIT)
+    relay = await client.relay("/chat/completions", b"{}")
+    try:
+        assert [c async for c in relay.chunks()] == []
+        assert relay.usage() is None
+    finally:
+        await relay.aclose()
+
+
+async def test_a_relays_first_chunk_is_scrubbed_and_counted_as_the_rest(
+    loopback: Loopback,
+) -> None:
+    """The first chunk, read apart under the setting, is masked like every later one and
+    is where the usage is read when it is the last."""
+    key = "sk-Proj-AbCdEfGh0123456789-XyZ"
+    sent = (
+        b'{"error": "bad key ' + key.encode() + b'", '
+        b'"usage": {"prompt_tokens": 3, "completion_tokens": 4}}'
+    )
+
+    async def echoes_the_key(request: web.Request) -> web.Response:
+        return web.Response(body=sent, status=200, content_type="application/json")
+
+    url = await loopback.serve(echoes_the_key)
+    client = upstream(loopback, url, api_key=key, first_token_timeout=WAIT)
+    relay = await client.relay("/chat/completions", b"{}")
+    try:
+        relayed = b"".join([c async for c in relay.chunks()])
+    finally:
+        await relay.aclose()
+    assert key.encode() not in relayed
+    assert relayed == sent.replace(key.encode(), MASK.encode())
+    assert relay.usage() == Usage(input_tokens=3, output_tokens=4)
