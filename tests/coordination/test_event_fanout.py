@@ -40,6 +40,12 @@ def test_a_batch_survives_its_message() -> None:
         assert decode(junk) is None
 
 
+def test_a_batchs_payloads_are_split_at_newlines_only() -> None:
+    """An event's JSON may hold spaces (a text delta's words); only newlines part events."""
+    sent = EventBatch(3, [b'{"delta": "two words"}', b'{"text": "a\\nb c"}'])
+    assert decode(encode(sent, True)) == Published(sent, True)
+
+
 def decode_before_question_ids(data: bytes) -> Published | None:
     """:func:`decode` as processes older than question ids have it (verbatim)."""
     header, newline, body = data.partition(b"\n")
@@ -118,6 +124,46 @@ async def test_listening_without_redis_waits_for_it(caplog: pytest.LogCaptureFix
             await fanout.start(lambda tenant_id, response_id, question: None)
         assert "Redis is unreachable" in caplog.text
         fanout.ask("t", "resp_1", "0f3a9c")  # dropped, never raised
+    finally:
+        await fanout.aclose()
+
+
+async def test_questions_reach_the_handler_and_nothing_else_does(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """What arrives on the standing channel: a question (with an id, or without one from
+    an older process) is handed on; a message of too few or too many fields, or with an
+    empty one, is not a question; one that is not UTF-8 is logged and dropped."""
+    asked: list[tuple[str, str, str | None]] = []
+    fanout = RedisEventFanout(connect("redis://127.0.0.1:1/0"), "test:")
+    try:
+        with caplog.at_level(logging.ERROR):
+            await fanout.start(
+                lambda tenant, response, question: asked.append((tenant, response, question))
+            )
+        caplog.clear()
+
+        def arrives(data: bytes) -> None:
+            fanout._deliver({"type": "message", "channel": b"test:events", "data": data})
+
+        arrives(b"t\x1fresp_1\x1f0f3a9c")
+        arrives(b"t\x1fresp_1")
+        assert asked == [("t", "resp_1", "0f3a9c"), ("t", "resp_1", None)]
+        for junk in (
+            b"t",
+            b"t\x1fresp_1\x1f0f3a9c\x1fmore",
+            b"t\x1f",
+            b"t\x1f\x1f0f3a9c",
+            b"t\x1fresp_1\x1f",
+        ):
+            arrives(junk)
+        assert len(asked) == 2
+        with caplog.at_level(logging.WARNING):
+            arrives(b"t\x1fresp_\xff")
+        assert len(asked) == 2
+        assert [r.getMessage() for r in caplog.records] == [
+            "event fan-out: ignoring a malformed question"
+        ]
     finally:
         await fanout.aclose()
 

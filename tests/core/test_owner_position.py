@@ -5,18 +5,21 @@ not by what is stored of it yet."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from types import SimpleNamespace
 
 import pytest
 
 from stateway.core import events as ev
 from stateway.core import owner_position
 from stateway.core.commands import WatchResponse
+from stateway.core.coordination import Published
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Delta, Finish, InferenceRequest, TextDelta
 from stateway.core.loop import Loop
-from stateway.core.ports import EventBatch
+from stateway.core.ports import EventBatch, EventLog
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
@@ -237,3 +240,188 @@ async def until_asked(fanout: MemoryFanout, count: int) -> None:
             return
         await asyncio.sleep(0)
     raise AssertionError("nobody asked")
+
+
+# `judged` alone, on a clock of its own: each boundary of a mark or a batch, and when it
+# asks again.
+
+AFTER = 5
+"""The position watched from, past the stored log."""
+STORED = EventLog("in_progress", True, 3, EventBatch(4, []))
+"""What the watch read first: the owner's events after 3 are not stored yet."""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+Told = Callable[[str], Published]
+"""What the fan-out delivers, given the watch's question (its own mark names it)."""
+
+
+class ScriptedFanout:
+    """Delivers ``script`` to the one follower in order, each after its delay (no entry:
+    nothing within the wait, which then passes on the clock); records the questions asked
+    and each wait."""
+
+    def __init__(self, clock: Clock, *script: tuple[float, Told]) -> None:
+        self.clock = clock
+        self.script = list(script)
+        self.asks: list[str] = []
+        self.waits: list[float] = []
+
+    def ask(self, tenant_id: str, response_id: str, question: str) -> None:
+        assert (tenant_id, response_id) == KEY
+        self.asks.append(question)
+
+    @asynccontextmanager
+    async def follow(self, tenant_id: str, response_id: str) -> AsyncIterator[ScriptedFanout]:
+        yield self
+
+    async def next(self, within: float) -> Published | None:
+        self.waits.append(within)
+        assert len(self.waits) < 100, "asked again without waiting"  # not a hang
+        if self.script and self.script[0][0] <= within:
+            delay, told = self.script.pop(0)
+            self.clock.now += delay
+            return told(self.asks[0])
+        self.clock.now += within
+        return None
+
+
+class Reads:
+    """The store's side: ``read_events`` answers ``log`` and counts the reads."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.log = log
+        self.count = 0
+
+    async def read_events(self, tenant_id: str, response_id: str, after: int) -> EventLog:
+        assert ((tenant_id, response_id), after) == (KEY, AFTER)
+        self.count += 1
+        return self.log
+
+
+def mark(logged: int, own: bool = True) -> Told:
+    return lambda question: Published(EventBatch(logged, []), False, question if own else "0ther")
+
+
+def batch(first: int, end: int, last: bool = False) -> Told:
+    return lambda question: Published(EventBatch(first, [b"{}"] * (end - first)), last)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    clock = Clock()
+    monkeypatch.setattr(owner_position, "time", clock)
+    return clock
+
+
+async def judge(fanout: ScriptedFanout, reads: Reads) -> EventLog | None:
+    return await owner_position.judged(reads, fanout, KEY, STORED, AFTER)  # type: ignore[arg-type]
+
+
+async def test_a_mark_at_the_position_takes_the_watch_as_stored_whatever_the_store_says(
+    clock: Clock,
+) -> None:
+    """The owner had logged up to event ``after`` and no further: the watch is taken
+    from a fresh read of the store, even one still trailing the owner."""
+    trailing = EventLog("in_progress", True, 4, EventBatch(5, []))
+    reads = Reads(trailing)
+    fanout = ScriptedFanout(clock, (0.1, mark(AFTER + 1)))
+    assert await judge(fanout, reads) is trailing
+    assert (reads.count, len(fanout.asks)) == (1, 1)
+
+
+async def test_a_mark_past_the_position_takes_the_watch_at_once(clock: Clock) -> None:
+    reads = Reads(EventLog("in_progress", True, 4, EventBatch(5, [])))
+    assert await judge(ScriptedFanout(clock, (0.1, mark(AFTER + 2))), reads) is STORED
+    assert reads.count == 0
+
+
+@pytest.mark.parametrize("end", [AFTER + 1, AFTER + 2], ids=["ending-at-it", "past-it"])
+async def test_a_batch_reaching_the_position_takes_the_watch_at_once(
+    clock: Clock, end: int
+) -> None:
+    reads = Reads(EventLog("in_progress", True, 4, EventBatch(5, [])))
+    assert await judge(ScriptedFanout(clock, (0.1, batch(4, end))), reads) is STORED
+    assert reads.count == 0
+
+
+async def test_the_runs_last_batch_ending_at_the_position_is_judged_by_the_store(
+    clock: Clock,
+) -> None:
+    """The run ended at event ``after``: its end is stored by then, and the read of it
+    is the answer (past its end the watch is then refused as any finished log's)."""
+    read = EventLog("in_progress", True, 4, EventBatch(5, []))
+    reads = Reads(read)
+    fanout = ScriptedFanout(clock, (0.1, batch(4, AFTER + 1, last=True)))
+    assert await judge(fanout, reads) is read
+    assert reads.count == 1
+
+
+async def test_without_an_answer_the_store_caught_up_takes_the_watch(clock: Clock) -> None:
+    caught_up = EventLog("in_progress", True, AFTER, EventBatch(AFTER + 1, []))
+    reads = Reads(caught_up)
+    fanout = ScriptedFanout(clock)
+    assert await judge(fanout, reads) is caught_up
+    assert fanout.waits == [owner_position.ASK_AGAIN]
+
+
+async def test_unanswered_it_asks_again_each_interval_the_same_question_then_gives_up(
+    clock: Clock,
+) -> None:
+    """Another watch's mark (one that would refuse this watch) only shortens the wait
+    left; the question is asked every ``ASK_AGAIN`` with its id until ``ASK_WAIT``."""
+    reads = Reads(STORED)
+    fanout = ScriptedFanout(clock, (0.4, mark(AFTER, own=False)))
+    assert await judge(fanout, reads) is STORED
+    assert fanout.waits == pytest.approx([1.0, 0.6, 1.0, 1.0])
+    assert len(fanout.asks) == 3
+    assert len(set(fanout.asks)) == 1
+    assert reads.count == 3
+
+
+class Marks:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, int, str | None]] = []
+
+    def mark(self, tenant_id: str, response_id: str, logged: int, question: str | None) -> None:
+        self.sent.append((tenant_id, response_id, logged, question))
+
+
+class Runs:
+    """A registry of one run, of tenant ``t``, with three events logged."""
+
+    def __init__(self, journaled: bool) -> None:
+        self.run = SimpleNamespace(
+            state=SimpleNamespace(tenant_id="t"),
+            journal=object() if journaled else None,
+            events=[None] * 3,
+        )
+
+    def get(self, response_id: str) -> object | None:
+        return self.run if response_id == "resp_1" else None
+
+
+@pytest.mark.parametrize(
+    ("journaled", "tenant", "response", "answered"),
+    [
+        (True, "t", "resp_1", True),
+        (True, "t", "resp_2", False),
+        (True, "u", "resp_1", False),
+        (False, "t", "resp_1", False),
+    ],
+    ids=["its-journaled-run", "not-run-here", "another-tenants", "not-journaled"],
+)
+def test_only_the_process_running_a_journaled_run_of_that_tenant_answers(
+    journaled: bool, tenant: str, response: str, answered: bool
+) -> None:
+    marks = Marks()
+    runs = Runs(journaled)
+    owner_position.answer(runs, marks, tenant, response, "0f3a9c")  # type: ignore[arg-type]
+    assert marks.sent == ([("t", "resp_1", 3, "0f3a9c")] if answered else [])
