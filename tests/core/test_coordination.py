@@ -22,3 +22,9 @@ def test_a_key_of_plain_parts_is_their_plain_join_as_before() -> None:
     key = CommandKey("default", "oidc:user-1", "key-1")
     assert str(key) == "default\x1foidc:user-1\x1fkey-1"
     assert joined_key("requests", "acme", "key_abc") == "requests\x1facme\x1fkey_abc"
+
+
+def test_an_escaped_key_keeps_its_documented_form() -> None:
+    """Escaped keys are stored too (an outcome in Redis outlives a process by a day), so
+    another version must join a part holding the separator or the escape alike."""
+    assert joined_key("a\x1bb", "c\x1fd") == "a\x1b\x1bb\x1fc\x1b\x1fd"

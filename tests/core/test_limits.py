@@ -83,6 +83,16 @@ async def test_a_token_whose_sub_is_a_keys_id_has_buckets_of_its_own() -> None:
         await gateway.execute(key, create())
 
 
+async def test_each_tenant_has_buckets_of_its_own() -> None:
+    """The same subject (a key's id, a token's ``sub``) in two tenants is two principals."""
+    gateway = gateway_with(RateLimits(MemoryTokenBuckets(Clock()), requests_per_minute=1))
+    await ended(await gateway.execute(ALICE, create()))
+
+    await ended(await gateway.execute(Principal("other", "alice"), create()))
+    with pytest.raises(RateLimited):
+        await gateway.execute(ALICE, create())
+
+
 async def test_a_fraction_of_a_second_is_rounded_up() -> None:
     clock = Clock()
     gateway = gateway_with(RateLimits(MemoryTokenBuckets(clock), requests_per_minute=60))
