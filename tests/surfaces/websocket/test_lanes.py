@@ -101,6 +101,48 @@ async def test_a_frame_its_lane_starts_at_once_waits_for_nothing() -> None:
     assert (len(lanes), lanes.requests, lanes.queued_bytes) == (0, 0, 0)
 
 
+async def test_the_queued_bytes_cap_holds_exactly_its_bytes_and_not_an_idle_lanes_frame() -> None:
+    """Frames waiting up to ``max_queued_bytes`` exactly are kept; a full queue refuses
+    the next frame behind, not one an idle lane starts at once."""
+    recorder = Recorder()
+    lanes: Lanes[str] = Lanes(WebSocketConfig(max_queued_bytes=2048), recorder.run)
+    lanes.admit("a", "running", 10)
+    assert lanes.queued_bytes == 0
+    lanes.admit("a", "behind", 1024)
+    lanes.admit("a", "behind too", 1024)
+    assert lanes.queued_bytes == 2048
+    with pytest.raises(InvalidRequest):
+        lanes.admit("a", "one byte more", 1)
+    lanes.admit("b", "idle lane", 10)
+    assert (lanes.requests, lanes.queued_bytes) == (4, 2048)
+    lanes.cancel()
+    await asyncio.wait_for(lanes.idle(), 1)
+
+
+async def test_lanes_ending_report_nothing_to_the_loop() -> None:
+    """A lane's end is handled in its task's done callback: whether or not anyone waits
+    for the lanes to be idle, before and after someone did, it raises nothing there."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, object]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda loop, context: reported.append(context))
+    try:
+        recorder = Recorder()
+        lanes: Lanes[str] = Lanes(WebSocketConfig(), recorder.run)
+        for work in ("unwaited", "waited", "unwaited again"):
+            lanes.admit("a", work, 10)
+            await settle()
+            recorder.release(work)
+            if work == "waited":
+                await asyncio.wait_for(lanes.idle(), 1)
+            else:
+                await settle()
+            assert len(lanes) == 0
+    finally:
+        loop.set_exception_handler(previous)
+    assert reported == []
+
+
 async def test_cancelled_before_its_task_began_a_lane_still_takes_up_its_first_work() -> None:
     """A frame admitted to an idle lane and the client's close read at once: before, the
     lane's task was cancelled before it began, and the request never started. Now it is
