@@ -10,11 +10,15 @@ import pytest
 
 from stateway.core.deadline import Deadline, FirstOutput
 
+FOREVER = 5.0
+"""Longer than any deadline here: a deadline that never fires fails its test, in seconds,
+rather than hanging it."""
+
 
 async def test_an_expired_deadline_ends_the_block_with_timeout_error() -> None:
     deadline = Deadline(0.01)
     with pytest.raises(TimeoutError), deadline:
-        await asyncio.Event().wait()
+        await asyncio.sleep(FOREVER)
     assert deadline.expired
     task = asyncio.current_task()
     assert task is not None
@@ -41,10 +45,10 @@ async def test_an_outside_cancellation_stays_a_cancellation() -> None:
     async def blocked() -> None:
         with Deadline(60):
             entered.set()
-            await asyncio.Event().wait()
+            await asyncio.sleep(FOREVER)
 
     task = asyncio.create_task(blocked())
-    await entered.wait()
+    await asyncio.wait_for(entered.wait(), FOREVER)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -58,10 +62,10 @@ async def test_a_cancellation_beside_the_expiry_is_not_swallowed() -> None:
     async def blocked() -> None:
         with deadline:
             entered.set()
-            await asyncio.Event().wait()
+            await asyncio.sleep(FOREVER)
 
     task = asyncio.create_task(blocked())
-    await entered.wait()
+    await asyncio.wait_for(entered.wait(), FOREVER)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -73,6 +77,18 @@ async def test_a_cleared_deadline_leaves_the_block_unbounded() -> None:
         deadline.clear()
         await asyncio.sleep(0.06)
     assert not deadline.expired
+
+
+async def test_clearing_a_deadline_whose_block_is_over_changes_nothing() -> None:
+    """A first output may be met after the block that waited for it ended (in time, or
+    not)."""
+    with Deadline(60) as deadline:
+        await asyncio.sleep(0)
+    deadline.clear()
+    with pytest.raises(TimeoutError), Deadline(0) as expired:
+        await asyncio.sleep(FOREVER)
+    expired.clear()
+    assert (deadline.expired, expired.expired) == (False, True)
 
 
 async def test_a_first_output_ends_the_wait_it_was_given() -> None:
