@@ -21,6 +21,7 @@ from stateway.core.commands import (
     GetConversationItem,
     GetResponse,
     ListConversationItems,
+    ThreadTurn,
     UpdateConversation,
 )
 from stateway.core.compaction.sealed import COMPACTION, REASONING, seal
@@ -712,3 +713,19 @@ def _saves_held(world: World) -> asyncio.Event:
 
     world.store.save = slow_save  # type: ignore[method-assign]
     return written
+
+
+async def test_a_thread_whose_first_turn_is_refused_leaves_no_conversation() -> None:
+    """A thread's create makes its conversation before the turn is admitted; a turn refused
+    there (here a tool choice naming no declared tool) takes the conversation with it."""
+    world = World()
+    settings = GenerationSettings(tool_choice={"type": "function", "name": "missing"})
+    command = CreateResponse(model="m", input=[user("hi")], settings=settings, thread=ThreadTurn())
+    with pytest.raises(InvalidRequest):
+        await world.gateway.execute(ME, command)
+    assert world.conversations.stored == {}
+    answered = await world.gateway.execute(
+        ME, CreateResponse(model="m", input=[user("hi")], thread=ThreadTurn())
+    )
+    await answered.wait()
+    assert list(world.conversations.stored) == [("default", answered.state.conversation_id)]

@@ -335,7 +335,11 @@ class Gateway:
         else:
             with thread_refusals(command.thread):
                 await self._threads.resolve(principal.tenant_id, command)
-                run = await self._admit(principal, command)
+                try:
+                    run = await self._admit(principal, command)
+                except Exception:
+                    await self._threads.refused(principal.tenant_id, command)
+                    raise
         return await self._admitted(principal, run)
 
     async def _admit(self, principal: Principal, command: CreateResponse) -> Run:

@@ -33,10 +33,16 @@ them again.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from stateway.core.commands import CreateConversation, CreateResponse, ThreadTurn
+from stateway.core.commands import (
+    CreateConversation,
+    CreateResponse,
+    DeleteConversation,
+    ThreadTurn,
+)
 from stateway.core.conversations.ports import Conversation, ConversationItems
 from stateway.core.conversations.service import Conversations
 from stateway.core.errors import (
@@ -51,6 +57,8 @@ from stateway.core.items import Item
 from stateway.core.ports import ResponseStore
 from stateway.core.response import APPENDED_ENDINGS, UNFINISHED
 from stateway.core.tools.toolset import MCP
+
+log = logging.getLogger(__name__)
 
 MESSAGE_PREFIX = "msg_"
 RESPONSE_PREFIX = "resp_"
@@ -88,6 +96,20 @@ class Threads:
             thread.system = body["thread_system"]
         if not thread.tools_given:
             command.settings.tools = _inherited(body.get("settings", {}).get("tools") or [])
+
+    async def refused(self, tenant_id: str, command: CreateResponse) -> None:
+        """A thread's first turn was refused before it began (an unknown model, an
+        overloaded route, a bad request): the conversation made for it is deleted, as
+        nothing names it. Best effort: a failure to delete is only logged."""
+        thread = command.thread
+        if thread is None or thread.previous_response_id is not None:
+            return
+        assert command.conversation_id is not None
+        try:
+            conversations = self._conversations("thread")
+            await conversations.execute(tenant_id, DeleteConversation(command.conversation_id))
+        except Exception:  # the refusal is what the client is told
+            log.warning("deleting the conversation of a refused thread failed", exc_info=True)
 
 
 def check_continued(thread: ThreadTurn, conversation: ConversationItems) -> None:
