@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from typing import overload
 
 from stateway.core import background, owner_position
@@ -77,7 +78,7 @@ from stateway.core.routing import Router
 from stateway.core.runs import CancelReason, Run, RunRegistry
 from stateway.core.starting import RunStarter
 from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
-from stateway.core.threads import Threads, thread_refusals
+from stateway.core.threads import Threads
 from stateway.core.watch import Watch
 
 log = logging.getLogger(__name__)
@@ -330,16 +331,11 @@ class Gateway:
         if self.runs.closing:
             raise ServerShuttingDown()
         command = await resolved(self._store, principal.tenant_id, command)
-        if command.thread is None:  # the plain path: no context manager to enter
+        if command.thread is None:  # the plain path
             run = await self._admit(principal, command)
         else:
-            with thread_refusals(command.thread):
-                await self._threads.resolve(principal.tenant_id, command)
-                try:
-                    run = await self._admit(principal, command)
-                except Exception:
-                    await self._threads.refused(principal.tenant_id, command)
-                    raise
+            admit = partial(self._admit, principal, command)
+            run = await self._threads.turn(principal.tenant_id, command, admit)
         return await self._admitted(principal, run)
 
     async def _admit(self, principal: Principal, command: CreateResponse) -> Run:

@@ -34,7 +34,7 @@ them again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
 from stateway.core.commands import (
@@ -56,6 +56,7 @@ from stateway.core.errors import (
 from stateway.core.items import Item
 from stateway.core.ports import ResponseStore
 from stateway.core.response import APPENDED_ENDINGS, UNFINISHED
+from stateway.core.runs import Run
 from stateway.core.tools.toolset import MCP
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,20 @@ class Threads:
         if not thread.tools_given:
             command.settings.tools = _inherited(body.get("settings", {}).get("tools") or [])
 
-    async def refused(self, tenant_id: str, command: CreateResponse) -> None:
+    async def turn(
+        self, tenant_id: str, command: CreateResponse, admit: Callable[[], Awaitable[Run]]
+    ) -> Run:
+        """``command``'s run, a turn of its thread (:meth:`resolve`) that ``admit`` admits;
+        refused in the thread's words, and a create refused leaves no conversation."""
+        with _thread_refusals(command.thread):
+            await self.resolve(tenant_id, command)
+            try:
+                return await admit()
+            except Exception:
+                await self._refused(tenant_id, command)
+                raise
+
+    async def _refused(self, tenant_id: str, command: CreateResponse) -> None:
         """A thread's first turn was refused before it began (an unknown model, an
         overloaded route, a bad request): the conversation made for it is deleted, as
         nothing names it. Best effort: a failure to delete is only logged."""
@@ -121,10 +135,10 @@ def check_continued(thread: ThreadTurn, conversation: ConversationItems) -> None
 
 
 @contextmanager
-def thread_refusals(thread: ThreadTurn) -> Iterator[None]:
+def _thread_refusals(thread: ThreadTurn | None) -> Iterator[None]:
     """A thread's turn refused its conversation, in the thread's words: held by another
     turn (a concurrent continue from the same message), or gone (deleted)."""
-    if thread.previous_response_id is None:
+    if thread is None or thread.previous_response_id is None:
         yield
         return
     named = message_id(thread.previous_response_id)
