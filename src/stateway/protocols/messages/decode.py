@@ -79,8 +79,10 @@ def decode_messages(
     """``betas``: the features the client's ``anthropic-beta`` headers name."""
     body = _validated(raw, MessagesBody, max_input_items)
     check_hosted_only(body)
-    declared = body.tools is not None or body.mcp_servers is not None
-    thread = decode_thread(body.thread, tools_given=declared)
+    thread = None
+    if body.thread is not None:
+        declared = body.tools is not None or body.mcp_servers is not None
+        thread = decode_thread(body.thread, tools_given=declared)
     command = _command(body, max_input_items, thread, compacting=body.compaction is not None)
     settings = command.settings
     settings.max_output_tokens = body.max_tokens
@@ -101,7 +103,7 @@ def decode_messages(
     settings.summary_shown = True  # a compaction block shows its summary
     if body.compaction is not None:
         compaction.request_compaction(command, body)
-    else:
+    elif body.context_management is not None:
         compaction.autocompact(command, body.context_management)
     return command
 
@@ -181,7 +183,9 @@ def _validated(raw: bytes, model: type[Body], max_input_items: int | None) -> Bo
         raise _too_many(len(messages), limit)
     for key, value in data.items():
         check_nesting(value, key)
-    compaction.check_system(data.get("system"))
+    system = data.get("system")
+    if isinstance(system, list):  # blocks, among which a misplaced compaction block
+        compaction.check_system(system)
     try:
         return model.model_validate(data, strict=True)
     except pydantic.ValidationError as exc:
