@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from anthropic import Anthropic
 from openai import AsyncOpenAI, OpenAI
 
 from stateway.fake_upstream.launch import start_fake_upstream
@@ -23,6 +24,13 @@ MAX_BODY_BYTES = 256 * 1024
 def fake_upstream() -> Iterator[str]:
     with start_fake_upstream() as base_url:
         yield base_url
+
+
+@pytest.fixture(scope="module")
+def second_upstream() -> Iterator[str]:
+    """Another fake upstream, for a module's routes with two candidates."""
+    with start_fake_upstream() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +73,11 @@ def client(gateway: str) -> Iterator[OpenAI]:
 @pytest.fixture
 async def async_client(gateway: str) -> AsyncOpenAI:
     return AsyncOpenAI(base_url=gateway + "/v1", api_key="sk-test", max_retries=0)
+
+
+@pytest.fixture
+def claude(gateway: str) -> Iterator[Anthropic]:
+    """The ``anthropic`` SDK on the module's gateway (a module's own ``gateway`` fixture
+    may stand in for the one above)."""
+    with Anthropic(base_url=gateway, api_key="client-key", max_retries=0) as sdk:
+        yield sdk

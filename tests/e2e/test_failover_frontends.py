@@ -25,7 +25,6 @@ from typing import Any, cast
 
 import pytest
 
-from stateway.fake_upstream.launch import start_fake_upstream
 from tests.e2e.configured import RunningGateway
 from tests.e2e.routing import dead_url, fake_requests, routed_gateway
 
@@ -45,12 +44,6 @@ OPENED = ("responses", "anthropic")
 ``content_block_start``): a cut right after that is still before any output."""
 CUT = "[[words:8]] [[cut:2]] [[slow:30]]"
 """Two words, then the connection dropped (paced, so the two reach the client apart)."""
-
-
-@pytest.fixture(scope="module")
-def second_upstream() -> Iterator[str]:
-    with start_fake_upstream() as url:
-        yield url
 
 
 def route_name(first: str, case: str, frontend: str, stream: bool) -> str:

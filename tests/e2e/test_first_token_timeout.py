@@ -20,7 +20,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from stateway.fake_upstream.launch import start_fake_upstream
 from tests.e2e.configured import RunningGateway
 from tests.e2e.routing import fake_requests, routed_gateway
 from tests.e2e.test_failover_frontends import (
@@ -39,12 +38,6 @@ LATE = "[[stall:8000]]"
 WIRES = ("chat", "responses", "anthropic")
 PAUSED = "[[words:4]] [[pause:1500]]"
 """Output at once, then a gap three times WAIT."""
-
-
-@pytest.fixture(scope="module")
-def second_upstream() -> Iterator[str]:
-    with start_fake_upstream() as url:
-        yield url
 
 
 def route(wire: str, case: str, frontend: str, stream: bool) -> str:

@@ -53,12 +53,6 @@ def gateway(
         yield url
 
 
-@pytest.fixture
-def claude(gateway: str) -> Iterator[Anthropic]:
-    with Anthropic(base_url=gateway, api_key="client-key", max_retries=0) as sdk:
-        yield sdk
-
-
 def create(claude: Anthropic, messages: list[Any], **kwargs: Any) -> Any:
     return claude.beta.messages.create(model=MODEL, max_tokens=1000, messages=messages, **kwargs)
 

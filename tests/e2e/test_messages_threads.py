@@ -51,12 +51,6 @@ def gateway(
         yield url
 
 
-@pytest.fixture
-def claude(gateway: str) -> Iterator[Anthropic]:
-    with Anthropic(base_url=gateway, api_key="client-key", max_retries=0) as sdk:
-        yield sdk
-
-
 def send(claude: Anthropic, messages: list[Any], **kwargs: Any) -> anthropic.types.beta.BetaMessage:
     return claude.beta.messages.create(
         model=MODEL, max_tokens=kwargs.pop("max_tokens", 400), messages=messages, **kwargs
