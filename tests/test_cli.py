@@ -28,6 +28,21 @@ def stateway(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
     )
 
 
+@pytest.mark.parametrize("command", ["serve", "check-config"])
+def test_the_upstream_flags_are_described_alike(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for described in (
+        "--upstream UPSTREAM model server base URL including /v1",
+        "upstream API shape",
+        "environment variable holding the upstream key",
+    ):
+        assert described in shown
+
+
 def test_check_config_accepts_a_valid_file(tmp_path: Path) -> None:
     path = tmp_path / "ok.toml"
     path.write_text(

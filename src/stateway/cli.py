@@ -211,13 +211,7 @@ def _parser() -> argparse.ArgumentParser:
     _common(serve)
     serve.add_argument("--host", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (default 8080; 0 picks a free one)")
-    serve.add_argument("--upstream", help="model server base URL including /v1")
-    serve.add_argument(
-        "--upstream-api", choices=["chat", "responses", "anthropic"], help="upstream API shape"
-    )
-    serve.add_argument(
-        "--upstream-api-key-env", help="environment variable holding the upstream key"
-    )
+    _upstream(serve)
     serve.add_argument(
         "--insecure-no-auth",
         action="store_true",
@@ -225,9 +219,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     check = commands.add_parser("check-config", help="validate the configuration and exit")
     _common(check)
-    check.add_argument("--upstream")
-    check.add_argument("--upstream-api", choices=["chat", "responses", "anthropic"])
-    check.add_argument("--upstream-api-key-env")
+    _upstream(check)
     migrate_cmd = commands.add_parser("migrate", help="upgrade the database schema")
     _common(migrate_cmd)
     key_commands.add_parser(commands)
@@ -257,6 +249,18 @@ def _parser() -> argparse.ArgumentParser:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="TOML configuration file")
     parser.add_argument("--database", help="sqlite:///file.db or postgresql://user@host/db")
+
+
+def _upstream(parser: argparse.ArgumentParser) -> None:
+    """The one catch-all upstream that replaces a file's backends (``serve``,
+    ``check-config``)."""
+    parser.add_argument("--upstream", help="model server base URL including /v1")
+    parser.add_argument(
+        "--upstream-api", choices=["chat", "responses", "anthropic"], help="upstream API shape"
+    )
+    parser.add_argument(
+        "--upstream-api-key-env", help="environment variable holding the upstream key"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover
