@@ -3,7 +3,8 @@ fake model servers, each case its own two-candidate route (so one case's failure
 open another's circuit), asked over raw HTTP so each frontend's exact wire is checked.
 
 The first candidate refuses the connection, answers 500, 429 or 503, stays silent past its
-``first_byte_timeout``, or opens its answer and fails before the first token: the second
+``first_byte_timeout``, refuses a prompt too long for its context, or opens its answer and
+fails before the first token: the second
 candidate answers, in one stream, and the client sees nothing of the first. A first
 candidate cut after some output is not retried: the stream ends in the frontend's own
 error shape (Responses ``response.failed``, a Chat ``data: {"error": ...}`` line without
@@ -37,6 +38,7 @@ FAILING_OVER = {
     "429": "[[error:429]]",
     "503": "[[error:503]]",
     "late": "[[silence:5000]]",
+    "too-long": "[[context:1]]",
 }
 """What the first candidate does (scripted for its model only): the second answers."""
 OPENED = ("responses", "anthropic")

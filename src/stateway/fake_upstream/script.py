@@ -47,9 +47,9 @@ Grammar (names are lower case, no spaces inside the brackets)::
     [[leak:text]]         the same with a text/plain body
     [[leak:stream]]       stream the answer, but end it with an error event echoing the key
     [[only:MODEL]]        the misbehaviours (error, cut, slow, silence, stall, late, pause,
-                          trickle, leak) apply only to requests for model MODEL; a request for
-                          another model is answered plainly (tests of routing between
-                          candidates that name different models)
+                          trickle, leak) and the context limit apply only to requests for
+                          model MODEL; a request for another model is answered plainly
+                          (tests of routing between candidates that name different models)
 
 A last user message that is one of the gateway's compaction prompts
 (:data:`stateway.core.compaction.prompt.SUMMARY_PROMPTS`) is answered with a summary: the
@@ -160,6 +160,7 @@ class Script:
             pause_ms=None,
             trickle_ms=None,
             leak=None,
+            context=None,
         )
 
 
