@@ -274,3 +274,30 @@ def test_another_tenants_thread_is_not_found(
             # the owner's thread is untouched
             second = send(alice, [{"role": "user", "content": "more"}], thread=after(first))
             assert second.content[-1].text == "Hello! You said: more"
+
+
+def test_a_prewarm_holds_nothing(claude: Anthropic, upstream: str, upstream_api: str) -> None:
+    """``max_tokens: 0`` warms a turn then sent in full (as Claude Code does): it checks
+    the thread's context, but the thread stays where it was, and a prewarm's create
+    holds no thread."""
+    first = send(claude, [{"role": "user", "content": "one"}], system=SYSTEM, thread=CREATE)
+    turn = [{"role": "user", "content": "two"}]
+    warmed = send(claude, turn, thread=after(first), max_tokens=0)
+    assert warmed.content == []
+    clear(upstream)
+    second = send(claude, turn, thread=after(first))
+    assert second.content[-1].text == "Hello! You said: two"
+    turns, _ = said(upstream_log(upstream)[-1], upstream_api)
+    assert turns == [
+        ("system", SYSTEM),
+        ("user", "one"),
+        ("assistant", "Hello! You said: one"),
+        ("user", "two"),
+    ]
+    with pytest.raises(ThreadNotFoundError):
+        send(claude, turn, thread=after(warmed))
+    created = send(claude, turn, thread=CREATE, max_tokens=0)
+    with pytest.raises(ThreadNotFoundError):
+        send(claude, turn, thread=after(created))
+    with pytest.raises(ThreadAlreadyContinuedError):  # checked as the turn would be
+        send(claude, turn, thread=after(first), max_tokens=0)

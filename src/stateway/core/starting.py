@@ -140,7 +140,8 @@ class RunStarter:
         run.fitted = fitted
         if command.prior is not None and not command.prior_stored:
             run.stored_input = command.prior + command.input
-        if conversation is not None:  # refused here (409, 404) while nothing has started
+        if conversation is not None and command.store:  # refused here (409, 404) while
+            # nothing has started; an unstored request (a thread's prewarm) holds no turn
             begun = asyncio.ensure_future(loop.begin_turn(run, conversation.next_position))
             try:
                 await asyncio.shield(begun)

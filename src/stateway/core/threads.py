@@ -29,6 +29,11 @@ the previous turn's, as stored with its response; one that declares tools replac
 An MCP connector server's authorization is never stored (``SECRET_KEYS`` in
 :mod:`stateway.core.tools.mcp_binding`), so a continue of a thread with MCP servers sends
 them again.
+
+A prewarm (``max_tokens: 0``) is no turn: it is checked as its turn would be (a continue
+from a message that is not the latest is ``thread_already_continued``) and answered, but
+it is not stored, holds nothing and takes no claim, so the turn it warms, sent next from
+the same message, is not refused; a prewarm's create makes no conversation.
 """
 
 from __future__ import annotations
@@ -77,7 +82,12 @@ class Threads:
         thread = command.thread
         assert thread is not None
         previous = thread.previous_response_id
+        if not command.generate:  # a prewarm: read, never held (the module's doc)
+            command.store = False
         if previous is None:
+            if not command.store:
+                thread.system = thread.system or []
+                return
             conversations = self._conversations("thread")
             made = await conversations.execute(tenant_id, CreateConversation())
             assert isinstance(made, Conversation)
@@ -118,7 +128,8 @@ class Threads:
         thread = command.thread
         if thread is None or thread.previous_response_id is not None:
             return
-        assert command.conversation_id is not None
+        if command.conversation_id is None:  # a prewarm's: none was made
+            return
         try:
             conversations = self._conversations("thread")
             await conversations.execute(tenant_id, DeleteConversation(command.conversation_id))
