@@ -5,8 +5,9 @@ tenant's thread through a gateway with API keys."""
 
 from __future__ import annotations
 
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anthropic
@@ -301,3 +302,37 @@ def test_a_prewarm_holds_nothing(claude: Anthropic, upstream: str, upstream_api:
         send(claude, turn, thread=after(created))
     with pytest.raises(ThreadAlreadyContinuedError):  # checked as the turn would be
         send(claude, turn, thread=after(first), max_tokens=0)
+
+
+def test_a_turn_its_client_left_keeps_nothing(claude: Anthropic) -> None:
+    """A client that leaves a turn (a timeout, an interrupted stream) may never have seen
+    its id: the turn is not held, and the thread goes on from the message before it."""
+    first = send(claude, [{"role": "user", "content": "one"}], thread=CREATE)
+    late = [{"role": "user", "content": "[[slow:5000]]"}]
+    with pytest.raises(anthropic.APITimeoutError):
+        send(claude.with_options(timeout=0.3), late, thread=after(first))
+    slow = [{"role": "user", "content": "[[slow:100]] [[words:50]]"}]
+    with claude.beta.messages.stream(
+        model=MODEL, max_tokens=400, messages=slow, thread=after(first)
+    ) as stream:
+        left = next(iter(stream))
+        assert left.type == "message_start"
+    again = _once_ended(
+        lambda: send(claude, [{"role": "user", "content": "two"}], thread=after(first))
+    )
+    assert again.content[-1].text == "Hello! You said: two"
+    with pytest.raises(ThreadNotFoundError):
+        send(claude, [{"role": "user", "content": "x"}], thread=after(left.message))
+
+
+def _once_ended(
+    turn: Callable[[], anthropic.types.beta.BetaMessage],
+) -> anthropic.types.beta.BetaMessage:
+    """``turn``, sent again while the one it follows is still ending (``in flight``: the
+    SDK's advice is to wait for it)."""
+    for _ in range(200):
+        try:
+            return turn()
+        except ThreadContinueInFlightError:
+            time.sleep(0.02)
+    return turn()

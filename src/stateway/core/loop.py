@@ -47,7 +47,13 @@ from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CAL
 from stateway.core.ownership import ProcessIdentity
 from stateway.core.ports import ConversationTurn, ResponseRecord, ResponseStore, Sealer
 from stateway.core.reasoning import wrapped
-from stateway.core.response import ResponseState, final_record, started_record, turn_end
+from stateway.core.response import (
+    CLIENT_LEFT,
+    ResponseState,
+    final_record,
+    started_record,
+    turn_end,
+)
 from stateway.core.rounds import one_round
 from stateway.core.routing import Plan
 from stateway.core.run_row import Row, announce, announce_once_durable, durable, written
@@ -363,7 +369,7 @@ def _end_cancelled(run: Run) -> None:
         case CancelReason.DELETED | CancelReason.CANCELLED:
             state.status = "cancelled"
         case _:
-            state.status, state.incomplete_reason = "incomplete", "client_disconnected"
+            state.status, state.incomplete_reason = "incomplete", CLIENT_LEFT
 
 
 def _detached(error: E) -> E:

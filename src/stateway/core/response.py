@@ -158,17 +158,30 @@ def final_record(state: ResponseState, input_items: list[Item] | None = None) ->
 APPENDED_ENDINGS: Final = frozenset({"completed", "incomplete"})
 """How a conversation turn must end for its input and output to join the conversation."""
 
+CLIENT_LEFT: Final = "client_disconnected"
+"""The ``incomplete_reason`` of a run whose only client went away."""
+
 
 def turn_end(state: ResponseState, input_items: list[Item]) -> ConversationTurn | None:
     """What the end of a conversation turn writes to its conversation: its input then its
     output when it ended completed or incomplete (as they would continue a chain), nothing
-    when it failed or was cancelled (its client resends the input)."""
+    when it failed or was cancelled (its client resends the input), nor when a Messages
+    thread's client left it (:func:`thread_left`)."""
     if state.conversation_id is None:
         return None
-    appended = state.status in APPENDED_ENDINGS
+    appended = state.status in APPENDED_ENDINGS and not thread_left(
+        state.thread_system, state.incomplete_reason
+    )
     return ConversationTurn(
         state.conversation_id, items=input_items + state.output if appended else []
     )
+
+
+def thread_left(thread_system: list[Item] | None, incomplete_reason: str | None) -> bool:
+    """Whether a response is a Messages thread's turn that its client left: one the client
+    may never have seen the id of (a timeout, a stream left before its start), so the
+    thread goes on from the turn before it, as after a failed one."""
+    return thread_system is not None and incomplete_reason == CLIENT_LEFT
 
 
 def _record(

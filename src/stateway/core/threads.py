@@ -11,14 +11,15 @@ what conversations already give, on SQLite and PostgreSQL alike, scoped by tenan
   one that appended its items last, :attr:`ConversationItems.last_response_id`); from
   an earlier one it is ``thread_already_continued``. A turn that failed or was cancelled
   appends nothing, so the turn before it is still the latest: the client continues from
-  it again.
+  it again. So does a turn its client left (``incomplete``, ``client_disconnected``): a
+  client that timed out, or left a stream before its ``message_start``, never saw its id.
 - **in flight**: a turn takes the conversation with its in-progress row (ADR 0006), so a
   second continue from the same message is refused its claim, answered
   ``thread_continue_in_flight``, as is a continue from a response still generating.
 - **not found**: a message unknown to the tenant (another's, deleted, never stored: a
   plain Messages request), made outside a thread, or whose turn appended nothing
-  (failed, cancelled) is ``thread_not_found``; so is a thread whose conversation was
-  deleted through the Conversations API.
+  (failed, cancelled, left by its client) is ``thread_not_found``; so is a thread whose
+  conversation was deleted through the Conversations API.
 
 What a thread holds besides its items: its system and its tools. The system is not
 appended to the conversation (a turn that sends another one replaces it, as Claude Code
@@ -60,7 +61,7 @@ from stateway.core.errors import (
 )
 from stateway.core.items import Item
 from stateway.core.ports import ResponseStore
-from stateway.core.response import APPENDED_ENDINGS, UNFINISHED
+from stateway.core.response import APPENDED_ENDINGS, UNFINISHED, thread_left
 from stateway.core.runs import Run
 from stateway.core.tools.toolset import MCP
 
@@ -100,7 +101,9 @@ class Threads:
             raise ThreadNotFound(message_id(previous))
         if record.status in UNFINISHED:
             raise ThreadContinueInFlight(message_id(previous), generating=True)
-        if record.status not in APPENDED_ENDINGS or body.get("conversation_id") is None:
+        left = thread_left(body["thread_system"], body.get("incomplete_reason"))
+        appended = record.status in APPENDED_ENDINGS and not left
+        if not appended or body.get("conversation_id") is None:
             raise ThreadNotFound(message_id(previous))
         command.conversation_id = body["conversation_id"]
         if thread.system is None:
