@@ -5,6 +5,7 @@ tenant's thread through a gateway with API keys."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,17 +37,38 @@ def upstream() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="module", params=["chat", "anthropic"])
-def upstream_api(request: pytest.FixtureRequest) -> str:
-    api: str = request.param
-    return api
+@pytest.fixture(
+    scope="module",
+    params=[
+        "sqlite-chat",
+        "sqlite-anthropic",
+        pytest.param("postgres-chat", marks=pytest.mark.postgres),
+    ],
+)
+def storage_api(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """The thread's storage and upstream API: each API on SQLite, and PostgreSQL's
+    statements (its claim, ``last_response_id``) once."""
+    database_kind, api = str(request.param).split("-")
+    return database_kind, api
+
+
+@pytest.fixture(scope="module")
+def upstream_api(storage_api: tuple[str, str]) -> str:
+    return storage_api[1]
 
 
 @pytest.fixture(scope="module")
 def gateway(
-    upstream: str, upstream_api: str, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    upstream: str,
+    storage_api: tuple[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
-    database = f"sqlite:///{tmp_path_factory.mktemp('db') / 'stateway.db'}"
+    database_kind, upstream_api = storage_api
+    if database_kind == "sqlite":
+        database = f"sqlite:///{tmp_path_factory.mktemp('db') / 'stateway.db'}"
+    else:
+        database = request.getfixturevalue("postgres_url")
     args = ["--upstream", upstream, "--upstream-api", upstream_api, "--database", database]
     with start_gateway(args) as url:
         yield url
@@ -336,3 +358,35 @@ def _once_ended(
         except ThreadContinueInFlightError:
             time.sleep(0.02)
     return turn()
+
+
+def test_concurrent_continues_from_one_message_make_one_turn(
+    claude: Anthropic, gateway: str, upstream: str, upstream_api: str
+) -> None:
+    """Continues from the same message at once, each on its own connection: one wins, the
+    others are refused in the thread's words (never a 500), and the thread does not fork."""
+    first = send(claude, [{"role": "user", "content": "one"}], thread=CREATE)
+
+    def turn(number: int) -> anthropic.types.beta.BetaMessage | anthropic.APIStatusError:
+        with Anthropic(base_url=gateway, api_key="client-key", max_retries=0) as own:
+            message = [{"role": "user", "content": f"[[slow:20]] [[words:3]] try {number}"}]
+            try:
+                return send(own, message, thread=after(first))
+            except anthropic.APIStatusError as refused:
+                return refused
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(turn, range(6)))
+    [won] = [result for result in results if not isinstance(result, anthropic.APIStatusError)]
+    refused = [result for result in results if isinstance(result, anthropic.APIStatusError)]
+    assert all(
+        isinstance(result, ThreadContinueInFlightError | ThreadAlreadyContinuedError)
+        for result in refused
+    ), [(result.status_code, result.body) for result in refused]
+    clear(upstream)
+    send(claude, [{"role": "user", "content": "after"}], thread=after(won))
+    turns, _ = said(upstream_log(upstream)[-1], upstream_api)
+    users = [text for role, text in turns if role == "user"]
+    assert users[0::2] == ["one", "after"]  # one turn between them: the winner's
+    assert len(users) == 3
+    assert users[1].endswith(tuple(f"try {n}" for n in range(6)))
