@@ -18,6 +18,7 @@ from anthropic.types.thread_already_continued_error import ThreadAlreadyContinue
 from anthropic.types.thread_continue_in_flight_error import ThreadContinueInFlightError
 from anthropic.types.thread_not_found_error import ThreadNotFoundError
 
+from stateway.core.compaction.prompt import SUMMARY_PREFIX
 from stateway.fake_upstream.launch import start_fake_upstream
 from stateway.launch import start_gateway
 from tests.e2e.authenticated import auth_gateway, create_key
@@ -390,3 +391,35 @@ def test_concurrent_continues_from_one_message_make_one_turn(
     assert users[0::2] == ["one", "after"]  # one turn between them: the winner's
     assert len(users) == 3
     assert users[1].endswith(tuple(f"try {n}" for n in range(6)))
+
+
+def test_a_compaction_replaces_the_thread_before_it(
+    claude: Anthropic, upstream: str, upstream_api: str
+) -> None:
+    """A Messages compaction summarizes the user's messages too (its block is sent back in
+    place of the whole conversation): a thread's later turns see its system, the summary
+    and what came after it, as a client sending the block would."""
+    first = send(claude, [{"role": "user", "content": "one"}], system=SYSTEM, thread=CREATE)
+    second = send(claude, [{"role": "user", "content": "two"}], thread=after(first))
+    compacted = send(
+        claude,
+        [{"role": "user", "content": "three"}],
+        thread=after(second),
+        extra_body={"compaction": {"type": "summarize"}},
+    )
+    [block] = compacted.content
+    assert block.type == "compaction"
+    assert "user: one" in (block.content or "")
+    clear(upstream)
+    fourth = send(claude, [{"role": "user", "content": "four"}], thread=after(compacted))
+    summary = ("user", SUMMARY_PREFIX + (block.content or ""))
+    turns, _ = said(upstream_log(upstream)[-1], upstream_api)
+    assert turns == [("system", SYSTEM), summary, ("user", "four")]
+    sent_back = [block.model_dump(), {"type": "text", "text": "five"}]  # replaces the thread
+    send(claude, [{"role": "user", "content": sent_back}], thread=after(fourth))
+    turns, _ = said(upstream_log(upstream)[-1], upstream_api)
+    assert turns == [
+        ("system", SYSTEM),
+        summary,
+        ("user", "five"),
+    ]

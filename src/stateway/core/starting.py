@@ -44,7 +44,7 @@ from stateway.core.routing.affinity import chain_names
 from stateway.core.runs import CancelReason, Run, RunRegistry
 from stateway.core.stages.chain import before_planning
 from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
-from stateway.core.threads import check_continued
+from stateway.core.threads import check_continued, thread_items
 from stateway.core.token_estimate import estimate_tokens
 from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.choice import check_tool_choice, context_tools, names_tools
@@ -209,8 +209,10 @@ class RunStarter:
         input, which no context window refuses)."""
         items = None if conversation is None else conversation.items
         prior = await load_prior(self._store, principal.tenant_id, command, items)
-        if command.thread is not None and command.thread.system:  # the thread's, first
-            prior = Prior(command.thread.system + prior.items, prior.source, prior.served_by)
+        thread = command.thread
+        if thread is not None:  # its system first, then its items since its last compaction
+            items = (thread.system or []) + thread_items(prior.items, command.input)
+            prior = Prior(items, prior.source, prior.served_by)
         chain = chain_names(
             command.previous_response_id,
             command.conversation_id,

@@ -31,6 +31,11 @@ An MCP connector server's authorization is never stored (``SECRET_KEYS`` in
 :mod:`stateway.core.tools.mcp_binding`), so a continue of a thread with MCP servers sends
 them again.
 
+A Messages compaction in a thread (a ``compaction`` request, the ``compact_20260112``
+edit, or a block sent back) summarizes every message before it, the user's included:
+later turns see the thread's system, that summary and what follows it
+(:func:`thread_items`), as a client sending the block back would have them.
+
 A prewarm (``max_tokens: 0``) is no turn: it is checked as its turn would be (a continue
 from a message that is not the latest is ``thread_already_continued``) and answered, but
 it is not stored, holds nothing and takes no claim, so the turn it warms, sent next from
@@ -49,6 +54,8 @@ from stateway.core.commands import (
     DeleteConversation,
     ThreadTurn,
 )
+from stateway.core.compaction.sealed import COMPACTION
+from stateway.core.compaction.view import SHOWN
 from stateway.core.conversations.ports import Conversation, ConversationItems
 from stateway.core.conversations.service import Conversations
 from stateway.core.errors import (
@@ -138,6 +145,21 @@ class Threads:
             await conversations.execute(tenant_id, DeleteConversation(command.conversation_id))
         except Exception:  # the refusal is what the client is told
             log.warning("deleting the conversation of a refused thread failed", exc_info=True)
+
+
+def thread_items(items: list[Item], current: list[Item]) -> list[Item]:
+    """A thread's stored ``items`` as a turn with input ``current`` continues them: from
+    the last Messages compaction among them (one showing its summary: it stands for every
+    message before it, the user's included, as its block sent back in their place would),
+    or none when ``current`` brings such a block itself."""
+    if any(_replaces(item) for item in current):
+        return []
+    last = next((i for i in range(len(items) - 1, -1, -1) if _replaces(items[i])), 0)
+    return items[last:]
+
+
+def _replaces(item: Item) -> bool:
+    return item.get("type") == COMPACTION and bool(item.get(SHOWN))
 
 
 def check_continued(thread: ThreadTurn, conversation: ConversationItems) -> None:
