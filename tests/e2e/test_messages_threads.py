@@ -281,9 +281,12 @@ def test_another_tenants_thread_is_not_found(
     database = f"sqlite:///{directory / 'stateway.db'}"
     suffix = uuid.uuid4().hex[:8]
     with auth_gateway(directory, upstream, database) as gateway:
-        keys = [create_key(database, f"{name}-{suffix}") for name in ("alice", "bob")]
-        alice, bob = (Anthropic(base_url=gateway.url, api_key=key, max_retries=0) for key in keys)
-        with alice, bob:
+        names = ("alice", "bob", "alice")  # alice's second key: her tenant's threads
+        keys = [create_key(database, f"{name}-{suffix}") for name in names]
+        alice, bob, other_key = (
+            Anthropic(base_url=gateway.url, api_key=key, max_retries=0) for key in keys
+        )
+        with alice, bob, other_key:
             first = send(alice, [{"role": "user", "content": "mine"}], thread=CREATE)
             with pytest.raises(ThreadNotFoundError) as caught:
                 send(bob, [{"role": "user", "content": "hi"}], thread=after(first))
@@ -298,6 +301,8 @@ def test_another_tenants_thread_is_not_found(
             # the owner's thread is untouched
             second = send(alice, [{"role": "user", "content": "more"}], thread=after(first))
             assert second.content[-1].text == "Hello! You said: more"
+            third = send(other_key, [{"role": "user", "content": "on"}], thread=after(second))
+            assert third.content[-1].text == "Hello! You said: on"
 
 
 def test_a_prewarm_holds_nothing(claude: Anthropic, upstream: str, upstream_api: str) -> None:
