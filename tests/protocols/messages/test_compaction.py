@@ -76,6 +76,19 @@ def test_a_block_without_content_is_dropped_wherever_it_is() -> None:
     assert [item["type"] for item in command.input] == ["message"] * 3
 
 
+def test_blocks_without_content_before_the_block_leave_it_first() -> None:
+    failed = {"type": "compaction", "content": None}
+    text = {"type": "text", "text": "go on"}
+    same_message = [{"role": "user", "content": [failed, BLOCK, text]}]
+    earlier_message = [
+        {"role": "assistant", "content": [failed]},
+        {"role": "user", "content": [BLOCK, text]},
+    ]
+    for messages in (same_message, earlier_message):
+        command = decode_messages(body(messages=messages))
+        assert [item["type"] for item in command.input] == ["compaction", "message"]
+
+
 @pytest.mark.parametrize(
     ("fields", "code", "param"),
     [

@@ -13,12 +13,12 @@
   ``compaction_incomplete_turn``; one with nothing but system text,
   ``compaction_nothing_to_summarize``.
 - A ``compaction`` block sent back (:func:`split_block`): it must be the first block of
-  the conversation (only ``system`` messages before it; never in one:
-  ``compaction_block_misplaced``), and only one block may have content
-  (``compaction_block_ambiguous``). It becomes a compaction item where it stands, which
-  the model sees as its summary (:mod:`stateway.core.compaction.view`); its ``signature``
-  is the summary sealed for the tenant, checked there against its ``content``
-  (``compaction_signature_invalid``, ``compaction_content_mismatch``: another tenant's
+  the conversation (only ``system`` messages, and blocks without content, before it;
+  never in a ``system`` message: ``compaction_block_misplaced``), and only one block may
+  have content (``compaction_block_ambiguous``). It becomes a compaction item where it
+  stands, which the model sees as its summary (:mod:`stateway.core.compaction.view`);
+  its ``signature`` is the summary sealed for the tenant, checked there against its
+  ``content`` (``compaction_signature_invalid``, ``compaction_content_mismatch``: another tenant's
   block, or an altered one, is refused). A block whose ``content`` is null (a failed
   compaction) is a no-op wherever it is. ``encrypted_content`` and ``tool_changes`` are
   taken and ignored: the gateway's blocks carry neither (their docstrings: opaque
@@ -45,6 +45,7 @@ from stateway.core.ids import new_id
 from stateway.core.items import Item
 from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.request import (
+    Block,
     CompactionBlock,
     MessageParam,
     MessagesBody,
@@ -92,8 +93,10 @@ def split_block(messages: list[MessageParam]) -> tuple[list[MessageParam], Item 
     item = None
     if given:
         index, position, block = given[0]
-        before = messages[:index]
-        if position or messages[index].role == "system" or any(m.role != "system" for m in before):
+        message = messages[index]
+        ahead = [] if isinstance(message.content, str) else message.content[:position]
+        before = [m for m in messages[:index] if m.role != "system"]
+        if message.role == "system" or not _no_ops(ahead) or not all(map(_empty, before)):
             raise _misplaced(f"messages.{index}.content.{position}")
         item = {
             "id": new_id("cmp"),
@@ -110,6 +113,17 @@ def split_block(messages: list[MessageParam]) -> tuple[list[MessageParam], Item 
         for message in messages
     ]
     return kept, item
+
+
+def _no_ops(blocks: list[Block]) -> bool:
+    """Whether ``blocks`` are all failed compactions (``content`` null), which are no-ops
+    wherever they are, so do not stand before a block."""
+    return all(isinstance(block, CompactionBlock) and not block.content for block in blocks)
+
+
+def _empty(message: MessageParam) -> bool:
+    """Whether ``message`` holds nothing but failed compactions."""
+    return not isinstance(message.content, str) and _no_ops(message.content)
 
 
 def placed(items: list[Item], item: Item | None) -> list[Item]:
