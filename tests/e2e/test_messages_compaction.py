@@ -320,3 +320,18 @@ def test_the_autocompact_edit_pauses_or_waits_for_its_trigger(
     with pytest.raises(anthropic.BadRequestError) as caught:
         create(claude, HISTORY, context_management=autocompact(0))
     assert caught.value.api_message.startswith("context_management.edits.1.trigger:")  # type: ignore[union-attr]
+
+
+def test_the_blocks_cache_control_marks_the_summary(
+    claude: Anthropic, upstream: str, request: pytest.FixtureRequest
+) -> None:
+    block = compacted(claude)
+    clear(upstream)
+    marked = {**block, "cache_control": {"type": "ephemeral"}}
+    create(claude, [{"role": "user", "content": [marked, {"type": "text", "text": "go on"}]}])
+    [sent] = upstream_log(upstream)
+    [summary, *_] = sent["body"].get("messages") or sent["body"]["input"]
+    if request.node.callspec.params["gateway"] == "anthropic":  # the breakpoint, as given
+        assert summary["content"][0]["cache_control"] == {"type": "ephemeral"}
+    else:  # no mark to an API that has none
+        assert "cache_control" not in str(summary)

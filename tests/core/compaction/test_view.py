@@ -237,3 +237,11 @@ def test_a_summary_shown_beside_its_seal_must_be_the_one_sealed() -> None:
         with pytest.raises(InvalidRequest) as refused:
             model_view([item, message("user", "go on")], TENANT, SEALER, 0)
         assert (refused.value.code, refused.value.param) == (code, "input[0].encrypted_content")
+
+
+def test_a_compactions_cache_control_marks_its_summary() -> None:
+    marked = {**compaction("s"), "cache_control": {"type": "ephemeral"}}
+    [summary] = model_view([marked], TENANT, SEALER, 0)
+    assert summary["content"][0]["cache_control"] == {"type": "ephemeral"}
+    [plain] = model_view([compaction("s")], TENANT, SEALER, 0)
+    assert "cache_control" not in plain["content"][0]

@@ -60,6 +60,9 @@ def test_a_block_sent_back_becomes_a_compaction_item_after_the_system_text() -> 
         "the summary",
     )
     assert turn["content"] == [{"type": "input_text", "text": "go on"}]
+    assert "cache_control" not in item
+    marked = [{"role": "user", "content": [{**BLOCK, "cache_control": {"type": "ephemeral"}}]}]
+    assert decode_messages(body(messages=marked)).input[0]["cache_control"] == {"type": "ephemeral"}
     alone = [{"role": "assistant", "content": [BLOCK]}, {"role": "user", "content": "next"}]
     assert [i["type"] for i in decode_messages(body(messages=alone)).input] == [
         "compaction",

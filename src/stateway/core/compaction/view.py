@@ -6,7 +6,8 @@
   item's summary as a ``user`` message (:data:`~.prompt.SUMMARY_PREFIX` first), then
   everything after it. Earlier compaction items were summarized into the last one. An
   item that also shows its summary (``content``, beside its seal: a Messages
-  ``compaction`` block) must show the one sealed (:func:`~.sealed.signed_summary`). Tool
+  ``compaction`` block) must show the one sealed (:func:`~.sealed.signed_summary`), and
+  one with a ``cache_control`` (the block's) has its summary marked with it. Tool
   outputs left without their call by this are left out too. ``additional_tools`` items
   are kept: their tools stay offered.
 - A ``reasoning`` item whose ``encrypted_content`` this gateway sealed
@@ -44,6 +45,9 @@ ENCRYPTED = "encrypted_content"
 SHOWN = "content"
 """A compaction item's summary in the clear, beside its seal (:attr:`~stateway.core.commands.
 GenerationSettings.summary_shown`; a Messages ``compaction`` block's ``content``)."""
+CACHE_CONTROL = "cache_control"
+"""A compaction item's prompt-cache breakpoint (a Messages block's ``cache_control``),
+which the summary shown in its place carries."""
 
 
 def model_view(
@@ -73,7 +77,7 @@ def model_view(
             if index == last or index >= input_start:
                 text = _summary(item, tenant_id, sealer, param)
                 if index == last:
-                    out.append(summary_message(text, item.get("id")))
+                    out.append(summary_message(text, item.get("id"), item.get(CACHE_CONTROL)))
             continue
         if index < last and not _kept(item):
             if index >= input_start and _carries_seal(item, sealer):
@@ -135,13 +139,13 @@ def check_added(items: list[Item], tenant_id: str, sealer: Sealer | None) -> Non
             _opened_reasoning(item, tenant_id, sealer, param, given=False)
 
 
-def summary_message(summary: str, item_id: object = None) -> Item:
-    """How the model is shown a compaction item's summary."""
-    message: Item = {
-        "type": MESSAGE,
-        "role": "user",
-        "content": [{"type": "input_text", "text": SUMMARY_PREFIX + summary}],
-    }
+def summary_message(summary: str, item_id: object = None, cache_control: object = None) -> Item:
+    """How the model is shown a compaction item's summary; the item's ``cache_control``
+    (a Messages block's prompt-cache breakpoint) marks it, as it would the block."""
+    part: Item = {"type": "input_text", "text": SUMMARY_PREFIX + summary}
+    if isinstance(cache_control, dict):
+        part[CACHE_CONTROL] = cache_control
+    message: Item = {"type": MESSAGE, "role": "user", "content": [part]}
     if isinstance(item_id, str):
         message["id"] = item_id
     return message

@@ -18,11 +18,13 @@
   have content (``compaction_block_ambiguous``). It becomes a compaction item where it
   stands, which the model sees as its summary (:mod:`stateway.core.compaction.view`);
   its ``signature`` is the summary sealed for the tenant, checked there against its
-  ``content`` (``compaction_signature_invalid``, ``compaction_content_mismatch``: another tenant's
-  block, or an altered one, is refused). A block whose ``content`` is null (a failed
-  compaction) is a no-op wherever it is. ``encrypted_content`` and ``tool_changes`` are
-  taken and ignored: the gateway's blocks carry neither (their docstrings: opaque
-  metadata, absent when the server did not compute tool changes).
+  ``content`` (``compaction_signature_invalid``, ``compaction_content_mismatch``:
+  another tenant's block, or an altered one, is refused). A block whose ``content`` is
+  null (a failed compaction) is a no-op wherever it is. Its ``cache_control`` marks the
+  summary shown in its place (for an Anthropic upstream, the breakpoint the block's
+  would be). ``encrypted_content`` and ``tool_changes`` are taken and ignored: the
+  gateway's blocks carry neither (their docstrings: opaque metadata, absent when the
+  server did not compute tool changes).
 
 - The ``compact_20260112`` edit of ``context_management`` (:func:`autocompact`): the
   gateway's ``context_management`` compaction, at the edit's ``trigger``; the answer's
@@ -40,6 +42,7 @@ from typing import Any, Final
 from stateway.core.commands import CreateResponse
 from stateway.core.compaction import sealed
 from stateway.core.compaction.prompt import STANDALONE_SUMMARY_PROMPT
+from stateway.core.compaction.view import CACHE_CONTROL
 from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import Item
@@ -90,7 +93,7 @@ def split_block(messages: list[MessageParam]) -> tuple[list[MessageParam], Item 
             "conversation returned last.",
             AMBIGUOUS,
         )
-    item = None
+    item: Item | None = None
     if given:
         index, position, block = given[0]
         message = messages[index]
@@ -104,6 +107,8 @@ def split_block(messages: list[MessageParam]) -> tuple[list[MessageParam], Item 
             "encrypted_content": block.signature,
             "content": block.content,  # checked against the signature (core)
         }
+        if block.cache_control is not None:  # the summary shown in its place carries it
+            item[CACHE_CONTROL] = block.cache_control
     kept = [
         message
         if isinstance(message.content, str)
