@@ -191,6 +191,17 @@ def test_a_compaction_answers_with_its_block_alone() -> None:
     assert (block.content, block.signature) == ("the summary", "sw1.seal")
 
 
+def test_an_answer_cut_short_after_its_compaction_says_why() -> None:
+    """An autocompact's answer that ended before any output (out of tokens, or an
+    Anthropic upstream's own stop) is no pause for the compaction: the client must not
+    take it for one and send the conversation again."""
+    cut = compacted()
+    cut.status, cut.incomplete_reason = "incomplete", "max_output_tokens"
+    assert encode_message(cut)["stop_reason"] == "max_tokens"
+    cut.stop_reason = "model_context_window_exceeded"
+    assert encode_message(cut)["stop_reason"] == "model_context_window_exceeded"
+
+
 def test_a_compaction_streams_its_block_then_its_summary() -> None:
     state = compacted()
     stream = MessagesStream()

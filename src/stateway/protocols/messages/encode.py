@@ -15,8 +15,9 @@ shown as Anthropic shows its server tools (:mod:`.server_tools`), searches count
 ``usage.server_tool_use.web_search_requests``; other items only the gateway acts on (the
 calls of a backend's ``gateway_tools``) are not shown.
 
-``stop_reason``: ``compaction`` when the output ends with a compaction block (a
-compaction request's only block); an Anthropic upstream's own as it came, with its
+``stop_reason``: ``compaction`` when a finished output ends with a compaction block (a
+compaction request's only block; an answer cut short right after an autocompact's block
+says why it was cut); an Anthropic upstream's own as it came, with its
 ``stop_details``, when it ended the response (``model_context_window_exceeded``,
 ``pause_turn``, ``refusal``);
 else ``max_tokens`` when the output was cut at the limit, or when none was asked for
@@ -178,14 +179,14 @@ def tool_input(arguments: str, cut: bool = False) -> dict[str, Any]:
 
 
 def stop_reason(state: ResponseState) -> str:
-    if state.output and state.output[-1].get("type") == COMPACTION:  # nothing sampled after
-        return "compaction"
     if state.settings.max_output_tokens == 0:  # a prewarm: at its limit before it began
         return "max_tokens"
-    if state.status == "incomplete":
+    if state.status == "incomplete":  # even right after a compaction: no pause, a cut
         if state.stop_reason is not None:  # an Anthropic upstream's, which ended it
             return state.stop_reason
         return _INCOMPLETE.get(state.incomplete_reason or "", "max_tokens")
+    if state.output and state.output[-1].get("type") == COMPACTION:  # nothing sampled after
+        return "compaction"
     if state.stop_sequence is not None:
         return "stop_sequence"
     if any(_refused(item) for item in state.output):
