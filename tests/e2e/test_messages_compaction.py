@@ -296,7 +296,8 @@ def test_the_autocompact_edit_compacts_first_past_its_trigger(
     assert "user: my name is Ada" in block.content.splitlines()
     summarized, answered = upstream_log(upstream)
     assert user_texts(summarized["body"])[-1] == STANDALONE_SUMMARY_PROMPT + "\n\n[[echo]]"
-    assert user_texts(answered["body"])[-1] == SUMMARY_PREFIX + block.content
+    # the answer is sampled from the summary alone, as the next request will show it
+    assert user_texts(answered["body"]) == [SUMMARY_PREFIX + block.content]
     # sent back first, with the answer after it, the block stands for the conversation
     clear(upstream)
     later = [
@@ -335,3 +336,24 @@ def test_the_blocks_cache_control_marks_the_summary(
         assert summary["content"][0]["cache_control"] == {"type": "ephemeral"}
     else:  # no mark to an API that has none
         assert "cache_control" not in str(summary)
+
+
+def test_in_a_thread_the_summary_stands_for_the_users_messages_too(
+    claude: Anthropic, upstream: str
+) -> None:
+    """A thread holds the compaction for its client, so the next turn is shown what a
+    client sending the block back would show: the summary, not the messages it covers."""
+    first = create(claude, HISTORY, thread={"type": "create"})
+    turn = [{"role": "user", "content": "and coffee"}]
+    compacting = create(
+        claude,
+        turn,
+        thread={"type": "continue", "previous_message_id": first.id},
+        compaction=SUMMARIZE,
+    )
+    summary = block_of(compacting)["content"]
+    clear(upstream)
+    after = {"type": "continue", "previous_message_id": compacting.id}
+    create(claude, [{"role": "user", "content": "[[echo]]"}], thread=after)
+    [sent] = upstream_log(upstream)
+    assert user_texts(sent["body"]) == [SUMMARY_PREFIX + summary, "[[echo]]"]

@@ -224,6 +224,15 @@ def test_kept_messages_are_the_user_messages() -> None:
     assert [text_of(item) for item in kept_messages(items)] == ["u1", "u2"]
 
 
+def test_a_summary_shown_beside_its_seal_stands_for_the_users_messages_too() -> None:
+    before = [message("system", "rules"), message("user", "u1"), message("assistant", "a")]
+    shown = {**compaction("the summary"), "content": "the summary"}
+    view = model_view([*before, shown, message("user", "go on")], TENANT, SEALER, 3)
+    assert [text_of(item) for item in view] == ["rules", SUMMARY_PREFIX + "the summary", "go on"]
+    sealed_only = model_view([*before, compaction("s")], TENANT, SEALER, 3)
+    assert [text_of(item) for item in sealed_only] == ["rules", "u1", SUMMARY_PREFIX + "s"]
+
+
 def test_a_summary_shown_beside_its_seal_must_be_the_one_sealed() -> None:
     shown = {**compaction("the summary"), "content": "the summary"}
     view = model_view([shown, message("user", "go on")], TENANT, SEALER, 0)

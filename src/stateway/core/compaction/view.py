@@ -6,7 +6,10 @@
   item's summary as a ``user`` message (:data:`~.prompt.SUMMARY_PREFIX` first), then
   everything after it. Earlier compaction items were summarized into the last one. An
   item that also shows its summary (``content``, beside its seal: a Messages
-  ``compaction`` block) must show the one sealed (:func:`~.sealed.signed_summary`), and
+  compaction) must show the one sealed (:func:`~.sealed.signed_summary`), and stands for
+  the ``user`` messages before it too (its summary was asked for with the standalone
+  prompt, :data:`~.prompt.STANDALONE_SUMMARY_PROMPT`: a Messages client sends it back in
+  their place, and a Messages thread, which holds it for the client, shows it so too);
   one with a ``cache_control`` (the block's) has its summary marked with it. Tool
   outputs left without their call by this are left out too. ``additional_tools`` items
   are kept: their tools stay offered.
@@ -41,6 +44,7 @@ from stateway.core.reasoning import REDACTED, unwrapped
 from stateway.core.tools.catalog import ADDITIONAL_TOOLS
 
 _KEPT_ROLES = frozenset({"system", "developer", "user"})
+_STANDALONE_KEPT_ROLES = frozenset({"system", "developer"})
 ENCRYPTED = "encrypted_content"
 SHOWN = "content"
 """A compaction item's summary in the clear, beside its seal (:attr:`~stateway.core.commands.
@@ -66,6 +70,7 @@ def model_view(
     last = max(
         (i for i, item in enumerate(items) if item.get("type") == sealed.COMPACTION), default=-1
     )
+    roles = _STANDALONE_KEPT_ROLES if last >= 0 and _standalone(items[last]) else _KEPT_ROLES
     out: list[Item] = []
     dropped_calls: set[str] = set()
     for index, item in enumerate(items):
@@ -79,7 +84,7 @@ def model_view(
                 if index == last:
                     out.append(summary_message(text, item.get("id"), item.get(CACHE_CONTROL)))
             continue
-        if index < last and not _kept(item):
+        if index < last and not _kept(item, roles):
             if index >= input_start and _carries_seal(item, sealer):
                 _opened_reasoning(item, tenant_id, sealer, param, given=True)
             call_id = item.get("call_id")
@@ -197,10 +202,18 @@ def _without_seal(item: Item) -> Item:
     return {key: value for key, value in item.items() if key != ENCRYPTED}
 
 
-def _kept(item: Item) -> bool:
-    """Whether an item before the last compaction still reaches the model."""
+def _kept(item: Item, roles: frozenset[str]) -> bool:
+    """Whether an item before the last compaction still reaches the model (a message of
+    one of ``roles``)."""
     kind = item.get("type")
-    return (kind == MESSAGE and item.get("role") in _KEPT_ROLES) or kind == ADDITIONAL_TOOLS
+    return (kind == MESSAGE and item.get("role") in roles) or kind == ADDITIONAL_TOOLS
+
+
+def _standalone(item: Item) -> bool:
+    """Whether a compaction item's summary stands for the user's messages too: one shown
+    beside its seal, a Messages compaction's (asked with the standalone prompt, and sent
+    back in place of the whole conversation)."""
+    return isinstance(item.get(SHOWN), str)
 
 
 def _opened_reasoning(
