@@ -200,6 +200,7 @@ def autocompact(command: CreateResponse, context_management: dict[str, Any] | No
             not isinstance(trigger, dict)
             or trigger.get("type") != "input_tokens"
             or not isinstance(threshold, int)
+            or isinstance(threshold, bool)
             or threshold < 1
         ):
             raise field_error(
@@ -211,7 +212,9 @@ def autocompact(command: CreateResponse, context_management: dict[str, Any] | No
         entry = {"type": sealed.COMPACTION, "compact_threshold": threshold}
         command.settings.context_management = [entry | {"pause_after_compaction": pause}]
         added = edit.get("instructions")
-        if isinstance(added, str) and added.strip():
+        if added is not None and not isinstance(added, str):
+            raise field_error(f"{where}.instructions", "expected a string.", "invalid_type")
+        if added is not None and added.strip():
             command.settings.summary_prompt = f"{STANDALONE_SUMMARY_PROMPT}\n\n{added}"
         else:
             command.settings.summary_prompt = STANDALONE_SUMMARY_PROMPT
