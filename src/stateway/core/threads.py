@@ -54,8 +54,7 @@ from stateway.core.commands import (
     DeleteConversation,
     ThreadTurn,
 )
-from stateway.core.compaction.sealed import COMPACTION
-from stateway.core.compaction.view import SHOWN
+from stateway.core.compaction.view import standalone
 from stateway.core.conversations.ports import Conversation, ConversationItems
 from stateway.core.conversations.service import Conversations
 from stateway.core.errors import (
@@ -152,14 +151,10 @@ def thread_items(items: list[Item], current: list[Item]) -> list[Item]:
     the last Messages compaction among them (one showing its summary: it stands for every
     message before it, the user's included, as its block sent back in their place would),
     or none when ``current`` brings such a block itself."""
-    if any(_replaces(item) for item in current):
+    if any(standalone(item) for item in current):
         return []
-    last = next((i for i in range(len(items) - 1, -1, -1) if _replaces(items[i])), 0)
+    last = next((i for i in range(len(items) - 1, -1, -1) if standalone(items[i])), 0)
     return items[last:]
-
-
-def _replaces(item: Item) -> bool:
-    return item.get("type") == COMPACTION and bool(item.get(SHOWN))
 
 
 def check_continued(thread: ThreadTurn, conversation: ConversationItems) -> None:

@@ -70,7 +70,7 @@ def model_view(
     last = max(
         (i for i, item in enumerate(items) if item.get("type") == sealed.COMPACTION), default=-1
     )
-    roles = _STANDALONE_KEPT_ROLES if last >= 0 and _standalone(items[last]) else _KEPT_ROLES
+    roles = _STANDALONE_KEPT_ROLES if last >= 0 and standalone(items[last]) else _KEPT_ROLES
     out: list[Item] = []
     dropped_calls: set[str] = set()
     for index, item in enumerate(items):
@@ -209,11 +209,11 @@ def _kept(item: Item, roles: frozenset[str]) -> bool:
     return (kind == MESSAGE and item.get("role") in roles) or kind == ADDITIONAL_TOOLS
 
 
-def _standalone(item: Item) -> bool:
-    """Whether a compaction item's summary stands for the user's messages too: one shown
-    beside its seal, a Messages compaction's (asked with the standalone prompt, and sent
-    back in place of the whole conversation)."""
-    return isinstance(item.get(SHOWN), str)
+def standalone(item: Item) -> bool:
+    """Whether ``item`` is a compaction whose summary stands for the user's messages too:
+    one shown beside its seal, a Messages compaction's (asked with the standalone prompt,
+    and sent back in place of the whole conversation)."""
+    return item.get("type") == sealed.COMPACTION and isinstance(item.get(SHOWN), str)
 
 
 def _opened_reasoning(
