@@ -428,3 +428,24 @@ def test_a_compaction_replaces_the_thread_before_it(
         summary,
         ("user", "five"),
     ]
+
+
+def test_every_turns_cache_breakpoint_stays_within_anthropics_four(claude: Anthropic) -> None:
+    """Each turn marks its last message for the prompt cache, as Claude Code does, and the
+    thread keeps every turn's messages: past four marks an Anthropic upstream refuses the
+    request, so the gateway sends the system's and the latest ones."""
+    system: Any = [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}]
+    thread = CREATE
+    for turn in range(6):
+        content: Any = [
+            {"type": "text", "text": f"turn {turn}", "cache_control": {"type": "ephemeral"}}
+        ]
+        message = claude.beta.messages.create(
+            model=MODEL,
+            max_tokens=64,
+            system=system,
+            messages=[{"role": "user", "content": content}],
+            thread=thread,
+        )
+        assert message.stop_reason == "end_turn"
+        thread = after(message)

@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from stateway.backends.anthropic_breakpoints import cap_breakpoints
 from stateway.backends.anthropic_content import conversation
 from stateway.backends.anthropic_names import ToolNames
 from stateway.backends.reasoning_efforts import NONE
@@ -106,6 +107,7 @@ def to_upstream(
     if settings.cache_control:
         body["cache_control"] = settings.cache_control
     _output_format(body, settings.text_format)
+    cap_breakpoints(body)
     return body
 
 

@@ -22,7 +22,9 @@ would take.
   ``temperature`` other than 1, ``top_k``, a ``top_p`` below 0.95, or a ``tool_choice``
   forcing a tool, or a last assistant message calling tools that does not start with a
   ``thinking`` (or ``redacted_thinking``) block; a ``thinking`` block whose ``signature``
-  is not the fake's.
+  is not the fake's;
+- more than four ``cache_control`` breakpoints (tools, system blocks, message blocks and
+  tool results' blocks, and the top-level automatic one).
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ def check_messages_request(
         )
     _check_system(body.get("system"))
     _check_output_config(body.get("output_config"))
+    _check_breakpoints(body)
     previous_uses: set[str] = set()
     cited = _citable(messages)
     for index, message in enumerate(messages):
@@ -342,3 +345,29 @@ def _check_blocks(
 def _signed(block: dict[str, Any], verify: Callable[[str, str], str | None]) -> bool:
     thinking, signature = str(block.get("thinking", "")), str(block.get("signature", ""))
     return verify(thinking, signature) is not None
+
+
+MAX_BREAKPOINTS = 4
+
+
+def _check_breakpoints(body: dict[str, Any]) -> None:
+    found = int("cache_control" in body)
+    for tool in body.get("tools") or ():
+        found += isinstance(tool, dict) and "cache_control" in tool
+    system = body.get("system")
+    for block in system if isinstance(system, list) else ():
+        found += isinstance(block, dict) and "cache_control" in block
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, dict):
+                continue
+            found += "cache_control" in block
+            inner = block.get("content")
+            if block.get("type") == "tool_result" and isinstance(inner, list):
+                found += sum(isinstance(b, dict) and "cache_control" in b for b in inner)
+    if found > MAX_BREAKPOINTS:
+        raise invalid_request(
+            f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+            f"Found {found}."
+        )
