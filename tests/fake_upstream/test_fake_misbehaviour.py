@@ -82,8 +82,9 @@ def test_late_holds_back_the_first_payload_and_pause_the_second(url: str) -> Non
     role_at = texts[0][0]
     (first_at, first), (second_at, second) = [(at, t) for at, t in texts if t][:2]
     assert role_at < 0.25
-    assert first_at - role_at >= 0.3
-    assert second_at - first_at >= 0.3
+    # the gaps are the fake's sleeps, read by the client a little early or late
+    assert first_at - role_at >= 0.25
+    assert second_at - first_at >= 0.25
     assert (first + second).split() == ["w1", "w2"]
     assert parse_script("[[late:300]] [[only:x]]").for_model("y").late_ms is None
 
