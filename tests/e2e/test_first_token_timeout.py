@@ -151,7 +151,7 @@ def test_unset_a_late_first_output_is_waited_for(
     mark = marker()
     started = time.monotonic()
     answer = ask(gateway, frontend, name, f"{mark} [[stall:1500]] [[only:{name}-a]]", stream)
-    assert time.monotonic() - started >= 1.5
+    assert time.monotonic() - started >= 1.4  # waited out (the fake sleeps 1.5 s)
     assert answer.status == 200, answer.body
     assert shown_text(frontend, answer, stream) == f"Hello! You said: {mark}"
     assert fake_requests(second_upstream, mark) == []
