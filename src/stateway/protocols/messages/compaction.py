@@ -62,11 +62,9 @@ INCOMPLETE_TURN: Final = "compaction_incomplete_turn"
 """Codes answered with ``error.details.error_code`` (:data:`.errors.COMPACTION_CODES`)."""
 
 
-def check_system(system: Any) -> None:
-    """A ``compaction`` block in the top-level ``system`` (raw: its blocks are text
-    blocks) is misplaced, not an unknown block."""
-    if not isinstance(system, list):
-        return
+def check_system(system: list[Any]) -> None:
+    """A ``compaction`` block in the top-level ``system`` blocks (raw: its blocks are
+    text blocks) is misplaced, not an unknown block."""
     for index, block in enumerate(system):
         if isinstance(block, dict) and block.get("type") == sealed.COMPACTION:
             raise _misplaced(f"system.{index}")
@@ -180,14 +178,14 @@ def request_compaction(command: CreateResponse, body: MessagesBody) -> None:
 AUTOCOMPACT: Final = "compact_20260112"
 
 
-def autocompact(command: CreateResponse, context_management: dict[str, Any] | None) -> None:
+def autocompact(command: CreateResponse, context_management: dict[str, Any]) -> None:
     """The ``compact_20260112`` edit of ``context_management`` as the gateway's
     ``context_management`` compaction: past ``trigger.value`` input tokens (by the
     gateway's estimate; without a trigger, its default: 80% of the model's context window,
     when one is known) the response first compacts, its block first, then answers from the
     summary, or stops there (``pause_after_compaction``); ``instructions`` are added to
     the prompt. The other edits have no effect."""
-    edits = (context_management or {}).get("edits")
+    edits = context_management.get("edits")
     if not isinstance(edits, list):
         return
     for index, edit in enumerate(edits):

@@ -30,11 +30,9 @@ CREATE = "create"
 CONTINUE = "continue"
 
 
-def decode_thread(thread: dict[str, Any] | None, *, tools_given: bool) -> ThreadTurn | None:
-    """The thread turn a request's ``thread`` asks for (None without one); ``tools_given``:
-    whether the request declares tools (``tools`` or ``mcp_servers``)."""
-    if thread is None:
-        return None
+def decode_thread(thread: dict[str, Any], *, tools_given: bool) -> ThreadTurn:
+    """The thread turn a request's ``thread`` asks for; ``tools_given``: whether the
+    request declares tools (``tools`` or ``mcp_servers``)."""
     kind = thread.get("type")
     if kind is None:
         raise field_error("thread.type", "Field required", "missing_required_parameter")
