@@ -46,7 +46,13 @@ from stateway.core.compaction.view import CACHE_CONTROL
 from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import Item
-from stateway.protocols.messages.errors import field_error
+from stateway.protocols.messages.errors import (
+    AMBIGUOUS,
+    INCOMPLETE_TURN,
+    MISPLACED,
+    NOTHING_TO_SUMMARIZE,
+    field_error,
+)
 from stateway.protocols.messages.request import (
     Block,
     CompactionBlock,
@@ -54,12 +60,6 @@ from stateway.protocols.messages.request import (
     MessagesBody,
     ToolUseBlock,
 )
-
-MISPLACED: Final = "compaction_block_misplaced"
-AMBIGUOUS: Final = "compaction_block_ambiguous"
-NOTHING_TO_SUMMARIZE: Final = "compaction_nothing_to_summarize"
-INCOMPLETE_TURN: Final = "compaction_incomplete_turn"
-"""Codes answered with ``error.details.error_code`` (:data:`.errors.COMPACTION_CODES`)."""
 
 
 def check_system(system: list[Any]) -> None:

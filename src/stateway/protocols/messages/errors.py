@@ -69,12 +69,16 @@ _TYPES: Final = {
     529: "overloaded_error",
 }
 _OVERLOADED_CODES: Final = frozenset({"overloaded", "upstream_overloaded"})
+MISPLACED: Final = "compaction_block_misplaced"
+AMBIGUOUS: Final = "compaction_block_ambiguous"
+NOTHING_TO_SUMMARIZE: Final = "compaction_nothing_to_summarize"
+INCOMPLETE_TURN: Final = "compaction_incomplete_turn"
 COMPACTION_CODES: Final = frozenset(
     {
-        "compaction_block_misplaced",
-        "compaction_block_ambiguous",
-        "compaction_nothing_to_summarize",
-        "compaction_incomplete_turn",
+        MISPLACED,
+        AMBIGUOUS,
+        NOTHING_TO_SUMMARIZE,
+        INCOMPLETE_TURN,
         SIGNATURE_INVALID,
         CONTENT_MISMATCH,
     }
