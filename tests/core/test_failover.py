@@ -169,7 +169,7 @@ async def test_a_message_start_before_the_first_token_keeps_its_phase() -> None:
     "after",
     [
         pytest.param(ReasoningDelta("think"), id="reasoning"),
-        pytest.param(ToolCallDelta(0, "call_1", "lookup", ""), id="tool-call"),
+        pytest.param(ToolCallDelta(0, "call_1", "lookup", '{"q"'), id="tool-call"),
     ],
 )
 async def test_an_opened_message_is_shown_before_the_output_that_follows_it(after: Any) -> None:
@@ -189,6 +189,49 @@ async def test_an_opened_message_is_shown_before_the_output_that_follows_it(afte
     done = [e.output_index for e in run.events if isinstance(e, ev.ItemDone)]
     assert added == [0, 1]
     assert done == [0]  # the item the failure cut off is not announced done
+
+
+@pytest.mark.parametrize(
+    "opening",
+    [
+        pytest.param([ToolCallDelta(0, "call_1", "lookup", "")], id="vllm-first-fragment"),
+        pytest.param(
+            [ToolCallDelta(0, "call_1", "lookup", ""), ToolCallDelta(0, None, None, "")],
+            id="named-then-empty-fragment",
+        ),
+        pytest.param(
+            [MessageStart(), ToolCallDelta(0, "call_1", "lookup", "")], id="message-then-call"
+        ),
+    ],
+)
+async def test_a_call_named_before_its_first_argument_is_no_output(opening: list[Any]) -> None:
+    """A call whose first fragment names it without arguments (vLLM, an Anthropic
+    ``tool_use`` block's start) shows nothing yet: a failure right after it moves on to
+    the next candidate, whose answer is the only output."""
+    a = Named("a", [*opening, UpstreamError("overloaded", code="upstream_error")])
+    b = Named("b", OK)
+    run, _ = await run_over(a, b)
+    assert run.state.status == "completed"
+    assert [(x["backend"], x["outcome"]) for x in run.state.attempts] == [
+        ("a", "failed"),
+        ("b", "ok"),
+    ]
+    [message] = run.state.output
+    assert message["content"][0]["text"] == "fine"
+    assert len([e for e in run.events if isinstance(e, ev.ItemAdded)]) == 1
+
+
+@pytest.mark.parametrize("finish", [True, False], ids=["finished", "stream-just-ends"])
+async def test_a_call_that_takes_no_arguments_is_still_made(finish: bool) -> None:
+    """The held call is the answer when nothing follows it: with the upstream's finish,
+    and when its stream just ends (a Chat server that sends no ``finish_reason``)."""
+    deltas: list[Any] = [ToolCallDelta(0, "call_1", "now", "")]
+    a = Named("a", [*deltas, Finish("tool_calls")] if finish else deltas)
+    run, _ = await run_over(a)
+    [call] = run.state.output
+    assert (call["type"], call["name"], call["call_id"]) == ("function_call", "now", "call_1")
+    kinds = [type(e).__name__ for e in run.events]
+    assert (kinds.count("ItemAdded"), kinds.count("ItemDone")) == (1, 1)
 
 
 async def test_a_message_opened_and_left_empty_is_an_answer() -> None:

@@ -6,8 +6,10 @@ A usage report before any output (an Anthropic upstream's ``message_start``, cou
 prompt) is no output: it starts nothing and leaves failover open; the first round's is
 the response's :attr:`~stateway.core.response.ResponseState.prompt_usage`. Nor is an
 answer opened without content (a Responses upstream's ``output_item.added`` message, an
-Anthropic upstream's ``content_block_start`` with its empty text): the message it begins
-is held back until its first token, and dropped with its attempt if none comes. The
+Anthropic upstream's ``content_block_start`` with its empty text), nor a call named before
+its first argument (vLLM's first fragment, an Anthropic ``tool_use`` block's start): what
+they begin is held back until the first output, and dropped with its attempt if none
+comes (an answer that ends on them alone, a call without arguments, shows them then). The
 first output also ends the attempt's :class:`~stateway.core.deadline.FirstOutput` wait (a
 backend's ``first_token_timeout``): until then the attempt may time out and fail over.
 """
@@ -94,8 +96,9 @@ async def _infer(
     if plan.first_output is None:  # a candidate that failed first: its count is not this one's
         run.state.prompt_usage = None
     single = _SingleCall() if not request.settings.parallel_tool_calls else None
-    opening: MessageStart | None = None
-    """A message begun before any output: shown with the first output, if any comes."""
+    held: list[MessageStart | ToolCallDelta] = []
+    """Openings before any output (a message begun, a call named before its first
+    argument): shown with the first output, if any comes."""
     waiting = request.first_output = FirstOutput()
     attributes = {"stateway.backend": backend.name, "stateway.model": request.model}
     with telemetry.span(ATTEMPT, attributes):
@@ -110,18 +113,15 @@ async def _infer(
                         continue
                     if _empty(delta):
                         continue
-                    if type(delta) is MessageStart:
-                        opening = delta
+                    # a message begun, a call named before its first argument (vLLM's
+                    # first fragment, an Anthropic tool_use block's start): not yet output
+                    if isinstance(delta, MessageStart) or (
+                        isinstance(delta, ToolCallDelta) and not delta.arguments
+                    ):
+                        held.append(delta)
                         continue
-                    plan.output()
-                    waiting.came()
+                    await _output_begins(run, row, plan, waiting, held, assembler, single)
                     started = True
-                    if not run.events:  # the run's first output: durable first, then announced
-                        await durable(row)
-                        announce(run)
-                    if opening is not None:
-                        assembler.message(opening.phase)
-                        opening = None
                 match delta:
                     case TextDelta(text=text, logprobs=logprobs):
                         assembler.text(text, logprobs)
@@ -147,8 +147,34 @@ async def _infer(
                         run.state.stop_sequence = matched
                         run.state.stop_reason = delta.stop_reason
                         run.state.stop_details = delta.stop_details
+            if held:  # the answer ended on openings alone (a call that takes no arguments)
+                await _output_begins(run, row, plan, waiting, held, assembler, single)
     usage.add(reported)
     return reason
+
+
+async def _output_begins(
+    run: Run,
+    row: Row | None,
+    plan: Plan,
+    waiting: FirstOutput,
+    held: list[MessageStart | ToolCallDelta],
+    assembler: OutputAssembler,
+    single: _SingleCall | None,
+) -> None:
+    """The attempt's first output: failover is over, the run's first output is made
+    durable and announced, and the openings held back until now are shown."""
+    plan.output()
+    waiting.came()
+    if not run.events:  # the run's first output: durable first, then announced
+        await durable(row)
+        announce(run)
+    for opening in held:
+        if isinstance(opening, MessageStart):
+            assembler.message(opening.phase)
+        elif single is None or single.admits(opening):
+            assembler.tool_call(opening)
+    held.clear()
 
 
 def _empty(delta: object) -> bool:
