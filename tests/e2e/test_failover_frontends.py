@@ -3,8 +3,8 @@ fake model servers, each case its own two-candidate route (so one case's failure
 open another's circuit), asked over raw HTTP so each frontend's exact wire is checked.
 
 The first candidate refuses the connection, answers 500, 429 or 503, stays silent past its
-``first_byte_timeout``, refuses a prompt too long for its context, or opens its answer and
-fails before the first token: the second
+``first_byte_timeout``, refuses a prompt too long for its context, or opens its answer (or
+a tool call, without its arguments) and fails before the first token: the second
 candidate answers, in one stream, and the client sees nothing of the first. A first
 candidate cut after some output is not retried: the stream ends in the frontend's own
 error shape (Responses ``response.failed``, a Chat ``data: {"error": ...}`` line without
@@ -64,6 +64,7 @@ def failover_config(first_upstream: str, second_upstream: str) -> str:
     text += f'[[backends]]\nname = "dead"\nurl = "{dead_url()}"\nconnect_timeout = 2\n'
     cases = [("chat", case) for case in (*FAILING_OVER, "cut")]
     cases += [(api, "opened") for api in OPENED]
+    cases += [("chat", "called")]
     for api, case in cases:
         first = "dead" if case == "refused" else f"a-{api}"
         for frontend in FRONTENDS:
@@ -225,6 +226,56 @@ def test_a_failure_before_output_fails_over_unseen(
         outcomes = [(x["backend"], x["outcome"]) for x in attempts]
         assert outcomes == [("dead" if case == "refused" else f"a-{wire}", "failed"), ("b", "ok")]
         assert served_by(gateway, response_id) == f"b/{route}-b"
+
+
+CALLED = '[[tool:lookup:{"q":1}]] [[cut:0]]'
+"""A tool call's opening fragment (its id and name), then the connection dropped before
+its first argument."""
+
+
+def called(frontend: str, answer: Answer) -> list[tuple[str, str]]:
+    """The tool calls a stream shows: (name, arguments), each call once."""
+    events = [data for _, data in answer.events() if data != "[DONE]"]
+    calls: dict[int, list[str]] = {}
+    for event in events:
+        match frontend:
+            case "responses":
+                item = event.get("item", {})
+                if event["type"] == "response.output_item.done" and item["type"] == "function_call":
+                    calls[event["output_index"]] = [item["name"], item["arguments"]]
+            case "chat":
+                for choice in event.get("choices", []):
+                    for fragment in choice["delta"].get("tool_calls") or []:
+                        call = calls.setdefault(fragment["index"], ["", ""])
+                        call[0] += fragment.get("function", {}).get("name") or ""
+                        call[1] += fragment.get("function", {}).get("arguments") or ""
+            case _:
+                if event["type"] == "content_block_start":
+                    if event["content_block"]["type"] == "tool_use":
+                        calls[event["index"]] = [event["content_block"]["name"], ""]
+                elif event["type"] == "content_block_delta" and event["index"] in calls:
+                    calls[event["index"]][1] += event["delta"].get("partial_json", "")
+    return [(name, arguments) for name, arguments in calls.values()]
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_a_call_named_then_cut_before_its_arguments_fails_over_unseen(
+    gateway: RunningGateway, fake_upstream: str, second_upstream: str, frontend: str
+) -> None:
+    """A streamed tool call's first fragment (id and name, no arguments: as vLLM opens
+    one) is no output yet: the first candidate dropping right after it is retried on the
+    second, and the client sees that one's call only, once."""
+    route = route_name("chat", "called", frontend, True)
+    mark = marker()
+    answer = ask(gateway, frontend, route, f"{mark} {CALLED} [[only:{route}-a]]", True)
+    assert answer.status == 200, answer.body
+    assert_streamed_whole(frontend, answer)
+    assert [(name, json.loads(arguments)) for name, arguments in called(frontend, answer)] == [
+        ("lookup", {"q": 1})
+    ]
+    assert len(fake_requests(fake_upstream, mark)) == 1
+    [served] = fake_requests(second_upstream, mark)
+    assert served["body"]["model"] == f"{route}-b"
 
 
 def _created(answer: Answer) -> str:
