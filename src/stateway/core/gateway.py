@@ -58,7 +58,7 @@ from stateway.core.errors import (
 from stateway.core.exactly_once import Attempt, attempt
 from stateway.core.forwarding import ChatForwarding
 from stateway.core.generations import ConfigStatus, Generations, Reloads
-from stateway.core.included import included, included_items
+from stateway.core.included import included
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder
 from stateway.core.limits import RateLimits, charged_tokens
@@ -72,11 +72,12 @@ from stateway.core.ports import (
 from stateway.core.principal import Principal
 from stateway.core.readiness import readiness
 from stateway.core.references import resolved, resolved_items
-from stateway.core.response import UNFINISHED, ResponseState, load_state
+from stateway.core.response import ResponseState
 from stateway.core.results import Deleted, ModelList, Readiness, Result, TokenCount
 from stateway.core.routing import Router
-from stateway.core.runs import CancelReason, Run, RunRegistry
+from stateway.core.runs import Run, RunRegistry
 from stateway.core.starting import RunStarter
+from stateway.core.stored_responses import StoredResponses
 from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
 from stateway.core.threads import Threads
 from stateway.core.watch import Watch
@@ -159,6 +160,7 @@ class Gateway:
             self._telemetry,
         )
         self._threads = Threads(store, self._served_conversations)
+        self._stored = StoredResponses(store, runs, sealer, self.deletes)
         self._forwarding = ChatForwarding(
             self.generations, runs, self._starter, limits, self._telemetry
         )
@@ -245,20 +247,12 @@ class Gateway:
             case CreateResponse():
                 return await self._create(principal, command)
             case GetResponse(response_id=response_id, include=include):
-                return included(await self._get(principal, response_id), include, self._sealer)
+                state = await self._stored.get(principal, response_id)
+                return included(state, include, self._sealer)
             case DeleteResponse(response_id=response_id):
-                return await self._delete(principal, response_id)
+                return await self._stored.delete(principal, response_id)
             case ListInputItems():
-                page = await self._store.list_input_items(
-                    principal.tenant_id,
-                    command.response_id,
-                    after=command.after,
-                    limit=command.limit,
-                    order=command.order,
-                )
-                if page is None:
-                    raise _response_not_found(command.response_id)
-                return self._included(page, command.include, principal)
+                return await self._stored.input_items(principal, command)
             case ListModels(model=model):
                 with self.generations.lease() as generation:
                     if model is not None:
@@ -308,24 +302,13 @@ class Gateway:
                     command = await resolved_items(self._store, principal.tenant_id, command)
                 found = await conversations.execute(principal.tenant_id, command)
                 assert isinstance(found, ItemPage | dict)  # what these commands answer
-                return self._included(found, command.include, principal)
+                return self._stored.included(found, command.include, principal)
             case CreateConversation():
                 conversations = self._served_conversations()
                 command = await resolved_items(self._store, principal.tenant_id, command)
                 return await conversations.execute(principal.tenant_id, command)
             case _:
                 return await self._served_conversations().execute(principal.tenant_id, command)
-
-    def _included(
-        self, found: ItemPage | Item, include: tuple[str, ...] | None, principal: Principal
-    ) -> ItemPage | Item:
-        """Stored items as ``include`` shows them (:mod:`.included`): a page's, or one."""
-        tenant_id = principal.tenant_id
-        if isinstance(found, ItemPage):
-            items = included_items(found.items, include, self._sealer, tenant_id)
-            return ItemPage(items, found.has_more)
-        [item] = included_items([found], include, self._sealer, tenant_id)
-        return item
 
     async def _create(self, principal: Principal, command: CreateResponse) -> Run:
         if self.runs.closing:
@@ -354,41 +337,6 @@ class Gateway:
         await self._starter.drive_attached(run)
         return run
 
-    async def _delete(self, principal: Principal, response_id: str) -> Deleted:
-        tenant_id = principal.tenant_id
-        run = self.runs.get(response_id)
-        if run is not None and run.state.tenant_id != tenant_id:
-            run = None
-        unfinished = False
-        if run is None and self.deletes is not None:  # whether a run elsewhere may hold it
-            record = await self._store.get(tenant_id, response_id)
-            unfinished = record is not None and record.status in UNFINISHED
-        if not await self._store.delete(tenant_id, response_id):
-            raise _response_not_found(response_id)
-        if run is not None:
-            run.cancel(CancelReason.DELETED)  # its final save leaves the row deleted
-        elif unfinished and self.deletes is not None:
-            # A run of another process stops as if deleted there (its final save leaves
-            # the row deleted too); anywhere else, the signal is ignored. The response is
-            # deleted already: a signal that cannot be sent (Redis away for longer than
-            # the resends) leaves such a run to its end, as without shared signals, rather
-            # than failing the DELETE.
-            await self.deletes.send(tenant_id, response_id)
-        return Deleted(response_id)
-
-    async def _get(self, principal: Principal, response_id: str) -> ResponseState:
-        run = self.runs.get(response_id)
-        if run is not None and not (run.state.store and run.state.tenant_id == principal.tenant_id):
-            run = None
-        if run is not None and not run.has_row:
-            return run.snapshot()  # generating here; stored when it ends
-        record = await self._store.get(principal.tenant_id, response_id)  # deleted: None
-        if record is None:
-            raise _response_not_found(response_id)
-        if run is not None and record.status in UNFINISHED:
-            return run.snapshot()  # generating here: fresher than its in-progress row
-        return load_state(record.tenant_id, record.body, record.output_items)
-
     def _served_reloads(self) -> Reloads:
         if self.reloads is None:
             raise NotFound("Configuration reloads are not served by this gateway.")
@@ -398,7 +346,3 @@ class Gateway:
         if self._conversations is None:
             raise NotFound("Conversations are not served by this gateway.", param=param)
         return self._conversations
-
-
-def _response_not_found(response_id: str) -> NotFound:
-    return NotFound(f"Response with id '{response_id}' not found.", param="response_id")

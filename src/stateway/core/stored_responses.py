@@ -1,0 +1,99 @@
+"""Stored responses as their owner asks for them: retrieved, deleted, their input items
+listed, and stored items shown as ``include`` asks (:mod:`.included`).
+
+A response generating in this process is answered from its run where that is fresher
+than its row (not yet stored, or stored only as in progress); a ``DELETE`` of one stops
+its run, here or, through the shared signals, in the process that runs it.
+"""
+
+from __future__ import annotations
+
+from stateway.core.background import DeleteSignals
+from stateway.core.commands import ListInputItems
+from stateway.core.errors import NotFound
+from stateway.core.included import included_items
+from stateway.core.items import Item
+from stateway.core.ports import ItemPage, ResponseStore, Sealer
+from stateway.core.principal import Principal
+from stateway.core.response import UNFINISHED, ResponseState, load_state
+from stateway.core.results import Deleted
+from stateway.core.runs import CancelReason, RunRegistry
+
+
+class StoredResponses:
+    def __init__(
+        self,
+        store: ResponseStore,
+        runs: RunRegistry,
+        sealer: Sealer | None,
+        deletes: DeleteSignals | None,
+    ) -> None:
+        """``deletes``: the signals to other processes' runs (None: one process)."""
+        self._store = store
+        self._runs = runs
+        self._sealer = sealer
+        self._deletes = deletes
+
+    async def get(self, principal: Principal, response_id: str) -> ResponseState:
+        run = self._runs.get(response_id)
+        if run is not None and not (run.state.store and run.state.tenant_id == principal.tenant_id):
+            run = None
+        if run is not None and not run.has_row:
+            return run.snapshot()  # generating here; stored when it ends
+        record = await self._store.get(principal.tenant_id, response_id)  # deleted: None
+        if record is None:
+            raise response_not_found(response_id)
+        if run is not None and record.status in UNFINISHED:
+            return run.snapshot()  # generating here: fresher than its in-progress row
+        return load_state(record.tenant_id, record.body, record.output_items)
+
+    async def delete(self, principal: Principal, response_id: str) -> Deleted:
+        tenant_id = principal.tenant_id
+        run = self._runs.get(response_id)
+        if run is not None and run.state.tenant_id != tenant_id:
+            run = None
+        unfinished = False
+        if run is None and self._deletes is not None:  # whether a run elsewhere may hold it
+            record = await self._store.get(tenant_id, response_id)
+            unfinished = record is not None and record.status in UNFINISHED
+        if not await self._store.delete(tenant_id, response_id):
+            raise response_not_found(response_id)
+        if run is not None:
+            run.cancel(CancelReason.DELETED)  # its final save leaves the row deleted
+        elif unfinished and self._deletes is not None:
+            # A run of another process stops as if deleted there (its final save leaves
+            # the row deleted too); anywhere else, the signal is ignored. The response is
+            # deleted already: a signal that cannot be sent (Redis away for longer than
+            # the resends) leaves such a run to its end, as without shared signals, rather
+            # than failing the DELETE.
+            await self._deletes.send(tenant_id, response_id)
+        return Deleted(response_id)
+
+    async def input_items(self, principal: Principal, command: ListInputItems) -> ItemPage:
+        page = await self._store.list_input_items(
+            principal.tenant_id,
+            command.response_id,
+            after=command.after,
+            limit=command.limit,
+            order=command.order,
+        )
+        if page is None:
+            raise response_not_found(command.response_id)
+        shown = self.included(page, command.include, principal)
+        assert isinstance(shown, ItemPage)
+        return shown
+
+    def included(
+        self, found: ItemPage | Item, include: tuple[str, ...] | None, principal: Principal
+    ) -> ItemPage | Item:
+        """Stored items as ``include`` shows them (:mod:`.included`): a page's, or one."""
+        tenant_id = principal.tenant_id
+        if isinstance(found, ItemPage):
+            items = included_items(found.items, include, self._sealer, tenant_id)
+            return ItemPage(items, found.has_more)
+        [item] = included_items([found], include, self._sealer, tenant_id)
+        return item
+
+
+def response_not_found(response_id: str) -> NotFound:
+    return NotFound(f"Response with id '{response_id}' not found.", param="response_id")
