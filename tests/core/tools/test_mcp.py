@@ -57,6 +57,39 @@ def test_a_listing_starts_empty_and_shows_each_tool_with_its_schema_and_annotati
     assert isinstance(sdk_item(item), McpListTools)
 
 
+def test_a_listing_made_under_a_filter_says_so_by_its_id_alone() -> None:
+    """The wire item has no field for it: the id of a filtered listing tells a later turn
+    that it may show only some of the server's tools. Any other listing (the gateway's
+    unfiltered ones, those stored before listings were filtered, one a client made) is
+    taken to show them all."""
+    filtered = mcp.list_item("docs", filtered=True)
+    assert is_id(filtered["id"], "mcpl_f")  # still an mcpl_ id
+    assert isinstance(sdk_item(filtered), McpListTools)
+    assert mcp.filtered(filtered)
+    assert not mcp.filtered(mcp.list_item("docs"))
+    for other in ("mcpl_f", "mcpl_fa0", "mcpl_abc", "", None, 7):
+        assert not mcp.filtered({"type": "mcp_list_tools", "id": other}), other
+    assert not mcp.filtered({"type": "mcp_list_tools"})
+
+
+@pytest.mark.parametrize(
+    ("allowed", "read_only", "offered", "filtered"),
+    [
+        (None, False, ["add", "write"], False),
+        (frozenset({"write", "gone"}), False, ["write"], True),
+        (None, True, ["add"], True),
+        (frozenset({"add", "write"}), True, ["add"], True),
+        (frozenset(), False, [], True),
+    ],
+)
+def test_a_binding_offers_the_tools_its_filter_lets_through(
+    allowed: frozenset[str] | None, read_only: bool, offered: list[str], filtered: bool
+) -> None:
+    declared = binding(allowed=allowed, read_only=read_only)
+    assert [tool.name for tool in declared.offered([ADD, WRITE])] == offered
+    assert declared.filtered is filtered
+
+
 def test_a_later_turn_reads_back_the_tools_a_listing_showed() -> None:
     listing = {**mcp.list_item("docs"), "tools": [mcp.listed_tool(ADD), mcp.listed_tool(WRITE)]}
     assert mcp.tools_of(listing) == [ADD, WRITE]

@@ -35,6 +35,7 @@ from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPoli
 from stateway.core.usage import Usage
 from stateway.sealing import AesGcmSealer
 from tests.core.fakes import FakeMcp, FakeSearch, MemoryStore, RoundsBackend
+from tests.core.tools.wire import is_id
 
 ADD = McpTool(
     "add", {"type": "object", "properties": {"a": {}, "b": {}}}, "Add", {"readOnlyHint": True}
@@ -396,10 +397,122 @@ async def test_an_unreachable_server_fails_its_listing_and_the_response_goes_on(
     assert setup.backend.requests[0].tools == []
 
 
-async def test_allowed_tools_filters_what_the_model_is_offered() -> None:
+@pytest.mark.parametrize(
+    ("allowed", "offered"),
+    [
+        (["add", "boom", "missing"], ["add", "boom"]),
+        ({"tool_names": ["slow", "boom"]}, ["slow", "boom"]),
+        ({"read_only": True}, ["add"]),  # only ADD is marked readOnlyHint
+        ({"tool_names": ["add", "slow"], "read_only": True}, ["add"]),
+        ({"tool_names": ["slow"], "read_only": True}, []),
+        ([], []),
+    ],
+)
+async def test_allowed_tools_filters_what_the_model_is_offered_and_the_listing_shows(
+    allowed: Any, offered: list[str]
+) -> None:
+    """As hosted, the ``mcp_list_tools`` item shows only the tools the filter lets
+    through, the same ones the model is offered (``allowed_tools`` as a list, or as
+    ``{"tool_names", "read_only"}``)."""
     setup = Setup([answer()])
-    await setup.create([{**MCP_TOOL, "allowed_tools": ["add"]}])
-    assert [t["name"] for t in setup.backend.requests[0].tools] == ["docs__add"]
+    run = await setup.create([{**MCP_TOOL, "allowed_tools": allowed}])
+    listed = run.state.output[0]
+    assert [t["name"] for t in listed["tools"]] == offered
+    assert is_id(listed["id"], "mcpl_f")  # made under a filter
+    assert [t["name"] for t in setup.backend.requests[0].tools] == [f"docs__{n}" for n in offered]
+
+
+def offered_names(setup: Setup) -> list[str]:
+    return [t["name"] for t in setup.backend.requests[-1].tools]
+
+
+async def test_a_later_turn_with_a_wider_filter_lists_again_and_can_call_what_was_held_back() -> (
+    None
+):
+    """The first turn's listing shows only ``add``; a later turn allowing every tool may
+    offer ones no earlier item showed, so it lists the server again and shows them in a
+    new ``mcp_list_tools`` item, and the model can call them."""
+    setup = Setup([answer(), tools_round(call("docs__slow", {"seconds": 0})), answer("slept")])
+    first = await setup.create([{**MCP_TOOL, "allowed_tools": ["add"]}])
+    assert [t["name"] for t in first.state.output[0]["tools"]] == ["add"]
+    second = await setup.create([MCP_TOOL], previous_response_id=first.state.id)
+    assert len(setup.mcp.listed) == 2
+    listed, slept, _ = second.state.output
+    assert listed["type"] == "mcp_list_tools"
+    assert [t["name"] for t in listed["tools"]] == ["add", "slow", "boom"]
+    assert is_id(listed["id"], "mcpl")  # made under no filter
+    assert (slept["type"], slept["name"], slept["status"]) == ("mcp_call", "slow", "completed")
+    assert offered_names(setup) == ["docs__add", "docs__slow", "docs__boom"]
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        {"tool_names": ["add", "boom"]},  # names one the listing held back
+        {"read_only": True},  # names none: may offer any read-only tool
+    ],
+)
+async def test_a_later_filter_that_may_offer_what_a_filtered_listing_held_back_lists_again(
+    later: dict[str, Any],
+) -> None:
+    setup = Setup([answer(), answer()])
+    first = await setup.create([{**MCP_TOOL, "allowed_tools": ["add"]}])
+    second = await setup.create(
+        [{**MCP_TOOL, "allowed_tools": later}], previous_response_id=first.state.id
+    )
+    assert len(setup.mcp.listed) == 2
+    listed = second.state.output[0]
+    offered = [n for n in ["add", "boom"] if n in later.get("tool_names", ["add"])]
+    assert [t["name"] for t in listed["tools"]] == offered
+    assert offered_names(setup) == [f"docs__{n}" for n in offered]
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later", "offered"),
+    [
+        (["add", "slow"], ["add", "slow"], ["add", "slow"]),  # the same filter
+        (["add", "slow"], ["slow"], ["slow"]),  # a narrower one
+        (["add", "slow"], {"tool_names": ["add", "slow"], "read_only": True}, ["add"]),
+        (None, ["boom"], ["boom"]),  # an unfiltered listing shows every tool
+        (None, {"read_only": True}, ["add"]),
+        (None, None, ["add", "slow", "boom"]),
+    ],
+)
+async def test_a_later_turn_whose_tools_a_listing_shows_reuses_it_without_a_new_item(
+    earlier: Any, later: Any, offered: list[str]
+) -> None:
+    setup = Setup([answer(), answer()])
+    first = await setup.create([{**MCP_TOOL, "allowed_tools": earlier}])
+    second = await setup.create(
+        [{**MCP_TOOL, "allowed_tools": later}], previous_response_id=first.state.id
+    )
+    assert len(setup.mcp.listed) == 1
+    assert [i["type"] for i in second.state.output] == ["message"]
+    assert offered_names(setup) == [f"docs__{n}" for n in offered]
+
+
+async def test_a_later_turn_reuses_the_last_listing_of_the_chain() -> None:
+    """Narrowed, widened (listed again), narrowed again: the third turn reuses the second
+    turn's unfiltered listing."""
+    setup = Setup([answer(), answer(), answer()])
+    narrow = {**MCP_TOOL, "allowed_tools": ["add"]}
+    first = await setup.create([narrow])
+    second = await setup.create([MCP_TOOL], previous_response_id=first.state.id)
+    third = await setup.create(
+        [{**MCP_TOOL, "allowed_tools": ["boom"]}], previous_response_id=second.state.id
+    )
+    assert len(setup.mcp.listed) == 2
+    assert [i["type"] for i in third.state.output] == ["message"]
+    assert offered_names(setup) == ["docs__boom"]
+
+
+async def test_a_wider_turn_whose_listing_fails_offers_what_the_chain_showed() -> None:
+    setup = Setup([answer(), answer()])
+    first = await setup.create([{**MCP_TOOL, "allowed_tools": ["add"]}])
+    setup.mcp.unreachable = frozenset({"docs"})
+    second = await setup.create([MCP_TOOL], previous_response_id=first.state.id)
+    assert "unreachable" in second.state.output[0]["error"]
+    assert offered_names(setup) == ["docs__add"]
 
 
 async def test_a_later_turn_reuses_the_chains_listing_instead_of_listing_again() -> None:

@@ -223,6 +223,15 @@ async def test_discovered_tools_share_one_budget_across_servers() -> None:
     assert offered == ["docs__a", "docs__b", "docs__c"]
 
 
+async def test_the_budget_counts_the_tools_offered_not_those_a_filter_held_back() -> None:
+    mcp = FakeMcp({"docs": [tool("a"), tool("b"), tool("c")], "b": [tool("x"), tool("y")]})
+    setup = Setup([answer()], mcp=mcp, policy=ToolPolicy(max_discovered_tools=3))
+    run = await setup.create([{**MCP_TOOL, "allowed_tools": ["c"]}, SECOND])
+    assert [[t["name"] for t in i["tools"]] for i in run.state.output[:2]] == [["c"], ["x", "y"]]
+    offered = [t["name"] for t in setup.backend.requests[0].tools]
+    assert offered == ["docs__c", "b__x", "b__y"]
+
+
 async def test_max_tool_calls_counts_the_calls_of_every_round() -> None:
     one = tools_round(call("docs__add", {"a": 1, "b": 1}))
     setup = Setup([one, one, one, answer()])

@@ -1,11 +1,19 @@
 """Discovery: the tools of each MCP server a request declares, offered to the model.
 
-Each declared server's tools are listed once per chain. A server an earlier turn of the
-chain listed is not asked again (its ``mcp_list_tools`` item is reused); otherwise an
-``mcp_list_tools`` item is emitted, ``completed`` with the tools, or ``failed`` with an
-``error`` when the server cannot be reached or lists more than ``max_discovered_tools``:
-the response goes on without its tools. One budget of ``max_discovered_tools`` is shared by
-the servers, in the order they are declared.
+Each declared server's tools are listed once per chain, and shown as they are offered: an
+``mcp_list_tools`` item shows only the tools that pass the request's ``allowed_tools`` (a
+list, or ``tool_names`` and ``read_only``), as hosted. It is emitted ``completed``, or
+``failed`` with an ``error`` when the server cannot be reached or lists more than
+``max_discovered_tools``: the response goes on without its tools. One budget of
+``max_discovered_tools`` offered tools is shared by the servers, in the order they are
+declared.
+
+A later turn of the chain reuses the last listing of a server instead of asking it
+again, when that listing shows every tool the turn may offer (:func:`_covers`): always for
+an unfiltered listing; for one made under a filter, only when the turn's own
+``allowed_tools`` names tools it shows (the same filter, or a narrower one). Any other turn
+(a wider filter, or none) lists the server again, and emits a new ``mcp_list_tools`` item
+showing what it offers: the model is offered tools no earlier item showed.
 
 Discovery also knows every tool a declared server listed, or an earlier turn called, so a
 model's call of one the request does not offer fails by that name
@@ -13,6 +21,8 @@ model's call of one the request does not offer fails by that name
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from stateway.core import events as ev
 from stateway.core.items import MCP_APPROVAL_REQUEST, MCP_CALL, MCP_LIST_TOOLS, Item
@@ -46,10 +56,9 @@ class Discovery:
 
     async def offer(self, context: list[Item], catalog: Catalog) -> None:
         """Add every declared server's tools to ``catalog`` (listing those no earlier turn
-        of ``context`` listed)."""
+        of ``context`` listed as this request needs)."""
         earlier = _listed(context)
-        budget = self._tools.policy.max_discovered_tools
-        fresh = [b for b in self._toolset.mcp if b.label not in earlier]
+        fresh = [b for b in self._toolset.mcp if not _covers(earlier.get(b.label), b)]
         found = await self._list(fresh)
         labels = {binding.label for binding in self._toolset.mcp}
         for item in context:  # what the model may call again from earlier turns
@@ -57,20 +66,26 @@ class Discovery:
                 label, name = item.get("server_label"), item.get("name")
                 if label in labels and isinstance(name, str):
                     self._known.append((label, name))
+        budget = self._tools.policy.max_discovered_tools
         for binding in self._toolset.mcp:
-            tools = earlier.get(binding.label) or found.get(binding.label) or []
+            listing = earlier.get(binding.label)
+            if binding.label in found:
+                tools = found[binding.label]
+            else:  # reused, or listed again in vain: what the chain's listing shows
+                tools = listing.tools if listing is not None else []
             self._known += [(binding.label, tool.name) for tool in tools]
-            for entry in mcp.entries(binding, tools[:budget]):
+            offered = binding.offered(tools)
+            for entry in mcp.entries(binding, offered[:budget]):
                 catalog.add(entry)
-            budget = max(0, budget - len(tools))
+            budget = max(0, budget - len(offered))
 
     async def _list(self, bindings: list[McpBinding]) -> dict[str, list[McpTool]]:
-        """Each server's tools, by label (a server that failed to list them is left out),
-        its ``mcp_list_tools`` item done."""
+        """Each server's tools, all it lists, by label (a server that failed to list them
+        is left out), its ``mcp_list_tools`` item done showing those it offers."""
         client = self._tools.mcp_client()
         opened = []
         for binding in bindings:
-            item = mcp.list_item(binding.label)
+            item = mcp.list_item(binding.label, binding.filtered)
             index = self._items.add(item)
             self._items.emit(
                 ev.ToolProgress("response.mcp_list_tools.in_progress", index, item["id"])
@@ -96,7 +111,7 @@ class Discovery:
                     f"{cap} are allowed per request."
                 )
             if error is None:
-                item["tools"] = [mcp.listed_tool(t) for t in tools]
+                item["tools"] = [mcp.listed_tool(t) for t in binding.offered(tools)]
                 kind = "response.mcp_list_tools.completed"
             else:
                 results.pop(binding.label, None)
@@ -122,10 +137,32 @@ class Discovery:
         return None
 
 
-def _listed(context: list[Item]) -> dict[str, list[McpTool]]:
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    """A server's last successful listing in a chain: the tools it shows, and whether it
+    was made under a filter (:func:`mcp.filtered`)."""
+
+    tools: list[McpTool]
+    filtered: bool
+
+
+def _listed(context: list[Item]) -> dict[str, _Listing]:
     """Servers an earlier turn listed successfully, by label (the last listing wins)."""
-    out: dict[str, list[McpTool]] = {}
+    out: dict[str, _Listing] = {}
     for item in context:
         if item.get("type") == MCP_LIST_TOOLS and not item.get("error"):
-            out[item.get("server_label", "")] = mcp.tools_of(item)
+            out[item.get("server_label", "")] = _Listing(mcp.tools_of(item), mcp.filtered(item))
     return out
+
+
+def _covers(listing: _Listing | None, binding: McpBinding) -> bool:
+    """Whether ``listing`` shows every tool ``binding`` may offer, so the server need not be
+    asked again. An unfiltered listing shows them all; a filtered one, only what its filter
+    let through: it covers a binding that names its tools (``allowed_tools``), each one it
+    shows. A wider filter, or none, may offer a tool it held back."""
+    if listing is None:
+        return False
+    if not listing.filtered:
+        return True
+    shown = {tool.name for tool in listing.tools}
+    return binding.allowed_tools is not None and binding.allowed_tools <= shown

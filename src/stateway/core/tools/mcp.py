@@ -22,9 +22,26 @@ from stateway.core.tools.ports import (
     ToolFailure,
 )
 
+FILTERED_LISTING: Final = "mcpl_f"
+"""The id prefix (``mcpl_f_...``) of a listing made under an ``allowed_tools`` filter: it
+shows only the tools that filter let through, not all the server's (an unfiltered
+listing's id is ``mcpl_...``, as any other). A later turn reads it back knowing that
+(:func:`filtered`): the wire item has no field to say so."""
 
-def list_item(label: str) -> Item:
-    return {"id": new_id("mcpl"), "type": MCP_LIST_TOOLS, "server_label": label, "tools": []}
+
+def list_item(label: str, filtered: bool = False) -> Item:
+    """An ``mcp_list_tools`` item, to show the tools offered (``filtered``: under an
+    ``allowed_tools`` that may hold some back)."""
+    item_id = new_id(FILTERED_LISTING if filtered else "mcpl")
+    return {"id": item_id, "type": MCP_LIST_TOOLS, "server_label": label, "tools": []}
+
+
+def filtered(item: Item) -> bool:
+    """Whether an earlier listing may show only some of its server's tools: one the gateway
+    made under an ``allowed_tools`` filter. Any other (an unfiltered one, one made before
+    listings were filtered, one a client made) is taken to show them all."""
+    item_id = item.get("id")
+    return isinstance(item_id, str) and item_id.startswith(FILTERED_LISTING + "_")
 
 
 def listed_tool(tool: McpTool) -> Item:

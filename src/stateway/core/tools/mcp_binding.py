@@ -15,7 +15,7 @@ from typing import Any, Final
 from stateway.core.errors import InvalidRequest
 from stateway.core.headers import is_header_name, is_header_value
 from stateway.core.items import Item
-from stateway.core.tools.ports import McpServer
+from stateway.core.tools.ports import McpServer, McpTool
 
 SECRET_KEYS: Final = ("headers", "authorization")
 """Keys of a declared ``mcp`` tool that hold credentials: used, never stored or echoed."""
@@ -73,10 +73,19 @@ class McpBinding:
     def label(self) -> str:
         return self.server.label
 
+    @property
+    def filtered(self) -> bool:
+        """Whether ``allowed_tools`` may hold back some of the server's tools."""
+        return self.allowed_tools is not None or self.read_only
+
     def offers(self, name: str, read_only: bool) -> bool:
         if self.allowed_tools is not None and name not in self.allowed_tools:
             return False
         return read_only or not self.read_only
+
+    def offered(self, tools: list[McpTool]) -> list[McpTool]:
+        """The ones of the server's ``tools`` it offers."""
+        return [tool for tool in tools if self.offers(tool.name, tool.parallel_safe)]
 
     def server_for(self, tenant: str) -> McpServer:
         """The server as ``tenant``'s calls use it (its own MCP sessions:
