@@ -429,6 +429,61 @@ def test_sessions_are_pooled_across_requests_and_chains_are_not_listed_again(
     assert stats.initializations <= 2  # the configured server and the approval test's URL
 
 
+@pytest.mark.parametrize(
+    ("allowed", "shown"),
+    [
+        (["echo", "add", "missing"], ["add", "echo"]),  # in the server's order
+        ({"tool_names": ["add", "echo", "sleep"], "read_only": True}, ["add"]),
+        ({"read_only": True}, ["add", "read_slowly"]),
+    ],
+)
+def test_the_listing_shows_only_the_tools_allowed_tools_lets_through(
+    setup: Setup, allowed: Any, shown: list[str]
+) -> None:
+    """As hosted: the ``mcp_list_tools`` item shows the tools the model is offered, not
+    every tool the server lists (``allowed_tools`` as a list, or a filter object)."""
+    ask = {**LOCAL, "allowed_tools": allowed}
+    listed, _ = output_as_sent(setup.sdk, model="m", input="hello", tools=[ask])
+    assert listed["type"] == "mcp_list_tools"
+    assert [t["name"] for t in listed["tools"]] == shown
+
+
+def test_a_chain_lists_again_only_when_a_turn_may_offer_what_its_listing_held_back(
+    setup: Setup,
+) -> None:
+    """Turn one allows ``add``; turn two also ``echo``, which no listing showed: the server
+    is asked again, a new listing shows both, and the model calls ``echo``. Turn three
+    allows only ``echo``: turn two's listing shows it, so nothing is listed."""
+    stats = setup.server.stats
+    pages = -(-len(TOOLS) // 3)  # the test server lists three tools a page
+    before = stats.listings
+    first = setup.sdk.responses.create(
+        model="m", input="hello", tools=[{**LOCAL, "allowed_tools": ["add"]}]
+    )
+    assert [t.name for t in first.output[0].tools] == ["add"]
+    second = setup.sdk.responses.create(
+        model="m",
+        input=tool("echo", {"text": "held back"}),
+        tools=[{**LOCAL, "allowed_tools": ["add", "echo"]}],
+        previous_response_id=first.id,
+    )
+    assert stats.listings - before == 2 * pages
+    listed, call, _ = second.output
+    assert listed.type == "mcp_list_tools"
+    assert [t.name for t in listed.tools] == ["add", "echo"]
+    assert call.type == "mcp_call"
+    assert (call.name, call.output, call.error) == ("echo", "held back", None)
+    third = setup.sdk.responses.create(
+        model="m",
+        input=tool("echo", {"text": "again"}),
+        tools=[{**LOCAL, "allowed_tools": ["echo"]}],
+        previous_response_id=second.id,
+    )
+    assert stats.listings - before == 2 * pages
+    assert [i.type for i in third.output] == ["mcp_call", "message"]
+    assert third.output_text == "Tool said: again"
+
+
 def test_credentials_are_used_and_never_stored_or_echoed(setup: Setup) -> None:
     direct = {
         "type": "mcp",
