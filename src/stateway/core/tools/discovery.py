@@ -10,10 +10,12 @@ declared.
 
 A later turn of the chain reuses the last listing of a server instead of asking it
 again, when that listing shows every tool the turn may offer (:func:`_covers`): always for
-an unfiltered listing; for one made under a filter, only when the turn's own
-``allowed_tools`` names tools it shows (the same filter, or a narrower one). Any other turn
-(a wider filter, or none) lists the server again, and emits a new ``mcp_list_tools`` item
-showing what it offers: the model is offered tools no earlier item showed.
+an unfiltered listing; for one made under a filter (:func:`mcp.filtered`), only when the
+turn's own ``allowed_tools`` names only tools it shows (the same filter, or a narrower
+one). Any other turn (a wider filter, or none) may offer a tool that listing held back: it
+lists the server again and emits a new ``mcp_list_tools`` item showing what it offers, so
+the model is never offered a tool no item of the chain shows. (The hosted API documents
+only that a listing in the context is not fetched again; this rule is the gateway's.)
 
 Discovery also knows every tool a declared server listed, or an earlier turn called, so a
 model's call of one the request does not offer fails by that name
