@@ -309,6 +309,34 @@ def test_the_autocompact_edit_compacts_first_past_its_trigger(
     assert user_texts(sent["body"]) == [SUMMARY_PREFIX + block.content, "[[echo]]"]
 
 
+def last_message(body: dict[str, Any]) -> tuple[str, str]:
+    """The role and text of the last message an upstream got, whatever its wire."""
+    message = (body.get("messages") or body.get("input") or [])[-1]
+    content = message.get("content")
+    parts = [{"text": content}] if isinstance(content, str) else content or []
+    return message["role"], "".join(part.get("text", "") for part in parts)
+
+
+@pytest.mark.parametrize("send", SEND)
+def test_a_prefill_is_continued_after_an_autocompact(
+    claude: Anthropic, upstream: str, send: Any, request: pytest.FixtureRequest
+) -> None:
+    """The summary covers the prefill with the rest, and the answer is still sampled from
+    it, as it would be without the compaction."""
+    clear(upstream)
+    prefill = {"role": "assistant", "content": '{"answer":'}
+    answer = send(claude, [*HISTORY, prefill], context_management=autocompact(1))
+    assert [block.type for block in answer.content] == ["compaction", "text"]
+    assert answer.stop_reason == "end_turn"
+    assert 'assistant: {"answer":' in answer.content[0].content.splitlines()
+    _, answered = upstream_log(upstream)
+    body = answered["body"]
+    assert last_message(body) == ("assistant", '{"answer":')
+    assert user_texts(body) == [SUMMARY_PREFIX + answer.content[0].content]
+    if request.node.callspec.params["gateway"] == "chat":  # asked to continue it (vLLM)
+        assert (body["continue_final_message"], body["add_generation_prompt"]) == (True, False)
+
+
 def test_the_autocompact_edit_pauses_or_waits_for_its_trigger(
     claude: Anthropic, upstream: str
 ) -> None:

@@ -223,6 +223,29 @@ async def test_threshold_compacts_before_the_rounds() -> None:
     assert answered[-1]["type"] == "compaction"  # left out by every backend's model view
 
 
+async def test_a_prefill_is_still_continued_after_the_compaction() -> None:
+    """The assistant message a Messages answer continues is the answer's beginning: the
+    summary covers it with the rest, and it still ends what the answer is sampled from."""
+    backend = RoundsBackend([SUMMARY, ANSWER])
+    settings = GenerationSettings(
+        context_management=[{"type": "compaction", "compact_threshold": 5}],
+        summary_shown=True,
+        continue_final_message=True,
+    )
+    prefill = assistant('{"answer": ')
+    history = [user("one"), assistant("first reply"), user("two"), prefill]
+    run = await build(backend).execute(Principal(), CreateResponse("m", history, settings=settings))
+    await run.wait()
+    assert [item["type"] for item in run.state.output] == ["compaction", "message"]
+    summarized, answered = backend.requests
+    assert summarized.items[-2] == prefill  # then the summary prompt
+    messages = [item for item in answered.items if item["type"] == "message"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[0]["content"][0]["text"] == SUMMARY_PREFIX + "the summary"
+    assert messages[-1] == prefill
+    assert answered.settings.continue_final_message
+
+
 async def test_below_the_threshold_or_without_one_nothing_is_compacted() -> None:
     for entries, window in (
         ([{"type": "compaction", "compact_threshold": 10_000}], None),

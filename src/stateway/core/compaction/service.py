@@ -19,7 +19,9 @@ smallest any capable candidate declares: ``capabilities.context_window``, by def
 backend's ``context_window``); without either there is no automatic compaction. It is checked once,
 when the response starts, against the estimate (:mod:`stateway.core.token_estimate`).
 An entry with ``pause_after_compaction`` (Messages' autocompact edit) makes its
-compaction the whole output, as a trigger does.
+compaction the whole output, as a trigger does. A context that ends with the assistant
+message the answer continues (Messages' prefill) is summarized whole, and the rounds
+after the compaction still end with that message.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from stateway.core.compaction.view import SHOWN, kept_messages, model_view
 from stateway.core.context import build_context
 from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
-from stateway.core.items import Item
+from stateway.core.items import MESSAGE, Item
 from stateway.core.ports import ResponseStore, Sealer
 from stateway.core.routing import Candidate, Router
 from stateway.core.runs import Run
@@ -82,7 +84,9 @@ class CompactionStep:
         """Summarize (asking ``candidate``, with the request's ``summary_prompt`` if it has
         one), emit the compaction item (added, compacting, done; its summary shown beside
         its seal when ``summary_shown``) and return the context the rounds go on with: the
-        model view of the context and that item."""
+        model view of the context and that item, then the prefill the answer continues,
+        if any (:func:`prefill`: the summary covers it too, and the answer still goes on
+        from it)."""
         state = run.state
         asked = state.settings
         summary = await summarize(
@@ -104,7 +108,19 @@ class CompactionStep:
         run.emit(ev.Compacting(index, item["id"]))
         run.emit(ev.ItemDone(index, dict(item)))
         context = [*self._context, item]
+        continued = prefill(self._context, asked)
+        if continued is not None:
+            context = [*self._context[:-1], item, continued]
         return model_view(context, self._tenant_id, self._sealer, len(context))
+
+
+def prefill(context: list[Item], settings: GenerationSettings) -> Item | None:
+    """The assistant message ``context`` ends with, which the answer continues
+    (``continue_final_message``: Messages' prefill), if any."""
+    last = context[-1] if context else None
+    if not settings.continue_final_message or last is None:
+        return None
+    return last if last.get("type") == MESSAGE and last.get("role") == "assistant" else None
 
 
 def compaction_item(sealer: Sealer | None, tenant_id: str, summary: str) -> Item:
