@@ -65,7 +65,7 @@ from stateway.core.tools import shell
 from stateway.core.tools.catalog import with_context_tools
 from stateway.core.tools.session import ToolSession
 from stateway.core.tools.toolset import GatewayTools, Toolset
-from stateway.core.usage import Usage
+from stateway.core.usage import Iteration, Usage
 
 log = logging.getLogger(__name__)
 
@@ -230,10 +230,11 @@ class Loop:
                 )
                 fit = None if run.fitted is None else partial(run.fitted.items, output=output)
                 with self._telemetry.span(ROUND, {ROUND: number}):
-                    produced = len(state.output)
+                    produced, before = len(state.output), replace(usage)
                     reason = await one_round(
                         run, row, plan, request, assembler, usage, self._telemetry, fit
                     )
+                    state.iterations.append(Iteration("message", usage.since(before)))
                     incomplete = _INCOMPLETE_REASONS.get(reason)
                     assembler.finish("incomplete" if incomplete else "completed")
                     await _parts(plan, state.output[produced:])

@@ -14,7 +14,7 @@ from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.errors import GatewayError
 from stateway.core.items import Item
 from stateway.core.ports import ConversationTurn, ResponseRecord
-from stateway.core.usage import Usage
+from stateway.core.usage import Iteration, Usage
 
 Status = Literal["queued", "in_progress", "completed", "incomplete", "failed", "cancelled"]
 
@@ -54,6 +54,9 @@ class ResponseState:
     Anthropic upstream's ``message_start``: input tokens, cache reads and writes), which a
     Messages stream's ``message_start`` shows; None when it reports only at the end (Chat
     and Responses upstreams); not stored."""
+    iterations: list[Iteration] = field(default_factory=list)
+    """Each sampling call so far (the compaction's summary, then each round) with its own
+    usage, which ``usage`` sums; not stored."""
     background: bool = False
     thread_system: list[Item] | None = None
     """A Messages thread's turn: the system items that led its context, which the next

@@ -1,8 +1,10 @@
-"""Token accounting for one response, summed over its rounds."""
+"""Token accounting for one response, summed over its rounds, and each sampling call's
+own (:class:`Iteration`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(slots=True)
@@ -26,3 +28,23 @@ class Usage:
         self.cached_tokens += other.cached_tokens
         self.reasoning_tokens += other.reasoning_tokens
         self.cache_write_tokens += other.cache_write_tokens
+
+    def since(self, earlier: Usage) -> Usage:
+        """What was counted after ``earlier`` (a copy of this usage, taken then)."""
+        return Usage(
+            self.input_tokens - earlier.input_tokens,
+            self.output_tokens - earlier.output_tokens,
+            self.cached_tokens - earlier.cached_tokens,
+            self.reasoning_tokens - earlier.reasoning_tokens,
+            self.cache_write_tokens - earlier.cache_write_tokens,
+        )
+
+
+@dataclass(slots=True, frozen=True)
+class Iteration:
+    """One sampling call of a response and its usage: the summary of the compaction it
+    made first (``compaction``), or one round of its answer (``message``). Messages shows
+    them as ``usage.iterations`` when the response compacted."""
+
+    kind: Literal["compaction", "message"]
+    usage: Usage

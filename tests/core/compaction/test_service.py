@@ -29,7 +29,7 @@ from stateway.core.reasoning import redacted_item, unwrapped
 from stateway.core.routing import BackendEntry, Capabilities, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.token_estimate import estimate_tokens
-from stateway.core.usage import Usage
+from stateway.core.usage import Iteration, Usage
 from stateway.sealing import AesGcmSealer
 from tests.core.fakes import MemoryStore, RoundsBackend, ScriptedBackend
 
@@ -244,6 +244,27 @@ async def test_a_prefill_is_still_continued_after_the_compaction() -> None:
     assert messages[0]["content"][0]["text"] == SUMMARY_PREFIX + "the summary"
     assert messages[-1] == prefill
     assert answered.settings.continue_final_message
+
+
+async def test_each_sampling_call_is_an_iteration() -> None:
+    """The summary, then each round, with its own usage (Messages' ``usage.iterations``);
+    a trigger's compaction is the only one."""
+    backend = RoundsBackend([SUMMARY, ANSWER])
+    settings = GenerationSettings(
+        context_management=[{"type": "compaction", "compact_threshold": 5}]
+    )
+    history = [user("one"), assistant("first reply"), user("two")]
+    run = await build(backend).execute(Principal(), CreateResponse("m", history, settings=settings))
+    await run.wait()
+    assert run.state.iterations == [
+        Iteration("compaction", Usage(10, 3)),
+        Iteration("message", Usage(5, 1)),
+    ]
+    trigger = await build(ScriptedBackend(SUMMARY)).execute(
+        Principal(), CreateResponse("m", [user("one"), {"type": "compaction_trigger"}])
+    )
+    await trigger.wait()
+    assert trigger.state.iterations == [Iteration("compaction", Usage(10, 3))]
 
 
 async def test_below_the_threshold_or_without_one_nothing_is_compacted() -> None:

@@ -44,7 +44,7 @@ from stateway.core.ports import ResponseStore, Sealer
 from stateway.core.routing import Candidate, Router
 from stateway.core.runs import Run
 from stateway.core.token_estimate import estimate_context
-from stateway.core.usage import Usage
+from stateway.core.usage import Iteration, Usage
 
 DEFAULT_THRESHOLD = 0.8
 """Of the context window: where a ``context_management`` compaction without its own
@@ -82,8 +82,9 @@ class CompactionStep:
 
     async def run(self, run: Run, candidate: Candidate, usage: Usage) -> list[Item]:
         """Summarize (asking ``candidate``, with the request's ``summary_prompt`` if it has
-        one), emit the compaction item (added, compacting, done; its summary shown beside
-        its seal when ``summary_shown``) and return the context the rounds go on with: the
+        one), count it (the response's first :class:`~stateway.core.usage.Iteration`),
+        emit the compaction item (added, compacting, done; its summary shown beside its
+        seal when ``summary_shown``) and return the context the rounds go on with: the
         model view of the context and that item, then the prefill the answer continues,
         if any (:func:`prefill`: the summary covers it too, and the answer still goes on
         from it)."""
@@ -98,6 +99,7 @@ class CompactionStep:
             asked.summary_prompt or SUMMARY_PROMPT,
         )
         usage.add(summary.usage)
+        state.iterations.append(Iteration(sealed.COMPACTION, summary.usage))
         item = compaction_item(self._sealer, self._tenant_id, summary.text)
         if asked.summary_shown:
             item[SHOWN] = summary.text
