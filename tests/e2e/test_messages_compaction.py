@@ -110,7 +110,12 @@ def test_a_compaction_request_answers_with_one_signed_block(
     ]
     assert block["signature"].startswith("sw1.")
     assert "Ada" not in block["signature"]
-    assert message.usage.output_tokens > 0
+    usage = message.usage  # the summarizing call's is its iteration, as Anthropic counts it
+    assert (usage.input_tokens, usage.output_tokens) == (0, 0)
+    [iteration] = usage.iterations or []
+    assert iteration.type == "compaction"
+    assert iteration.input_tokens > 0
+    assert iteration.output_tokens > 0
     [sent] = upstream_log(upstream)  # one summarizing call, nothing sampled after it
     texts = user_texts(sent["body"])
     assert texts[-1] == STANDALONE_SUMMARY_PROMPT
@@ -307,6 +312,25 @@ def test_the_autocompact_edit_compacts_first_past_its_trigger(
     assert send(claude, later).stop_reason == "end_turn"
     [sent] = upstream_log(upstream)
     assert user_texts(sent["body"]) == [SUMMARY_PREFIX + block.content, "[[echo]]"]
+
+
+@pytest.mark.parametrize("send", SEND)
+def test_an_autocompact_counts_its_iterations_apart(claude: Anthropic, send: Any) -> None:
+    """Anthropic's ``usage.iterations``: the compaction's, then the answer's; the top-level
+    counts are the answer's alone (streamed: the last ``message_delta``'s)."""
+    answer = send(claude, HISTORY, context_management=autocompact(1))
+    usage = answer.usage
+    compaction, message = usage.iterations or []
+    assert (compaction.type, message.type) == ("compaction", "message")
+    assert compaction.input_tokens > 0
+    assert compaction.output_tokens > 0
+    assert message.output_tokens > 0
+    assert (usage.input_tokens, usage.output_tokens) == (
+        message.input_tokens,
+        message.output_tokens,
+    )
+    below = send(claude, HISTORY, context_management=autocompact(100_000))
+    assert below.usage.iterations is None
 
 
 def last_message(body: dict[str, Any]) -> tuple[str, str]:

@@ -16,7 +16,7 @@ from stateway.core.compaction.prompt import STANDALONE_SUMMARY_PROMPT
 from stateway.core.compaction.sealed import CONTENT_MISMATCH, SIGNATURE_INVALID
 from stateway.core.errors import InvalidRequest
 from stateway.core.response import ResponseState
-from stateway.core.usage import Usage
+from stateway.core.usage import Iteration, Usage
 from stateway.protocols.messages import compaction
 from stateway.protocols.messages.decode import decode_count_tokens, decode_messages
 from stateway.protocols.messages.encode import encode_message
@@ -260,3 +260,77 @@ def test_the_autocompact_edit_is_the_gateways_compaction_threshold() -> None:
         "context_management.edits.0.instructions",
         "invalid_type",
     )
+
+
+def frames_of(state: ResponseState, items: list[dict[str, Any]]) -> list[Any]:
+    """The stream of a response that output ``items`` (each added, then done), parsed as
+    the SDK parses it (pings left out)."""
+    stream = MessagesStream()
+    events: list[ev.Event] = [ev.ResponseCreated(state)]
+    for index, item in enumerate(items):
+        events += [ev.ItemAdded(index, {"type": item["type"]}), ev.ItemDone(index, item)]
+    raw = b"".join(stream.encode(event) for event in [*events, ev.ResponseFinished(state)])
+    return [
+        EVENTS.validate_python(orjson.loads(line[6:]))
+        for line in raw.split(b"\n")
+        if line.startswith(b"data: ") and b'"ping"' not in line
+    ]
+
+
+def autocompacted(answer: list[dict[str, Any]]) -> ResponseState:
+    """A response that compacted (10 tokens in, 4 out), then sampled ``answer`` (5 in, 1
+    out): as the loop leaves it."""
+    state = compacted()
+    state.output += answer
+    state.usage = Usage(15, 5)
+    state.iterations = [Iteration("compaction", Usage(10, 4)), Iteration("message", Usage(5, 1))]
+    return state
+
+
+ANSWER = {
+    "type": "message",
+    "role": "assistant",
+    "content": [{"type": "output_text", "text": "hi"}],
+}
+
+
+def test_an_empty_answer_after_an_autocompact_stops_as_the_model_did() -> None:
+    """``stop_reason: "compaction"`` is for a response that stopped after its compaction
+    block (a compaction request, ``pause_after_compaction``); an answer sampled after it
+    that holds nothing ends as the model ended it."""
+    empty = autocompacted([])
+    assert encode_message(empty)["stop_reason"] == "end_turn"
+    assert frames_of(empty, [dict(ITEM)])[-2].delta.stop_reason == "end_turn"
+    paused = compacted()
+    paused.iterations = [Iteration("compaction", Usage(10, 4))]
+    assert encode_message(paused)["stop_reason"] == "compaction"
+
+
+def test_a_compactions_usage_is_its_iteration_apart_from_the_answers() -> None:
+    """As Anthropic counts it: the top-level usage is the answer's (the sampling
+    iterations'), and ``usage.iterations`` lists the compaction first, then the answer."""
+    state = autocompacted([ANSWER])
+    message = BetaMessage.model_validate(encode_message(state))
+    assert (message.usage.input_tokens, message.usage.output_tokens) == (5, 1)
+    iterations = message.usage.iterations
+    assert iterations is not None
+    assert [(i.type, i.input_tokens, i.output_tokens) for i in iterations] == [
+        ("compaction", 10, 4),
+        ("message", 5, 1),
+    ]
+    assert all(i.cache_read_input_tokens == i.cache_creation_input_tokens == 0 for i in iterations)
+    delta = frames_of(state, [dict(ITEM), ANSWER])[-2]
+    assert delta.type == "message_delta"
+    assert delta.usage.model_dump(exclude_none=True) == message.usage.model_dump(exclude_none=True)
+    alone = compacted()  # a compaction request: nothing sampled after its block
+    alone.iterations = [Iteration("compaction", Usage(10, 4))]
+    usage = BetaMessage.model_validate(encode_message(alone)).usage
+    assert (usage.input_tokens, usage.output_tokens) == (0, 0)
+    assert [i.type for i in usage.iterations or []] == ["compaction"]
+
+
+def test_an_answer_without_a_compaction_has_no_iterations() -> None:
+    state = autocompacted([ANSWER])
+    state.output, state.iterations = [ANSWER], [Iteration("message", Usage(5, 1))]
+    assert "iterations" not in encode_message(state)["usage"]
+    assert frames_of(state, [ANSWER])[-2].usage.iterations is None

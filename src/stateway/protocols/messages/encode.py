@@ -15,9 +15,10 @@ shown as Anthropic shows its server tools (:mod:`.server_tools`), searches count
 ``usage.server_tool_use.web_search_requests``; other items only the gateway acts on (the
 calls of a backend's ``gateway_tools``) are not shown.
 
-``stop_reason``: ``compaction`` when a finished output ends with a compaction block (a
-compaction request's only block; an answer cut short right after an autocompact's block
-says why it was cut); an Anthropic upstream's own as it came, with its
+``stop_reason``: ``compaction`` when the response stopped after its compaction block,
+nothing sampled after it (a compaction request's only block, an autocompact's with
+``pause_after_compaction``; an answer sampled after it ends as the model ended it, even
+empty, and one cut short says why it was cut); an Anthropic upstream's own as it came, with its
 ``stop_details``, when it ended the response (``model_context_window_exceeded``,
 ``pause_turn``, ``refusal``);
 else ``max_tokens`` when the output was cut at the limit, or when none was asked for
@@ -25,7 +26,9 @@ else ``max_tokens`` when the output was cut at the limit, or when none was asked
 ``pause_turn`` when the gateway's tool rounds ran out, ``stop_sequence`` when a stop
 sequence ended it, ``tool_use`` when it ends in calls the client must answer, else
 ``end_turn``. Usage: ``input_tokens`` counts the prompt *outside* the cache, as Anthropic
-does (``cache_read_input_tokens`` and ``cache_creation_input_tokens`` beside it).
+does (``cache_read_input_tokens`` and ``cache_creation_input_tokens`` beside it); once the
+response compacted, the top-level counts are the answer's alone and ``iterations`` gives
+each sampling call's, the compaction's first (:func:`message_usage`).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
 from stateway.core.reasoning import thinking_of
 from stateway.core.response import ResponseState
 from stateway.core.threads import message_id
-from stateway.core.usage import Usage
+from stateway.core.usage import Iteration, Usage
 from stateway.protocols.messages import server_tools
 from stateway.protocols.messages.server_tools import SearchResults, Shown
 
@@ -72,7 +75,7 @@ def encode_message(state: ResponseState) -> dict[str, Any]:
             for block in content_blocks(item, shown, omitted, results)
         ],
         **stop_fields(state),
-        "usage": encode_usage(state.usage or Usage(), shown.searches_run(state)),
+        "usage": message_usage(state, shown.searches_run(state)),
     }
 
 
@@ -185,8 +188,8 @@ def stop_reason(state: ResponseState) -> str:
         if state.stop_reason is not None:  # an Anthropic upstream's, which ended it
             return state.stop_reason
         return _INCOMPLETE.get(state.incomplete_reason or "", "max_tokens")
-    if state.output and state.output[-1].get("type") == COMPACTION:  # nothing sampled after
-        return "compaction"
+    if state.output and state.output[-1].get("type") == COMPACTION and not _sampled(state):
+        return "compaction"  # stopped after its block: nothing was sampled after it
     if state.stop_sequence is not None:
         return "stop_sequence"
     if any(_refused(item) for item in state.output):
@@ -194,6 +197,11 @@ def stop_reason(state: ResponseState) -> str:
     if client_calls(state.output):
         return "tool_use"
     return "end_turn"
+
+
+def _sampled(state: ResponseState) -> bool:
+    """Whether the model was asked for an answer (after any compaction)."""
+    return any(iteration.kind == "message" for iteration in state.iterations)
 
 
 def _refused(item: Item) -> bool:
@@ -217,3 +225,35 @@ def encode_usage(usage: Usage, web_searches: int = 0) -> dict[str, Any]:
     if web_searches:
         wire["server_tool_use"] = {"web_search_requests": web_searches, "web_fetch_requests": 0}
     return wire
+
+
+def message_usage(state: ResponseState, web_searches: int = 0) -> dict[str, Any]:
+    """A message's ``usage`` (a stream's last ``message_delta``'s). Once the response
+    compacted, as Anthropic counts it: the top-level counts are the answer's (its
+    ``message`` iterations'), not the compaction's, and ``iterations`` lists every
+    sampling call with its own, the compaction's first."""
+    usage = state.usage or Usage()
+    compactions = [i.usage for i in state.iterations if i.kind == COMPACTION]
+    if not compactions:
+        return encode_usage(usage, web_searches)
+    spent = Usage()
+    for compaction in compactions:
+        spent.add(compaction)
+    wire = encode_usage(usage.since(spent), web_searches)
+    wire["iterations"] = [_iteration(i) for i in state.iterations]
+    return wire
+
+
+def _iteration(iteration: Iteration) -> dict[str, Any]:
+    """One entry of ``usage.iterations`` (the SDK's ``BetaCompactionIterationUsage`` or
+    ``BetaMessageIterationUsage``)."""
+    counts = encode_usage(iteration.usage)
+    return {"type": iteration.kind, **{key: counts[key] for key in _ITERATION_COUNTS}}
+
+
+_ITERATION_COUNTS: Final = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)

@@ -46,6 +46,7 @@ from stateway.protocols.messages.encode import (
     citations,
     compaction_block,
     encode_usage,
+    message_usage,
     stop_fields,
     thinking_hidden,
     thinking_omitted,
@@ -234,7 +235,7 @@ def _finished(state: ResponseState, shown: Shown) -> bytes:
     if state.status in _FAILED:
         return frame(stream_error(state.error))
     delta = stop_fields(state)
-    usage = encode_usage(state.usage or Usage(), shown.searches_run(state))
+    usage = message_usage(state, shown.searches_run(state))
     return frame({"type": "message_delta", "delta": delta, "usage": usage}) + frame(
         {"type": "message_stop"}
     )
