@@ -293,7 +293,7 @@ def test_the_autocompact_edit_compacts_first_past_its_trigger(
     claude: Anthropic, upstream: str, send: Any
 ) -> None:
     clear(upstream)
-    edits = autocompact(1, instructions="[[echo]]")  # added to the prompt: the fake echoes
+    edits = autocompact(1, instructions="[[echo]]")  # added to the prompt, ending the summary
     answer = send(claude, HISTORY, context_management=edits)
     assert [block.type for block in answer.content] == ["compaction", "text"]
     assert answer.stop_reason == "end_turn"
@@ -312,6 +312,21 @@ def test_the_autocompact_edit_compacts_first_past_its_trigger(
     assert send(claude, later).stop_reason == "end_turn"
     [sent] = upstream_log(upstream)
     assert user_texts(sent["body"]) == [SUMMARY_PREFIX + block.content, "[[echo]]"]
+
+
+@pytest.mark.parametrize("send", SEND)
+def test_an_empty_answer_after_an_autocompact_ends_as_the_model_ended_it(
+    claude: Anthropic, send: Any
+) -> None:
+    """``stop_reason: "compaction"`` says the response stopped after the block; an answer
+    sampled from the summary that holds nothing stopped where the model stopped."""
+    # the fake ends its summary with the instructions, which then script the answer
+    answer = send(claude, HISTORY, context_management=autocompact(1, instructions="[[words:0]]"))
+    assert answer.content[0].type == "compaction"
+    assert answer.content[0].content.endswith("\n[[words:0]]")
+    assert all(block.type == "text" and not block.text for block in answer.content[1:])
+    assert answer.stop_reason == "end_turn"
+    assert [i.type for i in answer.usage.iterations or []] == ["compaction", "message"]
 
 
 @pytest.mark.parametrize("send", SEND)

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from openai import OpenAI
 
-from stateway.core.compaction.prompt import SUMMARY_PROMPT
+from stateway.core.compaction.prompt import STANDALONE_SUMMARY_PROMPT, SUMMARY_PROMPT
 from stateway.fake_upstream import build_app
 from stateway.fake_upstream.app import FakeUpstreamApp
 from stateway.fake_upstream.plan import SUMMARY_HEADING
@@ -115,4 +115,20 @@ def test_the_compaction_prompt_is_answered_with_a_transcript(client: OpenAI) -> 
     # (Codex's: thousands of words) would make every summary, and its echo, that long.
     assert reply.choices[0].message.content == "\n".join(
         [SUMMARY_HEADING, "user: hi", "assistant: hello"]
+    )
+
+
+def test_instructions_added_to_the_prompt_end_the_summary(client: OpenAI) -> None:
+    """Followed as given: their directives run again in the answer sampled from it, where
+    the conversation's are quoted."""
+    asked = f"{STANDALONE_SUMMARY_PROMPT}\n\n[[words:0]]"
+    reply = client.chat.completions.create(
+        model="m",
+        messages=[
+            {"role": "user", "content": "hi [[words:2]]"},
+            {"role": "user", "content": asked},
+        ],
+    )
+    assert reply.choices[0].message.content == "\n".join(
+        [SUMMARY_HEADING, "user: hi [ [words:2]]", "[[words:0]]"]
     )

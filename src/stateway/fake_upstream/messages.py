@@ -32,12 +32,11 @@ from typing import Any
 
 import orjson
 
-from stateway.core.compaction.prompt import SUMMARY_PROMPTS
 from stateway.fake_upstream.conversation import Conversation, ConversationBuilder, content_text
 from stateway.fake_upstream.delivery import END, PAYLOAD, STRUCT, Frame
 from stateway.fake_upstream.errors import UpstreamError, context_too_long
 from stateway.fake_upstream.messages_checks import check_messages_request
-from stateway.fake_upstream.plan import Plan, argument_chunks, new_id, word_chunks
+from stateway.fake_upstream.plan import Plan, argument_chunks, new_id, summary_asked, word_chunks
 
 _STOP_REASONS = {
     "stop": "end_turn",
@@ -179,7 +178,7 @@ def _add_message(builder: ConversationBuilder, message: dict[str, Any]) -> None:
         builder.tool_result(str(block["tool_use_id"]), content_text(block.get("content")))
     if results:  # text beside tool results (reminders) does not re-script the turn, but
         for block in content:  # the gateway's compaction prompt asks for a summary
-            if block.get("type") == "text" and block.get("text") in SUMMARY_PROMPTS:
+            if block.get("type") == "text" and summary_asked(str(block.get("text"))) is not None:
                 builder.message(role, block["text"])
         return
     texts: list[str] = []
@@ -196,7 +195,7 @@ def _add_message(builder: ConversationBuilder, message: dict[str, Any]) -> None:
             texts.append(f"<{kind}>")
         elif kind == "search_result":
             texts.append(content_text([block]))
-    if texts and texts[-1] in SUMMARY_PROMPTS:  # the prompt after the user's turn, merged
+    if texts and summary_asked(texts[-1]) is not None:  # the prompt after the turn, merged
         builder.message(role, "".join(texts[:-1]))
         texts = texts[-1:]
     if texts or role != "assistant":

@@ -111,10 +111,22 @@ SUMMARY_HEADING = "Summary of the conversation:"
 _INSTRUCTIONS = ("system: ", "developer: ", "instructions: ")
 
 
+def summary_asked(text: str) -> str | None:
+    """What ``text`` asks of a summary when it is one of the gateway's compaction prompts:
+    the instructions added after it (a blank line between), "" for none; else None."""
+    for prompt in SUMMARY_PROMPTS:
+        if text == prompt:
+            return ""
+        if text.startswith(prompt + "\n\n"):
+            return text[len(prompt) + 2 :]
+    return None
+
+
 def reply_text(conversation: Conversation, script: Script) -> str:
     """The reply text, by precedence: a summary (asked with the gateway's compaction
     prompt), echo, words, tool results, then the greeting."""
-    if conversation.user_text in SUMMARY_PROMPTS:  # its directives quoted, not run again
+    added = summary_asked(conversation.user_text)
+    if added is not None:  # the conversation's directives quoted, not run again
         # The conversation, not the instructions, which stay in place: a summary as short
         # as a model's (Codex's system prompt would make it thousands of words).
         lines = [
@@ -122,7 +134,7 @@ def reply_text(conversation: Conversation, script: Script) -> str:
             for line in conversation.lines[:-1]
             if not line.startswith(_INSTRUCTIONS)
         ]
-        return "\n".join([SUMMARY_HEADING, *lines])
+        return "\n".join([SUMMARY_HEADING, *lines, *([added] if added else [])])
     if script.echo:
         return "\n".join(conversation.lines)
     if script.tail is not None:

@@ -55,7 +55,9 @@ A last user message that is one of the gateway's compaction prompts
 (:data:`stateway.core.compaction.prompt.SUMMARY_PROMPTS`) is answered with a summary: the
 ``[[echo]]`` transcript of everything before it, after the line ``Summary of the
 conversation:``, with each ``[[`` written ``[ [``: a summary the model is later shown (as
-the last user message) quotes the script without running it again.
+the last user message) quotes the script without running it again. Instructions added to
+the prompt (after a blank line: Messages' autocompact ``instructions``) end the summary as
+they were given, so their directives run in the answer sampled from it.
 
 The key is echoed lower-cased and as its first 12 characters (what careless model servers
 do), for tests of the gateway's scrubbing. On the Responses wire the closing events of a
