@@ -28,8 +28,10 @@
 
 - The ``compact_20260112`` edit of ``context_management`` (:func:`autocompact`): the
   gateway's ``context_management`` compaction, at the edit's ``trigger``; the answer's
-  ``compaction`` block comes first, then the answer from the summary, or nothing more
-  with ``pause_after_compaction`` (``stop_reason: "compaction"``).
+  ``compaction`` block comes first, then the answer from the summary (a prefill still
+  ends what it is sampled from), or nothing more with ``pause_after_compaction``
+  (``stop_reason: "compaction"``, only then). Either compaction's call is counted apart,
+  in ``usage.iterations`` (:func:`.encode.message_usage`).
 
 Each of these errors carries its code as ``error.details.error_code``, from which the SDK
 picks its error class (:mod:`.errors`).
