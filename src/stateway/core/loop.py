@@ -230,11 +230,15 @@ class Loop:
                 )
                 fit = None if run.fitted is None else partial(run.fitted.items, output=output)
                 with self._telemetry.span(ROUND, {ROUND: number}):
-                    produced, before = len(state.output), replace(usage)
+                    produced = len(state.output)
+                    # each call's own usage is shown only after a compaction (Messages'
+                    # usage.iterations), which comes first: counted only then
+                    before = replace(usage) if state.iterations else None
                     reason = await one_round(
                         run, row, plan, request, assembler, usage, self._telemetry, fit
                     )
-                    state.iterations.append(Iteration("message", usage.since(before)))
+                    if before is not None:
+                        state.iterations.append(Iteration("message", usage.since(before)))
                     incomplete = _INCOMPLETE_REASONS.get(reason)
                     assembler.finish("incomplete" if incomplete else "completed")
                     await _parts(plan, state.output[produced:])

@@ -55,8 +55,9 @@ class ResponseState:
     Messages stream's ``message_start`` shows; None when it reports only at the end (Chat
     and Responses upstreams); not stored."""
     iterations: list[Iteration] = field(default_factory=list)
-    """Each sampling call so far (the compaction's summary, then each round) with its own
-    usage, which ``usage`` sums; not stored."""
+    """Each sampling call so far with its own usage, which ``usage`` sums, when the
+    response compacted (the compaction's summary, then each round; empty otherwise);
+    not stored."""
     background: bool = False
     thread_system: list[Item] | None = None
     """A Messages thread's turn: the system items that led its context, which the next
