@@ -1,0 +1,180 @@
+"""A Messages request's ``tools`` and ``tool_choice`` as the canonical tool declarations.
+
+Custom tools (no ``type``, or ``custom``: ``input_schema`` as ``parameters``;
+``defer_loading`` and ``cache_control`` kept) become function tools; Anthropic-defined
+client tools (``bash``, the text editor, ``memory``) function tools with the input their
+type takes (:mod:`.client_tools`); either's ``input_examples`` is shown after its
+description, and an ``allowed_callers`` without ``direct`` (a tool only code execution
+may call) is a 400. The ``web_search_YYYYMMDD`` server tool becomes the gateway's
+``web_search`` (``allowed_domains`` and ``blocked_domains`` as its ``filters``,
+``max_uses`` kept), ``mcp_servers`` and their ``mcp_toolset`` tools its ``mcp`` tools
+(:mod:`.server_tools`); any other type is a 400 naming it. ``tool_choice``
+``auto``/``any``/``tool``/``none`` -> ``auto``/``required``/the named function (or
+``web_search``)/``none``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pydantic
+
+from stateway.core.items import Item
+from stateway.protocols.messages.client_tools import CLIENT_TOOLS, function_of
+from stateway.protocols.messages.errors import field_error
+from stateway.protocols.messages.request import (
+    WEB_SEARCH_TOOL,
+    ClientToolParam,
+    McpServerParam,
+    McpToolsetParam,
+    ToolChoice,
+    ToolParam,
+    WebSearchToolParam,
+)
+from stateway.protocols.messages.server_tools import WEB_SEARCH, mcp_tools
+from stateway.protocols.messages.validation import invalid_body
+
+
+def decode_tools(tools: list[dict[str, Any]], servers: list[McpServerParam]) -> list[Item]:
+    decoded: list[Item] = []
+    seen: set[str] = set()
+    toolsets: dict[str, McpToolsetParam] = {}
+    for index, raw in enumerate(tools):
+        tool = _tool(raw, index)
+        if isinstance(tool, McpToolsetParam):
+            if tool.mcp_server_name in toolsets:
+                raise field_error(
+                    f"tools.{index}.mcp_server_name",
+                    f"the MCP server '{tool.mcp_server_name}' has two mcp_toolsets.",
+                )
+            toolsets[tool.mcp_server_name] = tool
+            continue
+        if tool.name in seen:
+            raise field_error(
+                f"tools.{index}.name",
+                f"tool names must be unique; '{tool.name}' is declared twice.",
+            )
+        seen.add(tool.name)
+        if isinstance(tool, WebSearchToolParam):
+            decoded.append(_web_search(tool, index))
+            continue
+        function = _client_tool(tool, index) if isinstance(tool, ClientToolParam) else _custom(tool)
+        if tool.allowed_callers is not None and "direct" not in tool.allowed_callers:
+            raise field_error(
+                f"tools.{index}.allowed_callers",
+                "tools called only from code execution are not supported; include 'direct'.",
+            )
+        if tool.input_examples:
+            _add_examples(function, tool.input_examples)
+        decoded.append(function)
+    return decoded + mcp_tools(servers, toolsets)
+
+
+def _custom(tool: ToolParam) -> Item:
+    function: Item = {"type": "function", "name": tool.name, "parameters": tool.input_schema}
+    if tool.description:
+        function["description"] = tool.description
+    if tool.strict is not None:
+        function["strict"] = tool.strict
+    if tool.defer_loading:
+        function["defer_loading"] = True
+    if tool.cache_control is not None:  # for an Anthropic upstream (the others cache
+        function["cache_control"] = tool.cache_control  # prefixes on their own)
+    return function
+
+
+def _add_examples(function: Item, examples: list[dict[str, Any]]) -> None:
+    """A tool's ``input_examples`` shown to the model after its description, one JSON
+    input a line (every upstream gets them, Anthropic's as any other's)."""
+    shown = "\n".join(orjson.dumps(example).decode() for example in examples)
+    described = function.get("description")
+    lead = f"{described}\n\n" if described else ""
+    function["description"] = f"{lead}Example inputs:\n{shown}"
+
+
+Declared = ToolParam | WebSearchToolParam | ClientToolParam | McpToolsetParam
+
+
+def _tool(raw: dict[str, Any], index: int) -> Declared:
+    """A declared tool as the kind its ``type`` names: a custom tool (no type, or
+    ``custom``), the web search server tool, an Anthropic-defined client tool, or an MCP
+    connector server's toolset; any other type is refused by name."""
+    kind = raw.get("type")
+    model: type[Declared]
+    if kind is None or kind == "custom":
+        model = ToolParam
+    elif isinstance(kind, str) and WEB_SEARCH_TOOL.fullmatch(kind):
+        model = WebSearchToolParam
+    elif isinstance(kind, str) and kind in CLIENT_TOOLS:
+        model = ClientToolParam
+    elif kind == "mcp_toolset":
+        model = McpToolsetParam
+    else:
+        known = ", ".join(CLIENT_TOOLS)
+        raise field_error(
+            f"tools.{index}.type",
+            f"tool type {kind!r} is not supported; declare custom tools (with "
+            f"input_schema), the client tools {known}, the web_search server tool "
+            "(web_search_20250305) and mcp_toolset tools of mcp_servers.",
+        )
+    try:
+        return model.model_validate(raw, strict=True)
+    except pydantic.ValidationError as exc:
+        raise invalid_body(exc, ("tools", index)) from None
+
+
+def _client_tool(tool: ClientToolParam, index: int) -> Item:
+    """An Anthropic-defined client tool as the function tool the model is offered."""
+    wanted = CLIENT_TOOLS[tool.type].name
+    if tool.name != wanted:
+        raise field_error(
+            f"tools.{index}.name",
+            f"a '{tool.type}' tool must be named '{wanted}'.",
+        )
+    function = function_of(tool.type, tool.name)
+    if tool.defer_loading:
+        function["defer_loading"] = True
+    return function
+
+
+def _web_search(tool: WebSearchToolParam, index: int) -> Item:
+    """The web search server tool as the gateway's ``web_search`` tool (run by its search
+    provider); ``user_location`` is carried and has no effect on the providers."""
+    if tool.allowed_domains and tool.blocked_domains:
+        raise field_error(
+            f"tools.{index}.blocked_domains",
+            "allowed_domains and blocked_domains cannot both be set.",
+        )
+    filters = {"allowed_domains": tool.allowed_domains, "blocked_domains": tool.blocked_domains}
+    declared: Item = {"type": "web_search"}
+    if any(filters.values()):
+        declared["filters"] = {key: value for key, value in filters.items() if value}
+    if tool.max_uses is not None:
+        declared["max_uses"] = tool.max_uses
+    if tool.user_location is not None:
+        declared["user_location"] = tool.user_location
+    return declared
+
+
+def decode_tool_choice(
+    choice: ToolChoice | None, tools: list[Item], *, inherited: bool = False
+) -> str | dict[str, Any]:
+    """``inherited``: the tools are a thread's, not known yet: the core judges a named
+    one against them."""
+    if choice is None or choice.type == "auto":
+        return "auto"
+    if choice.type == "any":
+        return "required"
+    if choice.type == "none":
+        return "none"
+    if choice.name is None:
+        raise field_error("tool_choice.name", "Field required", "missing_required_parameter")
+    if choice.name == WEB_SEARCH and any(tool["type"] == WEB_SEARCH for tool in tools):
+        return {"type": WEB_SEARCH}
+    if not inherited and choice.name not in {tool.get("name") for tool in tools}:
+        raise field_error(
+            "tool_choice.name",
+            f"the tool {choice.name!r} to use is not among the tools.",
+        )
+    return {"type": "function", "name": choice.name}

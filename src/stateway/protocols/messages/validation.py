@@ -1,0 +1,55 @@
+"""A pydantic validation error in a Messages body as Anthropic words it: the error that
+got furthest into the body, ``path: message``, the path as the client wrote it."""
+
+from __future__ import annotations
+
+import pydantic
+
+from stateway.core.errors import InvalidRequest
+from stateway.protocols.messages.errors import field_error
+from stateway.protocols.messages.request import BLOCK_TYPES
+
+
+def invalid_body(exc: pydantic.ValidationError, at: tuple[int | str, ...] = ()) -> InvalidRequest:
+    """The error that got furthest into the body, as ``path: message`` (Anthropic's way);
+    ``at``: where in the body the validated value is."""
+    errors = exc.errors(include_url=False)
+    error = max(errors, key=lambda e: sum(isinstance(part, int) for part in e["loc"]))
+    param = _param((*at, *error["loc"]))
+    if error["type"] == "missing":
+        return field_error(param, "Field required", "missing_required_parameter")
+    if error["type"] in ("model_type", "model_attributes_type") and not error["loc"]:
+        return InvalidRequest("The request body must be a JSON object.", code="invalid_type")
+    if error["type"] == "union_tag_not_found":
+        return field_error(f"{param}.type", "Field required", "missing_required_parameter")
+    if error["type"] == "union_tag_invalid":
+        ctx = error.get("ctx") or {}
+        if error["loc"][-1] == "source":  # the Files API's file sources among them
+            expected = ctx.get("expected_tags")
+            problem = f"source type '{ctx.get('tag')}' is not supported; expected {expected}."
+            return field_error(f"{param}.type", problem)
+        return field_error(f"{param}.type", f"unknown content block type '{ctx.get('tag')}'.")
+    code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
+    return field_error(param, error["msg"], code)
+
+
+def _param(loc: tuple[int | str, ...]) -> str:
+    """``messages.0.content.1.tool_use_id`` from pydantic's location, whose union
+    alternatives (``list[...]``, ``str``) and type tags (after an index or ``source``) are
+    not fields."""
+    parts: list[str] = []
+    previous: int | str | None = None
+    for part in loc:
+        tags = (
+            BLOCK_TYPES if isinstance(previous, int) else _SOURCES if previous == "source" else ()
+        )
+        previous = part
+        if isinstance(part, int):
+            parts.append(str(part))
+        elif not ("[" in part or part in _UNION_ALTERNATIVES or part in tags):
+            parts.append(part)
+    return ".".join(parts)
+
+
+_UNION_ALTERNATIVES = frozenset({"str", "int", "float", "bool"})
+_SOURCES = frozenset({"base64", "url", "text", "content"})
