@@ -30,7 +30,8 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           refused with 400, as vLLM (Chat wire: ``param`` ``input_tokens``)
                           and OpenAI (Responses wire: ``code`` ``context_length_exceeded``)
                           refuse it
-    [[cut:N]]             drop the connection after N streamed payload chunks
+    [[cut:N]]             drop the connection after N streamed payload chunks (a
+                          non-streamed answer: before its status line, whatever N)
     [[slow:MS]]           wait MS milliseconds before the first and between chunks
     [[words:N]]           reply with "w1 w2 ... wN"
     [[silence:MS]]        wait MS milliseconds before sending the response headers
