@@ -159,6 +159,24 @@ def test_calls_and_outputs_pair_in_consecutive_messages() -> None:
     ]
 
 
+def test_a_call_after_a_gateway_calls_result_is_the_next_assistant_turn() -> None:
+    """An MCP call ran, then the model called a client tool: two turns of one ``tool_use``
+    each, the MCP result between them, not two parallel ``tool_use`` blocks."""
+    mcp = {"type": "mcp_call", "id": "m1", "server_label": "s", "name": "t", "arguments": "{}"}
+    items = [user("go"), {**mcp, "output": "4", "status": "completed"}, call("c1"), output("c1")]
+    turns = [
+        (m["role"], [b.get("id") or b.get("tool_use_id") for b in m["content"]])
+        for m in body(items)["messages"]
+    ]
+    assert turns == [
+        ("user", [None]),
+        ("assistant", ["m1"]),
+        ("user", ["m1"]),
+        ("assistant", ["c1"]),
+        ("user", ["c1"]),
+    ]
+
+
 def test_a_responses_upstreams_seal_is_not_sent_as_a_signature() -> None:
     """Reasoning an OpenAI Responses upstream sealed would be refused as a signature."""
     item = {

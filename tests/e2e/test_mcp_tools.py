@@ -153,24 +153,120 @@ def test_the_round_limit_ends_incomplete_with_every_call_finished(setup: Setup) 
     assert all(c.status == "completed" for c in calls)
 
 
-def test_a_mixed_round_runs_the_mcp_call_and_returns_the_client_call(setup: Setup) -> None:
+def model_turns(sent: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The turns of an upstream request after its first user message: each assistant
+    message with the ids of its calls and each tool result with its call's (Chat), or each
+    item with its call id (Responses, whose items are flat)."""
+    if "messages" in sent:
+        turns = [
+            (m["role"], [c["id"] for c in m.get("tool_calls") or ()] or m.get("tool_call_id"))
+            for m in sent["messages"]
+        ]
+    else:
+        turns = [(i.get("type") or i["role"], i.get("call_id")) for i in sent["input"]]
+    return turns[1:]
+
+
+@pytest.mark.parametrize("client_first", [True, False])
+def test_a_mixed_round_runs_the_mcp_call_and_returns_the_client_call(
+    setup: Setup, fake_upstream: str, client_first: bool
+) -> None:
+    """The client call's output comes after the MCP call it was made with: when the client
+    call came first the model is shown one turn of both calls, then both results. Made
+    second, it reads as the next turn (nothing in the items tells the two apart; see
+    ``test_a_client_call_after_an_mcp_call_reaches_the_model_as_the_next_turn``)."""
     mine = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+    calls = [tool("add", {"a": 2, "b": 2}), '[[tool:lookup:{"k":1}]]']
     first = setup.sdk.responses.create(
-        model="m",
-        input=tool("add", {"a": 2, "b": 2}) + '[[tool:lookup:{"k":1}]]',
-        tools=[LOCAL, mine],
+        model="m", input="".join(calls[::-1] if client_first else calls), tools=[LOCAL, mine]
     )
     assert first.status == "completed"
-    assert [i.type for i in first.output] == ["mcp_list_tools", "mcp_call", "function_call"]
-    client_call = first.output[2]
+    types = ["function_call", "mcp_call"] if client_first else ["mcp_call", "function_call"]
+    assert [i.type for i in first.output] == ["mcp_list_tools", *types]
+    [client_call] = [i for i in first.output if i.type == "function_call"]
+    [mcp_call] = [i for i in first.output if i.type == "mcp_call"]
+    assert mcp_call.output == "4"
     second = setup.sdk.responses.create(
         model="m",
         previous_response_id=first.id,
         input=[{"type": "function_call_output", "call_id": client_call.call_id, "output": "k=1"}],
         tools=[LOCAL, mine],
     )
-    assert second.output_text == "Tool said: 4\nTool said: k=1"
     assert [i.type for i in second.output] == ["message"]  # listed once per chain
+    if client_first:
+        assert second.output_text == "Tool said: k=1\nTool said: 4"
+        sent = last_upstream_body(fake_upstream)
+        if "messages" in sent:
+            ids = [client_call.call_id, mcp_call.id]
+            assert model_turns(sent) == [("assistant", ids), ("tool", ids[0]), ("tool", ids[1])]
+    else:
+        assert second.output_text == "Tool said: k=1"
+
+
+def test_a_client_call_after_an_mcp_call_reaches_the_model_as_the_next_turn(
+    setup: Setup, fake_upstream: str
+) -> None:
+    """Nothing between the two calls marks a round apart: the client call is the model's
+    next turn, made with the MCP result in hand (as the round after it was sent it), never
+    a parallel call of the same turn."""
+    mine = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+    mcp = {"type": "mcp_call", "id": "mcp_1", "server_label": "local", "name": "add"}
+    history: list[Any] = [
+        {"role": "user", "content": "add, then look it up"},
+        {**mcp, "arguments": '{"a":2,"b":2}', "output": "4", "status": "completed"},
+        {"type": "function_call", "call_id": "c_1", "name": "lookup", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c_1", "output": "k=1"},
+    ]
+    setup.sdk.responses.create(model="m", input=history, tools=[LOCAL, mine])
+    sent = last_upstream_body(fake_upstream)
+    if "messages" in sent:
+        expected = [("assistant", ["mcp_1"]), ("tool", "mcp_1")]
+        expected += [("assistant", ["c_1"]), ("tool", "c_1")]
+    else:
+        expected = [("function_call", "mcp_1"), ("function_call_output", "mcp_1")]
+        expected += [("function_call", "c_1"), ("function_call_output", "c_1")]
+    assert model_turns(sent) == expected
+
+
+def test_a_client_call_after_an_approved_call_reaches_the_model_after_its_result(
+    setup: Setup, fake_upstream: str
+) -> None:
+    """The approved call ran before the response's first round, whose client call the
+    model made with its result in hand; the result answers the call where the client
+    approved it, before the client's next message."""
+    asked = {"type": "mcp", "server_label": "direct", "server_url": setup.server.url}
+    mine = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+    first = setup.sdk.responses.create(
+        model="m", input='[[tool:direct__echo:{"text":"hi"}]]', tools=[asked, mine]
+    )
+    request = first.output[-1]
+    assert request.type == "mcp_approval_request"
+    approve = {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}
+    second = setup.sdk.responses.create(
+        model="m",
+        previous_response_id=first.id,
+        input=[approve, {"role": "user", "content": '[[tool:lookup:{"k":1}]]'}],
+        tools=[asked, mine],
+    )
+    assert [i.type for i in second.output] == ["mcp_call", "function_call"]
+    client_call = second.output[1]
+    assert client_call.type == "function_call"
+    third = setup.sdk.responses.create(
+        model="m",
+        previous_response_id=second.id,
+        input=[{"type": "function_call_output", "call_id": client_call.call_id, "output": "k=1"}],
+        tools=[asked, mine],
+    )
+    assert third.output_text == "Tool said: k=1"
+    sent = last_upstream_body(fake_upstream)
+    ids = (request.id, client_call.call_id)
+    if "messages" in sent:
+        expected = [("assistant", [ids[0]]), ("tool", ids[0]), ("user", None)]
+        expected += [("assistant", [ids[1]]), ("tool", ids[1])]
+    else:
+        expected = [("function_call", ids[0]), ("function_call_output", ids[0]), ("message", None)]
+        expected += [("function_call", ids[1]), ("function_call_output", ids[1])]
+    assert model_turns(sent) == expected
 
 
 def test_a_missing_client_output_is_refused_naming_the_call(setup: Setup) -> None:

@@ -37,16 +37,73 @@ def test_sequential_gateway_calls_are_each_followed_by_their_result() -> None:
     assert seen[0]["name"] == "s__t"
 
 
-def test_a_mixed_rounds_client_calls_come_before_the_gateway_result() -> None:
-    client = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
-    answer = {"type": "function_call_output", "call_id": "c", "output": "x"}
-    seen = model_items([mcp_call("a"), client, answer])
+CLIENT_CALL = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+CLIENT_ANSWER = {"type": "function_call_output", "call_id": "c", "output": "x"}
+REQUEST = {"id": "r", "type": "mcp_approval_request", "server_label": "s", "name": "t"}
+
+
+def test_a_client_call_after_a_gateway_call_comes_after_its_result() -> None:
+    """The next round's call (nothing marks a round apart): the model had the result by
+    then, as the round after a gateway call was sent it."""
+    seen = model_items([mcp_call("a"), CLIENT_CALL, CLIENT_ANSWER])
     assert shape(seen) == [
         ("function_call", "a"),
-        ("function_call", "c"),
         ("function_call_output", "a"),
+        ("function_call", "c"),
         ("function_call_output", "c"),
     ]
+
+
+def test_a_client_call_after_a_web_search_comes_after_its_results() -> None:
+    search = {"id": "ws", "type": "web_search_call", "status": "completed", "action": {}}
+    seen = model_items([search, CLIENT_CALL, CLIENT_ANSWER])
+    assert shape(seen) == [
+        ("function_call", "ws"),
+        ("function_call_output", "ws"),
+        ("function_call", "c"),
+        ("function_call_output", "c"),
+    ]
+
+
+def test_a_gateway_call_made_with_a_client_call_before_it_stays_in_its_round() -> None:
+    """The client call's output comes after the gateway call: one round of two calls."""
+    seen = model_items([CLIENT_CALL, mcp_call("a"), CLIENT_ANSWER])
+    assert shape(seen) == [
+        ("function_call", "c"),
+        ("function_call", "a"),
+        ("function_call_output", "c"),
+        ("function_call_output", "a"),
+    ]
+
+
+def test_a_client_call_after_an_approved_call_comes_after_its_result() -> None:
+    """The approved call ran before the next response's first round."""
+    approve = {"type": "mcp_approval_response", "approval_request_id": "r", "approve": True}
+    ran = mcp_call("m", "42", approval_request_id="r")
+    seen = model_items([REQUEST, approve, ran, CLIENT_CALL, CLIENT_ANSWER])
+    assert shape(seen) == [
+        ("function_call", "r"),
+        ("function_call_output", "r"),
+        ("function_call", "c"),
+        ("function_call_output", "c"),
+    ]
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_an_approval_request_made_with_a_client_call_stays_in_its_round(approve: bool) -> None:
+    """Both calls went back to the client; the answers to both come after them."""
+    answer = {"type": "mcp_approval_response", "approval_request_id": "r", "approve": approve}
+    items = [REQUEST, CLIENT_CALL, CLIENT_ANSWER, answer]
+    if approve:
+        items.append(mcp_call("m", "42", approval_request_id="r"))
+    seen = model_items(items)
+    assert shape(seen) == [
+        ("function_call", "r"),
+        ("function_call", "c"),
+        ("function_call_output", "r"),
+        ("function_call_output", "c"),
+    ]
+    assert seen[2]["output"] == ("42" if approve else DECLINED)
 
 
 def test_an_unanswered_approval_request_is_left_out_and_a_denied_one_is_declined() -> None:

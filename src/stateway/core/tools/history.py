@@ -11,11 +11,12 @@ turn replays exactly the history the model saw:
   error as text (:func:`error_text`: the message of a protocol or HTTP error, the text of
   a tool's error content; the plain string responses stored before errors were objects
   carry). One that ran after an approval answers the ``mcp_approval_request``, which is
-  the call. Client calls
-  the model made in the same round come before the output, as the model made them.
+  the call.
 - ``mcp_approval_request``: the call, once answered: by the ``mcp_call`` it led to, or by
-  a denying ``mcp_approval_response`` (the model is told it was declined). An unanswered
-  request is left out: a model must never see a call without its output.
+  a denying ``mcp_approval_response`` (the model is told it was declined). The answer
+  comes where the client gave it, the approving or denying response (or the
+  ``mcp_call``, when the response is not in the history). An unanswered request is left
+  out: a model must never see a call without its output.
 - ``web_search_call``: a ``web_search`` call with its query, and the results it was given
   (rendered from the item's ``action.sources``; a call sent back without them, as Codex
   sends its searches back, tells the model its results were not kept, not that there
@@ -33,6 +34,19 @@ turn replays exactly the history the model saw:
   function call whose arguments are the action, and its output as text
   (:mod:`stateway.core.tools.shell`); left as they are for an upstream that speaks them
   natively (``native``).
+
+Rounds: nothing in the items says where one round of the model's ends and the next
+begins; outputs do. Calls whose outputs all come after them are one turn of the model's
+(one assistant message's Chat ``tool_calls``, its Anthropic ``tool_use`` blocks), and a
+call after an output is a later turn (:mod:`.call_order` orders each run of outputs as
+their calls). A gateway call carries its output, shown right after the call as the
+gateway's next round was sent it: a call after it was made in a later round, with its
+result in hand. The gateway's tool search writes its output after the round's calls, and
+a client answers its calls and approval requests in its next request, so calls made
+with those stay one turn. A round of several gateway calls, or a mixed round whose
+gateway call came before a client call, cannot be told from rounds of one call each: it
+reads as those, which never shows the model a call as made before a result it may have
+been made from.
 """
 
 from __future__ import annotations
@@ -127,40 +141,65 @@ def _model_items(items: list[Item], native: frozenset[str], kinds: set[object]) 
         if i.get("type") == MCP_APPROVAL_RESPONSE and i.get("approve") is False
     }
     out: list[Item] = []
-    results: list[Item] = []
-    """The result of the last gateway call, held back while client calls of the same round
-    follow it: a mixed round reaches the model as it made it (its calls, then their
-    results). Another gateway call, or anything else, lets it out first."""
+    answers = _Answers(out)
     for item in items:
         kind = item.get("type")
-        if kind in _GATEWAY:
-            out += results
-            results = []
         if kind == MCP_CALL:
             approval = item.get("approval_request_id")
-            if approval not in asked:  # no request in this history: the call stands alone
-                approval = None
-            if not approval:
-                out.append(_mcp_function_call(item, item["id"]))
-            results.append(_output(approval or item["id"], mcp_output(item)))
+            if approval and approval in asked:  # answers its request (if not answered yet)
+                answers.give(approval, _output(approval, mcp_output(item)))
+            else:  # no request in this history: the call stands alone, its result with it
+                out += (_mcp_function_call(item, item["id"]), _output(item["id"], mcp_output(item)))
         elif kind == MCP_APPROVAL_REQUEST:
             request_id = str(item.get("id"))
+            if request_id in ran or request_id in declined:
+                out.append(_mcp_function_call(item, request_id))
+                answers.called(request_id)
+        elif kind == MCP_APPROVAL_RESPONSE and item.get("approval_request_id") in asked:
+            request_id = item["approval_request_id"]
             if request_id in ran:
-                out.append(_mcp_function_call(item, request_id))
-            elif request_id in declined:
-                out.append(_mcp_function_call(item, request_id))
-                results.append(_output(request_id, DECLINED))
+                answers.give(request_id, _output(request_id, mcp_output(ran[request_id])))
+            elif request_id in asked and item.get("approve") is False:
+                answers.give(request_id, _output(request_id, DECLINED))
         elif kind == WEB_SEARCH_CALL:
-            call, result = _web_search_pair(item)
-            out.append(call)
-            results.append(result)
+            out += _web_search_pair(item)
         elif kind not in _GATEWAY and kind != ADDITIONAL_TOOLS:
-            model_item = _client_item(item)
-            if results and model_item.get("type") != FUNCTION_CALL:
-                out += results
-                results = []
-            out.append(model_item)
-    return out + results
+            out.append(_client_item(item))
+    return out
+
+
+class _Answers:
+    """Where an approval request's answer goes: right where the client answered it (its
+    ``mcp_approval_response``, or the ``mcp_call`` that ran when that is missing), as a
+    client call's output goes where the client sent it. An answer read before its request
+    (out of order) follows the call; a request answered twice keeps its first answer."""
+
+    __slots__ = ("_answered", "_early", "_out", "_waiting")
+
+    def __init__(self, out: list[Item]) -> None:
+        self._out = out
+        self._waiting: set[str] = set()
+        self._answered: set[str] = set()
+        self._early: dict[str, Item] = {}
+
+    def called(self, request_id: str) -> None:
+        """The request's call was just written."""
+        early = self._early.pop(request_id, None)
+        if early is None:
+            self._waiting.add(request_id)
+        else:
+            self._out.append(early)
+            self._answered.add(request_id)
+
+    def give(self, request_id: str, output: Item) -> None:
+        if request_id in self._answered:
+            return
+        if request_id in self._waiting:
+            self._waiting.discard(request_id)
+            self._answered.add(request_id)
+            self._out.append(output)
+        else:
+            self._early.setdefault(request_id, output)
 
 
 def mcp_output(item: Item) -> str:
