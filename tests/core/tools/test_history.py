@@ -106,6 +106,15 @@ def test_an_approval_request_made_with_a_client_call_stays_in_its_round(approve:
     assert seen[2]["output"] == ("42" if approve else DECLINED)
 
 
+@pytest.mark.parametrize("approve", [True, False])
+def test_an_answer_sent_before_its_request_follows_the_call(approve: bool) -> None:
+    answer = {"type": "mcp_approval_response", "approval_request_id": "r", "approve": approve}
+    items = [answer, mcp_call("m", "42", approval_request_id="r")] if approve else [answer]
+    seen = model_items([*items, REQUEST, answer])
+    assert shape(seen) == [("function_call", "r"), ("function_call_output", "r")]
+    assert seen[1]["output"] == ("42" if approve else DECLINED)
+
+
 def test_an_unanswered_approval_request_is_left_out_and_a_denied_one_is_declined() -> None:
     request = {"id": "r", "type": "mcp_approval_request", "server_label": "s", "name": "t"}
     assert model_items([request]) == []

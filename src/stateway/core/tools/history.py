@@ -159,7 +159,7 @@ def _model_items(items: list[Item], native: frozenset[str], kinds: set[object]) 
             request_id = item["approval_request_id"]
             if request_id in ran:
                 answers.give(request_id, _output(request_id, mcp_output(ran[request_id])))
-            elif request_id in asked and item.get("approve") is False:
+            elif item.get("approve") is False:
                 answers.give(request_id, _output(request_id, DECLINED))
         elif kind == WEB_SEARCH_CALL:
             out += _web_search_pair(item)
