@@ -165,6 +165,19 @@ async def test_a_message_start_before_the_first_token_keeps_its_phase() -> None:
     assert (message["phase"], message["content"][0]["text"]) == ("commentary", "fine")
 
 
+async def test_a_message_begun_again_before_the_first_token_is_one_message() -> None:
+    """An upstream that opens a message, leaves it, and opens another before any output
+    (a Responses message item added and done empty, then the next one added) answers
+    with the one that got content: the opening held back is the last one."""
+    b = Named(
+        "b",
+        [MessageStart("commentary"), MessageStart("final_answer"), TextDelta("fine"), OK[1]],
+    )
+    run, _ = await run_over(b)
+    [message] = run.state.output
+    assert (message["phase"], message["content"][0]["text"]) == ("final_answer", "fine")
+
+
 @pytest.mark.parametrize(
     "after",
     [

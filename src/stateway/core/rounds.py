@@ -9,7 +9,8 @@ answer opened without content (a Responses upstream's ``output_item.added`` mess
 Anthropic upstream's ``content_block_start`` with its empty text), nor a call named before
 its first argument (vLLM's first fragment, an Anthropic ``tool_use`` block's start): what
 they begin is held back until the first output, and dropped with its attempt if none
-comes (an answer that ends on them alone, a call without arguments, shows them then). The
+comes (an answer that ends on them alone, a call without arguments, shows them then; a
+message begun again before it shows only the later one, the first left empty). The
 first output also ends the attempt's :class:`~stateway.core.deadline.FirstOutput` wait (a
 backend's ``first_token_timeout``): until then the attempt may time out and fail over.
 """
@@ -118,7 +119,12 @@ async def _infer(
                     if isinstance(delta, MessageStart) or (
                         isinstance(delta, ToolCallDelta) and not delta.arguments
                     ):
-                        held.append(delta)
+                        # a message begun again: the one before it was left empty
+                        again = held and isinstance(held[-1], MessageStart)
+                        if again and isinstance(delta, MessageStart):
+                            held[-1] = delta
+                        else:
+                            held.append(delta)
                         continue
                     await _output_begins(run, row, plan, waiting, held, assembler, single)
                     started = True
