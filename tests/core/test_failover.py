@@ -178,6 +178,18 @@ async def test_a_message_begun_again_before_the_first_token_is_one_message() -> 
     assert (message["phase"], message["content"][0]["text"]) == ("final_answer", "fine")
 
 
+async def test_a_usage_report_after_a_held_opening_is_not_the_prompts() -> None:
+    """A usage report that comes after a held opening (a Responses upstream's
+    ``response.completed`` after a call named with empty arguments) is the answer's
+    final count, not a prompt count made before any output: ``message_start`` on a
+    Messages stream must not show it."""
+    a = Named("a", [ToolCallDelta(0, "call_1", "now", ""), UsageReport(Usage(7, 5))])
+    a.script.append(Finish("tool_calls"))
+    run, _ = await run_over(a)
+    assert run.state.usage == Usage(7, 5)
+    assert run.state.prompt_usage is None
+
+
 @pytest.mark.parametrize(
     "after",
     [

@@ -3,8 +3,9 @@ answering (failover only before the first output, :mod:`stateway.core.routing.pl
 deltas assembled into output items and events as they come.
 
 A usage report before any output (an Anthropic upstream's ``message_start``, counting the
-prompt) is no output: it starts nothing and leaves failover open; the first round's is
-the response's :attr:`~stateway.core.response.ResponseState.prompt_usage`. Nor is an
+prompt) is no output: it starts nothing and leaves failover open; the first round's, when
+nothing was opened before it, is the response's
+:attr:`~stateway.core.response.ResponseState.prompt_usage`. Nor is an
 answer opened without content (a Responses upstream's ``output_item.added`` message, an
 Anthropic upstream's ``content_block_start`` with its empty text), nor a call named before
 its first argument (vLLM's first fragment, an Anthropic ``tool_use`` block's start): what
@@ -109,7 +110,9 @@ async def _infer(
                 if not started:  # until the attempt's first output (a local: read per delta)
                     if type(delta) is UsageReport:  # the prompt counted ahead: no output yet
                         reported = delta.usage
-                        if plan.first_output is None:  # the run's first round
+                        # the run's first round's, ahead of any opening (after one, it
+                        # is the answer's count: a call named with empty arguments, ended)
+                        if plan.first_output is None and not held:
                             run.state.prompt_usage = reported
                         continue
                     if _empty(delta):
