@@ -1,6 +1,7 @@
 """A round ends each attempt's first-output wait (``first_token_timeout``) at its first
-output, and only then: what starts no output (a usage report, a message opened, empty
-text) leaves it running, so a candidate whose output is late fails over."""
+output (or a call's name), and only then: what starts no output (a usage report, a
+message opened, empty text) leaves it running, so a candidate whose output is late fails
+over."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from stateway.core.inference import (
     InferenceRequest,
     MessageStart,
     TextDelta,
+    ToolCallDelta,
     UsageReport,
 )
 from stateway.core.principal import Principal
@@ -78,5 +80,19 @@ async def test_a_gap_after_the_first_output_is_not_its_to_judge() -> None:
     run = await run_over(a, b)
     assert run.state.status == "completed"
     assert run.state.output[0]["content"][0]["text"] == "soon then"
+    assert [x["backend"] for x in run.state.attempts] == ["a"]
+    assert b.requests == []
+
+
+async def test_a_call_named_ends_the_wait_though_its_arguments_come_late() -> None:
+    """A call's name is generated output (held back for failover all the same): a tool
+    parser that sends the arguments only once the call is whole is not timed out."""
+    named = ToolCallDelta(0, "call_1", "lookup", "")
+    a = Bounded("a", [UsageReport(Usage(3)), named, 3 * WAIT, ToolCallDelta(0, None, None, "{}")])
+    b = Named("b", [TextDelta("fine"), Finish("stop")])
+    run = await run_over(a, b)
+    assert run.state.status == "completed"
+    [call] = run.state.output
+    assert (call["name"], call["arguments"]) == ("lookup", "{}")
     assert [x["backend"] for x in run.state.attempts] == ["a"]
     assert b.requests == []

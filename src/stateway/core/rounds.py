@@ -13,7 +13,9 @@ they begin is held back until the first output, and dropped with its attempt if 
 comes (an answer that ends on them alone, a call without arguments, shows them then; a
 message begun again before it shows only the later one, the first left empty). The
 first output also ends the attempt's :class:`~stateway.core.deadline.FirstOutput` wait (a
-backend's ``first_token_timeout``): until then the attempt may time out and fail over.
+backend's ``first_token_timeout``), as does a call's name (generated: some tool parsers
+send a call's arguments only once it is whole): until then the attempt may time out and
+fail over.
 """
 
 from __future__ import annotations
@@ -128,6 +130,8 @@ async def _infer(
                             held[-1] = delta
                         else:
                             held.append(delta)
+                        if isinstance(delta, ToolCallDelta):  # a name: the model generates
+                            waiting.came()  # (its arguments may come all at the end)
                         continue
                     await _output_begins(run, row, plan, waiting, held, assembler, single)
                     started = True
