@@ -59,17 +59,34 @@ def test_a_listing_starts_empty_and_shows_each_tool_with_its_schema_and_annotati
 
 def test_a_listing_made_under_a_filter_says_so_by_its_id_alone() -> None:
     """The wire item has no field for it: the id of a filtered listing tells a later turn
-    that it may show only some of the server's tools. Any other listing (the gateway's
-    unfiltered ones, those stored before listings were filtered, one a client made) is
-    taken to show them all."""
-    filtered = mcp.list_item("docs", filtered=True)
-    assert is_id(filtered["id"], "mcpl_f")  # still an mcpl_ id
+    that it may show only some of the server's tools, and under which filter. Any other
+    listing (the gateway's unfiltered ones, one a client made) is taken to show them all."""
+    key = binding(allowed=frozenset({"add"})).filter_key
+    assert key is not None
+    filtered = mcp.list_item("docs", key)
+    assert is_id(filtered["id"], f"mcpl_f_{key}")  # still an mcpl_ id
     assert isinstance(sdk_item(filtered), McpListTools)
-    assert mcp.filtered(filtered)
-    assert not mcp.filtered(mcp.list_item("docs"))
+    assert mcp.listing_filter(filtered) == key
+    assert mcp.listing_filter(mcp.list_item("docs")) is None
+    assert mcp.listing_filter({"type": "mcp_list_tools", "id": "mcpl_f_" + "0" * 48}) == ""
     for other in ("mcpl_f", "mcpl_fa0", "mcpl_abc", "", None, 7):
-        assert not mcp.filtered({"type": "mcp_list_tools", "id": other}), other
-    assert not mcp.filtered({"type": "mcp_list_tools"})
+        assert mcp.listing_filter({"type": "mcp_list_tools", "id": other}) is None, other
+    assert mcp.listing_filter({"type": "mcp_list_tools"}) is None
+
+
+def test_a_filter_has_one_key_however_it_is_written() -> None:
+    assert binding().filter_key is None
+    same = binding(allowed=frozenset({"add", "write"})).filter_key
+    assert same == binding(allowed=frozenset({"write", "add"})).filter_key
+    keys = {
+        same,
+        binding(allowed=frozenset({"add"})).filter_key,
+        binding(allowed=frozenset({"add", "write"}), read_only=True).filter_key,
+        binding(read_only=True).filter_key,
+        binding(allowed=frozenset()).filter_key,
+    }
+    assert len(keys) == 5
+    assert all(key is not None and len(key) == 16 for key in keys)
 
 
 @pytest.mark.parametrize(

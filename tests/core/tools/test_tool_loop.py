@@ -4,6 +4,7 @@ search, limits and failures, against in-memory MCP and search fakes."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -418,7 +419,7 @@ async def test_allowed_tools_filters_what_the_model_is_offered_and_the_listing_s
     run = await setup.create([{**MCP_TOOL, "allowed_tools": allowed}])
     listed = run.state.output[0]
     assert [t["name"] for t in listed["tools"]] == offered
-    assert is_id(listed["id"], "mcpl_f")  # made under a filter
+    assert re.fullmatch(r"mcpl_f_[0-9a-f]{16}_[0-9a-f]{48}", listed["id"])  # under a filter
     assert [t["name"] for t in setup.backend.requests[0].tools] == [f"docs__{n}" for n in offered]
 
 
@@ -489,6 +490,29 @@ async def test_a_later_turn_whose_tools_a_listing_shows_reuses_it_without_a_new_
     assert len(setup.mcp.listed) == 1
     assert [i["type"] for i in second.state.output] == ["message"]
     assert offered_names(setup) == [f"docs__{n}" for n in offered]
+
+
+@pytest.mark.parametrize(
+    "allowed",
+    [
+        {"read_only": True},  # names no tool
+        ["add", "gone"],  # names one the server does not have
+        {"tool_names": ["gone"]},
+    ],
+)
+async def test_a_later_turn_under_the_same_filter_reuses_its_listing(allowed: Any) -> None:
+    """A filter no listing can show in full (it names no tool, or one the server lacks)
+    is listed once per chain all the same: the same filter offers what its listing
+    showed."""
+    setup = Setup([answer(), answer(), answer()])
+    first = await setup.create([{**MCP_TOOL, "allowed_tools": allowed}])
+    second = await setup.create(
+        [{**MCP_TOOL, "allowed_tools": allowed}], previous_response_id=first.state.id
+    )
+    shown = [t["name"] for t in first.state.output[0]["tools"]]
+    assert len(setup.mcp.listed) == 1
+    assert [i["type"] for i in second.state.output] == ["message"]
+    assert offered_names(setup) == [f"docs__{n}" for n in shown]
 
 
 async def test_a_later_turn_reuses_the_last_listing_of_the_chain() -> None:

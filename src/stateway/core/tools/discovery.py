@@ -10,9 +10,9 @@ declared.
 
 A later turn of the chain reuses the last listing of a server instead of asking it
 again, when that listing shows every tool the turn may offer (:func:`_covers`): always for
-an unfiltered listing; for one made under a filter (:func:`mcp.filtered`), only when the
-turn's own ``allowed_tools`` names only tools it shows (the same filter, or a narrower
-one). Any other turn (a wider filter, or none) may offer a tool that listing held back: it
+an unfiltered listing; for one made under a filter (:func:`mcp.listing_filter`), when the
+turn has the same filter, or its own ``allowed_tools`` names only tools it shows (a
+narrower one). Any other turn (a wider filter, or none) may offer a tool that listing held back: it
 lists the server again and emits a new ``mcp_list_tools`` item showing what it offers, so
 the model is never offered a tool no item of the chain shows. (The hosted API documents
 only that a listing in the context is not fetched again; this rule is the gateway's.)
@@ -87,7 +87,7 @@ class Discovery:
         client = self._tools.mcp_client()
         opened = []
         for binding in bindings:
-            item = mcp.list_item(binding.label, binding.filtered)
+            item = mcp.list_item(binding.label, binding.filter_key)
             index = self._items.add(item)
             self._items.emit(
                 ev.ToolProgress("response.mcp_list_tools.in_progress", index, item["id"])
@@ -141,11 +141,11 @@ class Discovery:
 
 @dataclass(frozen=True, slots=True)
 class _Listing:
-    """A server's last successful listing in a chain: the tools it shows, and whether it
-    was made under a filter (:func:`mcp.filtered`)."""
+    """A server's last successful listing in a chain: the tools it shows, and the filter
+    it was made under (:func:`mcp.listing_filter`: None for none)."""
 
     tools: list[McpTool]
-    filtered: bool
+    filter_key: str | None
 
 
 def _listed(context: list[Item]) -> dict[str, _Listing]:
@@ -153,18 +153,20 @@ def _listed(context: list[Item]) -> dict[str, _Listing]:
     out: dict[str, _Listing] = {}
     for item in context:
         if item.get("type") == MCP_LIST_TOOLS and not item.get("error"):
-            out[item.get("server_label", "")] = _Listing(mcp.tools_of(item), mcp.filtered(item))
+            listing = _Listing(mcp.tools_of(item), mcp.listing_filter(item))
+            out[item.get("server_label", "")] = listing
     return out
 
 
 def _covers(listing: _Listing | None, binding: McpBinding) -> bool:
     """Whether ``listing`` shows every tool ``binding`` may offer, so the server need not be
     asked again. An unfiltered listing shows them all; a filtered one, only what its filter
-    let through: it covers a binding that names its tools (``allowed_tools``), each one it
-    shows. A wider filter, or none, may offer a tool it held back."""
+    let through: it covers a binding under the same filter, or one that names its tools
+    (``allowed_tools``), each one it shows. A wider filter, or none, may offer a tool it
+    held back."""
     if listing is None:
         return False
-    if not listing.filtered:
+    if listing.filter_key is None or listing.filter_key == binding.filter_key:
         return True
     shown = {tool.name for tool in listing.tools}
     return binding.allowed_tools is not None and binding.allowed_tools <= shown

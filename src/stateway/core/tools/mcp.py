@@ -23,25 +23,30 @@ from stateway.core.tools.ports import (
 )
 
 FILTERED_LISTING: Final = "mcpl_f"
-"""The id prefix (``mcpl_f_...``) of a listing made under an ``allowed_tools`` filter: it
-shows only the tools that filter let through, not all the server's (an unfiltered
-listing's id is ``mcpl_...``, as any other). A later turn reads it back knowing that
-(:func:`filtered`): the wire item has no field to say so."""
+"""The id prefix (``mcpl_f_<filter key>_...``) of a listing made under an
+``allowed_tools`` filter: it shows only the tools that filter let through, not all the
+server's (an unfiltered listing's id is ``mcpl_...``, as any other). A later turn reads
+it back knowing that, and under which filter (:func:`listing_filter`): the wire item has
+no field to say so."""
 
 
-def list_item(label: str, filtered: bool = False) -> Item:
-    """An ``mcp_list_tools`` item, to show the tools offered (``filtered``: under an
-    ``allowed_tools`` that may hold some back)."""
-    item_id = new_id(FILTERED_LISTING if filtered else "mcpl")
-    return {"id": item_id, "type": MCP_LIST_TOOLS, "server_label": label, "tools": []}
+def list_item(label: str, filter_key: str | None = None) -> Item:
+    """An ``mcp_list_tools`` item, to show the tools offered (``filter_key``: under the
+    ``allowed_tools`` filter of that :attr:`~.mcp_binding.McpBinding.filter_key`, which
+    may hold some back)."""
+    prefix = "mcpl" if filter_key is None else f"{FILTERED_LISTING}_{filter_key}"
+    return {"id": new_id(prefix), "type": MCP_LIST_TOOLS, "server_label": label, "tools": []}
 
 
-def filtered(item: Item) -> bool:
-    """Whether an earlier listing may show only some of its server's tools: one the gateway
-    made under an ``allowed_tools`` filter. Any other (an unfiltered one, one made before
-    listings were filtered, one a client made) is taken to show them all."""
+def listing_filter(item: Item) -> str | None:
+    """The filter key an earlier listing was made under, "" when it was filtered under a
+    filter it does not name, None when it shows all its server's tools: any listing but
+    a filtered one of the gateway's (an unfiltered one, one a client made) is taken to."""
     item_id = item.get("id")
-    return isinstance(item_id, str) and item_id.startswith(FILTERED_LISTING + "_")
+    if not isinstance(item_id, str) or not item_id.startswith(FILTERED_LISTING + "_"):
+        return None
+    key, _, rest = item_id.removeprefix(FILTERED_LISTING + "_").partition("_")
+    return key if rest else ""
 
 
 def listed_tool(tool: McpTool) -> Item:

@@ -9,8 +9,11 @@ is :meth:`~stateway.core.tools.toolset.GatewayTools.resolve`'s decision.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 from typing import Any, Final
+
+import orjson
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.headers import is_header_name, is_header_value
@@ -77,6 +80,17 @@ class McpBinding:
     def filtered(self) -> bool:
         """Whether ``allowed_tools`` may hold back some of the server's tools."""
         return self.allowed_tools is not None or self.read_only
+
+    @property
+    def filter_key(self) -> str | None:
+        """The ``allowed_tools`` filter as a short digest (None: none), the same for the
+        same filter however it was written: a listing made under it shows what a later
+        turn under it offers."""
+        if not self.filtered:
+            return None
+        names = None if self.allowed_tools is None else sorted(self.allowed_tools)
+        canonical = orjson.dumps([names, self.read_only])
+        return hashlib.sha256(canonical).hexdigest()[:16]
 
     def offers(self, name: str, read_only: bool) -> bool:
         if self.allowed_tools is not None and name not in self.allowed_tools:
