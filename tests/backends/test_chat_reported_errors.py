@@ -1,6 +1,6 @@
 """A Chat Completions upstream that reports a failure inside a 200 reply (a whole body, or
-a stream event, that is only ``{"error": ...}``): one rule for both, the upstream's words
-kept, and each frontend's own error shape."""
+a stream event, that is only ``{"error": ...}``, or an ``error`` event): one rule for all,
+the upstream's words kept, and each frontend's own error shape."""
 
 from __future__ import annotations
 
@@ -114,3 +114,39 @@ async def test_each_frontend_answers_in_its_own_shape(
     assert answer["type"] == "error"
     assert answer["error"]["type"] == ("api_error" if status == 502 else "rate_limit_error")
     assert error["message"] in answer["error"]["message"]
+
+
+LLAMA_CPP_TOO_LONG = {
+    "code": 400,
+    "message": "the request exceeds the available context size. try increasing the context size",
+    "type": "exceed_context_size_error",
+}
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        # llama.cpp before its late-2025 fix (ggml-org/llama.cpp#16109): a field named
+        # ``error``, which event-stream readers ignore, then ``[DONE]``
+        b"error: " + orjson.dumps(LLAMA_CPP_TOO_LONG) + b"\n\n",
+        # the named event that fix's review considered
+        b"event: error\ndata: " + orjson.dumps({"error": LLAMA_CPP_TOO_LONG}) + b"\n\n",
+    ],
+)
+async def test_an_error_line_mid_stream_is_the_error_it_reports(
+    loopback: Loopback, event: bytes
+) -> None:
+    """Not a completed answer ending where the error cut it (nor an empty one)."""
+    chunk = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
+
+    async def reports(request: web.Request) -> web.Response:
+        body = chunk + event + b"data: [DONE]\n\n"
+        return web.Response(body=body, content_type="text/event-stream")
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(reports)))
+    backend = OpenAIChatBackend(loopback.adopt(client))
+    with pytest.raises(GatewayError) as caught:
+        async for _ in backend.infer(inference(True)):
+            pass
+    assert (caught.value.status, caught.value.code) == (400, "context_length_exceeded")
+    assert LLAMA_CPP_TOO_LONG["message"] in caught.value.message

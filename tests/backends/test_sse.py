@@ -152,3 +152,14 @@ def test_one_event_per_chunk_as_model_servers_send_tokens() -> None:
         ServerSentEvent(None, b'held\n{"t": 4}'),
         ServerSentEvent(None, b"crlf"),
     ]
+
+
+def test_an_error_line_is_an_error_event() -> None:
+    """llama.cpp's servers before late 2025 wrote a mid-stream failure as a field named
+    ``error`` (ggml-org/llama.cpp#16109): read as an event named ``error``, not dropped."""
+    stream = b'data: {"a": 1}\n\nerror: {"code": 500}\n\ndata: [DONE]\n\n'
+    assert feed_all([stream]) == [
+        ServerSentEvent(None, b'{"a": 1}'),
+        ServerSentEvent("error", b'{"code": 500}'),
+        ServerSentEvent(None, b"[DONE]"),
+    ]

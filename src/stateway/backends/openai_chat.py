@@ -3,9 +3,10 @@ OpenAI): canonical items to ``messages`` and back.
 
 :mod:`stateway.backends.chat_request` builds the request body; ``from_upstream_chunk`` and
 ``from_upstream_completion`` turn replies into deltas; a reply or chunk that is only an
-``error`` is the upstream error it reports
-(:func:`~stateway.backends.upstream_status.classify_reported`). Item and tool types the gateway
-does not model cannot be carried (``carries_unknown_types`` is False). With
+``error``, or a stream's ``error`` event (llama.cpp's error line,
+:mod:`stateway.backends.sse`), is the upstream error it reports
+(:func:`~stateway.backends.upstream_status.classify_reported`). Item and tool types the
+gateway does not model cannot be carried (``carries_unknown_types`` is False). With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
 (:mod:`stateway.backends.guided_decoding`). With ``reasoning_efforts``, an effort the
 server does not take is sent at its nearest level, on the fast path too
@@ -31,7 +32,7 @@ from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_status import classify_reported
 from stateway.backends.upstream_values import count, obj, text
 from stateway.core import logprobs
-from stateway.core.errors import UpstreamError
+from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.inference import (
     Delta,
     Finish,
@@ -111,6 +112,8 @@ class OpenAIChatBackend:
                 return
             finished = False
             async for event in reply.events():
+                if event.event == "error":  # an error line (:mod:`stateway.backends.sse`)
+                    raise self._error_event(event.data)
                 if event.data.rstrip() == b"[DONE]":
                     finished = True
                     break
@@ -135,6 +138,17 @@ class OpenAIChatBackend:
             return list(from_upstream_completion(payload, tokens))
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed reply.") from exc
+
+    def _error_event(self, data: bytes) -> GatewayError:
+        """The error a stream's ``error`` event reports: its data, the error object or
+        ``{"error": ...}`` around it (words that do not parse are the message)."""
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            payload = data.decode("utf-8", "replace")
+        if isinstance(payload, dict) and "error" in payload:
+            payload = payload["error"]
+        return classify_reported(payload, self.name, self._client.scrub, mid_stream=True)
 
     def _check_reported(self, payload: Any, *, mid_stream: bool) -> None:
         """Raise the error a reply or chunk that is only ``{"error": ...}`` reports (some

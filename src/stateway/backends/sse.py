@@ -5,6 +5,11 @@ starts the stream is skipped; lines end in LF, CRLF or CR (a CR at the end of on
 may pair with an LF at the start of the next); ``data:`` lines of one event join with LF;
 lines starting with ``:`` are comments; an event is dispatched at a blank line, unless its
 data is empty; an unterminated event at end of stream is dropped.
+
+One field the rules would ignore is read: ``error``, as ``event: error`` with its value for
+data. llama.cpp's servers before late 2025 wrote a failure mid-stream so
+(``error: {...}``, then ``data: [DONE]``; ggml-org/llama.cpp#16109): dropped, the stream
+would end as if answered.
 """
 
 from __future__ import annotations
@@ -84,3 +89,6 @@ class SSEDecoder:
             self._data.append(value)
         elif name == b"event":
             self._event = value.decode("utf-8", "replace")
+        elif name == b"error":  # llama.cpp's (module docstring)
+            self._event = "error"
+            self._data.append(value)
