@@ -17,6 +17,7 @@ from stateway.backends.openai_responses import _StreamState, from_upstream_respo
 from stateway.backends.responses_request import to_upstream as responses_to_upstream
 from stateway.backends.upstream_http import classify_status
 from stateway.core.commands import GenerationSettings
+from stateway.core.errors import UpstreamError
 from stateway.core.inference import Delta, Finish, InferenceRequest
 from stateway.core.tools.catalog import model_tools
 from stateway.protocols.responses.decode import decode_create
@@ -167,3 +168,16 @@ def test_other_upstream_statuses_keep_their_meaning(
     error = classify_status(status, "m", code, "b")
 
     assert (error.status, error.code) == (client_status, client_code)
+
+
+@pytest.mark.parametrize("reason", ["abort", "error"])
+@pytest.mark.parametrize("answer", [chat_stream, chat_completion])
+def test_an_engine_abort_or_error_is_a_failure_not_an_ending(
+    reason: str, answer: Callable[[str], list[Delta]]
+) -> None:
+    """vLLM ends a request its engine aborted (shutdown, a pause, scale-down) with
+    ``finish_reason: "abort"`` and ``[DONE]`` (vllm-project/vllm#57082), SGLang likewise
+    (sgl-project/sglang#6693), and vLLM's engine names a failed request's reason
+    ``error``: the answer is cut short, not done."""
+    with pytest.raises(UpstreamError, match=f"'{reason}'"):
+        answer(reason)

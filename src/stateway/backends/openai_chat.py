@@ -213,7 +213,7 @@ def from_upstream_chunk(chunk: dict[str, Any], tokens: bool = False) -> list[Del
             _message_deltas(obj(delta), _chunk_call_index, tokens_given, deltas)
         reason = text(choice.get("finish_reason"))
         if reason:
-            deltas.append(Finish(reason, _stop_sequence(choice)))
+            deltas.append(Finish(_ending(reason), _stop_sequence(choice)))
     usage = chunk.get("usage")
     if usage:
         deltas.append(UsageReport(from_chat_usage(obj(usage))))
@@ -262,7 +262,20 @@ def from_upstream_completion(payload: dict[str, Any], tokens: bool = False) -> I
     yield from deltas
     if payload.get("usage"):
         yield UsageReport(from_chat_usage(obj(payload["usage"])))
-    yield Finish(text(choice.get("finish_reason")) or "stop", _stop_sequence(choice))
+    yield Finish(_ending(text(choice.get("finish_reason")) or "stop"), _stop_sequence(choice))
+
+
+_FAILED = frozenset({"abort", "error"})
+"""Finish reasons of an answer the server cut short: vLLM's (and SGLang's) ``abort``, of a
+request its engine aborted (a shutdown, a pause, a scale-down), which it still ends with
+``[DONE]``; vLLM's engine's ``error``."""
+
+
+def _ending(reason: str) -> str:
+    """``reason``, unless it says the server gave up on the answer: then the error."""
+    if reason in _FAILED:
+        raise UpstreamError(f"The model server cut the answer short (finish_reason '{reason}').")
+    return reason
 
 
 def _stop_sequence(choice: dict[str, Any]) -> str | None:
