@@ -1,14 +1,18 @@
 """What real model servers write that is legal, or harmless, and must not fail an answer:
 ``[DONE]`` with trailing whitespace, token counts written as whole floats, an empty
 ``data:`` event, a byte order mark starting the stream, a call's ``id`` and ``name``
-repeated as empty strings on its later fragments."""
+repeated as empty strings on its later fragments, a call's ``arguments`` as an object."""
 
 from __future__ import annotations
 
 import orjson
 from aiohttp import web
 
-from stateway.backends.openai_chat import OpenAIChatBackend
+from stateway.backends.openai_chat import (
+    OpenAIChatBackend,
+    from_upstream_chunk,
+    from_upstream_completion,
+)
 from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.backends.upstream_values import count
 from stateway.core.assembler import OutputAssembler
@@ -90,3 +94,16 @@ async def test_an_empty_id_and_name_on_a_calls_later_fragments_continue_it(
 
     [call] = output
     assert (call["call_id"], call["name"], call["arguments"]) == ("call_a", "f", '{"x": 1}')
+
+
+def test_arguments_sent_as_an_object_are_its_json() -> None:
+    """llama-server wrote a call's ``arguments`` as a JSON object instead of a string for a
+    while (ggml-org/llama.cpp#20198), as TGI does (huggingface/text-generation-inference#2136):
+    the call is the object's JSON, not a malformed reply."""
+    call = {"id": "call_a", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    completion = {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+    chunk = {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, **call}]}}]}
+    expected = ToolCallDelta(0, "call_a", "f", '{"x":1}')
+    assert expected in list(from_upstream_completion(completion))
+    assert from_upstream_chunk(chunk) == [expected]

@@ -316,6 +316,14 @@ def _message_deltas(
                 call_index(position, call),
                 text(call.get("id")) or None,  # DashScope and DeepSeek repeat them as ""
                 text(function.get("name")) or None,  # on a call's later fragments
-                text(function.get("arguments")) or "",
+                _arguments(function.get("arguments")),
             )
         )
+
+
+def _arguments(value: Any) -> str:
+    """A call's ``arguments``: a string, or an object (llama-server wrote them so for a
+    while, ggml-org/llama.cpp#20198; TGI does) as its JSON."""
+    if type(value) is dict:
+        return orjson.dumps(value).decode()
+    return text(value) or ""

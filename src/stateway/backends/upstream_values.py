@@ -1,7 +1,7 @@
 """Checks on values read from an upstream's JSON.
 
-Translators read model output with these, so an upstream that sends the wrong type (an
-object for ``arguments``, a string for a token count) is reported as a malformed reply —
+Translators read model output with these, so an upstream that sends the wrong type (a
+number for ``content``, a string for a token count) is reported as a malformed reply —
 the translators' callers turn ``TypeError`` into an ``UpstreamError`` — instead of
 corrupting items or failing later.
 """
