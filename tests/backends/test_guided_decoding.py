@@ -116,3 +116,11 @@ async def test_the_guided_reply_becomes_the_tools_input(reason: str, finish: str
         ToolCallDelta(0, None, "patch", orjson.dumps({"input": 'a"a'}).decode()),
         Finish(finish),
     ]
+
+
+async def test_a_guided_reply_ended_without_a_finish_reason_is_still_the_call() -> None:
+    """vLLM may end a stream with ``[DONE]`` and no ``finish_reason``
+    (vllm-project/vllm#27572, #40986): the reply is the call all the same, not dropped."""
+    upstream: list[Delta] = [TextDelta("a"), TextDelta("a")]
+    out = [d async for d in as_tool_input(replay(upstream), "patch")]
+    assert out == [ToolCallDelta(0, None, "patch", '{"input":"aa"}'), Finish("tool_calls")]

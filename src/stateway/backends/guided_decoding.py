@@ -76,15 +76,24 @@ def guide(body: dict[str, Any], request: InferenceRequest, style: GuidedDecoding
 
 async def as_tool_input(deltas: AsyncIterator[Delta], name: str) -> AsyncIterator[Delta]:
     """The reply text of a guided round, as one call of tool ``name`` whose input is that
-    text (the ``input`` argument of the custom tool's function); other deltas pass."""
+    text (the ``input`` argument of the custom tool's function); other deltas pass. A reply
+    that ends without a finish reason (vLLM's, now and then) is the call all the same."""
     text: list[str] = []
+    finished = False
     async for delta in deltas:
         match delta:
             case TextDelta(text=piece):
                 text.append(piece)
             case Finish(reason=reason):
-                arguments = orjson.dumps({"input": "".join(text)}).decode()
-                yield ToolCallDelta(0, None, name, arguments)
+                finished = True
+                yield _call(name, text)
                 yield Finish("tool_calls" if reason == "stop" else reason)
             case _:
                 yield delta
+    if not finished:
+        yield _call(name, text)
+        yield Finish("tool_calls")
+
+
+def _call(name: str, text: list[str]) -> ToolCallDelta:
+    return ToolCallDelta(0, None, name, orjson.dumps({"input": "".join(text)}).decode())
