@@ -536,6 +536,19 @@ def test_the_stop_string_vllm_names_is_the_stop_sequence() -> None:
     assert list(from_upstream_completion(whole))[-1] == Finish("stop", "X")
 
 
+def test_the_stop_string_sglang_names_is_the_stop_sequence() -> None:
+    """SGLang names it ``matched_stop`` (a token id for an end token), in a chunk and a
+    whole completion alike (sglang's ``protocol.py``)."""
+    choice = {"index": 0, "delta": {}, "finish_reason": "stop", "matched_stop": "END"}
+    assert list(from_upstream_chunk({"choices": [choice]})) == [Finish("stop", "END")]
+    eos = {"index": 0, "delta": {}, "finish_reason": "stop", "matched_stop": 151645}
+    assert list(from_upstream_chunk({"choices": [eos]})) == [Finish("stop")]
+    whole = {
+        "choices": [{"message": {"content": "a"}, "finish_reason": "stop", "matched_stop": "X"}]
+    }
+    assert list(from_upstream_completion(whole))[-1] == Finish("stop", "X")
+
+
 def test_vendor_fields_fill_what_the_gateway_does_not_set() -> None:
     vendor = {"min_p": 0.1, "temperature": 2.0, "stream": False}
     body = to_upstream(request([user("hi")], temperature=0.5, vendor_fields=vendor))

@@ -279,10 +279,14 @@ def _ending(reason: str) -> str:
 
 
 def _stop_sequence(choice: dict[str, Any]) -> str | None:
-    """The stop string that ended the choice, as vLLM reports it (``stop_reason``; a
-    token id or null when something else stopped it)."""
+    """The stop string that ended the choice, as vLLM (``stop_reason``) or SGLang
+    (``matched_stop``) reports it: a token id or null when something else stopped it."""
+    if choice.get("finish_reason") != "stop":
+        return None
     matched = choice.get("stop_reason")
-    return matched if isinstance(matched, str) and choice.get("finish_reason") == "stop" else None
+    if not isinstance(matched, str):
+        matched = choice.get("matched_stop")
+    return matched if isinstance(matched, str) else None
 
 
 def _position(position: int, call: dict[str, Any]) -> int:
