@@ -5,7 +5,12 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from stateway.backends.upstream_status import classify_status, parse_error, retry_after
+from stateway.backends.upstream_status import (
+    classify_reported,
+    classify_status,
+    parse_error,
+    retry_after,
+)
 from stateway.core.errors import UpstreamContextTooLong
 
 
@@ -185,3 +190,17 @@ def test_anthropic_s_context_overflow_is_recognised_by_its_documented_wording() 
         {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
     )
     assert parse_error(raw) == (message, "context_length_exceeded")
+
+
+def test_llama_cpp_s_context_refusal_before_its_type_is_recognised_by_its_wording() -> None:
+    """llama-server before its ``exceed_context_size_error`` type (ggml-org/llama.cpp#15780,
+    September 2025) refused a prompt over its context as any invalid request: only its
+    fixed wording says it (and the same builds sent it mid-stream, as an ``error:`` line)."""
+    message = (
+        "the request exceeds the available context size. try increasing the context size or "
+        "enable context shift"
+    )
+    error = {"code": 400, "message": message, "type": "invalid_request_error"}
+    assert parse_error(orjson.dumps({"error": error})) == (message, "context_length_exceeded")
+    reported = classify_reported(error, "up", str, mid_stream=True)
+    assert (reported.status, reported.code) == (400, "context_length_exceeded")

@@ -17,12 +17,13 @@ other 5xx  502 ``upstream_error``
 A prompt longer than the model's context is told apart by structure, as each server
 reports it, and becomes ``context_length_exceeded`` (which clients such as Codex act on):
 OpenAI's ``code``, llama.cpp's ``type`` ``exceed_context_size_error``, vLLM's ``param``
-``input_tokens`` (its ``code`` is the number 400). Two refusals have no structure to tell
+``input_tokens`` (its ``code`` is the number 400). Some refusals have no structure to tell
 them by, and are told by their fixed wording: an Anthropic-shaped error
 (``"type": "error"``) whose message starts ``prompt is too long`` (what Claude Code itself
 looks for), and an error without a code that says ``maximum context length is N tokens``
 (OpenAI's old wording, which vLLM keeps in every version's refusal, with ``param`` null or
-``max_tokens``) or ``longer than the maximum model length`` (vLLM's engine). When such a
+``max_tokens``), ``longer than the maximum model length`` (vLLM's engine) or ``exceeds the
+available context size`` (llama.cpp's, of its builds before that type). When such a
 message also says the input and output tokens, the error carries the numbers
 (:class:`UpstreamContextTooLong`): a Messages client is told them as Anthropic tells them,
 and Claude Code asks for fewer output tokens.
@@ -60,6 +61,9 @@ _CONTEXT_TYPES = frozenset({"exceed_context_size_error"})
 _CONTEXT_PARAMS = frozenset({"input_tokens"})
 _WINDOW = re.compile(r"maximum context length is (\d+) tokens")
 _MODEL_LENGTH = "longer than the maximum model length"
+_CONTEXT_SIZE = "exceeds the available context size"
+"""llama.cpp's words, typed ``invalid_request_error`` before September 2025
+(ggml-org/llama.cpp#15780)."""
 _INPUT = re.compile(
     r"(\d+) in the messages|prompt contains (?:at least )?(\d+) input tokens"
     r"|request has (\d+) input tokens"
@@ -222,7 +226,7 @@ def _fields(body: dict[str, object]) -> tuple[str, str | None]:
             return message, code
         if body.get("type") == "error" and message.startswith(PROMPT_TOO_LONG):
             return message, CONTEXT_LENGTH_EXCEEDED
-        if _WINDOW.search(message) or _MODEL_LENGTH in message:
+        if _WINDOW.search(message) or _MODEL_LENGTH in message or _CONTEXT_SIZE in message:
             return message, CONTEXT_LENGTH_EXCEEDED
         return message, _structured_code(error)
     if isinstance(error, str):
