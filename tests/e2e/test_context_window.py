@@ -168,3 +168,23 @@ def test_a_messages_client_gets_anthropic_s_wording_for_a_context_too_long(
         claude.messages.create(model=MODEL, max_tokens=100, messages=messages)  # type: ignore[arg-type]
     message = refused.value.body["error"]["message"]  # type: ignore[index]
     assert re.fullmatch(rf"prompt is too long: \d+ tokens > {WINDOW} maximum", message), message
+
+
+def test_llama_cpp_s_2025_refusal_in_a_stream_is_context_length_exceeded(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """llama-server's builds of 2025 refused a streamed prompt over its context after a 200,
+    as an ``error:`` line and ``[DONE]``: not an empty answer, but the refusal, which
+    clients such as Codex compact on."""
+    database = f"sqlite:///{tmp_path / 'stateway.db'}"
+    args = ["--upstream", fake_upstream, "--upstream-api", "chat", "--database", database]
+    with (
+        start_gateway(args) as url,
+        OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0) as client,
+        pytest.raises(openai.BadRequestError) as refused,
+    ):
+        client.responses.create(
+            model=MODEL, input="[[context:3]] [[llamacpp]] " + "word " * 20, stream=True
+        )
+    assert refused.value.code == "context_length_exceeded"
+    assert "exceeds the available context size" in refused.value.message

@@ -101,6 +101,24 @@ def test_context_directive_refuses_a_longer_prompt(client: OpenAI, wire: str) ->
     assert client.responses.create(model="m", input=fits).output_text == "Hello! You said: two"
 
 
+def test_llamacpp_refuses_a_streamed_prompt_as_llama_server_s_2025_builds(
+    client: OpenAI,
+) -> None:
+    """``[[llamacpp]]``: a 200, an ``error:`` line, ``[DONE]`` (which an event-stream reader
+    takes for a stream without a chunk); unstreamed, the refusal is the usual 400."""
+    text = "one two three [[context:3]] [[llamacpp]]"
+    messages: Any = [{"role": "user", "content": text}]
+    with client.chat.completions.with_streaming_response.create(
+        model="m", messages=messages, stream=True
+    ) as raw:
+        assert raw.status_code == 200
+        body = raw.read()
+    assert body.startswith(b'error: {"code":400,"message":"the request exceeds the available')
+    assert body.endswith(b"\n\ndata: [DONE]\n\n")
+    with pytest.raises(openai.BadRequestError):  # unstreamed, vLLM's 400 as ever
+        client.chat.completions.create(model="m", messages=messages)
+
+
 def test_the_compaction_prompt_is_answered_with_a_transcript(client: OpenAI) -> None:
     reply = client.chat.completions.create(
         model="m",

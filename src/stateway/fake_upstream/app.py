@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from stateway.fake_upstream.chat import parse_chat_request
+from stateway.fake_upstream.chat import ChatRequest, llama_cpp_refusal, parse_chat_request
 from stateway.fake_upstream.conversation import Conversation
 from stateway.fake_upstream.delivery import (
     Frame,
@@ -284,6 +284,9 @@ async def _answer(
     if script.error is not None:
         raise scripted_error(script.error)
     if script.context is not None and request.conversation.prompt_tokens > script.context:
+        if script.llamacpp and request.stream and isinstance(request, ChatRequest):
+            await send_stream(send, receive, llama_cpp_refusal(), delay=0.0, cut=None)
+            return
         raise request.context_error(script.context)
     plan = build_plan(request.conversation, script, request.max_tokens)
     if script.huge is not None:

@@ -275,6 +275,22 @@ def completion_frames(request: ChatRequest, plan: Plan) -> Iterator[Frame]:
     yield _DONE, END
 
 
+LLAMA_CPP_TOO_LONG = (
+    "the request exceeds the available context size. try increasing the context size or "
+    "enable context shift"
+)
+"""llama-server's words for a prompt over its context."""
+
+
+def llama_cpp_refusal() -> list[Frame]:
+    """A streamed prompt over the context refused as llama-server's builds of 2025 refused
+    it (ggml-org/llama.cpp#16109, #15780): after a 200's headers, a line of a field named
+    ``error`` (which event-stream readers drop) typed ``invalid_request_error``, then
+    ``data: [DONE]``."""
+    error = {"code": 400, "message": LLAMA_CPP_TOO_LONG, "type": "invalid_request_error"}
+    return [(b"error: " + orjson.dumps(error) + b"\n\n", END), (_DONE, END)]
+
+
 def _opening(plan: Plan) -> dict[str, Any]:
     """The first chunk's delta: as OpenAI opens a refusal, ``content`` null and an empty
     ``refusal``; else an empty ``content``."""

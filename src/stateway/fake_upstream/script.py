@@ -30,6 +30,9 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           refused with 400, as vLLM (Chat wire: ``param`` ``input_tokens``)
                           and OpenAI (Responses wire: ``code`` ``context_length_exceeded``)
                           refuse it
+    [[llamacpp]]          on the Chat wire, a streamed answer's ``[[context]]`` refusal comes
+                          as llama-server's builds of 2025 sent it: after a 200's headers, an
+                          ``error: {...}`` line in its words, then ``data: [DONE]``
     [[cut:N]]             drop the connection after N streamed payload chunks (a
                           non-streamed answer: before its status line, whatever N)
     [[slow:MS]]           wait MS milliseconds before the first and between chunks
@@ -84,7 +87,7 @@ _OPEN = "[["
 _CLOSE = "]]"
 _HEAD = re.compile(r"([a-z]+)(:|\]\])")
 _TOOL_NAME = re.compile(r"([A-Za-z0-9_.\-]+):")
-_FLAGS = frozenset({"echo", "length", "hidden", "interleave"})
+_FLAGS = frozenset({"echo", "length", "hidden", "interleave", "llamacpp"})
 _INTEGERS = {
     "error": "error",
     "cut": "cut",
@@ -121,6 +124,7 @@ class Script:
     length: bool = False
     hidden: bool = False
     interleave: bool = False
+    llamacpp: bool = False
     tools: list[ToolDirective] = field(default_factory=list)
     items: list[dict[str, object]] = field(default_factory=list)
     reasoning: str | None = None
