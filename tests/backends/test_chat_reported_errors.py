@@ -150,3 +150,21 @@ async def test_an_error_line_mid_stream_is_the_error_it_reports(
             pass
     assert (caught.value.status, caught.value.code) == (400, "context_length_exceeded")
     assert LLAMA_CPP_TOO_LONG["message"] in caught.value.message
+
+
+async def test_a_stream_of_only_done_is_a_failure_not_an_empty_answer(
+    loopback: Loopback,
+) -> None:
+    """vLLM drops an error that comes before the first token, and ends the stream with
+    ``[DONE]`` alone (vllm-project/vllm#40978): no answer, so an error (one that a route can
+    fail over on), not a completed empty one."""
+
+    async def done(request: web.Request) -> web.Response:
+        return web.Response(body=b"data: [DONE]\n\n", content_type="text/event-stream")
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(done)))
+    backend = OpenAIChatBackend(loopback.adopt(client))
+    with pytest.raises(GatewayError) as caught:
+        async for _ in backend.infer(inference(True)):
+            pass
+    assert (caught.value.status, caught.value.code) == (502, "upstream_error")

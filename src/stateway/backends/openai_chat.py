@@ -110,11 +110,15 @@ class OpenAIChatBackend:
                 for delta in self._decode_completion(await reply.read(), tokens):
                     yield delta
                 return
-            finished = False
+            finished: bool | None = None  # None until the first delta
             async for event in reply.events():
                 if event.event == "error":  # an error line (:mod:`stateway.backends.sse`)
                     raise self._error_event(event.data)
                 if event.data.rstrip() == b"[DONE]":
+                    if finished is None:  # vLLM's, when it drops an error before any token
+                        raise UpstreamError(
+                            f"The model server '{self.name}' ended its stream without an answer."
+                        )
                     finished = True
                     break
                 for delta in self._decode_chunk(event.data, tokens):
