@@ -168,3 +168,28 @@ async def test_a_stream_of_only_done_is_a_failure_not_an_empty_answer(
         async for _ in backend.infer(inference(True)):
             pass
     assert (caught.value.status, caught.value.code) == (502, "upstream_error")
+
+
+async def test_lm_studio_s_streamed_context_refusal_is_context_length_exceeded(
+    loopback: Loopback,
+) -> None:
+    """LM Studio refuses a streamed prompt over its context after a 200, as an ``error``
+    event in its own words (lmstudio-ai/lmstudio-bug-tracker#2322, aaif-goose/goose#11318):
+    the refusal clients compact on, not a 502."""
+    message = (
+        "Input does not fit in context length. The input has 31430 tokens, but the context "
+        "length only supports 30000 tokens."
+    )
+    data = orjson.dumps({"error": {"message": message}, "message": message})
+
+    async def refuses(request: web.Request) -> web.Response:
+        body = b"event: error\ndata: " + data + b"\n\n"
+        return web.Response(body=body, content_type="text/event-stream")
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(refuses)))
+    backend = OpenAIChatBackend(loopback.adopt(client))
+    with pytest.raises(GatewayError) as caught:
+        async for _ in backend.infer(inference(True)):
+            pass
+    assert (caught.value.status, caught.value.code) == (400, "context_length_exceeded")
+    assert message in caught.value.message

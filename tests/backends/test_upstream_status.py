@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 import pytest
 
@@ -203,4 +205,26 @@ def test_llama_cpp_s_context_refusal_before_its_type_is_recognised_by_its_wordin
     error = {"code": 400, "message": message, "type": "invalid_request_error"}
     assert parse_error(orjson.dumps({"error": error})) == (message, "context_length_exceeded")
     reported = classify_reported(error, "up", str, mid_stream=True)
+    assert (reported.status, reported.code) == (400, "context_length_exceeded")
+
+
+LM_STUDIO_TOO_LONG = (
+    "Input does not fit in context length. The input has 31430 tokens, but the context length "
+    "only supports 30000 tokens."
+)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"error": {"message": LM_STUDIO_TOO_LONG}, "message": LM_STUDIO_TOO_LONG},
+        {"error": LM_STUDIO_TOO_LONG},  # LM Studio's other errors are words alone
+    ],
+)
+def test_lm_studio_s_context_refusal_is_recognised_by_its_wording(body: dict[str, Any]) -> None:
+    """LM Studio's refusal has no code or type for it (lmstudio-ai/lmstudio-bug-tracker#2322)."""
+    assert parse_error(orjson.dumps(body)) == (LM_STUDIO_TOO_LONG, "context_length_exceeded")
+    error = classify_status(400, LM_STUDIO_TOO_LONG, "context_length_exceeded", "up")
+    assert (error.status, error.code) == (400, "context_length_exceeded")
+    reported = classify_reported(body["error"], "up", str, mid_stream=True)
     assert (reported.status, reported.code) == (400, "context_length_exceeded")

@@ -22,8 +22,9 @@ them by, and are told by their fixed wording: an Anthropic-shaped error
 (``"type": "error"``) whose message starts ``prompt is too long`` (what Claude Code itself
 looks for), and an error without a code that says ``maximum context length is N tokens``
 (OpenAI's old wording, which vLLM keeps in every version's refusal, with ``param`` null or
-``max_tokens``), ``longer than the maximum model length`` (vLLM's engine) or ``exceeds the
-available context size`` (llama.cpp's, of its builds before that type). When such a
+``max_tokens``), ``longer than the maximum model length`` (vLLM's engine), ``exceeds the
+available context size`` (llama.cpp's, of its builds before that type) or ``does not fit
+in context length`` (LM Studio's, which has no code for it). When such a
 message also says the input and output tokens, the error carries the numbers
 (:class:`UpstreamContextTooLong`): a Messages client is told them as Anthropic tells them,
 and Claude Code asks for fewer output tokens.
@@ -60,10 +61,12 @@ UPSTREAM_OVERLOADED = "upstream_overloaded"
 _CONTEXT_TYPES = frozenset({"exceed_context_size_error"})
 _CONTEXT_PARAMS = frozenset({"input_tokens"})
 _WINDOW = re.compile(r"maximum context length is (\d+) tokens")
-_MODEL_LENGTH = "longer than the maximum model length"
-_CONTEXT_SIZE = "exceeds the available context size"
-"""llama.cpp's words, typed ``invalid_request_error`` before September 2025
-(ggml-org/llama.cpp#15780)."""
+_CONTEXT_WORDS = (
+    "longer than the maximum model length",  # vLLM's engine
+    "exceeds the available context size",  # llama.cpp's, before its type (#15780, 2025-09)
+    "does not fit in context length",  # LM Studio's
+)
+"""Fixed words of refusals of a prompt over the context that have no structure to say it."""
 _INPUT = re.compile(
     r"(\d+) in the messages|prompt contains (?:at least )?(\d+) input tokens"
     r"|request has (\d+) input tokens"
@@ -130,13 +133,13 @@ def scrubbed(message: str, code: str | None, scrub: Callable[[str], str]) -> tup
 
 def _reported_status(error: object, code: str | None) -> int | None:
     """The HTTP status a reported error names, if any."""
-    if not isinstance(error, dict):
-        return None
+    named = _STATUS_OF_CODE.get(code) if code else None
+    if not isinstance(error, dict):  # words alone: what they say, if anything
+        return named
     number = error.get("code")
     if isinstance(number, int) and not isinstance(number, bool) and 400 <= number < 600:
         return number
     kind = error.get("type")
-    named = _STATUS_OF_CODE.get(code) if code else None
     return named or (_STATUS_OF_TYPE.get(kind) if isinstance(kind, str) else None)
 
 
@@ -216,6 +219,12 @@ def parse_error(raw: bytes) -> tuple[str, str | None]:
     return _fields(body) if isinstance(body, dict) else ("", None)
 
 
+def _says_too_long(message: str) -> bool:
+    """Whether an error without a code refuses a prompt over the context, in the fixed
+    words of a server that says so only in words."""
+    return bool(_WINDOW.search(message)) or any(words in message for words in _CONTEXT_WORDS)
+
+
 def _fields(body: dict[str, object]) -> tuple[str, str | None]:
     """The message and structured code of a decoded error body."""
     error = body.get("error", body)
@@ -226,11 +235,11 @@ def _fields(body: dict[str, object]) -> tuple[str, str | None]:
             return message, code
         if body.get("type") == "error" and message.startswith(PROMPT_TOO_LONG):
             return message, CONTEXT_LENGTH_EXCEEDED
-        if _WINDOW.search(message) or _MODEL_LENGTH in message or _CONTEXT_SIZE in message:
+        if _says_too_long(message):
             return message, CONTEXT_LENGTH_EXCEEDED
         return message, _structured_code(error)
-    if isinstance(error, str):
-        return error, None
+    if isinstance(error, str):  # LM Studio's errors are words alone
+        return error, CONTEXT_LENGTH_EXCEEDED if _says_too_long(error) else None
     detail = body.get("detail")
     if detail is not None:
         return str(detail), None
