@@ -116,6 +116,20 @@ async def test_each_frontend_answers_in_its_own_shape(
     assert error["message"] in answer["error"]["message"]
 
 
+async def streamed_failure(loopback: Loopback, body: bytes) -> GatewayError:
+    """What a Chat backend raises for a 200 event stream of ``body``."""
+
+    async def answers(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="text/event-stream")
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
+    backend = OpenAIChatBackend(loopback.adopt(client))
+    with pytest.raises(GatewayError) as caught:
+        async for _ in backend.infer(inference(True)):
+            pass
+    return caught.value
+
+
 LLAMA_CPP_TOO_LONG = {
     "code": 400,
     "message": "the request exceeds the available context size. try increasing the context size",
@@ -138,18 +152,9 @@ async def test_an_error_line_mid_stream_is_the_error_it_reports(
 ) -> None:
     """Not a completed answer ending where the error cut it (nor an empty one)."""
     chunk = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
-
-    async def reports(request: web.Request) -> web.Response:
-        body = chunk + event + b"data: [DONE]\n\n"
-        return web.Response(body=body, content_type="text/event-stream")
-
-    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(reports)))
-    backend = OpenAIChatBackend(loopback.adopt(client))
-    with pytest.raises(GatewayError) as caught:
-        async for _ in backend.infer(inference(True)):
-            pass
-    assert (caught.value.status, caught.value.code) == (400, "context_length_exceeded")
-    assert LLAMA_CPP_TOO_LONG["message"] in caught.value.message
+    failure = await streamed_failure(loopback, chunk + event + b"data: [DONE]\n\n")
+    assert (failure.status, failure.code) == (400, "context_length_exceeded")
+    assert LLAMA_CPP_TOO_LONG["message"] in failure.message
 
 
 async def test_a_stream_of_only_done_is_a_failure_not_an_empty_answer(
@@ -158,16 +163,8 @@ async def test_a_stream_of_only_done_is_a_failure_not_an_empty_answer(
     """vLLM drops an error that comes before the first token, and ends the stream with
     ``[DONE]`` alone (vllm-project/vllm#40978): no answer, so an error (one that a route can
     fail over on), not a completed empty one."""
-
-    async def done(request: web.Request) -> web.Response:
-        return web.Response(body=b"data: [DONE]\n\n", content_type="text/event-stream")
-
-    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(done)))
-    backend = OpenAIChatBackend(loopback.adopt(client))
-    with pytest.raises(GatewayError) as caught:
-        async for _ in backend.infer(inference(True)):
-            pass
-    assert (caught.value.status, caught.value.code) == (502, "upstream_error")
+    failure = await streamed_failure(loopback, b"data: [DONE]\n\n")
+    assert (failure.status, failure.code) == (502, "upstream_error")
 
 
 async def test_lm_studio_s_streamed_context_refusal_is_context_length_exceeded(
@@ -181,15 +178,6 @@ async def test_lm_studio_s_streamed_context_refusal_is_context_length_exceeded(
         "length only supports 30000 tokens."
     )
     data = orjson.dumps({"error": {"message": message}, "message": message})
-
-    async def refuses(request: web.Request) -> web.Response:
-        body = b"event: error\ndata: " + data + b"\n\n"
-        return web.Response(body=body, content_type="text/event-stream")
-
-    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(refuses)))
-    backend = OpenAIChatBackend(loopback.adopt(client))
-    with pytest.raises(GatewayError) as caught:
-        async for _ in backend.infer(inference(True)):
-            pass
-    assert (caught.value.status, caught.value.code) == (400, "context_length_exceeded")
-    assert message in caught.value.message
+    failure = await streamed_failure(loopback, b"event: error\ndata: " + data + b"\n\n")
+    assert (failure.status, failure.code) == (400, "context_length_exceeded")
+    assert message in failure.message
