@@ -351,3 +351,31 @@ def test_a_namespace_members_custom_call_reaches_the_model_under_its_flat_name()
         "input": "i",
     }
     assert model_items([call])[0]["name"] == "ns__x"
+
+
+def test_a_call_naming_a_request_not_in_the_history_stands_alone() -> None:
+    seen = model_items([mcp_call("m", "42", approval_request_id="gone")])
+    assert shape(seen) == [("function_call", "m"), ("function_call_output", "m")]
+    assert seen[1]["output"] == "42"
+
+
+def test_an_approved_call_answers_its_request_when_the_approval_is_not_in_the_history() -> None:
+    seen = model_items([REQUEST, mcp_call("m", "42", approval_request_id="r")])
+    assert shape(seen) == [("function_call", "r"), ("function_call_output", "r")]
+    assert seen[1]["output"] == "42"
+
+
+def test_an_approved_calls_result_comes_where_the_client_approved_it() -> None:
+    """At the approval, not at the ``mcp_call`` that ran after the client's next message."""
+    approve = {"type": "mcp_approval_response", "approval_request_id": "r", "approve": True}
+    user = {"type": "message", "role": "user", "content": "go on"}
+    seen = model_items([REQUEST, approve, user, mcp_call("m", "42", approval_request_id="r")])
+    assert [i["type"] for i in seen] == ["function_call", "function_call_output", "message"]
+    assert seen[1]["output"] == "42"
+
+
+def test_a_denial_sent_only_before_its_request_still_answers_it() -> None:
+    deny = {"type": "mcp_approval_response", "approval_request_id": "r", "approve": False}
+    seen = model_items([deny, REQUEST])
+    assert shape(seen) == [("function_call", "r"), ("function_call_output", "r")]
+    assert seen[1]["output"] == DECLINED
