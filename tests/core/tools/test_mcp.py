@@ -3,8 +3,10 @@ functions the model is offered, the call and approval items, a call's arguments.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+import orjson
 import pytest
 from openai.types.responses import FunctionTool
 from openai.types.responses.mcp_tool_call_error import (
@@ -87,6 +89,18 @@ def test_a_filter_has_one_key_however_it_is_written() -> None:
     }
     assert len(keys) == 5
     assert all(key is not None and len(key) == 16 for key in keys)
+
+
+def test_a_filter_key_is_pinned_to_its_framing() -> None:
+    """A listing's id carries the key into stored responses, where another process (or
+    version) reads it back: the key is the digest of the sorted names and the read-only
+    flag, never of a set's iteration order."""
+    framing = orjson.dumps([["add", "write"], True])
+    assert (
+        binding(allowed=frozenset({"write", "add"}), read_only=True).filter_key
+        == (hashlib.sha256(framing).hexdigest()[:16])
+    )
+    assert binding(read_only=True).filter_key == (hashlib.sha256(b"[null,true]").hexdigest()[:16])
 
 
 @pytest.mark.parametrize(
