@@ -181,3 +181,26 @@ async def test_lm_studio_s_streamed_context_refusal_is_context_length_exceeded(
     failure = await streamed_failure(loopback, b"event: error\ndata: " + data + b"\n\n")
     assert (failure.status, failure.code) == (400, "context_length_exceeded")
     assert message in failure.message
+
+
+@pytest.mark.parametrize(
+    ("event", "status", "said"),
+    [
+        # an error object that says its status by its code alone, no words to go by
+        (
+            b"event: error\ndata: "
+            + orjson.dumps({"error": {"code": 429, "message": "Busy."}})
+            + b"\n\n",
+            429,
+            "Busy.",
+        ),
+        # words that do not parse (one byte not UTF-8): they are the message
+        (b"error: the engine died \xff\n\n", 502, "the engine died \ufffd"),
+    ],
+)
+async def test_an_error_lines_status_and_words_are_the_upstreams(
+    loopback: Loopback, event: bytes, status: int, said: str
+) -> None:
+    failure = await streamed_failure(loopback, event + b"data: [DONE]\n\n")
+    assert failure.status == status
+    assert failure.message == f"Model server 'up' failed mid-stream: {said}"

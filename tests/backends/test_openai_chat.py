@@ -571,3 +571,8 @@ def test_a_prefill_is_continued_only_when_asked_and_only_after_text() -> None:
         body = to_upstream(request(items, continue_final_message=asked))
         assert "continue_final_message" not in body
         assert "add_generation_prompt" not in body
+
+
+def test_a_completion_without_a_finish_reason_ends_as_stopped() -> None:
+    completion = {"choices": [{"message": {"content": "a"}}]}
+    assert list(from_upstream_completion(completion)) == [TextDelta("a"), Finish("stop")]

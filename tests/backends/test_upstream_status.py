@@ -94,6 +94,9 @@ def test_only_well_formed_retry_after_is_passed(value: str, passed: str | None) 
         (b'{"detail": "fastapi style"}', ("fastapi style", None)),
         (b"  not json \n", ("not json", None)),
         (b"[1]", ("", None)),
+        (b'{"error": {}}', ("", None)),
+        (b'{"error": null, "detail": "beside it"}', ("beside it", None)),
+        (b'{"error": 5}', ("", None)),
     ],
 )
 def test_error_bodies(raw: bytes, parsed: tuple[str, str | None]) -> None:
@@ -228,3 +231,9 @@ def test_lm_studio_s_context_refusal_is_recognised_by_its_wording(body: dict[str
     assert (error.status, error.code) == (400, "context_length_exceeded")
     reported = classify_reported(body["error"], "up", str, mid_stream=True)
     assert (reported.status, reported.code) == (400, "context_length_exceeded")
+
+
+def test_a_reported_error_whose_type_is_no_name_is_a_502() -> None:
+    error = {"type": ["not", "a", "name"], "message": "m"}
+    reported = classify_reported(error, "up", str, mid_stream=False)
+    assert (reported.status, reported.code) == (502, "upstream_error")
