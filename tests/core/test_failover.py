@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse
+from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.errors import (
     GatewayError,
     Overloaded,
@@ -38,11 +38,18 @@ USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "t
 OK = [TextDelta("fine"), Finish("stop")]
 
 
-async def run_over(*backends: Named, max_attempts: int = 3, stream: bool = True) -> Any:
+async def run_over(
+    *backends: Named,
+    max_attempts: int = 3,
+    stream: bool = True,
+    settings: GenerationSettings | None = None,
+) -> Any:
     tiers = [candidate(b, priority=i) for i, b in enumerate(backends)]
     store = MemoryStore()
     assistant = route(*tiers, max_attempts=max_attempts)
-    command = CreateResponse("assistant", [USER], stream=stream)
+    command = CreateResponse(
+        "assistant", [USER], stream=stream, settings=settings or GenerationSettings()
+    )
     run = await gateway(router(assistant), store).execute(Principal(), command)
     await run.wait()
     return run, store
@@ -244,6 +251,22 @@ async def test_a_call_named_before_its_first_argument_is_no_output(opening: list
     [message] = run.state.output
     assert message["content"][0]["text"] == "fine"
     assert len([e for e in run.events if isinstance(e, ev.ItemAdded)]) == 1
+
+
+async def test_a_held_call_counts_as_the_rounds_one_call() -> None:
+    """With ``parallel_tool_calls: false`` a call named before its first argument is the
+    round's one call: a second call after it is dropped, not the held one."""
+    deltas: list[Any] = [
+        ToolCallDelta(0, "call_1", "now", ""),
+        ToolCallDelta(0, None, None, "{}"),
+        ToolCallDelta(1, "call_2", "later", "{}"),
+        Finish("tool_calls"),
+    ]
+    run, _ = await run_over(
+        Named("a", deltas), settings=GenerationSettings(parallel_tool_calls=False)
+    )
+    [call] = run.state.output
+    assert (call["name"], call["call_id"], call["arguments"]) == ("now", "call_1", "{}")
 
 
 @pytest.mark.parametrize("finish", [True, False], ids=["finished", "stream-just-ends"])
