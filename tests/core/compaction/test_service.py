@@ -11,7 +11,7 @@ from stateway.core import events as ev
 from stateway.core.commands import CompactResponse, CountTokens, CreateResponse, GenerationSettings
 from stateway.core.compaction import sealed
 from stateway.core.compaction.prompt import SUMMARY_PREFIX, SUMMARY_PROMPT
-from stateway.core.compaction.service import compact_threshold
+from stateway.core.compaction.service import compact_threshold, prefill
 from stateway.core.errors import InternalError, InvalidRequest, UpstreamError, UpstreamRejected
 from stateway.core.gateway import Gateway
 from stateway.core.inference import (
@@ -244,6 +244,16 @@ async def test_a_prefill_is_still_continued_after_the_compaction() -> None:
     assert messages[0]["content"][0]["text"] == SUMMARY_PREFIX + "the summary"
     assert messages[-1] == prefill
     assert answered.settings.continue_final_message
+
+
+def test_only_a_continued_assistant_message_at_the_end_is_a_prefill() -> None:
+    continued = GenerationSettings(continue_final_message=True)
+    last = assistant('{"answer": ')
+    assert prefill([user("one"), last], continued) == last
+    assert prefill([user("one"), last], GenerationSettings()) is None
+    assert prefill([last, user("one")], continued) is None
+    assert prefill([{"type": "function_call", "role": "assistant"}], continued) is None
+    assert prefill([], continued) is None
 
 
 async def test_each_sampling_call_is_an_iteration() -> None:

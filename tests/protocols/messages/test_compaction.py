@@ -334,3 +334,17 @@ def test_an_answer_without_a_compaction_has_no_iterations() -> None:
     state.output, state.iterations = [ANSWER], [Iteration("message", Usage(5, 1))]
     assert "iterations" not in encode_message(state)["usage"]
     assert frames_of(state, [ANSWER])[-2].usage.iterations is None
+
+
+def test_the_searches_an_answer_after_a_compaction_ran_are_counted() -> None:
+    search = {
+        "id": "ws_abc",
+        "type": "web_search_call",
+        "status": "completed",
+        "action": {"type": "search", "query": "q", "sources": []},
+    }
+    state = autocompacted([search, ANSWER])
+    state.settings = GenerationSettings(summary_shown=True, tools=[{"type": "web_search"}])
+    usage = encode_message(state)["usage"]
+    assert usage["server_tool_use"] == {"web_search_requests": 1, "web_fetch_requests": 0}
+    assert [i["type"] for i in usage["iterations"]] == ["compaction", "message"]
