@@ -246,6 +246,30 @@ async def test_a_prefill_is_still_continued_after_the_compaction() -> None:
     assert answered.settings.continue_final_message
 
 
+async def test_the_instructions_before_a_prefill_are_kept_after_the_compaction() -> None:
+    """Only the prefill moves after the compaction item: what the model view keeps of the
+    context before it (the user's and the developer's messages) stays as it was."""
+    backend = RoundsBackend([SUMMARY, ANSWER])
+    settings = GenerationSettings(
+        context_management=[{"type": "compaction", "compact_threshold": 5}],
+        continue_final_message=True,
+    )
+    developer = {
+        "type": "message",
+        "role": "developer",
+        "content": [{"type": "input_text", "text": "Be brief."}],
+    }
+    prefill = assistant('{"answer": ')
+    history = [user("one"), assistant("first reply"), user("two"), developer, prefill]
+    run = await build(backend).execute(Principal(), CreateResponse("m", history, settings=settings))
+    await run.wait()
+    _, answered = backend.requests
+    messages = [item for item in answered.items if item["type"] == "message"]
+    roles = [m["role"] for m in messages]
+    assert roles == ["user", "user", "developer", "user", "assistant"]  # then the summary
+    assert messages[-1] == prefill
+
+
 def test_only_a_continued_assistant_message_at_the_end_is_a_prefill() -> None:
     continued = GenerationSettings(continue_final_message=True)
     last = assistant('{"answer": ')
