@@ -256,17 +256,19 @@ async def test_a_call_named_before_its_first_argument_is_no_output(opening: list
 async def test_a_held_call_counts_as_the_rounds_one_call() -> None:
     """With ``parallel_tool_calls: false`` a call named before its first argument is the
     round's one call: a second call after it is dropped, not the held one."""
-    deltas: list[Any] = [
-        ToolCallDelta(0, "call_1", "now", ""),
-        ToolCallDelta(0, None, None, "{}"),
-        ToolCallDelta(1, "call_2", "later", "{}"),
-        Finish("tool_calls"),
-    ]
-    run, _ = await run_over(
-        Named("a", deltas), settings=GenerationSettings(parallel_tool_calls=False)
-    )
-    [call] = run.state.output
-    assert (call["name"], call["call_id"], call["arguments"]) == ("now", "call_1", "{}")
+    for later in ([ToolCallDelta(0, None, None, "{}")], []):
+        deltas: list[Any] = [
+            ToolCallDelta(0, "call_1", "now", ""),
+            *later,
+            ToolCallDelta(1, "call_2", "later", "{}"),
+            Finish("tool_calls"),
+        ]
+        run, _ = await run_over(
+            Named("a", deltas), settings=GenerationSettings(parallel_tool_calls=False)
+        )
+        [call] = run.state.output
+        assert (call["name"], call["call_id"]) == ("now", "call_1")
+        assert call["arguments"] == ("{}" if later else "")
 
 
 @pytest.mark.parametrize("finish", [True, False], ids=["finished", "stream-just-ends"])
