@@ -165,6 +165,7 @@ async def test_a_stream_of_only_done_is_a_failure_not_an_empty_answer(
     fail over on), not a completed empty one."""
     failure = await streamed_failure(loopback, b"data: [DONE]\n\n")
     assert (failure.status, failure.code) == (502, "upstream_error")
+    assert failure.message == "The model server 'up' ended its stream without an answer."
 
 
 async def test_lm_studio_s_streamed_context_refusal_is_context_length_exceeded(
