@@ -379,3 +379,13 @@ def test_a_denial_sent_only_before_its_request_still_answers_it() -> None:
     seen = model_items([deny, REQUEST])
     assert shape(seen) == [("function_call", "r"), ("function_call_output", "r")]
     assert seen[1]["output"] == DECLINED
+
+
+def test_listings_and_stray_approvals_are_not_shown_to_the_model() -> None:
+    user = {"type": "message", "role": "user", "content": "go on"}
+    listing = {"id": "mcpl_1", "type": "mcp_list_tools", "server_label": "s", "tools": []}
+    stray = {"type": "mcp_approval_response", "approval_request_id": "gone", "approve": True}
+    assert model_items([listing, stray, mcp_call("a"), user]) == [
+        *model_items([mcp_call("a")]),
+        user,
+    ]
