@@ -93,7 +93,7 @@ class CountingStore(MemoryStore):
 async def test_the_settler_tries_again_until_the_store_takes_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    store = CountingStore(until=3)
+    store = CountingStore(until=6)  # each try saves twice: its log is read again
     state = await in_progress(store)
     await store.append_events(*KEY, EventBatch(0, [b"e0"]))
     fanout = MemoryFanout()
@@ -158,3 +158,38 @@ async def test_a_read_that_fails_is_tried_again_like_a_save() -> None:
     settler.settle(state, None)
     await settler.settled()
     assert (reads, store.records[KEY].status) == (2, "failed")
+
+
+class LateCommit(MemoryStore):
+    """A dead process's last batch of events committed between the log's read and the
+    terminal event's save: that save collides with it (a duplicate sequence number)."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def finish(self, record: ResponseRecord) -> None:
+        if self.failures and record.events is not None:
+            self.failures -= 1
+            logged = len(self.events.get(KEY, []))
+            await self.append_events(*KEY, EventBatch(logged, [b"late"]))
+            raise StorageError("Storage rejected the data while saving a response.")
+        await super().finish(record)
+
+
+async def test_a_terminal_event_beaten_by_a_late_commit_is_saved_after_it() -> None:
+    store = LateCommit(failures=1)
+    state = await in_progress(store, background=True)
+    await store.append_events(*KEY, EventBatch(0, [b"e0"]))
+    terminal = await store_failed(store, state, encode)
+    assert terminal == EventBatch(2, [encode(2, ev.ResponseFinished(state))])
+    assert store.events[KEY] == [b"e0", b"late", b'{"seq":2,"status":"failed"}']
+    assert store.records[KEY].status == "failed"
+
+
+async def test_a_terminal_event_that_fails_twice_is_the_storage_error() -> None:
+    store = LateCommit(failures=2)
+    state = await in_progress(store, background=True)
+    with pytest.raises(StorageError):
+        await store_failed(store, state, encode)
+    assert store.records[KEY].status == "in_progress"

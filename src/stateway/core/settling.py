@@ -42,16 +42,27 @@ async def store_failed(
     ``turn`` let go, and the terminal event (made by ``encode``) appended to its event log
     when it has one (a background response's, or any run's that journaled events); return
     that event's batch. A row another process ended is left as it is; a deleted one is
-    ended without its log (never read again)."""
-    current = await store.read_events(state.tenant_id, state.id, -1)
-    if current is not None and current.status not in UNFINISHED:
-        return None
-    final = final_record(state)
-    final.turn = turn
-    if encode is not None and current is not None and (current.background or current.last >= 0):
-        last = current.last + 1
-        final.events = EventBatch(last, [encode(last, ResponseFinished(state))])
-    await store.finish(final)
+    ended without its log (never read again). A save with a terminal event that fails is
+    made once more after reading the log again: a process that died may have had its last
+    events committed after the log was read (its commit already sent), taking the number
+    the terminal event was given."""
+    for retry in (False, True):
+        current = await store.read_events(state.tenant_id, state.id, -1)
+        if current is not None and current.status not in UNFINISHED:
+            return None
+        final = final_record(state)
+        final.turn = turn
+        logged = current is not None and (current.background or current.last >= 0)
+        if encode is not None and current is not None and logged:
+            last = current.last + 1
+            final.events = EventBatch(last, [encode(last, ResponseFinished(state))])
+        try:
+            await store.finish(final)
+        except StorageError:
+            if final.events is None or retry:
+                raise
+            continue
+        break
     return final.events
 
 
