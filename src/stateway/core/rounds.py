@@ -119,19 +119,18 @@ async def _infer(
                         continue
                     if _empty(delta):
                         continue
-                    # a message begun, a call named before its first argument (vLLM's
-                    # first fragment, an Anthropic tool_use block's start): not yet output
-                    if isinstance(delta, MessageStart) or (
-                        isinstance(delta, ToolCallDelta) and not delta.arguments
-                    ):
-                        # a message begun again: the one before it was left empty
-                        again = held and isinstance(held[-1], MessageStart)
-                        if again and isinstance(delta, MessageStart):
-                            held[-1] = delta
+                    if isinstance(delta, MessageStart):  # a message begun: not yet output
+                        if held and isinstance(held[-1], MessageStart):
+                            held[-1] = delta  # begun again: the one before it left empty
                         else:
                             held.append(delta)
-                        if isinstance(delta, ToolCallDelta):  # a name: the model generates
-                            waiting.came()  # (its arguments may come all at the end)
+                        continue
+                    if isinstance(delta, ToolCallDelta) and not delta.arguments:
+                        # a call named before its first argument (vLLM's first fragment,
+                        # an Anthropic tool_use block's start): not yet output, but the
+                        # model generates (its arguments may come all at the end)
+                        held.append(delta)
+                        waiting.came()
                         continue
                     await _output_begins(run, row, plan, waiting, held, assembler, single)
                     started = True
