@@ -9,9 +9,12 @@ from stateway.core.commands import CreateResponse, GenerationSettings, GetRespon
 from stateway.core.errors import NotFound, PreviousResponseNotFound, UpstreamError, UpstreamRejected
 from stateway.core.gateway import Gateway
 from stateway.core.inference import (
+    Citation,
     Delta,
     Finish,
+    MessageStart,
     ReasoningDelta,
+    RefusalDelta,
     TextDelta,
     ToolCallDelta,
     UsageReport,
@@ -389,3 +392,38 @@ async def test_input_items_are_paged_after_a_cursor_and_a_missing_response_is_na
         await gateway.execute(Principal(), ListInputItems("resp_gone"))
     assert (caught.value.status, caught.value.param) == (404, "response_id")
     assert "'resp_gone'" in caught.value.message
+
+
+async def test_every_kind_of_delta_reaches_the_output_in_order() -> None:
+    """A round's deltas after its first output: a token's log probabilities kept on its
+    text, a message begun again (its phase) starting a second message, a citation on that
+    message's text, a refusal as its own part, and the finish's stop sequence, reason and
+    details kept on the response."""
+    logprobs = [{"token": "a", "logprob": -0.1, "bytes": [97], "top_logprobs": []}]
+    citation = {"type": "char_location", "cited_text": "x"}
+    run, _, _ = await run_once(
+        [
+            TextDelta("a", logprobs),
+            MessageStart("final_answer"),
+            TextDelta("b"),
+            Citation(citation),
+            RefusalDelta("no"),
+            UsageReport(Usage(3, 4)),
+            Finish("stop", stop_sequence="END", stop_reason="end_turn", stop_details={"k": 1}),
+        ],
+        stream=True,
+    )
+    state = run.state  # type: ignore[attr-defined]
+    first, second = state.output
+    [text] = first["content"]
+    assert (text["text"], text["logprobs"]) == ("a", logprobs)
+    assert second["phase"] == "final_answer"
+    cited, refused = second["content"]
+    assert (cited["text"], cited["citations"]) == ("b", [citation])
+    assert refused == {"type": "refusal", "refusal": "no"}
+    assert (state.stop_sequence, state.stop_reason, state.stop_details) == (
+        "END",
+        "end_turn",
+        {"k": 1},
+    )
+    assert state.usage == Usage(3, 4)

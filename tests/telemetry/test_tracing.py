@@ -136,7 +136,9 @@ async def test_attributes_are_allow_listed_and_carry_no_prompt(
         assert not any(SECRET_PROMPT in str(value) for value in attributes.values())
         assert SECRET_PROMPT not in span.name
     attempts = [s for s in spans if s.name == "stateway.attempt"]
-    assert {dict(s.attributes or {})["stateway.backend"] for s in attempts} == {"scripted"}
+    attributes = [dict(s.attributes or {}) for s in attempts]
+    named = {(a["stateway.backend"], a["stateway.model"]) for a in attributes}
+    assert named == {("scripted", "m")}
 
 
 async def test_a_failed_attempt_is_marked_by_class_and_code(

@@ -3,6 +3,7 @@ backend and the in-memory store."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from stateway.core.commands import CompactResponse, CountTokens, CreateResponse,
 from stateway.core.compaction import sealed
 from stateway.core.compaction.prompt import SUMMARY_PREFIX, SUMMARY_PROMPT
 from stateway.core.compaction.service import compact_threshold, prefill
+from stateway.core.compaction.view import SHOWN
 from stateway.core.errors import InternalError, InvalidRequest, UpstreamError, UpstreamRejected
 from stateway.core.gateway import Gateway
 from stateway.core.inference import (
@@ -221,6 +223,39 @@ async def test_threshold_compacts_before_the_rounds() -> None:
     texts = [item["content"][0]["text"] for item in answered if item["type"] == "message"]
     assert texts == ["one", "two", SUMMARY_PREFIX + "the summary"]
     assert answered[-1]["type"] == "compaction"  # left out by every backend's model view
+
+
+async def test_a_compaction_within_a_response_asks_its_model_and_emits_its_item() -> None:
+    """The summary is asked of the candidate's upstream model, with the response's
+    instructions, the model view, the request's own summary prompt and only the settings a
+    summary keeps; its item is announced, compacted and done at its output index, by its
+    id, and the done event carries the item as stored."""
+    backend = RoundsBackend([SUMMARY, ANSWER])
+    store = MemoryStore()
+    router = Router([BackendEntry(backend, {"m": "upstream-m"})])
+    gateway = Gateway(store, router, Loop(store, sealer=SEALER), RunRegistry(), sealer=SEALER)
+    settings = dataclasses.replace(
+        CACHED,
+        context_management=[{"type": "compaction", "compact_threshold": 5}],
+        summary_prompt="Sum it up.",
+        summary_shown=True,
+        temperature=0.5,
+    )
+    history = [user("one"), assistant("first reply"), user("two")]
+    command = CreateResponse("m", history, "Be kind.", stream=True, settings=settings)
+    run = await gateway.execute(Principal(), command)
+    await run.wait()
+    summarized = backend.requests[0]
+    assert (summarized.model, summarized.instructions) == ("upstream-m", "Be kind.")
+    assert summarized.items[:-1] == history
+    assert summarized.items[-1]["content"][0]["text"] == "Sum it up."
+    assert_cached_only(summarized.settings)
+    item, _ = run.state.output
+    assert item[SHOWN] == "the summary"
+    added, compacting, done = run.events[2:5]
+    assert added == ev.ItemAdded(0, {"id": item["id"], "type": "compaction"})
+    assert compacting == ev.Compacting(0, item["id"])
+    assert done == ev.ItemDone(0, item)
 
 
 async def test_a_prefill_is_still_continued_after_the_compaction() -> None:

@@ -810,6 +810,46 @@ async def test_a_declared_server_s_tool_not_offered_fails_instead_of_going_to_th
     assert "does not offer" in seen_by_model(setup.backend.requests[-1])["output"]
 
 
+@pytest.mark.parametrize("called_by", ["mcp_call", "mcp_approval_request"])
+async def test_a_tool_an_earlier_turn_called_but_no_longer_listed_fails_by_its_own_name(
+    called_by: str,
+) -> None:
+    """The model calls again a tool an earlier turn called (or asked approval for) that
+    the server no longer lists: the call fails under the tool's own name (known from the
+    earlier item; the name the model calls is respelled and cannot be read back), never
+    reaching the client as a function it did not declare. A server the request does not
+    declare is not the gateway's: its name goes to the client as any other."""
+    called = model_name("read.all", "my files")
+    undeclared = model_name("x.y", "elsewhere")  # a server this request does not declare
+    mcp = FakeMcp({"my files": [ADD]}, {"add": add})
+    rounds = [tools_round(call(called, {}), call(undeclared, {}, 1)), answer("sorry")]
+    setup = Setup(rounds, mcp=mcp)
+    ask = {
+        "type": "mcp",
+        "server_label": "my files",
+        "server_url": "http://allowed.test/mcp",
+        "require_approval": "never",
+    }
+    earlier = {
+        "type": called_by,
+        "id": "mcp_earlier",
+        "server_label": "my files",
+        "name": "read.all",
+        "arguments": "{}",
+    }
+    other = {**earlier, "id": "mcp_other", "server_label": "elsewhere", "name": "x.y"}
+    run = await setup.create([ask], [user(), other, earlier, user()])
+    assert setup.mcp.calls == []
+    [failed] = [i for i in run.state.output if i["type"] == "mcp_call"]
+    assert (failed["server_label"], failed["name"], failed["status"]) == (
+        "my files",
+        "read.all",
+        "failed",
+    )
+    calls = [i["name"] for i in run.state.output if i["type"] == "function_call"]
+    assert calls == [undeclared], "only the undeclared server's name is the client's"
+
+
 async def test_approved_calls_count_toward_max_tool_calls() -> None:
     two = tools_round(call("docs__add", {"a": 1, "b": 1}), call("docs__add", {"a": 2, "b": 2}, 1))
     setup = Setup([two, answer("done")])
