@@ -16,7 +16,7 @@ from stateway.core.errors import (
     UpstreamError,
 )
 from stateway.core.gateway import Gateway
-from stateway.core.inference import Finish, TextDelta
+from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta
 from stateway.core.ports import ResponseRecord, StoredChain
 from stateway.core.principal import Principal
 from stateway.core.runs import CancelReason, Run
@@ -165,9 +165,20 @@ async def test_a_run_that_starts_while_the_server_closes_ends_before_calling_ups
     assert store.records["default", run.id].status == "failed"
 
 
-async def test_response_created_waits_for_the_row_while_the_upstream_call_starts() -> None:
+@pytest.mark.parametrize(
+    "script",
+    [
+        [TextDelta("x"), Finish("stop")],
+        # a call that takes no arguments, and no finish reason: its opening, held, is
+        # the output at the stream's end
+        [ToolCallDelta(0, "call_1", "now", "")],
+    ],
+)
+async def test_response_created_waits_for_the_row_while_the_upstream_call_starts(
+    script: list[Delta],
+) -> None:
     gate = asyncio.Event()
-    backend = ScriptedBackend([TextDelta("x"), Finish("stop")])
+    backend = ScriptedBackend(script)
     store = MemoryStore(save_gate=gate)
     gateway = gateway_for(backend, store)
     run = await gateway.execute(
@@ -175,6 +186,8 @@ async def test_response_created_waits_for_the_row_while_the_upstream_call_starts
     )
 
     await backend.started.wait()  # upstream already asked...
+    for _ in range(10):  # (and answered, as far as it goes)
+        await asyncio.sleep(0)
     assert run.events == []  # ...but nothing announced while the row is not written
     gate.set()
     await run.wait()
