@@ -8,6 +8,8 @@ its run, here or, through the shared signals, in the process that runs it.
 
 from __future__ import annotations
 
+from typing import overload
+
 from stateway.core.background import DeleteSignals
 from stateway.core.commands import ListInputItems
 from stateway.core.errors import NotFound
@@ -79,9 +81,17 @@ class StoredResponses:
         )
         if page is None:
             raise response_not_found(command.response_id)
-        shown = self.included(page, command.include, principal)
-        assert isinstance(shown, ItemPage)
-        return shown
+        return self.included(page, command.include, principal)
+
+    @overload
+    def included(
+        self, found: ItemPage, include: tuple[str, ...] | None, principal: Principal
+    ) -> ItemPage: ...
+
+    @overload
+    def included(
+        self, found: Item, include: tuple[str, ...] | None, principal: Principal
+    ) -> Item: ...
 
     def included(
         self, found: ItemPage | Item, include: tuple[str, ...] | None, principal: Principal
