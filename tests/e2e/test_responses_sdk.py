@@ -291,6 +291,25 @@ def test_length_limit_is_incomplete(client: OpenAI) -> None:
     assert client.responses.retrieve(response.id).status == "incomplete"
 
 
+def test_a_length_cut_after_parallel_calls_leaves_only_the_last_incomplete(
+    client: OpenAI,
+) -> None:
+    """Only the item being written when the tokens ran out is cut short: the calls before
+    it were finished, and an ``incomplete`` item is the last of its response."""
+    with client.responses.stream(
+        model=MODEL,
+        input='[[tool:get_weather:{"city": "Rome"}]] [[tool:get_weather:{"city": "Oslo"}]] '
+        "[[length]]",
+        tools=[WEATHER_TOOL],  # type: ignore[list-item]
+    ) as stream:
+        events = list(stream)
+    done = [e.item.status for e in events if e.type == "response.output_item.done"]
+    last = events[-1]
+    assert last.type == "response.incomplete"
+    assert [item.status for item in last.response.output] == ["completed", "incomplete"]  # type: ignore[union-attr]
+    assert done == ["completed", "incomplete"]
+
+
 def test_structured_output_settings_are_echoed(client: OpenAI) -> None:
     response = client.responses.create(
         model=MODEL,

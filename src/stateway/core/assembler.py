@@ -241,11 +241,13 @@ class OutputAssembler:
         self.finish("incomplete")
 
     def _release(self, status: str) -> None:
-        """The open call closed with ``status``, then each held call written, in index
-        order (each closing the one before it likewise)."""
+        """Each held call written, in index order, each closing the one before it: as
+        ``completed``, since another call followed it (only the last item of a response
+        cut short is ``incomplete``), unless the round failed, which finishes nothing."""
         held, self._held = self._held, {}
+        before = status if self._abandoned else "completed"
         for index in sorted(held):
-            self._close(status)
+            self._close(before)
             for fragment in held[index]:
                 self._write_call(fragment)
 
