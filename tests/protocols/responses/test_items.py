@@ -103,6 +103,13 @@ def test_a_client_id_is_kept() -> None:
     assert decode_items([output]) == [{**output, "status": "completed"}]
 
 
+@pytest.mark.parametrize("reference", [{"id": "msg_1"}, {"type": None, "id": "msg_1"}])
+def test_an_item_reference_may_leave_out_its_type(reference: dict[str, Any]) -> None:
+    """The API's ``ItemReference.type`` is optional and nullable: an item of an ``id``
+    alone (no ``role``: that would be a message) references a stored item."""
+    assert decode_items([reference]) == [{"type": "item_reference", "id": "msg_1"}]
+
+
 def test_an_image_states_its_detail_as_every_image_read_back_does() -> None:
     """The SDK's ``ResponseInputImage.detail`` is required: an image stored without it is
     read back (``input_items.list``) as another type. ``auto`` is the API's default."""

@@ -71,6 +71,8 @@ def _item(raw: dict[str, Any], path: str) -> Item:
     kind = raw.get("type")
     if kind is None and "role" in raw:
         kind = "message"
+    elif kind is None and "id" in raw:  # an item reference's type is optional
+        kind = "item_reference"
     if not isinstance(kind, str):
         raise InvalidRequest(
             "Every input item needs a string 'type'.",
