@@ -1,4 +1,5 @@
 import json
+from typing import Any
 
 import orjson
 import pytest
@@ -740,6 +741,24 @@ def test_allowed_tools_that_are_no_list_of_tools_are_a_400(tools: object, param:
     with pytest.raises(InvalidRequest) as caught:
         decode({"model": "m", "input": "x", "tools": [FUNCTION], "tool_choice": choice})
     assert (caught.value.status, caught.value.param) == (400, param)
+
+
+@pytest.mark.parametrize(
+    ("choice", "code"),
+    [
+        ({"type": "allowed_tools", "tools": []}, "missing_required_parameter"),
+        ({"type": "allowed_tools", "mode": "none", "tools": []}, "invalid_value"),
+    ],
+)
+def test_allowed_tools_without_a_mode_of_auto_or_required_is_a_400_naming_it(
+    choice: dict[str, Any], code: str
+) -> None:
+    """The hosted API requires ``mode``; the error says so rather than calling the whole
+    choice unsupported."""
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "tools": [FUNCTION], "tool_choice": choice})
+    assert (caught.value.param, caught.value.code) == ("tool_choice.mode", code)
+    assert "'auto' and 'required'" in caught.value.message
 
 
 @pytest.mark.parametrize(

@@ -66,7 +66,15 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
         return {k: choice[k] for k in ("type", "server_label", "name") if k in choice}
     if isinstance(kind, str) and kind in _TYPE_CHOICES:
         return {"type": kind}
-    if kind == "allowed_tools" and choice.get("mode") in ("auto", "required"):
+    if kind == "allowed_tools":
+        mode = choice.get("mode")
+        if mode not in ("auto", "required"):
+            raise InvalidRequest(
+                f"Invalid value for 'tool_choice.mode': {mode!r}. Supported values are: "
+                "'auto' and 'required'.",
+                param="tool_choice.mode",
+                code="missing_required_parameter" if mode is None else "invalid_value",
+            )
         _check_allowed(choice.get("tools"))
         return dict(choice)
     raise InvalidRequest(
