@@ -1,6 +1,9 @@
 """The configuration's reference stays true to its models: README's example files load as
-they are (a renamed or removed key is refused there as in a user's file), and every
-setting the models take is documented in README or docs/."""
+they are (a renamed or removed key is refused there as in a user's file), every setting
+the models take is documented in README or docs/, every default a settings table gives
+is the code's, and every ``STATEWAY_*`` variable README's table lists sets its setting
+(and the one it would be without it: the documented default), while every variable the
+code reads has a row there."""
 
 from __future__ import annotations
 
@@ -67,3 +70,145 @@ def _kinds(annotation: object) -> list[object]:
 def test_every_setting_is_documented(setting: str) -> None:
     key = setting.rsplit(".", 1)[-1]
     assert re.search(rf"\b{key}\b", DOCS), f"{setting} is in no README or docs/ page"
+
+
+# The reference's tables: each documented default is the code's, each documented variable
+# sets the setting it names, and each variable the code reads has a row.
+
+MIB = 1024 * 1024
+_UNITS = {"KiB": 1024, "MiB": MIB, "s": 1}
+
+
+def _tables(text: str) -> list[tuple[str, list[list[str]]]]:
+    """Each Markdown table as (the text before it, its rows of cells; the header first)."""
+    tables, lines = [], text.splitlines()
+    index = 0
+    while index < len(lines):
+        if lines[index].startswith("|") and index + 1 < len(lines) and "---" in lines[index + 1]:
+            start = index
+            rows = []
+            while index < len(lines) and lines[index].startswith("|"):
+                if "---" not in lines[index]:
+                    rows.append([cell.strip() for cell in lines[index].strip("|").split(" | ")])
+                index += 1
+            tables.append(("\n".join(lines[:start]), rows))
+        index += 1
+    return tables
+
+
+def _literal(cell: str) -> object:
+    """A documented default as a value: ``60``, ``12 MiB``, ``false``, ``"never"``;
+    None for a description (``none``, ``the vendor's API``, ...)."""
+    cell = cell.replace("`", "").strip()
+    if match := re.fullmatch(r"(-?\d[\d,]*(?:\.\d+)?)(?: (KiB|MiB|s))?(?: \(.*\))?", cell):
+        number = float(match[1].replace(",", "")) * _UNITS.get(match[2] or "s", 1)
+        return int(number) if number.is_integer() else number
+    if cell in ("true", "false"):
+        return cell == "true"
+    if match := re.fullmatch(r'"([^"]+)"|([^\s"]+)', cell):
+        word = match[1] or match[2]
+        return None if word in ("none", "all", "required") else word
+    return None
+
+
+def _model(section: str) -> type[BaseModel]:
+    for kind in _kinds(Config.model_fields[section].annotation):
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            return kind
+    raise AssertionError(f"[{section}] is not a table")
+
+
+def _documented_defaults() -> list[tuple[str, str, str]]:
+    """(section, key, documented default) for every settings table of README and docs/."""
+    found = []
+    for before, rows in _tables(DOCS):
+        header = rows[0]
+        if "default" not in header or header[0] not in ("key", "`[admin]`"):
+            continue
+        column = header.index("default")
+        sections = re.findall(r"\[([a-z_]+)(?:\.<label>)?\]", before + header[0])
+        context = next(s for s in reversed(sections) if s in Config.model_fields)
+        for row in rows[1:]:
+            named = re.fullmatch(r"`(?:\[([a-z_]+)\] )?([a-z_]+)`", row[0])
+            assert named, f"unreadable settings row: {row}"
+            found.append((named[1] or context, named[2], row[column]))
+    for setting in re.findall(r"\| `\[([a-z_]+)\] ([a-z_]+)` \(default ([^)]+)\)", DOCS):
+        found.append(setting)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "documented"), _documented_defaults(), ids=lambda v: str(v)
+)
+def test_every_documented_default_is_the_codes(section: str, key: str, documented: str) -> None:
+    fields = _model(section).model_fields
+    assert key in fields, f"[{section}] {key} is documented but no setting of the code"
+    field = fields[key]
+    default = None if field.is_required() else field.get_default(call_default_factory=True)
+    expected = _literal(documented)
+    if expected is None:  # described, not given: the code has no value of its own either
+        assert not default, f"[{section}] {key}: documented as {documented!r}, is {default!r}"
+    else:
+        assert default == expected, f"[{section}] {key}: documented {documented!r}, is {default!r}"
+
+
+_ENV_ROWS = [
+    (re.sub(r"`", "", row[1]), row[2])
+    for _, rows in _tables(README)
+    if rows[0][:3] == ["flag", "environment", "default"]
+    for row in rows[1:]
+]
+_SAMPLES = {  # a value other than the default, for variables documented without one
+    "STATEWAY_HOST": "127.0.0.2",
+    "STATEWAY_UPSTREAM": "http://127.0.0.1:9/v1",
+    "STATEWAY_UPSTREAM_API": "responses",
+    "STATEWAY_UPSTREAM_API_KEY_ENV": "PATH",
+    "STATEWAY_DATABASE": "sqlite:///elsewhere.db",
+    "STATEWAY_SEALING_KEY": base64.b64encode(bytes(range(32))).decode(),
+    "STATEWAY_ALLOWED_HOSTS": "gateway.internal",
+    "STATEWAY_MCP_ALLOWED_HOSTS": "mcp.internal",
+    "STATEWAY_WEB_SEARCH_PROVIDER": "brave",
+    "STATEWAY_SEARXNG_URL": "http://127.0.0.1:8888",
+    "STATEWAY_WEB_SEARCH_BASE_URL": "http://127.0.0.1:8889",
+    "STATEWAY_REDIS_URL": "redis://127.0.0.1:6379/0",
+    "STATEWAY_REDIS_KEY_PREFIX": "other:",
+    "STATEWAY_REQUESTS_PER_MINUTE": "60",
+    "STATEWAY_TOKENS_PER_MINUTE": "6000",
+    "STATEWAY_LOG_FORMAT": "json",
+    "STATEWAY_LOG_LEVEL": "debug",
+}
+_NOT_SETTINGS = {
+    "STATEWAY_CONFIG": "names the file itself",
+    "STATEWAY_ADMIN_KEY": "the credential, read where [admin] api_key_env says",
+}
+
+
+@pytest.mark.parametrize(("var", "documented"), _ENV_ROWS, ids=lambda v: str(v))
+def test_every_documented_variable_sets_its_setting(var: str, documented: str) -> None:
+    from stateway.config import Overrides, load_config
+
+    if var == "—":  # a flag without a variable
+        return
+    if var in _NOT_SETTINGS:
+        assert var in ("STATEWAY_CONFIG", Config().admin.api_key_env)
+        return
+    base = load_config(Overrides(), {})
+    default = _literal(documented)
+    if default is not None:  # setting the documented default changes nothing
+        assert load_config(Overrides(), {var: str(default).lower()}) == base, (
+            f"{var}: documented default {documented} is not the default"
+        )
+    sample = _SAMPLES.get(var) or (
+        str(default * 2)
+        if isinstance(default, int | float) and not isinstance(default, bool)
+        else "true"
+    )
+    assert load_config(Overrides(), {var: sample}) != base, f"{var}={sample} sets nothing"
+
+
+def test_every_variable_read_is_documented() -> None:
+    source = "".join(path.read_text() for path in (ROOT / "src").rglob("*.py"))
+    read = set(re.findall(r'"(STATEWAY_[A-Z_]+)"', source))
+    internal = {var for var in read if var.startswith("STATEWAY_TESTING_")}
+    documented = {var for var, _ in _ENV_ROWS}
+    assert read - internal - documented == set()
