@@ -3,9 +3,11 @@ and the surface report; process gauges read at scrape time."""
 
 from __future__ import annotations
 
+import typing
+
 from prometheus_client.parser import text_string_to_metric_families
 
-from stateway.core.telemetry import RunReport
+from stateway.core.telemetry import RunReport, ToolOutcome
 from stateway.core.usage import Usage
 from stateway.telemetry.metrics import PrometheusMetrics
 
@@ -79,6 +81,13 @@ def test_tools_sockets_and_storage() -> None:
     }
     assert samples["stateway_websocket_connections"] == {(): 1}
     assert samples["stateway_storage_duration_seconds_count"] == {(("operation", "save"),): 2}
+
+
+def test_the_tool_calls_help_names_every_outcome() -> None:
+    body, _ = PrometheusMetrics().exposition()
+    families = {family.name: family for family in text_string_to_metric_families(body.decode())}
+    help_text = families["stateway_tool_calls"].documentation
+    assert help_text.endswith(f"({', '.join(typing.get_args(ToolOutcome))}).")
 
 
 def test_process_gauges_are_read_when_scraped() -> None:

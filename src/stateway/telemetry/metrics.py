@@ -106,7 +106,7 @@ class PrometheusMetrics:
         )
         self._tool_calls = Counter(
             "stateway_tool_calls",
-            "Gateway tool calls by kind and outcome (ok, error, timeout).",
+            "Gateway tool calls by kind and outcome (ok, error, timeout, cancelled).",
             ["tool", "outcome"],
             registry=registry,
         )
