@@ -1105,3 +1105,47 @@ async def test_the_model_listing_is_read_page_by_page(loopback: Loopback) -> Non
     claude = backend(loopback, await loopback.serve(listing))
     assert await claude.list_models() == models
     assert asked == [{"limit": "1000"}, {"limit": "1000", "after_id": "claude-999"}]
+
+
+def test_a_blank_stop_sequence_is_not_sent() -> None:
+    """Anthropic refuses an empty or whitespace-only stop sequence: only the others go."""
+    sent = body([user("q")], stop_sequences=["\n", "END", "", " \t"])
+    assert sent["stop_sequences"] == ["END"]
+    check_messages_request(sent, lambda *_: None)
+    assert "stop_sequences" not in body([user("q")], stop_sequences=["\n\n"])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_text_ends_at_a_blank_stop_sequence(loopback: Loopback, stream: bool) -> None:
+    """The gateway ends the text at a blank stop sequence itself (the line break of
+    ``stop: ["\\n"]``); a streamed round's usage keeps the input Anthropic reported as it
+    began, its output estimated."""
+    words = ["one ", "two\n", "three"]
+
+    async def answer(http: web.Request) -> web.StreamResponse:
+        if not stream:
+            message = {
+                "content": [{"type": "text", "text": "".join(words)}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 5, "output_tokens": 3},
+            }
+            return web.json_response(message)
+        reply = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await reply.prepare(http)
+        opened = {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}}
+        await reply.write(sse(START, opened))
+        for word in words:
+            delta = {"type": "text_delta", "text": word}
+            await reply.write(sse({"type": "content_block_delta", "index": 0, "delta": delta}))
+        await loopback.hold()  # the rest never comes: the gateway stopped reading
+        return reply
+
+    claude = backend(loopback, await loopback.serve(answer))
+    req = request([user("q")], stop_sequences=["\n", "zz"])
+    req.stream = stream
+    deltas = await collect(claude, req)
+    assert "".join(d.text for d in deltas if isinstance(d, TextDelta)) == "one two"
+    assert deltas[-1] == Finish("stop", stop_sequence="\n")
+    [*_, usage] = [d.usage for d in deltas if isinstance(d, UsageReport)]
+    expected = Usage(7, 2, cached_tokens=2) if stream else Usage(5, 3)  # 7: cache reads in
+    assert usage == expected

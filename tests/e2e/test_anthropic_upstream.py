@@ -128,6 +128,37 @@ def test_no_reasoning_asked_is_thinking_disabled(fake_upstream: str, tmp_path: P
         assert "thinking" not in request["body"]
 
 
+def test_a_blank_stop_sequence_is_kept_by_the_gateway(fake_upstream: str, tmp_path: Path) -> None:
+    """Anthropic refuses an empty or whitespace-only stop sequence, which Chat clients send
+    (``stop: ["\\n"]``): the others go to Anthropic, and the gateway ends the text at a
+    blank one itself, streamed or not, as the model's own stop would."""
+    with (
+        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        for stream in (False, True):
+            marker = f"blank-stop-{stream}"
+            chat: Any = [
+                {"role": "user", "content": f"{marker} and more"},
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": "[[echo]]"},
+            ]
+            if stream:
+                with sdk.chat.completions.stream(
+                    model=MODEL, messages=chat, stop=["\n", "", "zz"]
+                ) as events:
+                    completion: Any = events.get_final_completion()
+            else:
+                completion = sdk.chat.completions.create(
+                    model=MODEL, messages=chat, stop=["\n", "", "zz"]
+                )
+            choice = completion.choices[0]
+            assert choice.message.content == f"user: {marker} and more"
+            assert choice.finish_reason == "stop"
+            [request] = fake_requests(fake_upstream, marker)
+            assert request["body"]["stop_sequences"] == ["zz"]
+
+
 def test_anthropics_own_stop_reasons_reach_each_client(fake_upstream: str, tmp_path: Path) -> None:
     """``pause_turn``, ``model_context_window_exceeded`` and ``refusal`` (with its
     ``stop_details``) reach a Messages client as Anthropic sent them, streamed or not; a

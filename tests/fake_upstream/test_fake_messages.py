@@ -336,6 +336,8 @@ def cited(*citations: Any) -> dict[str, Any]:
         ({"messages": [user(" ")]}, "non-whitespace"),
         ({"messages": [user("q"), {"role": "assistant", "content": "\t"}]}, "non-whitespace"),
         ({"system": [{"type": "text", "text": "  "}]}, "non-whitespace"),
+        ({"stop_sequences": ["END", ""]}, "stop_sequences: each stop sequence must be non-empty"),
+        ({"stop_sequences": ["\n"]}, "stop_sequences: each stop sequence must contain non-white"),
         (
             {
                 "messages": [

@@ -34,7 +34,13 @@ from typing import Any
 import orjson
 
 from stateway.backends.anthropic_names import ToolNames
-from stateway.backends.anthropic_request import AnthropicOptions, count_body, to_upstream
+from stateway.backends.anthropic_request import (
+    AnthropicOptions,
+    blank_stop,
+    count_body,
+    to_upstream,
+)
+from stateway.backends.stop_sequences import stopping
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_status import classify_reported
 from stateway.backends.upstream_values import count, obj, text
@@ -98,7 +104,14 @@ class AnthropicBackend:
         self.name = client.target.name
         self._options = options or AnthropicOptions()
 
-    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+    def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        """The round's deltas; ended by the gateway at a blank stop sequence, which
+        Anthropic refuses (:mod:`stateway.backends.stop_sequences`)."""
+        deltas = self._deltas(request)
+        held = [s for s in request.settings.stop_sequences if s and blank_stop(s)]
+        return stopping(deltas, request, held) if held else deltas
+
+    async def _deltas(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         names = ToolNames()
         body = self._client.target.filled(to_upstream(request, self._options, names))
         betas, waiting = self._betas(request), request.first_output

@@ -19,6 +19,8 @@
   last assistant message calling tools without its signed thinking (a Chat client's, or
   one whose reasoning item was dropped): Anthropic refuses thinking unless that message
   starts with a thinking block.
+- ``stop_sequences`` but the blank ones (empty, or whitespace only: Chat clients send
+  ``"\\n"``), which Anthropic refuses: the backend ends the text at those itself.
 - ``service_tier``: ``auto`` (and ``priority``) as ``auto``, ``default`` as
   ``standard_only``; others are not sent.
 - A ``json_schema`` text format is Anthropic's structured output,
@@ -97,8 +99,9 @@ def to_upstream(
         body["top_p"] = settings.top_p
     if settings.top_k is not None and thinking is None:
         body["top_k"] = settings.top_k
-    if settings.stop_sequences:
-        body["stop_sequences"] = settings.stop_sequences
+    sent_stops = [s for s in settings.stop_sequences if not blank_stop(s)]
+    if sent_stops:
+        body["stop_sequences"] = sent_stops
     if settings.user:
         body["metadata"] = {"user_id": settings.user}
     tier = _SERVICE_TIERS.get(settings.service_tier or "")
@@ -125,6 +128,12 @@ def count_body(body: dict[str, Any]) -> dict[str, Any]:
     """The ``/messages/count_tokens`` body of a ``/messages`` body: what shapes the input."""
     kept = ("model", "system", "messages", "tools", "tool_choice", "thinking")
     return {k: body[k] for k in kept if k in body}
+
+
+def blank_stop(sequence: str) -> bool:
+    """Whether Anthropic refuses ``sequence`` as a stop sequence (empty, or whitespace
+    only): it is not sent, and the gateway ends the text at it itself."""
+    return not sequence.strip()
 
 
 def _tools(body: dict[str, Any], request: InferenceRequest, names: ToolNames) -> bool:

@@ -1,14 +1,15 @@
 """Stop sequences kept by the gateway, for an upstream with no field for them (the
-Responses API): a Chat client's ``stop`` and a Messages client's ``stop_sequences`` still
-end the output.
+Responses API) or that refuses them (Anthropic's, a blank one): a Chat client's ``stop``
+and a Messages client's ``stop_sequences`` still end the output.
 
 The round's text is passed on as it comes, but for its tail that could begin a stop
 sequence, which waits for the text after it. At the first stop sequence the text is cut
 (the sequence left out, as hosted), the round finishes with reason ``stop`` naming it, and
 what the model said after it (text, tool calls) is dropped. A streamed round's upstream
 request is closed there; its usage, which only the end of the stream would have told, is
-then estimated (:mod:`stateway.core.token_estimate`'s rate). A whole reply is read to its
-end for its usage. Only message text is matched, each message's apart: reasoning,
+then estimated (:mod:`stateway.core.token_estimate`'s rate; the input as the upstream
+reported it before the output, as Anthropic does, else estimated too). A whole reply is
+read to its end for its usage. Only message text is matched, each message's apart: reasoning,
 refusals and tool arguments are not.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from dataclasses import replace
 
 from stateway.core.inference import (
     Delta,
@@ -33,14 +35,20 @@ from stateway.core.usage import Usage
 
 
 async def stopping(
-    deltas: AsyncGenerator[Delta, None], request: InferenceRequest
+    deltas: AsyncGenerator[Delta, None],
+    request: InferenceRequest,
+    sequences: list[str] | None = None,
 ) -> AsyncGenerator[Delta, None]:
-    """``deltas`` ended at the first of the request's stop sequences."""
-    watch = StopWatch(request.settings.stop_sequences)
+    """``deltas`` ended at the first of ``sequences`` (default: the request's)."""
+    watch = StopWatch(request.settings.stop_sequences if sequences is None else sequences)
     said = 0
     """Bytes of output passed on, for a streamed round's estimated usage."""
+    reported: Usage | None = None
+    """The usage the upstream reported so far (Anthropic's, of the prompt, at the start)."""
     async with aclosing(deltas) as inner:
         async for delta in inner:
+            if isinstance(delta, UsageReport):
+                reported = delta.usage
             if watch.ended():  # a whole reply's rest: only its usage counts
                 if isinstance(delta, UsageReport):
                     yield delta
@@ -53,7 +61,11 @@ async def stopping(
     if watch.matched is None:
         return
     if request.stream:
-        yield UsageReport(Usage(estimate_tokens(request), -(-said // BYTES_PER_TOKEN)))
+        output = -(-said // BYTES_PER_TOKEN)
+        if reported is None:
+            yield UsageReport(Usage(estimate_tokens(request), output))
+        else:
+            yield UsageReport(replace(reported, output_tokens=output, reasoning_tokens=0))
     yield Finish("stop", watch.matched)
 
 

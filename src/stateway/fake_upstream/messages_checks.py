@@ -5,7 +5,8 @@ would take.
 - top-level fields outside the API's; ``model``, ``max_tokens`` (a positive integer) and a
   non-empty ``messages`` required; a ``service_tier`` other than ``auto`` or
   ``standard_only``; roles ``user``, ``assistant`` or ``system``;
-- empty or blank (whitespace only) text blocks, in ``system`` and tool results too;
+- empty or blank (whitespace only) text blocks, in ``system`` and tool results too, and
+  empty or blank ``stop_sequences``;
   unknown block types; a ``search_result`` without a ``source`` or
   text ``content``; a text block's ``citations`` of an unknown type, pointing at no
   document (``document_index``) or search result (``search_result_index``) of the
@@ -111,6 +112,7 @@ def check_messages_request(
             "service_tier: Input should be 'auto' or 'standard_only'", "service_tier"
         )
     _check_system(body.get("system"))
+    _check_stop_sequences(body.get("stop_sequences"))
     _check_output_config(body.get("output_config"))
     _check_breakpoints(body)
     previous_uses: set[str] = set()
@@ -242,6 +244,19 @@ def _check_system(system: Any) -> None:
         if block.get("type") != "text":
             raise invalid_request("system: only text content blocks", "system")
         _check_text(block.get("text"), "system")
+
+
+def _check_stop_sequences(sequences: Any) -> None:
+    """Each stop sequence not empty, nor whitespace only (Anthropic's words)."""
+    for sequence in sequences or ():
+        if not isinstance(sequence, str) or not sequence:
+            raise invalid_request(
+                "stop_sequences: each stop sequence must be non-empty", "stop_sequences"
+            )
+        if sequence.isspace():
+            raise invalid_request(
+                "stop_sequences: each stop sequence must contain non-whitespace", "stop_sequences"
+            )
 
 
 def _check_text(text: Any, at: str) -> None:
