@@ -123,6 +123,25 @@ def test_what_reaches_the_upstream(client: OpenAI, fake_upstream: str, stream: b
     assert sent["body"] == {**expected, "stream": stream}  # the SDK sends stream either way
 
 
+def test_a_tool_is_strict_only_when_asked(client: OpenAI, fake_upstream: str) -> None:
+    """A Chat tool without ``strict`` is not strict; a Responses upstream would make it
+    strict (every property required) unless told ``strict: false``."""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    tools: list[Any] = [
+        {"type": "function", "function": {"name": "loose", "parameters": schema}},
+        {"type": "function", "function": {"name": "tight", "parameters": schema, "strict": True}},
+    ]
+    marker = f"strict-{uuid.uuid4().hex}"
+    client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": marker}], tools=tools
+    )
+    [sent] = [r for r in upstream_requests(fake_upstream) if marker in orjson.dumps(r).decode()]
+    if sent["path"].endswith("/chat/completions"):  # the fast path: as sent
+        assert sent["body"]["tools"] == tools
+        return
+    assert [tool.get("strict") for tool in sent["body"]["tools"]] == [False, True]
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_an_upstream_error_reaches_the_client(client: OpenAI, stream: bool) -> None:
     with pytest.raises(openai.RateLimitError) as caught:

@@ -194,6 +194,15 @@ def test_settings_are_mapped() -> None:
     assert (settings.presence_penalty, settings.frequency_penalty) == (0.5, -0.5)
 
 
+def test_a_tool_without_strict_is_not_strict() -> None:
+    """Chat's function tools are non-strict unless ``strict: true``; the Responses API
+    (the canonical form) makes a tool without ``strict`` strict, its schema normalized
+    (every property required), so the decoded tool says ``strict: false``."""
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    [decoded] = decode(tools=[tool]).command.settings.tools
+    assert decoded["strict"] is False
+
+
 def test_defaults() -> None:
     decoded = decode()
     settings = decoded.command.settings

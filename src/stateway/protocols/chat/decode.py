@@ -13,9 +13,11 @@ Settings: ``max_completion_tokens`` (else ``max_tokens``) -> ``max_output_tokens
 ``metadata`` (as hosted limits it) as they are; ``logprobs`` as the
 ``message.output_text.logprobs`` include, with its ``top_logprobs``; ``response_format``
 -> the text format (a ``json_schema`` name checked as hosted checks it); tools
-(``function`` only) and ``tool_choice`` (``auto``/``none``/``required``/a named function)
-as their Responses forms, ``parallel_tool_calls`` as it is; ``web_search_options`` as the
-gateway's ``web_search`` tool (such a request is always translated, never forwarded).
+(``function`` only: ``strict: false`` unless sent true, as Chat means it, where a
+Responses tool without ``strict`` is strict) and ``tool_choice``
+(``auto``/``none``/``required``/a named function) as their Responses forms,
+``parallel_tool_calls`` as it is; ``web_search_options`` as the gateway's ``web_search``
+tool (such a request is always translated, never forwarded).
 What the gateway cannot carry once translated is a 400 naming it: ``n`` other than 1,
 audio, the legacy ``functions``/``function_call``, ``logit_bias``, ``prediction``, a
 ``moderation`` policy that blocks (scores alone are ignored); ``stream_options`` without
@@ -251,8 +253,9 @@ def _tools(tools: list[FunctionTool]) -> list[Item]:
         item["parameters"] = function.parameters or {"type": "object", "properties": {}}
         if function.description is not None:
             item["description"] = function.description
-        if function.strict is not None:
-            item["strict"] = function.strict
+        # Chat's tools are non-strict unless asked; a Responses tool without ``strict`` is
+        # made strict (its schema normalized: every property required), so say it.
+        item["strict"] = bool(function.strict)
         decoded.append(item)
     return decoded
 
