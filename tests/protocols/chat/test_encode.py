@@ -122,6 +122,23 @@ def test_a_completion_without_text_has_null_content_and_a_refusal() -> None:
     assert "reasoning_content" not in wire["choices"][0]["message"]
 
 
+def test_an_answer_of_nothing_has_empty_content_streamed_as_not() -> None:
+    """No text, refusal or call (the output limit spent on reasoning, say): ``content``
+    is ``""``, as hosted and a Chat upstream answer, and as the SDK adds up the stream
+    (its role chunk opens with ``content: ""``)."""
+    for output in ([], [REASONING], [MCP_CALL]):
+        done = state(output)
+        whole = encode_completion(done)["choices"][0]["message"]
+        events: list[ev.Event] = [ev.ResponseCreated(done)]
+        if output == [REASONING]:
+            events.append(ev.ReasoningDelta(0, 0, "rs_1", "hm"))
+        accumulated: ChatCompletionStreamState[None] = ChatCompletionStreamState()
+        for chunk in play([*events, ev.ResponseFinished(done)], False)[:-1]:
+            accumulated.handle_chunk(ChatCompletionChunk.model_validate(chunk))
+        streamed = accumulated.get_final_completion().choices[0].message
+        assert whole["content"] == streamed.content == "", output
+
+
 def chunks(data: bytes) -> list[Any]:
     frames = data.split(b"\n\n")
     assert frames[-1] == b""

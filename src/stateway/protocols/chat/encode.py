@@ -2,7 +2,8 @@
 finish reason.
 
 The one choice's message shows what the client sees of a run (:mod:`stateway.core.hidden`):
-the text of every assistant message as ``content`` (``null`` when there is none), a
+the text of every assistant message as ``content`` (``null`` when there is none but a
+refusal or tool calls, ``""`` when there is nothing at all), a
 refusal as ``refusal``, the reasoning as ``reasoning_content`` (as vLLM sends it), and the
 client's own function calls as ``tool_calls``. The gateway's own tool calls are not shown;
 the citations of its web search (``web_search_options``) are, as the message's
@@ -55,14 +56,14 @@ def encode_completion(state: ResponseState) -> dict[str, Any]:
                 texts.append("".join(parts))
         elif kind == REASONING:
             reasoning.append(item_text(item))
+    calls = client_calls(state.output)
     message: dict[str, Any] = {
         "role": "assistant",
-        "content": joined_items(texts) if texts else None,
+        "content": _content(texts, bool(refusals or calls)),
         "refusal": "".join(refusals) if refusals else None,
     }
     if citations:
         message["annotations"] = citations
-    calls = client_calls(state.output)
     if calls:
         message["tool_calls"] = [tool_call(call) for call in calls]
     if any(reasoning):
@@ -78,6 +79,15 @@ def encode_completion(state: ResponseState) -> dict[str, Any]:
         "usage": encode_usage(state.usage or Usage()),
         "system_fingerprint": None,
     }
+
+
+def _content(texts: list[str], other: bool) -> str | None:
+    """The message's text; with none, ``null`` beside a refusal or tool calls, else ``""``
+    (an answer of nothing, its output limit spent on reasoning say), as hosted and Chat
+    servers answer, and as a stream adds up (:mod:`.stream`)."""
+    if texts:
+        return joined_items(texts)
+    return None if other else ""
 
 
 def _logprobs(state: ResponseState) -> dict[str, Any] | None:
