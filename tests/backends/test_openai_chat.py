@@ -229,6 +229,17 @@ def test_unsupported_part_is_rejected_by_name() -> None:
         to_upstream(request([item]))
 
 
+def test_a_tool_is_sent_strict_only_when_strict() -> None:
+    """``strict: false`` is Chat's default: left out, for servers that do not know it."""
+    tools = [
+        {"type": "function", "name": name, "parameters": {"type": "object"}, "strict": strict}
+        for name, strict in (("loose", False), ("tight", True))
+    ]
+    sent = to_upstream(request([user("x")], tools=tools))["tools"]
+    assert [tool["function"].get("strict") for tool in sent] == [None, True]
+    assert "strict" not in sent[0]["function"]
+
+
 def test_settings_are_mapped() -> None:
     tools = [
         {

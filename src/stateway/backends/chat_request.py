@@ -226,10 +226,14 @@ def _summary_text(item: Item) -> str:
 
 
 def _tool(tool: Item) -> dict[str, Any]:
+    """A function tool; ``strict`` only when true (false is Chat's default, and servers
+    that do not know the field need not see it)."""
     function: dict[str, Any] = {"name": tool["name"]}
-    for key in ("description", "parameters", "strict"):
+    for key in ("description", "parameters"):
         if tool.get(key) is not None:
             function[key] = tool[key]
+    if tool.get("strict") is True:
+        function["strict"] = True
     return {"type": "function", "function": function}
 
 
