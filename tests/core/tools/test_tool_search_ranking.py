@@ -74,6 +74,7 @@ def test_a_server_search_keeps_its_own_description_and_parameters() -> None:
         "name": "tool_search",
         "description": tool_search.DESCRIPTION,
         "parameters": tool_search.PARAMETERS,
+        "strict": False,
     }
     client = {**declared, "execution": "client", "parameters": "not a schema"}
     function = tool_search.entry(client, [], catalog.namespaces).function

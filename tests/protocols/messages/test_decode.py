@@ -198,10 +198,11 @@ def test_settings_map_to_generation_settings() -> None:
             "name": "f",
             "parameters": {"type": "object"},
             "description": "does f",
+            "strict": False,  # as Anthropic means it (a Responses upstream's default is strict)
             "defer_loading": True,
             "cache_control": {"type": "ephemeral"},  # for an Anthropic upstream
         },
-        {"type": "function", "name": "g", "parameters": {"type": "object"}},
+        {"type": "function", "name": "g", "parameters": {"type": "object"}, "strict": False},
     ]
     assert s.tool_choice == {"type": "function", "name": "g"}
     assert s.parallel_tool_calls is False
@@ -687,6 +688,7 @@ def test_anthropic_defined_client_tools_become_functions_with_their_input() -> N
     assert memory_commands == ["view", "create", "str_replace", "insert", "delete", "rename"]
     assert {"old_path", "new_path", "insert_text"} <= set(memory["parameters"]["properties"])
     assert all(tool["description"] for tool in command.settings.tools)
+    assert all(tool["strict"] is False for tool in command.settings.tools)  # optional inputs
     assert command.settings.tool_choice == {"type": "function", "name": "memory"}
 
 

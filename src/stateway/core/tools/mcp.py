@@ -86,6 +86,7 @@ def entries(binding: McpBinding, tools: list[McpTool]) -> list[Entry]:
             "type": "function",
             "name": model_name(tool.name, binding.label),
             "parameters": _parameters(tool.input_schema),
+            "strict": False,  # a server's schema as it is (strict would change its meaning)
         }
         description = _description(tool, binding)
         if description:

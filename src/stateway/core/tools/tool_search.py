@@ -71,6 +71,7 @@ def entry(declared: Item, deferred: list[Entry], namespaces: dict[str, Item]) ->
         "name": TOOL_SEARCH_FUNCTION,
         "description": description,
         "parameters": parameters if isinstance(parameters, dict) else PARAMETERS,
+        "strict": False,
     }
     return Entry(kind="tool_search", function=function, tool=declared)
 

@@ -127,4 +127,5 @@ def function_of(kind: str, name: str) -> dict[str, Any]:
         "name": name,
         "description": tool.description,
         "parameters": tool.parameters,
+        "strict": False,
     }

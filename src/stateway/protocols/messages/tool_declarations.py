@@ -75,8 +75,7 @@ def _custom(tool: ToolParam) -> Item:
     function: Item = {"type": "function", "name": tool.name, "parameters": tool.input_schema}
     if tool.description:
         function["description"] = tool.description
-    if tool.strict is not None:
-        function["strict"] = tool.strict
+    function["strict"] = bool(tool.strict)  # Anthropic's tools are not strict unless asked
     if tool.defer_loading:
         function["defer_loading"] = True
     if tool.cache_control is not None:  # for an Anthropic upstream (the others cache
