@@ -110,3 +110,21 @@ def test_a_remote_compaction_replaces_the_history_with_one_item_the_model_can_re
     # The summary is the model's last user message; the fake answers it with a greeting.
     assert message["text"].startswith(f"Hello! You said: {SUMMARY_PREFIX}{SUMMARY_HEADING}")
     assert OUTPUT in message["text"]  # the tool's output reached the model in the summary
+
+
+def test_a_provider_named_openai_sends_its_effort_as_configuration_updates(
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """With a provider named ``OpenAI`` and its default model, Codex records its reasoning
+    effort as a ``configuration_update`` input item (a change of effort as another); the
+    gateway applies it and sends it to no upstream (a Chat upstream's request was a 400)."""
+    config = ('model_reasoning_effort="high"',)
+    run = run_codex(
+        codex_binary, gateway, "Say hi", None, tmp_path, provider_name="OpenAI", config=config
+    )
+    assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{gateway.gateway_log.read_text()}"
+
+    [body] = run.bodies()
+    updates = [item for item in body["input"] if item.get("type") == "configuration_update"]
+    assert updates == [{"type": "configuration_update", "reasoning": {"effort": "high"}}]
+    assert [item["text"] for item in run.items("agent_message")] == ["Hello! You said: Say hi"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stateway.core.commands import CreateResponse
+from stateway.core.configuration_updates import CONFIGURATION_UPDATE
 from stateway.core.errors import InvalidRequest, PreviousResponseNotFound, ResponseInProgress
 from stateway.core.items import (
     CUSTOM_TOOL_CALL,
@@ -45,9 +46,10 @@ _TOOL_ITEMS = frozenset(_ANSWERS) | _OUTPUTS | {MCP_APPROVAL_RESPONSE}
 _PART_OUTPUTS = frozenset({FUNCTION_CALL_OUTPUT, CUSTOM_TOOL_CALL_OUTPUT})
 """Outputs whose ``output`` may be a list of content parts (checked like a message's)."""
 _TOOL_SEARCH = frozenset({TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT})
-_GATEWAY_ITEMS = frozenset({"compaction", "compaction_trigger"})
-"""Items the gateway itself turns into context (:mod:`stateway.core.compaction`): no
-upstream ever sees them, so every backend takes them."""
+_GATEWAY_ITEMS = frozenset({"compaction", "compaction_trigger", CONFIGURATION_UPDATE})
+"""Items the gateway itself turns into context (:mod:`stateway.core.compaction`) or
+settings (:mod:`stateway.core.configuration_updates`): no upstream ever sees them, so every
+backend takes them."""
 
 
 _PRIOR = {

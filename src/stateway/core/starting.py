@@ -25,6 +25,7 @@ from stateway.core import events as ev
 from stateway.core.commands import CreateResponse
 from stateway.core.compaction.service import Compaction, CompactionStep
 from stateway.core.compaction.view import taken_input
+from stateway.core.configuration_updates import updated_settings
 from stateway.core.context import Prior, checked_context, load_prior
 from stateway.core.conversations.ports import ConversationItems
 from stateway.core.conversations.service import Conversations
@@ -219,6 +220,8 @@ class RunStarter:
             command.settings.prompt_cache_key,
         )
         stored = prior.served_by if conversation is None else conversation.served_by
+        # the context's configuration updates hold over the request's own settings
+        command.settings = updated_settings(command.settings, prior.items, command.input)
         needs = Needs.of(command, prior, toolset, counting=counting)
         plan = router.plan(route, needs, chain, stored)
         toolset.route(plan.first.backend)

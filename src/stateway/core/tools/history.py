@@ -30,6 +30,8 @@ turn replays exactly the history the model saw:
   output, not its input.
 - ``compaction``, ``compaction_trigger``: left out (the gateway has already shown the
   model a compaction's summary in its place: :mod:`stateway.core.compaction.view`).
+- ``configuration_update``: left out (its settings are the response's:
+  :mod:`stateway.core.configuration_updates`).
 - ``shell_call`` / ``local_shell_call`` and their outputs: a ``shell`` / ``local_shell``
   function call whose arguments are the action, and its output as text
   (:mod:`stateway.core.tools.shell`); left as they are for an upstream that speaks them
@@ -55,6 +57,7 @@ from typing import Final
 
 import orjson
 
+from stateway.core.configuration_updates import CONFIGURATION_UPDATE
 from stateway.core.items import (
     CUSTOM_TOOL_CALL,
     CUSTOM_TOOL_CALL_OUTPUT,
@@ -99,7 +102,8 @@ _GATEWAY: Final = frozenset(
 WEB_SEARCH_FUNCTION: Final = "web_search"
 TOOL_SEARCH_FUNCTION: Final = "tool_search"
 _TOOL_SEARCH: Final = frozenset({TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT})
-_COMPACTION: Final = frozenset({"compaction", "compaction_trigger"})
+_COMPACTION: Final = frozenset({"compaction", "compaction_trigger", CONFIGURATION_UPDATE})
+"""Left out: compaction items, and settings changes (applied to the response's settings)."""
 DECLINED: Final = "The user declined to run this tool call."
 
 

@@ -2,8 +2,9 @@
 
 The shapes the gateway models (messages, function, custom and shell tool calls and their
 outputs, tool searches and their outputs, reasoning, compaction items and the
-``compaction_trigger``, which must come last) are checked field by field so a bad one is a
-400 naming the exact path; sealed ``encrypted_content`` is verified later, in the core.
+``compaction_trigger``, which must come last, and ``configuration_update``) are checked
+field by field so a bad one is a 400 naming the exact path; sealed ``encrypted_content``
+is verified later, in the core.
 The gateway's own tool items sent back are checked by :mod:`.gateway_items`. Other item
 types pass through untouched.
 """
@@ -15,6 +16,7 @@ from typing import Any
 from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import ID_PREFIXES, Item
+from stateway.protocols.responses.configuration_update import check_configuration_update
 from stateway.protocols.responses.gateway_items import check_gateway_item
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.validation import missing_or_wrong_type
@@ -141,6 +143,8 @@ def _item(raw: dict[str, Any], path: str) -> Item:
         case "tool_search_call" | "tool_search_output":
             _check_tool_search(raw, path, kind)
             return _with_id(dict(raw), kind)
+        case "configuration_update":
+            return check_configuration_update(raw, path)
         case "additional_tools":
             _check_additional_tools(raw, path)
             return dict(raw)  # kept as sent; its tools join the request's

@@ -7,7 +7,7 @@ strict: a string where a number belongs is an error naming the field, never a co
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,9 +26,14 @@ class TextConfig(BaseModel):
     verbosity: Literal["low", "medium", "high"] | None = None
 
 
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+REASONING_EFFORTS: tuple[str, ...] = get_args(ReasoningEffort)
+"""``reasoning.effort``'s values (a ``configuration_update`` item's too)."""
+
+
 class ReasoningConfig(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
+    effort: ReasoningEffort | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None
     generate_summary: Literal["auto", "concise", "detailed"] | None = None
 
