@@ -20,6 +20,11 @@ def test_the_checked_in_schema_is_what_the_models_generate(name: str) -> None:
 
 def test_every_client_frame_names_its_type_and_the_error_frame_its_status() -> None:
     frames = DOCUMENTS["websocket-frames.json"]()
-    assert sorted(frames["client"]) == ["response.create", "response.resume", "response.steer"]
+    assert sorted(frames["client"]) == [
+        "response.create",
+        "response.interrupt",
+        "response.resume",
+        "response.steer",
+    ]
     error = frames["server"]["error"]
     assert set(error["required"]) == {"type", "status", "error"}

@@ -81,6 +81,7 @@ _INCOMPLETE_REASONS = {
     PAUSED: MAX_ROUNDS_REASON,
 }
 STEERED_REASON = "steered"
+INTERRUPTED_REASON = "interrupted"
 """``incomplete_details.reason`` of a response that stopped before another round of its
 gateway tool loop because input was queued to steer it (:attr:`Run.steered`)."""
 _MAX_CHAIN = 16
@@ -91,6 +92,12 @@ def ended_steered(state: ResponseState) -> bool:
     """Whether the response stopped early to take steering input, which a successor
     continues as it would a completed one."""
     return state.status == "incomplete" and state.incomplete_reason == STEERED_REASON
+
+
+def ended_interrupted(state: ResponseState) -> bool:
+    """Whether its client interrupted the response (``response.interrupt``): what it
+    completed is continued as a completed response's output."""
+    return state.status == "incomplete" and state.incomplete_reason == INTERRUPTED_REASON
 
 
 class Loop:
@@ -266,8 +273,13 @@ class Loop:
                 await plan.route.stages.run(gate)  # raising fails the response
         except asyncio.CancelledError:
             run.cancellable = False
-            assembler.finish("incomplete")
-            tools.abandon()
+            if run.cancel_reason is CancelReason.INTERRUPTED:  # its partial items discarded
+                assembler.abandon()
+                tools.abandon()
+                state.output[:] = [i for i in state.output if i.get("status") != "incomplete"]
+            else:
+                assembler.finish("incomplete")
+                tools.abandon()
             state.usage = usage
             _end_cancelled(run)
             await self._finish(run, row)
@@ -373,6 +385,8 @@ def _end_cancelled(run: Run) -> None:
             run.error = error
         case CancelReason.DELETED | CancelReason.CANCELLED:
             state.status = "cancelled"
+        case CancelReason.INTERRUPTED:
+            state.status, state.incomplete_reason = "incomplete", INTERRUPTED_REASON
         case _:
             state.status, state.incomplete_reason = "incomplete", CLIENT_LEFT
 

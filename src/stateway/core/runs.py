@@ -36,6 +36,10 @@ class CancelReason(enum.Enum):
     CANCELLED = "cancelled"
     """Its client cancelled it (a background response): it ends ``cancelled``, keeping the
     output produced so far."""
+    INTERRUPTED = "interrupted"
+    """Its client interrupted it (a WebSocket ``response.interrupt``): it ends
+    ``incomplete`` (``interrupted``) with the items it had completed; those it was writing
+    are discarded. It continues like a completed response."""
 
 
 class Run:

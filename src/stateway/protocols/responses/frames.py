@@ -12,6 +12,10 @@ Client frames are JSON text frames with a ``type``:
   :mod:`.steering`, and a bad one answered with ``response.steer.failed``).
 - ``response.resume``: ``{response_id, starting_after}``, a run's events after a sequence
   number (stateway's own frame, for clients that reconnect: ``docs/websocket.md``).
+- ``response.interrupt``: ``{response_id, mode: "discard_partial_items"}``: stop a
+  response of this connection now; it ends ``incomplete`` (``interrupted``) with the items
+  it had completed, and continues like a completed one (Codex sends it to steer a turn
+  at once).
 
 Server frames are the Responses stream events, the JSON of the SSE ``data:`` lines (a
 lane's carry its ``stream_id``), and error frames
@@ -92,6 +96,18 @@ class ResponseResumeFrame(BaseModel):
     """The lane the events go out on (and carry)."""
 
 
+class ResponseInterruptFrame(BaseModel):
+    """``response.interrupt``: stop a response this connection runs, at once; the items
+    it was writing are discarded, those it had completed kept."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["response.interrupt"]
+    response_id: str = Field(min_length=1)
+    mode: Literal["discard_partial_items"]
+    stream_id: str | None = Field(default=None, min_length=1, max_length=MAX_STREAM_ID)
+
+
 class ErrorDetail(BaseModel):
     type: str
     code: str | None
@@ -107,7 +123,12 @@ class ErrorFrame(BaseModel):
     """The lane of the frame that failed, when it named one."""
 
 
-CLIENT_FRAMES: Final = (ResponseCreateFrame, ResponseSteerFrame, ResponseResumeFrame)
+CLIENT_FRAMES: Final = (
+    ResponseCreateFrame,
+    ResponseSteerFrame,
+    ResponseResumeFrame,
+    ResponseInterruptFrame,
+)
 SERVER_FRAMES: Final = (ErrorFrame,)
 
 
@@ -145,7 +166,12 @@ class ResumeFrame:
     stream_id: str | None
 
 
-ClientFrame = CreateFrame | SteerFrame | ResumeFrame
+@dataclass(slots=True, frozen=True)
+class InterruptFrame:
+    response_id: str
+
+
+ClientFrame = CreateFrame | SteerFrame | ResumeFrame | InterruptFrame
 
 
 def peek_frame(data: str | bytes) -> tuple[str, dict[str, Any]]:
@@ -210,10 +236,12 @@ def decode_frame(
                 resume.response_id, resume.starting_after, replay=True, refuse_at_end=True
             )
             return ResumeFrame(watch, resume.stream_id)
+        case "response.interrupt":
+            return InterruptFrame(_validated(ResponseInterruptFrame, fields).response_id)
         case _:
             raise InvalidRequest(
                 f"Unknown frame type {kind[:64]!r}; expected 'response.create', "
-                "'response.steer' or 'response.resume'.",
+                "'response.steer', 'response.resume' or 'response.interrupt'.",
                 param="type",
                 code="unknown_frame_type",
             )

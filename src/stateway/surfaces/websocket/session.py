@@ -8,7 +8,11 @@ frame checks the credential again: its expiry, and an API key's revocation throu
 cache, also checked every 5 s while no frame comes, and the connection is ended at the
 credential's expiry): its error frame goes out after what was queued, then the close
 (1008). A good frame becomes work on its lane (:mod:`.lanes`), but a ``response.steer``,
-answered at once by :mod:`.steering` (its input goes to the response it names).
+answered at once by :mod:`.steering` (its input goes to the response it names), and a
+``response.interrupt``, which stops the response it names at once, if this connection runs
+it (one that has ended, or another's, is left as it is: nothing is answered): the response
+ends ``incomplete`` (``interrupted``) with what it had completed, which a later frame
+continues as it would a completed response.
 
 A ``response.create`` runs as the HTTP route's streamed create does (with its
 ``command_id`` through ``Gateway.once``), journaled, and the lane streams the journal's
@@ -41,11 +45,13 @@ from stateway.core.errors import (
     InvalidRequest,
 )
 from stateway.core.exactly_once import fingerprint
-from stateway.core.loop import ended_steered
+from stateway.core.loop import ended_interrupted, ended_steered
 from stateway.core.principal import Principal
+from stateway.core.runs import CancelReason, Run
 from stateway.core.watch import LiveWatch, Watch
 from stateway.protocols.responses.frames import (
     CreateFrame,
+    InterruptFrame,
     ResumeFrame,
     SteerFrame,
     decode_frame,
@@ -99,6 +105,7 @@ class Session:
     __slots__ = (
         "_closer",
         "_closing",
+        "_running",
         "_scope",
         "_send",
         "_storing",
@@ -120,6 +127,8 @@ class Session:
         self.lanes: Lanes[Request] = Lanes(config, self._serve)
         self.checkpoints = Checkpoints(config.max_checkpoint_bytes)
         self.steering = Steering(config.max_pending_steers, config.max_lanes, self.outbox.put)
+        self._running: dict[str, Run] = {}
+        """The responses this connection's lanes run now, by id (``response.interrupt``)."""
         self._watches: dict[LaneKey, Streaming] = {}
         """What each lane streams now: how far it trails is what piles up for the client."""
         self._closing = False
@@ -207,6 +216,11 @@ class Session:
         if isinstance(frame, SteerFrame):
             self.steering.steer(frame)
             return
+        if isinstance(frame, InterruptFrame):
+            running = self._running.get(frame.response_id)
+            if running is not None:
+                running.cancel(CancelReason.INTERRUPTED)
+            return
         request = Request(frame, principal)
         if isinstance(frame, CreateFrame):
             request.settings = {k: v for k, v in fields.items() if k not in NOT_INHERITED}
@@ -276,9 +290,11 @@ class Session:
             await self._stream(lane, watch)
             return None
         target = self.steering.track(lane, run, request.settings, command)
+        self._running[run.id] = run
         try:
             await self._stream(lane, watch)
         finally:
+            self._running.pop(run.id, None)  # a command id's retry may stream it too
             # Stopped before the end, or the connection closing with the last frames
             # perhaps unsent (4429, the client gone): resumable after the end too.
             if (not run.closed or self.outbox.closed) and run.journal is not None:
@@ -287,6 +303,7 @@ class Session:
             return None
         state = run.state
         continuable = state.status == "completed" or ended_steered(state)
+        continuable = continuable or ended_interrupted(state)
         if continuable and state.conversation_id is None:
             self.checkpoints.keep(lane, run.id, run.context + state.output, stored=state.store)
         elif continued is not None:
