@@ -49,7 +49,8 @@ from stateway.core.ports import ConversationTurn, ResponseRecord, ResponseStore,
 from stateway.core.reasoning import wrapped
 from stateway.core.response import (
     CLIENT_LEFT,
-    ResponseState,
+    INTERRUPTED_REASON,
+    STEERED_REASON,
     final_record,
     started_record,
     turn_end,
@@ -80,24 +81,8 @@ _INCOMPLETE_REASONS = {
     "content_filter": "content_filter",
     PAUSED: MAX_ROUNDS_REASON,
 }
-STEERED_REASON = "steered"
-INTERRUPTED_REASON = "interrupted"
-"""``incomplete_details.reason`` of a response that stopped before another round of its
-gateway tool loop because input was queued to steer it (:attr:`Run.steered`)."""
 _MAX_CHAIN = 16
 _CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL, TOOL_SEARCH_CALL, *shell.ANSWERS})
-
-
-def ended_steered(state: ResponseState) -> bool:
-    """Whether the response stopped early to take steering input, which a successor
-    continues as it would a completed one."""
-    return state.status == "incomplete" and state.incomplete_reason == STEERED_REASON
-
-
-def ended_interrupted(state: ResponseState) -> bool:
-    """Whether its client interrupted the response (``response.interrupt``): what it
-    completed is continued as a completed response's output."""
-    return state.status == "incomplete" and state.incomplete_reason == INTERRUPTED_REASON
 
 
 class Loop:

@@ -164,6 +164,31 @@ APPENDED_ENDINGS: Final = frozenset({"completed", "incomplete"})
 
 CLIENT_LEFT: Final = "client_disconnected"
 """The ``incomplete_reason`` of a run whose only client went away."""
+STEERED_REASON: Final = "steered"
+"""The ``incomplete_reason`` of a response that stopped before another round of its
+gateway tool loop because input was queued to steer it (:attr:`Run.steered
+<stateway.core.runs.Run.steered>`)."""
+INTERRUPTED_REASON: Final = "interrupted"
+"""The ``incomplete_reason`` of a response its client interrupted
+(:attr:`CancelReason.INTERRUPTED <stateway.core.runs.CancelReason.INTERRUPTED>`)."""
+
+
+def ended_steered(state: ResponseState) -> bool:
+    """Whether the response stopped early to take steering input, which a successor
+    continues as it would a completed one."""
+    return state.status == "incomplete" and state.incomplete_reason == STEERED_REASON
+
+
+def continuable(state: ResponseState) -> bool:
+    """Whether a later request continues from the response as from a completed one: it
+    completed, stopped early to take steering input, or was interrupted by its client
+    (what it had completed is its output)."""
+    return state.status == "completed" or (
+        state.status == "incomplete" and state.incomplete_reason in _CONTINUED
+    )
+
+
+_CONTINUED: Final = frozenset({STEERED_REASON, INTERRUPTED_REASON})
 
 
 def turn_end(state: ResponseState, input_items: list[Item]) -> ConversationTurn | None:

@@ -45,8 +45,8 @@ from stateway.core.errors import (
     InvalidRequest,
 )
 from stateway.core.exactly_once import fingerprint
-from stateway.core.loop import ended_interrupted, ended_steered
 from stateway.core.principal import Principal
+from stateway.core.response import continuable
 from stateway.core.runs import CancelReason, Run
 from stateway.core.watch import LiveWatch, Watch
 from stateway.protocols.responses.frames import (
@@ -302,9 +302,7 @@ class Session:
         if not run.closed or self.outbox.closed:
             return None
         state = run.state
-        continuable = state.status == "completed" or ended_steered(state)
-        continuable = continuable or ended_interrupted(state)
-        if continuable and state.conversation_id is None:
+        if continuable(state) and state.conversation_id is None:
             self.checkpoints.keep(lane, run.id, run.context + state.output, stored=state.store)
         elif continued is not None:
             self.checkpoints.evict(continued.response_id)

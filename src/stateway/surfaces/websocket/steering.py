@@ -37,7 +37,7 @@ from stateway.core.commands import CreateResponse
 from stateway.core.errors import GatewayError, InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import Item
-from stateway.core.loop import ended_steered
+from stateway.core.response import ended_steered
 from stateway.core.runs import Run
 from stateway.protocols.responses.encode import encode_event_json
 from stateway.protocols.responses.frames import (
