@@ -21,7 +21,7 @@ from stateway.core.inference import (
 )
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
-from stateway.core.routing import BackendEntry, Router
+from stateway.core.routing import BackendEntry, Capabilities, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.usage import Usage
 from tests.core.fakes import MemoryStore, ScriptedBackend
@@ -427,3 +427,27 @@ async def test_every_kind_of_delta_reaches_the_output_in_order() -> None:
         {"k": 1},
     )
     assert state.usage == Usage(3, 4)
+
+
+async def test_a_candidate_without_parallel_calls_is_asked_and_kept_to_one_per_round() -> None:
+    """A request allowing parallel calls (the default) on a route whose candidate makes
+    one call per round: the upstream is told ``parallel_tool_calls: false`` and a second
+    call it makes anyway is dropped; the response still says what the client asked."""
+    script: list[Delta | UpstreamError] = [
+        ToolCallDelta(0, "up_1", "f", "{}"),
+        ToolCallDelta(1, "up_2", "g", "{}"),
+        Finish("tool_calls"),
+    ]
+    backend = ScriptedBackend(script)
+    store = MemoryStore()
+    serial = Capabilities(parallel_tool_calls=False)
+    router = Router([BackendEntry(backend, {}, catch_all=True, capabilities=serial)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry())
+    tools = [{"type": "function", "name": n, "parameters": {}} for n in ("f", "g")]
+    command = CreateResponse("m", [user("hi")], settings=GenerationSettings(tools=tools))
+    run = await gateway.execute(Principal(), command)
+    await run.wait()
+    assert [c["name"] for c in run.state.output] == ["f"]
+    [sent] = backend.requests
+    assert sent.settings.parallel_tool_calls is False
+    assert run.state.settings.parallel_tool_calls is True

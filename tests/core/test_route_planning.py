@@ -82,11 +82,6 @@ def test_an_incapable_candidate_is_skipped_and_recorded() -> None:
             ask(TEXT, tools=[{"type": "function", "name": "f", "parameters": {}}]),
             "tool calls",
         ),
-        (
-            {"parallel_tool_calls": False},
-            ask(TEXT, tools=[{"type": "function", "name": "f", "parameters": {}}]),
-            "parallel tool calls",
-        ),
         ({"context_window": 4}, ask(TEXT), "context window"),
     ],
 )
@@ -102,6 +97,41 @@ def test_no_capable_candidate_is_a_400_naming_the_capability(
     assert refused.value.code == expected
     assert words in refused.value.message
     assert "'assistant'" in refused.value.message
+
+
+FUNCTION = {"type": "function", "name": "f", "parameters": {}}
+
+
+def test_parallel_calls_allowed_prefer_the_candidates_that_make_them() -> None:
+    serial, parallel = Named("serial"), Named("parallel")
+    assistant = route(candidate(serial, parallel_tool_calls=False), candidate(parallel))
+    plan = router(assistant).plan(assistant, needs(ask(TEXT, tools=[FUNCTION])))
+    assert [x.backend.name for x in plan.capable] == ["parallel"]
+    [skip] = plan.records
+    assert (skip["backend"], skip["detail"]) == ("serial", "parallel_tool_calls")
+    single = router(assistant).plan(
+        assistant, needs(ask(TEXT, tools=[FUNCTION], parallel_tool_calls=False))
+    )
+    assert len(single.capable) == 2
+
+
+def test_parallel_calls_allowed_are_served_one_per_round_when_no_candidate_makes_them() -> None:
+    """``parallel_tool_calls: true`` (the default) allows parallel calls, it does not ask
+    for them: a route whose candidates make one call per round serves it so (each round's
+    request says ``parallel_tool_calls: false``), instead of refusing every such request."""
+    a, b = Named("a"), Named("b")
+    assistant = route(
+        candidate(a, parallel_tool_calls=False),
+        candidate(b, parallel_tool_calls=False, images=False),
+    )
+    plan = router(assistant).plan(assistant, needs(ask(IMAGE, tools=[FUNCTION])))
+    assert [x.backend.name for x in plan.capable] == ["a"]
+    [skip] = plan.records
+    assert (skip["backend"], skip["detail"]) == ("b", "images")  # not parallel calls
+    small = route(candidate(b, parallel_tool_calls=False, context_window=4))
+    with pytest.raises(InvalidRequest) as refused:  # what it lacks besides, checked after
+        router(small).plan(small, needs(ask(TEXT, tools=[FUNCTION])))
+    assert refused.value.code == "context_length_exceeded"
 
 
 def test_a_request_within_every_capability_plans_all_candidates() -> None:

@@ -68,6 +68,9 @@ async def one_round(
         attempt = plan.open(candidate)
         request.model = candidate.model
         sent = request if fit is None else replace(request, items=fit(candidate))
+        if sent.settings.parallel_tool_calls and not candidate.capabilities.parallel_tool_calls:
+            # a candidate that makes one call per round (chosen when no other could serve)
+            sent = replace(sent, settings=replace(sent.settings, parallel_tool_calls=False))
         try:
             backend = candidate.backend
             reason = await _infer(run, row, backend, plan, sent, assembler, usage, telemetry)

@@ -1,8 +1,10 @@
 """Capability negotiation: what a request needs, and whether a candidate can give it.
 
 Checked per candidate before it is opened, so no upstream is sent a request it cannot
-serve: image and file inputs, reasoning, tool calls (and parallel ones), tools only an
-upstream speaking Responses carries, the input item and content part types its API
+serve: image and file inputs, reasoning, tool calls (and parallel ones: a request that
+allows them, as by default, is served by a candidate without them only when no other
+candidate of the route can serve it, one call per round), tools only an upstream speaking
+Responses carries, the input item and content part types its API
 carries (:func:`stateway.core.context.uncarried`), and the context window when the
 candidate declares one (the input estimated, :mod:`stateway.core.token_estimate`; not
 with ``truncation: "auto"``, whose context the gateway fits to the window).
@@ -108,9 +110,12 @@ class Unmet:
     error: GatewayError
 
 
-def unmet(route: str, candidate: Candidate, needs: Needs) -> Unmet | None:
-    """The first thing ``candidate`` cannot do that ``needs`` asks; None when it can serve."""
+def unmet(route: str, candidate: Candidate, needs: Needs, *, serial: bool = False) -> Unmet | None:
+    """The first thing ``candidate`` cannot do that ``needs`` asks; None when it can serve.
+    ``serial``: the request would be served one call per round (parallel calls are not
+    asked of it)."""
     has = candidate.capabilities
+    parallel = needs.parallel_tool_calls and not serial
     checks = (
         ("images", needs.images and not has.images, "image input", "input"),
         ("files", needs.files and not has.files, "file input", "input"),
@@ -118,7 +123,7 @@ def unmet(route: str, candidate: Candidate, needs: Needs) -> Unmet | None:
         ("tool_calls", needs.tool_calls and not has.tool_calls, "tool calls", "tools"),
         (
             "parallel_tool_calls",
-            needs.parallel_tool_calls and not has.parallel_tool_calls,
+            parallel and not has.parallel_tool_calls,
             "parallel tool calls",
             "parallel_tool_calls",
         ),

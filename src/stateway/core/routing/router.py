@@ -116,13 +116,30 @@ class Router:
         candidate's reason (a 400 naming what is missing) when none can. ``chain``: the
         names the request's chain is known by (:func:`.affinity.chain_names`);
         ``stored``: the candidate that served it last, as stored (the hint the affinity
-        table falls back to)."""
+        table falls back to). Parallel calls are not a need a route refuses: a request
+        that allows them goes to the candidates that make them, or, when none can serve
+        it, to those that serve it one call per round."""
+        candidates, skipped, first_unmet = self._capable(route, needs, serial=False)
+        if not candidates and needs.parallel_tool_calls:  # one call per round, if at all
+            candidates, skipped, first_unmet = self._capable(route, needs, serial=True)
+        if not candidates:
+            assert first_unmet is not None
+            raise first_unmet.error
+        for attempt in skipped:
+            log.info("route %s: skipped %s (%s)", route.name, attempt.candidate, attempt.detail)
+        return Plan(route, candidates, self.state, skipped=skipped, chain=chain, stored=stored)
+
+    def _capable(
+        self, route: Route, needs: Needs, *, serial: bool
+    ) -> tuple[list[Candidate], list[Attempt], Unmet | None]:
+        """The candidates able to serve ``needs`` (one call per round if ``serial``), the
+        others' skipped attempts, and the first one's reason."""
         capable: list[Candidate] = []
         skipped: list[Attempt] = []
         first_unmet: Unmet | None = None
         now = self.state.clock()
         for candidate in route.candidates:
-            problem = unmet(route.name, candidate, needs)
+            problem = unmet(route.name, candidate, needs, serial=serial)
             if problem is None and needs.shell and capable and _shape(candidate, capable[0]):
                 problem = Unmet("tool_shapes", _SHAPES)
             if problem is None:
@@ -132,12 +149,7 @@ class Router:
             attempt = Attempt(route.name, candidate.key, 0, now, "skipped", problem.capability)
             attempt.latency_ms = 0.0
             skipped.append(attempt)
-        if not capable:
-            assert first_unmet is not None
-            raise first_unmet.error
-        for attempt in skipped:
-            log.info("route %s: skipped %s (%s)", route.name, attempt.candidate, attempt.detail)
-        return Plan(route, capable, self.state, skipped=skipped, chain=chain, stored=stored)
+        return capable, skipped, first_unmet
 
     async def list_models(self) -> list[tuple[str, str]]:
         """``(model, backend name)`` for every route and alias and, for a catch-all
