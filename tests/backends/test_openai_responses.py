@@ -4,10 +4,9 @@ import pytest
 from openai.types.responses import ResponseInputParam
 from pydantic import TypeAdapter
 
-from stateway.backends.openai_responses import _StreamState, from_upstream_response
+from stateway.backends.openai_responses import _Reported, _StreamState, from_upstream_response
 from stateway.backends.responses_request import to_upstream
 from stateway.core.commands import GenerationSettings
-from stateway.core.errors import UpstreamError
 from stateway.core.inference import (
     Delta,
     Finish,
@@ -335,10 +334,12 @@ def test_incomplete_and_failed_streams() -> None:
         ]
     )
     assert deltas[-1] == Finish("length")
-    with pytest.raises(UpstreamError, match="boom"):
+    with pytest.raises(_Reported) as failed:  # classified by the backend
         feed([{"type": "response.failed", "response": {"error": {"message": "boom"}}}])
-    with pytest.raises(UpstreamError, match="bad"):
+    assert failed.value.error == {"message": "boom"}
+    with pytest.raises(_Reported) as errored:
         feed([{"type": "error", "message": "bad"}])
+    assert errored.value.error == {"type": "error", "message": "bad"}
 
 
 def test_whole_response_to_deltas() -> None:

@@ -19,6 +19,12 @@ The API has no field for stop sequences (a Chat client's ``stop``, a Messages cl
 ``stop_sequences``): the gateway ends the output at them itself
 (:mod:`stateway.backends.stop_sequences`).
 
+An error the upstream reports in a reply (a ``response.failed`` or ``error`` event, a
+non-streamed response ``failed``) is the error it names
+(:func:`~stateway.backends.upstream_status.classify_reported`, as on the other backends:
+``context_length_exceeded``, ``rate_limit_exceeded``, an error's ``type``), in the
+upstream's words with its key masked.
+
 This upstream speaks Responses natively (``carries_unknown_types``): input items and tools
 of types the gateway does not model are sent untouched, as are the ``shell`` tools and
 their items; output items of such types come back whole (:class:`OutputItem`, on
@@ -38,6 +44,7 @@ from stateway.backends.responses_request import to_upstream
 from stateway.backends.stop_sequences import stopping
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
+from stateway.backends.upstream_status import classify_reported
 from stateway.backends.upstream_values import count, obj, text
 from stateway.core import logprobs
 from stateway.core.errors import InvalidRequest, UpstreamError, UpstreamRejected
@@ -81,6 +88,14 @@ _SUMMARY_BREAK = "\n\n"
 """Between a reasoning summary's parts, read as the reasoning's text."""
 
 
+class _Reported(Exception):
+    """The error a reply reports (its ``error`` member), classified by the backend."""
+
+    def __init__(self, error: object) -> None:
+        super().__init__()
+        self.error = error
+
+
 class OpenAIResponsesBackend:
     carried_item_types = CARRIED
     carried_part_types = CARRIED_PARTS
@@ -104,20 +119,27 @@ class OpenAIResponsesBackend:
         async with self._client.post("/responses", body, first_output=waiting) as reply:
             if not request.stream:
                 read = partial(from_upstream_response, tokens=tokens)
-                for delta in self._decode(read, await reply.read()):
+                for delta in self._decode(read, await reply.read(), mid_stream=False):
                     yield delta
                 return
             stream = _StreamState(tokens)
             async for event in reply.events():
-                for delta in self._decode(stream.feed, event.data):
+                for delta in self._decode(stream.feed, event.data, mid_stream=True):
                     yield delta
                 if stream.finished:
                     return
             raise cut_short(self.name)
 
-    def _decode(self, parse: Callable[[Any], Iterator[Delta]], data: bytes) -> list[Delta]:
+    def _decode(
+        self, parse: Callable[[Any], Iterator[Delta]], data: bytes, *, mid_stream: bool
+    ) -> list[Delta]:
         try:
             return list(parse(orjson.loads(data)))
+        except _Reported as reported:  # the upstream's own words: its key masked
+            scrub = self._client.scrub
+            raise classify_reported(
+                reported.error, self.name, scrub, mid_stream=mid_stream
+            ) from None
         except UpstreamError as failed:  # the upstream's own words: mask its key
             raise UpstreamError(self._client.scrub(failed.message)) from None
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
@@ -219,9 +241,9 @@ class _StreamState:
             self.finished = True
             yield from _finish(event["response"])
         elif kind in ("response.failed", "error"):
-            error = (event.get("response") or {}).get("error") or event.get("error") or event
-            message = error.get("message", "") if isinstance(error, dict) else str(error)
-            raise UpstreamError(f"The model server failed: {message}"[:500])
+            raise _Reported(
+                (event.get("response") or {}).get("error") or event.get("error") or event
+            )
 
     def _summary(self, event: dict[str, Any], delta: str) -> Iterator[Delta]:
         """A reasoning item's summary is its text when it streams no reasoning text (as
@@ -254,8 +276,7 @@ class _StreamState:
 
 def from_upstream_response(payload: dict[str, Any], tokens: bool = False) -> Iterator[Delta]:
     if payload.get("status") == "failed":
-        message = (payload.get("error") or {}).get("message", "")
-        raise UpstreamError(f"The model server failed: {message}"[:500])
+        raise _Reported(payload.get("error") or {})
     for index, item in enumerate(payload.get("output") or ()):
         if item.get("type") == "function_call":
             yield _call(index, item)

@@ -1,0 +1,83 @@
+"""A Responses upstream that reports a failure in its reply (a ``response.failed`` or
+``error`` event, a non-streamed response ``failed``): the error it names, as the other
+backends read one (:func:`~stateway.backends.upstream_status.classify_reported`), in its
+words with its key masked. Codex compacts on ``context_length_exceeded`` and waits on
+``rate_limit_exceeded``; both came out a 502."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+
+from stateway.backends.openai_responses import OpenAIResponsesBackend
+from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.core.errors import GatewayError
+from tests.backends.conftest import Loopback
+from tests.backends.test_redaction import inference
+
+KEY = "sk-upstream-secret-0123456789"
+
+
+def _events(error: dict[str, Any], form: str) -> bytes:
+    if form == "failed":
+        event: dict[str, Any] = {
+            "type": "response.failed",
+            "sequence_number": 1,
+            "response": {"id": "resp_1", "status": "failed", "error": error},
+        }
+    else:  # the flat error event
+        event = {"type": "error", "sequence_number": 1, **error}
+    created = {"type": "response.created", "sequence_number": 0, "response": {"id": "resp_1"}}
+    return b"".join(
+        f"event: {e['type']}\ndata: ".encode() + orjson.dumps(e) + b"\n\n" for e in (created, event)
+    )
+
+
+async def responses_backend(
+    loopback: Loopback, error: dict[str, Any], form: str
+) -> OpenAIResponsesBackend:
+    async def reports(request: web.Request) -> web.Response:
+        if form == "whole":
+            return web.json_response({"id": "resp_1", "status": "failed", "error": error})
+        return web.Response(body=_events(error, form), content_type="text/event-stream")
+
+    target = UpstreamTarget("up", await loopback.serve(reports), api_key=KEY)
+    return OpenAIResponsesBackend(loopback.adopt(UpstreamClient(target)))
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        (
+            {"code": "context_length_exceeded", "message": "too long"},
+            400,
+            "context_length_exceeded",
+        ),
+        ({"code": "rate_limit_exceeded", "message": "slow down"}, 429, "rate_limit_exceeded"),
+        ({"code": "server_error", "message": "went wrong"}, 502, "upstream_error"),
+        ({"message": "plain words"}, 502, "upstream_error"),
+    ],
+)
+@pytest.mark.parametrize("form", ["failed", "error", "whole"])
+async def test_a_reported_error_is_the_error_it_names(
+    loopback: Loopback, error: dict[str, Any], status: int, code: str, form: str
+) -> None:
+    backend = await responses_backend(loopback, error, form)
+    with pytest.raises(GatewayError) as caught:
+        async for _ in backend.infer(inference(form != "whole")):
+            pass
+    assert (caught.value.status, caught.value.code) == (status, code)
+    assert error["message"] in caught.value.message
+    assert "Model server 'up'" in caught.value.message
+
+
+async def test_the_upstreams_key_is_masked_in_its_words(loopback: Loopback) -> None:
+    error = {"code": "invalid_api_key", "message": f"Incorrect API key provided: {KEY}."}
+    backend = await responses_backend(loopback, error, "failed")
+    with pytest.raises(GatewayError) as caught:
+        async for _ in backend.infer(inference(True)):
+            pass
+    assert KEY not in caught.value.message
