@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.clients.claude_code import MESSAGES_PATH, TOKEN, VERSION, ClaudeRun, run_claude
-from tests.clients.offline import OfflineGateway
+from tests.clients.offline import GatewayPool, OfflineGateway
 
 pytestmark = pytest.mark.clients
 
@@ -233,6 +233,37 @@ def test_reading_an_image_sends_it_to_the_model(
     _, second = run.bodies()
     [result] = [b for b in second["messages"][-1]["content"] if b.get("type") == "tool_result"]
     assert [block["type"] for block in result["content"]] == ["image"]
+
+
+def test_a_pdf_a_chat_upstream_cannot_take_is_left_out_and_the_turn_goes_on(
+    claude_binary: Path, gateways: GatewayPool, tmp_path: Path
+) -> None:
+    """Claude Code's Read of a PDF answers with a ``document`` block in the
+    ``tool_result``; a Chat Completions upstream takes no documents. The gateway refuses
+    it as Anthropic refuses a PDF its model cannot read, naming the block, on which Claude
+    Code leaves it out (telling the model) and sends the request again: one 400, and the
+    turn goes on. Worded otherwise, Claude Code resent it unchanged until it gave up, and
+    every later request of the session failed alike."""
+    gateway = gateways.get("chat")
+    pdf = tmp_path / "cwd" / "tiny.pdf"
+    pdf.parent.mkdir()
+    pdf.write_bytes(b"%PDF-1.4\n%%EOF\n")
+    prompt = f"Read it [[tool:Read:{json.dumps({'file_path': str(pdf)})}]]"
+    run = run_claude(claude_binary, gateway, prompt, tmp_path, ("Read",))
+
+    assert run.returncode == 0, run.describe()
+    assert [request["status"] for request in run.requests] == [200, 400, 200], run.describe()
+    _, refused, resent = run.bodies()
+    kinds = [
+        [b["type"] for b in body["messages"][-1]["content"][0]["content"]]
+        for body in (refused, resent)
+    ]
+    assert kinds == [["text", "document"], ["text", "text"]]  # the PDF, then the note
+    assert run.result is not None
+    assert run.result["is_error"] is False, run.describe()
+    answer = run.result["result"]
+    assert answer.startswith("Tool said: PDF file read:"), answer
+    assert "[Document removed: this model does not accept whole PDF documents." in answer
 
 
 def test_thinking_it_asked_without_text_still_reaches_the_model(

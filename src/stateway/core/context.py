@@ -16,7 +16,12 @@ from dataclasses import dataclass
 
 from stateway.core.commands import CreateResponse
 from stateway.core.configuration_updates import CONFIGURATION_UPDATE
-from stateway.core.errors import InvalidRequest, PreviousResponseNotFound, ResponseInProgress
+from stateway.core.errors import (
+    InvalidRequest,
+    PreviousResponseNotFound,
+    ResponseInProgress,
+    UncarriedPart,
+)
 from stateway.core.items import (
     CUSTOM_TOOL_CALL,
     CUSTOM_TOOL_CALL_OUTPUT,
@@ -129,23 +134,27 @@ def uncarried(prior: Prior, current: list[Item], backend: Backend) -> InvalidReq
     for index, item in enumerate(current):
         problem = _uncarried(item, backend, f"input[{index}]")
         if problem is not None:
-            param, what, code = problem
-            return InvalidRequest(
+            param, what, code, part_kind = problem
+            message = (
                 f"{what[0].upper()}{what[1:]} is not supported by the upstream API of backend "
-                f"'{backend.name}'.",
-                param=param,
-                code=code,
+                f"'{backend.name}'."
             )
+            if part_kind is not None:
+                return UncarriedPart(
+                    message, param=param, part_type=part_kind, backend=backend.name
+                )
+            return InvalidRequest(message, param=param, code=code)
     return None
 
 
-def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str] | None:
-    """``(param, what, code)`` of the first part of ``item`` the backend cannot carry."""
+def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str, str | None] | None:
+    """``(param, what, code, part type)`` of the first part of ``item`` the backend cannot
+    carry (no part type: the item itself)."""
     kind = item.get("type")
     if kind in _GATEWAY_ITEMS:
         return None
     if kind not in backend.carried_item_types and not backend.carries_unknown_types:
-        return f"{path}.type", f"input item type '{kind}'", "unsupported_item_type"
+        return f"{path}.type", f"input item type '{kind}'", "unsupported_item_type", None
     if kind == MESSAGE:
         parts, slot, where = item.get("content"), str(item.get("role")), "content"
     elif kind in _PART_OUTPUTS:
@@ -162,6 +171,7 @@ def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str] 
                 f"{path}.{where}[{index}].type",
                 f"content part type '{part_kind}' in a '{slot}' {kind}",
                 "unsupported_content_type",
+                str(part_kind),
             )
     return None
 

@@ -10,6 +10,9 @@ Protocols render it in their own error shape; nothing classifies errors by messa
     │   │                             check: with the estimated tokens and the window)
     │   ├── PreviousResponseNotFound   400 code=previous_response_not_found
     │   ├── ResponseInProgress    400 code=response_in_progress
+    │   ├── UncarriedPart         400 code=unsupported_content_type (a content part the
+    │   │                             backend's upstream API cannot carry: its type, the
+    │   │                             backend's name)
     │   └── ConfigRejected        400 code=config_invalid (a reload; the last good serves on)
     ├── Unauthorized              401 code=invalid_api_key (a missing, wrong, expired or
     │   │                             revoked credential: API key, token, admin key)
@@ -73,6 +76,19 @@ class GatewayError(Exception):
 class InvalidRequest(GatewayError):
     status = 400
     type = "invalid_request_error"
+
+
+class UncarriedPart(InvalidRequest):
+    """A content part of the request's input that the backend's upstream API cannot carry
+    (``param`` names it): its ``part_type`` and the ``backend``'s name, by which a frontend
+    words the refusal its own way."""
+
+    code = "unsupported_content_type"
+
+    def __init__(self, message: str, *, param: str, part_type: str, backend: str) -> None:
+        super().__init__(message, param=param)
+        self.part_type = part_type
+        self.backend = backend
 
 
 class PreviousResponseNotFound(InvalidRequest):

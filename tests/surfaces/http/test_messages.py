@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -292,11 +293,53 @@ async def test_an_image_on_a_text_only_upstream_names_the_part() -> None:
         }
 
     image = {"type": "image", "source": {"type": "url", "url": "https://x/i.png"}}
-    raw = body(messages=[{"role": "user", "content": [image]}])
+    raw = body(messages=[{"role": "user", "content": [{"type": "text", "text": "see"}, image]}])
     message = assert_anthropic_error(
         await post(build(TextOnly(OK)), raw), 400, "invalid_request_error"
     )
-    assert "input_image" in message
+    assert message.startswith("messages.0.content.1.image: This model does not support image")
+    assert "backend 'scripted'" in message
+
+
+CLAUDE_CODE_MEDIA_PATH = re.compile(
+    r"messages[.[](\d+)[\].]+content[.[](\d+)[\].]+(?:tool_result[.[]content[.[](\d+)[\].]+)?"
+    r"(image|document|pdf)"
+)
+"""How Claude Code 2.1.332 finds the block a 400 refuses (its own pattern): it leaves that
+block out and sends the request again."""
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_pdf_a_tool_returned_is_refused_as_claude_code_recovers_from(
+    path: str, stream: bool
+) -> None:
+    """Claude Code's Read of a PDF answers with a ``document`` block in the
+    ``tool_result``, which a Chat Completions upstream cannot carry. Refused in other
+    words, Claude Code resent the request unchanged until it gave up, and every later
+    request of the session, the PDF still in it, failed the same way."""
+    pdf = {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}
+    read = {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {}}
+    result = {
+        "type": "tool_result",
+        "tool_use_id": "toolu_1",
+        "content": [{"type": "text", "text": "PDF file read"}, {"type": "document", "source": pdf}],
+    }
+    messages = [
+        {"role": "user", "content": "read it"},
+        {"role": "assistant", "content": [read]},
+        {"role": "user", "content": [result]},
+    ]
+    raw = body(messages=messages, stream=stream)
+    if path.endswith("count_tokens"):
+        raw = orjson.dumps({"model": "m", "messages": messages})
+    message = assert_anthropic_error(await post(build(), raw, path), 400, "invalid_request_error")
+    assert message.startswith(
+        "messages.2.content.0.tool_result.content.1.document: This model does not support PDF input"
+    )
+    found = CLAUDE_CODE_MEDIA_PATH.search(message)
+    assert found is not None
+    assert found.groups() == ("2", "0", "1", "document")
 
 
 async def test_a_non_json_content_type_is_refused() -> None:

@@ -22,14 +22,16 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from stateway.core import hidden
-from stateway.core.errors import GatewayError
+from stateway.core.errors import GatewayError, UncarriedPart
 from stateway.core.gateway import Gateway
 from stateway.core.ids import new_id
+from stateway.core.principal import Principal
 from stateway.core.runs import Run
 from stateway.core.telemetry import REQUEST_ID as REQUEST_ID_VAR
 from stateway.protocols.messages.decode import decode_count_tokens, decode_messages
 from stateway.protocols.messages.encode import encode_message
 from stateway.protocols.messages.errors import answer_status, encode_error
+from stateway.protocols.messages.media import refused_block
 from stateway.protocols.messages.stream import PING, MessagesStream, encode_error_event
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.errors import error_answer
@@ -97,6 +99,14 @@ class MessagesRoutes:
         principal = principal_of(scope)  # who may ask, before what is asked is judged
         require_json(scope)
         body = await read_body(scope, receive, self._max_body, self._body_timeout)
+        try:
+            return await self._answer(scope, receive, request_id, principal, body)
+        except UncarriedPart as error:
+            raise refused_block(error, body) from None
+
+    async def _answer(
+        self, scope: Scope, receive: Receive, request_id: str, principal: Principal, body: bytes
+    ) -> Response:
         limit, named = self._max_items, betas(scope)
         if len(body) <= INLINE_DECODE_BYTES:
             command = decode_messages(body, max_input_items=limit, betas=named)
@@ -133,7 +143,12 @@ class MessagesRoutes:
         body = await self._body(request)
         command = decode_count_tokens(body, max_input_items=self._max_items)
         command.request.settings.anthropic_beta = betas(request.scope)
-        counted = await while_present(request.receive, self._gateway.execute(principal, command))
+        try:
+            counted = await while_present(
+                request.receive, self._gateway.execute(principal, command)
+            )
+        except UncarriedPart as error:
+            raise refused_block(error, body) from None
         headers = {REQUEST_ID: request_id, **token_count_header(counted.estimated)}
         return JSONResponse({"input_tokens": counted.input_tokens}, headers=headers)
 

@@ -1,0 +1,83 @@
+"""A document or image the model server cannot take, refused as Anthropic refuses a block
+its model cannot read: ``messages.N.content.M.document: This model does not support PDF
+input ...`` (in a tool result: ``messages.N.content.M.tool_result.content.K.document``).
+
+The core refuses a content part the backend's upstream API cannot carry
+(:class:`~stateway.core.errors.UncarriedPart`: a Chat Completions upstream takes no
+documents) naming it by its place among the canonical items, which a Messages client never
+saw. Claude Code reads this wording: on a 400 that names a ``document`` or ``image`` block
+by its path, or says that the model ``does not support PDF input``, it leaves the block
+out, tells the model and the user so, and sends the request again; any other wording ends
+the turn, and the block, still in the conversation, fails every later request (its Read
+of a PDF would end the session). The block named is the first of its kind where the core
+found it (a tool result's content, or a message's); a block of an earlier message the
+thread holds is named by no path.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import orjson
+
+from stateway.core.errors import GatewayError, InvalidRequest, UncarriedPart
+
+_BLOCKS: Final = {"input_file": "document", "input_image": "image"}
+"""The canonical part type -> the Messages block it came from."""
+
+
+def refused_block(error: GatewayError, raw: bytes) -> GatewayError:
+    """``error`` for the Messages request ``raw``: a document or image of the request that
+    the upstream cannot carry is named by its block's path, in Anthropic's words; any other
+    error is left as it is."""
+    if not isinstance(error, UncarriedPart) or error.part_type not in _BLOCKS:
+        return error
+    param = error.param or ""
+    if not param.startswith("input["):  # held by the thread, not in this request
+        return error
+    kind = _BLOCKS[error.part_type]
+    found = _first_block(raw, kind, in_tool_result=".output[" in param)
+    path, block = found if found is not None else ("messages", {})
+    what = _input_named(kind, block)
+    return InvalidRequest(
+        f"{path}: This model does not support {what} input: the upstream API of backend "
+        f"'{error.backend}' cannot carry it here.",
+        param=path,
+        code=error.code,
+    )
+
+
+def _input_named(kind: str, block: dict[str, Any]) -> str:
+    """``PDF`` for a PDF document (by its media type, or a URL: Anthropic's URL documents
+    are PDFs), else the block's kind."""
+    if kind == "image":
+        return "image"
+    source = block.get("source")
+    if isinstance(source, dict) and (
+        source.get("media_type") == "application/pdf" or source.get("type") == "url"
+    ):
+        return "PDF"
+    return "document"
+
+
+def _first_block(
+    raw: bytes, kind: str, *, in_tool_result: bool
+) -> tuple[str, dict[str, Any]] | None:
+    """The path and body of the first ``kind`` block of a user message of ``raw`` (or of
+    a ``tool_result``'s content)."""
+    try:
+        messages = orjson.loads(raw).get("messages")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    for n, message in enumerate(messages if isinstance(messages, list) else ()):
+        content = message.get("content") if isinstance(message, dict) else None
+        for m, block in enumerate(content if isinstance(content, list) else ()):
+            if not isinstance(block, dict):
+                continue
+            if not in_tool_result and block.get("type") == kind:
+                return f"messages.{n}.content.{m}.{kind}", block
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            for k, part in enumerate(inner if in_tool_result and isinstance(inner, list) else ()):
+                if isinstance(part, dict) and part.get("type") == kind:
+                    return f"messages.{n}.content.{m}.tool_result.content.{k}.{kind}", part
+    return None

@@ -1,0 +1,69 @@
+"""A document or image the upstream cannot carry, named by its block's path in Anthropic's
+words (:mod:`stateway.protocols.messages.media`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from stateway.core.errors import InvalidRequest, UncarriedPart
+from stateway.protocols.messages.media import refused_block
+
+
+def refusal(part_type: str, param: str) -> UncarriedPart:
+    return UncarriedPart("core words", param=param, part_type=part_type, backend="vllm")
+
+
+def raw(*content: dict[str, Any]) -> bytes:
+    messages = [{"role": "user", "content": "first"}, {"role": "user", "content": list(content)}]
+    return orjson.dumps({"model": "m", "max_tokens": 8, "messages": messages})
+
+
+TEXT = {"type": "text", "text": "see"}
+
+
+def test_a_document_of_a_message_is_named_by_its_path_and_kind() -> None:
+    pdf = {"type": "document", "source": {"type": "url", "url": "https://x/a.pdf"}}
+    notes = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": "n"},
+    }
+    error = refusal("input_file", "input[1].content[1].type")
+
+    named = refused_block(error, raw(TEXT, pdf))
+    assert isinstance(named, InvalidRequest)
+    assert named.message == (
+        "messages.1.content.1.document: This model does not support PDF input: the upstream "
+        "API of backend 'vllm' cannot carry it here."
+    )
+    assert named.param == "messages.1.content.1.document"
+    assert named.code == "unsupported_content_type"
+    plain = refused_block(error, raw(notes))
+    assert plain.message.startswith(
+        "messages.1.content.0.document: This model does not support document input"
+    )
+
+
+def test_a_block_in_a_tool_result_is_named_inside_it() -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://x/i.png"}}
+    result = {"type": "tool_result", "tool_use_id": "t", "content": [TEXT, image]}
+    error = refusal("input_image", "input[2].output[1].type")
+    named = refused_block(error, raw(image, result))  # not the message's own image
+    assert named.message.startswith(
+        "messages.1.content.1.tool_result.content.1.image: This model does not support image input"
+    )
+
+
+def test_other_errors_and_blocks_a_thread_holds_are_left_as_they_are() -> None:
+    other = InvalidRequest("no", param="input[0].type", code="unsupported_item_type")
+    assert refused_block(other, raw(TEXT)) is other
+    held = refusal("input_file", "previous_response_id")
+    assert refused_block(held, raw(TEXT)) is held
+    unknown = refusal("input_audio", "input[1].content[0].type")
+    assert refused_block(unknown, raw(TEXT)) is unknown
+
+
+def test_a_block_not_found_is_named_by_messages_alone() -> None:
+    named = refused_block(refusal("input_file", "input[1].content[0].type"), raw(TEXT))
+    assert named.message.startswith("messages: This model does not support document input")
