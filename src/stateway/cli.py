@@ -46,6 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.api_key,
             keep_alive=args.keep_alive,
             system_first=args.system_first,
+            text_only=args.text_only,
             reasoning_efforts=tuple(args.reasoning_efforts) if args.reasoning_efforts else None,
             tokenizer=args.tokenizer,
         )
@@ -230,6 +231,9 @@ def _parser() -> argparse.ArgumentParser:
     fake.add_argument("--keep-alive", type=int, help="idle keep-alive seconds (default: 5)")
     fake.add_argument(
         "--system-first", action="store_true", help="Chat: refuse a system message not first"
+    )
+    fake.add_argument(
+        "--text-only", action="store_true", help="Chat: refuse an image, as vLLM's text models"
     )
     fake.add_argument(
         "--reasoning-effort",

@@ -237,3 +237,30 @@ def test_a_reported_error_whose_type_is_no_name_is_a_502() -> None:
     error = {"type": ["not", "a", "name"], "message": "m"}
     reported = classify_reported(error, "up", str, mid_stream=False)
     assert (reported.status, reported.code) == (502, "upstream_error")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # vLLM, a model without a vision tower
+        {"object": "error", "message": "Qwen/Qwen3-8B is not a multimodal model", "code": 400},
+        # llama-server without a projector
+        {
+            "error": {
+                "code": 400,
+                "message": "image input is not supported - hint: if this is unexpected, you "
+                "may need to provide the mmproj",
+                "type": "invalid_request_error",
+            }
+        },
+        # Ollama, a text-only model
+        {"error": {"message": "this model does not support image input", "code": None}},
+    ],
+)
+def test_a_model_that_takes_no_images_is_recognised_by_its_wording(body: dict[str, Any]) -> None:
+    """No server gives such a refusal a code: its fixed words alone say it, by which a
+    Messages client is told which block to leave out."""
+    message, code = parse_error(orjson.dumps(body))
+    assert code == "image_input_unsupported"
+    error = classify_status(400, message, code, "up")
+    assert (error.status, error.code) == (400, "image_input_unsupported")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.clients.offline import (
+    STRICT_TEMPLATE,
     GatewayPool,
     OfflineGateway,
     fake_search,
@@ -58,6 +59,18 @@ def gateway_without_search(
     """The gateway as configured by default: no web search provider."""
     directory = tmp_path_factory.mktemp("gateway-without-search")
     with offline_gateway(namespace, "responses", directory) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def text_only_gateway(
+    namespace: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OfflineGateway]:
+    """The gateway over a Chat upstream whose model takes no images (``--text-only``: a
+    request holding one is refused as vLLM refuses it for such a model)."""
+    directory = tmp_path_factory.mktemp("gateway-text-only")
+    options = (*STRICT_TEMPLATE, "--text-only")
+    with offline_gateway(namespace, "chat", directory, fake_options=options) as running:
         yield running
 
 

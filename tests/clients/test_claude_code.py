@@ -266,6 +266,35 @@ def test_a_pdf_a_chat_upstream_cannot_take_is_left_out_and_the_turn_goes_on(
     assert "[Document removed: this model does not accept whole PDF documents." in answer
 
 
+def test_an_image_a_text_only_model_refuses_is_left_out_and_the_turn_goes_on(
+    claude_binary: Path, text_only_gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """The model takes no images (vLLM's ``... is not a multimodal model``): the gateway
+    names the image block of Claude Code's Read as Anthropic names a block its model cannot
+    read, on which Claude Code leaves it out (telling the model) and sends the request
+    again. Passed on in the model server's words, it ended the turn, and every later
+    request of the session failed alike."""
+    picture = tmp_path / "cwd" / "dot.png"
+    picture.parent.mkdir()
+    picture.write_bytes(PNG)
+    prompt = f"Look [[tool:Read:{json.dumps({'file_path': str(picture)})}]]"
+    run = run_claude(claude_binary, text_only_gateway, prompt, tmp_path, ("Read",))
+
+    assert run.returncode == 0, run.describe()
+    assert [request["status"] for request in run.requests] == [200, 400, 200], run.describe()
+    _, refused, resent = run.bodies()
+    kinds = [
+        [b["type"] for b in body["messages"][-1]["content"][0]["content"]]
+        for body in (refused, resent)
+    ]
+    assert kinds == [["image"], ["text"]]  # the image, then Claude Code's note
+    assert run.result is not None
+    assert run.result["is_error"] is False, run.describe()
+    answer = run.result["result"]
+    assert answer.startswith("Tool said: [Image removed:"), answer
+    assert "does not support image input" in answer
+
+
 def test_thinking_it_asked_without_text_still_reaches_the_model(
     claude_binary: Path, claude_gateway: OfflineGateway, tmp_path: Path
 ) -> None:

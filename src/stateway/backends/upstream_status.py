@@ -29,6 +29,11 @@ message also says the input and output tokens, the error carries the numbers
 (:class:`UpstreamContextTooLong`): a Messages client is told them as Anthropic tells them,
 and Claude Code asks for fewer output tokens.
 
+A model that takes no images refuses one in words alone too: vLLM's ``MODEL is not a
+multimodal model``, llama.cpp's ``image input is not supported`` (no projector loaded) and
+Ollama's ``does not support image input`` become ``image_input_unsupported``, by which a
+Messages client is told which block to leave out (Claude Code does, and goes on).
+
 Some OpenAI-compatible servers report a failure inside a 200 reply: a whole body, or a
 stream event, that is only ``{"error": {...}}``. :func:`classify_reported` holds the one
 rule for both: the error is classified as the status it names would be, by an HTTP status
@@ -46,6 +51,7 @@ import orjson
 
 from stateway.core.errors import (
     CONTEXT_LENGTH_EXCEEDED,
+    IMAGE_INPUT_UNSUPPORTED,
     PROMPT_TOO_LONG,
     GatewayError,
     UpstreamContextTooLong,
@@ -67,6 +73,12 @@ _CONTEXT_WORDS = (
     "does not fit in context length",  # LM Studio's
 )
 """Fixed words of refusals of a prompt over the context that have no structure to say it."""
+_NO_IMAGE_WORDS = (
+    "is not a multimodal model",  # vLLM's
+    "image input is not supported",  # llama.cpp's, without a projector (mmproj)
+    "does not support image input",  # Ollama's
+)
+"""Fixed words of refusals of an image by a model that takes none."""
 _INPUT = re.compile(
     r"(\d+) in the messages|prompt contains (?:at least )?(\d+) input tokens"
     r"|request has (\d+) input tokens"
@@ -237,6 +249,8 @@ def _fields(body: dict[str, object]) -> tuple[str, str | None]:
             return message, CONTEXT_LENGTH_EXCEEDED
         if _says_too_long(message):
             return message, CONTEXT_LENGTH_EXCEEDED
+        if any(words in message for words in _NO_IMAGE_WORDS):
+            return message, IMAGE_INPUT_UNSUPPORTED
         return message, _structured_code(error)
     if isinstance(error, str):  # LM Studio's errors are words alone
         return error, CONTEXT_LENGTH_EXCEEDED if _says_too_long(error) else None

@@ -159,6 +159,9 @@ class NotFound(GatewayError):
 CONTEXT_LENGTH_EXCEEDED: Final = "context_length_exceeded"
 """The code of a context too long for the model, the gateway's estimate or an upstream's
 refusal (what clients act on: Codex compacts)."""
+IMAGE_INPUT_UNSUPPORTED: Final = "image_input_unsupported"
+"""The code of an upstream's refusal of an image its model cannot take (a text-only model:
+vLLM's ``... is not a multimodal model``)."""
 PROMPT_TOO_LONG: Final = "prompt is too long"
 """Anthropic's words for a context too long (its error has no code): what an Anthropic
 upstream's refusal starts with, and what Claude Code looks for."""

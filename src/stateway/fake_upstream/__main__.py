@@ -36,6 +36,12 @@ def main(argv: list[str] | None = None) -> None:
         "open models' chat templates do",
     )
     parser.add_argument(
+        "--text-only",
+        action="store_true",
+        help="refuse a Chat request holding an image (400), as vLLM refuses one for a model "
+        "that takes no images ('MODEL is not a multimodal model')",
+    )
+    parser.add_argument(
         "--reasoning-effort",
         action="append",
         dest="reasoning_efforts",
@@ -56,6 +62,7 @@ def main(argv: list[str] | None = None) -> None:
         model_names=args.models,
         keep_alive=args.keep_alive,
         system_first=args.system_first,
+        text_only=args.text_only,
         reasoning_efforts=tuple(args.reasoning_efforts) if args.reasoning_efforts else None,
         tokenizer=args.tokenizer,
     )

@@ -24,7 +24,8 @@ Anthropic takes it, ``x-api-key: KEY``. Errors on ``/v1/messages*`` have Anthrop
 request with ``anthropic-version``, and each logged request keeps the headers that carry
 the key, the Anthropic version and betas, and a test proxy's token (``headers``). With
 ``system_first`` the Chat wire refuses a system message anywhere but first, as strict
-chat templates do; with ``reasoning_efforts``, a ``reasoning_effort`` outside them, as
+chat templates do; with ``text_only``, an image, as vLLM refuses one for a model that
+takes none; with ``reasoning_efforts``, a ``reasoning_effort`` outside them, as
 vLLM's older request model does.
 """
 
@@ -127,13 +128,17 @@ class FakeUpstreamApp:
         model_names: list[str] | None = None,
         *,
         system_first: bool = False,
+        text_only: bool = False,
         reasoning_efforts: tuple[str, ...] | None = None,
         tokenizer: Dialect = "vllm",
     ) -> None:
         self.api_key = api_key
         self.tokenizer = tokenizer
         chat = partial(
-            parse_chat_request, system_first=system_first, reasoning_efforts=reasoning_efforts
+            parse_chat_request,
+            system_first=system_first,
+            text_only=text_only,
+            reasoning_efforts=reasoning_efforts,
         )
         self._parsers = _PARSERS | {CHAT_PATH: chat}
         self.model_names = list(model_names) if model_names else ["fake-model"]
@@ -370,6 +375,7 @@ def build_app(
     model_names: list[str] | None = None,
     *,
     system_first: bool = False,
+    text_only: bool = False,
     reasoning_efforts: tuple[str, ...] | None = None,
     tokenizer: Dialect = "vllm",
 ) -> FakeUpstreamApp:
@@ -378,6 +384,7 @@ def build_app(
         api_key,
         model_names,
         system_first=system_first,
+        text_only=text_only,
         reasoning_efforts=reasoning_efforts,
         tokenizer=tokenizer,
     )

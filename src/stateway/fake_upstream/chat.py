@@ -6,7 +6,9 @@ Parses ``messages`` into a :class:`Conversation` and renders a :class:`Plan` as 
 refuses, as many open models' chat templates make vLLM do (400), a ``system`` or
 ``developer`` message anywhere but first; with ``reasoning_efforts``, a
 ``reasoning_effort`` outside them, as vLLM's request model refuses one (400: releases
-before the OpenAI SDK's wider set take ``low``, ``medium`` and ``high`` only).
+before the OpenAI SDK's wider set take ``low``, ``medium`` and ``high`` only); with
+``text_only``, a message holding an image, as vLLM refuses one for a model that takes none
+(400, ``MODEL is not a multimodal model``).
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def parse_chat_request(
     body: dict[str, Any],
     *,
     system_first: bool = False,
+    text_only: bool = False,
     reasoning_efforts: tuple[str, ...] | None = None,
 ) -> ChatRequest:
     model = require_str(body, "model")
@@ -84,6 +87,10 @@ def parse_chat_request(
             raise invalid_request(f"Invalid message at index {index}.", f"messages[{index}]")
         if system_first and index > 0 and message["role"] in ("system", "developer"):
             raise invalid_request(SYSTEM_NOT_FIRST, f"messages[{index}]")
+        if text_only and _has_image(message):  # vLLM's words and shape
+            raise UpstreamError(
+                400, f"{model} is not a multimodal model", type_="BadRequestError", code=400
+            )
         _add_message(builder, message)
     _check_continuation(body, messages)
     if reasoning_efforts is not None:
@@ -101,6 +108,12 @@ def parse_chat_request(
         top_logprobs=top_logprobs if body.get("logprobs") is True else None,
         stop=_stop(body.get("stop")),
     )
+
+
+def _has_image(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    parts = content if isinstance(content, list) else ()
+    return any(isinstance(part, dict) and part.get("type") == "image_url" for part in parts)
 
 
 def _stop(given: Any) -> tuple[str, ...]:

@@ -22,18 +22,21 @@ def serve(
     model_names: list[str] | None = None,
     keep_alive: int | None = None,
     system_first: bool = False,
+    text_only: bool = False,
     reasoning_efforts: tuple[str, ...] | None = None,
     tokenizer: Dialect = "vllm",
 ) -> None:
     """Run the fake upstream until interrupted (SIGINT/SIGTERM). ``keep_alive``: seconds an
     idle connection stays open (uvicorn's default, 5 s, when None); ``system_first``: the
-    Chat wire refuses a system message anywhere but first; ``reasoning_efforts``: the
+    Chat wire refuses a system message anywhere but first; ``text_only``: an image;
+    ``reasoning_efforts``: the
     only ``reasoning_effort`` values it takes (None: any)."""
     sock = bind_socket(host, port)
     app = build_app(
         api_key,
         model_names,
         system_first=system_first,
+        text_only=text_only,
         reasoning_efforts=reasoning_efforts,
         tokenizer=tokenizer,
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from stateway.core.errors import InvalidRequest, UncarriedPart
+from stateway.core.errors import InvalidRequest, UncarriedPart, UpstreamRejected
 from stateway.protocols.messages.media import refused_block
 
 
@@ -67,3 +67,19 @@ def test_other_errors_and_blocks_a_thread_holds_are_left_as_they_are() -> None:
 def test_a_block_not_found_is_named_by_messages_alone() -> None:
     named = refused_block(refusal("input_file", "input[1].content[0].type"), raw(TEXT))
     assert named.message.startswith("messages: This model does not support document input")
+
+
+def test_an_image_the_model_refused_is_named_wherever_it_is_first() -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://x/i.png"}}
+    result = {"type": "tool_result", "tool_use_id": "t", "content": [TEXT, image]}
+    words = "Model server 'vllm' answered 400: m is not a multimodal model"
+    refused = UpstreamRejected(words, status=400, code="image_input_unsupported")
+
+    named = refused_block(refused, raw(TEXT, result, image))
+    assert named.message == (
+        "messages.1.content.1.tool_result.content.1.image: This model does not support image "
+        f"input: {words}"
+    )
+    assert named.code == "image_input_unsupported"
+    other = UpstreamRejected(words, status=400, code="upstream_rejected")
+    assert refused_block(other, raw(result)) is other

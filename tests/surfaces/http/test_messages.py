@@ -17,7 +17,12 @@ from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.types import Message as AsgiMessage
 
-from stateway.core.errors import GatewayError, UpstreamError, UpstreamUnavailable
+from stateway.core.errors import (
+    GatewayError,
+    UpstreamError,
+    UpstreamRejected,
+    UpstreamUnavailable,
+)
 from stateway.core.gateway import Gateway
 from stateway.core.inference import (
     Delta,
@@ -340,6 +345,26 @@ async def test_a_pdf_a_tool_returned_is_refused_as_claude_code_recovers_from(
     found = CLAUDE_CODE_MEDIA_PATH.search(message)
     assert found is not None
     assert found.groups() == ("2", "0", "1", "document")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_image_the_model_refuses_is_named_by_its_path(stream: bool) -> None:
+    """A text-only model's refusal (vLLM's words: ``image_input_unsupported``) names the
+    request's image as Anthropic names a block its model cannot read, on which Claude Code
+    leaves it out and sends the request again; before or instead of a stream alike."""
+    words = "Model server 'up' answered 400: m is not a multimodal model"
+    refused = UpstreamRejected(words, status=400, code="image_input_unsupported")
+    image = {"type": "image", "source": {"type": "url", "url": "https://x/i.png"}}
+    content = [{"type": "text", "text": "see"}, image]
+    raw = body(messages=[{"role": "user", "content": content}], stream=stream)
+    reply = await post(build(ScriptedBackend([refused])), raw)
+    message = assert_anthropic_error(reply, 400, "invalid_request_error")
+    assert (
+        message == f"messages.0.content.1.image: This model does not support image input: {words}"
+    )
+    found = CLAUDE_CODE_MEDIA_PATH.search(message)
+    assert found is not None
+    assert found.groups() == ("0", "1", None, "image")
 
 
 async def test_a_non_json_content_type_is_refused() -> None:

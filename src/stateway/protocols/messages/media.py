@@ -5,13 +5,16 @@ input ...`` (in a tool result: ``messages.N.content.M.tool_result.content.K.docu
 The core refuses a content part the backend's upstream API cannot carry
 (:class:`~stateway.core.errors.UncarriedPart`: a Chat Completions upstream takes no
 documents) naming it by its place among the canonical items, which a Messages client never
-saw. Claude Code reads this wording: on a 400 that names a ``document`` or ``image`` block
-by its path, or says that the model ``does not support PDF input``, it leaves the block
-out, tells the model and the user so, and sends the request again; any other wording ends
-the turn, and the block, still in the conversation, fails every later request (its Read
-of a PDF would end the session). The block named is the first of its kind where the core
-found it (a tool result's content, or a message's); a block of an earlier message the
-thread holds is named by no path.
+saw; a model server that takes no images refuses one without saying which
+(``image_input_unsupported``: :mod:`stateway.backends.upstream_status`), and the first
+image of the request is named. Claude Code reads this wording: on a 400 that names a
+``document`` or ``image`` block by its path, or says that the model ``does not support PDF
+input``, it leaves the block out, tells the model and the user so, and sends the request
+again; any other wording ends the turn, and the block, still in the conversation, fails
+every later request (its Read of a PDF, or of a screenshot on a text-only model, would end
+the session). The block named is the first of its kind where the core found it (a tool
+result's content, or a message's); a block of an earlier message the thread holds is named
+by no path.
 """
 
 from __future__ import annotations
@@ -20,7 +23,13 @@ from typing import Any, Final
 
 import orjson
 
-from stateway.core.errors import GatewayError, InvalidRequest, UncarriedPart
+from stateway.core.errors import (
+    IMAGE_INPUT_UNSUPPORTED,
+    GatewayError,
+    InvalidRequest,
+    UncarriedPart,
+    UpstreamRejected,
+)
 
 _BLOCKS: Final = {"input_file": "document", "input_image": "image"}
 """The canonical part type -> the Messages block it came from."""
@@ -28,8 +37,16 @@ _BLOCKS: Final = {"input_file": "document", "input_image": "image"}
 
 def refused_block(error: GatewayError, raw: bytes) -> GatewayError:
     """``error`` for the Messages request ``raw``: a document or image of the request that
-    the upstream cannot carry is named by its block's path, in Anthropic's words; any other
-    error is left as it is."""
+    the upstream cannot carry, or an image its model refused, is named by its block's path,
+    in Anthropic's words; any other error is left as it is."""
+    if isinstance(error, UpstreamRejected) and error.code == IMAGE_INPUT_UNSUPPORTED:
+        found = _first_block(raw, "image", in_tool_result=None)
+        path = found[0] if found is not None else "messages"
+        return InvalidRequest(
+            f"{path}: This model does not support image input: {error.message}",
+            param=path,
+            code=IMAGE_INPUT_UNSUPPORTED,
+        )
     if not isinstance(error, UncarriedPart) or error.part_type not in _BLOCKS:
         return error
     param = error.param or ""
@@ -61,10 +78,10 @@ def _input_named(kind: str, block: dict[str, Any]) -> str:
 
 
 def _first_block(
-    raw: bytes, kind: str, *, in_tool_result: bool
+    raw: bytes, kind: str, *, in_tool_result: bool | None
 ) -> tuple[str, dict[str, Any]] | None:
-    """The path and body of the first ``kind`` block of a user message of ``raw`` (or of
-    a ``tool_result``'s content)."""
+    """The path and body of the first ``kind`` block of a user message of ``raw``, or of a
+    ``tool_result``'s content (``in_tool_result`` None: either, whichever comes first)."""
     try:
         messages = orjson.loads(raw).get("messages")
     except (orjson.JSONDecodeError, AttributeError):
@@ -77,7 +94,8 @@ def _first_block(
             if not in_tool_result and block.get("type") == kind:
                 return f"messages.{n}.content.{m}.{kind}", block
             inner = block.get("content") if block.get("type") == "tool_result" else None
-            for k, part in enumerate(inner if in_tool_result and isinstance(inner, list) else ()):
+            searched = inner if in_tool_result is not False and isinstance(inner, list) else ()
+            for k, part in enumerate(searched):
                 if isinstance(part, dict) and part.get("type") == kind:
                     return f"messages.{n}.content.{m}.tool_result.content.{k}.{kind}", part
     return None

@@ -22,7 +22,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from stateway.core import hidden
-from stateway.core.errors import GatewayError, UncarriedPart
+from stateway.core.errors import GatewayError, UncarriedPart, UpstreamRejected
 from stateway.core.gateway import Gateway
 from stateway.core.ids import new_id
 from stateway.core.principal import Principal
@@ -101,7 +101,7 @@ class MessagesRoutes:
         body = await read_body(scope, receive, self._max_body, self._body_timeout)
         try:
             return await self._answer(scope, receive, request_id, principal, body)
-        except UncarriedPart as error:
+        except (UncarriedPart, UpstreamRejected) as error:
             raise refused_block(error, body) from None
 
     async def _answer(
@@ -126,7 +126,7 @@ class MessagesRoutes:
                 error_response=partial(
                     error_answer,
                     scope,
-                    respond=partial(error_response, request_id=request_id),
+                    respond=partial(_refusal_response, body, request_id=request_id),
                     logger=log,
                 ),
                 ending=encode_error_event,
@@ -174,6 +174,12 @@ def error_response(error: GatewayError, *, request_id: str) -> Response:
     headers = {**error.headers, REQUEST_ID: request_id}
     body = {**encode_error(error), "request_id": request_id}
     return JSONResponse(body, status_code=answer_status(error, body), headers=headers)
+
+
+def _refusal_response(raw: bytes, error: GatewayError, *, request_id: str) -> Response:
+    """:func:`error_response`, a block of the request ``raw`` the upstream cannot take named
+    as Anthropic names it (:mod:`stateway.protocols.messages.media`)."""
+    return error_response(refused_block(error, raw), request_id=request_id)
 
 
 def answers_anthropic(scope: Scope) -> bool:
