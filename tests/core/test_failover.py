@@ -65,6 +65,7 @@ async def run_over(
         UpstreamRejected("no such model", status=404, code="model_not_found"),
         UpstreamRejected("too long", code="context_length_exceeded"),
         UpstreamContextTooLong("too long", tokens=900, window=512, requested=None),
+        UpstreamRejected("not a multimodal model", code="image_input_unsupported"),
         Overloaded("queue full"),
     ],
 )
@@ -326,15 +327,17 @@ def test_recoverable_is_decided_by_class_and_status() -> None:
         UpstreamRejected("no such model", status=404, code="model_not_found"),
         UpstreamRejected("too long", code="context_length_exceeded"),
         UpstreamContextTooLong("too long", tokens=900, window=512, requested=None),
+        UpstreamRejected("not a multimodal model", code="image_input_unsupported"),
     ],
 )
 async def test_a_refusal_by_a_server_that_is_up_moves_on_and_leaves_its_circuit_closed(
     refusal: GatewayError,
 ) -> None:
-    """A 404 (a served model name that does not match) is the model's absence, and a
-    context too long a window smaller than the next candidate's may be: not the server's
-    failure. Each round tries the next candidate, and the candidate is not skipped as
-    unhealthy however often it happens."""
+    """A 404 (a served model name that does not match) is the model's absence, a context
+    too long a window smaller than the next candidate's may be, and an image refused a
+    text-only model where the next may see: not the server's failure. Each round tries
+    the next candidate, and the candidate is not skipped as unhealthy however often it
+    happens."""
     a, b = Named("a", [refusal] * 5), Named("b", OK * 5)
     assistant = route(candidate(a), candidate(b, priority=1))
     routing = router(assistant)

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from stateway.core.errors import (
     CONTEXT_LENGTH_EXCEEDED,
+    IMAGE_INPUT_UNSUPPORTED,
     GatewayError,
     Overloaded,
     UpstreamError,
@@ -53,9 +54,10 @@ def recoverable(error: BaseException) -> bool:
     """Whether another candidate may serve the round ``error`` ended before any output: an
     upstream's refusal of a context too long is one, since the next candidate may have a
     larger window (one not declared as ``context_window``, which the gateway would have
-    checked before asking)."""
+    checked before asking), and so is a text-only model's refusal of an image (the next
+    may see: one whose ``images`` capability is declared false is never asked)."""
     if isinstance(error, UpstreamRejected):
-        return error.status in (MODEL_NOT_SERVED, 429) or _too_long(error)
+        return error.status in (MODEL_NOT_SERVED, 429) or _model_limit(error)
     if isinstance(error, UpstreamResponseTooLarge):
         return False
     return isinstance(error, UpstreamError | Overloaded)
@@ -67,14 +69,19 @@ def unhealthy(error: BaseException) -> bool:
     long for its window, nor the gateway's own queue for it being full (the server is
     busy with the calls it has, not failing)."""
     if isinstance(error, UpstreamRejected) and (
-        error.status == MODEL_NOT_SERVED or _too_long(error)
+        error.status == MODEL_NOT_SERVED or _model_limit(error)
     ):
         return False
     return not isinstance(error, Overloaded) and recoverable(error)
 
 
-def _too_long(error: UpstreamRejected) -> bool:
-    return error.code == CONTEXT_LENGTH_EXCEEDED
+def _model_limit(error: UpstreamRejected) -> bool:
+    """A refusal of what the model cannot take, which another model may: a context too
+    long for its window, or an image a text-only model refuses."""
+    return error.code in _MODEL_LIMITS
+
+
+_MODEL_LIMITS = frozenset({CONTEXT_LENGTH_EXCEEDED, IMAGE_INPUT_UNSUPPORTED})
 
 
 def retry_after(error: BaseException, now: Callable[[], float] = time.time) -> float | None:
