@@ -200,6 +200,17 @@ def test_prompt_caching_marks_reach_anthropic() -> None:
     assert "cache_control" not in body([user("q")], tools=[tool])
 
 
+def test_a_strict_tool_stays_strict() -> None:
+    """Anthropic's strict tool use (a tool's ``strict: true``) is asked for as the client
+    asked; a tool not strict, or not said to be, is sent without the field."""
+    schema = {"type": "object", "properties": {}, "additionalProperties": False}
+    tool = {"type": "function", "name": "f", "parameters": schema}
+    strict = {**tool, "name": "g", "strict": True}
+    loose = {**tool, "name": "h", "strict": False}
+    sent = body([user("q")], tools=[strict, loose, tool])
+    assert [t.get("strict") for t in sent["tools"]] == [True, None, None]
+
+
 def test_redacted_thinking_goes_back_whole() -> None:
     item = {
         "type": "reasoning",

@@ -162,6 +162,8 @@ def _tool(tool: Item, names: ToolNames) -> dict[str, Any]:
         wire["description"] = tool["description"]
     schema = tool.get("parameters")
     wire["input_schema"] = schema if isinstance(schema, dict) else {"type": "object"}
+    if tool.get("strict") is True:  # strict tool use, as asked (not sent unless true)
+        wire["strict"] = True
     if tool.get("cache_control"):
         wire["cache_control"] = tool["cache_control"]
     return wire
