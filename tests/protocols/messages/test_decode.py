@@ -309,6 +309,22 @@ def test_output_format_becomes_a_json_schema_text_format() -> None:
     assert refused(body(output_config={"format": {"type": "xml"}})).param == "output_config.format"
 
 
+def test_the_deprecated_top_level_output_format_is_still_taken() -> None:
+    """``output_format`` (the structured-outputs beta's, which older SDKs send) is
+    ``output_config.format`` under its former name, as Anthropic still takes it; both at
+    once are a 400, as the SDK refuses them."""
+    schema = {"type": "json_schema", "schema": {"type": "object"}}
+    fmt = decode_messages(body(output_format=schema)).settings.text_format
+    assert fmt["type"] == "json_schema"
+    assert fmt["schema"] == {"type": "object"}
+    effort = {"effort": "low"}
+    fmt = decode_messages(body(output_format=schema, output_config=effort)).settings.text_format
+    assert fmt["schema"] == {"type": "object"}
+    both = body(output_format=schema, output_config={"format": schema})
+    assert refused(both).param == "output_format"
+    assert refused(body(output_format={"type": "xml"})).param == "output_format"
+
+
 @pytest.mark.parametrize(
     ("raw", "named"),
     [

@@ -136,7 +136,7 @@ def _command(
         tools=tools,
         tool_choice=decode_tool_choice(body.tool_choice, tools, inherited=inherited),
         parallel_tool_calls=not (body.tool_choice and body.tool_choice.disable_parallel_tool_use),
-        text_format=_text_format(body.output_config),
+        text_format=_text_format(body.output_config, body.output_format),
         include=[INCLUDE_ENCRYPTED],  # every thinking block signed: see the module's doc
     )
     apply_thinking(settings, body.thinking, body.output_config)
@@ -182,14 +182,24 @@ def _too_many(count: int, limit: int) -> InvalidRequest:
     )
 
 
-def _text_format(output: OutputConfig | None) -> dict[str, Any]:
+def _text_format(output: OutputConfig | None, former: dict[str, Any] | None) -> dict[str, Any]:
+    """``output_config.format``, or the deprecated top-level ``output_format`` (not both)."""
     fmt = output.format if output is not None else None
+    field = "output_config.format"
+    if former is not None:
+        if fmt is not None:
+            raise field_error(
+                "output_format",
+                "both output_format and output_config.format were provided; use only "
+                "output_config.format (output_format is deprecated).",
+            )
+        fmt, field = former, "output_format"
     if fmt is None:
         return {"type": "text"}
     schema = fmt.get("schema")
     if fmt.get("type") != "json_schema" or not isinstance(schema, dict):
         raise field_error(
-            "output_config.format",
+            field,
             'expected {"type": "json_schema", "schema": {...}}.',
         )
     return {"type": "json_schema", "name": "output", "schema": schema, "strict": True}

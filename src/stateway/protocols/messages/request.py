@@ -327,6 +327,9 @@ class CountTokensBody(_Wire):
     tool_choice: ToolChoice | None = None
     thinking: Thinking | None = None
     output_config: OutputConfig | None = None
+    output_format: dict[str, Any] | None = None
+    """``output_config.format`` under its former (deprecated) name, which the
+    structured-outputs beta and older SDKs send."""
 
 
 class MessagesBody(CountTokensBody):
