@@ -125,6 +125,18 @@ async def test_the_earliest_sequence_wins_and_empty_ones_are_ignored() -> None:
     assert deltas[-1] == Finish("stop", "b c")
 
 
+async def test_the_sequence_the_model_says_first_wins_however_the_text_comes() -> None:
+    """The one the model completes first ends the text (as a server checking each token
+    stops there), not the one beginning first: a whole reply and a stream whose piece
+    ends inside a longer sequence stop alike."""
+    stops = ("w3 w4 w5", "w4")
+    whole = await run(Upstream([TextDelta("w1 w2 w3 w4 w5"), Finish("stop")]), request(*stops))
+    pieces = [TextDelta("w1 w2 w3 w4"), TextDelta(" w5"), Finish("stop")]
+    streamed = await run(Upstream(pieces), request(*stops))
+    assert text_of(whole) == text_of(streamed) == "w1 w2 w3 "
+    assert whole[-1] == streamed[-1] == Finish("stop", "w4")
+
+
 async def test_tokens_go_with_their_text_and_past_the_cut_are_dropped() -> None:
     def token(text: str) -> Item:
         return {"token": text, "logprob": -0.1, "bytes": list(text.encode()), "top_logprobs": []}

@@ -133,12 +133,16 @@ class StopWatch:
 
 
 def _first(text: str, sequences: tuple[str, ...]) -> tuple[int, str] | None:
-    """Where the first stop sequence in ``text`` begins, and which (the earlier listed of
-    two beginning there)."""
-    found = [(at, rank, s) for rank, s in enumerate(sequences) if (at := text.find(s)) >= 0]
+    """Where the first stop sequence in ``text`` begins, and which: the one the model
+    completed first (ending first, as a server checking each token stops there), of two
+    ending together the one beginning first, then the earlier listed. So a whole reply and
+    a stream stop alike, wherever its pieces split the text."""
+    found = [
+        (at + len(s), at, rank, s) for rank, s in enumerate(sequences) if (at := text.find(s)) >= 0
+    ]
     if not found:
         return None
-    at, _, sequence = min(found)
+    _, at, _, sequence = min(found)
     return at, sequence
 
 
