@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 import pytest
+from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import Message, RawMessageStreamEvent
 from pydantic import TypeAdapter
 
@@ -259,6 +260,37 @@ def test_a_stream_encodes_blocks_in_order() -> None:
     delta = got[12][1]
     assert delta["delta"] == {"stop_reason": "tool_use", "stop_sequence": None}
     assert (delta["usage"]["input_tokens"], delta["usage"]["output_tokens"]) == (2, 4)
+
+
+def sdk_inputs(log: list[ev.Event]) -> list[Any]:
+    """The ``input`` of each ``tool_use`` block the SDK's stream accumulator makes of the
+    frames of ``log`` (it raises on fragments that cannot begin a JSON object)."""
+    stream, snapshot, bufs = MessagesStream(), None, {}
+    for _, data in frames(b"".join(stream.encode(event) for event in log)):
+        if data["type"] not in ("ping", "error"):
+            snapshot = accumulate_event(event=data, current_snapshot=snapshot, json_bufs=bufs)
+    assert snapshot is not None
+    return [block.input for block in snapshot.content if block.type == "tool_use"]
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [["{bad"], ["{", "bad}"], ["[1,", " 2]"], ['"s"'], [" ", '{"a": 1}'], ["  "]],
+)
+def test_arguments_that_are_no_object_do_not_break_the_sdks_stream(pieces: list[str]) -> None:
+    """An open model's arguments need not be JSON: the fragments sent always begin an
+    object; arguments none of which could go out come whole at the call's end, as the
+    non-streamed answer has them."""
+    arguments = "".join(pieces)
+    call = {**CALL, "arguments": arguments}
+    done = state(output=[call])
+    log: list[ev.Event] = [ev.ResponseCreated(done), ev.ItemAdded(0, {**call, "arguments": ""})]
+    log += [ev.ArgumentsDelta(0, "fc_1", piece) for piece in pieces]
+    log += [ev.ArgumentsDone(0, "fc_1", "f", arguments), ev.ItemDone(0, call)]
+    log.append(ev.ResponseFinished(done))
+    [streamed] = sdk_inputs(log)
+    whole = encode_message(done)["content"][0]["input"]
+    assert streamed == ({} if pieces[0] == "{" else whole)  # an object begun stays one
 
 
 def test_message_start_carries_the_prompt_usage_the_upstream_reported_first() -> None:

@@ -50,10 +50,12 @@ from stateway.protocols.messages.encode import (
     stop_fields,
     thinking_hidden,
     thinking_omitted,
+    tool_input,
     tool_use_start,
 )
 from stateway.protocols.messages.errors import encode_error, stream_error
 from stateway.protocols.messages.server_tools import SearchResults, Shown
+from stateway.protocols.messages.streamed_input import StreamedInput
 
 PING: Final = b'event: ping\ndata: {"type":"ping"}\n\n'
 _FAILED: Final = frozenset({"failed", "cancelled"})
@@ -71,7 +73,16 @@ def encode_error_event(error: GatewayError) -> bytes:
 
 
 class MessagesStream:
-    __slots__ = ("_blocks", "_count", "_hidden", "_omitted", "_refusing", "_results", "_shown")
+    __slots__ = (
+        "_blocks",
+        "_count",
+        "_hidden",
+        "_inputs",
+        "_omitted",
+        "_refusing",
+        "_results",
+        "_shown",
+    )
 
     def __init__(self) -> None:
         self._blocks: dict[int, int] = {}
@@ -88,6 +99,8 @@ class MessagesStream:
         """Output indexes of messages whose refusal, after their text, began."""
         self._results: SearchResults | None = None
         """The hits of the searches shown so far (when the client declared web search)."""
+        self._inputs: dict[int, StreamedInput] = {}
+        """The arguments of the calls streaming, by output index (:mod:`.streamed_input`)."""
 
     def encode(self, event: ev.Event) -> bytes:
         """The frames of one canonical event (often none)."""
@@ -104,7 +117,10 @@ class MessagesStream:
                     return b""
                 return self._delta(at, {"type": "thinking_delta", "thinking": delta})
             case ev.ArgumentsDelta(output_index=at, delta=delta):
-                return self._delta(at, {"type": "input_json_delta", "partial_json": delta})
+                said = self._inputs.setdefault(at, StreamedInput()).feed(delta)
+                if not said:
+                    return b""
+                return self._delta(at, {"type": "input_json_delta", "partial_json": said})
             case ev.PartDone(output_index=at, part=part) if "citations" in part or (
                 self._results is not None and part.get("annotations")
             ):
@@ -210,6 +226,12 @@ class MessagesStream:
                 return self._server_call(item)
             return b""
         out = b""
+        streamed = self._inputs.pop(output_index, None)
+        if item.get("type") == FUNCTION_CALL and streamed is not None and streamed.unsaid():
+            cut = item.get("status") == "incomplete"  # as the non-streamed answer has it
+            whole = orjson.dumps(tool_input(str(item.get("arguments") or ""), cut)).decode()
+            delta = {"type": "input_json_delta", "partial_json": whole}
+            out = frame({"type": "content_block_delta", "index": index, "delta": delta})
         if item.get("type") == REASONING:
             thinking = thinking_of(item)
             if thinking.seal and not thinking.redacted:
