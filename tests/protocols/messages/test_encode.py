@@ -293,6 +293,24 @@ def test_arguments_that_are_no_object_do_not_break_the_sdks_stream(pieces: list[
     assert streamed == ({} if pieces[0] == "{" else whole)  # an object begun stays one
 
 
+def test_long_arguments_go_out_whole_in_fewer_checked_pieces() -> None:
+    """Each check parses everything so far: fragments go out once they add a quarter to
+    what went out, and what is held goes out as the call ends."""
+    arguments = orjson.dumps({"content": "x" * 20000}).decode()
+    pieces = [arguments[i : i + 5] for i in range(0, len(arguments), 5)]
+    call = {**CALL, "arguments": arguments}
+    done = state(output=[call])
+    log: list[ev.Event] = [ev.ResponseCreated(done), ev.ItemAdded(0, {**call, "arguments": ""})]
+    log += [ev.ArgumentsDelta(0, "fc_1", piece) for piece in pieces]
+    log += [ev.ItemDone(0, call), ev.ResponseFinished(done)]
+    stream = MessagesStream()
+    got = frames(b"".join(stream.encode(event) for event in log))
+    sent = [d["delta"]["partial_json"] for n, d in got if n == "content_block_delta"]
+    assert "".join(sent) == arguments
+    assert len(sent) < 60 < len(pieces)
+    assert sdk_inputs(log) == [{"content": "x" * 20000}]
+
+
 def test_message_start_carries_the_prompt_usage_the_upstream_reported_first() -> None:
     """As Anthropic's: ``message_start`` has the prompt's tokens (outside the cache, cache
     reads and writes beside) when the upstream reported them before any output (an

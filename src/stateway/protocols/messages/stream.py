@@ -227,11 +227,14 @@ class MessagesStream:
             return b""
         out = b""
         streamed = self._inputs.pop(output_index, None)
-        if item.get("type") == FUNCTION_CALL and streamed is not None and streamed.unsaid():
-            cut = item.get("status") == "incomplete"  # as the non-streamed answer has it
-            whole = orjson.dumps(tool_input(str(item.get("arguments") or ""), cut)).decode()
-            delta = {"type": "input_json_delta", "partial_json": whole}
-            out = frame({"type": "content_block_delta", "index": index, "delta": delta})
+        if item.get("type") == FUNCTION_CALL and streamed is not None:
+            rest = streamed.finish()
+            if streamed.unsaid():  # as the unstreamed answer has them
+                cut = item.get("status") == "incomplete"
+                rest = orjson.dumps(tool_input(str(item.get("arguments") or ""), cut)).decode()
+            if rest:
+                delta = {"type": "input_json_delta", "partial_json": rest}
+                out = frame({"type": "content_block_delta", "index": index, "delta": delta})
         if item.get("type") == REASONING:
             thinking = thinking_of(item)
             if thinking.seal and not thinking.redacted:
