@@ -250,18 +250,7 @@ def test_a_pdf_a_chat_upstream_cannot_take_is_left_out_and_the_turn_goes_on(
     pdf.write_bytes(b"%PDF-1.4\n%%EOF\n")
     prompt = f"Read it [[tool:Read:{json.dumps({'file_path': str(pdf)})}]]"
     run = run_claude(claude_binary, gateway, prompt, tmp_path, ("Read",))
-
-    assert run.returncode == 0, run.describe()
-    assert [request["status"] for request in run.requests] == [200, 400, 200], run.describe()
-    _, refused, resent = run.bodies()
-    kinds = [
-        [b["type"] for b in body["messages"][-1]["content"][0]["content"]]
-        for body in (refused, resent)
-    ]
-    assert kinds == [["text", "document"], ["text", "text"]]  # the PDF, then the note
-    assert run.result is not None
-    assert run.result["is_error"] is False, run.describe()
-    answer = run.result["result"]
+    answer = _left_out_once(run, ["text", "document"], ["text", "text"])  # then the note
     assert answer.startswith("Tool said: PDF file read:"), answer
     assert "[Document removed: this model does not accept whole PDF documents." in answer
 
@@ -279,20 +268,26 @@ def test_an_image_a_text_only_model_refuses_is_left_out_and_the_turn_goes_on(
     picture.write_bytes(PNG)
     prompt = f"Look [[tool:Read:{json.dumps({'file_path': str(picture)})}]]"
     run = run_claude(claude_binary, text_only_gateway, prompt, tmp_path, ("Read",))
-
-    assert run.returncode == 0, run.describe()
-    assert [request["status"] for request in run.requests] == [200, 400, 200], run.describe()
-    _, refused, resent = run.bodies()
-    kinds = [
-        [b["type"] for b in body["messages"][-1]["content"][0]["content"]]
-        for body in (refused, resent)
-    ]
-    assert kinds == [["image"], ["text"]]  # the image, then Claude Code's note
-    assert run.result is not None
-    assert run.result["is_error"] is False, run.describe()
-    answer = run.result["result"]
+    answer = _left_out_once(run, ["image"], ["text"])  # the image, then Claude Code's note
     assert answer.startswith("Tool said: [Image removed:"), answer
     assert "does not support image input" in answer
+
+
+def _left_out_once(run: ClaudeRun, refused: list[str], resent: list[str]) -> str:
+    """The answer of a turn whose tool result held a block the gateway refused by its
+    path: one 400, then the request sent again with the tool result's blocks of kinds
+    ``resent`` in place of ``refused``, and the turn ended well."""
+    assert run.returncode == 0, run.describe()
+    assert [request["status"] for request in run.requests] == [200, 400, 200], run.describe()
+    _, first, again = run.bodies()
+    kinds = [
+        [b["type"] for b in body["messages"][-1]["content"][0]["content"]]
+        for body in (first, again)
+    ]
+    assert kinds == [refused, resent]
+    assert run.result is not None
+    assert run.result["is_error"] is False, run.describe()
+    return str(run.result["result"])
 
 
 def test_thinking_it_asked_without_text_still_reaches_the_model(
