@@ -10,6 +10,7 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.protocols.responses.request import REASONING_EFFORTS
 from stateway.protocols.responses.text_format import decode_text_format
+from stateway.protocols.validation import supported_values, wrong_type
 
 
 def check_configuration_update(raw: dict[str, Any], path: str) -> Item:
@@ -22,7 +23,7 @@ def check_configuration_update(raw: dict[str, Any], path: str) -> Item:
         if effort is not None and effort not in REASONING_EFFORTS:
             raise InvalidRequest(
                 f"Invalid value for '{path}.reasoning.effort': '{effort}'. Supported values "
-                f"are: {', '.join(repr(e) for e in REASONING_EFFORTS)}.",
+                f"are: {supported_values(REASONING_EFFORTS)}.",
                 param=f"{path}.reasoning.effort",
                 code="invalid_value",
             )
@@ -42,6 +43,4 @@ def check_configuration_update(raw: dict[str, Any], path: str) -> Item:
 
 def _object(value: object, path: str) -> None:
     if not isinstance(value, dict):
-        raise InvalidRequest(
-            f"Invalid type for '{path}': expected an object.", param=path, code="invalid_type"
-        )
+        raise wrong_type(path, "an object", value)
