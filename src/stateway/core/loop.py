@@ -258,13 +258,14 @@ class Loop:
                 await plan.route.stages.run(gate)  # raising fails the response
         except asyncio.CancelledError:
             run.cancellable = False
-            if run.cancel_reason is CancelReason.INTERRUPTED:  # its partial items discarded
+            interrupted = run.cancel_reason is CancelReason.INTERRUPTED
+            if interrupted:
                 assembler.abandon()
-                tools.abandon()
-                state.output[:] = [i for i in state.output if i.get("status") != "incomplete"]
             else:
                 assembler.finish("incomplete")
-                tools.abandon()
+            tools.abandon()
+            if interrupted:  # the items it was writing discarded
+                state.output[:] = [i for i in state.output if i.get("status") != "incomplete"]
             state.usage = usage
             _end_cancelled(run)
             await self._finish(run, row)
