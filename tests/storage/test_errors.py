@@ -95,9 +95,14 @@ def test_the_reason_is_the_first_line_of_the_drivers_error_or_its_class(
     assert caught.value.reason == said
 
 
-def test_rejected_writes_say_so() -> None:
-    failure = IntegrityError("INSERT INTO t", {}, Exception("duplicate key"))
-
+@pytest.mark.parametrize(
+    "failure",
+    [
+        IntegrityError("INSERT INTO t", {}, Exception("duplicate key")),
+        sqlite3.IntegrityError("UNIQUE constraint failed: t.id"),  # the SQLite writer's own
+    ],
+)
+def test_rejected_writes_say_so(failure: Exception) -> None:
     with (
         pytest.raises(StorageError, match="rejected the data while saving"),
         storage_errors("saving"),

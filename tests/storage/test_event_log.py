@@ -11,7 +11,7 @@ from stateway.core.errors import StorageError
 from stateway.core.ports import EventBatch, ResponseRecord
 from stateway.storage.sql import SqlResponseStore
 from tests.storage.conftest import RecordFactory
-from tests.storage.test_queries import statements
+from tests.storage.test_queries import statements_written
 
 
 def running(record: RecordFactory, response_id: str, status: str = "in_progress") -> ResponseRecord:
@@ -125,7 +125,7 @@ async def test_batches_of_several_runs_and_their_ends_share_one_transaction(
 ) -> None:
     rows = [running(record, f"r{n}") for n in range(4)]
     await asyncio.gather(*(store.save(row) for row in rows))
-    with statements(store.write_engine) as executed:
+    with statements_written(store) as executed:
         await asyncio.gather(
             *(store.append_events(tenant, row.id, batch(0, 500)) for row in rows[:2]),
             *(store.finish(finished(row, "completed", batch(0, 3))) for row in rows[2:]),

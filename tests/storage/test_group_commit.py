@@ -10,7 +10,7 @@ import pytest
 from stateway.core.errors import StorageError
 from stateway.core.ports import ResponseRecord
 from stateway.storage.sql import SqlResponseStore, queries
-from tests.storage.test_queries import statements
+from tests.storage.test_queries import statements_written
 
 RecordFactory = Callable[..., ResponseRecord]
 
@@ -20,7 +20,7 @@ async def test_concurrent_saves_share_statements(
 ) -> None:
     await store.ping()
     records = [record(f"r{n}", inputs=[f"q{n}"], outputs=[f"a{n}"]) for n in range(20)]
-    with statements(store.write_engine) as executed:
+    with statements_written(store) as executed:
         await asyncio.gather(*(store.save(r) for r in records))
     assert len(executed) < 2 * len(records), "saves that arrive together are batched"
     for n in range(20):

@@ -33,6 +33,17 @@ def statements(engine: AsyncEngine | Engine) -> Iterator[list[str]]:
         event.remove(target, "before_cursor_execute", record)
 
 
+@contextmanager
+def statements_written(store: SqlResponseStore) -> Iterator[list[str]]:
+    """The SQL of the statements the store's writer runs inside the block."""
+    executed: list[str] = []
+    store.write_watchers.append(executed.append)
+    try:
+        yield executed
+    finally:
+        store.write_watchers.remove(executed.append)
+
+
 async def save_chain(store: SqlResponseStore, record: RecordFactory, depth: int, name: str) -> str:
     """Responses ``{name}0`` ... each continuing the previous one; the last one's id."""
     previous = None
@@ -68,7 +79,7 @@ async def test_save_takes_two_statements_whatever_the_item_count(
     store: SqlResponseStore, record: RecordFactory
 ) -> None:
     await store.ping()
-    with statements(store.write_engine) as executed:
+    with statements_written(store) as executed:
         await store.save(record("r1", inputs=["q"] * 20, outputs=["a"] * 5))
 
     assert [sql.split()[:3] for sql in executed] == [

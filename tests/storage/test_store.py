@@ -209,16 +209,16 @@ async def test_a_failed_save_writes_nothing(
 ) -> None:
     """The response row goes in, then the item insert fails: the row must not stay."""
 
-    def fail_on_items(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+    def fail_on_items(statement: str) -> None:
         if statement.startswith("INSERT INTO items"):
             raise ConnectionResetError("injected: connection lost mid-save")
 
-    event.listen(store.write_engine, "before_cursor_execute", fail_on_items)
+    store.write_watchers.append(fail_on_items)
     try:
         with pytest.raises(StorageError):
             await store.save(record("r1", inputs=["q"], outputs=["a"]))
     finally:
-        event.remove(store.write_engine, "before_cursor_execute", fail_on_items)
+        store.write_watchers.remove(fail_on_items)
 
     assert await count_rows(store, tenant, "r1") == 0
     await store.save(record("r1", inputs=["q"], outputs=["a"]))  # and the id is still free

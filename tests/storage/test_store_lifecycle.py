@@ -8,7 +8,7 @@ import dataclasses
 from stateway.core.ports import ResponseRecord
 from stateway.storage.sql import SqlResponseStore
 from tests.storage.conftest import RecordFactory
-from tests.storage.test_queries import statements
+from tests.storage.test_queries import statements_written
 from tests.storage.test_store import texts
 
 
@@ -106,7 +106,7 @@ async def test_starts_and_ends_arriving_together_share_one_transaction(
 ) -> None:
     rows = [started(record, f"r{n}", "q") for n in range(6)]
     await asyncio.gather(*(store.save(r) for r in rows[:3]))
-    with statements(store.write_engine) as executed:
+    with statements_written(store) as executed:
         await asyncio.gather(
             *(store.finish(ended(r, "completed", "a")) for r in rows[:3]),
             *(store.save(r) for r in rows[3:]),

@@ -52,7 +52,7 @@ def storage_errors(action: str) -> Iterator[None]:
         yield
     except (CompileError, ArgumentError):
         raise  # a bug in a statement, not a storage failure
-    except IntegrityError as exc:
+    except (IntegrityError, sqlite3.IntegrityError) as exc:
         raise _failed(f"Storage rejected the data while {action}.", exc) from exc
     except DATABASE_ERRORS as exc:
         raise _failed(f"Storage failed while {action}.", exc) from exc

@@ -32,7 +32,6 @@ import time
 from typing import Any, Final, Literal
 
 import orjson
-from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from stateway.core.items import Item
@@ -44,7 +43,7 @@ from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.group_commit import GroupCommitter, Rows
 from stateway.storage.sql.schema import INPUT, OUTPUT
-from stateway.storage.sql.writer import writer_for
+from stateway.storage.sql.writer import Watcher, writer_for
 
 WRITE_ORDER: Final = (
     cq.CLAIM,
@@ -81,10 +80,11 @@ class SqlResponseStore:
         self._writes = GroupCommitter(writer_for(engine), WRITE_ORDER)
 
     @property
-    def write_engine(self) -> Engine:
-        """The engine whose connection writes responses and items (on SQLite, not
-        ``engine``'s: see :mod:`~stateway.storage.sql.writer`)."""
-        return self._writes.writer.engine
+    def write_watchers(self) -> list[Watcher]:
+        """Told the SQL of each statement that writes responses and items, before it runs
+        (on SQLite on the writer's own connection, not ``engine``'s: see
+        :mod:`~stateway.storage.sql.writer`)."""
+        return self._writes.writer.watchers
 
     @property
     def reader(self) -> AsyncEngine:

@@ -7,37 +7,47 @@ transaction and returns once it is committed.
 - **SQLite** (:class:`ThreadWriter`): aiosqlite sends every driver call (cursor, execute,
   fetch, close, commit, ...) to its thread and back, seven round trips for a save. Here a
   thread of the writer's own holds a plain ``sqlite3`` connection and runs the whole
-  transaction in one hand-off. It is the only connection that writes, so writers never
-  queue on SQLite's lock inside this process; readers keep using the async engine (WAL:
-  they never block the writer, nor it them).
+  transaction in one hand-off: a queue to the thread, and the loop woken once with the
+  outcome. It is the only connection that writes, so writers never queue on SQLite's lock
+  inside this process; readers keep using the async engine (WAL: they never block the
+  writer, nor it them). Statements run as :mod:`~stateway.storage.sql.prepared` SQL
+  through the driver's ``executemany``: SQLAlchemy's execution machinery would cost more
+  instructions than SQLite's own work for a save.
 - **PostgreSQL** (:class:`AsyncWriter`): asyncpg is asynchronous already; the batch runs
   on a pooled connection of the async engine, each statement's rows as one
   ``executemany``.
+
+Both tell their :attr:`~Writer.watchers` each statement's SQL before it runs (tests count
+statements and inject failures there); a watcher that raises fails the statement.
 """
 
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+from queue import SimpleQueue
 from typing import Any, Protocol
 
-from sqlalchemy import Engine, event, pool
 from sqlalchemy import create_engine as create_sync_engine
+from sqlalchemy import event, pool
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
 from stateway.storage.sql.engine import SQLITE_SYNC_DRIVER, apply_sqlite_pragmas, is_sqlite
+from stateway.storage.sql.prepared import Prepared, prepare
 
 Statements = list[tuple[Executable, list[dict[str, Any]]]]
 """A batch: statements in order, each with its parameter rows (a statement without rows is
 skipped)."""
 
+Watcher = Callable[[str], None]
+"""Told a statement's SQL before it runs."""
+
 
 class Writer(Protocol):
-    @property
-    def engine(self) -> Engine:
-        """The engine whose connections run the writes (tests watch its statements)."""
-        ...
+    watchers: list[Watcher]
 
     async def write(self, statements: Statements) -> None:
         """Run ``statements`` in one transaction; return once committed. Database errors
@@ -57,45 +67,109 @@ def writer_for(engine: AsyncEngine) -> Writer:
 class AsyncWriter:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
-
-    @property
-    def engine(self) -> Engine:
-        return self._engine.sync_engine
+        self.watchers: list[Watcher] = []
 
     async def write(self, statements: Statements) -> None:
         async with self._engine.begin() as connection:
             for statement, rows in statements:
                 if rows:
+                    for watch in self.watchers:
+                        watch(prepare(statement, list(rows[0]), connection.dialect).sql)
                     await connection.execute(statement, rows)
 
     async def aclose(self) -> None:
         return None
 
 
+_Job = tuple[Statements, asyncio.AbstractEventLoop, "asyncio.Future[None]"]
+
+
 class ThreadWriter:
     def __init__(self, engine: AsyncEngine) -> None:
         url = engine.url.set(drivername=SQLITE_SYNC_DRIVER)
-        # One connection, opened and used only on the writer's thread.
+        # Opens the writer's one connection (pragmas applied), on the writer's thread.
         self._engine = create_sync_engine(url, poolclass=pool.StaticPool)
         event.listen(self._engine, "connect", apply_sqlite_pragmas)
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stateway-writer")
-
-    @property
-    def engine(self) -> Engine:
-        return self._engine
+        self.watchers: list[Watcher] = []
+        self._jobs: SimpleQueue[_Job | None] = SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._prepared: dict[tuple[Executable, tuple[str, ...]], Prepared] = {}
 
     async def write(self, statements: Statements) -> None:
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._thread, self._write, statements)
-
-    def _write(self, statements: Statements) -> None:
-        with self._engine.begin() as connection:
-            for statement, rows in statements:
-                if rows:
-                    connection.execute(statement, rows)
+        done: asyncio.Future[None] = loop.create_future()
+        self._jobs.put((statements, loop, done))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="stateway-writer", daemon=True)
+            self._thread.start()
+        await done
 
     async def aclose(self) -> None:
-        """Close the connection on its own thread (``sqlite3`` refuses any other), then
-        stop the thread. The engine reconnects if a write comes after all."""
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._thread, self._engine.dispose)
+        """Let the thread finish what it was given, close the connection on it
+        (``sqlite3`` refuses any other thread), and stop it. A later write starts a new
+        thread and connection."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._jobs.put(None)
+        await asyncio.to_thread(thread.join)
+
+    def _serve(self) -> None:
+        connection = None
+        try:
+            while (job := self._jobs.get()) is not None:
+                statements, loop, done = job
+                error: BaseException | None = None
+                try:
+                    if connection is None:
+                        connection = self._engine.raw_connection()
+                    self._run(connection.driver_connection, statements)
+                except BaseException as exc:  # noqa: BLE001  # every outcome goes back to the loop
+                    error = exc
+                _answer(loop, done, error)
+        finally:
+            if connection is not None:
+                connection.close()
+            self._engine.dispose()
+
+    def _run(self, connection: Any, statements: Statements) -> None:
+        """One transaction: ``sqlite3`` opens it before the first write."""
+        cursor = connection.cursor()
+        try:
+            for statement, rows in statements:
+                if not rows:
+                    continue
+                prepared = self._prepare(statement, rows[0])
+                for watch in self.watchers:
+                    watch(prepared.sql)
+                cursor.executemany(prepared.sql, map(prepared.bind, rows))
+            connection.commit()
+        except BaseException:
+            with suppress(Exception):  # the statement's own error is the one to report
+                connection.rollback()
+            raise
+        finally:
+            cursor.close()
+
+    def _prepare(self, statement: Executable, row: dict[str, Any]) -> Prepared:
+        key = (statement, tuple(row))
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            prepared = self._prepared[key] = prepare(statement, key[1], self._engine.dialect)
+        return prepared
+
+
+def _answer(
+    loop: asyncio.AbstractEventLoop, done: asyncio.Future[None], error: BaseException | None
+) -> None:
+    with suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting any more
+        loop.call_soon_threadsafe(_settle, done, error)
+
+
+def _settle(done: asyncio.Future[None], error: BaseException | None) -> None:
+    if done.done():  # its writer was cancelled
+        return
+    if error is None:
+        done.set_result(None)
+    else:
+        done.set_exception(error)
