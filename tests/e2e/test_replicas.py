@@ -317,3 +317,24 @@ async def test_a_resume_past_the_log_is_refused_by_either_replica_running_or_fin
         error = await refused_from(client, created.id, last + 1)
         assert f"(sequence number {last})" in error["message"]
         assert await watch(client, created.id, after=last) == []
+
+
+async def streamed_with_key(client: AsyncOpenAI, key: str) -> list[Event]:
+    stream = await client.responses.create(
+        model=MODEL, input="[[words:5]]", stream=True, extra_headers={"Idempotency-Key": key}
+    )
+    return [dump(event) async for event in stream]
+
+
+async def test_a_keyed_stream_retried_at_once_on_the_other_replica_streams_the_same(
+    pair: Replicas,
+) -> None:
+    """A streamed create and its retry with the same ``Idempotency-Key`` sent together to
+    both replicas: one runs it, the other streams the same response from its start, even
+    when it asks before the running replica has stored the response (a 404 otherwise)."""
+    a, b = sdk(pair.a.url), sdk(pair.b.url)
+    for _ in range(5):  # the retry must land before the row's commit: try a few times
+        key = uuid.uuid4().hex
+        first, retry = await asyncio.gather(streamed_with_key(a, key), streamed_with_key(b, key))
+        assert retry == first
+        assert first[-1]["type"] == "response.completed"

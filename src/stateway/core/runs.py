@@ -181,6 +181,15 @@ class Run:
     async def wait(self) -> None:
         await self._done.wait()
 
+    async def announced(self) -> None:
+        """Wait for the run's first event or its end. A stored stream announces itself
+        (``response.created``) once its in-progress row is committed (:mod:`.run_row`):
+        from then on any process on the database finds the response by its id."""
+        while not self.events and not self._done.is_set():
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+
     def cancel(self, reason: CancelReason = CancelReason.CLIENT_GONE) -> None:
         """Interrupt the run for ``reason``; the first reason wins, and a run that is
         already finishing is left to finish."""

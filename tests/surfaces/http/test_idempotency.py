@@ -163,8 +163,12 @@ async def test_a_keyed_stream_is_not_cancelled_when_its_client_leaves() -> None:
     app = build(backend)
     leave = asyncio.Event()
     leave.set()  # the client is gone as soon as the stream starts
-    await call(app, "POST", "/v1/responses", STREAM, leave=leave, headers=keyed("k1"))
+    first = asyncio.create_task(
+        call(app, "POST", "/v1/responses", STREAM, leave=leave, headers=keyed("k1"))
+    )
+    await backend.started.wait()
     gate.set()
+    await first  # its stream may have begun before its client was seen gone
 
     retried = await post(app, "/v1/responses", STREAM)
 

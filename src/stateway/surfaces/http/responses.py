@@ -111,6 +111,7 @@ class ResponsesRoutes:
                 # A retry takes over from a client that left: leaving cancels nothing.
                 answer = await self._answer(scope, receive, command.stream, run, None)
                 if command.stream:
+                    await run.announced()  # a retry elsewhere must find it stored
                     once.remember(response_id=run.id)
                 else:
                     assert isinstance(answer, JSONResponse)

@@ -54,6 +54,7 @@ async def _start(
     async with gateway.once(principal, frame.command_id, digest, param="command_id") as once:
         if once.outcome is None:
             run = await gateway.execute(principal, frame.command)
+            await run.announced()  # a retry elsewhere must find it stored
             once.remember(response_id=run.id)
             return run, live_watch(run)
         outcome = once.outcome
