@@ -4,6 +4,7 @@ from typing import Any
 
 import orjson
 import pytest
+from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,6 +32,7 @@ from stateway.core.items import Item
 from stateway.core.tools.catalog import model_tools
 from stateway.core.usage import Usage
 from stateway.protocols.responses.decode import decode_create
+from tests.backends.conftest import Loopback
 from tests.core.fakes import MemoryStore
 from tests.protocols.responses.test_decode import plausible_request, request_like
 
@@ -587,3 +589,41 @@ def test_a_prefill_is_continued_only_when_asked_and_only_after_text() -> None:
 def test_a_completion_without_a_finish_reason_ends_as_stopped() -> None:
     completion = {"choices": [{"message": {"content": "a"}}]}
     assert list(from_upstream_completion(completion)) == [TextDelta("a"), Finish("stop")]
+
+
+async def test_the_fast_path_sends_a_run_of_user_messages_as_one_with_alternate_roles(
+    loopback: Loopback,
+) -> None:
+    """``alternate_roles`` on the fast path: a run of user messages is re-encoded as one;
+    a body without one, or with messages it cannot read, goes in the very bytes sent."""
+    received: list[bytes] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        received.append(await request.read())
+        return web.json_response({"choices": []})
+
+    url = await loopback.serve(answer)
+    client = loopback.adopt(UpstreamClient(UpstreamTarget("mistral", url)))
+    backend = OpenAIChatBackend(client, alternate_roles=True)
+    alternating = b'{"model": "m", "messages": [{"role": "user", "content": "a"}]}'
+    unreadable = b'{"model": "m", "messages": [{"role": "user"}, {"role": "user"}]}'
+    run = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "a", "name": "ada"},
+            {"role": "user", "content": [{"type": "text", "text": "b"}]},
+            {"role": "assistant", "content": "c"},
+        ],
+    }
+    for body in (alternating, unreadable, orjson.dumps(run)):
+        relay = await backend.forward_chat(body)
+        await relay.aclose()
+    assert received[:2] == [alternating, unreadable]
+    assert orjson.loads(received[2])["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+            "name": "ada",
+        },
+        {"role": "assistant", "content": "c"},
+    ]

@@ -109,7 +109,8 @@ def test_request_settings_are_mapped_upstream(client: OpenAI, fake_upstream: str
 def test_a_backend_whose_template_wants_alternating_roles_gets_one_user_turn(
     fake_upstream: str, tmp_path: Path
 ) -> None:
-    """``alternate_roles``: Codex's three user messages in a row reach the model as one."""
+    """``alternate_roles``: Codex's three user messages in a row reach the model as one,
+    and so do a Chat Completions client's on the fast path, their parts in order."""
     backend = {"url": fake_upstream, "alternate_roles": True}
     with (
         configured_gateway(tmp_path, backend) as gateway,
@@ -125,6 +126,23 @@ def test_a_backend_whose_template_wants_alternating_roles_gets_one_user_turn(
         assert answer.status == "completed"
         [sent] = upstream_requests(fake_upstream)
         assert [m["role"] for m in sent["body"]["messages"]] == ["user"]
+
+        clear(fake_upstream)  # the fast path
+        messages: Any = [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "env"},
+            {"role": "user", "content": [{"type": "text", "text": "say hi"}]},
+        ]
+        chat = sdk.chat.completions.create(model="fake-model", messages=messages)
+        assert chat.choices[0].message.content
+        [sent] = upstream_requests(fake_upstream)
+        assert sent["body"]["messages"] == [
+            {"role": "system", "content": "be brief"},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "env"}, {"type": "text", "text": "say hi"}],
+            },
+        ]
 
 
 VLLM_EFFORTS = ("low", "medium", "high")

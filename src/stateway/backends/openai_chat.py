@@ -10,11 +10,13 @@ gateway does not model cannot be carried (``carries_unknown_types`` is False). W
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
 (:mod:`stateway.backends.guided_decoding`). With ``reasoning_efforts``, an effort the
 server does not take is sent at its nearest level, on the fast path too
-(:mod:`stateway.backends.reasoning_efforts`).
+(:mod:`stateway.backends.reasoning_efforts`), as is ``alternate_roles``' one user message
+for each run of them (:mod:`stateway.backends.chat_system_messages`).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import aclosing
 from typing import Any
@@ -23,6 +25,7 @@ import orjson
 
 from stateway.backends.chat_logprobs import chunk_tokens, text_tokens
 from stateway.backends.chat_request import TEXT_PARTS, to_upstream
+from stateway.backends.chat_system_messages import merge_user_turns
 from stateway.backends.chat_usage import from_chat_usage
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
 from stateway.backends.reasoning_efforts import effort_levels, level_sent
@@ -164,9 +167,10 @@ class OpenAIChatBackend:
 
     async def forward_chat(self, body: bytes) -> UpstreamRelay:
         """The stateless fast path: ``body`` as the client sent it (given the backend's
-        ``extra_body`` fields it does not set, and its effort at a level the server
-        takes), the answer as bytes."""
-        if self._target.extra_body or self._efforts:
+        ``extra_body`` fields it does not set, its effort at a level the server takes, and
+        with ``alternate_roles`` each run of user messages made one), the answer as
+        bytes."""
+        if self._target.extra_body or self._efforts or self._alternate:
             body = self._forwarded(body)
         return await self._client.relay("/chat/completions", body)
 
@@ -176,10 +180,14 @@ class OpenAIChatBackend:
         fields = orjson.loads(body)
         effort = fields.get("reasoning_effort")
         level = level_sent(self._efforts, effort)
-        if level == effort and not self._target.extra_body:
+        messages = fields.get("messages")
+        merged = _alternated(messages) if self._alternate else messages
+        if level == effort and merged is messages and not self._target.extra_body:
             return body
         if level != effort:
             fields["reasoning_effort"] = level
+        if merged is not messages:
+            fields["messages"] = merged
         return orjson.dumps(self._target.filled(fields))
 
     def full(self, pending: int = 0) -> bool:
@@ -194,6 +202,25 @@ class OpenAIChatBackend:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _alternated(messages: object) -> object:
+    """A fast-path body's ``messages`` with each run of user messages made one; the very
+    list when it has no such run, or when they are malformed (the upstream judges them)."""
+    if not isinstance(messages, list) or not all(_well_formed(m) for m in messages):
+        return messages
+    roles = [m["role"] for m in messages]
+    if not any(a == b == "user" for a, b in itertools.pairwise(roles)):
+        return messages
+    return merge_user_turns(messages)
+
+
+def _well_formed(message: object) -> bool:
+    """A message :func:`merge_user_turns` can take: a role, and a user's content text or
+    parts."""
+    if not isinstance(message, dict) or "role" not in message:
+        return False
+    return message["role"] != "user" or isinstance(message.get("content"), str | list)
 
 
 async def _guided(deltas: AsyncGenerator[Delta, None], tool: str) -> AsyncGenerator[Delta, None]:
