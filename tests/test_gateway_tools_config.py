@@ -9,8 +9,10 @@ import pytest
 
 from stateway.app import backend_gateway_tools, build_tools
 from stateway.config import ConfigError, Overrides, load_config
+from stateway.core.tools.ports import McpServer
 from stateway.core.tools.toolset import Toolset
 from stateway.tool_config import McpConfig
+from tests.support.mcp_server import serve_mcp
 
 MCP = 'type = "mcp", server_label'
 BACKEND = '[[backends]]\nname = "local"\nurl = "http://127.0.0.1:8000/v1"\n'
@@ -106,6 +108,22 @@ def test_the_tools_section_sets_the_call_limits(tmp_path: Path) -> None:
     path.write_text("[tools]\nmax_output_bytes = 10\n" + BACKEND)
     with pytest.raises(ConfigError, match="max_output_bytes"):
         load_config(Overrides(config=str(path)), {})
+
+
+async def test_the_mcp_client_takes_outputs_as_long_as_max_output_bytes(tmp_path: Path) -> None:
+    """The pool's SSE event limit follows the setting: a result past the SDK's 1 MiB per
+    event (and past what the default allows) reaches the loop, which judges its size."""
+    path = tmp_path / "stateway.toml"
+    path.write_text(f"[tools]\nmax_output_bytes = {2 * 1024 * 1024}\n" + BACKEND)
+    tools = build_tools(load_config(Overrides(config=str(path)), {}), {})
+    line = "x" * (1024 * 1024)
+    with serve_mcp() as running:
+        try:
+            server = McpServer("test", running.url)
+            output = await tools.mcp.call_tool(server, "echo", {"text": line, "times": 5})
+        finally:
+            await tools.mcp.aclose()
+    assert output == line * 5
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,27 @@ async def test_structured_content_when_there_is_no_content(
     assert await pool.call_tool(server_for(mcp_server), "tally", {}) == '{"count":3}'
 
 
+async def test_an_output_within_max_output_bytes_arrives_whole_over_streamable_http(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
+) -> None:
+    """A result is one SSE event carrying its text, JSON-escaped, and often a structured
+    copy of it: the event limit leaves room for any output under ``max_output_bytes``
+    (1 MiB by default), not the SDK's 1 MiB per event, which failed such a call as a
+    closed connection."""
+    text = 'a "quoted"\n line ' * 60_000  # 1,020,000 bytes, 1.2 MB escaped
+
+    assert await pool.call_tool(server_for(mcp_server), "echo", {"text": text}) == text
+
+
+async def test_max_output_bytes_raises_the_event_limit(mcp_server: RunningMcpServer) -> None:
+    pool = PooledMcpClient(max_output_bytes=3 * 1024 * 1024)
+    text = "x" * (2 * 1024 * 1024)
+    try:
+        assert await pool.call_tool(server_for(mcp_server), "echo", {"text": text}) == text
+    finally:
+        await pool.aclose()
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_an_error_result_is_a_tool_failure_and_keeps_the_session(
     mcp_server: RunningMcpServer, pool: PooledMcpClient, transport: McpTransport

@@ -12,7 +12,7 @@ are read directly by the test: how many sessions it initialized, how many it saw
         McpServer(label="t", url=server.sse_url, transport="sse")
         server.stats.initializations                    # sessions the server initialized
 
-Tools: ``add(a, b)`` (read-only), ``echo(text)``, ``fail(message)`` (an ``isError``
+Tools: ``add(a, b)`` (read-only), ``echo(text, times=1)``, ``fail(message)`` (an ``isError``
 result), ``sleep(seconds)``, ``whoami()`` (the ``Authorization`` header it received),
 ``picture()`` (text plus an image), ``tally()`` (structured content only),
 ``read_slowly(seconds)`` (read-only; counts how many of its calls overlap),
@@ -133,7 +133,15 @@ TOOLS: list[types.Tool] = [
         description="Add two integers.",
         annotations=types.ToolAnnotations(read_only_hint=True),
     ),
-    _tool("echo", {"text": {"type": "string"}}, description="Echo the text back."),
+    types.Tool(
+        name="echo",
+        input_schema={
+            "type": "object",
+            "properties": {"text": {"type": "string"}, "times": {"type": "integer"}},
+            "required": ["text"],
+        },
+        description="Echo the text back (repeated `times`, 1 by default).",
+    ),
     _tool("files.read", {"path": {"type": "string"}}, description="A dotted name, as MCP allows."),
     _tool("fail", {"message": {"type": "string"}}, description="Report an error result."),
     _tool("sleep", {"seconds": {"type": "number"}}, description="Sleep, then answer."),
@@ -173,7 +181,7 @@ async def _call_tool(
         case "add":
             return _text(str(int(args["a"]) + int(args["b"])))
         case "echo":
-            return _text(str(args["text"]))
+            return _text(str(args["text"]) * int(args.get("times", 1)))
         case "files.read":
             return _text(f"contents of {args['path']}")
         case "fail":

@@ -113,7 +113,11 @@ def build_tools(config: Config, environ: Mapping[str, str] | None = None) -> Gat
         max_output_bytes=config.tools.max_output_bytes,
     )
     return GatewayTools(
-        mcp=LazyMcpClient(session_ttl=config.mcp.session_ttl, max_sessions=config.mcp.max_sessions),
+        mcp=LazyMcpClient(
+            session_ttl=config.mcp.session_ttl,
+            max_sessions=config.mcp.max_sessions,
+            max_output_bytes=config.tools.max_output_bytes,
+        ),
         search=search,
         servers=servers,
         url_allowed=config.mcp.allows,

@@ -29,6 +29,7 @@ from stateway.core.tools.ports import McpServer, McpTool, ToolError, ToolFailure
 from stateway.mcp_client import failures
 from stateway.mcp_client.results import checked_text, from_wire_tool
 from stateway.mcp_client.session import PooledSession
+from stateway.mcp_client.transports import event_limit
 
 T = TypeVar("T")
 
@@ -63,18 +64,22 @@ class PooledMcpClient:
         connect_timeout: float = 10.0,
         close_timeout: float = 5.0,
         max_sessions: int = MAX_SESSIONS,
+        max_output_bytes: int = 1024 * 1024,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``session_ttl``: seconds an idle session is kept (``McpConfig.session_ttl``).
         ``connect_timeout``: seconds to connect and complete the handshake (also how long a
         suspect session's health check may take). ``close_timeout``: seconds a session's
         goodbye may take on close. ``max_sessions``: sessions kept at once; opening one more
-        first closes the least recently used idle ones. ``clock``: monotonic seconds (tests
-        move it)."""
+        first closes the least recently used idle ones. ``max_output_bytes``: the longest
+        output a call may return (``[tools] max_output_bytes``); a Streamable HTTP session
+        takes SSE events large enough to carry it (:func:`~.transports.event_limit`).
+        ``clock``: monotonic seconds (tests move it)."""
         self._ttl = session_ttl
         self._connect_timeout = connect_timeout
         self._close_timeout = close_timeout
         self._max_sessions = max_sessions
+        self._max_event_bytes = event_limit(max_output_bytes)
         self._clock = clock
         self._current: dict[PoolKey, PooledSession] = {}
         self._live: set[PooledSession] = set()
@@ -178,6 +183,7 @@ class PooledMcpClient:
                 server,
                 ttl=self._ttl,
                 connect_timeout=self._connect_timeout,
+                max_event_bytes=self._max_event_bytes,
                 close_timeout=self._close_timeout,
                 clock=self._clock,
                 on_ready=self._initialized,

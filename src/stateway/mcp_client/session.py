@@ -46,6 +46,7 @@ class PooledSession:
         *,
         ttl: float,
         connect_timeout: float,
+        max_event_bytes: int,
         close_timeout: float,
         clock: Callable[[], float],
         on_ready: Callable[[PooledSession], None],
@@ -58,6 +59,7 @@ class PooledSession:
         self.trace = HttpTrace(on_event=self.retire)
         self._ttl = ttl
         self._connect_timeout = connect_timeout
+        self._max_event_bytes = max_event_bytes
         self._close_timeout = close_timeout
         self._clock = clock
         self._on_ready = on_ready
@@ -129,7 +131,9 @@ class PooledSession:
             with anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout) as scope:
                 self._scope = scope
                 async with (
-                    open_transport(self.server, self.trace, self._connect_timeout) as streams,
+                    open_transport(
+                        self.server, self.trace, self._connect_timeout, self._max_event_bytes
+                    ) as streams,
                     ClientSession(*streams, client_info=CLIENT_INFO) as session,
                 ):
                     await session.initialize()

@@ -27,6 +27,9 @@ from stateway.core.tools.ports import McpServer, McpTransport
 STREAM_READ_TIMEOUT = 300.0
 """Seconds a response stream may stay silent (a long tool call answers on it)."""
 
+MIN_EVENT_BYTES = 1024 * 1024
+"""The SDK's own limit on one SSE event: the least :func:`event_limit` gives."""
+
 _MCP_CONTENT_TYPES = ("application/json", "text/event-stream")
 
 
@@ -99,22 +102,36 @@ def _http_client(
     )
 
 
+def event_limit(max_output_bytes: int) -> int:
+    """The largest SSE event a session takes when calls may return ``max_output_bytes`` of
+    output. A result arrives as one event holding its text JSON-escaped, often twice (the
+    ``mcp`` SDK's ``MCPServer`` repeats a tool's returned text as ``structuredContent``):
+    room for four times the output, so that the loop's own check of the output's size
+    decides (and says so), not the transport failing the call as a closed connection."""
+    return max(MIN_EVENT_BYTES, 4 * max_output_bytes + 64 * 1024)
+
+
 @asynccontextmanager
 async def _streamable_http(
-    server: McpServer, trace: HttpTrace, connect_timeout: float
+    server: McpServer, trace: HttpTrace, connect_timeout: float, max_event_bytes: int
 ) -> AsyncIterator[TransportStreams]:
     timeout = httpx2.Timeout(connect_timeout, read=STREAM_READ_TIMEOUT)
     async with (
         _http_client(dict(server.headers), timeout, trace) as client,
-        streamable_http_client(server.url, http_client=client) as streams,
+        streamable_http_client(
+            server.url, http_client=client, max_sse_event_size=max_event_bytes
+        ) as streams,
     ):
         yield streams
 
 
 @asynccontextmanager
 async def _sse(
-    server: McpServer, trace: HttpTrace, connect_timeout: float
+    server: McpServer, trace: HttpTrace, connect_timeout: float, max_event_bytes: int
 ) -> AsyncIterator[TransportStreams]:
+    """The SDK's SSE transport keeps its own 1 MiB per event (``max_event_bytes`` cannot
+    reach it)."""
+
     def client_factory(
         headers: dict[str, str] | None = None,
         timeout: httpx2.Timeout | None = None,
@@ -132,14 +149,15 @@ async def _sse(
         yield streams
 
 
-Opener = Callable[[McpServer, HttpTrace, float], AbstractAsyncContextManager[TransportStreams]]
+Opener = Callable[[McpServer, HttpTrace, float, int], AbstractAsyncContextManager[TransportStreams]]
 
 OPENERS: dict[McpTransport, Opener] = {"streamable_http": _streamable_http, "sse": _sse}
 """How each transport a server may name is opened."""
 
 
 def open_transport(
-    server: McpServer, trace: HttpTrace, connect_timeout: float
+    server: McpServer, trace: HttpTrace, connect_timeout: float, max_event_bytes: int
 ) -> AbstractAsyncContextManager[TransportStreams]:
-    """The transport's context manager: enter and exit it in the same task."""
-    return OPENERS[server.transport](server, trace, connect_timeout)
+    """The transport's context manager: enter and exit it in the same task.
+    ``max_event_bytes``: the largest SSE event taken (:func:`event_limit`)."""
+    return OPENERS[server.transport](server, trace, connect_timeout, max_event_bytes)
