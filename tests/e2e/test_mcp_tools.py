@@ -580,6 +580,22 @@ def test_a_chain_lists_again_only_when_a_turn_may_offer_what_its_listing_held_ba
     assert third.output_text == "Tool said: again"
 
 
+def test_a_server_url_naming_an_sse_server_is_spoken_to_over_sse(setup: Setup) -> None:
+    """As hosted: a request cannot say which transport its server speaks, and an SSE
+    server (which answers the Streamable HTTP handshake 405) works too."""
+    sse = {"type": "mcp", "server_label": "old", "server_url": setup.server.sse_url}
+    response = setup.sdk.responses.create(
+        model="m",
+        input=tool("add", {"a": 2, "b": 3}, "old"),
+        tools=[dict(sse, require_approval="never")],
+    )
+    listed, call, _ = response.output
+    assert listed.type == "mcp_list_tools"
+    assert listed.error is None, listed.error
+    assert call.type == "mcp_call"
+    assert (call.output, call.error) == ("5", None)
+
+
 def test_credentials_are_used_and_never_stored_or_echoed(setup: Setup) -> None:
     direct = {
         "type": "mcp",

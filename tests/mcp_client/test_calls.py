@@ -60,6 +60,20 @@ async def test_structured_content_when_there_is_no_content(
     assert await pool.call_tool(server_for(mcp_server), "tally", {}) == '{"count":3}'
 
 
+async def test_a_server_refusing_streamable_http_is_spoken_to_over_sse(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
+) -> None:
+    """A request's ``server_url`` says nothing of the transport: an SSE server answers the
+    Streamable HTTP ``initialize`` POST with 405, and the client falls back to SSE, as
+    the MCP specification's backwards compatibility asks (and as hosted APIs do)."""
+    server = McpServer(label="test", url=mcp_server.sse_url)  # transport: streamable_http
+
+    assert [tool.name for tool in await pool.list_tools(server)] == [t.name for t in TOOLS]
+    assert await pool.call_tool(server, "add", {"a": 2, "b": 3}) == "5"
+    assert pool.initializations == 1
+    assert mcp_server.stats.initializations == 1
+
+
 async def test_an_output_within_max_output_bytes_arrives_whole_over_streamable_http(
     mcp_server: RunningMcpServer, pool: PooledMcpClient
 ) -> None:

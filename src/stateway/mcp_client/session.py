@@ -17,6 +17,11 @@ After a cancelled call (the caller's timeout) the session is *suspect*: the SDK 
 server a cancellation, which a hung server can leave stuck in the transport. The owner
 then pings the server (bounded by ``connect_timeout``); callers wait for that verdict, and
 a session that does not answer is retired rather than handed out again.
+
+A Streamable HTTP server whose ``initialize`` POST is answered 404 or 405 is tried again
+over SSE (a GET on the same URL), within the same handshake deadline: a request's
+``server_url`` does not say which transport its server speaks, and the MCP specification's
+backwards compatibility has clients fall back so (hosted APIs take both).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import anyio
 import mcp_types as types
@@ -35,6 +41,9 @@ from stateway.mcp_client.failures import Failure
 from stateway.mcp_client.transports import HttpTrace, open_transport
 
 CLIENT_INFO = types.Implementation(name="stateway", version="0.1.0")
+
+NOT_STREAMABLE_HTTP = frozenset({404, 405})
+"""Answers to the Streamable HTTP ``initialize`` POST that send the client to SSE."""
 
 
 class PooledSession:
@@ -73,6 +82,8 @@ class PooledSession:
         self._wake = asyncio.Event()
         self._stopping = False
         self._scope: anyio.CancelScope | None = None
+        self._mark = 0
+        """The trace's serial when the transport in use was opened (its answers follow)."""
         self.task = asyncio.create_task(self._own(), name=f"mcp session {server.label}")
 
     # -- used by the pool (caller tasks) -----------------------------------------------
@@ -130,22 +141,18 @@ class PooledSession:
                 return
             with anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout) as scope:
                 self._scope = scope
-                async with (
-                    open_transport(
-                        self.server, self.trace, self._connect_timeout, self._max_event_bytes
-                    ) as streams,
-                    ClientSession(*streams, client_info=CLIENT_INFO) as session,
-                ):
-                    await session.initialize()
-                    scope.deadline = math.inf
-                    self._ready.set_result(session)
-                    self._on_ready(self)
-                    await self._serve(session)
-                    scope.deadline = min(scope.deadline, anyio.current_time() + self._close_timeout)
+                try:
+                    await self._run(self.server, scope)
+                except Exception:
+                    if not self._falls_back():
+                        raise
+                    self.retired = False  # the refused POST retired it (:class:`HttpTrace`)
+                    self._mark = self.trace.serial
+                    await self._run(replace(self.server, transport="sse"), scope)
             if scope.cancelled_caught and not self._ready.done():
                 failure = self._unfinished_handshake()
         except Exception as exc:  # noqa: BLE001 - the owner is the boundary: any transport error ends the session
-            failure = failures.classify(exc, self.trace.since(0))
+            failure = failures.classify(exc, self.trace.since(self._mark))
         finally:
             self.retired = True
             self._healthy.set()
@@ -155,10 +162,37 @@ class PooledSession:
                 )
             self._on_end(self)
 
+    async def _run(self, server: McpServer, scope: anyio.CancelScope) -> None:
+        """Open the transport ``server`` names, run the handshake and serve the session
+        until it ends."""
+        async with (
+            open_transport(
+                server, self.trace, self._connect_timeout, self._max_event_bytes
+            ) as streams,
+            ClientSession(*streams, client_info=CLIENT_INFO) as session,
+        ):
+            await session.initialize()
+            scope.deadline = math.inf
+            self._ready.set_result(session)
+            self._on_ready(self)
+            await self._serve(session)
+            scope.deadline = min(scope.deadline, anyio.current_time() + self._close_timeout)
+
+    def _falls_back(self) -> bool:
+        """Whether a failed handshake over Streamable HTTP is tried again over SSE."""
+        http = self.trace.since(self._mark)
+        return (
+            self.server.transport == "streamable_http"
+            and not self._ready.done()
+            and not self._stopping
+            and http is not None
+            and http.status in NOT_STREAMABLE_HTTP
+        )
+
     def _unfinished_handshake(self) -> Failure:
         if self._stopping:
             return failures.CLOSED
-        http = self.trace.since(0)  # the SSE transport never answers a POST that failed
+        http = self.trace.since(self._mark)  # the SSE transport never answers a POST that failed
         return (
             failures.from_http(http) if http else failures.handshake_timeout(self._connect_timeout)
         )
