@@ -128,6 +128,24 @@ async def test_a_json_rpc_error_names_the_server_and_keeps_the_session(
     assert mcp_server.stats.initializations == 1
 
 
+async def test_a_server_error_echoing_a_header_value_does_not_pass_it_on(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient
+) -> None:
+    """The model, the client and the stored response read the server's message: a
+    credential it echoes is masked, as an upstream's echoed key is."""
+    token = "sekrit-token-1234567"
+    server = McpServer("test", mcp_server.url, (("Authorization", f"Bearer {token}"),))
+
+    message = f"the token {token.upper()} expired (sent: Bearer {token})"
+    with pytest.raises(ToolFailure) as failure:
+        await pool.call_tool(server, "refuse", {"code": -32042, "message": message})
+
+    error = failure.value.error
+    assert (error.kind, error.code) == ("protocol", -32042)
+    assert "sekrit" not in error.message.lower()
+    assert error.message == "MCP server 'test' returned an error: the token*** expired (sent: ***)"
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_headers_reach_the_server_and_split_the_pool(
     mcp_server: RunningMcpServer, pool: PooledMcpClient, transport: McpTransport

@@ -5,7 +5,8 @@ upstream text bound for a client, the database or the log passes through
 :class:`KeyScrubber`, which masks each case-insensitive occurrence of any run of
 :data:`RUN` consecutive characters of the key (so the whole key, its prefix, a lower-cased
 copy and a fragment cut off by truncation are all masked). A key shorter than that is
-masked whole.
+masked whole. The MCP client masks the header values it sent a server out of that server's
+error messages the same way (:mod:`stateway.mcp_client.failures`).
 """
 
 from __future__ import annotations

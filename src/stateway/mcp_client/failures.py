@@ -40,7 +40,8 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from stateway.core.tools.ports import ToolError, ToolErrorKind, ToolFailure
+from stateway.backends.redaction import KeyScrubber
+from stateway.core.tools.ports import McpServer, ToolError, ToolErrorKind, ToolFailure
 from stateway.mcp_client.transports import HttpEvent
 
 MAX_SERVER_MESSAGE = 300
@@ -64,8 +65,13 @@ class Failure:
     code: int
     """The JSON-RPC code (``protocol``) or the HTTP status (``http``)."""
 
-    def for_server(self, label: str) -> ToolFailure:
-        return ToolFailure(ToolError(f"MCP server '{label}' {self.message}", self.kind, self.code))
+    def for_server(self, server: McpServer) -> ToolFailure:
+        """The failure as ``server``'s, any of its header values the server's own message
+        echoed (a credential, whole or in part, in any case) masked."""
+        message = f"MCP server '{server.label}' {self.message}"
+        for _, value in server.headers:
+            message = KeyScrubber(value)(message)
+        return ToolFailure(ToolError(message, self.kind, self.code))
 
 
 def _retiring(message: str, code: int, kind: ToolErrorKind = "protocol") -> Failure:

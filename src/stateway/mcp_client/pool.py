@@ -163,10 +163,10 @@ class PooledMcpClient:
                     entry.retire()
                 if http is not None and http.session_gone and attempt < MAX_ATTEMPTS - 1:
                     continue
-                raise failure.for_server(server.label) from None
+                raise failure.for_server(server) from None
             finally:
                 entry.leave()
-        raise failures.CLOSED.for_server(server.label)
+        raise failures.CLOSED.for_server(server)
 
     def _checkout(self, server: McpServer) -> PooledSession:
         """The key's usable session, created (and starting its handshake) when there is none.

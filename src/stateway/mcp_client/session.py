@@ -157,9 +157,7 @@ class PooledSession:
             self.retired = True
             self._healthy.set()
             if not self._ready.done():
-                self._ready.set_exception(
-                    (failure or failures.CLOSED).for_server(self.server.label)
-                )
+                self._ready.set_exception((failure or failures.CLOSED).for_server(self.server))
             self._on_end(self)
 
     async def _run(self, server: McpServer, scope: anyio.CancelScope) -> None:
