@@ -57,14 +57,15 @@ class GroupCommitter:
         """``order``: every statement a save may use, in the order a batch runs them."""
         self.writer = writer
         self._order = tuple(order)
+        self._known = frozenset(order)
         self._pending: list[PendingSave] = []
         self._writer: asyncio.Task[None] | None = None
 
     async def write(self, rows: Rows) -> None:
         """Write one save's rows (atomically, with whatever batch it joins); return once
         committed."""
-        unknown = rows.keys() - set(self._order)
-        if unknown:
+        if not self._known.issuperset(rows):
+            unknown = rows.keys() - self._known
             raise ValueError(f"statements missing from the write order: {unknown}")
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append(PendingSave(rows, done))
@@ -110,10 +111,14 @@ class GroupCommitter:
                 _settle(save, None)
 
     async def _write(self, batch: list[PendingSave]) -> None:
-        statements = [
-            (statement, [row for save in batch for row in save.rows.get(statement, ())])
-            for statement in self._order
-        ]
+        if len(batch) == 1:  # the usual batch when requests come one at a time
+            rows = batch[0].rows
+            statements = [(s, rows[s]) for s in self._order if s in rows]
+        else:
+            statements = [
+                (statement, [row for save in batch for row in save.rows.get(statement, ())])
+                for statement in self._order
+            ]
         with storage_errors("saving a response"):
             await self.writer.write(statements)
 
