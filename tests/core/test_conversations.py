@@ -175,6 +175,24 @@ async def test_added_items_get_new_ids_of_their_type() -> None:
     assert stored[0]["id"].startswith("msg_")
 
 
+async def test_items_the_gateway_makes_get_its_prefixes_in_a_conversation() -> None:
+    """An item of a type the gateway makes (a compaction, a web search or MCP call) gets
+    the prefix the gateway gives that type, as in a response's output, not ``item_``."""
+    world = World(sealer=SEALER)
+    conversation = await world.conversation("first")
+    compaction = {
+        "type": "compaction",
+        "id": "cmp_mine",
+        "encrypted_content": seal(SEALER, COMPACTION, ME.tenant_id, "sum"),
+    }
+    search = {"type": "web_search_call", "status": "completed", "action": {"type": "search"}}
+    mcp = {"type": "mcp_call", "server_label": "s", "name": "t", "arguments": "{}"}
+    added = await world.gateway.execute(
+        ME, AddConversationItems(conversation.id, [compaction, search, mcp])
+    )
+    assert [item["id"].split("_")[0] for item in added.items] == ["cmp", "ws", "mcp"]
+
+
 def call(call_id: str) -> Item:
     return {"type": "function_call", "call_id": call_id, "name": "f", "arguments": "{}"}
 

@@ -43,8 +43,14 @@ ID_PREFIXES: Final = {
     TOOL_SEARCH_CALL: "tsc",
     TOOL_SEARCH_OUTPUT: "tso",
     MCP_APPROVAL_RESPONSE: "mcpa",
+    MCP_APPROVAL_REQUEST: "mcpr",
+    MCP_CALL: "mcp",
+    MCP_LIST_TOOLS: "mcpl",
+    WEB_SEARCH_CALL: "ws",
+    "compaction": "cmp",
 }
-"""The prefix of the ids the gateway gives items, by type."""
+"""The prefix of the ids the gateway gives items, by type: the same wherever it gives
+one (a response's output, a conversation's own id for an item it was given)."""
 
 ID_IS_REFERENCE: Final = frozenset({"local_shell_call_output"})
 """Item types whose ``id`` names another item (the call a ``local_shell_call_output``
