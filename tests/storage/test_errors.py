@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from pathlib import Path
 
 import asyncpg
@@ -11,6 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import CompileError, IntegrityError, OperationalError
 
 from stateway.core.errors import StorageError
+from stateway.core.ports import ResponseRecord
 from stateway.storage.sql import migrate, open_store
 from stateway.storage.sql.errors import storage_errors
 
@@ -99,7 +101,8 @@ def test_the_reason_is_the_first_line_of_the_drivers_error_or_its_class(
     "failure",
     [
         IntegrityError("INSERT INTO t", {}, Exception("duplicate key")),
-        sqlite3.IntegrityError("UNIQUE constraint failed: t.id"),  # the SQLite writer's own
+        sqlite3.IntegrityError("UNIQUE constraint failed: t.id"),  # the writers' own
+        asyncpg.UniqueViolationError("duplicate key value violates unique constraint"),
     ],
 )
 def test_rejected_writes_say_so(failure: Exception) -> None:
@@ -167,3 +170,41 @@ async def test_a_dropped_postgres_connection_fails_one_call_then_heals(postgres_
     finally:
         await admin.close()
         await store.aclose()
+
+
+@pytest.mark.postgres
+async def test_a_write_on_a_dropped_postgres_connection_fails_once_then_heals(
+    postgres_url: str,
+) -> None:
+    """The writer runs its statements on the driver's connection itself: a dead one must
+    still leave the pool, or every later save would fail on it."""
+    await migrate(postgres_url)
+    store = open_store(postgres_url)
+    admin = await asyncpg.connect(postgres_url, timeout=5)
+    tenant = f"tenant-{uuid.uuid4().hex}"
+    try:
+        async with store.engine.connect() as connection:  # the pool's only connection
+            pid = await connection.scalar(text("SELECT pg_backend_pid()"))
+        assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
+
+        with pytest.raises(StorageError, match="failed while saving"):
+            await store.save(_record(tenant, "r1"))
+        await store.save(_record(tenant, "r2"))
+        assert await store.get(tenant, "r2") is not None
+        assert await store.get(tenant, "r1") is None
+    finally:
+        await admin.close()
+        await store.aclose()
+
+
+def _record(tenant: str, response_id: str) -> ResponseRecord:
+    return ResponseRecord(
+        tenant_id=tenant,
+        id=response_id,
+        previous_response_id=None,
+        status="completed",
+        created_at=1.0,
+        body={"id": response_id},
+        input_items=[],
+        output_items=[],
+    )

@@ -39,6 +39,13 @@ DATABASE_ERRORS: Final[tuple[type[Exception], ...]] = (
     sqlite3.Error,  # aiosqlite re-exports sqlite3's exception classes
 )
 
+REJECTIONS: Final[tuple[type[Exception], ...]] = (
+    IntegrityError,
+    sqlite3.IntegrityError,  # the writers run their statements on the drivers themselves
+    asyncpg.IntegrityConstraintViolationError,
+)
+"""The database refused the data (a duplicate key, a broken constraint), not a failure."""
+
 _MAX_REASON = 300
 
 
@@ -52,7 +59,7 @@ def storage_errors(action: str) -> Iterator[None]:
         yield
     except (CompileError, ArgumentError):
         raise  # a bug in a statement, not a storage failure
-    except (IntegrityError, sqlite3.IntegrityError) as exc:
+    except REJECTIONS as exc:
         raise _failed(f"Storage rejected the data while {action}.", exc) from exc
     except DATABASE_ERRORS as exc:
         raise _failed(f"Storage failed while {action}.", exc) from exc

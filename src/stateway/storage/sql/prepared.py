@@ -38,6 +38,22 @@ class Prepared:
     """A row's values, in the order the SQL's positional parameters take them."""
 
 
+class PreparedStatements:
+    """Statements prepared for one dialect, each once per row shape."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self._dialect = dialect
+        self._prepared: dict[tuple[Executable, tuple[str, ...]], Prepared] = {}
+
+    def get(self, statement: Executable, row: Row) -> Prepared:
+        """``statement`` prepared for rows with ``row``'s keys."""
+        key = (statement, tuple(row))
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            prepared = self._prepared[key] = prepare(statement, key[1], self._dialect)
+        return prepared
+
+
 def prepare(statement: Executable, keys: Sequence[str], dialect: Dialect) -> Prepared:
     """``statement`` compiled for ``dialect`` and rows with ``keys`` (as SQLAlchemy
     compiles it for an execution with such rows)."""
