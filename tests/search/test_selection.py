@@ -30,6 +30,12 @@ def test_domains_are_read_leniently() -> None:
     assert normalize_domains(raw) == ("docs.example.com", "example.org", "example.net", "a.io")
 
 
+def test_an_allow_list_naming_no_domain_allows_none() -> None:
+    hits = [SearchHit("a", "https://example.com/1")]
+    assert select_hits(hits, SearchQuery("q", allowed_domains=("", "*.")), limit=5) == []
+    assert len(select_hits(hits, SearchQuery("q", blocked_domains=("",)), limit=5)) == 1
+
+
 def test_duplicates_differ_only_by_fragment_case_or_trailing_slash() -> None:
     hits = [
         SearchHit("a", "https://example.com/page"),

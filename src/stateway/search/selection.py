@@ -14,6 +14,7 @@ from dataclasses import replace
 from urllib.parse import urlsplit, urlunsplit
 
 from stateway.core.tools.ports import SearchHit, SearchQuery, ToolFailure
+from stateway.core.tools.web_search import domain_name
 
 
 def query_text(query: SearchQuery) -> str:
@@ -29,6 +30,8 @@ def select_hits(hits: Iterable[SearchHit], query: SearchQuery, limit: int) -> li
     ``hits``."""
     wanted = min(limit, query.max_results)
     domains = normalize_domains(query.allowed_domains)
+    if query.allowed_domains and not domains:
+        return []  # an allow-list naming no domain allows none, never every one
     blocked = normalize_domains(query.blocked_domains)
     seen: set[str] = set()
     chosen: list[SearchHit] = []
@@ -53,17 +56,9 @@ def text_field(value: object) -> str:
 
 
 def normalize_domains(domains: Iterable[str]) -> tuple[str, ...]:
-    """Lower-cased bare host names: ``https://Docs.Example.com/x`` and ``*.example.com``
-    are read as ``docs.example.com`` and ``example.com``."""
-    out: list[str] = []
-    for raw in domains:
-        domain = raw.strip().lower()
-        if "://" in domain:
-            domain = urlsplit(domain).hostname or ""
-        domain = domain.split("/", 1)[0].removeprefix("*.").strip(".")
-        if domain:
-            out.append(domain)
-    return tuple(out)
+    """Lower-cased bare host names (:func:`.web_search.domain_name`); entries naming none
+    are left out."""
+    return tuple(name for name in map(domain_name, domains) if name)
 
 
 def host_allowed(host: str, domains: tuple[str, ...]) -> bool:

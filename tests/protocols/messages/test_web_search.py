@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from anthropic.types import Message
 
 from stateway.core import events as ev
@@ -13,7 +14,7 @@ from stateway.core.commands import GenerationSettings
 from stateway.protocols.messages.decode import decode_messages
 from stateway.protocols.messages.encode import encode_message
 from stateway.protocols.messages.stream import MessagesStream
-from tests.protocols.messages.test_decode import body, sent_back
+from tests.protocols.messages.test_decode import body, refused, sent_back
 from tests.protocols.messages.test_encode import TEXT, frames, state
 
 DECLARED = {"type": "web_search", "max_uses": 2}
@@ -59,6 +60,17 @@ def test_the_server_tool_becomes_the_gateway_web_search_with_its_limits() -> Non
     assert command.settings.tool_choice == {"type": "web_search"}
     later = decode_messages(body(tools=[{"type": "web_search_20260101", "name": "web_search"}]))
     assert later.settings.tools == [{"type": "web_search"}]  # a later version, same tool
+
+
+@pytest.mark.parametrize("key", ["allowed_domains", "blocked_domains"])
+@pytest.mark.parametrize("value", ["", " ", "*.", "https://", "/path"])
+def test_a_domain_naming_no_host_is_a_400_naming_it(key: str, value: str) -> None:
+    """Read leniently, such a value would be no domain at all: an allow-list of only
+    such values would let every domain through."""
+    tool = {"type": "web_search_20250305", "name": "web_search", key: ["docs.test", value]}
+    error = refused(body(tools=[tool]))
+    assert error.param == f"tools.0.{key}.1"
+    assert error.message.startswith(f"tools.0.{key}.1: ")
 
 
 def test_an_earlier_search_comes_back_as_the_call_the_model_saw() -> None:

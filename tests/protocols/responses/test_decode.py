@@ -74,6 +74,17 @@ def test_client_ids_are_kept_as_labels_and_content_is_normalized() -> None:
             {"model": "m", "tools": [{"type": "web_search", "filters": 1}]},
             "tools[0].filters.allowed_domains",
         ),
+        (
+            {"model": "m", "tools": [{"type": "web_search", "filters": {"allowed_domains": [""]}}]},
+            "tools[0].filters.allowed_domains[0]",
+        ),
+        (
+            {
+                "model": "m",
+                "tools": [{"type": "web_search", "filters": {"allowed_domains": ["a.org", "*."]}}],
+            },
+            "tools[0].filters.allowed_domains[1]",
+        ),
         ({"model": "m", "tools": [{"type": "mcp"}]}, "tools[0].server_label"),
         (
             {"model": "m", "input": [{"type": "mcp_approval_response", "approve": True}]},

@@ -5,6 +5,7 @@ annotations on the answer."""
 from __future__ import annotations
 
 from typing import Final
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -37,6 +38,19 @@ MAX_USES_EXCEEDED: Final = "max_uses_exceeded"
 def over_max_uses(cap: int) -> str:
     """The error of a search past ``max_uses``: the call fails, the model is told why."""
     return f"{MAX_USES_EXCEEDED}: this response may run at most {cap} web searches."
+
+
+def domain_name(raw: str) -> str:
+    """The host name a filter's domain names, read leniently: ``https://Docs.Example.com/x``
+    and ``*.example.com`` name ``docs.example.com`` and ``example.com``; empty when it names
+    none (``""``, ``*.``, ``https://``), which the protocols refuse."""
+    domain = raw.strip().lower()
+    if "://" in domain:
+        try:
+            domain = urlsplit(domain).hostname or ""
+        except ValueError:
+            return ""
+    return domain.split("/", 1)[0].removeprefix("*.").strip(".")
 
 
 def entry(declared: Item) -> Entry:

@@ -21,6 +21,7 @@ import orjson
 import pydantic
 
 from stateway.core.items import Item
+from stateway.core.tools.web_search import domain_name
 from stateway.protocols.messages.client_tools import CLIENT_TOOLS, function_of
 from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.request import (
@@ -146,6 +147,13 @@ def _web_search(tool: WebSearchToolParam, index: int) -> Item:
             "allowed_domains and blocked_domains cannot both be set.",
         )
     filters = {"allowed_domains": tool.allowed_domains, "blocked_domains": tool.blocked_domains}
+    for key, domains in filters.items():
+        for position, domain in enumerate(domains or ()):
+            if not domain_name(domain):
+                raise field_error(
+                    f"tools.{index}.{key}.{position}",
+                    f"{domain!r} names no domain (for example 'example.com').",
+                )
     declared: Item = {"type": "web_search"}
     if any(filters.values()):
         declared["filters"] = {key: value for key, value in filters.items() if value}

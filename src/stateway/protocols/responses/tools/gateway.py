@@ -11,6 +11,7 @@ from typing import Any
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.core.tools.model_names import SEPARATOR
+from stateway.core.tools.web_search import domain_name
 from stateway.protocols.responses.tools.fields import (
     copy_choice,
     copy_typed,
@@ -33,6 +34,13 @@ def decode_web_search(tool: dict[str, Any], path: str) -> Item:
                 "'filters.allowed_domains' must be a list of strings.",
                 f"{path}.filters.allowed_domains",
             )
+        for position, domain in enumerate(domains or ()):
+            if not domain_name(domain):
+                raise InvalidRequest(
+                    f"Invalid value: {domain!r} names no domain (for example 'example.com').",
+                    param=f"{path}.filters.allowed_domains[{position}]",
+                    code="invalid_value",
+                )
         out["filters"] = {"allowed_domains": domains}
     expected = "'low', 'medium' or 'high'"
     copy_choice(tool, out, "search_context_size", path, _CONTEXT_SIZES, expected)
