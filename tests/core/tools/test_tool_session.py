@@ -164,6 +164,19 @@ async def test_searches_past_max_uses_are_not_sent_and_fail_by_that_name() -> No
     )
 
 
+async def test_a_search_past_max_tool_calls_keeps_the_query_the_model_wrote() -> None:
+    """Not run, but shown (and sent back to the model on a later turn) as the search the
+    model asked for, as a search past ``max_uses`` is."""
+    search = FakeSearch([SearchHit("A", "https://a.test/", "a")])
+    calls = [call("web_search", {"query": q}, i) for i, q in enumerate(("one", "two"))]
+    setup = Setup([tools_round(*calls), answer()], search=search)
+    run = await setup.create([{"type": "web_search"}], settings={"max_tool_calls": 1})
+    assert [q.query for q in search.queries] == ["one"]
+    refused = run.state.output[1]
+    assert refused["status"] == "failed"
+    assert refused["action"] == {"type": "search", "query": "two"}
+
+
 async def test_a_declared_search_filters_its_hits_by_domain() -> None:
     search = FakeSearch([])
     setup = Setup([tools_round(call("web_search", {"query": "q"})), answer()], search=search)

@@ -181,6 +181,8 @@ class ToolSession:
         allowed = len(pending) if limit is None else max(0, limit - self.calls_made)
         refusal = Outcome(error=ToolError.protocol(GATEWAY_REFUSED, MAX_TOOL_CALLS))
         for call in pending[allowed:]:
+            if call.item["type"] == WEB_SEARCH_CALL:
+                web_search.show_query(call.item, call.arguments)
             self._close(call, refusal)
         if self._invocations is None:
             self._invocations = Invocations(

@@ -4,6 +4,7 @@ annotations on the answer."""
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -75,6 +76,13 @@ def query_of(arguments: str) -> str:
     if not isinstance(query, str) or not query.strip():
         raise ToolFailure("A web search needs a non-empty 'query'.")
     return query.strip()
+
+
+def show_query(item: Item, arguments: str) -> None:
+    """Put the query of a call that is not run into its item's ``action`` (left empty when
+    the arguments hold none), as a call that runs shows it."""
+    with suppress(ToolFailure):
+        item["action"]["query"] = query_of(arguments)
 
 
 def sources(hits: list[SearchHit]) -> list[Item]:
