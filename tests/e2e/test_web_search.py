@@ -4,6 +4,7 @@ of the fake model, driven by the ``openai`` SDK, over both upstream API shapes."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from openai import OpenAI
@@ -123,3 +124,24 @@ def test_a_chat_client_asks_for_a_search_with_web_search_options(
     )
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert streamed == message.content
+
+
+def test_the_answer_after_a_mixed_round_cites_its_search(sdk: OpenAI) -> None:
+    """A search beside a client call: the search runs, the client's call goes back, and
+    the answer that the client's output brings cites the search's sources."""
+    local = {"type": "function", "name": "open_url", "parameters": {"type": "object"}}
+    tools: Any = [{"type": "web_search"}, local]
+    first = sdk.responses.create(model="m", input=SEARCH + '[[tool:open_url:{"n":1}]]', tools=tools)
+    search, opened = first.output
+    assert search.type == "web_search_call"
+    assert opened.type == "function_call"
+    url = (search.action.sources or [])[0].url  # type: ignore[union-attr]
+    second = sdk.responses.create(
+        model="m",
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": opened.call_id, "output": url}],
+        tools=tools,
+    )
+    text = second.output[0].content[0]  # type: ignore[union-attr]
+    assert url in text.text
+    assert [a.url for a in text.annotations] == [url]  # type: ignore[union-attr]

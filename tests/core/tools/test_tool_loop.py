@@ -645,6 +645,33 @@ async def test_web_search_emits_its_call_with_sources_and_cites_them() -> None:
     assert "A gateway." in seen_by_model(setup.backend.requests[1])["output"]
 
 
+async def test_the_answer_after_a_mixed_round_cites_its_search() -> None:
+    """The search ran in the response that returned the client's call; the client's
+    output continues that turn, and the answer naming a hit cites it as if one response
+    had done both. A search of an earlier turn is not cited."""
+    hits = [SearchHit("Stateway", "https://stateway.test/docs", "A gateway.")]
+    client_tool = {"type": "function", "name": "local", "parameters": {"type": "object"}}
+    tools = [{"type": "web_search"}, client_tool]
+    named = "See https://stateway.test/docs."
+    setup = Setup(
+        [
+            tools_round(call("web_search", {"query": "q"}), call("local", {}, index=1)),
+            answer(named),
+            answer(named),
+        ],
+        search=FakeSearch(hits),
+    )
+    first = await setup.create(tools)
+    local = first.state.output[1]
+    output = {"type": "function_call_output", "call_id": local["call_id"], "output": "ok"}
+    second = await setup.create(tools, [output], previous_response_id=first.state.id)
+    [message] = second.state.output
+    [citation] = message["content"][0]["annotations"]
+    assert citation["url"] == "https://stateway.test/docs"
+    third = await setup.create(tools, [user("again")], previous_response_id=second.state.id)
+    assert third.state.output[0]["content"][0]["annotations"] == []
+
+
 async def test_a_failed_search_is_a_failed_call_the_model_sees() -> None:
     setup = Setup(
         [tools_round(call("web_search", {"query": "q"})), answer()],

@@ -92,9 +92,11 @@ class ToolSession:
     # -- before the first round ------------------------------------------------------
 
     async def prepare(self, context: list[Item]) -> None:
-        """Offer web search and every declared MCP server's tools."""
+        """Offer web search (citing the searches of the turn this response continues) and
+        every declared MCP server's tools."""
         if self._toolset.web_search is not None:
             self.catalog.add(web_search.entry(self._toolset.web_search.declared))
+            self.sources.extend(web_search.turn_sources(context))
         if self._toolset.mcp:
             await self._discovered().offer(context, self.catalog)
 

@@ -91,6 +91,21 @@ def sources(hits: list[SearchHit]) -> list[Item]:
     return [{"type": "url", "url": h.url, "title": h.title, "snippet": h.snippet} for h in hits]
 
 
+def turn_sources(context: list[Item]) -> list[Item]:
+    """The results of the searches made since the user last spoke: a turn that a client's
+    output continues after a mixed round (a search beside a client call) cites them, as
+    the response that ran them would have."""
+    found: list[Item] = []
+    for item in reversed(context):
+        if item.get("role") == "user":
+            break
+        action = item.get("action") if item.get("type") == WEB_SEARCH_CALL else None
+        sources = action.get("sources") if isinstance(action, dict) else None
+        if isinstance(sources, list):
+            found[:0] = [source for source in sources if isinstance(source, dict)]
+    return found
+
+
 def citations(text: str, found: list[Item]) -> list[Item]:
     """``url_citation`` annotations for each place ``text`` names a source's URL."""
     out: list[Item] = []
