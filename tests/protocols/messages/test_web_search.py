@@ -159,6 +159,52 @@ def test_a_streamed_search_numbers_its_two_blocks_before_the_answer() -> None:
     assert b'"server_tool_use":{"web_search_requests":1,"web_fetch_requests":0}' in ending
 
 
+def test_a_mixed_rounds_client_call_streams_after_the_search_made_before_it() -> None:
+    """The search's blocks come once it has run; the client's call the model made after
+    it waits for them, so the streamed message has the blocks in the order the
+    non-streamed one has."""
+    running = SEARCH | {"status": "in_progress", "action": {"type": "search", "query": ""}}
+    local = {
+        "id": "fc_1",
+        "type": "function_call",
+        "call_id": "toolu_1",
+        "name": "lookup",
+        "arguments": '{"k":1}',
+        "status": "completed",
+    }
+    shown = state(output=[SEARCH, local], settings=settings())
+    stream = MessagesStream()
+    wire = stream.encode(ev.ResponseCreated(shown))
+    wire += stream.encode(ev.ItemAdded(0, running))
+    wire += stream.encode(ev.ItemAdded(1, local | {"arguments": "", "status": "in_progress"}))
+    wire += stream.encode(ev.ArgumentsDelta(1, "fc_1", '{"k":1}'))
+    wire += stream.encode(ev.ItemDone(1, local))
+    wire += stream.encode(ev.ItemDone(0, SEARCH))
+    wire += stream.encode(ev.ResponseFinished(shown))
+    sent = [data for _, data in frames(wire)]
+    starts = [f["content_block"]["type"] for f in sent if f["type"] == "content_block_start"]
+    expected = [block["type"] for block in encode_message(shown)["content"]]
+    assert starts == expected == ["server_tool_use", "web_search_tool_result", "tool_use"]
+    blocks = [f["index"] for f in sent if f["type"].startswith("content_block")]
+    assert blocks == sorted(blocks)
+    assert {"type": "input_json_delta", "partial_json": '{"k":1}'} in [
+        f["delta"] for f in sent if f["type"] == "content_block_delta" and f["index"] == 2
+    ]
+
+
+def test_searches_run_together_stream_their_blocks_in_the_order_they_were_made() -> None:
+    second = SEARCH | {"id": "ws_two", "action": {"type": "search", "query": "two"}}
+    shown = state(output=[SEARCH, second], settings=settings())
+    stream = MessagesStream()
+    wire = stream.encode(ev.ResponseCreated(shown))
+    wire += stream.encode(ev.ItemAdded(0, SEARCH | {"status": "in_progress"}))
+    wire += stream.encode(ev.ItemAdded(1, second | {"status": "in_progress"}))
+    wire += stream.encode(ev.ItemDone(1, second))  # the second finished first
+    wire += stream.encode(ev.ItemDone(0, SEARCH))
+    inputs = [f["delta"]["partial_json"] for _, f in frames(wire) if "delta" in f]
+    assert inputs == ['{"query":"q"}', '{"query":"two"}']
+
+
 def test_the_blocks_of_a_search_in_full() -> None:
     bare = {"id": "ws_q", "type": "web_search_call", "status": "completed", "action": {}}
     shown = state(output=[SEARCH, bare], settings=settings())

@@ -13,7 +13,8 @@ shown that the text names, once the text is done;
 ``signature_delta`` before a signed thinking block stops) and ``content_block_stop``; a
 call of a gateway tool the client declared (web search, an MCP server), once it has run,
 as its use block (its input in one ``input_json_delta``) and its result block
-(:mod:`.server_tools`); a compaction, once summarized, as its ``compaction`` block
+(:mod:`.server_tools`), the blocks of the items after it (a mixed round's client call)
+waiting for them; a compaction, once summarized, as its ``compaction`` block
 (``content`` null, its ``signature``), one ``compaction_delta`` with the summary and its
 ``content_block_stop``; at the end ``message_delta`` (stop reason, cumulative usage) and
 ``message_stop`` — or, for a response that failed, one ``error`` event and no
@@ -76,11 +77,13 @@ class MessagesStream:
     __slots__ = (
         "_blocks",
         "_count",
+        "_held",
         "_hidden",
         "_inputs",
         "_omitted",
         "_refusing",
         "_results",
+        "_running",
         "_shown",
     )
 
@@ -101,9 +104,31 @@ class MessagesStream:
         """The hits of the searches shown so far (when the client declared web search)."""
         self._inputs: dict[int, StreamedInput] = {}
         """The arguments of the calls streaming, by output index (:mod:`.streamed_input`)."""
+        self._running: set[int] = set()
+        """Output indexes of the shown gateway calls whose blocks are not out yet."""
+        self._held: list[ev.Event] = []
+        """Events of the items after a running shown call, held until its blocks are out."""
 
     def encode(self, event: ev.Event) -> bytes:
-        """The frames of one canonical event (often none)."""
+        """The frames of one canonical event (often none). The items after a shown gateway
+        call (a mixed round's client call) wait for its blocks, which come once it has run:
+        the blocks stream in the order the non-streamed message has them."""
+        at = getattr(event, "output_index", None)
+        if isinstance(event, ev.ItemAdded) and self._shown.shows(event.item):
+            self._running.add(event.output_index)
+        if at is not None and self._running and at > min(self._running):
+            self._held.append(event)
+            return b""
+        out = self._encode(event)
+        if isinstance(event, ev.ItemDone):
+            done = event.output_index
+            self._running.discard(done)
+            if self._held and (not self._running or min(self._running) > done):
+                held, self._held = self._held, []
+                out += b"".join(self.encode(waiting) for waiting in held)
+        return out
+
+    def _encode(self, event: ev.Event) -> bytes:
         match event:
             case ev.TextDelta(output_index=at, delta=delta):
                 return self._delta(at, {"type": "text_delta", "text": delta})
