@@ -1,6 +1,7 @@
 import errno
 import json
 import logging
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -285,3 +286,46 @@ def test_serve_is_quiet_about_an_upstream_that_answers(tmp_path: Path) -> None:
                 assert b"fake-model" in listing.read()
             time.sleep(0.5)  # the check's own GET /models has long been answered
     assert "GET /models failed" not in log_path.read_text()
+
+
+def test_a_sqlite_file_that_cannot_be_opened_is_a_readable_error(tmp_path: Path) -> None:
+    # aiosqlite's worker thread, left behind by a failed connect, printed a traceback
+    # about a closed event loop after the message (most runs: checked several times).
+    (tmp_path / "directory.db").mkdir()
+    for _ in range(4):
+        result = stateway("migrate", "--database", f"sqlite:///{tmp_path}/directory.db")
+        assert result.returncode == 1
+        assert result.stderr.startswith("stateway: Storage failed while migrating")
+        assert "Traceback" not in result.stderr
+
+
+def test_sigint_ends_serve_by_that_signal_without_a_traceback(tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "stateway", "serve", "--port", "0",
+        "--database", f"sqlite:///{tmp_path}/int.db", "--upstream", "http://127.0.0.1:9/v1",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env()
+    )
+    assert process.stdout is not None
+    while "listening on" not in process.stdout.readline():
+        assert process.poll() is None
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == -signal.SIGINT
+    assert "Traceback" not in stderr
+    assert "KeyboardInterrupt" not in stderr
+
+
+def test_sigint_ends_the_fake_upstream_without_a_traceback() -> None:
+    command = [sys.executable, "-m", "stateway", "fake-upstream", "--port", "0"]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env()
+    )
+    assert process.stdout is not None
+    while "listening on" not in process.stdout.readline():
+        assert process.poll() is None
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == -signal.SIGINT
+    assert "Traceback" not in stderr

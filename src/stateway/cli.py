@@ -40,16 +40,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "fake-upstream":
         from stateway.fake_upstream import serve as serve_fake
 
-        serve_fake(
-            args.host,
-            args.port,
-            args.api_key,
-            keep_alive=args.keep_alive,
-            system_first=args.system_first,
-            text_only=args.text_only,
-            reasoning_efforts=tuple(args.reasoning_efforts) if args.reasoning_efforts else None,
-            tokenizer=args.tokenizer,
-        )
+        efforts = tuple(args.reasoning_efforts) if args.reasoning_efforts else None
+        try:
+            serve_fake(
+                args.host,
+                args.port,
+                args.api_key,
+                keep_alive=args.keep_alive,
+                system_first=args.system_first,
+                text_only=args.text_only,
+                reasoning_efforts=efforts,
+                tokenizer=args.tokenizer,
+            )
+        except KeyboardInterrupt:  # uvicorn raises the SIGINT it stopped on again
+            _end_by(signal.SIGINT)
         return 0
     if args.command == "keys":
         return key_commands.run(args)
@@ -140,8 +144,19 @@ def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = Fal
             check.cancel()
 
     with sock:
-        _run(serve())
+        try:
+            _run(serve())
+        except KeyboardInterrupt:  # the SIGINT uvicorn drained on, raised again as it ends
+            _end_by(signal.SIGINT)
     return 0
+
+
+def _end_by(signum: int) -> None:
+    """End the process by ``signum`` (its status says so, as README's "Shutdown" has it),
+    without the traceback an uncaught KeyboardInterrupt would print."""
+    sys.stdout.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    signal.raise_signal(signum)
 
 
 def _tune_gc() -> None:

@@ -8,7 +8,8 @@ line on stdout (``... listening on URL``) is what :mod:`stateway.launch` waits f
 Shutting down (SIGTERM, SIGINT) with a :class:`Drain`: the server stops accepting at once,
 lets requests in flight (and the work of ``Drain.settled``: background runs) finish for
 ``Drain.timeout`` seconds, then calls ``Drain.end`` so that the application answers what
-remains itself (the gateway ends its runs as ``server_shutting_down``). uvicorn's own
+remains itself (the gateway ends its runs as ``server_shutting_down``). A second SIGINT
+(uvicorn's force quit) calls ``Drain.end`` at once instead. uvicorn's own
 graceful timeout, which cancels request tasks (plain-text 500s and tracebacks), must be set
 a few seconds longer than the drain, as a last resort only.
 """
@@ -20,6 +21,7 @@ import logging
 import socket
 import sys
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +36,8 @@ log = logging.getLogger(__name__)
 
 DRAIN_GRACE = 5
 """Seconds uvicorn waits after the drain window before cancelling request tasks."""
+FORCED_GRACE = 2.0
+"""Seconds requests get to answer their ending after a forced quit (a second SIGINT)."""
 
 
 def server_config(
@@ -158,8 +162,25 @@ class AnnouncingServer(uvicorn.Server):
                     server.close()
                 await self._drain.sessions()
             await super().shutdown(sockets=sockets)
+            if self.force_exit and not ender.done():
+                ender.cancel()
+                await self._end_now(self._drain)
         finally:
             ender.cancel()
+
+    async def _end_now(self, drain: Drain) -> None:
+        """A second SIGINT (uvicorn's force quit) skips the rest of the drain window: what
+        is in flight is ended at once, as at the window's end, and its requests get
+        :data:`FORCED_GRACE` seconds to answer it, and the application to shut down, before
+        the loop is stopped under them."""
+        log.warning("forced to quit: ending requests still in flight now")
+        with suppress(TimeoutError):
+            async with asyncio.timeout(FORCED_GRACE):
+                await drain.end()
+                tasks = set(self.server_state.tasks)
+                if tasks:
+                    await asyncio.wait(tasks)
+                await self.lifespan.shutdown()  # skipped by uvicorn on a forced quit
 
     async def _wait_tasks_to_complete(self) -> None:
         """uvicorn waits here for the connections in flight, within its graceful timeout

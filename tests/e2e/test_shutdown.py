@@ -16,7 +16,14 @@ import aiohttp
 import orjson
 from websockets.asyncio.client import connect
 
-from tests.e2e.test_durability import body, gateway, sse_events, wait_until_gone
+from tests.e2e.test_durability import (
+    Events,
+    body,
+    gateway,
+    sse_events,
+    streaming,
+    wait_until_gone,
+)
 
 DRAIN = 2.0
 SLOW = "[[slow:200]] [[words:100]]"
@@ -164,3 +171,26 @@ async def test_sigterm_drains_websocket_sessions_then_closes_them_with_1001(
     assert sum(e["type"] == "response.created" for e in events) == 1  # "too late" never ran
     assert close_code == 1001
     assert "Traceback" not in log.read_text()
+
+
+async def test_a_second_sigint_ends_requests_at_once_in_the_error_shape(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """Ctrl+C twice quits without the drain window, yet a stream still gets its ending."""
+    log = tmp_path / "gateway.log"
+    env = {"STATEWAY_DRAIN_TIMEOUT": "30"}
+    with gateway(fake_upstream, f"sqlite:///{tmp_path / 'stateway.db'}", log, env) as server:
+        async with streaming(server.url, SLOW) as (_, events):
+            os.kill(server.pid, signal.SIGINT)
+            await wait_until_refused(server.url)
+            os.kill(server.pid, signal.SIGINT)
+            rest = await asyncio.wait_for(collect(events), 10)
+        wait_until_gone(server.pid, within=10)
+
+    assert rest[-1]["type"] == "response.failed"
+    assert rest[-1]["response"]["error"]["code"] == "server_shutting_down"
+    assert "Traceback" not in log.read_text()
+
+
+async def collect(events: Events) -> list[dict[str, Any]]:
+    return [event async for event in events]

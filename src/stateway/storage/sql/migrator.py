@@ -21,6 +21,8 @@ or a wheel. Developers adding a revision can use it with Alembic's command API::
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -29,7 +31,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from stateway.core.errors import StorageError
-from stateway.storage.sql.engine import create_engine
+from stateway.storage.sql.engine import create_engine, is_sqlite
 from stateway.storage.sql.errors import storage_errors
 
 if TYPE_CHECKING:
@@ -70,6 +72,8 @@ async def migrate(url: str) -> None:
     engine = create_engine(url)
     try:
         with storage_errors("migrating the database"):
+            if is_sqlite(engine.url):
+                await asyncio.to_thread(_open_sqlite, str(engine.url.database))
             async with engine.connect() as connection:
                 revision = await _revision(connection)
                 if revision == HEAD_REVISION:
@@ -82,6 +86,14 @@ async def migrate(url: str) -> None:
                 await connection.commit()
     finally:
         await engine.dispose()
+
+
+def _open_sqlite(path: str) -> None:
+    """Raise ``sqlite3.Error`` if SQLite cannot open the file at all (a directory, no
+    permission): found here, not by aiosqlite, whose worker thread a failed connect
+    leaves to report a closed event loop with a traceback once the command has exited
+    (omnilib/aiosqlite#389)."""
+    sqlite3.connect(path).close()
 
 
 async def _revision(connection: AsyncConnection) -> str | None:
