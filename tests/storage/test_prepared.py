@@ -10,7 +10,7 @@ from sqlalchemy.dialects import sqlite
 
 from stateway.storage.sql import queries
 from stateway.storage.sql.conversation_queries import CLAIM, INSERT_TURN_RESPONSE
-from stateway.storage.sql.prepared import prepare
+from stateway.storage.sql.prepared import PreparedStatements, prepare
 
 DIALECT = sqlite.dialect()  # type: ignore[no-untyped-call]
 _table = Table("t", MetaData(), Column("a", Integer), Column("b", String), Column("at", DateTime))
@@ -89,3 +89,24 @@ def test_the_stores_writes_prepare() -> None:
             )
         )
     ) == prepared.sql.count("?")
+
+
+def test_a_statement_is_prepared_once_per_row_shape() -> None:
+    statement = insert(_table)
+    statements = PreparedStatements(DIALECT)
+    first = statements.get(statement, {"a": 1, "b": "x"})
+    assert statements.get(statement, {"a": 2, "b": "y"}) is first
+    other = statements.get(statement, {"a": 2})
+    assert other is not first
+    assert other.sql == "INSERT INTO t (a) VALUES (?)"
+
+
+def test_a_dialect_with_named_parameters_is_refused() -> None:
+    named = sqlite.dialect(paramstyle="named")  # type: ignore[no-untyped-call]
+    with pytest.raises(ValueError, match="not a positional SQL statement for sqlite"):
+        prepare(insert(_table), ["a"], named)
+
+
+def test_what_is_not_a_sql_expression_is_refused() -> None:
+    with pytest.raises(TypeError, match="not a SQL expression"):
+        prepare(object(), ["a"], DIALECT)  # type: ignore[arg-type]
