@@ -32,29 +32,14 @@ if TYPE_CHECKING:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["fake-upstream"]:  # parsed by the fake's own parser
+        return _fake_upstream(arguments[1:])
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
     if args.command is None:
         parser.print_help()
         return 2
-    if args.command == "fake-upstream":
-        from stateway.fake_upstream import serve as serve_fake
-
-        efforts = tuple(args.reasoning_efforts) if args.reasoning_efforts else None
-        try:
-            serve_fake(
-                args.host,
-                args.port,
-                args.api_key,
-                keep_alive=args.keep_alive,
-                system_first=args.system_first,
-                text_only=args.text_only,
-                reasoning_efforts=efforts,
-                tokenizer=args.tokenizer,
-            )
-        except KeyboardInterrupt:  # uvicorn raises the SIGINT it stopped on again
-            _end_by(signal.SIGINT)
-        return 0
     if args.command == "keys":
         return key_commands.run(args)
     flags = _overrides(args)
@@ -151,6 +136,16 @@ def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = Fal
     return 0
 
 
+def _fake_upstream(arguments: list[str]) -> int:
+    from stateway.fake_upstream.__main__ import main as run_fake
+
+    try:
+        run_fake(arguments, prog="stateway fake-upstream")
+    except KeyboardInterrupt:  # uvicorn raises the SIGINT it stopped on again
+        _end_by(signal.SIGINT)
+    return 0
+
+
 def _end_by(signum: int) -> None:
     """End the process by ``signum`` (its status says so, as README's "Shutdown" has it),
     without the traceback an uncaught KeyboardInterrupt would print."""
@@ -239,29 +234,8 @@ def _parser() -> argparse.ArgumentParser:
     migrate_cmd = commands.add_parser("migrate", help="upgrade the database schema")
     _common(migrate_cmd)
     key_commands.add_parser(commands)
-    fake = commands.add_parser("fake-upstream", help="run the deterministic fake model server")
-    fake.add_argument("--host", default="127.0.0.1")
-    fake.add_argument("--port", type=int, default=8000)
-    fake.add_argument("--api-key", help="require this bearer token")
-    fake.add_argument("--keep-alive", type=int, help="idle keep-alive seconds (default: 5)")
-    fake.add_argument(
-        "--system-first", action="store_true", help="Chat: refuse a system message not first"
-    )
-    fake.add_argument(
-        "--text-only", action="store_true", help="Chat: refuse an image, as vLLM's text models"
-    )
-    fake.add_argument(
-        "--reasoning-effort",
-        action="append",
-        dest="reasoning_efforts",
-        help="Chat: a reasoning_effort taken (repeatable; default: any); others get a 400",
-    )
-    fake.add_argument(
-        "--tokenizer",
-        choices=["vllm", "llama.cpp", "none"],
-        default="vllm",
-        help="how /tokenize answers: as vLLM (default), as llama.cpp, or not at all",
-    )
+    # Listed here; main() hands its arguments to the fake's own parser.
+    commands.add_parser("fake-upstream", help="run the deterministic fake model server")
     return parser
 
 

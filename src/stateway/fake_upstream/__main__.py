@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from stateway.fake_upstream.server import serve
 from stateway.fake_upstream.tokenizer import DIALECTS
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake_upstream") -> None:
+    """Parse the fake's options and serve it; ``stateway fake-upstream`` hands its
+    arguments over to this one parser."""
     parser = argparse.ArgumentParser(
-        prog="python -m stateway.fake_upstream",
+        prog=prog,
         description="Deterministic OpenAI-compatible fake model server, scripted by [[...]] "
         "directives in the last user message.",
     )
