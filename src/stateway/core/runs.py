@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
+from contextlib import aclosing
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -185,10 +186,9 @@ class Run:
         """Wait for the run's first event or its end. A stored stream announces itself
         (``response.created``) once its in-progress row is committed (:mod:`.run_row`):
         from then on any process on the database finds the response by its id."""
-        while not self.events and not self._done.is_set():
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            await waiter
+        async with aclosing(self.subscribe_batches()) as batches:
+            async for _ in batches:  # the first batch, or none once it ended
+                return
 
     def cancel(self, reason: CancelReason = CancelReason.CLIENT_GONE) -> None:
         """Interrupt the run for ``reason``; the first reason wins, and a run that is
@@ -210,7 +210,9 @@ class Run:
             for offset, event in enumerate(events):
                 yield first + offset, event
 
-    async def subscribe_batches(self, after: int = -1) -> AsyncIterator[tuple[int, list[Event]]]:
+    async def subscribe_batches(
+        self, after: int = -1
+    ) -> AsyncGenerator[tuple[int, list[Event]], None]:
         """Yield ``(first sequence_number, events)``: everything logged since the last
         batch, so a subscriber that fell behind catches up in one step."""
         position = after + 1
