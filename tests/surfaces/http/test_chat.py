@@ -277,6 +277,18 @@ async def test_the_fast_path_renames_the_model_and_keeps_every_other_field() -> 
     assert orjson.loads(backend.forwarded[0]) == {**sent, "model": "upstream-name"}
 
 
+async def test_the_fast_path_holds_to_the_input_item_limit() -> None:
+    relay = FakeRelay(200, {"content-type": "application/json"}, [b"{}"], None)
+    backend = ForwardingBackend(relay)
+    app = build(backend)  # at most 50 input items
+    reply = await post(app, body(messages=[{"role": "user", "content": "hi"}] * 51))
+    error = assert_openai_error(reply, 400, "messages")
+    assert error["code"] == "array_above_max_length"
+    assert backend.forwarded == []
+    assert (await post(app, body(messages=[{"role": "user", "content": "hi"}] * 50))).status == 200
+    assert len(backend.forwarded) == 1
+
+
 async def test_the_fast_path_passes_an_upstream_error_through() -> None:
     error = b'{"error": {"message": "bad", "type": "BadRequestError", "param": null, "code": 400}}'
     relay = FakeRelay(400, {"content-type": "application/json", "retry-after": "3"}, [error], None)

@@ -1,9 +1,10 @@
 """Chat Completions wire -> canonical.
 
 :func:`peek_chat` reads only what the stateless fast path needs: the body is a JSON
-object and names a ``model``. :func:`decode_chat` validates the whole request and decodes
-it into a ``CreateResponse`` that is never stored (``store=False``: every request carries
-the whole conversation) and runs gateway tools in hidden rounds (``hidden_rounds``).
+object, names a ``model`` and holds no more ``messages`` than the gateway takes.
+:func:`decode_chat` validates the whole request and decodes it into a ``CreateResponse``
+that is never stored (``store=False``: every request carries the whole conversation) and
+runs gateway tools in hidden rounds (``hidden_rounds``).
 
 Settings: ``max_completion_tokens`` (else ``max_tokens``) -> ``max_output_tokens``;
 ``stop`` -> ``stop_sequences``; ``temperature``, ``top_p``, ``top_k``, ``seed``,
@@ -88,7 +89,10 @@ class ChatRequest:
     """The body as sent: the fields its errors may name (:mod:`.errors`)."""
 
 
-def peek_chat(raw: bytes) -> ChatCall:
+def peek_chat(raw: bytes, *, max_input_items: int | None = None) -> ChatCall:
+    """The request as the fast path sees it: its model, whether it streams and whether it
+    needs the gateway, and ``messages`` no longer than ``max_input_items`` (a forwarded
+    body is held to the gateway's limits as a translated one is)."""
     try:
         fields = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -108,15 +112,15 @@ def peek_chat(raw: bytes) -> ChatCall:
         raise wrong_type("model", "a string", model)
     if not model:
         raise empty_string("model")
+    messages = fields.get("messages")
+    if max_input_items is not None and isinstance(messages, list):
+        _check_count(len(messages), max_input_items)
     searching = fields.get(WEB_SEARCH_OPTIONS) is not None
     return ChatCall(model, fields, fields.get("stream") is True, searching)
 
 
 def decode_chat(fields: dict[str, Any], *, max_input_items: int | None = None) -> ChatRequest:
     _refuse_uncarried(fields)
-    messages = fields.get("messages")
-    if max_input_items is not None and isinstance(messages, list):
-        _check_count(len(messages), max_input_items)
     for key, value in fields.items():
         check_nesting(value, key)
     try:

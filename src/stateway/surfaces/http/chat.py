@@ -105,7 +105,8 @@ class ChatRoutes:
         translated: list[ChatRequest],
     ) -> ASGIApp:
         large = len(raw) > INLINE_DECODE_BYTES
-        call = await asyncio.to_thread(peek_chat, raw) if large else peek_chat(raw)
+        peek = partial(peek_chat, raw, max_input_items=self._max_items)
+        call = await asyncio.to_thread(peek) if large else peek()
         attach = None if call.stream else handed_over(watch)
         translate = partial(self._translate, call, large, translated, attach)
         needs = call.needs_gateway
