@@ -101,6 +101,20 @@ def test_process_gauges_are_read_when_scraped() -> None:
     assert samples["stateway_upstream_queue_depth"] == {(): 7}
 
 
+def test_no_created_series_are_exposed() -> None:
+    """The text format carries counters' and histograms' ``_created`` as series of their
+    own: one more per label set, which no dashboard reads (vLLM drops them too)."""
+    metrics = PrometheusMetrics()
+    metrics.request_ended("/v1/responses", 200, 0.2)
+    metrics.run_ended(
+        RunReport("acme", "m", Usage(10, 4), [{"backend": "b", "outcome": "ok"}], 0.1)
+    )
+    metrics.tool_called("mcp", "ok")
+    samples = scrape(metrics)
+    assert "stateway_requests_total" in samples
+    assert [name for name in samples if name.endswith("_created")] == []
+
+
 def test_each_gateway_has_its_own_registry() -> None:
     first, second = PrometheusMetrics(), PrometheusMetrics()
     first.request_ended("/health", 200, 0.001)

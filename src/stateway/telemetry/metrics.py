@@ -42,6 +42,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    disable_created_metrics,
     generate_latest,
 )
 
@@ -64,6 +65,9 @@ OTHER_MODEL: Final = "(other)"
 
 class PrometheusMetrics:
     def __init__(self, *, max_models: int = MAX_MODELS) -> None:
+        # No ``_created`` series beside each counter and histogram: one more per label set
+        # that no dashboard reads. The switch is the library's, for the whole process.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry()
         registry = self.registry
         self._requests = Counter(
