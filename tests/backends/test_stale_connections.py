@@ -9,6 +9,8 @@ any later request without answering.
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 from collections.abc import AsyncIterator
 
 import pytest
@@ -104,7 +106,43 @@ async def test_a_failure_on_a_new_connection_is_not_retried(
 ) -> None:
     script = OneShotConnections(answer_first=False)
     client = UpstreamClient(UpstreamTarget("up", await serve(script, started)))
-    with pytest.raises(UpstreamError, match="connection to model server 'up' failed"):
+    with pytest.raises(UpstreamError) as failed:
         await post(client)
+    assert failed.value.message == "The model server 'up' closed the connection."
     assert script.requests == 1
+    await client.aclose()
+
+
+async def answer_with(reply: bytes, *, reset: bool = False) -> tuple[asyncio.Server, str]:
+    """A server that reads one request, writes ``reply`` and closes (with a TCP reset)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(reply)
+        await writer.drain()
+        if reset:
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+
+
+@pytest.mark.parametrize(
+    ("reply", "reset", "words"),
+    [
+        (b"", True, "reset the connection"),
+        (b"SMTP ready\r\n\r\n", False, "sent an answer that is not HTTP"),
+    ],
+)
+async def test_a_broken_connection_is_told_in_words_not_a_class_name(
+    started: list[asyncio.Server], reply: bytes, reset: bool, words: str
+) -> None:
+    server, url = await answer_with(reply, reset=reset)
+    started.append(server)
+    client = UpstreamClient(UpstreamTarget("up", url))
+    with pytest.raises(UpstreamError) as failed:
+        await post(client)
+    assert failed.value.message == f"The model server 'up' {words}."
     await client.aclose()

@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+import mcp_types as types
 import pytest
 
 from stateway.core.tools.ports import McpServer, McpTransport, ToolError, ToolFailure
+from stateway.mcp_client.failures import classify
 from stateway.mcp_client.pool import PooledMcpClient
 from tests.support.mcp_server import (
     RunningMcpServer,
@@ -139,3 +141,12 @@ async def test_a_server_that_went_away_fails_the_call_then_recovers_when_back() 
             assert await pool.call_tool(server, "add", {"a": 2, "b": 2}) == "4"
     finally:
         await pool.aclose()
+
+
+async def test_an_unforeseen_failure_is_told_without_a_class_name(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    failure = classify(LookupError("session table corrupt"), None)
+    assert failure.message == "failed unexpectedly"
+    assert (failure.retires_session, failure.code) == (True, types.INTERNAL_ERROR)
+    assert "LookupError('session table corrupt')" in caplog.text  # the detail is the operator's

@@ -289,10 +289,34 @@ async def test_an_unreachable_api_is_reported(api: Api) -> None:
     provider = build_search_provider(config, {"BRAVE_API_KEY": "k", "TAVILY_API_KEY": "k"})
     assert provider is not None
     try:
-        with pytest.raises(ToolFailure, match=f"^{PROVIDER_NAME[api]} is unreachable"):
+        with pytest.raises(ToolFailure) as failed:
             await provider.search(SearchQuery("q"))
+        assert str(failed.value) == f"{PROVIDER_NAME[api]} is unreachable"  # no class name
     finally:
         await provider.aclose()
+
+
+async def test_a_connection_closed_unanswered_is_reported_in_words(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()  # no answer
+
+    server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    where = {"searxng_url": url} if api == "searxng" else {"base_url": url}
+    config = WebSearchConfig.model_validate({"provider": api, **where})
+    provider = build_search_provider(config, {"BRAVE_API_KEY": "k", "TAVILY_API_KEY": "k"})
+    assert provider is not None
+    try:
+        with pytest.raises(ToolFailure) as failed:
+            await provider.search(SearchQuery("q"))
+        assert str(failed.value) == f"The connection to {PROVIDER_NAME[api]} failed"
+        assert "ServerDisconnectedError" in caplog.text  # the detail is the operator's
+    finally:
+        await provider.aclose()
+        server.close()
 
 
 async def test_the_key_never_appears_in_a_failure(fake: FakeSearch, hosted: Api) -> None:

@@ -29,6 +29,7 @@ are the upstream's own, shortened, with the gateway's upstream credential scrubb
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -338,9 +339,7 @@ class UpstreamClient:
         except aiohttp.ClientPayloadError as exc:  # the body ended before it was complete
             raise cut_short(name) from exc
         except (aiohttp.ClientError, OSError) as exc:
-            raise UpstreamError(
-                f"The connection to model server '{name}' failed: {type(exc).__name__}."
-            ) from exc
+            raise broken_connection(name, exc) from exc
 
     async def aclose(self) -> None:
         for session in (self._pooled, self._fresh):
@@ -389,3 +388,16 @@ def cut_short(backend: str) -> UpstreamError:
         f"The model server '{backend}' closed the stream before finishing.",
         code="upstream_stream_cut",
     )
+
+
+def broken_connection(name: str, exc: aiohttp.ClientError | OSError) -> UpstreamError:
+    """A connection failure told in words, not in the client library's class names; one
+    the words do not cover is logged with its detail."""
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return UpstreamError(f"The model server '{name}' closed the connection.")
+    if isinstance(exc, OSError) and exc.errno == errno.ECONNRESET:
+        return UpstreamError(f"The model server '{name}' reset the connection.")
+    if isinstance(exc, aiohttp.ClientResponseError):  # its status line or headers unparsed
+        return UpstreamError(f"The model server '{name}' sent an answer that is not HTTP.")
+    log.warning("the connection to model server %s failed: %r", name, exc)
+    return UpstreamError(f"The connection to model server '{name}' failed.")

@@ -31,6 +31,7 @@ anything else                     ``failed (<exception type>)``           -32603
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -43,6 +44,8 @@ from pydantic import ValidationError
 from stateway.backends.redaction import KeyScrubber
 from stateway.core.tools.ports import McpServer, ToolError, ToolErrorKind, ToolFailure
 from stateway.mcp_client.transports import HttpEvent
+
+log = logging.getLogger(__name__)
 
 MAX_SERVER_MESSAGE = 300
 """Characters of a server's own error message passed on."""
@@ -129,7 +132,8 @@ def classify(exc: BaseException, http: HttpEvent | None) -> Failure:
             return CLOSED
         case ValidationError() | httpx2.DecodingError():
             return NOT_MCP
-    return _retiring(f"failed ({type(leaf).__name__})", types.INTERNAL_ERROR)
+    log.warning("an MCP call failed unexpectedly: %r", leaf)
+    return _retiring("failed unexpectedly", types.INTERNAL_ERROR)
 
 
 def _answered_by_server(exc: BaseException) -> bool:

@@ -14,6 +14,7 @@ session usable: aiohttp closes the half-read connection instead of pooling it.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,6 +22,8 @@ import aiohttp
 import orjson
 
 from stateway.core.tools.ports import ToolFailure
+
+log = logging.getLogger(__name__)
 
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 """A search answer larger than this is refused: it cannot be a page of hits."""
@@ -76,9 +79,11 @@ class SearchTransport:
         except TimeoutError:
             message = f"{self.provider} search timed out after {self._timeout:g}s"
             raise self._failure(message) from None
+        except aiohttp.ClientConnectorError as exc:
+            raise self._failure(f"{self.provider} is unreachable") from exc
         except aiohttp.ClientError as exc:
-            message = f"{self.provider} is unreachable ({type(exc).__name__})"
-            raise self._failure(message) from exc
+            log.warning("the connection to %s failed: %r", self.provider, exc)
+            raise self._failure(f"The connection to {self.provider} failed") from exc
 
     async def _exchange(
         self, method: str, url: str, params: Mapping[str, str] | None, data: bytes | None

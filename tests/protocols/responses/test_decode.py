@@ -855,6 +855,25 @@ def test_a_schema_name_the_api_refuses_is_a_400(name: str, code: str, words: str
     assert words in error.message
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("strict", "yes", "expected a boolean, but got a string instead."),
+        ("description", 3, "expected a string, but got an integer instead."),
+    ],
+)
+def test_a_schema_setting_of_the_wrong_type_is_named_in_the_apis_words(
+    key: str, value: object, words: str
+) -> None:
+    body = _schema_named("reply")
+    body["text"]["format"][key] = value  # type: ignore[index]
+    with pytest.raises(InvalidRequest) as caught:
+        decode(body)
+    error = caught.value
+    assert (error.param, error.code) == (f"text.format.{key}", "invalid_type")
+    assert error.message == f"Invalid type for 'text.format.{key}': {words}"
+
+
 def test_prompt_cache_options_go_where_the_upstream_has_them() -> None:
     """Sent on to a Chat or Responses upstream (which judges the values), as Chat's are."""
     options = {"mode": "explicit", "ttl": "12h"}

@@ -8,6 +8,7 @@ from typing import Any
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.responses.nesting import check_nesting
 from stateway.protocols.schema_name import check_schema_name
+from stateway.protocols.validation import wrong_type
 
 _FORMATS = frozenset({"text", "json_object", "json_schema"})
 
@@ -46,14 +47,10 @@ def _json_schema(fmt: dict[str, Any]) -> dict[str, Any]:
     check_schema_name(fmt["name"], "text.format.name")
     check_nesting(fmt["schema"], "text.format.schema")
     out = {"type": "json_schema", "name": fmt["name"], "schema": fmt["schema"]}
-    for key, kind in (("strict", bool), ("description", str)):
+    for key, kind, expected in (("strict", bool, "a boolean"), ("description", str, "a string")):
         value = fmt.get(key)
         if value is not None and not isinstance(value, kind):
-            raise InvalidRequest(
-                f"Invalid type for 'text.format.{key}': expected a {kind.__name__}.",
-                param=f"text.format.{key}",
-                code="invalid_type",
-            )
+            raise wrong_type(f"text.format.{key}", expected, value)
         if value is not None:
             out[key] = value
     return out
