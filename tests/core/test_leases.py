@@ -10,13 +10,19 @@ import logging
 import orjson
 import pytest
 
-from stateway.core.errors import StorageError
+from stateway.core import events as ev
+from stateway.core.commands import CreateResponse
+from stateway.core.errors import ServerRestarted, StorageError
 from stateway.core.leases import LeaseKeeper
+from stateway.core.ownership import fail_owned
 from stateway.core.ports import EventBatch
-from stateway.protocols.responses.encode import encode_event_json
+from stateway.core.principal import Principal
+from stateway.protocols.responses.encode import encode_event_json, encode_response
 from tests.core.fakes import MemoryStore
 from tests.core.sharing_fakes import MemoryFanout, MemoryOwnerLeases
+from tests.core.test_loop import user
 from tests.core.test_ownership import in_progress
+from tests.core.test_run_endings import generating, started
 
 TIMEOUT = 10.0
 
@@ -160,6 +166,42 @@ async def test_a_process_whose_row_is_gone_registers_again(
     assert "lease had lapsed" in caplog.text
     assert "host-b 2 2" in leases.counts
     await judge.aclose()
+
+
+async def test_a_process_whose_lease_lapsed_ends_the_runs_another_failed() -> None:
+    """Paused past its lease, it comes back to runs another process has failed meanwhile:
+    they end as stored (failed, server_restarted) for their clients here too, instead of
+    running on to an end nobody keeps. A run the judge never saw goes on."""
+    backend, store, gateway = generating()
+    failed, spared = await started(gateway, backend), await started(gateway, backend)
+    unstored = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], store=False)
+    )
+    [record] = [r for r in store.records.values() if r.id == failed.id]
+    me = record.owner
+    assert me is not None
+    await fail_owned(store, record, encode_event_json)  # another process judged this one
+    here = LeaseKeeper(
+        store, MemoryOwnerLeases(), me, encode_event_json, TIMEOUT, runs=gateway.runs
+    )
+    await here.beat()  # finds its row gone
+
+    async with asyncio.timeout(5):  # a hang guard: the run is ended by the beat, not later
+        await failed.wait()
+    assert isinstance(failed.error, ServerRestarted)
+    assert encode_response(failed.state)["error"]["code"] == "server_restarted"
+    last = failed.events[-1]
+    assert isinstance(last, ev.ResponseFinished)
+    assert last.response.status == "failed"
+    kept = await store.get(record.tenant_id, failed.id)
+    assert kept is not None
+    assert kept.body["error"]["code"] == "server_restarted"
+    assert not spared.closed
+    assert not unstored.closed
+    backend.gate.set()
+    await spared.wait()
+    await unstored.wait()
+    assert spared.state.status == "completed"
 
 
 async def test_closing_removes_this_process_and_survives_a_database_outage(

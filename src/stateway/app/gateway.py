@@ -159,7 +159,9 @@ def build_gateway(
     keeper = None
     if leases is not None:
         timeout = config.coordination.lease_timeout
-        keeper = LeaseKeeper(store, leases, str(owner), encode_event_json, timeout, fanout=fanout)
+        keeper = LeaseKeeper(
+            store, leases, str(owner), encode_event_json, timeout, fanout=fanout, runs=runs
+        )
     gateway = Gateway(
         served,
         compiled.router,

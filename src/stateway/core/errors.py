@@ -37,6 +37,7 @@ Protocols render it in their own error shape; nothing classifies errors by messa
     ├── IdentityUnavailable       503 code=identity_provider_unavailable (OIDC discovery
     │                                 or JWKS unreachable)
     ├── ServerShuttingDown        503 code=server_shutting_down
+    ├── ServerRestarted           503 code=server_restarted (its process judged stopped)
     └── InternalError             500 server_error (a gateway bug, logged; no details leak)
 """
 
@@ -358,6 +359,18 @@ class ServerShuttingDown(GatewayError):
 
     def __init__(self) -> None:
         super().__init__("The server is shutting down; the response was ended before it finished.")
+
+
+class ServerRestarted(GatewayError):
+    """The response's process was judged stopped (it died, or was paused past its lease)
+    and the response was marked failed: the same words for the store and the clients."""
+
+    status = 503
+    type = "server_error"
+    code = "server_restarted"
+
+    def __init__(self) -> None:
+        super().__init__("The server stopped before the response finished; it was not completed.")
 
 
 class IdempotencyKeyReused(GatewayError):

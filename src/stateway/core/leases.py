@@ -20,9 +20,11 @@ Nor does time this process could not watch: after a beat of its own failed or hu
 database out of reach, for the others too most likely), it watches every owner for a whole
 lease again, so the first process back from an outage longer than a lease does not fail
 the runs of the others before their next beat could land.
-A process that finds its own row gone (it was judged dead, say after losing the database
-for longer than the lease) registers again and logs an error: its runs were failed by
-then, and what they still write leaves their stored end as it is.
+A process that finds its own row gone (it was judged dead: paused, or cut off from the
+database, for longer than the lease) registers again and logs an error. Its runs that were
+failed meanwhile end here too, as stored (``failed``, ``server_restarted``: their clients
+here are told what the store and watchers elsewhere were), rather than running on to an
+end nobody keeps; a run the judge could not see (unstored, or begun since) goes on.
 
 The start-up check of dead processes of the same host
 (:func:`~stateway.core.ownership.fail_abandoned`) stays: it ends those runs before
@@ -39,8 +41,9 @@ from collections.abc import Callable
 from stateway.core.coordination import EventFanout
 from stateway.core.errors import StorageError
 from stateway.core.journal import EventEncoder
-from stateway.core.ownership import fail_owned
+from stateway.core.ownership import died_running, fail_owned
 from stateway.core.ports import OwnerLeases, ResponseRecord, ResponseStore
+from stateway.core.runs import CancelReason, RunRegistry
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +59,11 @@ class LeaseKeeper:
         *,
         clock: Callable[[], float] = time.monotonic,
         fanout: EventFanout | None = None,
+        runs: RunRegistry | None = None,
     ) -> None:
         self._store = store
+        self._runs = runs
+        """This process's runs, ended when another process failed them (a lapsed lease)."""
         self._leases = leases
         self._me = owner
         self._encode = encode
@@ -97,6 +103,7 @@ class LeaseKeeper:
                     "failed its runs); registering again"
                 )
                 await self._leases.register(self._me, self.timeout)
+                await self._end_runs_failed_elsewhere()
             beats = await self._leases.beats()
         except StorageError:
             self._blind = True
@@ -132,6 +139,18 @@ class LeaseKeeper:
                 await self.beat()
             except StorageError as exc:
                 log.warning("renewing leases failed: %s", exc)
+
+    async def _end_runs_failed_elsewhere(self) -> None:
+        """End this process's runs whose stored response another process has failed."""
+        stored = [run for run in self._runs or () if run.has_row and not run.closed]
+        judged = await asyncio.gather(
+            *(died_running(self._store, run.state.tenant_id, run.id) for run in stored)
+        )
+        ended = [run for run, died in zip(stored, judged, strict=True) if died]
+        for run in ended:
+            run.cancel(CancelReason.LEASE_LOST)
+        if ended:
+            log.error("ended %d run(s) another process had failed meanwhile", len(ended))
 
     async def _end_runs_of(self, dead: list[str]) -> None:
         owners = set(dead)

@@ -40,7 +40,13 @@ from stateway.core.commands import GenerationSettings
 from stateway.core.compaction.reasoning_output import reasoning_output
 from stateway.core.compaction.service import CompactionStep
 from stateway.core.compaction.view import unsealed_output
-from stateway.core.errors import GatewayError, InternalError, ServerShuttingDown, StorageError
+from stateway.core.errors import (
+    GatewayError,
+    InternalError,
+    ServerRestarted,
+    ServerShuttingDown,
+    StorageError,
+)
 from stateway.core.hidden import visible
 from stateway.core.inference import PAUSED, InferenceRequest
 from stateway.core.items import CUSTOM_TOOL_CALL, FUNCTION_CALL, TOOL_SEARCH_CALL, Item
@@ -366,9 +372,11 @@ def _end_cancelled(run: Run) -> None:
     state = run.state
     match run.cancel_reason:
         case CancelReason.SHUTTING_DOWN:
-            error = ServerShuttingDown()
-            state.fail(error)
-            run.error = error
+            run.error = ServerShuttingDown()
+            state.fail(run.error)
+        case CancelReason.LEASE_LOST:
+            run.error = ServerRestarted()
+            state.fail(run.error)
         case CancelReason.DELETED | CancelReason.CANCELLED:
             state.status = "cancelled"
         case CancelReason.INTERRUPTED:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from stateway.core.errors import ServerRestarted
 from stateway.core.journal import EventEncoder
 from stateway.core.ports import EventBatch, ResponseRecord, ResponseStore
 from stateway.core.response import load_state
@@ -29,7 +30,7 @@ from stateway.core.settling import store_failed
 log = logging.getLogger(__name__)
 
 _PROC: Final = Path("/proc")
-SERVER_RESTARTED: Final = "server_restarted"
+SERVER_RESTARTED: Final = ServerRestarted.code
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,13 +110,8 @@ async def fail_owned(
     return the terminal event appended to its log (a background response's, or a
     journaled stream's: a keyed create, a WebSocket create), if any."""
     state = load_state(record.tenant_id, record.body, [])
-    state.status = "failed"
+    state.fail(ServerRestarted())
     state.completed_at = None
-    state.error = {
-        "code": SERVER_RESTARTED,
-        "message": "The server stopped before the response finished; it was not completed.",
-        "status": 503,
-    }
     return await store_failed(store, state, encode)
 
 

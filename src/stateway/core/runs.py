@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import aclosing
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -37,6 +37,9 @@ class CancelReason(enum.Enum):
     CANCELLED = "cancelled"
     """Its client cancelled it (a background response): it ends ``cancelled``, keeping the
     output produced so far."""
+    LEASE_LOST = "lease_lost"
+    """Its process was paused past its lease and another one failed its response meanwhile
+    (``server_restarted``): it ends failed the same way; its stored end stays as it is."""
     INTERRUPTED = "interrupted"
     """Its client interrupted it (a WebSocket ``response.interrupt``): it ends
     ``incomplete`` (``interrupted``) with the items it had completed; those it was writing
@@ -265,6 +268,9 @@ class RunRegistry:
 
     def __len__(self) -> int:
         return len(self._runs)
+
+    def __iter__(self) -> Iterator[Run]:
+        return iter(list(self._runs.values()))
 
     async def settle(self) -> None:
         """Return once no run is in flight: background runs have no request that a server
