@@ -1,4 +1,5 @@
-"""The SQLite writer's thread: one connection, answered through the loop, closed cleanly."""
+"""The writers: watchers told each statement, and the SQLite writer's thread (one
+connection, answered through the loop, closed cleanly)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from stateway.core.errors import StorageError
 from stateway.core.ports import ResponseRecord
-from stateway.storage.sql import migrate, open_store
+from stateway.storage.sql import SqlResponseStore, migrate, open_store
 from stateway.storage.sql.writer import _answer
 
 RecordFactory = Callable[..., ResponseRecord]
@@ -37,6 +41,62 @@ async def test_closing_stops_the_thread_and_a_later_write_starts_another(
     finally:
         await store.aclose()
     assert len(_writer_threads()) == before
+
+
+async def test_watchers_are_told_each_statement_sql_before_it_runs(
+    store: SqlResponseStore, record: RecordFactory, tenant: str
+) -> None:
+    """On both writers; a statement without rows (no items) is not run, nor told."""
+    told: list[str] = []
+    store.write_watchers.append(told.append)
+    try:
+        await store.save(record("with-items", inputs=["q"], outputs=["a"]))
+        await store.save(record("without-items"))
+    finally:
+        store.write_watchers.remove(told.append)
+
+    assert [sql.split("(")[0].strip() for sql in told] == [
+        "INSERT INTO responses",
+        "INSERT INTO items",
+        "INSERT INTO responses",
+    ]
+    assert await store.get(tenant, "without-items") is not None
+
+
+async def test_the_writer_thread_does_not_keep_the_process_alive(
+    tmp_path: Path, record: RecordFactory
+) -> None:
+    """A store left open at exit (a crash, a script that forgot ``aclose``): the thread,
+    blocked on its queue for ever, must not stop the interpreter from exiting."""
+    url = f"sqlite:///{tmp_path}/w.db"
+    await migrate(url)
+    store = open_store(url)
+    before = set(_writer_threads())
+    try:
+        await store.save(record("r1"))
+        started = [t for t in _writer_threads() if t not in before]
+        assert len(started) == 1
+        assert started[0].daemon
+    finally:
+        await store.aclose()
+
+
+async def test_a_writer_that_never_connected_closes_cleanly(
+    tmp_path: Path, record: RecordFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database could not be opened (here the path is a directory): the save fails,
+    and closing ends the thread without an exception of its own."""
+    (tmp_path / "a-directory").mkdir()
+    store = open_store(f"sqlite:///{tmp_path}/a-directory")
+    crashed: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", crashed.append)
+    before = len(_writer_threads())
+    with pytest.raises(StorageError):
+        await store.save(record("r1"))
+    assert len(_writer_threads()) == before + 1
+    await store.aclose()
+    assert len(_writer_threads()) == before
+    assert crashed == []
 
 
 def test_an_answer_for_a_closed_loop_is_dropped() -> None:
