@@ -25,7 +25,7 @@ from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.migrator import HEAD_REVISION, MIGRATIONS_DIR, alembic_config
 from stateway.storage.sql.schema import metadata
 
-HEAD = "0008"
+HEAD = "0009"
 _HEAD_TABLES = {
     "responses",
     "items",
@@ -325,3 +325,37 @@ def test_0007_keeps_deleted_items_as_tombstones_and_drops_them_going_back(sqlite
         left = connection.execute("SELECT item_id FROM conversation_items").fetchall()
     assert "deleted_at" not in columns
     assert left == [("msg_1",)], "a tombstone is not an item the older schema could show"
+
+
+_LOOKUP = (
+    "EXPLAIN QUERY PLAN SELECT body FROM conversation_items"
+    " WHERE tenant_id = 't' AND item_id IN ('msg_1', 'msg_2')"
+)
+
+
+def test_0009_indexes_conversation_items_by_id_first_and_goes_back(sqlite_url: str) -> None:
+    """An ``item_reference`` names a conversation item by id alone: the index leads with
+    it, and still serves every lookup that also names the conversation."""
+    config = alembic_config(sqlite_url)
+    command.upgrade(config, "0008")
+    path = sqlite_url.removeprefix("sqlite:///")
+
+    def indexes_and_plan() -> tuple[list[str], str]:
+        with sqlite3.connect(path) as connection:
+            rows = connection.execute("PRAGMA index_list(conversation_items)").fetchall()
+            names = sorted(row[1] for row in rows if row[1].startswith("ix_"))
+            plan = " ".join(row[3] for row in connection.execute(_LOOKUP))
+        return names, plan
+
+    names, plan = indexes_and_plan()
+    assert names == ["ix_conversation_items_tenant_id_conversation_id_item_id"]
+    assert "item_id=?" not in plan, plan  # all the tenant's items read
+
+    command.upgrade(config, "0009")
+    names, plan = indexes_and_plan()
+    assert names == ["ix_conversation_items_tenant_id_item_id_conversation_id"]
+    assert "ix_conversation_items_tenant_id_item_id_conversation_id" in plan, plan
+    assert "item_id=?" in plan, plan
+
+    command.downgrade(config, "0008")
+    assert indexes_and_plan()[0] == ["ix_conversation_items_tenant_id_conversation_id_item_id"]

@@ -191,9 +191,12 @@ conversation_items: Final = Table(
 Index(
     None,
     conversation_items.c.tenant_id,
-    conversation_items.c.conversation_id,
     conversation_items.c.item_id,
+    conversation_items.c.conversation_id,
 )
+"""Finds a conversation's item by id (every lookup that names the conversation names the
+id too), and the items ``item_reference`` input items name by id alone, in any of the
+tenant's conversations (:data:`conversation_queries.FIND_ITEMS`)."""
 
 response_events: Final = Table(
     "response_events",
