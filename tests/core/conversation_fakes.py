@@ -150,6 +150,16 @@ class TurnStore(MemoryStore):
         await super().save(record)
         stored.holder = record.id
 
+    async def find_items(self, tenant_id: str, item_ids: list[str]) -> dict[str, Item]:
+        """A response's items first, then the latest conversation's (deleted ones are
+        gone from ``conversations``)."""
+        found = await super().find_items(tenant_id, item_ids)
+        for (tenant, _), stored in reversed(self.conversations.stored.items()):
+            for item in reversed(stored.items) if tenant == tenant_id else []:
+                if item["id"] in item_ids and item["id"] not in found:
+                    found[item["id"]] = item
+        return found
+
     async def finish(self, record: ResponseRecord) -> None:
         self.finishes.append(record)
         if self.failing_finishes:

@@ -166,6 +166,45 @@ def test_a_deleted_item_leaves_later_turns_but_not_earlier_responses(client: Ope
     assert client.responses.retrieve(first.id).output_text == "Hello! You said: turn one"
 
 
+def test_an_item_reference_names_an_item_added_to_a_conversation(client: OpenAI) -> None:
+    """Items the Conversations API added have ids of their own, and a reference to one
+    stands for it (as hosted), until it or its conversation is deleted."""
+    conversation = client.conversations.create(items=[user("my name is Ada")])
+    [created] = client.conversations.items.list(conversation.id).data
+    added = client.conversations.items.create(
+        conversation.id,
+        items=[user("I like tea"), user("and cake"), user("and pie")],  # type: ignore[list-item]
+    )
+    tea, cake, pie = (item.id for item in added.data)
+
+    def reference(item_id: str) -> dict[str, str]:
+        return {"type": "item_reference", "id": item_id}
+
+    def echo(item_id: str) -> list[str]:
+        response = client.responses.create(
+            model=MODEL,
+            input=[reference(item_id), user("[[echo]]")],  # type: ignore[list-item]
+        )
+        return response.output_text.splitlines()
+
+    assert echo(created.id) == ["user: my name is Ada", "user: [[echo]]"]
+    elsewhere = client.conversations.create(items=[reference(tea)])  # type: ignore[list-item]
+    [copy] = client.conversations.items.list(elsewhere.id).data
+    assert texts([copy]) == ["I like tea"]
+    assert copy.id != tea, "an added item gets an id of its own"
+    assert echo(copy.id)[0] == "user: I like tea"
+
+    client.conversations.items.delete(pie, conversation_id=conversation.id)
+    client.conversations.delete(conversation.id)
+    for gone in (pie, cake, tea):
+        with pytest.raises(openai.NotFoundError) as caught:
+            echo(gone)
+        assert caught.value.body["param"] == "input[0]"  # type: ignore[index]
+        assert gone in caught.value.message
+    assert echo(copy.id)[0] == "user: I like tea"
+    assert echo(created.id)[0] == "user: my name is Ada", "a response took it in, as input"
+
+
 def test_a_failed_turn_appends_nothing_and_lets_the_conversation_go(client: OpenAI) -> None:
     conversation = client.conversations.create()
     with pytest.raises(openai.APIStatusError):

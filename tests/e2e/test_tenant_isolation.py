@@ -178,11 +178,26 @@ def probes(owned: Owned) -> dict[str, tuple[str, Probe]]:
             lambda c, i: c.delete(f"/v1/conversations/{i}/items/{item}"),
         ),
         "item by id": ("item", lambda c, i: c.get(f"/v1/conversations/{conv}/items/{i}")),
+        "item reference": ("item", lambda c, i: c.post("/v1/responses", json=referring(i))),
+        "item reference in a new conversation": (
+            "item",
+            lambda c, i: c.post("/v1/conversations", json={"items": [reference(i)]}),
+        ),
         "delete item by id": (
             "item",
             lambda c, i: c.delete(f"/v1/conversations/{conv}/items/{i}"),
         ),
     }
+
+
+def reference(item_id: str) -> dict[str, str]:
+    return {"type": "item_reference", "id": item_id}
+
+
+def referring(item_id: str) -> dict[str, Any]:
+    """A create whose input is a reference to ``item_id``, then an echo."""
+    echo = {"type": "message", "role": "user", "content": "[[echo]]"}
+    return {"model": MODEL, "input": [reference(item_id), echo]}
 
 
 def client(tenants: Tenants, key: str) -> httpx2.Client:
@@ -207,6 +222,19 @@ def test_another_tenants_id_is_answered_as_a_missing_one(
 
     assert foreign == unknown
     assert foreign[0] in (400, 404), foreign
+
+
+def test_an_item_reference_finds_the_owners_conversation_item(
+    tenants: Tenants, owned: Owned
+) -> None:
+    """What makes the probes naming ``owned.item`` by reference meaningful: the owner's
+    reference finds the item."""
+    with client(tenants, tenants.alice) as alice:
+        answer = alice.post("/v1/responses", json=referring(owned.item))
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["output"][0]["content"][0]["text"].splitlines()[0] == (
+        "user: remember this"
+    )
 
 
 def test_a_running_background_response_is_hidden_from_another_tenant(tenants: Tenants) -> None:

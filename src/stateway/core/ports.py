@@ -243,7 +243,15 @@ class ResponseStore(Protocol):
     async def find_items(self, tenant_id: str, item_ids: list[str]) -> dict[str, Item]:
         """The stored items with these ids (what ``item_reference`` input items name), by
         id: among responses not deleted, an output item before an input item, then the
-        latest response's. Ids with no such item are left out."""
+        latest response's; else among the live items of live conversations, the latest
+        appended. Ids with no such item are left out.
+
+        Responses come first because a turn copies its response's items into its
+        conversation under their ids: an id held by both names the response's item, the
+        original, never edited (and still there when the conversation's copy is deleted).
+        Looking in conversations last also leaves every reference that resolved before
+        they were looked in resolving as it did: only ids no response holds (those the
+        Conversations API gave the items it added) are newly found."""
         ...
 
     async def delete(self, tenant_id: str, response_id: str) -> bool:

@@ -6,9 +6,14 @@ reads the input.
   item the API already holds: an earlier response's message, reasoning or hosted tool
   call. A reference resolves among the items of the tenant's stored responses that are
   not deleted, an output item before an input item with the same id, and the latest
-  response first (client ids are labels, so one may appear more than once). One that names
-  no such item is a 404 naming the input item, as hosted: items of a ``store: false``
-  response were never kept.
+  response first (client ids are labels, so one may appear more than once); then, as
+  hosted, among the live items of the tenant's live conversations, the latest added first:
+  the Conversations API gives the items it adds ids of their own, which name them too.
+  Responses come first since a turn's items are copied into its conversation under their
+  ids, so an id both hold names the response's original (see
+  :meth:`~stateway.core.ports.ResponseStore.find_items`). One that names no such item is a
+  404 naming the input item, as hosted: items of a ``store: false`` response were never
+  kept, and a deleted conversation item is gone (unless a response took it in).
 - A ``reasoning`` item sent back without its text (neither ``content`` nor ``summary``:
   LangChain keeps only a streamed item's id and ``encrypted_content``) gets the text of
   the stored reasoning item with its id, as the hosted API looks it up, when that item

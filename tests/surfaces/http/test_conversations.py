@@ -167,6 +167,22 @@ async def test_an_item_reference_is_added_as_the_item_it_names() -> None:
     assert (await call(app, "POST", "/v1/responses", dumps(turn))).status == 200
 
 
+async def test_an_item_reference_names_an_item_the_conversations_api_added() -> None:
+    app = build(max_body=1 << 16)
+    items = {"items": [{"role": "user", "content": "hi"}, {"role": "user", "content": "bye"}]}
+    created = await call(app, "POST", "/v1/conversations", dumps(items))
+    base = f"/v1/conversations/{created.json()['id']}"
+    page = (await call(app, "GET", base + "/items", query="order=asc")).json()["data"]
+    hi, bye = ({"type": "item_reference", "id": item["id"]} for item in page)
+
+    answered = await call(app, "POST", "/v1/responses", dumps({"model": "m", "input": [hi]}))
+    assert answered.status == 200, answered.body
+    await call(app, "DELETE", f"{base}/items/{bye['id']}")
+    refused = await call(app, "POST", "/v1/responses", dumps({"model": "m", "input": [bye]}))
+    assert refused.status == 404, refused.body
+    assert refused.json()["error"]["param"] == "input[0]"
+
+
 @pytest.mark.parametrize("route", ["create", "add"])
 async def test_an_item_reference_naming_nothing_is_a_404_and_adds_nothing(route: str) -> None:
     app = build()

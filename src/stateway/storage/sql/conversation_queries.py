@@ -3,9 +3,10 @@
 Bind parameters: ``tenant`` and ``conversation`` in reads and updates; per statement
 ``response`` (the turn), ``seen`` (the length a turn's context was read at), ``count``
 (items being appended), ``start`` and ``end`` (positions), ``item``, ``after``, ``limit``,
-``now`` and ``new_metadata``. The inserts take rows named after their table's columns,
-plus ``conversation_id`` (a turn's row), ``offset``, ``fresh_id`` and ``fresh_body`` (an
-appended item); their rows are built in :mod:`.conversation_rows`.
+``now``, ``new_metadata`` and ``ids`` (an expanding list). The inserts take rows named
+after their table's columns, plus ``conversation_id`` (a turn's row), ``offset``,
+``fresh_id`` and ``fresh_body`` (an appended item); their rows are built in
+:mod:`.conversation_rows`.
 
 The lock
 --------
@@ -293,6 +294,29 @@ DELETE_ITEM: Final[Update] = (
     update(conversation_items).where(_the_item).values(deleted_at=bindparam("now"), body="")
 )
 """Leaves a tombstone: the body is gone, the id and position stay (see :func:`_items_page`)."""
+
+
+FIND_ITEMS: Final[Select[str, str]] = (
+    select(conversation_items.c.item_id, conversation_items.c.body)
+    .join(
+        conversations,
+        and_(
+            conversations.c.tenant_id == conversation_items.c.tenant_id,
+            conversations.c.id == conversation_items.c.conversation_id,
+        ),
+    )
+    .where(
+        conversation_items.c.tenant_id == _tenant,
+        conversation_items.c.item_id.in_(bindparam("ids", expanding=True)),
+        conversation_items.c.deleted_at.is_(None),
+        conversations.c.deleted_at.is_(None),
+    )
+    .order_by(conversation_items.c.created_at.desc(), conversation_items.c.position.desc())
+)
+"""Live items of live conversations named by ``item_reference`` input items (``ids``, an
+expanding list), in any of the tenant's conversations, the latest appended first (ids are
+unique within a conversation, not across them); the caller keeps each id's first row.
+Found by the conversation items' index, which leads with the item id."""
 
 
 def _items_page(order: Literal["asc", "desc"], *, after: bool) -> Select[str]:

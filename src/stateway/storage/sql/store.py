@@ -59,6 +59,11 @@ WRITE_ORDER: Final = (
 """Every statement a save runs, in the order a shared transaction runs them: a turn's
 claim before the row it lets in, its items appended before it lets go."""
 
+_FIND_ITEMS: Final = (queries.FIND_OUTPUT_ITEMS, queries.FIND_INPUT_ITEMS, cq.FIND_ITEMS)
+"""Where :meth:`SqlResponseStore.find_items` looks, in order of precedence (see
+:meth:`~stateway.core.ports.ResponseStore.find_items`): responses' output items, their
+input items, then the items of conversations."""
+
 
 def open_store(url: str) -> SqlResponseStore:
     """A store for the database at ``url``. Opens no connection and does not migrate:
@@ -237,13 +242,15 @@ class SqlResponseStore:
         return StoredChain(items, status, served_by)
 
     async def find_items(self, tenant_id: str, item_ids: list[str]) -> dict[str, Item]:
+        """Looked up where each kind of item lives (:data:`_FIND_ITEMS`), the ids still
+        missing only; an id holding a NUL byte names nothing (PostgreSQL text refuses it)."""
         ids = [item_id for item_id in item_ids if _storable(item_id)]
         if not ids:
             return {}
         found: dict[str, Item] = {}
         with storage_errors("resolving item references"):
             async with self._reader.connect() as connection:
-                for query in (queries.FIND_OUTPUT_ITEMS, queries.FIND_INPUT_ITEMS):
+                for query in _FIND_ITEMS:
                     values = {"tenant": tenant_id, "ids": [i for i in ids if i not in found]}
                     if not values["ids"]:
                         break
