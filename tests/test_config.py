@@ -181,6 +181,7 @@ def test_hardening_settings_have_defaults_and_env_variables() -> None:
     server = config.server
     assert server.drain_timeout == 30.0
     assert server.request_body_timeout == 30.0
+    assert (server.max_header_bytes, server.header_timeout) == (64 * 1024, 30.0)
     assert server.max_input_items == 10_000
     assert server.max_queued_requests == 1024
     [backend] = config.backends
@@ -191,12 +192,15 @@ def test_hardening_settings_have_defaults_and_env_variables() -> None:
     env = {
         "STATEWAY_DRAIN_TIMEOUT": "2.5",
         "STATEWAY_REQUEST_BODY_TIMEOUT": "3",
+        "STATEWAY_MAX_HEADER_BYTES": "8192",
+        "STATEWAY_HEADER_TIMEOUT": "0.5",
         "STATEWAY_MAX_INPUT_ITEMS": "7",
         "STATEWAY_MAX_QUEUED_REQUESTS": "0",
         "STATEWAY_ALLOWED_HOSTS": "gw.internal, localhost",
     }
     server = load_config(Overrides(), env).server
     assert (server.drain_timeout, server.request_body_timeout) == (2.5, 3.0)
+    assert (server.max_header_bytes, server.header_timeout) == (8192, 0.5)
     assert (server.max_input_items, server.max_queued_requests) == (7, 0)
     assert server.effective_allowed_hosts == {"gw.internal", "localhost"}
     with pytest.raises(ConfigError, match="STATEWAY_DRAIN_TIMEOUT"):

@@ -70,6 +70,8 @@ def test_every_server_setting_needs_a_restart(name: str) -> None:
         "port": 1,
         "max_body_bytes": 2048,
         "request_body_timeout": 1.0,
+        "max_header_bytes": 8192,
+        "header_timeout": 1.0,
         "max_input_items": 1,
         "drain_timeout": 1.0,
         "max_queued_requests": 1,

@@ -16,6 +16,7 @@ from stateway import __version__, key_commands
 from stateway.config import Config, ConfigError, Overrides
 from stateway.core.errors import StorageError
 from stateway.exposure import ExposureRefused, check_exposure
+from stateway.header_guard import HeaderLimits
 from stateway.serving import (
     DRAIN_GRACE,
     AnnouncingServer,
@@ -115,6 +116,7 @@ def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = Fal
             own_logging=config.logging.format == "json",
             ws_max_size=2 * frames,  # up to twice the limit is answered with an error frame
             ws_compression=config.websocket.compression,
+            headers=HeaderLimits(config.server.max_header_bytes, config.server.header_timeout),
         )
         _describe(config, sys.stdout)
         announcement = f"stateway {__version__} listening on {socket_url(sock)}"

@@ -82,6 +82,10 @@ class ServerConfig(Section):
     """Requests with a larger body are refused with 413."""
     request_body_timeout: float = Field(default=30.0, gt=0)
     """The longest a client may take to send a whole request body (408 after)."""
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)
+    """Requests with a larger header block (request line included) are refused with 431."""
+    header_timeout: float = Field(default=30.0, gt=0)
+    """The longest a client may take to send a request's headers (closed after)."""
     max_input_items: int = Field(default=10_000, ge=1)
     """Input items one request may carry (400 beyond)."""
     drain_timeout: float = Field(default=30.0, ge=0)
@@ -378,6 +382,8 @@ def _float(value: str, name: str) -> float:
 _SERVER_ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "max_body_bytes": ("STATEWAY_MAX_BODY_BYTES", _int),
     "request_body_timeout": ("STATEWAY_REQUEST_BODY_TIMEOUT", _float),
+    "max_header_bytes": ("STATEWAY_MAX_HEADER_BYTES", _int),
+    "header_timeout": ("STATEWAY_HEADER_TIMEOUT", _float),
     "max_input_items": ("STATEWAY_MAX_INPUT_ITEMS", _int),
     "drain_timeout": ("STATEWAY_DRAIN_TIMEOUT", _float),
     "max_queued_requests": ("STATEWAY_MAX_QUEUED_REQUESTS", _int),

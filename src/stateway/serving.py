@@ -32,6 +32,8 @@ from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.exceptions import InvalidState
 
+from stateway.header_guard import DEFAULT_HEADER_LIMITS, HeaderLimits, guarded_http
+
 log = logging.getLogger(__name__)
 
 DRAIN_GRACE = 5
@@ -48,6 +50,7 @@ def server_config(
     own_logging: bool = False,
     ws_max_size: int = 16 * 1024 * 1024,
     ws_compression: bool = False,
+    headers: HeaderLimits = DEFAULT_HEADER_LIMITS,
 ) -> uvicorn.Config:
     """uvicorn as our servers run it: httptools (and uvloop when the caller's loop is one),
     WebSocket upgrades handed to the app (which may deny them with an HTTP response), no
@@ -55,10 +58,11 @@ def server_config(
     own, so its records go through the root logger's (JSON lines). A WebSocket message
     larger than ``ws_max_size`` closes its connection (1009); the app answers smaller
     ones past its own limit with an error frame. ``ws_compression``: accept
-    permessage-deflate (``[websocket] compression``)."""
+    permessage-deflate (``[websocket] compression``). A request's header block is bounded
+    by ``headers`` (:mod:`stateway.header_guard`)."""
     return uvicorn.Config(
         app,
-        http="httptools",
+        http=guarded_http(headers),
         ws=DenyingWebSocketProtocol,
         ws_max_size=ws_max_size,
         ws_per_message_deflate=ws_compression,

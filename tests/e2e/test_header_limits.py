@@ -1,0 +1,126 @@
+"""The request header block's bounds through the real ``stateway serve``, on raw sockets:
+its size (``max_header_bytes``: 431, then closed) and the time to send it
+(``header_timeout``: closed), leaving bodies and idle keep-alive connections alone."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import orjson
+import pytest
+
+from stateway.launch import start_gateway
+
+MAX_HEADER_BYTES = 2048
+WAIT = 30.0
+"""Seconds a socket waits for what the server must do; only a failing test waits this long."""
+
+
+@pytest.fixture(scope="module")
+def gateway(fake_upstream: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    database = f"sqlite:///{tmp_path_factory.mktemp('headers') / 'stateway.db'}"
+    env = {"STATEWAY_MAX_HEADER_BYTES": str(MAX_HEADER_BYTES), "STATEWAY_HEADER_TIMEOUT": "0.5"}
+    with start_gateway(["--upstream", fake_upstream, "--database", database], env=env) as url:
+        yield url
+
+
+def connect(gateway: str) -> socket.socket:
+    address = urlsplit(gateway)
+    assert address.hostname is not None
+    assert address.port is not None
+    return socket.create_connection((address.hostname, address.port), timeout=WAIT)
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (a timeout fails)."""
+    received = b""
+    while chunk := sock.recv(65536):
+        received += chunk
+    return received
+
+
+def read_response(sock: socket.socket) -> bytes:
+    """One response to a ``GET /health`` (its body is small and sized)."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = sock.recv(65536)
+        assert chunk, "closed before a response"
+        received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head
+
+
+HEALTH = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+def test_a_header_block_over_the_limit_is_answered_431_and_closed(gateway: str) -> None:
+    with connect(gateway) as sock:
+        sock.sendall(
+            b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * (4 * MAX_HEADER_BYTES)
+        )
+        answer = read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 431 ")
+    assert b"connection: close" in answer.lower()
+
+
+def test_a_header_block_over_the_limit_on_a_kept_alive_connection_is_431(gateway: str) -> None:
+    with connect(gateway) as sock:
+        sock.sendall(HEALTH)
+        assert read_response(sock).startswith(b"HTTP/1.1 200 ")
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        for _ in range(4):  # in pieces: the limit counts what has come, whatever the reads
+            sock.sendall(b"X-Big: " + b"a" * (MAX_HEADER_BYTES // 2) + b"\r\n")
+        assert read_until_closed(sock).startswith(b"HTTP/1.1 431 ")
+
+
+def test_a_header_block_under_the_limit_is_served(gateway: str) -> None:
+    filler = b"X-Filler: " + b"a" * (MAX_HEADER_BYTES - 200) + b"\r\n"
+    with connect(gateway) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n" + filler + b"\r\n")
+        assert read_response(sock).startswith(b"HTTP/1.1 200 ")
+
+
+def test_a_body_far_over_the_header_limit_is_not_counted(gateway: str) -> None:
+    """Sent with its headers in one write (http.client does so), so the server's first
+    reads hold both: only the header block counts."""
+    text = "x" * (64 * MAX_HEADER_BYTES)
+    body = orjson.dumps({"model": "fake-model", "input": text, "store": False})
+    request = urllib.request.Request(
+        gateway + "/v1/responses", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=WAIT) as response:
+        assert response.status == 200
+        assert orjson.loads(response.read())["status"] == "completed"
+
+
+@pytest.mark.parametrize("sent", [b"", b"GET /hea", b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"])
+def test_a_connection_that_does_not_finish_its_headers_in_time_is_closed(
+    gateway: str, sent: bytes
+) -> None:
+    with connect(gateway) as sock:
+        sock.sendall(sent)
+        assert read_until_closed(sock) == b""  # closed, nothing answered
+
+
+def test_an_idle_kept_alive_connection_is_left_to_the_keep_alive_timeout(gateway: str) -> None:
+    with connect(gateway) as kept:
+        kept.sendall(HEALTH)
+        assert read_response(kept).startswith(b"HTTP/1.1 200 ")
+        # A connection opened after `kept` went idle, closed by the header timeout: the
+        # sweeps that closed it have passed over `kept`, idle longer.
+        with connect(gateway) as stalled:
+            stalled.sendall(b"GET /hea")
+            assert read_until_closed(stalled) == b""
+        kept.sendall(HEALTH)
+        assert read_response(kept).startswith(b"HTTP/1.1 200 ")
+        assert read_until_closed(kept) == b""  # uvicorn's keep-alive timeout (5 s) ends it
