@@ -2,20 +2,25 @@
 protocol (which bounds neither: llhttp buffers a header block of any size, and uvicorn's
 keep-alive timeout runs only between requests, after a response).
 
-- Size: while a request's headers are incomplete (from the connection's start, or from a
-  request's first byte, until its headers are parsed), the bytes read are counted; past
-  ``max_bytes`` the request is answered 431 and the connection closed. A read that
-  completes a header block is not counted (the body after it, in the same read, is not
-  the header block's), so the block held is at most ``max_bytes`` and one read.
-- Time: one sweep per server, every second or so while connections are open, closes
-  those whose headers have been incomplete for longer than ``timeout`` (counted from the
-  connection's start for its first request, from a request's first byte after that),
-  without answering, as nginx (``client_header_timeout``) and Go's ``ReadHeaderTimeout``
-  do. A connection idle between requests is uvicorn's keep-alive timeout's to close, and
-  one with a response in flight is never swept.
+A request's headers are incomplete from its first byte (from the connection's start, for
+its first request) until uvicorn has parsed them, which it marks by starting that
+request's cycle (``cycle.scope is scope``). That state is read from uvicorn's, not kept by
+hooking its parser callbacks, so that a request pays for nothing but a wrapper around
+``data_received``.
 
-Nothing is scheduled per request or per connection: a request pays for a clock read and
-a few attribute writes.
+- Size: a read that leaves a request's headers incomplete is counted; past ``max_bytes``
+  the request is answered 431 and the connection closed. A read that completes a header
+  block is not counted (the body after it, in the same read, is not the header block's),
+  so the block held is at most ``max_bytes`` and one read.
+- Time: one sweep per server, every second or so while connections are open, closes
+  those whose headers have been incomplete for longer than ``timeout`` (the first
+  request's since the connection was made, a later one's since the first sweep that saw
+  it begun: a second at most after its first byte) without answering, as nginx
+  (``client_header_timeout``) and Go's ``ReadHeaderTimeout`` do. A connection idle between
+  requests is uvicorn's keep-alive timeout's to close, and one with a response in flight
+  (a request pipelined behind it) is never swept.
+
+Nothing is scheduled per request or per connection.
 """
 
 from __future__ import annotations
@@ -26,7 +31,11 @@ from collections.abc import Set
 from dataclasses import dataclass
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
 SWEEP_INTERVAL = 1.0
 """Seconds between sweeps, at most (a shorter timeout is swept four times as often)."""
@@ -66,10 +75,10 @@ class HeaderSweep:
         self._next = None
         if not connections:
             return  # the next connection starts it again
-        deadline = time.monotonic() - self.limits.timeout
+        now = time.monotonic()
         for connection in list(connections):
             if isinstance(connection, HeaderGuardedProtocol):
-                connection.close_if_stalled(deadline)
+                connection.close_if_stalled(now, self.limits.timeout)
         self.watch(loop, connections)
 
 
@@ -81,55 +90,54 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._awaiting_headers = True
-        self._headers_since = 0.0  # set as the connection is made
+        self._connected_at = 0.0
         self._header_bytes = 0
-        self._headers_parsed = 0
+        self._counted: object = None
+        """The request whose header bytes are counted (its scope)."""
+        self._stalled: object = None
+        """The request the sweep last saw with its headers incomplete (its scope)."""
+        self._stalled_since = 0.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._headers_since = time.monotonic()
+        self._connected_at = time.monotonic()
         self.sweep.watch(self.loop, self.connections)
 
     def data_received(self, data: bytes) -> None:
-        parsed = self._headers_parsed
-        super().data_received(data)
-        if self._awaiting_headers and self._headers_parsed == parsed:
+        cycle: RequestResponseCycle | None = self.cycle
+        HttpToolsProtocol.data_received(self, data)
+        if self.cycle is cycle and (cycle is None or cycle.scope is not self.scope):
+            # a request's headers, begun and not completed by this read: all of it theirs
+            if self._counted is not self.scope:
+                self._counted = self.scope
+                self._header_bytes = 0
             self._header_bytes += len(data)
             if self._header_bytes > self.sweep.limits.max_bytes:
                 self._refuse_headers()
 
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        if not self._awaiting_headers:  # a later request: the first's counts from the start
-            self._awaiting_headers = True
-            self._headers_since = time.monotonic()
-
-    def on_headers_complete(self) -> None:
-        self._awaiting_headers = False
-        self._header_bytes = 0
-        self._headers_parsed += 1
-        super().on_headers_complete()
-
-    def close_if_stalled(self, deadline: float) -> None:
-        """Close the connection if its headers began before ``deadline`` and are still
-        incomplete, unless a response is in flight (a request pipelined behind it)."""
-        if (
-            self._awaiting_headers
-            and self._headers_since < deadline
-            and not self._responding()
-            and not self.transport.is_closing()
-        ):
+    def close_if_stalled(self, now: float, timeout: float) -> None:
+        """Close the connection if a request's headers have been incomplete for longer
+        than ``timeout``: the first request's since the connection was made, a later
+        one's since a sweep first saw it (its first byte came after the last sweep)."""
+        cycle: RequestResponseCycle | None = self.cycle  # None until a request's headers
+        if cycle is None:  # no request's headers complete yet
+            since = self._connected_at
+        elif cycle.scope is self.scope or not cycle.response_complete:
+            return  # a request in flight, or none begun since (keep-alive's to close)
+        elif self._stalled is not self.scope:
+            self._stalled = self.scope
+            self._stalled_since = now
+            return
+        else:
+            since = self._stalled_since
+        if now - since > timeout and not self.transport.is_closing():
             self.transport.close()
 
-    def _responding(self) -> bool:
-        return self.cycle is not None and not self.cycle.response_complete
-
     def _refuse_headers(self) -> None:
-        if self.transport.is_closing():
-            return
-        self._awaiting_headers = False
-        if not self._responding():  # answering now would cut into a response
+        if self.transport.is_closing() or self not in self.connections:
+            return  # closed, or handed to the WebSocket protocol
+        cycle: RequestResponseCycle | None = self.cycle
+        if cycle is None or cycle.response_complete:  # else: cut into a response
             head = [STATUS_LINE[431]]
             for name, value in self.server_state.default_headers:
                 head.extend([name, b": ", value, b"\r\n"])

@@ -1,0 +1,129 @@
+"""The header guard's sweep decisions in memory, given explicit times: a first request's
+headers count from the connection, a later one's from the sweep that first saw it, and
+a request pipelined behind a response in flight is not swept (nor answered 431: closed). (The
+real sockets: tests/e2e/test_header_limits.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import uvicorn
+from starlette.types import Receive, Scope, Send
+from uvicorn.server import ServerState
+
+from stateway.header_guard import HeaderGuardedProtocol, HeaderLimits, guarded_http
+
+TIMEOUT = 10.0
+REQUEST = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
+
+
+class Transport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+        self.closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 1), "sockname": ("127.0.0.1", 2)}.get(name, default)
+
+
+class App:
+    """Answers each request once ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.answered = asyncio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+        self.answered.set()
+
+
+def connect(app: App) -> tuple[HeaderGuardedProtocol, Transport, float]:
+    """A connected protocol, its transport, and a time no later than its connection."""
+    protocol_class = guarded_http(HeaderLimits(max_bytes=2048, timeout=TIMEOUT))
+    config = uvicorn.Config(app, http=protocol_class, log_level="warning")
+    before = time.monotonic()
+    protocol = protocol_class(config=config, server_state=ServerState(), app_state={})
+    transport = Transport()
+    protocol.connection_made(transport)
+    return protocol, transport, before
+
+
+async def test_a_first_request_counts_from_the_connection() -> None:
+    protocol, transport, connected = connect(App())
+    protocol.data_received(b"GET / HT")
+    protocol.close_if_stalled(connected + TIMEOUT - 1, TIMEOUT)
+    assert not transport.closing
+    protocol.close_if_stalled(time.monotonic() + TIMEOUT + 1, TIMEOUT)
+    assert transport.closing
+    assert transport.writes == []
+
+
+async def test_a_later_request_counts_from_the_sweep_that_first_saw_it() -> None:
+    app = App()
+    protocol, transport, _ = connect(app)
+    app.release.set()
+    protocol.data_received(REQUEST)
+    await app.answered.wait()
+    now = time.monotonic() + 1000  # long after the connection
+    protocol.close_if_stalled(now, TIMEOUT)  # idle between requests: keep-alive's
+    protocol.data_received(b"GET / HT")
+    protocol.close_if_stalled(now + 1, TIMEOUT)  # first seen begun
+    protocol.close_if_stalled(now + 1 + TIMEOUT, TIMEOUT)
+    assert not transport.closing
+    protocol.close_if_stalled(now + 2 + TIMEOUT, TIMEOUT)
+    assert transport.closing
+
+
+async def test_a_request_pipelined_behind_a_response_in_flight_is_not_swept() -> None:
+    app = App()
+    protocol, transport, _ = connect(app)
+    protocol.data_received(REQUEST + b"GET / HT")
+    later = time.monotonic() + 1000
+    protocol.close_if_stalled(later, TIMEOUT)
+    protocol.close_if_stalled(later + 2 * TIMEOUT, TIMEOUT)
+    assert not transport.closing
+    app.release.set()
+    await app.answered.wait()
+    protocol.close_if_stalled(later + 3 * TIMEOUT, TIMEOUT)  # first seen stalled
+    protocol.close_if_stalled(later + 5 * TIMEOUT, TIMEOUT)
+    assert transport.closing
+    assert b"".join(transport.writes).startswith(b"HTTP/1.1 200 ")
+
+
+async def test_oversized_headers_behind_a_response_in_flight_close_without_a_431() -> None:
+    protocol, transport, _ = connect(App())
+    protocol.data_received(REQUEST + b"GET / HTTP/1.1\r\nX-Big: ")
+    assert not transport.closing
+    protocol.data_received(b"a" * 4096)
+    assert transport.closing
+    assert transport.writes == []  # a 431 would have cut into the first's response
+
+
+async def test_oversized_headers_are_answered_431() -> None:
+    protocol, transport, _ = connect(App())
+    protocol.data_received(b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 1024)
+    assert not transport.closing
+    protocol.data_received(b"a" * 1024)
+    assert transport.closing
+    assert b"".join(transport.writes).startswith(b"HTTP/1.1 431 ")
