@@ -64,11 +64,13 @@ class HeaderSweep:
     def __init__(self, limits: HeaderLimits) -> None:
         self.limits = limits
         self._next: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def watch(self, loop: asyncio.AbstractEventLoop, connections: Set[Any]) -> None:
         """Called as a connection opens: starts sweeping ``connections`` (uvicorn's set
         of the server's open connections) unless the sweep is running."""
-        if self._next is None:
+        if self._next is None or self._loop is not loop:  # (a config served again)
+            self._loop = loop
             self._next = loop.call_later(self.limits.sweep_interval, self._sweep, loop, connections)
 
     def _sweep(self, loop: asyncio.AbstractEventLoop, connections: Set[Any]) -> None:
