@@ -4,6 +4,7 @@ to clients that cannot declare them, and only to those."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -18,7 +19,7 @@ from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, Usa
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.runs import CancelReason, Run, RunRegistry
 from stateway.core.tools.ports import McpTool
 from stateway.core.tools.toolset import GatewayTools
 from stateway.core.usage import Usage
@@ -179,3 +180,90 @@ async def test_nothing_is_forwarded_while_shutting_down() -> None:
     chat.runs.closing = True
     with pytest.raises(ServerShuttingDown):
         await chat.execute(Principal(), forward({"model": "m"}))
+
+
+class Unending:
+    """A relay whose body is one chunk, then nothing until it is closed: the read under
+    way then fails as the upstream client's does."""
+
+    status = 200
+    headers: Mapping[str, str] = {"content-type": "text/event-stream"}
+
+    def __init__(self) -> None:
+        self.closed = asyncio.get_running_loop().create_future()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        yield b"data: {}\n\n"
+        await self.closed
+        raise UpstreamError("connection closed")
+
+    def usage(self) -> Usage | None:
+        return None
+
+    async def aclose(self) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class Waiting(ScriptedBackend):
+    """Forwards to an upstream whose status line never comes (or ``relay``'s, when set)."""
+
+    def __init__(self, relay: Unending | None = None) -> None:
+        super().__init__(ANSWER)
+        self.relay = relay
+        self.asked = asyncio.Event()
+        self.cancelled = False
+
+    async def forward_chat(self, body: bytes) -> Unending:
+        self.asked.set()
+        if self.relay is not None:
+            return self.relay
+        try:
+            await asyncio.Future()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        raise AssertionError("unreachable")
+
+
+async def test_shutting_down_ends_a_relay_waiting_for_its_status_line() -> None:
+    backend = Waiting()
+    chat = gateway(backend)
+    sent = asyncio.create_task(chat.execute(Principal(), forward({"model": "m"})))
+    await backend.asked.wait()
+    await chat.runs.end_all(CancelReason.SHUTTING_DOWN)
+    assert sent.cancelling() == 1  # its wait for the status line is being cancelled
+    with pytest.raises(ServerShuttingDown):
+        await sent
+    assert backend.cancelled  # the upstream request was given up
+    assert not sent.cancelled()
+    assert sent.cancelling() == 0
+    assert chat.generations.current.leases == 0
+
+
+async def test_shutting_down_ends_a_relay_part_way_closing_its_upstream() -> None:
+    relay = Unending()
+    chat = gateway(Waiting(relay))
+    held = await chat.execute(Principal(), forward({"model": "m"}))
+    assert isinstance(held, HeldRelay)
+    chunks = held.chunks()
+    assert await anext(chunks) == b"data: {}\n\n"
+    reading = asyncio.create_task(anext(chunks))
+    await asyncio.sleep(0)  # the read is under way
+    await chat.runs.end_all(CancelReason.SHUTTING_DOWN)
+    assert relay.closed.done()
+    with pytest.raises(ServerShuttingDown):
+        await reading
+    await held.aclose()
+    assert chat.generations.current.leases == 0
+
+
+async def test_a_relay_closed_before_shutdown_is_not_ended() -> None:
+    relay = Unending()
+    chat = gateway(Waiting(relay))
+    held = await chat.execute(Principal(), forward({"model": "m"}))
+    assert isinstance(held, HeldRelay)
+    await held.aclose()
+    relay.closed = asyncio.get_running_loop().create_future()
+    await chat.runs.end_all(CancelReason.SHUTTING_DOWN)
+    assert not relay.closed.done()  # forgotten once closed

@@ -194,3 +194,97 @@ async def test_a_second_sigint_ends_requests_at_once_in_the_error_shape(
 
 async def collect(events: Events) -> list[dict[str, Any]]:
     return [event async for event in events]
+
+
+RELAYED_BODY = "[[stall:20000]] [[words:3]] relayed-body"
+"""A relayed non-stream answer whose headers came and whose body is 20 s late."""
+RELAYED_STREAM = "[[slow:200]] [[words:100]] relayed-stream"
+"""A relayed stream: about 20 s of chunks."""
+RELAYED_SILENT = "[[silence:20000]] [[words:3]] relayed-silent"
+"""A relayed request whose status line is 20 s late."""
+
+
+def chat(text: str, **fields: Any) -> dict[str, Any]:
+    return {"model": "fake-model", "messages": [{"role": "user", "content": text}], **fields}
+
+
+async def upstream_log(upstream: str) -> list[dict[str, Any]]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(upstream.removesuffix("/v1") + "/_fake/requests") as reply,
+    ):
+        data: list[dict[str, Any]] = (await reply.json())["data"]
+        return data
+
+
+def asked(logged: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    return [r for r in logged if r["body"].get("messages", [{}])[-1].get("content") == text]
+
+
+async def wait_for_upstream(upstream: str, texts: list[str], *, disconnected: bool) -> None:
+    """Bounded wait for the fake upstream to log a request for each of ``texts`` (and,
+    with ``disconnected``, to see each one's client leave)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        logged = await upstream_log(upstream)
+        seen = [asked(logged, text) for text in texts]
+        if all(r and (not disconnected or r[-1].get("disconnected")) for r in seen):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the upstream did not see {texts} (disconnected: {disconnected})")
+
+
+async def test_sigterm_ends_relayed_chat_answers_in_the_chat_error_shape(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """The fast path's relays still in flight after the drain window (a body awaited, a
+    stream mid-body, a status line awaited) end as ``server_shutting_down`` in the Chat
+    error shape, and their upstream requests are closed."""
+    log = tmp_path / "gateway.log"
+    env = {"STATEWAY_DRAIN_TIMEOUT": str(DRAIN)}
+    url = "/v1/chat/completions"
+
+    async def whole(session: aiohttp.ClientSession, text: str, **fields: Any) -> Any:
+        try:
+            async with session.post(url, json=chat(text, **fields)) as reply:
+                return reply.status, await reply.read()
+        except aiohttp.ClientError as exc:
+            return "cut", repr(exc)
+
+    with gateway(fake_upstream, f"sqlite:///{tmp_path / 'stateway.db'}", log, env) as server:
+        async with aiohttp.ClientSession(server.url) as session:
+            body_awaited = asyncio.create_task(whole(session, RELAYED_BODY))
+            status_awaited = asyncio.create_task(whole(session, RELAYED_SILENT, stream=True))
+            async with session.post(url, json=chat(RELAYED_STREAM, stream=True)) as reply:
+                assert reply.status == 200
+                opening = [await reply.content.readline()]
+                while b'"content":"w1' not in opening[-1]:
+                    opening.append(await reply.content.readline())
+                await wait_for_upstream(
+                    fake_upstream, [RELAYED_BODY, RELAYED_SILENT], disconnected=False
+                )
+                os.kill(server.pid, signal.SIGTERM)
+                try:
+                    rest: Any = await asyncio.wait_for(reply.content.read(), DRAIN + 10)
+                except aiohttp.ClientError as exc:
+                    rest = repr(exc)
+            answers = await asyncio.wait_for(
+                asyncio.gather(body_awaited, status_awaited), DRAIN + 10
+            )
+        wait_until_gone(server.pid, within=10)
+
+    for status, answer in answers:  # before the status line went out: a 503, Chat's shape
+        assert status == 503, answer
+        error = orjson.loads(answer)["error"]
+        assert set(error) == {"message", "type", "param", "code"}
+        assert error["code"] == "server_shutting_down"
+    # mid-stream: the Chat stream's own error line, after what was relayed
+    assert isinstance(rest, bytes), rest
+    last = [line for line in rest.split(b"\n") if line.startswith(b"data: ")][-1]
+    assert orjson.loads(last[6:])["error"]["code"] == "server_shutting_down"
+    await wait_for_upstream(
+        fake_upstream, [RELAYED_BODY, RELAYED_STREAM, RELAYED_SILENT], disconnected=True
+    )
+    text = log.read_text()
+    assert "Traceback" not in text
+    assert "Internal Server Error" not in text

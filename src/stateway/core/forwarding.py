@@ -11,11 +11,10 @@ stream that would not report its usage while tokens are counted, is translated i
 
 from __future__ import annotations
 
-import asyncio
 from functools import partial
 
 from stateway.core.commands import ForwardChat
-from stateway.core.errors import GatewayError, ServerShuttingDown
+from stateway.core.errors import ServerShuttingDown
 from stateway.core.generations import Generations, HeldRelay
 from stateway.core.limits import RateLimits
 from stateway.core.ports import Relay
@@ -58,15 +57,8 @@ class ChatForwarding:
                 body = command.body_for(route.upstream_model)
                 backend = route.candidates[0].backend.name
                 ended = partial(self._relayed, principal, command.model, backend)
-                try:
-                    relay = await route.forwarder.forward_chat(body)
-                except GatewayError:  # no answer at all: unreachable, timed out, overloaded
-                    ended(None, "failed")
-                    raise
-                except asyncio.CancelledError:  # the client left before the status line
-                    ended(None, "cancelled")
-                    raise
-                return HeldRelay(relay, generations, generation, ended)
+                held = HeldRelay(generations, generation, self._runs, ended)
+                return await held.open(route.forwarder, body)
             return await self._starter.admit(principal, await command.translate(), generation)
         except BaseException:
             generations.release(generation)

@@ -21,14 +21,17 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from stateway.core.errors import GatewayError
 from stateway.core.loop import Loop
-from stateway.core.ports import Relay
+from stateway.core.ports import ChatForwarder, Relay
 from stateway.core.routing import Router
 from stateway.core.routing.attempts import Outcome
 from stateway.core.usage import Usage
+
+if TYPE_CHECKING:
+    from stateway.core.runs import RunRegistry
 
 log = logging.getLogger(__name__)
 
@@ -139,54 +142,125 @@ async def _retire(generation: Generation) -> None:
 
 
 class HeldRelay:
-    """A relayed answer that holds its generation's lease until it is closed (its
-    upstream connection belongs to that generation's pool); ``ended`` is told once, as
-    it closes, with the relay and how its upstream attempt ended: ``ok`` (relayed to its
-    end), ``failed`` (an error status, or the upstream failed before any body byte),
-    ``cut`` (the upstream failed part-way) or ``cancelled`` (closed before its end: the
-    client left)."""
+    """A forwarded request and its relayed answer, holding its generation's lease from
+    when it is sent until it is closed (its upstream connection belongs to that
+    generation's pool); ``ended`` is told once, with the upstream's answer (None: there was
+    none) and how its upstream attempt ended: ``ok`` (relayed to its end), ``failed`` (an
+    error status, or the upstream failed before any body byte), ``cut`` (the upstream
+    failed part-way) or ``cancelled`` (closed before its end: the client left, or the
+    server shut down).
 
-    __slots__ = ("_ended", "_generations", "_held", "_outcome", "_relay", "headers", "status")
+    ``runs`` knows it meanwhile (:meth:`RunRegistry.add_relay`), so that shutting down ends
+    it (:meth:`end`): still waiting for the status line, that wait is cancelled and
+    :meth:`open` raises the error; relaying, its upstream answer is closed, and the read
+    failing thereby makes :meth:`chunks` raise the error instead. Nothing is added per chunk.
+    """
+
+    __slots__ = (
+        "_ended",
+        "_ending",
+        "_generations",
+        "_held",
+        "_outcome",
+        "_relay",
+        "_runs",
+        "_waiting",
+        "headers",
+        "status",
+    )
+
+    status: int
+    headers: Mapping[str, str]
+    """Both set by :meth:`open`."""
 
     def __init__(
         self,
-        relay: Relay,
         generations: Generations,
         generation: Generation,
-        ended: Callable[[Relay, Outcome], None] | None = None,
+        runs: RunRegistry,
+        ended: Callable[[Relay | None, Outcome], None] | None = None,
     ) -> None:
-        self._relay = relay
-        self.status = relay.status
-        self.headers: Mapping[str, str] = relay.headers
         self._generations = generations
         self._held: Generation | None = generation
+        self._runs = runs
         self._ended = ended
+        self._relay: Relay | None = None
+        self._waiting: asyncio.Task[object] | None = None
+        """The task waiting in :meth:`open` for the status line."""
+        self._ending: GatewayError | None = None
+        """Why it was ended (:meth:`end`), if it was."""
         self._outcome: Outcome = "cancelled"
         """Until the body has been relayed to its end (or failed)."""
 
+    async def open(self, forwarder: ChatForwarder, body: bytes) -> HeldRelay:
+        """Send ``body`` upstream: this relay, once its status line came. Raises what
+        :meth:`ChatForwarder.forward_chat` raises, or the error it was ended with meanwhile,
+        having told ``ended`` and given nothing back (the lease is then its caller's)."""
+        self._runs.add_relay(self)
+        task = self._waiting = asyncio.current_task()
+        try:
+            relay = await forwarder.forward_chat(body)
+        except GatewayError:  # no answer at all: unreachable, timed out, overloaded
+            self._gone(None, "failed")
+            raise
+        except BaseException as exc:  # the client left, or it was ended (or a bug)
+            self._gone(None, "cancelled")
+            ending = self._ending if isinstance(exc, asyncio.CancelledError) else None
+            if ending is not None and task is not None and task.uncancel() == 0:
+                raise ending from None  # cancelled by its end alone
+            raise
+        finally:
+            self._waiting = None
+        self._relay = relay
+        self.status = relay.status
+        self.headers = relay.headers
+        if self._ending is not None:  # ended as its answer came: its chunks fail
+            await relay.aclose()
+        return self
+
+    async def end(self, error: GatewayError) -> None:
+        """Interrupt it (the server is shutting down); its reads fail, raising ``error``."""
+        if self._ending is not None:
+            return
+        self._ending = error
+        if self._relay is not None:
+            await self._relay.aclose()  # the read under way, or the next one, fails
+        elif self._waiting is not None:
+            self._waiting.cancel()
+
     async def chunks(self) -> AsyncIterator[bytes]:
+        relay = self._relay
+        assert relay is not None, "relayed once opened"
         relayed = False
         try:
-            async for chunk in self._relay.chunks():
+            async for chunk in relay.chunks():
                 relayed = True
                 yield chunk
-        except GatewayError:
+        except GatewayError as error:
+            if self._ending is not None:  # its read failed because it was ended
+                raise self._ending from error
             self._outcome = "cut" if relayed and self.status < 400 else "failed"
             raise
         self._outcome = "ok" if self.status < 400 else "failed"
 
     def usage(self) -> Usage | None:
-        return self._relay.usage()
+        return None if self._relay is None else self._relay.usage()
 
     async def aclose(self) -> None:
         try:
-            await self._relay.aclose()
+            if self._relay is not None:
+                await self._relay.aclose()
         finally:
-            held, self._held = self._held, None
-            if held is not None:
-                self._generations.release(held)
-                if self._ended is not None:
-                    self._ended(self._relay, self._outcome)
+            if self._held is not None:
+                self._generations.release(self._held)
+                self._gone(self._relay, self._outcome)
+
+    def _gone(self, relay: Relay | None, outcome: Outcome) -> None:
+        """Forgotten by ``runs``, its lease no longer its own, ``ended`` told."""
+        self._held = None
+        self._runs.discard_relay(self)
+        if self._ended is not None:
+            self._ended(relay, outcome)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,9 @@ import enum
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import aclosing
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from stateway.core.errors import GatewayError
+from stateway.core.errors import GatewayError, ServerShuttingDown
 from stateway.core.events import Event, Notice
 from stateway.core.items import Item
 from stateway.core.response import UNFINISHED, ResponseState
@@ -241,11 +241,22 @@ class Run:
                     waiter.set_result(None)
 
 
+class Relaying(Protocol):
+    """A relayed answer in flight (the Chat Completions fast path): not a run, nothing of
+    it is stored, but the server shutting down ends it too."""
+
+    async def end(self, error: GatewayError) -> None:
+        """Interrupt it now; its client is answered ``error`` in its place."""
+        ...
+
+
 class RunRegistry:
-    """Runs in flight in this process, by response id."""
+    """Runs in flight in this process, by response id; and the relayed answers in flight,
+    for :meth:`end_all` to end them at shutdown."""
 
     def __init__(self) -> None:
         self._runs: dict[str, Run] = {}
+        self._relays: set[Relaying] = set()
         self.closing = False
         """Set by :meth:`end_all`: runs added later are ended as soon as they start."""
         self._idle: asyncio.Future[None] | None = None
@@ -262,6 +273,16 @@ class RunRegistry:
             if not self._idle.done():
                 self._idle.set_result(None)
             self._idle = None
+
+    def add_relay(self, relay: Relaying) -> None:
+        """Know ``relay`` until :meth:`discard_relay`; raises :class:`ServerShuttingDown`
+        once :meth:`end_all` ended the relays (it would not be ended)."""
+        if self.closing:
+            raise ServerShuttingDown()
+        self._relays.add(relay)
+
+    def discard_relay(self, relay: Relaying) -> None:
+        self._relays.discard(relay)
 
     def get(self, response_id: str) -> Run | None:
         return self._runs.get(response_id)
@@ -281,10 +302,14 @@ class RunRegistry:
 
     async def end_all(self, reason: CancelReason) -> None:
         """Cancel every run for ``reason`` and wait until each has ended; with
-        ``SHUTTING_DOWN``, runs registered from now on end as soon as they start."""
+        ``SHUTTING_DOWN``, runs registered from now on end as soon as they start, and the
+        relays in flight are ended as ``server_shutting_down`` (their requests answer it
+        as they end; relays are added no more)."""
+        runs = list(self._runs.values())
         if reason is CancelReason.SHUTTING_DOWN:
             self.closing = True
-        runs = list(self._runs.values())
+            for relay in list(self._relays):
+                await relay.end(ServerShuttingDown())
         for run in runs:
             run.cancel(reason)
         for run in runs:
