@@ -69,6 +69,28 @@ def test_compact_takes_the_prompt_cache_fields_and_service_tier_for_its_summary(
     )
 
 
+def test_compact_takes_a_safety_identifier_for_its_summary() -> None:
+    """As a create does: the summary call is made for the end user it names."""
+    settings = decode_compact(body(model="m", input="hi", safety_identifier="sid")).settings
+    assert settings.safety_identifier == "sid"
+    longest = decode_compact(body(model="m", input="hi", safety_identifier="s" * 128)).settings
+    assert longest.safety_identifier == "s" * 128
+    assert decode_compact(body(model="m", input="hi")).settings.safety_identifier is None
+
+
+def test_a_bad_safety_identifier_is_refused_as_a_create_refuses_it() -> None:
+    for fields in ({"safety_identifier": "s" * 129}, {"safety_identifier": 7}):
+        on_compact = refused(decode_compact, model="m", input="hi", **fields)
+        on_create = refused(decode_create, model="m", input="hi", **fields)
+        assert (on_compact.message, on_compact.param, on_compact.code) == (
+            on_create.message,
+            on_create.param,
+            on_create.code,
+        )
+    too_long = refused(decode_compact, model="m", input="hi", safety_identifier="s" * 129)
+    assert (too_long.param, too_long.code) == ("safety_identifier", "string_above_max_length")
+
+
 @pytest.mark.parametrize(
     ("fields", "param", "code"),
     [

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from stateway.protocols.moderation import Moderation
+from stateway.protocols.safety_identifier import SafetyIdentifier
 
 
 class _Wire(BaseModel):
@@ -181,7 +182,7 @@ class ChatBody(_Wire):
     reasoning_effort: str | None = Field(default=None, min_length=1)
     verbosity: Literal["low", "medium", "high"] | None = None
     user: str | None = None
-    safety_identifier: str | None = Field(default=None, max_length=128)
+    safety_identifier: SafetyIdentifier | None = None
     prompt_cache_key: str | None = None
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     prompt_cache_options: dict[str, Any] | None = None

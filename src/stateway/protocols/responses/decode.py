@@ -129,9 +129,9 @@ def decode_compact(raw: bytes, *, max_input_items: int | None = None) -> Compact
 
 
 def _compact_settings(body: CompactBody) -> GenerationSettings:
-    """What the summary call is sent of a ``/compact`` body: its caching and service tier,
-    as a create's rounds are. Its cache options cannot prewarm (a compaction answers with
-    a summary)."""
+    """What the summary call is sent of a ``/compact`` body: its caching, service tier and
+    safety identifier, as a create's rounds are. Its cache options cannot prewarm (a
+    compaction answers with a summary)."""
     if body.service_tier is not None:
         check_service_tier(body.service_tier, RESPONSES_TIERS)
     if body.image is not None:
@@ -146,6 +146,7 @@ def _compact_settings(body: CompactBody) -> GenerationSettings:
                 "prompt_cache_options.prewarm",
             )
     return GenerationSettings(
+        safety_identifier=body.safety_identifier,
         prompt_cache_key=body.prompt_cache_key,
         prompt_cache_retention=body.prompt_cache_retention,
         prompt_cache_options=cache_options,

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from stateway.protocols.moderation import Moderation
 from stateway.protocols.responses.metadata import MAX_METADATA_PAIRS
+from stateway.protocols.safety_identifier import SafetyIdentifier
 from stateway.protocols.service_tier import RESPONSES_TIERS
 
 ServiceTier = Annotated[str, Field(json_schema_extra={"enum": list(RESPONSES_TIERS)})]
@@ -116,7 +117,7 @@ class CreateResponseBody(BaseModel):
     """Limited by :mod:`.metadata` (with the hosted API's messages); the limit is only
     stated in the schema here."""
     user: str | None = None
-    safety_identifier: str | None = Field(default=None, max_length=128)
+    safety_identifier: SafetyIdentifier | None = None
     prompt_cache_key: str | None = None
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     prompt_cache_options: PromptCacheOptions | None = None
@@ -143,7 +144,8 @@ class CreateResponseBody(BaseModel):
 
 class CompactBody(BaseModel):
     """``POST /v1/responses/compact``: the summary call is cached and served as a create's
-    rounds are (``prompt_cache_*``, ``service_tier``)."""
+    rounds are (``prompt_cache_*``, ``service_tier``), for the end user it names
+    (``safety_identifier``)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -151,6 +153,7 @@ class CompactBody(BaseModel):
     input: str | list[dict[str, Any]] | None = None
     instructions: str | None = None
     previous_response_id: str | None = Field(default=None, min_length=1)
+    safety_identifier: SafetyIdentifier | None = None
     prompt_cache_key: str | None = None
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     prompt_cache_options: PromptCacheOptions | None = None
