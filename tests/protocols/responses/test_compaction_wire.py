@@ -261,6 +261,31 @@ def test_compacted_and_token_count_objects_validate_against_the_sdk() -> None:
 
 
 @pytest.mark.parametrize(
+    ("requested", "served"),
+    [
+        (None, None),
+        ("flex", "flex"),
+        ("auto", "default"),
+        ("fast", "priority"),
+        ("default", "default"),
+    ],
+)
+def test_the_compacted_object_echoes_its_safety_identifier_and_served_tier(
+    requested: str | None, served: str | None
+) -> None:
+    """``CompactedResponse``'s optional fields: the identifier as sent, the tier as a
+    create's ended response reports it (none when none was asked for)."""
+    item = {"id": "cmp_1", "type": "compaction", "encrypted_content": "sw1.x"}
+    compacted = Compacted("resp_1", 1.0, [item], Usage(1, 1), requested, "sid")
+    encoded = encode_compacted(compacted)
+    assert (encoded["service_tier"], encoded["safety_identifier"]) == (served, "sid")
+    parsed = CompactedResponse.model_validate(encoded)
+    assert (parsed.service_tier, parsed.safety_identifier) == (served, "sid")
+    plain = encode_compacted(Compacted("resp_2", 1.0, [item], Usage(1, 1)))
+    assert (plain["service_tier"], plain["safety_identifier"]) == (None, None)
+
+
+@pytest.mark.parametrize(
     ("event", "kind"),
     [
         (ev.SummaryPartAdded(1, 0, "rs_1"), "response.reasoning_summary_part.added"),

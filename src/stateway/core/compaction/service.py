@@ -53,12 +53,15 @@ DEFAULT_THRESHOLD = 0.8
 
 @dataclass(slots=True, frozen=True)
 class Compacted:
-    """What ``/responses/compact`` answers."""
+    """What ``/responses/compact`` answers: also the request's ``service_tier`` (as asked:
+    the surface says what it was served at) and ``safety_identifier``, which it echoes."""
 
     id: str
     created_at: float
     output: list[Item]
     usage: Usage
+    service_tier: str | None = None
+    safety_identifier: str | None = None
 
 
 class CompactionStep:
@@ -196,7 +199,15 @@ class Compaction:
         )
         item = compaction_item(self.sealer, tenant_id, summary.text)
         output = [*kept_messages(context), item]
-        return Compacted(new_id("resp"), time.time(), output, summary.usage)
+        asked = command.settings
+        return Compacted(
+            new_id("resp"),
+            time.time(),
+            output,
+            summary.usage,
+            asked.service_tier,
+            asked.safety_identifier,
+        )
 
     def verify(self, tenant_id: str, command: CreateResponse, context: list[Item]) -> None:
         """Check the context's seals as its model view does (a 400 for one that does not

@@ -280,13 +280,18 @@ def encode_sse_error(error: GatewayError, seq: int) -> bytes:
 
 
 def encode_compacted(compacted: Compacted) -> dict[str, Any]:
-    """The ``response.compaction`` object of ``POST /v1/responses/compact``."""
+    """The ``response.compaction`` object of ``POST /v1/responses/compact``: its
+    ``service_tier`` the tier it was served at, as an ended response's, when one was asked
+    for (else none: the SDK's "when reported")."""
+    tier = compacted.service_tier
     return {
         "id": compacted.id,
         "object": "response.compaction",
         "created_at": int(compacted.created_at),
         "output": compacted.output,
         "usage": encode_usage(compacted.usage),
+        "safety_identifier": compacted.safety_identifier,
+        "service_tier": None if tier is None else _service_tier(tier, settled=True),
     }
 
 
