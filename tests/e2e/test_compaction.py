@@ -4,6 +4,7 @@ API shape)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import openai
@@ -12,6 +13,7 @@ from openai import OpenAI
 
 from stateway.core.compaction.prompt import SUMMARY_PREFIX
 from stateway.fake_upstream.plan import SUMMARY_HEADING
+from tests.e2e.test_upstream_mapping import upstream_requests
 
 MODEL = "fake-model"
 
@@ -79,6 +81,31 @@ def test_compact_refusals(client: OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as unknown:
         client.responses.compact(model=MODEL, previous_response_id="resp_unknown")
     assert unknown.value.code == "previous_response_not_found"
+
+
+def test_compact_sends_its_safety_identifier_and_tier_with_the_summary_and_echoes_them(
+    client: OpenAI, fake_upstream: str
+) -> None:
+    marker = f"compact-for-{uuid.uuid4().hex}"
+    compacted = client.responses.compact(
+        model=MODEL, input=marker, safety_identifier="sid-1", service_tier="flex"
+    )
+    [sent] = [r["body"] for r in upstream_requests(fake_upstream) if marker in str(r["body"])]
+    assert (sent["safety_identifier"], sent["service_tier"]) == ("sid-1", "flex")
+    assert (compacted.safety_identifier, compacted.service_tier) == ("sid-1", "flex")
+    plain = client.responses.compact(model=MODEL, input="hello")
+    assert (plain.safety_identifier, plain.service_tier) == (None, None)
+
+
+def test_compact_refuses_what_its_safety_identifier_and_tier_may_not_be(client: OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as too_long:
+        client.responses.compact(model=MODEL, input="hi", safety_identifier="s" * 129)
+    assert too_long.value.code == "string_above_max_length"
+    assert too_long.value.body["param"] == "safety_identifier"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as tier:
+        client.responses.compact(model=MODEL, input="hi", service_tier="scale")  # type: ignore[arg-type]
+    assert tier.value.code == "invalid_value"
+    assert tier.value.body["param"] == "service_tier"  # type: ignore[index]
 
 
 def test_a_tampered_compaction_is_not_added_to_a_conversation(client: OpenAI) -> None:

@@ -1,7 +1,8 @@
 """``service_tier``, a field of both OpenAI wires (Responses and Chat Completions): the
 processing tier asked for. Each API takes its own values (the SDK's: Chat Completions has
-no ``ultrafast``); another is refused by :func:`check_service_tier`, naming the field, as
-hosted refuses it, rather than sent on for an upstream to ignore or refuse in its words.
+no ``ultrafast``, a compaction neither it nor ``scale``); another is refused by
+:func:`check_service_tier`, naming the field, as hosted refuses it, rather than sent on for
+an upstream to ignore or refuse in its words.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ RESPONSES_TIERS: Final = ("auto", "default", "flex", "scale", "priority", "fast"
 """The Responses API's (the SDK's ``ServiceTier``)."""
 CHAT_TIERS: Final = ("auto", "default", "flex", "scale", "priority", "fast")
 """The Chat Completions API's (``CompletionCreateParams.service_tier``)."""
+COMPACT_TIERS: Final = ("auto", "default", "fast", "flex", "priority")
+"""``POST /v1/responses/compact``'s (``ResponseCompactParams.service_tier``): fewer than a
+create's, no ``scale`` or ``ultrafast``."""
 
 
 def check_service_tier(tier: str, tiers: tuple[str, ...]) -> None:

@@ -91,6 +91,26 @@ def test_a_bad_safety_identifier_is_refused_as_a_create_refuses_it() -> None:
     assert (too_long.param, too_long.code) == ("safety_identifier", "string_above_max_length")
 
 
+@pytest.mark.parametrize("tier", ["auto", "default", "fast", "flex", "priority"])
+def test_compact_takes_the_tiers_of_its_sdk_params(tier: str) -> None:
+    assert decode_compact(body(model="m", input="hi", service_tier=tier)).settings.service_tier == (
+        tier
+    )
+
+
+@pytest.mark.parametrize("tier", ["scale", "ultrafast"])
+def test_compact_refuses_the_create_only_tiers(tier: str) -> None:
+    """``ResponseCompactParams.service_tier`` has fewer values than a create's: the others
+    are refused as a create refuses an unknown tier, listing compact's."""
+    assert decode_create(body(model="m", input="hi", service_tier=tier)).settings.service_tier
+    error = refused(decode_compact, model="m", input="hi", service_tier=tier)
+    assert (error.param, error.code) == ("service_tier", "invalid_value")
+    assert error.message == (
+        f"Invalid value: '{tier}'. Supported values are: "
+        "'auto', 'default', 'fast', 'flex', and 'priority'."
+    )
+
+
 @pytest.mark.parametrize(
     ("fields", "param", "code"),
     [

@@ -36,7 +36,7 @@ from stateway.protocols.responses.request import (
 )
 from stateway.protocols.responses.text_format import decode_text_format
 from stateway.protocols.responses.tools.choice import decode_tools_and_choice
-from stateway.protocols.service_tier import RESPONSES_TIERS, check_service_tier
+from stateway.protocols.service_tier import COMPACT_TIERS, RESPONSES_TIERS, check_service_tier
 
 
 def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateResponse:
@@ -133,7 +133,7 @@ def _compact_settings(body: CompactBody) -> GenerationSettings:
     safety identifier, as a create's rounds are. Its cache options cannot prewarm (a
     compaction answers with a summary)."""
     if body.service_tier is not None:
-        check_service_tier(body.service_tier, RESPONSES_TIERS)
+        check_service_tier(body.service_tier, COMPACT_TIERS)
     if body.image is not None:
         _check_image(body.image)
     cache_options = None

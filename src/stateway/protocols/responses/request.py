@@ -14,11 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from stateway.protocols.moderation import Moderation
 from stateway.protocols.responses.metadata import MAX_METADATA_PAIRS
 from stateway.protocols.safety_identifier import SafetyIdentifier
-from stateway.protocols.service_tier import RESPONSES_TIERS
+from stateway.protocols.service_tier import COMPACT_TIERS, RESPONSES_TIERS
 
 ServiceTier = Annotated[str, Field(json_schema_extra={"enum": list(RESPONSES_TIERS)})]
 """A tier, listed in the schema; its value is checked by
 :func:`~stateway.protocols.service_tier.check_service_tier`."""
+CompactServiceTier = Annotated[str, Field(json_schema_extra={"enum": list(COMPACT_TIERS)})]
+"""A compaction's tier: :data:`ServiceTier`'s, fewer."""
 
 
 class TextConfig(BaseModel):
@@ -157,7 +159,7 @@ class CompactBody(BaseModel):
     prompt_cache_key: str | None = None
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     prompt_cache_options: PromptCacheOptions | None = None
-    service_tier: ServiceTier | None = None
+    service_tier: CompactServiceTier | None = None
     image: ImageOptions | None = None
 
 
