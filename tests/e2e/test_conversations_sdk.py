@@ -244,6 +244,11 @@ def test_request_errors(client: OpenAI) -> None:
         client.conversations.create(metadata={f"k{n}": "v" for n in range(17)})
     assert caught.value.body["param"] == "metadata"  # type: ignore[index]
     with pytest.raises(openai.BadRequestError) as caught:
+        client.conversations.create(safety_identifier="s" * 129)
+    assert caught.value.code == "string_above_max_length"
+    assert caught.value.body["param"] == "safety_identifier"  # type: ignore[index]
+    assert client.conversations.create(safety_identifier="sid").id.startswith("conv_")
+    with pytest.raises(openai.BadRequestError) as caught:
         client.conversations.items.list(conversation.id, limit=101)
     assert caught.value.body["param"] == "limit"  # type: ignore[index]
     with pytest.raises(openai.NotFoundError):

@@ -21,6 +21,7 @@ from stateway.protocols.conversations.decode import (
     decode_list_items,
     decode_update_conversation,
 )
+from stateway.protocols.responses.decode import decode_create
 
 
 def body(**fields: Any) -> bytes:
@@ -108,6 +109,29 @@ def test_metadata_bounds(metadata: Any, param: str, code: str) -> None:
 def test_metadata_at_its_bounds_is_accepted() -> None:
     metadata = {f"{n:02d}" + "k" * 62: "v" * 512 for n in range(16)}
     assert decode_create_conversation(body(metadata=metadata)).metadata == metadata
+
+
+def test_create_takes_a_safety_identifier_checked_as_a_response_create_checks_it() -> None:
+    """The SDK's ``conversations.create`` param: no model is called, so nothing is sent on,
+    but a value a response create refuses is refused here too, in the same words."""
+    for accepted in ("sid", "s" * 128, None):
+        assert decode_create_conversation(body(safety_identifier=accepted)) == CreateConversation()
+    for bad in ("s" * 129, 7, ["sid"]):
+        with pytest.raises(InvalidRequest) as here:
+            decode_create_conversation(body(safety_identifier=bad))
+        with pytest.raises(InvalidRequest) as on_create:
+            decode_create(body(model="m", input="hi", safety_identifier=bad))
+        assert (here.value.message, here.value.param, here.value.code) == (
+            on_create.value.message,
+            on_create.value.param,
+            on_create.value.code,
+        )
+    with pytest.raises(InvalidRequest) as too_long:
+        decode_create_conversation(body(safety_identifier="s" * 129))
+    assert (too_long.value.param, too_long.value.code) == (
+        "safety_identifier",
+        "string_above_max_length",
+    )
 
 
 def test_update_replaces_metadata_and_needs_it() -> None:

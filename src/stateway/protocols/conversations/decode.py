@@ -3,7 +3,8 @@
 Bodies are small JSON objects; unknown fields are ignored, as on ``/v1/responses``. Items
 are Responses input items (a string item list is not accepted: a conversation is given
 items), normalized the same way, at most :data:`MAX_ITEMS` per request as hosted.
-Metadata: at most 16 pairs, keys up to 64 characters, values strings up to 512.
+Metadata: at most 16 pairs, keys up to 64 characters, values strings up to 512. A
+``safety_identifier`` is checked as on ``/v1/responses`` (up to 128 characters).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from stateway.protocols.responses.include import read_include
 from stateway.protocols.responses.items import decode_items
 from stateway.protocols.responses.metadata import decode_metadata
 from stateway.protocols.responses.reads import page_query
+from stateway.protocols.safety_identifier import decode_safety_identifier
 from stateway.protocols.validation import array_too_long, empty_array
 
 MAX_ITEMS: Final = 20
@@ -32,7 +34,10 @@ MAX_ITEMS: Final = 20
 
 
 def decode_create_conversation(raw: bytes) -> CreateConversation:
+    """``safety_identifier`` is checked as on a response create, and kept nowhere: creating
+    a conversation calls no model, and a conversation has no such field."""
     body = _json_object(raw)
+    decode_safety_identifier(body.get("safety_identifier"))
     items = body.get("items")
     metadata = body.get("metadata")
     return CreateConversation(
