@@ -14,25 +14,14 @@ from starlette.types import Receive, Scope, Send
 from uvicorn.server import ServerState
 
 from stateway.header_guard import HeaderGuardedProtocol, HeaderLimits, guarded_http
+from tests.test_serving import Transport as RecordingTransport
 
 TIMEOUT = 10.0
 REQUEST = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
 
-class Transport(asyncio.Transport):
-    def __init__(self) -> None:
-        super().__init__()
-        self.writes: list[bytes] = []
-        self.closing = False
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.writes.append(bytes(data))
-
-    def is_closing(self) -> bool:
-        return self.closing
-
-    def close(self) -> None:
-        self.closing = True
+class Transport(RecordingTransport):
+    """One a protocol can be served over: it reads, and knows its addresses."""
 
     def pause_reading(self) -> None:
         pass

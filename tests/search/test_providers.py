@@ -280,14 +280,20 @@ async def test_a_provider_cancelled_mid_search_still_works(fake: FakeSearch, api
         await provider.aclose()
 
 
-async def test_an_unreachable_api_is_reported(api: Api) -> None:
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+def provider_at(api: Api, url: str) -> SearchProvider:
+    """``api``'s provider, its requests sent to ``url``."""
     where = {"searxng_url": url} if api == "searxng" else {"base_url": url}
     config = WebSearchConfig.model_validate({"provider": api, **where})
     provider = build_search_provider(config, {"BRAVE_API_KEY": "k", "TAVILY_API_KEY": "k"})
     assert provider is not None
+    return provider
+
+
+async def test_an_unreachable_api_is_reported(api: Api) -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    provider = provider_at(api, url)
     try:
         with pytest.raises(ToolFailure) as failed:
             await provider.search(SearchQuery("q"))
@@ -305,10 +311,7 @@ async def test_a_connection_closed_unanswered_is_reported_in_words(
 
     server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    where = {"searxng_url": url} if api == "searxng" else {"base_url": url}
-    config = WebSearchConfig.model_validate({"provider": api, **where})
-    provider = build_search_provider(config, {"BRAVE_API_KEY": "k", "TAVILY_API_KEY": "k"})
-    assert provider is not None
+    provider = provider_at(api, url)
     try:
         with pytest.raises(ToolFailure) as failed:
             await provider.search(SearchQuery("q"))
