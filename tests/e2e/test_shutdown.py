@@ -8,6 +8,7 @@ import os
 import signal
 import sqlite3
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -55,13 +56,23 @@ def upstream_calls(pid: int, upstream: str) -> int:
     return count
 
 
-async def wait_for_upstream_calls(pid: int, upstream: str, count: int) -> None:
+async def within_30_s(
+    holds: Callable[[], Awaitable[bool]], failure: str, pause: float = 0.05
+) -> None:
+    """Bounded wait for ``holds`` (checked every ``pause`` seconds); ``failure`` after 30 s."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if upstream_calls(pid, upstream) >= count:
+        if await holds():
             return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{count} upstream calls did not start within 30 s")
+        await asyncio.sleep(pause)
+    raise AssertionError(failure)
+
+
+async def wait_for_upstream_calls(pid: int, upstream: str, count: int) -> None:
+    async def started() -> bool:
+        return upstream_calls(pid, upstream) >= count
+
+    await within_30_s(started, f"{count} upstream calls did not start within 30 s")
 
 
 async def test_sigterm_drains_then_ends_every_request_in_the_error_shape(
@@ -124,15 +135,16 @@ async def wait_until_refused(url: str) -> None:
     """Bounded wait for the listening socket to close: the drain has begun (the server
     stops listening, then drains its WebSocket sessions, in one step)."""
     address = urlsplit(url)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    async def refused() -> bool:
         try:
             _, writer = await asyncio.open_connection(address.hostname, address.port)
         except OSError:
-            return
+            return True
         writer.close()
-        await asyncio.sleep(0.02)
-    raise AssertionError("the gateway kept listening after SIGTERM")
+        return False
+
+    await within_30_s(refused, "the gateway kept listening after SIGTERM", pause=0.02)
 
 
 async def test_sigterm_drains_websocket_sessions_then_closes_them_with_1001(
@@ -224,14 +236,14 @@ def asked(logged: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
 async def wait_for_upstream(upstream: str, texts: list[str], *, disconnected: bool) -> None:
     """Bounded wait for the fake upstream to log a request for each of ``texts`` (and,
     with ``disconnected``, to see each one's client leave)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    async def seen() -> bool:
         logged = await upstream_log(upstream)
-        seen = [asked(logged, text) for text in texts]
-        if all(r and (not disconnected or r[-1].get("disconnected")) for r in seen):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the upstream did not see {texts} (disconnected: {disconnected})")
+        asks = [asked(logged, text) for text in texts]
+        return all(r and (not disconnected or r[-1].get("disconnected")) for r in asks)
+
+    failure = f"the upstream did not see {texts} (disconnected: {disconnected})"
+    await within_30_s(seen, failure)
 
 
 async def test_sigterm_ends_relayed_chat_answers_in_the_chat_error_shape(
