@@ -89,7 +89,8 @@ class MemoryStore:
     (a ``finish``, or a ``save`` of a response no longer in progress); a ``save_gate``
     holds every ``save`` until it is set. Event logs: ``appends`` records each batch
     appended (outside a ``finish``), ``fail_events`` makes appending them raise, an
-    ``events_gate`` holds appends until it is set."""
+    ``events_gate`` holds appends until it is set; ``fail_get`` makes reading a response
+    raise."""
 
     def __init__(
         self,
@@ -109,6 +110,7 @@ class MemoryStore:
         self.appends: list[EventBatch] = []
         self.fail_events = False
         self.events_gate: asyncio.Event | None = None
+        self.fail_get = False
 
     async def save(self, record: ResponseRecord) -> None:
         if self.on_save is not None:
@@ -177,6 +179,8 @@ class MemoryStore:
         batches.sort(key=lambda b: b.first)
 
     async def get(self, tenant_id: str, response_id: str) -> ResponseRecord | None:
+        if self.fail_get:
+            raise StorageError("Storage failed while reading a response.")
         key = (tenant_id, response_id)
         return None if key in self.deleted else self.records.get(key)
 

@@ -204,6 +204,32 @@ async def test_a_process_whose_lease_lapsed_ends_the_runs_another_failed() -> No
     assert spared.state.status == "completed"
 
 
+async def test_a_failed_check_after_a_lapse_is_made_again_at_the_next_beat() -> None:
+    """The store out of reach when the process finds its lease lapsed: the beat fails, and
+    the next one still ends the runs another process failed, though its renewal succeeds."""
+    backend, store, gateway = generating()
+    failed = await started(gateway, backend)
+    [record] = [r for r in store.records.values() if r.id == failed.id]
+    me = record.owner
+    assert me is not None
+    await fail_owned(store, record, encode_event_json)
+    leases = MemoryOwnerLeases()
+    here = LeaseKeeper(store, leases, me, encode_event_json, TIMEOUT, runs=gateway.runs)
+    store.fail_get = True
+    with pytest.raises(StorageError):
+        await here.beat()
+    assert me in leases.counts, "registered again before the check failed"
+    assert not failed.closed
+
+    store.fail_get = False
+    await here.beat()  # renews: its row is back
+
+    async with asyncio.timeout(5):
+        await failed.wait()
+    assert isinstance(failed.error, ServerRestarted)
+    backend.gate.set()
+
+
 async def test_closing_removes_this_process_and_survives_a_database_outage(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -24,7 +24,8 @@ A process that finds its own row gone (it was judged dead: paused, or cut off fr
 database, for longer than the lease) registers again and logs an error. Its runs that were
 failed meanwhile end here too, as stored (``failed``, ``server_restarted``: their clients
 here are told what the store and watchers elsewhere were), rather than running on to an
-end nobody keeps; a run the judge could not see (unstored, or begun since) goes on.
+end nobody keeps; a run the judge could not see (unstored, or begun since) goes on. If
+that check fails (the store out of reach), it is made again at each beat until it is done.
 
 The start-up check of dead processes of the same host
 (:func:`~stateway.core.ownership.fail_abandoned`) stays: it ends those runs before
@@ -74,6 +75,9 @@ class LeaseKeeper:
         """Each other owner's count, and when this process first saw it at that count."""
         self._blind = False
         """Whether this process's last beat failed: it saw nothing since its previous one."""
+        self._lapsed = False
+        """Whether this process found its lease lapsed and has not yet checked its runs
+        against the store (the check failed): it is made again at each beat until done."""
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -103,7 +107,10 @@ class LeaseKeeper:
                     "failed its runs); registering again"
                 )
                 await self._leases.register(self._me, self.timeout)
+                self._lapsed = True
+            if self._lapsed:
                 await self._end_runs_failed_elsewhere()
+                self._lapsed = False
             beats = await self._leases.beats()
         except StorageError:
             self._blind = True
