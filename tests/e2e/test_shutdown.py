@@ -14,9 +14,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+import anthropic
+import openai
 import orjson
+from anthropic import AsyncAnthropic
+from openai import AsyncOpenAI
 from websockets.asyncio.client import connect
 
+from stateway.core.errors import ServerShuttingDown
 from tests.e2e.test_durability import (
     Events,
     body,
@@ -297,6 +302,145 @@ async def test_sigterm_ends_relayed_chat_answers_in_the_chat_error_shape(
     await wait_for_upstream(
         fake_upstream, [RELAYED_BODY, RELAYED_STREAM, RELAYED_SILENT], disconnected=True
     )
+    text = log.read_text()
+    assert "Traceback" not in text
+    assert "Internal Server Error" not in text
+
+
+TRANSLATED_STREAM = "[[slow:200]] [[words:100]]"
+"""About 20 s of streamed output, translated (the gateway's run, not a relay)."""
+
+
+def messages(text: str, **fields: Any) -> dict[str, Any]:
+    return {"model": "fake-model", "max_tokens": 500, **chat(text), **fields}
+
+
+async def wait_for_upstream_asks(upstream: str, markers: list[str]) -> None:
+    """Bounded wait for the fake upstream to log a request naming each of ``markers`` (in
+    whichever API's shape the backend sends it)."""
+
+    async def seen() -> bool:
+        logged = [orjson.dumps(r["body"]) for r in await upstream_log(upstream)]
+        return all(any(marker.encode() in body for body in logged) for marker in markers)
+
+    await within_30_s(seen, f"the upstream did not see {markers}")
+
+
+async def read_past_first_text(reply: aiohttp.ClientResponse, text: bytes) -> None:
+    """Read a stream's lines until one carrying output (``text``) has come."""
+    line = await reply.content.readline()
+    while text not in line:
+        assert line, "the stream ended before its first output"
+        line = await reply.content.readline()
+
+
+async def test_sigterm_ends_translated_chat_and_messages_answers_in_their_error_shapes(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """Chat Completions over a Responses backend (translated, not relayed) and Anthropic
+    Messages, still running when the drain window closes: a stream ends with its
+    protocol's error frame (Chat's ``data: {"error"}`` line, without ``[DONE]``; Messages'
+    ``event: error`` of type ``api_error``, as a shutting-down 503 is answered, without
+    ``message_stop``), which each SDK raises; a non-stream request gets a 503 in its
+    protocol's error shape."""
+    log = tmp_path / "gateway.log"
+    env = {"STATEWAY_DRAIN_TIMEOUT": str(DRAIN), "STATEWAY_UPSTREAM_API": "responses"}
+    chat_url, messages_url = "/v1/chat/completions", "/v1/messages"
+
+    async def whole(session: aiohttp.ClientSession, url: str, payload: Any) -> Any:
+        async with session.post(url, json=payload) as reply:
+            return reply.status, orjson.loads(await reply.read())
+
+    async def chat_sdk(url: str, started: asyncio.Event) -> openai.APIError | None:
+        async with AsyncOpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as sdk:
+            stream = await sdk.chat.completions.create(
+                model="fake-model",
+                messages=[{"role": "user", "content": f"{TRANSLATED_STREAM} chat-sdk"}],
+                stream=True,
+            )
+            try:
+                async for _chunk in stream:
+                    started.set()
+            except openai.APIError as exc:
+                return exc
+        return None
+
+    async def messages_sdk(url: str, started: asyncio.Event) -> anthropic.APIError | None:
+        async with AsyncAnthropic(base_url=url, api_key="x", max_retries=0) as sdk:
+            stream = await sdk.messages.create(
+                model="fake-model",
+                max_tokens=500,
+                messages=[{"role": "user", "content": f"{TRANSLATED_STREAM} messages-sdk"}],
+                stream=True,
+            )
+            try:
+                async for event in stream:
+                    if event.type == "content_block_delta":
+                        started.set()
+            except anthropic.APIError as exc:
+                return exc
+        return None
+
+    with gateway(fake_upstream, f"sqlite:///{tmp_path / 'stateway.db'}", log, env) as server:
+        async with aiohttp.ClientSession(server.url) as session:
+            chat_whole = asyncio.create_task(
+                whole(session, chat_url, chat(f"{SLOW_WHOLE} chat-whole"))
+            )
+            messages_whole = asyncio.create_task(
+                whole(session, messages_url, messages(f"{SLOW_WHOLE} messages-whole"))
+            )
+            started = [asyncio.Event(), asyncio.Event()]
+            sdk_ends = [
+                asyncio.create_task(chat_sdk(server.url, started[0])),
+                asyncio.create_task(messages_sdk(server.url, started[1])),
+            ]
+            chat_body = chat(f"{TRANSLATED_STREAM} chat-raw", stream=True)
+            messages_body = messages(f"{TRANSLATED_STREAM} messages-raw", stream=True)
+            async with (
+                session.post(chat_url, json=chat_body) as chat_reply,
+                session.post(messages_url, json=messages_body) as messages_reply,
+            ):
+                assert (chat_reply.status, messages_reply.status) == (200, 200)
+                await read_past_first_text(chat_reply, b'"content":"w1')
+                await read_past_first_text(messages_reply, b'"text_delta"')
+                for event in started:
+                    await asyncio.wait_for(event.wait(), 30)
+                await wait_for_upstream_asks(fake_upstream, ["chat-whole", "messages-whole"])
+                os.kill(server.pid, signal.SIGTERM)
+                chat_rest = await asyncio.wait_for(chat_reply.content.read(), DRAIN + 10)
+                messages_rest = await asyncio.wait_for(messages_reply.content.read(), DRAIN + 10)
+            answers = await asyncio.wait_for(asyncio.gather(chat_whole, messages_whole), DRAIN + 10)
+            chat_raised, messages_raised = await asyncio.wait_for(
+                asyncio.gather(*sdk_ends), DRAIN + 10
+            )
+        wait_until_gone(server.pid, within=10)
+
+    # Chat: a 503 in the OpenAI shape; a stream's last line its error, with no [DONE]
+    (chat_status, chat_answer), (messages_status, messages_answer) = answers
+    assert chat_status == 503, chat_answer
+    assert set(chat_answer["error"]) == {"message", "type", "param", "code"}
+    assert chat_answer["error"]["code"] == "server_shutting_down"
+    lines = [line for line in chat_rest.split(b"\n") if line.startswith(b"data: ")]
+    assert b"data: [DONE]" not in lines
+    error = orjson.loads(lines[-1][6:])["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert (error["type"], error["code"]) == ("server_error", "server_shutting_down")
+    assert isinstance(chat_raised, openai.APIError), chat_raised
+    assert chat_raised.code == "server_shutting_down"
+    # Messages: a 503 in Anthropic's shape; a stream's last event an error, no message_stop
+    assert messages_status == 503, messages_answer
+    assert messages_answer["type"] == "error"
+    assert messages_answer["error"]["type"] == "api_error"
+    frames = [frame for frame in messages_rest.split(b"\n\n") if frame.strip()]
+    assert not any(b"event: message_stop" in frame for frame in frames)
+    name, data = frames[-1].split(b"\n", 1)
+    assert name == b"event: error"
+    assert orjson.loads(data.removeprefix(b"data: ")) == {
+        "type": "error",
+        "error": {"type": "api_error", "message": ServerShuttingDown().message},
+    }
+    assert isinstance(messages_raised, anthropic.APIStatusError), messages_raised
+    assert messages_raised.body == orjson.loads(data.removeprefix(b"data: "))
     text = log.read_text()
     assert "Traceback" not in text
     assert "Internal Server Error" not in text
