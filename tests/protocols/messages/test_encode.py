@@ -438,7 +438,11 @@ def test_an_unsigned_thinking_block_gets_no_signature_delta_and_unseen_deltas_no
     [
         ({"code": "overloaded", "message": "busy"}, "overloaded_error", "busy"),
         ({"code": "upstream_overloaded", "status": 500}, "overloaded_error", None),
-        ({"code": "server_error", "status": 503}, "overloaded_error", None),
+        ({"code": "upstream_unavailable", "status": 503}, "overloaded_error", None),
+        ({"code": "server_shutting_down", "status": 503}, "api_error", None),
+        ({"code": "server_restarted", "status": 503}, "api_error", None),
+        ({"code": "server_error", "status": 503}, "api_error", None),
+        ({"code": "upstream_unavailable", "status": 502}, "api_error", None),
         ({"status": 529}, "overloaded_error", None),
         ({"code": "server_error", "status": 500, "message": "boom"}, "api_error", "boom"),
         ({"status": 504}, "api_error", None),
@@ -448,6 +452,8 @@ def test_an_unsigned_thinking_block_gets_no_signature_delta_and_unseen_deltas_no
 def test_a_stream_error_event_is_overloaded_only_when_something_was(
     error: dict[str, Any] | None, kind: str, message: str | None
 ) -> None:
+    """Typed as the error would be answered before the stream (:func:`encode_error`): a
+    503 of the gateway's own (shutting down, restarted, storage) is an ``api_error``."""
     event = stream_error(error)
     assert event["error"]["type"] == kind
     assert event["error"]["message"] == (message or "The response failed.")

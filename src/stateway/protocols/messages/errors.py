@@ -24,7 +24,8 @@ A thread's refusals (:mod:`stateway.core.threads`) carry their code as
 ``ThreadNotFoundError`` and the others.
 
 A stream cut after its first event ends with an ``error`` event of type
-``overloaded_error`` (an overloaded upstream or gateway) or ``api_error``. A context too
+``overloaded_error`` (an overloaded upstream or gateway) or ``api_error`` (any other
+failure, the gateway's own 503s among them: shutting down, as before a stream). A context too
 long for the model (``context_length_exceeded``) is worded as Anthropic words it
 (``prompt is too long: N tokens > M maximum``), which Claude Code compacts on; one that
 says the prompt fits but not with the output tokens asked for, as Anthropic words that
@@ -161,9 +162,14 @@ def error_body(kind: str, message: str, details: dict[str, Any] | None = None) -
 
 
 def stream_error(error: dict[str, Any] | None) -> dict[str, Any]:
-    """The ``error`` event ending a stream, from a failed response's ``error``."""
+    """The ``error`` event ending a stream, from a failed response's ``error``: typed as
+    :func:`encode_error` types the error before a stream, which a stored error names only
+    by its code and status. A 503 is overloaded only when the upstream was unavailable;
+    the gateway's own (shutting down, restarted, storage down) is an ``api_error``."""
     error = error or {}
-    overloaded = error.get("code") in _OVERLOADED_CODES or error.get("status") in (503, 529)
+    code, status = error.get("code"), error.get("status")
+    unavailable = status == 503 and code == UpstreamUnavailable.code
+    overloaded = code in _OVERLOADED_CODES or status == OVERLOADED_STATUS or unavailable
     message = str(error.get("message") or "The response failed.")
     return error_body("overloaded_error" if overloaded else "api_error", message)
 
