@@ -316,12 +316,13 @@ def messages(text: str, **fields: Any) -> dict[str, Any]:
 
 
 async def wait_for_upstream_asks(upstream: str, markers: list[str]) -> None:
-    """Bounded wait for the fake upstream to log a request naming each of ``markers`` (in
-    whichever API's shape the backend sends it)."""
+    """Bounded wait for the fake upstream to log a Responses request (each translated)
+    naming each of ``markers``."""
 
     async def seen() -> bool:
-        logged = [orjson.dumps(r["body"]) for r in await upstream_log(upstream)]
-        return all(any(marker.encode() in body for body in logged) for marker in markers)
+        logged = await upstream_log(upstream)
+        asks = [orjson.dumps(r["body"]) for r in logged if r["path"] == "/v1/responses"]
+        return all(any(marker.encode() in body for body in asks) for marker in markers)
 
     await within_30_s(seen, f"the upstream did not see {markers}")
 
@@ -403,9 +404,13 @@ async def test_sigterm_ends_translated_chat_and_messages_answers_in_their_error_
                 assert (chat_reply.status, messages_reply.status) == (200, 200)
                 await read_past_first_text(chat_reply, b'"content":"w1')
                 await read_past_first_text(messages_reply, b'"text_delta"')
-                for event in started:
-                    await asyncio.wait_for(event.wait(), 30)
-                await wait_for_upstream_asks(fake_upstream, ["chat-whole", "messages-whole"])
+
+                async def streaming() -> bool:
+                    return all(event.is_set() for event in started)
+
+                await within_30_s(streaming, "the SDK streams did not start within 30 s")
+                markers = ["chat-whole", "messages-whole", "chat-raw", "chat-sdk"]
+                await wait_for_upstream_asks(fake_upstream, markers)
                 os.kill(server.pid, signal.SIGTERM)
                 chat_rest = await asyncio.wait_for(chat_reply.content.read(), DRAIN + 10)
                 messages_rest = await asyncio.wait_for(messages_reply.content.read(), DRAIN + 10)
