@@ -337,6 +337,26 @@ def test_structured_output_settings_are_echoed(client: OpenAI) -> None:
     assert (response.prompt_cache_key, response.safety_identifier) == ("pk", "user-1")
 
 
+def test_the_image_policy_in_effect_is_echoed_kept_and_not_inherited(client: OpenAI) -> None:
+    """``image`` sent: the Response (and its stored copy) says ``disabled``, the policy in
+    effect; a follow-up that sends none echoes none (request options are per request)."""
+    first = client.responses.create(
+        model=MODEL, input="look", image={"context_compression": "auto"}
+    )
+    assert first.image is not None
+    assert first.image.context_compression == "disabled"
+    stored = client.responses.retrieve(first.id)
+    assert stored.image is not None
+    assert stored.image.context_compression == "disabled"
+    follow_up = client.responses.create(model=MODEL, input="again", previous_response_id=first.id)
+    assert follow_up.image is None
+    assert client.responses.retrieve(follow_up.id).image is None
+    with pytest.raises(openai.BadRequestError) as enabled:
+        client.responses.create(model=MODEL, input="x", image={"context_compression": "enabled"})
+    assert enabled.value.code == "unsupported_value"
+    assert enabled.value.body["param"] == "image.context_compression"  # type: ignore[index]
+
+
 async def test_async_client_end_to_end(async_client: AsyncOpenAI) -> None:
     async with async_client:
         created = await async_client.responses.create(model=MODEL, input="async hi")

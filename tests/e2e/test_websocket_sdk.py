@@ -160,6 +160,29 @@ async def test_error_frames_leave_the_connection_usable(async_client: AsyncOpenA
     assert output_text(events) == "Hello! You said: still here"
 
 
+async def test_a_create_frames_image_options_are_decoded_as_a_posts(
+    async_client: AsyncOpenAI,
+) -> None:
+    """``image`` on a ``response.create`` frame: echoed as the policy in effect, and
+    ``enabled`` refused with the create's error."""
+    async with async_client.responses.connect() as connection:
+        await connection.response.create(
+            model=MODEL, input="look", image={"context_compression": "auto"}
+        )
+        events = await until_done(connection)
+        await connection.response.create(
+            model=MODEL, input="look", image={"context_compression": "enabled"}
+        )
+        [refused] = await until_done(connection)
+    created, done = events[0].response, events[-1].response
+    assert created.image is not None
+    assert created.image.context_compression == "disabled"
+    assert done.image is not None
+    assert done.image.context_compression == "disabled"
+    assert (refused.status, refused.error.code) == (400, "unsupported_value")
+    assert refused.error.param == "image.context_compression"
+
+
 async def test_a_command_id_retried_on_a_new_socket_streams_the_first_response(
     async_client: AsyncOpenAI, fake_upstream: str
 ) -> None:

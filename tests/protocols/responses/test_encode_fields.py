@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from openai.types.responses import Response
 
 from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.ports import ItemPage
@@ -128,3 +129,18 @@ def test_service_tier_is_the_one_asked_for_until_the_end_then_the_one_served(
     assert encode_response(state(settings=settings))["service_tier"] == announced  # in progress
     for status in ("completed", "incomplete", "failed", "cancelled"):
         assert encode_response(state(settings=settings, status=status))["service_tier"] == served
+
+
+def test_the_image_policy_in_effect_is_echoed_when_image_was_sent() -> None:
+    """``Response.image``: the effective policy (``disabled``: the gateway compresses no
+    image context) for a request that sent ``image``, in the snapshot too; none else."""
+    settings = GenerationSettings(image_context_compression="disabled")
+    for snapshot in (True, False):
+        body = encode_response(state(settings=settings, status="completed"), snapshot=snapshot)
+        assert body["image"] == {"context_compression": "disabled"}
+        parsed = Response.model_validate(body)
+        assert parsed.image is not None
+        assert parsed.image.context_compression == "disabled"
+    plain = encode_response(state(status="completed"))
+    assert "image" in plain
+    assert plain["image"] is None
