@@ -108,6 +108,24 @@ def test_compact_refuses_what_its_safety_identifier_and_tier_may_not_be(client: 
     assert tier.value.body["param"] == "service_tier"  # type: ignore[index]
 
 
+def test_compact_echoes_the_image_policy_in_effect_and_refuses_enabled(client: OpenAI) -> None:
+    compacted = client.responses.compact(
+        model=MODEL, input="hello", image={"context_compression": "disabled"}
+    )
+    assert compacted.image is not None
+    assert compacted.image.context_compression == "disabled"
+    assert client.responses.compact(model=MODEL, input="hello").image is None
+    for image, code, param in [
+        ({"context_compression": "enabled"}, "unsupported_value", "image.context_compression"),
+        ({"context_compression": "bogus"}, "invalid_value", "image.context_compression"),
+        ("x", "invalid_type", "image"),
+    ]:
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.compact(model=MODEL, input="hi", image=image)  # type: ignore[arg-type]
+        assert refused.value.code == code
+        assert refused.value.body["param"] == param  # type: ignore[index]
+
+
 def test_a_tampered_compaction_is_not_added_to_a_conversation(client: OpenAI) -> None:
     compacted = client.responses.compact(model=MODEL, input="hello")
     item = compacted.output[-1].model_dump(exclude={"id"})

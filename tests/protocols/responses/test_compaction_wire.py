@@ -69,6 +69,17 @@ def test_compact_takes_the_prompt_cache_fields_and_service_tier_for_its_summary(
     )
 
 
+@pytest.mark.parametrize(
+    "image", [{"context_compression": "auto"}, {"context_compression": "disabled"}, {}]
+)
+def test_compact_image_options_come_to_disabled(image: dict[str, Any]) -> None:
+    """As a create's: the policy in effect, echoed by the compaction, is ``disabled``."""
+    settings = decode_compact(body(model="m", input="hi", image=image)).settings
+    assert settings.image_context_compression == "disabled"
+    plain = decode_compact(body(model="m", input="hi")).settings
+    assert plain.image_context_compression is None
+
+
 def test_compact_takes_a_safety_identifier_for_its_summary() -> None:
     """As a create does: the summary call is made for the end user it names."""
     settings = decode_compact(body(model="m", input="hi", safety_identifier="sid")).settings
@@ -132,6 +143,12 @@ def test_compact_refuses_the_create_only_tiers(tier: str) -> None:
             "image.context_compression",
             "unsupported_value",
         ),
+        (
+            {"model": "m", "input": "hi", "image": {"context_compression": "bogus"}},
+            "image.context_compression",
+            "invalid_value",
+        ),
+        ({"model": "m", "input": "hi", "image": "x"}, "image", "invalid_type"),
         ({"model": "", "input": "hi"}, "model", "empty_string"),
         ({"model": "m"}, "input", "missing_required_parameter"),
         ({"model": "m", "input": []}, "input", "missing_required_parameter"),
@@ -303,6 +320,21 @@ def test_the_compacted_object_echoes_its_safety_identifier_and_served_tier(
     assert (parsed.service_tier, parsed.safety_identifier) == (served, "sid")
     plain = encode_compacted(Compacted("resp_2", 1.0, [item], Usage(1, 1)))
     assert (plain["service_tier"], plain["safety_identifier"]) == (None, None)
+
+
+def test_the_compacted_object_echoes_the_image_policy_in_effect() -> None:
+    """``CompactedResponse.image``: the effective policy when ``image`` was sent, else
+    none."""
+    item = {"id": "cmp_1", "type": "compaction", "encrypted_content": "sw1.x"}
+    compacted = Compacted("resp_1", 1.0, [item], Usage(1, 1), image_context_compression="disabled")
+    encoded = encode_compacted(compacted)
+    assert encoded["image"] == {"context_compression": "disabled"}
+    parsed = CompactedResponse.model_validate(encoded)
+    assert parsed.image is not None
+    assert parsed.image.context_compression == "disabled"
+    plain = encode_compacted(Compacted("resp_2", 1.0, [item], Usage(1, 1)))
+    assert plain["image"] is None
+    assert CompactedResponse.model_validate(plain).image is None
 
 
 @pytest.mark.parametrize(

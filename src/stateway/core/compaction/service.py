@@ -54,7 +54,8 @@ DEFAULT_THRESHOLD = 0.8
 @dataclass(slots=True, frozen=True)
 class Compacted:
     """What ``/responses/compact`` answers: also the request's ``service_tier`` (as asked:
-    the surface says what it was served at) and ``safety_identifier``, which it echoes."""
+    the surface says what it was served at), ``safety_identifier`` and image context policy
+    in effect, which it echoes."""
 
     id: str
     created_at: float
@@ -62,6 +63,7 @@ class Compacted:
     usage: Usage
     service_tier: str | None = None
     safety_identifier: str | None = None
+    image_context_compression: str | None = None
 
 
 class CompactionStep:
@@ -207,6 +209,7 @@ class Compaction:
             summary.usage,
             asked.service_tier,
             asked.safety_identifier,
+            asked.image_context_compression,
         )
 
     def verify(self, tenant_id: str, command: CreateResponse, context: list[Item]) -> None:

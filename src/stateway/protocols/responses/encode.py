@@ -288,7 +288,8 @@ def encode_sse_error(error: GatewayError, seq: int) -> bytes:
 def encode_compacted(compacted: Compacted) -> dict[str, Any]:
     """The ``response.compaction`` object of ``POST /v1/responses/compact``: its
     ``service_tier`` the tier it was served at, as an ended response's, when one was asked
-    for (else none: the SDK's "when reported")."""
+    for (else none: the SDK's "when reported"); its ``image`` the image context policy in
+    effect, as a response's."""
     tier = compacted.service_tier
     return {
         "id": compacted.id,
@@ -298,6 +299,7 @@ def encode_compacted(compacted: Compacted) -> dict[str, Any]:
         "usage": encode_usage(compacted.usage),
         "safety_identifier": compacted.safety_identifier,
         "service_tier": None if tier is None else _service_tier(tier, settled=True),
+        "image": _image(compacted.image_context_compression),
     }
 
 
