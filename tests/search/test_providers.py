@@ -12,7 +12,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from stateway.core.tools.ports import SearchHit, SearchProvider, SearchQuery, ToolFailure
+from stateway.core.tools.ports import (
+    INVALID_PARAMS,
+    SearchHit,
+    SearchProvider,
+    SearchQuery,
+    ToolFailure,
+)
 from stateway.search import build_search_provider, transport
 from stateway.search.brave import BraveProvider
 from stateway.search.searxng import SearxngProvider
@@ -137,9 +143,10 @@ async def test_results_without_http_urls_are_skipped(fake: FakeSearch) -> None:
 async def test_an_empty_query_is_refused_before_sending(
     provider: SearchProvider, fake: FakeSearch
 ) -> None:
-    with pytest.raises(ToolFailure, match="query is empty"):
+    with pytest.raises(ToolFailure, match="query is empty") as caught:
         await provider.search(SearchQuery("  "))
     assert fake.queries == []
+    assert (caught.value.error.kind, caught.value.error.code) == ("protocol", INVALID_PARAMS)
 
 
 # -- what is sent ---------------------------------------------------------------------------
@@ -197,6 +204,17 @@ async def test_failures_become_tool_failures_naming_the_provider(
         await provider.search(SearchQuery("q"))
     assert caught.value.message.startswith(PROVIDER_NAME[api])
     assert fake.api_key not in caught.value.message
+
+
+@pytest.mark.parametrize("status", [429, 503, 400])
+async def test_an_error_status_is_kept_as_an_http_error(
+    provider: SearchProvider, fake: FakeSearch, status: int
+) -> None:
+    """What names the cause (a 429: rate limited) without reading the message."""
+    fake.status = status
+    with pytest.raises(ToolFailure) as caught:
+        await provider.search(SearchQuery("q"))
+    assert (caught.value.error.kind, caught.value.error.code) == ("http", status)
 
 
 async def test_a_large_answer_read_in_many_chunks_is_parsed_whole(fake: FakeSearch) -> None:

@@ -13,15 +13,16 @@ from collections.abc import Iterable
 from dataclasses import replace
 from urllib.parse import urlsplit, urlunsplit
 
-from stateway.core.tools.ports import SearchHit, SearchQuery, ToolFailure
+from stateway.core.tools.ports import INVALID_PARAMS, SearchHit, SearchQuery, ToolError, ToolFailure
 from stateway.core.tools.web_search import domain_name
 
 
 def query_text(query: SearchQuery) -> str:
-    """The query to send; an empty one fails here rather than as the API's own 4xx."""
+    """The query to send; an empty one fails here (as bad arguments: ``INVALID_PARAMS``)
+    rather than as the API's own 4xx."""
     text = query.query.strip()
     if not text:
-        raise ToolFailure("the web search query is empty")
+        raise ToolFailure(ToolError.protocol(INVALID_PARAMS, "the web search query is empty"))
     return text
 
 

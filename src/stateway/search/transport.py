@@ -1,5 +1,6 @@
 """The HTTP leg to a search API: one lazily created aiohttp session per provider, and the one
-place where transport and HTTP failures become :class:`ToolFailure` messages.
+place where transport and HTTP failures become :class:`ToolFailure` messages (an HTTP error
+status kept as the failure's ``http`` error).
 
 Messages are written here, never copied from the search API's response: they reach the
 model and the client, so they name the provider and the kind of failure (timed out, API key
@@ -21,7 +22,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from stateway.core.tools.ports import ToolFailure
+from stateway.core.tools.ports import ToolError, ToolFailure
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,8 @@ class SearchTransport:
             allow_redirects=False,
         ) as response:
             if response.status != 200:
-                raise self._failure(await self._status_message(response))
+                message = await self._status_message(response)
+                raise self._failure(message, status=response.status)
             body = await self._read(response)
         try:
             return orjson.loads(body)
@@ -132,10 +134,12 @@ class SearchTransport:
             return f"{name} is unavailable (HTTP {status})"
         return f"{name} rejected the search (HTTP {status})"
 
-    def _failure(self, message: str) -> ToolFailure:
+    def _failure(self, message: str, *, status: int | None = None) -> ToolFailure:
+        """An error status is kept as an ``http`` error: what names the cause (a 429 is
+        ``too_many_requests`` on the Messages API) whatever the message says."""
         if self._secret:
             message = message.replace(self._secret, "***")
-        return ToolFailure(message)
+        return ToolFailure(message if status is None else ToolError.http(status, message))
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
