@@ -14,7 +14,14 @@ from stateway.core.errors import UpstreamError
 from stateway.core.inference import Finish, ToolCallDelta, UsageReport
 from stateway.core.principal import Principal
 from stateway.core.runs import CancelReason
-from stateway.core.tools.ports import McpServer, McpTool, SearchHit, SearchQuery
+from stateway.core.tools.ports import (
+    McpServer,
+    McpTool,
+    SearchHit,
+    SearchQuery,
+    ToolError,
+    ToolFailure,
+)
 from stateway.core.tools.toolset import ToolPolicy
 from stateway.core.usage import Usage
 from tests.core.fakes import FakeMcp, FakeSearch
@@ -145,10 +152,35 @@ async def test_a_search_without_a_query_is_not_sent_and_the_model_is_told() -> N
     setup = Setup([tools_round(call("web_search", {"query": " "})), answer()], search=search)
     run = await setup.create([{"type": "web_search"}])
     item = run.state.output[0]
-    assert (item["status"], item["error"]) == ("failed", "A web search needs a non-empty 'query'.")
+    error = "invalid_tool_input: A web search needs a non-empty 'query'."
+    assert (item["status"], item["error"]) == ("failed", error)
     assert search.queries == []
     told = seen_by_model(setup.backend.requests[1])["output"]
-    assert told == "Error: A web search needs a non-empty 'query'."
+    assert told == f"Error: {error}"
+
+
+class LimitedSearch(FakeSearch):
+    async def search(self, query: SearchQuery) -> list[SearchHit]:
+        raise ToolFailure(ToolError.http(429, "fake rate limited the search (HTTP 429)"))
+
+
+async def test_a_rate_limited_search_fails_by_that_name() -> None:
+    """The item keeps the cause as Anthropic's code for it, where the message starts (as
+    ``max_uses_exceeded``): what the Messages frontend shows, and what a replay keeps."""
+    setup = Setup(
+        [tools_round(call("web_search", {"query": "q"})), answer()], search=LimitedSearch([])
+    )
+    run = await setup.create([{"type": "web_search"}])
+    assert run.state.output[0]["error"] == (
+        "too_many_requests: fake rate limited the search (HTTP 429)"
+    )
+
+
+async def test_another_failed_search_keeps_its_message_as_it_is() -> None:
+    search = FakeSearch([], fail=True)
+    setup = Setup([tools_round(call("web_search", {"query": "q"})), answer()], search=search)
+    run = await setup.create([{"type": "web_search"}])
+    assert run.state.output[0]["error"] == "search provider 'fake' answered 503"
 
 
 async def test_searches_past_max_uses_are_not_sent_and_fail_by_that_name() -> None:

@@ -10,7 +10,7 @@ from openai.types.responses import ResponseFunctionWebSearch
 from openai.types.responses.response_output_text import AnnotationURLCitation
 
 from stateway.core.tools import web_search
-from stateway.core.tools.ports import SearchHit, ToolFailure
+from stateway.core.tools.ports import INVALID_PARAMS, SearchHit, ToolError, ToolFailure
 from tests.core.tools.wire import is_id, sdk_item
 
 A = "https://a.test"
@@ -64,6 +64,27 @@ def test_hits_become_sources_with_what_the_model_was_given() -> None:
     assert isinstance(sdk_item(item), ResponseFunctionWebSearch)
 
 
+@pytest.mark.parametrize(
+    ("error", "kept"),
+    [
+        (ToolError.http(429, "rate limited"), "too_many_requests: rate limited"),
+        (ToolError.protocol(INVALID_PARAMS, "no query"), "invalid_tool_input: no query"),
+        (ToolError.http(503, "unavailable (HTTP 503)"), "unavailable (HTTP 503)"),
+        (ToolError("max_uses_exceeded: at most 1"), "max_uses_exceeded: at most 1"),
+    ],
+)
+def test_a_failed_search_keeps_its_cause_where_its_error_starts(
+    error: ToolError, kept: str
+) -> None:
+    """No field of its own: the item stays what the SDK reads, the ``error`` it already
+    had aside."""
+    item = {**web_search.call_item(), "status": "failed"}
+    web_search.fail(item, error)
+    assert item["error"] == kept
+    assert set(item) == {"id", "type", "status", "action", "error"}
+    assert isinstance(sdk_item(item), ResponseFunctionWebSearch)
+
+
 def test_the_query_is_the_trimmed_query_argument() -> None:
     assert web_search.query_of('{"query": "  what is stateway \\n"}') == "what is stateway"
 
@@ -75,6 +96,7 @@ def test_a_search_without_a_query_fails_and_says_why(arguments: str) -> None:
     with pytest.raises(ToolFailure) as caught:
         web_search.query_of(arguments)
     assert caught.value.message == "A web search needs a non-empty 'query'."
+    assert caught.value.error == ToolError.protocol(INVALID_PARAMS, caught.value.message)
 
 
 def test_each_place_the_answer_names_a_source_is_cited_in_order() -> None:

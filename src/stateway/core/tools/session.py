@@ -221,8 +221,7 @@ class ToolSession:
                 item["status"] = "completed"
                 self._emit(ev.ToolProgress("response.web_search_call.completed", index, item["id"]))
             else:
-                item["status"] = "failed"
-                item["error"] = error.message
+                web_search.fail(item, error)
         else:
             if error is None:
                 item["status"], item["output"] = "completed", outcome.output

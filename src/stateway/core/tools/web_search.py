@@ -14,7 +14,7 @@ from stateway.core.ids import new_id
 from stateway.core.items import WEB_SEARCH_CALL, Item
 from stateway.core.tools.catalog import Entry
 from stateway.core.tools.history import WEB_SEARCH_FUNCTION
-from stateway.core.tools.ports import SearchHit, ToolFailure
+from stateway.core.tools.ports import INVALID_PARAMS, SearchHit, ToolError, ToolFailure
 
 FUNCTION: Final[Item] = {
     "type": "function",
@@ -34,11 +34,57 @@ FUNCTION: Final[Item] = {
 
 MAX_USES_EXCEEDED: Final = "max_uses_exceeded"
 """How the error of a search past the declared ``max_uses`` starts (Anthropic's code for it)."""
+INVALID_TOOL_INPUT: Final = "invalid_tool_input"
+"""How the error of a search without a query starts."""
+TOO_MANY_REQUESTS: Final = "too_many_requests"
+"""How the error of a search the provider rate limited (HTTP 429) starts."""
+UNAVAILABLE: Final = "unavailable"
+"""The cause of any other failure."""
+ERROR_CODES: Final = frozenset(
+    {
+        INVALID_TOOL_INPUT,
+        UNAVAILABLE,
+        MAX_USES_EXCEEDED,
+        TOO_MANY_REQUESTS,
+        "query_too_long",
+        "request_too_large",
+    }
+)
+"""Anthropic's codes of a failed search (its SDK's ``WebSearchToolResultErrorCode``): the
+causes a failed ``web_search_call``'s ``error`` may start with. The gateway gives the named
+four (it truncates a query over a provider's limit rather than failing it); the others come
+only in a client's earlier turn, sent back."""
 
 
 def over_max_uses(cap: int) -> str:
     """The error of a search past ``max_uses``: the call fails, the model is told why."""
     return f"{MAX_USES_EXCEEDED}: this response may run at most {cap} web searches."
+
+
+def fail(item: Item, error: ToolError) -> None:
+    """Close a search as failed. Its ``error`` is the message, after the code of its cause
+    where one is known (no query: ``INVALID_PARAMS``; the provider's HTTP 429), as a
+    search past ``max_uses`` says its own: no field of the item is added for it (the
+    Responses API's ``web_search_call`` has none), and the string is stored, replayed and
+    sent back by a Messages client (as the code alone) unchanged."""
+    item["status"] = "failed"
+    code = _cause(error)
+    item["error"] = f"{code}: {error.message}" if code else error.message
+
+
+def _cause(error: ToolError) -> str | None:
+    if error.kind == "protocol" and error.code == INVALID_PARAMS:
+        return INVALID_TOOL_INPUT
+    if error.kind == "http" and error.code == 429:
+        return TOO_MANY_REQUESTS
+    return None
+
+
+def error_code(error: object) -> str:
+    """A failed search's cause: the code its ``error`` starts with (a client's sent back
+    is the code alone), else ``unavailable``."""
+    code = error.partition(":")[0] if isinstance(error, str) else ""
+    return code if code in ERROR_CODES else UNAVAILABLE
 
 
 def domain_name(raw: str) -> str:
@@ -74,7 +120,9 @@ def query_of(arguments: str) -> str:
         parsed = None
     query = parsed.get("query") if isinstance(parsed, dict) else None
     if not isinstance(query, str) or not query.strip():
-        raise ToolFailure("A web search needs a non-empty 'query'.")
+        raise ToolFailure(
+            ToolError.protocol(INVALID_PARAMS, "A web search needs a non-empty 'query'.")
+        )
     return query.strip()
 
 
