@@ -134,6 +134,71 @@ def test_a_later_turn_sends_the_search_back_and_the_model_sees_its_results(
     assert "Result 1 about stateway gateway." in transcript
 
 
+def _failed_search(claude: Anthropic, prompt: str) -> tuple[list[Any], str]:
+    """A forced search that fails: its two blocks, and the code its result shows."""
+    message = claude.messages.create(
+        model="m",
+        max_tokens=1024,
+        messages=[{"role": "user", "content": prompt}],
+        tools=[WEB_SEARCH],
+        tool_choice=FORCED,
+    )
+    use, result, *_ = message.content
+    assert (use.type, result.type) == ("server_tool_use", "web_search_tool_result")
+    assert result.content.type == "web_search_tool_result_error"
+    return [use, result], result.content.error_code
+
+
+def test_a_search_the_provider_rate_limits_fails_as_too_many_requests(
+    claude: Anthropic, searching: FakeSearch
+) -> None:
+    searching.status = 429
+    try:
+        _, code = _failed_search(claude, SEARCH)
+    finally:
+        searching.reset()
+    assert code == "too_many_requests"
+
+
+def test_a_search_without_a_query_fails_as_invalid_tool_input(
+    claude: Anthropic, searching: FakeSearch
+) -> None:
+    sent = len(searching.queries)
+    _, code = _failed_search(claude, '[[tool:web_search:{"query":"  "}]] find it')
+    assert code == "invalid_tool_input"
+    assert len(searching.queries) == sent  # never sent
+
+
+def test_another_provider_failure_is_unavailable(claude: Anthropic, searching: FakeSearch) -> None:
+    searching.status = 503
+    try:
+        _, code = _failed_search(claude, SEARCH)
+    finally:
+        searching.reset()
+    assert code == "unavailable"
+
+
+def test_a_failed_search_sent_back_keeps_its_code_and_the_model_sees_it(
+    claude: Anthropic, searching: FakeSearch
+) -> None:
+    searching.status = 429
+    try:
+        blocks, _ = _failed_search(claude, SEARCH)
+    finally:
+        searching.reset()
+    history: list[Any] = [
+        {"role": "user", "content": SEARCH},
+        {"role": "assistant", "content": [b.model_dump() for b in blocks]},
+        {"role": "user", "content": "[[echo]]"},
+    ]
+    with claude.messages.stream(
+        model="m", max_tokens=1024, messages=history, tools=[WEB_SEARCH]
+    ) as stream:
+        second = stream.get_final_message()
+    transcript = "".join(b.text for b in second.content if b.type == "text")
+    assert "Error: too_many_requests" in transcript
+
+
 def test_another_anthropic_tool_type_is_a_400_naming_it(claude: Anthropic) -> None:
     with pytest.raises(anthropic.BadRequestError) as caught:
         claude.messages.create(

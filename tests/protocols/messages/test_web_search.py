@@ -125,6 +125,51 @@ def test_another_failure_is_unavailable() -> None:
     assert "server_tool_use" not in wire["usage"]
 
 
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        ("invalid_tool_input: A web search needs a non-empty 'query'.", "invalid_tool_input"),
+        ("too_many_requests: SearXNG rate limited the search (HTTP 429)", "too_many_requests"),
+        ("max_uses_exceeded", "max_uses_exceeded"),
+        ("query_too_long", "query_too_long"),
+        ("request_too_large", "request_too_large"),
+        ("SearXNG is unavailable (HTTP 503)", "unavailable"),
+        ("not_a_code: the search failed", "unavailable"),
+        ("", "unavailable"),
+    ],
+)
+def test_a_failure_shows_the_code_of_its_cause(error: str, code: str) -> None:
+    wire = encode_message(state(output=[FAILED | {"error": error}], settings=settings()))
+    assert wire["content"][1]["content"] == {
+        "type": "web_search_tool_result_error",
+        "error_code": code,
+    }
+    Message.model_validate(wire)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "invalid_tool_input",
+        "unavailable",
+        "max_uses_exceeded",
+        "too_many_requests",
+        "query_too_long",
+        "request_too_large",
+    ],
+)
+def test_a_failures_code_survives_being_sent_back(code: str) -> None:
+    """A later turn replays the failed search with the code it was shown with, and shows
+    it again with the same code."""
+    error = f"{code}: why" if code != "unavailable" else "SearXNG is unavailable (HTTP 503)"
+    first = encode_message(state(output=[FAILED | {"error": error}], settings=settings()))
+    command = decode_messages(sent_back("again", first["content"]))
+    failed = command.input[1]
+    again = encode_message(state(output=[failed], settings=settings()))
+    assert again["content"] == first["content"]
+    assert again["content"][1]["content"]["error_code"] == code
+
+
 def test_a_search_the_client_did_not_declare_is_not_shown() -> None:
     """A backend's ``gateway_tools`` search runs in a hidden round."""
     function = {"type": "function", "name": "f", "parameters": {}}

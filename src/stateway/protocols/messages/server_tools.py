@@ -29,7 +29,7 @@ import orjson
 
 from stateway.core.items import MCP_CALL, WEB_SEARCH_CALL, Item
 from stateway.core.response import ResponseState
-from stateway.core.tools.web_search import MAX_USES_EXCEEDED
+from stateway.core.tools import web_search
 from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.request import (
     McpServerParam,
@@ -240,8 +240,7 @@ def result_block(item: Item) -> dict[str, Any]:
         }
     content: Any
     if item.get("status") == "failed":
-        error = str(item.get("error") or "")
-        code = MAX_USES_EXCEEDED if error.startswith(MAX_USES_EXCEEDED) else "unavailable"
+        code = web_search.error_code(item.get("error"))
         content = {"type": "web_search_tool_result_error", "error_code": code}
     else:
         content = [
