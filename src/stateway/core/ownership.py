@@ -30,7 +30,6 @@ from stateway.core.settling import store_failed
 log = logging.getLogger(__name__)
 
 _PROC: Final = Path("/proc")
-SERVER_RESTARTED: Final = ServerRestarted.code
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,4 +121,4 @@ async def died_running(store: ResponseStore, tenant_id: str, response_id: str) -
     if record is None or record.status != "failed":
         return False
     error = record.body.get("error")
-    return isinstance(error, dict) and error.get("code") == SERVER_RESTARTED
+    return isinstance(error, dict) and error.get("code") == ServerRestarted.code
