@@ -11,7 +11,9 @@ hooking its parser callbacks, so that a request pays for nothing but a wrapper a
 - Size: a read that leaves a request's headers incomplete is counted; past ``max_bytes``
   the request is answered 431 and the connection closed. A read that completes a header
   block is not counted (the body after it, in the same read, is not the header block's),
-  so the block held is at most ``max_bytes`` and one read.
+  so the block held is at most ``max_bytes`` and one read. A request pipelined behind a
+  response in flight is answered after that response (a 431 then would cut into it):
+  nothing more is read until then.
 - Time: one sweep per server, every second or so while connections are open, closes
   those whose headers have been incomplete for longer than ``timeout`` (the first
   request's since the connection was made, a later one's since the first sweep that saw
@@ -84,6 +86,16 @@ class HeaderSweep:
         self.watch(loop, connections)
 
 
+class _DroppingParser:
+    """A parser for a connection that will be closed: it drops what it is fed."""
+
+    def feed_data(self, data: bytes) -> None:
+        pass
+
+
+_DROPPING = _DroppingParser()
+
+
 class HeaderGuardedProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with its header block bounded (see the module)."""
 
@@ -99,6 +111,8 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
         self._stalled: object = None
         """The request the sweep last saw with its headers incomplete (its scope)."""
         self._stalled_since = 0.0
+        self._refused = False
+        """A request's headers overflowed behind a response in flight: answered after it."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -136,10 +150,29 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def _refuse_headers(self) -> None:
+        cycle: RequestResponseCycle | None = self.cycle
+        if cycle is None or cycle.response_complete:
+            self._refuse(answer=True)
+        elif not self._refused and not self.transport.is_closing():
+            # Pipelined behind a response in flight (the last request whose headers
+            # completed): answered after it, reading nothing more until then (what
+            # comes anyway, the app's ``receive`` resuming reading, is dropped).
+            self._refused = True
+            self.flow.pause_reading()
+            self.parser = _DROPPING  # type: ignore[assignment]
+            cycle.on_response = self._refuse_after_response
+
+    def _refuse_after_response(self) -> None:
+        """The response before the refused request complete: in place of uvicorn's
+        ``on_response_complete``, which would start reading (and the next request)."""
+        self.server_state.total_requests += 1
+        self._refuse(answer=True)
+
+    def _refuse(self, *, answer: bool) -> None:
+        """Close the connection, first answering 431 if ``answer``."""
         if self.transport.is_closing() or self not in self.connections:
             return  # closed, or handed to the WebSocket protocol
-        cycle: RequestResponseCycle | None = self.cycle
-        if cycle is None or cycle.response_complete:  # else: cut into a response
+        if answer:
             head = [STATUS_LINE[431]]
             for name, value in self.server_state.default_headers:
                 head.extend([name, b": ", value, b"\r\n"])

@@ -5,6 +5,7 @@ its size (``max_header_bytes``: 431, then closed) and the time to send it
 from __future__ import annotations
 
 import socket
+import time
 import urllib.request
 from collections.abc import Iterator
 from urllib.parse import urlsplit
@@ -124,3 +125,22 @@ def test_an_idle_kept_alive_connection_is_left_to_the_keep_alive_timeout(gateway
         kept.sendall(HEALTH)
         assert read_response(kept).startswith(b"HTTP/1.1 200 ")
         assert read_until_closed(kept) == b""  # uvicorn's keep-alive timeout (5 s) ends it
+
+
+def test_a_pipelined_header_block_over_the_limit_is_431_after_the_answer_before_it(
+    gateway: str,
+) -> None:
+    """The first request's answer is a second late: the second's headers overflow while
+    it is in flight, and are answered once it is complete."""
+    body = orjson.dumps({"model": "fake-model", "input": "[[stall:1000]] hi", "store": False})
+    first = b"POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    first += b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    with connect(gateway) as sock:
+        sock.sendall(first + b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        time.sleep(0.2)  # read: the rest counted (a read that completes a header block is not)
+        for _ in range(4):
+            sock.sendall(b"X-Big: " + b"a" * (MAX_HEADER_BYTES // 2) + b"\r\n")
+        answer = read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert b'"completed"' in answer
+    assert answer.index(b'"completed"') < answer.index(b"HTTP/1.1 431 ")
