@@ -1,7 +1,8 @@
 """The header guard's sweep decisions in memory, given explicit times: a first request's
 headers count from the connection, a later one's from the sweep that first saw it, and
 a request pipelined behind a response in flight is not swept (and, too large, is answered
-431 after it). (The real sockets: tests/e2e/test_header_limits.py.)"""
+431 after it); a chunked body's trailer section is bounded as a header block is. (The real
+sockets: tests/e2e/test_header_limits.py.)"""
 
 from __future__ import annotations
 
@@ -123,3 +124,67 @@ async def test_oversized_headers_are_answered_431() -> None:
     protocol.data_received(b"a" * 1024)
     assert transport.closing
     assert b"".join(transport.writes).startswith(b"HTTP/1.1 431 ")
+
+
+CHUNKED = b"POST / HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
+TRAILER = b"X-T: " + b"a" * 1000 + b"\r\n"
+
+
+class Answering(App):
+    """Answers at once, without reading the body; ``complete`` or only begun."""
+
+    def __init__(self, *, complete: bool) -> None:
+        super().__init__()
+        self.complete = complete
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok", "more_body": not self.complete})
+        self.answered.set()
+        await self.release.wait()
+
+
+async def test_trailers_over_the_limit_are_answered_431() -> None:
+    protocol, transport, _ = connect(App())
+    protocol.data_received(CHUNKED + b"2\r\n{}\r\n0\r\n")
+    protocol.data_received(TRAILER)
+    protocol.data_received(TRAILER)
+    assert not transport.closing
+    protocol.data_received(TRAILER)
+    assert transport.closing
+    assert b"".join(transport.writes).startswith(b"HTTP/1.1 431 ")
+
+
+async def test_trailers_over_the_limit_after_a_response_began_close_without_a_431() -> None:
+    for complete in (False, True):
+        app = Answering(complete=complete)
+        protocol, transport, _ = connect(app)
+        protocol.data_received(CHUNKED + b"2\r\n{}\r\n0\r\n")
+        await app.answered.wait()
+        for _ in range(3):
+            protocol.data_received(TRAILER)
+        assert transport.closing
+        assert b"HTTP/1.1 431 " not in b"".join(transport.writes)
+
+
+async def test_trailers_over_the_limit_behind_a_response_in_flight_close_without_a_431() -> None:
+    protocol, transport, _ = connect(App())
+    protocol.data_received(REQUEST + CHUNKED + b"2\r\n{}\r\n0\r\n")
+    for _ in range(3):
+        protocol.data_received(TRAILER)
+    assert transport.closing
+    assert transport.writes == []  # a 431 would have cut into the first's response
+
+
+async def test_a_chunked_body_far_over_the_limit_is_not_counted() -> None:
+    protocol, transport, _ = connect(App())
+    protocol.data_received(CHUNKED)
+    for _ in range(4):
+        protocol.data_received(b"1000\r\n")  # a size line, then its data in pieces
+        for _ in range(16):
+            protocol.data_received(b"a" * 256)
+        protocol.data_received(b"\r\n")
+    protocol.data_received(b"0\r\n" + TRAILER)  # a read that starts trailers is not counted
+    protocol.data_received(TRAILER + b"\r\n")
+    assert not transport.closing
+    assert protocol.cycle.more_body is False

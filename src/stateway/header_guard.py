@@ -5,8 +5,8 @@ keep-alive timeout runs only between requests, after a response).
 A request's headers are incomplete from its first byte (from the connection's start, for
 its first request) until uvicorn has parsed them, which it marks by starting that
 request's cycle (``cycle.scope is scope``). That state is read from uvicorn's, not kept by
-hooking its parser callbacks, so that a request pays for nothing but a wrapper around
-``data_received``.
+hooking its parser callbacks (but for a chunk's, which only a chunked body calls), so that
+a request pays for nothing but a wrapper around ``data_received``.
 
 - Size: a read that leaves a request's headers incomplete is counted; past ``max_bytes``
   the request is answered 431 and the connection closed. A read that completes a header
@@ -14,6 +14,14 @@ hooking its parser callbacks, so that a request pays for nothing but a wrapper a
   so the block held is at most ``max_bytes`` and one read. A request pipelined behind a
   response in flight is answered after that response (a 431 then would cut into it):
   nothing more is read until then.
+- Trailers: a chunked body's trailer section (fields after its last chunk, which uvicorn
+  appends to the request's headers) is bounded alike, by ``max_bytes`` counted apart from
+  the header block's, as Go bounds it apart (by its read buffer, 4 KiB). Too large, it is
+  answered 431 if no response has begun, else the connection is just closed. The parser
+  says when a chunk begins and ends (only for a chunked body); a read inside one that
+  adds nothing to the body is the trailer section's. So a request without a chunked
+  body pays for one more test per read, nothing per chunk. Its time is the body's
+  (``[server] request_body_timeout``, as the app reads it), not ``timeout``.
 - Time: one sweep per server, every second or so while connections are open, closes
   those whose headers have been incomplete for longer than ``timeout`` (the first
   request's since the connection was made, a later one's since the first sweep that saw
@@ -111,6 +119,9 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
         self._stalled: object = None
         """The request the sweep last saw with its headers incomplete (its scope)."""
         self._stalled_since = 0.0
+        self._in_chunk = False
+        """Between a chunk's size line and its end: its data, or the last's trailer section."""
+        self._trailer_bytes = 0
         self._refused = False
         """A request's headers overflowed behind a response in flight: answered after it."""
 
@@ -120,6 +131,9 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
         self.sweep.watch(self.loop, self.connections)
 
     def data_received(self, data: bytes) -> None:
+        if self._in_chunk:
+            self._data_received_in_chunk(data)
+            return
         cycle: RequestResponseCycle | None = self.cycle
         HttpToolsProtocol.data_received(self, data)
         if self.cycle is cycle and (cycle is None or cycle.scope is not self.scope):
@@ -130,6 +144,40 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
             self._header_bytes += len(data)
             if self._header_bytes > self.sweep.limits.max_bytes:
                 self._refuse_headers()
+
+    def _data_received_in_chunk(self, data: bytes) -> None:
+        """A read begun inside a chunk (a chunked body's reads: all but its first).
+
+        A read that leaves the chunk it began in still open and adds nothing to the body
+        is the last chunk's trailer section (or a chunk's size line and its end): counted,
+        as a header block's reads are. The body's growth is not seen once the response is
+        complete (uvicorn drops a body no one will read): then every read inside one chunk
+        counts, and a chunk longer than ``max_bytes`` closes the connection, sparing a
+        body that would be dropped (Go stops reading one after 256 KiB).
+        """
+        cycle: RequestResponseCycle = self.cycle
+        body = cycle.body
+        held = len(body)
+        HttpToolsProtocol.data_received(self, data)
+        if (
+            self._in_chunk
+            and self.cycle is cycle
+            and (cycle.response_complete or (cycle.body is body and len(body) == held))
+        ):
+            self._trailer_bytes += len(data)
+            if self._trailer_bytes > self.sweep.limits.max_bytes:
+                # 431 unless a response has begun: this request's, or (it pipelined)
+                # the one before it, in flight
+                self._refuse(answer=not (cycle.response_started or self.pipeline))
+
+    def on_chunk_header(self) -> None:
+        """Called by the parser (chunked bodies only) at a chunk's size line."""
+        self._in_chunk = True
+        self._trailer_bytes = 0
+
+    def on_chunk_complete(self) -> None:
+        """Called by the parser at a chunk's end (the last's: after its trailer section)."""
+        self._in_chunk = False
 
     def close_if_stalled(self, now: float, timeout: float) -> None:
         """Close the connection if a request's headers have been incomplete for longer

@@ -127,6 +127,34 @@ def test_an_idle_kept_alive_connection_is_left_to_the_keep_alive_timeout(gateway
         assert read_until_closed(kept) == b""  # uvicorn's keep-alive timeout (5 s) ends it
 
 
+def chunked_post(path: bytes, body: bytes) -> bytes:
+    """A ``POST`` of ``body`` in one chunk, up to its last chunk: its trailer section next."""
+    head = b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    head += b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    return head + b"%x\r\n" % len(body) + body + b"\r\n0\r\n"
+
+
+CREATE = orjson.dumps({"model": "fake-model", "input": "hi", "store": False})
+
+
+def test_a_trailer_section_over_the_limit_is_answered_431_and_closed(gateway: str) -> None:
+    with connect(gateway) as sock:
+        sock.sendall(chunked_post(b"/v1/responses", CREATE))
+        time.sleep(0.2)  # read: the trailers counted (a read that starts them is not)
+        for _ in range(4):  # the answer waits for the trailers' end
+            sock.sendall(b"X-Big: " + b"a" * (MAX_HEADER_BYTES // 2) + b"\r\n")
+        answer = read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 431 ")
+
+
+def test_a_trailer_section_under_the_limit_is_served(gateway: str) -> None:
+    trailer = b"X-Filler: " + b"a" * (MAX_HEADER_BYTES - 200) + b"\r\n"
+    with connect(gateway) as sock:
+        sock.sendall(chunked_post(b"/v1/responses", CREATE))
+        sock.sendall(trailer + b"\r\n")
+        assert read_response(sock).startswith(b"HTTP/1.1 200 ")
+
+
 def test_a_pipelined_header_block_over_the_limit_is_431_after_the_answer_before_it(
     gateway: str,
 ) -> None:
