@@ -88,6 +88,7 @@ def test_optional_settings_are_sent_with_their_values() -> None:
         prompt_cache_options={"mode": "explicit"},
         metadata={"team": "a"},
         service_tier="priority",
+        image_context_compression="disabled",
         presence_penalty=0.5,
         frequency_penalty=0.25,
         stop_sequences=["END"],
@@ -110,6 +111,7 @@ def test_optional_settings_are_sent_with_their_values() -> None:
         "prompt_cache_options": {"mode": "explicit"},
         "metadata": {"team": "a"},
         "service_tier": "priority",
+        "image": {"context_compression": "disabled"},
         "include": ["reasoning.encrypted_content"],
     }  # the Responses API has no penalties, stop sequences, top_k or seed: not sent
 
