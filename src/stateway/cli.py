@@ -116,7 +116,11 @@ def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = Fal
             own_logging=config.logging.format == "json",
             ws_max_size=2 * frames,  # up to twice the limit is answered with an error frame
             ws_compression=config.websocket.compression,
-            headers=HeaderLimits(config.server.max_header_bytes, config.server.header_timeout),
+            headers=HeaderLimits(
+                config.server.max_header_bytes,
+                config.server.header_timeout,
+                max_drain_bytes=config.server.max_body_bytes,
+            ),
         )
         _describe(config, sys.stdout)
         announcement = f"stateway {__version__} listening on {socket_url(sock)}"

@@ -19,9 +19,14 @@ a request pays for nothing but a wrapper around ``data_received``.
   the header block's, as Go bounds it apart (by its read buffer, 4 KiB). Too large, it is
   answered 431 if no response has begun, else the connection is just closed. The parser
   says when a chunk begins and ends (only for a chunked body); a read inside one that
-  adds nothing to the body is the trailer section's. So a request without a chunked
-  body pays for one more test per read, nothing per chunk. Its time is the body's
-  (``[server] request_body_timeout``, as the app reads it), not ``timeout``.
+  adds nothing to the body is the trailer section's. Once the response is complete
+  (answered before its body was read: a 401, a 413), uvicorn drops the body unread, so
+  a chunk's data and a trailer section look alike: each chunk may then send up to
+  ``max_drain_bytes`` (``[server] max_body_bytes``), so that a client sending its whole
+  body before it reads (most do) gets the answer, not a reset. So a request without a
+  chunked body pays for one more test per read, nothing per chunk. Its time is the
+  body's (``[server] request_body_timeout``) while the app reads it; after an early
+  answer, as under uvicorn alone, nothing times it.
 - Time: one sweep per server, every second or so while connections are open, closes
   those whose headers have been incomplete for longer than ``timeout`` (the first
   request's since the connection was made, a later one's since the first sweep that saw
@@ -59,6 +64,9 @@ class HeaderLimits:
     """The largest header block (request line included); 431 beyond."""
     timeout: float = 30.0
     """Seconds a request's header block may take to arrive; closed after."""
+    max_drain_bytes: int = 32 * 1024 * 1024
+    """What one chunk (or the trailer section) of a body answered before it was read may
+    send before the connection is closed: the largest body served (``max_body_bytes``)."""
 
     @property
     def sweep_interval(self) -> float:
@@ -150,22 +158,20 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
 
         A read that leaves the chunk it began in still open and adds nothing to the body
         is the last chunk's trailer section (or a chunk's size line and its end): counted,
-        as a header block's reads are. The body's growth is not seen once the response is
-        complete (uvicorn drops a body no one will read): then every read inside one chunk
-        counts, and a chunk longer than ``max_bytes`` closes the connection, sparing a
-        body that would be dropped (Go stops reading one after 256 KiB).
+        as a header block's reads are. Once the response is complete the body does not
+        grow (uvicorn drops a body no one will read), so every read inside one chunk
+        counts, against ``max_drain_bytes``: a chunk longer closes the connection, sparing
+        a body that would be dropped (Go stops reading one after 256 KiB).
         """
         cycle: RequestResponseCycle = self.cycle
-        body = cycle.body
-        held = len(body)
+        held = len(cycle.body)
         HttpToolsProtocol.data_received(self, data)
-        if (
-            self._in_chunk
-            and self.cycle is cycle
-            and (cycle.response_complete or (cycle.body is body and len(body) == held))
-        ):
+        if self._in_chunk and self.cycle is cycle and len(cycle.body) == held:
             self._trailer_bytes += len(data)
-            if self._trailer_bytes > self.sweep.limits.max_bytes:
+            limits = self.sweep.limits
+            if self._trailer_bytes > (
+                limits.max_drain_bytes if cycle.response_complete else limits.max_bytes
+            ):
                 # 431 unless a response has begun: this request's, or (it pipelined)
                 # the one before it, in flight
                 self._refuse(answer=not (cycle.response_started or self.pipeline))

@@ -147,6 +147,23 @@ def test_a_trailer_section_over_the_limit_is_answered_431_and_closed(gateway: st
     assert answer.startswith(b"HTTP/1.1 431 ")
 
 
+def test_a_chunked_body_answered_before_it_was_read_is_drained_not_reset(
+    gateway: str,
+) -> None:
+    """An unknown route answers without reading the body: the rest of it (one chunk, far
+    over ``max_header_bytes``) is drained, not refused, and the connection serves the next
+    request."""
+    size = 64 * MAX_HEADER_BYTES
+    with connect(gateway) as sock:
+        head = chunked_post(b"/v1/unknown", b"")
+        sock.sendall(head[: head.index(b"\r\n\r\n") + 4] + b"%x\r\n" % size)
+        assert read_response(sock).startswith(b"HTTP/1.1 404 ")
+        for _ in range(size // 4096):  # the chunk's data, read after the answer
+            sock.sendall(b"a" * 4096)
+        sock.sendall(b"\r\n0\r\n\r\n" + HEALTH)
+        assert read_response(sock).startswith(b"HTTP/1.1 200 ")
+
+
 def test_a_trailer_section_under_the_limit_is_served(gateway: str) -> None:
     trailer = b"X-Filler: " + b"a" * (MAX_HEADER_BYTES - 200) + b"\r\n"
     with connect(gateway) as sock:
