@@ -88,7 +88,7 @@ def test_optional_settings_are_sent_with_their_values() -> None:
         prompt_cache_options={"mode": "explicit"},
         metadata={"team": "a"},
         service_tier="priority",
-        image_context_compression="disabled",
+        image={"context_compression": "disabled"},
         presence_penalty=0.5,
         frequency_penalty=0.25,
         stop_sequences=["END"],

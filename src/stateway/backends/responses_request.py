@@ -64,7 +64,7 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
         "prompt_cache_options": settings.prompt_cache_options,
         "metadata": settings.metadata or None,
         "service_tier": settings.service_tier,
-        "image": _image(settings.image_context_compression),
+        "image": settings.image,
         "reasoning": reasoning or None,
         "text": text or None,
     }
@@ -75,13 +75,6 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
         if settings.top_logprobs:
             body["top_logprobs"] = settings.top_logprobs
     return body
-
-
-def _image(policy: str | None) -> dict[str, str] | None:
-    """The image context policy the response echoes, sent when the client sent ``image``:
-    an upstream that can compress image context (``auto`` lets it) does not, as the echo
-    says."""
-    return None if policy is None else {"context_compression": policy}
 
 
 def _item(item: Item) -> Item:

@@ -47,11 +47,12 @@ class GenerationSettings:
     include: list[str] = field(default_factory=list)
     truncation: str = "disabled"
     service_tier: str | None = None
-    image_context_compression: str | None = None
-    """The image context policy in effect, echoed as the Response's ``image`` (Responses'
-    request-level ``image`` options): ``disabled`` when the request sent ``image``, as the
+    image: dict[str, str] | None = None
+    """The image options in effect, as Responses' request-level ``image`` has them (the
+    Response echoes them; a Responses upstream is sent them):
+    ``{"context_compression": "disabled"}`` when the request sent ``image``, as the
     gateway compresses no image context; None when it sent none (nothing to echo). Per
-    request: a follow-up by ``previous_response_id`` does not inherit it."""
+    request: a follow-up by ``previous_response_id`` does not inherit them."""
     top_logprobs: int | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None

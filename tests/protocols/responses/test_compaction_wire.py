@@ -75,9 +75,9 @@ def test_compact_takes_the_prompt_cache_fields_and_service_tier_for_its_summary(
 def test_compact_image_options_come_to_disabled(image: dict[str, Any]) -> None:
     """As a create's: the policy in effect, echoed by the compaction, is ``disabled``."""
     settings = decode_compact(body(model="m", input="hi", image=image)).settings
-    assert settings.image_context_compression == "disabled"
+    assert settings.image == {"context_compression": "disabled"}
     plain = decode_compact(body(model="m", input="hi")).settings
-    assert plain.image_context_compression is None
+    assert plain.image is None
 
 
 def test_compact_takes_a_safety_identifier_for_its_summary() -> None:
@@ -326,7 +326,9 @@ def test_the_compacted_object_echoes_the_image_policy_in_effect() -> None:
     """``CompactedResponse.image``: the effective policy when ``image`` was sent, else
     none."""
     item = {"id": "cmp_1", "type": "compaction", "encrypted_content": "sw1.x"}
-    compacted = Compacted("resp_1", 1.0, [item], Usage(1, 1), image_context_compression="disabled")
+    compacted = Compacted(
+        "resp_1", 1.0, [item], Usage(1, 1), image={"context_compression": "disabled"}
+    )
     encoded = encode_compacted(compacted)
     assert encoded["image"] == {"context_compression": "disabled"}
     parsed = CompactedResponse.model_validate(encoded)

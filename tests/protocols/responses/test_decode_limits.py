@@ -322,12 +322,12 @@ def test_image_options_come_to_disabled(image: dict[str, Any]) -> None:
     """The gateway compresses no image context: whatever it was asked, the policy in
     effect (echoed as the Response's ``image``) is ``disabled``."""
     command = decode_create(orjson.dumps({"model": "m", "input": "x", "image": image}))
-    assert command.settings.image_context_compression == "disabled"
+    assert command.settings.image == {"context_compression": "disabled"}
 
 
 def test_no_image_options_is_no_policy_to_echo() -> None:
     command = decode_create(orjson.dumps({"model": "m", "input": "x"}))
-    assert command.settings.image_context_compression is None
+    assert command.settings.image is None
 
 
 def test_include_entries_are_kept() -> None:

@@ -134,7 +134,7 @@ def test_service_tier_is_the_one_asked_for_until_the_end_then_the_one_served(
 def test_the_image_policy_in_effect_is_echoed_when_image_was_sent() -> None:
     """``Response.image``: the effective policy (``disabled``: the gateway compresses no
     image context) for a request that sent ``image``, in the snapshot too; none else."""
-    settings = GenerationSettings(image_context_compression="disabled")
+    settings = GenerationSettings(image={"context_compression": "disabled"})
     for snapshot in (True, False):
         body = encode_response(state(settings=settings, status="completed"), snapshot=snapshot)
         assert body["image"] == {"context_compression": "disabled"}

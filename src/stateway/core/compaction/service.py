@@ -63,7 +63,7 @@ class Compacted:
     usage: Usage
     service_tier: str | None = None
     safety_identifier: str | None = None
-    image_context_compression: str | None = None
+    image: dict[str, str] | None = None
 
 
 class CompactionStep:
@@ -209,7 +209,7 @@ class Compaction:
             summary.usage,
             asked.service_tier,
             asked.safety_identifier,
-            asked.image_context_compression,
+            asked.image,
         )
 
     def verify(self, tenant_id: str, command: CreateResponse, context: list[Item]) -> None:

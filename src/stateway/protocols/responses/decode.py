@@ -83,7 +83,7 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
         include=body.include or [],
         truncation=body.truncation or "disabled",
         service_tier=body.service_tier,
-        image_context_compression=_image_policy(body.image),
+        image=_image_options(body.image),
         top_logprobs=body.top_logprobs,
         presence_penalty=body.presence_penalty,
         frequency_penalty=body.frequency_penalty,
@@ -152,7 +152,7 @@ def _compact_settings(body: CompactBody) -> GenerationSettings:
         prompt_cache_retention=body.prompt_cache_retention,
         prompt_cache_options=cache_options,
         service_tier=body.service_tier,
-        image_context_compression=_image_policy(body.image),
+        image=_image_options(body.image),
     )
 
 
@@ -231,11 +231,11 @@ def _check_image(image: ImageOptions) -> None:
         )
 
 
-def _image_policy(image: ImageOptions | None) -> str | None:
-    """The image context policy in effect, to echo: ``disabled`` whatever was asked (the
-    gateway compresses none; ``enabled`` was refused by :func:`_check_image`), only when
-    ``image`` was sent."""
-    return None if image is None else "disabled"
+def _image_options(image: ImageOptions | None) -> dict[str, str] | None:
+    """The image options in effect, to echo (and send a Responses upstream): compression
+    ``disabled`` whatever was asked (the gateway compresses none; ``enabled`` was refused
+    by :func:`_check_image`), only when ``image`` was sent."""
+    return None if image is None else {"context_compression": "disabled"}
 
 
 def _check_window(body: CreateResponseBody, window: str | None) -> None:

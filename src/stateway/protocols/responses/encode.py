@@ -35,7 +35,7 @@ def encode_response(state: ResponseState, *, snapshot: bool = False) -> dict[str
         "background": state.background,
         "completed_at": None if snapshot or state.completed_at is None else int(state.completed_at),
         "error": None if snapshot or state.error is None else _wire_error(state.error),
-        "image": _image(s.image_context_compression),
+        "image": s.image,
         "incomplete_details": incomplete,
         "instructions": state.instructions,
         "max_output_tokens": s.max_output_tokens,
@@ -66,11 +66,6 @@ def encode_response(state: ResponseState, *, snapshot: bool = False) -> dict[str
         "metadata": s.metadata,
         "conversation": None if state.conversation_id is None else {"id": state.conversation_id},
     }
-
-
-def _image(policy: str | None) -> dict[str, str] | None:
-    """``image``: the image context policy in effect, when the request sent ``image``."""
-    return None if policy is None else {"context_compression": policy}
 
 
 _SERVED_TIERS = {"auto": "default", "fast": "priority"}
@@ -299,7 +294,7 @@ def encode_compacted(compacted: Compacted) -> dict[str, Any]:
         "usage": encode_usage(compacted.usage),
         "safety_identifier": compacted.safety_identifier,
         "service_tier": None if tier is None else _service_tier(tier, settled=True),
-        "image": _image(compacted.image_context_compression),
+        "image": compacted.image,
     }
 
 
