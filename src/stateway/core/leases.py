@@ -25,7 +25,8 @@ database, for longer than the lease) registers again and logs an error. Its runs
 failed meanwhile end here too, as stored (``failed``, ``server_restarted``: their clients
 here are told what the store and watchers elsewhere were), rather than running on to an
 end nobody keeps; a run the judge could not see (unstored, or begun since) goes on. If
-that check fails (the store out of reach), it is made again at each beat until it is done.
+that check fails (the store out of reach), it is made again at each beat until it is done,
+the other processes judged meanwhile.
 
 The start-up check of dead processes of the same host
 (:func:`~stateway.core.ownership.fail_abandoned`) stays: it ends those runs before
@@ -109,8 +110,7 @@ class LeaseKeeper:
                 await self._leases.register(self._me, self.timeout)
                 self._lapsed = True
             if self._lapsed:
-                await self._end_runs_failed_elsewhere()
-                self._lapsed = False
+                await self._check_runs_after_lapse()
             beats = await self._leases.beats()
         except StorageError:
             self._blind = True
@@ -146,6 +146,21 @@ class LeaseKeeper:
                 await self.beat()
             except StorageError as exc:
                 log.warning("renewing leases failed: %s", exc)
+
+    async def _check_runs_after_lapse(self) -> None:
+        """:meth:`_end_runs_failed_elsewhere`, again at the next beat if the store fails
+        it: the others are judged meanwhile (a check that keeps failing must not stall
+        failover for every other process)."""
+        try:
+            await self._end_runs_failed_elsewhere()
+        except StorageError as exc:
+            log.warning(
+                "checking this process's runs after its lease lapsed failed (again at the "
+                "next beat): %s",
+                exc,
+            )
+        else:
+            self._lapsed = False
 
     async def _end_runs_failed_elsewhere(self) -> None:
         """End this process's runs whose stored response another process has failed."""
