@@ -211,7 +211,7 @@ async def test_a_failed_check_after_a_lapse_is_made_again_at_the_next_beat(
     beat goes on to judge the others, and the next one still ends the runs another
     process failed, though its renewal succeeds."""
     backend, store, gateway = generating()
-    failed = await started(gateway, backend)
+    failed, spared = await started(gateway, backend), await started(gateway, backend)
     [record] = [r for r in store.records.values() if r.id == failed.id]
     me = record.owner
     assert me is not None
@@ -228,6 +228,7 @@ async def test_a_failed_check_after_a_lapse_is_made_again_at_the_next_beat(
         assert await here.beat() == ["host-z 9 9"], "the others judged meanwhile"
     assert caplog.text.count("after its lease lapsed failed") == 2
     assert me in leases.counts, "registered again before the check failed"
+    assert leases.timeouts[me] == TIMEOUT
     assert not failed.closed
 
     store.fail_get = False
@@ -236,7 +237,15 @@ async def test_a_failed_check_after_a_lapse_is_made_again_at_the_next_beat(
     async with asyncio.timeout(5):
         await failed.wait()
     assert isinstance(failed.error, ServerRestarted)
+    assert "ended 1 run(s) another process had failed meanwhile" in caplog.text
+    store.fail_get = True  # checked once done: the next beat reads no run
+    with caplog.at_level(logging.WARNING):
+        await here.beat()
+    assert caplog.text.count("after its lease lapsed failed") == 2
+    assert not spared.closed
     backend.gate.set()
+    async with asyncio.timeout(5):
+        await spared.wait()
 
 
 async def test_closing_removes_this_process_and_survives_a_database_outage(

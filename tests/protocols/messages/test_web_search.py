@@ -119,10 +119,11 @@ def test_a_declared_search_is_shown_with_its_results_and_counted() -> None:
 
 
 def test_another_failure_is_unavailable() -> None:
-    broken = FAILED | {"error": "searxng answered 503"}
-    wire = encode_message(state(output=[broken], settings=settings()))
-    assert wire["content"][1]["content"]["error_code"] == "unavailable"
-    assert "server_tool_use" not in wire["usage"]
+    for error in ("searxng answered 503", None):  # a failed call with no error kept, too
+        broken = FAILED | {"error": error}
+        wire = encode_message(state(output=[broken], settings=settings()))
+        assert wire["content"][1]["content"]["error_code"] == "unavailable"
+        assert "server_tool_use" not in wire["usage"]
 
 
 @pytest.mark.parametrize(
