@@ -157,6 +157,15 @@ def test_the_cores_seal_errors_are_worded_for_a_block() -> None:
         assert wire["error"]["message"].startswith("messages: ")
         assert "`compaction` block" in wire["error"]["message"]
         assert wire["error"]["details"] == {"error_code": code}
+    misplaced = InvalidRequest("the core's words", param="messages.1", code=compaction.MISPLACED)
+    assert encode_error(misplaced) == {  # a code with no words of its own keeps the core's
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "the core's words",
+            "details": {"error_code": compaction.MISPLACED},
+        },
+    }
 
 
 ITEM = {

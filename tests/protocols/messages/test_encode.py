@@ -17,6 +17,10 @@ from stateway.core.errors import (
     InvalidRequest,
     NotFound,
     Overloaded,
+    ServerShuttingDown,
+    StorageError,
+    ThreadAlreadyContinued,
+    ThreadNotFound,
     UpstreamContextTooLong,
     UpstreamError,
 )
@@ -476,6 +480,21 @@ def test_error_types_by_status() -> None:
     assert encode_error(NotFound("no"))["error"]["type"] == "not_found_error"
     assert encode_error(Overloaded("busy"))["error"]["type"] == "overloaded_error"
     assert encode_error(UpstreamError("down"))["error"]["type"] == "api_error"
+    for gateways in (ServerShuttingDown(), StorageError("Storage is unavailable.")):
+        assert encode_error(gateways) == {  # a 503 of the gateway's own, not overloaded
+            "type": "error",
+            "error": {"type": "api_error", "message": gateways.message},
+        }
+    for refusal in (ThreadNotFound("msg_1"), ThreadAlreadyContinued("msg_1")):
+        assert encode_error(refusal) == {  # the SDK picks its error class by the code
+            "type": "error",
+            "error": {
+                "type": error_type(refusal.status),
+                "message": refusal.message,
+                "details": {"error_code": refusal.code},
+            },
+        }
+    assert encode_error(ThreadNotFound("msg_1"))["error"]["type"] == "not_found_error"
     assert [error_type(s) for s in (401, 402, 403, 409, 413, 429, 500, 504, 529, 408)] == [
         "authentication_error",
         "billing_error",
@@ -526,6 +545,10 @@ def test_too_many_output_tokens_are_worded_as_anthropic_words_them() -> None:
     prompt = UpstreamContextTooLong("...", tokens=40000, window=32768, requested=32000)
     assert encode_error(prompt)["error"]["message"] == (
         "prompt is too long: 40000 tokens > 32768 maximum"
+    )
+    full = UpstreamContextTooLong("...", tokens=32768, window=32768, requested=1)
+    assert encode_error(full)["error"]["message"].startswith(  # no output fits: compact
+        "prompt is too long: "
     )
 
 
