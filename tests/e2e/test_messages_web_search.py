@@ -149,15 +149,20 @@ def _failed_search(claude: Anthropic, prompt: str) -> tuple[list[Any], str]:
     return [use, result], result.content.error_code
 
 
-def test_a_search_the_provider_rate_limits_fails_as_too_many_requests(
-    claude: Anthropic, searching: FakeSearch
+@pytest.mark.parametrize(
+    ("status", "code"), [(429, "too_many_requests"), (503, "unavailable"), (400, "unavailable")]
+)
+def test_a_provider_failure_names_its_cause(
+    claude: Anthropic, searching: FakeSearch, status: int, code: str
 ) -> None:
-    searching.status = 429
+    """A search the provider rate limits is ``too_many_requests``; any other failure of
+    the provider's is ``unavailable``."""
+    searching.status = status
     try:
-        _, code = _failed_search(claude, SEARCH)
+        _, shown = _failed_search(claude, SEARCH)
     finally:
         searching.reset()
-    assert code == "too_many_requests"
+    assert shown == code
 
 
 def test_a_search_without_a_query_fails_as_invalid_tool_input(
@@ -167,15 +172,6 @@ def test_a_search_without_a_query_fails_as_invalid_tool_input(
     _, code = _failed_search(claude, '[[tool:web_search:{"query":"  "}]] find it')
     assert code == "invalid_tool_input"
     assert len(searching.queries) == sent  # never sent
-
-
-def test_another_provider_failure_is_unavailable(claude: Anthropic, searching: FakeSearch) -> None:
-    searching.status = 503
-    try:
-        _, code = _failed_search(claude, SEARCH)
-    finally:
-        searching.reset()
-    assert code == "unavailable"
 
 
 def test_a_failed_search_sent_back_keeps_its_code_and_the_model_sees_it(
