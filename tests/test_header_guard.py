@@ -197,6 +197,32 @@ async def test_trailers_over_the_limit_behind_a_response_in_flight_close_without
     assert transport.writes == []  # a 431 would have cut into the first's response
 
 
+async def test_a_body_still_coming_after_its_answer_is_drained_for_the_timeout_at_most() -> None:
+    """A client trickling the body of a request answered before it was read would hold
+    the connection for ever (each byte restarts uvicorn's keep-alive timer): closed
+    ``timeout`` after the sweep that first saw it so, as nginx's ``lingering_time``."""
+    app = Answering(complete=True)
+    protocol, transport, _ = connect(app)
+    protocol.data_received(CHUNKED + b"100\r\n")
+    await app.answered.wait()
+    now = time.monotonic() + 1000
+    protocol.close_if_stalled(now, TIMEOUT)  # first seen draining
+    protocol.data_received(b"a" * 16)  # a trickle
+    protocol.close_if_stalled(now + TIMEOUT, TIMEOUT)
+    assert not transport.closing
+    protocol.close_if_stalled(now + TIMEOUT + 1, TIMEOUT)
+    assert transport.closing
+
+    app = App()  # the whole body came before the answer: idle after it, keep-alive's
+    protocol, transport, _ = connect(app)
+    protocol.data_received(CHUNKED + b"2\r\n{}\r\n0\r\n\r\n")
+    app.release.set()
+    await app.answered.wait()
+    protocol.close_if_stalled(now, TIMEOUT)
+    protocol.close_if_stalled(now + 2 * TIMEOUT, TIMEOUT)
+    assert not transport.closing
+
+
 async def test_a_chunked_body_far_over_the_limit_is_not_counted() -> None:
     protocol, transport, _ = connect(App())
     protocol.data_received(CHUNKED)

@@ -26,12 +26,15 @@ a request pays for nothing but a wrapper around ``data_received``.
   body before it reads (most do) gets the answer, not a reset. So a request without a
   chunked body pays for one more test per read, nothing per chunk. Its time is the
   body's (``[server] request_body_timeout``) while the app reads it; after an early
-  answer, as under uvicorn alone, nothing times it.
+  answer, ``timeout``'s (below).
 - Time: one sweep per server, every second or so while connections are open, closes
   those whose headers have been incomplete for longer than ``timeout`` (the first
   request's since the connection was made, a later one's since the first sweep that saw
   it begun: a second at most after its first byte) without answering, as nginx
-  (``client_header_timeout``) and Go's ``ReadHeaderTimeout`` do. A connection idle between
+  (``client_header_timeout``) and Go's ``ReadHeaderTimeout`` do; and those still sending
+  the body of a request answered before it was read, ``timeout`` after a sweep first saw
+  it so (nginx's ``lingering_time``: else a client trickling bytes holds the connection
+  for ever, uvicorn's keep-alive timer restarting at each). A connection idle between
   requests is uvicorn's keep-alive timeout's to close, and one with a response in flight
   (a request pipelined behind it) is never swept.
 
@@ -188,12 +191,17 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
     def close_if_stalled(self, now: float, timeout: float) -> None:
         """Close the connection if a request's headers have been incomplete for longer
         than ``timeout``: the first request's since the connection was made, a later
-        one's since a sweep first saw it (its first byte came after the last sweep)."""
+        one's since a sweep first saw it (its first byte came after the last sweep). So
+        too a body still coming after its request was answered (answered before it was
+        read: a 401, a 404), which uvicorn drains for as long as bytes trickle in: at most
+        ``timeout`` from the sweep that first saw it, as nginx's ``lingering_time``."""
         cycle: RequestResponseCycle | None = self.cycle  # None until a request's headers
         if cycle is None:  # no request's headers complete yet
             since = self._connected_at
-        elif cycle.scope is self.scope or not cycle.response_complete:
+        elif cycle.scope is self.scope and not (cycle.response_complete and cycle.more_body):
             return  # a request in flight, or none begun since (keep-alive's to close)
+        elif not cycle.response_complete:
+            return  # a request pipelined behind a response in flight
         elif self._stalled is not self.scope:
             self._stalled = self.scope
             self._stalled_since = now

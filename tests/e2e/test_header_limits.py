@@ -4,6 +4,7 @@ its size (``max_header_bytes``: 431, then closed) and the time to send it
 
 from __future__ import annotations
 
+import select
 import socket
 import time
 import urllib.request
@@ -162,6 +163,33 @@ def test_a_chunked_body_answered_before_it_was_read_is_drained_not_reset(
             sock.sendall(b"a" * 4096)
         sock.sendall(b"\r\n0\r\n\r\n" + HEALTH)
         assert read_response(sock).startswith(b"HTTP/1.1 200 ")
+
+
+def test_a_body_trickled_after_its_answer_is_cut_off_after_the_header_timeout(
+    gateway: str,
+) -> None:
+    """Each byte would restart uvicorn's keep-alive timer: the sweep closes the connection
+    ``header_timeout`` (0.5 s here) after it first saw it draining, as nginx's
+    ``lingering_time`` does."""
+    with connect(gateway) as sock:
+        head = chunked_post(b"/v1/unknown", b"")
+        sock.sendall(head[: head.index(b"\r\n\r\n") + 4] + b"1000\r\n")
+        assert read_response(sock).startswith(b"HTTP/1.1 404 ")
+        began = time.monotonic()
+        closed = False
+        while not closed and time.monotonic() - began < WAIT:
+            try:
+                sock.sendall(b"a")
+            except OSError:
+                closed = True
+            readable, _, _ = select.select([sock], [], [], 0.1)  # a byte each 0.1 s at most
+            if readable:
+                try:
+                    closed = sock.recv(1) == b""
+                except OSError:
+                    closed = True
+        assert closed
+        assert time.monotonic() - began < 5  # the sweep's (0.5 s, swept each 0.125 s)
 
 
 def test_a_trailer_section_under_the_limit_is_served(gateway: str) -> None:
