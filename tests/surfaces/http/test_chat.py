@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -14,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from starlette.applications import Starlette
+from starlette.types import Message
 
 from stateway.core.errors import (
     GatewayError,
@@ -32,11 +34,14 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.loop import Loop
+from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.usage import Usage
+from stateway.surfaces.auth.authenticator import IDENTITY, Identity
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.chat import ChatRoutes
+from stateway.surfaces.http.relay import RelayResponse
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
@@ -396,6 +401,26 @@ async def test_a_relayed_stream_cut_within_an_event_gets_its_error_on_a_line_apa
     relay = FakeRelay(200, {"content-type": "Text/Event-Stream"}, [b'data: {"id":', cut], None)  # type: ignore[list-item]
     reply = await post(build(ForwardingBackend(relay)), body(stream=True))
     assert reply.body.startswith(b'data: {"id":\n\ndata: {"error"')
+
+
+async def test_a_watched_relayed_stream_cut_within_an_event_gets_its_error_on_a_line_apart() -> (
+    None
+):
+    """The same when its credential is watched for revocation (an API key's): the last
+    chunk relayed is known there too."""
+    cut = UpstreamError("cut", code="upstream_stream_cut")
+    relay = FakeRelay(200, {"content-type": "text/event-stream"}, [b'data: {"id":', cut], None)  # type: ignore[list-item]
+    identity = Identity(Principal(), authenticated=True, expires_at=time.time() + 3600)
+    sent: list[bytes] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message.get("body", b""))
+
+    async def receive() -> Message:
+        raise AssertionError("not read")
+
+    await RelayResponse(relay)({"type": "http", IDENTITY: identity}, receive, send)  # type: ignore[arg-type]
+    assert b"".join(sent).startswith(b'data: {"id":\n\ndata: {"error"')
 
 
 _parts = st.lists(

@@ -36,13 +36,15 @@ _EVENT_STREAM = "text/event-stream"
 class RelayResponse:
     """A plain ASGI app answering with ``relay``."""
 
-    __slots__ = ("_chunks", "_first", "_relay")
+    __slots__ = ("_chunks", "_first", "_last", "_relay")
 
     def __init__(self, relay: Relay) -> None:
         self._relay = relay
         self._chunks = relay.chunks()
         self._first: bytes | None = None
         """The body's first chunk, read by :meth:`held` before the status line."""
+        self._last = b"\n\n"
+        """The last chunk relayed: whether an error line needs a line break before it."""
 
     async def held(self) -> RelayResponse:
         """This answer, its first body chunk read first unless it is an event stream
@@ -70,33 +72,31 @@ class RelayResponse:
         relay = self._relay
         headers = [(name.encode(), value.encode()) for name, value in relay.headers.items()]
         await send({"type": "http.response.start", "status": relay.status, "headers": headers})
-        chunk = b"\n\n"
         if self._first is not None:
             await send({"type": "http.response.body", "body": self._first, "more_body": True})
         try:
             if RevocationWatch.applies(scope) and _streams(relay):  # a key's or token's
-                chunk, revoked = await self._relay_revocable(scope, send, chunk)
+                revoked = await self._relay_revocable(scope, send)
                 if revoked is not None:
                     raise revoked
             else:
                 async for chunk in self._chunks:
+                    self._last = chunk
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except GatewayError as error:
             log.warning("relayed answer failed part-way: %s", error.message)
             if not _streams(relay):
                 return  # left unfinished: the server closes the connection
             frame = encode_error_chunk(error)
-            if not chunk.endswith(b"\n\n"):  # cut within an event: the error goes apart
+            if not self._last.endswith(b"\n\n"):  # cut within an event: the error goes apart
                 frame = b"\n\n" + frame
             await send({"type": "http.response.body", "body": frame, "more_body": False})
             return
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _relay_revocable(
-        self, scope: Scope, send: Send, chunk: bytes
-    ) -> tuple[bytes, CredentialRevoked | None]:
+    async def _relay_revocable(self, scope: Scope, send: Send) -> CredentialRevoked | None:
         """Relay an event stream's chunks, cut off if its credential is revoked or expires
-        meanwhile: the last chunk relayed, and that error if it was."""
+        meanwhile: that error if it was."""
         revoked: list[CredentialRevoked] = []
         guard = asyncio.timeout(None)
 
@@ -110,6 +110,7 @@ class RelayResponse:
                 watch = RevocationWatch.start(scope, revoke)
                 try:
                     async for chunk in self._chunks:
+                        self._last = chunk
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 finally:
                     if watch is not None:
@@ -117,8 +118,8 @@ class RelayResponse:
         except TimeoutError:
             if not revoked:
                 raise
-            return chunk, revoked[0]
-        return chunk, None
+            return revoked[0]
+        return None
 
 
 def _streams(relay: Relay) -> bool:
