@@ -224,6 +224,36 @@ async def test_an_unscrubbed_relay_keeps_the_length_and_reads_the_usage_at_its_e
     await relay.aclose()
 
 
+async def test_a_relays_output_is_estimated_by_its_events_or_its_bytes(
+    loopback: Loopback,
+) -> None:
+    """What a relay cut short, or left before its usage came, is charged: an event stream
+    one token per ``data:`` line relayed, any other body one per 4 bytes."""
+    events = b"".join(b'data: {"choices": [{"delta": {"content": "w"}}]}\n\n' for _ in range(7))
+    plain = b'{"choices": [{"message": {"content": "' + b"w" * 60 + b'"}}]}'
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        if request.query.get("stream"):
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            for line in events.split(b"\n\n")[:-1]:
+                await response.write(line + b"\n\n")
+            return response
+        return web.Response(body=plain, content_type="application/json")
+
+    client = upstream(loopback, await loopback.serve(answer))
+    streamed = await client.relay("/chat/completions?stream=1", b"{}")
+    assert b"".join([c async for c in streamed.chunks()]) == events
+    assert streamed.usage() is None
+    assert streamed.output_estimate() == 7
+    await streamed.aclose()
+    whole = await client.relay("/chat/completions", b"{}")
+    assert b"".join([c async for c in whole.chunks()]) == plain
+    assert whole.output_estimate() == len(plain) // 4
+    await whole.aclose()
+    await client.aclose()
+
+
 async def test_a_relay_holds_its_connection_slot_until_it_is_closed(loopback: Loopback) -> None:
     async def answer(request: web.Request) -> web.Response:
         return web.json_response({"ok": True})

@@ -46,6 +46,9 @@ class Relayed:
     def usage(self) -> Usage | None:
         return None
 
+    def output_estimate(self) -> int:
+        return 0
+
     async def aclose(self) -> None:
         pass
 
@@ -199,6 +202,9 @@ class Unending:
 
     def usage(self) -> Usage | None:
         return None
+
+    def output_estimate(self) -> int:
+        return 0
 
     async def aclose(self) -> None:
         if not self.closed.done():

@@ -184,6 +184,9 @@ class ReportingRelay:
     def usage(self) -> Usage | None:
         return Usage(input_tokens=700, output_tokens=500)
 
+    def output_estimate(self) -> int:
+        return 0
+
     async def aclose(self) -> None:
         pass
 
@@ -215,6 +218,49 @@ async def test_a_relayed_answers_reported_tokens_are_taken_once_relayed() -> Non
     with pytest.raises(RateLimited) as caught:
         await gateway.execute(ALICE, forward())
     assert (caught.value.type, caught.value.headers["Retry-After"]) == ("tokens", "61")
+
+
+class UncountedRelay(ReportingRelay):
+    """An answer whose usage never came (its client left, or it was cut short)."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+    def usage(self) -> Usage | None:
+        return None
+
+    def output_estimate(self) -> int:
+        return 700
+
+
+async def test_a_relayed_answer_that_reported_no_tokens_is_charged_its_output_estimated() -> None:
+    """Leaving before the usage came must not make an answer free, as for a translated
+    run; an upstream's refusal (an error status) is charged nothing."""
+    for status, refused in ((200, True), (500, False)):
+
+        class Uncounted(ScriptedBackend):
+            async def forward_chat(self, body: bytes) -> UncountedRelay:
+                return UncountedRelay(status)  # noqa: B023 (used at once)
+
+        limits = RateLimits(MemoryTokenBuckets(Clock()), tokens_per_minute=600)
+        gateway = gateway_with(limits, Uncounted([]))
+        fields = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
+
+        async def translate() -> CreateResponse:
+            raise AssertionError("forwarded, not translated")
+
+        def forward() -> ForwardChat:
+            return ForwardChat("fast", orjson.dumps(fields), fields, translate)  # noqa: B023
+
+        relay = await gateway.execute(ALICE, forward())
+        assert not isinstance(relay, Run)
+        await relay.aclose()
+        await limits.settled()
+        if refused:
+            with pytest.raises(RateLimited):
+                await gateway.execute(ALICE, forward())
+        else:
+            await (await gateway.execute(ALICE, forward())).aclose()  # type: ignore[union-attr]
 
 
 async def test_a_request_refused_for_tokens_takes_no_request() -> None:

@@ -154,6 +154,9 @@ class UsageRelay:
     def usage(self) -> Usage | None:
         return Usage(7, 4)
 
+    def output_estimate(self) -> int:
+        return 0
+
     async def aclose(self) -> None:
         pass
 

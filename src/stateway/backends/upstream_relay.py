@@ -42,6 +42,7 @@ Failures = Callable[[], AbstractContextManager[None]]
 class UpstreamRelay:
     __slots__ = (
         "_backend",
+        "_events",
         "_failures",
         "_first_token_timeout",
         "_headers_at",
@@ -82,6 +83,8 @@ class UpstreamRelay:
         self._failures = failures
         self._previous = self._last = b""
         """The last two chunks relayed: where the answer's usage is (:meth:`usage`)."""
+        self._events = 0
+        """The ``data:`` lines relayed (:meth:`output_estimate`)."""
         self._backend = backend
         self._first_token_timeout = first_token_timeout
         self._headers_at = 0.0 if first_token_timeout is None else asyncio.get_running_loop().time()
@@ -96,6 +99,7 @@ class UpstreamRelay:
                 if self._scrub is not None:
                     chunk = _scrubbed(self._scrub, chunk)
                 self._previous, self._last = self._last, chunk
+                self._events += chunk.count(b"data:")
                 yield chunk
         self._response.release()  # read to the end: the connection goes back to the pool
 
@@ -119,10 +123,14 @@ class UpstreamRelay:
         if self._scrub is not None:
             chunk = _scrubbed(self._scrub, chunk)
         self._previous, self._last = self._last, chunk
+        self._events += chunk.count(b"data:")
         return chunk
 
     def usage(self) -> Usage | None:
         return reported_usage(self._previous + self._last)
+
+    def output_estimate(self) -> int:
+        return self._events or self._reply.received // 4
 
     async def aclose(self) -> None:
         self._response.close()  # a no-op once released

@@ -69,9 +69,16 @@ class ChatForwarding:
     ) -> None:
         """Tell telemetry what a relayed answer used (its one upstream attempt, ``relay``
         None when the upstream never answered), and take the tokens it reported out of
-        its principal's bucket."""
+        its principal's bucket; or, when it reported none (its client left before the
+        usage came, or it was cut short), its output's, estimated, as a translated run's
+        (:func:`~stateway.core.limits.charged_tokens`): leaving before the end must not
+        make an answer free."""
         attempt = {"backend": backend, "outcome": outcome}
         usage = None if relay is None else relay.usage()
         self._telemetry.run_ended(RunReport(principal.tenant_id, model, usage, [attempt]))
-        if self._limits is not None and usage is not None:
+        if self._limits is None or relay is None:
+            return
+        if usage is not None:
             self._limits.charge_after(principal, None, lambda: usage.total_tokens)
+        elif relay.status < 400:
+            self._limits.charge_after(principal, None, relay.output_estimate)

@@ -246,6 +246,9 @@ class HeldRelay:
     def usage(self) -> Usage | None:
         return None if self._relay is None else self._relay.usage()
 
+    def output_estimate(self) -> int:
+        return 0 if self._relay is None else self._relay.output_estimate()
+
     async def aclose(self) -> None:
         try:
             if self._relay is not None:

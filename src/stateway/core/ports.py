@@ -66,6 +66,13 @@ class Relay(Protocol):
         when it did not say."""
         ...
 
+    def output_estimate(self) -> int:
+        """The output tokens of what was relayed, estimated (an event stream: one per
+        event, as a model server streams a token or so per event; any other body: one per
+        4 bytes): what a relayed answer cut short, or left by its client before its usage
+        came, is charged."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

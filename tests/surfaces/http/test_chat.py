@@ -72,6 +72,9 @@ class FakeRelay:
     def usage(self) -> None:
         return None
 
+    def output_estimate(self) -> int:
+        return 0
+
     async def aclose(self) -> None:
         self.closed.set()
 
