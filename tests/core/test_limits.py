@@ -233,34 +233,42 @@ class UncountedRelay(ReportingRelay):
         return 700
 
 
-async def test_a_relayed_answer_that_reported_no_tokens_is_charged_its_output_estimated() -> None:
+class Uncounted(ScriptedBackend):
+    def __init__(self, status: int) -> None:
+        super().__init__([])
+        self.status = status
+
+    async def forward_chat(self, body: bytes) -> UncountedRelay:
+        return UncountedRelay(self.status)
+
+
+@pytest.mark.parametrize(("status", "charged"), [(200, True), (500, False)])
+async def test_a_relayed_answer_that_reported_no_tokens_is_charged_its_output_estimated(
+    status: int, charged: bool
+) -> None:
     """Leaving before the usage came must not make an answer free, as for a translated
     run; an upstream's refusal (an error status) is charged nothing."""
-    for status, refused in ((200, True), (500, False)):
+    limits = RateLimits(MemoryTokenBuckets(Clock()), tokens_per_minute=600)
+    gateway = gateway_with(limits, Uncounted(status))
+    fields = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
 
-        class Uncounted(ScriptedBackend):
-            async def forward_chat(self, body: bytes) -> UncountedRelay:
-                return UncountedRelay(status)  # noqa: B023 (used at once)
+    async def translate() -> CreateResponse:
+        raise AssertionError("forwarded, not translated")
 
-        limits = RateLimits(MemoryTokenBuckets(Clock()), tokens_per_minute=600)
-        gateway = gateway_with(limits, Uncounted([]))
-        fields = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
+    def forward() -> ForwardChat:
+        return ForwardChat("fast", orjson.dumps(fields), fields, translate)
 
-        async def translate() -> CreateResponse:
-            raise AssertionError("forwarded, not translated")
-
-        def forward() -> ForwardChat:
-            return ForwardChat("fast", orjson.dumps(fields), fields, translate)  # noqa: B023
-
-        relay = await gateway.execute(ALICE, forward())
-        assert not isinstance(relay, Run)
-        await relay.aclose()
-        await limits.settled()
-        if refused:
-            with pytest.raises(RateLimited):
-                await gateway.execute(ALICE, forward())
-        else:
-            await (await gateway.execute(ALICE, forward())).aclose()  # type: ignore[union-attr]
+    relay = await gateway.execute(ALICE, forward())
+    assert not isinstance(relay, Run)
+    await relay.aclose()
+    await limits.settled()
+    if charged:
+        with pytest.raises(RateLimited):
+            await gateway.execute(ALICE, forward())
+    else:
+        again = await gateway.execute(ALICE, forward())
+        assert not isinstance(again, Run)
+        await again.aclose()
 
 
 async def test_a_request_refused_for_tokens_takes_no_request() -> None:
