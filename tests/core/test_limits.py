@@ -196,19 +196,21 @@ class Forwarding(ScriptedBackend):
         return ReportingRelay()
 
 
-async def test_a_relayed_answers_reported_tokens_are_taken_once_relayed() -> None:
-    clock = Clock()
-    limits = RateLimits(MemoryTokenBuckets(clock), requests_per_minute=100, tokens_per_minute=600)
-    gateway = gateway_with(limits, Forwarding([]))
+def forwarded() -> ForwardChat:
+    """A Chat request its route forwards untouched (translating it fails the test)."""
     fields = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
 
     async def translate() -> CreateResponse:
         raise AssertionError("forwarded, not translated")
 
-    def forward() -> ForwardChat:
-        return ForwardChat("fast", orjson.dumps(fields), fields, translate)
+    return ForwardChat("fast", orjson.dumps(fields), fields, translate)
 
-    relay = await gateway.execute(ALICE, forward())
+
+async def test_a_relayed_answers_reported_tokens_are_taken_once_relayed() -> None:
+    clock = Clock()
+    limits = RateLimits(MemoryTokenBuckets(clock), requests_per_minute=100, tokens_per_minute=600)
+    gateway = gateway_with(limits, Forwarding([]))
+    relay = await gateway.execute(ALICE, forwarded())
     assert not isinstance(relay, Run)
     async for _ in relay.chunks():
         pass
@@ -216,7 +218,7 @@ async def test_a_relayed_answers_reported_tokens_are_taken_once_relayed() -> Non
     await limits.settled()
 
     with pytest.raises(RateLimited) as caught:
-        await gateway.execute(ALICE, forward())
+        await gateway.execute(ALICE, forwarded())
     assert (caught.value.type, caught.value.headers["Retry-After"]) == ("tokens", "61")
 
 
@@ -250,23 +252,15 @@ async def test_a_relayed_answer_that_reported_no_tokens_is_charged_its_output_es
     run; an upstream's refusal (an error status) is charged nothing."""
     limits = RateLimits(MemoryTokenBuckets(Clock()), tokens_per_minute=600)
     gateway = gateway_with(limits, Uncounted(status))
-    fields = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
-
-    async def translate() -> CreateResponse:
-        raise AssertionError("forwarded, not translated")
-
-    def forward() -> ForwardChat:
-        return ForwardChat("fast", orjson.dumps(fields), fields, translate)
-
-    relay = await gateway.execute(ALICE, forward())
+    relay = await gateway.execute(ALICE, forwarded())
     assert not isinstance(relay, Run)
     await relay.aclose()
     await limits.settled()
     if charged:
         with pytest.raises(RateLimited):
-            await gateway.execute(ALICE, forward())
+            await gateway.execute(ALICE, forwarded())
     else:
-        again = await gateway.execute(ALICE, forward())
+        again = await gateway.execute(ALICE, forwarded())
         assert not isinstance(again, Run)
         await again.aclose()
 
