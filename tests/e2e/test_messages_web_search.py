@@ -11,6 +11,7 @@ from typing import Any
 import anthropic
 import pytest
 from anthropic import Anthropic
+from anthropic.types import Message
 
 from stateway.launch import start_gateway
 from tests.support.fake_search import FakeSearch
@@ -70,16 +71,21 @@ def _check_search_blocks(content: list[Any]) -> None:
         assert citation.encrypted_index
 
 
-def test_a_search_is_run_by_the_gateway_and_shown_as_anthropic_shows_it(
-    claude: Anthropic, searching: FakeSearch
-) -> None:
-    message = claude.messages.create(
+def _forced_search(claude: Anthropic, prompt: str) -> Message:
+    """``prompt`` asked with the web search tool forced."""
+    return claude.messages.create(
         model="m",
         max_tokens=1024,
-        messages=[{"role": "user", "content": SEARCH}],
+        messages=[{"role": "user", "content": prompt}],
         tools=[WEB_SEARCH],
         tool_choice=FORCED,
     )
+
+
+def test_a_search_is_run_by_the_gateway_and_shown_as_anthropic_shows_it(
+    claude: Anthropic, searching: FakeSearch
+) -> None:
+    message = _forced_search(claude, SEARCH)
     _check_search_blocks(message.content)
     assert searching.queries[-1].query == "stateway gateway"
     assert message.stop_reason == "end_turn"
@@ -113,13 +119,7 @@ def test_a_streamed_search_gives_the_same_blocks_and_the_query_as_a_json_delta(
 def test_a_later_turn_sends_the_search_back_and_the_model_sees_its_results(
     claude: Anthropic,
 ) -> None:
-    first = claude.messages.create(
-        model="m",
-        max_tokens=1024,
-        messages=[{"role": "user", "content": SEARCH}],
-        tools=[WEB_SEARCH],
-        tool_choice=FORCED,
-    )
+    first = _forced_search(claude, SEARCH)
     second = claude.messages.create(
         model="m",
         max_tokens=1024,
@@ -136,14 +136,7 @@ def test_a_later_turn_sends_the_search_back_and_the_model_sees_its_results(
 
 def _failed_search(claude: Anthropic, prompt: str) -> tuple[list[Any], str]:
     """A forced search that fails: its two blocks, and the code its result shows."""
-    message = claude.messages.create(
-        model="m",
-        max_tokens=1024,
-        messages=[{"role": "user", "content": prompt}],
-        tools=[WEB_SEARCH],
-        tool_choice=FORCED,
-    )
-    use, result, *_ = message.content
+    use, result, *_ = _forced_search(claude, prompt).content
     assert (use.type, result.type) == ("server_tool_use", "web_search_tool_result")
     assert result.content.type == "web_search_tool_result_error"
     return [use, result], result.content.error_code
