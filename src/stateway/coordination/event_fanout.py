@@ -146,7 +146,7 @@ class RedisEventFanout:
             self._reader.cancel()
             await asyncio.wait([self._reader])
         if self._pubsub is not None:
-            await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+            await self._pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # typed from redis 8.2
         await self._redis.aclose()
 
     async def _send(self) -> None:
@@ -182,7 +182,7 @@ class RedisEventFanout:
         try:
             await pubsub.subscribe(self._standing)
         except RedisError:
-            await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # typed from redis 8.2
             raise
         self._pubsub = pubsub
         self._reader = asyncio.create_task(self._read(pubsub))

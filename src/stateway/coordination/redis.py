@@ -206,7 +206,7 @@ class RedisCancelSignals:
             self._task.cancel()
             await asyncio.wait([self._task])
         if self._pubsub is not None:
-            await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+            await self._pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # typed from redis 8.2
         await self._redis.aclose()
 
     async def _listen(self, pubsub: PubSub, handler: CancelHandler) -> None:
