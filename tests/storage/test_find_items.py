@@ -3,11 +3,12 @@ SQLite and PostgreSQL: the items the Conversations API added, after those of res
 
 from __future__ import annotations
 
+import orjson
 from sqlalchemy import text
 
 from stateway.core.conversations.ports import Conversation
 from stateway.core.items import Item
-from stateway.storage.sql import SqlConversationStore, SqlResponseStore
+from stateway.storage.sql import SqlConversationStore, SqlResponseStore, references
 from tests.storage.conftest import RecordFactory
 from tests.storage.test_queries import statements
 
@@ -63,25 +64,107 @@ async def test_a_responses_item_comes_before_a_conversations(
     assert contents(found) == {"m_out": "output", "m_in": "input"}
 
 
+async def set_times(
+    store: SqlResponseStore, tenant: str, table: str, column: str, times: dict[str, float]
+) -> None:
+    """The tenant's rows of ``table`` stored at these ``created_at`` times (by
+    ``column``), whatever the clock."""
+    cases = " ".join(f"WHEN '{key}' THEN {value}" for key, value in times.items())
+    names = ", ".join(f"'{key}'" for key in times)
+    async with store.engine.begin() as connection:
+        await connection.execute(
+            text(
+                f"UPDATE {table} SET created_at = CASE {column} {cases} END"
+                f" WHERE tenant_id = :tenant AND {column} IN ({names})"
+            ),
+            {"tenant": tenant},
+        )
+
+
 async def test_of_conversation_items_with_one_id_the_latest_is_found(
     store: SqlResponseStore, conversations: SqlConversationStore, tenant: str
 ) -> None:
     for conversation_id, content in (("conv_1", "older"), ("conv_2", "newer"), ("conv_0", "old")):
         await created(conversations, tenant, conversation_id, message("msg_x", content))
-    async with store.engine.begin() as connection:  # appended at these times, whatever the clock
-        await connection.execute(
-            text(
-                "UPDATE conversation_items SET created_at = CASE conversation_id"
-                " WHEN 'conv_0' THEN 1.0 WHEN 'conv_1' THEN 2.0 ELSE 3.0 END"
-                " WHERE tenant_id = :tenant"
-            ),
-            {"tenant": tenant},
-        )
+    await set_times(
+        store,
+        tenant,
+        "conversation_items",
+        "conversation_id",
+        {"conv_0": 1.0, "conv_1": 2.0, "conv_2": 3.0},
+    )
 
     assert contents(await store.find_items(tenant, ["msg_x"])) == {"msg_x": "newer"}
 
     assert await conversations.delete_item(tenant, "conv_2", "msg_x")
     assert contents(await store.find_items(tenant, ["msg_x"])) == {"msg_x": "older"}
+
+
+async def test_copies_of_an_id_in_many_places_come_back_as_one_row(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+) -> None:
+    """A thousand copies must not cost a thousand bodies: each statement ranks the copies
+    and answers the winner's row alone, the latest copy."""
+    names = [f"conv_{n}" for n in range(6)]
+    for n, conversation_id in enumerate(names):
+        await created(conversations, tenant, conversation_id, message("msg_x", f"copy {n}"))
+    await set_times(
+        store,
+        tenant,
+        "conversation_items",
+        "conversation_id",
+        {name: 10.0 - abs(n - 2) for n, name in enumerate(names)},
+    )
+    for n in range(4):
+        await store.save(record(f"resp_{n}", inputs=[message("msg_y", f"input {n}")]))
+    await set_times(
+        store,
+        tenant,
+        "responses",
+        "id",
+        {"resp_0": 1.0, "resp_1": 4.0, "resp_2": 3.0, "resp_3": 2.0},
+    )
+
+    values = {"tenant": tenant, "ids": ["msg_x", "msg_y"]}
+    async with store.engine.connect() as connection:
+        in_conversations = (
+            await connection.execute(references.FIND_CONVERSATION_ITEMS, values)
+        ).all()
+        in_inputs = (await connection.execute(references.FIND_INPUT_ITEMS, values)).all()
+    assert [(item_id, orjson.loads(body)["content"]) for item_id, body in in_conversations] == [
+        ("msg_x", "copy 2")
+    ]
+    assert [(item_id, orjson.loads(body)["content"]) for item_id, body in in_inputs] == [
+        ("msg_y", "input 1")
+    ]
+
+
+LOCAL_SHELL_CALL: Item = {
+    "id": "lsh_1",
+    "type": "local_shell_call",
+    "call_id": "call_1",
+    "status": "completed",
+    "action": {"type": "exec", "command": ["ls"], "env": {}},
+}
+LOCAL_SHELL_OUTPUT: Item = {"id": "lsh_1", "type": "local_shell_call_output", "output": "a\n"}
+"""The call and its output share an id: the output's names the call it answers."""
+
+
+async def test_a_reference_to_a_local_shell_call_finds_the_call_not_its_output(
+    store: SqlResponseStore,
+    conversations: SqlConversationStore,
+    record: RecordFactory,
+    tenant: str,
+) -> None:
+    await created(conversations, tenant, "conv_1", LOCAL_SHELL_CALL, LOCAL_SHELL_OUTPUT)
+    assert await store.find_items(tenant, ["lsh_1"]) == {"lsh_1": LOCAL_SHELL_CALL}
+
+    other = f"{tenant}-inputs"  # a client that resends its history: both are input items
+    await store.save(record("r1", inputs=[LOCAL_SHELL_CALL, LOCAL_SHELL_OUTPUT], tenant_id=other))
+    assert await store.find_items(other, ["lsh_1"]) == {"lsh_1": LOCAL_SHELL_CALL}
 
 
 async def test_a_lookup_naming_ids_with_nul_finds_nothing(

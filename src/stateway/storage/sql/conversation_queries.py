@@ -296,29 +296,6 @@ DELETE_ITEM: Final[Update] = (
 """Leaves a tombstone: the body is gone, the id and position stay (see :func:`_items_page`)."""
 
 
-FIND_ITEMS: Final[Select[str, str]] = (
-    select(conversation_items.c.item_id, conversation_items.c.body)
-    .join(
-        conversations,
-        and_(
-            conversations.c.tenant_id == conversation_items.c.tenant_id,
-            conversations.c.id == conversation_items.c.conversation_id,
-        ),
-    )
-    .where(
-        conversation_items.c.tenant_id == _tenant,
-        conversation_items.c.item_id.in_(bindparam("ids", expanding=True)),
-        conversation_items.c.deleted_at.is_(None),
-        conversations.c.deleted_at.is_(None),
-    )
-    .order_by(conversation_items.c.created_at.desc(), conversation_items.c.position.desc())
-)
-"""Live items of live conversations named by ``item_reference`` input items (``ids``, an
-expanding list), in any of the tenant's conversations, the latest appended first (ids are
-unique within a conversation, not across them); the caller keeps each id's first row.
-Found by the conversation items' index, which leads with the item id."""
-
-
 def _items_page(order: Literal["asc", "desc"], *, after: bool) -> Select[str]:
     """``limit`` items in ``order``, after the item whose id is ``after`` when given (none
     when the conversation has no such item: the bound is NULL). The cursor may name a

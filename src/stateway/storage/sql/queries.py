@@ -219,31 +219,6 @@ def _load_context() -> Select[str | None, str, str | None]:
 LOAD_CONTEXT: Final = _load_context()
 
 
-def _find_items(role: str) -> Select[str, str]:
-    """Items of ``role`` named by ``item_reference`` input items (``ids``, an expanding
-    list), of live responses, the latest response first; the caller keeps each id's first
-    row. Output items are found by ``ix_items_output_item`` (the role a literal, so that
-    the partial index serves it); input items, rarely named, by a scan of the tenant's."""
-    return (
-        select(items.c.item_id, items.c.body)
-        .join(
-            responses,
-            and_(responses.c.tenant_id == items.c.tenant_id, responses.c.id == items.c.response_id),
-        )
-        .where(
-            items.c.tenant_id == _tenant,
-            items.c.role == literal_column(f"'{role}'"),
-            items.c.item_id.in_(bindparam("ids", expanding=True)),
-            responses.c.deleted_at.is_(None),
-        )
-        .order_by(responses.c.created_at.desc(), items.c.position.desc())
-    )
-
-
-FIND_OUTPUT_ITEMS: Final = _find_items(OUTPUT)
-FIND_INPUT_ITEMS: Final = _find_items(INPUT)
-
-
 def _input_items_page(order: Literal["asc", "desc"], *, after: bool) -> Select[str]:
     """A page of input items, ``limit`` rows, optionally after the ``after`` cursor.
 

@@ -152,9 +152,9 @@ Index(
     postgresql_where=text(OUTPUT_ITEMS_WHERE),
 )
 """Finds the output items ``item_reference`` input items name
-(:data:`queries.FIND_OUTPUT_ITEMS`): what clients reference is what a response produced.
+(:data:`references.FIND_OUTPUT_ITEMS`): what clients reference is what a response produced.
 Output items only, so that storing a response's input costs no more; a reference to an
-input item is looked up without it (:data:`queries.FIND_INPUT_ITEMS`), rarely."""
+input item is looked up without it (:data:`references.FIND_INPUT_ITEMS`), rarely."""
 
 conversations: Final = Table(
     "conversations",
@@ -196,7 +196,7 @@ Index(
 )
 """Finds a conversation's item by id (every lookup that names the conversation names the
 id too), and the items ``item_reference`` input items name by id alone, in any of the
-tenant's conversations (:data:`conversation_queries.FIND_ITEMS`)."""
+tenant's conversations (:data:`references.FIND_CONVERSATION_ITEMS`)."""
 
 response_events: Final = Table(
     "response_events",

@@ -37,7 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from stateway.core.items import Item
 from stateway.core.ports import EventBatch, EventLog, ItemPage, ResponseRecord, StoredChain
 from stateway.storage.sql import conversation_queries as cq
-from stateway.storage.sql import queries
+from stateway.storage.sql import queries, references
 from stateway.storage.sql.conversation_rows import appended_rows, claim_row, end_row, refusal
 from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.errors import storage_errors
@@ -58,11 +58,6 @@ WRITE_ORDER: Final = (
 )
 """Every statement a save runs, in the order a shared transaction runs them: a turn's
 claim before the row it lets in, its items appended before it lets go."""
-
-_FIND_ITEMS: Final = (queries.FIND_OUTPUT_ITEMS, queries.FIND_INPUT_ITEMS, cq.FIND_ITEMS)
-"""Where :meth:`SqlResponseStore.find_items` looks, in order of precedence (see
-:meth:`~stateway.core.ports.ResponseStore.find_items`): responses' output items, their
-input items, then the items of conversations."""
 
 
 def open_store(url: str) -> SqlResponseStore:
@@ -242,21 +237,21 @@ class SqlResponseStore:
         return StoredChain(items, status, served_by)
 
     async def find_items(self, tenant_id: str, item_ids: list[str]) -> dict[str, Item]:
-        """Looked up where each kind of item lives (:data:`_FIND_ITEMS`), the ids still
-        missing only; an id holding a NUL byte names nothing (PostgreSQL text refuses it)."""
+        """Looked up where each kind of item lives (:data:`.references.FIND_ITEMS`), the
+        ids still missing only; an id holding a NUL byte names nothing (PostgreSQL text
+        refuses it)."""
         ids = [item_id for item_id in item_ids if _storable(item_id)]
         if not ids:
             return {}
         found: dict[str, Item] = {}
         with storage_errors("resolving item references"):
             async with self._reader.connect() as connection:
-                for query in _FIND_ITEMS:
+                for query in references.FIND_ITEMS:
                     values = {"tenant": tenant_id, "ids": [i for i in ids if i not in found]}
                     if not values["ids"]:
                         break
                     for item_id, body in (await connection.execute(query, values)).all():
-                        if item_id not in found:
-                            found[item_id] = orjson.loads(body)
+                        found[item_id] = orjson.loads(body)
         return found
 
     async def delete(self, tenant_id: str, response_id: str) -> bool:

@@ -1,0 +1,137 @@
+"""The statements that resolve ``item_reference`` input items: one row per named id.
+
+An id can be stored many times: a client that resends its history with ``store: true``
+stores the same input items with every response, and items added to a conversation keep
+their ids, so one item can sit in many conversations. Each statement answers one row per
+id whatever the number of copies: it ranks the copies on keys alone and reads the body of
+the winner only, so a thousand copies cost a thousand index entries, not a thousand bodies
+sent to the gateway.
+
+The winner is the copy in the latest response (or the conversation where it was appended
+latest). Within one response or conversation, the first copy wins: the only items that
+share an id there are those whose ``id`` names another item (a ``local_shell_call_output``
+carries its call's), and a reference to that id means the item that owns it, the call.
+
+Bind parameters: ``tenant``, and ``ids`` (an expanding list).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlalchemy import ColumnElement, String, and_, bindparam, func, literal_column, select
+from sqlalchemy.sql import Select
+
+from stateway.storage.sql.schema import (
+    INPUT,
+    OUTPUT,
+    conversation_items,
+    conversations,
+    items,
+    responses,
+)
+
+_tenant: Final = bindparam("tenant", type_=String)
+
+
+def _one_per_id(
+    item_id: ColumnElement[str],
+    scope: ColumnElement[str],
+    position: ColumnElement[int],
+    created_at: ColumnElement[float],
+    where: ColumnElement[bool],
+) -> Select[str, str, int]:
+    """``(item_id, scope, position)`` of the winning copy of each named id among the rows
+    ``where`` selects: the first in its scope (a response, a conversation), of the scope
+    whose copy is the latest."""
+    in_scope = func.row_number().over(partition_by=(item_id, scope), order_by=position)
+    copies = (
+        select(
+            item_id.label("item_id"),
+            scope.label("scope"),
+            position.label("position"),
+            created_at.label("created_at"),
+            in_scope.label("in_scope"),
+        )
+        .where(where, item_id.in_(bindparam("ids", expanding=True)))
+        .subquery("copies")
+    )
+    rank = func.row_number().over(
+        partition_by=copies.c.item_id,
+        order_by=(copies.c.created_at.desc(), copies.c.scope.desc()),
+    )
+    winners = (
+        select(copies.c.item_id, copies.c.scope, copies.c.position, rank.label("rank"))
+        .where(copies.c.in_scope == 1)
+        .subquery("winners")
+    )
+    return select(winners.c.item_id, winners.c.scope, winners.c.position).where(winners.c.rank == 1)
+
+
+def _find_items(role: str) -> Select[str, str]:
+    """Items of ``role`` of live responses. Output items are found by
+    ``ix_items_output_item`` (the role a literal, so that the partial index serves it);
+    input items, rarely named, by a scan of the tenant's."""
+    the_role: ColumnElement[str] = literal_column(f"'{role}'")
+    winners = _one_per_id(
+        items.c.item_id,
+        items.c.response_id,
+        items.c.position,
+        responses.c.created_at,
+        and_(
+            items.c.tenant_id == _tenant,
+            items.c.role == the_role,
+            responses.c.tenant_id == items.c.tenant_id,
+            responses.c.id == items.c.response_id,
+            responses.c.deleted_at.is_(None),
+        ),
+    ).subquery("found")
+    return select(winners.c.item_id, items.c.body).join_from(
+        winners,
+        items,
+        and_(
+            items.c.tenant_id == _tenant,
+            items.c.response_id == winners.c.scope,
+            items.c.role == the_role,
+            items.c.position == winners.c.position,
+        ),
+    )
+
+
+FIND_OUTPUT_ITEMS: Final = _find_items(OUTPUT)
+FIND_INPUT_ITEMS: Final = _find_items(INPUT)
+
+
+def _find_conversation_items() -> Select[str, str]:
+    """Live items of live conversations, in any of the tenant's conversations; found by the
+    conversation items' index, which leads with the item id."""
+    winners = _one_per_id(
+        conversation_items.c.item_id,
+        conversation_items.c.conversation_id,
+        conversation_items.c.position,
+        conversation_items.c.created_at,
+        and_(
+            conversation_items.c.tenant_id == _tenant,
+            conversation_items.c.deleted_at.is_(None),
+            conversations.c.tenant_id == conversation_items.c.tenant_id,
+            conversations.c.id == conversation_items.c.conversation_id,
+            conversations.c.deleted_at.is_(None),
+        ),
+    ).subquery("found")
+    return select(winners.c.item_id, conversation_items.c.body).join_from(
+        winners,
+        conversation_items,
+        and_(
+            conversation_items.c.tenant_id == _tenant,
+            conversation_items.c.conversation_id == winners.c.scope,
+            conversation_items.c.position == winners.c.position,
+        ),
+    )
+
+
+FIND_CONVERSATION_ITEMS: Final = _find_conversation_items()
+
+FIND_ITEMS: Final = (FIND_OUTPUT_ITEMS, FIND_INPUT_ITEMS, FIND_CONVERSATION_ITEMS)
+"""Where :meth:`~.store.SqlResponseStore.find_items` looks, in order of precedence (see
+:meth:`~stateway.core.ports.ResponseStore.find_items`): responses' output items, their
+input items, then the items of conversations."""
