@@ -3,9 +3,9 @@
 An id can be stored many times: a client that resends its history with ``store: true``
 stores the same input items with every response, and items added to a conversation keep
 their ids, so one item can sit in many conversations. Each statement answers one row per
-id whatever the number of copies: it ranks the copies on keys alone and reads the body of
-the winner only, so a thousand copies cost a thousand index entries, not a thousand bodies
-sent to the gateway.
+id whatever the number of copies: it ranks the copies on keys and times and reads the
+winner's body alone. The database still visits every copy (100,000 copies of one id take
+about 400 ms); only an index ordered by time could stop at the first live one.
 
 The winner is the copy in the latest response (or the conversation where it was appended
 latest). Within one response or conversation, the first copy wins: the only items that
