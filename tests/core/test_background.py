@@ -4,6 +4,7 @@ replayed identically from any position, cancelled on request."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import weakref
 
 import orjson
@@ -300,6 +301,28 @@ async def test_only_background_responses_can_be_cancelled() -> None:
         await gateway.execute(ME, CancelResponse(running.id))
     with pytest.raises(NotFound):
         await gateway.execute(ME, CancelResponse("resp_unknown"))
+
+
+async def test_a_cancel_read_as_the_run_finishes_here_returns_its_end() -> None:
+    """The run ends (and leaves the registry) between the cancel's read of its row,
+    still in progress, and its look for the run: not a run of another process (no 409)."""
+    gate = asyncio.Event()
+    store = MemoryStore()
+    gateway = gateway_for(ScriptedBackend(script("done"), gate), store)
+    run = await create(gateway, background=True)
+    await until_output(run)
+    read = store.get
+
+    async def get_then_finish(tenant_id: str, response_id: str) -> ResponseRecord | None:
+        record = copy.copy(await read(tenant_id, response_id))  # as a database row is read
+        gate.set()
+        await ended(run)  # finished here, while this read held the in-progress row
+        return record
+
+    store.get = get_then_finish  # type: ignore[method-assign]
+    state = await gateway.execute(ME, CancelResponse(run.id))
+    assert state.status == "completed"
+    assert state.output[0]["content"][0]["text"] == "done"
 
 
 async def test_a_background_run_of_another_process_cannot_be_cancelled_here() -> None:

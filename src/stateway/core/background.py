@@ -77,10 +77,14 @@ async def cancel(
 ) -> ResponseState:
     """Cancel a running background response and return it once it ended (one that already
     finished is returned as it is); one another process runs is reached by ``signals``."""
+    # The run is looked for before its row is read: a run leaves the registry only once
+    # its end is stored, so a row read after it was not found here is one a run of this
+    # process can no longer change (read first, it may be the in-progress row of a run
+    # ending meanwhile, which is no run of another process).
+    run = _live(runs, principal, response_id)
     record = await store.get(principal.tenant_id, response_id)
     if record is None:
         raise _not_found(response_id)
-    run = _live(runs, principal, response_id)
     if run is not None:
         if not run.state.background:
             raise _not_cancellable()
