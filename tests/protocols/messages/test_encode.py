@@ -14,6 +14,7 @@ from stateway.core import events as ev
 from stateway.core.commands import GenerationSettings
 from stateway.core.errors import (
     ContextTooLong,
+    GatewayError,
     InvalidRequest,
     NotFound,
     Overloaded,
@@ -32,7 +33,12 @@ from stateway.protocols.messages.encode import (
     encode_usage,
     tool_input,
 )
-from stateway.protocols.messages.errors import encode_error, error_type, stream_error
+from stateway.protocols.messages.errors import (
+    encode_error,
+    error_type,
+    is_overloaded,
+    stream_error,
+)
 from stateway.protocols.messages.stream import PING, MessagesStream
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
@@ -461,6 +467,39 @@ def test_a_stream_error_event_is_overloaded_only_when_something_was(
     event = stream_error(error)
     assert event["error"]["type"] == kind
     assert event["error"]["message"] == (message or "The response failed.")
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "overloaded"),
+    [
+        ("overloaded", 503, True),  # the gateway's own queue is full
+        ("upstream_overloaded", 503, True),
+        ("upstream_overloaded", 500, True),  # the code says it, whatever the status
+        ("overloaded", None, True),
+        (None, 529, True),  # Anthropic's status for it
+        ("upstream_error", 529, True),
+        ("upstream_unavailable", 503, True),
+        ("upstream_unavailable", 502, False),  # unreachable: not overloaded
+        ("server_shutting_down", 503, False),  # the gateway's own 503s
+        ("server_restarted", 503, False),
+        ("storage_unavailable", 503, False),
+        ("identity_provider_unavailable", 503, False),
+        ("server_error", 503, False),
+        (None, 503, False),
+        ("internal_error", 500, False),
+        (None, None, False),
+    ],
+)
+def test_one_rule_says_overloaded_before_a_stream_and_in_one(
+    code: str | None, status: int | None, overloaded: bool
+) -> None:
+    """:func:`encode_error` and :func:`stream_error` type an error as ``overloaded_error``
+    by the same predicate; anything else of theirs here is an ``api_error``."""
+    kind = "overloaded_error" if overloaded else "api_error"
+    assert is_overloaded(code, status) is overloaded
+    assert stream_error({"code": code, "status": status})["error"]["type"] == kind
+    if status is not None:
+        assert encode_error(GatewayError("m", code=code, status=status))["error"]["type"] == kind
 
 
 def test_the_ping_frame() -> None:

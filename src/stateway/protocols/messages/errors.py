@@ -52,7 +52,6 @@ from stateway.core.errors import (
     ContextTooLong,
     GatewayError,
     InvalidRequest,
-    Overloaded,
     UpstreamContextTooLong,
     UpstreamUnavailable,
 )
@@ -92,6 +91,17 @@ OVERLOADED_STATUS: Final = 529
 """Anthropic's HTTP status of an ``overloaded_error``."""
 
 
+def is_overloaded(code: object, status: object) -> bool:
+    """Whether an error with this code and HTTP status is an ``overloaded_error``, before
+    a stream (:func:`encode_error`) and in one (:func:`stream_error`) alike: the gateway's
+    queue full or an upstream overloaded (``overloaded``, ``upstream_overloaded``), an
+    Anthropic 529, or a 503 of an unavailable upstream. The gateway's own 503s (shutting
+    down, a restarted run, storage or the identity provider down) are not."""
+    if code in _OVERLOADED_CODES or status == OVERLOADED_STATUS:
+        return True
+    return status == 503 and code == UpstreamUnavailable.code
+
+
 def answer_status(error: GatewayError, body: dict[str, Any]) -> int:
     """The HTTP status of ``error`` answered as ``body`` (:func:`encode_error`)."""
     overloaded = body["error"]["type"] == "overloaded_error"
@@ -129,7 +139,9 @@ def encode_error(error: GatewayError) -> dict[str, Any]:
         return error_body("invalid_request_error", message, {"error_code": error.code})
     if error.code == CONTEXT_LENGTH_EXCEEDED:
         return error_body("invalid_request_error", _too_long(error))
-    if error.status == 503 and not isinstance(error, Overloaded | UpstreamUnavailable):
+    if is_overloaded(error.code, error.status):
+        return error_body("overloaded_error", error.message)
+    if error.status == 503:
         return error_body("api_error", error.message)  # storage, identity, shutting down
     return error_body(error_type(error.status), error.message)
 
@@ -164,12 +176,9 @@ def error_body(kind: str, message: str, details: dict[str, Any] | None = None) -
 def stream_error(error: dict[str, Any] | None) -> dict[str, Any]:
     """The ``error`` event ending a stream, from a failed response's ``error``: typed as
     :func:`encode_error` types the error before a stream, which a stored error names only
-    by its code and status. A 503 is overloaded only when the upstream was unavailable;
-    the gateway's own (shutting down, restarted, storage down) is an ``api_error``."""
+    by its code and status (:func:`is_overloaded`); any other is an ``api_error``."""
     error = error or {}
-    code, status = error.get("code"), error.get("status")
-    unavailable = status == 503 and code == UpstreamUnavailable.code
-    overloaded = code in _OVERLOADED_CODES or status == OVERLOADED_STATUS or unavailable
+    overloaded = is_overloaded(error.get("code"), error.get("status"))
     message = str(error.get("message") or "The response failed.")
     return error_body("overloaded_error" if overloaded else "api_error", message)
 
