@@ -10,7 +10,14 @@ from openai.types.responses import ResponseFunctionWebSearch
 from openai.types.responses.response_output_text import AnnotationURLCitation
 
 from stateway.core.tools import web_search
-from stateway.core.tools.ports import INVALID_PARAMS, SearchHit, ToolError, ToolFailure
+from stateway.core.tools.ports import (
+    GATEWAY_REFUSED,
+    INVALID_PARAMS,
+    REQUEST_TIMEOUT,
+    SearchHit,
+    ToolError,
+    ToolFailure,
+)
 from tests.core.tools.wire import is_id, sdk_item
 
 A = "https://a.test"
@@ -83,6 +90,41 @@ def test_a_failed_search_keeps_its_cause_where_its_error_starts(
     assert item["error"] == kept
     assert set(item) == {"id", "type", "status", "action", "error"}
     assert isinstance(sdk_item(item), ResponseFunctionWebSearch)
+
+
+@pytest.mark.parametrize(
+    ("error", "cause"),
+    [
+        (ToolError.http(429, "rate limited"), "too_many_requests"),
+        (ToolError.protocol(INVALID_PARAMS, "no query"), "invalid_tool_input"),
+        (ToolError("at most 1", cause="max_uses_exceeded"), "max_uses_exceeded"),
+        (ToolError("down", "http", 503, cause="too_many_requests"), "too_many_requests"),
+        (ToolError.http(503, "unavailable (HTTP 503)"), None),
+        (ToolError.protocol(REQUEST_TIMEOUT, "timed out"), None),
+        (ToolError.protocol(GATEWAY_REFUSED, "max_tool_calls"), None),
+        (ToolError("too_many_requests: words only"), None),  # a message names no cause
+    ],
+)
+def test_a_failed_searchs_cause_is_what_its_error_carries(
+    error: ToolError, cause: str | None
+) -> None:
+    """Its own (``cause``), else its kind and code: never its message's words. The item's
+    ``error`` then names it, for :func:`web_search.error_code` to read back."""
+    assert web_search.cause(error) == cause
+    if cause is not None:
+        item = web_search.call_item()
+        web_search.fail(item, error)
+        assert item["error"] == f"{cause}: {error.message}"
+        assert web_search.error_code(item["error"]) == cause
+
+
+def test_a_search_past_max_uses_carries_its_cause_beside_its_message() -> None:
+    error = web_search.over_max_uses(2)
+    assert error.cause == "max_uses_exceeded"
+    assert error.message == "this response may run at most 2 web searches."
+    item = web_search.call_item()
+    web_search.fail(item, error)
+    assert item["error"] == "max_uses_exceeded: this response may run at most 2 web searches."
 
 
 def test_the_query_is_the_trimmed_query_argument() -> None:

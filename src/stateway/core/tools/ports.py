@@ -50,6 +50,9 @@ class ToolError:
     """A JSON-RPC error code (``protocol``) or an HTTP status (``http``); 0 otherwise."""
     content: Any = None
     """``execution``: the tool's result content as JSON."""
+    cause: str | None = None
+    """A failed web search's cause as Anthropic codes it (``max_uses_exceeded``), for a
+    failure whose kind and code do not name it (:func:`.web_search.cause`)."""
 
     @classmethod
     def protocol(cls, code: int, message: str) -> ToolError:

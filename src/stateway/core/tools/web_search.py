@@ -33,11 +33,11 @@ FUNCTION: Final[Item] = {
 
 
 MAX_USES_EXCEEDED: Final = "max_uses_exceeded"
-"""How the error of a search past the declared ``max_uses`` starts (Anthropic's code for it)."""
+"""The cause of a search past the declared ``max_uses`` (Anthropic's code for it)."""
 INVALID_TOOL_INPUT: Final = "invalid_tool_input"
-"""How the error of a search without a query starts."""
+"""The cause of a search without a query."""
 TOO_MANY_REQUESTS: Final = "too_many_requests"
-"""How the error of a search the provider rate limited (HTTP 429) starts."""
+"""The cause of a search the provider rate limited (HTTP 429)."""
 UNAVAILABLE: Final = "unavailable"
 """The cause of any other failure."""
 ERROR_CODES: Final = frozenset(
@@ -56,23 +56,27 @@ four (it truncates a query over a provider's limit rather than failing it); the 
 only in a client's earlier turn, sent back."""
 
 
-def over_max_uses(cap: int) -> str:
+def over_max_uses(cap: int) -> ToolError:
     """The error of a search past ``max_uses``: the call fails, the model is told why."""
-    return f"{MAX_USES_EXCEEDED}: this response may run at most {cap} web searches."
+    return ToolError(f"this response may run at most {cap} web searches.", cause=MAX_USES_EXCEEDED)
 
 
 def fail(item: Item, error: ToolError) -> None:
-    """Close a search as failed. Its ``error`` is the message, after the code of its cause
-    where one is known (no query: ``INVALID_PARAMS``; the provider's HTTP 429), as a
-    search past ``max_uses`` says its own: no field of the item is added for it (the
-    Responses API's ``web_search_call`` has none), and the string is stored, replayed and
-    sent back by a Messages client (as the code alone) unchanged."""
+    """Close a search as failed. Its ``error`` is the message, after the code of its
+    :func:`cause` where one is known: no field of the item is added for it (the Responses
+    API's ``web_search_call`` has none), and the string is stored, replayed and sent back
+    by a Messages client (as the code alone) unchanged; :func:`error_code` reads it."""
     item["status"] = "failed"
-    code = _cause(error)
+    code = cause(error)
     item["error"] = f"{code}: {error.message}" if code else error.message
 
 
-def _cause(error: ToolError) -> str | None:
+def cause(error: ToolError) -> str | None:
+    """A failed search's cause, where one is known: the one its error carries (a search
+    past ``max_uses``), else the one its kind and code name (no query: ``INVALID_PARAMS``;
+    the provider's HTTP 429)."""
+    if error.cause is not None:
+        return error.cause
     if error.kind == "protocol" and error.code == INVALID_PARAMS:
         return INVALID_TOOL_INPUT
     if error.kind == "http" and error.code == 429:
@@ -81,8 +85,9 @@ def _cause(error: ToolError) -> str | None:
 
 
 def error_code(error: object) -> str:
-    """A failed search's cause: the code its ``error`` starts with (a client's sent back
-    is the code alone), else ``unavailable``."""
+    """A failed search's cause, from its item's ``error`` (the item, stored, relayed or
+    sent back, has no other field for it): the code it starts with (:func:`fail`; a
+    client's sent back is the code alone), else ``unavailable``."""
     code = error.partition(":")[0] if isinstance(error, str) else ""
     return code if code in ERROR_CODES else UNAVAILABLE
 
