@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import logging
 import time
 from typing import Any
 
@@ -222,6 +223,50 @@ async def test_an_unscrubbed_relay_keeps_the_length_and_reads_the_usage_at_its_e
     assert b"".join([c async for c in relay.chunks()]) == plain
     assert relay.usage() == Usage(input_tokens=3, output_tokens=4)
     await relay.aclose()
+
+
+async def test_an_event_stream_is_relayed_without_the_upstreams_length(
+    loopback: Loopback,
+) -> None:
+    """A stream's length means nothing to a relay that sends it chunk by chunk (and
+    would end a chunked relay early): it is dropped, the body relayed whole."""
+    events = b'data: {"choices": []}\n\ndata: [DONE]\n\n'
+
+    async def answer(request: web.Request) -> web.Response:
+        return web.Response(body=events, content_type="text/event-stream")
+
+    client = upstream(loopback, await loopback.serve(answer))
+    relay = await client.relay("/chat/completions", b"{}")
+    assert relay.headers["content-type"].startswith("text/event-stream")
+    assert "content-length" not in relay.headers
+    assert b"".join([c async for c in relay.chunks()]) == events
+    await relay.aclose()
+
+
+async def test_a_relay_closed_by_the_gateway_fails_its_read_without_blaming_the_server(
+    loopback: Loopback, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Closed while its body is awaited (the server shutting down, the client gone), the
+    read fails with an upstream error, but nothing is logged as the server's failure."""
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"data: {}\n\n")
+        await loopback.hold()
+        return response
+
+    client = upstream(loopback, await loopback.serve(answer))
+    relay = await client.relay("/chat/completions", b"{}")
+    chunks = relay.chunks()
+    assert await anext(chunks) == b"data: {}\n\n"
+    reading = asyncio.ensure_future(anext(chunks))
+    await asyncio.sleep(0.05)
+    with caplog.at_level(logging.DEBUG, logger="stateway"):
+        await relay.aclose()
+        with pytest.raises(UpstreamError):
+            await reading
+    assert [r for r in caplog.records if r.levelno >= logging.INFO] == []
 
 
 async def test_a_relays_output_is_estimated_by_its_events_or_its_bytes(

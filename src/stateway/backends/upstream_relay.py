@@ -13,12 +13,15 @@ so bytes without the key come out unchanged). With ``first_token_timeout`` the f
 chunk must come within it of the headers (a relay's first output: it is relayed as it
 came, so its first bytes are all that can be told), else the relay fails with
 :class:`~stateway.core.errors.UpstreamTimeout` before a byte of its body went out.
-Closing the relay closes an unfinished upstream request and frees the slot.
+Closing the relay closes an unfinished upstream request and frees the slot; a read that
+fails because of it is the gateway's doing, not the server's: it raises an
+:class:`~stateway.core.errors.UpstreamError` but is logged at debug only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractContextManager
 from typing import Final
@@ -29,11 +32,15 @@ from stateway.backends.chat_usage import reported_usage
 from stateway.backends.redaction import KeyScrubber
 from stateway.backends.upstream_reply import UpstreamReply, no_output
 from stateway.core.deadline import Deadline
+from stateway.core.errors import UpstreamError
 from stateway.core.usage import Usage
 
+log = logging.getLogger(__name__)
+
 PASSED_HEADERS: Final = ("content-type", "retry-after")
-"""Upstream headers a relayed answer keeps (and ``content-length`` when unscrubbed and not
-compressed: the body is relayed decompressed)."""
+"""Upstream headers a relayed answer keeps (and ``content-length`` when unscrubbed, not
+compressed and not an event stream: the body is relayed decompressed, and a stream's
+length means nothing to a relay sent chunk by chunk)."""
 
 Failures = Callable[[], AbstractContextManager[None]]
 """The client's translation of transport failures into the core's upstream errors."""
@@ -42,6 +49,7 @@ Failures = Callable[[], AbstractContextManager[None]]
 class UpstreamRelay:
     __slots__ = (
         "_backend",
+        "_closed",
         "_events",
         "_failures",
         "_first_token_timeout",
@@ -71,7 +79,12 @@ class UpstreamRelay:
         self.status = response.status
         upstream = response.headers
         headers = {name: upstream[name] for name in PASSED_HEADERS if name in upstream}
-        if scrub is None and "content-length" in upstream and "content-encoding" not in upstream:
+        if (
+            scrub is None
+            and "content-length" in upstream
+            and "content-encoding" not in upstream
+            and not headers.get("content-type", "").lower().startswith("text/event-stream")
+        ):
             headers["content-length"] = upstream["content-length"]
         self.headers = headers
         """Lower-case names."""
@@ -86,21 +99,31 @@ class UpstreamRelay:
         self._events = 0
         """The ``data:`` lines relayed (:meth:`output_estimate`)."""
         self._backend = backend
+        self._closed = False
+        """Closed by :meth:`aclose`: a read failing since is not the server's fault."""
         self._first_token_timeout = first_token_timeout
         self._headers_at = 0.0 if first_token_timeout is None else asyncio.get_running_loop().time()
         """When the headers came (the loop's clock), with ``first_token_timeout``."""
 
     async def chunks(self) -> AsyncIterator[bytes]:
         with self._failures():
-            self._reply.check_declared()  # before a byte of it is relayed
-            if self._first_token_timeout is not None and (first := await self._first()):
-                yield self._relayed(first)
-            async for chunk in self._reply:
-                if self._scrub is not None:
-                    chunk = _scrubbed(self._scrub, chunk)
-                self._previous, self._last = self._last, chunk
-                self._events += chunk.count(b"data:")
-                yield chunk
+            try:
+                self._reply.check_declared()  # before a byte of it is relayed
+                if self._first_token_timeout is not None and (first := await self._first()):
+                    yield self._relayed(first)
+                async for chunk in self._reply:
+                    if self._scrub is not None:
+                        chunk = _scrubbed(self._scrub, chunk)
+                    self._previous, self._last = self._last, chunk
+                    self._events += chunk.count(b"data:")
+                    yield chunk
+            except (aiohttp.ClientError, OSError) as exc:
+                if not self._closed:
+                    raise  # the server's failure, told by the client's translation
+                log.debug("a read of model server %s's closed relay failed: %r", self._backend, exc)
+                raise UpstreamError(
+                    f"The relay of model server '{self._backend}' was closed by the gateway."
+                ) from exc
         self._response.release()  # read to the end: the connection goes back to the pool
 
     async def _first(self) -> bytes:
@@ -133,6 +156,7 @@ class UpstreamRelay:
         return self._events or self._reply.received // 4
 
     async def aclose(self) -> None:
+        self._closed = True
         self._response.close()  # a no-op once released
         release, self._release = self._release, None
         if release is not None:
