@@ -305,6 +305,9 @@ async def test_sigterm_ends_relayed_chat_answers_in_the_chat_error_shape(
     text = log.read_text()
     assert "Traceback" not in text
     assert "Internal Server Error" not in text
+    # expected endings: no warning of them, nor of the relays' reads the gateway ended
+    assert "the connection to model server" not in text
+    assert "WARNING stateway.surfaces" not in text
 
 
 TRANSLATED_STREAM = "[[slow:200]] [[words:100]]"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -18,8 +19,10 @@ from starlette.applications import Starlette
 from starlette.types import Message
 
 from stateway.core.errors import (
+    CredentialRevoked,
     GatewayError,
     InvalidRequest,
+    ServerShuttingDown,
     UpstreamError,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -395,6 +398,49 @@ async def test_a_relayed_stream_failing_part_way_ends_with_an_error_line() -> No
     assert frames[0] == b"data: {}"
     assert orjson.loads(frames[1].removeprefix(b"data: "))["error"]["code"] == "upstream_stream_cut"
     assert relay.closed.is_set()
+
+
+@pytest.mark.parametrize("content_type", ["text/event-stream", "application/json"])
+@pytest.mark.parametrize("ending", [ServerShuttingDown(), CredentialRevoked("revoked")])
+async def test_a_relay_ended_by_shutdown_or_revocation_is_logged_as_info(
+    caplog: pytest.LogCaptureFixture, ending: GatewayError, content_type: str
+) -> None:
+    """Expected endings, not faults: no warning."""
+    relay = FakeRelay(200, {"content-type": content_type}, [b"data: {}\n\n", ending], None)  # type: ignore[list-item]
+    with caplog.at_level(logging.DEBUG, logger="stateway"):
+        await post(build(ForwardingBackend(relay)), body(stream=True))
+    [line] = [r for r in caplog.records if r.name == "stateway.surfaces.http.relay"]
+    assert line.levelno == logging.INFO
+    assert ending.message in line.getMessage()
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+async def test_a_relay_cut_by_its_upstream_is_logged_as_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cut = UpstreamError("The model server 'x' closed the stream before finishing.")
+    relay = FakeRelay(200, {"content-type": "application/json"}, [b'{"id":', cut], None)  # type: ignore[list-item]
+    with caplog.at_level(logging.DEBUG, logger="stateway"):
+        await post(build(ForwardingBackend(relay)), body())
+    [line] = [r for r in caplog.records if r.name == "stateway.surfaces.http.relay"]
+    assert line.levelno == logging.WARNING
+    assert "'x'" in line.getMessage()
+
+
+async def test_a_request_ended_by_shutdown_before_its_answer_is_logged_as_info(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A 503 the shutdown answers is expected, not a fault."""
+
+    class Ending(ForwardingBackend):
+        async def forward_chat(self, body: bytes) -> FakeRelay:
+            raise ServerShuttingDown()
+
+    with caplog.at_level(logging.DEBUG, logger="stateway"):
+        reply = await post(build(Ending(FakeRelay(200, {}, [], None))), body())
+    assert_openai_error(reply, 503)
+    [line] = [r for r in caplog.records if "503" in r.getMessage()]
+    assert line.levelno == logging.INFO
 
 
 async def test_a_relayed_stream_cut_within_an_event_gets_its_error_on_a_line_apart() -> None:

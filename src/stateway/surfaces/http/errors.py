@@ -10,7 +10,7 @@ from collections.abc import Callable
 from starlette.responses import Response
 from starlette.types import Scope
 
-from stateway.core.errors import GatewayError, InternalError
+from stateway.core.errors import GatewayError, InternalError, ServerShuttingDown
 from stateway.surfaces.http.transport import error_response
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,8 @@ def error_answer(
     logger: logging.Logger = log,
 ) -> Response:
     """The answer to an error a route let out: a :class:`GatewayError` in its own status
-    (logged when it is the gateway's or the upstream's fault), any other exception a
+    (logged when it is the gateway's or the upstream's fault: as a warning, but a shutdown
+    ending it at info, as expected), any other exception a
     generic 500 (:class:`InternalError`), never a stack trace (logged with its
     traceback). ``respond`` writes the answer in the frontend's shape (the OpenAI shape
     unless told), ``logger`` is the route's.
@@ -35,7 +36,8 @@ def error_answer(
     if isinstance(error, GatewayError):
         answer = respond(error)
         if error.status >= 500:  # the status answered: a frontend may word it its own way
-            logger.warning("%s %s -> %d %s", method, path, answer.status_code, error.message)
+            level = logging.INFO if isinstance(error, ServerShuttingDown) else logging.WARNING
+            logger.log(level, "%s %s -> %d %s", method, path, answer.status_code, error.message)
     else:
         logger.error("unhandled error on %s %s", method, path, exc_info=error)
         answer = respond(InternalError())

@@ -13,7 +13,8 @@ a line of its own after what was relayed; any other body is cut short, closing t
 connection. An event stream whose credential is revoked (an API key) or expires while it
 is relayed ends the same way, with the 401
 (:class:`~stateway.surfaces.auth.revocation.RevocationWatch`), its upstream request closed
-as when the client leaves.
+as when the client leaves. A relay ended so, or by the server shutting down, is logged at
+info (expected endings); one its upstream fails part-way, as a warning naming the server.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import logging
 
 from starlette.types import Receive, Scope, Send
 
-from stateway.core.errors import CredentialRevoked, GatewayError
+from stateway.core.errors import CredentialRevoked, GatewayError, ServerShuttingDown
 from stateway.core.ports import Relay
 from stateway.protocols.chat.stream import encode_error_chunk
 from stateway.surfaces.auth.revocation import RevocationWatch
@@ -84,7 +85,9 @@ class RelayResponse:
                     self._last = chunk
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except GatewayError as error:
-            log.warning("relayed answer failed part-way: %s", error.message)
+            expected = isinstance(error, ServerShuttingDown | CredentialRevoked)
+            level = logging.INFO if expected else logging.WARNING
+            log.log(level, "relayed answer failed part-way: %s", error.message)
             if not _streams(relay):
                 return  # left unfinished: the server closes the connection
             frame = encode_error_chunk(error)
