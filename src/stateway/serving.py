@@ -22,6 +22,7 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,27 @@ DRAIN_GRACE = 5
 FORCED_GRACE = 2.0
 """Seconds requests get to answer their ending after a forced quit (a second SIGINT)."""
 
+_UNFINISHED_ERROR = "ASGI callable returned without completing response."
+"""What uvicorn logs (an error) when an app returns before its body's end; it then closes
+the connection, which is how a body cut short is told to its client."""
+_LEFT_UNFINISHED: ContextVar[bool] = ContextVar("stateway_left_unfinished", default=False)
+
+
+def leave_unfinished() -> None:
+    """Say that the current request's answer is left unfinished on purpose (a relayed
+    body its upstream cut part-way, already logged by the app): uvicorn closes the
+    connection as ever, without logging it as the app's error. Called from the request's
+    own task (uvicorn logs from it once the app returns)."""
+    _LEFT_UNFINISHED.set(True)
+
+
+class _UnfinishedOnPurpose(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_LEFT_UNFINISHED.get() and record.msg == _UNFINISHED_ERROR)
+
+
+_UNFINISHED_ON_PURPOSE = _UnfinishedOnPurpose()
+
 
 def server_config(
     app: ASGIApp,
@@ -59,7 +81,9 @@ def server_config(
     larger than ``ws_max_size`` closes its connection (1009); the app answers smaller
     ones past its own limit with an error frame. ``ws_compression``: accept
     permessage-deflate (``[websocket] compression``). A request's header block is bounded
-    by ``headers`` (:mod:`stateway.header_guard`)."""
+    by ``headers`` (:mod:`stateway.header_guard`). An answer left unfinished on purpose
+    (:func:`leave_unfinished`) is not logged as the app's error."""
+    logging.getLogger("uvicorn.error").addFilter(_UNFINISHED_ON_PURPOSE)  # once: the same
     return uvicorn.Config(
         app,
         http=guarded_http(headers),

@@ -16,6 +16,7 @@ import pytest
 from openai import OpenAI
 from starlette.types import Receive, Scope, Send
 
+from stateway.fake_upstream.delivery import drop_connection
 from tests.e2e.configured import RunningGateway, configured_gateway
 from tests.support.mcp_server import serve_app
 
@@ -66,6 +67,13 @@ class CannedUpstream:
             await _whole(send, 200, CANNED_JSON)
         elif model == "teapot":
             await _whole(send, 418, TEAPOT, [(b"retry-after", b"7")])
+        elif model == "cut-body":  # its length declared, half of it sent, then dropped
+            length = (b"content-length", str(len(CANNED_JSON)).encode())
+            headers = [(b"content-type", b"application/json"), length]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            half = CANNED_JSON[: len(CANNED_JSON) // 2]
+            await send({"type": "http.response.body", "body": half, "more_body": True})
+            await drop_connection(send, receive)
         else:
             sse = [(b"content-type", b"text/event-stream")]
             await send({"type": "http.response.start", "status": 200, "headers": sse})
@@ -142,6 +150,31 @@ async def test_a_stream_comes_back_byte_for_byte(setup: Setup) -> None:
 async def test_an_upstream_error_passes_through(setup: Setup) -> None:
     status, headers, answer = await exchange(setup, sent("teapot"))
     assert (status, answer, headers["Retry-After"]) == (418, TEAPOT, "7")
+
+
+async def test_a_body_cut_part_way_ends_the_answer_with_one_warning(setup: Setup) -> None:
+    """An upstream that declared its body's length and dropped the connection half-way
+    through it: the client's answer is cut short too (its connection closed), and the
+    gateway logs one warning naming the backend, not the ASGI server's error about a
+    response shorter than its ``Content-Length``."""
+    logged = setup.gateway.log.read_text()
+    headers = {"Content-Type": "application/json"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            setup.gateway.url + "/v1/chat/completions", data=sent("cut-body"), headers=headers
+        ) as reply,
+    ):
+        assert reply.status == 200
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await reply.read()
+    await asyncio.sleep(0.5)  # the gateway's log lines about it are written
+    new = setup.gateway.log.read_text()[len(logged) :]
+    assert "ERROR" not in new, new
+    assert "Traceback" not in new, new
+    warnings = [line for line in new.splitlines() if "WARNING" in line and "/models" not in line]
+    assert len(warnings) == 1, new
+    assert "'default'" in warnings[0]
 
 
 def test_the_sdk_parses_relayed_answers(setup: Setup) -> None:

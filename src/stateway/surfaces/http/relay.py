@@ -15,6 +15,8 @@ is relayed ends the same way, with the 401
 (:class:`~stateway.surfaces.auth.revocation.RevocationWatch`), its upstream request closed
 as when the client leaves. A relay ended so, or by the server shutting down, is logged at
 info (expected endings); one its upstream fails part-way, as a warning naming the server.
+A body left unfinished on purpose is not reported by uvicorn as the app's error
+(:func:`~stateway.serving.leave_unfinished`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from starlette.types import Receive, Scope, Send
 from stateway.core.errors import CredentialRevoked, GatewayError, ServerShuttingDown
 from stateway.core.ports import Relay
 from stateway.protocols.chat.stream import encode_error_chunk
+from stateway.serving import leave_unfinished
 from stateway.surfaces.auth.revocation import RevocationWatch
 
 log = logging.getLogger(__name__)
@@ -89,6 +92,7 @@ class RelayResponse:
             level = logging.INFO if expected else logging.WARNING
             log.log(level, "relayed answer failed part-way: %s", error.message)
             if not _streams(relay):
+                leave_unfinished()
                 return  # left unfinished: the server closes the connection
             frame = encode_error_chunk(error)
             if not self._last.endswith(b"\n\n"):  # cut within an event: the error goes apart
