@@ -24,6 +24,14 @@ REQUEST = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
 class Transport(RecordingTransport):
     """One a protocol can be served over: it reads, and knows its addresses."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = asyncio.Event()
+
+    def close(self) -> None:
+        super().close()
+        self.closed.set()
+
     def pause_reading(self) -> None:
         pass
 
@@ -188,13 +196,24 @@ async def test_a_body_answered_before_it_was_read_drains_up_to_the_body_limit() 
     assert b"HTTP/1.1 431 " not in b"".join(transport.writes)
 
 
-async def test_trailers_over_the_limit_behind_a_response_in_flight_close_without_a_431() -> None:
-    protocol, transport, _ = connect(App())
-    protocol.data_received(REQUEST + CHUNKED + b"2\r\n{}\r\n0\r\n")
+async def test_trailers_over_the_limit_in_the_pipeline_are_431_after_the_responses_before() -> None:
+    """No response to the request has begun (it is queued): once those before it are
+    complete it is answered 431, as its header block would be; none of them is cut."""
+    app = App()
+    protocol, transport, _ = connect(app)
+    protocol.data_received(REQUEST + REQUEST + CHUNKED + b"2\r\n{}\r\n0\r\n")
     for _ in range(3):
         protocol.data_received(TRAILER)
-    assert transport.closing
-    assert transport.writes == []  # a 431 would have cut into the first's response
+    assert not transport.closing  # a 431 now would cut into the first's response
+    protocol.data_received(TRAILER + b"\r\n")  # read anyway (the app's receive resumes reading)
+    assert not transport.closing
+    app.release.set()
+    await asyncio.wait_for(transport.closed.wait(), TIMEOUT)
+    answer = b"".join(transport.writes)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert answer.count(b"HTTP/1.1 200 ") == 2  # the refused request's app is not run
+    assert answer.rindex(b"ok") < answer.index(b"HTTP/1.1 431 ")
+    assert answer.endswith(b"Request header fields too large.")
 
 
 async def test_a_body_still_coming_after_its_answer_is_drained_for_the_timeout_at_most() -> None:

@@ -17,14 +17,15 @@ a request pays for nothing but a wrapper around ``data_received``.
 - Trailers: a chunked body's trailer section (fields after its last chunk, which uvicorn
   appends to the request's headers) is bounded alike, by ``max_bytes`` counted apart from
   the header block's, as Go bounds it apart (by its read buffer, 4 KiB). Too large, it is
-  answered 431 if no response has begun, else the connection is just closed. The parser
-  says when a chunk begins and ends (only for a chunked body); a read inside one that
-  adds nothing to the body is the trailer section's. Once the response is complete
-  (answered before its body was read: a 401, a 413), uvicorn drops the body unread, so
-  a chunk's data and a trailer section look alike: each chunk may then send up to
-  ``max_drain_bytes`` (``[server] max_body_bytes``), so that a client sending its whole
-  body before it reads (most do) gets the answer, not a reset. So a request without a
-  chunked body pays for one more test per read, nothing per chunk. Its time is the
+  answered 431 if no response to it has begun (one queued behind responses in flight is
+  answered after them, as its header block would be), else the connection is just
+  closed. The parser says when a chunk begins and ends (only for a chunked body); a read
+  inside one that adds nothing to the body is the trailer section's. Once the response is
+  complete (answered before its body was read: a 401, a 413), uvicorn drops the body
+  unread, so a chunk's data and a trailer section look alike: each chunk may then send up
+  to ``max_drain_bytes`` (``[server] max_body_bytes``), so that a client sending its
+  whole body before it reads (most do) gets the answer, not a reset. So a request without
+  a chunked body pays for one more test per read, nothing per chunk. Its time is the
   body's (``[server] request_body_timeout``) while the app reads it; after an early
   answer, ``timeout``'s (below).
 - Time: one sweep per server, every second or so while connections are open, closes
@@ -47,13 +48,16 @@ import asyncio
 import time
 from collections.abc import Set
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uvicorn.protocols.http.httptools_impl import (
     STATUS_LINE,
     HttpToolsProtocol,
     RequestResponseCycle,
 )
+
+if TYPE_CHECKING:
+    from uvicorn._types import ASGIReceiveCallable, ASGISendCallable, Scope
 
 SWEEP_INTERVAL = 1.0
 """Seconds between sweeps, at most (a shorter timeout is swept four times as often)."""
@@ -175,9 +179,10 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
             if self._trailer_bytes > (
                 limits.max_drain_bytes if cycle.response_complete else limits.max_bytes
             ):
-                # 431 unless a response has begun: this request's, or (it pipelined)
-                # the one before it, in flight
-                self._refuse(answer=not (cycle.response_started or self.pipeline))
+                if self.pipeline:  # queued behind a response in flight: 431 after it
+                    self._refuse_trailers_after_responses()
+                else:  # 431 unless its response has begun
+                    self._refuse(answer=not cycle.response_started)
 
     def on_chunk_header(self) -> None:
         """Called by the parser (chunked bodies only) at a chunk's size line."""
@@ -230,6 +235,27 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
         self.server_state.total_requests += 1
         self._refuse(answer=True)
 
+    def _refuse_trailers_after_responses(self) -> None:
+        """A request queued behind a response in flight (pipelined: ``self.cycle``, the
+        pipeline's newest) overflowed its trailer section: it is answered 431 once the
+        responses before it are complete, then the connection closed.
+
+        Closing at once would cut the response in flight. 431 rather than a bare close,
+        though the request's body has begun: no response to it has, and a trailer section
+        is header fields (RFC 9110, 6.5) too large. h11 does the same (it reads a
+        pipelined request only once the response before it is complete, and hints 431
+        for a trailer section too long as for a header block); nginx too reads a
+        pipelined request only then, and answers its body's errors when no response has
+        begun. The request's app is never run: in its place in the pipeline, an app that
+        answers 431 and ``connection: close`` (so uvicorn closes the connection after it).
+        Nothing more is read until then (what comes anyway is dropped).
+        """
+        cycle, _ = self.pipeline[0]
+        self._in_chunk = False  # (what is dropped is not counted)
+        self.flow.pause_reading()
+        self.parser = _DROPPING  # type: ignore[assignment]
+        self.pipeline[0] = (cycle, _answer_too_large)
+
     def _refuse(self, *, answer: bool) -> None:
         """Close the connection, first answering 431 if ``answer``."""
         if self.transport.is_closing() or self not in self.connections:
@@ -244,6 +270,19 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
             )
             self.transport.write(b"".join(head) + _TOO_LARGE)
         self.transport.close()
+
+
+async def _answer_too_large(
+    scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+) -> None:
+    """The app run for a request refused in the pipeline (its trailer section too large)."""
+    headers = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", b"%d" % len(_TOO_LARGE)),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": 431, "headers": headers})
+    await send({"type": "http.response.body", "body": _TOO_LARGE})
 
 
 def guarded_http(limits: HeaderLimits) -> type[HeaderGuardedProtocol]:
