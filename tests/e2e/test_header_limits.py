@@ -63,6 +63,21 @@ def read_response(sock: socket.socket) -> bytes:
 
 
 HEALTH = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+EXPECT = b"Expect: 100-continue\r\n"
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+def read_continue(sock: socket.socket) -> None:
+    """Read the ``100 Continue`` to a request sent with ``EXPECT``, not a byte more.
+    uvicorn sends it as the app first reads the body: once the read that completed the
+    request's header block is parsed whole. A write this small arrives whole on loopback:
+    that read held all of it, and what is sent next is read apart from it (no sleep)."""
+    received = b""
+    while len(received) < len(CONTINUE):
+        chunk = sock.recv(len(CONTINUE) - len(received))
+        assert chunk, "closed before a 100 Continue"
+        received += chunk
+    assert received == CONTINUE
 
 
 def test_a_header_block_over_the_limit_is_answered_431_and_closed(gateway: str) -> None:
@@ -128,9 +143,10 @@ def test_an_idle_kept_alive_connection_is_left_to_the_keep_alive_timeout(gateway
         assert read_until_closed(kept) == b""  # uvicorn's keep-alive timeout (5 s) ends it
 
 
-def chunked_post(path: bytes, body: bytes) -> bytes:
-    """A ``POST`` of ``body`` in one chunk, up to its last chunk: its trailer section next."""
-    head = b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+def chunked_post(path: bytes, body: bytes, *, expect: bool = False) -> bytes:
+    """A ``POST`` of ``body`` in one chunk, up to its last chunk: its trailer section next
+    (``expect``: asking for a ``100 Continue``)."""
+    head = b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n" + (EXPECT if expect else b"")
     head += b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     return head + b"%x\r\n" % len(body) + body + b"\r\n0\r\n"
 
@@ -140,8 +156,8 @@ CREATE = orjson.dumps({"model": "fake-model", "input": "hi", "store": False})
 
 def test_a_trailer_section_over_the_limit_is_answered_431_and_closed(gateway: str) -> None:
     with connect(gateway) as sock:
-        sock.sendall(chunked_post(b"/v1/responses", CREATE))
-        time.sleep(0.2)  # read: the trailers counted (a read that starts them is not)
+        sock.sendall(chunked_post(b"/v1/responses", CREATE, expect=True))
+        read_continue(sock)  # read: the trailers counted (a read that starts them is not)
         for _ in range(4):  # the answer waits for the trailers' end
             sock.sendall(b"X-Big: " + b"a" * (MAX_HEADER_BYTES // 2) + b"\r\n")
         answer = read_until_closed(sock)
@@ -200,17 +216,20 @@ def test_a_trailer_section_under_the_limit_is_served(gateway: str) -> None:
         assert read_response(sock).startswith(b"HTTP/1.1 200 ")
 
 
+STALLED = orjson.dumps({"model": "fake-model", "input": "[[stall:1000]] hi", "store": False})
+LATE = b"POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\n" + EXPECT
+LATE += b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(STALLED) + STALLED
+"""A request whose answer is a second late, asking for a ``100 Continue``."""
+
+
 def test_a_pipelined_header_block_over_the_limit_is_431_after_the_answer_before_it(
     gateway: str,
 ) -> None:
     """The first request's answer is a second late: the second's headers overflow while
     it is in flight, and are answered once it is complete."""
-    body = orjson.dumps({"model": "fake-model", "input": "[[stall:1000]] hi", "store": False})
-    first = b"POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-    first += b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
     with connect(gateway) as sock:
-        sock.sendall(first + b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        time.sleep(0.2)  # read: the rest counted (a read that completes a header block is not)
+        sock.sendall(LATE + b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        read_continue(sock)  # read: the rest counted (a read that completes a header block is not)
         for _ in range(4):
             sock.sendall(b"X-Big: " + b"a" * (MAX_HEADER_BYTES // 2) + b"\r\n")
         answer = read_until_closed(sock)
