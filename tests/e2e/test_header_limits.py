@@ -236,3 +236,21 @@ def test_a_pipelined_header_block_over_the_limit_is_431_after_the_answer_before_
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert b'"completed"' in answer
     assert answer.index(b'"completed"') < answer.index(b"HTTP/1.1 431 ")
+
+
+def test_a_pipelined_trailer_section_over_the_limit_is_431_after_the_answer_before_it(
+    gateway: str,
+) -> None:
+    """The first request's answer is a second late: the second's trailer section (read as
+    the first's app reads its body) overflows while it is in flight, and is answered once
+    it is complete, not by cutting it."""
+    with connect(gateway) as sock:
+        sock.sendall(LATE + chunked_post(b"/v1/responses", CREATE))
+        read_continue(sock)  # read: the trailers counted (a read that starts them is not)
+        for _ in range(4):
+            sock.sendall(b"X-Big: " + b"a" * (MAX_HEADER_BYTES // 2) + b"\r\n")
+        answer = read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert b'"completed"' in answer
+    assert answer.index(b'"completed"') < answer.index(b"HTTP/1.1 431 ")
+    assert answer.count(b"HTTP/1.1 ") == 2  # the second request is not served
