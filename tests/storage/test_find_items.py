@@ -3,12 +3,17 @@ SQLite and PostgreSQL: the items the Conversations API added, after those of res
 
 from __future__ import annotations
 
+import sqlite3
+
 import orjson
-from sqlalchemy import text
+import pytest
+from sqlalchemy import Select, text
+from sqlalchemy.dialects import sqlite
 
 from stateway.core.conversations.ports import Conversation
 from stateway.core.items import Item
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore, references
+from stateway.storage.sql.migrator import migrate
 from tests.storage.conftest import RecordFactory
 from tests.storage.test_queries import statements
 
@@ -182,3 +187,28 @@ async def test_a_found_response_item_spares_the_conversation_lookup(
     with statements(store.engine) as executed:
         await store.find_items(tenant, ["m_out"])
     assert len(executed) == 1
+
+
+@pytest.mark.parametrize(
+    ("query", "index"),
+    [
+        (references.FIND_OUTPUT_ITEMS, "ix_items_output_item"),
+        (
+            references.FIND_CONVERSATION_ITEMS,
+            "ix_conversation_items_tenant_id_item_id_conversation_id",
+        ),
+    ],
+)
+async def test_one_named_id_is_found_by_the_index_on_ids_on_sqlite(
+    sqlite_url: str, query: Select[str, str], index: str
+) -> None:
+    """SQLite keeps no statistics: with one id named, a window's order would have it read
+    the tenant's every row in key order rather than sort a few (the copies are
+    materialized first so that it does not)."""
+    await migrate(sqlite_url)
+    bound = query.params(tenant="t", ids=["msg_1"])
+    sql = bound.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True})
+    with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as connection:
+        plan = [row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {sql}")]
+    searches = [step for step in plan if step.startswith(("SEARCH", "SCAN"))]
+    assert f"USING INDEX {index} (tenant_id=? AND item_id=?)" in searches[0], plan
