@@ -476,6 +476,8 @@ def test_a_stream_error_event_is_overloaded_only_when_something_was(
         ("upstream_overloaded", 503, True),
         ("upstream_overloaded", 500, True),  # the code says it, whatever the status
         ("overloaded", None, True),
+        ("overloaded", 429, False),  # a 4xx keeps its type: answered 529, it would be retried
+        ("upstream_overloaded", 400, False),
         (None, 529, True),  # Anthropic's status for it
         ("upstream_error", 529, True),
         ("upstream_unavailable", 503, True),
@@ -500,7 +502,8 @@ def test_one_rule_says_overloaded_before_a_stream_and_in_one(
     assert stream_error({"code": code, "status": status})["error"]["type"] == kind
     if status is not None:
         answered = encode_error(GatewayError("m", code=code, status=status))
-        assert answered["error"] == {"type": kind, "message": "m"}
+        before = kind if overloaded or status >= 500 else error_type(status)  # a 4xx's own
+        assert answered["error"] == {"type": before, "message": "m"}
 
 
 def test_the_ping_frame() -> None:

@@ -96,9 +96,12 @@ def is_overloaded(code: object, status: object) -> bool:
     a stream (:func:`encode_error`) and in one (:func:`stream_error`) alike: the gateway's
     queue full or an upstream overloaded (``overloaded``, ``upstream_overloaded``), an
     Anthropic 529, or a 503 of an unavailable upstream. The gateway's own 503s (shutting
-    down, a restarted run, storage or the identity provider down) are not."""
-    if code in _OVERLOADED_CODES or status == OVERLOADED_STATUS:
+    down, a restarted run, storage or the identity provider down) are not; nor is a 4xx
+    whatever its code (answered 529, a request that can never succeed would be retried)."""
+    if status == OVERLOADED_STATUS:
         return True
+    if code in _OVERLOADED_CODES:
+        return not (isinstance(status, int) and status < 500)
     return status == 503 and code == UpstreamUnavailable.code
 
 
