@@ -22,7 +22,6 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +33,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.exceptions import InvalidState
 
 from stateway.header_guard import DEFAULT_HEADER_LIMITS, HeaderLimits, guarded_http
+from stateway.surfaces.http.unfinished import UNFINISHED_ON_PURPOSE
 
 log = logging.getLogger(__name__)
 
@@ -41,27 +41,6 @@ DRAIN_GRACE = 5
 """Seconds uvicorn waits after the drain window before cancelling request tasks."""
 FORCED_GRACE = 2.0
 """Seconds requests get to answer their ending after a forced quit (a second SIGINT)."""
-
-_UNFINISHED_ERROR = "ASGI callable returned without completing response."
-"""What uvicorn logs (an error) when an app returns before its body's end; it then closes
-the connection, which is how a body cut short is told to its client."""
-_LEFT_UNFINISHED: ContextVar[bool] = ContextVar("stateway_left_unfinished", default=False)
-
-
-def leave_unfinished() -> None:
-    """Say that the current request's answer is left unfinished on purpose (a relayed
-    body its upstream cut part-way, already logged by the app): uvicorn closes the
-    connection as ever, without logging it as the app's error. Called from the request's
-    own task (uvicorn logs from it once the app returns)."""
-    _LEFT_UNFINISHED.set(True)
-
-
-class _UnfinishedOnPurpose(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (_LEFT_UNFINISHED.get() and record.msg == _UNFINISHED_ERROR)
-
-
-_UNFINISHED_ON_PURPOSE = _UnfinishedOnPurpose()
 
 
 def server_config(
@@ -82,8 +61,8 @@ def server_config(
     ones past its own limit with an error frame. ``ws_compression``: accept
     permessage-deflate (``[websocket] compression``). A request's header block is bounded
     by ``headers`` (:mod:`stateway.header_guard`). An answer left unfinished on purpose
-    (:func:`leave_unfinished`) is not logged as the app's error."""
-    logging.getLogger("uvicorn.error").addFilter(_UNFINISHED_ON_PURPOSE)  # once: the same
+    (:mod:`stateway.surfaces.http.unfinished`) is not logged as the app's error."""
+    logging.getLogger("uvicorn.error").addFilter(UNFINISHED_ON_PURPOSE)  # once: the same
     return uvicorn.Config(
         app,
         http=guarded_http(headers),

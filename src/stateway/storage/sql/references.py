@@ -5,7 +5,8 @@ stores the same input items with every response, and items added to a conversati
 their ids, so one item can sit in many conversations. Each statement answers one row per
 id whatever the number of copies: it ranks the copies on keys and times and reads the
 winner's body alone. The database still visits every copy (100,000 copies of one id take
-about 400 ms); only an index ordered by time could stop at the first live one.
+about 340 ms on PostgreSQL, 540 ms on SQLite); only an index ordered by time could stop at
+the first live one.
 
 The winner is the copy in the latest response (or the conversation where it was appended
 latest). Within one response or conversation, the first copy wins: the only items that

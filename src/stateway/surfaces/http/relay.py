@@ -16,7 +16,7 @@ is relayed ends the same way, with the 401
 as when the client leaves. A relay ended so, or by the server shutting down, is logged at
 info (expected endings); one its upstream fails part-way, as a warning naming the server.
 A body left unfinished on purpose is not reported by uvicorn as the app's error
-(:func:`~stateway.serving.leave_unfinished`).
+(:func:`~stateway.surfaces.http.unfinished.leave_unfinished`).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from starlette.types import Receive, Scope, Send
 from stateway.core.errors import CredentialRevoked, GatewayError, ServerShuttingDown
 from stateway.core.ports import Relay
 from stateway.protocols.chat.stream import encode_error_chunk
-from stateway.serving import leave_unfinished
 from stateway.surfaces.auth.revocation import RevocationWatch
+from stateway.surfaces.http.unfinished import leave_unfinished
 
 log = logging.getLogger(__name__)
 
