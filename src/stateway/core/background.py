@@ -78,9 +78,11 @@ async def cancel(
     """Cancel a running background response and return it once it ended (one that already
     finished is returned as it is); one another process runs is reached by ``signals``."""
     # The run is looked for before its row is read: a run leaves the registry only once
-    # its end is stored, so a row read after it was not found here is one a run of this
-    # process can no longer change (read first, it may be the in-progress row of a run
-    # ending meanwhile, which is no run of another process).
+    # its end is stored (or its save has failed), so a row read after it was not found
+    # here is its end, not the in-progress row of a run ending meanwhile, which read first
+    # would be taken for another process's run. A run whose end could not be saved leaves
+    # its row in progress until the settling retry: a cancel then still reads as one
+    # running elsewhere (409).
     run = _live(runs, principal, response_id)
     record = await store.get(principal.tenant_id, response_id)
     if record is None:
