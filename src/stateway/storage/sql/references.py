@@ -20,7 +20,16 @@ from __future__ import annotations
 
 from typing import Final
 
-from sqlalchemy import ColumnElement, String, and_, bindparam, func, literal_column, select
+from sqlalchemy import (
+    ColumnElement,
+    String,
+    Table,
+    and_,
+    bindparam,
+    func,
+    literal_column,
+    select,
+)
 from sqlalchemy.sql import Select
 
 from stateway.storage.sql.schema import (
@@ -36,15 +45,17 @@ _tenant: Final = bindparam("tenant", type_=String)
 
 
 def _one_per_id(
-    item_id: ColumnElement[str],
+    table: Table,
     scope: ColumnElement[str],
-    position: ColumnElement[int],
     created_at: ColumnElement[float],
     where: ColumnElement[bool],
-) -> Select[str, str, int]:
-    """``(item_id, scope, position)`` of the winning copy of each named id among the rows
-    ``where`` selects: the first in its scope (a response, a conversation), of the scope
-    whose copy is the latest."""
+    *same_row: ColumnElement[bool],
+) -> Select[str, str]:
+    """``(item_id, body)`` of ``table``'s winning copy of each named id among the rows
+    ``where`` selects: the first in its ``scope`` (a response, a conversation), of the
+    scope whose copy is the latest (by ``created_at``). ``same_row``: what else, beside
+    the tenant, the scope and the position, picks the winner's row out of ``table``."""
+    item_id, position = table.c.item_id, table.c.position
     # Materialized, so that the copies are found by the index on the id: left to itself,
     # SQLite (which keeps no statistics) scans the tenant's rows in key order to spare the
     # windows a sort, when one id is named.
@@ -67,12 +78,26 @@ def _one_per_id(
         partition_by=copies.c.item_id,
         order_by=(copies.c.created_at.desc(), copies.c.scope.desc()),
     )
-    winners = (
+    ranked = (
         select(copies.c.item_id, copies.c.scope, copies.c.position, rank.label("rank"))
         .where(copies.c.in_scope == 1)
-        .subquery("winners")
+        .subquery("ranked")
     )
-    return select(winners.c.item_id, winners.c.scope, winners.c.position).where(winners.c.rank == 1)
+    winner = (
+        select(ranked.c.item_id, ranked.c.scope, ranked.c.position)
+        .where(ranked.c.rank == 1)
+        .subquery("winner")
+    )
+    return select(winner.c.item_id, table.c.body).join_from(
+        winner,
+        table,
+        and_(
+            table.c.tenant_id == _tenant,
+            scope == winner.c.scope,
+            position == winner.c.position,
+            *same_row,
+        ),
+    )
 
 
 def _find_items(role: str) -> Select[str, str]:
@@ -80,63 +105,35 @@ def _find_items(role: str) -> Select[str, str]:
     ``ix_items_output_item`` (the role a literal, so that the partial index serves it);
     input items, rarely named, by a scan of the tenant's."""
     the_role: ColumnElement[str] = literal_column(f"'{role}'")
-    winners = _one_per_id(
-        items.c.item_id,
-        items.c.response_id,
-        items.c.position,
-        responses.c.created_at,
-        and_(
-            items.c.tenant_id == _tenant,
-            items.c.role == the_role,
-            responses.c.tenant_id == items.c.tenant_id,
-            responses.c.id == items.c.response_id,
-            responses.c.deleted_at.is_(None),
-        ),
-    ).subquery("winner")
-    return select(winners.c.item_id, items.c.body).join_from(
-        winners,
-        items,
-        and_(
-            items.c.tenant_id == _tenant,
-            items.c.response_id == winners.c.scope,
-            items.c.role == the_role,
-            items.c.position == winners.c.position,
-        ),
+    live = and_(
+        items.c.tenant_id == _tenant,
+        items.c.role == the_role,
+        responses.c.tenant_id == items.c.tenant_id,
+        responses.c.id == items.c.response_id,
+        responses.c.deleted_at.is_(None),
+    )
+    return _one_per_id(
+        items, items.c.response_id, responses.c.created_at, live, items.c.role == the_role
     )
 
 
 FIND_OUTPUT_ITEMS: Final = _find_items(OUTPUT)
 FIND_INPUT_ITEMS: Final = _find_items(INPUT)
 
-
-def _find_conversation_items() -> Select[str, str]:
-    """Live items of live conversations, in any of the tenant's conversations; found by the
-    conversation items' index, which leads with the item id."""
-    winners = _one_per_id(
-        conversation_items.c.item_id,
-        conversation_items.c.conversation_id,
-        conversation_items.c.position,
-        conversation_items.c.created_at,
-        and_(
-            conversation_items.c.tenant_id == _tenant,
-            conversation_items.c.deleted_at.is_(None),
-            conversations.c.tenant_id == conversation_items.c.tenant_id,
-            conversations.c.id == conversation_items.c.conversation_id,
-            conversations.c.deleted_at.is_(None),
-        ),
-    ).subquery("winner")
-    return select(winners.c.item_id, conversation_items.c.body).join_from(
-        winners,
-        conversation_items,
-        and_(
-            conversation_items.c.tenant_id == _tenant,
-            conversation_items.c.conversation_id == winners.c.scope,
-            conversation_items.c.position == winners.c.position,
-        ),
-    )
-
-
-FIND_CONVERSATION_ITEMS: Final = _find_conversation_items()
+FIND_CONVERSATION_ITEMS: Final = _one_per_id(
+    conversation_items,
+    conversation_items.c.conversation_id,
+    conversation_items.c.created_at,
+    and_(
+        conversation_items.c.tenant_id == _tenant,
+        conversation_items.c.deleted_at.is_(None),
+        conversations.c.tenant_id == conversation_items.c.tenant_id,
+        conversations.c.id == conversation_items.c.conversation_id,
+        conversations.c.deleted_at.is_(None),
+    ),
+)
+"""Live items of live conversations, in any of the tenant's conversations; found by the
+conversation items' index, which leads with the item id."""
 
 FIND_ITEMS: Final = (FIND_OUTPUT_ITEMS, FIND_INPUT_ITEMS, FIND_CONVERSATION_ITEMS)
 """Where :meth:`~.store.SqlResponseStore.find_items` looks, in order of precedence (see
