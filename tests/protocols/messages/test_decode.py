@@ -469,6 +469,26 @@ def test_the_deprecated_top_level_output_format_is_still_taken() -> None:
         (body(stop_sequences="END"), "stop_sequences"),
         (body(metadata={"user_id": 5}), "metadata.user_id"),
         (body(system=[{"type": "image"}]), "system"),
+        (
+            body(
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "image",
+                                "source": {
+                                    "type": "base64",
+                                    "media_type": "image/bmp",
+                                    "data": "A",
+                                },
+                            }
+                        ],
+                    }
+                ]
+            ),
+            "messages.0.content.0.source.media_type",
+        ),
         (body(messages=[{"role": "user", "content": [{"type": "text", "text": "x"}] * 3}]), None),
         (body(system="rules", messages=[{"role": "user", "content": ""}]), "messages"),
         (body(messages=[{"role": "user", "content": [{"type": "text", "text": ""}]}]), "messages"),

@@ -32,6 +32,15 @@ class Base64Source(_Wire):
     data: str
 
 
+class ImageBase64Source(_Wire):
+    """An image's bytes: of the four image types Anthropic takes (another is a 400 naming
+    ``media_type``, as Anthropic's)."""
+
+    type: Literal["base64"]
+    media_type: Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
+    data: str
+
+
 class URLSource(_Wire):
     type: Literal["url"]
     url: str = Field(min_length=1)
@@ -50,7 +59,7 @@ class ContentSource(_Wire):
 
 class ImageBlock(_Wire):
     type: Literal["image"]
-    source: Annotated[Base64Source | URLSource, Field(discriminator="type")]
+    source: Annotated[ImageBase64Source | URLSource, Field(discriminator="type")]
     cache_control: dict[str, Any] | None = None
 
 
