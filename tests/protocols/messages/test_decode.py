@@ -472,6 +472,18 @@ def test_the_deprecated_top_level_output_format_is_still_taken() -> None:
         (
             body(
                 messages=[
+                    {"role": "user", "content": "hi"},
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}],
+                    },
+                ]
+            ),
+            "messages.1.content.0.type",
+        ),
+        (
+            body(
+                messages=[
                     {
                         "role": "user",
                         "content": [

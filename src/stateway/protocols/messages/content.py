@@ -219,7 +219,7 @@ def _assistant(
             complete(block, f"{where}.content.{position}", server_calls)
         else:
             raise field_error(
-                "messages",
+                f"{where}.content.{position}.type",
                 f"a '{block.type}' block cannot appear in an assistant message.",
             )
     _add_message(items, "assistant", run)
