@@ -33,6 +33,7 @@ from stateway.backends.redaction import KeyScrubber
 from stateway.backends.upstream_reply import UpstreamReply, no_output
 from stateway.core.deadline import Deadline
 from stateway.core.errors import UpstreamError
+from stateway.core.ports import is_event_stream
 from stateway.core.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ class UpstreamRelay:
             scrub is None
             and "content-length" in upstream
             and "content-encoding" not in upstream
-            and not headers.get("content-type", "").lower().startswith("text/event-stream")
+            and not is_event_stream(headers)
         ):
             headers["content-length"] = upstream["content-length"]
         self.headers = headers

@@ -77,6 +77,12 @@ class Relay(Protocol):
     async def aclose(self) -> None: ...
 
 
+def is_event_stream(headers: Mapping[str, str]) -> bool:
+    """Whether a relay's (lower-case) headers say its body is an event stream: relayed
+    event by event, without a length, and ended by an error event when cut."""
+    return headers.get("content-type", "").lower().startswith("text/event-stream")
+
+
 @runtime_checkable
 class ChatForwarder(Protocol):
     """A backend whose upstream speaks Chat Completions itself, so a Chat Completions

@@ -27,14 +27,12 @@ import logging
 from starlette.types import Receive, Scope, Send
 
 from stateway.core.errors import CredentialRevoked, GatewayError, ServerShuttingDown
-from stateway.core.ports import Relay
+from stateway.core.ports import Relay, is_event_stream
 from stateway.protocols.chat.stream import encode_error_chunk
 from stateway.surfaces.auth.revocation import RevocationWatch
 from stateway.surfaces.http.unfinished import leave_unfinished
 
 log = logging.getLogger(__name__)
-
-_EVENT_STREAM = "text/event-stream"
 
 
 class RelayResponse:
@@ -130,4 +128,4 @@ class RelayResponse:
 
 
 def _streams(relay: Relay) -> bool:
-    return relay.headers.get("content-type", "").lower().startswith(_EVENT_STREAM)
+    return is_event_stream(relay.headers)
