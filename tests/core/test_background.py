@@ -27,6 +27,7 @@ from stateway.core.ports import EventBatch, ResponseRecord
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
+from stateway.core.settling import Settler
 from stateway.core.watch import LiveWatch, StoredWatch, Watch
 from stateway.protocols.responses.encode import encode_event_json
 from tests.collector import collector_off, freed
@@ -505,3 +506,59 @@ async def test_a_watch_tells_the_sequence_number_of_the_next_event_it_gives() ->
     assert stored.position == 2
     given = await payloads(stored)
     assert stored.position == 2 + len(given) == len(run.events)
+
+
+async def test_an_end_whose_save_failed_is_the_answer_until_its_retry_lands() -> None:
+    """The run ended here but its end could not be stored: its row stays in progress until
+    the settler's retry lands. A retrieve sees the failed end, not a run in progress, and a
+    cancel returns it instead of taking it for another process's run (409)."""
+    store = MemoryStore(fail_final=True)
+    settler = Settler(store, encode_event_json, first_pause=0.01, max_pause=0.02)
+    router = Router([BackendEntry(ScriptedBackend(script("x")), {}, catch_all=True)])
+    loop = Loop(store, settler=settler)
+    gateway = Gateway(store, router, loop, RunRegistry(), encoder=encode_event_json)
+    run = await create(gateway, background=True)
+    await ended(run)
+    assert store.records[("default", run.id)].status == "in_progress"
+
+    got = await gateway.execute(ME, GetResponse(run.id))
+    assert (got.status, got.error and got.error["code"]) == ("failed", "storage_unavailable")
+    cancelled = await gateway.execute(ME, CancelResponse(run.id))
+    assert cancelled.status == "failed"
+    other = Principal(tenant_id="other")
+    with pytest.raises(NotFound):
+        await gateway.execute(other, GetResponse(run.id))
+
+    store.fail_final = False
+    await settler.settled()
+    assert settler.pending("default", run.id) is None
+    assert store.records[("default", run.id)].status == "failed"
+    assert (await gateway.execute(ME, GetResponse(run.id))).status == "failed"
+
+
+@pytest.mark.parametrize("command", [GetResponse, CancelResponse])
+async def test_an_end_stored_while_its_row_is_read_is_still_the_answer(
+    command: type[GetResponse] | type[CancelResponse],
+) -> None:
+    """The settler's retry lands (and forgets the end) while a retrieve or cancel holds the
+    row it read in progress: the end it looked for first answers."""
+    store = MemoryStore(fail_final=True)
+    settler = Settler(store, encode_event_json, first_pause=0.01, max_pause=0.02)
+    router = Router([BackendEntry(ScriptedBackend(script("x")), {}, catch_all=True)])
+    gateway = Gateway(
+        store, router, Loop(store, settler=settler), RunRegistry(), encoder=encode_event_json
+    )
+    run = await create(gateway, background=True)
+    await ended(run)
+    read = store.get
+
+    async def get_then_settle(tenant_id: str, response_id: str) -> ResponseRecord | None:
+        record = copy.copy(await read(tenant_id, response_id))  # as a database row is read
+        store.get = read  # type: ignore[method-assign]  # the retry's own reads
+        store.fail_final = False
+        await settler.settled()
+        return record
+
+    store.get = get_then_settle  # type: ignore[method-assign]
+    state = await gateway.execute(ME, command(run.id))
+    assert state.status == "failed"

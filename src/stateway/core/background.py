@@ -40,6 +40,7 @@ from stateway.core.ports import ResponseStore
 from stateway.core.principal import Principal
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.runs import CancelReason, Run, RunRegistry
+from stateway.core.settling import Settler
 from stateway.core.watch import POLL_INTERVAL, FollowedWatch, LiveWatch, StoredWatch, Watch
 
 log = logging.getLogger(__name__)
@@ -74,16 +75,19 @@ async def cancel(
     principal: Principal,
     response_id: str,
     signals: CancelSignals | None = None,
+    settler: Settler | None = None,
 ) -> ResponseState:
     """Cancel a running background response and return it once it ended (one that already
-    finished is returned as it is); one another process runs is reached by ``signals``."""
+    finished is returned as it is); one another process runs is reached by ``signals``.
+    ``settler`` holds the ends of this process's runs whose save failed, not stored yet."""
     # The run is looked for before its row is read: a run leaves the registry only once
-    # its end is stored (or its save has failed), so a row read after it was not found
-    # here is its end, not the in-progress row of a run ending meanwhile, which read first
-    # would be taken for another process's run. A run whose end could not be saved leaves
-    # its row in progress until the settling retry: a cancel then still reads as one
-    # running elsewhere (409).
+    # its end is stored (or, its save failed, given to ``settler``), so a row read after
+    # it was not found here is its end, not the in-progress row of a run ending meanwhile,
+    # which read first would be taken for another process's run. An end given to the
+    # settler is looked for before the row is read too: its row stays in progress until
+    # the retry lands, and an end found is the answer while the row still says so.
     run = _live(runs, principal, response_id)
+    unsaved = None if settler is None else settler.pending(principal.tenant_id, response_id)
     record = await store.get(principal.tenant_id, response_id)
     if record is None:
         raise _not_found(response_id)
@@ -94,6 +98,8 @@ async def cancel(
         await run.wait()
         return run.state
     state = load_state(record.tenant_id, record.body, record.output_items)
+    if unsaved is not None and state.status in UNFINISHED:
+        state = unsaved
     if not state.background:
         raise _not_cancellable()
     if state.status in UNFINISHED:

@@ -160,7 +160,9 @@ class Gateway:
             self._telemetry,
         )
         self._threads = Threads(store, self._served_conversations)
-        self._stored = StoredResponses(store, runs, sealer, self.deletes)
+        self._settler = loop.settler
+        """Every generation's loop shares it (the composition root gives them one)."""
+        self._stored = StoredResponses(store, runs, sealer, self.deletes, self._settler)
         self._forwarding = ChatForwarding(
             self.generations, runs, self._starter, limits, self._telemetry
         )
@@ -266,7 +268,7 @@ class Gateway:
                     return await self._starter.count(principal, request, generation)
             case CancelResponse(response_id=response_id):
                 return await background.cancel(
-                    self._store, self.runs, principal, response_id, self._signals
+                    self._store, self.runs, principal, response_id, self._signals, self._settler
                 )
             case WatchResponse():
                 return await background.watch(

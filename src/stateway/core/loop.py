@@ -103,8 +103,9 @@ class Loop:
         settler: Settler | None = None,
     ) -> None:
         self._store = store
-        self._settler = settler or Settler(store)
-        """Stores, later, the failed end of a run whose final save failed."""
+        self.settler = settler or Settler(store)
+        """Stores, later, the failed end of a run whose final save failed (one for every
+        generation's loop: the composition root gives them the same)."""
         self._telemetry = telemetry or NoTelemetry()
         """Spans around rounds, upstream attempts and tool calls."""
         self._max_rounds = max_rounds
@@ -327,7 +328,7 @@ class Loop:
                 }
                 run.error = StorageError("The response could not be stored.")
                 if written(row):  # its in-progress row: ended (and its turn let go) later
-                    self._settler.settle(state, turn_end(state, run.input_items))
+                    self.settler.settle(state, turn_end(state, run.input_items))
         run.emit(ev.ResponseFinished(state))
         run.close()
 

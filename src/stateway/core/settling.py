@@ -10,6 +10,10 @@ run's log given the terminal event it lacks (published to followers elsewhere, a
 judging publishes it). A row another process ended meanwhile (lease judging) is left as it
 is. That terminal event is numbered after the last event stored, which may be below the
 number this process's own clients saw it under: they were told the end already.
+
+Until it lands, that end is still this process's answer for the response: a retrieve or a
+cancel asks :meth:`Settler.pending` before it takes the in-progress row for a run going on
+(here it has ended; elsewhere it would be judged running in another process).
 """
 
 from __future__ import annotations
@@ -84,7 +88,12 @@ class Settler:
         self._first = first_pause
         self._max = max_pause
         self._tasks: set[asyncio.Task[None]] = set()
+        self._pending: dict[tuple[str, str], ResponseState] = {}
         self._closed = False
+
+    def pending(self, tenant_id: str, response_id: str) -> ResponseState | None:
+        """The failed end of ``response_id`` given to be stored and not stored yet."""
+        return self._pending.get((tenant_id, response_id))
 
     def settle(self, state: ResponseState, turn: ConversationTurn | None) -> None:
         """Store ``state``'s failed end (and let ``turn`` go) once the store takes it. Once
@@ -93,9 +102,16 @@ class Settler:
         if self._closed:
             log.error("response %s is left in progress: the process is stopping", state.id)
             return
+        key = (state.tenant_id, state.id)
+        self._pending[key] = state
         task = asyncio.get_running_loop().create_task(self._retry(state, turn))
+        task.add_done_callback(lambda _: self._forget(key, state))
         self._tasks.add(task)
         task.add_done_callback(self._done)
+
+    def _forget(self, key: tuple[str, str], state: ResponseState) -> None:
+        if self._pending.get(key) is state:
+            del self._pending[key]
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

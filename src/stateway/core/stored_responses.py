@@ -20,6 +20,7 @@ from stateway.core.principal import Principal
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.results import Deleted
 from stateway.core.runs import CancelReason, RunRegistry
+from stateway.core.settling import Settler
 
 
 class StoredResponses:
@@ -29,12 +30,15 @@ class StoredResponses:
         runs: RunRegistry,
         sealer: Sealer | None,
         deletes: DeleteSignals | None,
+        settler: Settler,
     ) -> None:
-        """``deletes``: the signals to other processes' runs (None: one process)."""
+        """``deletes``: the signals to other processes' runs (None: one process);
+        ``settler``: the ends of runs here whose save failed, not stored yet."""
         self._store = store
         self._runs = runs
         self._sealer = sealer
         self._deletes = deletes
+        self._settler = settler
 
     async def get(self, principal: Principal, response_id: str) -> ResponseState:
         run = self._runs.get(response_id)
@@ -42,11 +46,14 @@ class StoredResponses:
             run = None
         if run is not None and not run.has_row:
             return run.snapshot()  # generating here; stored when it ends
+        unsaved = self._settler.pending(principal.tenant_id, response_id)  # read first
         record = await self._store.get(principal.tenant_id, response_id)  # deleted: None
         if record is None:
             raise response_not_found(response_id)
         if run is not None and record.status in UNFINISHED:
             return run.snapshot()  # generating here: fresher than its in-progress row
+        if unsaved is not None and record.status in UNFINISHED:
+            return unsaved  # ended here, its save failed: its row is ended later
         return load_state(record.tenant_id, record.body, record.output_items)
 
     async def delete(self, principal: Principal, response_id: str) -> Deleted:
