@@ -27,6 +27,14 @@ class Transport(RecordingTransport):
     def __init__(self) -> None:
         super().__init__()
         self.closed = asyncio.Event()
+        self.shut = False
+        """Its write side shut (``write_eof``): a 431 answered, the connection lingering."""
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.shut = True
 
     def close(self) -> None:
         super().close()
@@ -122,19 +130,42 @@ async def test_oversized_headers_behind_a_response_in_flight_are_answered_431_af
     assert not transport.closing
     app.release.set()
     await app.answered.wait()
-    assert transport.closing
+    assert transport.shut
     answer = b"".join(transport.writes)
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert answer.index(b"ok") < answer.index(b"HTTP/1.1 431 ")
 
 
-async def test_oversized_headers_are_answered_431() -> None:
-    protocol, transport, _ = connect(App())
+async def test_oversized_headers_are_answered_431_and_the_connection_lingers() -> None:
+    """Answered, its write side shut, not closed: the client may still be sending (a close
+    with bytes unread resets the connection, losing the answer). What comes is dropped,
+    up to ``max_drain_bytes``; past it the connection is closed."""
+    protocol, transport, _ = connect(App(), max_drain_bytes=4096)
     protocol.data_received(b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 1024)
+    assert not transport.shut
     assert not transport.closing
     protocol.data_received(b"a" * 1024)
+    assert transport.shut
+    assert not transport.closing
+    answered = b"".join(transport.writes)
+    assert answered.startswith(b"HTTP/1.1 431 ")
+    for _ in range(4):
+        protocol.data_received(b"a" * 1024)
+    assert not transport.closing
+    assert b"".join(transport.writes) == answered  # dropped, nothing more answered
+    protocol.data_received(b"a")
     assert transport.closing
-    assert b"".join(transport.writes).startswith(b"HTTP/1.1 431 ")
+
+
+async def test_a_lingering_connection_is_closed_after_the_header_timeout() -> None:
+    protocol, transport, connected = connect(App())
+    protocol.data_received(b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 4096)
+    assert transport.shut
+    protocol.data_received(b"a" * 16)  # a trickle
+    protocol.close_if_stalled(connected + TIMEOUT, TIMEOUT)
+    assert not transport.closing
+    protocol.close_if_stalled(time.monotonic() + TIMEOUT + 1, TIMEOUT)
+    assert transport.closing
 
 
 CHUNKED = b"POST / HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -160,10 +191,50 @@ async def test_trailers_over_the_limit_are_answered_431() -> None:
     protocol.data_received(CHUNKED + b"2\r\n{}\r\n0\r\n")
     protocol.data_received(TRAILER)
     protocol.data_received(TRAILER)
+    assert not transport.shut
     assert not transport.closing
     protocol.data_received(TRAILER)
-    assert transport.closing
+    assert transport.shut
     assert b"".join(transport.writes).startswith(b"HTTP/1.1 431 ")
+
+
+class Reading(App):
+    """Reads the body to its end, then answers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received: list[str] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        while (message := await receive())["type"] == "http.request" and message["more_body"]:
+            pass
+        self.received.append(message["type"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"late"})
+        self.answered.set()
+
+
+async def test_a_request_whose_trailers_are_refused_ends_for_its_app_and_lingers() -> None:
+    """Its app, waiting for the body's end, is told the client left (its answer is not
+    written after the 431); the connection lingers ``timeout`` at most from the answer,
+    though a request is in flight."""
+    app = Reading()
+    protocol, transport, _ = connect(app)
+    protocol.data_received(CHUNKED + b"2\r\n{}\r\n0\r\n")
+    await asyncio.sleep(0)  # the app waits for the body's end
+    for _ in range(3):
+        protocol.data_received(TRAILER)
+    assert transport.shut
+    await asyncio.wait_for(app.answered.wait(), TIMEOUT)
+    assert app.received == ["http.disconnect"]
+    answer = b"".join(transport.writes)
+    assert answer.startswith(b"HTTP/1.1 431 ")
+    assert b"late" not in answer
+    now = time.monotonic()
+    protocol.close_if_stalled(now, TIMEOUT)
+    assert not transport.closing
+    protocol.close_if_stalled(now + TIMEOUT + 1, TIMEOUT)
+    assert transport.closing
 
 
 async def test_trailers_over_the_limit_after_a_response_began_close_without_a_431() -> None:

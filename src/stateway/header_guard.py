@@ -9,7 +9,8 @@ hooking its parser callbacks (but for a chunk's, which only a chunked body calls
 a request pays for nothing but a wrapper around ``data_received``.
 
 - Size: a read that leaves a request's headers incomplete is counted; past ``max_bytes``
-  the request is answered 431 and the connection closed. A read that completes a header
+  the request is answered 431 and the connection closed, once the client has read the
+  answer (it lingers: see ``_linger``). A read that completes a header
   block is not counted (the body after it, in the same read, is not the header block's),
   so the block held is at most ``max_bytes`` and one read. A request pipelined behind a
   response in flight is answered after that response (a 431 then would cut into it):
@@ -139,6 +140,10 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
         self._trailer_bytes = 0
         self._refused = False
         """A request's headers overflowed behind a response in flight: answered after it."""
+        self._lingering = False
+        """Answered 431, the write side shut: what comes is dropped (read as a chunk is)."""
+        self._lingering_since = 0.0
+        self._dropped = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -170,6 +175,11 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
         counts, against ``max_drain_bytes``: a chunk longer closes the connection, sparing
         a body that would be dropped (Go stops reading one after 256 KiB).
         """
+        if self._lingering:
+            self._dropped += len(data)
+            if self._dropped > self.sweep.limits.max_drain_bytes:
+                self.transport.close()
+            return
         cycle: RequestResponseCycle = self.cycle
         held = len(cycle.body)
         HttpToolsProtocol.data_received(self, data)
@@ -199,9 +209,12 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
         one's since a sweep first saw it (its first byte came after the last sweep). So
         too a body still coming after its request was answered (answered before it was
         read: a 401, a 404), which uvicorn drains for as long as bytes trickle in: at most
-        ``timeout`` from the sweep that first saw it, as nginx's ``lingering_time``."""
+        ``timeout`` from the sweep that first saw it, as nginx's ``lingering_time``; and a
+        connection lingering after a 431, ``timeout`` after the answer."""
         cycle: RequestResponseCycle | None = self.cycle  # None until a request's headers
-        if cycle is None:  # no request's headers complete yet
+        if self._lingering:
+            since = self._lingering_since
+        elif cycle is None:  # no request's headers complete yet
             since = self._connected_at
         elif cycle.scope is self.scope and not (cycle.response_complete and cycle.more_body):
             return  # a request in flight, or none begun since (keep-alive's to close)
@@ -269,7 +282,31 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
                 b"content-length: %d\r\nconnection: close\r\n\r\n" % len(_TOO_LARGE)
             )
             self.transport.write(b"".join(head) + _TOO_LARGE)
+            if self.transport.can_write_eof():
+                self._linger()
+                return
         self.transport.close()
+
+    def _linger(self) -> None:
+        """Close the connection once the client has read the 431, not at once: a client
+        sends its whole request before it reads, and a close with its bytes unread resets
+        the connection, failing its writes and losing the answer. So, as nginx's
+        ``lingering_close``, the write side is shut (the answer ends with it) and what
+        comes is read and dropped until the client closes (uvicorn closes on its end of
+        file), sends over ``max_drain_bytes``, or ``timeout`` passes (the sweep). The
+        reads go where a chunk's do: nothing is added to a read of headers. A request
+        whose trailers were refused is ended for its app as by a disconnect (what it
+        would send is not written)."""
+        cycle: RequestResponseCycle | None = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True
+            cycle.message_event.set()
+        self._lingering = True
+        self._lingering_since = time.monotonic()
+        self._in_chunk = True
+        self.parser = _DROPPING  # type: ignore[assignment]
+        self.flow.resume_reading()
+        self.transport.write_eof()
 
 
 async def _answer_too_large(

@@ -95,6 +95,23 @@ def test_a_header_block_over_the_limit_is_answered_431_and_closed(gateway: str) 
     assert b"connection: close" in answer.lower()
 
 
+def test_a_client_still_sending_its_header_block_reads_the_431_not_a_reset(
+    gateway: str,
+) -> None:
+    """The server answers once the limit is passed, while the client still writes (as a
+    client sends its whole request before it reads). Closed at once with bytes unread,
+    the connection is reset: the client's writes fail and the 431 is lost. It lingers
+    instead (its write side shut, what comes read and dropped) until the client closes."""
+    with connect(gateway) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        field = b"X-Big: " + b"a" * 8192 + b"\r\n"
+        for _ in range(128):  # 1 MiB, far past what the server read before it answered
+            sock.sendall(field)
+        sock.shutdown(socket.SHUT_WR)
+        answer = read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 431 ")
+
+
 def test_a_header_block_over_the_limit_on_a_kept_alive_connection_is_431(gateway: str) -> None:
     with connect(gateway) as sock:
         sock.sendall(HEALTH)
