@@ -50,5 +50,5 @@ def mutated(draw: st.DrawFn, seeds: list[dict[str, Any]]) -> dict[str, Any]:
         if draw(st.integers(0, 4)) == 0:
             del parent[key]
         else:
-            parent[key] = draw(WRONG)
+            parent[key] = copy.deepcopy(draw(WRONG))  # never one object in two places
     return body
