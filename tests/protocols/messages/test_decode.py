@@ -13,6 +13,9 @@ from stateway.core.reasoning import REDACTED
 from stateway.core.tools.catalog import model_tools
 from stateway.protocols.messages.decode import decode_count_tokens, decode_messages
 
+OBJECT = {"type": "object"}
+"""The least ``input_schema`` Anthropic takes."""
+
 
 def body(**fields: Any) -> bytes:
     base: dict[str, Any] = {
@@ -399,7 +402,7 @@ def test_the_deprecated_top_level_output_format_is_still_taken() -> None:
             "tools.0.max_characters",
         ),
         (body(tools=[{"type": "web_fetch_20250910", "name": "web_fetch"}]), "tools.0.type"),
-        (body(tools=[{"type": 5, "name": "f", "input_schema": {}}]), "tools.0.type"),
+        (body(tools=[{"type": 5, "name": "f", "input_schema": OBJECT}]), "tools.0.type"),
         (body(tools=[{"type": "web_search_20250305", "name": "search"}]), "tools.0.name"),
         (
             body(tools=[{"type": "web_search_20250305", "name": "web_search", "max_uses": 0}]),
@@ -421,7 +424,7 @@ def test_the_deprecated_top_level_output_format_is_still_taken() -> None:
         (
             body(
                 tools=[
-                    {"name": "web_search", "input_schema": {}},
+                    {"name": "web_search", "input_schema": OBJECT},
                     {"type": "web_search_20250305", "name": "web_search"},
                 ]
             ),
@@ -456,7 +459,9 @@ def test_the_deprecated_top_level_output_format_is_still_taken() -> None:
             "messages.1.content.0.tool_use_id",
         ),
         (
-            body(tools=[{"name": "f", "input_schema": {}}, {"name": "f", "input_schema": {}}]),
+            body(
+                tools=[{"name": "f", "input_schema": OBJECT}, {"name": "f", "input_schema": OBJECT}]
+            ),
             "tools.1.name",
         ),
         (body(tool_choice={"type": "tool", "name": "nope"}), "tool_choice.name"),
@@ -806,7 +811,7 @@ def test_a_text_blocks_citations_stay_on_its_part() -> None:
 
 def test_input_examples_are_shown_after_the_tool_description() -> None:
     examples = [{"city": "Paris"}, {"city": "Oslo", "unit": "C"}]
-    custom = {"name": "weather", "description": "Weather now.", "input_schema": {}}
+    custom = {"name": "weather", "description": "Weather now.", "input_schema": OBJECT}
     bash = {"type": "bash_20250124", "name": "bash", "input_examples": [{"command": "ls"}]}
     tools = decode_messages(
         body(tools=[{**custom, "input_examples": examples}, custom | {"name": "bare"}, bash])
@@ -816,13 +821,13 @@ def test_input_examples_are_shown_after_the_tool_description() -> None:
     )
     assert tools[1]["description"] == "Weather now."
     assert tools[2]["description"].endswith('\n\nExample inputs:\n{"command":"ls"}')
-    undescribed = {"name": "f", "input_schema": {}, "input_examples": [{}]}
+    undescribed = {"name": "f", "input_schema": OBJECT, "input_examples": [{}]}
     [tool] = decode_messages(body(tools=[undescribed])).settings.tools
     assert tool["description"] == "Example inputs:\n{}"
 
 
 def test_a_tool_only_code_execution_may_call_is_refused() -> None:
-    tool = {"name": "f", "input_schema": {}, "allowed_callers": ["code_execution_20250825"]}
+    tool = {"name": "f", "input_schema": OBJECT, "allowed_callers": ["code_execution_20250825"]}
     error = refused(body(tools=[tool]))
     assert error.param == "tools.0.allowed_callers"
     direct = {**tool, "allowed_callers": ["direct", "code_execution_20250825"]}
@@ -835,6 +840,90 @@ def test_a_tool_choice_of_a_tool_without_its_name_is_a_missing_field() -> None:
     error = refused(body(tools=tools, tool_choice={"type": "tool"}))
     assert (error.param, error.code) == ("tool_choice.name", "missing_required_parameter")
     assert error.message == "tool_choice.name: Field required"
+
+
+@pytest.mark.parametrize(
+    ("tool", "named", "message"),
+    [
+        (
+            {"name": "get weather", "input_schema": OBJECT},
+            "tools.0.name",
+            "tools.0.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'",
+        ),
+        (
+            {"name": "a.b", "input_schema": OBJECT},
+            "tools.0.name",
+            "tools.0.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'",
+        ),
+        (
+            {"name": "f" * 129, "input_schema": OBJECT},
+            "tools.0.name",
+            "tools.0.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'",
+        ),
+        (
+            {"name": "f", "input_schema": {}},
+            "tools.0.input_schema.type",
+            "tools.0.input_schema.type: Field required",
+        ),
+        (
+            {"name": "f", "input_schema": {"properties": {"a": {"type": "string"}}}},
+            "tools.0.input_schema.type",
+            "tools.0.input_schema.type: Field required",
+        ),
+        (
+            {"name": "f", "input_schema": {"type": "string"}},
+            "tools.0.input_schema.type",
+            "tools.0.input_schema.type: Input should be 'object'",
+        ),
+        (
+            {"name": "f", "input_schema": "not a schema"},
+            "tools.0.input_schema",
+            "tools.0.input_schema: Input should be a valid dictionary",
+        ),
+    ],
+)
+def test_a_custom_tool_anthropic_refuses_is_a_400_naming_its_field(
+    tool: dict[str, Any], named: str, message: str
+) -> None:
+    """As Anthropic: ``tools.N.custom.name: String should match pattern
+    '^[a-zA-Z0-9_-]{1,128}$'``, ``tools.N.custom.input_schema.type: Field required`` (the
+    gateway's paths leave out the ``custom`` tag, as for every other field)."""
+    error = refused(body(tools=[tool]))
+    assert (error.type, error.param, error.message) == ("invalid_request_error", named, message)
+    second = refused(body(tools=[{"name": "ok", "input_schema": OBJECT}, tool]))
+    assert second.param == named.replace("tools.0", "tools.1")
+
+
+def test_the_tools_claude_code_declares_are_taken() -> None:
+    """Its own tools, MCP tools (``mcp__server__tool``), the longest name Anthropic takes,
+    and the server and client tools, which have no ``input_schema``."""
+    schema = {
+        "type": "object",
+        "properties": {"command": {"type": "string"}},
+        "required": ["command"],
+        "additionalProperties": False,
+        "$schema": "http://json-schema.org/draft-07/schema#",
+    }
+    tools = [
+        {"name": "Bash", "description": "Run", "input_schema": schema},
+        {"name": "mcp__my-server__do_thing", "input_schema": {"type": "object"}},
+        {"name": "n" * 128, "input_schema": {"type": "object", "properties": {}}},
+        {"type": "custom", "name": "typed", "input_schema": {"type": "object"}},
+        {"type": "web_search_20250305", "name": "web_search"},
+        {"type": "bash_20250124", "name": "bash"},
+        {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"},
+    ]
+    declared = decode_messages(body(tools=tools)).settings.tools
+    assert [tool.get("name", tool["type"]) for tool in declared] == [
+        "Bash",
+        "mcp__my-server__do_thing",
+        "n" * 128,
+        "typed",
+        "web_search",
+        "bash",
+        "str_replace_based_edit_tool",
+    ]
+    assert declared[0]["parameters"] == schema
 
 
 @pytest.mark.parametrize(

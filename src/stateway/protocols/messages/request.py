@@ -229,11 +229,16 @@ class MessageParam(_Wire):
     content: str | list[Block]
 
 
+TOOL_NAME = r"^[a-zA-Z0-9_-]{1,128}$"
+"""A custom tool's name, as Anthropic checks it (and words a name outside it)."""
+
+
 class ToolParam(_Wire):
     type: Literal["custom"] | None = None
-    name: str = Field(min_length=1, max_length=128)
+    name: str = Field(pattern=TOOL_NAME)
     description: str | None = None
     input_schema: dict[str, Any]
+    """A JSON schema of ``type: "object"`` (:mod:`.tool_declarations` checks it)."""
     strict: bool | None = None
     defer_loading: bool | None = None
     cache_control: dict[str, Any] | None = None

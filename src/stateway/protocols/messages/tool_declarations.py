@@ -1,7 +1,10 @@
 """A Messages request's ``tools`` and ``tool_choice`` as the canonical tool declarations.
 
 Custom tools (no ``type``, or ``custom``: ``input_schema`` as ``parameters``;
-``defer_loading`` and ``cache_control`` kept) become function tools; Anthropic-defined
+``defer_loading`` and ``cache_control`` kept) become function tools, refused as Anthropic
+refuses them when their ``name`` is not ``^[a-zA-Z0-9_-]{1,128}$`` or their
+``input_schema`` is not of ``type: "object"`` (``tools.N.input_schema.type: Field
+required``); Anthropic-defined
 client tools (``bash``, the text editor, ``memory``) function tools with the input their
 type takes (:mod:`.client_tools`); either's ``input_examples`` is shown after its
 description, and an ``allowed_callers`` without ``direct`` (a tool only code execution
@@ -60,7 +63,10 @@ def decode_tools(tools: list[dict[str, Any]], servers: list[McpServerParam]) -> 
         if isinstance(tool, WebSearchToolParam):
             decoded.append(_web_search(tool, index))
             continue
-        function = _client_tool(tool, index) if isinstance(tool, ClientToolParam) else _custom(tool)
+        if isinstance(tool, ClientToolParam):
+            function = _client_tool(tool, index)
+        else:
+            function = _custom(tool, index)
         if tool.allowed_callers is not None and "direct" not in tool.allowed_callers:
             raise field_error(
                 f"tools.{index}.allowed_callers",
@@ -72,7 +78,14 @@ def decode_tools(tools: list[dict[str, Any]], servers: list[McpServerParam]) -> 
     return decoded + mcp_tools(servers, toolsets)
 
 
-def _custom(tool: ToolParam) -> Item:
+def _custom(tool: ToolParam, index: int) -> Item:
+    """A custom tool as a function tool; its ``input_schema`` must be an object's, as
+    Anthropic requires it (in Anthropic's words)."""
+    param = f"tools.{index}.input_schema.type"
+    if "type" not in tool.input_schema:
+        raise field_error(param, "Field required", "missing_required_parameter")
+    if tool.input_schema["type"] != "object":
+        raise field_error(param, "Input should be 'object'")
     function: Item = {"type": "function", "name": tool.name, "parameters": tool.input_schema}
     if tool.description:
         function["description"] = tool.description
