@@ -189,7 +189,6 @@ def test_settings_map_to_generation_settings() -> None:
             top_k=40,
             metadata={"user_id": "u-1"},
             max_tokens=5000,
-            thinking={"type": "enabled", "budget_tokens": 2048},
             context_management={"edits": [{"type": "clear_thinking_20251015"}]},
             service_tier="auto",
         )
@@ -211,8 +210,10 @@ def test_settings_map_to_generation_settings() -> None:
     assert s.parallel_tool_calls is False
     assert s.stop_sequences == ["END"]
     assert (s.temperature, s.top_p, s.top_k, s.user) == (0.5, 0.9, 40, "u-1")
-    assert (s.reasoning_budget, s.reasoning_effort) == (2048, "low")
     assert s.service_tier == "auto"
+    thinking = {"type": "enabled", "budget_tokens": 2048}  # with no tool forced (Anthropic's)
+    s = decode_messages(body(max_tokens=5000, thinking=thinking)).settings
+    assert (s.reasoning_budget, s.reasoning_effort) == (2048, "low")
 
 
 def test_service_tiers_are_said_in_canonical_words() -> None:
@@ -924,6 +925,47 @@ def test_the_tools_claude_code_declares_are_taken() -> None:
         "str_replace_based_edit_tool",
     ]
     assert declared[0]["parameters"] == schema
+
+
+@pytest.mark.parametrize(
+    "thinking", [{"type": "adaptive"}, {"type": "enabled", "budget_tokens": 1024}]
+)
+@pytest.mark.parametrize("choice", [{"type": "any"}, {"type": "tool", "name": "f"}])
+def test_a_forced_tool_choice_while_thinking_is_refused(
+    thinking: dict[str, Any], choice: dict[str, Any]
+) -> None:
+    """As Anthropic refuses it: thinking takes only ``auto`` and ``none``."""
+    tools = [{"name": "f", "input_schema": OBJECT}]
+    error = refused(body(tools=tools, tool_choice=choice, thinking=thinking, max_tokens=2048))
+    assert (error.type, error.param) == ("invalid_request_error", "tool_choice")
+    assert error.message == (
+        "tool_choice: Thinking may not be enabled when tool_choice forces tool use."
+    )
+
+
+@pytest.mark.parametrize(
+    ("thinking", "choice"),
+    [
+        ({"type": "adaptive"}, {"type": "auto"}),
+        ({"type": "adaptive"}, {"type": "none"}),
+        ({"type": "enabled", "budget_tokens": 1024}, None),
+        ({"type": "disabled"}, {"type": "any"}),
+        (None, {"type": "tool", "name": "f"}),
+    ],
+)
+def test_thinking_takes_a_choice_that_forces_no_tool(
+    thinking: dict[str, Any] | None, choice: dict[str, Any] | None
+) -> None:
+    tools = [{"name": "f", "input_schema": OBJECT}]
+    fields = {"tools": tools, "tool_choice": choice, "thinking": thinking, "max_tokens": 2048}
+    decode_messages(body(**{key: value for key, value in fields.items() if value is not None}))
+
+
+def test_count_tokens_takes_a_forced_tool_choice_while_thinking() -> None:
+    """``/count_tokens`` runs no model: only ``/v1/messages`` refuses the pair."""
+    tools = [{"name": "f", "input_schema": OBJECT}]
+    raw = body(tools=tools, tool_choice={"type": "any"}, thinking={"type": "adaptive"})
+    decode_count_tokens(raw)
 
 
 @pytest.mark.parametrize(

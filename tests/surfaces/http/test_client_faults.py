@@ -255,8 +255,8 @@ MESSAGES_SEEDS: list[dict[str, Any]] = [
             {"name": "f", "input_schema": {"type": "object"}},
             {"type": "bash_20250124", "name": "bash"},
         ],
-        "tool_choice": {"type": "tool", "name": "f", "disable_parallel_tool_use": True},
-        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},  # while thinking,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},  # none is forced (Anthropic)
         "metadata": {"user_id": "u"},
         "stop_sequences": ["STOP"],
     },

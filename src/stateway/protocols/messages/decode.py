@@ -44,7 +44,11 @@ from stateway.protocols.messages.request import (
     MessagesBody,
     OutputConfig,
 )
-from stateway.protocols.messages.thinking import apply_thinking, check_budget
+from stateway.protocols.messages.thinking import (
+    apply_thinking,
+    check_budget,
+    check_thinking_tool_choice,
+)
 from stateway.protocols.messages.threads import decode_thread
 from stateway.protocols.messages.tool_declarations import decode_tool_choice, decode_tools
 from stateway.protocols.messages.validation import invalid_body
@@ -61,6 +65,7 @@ def decode_messages(
     """``betas``: the features the client's ``anthropic-beta`` headers name."""
     body = _validated(raw, MessagesBody, max_input_items)
     check_hosted_only(body)
+    check_thinking_tool_choice(body.thinking, body.tool_choice)
     thread = None
     if body.thread is not None:
         declared = body.tools is not None or body.mcp_servers is not None

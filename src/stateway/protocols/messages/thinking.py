@@ -13,6 +13,8 @@ shown as thinking blocks) is taken as ``disabled``: no open model writes such no
 ``between_tools`` with. A budget must be less than ``max_tokens``, unless the
 ``interleaved-thinking-2025-05-14`` beta makes it the whole turn's (as Anthropic checks
 it). ``thinking.display`` is kept (``omitted``: thinking blocks without their text).
+While the model thinks, a ``tool_choice`` that forces a tool (``any``, ``tool``) is
+refused, as Anthropic refuses it: thinking takes ``auto`` and ``none`` only.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from stateway.core.adaptive_effort import ADAPTIVE_DEFAULT, ADAPTIVE_EFFORTS
 from stateway.core.commands import INTERLEAVED_THINKING, GenerationSettings
 from stateway.protocols.messages.encode import HIDDEN
 from stateway.protocols.messages.errors import field_error
-from stateway.protocols.messages.request import OutputConfig, Thinking
+from stateway.protocols.messages.request import OutputConfig, Thinking, ToolChoice
 
 _OFF: Final = frozenset({"disabled", "between_tools"})
 """The thinking types under which the model does not think."""
+_FORCING: Final = frozenset({"any", "tool"})
+"""The tool choices that force a tool."""
 
 
 def apply_thinking(
@@ -64,3 +68,13 @@ def check_budget(settings: GenerationSettings, max_tokens: int) -> None:
         return
     if INTERLEAVED_THINKING not in settings.anthropic_beta:
         raise field_error("thinking.budget_tokens", "must be less than max_tokens.")
+
+
+def check_thinking_tool_choice(thinking: Thinking | None, choice: ToolChoice | None) -> None:
+    """A tool choice that forces a tool while the model thinks is refused, in Anthropic's
+    words."""
+    thinks = thinking is not None and thinking.type not in _OFF
+    if thinks and choice is not None and choice.type in _FORCING:
+        raise field_error(
+            "tool_choice", "Thinking may not be enabled when tool_choice forces tool use."
+        )
