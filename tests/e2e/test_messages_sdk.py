@@ -171,7 +171,7 @@ def test_thinking_without_its_text_round_trip(claude: Anthropic, send: Any) -> N
     error = refused.value.body["error"]  # type: ignore[index]
     assert error["type"] == "invalid_request_error"
     assert "Invalid `signature` in `thinking` block" in error["message"]
-    assert error["message"].startswith("messages: ")  # the gateway checks every signature
+    assert error["message"].startswith("messages.1.content.0: ")  # the block, as Anthropic
 
 
 def test_count_tokens(claude: Anthropic) -> None:

@@ -521,6 +521,14 @@ def test_error_types_by_status() -> None:
         "messages: Invalid `signature` in `thinking` block"
     )
     assert encode_error(NotFound("no"))["error"]["type"] == "not_found_error"
+    named = InvalidRequest("unverified", param="messages.3.content.1", code=altered.code)
+    assert encode_error(named)["error"] == {  # as Anthropic names the block
+        "type": "invalid_request_error",
+        "message": "messages.3.content.1: Invalid `signature` in `thinking` block: it was not "
+        "made by this gateway for this organization, or it was altered.",
+    }
+    held = InvalidRequest("unverified", param="previous_response_id", code=altered.code)
+    assert encode_error(held)["error"]["message"].startswith("messages: Invalid `signature`")
     assert encode_error(Overloaded("busy"))["error"]["type"] == "overloaded_error"
     assert encode_error(UpstreamError("down"))["error"]["type"] == "api_error"
     for gateways in (ServerShuttingDown(), StorageError("Storage is unavailable.")):

@@ -39,6 +39,7 @@ from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.usage import Usage
 from stateway.protocols.messages.request import BLOCK_TYPES
+from stateway.sealing import AesGcmSealer
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
@@ -50,12 +51,18 @@ from tests.surfaces.http.asgi import Reply, call
 OK: list[Delta | GatewayError] = [TextDelta("ok"), UsageReport(Usage(3, 1)), Finish("stop")]
 
 
-def build(backend: Any = None, *, catch_all: bool = True, keepalive: float = 15.0) -> Starlette:
+def build(
+    backend: Any = None,
+    *,
+    catch_all: bool = True,
+    keepalive: float = 15.0,
+    sealer: AesGcmSealer | None = None,
+) -> Starlette:
     store = MemoryStore()
     backend = backend or ScriptedBackend(OK)
     models = {} if catch_all else {"known": "known"}
     router = Router([BackendEntry(backend, models, catch_all=catch_all)])
-    gateway = Gateway(store, router, Loop(store), RunRegistry())
+    gateway = Gateway(store, router, Loop(store, sealer=sealer), RunRegistry(), sealer=sealer)
     return build_http_app(
         ResponsesRoutes(gateway, 1 << 20),
         ServiceRoutes(gateway),
@@ -365,6 +372,34 @@ async def test_an_image_the_model_refuses_is_named_by_its_path(stream: bool) -> 
     found = CLAUDE_CODE_MEDIA_PATH.search(message)
     assert found is not None
     assert found.groups() == ("0", "1", None, "image")
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_signature_that_does_not_open_is_named_by_its_block(
+    path: str, stream: bool
+) -> None:
+    """As Anthropic names it (``messages.1.content.0: Invalid `signature` in `thinking`
+    block``), not as the canonical item the core refused (``input[3]``); a signature that
+    is not the gateway's (Anthropic's own, as it made it) is left out, not refused."""
+    anthropics = {"type": "thinking", "thinking": "a", "signature": "EqQBCkgIARABGAIiQL"}
+    forged = {"type": "thinking", "thinking": "b", "signature": "sw1.forged"}
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [anthropics, {"type": "text", "text": "a"}]},
+        {"role": "user", "content": "more"},
+        {"role": "assistant", "content": [{"type": "text", "text": "b"}, forged]},
+        {"role": "user", "content": "next"},
+    ]
+    raw = body(messages=messages, stream=stream)
+    if path.endswith("count_tokens"):
+        raw = orjson.dumps({"model": "m", "messages": messages})
+    reply = await post(build(sealer=AesGcmSealer(bytes(32))), raw, path)
+    message = assert_anthropic_error(reply, 400, "invalid_request_error")
+    assert message == (
+        "messages.3.content.1: Invalid `signature` in `thinking` block: it was not made by "
+        "this gateway for this organization, or it was altered."
+    )
 
 
 async def test_a_non_json_content_type_is_refused() -> None:

@@ -32,7 +32,9 @@ says the prompt fits but not with the output tokens asked for, as Anthropic word
 (``input length and `max_tokens` exceed context limit: X + Y > Z``), on which Claude Code
 asks again for fewer output tokens. A thinking
 block's signature the gateway sealed that does not open (the core's
-``invalid_encrypted_content``) is worded as Anthropic words an invalid signature.
+``invalid_encrypted_content``) is worded as Anthropic words an invalid signature, naming
+the block (``messages.1.content.0: Invalid `signature` in `thinking` block``, its path
+found by :mod:`.signatures`), or ``messages`` when the request holds no such block.
 
 A compaction's errors (:data:`COMPACTION_CODES`: a misplaced or ambiguous block, one whose
 signature does not verify or whose content differs from it, nothing to summarize, an
@@ -116,8 +118,8 @@ def error_type(status: int) -> str:
 
 
 _INVALID_SIGNATURE: Final = (
-    "messages: Invalid `signature` in `thinking` block: it was not made by this gateway "
-    "for this organization, or it was altered."
+    "Invalid `signature` in `thinking` block: it was not made by this gateway for this "
+    "organization, or it was altered."
 )
 
 
@@ -136,7 +138,7 @@ def encode_error(error: GatewayError) -> dict[str, Any]:
         body["error"]["details"] = {"error_code": error.code}
         return body
     if isinstance(error, InvalidRequest) and error.code == INVALID_CODE:
-        return error_body("invalid_request_error", _INVALID_SIGNATURE)
+        return error_body("invalid_request_error", f"{_signed(error.param)}: {_INVALID_SIGNATURE}")
     if isinstance(error, InvalidRequest) and error.code in COMPACTION_CODES:
         message = _COMPACTION_WORDS.get(error.code, error.message)
         return error_body("invalid_request_error", message, {"error_code": error.code})
@@ -147,6 +149,12 @@ def encode_error(error: GatewayError) -> dict[str, Any]:
     if error.status == 503:
         return error_body("api_error", error.message)  # storage, identity, shutting down
     return error_body(error_type(error.status), error.message)
+
+
+def _signed(param: str | None) -> str:
+    """The block a seal that does not open came in (``messages.N.content.M``,
+    :mod:`.signatures`), or ``messages`` when no block of the request is named."""
+    return param if param is not None and param.startswith("messages.") else "messages"
 
 
 def _too_long(error: GatewayError) -> str:

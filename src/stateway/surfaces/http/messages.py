@@ -5,7 +5,8 @@ Whatever Claude Code and the ``anthropic`` SDK send alongside is accepted: any
 ``anthropic-version`` and ``anthropic-beta``, the credential as ``x-api-key`` or a
 bearer token (``surfaces/auth``), ``?beta=true``. Every answer carries a ``request-id``
 header; every error, before or instead of a stream, has Anthropic's shape
-(:mod:`stateway.protocols.messages.errors`). Who may ask is settled before the body is
+(:mod:`stateway.protocols.messages.errors`), a block at fault named by its path
+(:func:`named_block`). Who may ask is settled before the body is
 read: the admin credential is a 403 whatever it sends.
 A stream that is silent for the keep-alive interval gets a ``ping`` event.
 """
@@ -22,9 +23,11 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from stateway.core import hidden
-from stateway.core.errors import GatewayError, UncarriedPart, UpstreamRejected
+from stateway.core.commands import CreateResponse
+from stateway.core.errors import GatewayError
 from stateway.core.gateway import Gateway
 from stateway.core.ids import new_id
+from stateway.core.items import Item
 from stateway.core.principal import Principal
 from stateway.core.runs import Run
 from stateway.core.telemetry import REQUEST_ID as REQUEST_ID_VAR
@@ -32,6 +35,7 @@ from stateway.protocols.messages.decode import decode_count_tokens, decode_messa
 from stateway.protocols.messages.encode import encode_message
 from stateway.protocols.messages.errors import answer_status, encode_error
 from stateway.protocols.messages.media import refused_block
+from stateway.protocols.messages.signatures import signed_block
 from stateway.protocols.messages.stream import PING, MessagesStream, encode_error_event
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.errors import error_answer
@@ -99,14 +103,6 @@ class MessagesRoutes:
         principal = principal_of(scope)  # who may ask, before what is asked is judged
         require_json(scope)
         body = await read_body(scope, receive, self._max_body, self._body_timeout)
-        try:
-            return await self._answer(scope, receive, request_id, principal, body)
-        except (UncarriedPart, UpstreamRejected) as error:
-            raise refused_block(error, body) from None
-
-    async def _answer(
-        self, scope: Scope, receive: Receive, request_id: str, principal: Principal, body: bytes
-    ) -> Response:
         limit, named = self._max_items, betas(scope)
         if len(body) <= INLINE_DECODE_BYTES:
             command = decode_messages(body, max_input_items=limit, betas=named)
@@ -114,6 +110,23 @@ class MessagesRoutes:
             command = await asyncio.to_thread(
                 decode_messages, body, max_input_items=limit, betas=named
             )
+        try:
+            return await self._answer(scope, receive, request_id, principal, command, body)
+        except GatewayError as error:
+            refusal = named_block(error, body, command.input)
+            if refusal is error:
+                raise
+            raise refusal from None
+
+    async def _answer(
+        self,
+        scope: Scope,
+        receive: Receive,
+        request_id: str,
+        principal: Principal,
+        command: CreateResponse,
+        body: bytes,
+    ) -> Response:
         run = await started(self._gateway, principal, command, receive)
         if command.stream:
             return SSEResponse(
@@ -126,7 +139,7 @@ class MessagesRoutes:
                 error_response=partial(
                     error_answer,
                     scope,
-                    respond=partial(_refusal_response, body, request_id=request_id),
+                    respond=partial(_refusal_response, body, command.input, request_id=request_id),
                     logger=log,
                 ),
                 ending=encode_error_event,
@@ -147,8 +160,11 @@ class MessagesRoutes:
             counted = await while_present(
                 request.receive, self._gateway.execute(principal, command)
             )
-        except UncarriedPart as error:
-            raise refused_block(error, body) from None
+        except GatewayError as error:
+            refusal = named_block(error, body, command.request.input)
+            if refusal is error:
+                raise
+            raise refusal from None
         headers = {REQUEST_ID: request_id, **token_count_header(counted.estimated)}
         return JSONResponse({"input_tokens": counted.input_tokens}, headers=headers)
 
@@ -176,10 +192,20 @@ def error_response(error: GatewayError, *, request_id: str) -> Response:
     return JSONResponse(body, status_code=answer_status(error, body), headers=headers)
 
 
-def _refusal_response(raw: bytes, error: GatewayError, *, request_id: str) -> Response:
-    """:func:`error_response`, a block of the request ``raw`` the upstream cannot take named
-    as Anthropic names it (:mod:`stateway.protocols.messages.media`)."""
-    return error_response(refused_block(error, raw), request_id=request_id)
+def _refusal_response(
+    raw: bytes, items: list[Item], error: GatewayError, *, request_id: str
+) -> Response:
+    """:func:`error_response`, a block of the request ``raw`` named as Anthropic names it
+    (:func:`named_block`)."""
+    return error_response(named_block(error, raw, items), request_id=request_id)
+
+
+def named_block(error: GatewayError, raw: bytes, items: list[Item]) -> GatewayError:
+    """``error`` for the Messages request ``raw``, decoded as ``items``, naming the block
+    at fault by its path as Anthropic does: one the upstream cannot take
+    (:mod:`stateway.protocols.messages.media`), or a thinking block whose signature does
+    not open (:mod:`stateway.protocols.messages.signatures`)."""
+    return signed_block(refused_block(error, raw), items, raw)
 
 
 def answers_anthropic(scope: Scope) -> bool:
