@@ -755,6 +755,28 @@ def test_allowed_tools_that_are_no_list_of_tools_are_a_400(tools: object, param:
 
 
 @pytest.mark.parametrize(
+    ("choice", "param", "code"),
+    [
+        ({"type": "function"}, "tool_choice.name", "missing_required_parameter"),
+        ({"type": "custom", "name": None}, "tool_choice.name", "missing_required_parameter"),
+        ({"type": "function", "name": 5}, "tool_choice.name", "invalid_type"),
+        ({"type": "mcp"}, "tool_choice.server_label", "missing_required_parameter"),
+        ({"type": "mcp", "server_label": ["x"]}, "tool_choice.server_label", "invalid_type"),
+    ],
+)
+def test_a_tool_choice_without_the_field_naming_its_tool_is_a_400_naming_that_field(
+    choice: dict[str, Any], param: str, code: str
+) -> None:
+    """As hosted answers it (``Missing required parameter: 'tool_choice.name'.``), and as an
+    ``allowed_tools`` entry's is: not a choice of a type the gateway does not support."""
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "tools": [FUNCTION], "tool_choice": choice})
+    assert (caught.value.status, caught.value.param, caught.value.code) == (400, param, code)
+    if code == "missing_required_parameter":
+        assert caught.value.message == f"Missing required parameter: '{param}'."
+
+
+@pytest.mark.parametrize(
     ("choice", "code"),
     [
         ({"type": "allowed_tools", "tools": []}, "missing_required_parameter"),

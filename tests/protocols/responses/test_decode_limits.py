@@ -183,7 +183,11 @@ def test_every_refusal_carries_a_code_and_names_the_field(body: dict[str, Any]) 
             "missing_required_parameter",
         ),
         ({"model": "m", "input": "x", "background": "yes"}, "invalid_type"),
-        ({"model": "m", "input": "x", "tool_choice": {"type": "mcp"}}, "unsupported_value"),
+        (
+            {"model": "m", "input": "x", "tool_choice": {"type": "mcp"}},
+            "missing_required_parameter",
+        ),
+        ({"model": "m", "input": "x", "tool_choice": {"type": "bogus"}}, "unsupported_value"),
     ],
 )
 def test_refusal_codes(body: dict[str, Any], code: str) -> None:

@@ -77,10 +77,27 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
             )
         _check_allowed(choice.get("tools"))
         return dict(choice)
+    if kind in ("function", "custom", "mcp"):
+        raise _unnamed(choice, naming_field(kind))
     raise InvalidRequest(
         f"Tool choice type '{kind}' is not supported (or misses its 'name').",
         param="tool_choice",
         code="unsupported_value",
+    )
+
+
+def _unnamed(choice: dict[str, Any], field: str) -> InvalidRequest:
+    """A choice of a tool by name whose naming field is missing or no string, named as
+    hosted names it (``Missing required parameter: 'tool_choice.name'.``)."""
+    param = f"tool_choice.{field}"
+    if choice.get(field) is None:
+        return InvalidRequest(
+            f"Missing required parameter: '{param}'.",
+            param=param,
+            code="missing_required_parameter",
+        )
+    return InvalidRequest(
+        f"Invalid type for '{param}': expected a string.", param=param, code="invalid_type"
     )
 
 
