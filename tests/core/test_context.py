@@ -69,15 +69,35 @@ async def test_an_earlier_output_whose_call_is_gone_is_left_out() -> None:
     assert context == [user, call("c2"), output("c2"), later]
 
 
-@pytest.mark.parametrize("items", [[output("nope")], [call("c1"), output("c1"), output("c1")]])
-async def test_output_without_a_pending_call_is_rejected(items: list[dict[str, str]]) -> None:
-    with pytest.raises(InvalidRequest) as caught:
+async def test_output_without_a_call_is_rejected() -> None:
+    with pytest.raises(InvalidRequest, match=r"^No tool call found") as caught:
+        await build_context(
+            MemoryStore(),
+            "t",
+            CreateResponse(model="m", input=[output("nope")]),
+            ScriptedBackend([]),
+        )
+    assert (caught.value.param, caught.value.code) == ("input[0].call_id", "tool_call_not_found")
+
+
+async def test_a_second_output_for_an_answered_call_is_named_a_duplicate() -> None:
+    """Answered in the same input or earlier in the chain: the call is there, so "no tool
+    call found" would send the client looking for the wrong mistake."""
+    items = [call("c1"), output("c1"), output("c1")]
+    with pytest.raises(
+        InvalidRequest, match=r"^Duplicate function_call_output for call_id 'c1'"
+    ) as caught:
         await build_context(
             MemoryStore(), "t", CreateResponse(model="m", input=items), ScriptedBackend([])
         )
-    assert caught.value.param is not None
-    assert caught.value.param.endswith(".call_id")
-    assert caught.value.code == "tool_call_not_found"
+    assert (caught.value.param, caught.value.code) == ("input[2].call_id", "tool_call_not_found")
+    store = MemoryStore()
+    stored = [call("c1"), output("c1")]
+    await store.save(ResponseRecord("t", "resp_1", None, "completed", 0.0, {}, stored, []))
+    command = CreateResponse(model="m", input=[output("c1")], previous_response_id="resp_1")
+    with pytest.raises(InvalidRequest, match=r"^Duplicate function_call_output") as caught:
+        await build_context(store, "t", command, ScriptedBackend([]))
+    assert caught.value.param == "input[0].call_id"
 
 
 async def test_item_types_the_upstream_cannot_carry_are_rejected_by_name() -> None:

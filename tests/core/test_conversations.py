@@ -209,14 +209,15 @@ async def test_added_outputs_answer_calls_of_the_conversation_once() -> None:
     await world.gateway.execute(
         ME, AddConversationItems(conversation.id, [user("x"), call("c2"), answer("c2")])
     )
-    for items, param, code in [
-        ([answer("nope")], "items[0].call_id", "tool_call_not_found"),
-        ([user("y"), answer("c1")], "items[1].call_id", "tool_call_not_found"),  # answered
-        ([call("c2")], "items[0].call_id", "duplicate_call_id"),
+    for items, param, code, message in [
+        ([answer("nope")], "items[0].call_id", "tool_call_not_found", "No tool call found"),
+        ([user("y"), answer("c1")], "items[1].call_id", "tool_call_not_found", "Duplicate"),
+        ([call("c2")], "items[0].call_id", "duplicate_call_id", "Duplicate or empty"),
     ]:
         with pytest.raises(InvalidRequest) as caught:
             await world.gateway.execute(ME, AddConversationItems(conversation.id, items))
         assert (caught.value.status, caught.value.param, caught.value.code) == (400, param, code)
+        assert caught.value.message.startswith(message)
     assert len(await world.items(conversation.id)) == 6, "nothing of a refused batch is added"
     with pytest.raises(ConversationNotFound) as unknown:
         await world.gateway.execute(ME, AddConversationItems("conv_nope", [answer("c1")]))

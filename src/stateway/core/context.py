@@ -240,11 +240,12 @@ def _pending_calls(
     ``orphans``, when given."""
     pending: dict[str, tuple[str, bool]] = {}
     seen: set[str] = set()
+    answered: set[tuple[str, str]] = set()
     approvals: set[str] = set()
     for item in prior:
-        _track(item, pending, seen, approvals, None, field, orphans)
+        _track(item, pending, seen, answered, approvals, None, field, orphans)
     for index, item in enumerate(current):
-        _track(item, pending, seen, approvals, index, field)
+        _track(item, pending, seen, answered, approvals, index, field)
     return pending
 
 
@@ -252,6 +253,7 @@ def _track(
     item: Item,
     pending: dict[str, tuple[str, bool]],
     seen: set[str],
+    answered: set[tuple[str, str]],
     approvals: set[str],
     index: int | None,
     field: str,
@@ -259,7 +261,9 @@ def _track(
 ) -> None:
     """Account for one item; ``index`` is its place in this request's ``field`` (None for
     the stored chain, which was checked when it was written: an output of it answering
-    no call goes to ``orphans``)."""
+    no call goes to ``orphans``). ``answered``: the ``(call_id, output type)`` of each
+    call answered so far, to name a second output a duplicate rather than one of no
+    call."""
     kind = item.get("type")
     if kind in _TOOL_SEARCH and item.get("execution") == "server":
         return  # the gateway's own search: its output always follows it
@@ -278,6 +282,14 @@ def _track(
         call_id = shell.output_call_id(item)
         if pending.get(call_id, ("", False))[0] == kind:
             del pending[call_id]
+            answered.add((call_id, kind))
+        elif index is not None and (call_id, kind) in answered:
+            raise InvalidRequest(
+                f"Duplicate {kind} for call_id {call_id!r}: its call already has an output, "
+                "and each call takes exactly one.",
+                param=f"{field}[{index}].call_id",
+                code="tool_call_not_found",
+            )
         elif index is not None:
             raise InvalidRequest(
                 f"No tool call found for {kind.replace('_', ' ')} with call_id {call_id}.",
