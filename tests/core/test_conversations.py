@@ -594,6 +594,27 @@ async def test_a_background_turn_whose_caller_leaves_still_compacts_first() -> N
     assert texts(summarized.items)[:2] == ["earlier", "later"]
 
 
+async def test_a_compacting_turn_appends_its_compaction_but_not_its_trigger() -> None:
+    """A ``compaction_trigger`` asks the turn to compact; it is no conversation item (no
+    ``ConversationItem`` type of the SDK's is one): a listing shows the compaction."""
+    world = World(sealer=AesGcmSealer(bytes(range(32))))
+    conversation = await world.conversation("earlier")
+    trigger = [user("later"), {"type": "compaction_trigger"}]
+    run = await world.gateway.execute(
+        ME, CreateResponse(model="m", input=trigger, conversation_id=conversation.id)
+    )
+    await run.wait()
+    items = await world.items(conversation.id)
+    assert [item["type"] for item in items] == ["message", "message", "compaction"]
+    world.backend.script = [TextDelta("ok"), Finish("stop")]
+    await (await world.turn(conversation.id, "again")).wait()
+    assert [item["type"] for item in await world.items(conversation.id)][2:] == [
+        "compaction",
+        "message",
+        "message",
+    ]
+
+
 @pytest.mark.parametrize(
     "script",
     [[UpstreamError("the model server failed")], [TextDelta("partial"), UpstreamError("cut")]],

@@ -12,6 +12,7 @@ from operator import attrgetter
 from typing import Any, Final, Literal
 
 from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.compaction.sealed import COMPACTION_TRIGGER
 from stateway.core.errors import GatewayError
 from stateway.core.items import Item
 from stateway.core.ports import ConversationTurn, ResponseRecord
@@ -198,15 +199,18 @@ def turn_end(state: ResponseState, input_items: list[Item]) -> ConversationTurn 
     """What the end of a conversation turn writes to its conversation: its input then its
     output when it ended completed or incomplete (as they would continue a chain), nothing
     when it failed or was cancelled (its client resends the input), nor when a Messages
-    thread's client left it (:func:`thread_left`)."""
+    thread's client left it (:func:`thread_left`). A ``compaction_trigger`` is left out:
+    an instruction to the turn, which its output's ``compaction`` item answers, not an
+    item of the conversation (no conversation item type is one)."""
     if state.conversation_id is None:
         return None
     appended = state.status in APPENDED_ENDINGS and not thread_left(
         state.thread_system, state.incomplete_reason
     )
-    return ConversationTurn(
-        state.conversation_id, items=input_items + state.output if appended else []
-    )
+    if not appended:
+        return ConversationTurn(state.conversation_id)
+    kept = [item for item in input_items if item.get("type") != COMPACTION_TRIGGER]
+    return ConversationTurn(state.conversation_id, items=kept + state.output)
 
 
 def thread_left(thread_system: list[Item] | None, incomplete_reason: str | None) -> bool:
