@@ -247,6 +247,24 @@ async def test_reserved_route_names_are_never_read_as_response_ids() -> None:
             assert error == {**unknown, "message": f"Unknown route: {method} {path}."}
 
 
+async def test_a_trailing_slash_is_an_unknown_route_not_a_redirect() -> None:
+    """As hosted (``Invalid URL (POST /v1/chat/completions/)``, a 404): a 307 would have
+    a client send its body again, to another path than the one it named."""
+    app = build()
+    unknown = (await call(app, "GET", "/v1/nothing")).json()["error"]
+    for method, path in [
+        ("POST", "/v1/responses/"),
+        ("GET", "/v1/responses/resp_1/"),
+        ("POST", "/v1/responses/resp_1/cancel/"),
+        ("POST", "/v1/responses/compact/"),
+        ("GET", "/health/"),
+    ]:
+        reply = await call(app, method, path, b'{"model": "m", "input": "hi"}')
+        assert (reply.status, "location" in reply.headers) == (404, False), (method, path)
+        error = reply.json()["error"]
+        assert error == {**unknown, "message": f"Unknown route: {method} {path}."}
+
+
 async def test_compact_and_input_tokens_take_post_only() -> None:
     app = build()
     for path in ["/v1/responses/compact", "/v1/responses/input_tokens"]:

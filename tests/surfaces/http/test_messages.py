@@ -496,6 +496,8 @@ async def test_one_model_in_the_shape_the_client_speaks() -> None:
     [
         ("GET", "/v1/messages", 405, "invalid_request_error"),
         ("POST", "/v1/messages/batches", 404, "not_found_error"),
+        ("POST", "/v1/messages/", 404, "not_found_error"),
+        ("POST", "/v1/messages/count_tokens/", 404, "not_found_error"),
         ("GET", "/v1/messages/count_tokens", 405, "invalid_request_error"),
     ],
 )

@@ -1,6 +1,9 @@
 """The Starlette application of the HTTP surface: routes and the error boundary.
 
 Errors leave in the OpenAI shape ``{"error": {message, type, param, code}}``; an
+unknown route is a 404 in it (or in Anthropic's, :func:`.messages.error_response_for`),
+a path with a trailing slash included, as hosted: never Starlette's 307 to the path
+without it, which would have a client send its body again to a path it never named. An
 unexpected exception is logged and answered with a generic 500, never a stack trace. A
 client that left before its answer began (while its body was read, or while the answer
 was worked out) is answered nothing and logged nowhere: the observer counts it as 499.
@@ -128,6 +131,7 @@ def build_http_app(
         exception_handlers=handlers,
         lifespan=lifespan,
     )
+    app.router.redirect_slashes = False
     app.observer = observer
     # The hot routes: the three creates (Chat Completions' fast path is one hop), and
     # WebSocket mode, each of whose frames would pass Starlette's exception wrapper.
