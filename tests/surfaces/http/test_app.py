@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.applications import Starlette
+from starlette.types import Receive, Scope, Send
 
 from stateway.coordination.memory import MemoryCommandResults
 from stateway.coordination.redis import RedisCommandResults
@@ -263,6 +264,27 @@ async def test_a_trailing_slash_is_an_unknown_route_not_a_redirect() -> None:
         assert (reply.status, "location" in reply.headers) == (404, False), (method, path)
         error = reply.json()["error"]
         assert error == {**unknown, "message": f"Unknown route: {method} {path}."}
+
+
+async def test_the_mcp_surface_is_served_with_a_trailing_slash_too() -> None:
+    """MCP clients are often configured with ``/mcp/`` (once redirected to ``/mcp``)."""
+    seen: list[str] = []
+
+    class Mcp:  # an ASGI app, as the mounted surface is
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            seen.append(scope["path"])
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+    store = MemoryStore()
+    router = Router([BackendEntry(ScriptedBackend([]), {}, catch_all=True)])
+    gateway = Gateway(store, router, Loop(store), RunRegistry())
+    app = build_http_app(ResponsesRoutes(gateway, 4096), ServiceRoutes(gateway), mcp=Mcp())
+    for path in ["/mcp", "/mcp/"]:
+        reply = await call(app, "POST", path, b"{}")
+        assert (reply.status, reply.body) == (200, b"ok"), path
+    assert seen == ["/mcp", "/mcp/"]
+    assert (await call(app, "POST", "/mcp/x", b"{}")).status == 404
 
 
 async def test_compact_and_input_tokens_take_post_only() -> None:

@@ -73,14 +73,14 @@ def build_http_app(
     websocket: ASGIApp | None = None,
 ) -> Starlette:
     """``allowed_hosts``: the ``Host`` names served (None: any), see :mod:`.hosts`;
-    ``conversations``: the Conversations API's routes, ``messages`` the Anthropic
-    Messages routes, ``chat`` the Chat Completions route, ``mcp`` the MCP surface
-    (``/mcp``, every method), ``admin`` the admin routes, ``metrics`` ``GET /metrics``,
-    ``usage`` ``GET /v1/usage``, when served; ``observer`` is told of every request
-    (which then gets an ``x-request-id``: :mod:`.observed`). Every request is
-    identified by ``authenticator`` (default: no auth configured, no admin credential)
-    before it is routed (:mod:`.authentication`). ``websocket`` serves ``GET
-    /v1/responses`` upgraded (WebSocket mode); without it an upgrade is refused (426)."""
+    ``conversations``: the Conversations API's routes, ``messages`` the Anthropic Messages
+    routes, ``chat`` the Chat Completions route, ``mcp`` the MCP surface (``/mcp``, every
+    method; ``/mcp/`` too, which MCP clients are often given), ``admin`` the admin routes,
+    ``metrics`` ``GET /metrics``, ``usage`` ``GET /v1/usage``, when served; ``observer`` is told
+    of every request (which then gets an ``x-request-id``: :mod:`.observed`). Every request is
+    identified by ``authenticator`` (default: no auth configured, no admin credential) before it
+    is routed (:mod:`.authentication`). ``websocket`` serves ``GET /v1/responses`` upgraded
+    (WebSocket mode); without it an upgrade is refused (426)."""
     chat_route = None if chat is None else Route(CHAT_PATH, chat, methods=["POST"])
     create_route = Route(RESPONSES_PATH, PlainApp(responses.create), methods=["POST"])
     upgrade_route = WebSocketRoute(RESPONSES_PATH, websocket or refuse_websocket)
@@ -107,7 +107,7 @@ def build_http_app(
         *([] if conversations is None else conversation_routes(conversations)),
         *messages_routes,
         *([] if chat_route is None else [chat_route]),
-        *([] if mcp is None else [Route("/mcp", mcp)]),
+        *([] if mcp is None else [Route("/mcp", mcp), Route("/mcp/", mcp)]),
         Route(MODELS_PATH, service.models, methods=["GET"]),
         Route(MODELS_PATH + "/{model_id:path}", service.model, methods=["GET"]),
         Route("/health", service.health, methods=["GET"]),
