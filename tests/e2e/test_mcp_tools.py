@@ -316,6 +316,39 @@ def test_approval_stops_the_turn_and_the_answer_decides(setup: Setup) -> None:
     assert setup.server.stats.calls_started == started + 1
 
 
+def test_an_approved_call_streams_its_arguments_as_hosted_does(setup: Setup) -> None:
+    """As hosted: the approved call's item is added with no arguments, which then come
+    whole in one delta before their done, so a client that appends the deltas to the
+    added item has them (and has them once)."""
+    asked = {"type": "mcp", "server_label": "direct", "server_url": setup.server.url}
+    first = setup.sdk.responses.create(
+        model="m", input='[[tool:direct__echo:{"text":"hi"}]]', tools=[asked]
+    )
+    request = first.output[-1]
+    assert request.type == "mcp_approval_request"
+    approve = {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}
+    with setup.sdk.responses.stream(
+        model="m", previous_response_id=first.id, input=[approve], tools=[asked]
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    call = final.output[0]
+    assert (call.type, call.approval_request_id) == ("mcp_call", request.id)
+    mine = [e for e in events if getattr(e, "output_index", None) == 0]
+    assert [e.type for e in mine] == [
+        "response.output_item.added",
+        "response.mcp_call.in_progress",
+        "response.mcp_call_arguments.delta",
+        "response.mcp_call_arguments.done",
+        "response.mcp_call.completed",
+        "response.output_item.done",
+    ]
+    added, _, delta, done, _, item_done = mine
+    assert added.item.arguments + delta.delta == done.arguments == request.arguments
+    assert item_done.item.arguments == call.arguments == request.arguments
+    assert final.output_text == "Tool said: hi"
+
+
 def test_tool_errors_and_timeouts_are_failed_calls_the_model_sees(setup: Setup) -> None:
     response = setup.sdk.responses.create(
         model="m",

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from stateway.core import events as ev
 from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.errors import UpstreamError
 from stateway.core.inference import Finish, ToolCallDelta, UsageReport
@@ -379,14 +380,19 @@ async def test_an_approved_call_streams_as_the_sdk_reads_it() -> None:
         [ASK], [approve(request["id"])], previous_response_id=first.state.id
     )
     check_stream(second.events)
-    assert kinds(second.events)[2:8] == [
+    assert kinds(second.events)[2:9] == [
         "ItemAdded:mcp_call",
         "mcp_call.in_progress",
+        "McpArgumentsDelta",
         "McpArgumentsDone",
         "mcp_call.completed",
         "ItemDone:mcp_call",
         "ItemAdded:message",
     ]
+    added, delta = second.events[2], second.events[4]
+    assert isinstance(added, ev.ItemAdded)
+    assert isinstance(delta, ev.McpArgumentsDelta)
+    assert (added.item["arguments"], delta.delta) == ("", '{"a":4,"b":4}')  # as hosted
     ran = second.state.output[0]
     assert (ran["arguments"], ran["output"]) == ('{"a":4,"b":4}', "8")
 

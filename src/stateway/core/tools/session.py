@@ -105,7 +105,11 @@ class ToolSession:
     ) -> None:
         """Run each call this request's input approves (:func:`.approvals.approved`). A
         call of a tool this request does not offer fails without running; so does one
-        past ``limit`` (the response's ``max_tool_calls``)."""
+        past ``limit`` (the response's ``max_tool_calls``).
+
+        Its item streams as hosted streams one: added with no arguments, then the
+        arguments the request was approved with, whole, as one delta, then done (a client
+        that appends the deltas to the added item has them once)."""
         requests = approved(context, new_input)
         if not requests:
             return
@@ -113,11 +117,15 @@ class ToolSession:
         pending: list[PendingCall] = []
         for request in requests:
             entry, refusal = approved_entry(request, offered, self._toolset.mcp)
-            call = mcp.call_item(entry, request.get("arguments") or "", request.get("id"))
+            arguments = request.get("arguments") or ""
+            call = mcp.call_item(entry, approval_request_id=request.get("id"))
             index = self._items.add(call)
             self._emit(ev.ToolProgress("response.mcp_call.in_progress", index, call["id"]))
-            self._emit(ev.McpArgumentsDone(index, call["id"], call["arguments"]))
-            approval = PendingCall(entry, call, index, call["arguments"])
+            if arguments:
+                self._emit(ev.McpArgumentsDelta(index, call["id"], arguments))
+            call["arguments"] = arguments
+            self._emit(ev.McpArgumentsDone(index, call["id"], arguments))
+            approval = PendingCall(entry, call, index, arguments)
             if refusal is None:
                 pending.append(approval)
             else:
