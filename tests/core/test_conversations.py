@@ -447,6 +447,26 @@ async def test_a_deleted_item_leaves_later_context_but_not_the_response() -> Non
     assert texts(world.store.records[(ME.tenant_id, run.id)].input_items) == ["q1"]
 
 
+async def test_an_unstored_turn_sees_the_conversation_and_adds_nothing() -> None:
+    """``store: false``, as hosted: the conversation is read, nothing is written, and no
+    lock is taken (a stored turn may run beside it)."""
+    gate = asyncio.Event()
+    world = World(gate=gate)
+    conversation = await world.conversation("earlier")
+    unstored = await world.turn(conversation.id, "now", store=False)
+    stored = await world.turn(conversation.id, "beside")  # not refused: nothing is held
+    gate.set()
+    await unstored.wait()
+    await stored.wait()
+    assert unstored.state.status == "completed"
+    assert unstored.state.conversation_id == conversation.id
+    assert texts(world.backend.requests[0].items) == ["earlier", "now"]
+    assert texts(await world.items(conversation.id)) == ["earlier", "beside", "answer"]
+    assert (ME.tenant_id, unstored.id) not in world.store.records
+    with pytest.raises(NotFound):
+        await world.gateway.execute(ME, GetResponse(unstored.id))
+
+
 async def test_a_second_turn_while_one_runs_is_refused_and_writes_nothing() -> None:
     gate = asyncio.Event()
     world = World(gate=gate)

@@ -217,6 +217,19 @@ def test_a_failed_turn_appends_nothing_and_lets_the_conversation_go(client: Open
     ]
 
 
+def test_an_unstored_turn_reads_the_conversation_and_adds_nothing(client: OpenAI) -> None:
+    conversation = client.conversations.create(items=[user("earlier")])
+    unstored = client.responses.create(
+        model=MODEL, input="now", conversation=conversation.id, store=False
+    )
+    assert unstored.status == "completed"
+    assert unstored.conversation is not None
+    assert unstored.conversation.id == conversation.id
+    assert texts(client.conversations.items.list(conversation.id).data) == ["earlier"]
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(unstored.id)
+
+
 def test_request_errors(client: OpenAI) -> None:
     conversation = client.conversations.create()
     previous = client.responses.create(model=MODEL, input="x")
@@ -225,9 +238,6 @@ def test_request_errors(client: OpenAI) -> None:
             model=MODEL, input="x", conversation=conversation.id, previous_response_id=previous.id
         )
     assert caught.value.code == "mutually_exclusive_parameters"
-    with pytest.raises(openai.BadRequestError) as caught:
-        client.responses.create(model=MODEL, input="x", conversation=conversation.id, store=False)
-    assert caught.value.body["param"] == "store"  # type: ignore[index]
     with pytest.raises(openai.NotFoundError) as missing:
         client.responses.create(model=MODEL, input="x", conversation="conv_missing")
     assert missing.value.body["param"] == "conversation"  # type: ignore[index]

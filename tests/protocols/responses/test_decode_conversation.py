@@ -46,7 +46,8 @@ def test_conversation_and_previous_response_id_exclude_each_other() -> None:
     assert error.param is None
 
 
-def test_a_turn_is_always_stored() -> None:
-    error = refused(input="x", conversation="conv_1", store=False)
-    assert (error.param, error.code) == ("store", "invalid_value")
+def test_a_turn_may_be_unstored() -> None:
+    """It reads the conversation and adds nothing to it (tests/core/test_conversations)."""
+    unstored = decode(input="x", conversation="conv_1", store=False)
+    assert (unstored.conversation_id, unstored.store) == ("conv_1", False)
     assert decode(input="x", conversation="conv_1", store=True).store is True

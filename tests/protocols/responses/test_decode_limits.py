@@ -137,7 +137,6 @@ BAD_BODIES: list[dict[str, Any]] = [
     {"model": "m", "input": [{"role": "user", "content": "x", "id": "a"}] * 2},
     {"model": "m", "input": "x", "background": 1},
     {"model": "m", "input": "x", "conversation": {"id": ""}},
-    {"model": "m", "input": "x", "conversation": "conv_1", "store": False},
     {"model": "m", "input": "x", "include": [""]},
     {"model": "m", "input": "x", "tools": [{"type": "web_search", "filters": 1}]},
     {"model": "m", "input": "x", "tools": [{"type": "function"}]},

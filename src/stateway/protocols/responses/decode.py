@@ -306,19 +306,9 @@ def _conversation_id(value: str | dict[str, Any] | None, previous: str | None) -
 
 def _conversation(body: CreateResponseBody) -> str | None:
     """The conversation id of ``conversation`` (an id, or an object with ``id``), checked
-    against the fields it excludes: a turn is always stored (its lock and its items are
-    written with its response)."""
-    conversation_id = _conversation_id(body.conversation, body.previous_response_id)
-    if conversation_id is None:
-        return None
-    if body.store is False:
-        raise InvalidRequest(
-            "A response in a conversation is always stored: 'store' must not be false "
-            "with 'conversation'.",
-            param="store",
-            code="invalid_value",
-        )
-    return conversation_id
+    against the field it excludes. With ``store: false`` the turn reads the conversation
+    and adds nothing to it (as hosted): its items are written with its response."""
+    return _conversation_id(body.conversation, body.previous_response_id)
 
 
 def _nothing(what: str) -> InvalidRequest:
