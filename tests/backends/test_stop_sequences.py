@@ -154,6 +154,19 @@ async def test_tokens_go_with_their_text_and_past_the_cut_are_dropped() -> None:
     assert deltas[-1] == Finish("stop", "cdX")
 
 
+async def test_a_piece_cut_keeps_the_tokens_before_the_cut() -> None:
+    """A whole reply is one piece holding every token: those spelling the text before the
+    stop sequence stay with it (a token reaching past the cut does not)."""
+
+    def token(text: str) -> Item:
+        return {"token": text, "logprob": -0.1, "bytes": list(text.encode()), "top_logprobs": []}
+
+    words = ["one ", "twé", " STOP", " th", "ree"]
+    upstream = Upstream([TextDelta("".join(words), [token(w) for w in words]), Finish("stop")])
+    deltas = await run(upstream, request("STOP", stream=False))
+    assert deltas == [TextDelta("one twé ", [token("one "), token("twé")]), Finish("stop", "STOP")]
+
+
 async def test_without_a_match_everything_passes_unchanged() -> None:
     script: list[Delta] = [
         TextDelta("no stop here"),

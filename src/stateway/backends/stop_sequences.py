@@ -112,7 +112,10 @@ class StopWatch:
         if hit is not None:
             at, self.matched = hit
             self._held = held[:at]
-            self._tokens = [(end, tokens) for end, tokens in self._tokens if end <= at]
+            self._tokens = [
+                (min(end, at), _before(tokens, len(held[at:end].encode())))
+                for end, tokens in self._tokens
+            ]
             return self.flush()
         cut = len(held) - _open_tail(held, self._sequences)
         self._held = held
@@ -130,6 +133,16 @@ class StopWatch:
         if not released and not tokens:
             return []
         return [TextDelta(released, tokens if tokens else None)]
+
+
+def _before(tokens: list[Item], over: int) -> list[Item]:
+    """``tokens`` without those spelling any of their text's last ``over`` bytes (past a
+    cut): a piece holding many (a whole reply) keeps those before the cut."""
+    kept = len(tokens)
+    while kept and over > 0:
+        kept -= 1
+        over -= len(tokens[kept]["bytes"])
+    return tokens[:kept]
 
 
 def _first(text: str, sequences: tuple[str, ...]) -> tuple[int, str] | None:
