@@ -188,6 +188,14 @@ def test_vllm_s_unstructured_context_refusals_are_recognised_by_their_wording(
     assert (error.tokens, error.requested, error.window) == numbers
 
 
+@pytest.mark.parametrize("message", ["m", VLLM_OLD])
+def test_a_context_overflow_names_the_input(message: str) -> None:
+    """As hosted names it (``input``; a Chat client's ``messages``), whatever the server
+    named (vLLM: null, ``input_tokens`` or ``max_tokens``)."""
+    error = classify_status(400, message, "context_length_exceeded", "up")
+    assert (error.code, error.param) == ("context_length_exceeded", "input")
+
+
 def test_anthropic_s_context_overflow_is_recognised_by_its_documented_wording() -> None:
     """Anthropic's error has no code for it: only its shape and its message say it."""
     message = "prompt is too long: 210000 tokens > 200000 maximum"

@@ -188,10 +188,11 @@ def _by_status(
 
 
 def _too_long(detail: str, message: str) -> UpstreamRejected:
-    """A context refusal, with its numbers when its message says them."""
+    """A context refusal, with its numbers when its message says them, naming ``input``
+    as hosted does (a Chat client's ``messages``), whatever field the server named."""
     window, tokens = _WINDOW.search(message), _INPUT.search(message)
     if window is None or tokens is None:
-        return UpstreamRejected(detail, status=400, code=CONTEXT_LENGTH_EXCEEDED)
+        return UpstreamRejected(detail, status=400, code=CONTEXT_LENGTH_EXCEEDED, param="input")
     output = _OUTPUT.search(message)
     return UpstreamContextTooLong(
         detail,

@@ -314,7 +314,7 @@ class UpstreamContextTooLong(UpstreamRejected):
     code = CONTEXT_LENGTH_EXCEEDED
 
     def __init__(self, message: str, *, tokens: int, window: int, requested: int | None) -> None:
-        super().__init__(message)
+        super().__init__(message, param="input")
         self.tokens = tokens
         self.window = window
         self.requested = requested
