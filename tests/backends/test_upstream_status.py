@@ -50,6 +50,15 @@ def test_an_unknown_model_is_model_not_found_with_the_upstream_words() -> None:
     assert "does not exist" in error.message
 
 
+@pytest.mark.parametrize(
+    ("code", "kind"), [(None, "requests"), ("insufficient_quota", "insufficient_quota")]
+)
+def test_an_upstream_rate_limit_is_typed_as_hosted_types_one(code: str | None, kind: str) -> None:
+    """Hosted types a 429 by what ran out (``requests``, ``tokens``), a quota apart; the
+    gateway's own limits are typed alike (``RateLimited``)."""
+    assert classify_status(429, "slow down", code, "up").type == kind
+
+
 @pytest.mark.parametrize("status", [400, 404, 408, 422, 429, 500, 503, 504, 529])
 def test_the_message_names_the_server_its_status_and_its_words(status: int) -> None:
     said = f"Model server 'up' answered {status}"

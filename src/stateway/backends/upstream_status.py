@@ -169,9 +169,12 @@ def _by_status(
             code="upstream_auth_failed",
         )
     if status == 429:
-        return UpstreamRejected(
+        limited = UpstreamRejected(
             detail, status=429, code=code or "rate_limit_exceeded", headers=retry
         )
+        # typed as hosted types its own: by what ran out (a quota is its own type)
+        limited.type = "insufficient_quota" if code == "insufficient_quota" else "requests"
+        return limited
     if status == 404:
         return UpstreamRejected(detail, status=404, code=code or "model_not_found")
     if status in (408, 504):
