@@ -29,9 +29,15 @@ class Transport(RecordingTransport):
         self.closed = asyncio.Event()
         self.shut = False
         """Its write side shut (``write_eof``): a 431 answered, the connection lingering."""
+        self.reading = True
 
     def can_write_eof(self) -> bool:
         return True
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self.shut:  # as asyncio's and uvloop's transports refuse it
+            raise RuntimeError("Cannot call write() after write_eof()")
+        super().write(data)
 
     def write_eof(self) -> None:
         self.shut = True
@@ -41,10 +47,10 @@ class Transport(RecordingTransport):
         self.closed.set()
 
     def pause_reading(self) -> None:
-        pass
+        self.reading = False
 
     def resume_reading(self) -> None:
-        pass
+        self.reading = True
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return {"peername": ("127.0.0.1", 1), "sockname": ("127.0.0.1", 2)}.get(name, default)
@@ -131,6 +137,7 @@ async def test_oversized_headers_behind_a_response_in_flight_are_answered_431_af
     app.release.set()
     await app.answered.wait()
     assert transport.shut
+    assert transport.reading  # the client's end of file is read (it closes the connection)
     answer = b"".join(transport.writes)
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert answer.index(b"ok") < answer.index(b"HTTP/1.1 431 ")
@@ -235,6 +242,32 @@ async def test_a_request_whose_trailers_are_refused_ends_for_its_app_and_lingers
     assert not transport.closing
     protocol.close_if_stalled(now + TIMEOUT + 1, TIMEOUT)
     assert transport.closing
+
+
+class Waiting(Reading):
+    """Reads the body only once ``release`` is set."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.release.wait()
+        await super().__call__(scope, receive, send)
+
+
+async def test_trailers_refused_before_the_app_read_an_expected_body_end_it_quietly() -> None:
+    """A request sent with ``Expect: 100-continue`` (its body sent without waiting), its
+    trailers refused before its app first reads it: the app is told the client left, and
+    no ``100 Continue`` is written after the 431 (the write side is shut: a write would
+    raise in the app)."""
+    app = Waiting()
+    protocol, transport, _ = connect(app)
+    expecting = CHUNKED.replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n")
+    protocol.data_received(expecting + b"2\r\n{}\r\n0\r\n")
+    for _ in range(3):
+        protocol.data_received(TRAILER)
+    assert transport.shut
+    app.release.set()
+    await asyncio.wait_for(app.answered.wait(), TIMEOUT)
+    assert app.received == ["http.disconnect"]
+    assert b"".join(transport.writes).startswith(b"HTTP/1.1 431 ")
 
 
 async def test_trailers_over_the_limit_after_a_response_began_close_without_a_431() -> None:

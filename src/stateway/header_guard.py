@@ -296,10 +296,12 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
         file), sends over ``max_drain_bytes``, or ``timeout`` passes (the sweep). The
         reads go where a chunk's do: nothing is added to a read of headers. A request
         whose trailers were refused is ended for its app as by a disconnect (what it
-        would send is not written)."""
+        would send is not written, nor the ``100 Continue`` its first read would: a write
+        after the write side is shut raises)."""
         cycle: RequestResponseCycle | None = self.cycle
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True
+            cycle.waiting_for_100_continue = False
             cycle.message_event.set()
         self._lingering = True
         self._lingering_since = time.monotonic()
