@@ -270,6 +270,21 @@ async def test_trailers_refused_before_the_app_read_an_expected_body_end_it_quie
     assert b"".join(transport.writes).startswith(b"HTTP/1.1 431 ")
 
 
+async def test_a_lingering_connection_is_closed_at_shutdown() -> None:
+    """Its request (trailers refused) is in flight to uvicorn, which at shutdown would wait
+    for it: answered already, the connection is closed then, not ``timeout`` later."""
+    app = Reading()
+    protocol, transport, _ = connect(app)
+    protocol.data_received(CHUNKED + b"2\r\n{}\r\n0\r\n")
+    await asyncio.sleep(0)
+    for _ in range(3):
+        protocol.data_received(TRAILER)
+    assert transport.shut
+    assert not transport.closing
+    protocol.shutdown()
+    assert transport.closing
+
+
 async def test_trailers_over_the_limit_after_a_response_began_close_without_a_431() -> None:
     app = Answering(complete=False)
     protocol, transport, _ = connect(app)

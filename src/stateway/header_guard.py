@@ -229,6 +229,15 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
         if now - since > timeout and not self.transport.is_closing():
             self.transport.close()
 
+    def shutdown(self) -> None:
+        """At the server's shutdown: a lingering connection is closed at once (its answer
+        is sent), though a request whose trailers were refused is still in flight to
+        uvicorn, which would wait for the client or the sweep to end it."""
+        if self._lingering:
+            self.transport.close()
+        else:
+            super().shutdown()
+
     def _refuse_headers(self) -> None:
         cycle: RequestResponseCycle | None = self.cycle
         if cycle is None or cycle.response_complete:
