@@ -176,6 +176,7 @@ def build_gateway(
         limits=limits,
         telemetry=telemetry,
         usage=usage,
+        settler=settler,
     )
 
     def publish(generation: Compiled) -> Generation:

@@ -76,6 +76,7 @@ from stateway.core.response import ResponseState
 from stateway.core.results import Deleted, ModelList, Readiness, Result, TokenCount
 from stateway.core.routing import Router
 from stateway.core.runs import Run, RunRegistry
+from stateway.core.settling import Settler
 from stateway.core.starting import RunStarter
 from stateway.core.stored_responses import StoredResponses
 from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
@@ -112,6 +113,7 @@ class Gateway:
         limits: RateLimits | None = None,
         telemetry: Telemetry | None = None,
         usage: UsageLedger | None = None,
+        settler: Settler | None = None,
     ) -> None:
         """``router`` and ``loop`` are config generation 1 (:mod:`.generations`).
         Without ``conversations`` no conversation exists: each one named is a 404.
@@ -123,7 +125,9 @@ class Gateway:
         ``fanout`` carries background runs' committed events to other processes (Redis);
         ``limits`` admits each model request of a principal (``[rate_limits]``).
         ``telemetry`` observes runs and relayed answers; without ``usage`` (the stored
-        responses' token accounting) ``GetUsage`` is a 404."""
+        responses' token accounting) ``GetUsage`` is a 404. ``settler`` holds the ends of
+        runs whose final save failed until they are stored: the one every generation's
+        loop is given (default: ``loop``'s own)."""
         self._store = store
         self.generations = Generations(router, loop)
         """Each admission reads the current generation and holds it to its end."""
@@ -160,8 +164,7 @@ class Gateway:
             self._telemetry,
         )
         self._threads = Threads(store, self._served_conversations)
-        self._settler = loop.settler
-        """Every generation's loop shares it (the composition root gives them one)."""
+        self._settler = settler or loop.settler
         self._stored = StoredResponses(store, runs, sealer, self.deletes, self._settler)
         self._forwarding = ChatForwarding(
             self.generations, runs, self._starter, limits, self._telemetry
