@@ -307,7 +307,8 @@ def _conversation_id(value: str | dict[str, Any] | None, previous: str | None) -
 def _conversation(body: CreateResponseBody) -> str | None:
     """The conversation id of ``conversation`` (an id, or an object with ``id``), checked
     against the field it excludes. With ``store: false`` the turn reads the conversation
-    and adds nothing to it (as hosted): its items are written with its response."""
+    and adds nothing to it, holding no lock (as hosted); a stored turn's items are
+    written with its response."""
     return _conversation_id(body.conversation, body.previous_response_id)
 
 
