@@ -228,6 +228,17 @@ def test_an_unstored_turn_reads_the_conversation_and_adds_nothing(client: OpenAI
     assert texts(client.conversations.items.list(conversation.id).data) == ["earlier"]
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(unstored.id)
+    with client.responses.stream(
+        model=MODEL, input="streamed", conversation=conversation.id, store=False
+    ) as stream:
+        streamed = stream.get_final_response()
+    assert (streamed.status, streamed.store) == ("completed", False)
+    assert texts(client.conversations.items.list(conversation.id).data) == ["earlier"]
+    with pytest.raises(openai.BadRequestError) as caught:  # a background run is stored
+        client.responses.create(
+            model=MODEL, input="x", conversation=conversation.id, store=False, background=True
+        )
+    assert caught.value.body["param"] == "background"  # type: ignore[index]
 
 
 def test_request_errors(client: OpenAI) -> None:
