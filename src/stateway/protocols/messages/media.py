@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import orjson
-
 from stateway.core.errors import (
     IMAGE_INPUT_UNSUPPORTED,
     GatewayError,
@@ -30,6 +28,7 @@ from stateway.core.errors import (
     UncarriedPart,
     UpstreamRejected,
 )
+from stateway.protocols.messages.sent_blocks import sent_blocks
 
 _BLOCKS: Final = {"input_file": "document", "input_image": "image"}
 """The canonical part type -> the Messages block it came from."""
@@ -82,20 +81,12 @@ def _first_block(
 ) -> tuple[str, dict[str, Any]] | None:
     """The path and body of the first ``kind`` block of a user message of ``raw``, or of a
     ``tool_result``'s content (``in_tool_result`` None: either, whichever comes first)."""
-    try:
-        messages = orjson.loads(raw).get("messages")
-    except (orjson.JSONDecodeError, AttributeError):
-        return None
-    for n, message in enumerate(messages if isinstance(messages, list) else ()):
-        content = message.get("content") if isinstance(message, dict) else None
-        for m, block in enumerate(content if isinstance(content, list) else ()):
-            if not isinstance(block, dict):
-                continue
-            if not in_tool_result and block.get("type") == kind:
-                return f"messages.{n}.content.{m}.{kind}", block
-            inner = block.get("content") if block.get("type") == "tool_result" else None
-            searched = inner if in_tool_result is not False and isinstance(inner, list) else ()
-            for k, part in enumerate(searched):
-                if isinstance(part, dict) and part.get("type") == kind:
-                    return f"messages.{n}.content.{m}.tool_result.content.{k}.{kind}", part
+    for n, m, block in sent_blocks(raw):
+        if not in_tool_result and block.get("type") == kind:
+            return f"messages.{n}.content.{m}.{kind}", block
+        inner = block.get("content") if block.get("type") == "tool_result" else None
+        searched = inner if in_tool_result is not False and isinstance(inner, list) else ()
+        for k, part in enumerate(searched):
+            if isinstance(part, dict) and part.get("type") == kind:
+                return f"messages.{n}.content.{m}.tool_result.content.{k}.{kind}", part
     return None

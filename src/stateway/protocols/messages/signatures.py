@@ -16,12 +16,11 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-import orjson
-
 from stateway.core.compaction.sealed import INVALID_CODE
 from stateway.core.errors import GatewayError, InvalidRequest
 from stateway.core.items import Item
 from stateway.core.reasoning import REDACTED
+from stateway.protocols.messages.sent_blocks import sent_blocks
 
 _INPUT_ITEM: Final = re.compile(r"input\[(\d+)\]")
 
@@ -44,15 +43,9 @@ def signed_block(error: GatewayError, items: list[Item], raw: bytes) -> GatewayE
 def _block_sealed(raw: bytes, seal: str) -> str | None:
     """The path of the first block of ``raw``'s messages whose signature (or redacted
     data) is ``seal``, as a reasoning item holds it."""
-    try:
-        messages = orjson.loads(raw).get("messages")
-    except (orjson.JSONDecodeError, AttributeError):
-        return None
-    for n, message in enumerate(messages if isinstance(messages, list) else ()):
-        content = message.get("content") if isinstance(message, dict) else None
-        for m, block in enumerate(content if isinstance(content, list) else ()):
-            if isinstance(block, dict) and _held(block) == seal:
-                return f"messages.{n}.content.{m}"
+    for n, m, block in sent_blocks(raw):
+        if _held(block) == seal:
+            return f"messages.{n}.content.{m}"
     return None
 
 
