@@ -394,6 +394,20 @@ def test_the_deprecated_top_level_output_format_is_still_taken() -> None:
             ),
             "messages.0.content.0.source.type",
         ),
+        (body(system=[{"type": "text"}]), "system.0.text"),
+        (
+            body(
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "search_result", "source": "s", "content": [{"type": "text"}]}
+                        ],
+                    }
+                ]
+            ),
+            "messages.0.content.0.content.0.text",
+        ),
         (body(tools=[{"name": "f"}]), "tools.0.input_schema"),
         (body(tools=[{"type": "computer_20250124", "name": "computer"}]), "tools.0.type"),
         (body(tools=[{"type": "bash_20990101", "name": "bash"}]), "tools.0.type"),

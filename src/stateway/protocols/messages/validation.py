@@ -35,18 +35,20 @@ def invalid_body(exc: pydantic.ValidationError, at: tuple[int | str, ...] = ()) 
 
 def _param(loc: tuple[int | str, ...]) -> str:
     """``messages.0.content.1.tool_use_id`` from pydantic's location, whose union
-    alternatives (``list[...]``, ``str``) and type tags (after an index or ``source``) are
-    not fields."""
+    alternatives (``list[...]``, ``str``) and type tags (after an index or ``source``, with
+    a field after them) are not fields: the last part is always one (``system.0.text``, a
+    list of text blocks that is no tagged union)."""
     parts: list[str] = []
     previous: int | str | None = None
-    for part in loc:
+    for position, part in enumerate(loc):
         tags = (
             BLOCK_TYPES if isinstance(previous, int) else _SOURCES if previous == "source" else ()
         )
         previous = part
+        tag = part in tags and position < len(loc) - 1
         if isinstance(part, int):
             parts.append(str(part))
-        elif not ("[" in part or part in _UNION_ALTERNATIVES or part in tags):
+        elif not ("[" in part or part in _UNION_ALTERNATIVES or tag):
             parts.append(part)
     return ".".join(parts)
 
