@@ -12,7 +12,7 @@ from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
-from stateway.core.token_estimate import estimate_tokens
+from stateway.core.token_estimate import IMAGE_TOKENS, estimate_context, estimate_tokens
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
 USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x" * 400}]}
@@ -86,3 +86,19 @@ def test_the_estimate_is_about_four_bytes_a_token() -> None:
     assert estimate_tokens(request) == 11  # 40 bytes of instructions + "[]" twice
     empty = InferenceRequest("m", None, [], GenerationSettings(), stream=False)
     assert estimate_tokens(empty) == 1
+
+
+def test_an_image_counts_as_an_image_not_as_its_bytes() -> None:
+    data = "data:image/png;base64," + "A" * 400_000  # a 300 KB screenshot
+    image = {"type": "input_image", "image_url": data, "detail": "auto"}
+    text = {"type": "input_text", "text": "what is this"}
+    seen = {"type": "message", "role": "user", "content": [image, text]}
+    read = {"type": "function_call_output", "call_id": "c1", "output": [image]}
+    plain = {"type": "message", "role": "user", "content": [text]}
+    bare = estimate_context(None, [plain], [])
+    assert estimate_context(None, [seen], []) <= bare + IMAGE_TOKENS + 10
+    assert estimate_context(None, [seen, read], []) <= bare + 2 * IMAGE_TOKENS + 20
+    assert image["image_url"] == data  # the item itself is left as it was
+    url = {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "auto"}
+    linked = {"type": "message", "role": "user", "content": [url, text]}
+    assert estimate_context(None, [linked], []) >= bare + IMAGE_TOKENS

@@ -3,7 +3,9 @@
 About four bytes of JSON per token (the rule of thumb for English text and code under
 BPE tokenizers): the instructions, every item of the context and the offered tools,
 serialized as the gateway holds them (less the output tokens stored with earlier
-answers, which the model is not sent: :mod:`stateway.core.logprobs`). Good enough to size
+answers, which the model is not sent: :mod:`stateway.core.logprobs`), but for images,
+which count :data:`IMAGE_TOKENS` each: their base64 data is no text the model reads, and
+at four bytes a token a screenshot would count as a long book. Good enough to size
 a context, not to bill. It also decides ``context_management`` thresholds and ``truncation: "auto"``
 (:mod:`stateway.core.compaction`).
 """
@@ -17,6 +19,13 @@ from stateway.core.items import Item
 from stateway.core.logprobs import without_tokens
 
 BYTES_PER_TOKEN = 4
+IMAGE_TOKENS = 1600
+"""An image's estimated tokens, whatever its bytes: about what Anthropic counts for the
+largest image it takes unresized (1.15 megapixels, 750 pixels a token), and more than a
+vision model on vLLM counts for a screenshot."""
+_IMAGE = "input_image"
+_PART_LISTS = ("content", "output")
+"""Where an item holds its parts: a message's ``content``, a tool output's ``output``."""
 
 
 def estimate_tokens(request: InferenceRequest) -> int:
@@ -27,11 +36,29 @@ def estimate_context(instructions: str | None, items: list[Item], tools: list[It
     """The same estimate, of a context not yet made into a request (compaction thresholds,
     ``truncation: "auto"``)."""
     size = len(instructions.encode()) if instructions else 0
-    size += len(orjson.dumps([without_tokens(item) for item in items]))
+    views = [_without_images(without_tokens(item)) for item in items]
+    size += len(orjson.dumps([view for view, _ in views]))
     size += len(orjson.dumps(tools))
-    return max(1, -(-size // BYTES_PER_TOKEN))
+    images = sum(count for _, count in views)
+    return max(1, -(-size // BYTES_PER_TOKEN) + images * IMAGE_TOKENS)
 
 
 def item_tokens(item: Item) -> int:
-    """The estimated tokens of one item (its JSON at the same rate, rounded up)."""
-    return -(-len(orjson.dumps(without_tokens(item))) // BYTES_PER_TOKEN)
+    """The estimated tokens of one item (its JSON at the same rate, rounded up, and its
+    images)."""
+    view, images = _without_images(without_tokens(item))
+    return -(-len(orjson.dumps(view)) // BYTES_PER_TOKEN) + images * IMAGE_TOKENS
+
+
+def _without_images(item: Item) -> tuple[Item, int]:
+    """``item`` without its image parts (the item itself when it has none, checked without
+    copying), and how many it had."""
+    for key in _PART_LISTS:
+        parts = item.get(key)
+        if not isinstance(parts, list):
+            continue
+        images = sum(1 for p in parts if isinstance(p, dict) and p.get("type") == _IMAGE)
+        if images:
+            kept = [p for p in parts if not (isinstance(p, dict) and p.get("type") == _IMAGE)]
+            return {**item, key: kept}, images
+    return item, 0
