@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
@@ -16,7 +17,7 @@ from stateway.core.items import Item
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
 from stateway.protocols.chat.encode import encode_completion, finish_reason
-from stateway.protocols.chat.stream import ChatStream
+from stateway.protocols.chat.stream import ChatStream, stream_error
 
 LISTED: Item = {"id": "mcpl_1", "type": "mcp_list_tools", "server_label": "calc", "tools": []}
 MCP_CALL: Item = {
@@ -287,6 +288,24 @@ def test_a_failed_stream_ends_with_an_error_line_and_no_done() -> None:
             "code": "upstream_stream_cut",
         }
     }
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "kind"),
+    [
+        (429, "rate_limit_exceeded", "requests"),
+        (429, "insufficient_quota", "insufficient_quota"),
+        (400, "context_length_exceeded", "invalid_request_error"),
+        (None, "upstream_stream_cut", "server_error"),
+    ],
+)
+def test_a_stream_error_is_typed_as_its_answer_would_be(
+    status: int | None, code: str, kind: str
+) -> None:
+    """An upstream's 429 once the stream began is typed as it is answered before it
+    (``requests``), not as a bad request."""
+    error = stream_error({"message": "m", "status": status, "code": code})
+    assert (error["type"], error["code"]) == (kind, code)
 
 
 def test_search_citations_are_annotations_at_their_place_in_the_joined_content() -> None:

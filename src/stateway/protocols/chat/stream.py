@@ -174,15 +174,21 @@ def _opening(first: ev.Event) -> dict[str, Any]:
 
 
 def stream_error(error: dict[str, Any] | None) -> dict[str, Any]:
-    """A failed response's ``error`` in the OpenAI error shape."""
+    """A failed response's ``error`` in the OpenAI error shape, typed by its status as an
+    answer would be (a rate limit ``requests``, a quota ``insufficient_quota``)."""
     error = error or {}
-    status = error.get("status")
-    server = not isinstance(status, int) or status >= 500
+    status, code = error.get("status"), error.get("code")
+    if not isinstance(status, int) or status >= 500:
+        kind = "server_error"
+    elif status == 429:
+        kind = "insufficient_quota" if code == "insufficient_quota" else "requests"
+    else:
+        kind = "invalid_request_error"
     return {
         "message": str(error.get("message") or "The response failed."),
-        "type": "server_error" if server else "invalid_request_error",
+        "type": kind,
         "param": None,
-        "code": error.get("code"),
+        "code": code,
     }
 
 
