@@ -106,6 +106,7 @@ async def test_the_settler_tries_again_until_the_store_takes_it(
     await settler.settled()
     assert store.records[KEY].status == "failed"
     assert "stored the failed end of response resp_1" in caplog.text
+    assert "unexpectedly" not in caplog.text, "a retry that landed is no failure"
     terminal = EventBatch(1, [encode(1, ev.ResponseFinished(state))])
     assert fanout.published == [(*KEY, terminal, True)], "followers elsewhere are told"
 
