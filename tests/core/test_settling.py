@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from stateway.core import events as ev
+from stateway.core import settling
 from stateway.core.commands import GenerationSettings
 from stateway.core.errors import StorageError
 from stateway.core.ports import EventBatch, ResponseRecord
@@ -109,6 +110,29 @@ async def test_the_settler_tries_again_until_the_store_takes_it(
     assert "unexpectedly" not in caplog.text, "a retry that landed is no failure"
     terminal = EventBatch(1, [encode(1, ev.ResponseFinished(state))])
     assert fanout.published == [(*KEY, terminal, True)], "followers elsewhere are told"
+
+
+async def test_each_failure_doubles_the_pause_up_to_the_most(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = CountingStore(until=5)  # no log: one save a try
+    state = await in_progress(store)
+    pauses: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float) -> None:
+        pauses.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr(settling.asyncio, "sleep", sleep)
+    settler = Settler(store, encode, first_pause=1.0, max_pause=5.0)
+    settler.settle(state, None)
+    await asyncio.wait_for(store.failed.wait(), 5)
+    store.fail_final = False
+    await settler.settled()
+    monkeypatch.undo()
+    assert pauses[:6] == [1.0, 2.0, 4.0, 5.0, 5.0, 5.0]
+    assert store.records[KEY].status == "failed"
 
 
 async def test_closing_the_settler_gives_up_what_is_not_stored(
