@@ -525,6 +525,13 @@ async def test_an_end_whose_save_failed_is_the_answer_until_its_retry_lands() ->
     assert (got.status, got.error and got.error["code"]) == ("failed", "storage_unavailable")
     cancelled = await gateway.execute(ME, CancelResponse(run.id))
     assert cancelled.status == "failed"
+    stored = store.events.get(("default", run.id), [])  # logged before the end failed
+    watched = await payloads(await gateway.execute(ME, WatchResponse(run.id)))
+    assert watched[:-1] == stored
+    assert types(watched)[-1] == "response.failed"
+    assert orjson.loads(watched[-1])["sequence_number"] == len(stored)
+    beyond = WatchResponse(run.id, starting_after=len(stored) + 5)  # seen live, not stored
+    assert types(await payloads(await gateway.execute(ME, beyond))) == ["response.failed"]
     other = Principal(tenant_id="other")
     with pytest.raises(NotFound):
         await gateway.execute(other, GetResponse(run.id))
@@ -534,6 +541,37 @@ async def test_an_end_whose_save_failed_is_the_answer_until_its_retry_lands() ->
     assert settler.pending("default", run.id) is None
     assert store.records[("default", run.id)].status == "failed"
     assert (await gateway.execute(ME, GetResponse(run.id))).status == "failed"
+
+
+async def test_a_watch_of_an_end_whose_save_failed_gives_the_log_then_that_end() -> None:
+    """The events logged before the end failed, then the end, numbered as the settler will
+    store it: the watcher does not wait for the retry to land."""
+    gate = asyncio.Event()
+    store = MemoryStore()
+    settler = Settler(store, encode_event_json, first_pause=0.01, max_pause=0.02)
+    router = Router([BackendEntry(ScriptedBackend(script("a", "b"), gate), {}, catch_all=True)])
+    gateway = Gateway(
+        store, router, Loop(store, settler=settler), RunRegistry(), encoder=encode_event_json
+    )
+    run = await create(gateway, background=True)
+    key = ("default", run.id)
+    for _ in range(1000):  # the run's first events logged
+        if store.events.get(key):
+            break
+        await asyncio.sleep(0.001)
+    stored = list(store.events[key])
+    store.fail_final = True
+    store.fail_events = True
+    gate.set()
+    await ended(run)
+    assert store.events[key] == stored
+    watched = await payloads(await gateway.execute(ME, WatchResponse(run.id)))
+    assert watched[:-1] == stored
+    assert types(watched)[-1] == "response.failed"
+    assert orjson.loads(watched[-1])["sequence_number"] == len(stored)
+    store.fail_final = store.fail_events = False
+    await settler.settled()
+    assert store.events[key] == watched, "the end stored as it was watched"
 
 
 @pytest.mark.parametrize("command", [GetResponse, CancelResponse])

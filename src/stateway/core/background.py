@@ -28,15 +28,17 @@ import asyncio
 import logging
 import time
 from contextlib import suppress
+from dataclasses import dataclass
 from typing import Final
 
 from stateway.core.commands import CreateResponse, WatchResponse
 from stateway.core.coordination import CancelSignals, EventFanout
 from stateway.core.errors import InvalidRequest, NotFound, StorageError
+from stateway.core.events import ResponseFinished
 from stateway.core.journal import EventEncoder
 from stateway.core.owner_position import beyond_log, judged
 from stateway.core.ownership import died_running
-from stateway.core.ports import ResponseStore
+from stateway.core.ports import EventBatch, EventLog, ResponseStore
 from stateway.core.principal import Principal
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.runs import CancelReason, Run, RunRegistry
@@ -231,13 +233,16 @@ async def watch(
     principal: Principal,
     command: WatchResponse,
     fanout: EventFanout | None = None,
+    ended: EndedHere | None = None,
 ) -> Watch:
     """A watch of the response's event log after ``starting_after``: live from its run
     here, else from the stored log (followed through ``fanout`` while another process
-    runs it). Refusals are raised here, before anything streams."""
+    runs it). A run here whose end could not be stored yet (``ended``) is watched to
+    that end. Refusals are raised here, before anything streams."""
     response_id = command.response_id
     after = -1 if command.starting_after is None else command.starting_after
     run = _live(runs, principal, response_id, unstored=command.replay)
+    unsaved = None if ended is None else ended.settler.pending(principal.tenant_id, response_id)
     if run is not None:
         if run.state.store and await store.get(principal.tenant_id, response_id) is None:
             raise _not_found(response_id)  # deleted while it runs
@@ -255,6 +260,8 @@ async def watch(
         # a response that ended with no log was never journaled
         raise _not_streamable(response_id, command.replay)
     key = (principal.tenant_id, response_id)
+    if unsaved is not None and ended is not None and log.status in UNFINISHED:
+        return StoredWatch(store, key, _to_end(log, unsaved, ended.encode, after), after)
     if fanout is not None and log.status in UNFINISHED and after > log.last:
         log = await judged(store, fanout, key, log, after)  # past what is stored of it
         if log is None:
@@ -276,6 +283,28 @@ async def watch(
     if fanout is not None and log.status in UNFINISHED:
         return FollowedWatch(store, fanout, key, log, after)
     return StoredWatch(store, key, log, after)
+
+
+@dataclass(frozen=True, slots=True)
+class EndedHere:
+    """What a watch needs of the runs that ended here but whose end is not stored yet."""
+
+    settler: Settler
+    encode: EventEncoder
+
+
+def _to_end(log: EventLog, unsaved: ResponseState, encode: EventEncoder, after: int) -> EventLog:
+    """``log`` (read after ``after``) ended by ``unsaved``'s terminal event, numbered as
+    the settler will store it: after the last event stored. A watcher past that (it saw
+    events live that were never stored) gets the terminal event alone, all it can be
+    told, as a watcher of a run that died is."""
+    end = log.last + 1
+    terminal = encode(end, ResponseFinished(unsaved))
+    if after >= log.last:
+        events = EventBatch(end, [terminal])
+    else:
+        events = EventBatch(log.events.first, [*log.events.payloads, terminal])
+    return EventLog(unsaved.status, log.background, end, events)
 
 
 def _live(

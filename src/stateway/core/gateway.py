@@ -165,6 +165,7 @@ class Gateway:
         )
         self._threads = Threads(store, self._served_conversations)
         self._settler = settler or loop.settler
+        self._ended = None if encoder is None else background.EndedHere(self._settler, encoder)
         self._stored = StoredResponses(store, runs, sealer, self.deletes, self._settler)
         self._forwarding = ChatForwarding(
             self.generations, runs, self._starter, limits, self._telemetry
@@ -275,7 +276,7 @@ class Gateway:
                 )
             case WatchResponse():
                 return await background.watch(
-                    self._store, self.runs, principal, command, self._fanout
+                    self._store, self.runs, principal, command, self._fanout, self._ended
                 )
             case ForwardChat():
                 answer = await self._forwarding.start(principal, command)
