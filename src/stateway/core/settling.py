@@ -11,9 +11,9 @@ judging publishes it). A row another process ended meanwhile (lease judging) is 
 is. That terminal event is numbered after the last event stored, which may be below the
 number this process's own clients saw it under: they were told the end already.
 
-Until it lands, that end is still this process's answer for the response: a retrieve or a
-cancel asks :meth:`Settler.pending` before it takes the in-progress row for a run going on
-(here it has ended; elsewhere it would be judged running in another process).
+Until it lands, that end is still this process's answer for the response: a retrieve, a
+cancel or a watch asks :meth:`Settler.pending` before it takes the in-progress row for a
+run going on (here it has ended; elsewhere it would be judged running in another process).
 """
 
 from __future__ import annotations
