@@ -12,7 +12,12 @@ from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
-from stateway.core.token_estimate import IMAGE_TOKENS, estimate_context, estimate_tokens
+from stateway.core.token_estimate import (
+    IMAGE_TOKENS,
+    estimate_context,
+    estimate_tokens,
+    item_tokens,
+)
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
 USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x" * 400}]}
@@ -102,3 +107,15 @@ def test_an_image_counts_as_an_image_not_as_its_bytes() -> None:
     url = {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "auto"}
     linked = {"type": "message", "role": "user", "content": [url, text]}
     assert estimate_context(None, [linked], []) >= bare + IMAGE_TOKENS
+
+
+def test_a_computer_call_outputs_screenshot_counts_as_an_image() -> None:
+    data = "data:image/png;base64," + "A" * 400_000
+    plain = {"type": "computer_call_output", "call_id": "c1", "output": {}}
+    bare = estimate_context(None, [plain], [])
+    for kind in ("computer_screenshot", "input_image"):  # a dict, not a list of parts
+        shot = {"type": kind, "image_url": data}
+        seen = {"type": "computer_call_output", "call_id": "c1", "output": shot}
+        assert bare + IMAGE_TOKENS <= estimate_context(None, [seen], []) <= bare + IMAGE_TOKENS + 10
+        assert item_tokens(seen) <= item_tokens(plain) + IMAGE_TOKENS + 10
+        assert shot["image_url"] == data  # the item itself is left as it was

@@ -24,6 +24,8 @@ IMAGE_TOKENS = 1600
 largest image it takes unresized (1.15 megapixels, 750 pixels a token), and more than a
 vision model on vLLM counts for a screenshot."""
 _IMAGE = "input_image"
+_SCREENSHOTS = frozenset({_IMAGE, "computer_screenshot"})
+"""The types of a ``computer_call_output``'s ``output``: one image, a dict, not a list."""
 _PART_LISTS = ("content", "output")
 """Where an item holds its parts: a message's ``content``, a tool output's ``output``."""
 
@@ -53,6 +55,9 @@ def item_tokens(item: Item) -> int:
 def _without_images(item: Item) -> tuple[Item, int]:
     """``item`` without its image parts (the item itself when it has none, checked without
     copying), and how many it had."""
+    output = item.get("output")
+    if isinstance(output, dict) and output.get("type") in _SCREENSHOTS:
+        return {**item, "output": {"type": output["type"]}}, 1
     for key in _PART_LISTS:
         parts = item.get(key)
         if not isinstance(parts, list):
