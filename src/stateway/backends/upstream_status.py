@@ -59,6 +59,7 @@ from stateway.core.errors import (
     UpstreamRejected,
     UpstreamTimeout,
     UpstreamUnavailable,
+    rate_limit_type,
 )
 
 OVERLOADED = 529
@@ -172,8 +173,7 @@ def _by_status(
         limited = UpstreamRejected(
             detail, status=429, code=code or "rate_limit_exceeded", headers=retry
         )
-        # typed as hosted types its own: by what ran out (a quota is its own type)
-        limited.type = "insufficient_quota" if code == "insufficient_quota" else "requests"
+        limited.type = rate_limit_type(code)
         return limited
     if status == 404:
         return UpstreamRejected(detail, status=404, code=code or "model_not_found")

@@ -388,6 +388,12 @@ class IdempotencyKeyReused(GatewayError):
         )
 
 
+def rate_limit_type(code: str | None) -> str:
+    """The OpenAI error type of an upstream's rate limit with ``code``, as hosted types its
+    own: by what ran out (``requests``; a quota is its own type)."""
+    return "insufficient_quota" if code == "insufficient_quota" else "requests"
+
+
 class RateLimited(GatewayError):
     """A principal used up its requests or tokens per minute (``[rate_limits]``). OpenAI
     types the error by what ran out (``requests`` or ``tokens``); ``Retry-After`` is in

@@ -34,7 +34,7 @@ import orjson
 
 from stateway.core import events as ev
 from stateway.core import logprobs
-from stateway.core.errors import GatewayError
+from stateway.core.errors import GatewayError, rate_limit_type
 from stateway.core.items import FUNCTION_CALL, ITEM_BREAK
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
@@ -181,7 +181,7 @@ def stream_error(error: dict[str, Any] | None) -> dict[str, Any]:
     if not isinstance(status, int) or status >= 500:
         kind = "server_error"
     elif status == 429:
-        kind = "insufficient_quota" if code == "insufficient_quota" else "requests"
+        kind = rate_limit_type(code)
     else:
         kind = "invalid_request_error"
     return {
