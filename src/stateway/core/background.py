@@ -34,7 +34,6 @@ from typing import Final
 from stateway.core.commands import CreateResponse, WatchResponse
 from stateway.core.coordination import CancelSignals, EventFanout
 from stateway.core.errors import InvalidRequest, NotFound, StorageError
-from stateway.core.events import ResponseFinished
 from stateway.core.journal import EventEncoder
 from stateway.core.owner_position import beyond_log, judged
 from stateway.core.ownership import died_running
@@ -42,7 +41,7 @@ from stateway.core.ports import EventBatch, EventLog, ResponseStore
 from stateway.core.principal import Principal
 from stateway.core.response import UNFINISHED, ResponseState, load_state
 from stateway.core.runs import CancelReason, Run, RunRegistry
-from stateway.core.settling import Settler
+from stateway.core.settling import Settler, terminal_batch
 from stateway.core.watch import POLL_INTERVAL, FollowedWatch, LiveWatch, StoredWatch, Watch
 
 log = logging.getLogger(__name__)
@@ -298,13 +297,10 @@ def _to_end(log: EventLog, unsaved: ResponseState, encode: EventEncoder, after: 
     the settler will store it: after the last event stored. A watcher past that (it saw
     events live that were never stored) gets the terminal event alone, all it can be
     told, as a watcher of a run that died is."""
-    end = log.last + 1
-    terminal = encode(end, ResponseFinished(unsaved))
-    if after >= log.last:
-        events = EventBatch(end, [terminal])
-    else:
-        events = EventBatch(log.events.first, [*log.events.payloads, terminal])
-    return EventLog(unsaved.status, log.background, end, events)
+    terminal = terminal_batch(log.last, unsaved, encode)
+    if after < log.last:  # the events stored after ``after``, then it
+        terminal = EventBatch(log.events.first, [*log.events.payloads, *terminal.payloads])
+    return EventLog(unsaved.status, log.background, log.last + 1, terminal)
 
 
 def _live(

@@ -58,8 +58,7 @@ async def store_failed(
         final.turn = turn
         logged = current is not None and (current.background or current.last >= 0)
         if encode is not None and current is not None and logged:
-            last = current.last + 1
-            final.events = EventBatch(last, [encode(last, ResponseFinished(state))])
+            final.events = terminal_batch(current.last, state, encode)
         try:
             await store.finish(final)
         except StorageError:
@@ -68,6 +67,12 @@ async def store_failed(
             continue
         break
     return final.events
+
+
+def terminal_batch(last: int, state: ResponseState, encode: EventEncoder) -> EventBatch:
+    """``state``'s terminal event, numbered after ``last``, the log's last event stored:
+    as :func:`store_failed` stores it, and a watch gives it before it is stored."""
+    return EventBatch(last + 1, [encode(last + 1, ResponseFinished(state))])
 
 
 class Settler:
