@@ -17,6 +17,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import NoReturn
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
@@ -113,10 +114,7 @@ class MessagesRoutes:
         try:
             return await self._answer(scope, receive, request_id, principal, command, body)
         except GatewayError as error:
-            refusal = named_block(error, body, command.input)
-            if refusal is error:
-                raise
-            raise refusal from None
+            _raise_named(error, body, command.input)
 
     async def _answer(
         self,
@@ -161,10 +159,7 @@ class MessagesRoutes:
                 request.receive, self._gateway.execute(principal, command)
             )
         except GatewayError as error:
-            refusal = named_block(error, body, command.request.input)
-            if refusal is error:
-                raise
-            raise refusal from None
+            _raise_named(error, body, command.request.input)
         headers = {REQUEST_ID: request_id, **token_count_header(counted.estimated)}
         return JSONResponse({"input_tokens": counted.input_tokens}, headers=headers)
 
@@ -198,6 +193,14 @@ def _refusal_response(
     """:func:`error_response`, a block of the request ``raw`` named as Anthropic names it
     (:func:`named_block`)."""
     return error_response(named_block(error, raw, items), request_id=request_id)
+
+
+def _raise_named(error: GatewayError, raw: bytes, items: list[Item]) -> NoReturn:
+    """Raise ``error``, or in its place the refusal naming its block (:func:`named_block`)."""
+    refusal = named_block(error, raw, items)
+    if refusal is error:
+        raise error
+    raise refusal from None
 
 
 def named_block(error: GatewayError, raw: bytes, items: list[Item]) -> GatewayError:
