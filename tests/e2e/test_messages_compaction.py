@@ -27,6 +27,7 @@ from stateway.fake_upstream.plan import SUMMARY_HEADING
 from stateway.launch import start_gateway
 from tests.e2e.authenticated import auth_gateway, create_key
 from tests.e2e.test_messages_sdk import clear, upstream_log
+from tests.support.sealing import readable_in
 
 MODEL = "fake-model"
 HISTORY: list[Any] = [
@@ -109,7 +110,7 @@ def test_a_compaction_request_answers_with_one_signed_block(
         "user: I like tea",
     ]
     assert block["signature"].startswith("sw1.")
-    assert "Ada" not in block["signature"]
+    assert readable_in(block["signature"], "my name is Ada", "Nice to meet you, Ada") == []
     usage = message.usage  # the summarizing call's is its iteration, as Anthropic counts it
     assert (usage.input_tokens, usage.output_tokens) == (0, 0)
     [iteration] = usage.iterations or []
