@@ -51,12 +51,25 @@ def test_an_unknown_model_is_model_not_found_with_the_upstream_words() -> None:
 
 
 @pytest.mark.parametrize(
-    ("code", "kind"), [(None, "requests"), ("insufficient_quota", "insufficient_quota")]
+    ("message", "code", "kind"),
+    [
+        ("slow down", None, "requests"),
+        ("Rate limit reached for m on requests per min (RPM): Limit 3", None, "requests"),
+        ("Rate limit reached for m on tokens per min (TPM): Limit 10000", None, "tokens"),
+        ("would exceed 50,000 input Tokens per minute", "rate_limit_exceeded", "tokens"),
+        (
+            "You exceeded your current quota on tokens per min",
+            "insufficient_quota",
+            "insufficient_quota",
+        ),
+    ],
 )
-def test_an_upstream_rate_limit_is_typed_as_hosted_types_one(code: str | None, kind: str) -> None:
-    """Hosted types a 429 by what ran out (``requests``, ``tokens``), a quota apart; the
-    gateway's own limits are typed alike (``RateLimited``)."""
-    assert classify_status(429, "slow down", code, "up").type == kind
+def test_an_upstream_rate_limit_is_typed_as_hosted_types_one(
+    message: str, code: str | None, kind: str
+) -> None:
+    """Hosted types a 429 by what ran out (``requests``, ``tokens``: its words say which),
+    a quota apart; the gateway's own limits are typed alike (``RateLimited``)."""
+    assert classify_status(429, message, code, "up").type == kind
 
 
 @pytest.mark.parametrize("status", [400, 404, 408, 422, 429, 500, 503, 504, 529])

@@ -173,7 +173,7 @@ def _by_status(
         limited = UpstreamRejected(
             detail, status=429, code=code or "rate_limit_exceeded", headers=retry
         )
-        limited.type = rate_limit_type(code)
+        limited.type = rate_limit_type(code, message)
         return limited
     if status == 404:
         return UpstreamRejected(detail, status=404, code=code or "model_not_found")

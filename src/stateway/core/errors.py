@@ -44,6 +44,7 @@ Protocols render it in their own error shape; nothing classifies errors by messa
 from __future__ import annotations
 
 import math
+import re
 from typing import Final, Literal
 
 
@@ -388,10 +389,18 @@ class IdempotencyKeyReused(GatewayError):
         )
 
 
-def rate_limit_type(code: str | None) -> str:
-    """The OpenAI error type of an upstream's rate limit with ``code``, as hosted types its
-    own: by what ran out (``requests``; a quota is its own type)."""
-    return "insufficient_quota" if code == "insufficient_quota" else "requests"
+_TOKENS_RAN_OUT = re.compile(r"\btokens per min", re.IGNORECASE)
+"""How a rate limit on tokens says so: hosted OpenAI's "on tokens per min (TPM)",
+Anthropic's "input tokens per minute", the gateway's own "on tokens per minute"."""
+
+
+def rate_limit_type(code: str | None, message: str) -> str:
+    """The OpenAI error type of an upstream's rate limit with ``code`` and ``message``, as
+    hosted types its own: by what ran out (``tokens`` when its words say tokens, else
+    ``requests``; a quota is its own type)."""
+    if code == "insufficient_quota":
+        return code
+    return "tokens" if _TOKENS_RAN_OUT.search(message) else "requests"
 
 
 class RateLimited(GatewayError):

@@ -291,21 +291,22 @@ def test_a_failed_stream_ends_with_an_error_line_and_no_done() -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "code", "kind"),
+    ("status", "code", "message", "kind"),
     [
-        (429, "rate_limit_exceeded", "requests"),
-        (429, "insufficient_quota", "insufficient_quota"),
-        (400, "context_length_exceeded", "invalid_request_error"),
-        (None, "upstream_stream_cut", "server_error"),
+        (429, "rate_limit_exceeded", "m", "requests"),
+        (429, "rate_limit_exceeded", "Limit reached on tokens per min (TPM)", "tokens"),
+        (429, "insufficient_quota", "m", "insufficient_quota"),
+        (400, "context_length_exceeded", "m", "invalid_request_error"),
+        (None, "upstream_stream_cut", "m", "server_error"),
     ],
 )
 def test_a_stream_error_is_typed_as_its_answer_would_be(
-    status: int | None, code: str, kind: str
+    status: int | None, code: str, message: str, kind: str
 ) -> None:
     """An upstream's 429 once the stream began is typed as it is answered before it
-    (``requests``), not as a bad request."""
-    error = stream_error({"message": "m", "status": status, "code": code})
-    assert (error["type"], error["code"]) == (kind, code)
+    (``requests`` or ``tokens``), not as a bad request."""
+    error = stream_error({"message": message, "status": status, "code": code})
+    assert (error["type"], error["code"], error["message"]) == (kind, code, message)
 
 
 def test_search_citations_are_annotations_at_their_place_in_the_joined_content() -> None:

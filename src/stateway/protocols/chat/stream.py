@@ -175,17 +175,19 @@ def _opening(first: ev.Event) -> dict[str, Any]:
 
 def stream_error(error: dict[str, Any] | None) -> dict[str, Any]:
     """A failed response's ``error`` in the OpenAI error shape, typed by its status as an
-    answer would be (a rate limit ``requests``, a quota ``insufficient_quota``)."""
+    answer would be (a rate limit ``requests`` or ``tokens``, a quota
+    ``insufficient_quota``)."""
     error = error or {}
     status, code = error.get("status"), error.get("code")
+    message = str(error.get("message") or "The response failed.")
     if not isinstance(status, int) or status >= 500:
         kind = "server_error"
     elif status == 429:
-        kind = rate_limit_type(code)
+        kind = rate_limit_type(code, message)
     else:
         kind = "invalid_request_error"
     return {
-        "message": str(error.get("message") or "The response failed."),
+        "message": message,
         "type": kind,
         "param": None,
         "code": code,
