@@ -14,6 +14,7 @@ from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.token_estimate import (
     IMAGE_TOKENS,
+    LOW_DETAIL_IMAGE_TOKENS,
     estimate_context,
     estimate_tokens,
     item_tokens,
@@ -119,3 +120,17 @@ def test_a_computer_call_outputs_screenshot_counts_as_an_image() -> None:
         assert bare + IMAGE_TOKENS <= estimate_context(None, [seen], []) <= bare + IMAGE_TOKENS + 10
         assert item_tokens(seen) <= item_tokens(plain) + IMAGE_TOKENS + 10
         assert shot["image_url"] == data  # the item itself is left as it was
+
+
+def test_a_low_detail_image_counts_what_openai_counts_for_one() -> None:
+    data = "data:image/png;base64," + "A" * 400_000
+    text = {"type": "input_text", "text": "what is this"}
+    plain = {"type": "message", "role": "user", "content": [text]}
+    bare = estimate_context(None, [plain], [])
+    for detail, tokens in (("low", LOW_DETAIL_IMAGE_TOKENS), ("high", IMAGE_TOKENS)):
+        image = {"type": "input_image", "image_url": data, "detail": detail}
+        seen = {"type": "message", "role": "user", "content": [image, text]}
+        assert bare + tokens <= estimate_context(None, [seen], []) <= bare + tokens + 10
+        shot = {"type": "computer_call_output", "call_id": "c", "output": image}
+        assert item_tokens(shot) <= tokens + 20
+    assert LOW_DETAIL_IMAGE_TOKENS == 85

@@ -17,6 +17,11 @@ IMAGE = {
     "role": "user",
     "content": [{"type": "input_image", "image_url": "data:image/png;base64,AAAA"}],
 }
+SCREENSHOT = {
+    "type": "computer_call_output",
+    "call_id": "c1",
+    "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,AAAA"},
+}
 
 
 def ask(*items: dict[str, object], **settings: object) -> CreateResponse:
@@ -76,6 +81,7 @@ def test_an_incapable_candidate_is_skipped_and_recorded() -> None:
     ("can", "command", "words"),
     [
         ({"images": False}, ask(IMAGE), "image input"),
+        ({"images": False}, ask(SCREENSHOT), "image input"),
         ({"reasoning": False}, ask(TEXT, reasoning_effort="high"), "reasoning"),
         (
             {"tool_calls": False},

@@ -9,7 +9,7 @@ should not build a class per item. Protocols validate the shapes they accept at 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from stateway.core.ids import new_id
 
@@ -51,6 +51,16 @@ ID_PREFIXES: Final = {
 }
 """The prefix of the ids the gateway gives items, by type: the same wherever it gives
 one (a response's output, a conversation's own id for an item it was given)."""
+
+SCREENSHOT_TYPES: Final = frozenset({"input_image", "computer_screenshot"})
+"""The types of a ``computer_call_output``'s ``output``: one image, a dict, not a list of
+parts."""
+
+
+def is_screenshot(output: object) -> TypeGuard[dict[str, Any]]:
+    """Whether an item's ``output`` is a screenshot (a ``computer_call_output``'s)."""
+    return isinstance(output, dict) and output.get("type") in SCREENSHOT_TYPES
+
 
 ID_IS_REFERENCE: Final = frozenset({"local_shell_call_output"})
 """Item types whose ``id`` names another item (the call a ``local_shell_call_output``

@@ -17,13 +17,15 @@ from dataclasses import dataclass, field
 from stateway.core.commands import CreateResponse
 from stateway.core.context import Prior, uncarried
 from stateway.core.errors import ContextTooLong, GatewayError, InvalidRequest
-from stateway.core.items import MESSAGE, Item
+from stateway.core.items import MESSAGE, Item, is_screenshot
 from stateway.core.routing.route import Candidate
 from stateway.core.token_estimate import estimate_context
 from stateway.core.tools import shell
 from stateway.core.tools.toolset import Toolset
 
-_PART_HOLDERS = frozenset({"function_call_output", "custom_tool_call_output"})
+_PART_HOLDERS = frozenset(
+    {"function_call_output", "custom_tool_call_output", "computer_call_output"}
+)
 
 CAPABILITY_MISSING = "unsupported_capability"
 """The code of a 400 when no candidate of the route has a capability the request needs;
@@ -84,6 +86,7 @@ class Needs:
             parts = item.get("content")
         elif kind in _PART_HOLDERS:
             parts = item.get("output")
+            self.images = self.images or is_screenshot(parts)
         else:
             return
         if isinstance(parts, list):
