@@ -6,7 +6,8 @@ is a turn of a thread (``thread``: server-held state, :mod:`.threads`);
 ``decode_count_tokens`` does the same for ``/count_tokens``.
 
 Settings: ``max_tokens`` -> ``max_output_tokens``; ``stop_sequences``, ``temperature``,
-``top_p``, ``top_k`` as they are; ``metadata.user_id`` -> ``user``; ``service_tier``
+``top_p``, ``top_k`` as they are (sampling changes Anthropic refuses while thinking are
+refused: :mod:`.thinking`); ``metadata.user_id`` -> ``user``; ``service_tier``
 ``auto`` / ``standard_only`` -> ``auto`` / ``default``; ``tools`` and ``tool_choice`` as
 :mod:`.tool_declarations` says, ``disable_parallel_tool_use`` -> ``parallel_tool_calls:
 false``; ``thinking`` as :mod:`.thinking` says. ``max_tokens: 0`` is a prewarm, as hosted
@@ -47,6 +48,7 @@ from stateway.protocols.messages.request import (
 from stateway.protocols.messages.thinking import (
     apply_thinking,
     check_budget,
+    check_thinking_sampling,
     check_thinking_tool_choice,
 )
 from stateway.protocols.messages.threads import decode_thread
@@ -66,6 +68,7 @@ def decode_messages(
     body = _validated(raw, MessagesBody, max_input_items)
     check_hosted_only(body)
     check_thinking_tool_choice(body.thinking, body.tool_choice)
+    check_thinking_sampling(body)
     thread = None
     if body.thread is not None:
         declared = body.tools is not None or body.mcp_servers is not None
