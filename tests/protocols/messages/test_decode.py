@@ -1038,6 +1038,27 @@ def test_sampling_changes_without_thinking_are_taken(thinking: dict[str, Any] | 
 
 
 @pytest.mark.parametrize(
+    ("stops", "problem"),
+    [
+        ([""], "each stop sequence must be non-empty"),
+        (["END", ""], "each stop sequence must be non-empty"),
+        (["\n"], "each stop sequence must contain non-whitespace"),
+        ([" \t\n"], "each stop sequence must contain non-whitespace"),
+    ],
+)
+def test_an_empty_or_blank_stop_sequence_is_refused(stops: list[str], problem: str) -> None:
+    """In Anthropic's words (a Chat client's blank ``stop`` is the gateway's to keep; a
+    Messages client's is refused, as hosted refuses it)."""
+    error = refused(body(stop_sequences=stops))
+    assert (error.param, error.message) == ("stop_sequences", f"stop_sequences: {problem}")
+
+
+def test_a_stop_sequence_with_whitespace_around_text_is_taken() -> None:
+    stops = ["\nHuman:", " END "]
+    assert decode_messages(body(stop_sequences=stops)).settings.stop_sequences == stops
+
+
+@pytest.mark.parametrize(
     ("fields", "named"),
     [
         ({"fallbacks": [{"model": "other"}]}, "fallbacks"),

@@ -6,8 +6,9 @@ is a turn of a thread (``thread``: server-held state, :mod:`.threads`);
 ``decode_count_tokens`` does the same for ``/count_tokens``.
 
 Settings: ``max_tokens`` -> ``max_output_tokens``; ``stop_sequences``, ``temperature``,
-``top_p``, ``top_k`` as they are (sampling changes Anthropic refuses while thinking are
-refused: :mod:`.thinking`); ``metadata.user_id`` -> ``user``; ``service_tier``
+``top_p``, ``top_k`` as they are (an empty or whitespace-only stop sequence refused in
+Anthropic's words, as are sampling changes while thinking: :mod:`.thinking`);
+``metadata.user_id`` -> ``user``; ``service_tier``
 ``auto`` / ``standard_only`` -> ``auto`` / ``default``; ``tools`` and ``tool_choice`` as
 :mod:`.tool_declarations` says, ``disable_parallel_tool_use`` -> ``parallel_tool_calls:
 false``; ``thinking`` as :mod:`.thinking` says. ``max_tokens: 0`` is a prewarm, as hosted
@@ -77,7 +78,7 @@ def decode_messages(
     settings = command.settings
     settings.max_output_tokens = body.max_tokens
     settings.temperature, settings.top_p, settings.top_k = body.temperature, body.top_p, body.top_k
-    settings.stop_sequences = list(body.stop_sequences or [])
+    settings.stop_sequences = _stop_sequences(body.stop_sequences)
     settings.user = body.metadata.user_id if body.metadata else None
     settings.service_tier = _SERVICE_TIERS.get(body.service_tier or "")
     settings.cache_control = body.cache_control
@@ -180,6 +181,16 @@ def _validated(raw: bytes, model: type[Body], max_input_items: int | None) -> Bo
         return model.model_validate(data, strict=True)
     except pydantic.ValidationError as exc:
         raise invalid_body(exc) from None
+
+
+def _stop_sequences(sequences: list[str] | None) -> list[str]:
+    """The stop sequences, each holding more than whitespace (Anthropic's two refusals)."""
+    for sequence in sequences or ():
+        if not sequence:
+            raise field_error("stop_sequences", "each stop sequence must be non-empty")
+        if sequence.isspace():
+            raise field_error("stop_sequences", "each stop sequence must contain non-whitespace")
+    return list(sequences or [])
 
 
 def _too_many(count: int, limit: int) -> InvalidRequest:
