@@ -1058,6 +1058,16 @@ def test_a_stop_sequence_with_whitespace_around_text_is_taken() -> None:
     assert decode_messages(body(stop_sequences=stops)).settings.stop_sequences == stops
 
 
+def test_a_user_id_past_512_characters_is_refused() -> None:
+    """Anthropic's documented bound (``maxLength 512``), worded as its validation words a
+    string too long."""
+    taken = decode_messages(body(metadata={"user_id": "u" * 512}))
+    assert taken.settings.user == "u" * 512
+    error = refused(body(metadata={"user_id": "u" * 513}))
+    assert error.param == "metadata.user_id"
+    assert error.message == "metadata.user_id: String should have at most 512 characters"
+
+
 @pytest.mark.parametrize(
     ("fields", "named"),
     [

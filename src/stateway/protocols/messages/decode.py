@@ -8,7 +8,7 @@ is a turn of a thread (``thread``: server-held state, :mod:`.threads`);
 Settings: ``max_tokens`` -> ``max_output_tokens``; ``stop_sequences``, ``temperature``,
 ``top_p``, ``top_k`` as they are (an empty or whitespace-only stop sequence refused in
 Anthropic's words, as are sampling changes while thinking: :mod:`.thinking`);
-``metadata.user_id`` -> ``user``; ``service_tier``
+``metadata.user_id`` (at most 512 characters, Anthropic's bound) -> ``user``; ``service_tier``
 ``auto`` / ``standard_only`` -> ``auto`` / ``default``; ``tools`` and ``tool_choice`` as
 :mod:`.tool_declarations` says, ``disable_parallel_tool_use`` -> ``parallel_tool_calls:
 false``; ``thinking`` as :mod:`.thinking` says. ``max_tokens: 0`` is a prewarm, as hosted

@@ -326,7 +326,8 @@ class OutputConfig(_Wire):
 
 
 class Metadata(_Wire):
-    user_id: str | None = None
+    user_id: str | None = Field(default=None, max_length=512)
+    """At most 512 characters, as Anthropic documents it."""
 
 
 class CountTokensBody(_Wire):
