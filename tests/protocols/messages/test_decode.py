@@ -982,61 +982,6 @@ def test_count_tokens_takes_a_forced_tool_choice_while_thinking() -> None:
     decode_count_tokens(raw)
 
 
-THINKING = [{"type": "adaptive"}, {"type": "enabled", "budget_tokens": 1024}]
-"""Both kinds of thinking Anthropic refuses sampling changes under."""
-WHILE_THINKING = (
-    "when thinking is enabled or in adaptive mode. Please consult our documentation at "
-    "https://platform.claude.com/docs/en/build-with-claude/extended-thinking"
-)
-
-
-@pytest.mark.parametrize("thinking", THINKING)
-@pytest.mark.parametrize(
-    ("sampling", "param", "problem"),
-    [
-        ({"temperature": 0.5}, "temperature", "`temperature` may only be set to 1"),
-        ({"temperature": 0}, "temperature", "`temperature` may only be set to 1"),
-        ({"top_k": 5}, "top_k", "`top_k` must be unset"),
-        ({"top_k": 0}, "top_k", "`top_k` must be unset"),
-        (
-            {"top_p": 0.9},
-            "top_p",
-            "`top_p` must be greater than or equal to 0.95 or unset",
-        ),
-    ],
-)
-def test_sampling_changes_while_thinking_are_refused(
-    thinking: dict[str, Any], sampling: dict[str, Any], param: str, problem: str
-) -> None:
-    """As Anthropic refuses them: thinking takes no temperature but 1, no top_k, and a
-    top_p from 0.95 to 1."""
-    error = refused(body(thinking=thinking, max_tokens=2048, **sampling))
-    assert (error.type, error.param) == ("invalid_request_error", param)
-    assert error.message == f"{param}: {problem} {WHILE_THINKING}"
-
-
-@pytest.mark.parametrize("thinking", THINKING)
-@pytest.mark.parametrize(
-    "sampling",
-    [{"temperature": 1}, {"temperature": 1.0}, {"top_p": 0.95}, {"top_p": 1}, {}],
-)
-def test_thinking_takes_the_default_temperature_and_a_high_top_p(
-    thinking: dict[str, Any], sampling: dict[str, Any]
-) -> None:
-    """Claude Code sends ``temperature: 1`` with its thinking: Anthropic's default, taken."""
-    settings = decode_messages(body(thinking=thinking, max_tokens=2048, **sampling)).settings
-    assert settings.temperature == sampling.get("temperature")
-    assert settings.top_p == sampling.get("top_p")
-
-
-@pytest.mark.parametrize("thinking", [None, {"type": "disabled"}, {"type": "between_tools"}])
-def test_sampling_changes_without_thinking_are_taken(thinking: dict[str, Any] | None) -> None:
-    fields = {"temperature": 0.2, "top_k": 5, "top_p": 0.5}
-    raw = body(**fields) if thinking is None else body(thinking=thinking, **fields)
-    settings = decode_messages(raw).settings
-    assert (settings.temperature, settings.top_k, settings.top_p) == (0.2, 5, 0.5)
-
-
 @pytest.mark.parametrize(
     ("stops", "problem"),
     [

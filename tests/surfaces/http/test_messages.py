@@ -161,37 +161,6 @@ async def test_a_budget_past_max_tokens_is_taken_with_interleaved_thinking() -> 
     ]
 
 
-@pytest.mark.parametrize(
-    "thinking",
-    [{"type": "adaptive", "display": "omitted"}, {"type": "enabled", "budget_tokens": 1024}],
-)
-async def test_claude_codes_temperature_1_with_thinking_is_answered(
-    thinking: dict[str, Any],
-) -> None:
-    """Claude Code sends ``temperature: 1`` beside its thinking: Anthropic's default, which
-    hosted takes; another temperature is refused in Anthropic's shape, naming the field."""
-    backend = ScriptedBackend(OK)
-    app = build(backend)
-    claude_code = {
-        "stream": True,
-        "max_tokens": 32000,
-        "thinking": thinking,
-        "system": [{"type": "text", "text": "You are Claude Code."}],
-        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
-        "metadata": {"user_id": '{"device_id":"d","session_id":"s"}'},
-    }
-    reply = await post(app, body(temperature=1, **claude_code))
-    assert reply.status == 200, reply.body
-    assert frames(reply)[-1][0] == "message_stop"
-    [sent] = backend.requests
-    assert sent.settings.temperature == 1
-    refused = await post(app, body(temperature=0.5, **claude_code))
-    message = assert_anthropic_error(refused, 400, "invalid_request_error")
-    assert message.startswith("temperature: `temperature` may only be set to 1 when thinking")
-    assert set(refused.json()["error"]) == {"type", "message"}
-    assert len(backend.requests) == 1  # the refused one asked no model
-
-
 async def test_a_stream_with_thinking_and_a_tool_call() -> None:
     script: list[Delta | GatewayError] = [
         ReasoningDelta("hm"),

@@ -7,8 +7,9 @@ is a turn of a thread (``thread``: server-held state, :mod:`.threads`);
 
 Settings: ``max_tokens`` -> ``max_output_tokens``; ``stop_sequences``, ``temperature``,
 ``top_p``, ``top_k`` as they are (an empty or whitespace-only stop sequence refused in
-Anthropic's words, as are sampling changes while thinking: :mod:`.thinking`);
-``metadata.user_id`` (at most 512 characters, Anthropic's bound) -> ``user``; ``service_tier``
+Anthropic's words; sampling taken with thinking, where Anthropic refuses it: open
+reasoning models are tuned by it); ``metadata.user_id`` (at most 512 characters,
+Anthropic's bound) -> ``user``; ``service_tier``
 ``auto`` / ``standard_only`` -> ``auto`` / ``default``; ``tools`` and ``tool_choice`` as
 :mod:`.tool_declarations` says, ``disable_parallel_tool_use`` -> ``parallel_tool_calls:
 false``; ``thinking`` as :mod:`.thinking` says. ``max_tokens: 0`` is a prewarm, as hosted
@@ -49,7 +50,6 @@ from stateway.protocols.messages.request import (
 from stateway.protocols.messages.thinking import (
     apply_thinking,
     check_budget,
-    check_thinking_sampling,
     check_thinking_tool_choice,
 )
 from stateway.protocols.messages.threads import decode_thread
@@ -69,7 +69,6 @@ def decode_messages(
     body = _validated(raw, MessagesBody, max_input_items)
     check_hosted_only(body)
     check_thinking_tool_choice(body.thinking, body.tool_choice)
-    check_thinking_sampling(body)
     thread = None
     if body.thread is not None:
         declared = body.tools is not None or body.mcp_servers is not None

@@ -14,10 +14,7 @@ shown as thinking blocks) is taken as ``disabled``: no open model writes such no
 ``interleaved-thinking-2025-05-14`` beta makes it the whole turn's (as Anthropic checks
 it). ``thinking.display`` is kept (``omitted``: thinking blocks without their text).
 While the model thinks, a ``tool_choice`` that forces a tool (``any``, ``tool``) is
-refused, as Anthropic refuses it: thinking takes ``auto`` and ``none`` only; so are the
-sampling changes Anthropic refuses with thinking, each naming its field in Anthropic's
-words: a ``temperature`` other than 1 (1, the default, is taken: Claude Code sends it),
-any ``top_k``, a ``top_p`` below 0.95.
+refused, as Anthropic refuses it: thinking takes ``auto`` and ``none`` only.
 """
 
 from __future__ import annotations
@@ -28,19 +25,12 @@ from stateway.core.adaptive_effort import ADAPTIVE_DEFAULT, ADAPTIVE_EFFORTS
 from stateway.core.commands import INTERLEAVED_THINKING, GenerationSettings
 from stateway.protocols.messages.encode import HIDDEN
 from stateway.protocols.messages.errors import field_error
-from stateway.protocols.messages.request import MessagesBody, OutputConfig, Thinking, ToolChoice
+from stateway.protocols.messages.request import OutputConfig, Thinking, ToolChoice
 
 _OFF: Final = frozenset({"disabled", "between_tools"})
 """The thinking types under which the model does not think."""
 _FORCING: Final = frozenset({"any", "tool"})
 """The tool choices that force a tool."""
-MIN_THINKING_TOP_P: Final = 0.95
-"""The least ``top_p`` Anthropic takes while the model thinks."""
-_WHILE_THINKING: Final = (
-    "when thinking is enabled or in adaptive mode. Please consult our documentation at "
-    "https://platform.claude.com/docs/en/build-with-claude/extended-thinking"
-)
-"""How Anthropic's refusals of a sampling change while thinking end."""
 
 
 def apply_thinking(
@@ -83,28 +73,8 @@ def check_budget(settings: GenerationSettings, max_tokens: int) -> None:
 def check_thinking_tool_choice(thinking: Thinking | None, choice: ToolChoice | None) -> None:
     """A tool choice that forces a tool while the model thinks is refused, in Anthropic's
     words."""
-    if _thinks(thinking) and choice is not None and choice.type in _FORCING:
+    thinks = thinking is not None and thinking.type not in _OFF
+    if thinks and choice is not None and choice.type in _FORCING:
         raise field_error(
             "tool_choice", "Thinking may not be enabled when tool_choice forces tool use."
         )
-
-
-def check_thinking_sampling(body: MessagesBody) -> None:
-    """A sampling change Anthropic refuses while the model thinks is refused, in its
-    words: a temperature other than 1, any top_k, a top_p below 0.95."""
-    if not _thinks(body.thinking):
-        return
-    if body.temperature is not None and body.temperature != 1:
-        raise field_error("temperature", f"`temperature` may only be set to 1 {_WHILE_THINKING}")
-    if body.top_k is not None:
-        raise field_error("top_k", f"`top_k` must be unset {_WHILE_THINKING}")
-    if body.top_p is not None and body.top_p < MIN_THINKING_TOP_P:
-        raise field_error(
-            "top_p",
-            f"`top_p` must be greater than or equal to {MIN_THINKING_TOP_P} or unset "
-            f"{_WHILE_THINKING}",
-        )
-
-
-def _thinks(thinking: Thinking | None) -> bool:
-    return thinking is not None and thinking.type not in _OFF
