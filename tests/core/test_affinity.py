@@ -90,6 +90,30 @@ async def test_prompt_cache_key_and_none_affinity() -> None:
     assert spread == {"a", "b"}
 
 
+async def test_a_prompt_cache_key_names_a_chain_of_its_tenant_only() -> None:
+    """Another tenant's request with the same key is not sent after the owner's chain
+    (onto the server holding its prefix), nor does it move the owner's."""
+    a, b = Steady("a"), Steady("b")
+    gw = gateway(router(route(candidate(a), candidate(b)), seed=5))
+    alice, bob = Principal("alice", "key_a"), Principal("bob", "key_b")
+
+    async def keyed(principal: Principal) -> Any:
+        settings = GenerationSettings(prompt_cache_key="k1")
+        run = await gw.execute(principal, CreateResponse("assistant", [USER], settings=settings))
+        await run.wait()
+        return run
+
+    home = served(await keyed(alice))
+    theirs = await keyed(bob)
+    assert "affinity" not in theirs.state.attempts[0]  # a new chain, of bob's
+    (a if home == "a" else b).down = True
+    assert served(await keyed(bob)) != home  # bob's chain moves, alice's stays
+    (a if home == "a" else b).down = False
+    mine = await keyed(alice)
+    assert served(mine) == home
+    assert mine.state.attempts[0]["affinity"] == "hit"
+
+
 async def test_a_loaded_candidate_loses_its_continuations_past_the_tolerance() -> None:
     a, b = Steady("a"), Steady("b")
     routing = router(route(candidate(a), candidate(b), affinity_tolerance=0.5), seed=2)

@@ -132,7 +132,7 @@ class RunStarter:
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
         state.attempts = plan.records
         plan.remember = chain_names(
-            state.id, state.conversation_id, state.settings.prompt_cache_key
+            principal.tenant_id, state.id, state.conversation_id, state.settings.prompt_cache_key
         )
         run = Run(
             state, command.input, generate=command.generate, hidden_rounds=command.hidden_rounds
@@ -215,6 +215,7 @@ class RunStarter:
             items = (thread.system or []) + thread_items(prior.items, command.input)
             prior = Prior(items, prior.source, prior.served_by)
         chain = chain_names(
+            principal.tenant_id,
             command.previous_response_id,
             command.conversation_id,
             command.settings.prompt_cache_key,

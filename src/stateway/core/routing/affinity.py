@@ -2,8 +2,10 @@
 while that server still holds the chain's prefix in its KV cache.
 
 A chain is named by what a continuation carries: the ``previous_response_id`` (the
-response that was served), the conversation, or the ``prompt_cache_key``. The table is
-this process's, bounded (least recently used names leave first). A continuation whose
+response that was served), the conversation, or the ``prompt_cache_key``, each within its
+tenant: a key another tenant happens to send (or sends on purpose) names a chain of its
+own, neither led onto the server holding the first tenant's prefix nor moving it. The
+table is this process's, bounded (least recently used names leave first). A continuation whose
 names it does not hold (after a restart, on another replica, or evicted) falls back to the
 store: every response keeps the candidate that served it (``served_by``), read with the
 chain (or the conversation's items) in the statement that loads it. A chain known only
@@ -42,14 +44,18 @@ class AffinityTable:
 
 
 def chain_names(
-    previous_response_id: str | None, conversation_id: str | None, prompt_cache_key: str | None
+    tenant_id: str,
+    previous_response_id: str | None,
+    conversation_id: str | None,
+    prompt_cache_key: str | None,
 ) -> list[str]:
-    """The names a request's chain is known by, most specific first."""
+    """The names a request's chain is known by in ``tenant_id``, most specific first (a
+    tenant id holds no ``/``: the first one ends it)."""
     names = []
     if previous_response_id is not None:
-        names.append(f"response:{previous_response_id}")
+        names.append(f"{tenant_id}/response:{previous_response_id}")
     if conversation_id is not None:
-        names.append(f"conversation:{conversation_id}")
+        names.append(f"{tenant_id}/conversation:{conversation_id}")
     if prompt_cache_key is not None:
-        names.append(f"cache_key:{prompt_cache_key}")
+        names.append(f"{tenant_id}/cache_key:{prompt_cache_key}")
     return names
