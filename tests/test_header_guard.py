@@ -27,7 +27,7 @@ class Transport(RecordingTransport):
     def __init__(self) -> None:
         super().__init__()
         self.closed = asyncio.Event()
-        self.shut = False
+        self.shut = asyncio.Event()
         """Its write side shut (``write_eof``): a 431 answered, the connection lingering."""
         self.reading = True
 
@@ -35,12 +35,12 @@ class Transport(RecordingTransport):
         return True
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        if self.shut:  # as asyncio's and uvloop's transports refuse it
+        if self.shut.is_set():  # as asyncio's and uvloop's transports refuse it
             raise RuntimeError("Cannot call write() after write_eof()")
         super().write(data)
 
     def write_eof(self) -> None:
-        self.shut = True
+        self.shut.set()
 
     def close(self) -> None:
         super().close()
@@ -136,7 +136,7 @@ async def test_oversized_headers_behind_a_response_in_flight_are_answered_431_af
     assert not transport.closing
     app.release.set()
     await app.answered.wait()
-    assert transport.shut
+    assert transport.shut.is_set()
     assert transport.reading  # the client's end of file is read (it closes the connection)
     answer = b"".join(transport.writes)
     assert answer.startswith(b"HTTP/1.1 200 ")
@@ -149,10 +149,10 @@ async def test_oversized_headers_are_answered_431_and_the_connection_lingers() -
     up to ``max_drain_bytes``; past it the connection is closed."""
     protocol, transport, _ = connect(App(), max_drain_bytes=4096)
     protocol.data_received(b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 1024)
-    assert not transport.shut
+    assert not transport.shut.is_set()
     assert not transport.closing
     protocol.data_received(b"a" * 1024)
-    assert transport.shut
+    assert transport.shut.is_set()
     assert not transport.closing
     answered = b"".join(transport.writes)
     assert answered.startswith(b"HTTP/1.1 431 ")
@@ -167,7 +167,7 @@ async def test_oversized_headers_are_answered_431_and_the_connection_lingers() -
 async def test_a_lingering_connection_is_closed_after_the_header_timeout() -> None:
     protocol, transport, connected = connect(App())
     protocol.data_received(b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 4096)
-    assert transport.shut
+    assert transport.shut.is_set()
     protocol.data_received(b"a" * 16)  # a trickle
     protocol.close_if_stalled(connected + TIMEOUT, TIMEOUT)
     assert not transport.closing
@@ -198,10 +198,10 @@ async def test_trailers_over_the_limit_are_answered_431() -> None:
     protocol.data_received(CHUNKED + b"2\r\n{}\r\n0\r\n")
     protocol.data_received(TRAILER)
     protocol.data_received(TRAILER)
-    assert not transport.shut
+    assert not transport.shut.is_set()
     assert not transport.closing
     protocol.data_received(TRAILER)
-    assert transport.shut
+    assert transport.shut.is_set()
     assert b"".join(transport.writes).startswith(b"HTTP/1.1 431 ")
 
 
@@ -231,7 +231,7 @@ async def test_a_request_whose_trailers_are_refused_ends_for_its_app_and_lingers
     await asyncio.sleep(0)  # the app waits for the body's end
     for _ in range(3):
         protocol.data_received(TRAILER)
-    assert transport.shut
+    assert transport.shut.is_set()
     await asyncio.wait_for(app.answered.wait(), TIMEOUT)
     assert app.received == ["http.disconnect"]
     answer = b"".join(transport.writes)
@@ -263,7 +263,7 @@ async def test_trailers_refused_before_the_app_read_an_expected_body_end_it_quie
     protocol.data_received(expecting + b"2\r\n{}\r\n0\r\n")
     for _ in range(3):
         protocol.data_received(TRAILER)
-    assert transport.shut
+    assert transport.shut.is_set()
     app.release.set()
     await asyncio.wait_for(app.answered.wait(), TIMEOUT)
     assert app.received == ["http.disconnect"]
@@ -279,7 +279,7 @@ async def test_a_lingering_connection_is_closed_at_shutdown() -> None:
     await asyncio.sleep(0)
     for _ in range(3):
         protocol.data_received(TRAILER)
-    assert transport.shut
+    assert transport.shut.is_set()
     assert not transport.closing
     protocol.shutdown()
     assert transport.closing
