@@ -317,22 +317,63 @@ async def test_a_body_answered_before_it_was_read_drains_up_to_the_body_limit() 
 
 async def test_trailers_over_the_limit_in_the_pipeline_are_431_after_the_responses_before() -> None:
     """No response to the request has begun (it is queued): once those before it are
-    complete it is answered 431, as its header block would be; none of them is cut."""
+    complete it is answered 431, as its header block would be; none of them is cut. The
+    connection then lingers, as after any 431 (a close with the client's bytes unread would
+    reset it), with no ``100 Continue`` for the refused request; a shutdown closes it."""
     app = App()
-    protocol, transport, _ = connect(app)
-    protocol.data_received(REQUEST + REQUEST + CHUNKED + b"2\r\n{}\r\n0\r\n")
+    protocol, transport, _ = connect(app, max_drain_bytes=4096)
+    expecting = CHUNKED.replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n")
+    protocol.data_received(REQUEST + REQUEST + expecting + b"2\r\n{}\r\n0\r\n")
     for _ in range(3):
         protocol.data_received(TRAILER)
     assert not transport.closing  # a 431 now would cut into the first's response
     protocol.data_received(TRAILER + b"\r\n")  # read anyway (the app's receive resumes reading)
     assert not transport.closing
     app.release.set()
-    await asyncio.wait_for(transport.closed.wait(), TIMEOUT)
+    await asyncio.wait_for(transport.shut.wait(), TIMEOUT)
+    assert not transport.closing
+    assert transport.reading  # the client's end of file is read (it closes the connection)
     answer = b"".join(transport.writes)
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert answer.count(b"HTTP/1.1 200 ") == 2  # the refused request's app is not run
     assert answer.rindex(b"ok") < answer.index(b"HTTP/1.1 431 ")
     assert answer.endswith(b"Request header fields too large.")
+    assert b"100 Continue" not in answer
+    for _ in range(4):
+        protocol.data_received(b"a" * 1024)  # dropped, up to max_drain_bytes
+    assert not transport.closing
+    assert b"".join(transport.writes) == answer
+    protocol.shutdown()
+    assert transport.closing
+
+
+class Leaving(App):
+    """Answers, then the connection closes (the client gone) before the next request's
+    turn in the pipeline has come."""
+
+    transport: Transport
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await super().__call__(scope, receive, send)
+        self.transport.close()
+
+
+async def test_a_request_refused_in_the_pipeline_gets_nothing_if_the_connection_closed() -> None:
+    """Its turn comes with the connection closing (not yet lost): no 431 can be written,
+    and uvicorn, seeing its app return without answering, writes no 500 in its place."""
+    app = Leaving()
+    protocol, transport, _ = connect(app)
+    app.transport = transport
+    protocol.data_received(REQUEST + CHUNKED + b"2\r\n{}\r\n0\r\n")
+    for _ in range(3):
+        protocol.data_received(TRAILER)
+    app.release.set()
+    await asyncio.wait_for(transport.closed.wait(), TIMEOUT)
+    await asyncio.wait_for(asyncio.gather(*protocol.tasks), TIMEOUT)
+    answer = b"".join(transport.writes)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert answer.count(b"HTTP/1.1 ") == 1
+    assert not transport.shut.is_set()
 
 
 async def test_a_body_still_coming_after_its_answer_is_drained_for_the_timeout_at_most() -> None:

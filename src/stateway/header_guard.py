@@ -260,7 +260,8 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
     def _refuse_trailers_after_responses(self) -> None:
         """A request queued behind a response in flight (pipelined: ``self.cycle``, the
         pipeline's newest) overflowed its trailer section: it is answered 431 once the
-        responses before it are complete, then the connection closed.
+        responses before it are complete, then the connection closed once the client
+        has read it (it lingers, as after any 431: see ``_linger``).
 
         Closing at once would cut the response in flight. 431 rather than a bare close,
         though the request's body has begun: no response to it has, and a trailer section
@@ -268,15 +269,25 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
         pipelined request only once the response before it is complete, and hints 431
         for a trailer section too long as for a header block); nginx too reads a
         pipelined request only then, and answers its body's errors when no response has
-        begun. The request's app is never run: in its place in the pipeline, an app that
-        answers 431 and ``connection: close`` (so uvicorn closes the connection after it).
+        begun. The request's app is never run: in its place in the pipeline,
+        :meth:`_answer_in_turn`, and the request is ended as by a disconnect (so that
+        uvicorn answers it nothing itself, if the connection closes before its turn).
         Nothing more is read until then (what comes anyway is dropped).
         """
         cycle, _ = self.pipeline[0]
+        cycle.disconnected = True
         self._in_chunk = False  # (what is dropped is not counted)
         self.flow.pause_reading()
         self.parser = _DROPPING  # type: ignore[assignment]
-        self.pipeline[0] = (cycle, _answer_too_large)
+        self.pipeline[0] = (cycle, self._answer_in_turn)
+
+    async def _answer_in_turn(
+        self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        """The app run in its turn for a request refused in the pipeline: the 431 written
+        as any other is, and the connection lingers (through uvicorn's ``send``, the
+        answer's ``connection: close`` would close it at once)."""
+        self._refuse(answer=True)
 
     def _refuse(self, *, answer: bool) -> None:
         """Close the connection, first answering 431 if ``answer``."""
@@ -318,19 +329,6 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
         self.parser = _DROPPING  # type: ignore[assignment]
         self.flow.resume_reading()
         self.transport.write_eof()
-
-
-async def _answer_too_large(
-    scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
-) -> None:
-    """The app run for a request refused in the pipeline (its trailer section too large)."""
-    headers = [
-        (b"content-type", b"text/plain; charset=utf-8"),
-        (b"content-length", b"%d" % len(_TOO_LARGE)),
-        (b"connection", b"close"),
-    ]
-    await send({"type": "http.response.start", "status": 431, "headers": headers})
-    await send({"type": "http.response.body", "body": _TOO_LARGE})
 
 
 def guarded_http(limits: HeaderLimits) -> type[HeaderGuardedProtocol]:

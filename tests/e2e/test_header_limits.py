@@ -273,3 +273,33 @@ def test_a_pipelined_trailer_section_over_the_limit_is_431_after_the_answer_befo
     assert b'"completed"' in answer
     assert answer.index(b'"completed"') < answer.index(b"HTTP/1.1 431 ")
     assert answer.count(b"HTTP/1.1 ") == 2  # the second request is not served
+
+
+def test_a_client_still_sending_a_pipelined_trailer_section_reads_the_431_not_a_reset(
+    gateway: str,
+) -> None:
+    """The second request's trailer section overflows while the first's answer is a second
+    late, and the client goes on writing it, a field each 10 ms, reading what comes, until
+    the 431 is read; then it writes more (1 MiB) before it closes. Closed at once after the
+    431, with bytes unread or still coming, the connection is reset: the client's writes
+    fail (a client that sends its whole request before it reads loses the answers). It
+    lingers instead, as after any 431, until the client closes."""
+    field = b"X-Big: " + b"a" * (64 * 1024) + b"\r\n"
+    answer = b""
+    with connect(gateway) as sock:
+        sock.sendall(LATE + chunked_post(b"/v1/responses", CREATE))
+        read_continue(sock)  # read: the trailers counted (a read that starts them is not)
+        began = time.monotonic()
+        while not answer.endswith(b"Request header fields too large."):
+            assert time.monotonic() - began < WAIT, "no 431"
+            if select.select([sock], [], [], 0.01)[0]:
+                chunk = sock.recv(65536)
+                assert chunk, "closed before a 431"
+                answer += chunk
+            sock.sendall(field)
+        for _ in range(16):
+            sock.sendall(field)
+        sock.shutdown(socket.SHUT_WR)
+        assert read_until_closed(sock) == b""
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert answer.index(b'"completed"') < answer.index(b"HTTP/1.1 431 ")
