@@ -108,6 +108,40 @@ async def test_an_attempt_that_raises_lets_its_claim_go() -> None:
         assert third.outcome == Outcome("f", b"x")
 
 
+class UnreachableResults(MemoryCommandResults):
+    """Command outcomes whose Redis goes away once a command is claimed: storing an
+    outcome, or letting a claim go, fails as the Redis adapter's does."""
+
+    async def complete(self, key: CommandKey, outcome: Outcome) -> None:
+        raise StorageError("The coordination store (Redis) is unavailable.")
+
+    async def release(self, key: CommandKey) -> None:
+        raise StorageError("The coordination store (Redis) is unavailable.")
+
+
+async def test_an_answer_whose_outcome_cannot_be_stored_is_still_given(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The command ran (a response generated and stored): Redis going away before its
+    outcome is stored must not turn its answer into a 503, whose retry would run it a
+    second time. The outcome is lost (logged), as when its claim expires: a retry runs
+    again."""
+    async with attempt(UnreachableResults(), KEY, "f", param="Idempotency-Key") as once:
+        assert once.outcome is None
+        once.remember(b"the answer")
+    assert "its outcome is not kept" in caplog.text
+
+
+async def test_an_attempt_that_raises_keeps_its_error_when_its_claim_cannot_go() -> None:
+    """A failed command answers its own error (a 400, an upstream's 502...), not the 503
+    of a claim Redis could not let go: that claim expires by itself."""
+    with pytest.raises(RuntimeError, match="boom"):
+        async with attempt(UnreachableResults(), KEY, "f", param="command_id"):
+            raise RuntimeError("boom")
+    async with attempt(UnreachableResults(), KEY, "f", param="command_id") as nothing:
+        assert nothing.outcome is None  # remembers nothing: its claim is let go, or not
+
+
 async def test_an_attempt_that_remembers_nothing_lets_its_claim_go() -> None:
     results = MemoryCommandResults()
     async with attempt(results, KEY, "f", param="command_id") as first:

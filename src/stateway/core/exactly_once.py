@@ -12,18 +12,23 @@ A surface that received a command id wraps its work in :func:`attempt`::
 The claim is taken before the command runs, so a retry arriving meanwhile waits for this
 attempt's outcome (:meth:`CommandResults.claim`) instead of running it a second time. An
 attempt that raises, or remembers nothing, lets its claim go: the next retry runs the
-command again (a failure is not an outcome; see ADR 0011).
+command again (a failure is not an outcome; see ADR 0011). A command that ran keeps its
+answer (or its error) when its outcome cannot be stored (Redis away): that is logged, and
+a retry runs it again once the claim has expired.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from stateway.core.coordination import CommandKey, CommandResults, Outcome
-from stateway.core.errors import IdempotencyKeyReused
+from stateway.core.errors import IdempotencyKeyReused, StorageError
+
+log = logging.getLogger(__name__)
 
 
 def fingerprint(*parts: bytes) -> str:
@@ -72,9 +77,21 @@ async def attempt(
     try:
         yield current
     except BaseException:
-        await asyncio.shield(results.release(key))
+        await asyncio.shield(_settle(results, key, None))
         raise
-    if current.remembered is None:
-        await results.release(key)
-    else:
-        await results.complete(key, current.remembered)
+    await _settle(results, key, current.remembered)
+
+
+async def _settle(results: CommandResults, key: CommandKey, outcome: Outcome | None) -> None:
+    """Store ``outcome``, or let the claim go (None). The command has run by now: a store
+    that cannot be reached (Redis away) is logged, not raised, so the command's own answer
+    or error stands; the claim left behind expires (``claim_ttl``) and a retry then runs
+    again, as after a holder that died."""
+    try:
+        if outcome is None:
+            await results.release(key)
+        else:
+            await results.complete(key, outcome)
+    except StorageError as exc:
+        lost = "its outcome is not kept" if outcome is not None else "its claim is left to expire"
+        log.warning("a command ended, but %s: %s", lost, exc)

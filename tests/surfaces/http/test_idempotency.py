@@ -28,6 +28,7 @@ from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.conversation_fakes import MemoryConversations, TurnStore
 from tests.core.fakes import ScriptedBackend
+from tests.core.test_exactly_once import UnreachableResults
 from tests.identity.test_key_cache import Clock, Store
 from tests.support.oidc_issuer import AUDIENCE, TENANT_CLAIM, OidcIssuer
 from tests.surfaces.auth.test_authenticator import keyed as key_of
@@ -136,6 +137,24 @@ async def test_a_failed_attempt_is_not_remembered_and_its_retry_runs_again() -> 
     assert retried.status == 200
     assert retried.json()["status"] == "completed"
     assert len(backend.requests) == 2
+
+
+async def test_answers_whose_outcomes_cannot_be_stored_are_still_given() -> None:
+    """Redis going away while keyed requests run: each answers as it ran (the response
+    generated and stored, the upstream's error), not with a 503 whose retry would run a
+    finished response again."""
+    backend = ScriptedBackend([TextDelta("a"), Finish("stop")])
+    app = build(backend, UnreachableResults())
+
+    created = await post(app, "/v1/responses", CREATE)
+    assert created.status == 200
+    assert created.json()["status"] == "completed"
+    streamed = await post(app, "/v1/responses", STREAM, key="k2")
+    assert streamed.status == 200
+    assert events(streamed.body)[-1]["type"] == "response.completed"
+    backend.script = [UpstreamUnavailable("down")]
+    failed = await post(app, "/v1/responses", CREATE, key="k3")
+    assert (failed.status, failed.json()["error"]["code"]) == (502, "upstream_unavailable")
 
 
 async def test_a_retried_stream_replays_the_same_response_from_its_log() -> None:
