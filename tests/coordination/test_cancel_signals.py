@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import uuid
 from urllib.parse import urlsplit
@@ -13,6 +14,7 @@ from redis.asyncio import Redis
 from stateway.coordination import redis as redis_module
 from stateway.coordination.redis import RedisCancelSignals, connect
 from stateway.core.errors import StorageError
+from tests.coordination.redis_switch import RedisSwitch
 from tests.coordination.test_event_fanout import until_subscribed
 
 pytestmark = pytest.mark.redis
@@ -102,3 +104,34 @@ async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> Non
         pass
     finally:
         sink.close()
+
+
+async def test_an_outage_is_warned_of_once_and_subscribed_through_quietly(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis going away mid-life is one warning, not one or two a second for as long as
+    it is away (as at start-up); the listener subscribes again once it answers and
+    hears cancels again."""
+    monkeypatch.setattr(redis_module, "_RESUBSCRIBE_DELAY", 0.01)
+    prefix = f"test:{uuid.uuid4().hex}:"
+    async with RedisSwitch(redis_url) as switch:
+        owner = RedisCancelSignals(connect(switch.url), prefix)
+        sender = RedisCancelSignals(connect(redis_url), prefix)
+        heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        await owner.start(lambda t, r: heard.put_nowait((t, r)))
+        try:
+            await until_subscribed(redis_url, prefix + "cancel")
+            with caplog.at_level(logging.INFO, logger=redis_module.__name__):
+                switch.off()
+                await switch.refused(6)  # three attempts or more to subscribe again
+                switch.on()
+                await until_subscribed(redis_url, prefix + "cancel")
+                await sender.send("default", "resp_1")
+                assert await asyncio.wait_for(heard.get(), 10) == ("default", "resp_1")
+        finally:
+            for signals in (owner, sender):
+                await signals.aclose()
+    warned = [r.message for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1, warned
+    assert "subscribing again" in warned[0]
+    assert "cancel signals: Redis answers; subscribed again" in caplog.text

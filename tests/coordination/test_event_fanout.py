@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
+from stateway.coordination import event_fanout
 from stateway.coordination.event_fanout import (
     MAX_OUTBOX,
     RedisEventFanout,
@@ -22,6 +23,7 @@ from stateway.coordination.event_fanout import (
 from stateway.coordination.redis import connect
 from stateway.core.coordination import Published
 from stateway.core.ports import EventBatch
+from tests.coordination.redis_switch import RedisSwitch
 
 
 def batch(first: int, end: int) -> EventBatch:
@@ -318,3 +320,35 @@ async def test_following_survives_its_connection_being_killed(
         await admin.aclose()
         await owner.aclose()
         await follower.aclose()
+
+
+@pytest.mark.redis
+async def test_an_outage_is_warned_of_once_and_followed_through_quietly(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis going away under a follower is one warning, not one or two a second for as
+    long as it is away; the follower's channel is subscribed again once Redis answers,
+    and its batches come again."""
+    monkeypatch.setattr(event_fanout, "RESUBSCRIBE_PAUSE", 0.01)
+    prefix = f"test:{uuid.uuid4().hex}:"
+    owner = RedisEventFanout(connect(redis_url), prefix)
+    async with RedisSwitch(redis_url) as switch:
+        follower = RedisEventFanout(connect(switch.url), prefix)
+        try:
+            async with follower.follow("t", "resp_1") as following:
+                channel = owner.channel("t", "resp_1")
+                await until_subscribed(redis_url, channel)
+                with caplog.at_level(logging.INFO, logger=event_fanout.__name__):
+                    switch.off()
+                    await switch.refused(6)  # three attempts or more to subscribe again
+                    switch.on()
+                    await until_subscribed(redis_url, channel)
+                owner.publish("t", "resp_1", batch(0, 1), True)
+                assert await following.next(30) == Published(batch(0, 1), True)
+        finally:
+            await owner.aclose()
+            await follower.aclose()
+    warned = [r.message for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1, warned
+    assert "subscribing again" in warned[0]
+    assert "event fan-out: Redis answers; subscribed again" in caplog.text

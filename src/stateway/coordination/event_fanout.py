@@ -203,12 +203,24 @@ class RedisEventFanout:
                     self._deliver(message)
                 return
             except RedisError as exc:  # the connection dropped: subscribe again
-                log.warning("event fan-out: %s; subscribing again", exc)
-                await asyncio.sleep(RESUBSCRIBE_PAUSE)
-                try:
-                    await pubsub.subscribe(self._standing, *self._followers)
-                except RedisError as again:
-                    log.warning("event fan-out: subscribing failed: %s", again)
+                log.warning(
+                    "event fan-out: %s; subscribing again every %gs", exc, RESUBSCRIBE_PAUSE
+                )
+                await self._subscribe_again(pubsub)
+
+    async def _subscribe_again(self, pubsub: PubSub) -> None:
+        """Subscribe to the standing channel and the followed ones again, every
+        ``RESUBSCRIBE_PAUSE`` until Redis answers: the drop was warned of once, not each
+        attempt of an outage (followers read the store meanwhile)."""
+        while True:
+            await asyncio.sleep(RESUBSCRIBE_PAUSE)
+            try:
+                await pubsub.subscribe(self._standing, *self._followers)
+            except RedisError as exc:
+                log.debug("event fan-out: subscribing failed: %s", exc)
+            else:
+                log.info("event fan-out: Redis answers; subscribed again")
+                return
 
     def _deliver(self, message: dict[str, Any]) -> None:
         if message.get("type") != "message":

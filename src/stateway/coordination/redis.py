@@ -225,15 +225,23 @@ class RedisCancelSignals:
                     _deliver(message, handler)
                 return
             except RedisError as exc:  # the connection dropped: resubscribe
-                log.warning("cancel signals: %s; subscribing again", exc)
-                await asyncio.sleep(_RESUBSCRIBE_DELAY)
+                log.warning(
+                    "cancel signals: %s; subscribing again every %gs", exc, _RESUBSCRIBE_DELAY
+                )
                 await self._resubscribe(pubsub)
 
     async def _resubscribe(self, pubsub: PubSub) -> None:
-        try:
-            await pubsub.subscribe(self._channel)
-        except RedisError as exc:
-            log.warning("cancel signals: subscribing failed: %s", exc)
+        """Subscribe again, every ``_RESUBSCRIBE_DELAY`` until Redis answers: the drop was
+        warned of once, not each attempt of an outage."""
+        while True:
+            await asyncio.sleep(_RESUBSCRIBE_DELAY)
+            try:
+                await pubsub.subscribe(self._channel)
+            except RedisError as exc:
+                log.debug("cancel signals: subscribing failed: %s", exc)
+            else:
+                log.info("cancel signals: Redis answers; subscribed again")
+                return
 
 
 def _deliver(message: dict[str, Any], handler: CancelHandler) -> None:

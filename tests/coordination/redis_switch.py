@@ -1,0 +1,84 @@
+"""A loopback port in front of the real Redis that can be switched off, for tests of a
+Redis outage: while off, it hangs up on the connections open through it and on every new
+one, counting those; switched on, it forwards again."""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from urllib.parse import urlsplit
+
+
+class RedisSwitch:
+    def __init__(self, redis_url: str) -> None:
+        target = urlsplit(redis_url)
+        self._host = target.hostname or "127.0.0.1"
+        self._port = target.port or 6379
+        self._path = target.path
+        self._on = True
+        self._open: set[asyncio.StreamWriter] = set()
+        self._refused = 0
+        self._refusal = asyncio.Event()
+        self._pipes: set[asyncio.Task[None]] = set()
+        self._server: asyncio.Server | None = None
+        self.url = ""
+
+    async def __aenter__(self) -> RedisSwitch:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        self.url = f"redis://127.0.0.1:{port}{self._path}"
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.off()
+        assert self._server is not None
+        self._server.close()
+        for pipe in list(self._pipes):
+            pipe.cancel()
+        await asyncio.gather(*self._pipes, return_exceptions=True)
+
+    def off(self) -> None:
+        """Hang up on every connection open through the switch, and on later ones."""
+        self._on = False
+        for writer in list(self._open):
+            writer.close()
+        self._open.clear()
+
+    def on(self) -> None:
+        self._on = True
+
+    async def refused(self, count: int) -> None:
+        """Wait until ``count`` connections were hung up on while off."""
+        async with asyncio.timeout(10):
+            while self._refused < count:
+                self._refusal.clear()
+                await self._refusal.wait()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self._on:
+            writer.close()
+            self._refused += 1
+            self._refusal.set()
+            return
+        to_reader, to_writer = await asyncio.open_connection(self._host, self._port)
+        self._open |= {writer, to_writer}
+        for source, sink in ((reader, to_writer), (to_reader, writer)):
+            pipe = asyncio.create_task(_pipe(source, sink))
+            self._pipes.add(pipe)
+            pipe.add_done_callback(self._pipes.discard)
+
+
+async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    try:
+        while data := await source.read(65536):
+            sink.write(data)
+            await sink.drain()
+    except OSError:
+        pass
+    finally:
+        sink.close()
