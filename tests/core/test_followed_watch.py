@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from stateway.core.background import watch
 from stateway.core.commands import GetResponse, WatchResponse
-from stateway.core.errors import StorageError
+from stateway.core.errors import NotFound, StorageError
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
 from stateway.core.ports import EventBatch, EventLog
@@ -122,15 +124,40 @@ async def test_with_nothing_published_it_reads_the_store_and_ends_with_it() -> N
     assert flags == [False, True]
 
 
-async def test_a_response_deleted_meanwhile_ends_the_watch() -> None:
+async def test_a_response_deleted_meanwhile_ends_the_watch_with_not_found() -> None:
+    """Deleted with no word reaching its run (no shared Redis, or Redis away): the watch
+    cannot end as if the stream were whole; it raises, for its surface to say so."""
     store, fanout = await stored(1), MemoryFanout()
     follower = FollowedWatch(store, fanout, KEY, await log_after(store, -1), quiet=0.001)
-    following = asyncio.create_task(collect(follower))
+    seen: list[bytes] = []
+
+    async def follow() -> None:
+        async for batch, _ in follower.batches():
+            seen.extend(batch)
+
+    following = asyncio.create_task(follow())
     await fanout.following.wait()
     await store.delete(*KEY)
 
-    seen, _ = await following
+    with pytest.raises(NotFound, match="'bg' was deleted while it was streamed"):
+        await following
     assert seen == events(0, 1)
+
+
+async def test_a_stored_watch_of_a_response_deleted_meanwhile_raises_not_found() -> None:
+    store = await stored(1)
+    watching = StoredWatch(store, KEY, await log_after(store, -1), poll=0.001)
+    seen: list[bytes] = []
+
+    async def follow() -> None:
+        async for batch, _ in watching.batches():
+            seen.extend(batch)
+            await store.delete(*KEY)
+
+    with pytest.raises(NotFound) as gone:
+        await follow()
+    assert seen == events(0, 1)
+    assert (gone.value.status, gone.value.param) == (404, "response_id")
 
 
 async def test_behind_counts_the_published_bytes_not_taken_yet() -> None:

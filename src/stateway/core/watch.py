@@ -25,6 +25,11 @@ than a stream that ends without saying how the response ended.
 A read of the stored log that fails (the database away for a moment) is tried again at
 the next poll (``quiet`` read) rather than ending the stream: the run goes on meanwhile.
 
+A response deleted while it is watched, with no word of it reaching its run (another
+process runs it and the processes share no Redis, or Redis is away), leaves nothing to
+read: the watch raises :class:`~stateway.core.errors.NotFound`, which its surface sends
+as the protocol's error, rather than ending as if the stream were whole.
+
 A watcher never holds up the run: the run appends to its log whatever the watchers do.
 :meth:`Watch.behind` tells how far a watcher trails the run, so that its surface can drop
 one that stopped reading (it resumes with ``starting_after``).
@@ -38,7 +43,7 @@ from collections.abc import AsyncIterator
 from typing import Final, Protocol
 
 from stateway.core.coordination import EventFanout, Following, Published
-from stateway.core.errors import StorageError
+from stateway.core.errors import NotFound, StorageError
 from stateway.core.journal import RunJournal
 from stateway.core.ownership import died_running
 from stateway.core.ports import EventBatch, EventLog, ResponseStore
@@ -134,6 +139,8 @@ class StoredWatch:
                 return
             await asyncio.sleep(self._poll)  # another process runs it: no signal to wait on
             log = await _read(self._store, self._key, after)
+            if log is None:
+                raise deleted_meanwhile(self._key[1])
 
     def behind(self) -> int:
         return 0  # it reads at its own pace; nothing piles up for it
@@ -178,7 +185,7 @@ class FollowedWatch:
                 if published is None or published.batch.first > self._position:
                     read = await _read(self._store, self._key, self._position - 1)
                     if read is None:
-                        return  # deleted meanwhile
+                        raise deleted_meanwhile(self._key[1])
                     ended = read.status not in UNFINISHED
                     if read.events.payloads:
                         self._position = read.events.end
@@ -210,6 +217,13 @@ class FollowedWatch:
         missed = await _missed_end(self._store, self._key, last)
         self._position = max(self._position, last + 1)
         return missed
+
+
+def deleted_meanwhile(response_id: str) -> NotFound:
+    return NotFound(
+        f"Response with id '{response_id}' was deleted while it was streamed.",
+        param="response_id",
+    )
 
 
 async def _missed_end(store: ResponseStore, key: tuple[str, str], last: int) -> list[bytes]:

@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator
 from starlette.applications import Starlette
 from starlette.types import Message
 
+from stateway.core.errors import GatewayError, NotFound
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
@@ -189,3 +190,30 @@ async def test_a_watcher_that_keeps_up_is_never_dropped() -> None:
     response = SSEResponse(frames(), lambda: None, watcher=Watcher(lambda: 10**6, 10, 0.001))
     await response(scope, receive, send)
     assert sent[1:] == [b"0", b"1", b"2"]
+
+
+async def test_a_stream_that_cannot_go_on_ends_with_its_protocols_error_frame() -> None:
+    """A watched response deleted meanwhile (no word reaching its run) raises from its
+    frames once streaming: the stream ends with the error frame, the body finished,
+    not as if it were whole, nor cut mid-body."""
+    scope = {"type": "http", "method": "GET", "path": "/"}
+    sent: list[Message] = []
+
+    async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
+        yield b"data: 0\n\n", False
+        raise NotFound("Response with id 'r' was deleted while it was streamed.")
+
+    async def receive() -> Message:
+        await asyncio.Event().wait()
+        raise AssertionError
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    def ending(error: GatewayError) -> bytes:
+        return b"event: error\ndata: " + error.code.encode() + b"\n\n"
+
+    response = SSEResponse(frames(), lambda: None, watcher=Watcher(lambda: 0), ending=ending)
+    await response(scope, receive, send)
+    bodies = [(m["body"], m["more_body"]) for m in sent if m["type"] == "http.response.body"]
+    assert bodies == [(b"data: 0\n\n", True), (b"event: error\ndata: not_found\n\n", False)]

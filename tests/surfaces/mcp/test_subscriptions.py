@@ -12,9 +12,12 @@ from typing import Any, cast
 import pytest
 from mcp_types import SubscribeRequestParams, UnsubscribeRequestParams
 
+from stateway.core.errors import NotFound
 from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal
+from stateway.core.watch import Watch
 from stateway.surfaces.mcp import server
+from stateway.surfaces.mcp.updates import ResponseUpdates
 
 
 class Endless:
@@ -95,3 +98,23 @@ def test_idle_sessions_are_closed_and_their_number_is_bounded() -> None:
     manager = server.McpSurface(cast(Gateway, object()))._manager
     assert manager.session_idle_timeout == server.SESSION_IDLE_TIMEOUT <= 300
     assert manager.max_sessions == server.MAX_SESSIONS <= 1000
+
+
+async def test_a_response_deleted_while_followed_is_its_last_change() -> None:
+    """Its watch raises NotFound (deleted with no word reaching its run): the subscriber
+    is told once more, reads the resource and finds it gone; nothing is raised into the
+    session."""
+
+    class Deleted:
+        position = 1
+
+        async def batches(self) -> AsyncIterator[tuple[list[bytes], bool]]:
+            yield [b"{}"], False
+            raise NotFound("Response with id 'r' was deleted while it was streamed.")
+
+        def behind(self) -> int:
+            return 0
+
+    gateway, principal = cast(Gateway, None), Principal()
+    updates = ResponseUpdates(gateway, principal, "r", cast(Watch, Deleted()))
+    assert [change async for change in updates.changes()] == [None, None]

@@ -2,7 +2,8 @@
 chunk, the status line held until the stream opens (so an early failure is still an HTTP
 error), keep-alive comments on a timer, a :class:`Watcher` stream's way out (its client
 gone, or too far behind the log it follows), and the end of a stream whose credential is
-revoked or expires while it streams (:mod:`stateway.surfaces.auth.revocation`).
+revoked or expires while it streams (:mod:`stateway.surfaces.auth.revocation`) or that
+cannot go on (its error frame).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from stateway.core.errors import CredentialRevoked, GatewayError
 from stateway.surfaces.auth.revocation import RevocationWatch
 from stateway.surfaces.http.transport import watch_disconnect
 
-REVOKED_END_WAIT = 5.0
-"""Seconds the last frame of a stream whose credential stopped holding may wait for a slow
-client."""
+ENDING_WAIT = 5.0
+"""Seconds the error frame ending a stream cut off (its credential stopped holding, its
+response deleted) may wait for a slow client."""
 
 KEEPALIVE_INTERVAL = 15.0
 """Seconds a stream may stay silent before it gets an SSE comment line."""
@@ -86,7 +87,9 @@ class SSEResponse(Response):
     API key revoked, checked on a timer; or expired: :class:`RevocationWatch`) stops at
     once, wherever it waits, as if its client had left (``on_disconnect`` is called: a
     client's own run is cancelled, a watched one goes on), then sends ``ending`` (the 401
-    instead, when the status line has not gone out yet) and closes.
+    instead, when the status line has not gone out yet) and closes. A
+    :class:`GatewayError` the frames raise once streaming (a watched response deleted
+    meanwhile) ends the stream with ``ending`` too.
     """
 
     def __init__(
@@ -199,7 +202,12 @@ class SSEResponse(Response):
             self._idle_from(now, send)
             if self._watcher is not None:
                 self._check_lag_at(now + self._watcher.check_every)
-            await self._stream(frames, send)
+            try:
+                await self._stream(frames, send)
+            except GatewayError as error:  # the stream cannot go on (its response deleted)
+                if self._ending is None or self._gone:
+                    raise
+                await self._end_with(error, send)
 
     async def _end_revoked(
         self, revoked: CredentialRevoked, scope: Scope, receive: Receive, send: Send
@@ -213,20 +221,28 @@ class SSEResponse(Response):
                 raise revoked
             await self._error_response(revoked)(scope, receive, send)
             return
+        await self._end_with(revoked, send)
+
+    async def _end_with(self, error: GatewayError, send: Send) -> None:
+        """The protocol's error frame for ``error``, ending a started stream (a slow client
+        is waited for a while only: then the connection is left unfinished, which closes
+        it)."""
+        assert self._ending is not None
         if self._ended:
             return
         self._ended = True
         try:
-            with Deadline(REVOKED_END_WAIT):
+            with Deadline(ENDING_WAIT):
                 if self._comment is not None:
                     await self._comment
-                frame = self._ending(revoked)
+                frame = self._ending(error)
                 await send({"type": "http.response.body", "body": frame, "more_body": False})
         except TimeoutError:
             log.warning(
-                "left a revoked or expired credential's stream unfinished: its client did "
-                "not read the last frame within %g seconds",
-                REVOKED_END_WAIT,
+                "left a stream unfinished (%s): its client did not read the last frame "
+                "within %g seconds",
+                error.code,
+                ENDING_WAIT,
             )
 
     def _stop_watching(self) -> None:

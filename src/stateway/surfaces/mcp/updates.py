@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from stateway.core.commands import GetResponse, WatchResponse
-from stateway.core.errors import InvalidRequest
+from stateway.core.errors import InvalidRequest, NotFound
 from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal
 from stateway.core.response import UNFINISHED
@@ -53,7 +53,10 @@ class ResponseUpdates:
         if self._ended:
             return
         if self._watch is not None:
-            async for _ in self._watch.batches():
+            try:
+                async for _ in self._watch.batches():
+                    yield
+            except NotFound:  # deleted meanwhile: a change, and the last
                 yield
             return
         command = GetResponse(self._response_id)
