@@ -309,3 +309,32 @@ def test_context_window_is_a_positive_backend_setting(tmp_path: Path) -> None:
     bad = write(tmp_path, '[[backends]]\nname = "b"\nurl = "http://h/v1"\ncontext_window = 0\n')
     with pytest.raises(ConfigError, match="context_window"):
         load_config(Overrides(config=bad), EMPTY_ENV)
+
+
+def test_cache_salt_is_off_unless_a_backend_salts_per_tenant(tmp_path: Path) -> None:
+    table = '[[backends]]\nname = "vllm"\nurl = "http://gpu:8000/v1"\n'
+    config = load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV)
+    assert config.backends[0].cache_salt is None
+    for api in ("chat", "responses"):
+        path = write(tmp_path, table + f'api = "{api}"\ncache_salt = "tenant"\n')
+        assert load_config(Overrides(config=path), EMPTY_ENV).backends[0].cache_salt == "tenant"
+
+
+@pytest.mark.parametrize("value", ['"request"', '"Tenant"', '""', "true"])
+def test_an_unknown_cache_salt_is_refused_by_name(tmp_path: Path, value: str) -> None:
+    table = f'[[backends]]\nname = "vllm"\nurl = "http://gpu:8000/v1"\ncache_salt = {value}\n'
+    with pytest.raises(ConfigError) as refused:
+        load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV)
+    assert "backends.0.cache_salt: Input should be 'tenant'" in str(refused.value)
+
+
+def test_an_anthropic_backend_cannot_salt_its_cache(tmp_path: Path) -> None:
+    table = (
+        '[[backends]]\nname = "claude"\nurl = "https://api.anthropic.com/v1"\n'
+        'api = "anthropic"\ncache_salt = "tenant"\n'
+    )
+    with pytest.raises(ConfigError) as refused:
+        load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV)
+    message = str(refused.value)
+    assert "backends.0.cache_salt:" in message
+    assert "the Messages API has no cache_salt field" in message

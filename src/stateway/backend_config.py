@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from stateway.backends.reasoning_efforts import NONE, Effort
 from stateway.config_section import Section
@@ -66,6 +66,12 @@ class BackendConfig(Section):
     "auto"`` drops the oldest turns to fit it, and a ``context_management`` compaction
     without ``compact_threshold`` triggers at 80% of it. Default: unknown (neither)."""
 
+    cache_salt: Literal["tenant"] | None = None
+    """Chat and Responses upstreams: ``tenant`` sends every call with its tenant's
+    ``cache_salt`` (vLLM's), so tenants do not share the server's prefix cache and cannot
+    tell from an answer's speed or ``cached_tokens`` what another sent; derived from the
+    server key (:mod:`stateway.sealing.cache_salts`). Default: none (one shared cache)."""
+
     headers: dict[str, str] = Field(default_factory=dict)
     """Headers sent on every call to this backend (a proxy's own, an Anthropic upstream's
     ``anthropic-beta``: a Messages client's betas are added to it). The key's header and
@@ -97,6 +103,16 @@ class BackendConfig(Section):
         if set(efforts) == {NONE}:
             raise ValueError("must name a level of reasoning besides 'none'")
         return efforts
+
+    @field_validator("cache_salt")
+    @classmethod
+    def _cache_salt(cls, salt: str | None, info: ValidationInfo) -> str | None:
+        if salt is not None and info.data.get("api") == "anthropic":
+            raise ValueError(
+                "an Anthropic upstream cannot be salted: the Messages API has no cache_salt "
+                "field; its prompt cache is shared by every call made with the backend's key"
+            )
+        return salt
 
     @property
     def effective_first_byte_timeout(self) -> float:

@@ -30,6 +30,8 @@ class ScriptedBackend:
         "tool_output": frozenset({"input_text"}),
     }
     carries_unknown_types = False
+    cache_salted = False
+    """A subclass forwarding Chat Completions is a ChatForwarder: its bodies unsalted."""
     places: int | None = None
     """Calls it takes before a call is refused at once (None: any number)."""
 

@@ -58,10 +58,12 @@ def configured_gateway(
     backend: Mapping[str, Any],
     server: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
+    tables: str = "",
 ) -> Iterator[RunningGateway]:
-    """Serve one catch-all ``[[backends]]`` table (``name = "default"`` unless given)."""
+    """Serve one catch-all ``[[backends]]`` table (``name = "default"`` unless given),
+    after the TOML ``tables`` (``[auth]``, ...)."""
     config = directory / "stateway.toml"
-    text = "[server]\n" + _toml(server or {})
+    text = "[server]\n" + _toml(server or {}) + tables
     text += '[[backends]]\nname = "default"\nmodels = []\n' + _toml(backend)
     config.write_text(text)
     database = directory / "gateway.db"

@@ -3,11 +3,11 @@
 ``generation.py`` compiles a configuration into a generation (backends, routes, the
 gateway's tools; a new backend API shape is one entry in ``BACKEND_APIS``);
 ``gateway.py`` builds the process's gateway over it (store, coordination, leases,
-telemetry, sealing); ``http.py`` builds the HTTP app over that (a new surface is one more
-routes object there).
+telemetry, sealing and cache salts); ``http.py`` builds the HTTP app over that (a new
+surface is one more routes object there).
 """
 
-from stateway.app.gateway import GatewayParts, build_gateway, open_gateway, open_sealer
+from stateway.app.gateway import GatewayParts, build_gateway, open_gateway, open_server_key
 from stateway.app.generation import (
     BACKEND_APIS,
     backend_gateway_tools,
@@ -39,5 +39,5 @@ __all__ = [
     "build_tools",
     "compile_generation",
     "open_gateway",
-    "open_sealer",
+    "open_server_key",
 ]

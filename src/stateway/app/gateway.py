@@ -1,6 +1,6 @@
 """The gateway as one process runs it: the store, the core's ``Gateway`` over the first
 generation, the coordination adapters (in process or Redis), leases, telemetry, and the
-sealing key."""
+server key (sealing, and each tenant's cache salt)."""
 
 from __future__ import annotations
 
@@ -24,13 +24,13 @@ from stateway.core.leases import LeaseKeeper
 from stateway.core.limits import RateLimits
 from stateway.core.loop import Loop
 from stateway.core.ownership import ProcessIdentity
-from stateway.core.ports import OwnerLeases, ResponseStore, Sealer
+from stateway.core.ports import CacheSalts, OwnerLeases, ResponseStore, Sealer
 from stateway.core.runs import CancelReason, RunRegistry
 from stateway.core.settling import Settler
 from stateway.identity.keys import KeyStore
 from stateway.protocols.responses.encode import encode_event_json
 from stateway.reload import Compiled, Reloader
-from stateway.sealing import AesGcmSealer, load_sealing_key
+from stateway.sealing import AesGcmSealer, TenantCacheSalts, load_sealing_key
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store
 from stateway.storage.sql.accounting import SqlUsageLedger
 from stateway.storage.sql.api_keys import SqlKeyStore
@@ -83,11 +83,12 @@ class GatewayParts:
 
 async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
     """The gateway as ``stateway serve`` runs it: over the configured database, with its
-    sealing key loaded once (configured, else the database's, generated on first start;
-    ``[security]`` is read at start-up only)."""
+    server key loaded once (configured, else the database's, generated on first start;
+    ``[security]`` is read at start-up only): the key of its sealer and, through a
+    sub-key, of each tenant's cache salt."""
     store = open_store(compiled.config.database_url)
     try:
-        sealer = await open_sealer(compiled.config, store)
+        key = await open_server_key(compiled.config, store)
     except BaseException:
         await store.aclose()
         raise
@@ -96,7 +97,8 @@ async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
         flags,
         store,
         SqlConversationStore(store),
-        sealer=sealer,
+        sealer=AesGcmSealer(key),
+        salts=TenantCacheSalts(key),
         leases=SqlOwnerLeases(store.engine),
         usage=SqlUsageLedger(store.reader),
     )
@@ -104,14 +106,14 @@ async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
     return parts
 
 
-async def open_sealer(config: Config, store: SqlResponseStore) -> AesGcmSealer:
-    """The sealer of ``encrypted_content``. Raises :class:`ConfigError` for a stored key
-    that is unusable, ``StorageError`` when the database cannot be read."""
+async def open_server_key(config: Config, store: SqlResponseStore) -> bytes:
+    """The key sealing ``encrypted_content`` (and deriving cache salts). Raises
+    :class:`ConfigError` for a stored key that is unusable, ``StorageError`` when the
+    database cannot be read."""
     try:
-        key = await load_sealing_key(config.security.sealing_key, SqlSecrets(store.engine))
+        return await load_sealing_key(config.security.sealing_key, SqlSecrets(store.engine))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    return AesGcmSealer(key)
 
 
 def build_gateway(
@@ -121,14 +123,15 @@ def build_gateway(
     conversations: ConversationStore | None = None,
     *,
     sealer: Sealer | None = None,
+    salts: CacheSalts | None = None,
     leases: OwnerLeases | None = None,
     usage: UsageLedger | None = None,
 ) -> GatewayParts:
     """``compiled`` as generation 1, reloaded from ``flags``; over the configured
     database, or over ``store`` (and ``conversations``: none, and no conversation exists;
     ``leases``: none, and no run is judged by its lease; ``usage``: none, and
-    ``/v1/usage`` is a 404) when given. ``sealer`` None: sealing is off (``open_gateway``
-    always gives one)."""
+    ``/v1/usage`` is a 404) when given. ``sealer`` None: sealing is off; ``salts`` None:
+    no call carries a ``cache_salt`` (``open_gateway`` always gives both)."""
     config = compiled.config
     if store is None:
         sql_store = open_store(config.database_url)
@@ -177,6 +180,7 @@ def build_gateway(
         telemetry=telemetry,
         usage=usage,
         settler=settler,
+        salts=salts,
     )
 
     def publish(generation: Compiled) -> Generation:

@@ -43,8 +43,11 @@ BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
         config.guided_decoding,
         alternate_roles=config.alternate_roles,
         reasoning_efforts=tuple(config.reasoning_efforts or ()),
+        cache_salted=config.cache_salt is not None,
     ),
-    "responses": lambda client, config: OpenAIResponsesBackend(client),
+    "responses": lambda client, config: OpenAIResponsesBackend(
+        client, cache_salted=config.cache_salt is not None
+    ),
     "anthropic": lambda client, config: AnthropicBackend(
         client, AnthropicOptions(config.default_max_tokens, config.thinking)
     ),

@@ -11,7 +11,11 @@ gateway does not model cannot be carried (``carries_unknown_types`` is False). W
 (:mod:`stateway.backends.guided_decoding`). With ``reasoning_efforts``, an effort the
 server does not take is sent at its nearest level, on the fast path too
 (:mod:`stateway.backends.reasoning_efforts`), as is ``alternate_roles``' one user message
-for each run of them (:mod:`stateway.backends.chat_system_messages`).
+for each run of them (:mod:`stateway.backends.chat_system_messages`). With
+``cache_salted`` (``cache_salt = "tenant"``) every call carries its tenant's
+``cache_salt``, over a client's own and the backend's ``extra_body``; on the fast path the
+core splices it into the client's body (:meth:`ForwardChat.salted_body_for
+<stateway.core.commands.ForwardChat.salted_body_for>`).
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ class OpenAIChatBackend:
         *,
         alternate_roles: bool = False,
         reasoning_efforts: tuple[str, ...] | None = None,
+        cache_salted: bool = False,
     ) -> None:
         self._client = client
         self._target = client.target
@@ -88,6 +93,8 @@ class OpenAIChatBackend:
         self._efforts = effort_levels(reasoning_efforts)
         """The level each effort the server does not take is sent at (empty: all as asked)."""
         self._guided = guided_decoding
+        self.cache_salted = cache_salted
+        """Each call carries its tenant's ``cache_salt``."""
         self._tokenizer = UpstreamTokenizer(client)
 
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
@@ -99,6 +106,8 @@ class OpenAIChatBackend:
             alternate_roles=self._alternate,
             efforts=self._efforts,
         )
+        if self.cache_salted and request.cache_salt is not None:
+            body["cache_salt"] = request.cache_salt
         forced = guide(body, request, self._guided) if self._guided else None
         deltas = self._deltas(request, body)
         return deltas if forced is None else _guided(deltas, forced)

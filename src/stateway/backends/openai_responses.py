@@ -29,6 +29,10 @@ This upstream speaks Responses natively (``carries_unknown_types``): input items
 of types the gateway does not model are sent untouched, as are the ``shell`` tools and
 their items; output items of such types come back whole (:class:`OutputItem`, on
 ``response.output_item.done``; their own intermediate events are not relayed).
+
+With ``cache_salted`` (``cache_salt = "tenant"``) every call carries its tenant's
+``cache_salt`` (vLLM's Responses API takes it as its Chat Completions does), over the
+backend's ``extra_body``.
 """
 
 from __future__ import annotations
@@ -101,9 +105,11 @@ class OpenAIResponsesBackend:
     carried_part_types = CARRIED_PARTS
     carries_unknown_types = True
 
-    def __init__(self, client: UpstreamClient) -> None:
+    def __init__(self, client: UpstreamClient, *, cache_salted: bool = False) -> None:
         self._client = client
         self.name = client.target.name
+        self.cache_salted = cache_salted
+        """Each call carries its tenant's ``cache_salt``."""
         self._tokenizer = UpstreamTokenizer(client)
 
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
@@ -114,8 +120,10 @@ class OpenAIResponsesBackend:
 
     async def _deltas(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         tokens = logprobs.INCLUDE in request.settings.include  # read only when asked for
-        body = self._client.target.filled(to_upstream(request))
-        waiting = request.first_output
+        body = to_upstream(request)
+        if self.cache_salted and request.cache_salt is not None:
+            body["cache_salt"] = request.cache_salt
+        body, waiting = self._client.target.filled(body), request.first_output
         async with self._client.post("/responses", body, first_output=waiting) as reply:
             if not request.stream:
                 read = partial(from_upstream_response, tokens=tokens)

@@ -214,6 +214,20 @@ class ForwardChat:
             return self.body
         return orjson.dumps({**self.fields, "model": upstream_model})
 
+    def salted_body_for(self, upstream_model: str, cache_salt: str) -> bytes:
+        """:meth:`body_for`, carrying ``cache_salt`` (its tenant's, for an upstream whose
+        prefix cache is kept per tenant): spliced in as the object's last member, the
+        client's bytes otherwise as they came. A body that names ``cache_salt`` itself
+        (however spelt: the parsed fields tell) is encoded again with the gateway's value
+        in its place, so no parser, whichever of a repeated name it keeps, takes the
+        client's."""
+        if "cache_salt" in self.fields:
+            return orjson.dumps({**self.fields, "model": upstream_model, "cache_salt": cache_salt})
+        body = self.body_for(upstream_model)
+        end = body.rindex(b"}")  # only blanks follow the object's end
+        member = b'"cache_salt":' + orjson.dumps(cache_salt)
+        return b"".join((body[:end], b"," if self.fields else b"", member, body[end:]))
+
 
 @dataclass(slots=True, frozen=True)
 class CountTokens:

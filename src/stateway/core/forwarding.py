@@ -4,7 +4,8 @@ When the request's route allows it (:class:`~stateway.core.commands.ForwardChat`
 when: one candidate speaking Chat Completions, no gateway tools), its body goes to the
 upstream as it came and the answer is relayed back as it arrives, holding the config
 generation until the relay closes (:class:`~stateway.core.generations.HeldRelay`);
-telemetry and the rate limits learn what it used from its tail. Anything else, and a
+telemetry and the rate limits learn what it used from its tail; to a backend whose cache
+is kept per tenant (``cache_salt``), the body carries its tenant's salt. Anything else, and a
 stream that would not report its usage while tokens are counted, is translated into a
 ``CreateResponse`` and started as any run.
 """
@@ -17,7 +18,7 @@ from stateway.core.commands import ForwardChat
 from stateway.core.errors import ServerShuttingDown
 from stateway.core.generations import Generations, HeldRelay
 from stateway.core.limits import RateLimits
-from stateway.core.ports import Relay
+from stateway.core.ports import CacheSalts, Relay
 from stateway.core.principal import Principal
 from stateway.core.routing.attempts import Outcome
 from stateway.core.runs import Run, RunRegistry
@@ -33,12 +34,14 @@ class ChatForwarding:
         starter: RunStarter,
         limits: RateLimits | None,
         telemetry: Telemetry,
+        salts: CacheSalts | None = None,
     ) -> None:
         self._generations = generations
         self._runs = runs
         self._starter = starter
         self._limits = limits
         self._telemetry = telemetry
+        self._salts = salts
 
     async def start(self, principal: Principal, command: ForwardChat) -> Relay | Run:
         """The relayed answer, or the translated run, started (an attached one not yet
@@ -53,12 +56,17 @@ class ChatForwarding:
             # counted (the gateway's own run knows them): else it would be free.
             uncounted = self._limits is None or not self._limits.counts_tokens
             forwardable = uncounted or command.reports_usage
-            if route.forwarder is not None and not command.needs_gateway and forwardable:
-                body = command.body_for(route.upstream_model)
+            forwarder = route.forwarder
+            if forwarder is not None and not command.needs_gateway and forwardable:
+                if forwarder.cache_salted and self._salts is not None:
+                    salt = self._salts.salt(principal.tenant_id)
+                    body = command.salted_body_for(route.upstream_model, salt)
+                else:  # the common case: one attribute read more than before salts
+                    body = command.body_for(route.upstream_model)
                 backend = route.candidates[0].backend.name
                 ended = partial(self._relayed, principal, command.model, backend)
                 held = HeldRelay(generations, generation, self._runs, ended)
-                return await held.open(route.forwarder, body)
+                return await held.open(forwarder, body)
             return await self._starter.admit(principal, await command.translate(), generation)
         except BaseException:
             generations.release(generation)

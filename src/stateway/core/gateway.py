@@ -64,6 +64,7 @@ from stateway.core.journal import EventEncoder
 from stateway.core.limits import RateLimits, charged_tokens
 from stateway.core.loop import Loop
 from stateway.core.ports import (
+    CacheSalts,
     ItemPage,
     Relay,
     ResponseStore,
@@ -114,6 +115,7 @@ class Gateway:
         telemetry: Telemetry | None = None,
         usage: UsageLedger | None = None,
         settler: Settler | None = None,
+        salts: CacheSalts | None = None,
     ) -> None:
         """``router`` and ``loop`` are config generation 1 (:mod:`.generations`).
         Without ``conversations`` no conversation exists: each one named is a 404.
@@ -127,7 +129,9 @@ class Gateway:
         ``telemetry`` observes runs and relayed answers; without ``usage`` (the stored
         responses' token accounting) ``GetUsage`` is a 404. ``settler`` holds the ends of
         runs whose final save failed until they are stored: the one every generation's
-        loop is given (default: ``loop``'s own)."""
+        loop is given (default: ``loop``'s own). ``salts`` give each tenant's upstream
+        calls its ``cache_salt``, which backends with ``cache_salt = "tenant"`` send (the
+        composition root always gives them; without them no call carries one)."""
         self._store = store
         self.generations = Generations(router, loop)
         """Each admission reads the current generation and holds it to its end."""
@@ -149,6 +153,7 @@ class Gateway:
         self._signals = signals
         self._sealer = sealer
         self._compaction = Compaction(store, sealer)
+        self._salts = salts
         self._fanout = fanout
         self._limits = limits
         self._telemetry = telemetry or NoTelemetry()
@@ -162,13 +167,14 @@ class Gateway:
             encoder,
             fanout,
             self._telemetry,
+            salts=salts,
         )
         self._threads = Threads(store, self._served_conversations)
         self._settler = settler or loop.settler
         self._ended = None if encoder is None else background.EndedHere(self._settler, encoder)
         self._stored = StoredResponses(store, runs, sealer, self.deletes, self._settler)
         self._forwarding = ChatForwarding(
-            self.generations, runs, self._starter, limits, self._telemetry
+            self.generations, runs, self._starter, limits, self._telemetry, salts
         )
 
     def once(
@@ -290,8 +296,9 @@ class Gateway:
             case CompactResponse():
                 command = await resolved(self._store, principal.tenant_id, command)
                 with self.generations.lease() as generation:
+                    salt = None if self._salts is None else self._salts.salt(principal.tenant_id)
                     compacted = await self._compaction.compact(
-                        principal.tenant_id, command, generation.router
+                        principal.tenant_id, command, generation.router, salt
                     )
                 report = RunReport(principal.tenant_id, command.model, compacted.usage)
                 self._telemetry.run_ended(report)  # the summary's tokens

@@ -37,6 +37,10 @@ class InferenceRequest:
     first_output: FirstOutput | None = None
     """The attempt's wait for its first output (set by the round for each attempt): a
     backend with ``first_token_timeout`` bounds it."""
+    cache_salt: str | None = None
+    """The tenant's ``cache_salt`` (:class:`~stateway.core.ports.CacheSalts`): a backend
+    with ``cache_salt = "tenant"`` sends it, so the call shares no prefix cache with
+    another tenant's. None: the gateway has none to give."""
 
 
 @dataclass(slots=True, frozen=True)

@@ -226,6 +226,7 @@ class Loop:
                     tool_choice=choice,
                     native_tools=toolset.native,
                     grammar=tools.catalog.forced_grammar(choice),
+                    cache_salt=run.cache_salt,
                 )
                 fit = None if run.fitted is None else partial(run.fitted.items, output=output)
                 with self._telemetry.span(ROUND, {ROUND: number}):

@@ -88,6 +88,11 @@ class ChatForwarder(Protocol):
     """A backend whose upstream speaks Chat Completions itself, so a Chat Completions
     request can go to it untouched (the stateless fast path)."""
 
+    cache_salted: bool
+    """Whether every call to it carries its tenant's ``cache_salt`` (``cache_salt =
+    "tenant"``): a forwarded body is then given it (:meth:`ForwardChat.salted_body_for
+    <stateway.core.commands.ForwardChat.salted_body_for>`)."""
+
     async def forward_chat(self, body: bytes) -> Relay:
         """Send ``body`` to the upstream's ``/chat/completions`` once a connection slot is
         free; its answer, whatever the status. Raises
@@ -122,6 +127,15 @@ class TokenCounter(Protocol):
         server without a tokenizer endpoint): the gateway estimates then. Raises
         :class:`~stateway.core.errors.UpstreamError` subclasses."""
         ...
+
+
+class CacheSalts(Protocol):
+    """Each tenant's ``cache_salt``: what keeps its calls out of the prefix cache other
+    tenants' calls fill on a model server they all reach with the gateway's credentials
+    (:mod:`stateway.sealing.cache_salts`). Stable for a tenant, unguessable without the
+    server's key, and telling nothing of the tenant id."""
+
+    def salt(self, tenant_id: str) -> str: ...
 
 
 class Sealer(Protocol):

@@ -52,6 +52,7 @@ class Run:
         "_done",
         "_waiters",
         "began",
+        "cache_salt",
         "cancel_reason",
         "cancellable",
         "context",
@@ -98,6 +99,10 @@ class Run:
         self.fitted: Fitted | None = None
         """Its context fitted to each candidate's window, when its candidates declare
         different ones (``truncation: "auto"``): what each attempt is sent."""
+        self.cache_salt: str | None = None
+        """Its tenant's ``cache_salt``, which every upstream call it makes carries (its
+        rounds', its compaction's; :attr:`InferenceRequest.cache_salt
+        <stateway.core.inference.InferenceRequest.cache_salt>`)."""
         self.events: list[Event] = []
         self.error: GatewayError | None = None
         """Set when the run failed before any output its client was shown: non-streaming

@@ -36,7 +36,7 @@ from stateway.core.ids import new_id
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder, RunJournal
-from stateway.core.ports import ResponseStore, TokenCounter
+from stateway.core.ports import CacheSalts, ResponseStore, TokenCounter
 from stateway.core.principal import Principal
 from stateway.core.response import ResponseState
 from stateway.core.results import TokenCount
@@ -70,10 +70,13 @@ class RunStarter:
         encoder: EventEncoder | None,
         fanout: EventFanout | None = None,
         telemetry: Telemetry | None = None,
+        *,
+        salts: CacheSalts | None = None,
     ) -> None:
         """``conversations(param)``: the conversations served, or a 404 naming ``param``.
         ``fanout``: where stored journals publish their committed batches (Redis);
-        ``telemetry`` is told each run's end."""
+        ``telemetry`` is told each run's end; ``salts`` give each run its tenant's
+        ``cache_salt`` (none without them)."""
         self._store = store
         self.runs = runs
         self.generations = generations
@@ -82,6 +85,7 @@ class RunStarter:
         self._encoder = encoder
         self._fanout = fanout
         self._telemetry = telemetry or NoTelemetry()
+        self._salts = salts
         self._pending = 0
         """Runs started whose driving has not begun: in their first steps they ask for a
         connection slot, so admission counts them as asking already (a burst admitted
@@ -139,6 +143,8 @@ class RunStarter:
         )
         run.context = checked
         run.fitted = fitted
+        if self._salts is not None:
+            run.cache_salt = self._salts.salt(principal.tenant_id)
         if command.prior is not None and not command.prior_stored:
             run.stored_input = command.prior + command.input
         if conversation is not None and command.store:  # refused here (409, 404) while

@@ -102,6 +102,7 @@ class CompactionStep:
             self._view,
             summary_settings(asked),
             asked.summary_prompt or SUMMARY_PROMPT,
+            cache_salt=run.cache_salt,
         )
         usage.add(summary.usage)
         state.iterations.append(Iteration(sealed.COMPACTION, summary.usage))
@@ -175,8 +176,15 @@ class Compaction:
             return fitted, None, fits
         return fitted, None, None
 
-    async def compact(self, tenant_id: str, command: CompactResponse, router: Router) -> Compacted:
-        """``router``: the current config generation's."""
+    async def compact(
+        self,
+        tenant_id: str,
+        command: CompactResponse,
+        router: Router,
+        cache_salt: str | None = None,
+    ) -> Compacted:
+        """``router``: the current config generation's; ``cache_salt``: the tenant's, which
+        the summary call carries."""
         route = router.resolve(command.model)
         create = CreateResponse(
             model=command.model,
@@ -198,6 +206,7 @@ class Compaction:
             command.instructions,
             view,
             summary_settings(command.settings),
+            cache_salt=cache_salt,
         )
         item = compaction_item(self.sealer, tenant_id, summary.text)
         output = [*kept_messages(context), item]

@@ -57,16 +57,19 @@ async def summarize(
     items: list[Item],
     settings: GenerationSettings,
     prompt: str = SUMMARY_PROMPT,
+    *,
+    cache_salt: str | None = None,
 ) -> Summary:
     """``model``'s summary of ``items`` (a model view), asked of ``backend`` with
-    ``settings`` (:func:`summary_settings`) and ``prompt`` as the last user message.
-    Raises the backend's :class:`UpstreamError` subclasses."""
+    ``settings`` (:func:`summary_settings`) and ``prompt`` as the last user message, and
+    the tenant's ``cache_salt``. Raises the backend's :class:`UpstreamError` subclasses."""
     request = InferenceRequest(
         model=model,
         instructions=instructions,
         items=[*items, prompt_message(prompt)],
         settings=settings,
         stream=False,
+        cache_salt=cache_salt,
     )
     chunks: list[str] = []
     usage = Usage()
