@@ -11,6 +11,7 @@ import re
 import pytest
 
 from stateway.sealing import TenantCacheSalts
+from stateway.sealing.cache_salts import REMEMBERED
 
 KEY = bytes(range(32))
 OTHER_KEY = bytes(range(1, 33))
@@ -67,3 +68,13 @@ def test_the_salt_does_not_show_the_tenant() -> None:
 def test_a_key_of_another_length_is_refused() -> None:
     with pytest.raises(ValueError, match="32 bytes"):
         TenantCacheSalts(bytes(16))
+
+
+def test_salts_are_remembered_up_to_a_bound_and_stay_the_same_past_it() -> None:
+    salts = TenantCacheSalts(KEY)
+    first = salts.salt("acme")
+    assert salts.salt("acme") is first  # computed once: a lookup per request after that
+    for n in range(REMEMBERED):
+        salts.salt(f"t{n}")
+    assert len(salts._salts) <= REMEMBERED
+    assert salts.salt("acme") == first

@@ -31,16 +31,29 @@ LABEL: Final = b"stateway cache_salt v1"
 """The HKDF ``info`` the sub-key is derived under (a new label: new salts)."""
 
 
+REMEMBERED: Final = 4096
+"""Tenants whose salt is kept once computed (every run is given its tenant's, whether a
+backend sends it or not: a lookup, not an HMAC, per request); past it, the table starts
+over."""
+
+
 class TenantCacheSalts:
     """The :class:`~stateway.core.ports.CacheSalts` port under one server key."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_key", "_salts")
 
     def __init__(self, server_key: bytes) -> None:
         if len(server_key) != KEY_BYTES:
             raise ValueError(f"a server key is {KEY_BYTES} bytes, not {len(server_key)}")
         self._key = HKDF(algorithm=SHA256(), length=32, salt=None, info=LABEL).derive(server_key)
+        self._salts: dict[str, str] = {}
 
     def salt(self, tenant_id: str) -> str:
-        digest = hmac.digest(self._key, tenant_id.encode("utf-8"), "sha256")
-        return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+        salt = self._salts.get(tenant_id)
+        if salt is None:
+            digest = hmac.digest(self._key, tenant_id.encode("utf-8"), "sha256")
+            salt = base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+            if len(self._salts) >= REMEMBERED:
+                self._salts.clear()
+            self._salts[tenant_id] = salt
+        return salt
