@@ -140,6 +140,33 @@ def test_an_answer_of_nothing_has_empty_content_streamed_as_not() -> None:
         assert whole["content"] == streamed.content == "", output
 
 
+def test_an_empty_text_beside_a_call_or_a_refusal_is_no_content_streamed_as_not() -> None:
+    """A message whose only text is empty (a Responses upstream's, an Anthropic upstream's
+    empty text block) is no text: beside a tool call or a refusal ``content`` is ``null``,
+    in the completion as the SDK adds up the stream (its role chunk opens with the call)."""
+    empty = message("")
+    refused = {**empty, "content": [*empty["content"], {"type": "refusal", "refusal": "no"}]}
+    firsts: list[tuple[list[Item], ev.Event]] = [
+        ([empty, call("c1")], ev.ItemAdded(1, {**call("c1"), "arguments": ""})),
+        ([refused], ev.RefusalDelta(0, 1, "msg_1", "no")),
+    ]
+    for output, shown in firsts:
+        done = state(output)
+        whole = encode_completion(done)["choices"][0]["message"]
+        events: list[ev.Event] = [
+            ev.ResponseCreated(done),
+            ev.ItemAdded(0, empty),
+            ev.TextDelta(0, 0, "msg_1", ""),
+            shown,
+            ev.ResponseFinished(done),
+        ]
+        accumulated: ChatCompletionStreamState[None] = ChatCompletionStreamState()
+        for chunk in play(events, False)[:-1]:
+            accumulated.handle_chunk(ChatCompletionChunk.model_validate(chunk))
+        streamed = accumulated.get_final_completion().choices[0].message
+        assert whole["content"] is streamed.content is None, output
+
+
 def chunks(data: bytes) -> list[Any]:
     frames = data.split(b"\n\n")
     assert frames[-1] == b""

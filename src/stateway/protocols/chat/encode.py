@@ -82,11 +82,12 @@ def encode_completion(state: ResponseState) -> dict[str, Any]:
 
 
 def _content(texts: list[str], other: bool) -> str | None:
-    """The message's text; with none, ``null`` beside a refusal or tool calls, else ``""``
-    (an answer of nothing, its output limit spent on reasoning say), as hosted and Chat
-    servers answer, and as a stream adds up (:mod:`.stream`)."""
-    if texts:
-        return joined_items(texts)
+    """The message's text; with none (empty texts are none), ``null`` beside a refusal or
+    tool calls, else ``""`` (an answer of nothing, its output limit spent on reasoning
+    say), as hosted and Chat servers answer, and as a stream adds up (:mod:`.stream`)."""
+    joined = joined_items(texts)
+    if joined:
+        return joined
     return None if other else ""
 
 

@@ -20,7 +20,8 @@ and no ``[DONE]``. The gateway's own tool items and events are not shown
 (:mod:`stateway.core.hidden`).
 
 The first text (or reasoning) of an item after an earlier item's starts with a blank line,
-as :mod:`.encode` joins them.
+as :mod:`.encode` joins them; an empty text delta (without tokens) shows nothing, as an
+empty text is no text in the completion.
 
 Every chunk of a response shares its envelope (``id``, ``created``, ``model`` and, as in
 the completion, ``"system_fingerprint": null``), so only the delta is serialized per chunk.
@@ -95,6 +96,8 @@ class ChatStream:
     def _encode(self, event: ev.Event) -> bytes:
         match event:
             case ev.TextDelta(output_index=at, delta=delta, logprobs=tokens):
+                if not (delta or tokens):  # shows nothing (nor opens the answer as text)
+                    return b""
                 if at != self._text_at and delta:
                     delta = delta if self._text_at < 0 else ITEM_BREAK + delta
                     self._text_at = at
