@@ -317,6 +317,26 @@ def test_a_failed_stream_ends_with_an_error_line_and_no_done() -> None:
     }
 
 
+def test_a_stream_that_fails_before_any_output_is_its_error_line_alone() -> None:
+    """Its status line sent (the upstream was silent past a keep-alive interval), a
+    stream that fails before it showed anything is not opened as an answer: no role
+    chunk, only the error line; one that showed output first keeps its role chunk."""
+    failed = state([])
+    failed.fail(UpstreamError("Model server 'a' answered 429.", status=429))
+    got = play([ev.ResponseCreated(failed), ev.ResponseFinished(failed)], True)
+    assert [list(chunk) for chunk in got] == [["error"]]
+    shown = play(
+        [
+            ev.ResponseCreated(failed),
+            ev.TextDelta(0, 0, "msg_1", "par"),
+            ev.ResponseFinished(failed),
+        ],
+        True,
+    )
+    assert shown[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert list(shown[-1]) == ["error"]
+
+
 @pytest.mark.parametrize(
     ("status", "code", "message", "kind"),
     [

@@ -16,7 +16,8 @@ end a chunk with an empty delta and the ``finish_reason``, a usage chunk (``choi
 when the client asked for ``stream_options.include_usage`` (every other chunk then carries
 ``"usage": null``), and ``data: [DONE]``. A response that failed after it began ends with
 one ``data: {"error": {...}}`` line instead (what the ``openai`` SDK raises as an error),
-and no ``[DONE]``. The gateway's own tool items and events are not shown
+and no ``[DONE]`` (the error line alone when nothing was shown before: its status line
+went out while the upstream was silent). The gateway's own tool items and events are not shown
 (:mod:`stateway.core.hidden`).
 
 The first text (or reasoning) of an item after an earlier item's starts with a blank line,
@@ -86,9 +87,10 @@ class ChatStream:
 
     def encode(self, event: ev.Event) -> bytes:
         """The frames of one canonical event (often none), after the opening chunk when
-        they are the answer's first."""
+        they are the answer's first (but for a failure's error line: nothing was
+        answered)."""
         frames = self._encode(event)
-        if not frames or self._opened:
+        if not frames or self._opened or _failed(event):
             return frames
         self._opened = True
         return self._delta(_opening(event), _NO_TOKENS if self._tokens else None) + frames
@@ -165,6 +167,10 @@ class ChatStream:
             usage = orjson.dumps(encode_usage(state.usage or Usage()))
             out += self._envelope + b',"choices":[],"usage":' + usage + b"}\n\n"
         return out + DONE
+
+
+def _failed(event: ev.Event) -> bool:
+    return isinstance(event, ev.ResponseFinished) and event.response.status in _FAILED
 
 
 def _opening(first: ev.Event) -> dict[str, Any]:
