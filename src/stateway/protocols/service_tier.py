@@ -30,3 +30,15 @@ def check_service_tier(tier: str, tiers: tuple[str, ...]) -> None:
             param="service_tier",
             code="invalid_value",
         )
+
+
+_SERVED_TIERS: Final = {"auto": "default", "fast": "priority"}
+"""The tier a response was served at, for a requested one that names no tier of its own
+(``auto``: the project's, ``default`` unless configured) or another name (``fast``)."""
+
+
+def served_tier(requested: str | None) -> str:
+    """The tier an answer says it was served at, as hosted: the one asked for, ``auto``
+    (or none) as ``default``, ``fast`` as ``priority``."""
+    tier = requested or "auto"
+    return _SERVED_TIERS.get(tier, tier)

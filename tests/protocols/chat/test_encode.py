@@ -273,16 +273,19 @@ def test_each_rounds_text_and_reasoning_stay_apart_streamed_as_not() -> None:
 
 
 def test_every_chunk_has_the_completions_envelope() -> None:
-    """As hosted: each chunk, the usage chunk too, names the same id, created time, model
-    and ``system_fingerprint`` as the completion would."""
+    """As hosted: each chunk, the usage chunk too, names the same id, created time, model,
+    ``service_tier`` and ``system_fingerprint`` as the completion would."""
     done = state([message("hi")])
+    done.settings.service_tier = "fast"
     events: list[ev.Event] = [
         ev.ResponseCreated(done),
         ev.TextDelta(0, 0, "msg_1", "hi"),
         ev.ResponseFinished(done),
     ]
     whole = encode_completion(done)
-    envelope = {key: whole[key] for key in ("id", "created", "model", "system_fingerprint")}
+    assert whole["service_tier"] == "priority"
+    keys = ("id", "created", "model", "service_tier", "system_fingerprint")
+    envelope = {key: whole[key] for key in keys}
     got = play(events, include_usage=True)
     assert got[-1] == "[DONE]"
     assert len(got) == 5  # role, text, finish reason, usage, [DONE]
@@ -453,3 +456,17 @@ def test_the_role_chunk_opens_the_answer_as_its_first_output_does() -> None:
         {"role": "assistant", "content": None, "refusal": ""},
         {"role": "assistant", "content": None, "refusal": None},
     ]
+
+
+@pytest.mark.parametrize(
+    ("asked", "served"),
+    [(None, "default"), ("auto", "default"), ("default", "default"), ("flex", "flex")],
+)
+def test_the_completion_says_the_tier_it_was_served_at_as_hosted(
+    asked: str | None, served: str
+) -> None:
+    """Hosted answers name the tier (``default`` for ``auto`` or none), which clients
+    account tokens by (LangChain prices flex and priority apart)."""
+    done = state([message("hi")])
+    done.settings.service_tier = asked
+    assert encode_completion(done)["service_tier"] == served

@@ -28,6 +28,7 @@ from stateway.core.hidden import client_calls
 from stateway.core.items import ITEM_BREAK, MESSAGE, REASONING, Item, item_text, joined_items
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
+from stateway.protocols.service_tier import served_tier
 
 _INCOMPLETE: Final = {"content_filter": "content_filter"}
 
@@ -77,6 +78,7 @@ def encode_completion(state: ResponseState) -> dict[str, Any]:
         "model": state.model,
         "choices": [choice],
         "usage": encode_usage(state.usage or Usage()),
+        "service_tier": served_tier(state.settings.service_tier),
         "system_fingerprint": None,
     }
 

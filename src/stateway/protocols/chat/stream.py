@@ -41,6 +41,7 @@ from stateway.core.items import FUNCTION_CALL, ITEM_BREAK
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
 from stateway.protocols.chat.encode import completion_id, encode_usage, finish_reason
+from stateway.protocols.service_tier import served_tier
 
 DONE: Final = b"data: [DONE]\n\n"
 _FAILED: Final = frozenset({"failed", "cancelled"})
@@ -141,12 +142,13 @@ class ChatStream:
         self._tokens = logprobs.wanted(state.settings)
         head = (
             b'data: {"id":%s,"object":"chat.completion.chunk","created":%d,"model":%s,'
-            b'"system_fingerprint":null'
+            b'"service_tier":%s,"system_fingerprint":null'
         )
         self._envelope = head % (
             orjson.dumps(completion_id(state.id)),
             int(state.created_at),
             orjson.dumps(state.model),
+            orjson.dumps(served_tier(state.settings.service_tier)),
         )
         self._open = self._envelope + b',"choices":[{"index":0,"delta":'
 

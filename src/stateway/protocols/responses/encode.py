@@ -18,6 +18,7 @@ from stateway.core.ports import ItemPage
 from stateway.core.response import ResponseState
 from stateway.core.results import TokenCount
 from stateway.core.usage import Usage
+from stateway.protocols.service_tier import served_tier
 
 
 def encode_response(state: ResponseState, *, snapshot: bool = False) -> dict[str, Any]:
@@ -68,16 +69,10 @@ def encode_response(state: ResponseState, *, snapshot: bool = False) -> dict[str
     }
 
 
-_SERVED_TIERS = {"auto": "default", "fast": "priority"}
-"""The tier a response was served at, for a requested one that names no tier of its own
-(``auto``: the project's, ``default`` unless configured) or another name (``fast``)."""
-
-
 def _service_tier(requested: str | None, *, settled: bool) -> str:
     """As hosted: the tier asked for (``auto`` when none) while the response is in
     progress; once it has ended, the tier it was served at."""
-    tier = requested or "auto"
-    return _SERVED_TIERS.get(tier, tier) if settled else tier
+    return served_tier(requested) if settled else requested or "auto"
 
 
 def encode_usage(usage: Usage) -> dict[str, Any]:
