@@ -53,6 +53,33 @@ def test_after_the_cooldown_one_probe_goes_through_and_its_success_closes() -> N
     assert health.state("a/m") == "closed"
 
 
+def test_a_probes_first_output_closes_the_circuit_before_the_probe_ends() -> None:
+    """A restarted server answering its probe is back: a long stream must not keep every
+    other request off it until the stream ends. Its failure count waits for the end."""
+    clock = Clock()
+    health = board(clock, threshold=2)
+    health.failed("a/m")
+    health.failed("a/m")
+    clock.now += 5.0
+    health.opening("a/m")  # the probe
+    assert not health.available("a/m")
+    health.answered("a/m")  # its first output
+    assert health.state("a/m") == "closed"
+    assert health.available("a/m")
+    health.failed("a/m")  # cut after its output: still the failures in a row it was
+    assert health.state("a/m") == "open"
+
+
+def test_an_answer_leaves_a_closed_circuits_failure_count_alone() -> None:
+    """Streams cut part-way each count: output before the cut resets nothing."""
+    clock = Clock()
+    health = board(clock, threshold=2)
+    health.failed("a/m")
+    health.answered("a/m")
+    health.failed("a/m")
+    assert health.state("a/m") == "open"
+
+
 def test_a_failed_probe_opens_the_circuit_again_and_a_cancelled_one_frees_it() -> None:
     clock = Clock()
     health = board(clock, threshold=1)
@@ -130,6 +157,24 @@ def test_an_open_candidate_is_skipped_while_a_healthy_one_remains() -> None:
         routing.state.health.failed("b/b-model")
     every = routing.plan(assistant, needs(ask(TEXT))).begin_round()
     assert [c.backend.name for c in every] == ["a", "b"]  # none healthy: soonest first
+
+
+def test_a_probe_that_starts_answering_lets_other_runs_back_in() -> None:
+    a, b = Named("a"), Named("b")
+    assistant = route(candidate(a), candidate(b, priority=1))
+    clock = Clock()
+    policy = HealthPolicy(failure_threshold=1, cooldown=5.0, jitter=0.0)
+    routing = router(assistant, health=policy, clock=clock)
+    routing.state.health.failed("a/a-model")
+    clock.now += 5.0
+    probe = routing.plan(assistant, needs(ask(TEXT)))
+    [first, _] = probe.begin_round()
+    probe.open(first)
+    waiting = routing.plan(assistant, needs(ask(TEXT)))
+    assert [c.backend.name for c in waiting.begin_round()] == ["b"]  # one probe at a time
+    probe.output()  # the probe's first output reached its run
+    later = routing.plan(assistant, needs(ask(TEXT)))
+    assert [c.backend.name for c in later.begin_round()] == ["a", "b"]
 
 
 def test_attempts_feed_the_circuit_and_a_request_error_does_not() -> None:

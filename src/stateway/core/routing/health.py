@@ -8,8 +8,15 @@ open       ``failure_threshold`` consecutive failures (or a ``Retry-After`` from
            cool-down is over (``cooldown`` plus up to ``jitter`` of it, at random; a
            ``Retry-After`` longer than that is honoured as given)
 half-open  the cool-down is over: the next attempt is the probe (one at a time); its
-           success closes the circuit, its failure opens it again
+           first output closes the circuit (a long stream does not keep every other
+           request off a server that is back until it ends), its failure before that
+           opens it again
 =========  =============================================================================
+
+An attempt's first output (:meth:`HealthBoard.answered`) closes an open or half-open
+circuit but keeps its failure count for the attempt's end to settle: a success resets
+it, a failure (a cut part-way too) counts on from it, so a probe cut part-way opens the
+circuit again at once when failures had opened it.
 
 The clock and the random source are injected, so tests step time by hand.
 """
@@ -83,6 +90,15 @@ class HealthBoard:
         circuit = self._circuits.get(key)
         if circuit is not None and circuit.state(self._clock()) == "half_open":
             circuit.probing = True
+
+    def answered(self, key: str) -> None:
+        """An attempt on ``key`` gave its first output: the server is up. An open or
+        half-open circuit closes (a probe's wait is over); the count stays until the
+        attempt ends."""
+        circuit = self._circuits.get(key)
+        if circuit is not None and circuit.open_until is not None:
+            circuit.open_until = None
+            circuit.probing = False
 
     def succeeded(self, key: str) -> None:
         self._circuits.pop(key, None)

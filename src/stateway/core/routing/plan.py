@@ -156,13 +156,15 @@ class Plan:
         return self._current is not None and self._current.first_byte_ms is not None
 
     def output(self) -> None:
-        """The attempt's first delta reached the run: from here it cannot be retried."""
+        """The attempt's first delta reached the run: from here it cannot be retried, and
+        its candidate's server answers (a probe's circuit closes now, not at its end)."""
         attempt = self._current
         assert attempt is not None
         now = self._state.clock()
         attempt.first_byte_ms = round((now - attempt.started) * 1000, 3)
         if self.first_output is None:
             self.first_output = now
+        self._state.health.answered(attempt.candidate)
 
     @property
     def time_to_first_output(self) -> float | None:
