@@ -187,6 +187,22 @@ async def test_unreachable_upstream(loopback: Loopback) -> None:
         await call(client)
 
 
+async def test_a_model_list_not_answered_in_time_says_its_own_limit(
+    loopback: Loopback,
+) -> None:
+    """A listing (the active probe, /ready, the start-up check) has its own deadline: its
+    timeout names that, not the inference calls' total_timeout."""
+
+    async def silent(request: web.Request) -> web.Response:
+        await loopback.hold()
+        return web.json_response({"data": []})
+
+    client = upstream(loopback, await loopback.serve(silent), total_timeout=1800)
+    with pytest.raises(UpstreamTimeout) as caught:
+        await client.list_models(within=0.2)
+    assert caught.value.message == "The model server 'up' did not list its models within 0.2 s."
+
+
 async def test_a_compressed_answer_is_relayed_without_its_compressed_length(
     loopback: Loopback,
 ) -> None:

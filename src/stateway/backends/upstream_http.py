@@ -287,9 +287,10 @@ class UpstreamClient:
         self, params: Mapping[str, str] | None = None, within: float = 5.0
     ) -> tuple[list[str], dict[str, Any]]:
         """The model ids of one ``GET /models`` (with query ``params``), and the whole
-        answer (for a paged listing's ``has_more`` and ``last_id``)."""
+        answer (for a paged listing's ``has_more`` and ``last_id``), within ``within``
+        seconds (its own deadline, not an inference call's ``total_timeout``)."""
         timeout = aiohttp.ClientTimeout(total=within)
-        with self._failures():
+        with self._failures(listing=within):
             async with self._pooled_session().get(
                 self.target.base_url + "/models",
                 params=params,
@@ -312,8 +313,9 @@ class UpstreamClient:
         return ids, body
 
     @contextmanager
-    def _failures(self) -> Iterator[None]:
-        """Transport failures inside the block, as the core's upstream errors."""
+    def _failures(self, listing: float | None = None) -> Iterator[None]:
+        """Transport failures inside the block, as the core's upstream errors; ``listing``:
+        the block is a model listing with that whole-call deadline of its own."""
         name = self.target.name
         try:
             yield
@@ -330,6 +332,10 @@ class UpstreamClient:
                 "(read_timeout)."
             ) from exc
         except TimeoutError as exc:  # aiohttp's whole-call deadline
+            if listing is not None:
+                raise UpstreamTimeout(
+                    f"The model server '{name}' did not list its models within {listing:g} s."
+                ) from exc
             raise UpstreamTimeout(
                 f"The model server '{name}' did not finish within "
                 f"{self.target.total_timeout:g} s (total_timeout)."
