@@ -52,6 +52,22 @@ def test_a_plain_turn_over_the_websocket(
     assert [item["text"] for item in run.items("agent_message")] == ["Hello! You said: Say hi"]
 
 
+def test_the_default_models_prewarm_is_answered_on_the_socket_it_opened(
+    codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
+) -> None:
+    """With its built-in default model Codex prewarms with nothing but ``generate: false``
+    (``input: []``, no instructions, no tools: they come as input items later). That is no
+    request for an answer, so nothing is missing: refused, it made Codex warn ("startup
+    websocket prewarm setup failed") and open a second socket for the turn."""
+    run = run_codex(codex_binary, gateway, "Say hi", None, tmp_path, websockets=True)
+    assert run.returncode == 0, f"{run.describe()}\ngateway log:\n{gateway.gateway_log.read_text()}"
+    assert "prewarm setup failed" not in run.stderr, run.stderr
+    upgrades = [r for r in run.requests if r["method"] == "GET" and r["path"] == "/v1/responses"]
+    assert [r["status"] for r in upgrades] == [101], run.requests
+    assert run.bodies() == [], "Codex fell back to HTTP"
+    assert [item["text"] for item in run.items("agent_message")] == ["Hello! You said: Say hi"]
+
+
 def test_a_shell_tool_round_trip_over_the_websocket(
     codex_binary: Path, gateway: OfflineGateway, tmp_path: Path
 ) -> None:

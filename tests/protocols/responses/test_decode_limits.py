@@ -100,6 +100,12 @@ def test_nothing_to_respond_to_is_refused(extra: dict[str, Any]) -> None:
     assert (error.status, error.param, error.code) == (400, "input", "missing_required_parameter")
 
 
+def test_a_cache_prewarm_needs_nothing_to_respond_to() -> None:
+    """It answers nothing (as WebSocket mode's ``generate: false``)."""
+    body = {"model": "m", "input": [], "prompt_cache_options": {"prewarm": True}}
+    assert decode_create(orjson.dumps(body)).generate is False
+
+
 @pytest.mark.parametrize(
     "extra", [{"instructions": "be brief"}, {"previous_response_id": "resp_1"}, {"input": "x"}]
 )

@@ -54,6 +54,30 @@ def test_a_cache_prewarm_is_a_prewarm_whatever_generate_says(generate: bool | No
     assert plain.command.generate is (generate is not False)
 
 
+CODEX_PREWARM = (
+    b'{"type":"response.create","model":"gpt-6.2-sol","stream":true,"input":[],'
+    b'"tool_choice":"auto","parallel_tool_calls":false,'
+    b'"reasoning":{"effort":"low","context":"all_turns"},"store":false,'
+    b'"include":["reasoning.encrypted_content"],"prompt_cache_key":"k",'
+    b'"text":{"verbosity":"low"},"generate":false,"client_metadata":{"turn_id":""}}'
+)
+"""Codex 0.171.0's startup prewarm with its default model: no input, no instructions, no
+tools (those come as input items with the turn)."""
+
+
+def test_a_prewarm_needs_nothing_to_respond_to() -> None:
+    """A prewarm answers nothing, so an empty context is no missing input (refused, Codex
+    warned and opened another socket for its turn); a create that generates still needs
+    one."""
+    kind, fields = peek_frame(CODEX_PREWARM)
+    frame = decode_frame(kind, fields)
+    assert isinstance(frame, CreateFrame)
+    assert (frame.command.generate, frame.command.input) == (False, [])
+    with pytest.raises(InvalidRequest) as caught:
+        decode_frame(kind, {**fields, "generate": True})
+    assert (caught.value.param, caught.value.code) == ("input", "missing_required_parameter")
+
+
 def test_resume_and_steer_frames() -> None:
     resume = decoded({"type": "response.resume", "response_id": "resp_1", "starting_after": 3})
     assert isinstance(resume, ResumeFrame)

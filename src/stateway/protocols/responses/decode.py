@@ -44,9 +44,12 @@ def decode_create(raw: bytes, *, max_input_items: int | None = None) -> CreateRe
     return decode_create_fields(parse_body(raw, max_input_items))
 
 
-def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> CreateResponse:
+def decode_create_fields(
+    data: Any, *, max_input_items: int | None = None, generate: bool = True
+) -> CreateResponse:
     """:func:`decode_create` of a body already parsed (a WebSocket ``response.create``
-    frame's: its envelope fields are ignored here)."""
+    frame's: its envelope fields are ignored here but ``generate``, false for a prewarm, as
+    the body's ``prompt_cache_options.prewarm`` makes it whatever ``generate`` says)."""
     if max_input_items is not None:
         check_item_count(data, max_input_items)
     try:
@@ -55,9 +58,10 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
         raise invalid_request(exc) from None
     conversation_id = _conversation(body)
     _check_values(body)
-    cache_options, prewarm = None, False
+    cache_options, prewarm = None, not generate
     if body.prompt_cache_options is not None:
-        cache_options, prewarm = _cache_options(body.prompt_cache_options)
+        cache_options, cache_prewarm = _cache_options(body.prompt_cache_options)
+        prewarm = prewarm or cache_prewarm
     continued = conversation_id is not None or body.previous_response_id is not None
     tools, choice = decode_tools_and_choice(body.tools, body.tool_choice, body.input, continued)
     settings = GenerationSettings(
@@ -89,7 +93,10 @@ def decode_create_fields(data: Any, *, max_input_items: int | None = None) -> Cr
         frequency_penalty=body.frequency_penalty,
         context_management=_context_management(body.context_management or []),
     )
-    if not (body.input or body.instructions or body.previous_response_id or conversation_id):
+    # A prewarm answers nothing: it needs nothing to respond to (Codex's, with its default
+    # model, has no input, instructions or tools at all).
+    context = body.input or body.instructions or body.previous_response_id or conversation_id
+    if not (context or prewarm):
         raise _nothing("respond to")
     return CreateResponse(
         model=body.model,

@@ -221,9 +221,10 @@ def decode_frame(
                     param="background",
                     code="unsupported_parameter",
                 )
-            command = decode_create_fields(fields, max_input_items=max_input_items)
+            command = decode_create_fields(
+                fields, max_input_items=max_input_items, generate=envelope.generate is not False
+            )
             command.stream = True
-            command.generate = command.generate and envelope.generate is not False
             return CreateFrame(command, envelope.stream_id, envelope.command_id)
         case "response.steer":
             previous = fields.get("previous_response_id")
