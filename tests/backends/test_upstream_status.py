@@ -56,6 +56,8 @@ def test_an_unknown_model_is_model_not_found_with_the_upstream_words() -> None:
         ("slow down", None, "requests"),
         ("Rate limit reached for m on requests per min (RPM): Limit 3", None, "requests"),
         ("Rate limit reached for m on tokens per min (TPM): Limit 10000", None, "tokens"),
+        ("Rate limit reached for m on tokens per day (TPD): Limit 200000", None, "tokens"),
+        ("Rate limit reached for m on requests per day (RPD): Limit 14400", None, "requests"),
         ("would exceed 50,000 input Tokens per minute", "rate_limit_exceeded", "tokens"),
         (
             "You exceeded your current quota on tokens per min",

@@ -1,5 +1,6 @@
 """How an upstream HTTP error becomes the error the client sees: by status and structured
-code only, never by message text.
+code, and by fixed wording only where a server gives nothing else to tell by (a context
+too long, below; what a 429 ran out of).
 
 =========  ==========================================================================
 upstream   client
@@ -7,7 +8,8 @@ upstream   client
 401, 403   502 ``upstream_auth_failed`` (the gateway's credential, not the client's)
 404        404, the upstream's code or ``model_not_found``
 408, 504   504 ``upstream_timeout``
-429        429, the upstream's code or ``rate_limit_exceeded``, with its ``Retry-After``
+429        429, the upstream's code or ``rate_limit_exceeded``, with its ``Retry-After``;
+           typed ``tokens`` when its words say tokens ran out, else ``requests``
 503        503 ``upstream_unavailable``, with its ``Retry-After``
 529        503 ``upstream_overloaded`` (Anthropic's "overloaded"), with its ``Retry-After``
 other 4xx  400, the upstream's code or ``upstream_rejected``

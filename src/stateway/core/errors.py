@@ -2,7 +2,9 @@
 
 Every error a client can see is a :class:`GatewayError` carrying its HTTP status, the
 OpenAI error ``type`` and ``code`` and, for request errors, the offending ``param``.
-Protocols render it in their own error shape; nothing classifies errors by message text.
+Protocols render it in their own error shape; nothing classifies errors by message text
+(but an upstream 429's ``type``, ``tokens`` or ``requests``, which only its words tell:
+:func:`rate_limit_type`).
 
     GatewayError
     ├── InvalidRequest            400 invalid_request_error
@@ -389,9 +391,10 @@ class IdempotencyKeyReused(GatewayError):
         )
 
 
-_TOKENS_RAN_OUT = re.compile(r"\btokens per min", re.IGNORECASE)
-"""How a rate limit on tokens says so: hosted OpenAI's "on tokens per min (TPM)",
-Anthropic's "input tokens per minute", the gateway's own "on tokens per minute"."""
+_TOKENS_RAN_OUT = re.compile(r"\btokens per (?:min|day)", re.IGNORECASE)
+"""How a rate limit on tokens says so: hosted OpenAI's "on tokens per min (TPM)" and "on
+tokens per day (TPD)" (Groq's alike), Anthropic's "input tokens per minute", the
+gateway's own "on tokens per minute"."""
 
 
 def rate_limit_type(code: str | None, message: str) -> str:
