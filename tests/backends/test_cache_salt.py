@@ -90,6 +90,17 @@ async def test_a_backend_without_the_setting_sends_no_salt(loopback: Loopback, a
 
 
 @pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_a_salted_backend_given_no_salt_sends_none(loopback: Loopback, api: str) -> None:
+    """A gateway without salts (built without the server key) adds nothing: no
+    ``"cache_salt": null`` over the backend's ``extra_body``."""
+    body = await sent_body(loopback, api, request(None), salted=True)
+    assert "cache_salt" not in body
+    extra = {"cache_salt": "operator"}
+    body = await sent_body(loopback, api, request(None), salted=True, extra_body=extra)
+    assert body["cache_salt"] == "operator"
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
 async def test_the_tenants_salt_wins_over_extra_body(loopback: Loopback, api: str) -> None:
     extra = {"cache_salt": "operator", "top_k": 5}
     body = await sent_body(loopback, api, request("s-acme"), salted=True, extra_body=extra)

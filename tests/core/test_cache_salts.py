@@ -184,6 +184,24 @@ async def test_a_clients_own_cache_salt_is_replaced_not_repeated(raw: bytes) -> 
     assert {k: v for k, v in json.loads(sent).items() if k != "cache_salt"} == fields
 
 
+@pytest.mark.parametrize(
+    ("raw", "sent"),
+    [
+        (b"{}", b'{"cache_salt":"s"}'),
+        (b"{ }\r\n", b'{ "cache_salt":"s"}\r\n'),
+        (b'{"model":"m"}\t \n', b'{"model":"m","cache_salt":"s"}\t \n'),
+        (b'{"model":"m","stop":["}"]}', b'{"model":"m","stop":["}"],"cache_salt":"s"}'),
+    ],
+)
+def test_the_splice_goes_before_the_objects_own_end(raw: bytes, sent: bytes) -> None:
+    """The last ``}`` of a JSON object's text is its end: only blanks may follow it (an
+    empty object takes no comma; a ``}`` in a string is not the end)."""
+    fields = orjson.loads(raw)
+    command = ForwardChat("m", raw, fields, forward(b'{"model":"m"}').translate)
+    assert command.salted_body_for("m", "s") == sent
+    assert json.loads(sent) == {**fields, "cache_salt": "s"}
+
+
 async def test_a_renamed_model_and_the_salt_go_together() -> None:
     raw = b'{"model": "public", "messages": [], "top_k": 3}'
     sent = await forwarded(Salting(), ACME, raw, models={"public": "upstream"})

@@ -220,10 +220,10 @@ class ForwardChat:
         client's bytes otherwise as they came. A body that names ``cache_salt`` itself
         (however spelt: the parsed fields tell) is encoded again with the gateway's value
         in its place, so no parser, whichever of a repeated name it keeps, takes the
-        client's."""
-        if "cache_salt" in self.fields:
+        client's; so is one whose model is renamed (once, both changes together)."""
+        if "cache_salt" in self.fields or upstream_model != self.model:
             return orjson.dumps({**self.fields, "model": upstream_model, "cache_salt": cache_salt})
-        body = self.body_for(upstream_model)
+        body = self.body
         end = body.rindex(b"}")  # only blanks follow the object's end
         member = b'"cache_salt":' + orjson.dumps(cache_salt)
         return b"".join((body[:end], b"," if self.fields else b"", member, body[end:]))
