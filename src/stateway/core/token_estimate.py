@@ -43,15 +43,15 @@ def estimate_context(instructions: str | None, items: list[Item], tools: list[It
     views = [_without_images(without_tokens(item)) for item in items]
     size += len(orjson.dumps([view for view, _ in views]))
     size += len(orjson.dumps(tools))
-    images = sum(tokens for _, tokens in views)
-    return max(1, -(-size // BYTES_PER_TOKEN) + images)
+    image_tokens = sum(tokens for _, tokens in views)
+    return max(1, -(-size // BYTES_PER_TOKEN) + image_tokens)
 
 
 def item_tokens(item: Item) -> int:
     """The estimated tokens of one item (its JSON at the same rate, rounded up, and its
     images)."""
-    view, images = _without_images(without_tokens(item))
-    return -(-len(orjson.dumps(view)) // BYTES_PER_TOKEN) + images
+    view, image_tokens = _without_images(without_tokens(item))
+    return -(-len(orjson.dumps(view)) // BYTES_PER_TOKEN) + image_tokens
 
 
 def _without_images(item: Item) -> tuple[Item, int]:
