@@ -38,8 +38,8 @@ class RedisSwitch:
         self.off()
         assert self._server is not None
         self._server.close()
-        for pipe in list(self._pipes):
-            pipe.cancel()
+        for task in list(self._pipes):
+            task.cancel()
         await asyncio.gather(*self._pipes, return_exceptions=True)
 
     def off(self) -> None:
@@ -68,12 +68,12 @@ class RedisSwitch:
         to_reader, to_writer = await asyncio.open_connection(self._host, self._port)
         self._open |= {writer, to_writer}
         for source, sink in ((reader, to_writer), (to_reader, writer)):
-            pipe = asyncio.create_task(_pipe(source, sink))
-            self._pipes.add(pipe)
-            pipe.add_done_callback(self._pipes.discard)
+            task = asyncio.create_task(pipe(source, sink))
+            self._pipes.add(task)
+            task.add_done_callback(self._pipes.discard)
 
 
-async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
     try:
         while data := await source.read(65536):
             sink.write(data)

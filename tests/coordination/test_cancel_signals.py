@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from stateway.coordination import redis as redis_module
 from stateway.coordination.redis import RedisCancelSignals, connect
 from stateway.core.errors import StorageError
-from tests.coordination.redis_switch import RedisSwitch
+from tests.coordination.redis_switch import RedisSwitch, pipe
 from tests.coordination.test_event_fanout import until_subscribed
 
 pytestmark = pytest.mark.redis
@@ -81,7 +81,7 @@ async def test_redis_down_at_start_up_is_subscribed_to_once_it_answers(
 
     async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         to_redis = await asyncio.open_connection(target.hostname, target.port or 6379)
-        await asyncio.gather(_pipe(reader, to_redis[1]), _pipe(to_redis[0], writer))
+        await asyncio.gather(pipe(reader, to_redis[1]), pipe(to_redis[0], writer))
 
     server = await asyncio.start_server(forward, "127.0.0.1", port)  # Redis answers now
     sender = RedisCancelSignals(connect(redis_url), prefix)
@@ -93,17 +93,6 @@ async def test_redis_down_at_start_up_is_subscribed_to_once_it_answers(
         for signals in (owner, sender):
             await signals.aclose()
         server.close()
-
-
-async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-    try:
-        while data := await source.read(65536):
-            sink.write(data)
-            await sink.drain()
-    except OSError:
-        pass
-    finally:
-        sink.close()
 
 
 async def test_an_outage_is_warned_of_once_and_subscribed_through_quietly(
