@@ -212,14 +212,7 @@ class RedisCancelSignals:
     async def _listen(self, pubsub: PubSub, handler: CancelHandler) -> None:
         while True:
             if not pubsub.subscribed:  # never subscribed yet: Redis was down at start-up
-                await asyncio.sleep(_RESUBSCRIBE_DELAY)
-                try:
-                    await pubsub.subscribe(self._channel)
-                except RedisError as exc:  # warned once at start-up; not every second
-                    log.debug("cancel signals: subscribing failed: %s", exc)
-                else:
-                    log.info("cancel signals: Redis answers; subscribed")
-                continue
+                await self._resubscribe(pubsub)
             try:
                 async for message in pubsub.listen():
                     _deliver(message, handler)
@@ -231,8 +224,8 @@ class RedisCancelSignals:
                 await self._resubscribe(pubsub)
 
     async def _resubscribe(self, pubsub: PubSub) -> None:
-        """Subscribe again, every ``_RESUBSCRIBE_DELAY`` until Redis answers: the drop was
-        warned of once, not each attempt of an outage."""
+        """Subscribe (again), every ``_RESUBSCRIBE_DELAY`` until Redis answers: Redis down
+        at start-up, or the connection dropped, was warned of once, not each attempt."""
         while True:
             await asyncio.sleep(_RESUBSCRIBE_DELAY)
             try:
@@ -240,7 +233,7 @@ class RedisCancelSignals:
             except RedisError as exc:
                 log.debug("cancel signals: subscribing failed: %s", exc)
             else:
-                log.info("cancel signals: Redis answers; subscribed again")
+                log.info("cancel signals: Redis answers; subscribed")
                 return
 
 
