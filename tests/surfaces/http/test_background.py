@@ -217,3 +217,30 @@ async def test_a_stream_that_cannot_go_on_ends_with_its_protocols_error_frame() 
     await response(scope, receive, send)
     bodies = [(m["body"], m["more_body"]) for m in sent if m["type"] == "http.response.body"]
     assert bodies == [(b"data: 0\n\n", True), (b"event: error\ndata: not_found\n\n", False)]
+
+
+async def test_a_stream_that_cannot_go_on_after_its_client_left_ends_quietly() -> None:
+    """Nobody to tell: no error frame is written, and nothing is raised into the server
+    (which would log it as an application's failure)."""
+    scope = {"type": "http", "method": "GET", "path": "/"}
+    left = asyncio.Event()
+    sent: list[Message] = []
+
+    async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
+        yield b"data: 0\n\n", False
+        await left.wait()
+        await asyncio.sleep(0.01)  # the disconnect is seen first
+        raise NotFound("Response with id 'r' was deleted while it was streamed.")
+
+    async def receive() -> Message:
+        await left.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body":
+            left.set()
+
+    response = SSEResponse(frames(), lambda: None, ending=lambda error: b"error frame")
+    await response(scope, receive, send)
+    assert [m["body"] for m in sent if m["type"] == "http.response.body"] == [b"data: 0\n\n"]

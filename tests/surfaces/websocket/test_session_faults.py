@@ -4,11 +4,14 @@ with a 500 error frame naming no internals, and the connection serves on."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 import pytest
 
+from stateway.core.commands import WatchResponse
+from stateway.core.errors import NotFound
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
@@ -90,3 +93,34 @@ async def test_an_unexpected_failure_is_a_500_frame_and_the_next_request_runs(
     assert error["error"]["code"] == "internal_error"
     assert "secret" not in orjson.dumps(error).decode()
     assert frames[-1]["type"] == "response.completed"
+
+
+async def test_a_resume_whose_response_is_deleted_meanwhile_ends_with_a_404_frame(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Deleted with no word reaching its run (another process runs it, no shared Redis):
+    the watch raises, and the lane's events end with the error frame, not silently."""
+    event = orjson.dumps({"type": "response.in_progress", "sequence_number": 0})
+
+    class Deleted:
+        position = 1
+
+        async def batches(self) -> AsyncIterator[tuple[list[bytes], bool]]:
+            yield [event], False
+            raise NotFound("Response with id 'resp_x' was deleted while it was streamed.")
+
+        def behind(self) -> int:
+            return 0
+
+    real = Gateway.execute
+
+    async def execute(self: Gateway, principal: Principal, command: Any) -> Any:
+        if isinstance(command, WatchResponse):
+            return Deleted()
+        return await real(self, principal, command)
+
+    monkeypatch.setattr(Gateway, "execute", execute)
+    frames = await converse([{"type": "response.resume", "response_id": "resp_x"}], ends=1)
+    assert [f["type"] for f in frames] == ["response.in_progress", "error"]
+    assert frames[-1]["status"] == 404
+    assert "deleted while it was streamed" in frames[-1]["error"]["message"]

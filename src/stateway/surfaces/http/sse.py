@@ -205,9 +205,7 @@ class SSEResponse(Response):
             try:
                 await self._stream(frames, send)
             except GatewayError as error:  # the stream cannot go on (its response deleted)
-                if self._ending is None or self._gone:
-                    raise
-                await self._end_with(error, send)
+                await self._cannot_go_on(error, send)
 
     async def _end_revoked(
         self, revoked: CredentialRevoked, scope: Scope, receive: Receive, send: Send
@@ -222,6 +220,15 @@ class SSEResponse(Response):
             await self._error_response(revoked)(scope, receive, send)
             return
         await self._end_with(revoked, send)
+
+    async def _cannot_go_on(self, error: GatewayError, send: Send) -> None:
+        """The end of a started stream whose frames raised ``error``: its error frame, but
+        quietly when its client left (nobody to tell)."""
+        if self._gone:
+            return
+        if self._ending is None:
+            raise error
+        await self._end_with(error, send)
 
     async def _end_with(self, error: GatewayError, send: Send) -> None:
         """The protocol's error frame for ``error``, ending a started stream (a slow client
