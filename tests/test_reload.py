@@ -242,6 +242,25 @@ def test_reloading_a_file_saved_in_another_encoding_is_refused(tmp_path: Path) -
         compile_generation(flags, started)
 
 
+@pytest.mark.parametrize("emptied", [b"", b"\n  \n"])
+def test_reloading_an_emptied_file_is_refused_not_taken_for_the_defaults(
+    tmp_path: Path, emptied: bytes
+) -> None:
+    """An editor or deploy tool that truncates the file before it writes leaves it empty
+    for a moment: a SIGHUP then must not replace every route with the defaults."""
+    path = tmp_path / "stateway.toml"
+    flags = write(path, BACKEND.format(name="a"))
+    started = compile_generation(flags)
+    path.write_bytes(emptied)
+    with pytest.raises(ConfigError, match="is empty; the running configuration is kept"):
+        compile_generation(flags, started)
+    defaults = compile_generation(Overrides()).config.backends
+    path.write_text("# the defaults, on purpose\n")
+    assert compile_generation(flags, started).config.backends == defaults
+    path.write_bytes(emptied)
+    assert compile_generation(flags).config.backends == defaults  # at start-up: the same
+
+
 async def test_probing_follows_the_current_generation() -> None:
     reloads = Reloads()
     reloads.reloader.start()

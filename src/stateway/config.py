@@ -236,13 +236,19 @@ _ENV = {
 }
 
 
-def load_config(flags: Overrides, environ: Mapping[str, str] | None = None) -> Config:
+def load_config(
+    flags: Overrides, environ: Mapping[str, str] | None = None, *, reloading: bool = False
+) -> Config:
+    """The configuration: the file ``flags`` (or the environment) name, the environment
+    and the flags. ``reloading``: an empty file is refused rather than taken for the
+    defaults (:func:`_read_file`). Raises :class:`ConfigError`."""
     env = os.environ if environ is None else environ
     values = {key: getattr(flags, key) for key in _ENV}
     for key, var in _ENV.items():
         if values[key] is None and env.get(var):
             values[key] = env[var]
-    data: dict[str, Any] = _read_file(values["config"]) if values["config"] else {}
+    path = values["config"]
+    data: dict[str, Any] = _read_file(path, reloading=reloading) if path else {}
     _check_tables(data)  # before the environment is overlaid onto them
     server = dict(data.get("server", {}))
     for key in ("host", "port"):
@@ -314,10 +320,20 @@ def admin_key(config: Config, environ: Mapping[str, str] | None = None) -> str |
     return key
 
 
-def _read_file(path: str) -> dict[str, Any]:
+def _read_file(path: str, *, reloading: bool = False) -> dict[str, Any]:
+    """The file's tables. An empty file is the defaults at start-up; on a reload it is
+    refused (the running configuration kept): a file caught mid-write by an editor or a
+    deploy tool that truncates it first reads empty, and would otherwise replace every
+    route with the defaults. A file of comments alone still serves them."""
     try:
         with open(path, "rb") as handle:
-            return tomllib.load(handle)
+            raw = handle.read()
+        if reloading and not raw.strip():
+            raise ConfigError(
+                f"config file {path} is empty; the running configuration is kept (a file "
+                "caught mid-write?). A file of comments alone serves the defaults."
+            )
+        return tomllib.loads(raw.decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:

@@ -218,7 +218,7 @@ def compile_generation(flags: Overrides, started: Compiled | None = None) -> Com
     into a generation, unpublished: what start-up, ``stateway check-config`` and every
     reload run. ``started``: the process's first generation, when reloading (its start-up
     tables stay; :mod:`stateway.reload`). Raises :class:`ConfigError`."""
-    config = load_config(flags)
+    config = load_config(flags, reloading=started is not None)
     changed: tuple[str, ...] = ()
     if started is not None:
         changed = restart_required(started.config, config)
