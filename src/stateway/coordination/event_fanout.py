@@ -43,6 +43,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
+from stateway.coordination.subscription import listen
 from stateway.core.coordination import AskHandler, Published
 from stateway.core.ports import EventBatch
 
@@ -197,30 +198,17 @@ class RedisEventFanout:
             log.warning("event fan-out: unsubscribing failed: %s", exc)
 
     async def _read(self, pubsub: PubSub) -> None:
-        while True:
-            try:
-                async for message in pubsub.listen():
-                    self._deliver(message)
-                return
-            except RedisError as exc:  # the connection dropped: subscribe again
-                log.warning(
-                    "event fan-out: %s; subscribing again every %gs", exc, RESUBSCRIBE_PAUSE
-                )
-                await self._subscribe_again(pubsub)
-
-    async def _subscribe_again(self, pubsub: PubSub) -> None:
-        """Subscribe to the standing channel and the followed ones again, every
-        ``RESUBSCRIBE_PAUSE`` until Redis answers: the drop was warned of once, not each
-        attempt of an outage (followers read the store meanwhile)."""
-        while True:
-            await asyncio.sleep(RESUBSCRIBE_PAUSE)
-            try:
-                await pubsub.subscribe(self._standing, *self._followers)
-            except RedisError as exc:
-                log.debug("event fan-out: subscribing failed: %s", exc)
-            else:
-                log.info("event fan-out: Redis answers; subscribed again")
-                return
+        """Hand each message to its followers, or its question to the handler; after a
+        drop, subscribe to the standing channel and the followed ones again (followers
+        read the store meanwhile)."""
+        await listen(
+            pubsub,
+            lambda: (self._standing, *self._followers),
+            self._deliver,
+            name="event fan-out",
+            pause=RESUBSCRIBE_PAUSE,
+            log=log,
+        )
 
     def _deliver(self, message: dict[str, Any]) -> None:
         if message.get("type") != "message":

@@ -25,6 +25,7 @@ import hashlib
 import logging
 import secrets
 from collections.abc import Awaitable
+from functools import partial
 from typing import Any, Final, TypeVar
 
 import orjson
@@ -35,6 +36,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
+from stateway.coordination.subscription import listen
 from stateway.core.coordination import CancelHandler, CommandKey, Outcome
 from stateway.core.errors import IdempotencyKeyReused, StorageError
 
@@ -199,7 +201,15 @@ class RedisCancelSignals:
                 exc,
                 _RESUBSCRIBE_DELAY,
             )
-        self._task = asyncio.create_task(self._listen(self._pubsub, handler))
+        listening = listen(
+            self._pubsub,
+            lambda: (self._channel,),
+            partial(_deliver, handler=handler),
+            name="cancel signals",
+            pause=_RESUBSCRIBE_DELAY,
+            log=log,
+        )
+        self._task = asyncio.create_task(listening)
 
     async def aclose(self) -> None:
         if self._task is not None:
@@ -208,33 +218,6 @@ class RedisCancelSignals:
         if self._pubsub is not None:
             await self._pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # typed from redis 8.2
         await self._redis.aclose()
-
-    async def _listen(self, pubsub: PubSub, handler: CancelHandler) -> None:
-        while True:
-            if not pubsub.subscribed:  # never subscribed yet: Redis was down at start-up
-                await self._resubscribe(pubsub)
-            try:
-                async for message in pubsub.listen():
-                    _deliver(message, handler)
-                return
-            except RedisError as exc:  # the connection dropped: resubscribe
-                log.warning(
-                    "cancel signals: %s; subscribing again every %gs", exc, _RESUBSCRIBE_DELAY
-                )
-                await self._resubscribe(pubsub)
-
-    async def _resubscribe(self, pubsub: PubSub) -> None:
-        """Subscribe (again), every ``_RESUBSCRIBE_DELAY`` until Redis answers: Redis down
-        at start-up, or the connection dropped, was warned of once, not each attempt."""
-        while True:
-            await asyncio.sleep(_RESUBSCRIBE_DELAY)
-            try:
-                await pubsub.subscribe(self._channel)
-            except RedisError as exc:
-                log.debug("cancel signals: subscribing failed: %s", exc)
-            else:
-                log.info("cancel signals: Redis answers; subscribed")
-                return
 
 
 def _deliver(message: dict[str, Any], handler: CancelHandler) -> None:
