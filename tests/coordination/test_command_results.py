@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import suppress
 from typing import Any
 
 import pytest
@@ -17,6 +19,8 @@ from stateway.coordination import redis as redis_module
 from stateway.coordination.redis import RedisCommandResults, connect
 from stateway.core.coordination import CommandKey, CommandResults, Outcome
 from stateway.core.errors import IdempotencyKeyReused, StorageError
+from stateway.core.exactly_once import attempt
+from tests.coordination.redis_switch import RedisSwitch
 
 KEY = CommandKey("default", "anonymous", "key-1")
 WAIT = 5.0
@@ -364,3 +368,30 @@ async def test_a_claim_sent_twice_is_this_attempts_own(redis_url: str) -> None:
         assert await results.claim(KEY, "f") == Outcome("f", b"once")
     finally:
         await results.aclose()
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize(
+    ("fails", "logged"),
+    [(False, "its outcome is not kept"), (True, "its claim is left to expire")],
+    ids=["completed", "released"],
+)
+async def test_a_settle_redis_cannot_take_is_one_warning(
+    redis_url: str, caplog: pytest.LogCaptureFixture, fails: bool, logged: str
+) -> None:
+    """Redis going away while a keyed command runs: what is lost is told once, with what
+    Redis said (the core's line), not once by the adapter and again by the core."""
+    async with RedisSwitch(redis_url) as switch:
+        results = RedisCommandResults(connect(switch.url), f"test:{uuid.uuid4().hex}:")
+        try:
+            with caplog.at_level(logging.WARNING), suppress(RuntimeError):
+                async with attempt(results, KEY, "f", param="Idempotency-Key") as once:
+                    switch.off()
+                    if fails:
+                        raise RuntimeError("the command failed")
+                    once.remember(b"the answer")
+        finally:
+            await results.aclose()
+    [warned] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert logged in warned
+    assert "The coordination store (Redis) is unavailable. (" in warned, "what Redis said"

@@ -51,6 +51,8 @@ MAX_POLL: Final = 0.1
 """Seconds between a waiter's reads: from ``FIRST_POLL``, growing by half to this."""
 PING_TIMEOUT: Final = 2.0
 """Seconds ``GET /ready`` waits for Redis to answer a ping."""
+_UNAVAILABLE: Final = "The coordination store (Redis) is unavailable."
+"""A Redis failure's message to clients (a 503)."""
 _RESUBSCRIBE_DELAY: Final = 1.0
 """Seconds between attempts to subscribe to the cancel channel while Redis is down."""
 
@@ -116,7 +118,7 @@ class RedisCommandResults:
                 await _guarded(self._redis.ping())
         except TimeoutError:
             log.warning("redis: no answer to a ping within %g s", PING_TIMEOUT)
-            raise StorageError("The coordination store (Redis) is unavailable.") from None
+            raise StorageError(_UNAVAILABLE) from None
 
     async def claim(self, key: CommandKey, fingerprint: str) -> Outcome | None:
         name = self._key(key)
@@ -159,7 +161,11 @@ class RedisCommandResults:
         mine, renewing = held
         renewing.cancel()
         settle = self._settle(keys=[self._key(key)], args=[mine, value, self._result_ms])
-        if not await _guarded(settle):
+        try:
+            settled = await settle
+        except RedisError as exc:  # logged by the caller, which knows what is lost
+            raise _unavailable(exc) from None
+        if not settled:
             log.warning("the claim of a command expired before it ended; its outcome is lost")
 
     async def _keep(self, name: str, mine: bytes) -> None:
@@ -245,9 +251,18 @@ def _decode(value: bytes) -> Outcome:
 
 
 async def _guarded(call: Awaitable[T]) -> T:
-    """Redis failures as the gateway's 503."""
+    """Redis failures as the gateway's 503, logged: the answer's own log line shows only
+    its generic message."""
     try:
         return await call
     except RedisError as exc:
         log.warning("redis: %s", exc)
-        raise StorageError("The coordination store (Redis) is unavailable.") from None
+        raise StorageError(_UNAVAILABLE) from None
+
+
+def _unavailable(failure: RedisError) -> StorageError:
+    """The gateway's 503 for a Redis failure its caller logs: what Redis said is its
+    :attr:`~StorageError.reason`, in ``str(error)``."""
+    error = StorageError(_UNAVAILABLE)
+    error.reason = str(failure)
+    return error

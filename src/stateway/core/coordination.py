@@ -94,7 +94,11 @@ class CommandResults(Protocol):
         ...
 
     async def release(self, key: CommandKey) -> None:
-        """Give up the caller's claim without an outcome: a retry runs the command again."""
+        """Give up the caller's claim without an outcome: a retry runs the command again.
+
+        Both raise :class:`~stateway.core.errors.StorageError` when the store cannot be
+        reached, unlogged: the caller logs what that loses (``exactly_once._settle``),
+        the error's ``str`` telling why."""
         ...
 
     async def aclose(self) -> None: ...
