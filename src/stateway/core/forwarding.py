@@ -34,7 +34,8 @@ class ChatForwarding:
         starter: RunStarter,
         limits: RateLimits | None,
         telemetry: Telemetry,
-        salts: CacheSalts | None = None,
+        *,
+        salts: CacheSalts,
     ) -> None:
         self._generations = generations
         self._runs = runs
@@ -58,8 +59,10 @@ class ChatForwarding:
             forwardable = uncounted or command.reports_usage
             forwarder = route.forwarder
             if forwarder is not None and not command.needs_gateway and forwardable:
-                if forwarder.cache_salted and self._salts is not None:
-                    salt = self._salts.salt(principal.tenant_id)
+                if (
+                    forwarder.cache_salted
+                    and (salt := self._salts.salt(principal.tenant_id)) is not None
+                ):
                     body = command.salted_body_for(route.upstream_model, salt)
                 else:  # the common case: one attribute read more than before salts
                     body = command.body_for(route.upstream_model)

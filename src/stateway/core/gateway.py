@@ -66,6 +66,7 @@ from stateway.core.loop import Loop
 from stateway.core.ports import (
     CacheSalts,
     ItemPage,
+    NoCacheSalts,
     Relay,
     ResponseStore,
     Sealer,
@@ -153,7 +154,7 @@ class Gateway:
         self._signals = signals
         self._sealer = sealer
         self._compaction = Compaction(store, sealer)
-        self._salts = salts
+        self._salts = salts or NoCacheSalts()
         self._fanout = fanout
         self._limits = limits
         self._telemetry = telemetry or NoTelemetry()
@@ -167,14 +168,14 @@ class Gateway:
             encoder,
             fanout,
             self._telemetry,
-            salts=salts,
+            salts=self._salts,
         )
         self._threads = Threads(store, self._served_conversations)
         self._settler = settler or loop.settler
         self._ended = None if encoder is None else background.EndedHere(self._settler, encoder)
         self._stored = StoredResponses(store, runs, sealer, self.deletes, self._settler)
         self._forwarding = ChatForwarding(
-            self.generations, runs, self._starter, limits, self._telemetry, salts
+            self.generations, runs, self._starter, limits, self._telemetry, salts=self._salts
         )
 
     def once(
@@ -296,7 +297,7 @@ class Gateway:
             case CompactResponse():
                 command = await resolved(self._store, principal.tenant_id, command)
                 with self.generations.lease() as generation:
-                    salt = None if self._salts is None else self._salts.salt(principal.tenant_id)
+                    salt = self._salts.salt(principal.tenant_id)
                     compacted = await self._compaction.compact(
                         principal.tenant_id, command, generation.router, salt
                     )

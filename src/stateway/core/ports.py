@@ -133,9 +133,18 @@ class CacheSalts(Protocol):
     """Each tenant's ``cache_salt``: what keeps its calls out of the prefix cache other
     tenants' calls fill on a model server they all reach with the gateway's credentials
     (:mod:`stateway.sealing.cache_salts`). Stable for a tenant, unguessable without the
-    server's key, and telling nothing of the tenant id."""
+    server's key, and telling nothing of the tenant id. None: no salt
+    (:class:`NoCacheSalts`)."""
 
-    def salt(self, tenant_id: str) -> str: ...
+    def salt(self, tenant_id: str) -> str | None: ...
+
+
+class NoCacheSalts:
+    """Salts no tenant's calls: the default where no server key is given (in-memory
+    tests); every cache is shared."""
+
+    def salt(self, tenant_id: str) -> None:
+        return None
 
 
 class Sealer(Protocol):

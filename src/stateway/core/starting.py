@@ -71,12 +71,12 @@ class RunStarter:
         fanout: EventFanout | None = None,
         telemetry: Telemetry | None = None,
         *,
-        salts: CacheSalts | None = None,
+        salts: CacheSalts,
     ) -> None:
         """``conversations(param)``: the conversations served, or a 404 naming ``param``.
         ``fanout``: where stored journals publish their committed batches (Redis);
         ``telemetry`` is told each run's end; ``salts`` give each run its tenant's
-        ``cache_salt`` (none without them)."""
+        ``cache_salt`` (none from :class:`~stateway.core.ports.NoCacheSalts`)."""
         self._store = store
         self.runs = runs
         self.generations = generations
@@ -143,8 +143,7 @@ class RunStarter:
         )
         run.context = checked
         run.fitted = fitted
-        if self._salts is not None:
-            run.cache_salt = self._salts.salt(principal.tenant_id)
+        run.cache_salt = self._salts.salt(principal.tenant_id)
         if command.prior is not None and not command.prior_stored:
             run.stored_input = command.prior + command.input
         if conversation is not None and command.store:  # refused here (409, 404) while
