@@ -509,6 +509,49 @@ def test_bad_namespace_tools_are_named(tools: object, param: str, code: str) -> 
     assert (caught.value.param, caught.value.code) == (param, code)
 
 
+@pytest.mark.parametrize(
+    ("tool", "param", "code", "message"),
+    [
+        (  # the Chat Completions shape, the usual mistake
+            {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},
+            "tools[1].name",
+            "missing_required_parameter",
+            "Missing required parameter: 'tools[1].name'.",
+        ),
+        (
+            {"type": "custom", "name": 7},
+            "tools[1].name",
+            "invalid_type",
+            "Invalid type for 'tools[1].name': expected a string, but got an integer instead.",
+        ),
+        (
+            {"type": "namespace", "name": "", "tools": [{"type": "function", "name": "f"}]},
+            "tools[1].name",
+            "empty_string",
+            "Invalid 'tools[1].name': empty string. Expected a string with minimum length 1, "
+            "but got an empty string instead.",
+        ),
+        (
+            {"type": "namespace", "name": "ns", "tools": [{"type": "function"}]},
+            "tools[1].tools[0].name",
+            "missing_required_parameter",
+            "Missing required parameter: 'tools[1].tools[0].name'.",
+        ),
+    ],
+)
+def test_a_tool_without_a_string_name_is_refused_in_the_apis_words(
+    tool: dict[str, object], param: str, code: str, message: str
+) -> None:
+    """As hosted words it, the field named by its whole path."""
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", "tools": [{"type": "function", "name": "g"}, tool]})
+    assert (caught.value.param, caught.value.code, caught.value.message) == (
+        param,
+        code,
+        message,
+    )
+
+
 def test_custom_tools_and_their_items_are_decoded() -> None:
     grammar = {"type": "grammar", "syntax": "lark", "definition": "start: /x/"}
     body = {

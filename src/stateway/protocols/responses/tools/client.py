@@ -20,6 +20,7 @@ from stateway.protocols.responses.tools.fields import (
     invalid_type,
     strings,
 )
+from stateway.protocols.validation import empty_string, missing_or_wrong_type
 
 
 def decode_function(tool: dict[str, Any], path: str) -> Item:
@@ -166,13 +167,13 @@ def decode_tool_search(tool: dict[str, Any], path: str) -> Item:
 
 
 def _name(tool: dict[str, Any], path: str) -> str:
+    """The tool's ``name``; none (a Chat Completions ``{"function": {...}}`` tool, say), one
+    of another type or an empty one is refused as hosted words it, by its whole path."""
     name = tool.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidRequest(
-            "Missing required parameter: 'name'.",
-            param=f"{path}.name",
-            code="missing_required_parameter",
-        )
+    if not isinstance(name, str):
+        raise missing_or_wrong_type(tool, path, "name")
+    if not name:
+        raise empty_string(f"{path}.name")
     return name
 
 
