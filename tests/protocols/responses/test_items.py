@@ -129,3 +129,23 @@ def test_an_image_states_its_detail_as_every_image_read_back_does() -> None:
         "input[0].content[0].detail",
         "invalid_value",
     )
+
+
+@pytest.mark.parametrize("kind", ["function_call_output", "custom_tool_call_output"])
+def test_an_image_in_a_tool_output_states_its_detail_too(kind: str) -> None:
+    """A tool output's image is read back as the SDK's ``ResponseInputImage`` as well:
+    without ``detail`` the listed item is of no type the SDK knows."""
+    url = "data:image/png;base64,AA=="
+    output = [
+        {"type": "input_text", "text": "shot"},
+        {"type": "input_image", "image_url": url},
+        {"type": "input_image", "image_url": url, "detail": "low"},
+        {"type": "future_part", "x": 1},
+    ]
+    [decoded] = decode_items([{"type": kind, "call_id": "c", "output": output}])
+    assert decoded["output"] == [
+        output[0],
+        {**output[1], "detail": "auto"},
+        output[2],
+        output[3],
+    ]

@@ -99,9 +99,10 @@ def _item(raw: dict[str, Any], path: str) -> Item:
                     param=f"{path}.output",
                     code="invalid_type",
                 )
+            item = dict(raw)
             if isinstance(output, list):
-                _check_output_parts(output, f"{path}.output")
-            return _with_id(dict(raw), kind)
+                item["output"] = _output_parts(output, f"{path}.output")
+            return _with_id(item, kind)
         case "reasoning":
             summary = raw.get("summary", [])
             if not isinstance(summary, list):
@@ -247,13 +248,18 @@ def _part(raw: Any, path: str) -> Item:
 _IMAGE_DETAILS = frozenset({"low", "high", "auto", "original"})
 
 
-def _check_output_parts(parts: list[Any], path: str) -> None:
-    """A tool output's parts are checked as a message's are, and kept as sent; a part of
-    a type the gateway does not model is left to the backend to judge (``core.context``)."""
-    for index, part in enumerate(parts):
-        kind = part.get("type") if isinstance(part, dict) else None
-        if not isinstance(kind, str) or kind in _PART_KNOWN:
-            _part(part, f"{path}[{index}]")
+def _output_parts(parts: list[Any], path: str) -> list[Any]:
+    """A tool output's parts, checked and normalized as a message's are (an image states
+    its ``detail``); a part of a type the gateway does not model is kept as sent, left to
+    the backend to judge (``core.context``)."""
+    return [_output_part(part, f"{path}[{index}]") for index, part in enumerate(parts)]
+
+
+def _output_part(part: Any, path: str) -> Any:
+    kind = part.get("type") if isinstance(part, dict) else None
+    if not isinstance(kind, str) or kind in _PART_KNOWN:
+        return _part(part, path)
+    return part
 
 
 def _check_texts(parts: list[Any], path: str) -> None:
