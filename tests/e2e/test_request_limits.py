@@ -159,7 +159,7 @@ def test_refusals_carry_codes(client: OpenAI) -> None:
     created = client.responses.create(model=MODEL, input="x")
     with pytest.raises(openai.BadRequestError) as limit:
         client.responses.input_items.list(created.id, limit=0)
-    assert (limit.value.code, limit.value.param) == ("invalid_value", "limit")
+    assert (limit.value.code, limit.value.param) == ("integer_below_min_value", "limit")
 
 
 @pytest.mark.parametrize(

@@ -151,10 +151,16 @@ def test_list_parameters() -> None:
 
 
 @pytest.mark.parametrize(
-    "query", [{"limit": "0"}, {"limit": "101"}, {"limit": "ten"}, {"order": "up"}]
+    ("query", "code"),
+    [
+        ({"limit": "0"}, "integer_below_min_value"),
+        ({"limit": "101"}, "integer_above_max_value"),
+        ({"limit": "ten"}, "invalid_value"),
+        ({"order": "up"}, "invalid_value"),
+    ],
 )
-def test_bad_list_parameters(query: dict[str, str]) -> None:
+def test_bad_list_parameters(query: dict[str, str], code: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
         decode_list_items("c", query)
-    assert caught.value.code == "invalid_value"
+    assert caught.value.code == code
     assert caught.value.param in query

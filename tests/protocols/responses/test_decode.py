@@ -272,6 +272,36 @@ def test_wrong_types_are_invalid_type_and_name_the_deepest_field() -> None:
     assert (caught.value.param, caught.value.code) == ("stream", "invalid_type")
 
 
+@pytest.mark.parametrize(
+    ("limit", "code", "message"),
+    [
+        (
+            "101",
+            "integer_above_max_value",
+            "Invalid 'limit': integer above maximum value. Expected a value <= 100, but got "
+            "101 instead.",
+        ),
+        (
+            "0",
+            "integer_below_min_value",
+            "Invalid 'limit': integer below minimum value. Expected a value >= 1, but got 0 "
+            "instead.",
+        ),
+    ],
+)
+def test_a_listing_limit_past_its_bounds_is_refused_in_the_apis_words(
+    limit: str, code: str, message: str
+) -> None:
+    """As hosted answers ``GET /v1/conversations/{id}/items?limit=1000``."""
+    with pytest.raises(InvalidRequest) as caught:
+        decode_list_input_items("resp_1", {"limit": limit})
+    assert (caught.value.param, caught.value.code, caught.value.message) == (
+        "limit",
+        code,
+        message,
+    )
+
+
 @pytest.mark.parametrize("limit", ["\u00b2", "-1", "1.5", " 5"])
 def test_list_input_items_limit_must_be_ascii_digits(limit: str) -> None:
     with pytest.raises(InvalidRequest):

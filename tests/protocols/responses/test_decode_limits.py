@@ -365,11 +365,18 @@ def test_items_without_an_id_are_not_duplicates() -> None:
     assert len(decode_create(orjson.dumps(body)).input) == 4
 
 
-@pytest.mark.parametrize("query", [{"limit": "0"}, {"limit": "101"}, {"order": "up"}])
-def test_input_items_query_refusals_carry_a_code(query: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [
+        ({"limit": "0"}, "integer_below_min_value"),
+        ({"limit": "101"}, "integer_above_max_value"),
+        ({"order": "up"}, "invalid_value"),
+    ],
+)
+def test_input_items_query_refusals_carry_a_code(query: dict[str, str], code: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
         decode_list_input_items("resp_1", query)
-    assert caught.value.code == "invalid_value"
+    assert caught.value.code == code
 
 
 def test_modelled_items_without_a_status_are_completed() -> None:

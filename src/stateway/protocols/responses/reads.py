@@ -10,9 +10,12 @@ from typing import Literal
 from stateway.core.commands import GetResponse, ListInputItems, WatchResponse
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.responses.include import read_include
+from stateway.protocols.validation import out_of_range
 
 _MAX_SEQUENCE_NUMBER = 2**31 - 1
 """Sequence numbers are stored as 32-bit integers."""
+_MIN_LIMIT, _MAX_LIMIT = 1, 100
+"""A listing page's bounds."""
 
 
 def decode_retrieve(
@@ -51,14 +54,18 @@ def page_query(query: Mapping[str, str]) -> tuple[str | None, int, Literal["asc"
     """A listing's ``after``, ``limit`` (1 to 100, default 20) and ``order`` (default
     ``desc``), as the item listings read them."""
     limit_text = query.get("limit", "20")
-    if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= 100:
+    if not (limit_text.isascii() and limit_text.isdigit()):
         raise InvalidRequest(
             "'limit' must be an integer from 1 to 100.", param="limit", code="invalid_value"
         )
+    limit = int(limit_text)
+    if not _MIN_LIMIT <= limit <= _MAX_LIMIT:  # as hosted words a bound
+        bound, operator = (_MIN_LIMIT, ">=") if limit < _MIN_LIMIT else (_MAX_LIMIT, "<=")
+        raise out_of_range("limit", limit, bound, operator, decimal=False)
     order = query.get("order", "desc")
     if order not in ("asc", "desc"):
         raise InvalidRequest(
             "'order' must be 'asc' or 'desc'.", param="order", code="invalid_value"
         )
     sort: Literal["asc", "desc"] = "asc" if order == "asc" else "desc"
-    return query.get("after") or None, int(limit_text), sort
+    return query.get("after") or None, limit, sort
