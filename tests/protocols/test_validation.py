@@ -3,7 +3,7 @@ bounds or of the wrong JSON type, named as the wire names the field."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 import pytest
@@ -29,6 +29,8 @@ class Body(pydantic.BaseModel):
     inner: Inner | None = None
     items: list[Inner] | None = None
     input: str | list[dict[str, Any]] | None = None
+    mode: Literal["auto", "disabled"] | None = None
+    tier: Literal["auto", "default", "flex"] | None = None
 
 
 def refusal(fields: dict[str, Any]) -> InvalidRequest:
@@ -158,6 +160,45 @@ def test_a_value_of_the_wrong_type_is_refused_in_hosted_words(
     assert (
         error.message == f"Invalid type for '{param}': expected {expected}, but got {got} instead."
     )
+
+
+@pytest.mark.parametrize(
+    ("fields", "param", "code", "message"),
+    [
+        (
+            {"mode": "bogus"},
+            "mode",
+            "invalid_value",
+            "Invalid value: 'bogus'. Supported values are: 'auto' and 'disabled'.",
+        ),
+        (
+            {"tier": "bogus"},
+            "tier",
+            "invalid_value",
+            "Invalid value: 'bogus'. Supported values are: 'auto', 'default', and 'flex'.",
+        ),
+        (
+            {"mode": {"a": 1}},
+            "mode",
+            "invalid_type",
+            "Invalid type for 'mode': expected one of 'auto' or 'disabled', but got an object "
+            "instead.",
+        ),
+        (
+            {"tier": 7},
+            "tier",
+            "invalid_type",
+            "Invalid type for 'tier': expected one of 'auto', 'default', or 'flex', but got an "
+            "integer instead.",
+        ),
+    ],
+)
+def test_a_value_no_one_of_a_fields_values_is_refused_in_hosted_words(
+    fields: dict[str, Any], param: str, code: str, message: str
+) -> None:
+    """As hosted refuses ``truncation: "bogus"`` or ``reasoning.summary: {}``."""
+    error = refusal(fields)
+    assert (error.param, error.code, error.message) == (param, code, message)
 
 
 def test_a_value_every_alternative_of_a_union_refuses_names_no_one_type() -> None:

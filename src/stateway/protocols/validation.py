@@ -9,12 +9,15 @@ alike: ``Invalid 'x': string too long. Expected a string with maximum length N, 
 a string with length M instead.`` (``string_above_max_length``), ``Invalid 'x': decimal
 above maximum value. Expected a value <= 2, but got 3 instead.``
 (``decimal_above_max_value``), ``Invalid type for 'x': expected an integer, but got a
-string instead.`` (``invalid_type``). A value a union's alternatives all refuse, and a
-bound hosted's wording is not known for (a string or array shorter than a minimum above
-one), keep pydantic's sentence (``Invalid value for 'x': ...``)."""
+string instead.`` (``invalid_type``), ``Invalid value: 'x'. Supported values are: 'auto'
+and 'disabled'.`` (``invalid_value``: a string none of a field's values). A value a
+union's alternatives all refuse, and a bound hosted's wording is not known for (a string
+or array shorter than a minimum above one), keep pydantic's sentence (``Invalid value for
+'x': ...``)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -159,8 +162,35 @@ def json_kind(value: object) -> str:
 
 def supported_values(values: Sequence[str]) -> str:
     """The values a field takes, as hosted lists them in its ``Invalid value`` message
-    (``'a', 'b', and 'c'``)."""
-    return ", ".join(f"'{v}'" for v in values[:-1]) + f", and '{values[-1]}'"
+    (``'a', 'b', and 'c'``; ``'a' and 'b'``)."""
+    return _listed(values, "and")
+
+
+def _listed(values: Sequence[str], conjunction: str) -> str:
+    quoted = [f"'{v}'" for v in values]
+    if len(quoted) <= 2:
+        return f" {conjunction} ".join(quoted)
+    return ", ".join(quoted[:-1]) + f", {conjunction} {quoted[-1]}"
+
+
+_QUOTED: Final = re.compile(r"'([^']*)'")
+"""A value in pydantic's list of a literal's values (``'auto' or 'disabled'``)."""
+
+
+def _not_one_of(error: ErrorDetails, param: str) -> InvalidRequest | None:
+    """A value none of a field's values: a string as hosted refuses a value it does not
+    take, another type as hosted refuses a value of the wrong type."""
+    value = error["input"]
+    values = _QUOTED.findall(str((error.get("ctx") or {}).get("expected", "")))
+    if not values:
+        return None
+    if isinstance(value, str):
+        return InvalidRequest(
+            f"Invalid value: '{value}'. Supported values are: {supported_values(values)}.",
+            param=param,
+            code="invalid_value",
+        )
+    return wrong_type(param, f"one of {_listed(values, 'or')}", value)
 
 
 _EXPECTED: Final = {
@@ -208,6 +238,8 @@ def _hosted(error: ErrorDetails, param: str) -> InvalidRequest | None:
         return array_too_long(param, ctx["max_length"], len(value))
     if kind == "too_short" and value == []:
         return empty_array(param, ctx["min_length"])
+    if kind == "literal_error":
+        return _not_one_of(error, param)
     return None
 
 

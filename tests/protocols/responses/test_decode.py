@@ -273,6 +273,39 @@ def test_wrong_types_are_invalid_type_and_name_the_deepest_field() -> None:
 
 
 @pytest.mark.parametrize(
+    ("fields", "param", "message"),
+    [
+        (
+            {"truncation": "bogus"},
+            "truncation",
+            "Invalid value: 'bogus'. Supported values are: 'auto' and 'disabled'.",
+        ),
+        (
+            {"reasoning": {"effort": "bogus"}},
+            "reasoning.effort",
+            "Invalid value: 'bogus'. Supported values are: 'none', 'minimal', 'low', 'medium', "
+            "'high', 'xhigh', and 'max'.",
+        ),
+        (
+            {"tool_choice": "bogus"},
+            "tool_choice",
+            "Invalid value: 'bogus'. Supported values are: 'none', 'auto', and 'required'.",
+        ),
+    ],
+)
+def test_a_value_a_field_does_not_take_is_refused_in_the_apis_words(
+    fields: dict[str, object], param: str, message: str
+) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode({"model": "m", "input": "x", **fields})
+    assert (caught.value.param, caught.value.code, caught.value.message) == (
+        param,
+        "invalid_value",
+        message,
+    )
+
+
+@pytest.mark.parametrize(
     ("limit", "code", "message"),
     [
         (

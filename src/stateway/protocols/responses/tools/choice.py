@@ -53,8 +53,7 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any]:
     if isinstance(choice, str):
         if choice not in _TOOL_CHOICES:
             raise InvalidRequest(
-                f"Invalid value for 'tool_choice': '{choice}'. Supported values are: 'auto', "
-                "'none' and 'required'.",
+                f"Invalid value: '{choice}'. Supported values are: 'none', 'auto', and 'required'.",
                 param="tool_choice",
                 code="invalid_value",
             )
