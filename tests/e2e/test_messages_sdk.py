@@ -323,6 +323,31 @@ def test_what_reaches_the_upstream(
         assert body["service_tier"] == "default"
 
 
+@pytest.mark.parametrize("send", SEND)
+def test_automatic_caching_and_a_whole_turns_thinking_budget(
+    claude: Anthropic, keyed_upstream: str, upstream_api: str, send: Any
+) -> None:
+    """The SDK's top-level ``cache_control`` (automatic caching), and a thinking budget past
+    ``max_tokens`` under the ``interleaved-thinking-2025-05-14`` beta (the whole turn's),
+    answered by every upstream; an Anthropic upstream is sent both as they came."""
+    clear(keyed_upstream)
+    message = send(
+        claude,
+        [{"role": "user", "content": "[[reason:hm]] hi"}],
+        max_tokens=2000,
+        cache_control={"type": "ephemeral"},
+        thinking={"type": "enabled", "budget_tokens": 4000},
+        extra_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"},
+    )
+    assert [block.type for block in message.content] == ["thinking", "text"]
+    assert message.content[1].text == "Hello! You said: hi"
+    [sent] = upstream_log(keyed_upstream)
+    if upstream_api == "anthropic":
+        assert sent["body"]["cache_control"] == {"type": "ephemeral"}
+        assert sent["body"]["thinking"] == {"type": "enabled", "budget_tokens": 4000}
+        assert sent["body"]["max_tokens"] == 2000
+
+
 def test_thinking_disabled_is_told_to_an_anthropic_upstream_only(
     claude: Anthropic, keyed_upstream: str, upstream_api: str
 ) -> None:

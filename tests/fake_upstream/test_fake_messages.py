@@ -455,6 +455,28 @@ def test_what_anthropic_takes_is_taken(raw_http: RawHttp, fake_upstream_url: str
     assert reply["content"][-1]["text"] == "Tool said: r"
 
 
+def test_automatic_prompt_caching_is_taken(claude: Anthropic) -> None:
+    """A top-level ``cache_control`` (the SDK's ``cache_control``: Anthropic's automatic
+    caching), on a message and on a count."""
+    auto: Any = {"type": "ephemeral"}
+    assert ask(claude, "hi", cache_control=auto).content[0].text == "Hello! You said: hi"
+    counted = claude.messages.count_tokens(model="m", messages=[user("hi")], cache_control=auto)
+    assert counted.input_tokens == 1
+
+
+def test_an_interleaved_thinking_budget_may_pass_max_tokens(claude: Anthropic) -> None:
+    """With the ``interleaved-thinking-2025-05-14`` beta the budget is the whole turn's, so
+    Anthropic takes one at or past ``max_tokens``; without it, that is refused."""
+    thinking: Any = {"type": "enabled", "budget_tokens": 4000}
+    betas = ["interleaved-thinking-2025-05-14"]
+    message = claude.beta.messages.create(
+        model="m", max_tokens=2000, thinking=thinking, betas=betas, messages=[user("hi")]
+    )
+    assert message.content[-1].text == "Hello! You said: hi"  # type: ignore[union-attr]
+    with pytest.raises(anthropic.BadRequestError, match="must be greater than"):
+        ask(claude, "hi", max_tokens=2000, thinking=thinking)
+
+
 def test_search_results_and_their_citations_are_taken(claude: Anthropic) -> None:
     """A ``search_result`` in a user message or a tool result, read as its text; a text
     block citing one of them."""

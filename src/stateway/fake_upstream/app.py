@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Any, Protocol
 
@@ -112,9 +112,23 @@ class WireRequest(Protocol):
     def context_error(self, window: int) -> UpstreamError: ...
 
 
-_PARSERS: dict[str, Callable[[dict[str, Any]], WireRequest]] = {
-    CHAT_PATH: parse_chat_request,
-    RESPONSES_PATH: parse_responses_request,
+Parse = Callable[[dict[str, Any], Mapping[str, str]], WireRequest]
+"""A wire's request parsed from its body and the headers the log keeps (the Messages wire
+reads its ``anthropic-beta`` features)."""
+
+
+def _body_only(parse: Callable[[dict[str, Any]], WireRequest]) -> Parse:
+    """A wire whose requests say everything in their body."""
+
+    def parsed(body: dict[str, Any], headers: Mapping[str, str]) -> WireRequest:
+        return parse(body)
+
+    return parsed
+
+
+_PARSERS: dict[str, Parse] = {
+    CHAT_PATH: _body_only(parse_chat_request),
+    RESPONSES_PATH: _body_only(parse_responses_request),
     MESSAGES_PATH: parse_messages_request,
 }
 
@@ -140,7 +154,7 @@ class FakeUpstreamApp:
             text_only=text_only,
             reasoning_efforts=reasoning_efforts,
         )
-        self._parsers = _PARSERS | {CHAT_PATH: chat}
+        self._parsers = _PARSERS | {CHAT_PATH: _body_only(chat)}
         self.model_names = list(model_names) if model_names else ["fake-model"]
         self.requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)
         self.counts: Counter[str] = Counter()
@@ -237,7 +251,7 @@ class FakeUpstreamApp:
     async def _generate(
         self,
         path: str,
-        parse: Callable[[dict[str, Any]], WireRequest],
+        parse: Parse,
         scope: Scope,
         receive: Receive,
         send: Send,
@@ -249,7 +263,7 @@ class FakeUpstreamApp:
         logged: dict[str, Any] = {"path": path, "body": body, "headers": _logged_headers(scope)}
         self.requests.append(logged)
         self.counts[str(body.get("model"))] += 1
-        request = parse(body)
+        request = parse(body, logged["headers"])
         script = parse_script(request.conversation.user_text).for_model(body.get("model"))
         if script.stall_ms or script.trickle_ms:
             stall, trickle = (script.stall_ms or 0) / 1000, (script.trickle_ms or 0) / 1000

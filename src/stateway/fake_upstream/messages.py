@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -107,8 +107,10 @@ class MessagesRequest:
         return b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"
 
 
-def parse_messages_request(body: dict[str, Any]) -> MessagesRequest:
-    check_messages_request(body, signed_thinking)
+def parse_messages_request(body: dict[str, Any], headers: Mapping[str, str]) -> MessagesRequest:
+    """``headers``: the request's, by lower-case name (its ``anthropic-beta`` features)."""
+    betas = [beta.strip() for beta in headers.get("anthropic-beta", "").split(",")]
+    check_messages_request(body, signed_thinking, betas=betas)
     thinking = body.get("thinking")
     return MessagesRequest(
         model=body["model"],

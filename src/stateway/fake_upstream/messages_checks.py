@@ -19,11 +19,12 @@ would take.
   than ``low``, ``medium``, ``high``, ``xhigh`` or ``max``, or a ``format`` other than
   ``{"type": "json_schema", "schema": {...}}``;
 - a ``thinking`` of ``type: "disabled"`` with any other field;
-  ``thinking.budget_tokens`` below 1024 or not below ``max_tokens``; while thinking, a
-  ``temperature`` other than 1, ``top_k``, a ``top_p`` below 0.95, or a ``tool_choice``
-  forcing a tool, or a last assistant message calling tools that does not start with a
-  ``thinking`` (or ``redacted_thinking``) block; a ``thinking`` block whose ``signature``
-  is not the fake's;
+  ``thinking.budget_tokens`` below 1024 or not below ``max_tokens`` (but with the
+  ``interleaved-thinking-2025-05-14`` beta, under which it is the whole turn's); while
+  thinking, a ``temperature`` other than 1, ``top_k``, a ``top_p`` below 0.95, or a
+  ``tool_choice`` forcing a tool, or a last assistant message calling tools that does not
+  start with a ``thinking`` (or ``redacted_thinking``) block; a ``thinking`` block whose
+  ``signature`` is not the fake's;
 - more than four ``cache_control`` breakpoints (tools, system blocks, message blocks and
   tool results' blocks, and the top-level automatic one).
 """
@@ -31,7 +32,7 @@ would take.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from stateway.fake_upstream.errors import invalid_request
@@ -56,11 +57,24 @@ FIELDS = frozenset(
         "service_tier",
         "container",
         "mcp_servers",
+        "cache_control",
     }
 )
 COUNT_FIELDS = frozenset(
-    {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config"}
+    {
+        "model",
+        "messages",
+        "system",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "output_config",
+        "cache_control",
+    }
 )
+INTERLEAVED_THINKING = "interleaved-thinking-2025-05-14"
+"""The beta under which ``thinking.budget_tokens`` is the whole turn's, past
+``max_tokens`` if need be."""
 _EFFORTS = frozenset({None, "low", "medium", "high", "xhigh", "max"})
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _BLOCKS = frozenset(
@@ -88,7 +102,9 @@ def check_messages_request(
     verify: Callable[[str, str], str | None],
     *,
     fields: frozenset[str] = FIELDS,
+    betas: Collection[str] = (),
 ) -> None:
+    """``betas``: the features the request's ``anthropic-beta`` header names."""
     for key in body:
         if key not in fields:
             raise invalid_request(f"{key}: Extra inputs are not permitted", key)
@@ -98,7 +114,7 @@ def check_messages_request(
         max_tokens = body.get("max_tokens")
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             raise invalid_request("max_tokens: Field required (a positive integer)", "max_tokens")
-        _check_thinking(body, max_tokens)
+        _check_thinking(body, max_tokens, whole_turn=INTERLEAVED_THINKING in betas)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise invalid_request("messages: Field required (at least one message)", "messages")
@@ -196,7 +212,8 @@ def _check_output_config(config: Any) -> None:
         )
 
 
-def _check_thinking(body: dict[str, Any], max_tokens: int) -> None:
+def _check_thinking(body: dict[str, Any], max_tokens: int, *, whole_turn: bool) -> None:
+    """``whole_turn``: the budget is the turn's (interleaved thinking), not the answer's."""
     thinking = body.get("thinking")
     if not isinstance(thinking, dict):
         return
@@ -210,7 +227,7 @@ def _check_thinking(body: dict[str, Any], max_tokens: int) -> None:
         budget = thinking.get("budget_tokens")
         if not isinstance(budget, int) or budget < 1024:
             raise invalid_request("thinking.budget_tokens: must be at least 1024", "thinking")
-        if budget >= max_tokens:
+        if budget >= max_tokens and not whole_turn:
             raise invalid_request(
                 "max_tokens must be greater than thinking.budget_tokens", "thinking"
             )
