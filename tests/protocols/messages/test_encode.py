@@ -470,6 +470,29 @@ def test_a_stream_error_event_is_overloaded_only_when_something_was(
 
 
 @pytest.mark.parametrize(
+    ("said", "worded"),
+    [
+        (
+            "Model server 'up' answered 400: the request exceeds the available context size",
+            "prompt is too long: Model server 'up' answered 400: the request exceeds the "
+            "available context size",
+        ),
+        (
+            "Model server 'up' answered 400: prompt is too long: 210000 tokens > 200000 maximum",
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        ),
+    ],
+)
+def test_a_context_refused_once_the_stream_opened_is_worded_as_before_it(
+    said: str, worded: str
+) -> None:
+    """llama.cpp checks a prompt when a slot frees, which may come after the status line
+    went out: the error event says what Claude Code compacts on, as a 400 would."""
+    event = stream_error({"code": "context_length_exceeded", "status": 400, "message": said})
+    assert event["error"] == {"type": "invalid_request_error", "message": worded}
+
+
+@pytest.mark.parametrize(
     ("code", "status", "overloaded"),
     [
         ("overloaded", 503, True),  # the gateway's own queue is full

@@ -25,7 +25,8 @@ A thread's refusals (:mod:`stateway.core.threads`) carry their code as
 
 A stream cut after its first event ends with an ``error`` event of type
 ``overloaded_error`` (an overloaded upstream or gateway) or ``api_error`` (any other
-failure, the gateway's own 503s among them: shutting down, as before a stream). A context too
+failure, the gateway's own 503s among them: shutting down, as before a stream), but for a
+context too long (an ``invalid_request_error``, worded as before a stream). A context too
 long for the model (``context_length_exceeded``) is worded as Anthropic words it
 (``prompt is too long: N tokens > M maximum``), which Claude Code compacts on; one that
 says the prompt fits but not with the output tokens asked for, as Anthropic words that
@@ -170,9 +171,15 @@ def _too_long(error: GatewayError) -> str:
                 "and try again"
             )
         return f"{PROMPT_TOO_LONG}: {error.tokens} tokens > {error.window} maximum"
-    if PROMPT_TOO_LONG in error.message:  # an Anthropic upstream's own: its words, first
-        return error.message[error.message.index(PROMPT_TOO_LONG) :]
-    return f"{PROMPT_TOO_LONG}: {error.message}"
+    return _too_long_words(error.message)
+
+
+def _too_long_words(message: str) -> str:
+    """A context refusal's message with Anthropic's phrase first: an Anthropic upstream's
+    own words from it, another's after it."""
+    if PROMPT_TOO_LONG in message:
+        return message[message.index(PROMPT_TOO_LONG) :]
+    return f"{PROMPT_TOO_LONG}: {message}"
 
 
 def error_body(kind: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -187,10 +194,15 @@ def error_body(kind: str, message: str, details: dict[str, Any] | None = None) -
 def stream_error(error: dict[str, Any] | None) -> dict[str, Any]:
     """The ``error`` event ending a stream, from a failed response's ``error``: typed as
     :func:`encode_error` types the error before a stream, which a stored error names only
-    by its code and status (:func:`is_overloaded`); any other is an ``api_error``."""
+    by its code and status (:func:`is_overloaded`); a context too long (an upstream that
+    refused it once the status line had gone out: llama.cpp checks a prompt when a slot
+    frees) as before a stream, Anthropic's phrase first, which Claude Code compacts on;
+    any other is an ``api_error``."""
     error = error or {}
     overloaded = is_overloaded(error.get("code"), error.get("status"))
     message = str(error.get("message") or "The response failed.")
+    if error.get("code") == CONTEXT_LENGTH_EXCEEDED:  # refused once the stream had opened
+        return error_body("invalid_request_error", _too_long_words(message))
     return error_body("overloaded_error" if overloaded else "api_error", message)
 
 
