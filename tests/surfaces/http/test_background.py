@@ -151,24 +151,33 @@ async def test_a_watcher_whose_client_stops_reading_is_dropped_when_far_behind()
     assert body_writes == 1
 
 
-async def test_a_watcher_ends_when_its_client_leaves_while_it_waits_for_events() -> None:
-    left = asyncio.Event()
-    scope = {"type": "http", "method": "GET", "path": "/"}
-    sent: list[Message] = []
+class LeavingClient:
+    """A client that leaves once the first body chunk is written to it."""
 
-    async def receive() -> Message:
-        await left.wait()
+    def __init__(self) -> None:
+        self.left = asyncio.Event()
+        self.sent: list[Message] = []
+
+    async def receive(self) -> Message:
+        await self.left.wait()
         return {"type": "http.disconnect"}
 
-    async def send(message: Message) -> None:
-        sent.append(message)
+    async def send(self, message: Message) -> None:
+        self.sent.append(message)
         if message["type"] == "http.response.body":
-            left.set()
+            self.left.set()
 
+    def bodies(self) -> list[Message]:
+        return [m for m in self.sent if m["type"] == "http.response.body"]
+
+
+async def test_a_watcher_ends_when_its_client_leaves_while_it_waits_for_events() -> None:
+    scope = {"type": "http", "method": "GET", "path": "/"}
+    client = LeavingClient()
     response = SSEResponse(never_ending(), lambda: None, watcher=Watcher(lambda: 0))
-    await response(scope, receive, send)  # returns although no event ever comes
+    await response(scope, client.receive, client.send)  # returns though no event ever comes
 
-    assert [m.get("more_body") for m in sent if m["type"] == "http.response.body"] == [True]
+    assert [m.get("more_body") for m in client.bodies()] == [True]
 
 
 async def test_a_watcher_that_keeps_up_is_never_dropped() -> None:
@@ -223,24 +232,14 @@ async def test_a_stream_that_cannot_go_on_after_its_client_left_ends_quietly() -
     """Nobody to tell: no error frame is written, and nothing is raised into the server
     (which would log it as an application's failure)."""
     scope = {"type": "http", "method": "GET", "path": "/"}
-    left = asyncio.Event()
-    sent: list[Message] = []
+    client = LeavingClient()
 
     async def frames() -> AsyncGenerator[tuple[bytes, bool], None]:
         yield b"data: 0\n\n", False
-        await left.wait()
+        await client.left.wait()
         await asyncio.sleep(0.01)  # the disconnect is seen first
         raise NotFound("Response with id 'r' was deleted while it was streamed.")
 
-    async def receive() -> Message:
-        await left.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-        if message["type"] == "http.response.body":
-            left.set()
-
     response = SSEResponse(frames(), lambda: None, ending=lambda error: b"error frame")
-    await response(scope, receive, send)
-    assert [m["body"] for m in sent if m["type"] == "http.response.body"] == [b"data: 0\n\n"]
+    await response(scope, client.receive, client.send)
+    assert [m["body"] for m in client.bodies()] == [b"data: 0\n\n"]
