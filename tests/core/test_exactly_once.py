@@ -129,17 +129,36 @@ async def test_an_answer_whose_outcome_cannot_be_stored_is_still_given(
     async with attempt(UnreachableResults(), KEY, "f", param="Idempotency-Key") as once:
         assert once.outcome is None
         once.remember(b"the answer")
-    assert "its outcome is not kept" in caplog.text
+    assert warnings(caplog) == [
+        "a command ended, but its outcome is not kept: "
+        "The coordination store (Redis) is unavailable."
+    ]
 
 
-async def test_an_attempt_that_raises_keeps_its_error_when_its_claim_cannot_go() -> None:
+async def test_an_attempt_that_raises_keeps_its_error_when_its_claim_cannot_go(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A failed command answers its own error (a 400, an upstream's 502...), not the 503
-    of a claim Redis could not let go: that claim expires by itself."""
+    of a claim Redis could not let go: that claim expires by itself. The log says which
+    was lost, a claim or an outcome, and why."""
     with pytest.raises(RuntimeError, match="boom"):
         async with attempt(UnreachableResults(), KEY, "f", param="command_id"):
             raise RuntimeError("boom")
     async with attempt(UnreachableResults(), KEY, "f", param="command_id") as nothing:
         assert nothing.outcome is None  # remembers nothing: its claim is let go, or not
+    lost_claim = (
+        "a command ended, but its claim is left to expire: "
+        "The coordination store (Redis) is unavailable."
+    )
+    assert warnings(caplog) == [lost_claim, lost_claim]
+
+
+def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.name == "stateway.core.exactly_once" and record.levelname == "WARNING"
+    ]
 
 
 async def test_an_attempt_that_remembers_nothing_lets_its_claim_go() -> None:
