@@ -154,10 +154,76 @@ async def test_a_stored_watch_of_a_response_deleted_meanwhile_raises_not_found()
             seen.extend(batch)
             await store.delete(*KEY)
 
-    with pytest.raises(NotFound) as gone:
+    with pytest.raises(NotFound, match="'bg' was deleted while it was streamed") as gone:
         await follow()
     assert seen == events(0, 1)
     assert (gone.value.status, gone.value.param) == (404, "response_id")
+
+
+async def test_what_was_committed_before_following_is_read_then_the_published_rest() -> None:
+    """Events stored between the watch's first read and its following (published to
+    nobody) come from the store; the watch goes on with what is published after them."""
+    store, fanout = await stored(2), MemoryFanout()
+    follower = FollowedWatch(store, fanout, KEY, await log_after(store, -1), quiet=60)
+    await store.append_events(*KEY, EventBatch(2, events(2, 4)))
+    batches = follower.batches()
+
+    assert await anext(batches) == (events(0, 2), False)
+    assert await anext(batches) == (events(2, 4), False)
+    reading = asyncio.ensure_future(anext(batches))
+    await fanout.following.wait()
+    await commit(store, fanout, 4, 6, last=True)
+    assert await asyncio.wait_for(reading, 5) == (events(4, 6), True)
+    await batches.aclose()
+
+
+class CountingStore(MemoryStore):
+    reads = 0
+
+    async def read_events(self, tenant_id: str, response_id: str, after: int) -> EventLog | None:
+        self.reads += 1
+        return await super().read_events(tenant_id, response_id, after)
+
+
+async def test_published_batches_and_marks_are_taken_without_reading_the_store() -> None:
+    """The store is read once, for what was committed before following; after that it is
+    read only for what was missed (a batch ahead of the position, a quiet while): not for
+    every batch published in order, nor for a mark (another watcher's question)."""
+    store, fanout = CountingStore(), MemoryFanout()
+    await store.save(in_progress("bg", "host-a 1 1", background=True))
+    await store.append_events(*KEY, EventBatch(0, events(0, 2)))
+    follower = FollowedWatch(store, fanout, KEY, await log_after(store, -1), quiet=60)
+    store.reads = 0
+    following = asyncio.create_task(collect(follower))
+    async with asyncio.timeout(5):
+        await fanout.following.wait()
+        while store.reads < 1:  # noqa: ASYNC110 - the read is what is awaited
+            await asyncio.sleep(0)
+
+    await commit(store, fanout, 2, 4)
+    fanout.mark(*KEY, 4, "question")
+    await commit(store, fanout, 4, 6, last=True)
+
+    seen, flags = await asyncio.wait_for(following, 5)
+    assert (seen, flags[-1]) == (events(0, 6), True)
+    assert store.reads == 1
+
+
+async def test_after_a_mark_a_quiet_while_still_reads_the_store() -> None:
+    """A mark, then the owner dies: the failed end, stored by whoever failed the run and
+    published by nobody, is read after a quiet while (waiting for a batch without a bound
+    would wait for ever)."""
+    store, fanout = await stored(2), MemoryFanout()
+    follower = FollowedWatch(store, fanout, KEY, await log_after(store, -1), quiet=0.01)
+    following = asyncio.create_task(collect(follower))
+    async with asyncio.timeout(5):
+        await fanout.following.wait()
+    fanout.mark(*KEY, 2, None)
+    await asyncio.sleep(0.05)  # the mark taken: the follower waits for the next batch
+    terminal = await die(store)
+
+    seen, flags = await asyncio.wait_for(following, 5)
+    assert (seen, flags[-1]) == (events(0, 2) + terminal.payloads, True)
 
 
 async def test_behind_counts_the_published_bytes_not_taken_yet() -> None:
