@@ -94,6 +94,78 @@ def test_a_failed_probe_opens_the_circuit_again_and_a_cancelled_one_frees_it() -
     assert health.reopens_at("a/m") == clock.now + 5.0
 
 
+def test_a_probe_answered_then_cut_counts_on_from_the_failures_it_follows() -> None:
+    """Opened by a Retry-After below the threshold, a probe that answered and was then
+    cut is one more failure in a row, not a failed probe: the circuit stays closed."""
+    clock = Clock()
+    health = board(clock, threshold=3)
+    health.failed("a/m", retry_after=2.0)
+    clock.now += 2.0
+    health.opening("a/m")  # the probe
+    health.answered("a/m")
+    health.failed("a/m")  # cut part-way: 2 failures in a row, of 3
+    assert health.state("a/m") == "closed"
+    health.failed("a/m")
+    assert health.state("a/m") == "open"
+
+
+def test_a_failed_probe_reopens_a_circuit_a_retry_after_opened() -> None:
+    """Below the failure threshold too: the probe found the server still refusing."""
+    clock = Clock()
+    health = board(clock, threshold=3)
+    health.failed("a/m", retry_after=2.0)
+    clock.now += 2.0
+    health.opening("a/m")  # the probe
+    health.failed("a/m")
+    assert health.state("a/m") == "open"
+    assert health.reopens_at("a/m") == clock.now + 5.0
+
+
+def test_a_closed_candidate_reopens_at_zero() -> None:
+    """Plans order candidates whose circuits are all open by when they reopen: a closed
+    one (never failed, or closed again) sorts first."""
+    clock = Clock()
+    health = board(clock, threshold=1)
+    assert health.reopens_at("a/m") == 0.0
+    health.failed("a/m")
+    assert health.reopens_at("a/m") == clock.now + 5.0
+    clock.now += 5.0
+    health.opening("a/m")
+    health.answered("a/m")  # closed, its count kept until the probe ends
+    assert health.reopens_at("a/m") == 0.0
+
+
+def test_an_answered_probe_of_a_healthy_candidate_changes_nothing() -> None:
+    """The active prober reports every candidate of a backend that answered, most of
+    them closed already."""
+    health = board(Clock())
+    health.probe_answered("a/m")
+    assert health.state("a/m") == "closed"
+
+
+def test_a_cooldown_shorter_than_a_second_is_kept() -> None:
+    clock = Clock()
+    health = HealthBoard(HealthPolicy(1, 0.25, 0.0), clock=clock)
+    health.failed("a/m")
+    assert health.reopens_at("a/m") == clock.now + 0.25
+
+
+class Draw(random.Random):
+    def random(self) -> float:
+        return 0.5
+
+
+def test_the_jitter_is_drawn_from_the_boards_random_source() -> None:
+    """The router's source (seeded in tests); a board given none draws its own."""
+    clock = Clock()
+    given = HealthBoard(HealthPolicy(1, 4.0, 0.5), clock=clock, rng=Draw())
+    given.failed("a/m")
+    assert given.reopens_at("a/m") == clock.now + 5.0
+    own = HealthBoard(HealthPolicy(1, 4.0, 0.5), clock=clock)
+    own.failed("a/m")
+    assert clock.now + 4.0 <= own.reopens_at("a/m") <= clock.now + 6.0
+
+
 def test_jitter_only_lengthens_the_cooldown_a_little() -> None:
     clock = Clock()
     health = board(clock, threshold=1, jitter=0.1)
@@ -206,9 +278,13 @@ async def test_the_active_probe_opens_and_closes_circuits() -> None:
             return ["m"]
 
     a = Down("a")
+    a.up = True
     assistant = route(candidate(a))
     routing = router(assistant, health=HealthPolicy(failure_threshold=2))
     prober = HealthProber(routing, 1.0)
+    await prober.probe_once()  # a healthy candidate: nothing to close
+    assert routing.state.health.state("a/a-model") == "closed"
+    a.up = False
     await prober.probe_once()
     await prober.probe_once()
     assert routing.state.health.state("a/a-model") == "open"
