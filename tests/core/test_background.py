@@ -508,6 +508,20 @@ async def test_a_watch_tells_the_sequence_number_of_the_next_event_it_gives() ->
     assert stored.position == 2 + len(given) == len(run.events)
 
 
+async def test_a_live_watch_is_behind_by_the_bytes_it_has_not_given_yet() -> None:
+    """What a surface drops a watcher by when its client stops reading (``max_lag``)."""
+    gateway = gateway_for(ScriptedBackend(script("a", "b")), MemoryStore())
+    run = await create(gateway, background=True)
+    await ended(run)
+    assert run.journal is not None
+    wire = run.journal.wire
+
+    live = LiveWatch(run, run.journal, 1)
+    assert live.behind() == sum(map(len, wire[2:])) > 0
+    assert await payloads(live) == wire[2:]
+    assert live.behind() == 0
+
+
 async def test_an_end_whose_save_failed_is_the_answer_until_its_retry_lands() -> None:
     """The run ended here but its end could not be stored: its row stays in progress until
     the settler's retry lands. A retrieve sees the failed end, not a run in progress, and a
