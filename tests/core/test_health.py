@@ -94,14 +94,21 @@ def test_a_failed_probe_opens_the_circuit_again_and_a_cancelled_one_frees_it() -
     assert health.reopens_at("a/m") == clock.now + 5.0
 
 
-def test_a_probe_answered_then_cut_counts_on_from_the_failures_it_follows() -> None:
-    """Opened by a Retry-After below the threshold, a probe that answered and was then
-    cut is one more failure in a row, not a failed probe: the circuit stays closed."""
-    clock = Clock()
+def probing_after_a_retry_after(clock: Clock) -> HealthBoard:
+    """A board (threshold 3) whose ``a/m`` circuit one failure with a ``Retry-After``
+    opened, its probe now under way."""
     health = board(clock, threshold=3)
     health.failed("a/m", retry_after=2.0)
     clock.now += 2.0
     health.opening("a/m")  # the probe
+    return health
+
+
+def test_a_probe_answered_then_cut_counts_on_from_the_failures_it_follows() -> None:
+    """Opened by a Retry-After below the threshold, a probe that answered and was then
+    cut is one more failure in a row, not a failed probe: the circuit stays closed."""
+    clock = Clock()
+    health = probing_after_a_retry_after(clock)
     health.answered("a/m")
     health.failed("a/m")  # cut part-way: 2 failures in a row, of 3
     assert health.state("a/m") == "closed"
@@ -112,10 +119,7 @@ def test_a_probe_answered_then_cut_counts_on_from_the_failures_it_follows() -> N
 def test_a_failed_probe_reopens_a_circuit_a_retry_after_opened() -> None:
     """Below the failure threshold too: the probe found the server still refusing."""
     clock = Clock()
-    health = board(clock, threshold=3)
-    health.failed("a/m", retry_after=2.0)
-    clock.now += 2.0
-    health.opening("a/m")  # the probe
+    health = probing_after_a_retry_after(clock)
     health.failed("a/m")
     assert health.state("a/m") == "open"
     assert health.reopens_at("a/m") == clock.now + 5.0

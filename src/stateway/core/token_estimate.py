@@ -64,11 +64,15 @@ def _without_images(item: Item) -> tuple[Item, int]:
         parts = item.get(key)
         if not isinstance(parts, list):
             continue
-        images = [p for p in parts if isinstance(p, dict) and p.get("type") == _IMAGE]
+        images = [p for p in parts if _is_image(p)]
         if images:
-            kept = [p for p in parts if not (isinstance(p, dict) and p.get("type") == _IMAGE)]
+            kept = [p for p in parts if not _is_image(p)]
             return {**item, key: kept}, sum(_image_tokens(image) for image in images)
     return item, 0
+
+
+def _is_image(part: object) -> bool:
+    return isinstance(part, dict) and part.get("type") == _IMAGE
 
 
 def _image_tokens(image: Item) -> int:

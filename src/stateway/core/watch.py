@@ -140,7 +140,7 @@ class StoredWatch:
             await asyncio.sleep(self._poll)  # another process runs it: no signal to wait on
             log = await _read(self._store, self._key, after)
             if log is None:
-                raise deleted_meanwhile(self._key[1])
+                raise _deleted_meanwhile(self._key[1])
 
     def behind(self) -> int:
         return 0  # it reads at its own pace; nothing piles up for it
@@ -185,7 +185,7 @@ class FollowedWatch:
                 if published is None or published.batch.first > self._position:
                     read = await _read(self._store, self._key, self._position - 1)
                     if read is None:
-                        raise deleted_meanwhile(self._key[1])
+                        raise _deleted_meanwhile(self._key[1])
                     ended = read.status not in UNFINISHED
                     if read.events.payloads:
                         self._position = read.events.end
@@ -219,7 +219,7 @@ class FollowedWatch:
         return missed
 
 
-def deleted_meanwhile(response_id: str) -> NotFound:
+def _deleted_meanwhile(response_id: str) -> NotFound:
     return NotFound(
         f"Response with id '{response_id}' was deleted while it was streamed.",
         param="response_id",
