@@ -34,6 +34,33 @@ def start_fake_upstream(
 
     The server is terminated (killed if it lingers) when the block exits.
     """
+    command = fake_upstream_command(
+        api_key,
+        host=host,
+        port=port,
+        model_names=model_names,
+        keep_alive=keep_alive,
+        system_first=system_first,
+        reasoning_efforts=reasoning_efforts,
+        tokenizer=tokenizer,
+    )
+    with start_announced(command, ANNOUNCEMENT, timeout=startup_timeout) as url:
+        yield url
+
+
+def fake_upstream_command(
+    api_key: str | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    model_names: list[str] | None = None,
+    keep_alive: int | None = None,
+    system_first: bool = False,
+    reasoning_efforts: tuple[str, ...] | None = None,
+    tokenizer: str | None = None,
+) -> list[str]:
+    """The command line of the fake with these options (for :func:`stateway.launch.launch`,
+    to keep its process id or its stderr)."""
     command = [sys.executable, "-m", "stateway.fake_upstream", "--host", host, "--port", str(port)]
     if api_key is not None:
         command += ["--api-key", api_key]
@@ -47,5 +74,4 @@ def start_fake_upstream(
         command += ["--reasoning-effort", effort]
     if tokenizer is not None:
         command += ["--tokenizer", tokenizer]
-    with start_announced(command, ANNOUNCEMENT, timeout=startup_timeout) as url:
-        yield url
+    return command
