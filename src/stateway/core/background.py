@@ -33,7 +33,7 @@ from typing import Final
 
 from stateway.core.commands import CreateResponse, WatchResponse
 from stateway.core.coordination import CancelSignals, EventFanout
-from stateway.core.errors import InvalidRequest, NotFound, StorageError
+from stateway.core.errors import InvalidRequest, ResponseNotFound, StorageError
 from stateway.core.journal import EventEncoder
 from stateway.core.owner_position import beyond_log, judged
 from stateway.core.ownership import died_running
@@ -91,7 +91,7 @@ async def cancel(
     unsaved = None if settler is None else settler.pending(principal.tenant_id, response_id)
     record = await store.get(principal.tenant_id, response_id)
     if record is None:
-        raise _not_found(response_id)
+        raise ResponseNotFound(response_id)
     if run is not None:
         if not run.state.background:
             raise _not_cancellable()
@@ -123,7 +123,7 @@ async def _ended_elsewhere(
         await asyncio.sleep(POLL_INTERVAL)
         record = await store.get(principal.tenant_id, response_id)
         if record is None:
-            raise _not_found(response_id)  # deleted meanwhile
+            raise ResponseNotFound(response_id)  # deleted meanwhile
         if record.status not in UNFINISHED:
             return load_state(record.tenant_id, record.body, record.output_items)
         now = time.monotonic()
@@ -244,7 +244,7 @@ async def watch(
     unsaved = None if ended is None else ended.settler.pending(principal.tenant_id, response_id)
     if run is not None:
         if run.state.store and await store.get(principal.tenant_id, response_id) is None:
-            raise _not_found(response_id)  # deleted while it runs
+            raise ResponseNotFound(response_id)  # deleted while it runs
         if run.journal is None or not (run.state.background or command.replay):
             raise _not_streamable(response_id, command.replay)
         if after >= len(run.events):
@@ -254,7 +254,7 @@ async def watch(
         return LiveWatch(run, run.journal, after)
     log = await store.read_events(principal.tenant_id, response_id, after)
     if log is None:
-        raise _not_found(response_id)
+        raise ResponseNotFound(response_id)
     if not (log.background or command.replay) or (log.last < 0 and log.status not in UNFINISHED):
         # a response that ended with no log was never journaled
         raise _not_streamable(response_id, command.replay)
@@ -264,7 +264,7 @@ async def watch(
     if fanout is not None and log.status in UNFINISHED and after > log.last:
         log = await judged(store, fanout, key, log, after)  # past what is stored of it
         if log is None:
-            raise _not_found(response_id)
+            raise ResponseNotFound(response_id)
     if after >= log.last and log.status not in UNFINISHED:
         # At or past its end. A response whose process died while it ran may have had
         # events sent that were never stored, numbered from its terminal event's number
@@ -274,7 +274,7 @@ async def watch(
             after = log.last - 1
             log = await store.read_events(principal.tenant_id, response_id, after)
             if log is None:
-                raise _not_found(response_id)
+                raise ResponseNotFound(response_id)
         elif after > log.last:
             raise beyond_log(after, log.last)
         elif command.refuse_at_end:
@@ -312,10 +312,6 @@ def _live(
     if run is None or run.state.tenant_id != principal.tenant_id:
         return None
     return run if run.state.store or unstored else None
-
-
-def _not_found(response_id: str) -> NotFound:
-    return NotFound(f"Response with id '{response_id}' not found.", param="response_id")
 
 
 def _running_elsewhere(response_id: str, why: str) -> InvalidRequest:

@@ -194,6 +194,11 @@ class ModelNotFound(NotFound):
         )
 
 
+class ResponseNotFound(NotFound):
+    def __init__(self, response_id: str) -> None:
+        super().__init__(f"Response with id '{response_id}' not found.", param="response_id")
+
+
 class ConversationNotFound(NotFound):
     def __init__(self, conversation_id: str, *, param: str = "conversation_id") -> None:
         super().__init__(f"Conversation with id '{conversation_id}' not found.", param=param)

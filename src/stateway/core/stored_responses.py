@@ -12,7 +12,7 @@ from typing import overload
 
 from stateway.core.background import DeleteSignals
 from stateway.core.commands import ListInputItems
-from stateway.core.errors import NotFound
+from stateway.core.errors import ResponseNotFound
 from stateway.core.included import included_items
 from stateway.core.items import Item
 from stateway.core.ports import ItemPage, ResponseStore, Sealer
@@ -49,7 +49,7 @@ class StoredResponses:
         unsaved = self._settler.pending(principal.tenant_id, response_id)  # read first
         record = await self._store.get(principal.tenant_id, response_id)  # deleted: None
         if record is None:
-            raise response_not_found(response_id)
+            raise ResponseNotFound(response_id)
         if run is not None and record.status in UNFINISHED:
             return run.snapshot()  # generating here: fresher than its in-progress row
         if unsaved is not None and record.status in UNFINISHED:
@@ -66,7 +66,7 @@ class StoredResponses:
             record = await self._store.get(tenant_id, response_id)
             unfinished = record is not None and record.status in UNFINISHED
         if not await self._store.delete(tenant_id, response_id):
-            raise response_not_found(response_id)
+            raise ResponseNotFound(response_id)
         if run is not None:
             run.cancel(CancelReason.DELETED)  # its final save leaves the row deleted
         elif unfinished and self._deletes is not None:
@@ -87,7 +87,7 @@ class StoredResponses:
             order=command.order,
         )
         if page is None:
-            raise response_not_found(command.response_id)
+            raise ResponseNotFound(command.response_id)
         return self.included(page, command.include, principal)
 
     @overload
@@ -110,7 +110,3 @@ class StoredResponses:
             return ItemPage(items, found.has_more)
         [item] = included_items([found], include, self._sealer, tenant_id)
         return item
-
-
-def response_not_found(response_id: str) -> NotFound:
-    return NotFound(f"Response with id '{response_id}' not found.", param="response_id")
