@@ -165,3 +165,51 @@ def test_only_fails_the_named_model_over_the_wire(client: Any) -> None:
         client.chat.completions.create(
             model="bad-model", messages=[{"role": "user", "content": text}]
         )
+
+
+def asked(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    ("path", "body", "error"),
+    [
+        (
+            "/chat/completions",
+            {"messages": asked("[[error:503]] [[reported]]")},
+            {
+                "message": "Scripted failure: [[error:503]]",
+                "type": "server_error",
+                "param": None,
+                "code": None,
+            },
+        ),
+        ("/responses", {"input": "[[context:1]] [[reported]] too long"}, None),
+        (
+            "/messages",
+            {"max_tokens": 8, "messages": asked("[[error:529]] [[reported]]")},
+            {"type": "overloaded_error", "message": "Scripted failure: [[error:529]]"},
+        ),
+    ],
+)
+def test_reported_sends_the_scripted_refusal_as_a_200_json_body(
+    url: str, path: str, body: dict[str, Any], error: dict[str, Any] | None, stream: bool
+) -> None:
+    """As some proxies and servers answer even a streamed request: the error body (in the
+    wire's shape), its status 200 and its type JSON, not an event stream."""
+    request = urllib.request.Request(
+        url + path,
+        data=orjson.dumps({"model": "m", "stream": stream, **body}),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"] == "application/json"
+        answer = orjson.loads(response.read())
+    if path == "/messages":
+        assert answer == {"type": "error", "error": error}
+    elif error is not None:
+        assert answer == {"error": error}
+    else:
+        assert answer["error"]["code"] == "context_length_exceeded"

@@ -189,7 +189,7 @@ class FakeUpstreamApp:
             except UpstreamError as error:
                 anthropic = scope["path"].startswith(MESSAGES_PATH)
                 body = error.anthropic_body() if anthropic else error.body()
-                await send_json(send, error.status, body, error.headers)
+                await send_json(send, error.sent_status, body, error.headers)
         elif scope["type"] == "lifespan":
             await _lifespan(receive, send)
 
@@ -269,10 +269,15 @@ class FakeUpstreamApp:
             stall, trickle = (script.stall_ms or 0) / 1000, (script.trickle_ms or 0) / 1000
             send = PacedSend(send, stall=stall, trickle=trickle).send
         answer = _answer(request, script, key, receive, send)
-        if script.waits:
-            await until_disconnect(receive, answer, lambda: logged.update(disconnected=True))
-        else:
-            await answer
+        try:
+            if script.waits:
+                await until_disconnect(receive, answer, lambda: logged.update(disconnected=True))
+            else:
+                await answer
+        except UpstreamError as error:
+            if script.reported:
+                error.sent_status = 200
+            raise
 
     async def _count_tokens(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await _read_json(receive)

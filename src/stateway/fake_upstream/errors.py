@@ -45,6 +45,8 @@ class UpstreamError(Exception):
         self.code = code
         self.param = param
         self.headers = headers or []
+        self.sent_status = status
+        """The status line's (``[[reported]]``: 200, the body still this error's)."""
 
     def body(self) -> bytes:
         error = {"message": self.message, "type": self.type, "param": self.param}

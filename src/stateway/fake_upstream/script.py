@@ -30,6 +30,9 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           refused with 400, as vLLM (Chat wire: ``param`` ``input_tokens``)
                           and OpenAI (Responses wire: ``code`` ``context_length_exceeded``)
                           refuse it
+    [[reported]]          send the refusal [[error]], [[context]] or [[leak:json]] scripts
+                          with status 200, its JSON body the error in the wire's shape
+                          (streamed or not: as some proxies and llama.cpp builds answer)
     [[llamacpp]]          on the Chat wire, a streamed answer's ``[[context]]`` refusal comes
                           as llama-server's builds of 2025 sent it: after a 200's headers, an
                           ``error: {...}`` line in its words, then ``data: [DONE]``
@@ -87,7 +90,7 @@ _OPEN = "[["
 _CLOSE = "]]"
 _HEAD = re.compile(r"([a-z]+)(:|\]\])")
 _TOOL_NAME = re.compile(r"([A-Za-z0-9_.\-]+):")
-_FLAGS = frozenset({"echo", "length", "hidden", "interleave", "llamacpp"})
+_FLAGS = frozenset({"echo", "length", "hidden", "interleave", "llamacpp", "reported"})
 _INTEGERS = {
     "error": "error",
     "cut": "cut",
@@ -125,6 +128,7 @@ class Script:
     hidden: bool = False
     interleave: bool = False
     llamacpp: bool = False
+    reported: bool = False
     tools: list[ToolDirective] = field(default_factory=list)
     items: list[dict[str, object]] = field(default_factory=list)
     reasoning: str | None = None
