@@ -18,6 +18,7 @@ from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
 from stateway.backends.upstream_status import classify_reported
 from stateway.core.commands import GenerationSettings
 from stateway.core.errors import (
+    GatewayError,
     InvalidRequest,
     UpstreamError,
     UpstreamRejected,
@@ -1037,6 +1038,54 @@ async def test_a_200_reply_that_is_an_error_is_an_upstream_failure(loopback: Loo
         await collect(claude, request([user("q")]))
     assert (caught.value.status, caught.value.code) == (503, "upstream_overloaded")
     assert "answered with an error: Overloaded" in caught.value.message
+
+
+OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        (OVERLOADED, 503, "upstream_overloaded"),
+        (  # a proxy's OpenAI-shaped error in front of a Messages server
+            {"error": {"message": "Overloaded", "type": "requests", "code": "rate_limit_exceeded"}},
+            429,
+            "rate_limit_exceeded",
+        ),
+        ({"error": {"message": "Overloaded", "type": "server_error"}}, 502, "upstream_error"),
+    ],
+)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_200_json_error_is_that_error_streamed_or_not(
+    loopback: Loopback, body: dict[str, Any], status: int, code: str, stream: bool
+) -> None:
+    """A 200 whose JSON body is only an error, to a streamed request too (as some proxies
+    answer): the error the body names, before any delta, as a non-streamed request's;
+    not an empty answer, nor a stream cut short."""
+
+    async def reports(http: web.Request) -> web.StreamResponse:
+        return web.json_response(body)
+
+    claude = backend(loopback, await loopback.serve(reports))
+    req = request([user("q")])
+    req.stream = stream
+    with pytest.raises(GatewayError) as caught:  # before any delta
+        await anext(claude.infer(req))
+    assert (caught.value.status, caught.value.code) == (status, code)
+    assert caught.value.message.startswith("Model server 'claude' answered with an error: ")
+
+
+async def test_a_stream_whose_first_event_is_an_error_is_that_error(loopback: Loopback) -> None:
+    async def overloaded(http: web.Request) -> web.StreamResponse:
+        return web.Response(body=sse(OVERLOADED), content_type="text/event-stream")
+
+    claude = backend(loopback, await loopback.serve(overloaded))
+    req = request([user("q")])
+    req.stream = True
+    with pytest.raises(UpstreamUnavailable) as caught:
+        await collect(claude, req)
+    assert (caught.value.status, caught.value.code) == (503, "upstream_overloaded")
+    assert caught.value.message.startswith("Model server 'claude' failed mid-stream: Overloaded")
     assert "sk-ant-1" not in caught.value.message
 
 

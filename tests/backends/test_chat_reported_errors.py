@@ -78,6 +78,38 @@ async def test_a_reported_error_is_the_error_its_status_would_be(
     assert "without a choice" not in caught.value.message
 
 
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"error": WARMING}, 502, "upstream_error"),
+        ({"error": LIMITED}, 429, "rate_limit_exceeded"),
+        ({"error": TOO_LONG}, 400, "context_length_exceeded"),
+        (
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+            503,
+            "upstream_overloaded",
+        ),
+    ],
+)
+async def test_a_streamed_request_answered_with_a_json_error_is_that_error_before_output(
+    loopback: Loopback, body: dict[str, Any], status: int, code: str
+) -> None:
+    """Some servers and proxies answer even a streamed request with a 200 whose body is
+    JSON, the error alone: classified as the same body answering a non-streamed request
+    (``answered with an error``), before any delta, not a stream cut short."""
+
+    async def reports(request: web.Request) -> web.Response:
+        return web.json_response(body)
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(reports)))
+    backend = OpenAIChatBackend(loopback.adopt(client))
+    for stream in (False, True):
+        with pytest.raises(GatewayError) as caught:  # before any delta
+            await anext(backend.infer(inference(stream)))
+        assert (caught.value.status, caught.value.code) == (status, code)
+        assert caught.value.message.startswith("Model server 'up' answered with an error: ")
+
+
 def app_over(backend: OpenAIChatBackend) -> Starlette:
     store = MemoryStore()
     router = Router([BackendEntry(backend, {}, catch_all=True)])

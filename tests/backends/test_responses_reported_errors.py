@@ -81,3 +81,53 @@ async def test_the_upstreams_key_is_masked_in_its_words(loopback: Loopback) -> N
         async for _ in backend.infer(inference(True)):
             pass
     assert KEY not in caught.value.message
+
+
+LIMITED = {"code": "rate_limit_exceeded", "message": "slow down", "type": "requests"}
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"id": "resp_1", "status": "failed", "error": LIMITED}, 429, "rate_limit_exceeded"),
+        ({"error": LIMITED}, 429, "rate_limit_exceeded"),
+        ({"error": {"message": "went wrong", "type": "server_error"}}, 502, "upstream_error"),
+        (
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+            503,
+            "upstream_overloaded",
+        ),
+    ],
+)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_200_json_error_is_the_error_it_names_streamed_or_not(
+    loopback: Loopback, body: dict[str, Any], status: int, code: str, stream: bool
+) -> None:
+    """A 200 whose JSON body is only an error (OpenAI's or Anthropic's shape, or a failed
+    response), to a streamed request too (some proxies answer so): the error it names,
+    before any delta; not an empty answer, nor a stream cut short."""
+
+    async def reports(request: web.Request) -> web.Response:
+        return web.json_response(body)
+
+    target = UpstreamTarget("up", await loopback.serve(reports), api_key=KEY)
+    backend = OpenAIResponsesBackend(loopback.adopt(UpstreamClient(target)))
+    with pytest.raises(GatewayError) as caught:  # before any delta
+        await anext(backend.infer(inference(stream)))
+    assert (caught.value.status, caught.value.code) == (status, code)
+    assert caught.value.message.startswith("Model server 'up' answered with an error: ")
+
+
+async def test_a_stream_whose_first_event_is_an_error_is_that_error(loopback: Loopback) -> None:
+    async def reports(request: web.Request) -> web.Response:
+        event = {**LIMITED, "type": "error", "sequence_number": 0}
+        data = b"event: error\ndata: " + orjson.dumps(event) + b"\n\n"
+        return web.Response(body=data, content_type="text/event-stream")
+
+    target = UpstreamTarget("up", await loopback.serve(reports))
+    backend = OpenAIResponsesBackend(loopback.adopt(UpstreamClient(target)))
+    with pytest.raises(GatewayError) as caught:
+        async for _ in backend.infer(inference(True)):
+            pass
+    assert (caught.value.status, caught.value.code) == (429, "rate_limit_exceeded")
+    assert caught.value.message.startswith("Model server 'up' failed mid-stream: slow down")

@@ -1,7 +1,8 @@
 """What real model servers write that is legal, or harmless, and must not fail an answer:
 ``[DONE]`` with trailing whitespace, token counts written as whole floats, an empty
 ``data:`` event, a byte order mark starting the stream, a call's ``id`` and ``name``
-repeated as empty strings on its later fragments, a call's ``arguments`` as an object."""
+repeated as empty strings on its later fragments, a call's ``arguments`` as an object, a
+whole JSON completion answering a streamed request."""
 
 from __future__ import annotations
 
@@ -54,6 +55,24 @@ async def test_an_unusual_but_legal_stream_gives_its_whole_answer(loopback: Loop
     assert TextDelta("Hi") in deltas
     assert UsageReport(Usage(3, 1)) in deltas
     assert Finish("stop") in deltas
+
+
+async def test_a_whole_completion_answering_a_streamed_request_is_its_answer(
+    loopback: Loopback,
+) -> None:
+    """A server that ignores ``stream: true`` and answers JSON: read as a non-streamed
+    reply (as a JSON error to a streamed request is), not a stream cut short."""
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        message = {"role": "assistant", "content": "Hi"}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        return web.json_response({"choices": [choice]})
+
+    url = await loopback.serve(answer)
+    backend = OpenAIChatBackend(loopback.adopt(UpstreamClient(UpstreamTarget("up", url))))
+    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x"}]}
+    request = InferenceRequest("m", None, [item], GenerationSettings(), True)
+    assert [delta async for delta in backend.infer(request)] == [TextDelta("Hi"), Finish("stop")]
 
 
 def _call_chunk(call: dict[str, object]) -> bytes:

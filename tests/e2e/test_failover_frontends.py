@@ -2,10 +2,12 @@
 fake model servers, each case its own two-candidate route (so one case's failures never
 open another's circuit), asked over raw HTTP so each frontend's exact wire is checked.
 
-The first candidate refuses the connection, answers 500, 429 or 503, stays silent past its
+The first candidate refuses the connection, answers 500, 429 or 503 (or a 503's error in a
+200 JSON body, to a streamed request too, on each upstream wire), stays silent past its
 ``first_byte_timeout``, refuses a prompt too long for its context, or opens its answer (or
 a tool call, without its arguments) and fails before the first token: the second
-candidate answers, in one stream, and the client sees nothing of the first. A first
+candidate answers, in one stream, and the client sees nothing of the first. A refusal of
+the request in a 200 JSON body is not retried: the client gets it, a 400. A first
 candidate cut after some output is not retried: the stream ends in the frontend's own
 error shape (Responses ``response.failed``, a Chat ``data: {"error": ...}`` line without
 ``[DONE]``, a Messages ``event: error`` without ``message_stop``). A Chat Completions
@@ -39,11 +41,16 @@ FAILING_OVER = {
     "503": "[[error:503]]",
     "late": "[[silence:5000]]",
     "too-long": "[[context:1]]",
+    "reported": "[[error:503]] [[reported]]",
 }
 """What the first candidate does (scripted for its model only): the second answers."""
 OPENED = ("responses", "anthropic")
 """Upstream wires that open an answer before its first token (``output_item.added``,
 ``content_block_start``): a cut right after that is still before any output."""
+WIRES = ("chat", *OPENED)
+REJECTED = "[[error:400]] [[reported]]"
+"""A refusal of the request itself, in a 200 JSON body (to a streamed request too, as some
+proxies answer): not retried, the client's own error."""
 CUT = "[[words:8]] [[cut:2]] [[slow:30]]"
 """Two words, then the connection dropped (paced, so the two reach the client apart)."""
 
@@ -64,6 +71,8 @@ def failover_config(first_upstream: str, second_upstream: str) -> str:
     text += f'[[backends]]\nname = "dead"\nurl = "{dead_url()}"\nconnect_timeout = 2\n'
     cases = [("chat", case) for case in (*FAILING_OVER, "cut")]
     cases += [(api, "opened") for api in OPENED]
+    cases += [(api, "reported") for api in OPENED]
+    cases += [(api, "rejected") for api in WIRES]
     cases += [("chat", "called")]
     for api, case in cases:
         first = "dead" if case == "refused" else f"a-{api}"
@@ -192,7 +201,11 @@ def marker() -> str:
 @pytest.mark.parametrize("frontend", FRONTENDS)
 @pytest.mark.parametrize(
     ("wire", "case"),
-    [*(("chat", case) for case in FAILING_OVER), *((api, "opened") for api in OPENED)],
+    [
+        *(("chat", case) for case in FAILING_OVER),
+        *((api, "opened") for api in OPENED),
+        *((api, "reported") for api in OPENED),
+    ],
 )
 def test_a_failure_before_output_fails_over_unseen(
     gateway: RunningGateway,
@@ -226,6 +239,38 @@ def test_a_failure_before_output_fails_over_unseen(
         outcomes = [(x["backend"], x["outcome"]) for x in attempts]
         assert outcomes == [("dead" if case == "refused" else f"a-{wire}", "failed"), ("b", "ok")]
         assert served_by(gateway, response_id) == f"b/{route}-b"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("frontend", FRONTENDS)
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_refusal_in_a_200_json_body_is_the_clients_error_not_retried(
+    gateway: RunningGateway,
+    fake_upstream: str,
+    second_upstream: str,
+    wire: str,
+    frontend: str,
+    stream: bool,
+) -> None:
+    """Classified as the same body answering a non-streamed request, before any output:
+    a 400 in the frontend's error shape (a streamed request's status line is held until
+    output), the second candidate never asked; not a 502 stream cut, nor an empty answer."""
+    route = route_name(wire, "rejected", frontend, stream)
+    mark = marker()
+    answer = ask(gateway, frontend, route, f"{mark} {REJECTED} [[only:{route}-a]]", stream)
+    assert answer.status == 400, answer.body
+    body = answer.json()
+    if frontend == "messages":
+        assert body["type"] == "error"
+        assert body["error"]["type"] == "invalid_request_error"
+        said = body["error"]["message"]
+    else:
+        assert body["error"]["type"] == "invalid_request_error"
+        assert body["error"]["code"] == "upstream_rejected"
+        said = body["error"]["message"]
+    assert said.startswith(f"Model server 'a-{wire}' answered with an error: Scripted failure")
+    assert len(fake_requests(fake_upstream, mark)) == 1
+    assert fake_requests(second_upstream, mark) == []
 
 
 CALLED = '[[tool:lookup:{"q":1}]] [[cut:0]]'

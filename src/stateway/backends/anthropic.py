@@ -19,8 +19,9 @@ a Messages client to be answered them. Usage: ``input_tokens`` is the whole prom
 and writes included, as the other wires count it; streamed, ``message_start``'s usage (the
 prompt's) is reported as it comes, before any output, then the final one at
 ``message_delta``. A mid-stream ``error`` event, or a 200
-reply that is an ``error`` object, is an upstream failure by the one rule for errors an
-upstream reports in a 200 reply
+reply that is only an error (Anthropic's ``error`` object, or a proxy's OpenAI-shaped
+``{"error": ...}``; to a streamed request too, whose JSON reply is read as a non-streamed
+one), is an upstream failure by the one rule for errors an upstream reports in a 200 reply
 (:func:`~stateway.backends.upstream_status.classify_reported`: the key scrubbed, the
 message cut, ``overloaded_error`` a 503 ``upstream_overloaded``).
 """
@@ -42,7 +43,7 @@ from stateway.backends.anthropic_request import (
 )
 from stateway.backends.stop_sequences import stopping
 from stateway.backends.upstream_http import UpstreamClient, cut_short
-from stateway.backends.upstream_status import classify_reported
+from stateway.backends.upstream_status import classify_reported, reports_error
 from stateway.backends.upstream_values import count, obj, text
 from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.ids import new_id
@@ -118,9 +119,9 @@ class AnthropicBackend:
         async with self._client.post(
             "/messages", body, headers=betas, first_output=waiting
         ) as reply:
-            if not request.stream:
+            if not request.stream or reply.whole:
                 message = self._parse(await reply.read())
-                if message.get("type") == "error":
+                if message.get("type") == "error" or reports_error(message, "content"):
                     raise self._reported(message.get("error"), mid_stream=False)
                 for delta in self._decode(partial(from_upstream_message, message, names)):
                     yield delta

@@ -5,8 +5,10 @@ OpenAI): canonical items to ``messages`` and back.
 ``from_upstream_completion`` turn replies into deltas; a reply or chunk that is only an
 ``error``, or a stream's ``error`` event (llama.cpp's error line,
 :mod:`stateway.backends.sse`), is the upstream error it reports
-(:func:`~stateway.backends.upstream_status.classify_reported`). Item and tool types the
-gateway does not model cannot be carried (``carries_unknown_types`` is False). With
+(:func:`~stateway.backends.upstream_status.classify_reported`). A JSON reply to a
+streamed request is read as a non-streamed one (an error alone, as some proxies answer).
+Item and tool types the gateway does not model cannot be carried
+(``carries_unknown_types`` is False). With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
 (:mod:`stateway.backends.guided_decoding`). With ``reasoning_efforts``, an effort the
 server does not take is sent at its nearest level, on the fast path too
@@ -36,7 +38,7 @@ from stateway.backends.reasoning_efforts import effort_levels, level_sent
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_relay import UpstreamRelay
-from stateway.backends.upstream_status import classify_reported
+from stateway.backends.upstream_status import classify_reported, reports_error
 from stateway.backends.upstream_values import count, obj, text
 from stateway.core import logprobs
 from stateway.core.errors import GatewayError, UpstreamError
@@ -118,7 +120,7 @@ class OpenAIChatBackend:
         tokens = logprobs.INCLUDE in request.settings.include  # read only when asked for
         body, waiting = self._target.filled(body), request.first_output
         async with self._client.post("/chat/completions", body, first_output=waiting) as reply:
-            if not request.stream:
+            if not request.stream or reply.whole:
                 for delta in self._decode_completion(await reply.read(), tokens):
                     yield delta
                 return
@@ -169,7 +171,7 @@ class OpenAIChatBackend:
     def _check_reported(self, payload: Any, *, mid_stream: bool) -> None:
         """Raise the error a reply or chunk that is only ``{"error": ...}`` reports (some
         servers answer 200 so): :func:`classify_reported`'s rule, for both."""
-        if isinstance(payload, dict) and "error" in payload and "choices" not in payload:
+        if isinstance(payload, dict) and reports_error(payload, "choices"):
             raise classify_reported(
                 payload["error"], self.name, self._client.scrub, mid_stream=mid_stream
             )

@@ -20,7 +20,9 @@ The API has no field for stop sequences (a Chat client's ``stop``, a Messages cl
 (:mod:`stateway.backends.stop_sequences`).
 
 An error the upstream reports in a reply (a ``response.failed`` or ``error`` event, a
-non-streamed response ``failed``) is the error it names
+non-streamed response ``failed``, or a body that is only an error: as some proxies answer,
+to a streamed request too, whose JSON reply is read as a non-streamed one) is the error it
+names
 (:func:`~stateway.backends.upstream_status.classify_reported`, as on the other backends:
 ``context_length_exceeded``, ``rate_limit_exceeded``, an error's ``type``), in the
 upstream's words with its key masked.
@@ -48,7 +50,7 @@ from stateway.backends.responses_request import to_upstream
 from stateway.backends.stop_sequences import stopping
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
-from stateway.backends.upstream_status import classify_reported
+from stateway.backends.upstream_status import classify_reported, reports_error
 from stateway.backends.upstream_values import count, obj, text
 from stateway.core import logprobs
 from stateway.core.errors import InvalidRequest, UpstreamError, UpstreamRejected
@@ -125,7 +127,7 @@ class OpenAIResponsesBackend:
             body["cache_salt"] = request.cache_salt
         body, waiting = self._client.target.filled(body), request.first_output
         async with self._client.post("/responses", body, first_output=waiting) as reply:
-            if not request.stream:
+            if not request.stream or reply.whole:
                 read = partial(from_upstream_response, tokens=tokens)
                 for delta in self._decode(read, await reply.read(), mid_stream=False):
                     yield delta
@@ -283,7 +285,7 @@ class _StreamState:
 
 
 def from_upstream_response(payload: dict[str, Any], tokens: bool = False) -> Iterator[Delta]:
-    if payload.get("status") == "failed":
+    if payload.get("status") == "failed" or reports_error(payload, "output"):
         raise _Reported(payload.get("error") or {})
     for index, item in enumerate(payload.get("output") or ()):
         if item.get("type") == "function_call":

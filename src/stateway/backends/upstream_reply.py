@@ -1,7 +1,10 @@
 """The body of one upstream reply, read incrementally and never past its byte budget.
 
 Backends read a reply as events (:meth:`UpstreamReply.events`, for event streams), as
-chunks (``async for chunk in reply``) or whole (:meth:`UpstreamReply.read`, for JSON).
+chunks (``async for chunk in reply``) or whole (:meth:`UpstreamReply.read`, for JSON). A
+reply whose type is JSON (:attr:`UpstreamReply.whole`) is read whole even where a stream
+was asked for: some servers and proxies answer a streamed request with a 200 whose body is
+an error alone.
 Either way every byte is counted as it arrives, and the reply that outgrows
 ``max_response_bytes`` fails with :class:`~stateway.core.errors.UpstreamResponseTooLarge`
 before more of it is buffered; a declared ``Content-Length`` over the budget fails before
@@ -37,6 +40,13 @@ class UpstreamReply:
     @property
     def headers(self) -> Mapping[str, str]:
         return self._response.headers
+
+    @property
+    def whole(self) -> bool:
+        """Whether the body is declared JSON (``application/json``, or a ``+json`` type):
+        a whole answer, not an event stream, whatever the request asked for."""
+        media = self._response.content_type
+        return media == "application/json" or media.endswith("+json")
 
     def __aiter__(self) -> UpstreamReply:
         return self

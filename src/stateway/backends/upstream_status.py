@@ -37,7 +37,11 @@ Ollama's ``does not support image input`` become ``image_input_unsupported``, by
 Messages client is told which block to leave out (Claude Code does, and goes on).
 
 Some OpenAI-compatible servers report a failure inside a 200 reply: a whole body, or a
-stream event, that is only ``{"error": {...}}``. :func:`classify_reported` holds the one
+stream event, that is only ``{"error": {...}}`` (or Anthropic's ``{"type": "error",
+"error": {...}}``). A whole body is one whatever the request asked for: some servers and
+proxies answer a streamed request so, with a JSON body instead of an event stream, which
+each backend then reads as it reads a non-streamed reply (:func:`reports_error` tells
+such a body by its wire's answer field missing). :func:`classify_reported` holds the one
 rule for both: the error is classified as the status it names would be, by an HTTP status
 in its ``code`` (vLLM's and SGLang's number), a known string ``code`` or an error ``type``
 that names one (OpenAI's and Anthropic's); otherwise it is a 502 ``upstream_error``. The
@@ -138,6 +142,13 @@ def classify_reported(
     if status is None:
         return UpstreamError(detail)
     return _by_status(status, detail, message, code, backend, None)
+
+
+def reports_error(body: Mapping[str, object], answer: str) -> bool:
+    """Whether a 200 reply's body is only an error: it has an ``error`` member and not
+    the ``answer`` field its wire answers in (Chat's ``choices``, Responses' ``output``,
+    Messages' ``content``), in OpenAI's shape or Anthropic's."""
+    return "error" in body and answer not in body
 
 
 def scrubbed(message: str, code: str | None, scrub: Callable[[str], str]) -> tuple[str, str | None]:
