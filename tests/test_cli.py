@@ -109,6 +109,27 @@ def test_migrate_creates_the_schema(tmp_path: Path) -> None:
     assert stateway("migrate", "--database", database).returncode == 0
 
 
+def test_migrate_needs_the_database_not_the_serving_secrets(tmp_path: Path) -> None:
+    """A migration job (a deploy step, an init container) is given the database, not the
+    upstream keys, MCP headers or admin credential the file names: those are checked when
+    serving (and by check-config), while the file itself is still validated."""
+    path = tmp_path / "gateway.toml"
+    text = f"[storage]\ndatabase = 'sqlite:///{tmp_path}/m.db'\n"
+    text += "[admin]\nreload_endpoint = true\napi_key_env = 'STATEWAY_TEST_UNSET_ADMIN'\n"
+    text += "[mcp_servers.docs]\nurl = 'http://127.0.0.1:9/mcp'\n"
+    text += "headers_env = { Authorization = 'STATEWAY_TEST_UNSET_MCP' }\n"
+    text += "[[backends]]\nname = 'openai'\nurl = 'https://api.openai.com/v1'\n"
+    text += "api_key_env = 'STATEWAY_TEST_UNSET_KEY'\n"
+    path.write_text(text)
+    result = stateway("migrate", "--config", str(path))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "m.db").exists()
+    path.write_text(text + "bogus = 1\n")
+    rejected = stateway("migrate", "--config", str(path))
+    assert rejected.returncode == 2
+    assert "backends.0.bogus" in rejected.stderr
+
+
 def test_serve_refuses_a_bad_database_url() -> None:
     result = stateway("serve", "--port", "0", "--database", "mysql://x/y")
     assert result.returncode != 0

@@ -9,11 +9,11 @@ import logging
 import math
 import signal
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stateway import __version__, key_commands
-from stateway.config import Config, ConfigError, Overrides
+from stateway.config import Config, ConfigError, Overrides, load_config
 from stateway.core.errors import StorageError
 from stateway.exposure import ExposureRefused, check_exposure
 from stateway.header_guard import HeaderLimits
@@ -45,6 +45,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return key_commands.run(args)
     flags = _overrides(args)
     try:
+        if args.command == "migrate":
+            # The file validated, its database alone used: a migration job is given no
+            # upstream key, MCP header or admin credential (serving checks those).
+            config = load_config(flags)
+            return _reported(config, lambda: _migrate(config))
         from stateway.app import compile_generation
 
         # Built exactly as serving and every reload build it (nothing is opened yet):
@@ -53,19 +58,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"stateway: {exc}", file=sys.stderr)
         return 2
-    config = compiled.config
+    if args.command == "check-config":
+        _describe(compiled.config, sys.stdout)
+        print("configuration is valid")
+        return 0
+    return _reported(
+        compiled.config,
+        lambda: _serve(compiled, flags, insecure_no_auth=args.insecure_no_auth),
+    )
+
+
+def _migrate(config: Config) -> int:
+    _run(migrate(config.database_url))
+    print(f"database {describe_url(config.database_url)} is at the latest schema")
+    return 0
+
+
+def _reported(config: Config, command: Callable[[], int]) -> int:
+    """``command``'s status, or what stopped it said readably: a failure of the database
+    it opened, or of what it found there."""
     try:
-        match args.command:
-            case "check-config":
-                _describe(config, sys.stdout)
-                print("configuration is valid")
-                return 0
-            case "migrate":
-                _run(migrate(config.database_url))
-                print(f"database {describe_url(config.database_url)} is at the latest schema")
-                return 0
-            case _:
-                return _serve(compiled, flags, insecure_no_auth=args.insecure_no_auth)
+        return command()
     except ConfigError as exc:  # found at start-up: an unusable stored sealing key
         print(f"stateway: {exc}", file=sys.stderr)
         return 2
