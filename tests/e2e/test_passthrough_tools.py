@@ -134,6 +134,33 @@ def test_a_shell_call_round_trip(client: OpenAI, api: str, fake_upstream: str) -
         assert [i["type"] for i in sent["input"][-2:]] == ["shell_call", "shell_call_output"]
 
 
+def test_a_shell_output_without_an_exit_code_is_told_without_one(
+    client: OpenAI, api: str, fake_upstream: str
+) -> None:
+    """The Agents SDK sends ``exit_code: null`` when its executor reports none: the model
+    is told the output, not Python's ``None`` as an exit code."""
+    if api != "chat":
+        pytest.skip("a Responses upstream gets shell outputs as they are")
+    tool: Any = {"type": "shell", "environment": {"type": "local"}}
+    first = client.responses.create(
+        model=MODEL, input='[[tool:shell:{"commands": ["echo hi"]}]]', tools=[tool]
+    )
+    [call] = first.output
+    assert call.type == "shell_call"
+    unknown_exit = {"type": "exit", "exit_code": None}
+    output: Any = {
+        "type": "shell_call_output",
+        "call_id": call.call_id,
+        "output": [{"stdout": "hi\n", "stderr": "", "outcome": unknown_exit}],
+    }
+    second = client.responses.create(
+        model=MODEL, previous_response_id=first.id, input=[output], tools=[tool]
+    )
+    assert second.status == "completed"
+    told = last_upstream_body(fake_upstream)["messages"][-1]
+    assert (told["role"], told["content"]) == ("tool", "stdout:\nhi\n")
+
+
 def test_a_local_shell_output_answers_its_call_by_id(client: OpenAI, api: str) -> None:
     if api != "chat":
         pytest.skip("a Responses upstream calls local_shell natively (as in the shell test)")

@@ -112,6 +112,12 @@ def test_the_model_sees_shell_pairs_as_function_calls_and_text_outputs() -> None
     assert (local_output["call_id"], local_output["output"]) == ("c2", "/tmp")
 
 
+def test_an_exit_without_its_code_is_told_as_its_output_alone() -> None:
+    chunk = {"stdout": "hi", "stderr": "", "outcome": {"type": "exit", "exit_code": None}}
+    [_, output] = model_items([SHELL_CALL, {**SHELL_OUTPUT, "output": [chunk]}])
+    assert output["output"] == "stdout:\nhi"
+
+
 def test_an_upstream_that_speaks_them_natively_gets_them_as_they_are() -> None:
     items: list[dict[str, Any]] = [SHELL_CALL, SHELL_OUTPUT]
     assert model_items(items, shell.ITEM_TYPES) == items

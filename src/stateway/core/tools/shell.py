@@ -164,8 +164,8 @@ def _chunks_text(chunks: list[Any]) -> str:
         outcome: Item = raw if isinstance(raw, dict) else {}
         if outcome.get("type") == "timeout":
             lines.append("timed out")
-        elif "exit_code" in outcome:
-            lines.append(f"exit code: {outcome['exit_code']}")
+        elif isinstance(code := outcome.get("exit_code"), int):  # null: the SDK's unknown
+            lines.append(f"exit code: {code}")
         for stream in ("stdout", "stderr"):
             if chunk.get(stream):
                 lines.append(f"{stream}:\n{chunk[stream]}")
