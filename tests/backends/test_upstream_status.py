@@ -23,6 +23,7 @@ from stateway.core.errors import UpstreamContextTooLong
         (404, "model_not_found", 404, "model_not_found"),
         (401, "invalid_api_key", 502, "upstream_auth_failed"),
         (403, None, 502, "upstream_auth_failed"),
+        (402, None, 502, "upstream_auth_failed"),  # the gateway's account, not the client's
         (408, None, 504, "upstream_timeout"),
         (504, None, 504, "upstream_timeout"),
         (429, None, 429, "rate_limit_exceeded"),

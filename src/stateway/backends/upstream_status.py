@@ -5,7 +5,8 @@ too long, below; what a 429 ran out of).
 =========  ==========================================================================
 upstream   client
 =========  ==========================================================================
-401, 403   502 ``upstream_auth_failed`` (the gateway's credential, not the client's)
+401-403    502 ``upstream_auth_failed`` (the gateway's credential or account, not the
+           client's: a 402 is its payment, as OpenRouter and Anthropic refuse one)
 404        404, the upstream's code or ``model_not_found``
 408, 504   504 ``upstream_timeout``
 429        429, the upstream's code or ``rate_limit_exceeded``, with its ``Retry-After``;
@@ -177,7 +178,7 @@ def _by_status(
     backend: str,
     retry: dict[str, str] | None,
 ) -> GatewayError:
-    if status in (401, 403):
+    if status in (401, 402, 403):
         return UpstreamError(
             f"Model server '{backend}' refused the gateway's credentials ({status}).",
             code="upstream_auth_failed",
