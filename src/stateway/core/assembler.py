@@ -199,6 +199,13 @@ class OutputAssembler:
         if item.get("type") in shell.ANSWERS:
             self.tool_calls.append(item)
 
+    def resume(self, item: OpenItem) -> None:
+        """Go on with ``item`` (this assembler has written nothing), an item another one
+        opened and never closed: a run cut off with its process, its output rebuilt from
+        its log (:mod:`stateway.core.logged_output`) and finished as a cancel finishes it."""
+        self._open = item
+        self.started = True
+
     def output_so_far(self) -> list[Item]:
         """The output with the item being written as it stands (its text or arguments so
         far, not yet in the item itself): what a reader of a running response sees."""

@@ -46,6 +46,11 @@ log = logging.getLogger(__name__)
 EventEncoder = Callable[[int, ev.Event], bytes]
 """A protocol's wire payload of the event at a sequence number (JSON, for Responses)."""
 
+EventDecoder = Callable[[bytes], ev.Event | None]
+"""A logged payload read back as the event it was encoded from, for the events a run's
+output is rebuilt from (its items and their deltas: :mod:`stateway.core.logged_output`);
+None for any other."""
+
 _LATE_WRITES: set[asyncio.Future[None]] = set()
 """Late log writes under way (held here: a task nobody references may be collected)."""
 
