@@ -18,6 +18,7 @@ from stateway.core.ownership import fail_owned
 from stateway.core.ports import EventBatch
 from stateway.core.principal import Principal
 from stateway.protocols.responses.encode import encode_event_json, encode_response
+from stateway.protocols.responses.event_log import decode_event_json
 from tests.core.fakes import MemoryStore
 from tests.core.sharing_fakes import MemoryFanout, MemoryOwnerLeases
 from tests.core.test_loop import user
@@ -42,7 +43,9 @@ def keeper(
     me: str = "host-b 2 2",
     fanout: MemoryFanout | None = None,
 ) -> LeaseKeeper:
-    return LeaseKeeper(store, leases, me, encode_event_json, TIMEOUT, clock=clock, fanout=fanout)
+    return LeaseKeeper(
+        store, leases, me, encode_event_json, decode_event_json, TIMEOUT, clock=clock, fanout=fanout
+    )
 
 
 def statuses(store: MemoryStore) -> dict[str, str]:
@@ -180,9 +183,17 @@ async def test_a_process_whose_lease_lapsed_ends_the_runs_another_failed() -> No
     [record] = [r for r in store.records.values() if r.id == failed.id]
     me = record.owner
     assert me is not None
-    await fail_owned(store, record, encode_event_json)  # another process judged this one
+    await fail_owned(
+        store, record, encode_event_json, decode_event_json
+    )  # another process judged this one
     here = LeaseKeeper(
-        store, MemoryOwnerLeases(), me, encode_event_json, TIMEOUT, runs=gateway.runs
+        store,
+        MemoryOwnerLeases(),
+        me,
+        encode_event_json,
+        decode_event_json,
+        TIMEOUT,
+        runs=gateway.runs,
     )
     await here.beat()  # finds its row gone
 
@@ -215,10 +226,17 @@ async def test_a_failed_check_after_a_lapse_is_made_again_at_the_next_beat(
     [record] = [r for r in store.records.values() if r.id == failed.id]
     me = record.owner
     assert me is not None
-    await fail_owned(store, record, encode_event_json)
+    await fail_owned(store, record, encode_event_json, decode_event_json)
     leases, clock = MemoryOwnerLeases(), Clock()
     here = LeaseKeeper(
-        store, leases, me, encode_event_json, TIMEOUT, clock=clock, runs=gateway.runs
+        store,
+        leases,
+        me,
+        encode_event_json,
+        decode_event_json,
+        TIMEOUT,
+        clock=clock,
+        runs=gateway.runs,
     )
     await leases.register("host-z 9 9", TIMEOUT)  # another process, silent from now on
     store.fail_get = True
@@ -271,7 +289,7 @@ async def test_the_beating_task_logs_a_failed_beat_and_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     store, leases = MemoryStore(), MemoryOwnerLeases()
-    judge = LeaseKeeper(store, leases, "host-b 2 2", encode_event_json, 0.003)
+    judge = LeaseKeeper(store, leases, "host-b 2 2", encode_event_json, decode_event_json, 0.003)
     await judge.start()
     leases.fail = True
     with caplog.at_level(logging.WARNING):

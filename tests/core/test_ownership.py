@@ -4,9 +4,11 @@ import os
 
 import orjson
 
+from stateway.core import events as ev
 from stateway.core.ownership import ProcessIdentity, _start_time, fail_abandoned
 from stateway.core.ports import EventBatch, ResponseRecord
 from stateway.protocols.responses.encode import encode_event_json
+from stateway.protocols.responses.event_log import decode_event_json
 from tests.core.fakes import MemoryStore
 
 DEAD = ProcessIdentity(ProcessIdentity.current().host, 2**22 + 17, "5")
@@ -58,7 +60,7 @@ async def test_only_a_dead_owner_of_this_host_loses_its_responses() -> None:
     ]:
         await store.save(record)
 
-    assert await fail_abandoned(store, me, encode_event_json) == 2
+    assert await fail_abandoned(store, me, encode_event_json, decode_event_json) == 2
 
     status = {key[1]: r.status for key, r in store.records.items()}
     assert status == {
@@ -79,7 +81,10 @@ async def test_a_queued_response_of_a_dead_process_is_failed_too() -> None:
     store = MemoryStore()
     await store.save(in_progress("queued", DEAD, status="queued", background=True))
 
-    assert await fail_abandoned(store, ProcessIdentity.current(), encode_event_json) == 1
+    assert (
+        await fail_abandoned(store, ProcessIdentity.current(), encode_event_json, decode_event_json)
+        == 1
+    )
 
     assert store.records["t", "queued"].status == "failed"
 
@@ -98,7 +103,10 @@ async def test_a_background_log_gets_the_terminal_event_it_never_had() -> None:
     await store.append_events("t", "keyed", EventBatch(0, [b"{}"]))
     await store.delete("t", "deleted")
 
-    assert await fail_abandoned(store, ProcessIdentity.current(), encode_event_json) == 5
+    assert (
+        await fail_abandoned(store, ProcessIdentity.current(), encode_event_json, decode_event_json)
+        == 5
+    )
     keyed_end = orjson.loads(store.events["t", "keyed"][-1])
     assert (keyed_end["type"], keyed_end["sequence_number"]) == ("response.failed", 1)
 
@@ -120,3 +128,38 @@ def test_identities_round_trip_through_their_stored_form() -> None:
     assert ProcessIdentity.parse(str(me)) == me
     assert me.is_alive()
     assert ProcessIdentity.parse("garbage") is None
+
+
+async def test_a_dead_run_keeps_the_output_its_log_shows() -> None:
+    """As a cancel keeps it: the items done whole, the one being written ``incomplete``
+    with its text so far; the usage stays unknown."""
+    store = MemoryStore()
+    await store.save(in_progress("logged", DEAD, background=True))
+    done = {"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "c"}
+    done |= {"name": "f", "arguments": "{}"}
+    message = {"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant"}
+    part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+    events = [
+        ev.ItemAdded(0, {**done, "status": "in_progress", "arguments": ""}),
+        ev.ItemDone(0, done),
+        ev.ItemAdded(1, {**message, "content": []}),
+        ev.PartAdded(1, 0, "msg_1", part),
+        ev.TextDelta(1, 0, "msg_1", "Hello, "),
+        ev.TextDelta(1, 0, "msg_1", "wor"),
+    ]
+    logged = [encode_event_json(seq, event) for seq, event in enumerate(events)]
+    await store.append_events("t", "logged", EventBatch(0, logged))
+
+    assert (
+        await fail_abandoned(store, ProcessIdentity.current(), encode_event_json, decode_event_json)
+        == 1
+    )
+
+    cut = {**message, "status": "incomplete", "content": [{**part, "text": "Hello, wor"}]}
+    record = store.records["t", "logged"]
+    assert record.output_items == [done, cut]
+    assert record.body["usage"] is None
+    terminal = orjson.loads(store.events["t", "logged"][-1])
+    assert (terminal["type"], terminal["sequence_number"]) == ("response.failed", 6)
+    assert terminal["response"]["output"] == [done, cut]
+    assert terminal["response"]["error"]["code"] == "server_restarted"

@@ -101,6 +101,58 @@ async def test_a_killed_background_run_fails_after_restart_and_its_log_replays(
         assert await watch(client, created.id, beyond) == replay[-1:]
 
 
+def partial_text(events: list[Event]) -> str:
+    """The text a log's ``response.output_text.delta`` events streamed, in order."""
+    return "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+
+
+def cut_message(output: list[Any], text: str) -> None:
+    """``output`` is one message cut off after ``text``: ``incomplete``, as a cancelled
+    run's is."""
+    assert [(item["type"], item["status"]) for item in output] == [("message", "incomplete")]
+    assert [part["text"] for part in output[0]["content"]] == [text]
+
+
+async def test_a_killed_background_turn_keeps_its_partial_output_and_adds_nothing(
+    fake_upstream: str, database: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "gateway.log"
+    with gateway(fake_upstream, database, log) as first:
+        client = sdk(first.url)
+        conversation = await client.conversations.create(
+            items=[{"type": "message", "role": "user", "content": "before"}]
+        )
+        created = await client.responses.create(
+            model=MODEL,
+            input="[[slow:100]] [[words:100]]",
+            background=True,
+            conversation=conversation.id,
+        )
+        await until_logged(database, created.id, 8)
+        os.kill(first.pid, signal.SIGKILL)
+        wait_until_gone(first.pid)
+
+    with gateway(fake_upstream, database, log) as second:
+        client = sdk(second.url)
+        replay = await watch(client, created.id)
+        text = partial_text(replay)
+        assert text.startswith("w1"), "some text was stored before the kill"
+        failed = replay[-1]["response"]
+        assert (replay[-1]["type"], failed["error"]["code"]) == (
+            "response.failed",
+            "server_restarted",
+        )
+        cut_message(failed["output"], text)
+        assert failed["usage"] is None, "nothing says how many tokens were used"
+
+        stored = (await client.responses.retrieve(created.id)).model_dump(mode="json")
+        assert stored["status"] == "failed"
+        assert stored["output"] == failed["output"]
+        # as a cancelled turn: a failed one adds nothing to its conversation
+        items = await client.conversations.items.list(conversation.id)
+        assert [item.model_dump()["content"][0]["text"] for item in items.data] == ["before"]
+
+
 async def test_a_sibling_process_replays_and_follows_a_background_run(
     fake_upstream: str, database: str, tmp_path: Path
 ) -> None:

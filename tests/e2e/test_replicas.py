@@ -1,9 +1,9 @@
 """Two gateway replicas on one PostgreSQL database and one Redis, as one service: a
 background run on A followed live from B (from the start and from the middle, the same
 events) and cancelled from B; a resume past what A has logged refused by both; A killed
-mid-run and its run failed by B once A's lease expired; a chain continued alternately on
-A and B; one rate limit shared by both, answered in each frontend's shape. The real
-``stateway serve`` processes and the official SDKs."""
+mid-run and its run failed by B once A's lease expired, keeping the text A had logged; a
+chain continued alternately on A and B; one rate limit shared by both, answered in each
+frontend's shape. The real ``stateway serve`` processes and the official SDKs."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from redis.asyncio import Redis
 
 from stateway.launch import Launched
 from tests.e2e.test_background import dump, upstream_saw_leave, watch
+from tests.e2e.test_background_durability import cut_message, partial_text
 from tests.e2e.test_durability import gateway, wait_until_gone
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
@@ -169,6 +170,11 @@ async def test_a_run_of_a_killed_replica_is_failed_by_the_other_after_its_lease(
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     assert events[-1]["type"] == "response.failed"
     assert events[-1]["response"]["error"]["code"] == "server_restarted"
+    # the text A had logged is the failed response's output, cut off as a cancel cuts it
+    text = partial_text(events)
+    assert text.startswith("w1")
+    cut_message(events[-1]["response"]["output"], text)
+    assert stored.model_dump(mode="json")["output"] == events[-1]["response"]["output"]
 
 
 async def test_a_chain_continues_alternately_on_either_replica(pair: Replicas) -> None:

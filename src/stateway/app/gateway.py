@@ -29,6 +29,7 @@ from stateway.core.runs import CancelReason, RunRegistry
 from stateway.core.settling import Settler
 from stateway.identity.keys import KeyStore
 from stateway.protocols.responses.encode import encode_event_json
+from stateway.protocols.responses.event_log import decode_event_json
 from stateway.reload import Compiled, Reloader
 from stateway.sealing import AesGcmSealer, TenantCacheSalts, load_sealing_key
 from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store
@@ -163,7 +164,14 @@ def build_gateway(
     if leases is not None:
         timeout = config.coordination.lease_timeout
         keeper = LeaseKeeper(
-            store, leases, str(owner), encode_event_json, timeout, fanout=fanout, runs=runs
+            store,
+            leases,
+            str(owner),
+            encode_event_json,
+            decode_event_json,
+            timeout,
+            fanout=fanout,
+            runs=runs,
         )
     gateway = Gateway(
         served,

@@ -21,6 +21,7 @@ from stateway.core.ownership import fail_abandoned
 from stateway.identity.key_cache import KeyCache
 from stateway.identity.keys import KeyStore
 from stateway.protocols.responses.encode import encode_event_json
+from stateway.protocols.responses.event_log import decode_event_json
 from stateway.surfaces.auth.authenticator import RECHECK_INTERVAL, Authenticator
 from stateway.surfaces.http.admin import AdminRoutes, require_admin
 from stateway.surfaces.http.app import build_http_app
@@ -53,7 +54,7 @@ def build_app(parts: GatewayParts) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        await fail_abandoned(parts.store, parts.owner, encode_event_json)
+        await fail_abandoned(parts.store, parts.owner, encode_event_json, decode_event_json)
         if parts.leases is not None:
             await parts.leases.start()
         parts.reloader.start()

@@ -7,9 +7,9 @@ and beats (counts its row up) every third of it while it lives, whatever the num
 runs it owns. At each beat it also reads every owner's heartbeat; an owner whose count
 this process has seen stand still for that owner's own lease timeout is dead (each
 process is judged by the promise it made, whatever the judge's configuration): its
-unfinished responses are marked ``failed`` with ``server_restarted`` (a background
-response's log gets its terminal event, published to followers elsewhere), then its row
-is removed. Whichever survivor sees it
+unfinished responses are marked ``failed`` with ``server_restarted`` (with the output a
+background response's log shows, and that log given its terminal event, published to
+followers elsewhere), then its row is removed. Whichever survivor sees it
 first does it; another one doing it at the same time finds the response finished, or its
 terminal event already logged, and leaves it (a warning).
 
@@ -42,7 +42,7 @@ from collections.abc import Callable
 
 from stateway.core.coordination import EventFanout
 from stateway.core.errors import StorageError
-from stateway.core.journal import EventEncoder
+from stateway.core.journal import EventDecoder, EventEncoder
 from stateway.core.ownership import died_running, fail_owned
 from stateway.core.ports import OwnerLeases, ResponseRecord, ResponseStore
 from stateway.core.runs import CancelReason, RunRegistry
@@ -57,6 +57,7 @@ class LeaseKeeper:
         leases: OwnerLeases,
         owner: str,
         encode: EventEncoder,
+        decode: EventDecoder,
         timeout: float,
         *,
         clock: Callable[[], float] = time.monotonic,
@@ -69,6 +70,8 @@ class LeaseKeeper:
         self._leases = leases
         self._me = owner
         self._encode = encode
+        self._decode = decode
+        """Reads a dead owner's logs back: its runs' output (:mod:`.logged_output`)."""
         self.timeout = timeout
         self._clock = clock
         self._fanout = fanout
@@ -197,6 +200,6 @@ class LeaseKeeper:
                 self._seen.pop(owner, None)
 
     async def _fail(self, record: ResponseRecord) -> None:
-        terminal = await fail_owned(self._store, record, self._encode)
+        terminal = await fail_owned(self._store, record, self._encode, self._decode)
         if terminal is not None and self._fanout is not None:
             self._fanout.publish(record.tenant_id, record.id, terminal, True)

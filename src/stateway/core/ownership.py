@@ -4,7 +4,8 @@ Every in-progress row names its owner as ``HOST PID START``: START is the proces
 time (clock ticks since boot, from ``/proc`` on Linux), so that a pid reused by another
 process is not mistaken for the owner. At start-up, before serving, :func:`fail_abandoned`
 marks ``failed`` (code ``server_restarted``, no ``completed_at``) every response left
-unfinished (``queued`` or ``in_progress``) by a process of this host that is gone.
+unfinished (``queued`` or ``in_progress``) by a process of this host that is gone, with
+the output its event log shows, if it has one (:mod:`stateway.core.logged_output`).
 
 Responses of a process that is still alive (a sibling serving the same database) are never
 touched here, nor are those of another host: those are judged by their owner's lease
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Final
 
 from stateway.core.errors import ServerRestarted
-from stateway.core.journal import EventEncoder
+from stateway.core.journal import EventDecoder, EventEncoder
 from stateway.core.ports import EventBatch, ResponseRecord, ResponseStore
 from stateway.core.response import load_state
 from stateway.core.settling import store_failed
@@ -78,15 +79,18 @@ def _start_time(pid: int) -> str | None:
     return None if fields[0] in ("Z", "X") else fields[19]
 
 
-async def fail_abandoned(store: ResponseStore, me: ProcessIdentity, encode: EventEncoder) -> int:
+async def fail_abandoned(
+    store: ResponseStore, me: ProcessIdentity, encode: EventEncoder, decode: EventDecoder
+) -> int:
     """Mark ``failed`` every response left unfinished by a dead process of this host;
     return how many. All are written together (one shared transaction per batch). The
     event log of a background response, or of a journaled stream (a keyed or WebSocket
-    create), gets the terminal event it never had (made by ``encode``), after the last
-    event it stored, so that watchers replaying it see it end."""
+    create), gives the response the output it logged (read by ``decode``) and gets the
+    terminal event it never had (made by ``encode``), after the last event it stored, so
+    that watchers replaying it see it end."""
     abandoned = [r for r in await store.in_progress() if _abandoned(r, me)]
     if abandoned:
-        await asyncio.gather(*(fail_owned(store, r, encode) for r in abandoned))
+        await asyncio.gather(*(fail_owned(store, r, encode, decode) for r in abandoned))
         log.warning(
             "marked %d response(s) left in progress by a stopped process as failed "
             "(server_restarted)",
@@ -103,15 +107,19 @@ def _abandoned(record: ResponseRecord, me: ProcessIdentity) -> bool:
 
 
 async def fail_owned(
-    store: ResponseStore, record: ResponseRecord, encode: EventEncoder
+    store: ResponseStore, record: ResponseRecord, encode: EventEncoder, decode: EventDecoder
 ) -> EventBatch | None:
-    """Mark ``record`` (unfinished, its owner gone) ``failed`` with ``server_restarted``;
-    return the terminal event appended to its log (a background response's, or a
-    journaled stream's: a keyed create, a WebSocket create), if any."""
+    """Mark ``record`` (unfinished, its owner gone) ``failed`` with ``server_restarted``,
+    with the output its log shows (:mod:`.logged_output`: what a cancel would have kept;
+    none without a log); return the terminal event appended to its log (a background
+    response's, or a journaled stream's: a keyed create, a WebSocket create), if any. Its
+    usage stays unknown (null), and a conversation turn adds nothing to its conversation,
+    as a cancelled one does not (:func:`~.response.turn_end`): the conversation is let
+    go as its lock's holder has ended."""
     state = load_state(record.tenant_id, record.body, [])
     state.fail(ServerRestarted())
     state.completed_at = None
-    return await store_failed(store, state, encode)
+    return await store_failed(store, state, encode, decode=decode)
 
 
 async def died_running(store: ResponseStore, tenant_id: str, response_id: str) -> bool:

@@ -25,7 +25,8 @@ from typing import Final
 from stateway.core.coordination import EventFanout
 from stateway.core.errors import StorageError
 from stateway.core.events import ResponseFinished
-from stateway.core.journal import EventEncoder
+from stateway.core.journal import EventDecoder, EventEncoder
+from stateway.core.logged_output import logged_output
 from stateway.core.ports import ConversationTurn, EventBatch, ResponseStore
 from stateway.core.response import UNFINISHED, ResponseState, final_record
 
@@ -41,19 +42,24 @@ async def store_failed(
     state: ResponseState,
     encode: EventEncoder | None,
     turn: ConversationTurn | None = None,
+    decode: EventDecoder | None = None,
 ) -> EventBatch | None:
     """Write ``state`` (failed) as the end of its row, if the row is still unfinished: its
     ``turn`` let go, and the terminal event (made by ``encode``) appended to its event log
     when it has one (a background response's, or any run's that journaled events); return
-    that event's batch. A row another process ended is left as it is; a deleted one is
-    ended without its log (never read again). A save with a terminal event that fails is
-    made once more after reading the log again: a process that died may have had its last
-    events committed after the log was read (its commit already sent), taking the number
-    the terminal event was given."""
+    that event's batch. With ``decode`` (a run whose process died: ``state`` has no
+    output), its output is first rebuilt from that log (:mod:`.logged_output`). A row
+    another process ended is left as it is; a deleted one is ended without its log (never
+    read again). A save with a terminal event that fails is made once more after reading
+    the log again: a process that died may have had its last events committed after the
+    log was read (its commit already sent), taking the number the terminal event was
+    given."""
     for retry in (False, True):
         current = await store.read_events(state.tenant_id, state.id, -1)
         if current is not None and current.status not in UNFINISHED:
             return None
+        if decode is not None and current is not None:
+            state.output = logged_output(current.events.payloads, decode)
         final = final_record(state)
         final.turn = turn
         logged = current is not None and (current.background or current.last >= 0)
