@@ -320,14 +320,26 @@ def test_a_sqlite_file_that_cannot_be_opened_is_a_readable_error(tmp_path: Path)
         assert "Traceback" not in result.stderr
 
 
+def interruptible(command: list[str]) -> subprocess.Popen[str]:
+    """``command`` started with SIGINT at its default, as from a terminal: a runner that
+    starts the suite in the background (``cmd &`` in a script) has it ignored, which a
+    child inherits, and uvicorn's re-raised SIGINT would then end it with status 0."""
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
 def test_sigint_ends_serve_by_that_signal_without_a_traceback(tmp_path: Path) -> None:
     command = [
         sys.executable, "-m", "stateway", "serve", "--port", "0",
         "--database", f"sqlite:///{tmp_path}/int.db", "--upstream", "http://127.0.0.1:9/v1",
     ]  # fmt: skip
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env()
-    )
+    process = interruptible(command)
     assert process.stdout is not None
     while "listening on" not in process.stdout.readline():
         assert process.poll() is None
@@ -340,9 +352,7 @@ def test_sigint_ends_serve_by_that_signal_without_a_traceback(tmp_path: Path) ->
 
 def test_sigint_ends_the_fake_upstream_without_a_traceback() -> None:
     command = [sys.executable, "-m", "stateway", "fake-upstream", "--port", "0"]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env()
-    )
+    process = interruptible(command)
     assert process.stdout is not None
     while "listening on" not in process.stdout.readline():
         assert process.poll() is None
