@@ -94,7 +94,9 @@ def test_nesting_of_a_thousand_levels_is_refused_without_recursion() -> None:
     assert caught.value.param == "input[0].deep"
 
 
-@pytest.mark.parametrize("extra", [{}, {"input": []}, {"input": [], "instructions": ""}])
+@pytest.mark.parametrize(
+    "extra", [{}, {"input": []}, {"input": None}, {"input": [], "instructions": ""}]
+)
 def test_nothing_to_respond_to_is_refused(extra: dict[str, Any]) -> None:
     error = refusal({"model": "m", **extra})
     assert (error.status, error.param, error.code) == (400, "input", "missing_required_parameter")
@@ -111,6 +113,14 @@ def test_a_cache_prewarm_needs_nothing_to_respond_to() -> None:
 )
 def test_instructions_or_a_previous_response_are_enough(extra: dict[str, Any]) -> None:
     decode_create(orjson.dumps({"model": "m", **extra}))
+
+
+def test_a_null_input_is_no_input() -> None:
+    """The Open Responses spec lets ``input`` be null (the SDK sends ``input=None`` so):
+    nothing to add to the instructions, as when it is left out."""
+    command = decode_create(orjson.dumps({"model": "m", "input": None, "instructions": "hi"}))
+    assert command.input == []
+    assert command.instructions == "hi"
 
 
 BAD_BODIES: list[dict[str, Any]] = [

@@ -100,7 +100,7 @@ def decode_create_fields(
         raise _nothing("respond to")
     return CreateResponse(
         model=body.model,
-        input=decode_items(body.input),
+        input=decode_items([] if body.input is None else body.input),
         instructions=body.instructions,
         previous_response_id=body.previous_response_id,
         conversation_id=conversation_id,

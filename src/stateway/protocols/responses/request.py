@@ -96,7 +96,9 @@ class CreateResponseBody(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     model: str = Field(min_length=1)
-    input: str | list[dict[str, Any]] = Field(default_factory=list)
+    input: str | list[dict[str, Any]] | None = None
+    """Null as when left out (the Open Responses spec allows it; the SDK sends
+    ``input=None`` so), as on the ``/compact`` and ``/input_tokens`` bodies."""
     instructions: str | None = None
     previous_response_id: str | None = Field(default=None, min_length=1)
     conversation: str | dict[str, Any] | None = None
