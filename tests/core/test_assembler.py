@@ -111,6 +111,26 @@ def test_a_signature_seals_and_ends_its_reasoning() -> None:
     assert [item["encrypted_content"] for item in done] == ["sig1=", "sig2=", "sig3="]
 
 
+def test_every_item_is_announced_with_its_status() -> None:
+    """The Open Responses spec asks a status of every item, from its
+    ``output_item.added`` on: ``in_progress`` while it is written."""
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    assembler = OutputAssembler(output, events.append, set(), Catalog([]))
+    assembler.reasoning("plan")
+    assembler.text("answer")
+    assembler.tool_call(ToolCallDelta(0, "call_1", "f", "{}"))
+    assembler.finish()
+    added = [e.item for e in events if isinstance(e, ev.ItemAdded)]
+    done = [e.item for e in events if isinstance(e, ev.ItemDone)]
+    assert [(i["type"], i.get("status")) for i in added] == [
+        ("reasoning", "in_progress"),
+        ("message", "in_progress"),
+        ("function_call", "in_progress"),
+    ]
+    assert [i.get("status") for i in done] == ["completed"] * 3
+
+
 def test_a_message_keeps_its_tokens_and_tokens_alone_open_nothing() -> None:
     output: list[Item] = []
     events: list[ev.Event] = []

@@ -292,7 +292,13 @@ class OutputAssembler:
         self._emit(ev.PartAdded(message.index, 0, message.item["id"], part))
 
     def _start_reasoning(self) -> OpenItem:
-        item: Item = {"id": new_id("rs"), "type": REASONING, "summary": [], "content": []}
+        item: Item = {
+            "id": new_id("rs"),
+            "type": REASONING,
+            "summary": [],
+            "content": [],
+            "status": "in_progress",
+        }
         opened = self._start(item)
         self._emit(ev.PartAdded(opened.index, 0, item["id"], text_part("reasoning_text", "")))
         if self._reasoning is not None and self._reasoning.summary:
