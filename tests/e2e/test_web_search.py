@@ -73,6 +73,27 @@ def test_streaming_gives_one_continuous_stream_and_the_same_response(sdk: OpenAI
     assert stored.output[1].content[0].annotations == final.output[1].content[0].annotations
 
 
+def test_a_stream_announces_each_citation_before_its_text_is_done(sdk: OpenAI) -> None:
+    """As hosted, and as the Open Responses events have it: one
+    ``response.output_text.annotation.added`` per annotation of the part, numbered in
+    order, before ``response.output_text.done`` (stream readers such as the AI SDK take
+    their sources from these events)."""
+    with sdk.responses.stream(model="m", input=SEARCH, tools=[{"type": "web_search"}]) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    message = final.output[1]
+    annotations = message.content[0].annotations
+    assert annotations
+    added = [e for e in events if e.type == "response.output_text.annotation.added"]
+    assert [e.annotation_index for e in added] == list(range(len(annotations)))
+    assert [e.annotation.model_dump() for e in added] == [a.model_dump() for a in annotations]
+    assert {(e.item_id, e.output_index, e.content_index) for e in added} == {(message.id, 1, 0)}
+    kinds = [e.type for e in events]
+    last_delta = len(kinds) - 1 - kinds[::-1].index("response.output_text.delta")
+    done = kinds.index("response.output_text.done")
+    assert all(last_delta < events.index(e) < done for e in added)
+
+
 def test_a_failing_provider_becomes_a_failed_call_and_the_model_still_answers(
     sdk: OpenAI, searching: FakeSearch
 ) -> None:

@@ -370,6 +370,8 @@ class OutputAssembler:
         part = text_part("output_text", text)
         if self._tools is not None and self._tools.sources:
             part["annotations"] = web_search.citations(text, self._tools.sources)
+            for at, annotation in enumerate(part["annotations"]):
+                self._emit(ev.AnnotationAdded(current.index, 0, item_id, at, annotation))
         if current.logprobs is not None:
             part["logprobs"] = current.logprobs
         if current.citations:

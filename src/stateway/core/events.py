@@ -59,6 +59,19 @@ class TextDone:
 
 
 @dataclass(slots=True, frozen=True)
+class AnnotationAdded:
+    """An annotation of an ``output_text`` part (a ``url_citation`` of the gateway's web
+    search), announced before the part's text is done; ``annotation_index`` is its place
+    in the part's ``annotations``."""
+
+    output_index: int
+    content_index: int
+    item_id: str
+    annotation_index: int
+    annotation: Item
+
+
+@dataclass(slots=True, frozen=True)
 class RefusalDelta:
     output_index: int
     content_index: int
@@ -238,6 +251,7 @@ Event = (
     | PartAdded
     | TextDelta
     | TextDone
+    | AnnotationAdded
     | RefusalDelta
     | RefusalDone
     | ReasoningDelta

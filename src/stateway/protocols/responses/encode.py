@@ -131,6 +131,14 @@ def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
                 text=event.text,
                 logprobs=event.logprobs or [],
             )
+        case ev.AnnotationAdded():
+            return _part_event(
+                "response.output_text.annotation.added",
+                seq,
+                event,
+                annotation_index=event.annotation_index,
+                annotation=event.annotation,
+            )
         case ev.ReasoningDone():
             return _part_event("response.reasoning_text.done", seq, event, text=event.text)
         case ev.SummaryPartAdded():
