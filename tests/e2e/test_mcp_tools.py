@@ -316,6 +316,29 @@ def test_approval_stops_the_turn_and_the_answer_decides(setup: Setup) -> None:
     assert setup.server.stats.calls_started == started + 1
 
 
+@pytest.mark.parametrize(
+    ("rule", "asked", "ran"),
+    [
+        ({"never": {"read_only": True}}, ["echo"], ["add"]),
+        ({"always": {"read_only": True}, "never": {"tool_names": ["echo"]}}, ["add"], ["echo"]),
+        ({"never": {"tool_names": ["add", "echo"], "read_only": True}}, ["echo"], ["add"]),
+    ],
+)
+def test_require_approval_filters_by_read_only_as_hosted(
+    setup: Setup, rule: dict[str, Any], asked: list[str], ran: list[str]
+) -> None:
+    """As the SDK's ``McpToolApprovalFilter`` has it: ``always`` and ``never`` are tool
+    filters (``tool_names``, ``read_only``: tools the server marks ``readOnlyHint``), each
+    criterion given narrowing what they match."""
+    direct = {"type": "mcp", "server_label": "direct", "server_url": setup.server.url}
+    calls = tool("add", {"a": 1, "b": 2}, "direct") + tool("echo", {"text": "hi"}, "direct")
+    output = output_as_sent(
+        setup.sdk, model="m", input=calls, tools=[{**direct, "require_approval": rule}]
+    )
+    assert [i["name"] for i in output if i["type"] == "mcp_approval_request"] == asked
+    assert [i["name"] for i in output if i["type"] == "mcp_call"] == ran
+
+
 def test_an_approved_call_streams_its_arguments_as_hosted_does(setup: Setup) -> None:
     """As hosted: the approved call's item is added with no arguments, which then come
     whole in one delta before their done, so a client that appends the deltas to the

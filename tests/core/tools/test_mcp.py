@@ -17,7 +17,7 @@ from openai.types.responses.mcp_tool_call_error import (
 from openai.types.responses.response_output_item import McpApprovalRequest, McpCall, McpListTools
 
 from stateway.core.tools import mcp
-from stateway.core.tools.mcp_binding import Approval, McpBinding
+from stateway.core.tools.mcp_binding import Approval, McpBinding, ToolFilter, approval_of
 from stateway.core.tools.ports import INVALID_PARAMS, McpServer, McpTool, ToolError, ToolFailure
 from tests.core.tools.wire import is_id, sdk_item
 
@@ -187,11 +187,32 @@ def test_the_binding_decides_what_is_offered_and_what_needs_approval() -> None:
     names = [e.name for e in mcp.entries(binding(allowed=frozenset({"write"})), [ADD, WRITE])]
     assert names == ["write"]
     assert [e.name for e in mcp.entries(binding(read_only=True), [WRITE, ADD])] == ["add"]
-    always = McpBinding(DOCS, None, False, Approval(default=False, always=frozenset({"write"})))
+    always = McpBinding(
+        DOCS, None, False, Approval(default=False, always=ToolFilter(frozenset({"write"})))
+    )
     assert [(e.name, e.approval) for e in mcp.entries(always, [ADD, WRITE])] == [
         ("add", False),
         ("write", True),
     ]
+
+
+def test_approval_filters_match_by_name_and_read_only() -> None:
+    """``always`` before ``never``; each filter's criteria all hold for a tool it matches."""
+    approval = approval_of(
+        {"always": {"tool_names": ["write"]}, "never": {"read_only": True}}, default=True
+    )
+    asking = McpBinding(DOCS, None, False, approval)
+    assert [(e.name, e.approval) for e in mcp.entries(asking, [ADD, WRITE])] == [
+        ("add", False),
+        ("write", True),
+    ]
+    named = approval_of({"never": {"tool_names": ["add", "write"], "read_only": True}}, True)
+    assert [named.required(n, n == "add") for n in ("add", "write", "other")] == [
+        False,
+        True,
+        True,
+    ]
+    assert approval.required("write", True) is True
 
 
 def test_a_call_starts_in_progress_without_output_or_error() -> None:

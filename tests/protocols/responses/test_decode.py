@@ -454,6 +454,12 @@ def test_gateway_tool_shapes_are_decoded_for_the_core_to_resolve() -> None:
             "allowed_tools": ["search"],
             "require_approval": {"never": {"tool_names": ["search"]}},
         },
+        {
+            "type": "mcp",
+            "server_label": "wiki",
+            "allowed_tools": {"read_only": True},
+            "require_approval": {"always": {"read_only": False}, "never": {"read_only": True}},
+        },
     ]
     command = decode_create(orjson.dumps({"model": "m", "input": "x", "tools": tools}))
     assert command.settings.tools == tools
@@ -503,6 +509,14 @@ def test_invalid_function_schemas_are_named(parameters: dict[str, object], param
             "tools[0].require_approval",
         ),
         ({"type": "mcp", "server_label": "s", "allowed_tools": [1]}, "tools[0].allowed_tools"),
+        (
+            {"type": "mcp", "server_label": "s", "require_approval": {"never": ["a"]}},
+            "tools[0].require_approval.never",
+        ),
+        (
+            {"type": "mcp", "server_label": "s", "require_approval": {"never": {"read_only": 1}}},
+            "tools[0].require_approval.never",
+        ),
         ({"type": "web_search", "search_context_size": "huge"}, "tools[0].search_context_size"),
         ({"type": "web_search", "search_context_size": ["low"]}, "tools[0].search_context_size"),
         ({"type": "web_search", "search_context_size": {}}, "tools[0].search_context_size"),

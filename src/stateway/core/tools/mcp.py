@@ -80,7 +80,7 @@ def entries(binding: McpBinding, tools: list[McpTool]) -> list[Entry]:
     """The model-visible functions of the server's tools the binding offers."""
     out = []
     for tool in tools:
-        if not binding.offers(tool.name, tool.parallel_safe):
+        if not binding.offers(tool.name, tool.read_only):
             continue
         function: Item = {
             "type": "function",
@@ -98,7 +98,7 @@ def entries(binding: McpBinding, tools: list[McpTool]) -> list[Entry]:
                 tool={"type": "mcp", "server_label": binding.label},
                 server_label=binding.label,
                 name=tool.name,
-                approval=binding.approval.required(tool.name),
+                approval=binding.approval.required(tool.name, tool.read_only),
                 parallel_safe=tool.parallel_safe,
             )
         )

@@ -44,17 +44,41 @@ one, past the allow-list) and those the MCP transport owns."""
 
 
 @dataclass(frozen=True, slots=True)
+class ToolFilter:
+    """An MCP tool filter (``{"tool_names": [...], "read_only": bool}``): a tool matches
+    when it is named (or no names are given) and, with ``read_only``, when the server marks
+    it read-only (``readOnlyHint``). Each criterion given narrows it; none matches all."""
+
+    names: frozenset[str] | None = None
+    read_only: bool = False
+
+    def matches(self, name: str, read_only: bool) -> bool:
+        if self.names is not None and name not in self.names:
+            return False
+        return read_only or not self.read_only
+
+
+def tool_filter_of(value: Any) -> ToolFilter:
+    """A declared filter: a list of tool names, or a filter object (checked already)."""
+    if isinstance(value, list):
+        return ToolFilter(frozenset(value))
+    names = value.get("tool_names")
+    return ToolFilter(None if names is None else frozenset(names), bool(value.get("read_only")))
+
+
+@dataclass(frozen=True, slots=True)
 class Approval:
-    """Which of a server's tools need the client's approval before they run."""
+    """Which of a server's tools need the client's approval before they run: those
+    ``always`` matches, else not those ``never`` matches, else ``default``."""
 
     default: bool
-    always: frozenset[str] = frozenset()
-    never: frozenset[str] = frozenset()
+    always: ToolFilter | None = None
+    never: ToolFilter | None = None
 
-    def required(self, name: str) -> bool:
-        if name in self.always:
+    def required(self, name: str, read_only: bool = False) -> bool:
+        if self.always is not None and self.always.matches(name, read_only):
             return True
-        if name in self.never:
+        if self.never is not None and self.never.matches(name, read_only):
             return False
         return self.default
 
@@ -93,13 +117,11 @@ class McpBinding:
         return hashlib.sha256(canonical).hexdigest()[:16]
 
     def offers(self, name: str, read_only: bool) -> bool:
-        if self.allowed_tools is not None and name not in self.allowed_tools:
-            return False
-        return read_only or not self.read_only
+        return ToolFilter(self.allowed_tools, self.read_only).matches(name, read_only)
 
     def offered(self, tools: list[McpTool]) -> list[McpTool]:
         """The ones of the server's ``tools`` it offers."""
-        return [tool for tool in tools if self.offers(tool.name, tool.parallel_safe)]
+        return [tool for tool in tools if self.offers(tool.name, tool.read_only)]
 
     def server_for(self, tenant: str) -> McpServer:
         """The server as ``tenant``'s calls use it (its own MCP sessions:
@@ -145,20 +167,21 @@ def allowed_tools_of(value: Any) -> tuple[frozenset[str] | None, bool]:
     only the tools the server marks read-only are."""
     if value is None:
         return None, False
-    if isinstance(value, list):
-        return frozenset(value), False
-    names = value.get("tool_names")
-    return (None if names is None else frozenset(names)), bool(value.get("read_only"))
+    found = tool_filter_of(value)
+    return found.names, found.read_only
 
 
 def approval_of(value: Any, default: bool) -> Approval:
-    """``always`` / ``never`` / ``{"always": {"tool_names"}, "never": {"tool_names"}}``;
-    a tool named in neither list needs approval (as hosted) unless the server's default
-    (from the config) says otherwise."""
+    """``always`` / ``never`` / ``{"always": <filter>, "never": <filter>}`` (each a
+    :class:`ToolFilter`); a tool neither filter matches needs approval (as hosted) unless
+    the server's default (from the config) says otherwise."""
     if value is None:
         return Approval(default)
     if isinstance(value, str):
         return Approval(value == "always")
-    always = frozenset((value.get("always") or {}).get("tool_names") or ())
-    never = frozenset((value.get("never") or {}).get("tool_names") or ())
-    return Approval(default, always, never)
+    always, never = value.get("always"), value.get("never")
+    return Approval(
+        default,
+        None if always is None else tool_filter_of(always),
+        None if never is None else tool_filter_of(never),
+    )

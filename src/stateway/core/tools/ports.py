@@ -113,9 +113,14 @@ class McpTool:
     """MCP tool annotations (``readOnlyHint``, ``idempotentHint``, ...), as the server sent them."""
 
     @property
+    def read_only(self) -> bool:
+        """Whether the server marks the tool read-only (``readOnlyHint``)."""
+        return bool(self.annotations and self.annotations.get("readOnlyHint"))
+
+    @property
     def parallel_safe(self) -> bool:
         """Whether two calls may run at once: only tools the server marks read-only."""
-        return bool(self.annotations and self.annotations.get("readOnlyHint"))
+        return self.read_only
 
 
 class McpClient(Protocol):

@@ -92,11 +92,7 @@ def decode_mcp(tool: dict[str, Any], path: str) -> Item:
         out["headers"] = headers
     allowed = tool.get("allowed_tools")
     if allowed is not None:
-        names = allowed.get("tool_names") if isinstance(allowed, dict) else allowed
-        read_only = allowed.get("read_only") if isinstance(allowed, dict) else None
-        if not strings(names, optional=isinstance(allowed, dict)) or not isinstance(
-            read_only, bool | None
-        ):
+        if not (strings(allowed, optional=False) or _tool_filter(allowed)):
             raise invalid_type(
                 "'allowed_tools' must be a list of tool names or a filter object "
                 "({'tool_names': [...], 'read_only': bool}).",
@@ -109,15 +105,26 @@ def decode_mcp(tool: dict[str, Any], path: str) -> Item:
     return out
 
 
+def _tool_filter(value: Any) -> bool:
+    """Whether ``value`` is an MCP tool filter: ``{"tool_names": [...], "read_only": bool}``,
+    both optional (``allowed_tools``, and each rule of ``require_approval``)."""
+    return (
+        isinstance(value, dict)
+        and strings(value.get("tool_names"), optional=True)
+        and isinstance(value.get("read_only"), bool | None)
+    )
+
+
 def _approval(value: Any, path: str) -> Any:
     if isinstance(value, str) and value in _APPROVALS:
         return value
     if isinstance(value, dict) and set(value) <= _APPROVALS:
         for key, rule in value.items():
-            names = rule.get("tool_names") if isinstance(rule, dict) else None
-            if not strings(names, optional=False):
+            if not _tool_filter(rule):
                 raise invalid_type(
-                    f"'{key}' must be an object with a list of 'tool_names'.", f"{path}.{key}"
+                    f"'{key}' must be a tool filter object ({{'tool_names': [...], "
+                    "'read_only': bool}).",
+                    f"{path}.{key}",
                 )
         return value
     raise InvalidRequest(
