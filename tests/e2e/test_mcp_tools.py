@@ -561,6 +561,32 @@ def test_one_continuous_stream_across_rounds_and_the_same_final_response(setup: 
     assert stored.output_text == final.output_text == "Tool said: 3"
 
 
+def offered_names(sent: dict[str, Any]) -> list[str]:
+    return [tool.get("name") or tool["function"]["name"] for tool in sent["tools"]]
+
+
+def test_a_choice_of_a_server_forces_one_of_its_tools_in_the_first_round(
+    setup: Setup, fake_upstream: str
+) -> None:
+    """As hosted, ``{"type": "mcp", "server_label": ...}`` forces a tool of that server: the
+    first round offers only its tools, forced (not another server's nor the client's);
+    the rounds after it offer every tool again, unforced."""
+    other = {**LOCAL, "server_label": "other", "server_url": setup.server.url}
+    mine = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+    choice = {"type": "mcp", "server_label": "other"}
+    tools = [LOCAL, other, mine]
+    setup.sdk.responses.create(model="m", input="hello", tools=tools, tool_choice=choice)
+    first = last_upstream_body(fake_upstream)
+    assert first["tool_choice"] == "required"
+    assert offered_names(first) == [model_name(t.name, "other") for t in TOOLS]
+    setup.sdk.responses.create(
+        model="m", input=tool("add", {"a": 1, "b": 1}, "other"), tools=tools, tool_choice=choice
+    )
+    second_round = last_upstream_body(fake_upstream)
+    assert second_round.get("tool_choice", "auto") == "auto"
+    assert {"lookup", "local__add", "other__add"} <= set(offered_names(second_round))
+
+
 def test_sessions_are_pooled_across_requests_and_chains_are_not_listed_again(
     setup: Setup,
 ) -> None:

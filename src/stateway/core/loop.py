@@ -222,7 +222,7 @@ class Loop:
                     items=context + output,
                     settings=round_settings,
                     stream=stream,
-                    tools=tools.catalog.model_tools(gateway=not exhausted),
+                    tools=tools.catalog.model_tools(gateway=not exhausted, choice=choice),
                     tool_choice=choice,
                     native_tools=toolset.native,
                     grammar=tools.catalog.forced_grammar(choice),

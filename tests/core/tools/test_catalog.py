@@ -197,6 +197,25 @@ def test_a_tool_choice_names_the_model_visible_function(
     assert catalog.model_choice(choice) == model_choice
 
 
+def test_a_choice_of_a_server_offers_only_its_tools_while_forced() -> None:
+    catalog = Catalog([FUNCTION])
+    tools = [McpTool("add", {"type": "object"}), McpTool("sub", {"type": "object"})]
+    for label, offered in (("a", tools), ("b", tools), ("c", tools[:1])):
+        server = McpBinding(McpServer(label, f"http://{label}.test"), None, False, Approval(False))
+        for entry in mcp.entries(server, offered):
+            catalog.add(entry)
+    every = [t["name"] for t in catalog.model_tools()]
+    choice = catalog.model_choice({"type": "mcp", "server_label": "b"})
+    assert choice == "required"
+    assert [t["name"] for t in catalog.model_tools(choice=choice)] == ["b__add", "b__sub"]
+    assert [t["name"] for t in catalog.model_tools(choice="auto")] == every
+    assert [t["name"] for t in catalog.model_tools(gateway=False, choice=choice)] == [
+        FUNCTION["name"]
+    ]
+    alone = catalog.model_choice({"type": "mcp", "server_label": "c"})
+    assert alone == {"type": "function", "name": "c__add"}
+
+
 def test_only_a_forced_custom_tool_with_a_grammar_forces_one() -> None:
     catalog = Catalog([FUNCTION, APPLY_PATCH, {"type": "custom", "name": "free"}])
     assert (

@@ -156,7 +156,7 @@ class Catalog:
     client tools (deferred ones held back), then the gateway's (MCP tools as they are
     discovered, web search, tool search) and the tools searches load."""
 
-    __slots__ = ("_allowed", "_by_name", "namespaces")
+    __slots__ = ("_allowed", "_by_name", "_forced_server", "namespaces")
 
     def __init__(self, tools: list[Item], *, defer: bool = False) -> None:
         """``defer``: a ``tool_search`` tool is declared, so ``defer_loading`` counts."""
@@ -165,6 +165,9 @@ class Catalog:
         """The declared (or loaded) namespaces by name, for their descriptions."""
         self._allowed: list[Item] | None = None
         """An ``allowed_tools`` choice's tools: only the entries they name are offered."""
+        self._forced_server: str | None = None
+        """The label of the MCP server a choice forces a tool of: a round forced
+        (``required``) is offered only that server's tools."""
         self._offer(tools, defer=defer)
 
     def load(self, tools: list[Item]) -> list[str]:
@@ -213,25 +216,33 @@ class Catalog:
     def entry(self, name: str) -> Entry | None:
         return self._by_name.get(name)
 
-    def model_tools(self, *, gateway: bool = True) -> list[Item]:
-        """The functions offered to the model; ``gateway=False`` leaves the gateway's out
-        (once a response has used up its ``max_tool_calls``). After an ``allowed_tools``
-        choice (:meth:`model_choice`), only the tools it names."""
+    def model_tools(
+        self, *, gateway: bool = True, choice: str | dict[str, Any] = "auto"
+    ) -> list[Item]:
+        """The functions offered to the model in a round whose model-visible choice is
+        ``choice``; ``gateway=False`` leaves the gateway's out (once a response has used up
+        its ``max_tool_calls``). After an ``allowed_tools`` choice (:meth:`model_choice`),
+        only the tools it names; in a round forcing a tool of an MCP server, only its."""
         allowed = self._allowed
+        server = self._forced_server if choice == "required" and gateway else None
         return [
             e.function
             for e in self._by_name.values()
             if not e.deferred
             and (gateway or not e.gateway_owned)
             and (allowed is None or any(_names(tool, e) for tool in allowed))
+            and (server is None or (e.kind == "mcp" and e.server_label == server))
         ]
 
     def model_choice(self, choice: str | dict[str, Any]) -> str | dict[str, Any]:
         """A ``tool_choice`` in model-visible names: a named function, custom, MCP or web
         search tool becomes ``{"type": "function", "name": <model-visible>}``; an MCP
-        choice without a name, ``required``. A name not offered falls back to ``auto``.
+        choice without a name, ``required`` (its server's tools the only ones offered
+        while it is: :meth:`model_tools`; its one tool, by name). A name not offered
+        falls back to ``auto``.
         ``allowed_tools`` becomes its ``mode``, and narrows what :meth:`model_tools` offers
         to the tools it names from then on (every round of the response)."""
+        self._forced_server = None
         if isinstance(choice, str):
             return choice
         kind = choice.get("type")
@@ -254,7 +265,8 @@ class Catalog:
                 for e in self._by_name.values()
                 if e.kind == "mcp" and e.server_label == label and (name is None or e.name == name)
             ]
-            if name is None and wanted:
+            if name is None and len(wanted) > 1:
+                self._forced_server = label
                 return "required"
         else:
             flat = model_name(name or "", choice.get("namespace"))
