@@ -240,6 +240,14 @@ def test_models_list(claude: Anthropic) -> None:
     assert page.data[0].type == "model"
 
 
+def test_model_answers_carry_their_request_id(claude: Anthropic) -> None:
+    """As every Anthropic answer does: the SDK gives it as ``_request_id``."""
+    listed = claude.models.with_raw_response.list()
+    assert str(listed.request_id).startswith("req_")
+    model = claude.models.retrieve(MODEL)
+    assert str(model._request_id).startswith("req_")
+
+
 SCHEMA = {
     "type": "object",
     "properties": {"city": {"type": "string"}},

@@ -221,6 +221,12 @@ def answers_anthropic(scope: Scope) -> bool:
     return any(name == b"anthropic-version" for name, _ in scope["headers"])
 
 
+def request_id_header() -> dict[str, str]:
+    """The ``request-id`` header of an answer in Anthropic's shape (the request's
+    ``x-request-id``), from which the SDK gives each object its ``_request_id``."""
+    return {REQUEST_ID: REQUEST_ID_VAR.get() or new_id("req")}
+
+
 def error_response_for(scope: Scope) -> Callable[[GatewayError], Response]:
     """How an error is answered to this request: in Anthropic's shape (with the
     request's id) or in the OpenAI shape."""

@@ -12,7 +12,7 @@ from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal
 from stateway.protocols.messages.models import model_info, model_page
 from stateway.surfaces.auth.authenticator import principal_of
-from stateway.surfaces.http.messages import answers_anthropic
+from stateway.surfaces.http.messages import answers_anthropic, request_id_header
 from stateway.surfaces.http.transport import JSONResponse
 
 
@@ -21,12 +21,14 @@ class ServiceRoutes:
         self._gateway = gateway
 
     async def models(self, request: Request) -> Response:
-        """``GET /v1/models``: in Anthropic's shape (a page) for a client that sent
-        ``anthropic-version``, else OpenAI's (every model)."""
+        """``GET /v1/models``: in Anthropic's shape (a page, with its ``request-id``
+        header) for a client that sent ``anthropic-version``, else OpenAI's (every
+        model)."""
         listing = await self._gateway.execute(principal_of(request.scope), ListModels())
         if answers_anthropic(request.scope):
             models = [model for model, _backend in listing.models]
-            return JSONResponse(model_page(models, request.query_params))
+            page = model_page(models, request.query_params)
+            return JSONResponse(page, headers=request_id_header())
         data = [_openai_model(model, backend) for model, backend in listing.models]
         return JSONResponse({"object": "list", "data": data})
 
@@ -41,7 +43,7 @@ class ServiceRoutes:
             await self._gateway.execute(principal_of(request.scope), command)
         ).models
         if answers_anthropic(request.scope):
-            return JSONResponse(model_info(model))
+            return JSONResponse(model_info(model), headers=request_id_header())
         return JSONResponse(_openai_model(model, backend))
 
     async def health(self, request: Request) -> Response:
