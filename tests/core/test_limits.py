@@ -29,7 +29,7 @@ from stateway.core.runs import Run, RunRegistry
 from stateway.core.usage import Usage
 from tests.core.compaction.test_service import SEALER, SUMMARY
 from tests.core.fakes import MemoryStore, ScriptedBackend
-from tests.core.test_background import ended, user
+from tests.core.test_background import ended, until_output, user
 
 ALICE = Principal("acme", "alice")
 BOB = Principal("acme", "bob")
@@ -160,6 +160,53 @@ async def test_an_answer_its_upstream_never_counted_is_charged_its_output_estima
     await ended(await gateway.execute(BOB, create()))  # another principal's bucket
 
 
+@pytest.mark.parametrize("counted", [None, Usage(input_tokens=900, output_tokens=1)])
+async def test_a_client_leaving_after_the_output_began_pays_for_its_prompt_too(
+    counted: Usage | None,
+) -> None:
+    """The model read the prompt before it wrote a word: a client that leaves once the
+    answer began (before the usage chunk) is charged its prompt as well as its output,
+    the upstream's own count of it when it sent one ahead (an Anthropic upstream's
+    ``message_start``), else estimated; else every answer left after its first token
+    would cost one token, however long its prompt."""
+    gate = asyncio.Event()
+    ahead = [] if counted is None else [UsageReport(counted)]
+    backend = ScriptedBackend([*ahead, TextDelta("hi")], gate=gate)
+    limits = RateLimits(MemoryTokenBuckets(Clock()), requests_per_minute=100, tokens_per_minute=600)
+    gateway = gateway_with(limits, backend)
+    long_prompt = CreateResponse(model="m", input=[user("word " * 800)], store=False, stream=True)
+    run = await gateway.execute(ALICE, long_prompt)
+    assert isinstance(run, Run)
+    await until_output(run)
+    run.cancel()  # the client went away
+    await ended(run)
+    await limits.settled()
+    gate.set()  # the next answers are whole
+
+    with pytest.raises(RateLimited) as caught:
+        await gateway.execute(ALICE, create())
+    assert caught.value.type == "tokens"
+    await ended(await gateway.execute(BOB, create()))  # another principal's bucket
+
+
+async def test_a_client_leaving_before_the_output_began_pays_nothing() -> None:
+    """Nothing was had: the upstream's work on it was abandoned with it."""
+    gate = asyncio.Event()
+    backend = ScriptedBackend([], gate=gate)
+    limits = RateLimits(MemoryTokenBuckets(Clock()), requests_per_minute=100, tokens_per_minute=600)
+    gateway = gateway_with(limits, backend)
+    long_prompt = CreateResponse(model="m", input=[user("word " * 800)], store=False, stream=True)
+    run = await gateway.execute(ALICE, long_prompt)
+    assert isinstance(run, Run)
+    await backend.started.wait()
+    run.cancel()
+    await ended(run)
+    await limits.settled()
+    gate.set()
+
+    await ended(await gateway.execute(ALICE, create()))
+
+
 async def test_a_compactions_tokens_are_taken_too() -> None:
     clock = Clock()
     limits = RateLimits(MemoryTokenBuckets(clock), requests_per_minute=100, tokens_per_minute=12)
@@ -225,23 +272,25 @@ async def test_a_relayed_answers_reported_tokens_are_taken_once_relayed() -> Non
 class UncountedRelay(ReportingRelay):
     """An answer whose usage never came (its client left, or it was cut short)."""
 
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, output: int = 700) -> None:
         self.status = status
+        self.output = output
 
     def usage(self) -> Usage | None:
         return None
 
     def output_estimate(self) -> int:
-        return 700
+        return self.output
 
 
 class Uncounted(ScriptedBackend):
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, output: int = 700) -> None:
         super().__init__([])
         self.status = status
+        self.output = output
 
     async def forward_chat(self, body: bytes) -> UncountedRelay:
-        return UncountedRelay(self.status)
+        return UncountedRelay(self.status, self.output)
 
 
 @pytest.mark.parametrize(("status", "charged"), [(200, True), (500, False)])
@@ -348,3 +397,31 @@ async def test_a_streamed_runs_tokens_are_taken_once_it_ends_not_when_it_starts(
     with pytest.raises(RateLimited) as caught:
         await gateway.execute(ALICE, create())
     assert caught.value.type == "tokens"
+
+
+@pytest.mark.parametrize(("output", "charged"), [(1, True), (0, False)])
+async def test_a_relayed_answer_left_after_its_output_began_is_charged_its_prompt_too(
+    output: int, charged: bool
+) -> None:
+    """As a translated run: a client that leaves once the answer began (one event in)
+    pays for the prompt the model read, about a token per four bytes of the body; one
+    that leaves before any output, nothing."""
+    limits = RateLimits(MemoryTokenBuckets(Clock()), tokens_per_minute=600)
+    gateway = gateway_with(limits, Uncounted(200, output))
+    fields = {"model": "fast", "messages": [{"role": "user", "content": "word " * 800}]}
+
+    async def translate() -> CreateResponse:
+        raise AssertionError("forwarded, not translated")
+
+    long_prompt = ForwardChat("fast", orjson.dumps(fields), fields, translate)
+    relay = await gateway.execute(ALICE, long_prompt)
+    assert not isinstance(relay, Run)
+    await relay.aclose()
+    await limits.settled()
+    if charged:
+        with pytest.raises(RateLimited):
+            await gateway.execute(ALICE, forwarded())
+    else:
+        relay = await gateway.execute(ALICE, forwarded())
+        assert not isinstance(relay, Run)
+        await relay.aclose()

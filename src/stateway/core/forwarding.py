@@ -24,6 +24,7 @@ from stateway.core.routing.attempts import Outcome
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.starting import RunStarter
 from stateway.core.telemetry import RunReport, Telemetry
+from stateway.core.token_estimate import BYTES_PER_TOKEN
 
 
 class ChatForwarding:
@@ -67,7 +68,7 @@ class ChatForwarding:
                 else:  # the common case: one attribute read more than before salts
                     body = command.body_for(route.upstream_model)
                 backend = route.candidates[0].backend.name
-                ended = partial(self._relayed, principal, command.model, backend)
+                ended = partial(self._relayed, principal, command.model, backend, len(body))
                 held = HeldRelay(generations, generation, self._runs, ended)
                 return await held.open(forwarder, body)
             return await self._starter.admit(principal, await command.translate(), generation)
@@ -76,14 +77,21 @@ class ChatForwarding:
             raise
 
     def _relayed(
-        self, principal: Principal, model: str, backend: str, relay: Relay | None, outcome: Outcome
+        self,
+        principal: Principal,
+        model: str,
+        backend: str,
+        sent: int,
+        relay: Relay | None,
+        outcome: Outcome,
     ) -> None:
         """Tell telemetry what a relayed answer used (its one upstream attempt, ``relay``
         None when the upstream never answered), and take the tokens it reported out of
         its principal's bucket; or, when it reported none (its client left before the
-        usage came, or it was cut short), its output's, estimated, as a translated run's
-        (:func:`~stateway.core.limits.charged_tokens`): leaving before the end must not
-        make an answer free."""
+        usage came, or it was cut short), its output's, estimated, and once its output
+        began, its prompt's too (from the ``sent`` bytes of the body), as a translated
+        run's (:func:`~stateway.core.limits.charged_tokens`): leaving before the end must
+        not make an answer free."""
         attempt = {"backend": backend, "outcome": outcome}
         usage = None if relay is None else relay.usage()
         self._telemetry.run_ended(RunReport(principal.tenant_id, model, usage, [attempt]))
@@ -92,4 +100,11 @@ class ChatForwarding:
         if usage is not None:
             self._limits.charge_after(principal, None, lambda: usage.total_tokens)
         elif relay.status < 400:
-            self._limits.charge_after(principal, None, relay.output_estimate)
+            self._limits.charge_after(principal, None, partial(_estimated, relay, sent))
+
+
+def _estimated(relay: Relay, sent: int) -> int:
+    """A relayed answer's tokens its upstream never counted: its output's, and once that
+    began, the prompt's (the body's ``sent`` bytes, at the estimate's rate)."""
+    output = relay.output_estimate()
+    return output + -(-sent // BYTES_PER_TOKEN) if output else 0

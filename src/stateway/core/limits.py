@@ -15,7 +15,8 @@ where every replica takes from the same buckets atomically.
   taken out when it ends (a compaction's when it returns), which may leave the bucket
   in debt: the next requests wait until it has refilled past zero. A run whose upstream
   never counted (a client that left just before the usage chunk, a cut answer) is charged
-  its output, estimated (:func:`charged_tokens`). A request forwarded
+  its output, estimated, and, when its output had begun, its prompt, which the model read
+  (:func:`charged_tokens`). A request forwarded
   untouched to a Chat Completions upstream is charged the tokens its answer reports once
   relayed (a stream reports them only when its client asked,
   ``stream_options.include_usage``: one that did not is translated instead, so that the
@@ -115,10 +116,13 @@ def charged_tokens(state: ResponseState) -> int:
     """The tokens a run is charged: its usage's; or, when no upstream counted them (a
     client that left mid-stream, a cut answer: Chat and Anthropic upstreams count at the
     end), its output's, estimated, so that leaving just before the end does not make an
-    answer free. A run that produced nothing and counted nothing is charged nothing."""
+    answer free; and, either way, the prompts of rounds cut short after their output
+    began (:attr:`~stateway.core.response.ResponseState.uncounted_input`), which the
+    model read whole. A run that produced nothing and counted nothing is charged
+    nothing."""
     if state.usage is not None and state.usage.total_tokens:
-        return state.usage.total_tokens
-    return sum(item_tokens(item) for item in state.output)
+        return state.usage.total_tokens + state.uncounted_input
+    return sum(item_tokens(item) for item in state.output) + state.uncounted_input
 
 
 def _key(kind: str, principal: Principal) -> str:

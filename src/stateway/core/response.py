@@ -60,6 +60,11 @@ class ResponseState:
     """Each sampling call so far with its own usage, which ``usage`` sums, when the
     response compacted (the compaction's summary, then each round; empty otherwise);
     not stored."""
+    uncounted_input: int = 0
+    """The prompt tokens of rounds cut short after their output began, before the
+    upstream counted them (the client left, the answer was cut): the upstream's own count
+    sent ahead (an Anthropic upstream's ``message_start``), else estimated. Charged with
+    the run (:func:`~stateway.core.limits.charged_tokens`); not stored."""
     background: bool = False
     thread_system: list[Item] | None = None
     """A Messages thread's turn: the system items that led its context, which the next

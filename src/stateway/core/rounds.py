@@ -46,6 +46,7 @@ from stateway.core.routing import Candidate, Plan
 from stateway.core.run_row import Row, announce, durable
 from stateway.core.runs import Run
 from stateway.core.telemetry import ATTEMPT, Telemetry
+from stateway.core.token_estimate import estimate_tokens
 from stateway.core.usage import Usage
 
 
@@ -108,62 +109,68 @@ async def _infer(
     argument): shown with the first output, if any comes."""
     waiting = request.first_output = FirstOutput()
     attributes = {"stateway.backend": backend.name, "stateway.model": request.model}
-    with telemetry.span(ATTEMPT, attributes):
-        async with aclosing(backend.infer(request)) as deltas:
-            started = plan.output_started
-            async for delta in deltas:
-                if not started:  # until the attempt's first output (a local: read per delta)
-                    if type(delta) is UsageReport:  # the prompt counted ahead: no output yet
-                        reported = delta.usage
-                        # the run's first round's, ahead of any opening (after one, it
-                        # is the answer's count: a call named with empty arguments, ended)
-                        if plan.first_output is None and not held:
-                            run.state.prompt_usage = reported
-                        continue
-                    if _empty(delta):
-                        continue
-                    if isinstance(delta, MessageStart):  # a message begun: not yet output
-                        if held and isinstance(held[-1], MessageStart):
-                            held[-1] = delta  # begun again: the one before it left empty
-                        else:
+    try:
+        with telemetry.span(ATTEMPT, attributes):
+            async with aclosing(backend.infer(request)) as deltas:
+                started = plan.output_started
+                async for delta in deltas:
+                    if not started:  # until the attempt's first output (a local: read per delta)
+                        if type(delta) is UsageReport:  # the prompt counted ahead: no output yet
+                            reported = delta.usage
+                            # the run's first round's, ahead of any opening (after one, it
+                            # is the answer's count: a call named with empty arguments, ended)
+                            if plan.first_output is None and not held:
+                                run.state.prompt_usage = reported
+                            continue
+                        if _empty(delta):
+                            continue
+                        if isinstance(delta, MessageStart):  # a message begun: not yet output
+                            if held and isinstance(held[-1], MessageStart):
+                                held[-1] = delta  # begun again: the one before it left empty
+                            else:
+                                held.append(delta)
+                            continue
+                        if isinstance(delta, ToolCallDelta) and not delta.arguments:
+                            # a call named before its first argument (vLLM's first fragment,
+                            # an Anthropic tool_use block's start): not yet output, but the
+                            # model generates (its arguments may come all at the end)
                             held.append(delta)
-                        continue
-                    if isinstance(delta, ToolCallDelta) and not delta.arguments:
-                        # a call named before its first argument (vLLM's first fragment,
-                        # an Anthropic tool_use block's start): not yet output, but the
-                        # model generates (its arguments may come all at the end)
-                        held.append(delta)
-                        waiting.came()
-                        continue
+                            waiting.came()
+                            continue
+                        await _output_begins(run, row, plan, waiting, held, assembler, single)
+                        started = True
+                    match delta:
+                        case TextDelta(text=text, logprobs=logprobs):
+                            assembler.text(text, logprobs)
+                        case ReasoningDelta(text=text):
+                            assembler.reasoning(text)
+                        case ReasoningSignature(signature=signature):
+                            assembler.reasoning_signature(signature)
+                        case ToolCallDelta():
+                            if single is None or single.admits(delta):
+                                assembler.tool_call(delta)
+                        case RefusalDelta(text=text):
+                            assembler.refusal(text)
+                        case MessageStart(phase=phase):
+                            assembler.message(phase)
+                        case Citation(citation=citation):
+                            assembler.citation(citation)
+                        case OutputItem(item=item):
+                            assembler.item(item)
+                        case UsageReport(usage=latest):
+                            reported = latest
+                        case Finish(reason=finish_reason, stop_sequence=matched):
+                            reason = finish_reason
+                            run.state.stop_sequence = matched
+                            run.state.stop_reason = delta.stop_reason
+                            run.state.stop_details = delta.stop_details
+                if held:  # the answer ended on openings alone (a call that takes no arguments)
                     await _output_begins(run, row, plan, waiting, held, assembler, single)
-                    started = True
-                match delta:
-                    case TextDelta(text=text, logprobs=logprobs):
-                        assembler.text(text, logprobs)
-                    case ReasoningDelta(text=text):
-                        assembler.reasoning(text)
-                    case ReasoningSignature(signature=signature):
-                        assembler.reasoning_signature(signature)
-                    case ToolCallDelta():
-                        if single is None or single.admits(delta):
-                            assembler.tool_call(delta)
-                    case RefusalDelta(text=text):
-                        assembler.refusal(text)
-                    case MessageStart(phase=phase):
-                        assembler.message(phase)
-                    case Citation(citation=citation):
-                        assembler.citation(citation)
-                    case OutputItem(item=item):
-                        assembler.item(item)
-                    case UsageReport(usage=latest):
-                        reported = latest
-                    case Finish(reason=finish_reason, stop_sequence=matched):
-                        reason = finish_reason
-                        run.state.stop_sequence = matched
-                        run.state.stop_reason = delta.stop_reason
-                        run.state.stop_details = delta.stop_details
-            if held:  # the answer ended on openings alone (a call that takes no arguments)
-                await _output_begins(run, row, plan, waiting, held, assembler, single)
+    except BaseException:
+        if plan.output_started:  # the upstream read the prompt; its count never came
+            counted = reported.input_tokens
+            run.state.uncounted_input += counted or estimate_tokens(request)
+        raise
     usage.add(reported)
     return reason
 
