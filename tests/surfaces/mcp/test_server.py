@@ -8,7 +8,7 @@ import asyncio
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx2
@@ -17,7 +17,7 @@ import orjson
 import pytest
 import uvicorn
 from mcp import Client
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from stateway.coordination.memory import MemoryCommandResults
 from stateway.core.gateway import Gateway
@@ -44,6 +44,12 @@ class Served:
     backend: ScriptedBackend
     identity: Identity
     """Who the requests act for from now on."""
+    escaped: list[BaseException] = field(default_factory=list)
+    """What the surface raised out of a request (to uvicorn: an unhandled error)."""
+    holding: asyncio.Event | None = None
+    """While set up, a request with ``x-hold`` waits for it as its answer starts
+    (:attr:`held` is set then)."""
+    held: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def surface(self) -> McpSurface:
@@ -65,7 +71,13 @@ async def serving(backend: ScriptedBackend, identity: Identity = ACME) -> AsyncI
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         scope[IDENTITY] = served.identity
-        await mount(scope, receive, send)
+        if served.holding is not None and (b"x-hold", b"1") in scope["headers"]:
+            send = holding(send, served.holding, served.held)
+        try:
+            await mount(scope, receive, send)
+        except BaseException as exc:
+            served.escaped.append(exc)
+            raise
 
     sock.listen(128)  # usable at once: early connections wait in the backlog
     server = uvicorn.Server(server_config(app, lifespan=False, graceful_shutdown=1))
@@ -77,6 +89,18 @@ async def serving(backend: ScriptedBackend, identity: Identity = ACME) -> AsyncI
         await task
         await mount.aclose()
         sock.close()
+
+
+def holding(send: Send, release: asyncio.Event, held: asyncio.Event) -> Send:
+    """``send``, its answer's start held until ``release`` (``held`` set meanwhile)."""
+
+    async def held_send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            held.set()
+            await release.wait()
+        await send(message)
+
+    return held_send
 
 
 def answering() -> ScriptedBackend:
@@ -309,6 +333,31 @@ async def test_a_deleted_or_unknown_session_is_not_found() -> None:
         unknown = {**session, "mcp-session-id": "0" * 32}
         assert (await http.post(served.url, json=listing, headers=unknown)).status_code == 404
         assert served.surface._manager._server_instances == {}
+
+
+async def test_a_notification_whose_session_ends_as_it_is_answered_raises_nothing() -> None:
+    """A client ending its session (``DELETE``) while one of its notifications is being
+    answered (a ``notifications/cancelled`` as it gives up on a call and closes): the
+    SDK answers 202, finds the session closed as it hands the notification on, and
+    answers again (a 500 after the 202). That is dropped, and nothing escapes to uvicorn
+    as an unhandled error ("Exception in ASGI application")."""
+    async with serving(answering()) as served, httpx2.AsyncClient() as http:
+        opened = await http.post(served.url, json=initialize("2025-11-25"), headers=ACCEPT)
+        session = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
+        session["mcp-protocol-version"] = "2025-11-25"
+        served.holding = asyncio.Event()
+        params = {"requestId": 7, "reason": "gave up"}
+        cancelled = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+        notified = asyncio.create_task(
+            http.post(served.url, json=cancelled, headers={**session, "x-hold": "1"})
+        )
+        await asyncio.wait_for(served.held.wait(), 5)
+        assert (await http.delete(served.url, headers=session)).status_code == 200
+        served.holding.set()
+        reply = await asyncio.wait_for(notified, 5)
+
+    assert reply.status_code == 202
+    assert served.escaped == []
 
 
 async def test_a_session_is_not_found_by_a_token_whose_sub_is_its_keys_id() -> None:

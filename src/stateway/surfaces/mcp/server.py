@@ -32,6 +32,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, Final
 
 import anyio
@@ -77,6 +78,7 @@ from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.hosts import cross_site
 from stateway.surfaces.http.transport import error_response
 from stateway.surfaces.mcp import resources, tool_results
+from stateway.surfaces.mcp.answer_once import answer_once
 from stateway.surfaces.mcp.cutoff import serve_until_revoked
 from stateway.surfaces.mcp.inputs import as_parsed
 from stateway.surfaces.mcp.schema import tool_schemas
@@ -122,6 +124,7 @@ class McpSurface:
         self._manager = StreamableHTTPSessionManager(
             app=server, session_idle_timeout=SESSION_IDLE_TIMEOUT, max_sessions=MAX_SESSIONS
         )
+        self._handle = partial(answer_once, self._manager.handle_request)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -140,7 +143,7 @@ class McpSurface:
             token="", client_id=principal.tenant_id, scopes=[], subject=principal.scope
         )
         scope["user"] = AuthenticatedUser(token)
-        revoked = await serve_until_revoked(self._manager.handle_request, scope, receive, send)
+        revoked = await serve_until_revoked(self._handle, scope, receive, send)
         if revoked is not None:
             log.info("mcp: a request's credential stopped holding: %s", revoked.message)
             self._end_subscriptions(Headers(scope=scope).get("mcp-session-id", ""))
