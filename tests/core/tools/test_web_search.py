@@ -161,3 +161,33 @@ def test_a_url_inside_a_longer_cited_one_is_not_cited_again() -> None:
 
 def test_citations_may_touch() -> None:
     assert cited(A + B, [source(A), source(B)]) == [(A, A), (B, B)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"See {A}/pricing for the plans.",  # a source's URL begins a longer one
+        f"See {A_DOCS}2 and {A_DOCS}.html.",
+        f"See {A_DOCS}?page=2 or {A_DOCS}#install",
+    ],
+)
+def test_a_source_is_not_cited_where_the_text_names_a_longer_url(text: str) -> None:
+    """A URL the text names is that page, not the shorter one it begins with: a hit on a
+    site's home page (``https://a.test``) is not cited for every page of the site."""
+    assert cited(text, [source(A, "home"), source(A_DOCS, "docs")]) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"See {A_DOCS}.",
+        f"Read it ({A_DOCS}), then decide; or {A_DOCS}! Really: {A_DOCS}?",
+        f"[the docs]({A_DOCS}) and <{A_DOCS}> and '{A_DOCS}'",
+        f"See {A_DOCS}/ (with its slash).",
+        f"{A_DOCS}",
+    ],
+)
+def test_a_source_is_cited_before_punctuation_that_ends_its_url(text: str) -> None:
+    found = cited(text, [source(A_DOCS, "docs")])
+    assert found
+    assert set(found) == {(A_DOCS, "docs")}

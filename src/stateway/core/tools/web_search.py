@@ -4,6 +4,7 @@ annotations on the answer."""
 
 from __future__ import annotations
 
+import re
 from contextlib import suppress
 from typing import Final
 from urllib.parse import urlsplit
@@ -159,8 +160,19 @@ def turn_sources(context: list[Item]) -> list[Item]:
     return found
 
 
+_URL_CHARACTERS: Final = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]*")
+"""What may follow a URL's start in the text and still be part of it (RFC 3986's
+characters)."""
+_URL_ENDINGS: Final = ".,;:!?'\")]}*/"
+"""URL characters that, only followed by more of them, end a sentence or close a bracket
+or quote after a URL rather than continue it (and a trailing slash: the same page)."""
+_URL_START: Final = re.compile(r"https?://", re.IGNORECASE)
+
+
 def citations(text: str, found: list[Item]) -> list[Item]:
-    """``url_citation`` annotations for each place ``text`` names a source's URL."""
+    """``url_citation`` annotations for each place ``text`` names a source's URL: the URL
+    whole (``https://a.test`` is not cited where the text names ``https://a.test/pricing``,
+    another page), before any punctuation that ends it."""
     out: list[Item] = []
     for source in found:
         url = source.get("url")
@@ -169,15 +181,16 @@ def citations(text: str, found: list[Item]) -> list[Item]:
         start = text.find(url)
         while start != -1:
             end = start + len(url)
-            out.append(
-                {
-                    "type": "url_citation",
-                    "start_index": start,
-                    "end_index": end,
-                    "url": url,
-                    "title": source.get("title") or url,
-                }
-            )
+            if _url_ends(text, end):
+                out.append(
+                    {
+                        "type": "url_citation",
+                        "start_index": start,
+                        "end_index": end,
+                        "url": url,
+                        "title": source.get("title") or url,
+                    }
+                )
             start = text.find(url, end)
     out.sort(key=lambda a: (a["start_index"], -a["end_index"]))
     kept: list[Item] = []
@@ -185,3 +198,12 @@ def citations(text: str, found: list[Item]) -> list[Item]:
         if not kept or annotation["start_index"] >= kept[-1]["end_index"]:
             kept.append(annotation)
     return kept
+
+
+def _url_ends(text: str, end: int) -> bool:
+    """Whether a URL named in ``text`` ends at ``end``: what follows is not more of it
+    (nothing, a space, closing punctuation, a trailing slash, or another URL)."""
+    if _URL_START.match(text, end):
+        return True
+    rest = _URL_CHARACTERS.match(text, end)
+    return rest is None or not rest.group().rstrip(_URL_ENDINGS)
