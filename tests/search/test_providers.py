@@ -124,6 +124,29 @@ async def test_blocked_domains_and_their_subdomains_are_left_out(
         assert fake.queries[-1].max_results == 20  # headroom for the filter
 
 
+async def test_an_allowed_domain_with_a_path_allows_only_pages_under_it(
+    provider: SearchProvider, fake: FakeSearch, api: Api
+) -> None:
+    """As Anthropic's web search reads ``example.com/blog``: that path (and the pages
+    under it) on the domain and its subdomains, not the whole site; ``/docs/1`` is not a
+    prefix of ``/docs/10``."""
+    query = SearchQuery("docs", max_results=4, allowed_domains=("example.com/docs/1/",))
+    hits = await provider.search(query)
+    assert hits == expected("docs", 1)
+    if api == "tavily":  # Tavily filters by site; the path is applied to what it finds
+        assert fake.queries[-1].body["include_domains"] == ["example.com"]
+
+
+async def test_a_blocked_domain_with_a_path_blocks_only_pages_under_it(
+    provider: SearchProvider, fake: FakeSearch, api: Api
+) -> None:
+    query = SearchQuery("docs", max_results=4, blocked_domains=("example.com/docs/1",))
+    hits = await provider.search(query)
+    assert hits == expected("docs", 2, 3, 4, 5)
+    if api == "tavily":  # not excluded by site: that would leave out the rest of it
+        assert "exclude_domains" not in fake.queries[-1].body
+
+
 async def test_each_url_is_returned_once(provider: SearchProvider, fake: FakeSearch) -> None:
     fake.duplicate_urls = True
     hits = await provider.search(SearchQuery("twice", max_results=3))

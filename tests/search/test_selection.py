@@ -71,3 +71,27 @@ def test_a_url_is_given_without_the_blanks_around_it() -> None:
     hits = [SearchHit("a", " https://a.example/x\n"), SearchHit("b", "https://a.example/x")]
     query = SearchQuery("q", allowed_domains=("a.example",))
     assert select_hits(hits, query, limit=5) == [SearchHit("a", "https://a.example/x")]
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("https://example.com/blog", True),
+        ("https://example.com/blog/", True),
+        ("https://example.com/blog/post?id=1", True),
+        ("https://docs.example.com/blog/post", True),
+        ("https://example.com/blogger", False),
+        ("https://example.com/", False),
+        ("https://example.com/other/blog", False),
+        ("https://example.org/blog", False),
+    ],
+)
+def test_a_domain_with_a_path_names_the_pages_under_it(url: str, allowed: bool) -> None:
+    """``example.com/blog`` (Anthropic's filters take subpaths) allows, or blocks, that
+    path on the domain and its subdomains: not the whole site."""
+    hits = [SearchHit("a", url)]
+    for entry in ("example.com/blog", "https://Example.com/blog/", "*.example.com/blog/*"):
+        kept = select_hits(hits, SearchQuery("q", allowed_domains=(entry,)), limit=5)
+        assert bool(kept) is allowed, entry
+        left = select_hits(hits, SearchQuery("q", blocked_domains=(entry,)), limit=5)
+        assert bool(left) is not allowed, entry

@@ -1,5 +1,6 @@
 """From a provider's parsed results to the hits the model sees: only ``http(s)`` URLs, only
-the allowed domains and none of the blocked ones, each URL once, at most the requested
+the allowed domains and none of the blocked ones (an entry naming a path, as Anthropic's
+``example.com/blog``, only the pages under it), each URL once, at most the requested
 number, in the provider's order.
 
 Every provider's answer passes through :func:`select_hits`, so the three behave alike even
@@ -14,7 +15,10 @@ from dataclasses import replace
 from urllib.parse import urlsplit, urlunsplit
 
 from stateway.core.tools.ports import INVALID_PARAMS, SearchHit, SearchQuery, ToolError, ToolFailure
-from stateway.core.tools.web_search import domain_name
+from stateway.core.tools.web_search import domain_scope
+
+Scope = tuple[str, str]
+"""A filter entry's host name and path (``""``: the whole site)."""
 
 
 def query_text(query: SearchQuery) -> str:
@@ -30,10 +34,10 @@ def select_hits(hits: Iterable[SearchHit], query: SearchQuery, limit: int) -> li
     """The first ``min(limit, query.max_results)`` distinct, allowed, unblocked hits of
     ``hits``."""
     wanted = min(limit, query.max_results)
-    domains = normalize_domains(query.allowed_domains)
-    if query.allowed_domains and not domains:
+    allowed = domain_scopes(query.allowed_domains)
+    if query.allowed_domains and not allowed:
         return []  # an allow-list naming no domain allows none, never every one
-    blocked = normalize_domains(query.blocked_domains)
+    blocked = domain_scopes(query.blocked_domains)
     seen: set[str] = set()
     chosen: list[SearchHit] = []
     for hit in hits:
@@ -42,11 +46,10 @@ def select_hits(hits: Iterable[SearchHit], query: SearchQuery, limit: int) -> li
         key = _identity(hit.url)
         if key is None or key in seen:
             continue
-        host = urlsplit(hit.url.strip()).hostname or ""
-        if (domains and not host_allowed(host, domains)) or host_allowed(host, blocked):
+        url = hit.url.strip()  # as compared: the model cites it, the client opens it
+        if (allowed and not in_scopes(url, allowed)) or in_scopes(url, blocked):
             continue
         seen.add(key)
-        url = hit.url.strip()  # as compared: the model cites it, the client opens it
         chosen.append(hit if url == hit.url else replace(hit, url=url))
     return chosen
 
@@ -56,10 +59,29 @@ def text_field(value: object) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def normalize_domains(domains: Iterable[str]) -> tuple[str, ...]:
-    """Lower-cased bare host names (:func:`.web_search.domain_name`); entries naming none
-    are left out."""
-    return tuple(name for name in map(domain_name, domains) if name)
+def domain_scopes(domains: Iterable[str]) -> tuple[Scope, ...]:
+    """Each entry's host name and path (:func:`.web_search.domain_scope`); entries naming
+    no host are left out."""
+    return tuple(scope for scope in map(domain_scope, domains) if scope[0])
+
+
+def normalize_domains(domains: Iterable[str], *, whole_sites: bool = False) -> tuple[str, ...]:
+    """The lower-cased bare host names of ``domains``, each once, for an API that filters
+    by site; entries naming none are left out, and with ``whole_sites`` those naming a
+    path too (excluding their site would exclude more than they block)."""
+    hosts = (host for host, path in domain_scopes(domains) if not (whole_sites and path))
+    return tuple(dict.fromkeys(hosts))
+
+
+def in_scopes(url: str, scopes: tuple[Scope, ...]) -> bool:
+    """Whether ``url`` is on one of ``scopes``' hosts (or a subdomain) under its path
+    (``/blog`` takes ``/blog`` and ``/blog/post``, not ``/blogger``)."""
+    parts = urlsplit(url)
+    host, path = parts.hostname or "", parts.path
+    return any(
+        host_allowed(host, (site,)) and (path == prefix or path.startswith(prefix + "/"))
+        for site, prefix in scopes
+    )
 
 
 def host_allowed(host: str, domains: tuple[str, ...]) -> bool:

@@ -7,9 +7,9 @@ and a JSON body ``{"query", "max_results" (0..20, default 5), "include_domains" 
 "url", "content", "score", ...}], "response_time"}``. Errors: ``401`` for a missing or
 invalid key, ``429`` rate limited, ``432``/``433`` a plan or pay-as-you-go limit reached.
 
-``allowed_domains`` is sent as ``include_domains`` so Tavily spends its results on them, and
-``blocked_domains`` as ``exclude_domains``; the hits are still filtered here like every
-provider's.
+``allowed_domains`` is sent as ``include_domains`` (their sites: a path is applied here) so
+Tavily spends its results on them, and ``blocked_domains`` naming whole sites as
+``exclude_domains``; the hits are still filtered here like every provider's.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 from stateway.core.tools.ports import SearchHit, SearchQuery
-from stateway.search.selection import content_results, normalize_domains, query_text, select_hits
+from stateway.search.selection import (
+    content_results,
+    domain_scopes,
+    normalize_domains,
+    query_text,
+    select_hits,
+)
 from stateway.search.transport import SearchTransport
 
 NAME = "Tavily"
@@ -43,11 +49,13 @@ class TavilyProvider:
 
     async def search(self, query: SearchQuery) -> list[SearchHit]:
         wanted = min(self._max_results, query.max_results, MAX_RESULTS)
+        if any(path for _, path in domain_scopes((*query.allowed_domains, *query.blocked_domains))):
+            wanted = MAX_RESULTS  # headroom: paths are applied here, after Tavily's site filter
         body: dict[str, Any] = {"query": query_text(query), "max_results": wanted}
         domains = normalize_domains(query.allowed_domains)
         if domains:
             body["include_domains"] = list(domains)
-        blocked = normalize_domains(query.blocked_domains)
+        blocked = normalize_domains(query.blocked_domains, whole_sites=True)
         if blocked:
             body["exclude_domains"] = list(blocked)
         answer = await self._transport.post(self.endpoint, body)

@@ -94,16 +94,28 @@ def error_code(error: object) -> str:
 
 
 def domain_name(raw: str) -> str:
-    """The host name a filter's domain names, read leniently: ``https://Docs.Example.com/x``
-    and ``*.example.com`` name ``docs.example.com`` and ``example.com``; empty when it names
+    """The host name a filter's entry names (:func:`domain_scope`); empty when it names
     none (``""``, ``*.``, ``https://``), which the protocols refuse."""
-    domain = raw.strip().lower()
-    if "://" in domain:
+    return domain_scope(raw)[0]
+
+
+def domain_scope(raw: str) -> tuple[str, str]:
+    """The host name and path a filter's entry names, read leniently:
+    ``https://Docs.Example.com/x/`` is ``("docs.example.com", "/x")``, ``*.example.com``
+    ``("example.com", "")`` (the whole site), ``example.com/blog/*`` ``("example.com",
+    "/blog")`` (Anthropic's filters take subpaths); the host is empty when it names none."""
+    entry = raw.strip()
+    if "://" in entry:
         try:
-            domain = urlsplit(domain).hostname or ""
+            parts = urlsplit(entry)
+            host, path = parts.hostname or "", parts.path
         except ValueError:
-            return ""
-    return domain.split("/", 1)[0].removeprefix("*.").strip(".")
+            return "", ""
+    else:
+        host, slash, rest = entry.partition("/")
+        path = slash + rest.split("?", 1)[0].split("#", 1)[0]
+    host = host.lower().removeprefix("*.").strip(".")
+    return host, path.rstrip("*").rstrip("/")
 
 
 def entry(declared: Item) -> Entry:
