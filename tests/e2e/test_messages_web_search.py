@@ -134,6 +134,52 @@ def test_a_later_turn_sends_the_search_back_and_the_model_sees_its_results(
     assert "Result 1 about stateway gateway." in transcript
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+def test_the_answer_a_tool_result_brings_cites_the_search_made_beside_its_call(
+    claude: Anthropic, streamed: bool
+) -> None:
+    """A search and a client's ``tool_use`` in one turn: the client's ``tool_result``
+    continues that turn, and the answer naming a hit cites it (as the Responses API's
+    answer does, and as Anthropic cites the searches in its context)."""
+    opener: dict[str, Any] = {"name": "open_url", "input_schema": {"type": "object"}}
+    tools: Any = [WEB_SEARCH, opener]
+    prompt = SEARCH + '[[tool:open_url:{"n":1}]]'
+    first = claude.messages.create(
+        model="m", max_tokens=1024, messages=[{"role": "user", "content": prompt}], tools=tools
+    )
+    use, result, opened = first.content
+    assert (use.type, result.type, opened.type) == (
+        "server_tool_use",
+        "web_search_tool_result",
+        "tool_use",
+    )
+    hit = result.content[0]
+    history: Any = [
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": opened.id, "content": hit.url}],
+        },
+    ]
+    if streamed:
+        with claude.messages.stream(
+            model="m", max_tokens=1024, messages=history, tools=tools
+        ) as stream:
+            second = stream.get_final_message()
+    else:
+        second = claude.messages.create(model="m", max_tokens=1024, messages=history, tools=tools)
+    [text] = second.content
+    assert text.type == "text"
+    assert hit.url in text.text
+    [citation] = text.citations or []
+    assert citation.type == "web_search_result_location"
+    assert (citation.url, citation.title) == (hit.url, hit.title)
+    assert citation.cited_text == hit.encrypted_content
+    assert citation.encrypted_index
+    assert second.usage.server_tool_use is None  # no search ran in this request
+
+
 def _failed_search(claude: Anthropic, prompt: str) -> tuple[list[Any], str]:
     """A forced search that fails: its two blocks, and the code its result shows."""
     use, result, *_ = _forced_search(claude, prompt).content

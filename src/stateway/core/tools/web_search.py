@@ -5,6 +5,7 @@ annotations on the answer."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from contextlib import suppress
 from typing import Final
 from urllib.parse import urlsplit
@@ -157,18 +158,29 @@ def sources(hits: list[SearchHit]) -> list[Item]:
     return [{"type": "url", "url": h.url, "title": h.title, "snippet": h.snippet} for h in hits]
 
 
-def turn_sources(context: list[Item]) -> list[Item]:
-    """The results of the searches made since the user last spoke: a turn that a client's
-    output continues after a mixed round (a search beside a client call) cites them, as
-    the response that ran them would have."""
+def turn_searches(context: Iterable[Item]) -> list[Item]:
+    """The ``web_search_call`` items made since the user last spoke, in order: a turn that
+    a client's output continues after a mixed round (a search beside a client call) cites
+    them, as the response that ran them would have."""
     found: list[Item] = []
-    for item in reversed(context):
+    for item in reversed(list(context)):
         if item.get("role") == "user":
             break
-        action = item.get("action") if item.get("type") == WEB_SEARCH_CALL else None
+        if item.get("type") == WEB_SEARCH_CALL:
+            found.append(item)
+    found.reverse()
+    return found
+
+
+def turn_sources(context: list[Item]) -> list[Item]:
+    """The results of the searches made since the user last spoke
+    (:func:`turn_searches`)."""
+    found: list[Item] = []
+    for item in turn_searches(context):
+        action = item.get("action")
         sources = action.get("sources") if isinstance(action, dict) else None
         if isinstance(sources, list):
-            found[:0] = [source for source in sources if isinstance(source, dict)]
+            found += [source for source in sources if isinstance(source, dict)]
     return found
 
 

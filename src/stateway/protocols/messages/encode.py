@@ -33,6 +33,7 @@ each sampling call's, the compaction's first (:func:`message_usage`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Final
 
 import orjson
@@ -58,9 +59,11 @@ REFUSAL_BREAK: Final = "\n\n"
 """Between a message's text and the refusal that follows it, in their one text block."""
 
 
-def encode_message(state: ResponseState) -> dict[str, Any]:
+def encode_message(state: ResponseState, earlier: Iterable[Item] = ()) -> dict[str, Any]:
+    """``earlier``: the request's input (its turn's searches are cited too:
+    :class:`SearchResults`)."""
     shown = Shown.of(state)
-    results = SearchResults.of(state, shown)
+    results = SearchResults.of(state, shown, earlier)
     omitted = thinking_omitted(state)
     hidden = thinking_hidden(state)
     return {

@@ -22,6 +22,7 @@ The same blocks sent back in a later turn are the calls they show. Calls of a ba
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -158,15 +159,23 @@ class SearchResults:
 
     __slots__ = ("_cited",)
 
-    def __init__(self) -> None:
+    def __init__(self, earlier: Iterable[Item] = ()) -> None:
+        """``earlier``: the request's input, whose searches since the user last spoke (a
+        turn a ``tool_result`` continues after a search beside the client's call) the
+        answer cites too, as the response that ran them would have."""
         self._cited: dict[str, dict[str, Any]] = {}
+        for item in web_search.turn_searches(earlier):
+            self.add(item)
 
     @classmethod
-    def of(cls, state: ResponseState, shown: Shown) -> SearchResults | None:
-        """The hits of ``state``'s shown searches; None when it shows none."""
+    def of(
+        cls, state: ResponseState, shown: Shown, earlier: Iterable[Item] = ()
+    ) -> SearchResults | None:
+        """The hits of ``state``'s shown searches and of the turn's ``earlier`` ones; None
+        when it shows none."""
         if not shown.searches:
             return None
-        results = cls()
+        results = cls(earlier)
         for item in state.output:
             results.add(item)
         return results

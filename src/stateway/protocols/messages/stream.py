@@ -28,6 +28,7 @@ without one). One :class:`MessagesStream` encodes one response.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Final
 
 import orjson
@@ -36,7 +37,7 @@ from stateway.core import events as ev
 from stateway.core.compaction.sealed import COMPACTION
 from stateway.core.compaction.view import SHOWN
 from stateway.core.errors import GatewayError
-from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING
+from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
 from stateway.core.reasoning import thinking_of
 from stateway.core.response import ResponseState
 from stateway.core.threads import message_id
@@ -77,6 +78,7 @@ class MessagesStream:
     __slots__ = (
         "_blocks",
         "_count",
+        "_earlier",
         "_held",
         "_hidden",
         "_inputs",
@@ -87,7 +89,10 @@ class MessagesStream:
         "_shown",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, earlier: Iterable[Item] = ()) -> None:
+        """``earlier``: the request's input, whose turn's searches the answer cites too
+        (:class:`SearchResults`)."""
+        self._earlier = earlier
         self._blocks: dict[int, int] = {}
         """Output index -> content block index, for the items the client sees."""
         self._count = 0
@@ -158,7 +163,7 @@ class MessagesStream:
                 return self._stop(at, item)
             case ev.ResponseCreated(response=state):
                 self._shown = Shown.of(state)
-                self._results = SearchResults() if self._shown.searches else None
+                self._results = SearchResults(self._earlier) if self._shown.searches else None
                 self._omitted = thinking_omitted(state)
                 self._hidden = thinking_hidden(state)
                 return frame({"type": "message_start", "message": _started(state)}) + PING

@@ -128,7 +128,7 @@ class MessagesRoutes:
         run = await started(self._gateway, principal, command, receive)
         if command.stream:
             return SSEResponse(
-                _frames(run),
+                _frames(run, command.input),
                 run.cancel,
                 opening=partial(wait_for_output, run, hidden.shows),
                 keepalive=self._keepalive,
@@ -147,7 +147,9 @@ class MessagesRoutes:
             raise run.error
         if run.state.status == "failed":
             raise failure_after_output(run.state)
-        return JSONResponse(encode_message(run.state), headers={REQUEST_ID: request_id})
+        return JSONResponse(
+            encode_message(run.state, command.input), headers={REQUEST_ID: request_id}
+        )
 
     async def _count_tokens(self, request: Request, request_id: str) -> Response:
         principal = principal_of(request.scope)
@@ -235,8 +237,9 @@ def error_response_for(scope: Scope) -> Callable[[GatewayError], Response]:
     return partial(error_response, request_id=REQUEST_ID_VAR.get() or new_id("req"))
 
 
-async def _frames(run: Run) -> Chunks:
-    stream = MessagesStream()
+async def _frames(run: Run, earlier: list[Item]) -> Chunks:
+    """``earlier``: the request's input (the turn's searches its answer cites)."""
+    stream = MessagesStream(earlier)
     async for first, events in run.subscribe_batches():
         chunk = b"".join([stream.encode(event) for event in events])
         last = run.closed and first + len(events) == len(run.events)
