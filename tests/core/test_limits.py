@@ -425,3 +425,27 @@ async def test_a_relayed_answer_left_after_its_output_began_is_charged_its_promp
         relay = await gateway.execute(ALICE, forwarded())
         assert not isinstance(relay, Run)
         await relay.aclose()
+
+
+async def test_a_relayed_answer_left_after_its_output_began_counts_an_image_as_one() -> None:
+    """As a translated run's estimate counts it (:mod:`stateway.core.token_estimate`): an
+    image's base64 is no text the model read, so it is charged as one image, not a token
+    per four of its bytes (a screenshot would put the bucket in debt for minutes)."""
+    limits = RateLimits(MemoryTokenBuckets(Clock()), tokens_per_minute=4000)
+    gateway = gateway_with(limits, Uncounted(200, 1))
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 100_000}}
+    content = [{"type": "text", "text": "What is this?"}, image]
+    fields = {"model": "fast", "messages": [{"role": "user", "content": content}]}
+
+    async def translate() -> CreateResponse:
+        raise AssertionError("forwarded, not translated")
+
+    asked = ForwardChat("fast", orjson.dumps(fields), fields, translate)
+    relay = await gateway.execute(ALICE, asked)
+    assert not isinstance(relay, Run)
+    await relay.aclose()
+    await limits.settled()
+
+    relay = await gateway.execute(ALICE, forwarded())  # about 1,600 tokens taken, not 25,000
+    assert not isinstance(relay, Run)
+    await relay.aclose()

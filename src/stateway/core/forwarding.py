@@ -12,7 +12,9 @@ stream that would not report its usage while tokens are counted, is translated i
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import partial
+from typing import Any
 
 from stateway.core.commands import ForwardChat
 from stateway.core.errors import ServerShuttingDown
@@ -24,7 +26,7 @@ from stateway.core.routing.attempts import Outcome
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.starting import RunStarter
 from stateway.core.telemetry import RunReport, Telemetry
-from stateway.core.token_estimate import BYTES_PER_TOKEN
+from stateway.core.token_estimate import BYTES_PER_TOKEN, image_tokens
 
 
 class ChatForwarding:
@@ -68,7 +70,7 @@ class ChatForwarding:
                 else:  # the common case: one attribute read more than before salts
                     body = command.body_for(route.upstream_model)
                 backend = route.candidates[0].backend.name
-                ended = partial(self._relayed, principal, command.model, backend, len(body))
+                ended = partial(self._relayed, principal, command, backend, len(body))
                 held = HeldRelay(generations, generation, self._runs, ended)
                 return await held.open(forwarder, body)
             return await self._starter.admit(principal, await command.translate(), generation)
@@ -79,7 +81,7 @@ class ChatForwarding:
     def _relayed(
         self,
         principal: Principal,
-        model: str,
+        command: ForwardChat,
         backend: str,
         sent: int,
         relay: Relay | None,
@@ -94,17 +96,36 @@ class ChatForwarding:
         not make an answer free."""
         attempt = {"backend": backend, "outcome": outcome}
         usage = None if relay is None else relay.usage()
-        self._telemetry.run_ended(RunReport(principal.tenant_id, model, usage, [attempt]))
+        report = RunReport(principal.tenant_id, command.model, usage, [attempt])
+        self._telemetry.run_ended(report)
         if self._limits is None or relay is None:
             return
         if usage is not None:
             self._limits.charge_after(principal, None, lambda: usage.total_tokens)
         elif relay.status < 400:
-            self._limits.charge_after(principal, None, partial(_estimated, relay, sent))
+            estimated = partial(_estimated, relay, sent, command.fields)
+            self._limits.charge_after(principal, None, estimated)
 
 
-def _estimated(relay: Relay, sent: int) -> int:
+def _estimated(relay: Relay, sent: int, fields: dict[str, Any]) -> int:
     """A relayed answer's tokens its upstream never counted: its output's, and once that
-    began, the prompt's (the body's ``sent`` bytes, at the estimate's rate)."""
+    began, the prompt's (the body's ``sent`` bytes at the estimate's rate, but each image
+    counted as one, as a translated run's estimate counts it, not by its base64)."""
     output = relay.output_estimate()
-    return output + -(-sent // BYTES_PER_TOKEN) if output else 0
+    if not output:
+        return 0
+    images = list(_images(fields))
+    size = sent - sum(len(url.encode()) for url, _ in images)
+    return output + -(-max(0, size) // BYTES_PER_TOKEN) + sum(t for _, t in images)
+
+
+def _images(fields: dict[str, Any]) -> Iterator[tuple[str, int]]:
+    """Each image part of a Chat Completions body's messages: its URL (its data, most
+    often) and its estimated tokens."""
+    messages = fields.get("messages")
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else ():
+            image = part.get("image_url") if isinstance(part, dict) else None
+            if isinstance(image, dict) and isinstance(url := image.get("url"), str):
+                yield url, image_tokens(image)

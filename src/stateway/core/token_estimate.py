@@ -59,7 +59,7 @@ def _without_images(item: Item) -> tuple[Item, int]:
     copying), and their estimated tokens."""
     output = item.get("output")
     if is_screenshot(output):
-        return {**item, "output": {"type": output["type"]}}, _image_tokens(output)
+        return {**item, "output": {"type": output["type"]}}, image_tokens(output)
     for key in _PART_LISTS:
         parts = item.get(key)
         if not isinstance(parts, list):
@@ -67,7 +67,7 @@ def _without_images(item: Item) -> tuple[Item, int]:
         images = [p for p in parts if _is_image(p)]
         if images:
             kept = [p for p in parts if not _is_image(p)]
-            return {**item, key: kept}, sum(_image_tokens(image) for image in images)
+            return {**item, key: kept}, sum(image_tokens(image) for image in images)
     return item, 0
 
 
@@ -75,5 +75,7 @@ def _is_image(part: object) -> bool:
     return isinstance(part, dict) and part.get("type") == _IMAGE
 
 
-def _image_tokens(image: Item) -> int:
+def image_tokens(image: Item) -> int:
+    """An image's estimated tokens, by its ``detail`` (an ``input_image``, or a Chat
+    ``image_url`` object)."""
     return LOW_DETAIL_IMAGE_TOKENS if image.get("detail") == "low" else IMAGE_TOKENS
