@@ -25,6 +25,7 @@ Protocols render it in their own error shape; nothing classifies errors by messa
     ├── RequestTooLarge           413 invalid_request_error
     ├── NotFound                  404 invalid_request_error
     │   ├── ModelNotFound         404 code=model_not_found
+    │   ├── ResponseNotFound      404 param=response_id (a retrieve, delete, cancel or watch)
     │   └── ConversationNotFound  404 (also an unknown conversation named by a response)
     ├── ConversationLocked        409 code=conversation_locked (another turn holds it)
     ├── IdempotencyKeyReused      409 code=idempotency_key_reused (the id named another request)
