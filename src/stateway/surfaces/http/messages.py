@@ -87,7 +87,7 @@ class MessagesRoutes:
         """``POST /v1/messages``, as a plain ASGI app (served ahead of Starlette's router:
         :mod:`.express`). Errors before the answer starts are answered here, in
         Anthropic's shape; a client gone before its body arrived gets none."""
-        request_id = REQUEST_ID_VAR.get() or new_id("req")  # the answer's x-request-id too
+        request_id = current_request_id()
         try:
             answer = await self._create(scope, receive, request_id)
         except ClientDisconnect:
@@ -172,7 +172,7 @@ class MessagesRoutes:
 
 async def _answered(handler: Handler, request: Request) -> Response:
     """Run ``handler``; any error is answered in Anthropic's shape."""
-    request_id = REQUEST_ID_VAR.get() or new_id("req")  # the answer's x-request-id too
+    request_id = current_request_id()
     try:
         return await handler(request, request_id)
     except ClientDisconnect:
@@ -223,10 +223,16 @@ def answers_anthropic(scope: Scope) -> bool:
     return any(name == b"anthropic-version" for name, _ in scope["headers"])
 
 
+def current_request_id() -> str:
+    """The id an answer in Anthropic's shape gives (``request-id``, and an error body's
+    ``request_id``): the request's ``x-request-id``, or a new one outside a request."""
+    return REQUEST_ID_VAR.get() or new_id("req")
+
+
 def request_id_header() -> dict[str, str]:
-    """The ``request-id`` header of an answer in Anthropic's shape (the request's
-    ``x-request-id``), from which the SDK gives each object its ``_request_id``."""
-    return {REQUEST_ID: REQUEST_ID_VAR.get() or new_id("req")}
+    """The ``request-id`` header of an answer in Anthropic's shape, from which the SDK
+    gives each object its ``_request_id``."""
+    return {REQUEST_ID: current_request_id()}
 
 
 def error_response_for(scope: Scope) -> Callable[[GatewayError], Response]:
@@ -234,7 +240,7 @@ def error_response_for(scope: Scope) -> Callable[[GatewayError], Response]:
     request's id) or in the OpenAI shape."""
     if not answers_anthropic(scope):
         return openai_error_response
-    return partial(error_response, request_id=REQUEST_ID_VAR.get() or new_id("req"))
+    return partial(error_response, request_id=current_request_id())
 
 
 async def _frames(run: Run, earlier: list[Item]) -> Chunks:
