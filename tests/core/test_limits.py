@@ -160,9 +160,15 @@ async def test_an_answer_its_upstream_never_counted_is_charged_its_output_estima
     await ended(await gateway.execute(BOB, create()))  # another principal's bucket
 
 
-@pytest.mark.parametrize("counted", [None, Usage(input_tokens=900, output_tokens=1)])
+@pytest.mark.parametrize(
+    ("words", "counted"),
+    [
+        (800, None),  # estimated: about a token per word here
+        (1, Usage(input_tokens=900, output_tokens=1)),  # a short prompt the upstream counted
+    ],
+)
 async def test_a_client_leaving_after_the_output_began_pays_for_its_prompt_too(
-    counted: Usage | None,
+    words: int, counted: Usage | None
 ) -> None:
     """The model read the prompt before it wrote a word: a client that leaves once the
     answer began (before the usage chunk) is charged its prompt as well as its output,
@@ -174,8 +180,8 @@ async def test_a_client_leaving_after_the_output_began_pays_for_its_prompt_too(
     backend = ScriptedBackend([*ahead, TextDelta("hi")], gate=gate)
     limits = RateLimits(MemoryTokenBuckets(Clock()), requests_per_minute=100, tokens_per_minute=600)
     gateway = gateway_with(limits, backend)
-    long_prompt = CreateResponse(model="m", input=[user("word " * 800)], store=False, stream=True)
-    run = await gateway.execute(ALICE, long_prompt)
+    prompt = CreateResponse(model="m", input=[user("word " * words)], store=False, stream=True)
+    run = await gateway.execute(ALICE, prompt)
     assert isinstance(run, Run)
     await until_output(run)
     run.cancel()  # the client went away
