@@ -244,3 +244,22 @@ def test_a_reasoning_item_cut_keeps_its_summary_when_it_streamed_one() -> None:
     assert reasoning["summary"] == [{"type": "summary_text", "text": "hmm"}]
     assert reasoning["status"] == "incomplete"
     assert "encrypted_content" not in reasoning  # never sealed: never continued from
+
+
+def test_an_open_item_no_assembler_writes_is_closed_incomplete_not_resumed() -> None:
+    """An item passed through whole, or a compaction, is added and done in one go; a log
+    cut between the two leaves it open, and it is closed as open tools are (never as the
+    call the assembler would finish: it has no ``name``)."""
+    compaction = {"id": "cmp_1", "type": "compaction", "encrypted_content": "x"}
+    payloads = log_of([ev.ItemAdded(0, compaction)])
+    assert logged_output(payloads, decode_event_json) == [{**compaction, "status": "incomplete"}]
+
+
+def test_a_log_that_cannot_be_replayed_leaves_the_output_empty_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(payload: bytes) -> ev.Event | None:
+        raise ValueError("a shape no decoder foresaw")
+
+    assert logged_output([b"{}"], broken) == []
+    assert "could not be rebuilt" in caplog.text

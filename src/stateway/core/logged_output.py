@@ -21,27 +21,64 @@ continued from). Its usage is not in the log either: it stays unknown.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
+from typing import Final
 
 from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
 from stateway.core.call_items import silent
 from stateway.core.compaction.reasoning_output import ReasoningOutput
-from stateway.core.items import MCP_LIST_TOOLS, Item
+from stateway.core.items import (
+    CUSTOM_TOOL_CALL,
+    FUNCTION_CALL,
+    MCP_APPROVAL_REQUEST,
+    MCP_CALL,
+    MESSAGE,
+    REASONING,
+    TOOL_SEARCH_CALL,
+    WEB_SEARCH_CALL,
+    Item,
+)
 from stateway.core.journal import EventDecoder
 from stateway.core.open_item import OpenItem
+from stateway.core.tools import shell
 from stateway.core.tools.open_items import OpenItems
+
+log = logging.getLogger(__name__)
+
+WRITTEN: Final = frozenset(
+    {
+        MESSAGE,
+        REASONING,
+        FUNCTION_CALL,
+        CUSTOM_TOOL_CALL,
+        MCP_CALL,
+        MCP_APPROVAL_REQUEST,
+        WEB_SEARCH_CALL,
+        TOOL_SEARCH_CALL,
+        *shell.CALL_TYPES.values(),
+    }
+)
+"""The item types an assembler writes from deltas, and so may be cut mid-way. Any other
+(an item passed through whole, a compaction, a tool listing) is added and done at once;
+one a log left open is closed as open tools are."""
 
 
 def logged_output(payloads: Iterable[bytes], decode: EventDecoder) -> list[Item]:
     """The output the logged ``payloads`` (a run's log from its first event, cut off)
-    show, ended as a cancel would have ended it at that point."""
+    show, ended as a cancel would have ended it at that point; none, logged, when the log
+    cannot be replayed: it is read at start-up, which it must never stop."""
     replay = _Replay()
-    for payload in payloads:
-        event = decode(payload)
-        if event is not None:
-            replay.apply(event)
-    return replay.end()
+    try:
+        for payload in payloads:
+            event = decode(payload)
+            if event is not None:
+                replay.apply(event)
+        return replay.end()
+    except Exception:
+        log.exception("a dead run's output could not be rebuilt from its log; it is kept empty")
+        return []
 
 
 class _Replay:
@@ -64,9 +101,8 @@ class _Replay:
                 item = dict(added)
                 if self._put(index, item):
                     self.open.added(item, index)
-                    # a listing is the gateway's, never its assembler's: nothing to finish
-                    kind = item.get("type")
-                    self.writing = None if kind == MCP_LIST_TOOLS else OpenItem(index, item)
+                    written = item.get("type") in WRITTEN
+                    self.writing = OpenItem(index, item) if written else None
                     self.summary = False
             case ev.ItemDone(output_index=index, item=done):
                 item = dict(done)
