@@ -254,6 +254,11 @@ def test_logprobs_are_the_text_logprobs_include() -> None:
             "invalid_value",
         ),
         ({"temperature": "warm"}, "temperature", "invalid_type"),
+        (
+            {"stream": True, "stream_options": {"include_obfuscation": "no"}},
+            "stream_options.include_obfuscation",
+            "invalid_type",
+        ),
         ({"temperature": 3}, "temperature", "decimal_above_max_value"),
         ({"max_tokens": 0}, "max_tokens", "integer_below_min_value"),
         ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role", "invalid_value"),

@@ -146,6 +146,8 @@ class NamedToolChoice(_Wire):
 
 class StreamOptions(_Wire):
     include_usage: bool | None = None
+    include_obfuscation: bool | None = None
+    """Type-checked and ignored: no ``obfuscation`` fields are sent."""
 
 
 class JSONSchema(_Wire):
