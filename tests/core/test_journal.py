@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable
 
 import orjson
@@ -15,6 +16,7 @@ from stateway.core.ports import ResponseRecord
 from stateway.core.response import ResponseState
 from stateway.core.runs import Run
 from stateway.protocols.responses.encode import encode_event_json, encode_sse, encode_sse_payload
+from tests.collector import collector_off, freed
 from tests.core.fakes import MemoryStore
 from tests.core.sharing_fakes import MemoryFanout
 
@@ -203,6 +205,24 @@ async def test_a_deferred_journal_nobody_keeps_stores_nothing() -> None:
 
     assert store.appends == []
     assert len(journal.encoded(0, 8)) == 8  # still every watcher's, terminal included
+
+
+async def test_a_deferred_journal_nobody_keeps_lets_its_run_go_once_closed() -> None:
+    """WebSocket mode defers every create's journal, and the run holds its journal: the
+    run it would have started its writer over must not be held past the run's end, or
+    each stored turn (its whole context with it) lives on in a reference cycle until the
+    collector runs."""
+    with collector_off():
+        run, journal = await started(MemoryStore(), deferred=True)
+        announced(run, 2)
+        terminal = ev.ResponseFinished(run.state)
+        assert await journal.close(terminal) is None
+        journal.sealed()
+        run.emit(terminal)
+        ref = weakref.ref(run)
+        del run, journal, terminal
+
+        assert await freed(ref)
 
 
 async def test_a_deferred_journal_kept_while_running_stores_its_whole_log() -> None:

@@ -61,7 +61,7 @@ run, whatever its rate of events."""
 
 class RunJournal:
     __slots__ = (
-        "_closing",
+        "_deferred",
         "_encode",
         "_events",
         "_fanout",
@@ -69,8 +69,8 @@ class RunJournal:
         "_key",
         "_last",
         "_late",
+        "_run",
         "_sealed",
-        "_store",
         "_stored",
         "_task",
         "_terminal",
@@ -105,10 +105,14 @@ class RunJournal:
         self._writing: tuple[asyncio.Future[None], EventBatch] | None = None
         """The batch write under way, and the batch."""
         self._task: asyncio.Task[None] | None = None
-        self._closing = False
         self._sealed = False
-        self._store: tuple[Run, ResponseStore] | None = None
-        """Deferred: what :meth:`keep` starts the writer with."""
+        self._deferred: ResponseStore | None = None
+        """Deferred: where :meth:`keep` stores the log."""
+        self._run: Run | None = None
+        """Deferred: the run :meth:`keep` starts the writer over, until it closes. The run
+        holds its journal: held past its end, every deferred journal nobody kept (each
+        WebSocket create streamed to its end) would keep its run, and the whole context
+        with it, in a reference cycle until the collector ran."""
         self._late: ResponseStore | None = None
         """Kept once the final save had begun: the whole log is stored once sealed."""
         self._stored: asyncio.Future[None] | None = None
@@ -116,7 +120,7 @@ class RunJournal:
         if store is None:  # a response that is not stored keeps its log in memory
             self._fanout = None
         elif deferred:
-            self._store = (run, store)
+            self._deferred, self._run = store, run
         else:
             self._task = asyncio.create_task(self._write_batches(run, store))
 
@@ -125,13 +129,14 @@ class RunJournal:
         the run's final save; once that save has begun, the whole log after it, in one
         batch, whose write is returned (done once the log is readable; a failed write is
         logged, not raised). Idempotent."""
-        deferred, self._store = self._store, None
-        if deferred is None:
+        store, self._deferred = self._deferred, None
+        run, self._run = self._run, None
+        if store is None:
             return self._stored
-        if not self._closing:
-            self._task = asyncio.create_task(self._write_batches(*deferred))
+        if run is not None:  # not closing yet
+            self._task = asyncio.create_task(self._write_batches(run, store))
             return None
-        self._late = deferred[1]
+        self._late = store
         self._stored = asyncio.get_running_loop().create_future()
         if self._sealed:  # the terminal event is logged by now
             self._store_late(self.encoded(0, len(self._events)))
@@ -174,7 +179,7 @@ class RunJournal:
         not stored yet, then ``terminal`` (not emitted yet); None when the log is not
         stored (a deferred journal nobody kept). Call :meth:`sealed` once that save
         succeeded, just before emitting ``terminal``."""
-        self._closing = True
+        self._run = None  # a keep from now on stores the log after the final save
         stored = self._task is not None
         await self.stop()
         end = len(self._events)
