@@ -279,6 +279,16 @@ one none."""
 
 _of_live_conversation = exists(select(literal_column("1", Integer)).where(_live))
 
+
+def _not_indexed(position: ColumnElement[int]) -> ColumnElement[int]:
+    """``position`` as no index holds it (``position + 0``), where an item is looked up by
+    id: SQLite, which has no statistics (nothing runs ``ANALYZE``), would otherwise walk
+    the conversation's primary key in position order up to the item, reading every item
+    before it (``min(position)``, or ``ORDER BY position LIMIT 1``, read off that index),
+    instead of finding the id in its index. PostgreSQL looks the id up either way."""
+    return position + literal_column("0", Integer)
+
+
 _the_item = and_(
     _its_live_items, conversation_items.c.item_id == bindparam("item"), _of_live_conversation
 )
@@ -286,7 +296,7 @@ _the_item = and_(
 SELECT_ITEM: Final[Select[str]] = (
     select(conversation_items.c.body)
     .where(_the_item)
-    .order_by(conversation_items.c.position)
+    .order_by(_not_indexed(conversation_items.c.position))
     .limit(1)
 )
 
@@ -312,8 +322,9 @@ def _items_page(order: Literal["asc", "desc"], *, after: bool) -> Select[str]:
     if not after:
         return page
     marked = conversation_items.alias("cursor_item")
+    cursor_position = _not_indexed(marked.c.position)
     bound = (
-        select(func.min(marked.c.position) if ascending else func.max(marked.c.position))
+        select(func.min(cursor_position) if ascending else func.max(cursor_position))
         .where(
             marked.c.tenant_id == _tenant,
             marked.c.conversation_id == _conversation,
