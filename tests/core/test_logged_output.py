@@ -54,12 +54,13 @@ def state() -> ResponseState:
     return ResponseState("resp_1", "t", 1.0, "m", None, None, True, GenerationSettings())
 
 
+@pytest.mark.parametrize("summary", [True, False], ids=["summary", "no_summary"])
 @pytest.mark.parametrize("cut", range(len(SCRIPT) + 1))
-def test_a_log_cut_after_any_delta_gives_what_a_cancel_then_leaves(cut: int) -> None:
+def test_a_log_cut_after_any_delta_gives_what_a_cancel_then_leaves(cut: int, summary: bool) -> None:
     output: list[Item] = []
     events: list[ev.Event] = [ev.ResponseCreated(state()), ev.ResponseInProgress(state())]
-    summary = ReasoningOutput(summary=True)
-    assembler = OutputAssembler(output, events.append, set(), Catalog([]), reasoning=summary)
+    reasoning = ReasoningOutput(summary=True) if summary else None
+    assembler = OutputAssembler(output, events.append, set(), Catalog([]), reasoning=reasoning)
     for step in SCRIPT[:cut]:
         step(assembler)
 
@@ -263,3 +264,113 @@ def test_a_log_that_cannot_be_replayed_leaves_the_output_empty_and_says_so(
 
     assert logged_output([b"{}"], broken) == []
     assert "could not be rebuilt" in caplog.text
+
+
+def message_added(index: int, item_id: str) -> ev.ItemAdded:
+    item = {"id": item_id, "type": "message", "status": "in_progress", "role": "assistant"}
+    return ev.ItemAdded(index, {**item, "content": []})
+
+
+def test_a_log_cut_as_a_refusal_part_begins_keeps_that_part_empty() -> None:
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    assembler = OutputAssembler(output, events.append, set())
+    assembler.text("Hi")
+    assembler.refusal("no")
+    assert isinstance(events[-1], ev.RefusalDelta)
+
+    [message] = logged_output(log_of(events[:-1]), decode_event_json)
+
+    assert message["status"] == "incomplete"
+    assert [(p["type"], p.get("text", p.get("refusal"))) for p in message["content"]] == [
+        ("output_text", "Hi"),
+        ("refusal", ""),
+    ]
+
+
+def test_a_refusal_whose_part_is_missing_from_the_log_is_kept() -> None:
+    """A log is never a reason for a recovery to fail: a delta read without the event
+    that announced its part still counts."""
+    log = log_of([message_added(0, "msg_1"), ev.RefusalDelta(0, 0, "msg_1", "no")])
+
+    [message] = logged_output(log, decode_event_json)
+
+    assert message["content"] == [{"type": "refusal", "refusal": "no"}]
+
+
+def test_an_item_past_the_end_of_the_log_and_its_deltas_are_skipped() -> None:
+    """A log with a gap (an item's events unreadable): what comes after the gap is not
+    put anywhere, nor taken for the item being written."""
+    log = log_of(
+        [
+            call_added(0, "fc_1"),
+            ev.ArgumentsDelta(0, "fc_1", "{"),
+            message_added(2, "msg_2"),
+            ev.PartAdded(2, 0, "msg_2", {"type": "output_text", "text": "", "annotations": []}),
+            ev.TextDelta(2, 0, "msg_2", "lost"),
+            message_added(-1, "msg_3"),
+            ev.TextDelta(-1, 0, "msg_3", "lost"),
+        ]
+    )
+
+    [call] = logged_output(log, decode_event_json)
+
+    assert (call["id"], call["status"], call["arguments"]) == ("fc_1", "incomplete", "{")
+
+
+def test_deltas_of_an_item_whose_announcement_is_unreadable_are_skipped() -> None:
+    log = [
+        b'{"type": "response.output_item.added", "output_index": 0, "item": {}}',
+        *log_of([ev.ArgumentsDelta(0, "fc_1", "{"), ev.TextDelta(0, 0, "fc_1", "x")]),
+    ]
+
+    assert logged_output(log, decode_event_json) == []
+
+
+def test_a_call_done_after_the_next_one_was_added_keeps_both() -> None:
+    """The gateway runs a round's calls after it: the first one's run is done after the
+    second was written, whose run the log was cut in."""
+    first, second = mcp_call("mcp_1"), mcp_call("mcp_2")
+    first_done = {**first, "status": "completed", "arguments": "{}", "output": "found"}
+    log = log_of(
+        [
+            ev.ItemAdded(0, first),
+            ev.McpArgumentsDone(0, "mcp_1", "{}"),
+            ev.ItemAdded(1, second),
+            ev.McpArgumentsDelta(1, "mcp_2", '{"q": 1}'),
+            ev.McpArgumentsDone(1, "mcp_2", '{"q": 1}'),
+            ev.ItemDone(0, first_done),
+        ]
+    )
+
+    output = logged_output(log, decode_event_json)
+
+    assert output == [first_done, {**second, "arguments": '{"q": 1}', "status": "incomplete"}]
+
+
+def test_a_log_cut_after_a_call_s_arguments_were_done_closes_that_call() -> None:
+    log = log_of(
+        [
+            ev.ItemAdded(0, mcp_call("mcp_1")),
+            ev.McpArgumentsDelta(0, "mcp_1", "{}"),
+            ev.McpArgumentsDone(0, "mcp_1", "{}"),
+        ]
+    )
+
+    [call] = logged_output(log, decode_event_json)
+
+    assert (call["arguments"], call["status"]) == ("{}", "incomplete")
+
+
+def test_an_approval_request_cut_is_done_as_a_cancel_does_it_without_a_status() -> None:
+    """An ``mcp_approval_request`` is never open (it has no status): the assembler ends
+    it done, and nothing closes it again as ``incomplete``."""
+    request = {
+        "id": "mcpr_1",
+        "type": "mcp_approval_request",
+        "server_label": "docs",
+        "name": "search",
+        "arguments": "",
+    }
+
+    assert logged_output(log_of([ev.ItemAdded(0, request)]), decode_event_json) == [request]
