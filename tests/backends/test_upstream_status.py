@@ -11,6 +11,7 @@ from stateway.backends.upstream_status import (
     classify_reported,
     classify_status,
     parse_error,
+    reports_error,
     retry_after,
 )
 from stateway.core.errors import UpstreamContextTooLong
@@ -297,3 +298,37 @@ def test_a_model_that_takes_no_images_is_recognised_by_its_wording(body: dict[st
     assert code == "image_input_unsupported"
     error = classify_status(400, message, code, "up")
     assert (error.status, error.code) == (400, "image_input_unsupported")
+
+
+@pytest.mark.parametrize(
+    ("body", "reported"),
+    [
+        ({"error": {"message": "m"}}, True),
+        ({"type": "error", "error": {"type": "overloaded_error"}}, True),
+        ({"error": None}, True),
+        ({"choices": [], "error": None}, False),  # an answer, whatever else it carries
+        ({"choices": [{"index": 0}], "error": {"message": "m"}}, False),
+        ({"object": "chat.completion.chunk", "usage": {}}, False),  # neither: not an error
+        ({}, False),
+    ],
+)
+def test_a_body_reports_an_error_when_it_has_one_and_no_answer(
+    body: dict[str, Any], reported: bool
+) -> None:
+    assert reports_error(body, "choices") is reported
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        ({"type": "authentication_error", "message": "invalid x-api-key"}, 401),
+        ({"type": "permission_error", "message": "m"}, 403),
+        ({"code": 402, "message": "Insufficient credits"}, 402),  # OpenRouter's
+    ],
+)
+def test_a_reported_credential_refusal_is_the_gateway_s_naming_the_server(
+    error: dict[str, Any], status: int
+) -> None:
+    refused = classify_reported(error, "up", str, mid_stream=True)
+    assert (refused.status, refused.code) == (502, "upstream_auth_failed")
+    assert refused.message == f"Model server 'up' refused the gateway's credentials ({status})."
