@@ -1,7 +1,9 @@
 from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
+from stateway.core.compaction.reasoning_output import ReasoningOutput
 from stateway.core.inference import ToolCallDelta
 from stateway.core.items import Item
+from stateway.core.open_item import OpenItem
 from stateway.core.tools.catalog import Catalog
 
 NAMESPACE = {"type": "namespace", "name": "ns", "tools": [{"type": "function", "name": "spawn"}]}
@@ -129,6 +131,54 @@ def test_every_item_is_announced_with_its_status() -> None:
         ("function_call", "in_progress"),
     ]
     assert [i.get("status") for i in done] == ["completed"] * 3
+
+
+def test_a_reasoning_item_starts_empty_with_its_part_and_summary_part_announced() -> None:
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    summary = ReasoningOutput(summary=True)
+    assembler = OutputAssembler(output, events.append, set(), reasoning=summary)
+    assembler.reasoning("plan")
+    [item] = output
+    assert item["id"].startswith("rs_")
+    assert events[:3] == [
+        ev.ItemAdded(
+            0,
+            {
+                "id": item["id"],
+                "type": "reasoning",
+                "summary": [],
+                "content": [],
+                "status": "in_progress",
+            },
+        ),
+        ev.PartAdded(0, 0, item["id"], {"type": "reasoning_text", "text": ""}),
+        ev.SummaryPartAdded(0, 0, item["id"]),
+    ]
+
+
+def test_a_resumed_item_is_finished_as_this_assembler_s_own() -> None:
+    """An item another assembler opened (a dead run's, rebuilt from its log): finished
+    here with its text so far, and output counted as begun."""
+    item = {"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant"}
+    output: list[Item] = [{**item, "content": []}]
+    opened = OpenItem(0, output[0])
+    opened.text_part = True
+    opened.chunks.append("Hel")
+    events: list[ev.Event] = []
+    assembler = OutputAssembler(output, events.append, set())
+
+    assembler.resume(opened)
+
+    assert assembler.started
+    assembler.finish("incomplete")
+    part = {"type": "output_text", "text": "Hel", "annotations": [], "logprobs": []}
+    assert output == [{**item, "status": "incomplete", "content": [part]}]
+    assert events == [
+        ev.TextDone(0, 0, "msg_1", "Hel", None),
+        ev.PartDone(0, 0, "msg_1", part),
+        ev.ItemDone(0, output[0]),
+    ]
 
 
 def test_a_message_keeps_its_tokens_and_tokens_alone_open_nothing() -> None:

@@ -645,6 +645,28 @@ async def test_web_search_emits_its_call_with_sources_and_cites_them() -> None:
     assert "A gateway." in seen_by_model(setup.backend.requests[1])["output"]
 
 
+async def test_each_citation_is_announced_in_order_before_its_text_is_done() -> None:
+    """One ``AnnotationAdded`` per annotation of the message's text part, numbered as
+    the part holds them, after its last delta and before its ``TextDone``."""
+    hits = [SearchHit("A", "https://a.test/x", "a"), SearchHit("B", "https://b.test/y", "b")]
+    text = "See https://b.test/y, then https://a.test/x."
+    setup = Setup(
+        [tools_round(call("web_search", {"query": "q"})), answer(text)], search=FakeSearch(hits)
+    )
+    run = await setup.create([{"type": "web_search"}])
+    message = run.state.output[1]
+    annotations = message["content"][0]["annotations"]
+    assert [a["url"] for a in annotations] == ["https://b.test/y", "https://a.test/x"]
+    added = [e for e in run.events if isinstance(e, ev.AnnotationAdded)]
+    assert added == [
+        ev.AnnotationAdded(1, 0, message["id"], at, annotation)
+        for at, annotation in enumerate(annotations)
+    ]
+    done = run.events.index(ev.TextDone(1, 0, message["id"], text, None))
+    last_delta = max(i for i, e in enumerate(run.events) if isinstance(e, ev.TextDelta))
+    assert all(last_delta < run.events.index(e) < done for e in added)
+
+
 async def test_the_answer_after_a_mixed_round_cites_its_search() -> None:
     """The search ran in the response that returned the client's call; the client's
     output continues that turn, and the answer naming a hit cites it as if one response
