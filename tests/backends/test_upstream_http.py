@@ -397,3 +397,18 @@ async def test_a_redirect_is_not_followed(loopback: Loopback, call_kind: str) ->
     assert caught.value.status == 502
     assert "redirect" in caught.value.message
     assert followed == []
+
+
+@pytest.mark.parametrize(
+    ("url", "address"),
+    [
+        ("http://127.0.0.1:8000/v1", ("127.0.0.1", 8000)),
+        ("https://api.openai.com/v1", ("api.openai.com", 443)),
+        ("http://vllm.internal/v1", ("vllm.internal", 80)),
+        ("http://[::1]:9000/v1", ("::1", 9000)),
+        ("http://host:port/v1", None),
+        ("/v1", None),
+    ],
+)
+def test_a_target_names_its_server_address(url: str, address: tuple[str, int] | None) -> None:
+    assert UpstreamTarget("b", url).address == address

@@ -19,6 +19,8 @@ class ScriptedBackend:
     """Yields a fixed list of deltas (an exception in the list is raised at that point)."""
 
     name = "scripted"
+    api = "chat"
+    address: tuple[str, int] | None = None
     carried_item_types = frozenset(
         {"message", "function_call", "function_call_output", "reasoning"}
     )

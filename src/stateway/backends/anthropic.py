@@ -49,6 +49,7 @@ from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.ids import new_id
 from stateway.core.inference import (
     PAUSED,
+    Answered,
     Citation,
     Delta,
     Finish,
@@ -98,11 +99,13 @@ _CARRIED_REASONS = frozenset({"model_context_window_exceeded", "pause_turn", "re
 class AnthropicBackend:
     carried_item_types = CARRIED
     carried_part_types = CARRIED_PARTS
+    api = "anthropic"
     carries_unknown_types = False
 
     def __init__(self, client: UpstreamClient, options: AnthropicOptions | None = None) -> None:
         self._client = client
         self.name = client.target.name
+        self.address = client.target.address
         self._options = options or AnthropicOptions()
 
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
@@ -123,10 +126,13 @@ class AnthropicBackend:
                 message = self._parse(await reply.read())
                 if message.get("type") == "error" or reports_error(message, "content"):
                     raise self._reported(message.get("error"), mid_stream=False)
+                if request.answered is not None:
+                    request.answered.note(message.get("id"), message.get("model"))
                 for delta in self._decode(partial(from_upstream_message, message, names)):
                     yield delta
                 return
-            stream = StreamState(names, partial(self._reported, mid_stream=True))
+            reported = partial(self._reported, mid_stream=True)
+            stream = StreamState(names, reported, request.answered)
             async for event in reply.events():
                 data = self._parse(event.data)
                 for delta in self._decode(partial(stream.feed, data)):
@@ -200,11 +206,27 @@ class StreamState:
     """Follows one upstream event stream: which blocks are calls, and the usage so far;
     ``reported``: the error an ``error`` event's object stands for."""
 
-    __slots__ = ("_calls", "_last", "_reported", "_streamed", "_usage", "finished", "names")
+    __slots__ = (
+        "_answered",
+        "_calls",
+        "_last",
+        "_reported",
+        "_streamed",
+        "_usage",
+        "finished",
+        "names",
+    )
 
-    def __init__(self, names: ToolNames, reported: Callable[[object], GatewayError]) -> None:
+    def __init__(
+        self,
+        names: ToolNames,
+        reported: Callable[[object], GatewayError],
+        answered: Answered | None = None,
+    ) -> None:
         self.names = names
         self._reported = reported
+        self._answered = answered
+        """A traced attempt's: the message's id and model noted as it starts."""
         self.finished = False
         self._last: Any = None
         """The type of the last block started."""
@@ -229,7 +251,10 @@ class StreamState:
             if index in self._calls and index not in self._streamed:
                 yield ToolCallDelta(index, None, None, "{}")
         elif kind == "message_start":
-            self._usage = dict(obj(obj(event["message"]).get("usage")))
+            message = obj(event["message"])
+            if self._answered is not None:
+                self._answered.note(message.get("id"), message.get("model"))
+            self._usage = dict(obj(message.get("usage")))
             if self._usage:  # the prompt's count, known before any output
                 yield UsageReport(_usage(self._usage))
         elif kind == "message_delta":

@@ -43,6 +43,7 @@ from stateway.backends.upstream_values import count, obj, text
 from stateway.core import logprobs
 from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.inference import (
+    Answered,
     Delta,
     Finish,
     InferenceRequest,
@@ -72,6 +73,7 @@ class OpenAIChatBackend:
         "assistant": TEXT_PARTS,
         TOOL_OUTPUT: TEXT_PARTS | {"input_image"},
     }
+    api = "chat"
     carries_unknown_types = False
 
     def __init__(
@@ -87,6 +89,7 @@ class OpenAIChatBackend:
         self._client = client
         self._target = client.target
         self.name = client.target.name
+        self.address = client.target.address
         self._max_tokens_field = max_tokens_field
         """``max_tokens`` (vLLM, llama.cpp, Ollama, ...) or ``max_completion_tokens`` (what
         OpenAI's reasoning models require)."""
@@ -121,10 +124,13 @@ class OpenAIChatBackend:
         body, waiting = self._target.filled(body), request.first_output
         async with self._client.post("/chat/completions", body, first_output=waiting) as reply:
             if not request.stream or reply.whole:
-                for delta in self._decode_completion(await reply.read(), tokens):
+                data = await reply.read()
+                for delta in self._decode_completion(data, tokens, request.answered):
                     yield delta
                 return
             finished: bool | None = None  # None until the first delta
+            answered = request.answered  # a traced attempt's: noted from the first chunk
+            decode = self._decode_chunk if answered is None else self._noting(answered)
             async for event in reply.events():
                 if event.event == "error":  # an error line (:mod:`stateway.backends.sse`)
                     raise self._error_event(event.data)
@@ -135,7 +141,7 @@ class OpenAIChatBackend:
                         )
                     finished = True
                     break
-                for delta in self._decode_chunk(event.data, tokens):
+                for delta in decode(event.data, tokens):
                     finished = finished or isinstance(delta, Finish)
                     yield delta
             if not finished:
@@ -149,10 +155,30 @@ class OpenAIChatBackend:
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed chunk.") from exc
 
-    def _decode_completion(self, data: bytes, tokens: bool) -> list[Delta]:
+    def _noting(self, answered: Answered) -> Callable[[bytes, bool], list[Delta]]:
+        """:meth:`_decode_chunk`, noting the first chunk's ``id`` and ``model`` in
+        ``answered`` (that chunk parsed once more: for a traced attempt only)."""
+        first = True
+
+        def decode(data: bytes, tokens: bool) -> list[Delta]:
+            nonlocal first
+            deltas = self._decode_chunk(data, tokens)
+            if first:
+                first = False
+                chunk = orjson.loads(data)
+                answered.note(chunk.get("id"), chunk.get("model"))
+            return deltas
+
+        return decode
+
+    def _decode_completion(
+        self, data: bytes, tokens: bool, answered: Answered | None = None
+    ) -> list[Delta]:
         try:
             payload = orjson.loads(data)
             self._check_reported(payload, mid_stream=False)
+            if answered is not None:
+                answered.note(payload.get("id"), payload.get("model"))
             return list(from_upstream_completion(payload, tokens))
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed reply.") from exc

@@ -55,6 +55,7 @@ from stateway.backends.upstream_values import count, obj, text
 from stateway.core import logprobs
 from stateway.core.errors import InvalidRequest, UpstreamError, UpstreamRejected
 from stateway.core.inference import (
+    Answered,
     Delta,
     Finish,
     InferenceRequest,
@@ -105,11 +106,13 @@ class _Reported(Exception):
 class OpenAIResponsesBackend:
     carried_item_types = CARRIED
     carried_part_types = CARRIED_PARTS
+    api = "responses"
     carries_unknown_types = True
 
     def __init__(self, client: UpstreamClient, *, cache_salted: bool = False) -> None:
         self._client = client
         self.name = client.target.name
+        self.address = client.target.address
         self.cache_salted = cache_salted
         """Each call carries its tenant's ``cache_salt``."""
         self._tokenizer = UpstreamTokenizer(client)
@@ -128,11 +131,11 @@ class OpenAIResponsesBackend:
         body, waiting = self._client.target.filled(body), request.first_output
         async with self._client.post("/responses", body, first_output=waiting) as reply:
             if not request.stream or reply.whole:
-                read = partial(from_upstream_response, tokens=tokens)
+                read = partial(from_upstream_response, tokens=tokens, answered=request.answered)
                 for delta in self._decode(read, await reply.read(), mid_stream=False):
                     yield delta
                 return
-            stream = _StreamState(tokens)
+            stream = _StreamState(tokens, request.answered)
             async for event in reply.events():
                 for delta in self._decode(stream.feed, event.data, mid_stream=True):
                     yield delta
@@ -205,11 +208,13 @@ class _StreamState:
     whose content came only whole (on ``response.output_item.done``) is not lost, and
     one that streamed is not repeated."""
 
-    __slots__ = ("finished", "part", "streamed", "summaries", "tokens")
+    __slots__ = ("answered", "finished", "part", "streamed", "summaries", "tokens")
 
-    def __init__(self, tokens: bool = False) -> None:
+    def __init__(self, tokens: bool = False, answered: Answered | None = None) -> None:
         self.tokens = tokens
         """Whether the text's tokens (``logprobs``) were asked for: read only then."""
+        self.answered = answered
+        """A traced attempt's: the response's id and model noted as it ends."""
         self.finished = False
         self.streamed: set[int] = set()
         """Output indexes of the items that streamed their text, reasoning or arguments."""
@@ -249,7 +254,10 @@ class _StreamState:
             yield from self._done(event["item"], event["output_index"])
         elif kind in _TERMINAL:
             self.finished = True
-            yield from _finish(event["response"])
+            response = event["response"]
+            if self.answered is not None:
+                self.answered.note(response.get("id"), response.get("model"))
+            yield from _finish(response)
         elif kind in ("response.failed", "error"):
             raise _Reported(
                 (event.get("response") or {}).get("error") or event.get("error") or event
@@ -284,9 +292,14 @@ class _StreamState:
             yield OutputItem(item)
 
 
-def from_upstream_response(payload: dict[str, Any], tokens: bool = False) -> Iterator[Delta]:
+def from_upstream_response(
+    payload: dict[str, Any], tokens: bool = False, answered: Answered | None = None
+) -> Iterator[Delta]:
+    """Deltas of a whole ``response`` (its id and model noted in ``answered``, if given)."""
     if payload.get("status") == "failed" or reports_error(payload, "output"):
         raise _Reported(payload.get("error") or {})
+    if answered is not None:
+        answered.note(payload.get("id"), payload.get("model"))
     for index, item in enumerate(payload.get("output") or ()):
         if item.get("type") == "function_call":
             yield _call(index, item)

@@ -37,6 +37,7 @@ from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -94,6 +95,19 @@ class UpstreamTarget:
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     """Fields every inference call carries unless it sets them itself (``[[backends]]
     extra_body``: a server's own parameters, such as vLLM's ``chat_template_kwargs``)."""
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """The server's host and port (its scheme's port when the URL names none); None
+        for a URL without a host, or with a port that is no number."""
+        url = urlsplit(self.base_url)
+        try:
+            port = url.port
+        except ValueError:
+            return None
+        if not url.hostname:
+            return None
+        return url.hostname, port or (443 if url.scheme == "https" else 80)
 
     def filled(self, body: dict[str, Any]) -> dict[str, Any]:
         """``body``, given the :attr:`extra_body` fields it does not set (in place)."""

@@ -41,6 +41,26 @@ class InferenceRequest:
     """The tenant's ``cache_salt`` (:class:`~stateway.core.ports.CacheSalts`): a backend
     with ``cache_salt = "tenant"`` sends it, so the call shares no prefix cache with
     another tenant's. None: the gateway has none to give."""
+    answered: Answered | None = None
+    """Set by the round for an attempt a trace records (only then): the backend notes in
+    it what its upstream said of the answer besides its deltas."""
+
+
+@dataclass(slots=True)
+class Answered:
+    """What an upstream says of an answer besides its deltas: its id and the model that
+    wrote it. Asked for only while a trace records the attempt; a backend notes them once
+    per answer, where its wire has them."""
+
+    response_id: str | None = None
+    model: str | None = None
+
+    def note(self, response_id: object, model: object) -> None:
+        """Keep the id and model an upstream sent, where they are strings."""
+        if isinstance(response_id, str) and response_id:
+            self.response_id = response_id
+        if isinstance(model, str) and model:
+            self.model = model
 
 
 @dataclass(slots=True, frozen=True)

@@ -18,6 +18,12 @@ class Backend(Protocol):
     """One upstream model server, spoken to in one API shape."""
 
     name: str
+    api: str
+    """The API shape its upstream speaks, as ``[[backends]] api`` names it (``chat``,
+    ``responses``, ``anthropic``)."""
+    address: tuple[str, int] | None
+    """The upstream server's host and port, as its URL names them (what traces show);
+    None when it has none."""
     carried_item_types: frozenset[str]
     """Input item types this upstream API can carry; others are rejected before sending."""
     carried_part_types: Mapping[str, frozenset[str]]
