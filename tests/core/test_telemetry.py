@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import orjson
@@ -15,12 +15,13 @@ import pytest
 from stateway.core.commands import CompactResponse, CreateResponse, ForwardChat, GenerationSettings
 from stateway.core.errors import UpstreamError, UpstreamUnavailable
 from stateway.core.gateway import Gateway
-from stateway.core.inference import Finish, TextDelta, UsageReport
+from stateway.core.inference import Answered, Finish, InferenceRequest, TextDelta, UsageReport
 from stateway.core.loop import Loop
+from stateway.core.ports import Backend
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
-from stateway.core.telemetry import Attribute, RunReport, Span, ToolOutcome
+from stateway.core.telemetry import AttemptSpan, Attribute, RunReport, Span, ToolCall, ToolOutcome
 from stateway.core.tools.ports import SearchHit
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
 from stateway.core.usage import Usage
@@ -30,12 +31,18 @@ from tests.core.tools.test_tool_loop import DOCS, MCP_TOOL, answer, call, fake_m
 
 
 class Recorded:
-    def __init__(self, name: str, attributes: Mapping[str, Attribute]) -> None:
+    recording = True
+
+    def __init__(self, name: str, attributes: Mapping[str, Any]) -> None:
         self.name = name
         self.attributes = dict(attributes)
+        self.answers: list[tuple[str, Usage | None, Answered | None]] = []
 
     def set(self, key: str, value: Attribute) -> None:
         self.attributes[key] = value
+
+    def answered(self, reason: str, usage: Usage | None, noted: Answered | None) -> None:
+        self.answers.append((reason, usage, noted))
 
 
 class Recording:
@@ -47,10 +54,22 @@ class Recording:
         self.spans: list[Recorded] = []
 
     @contextmanager
-    def span(self, name: str, attributes: Mapping[str, Attribute]) -> Iterator[Span]:
+    def _span(self, name: str, attributes: Mapping[str, Any]) -> Iterator[Recorded]:
         recorded = Recorded(name, attributes)
         self.spans.append(recorded)
         yield recorded
+
+    def round(self, number: int) -> AbstractContextManager[Span]:
+        return self._span("round", {"number": number})
+
+    def attempt(
+        self, backend: Backend, request: InferenceRequest
+    ) -> AbstractContextManager[AttemptSpan]:
+        return self._span("attempt", {"backend": backend.name, "model": request.model})
+
+    def tool_call(self, call: ToolCall) -> AbstractContextManager[Span]:
+        fields = {"kind": call.kind, "label": call.label, "name": call.name, "id": call.call_id}
+        return self._span("tool_call", fields)
 
     def tool_called(self, tool: str, outcome: ToolOutcome) -> None:
         self.tools.append((tool, outcome))
@@ -93,18 +112,28 @@ async def test_a_run_reports_its_tenant_model_usage_attempts_and_first_output() 
     assert report.first_output >= 0
     assert telemetry.tools == [("web_search", "ok")]
     assert [s.name for s in telemetry.spans] == [
-        "stateway.round",
-        "stateway.attempt",
-        "stateway.tool_call",
-        "stateway.round",
-        "stateway.attempt",
+        "round",
+        "attempt",
+        "tool_call",
+        "round",
+        "attempt",
     ]
-    assert [s.attributes.get("stateway.round") for s in telemetry.spans[::3]] == [1, 2]
-    assert telemetry.spans[2].attributes == {
-        "stateway.tool": "web_search",
-        "stateway.tool.name": "web search",
+    assert [s.attributes.get("number") for s in telemetry.spans[::3]] == [1, 2]
+    tool_call = telemetry.spans[2].attributes
+    assert str(tool_call.pop("id")).startswith("ws_")  # the web_search_call item's
+    assert tool_call == {
+        "kind": "web_search",
+        "label": "web search",
+        "name": "",
         "stateway.outcome": "ok",
     }
+    first, second = telemetry.spans[1], telemetry.spans[4]
+    assert first.attributes == {"backend": "scripted", "model": "alias"}
+    [(reason, usage, answered)] = first.answers
+    assert reason == "tool_calls"
+    assert usage == Usage(3, 2)
+    assert answered == Answered()  # the scripted backend notes nothing
+    assert [(reason, usage) for reason, usage, _ in second.answers] == [("stop", Usage(5, 1))]
 
 
 async def test_a_run_that_failed_before_output_reports_no_first_output() -> None:
@@ -115,6 +144,8 @@ async def test_a_run_that_failed_before_output_reports_no_first_output() -> None
     [report] = telemetry.reports
     assert report.first_output is None
     assert [(a["backend"], a["outcome"]) for a in report.attempts] == [("scripted", "failed")]
+    [attempt] = [s for s in telemetry.spans if s.name == "attempt"]
+    assert attempt.answers == []  # no answer ended: nothing told
 
 
 async def test_tool_calls_are_told_by_kind_and_outcome() -> None:
@@ -137,6 +168,15 @@ async def test_tool_calls_are_told_by_kind_and_outcome() -> None:
         ("mcp", "timeout"),
         ("mcp_list_tools", "ok"),
     ]
+    calls = [s.attributes for s in telemetry.spans if s.name == "tool_call"]
+    told = sorted((c["kind"], c["name"], c["stateway.outcome"], c.get("error.type")) for c in calls)
+    assert told == [
+        ("mcp", "add", "ok", None),
+        ("mcp", "boom", "error", "execution"),
+        ("mcp", "slow", "timeout", "timeout"),
+        ("mcp_list_tools", "", "ok", None),
+    ]
+    assert sorted(str(c["id"]).split("_")[0] for c in calls) == ["mcp", "mcp", "mcp", "mcpl"]
 
 
 class UsageRelay:

@@ -1,27 +1,39 @@
 """Traces through the SDK's in-memory exporter: a request with a gateway tool round is one
 span with a child per round, each round's upstream attempt and tool call under it; only
-allow-listed attributes, never a prompt; failures marked by class, not message."""
+allow-listed attributes, never a prompt; failures marked by class, not message. Attempts
+and tool calls follow the GenAI semantic conventions (``chat {model}``, ``execute_tool
+{tool}``), end to end through the real backends against the fake model server; with
+tracing off (or a span the sampler dropped) nothing is built for them."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import StatusCode
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.trace import SpanKind, StatusCode
 
+from stateway.app.generation import build_backend
+from stateway.backend_config import BackendConfig
+from stateway.backends.admission import WaitingRoom
 from stateway.config import ConfigError
 from stateway.core.errors import UpstreamUnavailable
 from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
+from stateway.core.ports import Backend
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
+from stateway.core.telemetry import NO_SPAN
 from stateway.core.tools.ports import SearchHit
 from stateway.core.tools.toolset import GatewayTools, ToolPolicy
+from stateway.fake_upstream.launch import start_fake_upstream
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
@@ -44,11 +56,18 @@ def exporter() -> Iterator[InMemorySpanExporter]:
     spans.clear()
 
 
-def traced_app(exporter: InMemorySpanExporter, rounds: list[list[Any]]) -> Any:
-    provider = TracerProvider()
+def traced_app(
+    exporter: InMemorySpanExporter,
+    rounds: list[list[Any]],
+    backend: Backend | None = None,
+    provider: TracerProvider | None = None,
+) -> Any:
+    """The HTTP app over ``backend`` (default: one scripted with ``rounds``), tracing
+    into ``exporter`` (through ``provider``, if given)."""
+    provider = provider or TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     telemetry = Observability(PrometheusMetrics(), Tracing(provider.get_tracer("test")))
-    backend = RoundsBackend(rounds)
+    backend = backend or RoundsBackend(rounds)
     store = MemoryStore()
     search = FakeSearch([SearchHit("Stateway", "https://stateway.test", "A gateway.")])
     tools = GatewayTools(search=search, policy=ToolPolicy(timeout=5))
@@ -93,7 +112,7 @@ async def test_a_request_with_a_tool_round_is_one_tree(
     app = traced_app(exporter, [tools_round(call("web_search", {"query": "stateway"})), answer()])
     reply = await http_call(app, "POST", "/v1/responses", create(stream))
     assert reply.status == 200
-    attempt = ["stateway.attempt", {}, []]
+    attempt = ["chat m", {}, []]
     assert tree(exporter.get_finished_spans()) == [
         [
             "POST /v1/responses",
@@ -105,7 +124,7 @@ async def test_a_request_with_a_tool_round_is_one_tree(
                     [
                         attempt,
                         [
-                            "stateway.tool_call",
+                            "execute_tool web_search",
                             {"stateway.tool": "web_search", "stateway.outcome": "ok"},
                             [],
                         ],
@@ -135,7 +154,7 @@ async def test_attributes_are_allow_listed_and_carry_no_prompt(
         assert set(attributes) <= ALLOWED_ATTRIBUTES
         assert not any(SECRET_PROMPT in str(value) for value in attributes.values())
         assert SECRET_PROMPT not in span.name
-    attempts = [s for s in spans if s.name == "stateway.attempt"]
+    attempts = [s for s in spans if s.name == "chat m"]
     attributes = [dict(s.attributes or {}) for s in attempts]
     named = {(a["stateway.backend"], a["stateway.model"]) for a in attributes}
     assert named == {("scripted", "m")}
@@ -147,12 +166,162 @@ async def test_a_failed_attempt_is_marked_by_class_and_code(
     app = traced_app(exporter, [[UpstreamUnavailable("upstream said: " + SECRET_PROMPT)]])
     reply = await http_call(app, "POST", "/v1/responses", create())
     assert reply.status >= 500
-    [attempt] = [s for s in exporter.get_finished_spans() if s.name == "stateway.attempt"]
+    [attempt] = [s for s in exporter.get_finished_spans() if s.name == "chat m"]
     assert attempt.status.status_code is StatusCode.ERROR
     assert attempt.status.description == "UpstreamUnavailable"
-    assert dict(attempt.attributes or {})["stateway.error"] == UpstreamUnavailable("x").code
+    attributes = dict(attempt.attributes or {})
+    assert attributes["stateway.error"] == UpstreamUnavailable("x").code
+    assert attributes["error.type"] == UpstreamUnavailable("x").code
+    assert "gen_ai.response.finish_reasons" not in attributes  # no answer ended
     [request] = [s for s in exporter.get_finished_spans() if s.name == "POST /v1/responses"]
     assert request.status.status_code is StatusCode.ERROR
+
+
+def attributes_of(spans: tuple[ReadableSpan, ...], name: str) -> list[dict[str, Any]]:
+    return [dict(s.attributes or {}) for s in spans if s.name == name]
+
+
+async def test_an_attempt_is_a_genai_inference_span(exporter: InMemorySpanExporter) -> None:
+    app = traced_app(exporter, [answer()])
+    body = {"model": "m", "input": SECRET_PROMPT, "temperature": 0.5, "top_p": 0.75}
+    body["max_output_tokens"] = 64
+    assert (await http_call(app, "POST", "/v1/responses", orjson.dumps(body))).status == 200
+    [attempt] = [s for s in exporter.get_finished_spans() if s.name == "chat m"]
+    assert attempt.kind is SpanKind.CLIENT
+    assert dict(attempt.attributes or {}) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",  # the scripted backend's api is "chat"
+        "gen_ai.request.model": "m",
+        "gen_ai.request.max_tokens": 64,
+        "gen_ai.request.temperature": 0.5,
+        "gen_ai.request.top_p": 0.75,
+        "gen_ai.response.finish_reasons": ("stop",),
+        "gen_ai.usage.input_tokens": 5,
+        "gen_ai.usage.output_tokens": 1,
+        "stateway.backend": "scripted",
+        "stateway.model": "m",
+    }
+
+
+async def test_an_attempt_without_a_usage_report_counts_no_tokens(
+    exporter: InMemorySpanExporter,
+) -> None:
+    app = traced_app(exporter, [[TextDelta("hi"), Finish("length")]])
+    assert (await http_call(app, "POST", "/v1/responses", create())).status == 200
+    [attempt] = attributes_of(exporter.get_finished_spans(), "chat m")
+    assert attempt["gen_ai.response.finish_reasons"] == ("length",)
+    assert "gen_ai.usage.input_tokens" not in attempt
+
+
+async def test_a_gateway_tool_call_is_an_execute_tool_span(
+    exporter: InMemorySpanExporter,
+) -> None:
+    app = traced_app(exporter, [tools_round(call("web_search", {"query": "q"})), answer()])
+    reply = await http_call(app, "POST", "/v1/responses", create())
+    [search] = [s for s in exporter.get_finished_spans() if s.name == "execute_tool web_search"]
+    assert search.kind is SpanKind.INTERNAL
+    [item] = [i for i in reply.json()["output"] if i["type"] == "web_search_call"]
+    assert dict(search.attributes or {}) == {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "web_search",
+        "gen_ai.tool.type": "extension",
+        "gen_ai.tool.call.id": item["id"],
+        "stateway.tool": "web_search",
+        "stateway.tool.name": "web search",
+        "stateway.outcome": "ok",
+    }
+    [first, _] = attributes_of(exporter.get_finished_spans(), "chat m")
+    assert first["gen_ai.response.finish_reasons"] == ("tool_calls",)
+
+
+@pytest.fixture(scope="module")
+def upstream_url() -> Iterator[str]:
+    with start_fake_upstream() as url:
+        yield url
+
+
+@pytest.mark.parametrize(
+    ("api", "provider", "response_id"),
+    [
+        ("chat", "openai", "chatcmpl-"),
+        ("responses", "openai", "resp_"),
+        ("anthropic", "anthropic", "msg_"),
+    ],
+)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_real_backend_tells_its_upstream_answer(
+    exporter: InMemorySpanExporter,
+    upstream_url: str,
+    api: str,
+    provider: str,
+    response_id: str,
+    stream: bool,
+) -> None:
+    config = BackendConfig(name="fake", url=upstream_url, api=api)  # type: ignore[arg-type]
+    backend = build_backend(config, WaitingRoom(8))
+    try:
+        app = traced_app(exporter, [], backend)
+        body = {"model": "qwen3", "input": SECRET_PROMPT, "stream": stream, "temperature": 0.25}
+        assert (await http_call(app, "POST", "/v1/responses", orjson.dumps(body))).status == 200
+    finally:
+        await backend.aclose()
+    spans = exporter.get_finished_spans()
+    [attempt] = [s for s in spans if s.name == "chat qwen3"]
+    assert attempt.kind is SpanKind.CLIENT
+    attributes = dict(attempt.attributes or {})
+    host, port = urlsplit(upstream_url).hostname, urlsplit(upstream_url).port
+    assert {k: attributes[k] for k in ("server.address", "server.port")} == {
+        "server.address": host,
+        "server.port": port,
+    }
+    assert attributes["gen_ai.provider.name"] == provider
+    assert attributes["gen_ai.request.model"] == "qwen3"
+    assert attributes["gen_ai.request.temperature"] == 0.25
+    assert attributes["gen_ai.response.model"] == "qwen3"  # the fake answers as the model asked
+    assert str(attributes["gen_ai.response.id"]).startswith(response_id)
+    assert attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert int(attributes["gen_ai.usage.input_tokens"]) > 0  # type: ignore[call-overload]
+    assert int(attributes["gen_ai.usage.output_tokens"]) > 0  # type: ignore[call-overload]
+    for span in spans:
+        assert set(span.attributes or {}) <= ALLOWED_ATTRIBUTES
+        assert not any(SECRET_PROMPT in str(value) for value in (span.attributes or {}).values())
+
+
+class Untouchable:
+    """Fails the test if anything reads it."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"{name} read with tracing off")
+
+
+def test_with_tracing_off_an_attempt_reads_and_builds_nothing() -> None:
+    telemetry = Observability(PrometheusMetrics())
+    untouched: Any = Untouchable()
+    assert telemetry.attempt(untouched, untouched) is NO_SPAN
+    assert telemetry.tool_call(untouched) is NO_SPAN
+    assert telemetry.round(1) is NO_SPAN
+    assert NO_SPAN.recording is False
+
+
+@pytest.mark.parametrize("traced", [False, True])
+async def test_a_backend_is_asked_for_its_answer_only_while_a_span_records(
+    exporter: InMemorySpanExporter, traced: bool
+) -> None:
+    backend = RoundsBackend([answer()])
+    if traced:
+        app = traced_app(exporter, [], backend, TracerProvider(sampler=ALWAYS_OFF))
+    else:
+        store = MemoryStore()
+        router = Router([BackendEntry(backend, {}, catch_all=True)])
+        telemetry = Observability(PrometheusMetrics())
+        loop = Loop(store, telemetry=telemetry)
+        gateway = Gateway(store, router, loop, RunRegistry(), telemetry=telemetry)
+        app = build_http_app(ResponsesRoutes(gateway, 1 << 20), ServiceRoutes(gateway))
+    plain = orjson.dumps({"model": "m", "input": "hi"})
+    assert (await http_call(app, "POST", "/v1/responses", plain)).status == 200
+    [request] = backend.requests
+    assert request.answered is None  # tracing off, or every span dropped by the sampler
+    assert exporter.get_finished_spans() == ()
 
 
 def test_tracing_is_off_unless_enabled() -> None:

@@ -67,7 +67,7 @@ from stateway.core.run_row import Row, announce, announce_once_durable, durable,
 from stateway.core.runs import CancelReason, Run
 from stateway.core.settling import Settler
 from stateway.core.stages.context import StageContext
-from stateway.core.telemetry import ROUND, NoTelemetry, Telemetry
+from stateway.core.telemetry import NoTelemetry, Telemetry
 from stateway.core.tools import shell
 from stateway.core.tools.catalog import with_context_tools
 from stateway.core.tools.session import ToolSession
@@ -229,7 +229,7 @@ class Loop:
                     cache_salt=run.cache_salt,
                 )
                 fit = None if run.fitted is None else partial(run.fitted.items, output=output)
-                with self._telemetry.span(ROUND, {ROUND: number}):
+                with self._telemetry.round(number):
                     produced = len(state.output)
                     # each call's own usage is shown only after a compaction (Messages'
                     # usage.iterations), which comes first: counted only then

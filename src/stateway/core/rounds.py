@@ -28,6 +28,7 @@ from stateway.core.assembler import OutputAssembler
 from stateway.core.deadline import FirstOutput
 from stateway.core.errors import GatewayError
 from stateway.core.inference import (
+    Answered,
     Citation,
     Finish,
     InferenceRequest,
@@ -45,7 +46,7 @@ from stateway.core.ports import Backend
 from stateway.core.routing import Candidate, Plan
 from stateway.core.run_row import Row, announce, durable
 from stateway.core.runs import Run
-from stateway.core.telemetry import ATTEMPT, Telemetry
+from stateway.core.telemetry import Telemetry
 from stateway.core.token_estimate import estimate_tokens
 from stateway.core.usage import Usage
 
@@ -100,7 +101,7 @@ async def _infer(
     telemetry: Telemetry,
 ) -> str:
     reason = "stop"
-    reported = Usage()  # some servers repeat running totals: the last report counts
+    unreported = reported = Usage()  # some servers repeat running totals: the last counts
     if plan.first_output is None:  # a candidate that failed first: its count is not this one's
         run.state.prompt_usage = None
     single = _SingleCall() if not request.settings.parallel_tool_calls else None
@@ -108,9 +109,10 @@ async def _infer(
     """Openings before any output (a message begun, a call named before its first
     argument): shown with the first output, if any comes."""
     waiting = request.first_output = FirstOutput()
-    attributes = {"stateway.backend": backend.name, "stateway.model": request.model}
     try:
-        with telemetry.span(ATTEMPT, attributes):
+        with telemetry.attempt(backend, request) as span:
+            if span.recording:  # the upstream's id and model asked for: noted by the backend
+                request.answered = Answered()
             async with aclosing(backend.infer(request)) as deltas:
                 started = plan.output_started
                 async for delta in deltas:
@@ -166,6 +168,9 @@ async def _infer(
                             run.state.stop_details = delta.stop_details
                 if held:  # the answer ended on openings alone (a call that takes no arguments)
                     await _output_begins(run, row, plan, waiting, held, assembler, single)
+            if span.recording:
+                told = None if reported is unreported else reported
+                span.answered(reason, told, request.answered)
     except BaseException:
         if plan.output_started:  # the upstream read the prompt; its count never came
             counted = reported.input_tokens

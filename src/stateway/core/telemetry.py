@@ -4,10 +4,13 @@ The core knows nothing of Prometheus or OpenTelemetry. It calls a :class:`Teleme
 (``app/gateway.py`` builds one from :mod:`stateway.telemetry`) at points that come once per run,
 round, upstream attempt or tool call, never per streamed delta:
 
-- :meth:`Telemetry.span` wraps a round (:data:`ROUND`), an upstream attempt
-  (:data:`ATTEMPT`) and a gateway tool call (:data:`TOOL_CALL`). With tracing on they
+- :meth:`Telemetry.round`, :meth:`Telemetry.attempt` and :meth:`Telemetry.tool_call` wrap
+  a round, an upstream attempt and a gateway tool call in a span. With tracing on they
   nest under the span of the request that started the run (a run's task inherits the
-  request's context); otherwise they cost a shared no-op object.
+  request's context); otherwise each is a shared no-op object, built from nothing: what
+  a span would show is read from the objects it is given only when it records
+  (:attr:`Span.recording`), and the core computes what it tells a span after its block
+  (:meth:`AttemptSpan.answered`) only then.
 - :meth:`Telemetry.tool_called` counts a gateway tool call by kind and outcome.
 - :meth:`Telemetry.run_ended` hands over what a run (or a relayed Chat Completions
   answer) used: its tokens, its upstream attempts, its time to first output.
@@ -24,22 +27,58 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
+from stateway.core.inference import Answered, InferenceRequest
+from stateway.core.ports import Backend
 from stateway.core.usage import Usage
 
 REQUEST_ID: Final[ContextVar[str | None]] = ContextVar("stateway_request_id", default=None)
 """The id of the request being served (``x-request-id``); None outside a request."""
-
-ROUND: Final = "stateway.round"
-ATTEMPT: Final = "stateway.attempt"
-TOOL_CALL: Final = "stateway.tool_call"
 
 Attribute = str | int | float | bool
 ToolOutcome = Literal["ok", "error", "timeout", "cancelled"]
 
 
 class Span(Protocol):
+    recording: bool
+    """Whether the span keeps what it is told: False for the no-op span (tracing off) and
+    for a span the sampler dropped. Values computed only for a span are computed only
+    when it is True."""
+
     def set(self, key: str, value: Attribute) -> None:
         """Add an attribute (dropped unless the tracer allows its key)."""
+        ...
+
+
+class AttemptSpan(Span, Protocol):
+    def answered(self, reason: str, usage: Usage | None, noted: Answered | None) -> None:
+        """The attempt's answer ended: its finish reason, the tokens the upstream reported
+        (None: it reported none) and what the backend noted of the answer (its id and
+        model: :attr:`~.inference.InferenceRequest.answered`)."""
+        ...
+
+
+class ToolCall(Protocol):
+    """A gateway tool call as a span shows it (:class:`~.tools.executor.Call`)."""
+
+    @property
+    def kind(self) -> str:
+        """``mcp``, ``mcp_list_tools``, ``web_search`` or ``tool_search``."""
+        ...
+
+    @property
+    def label(self) -> str:
+        """How logs name the call (an MCP tool as ``server.tool``)."""
+        ...
+
+    @property
+    def name(self) -> str:
+        """An MCP tool's name on its server; empty for the gateway's own tools (their
+        :attr:`kind` names them)."""
+        ...
+
+    @property
+    def call_id(self) -> str | None:
+        """The id of the call's item in the response's output, if it has one."""
         ...
 
 
@@ -60,9 +99,21 @@ class RunReport:
 
 
 class Telemetry(Protocol):
-    def span(self, name: str, attributes: Mapping[str, Attribute]) -> AbstractContextManager[Span]:
-        """A span around the block, a child of the current one (an exception leaving
-        the block marks it failed)."""
+    """Each span is a child of the current one; an exception leaving its block marks it
+    failed."""
+
+    def round(self, number: int) -> AbstractContextManager[Span]:
+        """A span around a run's round ``number`` (from 1)."""
+        ...
+
+    def attempt(
+        self, backend: Backend, request: InferenceRequest
+    ) -> AbstractContextManager[AttemptSpan]:
+        """A span around one upstream attempt: ``request`` sent to ``backend``."""
+        ...
+
+    def tool_call(self, call: ToolCall) -> AbstractContextManager[Span]:
+        """A span around one gateway tool call."""
         ...
 
     def tool_called(self, tool: str, outcome: ToolOutcome) -> None:
@@ -76,7 +127,15 @@ class Telemetry(Protocol):
 class NoTelemetry:
     """Observes nothing: the default where nothing is wired (unit tests)."""
 
-    def span(self, name: str, attributes: Mapping[str, Attribute]) -> AbstractContextManager[Span]:
+    def round(self, number: int) -> AbstractContextManager[Span]:
+        return NO_SPAN
+
+    def attempt(
+        self, backend: Backend, request: InferenceRequest
+    ) -> AbstractContextManager[AttemptSpan]:
+        return NO_SPAN
+
+    def tool_call(self, call: ToolCall) -> AbstractContextManager[Span]:
         return NO_SPAN
 
     def tool_called(self, tool: str, outcome: ToolOutcome) -> None:
@@ -89,6 +148,8 @@ class NoTelemetry:
 class NoSpan:
     """A span that records nothing; stateless, so one serves every block."""
 
+    recording = False
+
     def __enter__(self) -> NoSpan:
         return self
 
@@ -96,6 +157,9 @@ class NoSpan:
         return None
 
     def set(self, key: str, value: Attribute) -> None:
+        pass
+
+    def answered(self, reason: str, usage: Usage | None, noted: Answered | None) -> None:
         pass
 
 

@@ -3,16 +3,25 @@
 :class:`~stateway.surfaces.http.observed.RequestObserver`.
 
 Metrics are always kept; spans only when tracing is on (otherwise every span is a shared
-no-op object, so the core's ``with`` blocks cost next to nothing).
+no-op object, returned before anything about the span is read or built, so the core's
+``with`` blocks cost next to nothing).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Final
 
-from stateway.core.telemetry import NO_SPAN, Attribute, RunReport, Span, ToolOutcome
+from stateway.core.inference import InferenceRequest
+from stateway.core.ports import Backend
+from stateway.core.telemetry import (
+    NO_SPAN,
+    AttemptSpan,
+    RunReport,
+    Span,
+    ToolCall,
+    ToolOutcome,
+)
 from stateway.surfaces.http.observed import RequestSpan
 from stateway.telemetry.metrics import PrometheusMetrics
 from stateway.telemetry.tracing import Tracing
@@ -25,10 +34,22 @@ class Observability:
 
     # -- the core's Telemetry --------------------------------------------------------
 
-    def span(self, name: str, attributes: Mapping[str, Attribute]) -> AbstractContextManager[Span]:
+    def round(self, number: int) -> AbstractContextManager[Span]:
         if self.tracing is None:
             return NO_SPAN
-        return self.tracing.span(name, attributes)
+        return self.tracing.round(number)
+
+    def attempt(
+        self, backend: Backend, request: InferenceRequest
+    ) -> AbstractContextManager[AttemptSpan]:
+        if self.tracing is None:
+            return NO_SPAN
+        return self.tracing.attempt(backend, request)
+
+    def tool_call(self, call: ToolCall) -> AbstractContextManager[Span]:
+        if self.tracing is None:
+            return NO_SPAN
+        return self.tracing.tool_call(call)
 
     def tool_called(self, tool: str, outcome: ToolOutcome) -> None:
         self.metrics.tool_called(tool, outcome)

@@ -1,4 +1,5 @@
-"""OpenTelemetry traces: the request's span and the core's spans under it.
+"""OpenTelemetry traces: the request's span and the core's spans under it (an attempt's
+and a tool call's following the GenAI semantic conventions: :mod:`.genai`).
 
 Spans are made through the OpenTelemetry API on a tracer this object is given: the SDK
 tracer provider :func:`otlp_provider` builds when ``[tracing] enabled`` (exporting in
@@ -7,9 +8,9 @@ test gives (the SDK's in-memory exporter). Nothing is set globally.
 
 Attributes are allow-listed (:data:`ALLOWED_ATTRIBUTES`): a key not on the list is
 dropped, so no prompt, output or tool argument can reach a trace by accident. An
-exception leaving a span marks it failed with the exception's class (and the gateway
-error's code), never its message; a cancelled block (the client left) is marked as such,
-not failed.
+exception leaving a span marks it failed with the exception's class and its
+``error.type`` (the gateway error's code, else the class), never its message; a cancelled
+block (the client left) is marked as such, not failed.
 """
 
 from __future__ import annotations
@@ -23,10 +24,15 @@ from typing import TYPE_CHECKING, Final
 
 from opentelemetry.trace import Span as OtelSpan
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
 
 from stateway.config import ConfigError
 from stateway.core.errors import GatewayError
-from stateway.core.telemetry import Attribute, Span
+from stateway.core.inference import Answered, InferenceRequest
+from stateway.core.ports import Backend
+from stateway.core.telemetry import AttemptSpan, Attribute, Span, ToolCall
+from stateway.core.usage import Usage
+from stateway.telemetry import genai
 from stateway.telemetry_config import TracingConfig
 
 if TYPE_CHECKING:
@@ -46,10 +52,14 @@ ALLOWED_ATTRIBUTES: Final = frozenset(
         "stateway.tool",
         "stateway.tool.name",
         "stateway.error",
+        *genai.GENAI_ATTRIBUTES,
     }
 )
 """Every attribute a span may carry: names of routes, models, backends and tools,
-numbers and outcomes; nothing a client wrote."""
+numbers, ids and outcomes; nothing a client wrote."""
+
+ROUND: Final = "stateway.round"
+"""A round's span, and the attribute holding its number (from 1)."""
 
 SERVICE_NAME: Final = "stateway"
 """``service.name`` unless ``OTEL_SERVICE_NAME`` or ``OTEL_RESOURCE_ATTRIBUTES`` say."""
@@ -58,14 +68,24 @@ SERVICE_NAME: Final = "stateway"
 class AllowedSpan:
     """An OpenTelemetry span as the core's :class:`~stateway.core.telemetry.Span`."""
 
-    __slots__ = ("_span",)
+    __slots__ = ("_span", "recording")
 
     def __init__(self, span: OtelSpan) -> None:
         self._span = span
+        self.recording = span.is_recording()
 
     def set(self, key: str, value: Attribute) -> None:
         if key in ALLOWED_ATTRIBUTES:
             self._span.set_attribute(key, value)
+
+
+class InferenceSpan(AllowedSpan):
+    """An upstream attempt's span (:class:`~stateway.core.telemetry.AttemptSpan`)."""
+
+    __slots__ = ()
+
+    def answered(self, reason: str, usage: Usage | None, noted: Answered | None) -> None:
+        self._span.set_attributes(_allowed(genai.answer(reason, usage, noted)))
 
 
 class RequestSpan:
@@ -93,7 +113,19 @@ class Tracing:
         self._provider = provider
 
     @contextmanager
-    def span(self, name: str, attributes: Mapping[str, Attribute]) -> Iterator[Span]:
+    def round(self, number: int) -> Iterator[Span]:
+        with self._started(ROUND, {ROUND: number}, SpanKind.INTERNAL) as span:
+            yield AllowedSpan(span)
+
+    @contextmanager
+    def attempt(self, backend: Backend, request: InferenceRequest) -> Iterator[AttemptSpan]:
+        name, attributes = genai.inference(backend, request)
+        with self._started(name, attributes, SpanKind.CLIENT) as span:
+            yield InferenceSpan(span)
+
+    @contextmanager
+    def tool_call(self, call: ToolCall) -> Iterator[Span]:
+        name, attributes = genai.tool_call(call)
         with self._started(name, attributes, SpanKind.INTERNAL) as span:
             yield AllowedSpan(span)
 
@@ -105,13 +137,12 @@ class Tracing:
 
     @contextmanager
     def _started(
-        self, name: str, attributes: Mapping[str, Attribute], kind: SpanKind
+        self, name: str, attributes: Mapping[str, AttributeValue], kind: SpanKind
     ) -> Iterator[OtelSpan]:
-        allowed = {k: v for k, v in attributes.items() if k in ALLOWED_ATTRIBUTES}
         with self._tracer.start_as_current_span(
             name,
             kind=kind,
-            attributes=allowed,
+            attributes=_allowed(attributes),
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
@@ -122,7 +153,11 @@ class Tracing:
                 raise
             except BaseException as exc:
                 if isinstance(exc, GatewayError):
-                    span.set_attribute("stateway.error", exc.code or exc.type)
+                    error = exc.code or exc.type
+                    span.set_attribute("stateway.error", error)
+                else:
+                    error = type(exc).__qualname__
+                span.set_attribute("error.type", error)
                 span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
                 raise
 
@@ -130,6 +165,10 @@ class Tracing:
         """Export what is buffered and stop (the provider's batch processor)."""
         if self._provider is not None:
             self._provider.shutdown()
+
+
+def _allowed(attributes: Mapping[str, AttributeValue]) -> dict[str, AttributeValue]:
+    return {k: v for k, v in attributes.items() if k in ALLOWED_ATTRIBUTES}
 
 
 def open_tracing(

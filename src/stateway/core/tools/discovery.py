@@ -95,14 +95,15 @@ class Discovery:
             opened.append((binding, item, index))
         results: dict[str, list[McpTool]] = {}
 
-        def lister(binding: McpBinding) -> Call:
+        def lister(binding: McpBinding, item: Item) -> Call:
             async def invoke() -> str:
                 results[binding.label] = await client.list_tools(binding.server_for(self._tenant))
                 return ""
 
-            return Call(invoke, label=f"MCP server '{binding.label}'", kind=MCP_LIST_TOOLS)
+            label = f"MCP server '{binding.label}'"
+            return Call(invoke, label=label, kind=MCP_LIST_TOOLS, call_id=item["id"])
 
-        outcomes = await self._executor.run([lister(b) for b, _, _ in opened])
+        outcomes = await self._executor.run([lister(b, item) for b, item, _ in opened])
         cap = self._tools.policy.max_discovered_tools
         for (binding, item, index), outcome in zip(opened, outcomes, strict=True):
             tools = results.get(binding.label, [])

@@ -8,9 +8,10 @@ seconds. Whatever a call does (answers, fails, times out, raises a bug) it ends 
 failed response. A timeout is a ``protocol`` error with ``REQUEST_TIMEOUT`` (-32001, as MCP
 SDKs report their own request timeouts); an adapter's bug one with ``INTERNAL_ERROR``.
 Cancelling the round (the client left, the response was deleted) cancels every call still
-running. Each call is a :data:`~stateway.core.telemetry.TOOL_CALL` span, and its outcome
-(``ok``, ``error``, ``timeout``, or ``cancelled`` for a call cancelled while it ran; one
-cancelled while it waited for its turn was never made) is counted by its kind.
+running. Each call is a span (:meth:`~stateway.core.telemetry.Telemetry.tool_call`; a
+failed call's ``error.type`` is ``timeout`` or its error's kind), and its outcome (``ok``,
+``error``, ``timeout``, or ``cancelled`` for a call cancelled while it ran; one cancelled
+while it waited for its turn was never made) is counted by its kind.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 
-from stateway.core.telemetry import TOOL_CALL, NoTelemetry, Telemetry, ToolOutcome
+from stateway.core.telemetry import NoTelemetry, Telemetry, ToolOutcome
 from stateway.core.tools.ports import INTERNAL_ERROR, REQUEST_TIMEOUT, ToolError, ToolFailure
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,11 @@ class Call:
     kind: str = "tool"
     """What is called (``mcp``, ``mcp_list_tools``, ``web_search``, ``tool_search``): the
     name metrics and spans know it by (a label may hold client-chosen names)."""
+    name: str = ""
+    """An MCP tool's name on its server (what a span names the tool by); empty for the
+    gateway's own tools, which :attr:`kind` names."""
+    call_id: str | None = None
+    """The id of the call's item in the response's output (a span's tool call id)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +79,7 @@ class Executor:
         if call.exclusive is not None:
             exclusive = self._locks.setdefault(call.exclusive, asyncio.Lock())
         async with exclusive, permits:
-            attributes = {"stateway.tool": call.kind, "stateway.tool.name": call.label}
-            with self._telemetry.span(TOOL_CALL, attributes) as span:
+            with self._telemetry.tool_call(call) as span:
                 try:
                     outcome, kind = await self._invoke(call)
                 except asyncio.CancelledError:
@@ -82,6 +87,8 @@ class Executor:
                     self._telemetry.tool_called(call.kind, CANCELLED)
                     raise
                 span.set("stateway.outcome", kind)
+                if outcome.error is not None:  # a timeout, or the error's kind
+                    span.set("error.type", "timeout" if kind == "timeout" else outcome.error.kind)
             self._telemetry.tool_called(call.kind, kind)
             return outcome
 

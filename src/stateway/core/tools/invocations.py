@@ -60,7 +60,7 @@ class Invocations:
         """The call to run for ``pending``."""
         entry = pending.entry
         if entry.refusal is not None:
-            return _refused(entry, entry.refusal)
+            return _refused(pending, entry.refusal)
         match entry.kind:
             case "web_search":
                 return self._web_search(pending)
@@ -93,7 +93,7 @@ class Invocations:
             self._sources.extend(found)
             return ""
 
-        return Call(searching, label="web search", kind="web_search")
+        return Call(searching, label="web search", kind="web_search", call_id=pending.item["id"])
 
     def _tool_search(self, pending: PendingCall) -> Call:
         catalog = self._catalog
@@ -108,7 +108,7 @@ class Invocations:
             )
             return ""
 
-        return Call(loading, label="tool search", kind="tool_search")
+        return Call(loading, label="tool search", kind="tool_search", call_id=pending.item["id"])
 
     def _mcp(self, pending: PendingCall) -> Call:
         entry = pending.entry
@@ -126,13 +126,15 @@ class Invocations:
 
         exclusive = None if entry.parallel_safe else f"{entry.server_label}/{name}"
         label = f"{entry.server_label}.{name}"
-        return Call(calling, exclusive=exclusive, label=label, kind="mcp")
+        return Call(calling, exclusive, label, "mcp", name, pending.item["id"])
 
 
-def _refused(entry: Entry, refusal: str) -> Call:
+def _refused(pending: PendingCall, refusal: str) -> Call:
+    entry = pending.entry
     error = ToolError.protocol(INVALID_PARAMS, refusal)
 
     async def refused() -> str:
         raise ToolFailure(error)
 
-    return Call(refused, label=f"{entry.server_label}.{entry.name}", kind="mcp")
+    label = f"{entry.server_label}.{entry.name}"
+    return Call(refused, label=label, kind="mcp", name=entry.name or "", call_id=pending.item["id"])
