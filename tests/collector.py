@@ -11,6 +11,32 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
+from stateway.core.commands import Command
+from stateway.core.gateway import Gateway, Result
+from stateway.core.journal import EventEncoder
+from stateway.core.loop import Loop
+from stateway.core.principal import Principal
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import Run, RunRegistry
+from tests.core.fakes import MemoryStore, ScriptedBackend
+
+
+class WatchedGateway(Gateway):
+    """A gateway over ``backend`` alone that keeps a weak reference to every run it
+    starts, to tell whether runs are freed."""
+
+    def __init__(self, backend: ScriptedBackend, *, encoder: EventEncoder | None = None) -> None:
+        store = MemoryStore()
+        router = Router([BackendEntry(backend, {}, catch_all=True)])
+        super().__init__(store, router, Loop(store), RunRegistry(), encoder=encoder)
+        self.started: list[weakref.ref[Run]] = []
+
+    async def execute(self, principal: Principal, command: Command) -> Result:  # type: ignore[override]
+        result = await super().execute(principal, command)  # type: ignore[call-overload]
+        if isinstance(result, Run):
+            self.started.append(weakref.ref(result))
+        return result  # type: ignore[no-any-return]
+
 
 @contextmanager
 def collector_off() -> Iterator[None]:

@@ -4,40 +4,17 @@ stays, leaves mid-stream, leaves a non-stream request, or gets an upstream error
 from __future__ import annotations
 
 import asyncio
-import weakref
 
 import pytest
 
-from stateway.core.commands import Command
 from stateway.core.errors import GatewayError, UpstreamError
-from stateway.core.gateway import Gateway, Result
 from stateway.core.inference import Delta, Finish, TextDelta
-from stateway.core.loop import Loop
-from stateway.core.principal import Principal
-from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import Run, RunRegistry
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
-from tests.collector import collector_off, cyclic_garbage, freed, gateway_frames
-from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.collector import WatchedGateway, collector_off, cyclic_garbage, freed, gateway_frames
+from tests.core.fakes import ScriptedBackend
 from tests.surfaces.http.asgi import call
-
-
-class WatchedGateway(Gateway):
-    """Keeps a weak reference to every run it starts."""
-
-    def __init__(self, backend: ScriptedBackend) -> None:
-        store = MemoryStore()
-        router = Router([BackendEntry(backend, {}, catch_all=True)])
-        super().__init__(store, router, Loop(store), RunRegistry())
-        self.started: list[weakref.ref[Run]] = []
-
-    async def execute(self, principal: Principal, command: Command) -> Result:  # type: ignore[override]
-        result = await super().execute(principal, command)  # type: ignore[call-overload]
-        if isinstance(result, Run):
-            self.started.append(weakref.ref(result))
-        return result  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "non-stream"])

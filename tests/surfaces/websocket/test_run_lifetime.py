@@ -5,44 +5,23 @@ until the collector runs."""
 from __future__ import annotations
 
 import asyncio
-import weakref
 from typing import Any
 
 import orjson
 import pytest
 
-from stateway.core.commands import Command
-from stateway.core.gateway import Gateway, Result
+from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
-from stateway.core.loop import Loop
 from stateway.core.principal import Principal
-from stateway.core.routing import BackendEntry, Router
-from stateway.core.runs import Run, RunRegistry
+from stateway.core.runs import Run
 from stateway.protocols.responses.encode import encode_event_json
 from stateway.surfaces.auth.authenticator import IDENTITY, Identity
 from stateway.surfaces.websocket.endpoint import WebSocketResponses
 from stateway.websocket_config import WebSocketConfig
-from tests.collector import collector_off, cyclic_garbage, freed
-from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.collector import WatchedGateway, collector_off, cyclic_garbage, freed
+from tests.core.fakes import ScriptedBackend
 
 TURNS = 3
-
-
-class WatchedGateway(Gateway):
-    """Keeps a weak reference to every run it starts."""
-
-    def __init__(self) -> None:
-        store = MemoryStore()
-        backend = ScriptedBackend([TextDelta("ok"), Finish("stop")])
-        router = Router([BackendEntry(backend, {}, catch_all=True)])
-        super().__init__(store, router, Loop(store), RunRegistry(), encoder=encode_event_json)
-        self.started: list[weakref.ref[Run]] = []
-
-    async def execute(self, principal: Principal, command: Command) -> Result:  # type: ignore[override]
-        result = await super().execute(principal, command)  # type: ignore[call-overload]
-        if isinstance(result, Run):
-            self.started.append(weakref.ref(result))
-        return result  # type: ignore[no-any-return]
 
 
 async def session(gateway: Gateway, store: bool) -> list[str]:
@@ -85,7 +64,9 @@ async def session(gateway: Gateway, store: bool) -> list[str]:
 @pytest.mark.parametrize("store", [True, False], ids=["stored", "not-stored"])
 async def test_the_runs_of_a_session_are_freed_without_the_collector(store: bool) -> None:
     """Before, every stored turn's run stayed in a cycle through its deferred journal."""
-    gateway = WatchedGateway()
+    gateway = WatchedGateway(
+        ScriptedBackend([TextDelta("ok"), Finish("stop")]), encoder=encode_event_json
+    )
     with collector_off():
         received = await session(gateway, store)
         assert received.count("response.completed") == TURNS
