@@ -20,6 +20,7 @@ from stateway.core.commands import GenerationSettings
 from stateway.core.context import build_context
 from stateway.core.errors import GatewayError, InvalidRequest
 from stateway.core.inference import (
+    Answered,
     Finish,
     InferenceRequest,
     ReasoningDelta,
@@ -627,3 +628,29 @@ async def test_the_fast_path_sends_a_run_of_user_messages_as_one_with_alternate_
         },
         {"role": "assistant", "content": "c"},
     ]
+
+
+async def test_a_traced_stream_notes_the_first_id_and_model_it_names(loopback: Loopback) -> None:
+    """Azure OpenAI opens its stream with a chunk of prompt filter results whose ``id``
+    and ``model`` are empty: the answer's own are noted from the chunks after it."""
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        reply = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await reply.prepare(request)
+        chunks = [
+            {"id": "", "model": "", "choices": [], "prompt_filter_results": []},
+            {"id": "chatcmpl-9", "model": "gpt-4o-2024", "choices": [{"delta": {"content": "a"}}]},
+            {"id": "chatcmpl-9", "model": "gpt-4o-2024", "choices": [{"finish_reason": "stop"}]},
+        ]
+        for chunk in chunks:
+            await reply.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        await reply.write(b"data: [DONE]\n\n")
+        return reply
+
+    url = await loopback.serve(answer)
+    backend = OpenAIChatBackend(loopback.adopt(UpstreamClient(UpstreamTarget("azure", url))))
+    sent = request([user("hi")])
+    sent.answered = Answered()
+    deltas = [delta async for delta in backend.infer(sent)]
+    assert deltas == [TextDelta("a"), Finish("stop")]
+    assert sent.answered == Answered("chatcmpl-9", "gpt-4o-2024")

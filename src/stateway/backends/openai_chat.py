@@ -129,7 +129,7 @@ class OpenAIChatBackend:
                     yield delta
                 return
             finished: bool | None = None  # None until the first delta
-            answered = request.answered  # a traced attempt's: noted from the first chunk
+            answered = request.answered  # a traced attempt's: noted from the chunks
             decode = self._decode_chunk if answered is None else self._noting(answered)
             async for event in reply.events():
                 if event.event == "error":  # an error line (:mod:`stateway.backends.sse`)
@@ -156,15 +156,14 @@ class OpenAIChatBackend:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed chunk.") from exc
 
     def _noting(self, answered: Answered) -> Callable[[bytes, bool], list[Delta]]:
-        """:meth:`_decode_chunk`, noting the first chunk's ``id`` and ``model`` in
-        ``answered`` (that chunk parsed once more: for a traced attempt only)."""
-        first = True
+        """:meth:`_decode_chunk`, noting the ``id`` and ``model`` of the chunks in
+        ``answered`` until both are known (each such chunk parsed once more: for a traced
+        attempt only). Usually the first names them; Azure OpenAI's first, of prompt
+        filter results, has both empty."""
 
         def decode(data: bytes, tokens: bool) -> list[Delta]:
-            nonlocal first
             deltas = self._decode_chunk(data, tokens)
-            if first:
-                first = False
+            if answered.response_id is None or answered.model is None:
                 chunk = orjson.loads(data)
                 answered.note(chunk.get("id"), chunk.get("model"))
             return deltas
