@@ -111,8 +111,8 @@ async def _infer(
     waiting = request.first_output = FirstOutput()
     try:
         with telemetry.attempt(backend, request) as span:
-            if span.recording:  # the upstream's id and model asked for: noted by the backend
-                request.answered = Answered()
+            # the upstream's id and model asked for, noted by the backend (per attempt)
+            request.answered = Answered() if span.recording else None
             async with aclosing(backend.infer(request)) as deltas:
                 started = plan.output_started
                 async for delta in deltas:
