@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,13 +73,60 @@ def run_claude(
 ) -> ClaudeRun:
     """``claude -p PROMPT`` once, as the model ``fake-model`` (``extra_env``: settings of
     Claude Code's own, added to its environment; ``extra_args``: more of its options)."""
+    options = ["--output-format", "json"]
+    if allowed_tools:
+        options += ["--allowedTools", ",".join(allowed_tools)]
+    options += extra_args
+    offset = gateway.log_size()
+    process = _start(binary, gateway, prompt, workdir, options, extra_env)
+    stdout, stderr = _finish(process)
+    return ClaudeRun(
+        process.returncode, _result(stdout), stdout, stderr, gateway.requests_since(offset)
+    )
+
+
+def interrupt_claude(
+    binary: Path, gateway: OfflineGateway, prompt: str, workdir: Path, once: str
+) -> ClaudeRun:
+    """``claude -p PROMPT`` streaming its events (``--output-format stream-json`` with
+    partial messages), sent SIGINT (a user's Ctrl-C) once a line of its output holds
+    ``once``; its ``result`` is the last event (None if there was none)."""
+    options = ("--output-format", "stream-json", "--verbose", "--include-partial-messages")
+    offset = gateway.log_size()
+    process = _start(binary, gateway, prompt, workdir, options)
+    assert process.stdout is not None
+    seen = []
+    # A run that never prints ``once`` nor ends is killed, which ends the loop.
+    watchdog = threading.Timer(TIMEOUT_S, os.killpg, (process.pid, signal.SIGKILL))
+    watchdog.start()
+    try:
+        for line in process.stdout:
+            seen.append(line)
+            if once in line:
+                break
+    finally:
+        watchdog.cancel()
+    process.send_signal(signal.SIGINT)  # nsenter execs claude: the pid is its own
+    stdout, stderr = _finish(process)
+    lines = [*seen, *stdout.splitlines(keepends=True)]
+    last = _result(lines[-1]) if lines else None
+    return ClaudeRun(
+        process.returncode, last, "".join(lines), stderr, gateway.requests_since(offset)
+    )
+
+
+def _start(
+    binary: Path,
+    gateway: OfflineGateway,
+    prompt: str,
+    workdir: Path,
+    options: Sequence[str],
+    extra_env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[str]:
     home, cwd = workdir / "home", workdir / "cwd"
     home.mkdir(exist_ok=True)
     cwd.mkdir(exist_ok=True)
-    command = [str(binary), "-p", prompt, "--model", "fake-model", "--output-format", "json"]
-    if allowed_tools:
-        command += ["--allowedTools", ",".join(allowed_tools)]
-    command += extra_args
+    command = [str(binary), "-p", prompt, "--model", "fake-model", *options]
     env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_ENV)}
     env.update(
         HOME=str(home),
@@ -88,8 +136,7 @@ def run_claude(
         CLAUDE_CODE_MAX_RETRIES="0",
     )
     env.update(extra_env or {})
-    offset = gateway.log_size()
-    process = subprocess.Popen(
+    return subprocess.Popen(
         inside(gateway.namespace, command),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -99,15 +146,17 @@ def run_claude(
         env=env,
         start_new_session=True,
     )
+
+
+def _finish(process: subprocess.Popen[str]) -> tuple[str, str]:
+    """The rest of the run's output; a run that outlives its timeout is killed and fails
+    the test."""
     try:
-        stdout, stderr = process.communicate(timeout=TIMEOUT_S)
+        return process.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate()
         pytest.fail(f"claude -p hung for {TIMEOUT_S}s:\n{stdout}\n{stderr}", pytrace=False)
-    return ClaudeRun(
-        process.returncode, _result(stdout), stdout, stderr, gateway.requests_since(offset)
-    )
 
 
 def _result(stdout: str) -> dict[str, Any] | None:
