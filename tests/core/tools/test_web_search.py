@@ -127,6 +127,14 @@ def test_a_search_past_max_uses_carries_its_cause_beside_its_message() -> None:
     assert item["error"] == "max_uses_exceeded: this response may run at most 2 web searches."
 
 
+def test_a_call_not_run_shows_its_query_or_none() -> None:
+    item = web_search.call_item()
+    web_search.show_query(item, "{}")
+    assert item["action"] == {"type": "search", "query": ""}
+    web_search.show_query(item, '{"query": " what is stateway "}')
+    assert item["action"] == {"type": "search", "query": "what is stateway"}
+
+
 def test_the_query_is_the_trimmed_query_argument() -> None:
     assert web_search.query_of('{"query": "  what is stateway \\n"}') == "what is stateway"
 
@@ -159,6 +167,15 @@ def test_a_url_inside_a_longer_cited_one_is_not_cited_again() -> None:
     ]
 
 
+def test_of_sources_cited_at_one_place_the_longer_is_kept() -> None:
+    """A hit's URL and another's with a trailing slash both end where the text names the
+    latter: it is cited once, as the URL it names."""
+    text = f"See {A}/ now."
+    for found in ([source(A, "home"), source(f"{A}/", "slash")], [source(f"{A}/", "slash")]):
+        assert cited(text, found) == [(f"{A}/", "slash")]
+    assert cited(text, [source(A, "home")]) == [(A, "home")]
+
+
 def test_citations_may_touch() -> None:
     assert cited(A + B, [source(A), source(B)]) == [(A, A), (B, B)]
 
@@ -169,6 +186,7 @@ def test_citations_may_touch() -> None:
         f"See {A}/pricing for the plans.",  # a source's URL begins a longer one
         f"See {A_DOCS}2 and {A_DOCS}.html.",
         f"See {A_DOCS}?page=2 or {A_DOCS}#install",
+        f"{A}/pricing is the plans' page.",  # the text starts with a URL
     ],
 )
 def test_a_source_is_not_cited_where_the_text_names_a_longer_url(text: str) -> None:
@@ -191,3 +209,67 @@ def test_a_source_is_cited_before_punctuation_that_ends_its_url(text: str) -> No
     found = cited(text, [source(A_DOCS, "docs")])
     assert found
     assert set(found) == {(A_DOCS, "docs")}
+
+
+USER = {"type": "message", "role": "user", "content": "and now?"}
+
+
+def search(*urls: str) -> dict[str, Any]:
+    return {
+        "type": "web_search_call",
+        "id": "ws_1",
+        "status": "completed",
+        "action": {"type": "search", "query": "q", "sources": [source(url) for url in urls]},
+    }
+
+
+def test_a_turns_searches_are_those_made_since_the_user_last_spoke() -> None:
+    before, first, second = search(A), search(B), search(A_DOCS)
+    call = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    said = {"type": "message", "role": "assistant", "content": []}
+    context = [before, USER, first, call, said, second]
+    assert web_search.turn_searches(iter(context)) == [first, second]
+    assert web_search.turn_searches([first, second]) == [first, second]  # no user at all
+    assert web_search.turn_searches([*context, USER]) == []
+    assert web_search.turn_searches([]) == []
+
+
+def test_a_turns_sources_are_its_searches_results_in_order() -> None:
+    """Searches that kept none (a failed one, a malformed one sent back) give none; a
+    source that is not an object is skipped."""
+    failed = {"type": "web_search_call", "status": "failed", "action": {"type": "search"}}
+    malformed: list[dict[str, Any]] = [
+        {"type": "web_search_call", "action": "search"},
+        {"type": "web_search_call", "action": {"type": "search", "sources": {"url": A}}},
+        {"type": "web_search_call", "action": {"type": "search", "sources": [A, None]}},
+    ]
+    context = [search(A), USER, search(A_DOCS, B), failed, *malformed, search(B)]
+    assert web_search.turn_sources(context) == [source(A_DOCS), source(B), source(B)]
+    assert web_search.turn_sources([*context, USER]) == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "scope"),
+    [
+        ("example.com", ("example.com", "")),
+        (" *.Example.COM. ", ("example.com", "")),
+        ("https://Docs.Example.com/x/", ("docs.example.com", "/x")),
+        ("https://example.com", ("example.com", "")),
+        ("http://example.com/a/b?c=1#d", ("example.com", "/a/b")),
+        ("example.com/", ("example.com", "")),
+        ("example.com/blog/*", ("example.com", "/blog")),
+        ("example.com/a/b/", ("example.com", "/a/b")),
+        ("example.com/blog?x=/y#z", ("example.com", "/blog")),
+        ("example.com/blog#x?y", ("example.com", "/blog")),
+        ("example.com/blog?q=a?b", ("example.com", "/blog")),
+        ("example.com/blog#a#b", ("example.com", "/blog")),
+        ("example.com/docs/X", ("example.com", "/docs/X")),  # paths keep their case
+        ("", ("", "")),
+        ("*.", ("", "")),
+        ("https://", ("", "")),
+        ("http://[::1", ("", "")),
+    ],
+)
+def test_a_filter_entry_names_a_host_and_a_path(raw: str, scope: tuple[str, str]) -> None:
+    assert web_search.domain_scope(raw) == scope
+    assert web_search.domain_name(raw) == scope[0]
