@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from stateway.core.tools.ports import SearchHit, SearchQuery
-from stateway.search.selection import host_allowed, normalize_domains, select_hits
+from stateway.core.tools.ports import SearchHit, SearchQuery, ToolFailure
+from stateway.search.selection import (
+    content_results,
+    host_allowed,
+    normalize_domains,
+    select_hits,
+)
 
 
 @pytest.mark.parametrize(
@@ -42,9 +47,10 @@ def test_duplicates_differ_only_by_fragment_case_or_trailing_slash() -> None:
         SearchHit("b", "HTTPS://EXAMPLE.com/page/"),
         SearchHit("c", "https://example.com/page#part"),
         SearchHit("d", "https://example.com/Page"),  # paths are case-sensitive
+        SearchHit("e", "https://example.com/pageX"),
     ]
     chosen = select_hits(hits, SearchQuery("q", max_results=10), limit=10)
-    assert [hit.title for hit in chosen] == ["a", "d"]
+    assert [hit.title for hit in chosen] == ["a", "d", "e"]
 
 
 def test_only_absolute_http_urls_are_kept() -> None:
@@ -95,3 +101,28 @@ def test_a_domain_with_a_path_names_the_pages_under_it(url: str, allowed: bool) 
         assert bool(kept) is allowed, entry
         left = select_hits(hits, SearchQuery("q", blocked_domains=(entry,)), limit=5)
         assert bool(left) is not allowed, entry
+
+
+def test_results_without_a_url_are_skipped_and_missing_texts_are_empty() -> None:
+    """The SearXNG and Tavily shape: ``results[]`` of ``title``, ``url`` and ``content``; a
+    title or content that is absent or not a string is empty, not an error."""
+    answer = {
+        "results": [
+            {"title": "no url", "content": "x"},
+            {"title": "not a string", "url": 3},
+            "not an object",
+            {"url": "https://a.example/1", "title": None, "content": 5},
+            {"url": "https://a.example/2", "title": " A ", "content": " about a\n"},
+        ]
+    }
+    assert content_results(answer, "SearXNG") == [
+        SearchHit("", "https://a.example/1", ""),
+        SearchHit("A", "https://a.example/2", "about a"),
+    ]
+
+
+@pytest.mark.parametrize("answer", [[], "results", None, {"results": {}}, {}])
+def test_an_answer_without_a_results_list_fails_naming_the_provider(answer: object) -> None:
+    with pytest.raises(ToolFailure) as caught:
+        content_results(answer, "Tavily")
+    assert caught.value.message == "Tavily returned an unexpected answer (no results list)"
