@@ -25,6 +25,14 @@ IMAGE_CALL: dict[str, Any] = {
 }
 
 
+CHAT_UPSTREAMS = pytest.mark.parametrize(
+    "gateway",
+    ["sqlite-chat", pytest.param("postgres-chat", marks=pytest.mark.postgres)],
+    indirect=True,
+)
+"""The gateways of the suite's matrix over a Chat upstream, for what only one has."""
+
+
 @pytest.fixture
 def api(request: pytest.FixtureRequest, gateway: str) -> str:
     """``chat`` or ``responses``: the upstream API shape of this run's gateway."""
@@ -134,13 +142,13 @@ def test_a_shell_call_round_trip(client: OpenAI, api: str, fake_upstream: str) -
         assert [i["type"] for i in sent["input"][-2:]] == ["shell_call", "shell_call_output"]
 
 
+@CHAT_UPSTREAMS
 def test_a_shell_output_without_an_exit_code_is_told_without_one(
-    client: OpenAI, api: str, fake_upstream: str
+    client: OpenAI, fake_upstream: str
 ) -> None:
     """The Agents SDK sends ``exit_code: null`` when its executor reports none: the model
-    is told the output, not Python's ``None`` as an exit code."""
-    if api != "chat":
-        pytest.skip("a Responses upstream gets shell outputs as they are")
+    is told the output, not Python's ``None`` as an exit code (a Responses upstream gets
+    shell outputs as they are)."""
     tool: Any = {"type": "shell", "environment": {"type": "local"}}
     first = client.responses.create(
         model=MODEL, input='[[tool:shell:{"commands": ["echo hi"]}]]', tools=[tool]
@@ -161,9 +169,10 @@ def test_a_shell_output_without_an_exit_code_is_told_without_one(
     assert (told["role"], told["content"]) == ("tool", "stdout:\nhi\n")
 
 
-def test_a_local_shell_output_answers_its_call_by_id(client: OpenAI, api: str) -> None:
-    if api != "chat":
-        pytest.skip("a Responses upstream calls local_shell natively (as in the shell test)")
+@CHAT_UPSTREAMS
+def test_a_local_shell_output_answers_its_call_by_id(client: OpenAI) -> None:
+    """Over a Chat upstream (a Responses upstream calls local_shell natively, as in the
+    shell test)."""
     first = client.responses.create(
         model=MODEL,
         input='[[tool:local_shell:{"command": ["ls"], "working_directory": "/tmp"}]]',
