@@ -17,7 +17,13 @@ from openai.types.responses.mcp_tool_call_error import (
 from openai.types.responses.response_output_item import McpApprovalRequest, McpCall, McpListTools
 
 from stateway.core.tools import mcp
-from stateway.core.tools.mcp_binding import Approval, McpBinding, ToolFilter, approval_of
+from stateway.core.tools.mcp_binding import (
+    Approval,
+    McpBinding,
+    ToolFilter,
+    allowed_tools_of,
+    approval_of,
+)
 from stateway.core.tools.ports import INVALID_PARAMS, McpServer, McpTool, ToolError, ToolFailure
 from tests.core.tools.wire import is_id, sdk_item
 
@@ -213,6 +219,57 @@ def test_approval_filters_match_by_name_and_read_only() -> None:
         True,
     ]
     assert approval.required("write", True) is True
+
+
+@pytest.mark.parametrize(
+    ("declared", "read"),
+    [
+        (None, (None, False)),
+        ([], (frozenset(), False)),
+        (["add", "write"], (frozenset({"add", "write"}), False)),
+        ({}, (None, False)),
+        ({"read_only": True}, (None, True)),
+        ({"tool_names": ["add"], "read_only": False}, (frozenset({"add"}), False)),
+        ({"tool_names": [], "read_only": True}, (frozenset(), True)),
+    ],
+)
+def test_allowed_tools_are_names_a_read_only_flag_or_both(
+    declared: Any, read: tuple[frozenset[str] | None, bool]
+) -> None:
+    assert allowed_tools_of(declared) == read
+
+
+@pytest.mark.parametrize(
+    ("declared", "default", "approval"),
+    [
+        (None, True, Approval(True)),
+        (None, False, Approval(False)),
+        ("always", False, Approval(True)),
+        ("never", True, Approval(False)),
+        ({}, False, Approval(False)),
+        ({"always": ["write"]}, False, Approval(False, ToolFilter(frozenset({"write"})))),
+        ({"never": {"read_only": True}}, True, Approval(True, None, ToolFilter(None, True))),
+        (
+            {"always": {"tool_names": ["write"]}, "never": ["add"]},
+            True,
+            Approval(True, ToolFilter(frozenset({"write"})), ToolFilter(frozenset({"add"}))),
+        ),
+    ],
+)
+def test_require_approval_is_a_word_or_a_filter_per_answer(
+    declared: Any, default: bool, approval: Approval
+) -> None:
+    """A word overrides the server's default; filters keep it for the tools they miss."""
+    assert approval_of(declared, default) == approval
+
+
+def test_a_tool_without_annotations_is_not_read_only() -> None:
+    approval = Approval(True, never=ToolFilter(None, read_only=True))
+    assert (approval.required("add"), approval.required("add", True)) == (True, False)
+    asking = Approval(False, always=ToolFilter(None, read_only=True))
+    assert (asking.required("add"), asking.required("add", True)) == (False, True)
+    assert ToolFilter().matches("any", False)
+    assert not ToolFilter(frozenset()).matches("a", True)
 
 
 def test_a_call_starts_in_progress_without_output_or_error() -> None:
