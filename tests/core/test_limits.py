@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import orjson
 import pytest
@@ -455,3 +456,98 @@ async def test_a_relayed_answer_left_after_its_output_began_counts_an_image_as_o
     relay = await gateway.execute(ALICE, forwarded())  # about 1,600 tokens taken, not 25,000
     assert not isinstance(relay, Run)
     await relay.aclose()
+
+
+class Debits(MemoryTokenBuckets):
+    """Memory buckets that note each charge taken out of a token bucket."""
+
+    def __init__(self) -> None:
+        super().__init__(Clock())
+        self.charged: list[float] = []
+
+    async def take(self, key: str, per_minute: int, need: float, debit: float) -> float:
+        if key.startswith("tokens") and debit:
+            self.charged.append(debit)
+        return await super().take(key, per_minute, need, debit)
+
+
+async def charged_for(
+    relay: UncountedRelay | ReportingRelay, fields: dict[str, Any]
+) -> list[float]:
+    """What one forwarded request of ``fields`` answered by ``relay`` is charged."""
+    debits = Debits()
+    limits = RateLimits(debits, tokens_per_minute=100_000)
+
+    class Relaying(ScriptedBackend):
+        async def forward_chat(self, body: bytes) -> UncountedRelay | ReportingRelay:
+            return relay
+
+    async def translate() -> CreateResponse:
+        raise AssertionError("forwarded, not translated")
+
+    gateway = gateway_with(limits, Relaying([]))
+    answer = await gateway.execute(
+        ALICE, ForwardChat("fast", orjson.dumps(fields), fields, translate)
+    )
+    assert not isinstance(answer, Run)
+    await answer.aclose()
+    await limits.settled()
+    return debits.charged
+
+
+def image(url: str, **more: str) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": url, **more}}
+
+
+BASE64 = "data:image/png;base64," + "A" * 999
+
+
+@pytest.mark.parametrize(
+    ("content", "urls", "images"),
+    [
+        ("abcdefg", "", 0),  # no image: the whole body, rounded up
+        ([{"type": "text", "text": "What?"}, image(BASE64)], BASE64, 1600),
+        (
+            [image("data:1"), image("data:22", detail="low"), {"type": "text"}],
+            "data:1data:22",
+            1685,
+        ),
+        ([image("data:1"), {"image_url": "data:2"}, "text", {"image_url": {}}], "data:1", 1600),
+    ],
+)
+async def test_a_relayed_answers_estimate_is_its_output_and_its_prompts_bytes_and_images(
+    content: Any, urls: str, images: int
+) -> None:
+    """Exactly: the output's estimate, a token per four bytes of the body (rounded up)
+    without its images' URLs, and each image at its detail's tokens."""
+    fields = {"model": "fast", "messages": [{"role": "user", "content": content}]}
+    size = len(orjson.dumps(fields)) - len(urls)
+    assert await charged_for(UncountedRelay(200, 7), fields) == [7 + -(-size // 4) + images]
+
+
+async def test_a_relayed_answers_estimate_reads_only_image_parts_of_listed_messages() -> None:
+    """Messages or parts that are not objects, and content that is no list, hold no image
+    (the body is counted as sent)."""
+    for messages in (
+        "hi",
+        None,
+        ["hi", {"content": "hi"}, {"content": ["x", {"image_url": None}]}],
+    ):
+        fields = {"model": "fast", "messages": messages}
+        size = len(orjson.dumps(fields))
+        assert await charged_for(UncountedRelay(200, 1), fields) == [1 + -(-size // 4)]
+
+
+@pytest.mark.parametrize(("status", "charged"), [(200, [13]), (399, [13]), (400, []), (503, [])])
+async def test_a_relayed_answer_is_charged_unless_its_upstream_refused_it(
+    status: int, charged: list[int]
+) -> None:
+    """An error status (400 and up) is the upstream's refusal: nothing is charged."""
+    fields = {"model": "fast", "messages": "abcdefghijklmnopq"}  # 47 bytes: 12 tokens, and 1
+    assert await charged_for(UncountedRelay(status, 1), fields) == charged
+
+
+async def test_a_relayed_answer_that_reported_its_usage_is_charged_that_alone() -> None:
+    fields = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
+    assert await charged_for(ReportingRelay(), fields) == [1200]
+    assert await charged_for(UncountedRelay(200, 0), fields) == []
