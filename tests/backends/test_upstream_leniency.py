@@ -7,6 +7,7 @@ whole JSON completion answering a streamed request."""
 from __future__ import annotations
 
 import orjson
+import pytest
 from aiohttp import web
 
 from stateway.backends.openai_chat import (
@@ -57,16 +58,18 @@ async def test_an_unusual_but_legal_stream_gives_its_whole_answer(loopback: Loop
     assert Finish("stop") in deltas
 
 
+@pytest.mark.parametrize("media", ["application/json", "application/vnd.example+json"])
 async def test_a_whole_completion_answering_a_streamed_request_is_its_answer(
-    loopback: Loopback,
+    loopback: Loopback, media: str
 ) -> None:
-    """A server that ignores ``stream: true`` and answers JSON: read as a non-streamed
-    reply (as a JSON error to a streamed request is), not a stream cut short."""
+    """A server that ignores ``stream: true`` and answers JSON (``application/json`` or
+    any ``+json`` type): read as a non-streamed reply (as a JSON error to a streamed
+    request is), not a stream cut short."""
 
     async def answer(request: web.Request) -> web.StreamResponse:
         message = {"role": "assistant", "content": "Hi"}
         choice = {"index": 0, "message": message, "finish_reason": "stop"}
-        return web.json_response({"choices": [choice]})
+        return web.json_response({"choices": [choice]}, content_type=media)
 
     url = await loopback.serve(answer)
     backend = OpenAIChatBackend(loopback.adopt(UpstreamClient(UpstreamTarget("up", url))))
