@@ -21,9 +21,10 @@ once closed (back to the client, or run by the gateway): :mod:`stateway.core.cal
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from stateway.core import events as ev
-from stateway.core.call_items import CallItems, Emit, silent
+from stateway.core.call_items import CALL_TYPES, CallItems, Emit, silent
 from stateway.core.compaction.reasoning_output import ReasoningOutput
 from stateway.core.errors import UpstreamError
 from stateway.core.ids import new_id
@@ -34,6 +35,10 @@ from stateway.core.tools import shell, web_search
 from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.invocations import PendingCall
 from stateway.core.tools.session import ToolSession
+
+WRITTEN: Final = frozenset({MESSAGE, REASONING}) | CALL_TYPES
+"""The item types an assembler opens and writes from deltas (so an item it may leave
+cut mid-way); any other is added whole."""
 
 
 class OutputAssembler:

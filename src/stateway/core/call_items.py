@@ -16,6 +16,7 @@ requests among them); a gateway-owned one, completed, is run before the next rou
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from stateway.core import events as ev
 from stateway.core.ids import new_id
@@ -23,8 +24,10 @@ from stateway.core.inference import ToolCallDelta
 from stateway.core.items import (
     CUSTOM_TOOL_CALL,
     FUNCTION_CALL,
+    MCP_APPROVAL_REQUEST,
     MCP_CALL,
     TOOL_SEARCH_CALL,
+    WEB_SEARCH_CALL,
     Item,
 )
 from stateway.core.tools import shell, tool_search
@@ -33,6 +36,20 @@ from stateway.core.tools.invocations import PendingCall
 from stateway.core.tools.session import ToolSession
 
 Emit = Callable[[ev.Event], None]
+
+CALL_TYPES: Final = frozenset(
+    {
+        FUNCTION_CALL,
+        CUSTOM_TOOL_CALL,
+        MCP_CALL,
+        MCP_APPROVAL_REQUEST,
+        WEB_SEARCH_CALL,
+        TOOL_SEARCH_CALL,
+        *shell.CALL_TYPES.values(),
+    }
+)
+"""The call items a round opens from a call's fragments and :meth:`CallItems.close`
+closes: keep the two in step."""
 
 
 def silent(_event: ev.Event) -> None:

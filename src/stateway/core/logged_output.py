@@ -23,46 +23,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Final
 
 from stateway.core import events as ev
-from stateway.core.assembler import OutputAssembler
+from stateway.core.assembler import WRITTEN, OutputAssembler
 from stateway.core.call_items import silent
 from stateway.core.compaction.reasoning_output import ReasoningOutput
-from stateway.core.items import (
-    CUSTOM_TOOL_CALL,
-    FUNCTION_CALL,
-    MCP_APPROVAL_REQUEST,
-    MCP_CALL,
-    MESSAGE,
-    REASONING,
-    TOOL_SEARCH_CALL,
-    WEB_SEARCH_CALL,
-    Item,
-)
+from stateway.core.items import Item
 from stateway.core.journal import EventDecoder
 from stateway.core.open_item import OpenItem
-from stateway.core.tools import shell
 from stateway.core.tools.open_items import OpenItems
 
 log = logging.getLogger(__name__)
-
-WRITTEN: Final = frozenset(
-    {
-        MESSAGE,
-        REASONING,
-        FUNCTION_CALL,
-        CUSTOM_TOOL_CALL,
-        MCP_CALL,
-        MCP_APPROVAL_REQUEST,
-        WEB_SEARCH_CALL,
-        TOOL_SEARCH_CALL,
-        *shell.CALL_TYPES.values(),
-    }
-)
-"""The item types an assembler writes from deltas, and so may be cut mid-way. Any other
-(an item passed through whole, a compaction, a tool listing) is added and done at once;
-one a log left open is closed as open tools are."""
 
 
 def logged_output(payloads: Iterable[bytes], decode: EventDecoder) -> list[Item]:
