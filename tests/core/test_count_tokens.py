@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings
@@ -15,6 +17,7 @@ from stateway.core.runs import RunRegistry
 from stateway.core.token_estimate import (
     IMAGE_TOKENS,
     LOW_DETAIL_IMAGE_TOKENS,
+    PDF_PAGE_TOKENS,
     estimate_context,
     estimate_tokens,
     item_tokens,
@@ -134,3 +137,29 @@ def test_a_low_detail_image_counts_what_openai_counts_for_one() -> None:
         shot = {"type": "computer_call_output", "call_id": "c", "output": image}
         assert item_tokens(shot) <= tokens + 20
     assert LOW_DETAIL_IMAGE_TOKENS == 85
+
+
+def _file(media_type: str, data: bytes) -> dict[str, object]:
+    encoded = base64.b64encode(data).decode()
+    return {"type": "input_file", "file_data": f"data:{media_type};base64,{encoded}"}
+
+
+def test_a_pdf_counts_by_its_pages_not_by_its_base64() -> None:
+    page = b"1 0 obj << /Type /Page /Parent 2 0 R >> endobj\nstream " + b"\x9c" * 100_000
+    pdf = b"%PDF-1.7\n<< /Type /Pages /Count 3 >>\n" + page * 3  # 300 KB, three pages
+    text = {"type": "input_text", "text": "read it"}
+    plain = {"type": "message", "role": "user", "content": [text]}
+    read = {"type": "message", "role": "user", "content": [text, _file("application/pdf", pdf)]}
+    bare = estimate_context(None, [plain], [])
+    assert bare + 3 * PDF_PAGE_TOKENS <= estimate_context(None, [read], [])
+    assert estimate_context(None, [read], []) <= bare + 3 * PDF_PAGE_TOKENS + 20
+    assert item_tokens(read) <= item_tokens(plain) + 3 * PDF_PAGE_TOKENS + 20
+
+
+def test_a_text_file_counts_its_text_not_its_base64() -> None:
+    text = {"type": "input_text", "text": "read it"}
+    plain = {"type": "message", "role": "user", "content": [text]}
+    document = _file("text/plain", b"w" * 40_000)
+    read = {"type": "message", "role": "user", "content": [text, document]}
+    bare = estimate_context(None, [plain], [])
+    assert bare + 10_000 <= estimate_context(None, [read], []) <= bare + 10_020
