@@ -344,3 +344,25 @@ async def test_a_turn_refused_while_another_streams(async_client: AsyncOpenAI) -
             "second",
             "Hello!",
         ]
+
+
+def test_list_query_refusals_are_worded_as_hosted(client: OpenAI) -> None:
+    """Both item listings refuse a bad ``limit`` or ``order`` as hosted refuses a bad value:
+    ``-1`` is below the bound, a word is not an integer, ``order`` lists its values."""
+    conversation = client.conversations.create()
+    response = client.responses.create(model=MODEL, input="x")
+    listings = [
+        lambda query: client.conversations.items.list(conversation.id, extra_query=query),
+        lambda query: client.responses.input_items.list(response.id, extra_query=query),
+    ]
+    refusals = [
+        ({"limit": "-1"}, "integer_below_min_value", "Expected a value >= 1, but got -1"),
+        ({"limit": "ten"}, "invalid_type", "expected an integer, but got a string instead."),
+        ({"order": "up"}, "invalid_value", "Supported values are: 'asc' and 'desc'."),
+    ]
+    for listing in listings:
+        for query, code, words in refusals:
+            with pytest.raises(openai.BadRequestError) as caught:
+                listing(query)
+            assert (caught.value.code, caught.value.body["param"]) == (code, *query)  # type: ignore[index]
+            assert words in caught.value.message

@@ -155,7 +155,7 @@ def test_list_parameters() -> None:
     [
         ({"limit": "0"}, "integer_below_min_value"),
         ({"limit": "101"}, "integer_above_max_value"),
-        ({"limit": "ten"}, "invalid_value"),
+        ({"limit": "ten"}, "invalid_type"),
         ({"order": "up"}, "invalid_value"),
     ],
 )
@@ -164,3 +164,34 @@ def test_bad_list_parameters(query: dict[str, str], code: str) -> None:
         decode_list_items("c", query)
     assert caught.value.code == code
     assert caught.value.param in query
+
+
+@pytest.mark.parametrize(
+    ("query", "message", "code"),
+    [
+        (
+            {"limit": "-1"},
+            "Invalid 'limit': integer below minimum value. Expected a value >= 1, but got -1 "
+            "instead.",
+            "integer_below_min_value",
+        ),
+        (
+            {"limit": "ten"},
+            "Invalid type for 'limit': expected an integer, but got a string instead.",
+            "invalid_type",
+        ),
+        (
+            {"order": "up"},
+            "Invalid value: 'up'. Supported values are: 'asc' and 'desc'.",
+            "invalid_value",
+        ),
+    ],
+)
+def test_list_parameters_are_refused_in_hosted_words(
+    query: dict[str, str], message: str, code: str
+) -> None:
+    """As a bad value of a body field is refused: a negative ``limit`` is below its
+    bound (not "not an integer"), a word is not an integer, ``order`` lists its values."""
+    with pytest.raises(InvalidRequest) as caught:
+        decode_list_items("c", query)
+    assert (caught.value.message, caught.value.code) == (message, code)

@@ -4,18 +4,22 @@ items); :func:`page_query` reads any item listing's page (conversations' too).""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Final, Literal
 
 from stateway.core.commands import GetResponse, ListInputItems, WatchResponse
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.responses.include import read_include
-from stateway.protocols.validation import out_of_range
+from stateway.protocols.validation import out_of_range, supported_values, wrong_type
 
 _MAX_SEQUENCE_NUMBER = 2**31 - 1
 """Sequence numbers are stored as 32-bit integers."""
 _MIN_LIMIT, _MAX_LIMIT = 1, 100
 """A listing page's bounds."""
+_INTEGER: Final = re.compile(r"-?[0-9]{1,1000}")
+"""A ``limit`` read as an integer (a negative one is below the bound, not a wrong type)."""
+_ORDERS: Final = ("asc", "desc")
 
 
 def decode_retrieve(
@@ -54,18 +58,18 @@ def page_query(query: Mapping[str, str]) -> tuple[str | None, int, Literal["asc"
     """A listing's ``after``, ``limit`` (1 to 100, default 20) and ``order`` (default
     ``desc``), as the item listings read them."""
     limit_text = query.get("limit", "20")
-    if not (limit_text.isascii() and limit_text.isdigit()):
-        raise InvalidRequest(
-            "'limit' must be an integer from 1 to 100.", param="limit", code="invalid_value"
-        )
+    if _INTEGER.fullmatch(limit_text) is None:  # a query's values are all strings
+        raise wrong_type("limit", "an integer", limit_text)
     limit = int(limit_text)
     if not _MIN_LIMIT <= limit <= _MAX_LIMIT:  # as hosted words a bound
         bound, operator = (_MIN_LIMIT, ">=") if limit < _MIN_LIMIT else (_MAX_LIMIT, "<=")
         raise out_of_range("limit", limit, bound, operator, decimal=False)
     order = query.get("order", "desc")
-    if order not in ("asc", "desc"):
+    if order not in _ORDERS:
         raise InvalidRequest(
-            "'order' must be 'asc' or 'desc'.", param="order", code="invalid_value"
+            f"Invalid value: '{order}'. Supported values are: {supported_values(_ORDERS)}.",
+            param="order",
+            code="invalid_value",
         )
     sort: Literal["asc", "desc"] = "asc" if order == "asc" else "desc"
     return query.get("after") or None, limit, sort
