@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from stateway.core.errors import InvalidRequest
-from stateway.protocols.validation import supported_values
+from stateway.protocols.validation import unsupported_value
 
 RESPONSES_TIERS: Final = ("auto", "default", "flex", "scale", "priority", "fast", "ultrafast")
 """The Responses API's (the SDK's ``ServiceTier``)."""
@@ -25,11 +24,7 @@ def check_service_tier(tier: str, tiers: tuple[str, ...]) -> None:
     """A 400 (``invalid_value`` on ``service_tier``) for a tier not among ``tiers``, in
     hosted's words: the value, then the values there are."""
     if tier not in tiers:
-        raise InvalidRequest(
-            f"Invalid value: '{tier}'. Supported values are: {supported_values(sorted(tiers))}.",
-            param="service_tier",
-            code="invalid_value",
-        )
+        raise unsupported_value("service_tier", tier, sorted(tiers))
 
 
 _SERVED_TIERS: Final = {"auto": "default", "fast": "priority"}

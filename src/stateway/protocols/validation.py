@@ -131,6 +131,16 @@ def wrong_type(param: str, expected: str, value: object) -> InvalidRequest:
     )
 
 
+def unsupported_value(param: str, value: str, values: Sequence[str]) -> InvalidRequest:
+    """A string none of the ``values`` a field takes, in hosted's words (which name the
+    value, and leave the field to ``param``)."""
+    return InvalidRequest(
+        f"Invalid value: '{value}'. Supported values are: {supported_values(values)}.",
+        param=param,
+        code="invalid_value",
+    )
+
+
 def missing_or_wrong_type(
     raw: dict[str, Any], path: str, key: str, expected: str = "a string"
 ) -> InvalidRequest:
@@ -185,11 +195,7 @@ def _not_one_of(error: ErrorDetails, param: str) -> InvalidRequest | None:
     if not values:
         return None
     if isinstance(value, str):
-        return InvalidRequest(
-            f"Invalid value: '{value}'. Supported values are: {supported_values(values)}.",
-            param=param,
-            code="invalid_value",
-        )
+        return unsupported_value(param, value, values)
     return wrong_type(param, f"one of {_listed(values, 'or')}", value)
 
 

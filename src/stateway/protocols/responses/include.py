@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from stateway.core.errors import InvalidRequest
-from stateway.protocols.validation import supported_values
+from stateway.protocols.validation import unsupported_value
 
 INCLUDABLE: Final = (
     "file_search_call.results",
@@ -21,8 +21,6 @@ INCLUDABLE: Final = (
 )
 """The ``include`` values the hosted API takes (the SDK's ``ResponseIncludable``); the
 gateway acts on ``reasoning.encrypted_content`` and ``message.output_text.logprobs``."""
-
-_SUPPORTED_INCLUDES: Final = supported_values(INCLUDABLE)
 
 
 def read_include(include: Sequence[str] | None) -> tuple[str, ...] | None:
@@ -46,8 +44,4 @@ def check_include(include: Sequence[str]) -> None:
                 code="invalid_value",
             )
         if entry not in INCLUDABLE:
-            raise InvalidRequest(
-                f"Invalid value: '{entry}'. Supported values are: {_SUPPORTED_INCLUDES}.",
-                param=f"include[{index}]",
-                code="invalid_value",
-            )
+            raise unsupported_value(f"include[{index}]", entry, INCLUDABLE)

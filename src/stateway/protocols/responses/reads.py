@@ -11,7 +11,7 @@ from typing import Final, Literal
 from stateway.core.commands import GetResponse, ListInputItems, WatchResponse
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.responses.include import read_include
-from stateway.protocols.validation import out_of_range, supported_values, wrong_type
+from stateway.protocols.validation import out_of_range, unsupported_value, wrong_type
 
 _MAX_SEQUENCE_NUMBER = 2**31 - 1
 """Sequence numbers are stored as 32-bit integers."""
@@ -66,10 +66,6 @@ def page_query(query: Mapping[str, str]) -> tuple[str | None, int, Literal["asc"
         raise out_of_range("limit", limit, bound, operator, decimal=False)
     order = query.get("order", "desc")
     if order not in _ORDERS:
-        raise InvalidRequest(
-            f"Invalid value: '{order}'. Supported values are: {supported_values(_ORDERS)}.",
-            param="order",
-            code="invalid_value",
-        )
+        raise unsupported_value("order", order, _ORDERS)
     sort: Literal["asc", "desc"] = "asc" if order == "asc" else "desc"
     return query.get("after") or None, limit, sort
