@@ -126,7 +126,8 @@ class Invocations:
 
         exclusive = None if entry.parallel_safe else f"{entry.server_label}/{name}"
         label = f"{entry.server_label}.{name}"
-        return Call(calling, exclusive, label, "mcp", name, pending.item["id"])
+        call_id = pending.item["id"]
+        return Call(calling, exclusive, label=label, kind="mcp", name=name, call_id=call_id)
 
 
 def _refused(pending: PendingCall, refusal: str) -> Call:
