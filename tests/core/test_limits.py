@@ -262,14 +262,24 @@ async def next_refused(gateway: Gateway) -> bool:
     return False
 
 
-def forwarded() -> ForwardChat:
-    """A Chat request its route forwards untouched (translating it fails the test)."""
-    fields = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
+def forwarded(fields: dict[str, Any] | None = None) -> ForwardChat:
+    """A Chat request of ``fields`` (a user's "hi" to ``fast``) its route forwards
+    untouched (translating it fails the test)."""
+    fields = fields or {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
 
     async def translate() -> CreateResponse:
         raise AssertionError("forwarded, not translated")
 
     return ForwardChat("fast", orjson.dumps(fields), fields, translate)
+
+
+async def relayed_and_left(gateway: Gateway, limits: RateLimits, command: ForwardChat) -> None:
+    """Alice's ``command`` relayed, its relay closed at once (what it read so far), and
+    its charge settled."""
+    relay = await gateway.execute(ALICE, command)
+    assert not isinstance(relay, Run)
+    await relay.aclose()
+    await limits.settled()
 
 
 async def test_a_relayed_answers_reported_tokens_are_taken_once_relayed() -> None:
@@ -422,15 +432,7 @@ async def test_a_relayed_answer_left_after_its_output_began_is_charged_its_promp
     limits = RateLimits(MemoryTokenBuckets(Clock()), tokens_per_minute=600)
     gateway = gateway_with(limits, Uncounted(200, output))
     fields = {"model": "fast", "messages": [{"role": "user", "content": "word " * 800}]}
-
-    async def translate() -> CreateResponse:
-        raise AssertionError("forwarded, not translated")
-
-    long_prompt = ForwardChat("fast", orjson.dumps(fields), fields, translate)
-    relay = await gateway.execute(ALICE, long_prompt)
-    assert not isinstance(relay, Run)
-    await relay.aclose()
-    await limits.settled()
+    await relayed_and_left(gateway, limits, forwarded(fields))
     assert await next_refused(gateway) is charged
 
 
@@ -443,15 +445,7 @@ async def test_a_relayed_answer_left_after_its_output_began_counts_an_image_as_o
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 100_000}}
     content = [{"type": "text", "text": "What is this?"}, image]
     fields = {"model": "fast", "messages": [{"role": "user", "content": content}]}
-
-    async def translate() -> CreateResponse:
-        raise AssertionError("forwarded, not translated")
-
-    asked = ForwardChat("fast", orjson.dumps(fields), fields, translate)
-    relay = await gateway.execute(ALICE, asked)
-    assert not isinstance(relay, Run)
-    await relay.aclose()
-    await limits.settled()
+    await relayed_and_left(gateway, limits, forwarded(fields))
 
     relay = await gateway.execute(ALICE, forwarded())  # about 1,600 tokens taken, not 25,000
     assert not isinstance(relay, Run)
@@ -482,16 +476,7 @@ async def charged_for(
         async def forward_chat(self, body: bytes) -> UncountedRelay | ReportingRelay:
             return relay
 
-    async def translate() -> CreateResponse:
-        raise AssertionError("forwarded, not translated")
-
-    gateway = gateway_with(limits, Relaying([]))
-    answer = await gateway.execute(
-        ALICE, ForwardChat("fast", orjson.dumps(fields), fields, translate)
-    )
-    assert not isinstance(answer, Run)
-    await answer.aclose()
-    await limits.settled()
+    await relayed_and_left(gateway_with(limits, Relaying([])), limits, forwarded(fields))
     return debits.charged
 
 
