@@ -244,3 +244,18 @@ def test_another_anthropic_tool_type_is_a_400_naming_it(claude: Anthropic) -> No
         )
     assert "tools.0.type" in caught.value.message
     assert "computer_20250124" in caught.value.message
+
+
+def test_a_client_tool_named_as_the_server_tool_is_a_400_as_hosted(claude: Anthropic) -> None:
+    """Anthropic's tool names are unique across every kind of tool."""
+    mine: Any = {"name": "web_search", "input_schema": {"type": "object"}}
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        claude.messages.create(
+            model="m",
+            max_tokens=100,
+            messages=[{"role": "user", "content": SEARCH}],
+            tools=[WEB_SEARCH, mine],
+        )
+    error: Any = caught.value.body
+    assert error["error"]["type"] == "invalid_request_error"
+    assert error["error"]["message"].startswith("tools.1.name: tool names must be unique")

@@ -166,3 +166,58 @@ def test_the_answer_after_a_mixed_round_cites_its_search(sdk: OpenAI) -> None:
     text = second.output[0].content[0]  # type: ignore[union-attr]
     assert url in text.text
     assert [a.url for a in text.annotations] == [url]  # type: ignore[union-attr]
+
+
+MINE: Any = {
+    "type": "function",
+    "name": "web_search",
+    "description": "The client's own search.",
+    "parameters": {"type": "object", "properties": {"terms": {"type": "string"}}},
+}
+"""A client's function called ``web_search``, which hosted takes beside its web search
+(a function and a hosted tool never share a name)."""
+BOTH = '[[tool:gateway_web_search:{"query":"stateway gateway"}]][[tool:web_search:{"terms":"x"}]]'
+"""The model calling the gateway's search (offered apart, as ``gateway_web_search``) and
+the client's function."""
+
+
+def test_a_client_function_named_web_search_is_offered_beside_the_gateways_search(
+    sdk: OpenAI, searching: FakeSearch
+) -> None:
+    first = sdk.responses.create(model="m", input=BOTH, tools=[{"type": "web_search"}, MINE])
+    search, mine = first.output
+    assert search.type == "web_search_call"
+    assert search.status == "completed"
+    assert searching.queries[-1].query == "stateway gateway"
+    assert mine.type == "function_call"
+    assert (mine.name, mine.arguments) == ("web_search", '{"terms":"x"}')
+    assert [t.type for t in first.tools] == ["web_search", "function"]
+    second = sdk.responses.create(
+        model="m",
+        previous_response_id=first.id,
+        input=[
+            {"type": "function_call_output", "call_id": mine.call_id, "output": "mine"},
+            {"role": "user", "content": "[[echo]]"},
+        ],
+        tools=[{"type": "web_search"}, MINE],
+    )
+    transcript = second.output_text  # each call under the name it was offered by
+    assert 'assistant->gateway_web_search({"query":"stateway gateway"})' in transcript
+    assert 'assistant->web_search({"terms":"x"})' in transcript
+
+
+def test_a_chat_client_function_named_web_search_is_its_own_beside_the_search(
+    sdk: OpenAI, searching: FakeSearch
+) -> None:
+    sent = len(searching.queries)
+    completion = sdk.chat.completions.create(
+        model="m",
+        messages=[{"role": "user", "content": BOTH}],
+        tools=[{"type": "function", "function": {k: v for k, v in MINE.items() if k != "type"}}],
+        web_search_options={},
+    )
+    assert len(searching.queries) == sent + 1
+    [call] = completion.choices[0].message.tool_calls or []
+    assert call.type == "function"
+    assert (call.function.name, call.function.arguments) == ("web_search", '{"terms":"x"}')
+    assert completion.choices[0].finish_reason == "tool_calls"

@@ -33,7 +33,9 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
     settings = request.settings
     body: dict[str, Any] = {
         "model": request.model,
-        "input": [_item(item) for item in model_items(request.items, shell.ITEM_TYPES)],
+        "input": [
+            _item(item) for item in model_items(request.items, shell.ITEM_TYPES, request.search)
+        ],
         "store": False,
         "stream": request.stream,
     }

@@ -7,7 +7,7 @@ from stateway.core.tools import mcp, web_search
 from stateway.core.tools.catalog import Catalog, custom_input, model_tools, with_context_tools
 from stateway.core.tools.history import model_items
 from stateway.core.tools.mcp_binding import Approval, McpBinding
-from stateway.core.tools.model_names import model_name
+from stateway.core.tools.model_names import model_name, search_name
 from stateway.core.tools.ports import McpServer, McpTool
 
 FUNCTION = {"type": "function", "name": "exec_command", "parameters": {"type": "object"}}
@@ -195,6 +195,46 @@ def test_a_tool_choice_names_the_model_visible_function(
             catalog.add(entry)
     catalog.add(web_search.entry({"type": "web_search"}))
     assert catalog.model_choice(choice) == model_choice
+
+
+@pytest.mark.parametrize(
+    ("taken", "name"),
+    [
+        ((), "web_search"),
+        (("gateway_web_search",), "web_search"),
+        (("web_search",), "gateway_web_search"),
+        (("web_search", "gateway_web_search"), "gateway_web_search_2"),
+        (("web_search", "gateway_web_search", "gateway_web_search_2"), "gateway_web_search_3"),
+    ],
+)
+def test_the_gateways_search_takes_a_name_no_other_tool_has(
+    taken: tuple[str, ...], name: str
+) -> None:
+    assert search_name(set(taken)) == name
+
+
+def test_a_clients_function_named_web_search_stays_its_own_beside_the_gateways() -> None:
+    """Hosted Responses takes a function called ``web_search`` beside its web search: the
+    gateway's is offered apart, and each choice reaches its own."""
+    mine = {"type": "function", "name": "web_search", "parameters": {"type": "object"}}
+    catalog = Catalog([mine])
+    assert catalog.search_name() == "gateway_web_search"
+    assert catalog.add(web_search.entry({"type": "web_search"}, catalog.search_name()))
+    assert [tool["name"] for tool in catalog.model_tools()] == ["web_search", "gateway_web_search"]
+    assert [tool["name"] for tool in catalog.model_tools(gateway=False)] == ["web_search"]
+    assert catalog.entry("web_search").kind == "function"  # type: ignore[union-attr]
+    assert catalog.entry("gateway_web_search").kind == "web_search"  # type: ignore[union-attr]
+    assert catalog.search_name() == "gateway_web_search"
+    searched = catalog.model_choice({"type": "web_search"})
+    assert searched == {"type": "function", "name": "gateway_web_search"}
+    named = catalog.model_choice({"type": "function", "name": "web_search"})
+    assert named == {"type": "function", "name": "web_search"}
+
+
+def test_the_search_keeps_the_name_it_was_offered_by() -> None:
+    catalog = Catalog([])
+    catalog.add(web_search.entry({"type": "web_search"}, catalog.search_name()))
+    assert catalog.model_tools()[0]["name"] == catalog.search_name() == "web_search"
 
 
 def test_a_choice_of_a_server_offers_only_its_tools_while_forced() -> None:

@@ -232,6 +232,19 @@ def test_a_web_search_is_a_call_of_its_query_and_its_results_as_the_output() -> 
     ]
 
 
+def test_a_web_search_is_a_call_of_the_name_the_search_is_offered_by() -> None:
+    """Beside a client's tool called ``web_search``, the gateway's is offered (and its
+    earlier searches shown) apart."""
+    item = web_search_call(action={"type": "search", "query": "q", "sources": []})
+    mine = {"type": "function_call", "call_id": "c", "name": "web_search", "arguments": "{}"}
+    seen = model_items([item, mine], search="gateway_web_search")
+    assert [(i["type"], i.get("name")) for i in seen] == [
+        ("function_call", "gateway_web_search"),
+        ("function_call_output", None),
+        ("function_call", "web_search"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("item", "arguments", "output"),
     [

@@ -24,9 +24,11 @@ tools. :func:`model_tools` flattens the declared tools into that function list,
   function of the same name (:mod:`stateway.core.tools.shell`); its calls come back as
   ``shell_call`` / ``local_shell_call`` items.
 
-Gateway-owned kinds (``web_search``, ``mcp``) have no provider yet: a ``web_search`` tool
-sent as an optional hint (``external_web_access: false``, as Codex sends it) is dropped when
-the request is decoded, so it is neither offered to the model nor echoed in ``tools``.
+Gateway-owned kinds (``web_search``, ``mcp``): a ``web_search`` tool sent as an optional
+hint (``external_web_access``, as Codex sends it) to a gateway without a search provider is
+dropped when the request is decoded, so it is neither offered to the model nor echoed in
+``tools``. The gateway's search is the function ``web_search``, or ``gateway_web_search``
+beside a client's tool of that name (:meth:`Catalog.search_name`): never the client's.
 
 Tool search (:mod:`stateway.core.tools.tool_search`): when a request declares a
 ``tool_search`` tool, functions marked ``defer_loading: true`` (or every member of a namespace
@@ -46,7 +48,7 @@ import orjson
 
 from stateway.core.items import TOOL_SEARCH_OUTPUT, Item
 from stateway.core.tools import shell
-from stateway.core.tools.model_names import model_name
+from stateway.core.tools.model_names import model_name, search_name
 
 WEB_SEARCH_TYPES: Final = frozenset(
     {"web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11"}
@@ -215,6 +217,13 @@ class Catalog:
 
     def entry(self, name: str) -> Entry | None:
         return self._by_name.get(name)
+
+    def search_name(self) -> str:
+        """The function name of the gateway's web search: the one it is offered by, else
+        the one it would be, beside the tools offered (:func:`.model_names.search_name`);
+        what an earlier turn's searches reach the model as."""
+        found = next((e for e in self._by_name.values() if e.kind == "web_search"), None)
+        return search_name(self._by_name) if found is None else str(found.function["name"])
 
     def model_tools(
         self, *, gateway: bool = True, choice: str | dict[str, Any] = "auto"

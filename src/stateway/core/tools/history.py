@@ -17,7 +17,9 @@ turn replays exactly the history the model saw:
   comes where the client gave it, the approving or denying response (or the
   ``mcp_call``, when the response is not in the history). An unanswered request is left
   out: a model must never see a call without its output.
-- ``web_search_call``: a ``web_search`` call with its query, and the results it was given
+- ``web_search_call``: a call of the gateway's web search with its query (under the name
+  the request offers it by, ``web_search`` unless a client's tool is called that:
+  :func:`~.model_names.search_name`), and the results it was given
   (rendered from the item's ``action.sources``; a call sent back without them, as Codex
   sends its searches back, tells the model its results were not kept, not that there
   were none).
@@ -77,7 +79,7 @@ from stateway.core.logprobs import without_tokens
 from stateway.core.tools import shell
 from stateway.core.tools.call_order import in_call_order
 from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, loaded
-from stateway.core.tools.model_names import model_name
+from stateway.core.tools.model_names import WEB_SEARCH_FUNCTION, model_name
 
 REWRITTEN_ITEM_TYPES: Final = frozenset(
     {
@@ -99,7 +101,6 @@ any backend that carries function calls carries these too."""
 _GATEWAY: Final = frozenset(
     {MCP_LIST_TOOLS, MCP_CALL, MCP_APPROVAL_REQUEST, MCP_APPROVAL_RESPONSE, WEB_SEARCH_CALL}
 )
-WEB_SEARCH_FUNCTION: Final = "web_search"
 TOOL_SEARCH_FUNCTION: Final = "tool_search"
 _TOOL_SEARCH: Final = frozenset({TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT})
 _COMPACTION: Final = frozenset({"compaction", "compaction_trigger", CONFIGURATION_UPDATE})
@@ -115,17 +116,22 @@ _ANSWERS: Final = frozenset({FUNCTION_CALL_OUTPUT, CUSTOM_TOOL_CALL_OUTPUT})
 """The client's outputs, which :func:`model_items` puts in the order of their calls."""
 
 
-def model_items(items: list[Item], native: frozenset[str] = frozenset()) -> list[Item]:
+def model_items(
+    items: list[Item], native: frozenset[str] = frozenset(), search: str = WEB_SEARCH_FUNCTION
+) -> list[Item]:
     """A context as the model saw it (see the module docstring); item types in ``native``
-    are left as they are. Each round's outputs come in the order of its calls
+    are left as they are; ``search`` is the name the gateway's web search is offered by.
+    Each round's outputs come in the order of its calls
     (:mod:`stateway.core.tools.call_order`)."""
     kinds = {item.get("type") for item in items}  # one pass decides which rewrites apply
-    seen = _model_items(items, native, kinds)
+    seen = _model_items(items, native, kinds, search)
     # outputs to order: the client's (custom tools' among them), or a rewritten item's
     return in_call_order(seen) if kinds & _ANSWERS or kinds & _REWRITTEN else seen
 
 
-def _model_items(items: list[Item], native: frozenset[str], kinds: set[object]) -> list[Item]:
+def _model_items(
+    items: list[Item], native: frozenset[str], kinds: set[object], search: str
+) -> list[Item]:
     if not kinds & _REWRITTEN:  # the common case: plain messages and function calls
         return [_client_item(item) for item in items]
     if kinds & _COMPACTION:
@@ -166,7 +172,7 @@ def _model_items(items: list[Item], native: frozenset[str], kinds: set[object]) 
             elif item.get("approve") is False:
                 answers.give(request_id, _output(request_id, DECLINED))
         elif kind == WEB_SEARCH_CALL:
-            out += _web_search_pair(item)
+            out += _web_search_pair(item, search)
         elif kind not in _GATEWAY and kind != ADDITIONAL_TOOLS:
             out.append(_client_item(item))
     return out
@@ -359,14 +365,14 @@ def _output(call_id: str, output: str) -> Item:
     return {"type": FUNCTION_CALL_OUTPUT, "call_id": call_id, "output": output}
 
 
-def _web_search_pair(item: Item) -> tuple[Item, Item]:
+def _web_search_pair(item: Item, name: str) -> tuple[Item, Item]:
     raw = item.get("action")
     action: Item = raw if isinstance(raw, dict) else {}
     query = action.get("query") or ""
     call: Item = {
         "type": FUNCTION_CALL,
         "call_id": item["id"],
-        "name": WEB_SEARCH_FUNCTION,
+        "name": name,
         "arguments": orjson.dumps({"query": query}).decode(),
     }
     if item.get("status") == "failed":

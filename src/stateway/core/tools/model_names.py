@@ -5,12 +5,19 @@ flattened to ``<namespace>__<member>`` (``<server_label>__<tool>``); a flattened
 strict model APIs would refuse (OpenAI's function names are ``[A-Za-z0-9_-]``, at most 64
 characters; an MCP tool may be called ``files.read``) is respelled with a hash of it
 (:func:`safe_name`), the same in every turn, so two names never meet in one spelling.
+
+The gateway's web search is the function ``web_search``, unless a client's own tool is
+called that (hosted Responses takes a function of that name beside its web search, which is
+no function there; a Chat or Messages client may declare one beside a backend's
+``gateway_tools``): then it is offered apart, as ``gateway_web_search``
+(:func:`search_name`), and an earlier search reaches the model under that name too.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Container
 from typing import Final
 
 SEPARATOR: Final = "__"
@@ -20,6 +27,10 @@ FUNCTION_NAME_LENGTH: Final = 64
 _NAME_CHARS: Final = re.compile(r"[A-Za-z0-9_-]+")
 _NOT_IN_NAMES: Final = re.compile(r"[^A-Za-z0-9_-]")
 _HASH_LENGTH: Final = 8
+WEB_SEARCH_FUNCTION: Final = "web_search"
+"""The function name of the gateway's web search, when no client's tool takes it."""
+_SEARCH_APART: Final = "gateway_web_search"
+"""The gateway's web search beside a client's tool called ``web_search``."""
 
 
 def safe_name(name: str, limit: int) -> str:
@@ -40,3 +51,17 @@ def model_name(name: str, namespace: str | None = None) -> str:
     if not namespace:
         return name
     return safe_name(f"{namespace}{SEPARATOR}{name}", FUNCTION_NAME_LENGTH)
+
+
+def search_name(taken: Container[str]) -> str:
+    """The function name the gateway's web search is offered (and its earlier searches
+    shown) under, beside the model-visible names ``taken`` by a request's other tools:
+    ``web_search``, else ``gateway_web_search`` (numbered from ``_2`` while that is taken
+    too), so a client's tool is never replaced or shadowed by it."""
+    if WEB_SEARCH_FUNCTION not in taken:
+        return WEB_SEARCH_FUNCTION
+    name, number = _SEARCH_APART, 1
+    while name in taken:
+        number += 1
+        name = f"{_SEARCH_APART}_{number}"
+    return name

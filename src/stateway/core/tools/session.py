@@ -95,7 +95,8 @@ class ToolSession:
         """Offer web search (citing the searches of the turn this response continues) and
         every declared MCP server's tools."""
         if self._toolset.web_search is not None:
-            self.catalog.add(web_search.entry(self._toolset.web_search.declared))
+            declared = self._toolset.web_search.declared
+            self.catalog.add(web_search.entry(declared, self.catalog.search_name()))
             self.sources.extend(web_search.turn_sources(context))
         if self._toolset.mcp:
             await self._discovered().offer(context, self.catalog)

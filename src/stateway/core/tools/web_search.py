@@ -15,7 +15,7 @@ import orjson
 from stateway.core.ids import new_id
 from stateway.core.items import WEB_SEARCH_CALL, Item
 from stateway.core.tools.catalog import Entry
-from stateway.core.tools.history import WEB_SEARCH_FUNCTION
+from stateway.core.tools.model_names import WEB_SEARCH_FUNCTION
 from stateway.core.tools.ports import INVALID_PARAMS, SearchHit, ToolError, ToolFailure
 
 FUNCTION: Final[Item] = {
@@ -119,8 +119,10 @@ def domain_scope(raw: str) -> tuple[str, str]:
     return host, path.rstrip("*").rstrip("/")
 
 
-def entry(declared: Item) -> Entry:
-    return Entry(kind="web_search", function=FUNCTION, tool=declared)
+def entry(declared: Item, name: str = WEB_SEARCH_FUNCTION) -> Entry:
+    """The gateway's search offered as the function ``name``
+    (:meth:`~.catalog.Catalog.search_name`)."""
+    return Entry(kind="web_search", function={**FUNCTION, "name": name}, tool=declared)
 
 
 def call_item() -> Item:
