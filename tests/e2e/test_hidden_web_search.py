@@ -72,6 +72,37 @@ def test_a_hidden_search_answer_carries_its_citations(setup: Setup) -> None:
         assert cited["title"]
 
 
+def test_a_streamed_hidden_search_answer_carries_them_once_after_its_text(setup: Setup) -> None:
+    """As hosted search models stream them: one chunk whose ``delta.annotations`` holds
+    every citation, after the text (the SDK's delta has no field for it: read as an
+    extra), so that the SDK's accumulated message has them as the completion does."""
+    content, annotations = _annotations(setup)
+    chunks = list(setup.sdk.chat.completions.create(model="m", messages=MESSAGES, stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    carrying = [i for i, d in enumerate(deltas) if (d.model_extra or {}).get("annotations")]
+    assert len(carrying) == 1
+    [at] = carrying
+    assert (deltas[at].model_extra or {})["annotations"] == annotations
+    assert not any(d.content for d in deltas[at:])
+    assert "".join(d.content or "" for d in deltas) == content
+    with setup.sdk.chat.completions.stream(model="m", messages=MESSAGES) as stream:
+        final = stream.get_final_completion()
+    accumulated = final.choices[0].message
+    assert accumulated.content == content
+    assert [a.model_dump() for a in accumulated.annotations or []] == annotations
+
+
+def test_a_stream_without_citations_has_no_annotations(setup: Setup) -> None:
+    chunks = list(
+        setup.sdk.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+    )
+    assert not any(
+        "annotations" in (c.choices[0].delta.model_extra or {}) for c in chunks if c.choices
+    )
+
+
 def test_a_chat_clients_tool_named_web_search_stays_its_own(setup: Setup) -> None:
     sent = len(setup.searching.queries)
     completion = setup.sdk.chat.completions.create(

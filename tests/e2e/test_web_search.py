@@ -143,8 +143,10 @@ def test_a_chat_client_asks_for_a_search_with_web_search_options(
         web_search_options={},
         stream=True,
     )
-    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert streamed == message.content
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join(d.content or "" for d in deltas) == message.content
+    cited = [(d.model_extra or {}).get("annotations") for d in deltas]  # not in the SDK's delta
+    assert [a for a in cited if a] == [[a.model_dump() for a in message.annotations]]
 
 
 def test_the_answer_after_a_mixed_round_cites_its_search(sdk: OpenAI) -> None:

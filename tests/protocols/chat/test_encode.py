@@ -359,21 +359,23 @@ def test_a_stream_error_is_typed_as_its_answer_would_be(
     assert (error["type"], error["code"], error["message"]) == (kind, code, message)
 
 
-def test_search_citations_are_annotations_at_their_place_in_the_joined_content() -> None:
-    def said(text: str, *urls: str) -> Item:
-        annotations = [
-            {
-                "type": "url_citation",
-                "start_index": text.index(url),
-                "end_index": text.index(url) + len(url),
-                "url": url,
-                "title": "T",
-            }
-            for url in urls
-        ]
-        part = {"type": "output_text", "text": text, "annotations": annotations}
-        return {"type": "message", "role": "assistant", "content": [part]}
+def said(text: str, *urls: str) -> Item:
+    """An answer citing ``urls``, where its text names them (as the assembler cites)."""
+    annotations = [
+        {
+            "type": "url_citation",
+            "start_index": text.index(url),
+            "end_index": text.index(url) + len(url),
+            "url": url,
+            "title": "T",
+        }
+        for url in urls
+    ]
+    part = {"type": "output_text", "text": text, "annotations": annotations}
+    return {"type": "message", "role": "assistant", "content": [part]}
 
+
+def test_search_citations_are_annotations_at_their_place_in_the_joined_content() -> None:
     first = said("see https://a.test/ now", "https://a.test/")
     second = said("and https://b.test/", "https://b.test/")
     plain = {"type": "message", "role": "assistant", "content": [{"type": "output_text"}]}
@@ -387,6 +389,50 @@ def test_search_citations_are_annotations_at_their_place_in_the_joined_content()
     ]
     assert spans == ["https://a.test/", "https://b.test/"]
     assert "annotations" not in encode_completion(state([plain]))["choices"][0]["message"]
+
+
+@pytest.mark.parametrize("include_usage", [False, True])
+def test_a_streamed_answer_carries_its_citations_once_with_its_finish(include_usage: bool) -> None:
+    """As hosted search models stream them: every annotation in the last chunk's delta,
+    beside the ``finish_reason``, so that the SDK's stream helper adds up the message the
+    completion shows."""
+    first = said("see https://a.test/ now", "https://a.test/")
+    second = said("and https://b.test/", "https://b.test/")
+    done = state([first, MCP_CALL, second])
+    events: list[ev.Event] = [
+        ev.ResponseCreated(done),
+        ev.TextDelta(0, 0, "msg_1", "see https://a.test/ now"),
+        ev.TextDelta(2, 0, "msg_2", "and https://b.test/"),
+        ev.ResponseFinished(done),
+    ]
+    got = play(events, include_usage)
+    whole = encode_completion(done)["choices"][0]["message"]
+    cited = [
+        i
+        for i, chunk in enumerate(got[:-1])
+        if chunk["choices"] and "annotations" in chunk["choices"][0]["delta"]
+    ]
+    assert len(cited) == 1
+    [finish] = [
+        chunk for chunk in got[:-1] if chunk["choices"] and chunk["choices"][0]["finish_reason"]
+    ]
+    assert finish["choices"][0]["delta"] == {"annotations": whole["annotations"]}
+    accumulated = ChatCompletionStreamState()
+    for chunk in got[:-1]:
+        accumulated.handle_chunk(ChatCompletionChunk.model_validate(chunk))
+    streamed = accumulated.get_final_completion().choices[0].message
+    assert streamed.content == whole["content"]
+    assert [a.model_dump() for a in streamed.annotations or []] == whole["annotations"]
+
+
+def test_a_stream_citing_nothing_finishes_with_an_empty_delta() -> None:
+    done = state([message("no links")])
+    events: list[ev.Event] = [
+        ev.ResponseCreated(done),
+        ev.TextDelta(0, 0, "msg_1", "no links"),
+        ev.ResponseFinished(done),
+    ]
+    assert play(events, False)[-2]["choices"][0]["delta"] == {}
 
 
 def test_asked_for_logprobs_every_text_chunk_has_them_and_the_completion_too() -> None:

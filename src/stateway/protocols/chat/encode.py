@@ -6,8 +6,10 @@ the text of every assistant message as ``content`` (``null`` when there is none 
 refusal or tool calls, ``""`` when there is nothing at all), a
 refusal as ``refusal``, the reasoning as ``reasoning_content`` (as vLLM sends it), and the
 client's own function calls as ``tool_calls``. The gateway's own tool calls are not shown;
-the citations of its web search (``web_search_options``) are, as the message's
-``annotations`` (``url_citation``, indices into ``content``).
+the citations of its web search (``web_search_options``, or a backend's ``gateway_tools``)
+are, as the message's ``annotations`` (:func:`message_annotations`: ``url_citation``,
+indices into ``content``; :mod:`.stream` sends them with its last chunk, as hosted search
+models do).
 The texts of separate items (a run's rounds) are joined with a blank line between them
 (:func:`~stateway.core.items.joined_items`), as :mod:`.stream` sends them.
 
@@ -39,19 +41,16 @@ def completion_id(response_id: str) -> str:
 
 def encode_completion(state: ResponseState) -> dict[str, Any]:
     texts: list[str] = []
-    citations: list[dict[str, Any]] = []
     refusals: list[str] = []
     reasoning: list[str] = []
     for item in state.output:
         kind = item.get("type")
         if kind == MESSAGE:
             parts: list[str] = []
-            at = sum(len(text) + len(ITEM_BREAK) for text in texts if text)
             for part in item.get("content") or ():
                 if part.get("type") == "refusal":
                     refusals.append(str(part.get("refusal") or ""))
                 elif isinstance(part.get("text"), str):
-                    citations += _citations(part, at + sum(map(len, parts)))
                     parts.append(part["text"])
             if parts:
                 texts.append("".join(parts))
@@ -63,6 +62,7 @@ def encode_completion(state: ResponseState) -> dict[str, Any]:
         "content": _content(texts, bool(refusals or calls)),
         "refusal": "".join(refusals) if refusals else None,
     }
+    citations = message_annotations(state.output)
     if citations:
         message["annotations"] = citations
     if calls:
@@ -106,6 +106,27 @@ def _logprobs(state: ResponseState) -> dict[str, Any] | None:
         for token in part.get("logprobs") or ()
     ]
     return {"content": tokens, "refusal": None}
+
+
+def message_annotations(output: list[Item]) -> list[dict[str, Any]]:
+    """The ``url_citation`` annotations of the gateway's web search on the messages of
+    ``output`` (:func:`~stateway.core.tools.web_search.citations` made them), as Chat shows
+    them: indices into ``content``, every message's text joined as :func:`_content` (and
+    the stream) joins them."""
+    found: list[dict[str, Any]] = []
+    at = 0
+    """Where the next message's text starts in ``content``."""
+    for item in output:
+        if item.get("type") != MESSAGE:
+            continue
+        length = 0
+        for part in item.get("content") or ():
+            if part.get("type") != "refusal" and isinstance(part.get("text"), str):
+                found += _citations(part, at + length)
+                length += len(part["text"])
+        if length:  # an empty text is no text: joined without a break
+            at += length + len(ITEM_BREAK)
+    return found
 
 
 def _citations(part: Item, offset: int) -> list[dict[str, Any]]:

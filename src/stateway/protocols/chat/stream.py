@@ -12,7 +12,10 @@ delta (``refusal``),
 reasoning delta (``reasoning_content``, as vLLM streams it), client function
 call start (``tool_calls[].id``, ``type``, ``function.name``, numbered by ``index`` in the
 order the calls start) and arguments delta (``tool_calls[].function.arguments``); at the
-end a chunk with an empty delta and the ``finish_reason``, a usage chunk (``choices: []``)
+end a chunk with the ``finish_reason`` and an empty delta (or, after an answer that cites
+the gateway's web search, the message's ``annotations``, all of them, as hosted search
+models send them and as the SDK's stream helper adds them up:
+:func:`.encode.message_annotations`), a usage chunk (``choices: []``)
 when the client asked for ``stream_options.include_usage`` (every other chunk then carries
 ``"usage": null``), and ``data: [DONE]``. A response that failed after it began ends with
 one ``data: {"error": {...}}`` line instead (what the ``openai`` SDK raises as an error),
@@ -40,7 +43,12 @@ from stateway.core.errors import GatewayError, rate_limit_type
 from stateway.core.items import FUNCTION_CALL, ITEM_BREAK
 from stateway.core.response import ResponseState
 from stateway.core.usage import Usage
-from stateway.protocols.chat.encode import completion_id, encode_usage, finish_reason
+from stateway.protocols.chat.encode import (
+    completion_id,
+    encode_usage,
+    finish_reason,
+    message_annotations,
+)
 from stateway.protocols.service_tier import served_tier
 
 DONE: Final = b"data: [DONE]\n\n"
@@ -163,8 +171,10 @@ class ChatStream:
             return b"data: " + orjson.dumps({"error": stream_error(state.error)}) + b"\n\n"
         reason = orjson.dumps(finish_reason(state))
         usage_null = b',"usage":null' if self._include_usage else b""
-        out = self._open + b'{},"logprobs":null,"finish_reason":' + reason + b"}]" + usage_null
-        out += b"}\n\n"
+        cited = message_annotations(state.output)
+        delta = orjson.dumps({"annotations": cited}) if cited else b"{}"
+        out = self._open + delta + b',"logprobs":null,"finish_reason":' + reason + b"}]"
+        out += usage_null + b"}\n\n"
         if self._include_usage:
             usage = orjson.dumps(encode_usage(state.usage or Usage()))
             out += self._envelope + b',"choices":[],"usage":' + usage + b"}\n\n"
