@@ -33,6 +33,8 @@ from stateway.core.errors import UpstreamContextTooLong
         (529, None, 503, "upstream_overloaded"),
         (400, "context_length_exceeded", 400, "context_length_exceeded"),
         (422, None, 400, "upstream_rejected"),
+        (413, None, 413, "request_too_large"),  # as hosted answers a body too large
+        (413, "payload_too_large", 413, "payload_too_large"),
         (500, None, 502, "upstream_error"),
         (502, None, 502, "upstream_error"),
     ],
@@ -76,7 +78,7 @@ def test_an_upstream_rate_limit_is_typed_as_hosted_types_one(
     assert classify_status(429, message, code, "up").type == kind
 
 
-@pytest.mark.parametrize("status", [400, 404, 408, 422, 429, 500, 503, 504, 529])
+@pytest.mark.parametrize("status", [400, 404, 408, 413, 422, 429, 500, 503, 504, 529])
 def test_the_message_names_the_server_its_status_and_its_words(status: int) -> None:
     said = f"Model server 'up' answered {status}"
     assert classify_status(status, "why", None, "up").message == f"{said}: why"
@@ -265,6 +267,17 @@ def test_lm_studio_s_context_refusal_is_recognised_by_its_wording(body: dict[str
     assert (error.status, error.code) == (400, "context_length_exceeded")
     reported = classify_reported(body["error"], "up", str, mid_stream=True)
     assert (reported.status, reported.code) == (400, "context_length_exceeded")
+
+
+def test_a_reported_request_too_large_is_a_413() -> None:
+    """Anthropic's type for a body over its size limit names its status, 413."""
+    error = {"type": "request_too_large", "message": "Request exceeds the maximum size"}
+    reported = classify_reported(error, "up", str, mid_stream=False)
+    assert (reported.status, reported.code, reported.type) == (
+        413,
+        "request_too_large",
+        "invalid_request_error",
+    )
 
 
 def test_a_reported_error_whose_type_is_no_name_is_a_502() -> None:

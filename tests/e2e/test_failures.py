@@ -39,12 +39,13 @@ def wait_for_status(client: OpenAI, response_id: str, status: str, within: float
 
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize(
-    ("status", "error_class", "gateway_status"),
+    ("status", "error_class", "gateway_status", "code"),
     [
-        (500, openai.InternalServerError, 502),
-        (503, openai.InternalServerError, 503),
-        (429, openai.RateLimitError, 429),
-        (400, openai.BadRequestError, 400),
+        (500, openai.InternalServerError, 502, "upstream_error"),
+        (503, openai.InternalServerError, 503, "upstream_unavailable"),
+        (429, openai.RateLimitError, 429, "rate_limit_exceeded"),
+        (400, openai.BadRequestError, 400, "upstream_rejected"),
+        (413, openai.APIStatusError, 413, "request_too_large"),  # too large for the server
     ],
 )
 def test_upstream_error_before_output_is_an_http_error(
@@ -52,6 +53,7 @@ def test_upstream_error_before_output_is_an_http_error(
     status: int,
     error_class: type[openai.APIStatusError],
     gateway_status: int,
+    code: str,
     stream: bool,
 ) -> None:
     """Streamed too: the status line waits until output starts, so SDKs can retry."""
@@ -61,6 +63,7 @@ def test_upstream_error_before_output_is_an_http_error(
     body = caught.value.body
     assert isinstance(body, dict)
     assert set(body) >= {"message", "type", "param", "code"}
+    assert body["code"] == code
     retry_after = {429: "1", 503: "2"}.get(status)  # what the fake sends, passed on
     assert caught.value.response.headers.get("retry-after") == retry_after
 

@@ -514,6 +514,16 @@ def test_an_overloaded_upstream(claude: Anthropic, upstream_api: str) -> None:
     assert caught.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
 
 
+@pytest.mark.parametrize("send", SEND)
+def test_an_upstream_413(claude: Anthropic, send: Any) -> None:
+    """A request too large for the model server is a 413 ``request_too_large``, as hosted
+    answers one (the SDK's ``ContentTooLargeError``), over every upstream."""
+    with pytest.raises(anthropic.ContentTooLargeError) as caught:
+        send(claude, [{"role": "user", "content": "[[error:413]]"}])
+    assert caught.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
+    assert caught.value.request_id == caught.value.body["request_id"]  # type: ignore[index]
+
+
 def test_a_stream_cut_mid_way(claude: Anthropic) -> None:
     with pytest.raises(anthropic.APIStatusError) as caught:
         streamed(claude, [{"role": "user", "content": "[[cut:2]] one two three four"}])

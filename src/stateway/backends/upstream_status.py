@@ -8,6 +8,8 @@ upstream   client
 401-403    502 ``upstream_auth_failed`` (the gateway's credential or account, not the
            client's: a 402 is its payment, as OpenRouter and Anthropic refuse one)
 404        404, the upstream's code or ``model_not_found``
+413        413, the upstream's code or ``request_too_large`` (a body over the server's
+           size limit, as hosted OpenAI and Anthropic refuse one)
 408, 504   504 ``upstream_timeout``
 429        429, the upstream's code or ``rate_limit_exceeded``, with its ``Retry-After``;
            typed ``tokens`` when its words say tokens ran out, else ``requests``
@@ -61,6 +63,7 @@ from stateway.core.errors import (
     IMAGE_INPUT_UNSUPPORTED,
     PROMPT_TOO_LONG,
     GatewayError,
+    RequestTooLarge,
     UpstreamContextTooLong,
     UpstreamError,
     UpstreamRejected,
@@ -71,6 +74,7 @@ from stateway.core.errors import (
 
 OVERLOADED = 529
 """Anthropic's status for an API that is temporarily overloaded."""
+REQUEST_TOO_LARGE = 413
 UPSTREAM_OVERLOADED = "upstream_overloaded"
 _CONTEXT_TYPES = frozenset({"exceed_context_size_error"})
 _CONTEXT_PARAMS = frozenset({"input_tokens"})
@@ -104,6 +108,7 @@ _STATUS_OF_TYPE = {
     "permission_error": 403,
     "not_found_error": 404,
     "rate_limit_error": 429,
+    "request_too_large": REQUEST_TOO_LARGE,
     "overloaded_error": OVERLOADED,
 }
 """Error types (OpenAI's and Anthropic's) that name the status they stand for."""
@@ -191,6 +196,8 @@ def _by_status(
         return limited
     if status == 404:
         return UpstreamRejected(detail, status=404, code=code or "model_not_found")
+    if status == REQUEST_TOO_LARGE:
+        return UpstreamRejected(detail, status=413, code=code or RequestTooLarge.code)
     if status in (408, 504):
         return UpstreamTimeout(detail)
     if status == 503:
