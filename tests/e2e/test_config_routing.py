@@ -33,6 +33,7 @@ url = "{fake_upstream}"
 api = "responses"
 models = ["big"]
 read_timeout = 0.5
+context_window = 32768
 """
     )
     with (
@@ -73,6 +74,8 @@ def models_in_anthropic_shape(url: str) -> None:
         assert [model.id for model in claude.models.list(before_id="big").data] == ["small"]
         big = claude.models.retrieve("big")
         assert (big.id, big.type, big.lifecycle) == ("big", "model", "active")
+        assert (big.max_input_tokens, big.max_tokens) == (32768, None)  # its backend's window
+        assert claude.models.retrieve("small").max_input_tokens is None  # none declared
         with pytest.raises(anthropic.NotFoundError) as unknown:
             claude.models.retrieve("unknown")
         assert unknown.value.body["error"]["type"] == "not_found_error"  # type: ignore[index]

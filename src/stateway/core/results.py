@@ -10,6 +10,7 @@ from stateway.core.conversations.service import ConversationResult
 from stateway.core.generations import ConfigStatus
 from stateway.core.ports import ItemPage, Relay
 from stateway.core.response import ResponseState
+from stateway.core.routing.route import ListedModel
 from stateway.core.runs import Run
 from stateway.core.watch import Watch
 
@@ -21,7 +22,7 @@ class Deleted:
 
 @dataclass(slots=True, frozen=True)
 class ModelList:
-    models: list[tuple[str, str]]
+    models: list[ListedModel]
 
 
 @dataclass(slots=True, frozen=True)

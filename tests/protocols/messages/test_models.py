@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from stateway.core.errors import InvalidRequest
+from stateway.core.routing.route import ListedModel
 from stateway.protocols.messages.models import model_info, model_page
 
-MODELS = ["a", "b", "c", "d", "e"]
+NAMES = ["a", "b", "c", "d", "e"]
+MODELS = [ListedModel(name, "up") for name in NAMES]
 
 
 def ids(page: dict[str, object]) -> list[str]:
@@ -16,19 +18,29 @@ def ids(page: dict[str, object]) -> list[str]:
 
 
 def test_a_model() -> None:
-    assert model_info("a") == {
+    """Its limits null where unknown, as the SDK's ``ModelInfo`` allows: a window only when
+    its route's candidates declare one, and no maximum of ``max_tokens`` (none is
+    configured)."""
+    assert model_info(ListedModel("a", "up")) == {
         "type": "model",
         "id": "a",
         "display_name": "a",
         "created_at": "1970-01-01T00:00:00Z",
         "lifecycle": "active",
+        "max_input_tokens": None,
+        "max_tokens": None,
     }
 
 
+def test_a_model_s_declared_context_window_is_its_max_input_tokens() -> None:
+    assert model_info(ListedModel("a", "up", 32768))["max_input_tokens"] == 32768
+
+
 def test_the_first_page_holds_twenty_by_default() -> None:
-    many = [f"m{i:02}" for i in range(25)]
+    names = [f"m{i:02}" for i in range(25)]
+    many = [ListedModel(name, "up") for name in names]
     page = model_page(many, {})
-    assert ids(page) == many[:20]
+    assert ids(page) == names[:20]
     assert (page["has_more"], page["first_id"], page["last_id"]) == (True, "m00", "m19")
     assert model_page(many[:20], {})["has_more"] is False
     assert model_page([], {}) == {"data": [], "has_more": False, "first_id": None, "last_id": None}
@@ -39,8 +51,8 @@ def test_the_first_page_holds_twenty_by_default() -> None:
     [
         ({"limit": "1"}, ["a"], True),
         ({"limit": "2"}, ["a", "b"], True),
-        ({"limit": "5"}, MODELS, False),
-        ({"limit": "1000"}, MODELS, False),
+        ({"limit": "5"}, NAMES, False),
+        ({"limit": "1000"}, NAMES, False),
         ({"limit": "2", "after_id": "b"}, ["c", "d"], True),
         ({"limit": "2", "after_id": "c"}, ["d", "e"], False),
         ({"after_id": "e"}, [], False),

@@ -459,6 +459,8 @@ async def test_models_in_the_shape_the_client_speaks() -> None:
                 "display_name": "known",
                 "created_at": "1970-01-01T00:00:00Z",
                 "lifecycle": "active",
+                "max_input_tokens": None,
+                "max_tokens": None,
             }
         ],
         "has_more": False,

@@ -64,10 +64,30 @@ class Route:
     def upstream_model(self) -> str:
         return self.candidates[0].model
 
+    @property
+    def context_window(self) -> int | None:
+        """The most input tokens the route takes: its candidates' largest window, once
+        every candidate declares one (a request over one window goes to a candidate
+        whose window holds it: :mod:`.needs`); None when any candidate's is unknown."""
+        windows = [c.capabilities.context_window for c in self.candidates]
+        known = [window for window in windows if window is not None]
+        return max(known) if known and len(known) == len(windows) else None
+
     def serving(self, model: str) -> Route:
         """This catch-all route serving ``model``: each candidate asks its upstream for it."""
         candidates = tuple(replace(c, model=model) for c in self.candidates)
         return replace(self, name=model, candidates=candidates)
+
+
+@dataclass(frozen=True, slots=True)
+class ListedModel:
+    """A model name a request may name, as the model listings show it."""
+
+    name: str
+    backend: str
+    """The name of its route's first candidate's backend (OpenAI's ``owned_by``)."""
+    context_window: int | None = None
+    """Its route's :attr:`Route.context_window` (Anthropic's ``max_input_tokens``)."""
 
 
 def single_route(

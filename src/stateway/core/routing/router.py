@@ -19,7 +19,7 @@ from stateway.core.routing.attempts import Attempt
 from stateway.core.routing.health import HealthBoard, HealthPolicy
 from stateway.core.routing.needs import Needs, Unmet, unmet
 from stateway.core.routing.plan import Plan, RoutingState
-from stateway.core.routing.route import BackendEntry, Candidate, Route
+from stateway.core.routing.route import BackendEntry, Candidate, ListedModel, Route
 
 log = logging.getLogger(__name__)
 
@@ -151,15 +151,12 @@ class Router:
             skipped.append(attempt)
         return capable, skipped, first_unmet
 
-    async def list_models(self) -> list[tuple[str, str]]:
-        """``(model, backend name)`` for every route and alias and, for a catch-all
-        backend, every name its upstream reports. An unreachable upstream contributes
-        nothing."""
-        seen: dict[str, str] = {}
-        for name, route in self._routes.items():
-            seen.setdefault(name, route.backend.name)
-        for alias in self._aliases:
-            seen.setdefault(alias, self.resolve(alias).backend.name)
+    async def list_models(self) -> list[ListedModel]:
+        """Every route and alias and, for a catch-all backend, every name its upstream
+        reports. An unreachable upstream contributes nothing."""
+        seen: dict[str, ListedModel] = {}
+        for name in [*self._routes, *self._aliases]:
+            seen.setdefault(name, self._listed(name, self.resolve(name)))
         if self._default is not None and self._catch_all:
             backend = self._default.backend
             try:
@@ -168,22 +165,25 @@ class Router:
                 log.warning("listing models of backend %s failed: %s", backend.name, exc)
                 names = []
             for name in names:
-                seen.setdefault(name, backend.name)
-        return list(seen.items())
+                seen.setdefault(name, self._listed(name, self._default))
+        return list(seen.values())
 
-    async def find_model(self, model: str) -> tuple[str, str]:
-        """``(model, backend name)`` of a model a configured route serves (a name, an
-        alias, a default route that is no catch-all) or the listing shows; else
-        :class:`ModelNotFound`. A catch-all serves any name, but only those its upstream
-        reports are known to exist."""
+    async def find_model(self, model: str) -> ListedModel:
+        """A model a configured route serves (a name, an alias, a default route that is no
+        catch-all) or the listing shows; else :class:`ModelNotFound`. A catch-all serves
+        any name, but only those its upstream reports are known to exist."""
         if self._default is None or not self._catch_all:
-            return model, self.resolve(model).backend.name
+            return self._listed(model, self.resolve(model))
         if model in self._routes or model in self._aliases:
-            return model, self.resolve(model).backend.name
-        for name, backend in await self.list_models():
-            if name == model:
-                return name, backend
+            return self._listed(model, self.resolve(model))
+        for listed in await self.list_models():
+            if listed.name == model:
+                return listed
         raise ModelNotFound(model)
+
+    @staticmethod
+    def _listed(name: str, route: Route) -> ListedModel:
+        return ListedModel(name, route.backend.name, route.context_window)
 
 
 _MAX_SERVED = 1024

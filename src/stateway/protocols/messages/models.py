@@ -6,7 +6,11 @@ A page follows the listing's order. ``limit`` defaults to 20 and ranges from 1 t
 ``after_id`` returns the models after that one, ``before_id`` those just before it; a
 cursor that names no listed model, or both cursors at once, is a 400 naming the
 parameter. Release dates are not known: ``created_at`` is the epoch, as Anthropic's
-reference allows.
+reference allows. ``max_input_tokens`` is the context window of the model's route (its
+candidates' largest ``context_window``, once each declares one), null when unknown;
+``max_tokens`` is null (no maximum of output tokens is configured). What else the
+configuration does not know is left out (``capabilities``, ``line``), as the SDK's
+``ModelInfo`` allows.
 """
 
 from __future__ import annotations
@@ -15,24 +19,27 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from stateway.core.errors import InvalidRequest
+from stateway.core.routing.route import ListedModel
 
 EPOCH: Final = "1970-01-01T00:00:00Z"
 DEFAULT_LIMIT: Final = 20
 MAX_LIMIT: Final = 1000
 
 
-def model_info(model: str) -> dict[str, Any]:
+def model_info(model: ListedModel) -> dict[str, Any]:
     """One model, as ``GET /v1/models/{model_id}`` answers it (and each page entry)."""
     return {
         "type": "model",
-        "id": model,
-        "display_name": model,
+        "id": model.name,
+        "display_name": model.name,
         "created_at": EPOCH,
         "lifecycle": "active",
+        "max_input_tokens": model.context_window,
+        "max_tokens": None,
     }
 
 
-def model_page(models: Sequence[str], query: Mapping[str, str]) -> dict[str, Any]:
+def model_page(models: Sequence[ListedModel], query: Mapping[str, str]) -> dict[str, Any]:
     """The page of ``models`` that ``query`` (the request's query parameters) asks for."""
     limit = _limit(query.get("limit"))
     after, before = query.get("after_id"), query.get("before_id")
@@ -71,8 +78,8 @@ def _limit(given: str | None) -> int:
     return limit
 
 
-def _position(models: Sequence[str], cursor: str, param: str) -> int:
-    try:
-        return models.index(cursor)
-    except ValueError:
-        raise InvalidRequest(f"{param}: no model with id '{cursor}'.", param=param) from None
+def _position(models: Sequence[ListedModel], cursor: str, param: str) -> int:
+    for position, model in enumerate(models):
+        if model.name == cursor:
+            return position
+    raise InvalidRequest(f"{param}: no model with id '{cursor}'.", param=param)

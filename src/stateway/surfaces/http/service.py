@@ -10,6 +10,7 @@ from starlette.responses import Response
 from stateway.core.commands import CheckReadiness, ListModels
 from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal
+from stateway.core.routing.route import ListedModel
 from stateway.protocols.messages.models import model_info, model_page
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.messages import answers_anthropic, request_id_header
@@ -26,10 +27,9 @@ class ServiceRoutes:
         model)."""
         listing = await self._gateway.execute(principal_of(request.scope), ListModels())
         if answers_anthropic(request.scope):
-            models = [model for model, _backend in listing.models]
-            page = model_page(models, request.query_params)
+            page = model_page(listing.models, request.query_params)
             return JSONResponse(page, headers=request_id_header())
-        data = [_openai_model(model, backend) for model, backend in listing.models]
+        data = [_openai_model(model) for model in listing.models]
         return JSONResponse({"object": "list", "data": data})
 
     async def model(self, request: Request) -> Response:
@@ -39,12 +39,10 @@ class ServiceRoutes:
         if not wanted:  # ``/v1/models/``: the listing
             return await self.models(request)
         command = ListModels(model=wanted)
-        [(model, backend)] = (
-            await self._gateway.execute(principal_of(request.scope), command)
-        ).models
+        [model] = (await self._gateway.execute(principal_of(request.scope), command)).models
         if answers_anthropic(request.scope):
             return JSONResponse(model_info(model), headers=request_id_header())
-        return JSONResponse(_openai_model(model, backend))
+        return JSONResponse(_openai_model(model))
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -68,5 +66,5 @@ class ServiceRoutes:
         return JSONResponse(body, status_code=200 if readiness.ready else 503)
 
 
-def _openai_model(model: str, backend: str) -> dict[str, Any]:
-    return {"id": model, "object": "model", "created": 0, "owned_by": backend}
+def _openai_model(model: ListedModel) -> dict[str, Any]:
+    return {"id": model.name, "object": "model", "created": 0, "owned_by": model.backend}
