@@ -377,10 +377,12 @@ def test_message_start_counts_the_prompt_as_an_anthropic_upstream_did(
     claude: Anthropic, upstream_api: str
 ) -> None:
     """An Anthropic upstream counts the prompt in its ``message_start``: the client's has
-    that count, as Anthropic's would; other upstreams count only at the end (zeros)."""
-    with claude.messages.stream(
-        model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "count me"}]
-    ) as stream:
+    that count, as Anthropic's would; other upstreams count only at the end (zeros). The
+    final ``message_delta``'s cumulative counts, which the SDK takes over the start's,
+    make the streamed message's usage the unstreamed one's over every upstream."""
+    asked: Any = {"model": MODEL, "max_tokens": 100}
+    asked["messages"] = [{"role": "user", "content": "count me"}]
+    with claude.messages.stream(**asked) as stream:
         starts = [
             (event.message.usage.input_tokens, event.message.usage.cache_read_input_tokens)
             for event in stream
@@ -390,6 +392,7 @@ def test_message_start_counts_the_prompt_as_an_anthropic_upstream_did(
     assert final.usage.input_tokens > 0
     counted = final.usage.input_tokens if upstream_api == "anthropic" else 0
     assert starts == [(counted, 0)]
+    assert final.usage == claude.messages.create(**asked).usage
 
 
 def test_search_results_and_cited_text_reach_the_model(claude: Anthropic) -> None:
