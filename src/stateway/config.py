@@ -81,7 +81,8 @@ class ServerConfig(Section):
     max_body_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     """Requests with a larger body are refused with 413."""
     request_body_timeout: float = Field(default=30.0, gt=0)
-    """The longest a client may take to send a whole request body (408 after)."""
+    """The longest a client may take to send a whole request body (408 after; a 400 on
+    the Messages routes, as hosted Anthropic answers it)."""
     max_header_bytes: int = Field(default=64 * 1024, ge=1024)
     """Requests with a larger header block (request line included) are refused with 431."""
     header_timeout: float = Field(default=30.0, gt=0)

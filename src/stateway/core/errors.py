@@ -8,6 +8,8 @@ Protocols render it in their own error shape; nothing classifies errors by messa
 
     GatewayError
     ├── InvalidRequest            400 invalid_request_error
+    │   ├── BodyTimeout           408 code=request_timeout (the body did not arrive in time:
+    │   │                             the connection is closed)
     │   ├── ContextTooLong        400 code=context_length_exceeded (the gateway's own window
     │   │                             check: with the estimated tokens and the window)
     │   ├── PreviousResponseNotFound   400 code=previous_response_not_found
@@ -94,6 +96,20 @@ class UncarriedPart(InvalidRequest):
         super().__init__(message, param=param)
         self.part_type = part_type
         self.backend = backend
+
+
+class BodyTimeout(InvalidRequest):
+    """A request body that did not arrive within ``within`` seconds
+    (``[server] request_body_timeout``): answered, then the connection is closed."""
+
+    status = 408
+    code = "request_timeout"
+
+    def __init__(self, within: float) -> None:
+        super().__init__(
+            f"The request body did not arrive within {within:g} seconds.",
+            headers={"Connection": "close"},
+        )
 
 
 class PreviousResponseNotFound(InvalidRequest):

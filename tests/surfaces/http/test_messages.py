@@ -57,6 +57,7 @@ def build(
     catch_all: bool = True,
     keepalive: float = 15.0,
     sealer: AesGcmSealer | None = None,
+    body_timeout: float | None = None,
 ) -> Starlette:
     store = MemoryStore()
     backend = backend or ScriptedBackend(OK)
@@ -66,7 +67,9 @@ def build(
     return build_http_app(
         ResponsesRoutes(gateway, 1 << 20),
         ServiceRoutes(gateway),
-        messages=MessagesRoutes(gateway, 1 << 20, keepalive=keepalive, max_input_items=50),
+        messages=MessagesRoutes(
+            gateway, 1 << 20, body_timeout=body_timeout, keepalive=keepalive, max_input_items=50
+        ),
     )
 
 
@@ -405,6 +408,39 @@ async def test_a_signature_that_does_not_open_is_named_by_its_block(
 async def test_a_non_json_content_type_is_refused() -> None:
     reply = await call(build(), "POST", "/v1/messages", body(), content_type="text/plain")
     assert_anthropic_error(reply, 415, "invalid_request_error")
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
+async def test_a_body_that_never_finishes_is_refused_as_hosted_refuses_it(path: str) -> None:
+    """A 400 naming ``request_body_timeout`` (the SDK's ``BetaRequestBodyTimeoutError``,
+    which it does not retry), where the OpenAI routes answer 408; the connection closed."""
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": path,
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"40")],
+    }
+    parts: list[AsgiMessage] = [{"type": "http.request", "body": b'{"model": ', "more_body": True}]
+    never = asyncio.Event()
+    sent: list[AsgiMessage] = []
+
+    async def receive() -> AsgiMessage:
+        if parts:
+            return parts.pop()
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: AsgiMessage) -> None:
+        sent.append(message)
+
+    await asyncio.wait_for(build(body_timeout=0.1)(scope, receive, send), timeout=5)
+    assert sent[0]["status"] == 400
+    assert (b"connection", b"close") in sent[0]["headers"]
+    error = orjson.loads(sent[1]["body"])["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["details"] == {"error_code": "request_body_timeout"}
+    assert "did not arrive within 0.1 seconds" in error["message"]
 
 
 class Counting(ScriptedBackend):

@@ -18,6 +18,11 @@ status   ``error.type``
 other    ``invalid_request_error`` below 500, ``api_error`` from 500
 =======  ==========================================================================
 
+A request body that did not arrive in time (the gateway's ``request_body_timeout``, 408
+on the OpenAI routes) is answered as hosted answers it: a 400 ``invalid_request_error``
+with ``error.details.error_code`` ``request_body_timeout`` (the SDK's
+``BetaRequestBodyTimeoutError``, not retried), the connection closed all the same.
+
 A thread's refusals (:mod:`stateway.core.threads`) carry their code as
 ``error.details.error_code`` (``thread_not_found``, ``thread_already_continued``,
 ``thread_continue_in_flight``), by which the ``anthropic`` SDK raises its
@@ -52,6 +57,7 @@ from stateway.core.errors import (
     CONTEXT_LENGTH_EXCEEDED,
     PROMPT_TOO_LONG,
     THREAD_CODES,
+    BodyTimeout,
     ContextTooLong,
     GatewayError,
     InvalidRequest,
@@ -90,6 +96,8 @@ COMPACTION_CODES: Final = frozenset(
 core's for a compaction block's signature)."""
 
 
+BODY_TIMEOUT: Final = "request_body_timeout"
+"""Anthropic's ``error_code`` of a request body that did not arrive in time."""
 OVERLOADED_STATUS: Final = 529
 """Anthropic's HTTP status of an ``overloaded_error``."""
 
@@ -110,8 +118,11 @@ def is_overloaded(code: object, status: object) -> bool:
 
 def answer_status(error: GatewayError, body: dict[str, Any]) -> int:
     """The HTTP status of ``error`` answered as ``body`` (:func:`encode_error`)."""
-    overloaded = body["error"]["type"] == "overloaded_error"
-    return OVERLOADED_STATUS if overloaded else error.status
+    if body["error"]["type"] == "overloaded_error":
+        return OVERLOADED_STATUS
+    if isinstance(error, BodyTimeout):
+        return 400
+    return error.status
 
 
 def error_type(status: int) -> str:
@@ -134,6 +145,8 @@ _COMPACTION_WORDS: Final = {
 
 
 def encode_error(error: GatewayError) -> dict[str, Any]:
+    if isinstance(error, BodyTimeout):
+        return error_body("invalid_request_error", error.message, {"error_code": BODY_TIMEOUT})
     if error.code in THREAD_CODES:  # the SDK picks its error class by this code
         body = error_body(error_type(error.status), error.message)
         body["error"]["details"] = {"error_code": error.code}

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope
 
 from stateway.core.deadline import Deadline
-from stateway.core.errors import GatewayError, InvalidRequest, RequestTooLarge
+from stateway.core.errors import BodyTimeout, GatewayError, InvalidRequest, RequestTooLarge
 
 T = TypeVar("T")
 
@@ -80,12 +80,9 @@ async def read_body(
                     raise _too_large(limit)
                 chunks.append(chunk)
     except TimeoutError:
-        raise InvalidRequest(
-            f"The request body did not arrive within {within:g} seconds.",
-            code="request_timeout",
-            status=408,
-            headers={"Connection": "close"},
-        ) from None
+        if within is None:  # not the deadline's
+            raise
+        raise BodyTimeout(within) from None
     if not chunks:
         raise InvalidRequest(
             "The request body is empty; expected a JSON object.", code="invalid_json"
