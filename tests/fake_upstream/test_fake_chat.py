@@ -351,6 +351,44 @@ def test_listed_efforts_are_the_only_ones_taken_as_an_older_vllm_takes_them() ->
     assert refused.value.message.endswith("Input should be 'low', 'medium' or 'high'")
 
 
+def test_the_reasoning_field_vllm_names_is_the_only_one_written_and_read() -> None:
+    """``reasoning_field="reasoning"``: the reasoning goes out as ``reasoning``, and of an
+    assistant message's reasoning only ``reasoning`` reaches the model, as vLLM reads it
+    since it dropped ``reasoning_content``; by default either field reaches it."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello.", "reasoning_content": "old name"},
+        {"role": "assistant", "content": "Hi.", "reasoning": "new name"},
+        {"role": "user", "content": "[[echo]]"},
+    ]
+    with (
+        start_fake_upstream(reasoning_field="reasoning") as url,
+        OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=10) as vllm,
+    ):
+        message = _ask(vllm, "hi [[reason:Let me think.]]").choices[0].message
+        assert (message.model_extra or {}).get("reasoning") == "Let me think."
+        assert "reasoning_content" not in (message.model_extra or {})
+        chunks = _stream(vllm, "hi [[reason:Let me think.]]")
+        fields = [set(c.choices[0].delta.model_extra or {}) for c in chunks if c.choices]
+        assert {"reasoning"} in fields
+        assert not any("reasoning_content" in f for f in fields)
+        echoed = _ask(vllm, "", messages=messages).choices[0].message.content
+    assert "old name" not in echoed
+    assert "reasoning: new name" in echoed
+
+
+def test_by_default_reasoning_is_read_back_from_either_field(client: OpenAI) -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello.", "reasoning_content": "old name"},
+        {"role": "assistant", "content": "Hi.", "reasoning": "new name"},
+        {"role": "user", "content": "[[echo]]"},
+    ]
+    echoed = _ask(client, "", messages=messages).choices[0].message.content
+    assert "reasoning: old name" in echoed
+    assert "reasoning: new name" in echoed
+
+
 def test_by_default_every_effort_is_taken(client: OpenAI) -> None:
     for effort in ("none", "minimal", "xhigh", "max"):
         assert _ask(client, "hi", reasoning_effort=effort).choices[0].message.content

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from stateway.fake_upstream.chat import REASONING_FIELDS
 from stateway.fake_upstream.server import serve
 from stateway.fake_upstream.tokenizer import DIALECTS
 
@@ -52,6 +53,14 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake
         "a 400, as vLLM releases that take only low, medium and high refuse them",
     )
     parser.add_argument(
+        "--reasoning-field",
+        choices=REASONING_FIELDS,
+        default="reasoning_content",
+        help="the Chat wire's reasoning field, both ways: reasoning_content (default; read "
+        "back from either field) as llama.cpp and older vLLM name it, or reasoning, as vLLM "
+        "names it now, reading back only that",
+    )
+    parser.add_argument(
         "--tokenizer",
         choices=DIALECTS,
         default="vllm",
@@ -67,6 +76,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake
         system_first=args.system_first,
         text_only=args.text_only,
         reasoning_efforts=tuple(args.reasoning_efforts) if args.reasoning_efforts else None,
+        reasoning_field=args.reasoning_field,
         tokenizer=args.tokenizer,
     )
 

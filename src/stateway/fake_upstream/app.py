@@ -26,7 +26,8 @@ the key, the Anthropic version and betas, and a test proxy's token (``headers``)
 ``system_first`` the Chat wire refuses a system message anywhere but first, as strict
 chat templates do; with ``text_only``, an image, as vLLM refuses one for a model that
 takes none; with ``reasoning_efforts``, a ``reasoning_effort`` outside them, as
-vLLM's older request model does.
+vLLM's older request model does. ``reasoning_field`` names the Chat wire's reasoning
+field, as each server names it (:mod:`~stateway.fake_upstream.chat`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,12 @@ from typing import Any, Protocol
 
 import orjson
 
-from stateway.fake_upstream.chat import ChatRequest, llama_cpp_refusal, parse_chat_request
+from stateway.fake_upstream.chat import (
+    ChatRequest,
+    ReasoningField,
+    llama_cpp_refusal,
+    parse_chat_request,
+)
 from stateway.fake_upstream.conversation import Conversation
 from stateway.fake_upstream.delivery import (
     Frame,
@@ -144,6 +150,7 @@ class FakeUpstreamApp:
         system_first: bool = False,
         text_only: bool = False,
         reasoning_efforts: tuple[str, ...] | None = None,
+        reasoning_field: ReasoningField = "reasoning_content",
         tokenizer: Dialect = "vllm",
     ) -> None:
         self.api_key = api_key
@@ -153,6 +160,7 @@ class FakeUpstreamApp:
             system_first=system_first,
             text_only=text_only,
             reasoning_efforts=reasoning_efforts,
+            reasoning_field=reasoning_field,
         )
         self._parsers = _PARSERS | {CHAT_PATH: _body_only(chat)}
         self.model_names = list(model_names) if model_names else ["fake-model"]
@@ -396,6 +404,7 @@ def build_app(
     system_first: bool = False,
     text_only: bool = False,
     reasoning_efforts: tuple[str, ...] | None = None,
+    reasoning_field: ReasoningField = "reasoning_content",
     tokenizer: Dialect = "vllm",
 ) -> FakeUpstreamApp:
     """A fresh fake upstream ASGI app (each with its own request log)."""
@@ -405,5 +414,6 @@ def build_app(
         system_first=system_first,
         text_only=text_only,
         reasoning_efforts=reasoning_efforts,
+        reasoning_field=reasoning_field,
         tokenizer=tokenizer,
     )

@@ -8,7 +8,12 @@ refuses, as many open models' chat templates make vLLM do (400), a ``system`` or
 ``reasoning_effort`` outside them, as vLLM's request model refuses one (400: releases
 before the OpenAI SDK's wider set take ``low``, ``medium`` and ``high`` only); with
 ``text_only``, a message holding an image, as vLLM refuses one for a model that takes none
-(400, ``MODEL is not a multimodal model``).
+(400, ``MODEL is not a multimodal model``). ``reasoning_field`` names the field the
+reasoning goes in, both ways: ``reasoning_content`` (the default) as llama.cpp, SGLang and
+older vLLM write it, read back from an assistant message's ``reasoning_content`` or
+``reasoning``; or ``reasoning``, as vLLM writes it since it dropped ``reasoning_content``
+(vllm-project/vllm#33402), reading back only ``reasoning`` (an assistant message's
+``reasoning_content`` is left out of the model's view, as vLLM leaves it).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final, Literal
 
 import orjson
 
@@ -35,6 +40,9 @@ from stateway.fake_upstream.plan import Plan, argument_chunks, new_id, word_chun
 
 _DONE = b"data: [DONE]\n\n"
 
+ReasoningField = Literal["reasoning_content", "reasoning"]
+REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
+
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
@@ -49,6 +57,8 @@ class ChatRequest:
     """How many alternatives each token's logprobs list; None: ``logprobs`` not asked."""
     stop: tuple[str, ...] = ()
     """The ``stop`` strings, which end the text as vLLM ends it (:func:`stopped`)."""
+    reasoning_field: ReasoningField = "reasoning_content"
+    """The field the answer's reasoning is written in."""
 
     def body(self, plan: Plan) -> bytes:
         return orjson.dumps(completion(self, plan))
@@ -76,6 +86,7 @@ def parse_chat_request(
     system_first: bool = False,
     text_only: bool = False,
     reasoning_efforts: tuple[str, ...] | None = None,
+    reasoning_field: ReasoningField = "reasoning_content",
 ) -> ChatRequest:
     model = require_str(body, "model")
     messages = body.get("messages")
@@ -91,7 +102,7 @@ def parse_chat_request(
             raise UpstreamError(
                 400, f"{model} is not a multimodal model", type_="BadRequestError", code=400
             )
-        _add_message(builder, message)
+        _add_message(builder, message, _READ[reasoning_field])
     _check_continuation(body, messages)
     if reasoning_efforts is not None:
         _check_effort(body.get("reasoning_effort"), reasoning_efforts)
@@ -107,7 +118,15 @@ def parse_chat_request(
         conversation=builder.build(),
         top_logprobs=top_logprobs if body.get("logprobs") is True else None,
         stop=_stop(body.get("stop")),
+        reasoning_field=reasoning_field,
     )
+
+
+_READ: dict[ReasoningField, tuple[str, ...]] = {
+    "reasoning_content": ("reasoning_content", "reasoning"),
+    "reasoning": ("reasoning",),
+}
+"""The assistant message fields each ``reasoning_field`` reads reasoning back from."""
 
 
 def _has_image(message: dict[str, Any]) -> bool:
@@ -164,7 +183,9 @@ def _check_continuation(body: dict[str, Any], messages: list[dict[str, Any]]) ->
         )
 
 
-def _add_message(builder: ConversationBuilder, message: dict[str, Any]) -> None:
+def _add_message(
+    builder: ConversationBuilder, message: dict[str, Any], reasoning_fields: tuple[str, ...]
+) -> None:
     role: str = message["role"]
     text = content_text(message.get("content"))
     if role in ("tool", "function"):
@@ -174,8 +195,8 @@ def _add_message(builder: ConversationBuilder, message: dict[str, Any]) -> None:
     if role != "assistant":
         builder.message(role, text)
         return
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    if isinstance(reasoning, str) and reasoning:
+    reasoning = next((message[f] for f in reasoning_fields if message.get(f)), None)
+    if isinstance(reasoning, str):
         builder.reasoning(reasoning)
     calls = message.get("tool_calls")
     calls = calls if isinstance(calls, list) else []
@@ -216,7 +237,7 @@ def completion(request: ChatRequest, plan: Plan) -> dict[str, Any]:
             for call in plan.tool_calls
         ]
     if plan.reasoning:
-        message["reasoning_content"] = plan.reasoning_text
+        message[request.reasoning_field] = plan.reasoning_text
     return {
         "id": new_id("chatcmpl-"),
         "object": "chat.completion",
@@ -259,7 +280,7 @@ def completion_frames(request: ChatRequest, plan: Plan) -> Iterator[Frame]:
 
     yield delta(_opening(plan)), STRUCT
     for word in plan.reasoning:
-        yield delta({"reasoning_content": word}), PAYLOAD
+        yield delta({request.reasoning_field: word}), PAYLOAD
     for word in plan.text:
         if request.top_logprobs is None:
             yield delta({"content": word}), PAYLOAD

@@ -28,6 +28,7 @@ class FakeOptions(TypedDict, total=False):
     keep_alive: int | None
     system_first: bool
     reasoning_efforts: tuple[str, ...] | None
+    reasoning_field: str | None
     tokenizer: str | None
 
 
@@ -60,6 +61,8 @@ def fake_upstream_command(api_key: str | None = None, **options: Unpack[FakeOpti
         command.append("--system-first")
     for effort in options.get("reasoning_efforts") or ():
         command += ["--reasoning-effort", effort]
+    if (field := options.get("reasoning_field")) is not None:
+        command += ["--reasoning-field", field]
     if (tokenizer := options.get("tokenizer")) is not None:
         command += ["--tokenizer", tokenizer]
     return command

@@ -8,6 +8,7 @@ prints exactly one line to stdout: ``fake-upstream listening on http://HOST:PORT
 from __future__ import annotations
 
 from stateway.fake_upstream.app import build_app
+from stateway.fake_upstream.chat import ReasoningField
 from stateway.fake_upstream.tokenizer import Dialect
 from stateway.serving import AnnouncingServer, bind_socket, server_config, socket_url
 
@@ -24,13 +25,15 @@ def serve(
     system_first: bool = False,
     text_only: bool = False,
     reasoning_efforts: tuple[str, ...] | None = None,
+    reasoning_field: ReasoningField = "reasoning_content",
     tokenizer: Dialect = "vllm",
 ) -> None:
     """Run the fake upstream until interrupted (SIGINT/SIGTERM). ``keep_alive``: seconds an
     idle connection stays open (uvicorn's default, 5 s, when None); ``system_first``: the
     Chat wire refuses a system message anywhere but first; ``text_only``: an image;
     ``reasoning_efforts``: the
-    only ``reasoning_effort`` values it takes (None: any)."""
+    only ``reasoning_effort`` values it takes (None: any); ``reasoning_field``: the Chat
+    wire's reasoning field."""
     sock = bind_socket(host, port)
     app = build_app(
         api_key,
@@ -38,6 +41,7 @@ def serve(
         system_first=system_first,
         text_only=text_only,
         reasoning_efforts=reasoning_efforts,
+        reasoning_field=reasoning_field,
         tokenizer=tokenizer,
     )
     config = server_config(app, lifespan=False, graceful_shutdown=2)
