@@ -119,6 +119,7 @@ def test_function_calls_join_one_assistant_message_with_reasoning() -> None:
         "role": "assistant",
         "content": None,
         "reasoning_content": "think",
+        "reasoning": "think",
         "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
             {"id": "c2", "type": "function", "function": {"name": "g", "arguments": '{"x":1}'}},
@@ -141,6 +142,24 @@ def test_several_reasoning_items_share_one_message_a_blank_line_apart() -> None:
     assert messages[1]["reasoning_content"] == "adding\n\ndone"
     calling = to_upstream(request([user("add"), thought("a"), thought("b"), call]))["messages"]
     assert calling[1]["reasoning_content"] == "a\n\nb"
+
+
+@pytest.mark.parametrize("calls", [False, True])
+def test_reasoning_goes_back_under_both_names_servers_read(calls: bool) -> None:
+    """llama.cpp and SGLang read an assistant message's ``reasoning_content``; vLLM reads
+    only ``reasoning`` (it dropped ``reasoning_content``, vllm-project/vllm#33402), and a
+    model that thinks between tool calls loses its thoughts without them: both are sent."""
+    thought = {"type": "reasoning", "content": [{"type": "reasoning_text", "text": "hmm"}]}
+    answer: Item = (
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+        if calls
+        else {"type": "message", "role": "assistant", "content": "It is 5."}
+    )
+    [_, sent] = to_upstream(request([user("add"), thought, answer]))["messages"]
+    assert (sent["reasoning_content"], sent["reasoning"]) == ("hmm", "hmm")
+    [_, plain] = to_upstream(request([user("add"), answer]))["messages"]
+    assert "reasoning" not in plain
+    assert "reasoning_content" not in plain
 
 
 def test_image_parts_map_to_image_url() -> None:

@@ -332,3 +332,30 @@ def test_a_backends_headers_go_with_every_call(
             [sent] = upstream_requests(fake_upstream)
             expected = "own-beta,context-1m-2025-08-07" if api == "anthropic" else "own-beta"
             assert sent["headers"]["anthropic-beta"] == expected
+
+
+@pytest.fixture(scope="module")
+def current_vllm() -> Iterator[str]:
+    """A Chat upstream naming reasoning as vLLM does now: ``reasoning`` out, and only
+    ``reasoning`` read back from an assistant message."""
+    with start_fake_upstream(reasoning_field="reasoning") as url:
+        yield url
+
+
+def test_a_thought_reaches_a_vllm_that_reads_only_reasoning_in_the_next_round(
+    current_vllm: str, tmp_path: Path
+) -> None:
+    """A model that thinks between its tool calls is shown its earlier thoughts: read from
+    vLLM's ``reasoning``, they go back where vLLM reads them (and where llama.cpp does)."""
+    with (
+        configured_gateway(tmp_path, {"url": current_vllm}) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        first = sdk.responses.create(model=MODEL, input="[[reason:cloudy skies]] [[tool:look:{}]]")
+        reasoning, call = first.output
+        assert reasoning.type == "reasoning"
+        assert call.type == "function_call"
+        output = {"type": "function_call_output", "call_id": call.call_id, "output": "rain"}
+        items: Any = [output, {"role": "user", "content": "[[echo]]"}]
+        echoed = sdk.responses.create(model=MODEL, input=items, previous_response_id=first.id)
+    assert "reasoning: cloudy skies" in echoed.output_text

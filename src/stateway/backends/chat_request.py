@@ -2,8 +2,9 @@
 ``messages``, settings to the body's fields (:func:`to_upstream`), as the Chat backend
 (:mod:`stateway.backends.openai_chat`) sends it and a tokenizer counts it.
 
-Reasoning items ride on the next assistant message as ``reasoning_content`` (several
-before one assistant message share it, a blank line between them); consecutive function
+Reasoning items ride on the next assistant message as ``reasoning_content`` and as
+``reasoning`` (:data:`REASONING_FIELDS`; several before one assistant message share it, a
+blank line between them); consecutive function
 calls join one assistant message's ``tool_calls``; a function call's output is a
 ``role: "tool"`` message (text only: images the output holds follow the round's tool
 messages in one user message, each group labelled with its call id). System messages
@@ -105,7 +106,7 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
         if kind == "message":
             message = _message(item)
             if message["role"] == "assistant" and reasoning:
-                message["reasoning_content"] = joined_items(reasoning)
+                _add_reasoning(message, reasoning)
                 reasoning = []
             messages.append(message)
         elif kind == "function_call":
@@ -114,7 +115,7 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
                 last = {"role": "assistant", "content": None}
                 messages.append(last)
             if reasoning:
-                last["reasoning_content"] = joined_items(reasoning)
+                _add_reasoning(last, reasoning)
                 reasoning = []
             last.setdefault("tool_calls", []).append(
                 {
@@ -130,6 +131,19 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
     if images:
         messages.append({"role": "user", "content": images})
     return place_system_messages(messages)
+
+
+REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
+"""Where an assistant message's reasoning goes back: llama.cpp and SGLang read
+``reasoning_content``, vLLM only ``reasoning`` (since vllm-project/vllm#33402 dropped
+``reasoning_content``); each server leaves the other field alone."""
+
+
+def _add_reasoning(message: dict[str, Any], reasoning: list[str]) -> None:
+    """``reasoning``'s texts on the assistant ``message``, under every name a server reads."""
+    text = joined_items(reasoning)
+    for field in REASONING_FIELDS:
+        message[field] = text
 
 
 def _tool_message(item: Item, images: list[dict[str, Any]]) -> dict[str, Any]:
