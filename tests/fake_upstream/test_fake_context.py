@@ -105,7 +105,7 @@ def test_llamacpp_refuses_a_streamed_prompt_as_llama_server_s_2025_builds(
     client: OpenAI,
 ) -> None:
     """``[[llamacpp]]``: a 200, an ``error:`` line, ``[DONE]`` (which an event-stream reader
-    takes for a stream without a chunk); unstreamed, the refusal is the usual 400."""
+    takes for a stream without a chunk)."""
     text = "one two three [[context:3]] [[llamacpp]]"
     messages: Any = [{"role": "user", "content": text}]
     with client.chat.completions.with_streaming_response.create(
@@ -115,8 +115,23 @@ def test_llamacpp_refuses_a_streamed_prompt_as_llama_server_s_2025_builds(
         body = raw.read()
     assert body.startswith(b'error: {"code":400,"message":"the request exceeds the available')
     assert body.endswith(b"\n\ndata: [DONE]\n\n")
-    with pytest.raises(openai.BadRequestError):  # unstreamed, vLLM's 400 as ever
+
+
+def test_llamacpp_refuses_an_unstreamed_prompt_as_llama_server_does_now(client: OpenAI) -> None:
+    """``[[llamacpp]]``: a 400 typed ``exceed_context_size_error``, the prompt's tokens and
+    the window in ``n_prompt_tokens`` and ``n_ctx``, in llama-server's words."""
+    text = "one two three [[context:3]] [[llamacpp]]"
+    messages: Any = [{"role": "user", "content": text}]
+    with pytest.raises(openai.BadRequestError) as refused:
         client.chat.completions.create(model="m", messages=messages)
+    assert refused.value.body == {
+        "code": 400,
+        "message": "request (5 tokens) exceeds the available context size (3 tokens), "
+        "try increasing it",
+        "type": "exceed_context_size_error",
+        "n_prompt_tokens": 5,
+        "n_ctx": 3,
+    }
 
 
 def test_the_compaction_prompt_is_answered_with_a_transcript(client: OpenAI) -> None:

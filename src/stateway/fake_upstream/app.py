@@ -59,6 +59,7 @@ from stateway.fake_upstream.delivery import (
 )
 from stateway.fake_upstream.errors import (
     UpstreamError,
+    context_too_long,
     invalid_api_key,
     invalid_request,
     method_not_allowed,
@@ -316,9 +317,11 @@ async def _answer(
     if script.error is not None:
         raise scripted_error(script.error)
     if script.context is not None and request.conversation.prompt_tokens > script.context:
-        if script.llamacpp and request.stream and isinstance(request, ChatRequest):
-            await send_stream(send, receive, llama_cpp_refusal(), delay=0.0, cut=None)
-            return
+        if script.llamacpp and isinstance(request, ChatRequest):
+            if request.stream:
+                await send_stream(send, receive, llama_cpp_refusal(), delay=0.0, cut=None)
+                return
+            raise context_too_long(request.conversation.prompt_tokens, script.context, "llama.cpp")
         raise request.context_error(script.context)
     plan = build_plan(request.conversation, script, request.max_tokens)
     if script.huge is not None:

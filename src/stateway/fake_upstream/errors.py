@@ -37,6 +37,7 @@ class UpstreamError(Exception):
         code: str | int | None = None,
         param: str | None = None,
         headers: list[tuple[bytes, bytes]] | None = None,
+        fields: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -47,8 +48,12 @@ class UpstreamError(Exception):
         self.headers = headers or []
         self.sent_status = status
         """The status line's (``[[reported]]``: 200, the body still this error's)."""
+        self.fields = fields
+        """The error object's whole fields, when a server's are not OpenAI's."""
 
     def body(self) -> bytes:
+        if self.fields is not None:
+            return orjson.dumps({"error": self.fields})
         error = {"message": self.message, "type": self.type, "param": self.param}
         return orjson.dumps({"error": {**error, "code": self.code}})
 
@@ -87,13 +92,24 @@ def scripted_error(status: int) -> UpstreamError:
 
 
 def context_too_long(
-    prompt: int, window: int, style: Literal["vllm", "openai", "anthropic"]
+    prompt: int, window: int, style: Literal["vllm", "openai", "anthropic", "llama.cpp"]
 ) -> UpstreamError:
     """A prompt over the context window, refused as vLLM (``param`` ``input_tokens``,
-    ``code`` the number 400), OpenAI (``code`` ``context_length_exceeded``) or Anthropic
-    (a 400 ``invalid_request_error`` saying so) refuse it."""
+    ``code`` the number 400), OpenAI (``code`` ``context_length_exceeded``), Anthropic
+    (a 400 ``invalid_request_error`` saying so) or llama-server (``type``
+    ``exceed_context_size_error``, the numbers in ``n_prompt_tokens`` and ``n_ctx``, no
+    ``param``) refuse it."""
     if style == "anthropic":
         return UpstreamError(400, f"prompt is too long: {prompt} tokens > {window} maximum")
+    if style == "llama.cpp":
+        words = (
+            f"request ({prompt} tokens) exceeds the available context size ({window} tokens), "
+            "try increasing it"
+        )
+        kind = "exceed_context_size_error"
+        fields = {"code": 400, "message": words, "type": kind}
+        counts = {"n_prompt_tokens": prompt, "n_ctx": window}
+        return UpstreamError(400, words, type_=kind, code=400, fields=fields | counts)
     message = (
         f"This model's maximum context length is {window} tokens. However, your request has "
         f"{prompt} input tokens. Please reduce the length of the input messages."

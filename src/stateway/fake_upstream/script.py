@@ -35,7 +35,9 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           (streamed or not: as some proxies and llama.cpp builds answer)
     [[llamacpp]]          on the Chat wire, a streamed answer's ``[[context]]`` refusal comes
                           as llama-server's builds of 2025 sent it: after a 200's headers, an
-                          ``error: {...}`` line in its words, then ``data: [DONE]``
+                          ``error: {...}`` line in its words, then ``data: [DONE]``; an
+                          unstreamed one's as llama-server answers now: a 400 typed
+                          ``exceed_context_size_error``, with ``n_prompt_tokens`` and ``n_ctx``
     [[cut:N]]             drop the connection after N streamed payload chunks (a
                           non-streamed answer: before its status line, whatever N)
     [[slow:MS]]           wait MS milliseconds before the first and between chunks
