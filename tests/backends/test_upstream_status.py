@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from stateway.backends.upstream_status import (
+    classify_reply,
     classify_reported,
     classify_status,
     parse_error,
@@ -168,6 +169,59 @@ def test_other_refusals_are_not_taken_for_context_overflow(raw: bytes) -> None:
     assert parse_error(raw)[1] is None
 
 
+LLAMA_CPP_TOO_LONG = {
+    "code": 400,
+    "message": "request (13392 tokens) exceeds the available context size (8192 tokens), "
+    "try increasing it",
+    "type": "exceed_context_size_error",
+    "n_prompt_tokens": 13392,
+    "n_ctx": 8192,
+}
+"""llama-server's refusal of a prompt over its context since ggml-org/llama.cpp#15780."""
+
+
+def test_llama_cpp_s_context_refusal_says_its_numbers_in_fields() -> None:
+    """``n_prompt_tokens`` and ``n_ctx`` are the prompt's tokens and the window, whatever
+    its words (which have changed from build to build): a Messages client is told them as
+    Anthropic tells them, in an answer's refusal and in a stream's ``error:`` line alike."""
+    raw = orjson.dumps({"error": LLAMA_CPP_TOO_LONG})
+    for error in (
+        classify_reply(400, raw, "up", str),
+        classify_reported(LLAMA_CPP_TOO_LONG, "up", str, mid_stream=True),
+    ):
+        assert isinstance(error, UpstreamContextTooLong)
+        assert (error.status, error.code, error.param) == (400, "context_length_exceeded", "input")
+        assert (error.tokens, error.window, error.requested) == (13392, 8192, None)
+        assert error.message.endswith(str(LLAMA_CPP_TOO_LONG["message"]))
+
+
+@pytest.mark.parametrize(
+    "counts",
+    [
+        {},
+        {"n_prompt_tokens": 13392},
+        {"n_prompt_tokens": "13392", "n_ctx": 8192},
+        {"n_prompt_tokens": True, "n_ctx": 8192},
+        {"n_prompt_tokens": 0, "n_ctx": 0},  # llama.cpp's default, where it knows none
+    ],
+)
+def test_a_context_refusal_without_both_counts_has_no_numbers(counts: dict[str, Any]) -> None:
+    error = {"code": 400, "message": "too long", "type": "exceed_context_size_error", **counts}
+    refused = classify_reply(400, orjson.dumps({"error": error}), "up", str)
+    assert (refused.status, refused.code) == (400, "context_length_exceeded")
+    assert not isinstance(refused, UpstreamContextTooLong)
+
+
+def test_a_reply_s_error_is_classified_with_the_key_scrubbed() -> None:
+    raw = b'{"error": {"message": "bad key sk-1", "code": "invalid_request_error"}}'
+    error = classify_reply(400, raw, "up", lambda said: said.replace("sk-1", "***"))
+    assert (error.status, error.code) == (400, "invalid_request_error")
+    assert error.message == "Model server 'up' answered 400: bad key ***"
+    assert classify_reply(503, b"busy", "up", str, {"Retry-After": "3"}).headers == {
+        "Retry-After": "3"
+    }
+
+
 VLLM_OLD = (
     "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens "
     "(1000 in the messages, 4000 in the completion). Please reduce the length of the messages "
@@ -194,7 +248,7 @@ VLLM_NOW = (
         (
             "The decoder prompt (length 5000) is longer than the maximum model length of 4096.",
             None,
-            None,
+            (5000, None, 4096),
         ),
     ],
 )

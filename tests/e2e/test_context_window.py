@@ -188,3 +188,23 @@ def test_llama_cpp_s_2025_refusal_in_a_stream_is_context_length_exceeded(
         )
     assert refused.value.code == "context_length_exceeded"
     assert "exceeds the available context size" in refused.value.message
+
+
+def test_a_messages_client_is_told_llama_cpp_s_numbers_as_anthropic_tells_them(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """llama-server states the prompt's tokens and its window in fields of the refusal
+    (``n_prompt_tokens``, ``n_ctx``): Claude Code reads them from Anthropic's words."""
+    database = f"sqlite:///{tmp_path / 'stateway.db'}"
+    args = ["--upstream", fake_upstream, "--upstream-api", "chat", "--database", database]
+    prompt = "[[context:3]] [[llamacpp]] " + "word " * 20
+    with (
+        start_gateway(args) as url,
+        anthropic.Anthropic(base_url=url, api_key="sk-test", max_retries=0) as claude,
+        pytest.raises(anthropic.BadRequestError) as refused,
+    ):
+        claude.messages.create(
+            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": prompt}]
+        )
+    message = refused.value.body["error"]["message"]  # type: ignore[index]
+    assert re.fullmatch(r"prompt is too long: \d+ tokens > 3 maximum", message), message

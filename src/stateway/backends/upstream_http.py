@@ -49,7 +49,7 @@ from stateway.backends.admission import WaitingRoom
 from stateway.backends.redaction import KeyScrubber
 from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_reply import UpstreamReply, no_output
-from stateway.backends.upstream_status import classify_status, parse_error, scrubbed
+from stateway.backends.upstream_status import classify_reply
 from stateway.core.deadline import Deadline, FirstOutput
 from stateway.core.errors import (
     GatewayError,
@@ -369,8 +369,7 @@ class UpstreamClient:
     async def _error(self, response: aiohttp.ClientResponse) -> GatewayError:
         reply = UpstreamReply(response, self.target.name, self.target.max_response_bytes)
         raw = await reply.prefix(_MAX_ERROR_BODY)
-        message, code = scrubbed(*parse_error(raw), self.scrub)
-        return classify_status(response.status, message, code, self.target.name, response.headers)
+        return classify_reply(response.status, raw, self.target.name, self.scrub, response.headers)
 
 
 _REUSED: ContextVar[bool] = ContextVar("stateway_upstream_connection_reused", default=False)

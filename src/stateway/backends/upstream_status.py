@@ -21,7 +21,8 @@ other 5xx  502 ``upstream_error``
 
 A prompt longer than the model's context is told apart by structure, as each server
 reports it, and becomes ``context_length_exceeded`` (which clients such as Codex act on):
-OpenAI's ``code``, llama.cpp's ``type`` ``exceed_context_size_error``, vLLM's ``param``
+OpenAI's ``code``, llama.cpp's ``type`` ``exceed_context_size_error`` (with the prompt's
+tokens and the window in ``n_prompt_tokens`` and ``n_ctx``), vLLM's ``param``
 ``input_tokens`` (its ``code`` is the number 400). Some refusals have no structure to tell
 them by, and are told by their fixed wording: an Anthropic-shaped error
 (``"type": "error"``) whose message starts ``prompt is too long`` (what Claude Code itself
@@ -29,8 +30,9 @@ looks for), and an error without a code that says ``maximum context length is N 
 (OpenAI's old wording, which vLLM keeps in every version's refusal, with ``param`` null or
 ``max_tokens``), ``longer than the maximum model length`` (vLLM's engine), ``exceeds the
 available context size`` (llama.cpp's, of its builds before that type) or ``does not fit
-in context length`` (LM Studio's, which has no code for it). When such a
-message also says the input and output tokens, the error carries the numbers
+in context length`` (LM Studio's, which has no code for it). When a refusal states the
+input tokens and the window (llama.cpp's fields, or a message saying them, with the output
+tokens too when it says them: vLLM's), the error carries the numbers
 (:class:`UpstreamContextTooLong`): a Messages client is told them as Anthropic tells them,
 and Claude Code asks for fewer output tokens.
 
@@ -55,6 +57,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from typing import NamedTuple, TypeGuard
 
 import orjson
 
@@ -96,6 +99,8 @@ _INPUT = re.compile(
     r"|request has (\d+) input tokens"
 )
 _OUTPUT = re.compile(r"(\d+) in the completion|requested (\d+) output tokens|too large: (\d+)")
+_LENGTH = re.compile(r"prompt \(length (\d+)\) is longer than the maximum model length of (\d+)")
+"""vLLM's engine's words, of a prompt (images counted) over ``max_model_len``."""
 _STATUS_OF_CODE = {
     CONTEXT_LENGTH_EXCEEDED: 400,
     "model_not_found": 404,
@@ -118,12 +123,38 @@ _RETRY_AFTER = re.compile(r"[0-9]{1,10}|[A-Za-z0-9 ,:]{1,64}")
 """Delta-seconds or an HTTP-date; anything else is not passed on."""
 
 
+class Stated(NamedTuple):
+    """What a context refusal states in fields of its own: the prompt's tokens and the
+    window (llama.cpp's ``n_prompt_tokens`` and ``n_ctx``)."""
+
+    tokens: int
+    window: int
+
+
+def classify_reply(
+    status: int,
+    raw: bytes,
+    backend: str,
+    scrub: Callable[[str], str],
+    headers: Mapping[str, str] | None = None,
+) -> GatewayError:
+    """The error the client sees for an upstream's error reply, its body ``raw`` (JSON or
+    plain text): its message and code, the key masked by ``scrub``, classified with its
+    status (:func:`classify_status`), and the numbers a context refusal states."""
+    body = _decoded(raw)
+    message, code = scrubbed(*_body_fields(body, raw), scrub)
+    stated = _stated(body.get("error", body)) if isinstance(body, dict) else None
+    return classify_status(status, message, code, backend, headers, stated=stated)
+
+
 def classify_status(
     status: int,
     message: str,
     code: str | None,
     backend: str,
     headers: Mapping[str, str] | None = None,
+    *,
+    stated: Stated | None = None,
 ) -> GatewayError:
     """Map an upstream HTTP status (and structured code) to the error the client sees."""
     detail = f"Model server '{backend}' answered {status}" + (f": {message}" if message else ".")
@@ -132,7 +163,7 @@ def classify_status(
             f"Model server '{backend}' redirected the call ({status}); redirects are not "
             "followed: configure the URL it redirects to."
         )
-    return _by_status(status, detail, message, code, backend, retry_after(headers))
+    return _by_status(status, detail, message, code, backend, retry_after(headers), stated)
 
 
 def classify_reported(
@@ -147,7 +178,7 @@ def classify_reported(
     status = _reported_status(error, code)
     if status is None:
         return UpstreamError(detail)
-    return _by_status(status, detail, message, code, backend, None)
+    return _by_status(status, detail, message, code, backend, None, _stated(error))
 
 
 def reports_error(body: Mapping[str, object], answer: str) -> bool:
@@ -182,6 +213,7 @@ def _by_status(
     code: str | None,
     backend: str,
     retry: dict[str, str] | None,
+    stated: Stated | None,
 ) -> GatewayError:
     if status in (401, 402, 403):
         return UpstreamError(
@@ -206,14 +238,22 @@ def _by_status(
         return UpstreamUnavailable(detail, status=503, code=UPSTREAM_OVERLOADED, headers=retry)
     if 400 <= status < 500:
         if code == CONTEXT_LENGTH_EXCEEDED:
-            return _too_long(detail, message)
+            return _too_long(detail, message, stated)
         return UpstreamRejected(detail, status=400, code=code or "upstream_rejected")
     return UpstreamError(detail)
 
 
-def _too_long(detail: str, message: str) -> UpstreamRejected:
-    """A context refusal, with its numbers when its message says them, naming ``input``
-    as hosted does (a Chat client's ``messages``), whatever field the server named."""
+def _too_long(detail: str, message: str, stated: Stated | None) -> UpstreamRejected:
+    """A context refusal, with its numbers when its fields (``stated``) or its message say
+    them, naming ``input`` as hosted does (a Chat client's ``messages``), whatever field
+    the server named."""
+    length = _LENGTH.search(message) if stated is None else None
+    if length is not None:
+        stated = Stated(int(length.group(1)), int(length.group(2)))
+    if stated is not None:
+        return UpstreamContextTooLong(
+            detail, tokens=stated.tokens, window=stated.window, requested=None
+        )
     window, tokens = _WINDOW.search(message), _INPUT.search(message)
     if window is None or tokens is None:
         return UpstreamRejected(detail, status=400, code=CONTEXT_LENGTH_EXCEEDED, param="input")
@@ -249,11 +289,40 @@ def _structured_code(error: dict[str, object]) -> str | None:
 
 def parse_error(raw: bytes) -> tuple[str, str | None]:
     """The message and structured code of an upstream error body (JSON or plain text)."""
+    return _body_fields(_decoded(raw), raw)
+
+
+_NOT_JSON = object()
+
+
+def _decoded(raw: bytes) -> object:
+    """An error body's JSON, or :data:`_NOT_JSON`."""
     try:
-        body = orjson.loads(raw)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError:
+        return _NOT_JSON
+
+
+def _body_fields(body: object, raw: bytes) -> tuple[str, str | None]:
+    """The message and structured code of an error body (``raw``, :func:`_decoded`)."""
+    if body is _NOT_JSON:
         return raw.decode("utf-8", "replace").strip(), None
     return _fields(body) if isinstance(body, dict) else ("", None)
+
+
+def _stated(error: object) -> Stated | None:
+    """The prompt's tokens and the window an error object states in fields (llama.cpp's
+    ``n_prompt_tokens`` and ``n_ctx``), when it states both (0 where it knows neither)."""
+    if not isinstance(error, dict):
+        return None
+    tokens, window = error.get("n_prompt_tokens"), error.get("n_ctx")
+    if _positive(tokens) and _positive(window):
+        return Stated(tokens, window)
+    return None
+
+
+def _positive(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _says_too_long(message: str) -> bool:
