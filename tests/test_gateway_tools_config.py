@@ -139,6 +139,9 @@ async def test_the_mcp_client_takes_outputs_as_long_as_max_output_bytes(tmp_path
         (["[::1]:9000"], "http://[::1]:9001/mcp", False),
         (["mcp.internal"], "http://mcp.internal@evil.example/mcp", False),
         (["mcp.internal"], "ftp://mcp.internal/mcp", False),
+        (["mcp.internal"], "http://mcp.internal:99999/mcp", False),  # no URL: never raises
+        (["mcp.internal"], "http://[mcp.internal/mcp", False),
+        (["mcp.internal"], "http://mcp.internal:port/mcp", False),
     ],
 )
 def test_the_mcp_allow_list(allowed: list[str], url: str, allows: bool) -> None:

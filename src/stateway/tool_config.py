@@ -70,13 +70,18 @@ class McpConfig(Section):
         return [host.strip().lower() for host in hosts if host.strip()]
 
     def allows(self, url: str) -> bool:
-        """Whether a request may name ``url`` (its host, or its ``host:port``, is listed)."""
-        parts = urlsplit(url)
+        """Whether a request may name ``url`` (its host, or its ``host:port``, is listed);
+        False for anything that does not parse as a URL."""
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError:  # an unclosed IPv6 bracket, a port out of range or no number
+            return False
         host = (parts.hostname or "").lower()
         if not host or parts.scheme not in ("http", "https"):
             return False
         written = f"[{host}]" if ":" in host else host  # an IPv6 literal, as URLs write it
-        with_port = f"{written}:{parts.port}" if parts.port else written
+        with_port = f"{written}:{port}" if port else written
         return any(name in self.allowed_hosts for name in (host, written, with_port))
 
 

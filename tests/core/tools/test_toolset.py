@@ -109,6 +109,36 @@ def test_servers_the_gateway_may_not_reach_are_refused(
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "http://ok.test:99999/mcp",  # a port out of range
+        "http://ok.test:x/mcp",  # a port that is no number
+        "http://[ok.test/mcp",  # an unclosed IPv6 bracket
+        "http://ok.test/mcp\t",  # whitespace the URL parser would drop, the HTTP client refuse
+        "http://ok.test/m cp",
+        "http:///mcp",  # no host
+        "ok.test/mcp",  # no scheme
+    ],
+)
+def test_a_server_url_that_is_no_http_url_is_refused_before_the_allow_list(url: str) -> None:
+    """Checked before the allow-list is asked (which would have to parse it too), so that
+    a URL the HTTP client cannot send is the client's 400, never a 500 or a failed call."""
+
+    def allow_list(url: str) -> bool:
+        raise AssertionError(f"asked about {url!r}")
+
+    gateway = GatewayTools(mcp=FakeMcp({}), url_allowed=allow_list)
+    tool = {"type": "mcp", "server_label": "x", "server_url": url}
+    with pytest.raises(InvalidRequest) as caught:
+        gateway.resolve([tool])
+    assert (caught.value.param, caught.value.code, caught.value.status) == (
+        "tools[0].server_url",
+        "invalid_value",
+        400,
+    )
+
+
+@pytest.mark.parametrize(
     ("fields", "param"),
     [
         ({"headers": {"Host": "admin.internal"}}, "tools[0].headers"),  # another virtual host

@@ -1,7 +1,8 @@
-"""A declared ``mcp`` tool bound to a server: the headers it sends (the request's
-``headers`` and ``authorization``, checked, used for the run and never stored or echoed),
-which of the server's tools it offers (``allowed_tools``, ``read_only``), and which of them
-need the client's approval before they run (``require_approval``).
+"""A declared ``mcp`` tool bound to a server: its ``server_url`` (checked to be an http(s)
+URL the HTTP client can send), the headers it sends (the request's ``headers`` and
+``authorization``, checked, used for the run and never stored or echoed), which of the
+server's tools it offers (``allowed_tools``, ``read_only``), and which of them need the
+client's approval before they run (``require_approval``).
 
 Which server a declaration reaches (a configured one, or an allow-listed ``server_url``)
 is :meth:`~stateway.core.tools.toolset.GatewayTools.resolve`'s decision.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -127,6 +129,33 @@ class McpBinding:
         """The server as ``tenant``'s calls use it (its own MCP sessions:
         :attr:`McpServer.tenant`)."""
         return replace(self.server, tenant=tenant)
+
+
+def server_url_of(tool: Item, path: str) -> str | None:
+    """A request's ``server_url``, None when it names none. One that is not an absolute
+    http(s) URL with a host and a valid port, or holds whitespace or control characters
+    (which the URL parser would drop and the HTTP client refuse), is a 400 naming it: the
+    allow-list is asked only about URLs the MCP client can reach as written."""
+    url: str | None = tool.get("server_url")
+    if url is None or _http_url(url):
+        return url
+    raise InvalidRequest(
+        "Invalid 'server_url': expected an http:// or https:// URL with a host (and a port "
+        "from 0 to 65535), without whitespace.",
+        param=f"{path}.server_url",
+        code="invalid_value",
+    )
+
+
+def _http_url(url: str) -> bool:
+    if any(char <= " " or char == "\x7f" for char in url):
+        return False
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - read for its ValueError: a port out of range, or no number
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def headers_of(tool: Item, path: str) -> tuple[tuple[str, str], ...]:

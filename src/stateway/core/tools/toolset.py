@@ -42,6 +42,7 @@ from stateway.core.tools.mcp_binding import (
     allowed_tools_of,
     approval_of,
     headers_of,
+    server_url_of,
 )
 from stateway.core.tools.ports import McpClient, McpServer, SearchProvider
 
@@ -242,7 +243,7 @@ class GatewayTools:
                 code="unsupported_tool_type",
             )
         configured = self._servers.get(label)
-        url = tool.get("server_url")
+        url = server_url_of(tool, path)
         headers = headers_of(tool, path)
         description = tool.get("server_description")
         if url is None:
