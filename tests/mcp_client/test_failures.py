@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import anyio
 import mcp_types as types
 import pytest
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from stateway.core.tools.ports import McpServer, McpTransport, ToolError, ToolFailure
 from stateway.mcp_client.failures import classify
@@ -16,6 +21,7 @@ from stateway.mcp_client.pool import PooledMcpClient
 from tests.support.mcp_server import (
     RunningMcpServer,
     hanging_server,
+    serve_app,
     serve_mcp,
     serve_misbehaving,
     unreachable_url,
@@ -150,3 +156,63 @@ async def test_an_unforeseen_failure_is_told_without_a_class_name(
     assert failure.message == "failed unexpectedly"
     assert (failure.retires_session, failure.code) == (True, types.INTERNAL_ERROR)
     assert "LookupError('session table corrupt')" in caplog.text  # the detail is the operator's
+
+
+@contextmanager
+def redirecting(status: int, location: str) -> Iterator[str]:
+    """A URL answering every request with a ``status`` redirect to ``location``."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await Response(status_code=status, headers={"location": location})(scope, receive, send)
+
+    with serve_app(app, lifespan=False) as base_url:
+        yield f"{base_url}/mcp"
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_redirect_to_another_origin_is_not_followed(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, status: int, transport: McpTransport
+) -> None:
+    """An allowed server cannot send the gateway on to a host off the allow-list (a
+    metadata endpoint, an internal service): the MCP server there would have answered,
+    and hears nothing."""
+    elsewhere = server_for(mcp_server, transport).url
+    with redirecting(status, elsewhere) as url:
+        error = await error_of(pool, remote(url, transport))
+    assert error.kind == "protocol"
+    assert mcp_server.stats.initializations == 0
+    assert pool.initializations == 0
+
+
+async def test_an_sse_endpoint_on_another_origin_is_not_taken() -> None:
+    """An SSE server names the URL its client posts to; one on another origin is refused
+    (nothing is sent there), so it cannot steer the gateway off the allow-list."""
+    heard: list[str] = []
+
+    async def elsewhere(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            heard.append(f"{scope['method']} {scope['path']}")
+            await Response(status_code=202)(scope, receive, send)
+
+    async def naming(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        start = {"type": "http.response.start", "status": 200}
+        await send({**start, "headers": [(b"content-type", b"text/event-stream")]})
+        event = f"event: endpoint\ndata: {target}/messages/?session_id=0123\n\n".encode()
+        await send({"type": "http.response.body", "body": event, "more_body": True})
+        await anyio.sleep_forever()
+
+    pool = PooledMcpClient(connect_timeout=0.5)
+    try:
+        with (
+            serve_app(elsewhere, lifespan=False) as target,
+            serve_app(naming, lifespan=False, graceful_shutdown=0) as base_url,
+        ):
+            error = await error_of(pool, remote(f"{base_url}/sse", "sse"))
+    finally:
+        await pool.aclose()
+    assert error.kind == "protocol"
+    assert heard == []
