@@ -70,10 +70,13 @@ def test_a_log_cut_after_any_delta_gives_what_a_cancel_then_leaves(cut: int, sum
     assert rebuilt == output
 
 
-def test_a_log_with_no_output_gives_none() -> None:
+def test_a_log_with_no_output_gives_none_without_complaint(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     created = log_of([ev.ResponseCreated(state()), ev.ResponseInProgress(state())])
     assert logged_output(created, decode_event_json) == []
     assert logged_output([], decode_event_json) == []
+    assert caplog.records == []  # rebuilt, not given up on
 
 
 def test_a_message_opened_without_text_is_an_incomplete_empty_one() -> None:
