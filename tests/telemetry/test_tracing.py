@@ -35,6 +35,7 @@ from stateway.core.tools.ports import SearchHit
 from stateway.core.tools.toolset import GatewayTools, ToolPolicy
 from stateway.fake_upstream.launch import start_fake_upstream
 from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from stateway.telemetry import tracing
@@ -75,7 +76,10 @@ def traced_app(
     loop = Loop(store, tools=tools, telemetry=telemetry)
     gateway = Gateway(store, router, loop, RunRegistry(), telemetry=telemetry)
     return build_http_app(
-        ResponsesRoutes(gateway, 1 << 20), ServiceRoutes(gateway), observer=telemetry
+        ResponsesRoutes(gateway, 1 << 20),
+        ServiceRoutes(gateway),
+        chat=ChatRoutes(gateway, 1 << 20),
+        observer=telemetry,
     )
 
 
@@ -201,6 +205,35 @@ async def test_an_attempt_is_a_genai_inference_span(exporter: InMemorySpanExport
         "stateway.backend": "scripted",
         "stateway.model": "m",
     }
+
+
+async def test_an_attempt_carries_every_numeric_setting_a_client_sent(
+    exporter: InMemorySpanExporter,
+) -> None:
+    app = traced_app(exporter, [answer()])
+    settings = {"top_k": 40, "seed": 7, "frequency_penalty": 0.5, "presence_penalty": -0.5}
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], **settings}
+    reply = await http_call(app, "POST", "/v1/chat/completions", orjson.dumps(body))
+    assert reply.status == 200
+    [attempt] = attributes_of(exporter.get_finished_spans(), "chat m")
+    assert {k: v for k, v in attempt.items() if k.startswith("gen_ai.request.")} == {
+        "gen_ai.request.model": "m",
+        "gen_ai.request.top_k": 40,
+        "gen_ai.request.seed": 7,
+        "gen_ai.request.frequency_penalty": 0.5,
+        "gen_ai.request.presence_penalty": -0.5,
+    }
+
+
+async def test_a_backend_of_an_api_the_conventions_do_not_name_is_named_as_itself(
+    exporter: InMemorySpanExporter,
+) -> None:
+    backend = RoundsBackend([answer()])
+    backend.api = "bedrock"
+    app = traced_app(exporter, [], backend)
+    assert (await http_call(app, "POST", "/v1/responses", create())).status == 200
+    [attempt] = attributes_of(exporter.get_finished_spans(), "chat m")
+    assert attempt["gen_ai.provider.name"] == "bedrock"
 
 
 async def test_an_attempt_without_a_usage_report_counts_no_tokens(
