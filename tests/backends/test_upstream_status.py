@@ -88,7 +88,17 @@ def test_the_message_names_the_server_its_status_and_its_words(status: int) -> N
 
 def test_credential_refusals_do_not_repeat_the_upstream_message() -> None:
     error = classify_status(401, "key sk-abc is wrong", None, "up")
-    assert "sk-abc" not in error.message
+    assert error.message == "Model server 'up' refused the gateway's credentials (401)."
+
+
+@pytest.mark.parametrize("status", [300, 301, 307, 399])
+def test_a_redirect_is_an_upstream_error_saying_so(status: int) -> None:
+    error = classify_status(status, "moved", None, "up")
+    assert (error.status, error.code) == (502, "upstream_error")
+    assert error.message == (
+        f"Model server 'up' redirected the call ({status}); redirects are not followed: "
+        "configure the URL it redirects to."
+    )
 
 
 @pytest.mark.parametrize("status", [429, 503, 529])
@@ -96,6 +106,7 @@ def test_retry_after_is_passed_on(status: int) -> None:
     error = classify_status(status, "", None, "up", {"Retry-After": "12"})
     assert error.headers == {"Retry-After": "12"}
     assert classify_status(status, "", None, "up", {}).headers == {}
+    assert classify_status(status, "", None, "up").headers == {}
 
 
 @pytest.mark.parametrize(
@@ -126,6 +137,7 @@ def test_only_well_formed_retry_after_is_passed(value: str, passed: str | None) 
         (b'{"error": {}}', ("", None)),
         (b'{"error": null, "detail": "beside it"}', ("beside it", None)),
         (b'{"error": 5}', ("", None)),
+        (b"a proxy's \xff page", ("a proxy's \ufffd page", None)),  # not UTF-8 either
     ],
 )
 def test_error_bodies(raw: bytes, parsed: tuple[str, str | None]) -> None:
@@ -237,6 +249,11 @@ VLLM_NOW = (
     "tokens. Please reduce the length of the input prompt or the number of requested output "
     "tokens."
 )
+VLLM_INPUT_ALONE = (
+    "This model's maximum context length is 4096 tokens. However, your request has 5000 input "
+    "tokens. Please reduce the length of the input messages."
+)
+"""vLLM's refusal of a prompt over the context by itself: no output count."""
 
 
 @pytest.mark.parametrize(
@@ -245,6 +262,7 @@ VLLM_NOW = (
         (VLLM_OLD, None, (1000, 4000, 4096)),
         (VLLM_MAX_TOKENS, "max_tokens", (2778, 8000, 4096)),
         (VLLM_NOW, None, (1201, 32000, 32768)),
+        (VLLM_INPUT_ALONE, None, (5000, None, 4096)),
         (
             "The decoder prompt (length 5000) is longer than the maximum model length of 4096.",
             None,
@@ -263,6 +281,7 @@ def test_vllm_s_unstructured_context_refusals_are_recognised_by_their_wording(
     assert parse_error(raw) == (message, "context_length_exceeded")
     error = classify_status(400, message, "context_length_exceeded", "up")
     assert (error.status, error.code) == (400, "context_length_exceeded")
+    assert error.message == f"Model server 'up' answered 400: {message}"
     if numbers is None:
         assert not isinstance(error, UpstreamContextTooLong)
         return
@@ -270,7 +289,15 @@ def test_vllm_s_unstructured_context_refusals_are_recognised_by_their_wording(
     assert (error.tokens, error.requested, error.window) == numbers
 
 
-@pytest.mark.parametrize("message", ["m", VLLM_OLD])
+@pytest.mark.parametrize(
+    "message",
+    [
+        "m",
+        VLLM_OLD,
+        "This model's maximum context length is 4096 tokens.",  # no input count
+        "Your request has 5000 input tokens.",  # no window
+    ],
+)
 def test_a_context_overflow_names_the_input(message: str) -> None:
     """As hosted names it (``input``; a Chat client's ``messages``), whatever the server
     named (vLLM: null, ``input_tokens`` or ``max_tokens``)."""
@@ -332,6 +359,15 @@ def test_a_reported_request_too_large_is_a_413() -> None:
         "request_too_large",
         "invalid_request_error",
     )
+
+
+@pytest.mark.parametrize("number", [399, 600, 4290])
+def test_a_reported_code_outside_the_error_statuses_leaves_the_type_to_say_it(
+    number: int,
+) -> None:
+    error = {"code": number, "type": "rate_limit_error", "message": "slow down"}
+    reported = classify_reported(error, "up", str, mid_stream=True)
+    assert (reported.status, reported.code) == (429, "rate_limit_exceeded")
 
 
 def test_a_reported_error_whose_type_is_no_name_is_a_502() -> None:
