@@ -702,3 +702,39 @@ def test_a_server_url_off_the_allow_list_is_refused(setup: Setup) -> None:
         setup.sdk.responses.create(model="m", input="hi", tools=[other])
     assert caught.value.code == "mcp_server_not_allowed"
     assert caught.value.param == "tools[0].server_url"
+
+
+MINE: dict[str, Any] = {
+    "type": "function",
+    "name": "local__add",
+    "description": "The client's own add.",
+    "parameters": {"type": "object", "properties": {"terms": {"type": "string"}}},
+}
+"""A client's function named as the server ``local``'s tool ``add`` is offered to the model,
+which hosted takes beside the server (its tools are the server's, apart from the
+functions)."""
+
+
+def test_a_client_function_named_as_an_mcp_tool_is_offered_beside_it(setup: Setup) -> None:
+    both = tool_call("gateway_local__add", {"a": 2, "b": 3}) + tool_call(
+        "local__add", {"terms": "x"}
+    )
+    first = setup.sdk.responses.create(model="m", input=both, tools=[LOCAL, MINE])
+    listed, ran, mine = first.output
+    assert listed.type == "mcp_list_tools"
+    assert ran.type == "mcp_call"
+    assert (ran.server_label, ran.name, ran.output, ran.error) == ("local", "add", "5", None)
+    assert mine.type == "function_call"
+    assert (mine.name, mine.arguments) == ("local__add", '{"terms":"x"}')
+    second = setup.sdk.responses.create(
+        model="m",
+        previous_response_id=first.id,
+        input=[
+            {"type": "function_call_output", "call_id": mine.call_id, "output": "mine"},
+            {"role": "user", "content": "[[echo]]"},
+        ],
+        tools=[LOCAL, MINE],
+    )
+    transcript = second.output_text  # each call under the name it is offered by
+    assert 'assistant->gateway_local__add({"a":2,"b":3})' in transcript
+    assert 'assistant->local__add({"terms":"x"})' in transcript

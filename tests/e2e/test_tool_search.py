@@ -84,3 +84,67 @@ def test_a_client_search_round_trip(client: OpenAI) -> None:
         )
     assert caught.value.code == "tool_call_not_found"
     assert caught.value.param == "input[0].call_id"
+
+
+MINE: dict[str, Any] = {
+    "type": "function",
+    "name": "tool_search",
+    "description": "The client's own search.",
+    "parameters": {"type": "object", "properties": {"terms": {"type": "string"}}},
+}
+"""A client's function called ``tool_search``, which hosted takes beside its tool search
+(no function there): the gateway offers its search apart, as ``gateway_tool_search``."""
+
+
+def test_a_client_function_named_tool_search_is_offered_beside_the_gateways_search(
+    client: OpenAI,
+) -> None:
+    both = '[[tool:gateway_tool_search:{"query":"weather"}]][[tool:tool_search:{"terms":"x"}]]'
+    tools: Any = [MINE, WEATHER, {"type": "tool_search"}]
+    first = client.responses.create(model=MODEL, input=both, tools=tools)
+    [search] = [i for i in first.output if i.type == "tool_search_call"]
+    assert (search.execution, search.arguments) == ("server", {"query": "weather"})
+    [found] = [i for i in first.output if i.type == "tool_search_output"]
+    assert [tool.name for tool in found.tools] == ["get_weather"]  # type: ignore[union-attr]
+    [mine] = [i for i in first.output if i.type == "function_call"]
+    assert (mine.name, mine.arguments) == ("tool_search", '{"terms":"x"}')
+    second = client.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        input=[
+            {"type": "function_call_output", "call_id": mine.call_id, "output": "mine"},
+            {"role": "user", "content": "[[echo]]"},
+        ],
+        tools=tools,
+    )
+    transcript = second.output_text  # each call under the name it is offered by
+    assert 'assistant->gateway_tool_search({"query":"weather"})' in transcript
+    assert 'assistant->tool_search({"terms":"x"})' in transcript
+
+
+def test_a_client_search_that_loads_a_function_named_tool_search_stays_offered(
+    client: OpenAI,
+) -> None:
+    """A client's search may load a function of the search's own name: from then on the
+    function is the client's, and the search is offered apart (never silently lost)."""
+    tools: Any = [EXEC, CLIENT_SEARCH]
+    first = client.responses.create(
+        model=MODEL, input='[[tool:tool_search:{"query":"orders"}]]', tools=tools
+    )
+    [search] = first.output
+    loaded: Any = {
+        "type": "tool_search_output",
+        "call_id": search.call_id,  # type: ignore[union-attr]
+        "execution": "client",
+        "tools": [{"type": "function", "name": "tool_search", "parameters": {}}],
+    }
+    again = '[[tool:gateway_tool_search:{"query":"more"}]]'
+    second = client.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        input=[loaded, {"role": "user", "content": again}],
+        tools=tools,
+    )
+    [searched] = second.output
+    assert searched.type == "tool_search_call"
+    assert (searched.execution, searched.arguments) == ("client", {"query": "more"})

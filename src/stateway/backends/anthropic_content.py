@@ -58,7 +58,7 @@ def conversation(
     if _said(request.instructions):
         system.append({"type": "text", "text": request.instructions})
     turns = _Turns()
-    for item in model_items(request.items, search=request.search):
+    for item in model_items(request.items, names=request.names):
         kind = item.get("type")
         if kind == "message":
             role = item.get("role")

@@ -98,7 +98,7 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
     reasoning: list[str] = []
     images: list[dict[str, Any]] = []
     """Image parts of the tool outputs just sent, for the user message that follows them."""
-    for item in model_items(request.items, search=request.search):
+    for item in model_items(request.items, names=request.names):
         kind = item.get("type")
         if kind != "function_call_output" and images:
             messages.append({"role": "user", "content": images})

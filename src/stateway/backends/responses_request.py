@@ -34,7 +34,7 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": request.model,
         "input": [
-            _item(item) for item in model_items(request.items, shell.ITEM_TYPES, request.search)
+            _item(item) for item in model_items(request.items, shell.ITEM_TYPES, request.names)
         ],
         "store": False,
         "stream": request.stream,

@@ -12,7 +12,7 @@ from typing import Any, Final
 from stateway.core.commands import GenerationSettings
 from stateway.core.deadline import FirstOutput
 from stateway.core.items import Item
-from stateway.core.tools.model_names import WEB_SEARCH_FUNCTION
+from stateway.core.tools.model_names import GatewayNames
 from stateway.core.usage import Usage
 
 
@@ -32,10 +32,11 @@ class InferenceRequest:
     """This round's choice, in model-visible names (``{"type": "function", "name": ...}``)."""
     native_tools: list[Item] = field(default_factory=list)
     """Tools sent as declared, to a backend that ``carries_unknown_types`` only."""
-    search: str = WEB_SEARCH_FUNCTION
-    """The function name of the gateway's web search in this round: in ``tools`` (when it
-    is offered) and for the ``web_search_call`` items of ``items`` (``web_search`` unless a
-    client's tool is called that: :meth:`~stateway.core.tools.catalog.Catalog.search_name`)."""
+    names: GatewayNames = field(default_factory=GatewayNames)
+    """The function names of the gateway's tools in this round: in ``tools`` (those
+    offered) and for their calls among ``items`` (``web_search_call``, ``mcp_call``,
+    ``tool_search_call``): each its usual name unless another tool has it
+    (:meth:`~stateway.core.tools.catalog.Catalog.names`)."""
     grammar: Item | None = None
     """The grammar ``format`` of the custom tool ``tool_choice`` forces, if it has one: a
     backend with guided decoding constrains the tool's input with it."""

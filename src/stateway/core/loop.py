@@ -225,7 +225,7 @@ class Loop:
                     tools=tools.catalog.model_tools(gateway=not exhausted, choice=choice),
                     tool_choice=choice,
                     native_tools=toolset.native,
-                    search=tools.catalog.search_name(),
+                    names=tools.catalog.names(),
                     grammar=tools.catalog.forced_grammar(choice),
                     cache_salt=run.cache_salt,
                 )

@@ -311,7 +311,7 @@ class RunStarter:
             tools=catalog.model_tools(),
             tool_choice=catalog.model_choice(command.settings.tool_choice),
             native_tools=toolset.native,
-            search=catalog.search_name(),
+            names=catalog.names(),
         )
         if isinstance(candidate.backend, TokenCounter):
             counted = await candidate.backend.count_tokens(request)

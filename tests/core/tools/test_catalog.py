@@ -3,11 +3,11 @@ from typing import Any
 
 import pytest
 
-from stateway.core.tools import mcp, web_search
+from stateway.core.tools import mcp, tool_search, web_search
 from stateway.core.tools.catalog import Catalog, custom_input, model_tools, with_context_tools
 from stateway.core.tools.history import model_items
 from stateway.core.tools.mcp_binding import Approval, McpBinding
-from stateway.core.tools.model_names import model_name, search_name
+from stateway.core.tools.model_names import apart_name, model_name
 from stateway.core.tools.ports import McpServer, McpTool
 
 FUNCTION = {"type": "function", "name": "exec_command", "parameters": {"type": "object"}}
@@ -198,19 +198,38 @@ def test_a_tool_choice_names_the_model_visible_function(
 
 
 @pytest.mark.parametrize(
-    ("taken", "name"),
+    ("usual", "taken", "name"),
     [
-        ((), "web_search"),
-        (("gateway_web_search",), "web_search"),
-        (("web_search",), "gateway_web_search"),
-        (("web_search", "gateway_web_search"), "gateway_web_search_2"),
-        (("web_search", "gateway_web_search", "gateway_web_search_2"), "gateway_web_search_3"),
+        ("web_search", (), "web_search"),
+        ("web_search", ("gateway_web_search",), "web_search"),
+        ("web_search", ("web_search",), "gateway_web_search"),
+        ("web_search", ("web_search", "gateway_web_search"), "gateway_web_search_2"),
+        (
+            "web_search",
+            ("web_search", "gateway_web_search", "gateway_web_search_2"),
+            "gateway_web_search_3",
+        ),
+        ("docs__add", ("docs__add",), "gateway_docs__add"),
+        ("tool_search", ("tool_search",), "gateway_tool_search"),
     ],
 )
-def test_the_gateways_search_takes_a_name_no_other_tool_has(
-    taken: tuple[str, ...], name: str
+def test_a_gateway_tool_takes_a_name_no_other_tool_has(
+    usual: str, taken: tuple[str, ...], name: str
 ) -> None:
-    assert search_name(set(taken)) == name
+    assert apart_name(usual, set(taken)) == name
+
+
+def test_a_name_apart_is_one_strict_model_apis_take() -> None:
+    usual = model_name("t" * 61, "s")  # 64 characters: room for no prefix
+    apart = apart_name(usual, {usual})
+    again = apart_name(usual, {usual, apart})
+    for name in (apart, again):
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name), name
+    assert len({usual, apart, again}) == 3
+
+
+def binding(label: str) -> McpBinding:
+    return McpBinding(McpServer(label, f"http://{label}.test"), None, False, Approval(False))
 
 
 def test_a_clients_function_named_web_search_stays_its_own_beside_the_gateways() -> None:
@@ -218,23 +237,94 @@ def test_a_clients_function_named_web_search_stays_its_own_beside_the_gateways()
     gateway's is offered apart, and each choice reaches its own."""
     mine = {"type": "function", "name": "web_search", "parameters": {"type": "object"}}
     catalog = Catalog([mine])
-    assert catalog.search_name() == "gateway_web_search"
-    assert catalog.add(web_search.entry({"type": "web_search"}, catalog.search_name()))
+    assert catalog.names().of("web_search") == "gateway_web_search"  # before it is offered
+    assert catalog.add(web_search.entry({"type": "web_search"}))
     assert [tool["name"] for tool in catalog.model_tools()] == ["web_search", "gateway_web_search"]
     assert [tool["name"] for tool in catalog.model_tools(gateway=False)] == ["web_search"]
     assert catalog.entry("web_search").kind == "function"  # type: ignore[union-attr]
     assert catalog.entry("gateway_web_search").kind == "web_search"  # type: ignore[union-attr]
-    assert catalog.search_name() == "gateway_web_search"
+    assert catalog.names().of("web_search") == "gateway_web_search"
     searched = catalog.model_choice({"type": "web_search"})
     assert searched == {"type": "function", "name": "gateway_web_search"}
     named = catalog.model_choice({"type": "function", "name": "web_search"})
     assert named == {"type": "function", "name": "web_search"}
 
 
-def test_the_search_keeps_the_name_it_was_offered_by() -> None:
+def test_a_gateway_tool_keeps_its_name_beside_no_other() -> None:
     catalog = Catalog([])
-    catalog.add(web_search.entry({"type": "web_search"}, catalog.search_name()))
-    assert catalog.model_tools()[0]["name"] == catalog.search_name() == "web_search"
+    catalog.add(web_search.entry({"type": "web_search"}))
+    assert catalog.model_tools()[0]["name"] == catalog.names().of("web_search") == "web_search"
+
+
+def test_a_clients_function_named_as_an_mcp_tool_stays_its_own_beside_it() -> None:
+    """Hosted Responses keeps an MCP server's tools apart from the functions (they are the
+    server's, by label): a function called ``docs__add`` and the tool ``add`` of the server
+    ``docs`` are both offered, and each call reaches its own."""
+    mine = {"type": "function", "name": "docs__add", "parameters": {"type": "object"}}
+    catalog = Catalog([mine])
+    tools = [McpTool("add", {"type": "object"}), McpTool("sub", {"type": "object"})]
+    for entry in mcp.entries(binding("docs"), tools):
+        assert catalog.add(entry)
+    offered = [tool["name"] for tool in catalog.model_tools()]
+    assert offered == ["docs__add", "gateway_docs__add", "docs__sub"]
+    assert catalog.entry("docs__add").kind == "function"  # type: ignore[union-attr]
+    theirs = catalog.entry("gateway_docs__add")
+    assert theirs is not None
+    assert (theirs.kind, theirs.server_label, theirs.name) == ("mcp", "docs", "add")
+    choice = catalog.model_choice({"type": "mcp", "server_label": "docs", "name": "add"})
+    assert choice == {"type": "function", "name": "gateway_docs__add"}
+    names = catalog.names()
+    assert (names.of("docs__add"), names.of("docs__sub")) == ("gateway_docs__add", "docs__sub")
+    assert names.of("other__tool") == "other__tool"  # an earlier turn's, of no taken name
+
+
+def test_a_tool_a_server_lists_twice_is_offered_once() -> None:
+    catalog = Catalog([])
+    [entry] = mcp.entries(binding("docs"), [McpTool("add", {"type": "object"})])
+    assert catalog.add(entry)
+    assert not catalog.add(entry)
+    assert [tool["name"] for tool in catalog.model_tools()] == ["docs__add"]
+
+
+def test_a_gateway_tool_named_as_another_ones_apart_name_goes_apart_too() -> None:
+    """``gateway_docs__add`` is the usual name of the server ``gateway_docs``'s ``add``
+    as well: whichever comes second is numbered."""
+    catalog = Catalog([{"type": "function", "name": "docs__add"}])
+    for label in ("docs", "gateway_docs"):
+        for entry in mcp.entries(binding(label), [McpTool("add", {"type": "object"})]):
+            assert catalog.add(entry)
+    offered = [tool["name"] for tool in catalog.model_tools()]
+    assert offered == ["docs__add", "gateway_docs__add", "gateway_gateway_docs__add"]
+    assert catalog.entry("gateway_gateway_docs__add").server_label == "gateway_docs"  # type: ignore[union-attr]
+
+
+def test_a_clients_function_named_tool_search_stays_its_own_beside_the_search() -> None:
+    mine = {"type": "function", "name": "tool_search", "parameters": {"type": "object"}}
+    weather = {"type": "function", "name": "get_weather", "defer_loading": True}
+    catalog = Catalog([mine, weather], defer=True)
+    declared = {"type": "tool_search"}
+    assert catalog.add(tool_search.entry(declared, catalog.deferred(), catalog.namespaces))
+    assert [tool["name"] for tool in catalog.model_tools()] == [
+        "tool_search",
+        "gateway_tool_search",
+    ]
+    assert catalog.entry("gateway_tool_search").kind == "tool_search"  # type: ignore[union-attr]
+    choice = catalog.model_choice({"type": "tool_search"})
+    assert choice == {"type": "function", "name": "gateway_tool_search"}
+    assert catalog.names().of("tool_search") == "gateway_tool_search"
+
+
+def test_a_function_a_search_loads_keeps_its_name_beside_a_gateway_tool() -> None:
+    """A deferred function holds its name from the start: the MCP tool of that name is
+    offered apart, and loading the function later offers it under its own."""
+    deferred = {"type": "function", "name": "docs__add", "defer_loading": True}
+    catalog = Catalog([deferred], defer=True)
+    for entry in mcp.entries(binding("docs"), [McpTool("add", {"type": "object"})]):
+        assert catalog.add(entry)
+    assert [tool["name"] for tool in catalog.model_tools()] == ["gateway_docs__add"]
+    assert catalog.load([deferred]) == ["docs__add"]
+    assert [tool["name"] for tool in catalog.model_tools()] == ["docs__add", "gateway_docs__add"]
+    assert catalog.entry("docs__add").kind == "function"  # type: ignore[union-attr]
 
 
 def test_a_choice_of_a_server_offers_only_its_tools_while_forced() -> None:

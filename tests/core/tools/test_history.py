@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
+from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.history import DECLINED, RESULTS_NOT_KEPT, error_text, model_items
+from stateway.core.tools.model_names import GatewayNames
 
 
 def mcp_call(item_id: str, output: str | None = "ok", **extra: Any) -> dict[str, Any]:
@@ -20,6 +22,11 @@ def mcp_call(item_id: str, output: str | None = "ok", **extra: Any) -> dict[str,
         "error": None,
         **extra,
     }
+
+
+def names_beside(name: str) -> GatewayNames:
+    """The names of a request's gateway tools beside a client's function called ``name``."""
+    return Catalog([{"type": "function", "name": name}]).names()
 
 
 def shape(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -237,12 +244,37 @@ def test_a_web_search_is_a_call_of_the_name_the_search_is_offered_by() -> None:
     earlier searches shown) apart."""
     item = web_search_call(action={"type": "search", "query": "q", "sources": []})
     mine = {"type": "function_call", "call_id": "c", "name": "web_search", "arguments": "{}"}
-    seen = model_items([item, mine], search="gateway_web_search")
+    seen = model_items([item, mine], names=names_beside("web_search"))
     assert [(i["type"], i.get("name")) for i in seen] == [
         ("function_call", "gateway_web_search"),
         ("function_call_output", None),
         ("function_call", "web_search"),
     ]
+
+
+def test_an_mcp_call_is_a_call_of_the_name_its_tool_is_offered_by() -> None:
+    """Beside a client's function called ``s__t``, the server ``s``'s tool ``t`` is offered
+    (and its earlier calls shown) apart; so is the call an approval request asked for."""
+    mine = {"type": "function_call", "call_id": "c", "name": "s__t", "arguments": "{}"}
+    asked = {**REQUEST, "server_label": "s", "name": "t"}
+    ran = mcp_call("m2", approval_request_id=asked["id"])
+    items = [mcp_call("m1"), asked, ran, mine]
+    seen = model_items(items, names=names_beside("s__t"))
+    assert [(i["type"], i.get("name")) for i in seen] == [
+        ("function_call", "gateway_s__t"),
+        ("function_call_output", None),
+        ("function_call", "gateway_s__t"),
+        ("function_call_output", None),
+        ("function_call", "s__t"),
+    ]
+
+
+def test_a_tool_search_is_a_call_of_the_name_the_search_is_offered_by() -> None:
+    call = {"type": "tool_search_call", "call_id": "c", "arguments": {"query": "q"}}
+    seen = model_items(
+        [call, search_output(call_id="c", tools=[])], names=names_beside("tool_search")
+    )
+    assert [i.get("name") for i in seen] == ["gateway_tool_search", None]
 
 
 @pytest.mark.parametrize(

@@ -859,6 +859,23 @@ async def test_a_declared_server_s_tool_not_offered_fails_instead_of_going_to_th
     assert "does not offer" in seen_by_model(setup.backend.requests[-1])["output"]
 
 
+async def test_a_tool_not_offered_beside_a_client_function_of_its_name_is_known_apart() -> None:
+    """The client's function ``docs__boom`` holds that name, so the server ``docs``'s tool
+    ``boom`` (listed, not allowed) is the model's ``gateway_docs__boom``, as its earlier
+    calls are shown: a call of that fails as the tool's, and one of ``docs__boom`` is the
+    client's."""
+    mine = {"type": "function", "name": "docs__boom", "parameters": {"type": "object"}}
+    narrowed = {**MCP_TOOL, "allowed_tools": ["add"]}
+    calls = [call("gateway_docs__boom", {}), call("docs__boom", {"x": 1}, index=1)]
+    setup = Setup([tools_round(*calls), answer()])
+    run = await setup.create([mine, narrowed])
+    assert setup.mcp.calls == []
+    failed, client_call = (i for i in run.state.output if i["type"] != "mcp_list_tools")
+    assert (failed["type"], failed["name"], failed["status"]) == ("mcp_call", "boom", "failed")
+    assert "does not offer the tool 'boom'" in failed["error"]["message"]
+    assert (client_call["type"], client_call["name"]) == ("function_call", "docs__boom")
+
+
 @pytest.mark.parametrize("called_by", ["mcp_call", "mcp_approval_request"])
 async def test_a_tool_an_earlier_turn_called_but_no_longer_listed_fails_by_its_own_name(
     called_by: str,

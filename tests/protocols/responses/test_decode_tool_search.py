@@ -47,6 +47,18 @@ def test_a_tool_search_tool_and_deferred_tools_are_kept() -> None:
     assert decode(tools=[{"type": "tool_search"}]).settings.tools == [{"type": "tool_search"}]
 
 
+def test_a_function_named_tool_search_is_declared_beside_the_tool_search() -> None:
+    """Hosted's tool search is no function: a function of its name is the client's own (the
+    gateway offers its search apart: :func:`~stateway.core.tools.model_names.apart_name`)."""
+    mine = {"type": "function", "name": "tool_search", "parameters": {"type": "object"}}
+    search, function = decode(tools=[{"type": "tool_search"}, mine]).settings.tools
+    assert (search, function["type"], function["name"]) == (
+        {"type": "tool_search"},
+        "function",
+        "tool_search",
+    )
+
+
 @pytest.mark.parametrize(
     ("tools", "param", "code"),
     [
@@ -57,11 +69,6 @@ def test_a_tool_search_tool_and_deferred_tools_are_kept() -> None:
             [{"type": "tool_search"}, {"type": "tool_search", "execution": 1}],
             "tools[1].execution",
             "invalid_value",
-        ),
-        (
-            [{"type": "tool_search"}, {"type": "function", "name": "tool_search"}],
-            "tools[1].name",
-            "duplicate_tool_name",
         ),
         ([{**WEATHER, "defer_loading": "yes"}], "tools[0].defer_loading", "invalid_type"),
         (

@@ -24,11 +24,13 @@ tools. :func:`model_tools` flattens the declared tools into that function list,
   function of the same name (:mod:`stateway.core.tools.shell`); its calls come back as
   ``shell_call`` / ``local_shell_call`` items.
 
-Gateway-owned kinds (``web_search``, ``mcp``): a ``web_search`` tool sent as an optional
-hint (``external_web_access``, as Codex sends it) to a gateway without a search provider is
-dropped when the request is decoded, so it is neither offered to the model nor echoed in
-``tools``. The gateway's search is the function ``web_search``, or ``gateway_web_search``
-beside a client's tool of that name (:meth:`Catalog.search_name`): never the client's.
+Gateway-owned kinds (``web_search``, ``mcp``) and ``tool_search``: a ``web_search`` tool
+sent as an optional hint (``external_web_access``, as Codex sends it) to a gateway without a
+search provider is dropped when the request is decoded, so it is neither offered to the
+model nor echoed in ``tools``. Each is added after the client's tools (:meth:`Catalog.add`)
+under its usual name, or apart beside a tool that has it (``gateway_web_search``,
+``gateway_docs__add``: :func:`.model_names.apart_name`), never in a client tool's place;
+:meth:`Catalog.names` says which, for the calls of earlier turns.
 
 Tool search (:mod:`stateway.core.tools.tool_search`): when a request declares a
 ``tool_search`` tool, functions marked ``defer_loading: true`` (or every member of a namespace
@@ -41,14 +43,14 @@ answer to its own search) are offered from then on (:func:`with_context_tools`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
 import orjson
 
 from stateway.core.items import TOOL_SEARCH_OUTPUT, Item
 from stateway.core.tools import shell
-from stateway.core.tools.model_names import model_name, search_name
+from stateway.core.tools.model_names import GatewayNames, apart_name, model_name
 
 WEB_SEARCH_TYPES: Final = frozenset(
     {"web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11"}
@@ -158,11 +160,13 @@ class Catalog:
     client tools (deferred ones held back), then the gateway's (MCP tools as they are
     discovered, web search, tool search) and the tools searches load."""
 
-    __slots__ = ("_allowed", "_by_name", "_forced_server", "namespaces")
+    __slots__ = ("_allowed", "_by_name", "_forced_server", "_gateway", "namespaces")
 
     def __init__(self, tools: list[Item], *, defer: bool = False) -> None:
         """``defer``: a ``tool_search`` tool is declared, so ``defer_loading`` counts."""
         self._by_name: dict[str, Entry] = {}
+        self._gateway: dict[str, str] = {}
+        """Each gateway tool's usual name -> the name it is offered by (:meth:`add`)."""
         self.namespaces: dict[str, Item] = {}
         """The declared (or loaded) namespaces by name, for their descriptions."""
         self._allowed: list[Item] | None = None
@@ -183,7 +187,9 @@ class Catalog:
 
     def _offer(self, tools: list[Item], *, defer: bool) -> list[str]:
         """Add each tool; a name already known is kept as it is, unless it is deferred and
-        this definition is not (then it is loaded)."""
+        this definition is not (then it is loaded). No gateway tool holds a name a load
+        brings: the client's tools, deferred ones among them, are known first, and a
+        gateway tool goes apart from them (:meth:`add`)."""
         offered = []
         for tool, namespace in members(tools):
             if namespace is not None and namespace not in self.namespaces:
@@ -208,22 +214,28 @@ class Catalog:
         return offered
 
     def add(self, entry: Entry) -> bool:
-        """Offer a gateway tool; False (and not offered) when its name is taken."""
-        name = entry.function["name"]
-        if name in self._by_name:
+        """Offer a gateway tool (its function named as usual: :mod:`.model_names`) under
+        that name, or apart (:func:`.model_names.apart_name`) when another tool has it; False
+        (and not offered) when a gateway tool of the same usual name already is (a server
+        listing a name twice)."""
+        usual = entry.function["name"]
+        if usual in self._gateway:
             return False
+        name = apart_name(usual, self._by_name)
+        if name != usual:
+            entry = replace(entry, function={**entry.function, "name": name})
+        self._gateway[usual] = name
         self._by_name[name] = entry
         return True
 
     def entry(self, name: str) -> Entry | None:
         return self._by_name.get(name)
 
-    def search_name(self) -> str:
-        """The function name of the gateway's web search: the one it is offered by, else
-        the one it would be, beside the tools offered (:func:`.model_names.search_name`);
-        what an earlier turn's searches reach the model as."""
-        found = next((e for e in self._by_name.values() if e.kind == "web_search"), None)
-        return search_name(self._by_name) if found is None else str(found.function["name"])
+    def names(self) -> GatewayNames:
+        """The names the gateway's tools are offered by, and would be (the tools of earlier
+        turns not offered now), beside the tools offered: what their calls in the context
+        reach the model as."""
+        return GatewayNames(dict(self._gateway), frozenset(self._by_name))
 
     def model_tools(
         self, *, gateway: bool = True, choice: str | dict[str, Any] = "auto"

@@ -32,7 +32,7 @@ from stateway.core.tools import mcp
 from stateway.core.tools.catalog import Catalog, Entry
 from stateway.core.tools.executor import Call, Executor
 from stateway.core.tools.mcp_binding import McpBinding
-from stateway.core.tools.model_names import SEPARATOR, model_name
+from stateway.core.tools.model_names import SEPARATOR, GatewayNames, model_name
 from stateway.core.tools.open_items import OpenItems
 from stateway.core.tools.ports import McpTool, ToolError
 from stateway.core.tools.toolset import GatewayTools, Toolset
@@ -124,14 +124,15 @@ class Discovery:
             self._items.done(item, index)
         return results
 
-    def unoffered(self, name: str) -> Entry | None:
+    def unoffered(self, name: str, names: GatewayNames) -> Entry | None:
         """A model's call of a function this request does not offer, named as a declared
-        MCP server's tool (``<label>__<tool>``: one not listed or not allowed, which the
-        model knows from earlier turns): an entry whose call fails without running. Not
-        a client call: the client never declared it. Known by its name when the server
-        listed it or an earlier turn called it; else by the ``<label>__`` it starts with."""
+        MCP server's tool (``<label>__<tool>``, or as ``names`` shows it apart: one not
+        listed or not allowed, which the model knows from earlier turns): an entry whose
+        call fails without running. Not a client call: the client never declared it. Known
+        by its name when the server listed it or an earlier turn called it; else by the
+        ``<label>__`` it starts with."""
         for label, tool in self._known:  # named only here: a call of one is rare
-            if model_name(tool, label) == name:
+            if names.of(model_name(tool, label)) == name:
                 return mcp.refused(label, tool, declared=True)
         for binding in self._toolset.mcp:
             prefix = binding.label + SEPARATOR

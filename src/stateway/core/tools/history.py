@@ -3,7 +3,9 @@
 Clients store and resend the public items (custom calls, namespace members, MCP and web
 search items); an upstream model only ever saw function calls under their model-visible
 names and their outputs. :func:`model_items` rewrites the one into the other, so a later
-turn replays exactly the history the model saw:
+turn replays exactly the history the model saw (a gateway tool's calls, MCP, web search
+and tool search, under the name the request offers the tool by:
+:class:`~.model_names.GatewayNames`, its usual one unless another tool has it):
 
 - ``custom_tool_call`` / ``custom_tool_call_output``: a function call with one ``input``
   argument, and its output; a namespace member's call gets its flat name.
@@ -17,9 +19,8 @@ turn replays exactly the history the model saw:
   comes where the client gave it, the approving or denying response (or the
   ``mcp_call``, when the response is not in the history). An unanswered request is left
   out: a model must never see a call without its output.
-- ``web_search_call``: a call of the gateway's web search with its query (under the name
-  the request offers it by, ``web_search`` unless a client's tool is called that:
-  :func:`~.model_names.search_name`), and the results it was given
+- ``web_search_call``: a call of the gateway's web search with its query, and the results
+  it was given
   (rendered from the item's ``action.sources``; a call sent back without them, as Codex
   sends its searches back, tells the model its results were not kept, not that there
   were none).
@@ -79,7 +80,12 @@ from stateway.core.logprobs import without_tokens
 from stateway.core.tools import shell
 from stateway.core.tools.call_order import in_call_order
 from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, loaded
-from stateway.core.tools.model_names import WEB_SEARCH_FUNCTION, model_name
+from stateway.core.tools.model_names import (
+    TOOL_SEARCH_FUNCTION,
+    WEB_SEARCH_FUNCTION,
+    GatewayNames,
+    model_name,
+)
 
 REWRITTEN_ITEM_TYPES: Final = frozenset(
     {
@@ -101,7 +107,6 @@ any backend that carries function calls carries these too."""
 _GATEWAY: Final = frozenset(
     {MCP_LIST_TOOLS, MCP_CALL, MCP_APPROVAL_REQUEST, MCP_APPROVAL_RESPONSE, WEB_SEARCH_CALL}
 )
-TOOL_SEARCH_FUNCTION: Final = "tool_search"
 _TOOL_SEARCH: Final = frozenset({TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT})
 _COMPACTION: Final = frozenset({"compaction", "compaction_trigger", CONFIGURATION_UPDATE})
 """Left out: compaction items, and settings changes (applied to the response's settings)."""
@@ -117,20 +122,20 @@ _ANSWERS: Final = frozenset({FUNCTION_CALL_OUTPUT, CUSTOM_TOOL_CALL_OUTPUT})
 
 
 def model_items(
-    items: list[Item], native: frozenset[str] = frozenset(), search: str = WEB_SEARCH_FUNCTION
+    items: list[Item], native: frozenset[str] = frozenset(), names: GatewayNames | None = None
 ) -> list[Item]:
     """A context as the model saw it (see the module docstring); item types in ``native``
-    are left as they are; ``search`` is the name the gateway's web search is offered by.
-    Each round's outputs come in the order of its calls
+    are left as they are; ``names``: those the request offers the gateway's tools by (by
+    default, their usual ones). Each round's outputs come in the order of its calls
     (:mod:`stateway.core.tools.call_order`)."""
     kinds = {item.get("type") for item in items}  # one pass decides which rewrites apply
-    seen = _model_items(items, native, kinds, search)
+    seen = _model_items(items, native, kinds, names or GatewayNames())
     # outputs to order: the client's (custom tools' among them), or a rewritten item's
     return in_call_order(seen) if kinds & _ANSWERS or kinds & _REWRITTEN else seen
 
 
 def _model_items(
-    items: list[Item], native: frozenset[str], kinds: set[object], search: str
+    items: list[Item], native: frozenset[str], kinds: set[object], names: GatewayNames
 ) -> list[Item]:
     if not kinds & _REWRITTEN:  # the common case: plain messages and function calls
         return [_client_item(item) for item in items]
@@ -140,7 +145,7 @@ def _model_items(
     if kinds & shells:
         items = [_shell_item(item) if item.get("type") in shells else item for item in items]
     if kinds & _TOOL_SEARCH:
-        items = _tool_search_pairs(items)
+        items = _tool_search_pairs(items, names.of(TOOL_SEARCH_FUNCTION))
     if not kinds & _GATEWAY:
         return [_client_item(item) for item in items if item.get("type") != ADDITIONAL_TOOLS]
     ran = {i["approval_request_id"]: i for i in items if _approved_call(i)}
@@ -159,11 +164,12 @@ def _model_items(
             if approval and approval in asked:  # answers its request (if not answered yet)
                 answers.give(approval, _output(approval, mcp_output(item)))
             else:  # no request in this history: the call stands alone, its result with it
-                out += (_mcp_function_call(item, item["id"]), _output(item["id"], mcp_output(item)))
+                call = _mcp_function_call(item, item["id"], names)
+                out += (call, _output(item["id"], mcp_output(item)))
         elif kind == MCP_APPROVAL_REQUEST:
             request_id = str(item.get("id"))
             if request_id in ran or request_id in declined:
-                out.append(_mcp_function_call(item, request_id))
+                out.append(_mcp_function_call(item, request_id, names))
                 answers.called(request_id)
         elif kind == MCP_APPROVAL_RESPONSE and item.get("approval_request_id") in asked:
             request_id = item["approval_request_id"]
@@ -172,7 +178,7 @@ def _model_items(
             elif item.get("approve") is False:
                 answers.give(request_id, _output(request_id, DECLINED))
         elif kind == WEB_SEARCH_CALL:
-            out += _web_search_pair(item, search)
+            out += _web_search_pair(item, names.of(WEB_SEARCH_FUNCTION))
         elif kind not in _GATEWAY and kind != ADDITIONAL_TOOLS:
             out.append(_client_item(item))
     return out
@@ -304,9 +310,10 @@ def tool_search_output(item: Item) -> str:
     return f"Loaded tools: {', '.join(names)}. They can be called now."
 
 
-def _tool_search_pairs(items: list[Item]) -> list[Item]:
-    """Each answered tool search as a function call and its output, in place. An output
-    without a ``call_id`` (a hosted search) answers the latest search not answered yet."""
+def _tool_search_pairs(items: list[Item], name: str) -> list[Item]:
+    """Each answered tool search as a call of the function ``name`` and its output, in
+    place. An output without a ``call_id`` (a hosted search) answers the latest search not
+    answered yet."""
     waiting: list[str] = []
     answers: dict[int, str] = {}  # index of an output -> the key of the search it answers
     for index, item in enumerate(items):
@@ -332,7 +339,7 @@ def _tool_search_pairs(items: list[Item]) -> list[Item]:
                     {
                         "type": FUNCTION_CALL,
                         "call_id": key,
-                        "name": TOOL_SEARCH_FUNCTION,
+                        "name": name,
                         "arguments": arguments,
                     }
                 )
@@ -352,11 +359,11 @@ def _approved_call(item: Item) -> bool:
     return item.get("type") == MCP_CALL and bool(item.get("approval_request_id"))
 
 
-def _mcp_function_call(item: Item, call_id: str) -> Item:
+def _mcp_function_call(item: Item, call_id: str, names: GatewayNames) -> Item:
     return {
         "type": FUNCTION_CALL,
         "call_id": call_id,
-        "name": model_name(item.get("name", ""), item.get("server_label")),
+        "name": names.of(model_name(item.get("name", ""), item.get("server_label"))),
         "arguments": item.get("arguments") or "{}",
     }
 

@@ -6,18 +6,23 @@ strict model APIs would refuse (OpenAI's function names are ``[A-Za-z0-9_-]``, a
 characters; an MCP tool may be called ``files.read``) is respelled with a hash of it
 (:func:`safe_name`), the same in every turn, so two names never meet in one spelling.
 
-The gateway's web search is the function ``web_search``, unless a client's own tool is
-called that (hosted Responses takes a function of that name beside its web search, which is
-no function there; a Chat or Messages client may declare one beside a backend's
-``gateway_tools``): then it is offered apart, as ``gateway_web_search``
-(:func:`search_name`), and an earlier search reaches the model under that name too.
+A gateway tool (the web search, the tool search, an MCP server's tool) is offered under its
+usual name (``web_search``, ``tool_search``, ``<server_label>__<tool>``) unless another
+tool of the request has it, a client's own mostly: the hosted API keeps its tools apart
+from the functions (a function called ``web_search`` or ``docs__add`` is the client's,
+beside the hosted search or the server ``docs``'s tool ``add``), and a Chat or Messages
+client may declare one beside a backend's ``gateway_tools``. Then the gateway's is offered
+apart, as ``gateway_<usual>`` (numbered while that is taken too: :func:`apart_name`), and
+its earlier calls reach the model under that name (:class:`GatewayNames`): the client's
+tool is never shadowed, nor the gateway's silently left out.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Container
+from collections.abc import Container, Mapping
+from dataclasses import dataclass, field
 from typing import Final
 
 SEPARATOR: Final = "__"
@@ -28,9 +33,11 @@ _NAME_CHARS: Final = re.compile(r"[A-Za-z0-9_-]+")
 _NOT_IN_NAMES: Final = re.compile(r"[^A-Za-z0-9_-]")
 _HASH_LENGTH: Final = 8
 WEB_SEARCH_FUNCTION: Final = "web_search"
-"""The function name of the gateway's web search, when no client's tool takes it."""
-_SEARCH_APART: Final = "gateway_web_search"
-"""The gateway's web search beside a client's tool called ``web_search``."""
+"""The usual function name of the gateway's web search."""
+TOOL_SEARCH_FUNCTION: Final = "tool_search"
+"""The usual function name of a ``tool_search`` tool (either execution)."""
+_APART: Final = "gateway_"
+"""What a gateway tool's name is offered after when another tool has its usual name."""
 
 
 def safe_name(name: str, limit: int) -> str:
@@ -53,15 +60,33 @@ def model_name(name: str, namespace: str | None = None) -> str:
     return safe_name(f"{namespace}{SEPARATOR}{name}", FUNCTION_NAME_LENGTH)
 
 
-def search_name(taken: Container[str]) -> str:
-    """The function name the gateway's web search is offered (and its earlier searches
-    shown) under, beside the model-visible names ``taken`` by a request's other tools:
-    ``web_search``, else ``gateway_web_search`` (numbered from ``_2`` while that is taken
-    too), so a client's tool is never replaced or shadowed by it."""
-    if WEB_SEARCH_FUNCTION not in taken:
-        return WEB_SEARCH_FUNCTION
-    name, number = _SEARCH_APART, 1
+def apart_name(usual: str, taken: Container[str]) -> str:
+    """The function name a gateway tool of the ``usual`` name is offered by beside the
+    model-visible names ``taken``: ``usual``, else ``gateway_<usual>`` (numbered from
+    ``_2`` while that is taken too; respelled, as :func:`safe_name` does, past the length
+    strict model APIs take), so no other tool is replaced or shadowed by it."""
+    if usual not in taken:
+        return usual
+    name, number = safe_name(_APART + usual, FUNCTION_NAME_LENGTH), 1
     while name in taken:
         number += 1
-        name = f"{_SEARCH_APART}_{number}"
+        name = safe_name(f"{_APART}{usual}_{number}", FUNCTION_NAME_LENGTH)
     return name
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayNames:
+    """The names a request's gateway tools are offered by, for the calls of earlier turns
+    (:func:`.history.model_items`): each offered tool's by its usual name, and any other's
+    (a tool no longer offered) as :func:`apart_name` would offer it beside the names
+    ``taken``. Built by :meth:`.catalog.Catalog.names`."""
+
+    offered: Mapping[str, str] = field(default_factory=dict)
+    """Usual name -> offered name, for every gateway tool offered."""
+    taken: frozenset[str] = frozenset()
+    """Every model-visible name of the request's tools."""
+
+    def of(self, usual: str) -> str:
+        """The name the gateway tool of the ``usual`` name is (or would be) offered by."""
+        found = self.offered.get(usual)
+        return found if found is not None else apart_name(usual, self.taken)

@@ -95,8 +95,7 @@ class ToolSession:
         """Offer web search (citing the searches of the turn this response continues) and
         every declared MCP server's tools."""
         if self._toolset.web_search is not None:
-            declared = self._toolset.web_search.declared
-            self.catalog.add(web_search.entry(declared, self.catalog.search_name()))
+            self.catalog.add(web_search.entry(self._toolset.web_search.declared))
             self.sources.extend(web_search.turn_sources(context))
         if self._toolset.mcp:
             await self._discovered().offer(context, self.catalog)
@@ -138,7 +137,9 @@ class ToolSession:
         """A model's call of a function this request does not offer, named as a declared
         MCP server's tool: an entry whose call fails without running
         (:meth:`.Discovery.unoffered`)."""
-        return self._discovered().unoffered(name) if self._toolset.mcp else None
+        if not self._toolset.mcp:
+            return None
+        return self._discovered().unoffered(name, self.catalog.names())
 
     def _discovered(self) -> Discovery:
         if self._discovery is None:

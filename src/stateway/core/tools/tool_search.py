@@ -3,7 +3,8 @@ gateway's own search over a request's deferred tools.
 
 A request that declares ``{"type": "tool_search"}`` may mark functions (or namespaces, or a
 namespace's members) ``defer_loading: true``; the catalog holds those back until a search
-loads them. The model sees one function, ``tool_search``, whose description names what is
+loads them. The model sees one function, ``tool_search`` (``gateway_tool_search`` beside a
+client's function of that name: :meth:`.catalog.Catalog.add`), whose description names what is
 searchable (as hosted, a deferred tool's name and description stay visible; its parameters
 do not).
 
@@ -27,7 +28,7 @@ import orjson
 from stateway.core.ids import new_id
 from stateway.core.items import TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT, Item
 from stateway.core.tools.catalog import NAMESPACE, Entry, search_execution
-from stateway.core.tools.history import TOOL_SEARCH_FUNCTION
+from stateway.core.tools.model_names import TOOL_SEARCH_FUNCTION
 from stateway.core.tools.ports import ToolFailure
 
 PARAMETERS: Final[Item] = {

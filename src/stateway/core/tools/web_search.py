@@ -119,10 +119,10 @@ def domain_scope(raw: str) -> tuple[str, str]:
     return host, path.rstrip("*").rstrip("/")
 
 
-def entry(declared: Item, name: str = WEB_SEARCH_FUNCTION) -> Entry:
-    """The gateway's search offered as the function ``name``
-    (:meth:`~.catalog.Catalog.search_name`)."""
-    return Entry(kind="web_search", function={**FUNCTION, "name": name}, tool=declared)
+def entry(declared: Item) -> Entry:
+    """The gateway's search, as the function ``web_search`` (offered apart beside a tool
+    of that name: :meth:`~.catalog.Catalog.add`)."""
+    return Entry(kind="web_search", function=FUNCTION, tool=declared)
 
 
 def call_item() -> Item:

@@ -97,8 +97,7 @@ def _decode(tool: Any, path: str, seen: set[str], decoded: list[Item]) -> None:
         search = decode_tool_search(tool, path)
         if any(t.get("type") == TOOL_SEARCH for t in decoded):
             return  # declared again (say, in an additional_tools item): the first counts
-        claim_name(seen, TOOL_SEARCH, f"{path}.type")
-        decoded.append(search)
+        decoded.append(search)  # no function: one of its name is the client's own
     elif kind in shell.TOOL_TYPES:
         claim_name(seen, kind, f"{path}.type")  # offered as the function of that name
         decoded.append(_passed_through(tool, path))
