@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,10 @@ from stateway.core.token_estimate import (
     estimate_tokens,
     item_tokens,
 )
-from tests.core.fakes import MemoryStore, ScriptedBackend
+from stateway.core.tools.model_names import model_name
+from stateway.core.tools.toolset import GatewayTools
+from tests.core.fakes import FakeSearch, MemoryStore, ScriptedBackend
+from tests.core.tools.test_tool_loop import ADD, BOOM, MCP_TOOL, SLOW, Setup, answer
 
 USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x" * 400}]}
 TOOL = {"type": "function", "name": "f", "parameters": {"type": "object"}}
@@ -163,3 +167,90 @@ def test_a_text_file_counts_its_text_not_its_base64() -> None:
     read = {"type": "message", "role": "user", "content": [text, document]}
     bare = estimate_context(None, [plain], [])
     assert bare + 10_000 <= estimate_context(None, [read], []) <= bare + 10_020
+
+
+# -- the gateway's tools, counted as a run offers them ------------------------------------
+
+SEARCH = {"type": "web_search"}
+MINE = {"type": "function", "name": "web_search", "parameters": {"type": "object"}}
+
+
+async def counted_request(setup: Setup, tools: list[Any], **fields: Any) -> InferenceRequest:
+    """What a count of ``tools`` asks the backend (or estimates) with."""
+    settings = GenerationSettings(tools=tools, **fields.pop("settings", {}))
+    count = CountTokens(CreateResponse("m", [USER], settings=settings, **fields))
+    await setup.gateway.execute(Principal(), count)
+    return setup.backend.counted[-1]
+
+
+def names(request: InferenceRequest) -> list[str]:
+    return [tool["name"] for tool in request.tools]
+
+
+async def test_the_gateways_web_search_is_counted_under_the_name_a_run_offers_it_by() -> None:
+    setup = Setup([answer()], search=FakeSearch([]))
+    assert names(await counted_request(setup, [SEARCH])) == ["web_search"]
+    beside = await counted_request(setup, [SEARCH, MINE])
+    assert names(beside) == ["web_search", "gateway_web_search"]
+    assert beside.names.of("web_search") == "gateway_web_search"
+
+
+async def test_the_gateways_tool_search_is_counted_and_what_it_defers_is_not() -> None:
+    setup = Setup([answer()])
+    weather = {"type": "function", "name": "get_weather", "defer_loading": True}
+    assert names(await counted_request(setup, [TOOL, weather, {"type": "tool_search"}])) == [
+        "f",
+        "tool_search",
+    ]
+
+
+async def test_mcp_tools_are_counted_as_the_chains_listing_shows_them_and_never_listed() -> None:
+    """A count asks no MCP server: a first turn's servers are not counted (a run would list
+    them first); a later turn's are, as the listing it would reuse shows them."""
+    setup = Setup([answer()])
+    assert names(await counted_request(setup, [TOOL, MCP_TOOL])) == ["f"]
+    assert setup.mcp.listed == []
+    first = await setup.create([MCP_TOOL])
+    listings = len(setup.mcp.listed)
+    later = await counted_request(setup, [TOOL, MCP_TOOL], previous_response_id=first.id)
+    assert names(later) == ["f", *(model_name(t.name, "docs") for t in (ADD, SLOW, BOOM))]
+    assert len(setup.mcp.listed) == listings
+    allowed = {**MCP_TOOL, "allowed_tools": ["add"]}
+    narrower = await counted_request(setup, [allowed], previous_response_id=first.id)
+    assert names(narrower) == ["docs__add"]
+
+
+async def test_an_allowed_tools_choice_narrows_what_is_counted_as_it_narrows_a_run() -> None:
+    setup = Setup([answer()])
+    other = {"type": "function", "name": "g", "parameters": {"type": "object"}}
+    choice = {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "g"}]}
+    request = await counted_request(setup, [TOOL, other], settings={"tool_choice": choice})
+    assert (names(request), request.tool_choice) == (["g"], "auto")
+
+
+async def test_a_count_with_hidden_rounds_takes_the_routes_gateway_tools() -> None:
+    """A Chat or Messages count (``hidden_rounds``) is sent the backend's ``gateway_tools``
+    as a run of it is."""
+    store = MemoryStore()
+    backend = ScriptedBackend([Finish("stop")])
+    tools = GatewayTools(search=FakeSearch([]))
+    offered = tools.resolve([SEARCH], trusted=True)
+    entry = BackendEntry(backend, {}, catch_all=True, gateway_tools=offered)
+    gateway = Gateway(store, Router([entry]), Loop(store, tools=tools), RunRegistry())
+    count = CountTokens(CreateResponse("m", [USER], store=False, hidden_rounds=True))
+    await gateway.execute(Principal(), count)
+    assert names(backend.counted[-1]) == ["web_search"]
+
+
+async def test_the_tools_an_earlier_search_loaded_are_counted() -> None:
+    setup = Setup([answer()])
+    searched = {"type": "tool_search_call", "call_id": "c1", "execution": "client"}
+    searched |= {"status": "completed", "arguments": {"query": "orders"}}
+    lookup = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+    found = {"type": "tool_search_output", "call_id": "c1", "execution": "client"}
+    found |= {"status": "completed", "tools": [lookup]}
+    client_search = {"type": "tool_search", "execution": "client"}
+    settings = GenerationSettings(tools=[TOOL, client_search])
+    count = CountTokens(CreateResponse("m", [USER, searched, found], settings=settings))
+    await setup.gateway.execute(Principal(), count)
+    assert names(setup.backend.counted[-1]) == ["f", "lookup", "tool_search"]

@@ -47,9 +47,9 @@ from stateway.core.stages.chain import before_planning
 from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
 from stateway.core.threads import check_continued, thread_items
 from stateway.core.token_estimate import estimate_tokens
-from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.choice import check_tool_choice, context_tools, names_tools
-from stateway.core.tools.toolset import Toolset
+from stateway.core.tools.session import counted_catalog
+from stateway.core.tools.toolset import GatewayTools, Toolset
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +114,7 @@ class RunStarter:
             )
             shaped = await before_planning(route.stages, route.name, command, first_turn=first)
             hints = shaped.hints
-        toolset = loop.tools.resolve(command.settings.tools)
-        if command.hidden_rounds and route.gateway_tools is not None:
-            toolset = toolset.joined(route.gateway_tools)
+        toolset = _toolset(loop.tools, route, command)
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
         plan, context = await self._plan(principal, command, router, route, toolset, conversation)
@@ -288,7 +286,7 @@ class RunStarter:
         can, else estimated; checked as a run would be, but nothing runs or is stored."""
         router = generation.router
         route = router.resolve(command.model)
-        toolset = generation.loop.tools.resolve(command.settings.tools)
+        toolset = _toolset(generation.loop.tools, route, command)
         conversation = None
         if command.conversation_id is not None:
             conversations = self._conversations("conversation")
@@ -301,15 +299,20 @@ class RunStarter:
         candidate = plan.order()[0]
         window = candidate.capabilities.context_window  # the context it would be sent
         context = self._compaction.fitted(principal.tenant_id, command, window, context)
-        catalog = Catalog(toolset.client)
+        policy = generation.loop.tools.policy
+        catalog = counted_catalog(toolset, context, policy.max_discovered_tools)
+        # as a run's first round: the choice first, as it may narrow the tools offered
+        choice = toolset.native_choice(settings.tool_choice) or catalog.model_choice(
+            settings.tool_choice
+        )
         request = InferenceRequest(
             model=candidate.model,
             instructions=command.instructions,
             items=context,
             settings=command.settings,
             stream=False,
-            tools=catalog.model_tools(),
-            tool_choice=catalog.model_choice(command.settings.tool_choice),
+            tools=catalog.model_tools(choice=choice),
+            tool_choice=choice,
             native_tools=toolset.native,
             names=catalog.names(),
         )
@@ -354,6 +357,15 @@ class RunStarter:
 Journal = Literal["stored", "on_demand"] | None
 """A streamed run's journal: none, its log stored as it runs (a command id's retry may
 replay it), or stored only if a watcher keeps it (:attr:`CreateResponse.journaled`)."""
+
+
+def _toolset(tools: GatewayTools, route: Route, command: CreateResponse) -> Toolset:
+    """The request's tools, resolved; with the route's ``gateway_tools`` for a client that
+    cannot declare them (``hidden_rounds``: Chat Completions, Messages)."""
+    toolset = tools.resolve(command.settings.tools)
+    if command.hidden_rounds and route.gateway_tools is not None:
+        toolset = toolset.joined(route.gateway_tools)
+    return toolset
 
 
 def _check_continued_choice(

@@ -20,10 +20,14 @@ only that a listing in the context is not fetched again; this rule is the gatewa
 Discovery also knows every tool a declared server listed, or an earlier turn called, so a
 model's call of one the request does not offer fails by that name
 (:meth:`Discovery.unoffered`) instead of being taken for a client's call.
+
+A token count offers what the chain's listings show, asking no server
+(:func:`listed_entries`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from stateway.core import events as ev
@@ -68,7 +72,7 @@ class Discovery:
                 label, name = item.get("server_label"), item.get("name")
                 if label in labels and isinstance(name, str):
                     self._known.append((label, name))
-        budget = self._tools.policy.max_discovered_tools
+        shown: dict[str, list[McpTool]] = {}
         for binding in self._toolset.mcp:
             listing = earlier.get(binding.label)
             if binding.label in found:
@@ -76,10 +80,10 @@ class Discovery:
             else:  # reused, or listed again in vain: what the chain's listing shows
                 tools = listing.tools if listing is not None else []
             self._known += [(binding.label, tool.name) for tool in tools]
-            offered = binding.offered(tools)
-            for entry in mcp.entries(binding, offered[:budget]):
-                catalog.add(entry)
-            budget = max(0, budget - len(offered))
+            shown[binding.label] = tools
+        budget = self._tools.policy.max_discovered_tools
+        for entry in _entries(self._toolset.mcp, shown, budget):
+            catalog.add(entry)
 
     async def _list(self, bindings: list[McpBinding]) -> dict[str, list[McpTool]]:
         """Each server's tools, all it lists, by label (a server that failed to list them
@@ -139,6 +143,27 @@ class Discovery:
             if name.startswith(prefix) and len(name) > len(prefix):
                 return mcp.refused(binding.label, name[len(prefix) :], declared=True)
         return None
+
+
+def listed_entries(context: list[Item], bindings: list[McpBinding], budget: int) -> list[Entry]:
+    """The entries a response would offer of ``bindings``' tools as the last listings in
+    ``context`` show them, asking no server (a server no turn listed: none), within
+    ``budget`` offered tools: what a token count can know of them."""
+    shown = {label: listing.tools for label, listing in _listed(context).items()}
+    return _entries(bindings, shown, budget)
+
+
+def _entries(
+    bindings: list[McpBinding], shown: Mapping[str, list[McpTool]], budget: int
+) -> list[Entry]:
+    """Each binding's tools among those ``shown`` by its label that it offers, in the order
+    the servers are declared, within one budget of ``budget`` offered tools."""
+    out: list[Entry] = []
+    for binding in bindings:
+        offered = binding.offered(shown.get(binding.label, []))
+        out += mcp.entries(binding, offered[:budget])
+        budget = max(0, budget - len(offered))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,9 @@ within them, and emits their items and lifecycle events into the run's stream
 (:mod:`.open_items`):
 
 - Discovery (:mod:`.discovery`): each declared MCP server's tools, listed once per chain,
-  and web search, offered in the catalog before the first round.
+  offered in the catalog before the first round, after the client's tools, the tool
+  search and the web search (:func:`known_catalog`). A token count's catalog
+  (:func:`counted_catalog`) is the same but for the servers no earlier turn listed.
 - Calls: the assembler opens a gateway call's item as the model streams it
   (:meth:`~ToolSession.open_call`); :meth:`~ToolSession.run` executes the round's calls
   (:mod:`.invocations`) under the executor's permits and timeouts and closes each item,
@@ -22,6 +24,8 @@ within them, and emits their items and lifecycle events into the run's stream
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from stateway.core import events as ev
 from stateway.core.ids import new_id
 from stateway.core.items import (
@@ -35,8 +39,8 @@ from stateway.core.items import (
 from stateway.core.telemetry import Telemetry
 from stateway.core.tools import mcp, tool_search, web_search
 from stateway.core.tools.approvals import approved, approved_entry
-from stateway.core.tools.catalog import Catalog, Entry
-from stateway.core.tools.discovery import Discovery
+from stateway.core.tools.catalog import Catalog, Entry, with_context_tools
+from stateway.core.tools.discovery import Discovery, listed_entries
 from stateway.core.tools.executor import Executor, Outcome
 from stateway.core.tools.invocations import Invocations, PendingCall
 from stateway.core.tools.open_items import Emit, OpenItems
@@ -44,6 +48,31 @@ from stateway.core.tools.ports import GATEWAY_REFUSED, INVALID_PARAMS, ToolError
 from stateway.core.tools.toolset import GatewayTools, Toolset
 
 MAX_TOOL_CALLS = "The response reached its max_tool_calls limit; this call was not run."
+
+
+def known_catalog(toolset: Toolset) -> Catalog:
+    """A response's catalog before any MCP server's tools join it: the client's tools
+    (deferred ones held back when a tool search is declared), the tool search, the web
+    search; each gateway tool apart from a client's of its name (:meth:`Catalog.add`)."""
+    catalog = Catalog(toolset.client, defer=toolset.tool_search is not None)
+    if toolset.tool_search is not None:
+        catalog.add(tool_search.entry(toolset.tool_search, catalog.deferred(), catalog.namespaces))
+    if toolset.web_search is not None:
+        catalog.add(web_search.entry(toolset.web_search.declared))
+    return catalog
+
+
+def counted_catalog(toolset: Toolset, context: list[Item], max_discovered_tools: int) -> Catalog:
+    """What a response's first round would offer, as far as it is known without asking
+    anything (``/input_tokens``): the tools of earlier turns in ``context`` among the
+    client's, and a declared MCP server's tools as the chain's last listing shows them. A
+    server no turn listed yet adds none: a run would list it first, which a count does not
+    (a round trip to each server for every count)."""
+    client = with_context_tools(toolset.client, context)
+    catalog = known_catalog(replace(toolset, client=client))
+    for entry in listed_entries(context, toolset.mcp, max_discovered_tools):
+        catalog.add(entry)
+    return catalog
 
 
 class ToolSession:
@@ -66,13 +95,7 @@ class ToolSession:
         self._executor = Executor(
             timeout=policy.timeout, max_concurrent=policy.max_concurrent_calls, telemetry=telemetry
         )
-        self.catalog = Catalog(toolset.client, defer=toolset.tool_search is not None)
-        if toolset.tool_search is not None:
-            self.catalog.add(
-                tool_search.entry(
-                    toolset.tool_search, self.catalog.deferred(), self.catalog.namespaces
-                )
-            )
+        self.catalog = known_catalog(toolset)
         self.sources: list[Item] = []
         """Every web search result of this response, for citations."""
         self.calls_made = 0
@@ -92,10 +115,9 @@ class ToolSession:
     # -- before the first round ------------------------------------------------------
 
     async def prepare(self, context: list[Item]) -> None:
-        """Offer web search (citing the searches of the turn this response continues) and
-        every declared MCP server's tools."""
+        """Offer every declared MCP server's tools; cite the searches of the turn this
+        response continues."""
         if self._toolset.web_search is not None:
-            self.catalog.add(web_search.entry(self._toolset.web_search.declared))
             self.sources.extend(web_search.turn_sources(context))
         if self._toolset.mcp:
             await self._discovered().offer(context, self.catalog)
