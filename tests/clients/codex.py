@@ -57,6 +57,11 @@ class CodexRun:
             if request["method"] == "POST" and request["path"] == "/v1/responses"
         ]
 
+    @property
+    def thread_id(self) -> str:
+        """The session's id (``thread.started``), which ``resume`` names."""
+        return next(e["thread_id"] for e in self.events if e.get("type") == "thread.started")
+
     def describe(self) -> str:
         """Everything a failure message needs."""
         lines = [json.dumps(event) for event in self.events]
@@ -75,13 +80,17 @@ def run_codex(
     config: tuple[str, ...] = (),
     images: tuple[Path, ...] = (),
     stream_retries: int = 0,
+    keep: bool = False,
+    resume: str | None = None,
 ) -> CodexRun:
     """``codex exec`` one prompt; ``model`` None keeps Codex's built-in default model;
     ``websockets``: the provider ``supports_websockets`` (Codex's WebSocket mode);
     ``provider_name``: the provider's ``name`` (``OpenAI`` turns on Codex's remote
     compaction); ``config``: more ``-c KEY=VALUE`` settings; ``images``: files attached
     to the prompt (``--image``); ``stream_retries``: the provider's ``stream_max_retries``
-    (how often Codex resends a turn whose stream failed)."""
+    (how often Codex resends a turn whose stream failed); ``keep``: the session is recorded
+    (no ``--ephemeral``), for a later run in the same ``workdir`` to ``resume`` by its
+    :attr:`CodexRun.thread_id` (``codex exec resume``; that run is recorded too)."""
     home = workdir / "codex-home"
     home.mkdir(exist_ok=True)
     provider = (
@@ -89,7 +98,9 @@ def run_codex(
         f'env_key="GW_API_KEY",request_max_retries=0,stream_max_retries={stream_retries}'
         + (",supports_websockets=true}" if websockets else "}")
     )
-    command = [str(binary), "exec", "--json", "--skip-git-repo-check", "--ephemeral"]
+    command = [str(binary), "exec", "--json", "--skip-git-repo-check"]
+    if not (keep or resume):
+        command.append("--ephemeral")
     command += ["--dangerously-bypass-approvals-and-sandbox"]
     command += ["-c", "model_provider=gw", "-c", f"model_providers.gw={provider}"]
     command += ["-c", "analytics.enabled=false", "-c", "features.plugins=false"]
@@ -97,6 +108,8 @@ def run_codex(
         command += ["-c", f"model={model}"]
     for setting in config:
         command += ["-c", setting]
+    if resume is not None:  # before the images: resume takes its own --image
+        command += ["resume", resume]
     for image in images:
         command += ["--image", str(image)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_ENV)}

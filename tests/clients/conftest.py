@@ -75,6 +75,19 @@ def text_only_gateway(
 
 
 @pytest.fixture(scope="session")
+def vllm_gateway(
+    namespace: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OfflineGateway]:
+    """The gateway over a Chat upstream naming reasoning as vLLM does now
+    (``--reasoning-field reasoning``: written as ``reasoning``, and read back from an
+    assistant message's ``reasoning`` only)."""
+    directory = tmp_path_factory.mktemp("gateway-vllm")
+    options = (*STRICT_TEMPLATE, "--reasoning-field", "reasoning")
+    with offline_gateway(namespace, "chat", directory, fake_options=options) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
 def codex_binary(namespace: str) -> Path:
     """Installed only where the offline namespace can be made: no download for tests that
     would skip anyway."""

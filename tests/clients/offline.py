@@ -107,6 +107,8 @@ class OfflineGateway:
     requests_log: Path
     """What clients sent: one JSON line per request (see ``recording_hop``)."""
     gateway_log: Path
+    upstream: str
+    """The fake upstream's ``http://127.0.0.1:PORT/v1``, reachable inside the namespace only."""
 
     def requests_since(self, offset: int) -> list[dict[str, Any]]:
         """The requests recorded after byte ``offset`` of the log, each with the status of
@@ -117,6 +119,28 @@ class OfflineGateway:
 
     def log_size(self) -> int:
         return self.requests_log.stat().st_size
+
+    def take_upstream_requests(self) -> list[dict[str, Any]]:
+        """What the gateway sent the fake upstream since the last take (its generation
+        requests, each ``{"path", "body", "headers"}``: ``GET /_fake/requests``), which
+        the fake then forgets; asked from inside the namespace."""
+        url = self.upstream.removesuffix("/v1") + "/_fake/requests"
+        result = subprocess.run(
+            inside(self.namespace, [sys.executable, "-c", _TAKE_REQUESTS, url]),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        taken: list[dict[str, Any]] = json.loads(result.stdout)["data"]
+        return taken
+
+
+_TAKE_REQUESTS = (
+    "import sys, urllib.request as r; "
+    "sys.stdout.write(r.urlopen(sys.argv[1]).read().decode()); "
+    "r.urlopen(r.Request(sys.argv[1], method='DELETE')).close()"
+)
 
 
 @contextmanager
@@ -163,7 +187,7 @@ def offline_gateway(
         )
         hop_command = [python, str(_HOP), gateway.url, str(requests_log)]
         hop = stack.enter_context(launch(inside(namespace, hop_command), HOP_ANNOUNCEMENT))
-        yield OfflineGateway(namespace, hop.url, requests_log, gateway_log)
+        yield OfflineGateway(namespace, hop.url, requests_log, gateway_log, fake.url)
 
 
 class GatewayPool:
