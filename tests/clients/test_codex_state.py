@@ -2,7 +2,8 @@
 reasoning (``include: ["reasoning.encrypted_content"]`` with ``store: false``; shown as
 summaries when it asks for them) and its remote compaction (the ``compaction_trigger``
 item, with a provider named ``OpenAI``).
-Codex resends everything it keeps each time, sealed by the gateway."""
+Codex resends everything it keeps each time, sealed by the gateway (also to resume a
+session), or continues its socket's last response in WebSocket mode."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from stateway.core.compaction.prompt import SUMMARY_PREFIX
 from stateway.fake_upstream.plan import SUMMARY_HEADING
-from tests.clients.codex import run_codex
+from tests.clients.codex import CodexRun, run_codex
 from tests.clients.offline import OfflineGateway
 
 pytestmark = pytest.mark.clients
@@ -55,6 +56,60 @@ def test_the_models_reasoning_comes_back_sealed_and_reaches_the_model_again(
         "reasoning: plan-xyz",
         f"assistant->exec_command({call})",
     ]
+
+
+@pytest.mark.parametrize("websockets", [False, True], ids=["sse", "websocket"])
+def test_a_vllm_models_reasoning_reaches_it_again_in_the_next_round_and_a_resumed_session(
+    codex_binary: Path, vllm_gateway: OfflineGateway, tmp_path: Path, websockets: bool
+) -> None:
+    """Over current vLLM's wire (reasoning written as ``reasoning``, read back from that
+    field only) the model thinks, runs Codex's shell tool, thinks again and answers; then
+    ``codex exec resume`` asks again. Codex shows each thought (its summary), its effort
+    reaches vLLM as ``reasoning_effort``, and the model (``[[tail]]``) is shown each
+    earlier thought once, before what followed it: in the next round (over the socket,
+    from its last response) and in the resumed session (from the sealed items Codex sends
+    back)."""
+    call = json.dumps({"cmd": COMMAND})
+    first = f"Run it [[reason:plan-xyz]] [[tail:3]] [[tool:exec_command:{call}]]"
+    then = "Again [[reason:plan-two]] [[tail:6]]"
+    config = ('model_reasoning_summary="auto"', 'model_reasoning_effort="high"')
+    call_round = f"reasoning: plan-xyz\nassistant->exec_command({call})\n"
+    vllm_gateway.take_upstream_requests()  # forget an earlier test's
+
+    def codex(prompt: str, resume: str | None = None) -> CodexRun:
+        run = run_codex(
+            codex_binary,
+            vllm_gateway,
+            prompt,
+            "gpt-5.5",
+            tmp_path,
+            websockets=websockets,
+            config=config,
+            keep=True,
+            resume=resume,
+        )
+        assert run.returncode == 0, f"{run.describe()}\n{vllm_gateway.gateway_log.read_text()}"
+        assert bool(run.bodies()) is not websockets, run.requests  # no HTTP fallback
+        return run
+
+    ran = codex(first)
+    assert [item["text"] for item in ran.items("reasoning")] == ["plan-xyz", "plan-xyz"]
+    [answer] = ran.items("agent_message")
+    assert answer["text"].startswith(call_round), answer
+    assert OUTPUT in answer["text"]
+
+    resumed = codex(then, ran.thread_id)
+    assert [item["text"] for item in resumed.items("reasoning")] == ["plan-two"]
+    [again] = resumed.items("agent_message")
+    seen = again["text"]  # the call's round, the answer's (which quotes the first), the ask
+    assert seen.startswith(call_round), seen
+    assert "\nreasoning: plan-xyz\nassistant: reasoning: plan-xyz\n" in seen, seen
+    assert seen.count("reasoning: plan-xyz") == 3, seen
+    assert seen.endswith(f"\nuser: {then}"), seen
+    sent = vllm_gateway.take_upstream_requests()
+    assert [(r["path"], r["body"]["reasoning_effort"]) for r in sent] == [
+        ("/v1/chat/completions", "high")
+    ] * 3
 
 
 def test_codex_shows_the_models_reasoning_when_it_asks_for_summaries(
