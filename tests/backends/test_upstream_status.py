@@ -350,6 +350,32 @@ def test_lm_studio_s_context_refusal_is_recognised_by_its_wording(body: dict[str
     assert (reported.status, reported.code) == (400, "context_length_exceeded")
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"message": LLAMA_CPP_TOO_LONG["message"], "code": "context_length_exceeded"},
+        {
+            "message": "This model's maximum context length is 8192 tokens. However, your "
+            "request has 13392 input tokens.",
+            "type": "invalid_request_error",
+        },
+    ],
+)
+def test_a_413_that_refuses_the_context_is_a_context_refusal(error: dict[str, Any]) -> None:
+    """Some proxies and model servers answer a prompt over the window with a 413: what it
+    refuses decides, as for any other 4xx (a 400 ``context_length_exceeded`` naming
+    ``input``, with the numbers it says), not the status of a body over a size limit."""
+    refused = classify_reply(413, orjson.dumps({"error": error}), "up", str)
+    assert (refused.status, refused.code, refused.param) == (
+        400,
+        "context_length_exceeded",
+        "input",
+    )
+    if "maximum context length" in str(error["message"]):
+        assert isinstance(refused, UpstreamContextTooLong)
+        assert (refused.tokens, refused.window) == (13392, 8192)
+
+
 def test_a_reported_request_too_large_is_a_413() -> None:
     """Anthropic's type for a body over its size limit names its status, 413."""
     error = {"type": "request_too_large", "message": "Request exceeds the maximum size"}

@@ -9,7 +9,8 @@ upstream   client
            client's: a 402 is its payment, as OpenRouter and Anthropic refuse one)
 404        404, the upstream's code or ``model_not_found``
 413        413, the upstream's code or ``request_too_large`` (a body over the server's
-           size limit, as hosted OpenAI and Anthropic refuse one)
+           size limit, as hosted OpenAI and Anthropic refuse one); a context refusal
+           (some proxies answer one with a 413) as any 4xx's, below
 408, 504   504 ``upstream_timeout``
 429        429, the upstream's code or ``rate_limit_exceeded``, with its ``Retry-After``;
            typed ``tokens`` when its words say tokens ran out, else ``requests``
@@ -228,7 +229,7 @@ def _by_status(
         return limited
     if status == 404:
         return UpstreamRejected(detail, status=404, code=code or "model_not_found")
-    if status == REQUEST_TOO_LARGE:
+    if status == REQUEST_TOO_LARGE and code != CONTEXT_LENGTH_EXCEEDED:
         return UpstreamRejected(detail, status=413, code=code or RequestTooLarge.code)
     if status in (408, 504):
         return UpstreamTimeout(detail)
