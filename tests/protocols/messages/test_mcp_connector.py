@@ -195,6 +195,19 @@ def test_a_toolset_keeps_within_the_servers_own_allowed_tools_and_order_does_not
     assert [(t["server_label"], t.get("allowed_tools")) for t in tools] == [("calc", ["add"])]
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["http://mcp.test:99999/mcp", "http://[mcp.test/mcp", "https://mcp.test/m cp", "mcp.test"],
+)
+def test_a_server_url_that_is_no_http_url_is_refused_by_its_field(url: str) -> None:
+    """Named as the Messages wire names it (``mcp_servers.N.url``), not as the ``mcp``
+    tool it becomes (``server_url``), which this client never sent."""
+    error = refused(body(mcp_servers=[SERVER, SERVER | {"name": "docs", "url": url}]))
+    assert (error.code, error.param) == ("invalid_value", "mcp_servers.1.url")
+    assert error.message.startswith("mcp_servers.1.url: ")
+    assert "server_url" not in error.message
+
+
 def test_connector_errors_say_what_is_wrong() -> None:
     twice = refused(body(mcp_servers=[SERVER, SERVER]))
     assert (twice.code, twice.message) == (

@@ -137,7 +137,7 @@ def server_url_of(tool: Item, path: str) -> str | None:
     (which the URL parser would drop and the HTTP client refuse), is a 400 naming it: the
     allow-list is asked only about URLs the MCP client can reach as written."""
     url: str | None = tool.get("server_url")
-    if url is None or _http_url(url):
+    if url is None or http_url(url):
         return url
     raise InvalidRequest(
         "Invalid 'server_url': expected an http:// or https:// URL with a host (and a port "
@@ -147,7 +147,9 @@ def server_url_of(tool: Item, path: str) -> str | None:
     )
 
 
-def _http_url(url: str) -> bool:
+def http_url(url: str) -> bool:
+    """Whether ``url`` is one an MCP server may be reached at (:func:`server_url_of`'s
+    rule, which a protocol naming the field otherwise checks by it too)."""
     if any(char <= " " or char == "\x7f" for char in url):
         return False
     try:

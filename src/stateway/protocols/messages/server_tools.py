@@ -31,6 +31,7 @@ import orjson
 from stateway.core.items import MCP_CALL, WEB_SEARCH_CALL, Item
 from stateway.core.response import ResponseState
 from stateway.core.tools import web_search
+from stateway.core.tools.mcp_binding import http_url
 from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.request import (
     McpServerParam,
@@ -66,6 +67,12 @@ def mcp_tools(servers: list[McpServerParam], toolsets: dict[str, McpToolsetParam
                 f"MCP server names must be unique; '{server.name}' is given twice.",
             )
         names.add(server.name)
+        if not http_url(server.url):  # the core's check would name its server_url
+            raise field_error(
+                f"mcp_servers.{index}.url",
+                "expected an http:// or https:// URL with a host (and a port from 0 to "
+                "65535), without whitespace.",
+            )
         configuration = server.tool_configuration
         if configuration is not None and configuration.enabled is False:
             continue
