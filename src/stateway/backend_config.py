@@ -12,6 +12,9 @@ from stateway.config_section import Section
 from stateway.core.headers import is_header_name, is_header_value
 from stateway.tool_config import checked_gateway_tools
 
+ReasoningField = Literal["reasoning_content", "reasoning"]
+_BOTH_FIELDS: tuple[ReasoningField, ...] = ("reasoning_content", "reasoning")
+
 
 class BackendConfig(Section):
     name: str = Field(min_length=1)
@@ -35,6 +38,11 @@ class BackendConfig(Section):
     """Chat upstreams: the ``reasoning_effort`` levels the server takes (vLLM before the
     OpenAI SDK's wider set: ``low``, ``medium``, ``high``); another is sent at the nearest
     one (:mod:`stateway.backends.reasoning_efforts`). Default: every effort as asked."""
+    reasoning_fields: list[ReasoningField] = Field(default_factory=lambda: [*_BOTH_FIELDS])
+    """Chat upstreams: the assistant message fields a model's earlier reasoning is sent
+    back in. Default both: llama.cpp and SGLang read ``reasoning_content``, current vLLM
+    only ``reasoning``, each ignoring the other. A server that refuses one (Cerebras
+    refuses ``reasoning_content``) gets the other; ``[]`` leaves earlier reasoning out."""
     anthropic_version: str = Field(default="2023-06-01", min_length=1)
     """Anthropic upstreams: the ``anthropic-version`` header sent on every call."""
     default_max_tokens: int = Field(default=4096, ge=1)

@@ -43,6 +43,7 @@ BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
         config.guided_decoding,
         alternate_roles=config.alternate_roles,
         reasoning_efforts=tuple(config.reasoning_efforts or ()),
+        reasoning_fields=tuple(config.reasoning_fields),
         cache_salted=config.cache_salt is not None,
     ),
     "responses": lambda client, config: OpenAIResponsesBackend(

@@ -2,10 +2,11 @@
 ``messages``, settings to the body's fields (:func:`to_upstream`), as the Chat backend
 (:mod:`stateway.backends.openai_chat`) sends it and a tokenizer counts it.
 
-Reasoning items ride on the next assistant message as ``reasoning_content`` and as
-``reasoning`` (:data:`REASONING_FIELDS`; several before one assistant message share it, a
-blank line between them); consecutive function
-calls join one assistant message's ``tool_calls``; a function call's output is a
+Reasoning items ride on the next assistant message, by default as both
+``reasoning_content`` and ``reasoning`` (:data:`REASONING_FIELDS`; a backend's
+``reasoning_fields`` chooses; several before one assistant message share it, a blank line
+between them); consecutive function calls join one assistant message's ``tool_calls``; a
+function call's output is a
 ``role: "tool"`` message (text only: images the output holds follow the round's tool
 messages in one user message, each group labelled with its call id). System messages
 lead, joined into one; later ones become user reminders
@@ -15,7 +16,7 @@ at its nearest level (``efforts``: :mod:`stateway.backends.reasoning_efforts`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from stateway.backends.chat_system_messages import merge_user_turns, place_system_messages
@@ -28,6 +29,11 @@ from stateway.core.tools.history import model_items
 
 TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text", "refusal", "summary_text"})
 """The content parts a Chat message carries as text."""
+REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
+"""Where an assistant message's reasoning goes back by default: llama.cpp and SGLang read
+``reasoning_content``, vLLM only ``reasoning`` (since vllm-project/vllm#33402 dropped
+``reasoning_content``), and each ignores the other; a server that refuses one of them
+(Cerebras refuses ``reasoning_content``) is configured to get the other, or neither."""
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
@@ -37,11 +43,13 @@ def to_upstream(
     *,
     alternate_roles: bool = False,
     efforts: Mapping[str, str] | None = None,
+    reasoning_fields: Sequence[str] = REASONING_FIELDS,
 ) -> dict[str, Any]:
     """The Chat Completions body of ``request``; ``efforts``: the level each effort the
-    server does not take is sent at (:func:`effort_levels`)."""
+    server does not take is sent at (:func:`effort_levels`); ``reasoning_fields``: the
+    assistant message fields earlier reasoning goes back in (none: it is left out)."""
     settings = request.settings
-    messages = _messages(request)
+    messages = _messages(request, reasoning_fields)
     if alternate_roles:
         messages = merge_user_turns(messages)
     body: dict[str, Any] = {"model": request.model, "messages": messages}
@@ -91,7 +99,7 @@ def _prefilled(message: dict[str, Any]) -> bool:
     return message["role"] == "assistant" and "tool_calls" not in message
 
 
-def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
+def _messages(request: InferenceRequest, fields: Sequence[str]) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     if request.instructions:
         messages.append({"role": "system", "content": request.instructions})
@@ -106,7 +114,7 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
         if kind == "message":
             message = _message(item)
             if message["role"] == "assistant" and reasoning:
-                _add_reasoning(message, reasoning)
+                _add_reasoning(message, reasoning, fields)
                 reasoning = []
             messages.append(message)
         elif kind == "function_call":
@@ -115,7 +123,7 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
                 last = {"role": "assistant", "content": None}
                 messages.append(last)
             if reasoning:
-                _add_reasoning(last, reasoning)
+                _add_reasoning(last, reasoning, fields)
                 reasoning = []
             last.setdefault("tool_calls", []).append(
                 {
@@ -133,16 +141,10 @@ def _messages(request: InferenceRequest) -> list[dict[str, Any]]:
     return place_system_messages(messages)
 
 
-REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
-"""Where an assistant message's reasoning goes back: llama.cpp and SGLang read
-``reasoning_content``, vLLM only ``reasoning`` (since vllm-project/vllm#33402 dropped
-``reasoning_content``); each server leaves the other field alone."""
-
-
-def _add_reasoning(message: dict[str, Any], reasoning: list[str]) -> None:
-    """``reasoning``'s texts on the assistant ``message``, under every name a server reads."""
+def _add_reasoning(message: dict[str, Any], reasoning: list[str], fields: Sequence[str]) -> None:
+    """``reasoning``'s texts on the assistant ``message``, under each of ``fields``."""
     text = joined_items(reasoning)
-    for field in REASONING_FIELDS:
+    for field in fields:
         message[field] = text
 
 

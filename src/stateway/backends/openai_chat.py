@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from stateway.backends.chat_logprobs import chunk_tokens, text_tokens
-from stateway.backends.chat_request import TEXT_PARTS, to_upstream
+from stateway.backends.chat_request import REASONING_FIELDS, TEXT_PARTS, to_upstream
 from stateway.backends.chat_system_messages import merge_user_turns
 from stateway.backends.chat_usage import from_chat_usage
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
@@ -84,6 +84,7 @@ class OpenAIChatBackend:
         *,
         alternate_roles: bool = False,
         reasoning_efforts: tuple[str, ...] | None = None,
+        reasoning_fields: tuple[str, ...] = REASONING_FIELDS,
         cache_salted: bool = False,
     ) -> None:
         self._client = client
@@ -97,6 +98,8 @@ class OpenAIChatBackend:
         """Consecutive user messages are sent as one (strict chat templates)."""
         self._efforts = effort_levels(reasoning_efforts)
         """The level each effort the server does not take is sent at (empty: all as asked)."""
+        self._reasoning_fields = reasoning_fields
+        """The assistant message fields earlier reasoning is sent back in."""
         self._guided = guided_decoding
         self.cache_salted = cache_salted
         """Each call carries its tenant's ``cache_salt``."""
@@ -110,6 +113,7 @@ class OpenAIChatBackend:
             self._max_tokens_field,
             alternate_roles=self._alternate,
             efforts=self._efforts,
+            reasoning_fields=self._reasoning_fields,
         )
         if self.cache_salted and request.cache_salt is not None:
             body["cache_salt"] = request.cache_salt
@@ -234,7 +238,13 @@ class OpenAIChatBackend:
 
     async def count_tokens(self, request: InferenceRequest) -> int | None:
         """The upstream tokenizer's count (:mod:`stateway.backends.tokenizer`)."""
-        return await self._tokenizer.count(to_upstream(request, alternate_roles=self._alternate))
+        return await self._tokenizer.count(
+            to_upstream(
+                request,
+                alternate_roles=self._alternate,
+                reasoning_fields=self._reasoning_fields,
+            )
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()
