@@ -7,13 +7,11 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from stateway.backends.chat_request import REASONING_FIELDS, ReasoningField
 from stateway.backends.reasoning_efforts import NONE, Effort
 from stateway.config_section import Section
 from stateway.core.headers import is_header_name, is_header_value
 from stateway.tool_config import checked_gateway_tools
-
-ReasoningField = Literal["reasoning_content", "reasoning"]
-_BOTH_FIELDS: tuple[ReasoningField, ...] = ("reasoning_content", "reasoning")
 
 
 class BackendConfig(Section):
@@ -38,7 +36,7 @@ class BackendConfig(Section):
     """Chat upstreams: the ``reasoning_effort`` levels the server takes (vLLM before the
     OpenAI SDK's wider set: ``low``, ``medium``, ``high``); another is sent at the nearest
     one (:mod:`stateway.backends.reasoning_efforts`). Default: every effort as asked."""
-    reasoning_fields: list[ReasoningField] = Field(default_factory=lambda: [*_BOTH_FIELDS])
+    reasoning_fields: list[ReasoningField] = Field(default_factory=lambda: [*REASONING_FIELDS])
     """Chat upstreams: the assistant message fields a model's earlier reasoning is sent
     back in. Default both: llama.cpp and SGLang read ``reasoning_content``, current vLLM
     only ``reasoning``, each ignoring the other. A server that refuses one (Cerebras

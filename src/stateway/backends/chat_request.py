@@ -17,7 +17,7 @@ at its nearest level (``efforts``: :mod:`stateway.backends.reasoning_efforts`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from stateway.backends.chat_system_messages import merge_user_turns, place_system_messages
 from stateway.backends.reasoning_efforts import level_sent
@@ -29,7 +29,8 @@ from stateway.core.tools.history import model_items
 
 TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text", "refusal", "summary_text"})
 """The content parts a Chat message carries as text."""
-REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
+ReasoningField = Literal["reasoning_content", "reasoning"]
+REASONING_FIELDS: Final[tuple[ReasoningField, ...]] = ("reasoning_content", "reasoning")
 """Where an assistant message's reasoning goes back by default: llama.cpp and SGLang read
 ``reasoning_content``, vLLM only ``reasoning`` (since vllm-project/vllm#33402 dropped
 ``reasoning_content``), and each ignores the other; a server that refuses one of them
