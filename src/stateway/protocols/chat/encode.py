@@ -4,7 +4,8 @@ finish reason.
 The one choice's message shows what the client sees of a run (:mod:`stateway.core.hidden`):
 the text of every assistant message as ``content`` (``null`` when there is none but a
 refusal or tool calls, ``""`` when there is nothing at all), a
-refusal as ``refusal``, the reasoning as ``reasoning_content`` (as vLLM sends it), and the
+refusal as ``refusal``, the reasoning as ``reasoning_content`` (as llama.cpp
+and SGLang send it, and vLLM did before it named it ``reasoning``), and the
 client's own function calls as ``tool_calls``. The gateway's own tool calls are not shown;
 the citations of its web search (``web_search_options``, or a backend's ``gateway_tools``)
 are, as the message's ``annotations`` (:func:`message_annotations`: ``url_citation``,

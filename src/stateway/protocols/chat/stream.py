@@ -9,7 +9,8 @@ hosted opens them, so that a stream without text adds up to the completion's emp
 then one chunk per text delta
 (``content``, with its tokens as ``logprobs`` when the request asked for them), refusal
 delta (``refusal``),
-reasoning delta (``reasoning_content``, as vLLM streams it), client function
+reasoning delta (``reasoning_content``, as llama.cpp and SGLang
+stream it, and vLLM did before it named it ``reasoning``), client function
 call start (``tool_calls[].id``, ``type``, ``function.name``, numbered by ``index`` in the
 order the calls start) and arguments delta (``tool_calls[].function.arguments``); at the
 end a chunk with the ``finish_reason`` and an empty delta (or, after an answer that cites
