@@ -7,6 +7,8 @@ OpenAI): canonical items to ``messages`` and back.
 :mod:`stateway.backends.sse`), is the upstream error it reports
 (:func:`~stateway.backends.upstream_status.classify_reported`). A JSON reply to a
 streamed request is read as a non-streamed one (an error alone, as some proxies answer).
+A streamed call's name reaches the core whole, however the upstream splits or repeats it
+(:mod:`stateway.backends.chat_call_names`).
 Item and tool types the gateway does not model cannot be carried
 (``carries_unknown_types`` is False). With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
@@ -29,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from stateway.backends.chat_call_names import CallNames
 from stateway.backends.chat_logprobs import chunk_tokens, text_tokens
 from stateway.backends.chat_request import REASONING_FIELDS, TEXT_PARTS, to_upstream
 from stateway.backends.chat_system_messages import merge_user_turns
@@ -135,6 +138,7 @@ class OpenAIChatBackend:
             finished: bool | None = None  # None until the first delta
             answered = request.answered  # a traced attempt's: noted from the chunks
             decode = self._decode_chunk if answered is None else self._noting(answered)
+            calls: CallNames | None = None  # made at the first call fragment
             async for event in reply.events():
                 if event.event == "error":  # an error line (:mod:`stateway.backends.sse`)
                     raise self._error_event(event.data)
@@ -147,7 +151,16 @@ class OpenAIChatBackend:
                     break
                 for delta in decode(event.data, tokens):
                     finished = finished or isinstance(delta, Finish)
-                    yield delta
+                    if calls is None:
+                        if type(delta) is not ToolCallDelta:
+                            yield delta
+                            continue
+                        calls = CallNames()
+                    for whole in calls.feed(delta):
+                        yield whole
+            if calls is not None:
+                for whole in calls.release():
+                    yield whole
             if not finished:
                 raise cut_short(self.name)
 
