@@ -221,6 +221,7 @@ def test_a_gateway_tool_takes_a_name_no_other_tool_has(
 
 def test_a_name_apart_is_one_strict_model_apis_take() -> None:
     usual = model_name("t" * 61, "s")  # 64 characters: room for no prefix
+    assert usual == "s__" + "t" * 61, "64 characters are taken as they are"
     apart = apart_name(usual, {usual})
     again = apart_name(usual, {usual, apart})
     for name in (apart, again):
@@ -407,6 +408,8 @@ def test_flattened_names_strict_model_apis_refuse_are_respelled_apart() -> None:
     assert len(set(names)) == len(names)
     assert names[0].startswith("local__files_read_")
     assert names[1] == "local__files_read"
+    assert len(names[3]) == 64, "a respelling keeps as much of the name as fits"
+    assert names[3].startswith("local__" + "x" * 48 + "_")
     assert model_name("files.read", "local") == names[0], "the same in every turn"
     dotted = {"type": "function", "name": "a.b"}
     catalog = Catalog([{"type": "namespace", "name": "ns", "tools": [dotted]}])
@@ -435,6 +438,7 @@ def offered(catalog: Catalog) -> list[str]:
         ),
         ([{"type": "function", "name": "spawn", "namespace": "other"}], []),
         ([{"type": "namespace", "name": "multi_agent_v1"}], ["multi_agent_v1__spawn"]),
+        ([{"type": "namespace", "name": "other"}], []),
         ([{"type": "custom", "name": "free"}], ["free"]),
         ([{"type": "function", "name": "free"}], []),  # a custom tool is not a function
         ([{"type": "mcp", "server_label": "b"}], ["b__add", "b__sub"]),
