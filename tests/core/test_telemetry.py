@@ -179,6 +179,49 @@ async def test_tool_calls_are_told_by_kind_and_outcome() -> None:
     assert sorted(str(c["id"]).split("_")[0] for c in calls) == ["mcp", "mcp", "mcp", "mcpl"]
 
 
+async def test_a_refused_call_and_a_tool_search_are_told_by_what_they_called() -> None:
+    """A call of a declared server's tool the request does not offer fails without running,
+    and a gateway tool search runs in the gateway: each span still names its tool (the
+    server's tool by its own name) and its item, and each is counted by its kind."""
+    telemetry = Recording()
+    rounds = [
+        tools_round(call("docs__boom", {}, 0), call("tool_search", {"query": "weather"}, 1)),
+        answer(),
+    ]
+    tools = GatewayTools(mcp=fake_mcp(), servers={"docs": ConfiguredServer(DOCS)})
+    weather = {"type": "function", "name": "get_weather", "defer_loading": True}
+    narrowed = {**MCP_TOOL, "allowed_tools": ["add"]}
+    run = await _create(
+        gateway(RoundsBackend(rounds), telemetry, tools),
+        "m",
+        [narrowed, weather, {"type": "tool_search"}],
+    )
+    refused = next(i for i in run.state.output if i["type"] == "mcp_call")
+    searched = next(i for i in run.state.output if i["type"] == "tool_search_call")
+    assert refused["error"]["code"] == -32602
+    assert sorted(telemetry.tools) == [
+        ("mcp", "error"),
+        ("mcp_list_tools", "ok"),
+        ("tool_search", "ok"),
+    ]
+    calls = {s.attributes["kind"]: s.attributes for s in telemetry.spans if s.name == "tool_call"}
+    assert calls["mcp"] == {
+        "kind": "mcp",
+        "label": "docs.boom",
+        "name": "boom",
+        "id": refused["id"],
+        "stateway.outcome": "error",
+        "error.type": "protocol",
+    }
+    assert calls["tool_search"] == {
+        "kind": "tool_search",
+        "label": "tool search",
+        "name": "",
+        "id": searched["id"],
+        "stateway.outcome": "ok",
+    }
+
+
 class UsageRelay:
     status = 200
     headers: Mapping[str, str] = {}

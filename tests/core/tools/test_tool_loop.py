@@ -956,7 +956,9 @@ async def test_an_output_over_max_output_bytes_fails_the_call_and_the_model_is_t
     assert refused["status"] == "failed"
     assert refused["output"] is None
     assert refused["error"]["code"] == -32010
-    assert "1026 bytes of output; at most 1024" in refused["error"]["message"]
+    assert refused["error"]["message"].startswith(
+        "MCP server 'docs' answered the call of 'add' with 1026 bytes of output; at most 1024"
+    )
     assert "1026 bytes" in seen_by_model(setup.backend.requests[-1])["output"]
 
 
