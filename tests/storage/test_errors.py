@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import threading
 import uuid
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from sqlalchemy.exc import CompileError, IntegrityError, OperationalError
 
 from stateway.core.errors import StorageError
 from stateway.core.ports import ResponseRecord
-from stateway.storage.sql import migrate, open_store
+from stateway.storage.sql import SqlResponseStore, migrate, open_store
 from stateway.storage.sql.errors import storage_errors
 
 UNREACHABLE_POSTGRES = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1
@@ -154,47 +156,93 @@ async def test_reads_report_failures_too(tmp_path: Path) -> None:
         await store.aclose()
 
 
+async def _terminate_pooled(store: SqlResponseStore, admin: asyncpg.Connection, count: int) -> None:
+    """Fill ``store``'s pool with ``count`` connections, then have the server end them all
+    (as a PostgreSQL restart, or a proxy recycling its connections, does)."""
+    connections = [await store.engine.connect() for _ in range(count)]
+    pids = [await connection.scalar(text("SELECT pg_backend_pid()")) for connection in connections]
+    for connection in connections:
+        await connection.close()  # back to the pool, alive
+    for pid in pids:  # waits (server-side) until each backend is gone
+        assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
+
+
 @pytest.mark.postgres
-async def test_a_dropped_postgres_connection_fails_one_call_then_heals(postgres_url: str) -> None:
+async def test_connections_the_server_ended_are_replaced_before_any_read_uses_them(
+    postgres_url: str,
+) -> None:
+    """The driver sees the server end an idle connection: the pool replaces it (and every
+    connection as old) when it is next taken, so no read fails on it."""
     store = open_store(postgres_url)
     admin = await asyncpg.connect(postgres_url, timeout=5)
     try:
-        async with store.engine.connect() as connection:  # the pool's only connection
-            pid = await connection.scalar(text("SELECT pg_backend_pid()"))
-        # Waits (server-side) until the backend is gone, as after a server restart.
-        assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
+        await _terminate_pooled(store, admin, 4)
 
-        with pytest.raises(StorageError):
+        for _ in range(5):
             await store.ping()
-        await store.ping()  # the pool replaced the dead connection
     finally:
         await admin.close()
         await store.aclose()
 
 
 @pytest.mark.postgres
-async def test_a_write_on_a_dropped_postgres_connection_fails_once_then_heals(
+async def test_connections_the_server_ended_are_replaced_before_any_write_uses_them(
     postgres_url: str,
 ) -> None:
-    """The writer runs its statements on the driver's connection itself: a dead one must
-    still leave the pool, or every later save would fail on it."""
+    """The writer runs its statements on the driver's connection itself, bypassing
+    SQLAlchemy's own handling of a disconnect: every pooled connection the server ended
+    must still be replaced, not fail one save each (a restarted server would otherwise
+    fail as many saves in a row as the pool held connections)."""
     await migrate(postgres_url)
     store = open_store(postgres_url)
     admin = await asyncpg.connect(postgres_url, timeout=5)
     tenant = f"tenant-{uuid.uuid4().hex}"
     try:
-        async with store.engine.connect() as connection:  # the pool's only connection
-            pid = await connection.scalar(text("SELECT pg_backend_pid()"))
-        assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
+        await _terminate_pooled(store, admin, 4)
 
+        for index in range(5):
+            await store.save(_record(tenant, f"r{index}"))
+        assert await store.get(tenant, "r4") is not None
+    finally:
+        await admin.close()
+        await store.aclose()
+
+
+@pytest.mark.postgres
+async def test_a_connection_ended_during_a_write_fails_that_write_then_heals(
+    postgres_url: str,
+) -> None:
+    """A connection the server ends while a save runs on it fails that save (the pool could
+    not know); it must leave the pool, or every later save would fail on it."""
+    await migrate(postgres_url)
+    store = open_store(postgres_url)
+    tenant = f"tenant-{uuid.uuid4().hex}"
+    async with store.engine.connect() as connection:  # the pool's only connection
+        pid = await connection.scalar(text("SELECT pg_backend_pid()"))
+
+    def end_it(_sql: str) -> None:  # before the first statement, its transaction begun
+        store.write_watchers.remove(end_it)
+        thread = threading.Thread(target=asyncio.run, args=(_terminate(postgres_url, pid),))
+        thread.start()
+        thread.join()  # the writer's loop waits: the driver learns of it only as it writes
+
+    try:
+        store.write_watchers.append(end_it)
         with pytest.raises(StorageError, match="failed while saving"):
             await store.save(_record(tenant, "r1"))
         await store.save(_record(tenant, "r2"))
         assert await store.get(tenant, "r2") is not None
         assert await store.get(tenant, "r1") is None
     finally:
-        await admin.close()
         await store.aclose()
+
+
+async def _terminate(postgres_url: str, pid: int) -> None:
+    admin = await asyncpg.connect(postgres_url, timeout=5)
+    try:
+        assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
+    finally:
+        await admin.close()
 
 
 def _record(tenant: str, response_id: str) -> ResponseRecord:

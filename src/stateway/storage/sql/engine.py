@@ -16,18 +16,22 @@ Every SQLite connection gets its pragmas when it is opened: a 5 s busy timeout (
 so that the switch to WAL waits for other processes instead of failing), write-ahead
 logging (readers never block the writer), ``synchronous=NORMAL`` (durable at checkpoints,
 safe with WAL) and enforced foreign keys.
+
+A pooled PostgreSQL connection the driver knows closed is replaced as it is taken
+(:func:`replace_closed`): a server restart fails no request that takes a connection once
+the driver has seen the server close it.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, cast
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.engine.interfaces import DBAPIConnection
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.engine.interfaces import AdaptedConnection, DBAPIConnection
+from sqlalchemy.exc import ArgumentError, InvalidatePoolError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
@@ -91,17 +95,34 @@ def create_engine(url: str) -> AsyncEngine:
         )
         event.listen(engine.sync_engine, "connect", apply_sqlite_pragmas)
         return engine
-    return create_async_engine(
+    engine = create_async_engine(
         target,
         pool_size=10,
         max_overflow=20,
         # No pool_pre_ping: with asyncpg it costs three round trips (BEGIN, ping, ROLLBACK)
-        # on every checkout, i.e. every request. A connection found dead instead fails its
-        # one request and makes the pool replace every connection older than the failure.
-        # Recycling keeps connections younger than typical idle-killing proxy timeouts.
+        # on every checkout, i.e. every request. A connection the server ended is replaced
+        # as it is taken instead (replace_closed); one found dead only as it is used fails
+        # its one request. Recycling keeps connections younger than typical idle-killing
+        # proxy timeouts.
         pool_recycle=600,
         connect_args={"timeout": 10},  # seconds to establish a connection
     )
+    event.listen(engine.sync_engine, "checkout", replace_closed)
+    return engine
+
+
+def replace_closed(
+    dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry, _proxy: object
+) -> None:
+    """Refuse a pooled asyncpg connection the driver knows closed (a server restart, an
+    administrator's ``pg_terminate_backend``, a proxy ending it): the pool then opens
+    another in its place and replaces every connection as old when it is next taken, as
+    a server restart has ended them too. A flag the driver keeps, so it costs no round
+    trip; this covers the writer too, which runs its statements on the driver's
+    connection itself and so never reaches SQLAlchemy's own handling of a disconnect."""
+    driver: Any = cast(AdaptedConnection, dbapi_connection).driver_connection
+    if driver.is_closed():
+        raise InvalidatePoolError("the server closed this pooled connection")
 
 
 def apply_sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
