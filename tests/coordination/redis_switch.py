@@ -1,6 +1,8 @@
 """A loopback port in front of the real Redis that can be switched off, for tests of a
 Redis outage: while off, it hangs up on the connections open through it and on every new
-one, counting those; switched on, it forwards again."""
+one, counting those; switched on, it forwards again. Frozen, the connections open through
+it fall silent without closing (Redis's host died without a word, or a NAT or firewall
+between forgot them), while new ones are forwarded."""
 
 from __future__ import annotations
 
@@ -52,6 +54,12 @@ class RedisSwitch:
     def on(self) -> None:
         self._on = True
 
+    def freeze(self) -> None:
+        """Stop forwarding on every connection open through the switch, closing none:
+        neither side hears anything more on them. Later connections are forwarded."""
+        for task in list(self._pipes):
+            task.cancel()
+
     async def refused(self, count: int) -> None:
         """Wait until ``count`` connections were hung up on while off."""
         async with asyncio.timeout(10):
@@ -74,11 +82,12 @@ class RedisSwitch:
 
 
 async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    """Forward ``source`` to ``sink`` until it ends (then close ``sink``); cancelled, leave
+    both open (frozen)."""
     try:
         while data := await source.read(65536):
             sink.write(data)
             await sink.drain()
     except OSError:
         pass
-    finally:
-        sink.close()
+    sink.close()

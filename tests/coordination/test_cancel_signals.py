@@ -12,6 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 from stateway.coordination import redis as redis_module
+from stateway.coordination import subscription
 from stateway.coordination.redis import RedisCancelSignals, connect
 from stateway.core.errors import StorageError
 from tests.coordination.redis_switch import RedisSwitch, pipe
@@ -124,3 +125,56 @@ async def test_an_outage_is_warned_of_once_and_subscribed_through_quietly(
     assert len(warned) == 1, warned
     assert "subscribing again" in warned[0]
     assert "cancel signals: Redis answers; subscribed" in caplog.text
+
+
+async def test_a_connection_gone_silent_is_noticed_and_subscribed_again(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A connection that stops answering without closing (Redis's host died without a
+    word; a NAT or firewall forgot the connection) is noticed by a ping sent once it has
+    been quiet a while and never answered: the listener subscribes on a new one and hears
+    cancels again, instead of waiting on the dead one for as long as the process lives."""
+    monkeypatch.setattr(subscription, "HEARTBEAT", 0.1)
+    monkeypatch.setattr(redis_module, "_RESUBSCRIBE_DELAY", 0.01)
+    prefix = f"test:{uuid.uuid4().hex}:"
+    async with RedisSwitch(redis_url) as switch:
+        owner = RedisCancelSignals(connect(switch.url), prefix)
+        sender = RedisCancelSignals(connect(redis_url), prefix)
+        heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        await owner.start(lambda t, r: heard.put_nowait((t, r)))
+        try:
+            await until_subscribed(redis_url, prefix + "cancel")
+            with caplog.at_level(logging.WARNING, logger=redis_module.__name__):
+                switch.freeze()  # Redis still counts the frozen subscriber
+                await until_subscribed(redis_url, prefix + "cancel", count=2)
+            await sender.send("default", "resp_1")
+            assert await asyncio.wait_for(heard.get(), 10) == ("default", "resp_1")
+        finally:
+            for signals in (owner, sender):
+                await signals.aclose()
+    warned = [r.message for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1, warned
+    assert "cancel signals: no answer to a ping" in warned[0]
+
+
+async def test_a_quiet_connection_that_answers_its_pings_is_kept(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Pings answered keep a quiet connection: nothing is warned of, nothing subscribed
+    again, however long no cancel comes."""
+    monkeypatch.setattr(subscription, "HEARTBEAT", 0.05)
+    prefix = f"test:{uuid.uuid4().hex}:"
+    owner = RedisCancelSignals(connect(redis_url), prefix)
+    sender = RedisCancelSignals(connect(redis_url), prefix)
+    heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    with caplog.at_level(logging.INFO, logger=redis_module.__name__):
+        await owner.start(lambda t, r: heard.put_nowait((t, r)))
+        try:
+            await until_subscribed(redis_url, prefix + "cancel")
+            await asyncio.sleep(1.0)  # twenty quiet heartbeats
+            await sender.send("default", "resp_1")
+            assert await asyncio.wait_for(heard.get(), 10) == ("default", "resp_1")
+        finally:
+            for signals in (owner, sender):
+                await signals.aclose()
+    assert caplog.records == []

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from stateway.coordination import event_fanout
+from stateway.coordination import event_fanout, subscription
 from stateway.coordination.event_fanout import (
     MAX_OUTBOX,
     RedisEventFanout,
@@ -191,13 +191,14 @@ async def subscribers(redis_url: str, channel: str) -> int:
         await client.aclose()
 
 
-async def until_subscribed(redis_url: str, channel: str) -> None:
-    """Wait until Redis has taken the subscription (SUBSCRIBE is only sent by follow)."""
+async def until_subscribed(redis_url: str, channel: str, count: int = 1) -> None:
+    """Wait until Redis has taken the subscription (SUBSCRIBE is only sent by follow), or
+    has ``count`` subscribers to ``channel``."""
     for _ in range(1000):
-        if await subscribers(redis_url, channel):
+        if await subscribers(redis_url, channel) >= count:
             return
         await asyncio.sleep(0.005)
-    raise AssertionError(f"{channel} was never subscribed")
+    raise AssertionError(f"{channel} was never subscribed {count} times")
 
 
 @pytest.mark.redis
@@ -352,3 +353,34 @@ async def test_an_outage_is_warned_of_once_and_followed_through_quietly(
     assert len(warned) == 1, warned
     assert "subscribing again" in warned[0]
     assert "event fan-out: Redis answers; subscribed again" in caplog.text
+
+
+@pytest.mark.redis
+async def test_a_follower_whose_connection_went_silent_follows_on_a_new_one(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pub/sub connection that stops answering without closing is noticed (a ping sent
+    once quiet, never answered) and replaced: the followed channel and the standing one are
+    subscribed on a new connection, and batches and questions come again."""
+    monkeypatch.setattr(subscription, "HEARTBEAT", 0.1)
+    monkeypatch.setattr(event_fanout, "RESUBSCRIBE_PAUSE", 0.01)
+    prefix = f"test:{uuid.uuid4().hex}:"
+    owner = RedisEventFanout(connect(redis_url), prefix)
+    asked: asyncio.Queue[tuple[str, str, str | None]] = asyncio.Queue()
+    async with RedisSwitch(redis_url) as switch:
+        follower = RedisEventFanout(connect(switch.url), prefix)
+        await follower.start(lambda t, r, q: asked.put_nowait((t, r, q)))
+        try:
+            async with follower.follow("t", "resp_1") as following:
+                channel = owner.channel("t", "resp_1")
+                await until_subscribed(redis_url, channel)
+                switch.freeze()
+                await until_subscribed(redis_url, channel, count=2)
+                await until_subscribed(redis_url, prefix + "events", count=2)
+                owner.publish("t", "resp_1", batch(0, 1), True)
+                assert await following.next(30) == Published(batch(0, 1), True)
+                owner.ask("t", "resp_2", "q1")
+                assert await asyncio.wait_for(asked.get(), 10) == ("t", "resp_2", "q1")
+        finally:
+            await owner.aclose()
+            await follower.aclose()
