@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import uuid
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 from hypothesis import Phase, settings
 from redis import Redis
 from redis.exceptions import RedisError
+from sqlalchemy import make_url
 
 # `make mutate` runs the fuzz tests once per mutant: there a failing example is enough,
 # shrinking it only costs time (each killed mutant would otherwise shrink for seconds).
@@ -48,6 +51,26 @@ async def _connection_problem(url: str) -> str | None:
         return f"{type(exc).__name__}: {exc}"
     await connection.close()
     return None
+
+
+@pytest.fixture
+async def fresh_postgres_url(postgres_url: str) -> AsyncIterator[str]:
+    """A new, empty database on the test server, dropped afterwards."""
+    name = f"stateway_test_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(postgres_url.replace("+asyncpg", ""), timeout=5)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    except asyncpg.InsufficientPrivilegeError:
+        await admin.close()
+        message = "the test role may not create databases"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message}; CI must grant CREATEDB", pytrace=False)
+        pytest.skip(message)
+    try:
+        yield make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
 
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
 import subprocess
 import sys
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import asyncpg
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, inspect, make_url, text
+from sqlalchemy import Connection, inspect, text
 
 from stateway.core.errors import StorageError
 from stateway.storage.sql import migrate
@@ -168,26 +164,6 @@ def test_0002_adds_the_run_owner_and_keeps_stored_responses(sqlite_url: str) -> 
         indexes = {r[0] for r in connection.execute("SELECT name FROM sqlite_master")}
     assert rows == [("r1", "completed", None)]
     assert "ix_responses_in_progress" in indexes
-
-
-@pytest.fixture
-async def fresh_postgres_url(postgres_url: str) -> AsyncIterator[str]:
-    """A new, empty database on the test server, dropped afterwards."""
-    name = f"stateway_migrations_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(postgres_url.replace("+asyncpg", ""), timeout=5)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    except asyncpg.InsufficientPrivilegeError:
-        await admin.close()
-        message = "the test role may not create databases"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message}; CI must grant CREATEDB", pytrace=False)
-        pytest.skip(message)
-    try:
-        yield make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 @pytest.mark.postgres
