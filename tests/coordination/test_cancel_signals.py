@@ -15,8 +15,8 @@ from stateway.coordination import redis as redis_module
 from stateway.coordination import subscription
 from stateway.coordination.redis import RedisCancelSignals, connect
 from stateway.core.errors import StorageError
-from tests.coordination.redis_switch import RedisSwitch, pipe
 from tests.coordination.test_event_fanout import until_subscribed
+from tests.support.switch import Switch, pipe
 
 pytestmark = pytest.mark.redis
 
@@ -104,7 +104,7 @@ async def test_an_outage_is_warned_of_once_and_subscribed_through_quietly(
     hears cancels again."""
     monkeypatch.setattr(redis_module, "_RESUBSCRIBE_DELAY", 0.01)
     prefix = f"test:{uuid.uuid4().hex}:"
-    async with RedisSwitch(redis_url) as switch:
+    async with Switch(redis_url) as switch:
         owner = RedisCancelSignals(connect(switch.url), prefix)
         sender = RedisCancelSignals(connect(redis_url), prefix)
         heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
@@ -137,7 +137,7 @@ async def test_a_connection_gone_silent_is_noticed_and_subscribed_again(
     monkeypatch.setattr(subscription, "HEARTBEAT", 0.1)
     monkeypatch.setattr(redis_module, "_RESUBSCRIBE_DELAY", 0.01)
     prefix = f"test:{uuid.uuid4().hex}:"
-    async with RedisSwitch(redis_url) as switch:
+    async with Switch(redis_url) as switch:
         owner = RedisCancelSignals(connect(switch.url), prefix)
         sender = RedisCancelSignals(connect(redis_url), prefix)
         heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()

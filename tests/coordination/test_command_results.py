@@ -20,7 +20,7 @@ from stateway.coordination.redis import RedisCommandResults, connect
 from stateway.core.coordination import CommandKey, CommandResults, Outcome
 from stateway.core.errors import IdempotencyKeyReused, StorageError
 from stateway.core.exactly_once import attempt
-from tests.coordination.redis_switch import RedisSwitch
+from tests.support.switch import Switch
 
 KEY = CommandKey("default", "anonymous", "key-1")
 WAIT = 5.0
@@ -381,7 +381,7 @@ async def test_a_settle_redis_cannot_take_is_one_warning(
 ) -> None:
     """Redis going away while a keyed command runs: what is lost is told once, with what
     Redis said (the core's line), not once by the adapter and again by the core."""
-    async with RedisSwitch(redis_url) as switch:
+    async with Switch(redis_url) as switch:
         results = RedisCommandResults(connect(switch.url), f"test:{uuid.uuid4().hex}:")
         try:
             with caplog.at_level(logging.WARNING), suppress(RuntimeError):

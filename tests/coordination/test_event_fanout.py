@@ -23,7 +23,7 @@ from stateway.coordination.event_fanout import (
 from stateway.coordination.redis import connect
 from stateway.core.coordination import Published
 from stateway.core.ports import EventBatch
-from tests.coordination.redis_switch import RedisSwitch
+from tests.support.switch import Switch
 
 
 def batch(first: int, end: int) -> EventBatch:
@@ -333,7 +333,7 @@ async def test_an_outage_is_warned_of_once_and_followed_through_quietly(
     monkeypatch.setattr(event_fanout, "RESUBSCRIBE_PAUSE", 0.01)
     prefix = f"test:{uuid.uuid4().hex}:"
     owner = RedisEventFanout(connect(redis_url), prefix)
-    async with RedisSwitch(redis_url) as switch:
+    async with Switch(redis_url) as switch:
         follower = RedisEventFanout(connect(switch.url), prefix)
         try:
             async with follower.follow("t", "resp_1") as following:
@@ -367,7 +367,7 @@ async def test_a_follower_whose_connection_went_silent_follows_on_a_new_one(
     prefix = f"test:{uuid.uuid4().hex}:"
     owner = RedisEventFanout(connect(redis_url), prefix)
     asked: asyncio.Queue[tuple[str, str, str | None]] = asyncio.Queue()
-    async with RedisSwitch(redis_url) as switch:
+    async with Switch(redis_url) as switch:
         follower = RedisEventFanout(connect(switch.url), prefix)
         await follower.start(lambda t, r, q: asked.put_nowait((t, r, q)))
         try:

@@ -1,8 +1,8 @@
-"""A loopback port in front of the real Redis that can be switched off, for tests of a
-Redis outage: while off, it hangs up on the connections open through it and on every new
+"""A loopback port in front of a real server (Redis, PostgreSQL) that can be switched off,
+for tests of its outage: while off, it hangs up on the connections open through it and on every new
 one, counting those; switched on, it forwards again. Frozen, the connections open through
-it fall silent without closing (Redis's host died without a word, or a NAT or firewall
-between forgot them), while new ones are forwarded."""
+it fall silent without closing (the server's host died without a word, or a NAT or
+firewall between forgot them), while new ones are forwarded."""
 
 from __future__ import annotations
 
@@ -11,11 +11,16 @@ from types import TracebackType
 from urllib.parse import urlsplit
 
 
-class RedisSwitch:
-    def __init__(self, redis_url: str) -> None:
-        target = urlsplit(redis_url)
+class Switch:
+    def __init__(self, url: str) -> None:
+        """``url``: the server's (``redis://...``, ``postgresql://...``); :attr:`url` is the
+        same through the switch."""
+        target = urlsplit(url)
         self._host = target.hostname or "127.0.0.1"
-        self._port = target.port or 6379
+        self._port = target.port or (5432 if target.scheme.startswith("postgres") else 6379)
+        self._scheme = target.scheme
+        userinfo = target.netloc.rpartition("@")[0]  # user and password, as given
+        self._user = f"{userinfo}@" if userinfo else ""
         self._path = target.path
         self._on = True
         self._open: set[asyncio.StreamWriter] = set()
@@ -25,10 +30,10 @@ class RedisSwitch:
         self._server: asyncio.Server | None = None
         self.url = ""
 
-    async def __aenter__(self) -> RedisSwitch:
+    async def __aenter__(self) -> Switch:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
         port = self._server.sockets[0].getsockname()[1]
-        self.url = f"redis://127.0.0.1:{port}{self._path}"
+        self.url = f"{self._scheme}://{self._user}127.0.0.1:{port}{self._path}"
         return self
 
     async def __aexit__(
