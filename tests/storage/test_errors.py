@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -16,7 +17,9 @@ from sqlalchemy.exc import CompileError, IntegrityError, OperationalError
 from stateway.core.errors import StorageError
 from stateway.core.ports import ResponseRecord
 from stateway.storage.sql import SqlResponseStore, migrate, open_store
+from stateway.storage.sql import store as store_module
 from stateway.storage.sql.errors import storage_errors
+from tests.support.switch import Switch
 
 UNREACHABLE_POSTGRES = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1
 
@@ -243,6 +246,28 @@ async def _terminate(postgres_url: str, pid: int) -> None:
         assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", pid)
     finally:
         await admin.close()
+
+
+@pytest.mark.postgres
+async def test_a_ping_of_a_database_gone_silent_fails_within_its_bound(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PostgreSQL that stops answering without closing (its host lost without a word, a
+    network partition) must not hold ``GET /ready``: the ping fails within its bound, and
+    the connection it waited on, whose answer may yet come, is never used again."""
+    monkeypatch.setattr(store_module, "PING_TIMEOUT", 0.2)
+    async with Switch(postgres_url) as switch:
+        store = open_store(switch.url)
+        try:
+            await store.ping()  # the pool's only connection, through the switch
+            switch.freeze()
+            started = time.monotonic()
+            with pytest.raises(StorageError, match="checking the database"):
+                await asyncio.wait_for(store.ping(), 10)
+            assert time.monotonic() - started < 5  # the bound, and 2 s to close it
+            await asyncio.wait_for(store.ping(), 10)  # on a new connection
+        finally:
+            await store.aclose()
 
 
 def _record(tenant: str, response_id: str) -> ResponseRecord:

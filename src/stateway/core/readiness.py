@@ -1,6 +1,7 @@
 """Readiness (``GET /ready``): whether this process can serve, probed at once.
 
-The store answers a ping (else the gateway is not ready), each model server of the
+The store answers a ping (else the gateway is not ready; the adapters bound how long
+they wait, a database or Redis that stopped answering is down), each model server of the
 generation in effect answers its model listing (reported per server: one down leaves the
 gateway ready if another can serve), and a shared coordination store (Redis), when one
 is configured, answers a ping. Redis is only reported: while it is away only keyed

@@ -28,6 +28,7 @@ the same id may appear twice. When no input item has the id, the page is empty
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, Final, Literal
 
@@ -44,6 +45,11 @@ from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.group_commit import GroupCommitter, Rows
 from stateway.storage.sql.schema import INPUT, OUTPUT
 from stateway.storage.sql.writer import Watcher, writer_for
+
+PING_TIMEOUT: Final = 2.0
+"""Seconds :meth:`SqlResponseStore.ping` (``GET /ready``) waits for the database: one that
+stopped answering without closing (its host lost, a partition) is reported down, not left
+to hold the probe until TCP gives up."""
 
 WRITE_ORDER: Final = (
     cq.CLAIM,
@@ -297,8 +303,11 @@ class SqlResponseStore:
         )
 
     async def ping(self) -> None:
+        """Within ``PING_TIMEOUT`` (and the 2 s SQLAlchemy's asyncpg dialect then gives a
+        connection cut off mid-statement to close, before it aborts it: such a connection
+        is never used again)."""
         with storage_errors("checking the database"):
-            async with self._reader.connect() as connection:
+            async with asyncio.timeout(PING_TIMEOUT), self._reader.connect() as connection:
                 await connection.execute(queries.PING)
 
     async def aclose(self) -> None:
