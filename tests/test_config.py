@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from stateway.config import ConfigError, Overrides, backend_api_key, load_config
+from stateway.config import ConfigError, Overrides, ServerConfig, backend_api_key, load_config
 
 EMPTY_ENV: dict[str, str] = {}
 
@@ -338,3 +338,9 @@ def test_an_anthropic_backend_cannot_salt_its_cache(tmp_path: Path) -> None:
     message = str(refused.value)
     assert "backends.0.cache_salt:" in message
     assert "the Messages API has no cache_salt field" in message
+
+
+def test_an_idle_connection_outlives_the_clients_own_idle_expiry_by_default() -> None:
+    """httpx (so the openai and anthropic SDKs) reuses a connection idle up to 5 s, and
+    load balancers keep theirs 60 s: the gateway must not close one first."""
+    assert ServerConfig().keep_alive_timeout > 60

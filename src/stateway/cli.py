@@ -134,6 +134,7 @@ def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = Fal
                 config.server.header_timeout,
                 max_drain_bytes=config.server.max_body_bytes,
             ),
+            keep_alive=config.server.keep_alive_timeout,
         )
         _describe(config, sys.stdout)
         announcement = f"stateway {__version__} listening on {socket_url(sock)}"

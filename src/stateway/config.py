@@ -87,6 +87,11 @@ class ServerConfig(Section):
     """Requests with a larger header block (request line included) are refused with 431."""
     header_timeout: float = Field(default=30.0, gt=0)
     """The longest a client may take to send a request's headers (closed after)."""
+    keep_alive_timeout: int = Field(default=75, ge=1)
+    """Seconds a connection idle between requests is kept open. Longer than clients' own
+    idle expiry (httpx, so the openai and anthropic SDKs: 5 s) and load balancers' (60 s
+    on AWS's): else the gateway may close a connection just as a client reuses it, and
+    that request fails ("Server disconnected")."""
     max_input_items: int = Field(default=10_000, ge=1)
     """Input items one request may carry (400 beyond)."""
     drain_timeout: float = Field(default=30.0, ge=0)
@@ -401,6 +406,7 @@ _SERVER_ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "request_body_timeout": ("STATEWAY_REQUEST_BODY_TIMEOUT", _float),
     "max_header_bytes": ("STATEWAY_MAX_HEADER_BYTES", _int),
     "header_timeout": ("STATEWAY_HEADER_TIMEOUT", _float),
+    "keep_alive_timeout": ("STATEWAY_KEEP_ALIVE_TIMEOUT", _int),
     "max_input_items": ("STATEWAY_MAX_INPUT_ITEMS", _int),
     "drain_timeout": ("STATEWAY_DRAIN_TIMEOUT", _float),
     "max_queued_requests": ("STATEWAY_MAX_QUEUED_REQUESTS", _int),

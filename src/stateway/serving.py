@@ -52,6 +52,7 @@ def server_config(
     ws_max_size: int = 16 * 1024 * 1024,
     ws_compression: bool = False,
     headers: HeaderLimits = DEFAULT_HEADER_LIMITS,
+    keep_alive: int = 5,
 ) -> uvicorn.Config:
     """uvicorn as our servers run it: httptools (and uvloop when the caller's loop is one),
     WebSocket upgrades handed to the app (which may deny them with an HTTP response), no
@@ -60,8 +61,10 @@ def server_config(
     larger than ``ws_max_size`` closes its connection (1009); the app answers smaller
     ones past its own limit with an error frame. ``ws_compression``: accept
     permessage-deflate (``[websocket] compression``). A request's header block is bounded
-    by ``headers`` (:mod:`stateway.header_guard`). An answer left unfinished on purpose
-    (:mod:`stateway.surfaces.http.unfinished`) is not logged as the app's error."""
+    by ``headers`` (:mod:`stateway.header_guard`); a connection idle between requests is
+    closed after ``keep_alive`` seconds (uvicorn's default, 5 s, unless given). An answer
+    left unfinished on purpose (:mod:`stateway.surfaces.http.unfinished`) is not logged
+    as the app's error."""
     logging.getLogger("uvicorn.error").addFilter(UNFINISHED_ON_PURPOSE)  # once: the same
     return uvicorn.Config(
         app,
@@ -73,6 +76,7 @@ def server_config(
         access_log=False,
         log_level="warning",
         timeout_graceful_shutdown=graceful_shutdown,
+        timeout_keep_alive=keep_alive,
         log_config=None if own_logging else LOGGING_CONFIG,
     )
 

@@ -17,6 +17,8 @@ import pytest
 from stateway.launch import start_gateway
 
 MAX_HEADER_BYTES = 2048
+KEEP_ALIVE = 2
+"""Seconds an idle connection stays open here (``[server] keep_alive_timeout``)."""
 WAIT = 30.0
 """Seconds a socket waits for what the server must do; only a failing test waits this long."""
 
@@ -24,7 +26,11 @@ WAIT = 30.0
 @pytest.fixture(scope="module")
 def gateway(fake_upstream: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     database = f"sqlite:///{tmp_path_factory.mktemp('headers') / 'stateway.db'}"
-    env = {"STATEWAY_MAX_HEADER_BYTES": str(MAX_HEADER_BYTES), "STATEWAY_HEADER_TIMEOUT": "0.5"}
+    env = {
+        "STATEWAY_MAX_HEADER_BYTES": str(MAX_HEADER_BYTES),
+        "STATEWAY_HEADER_TIMEOUT": "0.5",
+        "STATEWAY_KEEP_ALIVE_TIMEOUT": str(KEEP_ALIVE),
+    }
     with start_gateway(["--upstream", fake_upstream, "--database", database], env=env) as url:
         yield url
 
@@ -162,7 +168,21 @@ def test_an_idle_kept_alive_connection_is_left_to_the_keep_alive_timeout(gateway
             assert read_until_closed(stalled) == b""
         kept.sendall(HEALTH)
         assert read_response(kept).startswith(b"HTTP/1.1 200 ")
-        assert read_until_closed(kept) == b""  # uvicorn's keep-alive timeout (5 s) ends it
+        assert read_until_closed(kept) == b""  # the keep-alive timeout ends it
+
+
+def test_an_idle_connection_is_closed_after_the_configured_keep_alive_timeout(
+    gateway: str,
+) -> None:
+    """Not uvicorn's 5 s: by then a connection idle ``KEEP_ALIVE`` seconds (and a margin)
+    is closed already."""
+    with connect(gateway) as idle:
+        idle.sendall(HEALTH)
+        assert read_response(idle).startswith(b"HTTP/1.1 200 ")
+        time.sleep(KEEP_ALIVE + 1.5)
+        readable, _, _ = select.select([idle], [], [], 0)
+        assert readable, "still open past the keep-alive timeout"
+        assert idle.recv(1) == b""
 
 
 def chunked_post(path: bytes, body: bytes, *, expect: bool = False) -> bytes:
