@@ -70,7 +70,7 @@ from stateway.core.stages.context import StageContext
 from stateway.core.telemetry import NoTelemetry, Telemetry
 from stateway.core.tools import shell
 from stateway.core.tools.catalog import with_context_tools
-from stateway.core.tools.session import ToolSession
+from stateway.core.tools.session import ToolSession, round_choice
 from stateway.core.tools.toolset import GatewayTools, Toolset
 from stateway.core.usage import Iteration, Usage
 
@@ -179,9 +179,7 @@ class Loop:
                 announce(run)
                 context = await compaction.run(run, plan.first, usage)
                 state.usage = usage
-            choice = toolset.native_choice(settings.tool_choice) or tools.catalog.model_choice(
-                settings.tool_choice
-            )
+            choice = round_choice(toolset, tools.catalog, settings.tool_choice)
             limit = settings.max_tool_calls
             generated_before = usage.output_tokens  # a compaction's summary is not the answer
             for number in range(1, self._max_rounds + 1):

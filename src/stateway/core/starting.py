@@ -48,7 +48,7 @@ from stateway.core.telemetry import NoTelemetry, RunReport, Telemetry
 from stateway.core.threads import check_continued, thread_items
 from stateway.core.token_estimate import estimate_tokens
 from stateway.core.tools.choice import check_tool_choice, context_tools, names_tools
-from stateway.core.tools.session import counted_catalog
+from stateway.core.tools.session import counted_catalog, round_choice
 from stateway.core.tools.toolset import GatewayTools, Toolset
 
 log = logging.getLogger(__name__)
@@ -302,9 +302,7 @@ class RunStarter:
         policy = generation.loop.tools.policy
         catalog = counted_catalog(toolset, context, policy.max_discovered_tools)
         # as a run's first round: the choice first, as it may narrow the tools offered
-        choice = toolset.native_choice(settings.tool_choice) or catalog.model_choice(
-            settings.tool_choice
-        )
+        choice = round_choice(toolset, catalog, settings.tool_choice)
         request = InferenceRequest(
             model=candidate.model,
             instructions=command.instructions,

@@ -25,6 +25,7 @@ within them, and emits their items and lifecycle events into the run's stream
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from stateway.core import events as ev
 from stateway.core.ids import new_id
@@ -60,6 +61,15 @@ def known_catalog(toolset: Toolset) -> Catalog:
     if toolset.web_search is not None:
         catalog.add(web_search.entry(toolset.web_search.declared))
     return catalog
+
+
+def round_choice(
+    toolset: Toolset, catalog: Catalog, choice: str | dict[str, Any]
+) -> str | dict[str, Any]:
+    """A request's ``tool_choice`` as its rounds send it (and a count counts it): as
+    declared when it names a tool sent as declared (:meth:`Toolset.native_choice`), else in
+    the catalog's model-visible names (:meth:`Catalog.model_choice`)."""
+    return toolset.native_choice(choice) or catalog.model_choice(choice)
 
 
 def counted_catalog(toolset: Toolset, context: list[Item], max_discovered_tools: int) -> Catalog:
