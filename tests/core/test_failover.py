@@ -63,6 +63,7 @@ async def run_over(
         UpstreamTimeout("no first byte"),
         UpstreamRejected("slow down", status=429, code="rate_limit_exceeded"),
         UpstreamRejected("no such model", status=404, code="model_not_found"),
+        UpstreamRejected("body over 1 MB", status=413, code="request_too_large"),
         UpstreamRejected("too long", code="context_length_exceeded"),
         UpstreamContextTooLong("too long", tokens=900, window=512, requested=None),
         UpstreamRejected("not a multimodal model", code="image_input_unsupported"),
@@ -325,6 +326,7 @@ def test_recoverable_is_decided_by_class_and_status() -> None:
     "refusal",
     [
         UpstreamRejected("no such model", status=404, code="model_not_found"),
+        UpstreamRejected("body over 1 MB", status=413, code="request_too_large"),
         UpstreamRejected("too long", code="context_length_exceeded"),
         UpstreamContextTooLong("too long", tokens=900, window=512, requested=None),
         UpstreamRejected("not a multimodal model", code="image_input_unsupported"),
@@ -333,8 +335,9 @@ def test_recoverable_is_decided_by_class_and_status() -> None:
 async def test_a_refusal_by_a_server_that_is_up_moves_on_and_leaves_its_circuit_closed(
     refusal: GatewayError,
 ) -> None:
-    """A 404 (a served model name that does not match) is the model's absence, a context
-    too long a window smaller than the next candidate's may be, and an image refused a
+    """A 404 (a served model name that does not match) is the model's absence, a 413 a
+    body limit (often a proxy's) the next server may not have, a context too long a
+    window smaller than the next candidate's may be, and an image refused a
     text-only model where the next may see: not the server's failure. Each round tries
     the next candidate, and the candidate is not skipped as unhealthy however often it
     happens."""

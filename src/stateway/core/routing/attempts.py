@@ -6,14 +6,16 @@ opened (incapable, or its circuit open) is recorded too, with the reason.
 
 Which failures move on to the next candidate is decided here, by error class, status
 and code only: a recoverable failure is one where another model server may well answer
-(connect errors, timeouts before the first byte, 404, 429, 5xx, a context too long for
-the server's window, the gateway's own full queue for that server, an upstream error
+(connect errors, timeouts before the first byte, 404, 413, 429, 5xx, a context too long
+for the server's window, the gateway's own full queue for that server, an upstream error
 event before any output). A request the upstream refused as such (another 4xx) or an
 answer too large would fail the same way anywhere. A 404 is the candidate's model
 missing from a server that is up (a served model name that does not match, a URL without
-its ``/v1``), and ``context_length_exceeded`` a window smaller than the request (one not
-declared as the backend's ``context_window``): either moves on without counting against
-the candidate's circuit (:func:`unhealthy`), and so does the gateway's own full queue.
+its ``/v1``), a 413 a body over that server's own size limit (often a proxy's in front of
+it: nginx refuses bodies over 1 MB by default), and ``context_length_exceeded`` a window
+smaller than the request (one not declared as the backend's ``context_window``): each
+moves on without counting against the candidate's circuit (:func:`unhealthy`), and so
+does the gateway's own full queue.
 When every candidate refuses a context too long, the client gets the last refusal
 (``context_length_exceeded``, which Codex acts on by compacting).
 """
@@ -48,6 +50,9 @@ answered attempt is the hot path: DEBUG (a formatted INFO record per request cos
 client left, or it was deleted, cancelled or shut down (a crash is logged by the run)."""
 MODEL_NOT_SERVED = 404
 """An upstream's status for a model it does not serve (:func:`recoverable`)."""
+BODY_TOO_LARGE = 413
+"""An upstream's status for a body over its size limit, which another server's may not be."""
+_UP_BUT_REFUSING = frozenset({MODEL_NOT_SERVED, BODY_TOO_LARGE})
 
 
 def recoverable(error: BaseException) -> bool:
@@ -57,7 +62,7 @@ def recoverable(error: BaseException) -> bool:
     checked before asking), and so is a text-only model's refusal of an image (the next
     may see: one whose ``images`` capability is declared false is never asked)."""
     if isinstance(error, UpstreamRejected):
-        return error.status in (MODEL_NOT_SERVED, 429) or _model_limit(error)
+        return error.status in (*_UP_BUT_REFUSING, 429) or _model_limit(error)
     if isinstance(error, UpstreamResponseTooLarge):
         return False
     return isinstance(error, UpstreamError | Overloaded)
@@ -66,10 +71,10 @@ def recoverable(error: BaseException) -> bool:
 def unhealthy(error: BaseException) -> bool:
     """Whether ``error`` counts against its candidate's circuit: a recoverable failure of
     the server, not a model the server (which answered) does not have or a context too
-    long for its window, nor the gateway's own queue for it being full (the server is
-    busy with the calls it has, not failing)."""
+    long for its window or a body over its size limit, nor the gateway's own queue for
+    it being full (the server is busy with the calls it has, not failing)."""
     if isinstance(error, UpstreamRejected) and (
-        error.status == MODEL_NOT_SERVED or _model_limit(error)
+        error.status in _UP_BUT_REFUSING or _model_limit(error)
     ):
         return False
     return not isinstance(error, Overloaded) and recoverable(error)
