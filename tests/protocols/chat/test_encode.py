@@ -88,6 +88,7 @@ def test_a_completion_shows_text_reasoning_and_client_calls_only() -> None:
         ("c1", "f", '{"a":1}')
     ]
     assert wire["choices"][0]["message"]["reasoning_content"] == "hm"
+    assert wire["choices"][0]["message"]["reasoning"] == "hm"  # vLLM's name for it
     assert "mcp" not in orjson.dumps(wire).decode()
     assert parsed.usage is not None
     assert (
@@ -121,6 +122,7 @@ def test_a_completion_without_text_has_null_content_and_a_refusal() -> None:
     assert wire["choices"][0]["message"]["refusal"] == "no"
     assert "tool_calls" not in wire["choices"][0]["message"]
     assert "reasoning_content" not in wire["choices"][0]["message"]
+    assert "reasoning" not in wire["choices"][0]["message"]
 
 
 def test_an_answer_of_nothing_has_empty_content_streamed_as_not() -> None:
@@ -268,8 +270,10 @@ def test_each_rounds_text_and_reasoning_stay_apart_streamed_as_not() -> None:
     streamed = "".join(delta.get("content") or "" for delta in deltas)
     thought = "".join(delta.get("reasoning_content") or "" for delta in deltas)
     assert (streamed, thought) == ("Let me add.\n\nIt is 5.", "adding\n\ndone")
+    assert "".join(delta.get("reasoning") or "" for delta in deltas) == thought
     whole = encode_completion(done)["choices"][0]["message"]
     assert (whole["content"], whole["reasoning_content"]) == (streamed, thought)
+    assert whole["reasoning"] == thought
 
 
 def test_every_chunk_has_the_completions_envelope() -> None:

@@ -4,8 +4,8 @@ finish reason.
 The one choice's message shows what the client sees of a run (:mod:`stateway.core.hidden`):
 the text of every assistant message as ``content`` (``null`` when there is none but a
 refusal or tool calls, ``""`` when there is nothing at all), a
-refusal as ``refusal``, the reasoning as ``reasoning_content`` (as llama.cpp
-and SGLang send it, and vLLM did before it named it ``reasoning``), and the
+refusal as ``refusal``, the reasoning as both ``reasoning_content`` and ``reasoning``
+(:func:`reasoning_fields`), and the
 client's own function calls as ``tool_calls``. The gateway's own tool calls are not shown;
 the citations of its web search (``web_search_options``, or a backend's ``gateway_tools``)
 are, as the message's ``annotations`` (:func:`message_annotations`: ``url_citation``,
@@ -69,7 +69,7 @@ def encode_completion(state: ResponseState) -> dict[str, Any]:
     if calls:
         message["tool_calls"] = [tool_call(call) for call in calls]
     if any(reasoning):
-        message["reasoning_content"] = joined_items(reasoning)
+        message.update(reasoning_fields(joined_items(reasoning)))
     reason = finish_reason(state)
     choice = {"index": 0, "message": message, "logprobs": _logprobs(state), "finish_reason": reason}
     return {
@@ -82,6 +82,14 @@ def encode_completion(state: ResponseState) -> dict[str, Any]:
         "service_tier": served_tier(state.settings.service_tier),
         "system_fingerprint": None,
     }
+
+
+def reasoning_fields(text: str) -> dict[str, str]:
+    """Reasoning ``text`` under both names Chat clients read it by: ``reasoning_content``
+    (DeepSeek's, which llama.cpp and SGLang send and the AI SDK, OpenCode and LiteLLM
+    read) and ``reasoning`` (what vLLM sends since it dropped the other, as OpenRouter
+    does). A client reads one, whichever it knows."""
+    return {"reasoning_content": text, "reasoning": text}
 
 
 def _content(texts: list[str], other: bool) -> str | None:

@@ -9,8 +9,8 @@ hosted opens them, so that a stream without text adds up to the completion's emp
 then one chunk per text delta
 (``content``, with its tokens as ``logprobs`` when the request asked for them), refusal
 delta (``refusal``),
-reasoning delta (``reasoning_content``, as llama.cpp and SGLang
-stream it, and vLLM did before it named it ``reasoning``), client function
+reasoning delta (``reasoning_content`` and ``reasoning``:
+:func:`.encode.reasoning_fields`), client function
 call start (``tool_calls[].id``, ``type``, ``function.name``, numbered by ``index`` in the
 order the calls start) and arguments delta (``tool_calls[].function.arguments``); at the
 end a chunk with the ``finish_reason`` and an empty delta (or, after an answer that cites
@@ -49,6 +49,7 @@ from stateway.protocols.chat.encode import (
     encode_usage,
     finish_reason,
     message_annotations,
+    reasoning_fields,
 )
 from stateway.protocols.service_tier import served_tier
 
@@ -123,7 +124,7 @@ class ChatStream:
                 if at != self._reasoning_at and delta:
                     delta = delta if self._reasoning_at < 0 else ITEM_BREAK + delta
                     self._reasoning_at = at
-                return self._delta({"reasoning_content": delta})
+                return self._delta(reasoning_fields(delta))
             case ev.ArgumentsDelta(output_index=at, delta=delta):
                 index = self._calls.get(at)
                 if index is None:
