@@ -29,6 +29,8 @@ from tests.support.mcp_server import (
 )
 
 LOCAL: dict[str, Any] = {"type": "mcp", "server_label": "local", "require_approval": "never"}
+GUARDED_SECRET = "operator-secret-0451"
+"""The configured server ``guarded``'s credential: the gateway's, never a tenant's to read."""
 
 
 @dataclass
@@ -44,7 +46,11 @@ def setup(
     directory = tmp_path_factory.mktemp("mcp-gateway")
     with serve_mcp() as server:
         config = directory / "stateway.toml"
-        config.write_text(f'[mcp_servers.local]\nurl = "{server.url}"\n')
+        config.write_text(
+            f'[mcp_servers.local]\nurl = "{server.url}"\n'
+            f'[mcp_servers.guarded]\nurl = "{server.url}"\n'
+            f'headers = {{ Authorization = "Bearer {GUARDED_SECRET}" }}\n'
+        )
         database = f"sqlite:///{directory / 'stateway.db'}"
         args = ["--config", str(config), "--upstream", fake_upstream]
         args += ["--upstream-api", request.param, "--database", database]
@@ -694,6 +700,32 @@ def test_credentials_are_used_and_never_stored_or_echoed(setup: Setup) -> None:
     for shown in (response, setup.sdk.responses.retrieve(response.id)):
         assert "hush-hush" not in shown.model_dump_json(exclude={"output"})
         assert shown.tools[0].model_dump().get("headers") is None
+
+
+def test_a_configured_servers_credential_echoed_in_an_error_result_is_masked(
+    setup: Setup,
+) -> None:
+    """A configured server's headers are the gateway's: a server echoing them back in an
+    error result reaches neither the client, nor the stored response, nor the model."""
+    guarded = {"type": "mcp", "server_label": "guarded", "require_approval": "never"}
+    response = setup.sdk.responses.create(
+        model="m",
+        input=tool("fail", {"message": "you sent {authorization}"}, "guarded"),
+        tools=[guarded],
+    )
+    call = response.output[1]
+    assert call.type == "mcp_call"
+    assert isinstance(call.error, McpToolExecutionError)
+    assert [part["text"] for part in call.error.content] == ["you sent ***"]
+    stored = setup.sdk.responses.retrieve(response.id)
+    transcript = setup.sdk.responses.create(
+        model="m",
+        previous_response_id=response.id,
+        input=[{"role": "user", "content": "[[echo]]"}],
+        tools=[guarded],
+    )
+    for shown in (response, stored, transcript):
+        assert GUARDED_SECRET not in shown.model_dump_json()
 
 
 def test_a_server_url_off_the_allow_list_is_refused(setup: Setup) -> None:

@@ -147,6 +147,24 @@ async def test_a_server_error_echoing_a_header_value_does_not_pass_it_on(
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_an_error_result_echoing_a_header_value_does_not_pass_it_on(
+    mcp_server: RunningMcpServer, pool: PooledMcpClient, transport: McpTransport
+) -> None:
+    """A tool's ``isError`` result is the server's error message too: a credential it
+    echoes (a configured server's, which the tenant must never read) is masked in its
+    message and in its content, as in a JSON-RPC error's."""
+    token = "sekrit-token-1234567"
+    base = server_for(mcp_server, transport)
+    server = McpServer("test", base.url, (("Authorization", f"Bearer {token}"),), transport)
+
+    with pytest.raises(ToolFailure) as failure:
+        await pool.call_tool(server, "fail", {"message": "refused; you sent {authorization}"})
+
+    masked = "refused; you sent ***"
+    assert failure.value.error == ToolError.execution([{"type": "text", "text": masked}], masked)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_headers_reach_the_server_and_split_the_pool(
     mcp_server: RunningMcpServer, pool: PooledMcpClient, transport: McpTransport
 ) -> None:

@@ -13,13 +13,14 @@ are read directly by the test: how many sessions it initialized, how many it saw
         server.stats.initializations                    # sessions the server initialized
 
 Tools: ``add(a, b)`` (read-only), ``echo(text, times=1)``, ``fail(message)`` (an ``isError``
-result), ``sleep(seconds)``, ``whoami()`` (the ``Authorization`` header it received),
-``picture()`` (text plus an image), ``tally()`` (structured content only),
-``read_slowly(seconds)`` (read-only; counts how many of its calls overlap),
-``refuse(status | code, message)`` (the call answered with HTTP ``status`` before the MCP
-server sees it, as an HTTP layer that turns one call away does; or with the JSON-RPC error
-``code``). ``tools/list`` pages ``page_size`` tools at a time so clients must follow
-cursors.
+result; ``{authorization}`` in the message stands for the ``Authorization`` header the call
+carried, as a server echoing request headers in its errors does), ``sleep(seconds)``,
+``whoami()`` (the ``Authorization`` header it received), ``picture()`` (text plus an
+image), ``tally()`` (structured content only), ``read_slowly(seconds)`` (read-only;
+counts how many of its calls overlap), ``refuse(status | code, message)`` (the call
+answered with HTTP ``status`` before the MCP server sees it, as an HTTP layer that turns
+one call away does; or with the JSON-RPC error ``code``). ``tools/list`` pages
+``page_size`` tools at a time so clients must follow cursors.
 
 ``python -m tests.support.mcp_server [--page-size N]`` serves it in a process of its own
 (for benchmarks) and prints ``MCP server listening on http://HOST:PORT``.
@@ -173,6 +174,13 @@ def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
 
 
+def _authorization(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The ``Authorization`` header the request carried (``anonymous``: none)."""
+    request = ctx.request
+    headers = request.headers if isinstance(request, Request) else {}
+    return str(headers.get("authorization", "anonymous"))
+
+
 async def _call_tool(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
@@ -185,14 +193,13 @@ async def _call_tool(
         case "files.read":
             return _text(f"contents of {args['path']}")
         case "fail":
-            return _text(str(args["message"]), is_error=True)
+            message = str(args["message"]).replace("{authorization}", _authorization(ctx))
+            return _text(message, is_error=True)
         case "sleep":
             await anyio.sleep(float(args["seconds"]))
             return _text("slept")
         case "whoami":
-            request = ctx.request
-            headers = request.headers if isinstance(request, Request) else {}
-            return _text(headers.get("authorization", "anonymous"))
+            return _text(_authorization(ctx))
         case "picture":
             image = types.ImageContent(data=PICTURE_PNG, mime_type="image/png")
             return types.CallToolResult(content=[types.TextContent(text="a picture"), image])

@@ -1,6 +1,7 @@
 """The one place where what went wrong talking to an MCP server becomes a
 :class:`ToolFailure`: a short message naming the server's label, never a traceback, a URL's
-credentials or a header value, and the kind of error a failed ``mcp_call`` shows
+credentials or a header value (nor, in a tool's ``isError`` result, a header value it
+echoed: :func:`masked`), and the kind of error a failed ``mcp_call`` shows
 (``ToolError``): what the server answered when it answered (its HTTP error status, its
 JSON-RPC error code), else the JSON-RPC code MCP SDKs stand in with (``-32000`` closed,
 ``-32001`` timed out, ``-32700`` not readable), and HTTP 502 for a server that could not be
@@ -33,7 +34,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import anyio
 import httpx2
@@ -72,9 +74,31 @@ class Failure:
         """The failure as ``server``'s, any of its header values the server's own message
         echoed (a credential, whole or in part, in any case) masked."""
         message = f"MCP server '{server.label}' {self.message}"
-        for _, value in server.headers:
-            message = KeyScrubber(value)(message)
-        return ToolFailure(ToolError(message, self.kind, self.code))
+        return masked(ToolFailure(ToolError(message, self.kind, self.code)), server)
+
+
+def masked(failure: ToolFailure, server: McpServer) -> ToolFailure:
+    """``failure`` with every stretch of ``server``'s header values in its message, and in
+    the strings of its content (an ``isError`` result's blocks, as the server sent them),
+    masked: a server may echo the request's headers in any error it answers."""
+    scrubbers = [KeyScrubber(value) for _, value in server.headers]
+    if not scrubbers:
+        return failure
+
+    def scrub(value: Any) -> Any:
+        match value:
+            case str():
+                for scrubber in scrubbers:
+                    value = scrubber(value)
+                return value
+            case list():
+                return [scrub(inner) for inner in value]
+            case dict():
+                return {key: scrub(inner) for key, inner in value.items()}
+        return value
+
+    error = failure.error
+    return ToolFailure(replace(error, message=scrub(error.message), content=scrub(error.content)))
 
 
 def _retiring(message: str, code: int, kind: ToolErrorKind = "protocol") -> Failure:

@@ -151,8 +151,8 @@ class PooledMcpClient:
                 if session is None:
                     continue  # retired while we waited (failed its check): take a new one
                 return await operation(session)
-            except ToolFailure:
-                raise
+            except ToolFailure as reported:  # a tool's isError result, as the server wrote it
+                raise failures.masked(reported, server) from None
             except asyncio.CancelledError:
                 entry.suspect()
                 raise
