@@ -45,6 +45,26 @@ def test_a_configured_server_is_named_by_its_label(tmp_path: Path) -> None:
     assert tools.mcp[0].server.url == "http://127.0.0.1:9/mcp"
 
 
+@pytest.mark.parametrize(
+    ("extra", "tools"),
+    [
+        ('[mcp_servers.docs]\nurl = "http://alice:pa55-w0rd-hush@127.0.0.1:9/mcp"\n', "[]"),
+        ("", "[{" + MCP + ' = "c", server_url = "http://alice:pa55-w0rd-hush@x/mcp"}]'),
+    ],
+    ids=["mcp_servers", "gateway_tools"],
+)
+def test_a_configured_url_carrying_credentials_fails_to_load(
+    tmp_path: Path, extra: str, tools: str
+) -> None:
+    """A URL's ``user:password@`` would be sent as HTTP Basic, which no error masks (it is
+    not among the server's headers): the config gives credentials as headers (``headers_env``
+    keeps them out of the file). The error names the field, not what it held."""
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, tools, extra)
+    assert "credentials" in str(caught.value)
+    assert "pa55-w0rd-hush" not in str(caught.value)
+
+
 def test_no_gateway_tools_is_none(tmp_path: Path) -> None:
     assert load(tmp_path, "[]") is None
 

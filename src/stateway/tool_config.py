@@ -36,6 +36,7 @@ from pydantic import Field, field_validator, model_validator
 from stateway.config_section import Section
 from stateway.core.errors import InvalidRequest
 from stateway.core.tools.catalog import WEB_SEARCH_TYPES
+from stateway.core.tools.mcp_binding import carries_credentials
 from stateway.protocols.responses.tools.decode import decode_tools
 
 
@@ -103,6 +104,11 @@ class McpServerConfig(Section):
     def _http(cls, url: str) -> str:
         if urlsplit(url).scheme not in ("http", "https"):
             raise ValueError("must be an http:// or https:// URL")
+        if carries_credentials(url):
+            raise ValueError(
+                "must not carry credentials (a user or password before '@'): give them as "
+                "headers (headers_env keeps them out of the file)"
+            )
         return url
 
     def resolved_headers(

@@ -702,6 +702,25 @@ def test_credentials_are_used_and_never_stored_or_echoed(setup: Setup) -> None:
         assert shown.tools[0].model_dump().get("headers") is None
 
 
+def test_a_server_url_carrying_credentials_is_refused_without_quoting_them(setup: Setup) -> None:
+    """A URL's ``user:password@`` would be stored and echoed with the response's tools (and
+    sent as HTTP Basic): credentials belong in ``authorization`` or ``headers``, which are
+    never kept. The 400 names the field and not what it held."""
+    host = setup.server.url.split("//", 1)[1]
+    leaky = {
+        "type": "mcp",
+        "server_label": "creds",
+        "server_url": f"http://alice:pa55-w0rd-hush@{host}",
+        "require_approval": "never",
+    }
+    with pytest.raises(openai.BadRequestError) as caught:
+        setup.sdk.responses.create(model="m", input="[[tool:creds__whoami:{}]]", tools=[leaky])
+    assert caught.value.code == "invalid_value"
+    assert caught.value.param == "tools[0].server_url"
+    assert "'authorization' or 'headers'" in caught.value.message
+    assert "pa55-w0rd-hush" not in caught.value.response.text
+
+
 def test_a_configured_servers_credential_echoed_in_an_error_result_is_masked(
     setup: Setup,
 ) -> None:

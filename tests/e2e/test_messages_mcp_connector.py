@@ -164,3 +164,25 @@ def test_the_authorization_token_reaches_the_server_as_a_bearer_token(setup: Set
     _, result, _ = message.content
     assert result.type == "mcp_tool_result"
     assert [block.text for block in result.content] == ["Bearer tok-1"]  # type: ignore[union-attr]
+
+
+def test_a_url_carrying_credentials_is_a_400_without_quoting_them(setup: Setup) -> None:
+    """A URL's ``user:password@`` would be stored with a thread's tools (and sent as HTTP
+    Basic): the connector's credential is its ``authorization_token``, which is never
+    kept. The 400 names the field and not what it held."""
+    host = setup.server.url.split("//", 1)[1]
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        setup.claude.beta.messages.create(
+            model="m",
+            max_tokens=100,
+            messages=[{"role": "user", "content": "[[tool:calc__whoami:{}]]"}],
+            mcp_servers=[
+                {"type": "url", "url": f"http://alice:pa55-w0rd-hush@{host}", "name": "calc"}
+            ],
+            betas=BETAS,
+        )
+    error = caught.value.response.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["message"].startswith("mcp_servers.0.url: the URL must not carry credentials")
+    assert "authorization_token" in error["message"]
+    assert "pa55-w0rd-hush" not in caught.value.response.text

@@ -139,6 +139,27 @@ def test_a_server_url_that_is_no_http_url_is_refused_before_the_allow_list(url: 
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "http://alice:hush-hush@ok.test/mcp",
+        "http://hush-hush@ok.test/mcp",  # a token as the user
+        "http://:hush-hush@ok.test/mcp",
+        "http://@ok.test/mcp",  # an empty userinfo: refused all the same
+        "https://ok.test@hush-hush.evil/mcp",  # the host is the part after '@'
+    ],
+)
+def test_a_server_url_carrying_credentials_is_refused_without_quoting_it(url: str) -> None:
+    """Stored and echoed with the response's tools, a URL is no place for a credential; the
+    400 says where one goes, and never repeats the URL."""
+    tool = {"type": "mcp", "server_label": "x", "server_url": url}
+    with pytest.raises(InvalidRequest) as caught:
+        GatewayTools(mcp=FakeMcp({}), url_allowed=lambda url: True).resolve([tool])
+    assert (caught.value.param, caught.value.code) == ("tools[0].server_url", "invalid_value")
+    assert "'authorization' or 'headers'" in caught.value.message
+    assert "hush" not in caught.value.message
+
+
+@pytest.mark.parametrize(
     ("fields", "param"),
     [
         ({"headers": {"Host": "admin.internal"}}, "tools[0].headers"),  # another virtual host

@@ -208,6 +208,17 @@ def test_a_server_url_that_is_no_http_url_is_refused_by_its_field(url: str) -> N
     assert "server_url" not in error.message
 
 
+def test_a_server_url_carrying_credentials_is_refused_by_its_field() -> None:
+    """The connector's credential is its ``authorization_token``, never kept; a URL is
+    stored with a thread's tools. The 400 does not repeat it."""
+    leaky = SERVER | {"name": "docs", "url": "https://alice:hush-hush@mcp.test/mcp"}
+    error = refused(body(mcp_servers=[SERVER, leaky]))
+    assert (error.code, error.param) == ("invalid_value", "mcp_servers.1.url")
+    assert error.message.startswith("mcp_servers.1.url: the URL must not carry credentials")
+    assert "authorization_token" in error.message
+    assert "hush" not in error.message
+
+
 def test_connector_errors_say_what_is_wrong() -> None:
     twice = refused(body(mcp_servers=[SERVER, SERVER]))
     assert (twice.code, twice.message) == (

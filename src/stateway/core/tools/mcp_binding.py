@@ -1,8 +1,8 @@
 """A declared ``mcp`` tool bound to a server: its ``server_url`` (checked to be an http(s)
-URL the HTTP client can send), the headers it sends (the request's ``headers`` and
-``authorization``, checked, used for the run and never stored or echoed), which of the
-server's tools it offers (``allowed_tools``, ``read_only``), and which of them need the
-client's approval before they run (``require_approval``).
+URL the HTTP client can send, without credentials), the headers it sends (the request's
+``headers`` and ``authorization``, checked, used for the run and never stored or echoed),
+which of the server's tools it offers (``allowed_tools``, ``read_only``), and which of
+them need the client's approval before they run (``require_approval``).
 
 Which server a declaration reaches (a configured one, or an allow-listed ``server_url``)
 is :meth:`~stateway.core.tools.toolset.GatewayTools.resolve`'s decision.
@@ -135,16 +135,27 @@ def server_url_of(tool: Item, path: str) -> str | None:
     """A request's ``server_url``, None when it names none. One that is not an absolute
     http(s) URL with a host and a valid port, or holds whitespace or control characters
     (which the URL parser would drop and the HTTP client refuse), is a 400 naming it: the
-    allow-list is asked only about URLs the MCP client can reach as written."""
+    allow-list is asked only about URLs the MCP client can reach as written. So is one
+    carrying credentials (:func:`carries_credentials`), the URL never quoted."""
     url: str | None = tool.get("server_url")
-    if url is None or http_url(url):
-        return url
-    raise InvalidRequest(
-        "Invalid 'server_url': expected an http:// or https:// URL with a host (and a port "
-        "from 0 to 65535), without whitespace.",
-        param=f"{path}.server_url",
-        code="invalid_value",
-    )
+    if url is None:
+        return None
+    if not http_url(url):
+        raise InvalidRequest(
+            "Invalid 'server_url': expected an http:// or https:// URL with a host (and a "
+            "port from 0 to 65535), without whitespace.",
+            param=f"{path}.server_url",
+            code="invalid_value",
+        )
+    if carries_credentials(url):
+        raise InvalidRequest(
+            "Invalid 'server_url': it must not carry credentials (a user or password before "
+            "'@'); send them in 'authorization' or 'headers', which are used for the request "
+            "and never stored or echoed.",
+            param=f"{path}.server_url",
+            code="invalid_value",
+        )
+    return url
 
 
 def http_url(url: str) -> bool:
@@ -158,6 +169,15 @@ def http_url(url: str) -> bool:
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def carries_credentials(url: str) -> bool:
+    """Whether ``url`` (an :func:`http_url`) has a userinfo part (``user:password@``, even
+    an empty one), which the HTTP client would send as Basic credentials. Refused wherever
+    an MCP server's URL is given: the URL is stored and echoed with the response's tools,
+    and a server's echo of the Basic header it makes is masked by nothing (it is not among
+    the server's headers); credentials are given as headers."""
+    return "@" in urlsplit(url).netloc
 
 
 def headers_of(tool: Item, path: str) -> tuple[tuple[str, str], ...]:

@@ -8,7 +8,8 @@ is a 400 that says what to configure:
 - ``mcp``: a ``server_label`` of a configured server (``[mcp_servers.<label>]``), or a
   ``server_url`` whose host is on the allow-list (deny by default: a request must not
   make the gateway reach into its own network). Request ``headers`` (and
-  ``authorization``) are used for the run and never stored or echoed. The server's
+  ``authorization``) are used for the run and never stored or echoed; a ``server_url``
+  carrying credentials (``user:password@``) is a 400 saying to send them so. The server's
   description (``server_description``, else the configured ``description``) reaches the
   model with each of its tools. What the binding holds (headers checked, tools offered,
   approvals): :mod:`.mcp_binding`.

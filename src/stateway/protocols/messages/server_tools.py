@@ -31,7 +31,7 @@ import orjson
 from stateway.core.items import MCP_CALL, WEB_SEARCH_CALL, Item
 from stateway.core.response import ResponseState
 from stateway.core.tools import web_search
-from stateway.core.tools.mcp_binding import http_url
+from stateway.core.tools.mcp_binding import carries_credentials, http_url
 from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.request import (
     McpServerParam,
@@ -72,6 +72,12 @@ def mcp_tools(servers: list[McpServerParam], toolsets: dict[str, McpToolsetParam
                 f"mcp_servers.{index}.url",
                 "expected an http:// or https:// URL with a host (and a port from 0 to "
                 "65535), without whitespace.",
+            )
+        if carries_credentials(server.url):
+            raise field_error(
+                f"mcp_servers.{index}.url",
+                "the URL must not carry credentials (a user or password before '@'); send "
+                "the server's token as authorization_token, which is never stored.",
             )
         configuration = server.tool_configuration
         if configuration is not None and configuration.enabled is False:
