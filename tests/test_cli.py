@@ -1,4 +1,5 @@
 import errno
+import io
 import json
 import logging
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from stateway import __version__, cli
+from stateway.config import Overrides, load_config
 from stateway.fake_upstream.launch import start_fake_upstream
 from stateway.launch import child_env, launch, start_announced
 
@@ -270,6 +272,19 @@ def test_check_config_says_who_may_call(tmp_path: Path) -> None:
         in described.stdout
     )
     assert "auth: none (every caller is the default tenant; loopback only)" in plain.stdout
+
+
+def test_the_start_up_description_says_when_no_auth_serves_beyond_loopback() -> None:
+    """``--insecure-no-auth`` on a public address: the auth line must not claim loopback."""
+    config = load_config(Overrides(host="0.0.0.0"), {})
+    exposed, bound = io.StringIO(), io.StringIO()
+
+    cli._describe(config, exposed, beyond_loopback=True)
+    cli._describe(config, bound)
+
+    assert "loopback only" not in exposed.getvalue()
+    assert "any address: --insecure-no-auth" in exposed.getvalue()
+    assert "auth: none (every caller is the default tenant; loopback only)" in bound.getvalue()
 
 
 def test_serve_warns_at_start_up_about_an_upstream_url_without_its_base_path(

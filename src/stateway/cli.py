@@ -136,7 +136,7 @@ def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = Fal
             ),
             keep_alive=config.server.keep_alive_timeout,
         )
-        _describe(config, sys.stdout)
+        _describe(config, sys.stdout, beyond_loopback=warning is not None)
         announcement = f"stateway {__version__} listening on {socket_url(sock)}"
         server = AnnouncingServer(uvicorn_config, announcement, drain=drain)
         with parts.gateway.generations.lease() as generation:
@@ -184,7 +184,9 @@ def _tune_gc() -> None:
     gc.set_threshold(20_000, 50, 100)
 
 
-def _describe(config: Config, out: Any) -> None:
+def _describe(config: Config, out: Any, *, beyond_loopback: bool = False) -> None:
+    """What the configuration serves; ``beyond_loopback``: served without auth on a public
+    address (``--insecure-no-auth``), which the auth line says instead of loopback only."""
     print(f"database: {describe_url(config.database_url)}", file=out)
     catch_all = {backend.name for backend in config.catch_all_backends}
     for backend in config.backends:
@@ -200,17 +202,18 @@ def _describe(config: Config, out: Any) -> None:
         print(f"route {route.name}{' (default)' if route.default else ''}: {candidates}", file=out)
     for alias, target in config.aliases.items():
         print(f"alias {alias} -> {target}", file=out)
-    print(f"auth: {_auth_description(config)}", file=out)
+    print(f"auth: {_auth_description(config, beyond_loopback)}", file=out)
     out.flush()
 
 
-def _auth_description(config: Config) -> str:
+def _auth_description(config: Config, beyond_loopback: bool) -> str:
     auth = config.auth
     accepted = ["API keys"] if auth.api_keys else []
     if auth.oidc is not None:
         oidc = auth.oidc
         accepted.append(f"OIDC tokens from {oidc.issuer} (tenant claim '{oidc.tenant_claim}')")
-    return " and ".join(accepted) or "none (every caller is the default tenant; loopback only)"
+    reach = "any address: --insecure-no-auth" if beyond_loopback else "loopback only"
+    return " and ".join(accepted) or f"none (every caller is the default tenant; {reach})"
 
 
 def _run(coroutine: Coroutine[Any, Any, None]) -> None:
