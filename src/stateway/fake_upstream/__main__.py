@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 
 from stateway.fake_upstream.chat import REASONING_FIELDS
+from stateway.fake_upstream.listing import Windows
 from stateway.fake_upstream.server import serve
 from stateway.fake_upstream.tokenizer import DIALECTS
 
@@ -66,6 +67,23 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake
         default="vllm",
         help="how /tokenize answers: as vLLM (default), as llama.cpp, or not at all",
     )
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        default=None,
+        help="tell this context window as vLLM does: max_model_len in each /v1/models entry "
+        "(max_input_tokens in Anthropic's shape)",
+    )
+    parser.add_argument(
+        "--ctx-size",
+        type=int,
+        default=None,
+        help="tell this context window as llama.cpp does: divided among the --parallel "
+        "slots in GET /props, the listing telling only the trained window (n_ctx_train)",
+    )
+    parser.add_argument(
+        "--parallel", type=int, default=1, help="llama.cpp's slots sharing --ctx-size"
+    )
     args = parser.parse_args(argv)
     serve(
         args.host,
@@ -78,6 +96,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake
         reasoning_efforts=tuple(args.reasoning_efforts) if args.reasoning_efforts else None,
         reasoning_field=args.reasoning_field,
         tokenizer=args.tokenizer,
+        windows=Windows(args.max_model_len, args.ctx_size, args.parallel),
     )
 
 

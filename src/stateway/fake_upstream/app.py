@@ -3,7 +3,8 @@
 Routes::
 
     GET    /health                 {"status": "ok"}
-    GET    /v1/models              the configured model names
+    GET    /v1/models              the configured model names (listing.py)
+    GET    /props                  llama.cpp's server properties, with --ctx-size (listing.py)
     POST   /v1/chat/completions    Chat Completions (see chat.py)
     POST   /v1/responses           stateless Responses (see responses.py)
     POST   /v1/messages            Anthropic Messages (see messages.py)
@@ -66,6 +67,7 @@ from stateway.fake_upstream.errors import (
     not_found,
     scripted_error,
 )
+from stateway.fake_upstream.listing import Windows, listings
 from stateway.fake_upstream.messages import (
     messages_conversation,
     parse_messages_request,
@@ -153,6 +155,7 @@ class FakeUpstreamApp:
         reasoning_efforts: tuple[str, ...] | None = None,
         reasoning_field: ReasoningField = "reasoning_content",
         tokenizer: Dialect = "vllm",
+        windows: Windows | None = None,
     ) -> None:
         self.api_key = api_key
         self.tokenizer = tokenizer
@@ -168,28 +171,9 @@ class FakeUpstreamApp:
         self.requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)
         self.counts: Counter[str] = Counter()
         """Generation requests by the model they asked for, unbounded unlike the log."""
-        models = [
-            {"id": name, "object": "model", "created": 0, "owned_by": "stateway-fake"}
-            for name in self.model_names
-        ]
-        self._models_body = orjson.dumps({"object": "list", "data": models})
-        anthropic_models = [
-            {
-                "type": "model",
-                "id": name,
-                "display_name": name,
-                "created_at": "2026-01-01T00:00:00Z",
-            }
-            for name in self.model_names
-        ]
-        self._anthropic_models_body = orjson.dumps(
-            {
-                "data": anthropic_models,
-                "has_more": False,
-                "first_id": self.model_names[0],
-                "last_id": self.model_names[-1],
-            }
-        )
+        windows = windows or Windows()
+        self._models_body, self._anthropic_models_body = listings(self.model_names, windows)
+        self._props_body = windows.props()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -233,6 +217,8 @@ class FakeUpstreamApp:
             await send_json(send, 200, orjson.dumps(answer))
         elif path == "/health" and method == "GET":
             await send_json(send, 200, _HEALTH_BODY)
+        elif path == "/props" and method == "GET" and self._props_body is not None:
+            await send_json(send, 200, self._props_body)
         elif path == REQUESTS_PATH and method == "GET":
             logged = {"data": list(self.requests), "counts": self.counts}
             await send_json(send, 200, orjson.dumps(logged))
@@ -409,6 +395,7 @@ def build_app(
     reasoning_efforts: tuple[str, ...] | None = None,
     reasoning_field: ReasoningField = "reasoning_content",
     tokenizer: Dialect = "vllm",
+    windows: Windows | None = None,
 ) -> FakeUpstreamApp:
     """A fresh fake upstream ASGI app (each with its own request log)."""
     return FakeUpstreamApp(
@@ -419,4 +406,5 @@ def build_app(
         reasoning_efforts=reasoning_efforts,
         reasoning_field=reasoning_field,
         tokenizer=tokenizer,
+        windows=windows,
     )

@@ -30,6 +30,11 @@ class FakeOptions(TypedDict, total=False):
     reasoning_efforts: tuple[str, ...] | None
     reasoning_field: str | None
     tokenizer: str | None
+    max_model_len: int | None
+    """A context window told as vLLM tells it."""
+    ctx_size: int | None
+    """A context window told as llama.cpp tells it, shared by ``parallel`` slots."""
+    parallel: int | None
 
 
 @contextmanager
@@ -65,4 +70,7 @@ def fake_upstream_command(api_key: str | None = None, **options: Unpack[FakeOpti
         command += ["--reasoning-field", field]
     if (tokenizer := options.get("tokenizer")) is not None:
         command += ["--tokenizer", tokenizer]
+    for option in ("max_model_len", "ctx_size", "parallel"):
+        if (value := options.get(option)) is not None:
+            command += ["--" + option.replace("_", "-"), str(value)]
     return command

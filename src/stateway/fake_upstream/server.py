@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from stateway.fake_upstream.app import build_app
 from stateway.fake_upstream.chat import ReasoningField
+from stateway.fake_upstream.listing import Windows
 from stateway.fake_upstream.tokenizer import Dialect
 from stateway.serving import AnnouncingServer, bind_socket, server_config, socket_url
 
@@ -27,13 +28,14 @@ def serve(
     reasoning_efforts: tuple[str, ...] | None = None,
     reasoning_field: ReasoningField = "reasoning_content",
     tokenizer: Dialect = "vllm",
+    windows: Windows | None = None,
 ) -> None:
     """Run the fake upstream until interrupted (SIGINT/SIGTERM). ``keep_alive``: seconds an
     idle connection stays open (uvicorn's default, 5 s, when None); ``system_first``: the
     Chat wire refuses a system message anywhere but first; ``text_only``: an image;
     ``reasoning_efforts``: the
     only ``reasoning_effort`` values it takes (None: any); ``reasoning_field``: the Chat
-    wire's reasoning field."""
+    wire's reasoning field; ``windows``: the context window its listing tells of."""
     sock = bind_socket(host, port)
     app = build_app(
         api_key,
@@ -43,6 +45,7 @@ def serve(
         reasoning_efforts=reasoning_efforts,
         reasoning_field=reasoning_field,
         tokenizer=tokenizer,
+        windows=windows,
     )
     config = server_config(app, lifespan=False, graceful_shutdown=2)
     if keep_alive is not None:
