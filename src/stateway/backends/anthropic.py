@@ -41,6 +41,7 @@ from stateway.backends.anthropic_request import (
     count_body,
     to_upstream,
 )
+from stateway.backends.model_windows import listed_windows
 from stateway.backends.stop_sequences import stopping
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_status import classify_reported, reports_error
@@ -62,7 +63,7 @@ from stateway.core.inference import (
     ToolCallDelta,
     UsageReport,
 )
-from stateway.core.ports import TOOL_OUTPUT
+from stateway.core.ports import TOOL_OUTPUT, AdvertisedWindows
 from stateway.core.reasoning import redacted_item
 from stateway.core.tools.history import REWRITTEN_ITEM_TYPES
 from stateway.core.usage import Usage
@@ -185,18 +186,27 @@ class AnthropicBackend:
         return self._client.full(pending)
 
     async def list_models(self) -> list[str]:
+        return [entry["id"] for entry in await self._listing()]
+
+    async def advertised_windows(self) -> AdvertisedWindows:
+        """Each model's ``max_input_tokens`` (:mod:`stateway.backends.model_windows`)."""
+        return await listed_windows(self._client, await self._listing())
+
+    async def _listing(self) -> list[dict[str, Any]]:
         """Every page of the listing: Anthropic answers 20 models unless asked for more
         (at most 1,000 a page), with ``has_more`` and ``last_id`` to go on from."""
         params = {"limit": str(MODEL_PAGE)}
-        ids: list[str] = []
+        entries: list[dict[str, Any]] = []
         for _ in range(MAX_MODEL_PAGES):
             page, body = await self._client.model_page(params)
-            ids += page
+            entries += [
+                e for e in body["data"] if isinstance(e, dict) and isinstance(e.get("id"), str)
+            ]
             last = body.get("last_id")
             if body.get("has_more") is not True or not isinstance(last, str) or not page:
                 break
             params = {"limit": str(MODEL_PAGE), "after_id": last}
-        return ids
+        return entries
 
     async def aclose(self) -> None:
         await self._client.aclose()

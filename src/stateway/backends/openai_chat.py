@@ -37,6 +37,7 @@ from stateway.backends.chat_request import REASONING_FIELDS, TEXT_PARTS, to_upst
 from stateway.backends.chat_system_messages import merge_user_turns
 from stateway.backends.chat_usage import from_chat_usage
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
+from stateway.backends.model_windows import server_windows
 from stateway.backends.reasoning_efforts import effort_levels, level_sent
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
@@ -57,7 +58,7 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.items import Item
-from stateway.core.ports import TOOL_OUTPUT
+from stateway.core.ports import TOOL_OUTPUT, AdvertisedWindows
 from stateway.core.tools.history import REWRITTEN_ITEM_TYPES
 
 CARRIED = (
@@ -248,6 +249,9 @@ class OpenAIChatBackend:
 
     async def list_models(self) -> list[str]:
         return await self._client.list_models()
+
+    async def advertised_windows(self) -> AdvertisedWindows:
+        return await server_windows(self._client)
 
     async def count_tokens(self, request: InferenceRequest) -> int | None:
         """The upstream tokenizer's count (:mod:`stateway.backends.tokenizer`)."""

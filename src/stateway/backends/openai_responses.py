@@ -46,6 +46,7 @@ from typing import Any
 import orjson
 
 from stateway.backends import chat_request
+from stateway.backends.model_windows import server_windows
 from stateway.backends.responses_request import to_upstream
 from stateway.backends.stop_sequences import stopping
 from stateway.backends.tokenizer import UpstreamTokenizer
@@ -69,7 +70,7 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.items import Item
-from stateway.core.ports import TOOL_OUTPUT
+from stateway.core.ports import TOOL_OUTPUT, AdvertisedWindows
 from stateway.core.reasoning import SEALED_BY_RESPONSES
 from stateway.core.tools.history import REWRITTEN_ITEM_TYPES
 from stateway.core.usage import Usage
@@ -163,6 +164,9 @@ class OpenAIResponsesBackend:
 
     async def list_models(self) -> list[str]:
         return await self._client.list_models()
+
+    async def advertised_windows(self) -> AdvertisedWindows:
+        return await server_windows(self._client)
 
     async def count_tokens(self, request: InferenceRequest) -> int | None:
         """The upstream's ``POST /responses/input_tokens`` (OpenAI's); where that is

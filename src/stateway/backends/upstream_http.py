@@ -303,21 +303,7 @@ class UpstreamClient:
         """The model ids of one ``GET /models`` (with query ``params``), and the whole
         answer (for a paged listing's ``has_more`` and ``last_id``), within ``within``
         seconds (its own deadline, not an inference call's ``total_timeout``)."""
-        timeout = aiohttp.ClientTimeout(total=within)
-        with self._failures(listing=within):
-            async with self._pooled_session().get(
-                self.target.base_url + "/models",
-                params=params,
-                timeout=timeout,
-                allow_redirects=False,
-            ) as response:
-                if response.status >= 300:
-                    raise await self._error(response)
-                raw = await UpstreamReply(response, self.target.name, _MAX_ERROR_BODY * 64).read()
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            body = None
+        body = await self.get_json("/models", params=params, within=within)
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(body, dict) or not isinstance(data, list):
             raise UpstreamError(
@@ -326,10 +312,35 @@ class UpstreamClient:
         ids = [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
         return ids, body
 
+    async def get_json(
+        self,
+        path: str,
+        *,
+        root: bool = False,
+        params: Mapping[str, str] | None = None,
+        within: float = 5.0,
+    ) -> Any:
+        """The JSON body (None when it is not JSON) of ``GET path`` under ``base_url`` (or,
+        with ``root``, :attr:`root_url`): a listing of the server's, within ``within``
+        seconds and at most 1 MiB, beside the calls' connection slots."""
+        timeout = aiohttp.ClientTimeout(total=within)
+        url = (self.root_url if root else self.target.base_url) + path
+        with self._failures(listing=within, asked=path):
+            async with self._pooled_session().get(
+                url, params=params, timeout=timeout, allow_redirects=False
+            ) as response:
+                if response.status >= 300:
+                    raise await self._error(response)
+                raw = await UpstreamReply(response, self.target.name, _MAX_ERROR_BODY * 64).read()
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return None
+
     @contextmanager
-    def _failures(self, listing: float | None = None) -> Iterator[None]:
+    def _failures(self, listing: float | None = None, asked: str = "/models") -> Iterator[None]:
         """Transport failures inside the block, as the core's upstream errors; ``listing``:
-        the block is a model listing with that whole-call deadline of its own."""
+        the block is a ``GET`` of ``asked`` with that whole-call deadline of its own."""
         name = self.target.name
         try:
             yield
@@ -347,8 +358,9 @@ class UpstreamClient:
             ) from exc
         except TimeoutError as exc:  # aiohttp's whole-call deadline
             if listing is not None:
+                what = "list its models" if asked == "/models" else f"answer GET {asked}"
                 raise UpstreamTimeout(
-                    f"The model server '{name}' did not list its models within {listing:g} s."
+                    f"The model server '{name}' did not {what} within {listing:g} s."
                 ) from exc
             raise UpstreamTimeout(
                 f"The model server '{name}' did not finish within "

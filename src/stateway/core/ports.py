@@ -135,6 +135,33 @@ class TokenCounter(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class AdvertisedWindows:
+    """The context windows (tokens) a model server says its models hold."""
+
+    models: Mapping[str, int] = field(default_factory=dict)
+    """By model id, as its listing names them."""
+    server: int | None = None
+    """The window of whatever model is asked for: a server of one model that serves it
+    under any name (llama.cpp)."""
+
+    def of(self, model: str) -> int | None:
+        return self.models.get(model, self.server)
+
+
+@runtime_checkable
+class WindowAdvertiser(Protocol):
+    """A backend that can ask its model server for its models' context windows
+    (:mod:`stateway.core.routing.windows`)."""
+
+    name: str
+
+    async def advertised_windows(self) -> AdvertisedWindows:
+        """What the server advertises (nothing, for a server that does not say). Raises
+        :class:`~stateway.core.errors.UpstreamError` subclasses when it does not answer."""
+        ...
+
+
 class CacheSalts(Protocol):
     """Each tenant's ``cache_salt``: what keeps its calls out of the prefix cache other
     tenants' calls fill on a model server they all reach with the gateway's credentials

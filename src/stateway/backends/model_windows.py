@@ -1,0 +1,71 @@
+"""What a model server advertises of its models' context windows (``[[backends]]
+discover_context_window``; :mod:`stateway.core.routing.windows` asks and keeps it).
+
+- vLLM and SGLang list each model in ``GET /v1/models`` with ``max_model_len`` (the
+  server's ``--max-model-len`` or ``--context-length``: prompt and output together); a
+  LoRA adapter is listed without one (null), naming its base model as ``parent``, whose
+  window it takes.
+- Anthropic lists each model with ``max_input_tokens`` (as this gateway does in its shape).
+- llama.cpp's listing has, in ``meta``, only ``n_ctx_train``: the window the model was
+  trained for, not the one it serves. That is in ``GET /props`` at the server's root:
+  ``default_generation_settings.n_ctx``, the context of one slot, already divided among
+  the ``--parallel`` slots (``total_slots``) as the server divides ``--ctx-size``: what one
+  request may fill. It is asked only of a server whose listing is llama.cpp's, and is the
+  window of any model name (llama.cpp serves its one model whatever a request names).
+- OpenAI's listing, and other servers', say nothing: no window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.core.ports import AdvertisedWindows
+
+_FIELDS = ("max_model_len", "max_input_tokens")
+"""An entry's window, by the first of these it has."""
+
+
+async def listed_windows(client: UpstreamClient, listing: Sequence[object]) -> AdvertisedWindows:
+    """The windows ``listing`` (the ``data`` of the server's ``GET /models``) advertises,
+    or, for llama.cpp's listing, its ``/props``. Raises what ``client`` raises."""
+    models = _models(listing)
+    if models or not any(_llama_cpp(entry) for entry in listing):
+        return AdvertisedWindows(models)
+    props = await client.get_json("/props", root=True)
+    settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+    return AdvertisedWindows(server=_window(settings, "n_ctx"))
+
+
+async def server_windows(client: UpstreamClient) -> AdvertisedWindows:
+    """The windows the server behind ``client`` advertises (one page of its listing)."""
+    _, body = await client.model_page()
+    return await listed_windows(client, body["data"])
+
+
+def _models(listing: Sequence[object]) -> dict[str, int]:
+    entries = [e for e in listing if isinstance(e, dict) and isinstance(e.get("id"), str)]
+    windows: dict[str, int] = {}
+    for entry in entries:
+        window = next((w for f in _FIELDS if (w := _window(entry, f)) is not None), None)
+        if window is not None:
+            windows[entry["id"]] = window
+    for entry in entries:  # adapters, once their base models are known
+        parent = entry.get("parent")
+        if entry["id"] not in windows and isinstance(parent, str) and parent in windows:
+            windows[entry["id"]] = windows[parent]
+    return windows
+
+
+def _llama_cpp(entry: object) -> bool:
+    meta = entry.get("meta") if isinstance(entry, dict) else None
+    return isinstance(meta, dict) and "n_ctx_train" in meta
+
+
+def _window(fields: object, name: str) -> int | None:
+    """``fields[name]`` when it is a window: a whole number of tokens, 1 or more."""
+    value: Any = fields.get(name) if isinstance(fields, Mapping) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    return None
