@@ -297,7 +297,7 @@ class RunStarter:
         settings = command.settings
         _check_continued_choice(command, settings.tool_choice, settings.tools, context)
         candidate = plan.order()[0]
-        window = candidate.capabilities.context_window  # the context it would be sent
+        window = candidate.context_window  # the context it would be sent
         context = self._compaction.fitted(principal.tenant_id, command, window, context)
         policy = generation.loop.tools.policy
         catalog = counted_catalog(toolset, context, policy.max_discovered_tools)

@@ -16,12 +16,13 @@
 
 A threshold is ``compact_threshold`` when given, else 80% of the context window (the
 smallest any capable candidate declares: ``capabilities.context_window``, by default its
-backend's ``context_window``); without either there is no automatic compaction. It is checked once,
-when the response starts, against the estimate (:mod:`stateway.core.token_estimate`).
-An entry with ``pause_after_compaction`` (Messages' autocompact edit) makes its
-compaction the whole output, as a trigger does. A context that ends with the assistant
-message the answer continues (Messages' prefill) is summarized whole, and the rounds
-after the compaction still end with that message.
+backend's ``context_window``, else what its model server advertises:
+:mod:`stateway.core.routing.windows`); without either there is no automatic compaction.
+It is checked once, when the response starts, against the estimate
+(:mod:`stateway.core.token_estimate`). An entry with ``pause_after_compaction``
+(Messages' autocompact edit) makes its compaction the whole output, as a trigger does. A
+context that ends with the assistant message the answer continues (Messages' prefill) is
+summarized whole, and the rounds after the compaction still end with that message.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ class Compaction:
             return view, None, None
         fits = Fitted(view, _reserve(command.instructions, settings))
         fitted = fits.fit(window)
-        if len(candidates) > 1 and any(c.capabilities.context_window != window for c in candidates):
+        if len(candidates) > 1 and any(c.context_window != window for c in candidates):
             return fitted, None, fits
         return fitted, None, None
 
@@ -245,7 +246,7 @@ class Compaction:
 def context_window(candidates: list[Candidate]) -> int | None:
     """The window a context must fit to be served by any of ``candidates`` (the smallest
     they declare: a round may fail over to any), or None when none declares one."""
-    windows = [c.capabilities.context_window for c in candidates]
+    windows = [c.context_window for c in candidates]
     known = [window for window in windows if window is not None]
     return min(known) if known else None
 

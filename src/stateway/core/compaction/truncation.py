@@ -59,7 +59,7 @@ class Fitted:
     def items(self, candidate: Candidate, *, output: list[Item]) -> list[Item]:
         """What a round sends ``candidate``: the view fitted to its window, then
         ``output``."""
-        return self.fit(candidate.capabilities.context_window) + output
+        return self.fit(candidate.context_window) + output
 
     def fit(self, window: int | None) -> list[Item]:
         """The view within ``window``, less the reserve (whole when no window is known)."""

@@ -5,7 +5,8 @@
 - :mod:`.router`: names and aliases to routes, a request to its :class:`Plan`;
 - :mod:`.needs`: capability negotiation (what a request needs of a candidate);
 - :mod:`.plan`: each round's order of candidates, failover before the first delta;
-- :mod:`.attempts`: an attempt's record, and which failures move on.
+- :mod:`.attempts`: an attempt's record, and which failures move on;
+- :mod:`.windows`: context windows learned from the model servers.
 """
 
 from stateway.core.routing.attempts import Attempt, recoverable

@@ -134,7 +134,7 @@ def unmet(route: str, candidate: Candidate, needs: Needs, *, serial: bool = Fals
     for capability, missing, what, param in checks:
         if missing:
             return Unmet(capability, _missing(route, candidate, what, param))
-    window = has.context_window
+    window = candidate.context_window
     fitted = needs.command.settings.truncation == "auto"  # the gateway fits it to the window
     if window is not None and not (fitted or needs.counting) and needs.tokens > window:
         what = f"a context window of about {needs.tokens} tokens (it has {window})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from stateway.core.ports import Backend, ChatForwarder
+from stateway.core.routing.windows import ServerWindows
 from stateway.core.stages.chain import StageChain
 from stateway.core.tools.toolset import Toolset
 
@@ -19,7 +20,8 @@ class Capabilities:
     tool_calls: bool = True
     parallel_tool_calls: bool = True
     context_window: int | None = None
-    """Input tokens the model takes; None: not checked."""
+    """Input tokens the model takes, as configured; None: as its server advertises
+    (:attr:`Candidate.context_window`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +34,23 @@ class Candidate:
     weight: float = 1.0
     priority: int = 0
     capabilities: Capabilities = Capabilities()
+    learned: ServerWindows | None = field(default=None, compare=False, repr=False)
+    """What its model server advertised of its windows (:mod:`.windows`); None: not asked
+    (``discover_context_window = false``, or a window configured)."""
     key: str = field(init=False, compare=False, repr=False)
     """How logs, attempts, health and affinity name it: ``backend/model``."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", f"{self.backend.name}/{self.model}")
+
+    @property
+    def context_window(self) -> int | None:
+        """The input tokens it takes: as configured, else as its model server advertised
+        (learned while serving: read at each use), else None (not checked)."""
+        configured = self.capabilities.context_window
+        if configured is not None or self.learned is None:
+            return configured
+        return self.learned.window(self.model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +81,9 @@ class Route:
     @property
     def context_window(self) -> int | None:
         """The most input tokens the route takes: its candidates' largest window, once
-        every candidate declares one (a request over one window goes to a candidate
-        whose window holds it: :mod:`.needs`); None when any candidate's is unknown."""
-        windows = [c.capabilities.context_window for c in self.candidates]
+        every candidate's is known, configured or learned (a request over one window goes
+        to a candidate whose window holds it: :mod:`.needs`); None when any is unknown."""
+        windows = [c.context_window for c in self.candidates]
         known = [window for window in windows if window is not None]
         return max(known) if known and len(known) == len(windows) else None
 
@@ -97,11 +111,13 @@ def single_route(
     gateway_tools: Toolset | None = None,
     stages: StageChain | None = None,
     capabilities: Capabilities = Capabilities(),
+    learned: ServerWindows | None = None,
 ) -> Route:
-    """A route of one candidate (a backend's own model name, or the catch-all)."""
+    """A route of one candidate (a backend's own model name, or the catch-all). A learned
+    window, unlike a configured one, keeps it on the Chat Completions fast path."""
     plain = gateway_tools is None and not stages and capabilities == Capabilities()
     forwarder = backend if isinstance(backend, ChatForwarder) and plain else None
-    candidate = Candidate(backend, model, capabilities=capabilities)
+    candidate = Candidate(backend, model, capabilities=capabilities, learned=learned)
     return Route(name, (candidate,), gateway_tools, forwarder, stages=stages)
 
 
@@ -120,6 +136,8 @@ class BackendEntry:
     """The global feature stages."""
     capabilities: Capabilities = Capabilities()
     """Its candidates' (the backend's ``context_window``)."""
+    learned: ServerWindows | None = None
+    """Its candidates' :attr:`Candidate.learned`."""
 
     def catch_all_route(self) -> Route:
         return self._route("", "")
@@ -129,4 +147,4 @@ class BackendEntry:
 
     def _route(self, name: str, model: str) -> Route:
         tools, stages, capabilities = self.gateway_tools, self.stages, self.capabilities
-        return single_route(name, self.backend, model, tools, stages, capabilities)
+        return single_route(name, self.backend, model, tools, stages, capabilities, self.learned)

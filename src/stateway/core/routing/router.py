@@ -164,8 +164,8 @@ class Router:
             except GatewayError as exc:
                 log.warning("listing models of backend %s failed: %s", backend.name, exc)
                 names = []
-            for name in names:
-                seen.setdefault(name, self._listed(name, self._default))
+            for name in names:  # each with its own window, as its server advertised it
+                seen.setdefault(name, self._listed(name, self._default.serving(name)))
         return list(seen.values())
 
     async def find_model(self, model: str) -> ListedModel:
