@@ -15,8 +15,10 @@ from stateway.config import Config, ConfigError, Overrides, ServerConfig
 from stateway.core.errors import ConfigRejected
 from stateway.core.generations import Generations
 from stateway.core.loop import Loop
+from stateway.core.ports import AdvertisedWindows
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.routing.probe import HealthProber
+from stateway.core.routing.windows import WindowDiscovery
 from stateway.reload import Compiled, Reloader, keep_started, restart_required
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
@@ -138,6 +140,36 @@ def test_a_reload_applies_a_backends_first_token_timeout(tmp_path: Path) -> None
         seen.append(bound(reloaded))
     assert bound(started) is None
     assert seen == [5.0, 2.5, None]
+
+
+def test_learned_windows_outlive_a_reload_and_follow_the_servers_url(tmp_path: Path) -> None:
+    """What a server advertised is the process's: a reload's candidates read it at once
+    (and its discovery asks again), a backend moved to another URL starts unknown."""
+    path = tmp_path / "stateway.toml"
+    flags = write(path, BACKEND.format(name="a"))
+    started = compile_generation(flags)
+    [candidate] = started.router.resolve("m").candidates
+    assert started.discovery is not None
+    assert [record for _, record in started.discovery.servers] == [candidate.learned]
+    assert candidate.learned is not None
+    candidate.learned.learn(AdvertisedWindows({"m": 8192}))
+    reloaded = compile_generation(flags, started)
+    assert reloaded.windows is started.windows
+    assert reloaded.router.resolve("m").candidates[0].context_window == 8192
+    assert reloaded.discovery is not None
+    path.write_text(BACKEND.format(name="a").replace("127.0.0.1:9/", "127.0.0.1:10/"))
+    assert (
+        compile_generation(flags, started).router.resolve("m").candidates[0].context_window is None
+    )
+
+
+@pytest.mark.parametrize("setting", ["discover_context_window = false\n", "context_window = 100\n"])
+def test_no_window_is_learned_when_discovery_is_off_or_one_is_configured(
+    tmp_path: Path, setting: str
+) -> None:
+    compiled = compile_generation(write(tmp_path / "s.toml", BACKEND.format(name="a") + setting))
+    assert compiled.discovery is None
+    assert compiled.router.resolve("m").candidates[0].learned is None
 
 
 def test_flags_and_environment_keep_their_precedence_over_the_file(
@@ -275,3 +307,38 @@ async def test_probing_follows_the_current_generation() -> None:
     reloads.next = compiled(third, probe=True)
     reloads.reloader.reload_signalled()  # shutting down: no more reloads
     assert reloads.generations.current.number == 2
+
+
+class Asked(Probed):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.asked = asyncio.Event()
+
+    async def advertised_windows(self) -> AdvertisedWindows:
+        self.asked.set()
+        return AdvertisedWindows()
+
+
+def discovering(backend: Asked) -> Compiled:
+    generation = compiled(backend)
+    generation.discovery = WindowDiscovery([(backend, generation.windows.server("u"))], 1.0)
+    return generation
+
+
+async def test_windows_are_asked_for_once_serving_and_again_after_a_reload() -> None:
+    first, second = Asked("first"), Asked("second")
+    started = discovering(first)
+    generations = Generations(started.router, Loop(MemoryStore()))
+    reloader = Reloader(
+        started,
+        lambda: discovering(second),
+        lambda generation: generations.publish(generation.router, Loop(MemoryStore())),
+        generations,
+    )
+    await asyncio.sleep(0)
+    assert not first.asked.is_set()  # not before serving starts
+    reloader.start()
+    await asyncio.wait_for(first.asked.wait(), 5)
+    reloader.reload_now()
+    await asyncio.wait_for(second.asked.wait(), 5)
+    await reloader.aclose()

@@ -70,7 +70,15 @@ class BackendConfig(Section):
     context_window: int | None = Field(default=None, ge=1)
     """The context window (tokens) of the models this backend serves: ``truncation:
     "auto"`` drops the oldest turns to fit it, and a ``context_management`` compaction
-    without ``compact_threshold`` triggers at 80% of it. Default: unknown (neither)."""
+    without ``compact_threshold`` triggers at 80% of it. Default: as the model server
+    advertises it (``discover_context_window``), else unknown (neither)."""
+    discover_context_window: bool = True
+    """Learn the window of each model a candidate names, where neither ``context_window``
+    nor the candidate's ``capabilities`` set one, from the model server itself, in the
+    background from start-up (and again after a reload): vLLM's and SGLang's
+    ``max_model_len``, llama.cpp's per-slot ``n_ctx`` (``/props``), Anthropic's
+    ``max_input_tokens``. ``false``: only the configured window
+    (:mod:`stateway.core.routing.windows`)."""
 
     cache_salt: Literal["tenant"] | None = None
     """Chat and Responses upstreams: ``tenant`` sends every call with its tenant's

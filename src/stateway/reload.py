@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stateway.backends.admission import WaitingRoom
 from stateway.config import Config, ConfigError
@@ -32,6 +32,7 @@ from stateway.core.errors import ConfigRejected
 from stateway.core.generations import ConfigStatus, Generations
 from stateway.core.routing import Router
 from stateway.core.routing.probe import HealthProber
+from stateway.core.routing.windows import LearnedWindows, WindowDiscovery
 from stateway.core.tools.toolset import GatewayTools
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,11 @@ class Compiled:
     """Probes the router's backends while the generation is current (``active_probe``)."""
     restart_required: tuple[str, ...] = ()
     """Start-up settings the file (or environment) changed since start-up, not applied."""
+    windows: LearnedWindows = field(default_factory=LearnedWindows)
+    """What model servers advertised of their windows: the process's, handed on from the
+    first generation to every reload's, as the waiting room is."""
+    discovery: WindowDiscovery | None = None
+    """Asks the router's model servers for their windows while the generation is current."""
 
 
 def restart_required(started: Config, loaded: Config) -> tuple[str, ...]:
@@ -87,7 +93,8 @@ def keep_started(started: Config, loaded: Config) -> Config:
 
 class Reloader:
     """Reloads for the running process (the core's :class:`~.generations.Reloads`), and
-    the probing of the current generation's backends."""
+    the current generation's background work: probing its backends, learning their
+    context windows."""
 
     def __init__(
         self,
@@ -101,17 +108,17 @@ class Reloader:
         self._compile = compile
         self._publish = publish
         self._generations = generations
-        self._prober = started.prober
-        self._probing: asyncio.Task[None] | None = None
+        self._following: Compiled | None = started
+        self._tasks: list[asyncio.Task[None]] = []
         self._last_error: str | None = None
         self._restart_required: tuple[str, ...] = ()
         self._serving = False
         self._closed = False
 
     def start(self) -> None:
-        """Serving has started: probe the current generation from now on."""
+        """Serving has started: the current generation's background work starts."""
         self._serving = True
-        self._probe(self._prober)
+        self._follow(self._following)
 
     async def reload(self) -> ConfigStatus:
         return self.reload_now()
@@ -136,7 +143,7 @@ class Reloader:
         self._publish(compiled)
         self._last_error = None
         self._restart_required = compiled.restart_required
-        self._probe(compiled.prober)
+        self._follow(compiled)
         status = self.status()
         log.info("config generation %d serves new requests", status.generation)
         if status.restart_required:
@@ -161,15 +168,19 @@ class Reloader:
         )
 
     async def aclose(self) -> None:
-        """Stop reloading and probing (shutting down)."""
+        """Stop reloading, probing and learning windows (shutting down)."""
         self._closed = True
-        self._probe(None)
+        self._follow(None)
 
-    def _probe(self, prober: HealthProber | None) -> None:
-        """Probe with ``prober`` from now on (None: not at all), once serving."""
-        self._prober = prober
-        if self._probing is not None:
-            self._probing.cancel()
-            self._probing = None
-        if prober is not None and self._serving and not self._closed:
-            self._probing = asyncio.create_task(prober.run())
+    def _follow(self, compiled: Compiled | None) -> None:
+        """Run ``compiled``'s background work (its prober, its window discovery) from now
+        on, once serving, ending the previous generation's (None: none at all)."""
+        self._following = compiled
+        for task in self._tasks:
+            task.cancel()
+        self._tasks = []
+        if compiled is None or not self._serving or self._closed:
+            return
+        for work in (compiled.prober, compiled.discovery):
+            if work is not None:
+                self._tasks.append(asyncio.create_task(work.run()))

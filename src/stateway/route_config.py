@@ -78,6 +78,8 @@ class HealthConfig(Section):
     active_probe: bool = False
     """Also ``GET /models`` on every candidate's backend, every ``probe_interval``."""
     probe_interval: float = Field(default=10.0, gt=0)
+    """Seconds between two active probes; also the longest wait between two asks of a
+    model server whose context windows are to be learned (``discover_context_window``)."""
 
 
 def check_routes(

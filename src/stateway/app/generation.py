@@ -23,10 +23,11 @@ from stateway.config import (
     load_config,
 )
 from stateway.core.errors import InvalidRequest
-from stateway.core.ports import Backend, ChatForwarder
+from stateway.core.ports import Backend, ChatForwarder, WindowAdvertiser
 from stateway.core.routing import BackendEntry, Candidate, Capabilities, Route, Router
 from stateway.core.routing.health import HealthPolicy
 from stateway.core.routing.probe import HealthProber
+from stateway.core.routing.windows import LearnedWindows, ServerWindows, WindowDiscovery
 from stateway.core.stages.chain import StageChain
 from stateway.core.tools.ports import McpServer
 from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy, Toolset
@@ -143,9 +144,17 @@ def backend_gateway_tools(config: BackendConfig, tools: GatewayTools) -> Toolset
         ) from None
 
 
-def build_router(config: Config, waiting_room: WaitingRoom, tools: GatewayTools) -> Router:
-    """Every backend once, the routes over them, the aliases and the default route."""
+def build_router(
+    config: Config,
+    waiting_room: WaitingRoom,
+    tools: GatewayTools,
+    windows: LearnedWindows | None = None,
+) -> Router:
+    """Every backend once, the routes over them, the aliases and the default route;
+    ``windows``: what model servers advertised, read by the candidates whose window is
+    not configured (None: none is learned)."""
     backends = {b.name: build_backend(b, waiting_room) for b in config.backends}
+    learned = {b.name: _learned(b, windows) for b in config.backends}
     offered = {b.name: backend_gateway_tools(b, tools) for b in config.backends}
     catch_alls = {b.name for b in config.catch_all_backends}
     global_stages = load_chain(config)
@@ -157,13 +166,19 @@ def build_router(config: Config, waiting_room: WaitingRoom, tools: GatewayTools)
             gateway_tools=offered[b.name],
             stages=global_stages or None,
             capabilities=Capabilities(context_window=b.context_window),
+            learned=learned[b.name],
         )
         for b in config.backends
     ]
-    windows = {b.name: b.context_window for b in config.backends}
+    configured = {b.name: b.context_window for b in config.backends}
     routes = [
         build_route(
-            r, backends, offered, load_chain(config, r.stages, f"route '{r.name}'"), windows
+            r,
+            backends,
+            offered,
+            load_chain(config, r.stages, f"route '{r.name}'"),
+            configured,
+            learned,
         )
         for r in config.routes
     ]
@@ -182,8 +197,11 @@ def build_route(
     offered: Mapping[str, Toolset | None],
     stages: StageChain,
     windows: Mapping[str, int | None] | None = None,
+    learned: Mapping[str, ServerWindows | None] | None = None,
 ) -> Route:
-    """``windows``: each backend's ``context_window``, the default of its candidates'."""
+    """``windows``: each backend's ``context_window``, the default of its candidates';
+    ``learned``: what each backend's model server advertised, for a candidate with
+    neither."""
     candidates = tuple(
         Candidate(
             backends[c.backend],
@@ -191,6 +209,7 @@ def build_route(
             weight=c.weight,
             priority=c.priority,
             capabilities=_capabilities(c.capabilities.model_dump(), (windows or {}).get(c.backend)),
+            learned=(learned or {}).get(c.backend),
         )
         for c in config.candidates
     )
@@ -229,11 +248,41 @@ def compile_generation(flags: Overrides, started: Compiled | None = None) -> Com
         started.waiting_room if started else WaitingRoom(config.server.max_queued_requests)
     )
     tools = build_tools(config)
-    router = build_router(config, waiting_room, tools)
+    windows = started.windows if started else LearnedWindows()
+    router = build_router(config, waiting_room, tools, windows)
     prober = None
     if config.health.active_probe:
         prober = HealthProber(router, config.health.probe_interval)
-    return Compiled(config, router, tools, waiting_room, prober, changed)
+    discovery = window_discovery(config, router, windows)
+    return Compiled(
+        config, router, tools, waiting_room, prober, changed, windows=windows, discovery=discovery
+    )
+
+
+def window_discovery(
+    config: Config, router: Router, windows: LearnedWindows
+) -> WindowDiscovery | None:
+    """The asking of each model server whose windows ``router``'s candidates read (through
+    one of its backends), retried at most ``[health] probe_interval`` apart; None when
+    none reads any."""
+    configured = {b.name: b for b in config.backends}
+    servers: dict[str, tuple[WindowAdvertiser, ServerWindows]] = {}
+    for backend in router.backends:
+        b = configured[backend.name]
+        record = _learned(b, windows)
+        if record is not None and isinstance(backend, WindowAdvertiser):
+            servers.setdefault(b.url, (backend, record))
+    if not servers:
+        return None
+    return WindowDiscovery(list(servers.values()), config.health.probe_interval)
+
+
+def _learned(config: BackendConfig, windows: LearnedWindows | None) -> ServerWindows | None:
+    """The record of what the backend's server advertises, when its window is to be
+    learned (discovered, and not configured)."""
+    if windows is None or not config.discover_context_window or config.context_window:
+        return None
+    return windows.server(config.url)
 
 
 def _capabilities(declared: dict[str, Any], window: int | None) -> Capabilities:
