@@ -173,11 +173,11 @@ def test_refusals_carry_codes(client: OpenAI) -> None:
             "3 instead.",
         ),
         (
-            {"max_output_tokens": 0},
+            {"max_output_tokens": 15},
             "max_output_tokens",
             "integer_below_min_value",
-            "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 1, "
-            "but got 0 instead.",
+            "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, "
+            "but got 15 instead.",
         ),
         (
             {"safety_identifier": "u" * 129},

@@ -407,7 +407,7 @@ plausible_request = st.fixed_dictionaries(
         "stream": st.booleans(),
         "store": st.booleans(),
         "temperature": st.floats(0, 2),
-        "max_output_tokens": st.integers(1, 64),
+        "max_output_tokens": st.integers(16, 64),
         "metadata": st.dictionaries(st.text(max_size=4), _text, max_size=3),
         "tools": st.just([{"type": "function", "name": "f", "parameters": {"type": "object"}}]),
         "text": st.just(

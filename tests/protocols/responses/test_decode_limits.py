@@ -247,6 +247,24 @@ def test_refusals_name_the_field_and_code(body: dict[str, Any], param: str, code
     assert (error.status, error.param, error.code) == (400, param, code)
 
 
+def test_max_output_tokens_below_sixteen_is_refused_as_hosted_refuses_it() -> None:
+    """The hosted API and the Open Responses spec both set ``max_output_tokens``'
+    minimum at 16: a smaller budget is a 400 in the hosted words, not a request that an
+    OpenAI upstream would refuse later."""
+    error = refusal({"model": "m", "input": "x", "max_output_tokens": 15})
+    assert (error.status, error.param, error.code) == (
+        400,
+        "max_output_tokens",
+        "integer_below_min_value",
+    )
+    assert error.message == (
+        "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, "
+        "but got 15 instead."
+    )
+    body = {"model": "m", "input": "x", "max_output_tokens": 16}
+    assert decode_create(orjson.dumps(body)).settings.max_output_tokens == 16
+
+
 BACKGROUND = {"model": "m", "input": "x", "background": True}
 
 

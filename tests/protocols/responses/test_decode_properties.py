@@ -89,7 +89,7 @@ valid_request = st.fixed_dictionaries(
         "store": st.booleans(),
         "temperature": st.floats(0, 2),
         "top_p": st.floats(0, 1),
-        "max_output_tokens": st.integers(1, 1_000_000),
+        "max_output_tokens": st.integers(16, 1_000_000),
         "max_tool_calls": st.integers(0, 100),
         "tools": _tools,
         "tool_choice": st.sampled_from(["auto", "none", "required"]),

@@ -110,7 +110,9 @@ class CreateResponseBody(BaseModel):
     parallel_tool_calls: bool | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
-    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=16)
+    """At least 16, as hosted and the Open Responses spec bound it (``Expected a value >=
+    16``); a tool loop's later rounds may be sent less, what the earlier ones left."""
     max_tool_calls: int | None = Field(default=None, ge=0)
     text: TextConfig | None = None
     reasoning: ReasoningConfig | None = None
