@@ -129,6 +129,19 @@ async def test_a_listing_without_windows_advertises_none(
     assert server.paths == ["/v1/models"]  # not a llama.cpp listing: no /props
 
 
+async def test_a_window_is_a_whole_number_of_tokens_from_one(loopback: Loopback) -> None:
+    """Read as the server wrote it, down to one token; an entry that is no object (a bare
+    id some proxies list) is passed over, not taken for llama.cpp's."""
+    listing: list[Any] = ["bare-id", {"id": "tiny", "max_model_len": 1}]
+    listing += [{"id": "half", "max_model_len": 0.5}, {"id": "none", "max_model_len": 0}]
+    server = Server(listing)
+    assert await advertised(server, loopback) == AdvertisedWindows({"tiny": 1})
+    assert server.paths == ["/v1/models"]
+    unwindowed = Server(["bare-id", {"id": "m"}])
+    assert await advertised(unwindowed, loopback) == AdvertisedWindows()
+    assert unwindowed.paths == ["/v1/models"]
+
+
 async def test_anthropic_lists_max_input_tokens_over_every_page(loopback: Loopback) -> None:
     models = [f"claude-{n}" for n in range(1500)]
 

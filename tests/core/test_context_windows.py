@@ -5,10 +5,13 @@ the next request), a configured one always winning."""
 from __future__ import annotations
 
 import asyncio
+import logging
+
+import pytest
 
 from stateway.core.errors import GatewayError, UpstreamRejected, UpstreamUnavailable
 from stateway.core.ports import AdvertisedWindows
-from stateway.core.routing import BackendEntry, Candidate, Capabilities, Route, Router
+from stateway.core.routing import BackendEntry, Candidate, Capabilities, Route, Router, windows
 from stateway.core.routing.windows import LearnedWindows, ServerWindows, WindowDiscovery
 from tests.core.fakes import ScriptedBackend
 
@@ -112,6 +115,44 @@ async def test_a_catch_all_lists_each_model_with_its_own_window() -> None:
 
 
 def test_one_record_per_server_for_the_whole_process() -> None:
-    windows = LearnedWindows()
-    assert windows.server("http://a/v1") is windows.server("http://a/v1")
-    assert windows.server("http://a/v1") is not windows.server("http://b/v1")
+    learned = LearnedWindows()
+    assert learned.server("http://a/v1") is learned.server("http://a/v1")
+    assert learned.server("http://a/v1") is not learned.server("http://b/v1")
+
+
+async def test_a_server_not_up_is_asked_again_after_waits_doubling_up_to_the_retry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """1 s, then twice as long each time, never longer apart than ``retry`` (the health
+    probe interval): a model server loading its weights is not hammered, nor forgotten."""
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr(windows.asyncio, "sleep", sleep)
+    down = [UpstreamUnavailable(f"down {n}") for n in range(6)]
+    backend = Advertising(AdvertisedWindows({"m": 8192}), down)
+    await WindowDiscovery([(backend, ServerWindows())], retry=10).run()
+    assert waits == [1, 2, 4, 8, 10, 10]
+
+
+async def test_what_was_learned_is_logged_for_the_operator(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The INFO line an operator reads to see what the gateway now checks against, and
+    why nothing was learned of a server that refused the asking."""
+    caplog.set_level(logging.INFO, logger=windows.__name__)
+    listed = Advertising(AdvertisedWindows({"m": 8192, "n": 4096}), [])
+    await learn(listed, ServerWindows())
+    single = Advertising(AdvertisedWindows(server=2048), [])
+    single.name = "llama"
+    await learn(single, ServerWindows())
+    refusing = Advertising(AdvertisedWindows(), [UpstreamRejected("no listing", status=404)])
+    refusing.name = "closed"
+    await learn(refusing, ServerWindows())
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.INFO] == [
+        f"backend {listed.name}: context windows learned (m: 8192, n: 4096)",
+        "backend llama: context window 2048 learned",
+        "backend closed: no context window learned: no listing",
+    ]
