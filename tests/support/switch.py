@@ -2,11 +2,13 @@
 for tests of its outage: while off, it hangs up on the connections open through it and on every new
 one, counting those; switched on, it forwards again. Frozen, the connections open through
 it fall silent without closing (the server's host died without a word, or a NAT or
-firewall between forgot them), while new ones are forwarded."""
+firewall between forgot them), while new ones are forwarded. Silenced, new ones are
+accepted and fall silent too (a network partition, a frozen host), until switched on."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from types import TracebackType
 from urllib.parse import urlsplit
 
@@ -23,6 +25,7 @@ class Switch:
         self._user = f"{userinfo}@" if userinfo else ""
         self._path = target.path
         self._on = True
+        self._silent = False
         self._open: set[asyncio.StreamWriter] = set()
         self._refused = 0
         self._refusal = asyncio.Event()
@@ -57,13 +60,19 @@ class Switch:
         self._open.clear()
 
     def on(self) -> None:
-        self._on = True
+        """Forward new connections again (those frozen or silenced stay silent)."""
+        self._on, self._silent = True, False
 
     def freeze(self) -> None:
         """Stop forwarding on every connection open through the switch, closing none:
         neither side hears anything more on them. Later connections are forwarded."""
         for task in list(self._pipes):
             task.cancel()
+
+    def silence(self) -> None:
+        """Freeze, and accept later connections without ever forwarding or answering."""
+        self.freeze()
+        self._silent = True
 
     async def refused(self, count: int) -> None:
         """Wait until ``count`` connections were hung up on while off."""
@@ -78,12 +87,18 @@ class Switch:
             self._refused += 1
             self._refusal.set()
             return
+        if self._silent:
+            self._open.add(writer)
+            self._track(asyncio.create_task(swallow(reader)))
+            return
         to_reader, to_writer = await asyncio.open_connection(self._host, self._port)
         self._open |= {writer, to_writer}
         for source, sink in ((reader, to_writer), (to_reader, writer)):
-            task = asyncio.create_task(pipe(source, sink))
-            self._pipes.add(task)
-            task.add_done_callback(self._pipes.discard)
+            self._track(asyncio.create_task(pipe(source, sink)))
+
+    def _track(self, task: asyncio.Task[None]) -> None:
+        self._pipes.add(task)
+        task.add_done_callback(self._pipes.discard)
 
 
 async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
@@ -96,3 +111,10 @@ async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None
     except OSError:
         pass
     sink.close()
+
+
+async def swallow(source: asyncio.StreamReader) -> None:
+    """Read ``source`` until it ends, forwarding nothing, answering nothing."""
+    with contextlib.suppress(OSError):
+        while await source.read(65536):
+            pass
