@@ -53,7 +53,7 @@ from stateway.coordination_config import (
 )
 from stateway.route_config import HealthConfig, RouteConfig, StageConfig, check_routes
 from stateway.sealing.keys import parse_key
-from stateway.storage.sql.engine import async_url
+from stateway.storage_config import StorageConfig, apply_storage_env
 from stateway.telemetry_config import LoggingConfig, TracingConfig, apply_telemetry_env
 from stateway.tool_config import (
     McpConfig,
@@ -112,19 +112,6 @@ class ServerConfig(Section):
         if self.host in LOOPBACK_NAMES or self.host.startswith("127."):
             return frozenset(LOOPBACK_NAMES) | {self.host}
         return None
-
-
-class StorageConfig(Section):
-    database: str | None = None
-    """``sqlite:///path.db`` or ``postgresql://user@host/db``; default: a SQLite file in the
-    user's data directory."""
-
-    @field_validator("database")
-    @classmethod
-    def _usable_url(cls, url: str | None) -> str | None:
-        if url is not None:
-            async_url(url)  # its ValueError says what is wrong, for a human
-        return url
 
 
 class SecurityConfig(Section):
@@ -268,6 +255,7 @@ def load_config(
         apply_tool_env(data, env)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    apply_storage_env(data, env)
     apply_coordination_env(data, env)
     apply_telemetry_env(data, env)
     apply_websocket_env(data, env)

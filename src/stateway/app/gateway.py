@@ -87,9 +87,10 @@ async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
     server key loaded once (configured, else the database's, generated on first start;
     ``[security]`` is read at start-up only): the key of its sealer and, through a
     sub-key, of each tenant's cache salt."""
-    store = open_store(compiled.config.database_url)
+    config = compiled.config
+    store = open_store(config.database_url, timeout=config.storage.database_timeout)
     try:
-        key = await open_server_key(compiled.config, store)
+        key = await open_server_key(config, store)
     except BaseException:
         await store.aclose()
         raise
@@ -135,7 +136,7 @@ def build_gateway(
     no call carries a ``cache_salt`` (``open_gateway`` always gives both)."""
     config = compiled.config
     if store is None:
-        sql_store = open_store(config.database_url)
+        sql_store = open_store(config.database_url, timeout=config.storage.database_timeout)
         store, conversations = sql_store, SqlConversationStore(sql_store)
         leases = SqlOwnerLeases(sql_store.engine)
         usage = SqlUsageLedger(sql_store.reader)

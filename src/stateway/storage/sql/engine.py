@@ -18,20 +18,31 @@ logging (readers never block the writer), ``synchronous=NORMAL`` (durable at che
 safe with WAL) and enforced foreign keys.
 
 A pooled PostgreSQL connection the driver knows closed is replaced as it is taken
-(:func:`replace_closed`): a server restart fails no request that takes a connection once
+(:class:`Replacement`): a server restart fails no request that takes a connection once
 the driver has seen the server close it.
+
+A PostgreSQL that stops answering without closing (a network partition, a frozen host, a
+NAT or firewall that forgot the connection) would hold each statement for as long as TCP
+keeps the connection, for ever on an idle one. So every statement waits ``timeout``
+seconds at most for its answer (asyncpg's ``command_timeout``: past it the statement is
+cancelled, and ``TimeoutError`` raised), and opening a connection ``CONNECT_TIMEOUT``, or
+``timeout`` when shorter. A connection whose statement timed out is never used again,
+and neither is any opened before it: each is replaced as it is next taken, without the
+round trip it would take to find it silent too (:class:`Replacement`).
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any, Final, cast
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.engine.interfaces import AdaptedConnection, DBAPIConnection
-from sqlalchemy.exc import ArgumentError, InvalidatePoolError
+from sqlalchemy.exc import ArgumentError, DisconnectionError, InvalidatePoolError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
@@ -50,6 +61,10 @@ SQLITE_PRAGMAS: Final = (
     "PRAGMA foreign_keys=ON",
 )
 _WAL = "PRAGMA journal_mode=WAL"
+
+CONNECT_TIMEOUT: Final = 10.0
+"""Seconds opening a PostgreSQL connection may take (or the statement ``timeout``, when
+shorter)."""
 
 _SQLITE_EXAMPLE: Final = "sqlite:///path/to/stateway.db"
 _EXAMPLES: Final = f"{_SQLITE_EXAMPLE} or postgresql://user@host:5432/dbname"
@@ -76,8 +91,10 @@ def is_sqlite(url: URL) -> bool:
     return url.get_backend_name() == "sqlite"
 
 
-def create_engine(url: str) -> AsyncEngine:
+def create_engine(url: str, *, timeout: float | None = None) -> AsyncEngine:
     """An async engine for ``url``, with pragmas (SQLite) and pool settings applied.
+    ``timeout``: PostgreSQL only, the seconds each statement may wait for its answer
+    (None: as long as it takes, as migrations may).
 
     Creating the SQLite file's parent directory is the only I/O done here; connections are
     opened lazily.
@@ -101,28 +118,79 @@ def create_engine(url: str) -> AsyncEngine:
         max_overflow=20,
         # No pool_pre_ping: with asyncpg it costs three round trips (BEGIN, ping, ROLLBACK)
         # on every checkout, i.e. every request. A connection the server ended is replaced
-        # as it is taken instead (replace_closed); one found dead only as it is used fails
-        # its one request. Recycling keeps connections younger than typical idle-killing
-        # proxy timeouts.
+        # as it is taken instead (Replacement); one found dead only as it is used fails
+        # its one request (one gone silent: after ``timeout``, and those as old are
+        # replaced). Recycling keeps connections younger than typical idle-killing proxy
+        # timeouts.
         pool_recycle=600,
-        connect_args={"timeout": 10},  # seconds to establish a connection
+        connect_args={
+            "timeout": CONNECT_TIMEOUT if timeout is None else min(CONNECT_TIMEOUT, timeout),
+            "command_timeout": timeout,
+        },
     )
-    event.listen(engine.sync_engine, "checkout", replace_closed)
+    replacement = Replacement()
+    event.listen(engine.sync_engine, "connect", replacement.opened)
+    event.listen(engine.sync_engine, "invalidate", replacement.invalidated)
+    event.listen(engine.sync_engine, "checkout", replacement.taken)
+    event.listen(engine.sync_engine, "close", replacement.closing)
     return engine
 
 
-def replace_closed(
-    dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry, _proxy: object
-) -> None:
-    """Refuse a pooled asyncpg connection the driver knows closed (a server restart, an
-    administrator's ``pg_terminate_backend``, a proxy ending it): the pool then opens
-    another in its place and replaces every connection as old when it is next taken, as
-    a server restart has ended them too. A flag the driver keeps, so it costs no round
-    trip; this covers the writer too, which runs its statements on the driver's
-    connection itself and so never reaches SQLAlchemy's own handling of a disconnect."""
-    driver: Any = cast(AdaptedConnection, dbapi_connection).driver_connection
-    if driver.is_closed():
-        raise InvalidatePoolError("the server closed this pooled connection")
+class Replacement:
+    """Which pooled asyncpg connections are replaced as they are taken, each judged
+    without a round trip (a flag the driver keeps, a time): this covers the writer too,
+    which runs its statements on the driver's connection itself and so never reaches
+    SQLAlchemy's own handling of a disconnect.
+
+    - One the driver knows closed (a server restart, an administrator's
+      ``pg_terminate_backend``, a proxy ending it): the pool opens another in its place
+      and replaces every connection as old when it is next taken, as a server restart
+      has ended them too.
+    - One opened before a statement last timed out (the database gone silent): it most
+      likely went silent too. It is replaced as it is taken, and aborted as it is closed
+      (the one that timed out included) rather than closed politely, which would wait
+      for an answer as long again: for a whole pool's worth at shutdown. A slow
+      statement, rather than a silent database, costs the pool new connections, no
+      more."""
+
+    def __init__(self) -> None:
+        self._silent_since = -math.inf
+        """When a statement last timed out."""
+
+    def opened(self, _dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry) -> None:
+        record.info["opened"] = time.monotonic()
+
+    def invalidated(
+        self,
+        _dbapi_connection: DBAPIConnection,
+        _record: ConnectionPoolEntry,
+        failure: BaseException | None,
+    ) -> None:
+        """The connection of a statement that timed out is invalidated (by SQLAlchemy;
+        by the writer itself)."""
+        if isinstance(failure, TimeoutError):
+            self._silent_since = time.monotonic()
+
+    def taken(
+        self, dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry, _proxy: object
+    ) -> None:
+        if _driver(dbapi_connection).is_closed():
+            raise InvalidatePoolError("the server closed this pooled connection")
+        if self._suspect(record):
+            raise DisconnectionError("opened before the database went silent")
+
+    def closing(self, dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry) -> None:
+        if self._suspect(record):
+            _driver(dbapi_connection).terminate()
+
+    def _suspect(self, record: ConnectionPoolEntry) -> bool:
+        opened: float = record.info.get("opened", -math.inf)
+        return opened < self._silent_since
+
+
+def _driver(dbapi_connection: DBAPIConnection) -> Any:
+    """asyncpg's connection (no type information)."""
+    return cast(AdaptedConnection, dbapi_connection).driver_connection
 
 
 def apply_sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:

@@ -66,10 +66,12 @@ WRITE_ORDER: Final = (
 claim before the row it lets in, its items appended before it lets go."""
 
 
-def open_store(url: str) -> SqlResponseStore:
-    """A store for the database at ``url``. Opens no connection and does not migrate:
-    call :func:`~stateway.storage.sql.migrator.migrate` first."""
-    return SqlResponseStore(create_engine(url))
+def open_store(url: str, *, timeout: float | None = None) -> SqlResponseStore:
+    """A store for the database at ``url``, each PostgreSQL statement waiting ``timeout``
+    seconds at most for its answer (:func:`~stateway.storage.sql.engine.create_engine`).
+    Opens no connection and does not migrate: call
+    :func:`~stateway.storage.sql.migrator.migrate` first."""
+    return SqlResponseStore(create_engine(url, timeout=timeout))
 
 
 class SqlResponseStore:

@@ -17,7 +17,9 @@ transaction and returns once it is committed.
   in one transaction on a pooled connection of the async engine, each statement's rows
   as one ``executemany`` of its prepared SQL on the asyncpg connection itself (through
   SQLAlchemy's asyncio layer a save cost a fifth more instructions). A connection found
-  closed after a failure is invalidated, so the pool does not hand it out again.
+  closed after a failure, or whose statement timed out (see
+  :mod:`~stateway.storage.sql.engine`), is invalidated, so the pool does not hand it out
+  again.
 
 Both tell their :attr:`~Writer.watchers` each statement's SQL before it runs (tests count
 statements and inject failures there); a watcher that raises fails the statement.
@@ -84,9 +86,11 @@ class AsyncWriter:
                             for watch in self.watchers:
                                 watch(prepared.sql)
                             await driver.executemany(prepared.sql, list(map(prepared.bind, rows)))
-            except BaseException:
-                if driver.is_closed():  # gone (a server restart): the pool must not reuse it
-                    await connection.invalidate()
+            except BaseException as failure:
+                # Gone (a server restart), or silent past its timeout (the answer may yet
+                # come): the pool must not hand it out again.
+                if driver.is_closed() or isinstance(failure, TimeoutError):
+                    await connection.invalidate(failure)
                 raise
 
     async def aclose(self) -> None:

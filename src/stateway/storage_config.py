@@ -1,0 +1,42 @@
+"""The configuration's ``[storage]`` table: where responses are kept, and how long to wait
+for that database. Environment: ``STATEWAY_DATABASE`` (also the ``--database`` flag, read
+with the other flags in :mod:`stateway.config`), ``STATEWAY_DATABASE_TIMEOUT``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic import Field, field_validator
+
+from stateway.config_section import Section
+from stateway.storage.sql.engine import async_url
+
+DATABASE_TIMEOUT_ENV: Final = "STATEWAY_DATABASE_TIMEOUT"
+
+
+class StorageConfig(Section):
+    database: str | None = None
+    """``sqlite:///path.db`` or ``postgresql://user@host/db``; default: a SQLite file in the
+    user's data directory."""
+    database_timeout: float = Field(default=30.0, gt=0)
+    """PostgreSQL: seconds a statement waits for the database's answer. One that stops
+    answering without closing (a network partition, a frozen host) fails the statement
+    after it, cancelled (a request's 503; a run ends failed, "could not be stored"),
+    rather than holding it; opening a connection waits 10 s at most, or this when
+    shorter. Not applicable to SQLite."""
+
+    @field_validator("database")
+    @classmethod
+    def _usable_url(cls, url: str | None) -> str | None:
+        if url is not None:
+            async_url(url)  # its ValueError says what is wrong, for a human
+        return url
+
+
+def apply_storage_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    """Set ``[storage] database_timeout`` from the environment (over the file's) in
+    ``data``, the file's tables."""
+    if env.get(DATABASE_TIMEOUT_ENV):
+        data["storage"] = {**data.get("storage", {}), "database_timeout": env[DATABASE_TIMEOUT_ENV]}
