@@ -1,7 +1,8 @@
 """The configuration's ``[coordination]`` and ``[rate_limits]`` tables: what gateway
 processes share beyond the database (Redis), and the limits per principal they enforce
 together. Environment: ``STATEWAY_REDIS_URL``, ``STATEWAY_REDIS_KEY_PREFIX``,
-``STATEWAY_LEASE_TIMEOUT``, ``STATEWAY_REQUESTS_PER_MINUTE``, ``STATEWAY_TOKENS_PER_MINUTE``.
+``STATEWAY_REDIS_TIMEOUT``, ``STATEWAY_LEASE_TIMEOUT``, ``STATEWAY_REQUESTS_PER_MINUTE``,
+``STATEWAY_TOKENS_PER_MINUTE``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ class CoordinationConfig(Section):
     token buckets. Default: in process (outcomes and buckets kept per process)."""
     key_prefix: str = Field(default="stateway:", min_length=1)
     """Prefix of every Redis key and channel (several gateways can share one Redis)."""
+    redis_timeout: float = Field(default=5.0, gt=0)
+    """Seconds a Redis command, or opening a connection, waits for Redis: one that stops
+    answering without closing (a network partition, a frozen host) fails the command
+    after it (a keyed request's 503; rate limits let requests through) rather than
+    holding it. Subscriptions wait on, pinging a quiet connection every 5 s."""
     max_results: int = Field(default=10_000, ge=1)
     """In process: command outcomes remembered (least recently used dropped first)."""
     result_ttl: float = Field(default=24 * 3600.0, gt=0)
@@ -56,6 +62,7 @@ class RateLimitsConfig(Section):
 _COORDINATION_ENV = {
     "redis_url": "STATEWAY_REDIS_URL",
     "key_prefix": "STATEWAY_REDIS_KEY_PREFIX",
+    "redis_timeout": "STATEWAY_REDIS_TIMEOUT",
     "lease_timeout": "STATEWAY_LEASE_TIMEOUT",
 }
 """``[coordination]`` keys settable from the environment."""

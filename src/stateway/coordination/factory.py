@@ -20,13 +20,17 @@ def build_coordination(config: CoordinationConfig) -> tuple[CommandResults, Canc
     from stateway.coordination.redis import RedisCancelSignals, RedisCommandResults
     from stateway.coordination.redis import connect as connect_redis
 
+    timeout = config.redis_timeout
     results = RedisCommandResults(
-        connect_redis(config.redis_url),
+        connect_redis(config.redis_url, timeout=timeout),
         config.key_prefix,
         claim_ttl=config.claim_ttl,
         result_ttl=config.result_ttl,
     )
-    return results, RedisCancelSignals(connect_redis(config.redis_url), config.key_prefix)
+    signals = RedisCancelSignals(
+        connect_redis(config.redis_url, timeout=timeout), config.key_prefix
+    )
+    return results, signals
 
 
 def build_fanout(config: CoordinationConfig) -> EventFanout | None:
@@ -37,7 +41,8 @@ def build_fanout(config: CoordinationConfig) -> EventFanout | None:
     from stateway.coordination.event_fanout import RedisEventFanout
     from stateway.coordination.redis import connect as connect_redis
 
-    return RedisEventFanout(connect_redis(config.redis_url), config.key_prefix)
+    client = connect_redis(config.redis_url, timeout=config.redis_timeout)
+    return RedisEventFanout(client, config.key_prefix)
 
 
 def build_limits(config: Config) -> RateLimits | None:
@@ -52,5 +57,6 @@ def build_limits(config: Config) -> RateLimits | None:
     if coordination.redis_url is not None:
         from stateway.coordination.redis import connect as connect_redis
 
-        buckets = RedisTokenBuckets(connect_redis(coordination.redis_url), coordination.key_prefix)
+        client = connect_redis(coordination.redis_url, timeout=coordination.redis_timeout)
+        buckets = RedisTokenBuckets(client, coordination.key_prefix)
     return RateLimits(buckets, limits.requests_per_minute, limits.tokens_per_minute)

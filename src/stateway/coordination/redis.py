@@ -49,6 +49,9 @@ DEFAULT_RESULT_TTL: Final = 24 * 3600.0
 FIRST_POLL: Final = 0.005
 MAX_POLL: Final = 0.1
 """Seconds between a waiter's reads: from ``FIRST_POLL``, growing by half to this."""
+TIMEOUT: Final = 5.0
+"""Seconds a Redis command, or opening a connection, waits for Redis by default
+(``[coordination] redis_timeout``)."""
 PING_TIMEOUT: Final = 2.0
 """Seconds ``GET /ready`` waits for Redis to answer a ping."""
 _UNAVAILABLE: Final = "The coordination store (Redis) is unavailable."
@@ -73,8 +76,15 @@ return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 """
 
 
-def connect(url: str) -> Redis:
+def connect(url: str, *, timeout: float = TIMEOUT) -> Redis:
     """A client (connection pool) for ``url``, e.g. ``redis://127.0.0.1:6379/0``.
+
+    Each command waits ``timeout`` seconds at most for its answer, as does opening a
+    connection: a Redis that stops answering without closing (a network partition, a
+    frozen host) fails the command (``TimeoutError``, a ``RedisError``) instead of
+    holding it for as long as TCP keeps the connection (redis-py before 8 waits for ever
+    by default). A pub/sub connection's reads wait as long as their caller asks
+    (:mod:`.subscription`), not this.
 
     A command whose pooled connection turns out closed (Redis restarted or failed over,
     its ``timeout`` dropped an idle client, a proxy reset it) is sent once more on a new
@@ -83,7 +93,10 @@ def connect(url: str) -> Redis:
     answered again. Timeouts are not retried: an unresponsive Redis stays one socket
     timeout, not two."""
     return Redis.from_url(
-        url, retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
     )
 
 
