@@ -117,6 +117,12 @@ def test_a_responses_stream_ends_with_an_error_event_and_its_run_with_it(
         "code": "invalid_api_key",
         "message": REVOKED,
         "param": None,
+        "error": {  # as hosted sends it (the reference has the fields above)
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+            "message": REVOKED,
+            "param": None,
+        },
         "sequence_number": data[-2]["sequence_number"] + 1,  # as every event of the stream
     }
     assert "response.completed" not in names
@@ -283,6 +289,12 @@ def test_an_expiring_keys_responses_stream_ends_at_its_expiry(gateway: AuthGatew
         "code": "invalid_api_key",
         "message": EXPIRED,
         "param": None,
+        "error": {
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+            "message": EXPIRED,
+            "param": None,
+        },
         "sequence_number": data[-2]["sequence_number"] + 1,
     }
     assert "response.completed" not in names

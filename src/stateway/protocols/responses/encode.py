@@ -271,13 +271,19 @@ def encode_sse_payload(payload: bytes) -> bytes:
 
 def encode_sse_error(error: GatewayError, seq: int) -> bytes:
     """The ``error`` event ending a stream the gateway cut off (its credential revoked or
-    expired while it streamed), as the Responses API's: its ``code``, ``message`` and
-    ``param``, and the stream's next sequence number (``seq``), as every event's."""
+    expired while it streamed, a watched response deleted), as the Responses API's: its
+    ``code``, ``message`` and ``param`` both at its top level, as the API reference and
+    the SDK's ``ResponseErrorEvent`` have them, and in an ``error`` object with its
+    ``type``, as hosted sends them (and the Open Responses spec has them), so a client
+    reads them either way; and the stream's next sequence number (``seq``), as every
+    event's. (The ``openai`` SDK raises the nested error as an ``APIError``, as it does
+    hosted's.)"""
     payload = {
         "type": "error",
         "code": error.code,
         "message": error.message,
         "param": error.param,
+        "error": error.to_dict(),
         "sequence_number": seq,
     }
     return b"event: error\ndata: " + orjson.dumps(payload) + b"\n\n"
