@@ -5,6 +5,7 @@ and a reload compiles with the very function start-up and check-config use."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import cast
 
@@ -342,3 +343,39 @@ async def test_windows_are_asked_for_once_serving_and_again_after_a_reload() -> 
     reloader.reload_now()
     await asyncio.wait_for(second.asked.wait(), 5)
     await reloader.aclose()
+
+
+class Crashing(Asked):
+    async def advertised_windows(self) -> AdvertisedWindows:
+        self.asked.set()
+        raise RuntimeError("an unforeseen failure")
+
+
+async def test_background_work_that_crashes_is_logged_not_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Nothing awaits a generation's background tasks: one that fails unexpectedly is
+    logged as it ends, naming the work (asyncio would report it only once the task is
+    collected, if ever)."""
+    backend = Crashing("crashing")
+    started = discovering(backend)
+    generations = Generations(started.router, Loop(MemoryStore()))
+    reloader = Reloader(
+        started,
+        lambda: discovering(backend),
+        lambda generation: generations.publish(generation.router, Loop(MemoryStore())),
+        generations,
+    )
+    with caplog.at_level(logging.ERROR, logger="stateway.reload"):
+        reloader.start()
+        await asyncio.wait_for(backend.asked.wait(), 5)
+        for _ in range(3):  # the task ends, then its done callback runs
+            await asyncio.sleep(0)
+        await reloader.aclose()
+    [record] = [r for r in caplog.records if r.name == "stateway.reload"]
+    assert record.levelno == logging.ERROR
+    assert record.getMessage() == "WindowDiscovery.run of the current generation failed"
+    assert record.exc_info is not None
+    assert "RuntimeError: an unforeseen failure" in logging.Formatter().formatException(
+        record.exc_info
+    )

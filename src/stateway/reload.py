@@ -183,4 +183,14 @@ class Reloader:
             return
         for work in (compiled.prober, compiled.discovery):
             if work is not None:
-                self._tasks.append(asyncio.create_task(work.run()))
+                task = asyncio.create_task(work.run())
+                task.add_done_callback(_ended)
+                self._tasks.append(task)
+
+
+def _ended(task: asyncio.Task[None]) -> None:
+    """Log a generation's background task that failed: nothing awaits it, and asyncio
+    reports an exception never retrieved only once the task is collected, if ever."""
+    if not task.cancelled() and (failure := task.exception()) is not None:
+        work = getattr(task.get_coro(), "__qualname__", "?")
+        log.error("%s of the current generation failed", work, exc_info=failure)
