@@ -156,3 +156,20 @@ async def test_what_was_learned_is_logged_for_the_operator(
         "backend llama: context window 2048 learned",
         "backend closed: no context window learned: no listing",
     ]
+
+
+class Crashing(Advertising):
+    async def advertised_windows(self) -> AdvertisedWindows:
+        raise RuntimeError("an unforeseen failure")
+
+
+async def test_an_asking_that_crashes_ends_the_others_with_it() -> None:
+    """The discovery is one task to the reloader, which cancels it when its generation is
+    superseded: one server's asking failing unexpectedly ends the others' too, rather
+    than leaving them asking on, out of any cancel's reach, through backends closed."""
+    down = Advertising(AdvertisedWindows(), [UpstreamUnavailable("down")] * 1000)
+    crashing = Crashing(AdvertisedWindows(), [])
+    discovery = WindowDiscovery([(down, ServerWindows()), (crashing, ServerWindows())], 0.01)
+    with pytest.raises((RuntimeError, ExceptionGroup)):
+        await discovery.run()
+    assert asyncio.all_tasks() == {asyncio.current_task()}

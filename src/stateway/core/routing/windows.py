@@ -84,8 +84,11 @@ class WindowDiscovery:
 
     async def run(self) -> None:
         """Ask every server until each has answered (cancelled when the generation is
-        superseded, or at shutdown)."""
-        await asyncio.gather(*(self._learn(backend, record) for backend, record in self.servers))
+        superseded, or at shutdown). One asking failing unexpectedly ends the others (a
+        task group: ``gather`` would leave them running, beyond any cancel's reach)."""
+        async with asyncio.TaskGroup() as asking:
+            for backend, record in self.servers:
+                asking.create_task(self._learn(backend, record))
 
     async def _learn(self, backend: WindowAdvertiser, record: ServerWindows) -> None:
         wait = min(_FIRST_RETRY, self._retry)
