@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from stateway.core.tools.ports import McpServer, McpTransport, ToolError, ToolFailure
-from stateway.mcp_client.failures import classify
+from stateway.mcp_client.failures import classify, masked
 from stateway.mcp_client.pool import PooledMcpClient
 from tests.support.mcp_server import (
     RunningMcpServer,
@@ -216,3 +216,18 @@ async def test_an_sse_endpoint_on_another_origin_is_not_taken() -> None:
         await pool.aclose()
     assert error.kind == "protocol"
     assert heard == []
+
+
+def test_only_header_values_long_enough_to_be_credentials_are_masked() -> None:
+    """A short header value (a version, a flag) is no secret: masking it would blot every
+    ``2`` out of the error text the model reads. A credential's every stretch is masked."""
+    server = McpServer(
+        "docs",
+        "http://mcp.test/mcp",
+        (("X-Api-Version", "2"), ("X-Beta", "on"), ("Authorization", SECRET)),
+    )
+    text = f"version 2 is on, but {SECRET} was refused"
+    error = ToolError.execution([{"type": "text", "text": text}], text)
+    shown = masked(ToolFailure(error), server).error
+    assert shown.message == "version 2 is on, but *** was refused"
+    assert shown.content == [{"type": "text", "text": shown.message}]
