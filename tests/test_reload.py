@@ -379,3 +379,31 @@ async def test_background_work_that_crashes_is_logged_not_lost(
     assert "RuntimeError: an unforeseen failure" in logging.Formatter().formatException(
         record.exc_info
     )
+
+
+class Hanging(Asked):
+    """A model server that never answers: its asking ends only when cancelled."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.ended = False
+
+    async def advertised_windows(self) -> AdvertisedWindows:
+        self.asked.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.ended = True
+        raise AssertionError("unreachable")
+
+
+async def test_closing_waits_for_the_background_work_to_end() -> None:
+    """The backends it asks are closed right after: none is asked past its close."""
+    backend = Hanging("hanging")
+    started = discovering(backend)
+    generations = Generations(started.router, Loop(MemoryStore()))
+    reloader = Reloader(started, lambda: started, lambda _: None, generations)
+    reloader.start()
+    await asyncio.wait_for(backend.asked.wait(), 5)
+    await reloader.aclose()
+    assert backend.ended

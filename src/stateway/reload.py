@@ -168,9 +168,12 @@ class Reloader:
         )
 
     async def aclose(self) -> None:
-        """Stop reloading, probing and learning windows (shutting down)."""
+        """Stop reloading, probing and learning windows (shutting down), and wait for that
+        work to end: the backends it asks close after this."""
         self._closed = True
+        ending = self._tasks
         self._follow(None)
+        await asyncio.gather(*ending, return_exceptions=True)
 
     def _follow(self, compiled: Compiled | None) -> None:
         """Run ``compiled``'s background work (its prober, its window discovery) from now
