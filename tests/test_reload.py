@@ -76,6 +76,7 @@ def test_every_server_setting_needs_a_restart(name: str) -> None:
         "max_header_bytes": 8192,
         "header_timeout": 1.0,
         "keep_alive_timeout": 30,
+        "send_timeout": 1.0,
         "max_input_items": 1,
         "drain_timeout": 1.0,
         "max_queued_requests": 1,

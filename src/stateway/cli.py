@@ -135,6 +135,7 @@ def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = Fal
                 max_drain_bytes=config.server.max_body_bytes,
             ),
             keep_alive=config.server.keep_alive_timeout,
+            send_timeout=config.server.send_timeout,
         )
         _describe(config, sys.stdout, beyond_loopback=warning is not None)
         announcement = f"stateway {__version__} listening on {socket_url(sock)}"

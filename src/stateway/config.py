@@ -92,6 +92,10 @@ class ServerConfig(Section):
     idle expiry (httpx, so the openai and anthropic SDKs: 5 s) and load balancers' (60 s
     on AWS's): else the gateway may close a connection just as a client reuses it, and
     that request fails ("Server disconnected")."""
+    send_timeout: float = Field(default=60.0, gt=0)
+    """The longest a client may take none of the output waiting for it (a stream it
+    stopped reading, its connection kept open): the connection is then dropped, as if the
+    client had left (nginx's ``send_timeout``)."""
     max_input_items: int = Field(default=10_000, ge=1)
     """Input items one request may carry (400 beyond)."""
     drain_timeout: float = Field(default=30.0, ge=0)
@@ -395,6 +399,7 @@ _SERVER_ENV: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "max_header_bytes": ("STATEWAY_MAX_HEADER_BYTES", _int),
     "header_timeout": ("STATEWAY_HEADER_TIMEOUT", _float),
     "keep_alive_timeout": ("STATEWAY_KEEP_ALIVE_TIMEOUT", _int),
+    "send_timeout": ("STATEWAY_SEND_TIMEOUT", _float),
     "max_input_items": ("STATEWAY_MAX_INPUT_ITEMS", _int),
     "drain_timeout": ("STATEWAY_DRAIN_TIMEOUT", _float),
     "max_queued_requests": ("STATEWAY_MAX_QUEUED_REQUESTS", _int),

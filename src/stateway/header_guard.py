@@ -39,6 +39,9 @@ a request pays for nothing but a wrapper around ``data_received``.
   for ever, uvicorn's keep-alive timer restarting at each). A connection idle between
   requests is uvicorn's keep-alive timeout's to close, and one with a response in flight
   (a request pipelined behind it) is never swept.
+- Sends: the same sweep drops a connection whose client took none of the output waiting
+  for it for ``send_timeout`` (:mod:`stateway.send_guard`); WebSocket connections
+  (upgraded from this protocol, in the server's set of connections) included.
 
 Nothing is scheduled per request or per connection.
 """
@@ -56,6 +59,8 @@ from uvicorn.protocols.http.httptools_impl import (
     HttpToolsProtocol,
     RequestResponseCycle,
 )
+
+from stateway.send_guard import SendGuarded
 
 if TYPE_CHECKING:
     from uvicorn._types import ASGIReceiveCallable, ASGISendCallable, Scope
@@ -85,10 +90,15 @@ DEFAULT_HEADER_LIMITS = HeaderLimits()
 
 
 class HeaderSweep:
-    """The one periodic sweep of a server's connections: it runs while any is open."""
+    """The one periodic sweep of a server's connections: it runs while any is open. Given
+    ``send_timeout``, it also drops those whose client stopped reading."""
 
-    def __init__(self, limits: HeaderLimits) -> None:
+    def __init__(self, limits: HeaderLimits, send_timeout: float | None = None) -> None:
         self.limits = limits
+        self.send_timeout = send_timeout
+        self._interval = limits.sweep_interval
+        if send_timeout is not None:
+            self._interval = min(self._interval, send_timeout / 4)
         self._next: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -97,16 +107,19 @@ class HeaderSweep:
         of the server's open connections) unless the sweep is running."""
         if self._next is None or self._loop is not loop:  # (a config served again)
             self._loop = loop
-            self._next = loop.call_later(self.limits.sweep_interval, self._sweep, loop, connections)
+            self._next = loop.call_later(self._interval, self._sweep, loop, connections)
 
     def _sweep(self, loop: asyncio.AbstractEventLoop, connections: Set[Any]) -> None:
         self._next = None
         if not connections:
             return  # the next connection starts it again
         now = time.monotonic()
+        send_timeout = self.send_timeout
         for connection in list(connections):
             if isinstance(connection, HeaderGuardedProtocol):
                 connection.close_if_stalled(now, self.limits.timeout)
+            if send_timeout is not None and isinstance(connection, SendGuarded):
+                connection.abort_if_unread(now, send_timeout)
         self.watch(loop, connections)
 
 
@@ -120,8 +133,9 @@ class _DroppingParser:
 _DROPPING = _DroppingParser()
 
 
-class HeaderGuardedProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with its header block bounded (see the module)."""
+class HeaderGuardedProtocol(SendGuarded, HttpToolsProtocol):
+    """uvicorn's httptools protocol with its header block bounded (see the module), and
+    its sends (:class:`SendGuarded`)."""
 
     sweep: HeaderSweep
     """The server's sweep (and limits): set on the subclass :func:`guarded_http` makes."""
@@ -331,11 +345,14 @@ class HeaderGuardedProtocol(HttpToolsProtocol):
         self.transport.write_eof()
 
 
-def guarded_http(limits: HeaderLimits) -> type[HeaderGuardedProtocol]:
+def guarded_http(
+    limits: HeaderLimits, send_timeout: float | None = None
+) -> type[HeaderGuardedProtocol]:
     """The protocol class for one server (uvicorn's ``Config(http=...)``): its own
-    subclass, holding that server's sweep."""
+    subclass, holding that server's sweep (which drops a connection whose client stopped
+    reading, given ``send_timeout``)."""
 
     class ServerHeaderGuardedProtocol(HeaderGuardedProtocol):
-        sweep = HeaderSweep(limits)
+        sweep = HeaderSweep(limits, send_timeout)
 
     return ServerHeaderGuardedProtocol

@@ -33,6 +33,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.exceptions import InvalidState
 
 from stateway.header_guard import DEFAULT_HEADER_LIMITS, HeaderLimits, guarded_http
+from stateway.send_guard import SendGuarded
 from stateway.surfaces.http.unfinished import UNFINISHED_ON_PURPOSE
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ def server_config(
     ws_compression: bool = False,
     headers: HeaderLimits = DEFAULT_HEADER_LIMITS,
     keep_alive: int = 5,
+    send_timeout: float | None = None,
 ) -> uvicorn.Config:
     """uvicorn as our servers run it: httptools (and uvloop when the caller's loop is one),
     WebSocket upgrades handed to the app (which may deny them with an HTTP response), no
@@ -62,13 +64,15 @@ def server_config(
     ones past its own limit with an error frame. ``ws_compression``: accept
     permessage-deflate (``[websocket] compression``). A request's header block is bounded
     by ``headers`` (:mod:`stateway.header_guard`); a connection idle between requests is
-    closed after ``keep_alive`` seconds (uvicorn's default, 5 s, unless given). An answer
+    closed after ``keep_alive`` seconds (uvicorn's default, 5 s, unless given); given
+    ``send_timeout``, one whose client took none of the output waiting for it for that
+    long is dropped, upgraded or not (:mod:`stateway.send_guard`). An answer
     left unfinished on purpose (:mod:`stateway.surfaces.http.unfinished`) is not logged
     as the app's error."""
     logging.getLogger("uvicorn.error").addFilter(UNFINISHED_ON_PURPOSE)  # once: the same
     return uvicorn.Config(
         app,
-        http=guarded_http(headers),
+        http=guarded_http(headers, send_timeout),
         ws=DenyingWebSocketProtocol,
         ws_max_size=ws_max_size,
         ws_per_message_deflate=ws_compression,
@@ -81,8 +85,9 @@ def server_config(
     )
 
 
-class DenyingWebSocketProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's sans-I/O WebSocket protocol, with two changes.
+class DenyingWebSocketProtocol(SendGuarded, WebSocketsSansIOProtocol):
+    """uvicorn's sans-I/O WebSocket protocol, with two changes (and its sends guarded:
+    :class:`SendGuarded`, the server's sweep dropping a client that stopped reading).
 
     - It marks the handshake done once the app has denied it with an HTTP response (the
       ASGI ``websocket.http.response`` extension), so a denied upgrade is not logged as
