@@ -12,6 +12,7 @@ from stateway.coordination.event_fanout import RedisEventFanout
 from stateway.coordination.factory import build_coordination, build_fanout, build_limits
 from stateway.coordination.redis import RedisCancelSignals, RedisCommandResults
 from stateway.coordination.token_buckets import MemoryTokenBuckets, RedisTokenBuckets
+from stateway.core.coordination import CommandKey, Outcome
 
 
 def test_coordination_is_in_process_by_default() -> None:
@@ -21,6 +22,19 @@ def test_coordination_is_in_process_by_default() -> None:
     results, signals = build_coordination(config.coordination)
     assert isinstance(results, MemoryCommandResults)
     assert signals is None
+
+
+async def test_in_process_outcomes_are_bounded_by_the_files_bytes(tmp_path: Path) -> None:
+    assert load_config(Overrides(), {}).coordination.max_result_bytes == 256 * 1024 * 1024
+    path = tmp_path / "c.toml"
+    path.write_text("[coordination]\nmax_result_bytes = 100\n")
+    results, _ = build_coordination(load_config(Overrides(config=str(path)), {}).coordination)
+    keys = [CommandKey("t", "p", str(n)) for n in range(2)]
+    for key in keys:
+        assert await results.claim(key, "f") is None
+        await results.complete(key, Outcome("f", b"x" * 60))
+    assert await results.claim(keys[0], "f") is None  # dropped for the second's bytes
+    assert await results.claim(keys[1], "f") == Outcome("f", b"x" * 60)
 
 
 async def test_redis_is_named_by_the_file_or_the_environment(tmp_path: Path) -> None:
@@ -48,6 +62,7 @@ async def test_redis_is_named_by_the_file_or_the_environment(tmp_path: Path) -> 
     [
         ('redis_url = "http://x"', "redis_url: Value error, must start with redis://"),
         ("max_results = 0", "max_results"),
+        ("max_result_bytes = 0", "max_result_bytes"),
         ("claim_ttl = 0", "claim_ttl"),
         ("lease_timeout = 0", "lease_timeout"),
         ('key_prefix = ""', "key_prefix"),

@@ -138,6 +138,48 @@ async def test_memory_outcomes_are_bounded_least_recently_used_first() -> None:
     assert await results.claim(keys[0], "f") == Outcome("f", b"0")
 
 
+async def test_memory_outcomes_are_bounded_by_their_bytes_least_recently_used_first() -> None:
+    """Past ``max_bytes`` of answers, the least recently used outcomes are dropped (their
+    retries run again), as past ``max_results``; the newest is kept whatever its size."""
+    results = MemoryCommandResults(max_bytes=100)
+    keys = [CommandKey("t", "p", str(n)) for n in range(4)]
+    for key in keys[:2]:
+        assert await results.claim(key, "f") is None
+        await results.complete(key, Outcome("f", b"x" * 40))
+    assert await results.claim(keys[0], "f") is not None  # used: now the most recent
+    assert await results.claim(keys[2], "f") is None
+    await results.complete(keys[2], Outcome("f", b"y" * 40))  # 120 bytes: one must go
+
+    assert len(results) == 2
+    assert await results.claim(keys[1], "f") is None  # dropped: runs again
+    await results.release(keys[1])
+    assert await results.claim(keys[0], "f") == Outcome("f", b"x" * 40)
+
+    assert await results.claim(keys[3], "f") is None
+    await results.complete(keys[3], Outcome("f", b"z" * 500))  # alone past the bound
+    assert len(results) == 1
+    assert await results.claim(keys[3], "f") == Outcome("f", b"z" * 500)
+    assert await results.claim(keys[2], "f") is None
+
+
+async def test_memory_outcomes_free_their_bytes_as_they_expire() -> None:
+    now = [0.0]
+    results = MemoryCommandResults(ttl=10, clock=lambda: now[0], max_bytes=100)
+    first, second = CommandKey("t", "p", "1"), CommandKey("t", "p", "2")
+    assert await results.claim(first, "f") is None
+    await results.complete(first, Outcome("f", b"x" * 60))
+    now[0] = 10.0
+    assert await results.claim(first, "f") is None  # expired: its 60 bytes freed
+    await results.release(first)
+    assert await results.claim(second, "f") is None
+    await results.complete(second, Outcome("f", b"y" * 60))
+    assert await results.claim(first, "f") is None
+    await results.complete(first, Outcome("f", b"x" * 40))  # 100 bytes: both kept
+
+    assert len(results) == 2
+    assert await results.claim(second, "f") == Outcome("f", b"y" * 60)
+
+
 async def test_memory_outcomes_expire_after_their_ttl() -> None:
     now = [0.0]
     results = MemoryCommandResults(ttl=10, clock=lambda: now[0])

@@ -16,7 +16,10 @@ from stateway.core.limits import RateLimits, TokenBuckets
 def build_coordination(config: CoordinationConfig) -> tuple[CommandResults, CancelSignals | None]:
     """Command outcomes in process, or both outcomes and cancel signals through Redis."""
     if config.redis_url is None:
-        return MemoryCommandResults(config.max_results, config.result_ttl), None
+        memory = MemoryCommandResults(
+            config.max_results, config.result_ttl, max_bytes=config.max_result_bytes
+        )
+        return memory, None
     from stateway.coordination.redis import RedisCancelSignals, RedisCommandResults
     from stateway.coordination.redis import connect as connect_redis
 

@@ -1,4 +1,5 @@
-"""In-process command outcomes: a bounded LRU, and claims as futures.
+"""In-process command outcomes: an LRU bounded by count and by bytes, and claims as
+futures.
 
 The default of an embedded gateway. Nothing is shared with other processes: two
 replicas behind a load balancer need the Redis adapters (a single process cancels its own
@@ -17,12 +18,15 @@ from stateway.core.coordination import CommandKey, Outcome
 from stateway.core.errors import IdempotencyKeyReused
 
 DEFAULT_MAX_RESULTS: Final = 10_000
+DEFAULT_MAX_RESULT_BYTES: Final = 256 * 1024 * 1024
 DEFAULT_RESULT_TTL: Final = 24 * 3600.0
 
 
 class MemoryCommandResults:
-    """Outcomes of the last ``max_results`` commands (least recently used dropped first),
-    each kept for ``ttl`` seconds; claims under way by key."""
+    """Outcomes of the last ``max_results`` commands whose answers hold ``max_bytes`` in
+    all (least recently used dropped first: a retry of one dropped runs again; the newest
+    is kept whatever its size, for the retry that comes soonest), each kept for ``ttl``
+    seconds; claims under way by key."""
 
     shared = False
 
@@ -31,8 +35,13 @@ class MemoryCommandResults:
         max_results: int = DEFAULT_MAX_RESULTS,
         ttl: float = DEFAULT_RESULT_TTL,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        max_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> None:
         self._max = max_results
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        """The answers' bytes held (:attr:`Outcome.body`)."""
         self._ttl = ttl
         self._clock = clock
         self._outcomes: OrderedDict[CommandKey, tuple[Outcome, float]] = OrderedDict()
@@ -60,10 +69,13 @@ class MemoryCommandResults:
             # That attempt failed: claim the key for this one.
 
     async def complete(self, key: CommandKey, outcome: Outcome) -> None:
+        self._drop(key)
         self._outcomes[key] = (outcome, self._clock() + self._ttl)
-        self._outcomes.move_to_end(key)
-        while len(self._outcomes) > self._max:
-            self._outcomes.popitem(last=False)
+        self._bytes += len(outcome.body)
+        outcomes = self._outcomes
+        while len(outcomes) > self._max or (self._bytes > self._max_bytes and len(outcomes) > 1):
+            _, (dropped, _) = outcomes.popitem(last=False)
+            self._bytes -= len(dropped.body)
         self._settle(key, outcome)
 
     async def release(self, key: CommandKey) -> None:
@@ -81,10 +93,15 @@ class MemoryCommandResults:
             return None
         outcome, expires = found
         if expires <= self._clock():
-            del self._outcomes[key]
+            self._drop(key)
             return None
         self._outcomes.move_to_end(key)
         return outcome
+
+    def _drop(self, key: CommandKey) -> None:
+        found = self._outcomes.pop(key, None)
+        if found is not None:
+            self._bytes -= len(found[0].body)
 
     def _settle(self, key: CommandKey, outcome: Outcome | None) -> None:
         claim = self._claims.pop(key, None)
