@@ -5,14 +5,13 @@ ever, write nothing, and the pool serves again as soon as the database answers."
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 
 from stateway.core.errors import StorageError
-from stateway.core.ports import ResponseRecord
 from stateway.storage.sql import SqlResponseStore, migrate, open_store
+from tests.storage.conftest import RecordFactory
 from tests.support.switch import Switch
 
 pytestmark = pytest.mark.postgres
@@ -37,22 +36,17 @@ async def store(switch: Switch) -> AsyncIterator[SqlResponseStore]:
     await store.aclose()
 
 
-@pytest.fixture
-def tenant() -> str:
-    return f"tenant-{uuid.uuid4().hex}"
-
-
 async def test_reads_and_writes_fail_in_time_then_heal(
-    switch: Switch, store: SqlResponseStore, tenant: str
+    switch: Switch, store: SqlResponseStore, tenant: str, record: RecordFactory
 ) -> None:
     # Pooled connections, open when the database falls silent: the reads' and the writer's.
     await asyncio.gather(*(store.get(tenant, "none") for _ in range(4)))
-    await store.save(_record(tenant, "before"))
+    await store.save(record("before"))
     switch.silence()
 
     async with asyncio.timeout(BOUND):
         with pytest.raises(StorageError, match="saving a response") as save:
-            await store.save(_record(tenant, "during"))
+            await store.save(record("during"))
         with pytest.raises(StorageError, match="reading a response") as read:
             await store.get(tenant, "before")
         with pytest.raises(StorageError, match="checking the database"):
@@ -62,49 +56,24 @@ async def test_reads_and_writes_fail_in_time_then_heal(
 
     switch.on()  # the connections open meanwhile stay silent: none is taken again
     async with asyncio.timeout(BOUND):
-        await store.save(_record(tenant, "after"))
+        await store.save(record("after"))
         assert await store.get(tenant, "before") is not None
         assert await store.get(tenant, "after") is not None
         assert await store.get(tenant, "during") is None  # nothing of it was written
 
 
 async def test_a_write_that_times_out_leaves_its_connection_behind(
-    switch: Switch, store: SqlResponseStore, tenant: str
+    switch: Switch, store: SqlResponseStore, tenant: str, record: RecordFactory
 ) -> None:
     """The writer runs on the driver's connection itself: the one whose statement timed
     out (its cancel may still be under way) is never handed to the next write."""
-    await store.save(_record(tenant, "before"))  # the pool's one connection
+    await store.save(record("before"))  # the pool's one connection
     switch.silence()
     async with asyncio.timeout(BOUND):
         with pytest.raises(StorageError, match="saving a response"):
-            await store.save(_record(tenant, "during"))
+            await store.save(record("during"))
     switch.on()
 
     async with asyncio.timeout(BOUND):
-        await store.save(_record(tenant, "after"))
+        await store.save(record("after"))
     assert await store.get(tenant, "after") is not None
-
-
-def _record(tenant: str, response_id: str) -> ResponseRecord:
-    return ResponseRecord(
-        tenant_id=tenant,
-        id=response_id,
-        previous_response_id=None,
-        status="completed",
-        created_at=1.0,
-        body={"id": response_id},
-        input_items=[],
-        output_items=[],
-    )
-
-
-async def test_the_store_closes_while_the_database_is_silent(
-    switch: Switch, store: SqlResponseStore, tenant: str
-) -> None:
-    """Shutting down: the pooled connections are let go without waiting for an answer."""
-    await asyncio.gather(*(store.get(tenant, "none") for _ in range(4)))
-    switch.silence()
-    async with asyncio.timeout(BOUND):
-        with pytest.raises(StorageError):
-            await store.get(tenant, "none")
-        await store.aclose()
