@@ -116,12 +116,20 @@ def test_truncation_auto_fits_the_learned_window(gateway: str, model: str) -> No
     assert turns_seen(ask(gateway, model, truncation="auto")) == ["turn4"]
 
 
-def test_the_context_check_refuses_past_the_learned_window(gateway: str) -> None:
+def test_a_learned_window_is_the_servers_to_enforce(gateway: str) -> None:
+    """The gateway's estimate (four bytes of JSON a token) can overshoot a code-heavy
+    context by a third: a context it estimates past the learned window still goes to
+    the model server, which counts exactly (and refuses, as vLLM does, what does not
+    fit). A configured window is checked before asking."""
     learned(gateway, both_learned)
-    with pytest.raises(openai.BadRequestError) as refused:
-        ask(gateway, "vllm-model")
+    assert turns_seen(ask(gateway, "vllm-model")) == [f"turn{number}" for number in range(5)]
+    with (
+        OpenAI(base_url=gateway + "/v1", api_key="sk-test", max_retries=0) as client,
+        pytest.raises(openai.BadRequestError) as refused,
+    ):
+        client.responses.create(model="configured-model", input="many words " * 800)
     assert refused.value.code == "context_length_exceeded"
-    assert f"(it has {WINDOW})" in refused.value.message  # the gateway's check, not the fake's
+    assert "(it has 1000)" in refused.value.message  # the gateway's check, not the fake's
 
 
 @pytest.mark.parametrize("model", ["off-model", "configured-model"])

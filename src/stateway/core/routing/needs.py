@@ -6,8 +6,12 @@ allows them, as by default, is served by a candidate without them only when no o
 candidate of the route can serve it, one call per round), tools only an upstream speaking
 Responses carries, the input item and content part types its API
 carries (:func:`stateway.core.context.uncarried`), and the context window when the
-candidate declares one (the input estimated, :mod:`stateway.core.token_estimate`; not
-with ``truncation: "auto"``, whose context the gateway fits to the window).
+candidate's configuration declares one (the input estimated,
+:mod:`stateway.core.token_estimate`; not with ``truncation: "auto"``, whose context the
+gateway fits to the window). A window learned from the model server
+(:mod:`stateway.core.routing.windows`) is not checked so: the estimate, four bytes of
+JSON a token, can overshoot a code-heavy context by a third, and the server counts
+exactly, refusing what does not fit with an error that fails over as this check would.
 """
 
 from __future__ import annotations
@@ -134,7 +138,7 @@ def unmet(route: str, candidate: Candidate, needs: Needs, *, serial: bool = Fals
     for capability, missing, what, param in checks:
         if missing:
             return Unmet(capability, _missing(route, candidate, what, param))
-    window = candidate.context_window
+    window = has.context_window  # as configured: a learned one is the server's to check
     fitted = needs.command.settings.truncation == "auto"  # the gateway fits it to the window
     if window is not None and not (fitted or needs.counting) and needs.tokens > window:
         what = f"a context window of about {needs.tokens} tokens (it has {window})"

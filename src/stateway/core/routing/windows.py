@@ -19,10 +19,10 @@ cannot be reached (or answers 5xx or 429: a model server loading its weights, a 
 not started yet) again, 1 s later, then twice as long each time up to ``retry`` apart (the
 ``[health] probe_interval``), until it answers; what it answers (nothing, for a server that
 does not say) is what the record holds. Reading a learned window costs an attribute
-read and a dict lookup; knowing one costs what a configured window does, the pre-flight
-check estimating a request's context (:mod:`.needs`: about 0.1 ms for a 370 KB
-context). A learned window takes no route off the Chat Completions fast path (an
-untouched request is checked by the model server itself).
+read and a dict lookup, only where the core reads a window: ``truncation: "auto"``,
+compaction thresholds, the Anthropic model listing. It is not checked against the
+gateway's estimate before asking (:mod:`.needs`: the server counts exactly), and takes no
+route off the Chat Completions fast path.
 """
 
 from __future__ import annotations
