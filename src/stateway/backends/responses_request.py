@@ -9,12 +9,6 @@ a document's ``context``, ``citations`` and ``source``, a text's ``citations`` a
 field for them. Tools of types the gateway does not model, and the ``shell`` tools and
 their items, are sent untouched.
 
-``max_output_tokens`` is sent as at least :data:`MIN_OUTPUT_TOKENS`, the least hosted
-OpenAI takes (a smaller one is a 400 there): a later round of the gateway's tool loop is
-sent what the earlier rounds left of a response's budget, and a Chat or Messages client
-may ask for fewer; such a round may then write up to 15 tokens more than was left,
-rather than fail after the earlier rounds' tools ran.
-
 Reasoning's ``encrypted_content`` is always asked for (``include``). A reasoning item
 sealed by a Responses upstream is sent back as that upstream gave it (its summary and
 blob, without the text read from it); another upstream's seal (an Anthropic signature) is
@@ -33,8 +27,6 @@ from stateway.core.tools import shell
 from stateway.core.tools.history import model_items
 
 _ENCRYPTED = "reasoning.encrypted_content"
-MIN_OUTPUT_TOKENS = 16
-"""The smallest ``max_output_tokens`` hosted OpenAI takes ("Expected a value >= 16")."""
 
 
 def to_upstream(request: InferenceRequest) -> dict[str, Any]:
@@ -66,7 +58,7 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
     optional = {
         "temperature": settings.temperature,
         "top_p": settings.top_p,
-        "max_output_tokens": _at_least_the_minimum(settings.max_output_tokens),
+        "max_output_tokens": settings.max_output_tokens,
         "user": settings.user,
         "safety_identifier": settings.safety_identifier,
         "prompt_cache_key": settings.prompt_cache_key,
@@ -139,7 +131,3 @@ def _without_cache(part: Any) -> Any:
     if isinstance(part, dict) and "cache_control" in part:
         return {k: v for k, v in part.items() if k != "cache_control"}
     return part
-
-
-def _at_least_the_minimum(tokens: int | None) -> int | None:
-    return None if tokens is None else max(tokens, MIN_OUTPUT_TOKENS)
