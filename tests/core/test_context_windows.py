@@ -9,7 +9,12 @@ import logging
 
 import pytest
 
-from stateway.core.errors import GatewayError, UpstreamRejected, UpstreamUnavailable
+from stateway.core.errors import (
+    GatewayError,
+    UpstreamError,
+    UpstreamRejected,
+    UpstreamUnavailable,
+)
 from stateway.core.ports import AdvertisedWindows
 from stateway.core.routing import BackendEntry, Candidate, Capabilities, Route, Router, windows
 from stateway.core.routing.windows import LearnedWindows, ServerWindows, WindowDiscovery
@@ -173,3 +178,22 @@ async def test_an_asking_that_crashes_ends_the_others_with_it() -> None:
     with pytest.raises((RuntimeError, ExceptionGroup)):
         await discovery.run()
     assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+async def test_a_server_not_answering_is_told_once_at_info(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Why nothing is learned yet (a server starting, or one whose listing cannot be
+    read, asked again for ever) reaches an operator at INFO once, not at each ask."""
+    caplog.set_level(logging.DEBUG, logger=windows.__name__)
+    down = [UpstreamUnavailable("connection refused"), UpstreamUnavailable("still refused")]
+    backend = Advertising(AdvertisedWindows({"m": 8192}), [*down, UpstreamError("malformed")])
+    await learn(backend, ServerWindows())
+    told = [
+        (r.levelno, r.getMessage()) for r in caplog.records if "not learned yet" in r.getMessage()
+    ]
+    assert told == [
+        (logging.INFO, f"backend {backend.name}: its windows not learned yet: connection refused"),
+        (logging.DEBUG, f"backend {backend.name}: its windows not learned yet: still refused"),
+        (logging.DEBUG, f"backend {backend.name}: its windows not learned yet: malformed"),
+    ]

@@ -94,6 +94,7 @@ class WindowDiscovery:
 
     async def _learn(self, backend: WindowAdvertiser, record: ServerWindows) -> None:
         wait = min(_FIRST_RETRY, self._retry)
+        level = logging.INFO  # why not yet, told once: then at each ask only in DEBUG
         while True:
             try:
                 advertised = await backend.advertised_windows()
@@ -102,7 +103,9 @@ class WindowDiscovery:
                     log.info("backend %s: no context window learned: %s", backend.name, exc)
                     record.learn(AdvertisedWindows())
                     return
-                log.debug("backend %s: its windows not learned yet: %s", backend.name, exc)
+                # a server still starting, or one whose listing cannot be read
+                log.log(level, "backend %s: its windows not learned yet: %s", backend.name, exc)
+                level = logging.DEBUG
                 await asyncio.sleep(wait)  # a timer: the retry period itself
                 wait = min(wait * 2, self._retry)
                 continue
