@@ -159,6 +159,13 @@ def test_a_failed_or_cut_short_call_tells_the_model() -> None:
             },
             'a\n{"type":"image","data":"x"}',
         ),
+        (  # only a text block is told as its text: a resource's text is part of its JSON
+            {
+                "type": "mcp_tool_execution_error",
+                "content": [{"type": "resource", "uri": "file:///a", "text": "body"}],
+            },
+            '{"type":"resource","uri":"file:///a","text":"body"}',
+        ),
         ({"type": "mcp_tool_execution_error", "content": []}, "the tool reported an error"),
         ({"type": "mcp_tool_execution_error", "content": "plain"}, "plain"),
         ({"type": "mcp_tool_execution_error", "content": {"n": 1}}, '{"n":1}'),
