@@ -6,11 +6,16 @@ Called by the composition root (:mod:`stateway.app`) only. The Redis adapters (a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from stateway.config import Config
 from stateway.coordination.memory import MemoryCommandResults
 from stateway.coordination_config import CoordinationConfig
 from stateway.core.coordination import CancelSignals, CommandResults, EventFanout
 from stateway.core.limits import RateLimits, TokenBuckets
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 
 def build_coordination(config: CoordinationConfig) -> tuple[CommandResults, CancelSignals | None]:
@@ -21,19 +26,14 @@ def build_coordination(config: CoordinationConfig) -> tuple[CommandResults, Canc
         )
         return memory, None
     from stateway.coordination.redis import RedisCancelSignals, RedisCommandResults
-    from stateway.coordination.redis import connect as connect_redis
 
-    timeout = config.redis_timeout
     results = RedisCommandResults(
-        connect_redis(config.redis_url, timeout=timeout),
+        _redis(config, config.redis_url),
         config.key_prefix,
         claim_ttl=config.claim_ttl,
         result_ttl=config.result_ttl,
     )
-    signals = RedisCancelSignals(
-        connect_redis(config.redis_url, timeout=timeout), config.key_prefix
-    )
-    return results, signals
+    return results, RedisCancelSignals(_redis(config, config.redis_url), config.key_prefix)
 
 
 def build_fanout(config: CoordinationConfig) -> EventFanout | None:
@@ -42,10 +42,8 @@ def build_fanout(config: CoordinationConfig) -> EventFanout | None:
     if config.redis_url is None:
         return None
     from stateway.coordination.event_fanout import RedisEventFanout
-    from stateway.coordination.redis import connect as connect_redis
 
-    client = connect_redis(config.redis_url, timeout=config.redis_timeout)
-    return RedisEventFanout(client, config.key_prefix)
+    return RedisEventFanout(_redis(config, config.redis_url), config.key_prefix)
 
 
 def build_limits(config: Config) -> RateLimits | None:
@@ -58,8 +56,14 @@ def build_limits(config: Config) -> RateLimits | None:
     coordination = config.coordination
     buckets: TokenBuckets = MemoryTokenBuckets()
     if coordination.redis_url is not None:
-        from stateway.coordination.redis import connect as connect_redis
-
-        client = connect_redis(coordination.redis_url, timeout=coordination.redis_timeout)
+        client = _redis(coordination, coordination.redis_url)
         buckets = RedisTokenBuckets(client, coordination.key_prefix)
     return RateLimits(buckets, limits.requests_per_minute, limits.tokens_per_minute)
+
+
+def _redis(config: CoordinationConfig, url: str) -> Redis:
+    """A client for the configured Redis at ``url`` (``config``'s, checked set), each
+    command and connect bounded by ``redis_timeout``: every adapter's the same way."""
+    from stateway.coordination.redis import connect
+
+    return connect(url, timeout=config.redis_timeout)
