@@ -82,7 +82,9 @@ class Route:
     def context_window(self) -> int | None:
         """The most input tokens the route takes: its candidates' largest window, once
         every candidate's is known, configured or learned (a request over one window goes
-        to a candidate whose window holds it: :mod:`.needs`); None when any is unknown."""
+        on to a candidate whose window holds it: before asking, by :mod:`.needs`, for a
+        configured window; by the server's refusal, which fails over, for a learned one);
+        None when any is unknown."""
         windows = [c.context_window for c in self.candidates]
         known = [window for window in windows if window is not None]
         return max(known) if known and len(known) == len(windows) else None
