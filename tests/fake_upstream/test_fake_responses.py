@@ -17,6 +17,8 @@ from openai.types.responses import (
     ResponseStreamEvent,
 )
 
+from stateway.fake_upstream.launch import start_fake_upstream
+
 TOOLS: list[Any] = [
     {
         "type": "function",
@@ -202,6 +204,27 @@ def test_max_output_tokens_is_incomplete(client: OpenAI) -> None:
     assert events[-1].type == "response.incomplete"
     assert _final(events).output_text == "w1 w2 w3"
     assert _create(client, "hi [[length]]").status == "incomplete"
+
+
+def test_a_budget_under_the_least_taken_is_refused_as_hosted_refuses_it() -> None:
+    """``min_output_tokens``: a smaller ``max_output_tokens`` is a 400 on that param, in
+    hosted OpenAI's words (its least is 16); by default any positive one is taken, as
+    vLLM takes it (above)."""
+    with (
+        start_fake_upstream(min_output_tokens=16) as url,
+        OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=10) as hosted,
+    ):
+        assert _create(hosted, "[[words:20]]", max_output_tokens=16).output_text.count("w") == 16
+        assert _create(hosted, "hi").status == "completed"  # no budget: nothing to refuse
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as refused:
+                _create(hosted, "[[words:20]]", max_output_tokens=15, stream=stream)
+            assert refused.value.param == "max_output_tokens"
+            assert refused.value.code == "integer_below_min_value"
+            assert refused.value.message.endswith(
+                "Invalid 'max_output_tokens': integer below minimum value. Expected a value "
+                ">= 16, but got 15 instead."
+            )
 
 
 def test_words(client: OpenAI) -> None:

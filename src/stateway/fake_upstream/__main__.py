@@ -84,6 +84,13 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake
     parser.add_argument(
         "--parallel", type=int, default=1, help="llama.cpp's slots sharing --ctx-size"
     )
+    parser.add_argument(
+        "--min-output-tokens",
+        type=int,
+        default=1,
+        help="refuse a Responses request's smaller max_output_tokens (400), as hosted OpenAI "
+        "refuses one under 16 (default: any positive one, as vLLM takes)",
+    )
     args = parser.parse_args(argv)
     serve(
         args.host,
@@ -97,6 +104,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake
         reasoning_field=args.reasoning_field,
         tokenizer=args.tokenizer,
         windows=Windows(args.max_model_len, args.ctx_size, args.parallel),
+        min_output_tokens=args.min_output_tokens,
     )
 
 

@@ -28,7 +28,9 @@ the key, the Anthropic version and betas, and a test proxy's token (``headers``)
 chat templates do; with ``text_only``, an image, as vLLM refuses one for a model that
 takes none; with ``reasoning_efforts``, a ``reasoning_effort`` outside them, as
 vLLM's older request model does. ``reasoning_field`` names the Chat wire's reasoning
-field, as each server names it (:mod:`~stateway.fake_upstream.chat`).
+field, as each server names it (:mod:`~stateway.fake_upstream.chat`). With
+``min_output_tokens`` the Responses wire refuses a smaller ``max_output_tokens``, as
+hosted OpenAI refuses one under 16 (:mod:`~stateway.fake_upstream.responses`).
 """
 
 from __future__ import annotations
@@ -156,6 +158,7 @@ class FakeUpstreamApp:
         reasoning_field: ReasoningField = "reasoning_content",
         tokenizer: Dialect = "vllm",
         windows: Windows | None = None,
+        min_output_tokens: int = 1,
     ) -> None:
         self.api_key = api_key
         self.tokenizer = tokenizer
@@ -166,7 +169,11 @@ class FakeUpstreamApp:
             reasoning_efforts=reasoning_efforts,
             reasoning_field=reasoning_field,
         )
-        self._parsers = _PARSERS | {CHAT_PATH: _body_only(chat)}
+        responses = partial(parse_responses_request, min_output_tokens=min_output_tokens)
+        self._parsers = _PARSERS | {
+            CHAT_PATH: _body_only(chat),
+            RESPONSES_PATH: _body_only(responses),
+        }
         self.model_names = list(model_names) if model_names else ["fake-model"]
         self.requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)
         self.counts: Counter[str] = Counter()
@@ -396,6 +403,7 @@ def build_app(
     reasoning_field: ReasoningField = "reasoning_content",
     tokenizer: Dialect = "vllm",
     windows: Windows | None = None,
+    min_output_tokens: int = 1,
 ) -> FakeUpstreamApp:
     """A fresh fake upstream ASGI app (each with its own request log)."""
     return FakeUpstreamApp(
@@ -407,4 +415,5 @@ def build_app(
         reasoning_field=reasoning_field,
         tokenizer=tokenizer,
         windows=windows,
+        min_output_tokens=min_output_tokens,
     )

@@ -35,6 +35,8 @@ class FakeOptions(TypedDict, total=False):
     ctx_size: int | None
     """A context window told as llama.cpp tells it, shared by ``parallel`` slots."""
     parallel: int | None
+    min_output_tokens: int | None
+    """The least ``max_output_tokens`` the Responses wire takes (hosted OpenAI's: 16)."""
 
 
 @contextmanager
@@ -70,7 +72,7 @@ def fake_upstream_command(api_key: str | None = None, **options: Unpack[FakeOpti
         command += ["--reasoning-field", field]
     if (tokenizer := options.get("tokenizer")) is not None:
         command += ["--tokenizer", tokenizer]
-    for option in ("max_model_len", "ctx_size", "parallel"):
+    for option in ("max_model_len", "ctx_size", "parallel", "min_output_tokens"):
         if (value := options.get(option)) is not None:
             command += ["--" + option.replace("_", "-"), str(value)]
     return command

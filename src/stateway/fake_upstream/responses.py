@@ -8,7 +8,10 @@ Parses ``instructions`` and ``input`` into a :class:`Conversation` and renders a
 With ``include: ["reasoning.encrypted_content"]`` a reasoning item carries its text in
 ``encrypted_content`` (signed as the Messages wire signs omitted thinking); a reasoning
 item sent back with ``encrypted_content`` is read from it alone, and one that is not the
-fake's is refused with 400 ``invalid_encrypted_content``, as OpenAI refuses it.
+fake's is refused with 400 ``invalid_encrypted_content``, as OpenAI refuses it. With
+``min_output_tokens`` (16 for hosted OpenAI's bound) a smaller ``max_output_tokens`` is
+refused with 400 ``integer_below_min_value`` on that param, in hosted's words; vLLM takes
+any positive one, as the fake does by default.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ class ResponsesRequest:
         return b"event: error\ndata: " + data + b"\n\n"
 
 
-def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
+def parse_responses_request(body: dict[str, Any], min_output_tokens: int = 1) -> ResponsesRequest:
     model = require_str(body, "model")
     previous = body.get("previous_response_id")
     if previous is not None:
@@ -86,15 +89,28 @@ def parse_responses_request(body: dict[str, Any]) -> ResponsesRequest:
             raise invalid_request(f"Invalid input item at index {index}.", f"input[{index}]")
         _add_item(builder, item)
     include = body.get("include") or ()
+    max_tokens = optional_positive_int(body, "max_output_tokens")
+    if max_tokens is not None and max_tokens < min_output_tokens:
+        raise _below_minimum(max_tokens, min_output_tokens)
     return ResponsesRequest(
         raw=body,
         model=model,
         stream=body.get("stream") is True,
-        max_tokens=optional_positive_int(body, "max_output_tokens"),
+        max_tokens=max_tokens,
         conversation=builder.build(),
         top_logprobs=top_logprobs if LOGPROBS in include else None,
         sealed=ENCRYPTED in include,
     )
+
+
+def _below_minimum(tokens: int, least: int) -> UpstreamError:
+    """A ``max_output_tokens`` under ``least``, refused as hosted OpenAI refuses one under
+    16."""
+    message = (
+        "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= "
+        f"{least}, but got {tokens} instead."
+    )
+    return UpstreamError(400, message, code="integer_below_min_value", param="max_output_tokens")
 
 
 def _add_item(builder: ConversationBuilder, item: dict[str, Any]) -> None:

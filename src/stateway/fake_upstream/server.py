@@ -29,13 +29,15 @@ def serve(
     reasoning_field: ReasoningField = "reasoning_content",
     tokenizer: Dialect = "vllm",
     windows: Windows | None = None,
+    min_output_tokens: int = 1,
 ) -> None:
     """Run the fake upstream until interrupted (SIGINT/SIGTERM). ``keep_alive``: seconds an
     idle connection stays open (uvicorn's default, 5 s, when None); ``system_first``: the
     Chat wire refuses a system message anywhere but first; ``text_only``: an image;
     ``reasoning_efforts``: the
     only ``reasoning_effort`` values it takes (None: any); ``reasoning_field``: the Chat
-    wire's reasoning field; ``windows``: the context window its listing tells of."""
+    wire's reasoning field; ``windows``: the context window its listing tells of;
+    ``min_output_tokens``: the least ``max_output_tokens`` its Responses wire takes."""
     sock = bind_socket(host, port)
     app = build_app(
         api_key,
@@ -46,6 +48,7 @@ def serve(
         reasoning_field=reasoning_field,
         tokenizer=tokenizer,
         windows=windows,
+        min_output_tokens=min_output_tokens,
     )
     config = server_config(app, lifespan=False, graceful_shutdown=2)
     if keep_alive is not None:
