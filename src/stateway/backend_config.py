@@ -41,6 +41,11 @@ class BackendConfig(Section):
     back in. Default both: llama.cpp and SGLang read ``reasoning_content``, current vLLM
     only ``reasoning``, each ignoring the other. A server that refuses one (Cerebras
     refuses ``reasoning_content``) gets the other; ``[]`` leaves earlier reasoning out."""
+    min_output_tokens: int = Field(default=1, ge=1)
+    """Responses upstreams: the least ``max_output_tokens`` the server takes (hosted
+    OpenAI refuses one under 16 with a 400; vLLM takes any). A later round of the gateway's
+    tool loop left less of a response's budget is not asked: the response ends
+    ``incomplete`` (``max_output_tokens``), as when nothing is left. Default: any."""
     anthropic_version: str = Field(default="2023-06-01", min_length=1)
     """Anthropic upstreams: the ``anthropic-version`` header sent on every call."""
     default_max_tokens: int = Field(default=4096, ge=1)

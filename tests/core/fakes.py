@@ -32,6 +32,7 @@ class ScriptedBackend:
         "tool_output": frozenset({"input_text"}),
     }
     carries_unknown_types = False
+    min_output_tokens = 1
     cache_salted = False
     """A subclass forwarding Chat Completions is a ChatForwarder: its bodies unsalted."""
     places: int | None = None

@@ -167,3 +167,15 @@ def test_the_catch_all_serves_each_name_with_its_own_route_made_once() -> None:
     other = catch_all.resolve("other-model")
     assert other.upstream_model == "other-model"
     assert other.backend is first.backend is backend
+
+
+def test_the_least_budget_a_round_is_sent_is_what_every_capable_candidate_takes() -> None:
+    """Any capable candidate may answer a round (failover), so a round's budget is held
+    to the largest of their upstreams' least (hosted OpenAI's Responses API: 16)."""
+    chat, hosted = Named("chat"), Named("hosted")
+    hosted.min_output_tokens = 16
+    alone = route(candidate(chat), name="alone")
+    mixed = route(candidate(chat), candidate(hosted), name="mixed")
+    routing = router(alone, mixed)
+    assert routing.plan(alone, needs(ask(TEXT))).min_output_tokens == 1
+    assert routing.plan(mixed, needs(ask(TEXT))).min_output_tokens == 16

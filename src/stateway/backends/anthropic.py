@@ -102,6 +102,7 @@ class AnthropicBackend:
     carried_part_types = CARRIED_PARTS
     api = "anthropic"
     carries_unknown_types = False
+    min_output_tokens = 1
 
     def __init__(self, client: UpstreamClient, options: AnthropicOptions | None = None) -> None:
         self._client = client

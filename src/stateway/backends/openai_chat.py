@@ -79,6 +79,7 @@ class OpenAIChatBackend:
     }
     api = "chat"
     carries_unknown_types = False
+    min_output_tokens = 1
 
     def __init__(
         self,

@@ -35,6 +35,11 @@ their items; output items of such types come back whole (:class:`OutputItem`, on
 With ``cache_salted`` (``cache_salt = "tenant"``) every call carries its tenant's
 ``cache_salt`` (vLLM's Responses API takes it as its Chat Completions does), over the
 backend's ``extra_body``.
+
+``min_output_tokens`` is the least ``max_output_tokens`` the server takes, as configured
+(hosted OpenAI's is 16, vLLM takes any): the tool loop asks no round for less
+(:mod:`stateway.core.loop`). A budget is always sent as it is, never raised to it: a
+Chat or Messages client's small ``max_tokens`` is an exact bound.
 """
 
 from __future__ import annotations
@@ -110,12 +115,15 @@ class OpenAIResponsesBackend:
     api = "responses"
     carries_unknown_types = True
 
-    def __init__(self, client: UpstreamClient, *, cache_salted: bool = False) -> None:
+    def __init__(
+        self, client: UpstreamClient, *, cache_salted: bool = False, min_output_tokens: int = 1
+    ) -> None:
         self._client = client
         self.name = client.target.name
         self.address = client.target.address
         self.cache_salted = cache_salted
         """Each call carries its tenant's ``cache_salt``."""
+        self.min_output_tokens = min_output_tokens
         self._tokenizer = UpstreamTokenizer(client)
 
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:

@@ -194,8 +194,8 @@ class Loop:
                 round_settings: GenerationSettings | None = settings
                 if settings.max_output_tokens is not None:  # inline: no call when unbounded
                     generated = usage.output_tokens - generated_before
-                    round_settings = _within_budget(settings, generated)
-                if round_settings is None:  # earlier rounds used up max_output_tokens
+                    round_settings = _within_budget(settings, generated, plan)
+                if round_settings is None:  # max_output_tokens used up, or too little left to ask
                     tools.abandon()
                     state.status = "incomplete"
                     state.incomplete_reason = _INCOMPLETE_REASONS["length"]
@@ -349,16 +349,22 @@ async def _with_log(run: Run, record: ResponseRecord) -> ResponseRecord:
     return record
 
 
-def _within_budget(settings: GenerationSettings, generated: int) -> GenerationSettings | None:
+def _within_budget(
+    settings: GenerationSettings, generated: int, plan: Plan
+) -> GenerationSettings | None:
     """A round's settings: ``max_output_tokens`` bounds the whole response, every round of
-    its tool loop together, so a later round may write only what the earlier ones left
-    (None: nothing is left)."""
+    its tool loop together, so a later round may write only what the earlier ones left.
+    None: nothing is left, or less than the plan's upstreams may be asked for (hosted
+    OpenAI's Responses API refuses a budget under 16): the response ends as at its length,
+    not on a refusal after its tools ran. The first round is sent the client's own budget,
+    whatever it is."""
     cap = settings.max_output_tokens
     if cap is None or not generated:
         return settings
-    if generated >= cap:
+    left = cap - generated
+    if left < plan.min_output_tokens:  # at least 1: nothing left is less
         return None
-    return replace(settings, max_output_tokens=cap - generated)
+    return replace(settings, max_output_tokens=left)
 
 
 def _shown(run: Run, round_started: bool) -> bool:

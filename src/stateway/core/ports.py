@@ -33,6 +33,10 @@ class Backend(Protocol):
     """Whether its upstream speaks Responses natively: input item and tool types the
     gateway does not model travel to it untouched (and the ``shell`` tools and their items
     natively); for a backend without it they are a 400 naming the type."""
+    min_output_tokens: int
+    """The least ``max_output_tokens`` its upstream may be asked for (1: any; hosted
+    OpenAI's Responses API refuses one under 16): a later round of the tool loop left
+    less ends its response instead (:mod:`stateway.core.loop`)."""
 
     def full(self, pending: int = 0) -> bool:
         """Whether a call now would be refused at once (:class:`~stateway.core.errors.

@@ -94,6 +94,13 @@ class Plan:
     def first(self) -> Candidate:
         return self.capable[0]
 
+    @property
+    def min_output_tokens(self) -> int:
+        """The least ``max_output_tokens`` a round may be sent: what every capable
+        candidate's upstream takes (the largest of their least), since any of them may
+        answer the round."""
+        return max(c.backend.min_output_tokens for c in self.capable)
+
     def order(self) -> list[Candidate]:
         """Every capable candidate by tier, weighted within a tier (health aside)."""
         tiers: dict[int, list[Candidate]] = {}
