@@ -1,0 +1,157 @@
+"""The one error tree of the gateway.
+
+Every error a client can see is a :class:`GatewayError` carrying its HTTP status, the
+OpenAI error ``type`` and ``code`` and, for request errors, the offending ``param``.
+Protocols render it in their own error shape; nothing classifies errors by message text
+(but an upstream 429's ``type``, ``tokens`` or ``requests``, which only its words tell:
+:func:`rate_limit_type`).
+
+Import the tree from here. Its branches are kept one concept to a module:
+
+- :mod:`.gateway_error`: the root and the kinds the others refine (``InvalidRequest``,
+  ``NotFound``), and ``InternalError``;
+- :mod:`.request`: what a request asks that cannot be served as asked (its body, its
+  context, what it names, a retry or turn colliding with another);
+- :mod:`.threads`: a Messages thread's refusals and their codes;
+- :mod:`.access`: credentials, where they reach, the identity provider, rate limits;
+- :mod:`.upstream`: a model server's failures (and :func:`rate_limit_type`);
+- :mod:`.unavailable`: the gateway cannot serve now (its queue, its database, shutdown,
+  a stopped process).
+
+    GatewayError
+    ├── InvalidRequest            400 invalid_request_error
+    │   ├── BodyTimeout           408 code=request_timeout (the body did not arrive in time:
+    │   │                             the connection is closed)
+    │   ├── ContextTooLong        400 code=context_length_exceeded (the gateway's own window
+    │   │                             check: with the estimated tokens and the window)
+    │   ├── PreviousResponseNotFound   400 code=previous_response_not_found
+    │   ├── ResponseInProgress    400 code=response_in_progress
+    │   ├── UncarriedPart         400 code=unsupported_content_type (a content part the
+    │   │                             backend's upstream API cannot carry: its type, the
+    │   │                             backend's name)
+    │   ├── ThreadAlreadyContinued, ThreadContinueInFlight   400 (a Messages thread's)
+    │   └── ConfigRejected        400 code=config_invalid (a reload; the last good serves on)
+    ├── Unauthorized              401 code=invalid_api_key (a missing, wrong, expired or
+    │   │                             revoked credential: API key, token, admin key)
+    │   └── CredentialRevoked     401 (the credential a connection was opened with, revoked
+    │                                 or expired since: the connection is closed)
+    ├── Forbidden                 403 code=permission_denied (a credential used where it
+    │                                 does not reach: a tenant's on an admin route)
+    ├── RequestTooLarge           413 invalid_request_error
+    ├── NotFound                  404 invalid_request_error
+    │   ├── ModelNotFound         404 code=model_not_found
+    │   ├── ResponseNotFound      404 param=response_id (a retrieve, delete, cancel or watch)
+    │   ├── ConversationNotFound  404 (also an unknown conversation named by a response)
+    │   └── ThreadNotFound        404 code=thread_not_found
+    ├── ConversationLocked        409 code=conversation_locked (another turn holds it)
+    ├── IdempotencyKeyReused      409 code=idempotency_key_reused (the id named another request)
+    ├── RateLimited               429 type=requests|tokens code=rate_limit_exceeded, Retry-After
+    ├── UpstreamError             502 upstream_error (any upstream failure, status mapped)
+    │   ├── UpstreamTimeout       504
+    │   ├── UpstreamUnavailable   502 (connect refused, DNS, ...); 503 when upstream said 503
+    │   ├── UpstreamResponseTooLarge  502 code=upstream_response_too_large
+    │   └── UpstreamRejected      4xx the model server refused the request itself
+    │       └── UpstreamContextTooLong  400 code=context_length_exceeded (saying by how much)
+    ├── Overloaded                503 code=overloaded, Retry-After (the gateway's own queue)
+    ├── StorageError              503 server_error
+    ├── IdentityUnavailable       503 code=identity_provider_unavailable (OIDC discovery
+    │                                 or JWKS unreachable)
+    ├── ServerShuttingDown        503 code=server_shutting_down
+    ├── ServerRestarted           503 code=server_restarted (its process judged stopped)
+    └── InternalError             500 server_error (a gateway bug, logged; no details leak)
+"""
+
+from stateway.core.errors.access import (
+    CredentialRevoked,
+    Forbidden,
+    IdentityUnavailable,
+    RateLimited,
+    Unauthorized,
+)
+from stateway.core.errors.gateway_error import GatewayError, InternalError, InvalidRequest, NotFound
+from stateway.core.errors.request import (
+    CONTEXT_LENGTH_EXCEEDED,
+    BodyTimeout,
+    ConfigRejected,
+    ContextTooLong,
+    ConversationLocked,
+    ConversationNotFound,
+    IdempotencyKeyReused,
+    ModelNotFound,
+    PreviousResponseNotFound,
+    RequestTooLarge,
+    ResponseInProgress,
+    ResponseNotFound,
+    UncarriedPart,
+)
+from stateway.core.errors.threads import (
+    THREAD_ALREADY_CONTINUED,
+    THREAD_CODES,
+    THREAD_CONTINUE_IN_FLIGHT,
+    THREAD_NOT_FOUND,
+    ThreadAlreadyContinued,
+    ThreadContinueInFlight,
+    ThreadNotFound,
+)
+from stateway.core.errors.unavailable import (
+    Overloaded,
+    ServerRestarted,
+    ServerShuttingDown,
+    StorageError,
+)
+from stateway.core.errors.upstream import (
+    IMAGE_INPUT_UNSUPPORTED,
+    PROMPT_TOO_LONG,
+    UpstreamContextTooLong,
+    UpstreamError,
+    UpstreamRejected,
+    UpstreamResponseTooLarge,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+    rate_limit_type,
+)
+
+__all__ = [
+    "CONTEXT_LENGTH_EXCEEDED",
+    "IMAGE_INPUT_UNSUPPORTED",
+    "PROMPT_TOO_LONG",
+    "THREAD_ALREADY_CONTINUED",
+    "THREAD_CODES",
+    "THREAD_CONTINUE_IN_FLIGHT",
+    "THREAD_NOT_FOUND",
+    "BodyTimeout",
+    "ConfigRejected",
+    "ContextTooLong",
+    "ConversationLocked",
+    "ConversationNotFound",
+    "CredentialRevoked",
+    "Forbidden",
+    "GatewayError",
+    "IdempotencyKeyReused",
+    "IdentityUnavailable",
+    "InternalError",
+    "InvalidRequest",
+    "ModelNotFound",
+    "NotFound",
+    "Overloaded",
+    "PreviousResponseNotFound",
+    "RateLimited",
+    "RequestTooLarge",
+    "ResponseInProgress",
+    "ResponseNotFound",
+    "ServerRestarted",
+    "ServerShuttingDown",
+    "StorageError",
+    "ThreadAlreadyContinued",
+    "ThreadContinueInFlight",
+    "ThreadNotFound",
+    "Unauthorized",
+    "UncarriedPart",
+    "UpstreamContextTooLong",
+    "UpstreamError",
+    "UpstreamRejected",
+    "UpstreamResponseTooLarge",
+    "UpstreamTimeout",
+    "UpstreamUnavailable",
+    "rate_limit_type",
+]

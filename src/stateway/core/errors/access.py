@@ -1,0 +1,64 @@
+"""Whether a caller gets in: its credential (missing, wrong, expired, revoked), where that
+credential reaches, the identity provider that checks it, and its rate limits."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from stateway.core.errors.gateway_error import GatewayError
+
+
+class Unauthorized(GatewayError):
+    """A missing, malformed, wrong, expired or revoked credential. The message never
+    holds the credential."""
+
+    status = 401
+    type = "invalid_request_error"
+    code = "invalid_api_key"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
+
+
+class CredentialRevoked(Unauthorized):
+    """The credential a long-lived connection (a WebSocket, an SSE or MCP stream) was
+    opened with, no longer holding since: an API key revoked or gone from the store, or a
+    credential expired. It will not work again, so the connection ends."""
+
+
+class Forbidden(GatewayError):
+    """A valid credential that does not reach this route (a tenant's credential on an
+    admin route, the admin credential on a tenant's)."""
+
+    status = 403
+    type = "invalid_request_error"
+    code = "permission_denied"
+
+
+class IdentityUnavailable(GatewayError):
+    """The identity provider (OIDC discovery or its JWKS) could not be reached or gave
+    no usable answer, so a token could not be checked."""
+
+    status = 503
+    type = "server_error"
+    code = "identity_provider_unavailable"
+
+
+class RateLimited(GatewayError):
+    """A principal used up its requests or tokens per minute (``[rate_limits]``). OpenAI
+    types the error by what ran out (``requests`` or ``tokens``); ``Retry-After`` is in
+    whole seconds, rounded up."""
+
+    status = 429
+    code = "rate_limit_exceeded"
+
+    def __init__(self, kind: Literal["requests", "tokens"], limit: int, wait: float) -> None:
+        seconds = max(1, math.ceil(round(wait, 6)))  # not 21 for 20.000000000000004
+        super().__init__(
+            f"Rate limit reached on {kind} per minute (limit {limit}). "
+            f"Please try again in {seconds}s.",
+            headers={"Retry-After": str(seconds)},
+        )
+        self.type = kind
+        self.retry_after = seconds

@@ -1,0 +1,139 @@
+"""What a request asks that cannot be served as asked: its body, its context, what it
+names (a model, a response, a conversation), or a retry or turn that collides with
+another."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from stateway.core.errors.gateway_error import GatewayError, InvalidRequest, NotFound
+
+
+class UncarriedPart(InvalidRequest):
+    """A content part of the request's input that the backend's upstream API cannot carry
+    (``param`` names it): its ``part_type`` and the ``backend``'s name, by which a frontend
+    words the refusal its own way."""
+
+    code = "unsupported_content_type"
+
+    def __init__(self, message: str, *, param: str, part_type: str, backend: str) -> None:
+        super().__init__(message, param=param)
+        self.part_type = part_type
+        self.backend = backend
+
+
+class BodyTimeout(InvalidRequest):
+    """A request body that did not arrive within ``within`` seconds
+    (``[server] request_body_timeout``): answered, then the connection is closed."""
+
+    status = 408
+    code = "request_timeout"
+
+    def __init__(self, within: float) -> None:
+        super().__init__(
+            f"The request body did not arrive within {within:g} seconds.",
+            headers={"Connection": "close"},
+        )
+
+
+class PreviousResponseNotFound(InvalidRequest):
+    code = "previous_response_not_found"
+
+    def __init__(self, response_id: str) -> None:
+        super().__init__(
+            f"Previous response with id '{response_id}' not found.",
+            param="previous_response_id",
+        )
+
+
+class ConfigRejected(InvalidRequest):
+    """A configuration reload failed; the message says why. The generation in effect
+    serves on."""
+
+    code = "config_invalid"
+
+
+class RequestTooLarge(GatewayError):
+    status = 413
+    type = "invalid_request_error"
+    code = "request_too_large"
+
+
+CONTEXT_LENGTH_EXCEEDED: Final = "context_length_exceeded"
+"""The code of a context too long for the model, the gateway's estimate or an upstream's
+refusal (what clients act on: Codex compacts)."""
+
+
+class ContextTooLong(InvalidRequest):
+    """A context larger than a candidate's ``context_window``, by the gateway's estimate:
+    ``tokens`` and that ``window`` (Anthropic's wording needs both)."""
+
+    code = CONTEXT_LENGTH_EXCEEDED
+
+    def __init__(self, message: str, *, tokens: int, window: int, param: str = "input") -> None:
+        super().__init__(message, param=param)
+        self.tokens = tokens
+        self.window = window
+        self.requested: int | None = None
+        """The output tokens asked for (None: not known, or not the cause)."""
+
+
+class ModelNotFound(NotFound):
+    code = "model_not_found"
+
+    def __init__(self, model: str) -> None:
+        super().__init__(
+            f"The model '{model}' does not exist or is not served here.", param="model"
+        )
+
+
+class ResponseNotFound(NotFound):
+    def __init__(self, response_id: str) -> None:
+        super().__init__(f"Response with id '{response_id}' not found.", param="response_id")
+
+
+class ConversationNotFound(NotFound):
+    def __init__(self, conversation_id: str, *, param: str = "conversation_id") -> None:
+        super().__init__(f"Conversation with id '{conversation_id}' not found.", param=param)
+
+
+class ConversationLocked(GatewayError):
+    """Another turn is running on the conversation (or it changed since the turn read it).
+    Hosted answers 400 with this code and message; 409 here (docs/compatibility.md)."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "conversation_locked"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "Another process is currently operating on this conversation. "
+            "Please retry in a few seconds.",
+            param="conversation",
+        )
+
+
+class ResponseInProgress(InvalidRequest):
+    code = "response_in_progress"
+
+    def __init__(self, response_id: str) -> None:
+        super().__init__(
+            f"Response with id '{response_id}' is still in progress; continue from it once "
+            "it has finished.",
+            param="previous_response_id",
+        )
+
+
+class IdempotencyKeyReused(GatewayError):
+    """A command id (``Idempotency-Key``, ``command_id``) came back with another request."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "idempotency_key_reused"
+
+    def __init__(self, param: str = "Idempotency-Key") -> None:
+        super().__init__(
+            "This idempotency key was already used with a different request; "
+            "use a new key for a new request.",
+            param=param,
+        )

@@ -1,0 +1,52 @@
+"""The gateway cannot serve now (503 ``server_error``): its own queue is full, its
+database is unreachable, it is shutting down, or the process that ran a response
+stopped."""
+
+from __future__ import annotations
+
+from stateway.core.errors.gateway_error import GatewayError
+
+
+class Overloaded(GatewayError):
+    """Too many requests are already waiting for a connection slot to the model server, or
+    this one waited longer than ``pool_timeout``: refused early, with ``Retry-After``."""
+
+    status = 503
+    type = "server_error"
+    code = "overloaded"
+
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after)})
+
+
+class StorageError(GatewayError):
+    status = 503
+    type = "server_error"
+    code = "storage_unavailable"
+    reason: str | None = None
+    """What the database said (the driver's own error, without SQL text or parameters):
+    for the log lines, which show ``str(error)``; a client gets only :attr:`message`."""
+
+    def __str__(self) -> str:
+        return self.message if self.reason is None else f"{self.message} ({self.reason})"
+
+
+class ServerShuttingDown(GatewayError):
+    status = 503
+    type = "server_error"
+    code = "server_shutting_down"
+
+    def __init__(self) -> None:
+        super().__init__("The server is shutting down; the response was ended before it finished.")
+
+
+class ServerRestarted(GatewayError):
+    """The response's process was judged stopped (it died, or was paused past its lease)
+    and the response was marked failed: the same words for the store and the clients."""
+
+    status = 503
+    type = "server_error"
+    code = "server_restarted"
+
+    def __init__(self) -> None:
+        super().__init__("The server stopped before the response finished; it was not completed.")
