@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from stateway.core.commands import CreateConversation, CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.conversations.commands import CreateConversation
 from stateway.core.errors import UpstreamUnavailable
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta

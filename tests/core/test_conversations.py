@@ -9,22 +9,24 @@ from typing import Any
 import pytest
 
 from stateway.core.commands import (
-    AddConversationItems,
     CountTokens,
-    CreateConversation,
     CreateResponse,
-    DeleteConversation,
-    DeleteConversationItem,
     DeleteResponse,
     GenerationSettings,
-    GetConversation,
-    GetConversationItem,
     GetResponse,
-    ListConversationItems,
     ThreadTurn,
-    UpdateConversation,
 )
 from stateway.core.compaction.sealed import COMPACTION, REASONING, seal
+from stateway.core.conversations.commands import (
+    AddConversationItems,
+    CreateConversation,
+    DeleteConversation,
+    DeleteConversationItem,
+    GetConversation,
+    GetConversationItem,
+    ListConversationItems,
+    UpdateConversation,
+)
 from stateway.core.conversations.ports import Conversation
 from stateway.core.conversations.service import ConversationDeleted
 from stateway.core.errors import (

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import copy
 
-from stateway.core.commands import (
+from stateway.core.commands import CreateResponse, GenerationSettings, GetResponse, ListInputItems
+from stateway.core.compaction import sealed
+from stateway.core.conversations.commands import (
     AddConversationItems,
     CreateConversation,
-    CreateResponse,
-    GenerationSettings,
     GetConversationItem,
-    GetResponse,
     ListConversationItems,
-    ListInputItems,
 )
-from stateway.core.compaction import sealed
 from stateway.core.gateway import Gateway
 from stateway.core.included import included
 from stateway.core.inference import Finish, ReasoningDelta, TextDelta

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from stateway.core.commands import CreateConversation, CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.conversations.commands import CreateConversation
 from stateway.core.errors import InvalidRequest
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta

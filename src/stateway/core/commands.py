@@ -1,6 +1,8 @@
 """Commands: what a surface asks of the gateway, already translated from the wire.
 
-Each surface decodes its protocol into one of these and calls ``Gateway.execute``.
+Each surface decodes its protocol into one of these and calls ``Gateway.execute``. A
+conversation's commands are :mod:`stateway.core.conversations.commands`; :data:`Command`
+is every one.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
+from stateway.core.conversations.commands import ConversationCommand
 from stateway.core.items import Item
 
 if TYPE_CHECKING:
@@ -314,73 +317,6 @@ class GetUsage:
     """Unix seconds: responses created at or after it (None: from the first)."""
     end_time: float | None = None
     """Unix seconds: responses created before it (None: up to now)."""
-
-
-@dataclass(slots=True, frozen=True)
-class CreateConversation:
-    items: list[Item] = field(default_factory=list)
-    metadata: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(slots=True, frozen=True)
-class GetConversation:
-    conversation_id: str
-
-
-@dataclass(slots=True, frozen=True)
-class UpdateConversation:
-    conversation_id: str
-    metadata: dict[str, str]
-    """Replaces the conversation's metadata."""
-
-
-@dataclass(slots=True, frozen=True)
-class DeleteConversation:
-    conversation_id: str
-
-
-@dataclass(slots=True, frozen=True)
-class AddConversationItems:
-    conversation_id: str
-    items: list[Item]
-    include: tuple[str, ...] | None = None
-    """The ``include`` the items are shown with (:mod:`.included`); None: as stored."""
-
-
-@dataclass(slots=True, frozen=True)
-class ListConversationItems:
-    conversation_id: str
-    after: str | None = None
-    limit: int = 20
-    order: Literal["asc", "desc"] = "desc"
-    include: tuple[str, ...] | None = None
-    """The ``include`` the items are shown with (:mod:`.included`); None: as stored."""
-
-
-@dataclass(slots=True, frozen=True)
-class GetConversationItem:
-    conversation_id: str
-    item_id: str
-    include: tuple[str, ...] | None = None
-    """The ``include`` the item is shown with (:mod:`.included`); None: as stored."""
-
-
-@dataclass(slots=True, frozen=True)
-class DeleteConversationItem:
-    conversation_id: str
-    item_id: str
-
-
-ConversationCommand = (
-    CreateConversation
-    | GetConversation
-    | UpdateConversation
-    | DeleteConversation
-    | AddConversationItems
-    | ListConversationItems
-    | GetConversationItem
-    | DeleteConversationItem
-)
 
 
 @dataclass(slots=True)

@@ -10,33 +10,35 @@ from typing import overload
 from stateway.core import background, owner_position
 from stateway.core.accounting import UsageBucket, UsageLedger
 from stateway.core.commands import (
-    AddConversationItems,
     CancelResponse,
     CheckReadiness,
     Command,
     CompactResponse,
     CountTokens,
-    CreateConversation,
     CreateResponse,
-    DeleteConversation,
-    DeleteConversationItem,
     DeleteResponse,
     ForwardChat,
     GetConfigStatus,
-    GetConversation,
-    GetConversationItem,
     GetResponse,
     GetUsage,
-    ListConversationItems,
     ListInputItems,
     ListModels,
     ReloadConfig,
-    UpdateConversation,
     WatchResponse,
 )
 from stateway.core.compaction.service import (
     Compacted,
     Compaction,
+)
+from stateway.core.conversations.commands import (
+    AddConversationItems,
+    CreateConversation,
+    DeleteConversation,
+    DeleteConversationItem,
+    GetConversation,
+    GetConversationItem,
+    ListConversationItems,
+    UpdateConversation,
 )
 from stateway.core.conversations.ports import Conversation, ConversationStore
 from stateway.core.conversations.service import (

@@ -28,12 +28,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TypeVar
 
-from stateway.core.commands import (
-    AddConversationItems,
-    CompactResponse,
-    CreateConversation,
-    CreateResponse,
-)
+from stateway.core.commands import CompactResponse, CreateResponse
+from stateway.core.conversations.commands import AddConversationItems, CreateConversation
 from stateway.core.errors import NotFound
 from stateway.core.items import REASONING, Item
 from stateway.core.ports import ResponseStore

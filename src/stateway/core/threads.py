@@ -48,13 +48,9 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
-from stateway.core.commands import (
-    CreateConversation,
-    CreateResponse,
-    DeleteConversation,
-    ThreadTurn,
-)
+from stateway.core.commands import CreateResponse, ThreadTurn
 from stateway.core.compaction.view import standalone
+from stateway.core.conversations.commands import CreateConversation, DeleteConversation
 from stateway.core.conversations.ports import Conversation, ConversationItems
 from stateway.core.conversations.service import Conversations
 from stateway.core.errors import (

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from stateway.core.commands import (
+from stateway.core.conversations.commands import (
     AddConversationItems,
     CreateConversation,
     ListConversationItems,

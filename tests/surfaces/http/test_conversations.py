@@ -8,7 +8,7 @@ import orjson
 import pytest
 from starlette.applications import Starlette
 
-from stateway.core.commands import AddConversationItems
+from stateway.core.conversations.commands import AddConversationItems
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop

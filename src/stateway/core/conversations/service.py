@@ -12,7 +12,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from stateway.core.commands import (
+from stateway.core.compaction.view import check_added
+from stateway.core.context import check_added_answers, has_tool_items
+from stateway.core.conversations.commands import (
     AddConversationItems,
     ConversationCommand,
     CreateConversation,
@@ -23,8 +25,6 @@ from stateway.core.commands import (
     ListConversationItems,
     UpdateConversation,
 )
-from stateway.core.compaction.view import check_added
-from stateway.core.context import check_added_answers, has_tool_items
 from stateway.core.conversations.ports import Conversation, ConversationItems, ConversationStore
 from stateway.core.errors import ConversationNotFound, InvalidRequest, NotFound
 from stateway.core.ids import new_id

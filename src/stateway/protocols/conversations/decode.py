@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from stateway.core.commands import (
+from stateway.core.conversations.commands import (
     AddConversationItems,
     CreateConversation,
     GetConversationItem,

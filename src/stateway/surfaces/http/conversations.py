@@ -9,7 +9,7 @@ from typing import TypeVar
 from starlette.requests import Request
 from starlette.responses import Response
 
-from stateway.core.commands import (
+from stateway.core.conversations.commands import (
     DeleteConversation,
     DeleteConversationItem,
     GetConversation,

@@ -14,7 +14,8 @@ import orjson
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, ResourceLink, ResourceTemplate
 
-from stateway.core.commands import GetConversation, GetResponse
+from stateway.core.commands import GetResponse
+from stateway.core.conversations.commands import GetConversation
 from stateway.core.errors import GatewayError, NotFound
 from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal

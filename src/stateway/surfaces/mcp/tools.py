@@ -12,14 +12,12 @@ from typing import Any
 import orjson
 
 from stateway.core import events as ev
-from stateway.core.commands import (
-    CancelResponse,
+from stateway.core.commands import CancelResponse, DeleteResponse, GetResponse
+from stateway.core.conversations.commands import (
     DeleteConversation,
     DeleteConversationItem,
-    DeleteResponse,
     GetConversation,
     GetConversationItem,
-    GetResponse,
 )
 from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal
