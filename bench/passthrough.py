@@ -2,7 +2,7 @@
 
 A raw ASGI app served by uvicorn (httptools, uvloop, access log off, one process) that
 forwards each request's body bytes to the upstream with aiohttp (one pooled
-``ClientSession``, configured like the gateway's in ``stateway.backends.upstream_http``)
+``ClientSession``, configured like the gateway's in ``stateway.backends.upstream_sessions``)
 and streams the upstream's status, content type and body bytes back, parsing nothing.
 
 ``python -m bench.passthrough --upstream http://127.0.0.1:PORT/v1 --port 0`` prints

@@ -8,7 +8,8 @@ import pytest
 from aiohttp import web
 
 from stateway.backends.admission import ConnectionSlots, WaitingRoom
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.errors import Overloaded
 from tests.backends.conftest import Loopback
 

@@ -14,8 +14,9 @@ from stateway.backends.anthropic import AnthropicBackend, StreamState, from_upst
 from stateway.backends.anthropic_content import EMPTY_TURN
 from stateway.backends.anthropic_names import ToolNames, safe_name
 from stateway.backends.anthropic_request import AnthropicOptions, count_body, to_upstream
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_status import classify_reported
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.commands import GenerationSettings
 from stateway.core.errors import (
     GatewayError,

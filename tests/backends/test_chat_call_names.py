@@ -13,7 +13,8 @@ import pytest
 from aiohttp import web
 
 from stateway.backends.openai_chat import OpenAIChatBackend
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.errors import UpstreamError
 from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta
 from tests.backends.conftest import Loopback

@@ -12,7 +12,8 @@ from aiohttp import web
 from starlette.applications import Starlette
 
 from stateway.backends.openai_chat import OpenAIChatBackend
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.errors import GatewayError
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop

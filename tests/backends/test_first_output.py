@@ -12,7 +12,8 @@ import pytest
 from aiohttp import web
 
 from stateway.backends.redaction import MASK
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.deadline import FirstOutput
 from stateway.core.errors import UpstreamTimeout
 from stateway.core.usage import Usage

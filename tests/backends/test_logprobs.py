@@ -13,7 +13,8 @@ from aiohttp import web
 from stateway.backends import chat_request, openai_chat, openai_responses, responses_request
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.errors import UpstreamError
 from stateway.core.inference import Delta, TextDelta
 from stateway.core.logprobs import INCLUDE, tokens

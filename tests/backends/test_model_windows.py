@@ -13,7 +13,8 @@ from aiohttp import web
 from stateway.backends.anthropic import AnthropicBackend
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.errors import UpstreamError, UpstreamRejected
 from stateway.core.ports import AdvertisedWindows
 from stateway.fake_upstream.launch import FakeOptions, start_fake_upstream

@@ -5,7 +5,8 @@ from aiohttp import web
 from stateway.backends.chat_request import to_upstream
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.reasoning_efforts import LADDER, effort_levels
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from tests.backends.conftest import Loopback
 from tests.backends.test_openai_chat import request, user
 

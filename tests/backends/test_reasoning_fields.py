@@ -14,7 +14,8 @@ from pydantic import ValidationError
 
 from stateway.app.generation import BACKEND_APIS
 from stateway.backend_config import BackendConfig
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.commands import GenerationSettings
 from stateway.core.inference import InferenceRequest
 from tests.backends.conftest import Loopback

@@ -13,7 +13,8 @@ import pytest
 from aiohttp import web
 
 from stateway.backends.openai_responses import OpenAIResponsesBackend
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.errors import GatewayError
 from tests.backends.conftest import Loopback
 from tests.backends.test_redaction import inference

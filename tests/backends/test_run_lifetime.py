@@ -13,7 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from stateway.backends.openai_chat import OpenAIChatBackend
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core import events as ev
 from stateway.core.commands import CreateResponse
 from stateway.core.gateway import Gateway

@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.errors import UpstreamError
 
 _OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"

@@ -14,7 +14,8 @@ from stateway.backends.chat_request import to_upstream
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.responses_request import to_upstream as responses_body
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.commands import GenerationSettings
 from stateway.core.errors import UpstreamError, UpstreamRejected
 from stateway.core.inference import InferenceRequest

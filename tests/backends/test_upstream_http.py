@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.errors import (
     Overloaded,
     UpstreamError,

@@ -15,7 +15,8 @@ from stateway.backends.openai_chat import (
     from_upstream_chunk,
     from_upstream_completion,
 )
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.backends.upstream_values import count
 from stateway.core.assembler import OutputAssembler
 from stateway.core.commands import GenerationSettings

@@ -1,7 +1,8 @@
 import pytest
 
 from stateway.backends.openai_chat import OpenAIChatBackend
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.commands import CreateResponse
 from stateway.core.context import build_context
 from stateway.core.errors import InvalidRequest, ResponseInProgress

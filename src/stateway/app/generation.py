@@ -13,7 +13,8 @@ from stateway.backends.anthropic import AnthropicBackend
 from stateway.backends.anthropic_request import AnthropicOptions
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
-from stateway.backends.upstream_http import UpstreamClient, UpstreamTarget
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.config import (
     Config,
     ConfigError,

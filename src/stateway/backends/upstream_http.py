@@ -1,5 +1,7 @@
-"""The HTTP leg to a model server: one pooled aiohttp session per backend, and the single
-boundary where transport and HTTP failures become :mod:`stateway.core.errors`.
+"""The HTTP leg to a model server: one pooled aiohttp session per backend
+(:mod:`stateway.backends.upstream_sessions`), called as its
+:class:`~stateway.backends.upstream_target.UpstreamTarget` says, and the single boundary
+where transport and HTTP failures become :mod:`stateway.core.errors`.
 
 One call (:meth:`UpstreamClient.post`) runs in this order:
 
@@ -31,25 +33,20 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
-from aiohttp.client_reqrep import ClientRequest
-from aiohttp.connector import Connection
-from aiohttp.tracing import Trace
 
 from stateway.backends.admission import WaitingRoom
 from stateway.backends.redaction import KeyScrubber
 from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_reply import UpstreamReply, no_output
+from stateway.backends.upstream_sessions import UpstreamSessions, reused
 from stateway.backends.upstream_status import classify_reply
+from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.deadline import Deadline, FirstOutput
 from stateway.core.errors import (
     GatewayError,
@@ -65,57 +62,6 @@ DEFAULT_QUEUE = 1024
 """Waiting places of a client built without a shared :class:`WaitingRoom` (tests)."""
 
 
-@dataclass(slots=True, frozen=True)
-class UpstreamTarget:
-    name: str
-    base_url: str
-    """Including ``/v1``, without a trailing slash."""
-    api_key: str | None = None
-    connect_timeout: float = 10.0
-    read_timeout: float = 600.0
-    """The longest silence tolerated between two bytes of a response body."""
-    max_connections: int = 256
-    total_timeout: float = 1800.0
-    """The longest one whole call may take, from sending to the last byte read."""
-    first_byte_timeout: float | None = None
-    """The longest to wait for the response headers; None: ``read_timeout``."""
-    first_token_timeout: float | None = None
-    """The longest to wait, after the headers, for the first output; None: unbounded
-    (``read_timeout`` still bounds every silence)."""
-    max_response_bytes: int = 16 * 1024 * 1024
-    pool_idle_timeout: float = 4.0
-    """How long an idle connection stays pooled; keep it below the upstream's keep-alive."""
-    pool_timeout: float = 30.0
-    """The longest a call waits for one of ``max_connections`` slots."""
-    key_header: str = "Authorization"
-    """Where ``api_key`` goes: ``Authorization`` (as ``Bearer KEY``) or another header
-    that takes the bare key (Anthropic's ``x-api-key``)."""
-    headers: tuple[tuple[str, str], ...] = ()
-    """Sent on every call (Anthropic's ``anthropic-version``)."""
-    extra_body: Mapping[str, Any] = field(default_factory=dict)
-    """Fields every inference call carries unless it sets them itself (``[[backends]]
-    extra_body``: a server's own parameters, such as vLLM's ``chat_template_kwargs``)."""
-
-    @property
-    def address(self) -> tuple[str, int] | None:
-        """The server's host and port (its scheme's port when the URL names none); None
-        for a URL without a host, or with a port that is no number."""
-        url = urlsplit(self.base_url)
-        try:
-            port = url.port
-        except ValueError:
-            return None
-        if not url.hostname:
-            return None
-        return url.hostname, port or (443 if url.scheme == "https" else 80)
-
-    def filled(self, body: dict[str, Any]) -> dict[str, Any]:
-        """``body``, given the :attr:`extra_body` fields it does not set (in place)."""
-        for key, value in self.extra_body.items():
-            body.setdefault(key, value)
-        return body
-
-
 class UpstreamClient:
     def __init__(self, target: UpstreamTarget, waiting_room: WaitingRoom | None = None) -> None:
         self.target = target
@@ -126,14 +72,12 @@ class UpstreamClient:
         self._slots = room.slots(
             target.name, target.max_connections, target.pool_timeout, target.base_url
         )
-        self._pooled: aiohttp.ClientSession | None = None
-        self._fresh: aiohttp.ClientSession | None = None
         headers = {"Content-Type": "application/json", **dict(target.headers)}
         if target.api_key and target.key_header.lower() == "authorization":
             headers["Authorization"] = f"Bearer {target.api_key}"
         elif target.api_key:
             headers[target.key_header] = target.api_key
-        self._headers = headers
+        self._sessions = UpstreamSessions(headers, target.pool_idle_timeout)
         self._first_byte_timeout = (
             target.read_timeout if target.first_byte_timeout is None else target.first_byte_timeout
         )
@@ -225,18 +169,18 @@ class UpstreamClient:
         self, url: str, data: bytes, deadline: float, headers: Mapping[str, str] | None = None
     ) -> aiohttp.ClientResponse:
         """Send on a pooled connection; once more on a fresh one if a reused one was stale."""
-        _REUSED.set(False)
+        sessions = self._sessions
         try:
-            return await self._attempt(self._pooled_session(), url, data, deadline, headers)
+            return await self._attempt(sessions.pooled(), url, data, deadline, headers)
         except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
-            if not _REUSED.get():
+            if not reused():
                 raise
             log.info(
                 "model server %s closed a pooled connection (%s); retrying on a fresh one",
                 self.target.name,
                 type(exc).__name__,
             )
-        return await self._attempt(self._fresh_session(), url, data, deadline, headers)
+        return await self._attempt(sessions.fresh(), url, data, deadline, headers)
 
     async def _attempt(
         self,
@@ -274,24 +218,6 @@ class UpstreamClient:
             protocol.start_timeout()
         return response
 
-    def _pooled_session(self) -> aiohttp.ClientSession:
-        if self._pooled is None or self._pooled.closed:
-            # No connector limit: ConnectionSlots bounds concurrent calls, fairly.
-            connector = _PoolConnector(limit=0, keepalive_timeout=self.target.pool_idle_timeout)
-            self._pooled = self._session(connector)
-        return self._pooled
-
-    def _fresh_session(self) -> aiohttp.ClientSession:
-        """A session whose every request opens a new connection, closed after it."""
-        if self._fresh is None or self._fresh.closed:
-            self._fresh = self._session(aiohttp.TCPConnector(limit=0, force_close=True))
-        return self._fresh
-
-    def _session(self, connector: aiohttp.TCPConnector) -> aiohttp.ClientSession:
-        return aiohttp.ClientSession(
-            connector=connector, headers=self._headers, skip_auto_headers=("User-Agent",)
-        )
-
     async def list_models(self, within: float = 5.0) -> list[str]:
         """The model ids of the upstream's ``GET /models``."""
         ids, _ = await self.model_page(within=within)
@@ -326,7 +252,7 @@ class UpstreamClient:
         timeout = aiohttp.ClientTimeout(total=within)
         url = (self.root_url if root else self.target.base_url) + path
         with self._failures(listing=within, asked=path):
-            async with self._pooled_session().get(
+            async with self._sessions.pooled().get(
                 url, params=params, timeout=timeout, allow_redirects=False
             ) as response:
                 if response.status >= 300:
@@ -374,44 +300,12 @@ class UpstreamClient:
             raise broken_connection(name, exc) from exc
 
     async def aclose(self) -> None:
-        for session in (self._pooled, self._fresh):
-            if session is not None:
-                await session.close()
+        await self._sessions.aclose()
 
     async def _error(self, response: aiohttp.ClientResponse) -> GatewayError:
         reply = UpstreamReply(response, self.target.name, self.target.max_response_bytes)
         raw = await reply.prefix(_MAX_ERROR_BODY)
         return classify_reply(response.status, raw, self.target.name, self.scrub, response.headers)
-
-
-_REUSED: ContextVar[bool] = ContextVar("stateway_upstream_connection_reused", default=False)
-"""Whether the pooled connection the current task's request went out on was used before
-(set by :class:`_PoolConnector`, read when the request failed)."""
-
-
-class _PoolConnector(aiohttp.TCPConnector):
-    """The pool's connector: tells the task asking for a connection (:data:`_REUSED`, in
-    its context: aiohttp asks from the requesting task itself) whether the one it hands
-    out served a request before. Cheaper than aiohttp's request tracing, which runs
-    several coroutines per request to report the same."""
-
-    def __init__(self, **settings: Any) -> None:
-        super().__init__(**settings)
-        self._used: weakref.WeakSet[object] = weakref.WeakSet()
-
-    async def connect(
-        self,
-        req: ClientRequest,
-        traces: list[Trace],
-        timeout: aiohttp.ClientTimeout,  # noqa: ASYNC109 - aiohttp's signature
-    ) -> Connection:
-        connection = await super().connect(req, traces, timeout)
-        protocol = connection.protocol
-        if protocol in self._used:
-            _REUSED.set(True)
-        elif protocol is not None:
-            self._used.add(protocol)
-        return connection
 
 
 def cut_short(backend: str) -> UpstreamError:
