@@ -1,6 +1,9 @@
 """ARCHITECTURE.md stays true to the tree: every module its layer listing and its "where
 to change what" table name exists where they say, and the names a row gives a module in
-parentheses (``core/routing/plan.py`` (``Plan.order``, ...)) are that module's."""
+parentheses (``core/routing/plan.py`` (``Plan.order``, ...)) are that module's. And the
+layering it draws holds where it is easiest to break: the core imports nothing outside
+itself, and the backends and the MCP client import the core (and what they share), not
+each other."""
 
 from __future__ import annotations
 
@@ -100,3 +103,40 @@ def test_the_names_a_row_gives_a_module_are_in_it(row: str) -> None:
         for token in re.findall(r"`([^`\[]+)`", named):  # a config table's key is no name
             for name in re.findall(r"[A-Za-z_]\w*", token.split("(")[0]):
                 assert re.search(rf"\b{name}\b", code), f"{module} has no {name} ({row[:60]})"
+
+
+_MAY_IMPORT = {
+    "core": ("stateway.core",),
+    "backends": ("stateway.backends", "stateway.core", "stateway.redaction"),
+    "mcp_client": ("stateway.mcp_client", "stateway.core.tools.ports", "stateway.redaction"),
+}
+"""What of stateway each package's modules may import (a module, or a package and all it
+holds): the core nothing outside itself; an adapter the core, and no other adapter: the
+backends and the MCP client, which both send credentials, share :mod:`stateway.redaction`,
+and the MCP client reaches the core only through its port."""
+
+
+def _stateway_imports(path: Path) -> set[str]:
+    """The ``stateway`` modules ``path`` imports, wherever the import stands (a function's,
+    ``TYPE_CHECKING``'s), a relative import's resolved."""
+    found = set()
+    package = path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            found.add(".".join((*base, *([node.module] if node.module else []))))
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name.split(".")[0] == "stateway"}
+
+
+@pytest.mark.parametrize(
+    ("layer", "path"),
+    [(layer, path) for layer in _MAY_IMPORT for path in sorted((PACKAGE / layer).rglob("*.py"))],
+    ids=lambda value: str(value.relative_to(PACKAGE)) if isinstance(value, Path) else value,
+)
+def test_a_package_imports_only_what_its_layer_may(layer: str, path: Path) -> None:
+    allowed = _MAY_IMPORT[layer]
+    for name in _stateway_imports(path):
+        ok = any(name == prefix or name.startswith(prefix + ".") for prefix in allowed)
+        assert ok, f"{path.relative_to(PACKAGE)} imports {name}, outside what {layer}/ may"

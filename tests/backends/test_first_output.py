@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from stateway.backends.redaction import MASK
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.deadline import FirstOutput
 from stateway.core.errors import UpstreamTimeout
 from stateway.core.usage import Usage
+from stateway.redaction import MASK
 from tests.backends.conftest import Loopback
 
 BODY: dict[str, Any] = {"model": "m"}

@@ -25,7 +25,7 @@ One call (:meth:`UpstreamClient.post`) runs in this order:
 
 Errors are classified by status and structured code only. Messages passed on to clients
 are the upstream's own, shortened, with the gateway's upstream credential scrubbed
-(:mod:`stateway.backends.redaction`).
+(:mod:`stateway.redaction`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ import aiohttp
 import orjson
 
 from stateway.backends.admission import WaitingRoom
-from stateway.backends.redaction import KeyScrubber
 from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_reply import UpstreamReply, no_output
 from stateway.backends.upstream_sessions import UpstreamSessions, reused
@@ -54,6 +53,7 @@ from stateway.core.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from stateway.redaction import KeyScrubber
 
 log = logging.getLogger(__name__)
 

@@ -29,12 +29,12 @@ from typing import Final
 import aiohttp
 
 from stateway.backends.chat_usage import reported_usage
-from stateway.backends.redaction import KeyScrubber
 from stateway.backends.upstream_reply import UpstreamReply, no_output
 from stateway.core.deadline import Deadline
 from stateway.core.errors import UpstreamError
 from stateway.core.ports import is_event_stream
 from stateway.core.usage import Usage
+from stateway.redaction import KeyScrubber
 
 log = logging.getLogger(__name__)
 

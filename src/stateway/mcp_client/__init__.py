@@ -1,6 +1,8 @@
 """The MCP client adapter: remote MCP servers' tools for the gateway's tool loop, over
 pooled sessions of the official ``mcp`` SDK (Streamable HTTP and SSE). It implements
-``stateway.core.tools.ports.McpClient`` and imports nothing else from the core.
+``stateway.core.tools.ports.McpClient`` and imports nothing else from the core, and of
+the rest of stateway only ``stateway.redaction`` (shared with the backends, which it
+does not import).
 
 ``pool.py`` (the client and its pool), ``session.py`` (one session and the task that owns
 it), ``transports.py`` (opening a transport, watching its HTTP answers), ``failures.py``

@@ -43,9 +43,9 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from stateway.backends.redaction import RUN, KeyScrubber
 from stateway.core.tools.ports import McpServer, ToolError, ToolErrorKind, ToolFailure
 from stateway.mcp_client.transports import HttpEvent
+from stateway.redaction import RUN, KeyScrubber
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +81,9 @@ def masked(failure: ToolFailure, server: McpServer) -> ToolFailure:
     """``failure`` with every stretch of ``server``'s header values in its message, and in
     the strings of its content (an ``isError`` result's blocks, as the server sent them),
     masked: a server may echo the request's headers in any error it answers. Only values
-    of :data:`~stateway.backends.redaction.RUN` characters or more: a shorter one (a
-    version, a flag) is no credential, and masking it would blot each of its characters
-    out of the text the model reads."""
+    of :data:`~stateway.redaction.RUN` characters or more: a shorter one (a version, a
+    flag) is no credential, and masking it would blot each of its characters out of the
+    text the model reads."""
     scrubbers = [KeyScrubber(value) for _, value in server.headers if len(value) >= RUN]
     if not scrubbers:
         return failure

@@ -1,4 +1,4 @@
-"""Keeping the gateway's upstream credential out of text that came from the model server.
+"""Keeping the gateway's credentials out of text that came from the servers it sent them to.
 
 An upstream error may echo the key it was sent, whole or in part, in any letter case. Every
 upstream text bound for a client, the database or the log passes through
@@ -7,6 +7,10 @@ upstream text bound for a client, the database or the log passes through
 copy and a fragment cut off by truncation are all masked). A key shorter than that is
 masked whole. The MCP client masks the header values it sent a server out of that server's
 error messages the same way (:mod:`stateway.mcp_client.failures`).
+
+It imports nothing of the gateway's, so that both adapters that send credentials, the
+model servers' (:mod:`stateway.backends`) and the MCP servers'
+(:mod:`stateway.mcp_client`), depend on it and not on each other.
 """
 
 from __future__ import annotations
