@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from stateway.core.errors import UpstreamError, UpstreamRejected, UpstreamUnavailable
+from stateway.core.routing import BackendEntry, Router
 from stateway.core.routing.attempts import retry_after
 from stateway.core.routing.health import HealthBoard, HealthPolicy
 from stateway.core.routing.probe import HealthProber
@@ -295,3 +296,21 @@ async def test_the_active_probe_opens_and_closes_circuits() -> None:
     a.up = True
     await prober.probe_once()
     assert routing.state.health.state("a/a-model") == "closed"
+
+
+def test_a_catch_all_leaves_no_load_count_behind_for_each_name_a_client_asks_for() -> None:
+    """A catch-all serves any name a client sends, each its own candidate key: a count of
+    the attempts in flight kept at zero for every name ever asked would grow for good."""
+    backend = Named("up")
+    routing = Router([BackendEntry(backend, {}, catch_all=True)])
+    for n in range(50):
+        served = routing.resolve(f"model-{n}")
+        plan = routing.plan(served, needs(ask(TEXT)))
+        [first] = plan.begin_round()
+        attempt = plan.open(first)
+        if n % 2:
+            plan.succeeded(attempt, first)
+        else:
+            plan.failed(attempt, first, UpstreamRejected("no such model", status=404))
+    assert len(routing.state.in_flight) == 0
+

@@ -48,6 +48,7 @@ class RoutingState:
     health: HealthBoard
     affinity: AffinityTable = field(default_factory=AffinityTable)
     in_flight: Counter[str] = field(default_factory=Counter)
+    """Attempts under way per candidate key; a key leaves with its last attempt."""
 
 
 class Plan:
@@ -207,7 +208,12 @@ class Plan:
         outcome: Literal["ok", "failed", "cut", "cancelled"],
         detail: str | None = None,
     ) -> None:
-        self._state.in_flight[candidate.key] -= 1
+        in_flight = self._state.in_flight
+        left = in_flight[candidate.key] - 1
+        if left:
+            in_flight[candidate.key] = left
+        else:  # a catch-all's keys are the names clients send: none is kept at zero
+            del in_flight[candidate.key]
         attempt.end(self._state.clock(), outcome, detail)
         self.records.append(attempt.record())
 
