@@ -7,7 +7,7 @@ import random
 from stateway.core.errors import UpstreamError, UpstreamRejected, UpstreamUnavailable
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.routing.attempts import retry_after
-from stateway.core.routing.health import HealthBoard, HealthPolicy
+from stateway.core.routing.health import MAX_CIRCUITS, HealthBoard, HealthPolicy
 from stateway.core.routing.probe import HealthProber
 from tests.core.routing_fakes import Named, candidate, needs, route, router
 from tests.core.test_route_planning import TEXT, ask
@@ -314,3 +314,27 @@ def test_a_catch_all_leaves_no_load_count_behind_for_each_name_a_client_asks_for
             plan.failed(attempt, first, UpstreamRejected("no such model", status=404))
     assert len(routing.state.in_flight) == 0
 
+
+def test_the_circuits_of_names_a_client_made_up_are_bounded() -> None:
+    """During an outage every name a client sends to a catch-all fails, each opening a
+    circuit of its own that no success will close: past ``max_circuits`` the oldest goes
+    (a dropped circuit is a closed one)."""
+    clock = Clock()
+    health = HealthBoard(HealthPolicy(1, 5.0, 0.0), clock=clock, max_circuits=3)
+    health.failed("up/first")
+    for n in range(10):
+        health.failed(f"up/made-up-{n}")
+    assert len(health) == 3
+    assert health.state("up/first") == "closed"  # the oldest went first
+    assert health.state("up/made-up-9") == "open"
+
+
+def test_a_catch_all_outage_keeps_at_most_max_circuits() -> None:
+    backend = Named("down")
+    routing = Router([BackendEntry(backend, {}, catch_all=True)])
+    for n in range(MAX_CIRCUITS + 10):
+        served = routing.resolve(f"model-{n}")
+        plan = routing.plan(served, needs(ask(TEXT)))
+        [first] = plan.begin_round()
+        plan.failed(plan.open(first), first, UpstreamError("connection refused"))
+    assert len(routing.state.health) == MAX_CIRCUITS

@@ -18,6 +18,10 @@ circuit but keeps its failure count for the attempt's end to settle: a success r
 it, a failure (a cut part-way too) counts on from it, so a probe cut part-way opens the
 circuit again at once when failures had opened it.
 
+A candidate without a circuit is closed: a success drops its circuit. A catch-all's
+candidate keys are the model names its clients send, so the board keeps at most
+:data:`MAX_CIRCUITS` (the oldest dropped first, closed again).
+
 The clock and the random source are injected, so tests step time by hand.
 """
 
@@ -26,9 +30,14 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 State = Literal["closed", "open", "half_open"]
+
+MAX_CIRCUITS: Final = 1024
+"""Circuits kept; past it the oldest goes. A catch-all's candidate keys are the model
+names clients send, and a name failing during an outage keeps its circuit until a success
+on it: without a bound, made-up names would pile up for good."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +71,16 @@ class HealthBoard:
         *,
         clock: Callable[[], float],
         rng: random.Random | None = None,
+        max_circuits: int = MAX_CIRCUITS,
     ) -> None:
         self.policy = policy or HealthPolicy()
+        self._max = max_circuits
         self._clock = clock
         self._rng = rng or random.Random()
         self._circuits: dict[str, Circuit] = {}
+
+    def __len__(self) -> int:
+        return len(self._circuits)
 
     def state(self, key: str) -> State:
         circuit = self._circuits.get(key)
@@ -112,7 +126,11 @@ class HealthBoard:
         self._circuits.pop(key, None)
 
     def failed(self, key: str, retry_after: float | None = None) -> None:
-        circuit = self._circuits.setdefault(key, Circuit())
+        circuit = self._circuits.get(key)
+        if circuit is None:
+            circuit = self._circuits[key] = Circuit()
+            if len(self._circuits) > self._max:  # dropped, the oldest is closed again
+                del self._circuits[next(iter(self._circuits))]
         now = self._clock()
         circuit.failures += 1
         probe_failed = circuit.probing
