@@ -388,3 +388,27 @@ async def test_a_follower_whose_connection_went_silent_follows_on_a_new_one(
         finally:
             await owner.aclose()
             await follower.aclose()
+
+
+async def test_a_follower_that_leaves_while_its_channel_is_subscribed_leaves_nothing() -> None:
+    """A watcher that leaves while the SUBSCRIBE of its channel waits for a Redis that does
+    not answer (up to its socket timeout) keeps no channel: else the channel stayed, with
+    no follower, subscribed again on every new connection for as long as the process."""
+    async with Switch("redis://127.0.0.1:1/0") as switch:
+        switch.silence()  # connections accepted, never answered
+        follower = RedisEventFanout(connect(switch.url, timeout=30), "test:")
+        entered = asyncio.Event()
+
+        async def watch() -> None:
+            async with follower.follow("t", "resp_1"):
+                entered.set()
+
+        watching = asyncio.create_task(watch())
+        try:
+            await asyncio.sleep(0.2)  # its SUBSCRIBE waits for an answer
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+            assert not entered.is_set()
+            assert not follower._followers
+        finally:
+            await follower.aclose()

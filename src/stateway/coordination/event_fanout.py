@@ -122,19 +122,28 @@ class RedisEventFanout:
     async def follow(self, tenant_id: str, response_id: str) -> AsyncIterator[_Following]:
         channel = self.channel(tenant_id, response_id).encode()
         following = _Following()
-        async with self._lock:
-            followers = self._followers.setdefault(channel, set())
-            if not followers:
-                await self._subscribe(channel)
-            followers.add(following)
+        followers: set[_Following] | None = None
         try:
+            async with self._lock:
+                followers = self._followers.setdefault(channel, set())
+                followers.add(following)
+                if len(followers) == 1:
+                    await self._subscribe(channel)
             yield following
         finally:
-            async with self._lock:
+            # Its follower gone (left, or cancelled while the channel was subscribed, or
+            # while waiting for the lock), the channel is let go with its last one, even
+            # if this task is cancelled again: else it stayed, subscribed for nobody.
+            if followers is not None:
                 followers.discard(following)
-                if not followers and self._followers.get(channel) is followers:
-                    del self._followers[channel]
-                    await self._unsubscribe(channel)
+                if not followers:
+                    await asyncio.shield(self._let_go(channel, followers))
+
+    async def _let_go(self, channel: bytes, followers: set[_Following]) -> None:
+        async with self._lock:
+            if not followers and self._followers.get(channel) is followers:
+                del self._followers[channel]
+                await self._unsubscribe(channel)
 
     async def aclose(self) -> None:
         if self._connecting is not None:
