@@ -9,6 +9,7 @@ import pytest
 from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.errors import InvalidRequest, ModelNotFound
 from stateway.core.routing import BackendEntry, Router
+from stateway.core.routing import router as router_module
 from tests.core.routing_fakes import Named, candidate, needs, route, router
 
 TEXT = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
@@ -179,3 +180,15 @@ def test_the_least_budget_a_round_is_sent_is_what_every_capable_candidate_takes(
     routing = router(alone, mixed)
     assert routing.plan(alone, needs(ask(TEXT))).min_output_tokens == 1
     assert routing.plan(mixed, needs(ask(TEXT))).min_output_tokens == 16
+
+
+def test_the_catch_all_remembers_a_bounded_number_of_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients choose the names: past ``_MAX_SERVED`` of them, each is served by a route
+    made for its request, and none is kept."""
+    monkeypatch.setattr(router_module, "_MAX_SERVED", 2)
+    catch_all = Router([BackendEntry(Named("a", []), {}, catch_all=True)])
+    kept = [catch_all.resolve(name) for name in ("one", "two")]
+    assert all(catch_all.resolve(route.name) is route for route in kept)
+    past = catch_all.resolve("three")
+    assert past.upstream_model == "three"
+    assert catch_all.resolve("three") is not past

@@ -10,6 +10,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from stateway.core.errors import IdentityUnavailable, Unauthorized
+from stateway.identity import oidc
 from stateway.identity.oidc import JWKS_MAX_AGE, OidcVerifier
 from stateway.identity.oidc_settings import OidcSettings
 from tests.support.oidc_issuer import AUDIENCE, TENANT_CLAIM, OidcIssuer
@@ -257,3 +258,15 @@ async def test_a_fetch_of_the_key_set_forgets_the_verified_tokens(issuer: OidcIs
 
     with pytest.raises(Unauthorized, match="does not publish"):
         await checking.verify(old)
+
+
+async def test_the_verified_tokens_remembered_are_bounded(
+    issuer: OidcIssuer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each distinct token is remembered until it expires: past ``MAX_VERIFIED`` of them,
+    the oldest is forgotten (and checked again if it comes back)."""
+    monkeypatch.setattr(oidc, "MAX_VERIFIED", 2)
+    checking = verifier(issuer)
+    for n in range(5):
+        await checking.verify(issuer.token(sub=f"user-{n}"))
+    assert len(checking._verified) == 2
