@@ -196,3 +196,22 @@ def test_a_part_of_a_wrong_type_fails_the_steer_and_leaves_the_run_going(part: A
     assert failed.type == "response.steer.failed"
     assert failed.fields["error"]["code"] == "invalid_input"
     assert not run.steered
+
+
+def test_a_connection_keeps_the_targets_of_max_lanes_lanes() -> None:
+    """A client may give each request a stream_id of its own: past ``max_lanes`` targets
+    (4 here), those of ended responses are let go, the oldest first, as a lane's next
+    request lets its own go."""
+    connection = Connection()
+    for n in range(10):
+        run, target = connection.start(lane=f"lane-{n}")
+        end(run)
+        connection.steering.finished(target, draining=False)
+    first, last = "resp_0_lane-0", "resp_0_lane-9"
+    connection.steer(first)
+    connection.steer(last)
+    assert [frame["error"]["code"] for frame in connection.sent] == [
+        "response_not_found",
+        "response_already_completed",
+    ]
+    assert len(connection.steering._by_lane) == 4
