@@ -252,6 +252,48 @@ def test_unsupported_part_is_rejected_by_name() -> None:
         to_upstream(request([item]))
 
 
+def test_a_text_file_is_sent_as_its_text() -> None:
+    """A Chat server takes no files: a text one (a Messages client's plain-text document, a
+    Responses client's text file) goes as a text part, its filename and context first, one
+    a line; in a tool output or a system message, as part of its text."""
+    notes = {
+        "type": "input_file",
+        "filename": "notes.md",
+        "context": "Written on Monday.",
+        "file_data": "data:text/markdown;base64,IyBOb3RlcwpBbGwgd2VsbC4=",
+    }
+    untitled = {"type": "input_file", "file_data": "data:text/plain;base64,aGk="}
+    read = {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"}
+    items: list[Item] = [
+        {"type": "message", "role": "system", "content": [untitled]},
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "see"}, notes],
+        },
+        read,
+        {"type": "function_call_output", "call_id": "c1", "output": [untitled, notes]},
+    ]
+    messages = to_upstream(request(items))["messages"]
+    assert messages[0] == {"role": "system", "content": "hi"}
+    assert messages[1]["content"] == [
+        {"type": "text", "text": "see"},
+        {"type": "text", "text": "notes.md\nWritten on Monday.\n# Notes\nAll well."},
+    ]
+    assert messages[3] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "hi\nnotes.md\nWritten on Monday.\n# Notes\nAll well.",
+    }
+
+
+def test_a_file_that_is_not_text_is_refused() -> None:
+    item = user("file")
+    item["content"].append({"type": "input_file", "file_data": "data:application/pdf;base64,AA"})
+    with pytest.raises(InvalidRequest, match="input_file"):
+        to_upstream(request([item]))
+
+
 def test_a_tool_is_sent_strict_only_when_strict() -> None:
     """``strict: false`` is Chat's default: left out, for servers that do not know it."""
     tools = [

@@ -31,6 +31,7 @@ class ScriptedBackend:
         "assistant": frozenset({"output_text"}),
         "tool_output": frozenset({"input_text"}),
     }
+    inlines_text_files = False
     carries_unknown_types = False
     min_output_tokens = 1
     cache_salted = False

@@ -5,7 +5,7 @@ from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.commands import CreateResponse
 from stateway.core.context import build_context
-from stateway.core.errors import InvalidRequest, ResponseInProgress
+from stateway.core.errors import InvalidRequest, ResponseInProgress, UncarriedPart
 from stateway.core.ports import ResponseRecord
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
@@ -158,6 +158,47 @@ async def test_chat_upstreams_refuse_parts_they_would_drop(
         await build_context(MemoryStore(), "t", CreateResponse(model="m", input=items), CHAT)
     assert caught.value.param == param
     assert caught.value.code == "unsupported_content_type"
+
+
+TEXT_FILE = {"type": "input_file", "filename": "a.txt", "file_data": "data:text/plain;base64,aGk="}
+
+
+async def test_a_chat_upstream_carries_a_text_file_as_its_text() -> None:
+    """Given inline as text (:mod:`stateway.core.text_files`), in a message or a tool
+    output, and in the prior items; a backend that does not inline them refuses it."""
+    store = MemoryStore()
+    held = {"type": "message", "role": "user", "content": [TEXT_FILE]}
+    await store.save(ResponseRecord("t", "resp_1", None, "completed", 0.0, {}, [held], []))
+    answer = {"type": "function_call_output", "call_id": "c1", "output": [TEXT_FILE]}
+    items = [held, call("c1"), answer]
+    command = CreateResponse(model="m", input=items, previous_response_id="resp_1")
+    assert await build_context(store, "t", command, CHAT) == [held, *items]
+    with pytest.raises(InvalidRequest, match="input_file"):
+        await build_context(store, "t", command, ScriptedBackend([]))
+
+
+@pytest.mark.parametrize(
+    "file",
+    [
+        {"type": "input_file", "file_data": "data:application/pdf;base64,JVBERi0="},
+        {"type": "input_file", "file_data": "data:text/plain;base64,/w=="},  # not UTF-8
+        {"type": "input_file", "file_url": "https://x.test/a.txt"},
+    ],
+)
+async def test_a_file_that_is_not_text_is_refused_as_before(file: dict[str, str]) -> None:
+    message = {"type": "message", "role": "user", "content": [TEXT_FILE, file]}
+    command = CreateResponse(model="m", input=[message])
+    with pytest.raises(UncarriedPart) as caught:
+        await build_context(MemoryStore(), "t", command, CHAT)
+    assert (caught.value.param, caught.value.part_type) == (
+        "input[0].content[1].type",
+        "input_file",
+    )
+    assert caught.value.message == (
+        "Content part type 'input_file' in a 'user' message is not supported by the upstream "
+        "API of backend 'chat'; only a text file is (inline: a base64 data URL of a text "
+        "media type, UTF-8)."
+    )
 
 
 async def test_prior_items_are_checked_against_the_backend_too() -> None:

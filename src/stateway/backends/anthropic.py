@@ -101,6 +101,7 @@ class AnthropicBackend:
     carried_item_types = CARRIED
     carried_part_types = CARRIED_PARTS
     api = "anthropic"
+    inlines_text_files = False  # it takes files as they are
     carries_unknown_types = False
     min_output_tokens = 1
 

@@ -8,7 +8,10 @@ Reasoning items ride on the next assistant message, by default as both
 between them); consecutive function calls join one assistant message's ``tool_calls``; a
 function call's output is a
 ``role: "tool"`` message (text only: images the output holds follow the round's tool
-messages in one user message, each group labelled with its call id). System messages
+messages in one user message, each group labelled with its call id). A text file (a
+Messages client's plain-text document, a Responses client's text file) is its text, as
+:func:`~stateway.core.text_files.inlined_text` lays it out: a text part of a user message,
+a line of any other message or tool output; Chat servers take no files. System messages
 lead, joined into one; later ones become user reminders
 (:mod:`stateway.backends.chat_system_messages`). An effort the server does not take is sent
 at its nearest level (``efforts``: :mod:`stateway.backends.reasoning_efforts`).
@@ -25,6 +28,7 @@ from stateway.core import logprobs
 from stateway.core.errors import InvalidRequest
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item, item_text, joined_items
+from stateway.core.text_files import inlined_text
 from stateway.core.tools.history import model_items
 
 TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text", "refusal", "summary_text"})
@@ -158,9 +162,9 @@ def _tool_message(item: Item, images: list[dict[str, Any]]) -> dict[str, Any]:
     if isinstance(output, str):
         return {"role": "tool", "tool_call_id": item["call_id"], "content": output}
     text = "\n".join(
-        _part_text(part)
+        said
         for part in output or ()
-        if isinstance(part, dict) and part.get("type") in TEXT_PARTS
+        if isinstance(part, dict) and (said := _text(part)) is not None
     )
     pictures = [
         _image_part(part)
@@ -207,10 +211,10 @@ def _message_content(item: Item) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     for part in content or []:
         kind = part.get("type")
-        if kind in TEXT_PARTS:
-            parts.append({"type": "text", "text": _part_text(part)})
-        elif kind == "input_image":
+        if kind == "input_image":
             parts.append(_image_part(part))
+        elif (said := _text(part)) is not None:
+            parts.append({"type": "text", "text": said})
         else:
             raise InvalidRequest(
                 f"Content part type '{kind}' is not supported by a Chat Completions upstream.",
@@ -221,20 +225,27 @@ def _message_content(item: Item) -> dict[str, Any]:
 
 
 def _joined_text(content: Any, item: Item) -> str:
+    texts: list[str] = []
     for part in content or []:
-        if part.get("type") not in TEXT_PARTS:
+        text = _text(part)
+        if text is None:
             raise InvalidRequest(
                 f"Content part type '{part.get('type')}' is not supported in a "
                 f"'{item['role']}' message by a Chat Completions upstream.",
                 param="input",
                 code="unsupported_content_type",
             )
-    return "\n".join(_part_text(part) for part in content or [])
+        texts.append(text)
+    return "\n".join(texts)
 
 
-def _part_text(part: Item) -> str:
-    """A text-like part's text (a refusal part keeps it under ``refusal``)."""
-    return str(part.get("text") or part.get("refusal") or "")
+def _text(part: Item) -> str | None:
+    """What a part says as text: a text-like part's text (a refusal part keeps it under
+    ``refusal``), a text file's (:func:`~stateway.core.text_files.inlined_text`); None for
+    any other part."""
+    if part.get("type") in TEXT_PARTS:
+        return str(part.get("text") or part.get("refusal") or "")
+    return inlined_text(part)
 
 
 def _summary_text(item: Item) -> str:

@@ -77,6 +77,8 @@ class OpenAIChatBackend:
         "assistant": TEXT_PARTS,
         TOOL_OUTPUT: TEXT_PARTS | {"input_image"},
     }
+    inlines_text_files = True
+    """A Chat server takes no files: a text one goes as a text part (``chat_request``)."""
     api = "chat"
     carries_unknown_types = False
     min_output_tokens = 1

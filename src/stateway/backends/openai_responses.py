@@ -113,6 +113,7 @@ class OpenAIResponsesBackend:
     carried_item_types = CARRIED
     carried_part_types = CARRIED_PARTS
     api = "responses"
+    inlines_text_files = False  # it takes files as they are
     carries_unknown_types = True
 
     def __init__(

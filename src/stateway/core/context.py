@@ -5,7 +5,8 @@ conversation) followed by its own input (a ``failed`` response contributes its i
 only: its output was cut off, and the model must not take it for a finished turn). A
 response still generating cannot be continued yet. Checks happen here, before anything is
 sent: every item must be of a type the chosen upstream API can carry (any type, for an
-upstream that speaks Responses natively), and every tool output (``function_call_output``,
+upstream that speaks Responses natively; a text file, for one that gives it as its text:
+:mod:`stateway.core.text_files`), and every tool output (``function_call_output``,
 ``custom_tool_call_output``, the shell outputs) must answer a call of its kind that is
 still pending in the context.
 """
@@ -36,6 +37,7 @@ from stateway.core.items import (
 )
 from stateway.core.ports import TOOL_OUTPUT, Backend, ResponseStore
 from stateway.core.response import UNFINISHED
+from stateway.core.text_files import INPUT_FILE, inlined_text
 from stateway.core.tools import shell
 
 _ANSWERS = {
@@ -114,6 +116,10 @@ async def load_prior(
     return Prior(chain.items, served_by=chain.served_by)
 
 
+_TEXT_FILES = "; only a text file is (inline: a base64 data URL of a text media type, UTF-8)"
+"""What a refused file's message adds when the backend carries text files."""
+
+
 def uncarried(prior: Prior, current: list[Item], backend: Backend) -> InvalidRequest | None:
     """The error naming the first item (or content part) ``backend`` cannot carry."""
     for item in prior.items:
@@ -135,9 +141,10 @@ def uncarried(prior: Prior, current: list[Item], backend: Backend) -> InvalidReq
         problem = _uncarried(item, backend, f"input[{index}]")
         if problem is not None:
             param, what, code, part_kind = problem
+            note = _TEXT_FILES if part_kind == INPUT_FILE and backend.inlines_text_files else ""
             message = (
                 f"{what[0].upper()}{what[1:]} is not supported by the upstream API of backend "
-                f"'{backend.name}'."
+                f"'{backend.name}'{note}."
             )
             if part_kind is not None:
                 return UncarriedPart(
@@ -166,7 +173,7 @@ def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str, 
     carried = backend.carried_part_types.get(slot, frozenset())
     for index, part in enumerate(parts):
         part_kind = part.get("type") if isinstance(part, dict) else None
-        if part_kind not in carried:
+        if part_kind not in carried and not _inlined(part, backend):
             return (
                 f"{path}.{where}[{index}].type",
                 f"content part type '{part_kind}' in a '{slot}' {kind}",
@@ -174,6 +181,11 @@ def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str, 
                 str(part_kind),
             )
     return None
+
+
+def _inlined(part: Item, backend: Backend) -> bool:
+    """A text file, which ``backend`` carries as its text (:mod:`stateway.core.text_files`)."""
+    return backend.inlines_text_files and isinstance(part, dict) and inlined_text(part) is not None
 
 
 def checked_context(prior: Prior, current: list[Item]) -> list[Item]:

@@ -29,6 +29,10 @@ class Backend(Protocol):
     carried_part_types: Mapping[str, frozenset[str]]
     """Content part types it can carry, by message role, and under ``TOOL_OUTPUT`` for the
     parts of a ``function_call_output``; checked the same way."""
+    inlines_text_files: bool
+    """Whether a text file (an ``input_file`` :func:`~stateway.core.text_files.inlined_text`
+    reads) is carried as its text wherever text is, though its upstream takes no files;
+    checked the same way (any other file is refused as its part type is)."""
     carries_unknown_types: bool
     """Whether its upstream speaks Responses natively: input item and tool types the
     gateway does not model travel to it untouched (and the ``shell`` tools and their items

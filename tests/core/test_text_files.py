@@ -1,0 +1,61 @@
+"""Which ``input_file`` parts are text files, and the text they are given as
+(:mod:`stateway.core.text_files`)."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from stateway.core.items import Item
+from stateway.core.text_files import inlined_text
+
+
+def inline(media_type: str, data: bytes, **fields: object) -> Item:
+    encoded = base64.b64encode(data).decode()
+    return {"type": "input_file", "file_data": f"data:{media_type};base64,{encoded}", **fields}
+
+
+@pytest.mark.parametrize(
+    "media_type",
+    [
+        "text/plain",
+        "text/markdown",
+        "text/csv",
+        "TEXT/Plain",
+        "text/plain;charset=utf-8",
+        "text/x-python; charset=US-ASCII",
+        "application/json",
+        "application/xml",
+    ],
+)
+def test_a_text_file_is_its_text(media_type: str) -> None:
+    assert inlined_text(inline(media_type, "naïve\nline two".encode())) == "naïve\nline two"
+
+
+def test_its_filename_and_context_lead_one_a_line() -> None:
+    """As a ``search_result`` reaches such an upstream: its title and source, then its
+    text (:mod:`stateway.protocols.messages.content`)."""
+    part = inline("text/plain", b"The text.", filename="notes.txt", context="From Monday.")
+    assert inlined_text(part) == "notes.txt\nFrom Monday.\nThe text."
+    assert inlined_text({**part, "filename": "", "context": None}) == "The text."
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        inline("application/pdf", b"%PDF-1.7"),
+        inline("image/png", b"\x89PNG"),
+        inline("application/octet-stream", b"text"),
+        inline("text/plain", b"\xff\xfe bad utf-8"),
+        inline("text/plain;charset=utf-16", "text".encode("utf-16")),
+        {"type": "input_file", "file_data": "data:text/plain,not%20base64"},
+        {"type": "input_file", "file_data": "data:text/plain;base64,@@@@"},
+        {"type": "input_file", "file_data": base64.b64encode(b"no data URL").decode()},
+        {"type": "input_file", "file_url": "https://x.test/notes.txt"},
+        {"type": "input_file", "file_id": "file_1"},
+        {"type": "input_text", "text": "not a file"},
+    ],
+)
+def test_any_other_part_is_no_text_file(part: Item) -> None:
+    assert inlined_text(part) is None
