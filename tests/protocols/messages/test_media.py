@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from stateway.core.errors import InvalidRequest, UncarriedPart, UpstreamRejected
+from stateway.core.items import Item
 from stateway.protocols.messages.media import refused_block
 
 
@@ -43,6 +44,38 @@ def test_a_document_of_a_message_is_named_by_its_path_and_kind() -> None:
     assert plain.message.startswith(
         "messages.1.content.0.document: This model does not support document input"
     )
+
+
+def test_the_document_named_is_the_one_refused_not_a_text_one_before_it() -> None:
+    """A Chat upstream carries a plain-text document as its text: a PDF after one is
+    refused as the second ``input_file`` of the decoded items, and named as the second
+    document of the request (in a message, or in tool results)."""
+    notes = {"type": "document", "source": {"type": "text", "data": "n"}}
+    pdf = {"type": "document", "source": {"type": "url", "url": "https://x/a.pdf"}}
+    text_file = {"type": "input_file", "file_data": "data:text/plain;base64,bg=="}
+    pdf_file = {"type": "input_file", "file_url": "https://x/a.pdf"}
+
+    items = [user(INPUT_TEXT), user(text_file, INPUT_TEXT, pdf_file)]
+    error = refusal("input_file", "input[1].content[2].type")
+    named = refused_block(error, raw(notes, TEXT, pdf), items)
+    assert named.message.startswith(
+        "messages.1.content.2.document: This model does not support PDF input"
+    )
+
+    result = {"type": "tool_result", "tool_use_id": "t", "content": [notes, pdf]}
+    answer = {"type": "function_call_output", "call_id": "t", "output": [text_file, pdf_file]}
+    items = [user(INPUT_TEXT), user(pdf_file), answer]
+    error = refusal("input_file", "input[2].output[1].type")
+    assert refused_block(error, raw(pdf, result), items).message.startswith(
+        "messages.1.content.1.tool_result.content.1.document: This model does not support PDF"
+    )
+
+
+INPUT_TEXT = {"type": "input_text", "text": "see"}
+
+
+def user(*parts: Item) -> Item:
+    return {"type": "message", "role": "user", "content": list(parts)}
 
 
 def test_a_block_in_a_tool_result_is_named_inside_it() -> None:

@@ -210,7 +210,7 @@ def named_block(error: GatewayError, raw: bytes, items: list[Item]) -> GatewayEr
     at fault by its path as Anthropic does: one the upstream cannot take
     (:mod:`stateway.protocols.messages.media`), or a thinking block whose signature does
     not open (:mod:`stateway.protocols.messages.signatures`)."""
-    return signed_block(refused_block(error, raw), items, raw)
+    return signed_block(refused_block(error, raw, items), items, raw)
 
 
 def answers_anthropic(scope: Scope) -> bool:
