@@ -29,10 +29,12 @@ Images become ``input_image`` (a ``data:`` URL for base64), documents ``input_fi
 (``file_data`` as a ``data:`` URL, plain text included, or ``file_url``; the title as
 ``filename``). A part keeps its block's ``cache_control``, and a document part its
 ``context`` and ``citations`` and, for custom content, its ``source`` as it came (the
-blocks Anthropic's citations of it count), for an Anthropic upstream. Empty text carries nothing and
-is left out. A ``tool_result`` must answer a ``tool_use`` of an earlier assistant message
-that no other result answered (or, leading a thread's new turn, a call of the thread's
-last response): otherwise a 400 naming its ``tool_use_id``. Every
+blocks Anthropic's citations of it count), for an Anthropic upstream. A Chat upstream,
+which takes no files, gets a plain-text document as its text, after its title and context
+(:mod:`stateway.core.text_files`), and refuses any other (:mod:`.media`). Empty text
+carries nothing and is left out. A ``tool_result`` must answer a ``tool_use`` of an
+earlier assistant message that no other result answered (or, leading a thread's new turn,
+a call of the thread's last response): otherwise a 400 naming its ``tool_use_id``. Every
 ``tool_use`` must be answered by the next message, which begins with the results, and ids
 must be unique (400s in Anthropic's words).
 """
