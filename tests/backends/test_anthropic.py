@@ -275,6 +275,29 @@ def test_images_and_documents() -> None:
             body([{"type": "message", "role": "user", "content": [part]}])
 
 
+def test_a_text_file_of_any_text_type_goes_as_a_text_document() -> None:
+    """Anthropic takes base64 documents as PDFs only: a text file (Markdown, JSON, a named
+    charset) goes as a ``text`` source, as :mod:`stateway.core.text_files` judges it; one
+    whose bytes are not UTF-8 keeps its media type, for Anthropic to refuse."""
+    files = [
+        "data:text/markdown;base64,IyBo",
+        "data:application/json;base64,e30=",
+        "data:text/plain;charset=utf-8;base64,aGk=",
+    ]
+    parts = [{"type": "input_file", "file_data": data} for data in files]
+    sent = body([{"type": "message", "role": "user", "content": parts}])
+    assert [block["source"] for block in sent["messages"][0]["content"]] == [
+        {"type": "text", "media_type": "text/plain", "data": text} for text in ("# h", "{}", "hi")
+    ]
+    latin = {"type": "input_file", "file_data": "data:text/csv;base64,Y2Fm6Q=="}
+    sent = body([{"type": "message", "role": "user", "content": [latin]}])
+    assert sent["messages"][0]["content"][0]["source"] == {
+        "type": "base64",
+        "media_type": "text/csv",
+        "data": "Y2Fm6Q==",
+    }
+
+
 def test_a_messages_clients_document_goes_as_it_came() -> None:
     """Its ``context`` and ``citations``, and a custom-content ``source`` (whose blocks
     Anthropic's citations of it count) rather than the text joined from it."""

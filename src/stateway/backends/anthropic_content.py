@@ -38,6 +38,7 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
 from stateway.core.reasoning import thinking_of
+from stateway.core.text_files import file_text
 from stateway.core.tools.history import model_items
 
 EMPTY_TURN: Final = "(no content)"
@@ -233,6 +234,12 @@ def _image_source(part: Item) -> dict[str, Any]:
 
 
 def _document_source(part: Item) -> dict[str, Any]:
+    """A text file (:func:`~stateway.core.text_files.file_text`: Markdown, JSON, a named
+    charset too) as a ``text`` source, since Anthropic's base64 documents are PDFs only;
+    other data as it came; a URL."""
+    text = file_text(part)
+    if text is not None:
+        return {"type": "text", "media_type": "text/plain", "data": text}
     data = part.get("file_data")
     if isinstance(data, str) and (decoded := _data_url(data)) is not None:
         media_type, payload = decoded

@@ -9,12 +9,13 @@ US-ASCII), and its bytes decode as UTF-8. A PDF, an image sent as a file, a file
 ``file_url`` or ``file_id``, and bytes that are not UTF-8 are not: such a part stays
 refused by a backend that takes no files.
 
-:func:`inlined_text` is the one judge: the pre-flight check counts a text file as carried
+:func:`file_text` is the one judge: the pre-flight check counts a text file as carried
 by a backend that ``inlines_text_files`` (:func:`stateway.core.context.uncarried`), and
-that backend's encoder sends the text it returns. Its layout is the one a Messages
-``search_result`` reaches such an upstream in (its title, its source, its text): one line
-each for the file's name (a Messages document's title) and a Messages document's
-``context``, when given, then the text.
+that backend's encoder sends the text :func:`inlined_text` lays out; an Anthropic
+upstream gets a text file as a ``text`` document (its base64 documents are PDFs only).
+That layout is the one a Messages ``search_result`` reaches such an upstream in (its
+title, its source, its text): one line each for the file's name (a Messages document's
+title) and a Messages document's ``context``, when given, then the text.
 """
 
 from __future__ import annotations
@@ -36,15 +37,16 @@ _CHARSETS: Final = frozenset({"utf-8", "utf8", "us-ascii"})
 def inlined_text(part: Item) -> str | None:
     """The text ``part`` is given to an upstream that takes no files as: its filename and
     context, if any, then its text, one a line; None when it is no text file."""
-    text = _file_text(part)
+    text = file_text(part)
     if text is None:
         return None
     lines = [part.get("filename"), part.get("context"), text]
     return "\n".join(line for line in lines if isinstance(line, str) and line)
 
 
-def _file_text(part: Item) -> str | None:
-    """The decoded text of an ``input_file`` sent inline as a text file, else None."""
+def file_text(part: Item) -> str | None:
+    """The decoded text of an ``input_file`` sent inline as a text file, else None (an
+    Anthropic upstream is sent it as a ``text`` document: its base64 ones are PDFs)."""
     data = part.get("file_data")
     if part.get("type") != INPUT_FILE or not isinstance(data, str) or not data.startswith("data:"):
         return None
