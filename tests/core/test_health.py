@@ -338,3 +338,26 @@ def test_a_catch_all_outage_keeps_at_most_max_circuits() -> None:
         [first] = plan.begin_round()
         plan.failed(plan.open(first), first, UpstreamError("connection refused"))
     assert len(routing.state.health) == MAX_CIRCUITS
+
+
+def test_a_catch_all_outage_drops_no_circuit_of_a_configured_candidate() -> None:
+    """The bound is on the names clients send a catch-all: a configured candidate's open
+    circuit, the oldest, stays open however many of those names fail after it (dropped, it
+    was closed again, and the server that had failed asked at once)."""
+    fixed, down = Named("fixed"), Named("down")
+    routing = Router(
+        [BackendEntry(fixed, {"fixed-model": "m"}), BackendEntry(down, {}, catch_all=True)],
+        clock=Clock(),
+    )
+    served = routing.resolve("fixed-model")
+    for _ in range(routing.state.health.policy.failure_threshold):
+        plan = routing.plan(served, needs(ask(TEXT)))
+        [failing] = plan.begin_round()
+        plan.failed(plan.open(failing), failing, UpstreamError("connection refused"))
+    assert routing.state.health.state(failing.key) == "open"
+    for n in range(MAX_CIRCUITS + 10):
+        plan = routing.plan(routing.resolve(f"model-{n}"), needs(ask(TEXT)))
+        [first] = plan.begin_round()
+        plan.failed(plan.open(first), first, UpstreamError("connection refused"))
+    assert routing.state.health.state(failing.key) == "open"
+    assert len(routing.state.health) == MAX_CIRCUITS + 1

@@ -20,7 +20,8 @@ circuit again at once when failures had opened it.
 
 A candidate without a circuit is closed: a success drops its circuit. A catch-all's
 candidate keys are the model names its clients send, so the board keeps at most
-:data:`MAX_CIRCUITS` (the oldest dropped first, closed again).
+:data:`MAX_CIRCUITS` besides those of the configured candidates (``kept``, never dropped):
+past it the oldest of the others is dropped, closed again.
 
 The clock and the random source are injected, so tests step time by hand.
 """
@@ -28,16 +29,17 @@ The clock and the random source are injected, so tests step time by hand.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Final, Literal
 
 State = Literal["closed", "open", "half_open"]
 
 MAX_CIRCUITS: Final = 1024
-"""Circuits kept; past it the oldest goes. A catch-all's candidate keys are the model
-names clients send, and a name failing during an outage keeps its circuit until a success
-on it: without a bound, made-up names would pile up for good."""
+"""Circuits kept besides the configured candidates'; past it the oldest goes. A
+catch-all's candidate keys are the model names clients send, and a name failing during an
+outage keeps its circuit until a success on it: without a bound, made-up names would pile
+up for good."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +74,14 @@ class HealthBoard:
         clock: Callable[[], float],
         rng: random.Random | None = None,
         max_circuits: int = MAX_CIRCUITS,
+        kept: Collection[str] = (),
     ) -> None:
+        """``kept``: the configured candidates' keys, whose circuits are never dropped (an
+        open one closed again would send requests back to a server that failed, however
+        many made-up names failed after it)."""
         self.policy = policy or HealthPolicy()
         self._max = max_circuits
+        self._kept = frozenset(kept)
         self._clock = clock
         self._rng = rng or random.Random()
         self._circuits: dict[str, Circuit] = {}
@@ -129,8 +136,8 @@ class HealthBoard:
         circuit = self._circuits.get(key)
         if circuit is None:
             circuit = self._circuits[key] = Circuit()
-            if len(self._circuits) > self._max:  # dropped, the oldest is closed again
-                del self._circuits[next(iter(self._circuits))]
+            if len(self._circuits) > self._max + len(self._kept):  # the oldest other, closed
+                del self._circuits[next(k for k in self._circuits if k not in self._kept)]
         now = self._clock()
         circuit.failures += 1
         probe_failed = circuit.probing

@@ -59,7 +59,9 @@ class Router:
         """The catch-all route serving each name asked for, made once (up to
         ``_MAX_SERVED`` names; past that each is made per request)."""
         rng = rng or random.Random()
-        self.state = RoutingState(rng, clock, HealthBoard(health, clock=clock, rng=rng))
+        kept = [key for keys in self.candidates_by_backend().values() for key in keys]
+        board = HealthBoard(health, clock=clock, rng=rng, kept=kept)
+        self.state = RoutingState(rng, clock, board)
         """Health, affinity and load, shared by every plan."""
 
     @property
