@@ -298,6 +298,21 @@ def test_a_text_file_of_any_text_type_goes_as_a_text_document() -> None:
     }
 
 
+@pytest.mark.parametrize("data", ["Y2Fm6Q==", "abc"])
+def test_a_plain_text_file_that_is_no_text_file_goes_as_it_came_too(data: str) -> None:
+    """``text/plain`` is judged as any text type is (:mod:`stateway.core.text_files`): bytes
+    that are not UTF-8 (Latin-1 here), or base64 that does not decode, go as they came.
+    A rule of its own decoded them, the first with replacement characters, the second not
+    at all: an ``Incorrect padding`` error, the request's 500."""
+    part = {"type": "input_file", "file_data": f"data:text/plain;base64,{data}"}
+    sent = body([{"type": "message", "role": "user", "content": [part]}])
+    assert sent["messages"][0]["content"][0]["source"] == {
+        "type": "base64",
+        "media_type": "text/plain",
+        "data": data,
+    }
+
+
 def test_a_messages_clients_document_goes_as_it_came() -> None:
     """Its ``context`` and ``citations``, and a custom-content ``source`` (whose blocks
     Anthropic's citations of it count) rather than the text joined from it."""

@@ -27,7 +27,6 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -236,16 +235,14 @@ def _image_source(part: Item) -> dict[str, Any]:
 def _document_source(part: Item) -> dict[str, Any]:
     """A text file (:func:`~stateway.core.text_files.file_text`: Markdown, JSON, a named
     charset too) as a ``text`` source, since Anthropic's base64 documents are PDFs only;
-    other data as it came; a URL."""
+    other data as it came, plain text that is no text file too (its bytes not UTF-8); a
+    URL."""
     text = file_text(part)
     if text is not None:
         return {"type": "text", "media_type": "text/plain", "data": text}
     data = part.get("file_data")
     if isinstance(data, str) and (decoded := _data_url(data)) is not None:
         media_type, payload = decoded
-        if media_type == "text/plain":
-            text = base64.b64decode(payload, validate=False).decode("utf-8", "replace")
-            return {"type": "text", "media_type": "text/plain", "data": text}
         return {"type": "base64", "media_type": media_type, "data": payload}
     url = part.get("file_url")
     if isinstance(url, str) and url:
