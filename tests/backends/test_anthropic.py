@@ -1248,3 +1248,15 @@ async def test_the_text_ends_at_a_blank_stop_sequence(loopback: Loopback, stream
     [*_, usage] = [d.usage for d in deltas if isinstance(d, UsageReport)]
     expected = Usage(7, 2, cached_tokens=2) if stream else Usage(5, 3)  # 7: cache reads in
     assert usage == expected
+
+
+def test_a_data_url_with_parameters_keeps_its_media_type() -> None:
+    """``data:application/pdf;name=a.pdf;base64,...`` (RFC 2397 parameters before
+    ``;base64``) is a PDF's data, not a part to refuse."""
+    part = {"type": "input_file", "file_data": "data:application/pdf;name=a.pdf;base64,JVBE"}
+    image = {"type": "input_image", "image_url": "data:image/png;name=a.png;base64,AA=="}
+    sent = body([{"type": "message", "role": "user", "content": [part, image]}])
+    assert [block["source"] for block in sent["messages"][0]["content"]] == [
+        {"type": "base64", "media_type": "application/pdf", "data": "JVBE"},
+        {"type": "base64", "media_type": "image/png", "data": "AA=="},
+    ]

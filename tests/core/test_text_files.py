@@ -8,7 +8,7 @@ import base64
 import pytest
 
 from stateway.core.items import Item
-from stateway.core.text_files import inlined_text
+from stateway.core.text_files import file_text, inlined_text
 
 
 def inline(media_type: str, data: bytes, **fields: object) -> Item:
@@ -59,3 +59,9 @@ def test_its_filename_and_context_lead_one_a_line() -> None:
 )
 def test_any_other_part_is_no_text_file(part: Item) -> None:
     assert inlined_text(part) is None
+
+
+def test_a_byte_order_mark_is_no_part_of_the_text() -> None:
+    """Editors on Windows write one; the model is given the text, not the mark."""
+    data = "data:text/plain;base64," + base64.b64encode("\ufeffTea".encode()).decode()
+    assert file_text({"type": "input_file", "file_data": data}) == "Tea"

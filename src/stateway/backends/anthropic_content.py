@@ -255,8 +255,8 @@ def _data_url(url: str) -> tuple[str, str] | None:
     if not url.startswith("data:"):
         return None
     head, sep, data = url[5:].partition(",")
-    media_type, _, encoding = head.partition(";")
-    if not sep or encoding != "base64":
+    media_type, *parameters = head.split(";")  # RFC 2397: ;base64 ends them
+    if not sep or not parameters or parameters[-1] != "base64":
         return None
     return media_type or "application/octet-stream", data
 

@@ -37,7 +37,7 @@ from stateway.core.items import (
 )
 from stateway.core.ports import TOOL_OUTPUT, Backend, ResponseStore
 from stateway.core.response import UNFINISHED
-from stateway.core.text_files import INPUT_FILE, inlined_text
+from stateway.core.text_files import INPUT_FILE, file_text
 from stateway.core.tools import shell
 
 _ANSWERS = {
@@ -185,7 +185,7 @@ def _uncarried(item: Item, backend: Backend, path: str) -> tuple[str, str, str, 
 
 def _inlined(part: Item, backend: Backend) -> bool:
     """A text file, which ``backend`` carries as its text (:mod:`stateway.core.text_files`)."""
-    return backend.inlines_text_files and isinstance(part, dict) and inlined_text(part) is not None
+    return backend.inlines_text_files and isinstance(part, dict) and file_text(part) is not None
 
 
 def checked_context(prior: Prior, current: list[Item]) -> list[Item]:

@@ -5,9 +5,9 @@ Hosted Anthropic reads a plain-text document on every model, and hosted OpenAI a
 file; a Chat Completions server (vLLM, llama.cpp) takes no file at all. A file is text
 when it is sent inline, its ``file_data`` a base64 ``data:`` URL of a text media type
 (``text/*``, ``application/json`` or ``application/xml``; a ``charset``, if named, UTF-8 or
-US-ASCII), and its bytes decode as UTF-8. A PDF, an image sent as a file, a file named by
-``file_url`` or ``file_id``, and bytes that are not UTF-8 are not: such a part stays
-refused by a backend that takes no files.
+US-ASCII), and its bytes decode as UTF-8 (a leading byte order mark left out). A PDF,
+an image sent as a file, a file named by ``file_url`` or ``file_id``, and bytes that are
+not UTF-8 are not: such a part stays refused by a backend that takes no files.
 
 :func:`file_text` is the one judge: the pre-flight check counts a text file as carried
 by a backend that ``inlines_text_files`` (:func:`stateway.core.context.uncarried`), and
@@ -59,7 +59,8 @@ def file_text(part: Item) -> str | None:
         if name.strip() == "charset" and value.strip().strip('"') not in _CHARSETS:
             return None
     try:  # base64 wrapped in lines, as some encoders write it, is still base64
-        return base64.b64decode("".join(payload.split()), validate=True).decode("utf-8")
+        decoded = base64.b64decode("".join(payload.split()), validate=True)
+        return decoded.decode("utf-8-sig")  # a byte order mark is no part of the text
     except (binascii.Error, UnicodeDecodeError):
         return None
 
