@@ -25,12 +25,23 @@ def inline(media_type: str, data: bytes, **fields: object) -> Item:
         "TEXT/Plain",
         "text/plain;charset=utf-8",
         "text/x-python; charset=US-ASCII",
+        'text/plain;charset="UTF-8"',
+        "text/plain;name=notes.txt;charset=utf-8",
         "application/json",
         "application/xml",
     ],
 )
 def test_a_text_file_is_its_text(media_type: str) -> None:
     assert inlined_text(inline(media_type, "naïve\nline two".encode())) == "naïve\nline two"
+
+
+def test_base64_wrapped_in_lines_is_read_whole() -> None:
+    """Some encoders break base64 into 76-character lines (MIME's ``encodebytes``)."""
+    text = "a line of text long enough to be wrapped by the encoder, " * 3
+    wrapped = base64.encodebytes(text.encode()).decode()
+    assert "\n" in wrapped.strip()
+    part = {"type": "input_file", "file_data": f"data:text/plain;base64,{wrapped}"}
+    assert inlined_text(part) == text
 
 
 def test_its_filename_and_context_lead_one_a_line() -> None:
@@ -49,6 +60,12 @@ def test_its_filename_and_context_lead_one_a_line() -> None:
         inline("application/octet-stream", b"text"),
         inline("text/plain", b"\xff\xfe bad utf-8"),
         inline("text/plain;charset=utf-16", "text".encode("utf-16")),
+        # UTF-16 without a byte-order mark whose bytes also decode as UTF-8 (with NULs):
+        # the named charset, wherever it stands among the parameters, refuses it
+        inline("text/plain;charset=utf-16le", "text".encode("utf-16-le")),
+        inline("text/plain;name=notes.txt;charset=utf-16le", "text".encode("utf-16-le")),
+        # not base64: the first comma ends the header, the rest is its (URL-encoded) data
+        {"type": "input_file", "file_data": "data:text/plain,a;base64,dGV4dA=="},
         {"type": "input_file", "file_data": "data:text/plain,not%20base64"},
         {"type": "input_file", "file_data": "data:text/plain;base64,@@@@"},
         {"type": "input_file", "file_data": base64.b64encode(b"no data URL").decode()},
