@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 
 from stateway.core.errors import InvalidRequest, UncarriedPart, UpstreamRejected
 from stateway.core.items import Item
@@ -114,5 +115,52 @@ def test_an_image_the_model_refused_is_named_wherever_it_is_first() -> None:
         f"input: {words}"
     )
     assert named.code == "image_input_unsupported"
+    assert named.param == "messages.1.content.1.tool_result.content.1.image"
     other = UpstreamRejected(words, status=400, code="upstream_rejected")
     assert refused_block(other, raw(result)) is other
+
+
+def test_text_documents_of_earlier_messages_are_passed_over_too() -> None:
+    """Each user message is its own item: the documents carried before the refused one
+    are counted across all of them."""
+    notes = {"type": "document", "source": {"type": "text", "data": "n"}}
+    pdf = {"type": "document", "source": {"type": "url", "url": "https://x/a.pdf"}}
+    text_file = {"type": "input_file", "file_data": "data:text/plain;base64,bg=="}
+    pdf_file = {"type": "input_file", "file_url": "https://x/a.pdf"}
+    messages = [
+        {"role": "user", "content": [notes, TEXT]},
+        {"role": "user", "content": [notes]},
+        {"role": "user", "content": [TEXT, pdf]},
+    ]
+    request = orjson.dumps({"model": "m", "max_tokens": 8, "messages": messages})
+    items = [user(text_file, INPUT_TEXT), user(text_file), user(INPUT_TEXT, pdf_file)]
+
+    named = refused_block(refusal("input_file", "input[2].content[1].type"), request, items)
+    assert named.message.startswith(
+        "messages.2.content.1.document: This model does not support PDF input"
+    )
+
+
+@pytest.mark.parametrize(
+    ("param", "items"),
+    [
+        ("input[1].type", [user(INPUT_TEXT), user(INPUT_TEXT)]),  # no part named
+        ("input[0].content[0].type", []),  # no such item
+        ("input[0].content[1].type", [user({"type": "input_file", "file_data": "x"})]),
+    ],
+)
+def test_a_param_naming_no_part_of_the_items_names_the_first_block(
+    param: str, items: list[Item]
+) -> None:
+    notes = {"type": "document", "source": {"type": "text", "data": "n"}}
+    named = refused_block(refusal("input_file", param), raw(TEXT, notes, notes), items)
+    assert named.param == "messages.1.content.1.document"
+
+
+def test_an_image_refused_where_the_request_has_none_is_named_by_messages() -> None:
+    """An image the gateway's own tools returned (an MCP tool's result) is in no block."""
+    words = "Model server 'vllm' answered 400: m is not a multimodal model"
+    refused = UpstreamRejected(words, status=400, code="image_input_unsupported")
+    named = refused_block(refused, raw(TEXT))
+    assert named.message == f"messages: This model does not support image input: {words}"
+    assert named.param == "messages"
