@@ -315,6 +315,29 @@ def test_a_catch_all_leaves_no_load_count_behind_for_each_name_a_client_asks_for
     assert len(routing.state.in_flight) == 0
 
 
+def test_an_attempt_ending_leaves_the_others_of_its_candidate_counted() -> None:
+    """Only the last attempt of a key takes it out of the load count: the affinity share
+    reads the attempts still under way."""
+    a = Named("a")
+    assistant = route(candidate(a))
+    routing = router(assistant)
+    plans = [routing.plan(assistant, needs(ask(TEXT))) for _ in range(3)]
+    attempts = []
+    for plan in plans:
+        [first] = plan.begin_round()
+        attempts.append((plan, plan.open(first), first))
+    assert routing.state.in_flight["a/a-model"] == 3
+    plan, attempt, first = attempts.pop()
+    plan.succeeded(attempt, first)
+    assert routing.state.in_flight["a/a-model"] == 2
+    plan, attempt, first = attempts.pop()
+    plan.abandoned(attempt, first)
+    assert routing.state.in_flight["a/a-model"] == 1
+    plan, attempt, first = attempts.pop()
+    plan.failed(attempt, first, UpstreamError("x"))
+    assert "a/a-model" not in routing.state.in_flight
+
+
 def test_the_circuits_of_names_a_client_made_up_are_bounded() -> None:
     """During an outage every name a client sends to a catch-all fails, each opening a
     circuit of its own that no success will close: past ``max_circuits`` the oldest goes
