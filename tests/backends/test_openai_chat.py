@@ -248,8 +248,33 @@ def test_image_detail_levels_chat_does_not_know_are_mapped_or_left_out() -> None
 def test_unsupported_part_is_rejected_by_name() -> None:
     item = user("file")
     item["content"].append({"type": "input_file", "file_id": "f"})
-    with pytest.raises(InvalidRequest, match="input_file"):
+    with pytest.raises(InvalidRequest, match="input_file") as refused:
         to_upstream(request([item]))
+    assert (refused.value.param, refused.value.code) == ("input", "unsupported_content_type")
+
+
+def test_a_part_other_than_text_in_a_message_sent_as_text_is_refused_by_name() -> None:
+    """A system or assistant message is sent as one text: an image or a PDF in it is a 400
+    naming the part's type and the message's role."""
+    pdf = {"type": "input_file", "file_data": "data:application/pdf;base64,AA"}
+    image = {"type": "input_image", "image_url": "data:image/png;base64,AA"}
+    for role, part in (("system", pdf), ("assistant", image)):
+        item = {"type": "message", "role": role, "content": [part]}
+        with pytest.raises(InvalidRequest) as refused:
+            to_upstream(request([user("hi"), item]))
+        assert refused.value.message == (
+            f"Content part type '{part['type']}' is not supported in a '{role}' message by a "
+            "Chat Completions upstream."
+        )
+        assert (refused.value.param, refused.value.code) == ("input", "unsupported_content_type")
+
+
+def test_a_tool_output_of_several_images_says_how_many_follow() -> None:
+    image = {"type": "input_image", "image_url": "data:image/png;base64,AA"}
+    call = {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"}
+    answer = {"type": "function_call_output", "call_id": "c1", "output": [image, image]}
+    messages = to_upstream(request([user("look"), call, answer]))["messages"]
+    assert messages[2]["content"] == "[2 images of this output follow in the next user message.]"
 
 
 def test_a_text_file_is_sent_as_its_text() -> None:
@@ -285,6 +310,23 @@ def test_a_text_file_is_sent_as_its_text() -> None:
         "tool_call_id": "c1",
         "content": "hi\nnotes.md\nWritten on Monday.\n# Notes\nAll well.",
     }
+
+
+def test_a_text_part_without_text_is_sent_empty() -> None:
+    """Nothing is made up for it (a refusal part's text is its ``refusal``)."""
+    empty = {"type": "input_text", "text": ""}
+    refusal = {"type": "refusal", "refusal": "No."}
+    items: list[Item] = [
+        {
+            "type": "message",
+            "role": "user",
+            "content": [empty, {"type": "input_text", "text": "hi"}],
+        },
+        {"type": "message", "role": "assistant", "content": [refusal]},
+    ]
+    messages = to_upstream(request(items))["messages"]
+    assert messages[0]["content"] == [{"type": "text", "text": ""}, {"type": "text", "text": "hi"}]
+    assert messages[1] == {"role": "assistant", "content": "No."}
 
 
 def test_a_file_that_is_not_text_is_refused() -> None:
