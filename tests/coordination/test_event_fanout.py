@@ -412,3 +412,36 @@ async def test_a_follower_that_leaves_while_its_channel_is_subscribed_leaves_not
             assert not follower._followers
         finally:
             await follower.aclose()
+
+
+@pytest.mark.redis
+async def test_a_follower_that_joins_as_the_last_one_leaves_keeps_the_channel(
+    pair: tuple[RedisEventFanout, RedisEventFanout], redis_url: str
+) -> None:
+    """The last follower's leaving lets the channel go once it has the lock; a follower
+    that had the lock first joined the same followers meanwhile, and keeps the channel."""
+    owner, follower = pair
+    channel = owner.channel("t", "resp_1")
+    leaving = follower.follow("t", "resp_1")
+    await leaving.__aenter__()
+    joined = asyncio.Event()
+    done = asyncio.Event()
+
+    async def join() -> Published | None:
+        async with follower.follow("t", "resp_1") as following:
+            joined.set()
+            await done.wait()
+            return await following.next(30)
+
+    async with follower._lock:  # the joiner waits for the lock first, then the leaver
+        joining = asyncio.create_task(join())
+        await asyncio.sleep(0.01)
+        left = asyncio.create_task(leaving.__aexit__(None, None, None))
+        await asyncio.sleep(0.01)
+    await left
+    await joined.wait()
+    assert channel.encode() in follower._followers
+    await until_subscribed(redis_url, channel)
+    owner.publish("t", "resp_1", batch(0, 1), True)
+    done.set()
+    assert await joining == Published(batch(0, 1), True)
