@@ -445,3 +445,34 @@ async def test_a_follower_that_joins_as_the_last_one_leaves_keeps_the_channel(
     owner.publish("t", "resp_1", batch(0, 1), True)
     done.set()
     assert await joining == Published(batch(0, 1), True)
+
+
+@pytest.mark.redis
+async def test_a_follower_cancelled_again_while_leaving_still_lets_the_channel_go(
+    pair: tuple[RedisEventFanout, RedisEventFanout], redis_url: str
+) -> None:
+    """Cancelled, its last follower waits for the lock to let the channel go; cancelled
+    again meanwhile (a server shutting down cancels every task), the channel still goes."""
+    owner, follower = pair
+    channel = owner.channel("t", "resp_1")
+    entered = asyncio.Event()
+
+    async def watch() -> None:
+        async with follower.follow("t", "resp_1"):
+            entered.set()
+            await asyncio.Event().wait()
+
+    watching = asyncio.create_task(watch())
+    await entered.wait()
+    await until_subscribed(redis_url, channel)
+    async with follower._lock:
+        watching.cancel()
+        await asyncio.sleep(0.01)  # leaving: waiting for the lock
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+    for _ in range(100):
+        if not follower._followers:
+            break
+        await asyncio.sleep(0.01)
+    assert not follower._followers
+    assert await subscribers(redis_url, channel) == 0
