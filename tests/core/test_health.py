@@ -6,9 +6,11 @@ import random
 
 from stateway.core.errors import UpstreamError, UpstreamRejected, UpstreamUnavailable
 from stateway.core.routing import BackendEntry, Router
-from stateway.core.routing.attempts import retry_after
+from stateway.core.routing.attempts import Attempt, retry_after
 from stateway.core.routing.health import MAX_CIRCUITS, HealthBoard, HealthPolicy
+from stateway.core.routing.plan import Plan
 from stateway.core.routing.probe import HealthProber
+from stateway.core.routing.route import Candidate
 from tests.core.routing_fakes import Named, candidate, needs, route, router
 from tests.core.test_route_planning import TEXT, ask
 
@@ -271,6 +273,43 @@ def test_attempts_feed_the_circuit_and_a_request_error_does_not() -> None:
     assert plan.failed(attempt, first, UpstreamError("x"))
     assert routing.state.health.state("a/a-model") == "open"
     assert routing.state.in_flight["a/a-model"] == 0
+
+
+def test_a_plans_attempts_tell_the_board_how_each_ended() -> None:
+    """A success resets the failures of its candidate's circuit; a ``Retry-After`` opens it
+    for as long as asked, below the threshold; a probe cancelled, or ended by an error of
+    the request's, frees the circuit for the next probe."""
+    a = Named("a")
+    assistant = route(candidate(a))
+    clock = Clock()
+    routing = router(assistant, health=HealthPolicy(2, 5.0, 0.0), clock=clock)
+    health = routing.state.health
+
+    def attempt() -> tuple[Plan, Attempt, Candidate]:
+        plan = routing.plan(assistant, needs(ask(TEXT)))
+        [first] = plan.begin_round()
+        return plan, plan.open(first), first
+
+    plan, opened, first = attempt()
+    plan.failed(opened, first, UpstreamError("x"))
+    plan, opened, first = attempt()
+    plan.succeeded(opened, first)
+    plan, opened, first = attempt()
+    plan.failed(opened, first, UpstreamError("x"))
+    assert health.state("a/a-model") == "closed"  # the success reset the count
+
+    plan, opened, first = attempt()
+    limited = UpstreamUnavailable("busy", headers={"Retry-After": "30"})
+    plan.failed(opened, first, limited)
+    assert health.reopens_at("a/a-model") == clock.now + 30.0
+
+    clock.now += 30.0
+    plan, opened, first = attempt()  # the probe
+    plan.abandoned(opened, first)
+    assert health.available("a/a-model")
+    plan, opened, first = attempt()  # the next probe
+    plan.failed(opened, first, UpstreamRejected("bad", status=400))
+    assert health.available("a/a-model")
 
 
 async def test_the_active_probe_opens_and_closes_circuits() -> None:
