@@ -313,22 +313,6 @@ def test_a_plain_text_file_that_is_no_text_file_goes_as_it_came_too(data: str) -
     }
 
 
-@pytest.mark.parametrize(
-    "file_data",
-    ["data:text/plain;base64,Y2Fm6Q==", "data:text/plain;base64,Y2Fm6Q==!"],
-)
-def test_a_plain_text_file_that_is_no_utf_8_goes_as_text_all_the_same(file_data: str) -> None:
-    """Anthropic takes no base64 ``text/plain``: bytes that are not UTF-8 (or base64 with a
-    stray character, read leniently) go as a ``text`` source with replacement characters."""
-    part = {"type": "input_file", "file_data": file_data}
-    sent = body([{"type": "message", "role": "user", "content": [part]}])
-    assert sent["messages"][0]["content"][0]["source"] == {
-        "type": "text",
-        "media_type": "text/plain",
-        "data": "caf\ufffd",
-    }
-
-
 def test_a_file_with_an_empty_url_and_no_data_is_refused() -> None:
     part = {"type": "input_file", "file_url": ""}
     with pytest.raises(InvalidRequest, match="file_id or without a data URL"):
