@@ -131,9 +131,10 @@ class RedisEventFanout:
                     await self._subscribe(channel)
             yield following
         finally:
-            # Its follower gone (left, or cancelled while the channel was subscribed, or
-            # while waiting for the lock), the channel is let go with its last one, even
-            # if this task is cancelled again: else it stayed, subscribed for nobody.
+            # Its follower gone (left, or cancelled while the channel was being subscribed;
+            # one cancelled before it had the lock joined nothing), the channel is let go
+            # with its last one, even if this task is cancelled again: else it stayed,
+            # subscribed for nobody.
             if followers is not None:
                 followers.discard(following)
                 if not followers:
