@@ -26,6 +26,8 @@ class CapabilitiesConfig(Section):
 
     images: bool = True
     files: bool = True
+    """Whether the model reads files; a ``chat`` backend's text files go as text, so only
+    other files need it there."""
     reasoning: bool = True
     tool_calls: bool = True
     parallel_tool_calls: bool = True

@@ -78,6 +78,37 @@ def test_an_incapable_candidate_is_skipped_and_recorded() -> None:
     assert text_plan.records == []
 
 
+FILE_PARTS = frozenset({"input_text", "input_file"})
+
+
+def _file(media_type: str) -> dict[str, object]:
+    data = f"data:{media_type};base64,VGVh"
+    return {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_file", "file_data": data}],
+    }
+
+
+def test_a_text_file_needs_no_file_input_of_a_backend_giving_it_as_text() -> None:
+    """A candidate without file input takes a text file when its backend gives it as text
+    (a Chat one: :mod:`stateway.core.text_files`), never a PDF; one passing files on as
+    they are (a Responses one) takes neither."""
+    chat, passing, reader = Named("chat"), Named("passing"), Named("reader")
+    chat.inlines_text_files = True
+    for files in (passing, reader):
+        files.carried_part_types = {**files.carried_part_types, "user": FILE_PARTS}
+    assistant = route(
+        candidate(chat, files=False), candidate(passing, files=False), candidate(reader)
+    )
+    text_plan = router(assistant).plan(assistant, needs(ask(_file("text/plain"))))
+    assert [x.backend.name for x in text_plan.capable] == ["chat", "reader"]
+    pdf_plan = router(assistant).plan(assistant, needs(ask(TEXT, _file("application/pdf"))))
+    assert [x.backend.name for x in pdf_plan.capable] == ["reader"]
+    both = needs(ask(_file("text/plain"), _file("application/pdf")))
+    assert [x.backend.name for x in router(assistant).plan(assistant, both).capable] == ["reader"]
+
+
 @pytest.mark.parametrize(
     ("can", "command", "words"),
     [

@@ -23,6 +23,7 @@ from stateway.core.context import Prior, uncarried
 from stateway.core.errors import ContextTooLong, GatewayError, InvalidRequest
 from stateway.core.items import MESSAGE, Item, is_screenshot
 from stateway.core.routing.route import Candidate
+from stateway.core.text_files import file_text
 from stateway.core.token_estimate import estimate_context
 from stateway.core.tools import shell
 from stateway.core.tools.toolset import Toolset
@@ -46,6 +47,9 @@ class Needs:
     prior: Prior
     images: bool = False
     files: bool = False
+    other_files: bool = False
+    """A file that is no text file (:mod:`stateway.core.text_files`): a backend giving
+    text files as text (``inlines_text_files``) needs file input for these only."""
     reasoning: bool = False
     tool_calls: bool = False
     parallel_tool_calls: bool = False
@@ -97,7 +101,9 @@ class Needs:
             for part in parts:
                 part_kind = part.get("type") if isinstance(part, dict) else None
                 self.images = self.images or part_kind == "input_image"
-                self.files = self.files or part_kind == "input_file"
+                if part_kind == "input_file":
+                    self.files = True
+                    self.other_files = self.other_files or file_text(part) is None
 
     @property
     def tokens(self) -> int:
@@ -125,7 +131,7 @@ def unmet(route: str, candidate: Candidate, needs: Needs, *, serial: bool = Fals
     parallel = needs.parallel_tool_calls and not serial
     checks = (
         ("images", needs.images and not has.images, "image input", "input"),
-        ("files", needs.files and not has.files, "file input", "input"),
+        ("files", _reads_files(candidate, needs) and not has.files, "file input", "input"),
         ("reasoning", needs.reasoning and not has.reasoning, "reasoning", "reasoning"),
         ("tool_calls", needs.tool_calls and not has.tool_calls, "tool calls", "tools"),
         (
@@ -167,3 +173,11 @@ def _missing(route: str, candidate: Candidate, what: str, param: str) -> Invalid
         param=param,
         code=CAPABILITY_MISSING,
     )
+
+
+def _reads_files(candidate: Candidate, needs: Needs) -> bool:
+    """Whether ``candidate``'s model is given files to read: any file, but for a backend
+    giving text files as text (:mod:`stateway.core.text_files`), only other files."""
+    if candidate.backend.inlines_text_files:
+        return needs.other_files
+    return needs.files
