@@ -2,6 +2,8 @@ from pathlib import Path
 
 import pytest
 
+from stateway.app.generation import build_backend
+from stateway.backends.admission import WaitingRoom
 from stateway.config import ConfigError, Overrides, ServerConfig, backend_api_key, load_config
 
 EMPTY_ENV: dict[str, str] = {}
@@ -309,6 +311,30 @@ def test_context_window_is_a_positive_backend_setting(tmp_path: Path) -> None:
     bad = write(tmp_path, '[[backends]]\nname = "b"\nurl = "http://h/v1"\ncontext_window = 0\n')
     with pytest.raises(ConfigError, match="context_window"):
         load_config(Overrides(config=bad), EMPTY_ENV)
+
+
+@pytest.mark.parametrize(
+    ("url", "setting", "least"),
+    [
+        ("https://api.openai.com/v1", "", 16),
+        ("https://API.openai.com:443/v1", "", 16),
+        ("https://api.openai.com/v1", "min_output_tokens = 1\n", 1),
+        ("http://gpu:8000/v1", "", 1),
+        ("http://gpu:8000/v1", "min_output_tokens = 32\n", 32),
+        ("https://api.openai.com.example/v1", "", 1),
+    ],
+)
+async def test_the_least_output_budget_is_hosted_openais_only_on_its_host(
+    tmp_path: Path, url: str, setting: str, least: int
+) -> None:
+    table = f'[[backends]]\nname = "b"\nurl = "{url}"\napi = "responses"\n{setting}'
+    backend = load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV).backends[0]
+    assert backend.least_output_tokens() == least
+    built = build_backend(backend, WaitingRoom(1))
+    try:
+        assert built.min_output_tokens == least
+    finally:
+        await built.aclose()
 
 
 def test_cache_salt_is_off_unless_a_backend_salts_per_tenant(tmp_path: Path) -> None:

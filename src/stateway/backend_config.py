@@ -4,6 +4,7 @@ they serve, and the limits of a call to them."""
 from __future__ import annotations
 
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -12,6 +13,10 @@ from stateway.backends.reasoning_efforts import NONE, Effort
 from stateway.config_section import Section
 from stateway.core.headers import is_header_name, is_header_value
 from stateway.tool_config import checked_gateway_tools
+
+HOSTED_OPENAI_HOST = "api.openai.com"
+HOSTED_OPENAI_LEAST_OUTPUT = 16
+"""Hosted OpenAI's Responses API refuses a ``max_output_tokens`` under 16 (a 400)."""
 
 
 class BackendConfig(Section):
@@ -41,11 +46,13 @@ class BackendConfig(Section):
     back in. Default both: llama.cpp and SGLang read ``reasoning_content``, current vLLM
     only ``reasoning``, each ignoring the other. A server that refuses one (Cerebras
     refuses ``reasoning_content``) gets the other; ``[]`` leaves earlier reasoning out."""
-    min_output_tokens: int = Field(default=1, ge=1)
+    min_output_tokens: int | None = Field(default=None, ge=1)
     """Responses upstreams: the least ``max_output_tokens`` the server takes (hosted
     OpenAI refuses one under 16 with a 400; vLLM takes any). A later round of the gateway's
     tool loop left less of a response's budget is not asked: the response ends
-    ``incomplete`` (``max_output_tokens``), as when nothing is left. Default: any."""
+    ``incomplete`` (``max_output_tokens``), as when nothing is left. Default: hosted
+    OpenAI's 16 for a ``url`` on ``api.openai.com``, any elsewhere
+    (:meth:`least_output_tokens`)."""
     anthropic_version: str = Field(default="2023-06-01", min_length=1)
     """Anthropic upstreams: the ``anthropic-version`` header sent on every call."""
     default_max_tokens: int = Field(default=4096, ge=1)
@@ -105,6 +112,13 @@ class BackendConfig(Section):
     """Gateway-owned tools (Responses-shaped ``mcp`` / ``web_search`` tools) offered to
     every model of this backend on the Chat Completions and Messages frontends, whose
     clients cannot declare them; they run in hidden rounds (``core/hidden.py``)."""
+
+    def least_output_tokens(self) -> int:
+        """``min_output_tokens`` as set, else as the server at ``url`` is known to take."""
+        if self.min_output_tokens is not None:
+            return self.min_output_tokens
+        host = urlsplit(self.url).hostname
+        return HOSTED_OPENAI_LEAST_OUTPUT if host == HOSTED_OPENAI_HOST else 1
 
     @field_validator("gateway_tools")
     @classmethod

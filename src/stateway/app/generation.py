@@ -51,7 +51,7 @@ BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
     "responses": lambda client, config: OpenAIResponsesBackend(
         client,
         cache_salted=config.cache_salt is not None,
-        min_output_tokens=config.min_output_tokens,
+        min_output_tokens=config.least_output_tokens(),
     ),
     "anthropic": lambda client, config: AnthropicBackend(
         client, AnthropicOptions(config.default_max_tokens, config.thinking)
