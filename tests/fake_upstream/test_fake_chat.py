@@ -234,6 +234,22 @@ def test_reasoning(client: OpenAI) -> None:
     assert _content(chunks) == "Hello! You said: hi"
 
 
+def test_reasoning_in_think_tags(client: OpenAI) -> None:
+    """``[[think]]``: the reasoning opens the content between ``<think>`` tags, as a
+    server without a reasoning parser passes on what the model wrote; no reasoning field."""
+    text = "hi [[reason:Let me think.]] [[think]]"
+    message = _ask(client, text).choices[0].message
+    assert message.content == "<think>\nLet me think.\n</think>\n\nHello! You said: hi"
+    assert "reasoning_content" not in (message.model_extra or {})
+    chunks = _stream(client, text)
+    assert _content(chunks) == message.content
+    assert not any((c.choices[0].delta.model_extra or {}) for c in chunks if c.choices)
+    called = _ask(client, "[[reason:Tools.]] [[think]] [[tool:f:{}]]").choices[0].message
+    assert called.content == "<think>\nTools.\n</think>\n\n"
+    assert called.tool_calls is not None
+    assert _ask(client, "hi [[think]]").choices[0].message.content == "Hello! You said: hi"
+
+
 def test_words_and_length(client: OpenAI) -> None:
     completion = _ask(client, "[[words:300]]")
     assert completion.choices[0].message.content == " ".join(f"w{i}" for i in range(1, 301))

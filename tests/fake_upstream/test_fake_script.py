@@ -17,12 +17,13 @@ def test_plain_text_has_no_directives() -> None:
 
 def test_every_directive_combined() -> None:
     script = parse_script(
-        'before [[echo]][[length]] [[tool:get_weather:{"city": "Paris"}]] [[interleave]] '
+        'before [[echo]][[length]] [[tool:get_weather:{"city": "Paris"}]] [[interleave]] [[think]] '
         "[[reason:think first]] [[error:503]] [[cut:3]] [[slow:25]] [[words:7]] after"
     )
     assert script.echo
     assert script.length
     assert script.interleave
+    assert script.think
     assert script.tools == [ToolDirective("get_weather", '{"city": "Paris"}')]
     assert script.reasoning == "think first"
     assert (script.error, script.cut, script.slow_ms, script.words) == (503, 3, 25, 7)

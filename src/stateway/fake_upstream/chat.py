@@ -2,7 +2,8 @@
 
 Parses ``messages`` into a :class:`Conversation` and renders a :class:`Plan` as a
 ``chat.completion`` object or as ``chat.completion.chunk`` SSE frames ending in
-``data: [DONE]``; ``stop`` strings end the text as vLLM ends it. With ``system_first`` it
+``data: [DONE]``; ``stop`` strings end the text as vLLM ends it; ``[[think]]`` writes the
+reasoning in the content between ``<think>`` tags (:func:`tagged`). With ``system_first`` it
 refuses, as many open models' chat templates make vLLM do (400), a ``system`` or
 ``developer`` message anywhere but first; with ``reasoning_efforts``, a
 ``reasoning_effort`` outside them, as vLLM's request model refuses one (400: releases
@@ -145,6 +146,15 @@ def _stop(given: Any) -> tuple[str, ...]:
     raise invalid_request("'stop' must be a string or a list of strings.", "stop")
 
 
+def tagged(plan: Plan) -> Plan:
+    """``plan`` as a server without a reasoning parser answers it (``[[think]]``): the
+    reasoning first in the content, between ``<think>`` tags, as the model wrote it."""
+    if not (plan.think_tags and plan.reasoning):
+        return plan
+    thought = word_chunks(f"<think>\n{plan.reasoning_text}\n</think>\n\n")
+    return replace(plan, reasoning=[], text=[*thought, *plan.text])
+
+
 def stopped(request: ChatRequest, plan: Plan) -> tuple[Plan, str | None]:
     """``plan`` ended before the first ``stop`` string its text holds, and that string
     (what vLLM names as the choice's ``stop_reason``); the calls after it are not made."""
@@ -220,7 +230,7 @@ def _usage(plan: Plan) -> dict[str, Any]:
 
 def completion(request: ChatRequest, plan: Plan) -> dict[str, Any]:
     """The non-streamed ``chat.completion`` object."""
-    plan, sequence = stopped(request, plan)
+    plan, sequence = stopped(request, tagged(plan))
     message: dict[str, Any] = {
         "role": "assistant",
         "content": plan.content if plan.text or not (plan.tool_calls or plan.refusal) else None,
@@ -264,7 +274,7 @@ def _logprobs(request: ChatRequest, words: list[str]) -> dict[str, Any] | None:
 
 def completion_frames(request: ChatRequest, plan: Plan) -> Iterator[Frame]:
     """The ``chat.completion.chunk`` SSE frames, ``[DONE]`` included."""
-    plan, sequence = stopped(request, plan)
+    plan, sequence = stopped(request, tagged(plan))
     # Every chunk shares its envelope, so only the delta is serialised per chunk.
     envelope = b'data: {"id":"%s","object":"chat.completion.chunk","created":%d,"model":%s' % (
         new_id("chatcmpl-").encode(),

@@ -85,6 +85,9 @@ class Plan:
     interleave: bool = False
     """The tool calls' streamed fragments are interleaved (``[[interleave]]``; the Chat
     wire only)."""
+    think_tags: bool = False
+    """The reasoning goes in the content, between ``<think>`` tags (``[[think]]``; the Chat
+    wire only)."""
 
     @property
     def reasoning_text(self) -> str:
@@ -185,6 +188,7 @@ def build_plan(conversation: Conversation, script: Script, max_tokens: int | Non
         script.hidden,
         stop_reason=script.stop,
         interleave=script.interleave,
+        think_tags=script.think,
     )
 
 

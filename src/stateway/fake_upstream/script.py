@@ -16,6 +16,10 @@ Grammar (names are lower case, no spaces inside the brackets)::
     [[item:JSON]]         on the Responses wire, also output the item JSON (an object) whole,
                           its ``id`` given if missing (repeatable; the Chat wire ignores it)
     [[reason:TEXT]]       emit TEXT as reasoning first (repeatable, joined by a space)
+    [[think]]             on the Chat wire, write the reasoning in the content instead, first,
+                          between ``<think>`` and ``</think>`` (then a blank line), as a
+                          server without a reasoning parser passes on what an open reasoning
+                          model wrote (the other wires ignore it)
     [[hidden]]            on the Responses wire, hide the reasoning as OpenAI's reasoning
                           models do: no ``content``; its text as the ``summary`` only when
                           ``reasoning.summary`` is set; ``encrypted_content`` when included
@@ -92,7 +96,7 @@ _OPEN = "[["
 _CLOSE = "]]"
 _HEAD = re.compile(r"([a-z]+)(:|\]\])")
 _TOOL_NAME = re.compile(r"([A-Za-z0-9_.\-]+):")
-_FLAGS = frozenset({"echo", "length", "hidden", "interleave", "llamacpp", "reported"})
+_FLAGS = frozenset({"echo", "length", "hidden", "think", "interleave", "llamacpp", "reported"})
 _INTEGERS = {
     "error": "error",
     "cut": "cut",
@@ -128,6 +132,7 @@ class Script:
     echo: bool = False
     length: bool = False
     hidden: bool = False
+    think: bool = False
     interleave: bool = False
     llamacpp: bool = False
     reported: bool = False
