@@ -28,13 +28,25 @@ def text_tokens(given: Any, message: dict[str, Any]) -> list[Item] | None:
     calls = message.get("tool_calls")
     if not tokens or not content or bool(reasoning) == bool(calls):
         return tokens
+    return _spelling(tokens, content, ending=bool(reasoning))
+
+
+def ending_tokens(tokens: list[Item], spelled: str) -> list[Item]:
+    """The least run of ``tokens`` ending them whose text holds ``spelled`` (all of them
+    when none does): the tokens of a text that came after others (reasoning, say)."""
+    return _spelling(tokens, spelled, ending=True)
+
+
+def _spelling(tokens: list[Item], content: str, *, ending: bool) -> list[Item]:
+    """The least run of ``tokens`` ending them (``ending``), else beginning them, whose
+    text holds ``content``; all of them when none does."""
     spelled = ""
-    ordered = tokens[::-1] if reasoning else tokens
+    ordered = tokens[::-1] if ending else tokens
     for taken, token in enumerate(ordered, 1):
-        spelled = token["token"] + spelled if reasoning else spelled + token["token"]
+        spelled = token["token"] + spelled if ending else spelled + token["token"]
         if len(spelled) >= len(content):
             if content not in spelled:
                 return tokens
             kept = ordered[:taken]
-            return kept[::-1] if reasoning else kept
+            return kept[::-1] if ending else kept
     return tokens
