@@ -278,6 +278,29 @@ def test_unusable_reasoning_efforts_are_refused_by_name(
     assert fragment in str(refused.value)
 
 
+def test_think_tags_are_read_only_when_a_chat_backend_asks(tmp_path: Path) -> None:
+    table = '[[backends]]\nname = "vllm"\nurl = "http://gpu:8000/v1"\n'
+    config = load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV)
+    assert config.backends[0].think_tags is False  # content as the model wrote it
+    path = write(tmp_path, table + "think_tags = true\n")
+    assert load_config(Overrides(config=path), EMPTY_ENV).backends[0].think_tags is True
+
+
+@pytest.mark.parametrize(
+    ("lines", "fragment"),
+    [
+        ('think_tags = "maybe"\n', "backends.0.think_tags: Input should be a valid boolean"),
+        ('api = "responses"\nthink_tags = true\n', "only a chat upstream's content is read"),
+        ('api = "anthropic"\nthink_tags = true\n', "only a chat upstream's content is read"),
+    ],
+)
+def test_unusable_think_tags_are_refused_by_name(tmp_path: Path, lines: str, fragment: str) -> None:
+    table = '[[backends]]\nname = "vllm"\nurl = "http://gpu:8000/v1"\n' + lines
+    with pytest.raises(ConfigError) as refused:
+        load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV)
+    assert fragment in str(refused.value)
+
+
 KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="  # bytes 0..31
 OTHER_KEY = "HxwdHh8AAQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRo="
 

@@ -70,6 +70,16 @@ async def test_earlier_reasoning_goes_back_in_the_fields_the_backend_names(
     assert assistant["tool_calls"][0]["id"] == "c1"
 
 
+async def test_earlier_reasoning_goes_back_in_its_fields_not_in_think_tags(
+    loopback: Loopback,
+) -> None:
+    """A backend reading reasoning from ``<think>`` tags sends it back as any other: in
+    the fields, the content without tags."""
+    assistant = await sent_assistant(loopback, think_tags=True)
+    assert (assistant["reasoning_content"], assistant["reasoning"]) == ("hmm", "hmm")
+    assert "<think>" not in orjson.dumps(assistant).decode()
+
+
 def test_only_the_fields_servers_read_are_taken() -> None:
     with pytest.raises(ValidationError, match="reasoning_fields"):
         BackendConfig(name="up", url="http://x", reasoning_fields=["thinking"])

@@ -5,13 +5,32 @@ a partial tag."""
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
+import orjson
+import pytest
+from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from stateway.app.generation import BACKEND_APIS
+from stateway.backend_config import BackendConfig
 from stateway.backends.think_tags import CLOSE, OPEN, TaggedReply, ThinkTags
-from stateway.core.inference import Delta, Finish, ReasoningDelta, TextDelta, ToolCallDelta
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_target import UpstreamTarget
+from stateway.core.commands import GenerationSettings
+from stateway.core.inference import (
+    Delta,
+    Finish,
+    InferenceRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+)
 from stateway.core.items import Item
+from stateway.core.ports import Backend, ChatForwarder
+from tests.backends.conftest import Loopback
 
 
 def whole(content: str) -> tuple[str, str]:
@@ -175,3 +194,104 @@ def test_what_is_held_comes_before_a_call_or_the_finish() -> None:
         call,
         Finish("tool_calls"),
     ]
+
+
+CHUNKS: list[dict[str, Any]] = [
+    {"role": "assistant", "content": ""},
+    {"content": "<thi"},
+    {"content": "nk>\nPlan"},
+    {"reasoning_content": "(a field) ", "content": "ned.</th"},
+    {"content": "ink>\n\n"},
+    {"content": "Done."},
+]
+
+
+async def serve_stream(loopback: Loopback, deltas: list[dict[str, Any]]) -> str:
+    async def answer(incoming: web.Request) -> web.StreamResponse:
+        reply = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await reply.prepare(incoming)
+        for delta in [*deltas, {}]:
+            finish = None if delta else "stop"
+            chunk = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            await reply.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        await reply.write(b"data: [DONE]\n\n")
+        return reply
+
+    return await loopback.serve(answer)
+
+
+async def serve_completion(loopback: Loopback, message: dict[str, Any]) -> str:
+    async def answer(incoming: web.Request) -> web.Response:
+        reason = "tool_calls" if message.get("tool_calls") else "stop"
+        choice = {"index": 0, "message": message, "finish_reason": reason}
+        return web.json_response({"choices": [choice]})
+
+    return await loopback.serve(answer)
+
+
+async def answered(
+    loopback: Loopback, url: str, *, stream: bool, **config: Any
+) -> tuple[Backend, list[Delta]]:
+    settings = BackendConfig(name="up", url=url, **config)
+    client = loopback.adopt(UpstreamClient(UpstreamTarget("up", url)))
+    backend = BACKEND_APIS["chat"](client, settings)
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]}
+    request = InferenceRequest("m", None, [user], GenerationSettings(), stream=stream)
+    return backend, [delta async for delta in backend.infer(request)]
+
+
+async def test_a_streamed_replys_tags_are_taken_out_of_its_text(loopback: Loopback) -> None:
+    url = await serve_stream(loopback, CHUNKS)
+    backend, deltas = await answered(loopback, url, stream=True, think_tags=True)
+    assert deltas == [
+        ReasoningDelta("\nPlan"),
+        ReasoningDelta("(a field) "),
+        ReasoningDelta("ned."),
+        TextDelta("Done."),
+        Finish("stop"),
+    ]
+    assert not isinstance(backend, ChatForwarder)  # answers relayed untouched keep tags
+
+
+async def test_without_think_tags_the_content_is_the_text_as_written(loopback: Loopback) -> None:
+    url = await serve_stream(loopback, CHUNKS)
+    backend, deltas = await answered(loopback, url, stream=True)
+    text = "".join(delta.text for delta in deltas if type(delta) is TextDelta)
+    assert text == "<think>\nPlanned.</think>\n\nDone."
+    assert isinstance(backend, ChatForwarder)
+
+
+async def test_a_whole_replys_tags_are_taken_out_of_its_text(loopback: Loopback) -> None:
+    message = {
+        "role": "assistant",
+        "content": "\n<think>Sum it.</think>\n\nIt is 4.",
+        "reasoning_content": "(a field)",
+    }
+    url = await serve_completion(loopback, message)
+    _, deltas = await answered(loopback, url, stream=False, think_tags=True)
+    assert deltas == [
+        ReasoningDelta("(a field)"),
+        ReasoningDelta("Sum it."),
+        TextDelta("It is 4."),
+        Finish("stop"),
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_reply_with_tool_calls_keeps_them(loopback: Loopback, stream: bool) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    content = "<think>A tool.</think>\n\n"
+    if stream:
+        url = await serve_stream(loopback, [{"content": content}, {"tool_calls": [call]}])
+    else:
+        message = {"role": "assistant", "content": content, "tool_calls": [call]}
+        url = await serve_completion(loopback, message)
+    _, deltas = await answered(loopback, url, stream=stream, think_tags=True)
+    assert deltas[:2] == [ReasoningDelta("A tool."), ToolCallDelta(0, "c1", "f", "{}")]
+    assert not any(type(delta) is TextDelta for delta in deltas)
+
+
+@pytest.mark.parametrize("api", ["responses", "anthropic"])
+def test_only_a_chat_backend_reads_think_tags(api: str) -> None:
+    with pytest.raises(ValidationError, match="only a chat upstream's content"):
+        BackendConfig(name="up", url="http://x", api=api, think_tags=True)

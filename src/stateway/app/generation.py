@@ -11,7 +11,7 @@ from stateway.backend_config import BackendConfig
 from stateway.backends.admission import WaitingRoom
 from stateway.backends.anthropic import AnthropicBackend
 from stateway.backends.anthropic_request import AnthropicOptions
-from stateway.backends.openai_chat import OpenAIChatBackend
+from stateway.backends.openai_chat import ChatBackend, OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
@@ -39,7 +39,7 @@ from stateway.search import build_search_provider
 from stateway.stage_loader import load_chain
 
 BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
-    "chat": lambda client, config: OpenAIChatBackend(
+    "chat": lambda client, config: (ChatBackend if config.think_tags else OpenAIChatBackend)(
         client,
         config.max_tokens_field,
         config.guided_decoding,
@@ -47,6 +47,7 @@ BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
         reasoning_efforts=tuple(config.reasoning_efforts or ()),
         reasoning_fields=tuple(config.reasoning_fields),
         cache_salted=config.cache_salt is not None,
+        think_tags=config.think_tags,
     ),
     "responses": lambda client, config: OpenAIResponsesBackend(
         client,

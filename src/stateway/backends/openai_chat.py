@@ -12,7 +12,11 @@ A streamed call's name reaches the core whole, however the upstream splits or re
 Item and tool types the gateway does not model cannot be carried
 (``carries_unknown_types`` is False). With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
-(:mod:`stateway.backends.guided_decoding`). With ``reasoning_efforts``, an effort the
+(:mod:`stateway.backends.guided_decoding`). With ``think_tags``, reasoning a reply's
+content holds between ``<think>`` tags is taken out of its text as reasoning
+(:mod:`stateway.backends.think_tags`): such a backend is a :class:`ChatBackend`, which
+forwards no Chat Completions request untouched (its answers need rewriting); any other is
+an :class:`OpenAIChatBackend`, which does (the fast path). With ``reasoning_efforts``, an effort the
 server does not take is sent at its nearest level, on the fast path too
 (:mod:`stateway.backends.reasoning_efforts`), as is ``alternate_roles``' one user message
 for each run of them (:mod:`stateway.backends.chat_system_messages`). With
@@ -39,6 +43,7 @@ from stateway.backends.chat_usage import from_chat_usage
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
 from stateway.backends.model_windows import server_windows
 from stateway.backends.reasoning_efforts import effort_levels, level_sent
+from stateway.backends.think_tags import TaggedReply, untagged
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_relay import UpstreamRelay
@@ -68,7 +73,9 @@ CARRIED = (
 """Custom tool calls and their outputs reach the model as function calls (``model_items``)."""
 
 
-class OpenAIChatBackend:
+class ChatBackend:
+    """A Chat Completions upstream, every call translated from a round's request."""
+
     carried_item_types = CARRIED
     carried_part_types: Mapping[str, frozenset[str]] = {
         "user": TEXT_PARTS | {"input_image"},
@@ -93,6 +100,7 @@ class OpenAIChatBackend:
         reasoning_efforts: tuple[str, ...] | None = None,
         reasoning_fields: tuple[str, ...] = REASONING_FIELDS,
         cache_salted: bool = False,
+        think_tags: bool = False,
     ) -> None:
         self._client = client
         self._target = client.target
@@ -108,6 +116,8 @@ class OpenAIChatBackend:
         self._reasoning_fields = reasoning_fields
         """The assistant message fields earlier reasoning is sent back in."""
         self._guided = guided_decoding
+        self._think_tags = think_tags
+        """Reasoning in the content between ``<think>`` tags is taken out of the text."""
         self.cache_salted = cache_salted
         """Each call carries its tenant's ``cache_salt``."""
         self._tokenizer = UpstreamTokenizer(client)
@@ -136,12 +146,15 @@ class OpenAIChatBackend:
         async with self._client.post("/chat/completions", body, first_output=waiting) as reply:
             if not request.stream or reply.whole:
                 data = await reply.read()
-                for delta in self._decode_completion(data, tokens, request.answered):
+                answer = self._decode_completion(data, tokens, request.answered)
+                for delta in TaggedReply().split(answer) if self._think_tags else answer:
                     yield delta
                 return
             finished: bool | None = None  # None until the first delta
             answered = request.answered  # a traced attempt's: noted from the chunks
             decode = self._decode_chunk if answered is None else self._noting(answered)
+            if self._think_tags:
+                decode = untagged(decode)
             calls: CallNames | None = None  # made at the first call fragment
             async for event in reply.events():
                 if event.event == "error":  # an error line (:mod:`stateway.backends.sse`)
@@ -222,6 +235,34 @@ class OpenAIChatBackend:
                 payload["error"], self.name, self._client.scrub, mid_stream=mid_stream
             )
 
+    def full(self, pending: int = 0) -> bool:
+        return self._client.full(pending)
+
+    async def list_models(self) -> list[str]:
+        return await self._client.list_models()
+
+    async def advertised_windows(self) -> AdvertisedWindows:
+        return await server_windows(self._client)
+
+    async def count_tokens(self, request: InferenceRequest) -> int | None:
+        """The upstream tokenizer's count (:mod:`stateway.backends.tokenizer`)."""
+        return await self._tokenizer.count(
+            to_upstream(
+                request,
+                alternate_roles=self._alternate,
+                reasoning_fields=self._reasoning_fields,
+            )
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class OpenAIChatBackend(ChatBackend):
+    """A Chat Completions upstream whose answers need no rewriting (no ``think_tags``):
+    also a :class:`~stateway.core.ports.ChatForwarder`, a Chat Completions request going
+    to it untouched where its route allows (the fast path)."""
+
     async def forward_chat(self, body: bytes) -> UpstreamRelay:
         """The stateless fast path: ``body`` as the client sent it (given the backend's
         ``extra_body`` fields it does not set, its effort at a level the server takes, and
@@ -246,28 +287,6 @@ class OpenAIChatBackend:
         if merged is not messages:
             fields["messages"] = merged
         return orjson.dumps(self._target.filled(fields))
-
-    def full(self, pending: int = 0) -> bool:
-        return self._client.full(pending)
-
-    async def list_models(self) -> list[str]:
-        return await self._client.list_models()
-
-    async def advertised_windows(self) -> AdvertisedWindows:
-        return await server_windows(self._client)
-
-    async def count_tokens(self, request: InferenceRequest) -> int | None:
-        """The upstream tokenizer's count (:mod:`stateway.backends.tokenizer`)."""
-        return await self._tokenizer.count(
-            to_upstream(
-                request,
-                alternate_roles=self._alternate,
-                reasoning_fields=self._reasoning_fields,
-            )
-        )
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
 
 def _alternated(messages: object) -> object:
