@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from stateway.backends.chat_reply import from_upstream_chunk, from_upstream_completion
 from stateway.backends.chat_request import to_upstream as chat_to_upstream
-from stateway.backends.openai_chat import from_upstream_chunk, from_upstream_completion
 from stateway.backends.openai_responses import _StreamState, from_upstream_response
 from stateway.backends.responses_request import to_upstream as responses_to_upstream
 from stateway.backends.upstream_status import classify_status
