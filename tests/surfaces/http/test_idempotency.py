@@ -139,6 +139,23 @@ async def test_a_failed_attempt_is_not_remembered_and_its_retry_runs_again() -> 
     assert len(backend.requests) == 2
 
 
+async def test_a_stream_that_failed_before_its_output_is_not_remembered() -> None:
+    """A keyed stream answered with its HTTP error (it failed before any output) is a
+    failure, not an outcome: its retry runs again rather than replaying the failed
+    response's log as a 200 stream."""
+    backend = ScriptedBackend([UpstreamUnavailable("down")])
+    app = build(backend)
+    failed = await post(app, "/v1/responses", STREAM)
+    assert (failed.status, failed.json()["error"]["code"]) == (502, "upstream_unavailable")
+
+    backend.script = [TextDelta("a"), Finish("stop")]
+    retried = await post(app, "/v1/responses", STREAM)
+
+    assert retried.status == 200
+    assert events(retried.body)[-1]["type"] == "response.completed"
+    assert len(backend.requests) == 2
+
+
 async def test_answers_whose_outcomes_cannot_be_stored_are_still_given() -> None:
     """Redis going away while keyed requests run: each answers as it ran (the response
     generated and stored, the upstream's error), not with a 503 whose retry would run a

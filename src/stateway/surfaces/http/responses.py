@@ -40,7 +40,14 @@ from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.run_answers import started, wait_for_output, wait_watched
-from stateway.surfaces.http.sse import KEEPALIVE_INTERVAL, Chunks, Opening, SSEResponse, Watcher
+from stateway.surfaces.http.sse import (
+    KEEPALIVE_INTERVAL,
+    Chunks,
+    Opening,
+    SSEResponse,
+    Watcher,
+    held,
+)
 from stateway.surfaces.http.transport import (
     JSONResponse,
     error_response,
@@ -109,14 +116,17 @@ class ResponsesRoutes:
                 command.replayable = command.stream
                 run = await self._gateway.execute(principal, command)
                 # A retry takes over from a client that left: leaving cancels nothing.
-                answer = await self._answer(scope, receive, command.stream, run, None)
-                if command.stream:
-                    await run.announced()  # a retry elsewhere must find it stored
-                    once.remember(response_id=run.id)
-                else:
+                if not command.stream:
+                    answer = await self._answer(scope, receive, False, run, None)
                     assert isinstance(answer, JSONResponse)
                     once.remember(bytes(answer.body))
-                return answer
+                    return answer
+                # A stream that fails before it opens is answered with its HTTP error:
+                # raised here, a failure, which leaves no outcome for a retry to replay.
+                await held(_opening(run), self._keepalive)
+                await run.announced()  # a retry elsewhere must find it stored
+                once.remember(response_id=run.id)
+                return await self._answer(scope, receive, True, run, None, opened=True)
             outcome = once.outcome
         if outcome.response_id is None:
             return idempotency.replayed(outcome)
@@ -130,17 +140,20 @@ class ResponsesRoutes:
         stream: bool,
         run: Run,
         on_disconnect: Callable[[], None] | None,
+        *,
+        opened: bool = False,
     ) -> ASGIApp:
         """``run``'s answer; ``on_disconnect``: what its client leaving does (None:
-        nothing)."""
+        nothing); ``opened``: a stream's opening was waited for already."""
+        opening = None if opened else _opening(run)
         if run.journal is not None and run.state.background:  # detached from this request
-            return await self._background(run, run.journal, scope, stream=stream)
+            return await self._background(run, run.journal, scope, stream, opening)
         if stream:
             sent = _Sent(0)
             return SSEResponse(
                 _frames(run, sent),
                 on_disconnect or _stay,
-                opening=partial(wait_for_output, run),
+                opening=opening,
                 keepalive=self._keepalive,
                 error_response=partial(error_answer, scope),
                 ending=sent.ending,
@@ -154,12 +167,13 @@ class ResponsesRoutes:
         return JSONResponse(encode_response(run.state))
 
     async def _background(
-        self, run: Run, journal: RunJournal, scope: Scope, *, stream: bool
+        self, run: Run, journal: RunJournal, scope: Scope, stream: bool, opening: Opening | None
     ) -> Response:
         """A background response is answered once it is stored: as first announced, or as
-        a stream a disconnect does not cancel (the client resumes with ``starting_after``)."""
+        a stream a disconnect does not cancel (the client resumes with ``starting_after``),
+        opened once ``opening`` passed."""
         if stream:
-            return self._watching(LiveWatch(run, journal), scope, partial(_accepted, run))
+            return self._watching(LiveWatch(run, journal), scope, opening)
         await _accepted(run)
         return JSONResponse(encode_response(run.state, snapshot=True))
 
@@ -254,6 +268,14 @@ async def _accepted(run: Run) -> None:
         break
     if not isinstance(run.events[0], ev.ResponseCreated) and run.error is not None:
         raise run.error
+
+
+def _opening(run: Run) -> Opening:
+    """What a stream of ``run`` waits for before its status line: a background run's
+    stored row, any other's first output; either raising the run's HTTP error."""
+    if run.journal is not None and run.state.background:
+        return partial(_accepted, run)
+    return partial(wait_for_output, run)
 
 
 def _stay() -> None:

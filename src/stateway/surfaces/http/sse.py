@@ -57,6 +57,16 @@ Opening = Callable[[], Awaitable[None]]
 :class:`GatewayError` it raises is answered with its own status instead of a stream."""
 
 
+async def held(opening: Opening, keepalive: float) -> None:
+    """Await ``opening`` for at most ``keepalive`` seconds, as a stream holds its status
+    line: the :class:`GatewayError` it raises meanwhile is raised."""
+    try:
+        with Deadline(keepalive):
+            await opening()
+    except TimeoutError:
+        pass
+
+
 @dataclass(frozen=True, slots=True)
 class Watcher:
     """What makes a stream a watcher of a log it does not drive (a background run): it
@@ -279,11 +289,7 @@ class SSEResponse(Response):
         self._check_lag_at(asyncio.get_running_loop().time() + watcher.check_every)
 
     async def _hold(self, opening: Opening) -> None:
-        try:
-            with Deadline(self._keepalive):
-                await opening()
-        except TimeoutError:
-            pass
+        await held(opening, self._keepalive)
 
     async def _stream(self, frames: Chunks, send: Send) -> None:
         loop = asyncio.get_running_loop()
