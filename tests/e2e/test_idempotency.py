@@ -85,6 +85,25 @@ async def test_a_retried_stream_gets_the_same_response_and_events(
     assert sent_upstream(fake_upstream, marker) == 1
 
 
+async def test_a_stream_refused_before_its_output_is_retried_not_replayed(
+    gateway: str, fake_upstream: str
+) -> None:
+    """A keyed stream answered with its HTTP error is a failure: its retry runs again
+    (and gets the error again), rather than a 200 replay of the failed response's log."""
+    client = sdk(gateway)
+    marker = uuid.uuid4().hex
+    key = keyed(marker)
+
+    for _ in range(2):
+        with pytest.raises(openai.APIStatusError) as caught:
+            await client.responses.create(
+                model=MODEL, input=f"{marker} [[error:500]]", stream=True, extra_headers=key
+            )
+        assert caught.value.status_code == 502
+
+    assert sent_upstream(fake_upstream, marker) == 2
+
+
 @pytest.fixture
 def shared(redis_url: str, postgres_url: str, fake_upstream: str, tmp_path: Path) -> Any:
     """Two gateway processes over one PostgreSQL database and one Redis key prefix."""
