@@ -13,6 +13,7 @@ from stateway.core.inference import Finish, TextDelta
 from stateway.core.items import Item
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
+from stateway.core.reasoning import unwrapped, wrapped
 from stateway.core.references import has_references, resolve_references
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
@@ -74,6 +75,31 @@ async def test_a_reference_to_nothing_stored_is_a_404_naming_it() -> None:
     with pytest.raises(NotFound) as caught:
         await resolve(Stored({}), items)
     assert caught.value.param == "input[1]"
+
+
+SEALER = AesGcmSealer(bytes(range(32)))
+
+
+async def resolve_sealing(store: Stored, items: list[Item]) -> list[Item]:
+    return await resolve_references(store, "t", items, sealer=SEALER)  # type: ignore[arg-type]
+
+
+async def test_a_stored_upstream_seal_as_it_came_is_sealed_over_for_its_tenant() -> None:
+    """Releases before seals were sealed over stored an upstream's as it came (``sig``,
+    :data:`THOUGHT`'s). The item a reference or a textless item names is the tenant's
+    own, as a chain's items are, so its seal is sealed over for it, as a create stores it
+    now, and reaches the upstream (a request's own seal as it came is left out)."""
+    over = {**THOUGHT, "encrypted_content": wrapped(SEALER, "t", "sig")}
+    store = Stored({"rs_1": THOUGHT, "rs_2": over})
+    for given in ({"type": "item_reference", "id": "rs_1"}, bare(), bare(encrypted_content="sig")):
+        [item] = await resolve_sealing(store, [given])
+        assert unwrapped(SEALER, "t", item["encrypted_content"]) == "sig"
+        assert item["content"] == THOUGHT["content"]
+    for kept in ({"type": "item_reference", "id": "rs_2"}, bare(id="rs_2")):
+        assert await resolve_sealing(store, [kept]) == [over]
+    unmatched = bare(encrypted_content="another")  # no stored item's: left to the view
+    assert await resolve_sealing(store, [unmatched]) == [unmatched]
+    assert store.items["rs_1"] == THOUGHT  # not changed in place
 
 
 def said(text: str) -> Item:

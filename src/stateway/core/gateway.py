@@ -276,7 +276,7 @@ class Gateway:
             case CheckReadiness():
                 return await readiness(self._store, self.generations, self._results)
             case CountTokens(request=request):
-                request = await resolved(self._store, principal.tenant_id, request)
+                request = await resolved(self._store, principal.tenant_id, request, self._sealer)
                 with self.generations.lease() as generation:
                     return await self._starter.count(principal, request, generation)
             case CancelResponse(response_id=response_id):
@@ -297,7 +297,7 @@ class Gateway:
             case GetConfigStatus():
                 return self._served_reloads().status()
             case CompactResponse():
-                command = await resolved(self._store, principal.tenant_id, command)
+                command = await resolved(self._store, principal.tenant_id, command, self._sealer)
                 with self.generations.lease() as generation:
                     salt = self._salts.salt(principal.tenant_id)
                     compacted = await self._compaction.compact(
@@ -315,13 +315,17 @@ class Gateway:
             case ListConversationItems() | AddConversationItems() | GetConversationItem():
                 conversations = self._served_conversations()
                 if isinstance(command, AddConversationItems):
-                    command = await resolved_items(self._store, principal.tenant_id, command)
+                    command = await resolved_items(
+                        self._store, principal.tenant_id, command, self._sealer
+                    )
                 found = await conversations.execute(principal.tenant_id, command)
                 assert isinstance(found, ItemPage | dict)  # what these commands answer
                 return self._stored.included(found, command.include, principal)
             case CreateConversation():
                 conversations = self._served_conversations()
-                command = await resolved_items(self._store, principal.tenant_id, command)
+                command = await resolved_items(
+                    self._store, principal.tenant_id, command, self._sealer
+                )
                 return await conversations.execute(principal.tenant_id, command)
             case _:
                 return await self._served_conversations().execute(principal.tenant_id, command)
@@ -329,7 +333,7 @@ class Gateway:
     async def _create(self, principal: Principal, command: CreateResponse) -> Run:
         if self.runs.closing:
             raise ServerShuttingDown()
-        command = await resolved(self._store, principal.tenant_id, command)
+        command = await resolved(self._store, principal.tenant_id, command, self._sealer)
         if command.thread is None:  # the plain path
             run = await self._admit(principal, command)
         else:

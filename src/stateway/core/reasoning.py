@@ -93,6 +93,23 @@ def wrapped(sealer: Sealer, tenant_id: str, seal: str) -> str:
     return REDACTED + over if seal.startswith(REDACTED) else over
 
 
+def sealed_over(item: Item, sealer: Sealer | None, tenant_id: str) -> Item:
+    """A stored reasoning ``item`` of ``tenant_id`` with its upstream's seal as it came
+    (releases before 2026-12-02 stored it so) sealed over, as a create stores it now;
+    any other item as it is. Only for the tenant's own stored items: a seal as it came in
+    a request is anyone's (:mod:`stateway.core.compaction.view` leaves it out)."""
+    seal = item.get("encrypted_content")
+    if (
+        sealer is None
+        or item.get("type") != REASONING
+        or not isinstance(seal, str)
+        or not seal
+        or sealer.owns(seal.removeprefix(REDACTED))
+    ):
+        return item
+    return {**item, "encrypted_content": wrapped(sealer, tenant_id, seal)}
+
+
 def unwrapped(sealer: Sealer, tenant_id: str, blob: str) -> str | None:
     """The upstream's seal :func:`wrapped` sealed in ``blob`` (as an item keeps it), or
     None unless it was sealed here for ``tenant_id``, unaltered."""

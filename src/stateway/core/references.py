@@ -21,6 +21,11 @@ reads the input.
   Without it, the model would lose its reasoning (Chat upstreams), or an Anthropic
   upstream would refuse a signature with no thinking. When none is stored, the item goes
   on as it came.
+
+A stored reasoning item put in either way is the tenant's own, as a chain's items are: an
+upstream's seal it holds as it came (stored by a release before seals were sealed over)
+is sealed over for the tenant (:func:`~stateway.core.reasoning.sealed_over`), so that it
+reaches its upstream as a chain's does, where a request's own is left out.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from stateway.core.commands import CompactResponse, CreateResponse
 from stateway.core.conversations.commands import AddConversationItems, CreateConversation
 from stateway.core.errors import NotFound
 from stateway.core.items import REASONING, Item
-from stateway.core.ports import ResponseStore
+from stateway.core.ports import ResponseStore, Sealer
+from stateway.core.reasoning import sealed_over
 
 ITEM_REFERENCE = "item_reference"
 
@@ -40,12 +46,15 @@ Inputs = TypeVar("Inputs", CreateResponse, CompactResponse)
 """A command whose ``input`` items may stand for stored ones."""
 
 
-async def resolved(store: ResponseStore, tenant_id: str, command: Inputs) -> Inputs:
+async def resolved(
+    store: ResponseStore, tenant_id: str, command: Inputs, sealer: Sealer | None
+) -> Inputs:
     """``command`` with its input items that stand for stored ones replaced by what is
     stored (itself when none does)."""
     if not has_references(command.input):
         return command
-    return replace(command, input=await resolve_references(store, tenant_id, command.input))
+    items = await resolve_references(store, tenant_id, command.input, sealer=sealer)
+    return replace(command, input=items)
 
 
 def has_references(items: list[Item]) -> bool:
@@ -57,21 +66,28 @@ Adding = TypeVar("Adding", CreateConversation, AddConversationItems)
 there would name nothing once the conversation gives it an id of its own."""
 
 
-async def resolved_items(store: ResponseStore, tenant_id: str, command: Adding) -> Adding:
+async def resolved_items(
+    store: ResponseStore, tenant_id: str, command: Adding, sealer: Sealer | None
+) -> Adding:
     """``command`` with its items that stand for stored ones replaced, as a create's input
     (a reference that names nothing is a 404 naming ``items[i]``)."""
     if not has_references(command.items):
         return command
-    items = await resolve_references(store, tenant_id, command.items, "items")
+    items = await resolve_references(store, tenant_id, command.items, "items", sealer=sealer)
     return replace(command, items=items)
 
 
 async def resolve_references(
-    store: ResponseStore, tenant_id: str, items: list[Item], field: str = "input"
+    store: ResponseStore,
+    tenant_id: str,
+    items: list[Item],
+    field: str = "input",
+    *,
+    sealer: Sealer | None = None,
 ) -> list[Item]:
     """``items`` with every reference replaced by the stored item it names, and every
     textless reasoning item given its stored text (a copy); ``field`` names the list in a
-    404's ``param``."""
+    404's ``param``; ``sealer`` seals over a stored upstream seal as it came."""
     wanted = {item["id"] for item in items if _stands_for_stored(item) and _named(item)}
     if not wanted:
         return items
@@ -83,7 +99,8 @@ async def resolve_references(
             continue
         stored = found.get(item["id"]) if _named(item) else None
         if item["type"] == REASONING:
-            resolved.append(_with_stored_text(item, stored))
+            filled = _with_stored_text(item, stored)
+            resolved.append(item if filled is item else sealed_over(filled, sealer, tenant_id))
         elif stored is None:
             raise NotFound(
                 f"Item with id '{item['id']}' not found. Items are not persisted when "
@@ -92,7 +109,7 @@ async def resolve_references(
                 param=f"{field}[{index}]",
             )
         else:
-            resolved.append(dict(stored))
+            resolved.append(sealed_over(dict(stored), sealer, tenant_id))
     return resolved
 
 
