@@ -21,7 +21,7 @@ from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.migrator import HEAD_REVISION, MIGRATIONS_DIR, alembic_config
 from stateway.storage.sql.schema import metadata
 
-HEAD = "0009"
+HEAD = "0010"
 _HEAD_TABLES = {
     "responses",
     "items",
@@ -335,3 +335,45 @@ def test_0009_indexes_conversation_items_by_id_first_and_goes_back(sqlite_url: s
 
     command.downgrade(config, "0008")
     assert indexes_and_plan()[0] == ["ix_conversation_items_tenant_id_conversation_id_item_id"]
+
+
+_TRIGGER_ROWS = [
+    # position, body, deleted_at
+    (0, '{"type":"message","role":"user","content":"a \\"type\\":\\"compaction_trigger\\""}', None),
+    (1, '{"type":"compaction_trigger","id":"item_1"}', None),
+    (2, '{"id":"item_2","type":"compaction_trigger"}', None),
+    (3, '{"type":"compaction","id":"cmp_1","encrypted_content":"sw1.x"}', None),
+    (4, "", 2.0),
+]
+
+
+def test_0010_leaves_the_triggers_turns_appended_to_conversations_as_tombstones(
+    sqlite_url: str,
+) -> None:
+    """A conversation turn's ``compaction_trigger`` was appended with its input until
+    2026-12-04; no conversation item type is one, so listings showed an item the SDK
+    reads as a message. Each becomes a tombstone, as if deleted as it was appended: its
+    position still bounds a page. Nothing else changes."""
+    config = alembic_config(sqlite_url)
+    command.upgrade(config, "0009")
+    path = sqlite_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "INSERT INTO conversations (tenant_id, id, created_at, metadata, next_position)"
+            " VALUES ('t', 'conv_1', 1.0, '{}', 5)"
+        )
+        connection.executemany(
+            "INSERT INTO conversation_items (tenant_id, conversation_id, position, item_id,"
+            " created_at, body, deleted_at) VALUES ('t', 'conv_1', ?, ?, 1.5, ?, ?)",
+            [(position, f"i{position}", body, gone) for position, body, gone in _TRIGGER_ROWS],
+        )
+
+    command.upgrade(config, "0010")
+    with sqlite3.connect(path) as connection:
+        rows = connection.execute(
+            "SELECT position, body, deleted_at FROM conversation_items ORDER BY position"
+        ).fetchall()
+    assert rows == [_TRIGGER_ROWS[0], (1, "", 1.5), (2, "", 1.5), *_TRIGGER_ROWS[3:]]
+
+    command.downgrade(config, "0009")  # tombstones, which the older schema reads as such
+    assert sqlite_state(sqlite_url)[1] == ["0009"]
