@@ -119,10 +119,16 @@ async def test_stalled_upstream_gets_keep_alive_comments(served: str) -> None:
     assert data[-1]["type"] == "response.completed"
 
 
-def test_half_sent_body_is_a_408_within_seconds(served: str) -> None:
+MCP_ACCEPT = "Accept: application/json, text/event-stream\r\n"
+
+
+@pytest.mark.parametrize(
+    ("path", "extra"), [("/v1/responses", ""), ("/mcp", MCP_ACCEPT)], ids=["responses", "mcp"]
+)
+def test_half_sent_body_is_a_408_within_seconds(served: str, path: str, extra: str) -> None:
     host = served.removeprefix("http://")
     head = (
-        f"POST /v1/responses HTTP/1.1\r\nHost: {host}\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\n{extra}"
         "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
     )
     started = time.monotonic()
@@ -132,6 +138,47 @@ def test_half_sent_body_is_a_408_within_seconds(served: str) -> None:
     error = orjson.loads(reply.partition(b"\r\n\r\n")[2])["error"]
     assert set(error) == SHAPE
     assert error["code"] == "request_timeout"
+
+
+MAX_BODY_BYTES = 32 * 1024 * 1024  # [server] max_body_bytes, unchanged here
+
+
+def test_an_mcp_body_past_the_body_limit_is_a_413_as_on_every_route(served: str) -> None:
+    host = served.removeprefix("http://")
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: {host}\r\n{MCP_ACCEPT}"
+        f"Content-Type: application/json\r\nContent-Length: {MAX_BODY_BYTES + 1}\r\n\r\n"
+    )
+    reply = exchange(served, head.encode())
+    assert reply.startswith(b"HTTP/1.1 413 "), reply[:200]
+    error = orjson.loads(reply.partition(b"\r\n\r\n")[2])["error"]
+    assert set(error) == SHAPE
+    assert error["code"] == "request_too_large"
+
+
+async def test_an_mcp_body_within_the_body_limit_is_served(served: str) -> None:
+    """Larger than the ``mcp`` SDK's own default (4 MiB): the gateway's limit is the one."""
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"experimental": {"padding": {"text": "x" * (5 * 1024 * 1024)}}},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{served}/mcp", json=initialize, headers=headers) as response,
+    ):
+        assert response.status == 200, await response.text()
+        session_id = response.headers["mcp-session-id"]
+        await response.read()
+        ended = {"mcp-session-id": session_id, "mcp-protocol-version": "2025-11-25"}
+        async with session.delete(f"{served}/mcp", headers=ended) as closed:
+            assert closed.status == 200
 
 
 def counted(url: str, route: str) -> dict[str, float]:
@@ -148,12 +195,14 @@ def counted(url: str, route: str) -> dict[str, float]:
         "/v1/responses/input_tokens",
         "/v1/messages/count_tokens",
         "/v1/conversations",
+        "/mcp",
     ],
 )
 def test_a_client_gone_mid_body_is_counted_499_and_logs_no_error(
     served: str, served_log: Path, path: str
 ) -> None:
     logged_before = len(served_log.read_text())
+    counted_before = counted(served, path)  # the module's other tests' requests to it
     host = served.removeprefix("http://")
     head = (
         f"POST {path} HTTP/1.1\r\nHost: {host}\r\n"
@@ -163,10 +212,11 @@ def test_a_client_gone_mid_body_is_counted_499_and_logs_no_error(
     with socket.create_connection((name, int(port))) as sock:
         sock.sendall(head.encode() + b'{"model": ')
     deadline = time.monotonic() + 10
-    while not (statuses := counted(served, path)):
+    while (statuses := counted(served, path)) == counted_before:
         assert time.monotonic() < deadline, "the request was never counted"
         time.sleep(0.02)
-    assert statuses == {"499": 1.0}
+    added = {s: n - counted_before.get(s, 0.0) for s, n in statuses.items()}
+    assert {s: n for s, n in added.items() if n} == {"499": 1.0}
     log = logged_after(served, served_log)[logged_before:]
     assert "ERROR" not in log
     assert "Traceback" not in log

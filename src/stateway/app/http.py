@@ -33,6 +33,7 @@ from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from stateway.surfaces.http.sse import KEEPALIVE_INTERVAL
 from stateway.surfaces.http.usage import UsageRoutes
+from stateway.surfaces.mcp.limits import McpLimits
 from stateway.surfaces.mcp.mount import McpMount
 from stateway.surfaces.websocket.endpoint import WebSocketResponses
 
@@ -50,7 +51,9 @@ def build_app(parts: GatewayParts) -> Starlette:
     """The HTTP app. Its start-up marks the responses a dead process left in progress
     (before any request is served); its shutdown ends the runs still in flight, then
     closes every config generation."""
-    mcp = McpMount(parts.gateway, __version__)
+    server = parts.config.server
+    limits = McpLimits(server.max_body_bytes, server.request_body_timeout)
+    mcp = McpMount(parts.gateway, __version__, limits)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -92,7 +95,6 @@ def build_app(parts: GatewayParts) -> Starlette:
     admin = None if key is None else AdminRoutes(parts.gateway, config.admin.reload_endpoint)
     telemetry = parts.telemetry
     authenticator = build_authenticator(config, parts.keys, key)
-    server = config.server
     keepalive = float(os.environ.get(TESTING_KEEPALIVE_ENV, KEEPALIVE_INTERVAL))
     parts.websockets = WebSocketResponses(
         parts.gateway,

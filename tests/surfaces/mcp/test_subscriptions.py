@@ -16,7 +16,7 @@ from stateway.core.errors import NotFound
 from stateway.core.gateway import Gateway
 from stateway.core.principal import Principal
 from stateway.core.watch import Watch
-from stateway.surfaces.mcp import server
+from stateway.surfaces.mcp import limits, server
 from stateway.surfaces.mcp.updates import ResponseUpdates
 
 
@@ -97,7 +97,7 @@ async def test_subscribing_again_and_again_holds_nothing_more_until_the_session_
 def test_idle_sessions_are_closed_and_their_number_is_bounded() -> None:
     manager = server.McpSurface(cast(Gateway, object()))._manager
     assert manager.session_idle_timeout == server.SESSION_IDLE_TIMEOUT <= 300
-    assert manager.max_sessions == server.MAX_SESSIONS <= 1000
+    assert manager.max_sessions == limits.MAX_SESSIONS <= 1000
 
 
 async def test_a_response_deleted_while_followed_is_its_last_change() -> None:

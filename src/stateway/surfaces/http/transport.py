@@ -56,9 +56,21 @@ def require_json(scope: Scope) -> None:
 async def read_body(
     scope: Scope, receive: Receive, limit: int, within: float | None = None
 ) -> bytes:
-    """The whole body, refused with 413 past ``limit`` bytes and with 408 when it takes
-    longer than ``within`` seconds to arrive (the connection is then closed). Raises
-    ``ClientDisconnect`` when the client leaves first."""
+    """The whole body, as :func:`receive_body` reads it; an empty one is refused (400)."""
+    body = await receive_body(scope, receive, limit, within)
+    if not body:
+        raise InvalidRequest(
+            "The request body is empty; expected a JSON object.", code="invalid_json"
+        )
+    return body
+
+
+async def receive_body(
+    scope: Scope, receive: Receive, limit: int, within: float | None = None
+) -> bytes:
+    """The whole body (empty when none was sent), refused with 413 past ``limit`` bytes
+    and with 408 when it takes longer than ``within`` seconds to arrive (the connection is
+    then closed). Raises ``ClientDisconnect`` when the client leaves first."""
     declared = header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
@@ -84,9 +96,7 @@ async def read_body(
             raise
         raise BodyTimeout(within) from None
     if not chunks:
-        raise InvalidRequest(
-            "The request body is empty; expected a JSON object.", code="invalid_json"
-        )
+        return b""
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 

@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 from stateway.core.errors import ServerShuttingDown
 from stateway.core.gateway import Gateway
 from stateway.surfaces.http.transport import error_response
+from stateway.surfaces.mcp.limits import McpLimits
 
 if TYPE_CHECKING:
     from stateway.surfaces.mcp.server import McpSurface
@@ -26,9 +27,12 @@ if TYPE_CHECKING:
 class McpMount:
     """The ``/mcp`` ASGI app; :meth:`aclose` when the server stops."""
 
-    def __init__(self, gateway: Gateway, version: str = "") -> None:
+    def __init__(
+        self, gateway: Gateway, version: str = "", limits: McpLimits | None = None
+    ) -> None:
         self._gateway = gateway
         self._version = version
+        self._limits = limits or McpLimits()
         self._surface: asyncio.Future[McpSurface] | None = None
         self._serving: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -52,7 +56,7 @@ class McpMount:
         try:
             from stateway.surfaces.mcp.server import McpSurface
 
-            surface = McpSurface(self._gateway, self._version)
+            surface = McpSurface(self._gateway, self._version, self._limits)
             async with surface.running():
                 started.set_result(surface)
                 await self._stop.wait()

@@ -19,11 +19,12 @@ Each HTTP request to ``/mcp`` is authenticated by the HTTP surface's middleware;
 principal (``principal_of``) is what the handlers act for, and the SDK binds each session
 to the principal that opened it (another principal naming the session gets 404). One
 from a web page of another site (its ``Origin`` not the gateway's own) is refused (403).
-A request outlasting its credential's revocation or expiry (a stream) is cut off
-(``cutoff.py``), and its session's subscriptions end. A session idle for
-:data:`SESSION_IDLE_TIMEOUT` (no request in flight, no stream open) is closed, and at most
-:data:`MAX_SESSIONS` are open at once (beyond, opening one is refused with 503), so
-clients that never end theirs hold little for long.
+A request's body is read within the bounds of every route's (``limits.py``). A request
+outlasting its credential's revocation or expiry (a stream) is cut off (``cutoff.py``),
+and its session's subscriptions end. A session idle for :data:`SESSION_IDLE_TIMEOUT` (no
+request in flight, no stream open) is closed, and at most ``limits.MAX_SESSIONS`` are
+open at once (beyond, opening one is refused with 503), so clients that never end theirs
+hold little for long.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 from starlette.datastructures import Headers
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope, Send
 
 from stateway.core.errors import GatewayError, InternalError, InvalidRequest
@@ -81,6 +82,7 @@ from stateway.surfaces.mcp import resources, tool_results
 from stateway.surfaces.mcp.answer_once import answer_once
 from stateway.surfaces.mcp.cutoff import serve_until_revoked
 from stateway.surfaces.mcp.inputs import as_parsed
+from stateway.surfaces.mcp.limits import MAX_SESSIONS, McpLimits, body_read_ahead
 from stateway.surfaces.mcp.schema import tool_schemas
 from stateway.surfaces.mcp.tools import TOOLS, Result
 from stateway.surfaces.mcp.tools import Tool as ToolSpec
@@ -91,15 +93,16 @@ log = logging.getLogger(__name__)
 Context = ServerRequestContext[Any, Any]
 SESSION_IDLE_TIMEOUT: Final = 300.0
 """Seconds an idle MCP session is kept (the SDK's default is 30 minutes)."""
-MAX_SESSIONS: Final = 1000
-"""MCP sessions open at once in one process (the SDK's default is 10,000)."""
 
 
 class McpSurface:
     """The ``/mcp`` ASGI app; enter :meth:`running` for as long as it serves."""
 
-    def __init__(self, gateway: Gateway, version: str = "") -> None:
+    def __init__(
+        self, gateway: Gateway, version: str = "", limits: McpLimits | None = None
+    ) -> None:
         self._gateway = gateway
+        self._limits = limits or McpLimits()
         self._tools = ListToolsResult.model_validate(tool_schemas())  # as checked in
         self._subscriptions: dict[str, dict[str, asyncio.Task[None]]] = {}
         """Each session's subscriptions (by its ``mcp-session-id``), by URI, until the
@@ -122,7 +125,10 @@ class McpSurface:
             on_subscriptions_listen=self._listen,
         )
         self._manager = StreamableHTTPSessionManager(
-            app=server, session_idle_timeout=SESSION_IDLE_TIMEOUT, max_sessions=MAX_SESSIONS
+            app=server,
+            session_idle_timeout=SESSION_IDLE_TIMEOUT,
+            max_sessions=MAX_SESSIONS,
+            max_request_body_size=self._limits.max_body_bytes,  # read ahead: __call__
         )
         self._handle = partial(answer_once, self._manager.handle_request)
 
@@ -135,9 +141,12 @@ class McpSurface:
                     status=403,
                 )
             principal = principal_of(scope)
+            receive = await body_read_ahead(scope, receive, self._limits)
         except GatewayError as error:
             await error_response(error)(scope, receive, send)
             return
+        except ClientDisconnect:
+            return  # nobody to answer
         # The SDK keeps a session for the user that opened it (it compares these).
         token = AccessToken(
             token="", client_id=principal.tenant_id, scopes=[], subject=principal.scope

@@ -1,0 +1,46 @@
+"""What one request may take of ``/mcp``.
+
+A request's body is read ahead of the ``mcp`` SDK, within the bounds every route's body
+has (``[server] max_body_bytes``, ``request_body_timeout``): past them it is a 413 or a
+408 in the OpenAI error shape, as on the other routes (the SDK would wait for a body for
+ever, and bound it at 4 MiB with a plain-text 413). The process keeps at most
+:data:`MAX_SESSIONS` sessions open.
+
+Nothing here loads the SDK: the app builds :class:`McpLimits` before ``/mcp`` is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from starlette.types import Message, Receive, Scope
+
+from stateway.surfaces.http.transport import receive_body
+
+MAX_SESSIONS: Final = 1000
+"""MCP sessions open at once in one process (the SDK's default is 10,000)."""
+MAX_BODY_BYTES: Final = 32 * 1024 * 1024
+"""``[server] max_body_bytes``'s default."""
+
+
+@dataclass(frozen=True, slots=True)
+class McpLimits:
+    max_body_bytes: int = MAX_BODY_BYTES
+    body_timeout: float | None = None
+    """Seconds a request's body may take to arrive (408 after); None: no bound."""
+
+
+async def body_read_ahead(scope: Scope, receive: Receive, limits: McpLimits) -> Receive:
+    """``receive`` for the SDK, the request's body read whole within ``limits`` first.
+    Raises ``RequestTooLarge``, ``BodyTimeout``, or ``ClientDisconnect`` (the client
+    left)."""
+    body = await receive_body(scope, receive, limits.max_body_bytes, limits.body_timeout)
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return replay
