@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx2
 import mcp_types as types
 import orjson
 import pytest
@@ -17,6 +18,7 @@ from mcp import Client, MCPError
 from mcp.client.session import IncomingMessage
 
 from stateway.launch import start_gateway
+from stateway.surfaces.mcp.limits import MAX_TENANT_SESSIONS
 from tests.e2e.test_upstream_mapping import upstream_requests
 
 MODEL = "fake-model"
@@ -264,3 +266,33 @@ async def test_a_background_response_is_cancelled_and_deleted_through_tools(gate
         }
         with pytest.raises(MCPError):
             await client.read_resource(response_uri(response_id))
+
+
+async def test_without_auth_sessions_are_bounded_by_the_process_alone(gateway: str) -> None:
+    """Every caller is the default tenant: no tenant's share (``test_tenant_shares.py``)
+    keeps it below the process's limit."""
+    opened: list[str] = []
+    async with httpx2.AsyncClient(timeout=30) as http:
+        try:
+            for _ in range(MAX_TENANT_SESSIONS + 1):
+                answer = await http.post(gateway + "/mcp", json=INITIALIZE, headers=ACCEPT)
+                assert answer.status_code == 200, answer.text
+                opened.append(answer.headers["mcp-session-id"])
+        finally:
+            for session in opened:
+                ending = {**ACCEPT, "mcp-session-id": session}
+                await http.delete(gateway + "/mcp", headers=ending | PROTOCOL)
+
+
+ACCEPT = {"accept": "application/json, text/event-stream"}
+PROTOCOL = {"mcp-protocol-version": "2025-11-25"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "mcp-surface-test", "version": "1"},
+    },
+}

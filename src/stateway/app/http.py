@@ -33,7 +33,7 @@ from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from stateway.surfaces.http.sse import KEEPALIVE_INTERVAL
 from stateway.surfaces.http.usage import UsageRoutes
-from stateway.surfaces.mcp.limits import McpLimits
+from stateway.surfaces.mcp.limits import MAX_TENANT_SESSIONS, McpLimits
 from stateway.surfaces.mcp.mount import McpMount
 from stateway.surfaces.websocket.endpoint import WebSocketResponses
 
@@ -52,7 +52,8 @@ def build_app(parts: GatewayParts) -> Starlette:
     (before any request is served); its shutdown ends the runs still in flight, then
     closes every config generation."""
     server = parts.config.server
-    limits = McpLimits(server.max_body_bytes, server.request_body_timeout)
+    tenant_sessions = MAX_TENANT_SESSIONS if parts.config.auth.configured else None
+    limits = McpLimits(server.max_body_bytes, server.request_body_timeout, tenant_sessions)
     mcp = McpMount(parts.gateway, __version__, limits)
 
     @asynccontextmanager

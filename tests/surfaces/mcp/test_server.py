@@ -29,6 +29,7 @@ from stateway.core.runs import RunRegistry
 from stateway.serving import bind_socket, server_config, socket_url
 from stateway.surfaces.auth.authenticator import IDENTITY, Identity
 from stateway.surfaces.mcp import tools
+from stateway.surfaces.mcp.limits import McpLimits
 from stateway.surfaces.mcp.mount import McpMount
 from stateway.surfaces.mcp.server import McpSurface
 from tests.core.fakes import MemoryStore, ScriptedBackend
@@ -58,13 +59,15 @@ class Served:
 
 
 @asynccontextmanager
-async def serving(backend: ScriptedBackend, identity: Identity = ACME) -> AsyncIterator[Served]:
+async def serving(
+    backend: ScriptedBackend, identity: Identity = ACME, limits: McpLimits | None = None
+) -> AsyncIterator[Served]:
     """``/mcp`` over a gateway answering with ``backend``, every request as ``identity``
     (tenant acme)."""
     store = MemoryStore()
     router = Router([BackendEntry(backend, {}, catch_all=True)])
     gateway = Gateway(store, router, Loop(store), RunRegistry(), results=MemoryCommandResults())
-    mount = McpMount(gateway, "9.9.9")
+    mount = McpMount(gateway, "9.9.9", limits)
 
     sock = bind_socket("127.0.0.1", 0)
     served = Served(socket_url(sock) + "/mcp", mount, backend, identity)

@@ -1,10 +1,12 @@
-"""What one request may take of ``/mcp``.
+"""What one request and one tenant may take of ``/mcp``.
 
 A request's body is read ahead of the ``mcp`` SDK, within the bounds every route's body
 has (``[server] max_body_bytes``, ``request_body_timeout``): past them it is a 413 or a
 408 in the OpenAI error shape, as on the other routes (the SDK would wait for a body for
 ever, and bound it at 4 MiB with a plain-text 413). The process keeps at most
-:data:`MAX_SESSIONS` sessions open.
+:data:`MAX_SESSIONS` sessions open; with auth configured, one tenant holds at most
+:data:`MAX_TENANT_SESSIONS` of them (``sessions.py``), so that no tenant can take them
+all and keep every other one from opening a session.
 
 Nothing here loads the SDK: the app builds :class:`McpLimits` before ``/mcp`` is used.
 """
@@ -20,6 +22,8 @@ from stateway.surfaces.http.transport import receive_body
 
 MAX_SESSIONS: Final = 1000
 """MCP sessions open at once in one process (the SDK's default is 10,000)."""
+MAX_TENANT_SESSIONS: Final = 100
+"""MCP sessions one tenant may hold open at once in one process, with auth configured."""
 MAX_BODY_BYTES: Final = 32 * 1024 * 1024
 """``[server] max_body_bytes``'s default."""
 
@@ -29,6 +33,9 @@ class McpLimits:
     max_body_bytes: int = MAX_BODY_BYTES
     body_timeout: float | None = None
     """Seconds a request's body may take to arrive (408 after); None: no bound."""
+    tenant_sessions: int | None = None
+    """Sessions one tenant may hold open; None: any number, up to the process's (without
+    auth, every caller is one tenant)."""
 
 
 async def body_read_ahead(scope: Scope, receive: Receive, limits: McpLimits) -> Receive:

@@ -23,8 +23,9 @@ A request's body is read within the bounds of every route's (``limits.py``). A r
 outlasting its credential's revocation or expiry (a stream) is cut off (``cutoff.py``),
 and its session's subscriptions end. A session idle for :data:`SESSION_IDLE_TIMEOUT` (no
 request in flight, no stream open) is closed, and at most ``limits.MAX_SESSIONS`` are
-open at once (beyond, opening one is refused with 503), so clients that never end theirs
-hold little for long.
+open at once (beyond, opening one is refused with 503), and, with auth configured, one
+tenant holds at most ``limits.MAX_TENANT_SESSIONS`` of them (``sessions.py``; beyond, 429),
+so clients that never end theirs hold little for long, and no tenant holds them all.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ServerEvent
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
@@ -84,6 +84,7 @@ from stateway.surfaces.mcp.cutoff import serve_until_revoked
 from stateway.surfaces.mcp.inputs import as_parsed
 from stateway.surfaces.mcp.limits import MAX_SESSIONS, McpLimits, body_read_ahead
 from stateway.surfaces.mcp.schema import tool_schemas
+from stateway.surfaces.mcp.sessions import TenantSessionManager, TenantSessionsFull
 from stateway.surfaces.mcp.tools import TOOLS, Result
 from stateway.surfaces.mcp.tools import Tool as ToolSpec
 from stateway.surfaces.mcp.updates import ResponseUpdates
@@ -124,8 +125,9 @@ class McpSurface:
             on_unsubscribe_resource=self._unsubscribe,
             on_subscriptions_listen=self._listen,
         )
-        self._manager = StreamableHTTPSessionManager(
+        self._manager = TenantSessionManager(
             app=server,
+            tenant_sessions=self._limits.tenant_sessions,
             session_idle_timeout=SESSION_IDLE_TIMEOUT,
             max_sessions=MAX_SESSIONS,
             max_request_body_size=self._limits.max_body_bytes,  # read ahead: __call__
@@ -152,7 +154,11 @@ class McpSurface:
             token="", client_id=principal.tenant_id, scopes=[], subject=principal.scope
         )
         scope["user"] = AuthenticatedUser(token)
-        revoked = await serve_until_revoked(self._handle, scope, receive, send)
+        try:
+            revoked = await serve_until_revoked(self._handle, scope, receive, send)
+        except TenantSessionsFull as full:  # raised as a session would open: nothing sent
+            await error_response(full)(scope, receive, send)
+            return
         if revoked is not None:
             log.info("mcp: a request's credential stopped holding: %s", revoked.message)
             self._end_subscriptions(Headers(scope=scope).get("mcp-session-id", ""))
