@@ -74,7 +74,7 @@ from stateway.core.ports import (
     Sealer,
 )
 from stateway.core.principal import Principal
-from stateway.core.readiness import readiness
+from stateway.core.readiness import ReadinessProbe
 from stateway.core.references import resolved, resolved_items
 from stateway.core.response import ResponseState
 from stateway.core.results import Deleted, ModelList, Readiness, Result, TokenCount
@@ -161,6 +161,7 @@ class Gateway:
         self._limits = limits
         self._telemetry = telemetry or NoTelemetry()
         self._usage = usage
+        self._readiness = ReadinessProbe(store, self.generations, results)
         self._starter = RunStarter(
             store,
             runs,
@@ -274,7 +275,7 @@ class Gateway:
                         return ModelList([await generation.router.find_model(model)])
                     return ModelList(await generation.router.list_models())
             case CheckReadiness():
-                return await readiness(self._store, self.generations, self._results)
+                return await self._readiness.check()
             case CountTokens(request=request):
                 request = await resolved(self._store, principal.tenant_id, request, self._sealer)
                 with self.generations.lease() as generation:

@@ -7,6 +7,11 @@ gateway ready if another can serve), and a shared coordination store (Redis), wh
 is configured, answers a ping. Redis is only reported: while it is away only keyed
 requests and cross-process cancels fail, and failing readiness would take every replica
 out of a load balancer at once.
+
+The route needs no credential (probes send none), and each probe asks every model server
+for its listing: :class:`ReadinessProbe` runs one probe at a time, whose answer every
+check arriving meanwhile shares, so a flood of ``GET /ready`` sends each server one
+listing at a time, not one per request.
 """
 
 from __future__ import annotations
@@ -18,6 +23,34 @@ from stateway.core.errors import GatewayError, StorageError
 from stateway.core.generations import Generations
 from stateway.core.ports import Backend, ResponseStore
 from stateway.core.results import Readiness
+
+
+class ReadinessProbe:
+    """:func:`readiness`, one probe at a time (see the module)."""
+
+    def __init__(
+        self, store: ResponseStore, generations: Generations, results: CommandResults | None
+    ) -> None:
+        self._store = store
+        self._generations = generations
+        self._results = results
+        self._probing: asyncio.Task[Readiness] | None = None
+
+    async def check(self) -> Readiness:
+        """The probe under way's answer, else a new probe's. A caller that leaves leaves
+        the probe to the others (shielded)."""
+        probing = self._probing
+        if probing is None:
+            probing = asyncio.create_task(readiness(self._store, self._generations, self._results))
+            self._probing = probing
+            probing.add_done_callback(self._ended)
+        return await asyncio.shield(probing)
+
+    def _ended(self, probe: asyncio.Task[Readiness]) -> None:
+        if self._probing is probe:
+            self._probing = None
+        if not probe.cancelled():
+            probe.exception()  # retrieved: every caller still waiting gets it raised
 
 
 async def readiness(
