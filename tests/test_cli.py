@@ -287,6 +287,39 @@ def test_the_start_up_description_says_when_no_auth_serves_beyond_loopback() -> 
     assert "auth: none (every caller is the default tenant; loopback only)" in bound.getvalue()
 
 
+def test_the_start_up_description_masks_an_upstream_urls_password() -> None:
+    """A URL's user and password reach the server (as Basic credentials); the banner
+    shows the user, never the password."""
+    flags = Overrides(upstream="http://ops:s3cret-pass@127.0.0.1:9/v1")
+    out = io.StringIO()
+
+    cli._describe(load_config(flags, {}), out)
+
+    assert "s3cret-pass" not in out.getvalue()
+    assert "upstream default: http://ops:***@127.0.0.1:9/v1 (chat API; every model)" in (
+        out.getvalue().splitlines()
+    )
+
+
+def test_serve_warns_without_an_upstream_urls_password(tmp_path: Path) -> None:
+    log_path = tmp_path / "stderr.log"
+    with start_fake_upstream() as fake, log_path.open("w") as stderr:
+        root = fake.removesuffix("/v1").replace("http://", "http://ops:s3cret-pass@")
+        command = [
+            sys.executable, "-m", "stateway", "serve", "--port", "0",
+            "--database", f"sqlite:///{tmp_path}/x.db", "--upstream", root,
+        ]  # fmt: skip
+        with launch(command, "listening on ", stderr=stderr):
+            for _ in range(200):
+                if "GET /models failed" in log_path.read_text():
+                    break
+                time.sleep(0.05)
+    logged = log_path.read_text()
+    assert "GET /models failed at start-up" in logged
+    assert "http://ops:***@127.0.0.1:" in logged
+    assert "s3cret-pass" not in logged
+
+
 def test_serve_warns_at_start_up_about_an_upstream_url_without_its_base_path(
     tmp_path: Path,
 ) -> None:

@@ -393,3 +393,19 @@ def test_an_idle_connection_outlives_the_clients_own_idle_expiry_by_default() ->
     """httpx (so the openai and anthropic SDKs) reuses a connection idle up to 5 s, and
     load balancers keep theirs 60 s: the gateway must not close one first."""
     assert ServerConfig().keep_alive_timeout > 60
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+        ("https://ops@gpu.internal/v1", "https://ops@gpu.internal/v1"),  # a user alone
+        ("https://ops:pw@gpu.internal/v1", "https://ops:***@gpu.internal/v1"),
+        ("https://ops:p@ss:w@gpu.internal:8443", "https://ops:***@gpu.internal:8443"),
+        ("https://:pw@gpu.internal/v1/@x", "https://:***@gpu.internal/v1/@x"),
+    ],
+)
+def test_a_backends_url_is_shown_without_its_password(url: str, shown: str) -> None:
+    [backend] = load_config(Overrides(upstream=url), {}).backends
+    assert backend.url == url
+    assert backend.shown_url == shown

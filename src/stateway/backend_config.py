@@ -185,6 +185,18 @@ class BackendConfig(Section):
         return url.rstrip("/")
 
     @property
+    def shown_url(self) -> str:
+        """``url`` as the start-up banner and the log show it: a password in it (which
+        the server is sent as Basic credentials) masked."""
+        scheme, _, rest = self.url.partition("://")
+        netloc, slash, path = rest.partition("/")
+        userinfo, at, host = netloc.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        if not colon:
+            return self.url
+        return f"{scheme}://{user}:***{at}{host}{slash}{path}"
+
+    @property
     def model_map(self) -> dict[str, str]:
         if isinstance(self.models, dict):
             return dict(self.models)

@@ -142,7 +142,7 @@ def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = Fal
         server = AnnouncingServer(uvicorn_config, announcement, drain=drain)
         with parts.gateway.generations.lease() as generation:
             backends = generation.router.backends
-        urls = {backend.name: backend.url for backend in config.backends}
+        urls = {backend.name: backend.shown_url for backend in config.backends}
         check = asyncio.create_task(check_upstreams(backends, urls))  # beside serving
         try:
             await server.serve(sockets=[sock])
@@ -194,7 +194,8 @@ def _describe(config: Config, out: Any, *, beyond_loopback: bool = False) -> Non
         models = ", ".join(backend.model_map)
         if not models:  # the catch-all, unless a route names it (README "Routes")
             models = "every model" if backend.name in catch_all else "its routes' models"
-        print(f"upstream {backend.name}: {backend.url} ({backend.api} API; {models})", file=out)
+        shown = f"upstream {backend.name}: {backend.shown_url} ({backend.api} API; {models})"
+        print(shown, file=out)
     for route in config.routes:
         candidates = ", ".join(
             f"{c.backend}/{c.model} (weight {c.weight:g}, priority {c.priority})"
