@@ -284,12 +284,16 @@ def test_think_tags_are_read_only_when_a_chat_backend_asks(tmp_path: Path) -> No
     assert config.backends[0].think_tags is False  # content as the model wrote it
     path = write(tmp_path, table + "think_tags = true\n")
     assert load_config(Overrides(config=path), EMPTY_ENV).backends[0].think_tags is True
+    path = write(tmp_path, table + 'think_tags = "opened"\n')
+    assert load_config(Overrides(config=path), EMPTY_ENV).backends[0].think_tags == "opened"
 
 
 @pytest.mark.parametrize(
     ("lines", "fragment"),
     [
-        ('think_tags = "maybe"\n', "backends.0.think_tags: Input should be a valid boolean"),
+        ('think_tags = "maybe"\n', "think_tags: Input should be False, True or 'opened'"),
+        ('think_tags = "open"\n', "think_tags: Input should be False, True or 'opened'"),
+        ('api = "responses"\nthink_tags = "opened"\n', "only a chat upstream's content is read"),
         ('api = "responses"\nthink_tags = true\n', "only a chat upstream's content is read"),
         ('api = "anthropic"\nthink_tags = true\n', "only a chat upstream's content is read"),
     ],

@@ -46,12 +46,14 @@ class BackendConfig(Section):
     back in. Default both: llama.cpp and SGLang read ``reasoning_content``, current vLLM
     only ``reasoning``, each ignoring the other. A server that refuses one (Cerebras
     refuses ``reasoning_content``) gets the other; ``[]`` leaves earlier reasoning out."""
-    think_tags: bool = False
+    think_tags: Literal[False, True, "opened"] = False
     """Chat upstreams: ``true`` takes reasoning a reply's content opens with between
     ``<think>`` and ``</think>`` (an open reasoning model's, on a server without a reasoning
-    parser) out of its text, as reasoning (:mod:`stateway.backends.think_tags`); such a
-    backend is never on the Chat Completions fast path. Default: content as the model
-    wrote it."""
+    parser) out of its text, as reasoning (:mod:`stateway.backends.think_tags`);
+    ``"opened"``, for a chat template whose generation prompt opens the block (DeepSeek-R1's,
+    Qwen3's thinking-only ones), reads a reply as reasoning from its start up to
+    ``</think>``. Such a backend is never on the Chat Completions fast path. Default:
+    content as the model wrote it."""
     min_output_tokens: int | None = Field(default=None, ge=1)
     """Responses upstreams: the least ``max_output_tokens`` the server takes (hosted
     OpenAI refuses one under 16 with a 400; vLLM takes any). A later round of the gateway's
@@ -155,7 +157,9 @@ class BackendConfig(Section):
 
     @field_validator("think_tags")
     @classmethod
-    def _think_tags(cls, tagged: bool, info: ValidationInfo) -> bool:
+    def _think_tags(
+        cls, tagged: bool | Literal["opened"], info: ValidationInfo
+    ) -> bool | Literal["opened"]:
         if tagged and info.data.get("api", "chat") != "chat":
             raise ValueError(
                 "only a chat upstream's content is read for <think> tags: a responses or "

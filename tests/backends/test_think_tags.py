@@ -42,8 +42,17 @@ def whole(content: str) -> tuple[str, str]:
     return reasoning, text.lstrip() if closed else ""
 
 
-def streamed(chunks: list[str]) -> tuple[str, str]:
-    tags = ThinkTags()
+def whole_opened(content: str) -> tuple[str, str]:
+    """What the content means, read whole, in a block the chat template opened: reasoning
+    from the start (a ``<think>`` written anyway left out) up to ``</think>``."""
+    body = content.lstrip()
+    thought = body[len(OPEN) :] if body.startswith(OPEN) else content
+    reasoning, closed, text = thought.partition(CLOSE)
+    return reasoning, text.lstrip() if closed else ""
+
+
+def streamed(chunks: list[str], *, opened: bool = False) -> tuple[str, str]:
+    tags = ThinkTags(opened=opened)
     fed = [tags.feed(chunk) for chunk in chunks]
     reasoning, text = tags.flush()
     return "".join(r for r, _ in fed) + reasoning, "".join(t for _, t in fed) + text
@@ -69,6 +78,28 @@ def _split(draw: st.DrawFn) -> tuple[str, list[str]]:
 def test_any_cut_into_chunks_splits_as_the_whole(split: tuple[str, list[str]]) -> None:
     content, chunks = split
     assert streamed(chunks) == whole(content)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_split())
+def test_any_cut_splits_as_the_whole_in_a_block_the_template_opened(
+    split: tuple[str, list[str]],
+) -> None:
+    content, chunks = split
+    assert streamed(chunks, opened=True) == whole_opened(content)
+
+
+def test_a_block_the_template_opened_is_reasoning_up_to_its_close() -> None:
+    tags = ThinkTags(opened=True)
+    assert tags.feed("\nLet me") == ("\nLet me", "")
+    assert tags.feed(" see.</th") == (" see.", "")
+    assert tags.feed("ink>\n\nIt is 4.") == ("", "It is 4.")
+    assert tags.passing
+    assert streamed(["<think>", "Hm.</think>Yes."], opened=True) == ("Hm.", "Yes.")
+    assert streamed(["All thought, never closed <"], opened=True) == (
+        "All thought, never closed <",
+        "",
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -275,6 +306,24 @@ async def test_a_whole_replys_tags_are_taken_out_of_its_text(loopback: Loopback)
         TextDelta("It is 4."),
         Finish("stop"),
     ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_reply_in_a_block_the_template_opened_is_split_at_its_close(
+    loopback: Loopback, stream: bool
+) -> None:
+    content = ["Plan", "ned.</th", "ink>\n\n", "Done."]
+    if stream:
+        url = await serve_stream(loopback, [{"content": piece} for piece in content])
+    else:
+        url = await serve_completion(loopback, {"role": "assistant", "content": "".join(content)})
+    backend, deltas = await answered(loopback, url, stream=stream, think_tags="opened")
+    reasoning = "".join(d.text for d in deltas if type(d) is ReasoningDelta)
+    assert (reasoning, [d for d in deltas if type(d) is TextDelta]) == (
+        "Planned.",
+        [TextDelta("Done.")],
+    )
+    assert not isinstance(backend, ChatForwarder)
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -29,9 +29,9 @@ core splices it into the client's body (:meth:`ForwardChat.salted_body_for
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -93,7 +93,7 @@ class ChatBackend:
         reasoning_efforts: tuple[str, ...] | None = None,
         reasoning_fields: tuple[str, ...] = REASONING_FIELDS,
         cache_salted: bool = False,
-        think_tags: bool = False,
+        think_tags: bool | Literal["opened"] = False,
     ) -> None:
         self._client = client
         self._target = client.target
@@ -109,8 +109,10 @@ class ChatBackend:
         self._reasoning_fields = reasoning_fields
         """The assistant message fields earlier reasoning is sent back in."""
         self._guided = guided_decoding
-        self._think_tags = think_tags
+        self._think_tags = bool(think_tags)
         """Reasoning in the content between ``<think>`` tags is taken out of the text."""
+        self._opened = think_tags == "opened"
+        """The chat template opens the block: a reply is reasoning up to ``</think>``."""
         self.cache_salted = cache_salted
         """Each call carries its tenant's ``cache_salt``."""
         self._tokenizer = UpstreamTokenizer(client)
@@ -140,14 +142,14 @@ class ChatBackend:
             if not request.stream or reply.whole:
                 data = await reply.read()
                 answer = self._decode_completion(data, tokens, request.answered)
-                for delta in TaggedReply().split(answer) if self._think_tags else answer:
+                for delta in self._tagged(answer) if self._think_tags else answer:
                     yield delta
                 return
             finished: bool | None = None  # None until the first delta
             answered = request.answered  # a traced attempt's: noted from the chunks
             decode = self._decode_chunk if answered is None else self._noting(answered)
             if self._think_tags:
-                decode = untagged(decode)
+                decode = untagged(decode, opened=self._opened)
             calls: CallNames | None = None  # made at the first call fragment
             async for event in reply.events():
                 if event.event == "error":  # an error line (:mod:`stateway.backends.sse`)
@@ -196,6 +198,10 @@ class ChatBackend:
             return deltas
 
         return decode
+
+    def _tagged(self, answer: Iterable[Delta]) -> list[Delta]:
+        """A whole reply's deltas, its content's think tags taken out."""
+        return TaggedReply(opened=self._opened).split(answer)
 
     def _decode_completion(
         self, data: bytes, tokens: bool, answered: Answered | None = None

@@ -8,8 +8,12 @@ llama.cpp unless ``--reasoning-format none``); others, and many proxies, leave i
 ``content``. With ``think_tags``, content that begins (after whitespace) with ``<think>``
 is reasoning up to ``</think>``, and what follows, whitespace at its start trimmed, is the
 answer's text; a reply that never closes the block is all reasoning, as vLLM's parsers
-read one. Content that does not begin so is text, as it came. Only ``content`` is read:
-a reasoning field the server also sent, a refusal and tool calls go on as they came.
+read one. Content that does not begin so is text, as it came; unless the block is
+``opened`` by the chat template (a generation prompt ending with ``<think>``, as
+DeepSeek-R1's and Qwen3's thinking-only templates end it): then the reply is reasoning
+from its start (a ``<think>`` the model writes anyway left out) up to ``</think>``.
+Only ``content`` is read: a reasoning field the server also sent, a refusal and tool
+calls go on as they came.
 
 :class:`ThinkTags` splits one reply's content as it streams, the tags split across
 chunks anywhere: it holds back only what may be the start of a tag (whitespace and a
@@ -22,7 +26,7 @@ stream's chunks, decoded), keeping the tokens (``logprobs``) of the text only.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from stateway.backends.chat_logprobs import ending_tokens
 from stateway.core.inference import Delta, ReasoningDelta, TextDelta
@@ -46,9 +50,11 @@ class _Part(enum.Enum):
 class ThinkTags:
     """One reply's content, fed as it arrives, split into reasoning and text."""
 
-    __slots__ = ("_held", "_part", "_tag")
+    __slots__ = ("_held", "_opened", "_part", "_tag")
 
-    def __init__(self) -> None:
+    def __init__(self, *, opened: bool = False) -> None:
+        self._opened = opened
+        """The template opened the block: content not opening it is reasoning."""
         self._part = _Part.START
         self._held: list[str] = []
         """At the start: the content so far (whitespace, the start of ``<think>``)."""
@@ -81,14 +87,11 @@ class ThinkTags:
 
     def flush(self) -> tuple[str, str]:
         """What is held back, given up as what it would be if the content ended here: a
-        start that is no ``<think>`` as text (which it is then from here on), a partial
-        ``</think>`` as reasoning."""
-        if self._part is _Part.START:
-            held = "".join(self._held)
-            self._part, self._held, self._tag = _Part.TEXT, [], ""
-            return "", held
-        reasoning, self._tag = self._tag, ""
-        return reasoning, ""
+        start that is no ``<think>`` as text (which it is then from here on; reasoning in a
+        block the template ``opened``), a partial ``</think>`` as reasoning."""
+        reasoning, text = self._past_start() if self._part is _Part.START else ("", "")
+        partial, self._tag = self._tag, ""
+        return reasoning + partial, text
 
     def _start(self, content: str) -> tuple[str, str]:
         tag = self._tag + content if self._tag else content.lstrip()
@@ -100,7 +103,18 @@ class ThinkTags:
             self._tag = tag
             return "", ""
         self._held.append(content)
-        return self.flush()
+        return self._past_start()
+
+    def _past_start(self) -> tuple[str, str]:
+        """The start held back, known to open no ``<think>``: text from here on, or, in a
+        block the template ``opened``, reasoning up to ``</think>``."""
+        held = "".join(self._held)
+        self._held, self._tag = [], ""
+        if self._opened:
+            self._part = _Part.REASONING
+            return self._reasoning(held)
+        self._part = _Part.TEXT
+        return "", held
 
     def _reasoning(self, content: str) -> tuple[str, str]:
         written = self._tag + content
@@ -136,8 +150,8 @@ class TaggedReply:
 
     __slots__ = ("_tags", "_tokens")
 
-    def __init__(self) -> None:
-        self._tags = ThinkTags()
+    def __init__(self, *, opened: bool = False) -> None:
+        self._tags = ThinkTags(opened=opened)
         self._tokens: list[Item] = []
         """Tokens of text fed and held back (with the request's logprobs only)."""
 
@@ -146,7 +160,7 @@ class TaggedReply:
         """Whether the deltas go on as they are from here on."""
         return self._tags.passing
 
-    def split(self, deltas: list[Delta]) -> list[Delta]:
+    def split(self, deltas: Iterable[Delta]) -> list[Delta]:
         """``deltas`` (a chunk's, or a whole reply's) with their text split. What is held
         back is given up before a delta of another kind than text or reasoning (a tool
         call, a refusal, the finish), so nothing comes out of its order."""
@@ -180,11 +194,12 @@ class TaggedReply:
 
 
 def untagged(
-    decode: Callable[[bytes, bool], list[Delta]],
+    decode: Callable[[bytes, bool], list[Delta]], *, opened: bool = False
 ) -> Callable[[bytes, bool], list[Delta]]:
     """``decode`` (a stream's chunk -> its deltas) for one reply, its content's think
-    tags taken out; past the start of its text, one check more a chunk."""
-    reply = TaggedReply()
+    tags taken out (the block ``opened`` by the template or not); past the start of its
+    text, one check more a chunk."""
+    reply = TaggedReply(opened=opened)
 
     def split(data: bytes, tokens: bool) -> list[Delta]:
         deltas = decode(data, tokens)
