@@ -313,6 +313,8 @@ HIT = {
     "title": "t",
     "content": [{"type": "text", "text": "x"}],
 }
+FIVE = {"type": "ephemeral"}
+HOUR = {"type": "ephemeral", "ttl": "1h"}
 HIT_CITED = {"type": "search_result_location", "search_result_index": 0, "cited_text": "x"}
 
 
@@ -420,6 +422,19 @@ def cited(*citations: Any) -> dict[str, Any]:
             {"output_config": {"format": {"type": "json_schema", "name": "x", "schema": {}}}},
             "output_config.format",
         ),
+        (
+            {
+                "tools": [{"name": "f", "input_schema": {}, "cache_control": FIVE}],
+                "messages": [user([{"type": "text", "text": "q", "cache_control": HOUR}])],
+            },
+            "messages.0.content.0.cache_control.ttl: a ttl='1h' cache_control block must not "
+            "come after a ttl='5m' cache_control block",
+        ),
+        ({"messages": [user([{"type": "text", "text": "q", "cache_control": {}}])]}, "type"),
+        (
+            {"cache_control": {"type": "ephemeral", "ttl": "30m"}},
+            "cache_control.ttl: Input should be '5m' or '1h'",
+        ),
     ],
 )
 def test_what_anthropic_refuses_is_refused(
@@ -453,6 +468,17 @@ def test_what_anthropic_takes_is_taken(raw_http: RawHttp, fake_upstream_url: str
     status, _, reply = raw_http("POST", fake_upstream_url + "/messages", json.dumps(body).encode())
     assert status == 200, reply
     assert reply["content"][-1]["text"] == "Tool said: r"
+
+
+def test_an_hours_marks_before_shorter_ones_are_taken(claude: Anthropic) -> None:
+    """Anthropic's order of lifetimes: an hour's marks first, then default ones."""
+    marked = [
+        {"type": "text", "text": "a", "cache_control": HOUR},
+        {"type": "text", "text": "b", "cache_control": {**FIVE, "ttl": "5m"}},
+        {"type": "text", "text": "c", "cache_control": FIVE},
+    ]
+    answer = ask(claude, "ignored", messages=[user(marked)], cache_control=HOUR)
+    assert answer.content[0].text
 
 
 def test_automatic_prompt_caching_is_taken(claude: Anthropic) -> None:
