@@ -305,6 +305,33 @@ def test_unusable_think_tags_are_refused_by_name(tmp_path: Path, lines: str, fra
     assert fragment in str(refused.value)
 
 
+def test_an_anthropic_backend_caches_implicitly_unless_it_opts_out(tmp_path: Path) -> None:
+    table = '[[backends]]\nname = "claude"\nurl = "http://a/v1"\napi = "anthropic"\n'
+    config = load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV)
+    assert config.backends[0].prompt_cache_mode == "implicit"  # as hosted OpenAI caches
+    path = write(tmp_path, table + 'prompt_cache_mode = "explicit"\n')
+    assert load_config(Overrides(config=path), EMPTY_ENV).backends[0].prompt_cache_mode == (
+        "explicit"
+    )
+
+
+@pytest.mark.parametrize(
+    ("lines", "fragment"),
+    [
+        ('api = "anthropic"\nprompt_cache_mode = "always"\n', "backends.0.prompt_cache_mode"),
+        ('prompt_cache_mode = "explicit"\n', "only an anthropic upstream is marked"),
+        ('api = "responses"\nprompt_cache_mode = "implicit"\n', "only an anthropic upstream"),
+    ],
+)
+def test_a_prompt_cache_mode_off_anthropic_is_refused_by_name(
+    tmp_path: Path, lines: str, fragment: str
+) -> None:
+    table = '[[backends]]\nname = "b"\nurl = "http://b/v1"\n' + lines
+    with pytest.raises(ConfigError) as refused:
+        load_config(Overrides(config=write(tmp_path, table)), EMPTY_ENV)
+    assert fragment in str(refused.value)
+
+
 KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="  # bytes 0..31
 OTHER_KEY = "HxwdHh8AAQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRo="
 

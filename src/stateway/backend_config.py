@@ -70,6 +70,13 @@ class BackendConfig(Section):
     """Anthropic upstreams: how a reasoning effort without a token budget is asked for:
     ``enabled`` with a budget derived from the effort, or ``adaptive`` with the effort
     as ``output_config.effort`` (newer models)."""
+    prompt_cache_mode: Literal["implicit", "explicit"] = "implicit"
+    """Anthropic upstreams: how a Responses or Chat Completions request that names no
+    ``prompt_cache_options.mode`` is cached. ``implicit``, as hosted OpenAI caches it:
+    Anthropic's automatic caching (a top-level ``cache_control``), beside the request's
+    breakpoints; ``explicit``: only the breakpoints it marks (no cache writes, which cost
+    more than plain input, unless asked). A Messages client marks its own
+    (:mod:`stateway.backends.anthropic_caching`)."""
     total_timeout: float = Field(default=1800.0, gt=0)
     """The longest a whole upstream call (one inference round) may take."""
     first_byte_timeout: float | None = Field(default=None, gt=0)
@@ -154,6 +161,16 @@ class BackendConfig(Section):
                 "field; its prompt cache is shared by every call made with the backend's key"
             )
         return salt
+
+    @field_validator("prompt_cache_mode")
+    @classmethod
+    def _prompt_cache_mode(cls, mode: str, info: ValidationInfo) -> str:
+        if info.data.get("api", "chat") != "anthropic":
+            raise ValueError(
+                "only an anthropic upstream is marked for prompt caching: chat and responses "
+                "upstreams are sent the request's own prompt_cache_options"
+            )
+        return mode
 
     @field_validator("think_tags")
     @classmethod

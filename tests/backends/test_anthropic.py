@@ -199,7 +199,7 @@ def test_prompt_caching_marks_reach_anthropic() -> None:
     assert sent["tools"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     assert "cache_control" not in sent["tools"][1]
     assert sent["cache_control"] == automatic
-    assert "cache_control" not in body([user("q")], tools=[tool])
+    assert "cache_control" not in body([user("q")], tools=[tool], client_cache_marks=True)
 
 
 def test_a_strict_tool_stays_strict() -> None:

@@ -755,3 +755,26 @@ async def test_a_traced_stream_notes_the_first_id_and_model_it_names(loopback: L
     deltas = [delta async for delta in backend.infer(sent)]
     assert deltas == [TextDelta("a"), Finish("stop")]
     assert sent.answered == Answered("chatcmpl-9", "gpt-4o-2024")
+
+
+def test_a_prompt_cache_breakpoint_is_not_sent_to_a_chat_upstream() -> None:
+    """A Chat server caches prefixes unmarked; the parts are rebuilt with what every
+    Chat server takes (the request's prompt cache options still go: OpenAI's field)."""
+    mark = {"prompt_cache_breakpoint": {"mode": "explicit"}}
+    image = {"type": "input_image", "image_url": "https://x/i.png", "detail": "auto", **mark}
+    marked: Item = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "q", **mark}, image],
+    }
+    call = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    output = {
+        "type": "function_call_output",
+        "call_id": "c",
+        "output": [mark | {"type": "input_text", "text": "o"}],
+    }
+    body = to_upstream(request([marked, call, output], prompt_cache_options={"mode": "explicit"}))
+    assert "prompt_cache_breakpoint" not in str(body["messages"])
+    assert body["messages"][0]["content"][0] == {"type": "text", "text": "q"}
+    assert body["messages"][-1]["content"] == "o"
+    assert body["prompt_cache_options"] == {"mode": "explicit"}

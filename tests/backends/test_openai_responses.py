@@ -497,3 +497,22 @@ def test_fields_a_messages_client_marks_are_not_sent_to_responses() -> None:
     }
     assert sent[3]["content"] == [{"type": "input_text", "text": "hit"}]
     assert "cache_control" in items[0]["content"][0]  # the context itself is untouched
+
+
+def test_a_prompt_cache_breakpoint_reaches_a_responses_upstream_as_it_came() -> None:
+    """Hosted OpenAI reads it (on input parts, a tool output's too); so do the request's
+    prompt cache options."""
+    mark = {"mode": "explicit", "ttl": "12h"}
+    part = {"type": "input_text", "text": "q", "prompt_cache_breakpoint": mark}
+    items = [
+        {"type": "message", "role": "user", "content": [part]},
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c", "output": [part]},
+    ]
+    options = {"mode": "explicit", "ttl": "12h"}
+    settings = GenerationSettings(prompt_cache_options=options)
+    sent = to_upstream(InferenceRequest("m", None, items, settings, stream=False))
+    assert sent["input"][0]["content"] == [part]
+    assert sent["input"][2]["output"] == [part]
+    assert sent["prompt_cache_options"] == options
+    assert "cache_control" not in sent

@@ -55,7 +55,8 @@ BACKEND_APIS: dict[str, Callable[[UpstreamClient, BackendConfig], Backend]] = {
         min_output_tokens=config.least_output_tokens(),
     ),
     "anthropic": lambda client, config: AnthropicBackend(
-        client, AnthropicOptions(config.default_max_tokens, config.thinking)
+        client,
+        AnthropicOptions(config.default_max_tokens, config.thinking, config.prompt_cache_mode),
     ),
 }
 

@@ -20,6 +20,8 @@
   ``tool_result`` (``is_error`` kept). Consecutive items of one role share a message, and
   in a user message the tool results come first. Empty text is never sent: a user turn
   left without blocks (a Chat client's ``content: ""``) says ``(no content)`` instead.
+- A part's ``cache_control`` (a Messages client's) marks its block, as does its
+  ``prompt_cache_breakpoint`` (an OpenAI client's; :mod:`.anthropic_caching`).
 - Tool names and ids are respelled into ``[A-Za-z0-9_-]`` (:mod:`.anthropic_names`).
 - An image or file this API cannot take (by ``file_id``, or a file without a data URL)
   is a 400.
@@ -32,6 +34,7 @@ from typing import Any, Final
 
 import orjson
 
+from stateway.backends.anthropic_caching import BREAKPOINT, breakpoint_mark, request_ttl
 from stateway.backends.anthropic_names import ToolNames, safe_name
 from stateway.core.errors import InvalidRequest
 from stateway.core.inference import InferenceRequest
@@ -55,6 +58,7 @@ def conversation(
     """The body's ``system`` and ``messages`` for the request's instructions and items, the
     text blocks' citations checked."""
     system: list[dict[str, Any]] = []
+    ttl = request_ttl(request.settings)  # of the breakpoints that ask none themselves
     if _said(request.instructions):
         system.append({"type": "text", "text": request.instructions})
     turns = _Turns()
@@ -63,15 +67,15 @@ def conversation(
         if kind == "message":
             role = item.get("role")
             if role in _SYSTEM_ROLES and not turns.messages:
-                system += _text_blocks(item.get("content"))
+                system += _text_blocks(item.get("content"), ttl)
             else:
-                turns.add(_role(role), _message_blocks(item))
+                turns.add(_role(role), _message_blocks(item, ttl))
         elif kind == "reasoning":
             turns.add("assistant", _thinking_blocks(item))
         elif kind == "function_call":
             turns.add("assistant", [_tool_use(item, names)])
         elif kind == "function_call_output":
-            turns.add("user", [_tool_result(item)])
+            turns.add("user", [_tool_result(item, ttl)])
     joined, messages = _system(system), turns.done()
     _check_citations(joined, messages)
     return joined, messages
@@ -121,20 +125,23 @@ def _said(text: str | None) -> bool:
     return bool(text and not text.isspace())
 
 
-def _message_blocks(item: Item) -> list[dict[str, Any]]:
+def _message_blocks(item: Item, ttl: str | None) -> list[dict[str, Any]]:
     content = item.get("content")
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if _said(content) else []
-    return [block for part in content or () if (block := _block(part)) is not None]
+    return [block for part in content or () if (block := _block(part, ttl)) is not None]
 
 
-def _text_blocks(content: Any) -> list[dict[str, Any]]:
+def _text_blocks(content: Any, ttl: str | None) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if _said(content) else []
-    return [b for part in content or () if (b := _block(part)) is not None and b["type"] == "text"]
+    blocks = (_block(part, ttl) for part in content or ())
+    return [block for block in blocks if block is not None and block["type"] == "text"]
 
 
-def _block(part: Item) -> dict[str, Any] | None:
+def _block(part: Item, ttl: str | None) -> dict[str, Any] | None:
+    """The block of a content part, marked as the part is (``ttl``: the request's, for a
+    breakpoint that asks none)."""
     kind = part.get("type")
     block: dict[str, Any]
     if isinstance(part.get("search_result"), dict):  # a Messages client's, as it came
@@ -154,6 +161,8 @@ def _block(part: Item) -> dict[str, Any] | None:
         return None
     if isinstance(part.get("cache_control"), dict):
         block["cache_control"] = part["cache_control"]
+    elif BREAKPOINT in part and (mark := breakpoint_mark(part[BREAKPOINT], ttl)) is not None:
+        block["cache_control"] = mark
     return block
 
 
@@ -292,14 +301,14 @@ def _tool_use(item: Item, names: ToolNames) -> dict[str, Any]:
     }
 
 
-def _tool_result(item: Item) -> dict[str, Any]:
+def _tool_result(item: Item, ttl: str | None) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": safe_name(str(item["call_id"]))}
     output = item.get("output")
     if isinstance(output, str):
         if _said(output):
             block["content"] = output
     else:
-        parts = [b for part in output or () if (b := _block(part)) is not None]
+        parts = [b for part in output or () if (b := _block(part, ttl)) is not None]
         if parts:
             block["content"] = parts
     if item.get("is_error") is True:

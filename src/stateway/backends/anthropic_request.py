@@ -25,6 +25,9 @@
   ``standard_only``; others are not sent.
 - A ``json_schema`` text format is Anthropic's structured output,
   ``output_config.format``; ``json_object`` has no equivalent there and is not carried.
+- Prompt caching: a Messages client's top-level ``cache_control`` as it came; OpenAI's
+  implicit caching and breakpoints as marks (:mod:`.anthropic_caching`), at most four
+  (:mod:`.anthropic_breakpoints`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from stateway.backends.anthropic_breakpoints import cap_breakpoints
+from stateway.backends.anthropic_caching import PromptCacheMode, automatic_mark, order_lifetimes
 from stateway.backends.anthropic_content import conversation
 from stateway.backends.anthropic_names import ToolNames
 from stateway.backends.reasoning_efforts import NONE
@@ -67,6 +71,9 @@ priority capacity, ``standard_only`` never does; ``flex`` and others are not sen
 class AnthropicOptions:
     default_max_tokens: int = 4096
     thinking: Literal["enabled", "adaptive"] = "enabled"
+    prompt_cache_mode: PromptCacheMode = "implicit"
+    """OpenAI's implicit breakpoint for a request that names no mode (Anthropic's
+    automatic caching), or ``explicit``: only the breakpoints a request marks."""
 
 
 def to_upstream(
@@ -107,10 +114,12 @@ def to_upstream(
     tier = _SERVICE_TIERS.get(settings.service_tier or "")
     if tier is not None:
         body["service_tier"] = tier
-    if settings.cache_control:
-        body["cache_control"] = settings.cache_control
+    mark = automatic_mark(request, options.prompt_cache_mode)
+    if mark is not None:
+        body["cache_control"] = mark
     _output_format(body, settings.text_format)
     cap_breakpoints(body)
+    order_lifetimes(body)
     return body
 
 

@@ -46,7 +46,7 @@ class GenerationSettings:
     prompt_cache_retention: str | None = None
     """How long an upstream that caches prompts keeps this one (OpenAI's ``in_memory`` or
     ``24h``; Responses' and Chat's field): sent to OpenAI-shaped upstreams, which take it
-    on both wires; an Anthropic upstream caches by its own marks."""
+    on both wires; for an Anthropic upstream ``24h`` asks its marks for an hour."""
     include: list[str] = field(default_factory=list)
     truncation: str = "disabled"
     service_tier: str | None = None
@@ -85,6 +85,11 @@ class GenerationSettings:
     cache_control: dict[str, Any] | None = None
     """Messages' top-level ``cache_control`` (automatic prompt caching): sent on to an
     Anthropic upstream; other upstreams cache prefixes on their own."""
+    client_cache_marks: bool = False
+    """The client marks what is cached itself, Anthropic's way (a Messages client:
+    ``cache_control`` where it wants a breakpoint, none meaning no caching): an Anthropic
+    upstream gets no mark the gateway would add for OpenAI's implicit caching
+    (:mod:`stateway.backends.anthropic_caching`)."""
     vendor_fields: dict[str, Any] = field(default_factory=dict)
     """A Chat Completions client's fields the gateway does not model: a server's own
     parameters (vLLM's ``chat_template_kwargs``, ``min_p``, ``repetition_penalty``), sent
@@ -108,7 +113,8 @@ class GenerationSettings:
     prompt_cache_options: dict[str, Any] | None = None
     """``prompt_cache_options`` (``mode``, ``ttl``) of Chat, or of Responses (without its
     ``prewarm``, the gateway's own, and ``comparison_response_id``): sent where
-    ``prompt_cache_retention`` goes."""
+    ``prompt_cache_retention`` goes; an Anthropic upstream gets them as its marks
+    (:mod:`stateway.backends.anthropic_caching`)."""
     summary_prompt: str | None = None
     """The instruction a compaction within the response asks for its summary with, in
     place of :data:`~stateway.core.compaction.prompt.SUMMARY_PROMPT` (Messages'

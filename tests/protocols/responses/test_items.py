@@ -149,3 +149,25 @@ def test_an_image_in_a_tool_output_states_its_detail_too(kind: str) -> None:
         output[2],
         output[3],
     ]
+
+
+@pytest.mark.parametrize("ttl", [None, "30m", "12h"])
+def test_a_prompt_cache_breakpoint_stays_on_every_part_that_may_have_one(ttl: str | None) -> None:
+    """``input_text``, ``input_image`` and ``input_file`` (a message's, a tool output's)
+    keep it as sent, for the upstream: a Responses one reads it, an Anthropic one is sent
+    a mark there."""
+    mark = {"mode": "explicit"} if ttl is None else {"mode": "explicit", "ttl": ttl}
+    parts = [
+        {"type": "input_text", "text": "t", "prompt_cache_breakpoint": mark},
+        {"type": "input_image", "image_url": "https://x/i.png", "prompt_cache_breakpoint": mark},
+        {"type": "input_file", "file_url": "https://x/d.pdf", "prompt_cache_breakpoint": mark},
+        {"type": "input_file", "file_url": "https://x/e.pdf", "prompt_cache_breakpoint": None},
+    ]
+    message, output = decode_items(
+        [
+            {"role": "user", "content": parts},
+            {"type": "function_call_output", "call_id": "c", "output": parts},
+        ]
+    )
+    for decoded in (message["content"], output["output"]):
+        assert [part["prompt_cache_breakpoint"] for part in decoded] == [mark, mark, mark, None]

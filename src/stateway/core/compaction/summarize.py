@@ -46,6 +46,7 @@ def summary_settings(settings: GenerationSettings) -> GenerationSettings:
         prompt_cache_key=settings.prompt_cache_key,
         prompt_cache_retention=settings.prompt_cache_retention,
         prompt_cache_options=settings.prompt_cache_options,
+        client_cache_marks=settings.client_cache_marks,
         service_tier=settings.service_tier,
     )
 

@@ -146,6 +146,7 @@ def _command(
         parallel_tool_calls=not (body.tool_choice and body.tool_choice.disable_parallel_tool_use),
         text_format=_text_format(body.output_config, body.output_format),
         include=[INCLUDE_ENCRYPTED],  # every thinking block signed: see the module's doc
+        client_cache_marks=True,  # Anthropic's way: only what the client marks is cached
     )
     apply_thinking(settings, body.thinking, body.output_config)
     return CreateResponse(
