@@ -381,6 +381,54 @@ def test_prompt_cache_settings_go_where_the_upstream_has_them() -> None:
     assert settings.vendor_fields == {}
 
 
+def test_a_parts_prompt_cache_breakpoint_stays_with_its_part() -> None:
+    """On a system, developer or user message's text, an image and a file; a tool
+    message's text parts are one text, with the last breakpoint among them. An assistant
+    message's text has none: the Responses API has no breakpoint on output text."""
+    mark, hour = {"mode": "explicit"}, {"mode": "explicit", "ttl": "12h"}
+
+    def text(said: str, marked: dict[str, Any] | None = mark) -> dict[str, Any]:
+        part: dict[str, Any] = {"type": "text", "text": said}
+        return part if marked is None else {**part, "prompt_cache_breakpoint": marked}
+
+    image = {"type": "image_url", "image_url": {"url": "https://x/i.png"}}
+    file = {"type": "file", "file": {"file_data": "data:text/plain;base64,aGk="}}
+    user_parts = [
+        text("u"),
+        {**image, "prompt_cache_breakpoint": mark},
+        {**file, "prompt_cache_breakpoint": hour},
+        text("plain", None),
+    ]
+    messages = [
+        {"role": "system", "content": [text("s")]},
+        {"role": "developer", "content": [text("d")]},
+        {"role": "user", "content": user_parts},
+        {**ASSISTANT_CALLS, "content": [text("a")]},
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": [text("1"), text("2", hour), text("3", None)],
+        },
+    ]
+    system, developer, user, said, _, output = decode(messages=messages).command.input
+    assert system["content"] == [
+        {"type": "input_text", "text": "s", "prompt_cache_breakpoint": mark}
+    ]
+    assert developer["content"][0]["prompt_cache_breakpoint"] == mark
+    assert [part.get("prompt_cache_breakpoint") for part in user["content"]] == [
+        mark,
+        mark,
+        hour,
+        None,
+    ]
+    assert said["content"] == [{"type": "output_text", "text": "a"}]
+    assert output["output"] == [
+        {"type": "input_text", "text": "123", "prompt_cache_breakpoint": hour}
+    ]
+    unmarked = [*messages[:4], {**messages[4], "content": [text("x", None)]}]
+    assert decode(messages=unmarked).command.input[-1]["output"] == "x"  # a string, as before
+
+
 @pytest.mark.parametrize("side", ["input", "output"])
 def test_a_moderation_policy_that_blocks_is_refused(side: str) -> None:
     """The gateway cannot moderate: ignoring the policy would let through what it blocks."""

@@ -4,11 +4,14 @@
 - ``user``: a ``user`` message; ``text`` parts as ``input_text``, ``image_url`` as
   ``input_image`` (its ``detail`` kept), ``file`` as ``input_file`` (``file_data``,
   ``file_id``, ``filename``); ``input_audio`` has no canonical form and is refused;
+- a part's ``prompt_cache_breakpoint`` stays on it (but an assistant message's text: the
+  Responses API has none on ``output_text``);
 - ``assistant``: its ``reasoning_content`` (or ``reasoning``) as a reasoning item, its text
   (and ``refusal``) as an ``assistant`` message, each tool call as a ``function_call``
   (``call_id`` = the call's ``id``);
 - ``tool``: a ``function_call_output`` (``call_id`` = ``tool_call_id``, its text as the
-  output). It must answer a call of an earlier assistant message that no other tool
+  output: one ``input_text`` part holding it when a part marks a breakpoint, the last
+  one's). It must answer a call of an earlier assistant message that no other tool
   message answered: otherwise a 400 naming its ``tool_call_id``. Every call must be
   answered (a 400 naming the assistant message, as OpenAI words it), and two calls may
   not share an id.
@@ -97,8 +100,16 @@ def _text_parts(content: str | Sequence[TextPart | RefusalPart] | None, kind: st
         if isinstance(part, RefusalPart):
             parts.append({"type": "refusal", "refusal": part.refusal})
         elif part.text:
-            parts.append({"type": kind, "text": part.text})
+            said: Item = {"type": kind, "text": part.text}
+            parts.append(said if kind == "output_text" else _marked(said, part))
     return parts
+
+
+def _marked(item: Item, part: TextPart | ImagePart | FilePart) -> Item:
+    """``item`` with ``part``'s ``prompt_cache_breakpoint``, if it has one."""
+    if part.prompt_cache_breakpoint is not None:
+        item["prompt_cache_breakpoint"] = part.prompt_cache_breakpoint
+    return item
 
 
 def _user_parts(content: str | list[UserPart], where: str) -> list[Item]:
@@ -109,12 +120,13 @@ def _user_parts(content: str | list[UserPart], where: str) -> list[Item]:
         match part:
             case TextPart(text=text):
                 if text:
-                    parts.append({"type": "input_text", "text": text})
+                    parts.append(_marked({"type": "input_text", "text": text}, part))
             case ImagePart(image_url=image):
                 detail = image.detail or "auto"
-                parts.append({"type": "input_image", "image_url": image.url, "detail": detail})
+                image_part = {"type": "input_image", "image_url": image.url, "detail": detail}
+                parts.append(_marked(image_part, part))
             case FilePart(file=file):
-                parts.append(_file(file.file_data, file.file_id, file.filename))
+                parts.append(_marked(_file(file.file_data, file.file_id, file.filename), part))
             case AudioPart():
                 param = f"{where}.content[{position}].type"
                 raise InvalidRequest(
@@ -183,12 +195,20 @@ def _tool_output(message: ToolMessage, pending: dict[str, int | None], where: st
             code="tool_call_not_found",
         )
     pending[message.tool_call_id] = None
-    content = message.content
-    output = content if isinstance(content, str) else "".join(part.text for part in content)
     return {
         "id": new_id("fco"),
         "type": "function_call_output",
         "call_id": message.tool_call_id,
-        "output": output,
+        "output": _tool_text(message.content),
         "status": "completed",
     }
+
+
+def _tool_text(content: str | list[TextPart]) -> str | list[Item]:
+    """A tool message's text; one part holding it when a part marks a breakpoint (the
+    last one's: the text's end is the nearest a prefix can end at)."""
+    if isinstance(content, str):
+        return content
+    text = "".join(part.text for part in content)
+    marks = [part for part in content if part.prompt_cache_breakpoint is not None]
+    return [_marked({"type": "input_text", "text": text}, marks[-1])] if marks else text

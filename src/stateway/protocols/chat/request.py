@@ -24,6 +24,9 @@ class _Wire(BaseModel):
 class TextPart(_Wire):
     type: Literal["text"]
     text: str
+    prompt_cache_breakpoint: dict[str, Any] | None = None
+    """Where a cached prefix ends (``mode``, ``ttl``): kept with the part, for the
+    upstream to judge (as on every part below that has it)."""
 
 
 class RefusalPart(_Wire):
@@ -40,6 +43,7 @@ class ImageURL(_Wire):
 class ImagePart(_Wire):
     type: Literal["image_url"]
     image_url: ImageURL
+    prompt_cache_breakpoint: dict[str, Any] | None = None
 
 
 class FileData(_Wire):
@@ -51,6 +55,7 @@ class FileData(_Wire):
 class FilePart(_Wire):
     type: Literal["file"]
     file: FileData
+    prompt_cache_breakpoint: dict[str, Any] | None = None
 
 
 class AudioPart(_Wire):
