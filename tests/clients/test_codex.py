@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.clients.codex import DEFAULT_MODEL, CodexRun, run_codex
-from tests.clients.offline import OfflineGateway, inside
+from tests.clients.offline import GatewayPool, OfflineGateway, inside
 
 pytestmark = pytest.mark.clients
 
@@ -260,3 +260,21 @@ def test_the_gateways_own_mcp_tools_are_usable_from_codex(
     assert answer["type"] == "agent_message", run.describe()
     assert answer["text"].startswith("Tool said: ")
     assert '"object":"conversation"' in answer["text"]
+
+
+def test_an_anthropic_upstream_caches_codexs_turns(
+    codex_binary: Path, gateways: GatewayPool, tmp_path: Path
+) -> None:
+    """Codex marks nothing (hosted OpenAI caches unasked): each request of its agent loop
+    reaches an Anthropic upstream with Anthropic's automatic caching, which the fake (as
+    strict as Anthropic about marks) takes."""
+    gateway = gateways.get("anthropic")
+    gateway.take_upstream_requests()  # forget an earlier test's
+    model = MODELS["custom"]
+    prompt = f"Run it [[tool:{model.shell_call}:{model.shell_arguments}]]"
+    run = _codex(codex_binary, gateway, model, prompt, tmp_path)
+    assert OUTPUT in run.items("agent_message")[0]["text"]
+    sent = gateway.take_upstream_requests()
+    assert [(r["path"], r["body"]["cache_control"]) for r in sent] == [
+        ("/v1/messages", {"type": "ephemeral"})
+    ] * 2
