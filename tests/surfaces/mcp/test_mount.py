@@ -16,6 +16,7 @@ import pytest
 from stateway.core.gateway import Gateway
 from stateway.storage.sql import migrate
 from stateway.surfaces.mcp import server
+from stateway.surfaces.mcp.limits import McpLimits
 from stateway.surfaces.mcp.mount import McpMount
 
 
@@ -94,6 +95,32 @@ async def test_the_first_request_starts_the_surface_and_is_served_by_it(
     assert surface.requests == ["/mcp", "/mcp"]
     await served.aclose()
     assert not surface.running_now
+
+
+async def test_a_body_is_read_within_its_bounds_before_the_surface_starts(
+    fake_surface: type[FakeSurface],
+) -> None:
+    """The first request's body is bounded from its first byte: read before the surface's
+    start (the SDK's import, which holds the loop), not after it."""
+    served = McpMount(cast(Gateway, object()), "1.2.3", McpLimits(body_timeout=0.05))
+    never = asyncio.Event()
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        await never.wait()
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "path": "/mcp", "method": "POST", "headers": []}
+    await served(scope, receive, send)
+
+    assert sent[0]["status"] == 408
+    error = orjson.loads(b"".join(m.get("body", b"") for m in sent[1:]))["error"]
+    assert error["code"] == "request_timeout"
+    assert fake_surface.built == []  # nothing started for a request that never came
+    await served.aclose()
 
 
 async def test_concurrent_first_requests_start_one_surface(fake_surface: type[FakeSurface]) -> None:

@@ -5,7 +5,10 @@ serving process, ~20 MiB. A gateway nobody drives over MCP should not carry it, 
 HTTP app mounts an :class:`McpMount`: at the first request to ``/mcp`` it imports
 :mod:`.server`, builds the :class:`~.server.McpSurface` and enters its session manager in
 a task of its own (the SDK's task group must be left by the task that entered it), which
-:meth:`McpMount.aclose` ends at shutdown.
+:meth:`McpMount.aclose` ends at shutdown. A request's body is read here, ahead of the
+surface, within the bounds of every route's (:func:`~.limits.body_read_ahead`), so that
+its bounds hold from its first byte, the first request's too, whose surface's start
+(the SDK's import) holds the event loop for a while.
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
-from stateway.core.errors import ServerShuttingDown
+from stateway.core.errors import GatewayError, ServerShuttingDown
 from stateway.core.gateway import Gateway
 from stateway.surfaces.http.transport import error_response
-from stateway.surfaces.mcp.limits import McpLimits
+from stateway.surfaces.mcp.limits import McpLimits, body_read_ahead
 
 if TYPE_CHECKING:
     from stateway.surfaces.mcp.server import McpSurface
@@ -45,6 +49,13 @@ class McpMount:
         if self._stop.is_set():
             await error_response(ServerShuttingDown())(scope, receive, send)
             return
+        try:  # before the surface: its first start (the SDK's import) holds the loop
+            receive = await body_read_ahead(scope, receive, self._limits)
+        except GatewayError as error:
+            await error_response(error)(scope, receive, send)
+            return
+        except ClientDisconnect:
+            return  # nobody to answer
         if self._surface is None:
             self._surface = asyncio.get_running_loop().create_future()
             self._serving = asyncio.create_task(self._serve(self._surface))

@@ -19,7 +19,7 @@ Each HTTP request to ``/mcp`` is authenticated by the HTTP surface's middleware;
 principal (``principal_of``) is what the handlers act for, and the SDK binds each session
 to the principal that opened it (another principal naming the session gets 404). One
 from a web page of another site (its ``Origin`` not the gateway's own) is refused (403).
-A request's body is read within the bounds of every route's (``limits.py``). A request
+A request's body has been read within the bounds of every route's (``mount.py``). A request
 outlasting its credential's revocation or expiry (a stream) is cut off (``cutoff.py``),
 and its session's subscriptions end. A session idle for :data:`SESSION_IDLE_TIMEOUT` (no
 request in flight, no stream open) is closed, and at most ``limits.MAX_SESSIONS`` are
@@ -68,7 +68,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 from starlette.datastructures import Headers
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from stateway.core.errors import GatewayError, InternalError, InvalidRequest
@@ -82,7 +82,7 @@ from stateway.surfaces.mcp import resources, tool_results
 from stateway.surfaces.mcp.answer_once import answer_once
 from stateway.surfaces.mcp.cutoff import serve_until_revoked
 from stateway.surfaces.mcp.inputs import as_parsed
-from stateway.surfaces.mcp.limits import MAX_SESSIONS, McpLimits, body_read_ahead
+from stateway.surfaces.mcp.limits import MAX_SESSIONS, McpLimits
 from stateway.surfaces.mcp.schema import tool_schemas
 from stateway.surfaces.mcp.sessions import TenantSessionManager, TenantSessionsFull
 from stateway.surfaces.mcp.tools import TOOLS, Result
@@ -143,12 +143,9 @@ class McpSurface:
                     status=403,
                 )
             principal = principal_of(scope)
-            receive = await body_read_ahead(scope, receive, self._limits)
         except GatewayError as error:
             await error_response(error)(scope, receive, send)
             return
-        except ClientDisconnect:
-            return  # nobody to answer
         # The SDK keeps a session for the user that opened it (it compares these).
         token = AccessToken(
             token="", client_id=principal.tenant_id, scopes=[], subject=principal.scope
