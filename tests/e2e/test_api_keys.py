@@ -252,7 +252,9 @@ def test_a_steered_responses_successor_on_a_revoked_key_fails_then_the_socket_cl
     marker = f"steered-after-revocation-{uuid.uuid4().hex}"
     with connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as socket:
         create = {"type": "response.create", "model": MODEL, "stream_id": "s"}
-        socket.send(json.dumps({**create, "input": "[[slow:300]] [[words:20]]"}))  # ~6 s
+        # ~12 s: two `stateway keys` runs (list, revoke) must end before it does, however
+        # busy the machine (one that ends after lets the successor start unrefused).
+        socket.send(json.dumps({**create, "input": "[[slow:300]] [[words:40]]"}))
         created = json.loads(socket.recv(timeout=30))
         assert created["type"] == "response.created"
         steer = {"type": "response.steer", "previous_response_id": created["response"]["id"]}
