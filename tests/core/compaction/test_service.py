@@ -225,6 +225,43 @@ async def test_threshold_compacts_before_the_rounds() -> None:
     assert answered[-1]["type"] == "compaction"  # left out by every backend's model view
 
 
+async def test_the_summary_is_not_counted_against_the_answers_max_output_tokens() -> None:
+    """``max_output_tokens`` bounds the answer: the round after a compaction is asked for
+    the client's whole budget, whatever the summary wrote."""
+    backend = RoundsBackend([SUMMARY, ANSWER])
+    settings = GenerationSettings(
+        context_management=[{"type": "compaction", "compact_threshold": 5}],
+        max_output_tokens=100,
+    )
+    history = [user("one"), assistant("first reply"), user("two")]
+    run = await build(backend).execute(Principal(), CreateResponse("m", history, settings=settings))
+    await run.wait()
+    assert [item["type"] for item in run.state.output] == ["compaction", "message"]
+    assert backend.requests[1].settings.max_output_tokens == 100
+
+
+async def test_a_streamed_compaction_is_announced_once_its_row_is_written() -> None:
+    """The compaction comes first, the response announced before it (the client sees its
+    item made): only once the in-progress row is in the store."""
+    announced: list[tuple[str, int]] = []  # each save, and the events emitted before it
+    store = MemoryStore(on_save=lambda r: announced.append((r.status, events_of(r.id))))
+    gateway = build(RoundsBackend([SUMMARY, ANSWER]), store)
+
+    def events_of(response_id: str) -> int:
+        run = gateway.runs.get(response_id)
+        return -1 if run is None else len(run.events)
+
+    settings = GenerationSettings(
+        context_management=[{"type": "compaction", "compact_threshold": 5}]
+    )
+    history = [user("one"), assistant("first reply"), user("two")]
+    command = CreateResponse("m", history, stream=True, settings=settings)
+    run = await gateway.execute(Principal(), command)
+    await run.wait()
+    assert [item["type"] for item in run.state.output] == ["compaction", "message"]
+    assert announced[0] == ("in_progress", 0)
+
+
 async def test_a_compaction_within_a_response_asks_its_model_and_emits_its_item() -> None:
     """The summary is asked of the candidate's upstream model, with the response's
     instructions, the model view, the request's own summary prompt and only the settings a
