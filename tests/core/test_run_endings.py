@@ -16,9 +16,10 @@ from stateway.core.errors import (
     UpstreamError,
 )
 from stateway.core.gateway import Gateway
-from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta
+from stateway.core.inference import Delta, Finish, ReasoningDelta, TextDelta, ToolCallDelta
 from stateway.core.ports import ResponseRecord, StoredChain
 from stateway.core.principal import Principal
+from stateway.core.response import INTERRUPTED_REASON
 from stateway.core.runs import CancelReason, Run
 from stateway.protocols.responses.encode import encode_response
 from tests.core.fakes import MemoryStore, ScriptedBackend
@@ -75,7 +76,9 @@ async def test_a_final_save_that_fails_reports_no_completion_and_tells_every_cli
     body = encode_response(last.response)
     assert body["status"] == "failed"
     assert body["completed_at"] is None
-    assert "not be stored" in body["error"]["message"]
+    message = "The response could not be stored."
+    assert run.state.error == {"code": "storage_unavailable", "message": message, "status": 503}
+    assert run.error.message == message
 
 
 class CrashingStore(MemoryStore):
@@ -253,3 +256,55 @@ async def test_a_failed_response_lends_its_input_but_not_its_cut_off_output() ->
     await second.wait()
     sent = backend.requests[-1].items
     assert [i["content"][0]["text"] for i in sent] == ["a", "b"]
+
+
+async def test_an_interrupted_run_keeps_what_it_completed_and_drops_what_it_was_writing() -> None:
+    """Its client interrupted it (WebSocket ``response.interrupt``): it ends incomplete,
+    ``interrupted``, a turn a later request continues, with only the items it had
+    completed; the message it was writing is dropped, as it was never done."""
+    backend = ScriptedBackend([ReasoningDelta("think"), TextDelta("partial")], asyncio.Event())
+    store = MemoryStore()
+    run = await started(gateway_for(backend, store), backend)
+    run.cancel(CancelReason.INTERRUPTED)
+    await run.wait()
+
+    state = run.state
+    assert (state.status, state.incomplete_reason) == ("incomplete", INTERRUPTED_REASON)
+    assert [(i["type"], i["status"]) for i in state.output] == [("reasoning", "completed")]
+    record = store.records["default", run.id]
+    assert (record.status, record.output_items) == ("incomplete", state.output)
+    assert isinstance(run.events[-1], ev.ResponseFinished)
+
+
+async def test_an_error_kept_on_the_run_holds_no_frames_of_it_or_its_cause() -> None:
+    """The error outlives the frames it went through (the caller reads it later): kept
+    with its tracebacks, their locals (the run, upstream streams) would stay alive."""
+    try:
+        raise OSError("connection reset")
+    except OSError as caught:
+        cause = caught
+    assert cause.__traceback__ is not None
+    error = UpstreamError("the upstream failed")
+    error.__cause__ = cause  # raised from it, outside its handler: no __context__
+    run = await gateway_for(ScriptedBackend([error]), MemoryStore()).execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")])
+    )
+    await run.wait()
+
+    assert run.error is error
+    assert error.__traceback__ is None
+    assert cause.__traceback__ is None
+
+
+async def test_a_notice_is_not_logged_while_the_run_is_finishing() -> None:
+    """Once its end is being written, the events that end stores are set: a notice
+    (WebSocket steering's) is refused, for its surface to send after the terminal event."""
+    gate, ending = asyncio.Event(), asyncio.Event()
+    store = MemoryStore(on_save=lambda r: ending.set(), save_gate=gate)
+    gateway = gateway_for(ScriptedBackend([TextDelta("x"), Finish("stop")]), store)
+    run = await gateway.execute(Principal(), CreateResponse(model="m", input=[user("hi")]))
+    await ending.wait()  # a non-stream run: written once, at its end
+    assert not run.note(ev.Notice("response.steer.accepted", {}))
+    gate.set()
+    await run.wait()
+    assert not [e for e in run.events if isinstance(e, ev.Notice)]
