@@ -42,6 +42,7 @@ from stateway.core.inference import Delta, Finish, TextDelta
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder
 from stateway.core.loop import Loop
+from stateway.core.ownership import ProcessIdentity
 from stateway.core.ports import Sealer
 from stateway.core.principal import Principal
 from stateway.core.reasoning import wrapped
@@ -538,6 +539,19 @@ async def test_a_caller_gone_while_the_turn_is_written_still_lets_go() -> None:
     world.store.save = save  # type: ignore[method-assign]
     await (await world.turn(conversation.id, "next")).wait()  # the conversation is free
     assert texts(await world.items(conversation.id))[-2:] == ["next", "answer"]
+
+
+async def test_a_turns_in_progress_row_names_the_process_running_it() -> None:
+    """As every in-progress row does: were the process to die, the survivors find the
+    turn by its owner, end it and let its conversation go."""
+    world = World(gate=asyncio.Event())
+    conversation = await world.conversation()
+    run = await world.turn(conversation.id, "hi")
+    await world.backend.started.wait()
+    [record] = world.store.records.values()
+    assert (record.status, record.owner) == ("in_progress", str(ProcessIdentity.current()))
+    run.cancel()
+    await run.wait()
 
 
 async def test_a_caller_gone_while_a_failing_turn_write_runs_holds_no_generation() -> None:

@@ -451,3 +451,33 @@ async def test_a_candidate_without_parallel_calls_is_asked_and_kept_to_one_per_r
     [sent] = backend.requests
     assert sent.settings.parallel_tool_calls is False
     assert run.state.settings.parallel_tool_calls is True
+
+
+async def test_an_upstream_call_id_the_context_holds_already_is_replaced() -> None:
+    """An upstream that numbers its calls per turn (``call_0`` each time) repeats an id of
+    the context: the new call gets its own, so no two calls of a conversation share one."""
+    earlier = [
+        {"type": "function_call", "call_id": "call_0", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_0", "output": "1"},
+    ]
+    backend = ScriptedBackend([ToolCallDelta(0, "call_0", "f", "{}"), Finish("tool_calls")])
+    run = await gateway_for(backend, MemoryStore()).execute(
+        Principal(), CreateResponse(model="m", input=[user("hi"), *earlier])
+    )
+    await run.wait()
+    [made] = run.state.output
+    assert made["call_id"] not in ("call_0", "")
+
+
+async def test_a_forced_custom_tool_sends_its_grammar_with_the_round() -> None:
+    """A backend with guided decoding constrains the forced call's input to it."""
+    grammar = {"type": "grammar", "syntax": "lark", "definition": 'start: "a"+'}
+    tool = {"type": "custom", "name": "say", "format": grammar}
+    backend = ScriptedBackend([TextDelta("x"), Finish("stop")])
+    settings = GenerationSettings(tools=[tool], tool_choice={"type": "custom", "name": "say"})
+    run = await gateway_for(backend, MemoryStore()).execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], settings=settings)
+    )
+    await run.wait()
+    [request] = backend.requests
+    assert request.grammar == grammar

@@ -13,8 +13,14 @@ from tests.core.test_loop import gateway_for, user
 
 async def test_a_prewarm_completes_with_no_output_and_no_upstream_request() -> None:
     backend = ScriptedBackend([TextDelta("never"), Finish("stop")])
-    store = MemoryStore()
+    announced: list[tuple[str, int]] = []  # each save, and the events emitted before it
+    store = MemoryStore(on_save=lambda r: announced.append((r.status, events_of(r.id))))
     gateway = gateway_for(backend, store)
+
+    def events_of(response_id: str) -> int:
+        run = gateway.runs.get(response_id)
+        return -1 if run is None else len(run.events)
+
     command = CreateResponse(model="m", input=[user("base")], stream=True, generate=False)
     run = await gateway.execute(Principal(), command)
     await run.wait()
@@ -29,6 +35,8 @@ async def test_a_prewarm_completes_with_no_output_and_no_upstream_request() -> N
     assert [i["id"] for i in run.context] == ["msg_in"]
     [record] = store.records.values()
     assert record.input_items[0]["id"] == "msg_in"
+    # its in-progress row written before response.created, its end before the last event
+    assert announced == [("in_progress", 0), ("completed", 2)]
 
 
 async def test_given_prior_items_are_the_context_without_reading_the_store() -> None:

@@ -17,9 +17,11 @@ from stateway.core.runs import RunRegistry
 from stateway.core.stages.chain import Stage, StageChain, StageFailed
 from stateway.core.stages.context import POINTS, StageContext
 from stateway.core.stages.shipped import ParamClamp, ToolFilter
+from stateway.core.tools.toolset import ConfiguredServer, GatewayTools, ToolPolicy
 from tests.core.conversation_fakes import MemoryConversations, TurnStore
-from tests.core.fakes import MemoryStore
+from tests.core.fakes import MemoryStore, RoundsBackend
 from tests.core.routing_fakes import Named, candidate, gateway, route, router
+from tests.core.tools.test_tool_loop import DOCS, MCP_TOOL, answer, call, fake_mcp, tools_round
 
 USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
 OK = [TextDelta("fine"), Finish("stop")]
@@ -183,3 +185,36 @@ async def test_session_open_runs_on_the_first_turn_of_a_chain_or_conversation_on
     assert opened[1:] == [("assistant", empty.id)]
     await turn(conversation_id=empty.id)  # its second turn
     assert len(opened) == 2
+
+
+async def test_each_round_hands_on_its_own_items_and_the_gate_sees_the_whole_response() -> None:
+    """A gateway tool's round, then the answer: ``response_part`` is given each item a
+    round produced, once (the tool listing comes before the rounds), and
+    ``completion_gate`` the finished response; both are told their route's name."""
+    parts: list[tuple[str, str]] = []
+    gated: list[tuple[str, str, list[str]]] = []
+
+    class Watcher:
+        def response_part(self, context: StageContext) -> None:
+            assert context.item is not None
+            parts.append((context.route, context.item["type"]))
+
+        def completion_gate(self, context: StageContext) -> None:
+            state = context.state
+            gated.append((context.route, state.status, [i["type"] for i in state.output]))
+
+    backend = RoundsBackend([tools_round(call("docs__add", {"a": 1, "b": 2})), answer()])
+    assistant = route(candidate(backend), stages=StageChain([Stage("watch", Watcher())]))
+    store = MemoryStore()
+    tools = GatewayTools(
+        mcp=fake_mcp(), servers={"docs": ConfiguredServer(DOCS)}, policy=ToolPolicy(timeout=5)
+    )
+    loop = Loop(store, tools=tools)
+    gw = Gateway(store, router(assistant), loop, RunRegistry())
+    command = CreateResponse("assistant", [USER], settings=GenerationSettings(tools=[MCP_TOOL]))
+    run = await gw.execute(Principal(), command)
+    await run.wait()
+
+    assert run.state.status == "completed"
+    assert parts == [("assistant", "mcp_call"), ("assistant", "message")]
+    assert gated == [("assistant", "completed", ["mcp_list_tools", "mcp_call", "message"])]

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from stateway.core import events as ev
-from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.commands import CreateResponse, GenerationSettings, GetResponse
 from stateway.core.errors import InvalidRequest, UpstreamError
 from stateway.core.gateway import Gateway
 from stateway.core.inference import (
@@ -197,6 +197,7 @@ async def test_the_prompt_usage_shown_first_is_the_first_rounds() -> None:
     assert run.state.status == "completed"
     assert run.state.prompt_usage == Usage(3, 1)
     assert run.state.usage == Usage(8, 3)
+    assert run.state.iterations == []  # each round's own usage: shown after a compaction only
 
 
 async def test_an_mcp_call_runs_inside_the_response_and_the_model_answers_with_its_result() -> None:
@@ -300,6 +301,8 @@ async def test_a_steered_run_stops_before_its_next_round_with_every_call_answere
     assert state.output[1]["status"] == "completed"
     assert state.output[1]["output"] == "slept"
     assert len(setup.backend.requests) == 1  # no round after the boundary
+    assert setup.store.records["default", run.id].status == "incomplete"
+    assert run.events[-1] == ev.ResponseFinished(state)
 
 
 async def test_a_steered_run_whose_round_answers_completes() -> None:
@@ -335,6 +338,24 @@ async def test_a_forced_tool_is_forced_in_the_first_round_only() -> None:
     first, second = setup.backend.requests
     assert first.tool_choice == {"type": "function", "name": "docs__add"}
     assert second.tool_choice == "auto"
+
+
+async def test_a_server_named_alone_is_forced_in_the_first_round_with_only_its_tools() -> None:
+    """``tool_choice`` naming an MCP server without a tool: the first round must call one
+    of that server's tools, and is offered only those; later rounds are offered all."""
+    function = {"type": "function", "name": "other", "parameters": {"type": "object"}}
+    setup = Setup([tools_round(call("docs__add", {"a": 1, "b": 2})), answer()])
+    choice = {"type": "mcp", "server_label": "docs"}
+    await setup.create([MCP_TOOL, function], settings={"tool_choice": choice})
+    first, second = setup.backend.requests
+    assert (first.tool_choice, second.tool_choice) == ("required", "auto")
+    assert [t["name"] for t in first.tools] == ["docs__add", "docs__slow", "docs__boom"]
+    assert [t["name"] for t in second.tools] == [
+        "other",
+        "docs__add",
+        "docs__slow",
+        "docs__boom",
+    ]
 
 
 async def test_max_tool_calls_refuses_calls_past_the_limit_and_stops_offering_gateway_tools() -> (
@@ -572,6 +593,52 @@ async def test_an_approval_stops_the_turn_and_an_approving_answer_runs_the_call(
     call_item = next(i for i in seen if i["type"] == "function_call")
     output = next(i for i in seen if i["type"] == "function_call_output")
     assert call_item["call_id"] == output["call_id"] == request["id"]
+
+
+async def test_a_streamed_approving_answer_is_announced_once_its_row_is_written() -> None:
+    """The approved call runs before the first round, the response announced before it:
+    only once the in-progress row is in the store."""
+    setup = Setup([tools_round(call("docs__add", {"a": 4, "b": 4})), answer("eight")])
+    ask = {"type": "mcp", "server_label": "docs", "require_approval": "always"}
+    first = await setup.create([ask])
+    request = first.state.output[-1]
+    announced: list[tuple[str, int]] = []  # each save, and the events emitted before it
+
+    def saved(record: Any) -> None:
+        run = setup.gateway.runs.get(record.id)
+        announced.append((record.status, -1 if run is None else len(run.events)))
+
+    setup.store.on_save = saved
+    approve = {"type": "mcp_approval_response", "approval_request_id": request["id"]}
+    second = await setup.create(
+        [ask], [{**approve, "approve": True}], previous_response_id=first.state.id, stream=True
+    )
+    assert [i["type"] for i in second.state.output] == ["mcp_call", "message"]
+    assert announced[0] == ("in_progress", 0)
+
+
+async def test_a_response_read_while_its_approved_call_runs_shows_that_call() -> None:
+    """The approved call runs before the first round: a read of the response meanwhile
+    shows it, in progress."""
+    rounds = [tools_round(call("docs__slow", {"seconds": 10})), answer()]
+    setup = Setup(rounds, policy=ToolPolicy(timeout=30))
+    ask = {"type": "mcp", "server_label": "docs", "require_approval": "always"}
+    first = await setup.create([ask])
+    request = first.state.output[-1]
+    approve = {"type": "mcp_approval_response", "approval_request_id": request["id"]}
+    command = CreateResponse(
+        model="m",
+        input=[{**approve, "approve": True}],
+        previous_response_id=first.state.id,
+        stream=True,
+        settings=GenerationSettings(tools=[ask]),
+    )
+    run = await setup.gateway.execute(Principal(), command)
+    await setup.mcp.called.wait()
+    live = await setup.gateway.execute(Principal(), GetResponse(run.id))
+    assert [(i["type"], i["status"]) for i in live.output] == [("mcp_call", "in_progress")]
+    run.cancel()
+    await run.wait()
 
 
 async def test_a_denied_call_is_not_run_and_the_model_is_told() -> None:
@@ -914,6 +981,32 @@ async def test_a_tool_an_earlier_turn_called_but_no_longer_listed_fails_by_its_o
     )
     calls = [i["name"] for i in run.state.output if i["type"] == "function_call"]
     assert calls == [undeclared], "only the undeclared server's name is the client's"
+
+
+async def test_a_later_round_shows_a_gateway_call_by_the_name_the_model_called() -> None:
+    """The client's function ``docs__add`` holds that name, so the server's ``add`` is the
+    model's ``gateway_docs__add``: the next round shows the model its call under that
+    name (as every backend renders the context, with the round's names), not as a call
+    of the client's function."""
+    mine = {"type": "function", "name": "docs__add", "parameters": {"type": "object"}}
+    setup = Setup([tools_round(call("gateway_docs__add", {"a": 1, "b": 2})), answer()])
+    run = await setup.create([mine, MCP_TOOL])
+    assert [i["type"] for i in run.state.output] == ["mcp_list_tools", "mcp_call", "message"]
+    second = setup.backend.requests[1]
+    made, result = model_items(second.items, names=second.names)[-2:]
+    assert (made["name"], result["output"]) == ("gateway_docs__add", "3")
+
+
+async def test_a_round_failing_after_a_gateway_calls_round_fails_the_response_shown() -> None:
+    """The first round's call ran and was shown; the second round fails before any output.
+    The client has been shown output, so it is answered the failed response (with that
+    output), not the error alone."""
+    rounds = [tools_round(call("docs__add", {"a": 1, "b": 2})), [UpstreamError("cut")]]
+    setup = Setup(rounds)  # type: ignore[arg-type]
+    run = await setup.create([MCP_TOOL])
+    assert run.state.status == "failed"
+    assert [i["type"] for i in run.state.output] == ["mcp_list_tools", "mcp_call"]
+    assert run.error is None
 
 
 async def test_approved_calls_count_toward_max_tool_calls() -> None:
