@@ -145,7 +145,7 @@ class ResponsesRoutes:
     ) -> ASGIApp:
         """``run``'s answer; ``on_disconnect``: what its client leaving does (None:
         nothing); ``opened``: a stream's opening was waited for already."""
-        opening = None if opened else _opening(run)
+        opening = None if opened or not stream else _opening(run)  # a stream's only
         if run.journal is not None and run.state.background:  # detached from this request
             return await self._background(run, run.journal, scope, stream, opening)
         if stream:
