@@ -57,6 +57,21 @@ async def test_a_call_cut_short_is_left_out_unless_answered() -> None:
     assert caught.value.code == "tool_output_missing"
 
 
+async def test_a_call_cut_short_whose_id_a_later_call_took_is_left_out() -> None:
+    """A chain stored by an upstream that numbered its calls per turn: a cut ``c1``,
+    then a later answered ``c1``. The model is shown only the answered one, never two
+    calls under one id (the cut one with its partial arguments)."""
+    store = MemoryStore()
+    cut = {**call("c1"), "arguments": '{"pa', "status": "incomplete"}
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]}
+    later = {**user, "content": [{"type": "input_text", "text": "go on"}]}
+    stored = [user, cut, later, call("c1"), output("c1")]
+    await store.save(ResponseRecord("t", "resp_1", None, "completed", 0.0, {}, stored, []))
+    command = CreateResponse(model="m", input=[later], previous_response_id="resp_1")
+    context = await build_context(store, "t", command, ScriptedBackend([]))
+    assert context == [user, later, call("c1"), output("c1"), later]
+
+
 async def test_an_earlier_output_whose_call_is_gone_is_left_out() -> None:
     """A conversation's call item deleted: its output answers nothing, and a model must
     never see an output without its call (Chat and Anthropic servers refuse it)."""

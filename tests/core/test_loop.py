@@ -469,6 +469,27 @@ async def test_an_upstream_call_id_the_context_holds_already_is_replaced() -> No
     assert made["call_id"] not in ("call_0", "")
 
 
+async def test_an_upstream_call_id_of_a_call_cut_short_is_replaced() -> None:
+    """A call cut short (``incomplete``) is left out of what the model is shown, but its
+    id stays taken: a new call the upstream numbers the same gets its own."""
+    cut = {
+        "type": "function_call",
+        "call_id": "call_0",
+        "name": "f",
+        "arguments": "{",
+        "status": "incomplete",
+    }
+    backend = ScriptedBackend([ToolCallDelta(0, "call_0", "f", "{}"), Finish("tool_calls")])
+    run = await gateway_for(backend, MemoryStore()).execute(
+        Principal(), CreateResponse(model="m", input=[user("hi"), cut, user("go on")])
+    )
+    await run.wait()
+    [sent] = backend.requests
+    assert [i["type"] for i in sent.items] == ["message", "message"]
+    [made] = run.state.output
+    assert made["call_id"] not in ("call_0", "")
+
+
 async def test_a_forced_custom_tool_sends_its_grammar_with_the_round() -> None:
     """A backend with guided decoding constrains the forced call's input to it."""
     grammar = {"type": "grammar", "syntax": "lark", "definition": 'start: "a"+'}

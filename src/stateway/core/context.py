@@ -188,24 +188,28 @@ def _inlined(part: Item, backend: Backend) -> bool:
     return backend.inlines_text_files and isinstance(part, dict) and file_text(part) is not None
 
 
-def checked_context(prior: Prior, current: list[Item]) -> list[Item]:
+def checked_context(prior: Prior, current: list[Item], taken: set[str] | None = None) -> list[Item]:
     """``prior`` then ``current``, checked: every call has a unique non-empty ``call_id``;
     each output answers exactly one pending call of its own kind (a ``tool_search_output``
     a client-executed ``tool_search_call``); no call of the context is left without its
     output; an ``mcp_approval_response`` answers an ``mcp_approval_request`` of the
     context. A call cut short (``incomplete``: its response was cancelled or ran out of
     tokens while the call was being written) needs no output; left unanswered, it is left
-    out, since a model must never see a call without its output. Nor an output without
-    its call: one of ``prior`` whose call is gone (a conversation's call item deleted) is
-    left out too."""
-    orphans: list[Item] = []
-    pending = _pending_calls(prior.items, current, "input", orphans)
+    out, since a model must never see a call without its output, and its id goes to
+    ``taken``, when given: a new call must not reuse it, or a later turn would hold two
+    calls under one id. Nor an output without its call: one of ``prior`` whose call is
+    gone (a conversation's call item deleted) is left out too, as is a call cut short
+    whose id a later call of ``prior`` took (stored before ids were kept apart)."""
+    calls = _Calls("input")
+    calls.walk(prior.items, current)
     items = prior.joined(current)
-    if not pending and not orphans:  # the common case: every call answered
+    if not calls.pending and not calls.dropped:  # the common case: every call answered
         return items
-    _refuse_unanswered(pending)
-    cut = {call_id for call_id, (_, required) in pending.items() if not required}
-    gone = {id(item) for item in orphans}
+    _refuse_unanswered(calls.pending)
+    cut = {call_id for call_id, (_, required) in calls.pending.items() if not required}
+    if taken is not None:
+        taken |= cut
+    gone = {id(item) for item in calls.dropped}
     return [
         i
         for i in items
@@ -234,7 +238,7 @@ def check_added_answers(prior: list[Item], added: list[Item]) -> None:
     ``prior`` or of ``added`` before it that is not answered yet, each call has its own
     ``call_id``, and each ``mcp_approval_response`` answers a request, as in a request's
     input; but a call may stay unanswered (its output can be added later)."""
-    _pending_calls(prior, added, "items")
+    _Calls("items").walk(prior, added)
 
 
 def has_tool_items(items: list[Item]) -> bool:
@@ -243,80 +247,86 @@ def has_tool_items(items: list[Item]) -> bool:
     return any(item.get("type") in _TOOL_ITEMS for item in items)
 
 
-def _pending_calls(
-    prior: list[Item], current: list[Item], field: str, orphans: list[Item] | None = None
-) -> dict[str, tuple[str, bool]]:
-    """The calls left unanswered by ``prior`` then ``current`` (``field`` of the request,
-    checked as it is tracked), by ``call_id``: the type that answers each, and whether
-    an answer is required. The outputs of ``prior`` that answer no call go to
-    ``orphans``, when given."""
-    pending: dict[str, tuple[str, bool]] = {}
-    seen: set[str] = set()
-    answered: set[tuple[str, str]] = set()
-    approvals: set[str] = set()
-    for item in prior:
-        _track(item, pending, seen, answered, approvals, None, field, orphans)
-    for index, item in enumerate(current):
-        _track(item, pending, seen, answered, approvals, index, field)
-    return pending
+class _Calls:
+    """The calls of items walked in order (``prior``, then ``current``: ``field`` of the
+    request, checked as it is tracked). ``pending``: the calls left unanswered, by
+    ``call_id``, with the type that answers each and whether an answer is required.
+    ``dropped``: the items of ``prior`` to leave out of a context (an output answering no
+    call; a call cut short whose id a later call took)."""
 
+    __slots__ = ("_answered", "_approvals", "_cut", "_field", "_seen", "dropped", "pending")
 
-def _track(
-    item: Item,
-    pending: dict[str, tuple[str, bool]],
-    seen: set[str],
-    answered: set[tuple[str, str]],
-    approvals: set[str],
-    index: int | None,
-    field: str,
-    orphans: list[Item] | None = None,
-) -> None:
-    """Account for one item; ``index`` is its place in this request's ``field`` (None for
-    the stored chain, which was checked when it was written: an output of it answering
-    no call goes to ``orphans``). ``answered``: the ``(call_id, output type)`` of each
-    call answered so far, to name a second output a duplicate rather than one of no
-    call."""
-    kind = item.get("type")
-    if kind in _TOOL_SEARCH and item.get("execution") == "server":
-        return  # the gateway's own search: its output always follows it
-    if kind in _ANSWERS:
-        call_id = item["call_id"]
-        if index is not None and (not call_id or call_id in seen):
-            raise InvalidRequest(
-                f"Duplicate or empty call_id {call_id!r}: every tool call needs its own.",
-                param=f"{field}[{index}].call_id",
-                code="duplicate_call_id" if call_id else "invalid_value",
-            )
-        seen.add(call_id)
-        # A call cut short (``incomplete``) may be answered, but need not be.
-        pending[call_id] = (_ANSWERS[kind], item.get("status") != "incomplete")
-    elif kind in _OUTPUTS:
-        call_id = shell.output_call_id(item)
-        if pending.get(call_id, ("", False))[0] == kind:
-            del pending[call_id]
-            answered.add((call_id, kind))
-        elif index is not None and (call_id, kind) in answered:
-            raise InvalidRequest(
-                f"Duplicate {kind} for call_id {call_id!r}: its call already has an output, "
-                "and each call takes exactly one.",
-                param=f"{field}[{index}].call_id",
-                code="tool_call_not_found",
-            )
-        elif index is not None:
-            raise InvalidRequest(
-                f"No tool call found for {kind.replace('_', ' ')} with call_id {call_id}.",
-                param=f"{field}[{index}].call_id",
-                code="tool_call_not_found",
-            )
-        elif orphans is not None:
-            orphans.append(item)
-    elif kind == MCP_APPROVAL_REQUEST:
-        approvals.add(item.get("id", ""))
-    elif kind == MCP_APPROVAL_RESPONSE and index is not None:
-        request_id = item.get("approval_request_id")
-        if request_id not in approvals:
-            raise InvalidRequest(
-                f"No MCP approval request found with id {request_id}.",
-                param=f"{field}[{index}].approval_request_id",
-                code="approval_request_not_found",
-            )
+    def __init__(self, field: str) -> None:
+        self._field = field
+        self.pending: dict[str, tuple[str, bool]] = {}
+        self.dropped: list[Item] = []
+        self._seen: set[str] = set()
+        self._answered: set[tuple[str, str]] = set()
+        """The ``(call_id, output type)`` of each call answered so far, to name a second
+        output a duplicate rather than one of no call."""
+        self._approvals: set[str] = set()
+        self._cut: dict[str, Item] = {}
+        """The calls of ``prior`` cut short and not answered yet, by ``call_id``."""
+
+    def walk(self, prior: list[Item], current: list[Item]) -> None:
+        for item in prior:
+            self._track(item, None)
+        for index, item in enumerate(current):
+            self._track(item, index)
+
+    def _track(self, item: Item, index: int | None) -> None:
+        """Account for one item; ``index`` is its place in the request's ``field`` (None
+        for the stored chain, which was checked when it was written)."""
+        kind = item.get("type")
+        if kind in _TOOL_SEARCH and item.get("execution") == "server":
+            return  # the gateway's own search: its output always follows it
+        pending = self.pending
+        if kind in _ANSWERS:
+            call_id = item["call_id"]
+            if index is not None and (not call_id or call_id in self._seen):
+                raise InvalidRequest(
+                    f"Duplicate or empty call_id {call_id!r}: every tool call needs its own.",
+                    param=f"{self._field}[{index}].call_id",
+                    code="duplicate_call_id" if call_id else "invalid_value",
+                )
+            self._seen.add(call_id)
+            complete = item.get("status") != "incomplete"
+            if index is None:
+                superseded = self._cut.pop(call_id, None)
+                if superseded is not None:  # its id taken again: only the later call stays
+                    self.dropped.append(superseded)
+                if not complete:
+                    self._cut[call_id] = item
+            # A call cut short (``incomplete``) may be answered, but need not be.
+            pending[call_id] = (_ANSWERS[kind], complete)
+        elif kind in _OUTPUTS:
+            call_id = shell.output_call_id(item)
+            if pending.get(call_id, ("", False))[0] == kind:
+                del pending[call_id]
+                self._cut.pop(call_id, None)
+                self._answered.add((call_id, kind))
+            elif index is not None and (call_id, kind) in self._answered:
+                raise InvalidRequest(
+                    f"Duplicate {kind} for call_id {call_id!r}: its call already has an "
+                    "output, and each call takes exactly one.",
+                    param=f"{self._field}[{index}].call_id",
+                    code="tool_call_not_found",
+                )
+            elif index is not None:
+                raise InvalidRequest(
+                    f"No tool call found for {kind.replace('_', ' ')} with call_id {call_id}.",
+                    param=f"{self._field}[{index}].call_id",
+                    code="tool_call_not_found",
+                )
+            else:
+                self.dropped.append(item)
+        elif kind == MCP_APPROVAL_REQUEST:
+            self._approvals.add(item.get("id", ""))
+        elif kind == MCP_APPROVAL_RESPONSE and index is not None:
+            request_id = item.get("approval_request_id")
+            if request_id not in self._approvals:
+                raise InvalidRequest(
+                    f"No MCP approval request found with id {request_id}.",
+                    param=f"{self._field}[{index}].approval_request_id",
+                    code="approval_request_not_found",
+                )

@@ -152,6 +152,7 @@ class Loop:
         run.began = True
         usage = Usage()
         used_call_ids = {i.get("call_id") or "" for i in context if i.get("type") in _CALLS}
+        used_call_ids |= run.taken_call_ids
         settings = state.settings
         toolset = toolset or Toolset(settings.tools, settings.tools)
         toolset.client = with_context_tools(toolset.client, context)

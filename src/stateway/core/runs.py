@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import aclosing
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
@@ -71,6 +72,7 @@ class Run:
         "state",
         "steered",
         "stored_input",
+        "taken_call_ids",
         "task",
     )
 
@@ -96,6 +98,9 @@ class Run:
         self.context: list[Item] = []
         """The items before the output (the prior items, then the input), as the run was
         started with them; with the output, what a continuation of it sees."""
+        self.taken_call_ids: AbstractSet[str] = frozenset()
+        """The ids of the calls cut short that :attr:`context` leaves out: a call the run
+        makes must not take one (:func:`~stateway.core.context.checked_context`)."""
         self.fitted: Fitted | None = None
         """Its context fitted to each candidate's window, when its candidates declare
         different ones (``truncation: "auto"``): what each attempt is sent."""

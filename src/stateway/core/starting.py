@@ -117,7 +117,9 @@ class RunStarter:
         toolset = _toolset(loop.tools, route, command)
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
-        plan, context = await self._plan(principal, command, router, route, toolset, conversation)
+        plan, context, taken = await self._plan(
+            principal, command, router, route, toolset, conversation
+        )
         _check_continued_choice(command, choice, declared, context)
         pending = self._pending
         if command.generate and all(c.backend.full(pending) for c in plan.capable):
@@ -140,6 +142,7 @@ class RunStarter:
             state, command.input, generate=command.generate, hidden_rounds=command.hidden_rounds
         )
         run.context = checked
+        run.taken_call_ids = taken
         run.fitted = fitted
         run.cache_salt = self._salts.salt(principal.tenant_id)
         if command.prior is not None and not command.prior_stored:
@@ -207,10 +210,11 @@ class RunStarter:
         conversation: ConversationItems | None = None,
         *,
         counting: bool = False,
-    ) -> tuple[Plan, list[Item]]:
+    ) -> tuple[Plan, list[Item], set[str]]:
         """The run's routing plan over the candidates able to serve it (``toolset``
-        routed to the first), and its context, checked (``counting``: for a count of its
-        input, which no context window refuses)."""
+        routed to the first), its context, checked (``counting``: for a count of its
+        input, which no context window refuses), and the ids of the calls cut short the
+        context leaves out, which a new call must not take."""
         items = None if conversation is None else conversation.items
         prior = await load_prior(self._store, principal.tenant_id, command, items)
         thread = command.thread
@@ -229,7 +233,8 @@ class RunStarter:
         needs = Needs.of(command, prior, toolset, counting=counting)
         plan = router.plan(route, needs, chain, stored)
         toolset.route(plan.first.backend)
-        return plan, checked_context(prior, command.input)
+        taken: set[str] = set()
+        return plan, checked_context(prior, command.input, taken), taken
 
     def _start(
         self,
@@ -291,7 +296,7 @@ class RunStarter:
         if command.conversation_id is not None:
             conversations = self._conversations("conversation")
             conversation = await conversations.context(principal.tenant_id, command.conversation_id)
-        plan, context = await self._plan(
+        plan, context, _ = await self._plan(
             principal, command, router, route, toolset, conversation, counting=True
         )
         settings = command.settings
