@@ -440,3 +440,22 @@ def test_a_backends_url_is_shown_without_its_password(url: str, shown: str) -> N
     [backend] = load_config(Overrides(upstream=url), {}).backends
     assert backend.url == url
     assert backend.shown_url == shown
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [('"30d"', 30 * 86400), ('"12h"', 43200), ('" 90m "', 5400), ("3600", 3600), ('"45"', 45)],
+)
+def test_retention_is_a_duration_or_seconds(tmp_path: Path, value: str, seconds: int) -> None:
+    path = write(tmp_path, f"[storage]\nretention = {value}\n")
+    assert load_config(Overrides(config=path), EMPTY_ENV).storage.retention == seconds
+    assert load_config(Overrides(), {"STATEWAY_RETENTION": value.strip('"')}).storage.retention == (
+        seconds
+    )
+    assert load_config(Overrides(), EMPTY_ENV).storage.retention is None
+
+
+@pytest.mark.parametrize("value", ['"soon"', '"30 days"', "0", '"0d"', "-5"])
+def test_an_unusable_retention_is_refused_by_name(tmp_path: Path, value: str) -> None:
+    with pytest.raises(ConfigError, match=r"storage\.retention"):
+        load_config(Overrides(config=write(tmp_path, f"[storage]\nretention = {value}\n")), {})

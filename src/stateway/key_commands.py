@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -22,12 +21,11 @@ from typing import Any, TextIO
 from stateway.config import ConfigError, Overrides, load_config
 from stateway.core.errors import StorageError
 from stateway.core.ids import new_id
+from stateway.durations import duration_seconds
 from stateway.identity.keys import ApiKey, KeyStore, checked_tenant, key_digest, new_key
 from stateway.storage.sql import create_engine, describe_url, migrate
 from stateway.storage.sql.api_keys import SqlKeyStore
 
-_DURATION = re.compile(r"(\d+)([smhdw])")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 """The latest expiry a key may have: the last second an ISO 8601 time can name."""
 
@@ -133,9 +131,8 @@ _ACTIONS: dict[str, Callable[[argparse.Namespace, TextIO], Work]] = {
 def expiry(value: str, now: float) -> float:
     """``value`` as a Unix time: a duration from ``now`` (``30d``, ``12h``, ``90m``,
     ``45s``, ``2w``) or an ISO 8601 time (UTC unless it says otherwise)."""
-    duration = _DURATION.fullmatch(value.strip())
-    if duration is not None:
-        seconds = int(duration.group(1)) * _UNITS[duration.group(2)]
+    seconds = duration_seconds(value)
+    if seconds is not None:
         if seconds <= 0:
             raise ValueError(f"--expires {value!r}: a key must live a while")
         if now + seconds > _LATEST:  # ``keys list`` could not show it

@@ -1,6 +1,7 @@
-"""The configuration's ``[storage]`` table: where responses are kept, and how long to wait
-for that database. Environment: ``STATEWAY_DATABASE`` (also the ``--database`` flag, read
-with the other flags in :mod:`stateway.config`), ``STATEWAY_DATABASE_TIMEOUT``.
+"""The configuration's ``[storage]`` table: where responses are kept, how long to wait
+for that database, and how long stored responses are kept. Environment:
+``STATEWAY_DATABASE`` (also the ``--database`` flag, read with the other flags in
+:mod:`stateway.config`), ``STATEWAY_DATABASE_TIMEOUT``, ``STATEWAY_RETENTION``.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from typing import Any, Final
 from pydantic import Field, field_validator
 
 from stateway.config_section import Section
+from stateway.durations import EXAMPLES, duration_seconds
 from stateway.storage.sql.engine import async_url
 
 DATABASE_TIMEOUT_ENV: Final = "STATEWAY_DATABASE_TIMEOUT"
+RETENTION_ENV: Final = "STATEWAY_RETENTION"
 
 
 class StorageConfig(Section):
@@ -27,6 +30,25 @@ class StorageConfig(Section):
     rather than holding it; opening a connection waits 10 s at most, or this when
     shorter. Not applicable to SQLite."""
 
+    retention: float | None = Field(default=None, gt=0)
+    """Seconds a stored response is kept after it was created (``"30d"``, ``"12h"``, or a
+    number of seconds); older finished ones are deleted with their items and event logs
+    (:mod:`stateway.core.retention`). Default: kept until deleted (hosted OpenAI keeps
+    them 30 days). Conversations and their items are not affected."""
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            seconds = duration_seconds(value)
+            if seconds is None:
+                try:
+                    return float(value)
+                except ValueError:
+                    raise ValueError(f"expected a duration ({EXAMPLES}) or seconds") from None
+            return seconds
+        return value
+
     @field_validator("database")
     @classmethod
     def _usable_url(cls, url: str | None) -> str | None:
@@ -36,7 +58,9 @@ class StorageConfig(Section):
 
 
 def apply_storage_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
-    """Set ``[storage] database_timeout`` from the environment (over the file's) in
-    ``data``, the file's tables."""
+    """Set ``[storage] database_timeout`` and ``retention`` from the environment (over the
+    file's) in ``data``, the file's tables."""
     if env.get(DATABASE_TIMEOUT_ENV):
         data["storage"] = {**data.get("storage", {}), "database_timeout": env[DATABASE_TIMEOUT_ENV]}
+    if env.get(RETENTION_ENV):
+        data["storage"] = {**data.get("storage", {}), "retention": env[RETENTION_ENV]}

@@ -24,7 +24,8 @@ from stateway.core.leases import LeaseKeeper
 from stateway.core.limits import RateLimits
 from stateway.core.loop import Loop
 from stateway.core.ownership import ProcessIdentity
-from stateway.core.ports import CacheSalts, OwnerLeases, ResponseStore, Sealer
+from stateway.core.ports import CacheSalts, OwnerLeases, ResponsePurger, ResponseStore, Sealer
+from stateway.core.retention import RetentionSweeper
 from stateway.core.runs import CancelReason, RunRegistry
 from stateway.core.settling import Settler
 from stateway.identity.keys import KeyStore
@@ -36,6 +37,7 @@ from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_st
 from stateway.storage.sql.accounting import SqlUsageLedger
 from stateway.storage.sql.api_keys import SqlKeyStore
 from stateway.storage.sql.leases import SqlOwnerLeases
+from stateway.storage.sql.retention import SqlResponsePurger
 from stateway.storage.sql.secrets import SqlSecrets
 from stateway.surfaces.websocket.endpoint import WebSocketResponses
 from stateway.telemetry.metrics import PrometheusMetrics
@@ -72,6 +74,8 @@ class GatewayParts:
     settler: Settler | None = None
     """Stores, later, the failed ends of runs whose final save failed (every generation's
     loop shares it; closed at shutdown)."""
+    retention: RetentionSweeper | None = None
+    """Deletes stored responses older than ``[storage] retention``, when it is set."""
 
     async def end_runs(self) -> None:
         """End every run as ``server_shutting_down``; later ones end as they start."""
@@ -103,6 +107,7 @@ async def open_gateway(compiled: Compiled, flags: Overrides) -> GatewayParts:
         salts=TenantCacheSalts(key),
         leases=SqlOwnerLeases(store.engine),
         usage=SqlUsageLedger(store.reader),
+        purger=SqlResponsePurger(store.engine),
     )
     parts.keys = SqlKeyStore(store.engine)
     return parts
@@ -128,18 +133,21 @@ def build_gateway(
     salts: CacheSalts | None = None,
     leases: OwnerLeases | None = None,
     usage: UsageLedger | None = None,
+    purger: ResponsePurger | None = None,
 ) -> GatewayParts:
     """``compiled`` as generation 1, reloaded from ``flags``; over the configured
     database, or over ``store`` (and ``conversations``: none, and no conversation exists;
     ``leases``: none, and no run is judged by its lease; ``usage``: none, and
-    ``/v1/usage`` is a 404) when given. ``sealer`` None: sealing is off; ``salts`` None:
-    no call carries a ``cache_salt`` (``open_gateway`` always gives both)."""
+    ``/v1/usage`` is a 404; ``purger``: none, and no retention applies) when given.
+    ``sealer`` None: sealing is off; ``salts`` None: no call carries a ``cache_salt``
+    (``open_gateway`` always gives both)."""
     config = compiled.config
     if store is None:
         sql_store = open_store(config.database_url, timeout=config.storage.database_timeout)
         store, conversations = sql_store, SqlConversationStore(sql_store)
         leases = SqlOwnerLeases(sql_store.engine)
         usage = SqlUsageLedger(sql_store.reader)
+        purger = SqlResponsePurger(sql_store.engine)
     runs = RunRegistry()
     owner = ProcessIdentity.current()
     telemetry = Observability(PrometheusMetrics(), open_tracing(config.tracing, __version__))
@@ -198,6 +206,8 @@ def build_gateway(
     recompile = partial(compile_generation, flags, compiled)
     reloader = Reloader(compiled, recompile, publish, gateway.generations)
     gateway.reloads = reloader
+    retention = config.storage.retention
+    sweeper = None if purger is None or retention is None else RetentionSweeper(purger, retention)
     return GatewayParts(
         store,
         runs,
@@ -212,4 +222,5 @@ def build_gateway(
         limits,
         telemetry,
         settler=settler,
+        retention=sweeper,
     )

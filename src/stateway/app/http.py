@@ -61,6 +61,8 @@ def build_app(parts: GatewayParts) -> Starlette:
         await fail_abandoned(parts.store, parts.owner, encode_event_json, decode_event_json)
         if parts.leases is not None:
             await parts.leases.start()
+        if parts.retention is not None:
+            parts.retention.start()
         parts.reloader.start()
         if parts.signals is not None:
             await parts.signals.start(parts.gateway.cancel_signalled)
@@ -71,6 +73,8 @@ def build_app(parts: GatewayParts) -> Starlette:
         finally:
             await mcp.aclose()
             await parts.reloader.aclose()
+            if parts.retention is not None:
+                await parts.retention.aclose()
             await parts.end_runs()
             if parts.settler is not None:
                 await parts.settler.aclose()

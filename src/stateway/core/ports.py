@@ -358,6 +358,16 @@ class ResponseStore(Protocol):
     async def aclose(self) -> None: ...
 
 
+class ResponsePurger(Protocol):
+    """Deletes stored responses for good (:mod:`stateway.core.retention`)."""
+
+    async def purge(self, before: float, limit: int) -> int:
+        """Delete at most ``limit`` finished responses created before ``before`` (a Unix
+        time), deleted or not, with their items and event logs, in one transaction; how
+        many were."""
+        ...
+
+
 @dataclass(slots=True, frozen=True)
 class Heartbeat:
     """An owner's beat count, and the seconds it promised to beat within."""

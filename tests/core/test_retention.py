@@ -1,0 +1,79 @@
+"""The retention sweeper: what it asks the store to delete, batch after batch, and how
+often; a failed sweep is logged and the next one tries again."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from stateway.core.errors import StorageError
+from stateway.core.retention import BATCH, RetentionSweeper
+
+
+class Purger:
+    """Deletes ``counts`` one call after another (then nothing); each call's arguments
+    are kept, and an exception among the counts is raised instead."""
+
+    def __init__(self, *counts: int | Exception) -> None:
+        self.counts = list(counts)
+        self.calls: list[tuple[float, int]] = []
+        self.called = asyncio.Event()
+
+    async def purge(self, before: float, limit: int) -> int:
+        self.calls.append((before, limit))
+        self.called.set()
+        count = self.counts.pop(0) if self.counts else 0
+        if isinstance(count, Exception):
+            raise count
+        return count
+
+
+async def test_a_sweep_deletes_batch_after_batch_until_one_comes_back_short() -> None:
+    purger = Purger(BATCH, BATCH, 7)
+    sweeper = RetentionSweeper(purger, 3600.0, clock=lambda: 10_000.0)
+    assert await sweeper.sweep() == 2 * BATCH + 7
+    assert purger.calls == [(6400.0, BATCH)] * 3
+
+
+@pytest.mark.parametrize(
+    ("retention", "pause"),
+    [(30 * 86400.0, 3600.0), (600.0, 60.0), (2.0, 1.0)],
+)
+def test_sweeps_come_a_tenth_of_the_retention_apart_within_a_second_and_an_hour(
+    retention: float, pause: float
+) -> None:
+    assert RetentionSweeper(Purger(), retention).pause == pause
+
+
+async def test_it_sweeps_at_start_and_a_failed_sweep_is_tried_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    purger = Purger(StorageError("Storage failed."), 3)
+    sweeper = RetentionSweeper(purger, 2.0)  # a sweep every second
+    with caplog.at_level(logging.INFO, logger="stateway.core.retention"):
+        sweeper.start()
+        try:
+            await asyncio.wait_for(purger.called.wait(), 5)
+            purger.called.clear()
+            await asyncio.wait_for(purger.called.wait(), 5)
+        finally:
+            await sweeper.aclose()
+    assert len(purger.calls) == 2
+    failed, done = caplog.records
+    assert failed.levelno == logging.ERROR
+    assert "failed" in failed.getMessage()
+    assert done.getMessage() == "deleted 3 responses older than the retention"
+
+
+async def test_closing_stops_the_sweeps() -> None:
+    purger = Purger()
+    sweeper = RetentionSweeper(purger, 2.0)
+    sweeper.start()
+    await asyncio.wait_for(purger.called.wait(), 5)
+    await sweeper.aclose()
+    purger.called.clear()
+    await asyncio.sleep(1.2)
+    assert not purger.called.is_set()
+    await sweeper.aclose()  # twice is fine
