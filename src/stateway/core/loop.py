@@ -133,7 +133,7 @@ class Loop:
         plan: Plan,
         context: list[Item],
         stream: bool,
-        toolset: Toolset | None = None,
+        toolset: Toolset,
         compaction: CompactionStep | None = None,
     ) -> None:
         state = run.state
@@ -154,7 +154,6 @@ class Loop:
         used_call_ids = {i.get("call_id") or "" for i in context if i.get("type") in _CALLS}
         used_call_ids |= run.taken_call_ids
         settings = state.settings
-        toolset = toolset or Toolset(settings.tools, settings.tools)
         toolset.client = with_context_tools(toolset.client, context)
         tools = ToolSession(
             self.tools, toolset, state.output, run.emit, self._telemetry, state.tenant_id
