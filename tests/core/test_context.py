@@ -4,7 +4,7 @@ from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.commands import CreateResponse
-from stateway.core.context import build_context
+from stateway.core.context import Prior, build_context, checked_context
 from stateway.core.errors import InvalidRequest, ResponseInProgress, UncarriedPart
 from stateway.core.ports import ResponseRecord
 from tests.core.fakes import MemoryStore, ScriptedBackend
@@ -70,6 +70,31 @@ async def test_a_call_cut_short_whose_id_a_later_call_took_is_left_out() -> None
     command = CreateResponse(model="m", input=[later], previous_response_id="resp_1")
     context = await build_context(store, "t", command, ScriptedBackend([]))
     assert context == [user, later, call("c1"), output("c1"), later]
+
+
+async def test_a_call_cut_short_and_answered_stays_when_a_later_call_takes_its_id() -> None:
+    """Answered, a cut call is a whole pair: a later call under its id (stored by an
+    upstream that numbered calls per turn) leaves it, and its output, in place."""
+    store = MemoryStore()
+    cut = {**call("c1"), "arguments": "{}", "status": "incomplete"}
+    stored = [cut, output("c1"), call("c1"), output("c1")]
+    await store.save(ResponseRecord("t", "resp_1", None, "completed", 0.0, {}, stored, []))
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]}
+    command = CreateResponse(model="m", input=[user], previous_response_id="resp_1")
+    context = await build_context(store, "t", command, ScriptedBackend([]))
+    assert context == [*stored, user]
+
+
+@pytest.mark.parametrize(("call_id", "code"), [("", "invalid_value"), ("c1", "duplicate_call_id")])
+async def test_an_empty_or_repeated_call_id_in_the_input_is_refused(
+    call_id: str, code: str
+) -> None:
+    items = [call("c1"), output("c1"), call(call_id)]
+    with pytest.raises(InvalidRequest) as caught:
+        await build_context(
+            MemoryStore(), "t", CreateResponse(model="m", input=items), ScriptedBackend([])
+        )
+    assert (caught.value.param, caught.value.code) == ("input[2].call_id", code)
 
 
 async def test_an_earlier_output_whose_call_is_gone_is_left_out() -> None:
@@ -173,6 +198,55 @@ async def test_chat_upstreams_refuse_parts_they_would_drop(
         await build_context(MemoryStore(), "t", CreateResponse(model="m", input=items), CHAT)
     assert caught.value.param == param
     assert caught.value.code == "unsupported_content_type"
+
+
+async def test_a_stored_item_the_upstream_cannot_carry_is_named_with_its_code() -> None:
+    """A chain's item: the error names the chain and the item (by id, when it has one),
+    with the code a request's own item would get; deleting it is no remedy there."""
+    store = MemoryStore()
+    audio = {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}
+    named = {"type": "message", "role": "user", "content": [audio], "id": "msg_9"}
+    await store.save(ResponseRecord("t", "resp_1", None, "completed", 0.0, {}, [named], []))
+    await store.save(
+        ResponseRecord("t", "resp_2", None, "completed", 0.0, {}, [{"type": "future_item"}], [])
+    )
+    later = {"type": "message", "role": "user", "content": "go on"}
+    command = CreateResponse(model="m", input=[later], previous_response_id="resp_1")
+    with pytest.raises(InvalidRequest) as caught:
+        await build_context(store, "t", command, CHAT)
+    assert (caught.value.param, caught.value.code) == (
+        "previous_response_id",
+        "unsupported_content_type",
+    )
+    assert caught.value.message == (
+        "The previous response holds content part type 'input_audio' in a 'user' message "
+        "(item 'msg_9'), which the upstream API of backend 'chat' cannot carry."
+    )
+    command = CreateResponse(model="m", input=[later], previous_response_id="resp_2")
+    with pytest.raises(InvalidRequest) as caught:
+        await build_context(store, "t", command, CHAT)
+    assert caught.value.code == "unsupported_item_type"
+    assert caught.value.message == (
+        "The previous response holds input item type 'future_item', which the upstream API "
+        "of backend 'chat' cannot carry."
+    )
+
+
+@pytest.mark.parametrize(
+    ("made", "kind"),
+    [
+        (call("c1"), "function call"),
+        (
+            {"type": "custom_tool_call", "call_id": "c1", "name": "f", "input": ""},
+            "custom tool call",
+        ),
+    ],
+)
+def test_an_unanswered_call_is_named_by_its_kind(made: dict[str, str], kind: str) -> None:
+    user = {"type": "message", "role": "user", "content": "q"}
+    with pytest.raises(InvalidRequest) as caught:
+        checked_context(Prior([]), [made, user])
+    assert caught.value.message == f"No tool output found for {kind} c1."
 
 
 TEXT_FILE = {"type": "input_file", "filename": "a.txt", "file_data": "data:text/plain;base64,aGk="}

@@ -757,7 +757,7 @@ async def test_conversation_items_the_upstream_cannot_carry_are_refused() -> Non
     )
     with pytest.raises(InvalidRequest) as caught:
         await world.turn(conversation.id, "hi")
-    assert caught.value.param == "conversation"
+    assert (caught.value.param, caught.value.code) == ("conversation", "unsupported_item_type")
     assert caught.value.message.startswith("The conversation holds input item type")
     # The item is named, so that the client can delete it and go on.
     assert f"(item '{added.items[0]['id']}')" in caught.value.message

@@ -77,3 +77,7 @@ async def test_closing_stops_the_sweeps() -> None:
     await asyncio.sleep(1.2)
     assert not purger.called.is_set()
     await sweeper.aclose()  # twice is fine
+
+
+async def test_closing_one_never_started_is_fine() -> None:
+    await RetentionSweeper(Purger(), 2.0).aclose()
