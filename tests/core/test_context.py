@@ -309,5 +309,6 @@ async def test_continuing_a_response_not_finished_is_refused(status: str) -> Non
     store = MemoryStore()
     await store.save(ResponseRecord("t", "resp_1", None, status, 0.0, {}, [], []))
     command = CreateResponse(model="m", input=[], previous_response_id="resp_1")
-    with pytest.raises(ResponseInProgress):
+    with pytest.raises(ResponseInProgress) as caught:
         await build_context(store, "t", command, ScriptedBackend([]))
+    assert "resp_1" in caught.value.message

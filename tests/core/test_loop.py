@@ -206,10 +206,11 @@ async def test_previous_response_rebuilds_context_without_instructions() -> None
 
 async def test_unknown_previous_response_is_not_found() -> None:
     gateway = gateway_for(ScriptedBackend([]), MemoryStore())
-    with pytest.raises(PreviousResponseNotFound):
+    with pytest.raises(PreviousResponseNotFound) as caught:
         await gateway.execute(
             Principal(), CreateResponse(model="m", input=[], previous_response_id="resp_x")
         )
+    assert caught.value.message == "Previous response with id 'resp_x' not found."
 
 
 async def test_subscribers_resume_from_any_sequence_number() -> None:
