@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from stateway.core import events as ev
 from stateway.core.commands import CreateResponse, ListInputItems
-from stateway.core.inference import Finish, TextDelta
+from stateway.core.inference import Finish, TextDelta, ToolCallDelta
 from stateway.core.principal import Principal
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.test_loop import gateway_for, user
@@ -75,3 +75,31 @@ async def test_prior_items_not_in_the_store_are_stored_with_the_input() -> None:
         assert [i["content"][0]["text"] for i in record.input_items] == kept
         page = await gateway.execute(Principal(), ListInputItems(run.id, order="asc"))
         assert [i["content"][0]["text"] for i in page.items] == kept
+
+
+async def test_a_continuation_from_a_runs_context_keeps_a_cut_calls_id_taken() -> None:
+    """A WebSocket checkpoint continues from ``run.context`` and the output. The model
+    is never shown a call cut short, but its id must stay taken there too: an upstream
+    numbering its calls per turn (``call_0`` again) would otherwise store a second call
+    under the cut one's id."""
+    cut = {"type": "function_call", "call_id": "call_0", "name": "f", "arguments": "{"}
+    cut["status"] = "incomplete"
+    backend = ScriptedBackend([TextDelta("ok"), Finish("stop")])
+    gateway = gateway_for(backend, MemoryStore())
+    first = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi"), cut, user("go on")])
+    )
+    await first.wait()
+    backend.script = [ToolCallDelta(0, "call_0", "f", "{}"), Finish("tool_calls")]
+    command = CreateResponse(
+        model="m",
+        input=[user("next")],
+        previous_response_id=first.id,
+        prior=first.context + first.state.output,
+    )
+    second = await gateway.execute(Principal(), command)
+    await second.wait()
+    [made] = second.state.output
+    assert made["call_id"] not in ("call_0", "")
+    sent = backend.requests[-1].items
+    assert "function_call" not in [i["type"] for i in sent]  # the cut call stays unseen

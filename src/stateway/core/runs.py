@@ -97,10 +97,13 @@ class Run:
         Completions, Messages): what it has seen is told by those alone."""
         self.context: list[Item] = []
         """The items before the output (the prior items, then the input), as the run was
-        started with them; with the output, what a continuation of it sees."""
+        started with them; with the output, what a continuation of it sees, as a stored
+        chain would give them: unchecked, so that the continuation's check leaves out what
+        the model must not see and keeps the ids of calls cut short taken."""
         self.taken_call_ids: AbstractSet[str] = frozenset()
-        """The ids of the calls cut short that :attr:`context` leaves out: a call the run
-        makes must not take one (:func:`~stateway.core.context.checked_context`)."""
+        """The ids of the calls cut short that the context the model is shown leaves out: a
+        call the run makes must not take one
+        (:func:`~stateway.core.context.checked_context`)."""
         self.fitted: Fitted | None = None
         """Its context fitted to each candidate's window, when its candidates declare
         different ones (``truncation: "auto"``): what each attempt is sent."""

@@ -117,15 +117,14 @@ class RunStarter:
         toolset = _toolset(loop.tools, route, command)
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
-        plan, context, taken = await self._plan(
-            principal, command, router, route, toolset, conversation
-        )
+        plan, prior = await self._plan(principal, command, router, route, toolset, conversation)
+        taken: set[str] = set()
+        context = checked_context(prior, command.input, taken)
         _check_continued_choice(command, choice, declared, context)
         pending = self._pending
         if command.generate and all(c.backend.full(pending) for c in plan.capable):
             raise Overloaded(_FULL.format(model=command.model))
         plan.hints = frozenset(hints)
-        checked = context
         compaction = fitted = None
         if command.generate:  # a prewarm asks no model, for a summary either
             context, compaction, fitted = self._compaction.prepare(
@@ -141,7 +140,7 @@ class RunStarter:
         run = Run(
             state, command.input, generate=command.generate, hidden_rounds=command.hidden_rounds
         )
-        run.context = checked
+        run.context = prior.joined(command.input)
         run.taken_call_ids = taken
         run.fitted = fitted
         run.cache_salt = self._salts.salt(principal.tenant_id)
@@ -210,11 +209,10 @@ class RunStarter:
         conversation: ConversationItems | None = None,
         *,
         counting: bool = False,
-    ) -> tuple[Plan, list[Item], set[str]]:
+    ) -> tuple[Plan, Prior]:
         """The run's routing plan over the candidates able to serve it (``toolset``
-        routed to the first), its context, checked (``counting``: for a count of its
-        input, which no context window refuses), and the ids of the calls cut short the
-        context leaves out, which a new call must not take."""
+        routed to the first; ``counting``: for a count of its input, which no context
+        window refuses), and its prior items."""
         items = None if conversation is None else conversation.items
         prior = await load_prior(self._store, principal.tenant_id, command, items)
         thread = command.thread
@@ -233,8 +231,7 @@ class RunStarter:
         needs = Needs.of(command, prior, toolset, counting=counting)
         plan = router.plan(route, needs, chain, stored)
         toolset.route(plan.first.backend)
-        taken: set[str] = set()
-        return plan, checked_context(prior, command.input, taken), taken
+        return plan, prior
 
     def _start(
         self,
@@ -296,9 +293,10 @@ class RunStarter:
         if command.conversation_id is not None:
             conversations = self._conversations("conversation")
             conversation = await conversations.context(principal.tenant_id, command.conversation_id)
-        plan, context, _ = await self._plan(
+        plan, prior = await self._plan(
             principal, command, router, route, toolset, conversation, counting=True
         )
+        context = checked_context(prior, command.input)
         settings = command.settings
         _check_continued_choice(command, settings.tool_choice, settings.tools, context)
         candidate = plan.order()[0]
