@@ -8,13 +8,17 @@ or later: these use earlier times, and cut off below 1.0, so a purge takes only 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from typing import Any
 
 import pytest
+from sqlalchemy import event, text
+from sqlalchemy.util import await_only
 
 from stateway.core.conversations.ports import Conversation
 from stateway.core.ports import EventBatch, ResponseRecord
-from stateway.storage.sql import SqlConversationStore, SqlResponseStore
+from stateway.storage.sql import SqlConversationStore, SqlResponseStore, open_store
 from stateway.storage.sql.retention import SqlResponsePurger
 from tests.storage.conftest import RecordFactory
 
@@ -81,6 +85,68 @@ async def test_a_batch_deletes_at_most_its_limit(
     assert await purger.purge(CUTOFF, 2) == 2
     assert await purger.purge(CUTOFF, 2) == 1
     assert await purger.purge(CUTOFF, 2) == 0
+
+
+async def test_a_response_another_sweep_deleted_first_is_not_counted(
+    store: SqlResponseStore,
+    purger: SqlResponsePurger,
+    record: RecordFactory,
+    tenant: str,
+    database_url: str,
+) -> None:
+    """SQLite, where processes sweeping side by side can find the same rows: one that
+    found a response another deleted before it could counts only what it deleted itself
+    (its log says so, and a batch left short ends its sweep)."""
+    if store.engine.dialect.name != "sqlite":
+        pytest.skip("PostgreSQL's sweeps never find the same rows (below)")
+    await store.save(at(record("resp_old"), 0.5))
+    other = open_store(database_url)
+
+    async def delete_there() -> None:
+        async with other.engine.begin() as connection:
+            await connection.execute(_DELETE_OLD, {"tenant": tenant})
+
+    def meanwhile(_connection: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):  # the search for old rows
+            await_only(delete_there())
+
+    event.listen(store.engine.sync_engine, "after_cursor_execute", meanwhile)
+    try:
+        assert await purger.purge(CUTOFF, 100) == 0
+    finally:
+        event.remove(store.engine.sync_engine, "after_cursor_execute", meanwhile)
+        await other.aclose()
+    assert await store.get(tenant, "resp_old") is None
+
+
+async def test_responses_another_sweep_holds_are_skipped_not_waited_for(
+    store: SqlResponseStore,
+    purger: SqlResponsePurger,
+    record: RecordFactory,
+    tenant: str,
+    database_url: str,
+) -> None:
+    """PostgreSQL: processes sweeping side by side share the work, each batch finding
+    rows no other sweep's transaction holds (rather than waiting for those, then finding
+    them gone)."""
+    if store.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite has one writer at a time")
+    await store.save(at(record("resp_old"), 0.5))
+    other = open_store(database_url)
+    try:
+        async with other.engine.connect() as connection:
+            await connection.execute(_HOLD_OLD, {"tenant": tenant})  # its batch, not ended
+            assert await asyncio.wait_for(purger.purge(CUTOFF, 100), 5) == 0
+            await connection.rollback()
+    finally:
+        await other.aclose()
+    assert await purger.purge(CUTOFF, 100) == 1
+
+
+_DELETE_OLD = text("DELETE FROM responses WHERE tenant_id = :tenant AND id = 'resp_old'")
+_HOLD_OLD = text(
+    "SELECT id FROM responses WHERE tenant_id = :tenant AND id = 'resp_old' FOR UPDATE"
+)
 
 
 async def test_conversations_and_their_items_are_kept(
