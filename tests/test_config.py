@@ -455,7 +455,7 @@ def test_retention_is_a_duration_or_seconds(tmp_path: Path, value: str, seconds:
     assert load_config(Overrides(), EMPTY_ENV).storage.retention is None
 
 
-@pytest.mark.parametrize("value", ['"soon"', '"30 days"', "0", '"0d"', "-5"])
+@pytest.mark.parametrize("value", ['"soon"', '"30 days"', "0", '"0d"', "-5", '"inf"', "inf"])
 def test_an_unusable_retention_is_refused_by_name(tmp_path: Path, value: str) -> None:
     with pytest.raises(ConfigError, match=r"storage\.retention"):
         load_config(Overrides(config=write(tmp_path, f"[storage]\nretention = {value}\n")), {})

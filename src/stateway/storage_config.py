@@ -30,7 +30,7 @@ class StorageConfig(Section):
     rather than holding it; opening a connection waits 10 s at most, or this when
     shorter. Not applicable to SQLite."""
 
-    retention: float | None = Field(default=None, gt=0)
+    retention: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Seconds a stored response is kept after it was created (``"30d"``, ``"12h"``, or a
     number of seconds); older finished ones are deleted with their items and event logs
     (:mod:`stateway.core.retention`). Default: kept until deleted (hosted OpenAI keeps
