@@ -188,18 +188,18 @@ def _inlined(part: Item, backend: Backend) -> bool:
     return backend.inlines_text_files and isinstance(part, dict) and file_text(part) is not None
 
 
-def checked_context(prior: Prior, current: list[Item], taken: set[str] | None = None) -> list[Item]:
+def checked_context(prior: Prior, current: list[Item]) -> list[Item]:
     """``prior`` then ``current``, checked: every call has a unique non-empty ``call_id``;
     each output answers exactly one pending call of its own kind (a ``tool_search_output``
     a client-executed ``tool_search_call``); no call of the context is left without its
     output; an ``mcp_approval_response`` answers an ``mcp_approval_request`` of the
     context. A call cut short (``incomplete``: its response was cancelled or ran out of
     tokens while the call was being written) needs no output; left unanswered, it is left
-    out, since a model must never see a call without its output, and its id goes to
-    ``taken``, when given: a new call must not reuse it, or a later turn would hold two
-    calls under one id. Nor an output without its call: one of ``prior`` whose call is
-    gone (a conversation's call item deleted) is left out too, as is a call cut short
-    whose id a later call of ``prior`` took (stored before ids were kept apart)."""
+    out, since a model must never see a call without its output (its id stays taken:
+    :attr:`~stateway.core.runs.Run.context`). Nor an output without its call: one of
+    ``prior`` whose call is gone (a conversation's call item deleted) is left out too, as
+    is a call cut short whose id a later call of ``prior`` took (stored before ids were
+    kept apart)."""
     calls = _Calls("input")
     calls.walk(prior.items, current)
     items = prior.joined(current)
@@ -207,8 +207,6 @@ def checked_context(prior: Prior, current: list[Item], taken: set[str] | None = 
         return items
     _refuse_unanswered(calls.pending)
     cut = {call_id for call_id, (_, required) in calls.pending.items() if not required}
-    if taken is not None:
-        taken |= cut
     gone = {id(item) for item in calls.dropped}
     return [
         i

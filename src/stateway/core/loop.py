@@ -28,6 +28,7 @@ storage answers again.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from dataclasses import replace
@@ -151,8 +152,10 @@ class Loop:
             announce(run)
         run.began = True
         usage = Usage()
-        used_call_ids = {i.get("call_id") or "" for i in context if i.get("type") in _CALLS}
-        used_call_ids |= run.taken_call_ids
+        # every call of the chain, shown to the model or not (cut short, truncated away,
+        # summarized): a new call must not take any one's id
+        chain = itertools.chain(run.context, context)
+        used_call_ids = {i.get("call_id") or "" for i in chain if i.get("type") in _CALLS}
         settings = state.settings
         toolset.client = with_context_tools(toolset.client, context)
         tools = ToolSession(

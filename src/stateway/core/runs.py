@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterator
-from collections.abc import Set as AbstractSet
 from contextlib import aclosing
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
@@ -72,7 +71,6 @@ class Run:
         "state",
         "steered",
         "stored_input",
-        "taken_call_ids",
         "task",
     )
 
@@ -97,13 +95,10 @@ class Run:
         Completions, Messages): what it has seen is told by those alone."""
         self.context: list[Item] = []
         """The items before the output (the prior items, then the input), as the run was
-        started with them; with the output, what a continuation of it sees, as a stored
-        chain would give them: unchecked, so that the continuation's check leaves out what
-        the model must not see and keeps the ids of calls cut short taken."""
-        self.taken_call_ids: AbstractSet[str] = frozenset()
-        """The ids of the calls cut short that the context the model is shown leaves out: a
-        call the run makes must not take one
-        (:func:`~stateway.core.context.checked_context`)."""
+        started with them, as a stored chain gives them: unchecked, holding what the
+        model is not shown (a call cut short, one truncated away or summarized), whose
+        ids a call the run makes must not take. With the output, what a continuation of
+        it sees (a WebSocket checkpoint), checked again as a chain read from the store."""
         self.fitted: Fitted | None = None
         """Its context fitted to each candidate's window, when its candidates declare
         different ones (``truncation: "auto"``): what each attempt is sent."""

@@ -118,8 +118,7 @@ class RunStarter:
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
         plan, prior = await self._plan(principal, command, router, route, toolset, conversation)
-        taken: set[str] = set()
-        context = checked_context(prior, command.input, taken)
+        context = checked_context(prior, command.input)
         _check_continued_choice(command, choice, declared, context)
         pending = self._pending
         if command.generate and all(c.backend.full(pending) for c in plan.capable):
@@ -141,7 +140,6 @@ class RunStarter:
             state, command.input, generate=command.generate, hidden_rounds=command.hidden_rounds
         )
         run.context = prior.joined(command.input)
-        run.taken_call_ids = taken
         run.fitted = fitted
         run.cache_salt = self._salts.salt(principal.tenant_id)
         if command.prior is not None and not command.prior_stored:

@@ -23,6 +23,7 @@ from stateway.core.inference import (
     ReasoningDelta,
     ReasoningSignature,
     TextDelta,
+    ToolCallDelta,
     UsageReport,
 )
 from stateway.core.loop import Loop
@@ -556,3 +557,48 @@ async def test_an_upstreams_seal_as_it_came_in_the_input_is_never_sent_on_later_
         assert all(item.get("encrypted_content") != raw for item in request.items)
     (record, _) = sorted(store.records.values(), key=lambda r: r.created_at)
     assert all(item.get("encrypted_content") != raw for item in record.input_items)
+
+
+def numbered_call(arguments: str = "{}") -> list[dict[str, Any]]:
+    """A call an upstream numbering its calls per turn made (``call_0``), answered."""
+    call = {"type": "function_call", "call_id": "call_0", "name": "f", "arguments": arguments}
+    return [call, {"type": "function_call_output", "call_id": "call_0", "output": "done"}]
+
+
+async def test_a_call_truncated_away_keeps_its_id_taken() -> None:
+    """``truncation: "auto"`` leaves an old call out of what the model is shown; a new
+    call the upstream numbers the same still gets its own id, or the chain would hold two
+    calls under one (shown together once a larger window serves it)."""
+    history = [user("x" * 90), *numbered_call("y" * 90), user("last")]
+    backend = ScriptedBackend([ToolCallDelta(0, "call_0", "f", "{}"), Finish("tool_calls")])
+    auto = GenerationSettings(truncation="auto")
+    run = await build(backend, window=60).execute(
+        Principal(), CreateResponse("m", history, settings=auto)
+    )
+    await run.wait()
+    assert [i["type"] for i in backend.requests[0].items] == ["message"]  # "last" alone
+    [made] = run.state.output
+    assert made["call_id"] not in ("call_0", "")
+
+
+async def test_a_call_before_a_compaction_keeps_its_id_taken() -> None:
+    """A call a compaction summarized is not shown to the model again, but its id stays
+    taken, as every call's in the chain."""
+    store = MemoryStore()
+    backend = RoundsBackend([SUMMARY, ANSWER])
+    settings = GenerationSettings(
+        context_management=[{"type": "compaction", "compact_threshold": 5}]
+    )
+    history = [user("one"), *numbered_call(), user("two")]
+    gateway = build(backend, store)
+    first = await gateway.execute(Principal(), CreateResponse("m", history, settings=settings))
+    await first.wait()
+    assert [item["type"] for item in first.state.output] == ["compaction", "message"]
+    backend.rounds = [[ToolCallDelta(0, "call_0", "f", "{}"), Finish("tool_calls")]]
+    command = CreateResponse("m", [user("three")], previous_response_id=first.id)
+    second = await gateway.execute(Principal(), command)
+    await second.wait()
+    sent = backend.requests[-1].items
+    assert "function_call" not in [i["type"] for i in sent]  # summarized, not shown
+    [made] = second.state.output
+    assert made["call_id"] not in ("call_0", "")
