@@ -1,15 +1,17 @@
-"""The HTTP app's lifespan: what its shutdown ends."""
+"""The HTTP app's lifespan: what its start-up starts and its shutdown ends."""
 
 from __future__ import annotations
 
 import asyncio
+
+import pytest
 
 from stateway.app import build_app, build_gateway, compile_generation
 from stateway.config import Overrides
 from stateway.core.commands import CreateResponse
 from stateway.core.response import ResponseState
 from stateway.core.runs import Run
-from tests.core.fakes import HeldReads
+from tests.core.fakes import HeldReads, MemoryStore
 
 
 async def test_shutdown_ends_the_deletion_checks_cancel_signals_started() -> None:
@@ -29,3 +31,35 @@ async def test_shutdown_ends_the_deletion_checks_cancel_signals_started() -> Non
         await asyncio.wait_for(store.reading.wait(), 5)
         parts.runs.discard(run)  # its run ended; the check still reads
     assert store.abandoned
+
+
+class HeldPurger:
+    """A purge that is still deleting until it is cancelled."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.cancelled = False
+
+    async def purge(self, before: float, limit: int) -> int:
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        return 0
+
+
+async def test_shutdown_ends_a_retention_sweep_still_deleting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``[storage] retention`` set: start-up sweeps, and a sweep still deleting at shutdown
+    is ended before the store closes."""
+    monkeypatch.setenv("STATEWAY_RETENTION", "30d")
+    flags = Overrides(upstream="http://127.0.0.1:9/v1")
+    purger = HeldPurger()
+    parts = build_gateway(compile_generation(flags), flags, MemoryStore(), purger=purger)
+    app = build_app(parts)
+    async with app.router.lifespan_context(app):
+        await asyncio.wait_for(purger.started.wait(), 5)
+    assert purger.cancelled
