@@ -17,7 +17,8 @@ PostgreSQL reads the JSON with ``jsonb_extract_path_text`` and the day with ``fl
 (its cast to an integer rounds). No column or migration is added: the numbers are
 already in the body, and this is an operator's question, not a hot path; the tenant
 filter uses the primary key's first column. Deleted responses count (their tokens
-were spent); unfinished ones count once they end.
+were spent) until a retention sweep removes them (:mod:`stateway.core.retention`);
+unfinished ones count once they end.
 """
 
 from __future__ import annotations
