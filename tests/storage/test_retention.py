@@ -87,6 +87,7 @@ async def test_a_batch_deletes_at_most_its_limit(
     assert await purger.purge(CUTOFF, 2) == 0
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_a_response_another_sweep_deleted_first_is_not_counted(
     store: SqlResponseStore,
     purger: SqlResponsePurger,
@@ -94,11 +95,10 @@ async def test_a_response_another_sweep_deleted_first_is_not_counted(
     tenant: str,
     database_url: str,
 ) -> None:
-    """SQLite, where processes sweeping side by side can find the same rows: one that
+    """SQLite (PostgreSQL's sweeps never find the same rows: below), where processes
+    sweeping side by side can find the same rows: one that
     found a response another deleted before it could counts only what it deleted itself
     (its log says so, and a batch left short ends its sweep)."""
-    if store.engine.dialect.name != "sqlite":
-        pytest.skip("PostgreSQL's sweeps never find the same rows (below)")
     await store.save(at(record("resp_old"), 0.5))
     other = open_store(database_url)
 
@@ -119,6 +119,9 @@ async def test_a_response_another_sweep_deleted_first_is_not_counted(
     assert await store.get(tenant, "resp_old") is None
 
 
+@pytest.mark.parametrize(
+    "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
 async def test_responses_another_sweep_holds_are_skipped_not_waited_for(
     store: SqlResponseStore,
     purger: SqlResponsePurger,
@@ -126,11 +129,10 @@ async def test_responses_another_sweep_holds_are_skipped_not_waited_for(
     tenant: str,
     database_url: str,
 ) -> None:
-    """PostgreSQL: processes sweeping side by side share the work, each batch finding
+    """PostgreSQL (SQLite has one writer at a time): processes sweeping side by side
+    share the work, each batch finding
     rows no other sweep's transaction holds (rather than waiting for those, then finding
     them gone)."""
-    if store.engine.dialect.name != "postgresql":
-        pytest.skip("SQLite has one writer at a time")
     await store.save(at(record("resp_old"), 0.5))
     other = open_store(database_url)
     try:
