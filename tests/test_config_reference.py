@@ -6,7 +6,7 @@ row names (and the one it would be without it: the documented default), as do th
 the settings tables' ``env var`` columns, while every variable the code reads has a row
 there. The observability's: README's metrics table is what ``GET /metrics`` exposes
 (names, types, labels, outcomes), and every error code a table gives is one of the
-code's."""
+code's. The command line's: README's synopsis shows each command's options, no more."""
 
 from __future__ import annotations
 
@@ -291,6 +291,44 @@ def test_every_variable_read_is_documented() -> None:
     internal = {var for var in read if var.startswith("STATEWAY_TESTING_")}
     documented = {var for var, _ in _ENV_ROWS}
     assert read - internal - documented == set()
+
+
+# The command line's reference: README's synopsis shows every option of each command.
+
+
+def _synopsis() -> dict[str, str]:
+    """README's synopsis of each command (``keys create``, ...), continuation lines joined;
+    check-config's ``[...same upstream flags]`` are serve's."""
+    block = re.search(r"## Command line\n\n```\n(.*?)```", README, re.DOTALL)
+    assert block, "README's Command line section opens with its synopsis"
+    entry = re.compile(r"^stateway ([a-z-]+(?: [a-z]+)?) (.*?)(?=^stateway |\Z)", re.M | re.S)
+    synopsis = dict(entry.findall(block[1]))
+    synopsis["check-config"] += " ".join(re.findall(r"--upstream[a-z-]*", synopsis["serve"]))
+    return synopsis
+
+
+_COMMANDS = [
+    "serve",
+    "check-config",
+    "migrate",
+    "keys create",
+    "keys list",
+    "keys revoke",
+    "fake-upstream",
+]
+
+
+@pytest.mark.parametrize("command", _COMMANDS)
+def test_the_command_line_synopsis_shows_every_option(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stateway import cli
+
+    with pytest.raises(SystemExit):
+        cli.main([*command.split(), "--help"])
+    options = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", capsys.readouterr().out)) - {"--help"}
+    shown = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", _synopsis()[command]))
+    assert options == shown, f"stateway {command}: README's synopsis differs from --help"
 
 
 # The observability reference: README's metrics table is what GET /metrics exposes, and
