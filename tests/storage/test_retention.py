@@ -87,6 +87,22 @@ async def test_a_batch_deletes_at_most_its_limit(
     assert await purger.purge(CUTOFF, 2) == 0
 
 
+async def test_a_sweep_walks_the_keys_once_and_the_next_starts_again(
+    store: SqlResponseStore, purger: SqlResponsePurger, record: RecordFactory, tenant: str
+) -> None:
+    """Each batch searches after the last key the one before found (PostgreSQL would
+    otherwise read every earlier batch's dead tuples again): a row added behind the walk
+    waits for the next sweep, which starts from the first key."""
+    for name in ("resp_b", "resp_c", "resp_d"):
+        await store.save(at(record(name), 0.5))
+    assert await purger.purge(CUTOFF, 2) == 2  # resp_b, resp_c
+    await store.save(at(record("resp_a"), 0.5))  # behind the walk
+    assert await purger.purge(CUTOFF, 2) == 1  # resp_d: the walk's end
+    assert await store.get(tenant, "resp_a") is not None
+    assert await purger.purge(CUTOFF, 2) == 1  # the next sweep
+    assert await store.get(tenant, "resp_a") is None
+
+
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_a_response_another_sweep_deleted_first_is_not_counted(
     store: SqlResponseStore,

@@ -364,7 +364,9 @@ class ResponsePurger(Protocol):
     async def purge(self, before: float, limit: int) -> int:
         """Delete at most ``limit`` finished responses created before ``before`` (a Unix
         time), deleted or not, with their items and event logs, in one transaction; how
-        many were."""
+        many were. Calls with the same ``before`` make one sweep, each going on where the
+        last stopped, until one deletes fewer than ``limit``; the next call starts
+        another."""
         ...
 
 

@@ -5,20 +5,28 @@ One transaction per batch: a ``SELECT`` of up to ``limit`` finished responses cr
 before the cutoff, then a ``DELETE`` of them by primary key (one per tenant among them,
 its ids in a list); their items and event log rows go with them (``ON DELETE CASCADE``;
 SQLite's foreign keys are on for every connection:
-:data:`~stateway.storage.sql.engine.SQLITE_PRAGMAS`). Replicas sweeping side by side
-share the work: on PostgreSQL the search skips the rows another's batch holds (``FOR
-UPDATE SKIP LOCKED``) rather than waiting to find them gone; on SQLite, which has no row
-locks, it may find rows another then deletes first, and the ``DELETE`` counts only its
-own. There is no index on ``created_at``: the search reads the table, which on SQLite
-(WAL) holds up no writer until the ``DELETE``, and keeps every save of the hot path one
-index cheaper.
+:data:`~stateway.storage.sql.engine.SQLITE_PRAGMAS`).
+
+A sweep walks the primary key once: each batch's search starts after the last key the
+one before it found (for the same cutoff), in key order, so no batch reads again what an
+earlier one read (or deleted: PostgreSQL keeps a deleted row's tuple until a vacuum, and
+a search from the table's start would read the dead tuples of every earlier batch, each
+batch slower than the last). A batch finds fewer than ``limit`` only at the end of the
+walk, which ends the sweep. There is no index on ``created_at``: a save of the hot path
+pays for no other index, and a sweep reads the table once, which on SQLite (WAL) holds
+up no writer until the ``DELETE``.
+
+Replicas sweeping side by side share the work: on PostgreSQL the search skips the rows
+another's batch holds (``FOR UPDATE SKIP LOCKED``) rather than waiting to find them gone;
+on SQLite, which has no row locks, it may find rows another then deletes first, and the
+``DELETE`` counts only its own.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from sqlalchemy import Select, String, bindparam, delete, select, text
+from sqlalchemy import Select, String, bindparam, delete, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Delete
 
@@ -30,8 +38,13 @@ _finished = text(f"NOT ({IN_PROGRESS_WHERE})")
 _EXPIRED: Final[Select[str, str]] = (
     select(responses.c.tenant_id, responses.c.id)
     .where(responses.c.created_at < bindparam("before"), _finished)
+    .order_by(responses.c.tenant_id, responses.c.id)
     .limit(bindparam("limit"))
     .with_for_update(skip_locked=True)
+)
+_EXPIRED_AFTER: Final[Select[str, str]] = _EXPIRED.where(
+    tuple_(responses.c.tenant_id, responses.c.id)
+    > tuple_(bindparam("after_tenant", type_=String), bindparam("after_id", type_=String))
 )
 _DELETE: Final[Delete] = delete(responses).where(
     responses.c.tenant_id == bindparam("tenant", type_=String),
@@ -43,11 +56,19 @@ _DELETE: Final[Delete] = delete(responses).where(
 class SqlResponsePurger:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        self._walk: tuple[float, tuple[str, str]] | None = None
+        """The cutoff of the sweep under way and the last key its batches found; None
+        between sweeps."""
 
     async def purge(self, before: float, limit: int) -> int:
+        values: dict[str, object] = {"before": before, "limit": limit}
+        search = _EXPIRED
+        if self._walk is not None and self._walk[0] == before:  # the sweep goes on
+            search = _EXPIRED_AFTER
+            values["after_tenant"], values["after_id"] = self._walk[1]
         with storage_errors("deleting responses older than the retention"):
             async with self._engine.begin() as connection:
-                found = await connection.execute(_EXPIRED, {"before": before, "limit": limit})
+                found = (await connection.execute(search, values)).all()
                 by_tenant: dict[str, list[str]] = {}
                 for tenant, id_ in found:
                     by_tenant.setdefault(tenant, []).append(id_)
@@ -55,4 +76,8 @@ class SqlResponsePurger:
                 for tenant, ids in by_tenant.items():
                     values = {"tenant": tenant, "ids": ids}
                     deleted += (await connection.execute(_DELETE, values)).rowcount
+        if len(found) < limit:  # the walk's end: the next search starts a sweep
+            self._walk = None
+        else:
+            self._walk = (before, (found[-1][0], found[-1][1]))
         return deleted
