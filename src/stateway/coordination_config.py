@@ -2,7 +2,7 @@
 processes share beyond the database (Redis), and the limits per principal they enforce
 together. Environment: ``STATEWAY_REDIS_URL``, ``STATEWAY_REDIS_KEY_PREFIX``,
 ``STATEWAY_REDIS_TIMEOUT``, ``STATEWAY_LEASE_TIMEOUT``, ``STATEWAY_REQUESTS_PER_MINUTE``,
-``STATEWAY_TOKENS_PER_MINUTE``.
+``STATEWAY_TOKENS_PER_MINUTE``, ``STATEWAY_CONCURRENT_REQUESTS``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ class CoordinationConfig(Section):
     """``redis://host:port/db``: shared through Redis by every process given the same URL
     and ``key_prefix``: command ids' claims and outcomes, cancel signals, background runs'
     event batches (followed live by another process's watchers) and the ``[rate_limits]``
-    token buckets. Default: in process (outcomes and buckets kept per process)."""
+    token buckets and concurrent request slots. Default: in process (outcomes, buckets
+    and slots kept per process)."""
     key_prefix: str = Field(default="stateway:", min_length=1)
     """Prefix of every Redis key and channel (several gateways can share one Redis)."""
     redis_timeout: float = Field(default=5.0, gt=0)
@@ -61,6 +62,9 @@ class RateLimitsConfig(Section):
     """Model requests a minute (a token bucket of this size); default: unlimited."""
     tokens_per_minute: int | None = Field(default=None, ge=1)
     """Input and output tokens a minute, counted when each run ends; default: unlimited."""
+    concurrent_requests: int | None = Field(default=None, ge=1)
+    """Model requests in flight at once (a run until it ends, background ones included;
+    a relayed answer until it is relayed); default: unlimited."""
 
 
 _COORDINATION_ENV = {
@@ -74,6 +78,7 @@ _COORDINATION_ENV = {
 _RATE_LIMITS_ENV = {
     "requests_per_minute": "STATEWAY_REQUESTS_PER_MINUTE",
     "tokens_per_minute": "STATEWAY_TOKENS_PER_MINUTE",
+    "concurrent_requests": "STATEWAY_CONCURRENT_REQUESTS",
 }
 """``[rate_limits]`` keys settable from the environment."""
 

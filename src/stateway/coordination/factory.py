@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from stateway.config import Config
 from stateway.coordination.memory import MemoryCommandResults
 from stateway.coordination_config import CoordinationConfig
+from stateway.core.concurrency import MemoryRequestSlots, RequestSlots
 from stateway.core.coordination import CancelSignals, CommandResults, EventFanout
 from stateway.core.limits import RateLimits, TokenBuckets
 
@@ -47,18 +48,33 @@ def build_fanout(config: CoordinationConfig) -> EventFanout | None:
 
 
 def build_limits(config: Config) -> RateLimits | None:
-    """The ``[rate_limits]`` buckets: in Redis when replicas share one, else in process."""
+    """The ``[rate_limits]`` buckets and concurrent request slots: in Redis when replicas
+    share one, else in process."""
     limits = config.rate_limits
-    if limits.requests_per_minute is None and limits.tokens_per_minute is None:
+    concurrent = limits.concurrent_requests
+    per_minute = (limits.requests_per_minute, limits.tokens_per_minute)
+    if concurrent is None and per_minute == (None, None):
         return None
     from stateway.coordination.token_buckets import MemoryTokenBuckets, RedisTokenBuckets
 
     coordination = config.coordination
     buckets: TokenBuckets = MemoryTokenBuckets()
+    slots: RequestSlots | None = None if concurrent is None else MemoryRequestSlots()
     if coordination.redis_url is not None:
         client = _redis(coordination, coordination.redis_url)
         buckets = RedisTokenBuckets(client, coordination.key_prefix)
-    return RateLimits(buckets, limits.requests_per_minute, limits.tokens_per_minute)
+        if concurrent is not None:
+            from stateway.coordination.request_slots import RedisRequestSlots
+
+            slots_client = _redis(coordination, coordination.redis_url)
+            slots = RedisRequestSlots(slots_client, coordination.key_prefix)
+    return RateLimits(
+        buckets,
+        limits.requests_per_minute,
+        limits.tokens_per_minute,
+        slots=slots,
+        concurrent_requests=concurrent,
+    )
 
 
 def _redis(config: CoordinationConfig, url: str) -> Redis:

@@ -30,6 +30,7 @@ from stateway.core.compaction.service import (
     Compacted,
     Compaction,
 )
+from stateway.core.concurrency import Slot
 from stateway.core.conversations.commands import (
     AddConversationItems,
     CreateConversation,
@@ -59,7 +60,7 @@ from stateway.core.errors import (
 )
 from stateway.core.exactly_once import Attempt, attempt
 from stateway.core.forwarding import ChatForwarding
-from stateway.core.generations import ConfigStatus, Generations, Reloads
+from stateway.core.generations import ConfigStatus, Generations, HeldRelay, Reloads
 from stateway.core.included import included
 from stateway.core.items import Item
 from stateway.core.journal import EventEncoder
@@ -258,7 +259,33 @@ class Gateway:
     async def execute(self, principal: Principal, command: Command) -> Result:
         """Run one command for ``principal``. Raises :class:`GatewayError` subclasses."""
         if self._limits is not None and _asks_model(command):
-            await self._limits.admit(principal)
+            slot = await self._limits.admit(principal)
+            if slot is not None:
+                return await self._holding(self._limits, slot, principal, command)
+        return await self._served(principal, command)
+
+    async def _holding(
+        self, limits: RateLimits, slot: Slot, principal: Principal, command: Command
+    ) -> Result:
+        """Serve a model request holding ``slot``, one of its principal's concurrent
+        requests (:mod:`stateway.core.concurrency`), and hand the slot over to what it
+        started: a run gives it back as it ends, a relayed answer as its relay closes;
+        anything else (a compaction), and any failure on the way (a refusal, an upstream
+        error, its caller cancelled), gives it back now. The one place a slot is held."""
+        try:
+            result = await self._served(principal, command)
+        except BaseException:
+            slot.release()
+            raise
+        if isinstance(result, Run) and not result.closed:  # an attached run is over here
+            limits.release_after(slot, result.wait)
+        elif isinstance(result, HeldRelay):
+            result.also_ended(slot.release)
+        else:
+            slot.release()
+        return result
+
+    async def _served(self, principal: Principal, command: Command) -> Result:
         match command:
             case CreateResponse():
                 return await self._create(principal, command)

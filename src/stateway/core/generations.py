@@ -243,6 +243,22 @@ class HeldRelay:
             raise
         self._outcome = "ok" if self.status < 400 else "failed"
 
+    def also_ended(self, told: Callable[[], None]) -> None:
+        """Tell ``told`` too when it ends, after ``ended`` (at once if it has ended)."""
+        if self._held is None:
+            told()
+            return
+        ended = self._ended
+
+        def both(relay: Relay | None, outcome: Outcome) -> None:
+            try:
+                if ended is not None:
+                    ended(relay, outcome)
+            finally:
+                told()
+
+        self._ended = both
+
     def usage(self) -> Usage | None:
         return None if self._relay is None else self._relay.usage()
 

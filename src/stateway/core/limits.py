@@ -21,6 +21,13 @@ where every replica takes from the same buckets atomically.
   relayed (a stream reports them only when its client asked,
   ``stream_options.include_usage``: one that did not is translated instead, so that the
   gateway's own run counts them).
+- ``concurrent_requests``: each model request holds one of its principal's slots from
+  its admission until what it started ends (:mod:`.concurrency`); with every slot held,
+  the next is a 429 (``Retry-After: 1``). Admission asks in an order that takes nothing
+  for a request it then refuses: the token bucket (taking nothing), the request bucket
+  without taking (when both it and the slots are limited), a slot, then the request; a
+  request the request bucket refuses in that last step (another of the principal's took
+  the last meanwhile) gives its slot back at once.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
+from stateway.core.concurrency import RequestSlots, Slot
 from stateway.core.coordination import joined_key
 from stateway.core.errors import RateLimited
 from stateway.core.principal import Principal
@@ -57,27 +65,74 @@ class RateLimits:
         buckets: TokenBuckets,
         requests_per_minute: int | None = None,
         tokens_per_minute: int | None = None,
+        *,
+        slots: RequestSlots | None = None,
+        concurrent_requests: int | None = None,
     ) -> None:
+        """``slots`` keep the ``concurrent_requests`` each principal may have in flight
+        (both or neither)."""
+        assert (slots is None) == (concurrent_requests is None)
         self._buckets = buckets
         self._requests = requests_per_minute
         self._tokens = tokens_per_minute
+        self._slots = slots
+        self._concurrent = concurrent_requests
         self._charging: set[asyncio.Task[None]] = set()
+        self._holding: set[asyncio.Task[None]] = set()
 
     @property
     def counts_tokens(self) -> bool:
         return self._tokens is not None
 
-    async def admit(self, principal: Principal) -> None:
-        """Let one model request of ``principal`` through, or raise :class:`RateLimited`.
+    async def admit(self, principal: Principal) -> Slot | None:
+        """Let one model request of ``principal`` through, or raise :class:`RateLimited`:
+        the slot it holds (None: concurrency is not limited), for its caller to give back.
         The token bucket is checked first: a request refused for tokens takes no request."""
         if self._tokens is not None:
             wait = await self._buckets.take(_key("tokens", principal), self._tokens, 1, 0)
             if wait > 0:
                 raise RateLimited("tokens", self._tokens, wait)
+        if self._slots is None:
+            await self._take_request(principal)
+            return None
+        return await self._take_slot(self._slots, principal)
+
+    async def _take_slot(self, slots: RequestSlots, principal: Principal) -> Slot:
+        """A slot of ``principal``, and a request of its bucket: refused for either,
+        neither is held."""
+        assert self._concurrent is not None
+        if self._requests is not None:  # a refusal here takes no slot
+            wait = await self._buckets.take(_key("requests", principal), self._requests, 1, 0)
+            if wait > 0:
+                raise RateLimited("requests", self._requests, wait)
+        slot = await slots.take(_key("concurrent", principal), self._concurrent)
+        if slot is None:
+            raise RateLimited.concurrent(self._concurrent)
+        try:
+            await self._take_request(principal)
+        except BaseException:
+            slot.release()
+            raise
+        return slot
+
+    async def _take_request(self, principal: Principal) -> None:
         if self._requests is not None:
             wait = await self._buckets.take(_key("requests", principal), self._requests, 1, 1)
             if wait > 0:
                 raise RateLimited("requests", self._requests, wait)
+
+    def release_after(self, slot: Slot, ended: Callable[[], Awaitable[object]]) -> None:
+        """Give ``slot`` back once ``ended()`` is done (a run's end)."""
+
+        async def release() -> None:
+            try:
+                await ended()
+            finally:
+                slot.release()
+
+        task = asyncio.create_task(release())
+        self._holding.add(task)
+        task.add_done_callback(self._holding.discard)
 
     async def charge(self, principal: Principal, tokens: int) -> None:
         """Take the ``tokens`` a run of ``principal`` used out of its token bucket."""
@@ -110,6 +165,8 @@ class RateLimits:
 
     async def aclose(self) -> None:
         await self._buckets.aclose()
+        if self._slots is not None:
+            await self._slots.aclose()
 
 
 def charged_tokens(state: ResponseState) -> int:

@@ -46,19 +46,34 @@ class IdentityUnavailable(GatewayError):
 
 
 class RateLimited(GatewayError):
-    """A principal used up its requests or tokens per minute (``[rate_limits]``). OpenAI
-    types the error by what ran out (``requests`` or ``tokens``); ``Retry-After`` is in
-    whole seconds, rounded up."""
+    """A principal used up its requests or tokens per minute, or holds all its concurrent
+    requests (``[rate_limits]``). OpenAI types the error by what ran out (``requests`` or
+    ``tokens``; concurrent requests are ``requests``); ``Retry-After`` is in whole
+    seconds, rounded up."""
 
     status = 429
     code = "rate_limit_exceeded"
 
-    def __init__(self, kind: Literal["requests", "tokens"], limit: int, wait: float) -> None:
+    def __init__(
+        self,
+        kind: Literal["requests", "tokens"],
+        limit: int,
+        wait: float,
+        *,
+        message: str | None = None,
+    ) -> None:
         seconds = max(1, math.ceil(round(wait, 6)))  # not 21 for 20.000000000000004
         super().__init__(
-            f"Rate limit reached on {kind} per minute (limit {limit}). "
+            message
+            or f"Rate limit reached on {kind} per minute (limit {limit}). "
             f"Please try again in {seconds}s.",
             headers={"Retry-After": str(seconds)},
         )
         self.type = kind
         self.retry_after = seconds
+
+    @classmethod
+    def concurrent(cls, limit: int) -> RateLimited:
+        """Every one of a principal's ``limit`` concurrent requests is in flight."""
+        message = f"Too many concurrent requests (limit {limit}): wait for one to end."
+        return cls("requests", limit, 1.0, message=message)

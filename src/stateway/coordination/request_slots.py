@@ -1,0 +1,192 @@
+"""Concurrent request slots (:class:`~stateway.core.concurrency.RequestSlots`) in Redis,
+shared by every replica with the same Redis server and key prefix.
+
+A principal's slots are a sorted set at ``{prefix}slots:{sha256(key)}``: one member per
+slot held (a random id), scored with the time its lease runs out, on the Redis server's
+clock (``TIME``), so replicas' clocks need not agree. Taking one is one script, atomic on
+the server: drop the members whose lease ran out, then add one if fewer than the limit
+are left. Each process renews the leases of every slot it holds in one round trip every
+third of :data:`LEASE` (a background run keeps its slot for as long as it runs); a
+process that dies stops renewing, and its slots are free again within a lease. Giving
+one back is a ``ZREM``, sent beside the request's end; until it is answered, this
+process's next take of the same principal drops it first, so a request that follows
+another's end (a steered successor) never finds its slot still held.
+
+When Redis cannot be reached requests are let through, holding no slot (a warning is
+logged once per outage), and Redis is not asked again for
+:data:`~stateway.coordination.token_buckets.RETRY_AFTER` seconds, as the token buckets do:
+the limits protect the service, an outage of Redis must not take it down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import secrets
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Final
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from stateway.coordination.token_buckets import RETRY_AFTER
+from stateway.core.concurrency import Slot
+
+log = logging.getLogger(__name__)
+
+LEASE: Final = 30.0
+"""Seconds a slot outlives the last renewal of its process (renewed every third of it)."""
+
+_NOW: Final = """
+local now
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+else
+  now = tonumber(ARGV[2])
+end
+local lease = tonumber(ARGV[1])
+"""
+"""A script's ``now`` (ARGV[2]: seconds, '' for the server's clock) and ``lease``
+(ARGV[1])."""
+
+# KEYS[1] the principal's slots; ARGV[3] the limit; ARGV[4] the new slot's id; ARGV[5..]
+# slots this process gave back, their ZREM not yet answered. Returns 1 when taken, else 0.
+_TAKE: Final = (
+    _NOW
+    + """
+for i = 5, #ARGV do
+  redis.call('ZREM', KEYS[1], ARGV[i])
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], now + lease, ARGV[4])
+redis.call('PEXPIRE', KEYS[1], math.ceil(lease * 1000) + 1000)
+return 1
+"""
+)
+
+# KEYS[i] the set of ARGV[2 + i], a slot this process holds. A slot that ran out meanwhile
+# (its process paused past its lease) is not taken again ('XX').
+_RENEW: Final = (
+    _NOW
+    + """
+for i, key in ipairs(KEYS) do
+  redis.call('ZADD', key, 'XX', now + lease, ARGV[i + 2])
+  redis.call('PEXPIRE', key, math.ceil(lease * 1000) + 1000)
+end
+return 0
+"""
+)
+
+
+class RedisRequestSlots:
+    def __init__(
+        self,
+        client: Redis,
+        prefix: str = "stateway:",
+        *,
+        lease: float = LEASE,
+        clock: Callable[[], float] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``clock``: seconds, for tests; by default the Redis server's own clock.
+        ``monotonic``: this process's clock, for the pause after a failure."""
+        self._redis = client
+        self._prefix = prefix
+        self._lease = lease
+        self._clock = clock
+        self._monotonic = monotonic
+        self._take = client.register_script(_TAKE)
+        self._renew = client.register_script(_RENEW)
+        self._held: dict[str, str] = {}
+        """The slots this process holds: each one's id, and its set."""
+        self._given_back: dict[str, set[str]] = {}
+        """By set, the slots given back whose ``ZREM`` is not answered yet."""
+        self._removing: set[asyncio.Task[None]] = set()
+        self._renewing: asyncio.Task[None] | None = None
+        self._failing = False
+        self._paused_until = -math.inf
+
+    async def take(self, key: str, limit: int) -> Slot | None:
+        if self._failing and self._monotonic() < self._paused_until:
+            return Slot()  # Redis failed a moment ago: let the request through at once
+        name = self._prefix + "slots:" + hashlib.sha256(key.encode()).hexdigest()
+        slot_id = secrets.token_hex(12)
+        given_back = self._given_back.get(name, ())
+        args = [repr(self._lease), self._now(), limit, slot_id, *given_back]
+        try:
+            taken = await self._take(keys=[name], args=args)
+        except RedisError as exc:
+            self._failed(exc)
+            return Slot()
+        self._failing = False
+        if not taken:
+            return None
+        self._held[slot_id] = name
+        if self._renewing is None:
+            self._renewing = asyncio.create_task(self._renew_forever())
+        return Slot(partial(self._give_back, name, slot_id))
+
+    async def renew(self) -> None:
+        """Renew the lease of every slot this process holds, in one round trip."""
+        held = list(self._held.items())
+        if not held:
+            return
+        args = [repr(self._lease), self._now(), *(slot_id for slot_id, _ in held)]
+        try:
+            await self._renew(keys=[name for _, name in held], args=args)
+        except RedisError as exc:
+            self._failed(exc)
+
+    @property
+    def held(self) -> int:
+        """The slots this process holds."""
+        return len(self._held)
+
+    async def aclose(self) -> None:
+        if self._renewing is not None:
+            self._renewing.cancel()
+            await asyncio.wait([self._renewing])
+        if self._removing:
+            await asyncio.wait(self._removing)
+        await self._redis.aclose()
+
+    def _give_back(self, name: str, slot_id: str) -> None:
+        self._held.pop(slot_id, None)
+        self._given_back.setdefault(name, set()).add(slot_id)
+        task = asyncio.create_task(self._remove(name, slot_id))
+        self._removing.add(task)
+        task.add_done_callback(self._removing.discard)
+
+    async def _remove(self, name: str, slot_id: str) -> None:
+        try:
+            await self._redis.zrem(name, slot_id)
+        except RedisError:
+            pass  # no longer renewed, it runs out within its lease
+        finally:
+            given_back = self._given_back.get(name)
+            if given_back is not None:
+                given_back.discard(slot_id)
+                if not given_back:
+                    del self._given_back[name]
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._lease / 3)
+            await self.renew()
+
+    def _now(self) -> str:
+        return "" if self._clock is None else repr(self._clock())
+
+    def _failed(self, exc: RedisError) -> None:
+        if not self._failing:
+            log.warning("concurrent requests: redis: %s; letting requests through", exc)
+        self._failing = True
+        self._paused_until = self._monotonic() + RETRY_AFTER

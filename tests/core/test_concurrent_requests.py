@@ -1,0 +1,352 @@
+"""Concurrent model requests per principal through ``Gateway.execute``
+(``[rate_limits] concurrent_requests``): a request holds one of its principal's slots
+until what it started ends, and every way it can fail before that gives the slot back,
+once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from stateway.coordination.token_buckets import MemoryTokenBuckets
+from stateway.core.commands import CancelResponse, CompactResponse, CreateResponse, ForwardChat
+from stateway.core.concurrency import MemoryRequestSlots, Slot
+from stateway.core.errors import (
+    NotFound,
+    Overloaded,
+    PreviousResponseNotFound,
+    RateLimited,
+    UpstreamError,
+    UpstreamUnavailable,
+)
+from stateway.core.gateway import Gateway
+from stateway.core.inference import Finish, TextDelta
+from stateway.core.journal import EventEncoder
+from stateway.core.limits import RateLimits
+from stateway.core.loop import Loop
+from stateway.core.ports import StoredChain
+from stateway.core.principal import Principal
+from stateway.core.routing import BackendEntry, Router
+from stateway.core.runs import Run, RunRegistry
+from stateway.core.usage import Usage
+from stateway.protocols.responses.encode import encode_event_json
+from tests.core.compaction.test_service import SEALER, SUMMARY
+from tests.core.fakes import MemoryStore, ScriptedBackend
+from tests.core.test_background import ended, user
+from tests.core.test_limits import ALICE, BOB, Clock, create, forwarded
+
+KEY = "concurrent\x1facme\x1falice"
+"""Alice's slots."""
+
+
+class Limited:
+    """A gateway whose principals may have one model request in flight, over ``backend``."""
+
+    def __init__(
+        self,
+        backend: ScriptedBackend,
+        *,
+        store: MemoryStore | None = None,
+        encoder: EventEncoder | None = None,
+        requests_per_minute: int | None = None,
+    ) -> None:
+        self.slots = MemoryRequestSlots()
+        self.buckets = MemoryTokenBuckets(Clock())
+        self.limits = RateLimits(
+            self.buckets,
+            requests_per_minute,
+            slots=self.slots,
+            concurrent_requests=1,
+        )
+        self.store = store or MemoryStore()
+        router = Router([BackendEntry(backend, {}, catch_all=True)])
+        loop = Loop(self.store, sealer=SEALER)
+        self.gateway = Gateway(
+            self.store,
+            router,
+            loop,
+            RunRegistry(),
+            limits=self.limits,
+            sealer=SEALER,
+            encoder=encoder,
+        )
+
+    @property
+    def held(self) -> int:
+        """Alice's slots held."""
+        return self.slots.held(KEY)
+
+    async def refused(self, principal: Principal = ALICE) -> RateLimited:
+        with pytest.raises(RateLimited) as caught:
+            await self.gateway.execute(principal, create())
+        return caught.value
+
+    async def released(self) -> None:
+        """Wait until Alice holds no slot (a run's is given back beside its end)."""
+        for _ in range(100):
+            if self.held == 0:
+                return
+            await asyncio.sleep(0)
+        raise AssertionError(f"{self.held} slot(s) still held")
+
+
+class HeldChains(MemoryStore):
+    """A store whose reads of a previous response's chain wait for ever (``reading`` set
+    once one waits)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = asyncio.Event()
+
+    async def load_context(self, tenant_id: str, response_id: str) -> StoredChain | None:
+        self.reading.set()
+        await asyncio.Event().wait()
+        return None
+
+
+def streamed() -> CreateResponse:
+    return CreateResponse(model="m", input=[user("hi")], store=False, stream=True)
+
+
+async def test_a_second_request_waits_for_the_first_to_end_and_others_are_apart() -> None:
+    gate = asyncio.Event()
+    limited = Limited(ScriptedBackend([TextDelta("hi")], gate=gate))
+    run = await limited.gateway.execute(ALICE, streamed())
+    assert limited.held == 1
+
+    refused = await limited.refused()
+    assert (refused.status, refused.type, refused.code) == (429, "requests", "rate_limit_exceeded")
+    assert refused.message == "Too many concurrent requests (limit 1): wait for one to end."
+    assert refused.headers == {"Retry-After": "1"}
+    bob = await limited.gateway.execute(BOB, streamed())  # a principal of his own
+
+    gate.set()
+    await ended(run)
+    await ended(bob)
+    await limited.released()
+    await ended(await limited.gateway.execute(ALICE, create()))
+    await limited.released()
+
+
+async def test_a_refusal_for_concurrency_takes_no_request_and_one_for_requests_no_slot() -> None:
+    gate = asyncio.Event()
+    limited = Limited(ScriptedBackend([TextDelta("hi")], gate=gate), requests_per_minute=2)
+    run = await limited.gateway.execute(ALICE, streamed())
+    await limited.refused()  # every slot held: the request bucket keeps its second request
+    gate.set()
+    await ended(run)
+    await limited.released()
+    await ended(await limited.gateway.execute(ALICE, create()))
+    await limited.released()
+
+    refused = await limited.refused()  # two a minute, both taken
+    assert refused.message.startswith("Rate limit reached on requests per minute")
+    assert limited.held == 0
+
+
+async def test_a_request_refused_before_its_run_gives_its_slot_back() -> None:
+    limited = Limited(ScriptedBackend([TextDelta("hi"), Finish("stop")]))
+    unknown = CreateResponse(model="m", input=[user("hi")], previous_response_id="resp_gone")
+    with pytest.raises(PreviousResponseNotFound):  # a 400
+        await limited.gateway.execute(ALICE, unknown)
+    assert limited.held == 0
+    in_conversation = CreateResponse(model="m", input=[user("hi")], conversation_id="conv_1")
+    with pytest.raises(NotFound):  # a 404: no conversation is served here
+        await limited.gateway.execute(ALICE, in_conversation)
+    assert limited.held == 0
+    background = CreateResponse(model="m", input=[user("hi")], background=True)
+    with pytest.raises(Exception, match="[Bb]ackground"):  # a 400: no event log served
+        await limited.gateway.execute(ALICE, background)
+    assert limited.held == 0
+    await ended(await limited.gateway.execute(ALICE, create()))
+
+
+async def test_an_overloaded_route_gives_its_slot_back() -> None:
+    backend = ScriptedBackend([TextDelta("hi"), Finish("stop")])
+    backend.places = 0  # every connection in use, its queue full
+    limited = Limited(backend)
+    with pytest.raises(Overloaded):
+        await limited.gateway.execute(ALICE, create())
+    assert limited.held == 0
+
+
+async def test_a_run_its_upstream_failed_gives_its_slot_back_as_it_ends() -> None:
+    limited = Limited(ScriptedBackend([UpstreamUnavailable("down")]))
+    run = await limited.gateway.execute(ALICE, create())
+    await ended(run)
+    assert run.state.status == "failed"
+    await limited.released()
+
+
+async def test_an_attached_run_has_given_its_slot_back_when_execute_returns() -> None:
+    limited = Limited(ScriptedBackend([TextDelta("hi"), Finish("stop")]))
+    attached = CreateResponse(model="m", input=[user("hi")], store=False, attach=lambda _: None)
+    run = await limited.gateway.execute(ALICE, attached)
+    assert run.closed
+    assert limited.held == 0
+
+
+async def test_a_request_cancelled_before_its_run_gives_its_slot_back() -> None:
+    store = HeldChains()
+    limited = Limited(ScriptedBackend([TextDelta("hi"), Finish("stop")]), store=store)
+    continued = CreateResponse(model="m", input=[user("hi")], previous_response_id="resp_1")
+    task = asyncio.create_task(limited.gateway.execute(ALICE, continued))
+    await store.reading.wait()
+    assert limited.held == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert limited.held == 0
+
+
+async def test_a_stream_whose_client_left_holds_its_slot_until_its_run_ends() -> None:
+    gate = asyncio.Event()
+    limited = Limited(ScriptedBackend([TextDelta("hi")], gate=gate))
+    run = await limited.gateway.execute(ALICE, streamed())
+    assert isinstance(run, Run)
+    await run.announced()
+    run.cancel()  # the client left
+    assert limited.held == 1
+    await ended(run)
+    await limited.released()
+
+
+async def test_a_background_run_holds_its_slot_until_it_is_cancelled() -> None:
+    gate = asyncio.Event()
+    limited = Limited(ScriptedBackend([TextDelta("hi")], gate=gate), encoder=encode_event_json)
+    background = CreateResponse(model="m", input=[user("hi")], background=True)
+    run = await limited.gateway.execute(ALICE, background)
+    await run.announced()
+    await limited.refused()
+
+    await limited.gateway.execute(ALICE, CancelResponse(run.id))
+    await ended(run)
+    assert run.state.status == "cancelled"
+    await limited.released()
+
+
+class HeldRelay:
+    """An upstream answer of one chunk, or failing (``fails``) after it."""
+
+    status = 200
+    headers: dict[str, str] = {}
+
+    def __init__(self, fails: bool = False) -> None:
+        self.fails = fails
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        yield b"{}"
+        if self.fails:
+            raise UpstreamError("cut")
+
+    def usage(self) -> Usage | None:
+        return None
+
+    def output_estimate(self) -> int:
+        return 0
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Forwarding(ScriptedBackend):
+    def __init__(self, answer: HeldRelay | UpstreamError) -> None:
+        super().__init__([])
+        self.answer = answer
+
+    async def forward_chat(self, body: bytes) -> HeldRelay:
+        if isinstance(self.answer, UpstreamError):
+            raise self.answer
+        return self.answer
+
+
+@pytest.mark.parametrize(
+    ("answer", "read"),
+    [
+        (HeldRelay(), True),  # relayed to its end
+        (HeldRelay(fails=True), True),  # cut part-way
+        (HeldRelay(), False),  # its client left unread
+    ],
+)
+async def test_a_relayed_answer_holds_its_slot_until_its_relay_closes(
+    answer: HeldRelay, read: bool
+) -> None:
+    limited = Limited(Forwarding(answer))
+    relay = await limited.gateway.execute(ALICE, forwarded())
+    assert not isinstance(relay, Run)
+    with pytest.raises(RateLimited):
+        await limited.gateway.execute(ALICE, forwarded())
+    if read:
+        try:
+            async for _ in relay.chunks():
+                pass
+        except UpstreamError:
+            assert answer.fails
+    assert limited.held == 1, "held until closed"
+    await relay.aclose()
+    assert limited.held == 0
+    await relay.aclose()  # given back once
+    assert limited.held == 0
+
+
+async def test_a_forwarded_request_its_upstream_failed_gives_its_slot_back() -> None:
+    limited = Limited(Forwarding(UpstreamUnavailable("down")))
+    with pytest.raises(UpstreamUnavailable):
+        await limited.gateway.execute(ALICE, forwarded())
+    assert limited.held == 0
+
+
+async def test_a_translated_chat_request_holds_its_slot_until_its_run_ends() -> None:
+    gate = asyncio.Event()
+    limited = Limited(ScriptedBackend([TextDelta("hi")], gate=gate))
+
+    async def translate() -> CreateResponse:
+        return streamed()
+
+    run = await limited.gateway.execute(ALICE, ForwardChat("m", b"{}", {}, translate))
+    assert isinstance(run, Run)
+    assert limited.held == 1
+    gate.set()
+    await ended(run)
+    await limited.released()
+
+
+async def test_a_compaction_holds_its_slot_until_it_returns() -> None:
+    gate = asyncio.Event()
+    backend = ScriptedBackend(SUMMARY, gate=gate)
+    limited = Limited(backend)
+    compacting = asyncio.create_task(
+        limited.gateway.execute(ALICE, CompactResponse("m", [user("hi")]))
+    )
+    await backend.started.wait()
+    assert limited.held == 1
+    gate.set()
+    await compacting
+    assert limited.held == 0
+
+    backend.script = [UpstreamUnavailable("down")]
+    with pytest.raises(UpstreamUnavailable):
+        await limited.gateway.execute(ALICE, CompactResponse("m", [user("hi")]))
+    assert limited.held == 0
+
+
+async def test_a_prewarm_takes_no_slot() -> None:
+    gate = asyncio.Event()
+    limited = Limited(ScriptedBackend([TextDelta("hi")], gate=gate))
+    run = await limited.gateway.execute(ALICE, streamed())
+    prewarm = CreateResponse(model="m", input=[user("hi")], store=False, generate=False)
+    await ended(await limited.gateway.execute(ALICE, prewarm))
+    assert limited.held == 1
+    gate.set()
+    await ended(run)
+
+
+def test_a_slot_is_given_back_once() -> None:
+    given: list[None] = []
+    slot = Slot(lambda: given.append(None))
+    slot.release()
+    slot.release()
+    assert given == [None]
+    assert not slot.held
