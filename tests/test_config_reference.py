@@ -190,6 +190,7 @@ _SAMPLES = {  # a value other than the default, for variables documented without
     "STATEWAY_REDIS_KEY_PREFIX": "other:",
     "STATEWAY_REQUESTS_PER_MINUTE": "60",
     "STATEWAY_TOKENS_PER_MINUTE": "6000",
+    "STATEWAY_CONCURRENT_REQUESTS": "8",
     "STATEWAY_RETENTION": "30d",
     "STATEWAY_LOG_FORMAT": "json",
     "STATEWAY_LOG_LEVEL": "debug",
