@@ -11,7 +11,9 @@ from stateway.coordination import MemoryCommandResults
 from stateway.coordination.event_fanout import RedisEventFanout
 from stateway.coordination.factory import build_coordination, build_fanout, build_limits
 from stateway.coordination.redis import RedisCancelSignals, RedisCommandResults
+from stateway.coordination.request_slots import RedisRequestSlots
 from stateway.coordination.token_buckets import MemoryTokenBuckets, RedisTokenBuckets
+from stateway.core.concurrency import MemoryRequestSlots
 from stateway.core.coordination import CommandKey, Outcome
 
 
@@ -118,9 +120,29 @@ async def test_leases_fan_out_and_rate_limits_follow_the_coordination(tmp_path: 
     await limits.aclose()
 
 
+async def test_concurrent_requests_are_slots_in_process_or_in_redis(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[rate_limits]\nconcurrent_requests = 4\n")
+    alone = load_config(Overrides(config=str(path)), {})
+    assert alone.rate_limits.concurrent_requests == 4
+    limits = build_limits(alone)  # the only limit set
+    assert limits is not None
+    assert isinstance(limits._slots, MemoryRequestSlots)
+    assert limits._concurrent == 4
+
+    env = {"STATEWAY_REDIS_URL": "redis://env:6379/0", "STATEWAY_CONCURRENT_REQUESTS": "2"}
+    shared = build_limits(load_config(Overrides(), env))
+    assert shared is not None
+    assert isinstance(shared._slots, RedisRequestSlots)
+    assert shared._concurrent == 2
+    await shared.aclose()
+    await limits.aclose()
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
+        ("concurrent_requests = 0", "concurrent_requests"),
         ("requests_per_minute = 0", "requests_per_minute"),
         ("tokens_per_minute = -1", "tokens_per_minute"),
         ("burst = 1", "burst"),

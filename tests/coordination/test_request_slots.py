@@ -1,0 +1,201 @@
+"""Concurrent request slots: both adapters against one contract; the Redis one against the
+real server (its scripts, atomic on the server), on an injected clock for its leases."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from stateway.coordination.redis import connect
+from stateway.coordination.request_slots import LEASE, RedisRequestSlots
+from stateway.coordination.token_buckets import RETRY_AFTER
+from stateway.core.concurrency import MemoryRequestSlots, RequestSlots
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+async def slots(request: pytest.FixtureRequest, clock: Clock) -> AsyncIterator[RequestSlots]:
+    if request.param == "memory":
+        adapter: RequestSlots = MemoryRequestSlots()
+    else:
+        url: str = request.getfixturevalue("redis_url")
+        adapter = RedisRequestSlots(connect(url), f"test:{uuid.uuid4().hex}:", clock=clock)
+    yield adapter
+    await adapter.aclose()
+
+
+async def test_slots_up_to_the_limit_then_none_until_one_is_given_back(
+    slots: RequestSlots,
+) -> None:
+    first, second = await slots.take("k", 2), await slots.take("k", 2)
+    assert first is not None
+    assert second is not None
+    assert await slots.take("k", 2) is None, "a refusal takes nothing"
+    assert await slots.take("other", 2) is not None, "keys are apart"
+
+    first.release()
+    first.release()  # once: the second call gives nothing more back
+    await asyncio.sleep(0)  # Redis: its ZREM sent
+    third = await slots.take("k", 2)
+    assert third is not None
+    assert await slots.take("k", 2) is None
+
+
+async def test_concurrent_takes_never_hold_more_than_the_limit(slots: RequestSlots) -> None:
+    taken = await asyncio.gather(*(slots.take("k", 10) for _ in range(40)))
+    assert sum(slot is not None for slot in taken) == 10
+
+
+async def test_the_memory_slots_keep_only_keys_with_a_slot_held() -> None:
+    slots = MemoryRequestSlots()
+    held = [await slots.take(key, 1) for key in "abc"]
+    for slot in held:
+        assert slot is not None
+        slot.release()
+    assert len(slots) == 0
+
+
+def two_processes(url: str, clock: Clock) -> tuple[RedisRequestSlots, RedisRequestSlots]:
+    prefix = f"test:{uuid.uuid4().hex}:"
+    return (
+        RedisRequestSlots(connect(url), prefix, clock=clock),
+        RedisRequestSlots(connect(url), prefix, clock=clock),
+    )
+
+
+@pytest.mark.redis
+async def test_a_dead_processs_slot_is_free_once_its_lease_ran_out(
+    redis_url: str, clock: Clock
+) -> None:
+    dead, alive = two_processes(redis_url, clock)
+    try:
+        assert await dead.take("k", 1) is not None  # and never renewed nor given back
+        clock.now += LEASE - 1
+        assert await alive.take("k", 1) is None
+        clock.now += 2
+        assert await alive.take("k", 1) is not None
+    finally:
+        await dead.aclose()
+        await alive.aclose()
+
+
+@pytest.mark.redis
+async def test_a_live_process_keeps_its_slots_by_renewing_them(
+    redis_url: str, clock: Clock
+) -> None:
+    holder, other = two_processes(redis_url, clock)
+    try:
+        assert await holder.take("k", 1) is not None
+        assert await holder.take("j", 1) is not None
+        clock.now += LEASE * 2 / 3
+        await holder.renew()  # both in one round trip
+        clock.now += LEASE * 2 / 3  # past the first lease, within the renewed one
+        assert await other.take("k", 1) is None
+        assert await other.take("j", 1) is None
+        clock.now += LEASE / 3 + 1
+        assert await other.take("k", 1) is not None
+    finally:
+        await holder.aclose()
+        await other.aclose()
+
+
+@pytest.mark.redis
+async def test_a_slot_given_back_is_free_to_its_process_before_redis_heard_of_it(
+    redis_url: str, clock: Clock
+) -> None:
+    """A request that follows another's end (a steered successor) must not find its slot
+    held because the ZREM is still on its way: the take drops it first."""
+    slots = RedisRequestSlots(connect(redis_url), f"test:{uuid.uuid4().hex}:", clock=clock)
+    never = asyncio.Event()
+
+    async def unanswered(*args: Any) -> int:
+        await never.wait()
+        return 0
+
+    try:
+        slot = await slots.take("k", 1)
+        assert slot is not None
+        slots._redis.zrem = unanswered  # type: ignore[method-assign]
+        slot.release()
+        assert await slots.take("k", 1) is not None
+        assert slots.held == 1
+    finally:
+        never.set()
+        await slots.aclose()
+
+
+@pytest.mark.redis
+async def test_redis_slots_run_on_the_servers_clock_by_default(redis_url: str) -> None:
+    slots = RedisRequestSlots(connect(redis_url), f"test:{uuid.uuid4().hex}:")
+    try:
+        slot = await slots.take("k", 1)
+        assert slot is not None
+        assert slot.held
+        assert await slots.take("k", 1) is None
+        await slots.renew()
+        assert await slots.take("k", 1) is None
+    finally:
+        await slots.aclose()
+
+
+async def test_redis_slots_let_requests_through_while_redis_is_down(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [0.0]
+    slots = RedisRequestSlots(connect("redis://127.0.0.1:1/0"), "test:", monotonic=lambda: now[0])
+    asked = 0
+    script = slots._take
+
+    async def counted(**kwargs: Any) -> Any:
+        nonlocal asked
+        asked += 1
+        return await script(**kwargs)
+
+    slots._take = counted  # type: ignore[assignment]
+    try:
+        with caplog.at_level(logging.WARNING):
+            for _ in range(2):
+                slot = await slots.take("k", 1)
+                assert slot is not None
+                assert not slot.held
+            assert asked == 1, "not asked again at once: a blackholed Redis costs each call"
+            now[0] += RETRY_AFTER
+            assert await slots.take("k", 1) is not None
+            assert asked == 2
+        warnings = [r for r in caplog.records if "letting requests through" in r.message]
+        assert len(warnings) == 1, "one warning per outage"
+        assert slots.held == 0
+    finally:
+        await slots.aclose()
+
+
+@pytest.mark.redis
+async def test_a_process_renews_its_slots_every_third_of_a_lease(redis_url: str) -> None:
+    """On the server's clock: a slot held past several leases is still held."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    holder = RedisRequestSlots(connect(redis_url), prefix, lease=0.3)
+    other = RedisRequestSlots(connect(redis_url), prefix, lease=0.3)
+    try:
+        assert await holder.take("k", 1) is not None
+        await asyncio.sleep(0.75)  # the time itself is what is tested: 2.5 leases
+        assert await other.take("k", 1) is None
+    finally:
+        await holder.aclose()
+        await other.aclose()
