@@ -3,7 +3,8 @@ background run on A followed live from B (from the start and from the middle, th
 events) and cancelled from B; a resume past what A has logged refused by both; A killed
 mid-run and its run failed by B once A's lease expired, keeping the text A had logged; a
 chain continued alternately on A and B; one rate limit shared by both, answered in each
-frontend's shape. The real ``stateway serve`` processes and the official SDKs."""
+frontend's shape, and one limit of concurrent requests. The real ``stateway serve``
+processes and the official SDKs."""
 
 from __future__ import annotations
 
@@ -344,3 +345,27 @@ async def test_a_keyed_stream_retried_at_once_on_the_other_replica_streams_the_s
         first, retry = await asyncio.gather(streamed_with_key(a, key), streamed_with_key(b, key))
         assert retry == first
         assert first[-1]["type"] == "response.completed"
+
+
+@pytest.fixture
+def one_at_a_time(
+    redis_url: str, postgres_url: str, fake_upstream: str, tmp_path: Path
+) -> Iterator[Replicas]:
+    log = tmp_path / "gateway.log"
+    yield from replicas(
+        redis_url, postgres_url, fake_upstream, log, STATEWAY_CONCURRENT_REQUESTS="1"
+    )
+
+
+async def test_one_concurrency_limit_is_shared_by_both_replicas(one_at_a_time: Replicas) -> None:
+    a, b = sdk(one_at_a_time.a.url), sdk(one_at_a_time.b.url)
+    stream = await a.responses.create(model=MODEL, input="[[slow:100]] [[words:20]]", stream=True)
+    assert (await anext(aiter(stream))).type == "response.created"
+
+    with pytest.raises(openai.RateLimitError) as refused:
+        await b.responses.create(model=MODEL, input="two")
+    assert refused.value.response.json()["error"]["code"] == "rate_limit_exceeded"
+    assert refused.value.response.headers["retry-after"] == "1"
+
+    assert [event.type async for event in stream][-1] == "response.completed"
+    assert (await b.responses.create(model=MODEL, input="three")).status == "completed"

@@ -1,0 +1,62 @@
+"""``[rate_limits] concurrent_requests`` through the real ``stateway serve`` and the
+official SDKs: while a principal's one allowed stream runs, its next model request is a
+429 in each frontend's shape; once the stream ends, the next one runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import anthropic
+import openai
+import pytest
+from openai import AsyncOpenAI
+
+from stateway.launch import Launched
+from tests.e2e.test_durability import gateway
+
+MODEL = "fake-model"
+SLOW = "[[slow:100]] [[words:20]]"
+"""A stream of some two seconds."""
+REFUSAL = "Too many concurrent requests (limit 1): wait for one to end."
+
+
+@pytest.fixture
+def limited(fake_upstream: str, tmp_path: Path) -> Iterator[Launched]:
+    database = f"sqlite:///{tmp_path / 'stateway.db'}"
+    env = {"STATEWAY_CONCURRENT_REQUESTS": "1"}
+    with gateway(fake_upstream, database, tmp_path / "gateway.log", env) as launched:
+        yield launched
+
+
+async def test_a_second_request_is_refused_while_the_first_streams_then_runs(
+    limited: Launched,
+) -> None:
+    client = AsyncOpenAI(base_url=limited.url + "/v1", api_key="sk-test", max_retries=0)
+    stream = await client.responses.create(model=MODEL, input=SLOW, stream=True)
+    first = await anext(aiter(stream))
+    assert first.type == "response.created"
+
+    with pytest.raises(openai.RateLimitError) as refused:
+        await client.responses.create(model=MODEL, input="two")
+    error = refused.value.response.json()["error"]
+    assert (error["type"], error["code"]) == ("requests", "rate_limit_exceeded")
+    assert error["message"] == REFUSAL
+    assert refused.value.response.headers["retry-after"] == "1"
+    with (
+        anthropic.Anthropic(base_url=limited.url, api_key="k", max_retries=0) as claude,
+        pytest.raises(anthropic.RateLimitError) as messages_refused,
+    ):
+        claude.messages.create(
+            model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "three"}]
+        )
+    body = messages_refused.value.response.json()
+    assert (body["type"], body["error"]["type"]) == ("error", "rate_limit_error")
+    assert body["error"]["message"] == REFUSAL
+    assert messages_refused.value.response.headers["retry-after"] == "1"
+    assert (await client.models.list()).data, "what asks no model holds no slot"
+
+    types = [event.type async for event in stream]
+    assert types[-1] == "response.completed"
+    third = await client.responses.create(model=MODEL, input="four")
+    assert third.status == "completed"
