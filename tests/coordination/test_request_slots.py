@@ -11,23 +11,11 @@ from typing import Any
 
 import pytest
 
+from stateway.coordination.outage import RETRY_AFTER
 from stateway.coordination.redis import connect
 from stateway.coordination.request_slots import LEASE, RedisRequestSlots
-from stateway.coordination.token_buckets import RETRY_AFTER
 from stateway.core.concurrency import MemoryRequestSlots, RequestSlots
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
+from tests.coordination.conftest import Clock
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])

@@ -14,7 +14,7 @@ another's end (a steered successor) never finds its slot still held.
 
 When Redis cannot be reached requests are let through, holding no slot (a warning is
 logged once per outage), and Redis is not asked again for
-:data:`~stateway.coordination.token_buckets.RETRY_AFTER` seconds, as the token buckets do:
+:data:`~stateway.coordination.outage.RETRY_AFTER` seconds, as the token buckets do:
 the limits protect the service, an outage of Redis must not take it down.
 """
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import math
 import secrets
 import time
 from collections.abc import Callable
@@ -33,7 +32,7 @@ from typing import Final
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from stateway.coordination.token_buckets import RETRY_AFTER
+from stateway.coordination.outage import RedisOutage
 from stateway.core.concurrency import Slot
 
 log = logging.getLogger(__name__)
@@ -102,7 +101,6 @@ class RedisRequestSlots:
         self._prefix = prefix
         self._lease = lease
         self._clock = clock
-        self._monotonic = monotonic
         self._take = client.register_script(_TAKE)
         self._renew = client.register_script(_RENEW)
         self._held: dict[str, str] = {}
@@ -111,11 +109,10 @@ class RedisRequestSlots:
         """By set, the slots given back whose ``ZREM`` is not answered yet."""
         self._removing: set[asyncio.Task[None]] = set()
         self._renewing: asyncio.Task[None] | None = None
-        self._failing = False
-        self._paused_until = -math.inf
+        self._outage = RedisOutage(log, "concurrent requests", monotonic)
 
     async def take(self, key: str, limit: int) -> Slot | None:
-        if self._failing and self._monotonic() < self._paused_until:
+        if self._outage.pausing:
             return Slot()  # Redis failed a moment ago: let the request through at once
         name = self._prefix + "slots:" + hashlib.sha256(key.encode()).hexdigest()
         slot_id = secrets.token_hex(12)
@@ -124,9 +121,9 @@ class RedisRequestSlots:
         try:
             taken = await self._take(keys=[name], args=args)
         except RedisError as exc:
-            self._failed(exc)
+            self._outage.failed(exc)
             return Slot()
-        self._failing = False
+        self._outage.answered()
         if not taken:
             return None
         self._held[slot_id] = name
@@ -143,7 +140,7 @@ class RedisRequestSlots:
         try:
             await self._renew(keys=[name for _, name in held], args=args)
         except RedisError as exc:
-            self._failed(exc)
+            self._outage.failed(exc)
 
     @property
     def held(self) -> int:
@@ -184,9 +181,3 @@ class RedisRequestSlots:
 
     def _now(self) -> str:
         return "" if self._clock is None else repr(self._clock())
-
-    def _failed(self, exc: RedisError) -> None:
-        if not self._failing:
-            log.warning("concurrent requests: redis: %s; letting requests through", exc)
-        self._failing = True
-        self._paused_until = self._monotonic() + RETRY_AFTER

@@ -10,9 +10,8 @@ stored as its level and the time it had it, and refilled lazily by whoever takes
   ``{prefix}rate:{sha256(key)}`` that expires once it would be full again (a full bucket
   and a missing one are the same). When Redis cannot be reached requests are let through
   (a warning is logged once per outage): the limits protect the service, an outage of
-  Redis must not take it down. After a failure Redis is not asked again for
-  :data:`RETRY_AFTER` seconds, so that a Redis that does not answer (a blackhole: each
-  call waits out its socket timeout) costs one request in that time, not every one.
+  Redis must not take it down (:mod:`.outage`: after a failure Redis is not asked again
+  for a few seconds).
 """
 
 from __future__ import annotations
@@ -27,12 +26,12 @@ from typing import Final
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from stateway.coordination.outage import RedisOutage
+
 log = logging.getLogger(__name__)
 
 MAX_KEYS: Final = 100_000
 """In process: buckets kept before the full ones are dropped."""
-RETRY_AFTER: Final = 5.0
-"""Seconds requests are let through without asking Redis after it failed to answer."""
 
 # KEYS[1] the bucket; ARGV[1] per minute; ARGV[2] need ('any': always met); ARGV[3] debit;
 # ARGV[4] now in seconds ('': the server's clock). Returns the seconds to wait, as text
@@ -124,13 +123,11 @@ class RedisTokenBuckets:
         self._redis = client
         self._prefix = prefix
         self._clock = clock
-        self._monotonic = monotonic
         self._take = client.register_script(_TAKE)
-        self._failing = False
-        self._paused_until = -math.inf
+        self._outage = RedisOutage(log, "rate limits", monotonic)
 
     async def take(self, key: str, per_minute: int, need: float, debit: float) -> float:
-        if self._failing and self._monotonic() < self._paused_until:
+        if self._outage.pausing:
             return 0.0  # Redis failed a moment ago: let the request through at once
         name = self._prefix + "rate:" + hashlib.sha256(key.encode()).hexdigest()
         now = "" if self._clock is None else repr(self._clock())
@@ -138,12 +135,9 @@ class RedisTokenBuckets:
         try:
             wait = await self._take(keys=[name], args=[per_minute, wanted, repr(debit), now])
         except RedisError as exc:
-            if not self._failing:
-                log.warning("rate limits: redis: %s; letting requests through", exc)
-            self._failing = True
-            self._paused_until = self._monotonic() + RETRY_AFTER
+            self._outage.failed(exc)
             return 0.0
-        self._failing = False
+        self._outage.answered()
         return float(wait)
 
     async def aclose(self) -> None:
