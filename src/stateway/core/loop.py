@@ -154,7 +154,7 @@ class Loop:
         usage = Usage()
         # every call of the chain, shown to the model or not (cut short, truncated away,
         # summarized): a new call must not take any one's id
-        chain = itertools.chain(run.context, context)
+        chain = run.context if context is run.context else itertools.chain(run.context, context)
         used_call_ids = {i.get("call_id") or "" for i in chain if i.get("type") in _CALLS}
         settings = state.settings
         toolset.client = with_context_tools(toolset.client, context)

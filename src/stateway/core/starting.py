@@ -118,7 +118,7 @@ class RunStarter:
         if toolset.public != command.settings.tools:  # echoed and stored without secrets
             command.settings = replace(command.settings, tools=toolset.public)
         plan, prior = await self._plan(principal, command, router, route, toolset, conversation)
-        context = checked_context(prior, command.input)
+        context = checked = checked_context(prior, command.input)
         _check_continued_choice(command, choice, declared, context)
         pending = self._pending
         if command.generate and all(c.backend.full(pending) for c in plan.capable):
@@ -139,7 +139,9 @@ class RunStarter:
         run = Run(
             state, command.input, generate=command.generate, hidden_rounds=command.hidden_rounds
         )
-        run.context = prior.joined(command.input)
+        # as a stored chain gives them: the checked context itself when it left nothing out
+        whole = len(checked) == len(prior.items) + len(command.input)
+        run.context = checked if whole else prior.joined(command.input)
         run.fitted = fitted
         run.cache_salt = self._salts.salt(principal.tenant_id)
         if command.prior is not None and not command.prior_stored:
