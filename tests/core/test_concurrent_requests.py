@@ -351,3 +351,48 @@ def test_a_slot_is_given_back_once() -> None:
     slot.release()
     assert given == [None]
     assert not slot.held
+
+
+async def test_slots_given_back_one_at_a_time_are_counted_down_one_at_a_time() -> None:
+    slots = MemoryRequestSlots()
+    first, second = await slots.take("k", 2), await slots.take("k", 2)
+    assert first is not None
+    assert second is not None
+    assert await slots.take("k", 2) is None
+    first.release()
+    assert slots.held("k") == 1
+    third = await slots.take("k", 2)
+    assert third is not None
+    assert await slots.take("k", 2) is None
+    second.release()
+    third.release()
+    assert (slots.held("k"), len(slots)) == (0, 0), "a key holding none is not kept"
+
+
+class Usaged(HeldRelay):
+    """An answer reporting the tokens it used."""
+
+    def usage(self) -> Usage | None:
+        return Usage(30, 12)
+
+
+async def test_a_relayed_answer_holding_a_slot_is_still_charged_its_tokens() -> None:
+    """The slot's give-back is told after the relay's own ending, which charges it."""
+    limited = Limited(Forwarding(Usaged()))
+    limits = RateLimits(limited.buckets, None, 100, slots=limited.slots, concurrent_requests=1)
+    limited.gateway = Gateway(
+        limited.store,
+        Router([BackendEntry(Forwarding(Usaged()), {}, catch_all=True)]),
+        Loop(limited.store),
+        RunRegistry(),
+        limits=limits,
+    )
+    relay = await limited.gateway.execute(ALICE, forwarded())
+    assert not isinstance(relay, Run)
+    async for _ in relay.chunks():
+        pass
+    await relay.aclose()
+    await limits.settled()
+    assert limited.held == 0
+    refused = await limited.buckets.take("tokens\x1facme\x1falice", 100, 59, 0)
+    assert refused > 0, "42 of its 100 tokens were taken"

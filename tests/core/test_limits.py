@@ -22,9 +22,10 @@ from stateway.core.commands import (
 from stateway.core.errors import RateLimited
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta, UsageReport
-from stateway.core.limits import RateLimits
+from stateway.core.limits import RateLimits, charged_tokens
 from stateway.core.loop import Loop
 from stateway.core.principal import Credential, Principal
+from stateway.core.response import ResponseState
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.usage import Usage
@@ -536,3 +537,31 @@ async def test_a_relayed_answer_that_reported_its_usage_is_charged_that_alone() 
     fields = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
     assert await charged_for(ReportingRelay(), fields) == [1200]
     assert await charged_for(UncountedRelay(200, 0), fields) == []
+
+
+async def test_a_token_bucket_short_of_one_token_refuses_even_for_under_a_second() -> None:
+    clock = Clock()
+    limits = RateLimits(MemoryTokenBuckets(clock), None, 60)  # a token a second
+    await limits.charge(ALICE, 60)
+    clock.now += 0.5  # half a token back
+    with pytest.raises(RateLimited) as caught:
+        await limits.admit(ALICE)
+    assert (caught.value.type, caught.value.headers["Retry-After"]) == ("tokens", "1")
+    assert caught.value.message == "Rate limit reached on tokens per minute (limit 60). " + (
+        "Please try again in 1s."
+    )
+
+
+async def test_charging_one_token_takes_it() -> None:
+    clock = Clock()
+    limits = RateLimits(MemoryTokenBuckets(clock), None, 1)
+    await limits.charge(ALICE, 1)
+    with pytest.raises(RateLimited):
+        await limits.admit(ALICE)
+
+
+def test_a_run_is_charged_its_usage_and_the_prompts_its_upstream_did_not_count() -> None:
+    state = ResponseState.start("resp_1", "acme", 0.0, create())
+    state.usage = Usage(input_tokens=30, output_tokens=12)
+    state.uncounted_input = 5
+    assert charged_tokens(state) == 47
