@@ -187,3 +187,42 @@ async def test_a_process_renews_its_slots_every_third_of_a_lease(redis_url: str)
     finally:
         await holder.aclose()
         await other.aclose()
+
+
+@pytest.mark.redis
+async def test_a_take_cancelled_while_redis_answers_holds_no_slot(
+    redis_url: str, clock: Clock
+) -> None:
+    """A client that leaves while its request's take is on its way (the script ran on the
+    server, its answer not yet read) must not leave a slot held for a whole lease."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    slots = RedisRequestSlots(connect(redis_url), prefix, clock=clock)
+    other = RedisRequestSlots(connect(redis_url), prefix, clock=clock)
+    ran, answer = asyncio.Event(), asyncio.Event()
+    script = slots._take
+
+    async def answered_late(**kwargs: Any) -> Any:
+        taken = await script(**kwargs)
+        ran.set()
+        await answer.wait()
+        return taken
+
+    slots._take = answered_late  # type: ignore[assignment]
+    try:
+        take = asyncio.create_task(slots.take("k", 1))
+        await ran.wait()
+        take.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await take
+        answer.set()
+        for _ in range(100):  # the answer, then its ZREM
+            if await other.take("k", 1) is not None:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the cancelled take's slot is still held")
+        assert slots.held == 0
+    finally:
+        answer.set()
+        await slots.aclose()
+        await other.aclose()

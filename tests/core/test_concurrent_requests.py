@@ -6,10 +6,13 @@ once."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 
+from stateway.coordination.redis import connect
+from stateway.coordination.request_slots import RedisRequestSlots
 from stateway.coordination.token_buckets import MemoryTokenBuckets
 from stateway.core.commands import CancelResponse, CompactResponse, CreateResponse, ForwardChat
 from stateway.core.concurrency import MemoryRequestSlots, Slot
@@ -396,3 +399,25 @@ async def test_a_relayed_answer_holding_a_slot_is_still_charged_its_tokens() -> 
     assert limited.held == 0
     refused = await limited.buckets.take("tokens\x1facme\x1falice", 100, 59, 0)
     assert refused > 0, "42 of its 100 tokens were taken"
+
+
+@pytest.mark.redis
+async def test_closing_the_limits_gives_back_the_slots_of_runs_still_ending(
+    redis_url: str,
+) -> None:
+    """Shutdown ends the runs, then closes the limits: a slot whose run just ended (its
+    release not yet run) is given back in Redis, not left held for a lease."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    slots = RedisRequestSlots(connect(redis_url), prefix)
+    limits = RateLimits(MemoryTokenBuckets(Clock()), slots=slots, concurrent_requests=1)
+    ended = asyncio.Event()
+    slot = await limits.admit(ALICE)
+    assert slot is not None
+    limits.release_after(slot, ended.wait)
+    ended.set()  # the run ended; its release has not run yet
+    await limits.aclose()
+    other = RedisRequestSlots(connect(redis_url), prefix)
+    try:
+        assert await other.take(KEY, 1) is not None
+    finally:
+        await other.aclose()

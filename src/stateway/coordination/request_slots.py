@@ -10,7 +10,9 @@ third of :data:`LEASE` (a background run keeps its slot for as long as it runs);
 process that dies stops renewing, and its slots are free again within a lease. Giving
 one back is a ``ZREM``, sent beside the request's end; until it is answered, this
 process's next take of the same principal drops it first, so a request that follows
-another's end (a steered successor) never finds its slot still held.
+another's end (a steered successor) never finds its slot still held. A take whose request
+is cancelled while Redis answers (its client left) gives back the slot it took once the
+answer comes, instead of leaving it held for a lease.
 
 When Redis cannot be reached requests are let through, holding no slot (a warning is
 logged once per outage), and Redis is not asked again for
@@ -118,8 +120,12 @@ class RedisRequestSlots:
         slot_id = secrets.token_hex(12)
         given_back = self._given_back.get(name, ())
         args = [repr(self._lease), self._now(), limit, slot_id, *given_back]
+        answer = asyncio.ensure_future(self._take(keys=[name], args=args))
         try:
-            taken = await self._take(keys=[name], args=args)
+            taken = await asyncio.shield(answer)  # its caller cancelled: taken for nobody
+        except asyncio.CancelledError:
+            answer.add_done_callback(partial(self._taken_for_nobody, name, slot_id))
+            raise
         except RedisError as exc:
             self._outage.failed(exc)
             return Slot()
@@ -154,6 +160,12 @@ class RedisRequestSlots:
         if self._removing:
             await asyncio.wait(self._removing)
         await self._redis.aclose()
+
+    def _taken_for_nobody(self, name: str, slot_id: str, answer: asyncio.Future[int]) -> None:
+        """The answer of a take whose caller left while Redis answered: a slot it took is
+        given back at once, not left held for a lease."""
+        if not answer.cancelled() and answer.exception() is None and answer.result():
+            self._give_back(name, slot_id)
 
     def _give_back(self, name: str, slot_id: str) -> None:
         self._held.pop(slot_id, None)
