@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from stateway.coordination.outage import RETRY_AFTER
 from stateway.coordination.redis import connect
@@ -226,3 +227,27 @@ async def test_a_take_cancelled_while_redis_answers_holds_no_slot(
         answer.set()
         await slots.aclose()
         await other.aclose()
+
+
+@pytest.mark.redis
+async def test_a_slot_whose_give_back_failed_is_free_to_its_process_once_redis_is_back(
+    redis_url: str, clock: Clock
+) -> None:
+    """A request that ended while Redis blinked (its ZREM failed) must not keep its
+    principal's next request out for a lease once Redis answers again."""
+    slots = RedisRequestSlots(connect(redis_url), f"test:{uuid.uuid4().hex}:", clock=clock)
+    zrem = slots._redis.zrem
+
+    async def failing(*args: Any) -> int:
+        raise RedisConnectionError("blinked")
+
+    try:
+        slot = await slots.take("k", 1)
+        assert slot is not None
+        slots._redis.zrem = failing  # type: ignore[method-assign]
+        slot.release()
+        await asyncio.wait(slots._removing)
+        slots._redis.zrem = zrem  # type: ignore[method-assign]
+        assert await slots.take("k", 1) is not None
+    finally:
+        await slots.aclose()

@@ -10,7 +10,8 @@ third of :data:`LEASE` (a background run keeps its slot for as long as it runs);
 process that dies stops renewing, and its slots are free again within a lease. Giving
 one back is a ``ZREM``, sent beside the request's end; until it is answered, this
 process's next take of the same principal drops it first, so a request that follows
-another's end (a steered successor) never finds its slot still held. A take whose request
+another's end (a steered successor) never finds its slot still held; a ``ZREM`` that
+failed (Redis away a moment) is left to that take too. A take whose request
 is cancelled while Redis answers (its client left) gives back the slot it took once the
 answer comes, instead of leaving it held for a lease.
 
@@ -27,7 +28,7 @@ import hashlib
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Final
 
@@ -118,8 +119,8 @@ class RedisRequestSlots:
             return Slot()  # Redis failed a moment ago: let the request through at once
         name = self._prefix + "slots:" + hashlib.sha256(key.encode()).hexdigest()
         slot_id = secrets.token_hex(12)
-        given_back = self._given_back.get(name, ())
-        args = [repr(self._lease), self._now(), limit, slot_id, *given_back]
+        given_back = tuple(self._given_back.get(name, ()))
+        args: list[str | int] = [repr(self._lease), self._now(), limit, slot_id, *given_back]
         answer = asyncio.ensure_future(self._take(keys=[name], args=args))
         try:
             taken = await asyncio.shield(answer)  # its caller cancelled: taken for nobody
@@ -130,6 +131,7 @@ class RedisRequestSlots:
             self._outage.failed(exc)
             return Slot()
         self._outage.answered()
+        self._removed(name, given_back)
         if not taken:
             return None
         self._held[slot_id] = name
@@ -178,13 +180,16 @@ class RedisRequestSlots:
         try:
             await self._redis.zrem(name, slot_id)
         except RedisError:
-            pass  # no longer renewed, it runs out within its lease
-        finally:
-            given_back = self._given_back.get(name)
-            if given_back is not None:
-                given_back.discard(slot_id)
-                if not given_back:
-                    del self._given_back[name]
+            return  # no longer renewed, it runs out within its lease, or the next take drops it
+        self._removed(name, (slot_id,))
+
+    def _removed(self, name: str, slot_ids: Iterable[str]) -> None:
+        """Redis answered the removal of ``slot_ids`` from ``name``."""
+        given_back = self._given_back.get(name)
+        if given_back is not None:
+            given_back.difference_update(slot_ids)
+            if not given_back:
+                del self._given_back[name]
 
     async def _renew_forever(self) -> None:
         while True:
