@@ -191,6 +191,34 @@ async def test_a_process_renews_its_slots_every_third_of_a_lease(redis_url: str)
 
 
 @pytest.mark.redis
+async def test_renewing_goes_on_after_a_renewal_fails_for_a_reason_not_redis(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One renewal raising what is no Redis error (a bug) must not stop the renewals
+    for good, which would let every held slot run out and the limit go unenforced."""
+    prefix = f"test:{uuid.uuid4().hex}:"
+    holder = RedisRequestSlots(connect(redis_url), prefix, lease=0.3)
+    other = RedisRequestSlots(connect(redis_url), prefix, lease=0.3)
+    renew, failed = holder.renew, []
+
+    async def failing_once() -> None:
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("a bug")
+        await renew()
+
+    monkeypatch.setattr(holder, "renew", failing_once)
+    try:
+        assert await holder.take("k", 1) is not None
+        await asyncio.sleep(0.75)  # the time itself is what is tested: 2.5 leases
+        assert failed
+        assert await other.take("k", 1) is None
+    finally:
+        await holder.aclose()
+        await other.aclose()
+
+
+@pytest.mark.redis
 async def test_a_take_cancelled_while_redis_answers_holds_no_slot(
     redis_url: str, clock: Clock
 ) -> None:

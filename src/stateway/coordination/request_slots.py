@@ -194,7 +194,10 @@ class RedisRequestSlots:
     async def _renew_forever(self) -> None:
         while True:
             await asyncio.sleep(self._lease / 3)
-            await self.renew()
+            try:
+                await self.renew()
+            except Exception:  # not Redis's (that is an outage): renewing must go on
+                log.exception("concurrent requests: renewing the slots' leases failed")
 
     def _now(self) -> str:
         return "" if self._clock is None else repr(self._clock())
