@@ -51,7 +51,8 @@ async def test_it_sweeps_at_start_and_a_failed_sweep_is_tried_again(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     purger = Purger(StorageError("Storage failed."), 3)
-    sweeper = RetentionSweeper(purger, 2.0)  # a sweep every second
+    counted: list[int] = []
+    sweeper = RetentionSweeper(purger, 2.0, deleted=counted.append)  # a sweep every second
     with caplog.at_level(logging.INFO, logger="stateway.core.retention"):
         sweeper.start()
         try:
@@ -65,6 +66,7 @@ async def test_it_sweeps_at_start_and_a_failed_sweep_is_tried_again(
     assert failed.levelno == logging.ERROR
     assert "failed" in failed.getMessage()
     assert done.getMessage() == "deleted 3 responses older than the retention"
+    assert counted == [3], "what a sweep deletes is counted; a failed one counts nothing"
 
 
 async def test_closing_stops_the_sweeps() -> None:

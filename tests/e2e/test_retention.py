@@ -9,6 +9,7 @@ the PostgreSQL database the suite shares holds every other test's rows.
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Iterator
 
 import openai
@@ -18,6 +19,7 @@ from openai import OpenAI
 from stateway.launch import start_gateway
 
 MODEL = "fake-model"
+DELETED = "stateway_responses_deleted_total "
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +48,11 @@ def gone(client: OpenAI, response_id: str, within: float = 15.0) -> bool:
 def test_a_response_older_than_the_retention_is_gone(client: OpenAI) -> None:
     first = client.responses.create(model=MODEL, input="hello")
     assert gone(client, first.id)
+    root = str(client.base_url).removesuffix("/").removesuffix("/v1")
+    with urllib.request.urlopen(root + "/metrics", timeout=10) as answer:
+        metrics = answer.read().decode()
+    [counted] = [line for line in metrics.splitlines() if line.startswith(DELETED)]
+    assert float(counted.split()[1]) >= 1
     with pytest.raises(openai.BadRequestError) as refused:
         client.responses.create(model=MODEL, input="again", previous_response_id=first.id)
     assert refused.value.code == "previous_response_not_found"

@@ -207,7 +207,10 @@ def build_gateway(
     reloader = Reloader(compiled, recompile, publish, gateway.generations)
     gateway.reloads = reloader
     retention = config.storage.retention
-    sweeper = None if purger is None or retention is None else RetentionSweeper(purger, retention)
+    sweeper = None
+    if purger is not None and retention is not None:
+        deleted = telemetry.metrics.responses_deleted
+        sweeper = RetentionSweeper(purger, retention, deleted=deleted)
     return GatewayParts(
         store,
         runs,

@@ -17,7 +17,8 @@ still running is never deleted, however old. Conversations and their items are n
 affected (hosted keeps them until deleted), nor the responses' answers remembered for
 ``Idempotency-Key`` retries, which expire on their own.
 
-A sweep that fails (the database out of reach) is logged, and the next one tries again.
+What each sweep deleted is logged and counted (``stateway_responses_deleted_total``). A
+sweep that fails (the database out of reach) is logged, and the next one tries again.
 """
 
 from __future__ import annotations
@@ -46,8 +47,11 @@ class RetentionSweeper:
         retention: float,
         *,
         clock: Callable[[], float] = time.time,
+        deleted: Callable[[int], None] = lambda count: None,
     ) -> None:
+        """``deleted`` is told what each sweep deleted (a metric)."""
         self._purger = purger
+        self._deleted = deleted
         self.retention = retention
         self.pause = min(_LONGEST_PAUSE, max(_SHORTEST_PAUSE, retention / 10))
         """Seconds between sweeps."""
@@ -85,4 +89,5 @@ class RetentionSweeper:
             else:
                 if deleted:
                     log.info("deleted %d responses older than the retention", deleted)
+                    self._deleted(deleted)
             await asyncio.sleep(self.pause)

@@ -134,6 +134,11 @@ class PrometheusMetrics:
             "Upstream calls waiting for a connection slot (the admission waiting room).",
             registry=registry,
         )
+        self._responses_deleted = Counter(
+            "stateway_responses_deleted",
+            "Stored responses deleted by retention sweeps ([storage] retention).",
+            registry=registry,
+        )
         self._per_request: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
         self._per_operation: dict[str, Histogram] = {}
         # Label children looked up once per label values (the registry keeps them anyway).
@@ -212,6 +217,10 @@ class PrometheusMetrics:
         if child is None:
             child = self._per_operation[operation] = self._storage.labels(operation)
         child.observe(seconds)
+
+    def responses_deleted(self, count: int) -> None:
+        """A retention sweep deleted ``count`` stored responses."""
+        self._responses_deleted.inc(count)
 
     def exposition(self) -> tuple[bytes, str]:
         """The text format and its content type."""
