@@ -39,6 +39,7 @@ from stateway.protocols.responses.encode import encode_event_json
 from tests.core.compaction.test_service import SEALER, SUMMARY
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.core.test_background import ended, user
+from tests.core.test_chat_forwarding import Relayed
 from tests.core.test_limits import ALICE, BOB, Clock, create, forwarded
 
 KEY = "concurrent\x1facme\x1falice"
@@ -231,11 +232,8 @@ async def test_a_background_run_holds_its_slot_until_it_is_cancelled() -> None:
     await limited.released()
 
 
-class HeldRelay:
+class Answer(Relayed):
     """An upstream answer of one chunk, or failing (``fails``) after it."""
-
-    status = 200
-    headers: dict[str, str] = {}
 
     def __init__(self, fails: bool = False) -> None:
         self.fails = fails
@@ -245,22 +243,13 @@ class HeldRelay:
         if self.fails:
             raise UpstreamError("cut")
 
-    def usage(self) -> Usage | None:
-        return None
-
-    def output_estimate(self) -> int:
-        return 0
-
-    async def aclose(self) -> None:
-        pass
-
 
 class Forwarding(ScriptedBackend):
-    def __init__(self, answer: HeldRelay | UpstreamError) -> None:
+    def __init__(self, answer: Answer | UpstreamError) -> None:
         super().__init__([])
         self.answer = answer
 
-    async def forward_chat(self, body: bytes) -> HeldRelay:
+    async def forward_chat(self, body: bytes) -> Answer:
         if isinstance(self.answer, UpstreamError):
             raise self.answer
         return self.answer
@@ -269,13 +258,13 @@ class Forwarding(ScriptedBackend):
 @pytest.mark.parametrize(
     ("answer", "read"),
     [
-        (HeldRelay(), True),  # relayed to its end
-        (HeldRelay(fails=True), True),  # cut part-way
-        (HeldRelay(), False),  # its client left unread
+        (Answer(), True),  # relayed to its end
+        (Answer(fails=True), True),  # cut part-way
+        (Answer(), False),  # its client left unread
     ],
 )
 async def test_a_relayed_answer_holds_its_slot_until_its_relay_closes(
-    answer: HeldRelay, read: bool
+    answer: Answer, read: bool
 ) -> None:
     limited = Limited(Forwarding(answer))
     relay = await limited.gateway.execute(ALICE, forwarded())
@@ -372,7 +361,7 @@ async def test_slots_given_back_one_at_a_time_are_counted_down_one_at_a_time() -
     assert (slots.held("k"), len(slots)) == (0, 0), "a key holding none is not kept"
 
 
-class Usaged(HeldRelay):
+class Usaged(Answer):
     """An answer reporting the tokens it used."""
 
     def usage(self) -> Usage | None:
