@@ -565,3 +565,32 @@ def test_a_run_is_charged_its_usage_and_the_prompts_its_upstream_did_not_count()
     state.usage = Usage(input_tokens=30, output_tokens=12)
     state.uncounted_input = 5
     assert charged_tokens(state) == 47
+
+
+class Recording:
+    """Buckets that answer each take after ``delay`` seconds, keeping what was taken and
+    whether they were closed first."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.taken: list[tuple[str, float]] = []
+        self.closed = False
+
+    async def take(self, key: str, per_minute: int, need: float, debit: float) -> float:
+        await asyncio.sleep(self.delay)
+        self.taken.append((key, debit))
+        return 0.0
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_closing_waits_for_the_charges_under_way() -> None:
+    """At shutdown the runs have ended and their charges are on their way (a Redis round
+    trip): closing first would lose them."""
+    buckets = Recording(0.05)
+    limits = RateLimits(buckets, None, 100)
+    limits.charge_after(ALICE, None, lambda: 42)
+    await limits.aclose()
+    assert buckets.taken == [("tokens\x1facme\x1falice", 42)]
+    assert buckets.closed

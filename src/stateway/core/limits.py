@@ -44,6 +44,9 @@ from stateway.core.principal import Principal
 from stateway.core.response import ResponseState
 from stateway.core.token_estimate import item_tokens
 
+CLOSING_WAIT: Final = 10.0
+"""Seconds closing waits for the charges and give-backs under way (each Redis call is
+bounded by ``redis_timeout`` already)."""
 ANY: Final = -math.inf
 """A ``need`` every bucket meets: the debit is taken whatever the bucket holds."""
 
@@ -164,6 +167,12 @@ class RateLimits:
         await asyncio.gather(*self._charging)
 
     async def aclose(self) -> None:
+        """Close the buckets and slots once the charges and give-backs under way are done
+        (at shutdown, after every run ended), or :data:`CLOSING_WAIT` seconds have
+        passed: closed first, a Redis charge in flight would be lost."""
+        pending = self._charging | self._holding
+        if pending:
+            await asyncio.wait(pending, timeout=CLOSING_WAIT)
         await self._buckets.aclose()
         if self._slots is not None:
             await self._slots.aclose()
