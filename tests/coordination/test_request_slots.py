@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -61,57 +61,60 @@ async def test_the_memory_slots_keep_only_keys_with_a_slot_held() -> None:
     assert len(slots) == 0
 
 
-def two_processes(url: str, clock: Clock) -> tuple[RedisRequestSlots, RedisRequestSlots]:
+Process = Callable[..., RedisRequestSlots]
+
+
+@pytest.fixture
+async def process(redis_url: str) -> AsyncIterator[Process]:
+    """``process(**options)``: one more gateway process's slots in Redis, every one on the
+    same key prefix (the same principals); all closed at the test's end."""
     prefix = f"test:{uuid.uuid4().hex}:"
-    return (
-        RedisRequestSlots(connect(url), prefix, clock=clock),
-        RedisRequestSlots(connect(url), prefix, clock=clock),
-    )
+    opened: list[RedisRequestSlots] = []
+
+    def open_one(**options: Any) -> RedisRequestSlots:
+        opened.append(RedisRequestSlots(connect(redis_url), prefix, **options))
+        return opened[-1]
+
+    yield open_one
+    for slots in opened:
+        await slots.aclose()
 
 
 @pytest.mark.redis
 async def test_a_dead_processs_slot_is_free_once_its_lease_ran_out(
-    redis_url: str, clock: Clock
+    process: Process, clock: Clock
 ) -> None:
-    dead, alive = two_processes(redis_url, clock)
-    try:
-        assert await dead.take("k", 1) is not None  # and never renewed nor given back
-        clock.now += LEASE - 1
-        assert await alive.take("k", 1) is None
-        clock.now += 2
-        assert await alive.take("k", 1) is not None
-    finally:
-        await dead.aclose()
-        await alive.aclose()
+    dead, alive = process(clock=clock), process(clock=clock)
+    assert await dead.take("k", 1) is not None  # and never renewed nor given back
+    clock.now += LEASE - 1
+    assert await alive.take("k", 1) is None
+    clock.now += 2
+    assert await alive.take("k", 1) is not None
 
 
 @pytest.mark.redis
 async def test_a_live_process_keeps_its_slots_by_renewing_them(
-    redis_url: str, clock: Clock
+    process: Process, clock: Clock
 ) -> None:
-    holder, other = two_processes(redis_url, clock)
-    try:
-        assert await holder.take("k", 1) is not None
-        assert await holder.take("j", 1) is not None
-        clock.now += LEASE * 2 / 3
-        await holder.renew()  # both in one round trip
-        clock.now += LEASE * 2 / 3  # past the first lease, within the renewed one
-        assert await other.take("k", 1) is None
-        assert await other.take("j", 1) is None
-        clock.now += LEASE / 3 + 1
-        assert await other.take("k", 1) is not None
-    finally:
-        await holder.aclose()
-        await other.aclose()
+    holder, other = process(clock=clock), process(clock=clock)
+    assert await holder.take("k", 1) is not None
+    assert await holder.take("j", 1) is not None
+    clock.now += LEASE * 2 / 3
+    await holder.renew()  # both in one round trip
+    clock.now += LEASE * 2 / 3  # past the first lease, within the renewed one
+    assert await other.take("k", 1) is None
+    assert await other.take("j", 1) is None
+    clock.now += LEASE / 3 + 1
+    assert await other.take("k", 1) is not None
 
 
 @pytest.mark.redis
 async def test_a_slot_given_back_is_free_to_its_process_before_redis_heard_of_it(
-    redis_url: str, clock: Clock
+    process: Process, clock: Clock
 ) -> None:
     """A request that follows another's end (a steered successor) must not find its slot
     held because the ZREM is still on its way: the take drops it first."""
-    slots = RedisRequestSlots(connect(redis_url), f"test:{uuid.uuid4().hex}:", clock=clock)
+    slots = process(clock=clock)
     never = asyncio.Event()
 
     async def unanswered(*args: Any) -> int:
@@ -126,22 +129,18 @@ async def test_a_slot_given_back_is_free_to_its_process_before_redis_heard_of_it
         assert await slots.take("k", 1) is not None
         assert slots.held == 1
     finally:
-        never.set()
-        await slots.aclose()
+        never.set()  # before the fixture closes it, which waits for its ZREM
 
 
 @pytest.mark.redis
-async def test_redis_slots_run_on_the_servers_clock_by_default(redis_url: str) -> None:
-    slots = RedisRequestSlots(connect(redis_url), f"test:{uuid.uuid4().hex}:")
-    try:
-        slot = await slots.take("k", 1)
-        assert slot is not None
-        assert slot.held
-        assert await slots.take("k", 1) is None
-        await slots.renew()
-        assert await slots.take("k", 1) is None
-    finally:
-        await slots.aclose()
+async def test_redis_slots_run_on_the_servers_clock_by_default(process: Process) -> None:
+    slots = process()
+    slot = await slots.take("k", 1)
+    assert slot is not None
+    assert slot.held
+    assert await slots.take("k", 1) is None
+    await slots.renew()
+    assert await slots.take("k", 1) is None
 
 
 async def test_redis_slots_let_requests_through_while_redis_is_down(
@@ -176,29 +175,21 @@ async def test_redis_slots_let_requests_through_while_redis_is_down(
 
 
 @pytest.mark.redis
-async def test_a_process_renews_its_slots_every_third_of_a_lease(redis_url: str) -> None:
+async def test_a_process_renews_its_slots_every_third_of_a_lease(process: Process) -> None:
     """On the server's clock: a slot held past several leases is still held."""
-    prefix = f"test:{uuid.uuid4().hex}:"
-    holder = RedisRequestSlots(connect(redis_url), prefix, lease=0.3)
-    other = RedisRequestSlots(connect(redis_url), prefix, lease=0.3)
-    try:
-        assert await holder.take("k", 1) is not None
-        await asyncio.sleep(0.75)  # the time itself is what is tested: 2.5 leases
-        assert await other.take("k", 1) is None
-    finally:
-        await holder.aclose()
-        await other.aclose()
+    holder, other = process(lease=0.3), process(lease=0.3)
+    assert await holder.take("k", 1) is not None
+    await asyncio.sleep(0.75)  # the time itself is what is tested: 2.5 leases
+    assert await other.take("k", 1) is None
 
 
 @pytest.mark.redis
 async def test_renewing_goes_on_after_a_renewal_fails_for_a_reason_not_redis(
-    redis_url: str, monkeypatch: pytest.MonkeyPatch
+    process: Process, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One renewal raising what is no Redis error (a bug) must not stop the renewals
     for good, which would let every held slot run out and the limit go unenforced."""
-    prefix = f"test:{uuid.uuid4().hex}:"
-    holder = RedisRequestSlots(connect(redis_url), prefix, lease=0.3)
-    other = RedisRequestSlots(connect(redis_url), prefix, lease=0.3)
+    holder, other = process(lease=0.3), process(lease=0.3)
     renew, failed = holder.renew, []
 
     async def failing_once() -> None:
@@ -208,25 +199,19 @@ async def test_renewing_goes_on_after_a_renewal_fails_for_a_reason_not_redis(
         await renew()
 
     monkeypatch.setattr(holder, "renew", failing_once)
-    try:
-        assert await holder.take("k", 1) is not None
-        await asyncio.sleep(0.75)  # the time itself is what is tested: 2.5 leases
-        assert failed
-        assert await other.take("k", 1) is None
-    finally:
-        await holder.aclose()
-        await other.aclose()
+    assert await holder.take("k", 1) is not None
+    await asyncio.sleep(0.75)  # the time itself is what is tested: 2.5 leases
+    assert failed
+    assert await other.take("k", 1) is None
 
 
 @pytest.mark.redis
 async def test_a_take_cancelled_while_redis_answers_holds_no_slot(
-    redis_url: str, clock: Clock
+    process: Process, clock: Clock
 ) -> None:
     """A client that leaves while its request's take is on its way (the script ran on the
     server, its answer not yet read) must not leave a slot held for a whole lease."""
-    prefix = f"test:{uuid.uuid4().hex}:"
-    slots = RedisRequestSlots(connect(redis_url), prefix, clock=clock)
-    other = RedisRequestSlots(connect(redis_url), prefix, clock=clock)
+    slots, other = process(clock=clock), process(clock=clock)
     ran, answer = asyncio.Event(), asyncio.Event()
     script = slots._take
 
@@ -252,30 +237,25 @@ async def test_a_take_cancelled_while_redis_answers_holds_no_slot(
             raise AssertionError("the cancelled take's slot is still held")
         assert slots.held == 0
     finally:
-        answer.set()
-        await slots.aclose()
-        await other.aclose()
+        answer.set()  # before the fixture closes them
 
 
 @pytest.mark.redis
 async def test_a_slot_whose_give_back_failed_is_free_to_its_process_once_redis_is_back(
-    redis_url: str, clock: Clock
+    process: Process, clock: Clock
 ) -> None:
     """A request that ended while Redis blinked (its ZREM failed) must not keep its
     principal's next request out for a lease once Redis answers again."""
-    slots = RedisRequestSlots(connect(redis_url), f"test:{uuid.uuid4().hex}:", clock=clock)
+    slots = process(clock=clock)
     zrem = slots._redis.zrem
 
     async def failing(*args: Any) -> int:
         raise RedisConnectionError("blinked")
 
-    try:
-        slot = await slots.take("k", 1)
-        assert slot is not None
-        slots._redis.zrem = failing  # type: ignore[method-assign]
-        slot.release()
-        await asyncio.wait(slots._removing)
-        slots._redis.zrem = zrem  # type: ignore[method-assign]
-        assert await slots.take("k", 1) is not None
-    finally:
-        await slots.aclose()
+    slot = await slots.take("k", 1)
+    assert slot is not None
+    slots._redis.zrem = failing  # type: ignore[method-assign]
+    slot.release()
+    await asyncio.wait(slots._removing)
+    slots._redis.zrem = zrem  # type: ignore[method-assign]
+    assert await slots.take("k", 1) is not None
