@@ -31,6 +31,18 @@ async def test_each_round_is_asked_for_what_the_earlier_rounds_left() -> None:
     assert run.state.status == "completed"
 
 
+async def test_a_budget_per_call_asks_every_round_for_all_of_it() -> None:
+    """Messages' ``max_tokens``: Anthropic gives each call of a request with server tools
+    the whole of it, so the rounds together may write more."""
+    setup = Setup([ADDING, ADDING, answer()])
+    settings = {"max_output_tokens": 3, "max_output_tokens_per_call": True}
+    run = await setup.create([MCP_TOOL], settings=settings)
+    assert asked(setup) == [3, 3, 3]
+    assert run.state.status == "completed"
+    assert run.state.usage is not None
+    assert run.state.usage.output_tokens > 3
+
+
 async def test_an_unbounded_response_asks_every_round_for_no_bound() -> None:
     setup = Setup([ADDING, answer()])
     run = await create(setup, None)

@@ -123,14 +123,14 @@ def test_a_round_left_what_the_upstream_takes_is_asked_for_exactly_that(setup: S
     assert budgets_asked(setup.upstream) == [HOSTED_LEAST + 1, HOSTED_LEAST]
 
 
-def test_a_hidden_round_of_a_messages_client_ends_at_max_tokens(setup: Setup) -> None:
-    """A Messages client's gateway tools run in hidden rounds of the same loop: its
-    answer stops at ``max_tokens`` rather than failing."""
+def test_each_hidden_round_of_a_messages_client_may_write_max_tokens(setup: Setup) -> None:
+    """A Messages client's gateway tools run in hidden rounds of the same loop, and
+    ``max_tokens`` bounds each call to the model, as Anthropic applies it to each call of a
+    request with server tools: the round after the tool is asked for all of it."""
     budgets_asked(setup.upstream)
     message = setup.claude.messages.create(
         model="m", max_tokens=HOSTED_LEAST, messages=[{"role": "user", "content": ADD}]
     )
-    assert message.stop_reason == "max_tokens"
-    assert message.content == []
-    assert message.usage.output_tokens == 1
-    assert budgets_asked(setup.upstream) == [HOSTED_LEAST]
+    assert message.stop_reason == "end_turn"
+    assert [block.type for block in message.content] == ["text"]
+    assert budgets_asked(setup.upstream) == [HOSTED_LEAST, HOSTED_LEAST]

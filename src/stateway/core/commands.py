@@ -31,6 +31,11 @@ class GenerationSettings:
     temperature: float | None = None
     top_p: float | None = None
     max_output_tokens: int | None = None
+    max_output_tokens_per_call: bool = False
+    """``max_output_tokens`` bounds each call to the model, not the whole response
+    (Messages' ``max_tokens``: Anthropic applies it to every call a request with server
+    tools makes, so its usage may exceed it). Otherwise it bounds every round of the
+    tool loop together, as Responses' ``max_output_tokens`` does."""
     max_tool_calls: int | None = None
     tools: list[Item] = field(default_factory=list)
     tool_choice: str | dict[str, Any] = "auto"

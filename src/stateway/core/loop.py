@@ -195,7 +195,10 @@ class Loop:
                     state.status = "completed"
                     break
                 round_settings: GenerationSettings | None = settings
-                if settings.max_output_tokens is not None:  # inline: no call when unbounded
+                if (
+                    settings.max_output_tokens is not None
+                    and not settings.max_output_tokens_per_call
+                ):
                     generated = usage.output_tokens - generated_before
                     round_settings = _within_budget(settings, generated, plan)
                 if round_settings is None:  # max_output_tokens used up, or too little left to ask
@@ -356,7 +359,8 @@ def _within_budget(
     settings: GenerationSettings, generated: int, plan: Plan
 ) -> GenerationSettings | None:
     """A round's settings: ``max_output_tokens`` bounds the whole response, every round of
-    its tool loop together, so a later round may write only what the earlier ones left.
+    its tool loop together, so a later round may write only what the earlier ones left
+    (unless it bounds each call: ``max_output_tokens_per_call``, not asked here).
     None: nothing is left, or less than the plan's upstreams may be asked for (hosted
     OpenAI's Responses API refuses a budget under 16): the response ends as at its length,
     not on a refusal after its tools ran. The first round is sent the client's own budget,

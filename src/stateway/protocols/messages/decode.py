@@ -5,28 +5,27 @@ is not stored (``store=False``: every request carries the whole conversation), u
 is a turn of a thread (``thread``: server-held state, :mod:`.threads`);
 ``decode_count_tokens`` does the same for ``/count_tokens``.
 
-Settings: ``max_tokens`` -> ``max_output_tokens``; ``stop_sequences``, ``temperature``,
-``top_p``, ``top_k`` as they are (an empty or whitespace-only stop sequence refused in
-Anthropic's words; sampling taken with thinking, where Anthropic refuses it: open
-reasoning models are tuned by it); ``metadata.user_id`` (at most 512 characters,
-Anthropic's bound) -> ``user``; ``service_tier``
-``auto`` / ``standard_only`` -> ``auto`` / ``default``; ``tools`` and ``tool_choice`` as
+Settings: ``max_tokens`` -> ``max_output_tokens``, per call to the model (Anthropic's rule:
+a request whose server tools call the model again gives each call the whole of it);
+``stop_sequences``, ``temperature``, ``top_p``, ``top_k`` as they are (an empty or
+whitespace-only stop sequence refused in Anthropic's words; sampling taken with thinking,
+where Anthropic refuses it: open reasoning models are tuned by it); ``metadata.user_id`` (at
+most 512 characters, Anthropic's bound) -> ``user``; ``service_tier`` ``auto`` /
+``standard_only`` -> ``auto`` / ``default``; ``tools`` and ``tool_choice`` as
 :mod:`.tool_declarations` says, ``disable_parallel_tool_use`` -> ``parallel_tool_calls:
 false``; ``thinking`` as :mod:`.thinking` says. ``max_tokens: 0`` is a prewarm, as hosted
-Anthropic takes it ("populate the prompt cache without generating a response"): the
-context is checked and no model is asked (the gateway has no cache of its own to fill);
-the message has no content and stops at its limit (:mod:`.encode`). Every thinking
-block the model's reasoning becomes is signed: unless the upstream signed it
-(Anthropic), its ``signature`` is the text sealed with the gateway's key, which the
-gateway opens when the block comes back, so the model gets its reasoning again even when
-the client was shown none of it.
-``output_config.format`` (``json_schema``) -> the text format.
-``context_management`` is accepted, its ``compact_20260112`` edit the gateway's
-compaction, its other edits without effect; ``compaction`` (a compaction request) and
-``compaction`` blocks sent back are :mod:`.compaction`'s too. Fields of features only
-Anthropic's servers have are ignored or refused as :mod:`.hosted_only` says. The backend's
-``gateway_tools`` run in hidden rounds (:mod:`stateway.core.hidden`).
-"""
+Anthropic takes it ("populate the prompt cache without generating a response"): the context
+is checked and no model is asked (the gateway has no cache of its own to fill); the message
+has no content and stops at its limit (:mod:`.encode`). Every thinking block the model's
+reasoning becomes is signed: unless the upstream signed it (Anthropic), its ``signature`` is
+the text sealed with the gateway's key, which the gateway opens when the block comes back,
+so the model gets its reasoning again even when the client was shown none of it.
+``output_config.format`` (``json_schema``) -> the text format. ``context_management`` is
+accepted, its ``compact_20260112`` edit the gateway's compaction, its other edits without
+effect; ``compaction`` (a compaction request) and ``compaction`` blocks sent back are
+:mod:`.compaction`'s too. Fields of features only Anthropic's servers have are ignored or
+refused as :mod:`.hosted_only` says. The backend's ``gateway_tools`` run in hidden rounds
+(:mod:`stateway.core.hidden`)."""
 
 from __future__ import annotations
 
@@ -76,6 +75,7 @@ def decode_messages(
     command = _command(body, max_input_items, thread, compacting=body.compaction is not None)
     settings = command.settings
     settings.max_output_tokens = body.max_tokens
+    settings.max_output_tokens_per_call = True  # as Anthropic's: each call's, server tools'
     settings.temperature, settings.top_p, settings.top_k = body.temperature, body.top_p, body.top_k
     settings.stop_sequences = _stop_sequences(body.stop_sequences)
     settings.user = body.metadata.user_id if body.metadata else None
