@@ -14,7 +14,7 @@ from starlette.applications import Starlette
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
-from stateway.core.errors import GatewayError
+from stateway.core.errors import GatewayError, UpstreamContextTooLong
 from stateway.core.gateway import Gateway
 from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
@@ -215,6 +215,24 @@ async def test_lm_studio_s_streamed_context_refusal_is_context_length_exceeded(
     failure = await streamed_failure(loopback, b"event: error\ndata: " + data + b"\n\n")
     assert (failure.status, failure.code) == (400, "context_length_exceeded")
     assert message in failure.message
+
+
+async def test_sglang_s_streamed_context_refusal_is_context_length_exceeded(
+    loopback: Loopback,
+) -> None:
+    """SGLang's scheduler refuses an input over what a request may fill after its stream
+    opened: one event holding its error object, then ``[DONE]``. Its words alone say it,
+    and its numbers."""
+    message = (
+        "Input length (258174 tokens) exceeds the maximum allowed length (186353 tokens). Use "
+        "a shorter input or enable --allow-auto-truncate."
+    )
+    error = {"object": "error", "message": message, "type": "BAD_REQUEST", "code": 400}
+    data = b"data: " + orjson.dumps({"error": error}) + b"\n\ndata: [DONE]\n\n"
+    failure = await streamed_failure(loopback, data)
+    assert (failure.status, failure.code) == (400, "context_length_exceeded")
+    assert isinstance(failure, UpstreamContextTooLong)
+    assert (failure.tokens, failure.window) == (258174, 186353)
 
 
 @pytest.mark.parametrize(

@@ -350,6 +350,119 @@ def test_lm_studio_s_context_refusal_is_recognised_by_its_wording(body: dict[str
     assert (reported.status, reported.code) == (400, "context_length_exceeded")
 
 
+def test_lm_studio_s_refusal_says_its_numbers_in_words() -> None:
+    refused = classify_reply(400, orjson.dumps({"error": LM_STUDIO_TOO_LONG}), "up", str)
+    assert isinstance(refused, UpstreamContextTooLong)
+    assert (refused.tokens, refused.window, refused.requested) == (31430, 30000, None)
+
+
+SGLANG_INPUT_ALONE = (
+    "The input (40000 tokens) is longer than the model's context length (32768 tokens)."
+)
+SGLANG_WITH_OUTPUT = (
+    "Requested token count exceeds the model's maximum context length of 32768 tokens. You "
+    "requested a total of 33201 tokens: 1201 tokens from the input messages and 32000 tokens "
+    "for the completion. Please reduce the number of tokens in the input messages or the "
+    "completion to fit within the limit."
+)
+SGLANG_SCHEDULER = (
+    "Input length (258174 tokens) exceeds the maximum allowed length (186353 tokens). Use a "
+    "shorter input or enable --allow-auto-truncate."
+)
+"""SGLang's refusals of a context too long, none with a code or type for it: its tokenizer
+manager's (``_validate_one_request``: the input alone, then with the output asked for) and
+its scheduler's (``validate_input_length``, sent as a stream's error event)."""
+
+
+@pytest.mark.parametrize(
+    ("message", "numbers"),
+    [
+        (SGLANG_INPUT_ALONE, (40000, None, 32768)),
+        (SGLANG_WITH_OUTPUT, (1201, 32000, 32768)),
+        (SGLANG_SCHEDULER, (258174, None, 186353)),
+    ],
+)
+def test_sglang_s_context_refusals_are_recognised_with_their_numbers(
+    message: str, numbers: tuple[int, int | None, int]
+) -> None:
+    """SGLang answers ``{"object": "error", "message", "type": "BadRequestError", "code":
+    400}``, and reports the same object mid-stream in an ``error`` member: its words alone
+    say the context is too long, and how much (the output asked for too: Claude Code then
+    asks for fewer output tokens, where a compaction would not help)."""
+    error = {"object": "error", "message": message, "type": "BadRequestError", "code": 400}
+    assert parse_error(orjson.dumps(error)) == (message, "context_length_exceeded")
+    for refused in (
+        classify_reply(400, orjson.dumps(error), "up", str),
+        classify_reported(error, "up", str, mid_stream=True),
+    ):
+        assert isinstance(refused, UpstreamContextTooLong)
+        assert (refused.status, refused.code, refused.param) == (
+            400,
+            "context_length_exceeded",
+            "input",
+        )
+        assert (refused.tokens, refused.requested, refused.window) == numbers
+
+
+OLLAMA_SHIFT_OFF = (
+    "the prompt is longer than the context length currently available to the model; shorten "
+    "the prompt, adjust the context length in settings, or use a model with a longer context "
+    "length"
+)
+OLLAMA_NO_TRUNCATION = "the input length exceeds the context length"
+OLLAMA_LLAMA_SERVER = orjson.dumps({"error": LLAMA_CPP_TOO_LONG}).decode()
+"""Ollama's runner on llama-server passes its error body on as the message's text."""
+
+
+@pytest.mark.parametrize(
+    ("message", "numbers"),
+    [
+        (OLLAMA_SHIFT_OFF, None),
+        (OLLAMA_NO_TRUNCATION, None),
+        (OLLAMA_LLAMA_SERVER, (13392, 8192)),
+    ],
+)
+def test_ollama_s_context_refusals_are_recognised_by_their_wording(
+    message: str, numbers: tuple[int, int] | None
+) -> None:
+    """Ollama's OpenAI layer answers ``{"error": {"message", "type":
+    "invalid_request_error", "param": null, "code": null}}``: words only, its runner's
+    (``llm/llama_server.go``, ``runner/ollamarunner``) or llama-server's whole error body,
+    whose words say its numbers."""
+    body = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+    assert parse_error(orjson.dumps(body)) == (message, "context_length_exceeded")
+    refused = classify_reply(400, orjson.dumps(body), "up", str)
+    assert (refused.status, refused.code) == (400, "context_length_exceeded")
+    if numbers is None:
+        assert not isinstance(refused, UpstreamContextTooLong)
+    else:
+        assert isinstance(refused, UpstreamContextTooLong)
+        assert (refused.tokens, refused.window) == numbers
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "The number of tokens to keep from the initial prompt is greater than the context "
+        "length (n_keep: 13055>= n_ctx: 4096). Try to load the model with a larger context "
+        "length, or provide a shorter input.",
+        "Trying to keep the first 15857 tokens when context the overflows. However, the model "
+        "is loaded with context length of only 4096 tokens, which is not enough. Try to load "
+        "the model with a larger context length, or provide a shorter input",
+        "Cannot truncate prompt with n_keep (15028) >= n_ctx (7424)",
+    ],
+)
+def test_lm_studio_s_other_context_refusals_are_recognised_by_their_wording(
+    message: str,
+) -> None:
+    """LM Studio's llama.cpp engine refuses a prompt longer than the context it loaded the
+    model with in these words, as ``{"error": "..."}`` (lmstudio-ai/lmstudio-bug-tracker#237,
+    #546; anomalyco/opencode#2259, #11141)."""
+    assert parse_error(orjson.dumps({"error": message})) == (message, "context_length_exceeded")
+    refused = classify_reply(400, orjson.dumps({"error": message}), "up", str)
+    assert (refused.status, refused.code) == (400, "context_length_exceeded")
+
+
 @pytest.mark.parametrize(
     "error",
     [

@@ -30,10 +30,16 @@ them by, and are told by their fixed wording: an Anthropic-shaped error
 looks for), and an error without a code that says ``maximum context length is N tokens``
 (OpenAI's old wording, which vLLM keeps in every version's refusal, with ``param`` null or
 ``max_tokens``), ``longer than the maximum model length`` (vLLM's engine), ``exceeds the
-available context size`` (llama.cpp's, of its builds before that type) or ``does not fit
-in context length`` (LM Studio's, which has no code for it). When a refusal states the
+available context size`` (llama.cpp's, of its builds before that type, and its whole error
+body as Ollama passes it on, as text), SGLang's (``is longer than the model's context
+length``, ``exceeds the model's maximum context length``, its scheduler's ``Input length (N
+tokens) exceeds the maximum allowed length``; its ``code`` is the number 400), Ollama's
+(``longer than the context length currently available``, ``the input length exceeds the
+context length``) and LM Studio's (``does not fit in context length``, ``tokens to keep
+from the initial prompt is greater than the context length`` and older words), none with a
+code for it (:data:`_CONTEXT_WORDS`, :data:`_STATED_WORDS`). When a refusal states the
 input tokens and the window (llama.cpp's fields, or a message saying them, with the output
-tokens too when it says them: vLLM's), the error carries the numbers
+tokens too when it says them: vLLM's, SGLang's), the error carries the numbers
 (:class:`UpstreamContextTooLong`): a Messages client is told them as Anthropic tells them,
 and Claude Code asks for fewer output tokens.
 
@@ -87,6 +93,13 @@ _CONTEXT_WORDS = (
     "longer than the maximum model length",  # vLLM's engine
     "exceeds the available context size",  # llama.cpp's, before its type (#15780, 2025-09)
     "does not fit in context length",  # LM Studio's
+    "tokens to keep from the initial prompt is greater than the context length",  # LM Studio's
+    "when context the overflows",  # LM Studio's before 0.3.16 ("Trying to keep the first N")
+    "Cannot truncate prompt with n_keep",  # LM Studio's 0.4
+    "is longer than the model's context length",  # SGLang's, the input alone
+    "exceeds the model's maximum context length",  # SGLang's, the input and the output
+    "longer than the context length currently available",  # Ollama's, without context shift
+    "the input length exceeds the context length",  # Ollama's, without truncation
 )
 """Fixed words of refusals of a prompt over the context that have no structure to say it."""
 _NO_IMAGE_WORDS = (
@@ -100,8 +113,30 @@ _INPUT = re.compile(
     r"|request has (\d+) input tokens"
 )
 _OUTPUT = re.compile(r"(\d+) in the completion|requested (\d+) output tokens|too large: (\d+)")
-_LENGTH = re.compile(r"prompt \(length (\d+)\) is longer than the maximum model length of (\d+)")
-"""vLLM's engine's words, of a prompt (images counted) over ``max_model_len``."""
+_STATED_WORDS = tuple(
+    re.compile(words)
+    for words in (
+        # vLLM's engine, of a prompt (images counted) over ``max_model_len``
+        r"prompt \(length (?P<tokens>\d+)\) is longer than the maximum model length of "
+        r"(?P<window>\d+)",
+        # SGLang's tokenizer manager: the input alone, then with the output asked for
+        r"input \((?P<tokens>\d+) tokens\) is longer than the model's context length "
+        r"\((?P<window>\d+) tokens\)",
+        r"maximum context length of (?P<window>\d+) tokens\. You requested a total of \d+ "
+        r"tokens: (?P<tokens>\d+) tokens from the input messages and (?P<requested>\d+) tokens",
+        # SGLang's scheduler, of an input over what one request may fill
+        r"Input length \((?P<tokens>\d+) tokens\) exceeds the maximum allowed length "
+        r"\((?P<window>\d+) tokens\)",
+        # llama.cpp's, in words only where a server passes its error on as text (Ollama)
+        r"request \((?P<tokens>\d+) tokens\) exceeds the available context size "
+        r"\((?P<window>\d+) tokens\)",
+        # LM Studio's
+        r"input has (?P<tokens>\d+) tokens, but the context length only supports "
+        r"(?P<window>\d+) tokens",
+    )
+)
+"""Words of refusals of a prompt over the context that say its tokens and the window (and
+the output tokens asked for, when those are what overflow it)."""
 _STATUS_OF_CODE = {
     CONTEXT_LENGTH_EXCEEDED: 400,
     "model_not_found": 404,
@@ -125,11 +160,13 @@ _RETRY_AFTER = re.compile(r"[0-9]{1,10}|[A-Za-z0-9 ,:]{1,64}")
 
 
 class Stated(NamedTuple):
-    """What a context refusal states in fields of its own: the prompt's tokens and the
-    window (llama.cpp's ``n_prompt_tokens`` and ``n_ctx``)."""
+    """What a context refusal states: the prompt's tokens and the window (in fields of its
+    own, llama.cpp's ``n_prompt_tokens`` and ``n_ctx``, or in words), and the output tokens
+    asked for when its words say them."""
 
     tokens: int
     window: int
+    requested: int | None = None
 
 
 def classify_reply(
@@ -248,12 +285,10 @@ def _too_long(detail: str, message: str, stated: Stated | None) -> UpstreamRejec
     """A context refusal, with its numbers when its fields (``stated``) or its message say
     them, naming ``input`` as hosted does (a Chat client's ``messages``), whatever field
     the server named."""
-    length = _LENGTH.search(message) if stated is None else None
-    if length is not None:
-        stated = Stated(int(length.group(1)), int(length.group(2)))
+    stated = stated or _stated_in_words(message)
     if stated is not None:
         return UpstreamContextTooLong(
-            detail, tokens=stated.tokens, window=stated.window, requested=None
+            detail, tokens=stated.tokens, window=stated.window, requested=stated.requested
         )
     window, tokens = _WINDOW.search(message), _INPUT.search(message)
     if window is None or tokens is None:
@@ -326,10 +361,28 @@ def _positive(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
+def _stated_in_words(message: str) -> Stated | None:
+    """The numbers a context refusal says in words (:data:`_STATED_WORDS`), if it does."""
+    for words in _STATED_WORDS:
+        said = words.search(message)
+        if said is not None:
+            requested = said.groupdict().get("requested")
+            return Stated(
+                int(said["tokens"]),
+                int(said["window"]),
+                None if requested is None else int(requested),
+            )
+    return None
+
+
 def _says_too_long(message: str) -> bool:
     """Whether an error without a code refuses a prompt over the context, in the fixed
     words of a server that says so only in words."""
-    return bool(_WINDOW.search(message)) or any(words in message for words in _CONTEXT_WORDS)
+    return (
+        bool(_WINDOW.search(message))
+        or any(words in message for words in _CONTEXT_WORDS)
+        or _stated_in_words(message) is not None
+    )
 
 
 def _fields(body: dict[str, object]) -> tuple[str, str | None]:
