@@ -36,7 +36,7 @@ def backend(kind: type[Backend], url: str, loopback: Loopback) -> Backend:
     return kind(loopback.adopt(UpstreamClient(UpstreamTarget("up", url))))
 
 
-@pytest.fixture(scope="module", params=["vllm", "llama.cpp", "none"])
+@pytest.fixture(scope="module", params=["vllm", "llama.cpp", "sglang", "lmstudio", "none"])
 def fake(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
     with start_fake_upstream(tokenizer=request.param) as url:
         yield request.param, url
@@ -48,10 +48,12 @@ async def test_count_through_the_fake_upstreams_tokenizer(
 ) -> None:
     dialect, url = fake
     counter = backend(kind, url, loopback)
-    expected = {"vllm": 5, "llama.cpp": 5, "none": None}[dialect]
-    # vLLM: five words; llama.cpp: "<|system|>be", "kind", "<|user|>one", "two", "three"
-    assert await counter.count_tokens(request(instructions="be kind")) == expected
-    assert await counter.count_tokens(request(instructions="be kind")) == expected
+    expected = {"vllm": 5, "llama.cpp": 5, "sglang": None, "lmstudio": None, "none": None}
+    # vLLM: five words; llama.cpp: "<|system|>be", "kind", "<|user|>one", "two", "three";
+    # SGLang's /tokenize of a prompt only refuses the chat (a 400), LM Studio has none (it
+    # answers a 200 whose body is only an error): no count, an estimate
+    assert await counter.count_tokens(request(instructions="be kind")) == expected[dialect]
+    assert await counter.count_tokens(request(instructions="be kind")) == expected[dialect]
 
 
 class LlamaCpp:
@@ -110,6 +112,7 @@ async def test_a_llama_cpp_server_is_remembered(loopback: Loopback) -> None:
         ({"/apply-template": {"prompt": 3}}, "malformed"),
         ({"/tokenize": 500}, "answered 500"),
         ({"/apply-template": 503}, "answered 503"),
+        ({"/apply-template": 400}, "answered 400"),  # the messages refused: not no tokenizer
     ],
 )
 async def test_tokenizer_failures_are_upstream_errors(
@@ -176,6 +179,21 @@ async def test_native_count_failures(
     counter = backend(OpenAIResponsesBackend, await loopback.serve(answer), loopback)
     with pytest.raises(raised):
         await counter.count_tokens(request())
+
+
+async def test_a_200_that_is_only_an_error_is_no_native_count(loopback: Loopback) -> None:
+    """LM Studio answers a route it does not serve with a 200 whose body is only an error
+    (its ``/v1/responses`` has no ``input_tokens``, nor a ``/tokenize``): no count, so the
+    gateway estimates, as where the routes are missing."""
+    asked: list[str] = []
+
+    async def lm_studio(http: web.Request) -> web.Response:
+        asked.append(http.path)
+        return web.json_response({"error": f"Unexpected endpoint or method. (POST {http.path})"})
+
+    counter = backend(OpenAIResponsesBackend, await loopback.serve(lm_studio), loopback)
+    assert await counter.count_tokens(request()) is None
+    assert asked == ["/v1/responses/input_tokens", "/tokenize"]
 
 
 async def test_a_file_part_cannot_be_tokenized_as_chat(loopback: Loopback) -> None:

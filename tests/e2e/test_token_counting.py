@@ -1,5 +1,6 @@
 """``/v1/responses/input_tokens`` in front of model servers that tokenize like llama.cpp,
-or not at all (then the count is the gateway's estimate, and says so)."""
+or not at all (then the count is the gateway's estimate, and says so), LM Studio's among
+them, which answers the routes it does not serve with a 200 that is only an error."""
 
 from __future__ import annotations
 
@@ -20,7 +21,13 @@ LOCAL: Any = {"type": "mcp", "server_label": "local", "require_approval": "never
 
 @pytest.fixture(
     scope="module",
-    params=["llama.cpp-chat", "llama.cpp-responses", "none-chat", "none-responses"],
+    params=[
+        "llama.cpp-chat",
+        "llama.cpp-responses",
+        "none-chat",
+        "none-responses",
+        "lmstudio-responses",
+    ],
 )
 def counted(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory

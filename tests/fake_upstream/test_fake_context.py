@@ -66,6 +66,28 @@ async def test_llama_cpp_tokenizer_needs_the_template_first() -> None:
     assert (await post(app, "/tokenize", {"content": "a b"}))[0] == 400
 
 
+async def test_sglang_tokenizer_takes_a_prompt_only() -> None:
+    """As SGLang's ``/tokenize`` in releases whose request has a ``prompt`` and no
+    ``messages``: a chat body is refused as its validation refuses one, a 400."""
+    app = build_app(tokenizer="sglang")
+    status, answer = await post(app, "/tokenize", {"model": "m", "prompt": "a b"})
+    assert (status, answer["count"], answer["max_model_len"]) == (200, 2, 32768)
+    status, error = await post(app, "/tokenize", {"model": "m", "messages": MESSAGES})
+    assert (status, error["error"]["param"]) == (400, "prompt")
+    assert (await post(app, "/apply-template", {"messages": MESSAGES}))[0] == 404
+
+
+async def test_lm_studio_serves_no_tokenizer_with_a_200() -> None:
+    """As LM Studio answers any route it does not serve (lmstudio-bug-tracker#618): a 200
+    whose body is only an error."""
+    app = build_app(tokenizer="lmstudio")
+    for path in ("/tokenize", "/apply-template"):
+        assert await post(app, path, {"prompt": "a"}) == (
+            200,
+            {"error": f"Unexpected endpoint or method. (POST {path})"},
+        )
+
+
 async def test_no_tokenizer() -> None:
     app = build_app(tokenizer="none")
     assert (await post(app, "/tokenize", {"prompt": "a"}))[0] == 404

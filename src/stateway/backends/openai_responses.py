@@ -179,8 +179,9 @@ class OpenAIResponsesBackend:
 
     async def count_tokens(self, request: InferenceRequest) -> int | None:
         """The upstream's ``POST /responses/input_tokens`` (OpenAI's); where that is
-        missing (vLLM), its tokenizer endpoint (:mod:`stateway.backends.tokenizer`) given
-        the same context as Chat Completions messages."""
+        missing (vLLM; LM Studio, which answers it with a 200 that is only an error), its
+        tokenizer endpoint (:mod:`stateway.backends.tokenizer`) given the same context as
+        Chat Completions messages."""
         body = to_upstream(request)
         for key in ("stream", "store"):
             body.pop(key, None)
@@ -191,19 +192,24 @@ class OpenAIResponsesBackend:
             if exc.status != 404:
                 raise
         else:
-            return self._input_tokens(raw)
+            counted = self._input_tokens(raw)
+            if counted is not None:
+                return counted
         try:
             chat = chat_request.to_upstream(request)
         except InvalidRequest:  # parts a chat template cannot take (files): estimate
             return None
         return await self._tokenizer.count(chat)
 
-    def _input_tokens(self, raw: bytes) -> int:
-        """The count of a ``response.input_tokens`` object."""
+    def _input_tokens(self, raw: bytes) -> int | None:
+        """The count of a ``response.input_tokens`` object; None for a body that is only
+        an error (the route not served)."""
         try:
             payload = orjson.loads(raw)
         except orjson.JSONDecodeError:
             payload = None
+        if isinstance(payload, dict) and reports_error(payload, "input_tokens"):
+            return None
         tokens = payload.get("input_tokens") if isinstance(payload, dict) else None
         if not isinstance(tokens, int) or isinstance(tokens, bool):
             raise UpstreamError(

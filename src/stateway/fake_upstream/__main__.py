@@ -65,7 +65,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake
         "--tokenizer",
         choices=DIALECTS,
         default="vllm",
-        help="how /tokenize answers: as vLLM (default), as llama.cpp, or not at all",
+        help="how /tokenize answers: as vLLM (default), as llama.cpp, as SGLang (a prompt "
+        "only: a chat body is a 400), as LM Studio (a 200 that is only an error, as it "
+        "answers a route it does not serve), or not at all",
     )
     parser.add_argument(
         "--max-model-len",

@@ -9,7 +9,8 @@ Routes::
     POST   /v1/responses           stateless Responses (see responses.py)
     POST   /v1/messages            Anthropic Messages (see messages.py)
     POST   /v1/messages/count_tokens  {"input_tokens": N}, N the prompt's words
-    POST   /tokenize               a tokenizer, as vLLM or llama.cpp serve it (tokenizer.py)
+    POST   /tokenize               a tokenizer, as vLLM, llama.cpp or SGLang serve it
+                                   (tokenizer.py)
     POST   /apply-template         llama.cpp's chat template rendering (tokenizer.py)
     GET    /_fake/requests         the last 200 generation requests, oldest first: each
                                    ``{"path", "body", "headers"}``, with
@@ -94,6 +95,7 @@ from stateway.fake_upstream.tokenizer import (
     Dialect,
     apply_template,
     tokenize,
+    unserved,
 )
 
 REQUEST_LOG_SIZE = 200
@@ -218,9 +220,12 @@ class FakeUpstreamApp:
             body = await _read_json(receive)
             if body is None:
                 return
-            answer = (
-                tokenize(self.tokenizer, body) if path == TOKENIZE_PATH else apply_template(body)
-            )
+            if self.tokenizer == "lmstudio":
+                answer = unserved(method, path)
+            elif path == TOKENIZE_PATH:
+                answer = tokenize(self.tokenizer, body)
+            else:
+                answer = apply_template(body)
             await send_json(send, 200, orjson.dumps(answer))
         elif path == "/health" and method == "GET":
             await send_json(send, 200, _HEALTH_BODY)
@@ -242,7 +247,7 @@ class FakeUpstreamApp:
         """Whether this fake's tokenizer dialect has ``path``."""
         if self.tokenizer == "none":
             return False
-        return path == TOKENIZE_PATH or self.tokenizer == "llama.cpp"
+        return path == TOKENIZE_PATH or self.tokenizer in ("llama.cpp", "lmstudio")
 
     def _check_api_key(self, scope: Scope) -> None:
         token = _presented_key(scope)
