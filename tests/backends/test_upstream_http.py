@@ -204,6 +204,21 @@ async def test_a_model_list_not_answered_in_time_says_its_own_limit(
     assert caught.value.message == "The model server 'up' did not list its models within 0.2 s."
 
 
+async def test_a_listing_answered_with_only_an_error_is_that_error(loopback: Loopback) -> None:
+    """LM Studio answers a route it does not serve (``/models`` of a URL without ``/v1``)
+    with a 200 whose body is only an error: a 404, as other servers answer it (and the
+    start-up check's hint about the URL follows), not a malformed listing."""
+
+    async def lm_studio(request: web.Request) -> web.Response:
+        return web.json_response({"error": f"Unexpected endpoint or method. (GET {request.path})"})
+
+    client = upstream(loopback, await loopback.serve(lm_studio))
+    with pytest.raises(UpstreamRejected) as caught:
+        await client.list_models()
+    assert (caught.value.status, caught.value.code) == (404, "model_not_found")
+    assert caught.value.message.endswith("Unexpected endpoint or method. (GET /v1/models)")
+
+
 async def test_a_compressed_answer_is_relayed_without_its_compressed_length(
     loopback: Loopback,
 ) -> None:

@@ -542,6 +542,16 @@ def test_a_model_that_takes_no_images_is_recognised_by_its_wording(body: dict[st
     assert (error.status, error.code) == (400, "image_input_unsupported")
 
 
+def test_lm_studio_s_answer_to_a_route_it_does_not_serve_is_a_404() -> None:
+    """LM Studio answers a route it does not serve (a URL without ``/v1``) with a 200
+    whose body is only its words (lmstudio-ai/lmstudio-bug-tracker#618): a 404, as other
+    servers answer one, so a wrong URL reads as one."""
+    words = "Unexpected endpoint or method. (POST /chat/completions)"
+    reported = classify_reported(words, "up", str, mid_stream=False)
+    assert (reported.status, reported.code) == (404, "model_not_found")
+    assert reported.message == f"Model server 'up' answered with an error: {words}"
+
+
 @pytest.mark.parametrize(
     ("body", "reported"),
     [

@@ -4,7 +4,8 @@ gateway starts rather than in the first client's error. It only warns: start-up 
 (a model server still loading its weights answers later), and it runs beside serving.
 
 A 404 is the usual sign of a URL without its API's base path (``http://gpu:8000`` for
-vLLM's ``http://gpu:8000/v1``): every request would then be refused as ``model_not_found``,
+vLLM's ``http://gpu:8000/v1``; LM Studio answers one with a 200 that is only its words,
+read as the 404 it means): every request would then be refused as ``model_not_found``,
 which says nothing about the URL, so the warning says it.
 """
 
@@ -20,8 +21,8 @@ from stateway.core.ports import Backend
 log = logging.getLogger("stateway.upstreams")
 
 NOT_FOUND_HINT = (
-    "is the URL the API's base, with its version path? vLLM, SGLang, llama.cpp and Ollama "
-    "serve theirs at http://HOST:PORT/v1"
+    "is the URL the API's base, with its version path? vLLM, SGLang, llama.cpp, Ollama and "
+    "LM Studio serve theirs at http://HOST:PORT/v1"
 )
 
 

@@ -44,7 +44,7 @@ from stateway.backends.admission import WaitingRoom
 from stateway.backends.upstream_relay import UpstreamRelay
 from stateway.backends.upstream_reply import UpstreamReply, no_output
 from stateway.backends.upstream_sessions import UpstreamSessions, reused
-from stateway.backends.upstream_status import classify_reply
+from stateway.backends.upstream_status import classify_reply, classify_reported, reports_error
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.deadline import Deadline, FirstOutput
 from stateway.core.errors import (
@@ -230,6 +230,8 @@ class UpstreamClient:
         answer (for a paged listing's ``has_more`` and ``last_id``), within ``within``
         seconds (its own deadline, not an inference call's ``total_timeout``)."""
         body = await self.get_json("/models", params=params, within=within)
+        if isinstance(body, dict) and reports_error(body, "data"):  # LM Studio's, unserved
+            raise classify_reported(body["error"], self.target.name, self.scrub, mid_stream=False)
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(body, dict) or not isinstance(data, list):
             raise UpstreamError(

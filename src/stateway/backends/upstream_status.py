@@ -56,8 +56,10 @@ each backend then reads as it reads a non-streamed reply (:func:`reports_error` 
 such a body by its wire's answer field missing). :func:`classify_reported` holds the one
 rule for both: the error is classified as the status it names would be, by an HTTP status
 in its ``code`` (vLLM's and SGLang's number), a known string ``code`` or an error ``type``
-that names one (OpenAI's and Anthropic's); otherwise it is a 502 ``upstream_error``. The
-upstream's message is passed on either way.
+that names one (OpenAI's and Anthropic's), or LM Studio's words for a route it does not
+serve (``Unexpected endpoint or method``, a 404, as other servers answer a URL without its
+``/v1``); otherwise it is a 502 ``upstream_error``. The upstream's message is passed on
+either way.
 """
 
 from __future__ import annotations
@@ -108,6 +110,8 @@ _NO_IMAGE_WORDS = (
     "does not support image input",  # Ollama's
 )
 """Fixed words of refusals of an image by a model that takes none."""
+_UNSERVED_WORDS = "Unexpected endpoint or method"
+"""LM Studio's words for a route it does not serve, which it answers with a 200."""
 _INPUT = re.compile(
     r"(\d+) in the messages|prompt contains (?:at least )?(\d+) input tokens"
     r"|request has (\d+) input tokens"
@@ -236,7 +240,7 @@ def _reported_status(error: object, code: str | None) -> int | None:
     """The HTTP status a reported error names, if any."""
     named = _STATUS_OF_CODE.get(code) if code else None
     if not isinstance(error, dict):  # words alone: what they say, if anything
-        return named
+        return 404 if isinstance(error, str) and error.startswith(_UNSERVED_WORDS) else named
     number = error.get("code")
     if isinstance(number, int) and not isinstance(number, bool) and 400 <= number < 600:
         return number
