@@ -127,6 +127,21 @@ def test_function_calls_join_one_assistant_message_with_reasoning() -> None:
     assert messages[3] == {"role": "tool", "tool_call_id": "c2", "content": "ok"}
 
 
+@pytest.mark.parametrize("arguments", ["", "  "])
+def test_a_call_without_arguments_goes_with_an_empty_object(arguments: str) -> None:
+    """A call of a tool that takes none may have come with no arguments at all (from a
+    Chat upstream that streamed none, or in a client's history): Ollama refuses such a call
+    in the history (``invalid tool call arguments``: it parses them as an object); vLLM
+    reads them as ``{}`` itself, as an Anthropic upstream gets an empty ``input``."""
+    items: list[Item] = [
+        user("now?"),
+        {"type": "function_call", "call_id": "c1", "name": "clock", "arguments": arguments},
+        {"type": "function_call_output", "call_id": "c1", "output": "noon"},
+    ]
+    [call] = to_upstream(request(items))["messages"][1]["tool_calls"]
+    assert call["function"] == {"name": "clock", "arguments": "{}"}
+
+
 def test_several_reasoning_items_share_one_message_a_blank_line_apart() -> None:
     """A Messages client resending a run's rounds: a thought per round, then one answer."""
 

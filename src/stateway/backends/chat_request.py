@@ -5,8 +5,9 @@
 Reasoning items ride on the next assistant message, by default as both
 ``reasoning_content`` and ``reasoning`` (:data:`REASONING_FIELDS`; a backend's
 ``reasoning_fields`` chooses; several before one assistant message share it, a blank line
-between them); consecutive function calls join one assistant message's ``tool_calls``; a
-function call's output is a
+between them); consecutive function calls join one assistant message's ``tool_calls``
+(a call without arguments with ``{}``: Ollama refuses an empty string, which vLLM reads as
+``{}`` itself); a function call's output is a
 ``role: "tool"`` message (text only: images the output holds follow the round's tool
 messages in one user message, each group labelled with its call id). A text file (a
 Messages client's plain-text document, a Responses client's text file) is its text, as
@@ -130,11 +131,15 @@ def _messages(request: InferenceRequest, fields: Sequence[str]) -> list[dict[str
             if reasoning:
                 _add_reasoning(last, reasoning, fields)
                 reasoning = []
+            arguments = item["arguments"]
             last.setdefault("tool_calls", []).append(
                 {
                     "id": item["call_id"],
                     "type": "function",
-                    "function": {"name": item["name"], "arguments": item["arguments"]},
+                    "function": {
+                        "name": item["name"],
+                        "arguments": arguments if arguments.strip() else "{}",
+                    },
                 }
             )
         elif kind == "function_call_output":
