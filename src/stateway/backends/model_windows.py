@@ -12,7 +12,10 @@ discover_context_window``; :mod:`stateway.core.routing.windows` asks and keeps i
   the ``--parallel`` slots (``total_slots``) as the server divides ``--ctx-size``: what one
   request may fill. It is asked only of a server whose listing is llama.cpp's, and is the
   window of any model name (llama.cpp serves its one model whatever a request names).
-- OpenAI's listing, and other servers', say nothing: no window.
+- OpenAI's listing, and other servers', say nothing: no window. Ollama's and LM Studio's
+  own APIs are not asked (Ollama's ``/api/show`` and LM Studio's ``/api/v0/models`` tell
+  the most a model takes, not the context it is loaded with: Ollama's ``num_ctx``): such
+  a backend declares its ``context_window``.
 """
 
 from __future__ import annotations
