@@ -86,6 +86,35 @@ def test_a_client_search_round_trip(client: OpenAI) -> None:
     assert caught.value.param == "input[0].call_id"
 
 
+def test_a_loaded_functions_call_comes_in_the_namespace_of_its_own_name(client: OpenAI) -> None:
+    """As hosted gives it (the OpenAI Agents SDK finds a deferred function by this shape
+    only), streamed and not; sent back with it, it is that function's call."""
+    tools: Any = [EXEC, WEATHER, {"type": "tool_search"}]
+    first = client.responses.create(
+        model=MODEL, input='[[tool:tool_search:{"query":"weather"}]]', tools=tools
+    )
+    call = '[[tool:get_weather:{"city":"Oslo"}]]'
+    with client.responses.stream(
+        model=MODEL, previous_response_id=first.id, input=call, tools=tools
+    ) as stream:
+        events = list(stream)
+        response = stream.get_final_response()
+    added = [e.item for e in events if e.type == "response.output_item.added"]
+    done = [e.item for e in events if e.type == "response.output_item.done"]
+    final = response.output
+    for item in (*added, *done, *final, *client.responses.retrieve(response.id).output):
+        assert item.type == "function_call"
+        assert (item.name, item.namespace) == ("get_weather", "get_weather")
+    history: Any = [
+        {"role": "user", "content": call},
+        final[0].model_dump(exclude_none=True),
+        {"type": "function_call_output", "call_id": final[0].call_id, "output": "sunny"},
+        {"role": "user", "content": "[[echo]]"},
+    ]
+    again = client.responses.create(model=MODEL, input=history, tools=tools)
+    assert 'assistant->get_weather({"city":"Oslo"})' in again.output_text
+
+
 MINE: dict[str, Any] = {
     "type": "function",
     "name": "tool_search",

@@ -155,6 +155,49 @@ async def test_a_gateway_search_loads_matching_tools_and_the_loop_goes_on() -> N
     ]
 
 
+async def test_a_deferred_functions_call_comes_in_the_namespace_of_its_own_name() -> None:
+    """Hosted returns a call of a top-level function a search loaded with ``namespace`` set to
+    the function's name (the OpenAI Agents SDK looks such a function up by that shape only);
+    sent back, it is the call of that function."""
+    setup = Setup(
+        [
+            tools_round(call("tool_search", {"query": "weather"})),
+            tools_round(call("get_weather", {"city": "Oslo"}), call("exec_command", {}, 1)),
+            answer(),
+            answer(),
+        ]
+    )
+    tools = [EXEC, WEATHER, CRM, SERVER]
+    first = await setup.create(tools)
+    weather, plain = first.state.output[2:]
+    assert (weather["name"], weather["namespace"]) == ("get_weather", "get_weather")
+    assert "namespace" not in plain  # offered from the start: no namespace
+    outputs = [
+        {"type": "function_call_output", "call_id": c["call_id"], "output": "ok"}
+        for c in (weather, plain)
+    ]
+    await setup.create(tools, outputs, previous_response_id=first.state.id)
+    await setup.create(tools, [user(), *first.state.output, *outputs])  # the history resent
+    for request in setup.backend.requests[2:]:
+        seen = model_items(request.items, names=request.names)
+        calls = [i for i in seen if i["type"] == "function_call"]
+        assert [(c["name"], "namespace" in c) for c in calls[1:]] == [
+            ("get_weather", False),
+            ("exec_command", False),
+        ]
+
+
+def test_a_namespace_named_as_its_member_keeps_its_flat_name() -> None:
+    """The namespace-of-its-own-name shape is a top-level function's only when no declared
+    namespace of that name has such a member."""
+    crm = {**CRM, "tools": [{"type": "function", "name": "crm"}]}
+    catalog = Catalog([crm])
+    assert [tool["name"] for tool in catalog.model_tools()] == ["crm__crm"]
+    sent = {"type": "function_call", "call_id": "c", "name": "crm", "namespace": "crm"}
+    assert model_items([sent], names=catalog.names())[0]["name"] == "crm__crm"
+    assert model_items([sent])[0]["name"] == "crm"
+
+
 async def test_what_a_gateway_search_loaded_stays_offered_on_later_turns() -> None:
     setup = Setup(
         [

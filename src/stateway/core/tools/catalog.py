@@ -37,7 +37,9 @@ Tool search (:mod:`stateway.core.tools.tool_search`): when a request declares a
 so marked) are *deferred*: known to the catalog, not offered, until a search loads them.
 Without a ``tool_search`` tool the flag means nothing and they are offered as usual. The
 tools of ``tool_search_output`` items in the context (earlier searches, or the client's
-answer to its own search) are offered from then on (:func:`with_context_tools`).
+answer to its own search) are offered from then on (:func:`with_context_tools`). A call of
+a deferred function of no namespace comes back with the ``namespace`` of its own name, as
+hosted gives it (:meth:`Catalog.public_call`).
 """
 
 from __future__ import annotations
@@ -144,6 +146,10 @@ class Entry:
     """Whether two calls of it may run at once."""
     deferred: bool = False
     """Declared with ``defer_loading``: not offered until a tool search loads it."""
+    searched: bool = False
+    """A function of no namespace declared with ``defer_loading`` (a ``tool_search`` tool
+    declared), loaded since or not: hosted gives its calls the ``namespace`` of its own name
+    (:meth:`Catalog.public_call`)."""
     refusal: str | None = None
     """Why a call of it is not run: a tool of a declared MCP server that this request does
     not offer (not listed, not allowed), which the model called anyway."""
@@ -208,7 +214,13 @@ class Catalog:
             deferred = defer and (tool.get(DEFER) is True or (group or {}).get(DEFER) is True)
             if known is not None and (not known.deferred or deferred):
                 continue
-            self._by_name[name] = Entry(kind, function, tool, namespace, deferred=deferred)
+            if known is not None:  # a deferred tool loaded: as it was declared
+                searched = known.searched
+            else:
+                searched = deferred and kind == "function" and namespace is None
+            self._by_name[name] = Entry(
+                kind, function, tool, namespace, deferred=deferred, searched=searched
+            )
             if not deferred:
                 offered.append(name)
         return offered
@@ -315,13 +327,18 @@ class Catalog:
 
     def public_call(self, item: Item) -> Item:
         """A call item as the client gets it (in place): a namespace member's call gets the
-        member's name and its ``namespace``. Unknown names stay as the model gave them."""
+        member's name and its ``namespace``; a deferred function's of no namespace (loaded by
+        a tool search) the ``namespace`` of its own name, as hosted gives it (the OpenAI
+        Agents SDK finds such a function by that shape only). Unknown names stay as the
+        model gave them."""
         if "namespace" in item:
             return item  # restored already
         found = self._by_name.get(item.get("name", ""))
         if found is not None and found.namespace is not None:
             item["name"] = found.tool["name"]
             item["namespace"] = found.namespace
+        elif found is not None and found.searched:
+            item["namespace"] = found.tool["name"]
         return item
 
 

@@ -8,7 +8,10 @@ and tool search, under the name the request offers the tool by:
 :class:`~.model_names.GatewayNames`, its usual one unless another tool has it):
 
 - ``custom_tool_call`` / ``custom_tool_call_output``: a function call with one ``input``
-  argument, and its output; a namespace member's call gets its flat name.
+  argument, and its output; a namespace member's call gets its flat name (so does a
+  ``function_call``'s). A call in the namespace of its own name is a deferred function's
+  of no namespace, as hosted gives it (:meth:`.catalog.Catalog.public_call`): it keeps its
+  name, unless a namespace of that name has such a member.
 - ``mcp_call``: the call (its id is the call id) and its output, or ``Error: `` and its
   error as text (:func:`error_text`: the message of a protocol or HTTP error, the text of
   a tool's error content; the plain string responses stored before errors were objects
@@ -138,7 +141,7 @@ def _model_items(
     items: list[Item], native: frozenset[str], kinds: set[object], names: GatewayNames
 ) -> list[Item]:
     if not kinds & _REWRITTEN:  # the common case: plain messages and function calls
-        return [_client_item(item) for item in items]
+        return [_client_item(item, names) for item in items]
     if kinds & _COMPACTION:
         items = [item for item in items if item.get("type") not in _COMPACTION]
     shells = shell.ITEM_TYPES - native
@@ -147,7 +150,7 @@ def _model_items(
     if kinds & _TOOL_SEARCH:
         items = _tool_search_pairs(items, names.of(TOOL_SEARCH_FUNCTION))
     if not kinds & _GATEWAY:
-        return [_client_item(item) for item in items if item.get("type") != ADDITIONAL_TOOLS]
+        return [_client_item(item, names) for item in items if item.get("type") != ADDITIONAL_TOOLS]
     ran = {i["approval_request_id"]: i for i in items if _approved_call(i)}
     asked = {i.get("id") for i in items if i.get("type") == MCP_APPROVAL_REQUEST}
     declined = {
@@ -180,7 +183,7 @@ def _model_items(
         elif kind == WEB_SEARCH_CALL:
             out += _web_search_pair(item, names.of(WEB_SEARCH_FUNCTION))
         elif kind not in _GATEWAY and kind != ADDITIONAL_TOOLS:
-            out.append(_client_item(item))
+            out.append(_client_item(item, names))
     return out
 
 
@@ -391,7 +394,7 @@ def _web_search_pair(item: Item, name: str) -> tuple[Item, Item]:
     return call, _output(item["id"], web_search_output(sources))
 
 
-def _client_item(item: Item) -> Item:
+def _client_item(item: Item, names: GatewayNames) -> Item:
     kind = item.get("type")
     if kind == MESSAGE and item.get("role") == "assistant":  # only answers hold tokens
         return without_tokens(item)
@@ -399,7 +402,7 @@ def _client_item(item: Item) -> Item:
         call: Item = {
             "type": FUNCTION_CALL,
             "call_id": item["call_id"],
-            "name": model_name(item["name"], item.get("namespace")),
+            "name": _call_name(item, names),
             "arguments": orjson.dumps({"input": item["input"]}).decode(),
         }
         return call
@@ -407,6 +410,15 @@ def _client_item(item: Item) -> Item:
         return {"type": FUNCTION_CALL_OUTPUT, "call_id": item["call_id"], "output": item["output"]}
     if kind == FUNCTION_CALL and item.get("namespace"):
         flat = {k: v for k, v in item.items() if k != "namespace"}
-        flat["name"] = model_name(item["name"], item["namespace"])
+        flat["name"] = _call_name(item, names)
         return flat
     return item
+
+
+def _call_name(item: Item, names: GatewayNames) -> str:
+    """The name the model called a client's tool by: a namespace member's flat name, or, in
+    the namespace of its own name (a deferred function's, as hosted gives it), the name
+    itself unless a namespace of that name has a member of it."""
+    name, namespace = item["name"], item.get("namespace")
+    flat = model_name(name, namespace)
+    return name if namespace == name and flat not in names.taken else flat
