@@ -56,18 +56,22 @@ def build_limits(config: Config) -> RateLimits | None:
     if concurrent is None and per_minute == (None, None):
         return None
     from stateway.coordination.token_buckets import MemoryTokenBuckets, RedisTokenBuckets
+    from stateway.coordination.token_buckets import log as limits_log
 
     coordination = config.coordination
     buckets: TokenBuckets = MemoryTokenBuckets()
     slots: RequestSlots | None = None if concurrent is None else MemoryRequestSlots()
     if coordination.redis_url is not None:
+        from stateway.coordination.outage import RedisOutage
+
+        outage = RedisOutage(limits_log, "rate limits")  # one Redis: one outage for both
         client = _redis(coordination, coordination.redis_url)
-        buckets = RedisTokenBuckets(client, coordination.key_prefix)
+        buckets = RedisTokenBuckets(client, coordination.key_prefix, outage=outage)
         if concurrent is not None:
             from stateway.coordination.request_slots import RedisRequestSlots
 
             slots_client = _redis(coordination, coordination.redis_url)
-            slots = RedisRequestSlots(slots_client, coordination.key_prefix)
+            slots = RedisRequestSlots(slots_client, coordination.key_prefix, outage=outage)
     return RateLimits(
         buckets,
         limits.requests_per_minute,

@@ -3,9 +3,11 @@ rate limit buckets: :mod:`.token_buckets`; the concurrent request slots:
 :mod:`.request_slots`): the limits protect the service, an outage of Redis must not take
 it down.
 
-After a failure Redis is not asked again for :data:`RETRY_AFTER` seconds, so that a Redis
-that does not answer (a blackhole: each call waits out its socket timeout) costs one
-request in that time, not every one; the first failure of an outage is logged, once.
+After a failure Redis is not asked again for :data:`RETRY_AFTER` seconds, and then by one
+call at a time, so that a Redis that does not answer (a blackhole: each call waits out its
+socket timeout) costs one request in that time, not every one; the first failure of an
+outage is logged, once. The buckets and the slots of one Redis share one outage (the
+factory's), so the first of a request's takes to fail spares it the others' waits.
 """
 
 from __future__ import annotations
@@ -34,10 +36,17 @@ class RedisOutage:
         self._failing = False
         self._paused_until = -math.inf
 
-    @property
-    def pausing(self) -> bool:
-        """Whether Redis failed a moment ago: let the request through without asking."""
-        return self._failing and self._monotonic() < self._paused_until
+    def skips(self) -> bool:
+        """Whether a call lets its request through without asking Redis: it failed less
+        than :data:`RETRY_AFTER` ago, or another call is asking it again. The first call
+        past the pause asks, and starts the pause again for the calls made meanwhile."""
+        if not self._failing:
+            return False
+        now = self._monotonic()
+        if now < self._paused_until:
+            return True
+        self._paused_until = now + RETRY_AFTER
+        return False
 
     def failed(self, exc: Exception) -> None:
         if not self._failing:

@@ -97,9 +97,11 @@ class RedisRequestSlots:
         lease: float = LEASE,
         clock: Callable[[], float] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        outage: RedisOutage | None = None,
     ) -> None:
         """``clock``: seconds, for tests; by default the Redis server's own clock.
-        ``monotonic``: this process's clock, for the pause after a failure."""
+        ``monotonic``: this process's clock, for the pause after a failure. ``outage``:
+        the one the token buckets on the same Redis share (by default, its own)."""
         self._redis = client
         self._prefix = prefix
         self._lease = lease
@@ -112,10 +114,10 @@ class RedisRequestSlots:
         """By set, the slots given back whose ``ZREM`` is not answered yet."""
         self._removing: set[asyncio.Task[None]] = set()
         self._renewing: asyncio.Task[None] | None = None
-        self._outage = RedisOutage(log, "concurrent requests", monotonic)
+        self._outage = outage or RedisOutage(log, "concurrent requests", monotonic)
 
     async def take(self, key: str, limit: int) -> Slot | None:
-        if self._outage.pausing:
+        if self._outage.skips():
             return Slot()  # Redis failed a moment ago: let the request through at once
         name = self._prefix + "slots:" + hashlib.sha256(key.encode()).hexdigest()
         slot_id = secrets.token_hex(12)

@@ -117,17 +117,19 @@ class RedisTokenBuckets:
         *,
         clock: Callable[[], float] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        outage: RedisOutage | None = None,
     ) -> None:
         """``clock``: seconds, for tests; by default the Redis server's own clock.
-        ``monotonic``: this process's clock, for the pause after a failure."""
+        ``monotonic``: this process's clock, for the pause after a failure. ``outage``:
+        the one the slots on the same Redis share (by default, its own)."""
         self._redis = client
         self._prefix = prefix
         self._clock = clock
         self._take = client.register_script(_TAKE)
-        self._outage = RedisOutage(log, "rate limits", monotonic)
+        self._outage = outage or RedisOutage(log, "rate limits", monotonic)
 
     async def take(self, key: str, per_minute: int, need: float, debit: float) -> float:
-        if self._outage.pausing:
+        if self._outage.skips():
             return 0.0  # Redis failed a moment ago: let the request through at once
         name = self._prefix + "rate:" + hashlib.sha256(key.encode()).hexdigest()
         now = "" if self._clock is None else repr(self._clock())
