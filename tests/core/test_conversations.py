@@ -389,6 +389,23 @@ async def test_a_reference_id_is_kept() -> None:
     assert added.items[1]["id"] == "call_7"
 
 
+async def test_an_apply_patch_output_added_answers_its_call() -> None:
+    world = World()
+    conversation = await world.conversation()
+    call = {
+        "type": "apply_patch_call",
+        "call_id": "call_8",
+        "operation": {"type": "create_file", "path": "a.txt", "diff": "+hi"},
+        "status": "completed",
+    }
+    output = {"type": "apply_patch_call_output", "call_id": "call_8", "status": "completed"}
+    with pytest.raises(InvalidRequest) as caught:
+        await world.gateway.execute(ME, AddConversationItems(conversation.id, [output]))
+    assert (caught.value.param, caught.value.code) == ("items[0].call_id", "tool_call_not_found")
+    added = await world.gateway.execute(ME, AddConversationItems(conversation.id, [call, output]))
+    assert [item["id"].split("_")[0] for item in added.items] == ["apc", "apco"]
+
+
 async def test_get_and_delete_one_item() -> None:
     world = World()
     conversation = await world.conversation("a", "b")

@@ -2,11 +2,13 @@
 built with it run through the real gateway in front of the fake model, offline on loopback,
 over both upstream API shapes. Function tools over rounds, streamed, with the chain kept on
 the gateway (``auto_previous_response_id``); a handoff; a conversation session; a hosted
-MCP tool (a real MCP server built with the ``mcp`` SDK) and its approval; and a function a
-tool search loads, which the SDK finds only by the shape hosted returns its calls in."""
+MCP tool (a real MCP server built with the ``mcp`` SDK) and its approval; a function a
+tool search loads, which the SDK finds only by the shape hosted returns its calls in; and
+the hosted ``apply_patch`` tool, whose patches the SDK applies to its files."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +17,9 @@ import openai
 import pytest
 from agents import (
     Agent,
+    ApplyPatchOperation,
+    ApplyPatchResult,
+    ApplyPatchTool,
     HostedMCPTool,
     OpenAIConversationsSession,
     OpenAIResponsesModel,
@@ -23,6 +28,7 @@ from agents import (
     RunResult,
     RunResultStreaming,
     ToolSearchTool,
+    apply_diff,
     function_tool,
     set_tracing_disabled,
 )
@@ -39,6 +45,7 @@ NO_TRACES = RunConfig(tracing_disabled=True)
 class Setup:
     url: str
     mcp_url: str
+    api: str
 
 
 @pytest.fixture(scope="module", params=["chat", "responses"])
@@ -51,7 +58,7 @@ def setup(
         serve_mcp() as server,
         start_gateway(args, env={"STATEWAY_MCP_ALLOWED_HOSTS": "127.0.0.1"}) as url,
     ):
-        yield Setup(url, server.url)
+        yield Setup(url, server.url, request.param)
 
 
 @pytest.fixture
@@ -181,6 +188,48 @@ async def test_a_function_a_tool_search_loads_is_found_when_the_model_calls_it(
         transcript = (await Runner.run(assistant, resent, run_config=NO_TRACES)).final_output
         assert 'assistant->get_weather({"city":"Oslo"})' in str(transcript)
     assert run.final_output == "Tool said: sunny in Oslo"
+
+
+class Files:
+    """An editor of files held in memory, which the SDK's ``ApplyPatchTool`` drives."""
+
+    def __init__(self, **files: str) -> None:
+        self.files = files
+
+    def create_file(self, operation: ApplyPatchOperation) -> ApplyPatchResult:
+        self.files[operation.path] = apply_diff("", operation.diff or "", "create")
+        return ApplyPatchResult(output=f"Created {operation.path}")
+
+    def update_file(self, operation: ApplyPatchOperation) -> ApplyPatchResult:
+        self.files[operation.path] = apply_diff(self.files[operation.path], operation.diff or "")
+        return ApplyPatchResult(output=f"Updated {operation.path}")
+
+    def delete_file(self, operation: ApplyPatchOperation) -> ApplyPatchResult:
+        del self.files[operation.path]
+        return ApplyPatchResult(output=f"Deleted {operation.path}")
+
+
+async def test_the_apply_patch_tool_edits_the_agents_files(sdk: AsyncOpenAI, setup: Setup) -> None:
+    """Over a Chat upstream the model calls a function the gateway offers in the tool's
+    place; over a Responses upstream, the tool itself (its call is the item)."""
+    files = Files(**{"app.py": "def greet():\n    print('Hi')\n"})
+    operation = {
+        "type": "update_file",
+        "path": "app.py",
+        "diff": "@@ def greet():\n-    print('Hi')\n+    print('Hello')\n",
+    }
+    if setup.api == "chat":
+        prompt = f"[[tool:apply_patch:{json.dumps(operation)}]]"
+    else:
+        call = {"type": "apply_patch_call", "call_id": "call_ap", "operation": operation}
+        prompt = f"[[item:{json.dumps({**call, 'status': 'completed'})}]]"
+    assistant = agent(sdk, tools=[ApplyPatchTool(editor=files)])
+    run = await Runner.run(assistant, prompt, run_config=NO_TRACES)
+    assert files.files == {"app.py": "def greet():\n    print('Hello')\n"}
+    kinds = [item.type for item in run.new_items]
+    assert kinds == ["tool_call_item", "tool_call_output_item", "message_output_item"]
+    told = "completed\nUpdated app.py" if setup.api == "chat" else "Updated app.py"
+    assert run.final_output == f"Tool said: {told}"
 
 
 async def test_a_failing_model_server_reaches_the_agent_as_the_sdks_error(

@@ -199,6 +199,96 @@ def test_a_local_shell_output_answers_its_call_by_id(client: OpenAI) -> None:
     assert caught.value.body["code"] == "tool_output_missing"
 
 
+PATCH = "@@ def greet():\n-    print('Hi')\n+    print('Hello')\n"
+PATCH_OPERATION = {"type": "update_file", "path": "app.py", "diff": PATCH}
+
+
+def patch_directive(api: str) -> str:
+    """The fake model's apply_patch call: a function call over Chat and Messages, the
+    item itself over Responses (whose upstream has the tool natively)."""
+    if api != "responses":
+        return f"[[tool:apply_patch:{json.dumps(PATCH_OPERATION)}]]"
+    call = {"type": "apply_patch_call", "call_id": "call_ap1", "operation": PATCH_OPERATION}
+    return f"[[item:{json.dumps({**call, 'status': 'completed'})}]]"
+
+
+def test_an_apply_patch_call_round_trip(client: OpenAI, api: str, fake_upstream: str) -> None:
+    """Streamed as hosted streams it (added, then done; no delta events), answered by an
+    ``apply_patch_call_output`` that later turns show the model as the call's output."""
+    with client.responses.stream(
+        model=MODEL, input=patch_directive(api), tools=[{"type": "apply_patch"}]
+    ) as stream:
+        events = [e.type for e in stream if e.type.startswith("response.output_item")]
+        first = stream.get_final_response()
+    sent = last_upstream_body(fake_upstream)
+    if api == "chat":
+        [offered] = sent["tools"]
+        assert offered["function"]["name"] == "apply_patch"
+        assert offered["function"]["parameters"]["required"] == ["type", "path"]
+    else:
+        assert sent["tools"] == [{"type": "apply_patch"}]
+    assert events == ["response.output_item.added", "response.output_item.done"]
+    [call] = first.output
+    assert call.type == "apply_patch_call"
+    assert call.operation.type == "update_file"
+    assert (call.operation.path, call.operation.diff) == ("app.py", PATCH)
+    assert call.status == "completed"
+    assert client.responses.retrieve(first.id).output[0].type == "apply_patch_call"
+    answer: Any = {
+        "type": "apply_patch_call_output",
+        "call_id": call.call_id,
+        "status": "failed",
+        "output": "context not found",
+    }
+    second = client.responses.create(
+        model=MODEL, previous_response_id=first.id, input=[answer], tools=[{"type": "apply_patch"}]
+    )
+    told_text = "failed\ncontext not found" if api == "chat" else "context not found"
+    assert second.output_text == f"Tool said: {told_text}"
+    sent = last_upstream_body(fake_upstream)
+    if api == "chat":
+        told = sent["messages"][-2]["tool_calls"][0]["function"]
+        assert (told["name"], json.loads(told["arguments"])) == ("apply_patch", PATCH_OPERATION)
+    else:
+        kinds = [i["type"] for i in sent["input"][-2:]]
+        assert kinds == ["apply_patch_call", "apply_patch_call_output"]
+    with pytest.raises(openai.BadRequestError) as caught:  # it answers no pending call
+        client.responses.create(
+            model=MODEL, previous_response_id=second.id, input=[answer], tools=[]
+        )
+    assert isinstance(caught.value.body, dict)
+    assert caught.value.body["code"] == "tool_call_not_found"
+
+
+def test_an_apply_patch_call_over_an_anthropic_upstream(fake_upstream: str, tmp_path: Any) -> None:
+    backend = {"url": fake_upstream, "api": "anthropic"}
+    with (
+        configured_gateway(tmp_path, backend) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        tools: Any = [{"type": "apply_patch"}]
+        first = sdk.responses.create(model=MODEL, input=patch_directive("anthropic"), tools=tools)
+        [call] = first.output
+        assert call.type == "apply_patch_call"
+        assert call.operation.path == "app.py"
+        answer: Any = {"type": "apply_patch_call_output", "call_id": call.call_id}
+        second = sdk.responses.create(
+            model=MODEL,
+            previous_response_id=first.id,
+            input=[{**answer, "status": "completed", "output": "Updated app.py"}],
+            tools=tools,
+        )
+        assert second.output_text == "Tool said: completed\nUpdated app.py"
+        sent = last_upstream_body(fake_upstream)
+        [offered] = sent["tools"]
+        assert offered["name"] == "apply_patch"
+        blocks = [
+            b for m in sent["messages"] if isinstance(m["content"], list) for b in m["content"]
+        ]
+        [use] = [b for b in blocks if b["type"] == "tool_use"]
+        assert (use["name"], use["input"]) == ("apply_patch", PATCH_OPERATION)
+
+
 GRAMMAR_TOOL: Any = {
     "type": "custom",
     "name": "apply_patch",

@@ -28,9 +28,10 @@ names
 upstream's words with its key masked.
 
 This upstream speaks Responses natively (``carries_unknown_types``): input items and tools
-of types the gateway does not model are sent untouched, as are the ``shell`` tools and
-their items; output items of such types come back whole (:class:`OutputItem`, on
-``response.output_item.done``; their own intermediate events are not relayed).
+of types the gateway does not model are sent untouched, as are the ``shell`` and
+``apply_patch`` tools and their items; output items of such types come back whole
+(:class:`OutputItem`, on ``response.output_item.done``; their own intermediate events are
+not relayed).
 
 With ``cache_salted`` (``cache_salt = "tenant"``) every call carries its tenant's
 ``cache_salt`` (vLLM's Responses API takes it as its Chat Completions does), over the

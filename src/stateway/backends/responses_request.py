@@ -6,8 +6,8 @@ stateless upstream does not look them up), with ``store: false``: the whole cont
 round. What only a Messages client marks (a tool result's ``is_error``, ``cache_control``,
 a document's ``context``, ``citations`` and ``source``, a text's ``citations`` and
 ``search_result``), and a Chat client's message ``name``, are left out: this wire has no
-field for them. Tools of types the gateway does not model, and the ``shell`` tools and
-their items, are sent untouched.
+field for them. Tools of types the gateway does not model, and the ``shell`` and
+``apply_patch`` tools and their items, are sent untouched.
 
 Reasoning's ``encrypted_content`` is always asked for (``include``). A reasoning item
 sealed by a Responses upstream is sent back as that upstream gave it (its summary and
@@ -23,7 +23,7 @@ from stateway.core import logprobs
 from stateway.core.inference import InferenceRequest
 from stateway.core.items import Item
 from stateway.core.reasoning import responses_seal
-from stateway.core.tools import shell
+from stateway.core.tools import client_hosted
 from stateway.core.tools.history import model_items
 
 _ENCRYPTED = "reasoning.encrypted_content"
@@ -34,7 +34,8 @@ def to_upstream(request: InferenceRequest) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": request.model,
         "input": [
-            _item(item) for item in model_items(request.items, shell.ITEM_TYPES, request.names)
+            _item(item)
+            for item in model_items(request.items, client_hosted.ITEM_TYPES, request.names)
         ],
         "store": False,
         "stream": request.stream,

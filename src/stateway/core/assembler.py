@@ -31,7 +31,7 @@ from stateway.core.ids import new_id
 from stateway.core.inference import ToolCallDelta
 from stateway.core.items import FUNCTION_CALL, MESSAGE, REASONING, Item
 from stateway.core.open_item import OpenItem, new_call, text_part
-from stateway.core.tools import shell, web_search
+from stateway.core.tools import client_hosted, web_search
 from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.invocations import PendingCall
 from stateway.core.tools.session import ToolSession
@@ -187,7 +187,7 @@ class OutputAssembler:
 
     def item(self, item: Item) -> None:
         """A whole output item passed through as it came (its ``id`` given if missing);
-        a shell call among them goes back to the client like any client call."""
+        a shell or apply_patch call among them goes back to the client like any client call."""
         self._release("completed")
         self._close("completed")
         self.started = True
@@ -201,7 +201,7 @@ class OutputAssembler:
         self._output.append(item)
         self._emit(ev.ItemAdded(index, dict(item)))
         self._emit(ev.ItemDone(index, dict(item)))
-        if item.get("type") in shell.ANSWERS:
+        if item.get("type") in client_hosted.ANSWERS:
             self.tool_calls.append(item)
 
     def resume(self, item: OpenItem) -> None:

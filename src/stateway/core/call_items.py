@@ -4,9 +4,10 @@ A call's first fragment opens its item: a gateway-owned tool's (an ``mcp_call``,
 ``web_search_call``, a ``tool_search_call`` the gateway runs; a declared MCP server's
 tool that was not offered among them: :meth:`ToolSession.unoffered`), else the client's:
 a ``function_call`` (named back to its public tool: :meth:`Catalog.public_call`), a
-``custom_tool_call``, a shell call or a client ``tool_search_call``, under a call id of
-its own: the upstream's, unless it gave none or one already used. Its argument fragments
-stream as the item's own events (a custom call's input comes whole, when it closes).
+``custom_tool_call``, a shell or apply_patch call (:mod:`.tools.client_hosted`) or a client
+``tool_search_call``, under a call id of its own: the upstream's, unless it gave none or
+one already used. Its argument fragments stream as the item's own events (a custom call's
+input comes whole, when it closes; a shell or apply_patch call's payload too).
 
 Closed, a client's call goes back to the client (:attr:`CallItems.tool_calls`, approval
 requests among them); a gateway-owned one, completed, is run before the next round
@@ -30,7 +31,7 @@ from stateway.core.items import (
     WEB_SEARCH_CALL,
     Item,
 )
-from stateway.core.tools import shell, tool_search
+from stateway.core.tools import client_hosted, tool_search
 from stateway.core.tools.catalog import Catalog, Entry, custom_input
 from stateway.core.tools.invocations import PendingCall
 from stateway.core.tools.session import ToolSession
@@ -45,7 +46,7 @@ CALL_TYPES: Final = frozenset(
         MCP_APPROVAL_REQUEST,
         WEB_SEARCH_CALL,
         TOOL_SEARCH_CALL,
-        *shell.CALL_TYPES.values(),
+        *client_hosted.CALL_TYPES.values(),
     }
 )
 """The call items a round opens from a call's fragments and :meth:`CallItems.close`
@@ -102,8 +103,8 @@ class CallItems:
         if delta.name and self._catalog.is_custom(delta.name):
             del item["arguments"]
             item.update(id=new_id("ctc"), type=CUSTOM_TOOL_CALL, input="")
-        elif entry is not None and entry.kind in shell.TOOL_TYPES:
-            item = shell.open_call(entry.kind, call_id)
+        elif entry is not None and entry.kind in client_hosted.TOOL_TYPES:
+            item = client_hosted.open_call(entry.kind, call_id)
         elif entry is not None and entry.kind == "tool_search":  # the client's own search
             item = tool_search.call_item(call_id, "client")
         self._catalog.public_call(item)
@@ -145,8 +146,8 @@ class CallItems:
                 if entry is not None and status == "completed":
                     self.gateway_calls.append(PendingCall(entry, item, index, text))
                 return False
-            case "shell_call" | "local_shell_call":
-                shell.close_call(item, text)
+            case "shell_call" | "local_shell_call" | "apply_patch_call":
+                client_hosted.close_call(item, text)
                 item["status"] = status
                 self.tool_calls.append(item)
             case "mcp_approval_request":

@@ -7,8 +7,8 @@ response still generating cannot be continued yet. Checks happen here, before an
 sent: every item must be of a type the chosen upstream API can carry (any type, for an
 upstream that speaks Responses natively; a text file, for one that gives it as its text:
 :mod:`stateway.core.text_files`), and every tool output (``function_call_output``,
-``custom_tool_call_output``, the shell outputs) must answer a call of its kind that is
-still pending in the context.
+``custom_tool_call_output``, the shell and apply_patch outputs) must answer a call of its
+kind that is still pending in the context.
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ from stateway.core.items import (
 from stateway.core.ports import TOOL_OUTPUT, Backend, ResponseStore
 from stateway.core.response import UNFINISHED
 from stateway.core.text_files import INPUT_FILE, file_text
-from stateway.core.tools import shell
+from stateway.core.tools import client_hosted
 
 _ANSWERS = {
     FUNCTION_CALL: FUNCTION_CALL_OUTPUT,
     CUSTOM_TOOL_CALL: CUSTOM_TOOL_CALL_OUTPUT,
-    **shell.ANSWERS,
+    **client_hosted.ANSWERS,
     TOOL_SEARCH_CALL: TOOL_SEARCH_OUTPUT,
 }
 """Each client-owned call type, and the output type that answers it."""
@@ -220,7 +220,7 @@ def _refuse_unanswered(pending: dict[str, tuple[str, bool]]) -> None:
     if missing:
         call_id, answer = missing[0]
         kind = "custom tool call" if answer == CUSTOM_TOOL_CALL_OUTPUT else "function call"
-        if answer in shell.ITEM_TYPES:
+        if answer in client_hosted.ITEM_TYPES:
             kind = answer.removesuffix("_output").replace("_", " ")
         if answer == TOOL_SEARCH_OUTPUT:
             kind = "tool search call"
@@ -298,7 +298,7 @@ class _Calls:
             # A call cut short (``incomplete``) may be answered, but need not be.
             pending[call_id] = (_ANSWERS[kind], complete)
         elif kind in _OUTPUTS:
-            call_id = shell.output_call_id(item)
+            call_id = client_hosted.output_call_id(item)
             if pending.get(call_id, ("", False))[0] == kind:
                 del pending[call_id]
                 self._cut.pop(call_id, None)

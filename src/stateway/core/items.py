@@ -40,6 +40,8 @@ ID_PREFIXES: Final = {
     "shell_call": "sh",
     "shell_call_output": "sho",
     "local_shell_call": "lsh",
+    "apply_patch_call": "apc",
+    "apply_patch_call_output": "apco",
     TOOL_SEARCH_CALL: "tsc",
     TOOL_SEARCH_OUTPUT: "tso",
     MCP_APPROVAL_RESPONSE: "mcpa",

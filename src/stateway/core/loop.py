@@ -69,7 +69,7 @@ from stateway.core.runs import CancelReason, Run
 from stateway.core.settling import Settler
 from stateway.core.stages.context import StageContext
 from stateway.core.telemetry import NoTelemetry, Telemetry
-from stateway.core.tools import shell
+from stateway.core.tools import client_hosted
 from stateway.core.tools.catalog import with_context_tools
 from stateway.core.tools.session import ToolSession, round_choice
 from stateway.core.tools.toolset import GatewayTools, Toolset
@@ -89,7 +89,7 @@ _INCOMPLETE_REASONS = {
     PAUSED: MAX_ROUNDS_REASON,
 }
 _MAX_CHAIN = 16
-_CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL, TOOL_SEARCH_CALL, *shell.ANSWERS})
+_CALLS = frozenset({FUNCTION_CALL, CUSTOM_TOOL_CALL, TOOL_SEARCH_CALL, *client_hosted.ANSWERS})
 
 
 class Loop:

@@ -35,8 +35,9 @@ class Backend(Protocol):
     checked the same way (any other file is refused as its part type is)."""
     carries_unknown_types: bool
     """Whether its upstream speaks Responses natively: input item and tool types the
-    gateway does not model travel to it untouched (and the ``shell`` tools and their items
-    natively); for a backend without it they are a 400 naming the type."""
+    gateway does not model travel to it untouched (and the ``shell`` and ``apply_patch``
+    tools and their items natively); for a backend without it they are a 400 naming the
+    type."""
     min_output_tokens: int
     """The least ``max_output_tokens`` its upstream may be asked for (1: any; hosted
     OpenAI's Responses API refuses one under 16): a later round of the tool loop left

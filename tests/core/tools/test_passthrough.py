@@ -75,6 +75,24 @@ def test_a_chat_backend_offers_shell_tools_as_functions() -> None:
     assert toolset.native == []
 
 
+def test_apply_patch_is_a_function_for_a_chat_backend_and_native_for_a_responses_one() -> None:
+    declared = tools_of({"type": "apply_patch"})
+    toolset = GatewayTools().resolve(declared)
+    toolset.route(ScriptedBackend([]))
+    assert (toolset.client, toolset.native) == ([{"type": "apply_patch"}], [])
+    toolset = GatewayTools().resolve(declared)
+    toolset.route(NativeBackend([]))
+    assert (toolset.client, toolset.native) == ([], [{"type": "apply_patch"}])
+    assert toolset.native_choice({"type": "apply_patch"}) == {"type": "apply_patch"}
+
+
+def test_apply_patch_claims_its_function_name() -> None:
+    """Codex declares a ``custom`` tool of that name: the two cannot both be offered."""
+    with pytest.raises(InvalidRequest) as caught:
+        tools_of({"type": "custom", "name": "apply_patch"}, {"type": "apply_patch"})
+    assert (caught.value.param, caught.value.code) == ("tools[1].type", "duplicate_tool_name")
+
+
 ODD = {"type": "future_item", "payload": [1]}
 
 
@@ -89,6 +107,13 @@ async def test_unknown_input_items_reach_a_native_backend_only() -> None:
 
 SHELL_CALL = {"type": "shell_call", "call_id": "c1", "action": {"commands": ["ls"]}}
 LOCAL_CALL = {"type": "local_shell_call", "call_id": "c2", "action": {"command": ["ls"]}}
+PATCH_CALL = {
+    "type": "apply_patch_call",
+    "call_id": "c3",
+    "operation": {"type": "delete_file", "path": "a.py"},
+    "status": "completed",
+}
+PATCH_OUTPUT = {"type": "apply_patch_call_output", "call_id": "c3", "status": "failed"}
 
 
 @pytest.mark.parametrize(
@@ -97,6 +122,7 @@ LOCAL_CALL = {"type": "local_shell_call", "call_id": "c2", "action": {"command":
         [SHELL_CALL, {"type": "shell_call_output", "call_id": "c1", "output": []}],
         [LOCAL_CALL, {"type": "local_shell_call_output", "id": "c2", "output": "x"}],
         [LOCAL_CALL, {"type": "local_shell_call_output", "call_id": "c2", "output": "x"}],
+        [PATCH_CALL, PATCH_OUTPUT],
     ],
 )
 async def test_shell_outputs_answer_their_calls(items: list[dict[str, Any]]) -> None:
@@ -110,6 +136,10 @@ async def test_shell_outputs_answer_their_calls(items: list[dict[str, Any]]) -> 
         ([SHELL_CALL], "tool_output_missing"),
         ([SHELL_CALL, {"type": "local_shell_call_output", "id": "c1", "output": "x"}], None),
         ([{"type": "shell_call_output", "call_id": "nope", "output": []}], None),
+        ([PATCH_CALL], "tool_output_missing"),
+        ([PATCH_CALL, {**PATCH_OUTPUT, "type": "shell_call_output", "output": []}], None),
+        ([SHELL_CALL, {**PATCH_OUTPUT, "call_id": "c1"}], None),
+        ([PATCH_OUTPUT], None),
     ],
 )
 async def test_shell_outputs_must_answer_a_call_of_their_kind(
@@ -121,7 +151,8 @@ async def test_shell_outputs_must_answer_a_call_of_their_kind(
         )
     assert caught.value.code == (code or "tool_call_not_found")
     if code:
-        assert "shell call c1" in caught.value.message
+        call = items[0]
+        assert f"{call['type'].replace('_', ' ')} {call['call_id']}" in caught.value.message
 
 
 @pytest.mark.parametrize(
@@ -136,6 +167,20 @@ async def test_shell_outputs_must_answer_a_call_of_their_kind(
         ({"type": "shell_call_output", "call_id": "c", "output": "x"}, "input[0].output"),
         ({"type": "local_shell_call_output", "output": "x"}, "input[0].id"),
         ({"type": "local_shell_call_output", "id": "c"}, "input[0].output"),
+        ({"type": "apply_patch_call", "call_id": "c"}, "input[0].operation"),
+        ({**PATCH_CALL, "operation": {"path": "a.py"}}, "input[0].operation.type"),
+        (
+            {**PATCH_CALL, "operation": {"type": "move_file", "path": "a.py"}},
+            "input[0].operation.type",
+        ),
+        ({**PATCH_CALL, "operation": {"type": "delete_file"}}, "input[0].operation.path"),
+        (
+            {**PATCH_CALL, "operation": {"type": "create_file", "path": "a.py"}},
+            "input[0].operation.diff",
+        ),
+        ({**PATCH_OUTPUT, "call_id": None}, "input[0].call_id"),
+        ({**PATCH_OUTPUT, "status": "done"}, "input[0].status"),
+        ({**PATCH_OUTPUT, "output": ["x"]}, "input[0].output"),
     ],
 )
 def test_bad_shell_items_are_named(item: dict[str, Any], param: str) -> None:
@@ -153,6 +198,14 @@ def test_shell_items_get_ids_but_a_local_shell_output_keeps_its_own() -> None:
     assert decoded[0]["id"].startswith("sh_")
     assert decoded[0]["status"] == "completed"
     assert decoded[1]["id"] == "c2"
+
+
+def test_apply_patch_items_get_ids_and_keep_their_status() -> None:
+    items = [PATCH_CALL, PATCH_OUTPUT, {**PATCH_OUTPUT, "status": None, "call_id": "c4"}]
+    call, output, unstated = decode_create(orjson.dumps({"model": "m", "input": items})).input
+    assert call["id"].startswith("apc_")
+    assert (output["id"].split("_")[0], output["status"]) == ("apco", "failed")
+    assert unstated["status"] == "completed"
 
 
 def test_a_tool_choice_naming_a_native_tool_is_kept_as_sent() -> None:

@@ -11,7 +11,7 @@ from stateway.core import events as ev
 from stateway.core.assembler import OutputAssembler
 from stateway.core.inference import ToolCallDelta
 from stateway.core.items import Item
-from stateway.core.tools import shell
+from stateway.core.tools import client_hosted
 from stateway.core.tools.catalog import Catalog
 from stateway.core.tools.history import REWRITTEN_ITEM_TYPES, model_items
 
@@ -94,8 +94,8 @@ def test_a_local_shell_function_call_comes_out_as_a_local_shell_call() -> None:
     [("ls -la", ["ls -la"]), ('{"commands": "ls"}', ["ls"]), ("{}", []), ("", [])],
 )
 def test_arguments_off_the_schema_still_give_commands(arguments: str, commands: list[str]) -> None:
-    item = shell.open_call("shell", "c")
-    shell.close_call(item, arguments)
+    item = client_hosted.open_call("shell", "c")
+    client_hosted.close_call(item, arguments)
     assert item["action"] == {"commands": commands}
 
 
@@ -120,11 +120,11 @@ def test_an_exit_without_its_code_is_told_as_its_output_alone() -> None:
 
 def test_an_upstream_that_speaks_them_natively_gets_them_as_they_are() -> None:
     items: list[dict[str, Any]] = [SHELL_CALL, SHELL_OUTPUT]
-    assert model_items(items, shell.ITEM_TYPES) == items
-    assert shell.ITEM_TYPES <= REWRITTEN_ITEM_TYPES
+    assert model_items(items, client_hosted.ITEM_TYPES) == items
+    assert client_hosted.ITEM_TYPES <= REWRITTEN_ITEM_TYPES
 
 
 def test_a_local_shell_output_names_its_call_by_id_or_call_id() -> None:
-    assert shell.output_call_id(LOCAL_OUTPUT) == "c2"
-    assert shell.output_call_id({**LOCAL_OUTPUT, "call_id": "c3"}) == "c3"
-    assert shell.output_call_id(SHELL_OUTPUT) == "c1"
+    assert client_hosted.output_call_id(LOCAL_OUTPUT) == "c2"
+    assert client_hosted.output_call_id({**LOCAL_OUTPUT, "call_id": "c3"}) == "c3"
+    assert client_hosted.output_call_id(SHELL_OUTPUT) == "c1"

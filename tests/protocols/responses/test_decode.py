@@ -782,6 +782,7 @@ def _allowed(*tools: dict[str, object]) -> dict[str, object]:
         ),
         ([{"type": "computer_use_preview"}], {"type": "computer_use_preview"}),
         ([{"type": "shell"}], {"type": "shell"}),
+        ([{"type": "apply_patch"}], {"type": "apply_patch"}),
         (
             [FUNCTION, NAMESPACED, MCP_TOOL, HINT, CUSTOM_TOOL],
             _allowed(
@@ -825,6 +826,7 @@ def test_a_tool_choice_may_name_a_tool_an_input_item_declares() -> None:
         ([HINT], {"type": "image_generation"}, "Tool choice 'image_generation' not found"),
         ([], {"type": "file_search"}, "Tool choice 'file_search' not found"),
         ([{"type": "local_shell"}], {"type": "shell"}, "Tool choice 'shell' not found"),
+        ([{"type": "shell"}], {"type": "apply_patch"}, "Tool choice 'apply_patch' not found"),
         ([FUNCTION], _allowed({"type": "function", "name": "zzz"}), "Tool choice 'zzz' not"),
         (
             [FUNCTION],

@@ -25,7 +25,7 @@ from stateway.core.items import MESSAGE, Item, is_screenshot
 from stateway.core.routing.route import Candidate
 from stateway.core.text_files import file_text
 from stateway.core.token_estimate import estimate_context
-from stateway.core.tools import shell
+from stateway.core.tools import client_hosted
 from stateway.core.tools.toolset import Toolset
 
 _PART_HOLDERS = frozenset(
@@ -56,8 +56,9 @@ class Needs:
     native_tool: str | None = None
     """The first declared tool only an upstream speaking Responses carries."""
     native_param: str = "tools"
-    shell: bool = False
-    """Shell tools are declared: natively for such an upstream, as functions for others."""
+    client_hosted: bool = False
+    """Shell or apply_patch tools are declared: natively for such an upstream, as
+    functions for others (:mod:`stateway.core.tools.client_hosted`)."""
     counting: bool = False
     """Only the input is counted: no window refuses it (how many tokens it has is what
     tells a client whether it fits)."""
@@ -85,7 +86,8 @@ class Needs:
             needs.native_tool = first.get("type")
             index = next((i for i, t in enumerate(toolset.public) if t is first), 0)
             needs.native_param = f"tools[{index}].type"
-        needs.shell = any(t.get("type") in shell.TOOL_TYPES for t in toolset.client)
+        hosted = client_hosted.TOOL_TYPES
+        needs.client_hosted = any(t.get("type") in hosted for t in toolset.client)
         return needs
 
     def _scan(self, item: Item) -> None:

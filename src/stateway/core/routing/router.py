@@ -142,7 +142,12 @@ class Router:
         now = self.state.clock()
         for candidate in route.candidates:
             problem = unmet(route.name, candidate, needs, serial=serial)
-            if problem is None and needs.shell and capable and _shape(candidate, capable[0]):
+            if (
+                problem is None
+                and needs.client_hosted
+                and capable
+                and _shape(candidate, capable[0])
+            ):
                 problem = Unmet("tool_shapes", _SHAPES)
             if problem is None:
                 capable.append(candidate)
@@ -192,6 +197,6 @@ _MAX_SERVED = 1024
 
 
 def _shape(candidate: Candidate, first: Candidate) -> bool:
-    """Whether ``candidate`` speaks another API shape than ``first`` (shell tools go to
-    an upstream speaking Responses natively, and as functions to the others)."""
+    """Whether ``candidate`` speaks another API shape than ``first`` (shell and apply_patch
+    tools go to an upstream speaking Responses natively, and as functions to the others)."""
     return candidate.backend.carries_unknown_types != first.backend.carries_unknown_types

@@ -20,9 +20,9 @@ tools. :func:`model_tools` flattens the declared tools into that function list,
   ``custom_tool_call_output`` reaches the model as a function call output. A grammar
   ``format`` is described to the model in the function's description, and is also enforced
   by guided decoding on a backend that has it (:meth:`Catalog.forced_grammar`).
-- ``shell`` / ``local_shell`` (when the upstream does not speak Responses natively): the
-  function of the same name (:mod:`stateway.core.tools.shell`); its calls come back as
-  ``shell_call`` / ``local_shell_call`` items.
+- ``shell`` / ``local_shell`` / ``apply_patch`` (when the upstream does not speak Responses
+  natively): the function of the same name (:mod:`stateway.core.tools.client_hosted`); its
+  calls come back as ``shell_call`` / ``local_shell_call`` / ``apply_patch_call`` items.
 
 Gateway-owned kinds (``web_search``, ``mcp``) and ``tool_search``: a ``web_search`` tool
 sent as an optional hint (``external_web_access``, as Codex sends it) to a gateway without a
@@ -51,7 +51,7 @@ from typing import Any, Final, Literal
 import orjson
 
 from stateway.core.items import TOOL_SEARCH_OUTPUT, Item
-from stateway.core.tools import shell
+from stateway.core.tools import client_hosted
 from stateway.core.tools.model_names import GatewayNames, apart_name, model_name
 
 WEB_SEARCH_TYPES: Final = frozenset(
@@ -123,7 +123,16 @@ def search_execution(tool: Item) -> Literal["client", "server"]:
     return "client" if tool.get("execution") == "client" else "server"
 
 
-Kind = Literal["function", "custom", "mcp", "web_search", "shell", "local_shell", "tool_search"]
+Kind = Literal[
+    "function", "custom", "mcp", "web_search", "shell", "local_shell", "apply_patch", "tool_search"
+]
+_KINDS: Final[dict[object, Kind]] = {
+    CUSTOM: "custom",
+    "shell": "shell",
+    "local_shell": "local_shell",
+    "apply_patch": "apply_patch",
+}
+"""The kind of each declared client tool type but ``function``."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -200,13 +209,7 @@ class Catalog:
         for tool, namespace in members(tools):
             if namespace is not None and namespace not in self.namespaces:
                 self.namespaces[namespace] = _namespace_of(tools, namespace)
-            kind: Kind = "function"
-            if tool.get("type") == CUSTOM:
-                kind = "custom"
-            elif tool.get("type") == shell.SHELL:
-                kind = "shell"
-            elif tool.get("type") == shell.LOCAL_SHELL:
-                kind = "local_shell"
+            kind = _KINDS.get(tool.get("type"), "function")
             function = _function(tool, namespace)
             name = function["name"]
             known = self._by_name.get(name)
@@ -289,7 +292,7 @@ class Catalog:
         if kind in WEB_SEARCH_TYPES or kind == TOOL_SEARCH:
             wanted_kind = TOOL_SEARCH if kind == TOOL_SEARCH else "web_search"
             wanted = [e for e in self._by_name.values() if e.kind == wanted_kind]
-        elif kind in shell.TOOL_TYPES:
+        elif kind in client_hosted.TOOL_TYPES:
             wanted = [e for e in self._by_name.values() if e.kind == kind]
         elif kind == "mcp":
             label = choice.get("server_label")
@@ -376,7 +379,7 @@ def members(tools: list[Item]) -> Iterator[tuple[Item, str | None]]:
 
 
 def _visible(tool: Item, namespace: str | None) -> str:
-    if tool.get("type") in shell.TOOL_TYPES:
+    if tool.get("type") in client_hosted.TOOL_TYPES:
         return str(tool["type"])
     return model_name(tool["name"], namespace)
 
@@ -387,8 +390,8 @@ def _namespace_of(tools: list[Item], name: str) -> Item:
 
 
 def _function(tool: Item, namespace: str | None) -> Item:
-    if tool.get("type") in shell.TOOL_TYPES:
-        return shell.function(tool)
+    if tool.get("type") in client_hosted.TOOL_TYPES:
+        return client_hosted.function(tool)
     function: Item = {"type": "function", "name": model_name(tool["name"], namespace)}
     if tool.get("type") == CUSTOM:
         function["description"] = _custom_description(tool)

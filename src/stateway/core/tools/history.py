@@ -38,10 +38,10 @@ and tool search, under the name the request offers the tool by:
   model a compaction's summary in its place: :mod:`stateway.core.compaction.view`).
 - ``configuration_update``: left out (its settings are the response's:
   :mod:`stateway.core.configuration_updates`).
-- ``shell_call`` / ``local_shell_call`` and their outputs: a ``shell`` / ``local_shell``
-  function call whose arguments are the action, and its output as text
-  (:mod:`stateway.core.tools.shell`); left as they are for an upstream that speaks them
-  natively (``native``).
+- ``shell_call`` / ``local_shell_call`` / ``apply_patch_call`` and their outputs: a
+  ``shell`` / ``local_shell`` / ``apply_patch`` function call whose arguments are the
+  action or operation, and its output as text (:mod:`stateway.core.tools.client_hosted`);
+  left as they are for an upstream that speaks them natively (``native``).
 
 Rounds: nothing in the items says where one round of the model's ends and the next
 begins; outputs do. Calls whose outputs all come after them are one turn of the model's
@@ -80,7 +80,7 @@ from stateway.core.items import (
     Item,
 )
 from stateway.core.logprobs import without_tokens
-from stateway.core.tools import shell
+from stateway.core.tools import client_hosted
 from stateway.core.tools.call_order import in_call_order
 from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, loaded
 from stateway.core.tools.model_names import (
@@ -103,7 +103,7 @@ REWRITTEN_ITEM_TYPES: Final = frozenset(
         TOOL_SEARCH_CALL,
         TOOL_SEARCH_OUTPUT,
     }
-    | shell.ITEM_TYPES
+    | client_hosted.ITEM_TYPES
 )
 """Item types :func:`model_items` turns into function calls and outputs (or leaves out):
 any backend that carries function calls carries these too."""
@@ -116,9 +116,11 @@ _COMPACTION: Final = frozenset({"compaction", "compaction_trigger", CONFIGURATIO
 DECLINED: Final = "The user declined to run this tool call."
 
 
-_REWRITTEN: Final = _COMPACTION | shell.ITEM_TYPES | _TOOL_SEARCH | _GATEWAY | {ADDITIONAL_TOOLS}
-"""Every item type :func:`model_items` may rewrite or leave out (shell types even when
-native: the check only decides whether to look closer)."""
+_REWRITTEN: Final = (
+    _COMPACTION | client_hosted.ITEM_TYPES | _TOOL_SEARCH | _GATEWAY | {ADDITIONAL_TOOLS}
+)
+"""Every item type :func:`model_items` may rewrite or leave out (shell and apply_patch
+types even when native: the check only decides whether to look closer)."""
 
 _ANSWERS: Final = frozenset({FUNCTION_CALL_OUTPUT, CUSTOM_TOOL_CALL_OUTPUT})
 """The client's outputs, which :func:`model_items` puts in the order of their calls."""
@@ -144,9 +146,11 @@ def _model_items(
         return [_client_item(item, names) for item in items]
     if kinds & _COMPACTION:
         items = [item for item in items if item.get("type") not in _COMPACTION]
-    shells = shell.ITEM_TYPES - native
-    if kinds & shells:
-        items = [_shell_item(item) if item.get("type") in shells else item for item in items]
+    hosted = client_hosted.ITEM_TYPES - native
+    if kinds & hosted:
+        items = [
+            client_hosted.model_item(item) if item.get("type") in hosted else item for item in items
+        ]
     if kinds & _TOOL_SEARCH:
         items = _tool_search_pairs(items, names.of(TOOL_SEARCH_FUNCTION))
     if not kinds & _GATEWAY:
@@ -288,12 +292,6 @@ def web_search_output(sources: list[Item]) -> str:
             lines.append(str(source["snippet"]))
         lines.append("")
     return "\n".join(lines).rstrip()
-
-
-def _shell_item(item: Item) -> Item:
-    if item["type"] in shell.ANSWERS:
-        return shell.model_call(item)
-    return shell.model_output(item)
 
 
 def tool_search_output(item: Item) -> str:

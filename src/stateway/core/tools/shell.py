@@ -1,9 +1,8 @@
-"""The ``shell`` and ``local_shell`` tools: client-owned, offered to a model as functions.
+"""The ``shell`` and ``local_shell`` tools: the client runs the commands the model asks for.
 
-An upstream that speaks Responses natively gets both tools, and their items, as they are.
-Any other upstream is offered a function of the same name whose parameters are the call's
-``action``; the model's call of it becomes the public call item, which the client runs and
-answers with its output item:
+A model that is not offered them natively is offered a function of the same name whose
+parameters are the call's ``action`` (:data:`FUNCTIONS`). The call items, and the output
+items that answer them:
 
 - ``local_shell``: ``local_shell_call`` (``action``: ``type: "exec"``, ``command`` as an
   argv list, ``env``, optional ``timeout_ms``, ``working_directory``, ``user``), answered
@@ -14,7 +13,7 @@ answers with its output item:
   ``{stdout, stderr, outcome}`` chunks (``outcome``: ``exit`` with ``exit_code``, or
   ``timeout``).
 
-:func:`model_call` and :func:`model_output` render the pair as the model saw it.
+The wrapping both share with the ``apply_patch`` tool: :mod:`.client_hosted`.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ from typing import Any, Final
 
 import orjson
 
-from stateway.core.ids import new_id
 from stateway.core.items import Item
 
 SHELL: Final = "shell"
@@ -35,12 +33,10 @@ LOCAL_SHELL_CALL: Final = "local_shell_call"
 LOCAL_SHELL_CALL_OUTPUT: Final = "local_shell_call_output"
 ANSWERS: Final = {SHELL_CALL: SHELL_CALL_OUTPUT, LOCAL_SHELL_CALL: LOCAL_SHELL_CALL_OUTPUT}
 """Each shell call type, and the output type that answers it."""
-ITEM_TYPES: Final = frozenset(ANSWERS) | frozenset(ANSWERS.values())
 CALL_TYPES: Final = {SHELL: SHELL_CALL, LOCAL_SHELL: LOCAL_SHELL_CALL}
 """The call item type of each tool type (the tool's model-visible name is its type)."""
-_ID_PREFIX: Final = {SHELL_CALL: "sh", LOCAL_SHELL_CALL: "lsh"}
 _STRINGS: Final[Item] = {"type": "array", "items": {"type": "string"}}
-_FUNCTIONS: Final[dict[str, Item]] = {
+FUNCTIONS: Final[dict[str, Item]] = {
     SHELL: {
         "type": "function",
         "name": SHELL,
@@ -76,82 +72,51 @@ _FUNCTIONS: Final[dict[str, Item]] = {
         },
     },
 }
+"""The function each tool is offered as."""
 
 
-def function(tool: Item) -> Item:
-    """The function a ``shell`` or ``local_shell`` tool is offered as."""
-    return dict(_FUNCTIONS[tool["type"]])
+def empty_action(kind: str) -> Item:
+    """The ``action`` of a call of ``kind`` as it opens, before the model's arguments are
+    whole."""
+    return {"commands": []} if kind == SHELL_CALL else {"type": "exec", "command": [], "env": {}}
 
 
-def open_call(tool_type: str, call_id: str) -> Item:
-    """The public call item as it opens, before the model's arguments are complete."""
-    kind = CALL_TYPES[tool_type]
-    empty: Item = {"commands": []} if kind == SHELL_CALL else {"type": "exec", "command": []}
-    empty_env: Item = {} if kind == SHELL_CALL else {"env": {}}
-    return {
-        "id": new_id(_ID_PREFIX[kind]),
-        "type": kind,
-        "status": "in_progress",
-        "call_id": call_id,
-        "action": {**empty, **empty_env},
-    }
-
-
-def close_call(item: Item, arguments: str) -> None:
-    """Fill in the call's ``action`` from the model's function arguments (in place). A
-    model that ignored the schema and wrote the command as plain text gets it as one."""
-    try:
-        parsed = orjson.loads(arguments) if arguments else {}
-    except orjson.JSONDecodeError:
-        parsed = None
-    args: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
-    key = "commands" if item["type"] == SHELL_CALL else "command"
+def action(kind: str, args: dict[str, Any], text: str | None) -> Item:
+    """The ``action`` of a call of ``kind`` from the model's arguments: ``args``, the JSON
+    object they are (empty when they are none), or ``text``, when they are not JSON at
+    all. A model that ignored the schema and wrote the command as plain text gets it as
+    one."""
+    key = "commands" if kind == SHELL_CALL else "command"
     commands = args.get(key)
     if isinstance(commands, str):
         commands = [commands]
     if not isinstance(commands, list):
-        commands = [arguments] if parsed is None and arguments else []
-    action: Item = {key: [str(c) for c in commands]}
-    if item["type"] == SHELL_CALL:
+        commands = [text] if text else []
+    found: Item = {key: [str(c) for c in commands]}
+    if kind == SHELL_CALL:
         optional: tuple[str, ...] = ("timeout_ms", "max_output_length")
     else:
         env = args.get("env")
-        action = {"type": "exec", **action, "env": env if isinstance(env, dict) else {}}
+        found = {"type": "exec", **found, "env": env if isinstance(env, dict) else {}}
         optional = ("timeout_ms", "working_directory", "user")
-    action.update((k, args[k]) for k in optional if args.get(k) is not None)
-    item["action"] = action
+    found.update((k, args[k]) for k in optional if args.get(k) is not None)
+    return found
 
 
-def output_call_id(item: Item) -> str:
-    """The call an output item answers: a ``local_shell_call_output`` names it by ``id``."""
-    call_id = item.get("call_id")
-    if item.get("type") == LOCAL_SHELL_CALL_OUTPUT and not call_id:
-        call_id = item.get("id")
-    return str(call_id or "")
-
-
-def model_call(item: Item) -> Item:
-    """A shell call as the function call the model made."""
+def call_arguments(item: Item) -> Item:
+    """A shell call's ``action`` as the function arguments the model wrote."""
     raw = item.get("action")
-    action: Item = dict(raw) if isinstance(raw, dict) else {}
-    action.pop("type", None)
-    name = SHELL if item["type"] == SHELL_CALL else LOCAL_SHELL
-    return {
-        "type": "function_call",
-        "call_id": item["call_id"],
-        "name": name,
-        "arguments": orjson.dumps(action).decode(),
-    }
+    arguments: Item = dict(raw) if isinstance(raw, dict) else {}
+    arguments.pop("type", None)
+    return arguments
 
 
-def model_output(item: Item) -> Item:
-    """A shell call's output as the function call output the model is given."""
+def output_text(item: Item) -> str:
+    """A shell call's output as the model is told it."""
     output = item.get("output")
     if item["type"] == SHELL_CALL_OUTPUT:
-        text = _chunks_text(output if isinstance(output, list) else [])
-    else:
-        text = output if isinstance(output, str) else orjson.dumps(output).decode()
-    return {"type": "function_call_output", "call_id": output_call_id(item), "output": text}
+        return _chunks_text(output if isinstance(output, list) else [])
+    return output if isinstance(output, str) else orjson.dumps(output).decode()
 
 
 def _chunks_text(chunks: list[Any]) -> str:

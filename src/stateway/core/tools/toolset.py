@@ -21,9 +21,10 @@ is a 400 that says what to configure:
   catalog offers it as a function, and defers ``defer_loading`` tools because of it).
 - Tool types the gateway does not model (``image_generation``, ``code_interpreter``, a
   future type, ...) are kept as declared. Once the request is routed,
-  :meth:`Toolset.route` sends them, and the ``shell`` tools, untouched to a backend whose
-  upstream speaks Responses natively, and refuses them for any other with a 400 naming the
-  type and the backend.
+  :meth:`Toolset.route` sends them untouched to a backend whose upstream speaks Responses
+  natively, and the ``shell`` and ``apply_patch`` tools too (any other backend offers
+  those as functions); any other backend refuses them with a 400 naming the type and the
+  backend.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import Any, Final
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import Item
 from stateway.core.ports import Backend
-from stateway.core.tools import shell
+from stateway.core.tools import client_hosted
 from stateway.core.tools.catalog import CUSTOM, NAMESPACE, TOOL_SEARCH, WEB_SEARCH_TYPES
 from stateway.core.tools.mcp_binding import (
     SECRET_KEYS,
@@ -48,7 +49,7 @@ from stateway.core.tools.mcp_binding import (
 from stateway.core.tools.ports import McpClient, McpServer, SearchProvider
 
 MCP: Final = "mcp"
-CLIENT_TYPES: Final = frozenset({"function", CUSTOM, NAMESPACE}) | shell.TOOL_TYPES
+CLIENT_TYPES: Final = frozenset({"function", CUSTOM, NAMESPACE}) | client_hosted.TOOL_TYPES
 """Client-owned tool types the gateway models (offered to any upstream as functions)."""
 
 
@@ -92,7 +93,8 @@ class Toolset:
     web_search: WebSearchBinding | None = None
     native: list[Item] = field(default_factory=list)
     """Tools sent upstream as declared: types the gateway does not model, then (once
-    :meth:`route` chose an upstream that speaks Responses natively) the shell tools."""
+    :meth:`route` chose an upstream that speaks Responses natively) the shell and
+    apply_patch tools."""
     tool_search: Item | None = None
     """The declared ``tool_search`` tool (client- or gateway-executed)."""
 
@@ -131,11 +133,12 @@ class Toolset:
         return dict(choice) if named else None
 
     def route(self, backend: Backend) -> None:
-        """Decide the unmodelled and shell tools against the chosen backend (see the
+        """Decide the unmodelled, shell and apply_patch tools against the chosen backend (see the
         module docstring); raises :class:`InvalidRequest` naming the first one refused."""
         if backend.carries_unknown_types:
-            moved = [t for t in self.client if t.get("type") in shell.TOOL_TYPES]
-            self.client = [t for t in self.client if t.get("type") not in shell.TOOL_TYPES]
+            hosted = client_hosted.TOOL_TYPES
+            moved = [t for t in self.client if t.get("type") in hosted]
+            self.client = [t for t in self.client if t.get("type") not in hosted]
             self.native = [*self.native, *moved]
             return
         if self.native:

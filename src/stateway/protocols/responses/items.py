@@ -1,8 +1,8 @@
 """Input items of the Responses wire, checked and normalized into canonical items.
 
-The shapes the gateway models (messages, function, custom and shell tool calls and their
-outputs, tool searches and their outputs, reasoning, compaction items and the
-``compaction_trigger``, which must come last, and ``configuration_update``) are checked
+The shapes the gateway models (messages, function, custom, shell and apply_patch tool
+calls and their outputs, tool searches and their outputs, reasoning, compaction items and
+the ``compaction_trigger``, which must come last, and ``configuration_update``) are checked
 field by field so a bad one is a 400 naming the exact path; sealed ``encrypted_content``
 is verified later, in the core.
 The gateway's own tool items sent back are checked by :mod:`.gateway_items`. Other item
@@ -16,10 +16,11 @@ from typing import Any
 from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import ID_PREFIXES, Item
+from stateway.core.tools.apply_patch import DELETE, OPERATIONS, OUTPUT_STATUSES
 from stateway.protocols.responses.configuration_update import check_configuration_update
 from stateway.protocols.responses.gateway_items import check_gateway_item
 from stateway.protocols.responses.nesting import check_nesting
-from stateway.protocols.validation import missing_or_wrong_type
+from stateway.protocols.validation import missing_or_wrong_type, unsupported_value
 
 _ROLES = frozenset({"user", "system", "developer", "assistant"})
 _PART_TEXT = frozenset({"input_text", "output_text", "refusal", "text", "summary_text"})
@@ -164,6 +165,18 @@ def _item(raw: dict[str, Any], path: str) -> Item:
             if not isinstance(raw.get("call_id") or raw.get("id"), str):
                 raise missing_or_wrong_type(raw, path, "id")
             return dict(raw)
+        case "apply_patch_call":
+            _require_str(raw, path, "call_id")
+            _check_operation(raw, path)
+            return _with_id(dict(raw), kind)
+        case "apply_patch_call_output":
+            _require_str(raw, path, "call_id")
+            status = raw.get("status")
+            if status is not None and status not in OUTPUT_STATUSES:
+                raise unsupported_value(f"{path}.status", str(status), OUTPUT_STATUSES)
+            if raw.get("output") is not None:
+                _require_str(raw, path, "output")
+            return _with_id(dict(raw), kind)
         case "mcp_call" | "mcp_approval_request" | "web_search_call":
             check_gateway_item(raw, path, kind)
             return dict(raw)
@@ -304,6 +317,21 @@ def _check_action(raw: dict[str, Any], path: str, key: str) -> None:
     commands = action.get(key)
     if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
         raise missing_or_wrong_type(action, f"{path}.action", key, "a list of strings")
+
+
+def _check_operation(raw: dict[str, Any], path: str) -> None:
+    """An ``apply_patch_call``'s ``operation``: its ``type``, its ``path``, and the
+    ``diff`` of a file created or updated."""
+    operation = raw.get("operation")
+    if not isinstance(operation, dict):
+        raise missing_or_wrong_type(raw, path, "operation", "an object")
+    where = f"{path}.operation"
+    _require_str(operation, where, "type")
+    if operation["type"] not in OPERATIONS:
+        raise unsupported_value(f"{where}.type", operation["type"], OPERATIONS)
+    _require_str(operation, where, "path")
+    if operation["type"] != DELETE:
+        _require_str(operation, where, "diff")
 
 
 def _check_tool_search(raw: dict[str, Any], path: str, kind: str) -> None:

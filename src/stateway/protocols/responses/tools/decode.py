@@ -1,8 +1,8 @@
 """Declared tools of the Responses wire, checked and normalized.
 
 Client-owned kinds: ``function``, ``custom`` (freeform input, optionally with a ``text``
-or ``grammar`` format), ``namespace`` (a group of function and custom tools), ``shell``
-and ``local_shell``; functions, custom tools and namespaces may be marked
+or ``grammar`` format), ``namespace`` (a group of function and custom tools), ``shell``,
+``local_shell`` and ``apply_patch``; functions, custom tools and namespaces may be marked
 ``defer_loading``. ``tool_search`` is the client's or the gateway's by its ``execution``;
 the tools of a ``tool_search_output`` input item are checked like declared ones (but not
 declared: they are loaded when the item is in the context). Gateway-owned kinds: ``mcp``
@@ -19,7 +19,7 @@ from typing import Any
 
 from stateway.core.errors import InvalidRequest
 from stateway.core.items import TOOL_SEARCH_OUTPUT, Item
-from stateway.core.tools import shell
+from stateway.core.tools import client_hosted
 from stateway.core.tools.catalog import (
     ADDITIONAL_TOOLS,
     CUSTOM,
@@ -98,7 +98,7 @@ def _decode(tool: Any, path: str, seen: set[str], decoded: list[Item]) -> None:
         if any(t.get("type") == TOOL_SEARCH for t in decoded):
             return  # declared again (say, in an additional_tools item): the first counts
         decoded.append(search)  # no function: one of its name is the client's own
-    elif kind in shell.TOOL_TYPES:
+    elif kind in client_hosted.TOOL_TYPES:
         claim_name(seen, kind, f"{path}.type")  # offered as the function of that name
         decoded.append(_passed_through(tool, path))
     else:
