@@ -18,6 +18,7 @@ from stateway import __version__, cli
 from stateway.config import Overrides, load_config
 from stateway.fake_upstream.launch import start_fake_upstream
 from stateway.launch import child_env, launch, start_announced
+from stateway.storage.sql.migrator import HEAD_REVISION
 
 
 def stateway(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -141,7 +142,10 @@ def test_serve_refuses_a_bad_database_url() -> None:
 def test_unreachable_database_is_a_readable_error() -> None:
     result = stateway("migrate", "--database", "postgresql://nobody@127.0.0.1:9/none")
     assert result.returncode == 1
-    assert result.stderr.startswith("stateway: Storage failed while migrating the database")
+    assert result.stderr.startswith(
+        "stateway: PostgreSQL database none on 127.0.0.1:9 as nobody: Storage failed while"
+        " migrating the database. ("
+    )
     assert "Traceback" not in result.stderr
 
 
@@ -364,7 +368,9 @@ def test_a_sqlite_file_that_cannot_be_opened_is_a_readable_error(tmp_path: Path)
     for _ in range(4):
         result = stateway("migrate", "--database", f"sqlite:///{tmp_path}/directory.db")
         assert result.returncode == 1
-        assert result.stderr.startswith("stateway: Storage failed while migrating")
+        assert result.stderr.startswith(
+            f"stateway: SQLite database at {tmp_path}/directory.db: Storage failed while migrating"
+        )
         assert "Traceback" not in result.stderr
 
 
@@ -408,3 +414,22 @@ def test_sigint_ends_the_fake_upstream_without_a_traceback() -> None:
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == -signal.SIGINT
     assert "Traceback" not in stderr
+
+
+def test_a_database_failure_names_the_database_then_says_what_it_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One clean line: which database, then its error (whatever punctuation ends it)."""
+    database = f"sqlite:///{tmp_path}/newer.db"
+    assert cli.main(["migrate", "--database", database]) == 0
+    with sqlite3.connect(tmp_path / "newer.db") as db:
+        db.execute("UPDATE alembic_version SET version_num = '9999_future'")
+    capsys.readouterr()
+
+    assert cli.main(["migrate", "--database", database]) == 1
+    assert capsys.readouterr().err == (
+        f"stateway: SQLite database at {tmp_path}/newer.db: The database is at schema revision"
+        f" '9999_future', which stateway {__version__} does not know (its newest is"
+        f" '{HEAD_REVISION}'): a newer stateway has migrated it. Serve it with that version"
+        " (a schema is never downgraded on start-up).\n"
+    )

@@ -110,7 +110,8 @@ def test_an_unreachable_database_is_exit_1(capsys: pytest.CaptureFixture[str]) -
     code, out, err = keys(capsys, "list", "--database", "postgresql://nobody@127.0.0.1:1/none")
 
     assert (code, out) == (1, "")
-    assert err.startswith("stateway: ")
+    database = "PostgreSQL database none on 127.0.0.1:1 as nobody"
+    assert err.startswith(f"stateway: {database}: Storage failed while migrating the database.")
     assert "Traceback" not in err
 
 

@@ -82,8 +82,8 @@ def _reported(config: Config, command: Callable[[], int]) -> int:
     except ConfigError as exc:  # found at start-up: an unusable stored sealing key
         print(f"stateway: {exc}", file=sys.stderr)
         return 2
-    except StorageError as exc:  # what the database said, and which database it is
-        print(f"stateway: {exc}; database: {describe_url(config.database_url)}", file=sys.stderr)
+    except StorageError as exc:  # which database it is, then what it said
+        print(f"stateway: {describe_url(config.database_url)}: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:  # e.g. the database directory cannot be created
         print(f"stateway: {exc}", file=sys.stderr)

@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
     except LookupError as exc:  # no such key
         print(f"stateway: {exc.args[0]}", file=sys.stderr)
         return 1
-    except StorageError as exc:  # what the database said, and which database it is
-        print(f"stateway: {exc}; database: {describe_url(config.database_url)}", file=sys.stderr)
+    except StorageError as exc:  # which database it is, then what it said
+        print(f"stateway: {describe_url(config.database_url)}: {exc}", file=sys.stderr)
         return 1
     return 0
 
