@@ -433,3 +433,58 @@ def test_a_database_failure_names_the_database_then_says_what_it_said(
         f" '{HEAD_REVISION}'): a newer stateway has migrated it. Serve it with that version"
         " (a schema is never downgraded on start-up).\n"
     )
+
+
+def test_the_start_up_description_shows_redis_rate_limits_and_retention() -> None:
+    """What replicas share and what they enforce, each on its own line when set; Redis's
+    password masked as an upstream URL's is."""
+    env = {
+        "STATEWAY_REDIS_URL": "redis://ops:s3cret-pass@10.0.0.5:6379/0",
+        "STATEWAY_REQUESTS_PER_MINUTE": "60",
+        "STATEWAY_TOKENS_PER_MINUTE": "100000",
+        "STATEWAY_CONCURRENT_REQUESTS": "4",
+        "STATEWAY_RETENTION": "30d",
+    }
+    out = io.StringIO()
+
+    cli._describe(load_config(Overrides(), env), out)
+
+    lines = out.getvalue().splitlines()
+    assert "s3cret-pass" not in out.getvalue()
+    assert "retention: stored responses kept 30d" in lines
+    assert "redis: redis://ops:***@10.0.0.5:6379/0 (key prefix 'stateway:')" in lines
+    assert (
+        "rate limits per principal: 60 requests/min, 100000 tokens/min, 4 concurrent requests"
+    ) in lines
+
+
+def test_the_start_up_description_leaves_out_what_is_not_set() -> None:
+    env = {"STATEWAY_TOKENS_PER_MINUTE": "500"}
+    out = io.StringIO()
+
+    cli._describe(load_config(Overrides(), env), out)
+
+    assert "rate limits per principal: 500 tokens/min" in out.getvalue().splitlines()
+    assert "redis" not in out.getvalue()
+    assert "retention" not in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:s3cret-pass@cache:6379", "redis://:***@cache:6379"),
+        ("rediss://cache:6380/1", "rediss://cache:6380/1"),
+        (
+            "unix:///run/redis.sock?db=1&password=s3cret-pass",
+            "unix:///run/redis.sock?db=1&password=***",
+        ),
+    ],
+)
+def test_the_start_up_description_masks_a_redis_password_however_given(
+    url: str, shown: str
+) -> None:
+    out = io.StringIO()
+
+    cli._describe(load_config(Overrides(), {"STATEWAY_REDIS_URL": url}), out)
+
+    assert f"redis: {shown} (key prefix 'stateway:')" in out.getvalue().splitlines()

@@ -5,6 +5,7 @@ import pytest
 from stateway.app.generation import build_backend
 from stateway.backends.admission import WaitingRoom
 from stateway.config import ConfigError, Overrides, ServerConfig, backend_api_key, load_config
+from stateway.durations import duration_seconds, duration_text
 
 EMPTY_ENV: dict[str, str] = {}
 
@@ -453,6 +454,15 @@ def test_retention_is_a_duration_or_seconds(tmp_path: Path, value: str, seconds:
         seconds
     )
     assert load_config(Overrides(), EMPTY_ENV).storage.retention is None
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(30 * 86400, "30d"), (14 * 86400, "2w"), (5400, "90m"), (3601, "3601s"), (1.5, "1.5s")],
+)
+def test_a_duration_is_shown_in_its_largest_whole_unit(seconds: float, shown: str) -> None:
+    assert duration_text(seconds) == shown
+    assert shown.endswith(".5s") or duration_seconds(shown) == seconds
 
 
 @pytest.mark.parametrize("value", ['"soon"', '"30 days"', "0", '"0d"', "-5", '"inf"', "inf"])

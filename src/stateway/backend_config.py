@@ -12,6 +12,7 @@ from stateway.backends.chat_request import REASONING_FIELDS, ReasoningField
 from stateway.backends.reasoning_efforts import NONE, Effort
 from stateway.config_section import Section
 from stateway.core.headers import is_header_name, is_header_value
+from stateway.redaction import masked_url
 from stateway.tool_config import checked_gateway_tools
 
 HOSTED_OPENAI_HOST = "api.openai.com"
@@ -209,13 +210,7 @@ class BackendConfig(Section):
     def shown_url(self) -> str:
         """``url`` as the start-up banner and the log show it: a password in it (which
         the server is sent as Basic credentials) masked."""
-        scheme, _, rest = self.url.partition("://")
-        netloc, slash, path = rest.partition("/")
-        userinfo, at, host = netloc.rpartition("@")
-        user, colon, _ = userinfo.partition(":")
-        if not colon:
-            return self.url
-        return f"{scheme}://{user}:***{at}{host}{slash}{path}"
+        return masked_url(self.url)
 
     @property
     def model_map(self) -> dict[str, str]:

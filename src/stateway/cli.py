@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 from stateway import __version__, key_commands
 from stateway.config import Config, ConfigError, Overrides, load_config
 from stateway.core.errors import StorageError
+from stateway.durations import duration_text
 from stateway.exposure import ExposureRefused, check_exposure
 from stateway.header_guard import HeaderLimits
+from stateway.redaction import masked_url
 from stateway.serving import (
     DRAIN_GRACE,
     AnnouncingServer,
@@ -189,6 +191,13 @@ def _describe(config: Config, out: Any, *, beyond_loopback: bool = False) -> Non
     """What the configuration serves; ``beyond_loopback``: served without auth on a public
     address (``--insecure-no-auth``), which the auth line says instead of loopback only."""
     print(f"database: {describe_url(config.database_url)}", file=out)
+    if config.storage.retention is not None:
+        kept = duration_text(config.storage.retention)
+        print(f"retention: stored responses kept {kept}", file=out)
+    coordination = config.coordination
+    if coordination.redis_url is not None:
+        shown = masked_url(coordination.redis_url)
+        print(f"redis: {shown} (key prefix {coordination.key_prefix!r})", file=out)
     catch_all = {backend.name for backend in config.catch_all_backends}
     for backend in config.backends:
         models = ", ".join(backend.model_map)
@@ -204,8 +213,26 @@ def _describe(config: Config, out: Any, *, beyond_loopback: bool = False) -> Non
         print(f"route {route.name}{' (default)' if route.default else ''}: {candidates}", file=out)
     for alias, target in config.aliases.items():
         print(f"alias {alias} -> {target}", file=out)
+    limits = _limits_description(config)
+    if limits:
+        print(f"rate limits per principal: {limits}", file=out)
     print(f"auth: {_auth_description(config, beyond_loopback)}", file=out)
     out.flush()
+
+
+def _limits_description(config: Config) -> str:
+    """The ``[rate_limits]`` set, or nothing."""
+    limits = config.rate_limits
+    described = [
+        f"{value} {what}"
+        for value, what in (
+            (limits.requests_per_minute, "requests/min"),
+            (limits.tokens_per_minute, "tokens/min"),
+            (limits.concurrent_requests, "concurrent requests"),
+        )
+        if value is not None
+    ]
+    return ", ".join(described)
 
 
 def _auth_description(config: Config, beyond_loopback: bool) -> str:

@@ -18,3 +18,12 @@ def duration_seconds(text: str) -> int | None:
     if duration is None:
         return None
     return int(duration.group(1)) * _UNITS[duration.group(2)]
+
+
+def duration_text(seconds: float) -> str:
+    """``seconds`` as a duration in its largest whole unit (``30d``; ``2592001s``), or in
+    seconds when not whole (``1.5s``)."""
+    for unit, size in sorted(_UNITS.items(), key=lambda item: -item[1]):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"

@@ -8,6 +8,9 @@ copy and a fragment cut off by truncation are all masked). A key shorter than th
 masked whole. The MCP client masks the header values it sent a server out of that server's
 error messages the same way (:mod:`stateway.mcp_client.failures`).
 
+:func:`masked_url` shows a configured URL (an upstream's, Redis's) without the password it
+carries, for the start-up summary and the log.
+
 It imports nothing of the gateway's, so that both adapters that send credentials, the
 model servers' (:mod:`stateway.backends`) and the MCP servers'
 (:mod:`stateway.mcp_client`), depend on it and not on each other.
@@ -20,6 +23,19 @@ import re
 RUN = 8
 """The shortest stretch of the key that is treated as revealing it."""
 MASK = "***"
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*")
+
+
+def masked_url(url: str) -> str:
+    """``url`` with its password masked: the user information's (``user:***@``) and a
+    ``password`` query parameter's (a Redis URL may carry it so)."""
+    scheme, _, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, host = netloc.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    if colon:
+        url = f"{scheme}://{user}:{MASK}{at}{host}{slash}{path}"
+    return _QUERY_PASSWORD.sub(rf"\g<1>{MASK}", url)
 
 
 class KeyScrubber:
