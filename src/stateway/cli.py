@@ -121,7 +121,13 @@ def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = Fal
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
         _tune_gc()
         sessions = None if parts.websockets is None else parts.websockets.drain
-        drain = Drain(config.server.drain_timeout, parts.end_runs, parts.settle_runs, sessions)
+        drain = Drain(
+            config.server.drain_timeout,
+            parts.end_runs,
+            parts.settle_runs,
+            sessions,
+            in_flight=parts.runs.__len__,
+        )
         graceful = math.ceil(drain.timeout) + DRAIN_GRACE
         frames = config.websocket.frame_limit(config.server.max_body_bytes)
         uvicorn_config = server_config(

@@ -146,14 +146,18 @@ class DenyingWebSocketProtocol(SendGuarded, WebSocketsSansIOProtocol):
 class Drain:
     timeout: float
     """Seconds requests in flight may take to finish once shutdown begins."""
-    end: Callable[[], Awaitable[None]]
-    """Ends what is still in flight after ``timeout``; returns once it has ended."""
+    end: Callable[[], Awaitable[int]]
+    """Ends what is still in flight after ``timeout``; returns, once it has ended, how
+    many it ended."""
     settled: Callable[[], Awaitable[None]] | None = None
     """Returns once work no request waits for (background runs) is done: it gets the
     drain window too, after the requests in flight."""
     sessions: Callable[[], Awaitable[None]] | None = None
     """Drains the WebSocket sessions (their requests end, then they are closed): first,
     with no new connection accepted, since the server would close them at once (1012)."""
+    in_flight: Callable[[], int] | None = None
+    """How many runs are in flight (background ones included), for the log line saying
+    that shutdown begins."""
 
 
 class AnnouncingServer(uvicorn.Server):
@@ -166,11 +170,14 @@ class AnnouncingServer(uvicorn.Server):
         super().__init__(config)
         self.announcement = announcement
         self._drain = drain
+        self._ended = 0
+        """How many :attr:`Drain.end` ended (none while everything finishes in time)."""
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self._drain is None:
             await super().shutdown(sockets=sockets)
             return
+        self._log_start(self._drain)
         ender = asyncio.create_task(self._end_after(self._drain))
         try:
             if self._drain.sessions is not None:
@@ -183,6 +190,14 @@ class AnnouncingServer(uvicorn.Server):
                 await self._end_now(self._drain)
         finally:
             ender.cancel()
+        log.info("shut down: %d ended as server_shutting_down", self._ended)
+
+    def _log_start(self, drain: Drain) -> None:
+        in_flight = [_counted(len(self.server_state.tasks), "request")]
+        if drain.in_flight is not None:
+            in_flight.append(_counted(drain.in_flight(), "run"))
+        window = f"{drain.timeout:g}s"
+        log.info("shutting down (drain window %s): %s in flight", window, " and ".join(in_flight))
 
     async def _end_now(self, drain: Drain) -> None:
         """A second SIGINT (uvicorn's force quit) skips the rest of the drain window: what
@@ -192,7 +207,7 @@ class AnnouncingServer(uvicorn.Server):
         log.warning("forced to quit: ending requests still in flight now")
         with suppress(TimeoutError):
             async with asyncio.timeout(FORCED_GRACE):
-                await drain.end()
+                self._ended = await drain.end()
                 tasks = set(self.server_state.tasks)
                 if tasks:
                     await asyncio.wait(tasks)
@@ -209,13 +224,17 @@ class AnnouncingServer(uvicorn.Server):
     async def _end_after(self, drain: Drain) -> None:
         await asyncio.sleep(drain.timeout)  # a timer: the drain window itself
         log.warning("drain window of %gs is over: ending requests still in flight", drain.timeout)
-        await drain.end()
+        self._ended = await drain.end()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         if self.started:
             sys.stdout.write(self.announcement + "\n")
             sys.stdout.flush()
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -134,6 +134,10 @@ async def test_sigterm_drains_then_ends_every_request_in_the_error_shape(
     text = log.read_text()
     assert "Traceback" not in text
     assert "Internal Server Error" not in text
+    # said when it began and ended, at info
+    began = f"INFO stateway.serving: shutting down (drain window {DRAIN:g}s): 51 requests and"
+    assert f"{began} 51 runs in flight" in text
+    assert "INFO stateway.serving: shut down: 50 ended as server_shutting_down" in text
 
 
 async def wait_until_refused(url: str) -> None:
@@ -206,7 +210,10 @@ async def test_a_second_sigint_ends_requests_at_once_in_the_error_shape(
 
     assert rest[-1]["type"] == "response.failed"
     assert rest[-1]["response"]["error"]["code"] == "server_shutting_down"
-    assert "Traceback" not in log.read_text()
+    text = log.read_text()
+    assert "Traceback" not in text
+    assert "shutting down (drain window 30s): 1 request and 1 run in flight" in text
+    assert "shut down: 1 ended as server_shutting_down" in text
 
 
 async def collect(events: Events) -> list[dict[str, Any]]:
@@ -305,6 +312,9 @@ async def test_sigterm_ends_relayed_chat_answers_in_the_chat_error_shape(
     text = log.read_text()
     assert "Traceback" not in text
     assert "Internal Server Error" not in text
+    # relays are no runs, yet ended as server_shutting_down all the same
+    assert "shutting down (drain window 2s): 3 requests and 0 runs in flight" in text
+    assert "shut down: 3 ended as server_shutting_down" in text
     # expected endings: no warning of them, nor of the relays' reads the gateway ended
     assert "the connection to model server" not in text
     assert "WARNING stateway.surfaces" not in text

@@ -77,9 +77,10 @@ class GatewayParts:
     retention: RetentionSweeper | None = None
     """Deletes stored responses older than ``[storage] retention``, when it is set."""
 
-    async def end_runs(self) -> None:
-        """End every run as ``server_shutting_down``; later ones end as they start."""
-        await self.runs.end_all(CancelReason.SHUTTING_DOWN)
+    async def end_runs(self) -> int:
+        """End every run (and relayed answer) as ``server_shutting_down``; later ones end
+        as they start. Returns how many it ended."""
+        return await self.runs.end_all(CancelReason.SHUTTING_DOWN)
 
     async def settle_runs(self) -> None:
         """Return once no run is in flight (background runs included)."""

@@ -308,17 +308,20 @@ class RunRegistry:
             self._idle = self._idle or asyncio.get_running_loop().create_future()
             await asyncio.shield(self._idle)
 
-    async def end_all(self, reason: CancelReason) -> None:
+    async def end_all(self, reason: CancelReason) -> int:
         """Cancel every run for ``reason`` and wait until each has ended; with
         ``SHUTTING_DOWN``, runs registered from now on end as soon as they start, and the
         relays in flight are ended as ``server_shutting_down`` (their requests answer it
-        as they end; relays are added no more)."""
+        as they end; relays are added no more). Returns how many it ended (runs and
+        relays)."""
         runs = list(self._runs.values())
+        relays = list(self._relays) if reason is CancelReason.SHUTTING_DOWN else []
         if reason is CancelReason.SHUTTING_DOWN:
             self.closing = True
-            for relay in list(self._relays):
+            for relay in relays:
                 await relay.end(ServerShuttingDown())
         for run in runs:
             run.cancel(reason)
         for run in runs:
             await run.wait()
+        return len(runs) + len(relays)
