@@ -4,6 +4,7 @@ tenant credentials each reach only their routes, and a WebSocket upgrade is deni
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -249,6 +250,31 @@ async def test_an_unreachable_identity_provider_is_a_503_in_each_shape(
     assert token[0][1].decode().split()[1] not in anthropic.body.decode()
 
 
+async def test_a_key_that_cannot_be_checked_is_a_503_logged_once_without_the_key(
+    keys: tuple[Starlette, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database holding the keys is unreachable: the 503 is logged as a route's 5xx
+    is, once per request, and the key is in no log line."""
+    _, key = keys
+    store = Store()
+    store.failing = True
+    app = build(Authenticator(keys=KeyCache(store, 2.0, clock=Clock())))
+
+    with caplog.at_level(logging.INFO):
+        reply = await call(app, "POST", "/v1/responses", BODY, headers=bearer(key))
+        denied = await call(app, "GET", "/v1/models", headers=[(b"x-api-key", key.encode())])
+
+    assert (reply.status, denied.status) == (503, 503)
+    assert reply.json()["error"]["code"] == "storage_unavailable"
+    logged = [r for r in caplog.records if r.name == "stateway.surfaces.http.errors"]
+    assert [(r.levelno, r.getMessage()) for r in logged] == [
+        (logging.WARNING, "POST /v1/responses -> 503 Storage failed while looking up an API key."),
+        (logging.WARNING, "GET /v1/models -> 503 Storage failed while looking up an API key."),
+    ]
+    assert key not in caplog.text
+    assert key[8:20] not in caplog.text
+
+
 async def test_a_websocket_upgrade_without_a_credential_is_denied_with_a_401(
     keys: tuple[Starlette, str],
 ) -> None:
@@ -278,3 +304,43 @@ async def test_a_websocket_upgrade_without_a_credential_is_denied_with_a_401(
 
     assert sent[0]["type"] == "websocket.http.response.start"
     assert sent[0]["status"] == 401
+
+
+async def test_a_websocket_upgrade_whose_key_cannot_be_checked_is_logged_once(
+    keys: tuple[Starlette, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Closed (1008) where the server cannot answer an upgrade over HTTP: logged all the
+    same, as a GET."""
+    _, key = keys
+    store = Store()
+    store.failing = True
+    app = build(Authenticator(keys=KeyCache(store, 2.0, clock=Clock())))
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "websocket.connect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "websocket",
+        "path": "/v1/responses",
+        "raw_path": b"/v1/responses",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1"), *bearer(key)],
+        "scheme": "ws",
+        "server": ("127.0.0.1", 80),
+        "client": ("127.0.0.1", 1),
+        "subprotocols": [],
+        "state": {},
+    }
+    with caplog.at_level(logging.INFO):
+        await app(scope, receive, send)
+
+    assert [(m["type"], m.get("code")) for m in sent] == [("websocket.close", 1008)]
+    logged = [r for r in caplog.records if r.name == "stateway.surfaces.http.errors"]
+    assert [r.getMessage() for r in logged] == [
+        "GET /v1/responses -> 503 Storage failed while looking up an API key."
+    ]
+    assert key not in caplog.text

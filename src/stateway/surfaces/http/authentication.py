@@ -6,7 +6,8 @@ for the routes (``principal_of(request.scope)``).
 A request that cannot be identified is answered here, in its frontend's error shape:
 Anthropic's for ``/v1/messages`` (and a model listing an Anthropic client asks for), the
 OpenAI shape elsewhere; 401 for a missing or bad credential, 503 when the identity
-provider (or the database holding the keys) cannot say. A refused WebSocket upgrade is
+provider (or the database holding the keys) cannot say, logged as a route's 5xx is
+(:func:`~stateway.surfaces.http.errors.log_answered`). A refused WebSocket upgrade is
 denied with that HTTP answer. ``/health`` and ``/ready`` need no credential (probes).
 """
 
@@ -19,6 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from stateway.core.errors import GatewayError
 from stateway.surfaces.auth.authenticator import ANONYMOUS, IDENTITY, Authenticator
 from stateway.surfaces.http import messages
+from stateway.surfaces.http.errors import log_answered
 
 OPEN_PATHS: Final = frozenset({"/health", "/ready"})
 
@@ -50,6 +52,9 @@ async def _refuse(scope: Scope, receive: Receive, send: Send, error: GatewayErro
     if scope["type"] == "websocket" and "websocket.http.response" not in scope.get(
         "extensions", {}
     ):
+        log_answered(scope, error, error.status)
         await send({"type": "websocket.close", "code": 1008, "reason": error.message})
         return
-    await messages.error_response_for(scope)(error)(scope, receive, send)
+    answer = messages.error_response_for(scope)(error)
+    log_answered(scope, error, answer.status_code)  # a 503: as a route's 5xx is logged
+    await answer(scope, receive, send)

@@ -32,14 +32,25 @@ def error_answer(
     The error's traceback is dropped once answered: a run's error raised by the route
     would otherwise hold the frames it went through, and the run in their locals, in a
     cycle only the garbage collector frees."""
-    method, path = scope["method"], scope["path"]
     if isinstance(error, GatewayError):
         answer = respond(error)
-        if error.status >= 500:  # the status answered: a frontend may word it its own way
-            level = logging.INFO if isinstance(error, ServerShuttingDown) else logging.WARNING
-            logger.log(level, "%s %s -> %d %s", method, path, answer.status_code, error.message)
+        log_answered(scope, error, answer.status_code, logger)
     else:
-        logger.error("unhandled error on %s %s", method, path, exc_info=error)
+        logger.error("unhandled error on %s %s", scope["method"], scope["path"], exc_info=error)
         answer = respond(InternalError())
     error.__traceback__ = None
     return answer
+
+
+def log_answered(
+    scope: Scope, error: GatewayError, status: int, logger: logging.Logger = log
+) -> None:
+    """The log line of ``error`` answered with ``status`` (the status a frontend words its
+    own way), when it is the gateway's or the upstream's fault (500 or more): a warning,
+    but a shutdown ending it at info, as expected. Its message only: never a credential
+    the request carried."""
+    if status < 500:
+        return
+    level = logging.INFO if isinstance(error, ServerShuttingDown) else logging.WARNING
+    method = scope.get("method", "GET")  # a WebSocket upgrade is a GET
+    logger.log(level, "%s %s -> %d %s", method, scope["path"], status, error.message)
