@@ -1,6 +1,7 @@
 """Rate limits while Redis fails: the buckets and the slots let requests through, and a
-Redis that does not answer (a blackhole: each call waits out ``redis_timeout``) costs one
-call at a time its wait, not every request, nor each limit of one request."""
+Redis that does not answer (a blackhole: each call waits out ``redis_timeout``) holds up
+no request after its first failure (a background probe waits on it instead), nor each
+limit of one request."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from typing import Any
 
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stateway.config import Overrides, load_config
 from stateway.coordination.factory import build_limits
-from stateway.coordination.outage import RETRY_AFTER
+from stateway.coordination.outage import RETRY_AFTER, RedisOutage
 from stateway.coordination.redis import connect
 from stateway.coordination.request_slots import RedisRequestSlots
 from stateway.coordination.token_buckets import RedisTokenBuckets
@@ -63,34 +65,133 @@ async def test_a_request_asks_a_failing_redis_once_whatever_its_limits(
         await limits.aclose()
 
 
-async def test_after_the_pause_one_call_asks_redis_again_while_the_others_go_through() -> None:
-    """Calls made while that one waits for Redis do not wait on it too."""
-    now = [0.0]
-    buckets = RedisTokenBuckets(connect("redis://127.0.0.1:1/0"), "test:", monotonic=lambda: now[0])
-    asked = 0
-    waiting, answer = asyncio.Event(), asyncio.Event()
+class Pauses:
+    """The outage's pauses between probes, each ended by the test (:meth:`end_one`)."""
 
-    async def silent(**kwargs: Any) -> Any:
-        nonlocal asked
-        asked += 1
-        if asked > 1:
-            waiting.set()
-            await answer.wait()  # a blackhole, until its timeout
-        raise RedisConnectionError("no answer")
+    def __init__(self) -> None:
+        self.ends: asyncio.Queue[None] = asyncio.Queue()
+        self.taken = 0
+        self.pausing = asyncio.Event()
 
-    buckets._take = silent  # type: ignore[assignment]
+    async def __call__(self, seconds: float) -> None:
+        assert seconds == RETRY_AFTER
+        self.taken += 1
+        self.pausing.set()
+        await self.ends.get()
+
+    def end_one(self) -> None:
+        self.ends.put_nowait(None)
+
+
+class Probe:
+    """A fake ``PING``: silent (it waits until answered or failed), counted."""
+
+    def __init__(self) -> None:
+        self.pings = 0
+        self.asked = asyncio.Event()
+        self.outcome: asyncio.Future[None] | None = None
+
+    async def __call__(self) -> None:
+        self.pings += 1
+        self.outcome = asyncio.get_running_loop().create_future()
+        self.asked.set()
+        await self.outcome
+
+    async def reply(self, error: Exception | None = None) -> None:
+        """Answer (or fail) the ping under way, once one is."""
+        async with asyncio.timeout(5):
+            await self.asked.wait()
+        self.asked.clear()
+        assert self.outcome is not None
+        if error is None:
+            self.outcome.set_result(None)
+        else:
+            self.outcome.set_exception(error)
+
+
+def failing_buckets(outage: RedisOutage) -> tuple[RedisTokenBuckets, list[int]]:
+    """Buckets whose every take Redis fails, counted."""
+    buckets = RedisTokenBuckets(connect("redis://127.0.0.1:1/0"), "test:", outage=outage)
+    asked = [0]
+
+    async def refused(**kwargs: Any) -> Any:
+        asked[0] += 1
+        raise RedisConnectionError("refused")
+
+    buckets._take = refused  # type: ignore[assignment]
+    return buckets, asked
+
+
+async def test_after_a_failure_no_request_asks_redis_until_a_probe_is_answered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A silent Redis holds up no request after its first failure: the requests pass
+    at once while one probe at a time waits on it, every RETRY_AFTER."""
+    pauses, probe = Pauses(), Probe()
+    outage = RedisOutage(logging.getLogger("test.outage"), "rate limits", probe, sleep=pauses)
+    buckets, asked = failing_buckets(outage)
+    try:
+        with caplog.at_level(logging.INFO, logger="test.outage"):
+            assert await buckets.take("k", 1, 1, 1) == 0.0
+            pauses.end_one()
+            await probe.reply(RedisTimeoutError("no answer"))  # a probe waited it out
+            pauses.end_one()
+            async with asyncio.timeout(5):
+                await probe.asked.wait()  # the next probe is waiting on Redis now
+            for _ in range(3):
+                assert await buckets.take("k", 1, 1, 1) == 0.0  # not held by it
+            assert (asked[0], probe.pings) == (1, 2)
+            probing = outage._probing
+            assert probing is not None
+            await probe.reply()  # Redis answers again
+            await asyncio.wait_for(probing, 5)
+            assert not outage.skips()
+            assert await buckets.take("k", 1, 1, 1) == 0.0
+            assert asked[0] == 2, "asked again once a probe was answered"
+        assert [r.getMessage() for r in caplog.records] == [
+            "rate limits: redis: refused; letting requests through",
+            "rate limits: redis answers again; applying the limits",
+            "rate limits: redis: refused; letting requests through",
+        ]
+    finally:
+        await buckets.aclose()
+    assert outage._probing is None
+
+
+async def test_closing_ends_the_probe_and_starts_no_other() -> None:
+    pauses, probe = Pauses(), Probe()
+    outage = RedisOutage(logging.getLogger("test.outage"), "rate limits", probe, sleep=pauses)
+    buckets, _ = failing_buckets(outage)
+    assert await buckets.take("k", 1, 1, 1) == 0.0
+    probing = outage._probing
+    assert probing is not None
+    await asyncio.wait_for(pauses.pausing.wait(), 5)  # the probe is in its pause
+
+    await buckets.aclose()
+
+    assert probing.done()
+    assert outage._probing is None
+    outage.failed(RedisConnectionError("refused"))  # a call that failed as it closed
+    assert outage._probing is None
+    assert pauses.taken == 1
+
+
+async def test_a_probe_that_is_no_outage_is_logged_and_probing_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pauses, probe = Pauses(), Probe()
+    outage = RedisOutage(logging.getLogger("test.outage"), "rate limits", probe, sleep=pauses)
+    buckets, _ = failing_buckets(outage)
     try:
         assert await buckets.take("k", 1, 1, 1) == 0.0
-        now[0] += RETRY_AFTER
-        probe = asyncio.create_task(buckets.take("k", 1, 1, 1))
-        async with asyncio.timeout(5):
-            await waiting.wait()
-            assert await buckets.take("k", 1, 1, 1) == 0.0
-        assert asked == 2, "asked by one call at a time"
-        answer.set()
-        assert await probe == 0.0
-        now[0] += RETRY_AFTER - 0.1
-        assert await buckets.take("k", 1, 1, 1) == 0.0
-        assert asked == 2, "the pause starts again at the failure"
+        pauses.end_one()
+        await probe.reply(ValueError("a bug"))
+        pauses.end_one()
+        probing = outage._probing
+        assert probing is not None
+        await probe.reply()
+        await asyncio.wait_for(probing, 5)
+        assert not outage.skips()
+        assert "probing redis failed" in caplog.text
     finally:
         await buckets.aclose()

@@ -64,8 +64,8 @@ def build_limits(config: Config) -> RateLimits | None:
     if coordination.redis_url is not None:
         from stateway.coordination.outage import RedisOutage
 
-        outage = RedisOutage(limits_log, "rate limits")  # one Redis: one outage for both
         client = _redis(coordination, coordination.redis_url)
+        outage = RedisOutage(limits_log, "rate limits", client.ping)  # one for both
         buckets = RedisTokenBuckets(client, coordination.key_prefix, outage=outage)
         if concurrent is not None:
             from stateway.coordination.request_slots import RedisRequestSlots

@@ -16,9 +16,9 @@ is cancelled while Redis answers (its client left) gives back the slot it took o
 answer comes, instead of leaving it held for a lease.
 
 When Redis cannot be reached requests are let through, holding no slot (a warning is
-logged once per outage), and Redis is not asked again for
-:data:`~stateway.coordination.outage.RETRY_AFTER` seconds, as the token buckets do:
-the limits protect the service, an outage of Redis must not take it down.
+logged once per outage), and no request asks Redis again until a background probe is
+answered (:mod:`.outage`), as the token buckets do: the limits protect the service, an
+outage of Redis must not take it down.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import asyncio
 import hashlib
 import logging
 import secrets
-import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Final
@@ -96,12 +95,11 @@ class RedisRequestSlots:
         *,
         lease: float = LEASE,
         clock: Callable[[], float] | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
         outage: RedisOutage | None = None,
     ) -> None:
         """``clock``: seconds, for tests; by default the Redis server's own clock.
-        ``monotonic``: this process's clock, for the pause after a failure. ``outage``:
-        the one the token buckets on the same Redis share (by default, its own)."""
+        ``outage``: the one the token buckets on the same Redis share (by default, its
+        own, probing ``client``)."""
         self._redis = client
         self._prefix = prefix
         self._lease = lease
@@ -114,7 +112,7 @@ class RedisRequestSlots:
         """By set, the slots given back whose ``ZREM`` is not answered yet."""
         self._removing: set[asyncio.Task[None]] = set()
         self._renewing: asyncio.Task[None] | None = None
-        self._outage = outage or RedisOutage(log, "concurrent requests", monotonic)
+        self._outage = outage or RedisOutage(log, "concurrent requests", client.ping)
 
     async def take(self, key: str, limit: int) -> Slot | None:
         if self._outage.skips():
@@ -163,6 +161,7 @@ class RedisRequestSlots:
             await asyncio.wait([self._renewing])
         if self._removing:
             await asyncio.wait(self._removing)
+        await self._outage.aclose()
         await self._redis.aclose()
 
     def _taken_for_nobody(self, name: str, slot_id: str, answer: asyncio.Future[int]) -> None:

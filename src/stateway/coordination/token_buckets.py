@@ -10,8 +10,8 @@ stored as its level and the time it had it, and refilled lazily by whoever takes
   ``{prefix}rate:{sha256(key)}`` that expires once it would be full again (a full bucket
   and a missing one are the same). When Redis cannot be reached requests are let through
   (a warning is logged once per outage): the limits protect the service, an outage of
-  Redis must not take it down (:mod:`.outage`: after a failure Redis is not asked again
-  for a few seconds).
+  Redis must not take it down (:mod:`.outage`: after a failure no request asks Redis
+  until a background probe is answered).
 """
 
 from __future__ import annotations
@@ -116,17 +116,16 @@ class RedisTokenBuckets:
         prefix: str = "stateway:",
         *,
         clock: Callable[[], float] | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
         outage: RedisOutage | None = None,
     ) -> None:
         """``clock``: seconds, for tests; by default the Redis server's own clock.
-        ``monotonic``: this process's clock, for the pause after a failure. ``outage``:
-        the one the slots on the same Redis share (by default, its own)."""
+        ``outage``: the one the slots on the same Redis share (by default, its own,
+        probing ``client``)."""
         self._redis = client
         self._prefix = prefix
         self._clock = clock
         self._take = client.register_script(_TAKE)
-        self._outage = outage or RedisOutage(log, "rate limits", monotonic)
+        self._outage = outage or RedisOutage(log, "rate limits", client.ping)
 
     async def take(self, key: str, per_minute: int, need: float, debit: float) -> float:
         if self._outage.skips():
@@ -143,4 +142,5 @@ class RedisTokenBuckets:
         return float(wait)
 
     async def aclose(self) -> None:
+        await self._outage.aclose()
         await self._redis.aclose()
