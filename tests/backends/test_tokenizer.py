@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -120,6 +121,27 @@ async def test_tokenizer_failures_are_upstream_errors(
 ) -> None:
     counter = backend(OpenAIChatBackend, await loopback.serve(LlamaCpp(answers).handle), loopback)
     with pytest.raises(UpstreamError, match=error):
+        await counter.count_tokens(request())
+
+
+async def test_an_answer_with_its_field_is_read_though_it_has_an_error_member(
+    loopback: Loopback,
+) -> None:
+    """Only a body without the field a route answers in is an error (LM Studio's 200 to a
+    route it does not serve): a server that adds ``"error": null`` beside it is counted."""
+    answers = {
+        "/tokenize": {"tokens": [0, 1], "error": None},
+        "/apply-template": {"prompt": "<|user|>a b", "error": None},
+    }
+    counter = backend(OpenAIChatBackend, await loopback.serve(LlamaCpp(answers).handle), loopback)
+    assert await counter.count_tokens(request()) == 2
+
+
+async def test_a_malformed_answer_names_the_backend_and_the_route(loopback: Loopback) -> None:
+    server = LlamaCpp({"/apply-template": {"prompt": 3}})
+    counter = backend(OpenAIChatBackend, await loopback.serve(server.handle), loopback)
+    message = "The model server 'up' answered /apply-template with a malformed body."
+    with pytest.raises(UpstreamError, match=re.escape(message)):
         await counter.count_tokens(request())
 
 
