@@ -137,10 +137,20 @@ async def test_an_answer_with_its_field_is_read_though_it_has_an_error_member(
     assert await counter.count_tokens(request()) == 2
 
 
-async def test_a_malformed_answer_names_the_backend_and_the_route(loopback: Loopback) -> None:
-    server = LlamaCpp({"/apply-template": {"prompt": 3}})
+@pytest.mark.parametrize(
+    ("answers", "path"),
+    [
+        ({"/apply-template": {"prompt": 3}}, "/apply-template"),
+        ({"/tokenize": {"nothing": 1}}, "/tokenize"),
+        ({"/tokenize": b"not json"}, "/tokenize"),
+    ],
+)
+async def test_a_malformed_answer_names_the_backend_and_the_route(
+    loopback: Loopback, answers: dict[str, Any], path: str
+) -> None:
+    server = LlamaCpp(answers)
     counter = backend(OpenAIChatBackend, await loopback.serve(server.handle), loopback)
-    message = "The model server 'up' answered /apply-template with a malformed body."
+    message = f"The model server 'up' answered {path} with a malformed body."
     with pytest.raises(UpstreamError, match=re.escape(message)):
         await counter.count_tokens(request())
 
