@@ -113,6 +113,24 @@ def test_a_signature_seals_and_ends_its_reasoning() -> None:
     assert [item["encrypted_content"] for item in done] == ["sig1=", "sig2=", "sig3="]
 
 
+def test_a_signature_is_wrapped_with_the_thinking_it_signs() -> None:
+    output: list[Item] = []
+    wrapped: list[tuple[str, str | None]] = []
+
+    def wrap(seal: str, text: str | None) -> str:
+        wrapped.append((seal, text))
+        return f"over:{seal}"
+
+    assembler = OutputAssembler(output, lambda _: None, set(), Catalog([]), wrap=wrap)
+    assembler.reasoning("plan ")
+    assembler.reasoning("ahead")
+    assembler.reasoning_signature("sig1=")
+    assembler.item({"type": "reasoning", "summary": [], "encrypted_content": "redacted:x"})
+    assembler.finish()
+    assert wrapped == [("sig1=", "plan ahead"), ("redacted:x", None)]
+    assert [item["encrypted_content"] for item in output] == ["over:sig1=", "over:redacted:x"]
+
+
 def test_every_item_is_announced_with_its_status() -> None:
     """The Open Responses spec asks a status of every item, from its
     ``output_item.added`` on: ``in_progress`` while it is written."""

@@ -75,6 +75,55 @@ def test_a_chat_tool_loop_with_reasoning_continues(fake_upstream: str, tmp_path:
         assert second.choices[0].finish_reason == "stop"
 
 
+def test_reasoning_sent_back_with_its_seal_alone_reaches_anthropic_signed(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """Clients of hosted OpenAI send a reasoning item back with its ``encrypted_content``
+    and an empty ``summary``, without the text (the Vercel AI SDK, ``store: false``): the
+    seal holds all a hosted model needs. Anthropic checks a signature against its thinking,
+    so the gateway's seal over it holds that thinking too, and Anthropic gets it back."""
+    tool = {"type": "function", "name": "f", "parameters": {"type": "object"}}
+    prompt = '[[reason:plan ahead]] [[tool:f:{"a":1}]] [[echo]]'
+    with (
+        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        first = sdk.responses.create(
+            model=MODEL,
+            input=prompt,
+            tools=[tool],  # type: ignore[list-item]
+            store=False,
+            include=["reasoning.encrypted_content"],
+        )
+        reasoning, call = first.output
+        assert reasoning.type == "reasoning"
+        assert call.type == "function_call"
+        assert reasoning.encrypted_content
+        second = sdk.responses.create(
+            model=MODEL,
+            input=[
+                {"role": "user", "content": prompt},
+                {
+                    "type": "reasoning",
+                    "id": reasoning.id,
+                    "summary": [],
+                    "encrypted_content": reasoning.encrypted_content,
+                },
+                {
+                    "type": "function_call",
+                    "call_id": call.call_id,
+                    "name": call.name,
+                    "arguments": call.arguments,
+                },
+                {"type": "function_call_output", "call_id": call.call_id, "output": "1"},
+            ],
+            tools=[tool],  # type: ignore[list-item]
+            store=False,
+            include=["reasoning.encrypted_content"],
+        )
+        assert "reasoning: plan ahead" in second.output_text
+
+
 def test_an_effort_is_asked_at_the_level_anthropic_knows_nearest(
     fake_upstream: str, tmp_path: Path
 ) -> None:

@@ -50,14 +50,14 @@ class OutputAssembler:
         catalog: Catalog | None = None,
         tools: ToolSession | None = None,
         reasoning: ReasoningOutput | None = None,
-        wrap: Callable[[str], str] | None = None,
+        wrap: Callable[[str, str | None], str] | None = None,
     ) -> None:
         self._output = output
         self._reasoning = reasoning
         """Summaries and sealing of reasoning items
         (:mod:`stateway.core.compaction.reasoning_output`)."""
         self._wrap = wrap
-        """Seals an upstream's own seal over for the tenant
+        """Seals an upstream's own seal over for the tenant, with the thinking text it signs
         (:func:`stateway.core.reasoning.wrapped`); None: kept as it came."""
         self._tools = tools
         self._emit = emit
@@ -153,11 +153,11 @@ class OutputAssembler:
         current = self._open
         if current is None or current.item["type"] != REASONING:
             current = self._start_reasoning()
-        current.item["encrypted_content"] = self._wrapped(signature)
+        current.item["encrypted_content"] = self._wrapped(signature, "".join(current.chunks))
         self._close("completed")
 
-    def _wrapped(self, seal: str) -> str:
-        return self._wrap(seal) if self._wrap is not None else seal
+    def _wrapped(self, seal: str, text: str | None) -> str:
+        return self._wrap(seal, text) if self._wrap is not None else seal
 
     def tool_call(self, delta: ToolCallDelta) -> None:
         """A fragment of a call. While a call is being written, the fragments of another
@@ -196,7 +196,7 @@ class OutputAssembler:
             item["id"] = new_id("item")
         seal = item.get("encrypted_content")
         if item.get("type") == REASONING and isinstance(seal, str) and seal:  # redacted
-            item["encrypted_content"] = self._wrapped(seal)
+            item["encrypted_content"] = self._wrapped(seal, None)
         index = len(self._output)
         self._output.append(item)
         self._emit(ev.ItemAdded(index, dict(item)))

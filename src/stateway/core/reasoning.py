@@ -23,11 +23,14 @@ the gateway's credentials, so one tenant's seal, sent by another, would be opene
 other. Where it enters an output item (:meth:`~stateway.core.assembler.OutputAssembler.
 reasoning_signature`, or a whole redacted item) the seal, as the item keeps it (with its
 prefix: which upstream made it), is sealed over for the tenant (:func:`wrapped`, kind
-:data:`~stateway.core.compaction.sealed.UPSTREAM_REASONING`); a redacted block keeps
-:data:`REDACTED` in front, so the Messages encoders still show it as one. Stored items,
-events and every protocol's encoding carry that form; the model's view of a context
-(:mod:`stateway.core.compaction.view`) opens it again (:func:`unwrapped`) for the
-upstream.
+:data:`~stateway.core.compaction.sealed.UPSTREAM_REASONING`) with the thinking text it
+signs; a redacted block keeps :data:`REDACTED` in front, so the Messages encoders still
+show it as one. Stored items, events and every protocol's encoding carry that form; the
+model's view of a context (:mod:`stateway.core.compaction.view`) opens it again
+(:func:`unwrapped_thinking`) for the upstream, with that text: clients of hosted OpenAI
+send a reasoning item back with its ``encrypted_content`` and an empty ``summary`` only
+(hosted, the seal holds everything), and Anthropic refuses a signature over other text.
+Seals made before 2026-12-05 hold no text: the text that comes with the item is used.
 """
 
 from __future__ import annotations
@@ -86,11 +89,23 @@ def redacted_item(item_id: str, data: str) -> Item:
     }
 
 
-def wrapped(sealer: Sealer, tenant_id: str, seal: str) -> str:
-    """An upstream's ``seal`` (as an item keeps it) sealed over for ``tenant_id``: what
-    clients are given instead (redacted thinking keeps its :data:`REDACTED` prefix)."""
-    over = sealed.seal(sealer, sealed.UPSTREAM_REASONING, tenant_id, seal)
-    return REDACTED + over if seal.startswith(REDACTED) else over
+@dataclass(slots=True, frozen=True)
+class Wrapped:
+    """What :func:`wrapped` sealed over: an upstream's seal and the thinking it signs."""
+
+    seal: str
+    text: str | None
+    """None: sealed without it (redacted thinking, or before 2026-12-05)."""
+
+
+def wrapped(sealer: Sealer, tenant_id: str, seal: str, text: str | None = None) -> str:
+    """An upstream's ``seal`` (as an item keeps it) sealed over for ``tenant_id`` with the
+    thinking ``text`` it signs: what clients are given instead (redacted thinking, which
+    has no text, keeps its :data:`REDACTED` prefix)."""
+    redacted = seal.startswith(REDACTED)
+    more = {"text": text} if text is not None and not redacted else None
+    over = sealed.seal(sealer, sealed.UPSTREAM_REASONING, tenant_id, seal, more)
+    return REDACTED + over if redacted else over
 
 
 def sealed_over(item: Item, sealer: Sealer | None, tenant_id: str) -> Item:
@@ -107,10 +122,24 @@ def sealed_over(item: Item, sealer: Sealer | None, tenant_id: str) -> Item:
         or sealer.owns(seal.removeprefix(REDACTED))
     ):
         return item
-    return {**item, "encrypted_content": wrapped(sealer, tenant_id, seal)}
+    return {**item, "encrypted_content": wrapped(sealer, tenant_id, seal, thinking_of(item).text)}
 
 
 def unwrapped(sealer: Sealer, tenant_id: str, blob: str) -> str | None:
     """The upstream's seal :func:`wrapped` sealed in ``blob`` (as an item keeps it), or
     None unless it was sealed here for ``tenant_id``, unaltered."""
-    return sealed.opened(sealer, sealed.UPSTREAM_REASONING, tenant_id, blob.removeprefix(REDACTED))
+    opened = unwrapped_thinking(sealer, tenant_id, blob)
+    return opened.seal if opened is not None else None
+
+
+def unwrapped_thinking(sealer: Sealer, tenant_id: str, blob: str) -> Wrapped | None:
+    """The upstream's seal and thinking :func:`wrapped` sealed in ``blob``, or None unless
+    it was sealed here for ``tenant_id``, unaltered."""
+    payload = sealed.opened_payload(
+        sealer, sealed.UPSTREAM_REASONING, tenant_id, blob.removeprefix(REDACTED)
+    )
+    seal = payload.get("seal") if payload is not None else None
+    if not isinstance(seal, str):
+        return None
+    text = payload.get("text") if payload is not None else None
+    return Wrapped(seal, text if isinstance(text, str) else None)

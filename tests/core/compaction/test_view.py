@@ -10,7 +10,7 @@ from stateway.core.compaction import sealed
 from stateway.core.compaction.prompt import SUMMARY_PREFIX
 from stateway.core.compaction.view import kept_messages, model_view, unsealed_output
 from stateway.core.errors import InternalError, InvalidRequest
-from stateway.core.reasoning import unwrapped, wrapped
+from stateway.core.reasoning import Wrapped, unwrapped, unwrapped_thinking, wrapped
 from stateway.sealing import AesGcmSealer
 
 SEALER = AesGcmSealer(bytes(range(32)))
@@ -121,6 +121,24 @@ def test_an_upstreams_seal_sealed_over_opens_for_its_tenant_only(seal: str) -> N
         assert refused.value.param == (
             "input[0].encrypted_content" if start == 0 else "conversation"
         )
+
+
+def test_an_upstreams_seal_shows_the_thinking_sealed_with_it() -> None:
+    """Clients of hosted OpenAI send reasoning back with its seal alone (an empty
+    ``summary``): the upstream gets the thinking its signature signs, sealed beside it, not
+    what came along; a seal made before the text was sealed with it keeps what came."""
+    blob = wrapped(SEALER, TENANT, "EqQBsig", "true thought")
+    bare = {"type": "reasoning", "summary": [], "encrypted_content": blob}
+    forged = {**bare, "content": [{"type": "reasoning_text", "text": "forged"}]}
+    for item in (bare, forged):
+        [view] = model_view([item], TENANT, SEALER, 0)
+        assert view["encrypted_content"] == "EqQBsig"
+        assert view["content"] == [{"type": "reasoning_text", "text": "true thought"}]
+    older = {**forged, "encrypted_content": wrapped(SEALER, TENANT, "EqQBsig")}
+    [view] = model_view([older], TENANT, SEALER, 0)
+    assert view["content"] == forged["content"]
+    redacted = wrapped(SEALER, TENANT, "redacted_thinking:data", "ignored")
+    assert unwrapped_thinking(SEALER, TENANT, redacted) == Wrapped("redacted_thinking:data", None)
 
 
 def test_a_seal_of_one_reasoning_kind_does_not_open_as_the_other() -> None:

@@ -1,9 +1,9 @@
 """Sealed ``encrypted_content``: a compaction item's summary, a reasoning item's text, and
 an upstream's own seal on its reasoning (:mod:`stateway.core.reasoning`).
 
-Each is a small JSON object (``{"summary": ...}``, ``{"text": ...}``, ``{"seal": ...}``)
-sealed for the
-tenant and its kind through the :class:`~stateway.core.ports.Sealer` port, so clients can
+Each is a small JSON object (``{"summary": ...}``, ``{"text": ...}``, ``{"seal": ...,
+"text": ...}``: an upstream's seal with the thinking it signs) sealed for the tenant and its
+kind through the :class:`~stateway.core.ports.Sealer` port, so clients can
 carry it (``store: false`` clients must) but neither read nor forge it, and it opens only
 for the tenant and the item kind it was sealed for. One that does not open is a 400
 ``invalid_encrypted_content`` naming the item.
@@ -16,6 +16,7 @@ the two together, a seal that does not open being ``compaction_signature_invalid
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 import orjson
@@ -35,11 +36,18 @@ _FIELDS: Final = {COMPACTION: "summary", REASONING: "text", UPSTREAM_REASONING: 
 _NOUNS: Final = {UPSTREAM_REASONING: REASONING}
 
 
-def seal(sealer: Sealer | None, kind: str, tenant_id: str, text: str) -> str:
-    """``text`` sealed as the ``encrypted_content`` of an item of ``kind``."""
+def seal(
+    sealer: Sealer | None,
+    kind: str,
+    tenant_id: str,
+    text: str,
+    more: Mapping[str, str] | None = None,
+) -> str:
+    """``text`` sealed as the ``encrypted_content`` of an item of ``kind``, with the
+    ``more`` fields beside it (:func:`opened_payload` reads them back)."""
     if sealer is None:  # the composition root always wires one
         raise InternalError()
-    return sealer.seal(kind, tenant_id, orjson.dumps({_FIELDS[kind]: text}))
+    return sealer.seal(kind, tenant_id, orjson.dumps({**(more or {}), _FIELDS[kind]: text}))
 
 
 def unseal(sealer: Sealer | None, kind: str, tenant_id: str, sealed: object, param: str) -> str:
@@ -54,6 +62,17 @@ def unseal(sealer: Sealer | None, kind: str, tenant_id: str, sealed: object, par
 def opened(sealer: Sealer | None, kind: str, tenant_id: str, sealed: object) -> str | None:
     """The text sealed in ``sealed``, or None unless it was sealed here, for this tenant
     and kind, unaltered."""
+    payload = opened_payload(sealer, kind, tenant_id, sealed)
+    text = payload.get(_FIELDS[kind]) if payload is not None else None
+    return text if isinstance(text, str) else None
+
+
+def opened_payload(
+    sealer: Sealer | None, kind: str, tenant_id: str, sealed: object
+) -> dict[str, object] | None:
+    """The whole object sealed in ``sealed`` (its text and any ``more`` fields :func:`seal`
+    put beside it), or None unless it was sealed here, for this tenant and kind,
+    unaltered."""
     plain = (
         sealer.unseal(kind, tenant_id, sealed)
         if sealer is not None and isinstance(sealed, str)
@@ -63,8 +82,7 @@ def opened(sealer: Sealer | None, kind: str, tenant_id: str, sealed: object) -> 
         payload = orjson.loads(plain) if plain is not None else None
     except orjson.JSONDecodeError:
         payload = None
-    text = payload.get(_FIELDS[kind]) if isinstance(payload, dict) else None
-    return text if isinstance(text, str) else None
+    return payload if isinstance(payload, dict) else None
 
 
 def invalid(kind: str, param: str) -> InvalidRequest:

@@ -17,7 +17,9 @@
   (:meth:`~stateway.core.ports.Sealer.owns`) holds either the reasoning text, and is shown
   with that text (not whatever text came along with it) without the blob, or an
   upstream's own seal sealed over for the tenant (:func:`~stateway.core.reasoning.wrapped`),
-  and is shown with that seal as the upstream made it, for that upstream to check. An
+  and is shown with that seal as the upstream made it, for that upstream to check, and
+  with the thinking text sealed with it (when it was: not before 2026-12-05), which the
+  seal signs (clients send it back without its text, as they do to hosted OpenAI). An
   upstream's seal as it came (not sealed over) is taken only from stored items (ones
   stored before seals were sealed over): in the request's own input, where any tenant
   could send another's, it is left out (the item goes on as reasoning no upstream signed,
@@ -40,7 +42,7 @@ from stateway.core.compaction import sealed
 from stateway.core.compaction.prompt import SUMMARY_PREFIX
 from stateway.core.items import MESSAGE, REASONING, Item
 from stateway.core.ports import Sealer
-from stateway.core.reasoning import REDACTED, unwrapped
+from stateway.core.reasoning import REDACTED, unwrapped_thinking
 from stateway.core.tools.catalog import ADDITIONAL_TOOLS
 
 _KEPT_ROLES = frozenset({"system", "developer", "user"})
@@ -231,7 +233,10 @@ def _opened_reasoning(
             shown = _without_seal(item)
             shown["content"] = [{"type": "reasoning_text", "text": text}]
             return shown
-    seal = unwrapped(sealer, tenant_id, blob)
-    if seal is None:
+    opened = unwrapped_thinking(sealer, tenant_id, blob)
+    if opened is None:
         raise sealed.invalid(REASONING, param)
-    return {**item, ENCRYPTED: seal}
+    shown = {**item, ENCRYPTED: opened.seal}
+    if opened.text is not None:  # the thinking the seal signs, not what came with it
+        shown["content"] = [{"type": "reasoning_text", "text": opened.text}]
+    return shown
