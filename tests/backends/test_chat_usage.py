@@ -11,7 +11,7 @@ COMPLETION = (
     b'{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":'
     b'{"role":"assistant","content":"the \\"usage\\": {\\"prompt_tokens\\": 999}"},'
     b'"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":5,'
-    b'"total_tokens":17,"prompt_tokens_details":{"cached_tokens":4},'
+    b'"total_tokens":17,"prompt_tokens_details":{"cached_tokens":4,"cache_write_tokens":3},'
     b'"completion_tokens_details":{"reasoning_tokens":2}}}'
 )
 STREAM_END = (
@@ -25,8 +25,8 @@ STREAM_END = (
 @pytest.mark.parametrize(
     ("tail", "usage"),
     [
-        (COMPLETION, Usage(12, 5, cached_tokens=4, reasoning_tokens=2)),
-        (COMPLETION[COMPLETION.rindex(b"usage") - 9 :], Usage(12, 5, 4, 2)),  # a tail
+        (COMPLETION, Usage(12, 5, cached_tokens=4, reasoning_tokens=2, cache_write_tokens=3)),
+        (COMPLETION[COMPLETION.rindex(b"usage") - 9 :], Usage(12, 5, 4, 2, 3)),  # a tail
         (STREAM_END, Usage(3, 8)),
         (b'{"usage" : {"prompt_tokens": 1, "completion_tokens": 2}}', Usage(1, 2)),
         (b'{"usage":{"prompt_tokens":1,"completion_tokens":2},"x":{"y":{}}}', Usage(1, 2)),

@@ -28,7 +28,7 @@ from stateway.protocols.responses.decode import decode_create
 USAGE = {
     "input_tokens": 4,
     "output_tokens": 6,
-    "input_tokens_details": {"cached_tokens": 1},
+    "input_tokens_details": {"cached_tokens": 1, "cache_write_tokens": 3},
     "output_tokens_details": {"reasoning_tokens": 2},
 }
 
@@ -160,7 +160,7 @@ def test_stream_events_to_deltas() -> None:
         TextDelta("Hi"),
         ToolCallDelta(2, "call_9", "f", ""),
         ToolCallDelta(2, None, None, "{}"),
-        UsageReport(Usage(4, 6, 1, 2)),
+        UsageReport(Usage(4, 6, 1, 2, cache_write_tokens=3)),
         Finish("stop"),
     ]
 
@@ -367,7 +367,7 @@ def test_whole_response_to_deltas() -> None:
         MessageStart(),
         TextDelta("t"),
         ToolCallDelta(2, "c", "f", "{}"),
-        UsageReport(Usage(4, 6, 1, 2)),
+        UsageReport(Usage(4, 6, 1, 2, cache_write_tokens=3)),
         Finish("stop"),
     ]
 

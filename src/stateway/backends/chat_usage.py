@@ -22,11 +22,13 @@ _KEY: Final = b'"usage"'
 
 def from_chat_usage(usage: dict[str, Any]) -> Usage:
     """Raises ``TypeError`` for a count that is not one."""
+    prompt = obj(usage.get("prompt_tokens_details"))
     return Usage(
         input_tokens=count(usage.get("prompt_tokens")),
         output_tokens=count(usage.get("completion_tokens")),
-        cached_tokens=count(obj(usage.get("prompt_tokens_details")).get("cached_tokens")),
+        cached_tokens=count(prompt.get("cached_tokens")),
         reasoning_tokens=count(obj(usage.get("completion_tokens_details")).get("reasoning_tokens")),
+        cache_write_tokens=count(prompt.get("cache_write_tokens")),
     )
 
 

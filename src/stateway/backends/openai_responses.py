@@ -387,14 +387,16 @@ def _texts(parts: Any, kind: str | None = None, field: str = "text") -> list[str
 def _finish(response: dict[str, Any]) -> Iterator[Delta]:
     usage = obj(response.get("usage"))
     if usage:
+        details = obj(usage.get("input_tokens_details"))
         yield UsageReport(
             Usage(
                 input_tokens=count(usage.get("input_tokens")),
                 output_tokens=count(usage.get("output_tokens")),
-                cached_tokens=count(obj(usage.get("input_tokens_details")).get("cached_tokens")),
+                cached_tokens=count(details.get("cached_tokens")),
                 reasoning_tokens=count(
                     obj(usage.get("output_tokens_details")).get("reasoning_tokens")
                 ),
+                cache_write_tokens=count(details.get("cache_write_tokens")),
             )
         )
     reason = ((response.get("incomplete_details") or {}).get("reason")) or ""

@@ -62,7 +62,7 @@ def state(output: list[Item], **fields: Any) -> ResponseState:
     )
     made.output = output
     made.status = "completed"
-    made.usage = Usage(10, 5, cached_tokens=2, reasoning_tokens=1)
+    made.usage = Usage(10, 5, cached_tokens=2, reasoning_tokens=1, cache_write_tokens=3)
     for key, value in fields.items():
         setattr(made, key, value)
     return made
@@ -98,6 +98,7 @@ def test_a_completion_shows_text_reasoning_and_client_calls_only() -> None:
     ) == (10, 5, 15)
     assert parsed.usage.prompt_tokens_details is not None
     assert parsed.usage.prompt_tokens_details.cached_tokens == 2
+    assert parsed.usage.prompt_tokens_details.cache_write_tokens == 3  # as hosted reports it
 
 
 def test_finish_reasons() -> None:
