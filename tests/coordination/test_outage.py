@@ -192,6 +192,24 @@ async def test_a_probe_that_is_no_outage_is_logged_and_probing_goes_on(
         await probe.reply()
         await asyncio.wait_for(probing, 5)
         assert not outage.skips()
-        assert "probing redis failed" in caplog.text
+        failures = [r for r in caplog.records if r.levelno == logging.ERROR]
+        assert [r.getMessage() for r in failures] == ["rate limits: probing redis failed"]
     finally:
         await buckets.aclose()
+
+
+async def test_a_call_answered_after_a_failure_ends_the_outage_without_a_probe() -> None:
+    """A call made before the failure that Redis answers after it: requests ask Redis
+    again at once, and the probe ends at its next turn without asking."""
+    pauses, probe = Pauses(), Probe()
+    outage = RedisOutage(logging.getLogger("test.outage"), "rate limits", probe, sleep=pauses)
+    outage.failed(RedisConnectionError("refused"))
+    probing = outage._probing
+    assert probing is not None
+    assert outage.skips()
+    outage.answered()
+    assert not outage.skips()
+    pauses.end_one()
+    await asyncio.wait_for(probing, 5)
+    assert probe.pings == 0
+    assert outage._probing is None
