@@ -198,18 +198,82 @@ async def test_a_probe_that_is_no_outage_is_logged_and_probing_goes_on(
         await buckets.aclose()
 
 
-async def test_a_call_answered_after_a_failure_ends_the_outage_without_a_probe() -> None:
-    """A call made before the failure that Redis answers after it: requests ask Redis
-    again at once, and the probe ends at its next turn without asking."""
+def probes_pending() -> list[asyncio.Task[Any]]:
+    """The outage probes still running in this loop."""
+    return [
+        task
+        for task in asyncio.all_tasks()
+        if not task.done() and "_probe_until_answered" in repr(task.get_coro())
+    ]
+
+
+async def test_calls_failing_together_start_one_probe_and_closing_ends_it() -> None:
+    """Requests in flight when Redis went silent fail together: one probe for them all,
+    and none left running once the outage is closed."""
     pauses, probe = Pauses(), Probe()
     outage = RedisOutage(logging.getLogger("test.outage"), "rate limits", probe, sleep=pauses)
-    outage.failed(RedisConnectionError("refused"))
+    for _ in range(3):
+        outage.failed(RedisTimeoutError("no answer"))
+    await asyncio.wait_for(pauses.pausing.wait(), 5)
+    assert len(probes_pending()) == 1
+
+    await outage.aclose()
+
+    assert probes_pending() == []
+    assert pauses.taken == 1
+
+
+async def test_a_probe_asks_nothing_once_a_call_was_answered_meanwhile() -> None:
+    """A call sent before the failure and answered after it ends the outage: the probe
+    stops without a ping, and the next failure starts another."""
+    pauses, probe = Pauses(), Probe()
+    outage = RedisOutage(logging.getLogger("test.outage"), "rate limits", probe, sleep=pauses)
+    outage.failed(RedisTimeoutError("no answer"))
     probing = outage._probing
     assert probing is not None
-    assert outage.skips()
     outage.answered()
-    assert not outage.skips()
     pauses.end_one()
     await asyncio.wait_for(probing, 5)
     assert probe.pings == 0
     assert outage._probing is None
+    try:
+        outage.failed(RedisTimeoutError("no answer"))
+        assert outage._probing is not None, "the next outage is probed too"
+        assert outage.skips()
+    finally:
+        await outage.aclose()
+
+
+async def test_every_outage_is_probed_until_redis_answers() -> None:
+    pauses, probe = Pauses(), Probe()
+    outage = RedisOutage(logging.getLogger("test.outage"), "rate limits", probe, sleep=pauses)
+    try:
+        for _ in range(2):
+            outage.failed(RedisConnectionError("refused"))
+            probing = outage._probing
+            assert probing is not None
+            pauses.end_one()
+            await probe.reply()
+            await asyncio.wait_for(probing, 5)
+            assert not outage.skips()
+        assert (pauses.taken, probe.pings) == (2, 2)
+    finally:
+        await outage.aclose()
+
+
+async def test_slots_close_the_outage_they_made_themselves() -> None:
+    """Slots built without the factory's shared outage probe Redis themselves: closing
+    them ends that probe before their client is closed."""
+    slots = RedisRequestSlots(connect("redis://127.0.0.1:1/0"), "test:")
+
+    async def refused(**kwargs: Any) -> Any:
+        raise RedisConnectionError("refused")
+
+    slots._take = refused  # type: ignore[assignment]
+    slot = await slots.take("k", 1)
+    assert slot is not None
+    assert len(probes_pending()) == 1
+
+    await slots.aclose()
+
+    assert probes_pending() == []
