@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stateway.config import Overrides, load_config
@@ -149,9 +150,7 @@ async def test_after_a_failure_no_request_asks_redis_until_a_probe_is_answered(
             assert await buckets.take("k", 1, 1, 1) == 0.0
             assert asked[0] == 2, "asked again once a probe was answered"
         assert [r.getMessage() for r in caplog.records] == [
-            "rate limits: redis: refused; letting requests through",
-            "rate limits: redis answers again; applying the limits",
-            "rate limits: redis: refused; letting requests through",
+            "rate limits: redis: refused; letting requests through",  # refused again since
         ]
     finally:
         await buckets.aclose()
@@ -277,3 +276,50 @@ async def test_slots_close_the_outage_they_made_themselves() -> None:
     await slots.aclose()
 
     assert probes_pending() == []
+
+
+async def test_a_redis_that_answers_pings_but_not_the_limits_is_warned_about_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A Redis out of memory (or a replica after a failover) answers ``PING`` and fails
+    every write: each probe lets one request ask again, which fails again. That is one
+    outage, warned about once, not a warning and an 'answers again' every RETRY_AFTER;
+    Redis answering again is logged once a call of the limits' own is answered."""
+    pauses, probe = Pauses(), Probe()
+    outage = RedisOutage(logging.getLogger("test.outage"), "rate limits", probe, sleep=pauses)
+    buckets = RedisTokenBuckets(connect("redis://127.0.0.1:1/0"), "test:", outage=outage)
+    full = ResponseError("OOM command not allowed when used memory > 'maxmemory'.")
+    outcomes: list[Exception | None] = [full, full, full, None, None]
+
+    async def take(**kwargs: Any) -> Any:
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+        return 0
+
+    buckets._take = take  # type: ignore[assignment]
+    try:
+        with caplog.at_level(logging.INFO, logger="test.outage"):
+            assert await buckets.take("k", 1, 1, 1) == 0.0
+            for _ in range(2):  # a probe answered, the limits asked again: refused again
+                probing = outage._probing
+                assert probing is not None
+                pauses.end_one()
+                await probe.reply()
+                await asyncio.wait_for(probing, 5)
+                assert await buckets.take("k", 1, 1, 1) == 0.0
+            assert outage.skips()
+            probing = outage._probing
+            assert probing is not None
+            pauses.end_one()
+            await probe.reply()
+            await asyncio.wait_for(probing, 5)
+            for _ in range(2):
+                assert await buckets.take("k", 1, 1, 1) == 0.0
+            assert outcomes == []
+        assert [r.getMessage() for r in caplog.records] == [
+            f"rate limits: redis: {full}; letting requests through",
+            "rate limits: redis answers again; applying the limits",
+        ]
+    finally:
+        await buckets.aclose()

@@ -8,10 +8,12 @@ background task probes Redis (one ``PING``, bounded by the client's ``redis_time
 every :data:`RETRY_AFTER` seconds until one is answered. A Redis that does not answer (a
 blackhole: each call waits out its socket timeout) so holds up only the requests that
 asked it before its first failure, none after. The first failure of an outage is logged,
-once, and so is Redis answering again. The buckets and the slots of one Redis share one
-outage (the factory's), so the first of a request's takes to fail spares it the others'
-waits. The probe lives until Redis answers or the outage is closed (:meth:`aclose`, by
-the adapters' own).
+once, and so is Redis answering again: a call of the limits' own answered, not a probe (a
+Redis out of memory, or a replica after a failover, answers ``PING`` and fails every
+write: each probe answered lets a request ask again, which fails again, in one outage).
+The buckets and the slots of one Redis share one outage (the factory's), so the first of
+a request's takes to fail spares it the others' waits. The probe lives until Redis
+answers or the outage is closed (:meth:`aclose`, by the adapters' own).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ RETRY_AFTER: Final = 5.0
 
 
 class RedisOutage:
-    __slots__ = ("_closed", "_failing", "_log", "_probe", "_probing", "_sleep", "_what")
+    __slots__ = ("_closed", "_failing", "_log", "_probe", "_probing", "_sleep", "_warned", "_what")
 
     def __init__(
         self,
@@ -46,6 +48,8 @@ class RedisOutage:
         self._probe = probe
         self._sleep = sleep
         self._failing = False
+        self._warned = False
+        """The outage's warning is logged, and no call has been answered since."""
         self._probing: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -55,14 +59,18 @@ class RedisOutage:
         return self._failing
 
     def failed(self, exc: Exception) -> None:
-        if not self._failing:
+        if not self._warned:
             self._log.warning("%s: redis: %s; letting requests through", self._what, exc)
+            self._warned = True
         self._failing = True
         if self._probing is None and not self._closed:
             self._probing = asyncio.create_task(self._probe_until_answered())
 
     def answered(self) -> None:
         self._failing = False
+        if self._warned:
+            self._warned = False
+            self._log.info("%s: redis answers again; applying the limits", self._what)
 
     async def aclose(self) -> None:
         """Stop probing (at shutdown, before the client the probe uses is closed)."""
@@ -86,8 +94,7 @@ class RedisOutage:
                 except Exception:  # noqa: BLE001 - not the outage (a bug): probing goes on
                     self._log.exception("%s: probing redis failed", self._what)
                     continue
-                self._failing = False
-                self._log.info("%s: redis answers again; applying the limits", self._what)
+                self._failing = False  # requests ask again: the first answered logs it
                 return
         finally:
             self._probing = None
