@@ -11,6 +11,8 @@ from stateway.core.errors import InvalidRequest
 from stateway.protocols.responses.items import decode_items
 
 SHELL_ACTION = {"commands": ["ls"]}
+DELETE = {"type": "delete_file", "path": "a.py"}
+UPDATE = {"type": "update_file", "path": "a.py", "diff": "@@\n-a\n+b"}
 
 
 @pytest.mark.parametrize(
@@ -59,6 +61,56 @@ SHELL_ACTION = {"commands": ["ls"]}
             "input[0].call_id",
             "missing_required_parameter",
         ),
+        (
+            {"type": "apply_patch_call", "operation": DELETE},
+            "input[0].call_id",
+            "missing_required_parameter",
+        ),
+        (
+            {"type": "apply_patch_call", "call_id": "c"},
+            "input[0].operation",
+            "missing_required_parameter",
+        ),
+        (
+            {"type": "apply_patch_call", "call_id": "c", "operation": "rm a.py"},
+            "input[0].operation",
+            "invalid_type",
+        ),
+        (
+            {"type": "apply_patch_call", "call_id": "c", "operation": {"path": "a.py"}},
+            "input[0].operation.type",
+            "missing_required_parameter",
+        ),
+        (
+            {"type": "apply_patch_call", "call_id": "c", "operation": {**DELETE, "type": "move"}},
+            "input[0].operation.type",
+            "invalid_value",
+        ),
+        (
+            {"type": "apply_patch_call", "call_id": "c", "operation": {"type": "delete_file"}},
+            "input[0].operation.path",
+            "missing_required_parameter",
+        ),
+        (
+            {"type": "apply_patch_call", "call_id": "c", "operation": {**UPDATE, "diff": None}},
+            "input[0].operation.diff",
+            "missing_required_parameter",
+        ),
+        (
+            {"type": "apply_patch_call_output", "status": "completed"},
+            "input[0].call_id",
+            "missing_required_parameter",
+        ),
+        (
+            {"type": "apply_patch_call_output", "call_id": "c", "status": "done"},
+            "input[0].status",
+            "invalid_value",
+        ),
+        (
+            {"type": "apply_patch_call_output", "call_id": "c", "status": "failed", "output": 1},
+            "input[0].output",
+            "invalid_type",
+        ),
     ],
 )
 def test_item_refusals_name_the_field_and_code(item: dict[str, Any], param: str, code: str) -> None:
@@ -71,6 +123,8 @@ def test_item_refusals_name_the_field_and_code(item: dict[str, Any], param: str,
     ("item", "prefix"),
     [
         ({"type": "shell_call_output", "call_id": "c", "output": []}, "sho_"),
+        ({"type": "apply_patch_call", "call_id": "c", "operation": DELETE}, "apc_"),
+        ({"type": "apply_patch_call", "call_id": "c", "operation": UPDATE}, "apc_"),
         ({"type": "mcp_approval_response", "approval_request_id": "r", "approve": True}, "mcpa_"),
         (
             {
@@ -101,6 +155,17 @@ def test_a_client_id_is_kept() -> None:
     assert decode_items([item]) == [item]
     output = {"type": "shell_call_output", "call_id": "c", "output": [], "id": "o1"}
     assert decode_items([output]) == [{**output, "status": "completed"}]
+
+
+def test_an_apply_patch_output_keeps_its_status_and_is_completed_without_one() -> None:
+    """Its ``status`` says whether the patch applied (the model is told it): kept as sent,
+    ``completed`` when the client sent none, as the decoder gives every modelled item."""
+    failed = {"type": "apply_patch_call_output", "call_id": "c", "status": "failed", "output": ""}
+    [decoded] = decode_items([failed])
+    assert decoded["id"].startswith("apco_")
+    assert {k: v for k, v in decoded.items() if k != "id"} == failed
+    [bare] = decode_items([{"type": "apply_patch_call_output", "call_id": "c"}])
+    assert bare["status"] == "completed"
 
 
 @pytest.mark.parametrize("reference", [{"id": "msg_1"}, {"type": None, "id": "msg_1"}])
