@@ -275,6 +275,20 @@ async def test_a_key_that_cannot_be_checked_is_a_503_logged_once_without_the_key
     assert key[8:20] not in caplog.text
 
 
+async def test_a_refused_credential_is_not_logged(
+    keys: tuple[Starlette, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 401 is the client's doing: only the 5xx of the login check are logged, so a
+    client retrying a bad key does not fill the log."""
+    app, _ = keys
+    with caplog.at_level(logging.INFO):
+        wrong = await call(app, "POST", "/v1/responses", BODY, headers=bearer("sk-wrong"))
+        missing = await call(app, "POST", "/v1/messages", MESSAGES_BODY)
+
+    assert (wrong.status, missing.status) == (401, 401)
+    assert [r for r in caplog.records if r.name == "stateway.surfaces.http.errors"] == []
+
+
 async def test_a_websocket_upgrade_without_a_credential_is_denied_with_a_401(
     keys: tuple[Starlette, str],
 ) -> None:
