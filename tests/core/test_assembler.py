@@ -94,6 +94,19 @@ def test_an_unmodelled_item_is_added_and_done_at_once_and_a_shell_call_goes_back
     assert tail == [("ItemAdded", 1), ("ItemDone", 1), ("ItemAdded", 2), ("ItemDone", 2)]
 
 
+def test_a_native_apply_patch_call_goes_back_to_the_client() -> None:
+    """From an upstream that speaks Responses natively, whole: a client call, so a round
+    that also called a gateway tool ends with it rather than asking the model again."""
+    output: list[Item] = []
+    assembler = OutputAssembler(output, [].append, set(), Catalog([]))
+    operation = {"type": "delete_file", "path": "old.py"}
+    call = {"id": "apc_1", "type": "apply_patch_call", "call_id": "c", "operation": operation}
+    assembler.item(call)
+    assembler.finish()
+    assert output == [call]
+    assert assembler.tool_calls == [call]
+
+
 def test_a_signature_seals_and_ends_its_reasoning() -> None:
     output: list[Item] = []
     events: list[ev.Event] = []

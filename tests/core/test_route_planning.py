@@ -223,3 +223,25 @@ def test_the_catch_all_remembers_a_bounded_number_of_names(monkeypatch: pytest.M
     past = catch_all.resolve("three")
     assert past.upstream_model == "three"
     assert catch_all.resolve("three") is not past
+
+
+class Native(Named):
+    """A backend whose upstream speaks Responses natively."""
+
+    carries_unknown_types = True
+
+
+@pytest.mark.parametrize("tool", [{"type": "shell"}, {"type": "apply_patch"}])
+def test_client_hosted_tools_keep_a_run_on_its_first_candidate_s_api_shape(
+    tool: dict[str, object],
+) -> None:
+    """Such a tool goes natively to an upstream speaking Responses and as a function to the
+    others: a run whose first candidate is one never falls over to the other shape."""
+    chat, native, other = Named("chat"), Native("native"), Named("other")
+    assistant = route(candidate(chat), candidate(native, priority=1), candidate(other, priority=2))
+    plan = router(assistant).plan(assistant, needs(ask(TEXT, tools=[tool])))
+    assert [x.backend.name for x in plan.capable] == ["chat", "other"]
+    [skip] = plan.records
+    assert (skip["backend"], skip["detail"]) == ("native", "tool_shapes")
+    plain = router(assistant).plan(assistant, needs(ask(TEXT)))
+    assert [x.backend.name for x in plain.capable] == ["chat", "native", "other"]

@@ -24,7 +24,7 @@ from stateway.core.routing.route import BackendEntry, Candidate, ListedModel, Ro
 log = logging.getLogger(__name__)
 
 
-_SHAPES = InvalidRequest("Shell tools go to every candidate of a run in one shape.")
+_SHAPES = InvalidRequest("Shell and apply_patch tools go to every candidate of a run in one shape.")
 """Never raised: a candidate of the other API shape than the run's first is skipped."""
 
 
