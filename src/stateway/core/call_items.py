@@ -32,7 +32,8 @@ from stateway.core.items import (
     Item,
 )
 from stateway.core.tools import client_hosted, tool_search
-from stateway.core.tools.catalog import Catalog, Entry, custom_input
+from stateway.core.tools.catalog import Catalog, Entry
+from stateway.core.tools.custom_tools import custom_input
 from stateway.core.tools.invocations import PendingCall
 from stateway.core.tools.session import ToolSession
 

@@ -4,7 +4,8 @@ from typing import Any
 import pytest
 
 from stateway.core.tools import mcp, tool_search, web_search
-from stateway.core.tools.catalog import Catalog, custom_input, model_tools, with_context_tools
+from stateway.core.tools.catalog import Catalog, model_tools, with_context_tools
+from stateway.core.tools.custom_tools import custom_input
 from stateway.core.tools.history import model_items
 from stateway.core.tools.mcp_binding import Approval, McpBinding
 from stateway.core.tools.model_names import apart_name, model_name

@@ -48,10 +48,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
-import orjson
-
 from stateway.core.items import TOOL_SEARCH_OUTPUT, Item
-from stateway.core.tools import client_hosted
+from stateway.core.tools import client_hosted, custom_tools
 from stateway.core.tools.model_names import GatewayNames, apart_name, model_name
 
 WEB_SEARCH_TYPES: Final = frozenset(
@@ -64,13 +62,6 @@ CUSTOM: Final = "custom"
 ADDITIONAL_TOOLS: Final = "additional_tools"
 """An input item (role ``developer``) whose ``tools`` join the request's declared tools.
 It stays in the stored context as sent and never reaches a model as a message."""
-INPUT_SCHEMA: Final[Item] = {
-    "type": "object",
-    "properties": {"input": {"type": "string", "description": "The tool's raw input."}},
-    "required": ["input"],
-    "additionalProperties": False,
-}
-"""The parameters of the function a ``custom`` tool is offered as."""
 _OFFERED: Final = frozenset({"function", CUSTOM, NAMESPACE})
 TOOL_SEARCH: Final = "tool_search"
 DEFER: Final = "defer_loading"
@@ -392,36 +383,11 @@ def _namespace_of(tools: list[Item], name: str) -> Item:
 def _function(tool: Item, namespace: str | None) -> Item:
     if tool.get("type") in client_hosted.TOOL_TYPES:
         return client_hosted.function(tool)
-    function: Item = {"type": "function", "name": model_name(tool["name"], namespace)}
+    name = model_name(tool["name"], namespace)
     if tool.get("type") == CUSTOM:
-        function["description"] = _custom_description(tool)
-        function["parameters"] = INPUT_SCHEMA
-        return function
+        return custom_tools.function(tool, name)
+    function: Item = {"type": "function", "name": name}
     for key in ("description", "parameters", "strict", "cache_control"):
         if tool.get(key) is not None:
             function[key] = tool[key]
     return function
-
-
-def _custom_description(tool: Item) -> str:
-    text = tool.get("description") or ""
-    fmt = tool.get("format") or {}
-    if fmt.get("type") == "grammar":
-        text += (
-            f"\n\nThe 'input' argument is raw text (not JSON) that must match this "
-            f"{fmt.get('syntax', '')} grammar:\n{fmt.get('definition', '')}"
-        )
-    else:
-        text += "\n\nThe 'input' argument is free-form raw text."
-    return text.strip()
-
-
-def custom_input(arguments: str) -> str:
-    """A custom tool call's raw input from the model's function arguments: the ``input``
-    string, or (a model that ignored the schema) the arguments as they are."""
-    try:
-        parsed = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        return arguments
-    value = parsed.get("input") if isinstance(parsed, dict) else None
-    return value if isinstance(value, str) else arguments
