@@ -126,7 +126,7 @@ def _serve(compiled: Compiled, flags: Overrides, *, insecure_no_auth: bool = Fal
             parts.end_runs,
             parts.settle_runs,
             sessions,
-            in_flight=parts.runs.__len__,
+            in_flight=lambda: len(parts.runs),
         )
         graceful = math.ceil(drain.timeout) + DRAIN_GRACE
         frames = config.websocket.frame_limit(config.server.max_body_bytes)
