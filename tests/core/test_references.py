@@ -70,6 +70,23 @@ async def test_a_textless_reasoning_item_is_not_filled_from_another_kind_of_item
     assert await resolve(Stored({"rs_1": message}), [bare()]) == [bare()]
 
 
+async def test_a_reasoning_item_with_its_text_but_no_seal_gets_the_stored_seal() -> None:
+    """Pydantic AI's shape: the text as summary and content, ``encrypted_content: null``."""
+    store = Stored({"rs_1": THOUGHT})
+    said = [{"type": "summary_text", "text": "cloudy"}]
+    for sent in (bare(summary=said, encrypted_content=None), bare(content=THOUGHT["content"])):
+        [sealed] = await resolve(store, [sent])
+        assert sealed == {**sent, "encrypted_content": "sig"}
+    other = bare(summary=[{"type": "summary_text", "text": "sunny"}])
+    unnamed = {**bare(content=THOUGHT["content"]), "id": None}
+    for left in (other, bare(id="rs_2", content=THOUGHT["content"]), unnamed):
+        assert await resolve(store, [left]) == [left]
+    unsealed = Stored({"rs_1": {**THOUGHT, "encrypted_content": None}})
+    assert await resolve(unsealed, [bare(content=THOUGHT["content"])]) == [
+        bare(content=THOUGHT["content"])
+    ]
+
+
 async def test_a_reference_to_nothing_stored_is_a_404_naming_it() -> None:
     items: list[Item] = [THOUGHT, {"type": "item_reference", "id": "msg_gone"}]
     with pytest.raises(NotFound) as caught:

@@ -124,6 +124,54 @@ def test_reasoning_sent_back_with_its_seal_alone_reaches_anthropic_signed(
         assert "reasoning: plan ahead" in second.output_text
 
 
+def test_reasoning_sent_back_with_its_text_alone_gets_the_stored_signature(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """Pydantic AI sends a stored response's reasoning back by its id, with its text and
+    ``encrypted_content: null`` (for a model it does not know as OpenAI's), as hosted looks
+    the item up by its id: Anthropic gets the thinking again, signed as stored. The same id
+    over other text is another item under a reused label, and stays unsigned."""
+    tool = {"type": "function", "name": "f", "parameters": {"type": "object"}}
+    prompt = '[[reason:plan ahead]] [[tool:f:{"a":1}]] [[echo]]'
+    with (
+        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
+        OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
+    ):
+        first = sdk.responses.create(
+            model=MODEL,
+            input=prompt,
+            tools=[tool],  # type: ignore[list-item]
+            reasoning={"summary": "auto"},
+        )
+        reasoning, call = first.output
+        assert reasoning.type == "reasoning"
+        assert call.type == "function_call"
+        for text, seen in (("plan ahead", True), ("other plans", False)):
+            second = sdk.responses.create(
+                model=MODEL,
+                input=[
+                    {"role": "user", "content": prompt},
+                    {
+                        "type": "reasoning",
+                        "id": reasoning.id,
+                        "summary": [{"type": "summary_text", "text": text}],
+                        "content": [{"type": "reasoning_text", "text": text}],
+                        "encrypted_content": None,
+                    },
+                    {
+                        "type": "function_call",
+                        "call_id": call.call_id,
+                        "name": call.name,
+                        "arguments": call.arguments,
+                    },
+                    {"type": "function_call_output", "call_id": call.call_id, "output": "1"},
+                ],
+                tools=[tool],  # type: ignore[list-item]
+            )
+            assert ("reasoning: plan ahead" in second.output_text) is seen
+            assert "other plans" not in second.output_text
+
+
 def test_an_effort_is_asked_at_the_level_anthropic_knows_nearest(
     fake_upstream: str, tmp_path: Path
 ) -> None:

@@ -21,6 +21,13 @@ reads the input.
   Without it, the model would lose its reasoning (Chat upstreams), or an Anthropic
   upstream would refuse a signature with no thinking. When none is stored, the item goes
   on as it came.
+- A ``reasoning`` item sent back with its text but without ``encrypted_content``
+  (Pydantic AI, for a model it does not know as OpenAI's, sends a stored response's
+  reasoning by its id, with ``encrypted_content: null``, as the hosted API looks the item
+  up by its id) gets the ``encrypted_content`` of the stored reasoning item with its id,
+  when that item holds the same text: an Anthropic upstream gets the thinking back signed,
+  rather than left out as unsigned. Over other text it is another item under a reused
+  label, and goes on as it came.
 
 A stored reasoning item put in either way is the tenant's own, as a chain's items are: an
 upstream's seal it holds as it came (stored by a release before seals were sealed over)
@@ -36,9 +43,9 @@ from typing import TypeVar
 from stateway.core.commands import CompactResponse, CreateResponse
 from stateway.core.conversations.commands import AddConversationItems, CreateConversation
 from stateway.core.errors import NotFound
-from stateway.core.items import REASONING, Item
+from stateway.core.items import REASONING, Item, item_text
 from stateway.core.ports import ResponseStore, Sealer
-from stateway.core.reasoning import sealed_over
+from stateway.core.reasoning import sealed_over, thinking_of
 
 ITEM_REFERENCE = "item_reference"
 
@@ -85,9 +92,10 @@ async def resolve_references(
     *,
     sealer: Sealer | None = None,
 ) -> list[Item]:
-    """``items`` with every reference replaced by the stored item it names, and every
-    textless reasoning item given its stored text (a copy); ``field`` names the list in a
-    404's ``param``; ``sealer`` seals over a stored upstream seal as it came."""
+    """``items`` with every reference replaced by the stored item it names, every textless
+    reasoning item given its stored text and every unsealed one its stored seal (a copy);
+    ``field`` names the list in a 404's ``param``; ``sealer`` seals over a stored upstream
+    seal as it came."""
     wanted = {item["id"] for item in items if _stands_for_stored(item) and _named(item)}
     if not wanted:
         return items
@@ -99,7 +107,7 @@ async def resolve_references(
             continue
         stored = found.get(item["id"]) if _named(item) else None
         if item["type"] == REASONING:
-            filled = _with_stored_text(item, stored)
+            filled = (_with_stored_text if _textless(item) else _with_stored_seal)(item, stored)
             resolved.append(item if filled is item else sealed_over(filled, sealer, tenant_id))
         elif stored is None:
             raise NotFound(
@@ -114,9 +122,14 @@ async def resolve_references(
 
 
 def _stands_for_stored(item: Item) -> bool:
-    """A reference, or a reasoning item sent back without its text."""
+    """A reference, or a reasoning item sent back without its text, or with its text but
+    without its seal under an id."""
     kind = item.get("type")
-    return kind == ITEM_REFERENCE or (kind == REASONING and _textless(item))
+    if kind == ITEM_REFERENCE:
+        return True
+    if kind != REASONING:
+        return False
+    return _textless(item) or (not item.get("encrypted_content") and _named(item))
 
 
 def _named(item: Item) -> bool:
@@ -138,3 +151,21 @@ def _with_stored_text(item: Item, stored: Item | None) -> Item:
     if stored.get("encrypted_content") != sealed:
         return item  # not the item stored under that id (ids are the client's labels)
     return {**item, "summary": stored.get("summary") or [], "content": stored.get("content") or []}
+
+
+def _with_stored_seal(item: Item, stored: Item | None) -> Item:
+    """``item``, sent with its text and no ``encrypted_content``, with the seal of
+    ``stored``, the reasoning item its id names, when ``stored`` holds the same text."""
+    if stored is None or stored.get("type") != REASONING:
+        return item
+    sealed = stored.get("encrypted_content")
+    if not isinstance(sealed, str) or not sealed:
+        return item
+    if thinking_of(item).text not in _texts(stored):
+        return item  # not the item stored under that id (ids are the client's labels)
+    return {**item, "encrypted_content": sealed}
+
+
+def _texts(item: Item) -> set[str]:
+    """The texts a reasoning item holds: its content's, its summary's."""
+    return {item_text(item), item_text({"content": item.get("summary")})} - {""}
