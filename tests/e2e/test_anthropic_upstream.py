@@ -75,6 +75,22 @@ def test_a_chat_tool_loop_with_reasoning_continues(fake_upstream: str, tmp_path:
         assert second.choices[0].finish_reason == "stop"
 
 
+def resent(prompt: str, reasoning: dict[str, Any], call: Any) -> list[Any]:
+    """A turn sent again whole, as a stateless client sends it: the prompt, the reasoning
+    item as the client keeps it, the call, and the call's output."""
+    return [
+        {"role": "user", "content": prompt},
+        reasoning,
+        {
+            "type": "function_call",
+            "call_id": call.call_id,
+            "name": call.name,
+            "arguments": call.arguments,
+        },
+        {"type": "function_call_output", "call_id": call.call_id, "output": "1"},
+    ]
+
+
 def test_reasoning_sent_back_with_its_seal_alone_reaches_anthropic_signed(
     fake_upstream: str, tmp_path: Path
 ) -> None:
@@ -101,22 +117,16 @@ def test_reasoning_sent_back_with_its_seal_alone_reaches_anthropic_signed(
         assert reasoning.encrypted_content
         second = sdk.responses.create(
             model=MODEL,
-            input=[
-                {"role": "user", "content": prompt},
+            input=resent(
+                prompt,
                 {
                     "type": "reasoning",
                     "id": reasoning.id,
                     "summary": [],
                     "encrypted_content": reasoning.encrypted_content,
                 },
-                {
-                    "type": "function_call",
-                    "call_id": call.call_id,
-                    "name": call.name,
-                    "arguments": call.arguments,
-                },
-                {"type": "function_call_output", "call_id": call.call_id, "output": "1"},
-            ],
+                call,
+            ),
             tools=[tool],  # type: ignore[list-item]
             store=False,
             include=["reasoning.encrypted_content"],
@@ -149,8 +159,8 @@ def test_reasoning_sent_back_with_its_text_alone_gets_the_stored_signature(
         for text, seen in (("plan ahead", True), ("other plans", False)):
             second = sdk.responses.create(
                 model=MODEL,
-                input=[
-                    {"role": "user", "content": prompt},
+                input=resent(
+                    prompt,
                     {
                         "type": "reasoning",
                         "id": reasoning.id,
@@ -158,14 +168,8 @@ def test_reasoning_sent_back_with_its_text_alone_gets_the_stored_signature(
                         "content": [{"type": "reasoning_text", "text": text}],
                         "encrypted_content": None,
                     },
-                    {
-                        "type": "function_call",
-                        "call_id": call.call_id,
-                        "name": call.name,
-                        "arguments": call.arguments,
-                    },
-                    {"type": "function_call_output", "call_id": call.call_id, "output": "1"},
-                ],
+                    call,
+                ),
                 tools=[tool],  # type: ignore[list-item]
             )
             assert ("reasoning: plan ahead" in second.output_text) is seen
