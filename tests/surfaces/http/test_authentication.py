@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from starlette.applications import Starlette
@@ -289,10 +290,11 @@ async def test_a_refused_credential_is_not_logged(
     assert [r for r in caplog.records if r.name == "stateway.surfaces.http.errors"] == []
 
 
-async def test_a_websocket_upgrade_without_a_credential_is_denied_with_a_401(
-    keys: tuple[Starlette, str],
-) -> None:
-    app, _ = keys
+async def upgrade(
+    app: Starlette, headers: list[tuple[bytes, bytes]], extensions: dict[str, Any] | None = None
+) -> list[Message]:
+    """A WebSocket upgrade of ``/v1/responses`` with ``headers``: what the app sent back
+    (``extensions``: the server's, such as the HTTP answer to an upgrade it refuses)."""
     sent: list[Message] = []
 
     async def receive() -> Message:
@@ -306,15 +308,24 @@ async def test_a_websocket_upgrade_without_a_credential_is_denied_with_a_401(
         "path": "/v1/responses",
         "raw_path": b"/v1/responses",
         "query_string": b"",
-        "headers": [(b"host", b"127.0.0.1")],
-        "extensions": {"websocket.http.response": {}},
+        "headers": [(b"host", b"127.0.0.1"), *headers],
         "scheme": "ws",
         "server": ("127.0.0.1", 80),
         "client": ("127.0.0.1", 1),
         "subprotocols": [],
         "state": {},
     }
+    if extensions is not None:
+        scope["extensions"] = extensions
     await app(scope, receive, send)
+    return sent
+
+
+async def test_a_websocket_upgrade_without_a_credential_is_denied_with_a_401(
+    keys: tuple[Starlette, str],
+) -> None:
+    app, _ = keys
+    sent = await upgrade(app, [], {"websocket.http.response": {}})
 
     assert sent[0]["type"] == "websocket.http.response.start"
     assert sent[0]["status"] == 401
@@ -329,28 +340,8 @@ async def test_a_websocket_upgrade_whose_key_cannot_be_checked_is_logged_once(
     store = Store()
     store.failing = True
     app = build(Authenticator(keys=KeyCache(store, 2.0, clock=Clock())))
-    sent: list[Message] = []
-
-    async def receive() -> Message:
-        return {"type": "websocket.connect"}
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "websocket",
-        "path": "/v1/responses",
-        "raw_path": b"/v1/responses",
-        "query_string": b"",
-        "headers": [(b"host", b"127.0.0.1"), *bearer(key)],
-        "scheme": "ws",
-        "server": ("127.0.0.1", 80),
-        "client": ("127.0.0.1", 1),
-        "subprotocols": [],
-        "state": {},
-    }
     with caplog.at_level(logging.INFO):
-        await app(scope, receive, send)
+        sent = await upgrade(app, bearer(key))
 
     assert [(m["type"], m.get("code")) for m in sent] == [("websocket.close", 1008)]
     logged = [r for r in caplog.records if r.name == "stateway.surfaces.http.errors"]
