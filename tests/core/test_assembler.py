@@ -107,6 +107,32 @@ def test_a_native_apply_patch_call_goes_back_to_the_client() -> None:
     assert assembler.tool_calls == [call]
 
 
+def test_an_apply_patch_of_several_files_and_a_held_call_keep_their_places() -> None:
+    """A Chat upstream's parallel calls, interleaved: the patch's further files are added
+    right after its call, before the held call is written, each at its own index."""
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    tools = [{"type": "apply_patch"}, {"type": "function", "name": "f"}]
+    assembler = OutputAssembler(output, events.append, {"call_2"}, Catalog(tools))
+    patch = "*** Begin Patch\n*** Delete File: a\n*** Delete File: b\n*** End Patch"
+    assembler.tool_call(ToolCallDelta(0, "call_1", "apply_patch", patch[:20]))
+    assembler.tool_call(ToolCallDelta(1, "call_2", "f", "{}"))
+    assembler.tool_call(ToolCallDelta(0, None, None, patch[20:]))
+    assembler.finish()
+    assert [(i["type"], i.get("operation", {}).get("path")) for i in output] == [
+        ("apply_patch_call", "a"),
+        ("apply_patch_call", "b"),
+        ("function_call", None),
+    ]
+    assert assembler.tool_calls == output
+    call_ids = [i["call_id"] for i in output]
+    assert call_ids[:2] == ["call_1", "call_1_2"]
+    assert len(set(call_ids)) == 3
+    assert "call_2" not in call_ids  # already used: another
+    done = [(e.output_index, e.item["id"]) for e in events if isinstance(e, ev.ItemDone)]
+    assert done == [(index, item["id"]) for index, item in enumerate(output)]
+
+
 def test_a_signature_seals_and_ends_its_reasoning() -> None:
     output: list[Item] = []
     events: list[ev.Event] = []

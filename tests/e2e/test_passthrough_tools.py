@@ -260,6 +260,48 @@ def test_an_apply_patch_call_round_trip(client: OpenAI, api: str, fake_upstream:
     assert caught.value.body["code"] == "tool_call_not_found"
 
 
+@CHAT_UPSTREAMS
+def test_an_apply_patch_of_several_files_is_a_call_per_file(
+    client: OpenAI, fake_upstream: str
+) -> None:
+    """A model that writes one call for a V4A envelope of two files: two calls, each
+    streamed, answered, and shown to the model as a call of its own."""
+    envelope = (
+        "*** Begin Patch\n*** Update File: app.py\n" + PATCH + "*** Add File: new.py\n+x = 1\n"
+        "*** End Patch"
+    )
+    arguments = {"type": "update_file", "path": "app.py", "diff": envelope}
+    tools: Any = [{"type": "apply_patch"}]
+    with client.responses.stream(
+        model=MODEL, input=f"[[tool:apply_patch:{json.dumps(arguments)}]]", tools=tools
+    ) as stream:
+        events = [e.type for e in stream if e.type.startswith("response.output_item")]
+        first = stream.get_final_response()
+    assert events == ["response.output_item.added", "response.output_item.done"] * 2
+    calls: list[Any] = first.output
+    assert [c.type for c in calls] == ["apply_patch_call", "apply_patch_call"]
+    assert [(c.operation.type, c.operation.path) for c in calls] == [
+        ("update_file", "app.py"),
+        ("create_file", "new.py"),
+    ]
+    assert (calls[0].operation.diff, calls[1].operation.diff) == (PATCH.rstrip("\n"), "+x = 1")
+    assert calls[0].call_id != calls[1].call_id
+    stored = client.responses.retrieve(first.id).output
+    assert [c.call_id for c in stored] == [c.call_id for c in calls]  # type: ignore[union-attr]
+    answers: Any = [
+        {"type": "apply_patch_call_output", "call_id": c.call_id, "status": "completed"}
+        for c in calls
+    ]
+    client.responses.create(model=MODEL, previous_response_id=first.id, input=answers, tools=tools)
+    messages = last_upstream_body(fake_upstream)["messages"]
+    told = messages[-3]["tool_calls"]
+    assert [t["id"] for t in told] == [c.call_id for c in calls]
+    assert [json.loads(t["function"]["arguments"])["path"] for t in told] == ["app.py", "new.py"]
+    assert [(m["role"], m["tool_call_id"]) for m in messages[-2:]] == [
+        ("tool", c.call_id) for c in calls
+    ]
+
+
 def test_an_apply_patch_call_over_an_anthropic_upstream(fake_upstream: str, tmp_path: Any) -> None:
     backend = {"url": fake_upstream, "api": "anthropic"}
     with (

@@ -197,12 +197,16 @@ class OutputAssembler:
         seal = item.get("encrypted_content")
         if item.get("type") == REASONING and isinstance(seal, str) and seal:  # redacted
             item["encrypted_content"] = self._wrapped(seal, None)
+        self._add(item)
+        if item.get("type") in client_hosted.ANSWERS:
+            self.tool_calls.append(item)
+
+    def _add(self, item: Item) -> None:
+        """``item``, whole: added and done at once."""
         index = len(self._output)
         self._output.append(item)
         self._emit(ev.ItemAdded(index, dict(item)))
         self._emit(ev.ItemDone(index, dict(item)))
-        if item.get("type") in client_hosted.ANSWERS:
-            self.tool_calls.append(item)
 
     def resume(self, item: OpenItem) -> None:
         """Go on with ``item`` (this assembler has written nothing), an item another one
@@ -348,6 +352,8 @@ class OutputAssembler:
                 if not self._calls.close(current.index, item, current.entry, status, text):
                     return  # its item is done once it has run (or, cut short, abandoned)
         self._emit(ev.ItemDone(current.index, dict(item)))
+        for further in self._calls.take_further():  # an apply_patch call's further files
+            self._add(further)
 
     def _close_message(self, current: OpenItem, text: str) -> list[Item]:
         """A message's parts, done: its text (an empty one when it has no refusal

@@ -7,7 +7,10 @@ a ``function_call`` (named back to its public tool: :meth:`Catalog.public_call`)
 ``custom_tool_call``, a shell or apply_patch call (:mod:`.tools.client_hosted`) or a client
 ``tool_search_call``, under a call id of its own: the upstream's, unless it gave none or
 one already used. Its argument fragments stream as the item's own events (a custom call's
-input comes whole, when it closes; a shell or apply_patch call's payload too).
+input comes whole, when it closes; a shell or apply_patch call's payload too). An
+apply_patch call of several files is one call per file: the first under the model's call id,
+each further one under an id of its own (the first's, numbered, unless used), added whole
+after it (:meth:`CallItems.take_further`).
 
 Closed, a client's call goes back to the client (:attr:`CallItems.tool_calls`, approval
 requests among them); a gateway-owned one, completed, is run before the next round
@@ -62,7 +65,15 @@ def silent(_event: ev.Event) -> None:
 class CallItems:
     """The call items of one round: each opened, streamed and closed."""
 
-    __slots__ = ("_catalog", "_emit", "_tools", "_used_call_ids", "gateway_calls", "tool_calls")
+    __slots__ = (
+        "_catalog",
+        "_emit",
+        "_further",
+        "_tools",
+        "_used_call_ids",
+        "gateway_calls",
+        "tool_calls",
+    )
 
     def __init__(
         self, emit: Emit, used_call_ids: set[str], catalog: Catalog, tools: ToolSession | None
@@ -76,6 +87,9 @@ class CallItems:
         """Calls that go back to the client (approval requests among them)."""
         self.gateway_calls: list[PendingCall] = []
         """Calls the gateway runs before the next round."""
+        self._further: list[Item] = []
+        """Calls the last one closed held (an apply_patch call's several files), each
+        added after it: :meth:`take_further`."""
 
     def silence(self) -> None:
         """Announce nothing more (the round failed)."""
@@ -89,10 +103,7 @@ class CallItems:
             entry = self._tools.unoffered(delta.name)  # a declared server's, not offered
         if entry is not None and entry.gateway_owned and self._tools is not None:
             return self._tools.open_call(entry), entry
-        call_id = delta.call_id
-        if not call_id or call_id in self._used_call_ids:
-            call_id = new_id("call")
-        self._used_call_ids.add(call_id)
+        call_id = self._unused(delta.call_id)
         item: Item = {
             "id": new_id("fc"),
             "type": FUNCTION_CALL,
@@ -110,6 +121,19 @@ class CallItems:
             item = tool_search.call_item(call_id, "client")
         self._catalog.public_call(item)
         return item, None
+
+    def _unused(self, call_id: str | None) -> str:
+        """``call_id``, unless it is none or already used: then a new one; used now."""
+        if not call_id or call_id in self._used_call_ids:
+            call_id = new_id("call")
+        self._used_call_ids.add(call_id)
+        return call_id
+
+    def take_further(self) -> list[Item]:
+        """The further calls the last call closed held, for the assembler to add whole
+        after it (:func:`client_hosted.further_call`); none are kept."""
+        further, self._further = self._further, []
+        return further
 
     def arguments(self, index: int, item: Item, delta: str) -> None:
         """A fragment of the arguments of the call at output ``index``, as its item's
@@ -148,9 +172,14 @@ class CallItems:
                     self.gateway_calls.append(PendingCall(entry, item, index, text))
                 return False
             case "shell_call" | "local_shell_call" | "apply_patch_call":
-                client_hosted.close_call(item, text)
+                payloads = client_hosted.close_call(item, text)
                 item["status"] = status
                 self.tool_calls.append(item)
+                for number, payload in enumerate(payloads, 2):
+                    call_id = self._unused(f"{item['call_id']}_{number}")
+                    call = client_hosted.further_call(item, payload, call_id)
+                    self.tool_calls.append(call)
+                    self._further.append(call)
             case "mcp_approval_request":
                 item["arguments"] = text
                 self.tool_calls.append(item)

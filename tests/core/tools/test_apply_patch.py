@@ -154,3 +154,84 @@ def test_an_upstream_that_speaks_them_natively_gets_them_as_they_are() -> None:
     assert model_items([CALL, OUTPUT], client_hosted.ITEM_TYPES) == [CALL, OUTPUT]
     assert client_hosted.ITEM_TYPES <= REWRITTEN_ITEM_TYPES
     assert {"apply_patch_call", "apply_patch_call_output"} <= client_hosted.ITEM_TYPES
+
+
+ENVELOPE = (
+    "*** Begin Patch\n"
+    "*** Update File: app.py\n@@\n-a\n+b\n"
+    "*** Add File: new.py\n+x = 1\n"
+    "*** Delete File: old.py\n"
+    "*** End Patch"
+)
+SPLIT = [
+    {"type": "update_file", "path": "app.py", "diff": "@@\n-a\n+b"},
+    {"type": "create_file", "path": "new.py", "diff": "+x = 1"},
+    {"type": "delete_file", "path": "old.py"},
+]
+
+
+def assemble_all(arguments: str, used: set[str]) -> tuple[list[Item], list[ev.Event]]:
+    output: list[Item] = []
+    events: list[ev.Event] = []
+    assembler = OutputAssembler(output, events.append, used, Catalog([{"type": "apply_patch"}]))
+    assembler.tool_call(ToolCallDelta(0, "call_9", "apply_patch", arguments[:5]))
+    assembler.tool_call(ToolCallDelta(0, None, None, arguments[5:]))
+    assembler.finish()
+    assert assembler.tool_calls == output
+    return output, events
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [ENVELOPE, orjson.dumps({"type": "update_file", "path": "app.py", "diff": ENVELOPE}).decode()],
+)
+def test_an_envelope_of_several_files_is_one_call_per_file(arguments: str) -> None:
+    used: set[str] = set()
+    output, events = assemble_all(arguments, used)
+    assert [item["operation"] for item in output] == SPLIT
+    assert all(item["type"] == "apply_patch_call" for item in output)
+    assert all(item["status"] == "completed" for item in output)
+    call_ids = [item["call_id"] for item in output]
+    assert call_ids[0] == "call_9"  # the model's own, then ids of their own
+    assert len(set(call_ids)) == 3
+    assert set(call_ids) <= used
+    assert len({item["id"] for item in output}) == 3
+    kinds = [
+        (type(event).__name__, event.output_index)
+        for event in events
+        if isinstance(event, ev.ItemAdded | ev.ItemDone)
+    ]
+    assert len(kinds) == len(events)  # no delta events
+    assert kinds == [
+        ("ItemAdded", 0),
+        ("ItemDone", 0),
+        ("ItemAdded", 1),
+        ("ItemDone", 1),
+        ("ItemAdded", 2),
+        ("ItemDone", 2),
+    ]
+    done = [event.item for event in events if isinstance(event, ev.ItemDone)]
+    assert done == output
+
+
+def test_a_further_call_never_takes_an_id_already_used() -> None:
+    used = {"call_9_2", "call_9_3"}
+    output, _ = assemble_all(ENVELOPE, used)
+    call_ids = [item["call_id"] for item in output]
+    assert call_ids[0] == "call_9"
+    assert len(set(call_ids)) == 3
+    assert not set(call_ids[1:]) & {"call_9_2", "call_9_3"}
+
+
+def test_the_model_sees_each_file_as_a_call_of_its_own() -> None:
+    output, _ = assemble_all(ENVELOPE, set())
+    answers = [
+        {"type": "apply_patch_call_output", "call_id": item["call_id"], "status": "completed"}
+        for item in output
+    ]
+    told = model_items([*output, *answers])
+    calls = [item for item in told if item["type"] == "function_call"]
+    assert [orjson.loads(call["arguments"]) for call in calls] == SPLIT
+    assert [call["call_id"] for call in calls] == [item["call_id"] for item in output]
+    outputs = [item for item in told if item["type"] == "function_call_output"]
+    assert [item["call_id"] for item in outputs] == [item["call_id"] for item in output]

@@ -6,7 +6,8 @@ An ``apply_patch_call``'s ``operation`` is one file's change: ``create_file`` (`
 with an ``apply_patch_call_output`` (``status``: ``completed`` or ``failed``; ``output``:
 optional text). A model that is not offered the tool natively is offered a function
 ``apply_patch`` whose arguments are the operation (:data:`FUNCTION`, its description saying
-what a V4A diff is), and the operation it writes is read leniently (:func:`operation`).
+what a V4A diff is), and the operation it writes is read leniently (:func:`operations`):
+a patch of several files in one call (the V4A envelope) is one call per file.
 The wrapping both share with the shell tools: :mod:`.client_hosted`.
 """
 
@@ -70,15 +71,16 @@ _ENVELOPE: Final = "*** Begin Patch"
 _END: Final = "*** End Patch"
 
 
-def operation(args: dict[str, Any], text: str | None) -> Item:
-    """The call's operation from the model's arguments: ``args``, the JSON object they
-    are (empty when they are none), or ``text``, when they are not JSON at all. The
+def operations(args: dict[str, Any], text: str | None) -> list[Item]:
+    """The call's operations from the model's arguments: ``args``, the JSON object they
+    are (empty when they are none), or ``text``, when they are not JSON at all. One, but
+    for a patch in the V4A envelope of several files: one per file, as if the model had
+    made a call for each (the arguments' own type and path are the first file's). The
     hosted item's own shape (the operation under ``operation``) is read too, a type
     without its ``_file`` and a ``file_path`` for a ``path``, a diff given as a list of
-    lines, a new file's text not marked with ``+``, and a patch in the V4A envelope (as
-    plain text, or as the ``diff``: its first file's section). Whatever is missing is
-    empty (a type not known is ``update_file``): the call still reaches the client, which
-    refuses what it cannot apply."""
+    lines, a new file's text not marked with ``+``, and the envelope as plain text or as
+    the ``diff``. Whatever is missing is empty (a type not known is ``update_file``): the
+    call still reaches the client, which refuses what it cannot apply."""
     nested = args.get("operation")
     if isinstance(nested, dict):
         args = nested
@@ -90,12 +92,16 @@ def operation(args: dict[str, Any], text: str | None) -> Item:
         diff = text
     kind = _KINDS.get(str(args.get("type", "")).strip().lower())
     path = next((args[key] for key in ("path", "file_path") if args.get(key) is not None), "")
-    section = _section(diff)
-    if section is not None:
-        kind = kind or section[0]
-        path = path or section[1]
-        diff = section[2]
-    found: Item = {"type": kind or UPDATE, "path": str(path)}
+    sections = _sections(diff)
+    if not sections:
+        return [_operation(kind, str(path), diff)]
+    (first_kind, first_path, first_diff), *rest = sections
+    first = _operation(kind or first_kind, str(path or first_path), first_diff)
+    return [first, *(_operation(*section) for section in rest)]
+
+
+def _operation(kind: str | None, path: str, diff: str) -> Item:
+    found: Item = {"type": kind or UPDATE, "path": path}
     lines = diff.split("\n")
     if found["type"] == CREATE and diff and not any(line.startswith("+") for line in lines):
         diff = "\n".join(f"+{line}" for line in lines)  # the new file's text, unmarked
@@ -104,11 +110,12 @@ def operation(args: dict[str, Any], text: str | None) -> Item:
     return found
 
 
-def _section(diff: str) -> tuple[str, str, str] | None:
-    """The type, path and diff of the first file of a patch in the V4A envelope."""
+def _sections(diff: str) -> list[tuple[str, str, str]]:
+    """The type, path and diff of each file of a patch in the V4A envelope."""
     lines = diff.strip().splitlines()
     if not lines or not lines[0].startswith((_ENVELOPE, *_HEADERS)):
-        return None
+        return []
+    sections: list[tuple[str, str, str]] = []
     for at, line in enumerate(lines):
         header = next((h for h in _HEADERS if line.startswith(h)), None)
         if header is None:
@@ -118,8 +125,8 @@ def _section(diff: str) -> tuple[str, str, str] | None:
             if following.startswith(_END) or following.startswith(tuple(_HEADERS)):
                 break
             body.append(following)
-        return _HEADERS[header], line.removeprefix(header).strip(), "\n".join(body)
-    return None
+        sections.append((_HEADERS[header], line.removeprefix(header).strip(), "\n".join(body)))
+    return sections
 
 
 def call_arguments(item: Item) -> Item:

@@ -7,8 +7,10 @@ arguments are the call's payload: a shell call's ``action``, an apply_patch call
 ``operation``. The model's call of it becomes the public call item (:func:`open_call`, its
 payload empty, announced at once; :func:`close_call`, its payload read from the arguments
 once they are whole: no delta events stream it), which goes back to the client, who runs it
-and answers with the call's output item. Later turns show the model each pair as it saw it
-(:func:`model_item`): its function call, and the output as text.
+and answers with the call's output item. An apply_patch call whose patch changes several
+files is one call per file (:func:`further_call`: each under a call id of its own), as if
+the model had made several: a client's call changes one file. Later turns show the model
+each pair as it saw it (:func:`model_item`): its function call, and the output as text.
 """
 
 from __future__ import annotations
@@ -54,9 +56,11 @@ def open_call(tool_type: str, call_id: str) -> Item:
     return item
 
 
-def close_call(item: Item, arguments: str) -> None:
+def close_call(item: Item, arguments: str) -> list[Item]:
     """Fill in the call's payload from the model's function ``arguments`` (in place),
-    however far they are from the function's schema: a call is never refused for them."""
+    however far they are from the function's schema: a call is never refused for them.
+    The payloads of the further calls the arguments hold, each for :func:`further_call`:
+    an apply_patch call's V4A envelope of several files is one call per file."""
     text: str | None = None
     try:
         parsed = orjson.loads(arguments) if arguments else {}
@@ -64,9 +68,18 @@ def close_call(item: Item, arguments: str) -> None:
         parsed, text = {}, arguments
     args: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
     if item["type"] == APPLY_PATCH_CALL:
-        item["operation"] = apply_patch.operation(args, text)
-    else:
-        item["action"] = shell.action(item["type"], args, text)
+        item["operation"], *further = apply_patch.operations(args, text)
+        return further
+    item["action"] = shell.action(item["type"], args, text)
+    return []
+
+
+def further_call(item: Item, operation: Item, call_id: str) -> Item:
+    """A further apply_patch call the model's call ``item`` held (closed), under a
+    ``call_id`` of its own: ``operation``, one of the files of its patch."""
+    call = open_call(APPLY_PATCH, call_id)
+    call.update(status=item["status"], operation=operation)
+    return call
 
 
 def output_call_id(item: Item) -> str:
