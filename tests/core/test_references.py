@@ -165,3 +165,103 @@ async def test_every_command_with_input_resolves_references_among_its_tenants_it
             await gateway.execute(stranger, command)
         assert (caught.value.status, caught.value.param) == (404, "input[0]")
     assert (len(backend.requests), len(backend.counted)) == sent
+
+
+CALLED: Item = {
+    "id": "mcp_1",
+    "type": "mcp_call",
+    "server_label": "local",
+    "name": "add",
+    "arguments": '{"a": 2, "b": 3}',
+    "output": "5",
+    "error": None,
+    "status": "completed",
+}
+LISTED: Item = {
+    "id": "mcpl_1",
+    "type": "mcp_list_tools",
+    "server_label": "local",
+    "tools": [{"name": "add", "input_schema": {"type": "object"}}],
+}
+SEARCHED: Item = {
+    "id": "ws_1",
+    "type": "web_search_call",
+    "status": "completed",
+    "action": {
+        "type": "search",
+        "query": "weather",
+        "sources": [{"type": "url", "url": "https://a.test", "title": "A", "snippet": "sun"}],
+    },
+}
+TOOL_ITEMS = Stored({"mcp_1": CALLED, "mcpl_1": LISTED, "ws_1": SEARCHED})
+
+
+async def test_an_mcp_call_sent_back_without_its_output_gets_the_stored_one() -> None:
+    """Pydantic AI's shape (``output: null``), as hosted fills it in by the item's id; the
+    arguments may come re-serialized."""
+    store = Stored({"mcp_1": CALLED})
+    trimmed = {**CALLED, "output": None, "error": None, "status": "completed"}
+    for sent in (trimmed, {**trimmed, "arguments": '{"a":2,"b":3}'}):
+        [filled] = await resolve(store, [sent])
+        assert filled == {**sent, "output": "5", "error": None, "status": "completed"}
+    absent = {key: value for key, value in trimmed.items() if key not in ("output", "error")}
+    [filled] = await resolve(store, [absent])
+    assert filled["output"] == "5"
+    failed = {**CALLED, "output": None, "error": "down", "status": "failed"}
+    assert await resolve(Stored({"mcp_1": failed}), [trimmed]) == [
+        {**trimmed, "error": "down", "status": "failed"}
+    ]
+
+
+async def test_an_mcp_call_that_is_not_the_stored_one_goes_on_as_it_came() -> None:
+    store = Stored({"mcp_1": CALLED, "mcp_2": {**CALLED, "type": "function_call"}})
+    trimmed = {**CALLED, "output": None}
+    for other in (
+        {**trimmed, "server_label": "remote"},
+        {**trimmed, "name": "echo"},
+        {**trimmed, "arguments": '{"a": 2, "b": 4}'},
+        {**trimmed, "id": "mcp_2"},
+        {**trimmed, "id": "mcp_3"},
+        {**trimmed, "output": None, "error": "down"},  # a failed call: nothing to fill
+    ):
+        assert await resolve(store, [other]) == [other]
+
+
+async def test_an_mcp_listing_sent_back_without_its_tools_gets_the_stored_ones() -> None:
+    for sent in ({**LISTED, "tools": []}, {k: v for k, v in LISTED.items() if k != "tools"}):
+        assert await resolve(TOOL_ITEMS, [sent]) == [{**sent, "tools": LISTED["tools"]}]
+    other = {**LISTED, "tools": [], "server_label": "remote"}
+    assert await resolve(TOOL_ITEMS, [other]) == [other]
+    mismatched = {**LISTED, "id": "mcp_1", "tools": []}  # names the call, not a listing
+    assert await resolve(TOOL_ITEMS, [mismatched]) == [mismatched]
+
+
+async def test_a_web_search_sent_back_without_its_sources_gets_the_stored_ones() -> None:
+    sent = {**SEARCHED, "action": {"type": "search", "query": "weather"}}
+    [filled] = await resolve(TOOL_ITEMS, [sent])
+    assert filled == {**sent, "action": SEARCHED["action"]}
+    both = {**SEARCHED, "action": {"type": "search", "query": "weather", "queries": ["weather"]}}
+    with_queries = Stored({"ws_1": {**SEARCHED, "action": {**both["action"], "sources": []}}})
+    [filled] = await resolve(with_queries, [both])
+    assert filled["action"]["sources"] == []
+    for other in (
+        {**sent, "action": {"type": "search", "query": "rain"}},
+        {**sent, "action": {"type": "search"}},  # no query to tell it is the same search
+        {**sent, "id": "ws_2"},
+        {**sent, "id": "mcp_1"},
+    ):
+        assert await resolve(TOOL_ITEMS, [other]) == [other]
+
+
+async def test_tool_items_that_carry_what_is_stored_ask_the_store_nothing() -> None:
+    store = Stored({"mcp_1": CALLED, "mcpl_1": LISTED, "ws_1": SEARCHED})
+    whole = [dict(CALLED), dict(LISTED), dict(SEARCHED), {**CALLED, "output": None, "id": None}]
+    assert not has_references(whole)
+    assert await resolve(store, whole) == whole
+    assert store.asked == []
+    trimmed = [{**CALLED, "output": None}, {**LISTED, "tools": []}]
+    assert has_references(trimmed)
+    filled = await resolve(store, trimmed)
+    assert filled == [CALLED, LISTED]
+    assert store.asked == [["mcp_1", "mcpl_1"]]
+    assert store.items["mcp_1"] == CALLED  # not changed in place

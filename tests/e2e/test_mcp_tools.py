@@ -496,6 +496,36 @@ def test_a_failed_call_a_client_sends_back_is_accepted_and_told(
     assert "tool[mcp_sent]: Error: down for maintenance" in response.output_text.splitlines()
 
 
+def test_mcp_items_sent_back_trimmed_are_filled_from_the_stored_ones_by_id(
+    setup: Setup, fake_upstream: str
+) -> None:
+    """Pydantic AI resends a stored response's MCP items by their id without what the
+    API keeps (``output: null``, ``tools: []``), without ``previous_response_id``: the
+    model gets the call's result, and is offered the listed tools, as hosted fills them."""
+    first = setup.sdk.responses.create(
+        model="m", input=tool("add", {"a": 2, "b": 3}), tools=[LOCAL]
+    )
+    listed, call, _ = (item.model_dump() for item in first.output)
+    assert (call["output"], listed["tools"] != []) == ("5", True)
+    listings = setup.server.stats.listings
+    response = setup.sdk.responses.create(
+        model="m",
+        input=[
+            {"role": "user", "content": "add them"},
+            {**listed, "tools": []},
+            {**call, "output": None},
+            {"role": "user", "content": "[[echo]]"},
+        ],
+        tools=[LOCAL],
+    )
+    assert f"tool[{call['id']}]: 5" in response.output_text.splitlines()
+    sent = last_upstream_body(fake_upstream)
+    offered = sent.get("tools", [])  # none at all for an empty listing taken as it came
+    names = [tool.get("name") or tool["function"]["name"] for tool in offered]
+    assert "local__add" in names
+    assert setup.server.stats.listings == listings  # the stored listing stands for it
+
+
 @pytest.mark.parametrize("kind", ["unreachable", "hanging", "malformed"])
 def test_a_server_that_cannot_be_listed_fails_its_listing_not_the_response(
     setup: Setup, kind: str

@@ -28,6 +28,18 @@ reads the input.
   when that item holds the same text: an Anthropic upstream gets the thinking back signed,
   rather than left out as unsigned. Over other text it is another item under a reused
   label, and goes on as it came.
+- A hosted tool's item sent back trimmed, by its id, as hosted fills it in from the stored
+  item (Pydantic AI sends a stored response's so: "these can be read server-side"): an
+  ``mcp_call`` without its ``output`` (null or absent, and no ``error``) gets the stored
+  call's ``output``, ``error`` and ``status``; an ``mcp_list_tools`` without its
+  ``tools`` gets the stored listing's (else the model would see an empty result, and an
+  empty listing would stand for the server's tools in later turns); a
+  ``web_search_call`` without ``action.sources`` gets the stored search's (else the
+  model is told its results were not kept). Only from the stored item of that kind with
+  its id that is the same item: the same ``server_label``, ``name`` and ``arguments``
+  (as JSON: a client may write them anew) for a call, the same ``server_label`` for a
+  listing, the same ``action.query`` and ``action.queries`` (those the item has, one at
+  least) for a search. Any other goes on as it came.
 
 A stored reasoning item put in either way is the tenant's own, as a chain's items are: an
 upstream's seal it holds as it came (stored by a release before seals were sealed over)
@@ -37,13 +49,23 @@ reaches its upstream as a chain's does, where a request's own is left out.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Final, TypeVar
+
+import orjson
 
 from stateway.core.commands import CompactResponse, CreateResponse
 from stateway.core.conversations.commands import AddConversationItems, CreateConversation
 from stateway.core.errors import NotFound
-from stateway.core.items import REASONING, Item, item_text
+from stateway.core.items import (
+    MCP_CALL,
+    MCP_LIST_TOOLS,
+    REASONING,
+    WEB_SEARCH_CALL,
+    Item,
+    item_text,
+)
 from stateway.core.ports import ResponseStore, Sealer
 from stateway.core.reasoning import sealed_over, thinking_of
 
@@ -93,7 +115,8 @@ async def resolve_references(
     sealer: Sealer | None = None,
 ) -> list[Item]:
     """``items`` with every reference replaced by the stored item it names, every textless
-    reasoning item given its stored text and every unsealed one its stored seal (a copy);
+    reasoning item given its stored text, every unsealed one its stored seal and every
+    trimmed hosted tool item what its stored item holds (a copy);
     ``field`` names the list in a 404's ``param``; ``sealer`` seals over a stored upstream
     seal as it came."""
     wanted = {item["id"] for item in items if _stands_for_stored(item) and _named(item)}
@@ -109,6 +132,8 @@ async def resolve_references(
         if item["type"] == REASONING:
             filled = (_with_stored_text if _textless(item) else _with_stored_seal)(item, stored)
             resolved.append(item if filled is item else sealed_over(filled, sealer, tenant_id))
+        elif item["type"] != ITEM_REFERENCE:
+            resolved.append(_TRIMMED[item["type"]].fill(item, stored))
         elif stored is None:
             raise NotFound(
                 f"Item with id '{item['id']}' not found. Items are not persisted when "
@@ -123,13 +148,14 @@ async def resolve_references(
 
 def _stands_for_stored(item: Item) -> bool:
     """A reference, or a reasoning item sent back without its text, or with its text but
-    without its seal under an id."""
+    without its seal under an id, or a hosted tool's item sent back trimmed under an id."""
     kind = item.get("type")
     if kind == ITEM_REFERENCE:
         return True
-    if kind != REASONING:
-        return False
-    return _textless(item) or (not item.get("encrypted_content") and _named(item))
+    if kind == REASONING:
+        return _textless(item) or (not item.get("encrypted_content") and _named(item))
+    trimmed = _TRIMMED.get(kind) if isinstance(kind, str) else None
+    return trimmed is not None and _named(item) and trimmed.lacks(item)
 
 
 def _named(item: Item) -> bool:
@@ -169,3 +195,90 @@ def _with_stored_seal(item: Item, stored: Item | None) -> Item:
 def _texts(item: Item) -> set[str]:
     """The texts a reasoning item holds: its content's, its summary's."""
     return {item_text(item), item_text({"content": item.get("summary")})} - {""}
+
+
+@dataclass(frozen=True, slots=True)
+class _Trimmed:
+    """A hosted tool's item kind a client may send back without what the stored item
+    holds: whether an item ``lacks`` it, and the item with it ``fill``-ed from the stored
+    item its id names (itself when that is not the same item)."""
+
+    lacks: Callable[[Item], bool]
+    fill: Callable[[Item, Item | None], Item]
+
+
+def _outputless(item: Item) -> bool:
+    return item.get("output") is None and not item.get("error")
+
+
+def _with_stored_output(item: Item, stored: Item | None) -> Item:
+    """``item``, an ``mcp_call`` sent without its output, with the output, error and
+    status of ``stored``, the call its id names, when that is the same call."""
+    if stored is None or stored.get("type") != MCP_CALL:
+        return item
+    if any(item.get(key) != stored.get(key) for key in ("server_label", "name")):
+        return item
+    if not _same_arguments(item.get("arguments"), stored.get("arguments")):
+        return item  # not the item stored under that id (ids are the client's labels)
+    filled = {**item, "output": stored.get("output"), "error": stored.get("error")}
+    if "status" in stored:
+        filled["status"] = stored["status"]
+    return filled
+
+
+def _same_arguments(sent: object, stored: object) -> bool:
+    """Whether a call's arguments as sent are those stored: the same text, or the same
+    JSON written anew."""
+    if sent == stored:
+        return True
+    if not isinstance(sent, str) or not isinstance(stored, str):
+        return False
+    try:
+        return bool(orjson.loads(sent) == orjson.loads(stored))
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _toolless(item: Item) -> bool:
+    return not item.get("tools")
+
+
+def _with_stored_tools(item: Item, stored: Item | None) -> Item:
+    """``item``, an ``mcp_list_tools`` sent without its tools, with the tools of
+    ``stored``, the listing its id names, when that is a listing of the same server."""
+    if stored is None or stored.get("type") != MCP_LIST_TOOLS:
+        return item
+    if stored.get("server_label") != item.get("server_label") or not stored.get("tools"):
+        return item
+    return {**item, "tools": stored["tools"]}
+
+
+_QUERIES: Final = ("query", "queries")
+
+
+def _sourceless(item: Item) -> bool:
+    action = item.get("action")
+    return isinstance(action, dict) and action.get("sources") is None
+
+
+def _with_stored_sources(item: Item, stored: Item | None) -> Item:
+    """``item``, a ``web_search_call`` sent without ``action.sources``, with the sources
+    of ``stored``, the search its id names, when that searched for the same: each of
+    ``query`` and ``queries`` the item has (one at least) the stored search's."""
+    if stored is None or stored.get("type") != WEB_SEARCH_CALL:
+        return item
+    action, kept = item["action"], stored.get("action")
+    if not isinstance(kept, dict) or not isinstance(kept.get("sources"), list):
+        return item
+    asked = [key for key in _QUERIES if action.get(key)]
+    if not asked or any(action[key] != kept.get(key) for key in asked):
+        return item  # not the item stored under that id (ids are the client's labels)
+    return {**item, "action": {**action, "sources": kept["sources"]}}
+
+
+_TRIMMED: Final = {
+    MCP_CALL: _Trimmed(_outputless, _with_stored_output),
+    MCP_LIST_TOOLS: _Trimmed(_toolless, _with_stored_tools),
+    WEB_SEARCH_CALL: _Trimmed(_sourceless, _with_stored_sources),
+}
+"""The hosted tools' item kinds a client may send back trimmed, filled by their id."""
