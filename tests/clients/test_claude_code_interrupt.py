@@ -26,7 +26,7 @@ def test_an_interrupted_answer_is_continued_with_its_partial_text(
     prompt = f"Count [[words:{WORDS}]] [[slow:30]]"
     interrupted = interrupt_claude(claude_binary, claude_gateway, prompt, tmp_path, once='"w20 "')
     assert interrupted.result is not None, interrupted.describe()
-    assert interrupted.result["terminal_reason"] == "aborted_streaming", interrupted.describe()
+    assert interrupted.result.get("terminal_reason") == "aborted_streaming", interrupted.describe()
     [sent] = interrupted.requests
     assert (sent["path"], sent["status"]) == (MESSAGES_PATH, 200)
 
