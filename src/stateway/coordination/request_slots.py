@@ -35,6 +35,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from stateway.coordination.outage import RedisOutage
+from stateway.coordination.server_clock import lua_now
 from stateway.core.concurrency import Slot
 
 log = logging.getLogger(__name__)
@@ -42,16 +43,11 @@ log = logging.getLogger(__name__)
 LEASE: Final = 30.0
 """Seconds a slot outlives the last renewal of its process (renewed every third of it)."""
 
-_NOW: Final = """
-local now
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-else
-  now = tonumber(ARGV[2])
-end
-local lease = tonumber(ARGV[1])
+_NOW: Final = (
+    lua_now(2)
+    + """local lease = tonumber(ARGV[1])
 """
+)
 """A script's ``now`` (ARGV[2]: seconds, '' for the server's clock) and ``lease``
 (ARGV[1])."""
 

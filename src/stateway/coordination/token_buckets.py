@@ -27,6 +27,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from stateway.coordination.outage import RedisOutage
+from stateway.coordination.server_clock import lua_now
 
 log = logging.getLogger(__name__)
 
@@ -36,17 +37,13 @@ MAX_KEYS: Final = 100_000
 # KEYS[1] the bucket; ARGV[1] per minute; ARGV[2] need ('any': always met); ARGV[3] debit;
 # ARGV[4] now in seconds ('': the server's clock). Returns the seconds to wait, as text
 # (a Lua number would be truncated to an integer); '0' when the debit was taken.
-_TAKE: Final = """
+_TAKE: Final = (
+    """
 local capacity = tonumber(ARGV[1])
 local rate = capacity / 60
-local now
-if ARGV[4] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-else
-  now = tonumber(ARGV[4])
-end
-local state = redis.call('HMGET', KEYS[1], 'level', 'at')
+"""
+    + lua_now(4)
+    + """local state = redis.call('HMGET', KEYS[1], 'level', 'at')
 local level = tonumber(state[1])
 local at = tonumber(state[2])
 if level == nil or at == nil then
@@ -65,6 +62,7 @@ redis.call('HSET', KEYS[1], 'level', tostring(level), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil((capacity - level) / rate * 1000) + 1000)
 return '0'
 """
+)
 
 
 class MemoryTokenBuckets:
