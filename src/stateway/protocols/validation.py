@@ -246,6 +246,9 @@ def _hosted(error: ErrorDetails, param: str) -> InvalidRequest | None:
         return empty_array(param, ctx["min_length"])
     if kind == "literal_error":
         return _not_one_of(error, param)
+    if kind == "union_tag_invalid":  # a role or a type none of the union's tags
+        tags = _QUOTED.findall(str(ctx.get("expected_tags", "")))
+        return unsupported_value(param, str(ctx.get("tag")), tags) if tags else None
     return None
 
 

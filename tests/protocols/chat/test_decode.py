@@ -355,6 +355,45 @@ def test_refused_with_a_400_naming_the_field(fields: dict[str, Any], param: str,
     assert param in error.message or error.message.startswith("Invalid value: '")
 
 
+@pytest.mark.parametrize(
+    ("message", "param", "words"),
+    [
+        (
+            {"role": "robot", "content": "x"},
+            "messages[0].role",
+            "Invalid value: 'robot'. Supported values are: 'system', 'developer', 'user', "
+            "'assistant', and 'tool'.",
+        ),
+        (
+            {"role": "user", "content": [{"type": "video", "x": 1}]},
+            "messages[0].content[0].type",
+            "Invalid value: 'video'. Supported values are: 'text', 'image_url', 'file', and "
+            "'input_audio'.",
+        ),
+    ],
+)
+def test_an_unknown_role_or_part_type_is_refused_in_hosted_words(
+    message: dict[str, Any], param: str, words: str
+) -> None:
+    """As hosted words a value none of a field's values (not pydantic's "Input tag ...")."""
+    error = refused(messages=[message])
+    assert (error.param, error.code, error.message) == (param, "invalid_value", words)
+
+
+def test_a_legacy_function_message_says_what_to_send_instead() -> None:
+    """Hosted still takes ``role: "function"`` (the ``functions`` API's answer); a
+    translated request cannot carry it, and the 400 says why and what to send."""
+    error = refused(
+        messages=[
+            {"role": "user", "content": "q"},
+            {"role": "function", "name": "lookup", "content": "42"},
+        ]
+    )
+    assert (error.param, error.code) == ("messages[1].role", "unsupported_value")
+    assert "legacy" in error.message
+    assert "'tool' messages" in error.message
+
+
 @pytest.mark.parametrize("stream", [None, False])
 def test_stream_options_without_a_stream_are_refused_as_hosted_refuses_them(
     stream: bool | None,

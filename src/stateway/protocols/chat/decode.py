@@ -311,7 +311,24 @@ def _text_format(response_format: ResponseFormat | None) -> dict[str, Any]:
 
 
 def _invalid(exc: pydantic.ValidationError) -> InvalidRequest:
-    """A body's validation error in the OpenAI shape, its field named as Chat does."""
+    """A body's validation error in the OpenAI shape, its field named as Chat does; a
+    message of the legacy ``functions`` API (``role: "function"``, which hosted still
+    takes) said to be one, with what to send instead."""
+    for error in exc.errors(include_url=False):
+        tag = (error.get("ctx") or {}).get("tag")
+        if (
+            error["type"] == "union_tag_invalid"
+            and _in_messages(error["loc"])
+            and tag == "function"
+        ):
+            param = f"messages[{error['loc'][1]}].role"
+            return InvalidRequest(
+                f"Unsupported value: '{param}' is 'function', a message of the legacy "
+                "functions API, which this gateway does not carry when the request is "
+                "translated for its upstream; send tool calls and 'tool' messages instead.",
+                param=param,
+                code="unsupported_value",
+            )
     return invalid_request(exc, _param, _tag)
 
 
