@@ -218,6 +218,27 @@ def test_hosted_features_the_gateway_cannot_honour_are_refused(
     assert (error["type"], error["message"].split(":")[0]) == ("invalid_request_error", field)
 
 
+def test_web_search_without_a_search_provider_is_refused_in_messages_words(
+    claude: Anthropic,
+) -> None:
+    """This gateway has no search provider: Anthropic's web search server tool (which
+    Claude Code's WebSearch declares) is a 400 saying what to configure, in a create and
+    in a count alike, without the optional declaration only the Responses API has."""
+    tools: Any = [*TOOLS, {"type": "web_search_20250305", "name": "web_search"}]
+    asked: Any = {"model": MODEL, "messages": [{"role": "user", "content": "news?"}]}
+    for send in (
+        lambda: claude.messages.create(max_tokens=100, tools=tools, **asked),
+        lambda: claude.messages.count_tokens(tools=tools, **asked),
+    ):
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            send()
+        error = caught.value.body["error"]  # type: ignore[index]
+        assert error["type"] == "invalid_request_error"
+        assert error["message"].startswith("tools: the web_search server tool needs a web ")
+        assert "STATEWAY_WEB_SEARCH_PROVIDER" in error["message"]
+        assert "external_web_access" not in error["message"]
+
+
 def test_hosted_features_that_change_no_answer_are_ignored(claude: Anthropic) -> None:
     message = claude.beta.messages.create(
         model=MODEL,

@@ -29,6 +29,8 @@ Import the tree from here. Its branches are kept one concept to a module:
     │   ├── UncarriedPart         400 code=unsupported_content_type (a content part the
     │   │                             backend's upstream API cannot carry: its type, the
     │   │                             backend's name)
+    │   ├── NoSearchProvider      400 code=unsupported_tool_type (a web search tool declared
+    │   │                             where no search provider is configured: its type)
     │   ├── ThreadAlreadyContinued, ThreadContinueInFlight   400 (a Messages thread's)
     │   └── ConfigRejected        400 code=config_invalid (a reload; the last good serves on)
     ├── Unauthorized              401 code=invalid_api_key (a missing, wrong, expired or
@@ -78,6 +80,7 @@ from stateway.core.errors.request import (
     ConversationNotFound,
     IdempotencyKeyReused,
     ModelNotFound,
+    NoSearchProvider,
     PreviousResponseNotFound,
     RequestTooLarge,
     ResponseInProgress,
@@ -132,6 +135,7 @@ __all__ = [
     "InternalError",
     "InvalidRequest",
     "ModelNotFound",
+    "NoSearchProvider",
     "NotFound",
     "Overloaded",
     "PreviousResponseNotFound",

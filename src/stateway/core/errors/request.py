@@ -22,6 +22,23 @@ class UncarriedPart(InvalidRequest):
         self.backend = backend
 
 
+class NoSearchProvider(InvalidRequest):
+    """A web search tool declared (``tools[N]``) where the gateway has no search provider:
+    its ``tool_type``, by which a frontend words the refusal its own way (the message
+    offers the optional declaration only a Responses client can send)."""
+
+    code = "unsupported_tool_type"
+
+    def __init__(self, tool_type: str, *, param: str) -> None:
+        super().__init__(
+            f"Tool type '{tool_type}' needs a web search provider, and none is configured: "
+            "set STATEWAY_WEB_SEARCH_PROVIDER (searxng, brave or tavily), or send it with "
+            "'external_web_access' to make it an optional hint.",
+            param=param,
+        )
+        self.tool_type = tool_type
+
+
 class BodyTimeout(InvalidRequest):
     """A request body that did not arrive within ``within`` seconds
     (``[server] request_body_timeout``): answered, then the connection is closed."""

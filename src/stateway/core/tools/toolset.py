@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from stateway.core.errors import InvalidRequest
+from stateway.core.errors import InvalidRequest, NoSearchProvider
 from stateway.core.items import Item
 from stateway.core.ports import Backend
 from stateway.core.tools import client_hosted
@@ -207,14 +207,7 @@ class GatewayTools:
                 if self.search is None:
                     if isinstance(tool.get("external_web_access"), bool):
                         continue  # Codex's declaration, an optional hint: not offered or echoed
-                    raise InvalidRequest(
-                        f"Tool type '{kind}' needs a web search provider, and none is "
-                        "configured: set STATEWAY_WEB_SEARCH_PROVIDER (searxng, brave or "
-                        "tavily), or send it with 'external_web_access' to make it an optional "
-                        "hint.",
-                        param=f"tools[{index}].type",
-                        code="unsupported_tool_type",
-                    )
+                    raise NoSearchProvider(kind, param=f"tools[{index}].type")
                 web_search = _web_search_binding(tool)
                 public.append(tool)
             elif kind in CLIENT_TYPES:

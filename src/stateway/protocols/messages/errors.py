@@ -42,6 +42,11 @@ block's signature the gateway sealed that does not open (the core's
 the block (``messages.1.content.0: Invalid `signature` in `thinking` block``, its path
 found by :mod:`.signatures`), or ``messages`` when the request holds no such block.
 
+A web search server tool declared where the gateway has no search provider (the core's
+:class:`~stateway.core.errors.NoSearchProvider`) is named as the Messages client declared
+it, with what to configure (the core's words offer a declaration only the Responses API
+has).
+
 A compaction's errors (:data:`COMPACTION_CODES`: a misplaced or ambiguous block, one whose
 signature does not verify or whose content differs from it, nothing to summarize, an
 unfinished turn) carry their code as ``error.details.error_code``, as Anthropic's do: the
@@ -61,6 +66,7 @@ from stateway.core.errors import (
     ContextTooLong,
     GatewayError,
     InvalidRequest,
+    NoSearchProvider,
     UpstreamContextTooLong,
     UpstreamUnavailable,
 )
@@ -135,6 +141,13 @@ _INVALID_SIGNATURE: Final = (
 )
 
 
+_NO_SEARCH_PROVIDER: Final = (
+    "tools: the web_search server tool needs a web search provider, and this gateway has "
+    "none configured: set STATEWAY_WEB_SEARCH_PROVIDER (searxng, brave or tavily) where it "
+    "runs, or leave the tool out."
+)
+
+
 _COMPACTION_WORDS: Final = {
     SIGNATURE_INVALID: "messages: Invalid `signature` in `compaction` block: it was not made "
     "by this gateway for this organization, or it was altered.",
@@ -151,6 +164,8 @@ def encode_error(error: GatewayError) -> dict[str, Any]:
         body = error_body(error_type(error.status), error.message)
         body["error"]["details"] = {"error_code": error.code}
         return body
+    if isinstance(error, NoSearchProvider):  # the only web search tool a request may have
+        return error_body("invalid_request_error", _NO_SEARCH_PROVIDER)
     if isinstance(error, InvalidRequest) and error.code == INVALID_CODE:
         return error_body("invalid_request_error", f"{_signed(error.param)}: {_INVALID_SIGNATURE}")
     if isinstance(error, InvalidRequest) and error.code in COMPACTION_CODES:
