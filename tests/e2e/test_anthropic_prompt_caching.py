@@ -169,3 +169,35 @@ def test_a_messages_client_is_cached_where_it_marks(fake_upstream: str, tmp_path
         body = sent(fake_upstream, "own m2")
         assert "cache_control" not in body
         assert block_marks(body) == [("own m2", HOUR)]
+
+
+def test_a_messages_clients_marks_on_its_tools_reach_the_upstream(
+    fake_upstream: str, tmp_path: Path
+) -> None:
+    """A mark on a tool of Anthropic's (the memory tool, offered with its schema) stays on
+    it as on a custom tool, and one on a ``tool_reference`` on the text it becomes."""
+    with (
+        configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
+        Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
+    ):
+        tools: Any = [
+            {"name": "f", "input_schema": {"type": "object"}, "cache_control": HOUR},
+            {"type": "memory_20250818", "name": "memory", "cache_control": HOUR},
+        ]
+        loaded = {"type": "tool_reference", "tool_name": "f", "cache_control": AUTOMATIC}
+        use = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}
+        messages: Any = [
+            {"role": "user", "content": "tools t1"},
+            {"role": "assistant", "content": [use]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [loaded]}],
+            },
+        ]
+        claude.messages.create(model=MODEL, max_tokens=100, messages=messages, tools=tools)
+        body = sent(fake_upstream, "tools t1")
+        assert [(tool["name"], tool.get("cache_control")) for tool in body["tools"]] == [
+            ("f", HOUR),
+            ("memory", HOUR),
+        ]
+        assert block_marks(body) == [("Tool loaded: f", AUTOMATIC)]

@@ -15,11 +15,12 @@
   ``web_search_call`` or ``mcp_call`` it showed (:mod:`.server_tools`).
 
 In a ``tool_result``, a ``tool_reference`` (a deferred tool the client's tool search loaded:
-Claude Code's ToolSearch) becomes the text ``Tool loaded: NAME`` (the tool itself, declared
-with ``defer_loading``, is offered to the model like any other). A ``search_result`` (in a
-user message or a tool result) becomes its title, source and text, one per line, as an
-``input_text`` part that keeps the block as it came under ``search_result``: an Anthropic
-upstream gets the block itself (and can cite it), the others its text.
+Claude Code's ToolSearch) becomes the text ``Tool loaded: NAME``, its mark kept (the tool
+itself, declared with ``defer_loading``, is offered to the model like any other). A
+``search_result`` (in a user message or a tool result) becomes its title, source and
+text, one per line, as an ``input_text`` part that keeps the block as it came under
+``search_result``: an Anthropic upstream gets the block itself (and can cite it), the
+others its text.
 
 A text block's ``citations`` (an earlier answer's, sent back) stay on its part, for an
 Anthropic upstream (which gets those whose document or search result it is sent too:
@@ -245,7 +246,7 @@ def _part(block: ResultPart) -> Item | None:
     if isinstance(block, TextBlock):
         return _carried({"type": "input_text", "text": block.text}, block) if block.text else None
     if isinstance(block, ToolReferenceBlock):
-        return {"type": "input_text", "text": f"Tool loaded: {block.tool_name}"}
+        return _carried({"type": "input_text", "text": f"Tool loaded: {block.tool_name}"}, block)
     if isinstance(block, SearchResultBlock):
         lines = [block.title, block.source, *(b.text for b in block.content if b.text)]
         text = "\n".join(line for line in lines if line)
@@ -291,7 +292,7 @@ def _joined(content: str | list[TextBlock]) -> str:
     return content if isinstance(content, str) else "".join(b.text for b in content)
 
 
-def _carried(part: Item, block: TextBlock | ImageBlock | DocumentBlock | SearchResultBlock) -> Item:
+def _carried(part: Item, block: ResultPart) -> Item:
     """``part`` with what its block marks for an Anthropic upstream: its ``cache_control``,
     a text's ``citations``."""
     if block.cache_control is not None:

@@ -89,6 +89,7 @@ class ToolReferenceBlock(_Wire):
 
     type: Literal["tool_reference"]
     tool_name: str = Field(min_length=1)
+    cache_control: dict[str, Any] | None = None
 
 
 class SearchResultBlock(_Wire):

@@ -6,7 +6,8 @@ refuses them when their ``name`` is not ``^[a-zA-Z0-9_-]{1,128}$`` or their
 ``input_schema`` is not of ``type: "object"`` (``tools.N.input_schema.type: Field
 required``); Anthropic-defined
 client tools (``bash``, the text editor, ``memory``) function tools with the input their
-type takes (:mod:`.client_tools`); either's ``input_examples`` is shown after its
+type takes (:mod:`.client_tools`), ``defer_loading`` and ``cache_control`` kept too;
+either's ``input_examples`` is shown after its
 description, and an ``allowed_callers`` without ``direct`` (a tool only code execution
 may call) is a 400. The ``web_search_YYYYMMDD`` server tool becomes the gateway's
 ``web_search`` (``allowed_domains`` and ``blocked_domains`` as its ``filters``,
@@ -148,6 +149,8 @@ def _client_tool(tool: ClientToolParam, index: int) -> Item:
     function = function_of(tool.type, tool.name)
     if tool.defer_loading:
         function["defer_loading"] = True
+    if tool.cache_control is not None:  # as a custom tool's (for an Anthropic upstream)
+        function["cache_control"] = tool.cache_control
     return function
 
 
