@@ -416,6 +416,46 @@ def test_message_start_counts_the_prompt_as_an_anthropic_upstream_did(
     assert final.usage == claude.messages.create(**asked).usage
 
 
+def test_a_custom_content_documents_images_reach_the_model(
+    claude: Anthropic, keyed_upstream: str, upstream_api: str
+) -> None:
+    """A document of custom content may hold images among its text blocks (the SDK's
+    ``ContentBlockSourceContentParam``): an Anthropic upstream gets the document as it was
+    sent; the others its text, then its images, in a user message and in a tool result."""
+    png = {"type": "base64", "media_type": "image/png", "data": "iVBO"}
+    image = {"type": "image", "source": png}
+    source = {"type": "content", "content": [{"type": "text", "text": "one "}, image]}
+    document: Any = {"type": "document", "source": source, "title": "T"}
+    use = {"type": "tool_use", "id": "toolu_7", "name": "get_weather", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_7", "content": [document]}
+    messages: Any = [
+        {"role": "user", "content": [document, {"type": "text", "text": "look"}]},
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": [result]},
+    ]
+    clear(keyed_upstream)
+    create(claude, messages, tools=TOOLS)
+    [sent] = upstream_log(keyed_upstream)
+    body = sent["body"]
+    if upstream_api == "anthropic":
+        assert body["messages"][0]["content"] == [document, {"type": "text", "text": "look"}]
+        assert body["messages"][2]["content"][0]["content"] == [document]
+    elif upstream_api == "chat":
+        user = body["messages"][0]["content"]
+        assert [part["type"] for part in user] == ["text", "image_url", "text"]
+        assert user[0]["text"].endswith("one ")
+        assert user[1]["image_url"]["url"] == "data:image/png;base64,iVBO"
+        assert body["messages"][2]["role"] == "tool"
+        assert [part["type"] for part in body["messages"][3]["content"]][-1] == "image_url"
+    else:
+        user = body["input"][0]["content"]
+        assert [part["type"] for part in user] == ["input_file", "input_image", "input_text"]
+        assert user[1]["image_url"] == "data:image/png;base64,iVBO"
+        assert set(user[1]) == {"type", "image_url", "detail"}
+        output = body["input"][2]["output"]
+        assert [part["type"] for part in output] == ["input_file", "input_image"]
+
+
 def test_search_results_and_cited_text_reach_the_model(claude: Anthropic) -> None:
     """A ``search_result`` block in a user message, and an earlier answer's text block with
     ``citations`` (here of the gateway's own web search, which no upstream can check):

@@ -7,7 +7,9 @@
   as Claude Code sends it.
 - Items become blocks of alternating turns: text, ``image`` and ``document`` parts (a
   Messages client's document with its ``context``, ``citations`` and custom content as
-  it sent them, and its ``search_result`` block as it sent it); a text part's
+  it sent them, images included, which are not sent again as the ``in_document`` image
+  parts the other upstreams get; and its ``search_result`` block as it sent it); a text
+  part's
   ``citations`` (an Anthropic answer's, sent back) go along when what they cite does
   too: a document's (``char_location``, ``page_location``, ``content_block_location``)
   when a document of their ``document_index`` comes before them, a search result's
@@ -153,6 +155,8 @@ def _block(part: Item, ttl: str | None) -> dict[str, Any] | None:
         block = {"type": "text", "text": text}
         if isinstance(part.get("citations"), list) and part["citations"]:
             block["citations"] = part["citations"]
+    elif kind == "input_image" and part.get("in_document"):
+        return None  # its document's custom content holds it
     elif kind == "input_image":
         block = {"type": "image", "source": _image_source(part)}
     elif kind == "input_file":

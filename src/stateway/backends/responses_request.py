@@ -5,9 +5,9 @@ Canonical items are already Responses items, so they go as they are, ids include
 stateless upstream does not look them up), with ``store: false``: the whole context every
 round. What only a Messages client marks (a tool result's ``is_error``, ``cache_control``,
 a document's ``context``, ``citations`` and ``source``, a text's ``citations`` and
-``search_result``), and a Chat client's message ``name``, are left out: this wire has no
-field for them. Tools of types the gateway does not model, and the ``shell`` and
-``apply_patch`` tools and their items, are sent untouched.
+``search_result``, an image's ``in_document``), and a Chat client's message ``name``, are
+left out: this wire has no field for them. Tools of types the gateway does not model, and
+the ``shell`` and ``apply_patch`` tools and their items, are sent untouched.
 
 Reasoning's ``encrypted_content`` is always asked for (``include``). A reasoning item
 sealed by a Responses upstream is sent back as that upstream gave it (its summary and
@@ -85,9 +85,9 @@ def _item(item: Item) -> Item:
     An assistant message is an output message on this wire, which needs a ``status``.
     What a Messages client marks that this wire has no field for (a tool result's
     ``is_error``, a part's ``cache_control``, a document's ``context``, ``citations`` and
-    ``source``, a text's ``citations`` and ``search_result``), and a Chat client's message
-    ``name``, are left out. A reasoning item
-    carries only its Responses upstream's seal."""
+    ``source``, a text's ``citations`` and ``search_result``, an image's ``in_document``),
+    and a Chat client's message ``name``, are left out. A reasoning item carries only its
+    Responses upstream's seal."""
     if item.get("type") == "reasoning" and "encrypted_content" in item:
         return _reasoning(item)
     if "is_error" in item or "cache_control" in item:
@@ -105,7 +105,7 @@ def _item(item: Item) -> Item:
 
 _MESSAGES_ONLY = frozenset({"is_error", "cache_control"})
 _MESSAGES_ONLY_PARTS = frozenset(
-    {"cache_control", "context", "citations", "source", "search_result"}
+    {"cache_control", "context", "citations", "source", "search_result", "in_document"}
 )
 
 

@@ -168,6 +168,21 @@ def test_images_and_documents_become_input_parts() -> None:
     assert text["file_data"] == "data:text/plain;base64,aGk="
 
 
+def test_a_custom_content_documents_images_follow_its_text() -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://x/a.png"}}
+    source = {"type": "content", "content": [{"type": "text", "text": "hi"}, image]}
+    document = {"type": "document", "source": source}
+    [item] = decode_messages(body(messages=[{"role": "user", "content": [document]}])).input
+    text, shown = item["content"]
+    assert (text["file_data"], text["source"]) == ("data:text/plain;base64,aGk=", source)
+    assert shown == {
+        "type": "input_image",
+        "image_url": "https://x/a.png",
+        "detail": "auto",
+        "in_document": True,
+    }
+
+
 def test_settings_map_to_generation_settings() -> None:
     tools = [
         {

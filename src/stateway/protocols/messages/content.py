@@ -28,16 +28,18 @@ Anthropic upstream (which gets those whose document or search result it is sent 
 
 Images become ``input_image`` (a ``data:`` URL for base64), documents ``input_file``
 (``file_data`` as a ``data:`` URL, plain text included, or ``file_url``; the title as
-``filename``). A part keeps its block's ``cache_control``, and a document part its
-``context`` and ``citations`` and, for custom content, its ``source`` as it came (the
-blocks Anthropic's citations of it count), for an Anthropic upstream. A Chat upstream,
-which takes no files, gets a plain-text document as its text, after its title and context
-(:mod:`stateway.core.text_files`), and refuses any other (:mod:`.media`). Empty text
-carries nothing and is left out. A ``tool_result`` must answer a ``tool_use`` of an
-earlier assistant message that no other result answered (or, leading a thread's new turn,
-a call of the thread's last response): otherwise a 400 naming its ``tool_use_id``. Every
-``tool_use`` must be answered by the next message, which begins with the results, and ids
-must be unique (400s in Anthropic's words).
+``filename``); a custom content document's images follow it as ``input_image`` parts of
+their own, marked ``in_document`` (an Anthropic upstream gets them in the document). A
+part keeps its block's ``cache_control``, and a document part its ``context`` and
+``citations`` and, for custom content, its ``source`` as it came (the blocks Anthropic's
+citations of it count), for an Anthropic upstream. A Chat upstream, which takes no
+files, gets a plain-text document as its text (a custom one's text blocks), after its
+title and context (:mod:`stateway.core.text_files`), and refuses any other
+(:mod:`.media`). Empty text carries nothing and is left out. A ``tool_result`` must
+answer a ``tool_use`` of an earlier assistant message that no other result answered (or,
+leading a thread's new turn, a call of the thread's last response): otherwise a 400
+naming its ``tool_use_id``. Every ``tool_use`` must be answered by the next message,
+which begins with the results, and ids must be unique (400s in Anthropic's words).
 """
 
 from __future__ import annotations
@@ -180,9 +182,7 @@ def _user(
             run = []
             items.append(_tool_output(block, pending, f"{where}.content.{position}"))
         elif isinstance(block, TextBlock | ImageBlock | DocumentBlock | SearchResultBlock):
-            part = _part(block)
-            if part is not None:
-                run.append(part)
+            run += _block_parts(block)
         else:
             raise field_error(
                 f"{where}.content.{position}.type",
@@ -242,6 +242,19 @@ def _parts(content: str | Sequence[TextBlock], kind: str = "input_text") -> list
     return [_carried({"type": kind, "text": b.text}, b) for b in content if b.text]
 
 
+def _block_parts(block: ResultPart) -> list[Item]:
+    """The parts of one block: its own (none for empty text), then, for a document of
+    custom content, its images, which an Anthropic upstream gets in the document's
+    ``source`` (marked ``in_document``: not again as blocks of their own)."""
+    part = _part(block)
+    parts = [] if part is None else [part]
+    source = block.source if isinstance(block, DocumentBlock) else None
+    if source is not None and source.type == "content" and isinstance(source.content, list):
+        images = [b for b in source.content if isinstance(b, ImageBlock)]
+        parts += [{**_image(image), "in_document": True} for image in images]
+    return parts
+
+
 def _part(block: ResultPart) -> Item | None:
     if isinstance(block, TextBlock):
         return _carried({"type": "input_text", "text": block.text}, block) if block.text else None
@@ -257,13 +270,17 @@ def _part(block: ResultPart) -> Item | None:
         }
         return _carried(part, block)
     if isinstance(block, ImageBlock):
-        source = block.source
-        if source.type == "base64":
-            url = f"data:{source.media_type};base64,{source.data}"
-        else:
-            url = source.url
-        return _carried({"type": "input_image", "image_url": url, "detail": "auto"}, block)
+        return _carried(_image(block), block)
     return _carried(_document(block), block)
+
+
+def _image(block: ImageBlock) -> Item:
+    source = block.source
+    if source.type == "base64":
+        url = f"data:{source.media_type};base64,{source.data}"
+    else:
+        url = source.url
+    return {"type": "input_image", "image_url": url, "detail": "auto"}
 
 
 def _document(block: DocumentBlock) -> Item:
@@ -288,8 +305,11 @@ def _document(block: DocumentBlock) -> Item:
     return part
 
 
-def _joined(content: str | list[TextBlock]) -> str:
-    return content if isinstance(content, str) else "".join(b.text for b in content)
+def _joined(content: str | list[TextBlock | ImageBlock]) -> str:
+    """A custom content document's text (its images are parts of their own)."""
+    if isinstance(content, str):
+        return content
+    return "".join(b.text for b in content if isinstance(b, TextBlock))
 
 
 def _carried(part: Item, block: ResultPart) -> Item:
@@ -327,7 +347,7 @@ def _tool_output(block: ToolResultBlock, pending: dict[str, str | None], where: 
     if block.content is None or isinstance(block.content, str):
         output = block.content or ""
     else:
-        output = [part for b in block.content if (part := _part(b)) is not None]
+        output = [part for b in block.content for part in _block_parts(b)]
     item: Item = {
         "id": new_id("fco"),
         "type": "function_call_output",

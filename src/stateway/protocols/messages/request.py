@@ -52,15 +52,17 @@ class PlainTextSource(_Wire):
     data: str
 
 
-class ContentSource(_Wire):
-    type: Literal["content"]
-    content: str | list[TextBlock]
-
-
 class ImageBlock(_Wire):
     type: Literal["image"]
     source: Annotated[ImageBase64Source | URLSource, Field(discriminator="type")]
     cache_control: dict[str, Any] | None = None
+
+
+class ContentSource(_Wire):
+    """A document of custom content: text blocks, among which images may stand."""
+
+    type: Literal["content"]
+    content: str | list[Annotated[TextBlock | ImageBlock, Field(discriminator="type")]]
 
 
 class DocumentBlock(_Wire):
