@@ -161,6 +161,22 @@ def test_bad_requests_are_400s(client: OpenAI) -> None:
     assert missing.value.param == "model"  # type: ignore[attr-defined]
 
 
+def test_web_search_options_without_a_search_provider_say_what_to_configure(
+    client: OpenAI,
+) -> None:
+    """This gateway has no search provider: the 400 names ``web_search_options`` and what
+    to configure, not the Responses-only declaration a Chat client cannot send."""
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "news?"}], web_search_options={}
+        )
+    error = caught.value.body
+    assert isinstance(error, dict)
+    assert (error["param"], error["code"]) == ("web_search_options", "unsupported_tool_type")
+    assert "STATEWAY_WEB_SEARCH_PROVIDER" in error["message"]
+    assert "external_web_access" not in error["message"]
+
+
 def _final(chunks: Any) -> Any:
     """The completion the SDK accumulates from a stream's chunks."""
     state: ChatCompletionStreamState[None] = ChatCompletionStreamState()

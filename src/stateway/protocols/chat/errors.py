@@ -10,14 +10,37 @@ what the gateway added: a backend's ``gateway_tools``, defaults). An item's plac
 none, and a stage may add or drop items before they are judged, so no count over the
 messages is sure to name the right one; ``param`` is then null, and the message still
 says what is at fault. Errors raised while decoding already name Chat's fields.
+
+:func:`chat_error` is the error body: such a param, and, for a web search asked for with
+``web_search_options`` where the gateway has no search provider, Chat's own words (the
+core's offer a declaration only the Responses API has).
 """
 
 from __future__ import annotations
 
 from collections.abc import Container
-from typing import Final
+from typing import Any, Final
+
+from stateway.core.errors import GatewayError, NoSearchProvider
 
 _RENAMED: Final = {"input": "messages", "reasoning": "reasoning_effort"}
+
+_NO_SEARCH_PROVIDER: Final = (
+    "'web_search_options' asks for a web search, which needs a web search provider, and "
+    "this gateway has none configured: set STATEWAY_WEB_SEARCH_PROVIDER (searxng, brave or "
+    "tavily) where it runs, or leave 'web_search_options' out."
+)
+
+
+def chat_error(error: GatewayError, sent: Container[str]) -> dict[str, Any]:
+    """``error``'s body (the OpenAI shape's ``error`` object), its param a field the
+    client sent (``sent``: the body's top-level fields), or null."""
+    wire = error.to_dict()
+    if isinstance(error, NoSearchProvider) and "web_search_options" in sent:
+        wire.update(message=_NO_SEARCH_PROVIDER, param="web_search_options")
+        return wire
+    wire["param"] = chat_param(error.param, sent)
+    return wire
 
 
 def chat_param(param: str | None, sent: Container[str]) -> str | None:

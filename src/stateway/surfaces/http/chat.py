@@ -27,7 +27,7 @@ from stateway.core.principal import Principal
 from stateway.core.runs import Run
 from stateway.protocols.chat.decode import ChatCall, ChatRequest, decode_chat, peek_chat
 from stateway.protocols.chat.encode import encode_completion
-from stateway.protocols.chat.errors import chat_param
+from stateway.protocols.chat.errors import chat_error
 from stateway.protocols.chat.stream import ChatStream, encode_error_chunk
 from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.errors import error_answer
@@ -162,8 +162,7 @@ def _translated_answer(scope: Scope, fields: dict[str, Any], error: Exception) -
 
 
 def _translated_error(fields: dict[str, Any], error: GatewayError) -> Response:
-    wire = error.to_dict()
-    wire["param"] = chat_param(error.param, fields)
+    wire = chat_error(error, fields)
     return JSONResponse({"error": wire}, status_code=error.status, headers=error.headers or None)
 
 
