@@ -20,6 +20,7 @@ from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.surfaces.http.app import build_http_app
+from stateway.surfaces.http.chat import ChatRoutes
 from stateway.surfaces.http.messages import MessagesRoutes
 from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
@@ -111,6 +112,57 @@ async def test_a_streamed_request_answered_with_a_json_error_is_that_error_befor
         assert caught.value.message.startswith("Model server 'up' answered with an error: ")
 
 
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [(WARMING, 502, "upstream_error"), (LIMITED, 429, "rate_limit_exceeded")],
+)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_forwarded_request_answered_with_a_json_error_is_that_error(
+    loopback: Loopback, error: dict[str, Any], status: int, code: str, stream: bool
+) -> None:
+    """The fast path relays an answer untouched, but a 200 whose JSON body is an error
+    alone is no answer: a client reading it as one gets an empty completion (or, asking
+    for a stream, an empty stream) and asks again at once. It is the error it reports,
+    in the OpenAI shape, before a byte of it was relayed."""
+    backend = await chat_backend(loopback, error, stream=False)
+    body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    relay = await backend.forward_chat(body)
+    with pytest.raises(GatewayError) as caught:
+        await anext(relay.chunks())
+    await relay.aclose()
+    assert (caught.value.status, caught.value.code) == (status, code)
+    assert caught.value.message.startswith("Model server 'up' answered with an error: ")
+
+    app = app_over(backend)
+    fields = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    answer = await call(app, "POST", "/v1/chat/completions", orjson.dumps(fields))
+    assert answer.status == status
+    assert answer.json()["error"]["code"] == code
+    assert error["message"] in answer.json()["error"]["message"]
+
+
+async def test_a_forwarded_answer_that_mentions_an_error_is_relayed_as_it_came(
+    loopback: Loopback,
+) -> None:
+    """Only a body that is an error alone (no ``choices``) is one."""
+    completion = {
+        "id": "c",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": '"error"'}}],
+        "error": None,
+    }
+
+    async def answers(request: web.Request) -> web.Response:
+        return web.json_response(completion)
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
+    backend = OpenAIChatBackend(loopback.adopt(client))
+    relay = await backend.forward_chat(b'{"model": "m", "messages": []}')
+    relayed = b"".join([chunk async for chunk in relay.chunks()])
+    await relay.aclose()
+    assert orjson.loads(relayed) == completion
+
+
 def app_over(backend: OpenAIChatBackend) -> Starlette:
     store = MemoryStore()
     router = Router([BackendEntry(backend, {}, catch_all=True)])
@@ -119,6 +171,7 @@ def app_over(backend: OpenAIChatBackend) -> Starlette:
         ResponsesRoutes(gateway, 1 << 20),
         ServiceRoutes(gateway),
         messages=MessagesRoutes(gateway, 1 << 20, keepalive=15.0, max_input_items=50),
+        chat=ChatRoutes(gateway, 1 << 20),
     )
 
 

@@ -203,7 +203,7 @@ async def test_a_relays_first_chunk_is_scrubbed_and_counted_as_the_rest(
     is where the usage is read when it is the last."""
     key = "sk-Proj-AbCdEfGh0123456789-XyZ"
     sent = (
-        b'{"error": "bad key ' + key.encode() + b'", '
+        b'{"choices": [], "note": "bad key ' + key.encode() + b'", '
         b'"usage": {"prompt_tokens": 3, "completion_tokens": 4}}'
     )
 

@@ -5,7 +5,9 @@ a request the way every other call goes (a connection slot, the stale-connection
 the deadlines) and hands back an :class:`UpstreamRelay` as soon as the status line and
 headers arrive, whatever the status: an upstream error's body is the client's answer too.
 Nothing is parsed but the usage at its end, once it has been relayed
-(:mod:`~stateway.backends.chat_usage`). The body is counted against
+(:mod:`~stateway.backends.chat_usage`), and a 200 body that is no event stream, read whole
+before it is relayed: one that is only ``{"error": ...}`` (some servers answer a failure
+so, even to a streamed request) is the error it reports, not an answer. The body is counted against
 ``max_response_bytes`` as it is read (a declared ``Content-Length`` over it fails before
 the first chunk) and, when the backend has a key, passed through the
 key scrubber chunk by chunk (a chunk is decoded as Latin-1, which maps bytes one to one,
@@ -27,9 +29,11 @@ from contextlib import AbstractContextManager
 from typing import Final
 
 import aiohttp
+import orjson
 
 from stateway.backends.chat_usage import reported_usage
 from stateway.backends.upstream_reply import UpstreamReply, no_output
+from stateway.backends.upstream_status import classify_reported, reports_error
 from stateway.core.deadline import Deadline
 from stateway.core.errors import UpstreamError
 from stateway.core.ports import is_event_stream
@@ -110,7 +114,12 @@ class UpstreamRelay:
         with self._failures():
             try:
                 self._reply.check_declared()  # before a byte of it is relayed
-                if self._first_token_timeout is not None and (first := await self._first()):
+                first = b"" if self._first_token_timeout is None else await self._first()
+                if self.status == 200 and not is_event_stream(self.headers):
+                    whole = first + b"".join([chunk async for chunk in self._reply])
+                    self._check_reported(whole)
+                    first = whole  # relayed below, the reply read to its end
+                if first:
                     yield self._relayed(first)
                 async for chunk in self._reply:
                     if self._scrub is not None:
@@ -140,6 +149,21 @@ class UpstreamRelay:
             if waiting.expired:
                 raise no_output(self._backend, within) from exc
             raise
+
+    def _check_reported(self, body: bytes) -> None:
+        """Raise the error a 200 whose whole body is ``{"error": ...}`` reports (some
+        servers answer so, even a streamed request): no answer a client could read, as a
+        translated request's (:func:`~stateway.backends.upstream_status.classify_reported`).
+        Parsed only when the body names an ``error`` at all."""
+        if b'"error"' not in body:
+            return
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(payload, dict) and reports_error(payload, "choices"):
+            scrub = self._scrub or str
+            raise classify_reported(payload["error"], self._backend, scrub, mid_stream=False)
 
     def _relayed(self, chunk: bytes) -> bytes:
         """``chunk`` as relayed (scrubbed), and noted (the loop in :meth:`chunks` inlines

@@ -9,9 +9,10 @@ first chunk (:meth:`RelayResponse.held`): an upstream failing before it (silent 
 read timeout, its connection reset after the headers) is answered as an error, not as a
 status whose body never comes. When the upstream fails part-way, an event stream ends
 with one OpenAI-shaped ``data: {"error": ...}`` line (what the ``openai`` SDK raises), on
-a line of its own after what was relayed; any other body is cut short, closing the
-connection. An event stream whose credential is revoked (an API key) or expires while it
-is relayed ends the same way, with the 401
+a line of its own after what was relayed; any other body (an upstream's error body: a
+200 one is read whole before it is relayed, :mod:`stateway.backends.upstream_relay`) is
+cut short, closing the connection. An event stream whose credential is revoked (an API
+key) or expires while it is relayed ends the same way, with the 401
 (:class:`~stateway.surfaces.auth.revocation.RevocationWatch`), its upstream request closed
 as when the client leaves. A relay ended so, or by the server shutting down, is logged at
 info (expected endings); one its upstream fails part-way, as a warning naming the server.
