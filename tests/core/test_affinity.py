@@ -115,6 +115,26 @@ async def test_a_prompt_cache_key_names_a_chain_of_its_tenant_only() -> None:
     assert mine.state.attempts[0]["affinity"] == "hit"
 
 
+async def test_a_session_keeps_a_stateless_clients_turns_on_one_candidate() -> None:
+    """A client that sends its whole conversation each turn (Claude Code), naming its
+    session: its turns keep to the candidate of its first, in its tenant only; another
+    session is a chain of its own."""
+    a, b = Steady("a"), Steady("b")
+    gw = gateway(router(route(candidate(a), candidate(b)), seed=5))
+    home = served(await turn(gw, session="s1"))
+    for _ in range(5):
+        run = await turn(gw, session="s1")
+        assert served(run) == home
+        assert run.state.attempts[0]["affinity"] == "hit"
+    other = await gw.execute(
+        Principal("bob", "key_b"), CreateResponse("assistant", [USER], session="s1")
+    )
+    await other.wait()
+    assert "affinity" not in other.state.attempts[0]  # bob's own session
+    sessions = {served(await turn(gw, session=f"s{n}")) for n in range(2, 30)}
+    assert sessions == {"a", "b"}
+
+
 async def test_a_loaded_candidate_loses_its_continuations_past_the_tolerance() -> None:
     a, b = Steady("a"), Steady("b")
     routing = router(route(candidate(a), candidate(b), affinity_tolerance=0.5), seed=2)

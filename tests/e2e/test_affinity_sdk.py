@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from anthropic import Anthropic
 from openai import AsyncOpenAI, OpenAI
 
 from stateway.fake_upstream.launch import start_fake_upstream
@@ -135,6 +136,46 @@ async def test_a_chain_keeps_to_its_first_candidate_while_new_chains_split_evenl
     home_log = fake_requests(fakes[home].url, mark)
     assert [r["body"]["model"] for r in home_log] == [f"pair-{home}"] * TURNS
     assert fake_requests(fakes[away].url, mark) == []
+
+
+@pytest.mark.parametrize("client", ["claude-code", "opencode"])
+def test_a_stateless_clients_session_keeps_its_turns_on_one_candidate(
+    pair: RunningGateway, fakes: dict[str, Restartable], client: str
+) -> None:
+    """Claude Code (Messages, ``X-Claude-Code-Session-Id``) and opencode (Chat
+    Completions, ``x-session-affinity``) send the whole conversation every turn and name
+    their session in a header: each session's turns reach one server (by chance alone,
+    four would once in 8 runs, all sixteen sessions' never), and different sessions
+    still reach both."""
+    homes: set[str] = set()
+    for _ in range(16):  # sessions
+        mark = marker()
+        for turn in range(4):
+            said = f"{mark} turn {turn}"
+            if client == "claude-code":
+                with Anthropic(
+                    base_url=pair.url,
+                    api_key="x",
+                    max_retries=0,
+                    default_headers={"X-Claude-Code-Session-Id": mark},
+                ) as claude:
+                    claude.messages.create(
+                        model="pair", max_tokens=50, messages=[{"role": "user", "content": said}]
+                    )
+            else:
+                with OpenAI(
+                    base_url=pair.url + "/v1",
+                    api_key="x",
+                    max_retries=0,
+                    default_headers={"x-session-affinity": mark},
+                ) as openai:
+                    openai.chat.completions.create(
+                        model="pair", messages=[{"role": "user", "content": said}]
+                    )
+        reached = {name for name, fake in fakes.items() if fake_requests(fake.url, mark)}
+        assert len(reached) == 1, reached
+        homes |= reached
+    assert homes == {"a", "b"}  # all sixteen sessions on one server: once in 32,768 runs
 
 
 def test_a_chain_whose_candidate_is_down_moves_to_the_other_and_stays(

@@ -187,6 +187,11 @@ class CreateResponse:
     thread: ThreadTurn | None = None
     """A turn of a Messages thread: its conversation found (or made) and its system and
     tools inherited by :mod:`stateway.core.threads` before it is admitted."""
+    session: str | None = None
+    """The client's session, as a request header names it (Claude Code's
+    ``X-Claude-Code-Session-Id``): one more name the request's chain is known by for cache
+    affinity (:func:`~stateway.core.routing.affinity.chain_names`), for a client that sends
+    its whole conversation every turn. Not stored."""
     attach: Callable[[Run], None] | None = None
     """Drive the run in the caller's own task instead of a task of its own: ``execute``
     returns once the run has ended, and ``attach`` is called with the run as it starts

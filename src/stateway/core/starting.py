@@ -134,7 +134,11 @@ class RunStarter:
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
         state.attempts = plan.records
         plan.remember = chain_names(
-            principal.tenant_id, state.id, state.conversation_id, state.settings.prompt_cache_key
+            principal.tenant_id,
+            state.id,
+            state.conversation_id,
+            state.settings.prompt_cache_key,
+            command.session,
         )
         run = Run(
             state, command.input, generate=command.generate, hidden_rounds=command.hidden_rounds
@@ -224,6 +228,7 @@ class RunStarter:
             command.previous_response_id,
             command.conversation_id,
             command.settings.prompt_cache_key,
+            command.session,
         )
         stored = prior.served_by if conversation is None else conversation.served_by
         # the context's configuration updates hold over the request's own settings

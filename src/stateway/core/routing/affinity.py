@@ -2,15 +2,16 @@
 while that server still holds the chain's prefix in its KV cache.
 
 A chain is named by what a continuation carries: the ``previous_response_id`` (the
-response that was served), the conversation, or the ``prompt_cache_key``, each within its
+response that was served), the conversation, the ``prompt_cache_key``, or the client's
+session (a header naming it: :mod:`stateway.surfaces.http.sessions`), each within its
 tenant: a key another tenant happens to send (or sends on purpose) names a chain of its
 own, neither led onto the server holding the first tenant's prefix nor moving it. The
 table is this process's, bounded (least recently used names leave first). A continuation whose
 names it does not hold (after a restart, on another replica, or evicted) falls back to the
 store: every response keeps the candidate that served it (``served_by``), read with the
 chain (or the conversation's items) in the statement that loads it. A chain known only
-by its ``prompt_cache_key`` has no such fallback (the store is not searched by it), and
-without either it is a new chain, spread by weight.
+by its ``prompt_cache_key`` or session has no such fallback (the store is not searched by
+them), and without any of these it is a new chain, spread by weight.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def chain_names(
     previous_response_id: str | None,
     conversation_id: str | None,
     prompt_cache_key: str | None,
+    session: str | None = None,
 ) -> list[str]:
     """The names a request's chain is known by in ``tenant_id``, most specific first (a
     tenant id holds no ``/``: the first one ends it)."""
@@ -58,4 +60,6 @@ def chain_names(
         names.append(f"{tenant_id}/conversation:{conversation_id}")
     if prompt_cache_key is not None:
         names.append(f"{tenant_id}/cache_key:{prompt_cache_key}")
+    if session is not None:
+        names.append(f"{tenant_id}/session:{session}")
     return names

@@ -33,6 +33,7 @@ from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.relay import RelayResponse
 from stateway.surfaces.http.run_answers import failure_after_output, handed_over, wait_for_output
+from stateway.surfaces.http.sessions import session_of
 from stateway.surfaces.http.sse import KEEPALIVE_INTERVAL, Chunks, SSEResponse
 from stateway.surfaces.http.transport import (
     DisconnectWatch,
@@ -108,7 +109,7 @@ class ChatRoutes:
         peek = partial(peek_chat, raw, max_input_items=self._max_items)
         call = await asyncio.to_thread(peek) if large else peek()
         attach = None if call.stream else handed_over(watch)
-        translate = partial(self._translate, call, large, translated, attach)
+        translate = partial(self._translate, call, large, translated, attach, scope)
         needs = call.needs_gateway
         command = ForwardChat(call.model, raw, call.fields, translate, needs_gateway=needs)
         result = await self._gateway.execute(principal, command)
@@ -147,11 +148,13 @@ class ChatRoutes:
         large: bool,
         into: list[ChatRequest],
         attach: Callable[[Run], None] | None,
+        scope: Scope,
     ) -> CreateResponse:
         decode = partial(decode_chat, call.fields, max_input_items=self._max_items)
         decoded = await asyncio.to_thread(decode) if large else decode()
         into.append(decoded)
         decoded.command.attach = attach
+        decoded.command.session = session_of(scope)  # a forwarded request needs none
         return decoded.command
 
 

@@ -46,6 +46,7 @@ from stateway.surfaces.http.run_answers import (
     wait_for_output,
     wait_watched,
 )
+from stateway.surfaces.http.sessions import session_of
 from stateway.surfaces.http.sse import KEEPALIVE_INTERVAL, Chunks, SSEResponse
 from stateway.surfaces.http.transport import (
     JSONResponse,
@@ -125,6 +126,7 @@ class MessagesRoutes:
         command: CreateResponse,
         body: bytes,
     ) -> Response:
+        command.session = session_of(scope)
         run = await started(self._gateway, principal, command, receive)
         if command.stream:
             return SSEResponse(

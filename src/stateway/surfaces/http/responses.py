@@ -40,6 +40,7 @@ from stateway.surfaces.auth.authenticator import principal_of
 from stateway.surfaces.http import idempotency
 from stateway.surfaces.http.errors import error_answer
 from stateway.surfaces.http.run_answers import started, wait_for_output, wait_watched
+from stateway.surfaces.http.sessions import session_of
 from stateway.surfaces.http.sse import (
     KEEPALIVE_INTERVAL,
     Chunks,
@@ -106,6 +107,7 @@ class ResponsesRoutes:
             command = decode_create(body, max_input_items=self._max_items)
         else:
             command = await asyncio.to_thread(decode_create, body, max_input_items=self._max_items)
+        command.session = session_of(scope)
         key = header(scope, idempotency.HEADER_BYTES)
         if key is None:
             run = await started(self._gateway, principal, command, receive)
