@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install clients serve fake-upstream test lint format bench mutate clean
+.PHONY: install clients llama-server serve fake-upstream test lint format bench mutate clean
 
 install: $(STAMP)
 
@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml
 clients:  ## install the pinned real clients the client tests drive (cached outside the repo)
 	scripts/install-clients
 
+llama-server:  ## build the pinned llama.cpp llama-server the llama-server tests run (cached outside the repo)
+	scripts/install-llama-server
+
 serve: $(STAMP)  ## serve the gateway on its embedded defaults (ARGS="--upstream ..." to change)
 	$(BIN)/stateway serve $(ARGS)
 
@@ -28,7 +31,10 @@ fake-upstream: $(STAMP)  ## a deterministic fake model server on :8000
 # at a time (module-scoped servers are started once); TEST_WORKERS=0 runs it in one.
 TEST_WORKERS ?= 3
 
-test: $(STAMP)  ## the whole test suite (SQLite and PostgreSQL; installs the real clients on first use)
+# llama-server is built before the suite (minutes, once; longer than a test may take),
+# where cmake and a C++ compiler are at hand (elsewhere its tests skip).
+test: $(STAMP)  ## the whole test suite (SQLite and PostgreSQL; installs the real clients and builds llama-server on first use)
+	@if command -v cmake >/dev/null && command -v c++ >/dev/null; then scripts/install-llama-server >/dev/null; fi
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 lint: $(STAMP)
