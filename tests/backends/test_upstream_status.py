@@ -515,20 +515,23 @@ def test_a_reported_error_whose_type_is_no_name_is_a_502() -> None:
     assert (reported.status, reported.code) == (502, "upstream_error")
 
 
+LLAMA_SERVER_NO_IMAGES = {
+    "code": 500,
+    "message": "image input is not supported - hint: if this is unexpected, you may need to "
+    "provide the mmproj",
+    "type": "server_error",
+}
+"""llama-server's refusal of an image for a model loaded without a projector (``--mmproj``):
+an exception its handler answers with a 500, as any but a few."""
+
+
 @pytest.mark.parametrize(
     "body",
     [
         # vLLM, a model without a vision tower
         {"object": "error", "message": "Qwen/Qwen3-8B is not a multimodal model", "code": 400},
-        # llama-server without a projector
-        {
-            "error": {
-                "code": 400,
-                "message": "image input is not supported - hint: if this is unexpected, you "
-                "may need to provide the mmproj",
-                "type": "invalid_request_error",
-            }
-        },
+        # llama-server without a projector (with a 500: below)
+        {"error": LLAMA_SERVER_NO_IMAGES},
         # Ollama, a text-only model
         {"error": {"message": "this model does not support image input", "code": None}},
     ],
@@ -540,6 +543,14 @@ def test_a_model_that_takes_no_images_is_recognised_by_its_wording(body: dict[st
     assert code == "image_input_unsupported"
     error = classify_status(400, message, code, "up")
     assert (error.status, error.code) == (400, "image_input_unsupported")
+
+
+def test_llama_server_s_refusal_of_an_image_is_the_request_s_though_it_answers_500() -> None:
+    """Not a failing server (a 502, which fails the candidate over and counts against its
+    circuit): the request's image, refused (a 400), which a Messages client leaves out."""
+    refused = classify_reply(500, orjson.dumps({"error": LLAMA_SERVER_NO_IMAGES}), "up", str)
+    assert (refused.status, refused.code) == (400, "image_input_unsupported")
+    assert "image input is not supported" in refused.message
 
 
 def test_lm_studio_s_answer_to_a_route_it_does_not_serve_is_a_404() -> None:

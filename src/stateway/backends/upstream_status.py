@@ -17,7 +17,7 @@ upstream   client
 503        503 ``upstream_unavailable``, with its ``Retry-After``
 529        503 ``upstream_overloaded`` (Anthropic's "overloaded"), with its ``Retry-After``
 other 4xx  400, the upstream's code or ``upstream_rejected``
-other 5xx  502 ``upstream_error``
+other 5xx  502 ``upstream_error`` (an image refused in words: 400, below)
 =========  ==========================================================================
 
 A prompt longer than the model's context is told apart by structure, as each server
@@ -44,7 +44,8 @@ tokens too when it says them: vLLM's, SGLang's), the error carries the numbers
 and Claude Code asks for fewer output tokens.
 
 A model that takes no images refuses one in words alone too: vLLM's ``MODEL is not a
-multimodal model``, llama.cpp's ``image input is not supported`` (no projector loaded) and
+multimodal model``, llama.cpp's ``image input is not supported`` (no projector loaded; with
+a 500, its status for any error but a few, which is still the request's: a 400 here) and
 Ollama's ``does not support image input`` become ``image_input_unsupported``, by which a
 Messages client is told which block to leave out (Claude Code does, and goes on).
 
@@ -282,6 +283,8 @@ def _by_status(
         if code == CONTEXT_LENGTH_EXCEEDED:
             return _too_long(detail, message, stated)
         return UpstreamRejected(detail, status=400, code=code or "upstream_rejected")
+    if code == IMAGE_INPUT_UNSUPPORTED:  # llama-server's, with a 500
+        return UpstreamRejected(detail, status=400, code=code)
     return UpstreamError(detail)
 
 
