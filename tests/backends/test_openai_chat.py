@@ -703,6 +703,20 @@ def test_a_prefill_is_continued_only_when_asked_and_only_after_text() -> None:
         assert "add_generation_prompt" not in body
 
 
+def test_a_prefill_is_continued_in_a_stream_though_the_answer_is_not() -> None:
+    """llama-server's whole answer to a continued message holds the message from its start
+    (the prefill, then what follows); its stream, only what follows."""
+    prefill: Item = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "{"}],
+    }
+    continued = request([user("hi"), prefill], continue_final_message=True, stream=False)
+    body = to_upstream(continued)
+    assert (body["stream"], body["stream_options"]) == (True, {"include_usage": True})
+    assert "stream" not in to_upstream(request([user("hi"), prefill], stream=False))
+
+
 def test_a_completion_without_a_finish_reason_ends_as_stopped() -> None:
     completion = {"choices": [{"message": {"content": "a"}}]}
     assert list(from_upstream_completion(completion)) == [TextDelta("a"), Finish("stop")]

@@ -1,17 +1,20 @@
 """What a real llama-server refuses or does its own way, through the gateway: an image
-its model cannot see."""
+its model cannot see, and an assistant message to continue (Messages' prefill)."""
 
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import anthropic
 import openai
 import pytest
 from anthropic import Anthropic
+from anthropic.types import Message
 from openai import OpenAI
 
 from tests.llama_server.server import MODEL
+from tests.llama_server.tiny_model import REPLY_TEXT
 
 pytestmark = pytest.mark.llama_server
 
@@ -46,3 +49,24 @@ def test_a_messages_client_is_told_which_image_to_leave_out(claude: Anthropic) -
         )
     message = refused.value.body["error"]["message"]  # type: ignore[index]
     assert message.startswith("messages.0.content.1.image: This model does not support image")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_prefill_is_continued_and_not_repeated(claude: Anthropic, stream: bool) -> None:
+    """llama-server's whole answer to a continued message holds the message from its
+    start, the prefill first; its stream holds only what follows, as Anthropic answers."""
+    prefilled = [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Answer:\n"},
+    ]
+    message = _answer(claude, stream, model=MODEL, max_tokens=100, messages=prefilled)
+    assert [(block.type, getattr(block, "text", None)) for block in message.content] == [
+        ("text", REPLY_TEXT)  # a prefill's continuation is text: not read for reasoning
+    ]
+
+
+def _answer(claude: Anthropic, stream: bool, **request: Any) -> Message:
+    if stream:
+        with claude.messages.stream(**request) as streamed:
+            return streamed.get_final_message()
+    return claude.messages.create(**request)

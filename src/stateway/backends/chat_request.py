@@ -15,7 +15,10 @@ Messages client's plain-text document, a Responses client's text file) is its te
 a line of any other message or tool output; Chat servers take no files. System messages
 lead, joined into one; later ones become user reminders
 (:mod:`stateway.backends.chat_system_messages`). An effort the server does not take is sent
-at its nearest level (``efforts``: :mod:`stateway.backends.reasoning_efforts`).
+at its nearest level (``efforts``: :mod:`stateway.backends.reasoning_efforts`). A prefill
+(an assistant message to continue, Messages') is always asked for streamed: llama-server's
+whole answer to one holds the message from its start, the prefill first, where its stream
+(and vLLM's answers) hold only what follows.
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ def to_upstream(
     if alternate_roles:
         messages = merge_user_turns(messages)
     body: dict[str, Any] = {"model": request.model, "messages": messages}
-    if request.stream:
+    continued = settings.continue_final_message and _prefilled(messages[-1])
+    if request.stream or continued:  # llama-server's whole answer repeats the prefill
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     if request.tools:
@@ -94,7 +98,7 @@ def to_upstream(
         body["response_format"] = response_format
     for key, value in settings.vendor_fields.items():
         body.setdefault(key, value)
-    if settings.continue_final_message and _prefilled(messages[-1]):
+    if continued:
         body["continue_final_message"] = True  # vLLM's; llama.cpp continues unasked
         body["add_generation_prompt"] = False
     return body

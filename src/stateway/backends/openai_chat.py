@@ -139,7 +139,7 @@ class ChatBackend:
         tokens = logprobs.INCLUDE in request.settings.include  # read only when asked for
         body, waiting = self._target.filled(body), request.first_output
         async with self._client.post("/chat/completions", body, first_output=waiting) as reply:
-            if not request.stream or reply.whole:
+            if not body.get("stream") or reply.whole:  # a prefill is asked streamed
                 data = await reply.read()
                 answer = self._decode_completion(data, tokens, request.answered)
                 for delta in self._tagged(answer) if self._think_tags else answer:
