@@ -1,5 +1,6 @@
 """What model servers advertise of their context windows, read as each tells it: vLLM's
-and SGLang's listings (LoRA adapters by their parent), llama.cpp's ``/props`` (per slot),
+and SGLang's listings (LoRA adapters by their parent), llama.cpp's listing or, of its
+older builds, its ``/props`` (per slot),
 Anthropic's ``max_input_tokens``; scripted servers on loopback, and the real fake."""
 
 from __future__ import annotations
@@ -35,6 +36,15 @@ LLAMA_CPP = [
         "object": "model",
         "owned_by": "llamacpp",
         "meta": {"vocab_type": 2, "n_vocab": 151936, "n_ctx_train": 40960, "n_embd": 4096},
+    }
+]
+LLAMA_CPP_NOW = [  # its current builds: one slot's window in ``meta`` too
+    {
+        "id": "qwen3-8b",
+        "aliases": ["qwen3-8b"],
+        "object": "model",
+        "owned_by": "llamacpp",
+        "meta": {"n_vocab": 151936, "n_ctx": 8192, "n_ctx_train": 40960, "n_embd": 4096},
     }
 ]
 OPENAI = [{"id": "gpt-5", "object": "model", "created": 0, "owned_by": "system"}]
@@ -92,6 +102,36 @@ async def test_llama_cpp_serves_the_window_of_one_slot_not_the_trained_one(
     assert windows == AdvertisedWindows(server=8192)
     assert windows.of("whatever-name-a-route-gives") == 8192  # it serves its one model
     assert server.paths == ["/v1/models", "/props"]
+
+
+async def test_llama_cpp_lists_the_window_of_one_slot_in_its_meta(loopback: Loopback) -> None:
+    """Its current builds tell ``meta.n_ctx`` beside ``n_ctx_train``: no ``/props``."""
+    server = Server(LLAMA_CPP_NOW, props=500)
+    windows = await advertised(server, loopback)
+    assert windows == AdvertisedWindows(server=8192)
+    assert windows.of("whatever-name-a-route-gives") == 8192
+    assert server.paths == ["/v1/models"]
+
+
+async def test_llama_cpp_s_router_lists_each_loaded_model_s_window(loopback: Loopback) -> None:
+    """llama-server's router mode (``--models-dir``, several models, each its own server)
+    lists each model by name, with the ``meta`` of its server once loaded; its ``/props``
+    tells no window (``n_ctx`` 0), so the listing is all there is to learn from."""
+    loaded = [
+        {**LLAMA_CPP_NOW[0], "status": {"value": "loaded"}},
+        {
+            "id": "gemma-4b",
+            "status": {"value": "loaded"},
+            "meta": {"n_ctx": 4096, "n_ctx_train": 131072},
+        },
+        {"id": "unloaded", "owned_by": "llamacpp", "status": {"value": "unloaded"}},
+    ]
+    router_props = {"role": "router", "default_generation_settings": {"n_ctx": 0}}
+    server = Server(loaded, router_props)
+    windows = await advertised(server, loopback)
+    assert windows == AdvertisedWindows({"qwen3-8b": 8192, "gemma-4b": 4096})
+    assert windows.of("unloaded") is None
+    assert server.paths == ["/v1/models"]
 
 
 @pytest.mark.parametrize(

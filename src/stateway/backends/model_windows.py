@@ -6,12 +6,14 @@ discover_context_window``; :mod:`stateway.core.routing.windows` asks and keeps i
   LoRA adapter is listed without one (null), naming its base model as ``parent``, whose
   window it takes.
 - Anthropic lists each model with ``max_input_tokens`` (as this gateway does in its shape).
-- llama.cpp's listing has, in ``meta``, only ``n_ctx_train``: the window the model was
-  trained for, not the one it serves. That is in ``GET /props`` at the server's root:
-  ``default_generation_settings.n_ctx``, the context of one slot, already divided among
-  the ``--parallel`` slots (``total_slots``) as the server divides ``--ctx-size``: what one
-  request may fill. It is asked only of a server whose listing is llama.cpp's, and is the
-  window of any model name (llama.cpp serves its one model whatever a request names).
+- llama.cpp's listing has, in ``meta``, ``n_ctx_train``: the window the model was trained
+  for, not the one it serves. That is one slot's context, ``--ctx-size`` divided among the
+  ``--parallel`` slots as the server divides it: what one request may fill. Current builds
+  list it too, as ``meta.n_ctx``; a server of one model serves it whatever a request
+  names, so its window is that of any model name, and the router mode's listing of several
+  (each its own server) has each loaded model's. Older builds tell it only in
+  ``GET /props`` at the server's root (``default_generation_settings.n_ctx``, beside
+  ``total_slots``), asked of a llama.cpp listing without it.
 - OpenAI's listing, and other servers', say nothing: no window. Ollama's and LM Studio's
   own APIs are not asked (Ollama's ``/api/show`` and LM Studio's ``/api/v0/models`` tell
   the most a model takes, not the context it is loaded with: Ollama's ``num_ctx``): such
@@ -36,6 +38,11 @@ async def listed_windows(client: UpstreamClient, listing: Sequence[object]) -> A
     models = _models(listing)
     if models or not any(_llama_cpp(entry) for entry in listing):
         return AdvertisedWindows(models)
+    slots = _slot_windows(listing)
+    if slots:
+        if len(listing) == 1:  # one model, served whatever a request names
+            return AdvertisedWindows(server=next(iter(slots.values())))
+        return AdvertisedWindows(slots)
     props = await client.get_json("/props", root=True)
     settings = props.get("default_generation_settings") if isinstance(props, dict) else None
     return AdvertisedWindows(server=_window(settings, "n_ctx"))
@@ -58,6 +65,17 @@ def _models(listing: Sequence[object]) -> dict[str, int]:
         parent = entry.get("parent")
         if entry["id"] not in windows and isinstance(parent, str) and parent in windows:
             windows[entry["id"]] = windows[parent]
+    return windows
+
+
+def _slot_windows(listing: Sequence[object]) -> dict[str, int]:
+    """One slot's window of each model a llama.cpp listing tells it of (``meta.n_ctx``)."""
+    windows: dict[str, int] = {}
+    for entry in listing:
+        if _llama_cpp(entry) and isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            window = _window(entry["meta"], "n_ctx")
+            if window is not None:
+                windows[entry["id"]] = window
     return windows
 
 

@@ -81,7 +81,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake
         type=int,
         default=None,
         help="tell this context window as llama.cpp does: divided among the --parallel "
-        "slots in GET /props, the listing telling only the trained window (n_ctx_train)",
+        "slots, in the listing's meta.n_ctx (beside the trained window, n_ctx_train) and "
+        "in GET /props",
     )
     parser.add_argument(
         "--parallel", type=int, default=1, help="llama.cpp's slots sharing --ctx-size"

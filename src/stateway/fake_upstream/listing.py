@@ -4,11 +4,12 @@ tells of its models, their context window included when one is set, in one serve
 
 - ``--max-model-len N`` as vLLM (and SGLang) tell it: each OpenAI-shaped entry's
   ``max_model_len``; an Anthropic-shaped entry's ``max_input_tokens``, as Anthropic's;
-- ``--ctx-size N`` (with ``--parallel P``) as llama.cpp tells it: its one listing (in
-  OpenAI's shape, to an Anthropic client too) has in ``meta`` only ``n_ctx_train`` (the
-  trained window, :data:`N_CTX_TRAIN`, larger than the one served), and ``GET /props``
-  the window of one slot, ``default_generation_settings.n_ctx``: ``N`` divided among the
-  ``P`` slots (``total_slots``), as llama-server divides it.
+- ``--ctx-size N`` (with ``--parallel P``) as llama.cpp tells it: the window of one slot,
+  ``N`` divided among the ``P`` slots as llama-server divides it, in its one listing (in
+  OpenAI's shape, to an Anthropic client too) as ``meta.n_ctx``, beside ``n_ctx_train``
+  (the trained window, :data:`N_CTX_TRAIN`, larger than the one served), and in ``GET
+  /props`` as ``default_generation_settings.n_ctx`` (beside ``total_slots``), where its
+  older builds tell it alone.
 
 Without either no window is told, and ``/props`` is a 404 (as OpenAI's servers have none).
 """
@@ -70,5 +71,7 @@ def _told(windows: Windows) -> dict[str, Any]:
     if windows.max_model_len is not None:
         return {"root": "fake-model", "parent": None, "max_model_len": windows.max_model_len}
     if windows.ctx_size is not None:
-        return {"owned_by": "llamacpp", "meta": {"n_ctx_train": N_CTX_TRAIN, "n_vocab": 32000}}
+        slot = windows.ctx_size // windows.parallel
+        meta = {"n_vocab": 32000, "n_ctx": slot, "n_ctx_train": N_CTX_TRAIN}
+        return {"owned_by": "llamacpp", "meta": meta}
     return {}
