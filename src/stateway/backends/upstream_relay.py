@@ -116,17 +116,17 @@ class UpstreamRelay:
                 self._reply.check_declared()  # before a byte of it is relayed
                 first = b"" if self._first_token_timeout is None else await self._first()
                 if self.status == 200 and not is_event_stream(self.headers):
-                    whole = first + b"".join([chunk async for chunk in self._reply])
-                    self._check_reported(whole)
-                    first = whole  # relayed below, the reply read to its end
-                if first:
-                    yield self._relayed(first)
-                async for chunk in self._reply:
-                    if self._scrub is not None:
-                        chunk = _scrubbed(self._scrub, chunk)
-                    self._previous, self._last = self._last, chunk
-                    self._events += chunk.count(b"data:")
-                    yield chunk
+                    if whole := await self._whole(first):
+                        yield self._relayed(whole)
+                else:
+                    if first:
+                        yield self._relayed(first)
+                    async for chunk in self._reply:
+                        if self._scrub is not None:
+                            chunk = _scrubbed(self._scrub, chunk)
+                        self._previous, self._last = self._last, chunk
+                        self._events += chunk.count(b"data:")
+                        yield chunk
             except (aiohttp.ClientError, OSError) as exc:
                 if not self._closed:
                     raise  # the server's failure, told by the client's translation
@@ -150,20 +150,27 @@ class UpstreamRelay:
                 raise no_output(self._backend, within) from exc
             raise
 
-    def _check_reported(self, body: bytes) -> None:
-        """Raise the error a 200 whose whole body is ``{"error": ...}`` reports (some
-        servers answer so, even a streamed request): no answer a client could read, as a
-        translated request's (:func:`~stateway.backends.upstream_status.classify_reported`).
-        Parsed only when the body names an ``error`` at all."""
+    async def _whole(self, first: bytes) -> bytes:
+        """A 200 body that is no event stream (a whole answer), read to its end after its
+        ``first`` chunk; raises the error it reports if it is only ``{"error": ...}``
+        (some servers answer so, even a streamed request): no answer a client could read,
+        as a translated request's
+        (:func:`~stateway.backends.upstream_status.classify_reported`). Parsed only when
+        it names an ``error`` at all."""
+        chunks = [first] if first else []
+        async for chunk in self._reply:
+            chunks.append(chunk)
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if b'"error"' not in body:
-            return
+            return body
         try:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError:
-            return
+            return body
         if isinstance(payload, dict) and reports_error(payload, "choices"):
             scrub = self._scrub or str
             raise classify_reported(payload["error"], self._backend, scrub, mid_stream=False)
+        return body
 
     def _relayed(self, chunk: bytes) -> bytes:
         """``chunk`` as relayed (scrubbed), and noted (the loop in :meth:`chunks` inlines
