@@ -65,6 +65,7 @@ class UpstreamRelay:
         "_reply",
         "_response",
         "_scrub",
+        "_whole",
         "headers",
         "status",
     )
@@ -93,6 +94,8 @@ class UpstreamRelay:
             headers["content-length"] = upstream["content-length"]
         self.headers = headers
         """Lower-case names."""
+        self._whole = response.status == 200 and not is_event_stream(headers)
+        """A whole answer (:meth:`_answer`): read to its end before it is relayed."""
         self._response = response
         self._release: Callable[[], None] | None = release
         """Gives the connection slot back (once)."""
@@ -115,9 +118,12 @@ class UpstreamRelay:
             try:
                 self._reply.check_declared()  # before a byte of it is relayed
                 first = b"" if self._first_token_timeout is None else await self._first()
-                if self.status == 200 and not is_event_stream(self.headers):
-                    if whole := await self._whole(first):
-                        yield self._relayed(whole)
+                if self._whole:
+                    chunks = [first] if first else []
+                    async for chunk in self._reply:
+                        chunks.append(chunk)
+                    if chunks:
+                        yield self._relayed(self._answer(chunks))
                 else:
                     if first:
                         yield self._relayed(first)
@@ -150,16 +156,12 @@ class UpstreamRelay:
                 raise no_output(self._backend, within) from exc
             raise
 
-    async def _whole(self, first: bytes) -> bytes:
-        """A 200 body that is no event stream (a whole answer), read to its end after its
-        ``first`` chunk; raises the error it reports if it is only ``{"error": ...}``
-        (some servers answer so, even a streamed request): no answer a client could read,
-        as a translated request's
-        (:func:`~stateway.backends.upstream_status.classify_reported`). Parsed only when
-        it names an ``error`` at all."""
-        chunks = [first] if first else []
-        async for chunk in self._reply:
-            chunks.append(chunk)
+    def _answer(self, chunks: list[bytes]) -> bytes:
+        """A 200 body that is no event stream (a whole answer), read to its end; raises
+        the error it reports if it is only ``{"error": ...}`` (some servers answer so,
+        even a streamed request): no answer a client could read, as a translated
+        request's (:func:`~stateway.backends.upstream_status.classify_reported`). Parsed
+        only when it names an ``error`` at all."""
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if b'"error"' not in body:
             return body
