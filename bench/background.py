@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,7 +29,6 @@ import aiohttp
 import orjson
 
 from bench import processes
-from stateway.launch import GATEWAY_ANNOUNCEMENT
 
 MODEL = "fake-model"
 FRAMING_EVENTS = 8
@@ -129,12 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="stateway-bench-") as tmp:
         work = Path(tmp)
         database = args.database or f"sqlite:///{work / 'background.db'}"
-        with processes.fake_upstream(work) as fake:
-            command = [sys.executable, "-m", "stateway", "serve", "--port", "0"]
-            command += ["--upstream", fake.url, "--upstream-api", "chat", "--database", database]
-            with processes.start_server("gateway", command, GATEWAY_ANNOUNCEMENT, work) as gw:
-                times = asyncio.run(overhead(gw.url, args.events, args.runs, args.warmup))
-                firsts, wholes = asyncio.run(resume(gw.url, args.events, args.runs))
+        with (
+            processes.fake_upstream(work) as fake,
+            processes.gateway("gateway", fake.url, database, work) as gw,
+        ):
+            times = asyncio.run(overhead(gw.url, args.events, args.runs, args.warmup))
+            firsts, wholes = asyncio.run(resume(gw.url, args.events, args.runs))
     medians = {name: statistics.median(spent) * 1000 for name, spent in times.items()}
     print(f"| run of {args.events} events | median ms ({args.runs} runs) | p90 ms |")
     print("|---|---|---|")

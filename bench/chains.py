@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +27,6 @@ import aiohttp
 import orjson
 
 from bench import processes
-from stateway.launch import GATEWAY_ANNOUNCEMENT
 
 MODEL = "fake-model"
 HEADERS = {"Content-Type": "application/json"}
@@ -79,11 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="stateway-bench-") as tmp:
         work = Path(tmp)
         database = args.database or f"sqlite:///{work / 'chains.db'}"
-        with processes.fake_upstream(work) as fake:
-            command = [sys.executable, "-m", "stateway", "serve", "--port", "0"]
-            command += ["--upstream", fake.url, "--upstream-api", "chat", "--database", database]
-            with processes.start_server("gateway", command, GATEWAY_ANNOUNCEMENT, work) as gw:
-                times = asyncio.run(measure(gw.url, depths, args.turns))
+        with (
+            processes.fake_upstream(work) as fake,
+            processes.gateway("gateway", fake.url, database, work) as gw,
+        ):
+            times = asyncio.run(measure(gw.url, depths, args.turns))
     print(f"| chain depth (turns) | items sent | median ms ({args.turns} turns) | p90 ms |")
     print("|---:|---:|---:|---:|")
     for depth, samples in times.items():

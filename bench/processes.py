@@ -61,12 +61,13 @@ def passthrough(upstream_base_url: str, log_dir: Path) -> AbstractContextManager
 def gateway(
     name: str,
     upstream_base_url: str,
-    database: Path,
+    database: Path | str,
     log_dir: Path,
     *,
     config: Path | None = None,
 ) -> AbstractContextManager[Server]:
-    """``stateway serve`` on a chat upstream and a SQLite file (and a config file)."""
+    """``stateway serve`` on a chat upstream and a SQLite file, or a database URL (and a
+    config file)."""
     command = [
         sys.executable,
         "-m",
@@ -79,7 +80,7 @@ def gateway(
         "--upstream-api",
         "chat",
         "--database",
-        f"sqlite:///{database}",
+        database if isinstance(database, str) else f"sqlite:///{database}",
     ]
     if config is not None:
         command += ["--config", str(config)]
