@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 import aiohttp
 import orjson
@@ -124,15 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--database", help="a database URL (default: a fresh SQLite file)")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="stateway-bench-") as tmp:
-        work = Path(tmp)
-        database = args.database or f"sqlite:///{work / 'background.db'}"
-        with (
-            processes.fake_upstream(work) as fake,
-            processes.gateway("gateway", fake.url, database, work) as gw,
-        ):
-            times = asyncio.run(overhead(gw.url, args.events, args.runs, args.warmup))
-            firsts, wholes = asyncio.run(resume(gw.url, args.events, args.runs))
+    with processes.gateway_on_fake(args.database) as gw:
+        times = asyncio.run(overhead(gw.url, args.events, args.runs, args.warmup))
+        firsts, wholes = asyncio.run(resume(gw.url, args.events, args.runs))
     medians = {name: statistics.median(spent) * 1000 for name, spent in times.items()}
     print(f"| run of {args.events} events | median ms ({args.runs} runs) | p90 ms |")
     print("|---|---|---|")

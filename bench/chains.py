@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 import aiohttp
 import orjson
@@ -74,14 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database", help="a database URL (default: a fresh SQLite file)")
     args = parser.parse_args(argv)
     depths = [int(value) for value in args.depths.split(",")]
-    with tempfile.TemporaryDirectory(prefix="stateway-bench-") as tmp:
-        work = Path(tmp)
-        database = args.database or f"sqlite:///{work / 'chains.db'}"
-        with (
-            processes.fake_upstream(work) as fake,
-            processes.gateway("gateway", fake.url, database, work) as gw,
-        ):
-            times = asyncio.run(measure(gw.url, depths, args.turns))
+    with processes.gateway_on_fake(args.database) as gw:
+        times = asyncio.run(measure(gw.url, depths, args.turns))
     print(f"| chain depth (turns) | items sent | median ms ({args.turns} turns) | p90 ms |")
     print("|---:|---:|---:|---:|")
     for depth, samples in times.items():

@@ -7,6 +7,7 @@ benchmark keeps the process id and sends stderr to a log file.
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -85,3 +86,16 @@ def gateway(
     if config is not None:
         command += ["--config", str(config)]
     return start_server(name, command, GATEWAY_ANNOUNCEMENT, log_dir)
+
+
+@contextmanager
+def gateway_on_fake(database: str | None) -> Iterator[Server]:
+    """A gateway over the fake model server, in a scratch folder for their logs, storing
+    in ``database`` (a URL), or in a fresh SQLite file there."""
+    with tempfile.TemporaryDirectory(prefix="stateway-bench-") as tmp:
+        work = Path(tmp)
+        with (
+            fake_upstream(work) as fake,
+            gateway("gateway", fake.url, database or work / "bench.db", work) as server,
+        ):
+            yield server
