@@ -7,11 +7,11 @@ headers arrive, whatever the status: an upstream error's body is the client's an
 Nothing is parsed but the usage at its end, once it has been relayed
 (:mod:`~stateway.backends.chat_usage`), and a 200 body that is no event stream, read whole
 before it is relayed: one that is only ``{"error": ...}`` (some servers answer a failure
-so, even to a streamed request) is the error it reports, not an answer. The body is counted against
-``max_response_bytes`` as it is read (a declared ``Content-Length`` over it fails before
-the first chunk) and, when the backend has a key, passed through the
-key scrubber chunk by chunk (a chunk is decoded as Latin-1, which maps bytes one to one,
-so bytes without the key come out unchanged). With ``first_token_timeout`` the first body
+so, even to a streamed request) is the error it reports, not an answer. The body is
+counted against ``max_response_bytes`` as it is read (a declared ``Content-Length`` over
+it fails before the first chunk) and, when the backend has a key, passed through the key
+scrubber chunk by chunk (a chunk is decoded as Latin-1, which maps bytes one to one, so
+bytes without the key come out unchanged). With ``first_token_timeout`` the first body
 chunk must come within it of the headers (a relay's first output: it is relayed as it
 came, so its first bytes are all that can be told), else the relay fails with
 :class:`~stateway.core.errors.UpstreamTimeout` before a byte of its body went out.
