@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from stateway.core.commands import CompactResponse, CountTokens, CreateResponse
+from stateway.core.conversations.commands import AddConversationItems
 from stateway.core.errors import NotFound
 from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
@@ -14,7 +15,12 @@ from stateway.core.items import Item
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.reasoning import unwrapped, wrapped
-from stateway.core.references import has_references, resolve_references
+from stateway.core.references import (
+    has_references,
+    resolve_references,
+    resolved,
+    resolved_items,
+)
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.sealing import AesGcmSealer
@@ -61,6 +67,9 @@ async def test_a_textless_reasoning_item_gets_the_stored_text_when_it_is_that_it
     assert filled["content"] == THOUGHT["content"]
     [whole] = await resolve(store, [bare()])
     assert whole == THOUGHT
+    summarized = {**THOUGHT, "summary": [{"type": "summary_text", "text": "cloud"}]}
+    [filled] = await resolve(Stored({"rs_1": summarized}), [bare(encrypted_content="sig")])
+    assert (filled["summary"], filled["content"]) == (summarized["summary"], THOUGHT["content"])
     for other in (bare(encrypted_content="another"), bare(id="rs_2", encrypted_content="sig")):
         assert await resolve(store, [other]) == [other]
 
@@ -81,10 +90,22 @@ async def test_a_reasoning_item_with_its_text_but_no_seal_gets_the_stored_seal()
     unnamed = {**bare(content=THOUGHT["content"]), "id": None}
     for left in (other, bare(id="rs_2", content=THOUGHT["content"]), unnamed):
         assert await resolve(store, [left]) == [left]
-    unsealed = Stored({"rs_1": {**THOUGHT, "encrypted_content": None}})
-    assert await resolve(unsealed, [bare(content=THOUGHT["content"])]) == [
-        bare(content=THOUGHT["content"])
-    ]
+    for seal in (None, ""):
+        unsealed = Stored({"rs_1": {**THOUGHT, "encrypted_content": seal}})
+        assert await resolve(unsealed, [bare(content=THOUGHT["content"])]) == [
+            bare(content=THOUGHT["content"])
+        ]
+
+
+async def test_a_reasoning_item_is_matched_by_the_stored_summary_too() -> None:
+    """Hosted OpenAI's reasoning holds its text as a summary only; a reasoning item sent
+    back with an empty text is no stored item's."""
+    summary = [{"type": "summary_text", "text": "cloudy"}]
+    store = Stored({"rs_1": {**THOUGHT, "summary": summary, "content": []}})
+    [sealed] = await resolve(store, [bare(summary=summary)])
+    assert sealed["encrypted_content"] == "sig"
+    empty = bare(summary=[{"type": "summary_text", "text": ""}])
+    assert await resolve(Stored({"rs_1": THOUGHT}), [empty]) == [empty]
 
 
 async def test_a_reference_to_nothing_stored_is_a_404_naming_it() -> None:
@@ -92,6 +113,10 @@ async def test_a_reference_to_nothing_stored_is_a_404_naming_it() -> None:
     with pytest.raises(NotFound) as caught:
         await resolve(Stored({}), items)
     assert caught.value.param == "input[1]"
+    assert caught.value.message == (
+        "Item with id 'msg_gone' not found. Items are not persisted when `store` is set to "
+        "false. Try again with `store` set to true, or remove this item from your input."
+    )
 
 
 SEALER = AesGcmSealer(bytes(range(32)))
@@ -117,6 +142,16 @@ async def test_a_stored_upstream_seal_as_it_came_is_sealed_over_for_its_tenant()
     unmatched = bare(encrypted_content="another")  # no stored item's: left to the view
     assert await resolve_sealing(store, [unmatched]) == [unmatched]
     assert store.items["rs_1"] == THOUGHT  # not changed in place
+
+
+async def test_both_commands_seal_over_a_stored_upstream_seal_for_their_tenant() -> None:
+    """A create's input and a conversation's added items resolve with the sealer given."""
+    store: Any = Stored({"rs_1": THOUGHT})
+    reference: Item = {"type": "item_reference", "id": "rs_1"}
+    create = await resolved(store, "t", CreateResponse("m", [reference]), SEALER)
+    added = await resolved_items(store, "t", AddConversationItems("c", [reference]), SEALER)
+    for [item] in (create.input, added.items):
+        assert unwrapped(SEALER, "t", item["encrypted_content"]) == "sig"
 
 
 def said(text: str) -> Item:
@@ -220,6 +255,7 @@ async def test_an_mcp_call_that_is_not_the_stored_one_goes_on_as_it_came() -> No
         {**trimmed, "server_label": "remote"},
         {**trimmed, "name": "echo"},
         {**trimmed, "arguments": '{"a": 2, "b": 4}'},
+        {**trimmed, "arguments": "a=2, b=3"},  # no JSON: only the same text is the same
         {**trimmed, "id": "mcp_2"},
         {**trimmed, "id": "mcp_3"},
         {**trimmed, "output": None, "error": "down"},  # a failed call: nothing to fill
@@ -234,6 +270,8 @@ async def test_an_mcp_listing_sent_back_without_its_tools_gets_the_stored_ones()
     assert await resolve(TOOL_ITEMS, [other]) == [other]
     mismatched = {**LISTED, "id": "mcp_1", "tools": []}  # names the call, not a listing
     assert await resolve(TOOL_ITEMS, [mismatched]) == [mismatched]
+    unknown = {**LISTED, "id": "mcpl_2", "tools": []}
+    assert await resolve(TOOL_ITEMS, [unknown]) == [unknown]
 
 
 async def test_a_web_search_sent_back_without_its_sources_gets_the_stored_ones() -> None:
@@ -251,6 +289,8 @@ async def test_a_web_search_sent_back_without_its_sources_gets_the_stored_ones()
         {**sent, "id": "mcp_1"},
     ):
         assert await resolve(TOOL_ITEMS, [other]) == [other]
+    unkept = Stored({"ws_1": {**SEARCHED, "action": {"type": "search", "query": "weather"}}})
+    assert await resolve(unkept, [sent]) == [sent]  # stored trimmed too: nothing to fill
 
 
 async def test_tool_items_that_carry_what_is_stored_ask_the_store_nothing() -> None:
