@@ -988,6 +988,27 @@ def test_a_whole_message_to_deltas() -> None:
     ]
 
 
+def test_redacted_thinking_comes_as_a_whole_reasoning_item() -> None:
+    """Its data as the item's seal, marked redacted; no text: ``summary`` and ``content``
+    empty, as the Responses wire shows a reasoning item, and completed."""
+    message = {
+        "content": [{"type": "redacted_thinking", "data": "opaque"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 4, "output_tokens": 2},
+    }
+    first = next(from_upstream_message(message, ToolNames()))
+    assert isinstance(first, OutputItem)
+    item = dict(first.item)
+    assert item.pop("id").startswith("rs_")
+    assert item == {
+        "type": "reasoning",
+        "summary": [],
+        "content": [],
+        "encrypted_content": REDACTED + "opaque",
+        "status": "completed",
+    }
+
+
 def backend(loopback: Loopback, url: str, **options: Any) -> AnthropicBackend:
     target = UpstreamTarget(
         "claude",

@@ -196,6 +196,11 @@ def test_unverifiable_input_is_a_400_naming_it(items: list[dict[str, Any]], para
         model_view(items, TENANT, SEALER, 0)
     assert refused.value.code == "invalid_encrypted_content"
     assert refused.value.param == f"{param}.encrypted_content"
+    kind = items[int(param.removeprefix("input[").removesuffix("]"))]["type"]
+    assert refused.value.message == (
+        f"The encrypted content of this {kind} item could not be verified: it was not "
+        "produced by this gateway for this organization, or it was altered."
+    )
 
 
 def test_stored_items_are_named_by_the_previous_response() -> None:
@@ -255,15 +260,28 @@ def test_a_summary_shown_beside_its_seal_must_be_the_one_sealed() -> None:
     shown = {**compaction("the summary"), "content": "the summary"}
     view = model_view([shown, message("user", "go on")], TENANT, SEALER, 0)
     assert text_of(view[0]) == SUMMARY_PREFIX + "the summary"
+    unverified = (
+        "The signature of this compaction could not be verified: it was not produced by this "
+        "gateway for this organization, or it was altered."
+    )
+    mismatched = (
+        "The content of this compaction differs from the summary its signature records; send "
+        "it back as it was returned."
+    )
     cases = [
-        ({**shown, "content": "another summary"}, sealed.CONTENT_MISMATCH),
-        ({**compaction("the summary", "t2"), "content": "the summary"}, sealed.SIGNATURE_INVALID),
-        ({**shown, "encrypted_content": None}, sealed.SIGNATURE_INVALID),
+        ({**shown, "content": "another summary"}, sealed.CONTENT_MISMATCH, mismatched),
+        (
+            {**compaction("the summary", "t2"), "content": "the summary"},
+            sealed.SIGNATURE_INVALID,
+            unverified,
+        ),
+        ({**shown, "encrypted_content": None}, sealed.SIGNATURE_INVALID, unverified),
     ]
-    for item, code in cases:
+    for item, code, words in cases:
         with pytest.raises(InvalidRequest) as refused:
             model_view([item, message("user", "go on")], TENANT, SEALER, 0)
         assert (refused.value.code, refused.value.param) == (code, "input[0].encrypted_content")
+        assert refused.value.message == words
 
 
 def test_a_compactions_cache_control_marks_its_summary() -> None:
