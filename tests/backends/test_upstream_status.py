@@ -195,16 +195,26 @@ LLAMA_CPP_TOO_LONG = {
 def test_llama_cpp_s_context_refusal_says_its_numbers_in_fields() -> None:
     """``n_prompt_tokens`` and ``n_ctx`` are the prompt's tokens and the window, whatever
     its words (which have changed from build to build): a Messages client is told them as
-    Anthropic tells them, in an answer's refusal and in a stream's ``error:`` line alike."""
-    raw = orjson.dumps({"error": LLAMA_CPP_TOO_LONG})
-    for error in (
-        classify_reply(400, raw, "up", str),
-        classify_reported(LLAMA_CPP_TOO_LONG, "up", str, mid_stream=True),
+    Anthropic tells them, in an answer's refusal and in a stream's ``error:`` line alike.
+    The fields are read first: its words here say no numbers, or others."""
+    for words in (
+        "the request exceeds the available context size, try increasing it",
+        "request (1 tokens) exceeds the available context size (2 tokens), try increasing it",
     ):
-        assert isinstance(error, UpstreamContextTooLong)
-        assert (error.status, error.code, error.param) == (400, "context_length_exceeded", "input")
-        assert (error.tokens, error.window, error.requested) == (13392, 8192, None)
-        assert error.message.endswith(str(LLAMA_CPP_TOO_LONG["message"]))
+        refusal = {**LLAMA_CPP_TOO_LONG, "message": words}
+        for error in (
+            classify_reply(400, orjson.dumps({"error": refusal}), "up", str),
+            classify_reply(400, orjson.dumps(refusal), "up", str),  # not under "error"
+            classify_reported(refusal, "up", str, mid_stream=True),
+        ):
+            assert isinstance(error, UpstreamContextTooLong)
+            assert (error.status, error.code, error.param) == (
+                400,
+                "context_length_exceeded",
+                "input",
+            )
+            assert (error.tokens, error.window, error.requested) == (13392, 8192, None)
+            assert error.message.endswith(words)
 
 
 @pytest.mark.parametrize(
