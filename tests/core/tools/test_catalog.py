@@ -66,7 +66,7 @@ APPLY_PATCH = {
 
 def test_a_custom_tool_is_a_function_of_one_string_with_its_grammar_described() -> None:
     [function] = model_tools([APPLY_PATCH])
-    assert function["name"] == "apply_patch"
+    assert (function["type"], function["name"]) == ("function", "apply_patch")
     assert function["parameters"]["properties"] == {
         "input": {"type": "string", "description": "The tool's raw input."}
     }
