@@ -120,6 +120,27 @@ def test_item_refusals_name_the_field_and_code(item: dict[str, Any], param: str,
 
 
 @pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ({"content": "x"}, "Every input item needs a string 'type'."),
+        (
+            {"type": "apply_patch_call", "call_id": "c", "operation": "rm a.py"},
+            "Invalid type for 'input[0].operation': expected an object, but got a string instead.",
+        ),
+        (
+            {"type": "apply_patch_call", "call_id": "c", "operation": {**DELETE, "type": "move"}},
+            "Invalid value: 'move'. Supported values are: 'create_file', 'update_file', and "
+            "'delete_file'.",
+        ),
+    ],
+)
+def test_item_refusals_say_what_was_wrong_as_hosted(item: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_items([item])
+    assert caught.value.message == message
+
+
+@pytest.mark.parametrize(
     ("item", "prefix"),
     [
         ({"type": "shell_call_output", "call_id": "c", "output": []}, "sho_"),
