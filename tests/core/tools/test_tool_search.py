@@ -191,11 +191,29 @@ def test_a_namespace_named_as_its_member_keeps_its_flat_name() -> None:
     """The namespace-of-its-own-name shape is a top-level function's only when no declared
     namespace of that name has such a member."""
     crm = {**CRM, "tools": [{"type": "function", "name": "crm"}]}
-    catalog = Catalog([crm])
-    assert [tool["name"] for tool in catalog.model_tools()] == ["crm__crm"]
+    notes = {"type": "namespace", "name": "notes", "tools": [{"type": "custom", "name": "notes"}]}
+    catalog = Catalog([crm, notes])
+    assert [tool["name"] for tool in catalog.model_tools()] == ["crm__crm", "notes__notes"]
     sent = {"type": "function_call", "call_id": "c", "name": "crm", "namespace": "crm"}
     assert model_items([sent], names=catalog.names())[0]["name"] == "crm__crm"
     assert model_items([sent])[0]["name"] == "crm"
+    custom = {"type": "custom_tool_call", "call_id": "d", "name": "notes", "namespace": "notes"}
+    assert model_items([{**custom, "input": "x"}], names=catalog.names())[0]["name"] == (
+        "notes__notes"
+    )
+    mcp = {  # beside the gateway's own items too
+        "id": "mcp_1",
+        "type": "mcp_call",
+        "server_label": "docs",
+        "name": "add",
+        "arguments": "{}",
+        "output": "2",
+    }
+    seen = model_items([mcp, sent], names=catalog.names())
+    assert [i.get("name") for i in seen if i["type"] == "function_call"] == [
+        "docs__add",
+        "crm__crm",
+    ]
 
 
 async def test_what_a_gateway_search_loaded_stays_offered_on_later_turns() -> None:
