@@ -119,25 +119,197 @@ def test_item_refusals_name_the_field_and_code(item: dict[str, Any], param: str,
     assert (caught.value.status, caught.value.param, caught.value.code) == (400, param, code)
 
 
+def part(**fields: Any) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": [fields]}
+
+
 @pytest.mark.parametrize(
-    ("item", "message"),
+    ("item", "param", "code", "message"),
     [
-        ({"content": "x"}, "Every input item needs a string 'type'."),
+        (
+            {"content": "x"},
+            "input[0].type",
+            "missing_required_parameter",
+            "Every input item needs a string 'type'.",
+        ),
         (
             {"type": "apply_patch_call", "call_id": "c", "operation": "rm a.py"},
+            "input[0].operation",
+            "invalid_type",
             "Invalid type for 'input[0].operation': expected an object, but got a string instead.",
         ),
         (
             {"type": "apply_patch_call", "call_id": "c", "operation": {**DELETE, "type": "move"}},
+            "input[0].operation.type",
+            "invalid_value",
             "Invalid value: 'move'. Supported values are: 'create_file', 'update_file', and "
             "'delete_file'.",
         ),
+        (
+            {"type": "apply_patch_call_output", "call_id": "c", "status": "done"},
+            "input[0].status",
+            "invalid_value",
+            "Invalid value: 'done'. Supported values are: 'completed' and 'failed'.",
+        ),
+        (
+            {"type": "additional_tools", "role": "user", "tools": []},
+            "input[0].role",
+            "invalid_value",
+            "An 'additional_tools' item needs the role 'developer'.",
+        ),
+        (
+            {"type": "additional_tools", "role": "developer"},
+            "input[0].tools",
+            "missing_required_parameter",
+            "An 'additional_tools' item needs a list of 'tools'.",
+        ),
+        (
+            {"type": "additional_tools", "role": "developer", "tools": "x"},
+            "input[0].tools",
+            "invalid_type",
+            "An 'additional_tools' item needs a list of 'tools'.",
+        ),
+        (
+            {"type": "message", "role": "user", "content": 3},
+            "input[0].content",
+            "invalid_type",
+            "'content' must be a string or a list of content parts.",
+        ),
+        (
+            {"type": "message", "role": "x", "content": "a"},
+            "input[0].role",
+            "invalid_value",
+            "Invalid value for 'role': 'x'. Supported values are: 'user', 'system', "
+            "'developer' and 'assistant'.",
+        ),
+        (
+            {"type": "message", "role": "user", "content": [3]},
+            "input[0].content[0]",
+            "invalid_type",
+            "Each content part must be an object.",
+        ),
+        (
+            part(type="audio"),
+            "input[0].content[0].type",
+            "invalid_value",
+            "Invalid content part type: 'audio'.",
+        ),
+        (
+            part(type="input_image", image_url="file-1"),
+            "input[0].content[0].image_url",
+            "invalid_value",
+            "'image_url' must be an http(s) URL or a data URL; file ids are not supported.",
+        ),
+        (
+            part(type="input_image", image_url="http://x.test/a.png", detail="huge"),
+            "input[0].content[0].detail",
+            "invalid_value",
+            "Invalid value: 'huge'. Supported values are: 'low', 'high', 'auto' and 'original'.",
+        ),
+        (
+            part(type="input_file"),
+            "input[0].content[0].file_data",
+            "missing_required_parameter",
+            "An 'input_file' part needs 'file_data' or 'file_url'; file ids are not supported.",
+        ),
+        (
+            {"type": "reasoning", "summary": "x"},
+            "input[0].summary",
+            "invalid_type",
+            "'summary' must be a list.",
+        ),
+        (
+            {"type": "reasoning", "summary": [3]},
+            "input[0].summary[0]",
+            "invalid_type",
+            "Each part must be an object.",
+        ),
+        (
+            {"type": "reasoning", "summary": [], "encrypted_content": 3},
+            "input[0].encrypted_content",
+            "invalid_type",
+            "Invalid type for 'input[0].encrypted_content': expected a string.",
+        ),
+        (
+            {"type": "reasoning", "summary": [], "content": "x"},
+            "input[0].content",
+            "invalid_type",
+            "Invalid type for 'input[0].content': expected a list, but got a string instead.",
+        ),
+        (
+            {"type": "function_call_output", "call_id": "c", "output": {}},
+            "input[0].output",
+            "invalid_type",
+            "'output' must be a string or a list of content parts.",
+        ),
+        (
+            {"type": "mcp_approval_response", "approval_request_id": "a", "approve": "yes"},
+            "input[0].approve",
+            "invalid_type",
+            "Invalid type for 'input[0].approve': expected a boolean, but got a string instead.",
+        ),
+        (
+            {"type": "shell_call_output", "call_id": "c", "output": "x"},
+            "input[0].output",
+            "invalid_type",
+            "Invalid type for 'input[0].output': expected a list, but got a string instead.",
+        ),
+        (
+            {"type": "shell_call", "call_id": "c", "action": "x"},
+            "input[0].action",
+            "invalid_type",
+            "Invalid type for 'input[0].action': expected an object, but got a string instead.",
+        ),
+        (
+            {"type": "shell_call", "call_id": "c", "action": {"commands": "ls"}},
+            "input[0].action.commands",
+            "invalid_type",
+            "Invalid type for 'input[0].action.commands': expected a list of strings, but got "
+            "a string instead.",
+        ),
+        (
+            {"type": "tool_search_call", "execution": "x", "arguments": {}},
+            "input[0].execution",
+            "invalid_value",
+            "Invalid value for 'input[0].execution': 'x'; expected 'client' or 'server'.",
+        ),
+        (
+            {"type": "tool_search_call", "call_id": "", "arguments": {}},
+            "input[0].call_id",
+            "invalid_value",
+            "'input[0].call_id' must not be empty.",
+        ),
+        (
+            {"type": "tool_search_output", "call_id": "c"},
+            "input[0].tools",
+            "missing_required_parameter",
+            "A 'tool_search_output' item needs a list of 'tools' (the tools to load).",
+        ),
+        (
+            {"type": "tool_search_output", "call_id": "c", "tools": "x"},
+            "input[0].tools",
+            "invalid_type",
+            "A 'tool_search_output' item needs a list of 'tools' (the tools to load).",
+        ),
     ],
 )
-def test_item_refusals_say_what_was_wrong_as_hosted(item: dict[str, Any], message: str) -> None:
+def test_item_refusals_are_worded_whole(
+    item: dict[str, Any], param: str, code: str, message: str
+) -> None:
     with pytest.raises(InvalidRequest) as caught:
         decode_items([item])
-    assert caught.value.message == message
+    assert (caught.value.param, caught.value.code, caught.value.message) == (param, code, message)
+
+
+def test_a_compaction_trigger_anywhere_but_last_is_refused_and_a_duplicate_id_named() -> None:
+    user = {"type": "message", "role": "user", "content": "x"}
+    with pytest.raises(InvalidRequest) as caught:
+        decode_items([user, {"type": "compaction_trigger"}, user])
+    assert (caught.value.param, caught.value.code) == ("input[1].type", "invalid_value")
+    assert caught.value.message == "A 'compaction_trigger' item must be the last input item."
+    with pytest.raises(InvalidRequest) as caught:
+        decode_items([{**user, "id": "m"}, {**user, "id": "m"}])
+    assert caught.value.message == "Duplicate item found with id m."
 
 
 @pytest.mark.parametrize(
