@@ -12,15 +12,9 @@ from stateway.core.reasoning import (
     wrapped,
 )
 from stateway.sealing import AesGcmSealer
+from tests.core.test_references import THOUGHT
 
 SEALER = AesGcmSealer(bytes(range(32)))
-THOUGHT: Item = {
-    "id": "rs_1",
-    "type": "reasoning",
-    "summary": [],
-    "content": [{"type": "reasoning_text", "text": "cloudy"}],
-    "encrypted_content": "sig",
-}
 
 
 def test_an_empty_seal_is_no_seal() -> None:
