@@ -25,8 +25,15 @@ def test_an_interrupted_answer_is_continued_with_its_partial_text(
 ) -> None:
     prompt = f"Count [[words:{WORDS}]] [[slow:30]]"
     interrupted = interrupt_claude(claude_binary, claude_gateway, prompt, tmp_path, once='"w20 "')
-    assert interrupted.result is not None, interrupted.describe()
-    assert interrupted.result.get("terminal_reason") == "aborted_streaming", interrupted.describe()
+    # Claude Code closes the cut stream itself: a ``message_stop`` naming the abandoned
+    # blocks. Its ``result`` line (``terminal_reason: aborted_streaming``) follows, except
+    # when it exits on the signal first: seen about once in 40 runs on a loaded machine
+    # (exit 0, the stream's close the last line; the session is saved all the same).
+    assert '"abandoned_blocks"' in interrupted.stdout, interrupted.describe()
+    if interrupted.result is not None and interrupted.result.get("type") == "result":
+        assert interrupted.result.get("terminal_reason") == "aborted_streaming", (
+            interrupted.describe()
+        )
     [sent] = interrupted.requests
     assert (sent["path"], sent["status"]) == (MESSAGES_PATH, 200)
 
