@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from stateway.core.tools.catalog import Catalog
-from stateway.core.tools.history import DECLINED, RESULTS_NOT_KEPT, error_text, model_items
+from stateway.core.tools.history import DECLINED, model_items
 from stateway.core.tools.model_names import GatewayNames
+from stateway.core.tools.result_text import RESULTS_NOT_KEPT, error_text
 
 
 def mcp_call(item_id: str, output: str | None = "ok", **extra: Any) -> dict[str, Any]:

@@ -13,10 +13,10 @@ and tool search, under the name the request offers the tool by:
   of no namespace, as hosted gives it (:meth:`.catalog.Catalog.public_call`): it keeps its
   name, unless a namespace of that name has such a member.
 - ``mcp_call``: the call (its id is the call id) and its output, or ``Error: `` and its
-  error as text (:func:`error_text`: the message of a protocol or HTTP error, the text of
-  a tool's error content; the plain string responses stored before errors were objects
-  carry). One that ran after an approval answers the ``mcp_approval_request``, which is
-  the call.
+  error as text (:func:`.result_text.error_text`: the message of a protocol or HTTP
+  error, the text of a tool's error content; the plain string responses stored before
+  errors were objects carry). One that ran after an approval answers the
+  ``mcp_approval_request``, which is the call.
 - ``mcp_approval_request``: the call, once answered: by the ``mcp_call`` it led to, or by
   a denying ``mcp_approval_response`` (the model is told it was declined). The answer
   comes where the client gave it, the approving or denying response (or the
@@ -82,12 +82,18 @@ from stateway.core.items import (
 from stateway.core.logprobs import without_tokens
 from stateway.core.tools import client_hosted
 from stateway.core.tools.call_order import in_call_order
-from stateway.core.tools.catalog import ADDITIONAL_TOOLS, NAMESPACE, loaded
+from stateway.core.tools.catalog import ADDITIONAL_TOOLS
 from stateway.core.tools.model_names import (
     TOOL_SEARCH_FUNCTION,
     WEB_SEARCH_FUNCTION,
     GatewayNames,
     model_name,
+)
+from stateway.core.tools.result_text import (
+    RESULTS_NOT_KEPT,
+    mcp_output,
+    tool_search_output,
+    web_search_output,
 )
 
 REWRITTEN_ITEM_TYPES: Final = frozenset(
@@ -223,92 +229,6 @@ class _Answers:
             self._out.append(output)
         else:
             self._early.setdefault(request_id, output)
-
-
-def mcp_output(item: Item) -> str:
-    """What the model was given for an ``mcp_call``: its output, or its error."""
-    if item.get("error"):
-        return f"Error: {error_text(item['error'])}"
-    output = item.get("output")
-    if isinstance(output, str):
-        return output
-    return "The call did not complete." if item.get("status") == "incomplete" else ""
-
-
-def error_text(error: object) -> str:
-    """A failed ``mcp_call``'s ``error`` as the model reads it: a protocol or HTTP error's
-    ``message``; a tool execution error's ``content`` as text; a plain string (the form
-    stored before errors were objects) as it is; anything else as compact JSON."""
-    if isinstance(error, str):
-        return error
-    if isinstance(error, dict):
-        if error.get("type") == "mcp_tool_execution_error":
-            return content_text(error.get("content")) or "the tool reported an error"
-        message = error.get("message")
-        if isinstance(message, str) and message:
-            return message
-    return _json(error)
-
-
-def content_text(content: object) -> str:
-    """MCP content as the model reads a tool's result: text blocks' text and any other
-    block as compact JSON, one per line (a value that is not a list of blocks: its text or
-    JSON)."""
-    if isinstance(content, str):
-        return content
-    if content is None:
-        return ""
-    if not isinstance(content, list):
-        return _json(content)
-    return "\n".join(
-        block["text"]
-        if isinstance(block, dict)
-        and block.get("type") == "text"
-        and isinstance(block.get("text"), str)
-        else _json(block)
-        for block in content
-    )
-
-
-def _json(value: object) -> str:
-    return orjson.dumps(value).decode()
-
-
-RESULTS_NOT_KEPT = (
-    "The results of this search were not kept in the conversation; search again if they are needed."
-)
-"""What the model is told of an earlier search sent back without its ``action.sources``."""
-
-
-def web_search_output(sources: list[Item]) -> str:
-    """The results of a search as the model is given them: numbered, title, URL, snippet."""
-    if not sources:
-        return "No results."
-    lines = []
-    for number, source in enumerate(sources, 1):
-        lines.append(f"[{number}] {source.get('title') or source.get('url')}")
-        lines.append(f"URL: {source.get('url')}")
-        if source.get("snippet"):
-            lines.append(str(source["snippet"]))
-        lines.append("")
-    return "\n".join(lines).rstrip()
-
-
-def tool_search_output(item: Item) -> str:
-    """What the model was given for a ``tool_search_output``: the names it may now call."""
-    if item.get("status") == "incomplete":
-        error = item.get("error")
-        reason = f": {error}" if isinstance(error, str) and error else "."
-        return f"The tool search did not complete{reason}"
-    names: list[str] = []
-    for tool in loaded(item.get("tools") or ()):
-        if tool.get("type") == NAMESPACE:
-            names += [model_name(str(m.get("name")), tool.get("name")) for m in tool["tools"]]
-        else:
-            names.append(str(tool.get("name")))
-    if not names:
-        return "No tools matched the search."
-    return f"Loaded tools: {', '.join(names)}. They can be called now."
 
 
 def _tool_search_pairs(items: list[Item], name: str) -> list[Item]:

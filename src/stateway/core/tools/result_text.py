@@ -1,0 +1,97 @@
+"""A gateway tool's result as the model reads it: the text an MCP call's output or
+error, a web search's results or a tool search's loaded tools are given to the model as,
+whenever a history is replayed to it (:mod:`stateway.core.tools.history`)."""
+
+from __future__ import annotations
+
+import orjson
+
+from stateway.core.items import Item
+from stateway.core.tools.catalog import NAMESPACE, loaded
+from stateway.core.tools.model_names import model_name
+
+
+def mcp_output(item: Item) -> str:
+    """What the model was given for an ``mcp_call``: its output, or its error."""
+    if item.get("error"):
+        return f"Error: {error_text(item['error'])}"
+    output = item.get("output")
+    if isinstance(output, str):
+        return output
+    return "The call did not complete." if item.get("status") == "incomplete" else ""
+
+
+def error_text(error: object) -> str:
+    """A failed ``mcp_call``'s ``error`` as the model reads it: a protocol or HTTP error's
+    ``message``; a tool execution error's ``content`` as text; a plain string (the form
+    stored before errors were objects) as it is; anything else as compact JSON."""
+    if isinstance(error, str):
+        return error
+    if isinstance(error, dict):
+        if error.get("type") == "mcp_tool_execution_error":
+            return content_text(error.get("content")) or "the tool reported an error"
+        message = error.get("message")
+        if isinstance(message, str) and message:
+            return message
+    return _json(error)
+
+
+def content_text(content: object) -> str:
+    """MCP content as the model reads a tool's result: text blocks' text and any other
+    block as compact JSON, one per line (a value that is not a list of blocks: its text or
+    JSON)."""
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    if not isinstance(content, list):
+        return _json(content)
+    return "\n".join(
+        block["text"]
+        if isinstance(block, dict)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+        else _json(block)
+        for block in content
+    )
+
+
+def _json(value: object) -> str:
+    return orjson.dumps(value).decode()
+
+
+RESULTS_NOT_KEPT = (
+    "The results of this search were not kept in the conversation; search again if they are needed."
+)
+"""What the model is told of an earlier search sent back without its ``action.sources``."""
+
+
+def web_search_output(sources: list[Item]) -> str:
+    """The results of a search as the model is given them: numbered, title, URL, snippet."""
+    if not sources:
+        return "No results."
+    lines = []
+    for number, source in enumerate(sources, 1):
+        lines.append(f"[{number}] {source.get('title') or source.get('url')}")
+        lines.append(f"URL: {source.get('url')}")
+        if source.get("snippet"):
+            lines.append(str(source["snippet"]))
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def tool_search_output(item: Item) -> str:
+    """What the model was given for a ``tool_search_output``: the names it may now call."""
+    if item.get("status") == "incomplete":
+        error = item.get("error")
+        reason = f": {error}" if isinstance(error, str) and error else "."
+        return f"The tool search did not complete{reason}"
+    names: list[str] = []
+    for tool in loaded(item.get("tools") or ()):
+        if tool.get("type") == NAMESPACE:
+            names += [model_name(str(m.get("name")), tool.get("name")) for m in tool["tools"]]
+        else:
+            names.append(str(tool.get("name")))
+    if not names:
+        return "No tools matched the search."
+    return f"Loaded tools: {', '.join(names)}. They can be called now."
