@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 import anthropic
 import openai
@@ -14,7 +15,7 @@ from anthropic import Anthropic
 from openai import OpenAI
 
 from tests.llama_server.server import MODEL, SLOT_WINDOW
-from tests.llama_server.test_tools import WEATHER
+from tests.llama_server.test_tools import TIME, WEATHER
 
 pytestmark = pytest.mark.llama_server
 
@@ -46,6 +47,19 @@ def test_input_tokens_are_the_server_s_own_count(
     answered = client.responses.create(**body)  # type: ignore[arg-type]
     assert answered.usage is not None
     assert counted.input_tokens == own.input_tokens == answered.usage.input_tokens
+
+
+def test_input_tokens_count_the_tool_a_named_choice_offers(client: OpenAI) -> None:
+    """A named choice is sent as ``required`` with its tool alone (llama-server reads a
+    named one as ``auto``): that prompt is the one counted."""
+    choice = {"type": "function", "name": "get_time"}
+    body = {"model": MODEL, "input": "Time?", "tools": [WEATHER, TIME], "tool_choice": choice}
+    counted = client.responses.input_tokens.count(**body)  # type: ignore[arg-type]
+    only: Any = [TIME]
+    alone = client.responses.input_tokens.count(model=MODEL, input="Time?", tools=only)
+    answered = client.responses.create(**body)  # type: ignore[arg-type]
+    assert answered.usage is not None
+    assert counted.input_tokens == alone.input_tokens == answered.usage.input_tokens
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -14,6 +14,8 @@ discover_context_window``; :mod:`stateway.core.routing.windows` asks and keeps i
   (each its own server) has each loaded model's. Older builds tell it only in
   ``GET /props`` at the server's root (``default_generation_settings.n_ctx``, beside
   ``total_slots``), asked of a llama.cpp listing without it.
+  The same listing tells a llama.cpp server (:func:`llama_cpp_listing`), which reads a
+  named ``tool_choice`` as ``auto`` (:mod:`stateway.backends.named_choice`).
 - OpenAI's listing, and other servers', say nothing: no window. Ollama's and LM Studio's
   own APIs are not asked (Ollama's ``/api/show`` and LM Studio's ``/api/v0/models`` tell
   the most a model takes, not the context it is loaded with: Ollama's ``num_ctx``): such
@@ -77,6 +79,16 @@ def _slot_windows(listing: Sequence[object]) -> dict[str, int]:
             if window is not None:
                 windows[entry["id"]] = window
     return windows
+
+
+def llama_cpp_listing(listing: Sequence[object]) -> bool:
+    """Whether ``listing`` (a ``GET /models``'s ``data``) is llama.cpp's ``llama-server``'s:
+    an entry of a model it serves (``meta.n_ctx_train``), or of its router mode's (each
+    ``owned_by: "llamacpp"``, a model not loaded without ``meta``)."""
+    return any(
+        _llama_cpp(entry) or (isinstance(entry, dict) and entry.get("owned_by") == "llamacpp")
+        for entry in listing
+    )
 
 
 def _llama_cpp(entry: object) -> bool:

@@ -12,11 +12,14 @@ A streamed call's name reaches the core whole, however the upstream splits or re
 Item and tool types the gateway does not model cannot be carried
 (``carries_unknown_types`` is False). With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
-(:mod:`stateway.backends.guided_decoding`). With ``think_tags``, reasoning a reply's
+(:mod:`stateway.backends.guided_decoding`). A named ``tool_choice`` goes as its server
+forces it: as named, or, to llama.cpp, as ``required`` over that function alone
+(:mod:`stateway.backends.named_choice`). With ``think_tags``, reasoning a reply's
 content holds between ``<think>`` tags is taken out of its text as reasoning
 (:mod:`stateway.backends.think_tags`): such a backend is a :class:`ChatBackend`, which
 forwards no Chat Completions request untouched (its answers need rewriting); any other is
-an :class:`OpenAIChatBackend`, which does (the fast path). With ``reasoning_efforts``, an effort the
+an :class:`OpenAIChatBackend`, which does (the fast path; one whose ``tool_choice`` names
+a function only to a server known to force it as named). With ``reasoning_efforts``, an effort the
 server does not take is sent at its nearest level, on the fast path too
 (:mod:`stateway.backends.reasoning_efforts`), as is ``alternate_roles``' one user message
 for each run of them (:mod:`stateway.backends.chat_system_messages`). With
@@ -40,7 +43,8 @@ from stateway.backends.chat_reply import from_upstream_chunk, from_upstream_comp
 from stateway.backends.chat_request import REASONING_FIELDS, TEXT_PARTS, to_upstream
 from stateway.backends.chat_system_messages import merge_user_turns
 from stateway.backends.guided_decoding import GuidedDecoding, as_tool_input, guide
-from stateway.backends.model_windows import server_windows
+from stateway.backends.model_windows import listed_windows
+from stateway.backends.named_choice import NamedChoices
 from stateway.backends.reasoning_efforts import effort_levels, level_sent
 from stateway.backends.think_tags import TaggedReply, untagged
 from stateway.backends.tokenizer import UpstreamTokenizer
@@ -116,6 +120,8 @@ class ChatBackend:
         self.cache_salted = cache_salted
         """Each call carries its tenant's ``cache_salt``."""
         self._tokenizer = UpstreamTokenizer(client)
+        self._choices = NamedChoices(client)
+        """How its server takes a named ``tool_choice``, once its listing told."""
 
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         """The round's deltas; the body is built now (a request it cannot carry fails here).
@@ -137,6 +143,8 @@ class ChatBackend:
         self, request: InferenceRequest, body: dict[str, Any]
     ) -> AsyncGenerator[Delta, None]:
         tokens = logprobs.INCLUDE in request.settings.include  # read only when asked for
+        if isinstance(choice := body.get("tool_choice"), dict):  # a function named
+            await self._choices.send(body, choice)
         body, waiting = self._target.filled(body), request.first_output
         async with self._client.post("/chat/completions", body, first_output=waiting) as reply:
             if not body.get("stream") or reply.whole:  # a prefill is asked streamed
@@ -241,17 +249,21 @@ class ChatBackend:
         return await self._client.list_models()
 
     async def advertised_windows(self) -> AdvertisedWindows:
-        return await server_windows(self._client)
+        """The windows its listing tells, which also tells how its server takes a named
+        ``tool_choice`` (:mod:`stateway.backends.named_choice`)."""
+        _, page = await self._client.model_page()
+        self._choices.learn(page["data"])
+        return await listed_windows(self._client, page["data"])
 
     async def count_tokens(self, request: InferenceRequest) -> int | None:
-        """The upstream tokenizer's count (:mod:`stateway.backends.tokenizer`)."""
-        return await self._tokenizer.count(
-            to_upstream(
-                request,
-                alternate_roles=self._alternate,
-                reasoning_fields=self._reasoning_fields,
-            )
+        """The upstream tokenizer's count (:mod:`stateway.backends.tokenizer`) of the
+        body a call would send."""
+        body = to_upstream(
+            request, alternate_roles=self._alternate, reasoning_fields=self._reasoning_fields
         )
+        if isinstance(choice := body.get("tool_choice"), dict):
+            await self._choices.send(body, choice)
+        return await self._tokenizer.count(body)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -261,6 +273,13 @@ class OpenAIChatBackend(ChatBackend):
     """A Chat Completions upstream whose answers need no rewriting (no ``think_tags``):
     also a :class:`~stateway.core.ports.ChatForwarder`, a Chat Completions request going
     to it untouched where its route allows (the fast path)."""
+
+    @property
+    def takes_named_choice(self) -> bool:
+        """Whether its server is known to force a named ``tool_choice`` as sent: else a
+        request naming a function is translated, not forwarded, so that :meth:`infer`
+        sends the choice as the server takes it."""
+        return self._choices.taken is True
 
     async def forward_chat(self, body: bytes) -> UpstreamRelay:
         """The stateless fast path: ``body`` as the client sent it (given the backend's

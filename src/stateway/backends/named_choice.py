@@ -1,0 +1,90 @@
+"""A named ``tool_choice`` (``{"type": "function", "function": {"name": ...}}``) as each
+Chat Completions server takes it.
+
+vLLM and SGLang force the function a named choice names (their guided decoding holds the
+call to it), and get the choice as named: the tools offered stay those of every other
+call, so their prefix cache, which holds the tools the chat template renders first,
+still serves. llama.cpp's ``llama-server`` takes only the string choices: an object is of
+the wrong type, which it reads as ``auto`` (a warning in its log), so its model may answer
+without calling anything. Behind it a named choice goes as ``required`` with only the
+function it names offered: the same force in the words it takes, as an ``allowed_tools``
+choice is its ``mode`` over the tools it names
+(:meth:`~stateway.core.tools.catalog.Catalog.model_choice`).
+
+Which server it is, its model listing tells
+(:func:`~stateway.backends.model_windows.llama_cpp_listing`), learned once per backend:
+from the listing the window discovery reads, else asked by the first call naming a
+function (the calls meanwhile wait for that answer). A server that refuses its listing
+(a 404, a 400: every llama-server has one) is not llama.cpp. While none is known (the
+server unreachable or still loading, a 5xx, a 429, the gateway's credentials refused) a
+named choice goes as ``required``, forced whatever the server (at the price of one miss
+of a vLLM's prefix cache), and the next call naming a function asks again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from stateway.backends.model_windows import llama_cpp_listing
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.core.errors import GatewayError, UpstreamRejected
+
+
+class NamedChoices:
+    """Whether the server behind a Chat backend forces a named choice sent as named."""
+
+    __slots__ = ("_asking", "_client", "taken")
+
+    def __init__(self, client: UpstreamClient) -> None:
+        self._client = client
+        self.taken: bool | None = None
+        """Whether it does; None while its listing has not told."""
+        self._asking = asyncio.Lock()
+        """Held while the listing is asked: one asking at a time."""
+
+    def learn(self, listing: Sequence[object]) -> None:
+        """Learn it from ``listing`` (the ``data`` of the server's ``GET /models``)."""
+        self.taken = not llama_cpp_listing(listing)
+
+    async def send(self, body: dict[str, Any], choice: dict[str, Any]) -> None:
+        """Give a Chat Completions ``body`` whose ``tool_choice`` is ``choice``, naming a
+        function, the choice in a form the server forces (in place): as named, or as
+        ``required`` over that function alone."""
+        if not await self._taken():
+            as_required(body, choice)
+
+    async def _taken(self) -> bool:
+        if self.taken is None:
+            async with self._asking:
+                if self.taken is None:
+                    await self._ask()
+        return self.taken is True
+
+    async def _ask(self) -> None:
+        try:
+            _, page = await self._client.model_page()
+        except UpstreamRejected as exc:
+            if exc.status != 429:  # no listing to read: llama-server has one
+                self.taken = True
+            return
+        except GatewayError:  # no answer: asked again by the next call naming a function
+            return
+        self.learn(page["data"])
+
+
+def as_required(body: dict[str, Any], choice: dict[str, Any]) -> None:
+    """``body`` (in place) with ``required`` for ``choice`` and only the function it names
+    offered; as it was when it offers no function of that name (the server judges it)."""
+    function = choice.get("function")
+    name = function.get("name") if isinstance(function, dict) else None
+    offered = [tool for tool in body.get("tools") or () if _named(tool, name)]
+    if offered:
+        body["tools"] = offered
+        body["tool_choice"] = "required"
+
+
+def _named(tool: object, name: object) -> bool:
+    function = tool.get("function") if isinstance(tool, dict) else None
+    return isinstance(function, dict) and function.get("name") == name
