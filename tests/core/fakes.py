@@ -36,6 +36,8 @@ class ScriptedBackend:
     min_output_tokens = 1
     cache_salted = False
     """A subclass forwarding Chat Completions is a ChatForwarder: its bodies unsalted."""
+    takes_named_choice = True
+    """... and a named ``tool_choice`` forwarded as it came."""
     places: int | None = None
     """Calls it takes before a call is refused at once (None: any number)."""
 

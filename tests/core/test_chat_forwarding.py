@@ -114,6 +114,45 @@ async def test_a_renamed_model_is_replaced_in_the_forwarded_body() -> None:
     assert orjson.loads(backend.forwarded[0]) == {**fields, "model": "upstream"}
 
 
+NAMED = {"type": "function", "function": {"name": "get_time"}}
+
+
+ALLOWED = {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": []}}
+
+
+@pytest.mark.parametrize("choice", ["auto", "required", None, ALLOWED])
+async def test_a_choice_naming_no_function_is_forwarded_whatever_the_server(choice: Any) -> None:
+    backend = Forwarding()
+    backend.takes_named_choice = False
+    fields = {"model": "m", "messages": [], "tool_choice": choice}
+    result = await gateway(backend).execute(Principal(), forward(fields))
+    assert isinstance(result, HeldRelay)
+    assert len(backend.forwarded) == 1
+    await result.aclose()
+
+
+async def test_a_named_choice_is_forwarded_to_a_server_known_to_force_it() -> None:
+    backend = Forwarding()
+    fields = {"model": "m", "messages": [], "tool_choice": NAMED}
+    result = await gateway(backend).execute(Principal(), forward(fields, command()))
+    assert isinstance(result, HeldRelay)
+    assert backend.forwarded == [orjson.dumps(fields)]
+    await result.aclose()
+
+
+async def test_a_named_choice_is_translated_for_any_other_server() -> None:
+    """The backend then sends the choice in a form its server forces (llama.cpp reads a
+    named one as ``auto``): :mod:`stateway.backends.named_choice`."""
+    backend = Forwarding()
+    backend.takes_named_choice = False
+    fields = {"model": "m", "messages": [], "tool_choice": NAMED}
+    result = await gateway(backend).execute(Principal(), forward(fields, command()))
+    assert isinstance(result, Run)
+    await result.wait()
+    assert backend.forwarded == []
+    assert len(backend.requests) == 1
+
+
 async def test_an_upstream_that_cannot_forward_runs_the_translation() -> None:
     backend = ScriptedBackend(ANSWER)
     result = await gateway(backend).execute(Principal(), forward({"model": "m"}, command()))

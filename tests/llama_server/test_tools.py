@@ -108,6 +108,24 @@ def test_a_named_choice_forces_that_tool(client: OpenAI, stream: bool) -> None:
     assert [(c.name, json.loads(c.arguments)) for c in calls] == [("get_time", ARGUMENTS)]
 
 
+def test_a_chat_client_s_named_choice_forces_that_tool(client: OpenAI) -> None:
+    tools: Any = [
+        {"type": "function", "function": {"name": t["name"], "parameters": t["parameters"]}}
+        for t in (WEATHER, TIME)
+    ]
+    answer = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Time?"}],
+        tools=tools,
+        tool_choice={"type": "function", "function": {"name": "get_time"}},
+    )
+    calls: list[Any] = answer.choices[0].message.tool_calls or []
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [
+        ("get_time", ARGUMENTS)
+    ]
+    assert answer.choices[0].finish_reason == "tool_calls"
+
+
 def test_a_streamed_call_s_arguments_arrive_whole(client: OpenAI) -> None:
     stream = client.responses.create(
         model=MODEL, input="Weather?", tools=[WEATHER], tool_choice="required", stream=True

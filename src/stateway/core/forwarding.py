@@ -5,8 +5,10 @@ when: one candidate speaking Chat Completions, no gateway tools), its body goes 
 upstream as it came and the answer is relayed back as it arrives, holding the config
 generation until the relay closes (:class:`~stateway.core.generations.HeldRelay`);
 telemetry and the rate limits learn what it used from its tail; to a backend whose cache
-is kept per tenant (``cache_salt``), the body carries its tenant's salt. Anything else, and a
-stream that would not report its usage while tokens are counted, is translated into a
+is kept per tenant (``cache_salt``), the body carries its tenant's salt. Anything else, a
+stream that would not report its usage while tokens are counted, and a ``tool_choice``
+naming a function to a server not known to force it as named (llama.cpp reads one as
+``auto``; the backend sends it in a form the server forces), is translated into a
 ``CreateResponse`` and started as any run.
 """
 
@@ -61,7 +63,12 @@ class ChatForwarding:
             uncounted = self._limits is None or not self._limits.counts_tokens
             forwardable = uncounted or command.reports_usage
             forwarder = route.forwarder
-            if forwarder is not None and not command.needs_gateway and forwardable:
+            if (
+                forwarder is not None
+                and not command.needs_gateway
+                and forwardable
+                and (not command.names_function or forwarder.takes_named_choice)
+            ):
                 if (
                     forwarder.cache_salted
                     and (salt := self._salts.salt(principal.tenant_id)) is not None

@@ -107,6 +107,10 @@ class ChatForwarder(Protocol):
     """Whether every call to it carries its tenant's ``cache_salt`` (``cache_salt =
     "tenant"``): a forwarded body is then given it (:meth:`ForwardChat.salted_body_for
     <stateway.core.commands.ForwardChat.salted_body_for>`)."""
+    takes_named_choice: bool
+    """Whether its server is known to force the function a named ``tool_choice`` names,
+    as sent: a request naming one is forwarded only then, else translated (the backend
+    sends the choice as its server takes it)."""
 
     async def forward_chat(self, body: bytes) -> Relay:
         """Send ``body`` to the upstream's ``/chat/completions`` once a connection slot is
