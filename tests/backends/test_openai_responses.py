@@ -516,3 +516,89 @@ def test_a_prompt_cache_breakpoint_reaches_a_responses_upstream_as_it_came() -> 
     assert sent["input"][2]["output"] == [part]
     assert sent["prompt_cache_options"] == options
     assert "cache_control" not in sent
+
+
+def llama(kind: str, item_id: str, **fields: Any) -> dict[str, Any]:
+    """An event as llama-server's ``/v1/responses`` writes it: its item named by
+    ``item_id`` alone, with no ``output_index``, ``content_index`` or ``sequence_number``."""
+    return {"type": f"response.{kind}", "item_id": item_id, **fields}
+
+
+def test_llama_servers_events_are_placed_by_their_item_ids() -> None:
+    """llama-server numbers nothing: each item's place is the order its
+    ``output_item.added`` came in, and a delta's item is its ``item_id``. Its reasoning
+    item is done only after the message and the call that follow it (events as the
+    pinned build wrote them)."""
+    reasoning = {"id": "rs_1", "summary": [], "type": "reasoning", "content": []}
+    message = {"content": [], "id": "msg_1", "role": "assistant", "type": "message"}
+    call = {"id": "fc_1", "call_id": "call_1", "name": "f", "type": "function_call"}
+    text = [{"type": "output_text", "annotations": [], "logprobs": [], "text": "Hi"}]
+    deltas, finished = feed(
+        [
+            {"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}},
+            {"type": "response.output_item.added", "item": {**reasoning, "encrypted_content": ""}},
+            llama("reasoning_text.delta", "rs_1", delta="hm"),
+            {"type": "response.output_item.added", "item": message},
+            llama("content_part.added", "msg_1", part={"type": "output_text", "text": ""}),
+            llama("output_text.delta", "msg_1", delta="Hi"),
+            {"type": "response.output_item.added", "item": {**call, "arguments": ""}},
+            llama("function_call_arguments.delta", "fc_1", delta="{"),
+            llama("function_call_arguments.delta", "fc_1", delta="}"),
+            {
+                "type": "response.output_item.done",
+                "item": {
+                    **reasoning,
+                    "content": [{"type": "reasoning_text", "text": "hm"}],
+                    "encrypted_content": "",
+                },
+            },
+            llama("output_text.done", "msg_1", text="Hi"),
+            {"type": "response.output_item.done", "item": {**message, "content": text}},
+            {"type": "response.output_item.done", "item": {**call, "arguments": "{}"}},
+            {
+                "type": "response.completed",
+                "response": {"id": "resp_1", "status": "completed", "usage": USAGE},
+            },
+        ]
+    )
+    assert finished
+    assert deltas == [
+        ReasoningDelta("hm"),
+        MessageStart(),
+        TextDelta("Hi"),
+        ToolCallDelta(2, "call_1", "f", ""),
+        ToolCallDelta(2, None, None, "{"),
+        ToolCallDelta(2, None, None, "}"),
+        UsageReport(Usage(4, 6, 1, 2, cache_write_tokens=3)),
+        Finish("stop"),
+    ]  # nothing repeated from the items done, the reasoning's empty seal left out
+
+
+def test_an_item_done_unannounced_takes_the_next_place() -> None:
+    call = {"id": "fc_2", "call_id": "call_2", "name": "g", "arguments": "{}"}
+    deltas, _ = feed(
+        [
+            {"type": "response.output_item.added", "item": {"id": "msg_1", "type": "message"}},
+            llama("output_text.delta", "msg_1", delta="Hi"),
+            {"type": "response.output_item.done", "item": {**call, "type": "function_call"}},
+        ]
+    )
+    assert deltas == [MessageStart(), TextDelta("Hi"), ToolCallDelta(1, "call_2", "g", "{}")]
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"type": "response.function_call_arguments.delta", "delta": "{"},
+        llama("function_call_arguments.delta", "fc_unknown", delta="{"),
+        {"type": "response.output_item.added", "item": {"type": "function_call", "name": "f"}},
+        {"type": "response.output_item.done", "item": {"type": "function_call", "name": "f"}},
+    ],
+)
+def test_an_event_placed_by_neither_index_nor_known_id_is_malformed(
+    event: dict[str, Any],
+) -> None:
+    """What cannot be placed is not guessed: the backend reads the ``KeyError`` as a
+    malformed event."""
+    with pytest.raises(KeyError):
+        feed([event])

@@ -228,7 +228,7 @@ class _StreamState:
     whose content came only whole (on ``response.output_item.done``) is not lost, and
     one that streamed is not repeated."""
 
-    __slots__ = ("answered", "finished", "part", "streamed", "summaries", "tokens")
+    __slots__ = ("answered", "finished", "part", "places", "streamed", "summaries", "tokens")
 
     def __init__(self, tokens: bool = False, answered: Answered | None = None) -> None:
         self.tokens = tokens
@@ -242,18 +242,21 @@ class _StreamState:
         """Output indexes of reasoning items read from their summary (no reasoning text)."""
         self.part = 0
         """The summary part being read."""
+        self.places: dict[str, int] = {}
+        """Where the upstream numbers no items (llama-server): each item's place by its
+        id, in the order the items were added."""
 
     def feed(self, event: dict[str, Any]) -> Iterator[Delta]:
         kind = event.get("type")
         if kind == "response.output_text.delta":
-            self.streamed.add(event.get("output_index", 0))
+            self.streamed.add(self._index(event, 0))
             given = event.get("logprobs") if self.tokens else None
             yield TextDelta(text(event["delta"]) or "", logprobs.tokens(given) if given else None)
         elif kind == "response.refusal.delta":
-            self.streamed.add(event.get("output_index", 0))
+            self.streamed.add(self._index(event, 0))
             yield RefusalDelta(text(event["delta"]) or "")
         elif kind == "response.reasoning_text.delta":
-            index = event.get("output_index", 0)
+            index = self._index(event, 0)
             if index not in self.summaries:
                 self.streamed.add(index)
                 yield ReasoningDelta(text(event["delta"]) or "")
@@ -262,16 +265,19 @@ class _StreamState:
         elif kind == "response.output_item.added":
             item = event["item"]
             if item.get("type") == "function_call":
-                yield _call(count(event["output_index"]), {**item, "arguments": ""})
-            elif item.get("type") == "message":
-                yield MessageStart(text(item.get("phase")))
+                yield _call(count(self._item_index(event, item)), {**item, "arguments": ""})
+            else:
+                if "output_index" not in event and "id" in item:
+                    self._item_index(event, item)  # placed for the deltas naming it
+                if item.get("type") == "message":
+                    yield MessageStart(text(item.get("phase")))
         elif kind == "response.function_call_arguments.delta":
-            self.streamed.add(event["output_index"])
-            yield ToolCallDelta(
-                count(event["output_index"]), None, None, text(event["delta"]) or ""
-            )
+            index = self._index(event)
+            self.streamed.add(index)
+            yield ToolCallDelta(count(index), None, None, text(event["delta"]) or "")
         elif kind == "response.output_item.done":
-            yield from self._done(event["item"], event["output_index"])
+            item = event["item"]
+            yield from self._done(item, self._item_index(event, item))
         elif kind in _TERMINAL:
             self.finished = True
             response = event["response"]
@@ -283,10 +289,37 @@ class _StreamState:
                 (event.get("response") or {}).get("error") or event.get("error") or event
             )
 
+    def _index(self, event: dict[str, Any], unplaced: int | None = None) -> int:
+        """A delta's item: its ``output_index``; else the place of the item its ``item_id``
+        names (llama-server's); else ``unplaced``, if given (a text delta naming neither
+        is the first item's). An item no event can place is a ``KeyError``: malformed."""
+        index: int | None = event.get("output_index")
+        if index is not None:
+            return index
+        item_id = event.get("item_id")
+        place = self.places.get(item_id) if isinstance(item_id, str) else None
+        if place is not None:
+            return place
+        if unplaced is None:
+            raise KeyError("output_index")
+        return unplaced
+
+    def _item_index(self, event: dict[str, Any], item: dict[str, Any]) -> int:
+        """The place of an item added or done: its ``output_index``; else (llama-server)
+        the place its ``id`` was added at, or, for one not seen yet, the next place. An
+        item without either is a ``KeyError``: malformed."""
+        index: int | None = event.get("output_index")
+        if index is not None:
+            return index
+        place = self.places.get(item["id"])
+        if place is None:
+            place = self.places[item["id"]] = len(self.places)
+        return place
+
     def _summary(self, event: dict[str, Any], delta: str) -> Iterator[Delta]:
         """A reasoning item's summary is its text when it streams no reasoning text (as
         OpenAI's reasoning models stream it); its parts a paragraph apart."""
-        index = event.get("output_index", 0)
+        index = self._index(event, 0)
         if index in self.streamed and index not in self.summaries:
             return  # it streams its reasoning text: the summary would repeat it
         part = event.get("summary_index", 0)
