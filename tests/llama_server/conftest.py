@@ -41,6 +41,17 @@ def gateway(llama: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ru
         yield running
 
 
+@pytest.fixture(scope="session")
+def responses_gateway(
+    llama: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningGateway]:
+    """A gateway with llama-server's own ``/v1/responses`` as its one backend
+    (``api = "responses"``)."""
+    directory = tmp_path_factory.mktemp("responses-gateway")
+    with configured_gateway(directory, {"url": llama + "/v1", "api": "responses"}) as running:
+        yield running
+
+
 @pytest.fixture
 def client(gateway: RunningGateway) -> Iterator[OpenAI]:
     with OpenAI(base_url=gateway.url + "/v1", api_key="sk-test", max_retries=0) as sdk:
