@@ -132,3 +132,37 @@ async def test_a_stream_whose_first_event_is_an_error_is_that_error(loopback: Lo
             pass
     assert (caught.value.status, caught.value.code) == (429, "rate_limit_exceeded")
     assert caught.value.message.startswith("Model server 'up' failed mid-stream: slow down")
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        ({"code": 500, "message": "decode failed", "type": "server_error"}, 502, "upstream_error"),
+        (
+            {"code": 400, "message": "too long", "type": "exceed_context_size_error"},
+            400,
+            "context_length_exceeded",
+        ),
+    ],
+)
+async def test_llama_servers_error_event_is_the_error_it_names(
+    loopback: Loopback, error: dict[str, Any], status: int, code: str
+) -> None:
+    """llama-server ends its Responses stream on a failure with an event that is only
+    ``{"error": {...}}`` (its Chat Completions stream's error chunk), no ``type``: the
+    error it names, in its words; not a stream cut short."""
+
+    async def reports(request: web.Request) -> web.Response:
+        added = {"type": "response.output_item.added", "item": {"id": "msg_1", "type": "message"}}
+        delta = {"type": "response.output_text.delta", "item_id": "msg_1", "delta": "Hi"}
+        events = (added, delta, {"error": error})
+        data = b"".join(b"data: " + orjson.dumps(event) + b"\n\n" for event in events)
+        return web.Response(body=data, content_type="text/event-stream")
+
+    target = UpstreamTarget("up", await loopback.serve(reports))
+    backend = OpenAIResponsesBackend(loopback.adopt(UpstreamClient(target)))
+    with pytest.raises(GatewayError) as caught:
+        async for _ in backend.infer(inference(True)):
+            pass
+    assert (caught.value.status, caught.value.code) == (status, code)
+    assert caught.value.message.startswith(f"Model server 'up' failed mid-stream: {error['message']}")

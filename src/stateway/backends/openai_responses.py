@@ -6,7 +6,10 @@ A stream's events (:class:`_StreamState`) and ``from_upstream_response`` turn re
 the same deltas, using the upstream ``output_index`` of a function call as its tool
 index: each message begun (:class:`MessageStart`, with its ``phase``), its text and its
 refusal; reasoning from its text, else from its summary; an item that streamed no deltas
-from its ``response.output_item.done``.
+from its ``response.output_item.done``. llama-server's own ``/v1/responses`` numbers
+nothing: there an item's place is the order it was added in, and an event's item the one
+its ``item_id`` names; an event that neither numbers nor names an item it needs is
+malformed, as before.
 
 Where the upstream hides its reasoning (OpenAI's reasoning models: no reasoning text, at
 most a summary), its ``encrypted_content`` is all the model can continue from when
@@ -19,7 +22,8 @@ The API has no field for stop sequences (a Chat client's ``stop``, a Messages cl
 ``stop_sequences``): the gateway ends the output at them itself
 (:mod:`stateway.backends.stop_sequences`).
 
-An error the upstream reports in a reply (a ``response.failed`` or ``error`` event, a
+An error the upstream reports in a reply (a ``response.failed`` or ``error`` event, an
+event that is only ``{"error": ...}`` as llama-server ends its stream with, a
 non-streamed response ``failed``, or a body that is only an error: as some proxies answer,
 to a streamed request too, whose JSON reply is read as a non-streamed one) is the error it
 names
@@ -288,6 +292,8 @@ class _StreamState:
             raise _Reported(
                 (event.get("response") or {}).get("error") or event.get("error") or event
             )
+        elif kind is None and "error" in event:  # llama-server's: its Chat error chunk
+            raise _Reported(event["error"])
 
     def _index(self, event: dict[str, Any], unplaced: int | None = None) -> int:
         """A delta's item: its ``output_index``; else the place of the item its ``item_id``
