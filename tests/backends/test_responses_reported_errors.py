@@ -165,4 +165,5 @@ async def test_llama_servers_error_event_is_the_error_it_names(
         async for _ in backend.infer(inference(True)):
             pass
     assert (caught.value.status, caught.value.code) == (status, code)
-    assert caught.value.message.startswith(f"Model server 'up' failed mid-stream: {error['message']}")
+    said = f"Model server 'up' failed mid-stream: {error['message']}"
+    assert caught.value.message.startswith(said)

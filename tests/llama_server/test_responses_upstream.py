@@ -28,9 +28,7 @@ pytestmark = pytest.mark.llama_server
 
 @pytest.fixture
 def client(responses_gateway: RunningGateway) -> Iterator[OpenAI]:
-    with OpenAI(
-        base_url=responses_gateway.url + "/v1", api_key="sk-test", max_retries=0
-    ) as sdk:
+    with OpenAI(base_url=responses_gateway.url + "/v1", api_key="sk-test", max_retries=0) as sdk:
         yield sdk
 
 
@@ -73,9 +71,7 @@ def test_a_call_and_its_output_go_back_as_the_whole_context(client: OpenAI, stre
     assert call.type == "function_call"
     assert (call.name, json.loads(call.arguments)) == ("get_weather", ARGUMENTS)
     output = {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}
-    answer = _create(
-        client, stream, previous_response_id=first.id, tools=[WEATHER], input=[output]
-    )
+    answer = _create(client, stream, previous_response_id=first.id, tools=[WEATHER], input=[output])
     assert answer.output_text == REPLY
     assert answer.usage is not None
     assert first.usage is not None
