@@ -218,3 +218,56 @@ async def test_a_malformed_responses_token_list_is_a_malformed_event(
     client = loopback.adopt(UpstreamClient(UpstreamTarget("u", await loopback.serve(answer))))
     with pytest.raises(UpstreamError, match="malformed"):
         await _deltas(OpenAIResponsesBackend(client), stream)
+
+
+LLAMA_REFUSAL = {
+    "error": {
+        "code": 400,
+        "message": "logprobs is not supported with tools + stream",
+        "type": "invalid_request_error",
+    }
+}
+"""llama-server's refusal of a streamed Chat Completions request with logprobs and tools."""
+
+
+async def test_a_streamed_round_with_tools_is_asked_whole_where_its_tokens_are_refused(
+    loopback: Loopback,
+) -> None:
+    """llama-server gives tokens with tools only whole: the round refused streamed is asked
+    again whole (same deltas), and so is every such round from then on; one without tools
+    still streams."""
+    asked: list[dict[str, Any]] = []
+    token = {"token": "a", "logprob": -0.5, "bytes": [97], "top_logprobs": []}
+
+    async def answer(http: web.Request) -> web.StreamResponse:
+        body = await http.json()
+        asked.append(body)
+        if body.get("stream") and "tools" in body:
+            return web.json_response(LLAMA_REFUSAL, status=400)
+        choice = {"index": 0, "logprobs": {"content": [token]}, "finish_reason": "stop"}
+        if not body.get("stream"):
+            message = {"role": "assistant", "content": "a"}
+            return web.json_response({"choices": [{**choice, "message": message}]})
+        reply = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await reply.prepare(http)
+        chunk = {"choices": [{**choice, "delta": {"content": "a"}}]}
+        await reply.write(b"data: " + orjson.dumps(chunk) + b"\n\ndata: [DONE]\n\n")
+        return reply
+
+    client = loopback.adopt(UpstreamClient(UpstreamTarget("u", await loopback.serve(answer))))
+    backend = OpenAIChatBackend(client)
+    tool = {"type": "function", "name": "f", "parameters": {"type": "object"}}
+
+    async def texts(tools: list[dict[str, Any]]) -> list[Delta]:
+        req = request([user("q")], include=[INCLUDE], tools=tools, stream=True)
+        return [d async for d in backend.infer(req) if isinstance(d, TextDelta)]
+
+    whole = [TextDelta("a", [{**token, "logprob": -0.5}])]
+    assert await texts([tool]) == whole
+    assert [(bool(b.get("stream")), "stream_options" in b) for b in asked] == [
+        (True, True),
+        (False, False),
+    ]
+    assert await texts([tool]) == whole
+    assert await texts([]) == whole
+    assert [bool(b.get("stream")) for b in asked[2:]] == [False, True]

@@ -563,6 +563,21 @@ def test_llama_server_s_refusal_of_an_image_is_the_request_s_though_it_answers_5
     assert "image input is not supported" in refused.message
 
 
+def test_llama_server_s_refusal_of_streamed_logprobs_with_tools_is_told_by_its_words() -> None:
+    """Its only tell: the Chat backend asks such a round whole on it."""
+    body = {
+        "error": {
+            "code": 400,
+            "message": "logprobs is not supported with tools + stream",
+            "type": "invalid_request_error",
+        }
+    }
+    refused = classify_reply(400, orjson.dumps(body), "up", str)
+    assert (refused.status, refused.code) == (400, "streamed_logprobs_unsupported")
+    other = {"error": {**body["error"], "message": "top_logprobs requires logprobs"}}
+    assert classify_reply(400, orjson.dumps(other), "up", str).code == "upstream_rejected"
+
+
 def test_lm_studio_s_answer_to_a_route_it_does_not_serve_is_a_404() -> None:
     """LM Studio answers a route it does not serve (a URL without ``/v1``) with a 200
     whose body is only its words (lmstudio-ai/lmstudio-bug-tracker#618): a 404, as other

@@ -8,7 +8,9 @@ OpenAI): canonical items to ``messages`` and back.
 (:func:`~stateway.backends.upstream_status.classify_reported`). A JSON reply to a
 streamed request is read as a non-streamed one (an error alone, as some proxies answer).
 A streamed call's name reaches the core whole, however the upstream splits or repeats it
-(:mod:`stateway.backends.chat_call_names`).
+(:mod:`stateway.backends.chat_call_names`). A streamed round asking for the text's tokens
+with tools, which llama-server refuses streamed, is asked whole once it has refused one
+(:meth:`ChatBackend._tokens_with_tools`).
 Item and tool types the gateway does not model cannot be carried
 (``carries_unknown_types`` is False). With
 ``guided_decoding``, a round forcing a custom tool with a grammar is constrained by it
@@ -50,9 +52,13 @@ from stateway.backends.think_tags import TaggedReply, untagged
 from stateway.backends.tokenizer import UpstreamTokenizer
 from stateway.backends.upstream_http import UpstreamClient, cut_short
 from stateway.backends.upstream_relay import UpstreamRelay
-from stateway.backends.upstream_status import classify_reported, reports_error
+from stateway.backends.upstream_status import (
+    STREAMED_LOGPROBS_UNSUPPORTED,
+    classify_reported,
+    reports_error,
+)
 from stateway.core import logprobs
-from stateway.core.errors import GatewayError, UpstreamError
+from stateway.core.errors import GatewayError, UpstreamError, UpstreamRejected
 from stateway.core.inference import (
     Answered,
     Delta,
@@ -122,10 +128,14 @@ class ChatBackend:
         self._tokenizer = UpstreamTokenizer(client)
         self._choices = NamedChoices(client)
         """How its server takes a named ``tool_choice``, once its listing told."""
+        self._tokens_whole = False
+        """Set once the server refused ``logprobs`` with tools streamed (llama-server):
+        such rounds are asked whole from then on."""
 
     def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         """The round's deltas; the body is built now (a request it cannot carry fails here).
-        Unguided, the reply's own generator, with no layer around it."""
+        Unguided, the reply's own generator, with no layer around it (but for a streamed
+        round asking for tokens with tools: :meth:`_tokens_with_tools`)."""
         body = to_upstream(
             request,
             self._max_tokens_field,
@@ -136,8 +146,36 @@ class ChatBackend:
         if self.cache_salted and request.cache_salt is not None:
             body["cache_salt"] = request.cache_salt
         forced = guide(body, request, self._guided) if self._guided else None
-        deltas = self._deltas(request, body)
+        if body.get("logprobs") and body.get("tools") and _streamed(body):
+            deltas = self._tokens_with_tools(request, body)
+        else:
+            deltas = self._deltas(request, body)
         return deltas if forced is None else _guided(deltas, forced)
+
+    async def _tokens_with_tools(
+        self, request: InferenceRequest, body: dict[str, Any]
+    ) -> AsyncGenerator[Delta, None]:
+        """A streamed round asking for the text's tokens with tools, which llama-server
+        refuses streamed (a 400 before any output:
+        :data:`~stateway.backends.upstream_status.STREAMED_LOGPROBS_UNSUPPORTED`) and
+        answers whole: asked whole once refused, and from the start from then on. A whole
+        answer gives the same deltas, at once."""
+        if not self._tokens_whole:
+            started = False
+            try:
+                async with aclosing(self._deltas(request, body)) as deltas:
+                    async for delta in deltas:
+                        started = True
+                        yield delta
+                return
+            except UpstreamRejected as refused:
+                if started or refused.code != STREAMED_LOGPROBS_UNSUPPORTED:
+                    raise
+                self._tokens_whole = True
+        whole = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        async with aclosing(self._deltas(request, whole)) as deltas:
+            async for delta in deltas:
+                yield delta
 
     async def _deltas(
         self, request: InferenceRequest, body: dict[str, Any]
@@ -324,6 +362,12 @@ def _well_formed(message: object) -> bool:
     if not isinstance(message, dict) or "role" not in message:
         return False
     return message["role"] != "user" or isinstance(message.get("content"), str | list)
+
+
+def _streamed(body: dict[str, Any]) -> bool:
+    """A streamed body that may be asked whole: not a prefill to continue, which is always
+    streamed (llama-server's whole answer repeats it)."""
+    return bool(body.get("stream")) and "continue_final_message" not in body
 
 
 async def _guided(deltas: AsyncGenerator[Delta, None], tool: str) -> AsyncGenerator[Delta, None]:

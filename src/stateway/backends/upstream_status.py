@@ -48,6 +48,10 @@ multimodal model``, llama.cpp's ``image input is not supported`` (no projector l
 a 500, its status for any error but a few, which is still the request's: a 400 here) and
 Ollama's ``does not support image input`` become ``image_input_unsupported``, by which a
 Messages client is told which block to leave out (Claude Code does, and goes on).
+llama-server refuses ``logprobs`` with tools in a streamed Chat Completions request, in
+words alone too (``logprobs is not supported with tools + stream``): that 400 is
+:data:`STREAMED_LOGPROBS_UNSUPPORTED`, on which the Chat backend asks such rounds whole
+(:mod:`stateway.backends.openai_chat`).
 
 Some OpenAI-compatible servers report a failure inside a 200 reply: a whole body, or a
 stream event, that is only ``{"error": {...}}`` (or Anthropic's ``{"type": "error",
@@ -89,6 +93,8 @@ OVERLOADED = 529
 """Anthropic's status for an API that is temporarily overloaded."""
 REQUEST_TOO_LARGE = 413
 UPSTREAM_OVERLOADED = "upstream_overloaded"
+STREAMED_LOGPROBS_UNSUPPORTED = "streamed_logprobs_unsupported"
+"""A server's refusal of ``logprobs`` with tools in a streamed request (llama-server's)."""
 _CONTEXT_TYPES = frozenset({"exceed_context_size_error"})
 _CONTEXT_PARAMS = frozenset({"input_tokens"})
 _WINDOW = re.compile(r"maximum context length is (\d+) tokens")
@@ -112,6 +118,8 @@ _NO_IMAGE_WORDS = (
 )
 """Fixed words of refusals of an image by a model that takes none."""
 _UNSERVED_WORDS = "Unexpected endpoint or method"
+_STREAMED_LOGPROBS_WORDS = "logprobs is not supported with tools + stream"
+"""llama-server's words (and its only tell) for its refusal of streamed logprobs with tools."""
 """LM Studio's words for a route it does not serve, which it answers with a 200."""
 _INPUT = re.compile(
     r"(\d+) in the messages|prompt contains (?:at least )?(\d+) input tokens"
@@ -406,6 +414,8 @@ def _fields(body: dict[str, object]) -> tuple[str, str | None]:
             return message, CONTEXT_LENGTH_EXCEEDED
         if any(words in message for words in _NO_IMAGE_WORDS):
             return message, IMAGE_INPUT_UNSUPPORTED
+        if message.startswith(_STREAMED_LOGPROBS_WORDS):
+            return message, STREAMED_LOGPROBS_UNSUPPORTED
         return message, _structured_code(error)
     if isinstance(error, str):  # LM Studio's errors are words alone
         return error, CONTEXT_LENGTH_EXCEEDED if _says_too_long(error) else None
