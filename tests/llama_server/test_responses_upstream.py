@@ -137,3 +137,23 @@ def test_a_prompt_over_the_window_is_context_length_exceeded(client: OpenAI, str
     with pytest.raises(openai.BadRequestError) as refused:
         client.responses.create(model=MODEL, input="word " * SLOT_WINDOW, stream=stream)
     assert refused.value.code == "context_length_exceeded"
+
+
+def test_what_its_responses_api_cannot_say_stays_unsaid(client: OpenAI, claude: Anthropic) -> None:
+    """What this layer loses (docs/compatibility.md), pinned so that a build that says it
+    shows here: an answer cut by its budget is ``completed`` (a Messages client sees
+    ``end_turn``), and the text has no tokens, asked for or not."""
+    cut = claude.messages.create(
+        model=MODEL, max_tokens=3, messages=[{"role": "user", "content": "Hi"}]
+    )
+    assert (cut.stop_reason, cut.usage.output_tokens) == ("end_turn", 3)
+    response = client.responses.create(
+        model=MODEL, input="Hi", include=["message.output_text.logprobs"]
+    )
+    message = response.output[-1]
+    assert message.type == "message"
+    assert [part.logprobs for part in message.content] == [[]]  # type: ignore[union-attr]
+    with pytest.raises(openai.BadRequestError, match="top_logprobs requires logprobs"):
+        client.responses.create(
+            model=MODEL, input="Hi", include=["message.output_text.logprobs"], top_logprobs=2
+        )
