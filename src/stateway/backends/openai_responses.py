@@ -253,7 +253,8 @@ class _StreamState:
     def feed(self, event: dict[str, Any]) -> Iterator[Delta]:
         kind = event.get("type")
         if kind == "response.output_text.delta":
-            self.streamed.add(self._index(event, 0))
+            index = event.get("output_index")  # the hot path's, inline
+            self.streamed.add(self._index(event, 0) if index is None else index)
             given = event.get("logprobs") if self.tokens else None
             yield TextDelta(text(event["delta"]) or "", logprobs.tokens(given) if given else None)
         elif kind == "response.refusal.delta":
