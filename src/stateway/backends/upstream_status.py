@@ -118,9 +118,9 @@ _NO_IMAGE_WORDS = (
 )
 """Fixed words of refusals of an image by a model that takes none."""
 _UNSERVED_WORDS = "Unexpected endpoint or method"
+"""LM Studio's words for a route it does not serve, which it answers with a 200."""
 _STREAMED_LOGPROBS_WORDS = "logprobs is not supported with tools + stream"
 """llama-server's words (and its only tell) for its refusal of streamed logprobs with tools."""
-"""LM Studio's words for a route it does not serve, which it answers with a 200."""
 _INPUT = re.compile(
     r"(\d+) in the messages|prompt contains (?:at least )?(\d+) input tokens"
     r"|request has (\d+) input tokens"
