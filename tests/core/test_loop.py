@@ -430,6 +430,25 @@ async def test_every_kind_of_delta_reaches_the_output_in_order() -> None:
     assert state.usage == Usage(3, 4)
 
 
+@pytest.mark.parametrize("top", [0, 1, 3])
+async def test_each_token_keeps_only_the_alternatives_asked_for(top: int) -> None:
+    """An upstream listing more alternatives of a token than ``top_logprobs`` asked for
+    (llama-server lists 20 when none is named): the first ``top`` are kept, on the stored
+    text and on the streamed delta alike."""
+    alternatives = [
+        {"token": t, "logprob": -n, "bytes": [ord(t)], "top_logprobs": []}
+        for n, t in enumerate("abc", 1)
+    ]
+    token = {"token": "a", "logprob": -0.1, "bytes": [97], "top_logprobs": alternatives[:2]}
+    settings = GenerationSettings(top_logprobs=top)
+    run, _, events = await run_once([TextDelta("a", [token]), Finish("stop")], settings=settings)
+    [text] = run.state.output[0]["content"]  # type: ignore[attr-defined]
+    [kept] = text["logprobs"]
+    assert kept == {**token, "top_logprobs": alternatives[:2][:top]}
+    [delta] = [e for e in events if isinstance(e, ev.TextDelta)]
+    assert delta.logprobs == [kept]
+
+
 async def test_a_candidate_without_parallel_calls_is_asked_and_kept_to_one_per_round() -> None:
     """A request allowing parallel calls (the default) on a route whose candidate makes
     one call per round: the upstream is told ``parallel_tool_calls: false`` and a second

@@ -50,3 +50,20 @@ def test_a_background_response_with_tools_has_its_text_s_tokens(client: OpenAI) 
     done = events[-1]
     assert done.type == "response.completed", done
     assert _spelled(done.response) == REPLY
+
+
+@pytest.mark.parametrize("top", [None, 2])
+def test_each_token_lists_the_alternatives_asked_for(client: OpenAI, top: int | None) -> None:
+    """llama-server lists 20 alternatives of each token when a request names no
+    ``top_logprobs`` (and none at all when it names 0); the hosted API lists as many as
+    asked, none by default."""
+    response = client.responses.create(
+        model=MODEL,
+        input="Hi",
+        include=[LOGPROBS],
+        **({} if top is None else {"top_logprobs": top}),
+    )
+    message = next(item for item in response.output if item.type == "message")
+    tokens = [token for part in message.content for token in part.logprobs or ()]  # type: ignore[union-attr]
+    assert tokens
+    assert {len(token.top_logprobs) for token in tokens} == {top or 0}

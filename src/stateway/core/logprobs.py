@@ -37,6 +37,16 @@ def tokens(entries: Any) -> list[Item]:
     ]
 
 
+def asked(tokens: list[Item], top: int) -> list[Item]:
+    """``tokens`` listing at most the ``top`` alternatives asked for (``top_logprobs``; none
+    by default, as on the hosted API). An upstream may list more: llama-server lists 20 of
+    each token when a request names no ``top_logprobs``, and none at all when it names 0, so
+    0 is never sent. The same list when none lists more (the usual case)."""
+    if all(len(token["top_logprobs"]) <= top for token in tokens):
+        return tokens
+    return [{**token, "top_logprobs": token["top_logprobs"][:top]} for token in tokens]
+
+
 def _token(entry: Any) -> Item:
     """``token``, ``bytes`` (the token's UTF-8 when the upstream sent none: Chat servers
     may send ``null``) and ``logprob``."""

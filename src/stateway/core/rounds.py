@@ -24,6 +24,7 @@ from collections.abc import Callable
 from contextlib import aclosing
 from dataclasses import replace
 
+from stateway.core import logprobs
 from stateway.core.assembler import OutputAssembler
 from stateway.core.deadline import FirstOutput
 from stateway.core.errors import GatewayError
@@ -105,6 +106,7 @@ async def _infer(
     if plan.first_output is None:  # a candidate that failed first: its count is not this one's
         run.state.prompt_usage = None
     single = _SingleCall() if not request.settings.parallel_tool_calls else None
+    top = request.settings.top_logprobs or 0  # alternatives of each token asked for
     held: list[MessageStart | ToolCallDelta] = []
     """Openings before any output (a message begun, a call named before its first
     argument): shown with the first output, if any comes."""
@@ -142,8 +144,8 @@ async def _infer(
                         await _output_begins(run, row, plan, waiting, held, assembler, single)
                         started = True
                     match delta:
-                        case TextDelta(text=text, logprobs=logprobs):
-                            assembler.text(text, logprobs)
+                        case TextDelta(text=text, logprobs=tokens):
+                            assembler.text(text, tokens and logprobs.asked(tokens, top))
                         case ReasoningDelta(text=text):
                             assembler.reasoning(text)
                         case ReasoningSignature(signature=signature):
