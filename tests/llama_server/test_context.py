@@ -19,7 +19,7 @@ from tests.llama_server.test_tools import TIME, WEATHER
 
 pytestmark = pytest.mark.llama_server
 
-TOO_LONG = "word " * SLOT_WINDOW  # a byte a token: five times the window
+TOO_LONG = "word " * SLOT_WINDOW  # a pair of characters a token: past twice the window
 
 
 def test_the_window_learned_is_one_slot_s(claude: Anthropic) -> None:

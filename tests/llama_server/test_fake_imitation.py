@@ -22,6 +22,8 @@ pytestmark = pytest.mark.llama_server
 REFUSAL = re.compile(
     r"request \(\d+ tokens\) exceeds the available context size \(\d+ tokens\), try increasing it"
 )
+OVER = "w " * SLOT_WINDOW
+"""A prompt past the window: the tiny model reads two characters a token."""
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +87,7 @@ def test_the_tokenizer_routes_answer_alike(server: str) -> None:
 
 def test_a_prompt_over_the_window_is_refused_alike(server: str, fake: str) -> None:
     scripted = "[[context:10]] [[llamacpp]] " if server == fake else ""
-    body = {"model": MODEL, "messages": [{"role": "user", "content": scripted + "w " * 600}]}
+    body = {"model": MODEL, "messages": [{"role": "user", "content": scripted + OVER}]}
     status, refusal = call(server + "/v1/chat/completions", body)
     assert status == 400
     assert_refusal(refusal)
@@ -94,7 +96,7 @@ def test_a_prompt_over_the_window_is_refused_alike(server: str, fake: str) -> No
 def test_a_streamed_prompt_over_the_window_is_refused_before_the_stream(llama: str) -> None:
     """As a whole one (the fake's ``[[llamacpp]]`` stream plays llama-server's builds of
     2025, which refused it after a 200, in an ``error:`` line)."""
-    body = {"model": MODEL, "messages": [{"role": "user", "content": "w " * 600}], "stream": True}
+    body = {"model": MODEL, "messages": [{"role": "user", "content": OVER}], "stream": True}
     status, refusal = call(llama + "/v1/chat/completions", body)
     assert status == 400
     assert_refusal(refusal)

@@ -15,8 +15,15 @@ JSON characters that close what is open, so a constrained reply (a required tool
 JSON schema) ends as soon as its grammar lets it.
 
 The vocabulary is SentencePiece's shape (llama.cpp's ``llama`` tokenizer): the 256
-byte tokens (text is written byte by byte), the ChatML markers, ``<think>`` and
-``<tool_call>`` tags, and the reply's words.
+byte tokens (what the model writes is written byte by byte), the ChatML markers,
+``<think>`` and ``<tool_call>`` tags, the reply's words, and every pair of printable ASCII
+characters and ``▁`` (a space): a prompt is read two characters a token.
+
+It is built to read long prompts fast: agent clients send 50-100 KB (instructions, dozens
+of tools), and attention's cost grows with the square of the prompt's tokens. So a
+prompt's tokens are halved (the pairs; a space alone was three byte tokens), and the one
+attention head is two wide, the least rotary embeddings take (the layer adds nothing, so
+only its cost counts): ~25,000 tokens in a few seconds on one thread.
 """
 
 from __future__ import annotations
@@ -32,8 +39,9 @@ REASONING: Final = "Thinking"
 REPLY: Final = "Hello from llama"
 REPLY_TEXT: Final = f"<think>{REASONING}</think>{REPLY}"
 """What the model writes, as llama-server's ``--reasoning-format none`` shows it."""
-CONTEXT_TRAINED: Final = 4096
-"""The window the model claims it was trained for (``n_ctx_train``)."""
+CONTEXT_TRAINED: Final = 131072
+"""The window the model claims it was trained for (``n_ctx_train``): llama-server caps a
+slot's window at it, and an agent client's prompt needs tens of thousands of tokens."""
 
 CHAT_TEMPLATE: Final = """\
 {%- if tools %}<|im_start|>system
@@ -64,7 +72,9 @@ CHAT_TEMPLATE: Final = """\
 calls and reasoning are written)."""
 
 _N_EMBD = 64
-_N_HEAD = 4
+_N_HEAD = 1
+_HEAD_WIDTH = 2
+"""A head's width (keys, values and rotary dimensions alike): the least llama.cpp takes."""
 _N_FF = 128
 _SHARED = _N_EMBD - 1
 """The direction every token has: the ranking used when a grammar forbids the next."""
@@ -79,6 +89,9 @@ _SPECIAL = {
     "</tool_call>": _USER_DEFINED,
 }
 _WORDS = ("Thinking", "Hello", "▁from", "▁llama")
+_CHARACTERS = ("▁", *(chr(code) for code in range(0x21, 0x7F)))
+"""What a prompt's pairs are made of: a space (SentencePiece's ``▁``) and printable ASCII.
+No newline: the generation prompt's last token, which the reply follows, stays its own."""
 _CHAIN = ("<0x0A>", "<think>", "Thinking", "</think>", "Hello", "▁from", "▁llama", "<|im_end|>")
 """Each token followed by the next: the reply after the generation prompt's newline."""
 _RANKS = {
@@ -106,7 +119,8 @@ def _vocabulary() -> list[tuple[str, int]]:
     vocabulary = [("<unk>", _UNKNOWN), ("<s>", _CONTROL), ("</s>", _CONTROL)]
     vocabulary += [(f"<0x{byte:02X}>", _BYTE) for byte in range(256)]
     vocabulary += list(_SPECIAL.items())
-    return vocabulary + [(word, _NORMAL) for word in _WORDS]
+    vocabulary += [(word, _NORMAL) for word in (*_WORDS, "▁")]
+    return vocabulary + [(a + b, _NORMAL) for a in _CHARACTERS for b in _CHARACTERS]
 
 
 def write_tiny_model(path: Path) -> Path:
@@ -142,11 +156,11 @@ def write_tiny_model(path: Path) -> Path:
 def _layer(index: int) -> list[Tensor]:
     """A layer that adds nothing to the residual stream (zero output projections)."""
     name = f"blk.{index}"
-    square = (_N_EMBD, _N_EMBD)
+    into, out_of = (_N_EMBD, _HEAD_WIDTH), (_HEAD_WIDTH, _N_EMBD)
     return [
         Tensor(f"{name}.attn_norm.weight", (_N_EMBD,), _ones(_N_EMBD)),
-        *(Tensor(f"{name}.attn_{part}.weight", square, _zeros(square)) for part in "qkv"),
-        Tensor(f"{name}.attn_output.weight", square, _zeros(square)),
+        *(Tensor(f"{name}.attn_{part}.weight", into, _zeros(into)) for part in "qkv"),
+        Tensor(f"{name}.attn_output.weight", out_of, _zeros(out_of)),
         Tensor(f"{name}.ffn_norm.weight", (_N_EMBD,), _ones(_N_EMBD)),
         Tensor(f"{name}.ffn_gate.weight", (_N_EMBD, _N_FF), _zeros((_N_EMBD, _N_FF))),
         Tensor(f"{name}.ffn_up.weight", (_N_EMBD, _N_FF), _zeros((_N_EMBD, _N_FF))),
@@ -164,7 +178,9 @@ def _metadata(vocabulary: list[tuple[str, int]], ids: dict[str, int]) -> dict[st
         "llama.feed_forward_length": _N_FF,
         "llama.attention.head_count": _N_HEAD,
         "llama.attention.head_count_kv": _N_HEAD,
-        "llama.rope.dimension_count": _N_EMBD // _N_HEAD,
+        "llama.attention.key_length": _HEAD_WIDTH,
+        "llama.attention.value_length": _HEAD_WIDTH,
+        "llama.rope.dimension_count": _HEAD_WIDTH,
         "llama.attention.layer_norm_rms_epsilon": 1e-5,
         "tokenizer.ggml.model": "llama",
         "tokenizer.ggml.tokens": [text for text, _ in vocabulary],
