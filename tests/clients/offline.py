@@ -108,7 +108,8 @@ class OfflineGateway:
     """What clients sent: one JSON line per request (see ``recording_hop``)."""
     gateway_log: Path
     upstream: str
-    """The fake upstream's ``http://127.0.0.1:PORT/v1``, reachable inside the namespace only."""
+    """The model server's ``http://127.0.0.1:PORT/v1`` (the fake upstream's, but for the
+    tests of llama-server), reachable inside the namespace only."""
 
     def requests_since(self, offset: int) -> list[dict[str, Any]]:
         """The requests recorded after byte ``offset`` of the log, each with the status of
@@ -167,17 +168,34 @@ def offline_gateway(
     env: Mapping[str, str] | None = None,
     fake_options: Sequence[str] = STRICT_TEMPLATE,
 ) -> Iterator[OfflineGateway]:
-    """Start the fake upstream (with ``fake_options``), ``stateway serve`` (SQLite, upstream
-    wire ``api``, ``env`` added to its environment) and the recording hop inside
-    ``namespace``; stop them when the block exits."""
+    """Start the fake upstream (with ``fake_options``) inside ``namespace``, and the
+    gateway over it (:func:`gateway_over`); stop them when the block exits."""
+    fake_command = [sys.executable, "-m", "stateway.fake_upstream", "--port", "0", *fake_options]
+    with (
+        launch(inside(namespace, fake_command), FAKE_ANNOUNCEMENT) as fake,
+        gateway_over(namespace, fake.url, api, directory, env) as running,
+    ):
+        yield running
+
+
+@contextmanager
+def gateway_over(
+    namespace: str,
+    upstream: str,
+    api: str,
+    directory: Path,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[OfflineGateway]:
+    """Start ``stateway serve`` (SQLite, the one upstream ``upstream``: its
+    ``http://127.0.0.1:PORT/v1`` inside ``namespace``, of wire ``api``; ``env`` added to
+    its environment) and the recording hop inside ``namespace``; stop them when the block
+    exits."""
     requests_log = directory / "client-requests.jsonl"
     requests_log.touch()
     gateway_log = directory / "gateway.log"
     python = sys.executable
     with ExitStack() as stack:
-        fake_command = [python, "-m", "stateway.fake_upstream", "--port", "0", *fake_options]
-        fake = stack.enter_context(launch(inside(namespace, fake_command), FAKE_ANNOUNCEMENT))
-        serve = [python, "-m", "stateway", "serve", "--port", "0", "--upstream", fake.url]
+        serve = [python, "-m", "stateway", "serve", "--port", "0", "--upstream", upstream]
         serve += ["--upstream-api", api, "--database", f"sqlite:///{directory / 'gw.db'}"]
         stderr = stack.enter_context(gateway_log.open("w"))
         gateway = stack.enter_context(
@@ -187,7 +205,7 @@ def offline_gateway(
         )
         hop_command = [python, str(_HOP), gateway.url, str(requests_log)]
         hop = stack.enter_context(launch(inside(namespace, hop_command), HOP_ANNOUNCEMENT))
-        yield OfflineGateway(namespace, hop.url, requests_log, gateway_log, fake.url)
+        yield OfflineGateway(namespace, hop.url, requests_log, gateway_log, upstream)
 
 
 class GatewayPool:

@@ -60,13 +60,15 @@ def llama_server(
     binary: Path,
     model: Path,
     options: Sequence[str] = ("--ctx-size", str(CTX_SIZE), "--parallel", str(PARALLEL)),
+    prefix: Sequence[str] = (),
 ) -> Iterator[str]:
     """``llama-server`` serving ``model`` on a free loopback port, greedy (``--temp 0``)
     and on one thread; yields its ``http://127.0.0.1:PORT``. Its log goes to stdout, where
-    it announces its address once the model is loaded."""
+    it announces its address once the model is loaded. ``prefix``: what runs the command
+    (``nsenter`` into the client tests' network namespace, say)."""
     command = [str(binary), "--model", str(model), "--alias", MODEL, "--jinja"]
     command += ["--host", "127.0.0.1", "--port", "0", "--threads", "1", "--temp", "0"]
     command += ["--no-warmup", "--no-webui", *options]
-    merged = ["sh", "-c", 'exec "$0" "$@" 2>&1', *command]
+    merged = [*prefix, "sh", "-c", 'exec "$0" "$@" 2>&1', *command]
     with launch(merged, ANNOUNCEMENT, timeout=60) as launched:
         yield launched.url
