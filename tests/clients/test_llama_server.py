@@ -8,8 +8,10 @@ the tiny model's tokens), so the server's window is wide and a prompt takes it s
 read; what it has read stays in its one slot's cache, and a request whose prompt begins as
 the last one did is read only past what they share. The clients report that share as
 cached tokens, which shows the gateway keeps a conversation's prompt as it was from one
-request to the next. The model calls no tool unasked, so the tool round trips are the
-fake's (``test_codex.py``, ``test_claude_code.py``).
+request to the next, and a client's instructions and tools as they were from one session
+to the next (Claude Code's per-session billing header kept the server from reusing any of
+them, on every new session). The model calls no tool unasked, so the tool round trips are
+the fake's (``test_codex.py``, ``test_claude_code.py``).
 """
 
 from __future__ import annotations
@@ -137,3 +139,22 @@ def test_a_claude_code_session_continued_is_read_from_the_servers_cache(
     assert again.result["usage"]["cache_read_input_tokens"] >= _prompt_tokens(first)
     [body] = again.bodies()
     assert [message["role"] for message in body["messages"]][-2:] == ["assistant", "user"]
+
+
+def test_a_new_claude_code_session_reads_its_instructions_and_tools_from_the_cache(
+    claude_binary: Path, llama: OfflineGateway, tmp_path: Path
+) -> None:
+    """Claude Code leads its system prompt with a block of its own, an
+    ``x-anthropic-billing-header`` whose ``cc_version`` changes with the first message
+    (Anthropic takes it as attribution, not as the model's prompt): forwarded, it made the
+    prompts of a user's two sessions in one project differ from their ~30th token on, and
+    the server read again all of the next one's 20,000 tokens of instructions and tools."""
+    first = _claude(claude_binary, llama, "Write a haiku about the sea", tmp_path)
+    second = _claude(claude_binary, llama, "List three colors, please", tmp_path)
+
+    headers = [run.bodies()[0]["system"][0]["text"] for run in (first, second)]
+    assert headers[0].startswith("x-anthropic-billing-header: cc_version=")
+    assert headers[0] != headers[1]  # each session's own
+    assert second.result is not None
+    # all before the user's prompt (instructions, tools, a reminder): some four fifths
+    assert second.result["usage"]["cache_read_input_tokens"] > _prompt_tokens(first) // 2

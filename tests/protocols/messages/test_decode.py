@@ -78,6 +78,39 @@ def test_system_blocks_keep_cache_control_and_lead_the_context() -> None:
     assert later["content"][0]["text"] == "# Environment"
 
 
+BILLING_HEADER = "x-anthropic-billing-header: cc_version=2.1.332.0b8; cc_entrypoint=sdk-cli;"
+"""Claude Code's first system block (its ``cc_version`` suffix changes with the first
+message; some builds add a ``cch`` changing with every request)."""
+
+
+@pytest.mark.parametrize(
+    "decode",
+    [decode_messages, lambda raw: decode_count_tokens(raw).request],
+    ids=["create", "count_tokens"],
+)
+def test_claude_codes_billing_header_is_left_out_of_the_prompt(decode: Any) -> None:
+    """Attribution Anthropic reads, not the model's prompt: kept, it made every session's
+    prompt differ from its first line on, and no model server reused a cached prefix."""
+    system = [
+        {"type": "text", "text": BILLING_HEADER},
+        {"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}},
+    ]
+    [first, _] = decode(body(system=system)).input
+    assert first["content"] == [
+        {"type": "input_text", "text": "rules", "cache_control": {"type": "ephemeral"}}
+    ]
+    [first, _] = decode(body(system=f"{BILLING_HEADER}\nrules")).input
+    assert first["content"] == [{"type": "input_text", "text": "rules"}]
+    [only] = decode(body(system=[{"type": "text", "text": BILLING_HEADER}])).input
+    assert only["role"] == "user"
+
+
+def test_a_system_prompt_only_naming_the_billing_header_is_kept() -> None:
+    text = f"Quote it: {BILLING_HEADER}"
+    [first, _] = decode_messages(body(system=text)).input
+    assert first["content"] == [{"type": "input_text", "text": text}]
+
+
 def test_a_tool_round_trip_becomes_calls_and_outputs_in_order() -> None:
     messages = [
         {"role": "user", "content": "go"},

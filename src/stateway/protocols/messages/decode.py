@@ -24,7 +24,8 @@ so the model gets its reasoning again even when the client was shown none of it.
 accepted, its ``compact_20260112`` edit the gateway's compaction, its other edits without
 effect; ``compaction`` (a compaction request) and ``compaction`` blocks sent back are
 :mod:`.compaction`'s too. Fields of features only Anthropic's servers have are ignored or
-refused as :mod:`.hosted_only` says. The backend's ``gateway_tools`` run in hidden rounds
+refused as :mod:`.hosted_only` says; Claude Code's billing header, leading ``system``, is
+left out (:mod:`.billing_header`). The backend's ``gateway_tools`` run in hidden rounds
 (:mod:`stateway.core.hidden`)."""
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from stateway.core.commands import CountTokens, CreateResponse, GenerationSettin
 from stateway.core.compaction.reasoning_output import INCLUDE_ENCRYPTED
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.messages import compaction
+from stateway.protocols.messages.billing_header import without_billing_header
 from stateway.protocols.messages.content import decode_conversation, decode_system
 from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.hosted_only import check_hosted_only
@@ -122,11 +124,12 @@ def _command(
         compaction.check_finished(body.messages)
     messages, summary = compaction.split_block(body.messages)
     continued = thread is not None and thread.previous_response_id is not None
+    system = without_billing_header(body.system)
     if thread is None:
-        items = decode_conversation(body.system, messages)
+        items = decode_conversation(system, messages)
     else:
         items = decode_conversation(None, messages, continued=continued)
-        thread.system = None if body.system is None else decode_system(body.system)
+        thread.system = None if system is None else decode_system(system)
     items = compaction.placed(items, summary)
     if all(item.get("role") == "system" for item in items):  # every turn's content empty
         if compacting:
