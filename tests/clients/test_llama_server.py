@@ -85,6 +85,7 @@ def test_codex_answers_and_its_resumed_session_is_read_from_the_servers_cache(
     )
 
     for run in (first, again):
+        assert bool(run.bodies()) is not websockets, run.requests  # no HTTP fallback
         assert [item["text"] for item in run.items("reasoning")] == [REASONING], run.describe()
         assert [item["text"] for item in run.items("agent_message")] == [REPLY], run.describe()
     before, after = first.events[-1]["usage"], again.events[-1]["usage"]  # the session's sums
