@@ -43,7 +43,8 @@ from stateway.backends.anthropic_request import (
 )
 from stateway.backends.model_windows import listed_windows
 from stateway.backends.stop_sequences import stopping
-from stateway.backends.upstream_http import UpstreamClient, cut_short
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_reply import cut_short
 from stateway.backends.upstream_status import classify_reported, reports_error
 from stateway.backends.upstream_values import count, obj, text
 from stateway.core.errors import GatewayError, UpstreamError

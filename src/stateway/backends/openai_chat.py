@@ -50,15 +50,17 @@ from stateway.backends.named_choice import NamedChoices
 from stateway.backends.reasoning_efforts import effort_levels, level_sent
 from stateway.backends.think_tags import TaggedReply, untagged
 from stateway.backends.tokenizer import UpstreamTokenizer
-from stateway.backends.upstream_http import UpstreamClient, cut_short
+from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_relay import UpstreamRelay
+from stateway.backends.upstream_reply import cut_short, no_answer
 from stateway.backends.upstream_status import (
     STREAMED_LOGPROBS_UNSUPPORTED,
+    classify_event,
     classify_reported,
     reports_error,
 )
 from stateway.core import logprobs
-from stateway.core.errors import GatewayError, UpstreamError, UpstreamRejected
+from stateway.core.errors import UpstreamError, UpstreamRejected
 from stateway.core.inference import (
     Answered,
     Delta,
@@ -199,12 +201,10 @@ class ChatBackend:
             calls: CallNames | None = None  # made at the first call fragment
             async for event in reply.events():
                 if event.event == "error":  # an error line (:mod:`stateway.backends.sse`)
-                    raise self._error_event(event.data)
+                    raise classify_event(event.data, self.name, self._client.scrub)
                 if event.data.rstrip() == b"[DONE]":
                     if finished is None:  # vLLM's, when it drops an error before any token
-                        raise UpstreamError(
-                            f"The model server '{self.name}' ended its stream without an answer."
-                        )
+                        raise no_answer(self.name)
                     finished = True
                     break
                 for delta in decode(event.data, tokens):
@@ -260,17 +260,6 @@ class ChatBackend:
             return list(from_upstream_completion(payload, tokens))
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"The model server '{self.name}' sent a malformed reply.") from exc
-
-    def _error_event(self, data: bytes) -> GatewayError:
-        """The error a stream's ``error`` event reports: its data, the error object or
-        ``{"error": ...}`` around it (words that do not parse are the message)."""
-        try:
-            payload = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            payload = data.decode("utf-8", "replace")
-        if isinstance(payload, dict) and "error" in payload:
-            payload = payload["error"]
-        return classify_reported(payload, self.name, self._client.scrub, mid_stream=True)
 
     def _check_reported(self, payload: Any, *, mid_stream: bool) -> None:
         """Raise the error a reply or chunk that is only ``{"error": ...}`` reports (some

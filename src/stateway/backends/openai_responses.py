@@ -60,7 +60,8 @@ from stateway.backends.model_windows import server_windows
 from stateway.backends.responses_request import to_upstream
 from stateway.backends.stop_sequences import stopping
 from stateway.backends.tokenizer import UpstreamTokenizer
-from stateway.backends.upstream_http import UpstreamClient, cut_short
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_reply import cut_short
 from stateway.backends.upstream_status import classify_reported, reports_error
 from stateway.backends.upstream_values import count, obj, text
 from stateway.core import logprobs

@@ -42,7 +42,7 @@ import orjson
 
 from stateway.backends.admission import WaitingRoom
 from stateway.backends.upstream_relay import UpstreamRelay
-from stateway.backends.upstream_reply import UpstreamReply, no_output
+from stateway.backends.upstream_reply import UpstreamReply, cut_short, no_output
 from stateway.backends.upstream_sessions import UpstreamSessions, reused
 from stateway.backends.upstream_status import classify_reply, classify_reported, reports_error
 from stateway.backends.upstream_target import UpstreamTarget
@@ -308,13 +308,6 @@ class UpstreamClient:
         reply = UpstreamReply(response, self.target.name, self.target.max_response_bytes)
         raw = await reply.prefix(_MAX_ERROR_BODY)
         return classify_reply(response.status, raw, self.target.name, self.scrub, response.headers)
-
-
-def cut_short(backend: str) -> UpstreamError:
-    return UpstreamError(
-        f"The model server '{backend}' closed the stream before finishing.",
-        code="upstream_stream_cut",
-    )
 
 
 def broken_connection(name: str, exc: aiohttp.ClientError | OSError) -> UpstreamError:

@@ -10,7 +10,9 @@ Either way every byte is counted as it arrives, and the reply that outgrows
 before more of it is buffered; a declared ``Content-Length`` over the budget fails before
 the body is read at all. Deadlines are aiohttp's, set up by
 :class:`~stateway.backends.upstream_http.UpstreamClient`, and the wait for the first
-output's (``first_token_timeout``: :func:`no_output`, what it fails with).
+output's (``first_token_timeout``: :func:`no_output`, what it fails with). A stream that ends
+before its answer is :func:`cut_short`, or :func:`no_answer` when it ends as if answered
+before any output.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import AsyncIterator, Mapping
 import aiohttp
 
 from stateway.backends.sse import ServerSentEvent, SSEDecoder
-from stateway.core.errors import UpstreamResponseTooLarge, UpstreamTimeout
+from stateway.core.errors import UpstreamError, UpstreamResponseTooLarge, UpstreamTimeout
 
 
 class UpstreamReply:
@@ -108,3 +110,17 @@ def no_output(backend: str, seconds: float) -> UpstreamTimeout:
         f"The model server '{backend}' sent no output within {seconds:g} s of its "
         "response headers (first_token_timeout)."
     )
+
+
+def cut_short(backend: str) -> UpstreamError:
+    """The error of a stream that ended before its answer finished."""
+    return UpstreamError(
+        f"The model server '{backend}' closed the stream before finishing.",
+        code="upstream_stream_cut",
+    )
+
+
+def no_answer(backend: str) -> UpstreamError:
+    """The error of a stream that ended (with ``[DONE]``) before any output: vLLM's, when
+    it drops an error that came before the first token."""
+    return UpstreamError(f"The model server '{backend}' ended its stream without an answer.")

@@ -232,6 +232,20 @@ def classify_reported(
     return _by_status(status, detail, message, code, backend, None, _stated(error))
 
 
+def classify_event(data: bytes, backend: str, scrub: Callable[[str], str]) -> GatewayError:
+    """The error a stream's ``error`` event reports (llama.cpp's ``error:`` line, an event
+    named ``error``): its data, the error object or ``{"error": ...}`` around it (words that
+    do not parse are the message), classified as a stream event's
+    (:func:`classify_reported`)."""
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        payload = data.decode("utf-8", "replace")
+    if isinstance(payload, dict) and "error" in payload:
+        payload = payload["error"]
+    return classify_reported(payload, backend, scrub, mid_stream=True)
+
+
 def reports_error(body: Mapping[str, object], answer: str) -> bool:
     """Whether a 200 reply's body is only an error: it has an ``error`` member and not
     the ``answer`` field its wire answers in (Chat's ``choices``, Responses' ``output``,
