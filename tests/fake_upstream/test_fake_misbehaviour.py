@@ -134,6 +134,34 @@ def test_a_stream_leak_ends_in_an_error_event(url: str) -> None:
     assert b"[DONE]" not in body
 
 
+def test_fail_ends_a_stream_with_an_error_event_after_its_payloads(url: str) -> None:
+    """``[[fail:N]]``: vLLM's error line after N payload chunks (with none, after the role
+    chunk); with ``[[llamacpp]]``, llama-server's 2025 ``error:`` line, then ``[DONE]``."""
+    status, _, body = post(url, "[[words:3]] [[fail:2]]", stream=True)
+    frames = body.split(b"\n\n")[:-1]
+    assert status == 200
+    assert [orjson.loads(f[6:])["choices"][0]["delta"].get("content") for f in frames[:3]] == [
+        "",
+        "w1 ",
+        "w2 ",
+    ]
+    assert (
+        orjson.loads(frames[3][6:])["error"]["message"] == "Scripted failure mid-stream: [[fail]]"
+    )
+    assert len(frames) == 4
+    _, _, opening = post(url, "[[words:3]] [[fail:0]] [[llamacpp]]", stream=True)
+    role, line, done = opening.split(b"\n\n")[:-1]
+    assert orjson.loads(role[6:])["choices"][0]["delta"]["role"] == "assistant"
+    assert orjson.loads(line.removeprefix(b"error: "))["code"] == 500
+    assert done == b"data: [DONE]"
+    assert post(url, "[[words:3]] [[fail:0]]")[2].startswith(b'{"id"')  # unstreamed: answered
+
+
+def test_unanswered_is_a_stream_of_done_alone(url: str) -> None:
+    assert post(url, "hi [[unanswered]]", stream=True)[2] == b"data: [DONE]\n\n"
+    assert parse_script("[[unanswered]] [[fail:1]] [[only:x]]").for_model("y") == Script(only="x")
+
+
 def test_keep_alive_closes_idle_connections(url: str) -> None:
     host, port = url.removeprefix("http://").removesuffix("/v1").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any, Protocol
 
@@ -47,11 +47,14 @@ import orjson
 from stateway.fake_upstream.chat import (
     ChatRequest,
     ReasoningField,
+    llama_cpp_error,
     llama_cpp_refusal,
     parse_chat_request,
+    unanswered,
 )
 from stateway.fake_upstream.conversation import Conversation
 from stateway.fake_upstream.delivery import (
+    END,
     Frame,
     Receive,
     Scope,
@@ -80,6 +83,7 @@ from stateway.fake_upstream.messages_checks import COUNT_FIELDS, check_messages_
 from stateway.fake_upstream.misbehaviour import (
     PacedSend,
     ending_in_error,
+    failing,
     huge_plan,
     leak_error,
     leaked_key_message,
@@ -325,10 +329,14 @@ async def _answer(
     if script.huge is not None:
         plan = huge_plan(plan, script.huge, request.stream)
     if request.stream:
-        frames = request.frames(plan)
+        frames: Iterable[Frame] = request.frames(plan)
         if script.leak == "stream":
             message = leaked_key_message(key)
             frames = ending_in_error(frames, lambda sent: request.error_frame(message, sent))
+        if script.fail is not None:
+            frames = failing(frames, script.fail, partial(_failure, request, script))
+        if script.unanswered and isinstance(request, ChatRequest):
+            frames = unanswered()
         late, pause = (script.late_ms or 0) / 1000, (script.pause_ms or 0) / 1000
         await send_stream(
             send, receive, frames, delay=delay, cut=script.cut, late=late, pause=pause
@@ -339,6 +347,16 @@ async def _answer(
         await send_huge_json(send, request.body(plan), script.huge)
     else:
         await send_json(send, 200, request.body(plan))
+
+
+FAILED_MID_STREAM = "Scripted failure mid-stream: [[fail]]"
+
+
+def _failure(request: WireRequest, script: Script, sent: int) -> list[Frame]:
+    """The error event ending a ``[[fail]]`` stream after ``sent`` frames."""
+    if script.llamacpp and isinstance(request, ChatRequest):
+        return llama_cpp_error({"code": 500, "message": FAILED_MID_STREAM, "type": "server_error"})
+    return [(request.error_frame(FAILED_MID_STREAM, sent), END)]
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -332,7 +332,19 @@ def llama_cpp_refusal() -> list[Frame]:
     ``error`` (which event-stream readers drop) typed ``invalid_request_error``, then
     ``data: [DONE]``."""
     error = {"code": 400, "message": LLAMA_CPP_TOO_LONG, "type": "invalid_request_error"}
+    return llama_cpp_error(error)
+
+
+def llama_cpp_error(error: dict[str, Any]) -> list[Frame]:
+    """A stream's failure as llama-server's builds of 2025 wrote it: a line of a field
+    named ``error``, then ``data: [DONE]``."""
     return [(b"error: " + orjson.dumps(error) + b"\n\n", END), (_DONE, END)]
+
+
+def unanswered() -> list[Frame]:
+    """A stream of ``data: [DONE]`` alone: vLLM's, when an error came before the first
+    token (``[[unanswered]]``)."""
+    return [(_DONE, END)]
 
 
 def _opening(plan: Plan) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The fake model server misbehaving on purpose, as real ones do under load or by accident:
-pacing the body (``[[stall]]``, ``[[trickle]]``), answering hugely (``[[huge]]``) and
-echoing the caller's key in an error (``[[leak]]``).
+pacing the body (``[[stall]]``, ``[[trickle]]``), answering hugely (``[[huge]]``),
+echoing the caller's key in an error (``[[leak]]``) and failing a stream part-way
+(``[[fail]]``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from stateway.fake_upstream.delivery import END, JSON_HEADERS, Frame, Message, Send
+from stateway.fake_upstream.delivery import END, JSON_HEADERS, PAYLOAD, Frame, Message, Send
 from stateway.fake_upstream.errors import UpstreamError
 from stateway.fake_upstream.plan import Plan
 
@@ -110,6 +111,21 @@ def ending_in_error(
         sent += 1
         yield frame
     yield error_frame(sent), END
+
+
+def failing(
+    frames: Iterable[Frame], payloads: int, ending: Callable[[int], Iterable[Frame]]
+) -> Iterator[Frame]:
+    """The stream's frames up to its ``payloads``-th payload (with none, the frames before
+    the first), then ``ending(frames sent)`` (a mid-stream error) instead of the rest."""
+    sent = shown = 0
+    for frame in frames:
+        if frame[1] == END or (frame[1] == PAYLOAD and shown == payloads):
+            break
+        shown += frame[1] == PAYLOAD
+        sent += 1
+        yield frame
+    yield from ending(sent)
 
 
 async def send_text(send: Send, status: int, text: str) -> None:

@@ -44,6 +44,15 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           ``exceed_context_size_error``, with ``n_prompt_tokens`` and ``n_ctx``
     [[cut:N]]             drop the connection after N streamed payload chunks (a
                           non-streamed answer: before its status line, whatever N)
+    [[fail:N]]            end a streamed answer after N payload chunks (0: after the frames
+                          before the first, such as Chat's role chunk) with the wire's
+                          mid-stream error event instead of the rest (Chat: a data line
+                          holding only ``error``, as vLLM and llama-server send one; with
+                          [[llamacpp]], an ``error: {...}`` line then ``data: [DONE]``, as
+                          llama-server's builds of 2025); unstreamed answers ignore it
+    [[unanswered]]        on the Chat wire, a streamed answer is ``data: [DONE]`` alone (as
+                          vLLM ends one whose error came before the first token); the other
+                          wires and unstreamed answers ignore it
     [[slow:MS]]           wait MS milliseconds before the first and between chunks
     [[words:N]]           reply with "w1 w2 ... wN"
     [[silence:MS]]        wait MS milliseconds before sending the response headers
@@ -59,10 +68,11 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           echoes the bearer key
     [[leak:text]]         the same with a text/plain body
     [[leak:stream]]       stream the answer, but end it with an error event echoing the key
-    [[only:MODEL]]        the misbehaviours (error, cut, slow, silence, stall, late, pause,
-                          trickle, leak) and the context limit apply only to requests for
-                          model MODEL; a request for another model is answered plainly
-                          (tests of routing between candidates that name different models)
+    [[only:MODEL]]        the misbehaviours (error, cut, fail, unanswered, slow, silence,
+                          stall, late, pause, trickle, leak) and the context limit apply
+                          only to requests for model MODEL; a request for another model is
+                          answered plainly (tests of routing between candidates that name
+                          different models)
 
 A last user message that is one of the gateway's compaction prompts
 (:data:`stateway.core.compaction.prompt.SUMMARY_PROMPTS`) is answered with a summary: the
@@ -79,7 +89,7 @@ do), for tests of the gateway's scrubbing. On the Responses wire the closing eve
 An ARG runs up to the first ``]]``, except for ``tool`` whose ARGS run up to the first
 ``]]`` at which they parse as JSON (so nested arrays survive), falling back to the first
 ``]]``, and ``item``, whose JSON runs up to the first ``]]`` at which it parses as an
-object. ``cut``, ``slow``, ``words``, ``silence``, ``stall``, ``late``, ``pause``,
+object. ``cut``, ``fail``, ``slow``, ``words``, ``silence``, ``stall``, ``late``, ``pause``,
 ``trickle``, ``huge``, ``rounds``, ``context`` and ``tail`` take decimal integers. Anything
 in ``[[...]]`` that does not fit the grammar is kept as plain text. For non-repeatable
 directives the last occurrence wins.
@@ -96,10 +106,13 @@ _OPEN = "[["
 _CLOSE = "]]"
 _HEAD = re.compile(r"([a-z]+)(:|\]\])")
 _TOOL_NAME = re.compile(r"([A-Za-z0-9_.\-]+):")
-_FLAGS = frozenset({"echo", "length", "hidden", "think", "interleave", "llamacpp", "reported"})
+_FLAGS = frozenset(
+    {"echo", "length", "hidden", "think", "interleave", "llamacpp", "reported", "unanswered"}
+)
 _INTEGERS = {
     "error": "error",
     "cut": "cut",
+    "fail": "fail",
     "slow": "slow_ms",
     "words": "words",
     "silence": "silence_ms",
@@ -136,6 +149,7 @@ class Script:
     interleave: bool = False
     llamacpp: bool = False
     reported: bool = False
+    unanswered: bool = False
     tools: list[ToolDirective] = field(default_factory=list)
     items: list[dict[str, object]] = field(default_factory=list)
     reasoning: str | None = None
@@ -143,6 +157,7 @@ class Script:
     stop: str | None = None
     error: int | None = None
     cut: int | None = None
+    fail: int | None = None
     slow_ms: int | None = None
     words: int | None = None
     silence_ms: int | None = None
@@ -171,6 +186,8 @@ class Script:
             self,
             error=None,
             cut=None,
+            fail=None,
+            unanswered=False,
             slow_ms=None,
             silence_ms=None,
             stall_ms=None,
