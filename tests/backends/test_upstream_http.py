@@ -262,7 +262,7 @@ async def test_an_event_stream_is_relayed_without_the_upstreams_length(
 ) -> None:
     """A stream's length means nothing to a relay that sends it chunk by chunk (and
     would end a chunked relay early): it is dropped, the body relayed whole."""
-    events = b'data: {"choices": []}\n\ndata: [DONE]\n\n'
+    events = b'data: {"choices": [{"delta": {"content": "a"}}]}\n\ndata: [DONE]\n\n'
 
     async def answer(request: web.Request) -> web.Response:
         return web.Response(body=events, content_type="text/event-stream")

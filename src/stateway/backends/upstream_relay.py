@@ -32,10 +32,12 @@ import aiohttp
 import orjson
 
 from stateway.backends.chat_usage import reported_usage
-from stateway.backends.upstream_reply import UpstreamReply, no_output
+from stateway.backends.relayed_stream import ORDINARY, opened, reported_error
+from stateway.backends.sse import SSEDecoder
+from stateway.backends.upstream_reply import UpstreamReply, cut_short, no_output
 from stateway.backends.upstream_status import classify_reported, reports_error
 from stateway.core.deadline import Deadline
-from stateway.core.errors import UpstreamError
+from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.ports import is_event_stream
 from stateway.core.usage import Usage
 from stateway.redaction import KeyScrubber
@@ -65,6 +67,7 @@ class UpstreamRelay:
         "_reply",
         "_response",
         "_scrub",
+        "_streams",
         "_whole",
         "headers",
         "status",
@@ -94,7 +97,8 @@ class UpstreamRelay:
             headers["content-length"] = upstream["content-length"]
         self.headers = headers
         """Lower-case names."""
-        self._whole = response.status == 200 and not is_event_stream(headers)
+        self._streams = is_event_stream(headers)
+        self._whole = response.status == 200 and not self._streams
         """A whole answer (:meth:`_answer`): read to its end before it is relayed."""
         self._response = response
         self._release: Callable[[], None] | None = release
@@ -125,13 +129,30 @@ class UpstreamRelay:
                     if chunks:
                         yield self._relayed(self._answer(chunks))
                 else:
-                    if first:
-                        yield self._relayed(first)
+                    judged = self.status == 200  # an answer's stream (:mod:`.relayed_stream`)
+                    head = await self._opening(first) if judged else self._scrubbed(first)
+                    ending = self._ending(head) if judged and b"error" in head else None
+                    if ending is not None:
+                        if ending[0]:
+                            yield self._noted(ending[0])
+                        raise ending[1]
+                    if head:
+                        yield self._noted(head)
                     async for chunk in self._reply:
                         if self._scrub is not None:
                             chunk = _scrubbed(self._scrub, chunk)
+                        events = chunk.count(b"data:")
+                        if (
+                            judged
+                            and (events != 1 or not chunk.startswith(ORDINARY))
+                            and b"error" in chunk
+                            and (ending := self._ending(chunk))
+                        ):
+                            if ending[0]:
+                                yield self._noted(ending[0])
+                            raise ending[1]
                         self._previous, self._last = self._last, chunk
-                        self._events += chunk.count(b"data:")
+                        self._events += events
                         yield chunk
             except (aiohttp.ClientError, OSError) as exc:
                 if not self._closed:
@@ -156,6 +177,34 @@ class UpstreamRelay:
                 raise no_output(self._backend, within) from exc
             raise
 
+    async def _opening(self, first: bytes) -> bytes:
+        """An answer's stream up to and with its first event that carries output (``first``
+        its first chunk, if read), scrubbed, read before a byte of it is relayed. Raises
+        the error an event before it reports, and the error of a stream that ends before
+        it (:func:`~.relayed_stream.opened`): a stream that ends with ``[DONE]``, or ends."""
+        decoder = SSEDecoder()
+        held: list[bytes] = []
+        scrub = self._scrub or str
+        chunk = first or await anext(self._reply, b"")
+        while chunk:
+            chunk = self._scrubbed(chunk)
+            held.append(chunk)
+            if any(opened(event, self._backend, scrub) for event in decoder.feed(chunk)):
+                return b"".join(held)
+            chunk = await anext(self._reply, b"")
+        if any(opened(event, self._backend, scrub) for event in decoder.close()):
+            return b"".join(held)
+        raise cut_short(self._backend)
+
+    def _ending(self, chunk: bytes) -> tuple[bytes, GatewayError] | None:
+        """The error an event of ``chunk`` (relayed, scrubbed) reports, and what of the chunk
+        goes before it (:func:`~.relayed_stream.reported_error`), if one does."""
+        reported = reported_error(chunk, self._backend, self._scrub or str)
+        if reported is None:
+            return None
+        at, error = reported
+        return chunk[:at], error
+
     def _answer(self, chunks: list[bytes]) -> bytes:
         """A 200 body that is no event stream (a whole answer), read to its end; raises
         the error it reports if it is only ``{"error": ...}`` (some servers answer so,
@@ -175,10 +224,15 @@ class UpstreamRelay:
         return body
 
     def _relayed(self, chunk: bytes) -> bytes:
-        """``chunk`` as relayed (scrubbed), and noted (the loop in :meth:`chunks` inlines
-        this for every later chunk)."""
-        if self._scrub is not None:
-            chunk = _scrubbed(self._scrub, chunk)
+        """``chunk`` as relayed (scrubbed), and noted."""
+        return self._noted(self._scrubbed(chunk))
+
+    def _scrubbed(self, chunk: bytes) -> bytes:
+        return chunk if self._scrub is None else _scrubbed(self._scrub, chunk)
+
+    def _noted(self, chunk: bytes) -> bytes:
+        """``chunk``, relayed: where the usage is, and the events counted (the loop in
+        :meth:`chunks` inlines this for every chunk past a stream's opening)."""
         self._previous, self._last = self._last, chunk
         self._events += chunk.count(b"data:")
         return chunk
@@ -187,7 +241,7 @@ class UpstreamRelay:
         return reported_usage(self._previous + self._last)
 
     def output_estimate(self) -> int:
-        return self._events or self._reply.received // 4
+        return self._events if self._streams else self._reply.received // 4
 
     async def aclose(self) -> None:
         self._closed = True

@@ -146,9 +146,9 @@ class HeldRelay:
     when it is sent until it is closed (its upstream connection belongs to that
     generation's pool); ``ended`` is told once, with the upstream's answer (None: there was
     none) and how its upstream attempt ended: ``ok`` (relayed to its end), ``failed`` (an
-    error status, or the upstream failed before any body byte), ``cut`` (the upstream
-    failed part-way) or ``cancelled`` (closed before its end: the client left, or the
-    server shut down).
+    error status, or the upstream failed before any body byte was relayed), ``cut`` (the
+    upstream failed part-way) or ``cancelled`` (closed before its end: the client left,
+    or the server shut down).
 
     ``runs`` knows it meanwhile (:meth:`RunRegistry.add_relay`), so that shutting down ends
     it (:meth:`end`): still waiting for the status line, that wait is cancelled and

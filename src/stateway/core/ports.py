@@ -73,7 +73,9 @@ class Relay(Protocol):
 
     def chunks(self) -> AsyncIterator[bytes]:
         """The body, chunk by chunk. Raises :class:`~stateway.core.errors.UpstreamError`
-        subclasses when the upstream fails part-way."""
+        subclasses when the upstream fails part-way, or reports an error in its stream
+        (after the chunks before it); and before the first chunk, for a 200 stream whose
+        events end, or report an error, before any output."""
         ...
 
     def usage(self) -> Usage | None:

@@ -1,0 +1,139 @@
+"""A relayed event stream (the Chat Completions fast path) that reports an error, or carries
+no answer: the error a translated request's run gets from the same stream, raised before a
+byte of it was relayed when no output came before it, else after the output that did."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from aiohttp import web
+
+from stateway.backends.openai_chat import OpenAIChatBackend
+from stateway.backends.upstream_http import UpstreamClient
+from stateway.backends.upstream_relay import UpstreamRelay
+from stateway.backends.upstream_target import UpstreamTarget
+from stateway.core.errors import GatewayError
+from tests.backends.conftest import Loopback
+from tests.backends.test_chat_reported_errors import streamed_failure
+
+ROLE = b'data: {"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
+"""The chunk vLLM opens a stream with: no output yet."""
+OUTPUT = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
+DONE = b"data: [DONE]\n\n"
+VLLM = orjson.dumps(
+    {"error": {"message": "engine died", "type": "InternalServerError", "param": None, "code": 500}}
+)
+LLAMA_CPP = orjson.dumps(
+    {"error": {"code": 500, "message": "context shift is disabled", "type": "server_error"}}
+)
+LIMITED = orjson.dumps({"error": {"message": "Too many requests", "type": "rate_limit_error"}})
+ERROR_EVENTS = [
+    pytest.param(b"data: " + VLLM + b"\n\n" + DONE, id="vllm"),
+    pytest.param(b"data: " + LLAMA_CPP + b"\n\n", id="llama-server"),  # and no [DONE]
+    pytest.param(b"error: " + LLAMA_CPP[9:-1] + b"\n\n" + DONE, id="llama-server-2025"),
+    pytest.param(b"event: error\ndata: " + LIMITED + b"\n\n", id="named-event"),
+]
+
+
+async def forwarded(loopback: Loopback, *writes: bytes) -> UpstreamRelay:
+    """A relay of a 200 event stream whose server writes ``writes`` one by one."""
+
+    async def answers(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for write in writes:
+            await response.write(write)
+        await response.write_eof()
+        return response
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
+    backend = OpenAIChatBackend(loopback.adopt(client))
+    return await backend.forward_chat(b'{"model": "m", "messages": [], "stream": true}')
+
+
+async def relayed_until(relay: UpstreamRelay) -> tuple[bytes, GatewayError]:
+    """What ``relay`` relays before the error it raises, and that error."""
+    chunks: list[bytes] = []
+
+    async def read() -> None:
+        async for chunk in relay.chunks():
+            chunks.append(chunk)
+
+    with pytest.raises(GatewayError) as caught:
+        await read()
+    await relay.aclose()
+    return b"".join(chunks), caught.value
+
+
+def same(relayed: GatewayError, translated: GatewayError) -> None:
+    assert (relayed.status, relayed.code, relayed.message) == (
+        translated.status,
+        translated.code,
+        translated.message,
+    )
+    assert type(relayed) is type(translated)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        *ERROR_EVENTS,
+        pytest.param(b": ping\n\n" + ROLE + b"data: " + VLLM + b"\n\n" + DONE, id="after-role"),
+        pytest.param(DONE, id="done-alone"),
+        pytest.param(ROLE + DONE, id="role-then-done"),
+        pytest.param(b"", id="empty"),
+        pytest.param(b": ping\n\n", id="comment-alone"),
+    ],
+)
+@pytest.mark.parametrize("apart", [False, True])
+async def test_a_stream_failing_before_its_output_raises_before_a_byte(
+    loopback: Loopback, body: bytes, apart: bool
+) -> None:
+    """Relayed, a client would see an empty answer (or an error its SDK cannot read): it
+    is the error a run gets from the same stream, before anything was relayed, so that
+    the route answers it with its status; and nothing is charged for it."""
+    writes = [line + b"\n" for line in body.split(b"\n")[:-1]] if apart else [body]
+    relayed, error = await relayed_until(await forwarded(loopback, *writes))
+    assert relayed == b""
+    same(error, await streamed_failure(loopback, body))
+
+
+@pytest.mark.parametrize("event", ERROR_EVENTS)
+@pytest.mark.parametrize("apart", [False, True])
+async def test_a_stream_failing_part_way_relays_its_output_then_raises(
+    loopback: Loopback, event: bytes, apart: bool
+) -> None:
+    """Its output is relayed; the upstream's error event is not (nor what follows it): the
+    relay raises the error a run gets, for the route to end the stream with, in the
+    OpenAI shape. The event may come in the read of the output before it."""
+    writes = [ROLE, OUTPUT, event] if apart else [ROLE + OUTPUT + event]
+    relayed, error = await relayed_until(await forwarded(loopback, *writes))
+    assert relayed == ROLE + OUTPUT
+    same(error, await streamed_failure(loopback, ROLE + OUTPUT + event))
+
+
+async def test_a_failed_opening_is_charged_nothing(loopback: Loopback) -> None:
+    relay = await forwarded(loopback, b"data: " + VLLM + b"\n\n" + DONE)
+    await relayed_until(relay)
+    assert relay.output_estimate() == 0
+
+
+@pytest.mark.parametrize("apart", [False, True])
+async def test_a_stream_that_mentions_errors_is_relayed_as_it_came(
+    loopback: Loopback, apart: bool
+) -> None:
+    """Words and fields that name an error inside an answer's chunks report none."""
+    chunks = [
+        b": error: not an event\n\n",
+        ROLE,
+        b'data: {"choices":[{"index":0,"delta":{"content":"error: \\"error\\"\\nerror:"}}]}\n\n',
+        b'data: {"error":null,"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n',
+        b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":'
+        b'{"arguments":"{\\"error\\": 1}"}}]}}]}\n\n',
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+        DONE,
+    ]
+    relay = await forwarded(loopback, *(chunks if apart else [b"".join(chunks)]))
+    relayed = b"".join([chunk async for chunk in relay.chunks()])
+    await relay.aclose()
+    assert relayed == b"".join(chunks)
