@@ -316,6 +316,23 @@ def test_thinking_display_is_kept_and_every_thinking_block_is_signed(
     assert decode_messages(body()).settings.include == ["reasoning.encrypted_content"]
 
 
+def test_thinking_with_only_its_block_binding_is_thinking_left_out() -> None:
+    """The Vercel AI SDK's ``thinking: {blockBinding}`` (ai-sdk/anthropic 3.0.140) sends
+    ``block_binding`` without a ``type``: the model's own thinking, as without
+    ``thinking``; beside a ``type`` it changes nothing either."""
+    binding = {"prefix_mismatch_behavior": "drop_block"}
+    alone = decode_messages(body(thinking={"block_binding": binding})).settings
+    left_out = decode_messages(body()).settings
+    assert (alone.reasoning_display, alone.reasoning_disabled, alone.reasoning_effort) == (
+        left_out.reasoning_display,
+        left_out.reasoning_disabled,
+        left_out.reasoning_effort,
+    )
+    bound = {"type": "adaptive", "block_binding": binding}
+    assert decode_messages(body(thinking=bound)).settings.reasoning_effort == "high"
+    assert str(refused(body(thinking={}))) == "thinking.type: Field required"
+
+
 def test_prompt_caching_marks_are_kept_for_an_anthropic_upstream() -> None:
     mark = {"type": "ephemeral", "ttl": "1h"}
     tools = [{"name": "f", "input_schema": {"type": "object"}, "cache_control": mark}]

@@ -315,7 +315,9 @@ class ToolChoice(_Wire):
 
 
 class Thinking(_Wire):
-    type: Literal["enabled", "adaptive", "disabled", "between_tools"]
+    type: Literal["enabled", "adaptive", "disabled", "between_tools"] | None = None
+    """None: only a ``block_binding``, the model's own thinking (:mod:`.thinking`)."""
+    block_binding: dict[str, Any] | None = None
     budget_tokens: int | None = Field(default=None, ge=1024)
     display: str | None = None
     """``summarized`` or ``omitted``; a value Anthropic adds later is taken as

@@ -15,6 +15,9 @@ shown as thinking blocks) is taken as ``disabled``: no open model writes such no
 it). ``thinking.display`` is kept (``omitted``: thinking blocks without their text).
 While the model thinks, a ``tool_choice`` that forces a tool (``any``, ``tool``) is
 refused, as Anthropic refuses it: thinking takes ``auto`` and ``none`` only.
+A ``thinking`` of only a ``block_binding`` (how stale thinking blocks are treated, which
+the gateway's signatures settle: :mod:`.signatures`) names no type: the model's own
+thinking, as without ``thinking`` (the Vercel AI SDK sends it so).
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ def apply_thinking(
     settings: GenerationSettings, thinking: Thinking | None, output: OutputConfig | None
 ) -> None:
     """Set ``settings``' reasoning as ``thinking`` (and ``output.effort``) ask."""
+    if thinking is not None and thinking.type is None:
+        if thinking.block_binding is None:  # nothing asked: as pydantic words a type left out
+            raise field_error("thinking.type", "Field required", "missing_required_parameter")
+        thinking = None
     if thinking is None or thinking.type in _OFF:
         settings.reasoning_display = HIDDEN  # as Anthropic: no thinking blocks
         settings.reasoning_disabled = thinking is not None  # asked for none, not left to
@@ -73,7 +80,7 @@ def check_budget(settings: GenerationSettings, max_tokens: int) -> None:
 def check_thinking_tool_choice(thinking: Thinking | None, choice: ToolChoice | None) -> None:
     """A tool choice that forces a tool while the model thinks is refused, in Anthropic's
     words."""
-    thinks = thinking is not None and thinking.type not in _OFF
+    thinks = thinking is not None and thinking.type is not None and thinking.type not in _OFF
     if thinks and choice is not None and choice.type in _FORCING:
         raise field_error(
             "tool_choice", "Thinking may not be enabled when tool_choice forces tool use."
