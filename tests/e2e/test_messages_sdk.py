@@ -510,6 +510,60 @@ def test_every_effort_level_reaches_the_upstream_as_asked(
         assert body["reasoning"]["effort"] == effort
 
 
+AI_SDK_EFFORT_CHANGE = {
+    "model": MODEL,
+    "max_tokens": 4000,
+    "thinking": {"type": "adaptive"},
+    "output_config": {"effort": "high"},
+    "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Plan a migration"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "1. Export."}]},
+        {"role": "system", "content": [], "output_config": {"effort": "low"}},
+        {"role": "user", "content": [{"type": "text", "text": "Sum up"}]},
+    ],
+}
+"""What the Vercel AI SDK (ai 6.0.333, @ai-sdk/anthropic 3.0.140) sends for a system
+message with ``providerOptions.anthropic.effort``: Anthropic's per-message effort."""
+AI_SDK_BLOCK_BINDING = {
+    "model": MODEL,
+    "max_tokens": 4000,
+    "thinking": {"block_binding": {"prefix_mismatch_behavior": "drop_block"}},
+    "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+}
+"""... and for ``thinking: {blockBinding: {prefixMismatchBehavior: "drop_block"}}``."""
+
+
+def test_the_ai_sdks_per_message_effort_and_block_binding_are_taken(
+    messages_gateway: str, keyed_upstream: str, upstream_api: str
+) -> None:
+    """A per-message effort is the effort the upstream is asked for from the turn it
+    starts at; a ``thinking`` of only its ``block_binding`` is thinking left out."""
+    clear(keyed_upstream)
+    replay(messages_gateway, AI_SDK_EFFORT_CHANGE)
+    [sent] = upstream_log(keyed_upstream)
+    body = sent["body"]
+    if upstream_api == "chat":
+        assert body["reasoning_effort"] == "low"
+    elif upstream_api == "anthropic":
+        assert body["output_config"] == {"effort": "low"}
+    else:
+        assert body["reasoning"]["effort"] == "low"
+    bound = replay(messages_gateway, AI_SDK_BLOCK_BINDING)
+    assert [block["type"] for block in bound["content"]] == ["text"]
+
+
+def replay(gateway: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` sent as it was captured; the message answered (an error raises)."""
+    headers = {"x-api-key": "client-key", "anthropic-version": "2023-06-01"}
+    headers["content-type"] = "application/json"
+    request = urllib.request.Request(
+        gateway + "/v1/messages", data=orjson.dumps(body), headers=headers, method="POST"
+    )
+    with urllib.request.urlopen(request) as reply:
+        answer: dict[str, Any] = orjson.loads(reply.read())
+    return answer
+
+
 @pytest.mark.parametrize("send", SEND)
 def test_a_prefilled_answer_is_continued(
     claude: Anthropic, send: Any, keyed_upstream: str, upstream_api: str

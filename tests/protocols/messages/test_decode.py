@@ -333,6 +333,57 @@ def test_thinking_with_only_its_block_binding_is_thinking_left_out() -> None:
     assert str(refused(body(thinking={}))) == "thinking.type: Field required"
 
 
+EFFORT_LOW = {"role": "system", "content": [], "output_config": {"effort": "low"}}
+"""A per-message effort change, as the Vercel AI SDK sends a system message's ``effort``
+(Anthropic's ``mid-conversation-output-config-2026-07-01``)."""
+EFFORT_MAX = {**EFFORT_LOW, "output_config": {"effort": "max"}}
+CALLED = {
+    "role": "assistant",
+    "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+}
+RESULT = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}
+
+
+@pytest.mark.parametrize(
+    ("messages", "expected"),
+    [
+        # between an assistant turn and the next user turn: from that user turn
+        (["plan", {"role": "assistant", "content": "done"}, EFFORT_LOW, "sum up"], "low"),
+        # right after the user turn it answers: that turn's answer (a system message
+        # between them or not)
+        (["plan", EFFORT_LOW], "low"),
+        (["plan", {"role": "system", "content": "# Environment"}, EFFORT_LOW], "low"),
+        # leading the conversation: from its first user turn
+        ([EFFORT_LOW, "plan"], "low"),
+        # after a turn of tool results only (no new input): from the next user turn,
+        # which this request does not have yet
+        (["plan", CALLED, RESULT, EFFORT_LOW], "high"),
+        (["plan", CALLED, RESULT, EFFORT_LOW, {"role": "assistant", "content": "ok"}], "high"),
+        # the latest change holds
+        (["a", EFFORT_LOW, {"role": "assistant", "content": "b"}, EFFORT_MAX, "c"], "max"),
+    ],
+)
+def test_a_system_message_changes_the_effort_from_where_it_starts(
+    messages: list[Any], expected: str
+) -> None:
+    turns = [{"role": "user", "content": m} if isinstance(m, str) else m for m in messages]
+    tools = [{"name": "f", "input_schema": OBJECT}]
+    raw = body(
+        messages=turns,
+        tools=tools,
+        thinking={"type": "adaptive"},
+        output_config={"effort": "high"},
+    )
+    command = decode_messages(raw)
+    assert command.settings.reasoning_effort == expected
+    assert all(item.get("content") != [] for item in command.input)
+
+
+def test_a_per_message_effort_is_adaptive_thinkings_as_the_request_effort_is() -> None:
+    raw = body(messages=[{"role": "user", "content": "hi"}, EFFORT_LOW])
+    assert decode_messages(raw).settings.reasoning_effort is None
+
+
 def test_prompt_caching_marks_are_kept_for_an_anthropic_upstream() -> None:
     mark = {"type": "ephemeral", "ttl": "1h"}
     tools = [{"name": "f", "input_schema": {"type": "object"}, "cache_control": mark}]

@@ -52,6 +52,7 @@ from stateway.protocols.messages.thinking import (
     apply_thinking,
     check_budget,
     check_thinking_tool_choice,
+    effort_asked,
 )
 from stateway.protocols.messages.threads import decode_thread
 from stateway.protocols.messages.tool_declarations import decode_tool_choice, decode_tools
@@ -151,7 +152,7 @@ def _command(
         include=[INCLUDE_ENCRYPTED],  # every thinking block signed: see the module's doc
         client_cache_marks=True,  # Anthropic's way: only what the client marks is cached
     )
-    apply_thinking(settings, body.thinking, body.output_config)
+    apply_thinking(settings, body.thinking, effort_asked(body.output_config, body.messages))
     return CreateResponse(
         model=body.model,
         input=items,

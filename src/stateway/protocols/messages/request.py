@@ -227,9 +227,17 @@ BLOCK_TYPES = frozenset(
 )
 
 
+class OutputConfig(_Wire):
+    effort: str | None = None
+    """``low``, ``medium``, ``high``, ``xhigh``, ``max``; a newer level is taken as ``high``."""
+    format: dict[str, Any] | None = None
+
+
 class MessageParam(_Wire):
     role: Literal["user", "assistant", "system"]
     content: str | list[Block]
+    output_config: OutputConfig | None = None
+    """A ``system`` message's per-message effort (:mod:`.thinking`)."""
 
 
 TOOL_NAME = r"^[a-zA-Z0-9_-]{1,128}$"
@@ -322,12 +330,6 @@ class Thinking(_Wire):
     display: str | None = None
     """``summarized`` or ``omitted``; a value Anthropic adds later is taken as
     ``summarized``."""
-
-
-class OutputConfig(_Wire):
-    effort: str | None = None
-    """``low``, ``medium``, ``high``, ``xhigh``, ``max``; a newer level is taken as ``high``."""
-    format: dict[str, Any] | None = None
 
 
 class Metadata(_Wire):

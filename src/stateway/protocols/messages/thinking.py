@@ -18,17 +18,30 @@ refused, as Anthropic refuses it: thinking takes ``auto`` and ``none`` only.
 A ``thinking`` of only a ``block_binding`` (how stale thinking blocks are treated, which
 the gateway's signatures settle: :mod:`.signatures`) names no type: the model's own
 thinking, as without ``thinking`` (the Vercel AI SDK sends it so).
+
+A ``role: "system"`` message with ``output_config.effort`` (Anthropic's per-message
+effort) changes the effort from where it starts (:func:`effort_asked`): the user turn it
+follows, when that turn holds new input, else the next one that does (a turn of tool
+results only is none); the latest change started by the turn answered holds, in place of
+the request's ``output_config.effort``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from stateway.core.adaptive_effort import ADAPTIVE_DEFAULT, ADAPTIVE_EFFORTS
 from stateway.core.commands import INTERLEAVED_THINKING, GenerationSettings
 from stateway.protocols.messages.encode import HIDDEN
 from stateway.protocols.messages.errors import field_error
-from stateway.protocols.messages.request import OutputConfig, Thinking, ToolChoice
+from stateway.protocols.messages.request import (
+    MessageParam,
+    OutputConfig,
+    Thinking,
+    ToolChoice,
+    ToolResultBlock,
+)
 
 _OFF: Final = frozenset({"disabled", "between_tools"})
 """The thinking types under which the model does not think."""
@@ -37,9 +50,9 @@ _FORCING: Final = frozenset({"any", "tool"})
 
 
 def apply_thinking(
-    settings: GenerationSettings, thinking: Thinking | None, output: OutputConfig | None
+    settings: GenerationSettings, thinking: Thinking | None, effort: str | None
 ) -> None:
-    """Set ``settings``' reasoning as ``thinking`` (and ``output.effort``) ask."""
+    """Set ``settings``' reasoning as ``thinking`` (and the ``effort`` asked) ask."""
     if thinking is not None and thinking.type is None:
         if thinking.block_binding is None:  # nothing asked: as pydantic words a type left out
             raise field_error("thinking.type", "Field required", "missing_required_parameter")
@@ -53,7 +66,6 @@ def apply_thinking(
         settings.reasoning_display = "omitted" if thinking.display == "omitted" else "summarized"
     if thinking.type == "adaptive":
         settings.reasoning_adaptive = True
-        effort = output.effort if output is not None else None
         settings.reasoning_effort = effort if effort in ADAPTIVE_EFFORTS else ADAPTIVE_DEFAULT
         return
     if thinking.budget_tokens is None:
@@ -65,6 +77,37 @@ def apply_thinking(
     budget = thinking.budget_tokens
     settings.reasoning_budget = budget
     settings.reasoning_effort = "low" if budget < 4096 else "medium" if budget < 16384 else "high"
+
+
+def effort_asked(output: OutputConfig | None, messages: Sequence[MessageParam]) -> str | None:
+    """The effort the answer is asked for: the request's, or the latest per-message change
+    that has started by the user turn answered."""
+    effort = output.effort if output is not None else None
+    waiting: str | None = None
+    """A change that starts at the next user turn with new input."""
+    turn: MessageParam | None = None
+    """The last message before this one that is not a system message."""
+    for message in messages:
+        changed = message.output_config.effort if message.output_config else None
+        if message.role == "system":
+            if changed is not None and turn is not None and _new_input(turn):
+                effort, waiting = changed, None
+            elif changed is not None:
+                waiting = changed
+            continue
+        if waiting is not None and _new_input(message):
+            effort, waiting = waiting, None
+        turn = message
+    return effort
+
+
+def _new_input(message: MessageParam) -> bool:
+    """A user turn that holds more than tool results."""
+    if message.role != "user":
+        return False
+    if isinstance(message.content, str):
+        return True
+    return any(not isinstance(block, ToolResultBlock) for block in message.content)
 
 
 def check_budget(settings: GenerationSettings, max_tokens: int) -> None:
