@@ -33,7 +33,7 @@ def test_the_gateway_searches_deferred_tools_and_the_model_goes_on(client: OpenA
     assert (search.execution, search.status) == ("server", "completed")
     assert search.arguments == {"query": "weather"}
     assert found.type == "tool_search_output"
-    assert (found.execution, found.call_id) == ("server", search.call_id)
+    assert (search.call_id, found.execution, found.call_id) == (None, "server", None)
     assert [tool.type for tool in found.tools] == ["function"]
     assert found.tools[0].name == "get_weather"  # type: ignore[union-attr]
     assert message.type == "message"

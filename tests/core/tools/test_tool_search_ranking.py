@@ -94,29 +94,30 @@ def test_at_most_64_tools_are_listed(count: int, more: str | None) -> None:
 
 
 def test_the_items_of_a_gateway_search() -> None:
-    call = tool_search.call_item("call_1", "server")
+    """Neither has a ``call_id``, as hosted: the search is the server's."""
+    call = tool_search.call_item(None, "server")
     assert is_id(call["id"], "tsc")
     assert call == {
         "id": call["id"],
         "type": "tool_search_call",
         "status": "in_progress",
-        "call_id": "call_1",
+        "call_id": None,
         "execution": "server",
         "arguments": {},
     }
     assert isinstance(sdk_item(call), ResponseToolSearchCall)
-    output = tool_search.output_item("call_1", [fn("t")])
+    output = tool_search.output_item([fn("t")])
     assert is_id(output["id"], "tso")
     assert output == {
         "id": output["id"],
         "type": "tool_search_output",
         "status": "completed",
-        "call_id": "call_1",
+        "call_id": None,
         "execution": "server",
         "tools": [fn("t")],
     }
     assert isinstance(sdk_item(output), ResponseToolSearchOutputItem)
-    failed = tool_search.output_item("call_1", [], "no query")
+    failed = tool_search.output_item([], "no query")
     assert (failed["status"], failed["error"], failed["tools"]) == ("incomplete", "no query", [])
 
 

@@ -28,7 +28,6 @@ from dataclasses import replace
 from typing import Any
 
 from stateway.core import events as ev
-from stateway.core.ids import new_id
 from stateway.core.items import (
     MCP_APPROVAL_REQUEST,
     MCP_APPROVAL_RESPONSE,
@@ -202,7 +201,7 @@ class ToolSession:
         if entry.kind == "web_search":
             return web_search.call_item()
         if entry.kind == "tool_search":
-            return tool_search.call_item(new_id("call"), "server")
+            return tool_search.call_item(None, "server")
         if entry.approval:
             return mcp.approval_item(entry)
         return mcp.call_item(entry)
@@ -283,4 +282,4 @@ class ToolSession:
         found = pending.loaded if outcome.ok else []
         self.catalog.load(found)
         error = outcome.error.message if outcome.error is not None else None
-        self._items.add_done(tool_search.output_item(item["call_id"], found, error))
+        self._items.add_done(tool_search.output_item(found, error))

@@ -77,7 +77,10 @@ def entry(declared: Item, deferred: list[Entry], namespaces: dict[str, Item]) ->
     return Entry(kind="tool_search", function=function, tool=declared)
 
 
-def call_item(call_id: str, execution: str) -> Item:
+def call_item(call_id: str | None, execution: str) -> Item:
+    """A search's call: a client's under the model's ``call_id``; a gateway search's with
+    none, as hosted (a client tells the two apart by it: the Vercel AI SDK sends one with a
+    ``call_id`` back as a client's)."""
     return {
         "id": new_id("tsc"),
         "type": TOOL_SEARCH_CALL,
@@ -88,15 +91,16 @@ def call_item(call_id: str, execution: str) -> Item:
     }
 
 
-def output_item(call_id: str, tools: list[Item], error: str | None = None) -> Item:
-    """The output of a gateway search: the loaded tools, as declared; a failed search
-    (``incomplete``) loads none and says why in ``error`` (a string, as a failed
+def output_item(tools: list[Item], error: str | None = None) -> Item:
+    """The output of a gateway search, right after its call (no ``call_id``, as hosted:
+    the search it answers is the one before it): the loaded tools, as declared; a failed
+    search (``incomplete``) loads none and says why in ``error`` (a string, as a failed
     ``mcp_list_tools`` has it)."""
     item: Item = {
         "id": new_id("tso"),
         "type": TOOL_SEARCH_OUTPUT,
         "status": "completed" if error is None else "incomplete",
-        "call_id": call_id,
+        "call_id": None,
         "execution": "server",
         "tools": tools,
     }
