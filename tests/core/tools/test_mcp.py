@@ -44,6 +44,9 @@ def binding(
 
 
 def test_a_listing_starts_empty_and_shows_each_tool_with_its_schema_and_annotations() -> None:
+    """Every tool's ``annotations`` an object with hosted's ``read_only`` (beside the
+    server's own hints), and no ``null`` field: the Vercel AI SDK refuses the response
+    holding one (its schema: a record or nothing, a string or nothing)."""
     item = mcp.list_item("docs")
     assert is_id(item["id"], "mcpl")
     assert item == {"id": item["id"], "type": "mcp_list_tools", "server_label": "docs", "tools": []}
@@ -53,16 +56,16 @@ def test_a_listing_starts_empty_and_shows_each_tool_with_its_schema_and_annotati
             "name": "add",
             "input_schema": SCHEMA,
             "description": "Add two numbers.",
-            "annotations": {"readOnlyHint": True, "title": "Add"},
+            "annotations": {"readOnlyHint": True, "title": "Add", "read_only": True},
         },
         {
             "name": "write",
             "input_schema": {"type": "object"},
-            "description": None,
-            "annotations": None,
+            "annotations": {"read_only": False},
         },
     ]
     assert isinstance(sdk_item(item), McpListTools)
+    assert [tool.read_only for tool in mcp.tools_of(item)] == [True, False]
 
 
 def test_a_listing_made_under_a_filter_says_so_by_its_id_alone() -> None:
@@ -131,6 +134,20 @@ def test_a_later_turn_reads_back_the_tools_a_listing_showed() -> None:
     listing = {**mcp.list_item("docs"), "tools": [mcp.listed_tool(ADD), mcp.listed_tool(WRITE)]}
     assert mcp.tools_of(listing) == [ADD, WRITE]
     assert mcp.tools_of(listing)[0].parallel_safe
+
+
+def test_a_hosted_listing_sent_back_keeps_which_tools_are_read_only() -> None:
+    listing = {
+        "type": "mcp_list_tools",
+        "tools": [
+            {"name": "read", "input_schema": {}, "annotations": {"read_only": True}},
+            {"name": "write", "input_schema": {}, "annotations": {"read_only": False}},
+        ],
+    }
+    assert [(tool.read_only, tool.annotations) for tool in mcp.tools_of(listing)] == [
+        (True, {"readOnlyHint": True}),
+        (False, None),
+    ]
 
 
 def test_a_stored_listing_with_odd_entries_keeps_the_readable_tools() -> None:

@@ -22,6 +22,8 @@ from stateway.core.tools.ports import (
     ToolFailure,
 )
 
+READ_ONLY: Final = "read_only"
+"""Hosted's annotation of a listed tool: whether the server marks it read-only."""
 FILTERED_LISTING: Final = "mcpl_f"
 """The id prefix (``mcpl_f_<filter key>_...``) of a listing made under an
 ``allowed_tools`` filter: it shows only the tools that filter let through, not all the
@@ -50,13 +52,14 @@ def listing_filter(item: Item) -> str | None:
 
 
 def listed_tool(tool: McpTool) -> Item:
-    """A tool as an ``mcp_list_tools`` item shows it."""
-    return {
-        "name": tool.name,
-        "input_schema": dict(tool.input_schema),
-        "description": tool.description,
-        "annotations": dict(tool.annotations) if tool.annotations is not None else None,
-    }
+    """A tool as an ``mcp_list_tools`` item shows it: its ``annotations`` always an object
+    holding hosted's ``read_only`` (after the server's own hints), and no field ``null``, as
+    hosted lists a tool (the Vercel AI SDK refuses a listing with either ``null``)."""
+    listed: Item = {"name": tool.name, "input_schema": dict(tool.input_schema)}
+    if tool.description is not None:
+        listed["description"] = tool.description
+    listed["annotations"] = {**(tool.annotations or {}), READ_ONLY: tool.read_only}
+    return listed
 
 
 def tools_of(item: Item) -> list[McpTool]:
@@ -70,10 +73,22 @@ def tools_of(item: Item) -> list[McpTool]:
                     name=tool["name"],
                     input_schema=schema if isinstance(schema, dict) else {"type": "object"},
                     description=tool.get("description"),
-                    annotations=tool.get("annotations"),
+                    annotations=_hints(tool.get("annotations")),
                 )
             )
     return out
+
+
+def _hints(annotations: Any) -> dict[str, Any] | None:
+    """A listed tool's annotations as the server's hints: hosted's ``read_only`` taken out,
+    or as ``readOnlyHint`` when the listing holds no hints of its own (one a client sends
+    back from hosted)."""
+    if not isinstance(annotations, dict):
+        return None
+    hints = {key: value for key, value in annotations.items() if key != READ_ONLY}
+    if annotations.get(READ_ONLY) is True and "readOnlyHint" not in hints:
+        hints["readOnlyHint"] = True
+    return hints or None
 
 
 def entries(binding: McpBinding, tools: list[McpTool]) -> list[Entry]:
