@@ -1,6 +1,6 @@
 """A relayed event stream (the Chat Completions fast path) that reports an error, or carries
-no answer: the error a translated request's run gets from the same stream, raised before a
-byte of it was relayed when no output came before it, else after the output that did."""
+no byte: the error a translated request's run gets from the same stream, raised after
+what was relayed before it."""
 
 from __future__ import annotations
 
@@ -74,28 +74,30 @@ def same(relayed: GatewayError, translated: GatewayError) -> None:
     assert type(relayed) is type(translated)
 
 
-@pytest.mark.parametrize(
-    "body",
-    [
-        *ERROR_EVENTS,
-        pytest.param(b": ping\n\n" + ROLE + b"data: " + VLLM + b"\n\n" + DONE, id="after-role"),
-        pytest.param(DONE, id="done-alone"),
-        pytest.param(ROLE + DONE, id="role-then-done"),
-        pytest.param(b"", id="empty"),
-        pytest.param(b": ping\n\n", id="comment-alone"),
-    ],
-)
+OPENING = b": ping\n\n" + ROLE
+"""A stream's opening with no output: a comment and a role chunk."""
+
+
+@pytest.mark.parametrize("event", ERROR_EVENTS)
+@pytest.mark.parametrize("before", [b"", OPENING])
 @pytest.mark.parametrize("apart", [False, True])
-async def test_a_stream_failing_before_its_output_raises_before_a_byte(
-    loopback: Loopback, body: bytes, apart: bool
+async def test_a_stream_failing_before_its_output_raises_after_its_opening(
+    loopback: Loopback, event: bytes, before: bytes, apart: bool
 ) -> None:
     """Relayed, a client would see an empty answer (or an error its SDK cannot read): it
-    is the error a run gets from the same stream, before anything was relayed, so that
-    the route answers it with its status; and nothing is charged for it."""
+    is the error a run gets from the same stream, raised after the events before it (a
+    comment, a role chunk), for the route to end the stream with."""
+    body = before + event
     writes = [line + b"\n" for line in body.split(b"\n")[:-1]] if apart else [body]
     relayed, error = await relayed_until(await forwarded(loopback, *writes))
-    assert relayed == b""
+    assert relayed == before
     same(error, await streamed_failure(loopback, body))
+
+
+async def test_a_stream_with_no_byte_is_a_cut_stream(loopback: Loopback) -> None:
+    relayed, error = await relayed_until(await forwarded(loopback))
+    assert relayed == b""
+    same(error, await streamed_failure(loopback, b""))
 
 
 @pytest.mark.parametrize("event", ERROR_EVENTS)

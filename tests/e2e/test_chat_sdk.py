@@ -225,3 +225,28 @@ def test_a_stop_string_closes_the_upstream_stream(client: OpenAI, fake_upstream:
                 r for r in upstream_requests(fake_upstream) if marker in orjson.dumps(r).decode()
             ]
         assert sent.get("disconnected") is True
+
+
+@pytest.mark.parametrize("llamacpp", ["", "[[llamacpp]]"])
+def test_a_stream_the_upstream_fails_part_way_raises_its_error(
+    client: OpenAI, llamacpp: str
+) -> None:
+    """The upstream's mid-stream error event (vLLM's data line holding only ``error``, or
+    llama.cpp's 2025 ``error:`` line, which an event-stream reader drops) ends the stream
+    with the error the SDK raises, after the text that came before it: relayed on the
+    fast path as on the translated one."""
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": f"[[words:20]] [[fail:3]] {llamacpp}"}],
+        stream=True,
+    )
+    texts: list[str] = []
+
+    def read() -> None:
+        for chunk in stream:
+            texts.extend(c.delta.content or "" for c in chunk.choices)
+
+    with pytest.raises(openai.APIError) as caught:
+        read()
+    assert "".join(texts).split() == ["w1", "w2", "w3"]
+    assert "Scripted failure mid-stream" in caught.value.message

@@ -7,7 +7,9 @@ headers arrive, whatever the status: an upstream error's body is the client's an
 Nothing is parsed but the usage at its end, once it has been relayed
 (:mod:`~stateway.backends.chat_usage`), and a 200 body that is no event stream, read whole
 before it is relayed: one that is only ``{"error": ...}`` (some servers answer a failure
-so, even to a streamed request) is the error it reports, not an answer. The body is
+so, even to a streamed request) is the error it reports, not an answer; so is an event
+of a 200 stream that reports an error, raised after the events before it
+(:mod:`~stateway.backends.relayed_stream`). The body is
 counted against ``max_response_bytes`` as it is read (a declared ``Content-Length`` over
 it fails before the first chunk) and, when the backend has a key, passed through the key
 scrubber chunk by chunk (a chunk is decoded as Latin-1, which maps bytes one to one, so
@@ -32,8 +34,7 @@ import aiohttp
 import orjson
 
 from stateway.backends.chat_usage import reported_usage
-from stateway.backends.relayed_stream import ORDINARY, opened, reported_error
-from stateway.backends.sse import SSEDecoder
+from stateway.backends.relayed_stream import ORDINARY, reported_error
 from stateway.backends.upstream_reply import UpstreamReply, cut_short, no_output
 from stateway.backends.upstream_status import classify_reported, reports_error
 from stateway.core.deadline import Deadline
@@ -130,7 +131,7 @@ class UpstreamRelay:
                         yield self._relayed(self._answer(chunks))
                 else:
                     judged = self.status == 200  # an answer's stream (:mod:`.relayed_stream`)
-                    head = await self._opening(first) if judged else self._scrubbed(first)
+                    head = self._scrubbed(first)
                     ending = self._ending(head) if judged and b"error" in head else None
                     if ending is not None:
                         if ending[0]:
@@ -154,6 +155,8 @@ class UpstreamRelay:
                         self._previous, self._last = self._last, chunk
                         self._events += events
                         yield chunk
+                    if judged and not self._last:
+                        raise cut_short(self._backend)  # no byte: a run's stream, cut
             except (aiohttp.ClientError, OSError) as exc:
                 if not self._closed:
                     raise  # the server's failure, told by the client's translation
@@ -176,25 +179,6 @@ class UpstreamRelay:
             if waiting.expired:
                 raise no_output(self._backend, within) from exc
             raise
-
-    async def _opening(self, first: bytes) -> bytes:
-        """An answer's stream up to and with its first event that carries output (``first``
-        its first chunk, if read), scrubbed, read before a byte of it is relayed. Raises
-        the error an event before it reports, and the error of a stream that ends before
-        it (:func:`~.relayed_stream.opened`): a stream that ends with ``[DONE]``, or ends."""
-        decoder = SSEDecoder()
-        held: list[bytes] = []
-        scrub = self._scrub or str
-        chunk = first or await anext(self._reply, b"")
-        while chunk:
-            chunk = self._scrubbed(chunk)
-            held.append(chunk)
-            if any(opened(event, self._backend, scrub) for event in decoder.feed(chunk)):
-                return b"".join(held)
-            chunk = await anext(self._reply, b"")
-        if any(opened(event, self._backend, scrub) for event in decoder.close()):
-            return b"".join(held)
-        raise cut_short(self._backend)
 
     def _ending(self, chunk: bytes) -> tuple[bytes, GatewayError] | None:
         """The error an event of ``chunk`` (relayed, scrubbed) reports, and what of the chunk
