@@ -20,28 +20,9 @@ other 4xx  400, the upstream's code or ``upstream_rejected``
 other 5xx  502 ``upstream_error`` (an image refused in words: 400, below)
 =========  ==========================================================================
 
-A prompt longer than the model's context is told apart by structure, as each server
-reports it, and becomes ``context_length_exceeded`` (which clients such as Codex act on):
-OpenAI's ``code``, llama.cpp's ``type`` ``exceed_context_size_error`` (with the prompt's
-tokens and the window in ``n_prompt_tokens`` and ``n_ctx``), vLLM's ``param``
-``input_tokens`` (its ``code`` is the number 400). Some refusals have no structure to tell
-them by, and are told by their fixed wording: an Anthropic-shaped error
-(``"type": "error"``) whose message starts ``prompt is too long`` (what Claude Code itself
-looks for), and an error without a code that says ``maximum context length is N tokens``
-(OpenAI's old wording, which vLLM keeps in every version's refusal, with ``param`` null or
-``max_tokens``), ``longer than the maximum model length`` (vLLM's engine), ``exceeds the
-available context size`` (llama.cpp's, of its builds before that type, and its whole error
-body as Ollama passes it on, as text), SGLang's (``is longer than the model's context
-length``, ``exceeds the model's maximum context length``, its scheduler's ``Input length (N
-tokens) exceeds the maximum allowed length``; its ``code`` is the number 400), Ollama's
-(``longer than the context length currently available``, ``the input length exceeds the
-context length``) and LM Studio's (``does not fit in context length``, ``tokens to keep
-from the initial prompt is greater than the context length`` and older words), none with a
-code for it (:data:`_CONTEXT_WORDS`, :data:`_STATED_WORDS`). When a refusal states the
-input tokens and the window (llama.cpp's fields, or a message saying them, with the output
-tokens too when it says them: vLLM's, SGLang's), the error carries the numbers
-(:class:`UpstreamContextTooLong`): a Messages client is told them as Anthropic tells them,
-and Claude Code asks for fewer output tokens.
+A prompt longer than the model's context becomes ``context_length_exceeded`` (which
+clients such as Codex act on), told by each server's structure or, failing that, its fixed
+words, with the numbers it states (:mod:`stateway.backends.context_refusals`).
 
 A model that takes no images refuses one in words alone too: vLLM's ``MODEL is not a
 multimodal model``, llama.cpp's ``image input is not supported`` (no projector loaded; with
@@ -71,17 +52,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import NamedTuple, TypeGuard
 
 import orjson
 
+from stateway.backends.context_refusals import (
+    Stated,
+    says_too_long,
+    stated_in_fields,
+    structured_as_too_long,
+    too_long,
+)
 from stateway.core.errors import (
     CONTEXT_LENGTH_EXCEEDED,
     IMAGE_INPUT_UNSUPPORTED,
     PROMPT_TOO_LONG,
     GatewayError,
     RequestTooLarge,
-    UpstreamContextTooLong,
     UpstreamError,
     UpstreamRejected,
     UpstreamTimeout,
@@ -95,22 +81,6 @@ REQUEST_TOO_LARGE = 413
 UPSTREAM_OVERLOADED = "upstream_overloaded"
 STREAMED_LOGPROBS_UNSUPPORTED = "streamed_logprobs_unsupported"
 """A server's refusal of ``logprobs`` with tools in a streamed request (llama-server's)."""
-_CONTEXT_TYPES = frozenset({"exceed_context_size_error"})
-_CONTEXT_PARAMS = frozenset({"input_tokens"})
-_WINDOW = re.compile(r"maximum context length is (\d+) tokens")
-_CONTEXT_WORDS = (
-    "longer than the maximum model length",  # vLLM's engine
-    "exceeds the available context size",  # llama.cpp's, before its type (#15780, 2025-09)
-    "does not fit in context length",  # LM Studio's
-    "tokens to keep from the initial prompt is greater than the context length",  # LM Studio's
-    "when context the overflows",  # LM Studio's before 0.3.16 ("Trying to keep the first N")
-    "Cannot truncate prompt with n_keep",  # LM Studio's 0.4
-    "is longer than the model's context length",  # SGLang's, the input alone
-    "exceeds the model's maximum context length",  # SGLang's, the input and the output
-    "longer than the context length currently available",  # Ollama's, without context shift
-    "the input length exceeds the context length",  # Ollama's, without truncation
-)
-"""Fixed words of refusals of a prompt over the context that have no structure to say it."""
 _NO_IMAGE_WORDS = (
     "is not a multimodal model",  # vLLM's
     "image input is not supported",  # llama.cpp's, without a projector (mmproj)
@@ -121,35 +91,6 @@ _UNSERVED_WORDS = "Unexpected endpoint or method"
 """LM Studio's words for a route it does not serve, which it answers with a 200."""
 _STREAMED_LOGPROBS_WORDS = "logprobs is not supported with tools + stream"
 """llama-server's words (and its only tell) for its refusal of streamed logprobs with tools."""
-_INPUT = re.compile(
-    r"(\d+) in the messages|prompt contains (?:at least )?(\d+) input tokens"
-    r"|request has (\d+) input tokens"
-)
-_OUTPUT = re.compile(r"(\d+) in the completion|requested (\d+) output tokens|too large: (\d+)")
-_STATED_WORDS = tuple(
-    re.compile(words)
-    for words in (
-        # vLLM's engine, of a prompt (images counted) over ``max_model_len``
-        r"prompt \(length (?P<tokens>\d+)\) is longer than the maximum model length of "
-        r"(?P<window>\d+)",
-        # SGLang's tokenizer manager: the input alone, then with the output asked for
-        r"input \((?P<tokens>\d+) tokens\) is longer than the model's context length "
-        r"\((?P<window>\d+) tokens\)",
-        r"maximum context length of (?P<window>\d+) tokens\. You requested a total of \d+ "
-        r"tokens: (?P<tokens>\d+) tokens from the input messages and (?P<requested>\d+) tokens",
-        # SGLang's scheduler, of an input over what one request may fill
-        r"Input length \((?P<tokens>\d+) tokens\) exceeds the maximum allowed length "
-        r"\((?P<window>\d+) tokens\)",
-        # llama.cpp's, in words only where a server passes its error on as text (Ollama)
-        r"request \((?P<tokens>\d+) tokens\) exceeds the available context size "
-        r"\((?P<window>\d+) tokens\)",
-        # LM Studio's
-        r"input has (?P<tokens>\d+) tokens, but the context length only supports "
-        r"(?P<window>\d+) tokens",
-    )
-)
-"""Words of refusals of a prompt over the context that say its tokens and the window (and
-the output tokens asked for, when those are what overflow it)."""
 _STATUS_OF_CODE = {
     CONTEXT_LENGTH_EXCEEDED: 400,
     "model_not_found": 404,
@@ -172,16 +113,6 @@ _RETRY_AFTER = re.compile(r"[0-9]{1,10}|[A-Za-z0-9 ,:]{1,64}")
 """Delta-seconds or an HTTP-date; anything else is not passed on."""
 
 
-class Stated(NamedTuple):
-    """What a context refusal states: the prompt's tokens and the window (in fields of its
-    own, llama.cpp's ``n_prompt_tokens`` and ``n_ctx``, or in words), and the output tokens
-    asked for when its words say them."""
-
-    tokens: int
-    window: int
-    requested: int | None = None
-
-
 def classify_reply(
     status: int,
     raw: bytes,
@@ -191,10 +122,11 @@ def classify_reply(
 ) -> GatewayError:
     """The error the client sees for an upstream's error reply, its body ``raw`` (JSON or
     plain text): its message and code, the key masked by ``scrub``, classified with its
-    status (:func:`classify_status`), and the numbers a context refusal states."""
+    status (:func:`classify_status`), and the numbers a context refusal states
+    (:mod:`.context_refusals`)."""
     body = _decoded(raw)
     message, code = scrubbed(*_body_fields(body, raw), scrub)
-    stated = _stated(body.get("error", body)) if isinstance(body, dict) else None
+    stated = stated_in_fields(body.get("error", body)) if isinstance(body, dict) else None
     return classify_status(status, message, code, backend, headers, stated=stated)
 
 
@@ -229,7 +161,7 @@ def classify_reported(
     status = _reported_status(error, code)
     if status is None:
         return UpstreamError(detail)
-    return _by_status(status, detail, message, code, backend, None, _stated(error))
+    return _by_status(status, detail, message, code, backend, None, stated_in_fields(error))
 
 
 def classify_event(data: bytes, backend: str, scrub: Callable[[str], str]) -> GatewayError:
@@ -303,37 +235,11 @@ def _by_status(
         return UpstreamUnavailable(detail, status=503, code=UPSTREAM_OVERLOADED, headers=retry)
     if 400 <= status < 500:
         if code == CONTEXT_LENGTH_EXCEEDED:
-            return _too_long(detail, message, stated)
+            return too_long(detail, message, stated)
         return UpstreamRejected(detail, status=400, code=code or "upstream_rejected")
     if code == IMAGE_INPUT_UNSUPPORTED:  # llama-server's, with a 500
         return UpstreamRejected(detail, status=400, code=code)
     return UpstreamError(detail)
-
-
-def _too_long(detail: str, message: str, stated: Stated | None) -> UpstreamRejected:
-    """A context refusal, with its numbers when its fields (``stated``) or its message say
-    them, naming ``input`` as hosted does (a Chat client's ``messages``), whatever field
-    the server named."""
-    stated = stated or _stated_in_words(message)
-    if stated is not None:
-        return UpstreamContextTooLong(
-            detail, tokens=stated.tokens, window=stated.window, requested=stated.requested
-        )
-    window, tokens = _WINDOW.search(message), _INPUT.search(message)
-    if window is None or tokens is None:
-        return UpstreamRejected(detail, status=400, code=CONTEXT_LENGTH_EXCEEDED, param="input")
-    output = _OUTPUT.search(message)
-    return UpstreamContextTooLong(
-        detail,
-        tokens=_number(tokens),
-        window=int(window.group(1)),
-        requested=None if output is None else _number(output),
-    )
-
-
-def _number(match: re.Match[str]) -> int:
-    """The one group of an alternation that matched."""
-    return int(next(group for group in match.groups() if group is not None))
 
 
 def retry_after(headers: Mapping[str, str] | None) -> dict[str, str] | None:
@@ -344,12 +250,7 @@ def retry_after(headers: Mapping[str, str] | None) -> dict[str, str] | None:
 
 def _structured_code(error: dict[str, object]) -> str | None:
     """The code an error without a string ``code`` means by its other structured fields."""
-    kind, param = error.get("type"), error.get("param")
-    if (isinstance(kind, str) and kind in _CONTEXT_TYPES) or (
-        isinstance(param, str) and param in _CONTEXT_PARAMS
-    ):
-        return CONTEXT_LENGTH_EXCEEDED
-    return None
+    return CONTEXT_LENGTH_EXCEEDED if structured_as_too_long(error) else None
 
 
 def parse_error(raw: bytes) -> tuple[str, str | None]:
@@ -375,45 +276,6 @@ def _body_fields(body: object, raw: bytes) -> tuple[str, str | None]:
     return _fields(body) if isinstance(body, dict) else ("", None)
 
 
-def _stated(error: object) -> Stated | None:
-    """The prompt's tokens and the window an error object states in fields (llama.cpp's
-    ``n_prompt_tokens`` and ``n_ctx``), when it states both (0 where it knows neither)."""
-    if not isinstance(error, dict):
-        return None
-    tokens, window = error.get("n_prompt_tokens"), error.get("n_ctx")
-    if _positive(tokens) and _positive(window):
-        return Stated(tokens, window)
-    return None
-
-
-def _positive(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def _stated_in_words(message: str) -> Stated | None:
-    """The numbers a context refusal says in words (:data:`_STATED_WORDS`), if it does."""
-    for words in _STATED_WORDS:
-        said = words.search(message)
-        if said is not None:
-            requested = said.groupdict().get("requested")
-            return Stated(
-                int(said["tokens"]),
-                int(said["window"]),
-                None if requested is None else int(requested),
-            )
-    return None
-
-
-def _says_too_long(message: str) -> bool:
-    """Whether an error without a code refuses a prompt over the context, in the fixed
-    words of a server that says so only in words."""
-    return (
-        bool(_WINDOW.search(message))
-        or any(words in message for words in _CONTEXT_WORDS)
-        or _stated_in_words(message) is not None
-    )
-
-
 def _fields(body: dict[str, object]) -> tuple[str, str | None]:
     """The message and structured code of a decoded error body."""
     error = body.get("error", body)
@@ -424,7 +286,7 @@ def _fields(body: dict[str, object]) -> tuple[str, str | None]:
             return message, code
         if body.get("type") == "error" and message.startswith(PROMPT_TOO_LONG):
             return message, CONTEXT_LENGTH_EXCEEDED
-        if _says_too_long(message):
+        if says_too_long(message):
             return message, CONTEXT_LENGTH_EXCEEDED
         if any(words in message for words in _NO_IMAGE_WORDS):
             return message, IMAGE_INPUT_UNSUPPORTED
@@ -432,7 +294,7 @@ def _fields(body: dict[str, object]) -> tuple[str, str | None]:
             return message, STREAMED_LOGPROBS_UNSUPPORTED
         return message, _structured_code(error)
     if isinstance(error, str):  # LM Studio's errors are words alone
-        return error, CONTEXT_LENGTH_EXCEEDED if _says_too_long(error) else None
+        return error, CONTEXT_LENGTH_EXCEEDED if says_too_long(error) else None
     detail = body.get("detail")
     if detail is not None:
         return str(detail), None
