@@ -158,8 +158,13 @@ def test_settings_are_mapped() -> None:
         top_k=40,
         n=1,
         seed=7,
-        response_format={"type": "json_schema", "json_schema": {"name": "s", "schema": {}}},
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "s", "description": "a reply", "schema": {}, "strict": True},
+        },
         reasoning_effort="high",
+        verbosity="low",
+        prompt_cache_key="chain-1",
         user="u",
         metadata={"k": "v"},
         presence_penalty=0.5,
@@ -185,7 +190,14 @@ def test_settings_are_mapped() -> None:
     assert settings.max_output_tokens == 20
     assert settings.stop_sequences == ["END"]
     assert (settings.temperature, settings.top_p, settings.top_k, settings.seed) == (1, 0.5, 40, 7)
-    assert settings.text_format == {"type": "json_schema", "name": "s", "schema": {}}
+    assert settings.text_format == {
+        "type": "json_schema",
+        "name": "s",
+        "schema": {},
+        "description": "a reply",
+        "strict": True,
+    }
+    assert (settings.verbosity, settings.prompt_cache_key) == ("low", "chain-1")
     assert (settings.reasoning_effort, settings.user, settings.metadata) == (
         "high",
         "u",
@@ -210,6 +222,10 @@ def test_defaults() -> None:
     assert decoded.command.stream is False
     assert (settings.tool_choice, settings.parallel_tool_calls) == ("auto", True)
     assert settings.text_format == {"type": "text"}
+    assert decode(response_format={"type": "text"}).command.settings.text_format == {
+        "type": "text"
+    }
+    assert decode(modalities=["text"]).command.settings.text_format == {"type": "text"}
     assert decode(response_format={"type": "json_object"}).command.settings.text_format == {
         "type": "json_object"
     }
@@ -231,6 +247,7 @@ def test_logprobs_are_the_text_logprobs_include() -> None:
         ({"logprobs": False, "top_logprobs": 3}, "top_logprobs", "invalid_value"),
         ({"logprobs": True, "top_logprobs": 21}, "top_logprobs", "integer_above_max_value"),
         ({"modalities": ["text", "audio"]}, "modalities", "unsupported_value"),
+        ({"modalities": ["audio"]}, "modalities", "unsupported_value"),
         ({"audio": {"voice": "x"}}, "audio", "unsupported_parameter"),
         ({"functions": [{"name": "f"}]}, "functions", "unsupported_parameter"),
         ({"logit_bias": {"1": 2}}, "logit_bias", "unsupported_parameter"),
@@ -390,8 +407,11 @@ def test_a_legacy_function_message_says_what_to_send_instead() -> None:
         ]
     )
     assert (error.param, error.code) == ("messages[1].role", "unsupported_value")
-    assert "legacy" in error.message
-    assert "'tool' messages" in error.message
+    assert error.message == (
+        "Unsupported value: 'messages[1].role' is 'function', a message of the legacy "
+        "functions API, which this gateway does not carry when the request is translated "
+        "for its upstream; send tool calls and 'tool' messages instead."
+    )
 
 
 @pytest.mark.parametrize("stream", [None, False])
@@ -594,8 +614,9 @@ def test_deep_nesting_is_refused() -> None:
     deep: Any = {}
     for _ in range(200):
         deep = {"a": deep}
-    with pytest.raises(InvalidRequest):
+    with pytest.raises(InvalidRequest) as caught:
         decode_chat(orjson.loads(orjson.dumps({"model": "m", "messages": [], "x": deep})))
+    assert (caught.value.param, caught.value.code) == ("x", "nesting_too_deep")
 
 
 def test_web_search_options_ask_for_the_gateways_web_search() -> None:
