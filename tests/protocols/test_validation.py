@@ -22,6 +22,7 @@ class Body(pydantic.BaseModel):
     label: str | None = pydantic.Field(default=None, max_length=8)
     tags: list[str] | None = pydantic.Field(default=None, min_length=1, max_length=2)
     pair: list[str] | None = pydantic.Field(default=None, min_length=2)
+    word: str | None = pydantic.Field(default=None, min_length=2)
     count: int | None = pydantic.Field(default=None, ge=1, le=20)
     ratio: float | None = pydantic.Field(default=None, ge=0, le=2)
     share: float | None = pydantic.Field(default=None, gt=0, lt=0.5)
@@ -78,6 +79,20 @@ def refusal(fields: dict[str, Any]) -> InvalidRequest:
             "empty_array",
             "Invalid 'tags': empty array. Expected an array with minimum length 1, but got an "
             "empty array instead.",
+        ),
+        (  # empty, whatever the minimum
+            {"pair": []},
+            "pair",
+            "empty_array",
+            "Invalid 'pair': empty array. Expected an array with minimum length 2, but got an "
+            "empty array instead.",
+        ),
+        (
+            {"word": ""},
+            "word",
+            "empty_string",
+            "Invalid 'word': empty string. Expected a string with minimum length 2, but got an "
+            "empty string instead.",
         ),
         (
             {"count": 0},
@@ -171,6 +186,12 @@ def test_a_value_of_the_wrong_type_is_refused_in_hosted_words(
             "invalid_value",
             "Invalid value: 'bogus'. Supported values are: 'auto' and 'disabled'.",
         ),
+        (  # not taken for an empty string of a field with a minimum length
+            {"mode": ""},
+            "mode",
+            "invalid_value",
+            "Invalid value: ''. Supported values are: 'auto' and 'disabled'.",
+        ),
         (
             {"tier": "bogus"},
             "tier",
@@ -206,6 +227,17 @@ def test_a_value_every_alternative_of_a_union_refuses_names_no_one_type() -> Non
     error = refusal({"input": 7})
     assert (error.param, error.code) == ("input", "invalid_type")
     assert "expected a string" not in error.message
+
+
+def test_a_field_the_decoders_check_themselves_is_empty_below_one() -> None:
+    """A Chat message's ``content``, a conversation's ``items``, the ``model``."""
+    assert validation.empty_array("items").message == (
+        "Invalid 'items': empty array. Expected an array with minimum length 1, but got an "
+        "empty array instead."
+    )
+    assert validation.empty_string("model").message.endswith(
+        "Expected a string with minimum length 1, but got an empty string instead."
+    )
 
 
 def test_a_bound_hosted_has_no_known_words_for_keeps_pydantics() -> None:
