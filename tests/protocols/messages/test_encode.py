@@ -16,6 +16,7 @@ from stateway.core.errors import (
     ContextTooLong,
     GatewayError,
     InvalidRequest,
+    NoSearchProvider,
     NotFound,
     Overloaded,
     ServerShuttingDown,
@@ -581,6 +582,21 @@ def test_error_types_by_status() -> None:
         "overloaded_error",
         "invalid_request_error",
     ]
+
+
+def test_a_web_search_tool_with_no_provider_is_refused_in_words_for_a_messages_client() -> None:
+    """The core's words offer ``external_web_access``, a declaration only the Responses
+    API has: a Messages client is told what to configure, or to leave the tool out."""
+    error = NoSearchProvider("web_search", param="tools[0]")
+    assert encode_error(error) == {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "tools: the web_search server tool needs a web search provider, and "
+            "this gateway has none configured: set STATEWAY_WEB_SEARCH_PROVIDER (searxng, "
+            "brave or tavily) where it runs, or leave the tool out.",
+        },
+    }
 
 
 def test_a_context_too_long_is_worded_as_anthropic_words_it() -> None:
