@@ -288,7 +288,12 @@ def test_the_model_is_told_what_the_server_is_for(
 def test_web_search_without_a_provider_is_refused_unless_declared_as_codex_does() -> None:
     with pytest.raises(InvalidRequest) as caught:
         tools().resolve([{"type": "web_search"}])
-    assert "STATEWAY_WEB_SEARCH_PROVIDER" in caught.value.message
+    assert (caught.value.param, caught.value.code) == ("tools[0].type", "unsupported_tool_type")
+    assert caught.value.message == (
+        "Tool type 'web_search' needs a web search provider, and none is configured: set "
+        "STATEWAY_WEB_SEARCH_PROVIDER (searxng, brave or tavily), or send it with "
+        "'external_web_access' to make it an optional hint."
+    )
     for access in (False, True):
         hint = {"type": "web_search", "external_web_access": access}
         resolved = tools().resolve([hint])
