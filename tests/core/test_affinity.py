@@ -12,7 +12,7 @@ from stateway.core.gateway import Gateway
 from stateway.core.inference import Finish, TextDelta
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
-from stateway.core.routing.affinity import AffinityTable
+from stateway.core.routing.affinity import AffinityTable, chain_names
 from stateway.core.runs import RunRegistry
 from tests.core.conversation_fakes import MemoryConversations, TurnStore
 from tests.core.fakes import MemoryStore
@@ -146,6 +146,17 @@ async def test_a_loaded_candidate_loses_its_continuations_past_the_tolerance() -
     routing.state.in_flight[f"{other}/{other}-model"] = 1
     run = await turn(gw, first.id)
     assert run.state.attempts[0]["affinity"] == "miss"
+
+
+def test_a_chain_is_named_in_its_tenant_most_specific_first() -> None:
+    names = chain_names("t1", "resp_1", "conv_1", "k1", session="s1")
+    assert names == [
+        "t1/response:resp_1",
+        "t1/conversation:conv_1",
+        "t1/cache_key:k1",
+        "t1/session:s1",
+    ]
+    assert chain_names("t1", None, None, None) == []
 
 
 def test_the_table_is_bounded_least_recently_used_first() -> None:

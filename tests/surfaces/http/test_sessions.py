@@ -25,6 +25,7 @@ def test_the_first_session_header_is_taken() -> None:
 def test_an_empty_or_overlong_session_names_nothing(value: bytes) -> None:
     assert session_of(scope((b"x-session-affinity", value))) is None
     assert session_of(scope((b"x-session-affinity", b"x" * MAX_LENGTH))) == "x" * MAX_LENGTH
+    assert session_of(scope((b"x-session-affinity", b"x"))) == "x"
 
 
 def test_without_a_session_header_there_is_none() -> None:
