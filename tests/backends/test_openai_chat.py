@@ -697,7 +697,14 @@ def test_a_prefill_is_continued_only_when_asked_and_only_after_text() -> None:
         True,
         False,
     )
-    for items, asked in (([user("hi"), prefill], False), ([user("hi"), call], True)):
+    led = to_upstream(request([user("hi"), prefill], continue_final_message=True, instructions="x"))
+    assert led["continue_final_message"] is True  # the last message, after the system one
+    answered = [user("hi"), prefill, user("more")]
+    for items, asked in (
+        ([user("hi"), prefill], False),
+        ([user("hi"), call], True),
+        (answered, True),
+    ):
         body = to_upstream(request(items, continue_final_message=asked))
         assert "continue_final_message" not in body
         assert "add_generation_prompt" not in body

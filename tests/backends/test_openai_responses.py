@@ -20,6 +20,7 @@ from stateway.core.inference import (
     ToolCallDelta,
     UsageReport,
 )
+from stateway.core.items import Item
 from stateway.core.reasoning import REDACTED, SEALED_BY_RESPONSES
 from stateway.core.tools.catalog import model_tools
 from stateway.core.usage import Usage
@@ -497,6 +498,40 @@ def test_fields_a_messages_client_marks_are_not_sent_to_responses() -> None:
     }
     assert sent[3]["content"] == [{"type": "input_text", "text": "hit"}]
     assert "cache_control" in items[0]["content"][0]  # the context itself is untouched
+
+
+def test_each_mark_of_another_client_is_left_out_alone() -> None:
+    """Each of a tool result's marks is left out on its own, a Chat client's message
+    ``name`` (a message's only: a call's is its tool's), and an image a custom content
+    document showed is sent as an image of its own."""
+    output: Item = {"type": "function_call_output", "call_id": "c", "output": "x"}
+    shown = {"type": "input_image", "image_url": "https://x/a.png", "detail": "auto"}
+    items: list[Item] = [
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+        {**output, "is_error": True},
+        {**output, "cache_control": {"type": "ephemeral"}},
+        {"type": "message", "role": "user", "name": "ann", "content": "hi"},
+        {"type": "message", "role": "user", "content": [{**shown, "in_document": True}]},
+    ]
+    request = InferenceRequest("m", None, items, GenerationSettings(), stream=False)
+    assert to_upstream(request)["input"] == [
+        items[0],
+        output,
+        output,
+        {"type": "message", "role": "user", "content": "hi"},
+        {"type": "message", "role": "user", "content": [shown]},
+    ]
+
+
+def test_an_assistant_message_keeps_the_status_it_has() -> None:
+    cut: Item = {
+        "type": "message",
+        "role": "assistant",
+        "status": "incomplete",
+        "content": [{"type": "output_text", "text": "x"}],
+    }
+    request = InferenceRequest("m", None, [cut], GenerationSettings(), stream=False)
+    assert to_upstream(request)["input"] == [cut]
 
 
 def test_a_prompt_cache_breakpoint_reaches_a_responses_upstream_as_it_came() -> None:
