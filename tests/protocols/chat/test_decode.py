@@ -222,9 +222,7 @@ def test_defaults() -> None:
     assert decoded.command.stream is False
     assert (settings.tool_choice, settings.parallel_tool_calls) == ("auto", True)
     assert settings.text_format == {"type": "text"}
-    assert decode(response_format={"type": "text"}).command.settings.text_format == {
-        "type": "text"
-    }
+    assert decode(response_format={"type": "text"}).command.settings.text_format == {"type": "text"}
     assert decode(modalities=["text"]).command.settings.text_format == {"type": "text"}
     assert decode(response_format={"type": "json_object"}).command.settings.text_format == {
         "type": "json_object"

@@ -48,7 +48,7 @@ def test_each_block_becomes_an_item_of_its_kind_whole() -> None:
     messages = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": "sure"},
-        {"role": "user", "content": "then call"},
+        {"role": "user", "content": "then"},
         {"role": "assistant", "content": assistant},
         {"role": "user", "content": [RESULT]},
     ]
@@ -61,7 +61,7 @@ def test_each_block_becomes_an_item_of_its_kind_whole() -> None:
             "content": [{"type": "output_text", "text": "sure"}],
             "status": "completed",
         },
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "then call"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "then"}]},
         {
             "type": "reasoning",
             "summary": [],
