@@ -23,9 +23,9 @@ class UncarriedPart(InvalidRequest):
 
 
 class NoSearchProvider(InvalidRequest):
-    """A web search tool declared (``tools[N]``) where the gateway has no search provider:
-    its ``tool_type``, by which a frontend words the refusal its own way (the message
-    offers the optional declaration only a Responses client can send)."""
+    """A web search tool declared (``tools[N]``) where the gateway has no search provider.
+    Its message offers the optional declaration only a Responses client can send: the
+    other frontends, telling it by its class, word the refusal their own way."""
 
     code = "unsupported_tool_type"
 
@@ -36,7 +36,6 @@ class NoSearchProvider(InvalidRequest):
             "'external_web_access' to make it an optional hint.",
             param=param,
         )
-        self.tool_type = tool_type
 
 
 class BodyTimeout(InvalidRequest):
