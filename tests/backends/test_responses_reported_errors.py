@@ -120,9 +120,18 @@ async def test_a_200_json_error_is_the_error_it_names_streamed_or_not(
 
 
 async def test_a_stream_whose_first_event_is_an_error_is_that_error(loopback: Loopback) -> None:
+    event = {**LIMITED, "type": "error", "sequence_number": 0}
+    error = await streamed_failure(
+        loopback, b"event: error\ndata: " + orjson.dumps(event) + b"\n\n"
+    )
+    assert (error.status, error.code) == (429, "rate_limit_exceeded")
+    assert error.message.startswith("Model server 'up' failed mid-stream: slow down")
+
+
+async def streamed_failure(loopback: Loopback, data: bytes) -> GatewayError:
+    """The error a streamed round raises whose upstream answers the event stream ``data``."""
+
     async def reports(request: web.Request) -> web.Response:
-        event = {**LIMITED, "type": "error", "sequence_number": 0}
-        data = b"event: error\ndata: " + orjson.dumps(event) + b"\n\n"
         return web.Response(body=data, content_type="text/event-stream")
 
     target = UpstreamTarget("up", await loopback.serve(reports))
@@ -130,8 +139,7 @@ async def test_a_stream_whose_first_event_is_an_error_is_that_error(loopback: Lo
     with pytest.raises(GatewayError) as caught:
         async for _ in backend.infer(inference(True)):
             pass
-    assert (caught.value.status, caught.value.code) == (429, "rate_limit_exceeded")
-    assert caught.value.message.startswith("Model server 'up' failed mid-stream: slow down")
+    return caught.value
 
 
 @pytest.mark.parametrize(
@@ -152,18 +160,10 @@ async def test_llama_servers_error_event_is_the_error_it_names(
     ``{"error": {...}}`` (its Chat Completions stream's error chunk), no ``type``: the
     error it names, in its words; not a stream cut short."""
 
-    async def reports(request: web.Request) -> web.Response:
-        added = {"type": "response.output_item.added", "item": {"id": "msg_1", "type": "message"}}
-        delta = {"type": "response.output_text.delta", "item_id": "msg_1", "delta": "Hi"}
-        events = (added, delta, {"error": error})
-        data = b"".join(b"data: " + orjson.dumps(event) + b"\n\n" for event in events)
-        return web.Response(body=data, content_type="text/event-stream")
-
-    target = UpstreamTarget("up", await loopback.serve(reports))
-    backend = OpenAIResponsesBackend(loopback.adopt(UpstreamClient(target)))
-    with pytest.raises(GatewayError) as caught:
-        async for _ in backend.infer(inference(True)):
-            pass
-    assert (caught.value.status, caught.value.code) == (status, code)
-    said = f"Model server 'up' failed mid-stream: {error['message']}"
-    assert caught.value.message.startswith(said)
+    added = {"type": "response.output_item.added", "item": {"id": "msg_1", "type": "message"}}
+    delta = {"type": "response.output_text.delta", "item_id": "msg_1", "delta": "Hi"}
+    events = (added, delta, {"error": error})
+    data = b"".join(b"data: " + orjson.dumps(event) + b"\n\n" for event in events)
+    failure = await streamed_failure(loopback, data)
+    assert (failure.status, failure.code) == (status, code)
+    assert failure.message.startswith(f"Model server 'up' failed mid-stream: {error['message']}")
