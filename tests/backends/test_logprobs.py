@@ -10,7 +10,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from stateway.backends import chat_request, openai_chat, openai_responses, responses_request
+from stateway.backends import chat_request, openai_chat, responses_reply, responses_request
 from stateway.backends.openai_chat import OpenAIChatBackend
 from stateway.backends.openai_responses import OpenAIResponsesBackend
 from stateway.backends.upstream_http import UpstreamClient
@@ -106,19 +106,19 @@ def test_chat_text_carries_its_chunk_tokens() -> None:
 
 
 def test_responses_text_carries_its_tokens() -> None:
-    state = openai_responses._StreamState(tokens=True)
+    state = responses_reply.StreamState(tokens=True)
     event = {"type": "response.output_text.delta", "delta": " hi", "logprobs": [WIRE_TOKEN]}
     assert list(state.feed(event)) == [TextDelta(" hi", [TOKEN])]
     assert list(state.feed({**event, "logprobs": []})) == [TextDelta(" hi")]
-    assert list(openai_responses._StreamState().feed(event)) == [TextDelta(" hi")]
+    assert list(responses_reply.StreamState().feed(event)) == [TextDelta(" hi")]
     part = {"type": "output_text", "text": " hi", "annotations": [], "logprobs": [WIRE_TOKEN]}
     payload = {
         "status": "completed",
         "output": [{"type": "message", "role": "assistant", "content": [part, part]}],
     }
-    [_start, text, _finish] = openai_responses.from_upstream_response(payload, tokens=True)
+    [_start, text, _finish] = responses_reply.from_upstream_response(payload, tokens=True)
     assert text == TextDelta(" hi hi", [TOKEN, TOKEN])
-    [_start, text, _finish] = openai_responses.from_upstream_response(payload)
+    [_start, text, _finish] = responses_reply.from_upstream_response(payload)
     assert text == TextDelta(" hi hi")
 
 

@@ -4,7 +4,7 @@ import pytest
 from openai.types.responses import ResponseInputParam
 from pydantic import TypeAdapter
 
-from stateway.backends.openai_responses import _Reported, _StreamState, from_upstream_response
+from stateway.backends.responses_reply import Reported, StreamState, from_upstream_response
 from stateway.backends.responses_request import to_upstream
 from stateway.core.commands import GenerationSettings
 from stateway.core.inference import (
@@ -133,7 +133,7 @@ def test_a_zero_temperature_is_sent() -> None:
 
 
 def feed(events: list[dict[str, Any]]) -> tuple[list[Delta], bool]:
-    state = _StreamState()
+    state = StreamState()
     deltas = [delta for event in events for delta in state.feed(event)]
     return deltas, state.finished
 
@@ -337,10 +337,10 @@ def test_incomplete_and_failed_streams() -> None:
         ]
     )
     assert deltas[-1] == Finish("length")
-    with pytest.raises(_Reported) as failed:  # classified by the backend
+    with pytest.raises(Reported) as failed:  # classified by the backend
         feed([{"type": "response.failed", "response": {"error": {"message": "boom"}}}])
     assert failed.value.error == {"message": "boom"}
-    with pytest.raises(_Reported) as errored:
+    with pytest.raises(Reported) as errored:
         feed([{"type": "error", "message": "bad"}])
     assert errored.value.error == {"type": "error", "message": "bad"}
 

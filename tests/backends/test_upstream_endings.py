@@ -13,7 +13,7 @@ import pytest
 
 from stateway.backends.chat_reply import from_upstream_chunk, from_upstream_completion
 from stateway.backends.chat_request import to_upstream as chat_to_upstream
-from stateway.backends.openai_responses import _StreamState, from_upstream_response
+from stateway.backends.responses_reply import StreamState, from_upstream_response
 from stateway.backends.responses_request import to_upstream as responses_to_upstream
 from stateway.backends.upstream_status import classify_status
 from stateway.core.commands import GenerationSettings
@@ -54,7 +54,7 @@ def responses_final(status: str, reason: str | None) -> dict[str, Any]:
 
 def responses_stream(status: str, reason: str | None) -> list[Delta]:
     kind = "response.incomplete" if status == "incomplete" else "response.completed"
-    state = _StreamState()
+    state = StreamState()
     events = [
         {"type": "response.output_text.delta", "delta": "Hel"},
         {"type": kind, "response": responses_final(status, reason)},
