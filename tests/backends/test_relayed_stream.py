@@ -32,6 +32,8 @@ ERROR_EVENTS = [
     pytest.param(b"data: " + LLAMA_CPP + b"\n\n", id="llama-server"),  # and no [DONE]
     pytest.param(b"error: " + LLAMA_CPP[9:-1] + b"\n\n" + DONE, id="llama-server-2025"),
     pytest.param(b"event: error\ndata: " + LIMITED + b"\n\n", id="named-event"),
+    pytest.param(b"event:error\ndata: the engine stopped\n\n", id="named-event-words"),
+    pytest.param(b"data: " + VLLM + b"\r\n\r\n" + DONE, id="crlf"),
 ]
 
 
@@ -91,6 +93,16 @@ async def test_a_stream_failing_before_its_output_raises_after_its_opening(
     writes = [line + b"\n" for line in body.split(b"\n")[:-1]] if apart else [body]
     relayed, error = await relayed_until(await forwarded(loopback, *writes))
     assert relayed == before
+    same(error, await streamed_failure(loopback, body))
+
+
+async def test_lines_ending_in_crlf_are_read_as_lines(loopback: Loopback) -> None:
+    """An event before the error in the same read, its lines ended by CRLF: relayed whole,
+    the error raised after it."""
+    opening = ROLE.replace(b"\n", b"\r\n")
+    body = opening + b"data: " + VLLM + b"\r\n\r\n"
+    relayed, error = await relayed_until(await forwarded(loopback, body))
+    assert relayed == opening
     same(error, await streamed_failure(loopback, body))
 
 

@@ -78,6 +78,7 @@ def test_system_blocks_keep_cache_control_and_lead_the_context() -> None:
     assert later["content"][0]["text"] == "# Environment"
 
 
+MARK = {"type": "ephemeral"}
 BILLING_HEADER = "x-anthropic-billing-header: cc_version=2.1.332.0b8; cc_entrypoint=sdk-cli;"
 """Claude Code's first system block (its ``cc_version`` suffix changes with the first
 message; some builds add a ``cch`` changing with every request)."""
@@ -101,6 +102,9 @@ def test_claude_codes_billing_header_is_left_out_of_the_prompt(decode: Any) -> N
     ]
     [first, _] = decode(body(system=f"{BILLING_HEADER}\nrules")).input
     assert first["content"] == [{"type": "input_text", "text": "rules"}]
+    blocks = [{"type": "text", "text": f"{BILLING_HEADER}\nrules", "cache_control": MARK}]
+    [first, _] = decode(body(system=blocks)).input  # the rest of its block kept, marked
+    assert first["content"] == [{"type": "input_text", "text": "rules", "cache_control": MARK}]
     [only] = decode(body(system=[{"type": "text", "text": BILLING_HEADER}])).input
     assert only["role"] == "user"
 
