@@ -1,7 +1,8 @@
-"""A named ``tool_choice`` as each Chat server takes it: as named to vLLM and SGLang, as
-``required`` over the named function alone to llama.cpp, which reads a named one as
-``auto``; which server it is, learned from its listing (read by the window discovery, or
-asked by the first call naming a function); scripted servers on loopback."""
+"""A named ``tool_choice`` as each Chat server takes it: as named to vLLM, SGLang and
+hosted OpenAI, as ``required`` over the named function alone to llama.cpp, which reads a
+named one as ``auto``, and to any server not known to force it; which server it is,
+learned from its listing (read by the window discovery, or asked by the first call naming
+a function); scripted servers on loopback."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ TOOLS: list[Item] = [
     {"type": "function", "name": "get_weather", "parameters": {"type": "object"}},
     {"type": "function", "name": "get_time", "parameters": {"type": "object"}},
 ]
+LLAMA_SWAP = [  # a proxy in front of llama-server: its models listed as its own
+    {"id": "qwen3-8b", "object": "model", "created": 1764547200, "owned_by": "llama-swap"}
+]
+OLLAMA = [{"id": "qwen3:8b", "object": "model", "created": 1764547200, "owned_by": "library"}]
+VLLM_OWNED = [{"id": "qwen3-8b", "object": "model", "owned_by": "vllm"}]
 NAMED = {"type": "function", "name": "get_time"}
 ANSWER = {
     "id": "c",
@@ -96,8 +102,8 @@ def offered(body: dict[str, Any]) -> list[str]:
     return [tool["function"]["name"] for tool in body["tools"]]
 
 
-@pytest.mark.parametrize("listing", [LLAMA_CPP, LLAMA_CPP_NOW, ROUTER])
-async def test_llama_cpp_is_sent_required_with_the_named_function_alone(
+@pytest.mark.parametrize("listing", [LLAMA_CPP, LLAMA_CPP_NOW, ROUTER, LLAMA_SWAP, OLLAMA, []])
+async def test_llama_cpp_and_unknown_servers_are_sent_required_with_the_function_alone(
     loopback: Loopback, listing: list[dict[str, Any]]
 ) -> None:
     server = Server(listing)
@@ -110,8 +116,8 @@ async def test_llama_cpp_is_sent_required_with_the_named_function_alone(
     assert not chat.takes_named_choice
 
 
-@pytest.mark.parametrize("listing", [VLLM, SGLANG, OPENAI])
-async def test_other_servers_get_the_choice_named_and_every_tool(
+@pytest.mark.parametrize("listing", [VLLM, SGLANG, OPENAI, VLLM_OWNED])
+async def test_servers_known_to_force_it_get_the_choice_named_and_every_tool(
     loopback: Loopback, listing: list[dict[str, Any]]
 ) -> None:
     server = Server(listing)
@@ -141,12 +147,15 @@ async def test_the_listing_the_window_discovery_reads_tells_it(loopback: Loopbac
 
 
 @pytest.mark.parametrize("status", [400, 404])
-async def test_a_server_without_a_listing_is_not_llama_cpp(loopback: Loopback, status: int) -> None:
+async def test_a_server_without_a_listing_is_sent_required(loopback: Loopback, status: int) -> None:
+    """Nothing tells it forces a named choice; its refusal is an answer: not asked again."""
     server = Server(status)
     chat = await backend(server, loopback)
-    assert (await sent(chat, server))["tool_choice"]["function"] == {"name": "get_time"}
+    body = await sent(chat, server)
+    assert (body["tool_choice"], offered(body)) == ("required", ["get_time"])
     await sent(chat, server)
     assert server.listed == 1
+    assert not chat.takes_named_choice
 
 
 @pytest.mark.parametrize("status", [429, 503])

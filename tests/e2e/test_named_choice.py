@@ -1,7 +1,8 @@
 """A named ``tool_choice`` end to end: the real gateway in front of the fake listing
-itself as llama.cpp does (``--ctx-size``) and as another server (vLLM's way: no ``meta``).
-llama-server reads a named choice as ``auto`` (``tests/llama_server/test_tools.py``), so
-it is sent ``required`` with only the named function offered; another server gets it named,
+itself as llama.cpp does (``--ctx-size``), as vLLM does (``--max-model-len``) and as a
+server it does not know (no window told). llama-server reads a named choice as ``auto``
+(``tests/llama_server/test_tools.py``), so it, and a server not known to force a named
+choice, is sent ``required`` with only the named function offered; vLLM gets it named,
 with every tool. Whatever the client: Responses, Chat Completions (whose request naming a
 tool is translated for llama.cpp, forwarded untouched elsewhere), Messages. A backend
 whose window is configured (no window discovery reading its listing) asks the listing
@@ -40,6 +41,12 @@ def llama() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def vllm() -> Iterator[str]:
+    with start_fake_upstream(max_model_len=8192) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def unknown() -> Iterator[str]:
     with start_fake_upstream() as url:
         yield url
 
@@ -50,13 +57,16 @@ def backend(name: str, url: str, settings: str = "") -> str:
 
 
 @pytest.fixture(scope="module")
-def gateway(llama: str, vllm: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def gateway(
+    llama: str, vllm: str, unknown: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     directory: Path = tmp_path_factory.mktemp("named-choice")
     config = directory / "stateway.toml"
     config.write_text(
         backend("llama", llama)
         + backend("configured", llama, "context_window = 8192\n")
         + backend("vllm", vllm)
+        + backend("unknown", unknown)
     )
     database = f"sqlite:///{directory / 'stateway.db'}"
     with start_gateway(["--config", str(config), "--database", database]) as url:
@@ -102,9 +112,14 @@ def test_a_named_custom_tool_alike(client: OpenAI, llama: str) -> None:
     assert (body["tool_choice"], offered(body)) == ("required", ["run_sql"])
 
 
-def test_another_server_gets_the_choice_named_and_every_tool(client: OpenAI, vllm: str) -> None:
+def test_vllm_gets_the_choice_named_and_every_tool(client: OpenAI, vllm: str) -> None:
     body = sent(vllm, ask(client, "vllm-model", {"type": "function", "name": "get_time"}))
     assert (body["tool_choice"], offered(body)) == (NAMED_CHAT, ["get_weather", "get_time"])
+
+
+def test_a_server_not_known_to_force_it_is_sent_required(client: OpenAI, unknown: str) -> None:
+    body = sent(unknown, ask(client, "unknown-model", {"type": "function", "name": "get_time"}))
+    assert (body["tool_choice"], offered(body)) == ("required", ["get_time"])
 
 
 def test_a_choice_naming_no_tool_is_sent_as_it_is(client: OpenAI, llama: str) -> None:

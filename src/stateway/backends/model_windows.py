@@ -14,8 +14,8 @@ discover_context_window``; :mod:`stateway.core.routing.windows` asks and keeps i
   (each its own server) has each loaded model's. Older builds tell it only in
   ``GET /props`` at the server's root (``default_generation_settings.n_ctx``, beside
   ``total_slots``), asked of a llama.cpp listing without it.
-  The same listing tells a llama.cpp server (:func:`llama_cpp_listing`), which reads a
-  named ``tool_choice`` as ``auto`` (:mod:`stateway.backends.named_choice`).
+  llama.cpp reads a named ``tool_choice`` as ``auto``: a listing tells the servers that
+  do not (:func:`forces_named_choice`, :mod:`stateway.backends.named_choice`).
 - OpenAI's listing, and other servers', say nothing: no window. Ollama's and LM Studio's
   own APIs are not asked (Ollama's ``/api/show`` and LM Studio's ``/api/v0/models`` tell
   the most a model takes, not the context it is loaded with: Ollama's ``num_ctx``): such
@@ -25,7 +25,7 @@ discover_context_window``; :mod:`stateway.core.routing.windows` asks and keeps i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.core.ports import AdvertisedWindows
@@ -81,12 +81,21 @@ def _slot_windows(listing: Sequence[object]) -> dict[str, int]:
     return windows
 
 
-def llama_cpp_listing(listing: Sequence[object]) -> bool:
-    """Whether ``listing`` (a ``GET /models``'s ``data``) is llama.cpp's ``llama-server``'s:
-    an entry of a model it serves (``meta.n_ctx_train``), or of its router mode's (each
-    ``owned_by: "llamacpp"``, a model not loaded without ``meta``)."""
+NAMED_CHOICE_OWNERS: Final = frozenset({"vllm", "sglang", "system", "openai", "openai-internal"})
+"""The ``owned_by`` of a listing's entries that tell a server forcing a named
+``tool_choice`` as named: vLLM's, SGLang's, hosted OpenAI's (its own models')."""
+
+
+def forces_named_choice(listing: Sequence[object]) -> bool:
+    """Whether ``listing`` (a ``GET /models``'s ``data``) is that of a server known to force
+    a named ``tool_choice`` sent as named (:mod:`stateway.backends.named_choice`): vLLM's
+    or SGLang's (an entry with ``max_model_len``, an adapter's null included, or owned by
+    either), hosted OpenAI's. Not llama.cpp's ``llama-server``, which reads one as
+    ``auto``, nor a server unknown: a proxy in front of one (llama-swap lists its models
+    as its own) may be either."""
     return any(
-        _llama_cpp(entry) or (isinstance(entry, dict) and entry.get("owned_by") == "llamacpp")
+        isinstance(entry, dict)
+        and ("max_model_len" in entry or entry.get("owned_by") in NAMED_CHOICE_OWNERS)
         for entry in listing
     )
 

@@ -12,13 +12,16 @@ choice is its ``mode`` over the tools it names
 (:meth:`~stateway.core.tools.catalog.Catalog.model_choice`).
 
 Which server it is, its model listing tells
-(:func:`~stateway.backends.model_windows.llama_cpp_listing`), learned once per backend:
+(:func:`~stateway.backends.model_windows.forces_named_choice`), learned once per backend:
 from the listing the window discovery reads, else asked by the first call naming a
-function (the calls meanwhile wait for that answer). A server that refuses its listing
-(a 404, a 400: every llama-server has one) is not llama.cpp. While none is known (the
-server unreachable or still loading, a 5xx, a 429, the gateway's credentials refused) a
-named choice goes as ``required``, forced whatever the server (at the price of one miss
-of a vLLM's prefix cache), and the next call naming a function asks again.
+function (the calls meanwhile wait for that answer). Only a server the listing shows to
+force a named choice (vLLM, SGLang, hosted OpenAI) gets it named; any other, llama.cpp or
+one unknown (a proxy such as llama-swap in front of llama-server lists its models as its
+own; Ollama, LM Studio), or one refusing its listing, gets ``required`` over that
+function: forced whatever the server, at the price of a prefix cache miss where one
+would have served. While none is known (the server unreachable or still loading, a 5xx,
+a 429, the gateway's credentials refused) a named choice goes as ``required`` too, and the
+next call naming a function asks again.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from stateway.backends.model_windows import llama_cpp_listing
+from stateway.backends.model_windows import forces_named_choice
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.core.errors import GatewayError, UpstreamRejected
 
@@ -46,7 +49,7 @@ class NamedChoices:
 
     def learn(self, listing: Sequence[object]) -> None:
         """Learn it from ``listing`` (the ``data`` of the server's ``GET /models``)."""
-        self.taken = not llama_cpp_listing(listing)
+        self.taken = forces_named_choice(listing)
 
     async def send(self, body: dict[str, Any], choice: dict[str, Any]) -> None:
         """Give a Chat Completions ``body`` whose ``tool_choice`` is ``choice``, naming a
@@ -66,8 +69,8 @@ class NamedChoices:
         try:
             _, page = await self._client.model_page()
         except UpstreamRejected as exc:
-            if exc.status != 429:  # no listing to read: llama-server has one
-                self.taken = True
+            if exc.status != 429:  # no listing to read: nothing tells it forces one
+                self.taken = False
             return
         except GatewayError:  # no answer: asked again by the next call naming a function
             return
