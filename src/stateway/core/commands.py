@@ -115,6 +115,11 @@ class GenerationSettings:
     """Normalized ``context_management`` entries (``{"type": "compaction",
     "compact_threshold": N | None}``, and Messages' ``"pause_after_compaction": bool``):
     see :mod:`stateway.core.compaction`."""
+    context_edits: list[dict[str, Any]] = field(default_factory=list)
+    """Messages' clearing edits of ``context_management`` (``clear_thinking_20251015``,
+    ``clear_tool_uses_20250919``), in their order, checked and with every field given
+    (Anthropic's defaults for those the client left out): see
+    :mod:`stateway.core.compaction.clearing`."""
     prompt_cache_options: dict[str, Any] | None = None
     """``prompt_cache_options`` (``mode``, ``ttl``) of Chat, or of Responses (without its
     ``prewarm``, the gateway's own, and ``comparison_response_id``): sent where

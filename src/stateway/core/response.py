@@ -60,6 +60,10 @@ class ResponseState:
     """Each sampling call so far with its own usage, which ``usage`` sums, when the
     response compacted (the compaction's summary, then each round; empty otherwise);
     not stored."""
+    applied_edits: list[dict[str, Any]] = field(default_factory=list)
+    """What each clearing edit of ``context_edits`` cleared from the context the response
+    started from, when it cleared anything (:mod:`stateway.core.compaction.clearing`:
+    Messages' ``context_management.applied_edits``); not stored."""
     uncounted_input: int = 0
     """The prompt tokens of rounds cut short after their output began, before the
     upstream counted them (the client left, the answer was cut): the upstream's own count

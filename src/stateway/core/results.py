@@ -50,6 +50,9 @@ class TokenCount:
     input_tokens: int
     estimated: bool
     """True when the gateway estimated it (the upstream cannot count)."""
+    cleared: int = 0
+    """The estimated tokens the request's clearing edits took out of what was counted
+    (:mod:`stateway.core.compaction.clearing`): added back, the count before them."""
 
 
 Result = (

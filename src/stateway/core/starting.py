@@ -23,7 +23,7 @@ from typing import Any, Literal
 from stateway.core import background
 from stateway.core import events as ev
 from stateway.core.commands import CreateResponse
-from stateway.core.compaction.service import Compaction, CompactionStep
+from stateway.core.compaction.service import Compaction, CompactionStep, Prepared
 from stateway.core.compaction.view import taken_input
 from stateway.core.configuration_updates import updated_settings
 from stateway.core.context import Prior, checked_context, load_prior
@@ -124,14 +124,14 @@ class RunStarter:
         if command.generate and all(c.backend.full(pending) for c in plan.capable):
             raise Overloaded(_FULL.format(model=command.model))
         plan.hints = frozenset(hints)
-        compaction = fitted = None
+        prepared = Prepared(context)
         if command.generate:  # a prewarm asks no model, for a summary either
-            context, compaction, fitted = self._compaction.prepare(
-                principal.tenant_id, command, plan.capable, context
-            )
+            prepared = self._compaction.prepare(principal.tenant_id, command, plan.capable, context)
         else:  # but stores its input: a seal that does not open is refused as a run's
             self._compaction.verify(principal.tenant_id, command, context)
+        context, compaction, fitted = prepared.context, prepared.compaction, prepared.fitted
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
+        state.applied_edits = prepared.applied
         state.attempts = plan.records
         plan.remember = chain_names(
             principal.tenant_id,
@@ -306,7 +306,8 @@ class RunStarter:
         _check_continued_choice(command, settings.tool_choice, settings.tools, context)
         candidate = plan.order()[0]
         window = candidate.context_window  # the context it would be sent
-        context = self._compaction.fitted(principal.tenant_id, command, window, context)
+        cleared = self._compaction.fitted(principal.tenant_id, command, window, context)
+        context = cleared.items
         policy = generation.loop.tools.policy
         catalog = counted_catalog(toolset, context, policy.max_discovered_tools)
         # as a run's first round: the choice first, as it may narrow the tools offered
@@ -325,8 +326,8 @@ class RunStarter:
         if isinstance(candidate.backend, TokenCounter):
             counted = await candidate.backend.count_tokens(request)
             if counted is not None:
-                return TokenCount(counted, estimated=False)
-        return TokenCount(estimate_tokens(request), estimated=True)
+                return TokenCount(counted, estimated=False, cleared=cleared.tokens)
+        return TokenCount(estimate_tokens(request), estimated=True, cleared=cleared.tokens)
 
     async def _drive(
         self,

@@ -7,6 +7,9 @@
   port.
 - :mod:`.view`: a context as the model sees it: sealed items opened, the last
   ``compaction`` item in place of what it summarized, ``compaction_trigger`` left out.
+- :mod:`.clearing`: context editing (Messages' ``clear_thinking_20251015`` and
+  ``clear_tool_uses_20250919`` edits): old thinking and tool results left out of, or
+  replaced in, the model's view.
 - :mod:`.truncation`: ``truncation: "auto"``, dropping the oldest turns to fit the window.
 - :mod:`.summarize`: one summarization call to the backend.
 - :mod:`.reasoning_output`: reasoning items finished with a summary and/or sealed text, as the

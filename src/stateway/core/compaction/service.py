@@ -3,16 +3,18 @@
 :class:`Compaction` serves three commands' worth of work for ``Gateway.execute``:
 
 - :meth:`Compaction.prepare` (``responses.create``): the context's model view
-  (:mod:`.view`); then, when the input ends with a ``compaction_trigger`` or the view is
-  past its ``context_management`` threshold, a :class:`CompactionStep` the run takes
-  before its rounds; otherwise, with ``truncation: "auto"`` and a known context window,
-  the view truncated to fit (:mod:`.truncation`): the smallest window of the capable
-  candidates, and when they declare different ones, each candidate's own as a round
-  tries it (:class:`~.truncation.Fitted`).
+  (:mod:`.view`) with its clearing edits applied (:mod:`.clearing`); then, when the
+  input ends with a ``compaction_trigger`` or the view is past its
+  ``context_management`` threshold, a :class:`CompactionStep` the run takes before its
+  rounds; otherwise, with ``truncation: "auto"`` and a known context window, the view
+  truncated to fit (:mod:`.truncation`): the smallest window of the capable candidates,
+  and when they declare different ones, each candidate's own as a round tries it
+  (:class:`~.truncation.Fitted`).
 - :meth:`Compaction.compact` (``/responses/compact``): the context's ``user`` messages
   followed by one sealed ``compaction`` item.
-- :meth:`Compaction.fitted` (``/responses/input_tokens``): the context a round would
-  send, without compacting, for the upstream (or the estimate) to count.
+- :meth:`Compaction.fitted` (``/responses/input_tokens``, Messages' ``count_tokens``):
+  the context a round would send (its clearing edits applied), without compacting, for
+  the upstream (or the estimate) to count.
 
 A threshold is ``compact_threshold`` when given, else 80% of the context window (the
 smallest any capable candidate declares: ``capabilities.context_window``, by default its
@@ -28,11 +30,13 @@ summarized whole, and the rounds after the compaction still end with that messag
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from stateway.core import events as ev
 from stateway.core.commands import CompactResponse, CreateResponse, GenerationSettings
 from stateway.core.compaction import sealed
+from stateway.core.compaction.clearing import Cleared, clear
 from stateway.core.compaction.prompt import SUMMARY_PROMPT
 from stateway.core.compaction.summarize import summarize, summary_settings
 from stateway.core.compaction.truncation import Fitted
@@ -65,6 +69,20 @@ class Compacted:
     service_tier: str | None = None
     safety_identifier: str | None = None
     image: dict[str, str] | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Prepared:
+    """What a response starts from (:meth:`Compaction.prepare`)."""
+
+    context: list[Item]
+    """The context its rounds send (fitted to the smallest window, with ``fitted``)."""
+    compaction: CompactionStep | None = None
+    """The compaction it owes first, if any."""
+    fitted: Fitted | None = None
+    """Its fit for each candidate, when they declare different windows."""
+    applied: list[dict[str, Any]] = field(default_factory=list)
+    """What its clearing edits cleared (:attr:`.clearing.Cleared.applied`)."""
 
 
 class CompactionStep:
@@ -151,13 +169,12 @@ class Compaction:
         command: CreateResponse,
         candidates: list[Candidate],
         context: list[Item],
-    ) -> tuple[list[Item], CompactionStep | None, Fitted | None]:
+    ) -> Prepared:
         """The context the run sends, the compaction it owes first, if any, and when
         ``candidates`` (those able to serve it) declare different windows to fit it to,
         its fit for each (the context returned is fitted to the smallest)."""
-        view = model_view(
-            context, tenant_id, self.sealer, len(context) - len(command.input), _prior(command)
-        )
+        cleared = self._cleared_view(tenant_id, command, context)
+        view, applied = cleared.items, cleared.applied
         settings = command.settings
         window = context_window(candidates)  # a compaction is made once, for any of them
         trigger = any(item.get("type") == sealed.COMPACTION_TRIGGER for item in command.input)
@@ -168,14 +185,14 @@ class Compaction:
         ):
             alone = trigger or _paused(settings.context_management)
             step = CompactionStep(self.sealer, tenant_id, context, view, alone=alone)
-            return view, step, None
+            return Prepared(view, step, applied=applied)
         if settings.truncation != "auto" or window is None:
-            return view, None, None
+            return Prepared(view, applied=applied)
         fits = Fitted(view, _reserve(command.instructions, settings))
         fitted = fits.fit(window)
         if len(candidates) > 1 and any(c.context_window != window for c in candidates):
-            return fitted, None, fits
-        return fitted, None, None
+            return Prepared(fitted, fitted=fits, applied=applied)
+        return Prepared(fitted, applied=applied)
 
     async def compact(
         self,
@@ -231,16 +248,28 @@ class Compaction:
 
     def fitted(
         self, tenant_id: str, command: CreateResponse, window: int | None, context: list[Item]
-    ) -> list[Item]:
+    ) -> Cleared:
         """The context's model view as a round would send it to a candidate whose window
-        is ``window``, without compacting (what ``/responses/input_tokens`` counts)."""
+        is ``window``, its clearing edits applied, without compacting (what
+        ``/responses/input_tokens`` counts), and what the edits cleared."""
+        cleared = self._cleared_view(tenant_id, command, context)
+        settings = command.settings
+        if settings.truncation != "auto":
+            return cleared
+        fitted = Fitted(cleared.items, _reserve(command.instructions, settings)).fit(window)
+        return Cleared(fitted, cleared.applied)
+
+    def _cleared_view(
+        self, tenant_id: str, command: CreateResponse, context: list[Item]
+    ) -> Cleared:
+        """The context's model view with the request's clearing edits applied."""
         view = model_view(
             context, tenant_id, self.sealer, len(context) - len(command.input), _prior(command)
         )
         settings = command.settings
-        if settings.truncation != "auto":
-            return view
-        return Fitted(view, _reserve(command.instructions, settings)).fit(window)
+        if not settings.context_edits:
+            return Cleared(view)
+        return clear(command.instructions, view, settings.tools, settings.context_edits)
 
 
 def context_window(candidates: list[Candidate]) -> int | None:
