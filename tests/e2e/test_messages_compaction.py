@@ -286,7 +286,7 @@ def test_another_tenants_block_is_refused(upstream: str, tmp_path: Path) -> None
 
 def autocompact(value: int, **fields: Any) -> dict[str, Any]:
     edit = {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": value}}
-    return {"edits": [{"type": "clear_thinking_20251015"}, edit | fields]}
+    return {"edits": [{"type": "clear_tool_uses_20250919"}, edit | fields]}  # clears nothing
 
 
 @pytest.mark.parametrize("send", SEND)

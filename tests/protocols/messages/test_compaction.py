@@ -256,7 +256,8 @@ def test_the_autocompact_edit_is_the_gateways_compaction_threshold() -> None:
     assert command.settings.summary_prompt == STANDALONE_SUMMARY_PROMPT + "\n\nkeep names"
     default = decode_messages(body(context_management={"edits": [{"type": "compact_20260112"}]}))
     assert default.settings.context_management[0]["compact_threshold"] is None
-    others = decode_messages(body(context_management={"edits": [{"type": "clear_thinking"}]}))
+    clearing = {"type": "clear_tool_uses_20250919"}  # the gateway's context editing instead
+    others = decode_messages(body(context_management={"edits": [clearing]}))
     assert others.settings.context_management == []
     bad = refused(body(context_management={"edits": [{**edit, "trigger": {"value": 5}}]}))
     assert bad.param == "context_management.edits.0.trigger"

@@ -241,7 +241,7 @@ def test_settings_map_to_generation_settings() -> None:
             top_k=40,
             metadata={"user_id": "u-1"},
             max_tokens=5000,
-            context_management={"edits": [{"type": "clear_thinking_20251015"}]},
+            context_management={"edits": [{"type": "clear_tool_uses_20250919"}]},
             service_tier="auto",
         )
     )
@@ -263,6 +263,7 @@ def test_settings_map_to_generation_settings() -> None:
     assert s.stop_sequences == ["END"]
     assert (s.temperature, s.top_p, s.top_k, s.user) == (0.5, 0.9, 40, "u-1")
     assert s.service_tier == "auto"
+    assert [edit["type"] for edit in s.context_edits] == ["clear_tool_uses_20250919"]
     thinking = {"type": "enabled", "budget_tokens": 2048}  # with no tool forced (Anthropic's)
     s = decode_messages(body(max_tokens=5000, thinking=thinking)).settings
     assert (s.reasoning_budget, s.reasoning_effort) == (2048, "low")

@@ -26,7 +26,8 @@
   gateway's blocks carry neither (their docstrings: opaque metadata, absent when the
   server did not compute tool changes).
 
-- The ``compact_20260112`` edit of ``context_management`` (:func:`autocompact`): the
+- The ``compact_20260112`` edit of ``context_management`` (:func:`autocompact`, called by
+  :mod:`.context_edits`): the
   gateway's ``context_management`` compaction, at the edit's ``trigger``; the answer's
   ``compaction`` block comes first, then the answer from the summary (a prefill still
   ends what it is sampled from), or nothing more with ``pause_after_compaction``
@@ -39,7 +40,7 @@ picks its error class (:mod:`.errors`).
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from stateway.core.commands import CreateResponse
 from stateway.core.compaction import sealed
@@ -57,6 +58,7 @@ from stateway.protocols.messages.errors import (
 )
 from stateway.protocols.messages.request import (
     Block,
+    CompactEdit,
     CompactionBlock,
     MessageParam,
     MessagesBody,
@@ -177,48 +179,37 @@ def request_compaction(command: CreateResponse, body: MessagesBody) -> None:
     command.input.append({"type": sealed.COMPACTION_TRIGGER})
 
 
-AUTOCOMPACT: Final = "compact_20260112"
-
-
-def autocompact(command: CreateResponse, context_management: dict[str, Any]) -> None:
-    """The ``compact_20260112`` edit of ``context_management`` as the gateway's
-    ``context_management`` compaction: past ``trigger.value`` input tokens (by the
+def autocompact(command: CreateResponse, edit: CompactEdit, where: str) -> None:
+    """The ``compact_20260112`` edit of ``context_management`` (at ``where``) as the
+    gateway's ``context_management`` compaction: past ``trigger.value`` input tokens (by the
     gateway's estimate; without a trigger, its default: 80% of the model's context window,
     when one is known) the response first compacts, its block first, then answers from the
     summary, or stops there (``pause_after_compaction``); ``instructions`` are added to
-    the prompt. The other edits have no effect."""
-    edits = context_management.get("edits")
-    if not isinstance(edits, list):
-        return
-    for index, edit in enumerate(edits):
-        if not isinstance(edit, dict) or edit.get("type") != AUTOCOMPACT:
-            continue
-        where = f"context_management.edits.{index}"
-        trigger = edit.get("trigger")
-        threshold = trigger.get("value") if isinstance(trigger, dict) else None
-        if trigger is not None and (
-            not isinstance(trigger, dict)
-            or trigger.get("type") != "input_tokens"
-            or not isinstance(threshold, int)
-            or isinstance(threshold, bool)
-            or threshold < 1
-        ):
-            raise field_error(
-                f"{where}.trigger", 'expected {"type": "input_tokens", "value": N}, N >= 1.'
-            )
-        pause = edit.get("pause_after_compaction", False)
-        if not isinstance(pause, bool):
-            raise field_error(f"{where}.pause_after_compaction", "expected a boolean.")
-        entry = {"type": sealed.COMPACTION, "compact_threshold": threshold}
-        command.settings.context_management = [entry | {"pause_after_compaction": pause}]
-        added = edit.get("instructions")
-        if added is not None and not isinstance(added, str):
-            raise field_error(f"{where}.instructions", "expected a string.", "invalid_type")
-        if added is not None and added.strip():
-            command.settings.summary_prompt = f"{STANDALONE_SUMMARY_PROMPT}\n\n{added}"
-        else:
-            command.settings.summary_prompt = STANDALONE_SUMMARY_PROMPT
-        return
+    the prompt."""
+    trigger = edit.trigger
+    threshold = trigger.get("value") if isinstance(trigger, dict) else None
+    if trigger is not None and (
+        not isinstance(trigger, dict)
+        or trigger.get("type") != "input_tokens"
+        or not isinstance(threshold, int)
+        or isinstance(threshold, bool)
+        or threshold < 1
+    ):
+        raise field_error(
+            f"{where}.trigger", 'expected {"type": "input_tokens", "value": N}, N >= 1.'
+        )
+    pause = False if edit.pause_after_compaction is None else edit.pause_after_compaction
+    if not isinstance(pause, bool):
+        raise field_error(f"{where}.pause_after_compaction", "expected a boolean.")
+    entry = {"type": sealed.COMPACTION, "compact_threshold": threshold}
+    command.settings.context_management = [entry | {"pause_after_compaction": pause}]
+    added = edit.instructions
+    if added is not None and not isinstance(added, str):
+        raise field_error(f"{where}.instructions", "expected a string.", "invalid_type")
+    if added is not None and added.strip():
+        command.settings.summary_prompt = f"{STANDALONE_SUMMARY_PROMPT}\n\n{added}"
+    else:
+        command.settings.summary_prompt = STANDALONE_SUMMARY_PROMPT
 
 
 def _misplaced(param: str) -> InvalidRequest:

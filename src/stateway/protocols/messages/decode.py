@@ -20,13 +20,13 @@ has no content and stops at its limit (:mod:`.encode`). Every thinking block the
 reasoning becomes is signed: unless the upstream signed it (Anthropic), its ``signature`` is
 the text sealed with the gateway's key, which the gateway opens when the block comes back,
 so the model gets its reasoning again even when the client was shown none of it.
-``output_config.format`` (``json_schema``) -> the text format. ``context_management`` is
-accepted, its ``compact_20260112`` edit the gateway's compaction, its other edits without
-effect; ``compaction`` (a compaction request) and ``compaction`` blocks sent back are
-:mod:`.compaction`'s too. Fields of features only Anthropic's servers have are ignored or
-refused as :mod:`.hosted_only` says; Claude Code's billing header, leading ``system``, is
-left out (:mod:`.billing_header`). The backend's ``gateway_tools`` run in hidden rounds
-(:mod:`stateway.core.hidden`)."""
+``output_config.format`` (``json_schema``) -> the text format. ``context_management``: its
+clearing edits and its ``compact_20260112`` edit as :mod:`.context_edits` says (the
+gateway's context editing and compaction); ``compaction`` (a compaction request) and
+``compaction`` blocks sent back are :mod:`.compaction`'s. Fields of features only
+Anthropic's servers have are ignored or refused as :mod:`.hosted_only` says; Claude Code's
+billing header, leading ``system``, is left out (:mod:`.billing_header`). The backend's
+``gateway_tools`` run in hidden rounds (:mod:`stateway.core.hidden`)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ from stateway.core.errors import InvalidRequest
 from stateway.protocols.messages import compaction
 from stateway.protocols.messages.billing_header import without_billing_header
 from stateway.protocols.messages.content import decode_conversation, decode_system
+from stateway.protocols.messages.context_edits import decode_context_management
 from stateway.protocols.messages.errors import field_error
 from stateway.protocols.messages.hosted_only import check_hosted_only
 from stateway.protocols.messages.request import (
@@ -97,12 +98,16 @@ def decode_messages(
     if body.compaction is not None:
         compaction.request_compaction(command, body)
     elif body.context_management is not None:
-        compaction.autocompact(command, body.context_management)
+        decode_context_management(command, body)
     return command
 
 
 def decode_count_tokens(raw: bytes, *, max_input_items: int | None = None) -> CountTokens:
-    return CountTokens(_command(_validated(raw, CountTokensBody, max_input_items), max_input_items))
+    body = _validated(raw, CountTokensBody, max_input_items)
+    command = _command(body, max_input_items)
+    if body.context_management is not None:
+        decode_context_management(command, body, compacts=False)
+    return CountTokens(command)
 
 
 def _command(

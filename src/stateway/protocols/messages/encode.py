@@ -47,6 +47,7 @@ from stateway.core.response import ResponseState
 from stateway.core.threads import message_id
 from stateway.core.usage import Iteration, Usage
 from stateway.protocols.messages import server_tools
+from stateway.protocols.messages.context_edits import applied_edits
 from stateway.protocols.messages.server_tools import SearchResults, Shown
 
 _INCOMPLETE: Final = {
@@ -79,6 +80,7 @@ def encode_message(state: ResponseState, earlier: Iterable[Item] = ()) -> dict[s
         ],
         **stop_fields(state),
         "usage": message_usage(state, shown.searches_run(state)),
+        **applied_edits(state),
     }
 
 

@@ -332,6 +332,79 @@ class Thinking(_Wire):
     ``summarized``."""
 
 
+class InputTokens(_Wire):
+    """An amount of input tokens (an edit's ``trigger`` or ``clear_at_least``)."""
+
+    type: Literal["input_tokens"]
+    value: int = Field(ge=1)
+
+
+class ToolUses(_Wire):
+    """A number of tool uses in the context (an edit's ``trigger``)."""
+
+    type: Literal["tool_uses"]
+    value: int = Field(ge=1)
+
+
+class KeptToolUses(_Wire):
+    type: Literal["tool_uses"]
+    value: int = Field(ge=0)
+
+
+class LeastTokens(_Wire):
+    type: Literal["input_tokens"]
+    value: int = Field(ge=0)
+
+
+class ClearToolUsesEdit(_Wire):
+    """Anthropic's tool result clearing (:mod:`stateway.protocols.messages.context_edits`)."""
+
+    type: Literal["clear_tool_uses_20250919"]
+    trigger: Annotated[InputTokens | ToolUses, Field(discriminator="type")] | None = None
+    keep: KeptToolUses | None = None
+    clear_at_least: LeastTokens | None = None
+    exclude_tools: list[str] | None = None
+    clear_tool_inputs: bool | list[str] | None = None
+
+
+class ThinkingTurns(_Wire):
+    type: Literal["thinking_turns"]
+    value: int = Field(ge=1)
+
+
+class AllThinkingTurns(_Wire):
+    type: Literal["all"]
+
+
+class ClearThinkingEdit(_Wire):
+    """Anthropic's thinking block clearing."""
+
+    type: Literal["clear_thinking_20251015"]
+    keep: (
+        Literal["all"]
+        | Annotated[ThinkingTurns | AllThinkingTurns, Field(discriminator="type")]
+        | None
+    ) = None
+
+
+class CompactEdit(_Wire):
+    """Anthropic's autocompact, its fields checked by
+    :func:`stateway.protocols.messages.compaction.autocompact`."""
+
+    type: Literal["compact_20260112"]
+    trigger: Any = None
+    pause_after_compaction: Any = None
+    instructions: Any = None
+
+
+Edit = Annotated[ClearToolUsesEdit | ClearThinkingEdit | CompactEdit, Field(discriminator="type")]
+EDIT_TYPES = frozenset({"clear_tool_uses_20250919", "clear_thinking_20251015", "compact_20260112"})
+
+
+class ContextManagement(_Wire):
+    edits: list[Edit] | None = None
+
+
 class Metadata(_Wire):
     user_id: str | None = Field(default=None, max_length=512)
     """At most 512 characters, as Anthropic documents it."""
@@ -352,6 +425,7 @@ class CountTokensBody(_Wire):
     output_format: dict[str, Any] | None = None
     """``output_config.format`` under its former (deprecated) name, which the
     structured-outputs beta and older SDKs send."""
+    context_management: ContextManagement | None = None
 
 
 class MessagesBody(CountTokensBody):
@@ -366,7 +440,6 @@ class MessagesBody(CountTokensBody):
     stop_sequences: list[str] | None = None
     metadata: Metadata | None = None
     service_tier: Literal["auto", "standard_only"] | None = None
-    context_management: dict[str, Any] | None = None
     compaction: dict[str, Any] | None = None
     thread: dict[str, Any] | None = None
     """Checked by :mod:`stateway.protocols.messages.threads`."""

@@ -43,6 +43,7 @@ from stateway.core.response import ResponseState
 from stateway.core.threads import message_id
 from stateway.core.usage import Usage
 from stateway.protocols.messages import server_tools
+from stateway.protocols.messages.context_edits import applied_edits
 from stateway.protocols.messages.encode import (
     REFUSAL_BREAK,
     citations,
@@ -291,6 +292,5 @@ def _finished(state: ResponseState, shown: Shown) -> bytes:
         return frame(stream_error(state.error))
     delta = stop_fields(state)
     usage = message_usage(state, shown.searches_run(state))
-    return frame({"type": "message_delta", "delta": delta, "usage": usage}) + frame(
-        {"type": "message_stop"}
-    )
+    ending = {"type": "message_delta", "delta": delta, "usage": usage, **applied_edits(state)}
+    return frame(ending) + frame({"type": "message_stop"})

@@ -7,7 +7,7 @@ import pydantic
 
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.messages.errors import field_error
-from stateway.protocols.messages.request import BLOCK_TYPES
+from stateway.protocols.messages.request import BLOCK_TYPES, EDIT_TYPES
 
 
 def invalid_body(exc: pydantic.ValidationError, at: tuple[int | str, ...] = ()) -> InvalidRequest:
@@ -28,6 +28,8 @@ def invalid_body(exc: pydantic.ValidationError, at: tuple[int | str, ...] = ()) 
             expected = ctx.get("expected_tags")
             problem = f"source type '{ctx.get('tag')}' is not supported; expected {expected}."
             return field_error(f"{param}.type", problem)
+        if error["loc"][0] == "context_management":  # an edit, or its trigger
+            return field_error(f"{param}.type", error["msg"])
         return field_error(f"{param}.type", f"unknown content block type '{ctx.get('tag')}'.")
     code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
     return field_error(param, error["msg"], code)
@@ -35,15 +37,13 @@ def invalid_body(exc: pydantic.ValidationError, at: tuple[int | str, ...] = ()) 
 
 def _param(loc: tuple[int | str, ...]) -> str:
     """``messages.0.content.1.tool_use_id`` from pydantic's location, whose union
-    alternatives (``list[...]``, ``str``) and type tags (after an index or ``source``, with
-    a field after them) are not fields: the last part is always one (``system.0.text``, a
-    list of text blocks that is no tagged union)."""
+    alternatives (``list[...]``, ``str``) and type tags (after an index, ``source``,
+    ``trigger`` or a tagged union, with a field after them) are not fields: the last part
+    is always one (``system.0.text``, a list of text blocks that is no tagged union)."""
     parts: list[str] = []
     previous: int | str | None = None
     for position, part in enumerate(loc):
-        tags = (
-            BLOCK_TYPES if isinstance(previous, int) else _SOURCES if previous == "source" else ()
-        )
+        tags = _tags(previous, part)
         previous = part
         tag = part in tags and position < len(loc) - 1
         if isinstance(part, int):
@@ -53,5 +53,23 @@ def _param(loc: tuple[int | str, ...]) -> str:
     return ".".join(parts)
 
 
+def _tags(previous: int | str | None, part: int | str) -> frozenset[int | str]:
+    """The type tags ``part`` may be one of, after ``previous``."""
+    if isinstance(previous, int):
+        return _INDEXED_TAGS
+    if previous is None:
+        return frozenset()
+    if previous.startswith("tagged-union["):  # its tag comes next, whatever it is
+        return frozenset({part})
+    return _TAGS.get(previous, frozenset())
+
+
 _UNION_ALTERNATIVES = frozenset({"str", "int", "float", "bool"})
-_SOURCES = frozenset({"base64", "url", "text", "content"})
+_INDEXED_TAGS: frozenset[int | str] = BLOCK_TYPES | EDIT_TYPES
+"""The tags of the tagged unions listed by index: content blocks, ``context_management``'s
+edits."""
+_TAGS: dict[str, frozenset[int | str]] = {
+    "source": frozenset({"base64", "url", "text", "content"}),
+    "trigger": frozenset({"input_tokens", "tool_uses"}),
+}
+"""The tags of the tagged unions a field holds, by the field."""

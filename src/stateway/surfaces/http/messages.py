@@ -32,6 +32,7 @@ from stateway.core.items import Item
 from stateway.core.principal import Principal
 from stateway.core.runs import Run
 from stateway.core.telemetry import REQUEST_ID as REQUEST_ID_VAR
+from stateway.protocols.messages.context_edits import encode_token_count
 from stateway.protocols.messages.decode import decode_count_tokens, decode_messages
 from stateway.protocols.messages.encode import encode_message
 from stateway.protocols.messages.errors import answer_status, encode_error
@@ -165,7 +166,8 @@ class MessagesRoutes:
         except GatewayError as error:
             _raise_named(error, body, command.request.input)
         headers = {REQUEST_ID: request_id, **token_count_header(counted.estimated)}
-        return JSONResponse({"input_tokens": counted.input_tokens}, headers=headers)
+        edits = command.request.settings.context_edits
+        return JSONResponse(encode_token_count(counted, edits), headers=headers)
 
     async def _body(self, request: Request) -> bytes:
         require_json(request.scope)
