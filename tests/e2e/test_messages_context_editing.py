@@ -168,12 +168,12 @@ def test_a_count_is_of_what_the_edits_leave(claude: Anthropic) -> None:
 
 def test_bad_edits_are_refused_in_anthropics_words(claude: Anthropic) -> None:
     messages = [{"role": "user", "content": "hi"}]
-    bad = {"edits": [{"type": "clear_everything"}]}
+    bad = {"edits": [{"type": "clear_tool_uses_20250919", "keep": {"type": "turns"}}]}
     with pytest.raises(anthropic.BadRequestError) as refused:
         create(claude, messages, context_management=bad)
     error = refused.value.body["error"]  # type: ignore[index]
     assert error["type"] == "invalid_request_error"
-    assert error["message"].startswith("context_management.edits.0.type: ")
+    assert error["message"].startswith("context_management.edits.0.keep.")
     thoughts = {"edits": [EDITS["edits"][0]]}
     with pytest.raises(anthropic.BadRequestError) as unthinking:
         create(claude, messages, context_management=thoughts)

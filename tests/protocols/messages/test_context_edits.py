@@ -104,12 +104,8 @@ def test_edits_keep_their_order_beside_an_autocompact() -> None:
 @pytest.mark.parametrize(
     ("edit", "param", "words"),
     [
-        (
-            {"type": "clear_thinking"},
-            "context_management.edits.0.type",
-            "Input tag 'clear_thinking'",
-        ),
         ({}, "context_management.edits.0.type", "Field required"),
+        ({"type": 5}, "context_management.edits.0.type", "Input should be a valid string"),
         (
             {**TOOLS, "trigger": {"type": "messages", "value": 5}},
             "context_management.edits.0.trigger.type",
@@ -167,6 +163,14 @@ def test_a_bad_edit_is_refused_naming_its_field(edit: Any, param: str, words: st
     assert error.param == param
     assert error.message.startswith(f"{param}: ")
     assert words in error.message
+
+
+def test_an_edit_of_a_type_not_served_is_accepted_without_effect() -> None:
+    """A newer strategy (or a misspelt one) is carried, not refused: the model is then sent
+    the context it would have trimmed."""
+    command = decode_messages(body({"type": "clear_everything_20270101", "keep": 1}, TOOLS))
+    assert [e["type"] for e in command.settings.context_edits] == ["clear_tool_uses_20250919"]
+    assert command.settings.context_management == []
 
 
 def test_edits_must_be_a_list() -> None:

@@ -9,7 +9,8 @@ gateway for every upstream (:mod:`stateway.core.compaction.clearing`).
   ``clear_tool_inputs``, true or the tools' names) become the core's edits
   (:attr:`~stateway.core.commands.GenerationSettings.context_edits`), every field given.
   Their fields are checked as the body is (:mod:`.request`, worded by :mod:`.validation`:
-  an unknown edit or trigger type names its ``type``, with the tags expected); thinking
+  an unknown trigger type names its ``type``, with the tags expected; an edit of a type
+  not served is accepted without effect: :class:`~.request.OtherEdit`); thinking
   clearing needs ``thinking`` enabled or adaptive and must be the first edit when there are
   more, as Anthropic refuses it otherwise (in its words for the first).
 - ``compact_20260112``: the gateway's compaction (:func:`.compaction.autocompact`); a

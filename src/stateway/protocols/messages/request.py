@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 
 class _Wire(BaseModel):
@@ -397,8 +397,31 @@ class CompactEdit(_Wire):
     instructions: Any = None
 
 
-Edit = Annotated[ClearToolUsesEdit | ClearThinkingEdit | CompactEdit, Field(discriminator="type")]
+class OtherEdit(_Wire):
+    """An edit of a type the gateway does not serve (a newer strategy): accepted without
+    effect, as the gateway carries what it does not know rather than refuse it; the model
+    is then sent the context that edit would have trimmed."""
+
+    type: str
+
+
 EDIT_TYPES = frozenset({"clear_tool_uses_20250919", "clear_thinking_20251015", "compact_20260112"})
+OTHER_EDIT = "other"
+"""The tag of :class:`OtherEdit` in the edits' union (:func:`_edit_tag`)."""
+
+
+def _edit_tag(edit: Any) -> str:
+    kind = edit.get("type") if isinstance(edit, dict) else getattr(edit, "type", None)
+    return kind if kind in EDIT_TYPES else OTHER_EDIT
+
+
+Edit = Annotated[
+    Annotated[ClearToolUsesEdit, Tag("clear_tool_uses_20250919")]
+    | Annotated[ClearThinkingEdit, Tag("clear_thinking_20251015")]
+    | Annotated[CompactEdit, Tag("compact_20260112")]
+    | Annotated[OtherEdit, Tag(OTHER_EDIT)],
+    Discriminator(_edit_tag),
+]
 
 
 class ContextManagement(_Wire):

@@ -7,7 +7,7 @@ import pydantic
 
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.messages.errors import field_error
-from stateway.protocols.messages.request import BLOCK_TYPES, EDIT_TYPES
+from stateway.protocols.messages.request import BLOCK_TYPES, EDIT_TYPES, OTHER_EDIT
 
 
 def invalid_body(exc: pydantic.ValidationError, at: tuple[int | str, ...] = ()) -> InvalidRequest:
@@ -65,7 +65,7 @@ def _tags(previous: int | str | None, part: int | str) -> frozenset[int | str]:
 
 
 _UNION_ALTERNATIVES = frozenset({"str", "int", "float", "bool"})
-_INDEXED_TAGS: frozenset[int | str] = BLOCK_TYPES | EDIT_TYPES
+_INDEXED_TAGS: frozenset[int | str] = BLOCK_TYPES | EDIT_TYPES | {OTHER_EDIT}
 """The tags of the tagged unions listed by index: content blocks, ``context_management``'s
 edits."""
 _TAGS: dict[str, frozenset[int | str]] = {
