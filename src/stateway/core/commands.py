@@ -15,6 +15,7 @@ import orjson
 
 from stateway.core.conversations.commands import ConversationCommand
 from stateway.core.items import Item
+from stateway.core.tools.changes import ToolChange
 
 if TYPE_CHECKING:
     from stateway.core.runs import Run
@@ -148,6 +149,10 @@ class ThreadTurn:
     None: the previous turn's (set so by :mod:`stateway.core.threads`)."""
     tools_given: bool = True
     """False: the request declared no tools, and the thread's are offered."""
+    tool_changes: list[ToolChange] = field(default_factory=list)
+    """The new turn's tool changes mid-conversation, when it declared no tools: applied to
+    the thread's (:func:`stateway.core.tools.changes.tools_in_effect`) once they are known;
+    a turn that declares tools has them applied to its own as it is decoded."""
 
 
 @dataclass(slots=True)

@@ -26,7 +26,9 @@ appended to the conversation (a turn that sends another one replaces it, as Clau
 may, rather than adding a second system message mid-context): each turn's response
 stores the system that led its context (``thread_system``), which a continue without
 ``system`` inherits. A continue that declares no tools (Claude Code sends none) is offered
-the previous turn's, as stored with its response; one that declares tools replaces them.
+the previous turn's, as stored with its response (the tools in effect at its end: its
+mid-conversation tool changes applied), with its own changes applied to them; one that
+declares tools replaces them (the changes of earlier turns with them).
 An MCP connector server's authorization is never stored (``SECRET_KEYS`` in
 :mod:`stateway.core.tools.mcp_binding`), so a continue of a thread with MCP servers sends
 them again.
@@ -65,6 +67,7 @@ from stateway.core.items import Item
 from stateway.core.ports import ResponseStore
 from stateway.core.response import APPENDED_ENDINGS, UNFINISHED, thread_left
 from stateway.core.runs import Run
+from stateway.core.tools.changes import tools_in_effect
 from stateway.core.tools.toolset import MCP
 
 log = logging.getLogger(__name__)
@@ -111,7 +114,8 @@ class Threads:
         if thread.system is None:
             thread.system = body["thread_system"]
         if not thread.tools_given:
-            command.settings.tools = _inherited(body.get("settings", {}).get("tools") or [])
+            inherited = _inherited(body.get("settings", {}).get("tools") or [])
+            command.settings.tools = tools_in_effect(inherited, thread.tool_changes)
 
     async def turn(
         self, tenant_id: str, command: CreateResponse, admit: Callable[[], Awaitable[Run]]

@@ -31,6 +31,8 @@ Import the tree from here. Its branches are kept one concept to a module:
     │   │                             backend's name)
     │   ├── NoSearchProvider      400 code=unsupported_tool_type (a web search tool declared
     │   │                             where no search provider is configured: its type)
+    │   ├── ToolReferenceUnresolved, ToolNameConflict   400 (a mid-conversation tool
+    │   │                             change naming no tool there, or another kind's name)
     │   ├── ThreadAlreadyContinued, ThreadContinueInFlight   400 (a Messages thread's)
     │   └── ConfigRejected        400 code=config_invalid (a reload; the last good serves on)
     ├── Unauthorized              401 code=invalid_api_key (a missing, wrong, expired or
@@ -73,6 +75,9 @@ from stateway.core.errors.access import (
 from stateway.core.errors.gateway_error import GatewayError, InternalError, InvalidRequest, NotFound
 from stateway.core.errors.request import (
     CONTEXT_LENGTH_EXCEEDED,
+    TOOL_CHANGE_CODES,
+    TOOL_NAME_CONFLICT,
+    TOOL_REFERENCE_UNRESOLVED,
     BodyTimeout,
     ConfigRejected,
     ContextTooLong,
@@ -85,6 +90,8 @@ from stateway.core.errors.request import (
     RequestTooLarge,
     ResponseInProgress,
     ResponseNotFound,
+    ToolNameConflict,
+    ToolReferenceUnresolved,
     UncarriedPart,
 )
 from stateway.core.errors.threads import (
@@ -122,6 +129,9 @@ __all__ = [
     "THREAD_CODES",
     "THREAD_CONTINUE_IN_FLIGHT",
     "THREAD_NOT_FOUND",
+    "TOOL_CHANGE_CODES",
+    "TOOL_NAME_CONFLICT",
+    "TOOL_REFERENCE_UNRESOLVED",
     "BodyTimeout",
     "ConfigRejected",
     "ContextTooLong",
@@ -149,6 +159,8 @@ __all__ = [
     "ThreadAlreadyContinued",
     "ThreadContinueInFlight",
     "ThreadNotFound",
+    "ToolNameConflict",
+    "ToolReferenceUnresolved",
     "Unauthorized",
     "UncarriedPart",
     "UpstreamContextTooLong",

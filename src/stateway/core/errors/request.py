@@ -62,6 +62,43 @@ class PreviousResponseNotFound(InvalidRequest):
         )
 
 
+TOOL_REFERENCE_UNRESOLVED: Final = "tool_reference_unresolved"
+TOOL_NAME_CONFLICT: Final = "tool_name_conflict"
+TOOL_CHANGE_CODES: Final = frozenset({TOOL_REFERENCE_UNRESOLVED, TOOL_NAME_CONFLICT})
+"""The codes of a mid-conversation tool change's refusals (:mod:`stateway.core.tools.changes`),
+which the Messages wire shows as ``error.details.error_code``, as Anthropic does: what the
+``anthropic`` SDK picks its error class by."""
+
+
+class ToolReferenceUnresolved(InvalidRequest):
+    """A tool change (``param``: where it was asked) names a tool that is not defined at
+    that point of the conversation: neither declared nor defined by an earlier change."""
+
+    code = TOOL_REFERENCE_UNRESOLVED
+
+    def __init__(self, name: str, *, param: str) -> None:
+        super().__init__(
+            f"{param}: the tool '{name}' is not defined at this position in the "
+            "conversation: declare it in tools (defer_loading: true withholds it until a "
+            "tool_addition offers it), or define it in an earlier tool_addition.",
+            param=param,
+        )
+
+
+class ToolNameConflict(InvalidRequest):
+    """A tool defined mid-conversation (``param``: its name) takes the name of a tool of
+    another kind."""
+
+    code = TOOL_NAME_CONFLICT
+
+    def __init__(self, name: str, kind: str, *, param: str) -> None:
+        super().__init__(
+            f"{param}: the name '{name}' is already used by a {kind} tool; a tool defined "
+            "in messages may replace a tool of its own kind only.",
+            param=param,
+        )
+
+
 class ConfigRejected(InvalidRequest):
     """A configuration reload failed; the message says why. The generation in effect
     serves on."""

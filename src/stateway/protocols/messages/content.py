@@ -1,7 +1,9 @@
 """Messages content -> canonical items, in conversation order.
 
 - ``system`` (a string or text blocks) and each ``role: "system"`` message: a ``system``
-  message item where it stands;
+  message item where it stands (its ``tool_addition`` and ``tool_removal`` blocks are
+  no part of it: :mod:`.tool_changes`; the ``cache_control`` of one goes on the part
+  before it);
 - a user message: its text, image, document and ``search_result`` blocks as one ``user``
   message's parts (a run of them between tool results), each ``tool_result`` as a
   ``function_call_output``
@@ -68,7 +70,9 @@ from stateway.protocols.messages.request import (
     ServerToolUseBlock,
     TextBlock,
     ThinkingBlock,
+    ToolAdditionBlock,
     ToolReferenceBlock,
+    ToolRemovalBlock,
     ToolResultBlock,
     ToolUseBlock,
     WebSearchToolResultBlock,
@@ -183,12 +187,22 @@ def _user(
             items.append(_tool_output(block, pending, f"{where}.content.{position}"))
         elif isinstance(block, TextBlock | ImageBlock | DocumentBlock | SearchResultBlock):
             run += _block_parts(block)
+        elif isinstance(block, ToolAdditionBlock | ToolRemovalBlock) and role == "system":
+            _keep_mark(run, block.cache_control)  # the change itself: .tool_changes
         else:
             raise field_error(
                 f"{where}.content.{position}.type",
                 f"a '{block.type}' block cannot appear in a {role} message.",
             )
     _add_message(items, role, run)
+
+
+def _keep_mark(parts: list[Item], mark: dict[str, Any] | None) -> None:
+    """A tool change's ``cache_control`` on the part before it in its message, which an
+    Anthropic upstream is sent where the change stood (the change is not: it is folded
+    into the tools offered); with no part before it in its message, it is not sent."""
+    if mark is not None and parts and "cache_control" not in parts[-1]:
+        parts[-1]["cache_control"] = mark
 
 
 def _assistant(

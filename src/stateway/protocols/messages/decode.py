@@ -12,8 +12,10 @@ whitespace-only stop sequence refused in Anthropic's words; sampling taken with 
 where Anthropic refuses it: open reasoning models are tuned by it); ``metadata.user_id`` (at
 most 512 characters, Anthropic's bound) -> ``user``; ``service_tier`` ``auto`` /
 ``standard_only`` -> ``auto`` / ``default``; ``tools`` and ``tool_choice`` as
-:mod:`.tool_declarations` says, ``disable_parallel_tool_use`` -> ``parallel_tool_calls:
-false``; ``thinking`` as :mod:`.thinking` says. ``max_tokens: 0`` is a prewarm, as hosted
+:mod:`.tool_declarations` says (the tools offered: those in effect after the
+mid-conversation tool changes of ``messages``, :mod:`.tool_changes`),
+``disable_parallel_tool_use`` -> ``parallel_tool_calls: false``; ``thinking`` as
+:mod:`.thinking` says. ``max_tokens: 0`` is a prewarm, as hosted
 Anthropic takes it ("populate the prompt cache without generating a response"): the context
 is checked and no model is asked (the gateway has no cache of its own to fill); the message
 has no content and stops at its limit (:mod:`.encode`). Every thinking block the model's
@@ -38,6 +40,7 @@ import pydantic
 from stateway.core.commands import CountTokens, CreateResponse, GenerationSettings, ThreadTurn
 from stateway.core.compaction.reasoning_output import INCLUDE_ENCRYPTED
 from stateway.core.errors import InvalidRequest
+from stateway.core.tools.changes import tools_in_effect
 from stateway.protocols.messages import compaction
 from stateway.protocols.messages.billing_header import without_billing_header
 from stateway.protocols.messages.content import decode_conversation, decode_system
@@ -56,6 +59,7 @@ from stateway.protocols.messages.thinking import (
     effort_asked,
 )
 from stateway.protocols.messages.threads import decode_thread
+from stateway.protocols.messages.tool_changes import decode_tool_changes
 from stateway.protocols.messages.tool_declarations import decode_tool_choice, decode_tools
 from stateway.protocols.messages.validation import invalid_body
 from stateway.protocols.responses.nesting import check_nesting
@@ -148,7 +152,12 @@ def _command(
     if max_input_items is not None and len(items) > max_input_items:
         raise _too_many(len(items), max_input_items)
     tools = decode_tools(body.tools or [], body.mcp_servers or [])
+    changes = decode_tool_changes(body.messages)
     inherited = continued and thread is not None and not thread.tools_given
+    if inherited and thread is not None:
+        thread.tool_changes = changes  # applied to the thread's tools (core)
+    else:
+        tools = tools_in_effect(tools, changes)
     settings = GenerationSettings(
         tools=tools,
         tool_choice=decode_tool_choice(body.tool_choice, tools, inherited=inherited),

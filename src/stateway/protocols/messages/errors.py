@@ -42,6 +42,11 @@ block's signature the gateway sealed that does not open (the core's
 the block (``messages.1.content.0: Invalid `signature` in `thinking` block``, its path
 found by :mod:`.signatures`), or ``messages`` when the request holds no such block.
 
+A mid-conversation tool change naming no tool defined at its point, or defining one under
+the name of a tool of another kind, carries ``tool_reference_unresolved`` or
+``tool_name_conflict`` the same way (the SDK's ``ToolReferenceUnresolvedError``,
+``ToolNameConflictError``).
+
 A web search server tool declared where the gateway has no search provider (the core's
 :class:`~stateway.core.errors.NoSearchProvider`) is named as the Messages client declared
 it, with what to configure (the core's words offer a declaration only the Responses API
@@ -62,6 +67,7 @@ from stateway.core.errors import (
     CONTEXT_LENGTH_EXCEEDED,
     PROMPT_TOO_LONG,
     THREAD_CODES,
+    TOOL_CHANGE_CODES,
     BodyTimeout,
     ContextTooLong,
     GatewayError,
@@ -160,7 +166,7 @@ _COMPACTION_WORDS: Final = {
 def encode_error(error: GatewayError) -> dict[str, Any]:
     if isinstance(error, BodyTimeout):
         return error_body("invalid_request_error", error.message, {"error_code": BODY_TIMEOUT})
-    if error.code in THREAD_CODES:  # the SDK picks its error class by this code
+    if error.code in THREAD_CODES | TOOL_CHANGE_CODES:  # the SDK's error class, by code
         body = error_body(error_type(error.status), error.message)
         body["error"]["details"] = {"error_code": error.code}
         return body

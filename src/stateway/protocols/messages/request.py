@@ -191,6 +191,68 @@ class CompactionBlock(_Wire):
     cache_control: dict[str, Any] | None = None
 
 
+class ToolChangeReference(_Wire):
+    """A tool changed by the name the model calls it by: declared in ``tools``, or defined
+    by an earlier ``tool_addition`` (:mod:`.tool_changes`)."""
+
+    type: Literal["tool_reference"]
+    name: str = Field(min_length=1)
+
+
+class ToolChangeDefinition(_Wire):
+    """A tool added by value: ``definition`` is a ``tools`` entry, checked as one is."""
+
+    type: Literal["tool_definition"]
+    definition: dict[str, Any]
+
+
+class McpToolChangeReference(_Wire):
+    """An MCP connector server's tool (refused: :mod:`.tool_changes`)."""
+
+    type: Literal["mcp_tool_reference"]
+    server_name: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+
+
+class McpToolsetChangeReference(_Wire):
+    """Every tool of an MCP connector server (refused: :mod:`.tool_changes`)."""
+
+    type: Literal["mcp_toolset_reference"]
+    server_name: str = Field(min_length=1)
+
+
+class ToolAdditionBlock(_Wire):
+    """In a ``role: "system"`` message: a tool offered from there on."""
+
+    type: Literal["tool_addition"]
+    tool: Annotated[
+        ToolChangeReference
+        | ToolChangeDefinition
+        | McpToolChangeReference
+        | McpToolsetChangeReference,
+        Field(discriminator="type"),
+    ]
+    cache_control: dict[str, Any] | None = None
+
+
+class ToolRemovalBlock(_Wire):
+    """In a ``role: "system"`` message: a tool withdrawn from there on."""
+
+    type: Literal["tool_removal"]
+    tool: Annotated[
+        ToolChangeReference | McpToolChangeReference | McpToolsetChangeReference,
+        Field(discriminator="type"),
+    ]
+    cache_control: dict[str, Any] | None = None
+
+
+ToolChangeBlock = ToolAdditionBlock | ToolRemovalBlock
+TOOL_CHANGE_TARGETS = frozenset(
+    {"tool_reference", "tool_definition", "mcp_tool_reference", "mcp_toolset_reference"}
+)
+"""The ``type`` tags of a tool change's ``tool``."""
+
+
 Block = Annotated[
     TextBlock
     | ImageBlock
@@ -204,7 +266,9 @@ Block = Annotated[
     | WebSearchToolResultBlock
     | McpToolUseBlock
     | McpToolResultBlock
-    | CompactionBlock,
+    | CompactionBlock
+    | ToolAdditionBlock
+    | ToolRemovalBlock,
     Field(discriminator="type"),
 ]
 BLOCK_TYPES = frozenset(
@@ -223,6 +287,8 @@ BLOCK_TYPES = frozenset(
         "mcp_tool_use",
         "mcp_tool_result",
         "compaction",
+        "tool_addition",
+        "tool_removal",
     }
 )
 
@@ -238,6 +304,9 @@ class MessageParam(_Wire):
     content: str | list[Block]
     output_config: OutputConfig | None = None
     """A ``system`` message's per-message effort (:mod:`.thinking`)."""
+    clear_at: str | None = None
+    """A ``system`` message's ``next_user_message``: shown for one turn (ignored, but for
+    the tool changes it may not carry: :mod:`.tool_changes`)."""
 
 
 TOOL_NAME = r"^[a-zA-Z0-9_-]{1,128}$"

@@ -12,7 +12,9 @@ description, and an ``allowed_callers`` without ``direct`` (a tool only code exe
 may call) is a 400. The ``web_search_YYYYMMDD`` server tool becomes the gateway's
 ``web_search`` (``allowed_domains`` and ``blocked_domains`` as its ``filters``,
 ``max_uses`` kept), ``mcp_servers`` and their ``mcp_toolset`` tools its ``mcp`` tools
-(:mod:`.server_tools`); any other type is a 400 naming it. ``tool_choice``
+(:mod:`.server_tools`); any other type is a 400 naming it. A tool a ``tool_addition``
+defines by value is checked and decoded the same way (:func:`decode_definition`), its
+errors naming it where it is (``messages.N.content.M.tool.definition...``). ``tool_choice``
 ``auto``/``any``/``tool``/``none`` -> ``auto``/``required``/the named function (or
 ``web_search``)/``none``.
 """
@@ -46,7 +48,7 @@ def decode_tools(tools: list[dict[str, Any]], servers: list[McpServerParam]) -> 
     seen: set[str] = set()
     toolsets: dict[str, McpToolsetParam] = {}
     for index, raw in enumerate(tools):
-        tool = _tool(raw, index)
+        tool = _tool(raw, ("tools", index))
         if isinstance(tool, McpToolsetParam):
             if tool.mcp_server_name in toolsets:
                 raise field_error(
@@ -61,28 +63,46 @@ def decode_tools(tools: list[dict[str, Any]], servers: list[McpServerParam]) -> 
                 f"tool names must be unique; '{tool.name}' is declared twice.",
             )
         seen.add(tool.name)
-        if isinstance(tool, WebSearchToolParam):
-            decoded.append(_web_search(tool, index))
-            continue
-        if isinstance(tool, ClientToolParam):
-            function = _client_tool(tool, index)
-        else:
-            function = _custom(tool, index)
-        if tool.allowed_callers is not None and "direct" not in tool.allowed_callers:
-            raise field_error(
-                f"tools.{index}.allowed_callers",
-                "tools called only from code execution are not supported; include 'direct'.",
-            )
-        if tool.input_examples:
-            _add_examples(function, tool.input_examples)
-        decoded.append(function)
+        decoded.append(_declared(tool, f"tools.{index}"))
     return decoded + mcp_tools(servers, toolsets)
 
 
-def _custom(tool: ToolParam, index: int) -> Item:
+def decode_definition(raw: dict[str, Any], at: tuple[int | str, ...]) -> Item:
+    """A tool defined by value in a message (``at``: where its ``definition`` is), checked
+    and decoded as it would be in ``tools``; an ``mcp_toolset`` is refused: the MCP
+    connector's servers are declared in ``tools``."""
+    where = ".".join(map(str, at))
+    tool = _tool(raw, at)
+    if isinstance(tool, McpToolsetParam):
+        raise field_error(
+            f"{where}.type",
+            "an mcp_toolset cannot be defined in a message; declare it in tools.",
+        )
+    return _declared(tool, where)
+
+
+def _declared(tool: ToolParam | WebSearchToolParam | ClientToolParam, where: str) -> Item:
+    """A declared tool (``where``: its place in the body) as the canonical tool offered."""
+    if isinstance(tool, WebSearchToolParam):
+        return _web_search(tool, where)
+    if isinstance(tool, ClientToolParam):
+        function = _client_tool(tool, where)
+    else:
+        function = _custom(tool, where)
+    if tool.allowed_callers is not None and "direct" not in tool.allowed_callers:
+        raise field_error(
+            f"{where}.allowed_callers",
+            "tools called only from code execution are not supported; include 'direct'.",
+        )
+    if tool.input_examples:
+        _add_examples(function, tool.input_examples)
+    return function
+
+
+def _custom(tool: ToolParam, where: str) -> Item:
     """A custom tool as a function tool; its ``input_schema`` must be an object's, as
     Anthropic requires it (in Anthropic's words)."""
-    param = f"tools.{index}.input_schema.type"
+    param = f"{where}.input_schema.type"
     if "type" not in tool.input_schema:
         raise field_error(param, "Field required", "missing_required_parameter")
     if tool.input_schema["type"] != "object":
@@ -110,7 +130,7 @@ def _add_examples(function: Item, examples: list[dict[str, Any]]) -> None:
 Declared = ToolParam | WebSearchToolParam | ClientToolParam | McpToolsetParam
 
 
-def _tool(raw: dict[str, Any], index: int) -> Declared:
+def _tool(raw: dict[str, Any], at: tuple[int | str, ...]) -> Declared:
     """A declared tool as the kind its ``type`` names: a custom tool (no type, or
     ``custom``), the web search server tool, an Anthropic-defined client tool, or an MCP
     connector server's toolset; any other type is refused by name."""
@@ -127,7 +147,7 @@ def _tool(raw: dict[str, Any], index: int) -> Declared:
     else:
         known = ", ".join(CLIENT_TOOLS)
         raise field_error(
-            f"tools.{index}.type",
+            ".".join(map(str, (*at, "type"))),
             f"tool type {kind!r} is not supported; declare custom tools (with "
             f"input_schema), the client tools {known}, the web_search server tool "
             "(web_search_20250305) and mcp_toolset tools of mcp_servers.",
@@ -135,15 +155,15 @@ def _tool(raw: dict[str, Any], index: int) -> Declared:
     try:
         return model.model_validate(raw, strict=True)
     except pydantic.ValidationError as exc:
-        raise invalid_body(exc, ("tools", index)) from None
+        raise invalid_body(exc, at) from None
 
 
-def _client_tool(tool: ClientToolParam, index: int) -> Item:
+def _client_tool(tool: ClientToolParam, where: str) -> Item:
     """An Anthropic-defined client tool as the function tool the model is offered."""
     wanted = CLIENT_TOOLS[tool.type].name
     if tool.name != wanted:
         raise field_error(
-            f"tools.{index}.name",
+            f"{where}.name",
             f"a '{tool.type}' tool must be named '{wanted}'.",
         )
     function = function_of(tool.type, tool.name)
@@ -154,12 +174,12 @@ def _client_tool(tool: ClientToolParam, index: int) -> Item:
     return function
 
 
-def _web_search(tool: WebSearchToolParam, index: int) -> Item:
+def _web_search(tool: WebSearchToolParam, where: str) -> Item:
     """The web search server tool as the gateway's ``web_search`` tool (run by its search
     provider); ``user_location`` is carried and has no effect on the providers."""
     if tool.allowed_domains and tool.blocked_domains:
         raise field_error(
-            f"tools.{index}.blocked_domains",
+            f"{where}.blocked_domains",
             "allowed_domains and blocked_domains cannot both be set.",
         )
     filters = {"allowed_domains": tool.allowed_domains, "blocked_domains": tool.blocked_domains}
@@ -167,7 +187,7 @@ def _web_search(tool: WebSearchToolParam, index: int) -> Item:
         for position, domain in enumerate(domains or ()):
             if not domain_name(domain):
                 raise field_error(
-                    f"tools.{index}.{key}.{position}",
+                    f"{where}.{key}.{position}",
                     f"{domain!r} names no domain (for example 'example.com').",
                 )
     declared: Item = {"type": "web_search"}

@@ -7,7 +7,12 @@ import pydantic
 
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.messages.errors import field_error
-from stateway.protocols.messages.request import BLOCK_TYPES, EDIT_TYPES, OTHER_EDIT
+from stateway.protocols.messages.request import (
+    BLOCK_TYPES,
+    EDIT_TYPES,
+    OTHER_EDIT,
+    TOOL_CHANGE_TARGETS,
+)
 
 
 def invalid_body(exc: pydantic.ValidationError, at: tuple[int | str, ...] = ()) -> InvalidRequest:
@@ -30,6 +35,10 @@ def invalid_body(exc: pydantic.ValidationError, at: tuple[int | str, ...] = ()) 
             return field_error(f"{param}.type", problem)
         if error["loc"][0] == "context_management":  # an edit, or its trigger
             return field_error(f"{param}.type", error["msg"])
+        if error["loc"][-1] == "tool":  # a tool change's (a removal takes no definition)
+            expected = ctx.get("expected_tags")
+            problem = f"tool type '{ctx.get('tag')}' is not supported here; expected {expected}."
+            return field_error(f"{param}.type", problem)
         return field_error(f"{param}.type", f"unknown content block type '{ctx.get('tag')}'.")
     code = "invalid_type" if error["type"].endswith("_type") else "invalid_value"
     return field_error(param, error["msg"], code)
@@ -38,8 +47,9 @@ def invalid_body(exc: pydantic.ValidationError, at: tuple[int | str, ...] = ()) 
 def _param(loc: tuple[int | str, ...]) -> str:
     """``messages.0.content.1.tool_use_id`` from pydantic's location, whose union
     alternatives (``list[...]``, ``str``) and type tags (after an index, ``source``,
-    ``trigger`` or a tagged union, with a field after them) are not fields: the last part
-    is always one (``system.0.text``, a list of text blocks that is no tagged union)."""
+    ``trigger``, a tool change's ``tool`` or a tagged union, with a field after them) are
+    not fields: the last part is always one (``system.0.text``, a list of text blocks that
+    is no tagged union)."""
     parts: list[str] = []
     previous: int | str | None = None
     for position, part in enumerate(loc):
@@ -71,5 +81,6 @@ edits."""
 _TAGS: dict[str, frozenset[int | str]] = {
     "source": frozenset({"base64", "url", "text", "content"}),
     "trigger": frozenset({"input_tokens", "tool_uses"}),
+    "tool": TOOL_CHANGE_TARGETS,
 }
 """The tags of the tagged unions a field holds, by the field."""
