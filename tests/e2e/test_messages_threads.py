@@ -17,6 +17,7 @@ from anthropic import Anthropic
 from anthropic.types.thread_already_continued_error import ThreadAlreadyContinuedError
 from anthropic.types.thread_continue_in_flight_error import ThreadContinueInFlightError
 from anthropic.types.thread_not_found_error import ThreadNotFoundError
+from anthropic.types.tool_reference_unresolved_error import ToolReferenceUnresolvedError
 
 from stateway.core.compaction.prompt import SUMMARY_PREFIX
 from stateway.fake_upstream.launch import start_fake_upstream
@@ -449,3 +450,38 @@ def test_every_turns_cache_breakpoint_stays_within_anthropics_four(claude: Anthr
         )
         assert message.stop_reason == "end_turn"
         thread = after(message)
+
+
+def test_a_thread_keeps_its_turns_tool_changes(
+    claude: Anthropic, upstream: str, upstream_api: str
+) -> None:
+    """A turn's mid-conversation tool changes stay with the thread: a continue declaring
+    no tools is offered the tools in effect at the end of the turn before it, with its own
+    changes applied to them (judged against them: naming none is refused)."""
+    lookup = {"name": "lookup", "input_schema": {"type": "object"}}
+    clock = {"name": "clock", "input_schema": {"type": "object"}}
+
+    def changes(*blocks: Any) -> Any:
+        return {"role": "system", "content": list(blocks)}
+
+    removal = {"type": "tool_removal", "tool": {"type": "tool_reference", "name": "clock"}}
+    addition = {"type": "tool_addition", "tool": {"type": "tool_definition", "definition": lookup}}
+    first = send(
+        claude,
+        [{"role": "user", "content": "one"}, changes(removal, addition)],
+        tools=[*TOOLS, clock],
+        thread=CREATE,
+    )
+    clear(upstream)
+    second = send(claude, [{"role": "user", "content": "two"}], thread=after(first))
+    assert said(upstream_log(upstream)[-1], upstream_api)[1] == ["get_weather", "lookup"]
+    gone = {"type": "tool_removal", "tool": {"type": "tool_reference", "name": "lookup"}}
+    third = send(
+        claude, [{"role": "user", "content": "three"}, changes(gone)], thread=after(second)
+    )
+    assert said(upstream_log(upstream)[-1], upstream_api)[1] == ["get_weather"]
+    unknown = {"type": "tool_addition", "tool": {"type": "tool_reference", "name": "nowhere"}}
+    with pytest.raises(ToolReferenceUnresolvedError) as caught:
+        send(claude, [{"role": "user", "content": "four"}, changes(unknown)], thread=after(third))
+    assert caught.value.error_code == "tool_reference_unresolved"
+    assert "messages.1.content.0.tool.name" in caught.value.message
