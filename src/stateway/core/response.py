@@ -7,6 +7,7 @@ with output items stored separately). Protocols render it into their own wire sh
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Final, Literal
@@ -60,7 +61,7 @@ class ResponseState:
     """Each sampling call so far with its own usage, which ``usage`` sums, when the
     response compacted (the compaction's summary, then each round; empty otherwise);
     not stored."""
-    applied_edits: list[dict[str, Any]] = field(default_factory=list)
+    applied_edits: Sequence[dict[str, Any]] = ()
     """What each clearing edit of ``context_edits`` cleared from the context the response
     started from, when it cleared anything (:mod:`stateway.core.compaction.clearing`:
     Messages' ``context_management.applied_edits``); not stored."""

@@ -124,11 +124,11 @@ class RunStarter:
         if command.generate and all(c.backend.full(pending) for c in plan.capable):
             raise Overloaded(_FULL.format(model=command.model))
         plan.hints = frozenset(hints)
-        prepared = Prepared(context)
         if command.generate:  # a prewarm asks no model, for a summary either
             prepared = self._compaction.prepare(principal.tenant_id, command, plan.capable, context)
         else:  # but stores its input: a seal that does not open is refused as a run's
             self._compaction.verify(principal.tenant_id, command, context)
+            prepared = Prepared(context)
         context, compaction, fitted = prepared.context, prepared.compaction, prepared.fitted
         state = ResponseState.start(new_id("resp"), principal.tenant_id, time.time(), command)
         state.applied_edits = prepared.applied

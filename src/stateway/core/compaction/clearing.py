@@ -30,8 +30,8 @@ Anthropic's ``context_management.applied_edits`` (``cleared_thinking_turns`` or
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from stateway.core.items import (
@@ -69,7 +69,7 @@ class Cleared:
     """A context with the edits applied, and what each that cleared something cleared."""
 
     items: list[Item]
-    applied: list[dict[str, Any]] = field(default_factory=list)
+    applied: Sequence[dict[str, Any]] = ()
 
     @property
     def tokens(self) -> int:

@@ -30,7 +30,8 @@ summarized whole, and the rounds after the compaction still end with that messag
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from stateway.core import events as ev
@@ -81,7 +82,7 @@ class Prepared:
     """The compaction it owes first, if any."""
     fitted: Fitted | None = None
     """Its fit for each candidate, when they declare different windows."""
-    applied: list[dict[str, Any]] = field(default_factory=list)
+    applied: Sequence[dict[str, Any]] = ()
     """What its clearing edits cleared (:attr:`.clearing.Cleared.applied`)."""
 
 
