@@ -7,7 +7,7 @@ is every one.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -116,7 +116,7 @@ class GenerationSettings:
     """Normalized ``context_management`` entries (``{"type": "compaction",
     "compact_threshold": N | None}``, and Messages' ``"pause_after_compaction": bool``):
     see :mod:`stateway.core.compaction`."""
-    context_edits: list[dict[str, Any]] = field(default_factory=list)
+    context_edits: Sequence[dict[str, Any]] = ()
     """Messages' clearing edits of ``context_management`` (``clear_thinking_20251015``,
     ``clear_tool_uses_20250919``), in their order, checked and with every field given
     (Anthropic's defaults for those the client left out): see

@@ -96,7 +96,7 @@ def test_edits_keep_their_order_beside_an_autocompact() -> None:
     ]
     assert command.settings.context_management[0]["compact_threshold"] == 900
     none = decode_messages(body(compact))
-    assert none.settings.context_edits == []
+    assert not none.settings.context_edits
     empty = decode_messages(body())
     assert (empty.settings.context_edits, empty.settings.context_management) == ([], [])
 

@@ -78,7 +78,7 @@ class Cleared:
 
 
 def clear(
-    instructions: str | None, items: list[Item], tools: list[Item], edits: list[dict[str, Any]]
+    instructions: str | None, items: list[Item], tools: list[Item], edits: Sequence[dict[str, Any]]
 ) -> Cleared:
     """``items`` with ``edits`` applied in order (``instructions`` and ``tools`` count
     toward an ``input_tokens`` trigger); ``items`` itself when no edit cleared anything."""

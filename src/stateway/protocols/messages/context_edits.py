@@ -26,6 +26,7 @@ original_input_tokens`` (what was counted, and the estimate of what the edits to
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from stateway.core.commands import CreateResponse
@@ -56,19 +57,20 @@ def decode_context_management(
     """Set ``command``'s edits from ``body.context_management``; ``compacts``: an
     autocompact edit is the gateway's compaction (not for a count)."""
     edits = body.context_management.edits if body.context_management is not None else None
-    settings = command.settings
+    clearing: list[dict[str, Any]] = []
     compacted = False
     for index, edit in enumerate(edits or ()):
         where = f"context_management.edits.{index}"
         match edit:
             case ClearThinkingEdit():
                 _check_thinking(body, index, where)
-                settings.context_edits.append(_thinking_edit(edit))
+                clearing.append(_thinking_edit(edit))
             case ClearToolUsesEdit():
-                settings.context_edits.append(_tool_edit(edit))
+                clearing.append(_tool_edit(edit))
             case CompactEdit() if compacts and not compacted:
                 compaction.autocompact(command, edit, where)
                 compacted = True
+    command.settings.context_edits = clearing
 
 
 def _check_thinking(body: CountTokensBody, index: int, where: str) -> None:
@@ -115,7 +117,7 @@ def applied_edits(state: ResponseState) -> dict[str, Any]:
     return {"context_management": {"applied_edits": state.applied_edits}}
 
 
-def encode_token_count(counted: TokenCount, edits: list[dict[str, Any]]) -> dict[str, Any]:
+def encode_token_count(counted: TokenCount, edits: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """``count_tokens``' answer: the count, and with clearing ``edits`` the count before
     them."""
     answer: dict[str, Any] = {"input_tokens": counted.input_tokens}
