@@ -14,8 +14,9 @@ from stateway.core.compaction.clearing import (
 )
 from stateway.core.principal import Principal
 from stateway.core.token_estimate import estimate_context, item_tokens
-from tests.core.compaction.test_service import ANSWER, assistant, build, user
-from tests.core.fakes import ScriptedBackend
+from tests.core.compaction.test_service import ANSWER, SUMMARY, assistant, build, user
+from tests.core.fakes import RoundsBackend, ScriptedBackend
+from tests.core.routing_fakes import Named, candidate, gateway, route, router
 
 
 def thinking(text: str) -> dict[str, Any]:
@@ -101,6 +102,27 @@ def test_keeping_all_or_more_turns_than_there_are_clears_nothing() -> None:
         assert cleared.tokens == 0
 
 
+def test_text_between_a_turns_thinking_does_not_end_it() -> None:
+    """An assistant's text before its tool call is the same turn as the thinking after the
+    call's result: only a ``user`` message starts another."""
+    items = [
+        user("one"),
+        thinking("a"),
+        assistant("let me look"),
+        call("c1"),
+        output("c1"),
+        thinking("b"),
+        assistant("1"),
+        user("two"),
+        thinking("c"),
+        assistant("2"),
+    ]
+    cleared = clear(None, items, [], [keep_thinking(1)])
+    assert [i["content"][0]["text"] for i in cleared.items if i["type"] == "reasoning"] == ["c"]
+    assert cleared.applied[0]["cleared_thinking_turns"] == 1
+    assert clear(None, items, [], [keep_thinking(2)]).items is items
+
+
 def test_turns_without_thinking_do_not_count() -> None:
     items = [user("one"), thinking("a"), assistant("1"), user("two"), assistant("2"), user("3")]
     assert clear(None, items, [], [keep_thinking(1)]).items is items
@@ -142,6 +164,13 @@ def test_all_but_the_last_tool_results_are_replaced() -> None:
     assert LOOP[2]["output"] == "x" * 400  # the context itself is left as it was
 
 
+def test_keeping_as_many_tool_uses_as_there_are_or_more_clears_nothing() -> None:
+    for keep in (4, 10):
+        cleared = clear(None, LOOP, [], [tool_edit(keep=keep)])
+        assert cleared.items is LOOP
+        assert cleared.applied == []
+
+
 def test_excluded_tools_and_short_results_are_kept() -> None:
     items = [*LOOP[:2], output("c1", "ok"), *LOOP[3:]]
     cleared = clear(None, items, [], [tool_edit(keep=0, exclude_tools=["search"])])
@@ -179,6 +208,41 @@ def test_an_mcp_call_holds_its_own_result() -> None:
     cleared = clear(None, items, [], [tool_edit(keep=1, clear_tool_inputs=True)])
     assert cleared.items[1] == {**mcp, "output": PLACEHOLDER, "arguments": "{}"}
     assert cleared.items[2:] == items[2:]
+
+
+def test_an_mcp_call_is_excluded_and_its_input_cleared_by_its_tools_name() -> None:
+    mcp = {"type": "mcp_call", "name": "fetch", "arguments": '{"u": 1}', "output": "y" * 300}
+    items = [user("go"), mcp, call("c1"), output("c1")]
+    excluded = clear(None, items, [], [tool_edit(keep=0, exclude_tools=["fetch"])])
+    assert texts(excluded.items) == ["user", "mcp_call", "function_call", "cleared"]
+    assert excluded.items[1] == mcp
+    named = clear(None, items, [], [tool_edit(keep=0, clear_tool_inputs=["fetch"])])
+    assert named.items[1] == {**mcp, "output": PLACEHOLDER, "arguments": "{}"}
+    assert named.items[2] == call("c1")
+
+
+def test_a_result_is_cleared_when_that_frees_a_token_and_kept_when_it_frees_none() -> None:
+    """The estimate rounds a result up to whole tokens of four bytes: one of the
+    placeholder's length frees nothing, one four bytes longer frees exactly one token."""
+    items = [
+        user("go"),
+        call("c1"),
+        output("c1", "z" * len(PLACEHOLDER)),
+        call("c2"),
+        output("c2", "z" * (len(PLACEHOLDER) + 4)),
+    ]
+    cleared = clear(None, items, [], [tool_edit(keep=0)])
+    assert texts(cleared.items) == [
+        "user",
+        "function_call",
+        "function_call_output",
+        "function_call",
+        "cleared",
+    ]
+    assert cleared.items[2] == items[2]
+    assert cleared.applied == [
+        {"type": CLEAR_TOOL_USES, "cleared_tool_uses": 1, "cleared_input_tokens": 1}
+    ]
 
 
 def test_nothing_is_cleared_below_the_trigger() -> None:
@@ -245,6 +309,55 @@ async def test_a_compaction_threshold_judges_the_cleared_context() -> None:
     assert texts(backend.requests[0].items).count("cleared") == 4
 
 
+async def test_a_response_compacting_first_reports_the_edits_and_summarizes_their_view() -> None:
+    backend = RoundsBackend([SUMMARY, ANSWER])
+    settings = GenerationSettings(
+        context_edits=[tool_edit(keep=0)],
+        context_management=[{"type": "compaction", "compact_threshold": 1}],
+    )
+    run = await build(backend).execute(Principal(), CreateResponse("m", LOOP, settings=settings))
+    await run.wait()
+    assert [item["type"] for item in run.state.output] == ["compaction", "message"]
+    assert [entry["cleared_tool_uses"] for entry in run.state.applied_edits] == [4]
+    assert texts(backend.requests[0].items).count("cleared") == 4  # the summary's view
+
+
+async def test_a_truncated_response_reports_the_edits() -> None:
+    """``truncation: "auto"`` fits what the edits left, to one window or to each
+    candidate's of several."""
+    settings = GenerationSettings(context_edits=[tool_edit(keep=0)], truncation="auto")
+    one = await build(ScriptedBackend(ANSWER), window=10_000).execute(
+        Principal(), CreateResponse("m", LOOP, settings=settings)
+    )
+    small, large = Named("small", ANSWER), Named("large", ANSWER)
+    candidates = [
+        candidate(small, priority=0, context_window=10_000),
+        candidate(large, priority=1, context_window=20_000),
+    ]
+    several = await gateway(router(route(*candidates))).execute(
+        Principal(), CreateResponse("assistant", LOOP, settings=settings)
+    )
+    for run in (one, several):
+        await run.wait()
+        assert run.state.status == "completed"
+        assert [entry["cleared_tool_uses"] for entry in run.state.applied_edits] == [4]
+    assert texts(small.requests[0].items).count("cleared") == 4
+
+
+async def test_the_instructions_and_tools_count_toward_an_input_tokens_trigger() -> None:
+    trigger = {"type": "input_tokens", "value": estimate_context(None, LOOP, []) + 500}
+    tool = {"type": "function", "name": "f", "description": "d" * 4000, "parameters": {}}
+    cases = [("i" * 4000, [], 4), (None, [tool], 4), (None, [], 0)]
+    for instructions, tools, cleared in cases:
+        backend = ScriptedBackend(ANSWER)
+        edits = [tool_edit(keep=0, trigger=trigger)]
+        settings = GenerationSettings(context_edits=edits, tools=tools)
+        command = CreateResponse("m", LOOP, instructions=instructions, settings=settings)
+        run = await build(backend).execute(Principal(), command)
+        await run.wait()
+        assert texts(backend.requests[0].items).count("cleared") == cleared
+
+
 async def test_a_count_is_of_the_cleared_context_and_says_what_was_cleared() -> None:
     backend = ScriptedBackend(ANSWER)
     backend.token_count = 7
@@ -256,3 +369,9 @@ async def test_a_count_is_of_the_cleared_context_and_says_what_was_cleared() -> 
     assert counted.cleared == clear(None, LOOP, [], [tool_edit(keep=1)]).tokens > 0
     plain = await build(backend).execute(Principal(), CountTokens(CreateResponse("m", LOOP)))
     assert plain.cleared == 0
+    auto = GenerationSettings(context_edits=[tool_edit(keep=1)], truncation="auto")
+    fitted = await build(backend, window=10_000).execute(
+        Principal(), CountTokens(CreateResponse("m", LOOP, settings=auto))
+    )
+    assert fitted.cleared == counted.cleared
+    assert texts(backend.counted[-1].items).count("cleared") == 3
