@@ -28,6 +28,7 @@ HISTORY = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "
 THINKING = {"type": "enabled", "budget_tokens": 2048}
 TOOLS = {"type": "clear_tool_uses_20250919"}
 THOUGHTS = {"type": "clear_thinking_20251015"}
+COMPACT = {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 900}}
 
 
 def body(*edits: Any, **fields: Any) -> bytes:
@@ -88,14 +89,16 @@ def test_a_thinking_clearing_edit_keeps_one_turn_unless_told() -> None:
 
 
 def test_edits_keep_their_order_beside_an_autocompact() -> None:
-    compact = {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 900}}
-    command = decode_messages(body(THOUGHTS, TOOLS, compact))
+    command = decode_messages(body(THOUGHTS, TOOLS, COMPACT))
     assert [e["type"] for e in command.settings.context_edits] == [
         "clear_thinking_20251015",
         "clear_tool_uses_20250919",
     ]
     assert command.settings.context_management[0]["compact_threshold"] == 900
-    none = decode_messages(body(compact))
+    later = {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 500}}
+    first = decode_messages(body(COMPACT, later)).settings.context_management
+    assert [entry["compact_threshold"] for entry in first] == [900]  # the first one only
+    none = decode_messages(body(COMPACT))
     assert not none.settings.context_edits
     empty = decode_messages(body())
     assert (empty.settings.context_edits, empty.settings.context_management) == ([], [])
@@ -211,7 +214,7 @@ def test_count_tokens_takes_the_clearing_edits() -> None:
             "model": "m",
             "messages": HISTORY,
             "thinking": THINKING,
-            "context_management": {"edits": [THOUGHTS, TOOLS]},
+            "context_management": {"edits": [THOUGHTS, TOOLS, COMPACT]},
         }
     )
     settings = decode_count_tokens(raw).request.settings
