@@ -14,6 +14,7 @@ from stateway.core.compaction import sealed
 from stateway.core.compaction.prompt import SUMMARY_PREFIX, SUMMARY_PROMPT
 from stateway.core.compaction.service import compact_threshold, prefill
 from stateway.core.compaction.view import SHOWN
+from stateway.core.conversations.commands import AddConversationItems
 from stateway.core.errors import InternalError, InvalidRequest, UpstreamError, UpstreamRejected
 from stateway.core.gateway import Gateway
 from stateway.core.inference import (
@@ -31,10 +32,11 @@ from stateway.core.principal import Principal
 from stateway.core.reasoning import redacted_item, unwrapped
 from stateway.core.routing import BackendEntry, Capabilities, Router
 from stateway.core.runs import RunRegistry
-from stateway.core.token_estimate import estimate_tokens
+from stateway.core.token_estimate import estimate_context, estimate_tokens, item_tokens
 from stateway.core.usage import Iteration, Usage
 from stateway.sealing import AesGcmSealer
 from tests.core.fakes import MemoryStore, RoundsBackend, ScriptedBackend
+from tests.core.test_conversations import World
 
 SEALER = AesGcmSealer(bytes(range(32)))
 SUMMARY: list[Delta] = [
@@ -87,7 +89,9 @@ async def test_compact_returns_the_user_messages_and_one_sealed_summary() -> Non
     assert opened(compacted.output[-1]) == "the summary"
     assert compacted.usage == Usage(10, 3)
     assert compacted.id.startswith("resp_")
+    assert compacted.output[-1]["id"].startswith("cmp_")
     [request] = backend.requests
+    assert request.model == "m"
     assert request.stream is False
     assert request.tools == []
     assert request.instructions == "I"
@@ -121,6 +125,40 @@ async def test_compact_sends_the_summary_call_its_cache_and_tier() -> None:
     backend = ScriptedBackend(SUMMARY)
     await build(backend).execute(Principal(), CompactResponse("m", [user("x")], settings=CACHED))
     assert_cached_only(backend.requests[0].settings)
+
+
+async def test_compact_echoes_the_tier_identifier_and_image_policy_asked() -> None:
+    image = {"context_compression": "disabled"}
+    settings = GenerationSettings(service_tier="flex", safety_identifier="u-1", image=image)
+    compacted = await build(ScriptedBackend(SUMMARY)).execute(
+        Principal(), CompactResponse("m", [user("x")], settings=settings)
+    )
+    assert (compacted.service_tier, compacted.safety_identifier) == ("flex", "u-1")
+    assert compacted.image == image
+
+
+async def test_compact_of_a_previous_response_summarizes_its_chain_too() -> None:
+    store = MemoryStore()
+    backend = RoundsBackend([ANSWER, SUMMARY])
+    gateway = build(backend, store)
+    run = await gateway.execute(Principal(), CreateResponse("m", [user("one")]))
+    await run.wait()
+    compacted = await gateway.execute(
+        Principal(), CompactResponse("m", [user("two")], previous_response_id=run.state.id)
+    )
+    texts = [item["content"][0]["text"] for item in compacted.output[:-1]]
+    assert texts == ["one", "two"]
+    summarized = backend.requests[1].items
+    assert [item["content"][0]["text"] for item in summarized[:3]] == ["one", "answered", "two"]
+
+
+async def test_compact_names_an_input_seal_that_does_not_open_by_its_place() -> None:
+    forged = {"type": "compaction", "encrypted_content": "sw1.forged"}
+    with pytest.raises(InvalidRequest) as refused:
+        await build(ScriptedBackend(SUMMARY)).execute(
+            Principal(), CompactResponse("m", [forged, user("x")])
+        )
+    assert refused.value.param == "input[0].encrypted_content"
 
 
 async def test_a_compaction_within_a_response_is_cached_as_its_rounds_are() -> None:
@@ -161,11 +199,51 @@ async def test_compact_failures(script: list[Any], error: str) -> None:
 async def test_compact_needs_something_and_a_sealer() -> None:
     with pytest.raises(InvalidRequest) as empty:
         await build(ScriptedBackend(SUMMARY)).execute(Principal(), CompactResponse("m", []))
-    assert empty.value.code == "missing_required_parameter"
+    assert (empty.value.code, empty.value.param) == ("missing_required_parameter", "input")
     with pytest.raises(InternalError):
         await build(ScriptedBackend(SUMMARY), sealer=None).execute(
             Principal(), CompactResponse("m", [user("x")])
         )
+
+
+async def test_a_stored_seal_that_no_longer_opens_is_named_by_what_holds_it() -> None:
+    """The gateway's key changed since a compaction was stored: a response, a count and a
+    prewarm continuing it are refused naming the stored items' parameter, the previous
+    response or the conversation."""
+    world = World(sealer=SEALER)
+    conversation = await world.conversation("first")
+    item = {
+        "type": "compaction",
+        "encrypted_content": sealed.seal(SEALER, "compaction", "default", "s"),
+    }
+    await world.gateway.execute(Principal(), AddConversationItems(conversation.id, [item]))
+    compacting = GenerationSettings(
+        context_management=[{"type": "compaction", "compact_threshold": 1}]
+    )
+    store = world.store
+    first = await build(RoundsBackend([SUMMARY, ANSWER]), store).execute(
+        Principal(), CreateResponse("m", [user("one")], settings=compacting)
+    )
+    await first.wait()
+    rotated = Gateway(
+        store,
+        Router([BackendEntry(ScriptedBackend(ANSWER), {}, catch_all=True)]),
+        Loop(store),
+        RunRegistry(),
+        conversations=world.conversations,
+        sealer=AesGcmSealer(bytes(range(1, 33))),
+    )
+    for prior, continued in (
+        ("previous_response_id", {"previous_response_id": first.state.id}),
+        ("conversation", {"conversation_id": conversation.id}),
+    ):
+        response = CreateResponse("m", [user("next")], **continued)
+        prewarm = dataclasses.replace(response, generate=False)
+        for command in (response, CountTokens(response), prewarm):
+            with pytest.raises(InvalidRequest) as refused:
+                await rotated.execute(Principal(), command)
+            assert refused.value.code == "invalid_encrypted_content", command
+            assert refused.value.param == prior, command
 
 
 async def test_trigger_emits_one_compaction_item_and_no_round() -> None:
@@ -389,6 +467,55 @@ async def test_below_the_threshold_or_without_one_nothing_is_compacted() -> None
         assert [item["type"] for item in run.state.output] == ["message"], entries
 
 
+async def compacts(
+    history: list[dict[str, Any]],
+    entry: dict[str, Any],
+    *,
+    window: int | None = None,
+    **fields: Any,
+) -> list[str]:
+    """The types of a response's output whose ``context_management`` is ``[entry]`` (its
+    summary, if any, and its answer alike)."""
+    backend = ScriptedBackend(ANSWER)
+    settings = GenerationSettings(context_management=[entry], tools=fields.pop("tools", []))
+    command = CreateResponse("m", history, settings=settings, **fields)
+    run = await build(backend, window=window).execute(Principal(), command)
+    await run.wait()
+    return [item["type"] for item in run.state.output]
+
+
+async def test_the_threshold_is_reached_by_the_whole_estimated_input() -> None:
+    """At least N: the instructions and tools count as the items do."""
+    history = [user("one " * 50)]
+    size = estimate_context(None, history, [])
+    at = {"type": "compaction", "compact_threshold": size}
+    assert await compacts(history, at) == ["compaction", "message"]
+    above = {"type": "compaction", "compact_threshold": size + 500}
+    tool = {"type": "function", "name": "f", "description": "d" * 4000}
+    assert await compacts(history, above) == ["message"]
+    assert await compacts(history, above, instructions="i" * 4000) == ["compaction", "message"]
+    assert await compacts(history, above, tools=[tool]) == ["compaction", "message"]
+
+
+async def test_without_its_own_threshold_most_of_the_window_is_the_threshold() -> None:
+    history = [user("x" * 3600)]  # about 910 estimated tokens: past 80% of 1000
+    entry = {"type": "compaction", "compact_threshold": None}
+    assert await compacts(history, entry, window=1000) == ["compaction", "message"]
+    assert await compacts(history, entry, window=2000) == ["message"]
+
+
+async def test_a_paused_compaction_is_the_whole_output() -> None:
+    """Messages' ``pause_after_compaction``: the response stops after its compaction."""
+    entry = {"type": "compaction", "compact_threshold": 1}
+    history = [user("one")]
+    paused = await compacts(history, {**entry, "pause_after_compaction": True})
+    assert paused == ["compaction"]
+    assert await compacts(history, {**entry, "pause_after_compaction": False}) == [
+        "compaction",
+        "message",
+    ]
+
+
 def test_threshold_defaults_to_most_of_the_window() -> None:
     entry = [{"type": "compaction", "compact_threshold": None}]
     assert compact_threshold(entry, 1000) == 800
@@ -411,6 +538,34 @@ async def test_truncation_auto_fits_the_window_less_the_output_allowance() -> No
         )
         await run.wait()
         assert len(backend.requests[0].items) == expected, (truncation, max_output)
+
+
+async def test_truncation_auto_reserves_the_instructions_tools_and_output_exactly() -> None:
+    """A context that fills the window less that reserve is sent (and counted) whole; one
+    token less of window drops its oldest turns."""
+    history = [user("x" * 90), assistant("y" * 90), user("last")]
+    tool = {"type": "function", "name": "f", "description": "d" * 40}
+    for instructions, tools, max_output in (
+        (None, [], None),
+        ("i" * 40, [], None),
+        (None, [tool], None),
+        (None, [], 10),
+    ):
+        reserve = (max_output or 0) + estimate_context(instructions, [], tools)
+        exact = sum(item_tokens(item) for item in history) + reserve
+        for window, expected in ((exact, 3), (exact - 1, 1)):
+            backend = ScriptedBackend(ANSWER)
+            backend.token_count = 1
+            settings = GenerationSettings(
+                truncation="auto", tools=tools, max_output_tokens=max_output
+            )
+            command = CreateResponse("m", history, instructions=instructions, settings=settings)
+            gateway = build(backend, window=window)
+            run = await gateway.execute(Principal(), command)
+            await run.wait()
+            await gateway.execute(Principal(), CountTokens(command))
+            sent = [len(backend.requests[0].items), len(backend.counted[0].items)]
+            assert sent == [expected, expected], (instructions, tools, max_output, window)
 
 
 async def test_count_asks_the_backend_and_falls_back_to_the_estimate() -> None:
