@@ -91,14 +91,15 @@ async def test_sglang_lists_them_alike(loopback: Loopback) -> None:
     assert windows.models == {"llama-3.1-8b": 131072, "sql-lora": 131072}
 
 
+@pytest.mark.parametrize("kind", [OpenAIChatBackend, OpenAIResponsesBackend])
 async def test_llama_cpp_serves_the_window_of_one_slot_not_the_trained_one(
-    loopback: Loopback,
+    loopback: Loopback, kind: Any
 ) -> None:
     """``-c 32768 --parallel 4``: each request has 8192 tokens, as ``/props`` says; the
     listing's ``n_ctx_train`` (40960) is what the model could hold, not what is served."""
     props = {"default_generation_settings": {"n_ctx": 8192, "params": {}}, "total_slots": 4}
     server = Server(LLAMA_CPP, props)
-    windows = await advertised(server, loopback)
+    windows = await advertised(server, loopback, kind)
     assert windows == AdvertisedWindows(server=8192)
     assert windows.of("whatever-name-a-route-gives") == 8192  # it serves its one model
     assert server.paths == ["/v1/models", "/props"]
