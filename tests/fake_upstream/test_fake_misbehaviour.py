@@ -162,6 +162,32 @@ def test_unanswered_is_a_stream_of_done_alone(url: str) -> None:
     assert parse_script("[[unanswered]] [[fail:1]] [[only:x]]").for_model("y") == Script(only="x")
 
 
+def test_truncate_ends_a_stream_cleanly_before_its_ending(url: str) -> None:
+    """The body ends as a whole one does, after the frames asked for: no finish, no usage,
+    no ``[DONE]``."""
+    status, _, body = post(url, "[[words:3]] [[truncate:2]]", stream=True)
+    events = [orjson.loads(event[6:]) for event in body.split(b"\n\n")[:-1]]
+    assert status == 200
+    assert [e["choices"][0]["delta"].get("content") for e in events] == ["", "w1 ", "w2 "]
+    assert all(e["choices"][0]["finish_reason"] is None for e in events)
+    assert post(url, "[[words:3]] [[truncate:0]]")[2].startswith(b'{"id"')  # unstreamed
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_finish_ends_a_chat_answer_with_that_reason(url: str, stream: bool) -> None:
+    body = post(url, "[[words:2]] [[finish:abort]]", stream=stream)[2]
+    if stream:
+        *_, finish, done = body.split(b"\n\n")[:-1]
+        assert (orjson.loads(finish[6:])["choices"][0]["finish_reason"], done) == (
+            "abort",
+            b"data: [DONE]",
+        )
+    else:
+        assert orjson.loads(body)["choices"][0]["finish_reason"] == "abort"
+    scripted = parse_script("[[truncate:1]] [[finish:error]] [[only:x]]")
+    assert scripted.for_model("y") == Script(only="x")
+
+
 def test_keep_alive_closes_idle_connections(url: str) -> None:
     host, port = url.removeprefix("http://").removesuffix("/v1").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -326,6 +327,8 @@ async def _answer(
             raise context_too_long(request.conversation.prompt_tokens, script.context, "llama.cpp")
         raise request.context_error(script.context)
     plan = build_plan(request.conversation, script, request.max_tokens)
+    if script.finish is not None and isinstance(request, ChatRequest):
+        plan = replace(plan, finish_reason=script.finish)
     if script.huge is not None:
         plan = huge_plan(plan, script.huge, request.stream)
     if request.stream:
@@ -337,6 +340,8 @@ async def _answer(
             frames = failing(frames, script.fail, partial(_failure, request, script))
         if script.unanswered and isinstance(request, ChatRequest):
             frames = unanswered()
+        if script.truncate is not None:
+            frames = failing(frames, script.truncate, lambda sent: ())
         late, pause = (script.late_ms or 0) / 1000, (script.pause_ms or 0) / 1000
         await send_stream(
             send, receive, frames, delay=delay, cut=script.cut, late=late, pause=pause

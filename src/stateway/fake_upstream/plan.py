@@ -72,7 +72,8 @@ class Plan:
     text: list[str]
     tool_calls: list[ToolCall]
     finish_reason: str
-    """``stop``, ``length`` or ``tool_calls`` (Chat Completions vocabulary)."""
+    """``stop``, ``length`` or ``tool_calls`` (Chat Completions vocabulary); on the Chat
+    wire, a ``[[finish]]``'s."""
     prompt_tokens: int
     items: tuple[dict[str, object], ...] = ()
     """Whole output items (``[[item]]``), rendered by the Responses wire only."""

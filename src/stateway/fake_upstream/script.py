@@ -53,6 +53,13 @@ Grammar (names are lower case, no spaces inside the brackets)::
     [[unanswered]]        on the Chat wire, a streamed answer is ``data: [DONE]`` alone (as
                           vLLM ends one whose error came before the first token); the other
                           wires and unstreamed answers ignore it
+    [[truncate:N]]        end a streamed answer cleanly after N payload chunks (0: after the
+                          frames before the first), without the rest: no finish, usage or
+                          ``data: [DONE]`` (a proxy's timeout, a server dying between two
+                          events); unstreamed answers ignore it
+    [[finish:REASON]]     on the Chat wire, finish the answer with ``finish_reason`` REASON
+                          (vLLM's ``abort``, of a request its engine aborted, or ``error``),
+                          streamed or not; the other wires ignore it
     [[slow:MS]]           wait MS milliseconds before the first and between chunks
     [[words:N]]           reply with "w1 w2 ... wN"
     [[silence:MS]]        wait MS milliseconds before sending the response headers
@@ -68,11 +75,11 @@ Grammar (names are lower case, no spaces inside the brackets)::
                           echoes the bearer key
     [[leak:text]]         the same with a text/plain body
     [[leak:stream]]       stream the answer, but end it with an error event echoing the key
-    [[only:MODEL]]        the misbehaviours (error, cut, fail, unanswered, slow, silence,
-                          stall, late, pause, trickle, leak) and the context limit apply
-                          only to requests for model MODEL; a request for another model is
-                          answered plainly (tests of routing between candidates that name
-                          different models)
+    [[only:MODEL]]        the misbehaviours (error, cut, fail, unanswered, truncate, finish,
+                          slow, silence, stall, late, pause, trickle, leak) and the context
+                          limit apply only to requests for model MODEL; a request for
+                          another model is answered plainly (tests of routing between
+                          candidates that name different models)
 
 A last user message that is one of the gateway's compaction prompts
 (:data:`stateway.core.compaction.prompt.SUMMARY_PROMPTS`) is answered with a summary: the
@@ -89,10 +96,10 @@ do), for tests of the gateway's scrubbing. On the Responses wire the closing eve
 An ARG runs up to the first ``]]``, except for ``tool`` whose ARGS run up to the first
 ``]]`` at which they parse as JSON (so nested arrays survive), falling back to the first
 ``]]``, and ``item``, whose JSON runs up to the first ``]]`` at which it parses as an
-object. ``cut``, ``fail``, ``slow``, ``words``, ``silence``, ``stall``, ``late``, ``pause``,
-``trickle``, ``huge``, ``rounds``, ``context`` and ``tail`` take decimal integers. Anything
-in ``[[...]]`` that does not fit the grammar is kept as plain text. For non-repeatable
-directives the last occurrence wins.
+object. ``cut``, ``fail``, ``truncate``, ``slow``, ``words``, ``silence``, ``stall``,
+``late``, ``pause``, ``trickle``, ``huge``, ``rounds``, ``context`` and ``tail`` take decimal
+integers. Anything in ``[[...]]`` that does not fit the grammar is kept as plain text. For
+non-repeatable directives the last occurrence wins.
 """
 
 from __future__ import annotations
@@ -113,6 +120,7 @@ _INTEGERS = {
     "error": "error",
     "cut": "cut",
     "fail": "fail",
+    "truncate": "truncate",
     "slow": "slow_ms",
     "words": "words",
     "silence": "silence_ms",
@@ -158,6 +166,8 @@ class Script:
     error: int | None = None
     cut: int | None = None
     fail: int | None = None
+    truncate: int | None = None
+    finish: str | None = None
     slow_ms: int | None = None
     words: int | None = None
     silence_ms: int | None = None
@@ -188,6 +198,8 @@ class Script:
             cut=None,
             fail=None,
             unanswered=False,
+            truncate=None,
+            finish=None,
             slow_ms=None,
             silence_ms=None,
             stall_ms=None,
@@ -243,6 +255,8 @@ def _apply(text: str, start: int, script: Script) -> int:
         script.refusal = arg
     elif name == "stop" and arg:
         script.stop = arg
+    elif name == "finish" and arg:
+        script.finish = arg
     elif name == "only" and arg:
         script.only = arg
     elif name == "leak" and arg in LEAKS:
