@@ -163,6 +163,48 @@ async def test_a_forwarded_answer_that_mentions_an_error_is_relayed_as_it_came(
     assert orjson.loads(relayed) == completion
 
 
+@pytest.mark.parametrize(
+    ("reason", "content"), [("abort", "Hel"), ("error", "Hel"), ("stop", "abort")]
+)
+async def test_a_forwarded_answer_the_server_gave_up_on_is_the_error_a_run_gets(
+    loopback: Loopback, reason: str, content: str
+) -> None:
+    """A whole answer whose ``finish_reason`` says the server gave up on it (vLLM's
+    ``abort``, of a request its engine aborted; its engine's ``error``) is cut short: the
+    error a translated request gets, before a byte of it is relayed. ``"abort"`` in the
+    text ends nothing."""
+    message = {"role": "assistant", "content": content}
+    completion = {
+        "id": "c",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": reason}],
+    }
+
+    async def answers(request: web.Request) -> web.Response:
+        return web.json_response(completion)
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
+    backend = OpenAIChatBackend(loopback.adopt(client))
+    relay = await backend.forward_chat(b'{"model": "m", "messages": []}')
+    try:
+        if reason == "stop":
+            assert orjson.loads(b"".join([c async for c in relay.chunks()])) == completion
+            return
+        with pytest.raises(GatewayError) as relayed:
+            await anext(relay.chunks())
+    finally:
+        await relay.aclose()
+    with pytest.raises(GatewayError) as translated:
+        async for _ in backend.infer(inference(False)):
+            pass
+    assert (relayed.value.status, relayed.value.code, relayed.value.message) == (
+        translated.value.status,
+        translated.value.code,
+        translated.value.message,
+    )
+    assert f"'{reason}'" in relayed.value.message
+
+
 def app_over(backend: OpenAIChatBackend) -> Starlette:
     store = MemoryStore()
     router = Router([BackendEntry(backend, {}, catch_all=True)])

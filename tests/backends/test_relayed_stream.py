@@ -1,8 +1,12 @@
-"""A relayed event stream (the Chat Completions fast path) that reports an error, or carries
-no byte: the error a translated request's run gets from the same stream, raised after
-what was relayed before it."""
+"""A relayed event stream (the Chat Completions fast path) that reports an error, ends
+before its answer (no byte, no finish and no ``[DONE]``, or ``[DONE]`` before any output)
+or ends an answer the server gave up on (``finish_reason`` ``abort`` or ``error``): the
+error a translated request's run gets from the same stream, raised after what was relayed
+before it."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import orjson
 import pytest
@@ -15,11 +19,27 @@ from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.errors import GatewayError
 from tests.backends.conftest import Loopback
 from tests.backends.test_chat_reported_errors import streamed_failure
+from tests.backends.test_redaction import inference
 
 ROLE = b'data: {"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
 """The chunk vLLM opens a stream with: no output yet."""
 OUTPUT = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
 DONE = b"data: [DONE]\n\n"
+USAGE = (
+    b'data: {"id":"c","choices":[],'
+    b'"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}\n\n'
+)
+
+
+def finished(reason: str) -> bytes:
+    """The chunk that ends an answer with ``reason``."""
+    return (
+        b'data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"'
+        + reason.encode()
+        + b'"}]}\n\n'
+    )
+
+
 VLLM = orjson.dumps(
     {"error": {"message": "engine died", "type": "InternalServerError", "param": None, "code": 500}}
 )
@@ -37,8 +57,9 @@ ERROR_EVENTS = [
 ]
 
 
-async def forwarded(loopback: Loopback, *writes: bytes) -> UpstreamRelay:
-    """A relay of a 200 event stream whose server writes ``writes`` one by one."""
+async def forwarded(loopback: Loopback, *writes: bytes, **settings: Any) -> UpstreamRelay:
+    """A relay of a 200 event stream whose server writes ``writes`` one by one (to a backend
+    of ``settings``)."""
 
     async def answers(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -48,9 +69,28 @@ async def forwarded(loopback: Loopback, *writes: bytes) -> UpstreamRelay:
         await response.write_eof()
         return response
 
-    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers), **settings))
     backend = OpenAIChatBackend(loopback.adopt(client))
     return await backend.forward_chat(b'{"model": "m", "messages": [], "stream": true}')
+
+
+async def relayed_whole(relay: UpstreamRelay) -> bytes:
+    """What ``relay`` relays, to its end (it raises nothing)."""
+    relayed = b"".join([chunk async for chunk in relay.chunks()])
+    await relay.aclose()
+    return relayed
+
+
+async def streamed_answer(loopback: Loopback, body: bytes) -> None:
+    """A Chat backend's run of a 200 event stream of ``body`` (it raises nothing)."""
+
+    async def answers(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="text/event-stream")
+
+    client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers)))
+    backend = OpenAIChatBackend(loopback.adopt(client))
+    async for _ in backend.infer(inference(True)):
+        pass
 
 
 async def relayed_until(relay: UpstreamRelay) -> tuple[bytes, GatewayError]:
@@ -151,3 +191,116 @@ async def test_a_stream_that_mentions_errors_is_relayed_as_it_came(
     relayed = b"".join([chunk async for chunk in relay.chunks()])
     await relay.aclose()
     assert relayed == b"".join(chunks)
+
+
+def writes_of(chunks: list[bytes], apart: bool) -> list[bytes]:
+    """``chunks`` written one by one, or together in one write."""
+    return chunks if apart else [b"".join(chunks)]
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        pytest.param([ROLE, OUTPUT], id="output"),
+        pytest.param([ROLE], id="role"),
+        pytest.param([b": ping\n\n"], id="comment"),
+        pytest.param([ROLE, OUTPUT, USAGE], id="usage"),
+    ],
+)
+@pytest.mark.parametrize("apart", [False, True])
+async def test_a_stream_ending_without_its_finish_or_done_is_cut(
+    loopback: Loopback, chunks: list[bytes], apart: bool
+) -> None:
+    """A body ended cleanly mid-answer (a proxy's timeout, a server dying between two
+    events): relayed as it came, a client could not tell it from a whole answer. What came
+    is relayed; then the relay raises the cut a run gets from the same stream
+    (``upstream_stream_cut``), for the route to end the stream with."""
+    relayed, error = await relayed_until(await forwarded(loopback, *writes_of(chunks, apart)))
+    assert relayed == b"".join(chunks)
+    assert error.code == "upstream_stream_cut"
+    same(error, await streamed_failure(loopback, relayed))
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        pytest.param([ROLE, OUTPUT, finished("stop")], id="finish"),
+        pytest.param([ROLE, OUTPUT, finished("length"), USAGE], id="finish-usage"),
+        pytest.param([ROLE, OUTPUT, DONE], id="done-without-finish"),
+        pytest.param([ROLE, OUTPUT, finished("stop"), USAGE, DONE], id="whole"),
+        pytest.param([OUTPUT, DONE], id="output-done"),
+    ],
+)
+@pytest.mark.parametrize("apart", [False, True])
+async def test_a_stream_a_run_takes_as_answered_is_relayed_whole(
+    loopback: Loopback, chunks: list[bytes], apart: bool
+) -> None:
+    """A finish without ``[DONE]`` (a server that does not send it), or ``[DONE]`` after
+    output without a finish: a run takes either as answered, and so does the relay."""
+    body = b"".join(chunks)
+    assert await relayed_whole(await forwarded(loopback, *writes_of(chunks, apart))) == body
+    await streamed_answer(loopback, body)
+
+
+@pytest.mark.parametrize(
+    "opening",
+    [
+        pytest.param(b"", id="done-alone"),
+        pytest.param(ROLE, id="role"),
+        pytest.param(OPENING, id="comment-role"),
+    ],
+)
+@pytest.mark.parametrize("done", [DONE, b"data:[DONE]\r\n\r\n"])
+@pytest.mark.parametrize("apart", [False, True])
+@pytest.mark.parametrize("first_token_timeout", [None, 30.0])
+async def test_a_stream_done_before_any_output_has_no_answer(
+    loopback: Loopback, opening: bytes, done: bytes, apart: bool, first_token_timeout: Any
+) -> None:
+    """vLLM's ``[DONE]`` alone, after an error it dropped before the first token (or after
+    its role chunk): relayed, an empty answer a client would take as the model's. Its
+    opening is relayed, then the relay raises what a run gets (``no_answer``); with
+    ``first_token_timeout`` too, whose first chunk is read apart."""
+    chunks = [opening, done] if opening else [done]
+    relay = await forwarded(
+        loopback, *writes_of(chunks, apart), first_token_timeout=first_token_timeout
+    )
+    relayed, error = await relayed_until(relay)
+    assert relayed == opening
+    assert "without an answer" in error.message
+    same(error, await streamed_failure(loopback, opening + done))
+
+
+@pytest.mark.parametrize("reason", ["abort", "error"])
+@pytest.mark.parametrize(
+    "ending", [[USAGE, DONE], [DONE], [USAGE], []], ids=["usage-done", "done", "usage", "none"]
+)
+@pytest.mark.parametrize("apart", [False, True])
+async def test_an_answer_the_server_gave_up_on_raises_after_its_finish(
+    loopback: Loopback, reason: str, ending: list[bytes], apart: bool
+) -> None:
+    """vLLM ends a request its engine aborted (a shutdown, a pause, a scale-down) with
+    ``finish_reason: "abort"`` and ``[DONE]``, SGLang likewise, and vLLM's engine names a
+    failed request's ``error``: a run fails on it, so the relay does, after relaying the
+    answer's events (its usage too, charged), its ``[DONE]`` left out."""
+    chunks = [ROLE, OUTPUT, finished(reason), *ending]
+    relayed, error = await relayed_until(await forwarded(loopback, *writes_of(chunks, apart)))
+    assert relayed == b"".join(chunks).removesuffix(DONE)
+    assert f"'{reason}'" in error.message
+    same(error, await streamed_failure(loopback, b"".join(chunks)))
+
+
+@pytest.mark.parametrize("apart", [False, True])
+async def test_an_answer_that_says_done_or_abort_in_its_text_is_relayed_as_it_came(
+    loopback: Loopback, apart: bool
+) -> None:
+    """``[DONE]`` and ``"abort"`` in an answer's text end nothing."""
+    chunks = [
+        ROLE,
+        b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"abort"}}]}\n\n',
+        b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"[DONE]"}}]}\n\n',
+        b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"\\ndata: [DONE]"}}]}\n\n',
+        finished("stop"),
+        DONE,
+    ]
+    relay = await forwarded(loopback, *writes_of(chunks, apart))
+    assert await relayed_whole(relay) == b"".join(chunks)

@@ -306,7 +306,8 @@ async def test_a_relays_output_is_estimated_by_its_events_or_its_bytes(
 ) -> None:
     """What a relay cut short, or left before its usage came, is charged: an event stream
     one token per ``data:`` line relayed, any other body one per 4 bytes."""
-    events = b"".join(b'data: {"choices": [{"delta": {"content": "w"}}]}\n\n' for _ in range(7))
+    words = b"".join(b'data: {"choices": [{"delta": {"content": "w"}}]}\n\n' for _ in range(6))
+    events = words + b"data: [DONE]\n\n"  # an answer's end (a stream without is cut short)
     plain = b'{"choices": [{"message": {"content": "' + b"w" * 60 + b'"}}]}'
 
     async def answer(request: web.Request) -> web.StreamResponse:

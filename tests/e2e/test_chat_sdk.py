@@ -250,3 +250,75 @@ def test_a_stream_the_upstream_fails_part_way_raises_its_error(
         read()
     assert "".join(texts).split() == ["w1", "w2", "w3"]
     assert "Scripted failure mid-stream" in caught.value.message
+
+
+@pytest.fixture
+def upstream_api(request: pytest.FixtureRequest) -> str:
+    return str(request.node.callspec.params["gateway"]).split("-")[1]
+
+
+def read_until_raised(stream: Any) -> tuple[str, openai.APIError]:
+    """The text a client reads of ``stream`` before the error the SDK raises, and it."""
+    texts: list[str] = []
+
+    def read() -> None:
+        for chunk in stream:
+            texts.extend(c.delta.content or "" for c in chunk.choices)
+
+    with pytest.raises(openai.APIError) as caught:
+        read()
+    return "".join(texts), caught.value
+
+
+def test_a_stream_ending_before_its_answer_raises(client: OpenAI) -> None:
+    """An upstream stream that ends cleanly part-way (no finish, no ``[DONE]``: a proxy's
+    timeout, a server dying between two events), which a client reading the bytes could
+    not tell from a whole answer, ends with the error the SDK raises after the text that
+    came before it: relayed on the fast path as on the translated one."""
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "[[words:20]] [[truncate:3]]"}],
+        stream=True,
+    )
+    text, error = read_until_raised(stream)
+    assert text.split() == ["w1", "w2", "w3"]
+    assert error.code == "upstream_stream_cut"
+    assert "closed the stream before finishing" in error.message
+
+
+def test_a_stream_done_before_any_output_raises(client: OpenAI, upstream_api: str) -> None:
+    """vLLM's ``[DONE]`` alone (after an error it dropped before the first token): relayed
+    as it came, an empty answer the client would take as the model's; it ends with the
+    error a translated request gets instead."""
+    if upstream_api != "chat":
+        pytest.skip("a Chat upstream's own ending")
+    stream = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "hi [[unanswered]]"}], stream=True
+    )
+    text, error = read_until_raised(stream)
+    assert text == ""
+    assert "ended its stream without an answer" in error.message
+
+
+@pytest.mark.parametrize("reason", ["abort", "error"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_the_server_gave_up_on_raises(
+    client: OpenAI, upstream_api: str, reason: str, stream: bool
+) -> None:
+    """vLLM's ``finish_reason`` ``abort`` (its engine aborted the request: a shutdown, a
+    pause, a scale-down) or ``error`` ends an answer cut short: a client that read it as
+    finished would take the part for the whole. Streamed, the text comes, then the error
+    the SDK raises; whole, a 502."""
+    if upstream_api != "chat":
+        pytest.skip("a Chat upstream's own ending")
+    messages: Any = [{"role": "user", "content": f"[[words:3]] [[finish:{reason}]]"}]
+    if not stream:
+        with pytest.raises(openai.InternalServerError) as caught:
+            client.chat.completions.create(model=MODEL, messages=messages)
+        assert caught.value.status_code == 502
+        assert f"'{reason}'" in caught.value.message
+        return
+    chunks = client.chat.completions.create(model=MODEL, messages=messages, stream=True)
+    text, error = read_until_raised(chunks)
+    assert text.split() == ["w1", "w2", "w3"]
+    assert f"'{reason}'" in error.message

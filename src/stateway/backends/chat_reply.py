@@ -94,16 +94,22 @@ def from_upstream_completion(payload: dict[str, Any], tokens: bool = False) -> I
     yield Finish(_ending(text(choice.get("finish_reason")) or "stop"), _stop_sequence(choice))
 
 
-_FAILED = frozenset({"abort", "error"})
+GAVE_UP = frozenset({"abort", "error"})
 """Finish reasons of an answer the server cut short: vLLM's (and SGLang's) ``abort``, of a
 request its engine aborted (a shutdown, a pause, a scale-down), which it still ends with
 ``[DONE]``; vLLM's engine's ``error``."""
 
 
+def gave_up(reason: str) -> UpstreamError:
+    """The error of an answer whose finish reason (one of :data:`GAVE_UP`) says the server
+    gave up on it (the Chat fast path's too: :mod:`stateway.backends.upstream_relay`)."""
+    return UpstreamError(f"The model server cut the answer short (finish_reason '{reason}').")
+
+
 def _ending(reason: str) -> str:
     """``reason``, unless it says the server gave up on the answer: then the error."""
-    if reason in _FAILED:
-        raise UpstreamError(f"The model server cut the answer short (finish_reason '{reason}').")
+    if reason in GAVE_UP:
+        raise gave_up(reason)
     return reason
 
 

@@ -9,25 +9,36 @@ followed by vLLM's ``[DONE]``), llama-server's 2025 ``error:`` line (which the c
 event-stream reader drops: its answer just ends), an event named ``error`` (LM Studio's).
 The relay raises it after the events before it, the upstream's own line and what follows
 it left out, and the route ends the stream with it in the OpenAI shape (what the
-``openai`` SDK raises). A stream that ends with no byte at all is a run's cut stream
-(:func:`~.upstream_reply.cut_short`).
+``openai`` SDK raises).
+
+So too for a stream that ends as no answer, which a run fails on and a client reading the
+relayed bytes could not tell from one; each is told once per stream, at its end, from the
+last chunks the relay keeps anyway. A stream that ends without ``data: [DONE]`` and
+without a finish in its last chunks (:func:`unfinished`) was cut short (a proxy's
+timeout, a server dying between two events: the body ends cleanly), as is one that ends
+with no byte at all. At ``[DONE]`` (:func:`done_at`, left out when it ends a failure),
+:func:`unanswered` reads the last chunks' events only when there were few (two at most:
+vLLM's ``[DONE]`` alone, after an error it dropped before the first token; a role chunk
+and ``[DONE]``, no output: ``no_answer``) or when they name ``"abort"`` or ``"error"``
+(a ``finish_reason`` saying the server gave up on the answer: vLLM's and SGLang's
+``abort``, vLLM's ``error``), as a run reads them
+(:func:`~stateway.backends.chat_reply.from_upstream_chunk`).
 
 The relay's loop adds almost nothing to an ordinary chunk, one event that starts as an
 answer's chunk does (:data:`ORDINARY`): one ``startswith`` of a chunk whose ``data:``
 lines it counts anyway. Any other chunk (several events read together, a comment, an
-error) is searched for the bytes ``error``, and only one that holds them is read
-line by line (:func:`reported_error`; the key ``"error"`` cannot appear inside a chunk's
-strings, where its quotes are escaped). What is not seen so is relayed as it came: an
-error event split between two reads, or an ``error:`` line read together with the one
-ordinary event before it.
+error, ``[DONE]``) is searched for the bytes ``error`` and ``[DONE]``, and only one that
+holds them is read line by line (:func:`reported_error`; the key ``"error"`` cannot
+appear inside a chunk's strings, where its quotes are escaped, nor can ``[DONE]`` start
+a line there). What is not seen so is relayed as it came: an error event split between
+two reads, or an ``error:`` line read together with the one ordinary event before it.
 
 The status line has gone out with the first chunk, so an error before any output is the
 same error line after a 200 (a translated stream holds its status line for its first
-output, up to a keepalive, and answers such an error with its status). Nor is a stream
-that ends before any output (vLLM's ``[DONE]`` alone, after an error it dropped; a role
-chunk and ``[DONE]``) told from an answer: holding a stream until its first output cost
-the fast path some 13% more instructions per streamed request (docs/benchmarks.md), measured with
-callgrind, so its opening is relayed as it comes.
+output, up to a keepalive, and answers such an error with its status): holding a stream
+until its first output cost the fast path some 13% more instructions per streamed
+request (docs/benchmarks.md), measured with callgrind, so its opening is relayed as it
+comes.
 """
 
 from __future__ import annotations
@@ -37,8 +48,11 @@ from typing import Final
 
 import orjson
 
+from stateway.backends.chat_reply import from_upstream_chunk
+from stateway.backends.upstream_reply import cut_short, no_answer
 from stateway.backends.upstream_status import classify_event, classify_reported, reports_error
-from stateway.core.errors import GatewayError
+from stateway.core.errors import GatewayError, UpstreamError
+from stateway.core.inference import Delta, Finish
 
 ORDINARY: Final = (b'data: {"id"', b'data: {"choices"')
 """How the one event of an ordinary chunk starts: an answer's chunk, no error alone (vLLM,
@@ -46,6 +60,10 @@ SGLang, hosted OpenAI, Ollama and LM Studio write ``id`` first, llama-server ``c
 
 Scrub = Callable[[str], str]
 """Masks the backend's key in an upstream's words."""
+
+FEW: Final = 2
+"""Events before ``[DONE]`` that may be no answer (:func:`unanswered`): none, a role chunk,
+Azure's prompt filter results."""
 
 
 def reported_error(chunk: bytes, backend: str, scrub: Scrub) -> tuple[int, GatewayError] | None:
@@ -84,3 +102,68 @@ def _reported(data: bytes, backend: str, scrub: Scrub) -> GatewayError | None:
     if isinstance(payload, dict) and reports_error(payload, "choices"):
         return classify_reported(payload["error"], backend, scrub, mid_stream=True)
     return None
+
+
+DONE: Final = b"data: [DONE]\n\n"
+"""How every server known here ends a stream."""
+
+
+def done_at(chunk: bytes) -> int:
+    """Where the ``data: [DONE]`` line of ``chunk`` starts; -1 when it has none. The last
+    ``[DONE]`` in it: a stream's, it ends the stream."""
+    if chunk.endswith(DONE):
+        return len(chunk) - len(DONE)
+    at = chunk.rfind(b"[DONE]")
+    if at < 0:
+        return -1
+    start = chunk.rfind(b"\n", 0, at) + 1
+    return start if chunk[start:at] in (b"data: ", b"data:") else -1
+
+
+def unanswered(tail: bytes, events: int, backend: str) -> GatewayError | None:
+    """The error of a stream that ends with ``[DONE]`` after ``tail`` (its last chunks; it
+    had ``events`` data lines in all), as a run judges it: an answer the server gave up on;
+    no answer when no event gave any output (every one of them read here); else None.
+    Read only when there were few events, or ``"abort"`` or ``"error"`` appear: otherwise
+    an answer ended as every answer does, told by two searches of ``tail``."""
+    if events > FEW and b'"abort"' not in tail and b'"error"' not in tail:
+        return None
+    try:
+        deltas, read = _deltas(tail)
+    except UpstreamError as error:  # a finish reason saying the server gave up
+        return error
+    return no_answer(backend) if not deltas and read == events else None
+
+
+def unfinished(tail: bytes, backend: str) -> GatewayError | None:
+    """The error of a stream that ended without ``[DONE]`` after ``tail`` (its last chunks):
+    an answer the server gave up on, none when ``tail`` holds the answer's finish (a server
+    that sends no ``[DONE]``: its finish, perhaps its usage, come last), else a cut."""
+    try:
+        deltas, _ = _deltas(tail)
+    except UpstreamError as error:
+        return error
+    return None if any(type(delta) is Finish for delta in deltas) else cut_short(backend)
+
+
+def _deltas(tail: bytes) -> tuple[list[Delta], int]:
+    """The deltas of the events of ``tail`` a run would read, and how many events were
+    read: whole ones only (its first line may be the end of one read apart). Raises the
+    :class:`UpstreamError` of a finish reason saying the server gave up."""
+    deltas: list[Delta] = []
+    read = 0
+    for line in tail.split(b"\n"):
+        name, _, value = line.rstrip(b"\r").partition(b":")
+        if name != b"data":
+            continue
+        try:
+            payload = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(payload, dict):
+            read += 1
+            try:
+                deltas += from_upstream_chunk(payload)
+            except (KeyError, TypeError, AttributeError):  # malformed: relayed as it came
+                continue
+    return deltas, read

@@ -7,9 +7,12 @@ headers arrive, whatever the status: an upstream error's body is the client's an
 Nothing is parsed but the usage at its end, once it has been relayed
 (:mod:`~stateway.backends.chat_usage`), and a 200 body that is no event stream, read whole
 before it is relayed: one that is only ``{"error": ...}`` (some servers answer a failure
-so, even to a streamed request) is the error it reports, not an answer; so is an event
-of a 200 stream that reports an error, raised after the events before it
-(:mod:`~stateway.backends.relayed_stream`). The body is
+so, even to a streamed request) is the error it reports, not an answer, and one whose
+``finish_reason`` says the server gave up on it is that failure; so is an event of a 200
+stream that reports an error, raised after the events before it, and the end of one that
+is no whole answer (cut short, done before any output, given up on), told once, at its
+end, from the last two chunks kept for the usage (:mod:`~stateway.backends.relayed_stream`).
+The body is
 counted against ``max_response_bytes`` as it is read (a declared ``Content-Length`` over
 it fails before the first chunk) and, when the backend has a key, passed through the key
 scrubber chunk by chunk (a chunk is decoded as Latin-1, which maps bytes one to one, so
@@ -33,9 +36,16 @@ from typing import Final
 import aiohttp
 import orjson
 
+from stateway.backends.chat_reply import GAVE_UP, gave_up
 from stateway.backends.chat_usage import reported_usage
-from stateway.backends.relayed_stream import ORDINARY, reported_error
-from stateway.backends.upstream_reply import UpstreamReply, cut_short, no_output
+from stateway.backends.relayed_stream import (
+    ORDINARY,
+    done_at,
+    reported_error,
+    unanswered,
+    unfinished,
+)
+from stateway.backends.upstream_reply import UpstreamReply, no_output
 from stateway.backends.upstream_status import classify_reported, reports_error
 from stateway.core.deadline import Deadline
 from stateway.core.errors import GatewayError, UpstreamError
@@ -58,6 +68,7 @@ class UpstreamRelay:
     __slots__ = (
         "_backend",
         "_closed",
+        "_done",
         "_events",
         "_failures",
         "_first_token_timeout",
@@ -111,6 +122,8 @@ class UpstreamRelay:
         """The last two chunks relayed: where the answer's usage is (:meth:`usage`)."""
         self._events = 0
         """The ``data:`` lines relayed (:meth:`output_estimate`)."""
+        self._done = False
+        """Whether the stream said it is done (``data: [DONE]``), as an answer's ends."""
         self._backend = backend
         self._closed = False
         """Closed by :meth:`aclose`: a read failing since is not the server's fault."""
@@ -132,7 +145,8 @@ class UpstreamRelay:
                 else:
                     judged = self.status == 200  # an answer's stream (:mod:`.relayed_stream`)
                     head = self._scrubbed(first)
-                    ending = self._ending(head) if judged and b"error" in head else None
+                    telling = b"error" in head or b"[DONE]" in head
+                    ending = self._ending(head) if judged and telling else None
                     if ending is not None:
                         if ending[0]:
                             yield self._noted(ending[0])
@@ -146,7 +160,7 @@ class UpstreamRelay:
                         if (
                             judged
                             and (events != 1 or not chunk.startswith(ORDINARY))
-                            and b"error" in chunk
+                            and (b"error" in chunk or b"[DONE]" in chunk)
                             and (ending := self._ending(chunk))
                         ):
                             if ending[0]:
@@ -155,8 +169,10 @@ class UpstreamRelay:
                         self._previous, self._last = self._last, chunk
                         self._events += events
                         yield chunk
-                    if judged and not self._last:
-                        raise cut_short(self._backend)  # no byte: a run's stream, cut
+                    if judged and not self._done:  # no [DONE]: finished, else cut short
+                        unended = unfinished(self._previous + self._last, self._backend)
+                        if unended is not None:
+                            raise unended
             except (aiohttp.ClientError, OSError) as exc:
                 if not self._closed:
                     raise  # the server's failure, told by the client's translation
@@ -181,30 +197,50 @@ class UpstreamRelay:
             raise
 
     def _ending(self, chunk: bytes) -> tuple[bytes, GatewayError] | None:
-        """The error an event of ``chunk`` (relayed, scrubbed) reports, and what of the chunk
-        goes before it (:func:`~.relayed_stream.reported_error`), if one does."""
-        reported = reported_error(chunk, self._backend, self._scrub or str)
-        if reported is None:
+        """The error ``chunk`` (relayed, scrubbed) ends the stream with, and what of the
+        chunk goes before it: an event's that reports one
+        (:func:`~.relayed_stream.reported_error`), or that of its ``[DONE]`` ending no
+        answer (:func:`~.relayed_stream.unanswered`, which reads the chunks before it);
+        None when it ends none."""
+        if b"error" in chunk:
+            reported = reported_error(chunk, self._backend, self._scrub or str)
+            if reported is not None:
+                at, error = reported
+                return chunk[:at], error
+        at = done_at(chunk)
+        if at < 0:
             return None
-        at, error = reported
-        return chunk[:at], error
+        self._done = True
+        before = chunk[:at]
+        events = self._events + before.count(b"data:")
+        failed = unanswered(self._previous + self._last + before, events, self._backend)
+        return None if failed is None else (before, failed)
 
     def _answer(self, chunks: list[bytes]) -> bytes:
         """A 200 body that is no event stream (a whole answer), read to its end; raises
         the error it reports if it is only ``{"error": ...}`` (some servers answer so,
         even a streamed request): no answer a client could read, as a translated
-        request's (:func:`~stateway.backends.upstream_status.classify_reported`). Parsed
-        only when it names an ``error`` at all."""
+        request's (:func:`~stateway.backends.upstream_status.classify_reported`); and,
+        as a translated request's, the error of an answer whose ``finish_reason`` says
+        the server gave up on it (:data:`~stateway.backends.chat_reply.GAVE_UP`). Parsed
+        only when it names an ``"error"`` or ``"abort"`` at all."""
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        if b'"error"' not in body:
+        if b'"error"' not in body and b'"abort"' not in body:
             return body
         try:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError:
             return body
-        if isinstance(payload, dict) and reports_error(payload, "choices"):
+        if not isinstance(payload, dict):
+            return body
+        if reports_error(payload, "choices"):
             scrub = self._scrub or str
             raise classify_reported(payload["error"], self._backend, scrub, mid_stream=False)
+        choices = payload.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+        if isinstance(reason, str) and reason in GAVE_UP:
+            raise gave_up(reason)
         return body
 
     def _relayed(self, chunk: bytes) -> bytes:

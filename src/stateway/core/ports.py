@@ -73,9 +73,9 @@ class Relay(Protocol):
 
     def chunks(self) -> AsyncIterator[bytes]:
         """The body, chunk by chunk. Raises :class:`~stateway.core.errors.UpstreamError`
-        subclasses when the upstream fails part-way, or reports an error in its stream
-        (after the chunks before it); and before the first chunk, for a 200 stream whose
-        events end, or report an error, before any output."""
+        subclasses when the upstream fails part-way, reports an error in its stream, or
+        ends a 200 stream as no whole answer (cut short, done before any output, an answer
+        it gave up on), after the chunks before it (before the first, when none came)."""
         ...
 
     def usage(self) -> Usage | None:
