@@ -429,3 +429,35 @@ async def test_a_redirect_is_not_followed(loopback: Loopback, call_kind: str) ->
 )
 def test_a_target_names_its_server_address(url: str, address: tuple[str, int] | None) -> None:
     assert UpstreamTarget("b", url).address == address
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "retry"),
+    [
+        (200, None, None),
+        (503, UpstreamUnavailable, "30"),
+        (500, UpstreamError, None),
+        (429, UpstreamRejected, "7"),
+        (404, UpstreamRejected, None),
+    ],
+)
+async def test_a_relays_failure_is_what_its_status_means(
+    loopback: Loopback, status: int, kind: type[UpstreamError] | None, retry: str | None
+) -> None:
+    """What a translated request would get from the status (its body, the client's answer,
+    is not read for it), with the ``Retry-After`` the upstream asked for: how the relay
+    counts on its backend's circuit."""
+
+    async def answer(request: web.Request) -> web.Response:
+        headers = {"Retry-After": retry} if retry else {}
+        return web.json_response({"error": {"message": "x"}}, status=status, headers=headers)
+
+    client = upstream(loopback, await loopback.serve(answer))
+    relay = await client.relay("/chat/completions", b"{}")
+    await relay.aclose()
+    failure = relay.failure()
+    if kind is None:
+        assert failure is None
+        return
+    assert type(failure) is kind
+    assert failure.headers.get("Retry-After") == retry

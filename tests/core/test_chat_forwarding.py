@@ -1,6 +1,7 @@
 """``ForwardChat`` in the core: forwarded untouched to a Chat Completions upstream without
 gateway tools, translated otherwise; a route's ``gateway_tools`` offered in hidden rounds
-to clients that cannot declare them, and only to those."""
+to clients that cannot declare them, and only to those; a relayed answer's failures and
+successes on its candidate's circuit, as a translated request's."""
 
 from __future__ import annotations
 
@@ -12,19 +13,30 @@ import orjson
 import pytest
 
 from stateway.core.commands import CreateResponse, ForwardChat, GenerationSettings
-from stateway.core.errors import InvalidRequest, ServerShuttingDown, UpstreamError
+from stateway.core.errors import (
+    GatewayError,
+    InvalidRequest,
+    Overloaded,
+    ServerShuttingDown,
+    UpstreamError,
+    UpstreamRejected,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
 from stateway.core.gateway import Gateway
 from stateway.core.generations import HeldRelay
 from stateway.core.inference import Delta, Finish, TextDelta, ToolCallDelta, UsageReport
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
 from stateway.core.routing import BackendEntry, Router
+from stateway.core.routing.health import HealthBoard
 from stateway.core.runs import CancelReason, Run, RunRegistry
 from stateway.core.tools.ports import McpTool
 from stateway.core.tools.toolset import GatewayTools
 from stateway.core.usage import Usage
 from stateway.protocols.chat.encode import encode_completion
 from tests.core.fakes import FakeMcp, MemoryStore, RoundsBackend, ScriptedBackend
+from tests.core.routing_fakes import Named, candidate, route
 
 ADD = McpTool("add", {"type": "object"}, "Add", {"readOnlyHint": True})
 CALC = {
@@ -48,6 +60,9 @@ class Relayed:
 
     def output_estimate(self) -> int:
         return 0
+
+    def failure(self) -> None:
+        return None
 
     async def aclose(self) -> None:
         pass
@@ -245,6 +260,9 @@ class Unending:
     def output_estimate(self) -> int:
         return 0
 
+    def failure(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         if not self.closed.done():
             self.closed.set_result(None)
@@ -312,3 +330,179 @@ async def test_a_relay_closed_before_shutdown_is_not_ended() -> None:
     relay.closed = asyncio.get_running_loop().create_future()
     await chat.runs.end_all(CancelReason.SHUTTING_DOWN)
     assert not relay.closed.done()  # forgotten once closed
+
+
+class Answer:
+    """A relayed answer of ``status`` whose body is ``chunks`` (an error among them raised
+    there), and the error its status means (``failure``)."""
+
+    headers: Mapping[str, str] = {"content-type": "text/event-stream"}
+
+    def __init__(
+        self,
+        status: int = 200,
+        chunks: tuple[bytes | GatewayError, ...] = (b"data: {}\n\n",),
+        failure: GatewayError | None = None,
+    ) -> None:
+        self.status = status
+        self._chunks = chunks
+        self._failure = failure
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            if isinstance(chunk, GatewayError):
+                raise chunk
+            yield chunk
+
+    def failure(self) -> GatewayError | None:
+        return self._failure
+
+    def usage(self) -> Usage | None:
+        return None
+
+    def output_estimate(self) -> int:
+        return 0
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Answering(Named):
+    """Forwards to an upstream answering ``answer`` each time (or failing with it)."""
+
+    def __init__(self, answer: Answer | GatewayError) -> None:
+        super().__init__("up")
+        self.answer = answer
+
+    async def forward_chat(self, body: bytes) -> Answer:
+        if isinstance(self.answer, GatewayError):
+            raise self.answer
+        return self.answer
+
+
+async def relay_once(chat: Gateway, model: str = "m") -> None:
+    """One forwarded request, its answer read to its end (or its error), then closed."""
+    try:
+        held = await chat.execute(Principal(), forward({"model": model}))
+    except GatewayError:
+        return
+    assert isinstance(held, HeldRelay)
+    try:
+        async for _ in held.chunks():
+            pass
+    except GatewayError:
+        pass
+    finally:
+        await held.aclose()
+
+
+def board_of(chat: Gateway) -> HealthBoard:
+    return chat.generations.current.router.state.health
+
+
+SERVERS_FAULT = [
+    pytest.param(UpstreamUnavailable("unreachable"), id="unreachable"),
+    pytest.param(UpstreamTimeout("no headers"), id="timed-out"),
+    pytest.param(Answer(503, (b"busy",), UpstreamUnavailable("busy", status=503)), id="503"),
+    pytest.param(Answer(500, (b"boom",), UpstreamError("boom")), id="500"),
+    pytest.param(Answer(chunks=(UpstreamTimeout("no output"),)), id="no-output"),
+    pytest.param(Answer(chunks=(UpstreamError("[DONE] alone"),)), id="no-answer"),
+    pytest.param(Answer(chunks=(b"data: {}\n\n", UpstreamError("cut"))), id="cut"),
+]
+
+
+@pytest.mark.parametrize("answer", SERVERS_FAULT)
+async def test_a_relays_failures_open_its_candidates_circuit(
+    answer: Answer | GatewayError,
+) -> None:
+    """Counted as a translated request's failures are (:func:`.attempts.unhealthy`): a
+    server unreachable or silent, an error status of its own, a stream failing before its
+    output or part-way. A route of several candidates sharing this one then skips it."""
+    chat = gateway(Answering(answer), models={"m": "up-model"})
+    for _ in range(3):  # the default failure_threshold
+        await relay_once(chat)
+    assert board_of(chat).state("up/up-model") == "open"
+
+
+async def test_a_relayed_success_closes_the_circuit_its_failures_opened() -> None:
+    backend = Answering(UpstreamUnavailable("unreachable"))
+    chat = gateway(backend, models={"m": "up-model"})
+    for _ in range(3):
+        await relay_once(chat)
+    assert board_of(chat).state("up/up-model") == "open"
+    backend.answer = Answer()
+    await relay_once(chat)
+    assert board_of(chat).state("up/up-model") == "closed"
+    assert len(board_of(chat)) == 0
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param(Overloaded("the gateway's queue is full"), id="gateway-queue-full"),
+        pytest.param(Answer(400, (b"bad",), UpstreamRejected("bad")), id="400"),
+        pytest.param(
+            Answer(404, (b"no",), UpstreamRejected("no", status=404, code="model_not_found")),
+            id="404",
+        ),
+        pytest.param(Answer(chunks=(UpstreamRejected("refused mid-stream"),)), id="refused"),
+    ],
+)
+async def test_what_is_not_the_servers_fault_leaves_its_circuit_alone(
+    answer: Answer | GatewayError,
+) -> None:
+    """The request's fault, the model missing from a server that is up, the gateway's own
+    queue being full: none counts, as none counts for a translated request."""
+    chat = gateway(Answering(answer), models={"m": "up-model"})
+    for _ in range(3):
+        await relay_once(chat)
+    assert len(board_of(chat)) == 0
+
+
+async def test_a_relay_whose_client_leaves_counts_neither_way() -> None:
+    """A client leaving part-way says nothing of the server: the failures before it still
+    count, and it adds none."""
+    backend = Answering(UpstreamUnavailable("unreachable"))
+    chat = gateway(backend, models={"m": "up-model"})
+    await relay_once(chat)
+    await relay_once(chat)
+    backend.answer = Answer(chunks=(b"data: {}\n\n", b"data: {}\n\n"))
+    held = await chat.execute(Principal(), forward({"model": "m"}))
+    assert isinstance(held, HeldRelay)
+    chunks = held.chunks()
+    await anext(chunks)
+    await chunks.aclose()  # the client left part-way
+    await held.aclose()
+    assert board_of(chat).state("up/up-model") == "closed"
+    backend.answer = UpstreamUnavailable("unreachable")
+    await relay_once(chat)
+    assert board_of(chat).state("up/up-model") == "open"
+
+
+async def test_an_upstreams_retry_after_opens_the_circuit_for_as_long_as_asked() -> None:
+    limited = UpstreamRejected("slow down", status=429, headers={"Retry-After": "60"})
+    chat = gateway(Answering(Answer(429, (b"slow down",), limited)), models={"m": "up-model"})
+    await relay_once(chat)
+    health = board_of(chat)
+    assert health.state("up/up-model") == "open"
+    clock = chat.generations.current.router.state.clock
+    assert health.reopens_at("up/up-model") - clock() > 55
+
+
+async def test_a_route_sharing_a_relayed_candidate_skips_it_once_its_circuit_opened() -> None:
+    """The fast path's own route is its one candidate, tried whatever its circuit; the
+    circuit tells a route of several candidates that shares it to go elsewhere."""
+    relayed = Answering(UpstreamUnavailable("unreachable"))
+    other = Named("other", ANSWER)
+    store = MemoryStore()
+    both = route(candidate(relayed), candidate(other), name="pair")
+    routing = Router([BackendEntry(relayed, {"m": "up-model"})], routes=[both])
+    chat = Gateway(store, routing, Loop(store), RunRegistry())
+    for _ in range(3):
+        await relay_once(chat)
+    run = await chat.execute(Principal(), command("pair"))
+    assert isinstance(run, Run)
+    await run.wait()
+    assert run.state.status == "completed"
+    assert relayed.requests == []
+    assert len(other.requests) == 1

@@ -242,6 +242,9 @@ class ReportingRelay:
     def output_estimate(self) -> int:
         return 0
 
+    def failure(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         pass
 
@@ -311,6 +314,9 @@ class UncountedRelay(ReportingRelay):
 
     def output_estimate(self) -> int:
         return self.output
+
+    def failure(self) -> None:
+        return None
 
 
 class Uncounted(ScriptedBackend):

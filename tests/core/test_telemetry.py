@@ -240,6 +240,9 @@ class UsageRelay:
     def output_estimate(self) -> int:
         return 0
 
+    def failure(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         pass
 

@@ -12,7 +12,8 @@ so, even to a streamed request) is the error it reports, not an answer, and one 
 stream that reports an error, raised after the events before it, and the end of one that
 is no whole answer (cut short, done before any output, given up on), told once, at its
 end, from the last two chunks kept for the usage (:mod:`~stateway.backends.relayed_stream`).
-The body is
+An error status is relayed as it came; :meth:`UpstreamRelay.failure` says what it means
+(how it counts on the backend's circuit). The body is
 counted against ``max_response_bytes`` as it is read (a declared ``Content-Length`` over
 it fails before the first chunk) and, when the backend has a key, passed through the key
 scrubber chunk by chunk (a chunk is decoded as Latin-1, which maps bytes one to one, so
@@ -46,7 +47,7 @@ from stateway.backends.relayed_stream import (
     unfinished,
 )
 from stateway.backends.upstream_reply import UpstreamReply, no_output
-from stateway.backends.upstream_status import classify_reported, reports_error
+from stateway.backends.upstream_status import classify_reported, classify_status, reports_error
 from stateway.core.deadline import Deadline
 from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.ports import is_event_stream
@@ -262,6 +263,16 @@ class UpstreamRelay:
 
     def output_estimate(self) -> int:
         return self._events if self._streams else self._reply.received // 4
+
+    def failure(self) -> GatewayError | None:
+        """By the status alone (:func:`~.upstream_status.classify_status`): a server's
+        error named only in its body (llama-server's 500 refusing an image) counts as its
+        status says."""
+        if self.status < 400:
+            return None
+        retry = self.headers.get("retry-after")
+        asked = {"Retry-After": retry} if retry else None
+        return classify_status(self.status, "", None, self._backend, asked)
 
     async def aclose(self) -> None:
         self._closed = True

@@ -4,8 +4,10 @@ When the request's route allows it (:class:`~stateway.core.commands.ForwardChat`
 when: one candidate speaking Chat Completions, no gateway tools), its body goes to the
 upstream as it came and the answer is relayed back as it arrives, holding the config
 generation until the relay closes (:class:`~stateway.core.generations.HeldRelay`);
-telemetry and the rate limits learn what it used from its tail; to a backend whose cache
-is kept per tenant (``cache_salt``), the body carries its tenant's salt. Anything else, a
+telemetry and the rate limits learn what it used from its tail, and its candidate's
+circuit how it ended, as a translated attempt's end tells it (:func:`_counted`); to a
+backend whose cache is kept per tenant (``cache_salt``), the body carries its tenant's
+salt. Anything else, a
 stream that would not report its usage while tokens are counted, and a ``tool_choice``
 naming a function to a server not known to force it as named (llama.cpp reads one as
 ``auto``; the backend sends it in a form the server forces), is translated into a
@@ -19,12 +21,14 @@ from functools import partial
 from typing import Any
 
 from stateway.core.commands import ForwardChat
-from stateway.core.errors import ServerShuttingDown
+from stateway.core.errors import GatewayError, ServerShuttingDown
 from stateway.core.generations import Generations, HeldRelay
 from stateway.core.limits import RateLimits
 from stateway.core.ports import CacheSalts, Relay
 from stateway.core.principal import Principal
-from stateway.core.routing.attempts import Outcome
+from stateway.core.routing import Candidate
+from stateway.core.routing.attempts import Outcome, retry_after, unhealthy
+from stateway.core.routing.health import HealthBoard
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.starting import RunStarter
 from stateway.core.telemetry import RunReport, Telemetry
@@ -76,8 +80,9 @@ class ChatForwarding:
                     body = command.salted_body_for(route.upstream_model, salt)
                 else:  # the common case: one attribute read more than before salts
                     body = command.body_for(route.upstream_model)
-                backend = route.candidates[0].backend.name
-                ended = partial(self._relayed, principal, command, backend, len(body))
+                health = generation.router.state.health
+                candidate = route.candidates[0]
+                ended = partial(self._relayed, principal, command, candidate, health, len(body))
                 held = HeldRelay(generations, generation, self._runs, ended)
                 return await held.open(forwarder, body)
             return await self._starter.admit(principal, await command.translate(), generation)
@@ -89,10 +94,12 @@ class ChatForwarding:
         self,
         principal: Principal,
         command: ForwardChat,
-        backend: str,
+        candidate: Candidate,
+        health: HealthBoard,
         sent: int,
         relay: Relay | None,
         outcome: Outcome,
+        error: GatewayError | None,
     ) -> None:
         """Tell telemetry what a relayed answer used (its one upstream attempt, ``relay``
         None when the upstream never answered), and take the tokens it reported out of
@@ -100,8 +107,10 @@ class ChatForwarding:
         usage came, or it was cut short), its output's, estimated, and once its output
         began, its prompt's too (from the ``sent`` bytes of the body), as a translated
         run's (:func:`~stateway.core.limits.charged_tokens`): leaving before the end must
-        not make an answer free."""
-        attempt = {"backend": backend, "outcome": outcome}
+        not make an answer free. Its candidate's circuit is told how it ended
+        (:func:`_counted`)."""
+        _counted(health, candidate.key, relay, outcome, error)
+        attempt = {"backend": candidate.backend.name, "outcome": outcome}
         usage = None if relay is None else relay.usage()
         report = RunReport(principal.tenant_id, command.model, usage, [attempt])
         self._telemetry.run_ended(report)
@@ -112,6 +121,32 @@ class ChatForwarding:
         elif relay.status < 400:
             estimated = partial(_estimated, relay, sent, command.fields)
             self._limits.charge_after(principal, None, estimated)
+
+
+def _counted(
+    health: HealthBoard,
+    key: str,
+    relay: Relay | None,
+    outcome: Outcome,
+    error: GatewayError | None,
+) -> None:
+    """A relayed answer's end on its candidate's circuit, as a translated attempt's end
+    counts (:mod:`stateway.core.routing.plan`): relayed to its end, a success; failed or
+    cut by the server (:func:`~stateway.core.routing.attempts.unhealthy`: the error its
+    status means, else the upstream's error), a failure, with the ``Retry-After`` it asked
+    for; a request refused as such, the gateway's own full queue, a client that left, none.
+    A relay is never a half-open circuit's probe: its route (one candidate) sends it
+    whatever the circuit, so it takes no probe's place, and its success closes the circuit
+    as the probe's would. The circuit is what a route of several candidates sharing this
+    one reads (its key: ``backend/model``)."""
+    if outcome == "ok":
+        health.succeeded(key)
+        return
+    if outcome == "cancelled":
+        return
+    failure = (relay.failure() if relay is not None else None) or error
+    if failure is not None and unhealthy(failure):
+        health.failed(key, retry_after(failure))
 
 
 def _estimated(relay: Relay, sent: int, fields: dict[str, Any]) -> int:

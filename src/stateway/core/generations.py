@@ -141,14 +141,19 @@ async def _retire(generation: Generation) -> None:
         log.info("config generation %d retired", generation.number)
 
 
+Ended = Callable[[Relay | None, Outcome, GatewayError | None], None]
+"""Told how a relay ended: its upstream's answer (None: there was none), the outcome, the
+upstream's error that failed or cut it (:class:`HeldRelay`)."""
+
+
 class HeldRelay:
     """A forwarded request and its relayed answer, holding its generation's lease from
     when it is sent until it is closed (its upstream connection belongs to that
     generation's pool); ``ended`` is told once, with the upstream's answer (None: there was
-    none) and how its upstream attempt ended: ``ok`` (relayed to its end), ``failed`` (an
+    none), how its upstream attempt ended: ``ok`` (relayed to its end), ``failed`` (an
     error status, or the upstream failed before any body byte was relayed), ``cut`` (the
     upstream failed part-way) or ``cancelled`` (closed before its end: the client left,
-    or the server shut down).
+    or the server shut down), and the upstream's error that failed or cut it, if one did.
 
     ``runs`` knows it meanwhile (:meth:`RunRegistry.add_relay`), so that shutting down ends
     it (:meth:`end`): still waiting for the status line, that wait is cancelled and
@@ -159,6 +164,7 @@ class HeldRelay:
     __slots__ = (
         "_ended",
         "_ending",
+        "_error",
         "_generations",
         "_held",
         "_outcome",
@@ -178,7 +184,7 @@ class HeldRelay:
         generations: Generations,
         generation: Generation,
         runs: RunRegistry,
-        ended: Callable[[Relay | None, Outcome], None] | None = None,
+        ended: Ended | None = None,
     ) -> None:
         self._generations = generations
         self._held: Generation | None = generation
@@ -191,6 +197,8 @@ class HeldRelay:
         """Why it was ended (:meth:`end`), if it was."""
         self._outcome: Outcome = "cancelled"
         """Until the body has been relayed to its end (or failed)."""
+        self._error: GatewayError | None = None
+        """The upstream's error that failed or cut it, once one did."""
 
     async def open(self, forwarder: ChatForwarder, body: bytes) -> HeldRelay:
         """Send ``body`` upstream: this relay, once its status line came. Raises what
@@ -200,7 +208,8 @@ class HeldRelay:
         task = self._waiting = asyncio.current_task()
         try:
             relay = await forwarder.forward_chat(body)
-        except GatewayError:  # no answer at all: unreachable, timed out, overloaded
+        except GatewayError as error:  # no answer at all: unreachable, timed out, overloaded
+            self._error = error
             self._gone(None, "failed")
             raise
         except BaseException as exc:  # the client left, or it was ended (or a bug)
@@ -240,6 +249,7 @@ class HeldRelay:
             if self._ending is not None:  # its read failed because it was ended
                 raise self._ending from error
             self._outcome = "cut" if relayed and self.status < 400 else "failed"
+            self._error = error
             raise
         self._outcome = "ok" if self.status < 400 else "failed"
 
@@ -250,10 +260,10 @@ class HeldRelay:
             return
         ended = self._ended
 
-        def both(relay: Relay | None, outcome: Outcome) -> None:
+        def both(relay: Relay | None, outcome: Outcome, error: GatewayError | None) -> None:
             try:
                 if ended is not None:
-                    ended(relay, outcome)
+                    ended(relay, outcome, error)
             finally:
                 told()
 
@@ -264,6 +274,9 @@ class HeldRelay:
 
     def output_estimate(self) -> int:
         return 0 if self._relay is None else self._relay.output_estimate()
+
+    def failure(self) -> GatewayError | None:
+        return None if self._relay is None else self._relay.failure()
 
     async def aclose(self) -> None:
         try:
@@ -279,7 +292,7 @@ class HeldRelay:
         self._held = None
         self._runs.discard_relay(self)
         if self._ended is not None:
-            self._ended(relay, outcome)
+            self._ended(relay, outcome, self._error)
 
 
 @dataclass(frozen=True, slots=True)

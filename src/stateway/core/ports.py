@@ -6,6 +6,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from stateway.core.errors import GatewayError
 from stateway.core.inference import Delta, InferenceRequest
 from stateway.core.items import Item
 from stateway.core.usage import Usage
@@ -89,6 +90,12 @@ class Relay(Protocol):
         event, as a model server streams a token or so per event; any other body: one per
         4 bytes): what a relayed answer cut short, or left by its client before its usage
         came, is charged."""
+        ...
+
+    def failure(self) -> GatewayError | None:
+        """The error a translated request would get from the answer's status (None below
+        400), told by the status and its ``Retry-After`` alone (the body is the client's
+        answer, not read for it): how it counts on its candidate's circuit."""
         ...
 
     async def aclose(self) -> None: ...

@@ -78,6 +78,9 @@ class FakeRelay:
     def output_estimate(self) -> int:
         return 0
 
+    def failure(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         self.closed.set()
 
