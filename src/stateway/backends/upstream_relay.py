@@ -40,6 +40,7 @@ import orjson
 from stateway.backends.chat_reply import GAVE_UP, gave_up
 from stateway.backends.chat_usage import reported_usage
 from stateway.backends.relayed_stream import (
+    DONE,
     ORDINARY,
     done_at,
     reported_error,
@@ -146,7 +147,7 @@ class UpstreamRelay:
                 else:
                     judged = self.status == 200  # an answer's stream (:mod:`.relayed_stream`)
                     head = self._scrubbed(first)
-                    telling = b"error" in head or b"[DONE]" in head
+                    telling = head.find(b"error") >= 0 or head.find(b"[DONE]") >= 0
                     ending = self._ending(head) if judged and telling else None
                     if ending is not None:
                         if ending[0]:
@@ -161,7 +162,7 @@ class UpstreamRelay:
                         if (
                             judged
                             and (events != 1 or not chunk.startswith(ORDINARY))
-                            and (b"error" in chunk or b"[DONE]" in chunk)
+                            and (chunk.find(b"error") >= 0 or chunk.find(b"[DONE]") >= 0)
                             and (ending := self._ending(chunk))
                         ):
                             if ending[0]:
@@ -202,19 +203,21 @@ class UpstreamRelay:
         chunk goes before it: an event's that reports one
         (:func:`~.relayed_stream.reported_error`), or that of its ``[DONE]`` ending no
         answer (:func:`~.relayed_stream.unanswered`, which reads the chunks before it);
-        None when it ends none."""
-        if b"error" in chunk:
+        None when it ends none. ``[DONE]`` alone, as a stream's last read most often is,
+        reports no error and has nothing before it."""
+        if chunk != DONE and chunk.find(b"error") >= 0:
             reported = reported_error(chunk, self._backend, self._scrub or str)
             if reported is not None:
                 at, error = reported
                 return chunk[:at], error
-        at = done_at(chunk)
+        at = 0 if chunk == DONE else done_at(chunk)
         if at < 0:
             return None
         self._done = True
         before = chunk[:at]
-        events = self._events + before.count(b"data:")
-        failed = unanswered(self._previous + self._last + before, events, self._backend)
+        events = self._events + before.count(b"data:") if at else self._events
+        tail = self._previous + self._last + before if at else self._previous + self._last
+        failed = unanswered(tail, events, self._backend)
         return None if failed is None else (before, failed)
 
     def _answer(self, chunks: list[bytes]) -> bytes:
@@ -226,7 +229,7 @@ class UpstreamRelay:
         the server gave up on it (:data:`~stateway.backends.chat_reply.GAVE_UP`). Parsed
         only when it names an ``"error"`` or ``"abort"`` at all."""
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        if b'"error"' not in body and b'"abort"' not in body:
+        if body.find(b'"error"') < 0 and body.find(b'"abort"') < 0:
             return body
         try:
             payload = orjson.loads(body)

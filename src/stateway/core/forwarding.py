@@ -7,11 +7,10 @@ generation until the relay closes (:class:`~stateway.core.generations.HeldRelay`
 telemetry and the rate limits learn what it used from its tail, and its candidate's
 circuit how it ended, as a translated attempt's end tells it (:func:`_counted`); to a
 backend whose cache is kept per tenant (``cache_salt``), the body carries its tenant's
-salt. Anything else, a
-stream that would not report its usage while tokens are counted, and a ``tool_choice``
-naming a function to a server not known to force it as named (llama.cpp reads one as
-``auto``; the backend sends it in a form the server forces), is translated into a
-``CreateResponse`` and started as any run.
+salt. Anything else, a stream that would not report its usage while tokens are counted,
+and a ``tool_choice`` naming a function to a server not known to force it as named
+(llama.cpp reads one as ``auto``; the backend sends it in a form the server forces), is
+translated into a ``CreateResponse`` and started as any run.
 """
 
 from __future__ import annotations
