@@ -304,3 +304,28 @@ async def test_an_answer_that_says_done_or_abort_in_its_text_is_relayed_as_it_ca
     ]
     relay = await forwarded(loopback, *writes_of(chunks, apart))
     assert await relayed_whole(relay) == b"".join(chunks)
+
+
+@pytest.mark.parametrize("apart", [False, True])
+async def test_a_finish_reason_written_with_spaces_is_read_too(
+    loopback: Loopback, apart: bool
+) -> None:
+    """Python's ``json`` writes ``"finish_reason": "abort"``: told from the end as well,
+    after an answer of many events."""
+    words = [b'data: {"id": "c", "choices": [{"index": 0, "delta": {"content": "w"}}]}\n\n'] * 5
+    finish = (
+        b'data: {"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "abort"}]}\n\n'
+    )
+    chunks = [ROLE, *words, finish, DONE]
+    relayed, error = await relayed_until(await forwarded(loopback, *writes_of(chunks, apart)))
+    assert relayed == b"".join(chunks).removesuffix(DONE)
+    same(error, await streamed_failure(loopback, b"".join(chunks)))
+
+
+async def test_done_in_a_comment_ends_nothing(loopback: Loopback) -> None:
+    """Only a data line says a stream is done: a stream ending on a comment that says
+    ``[DONE]`` was cut short."""
+    chunks = [ROLE, OUTPUT, b": [DONE]\n\n"]
+    relayed, error = await relayed_until(await forwarded(loopback, *chunks))
+    assert relayed == b"".join(chunks)
+    assert error.code == "upstream_stream_cut"

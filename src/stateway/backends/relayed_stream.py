@@ -19,21 +19,22 @@ timeout, a server dying between two events: the body ends cleanly), as is one th
 with no byte at all. At ``[DONE]`` (:func:`done_at`, left out when it ends a failure),
 :func:`unanswered` reads the last chunks' events only when there were few (two at most:
 vLLM's ``[DONE]`` alone, after an error it dropped before the first token; a role chunk
-and ``[DONE]``, no output: ``no_answer``) or when they name ``"abort"`` or ``"error"``
-(a ``finish_reason`` saying the server gave up on the answer: vLLM's and SGLang's
-``abort``, vLLM's ``error``), as a run reads them
+and ``[DONE]``, no output: ``no_answer``) or when the last ``finish_reason`` says the
+server gave up on the answer (vLLM's and SGLang's ``abort``, vLLM's ``error``:
+:func:`gave_up_at_end`, a search from the end), as a run reads them
 (:func:`~stateway.backends.chat_reply.from_upstream_chunk`).
 
 The relay's loop adds almost nothing to an ordinary chunk, one event that starts as an
 answer's chunk does (:data:`ORDINARY`): one ``startswith`` of a chunk whose ``data:``
 lines it counts anyway. Any other chunk (several events read together, a comment, an
-error, ``[DONE]``) is searched for the bytes ``error`` and ``[DONE]`` (with
-``bytes.find``: ``in`` first tries its operand as an integer, raising and clearing a
-``TypeError``, some 1,800 instructions a search, counted with callgrind), and only one
-that holds them is read line by line (:func:`reported_error`; the key ``"error"`` cannot
-appear inside a chunk's strings, where its quotes are escaped, nor can ``[DONE]`` start
-a line there). What is not seen so is relayed as it came: an error event split between
-two reads, or an ``error:`` line read together with the one ordinary event before it.
+error, ``[DONE]``) is searched for the bytes ``error`` (with ``bytes.find``: ``in`` first
+tries its operand as an integer, raising and clearing a ``TypeError``, some 1,800
+instructions a search, counted with callgrind) and looked at for ``[DONE]`` at its end,
+and only one that holds ``error`` is read line by line (:func:`reported_error`; the key
+``"error"`` cannot appear inside a chunk's strings, where its quotes are escaped, nor can
+``[DONE]`` start a line there). What is not seen so is relayed as it came: an error event
+split between two reads, or an ``error:`` line read together with the one ordinary event
+before it.
 
 The status line has gone out with the first chunk, so an error before any output is the
 same error line after a 200 (a translated stream holds its status line for its first
@@ -109,12 +110,24 @@ def _reported(data: bytes, backend: str, scrub: Scrub) -> GatewayError | None:
 DONE: Final = b"data: [DONE]\n\n"
 """How every server known here ends a stream."""
 
+DONE_ENDS: Final = (DONE, b"data: [DONE]\r\n\r\n", b"data:[DONE]\n\n", b"data:[DONE]\r\n\r\n")
+"""How a read holding a stream's ``data: [DONE]`` ends: it is the stream's last event.
+Four endings, each tried against every read that is not one ordinary event: a ``[DONE]``
+read apart from its blank line is not told (the stream's end then judges it by its
+finish, :func:`unfinished`)."""
+
+FINISH_REASON: Final = b'"finish_reason"'
+_VALUE: Final = len(FINISH_REASON) + 1
+"""Where the value of a ``"finish_reason"`` key found starts: after its colon (and a
+space, as Python's ``json`` writes it, one byte further)."""
+GAVE_UP_VALUES: Final = frozenset({b'"abort"', b'"error"'})
+"""The finish reasons of an answer the server gave up on
+(:data:`~stateway.backends.chat_reply.GAVE_UP`), as JSON strings."""
+
 
 def done_at(chunk: bytes) -> int:
     """Where the ``data: [DONE]`` line of ``chunk`` starts; -1 when it has none. The last
-    ``[DONE]`` in it: a stream's, it ends the stream."""
-    if chunk.endswith(DONE):
-        return len(chunk) - len(DONE)
+    ``[DONE]`` in it (searched from its end, where a stream's is)."""
     at = chunk.rfind(b"[DONE]")
     if at < 0:
         return -1
@@ -122,16 +135,36 @@ def done_at(chunk: bytes) -> int:
     return start if chunk[start:at] in (b"data: ", b"data:") else -1
 
 
-def unanswered(tail: bytes, events: int, backend: str) -> GatewayError | None:
-    """The error of a stream that ends with ``[DONE]`` after ``tail`` (its last chunks; it
-    had ``events`` data lines in all), as a run judges it: an answer the server gave up on;
-    no answer when no event gave any output (every one of them read here); else None.
-    Read only when there were few events, or ``"abort"`` or ``"error"`` appear: otherwise
-    an answer ended as every answer does, told by two searches of ``tail``."""
-    if events > FEW and tail.find(b'"abort"') < 0 and tail.find(b'"error"') < 0:
+def gave_up_at_end(*reads: bytes) -> bool:
+    """Whether the last ``finish_reason`` in ``reads`` (a whole answer, or a stream's last
+    reads, the last first) says the server gave up on the answer. Searched from the end,
+    where an answer finishes (after it only its usage and ``[DONE]``): the search reads
+    little of a long answer; slices look at the value (a method call costs more)."""
+    for data in reads:
+        at = data.rfind(FINISH_REASON)
+        if at >= 0:
+            value = data[at + _VALUE : at + _VALUE + 8]
+            return value[:7] in GAVE_UP_VALUES or value[1:] in GAVE_UP_VALUES
+    return False
+
+
+def unanswered(
+    previous: bytes, last: bytes, chunk: bytes, events: int, backend: str
+) -> GatewayError | None:
+    """The error of a stream whose read ``chunk`` says it is done (``[DONE]``), after the
+    reads ``previous`` and ``last`` and ``events`` data lines, as a run judges it: an
+    answer the server gave up on; no answer when no event gave any output (every one of
+    them read here); else None. Read only when there were few events, or the last finish
+    reason says the server gave up (:func:`gave_up_at_end`): otherwise an answer ended as
+    every answer does."""
+    if events > FEW and not (
+        gave_up_at_end(previous + last)  # one search: a call costs more than a copy
+        if chunk == DONE
+        else gave_up_at_end(chunk, last, previous)
+    ):
         return None
     try:
-        deltas, read = _deltas(tail)
+        deltas, read = _deltas(previous + last + chunk)  # [DONE] is no JSON: not read
     except UpstreamError as error:  # a finish reason saying the server gave up
         return error
     return no_answer(backend) if not deltas and read == events else None

@@ -40,9 +40,10 @@ import orjson
 from stateway.backends.chat_reply import GAVE_UP, gave_up
 from stateway.backends.chat_usage import reported_usage
 from stateway.backends.relayed_stream import (
-    DONE,
+    DONE_ENDS,
     ORDINARY,
     done_at,
+    gave_up_at_end,
     reported_error,
     unanswered,
     unfinished,
@@ -147,13 +148,16 @@ class UpstreamRelay:
                 else:
                     judged = self.status == 200  # an answer's stream (:mod:`.relayed_stream`)
                     head = self._scrubbed(first)
-                    telling = head.find(b"error") >= 0 or head.find(b"[DONE]") >= 0
-                    ending = self._ending(head) if judged and telling else None
-                    if ending is not None:
-                        if ending[0]:
-                            yield self._noted(ending[0])
-                        raise ending[1]
-                    if head:
+                    if head:  # read apart (first_token_timeout): judged as any other
+                        erring = head.find(b"error") >= 0
+                        if (
+                            judged
+                            and (erring or head.endswith(DONE_ENDS))
+                            and (ending := self._ending(head, head.count(b"data:"), erring))
+                        ):
+                            if ending[0]:
+                                yield self._noted(ending[0])
+                            raise ending[1]
                         yield self._noted(head)
                     async for chunk in self._reply:
                         if self._scrub is not None:
@@ -162,8 +166,8 @@ class UpstreamRelay:
                         if (
                             judged
                             and (events != 1 or not chunk.startswith(ORDINARY))
-                            and (chunk.find(b"error") >= 0 or chunk.find(b"[DONE]") >= 0)
-                            and (ending := self._ending(chunk))
+                            and ((erring := chunk.find(b"error") >= 0) or chunk.endswith(DONE_ENDS))
+                            and (ending := self._ending(chunk, events, erring))
                         ):
                             if ending[0]:
                                 yield self._noted(ending[0])
@@ -198,27 +202,33 @@ class UpstreamRelay:
                 raise no_output(self._backend, within) from exc
             raise
 
-    def _ending(self, chunk: bytes) -> tuple[bytes, GatewayError] | None:
-        """The error ``chunk`` (relayed, scrubbed) ends the stream with, and what of the
-        chunk goes before it: an event's that reports one
-        (:func:`~.relayed_stream.reported_error`), or that of its ``[DONE]`` ending no
-        answer (:func:`~.relayed_stream.unanswered`, which reads the chunks before it);
-        None when it ends none. ``[DONE]`` alone, as a stream's last read most often is,
-        reports no error and has nothing before it."""
-        if chunk != DONE and chunk.find(b"error") >= 0:
+    def _ending(self, chunk: bytes, events: int, erring: bool) -> tuple[bytes, GatewayError] | None:
+        """The error ``chunk`` (relayed, scrubbed; ``events`` data lines; the bytes
+        ``error`` among them if ``erring``, else it ends as a read holding ``[DONE]`` does)
+        ends the stream with, and what of the chunk goes before it: an event's that reports
+        one (:func:`~.relayed_stream.reported_error`), or that of its ``[DONE]`` ending no
+        answer (:func:`~.relayed_stream.unanswered`, which reads the chunks before it); None
+        when it ends none. Nothing here reads the chunk whole unless it holds ``error`` (a
+        stream's last read holds much of the answer when its events came together), and
+        the ``[DONE]`` line is looked for only to end a failure before it: an answer ended
+        as every answer is costs a stream the fewest calls."""
+        if erring:
             reported = reported_error(chunk, self._backend, self._scrub or str)
             if reported is not None:
                 at, error = reported
                 return chunk[:at], error
-        at = 0 if chunk == DONE else done_at(chunk)
-        if at < 0:
+            if not chunk.endswith(DONE_ENDS):
+                return None
+        self._done = True  # the answer's end judged here (its [DONE] line found if it fails)
+        before = self._events + events - 1
+        failed = unanswered(self._previous, self._last, chunk, before, self._backend)
+        if failed is None:
             return None
-        self._done = True
-        before = chunk[:at]
-        events = self._events + before.count(b"data:") if at else self._events
-        tail = self._previous + self._last + before if at else self._previous + self._last
-        failed = unanswered(tail, events, self._backend)
-        return None if failed is None else (before, failed)
+        at = done_at(chunk)
+        if at < 0:  # "[DONE]" ending no data line: no end
+            self._done = False
+            return None
+        return chunk[:at], failed
 
     def _answer(self, chunks: list[bytes]) -> bytes:
         """A 200 body that is no event stream (a whole answer), read to its end; raises
@@ -227,9 +237,10 @@ class UpstreamRelay:
         request's (:func:`~stateway.backends.upstream_status.classify_reported`); and,
         as a translated request's, the error of an answer whose ``finish_reason`` says
         the server gave up on it (:data:`~stateway.backends.chat_reply.GAVE_UP`). Parsed
-        only when it names an ``"error"`` or ``"abort"`` at all."""
+        only when it names an ``"error"`` at all, or its last ``finish_reason`` is such
+        a reason (:func:`~.relayed_stream.gave_up_at_end`)."""
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        if body.find(b'"error"') < 0 and body.find(b'"abort"') < 0:
+        if body.find(b'"error"') < 0 and not gave_up_at_end(body):
             return body
         try:
             payload = orjson.loads(body)
