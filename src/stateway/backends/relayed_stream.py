@@ -136,8 +136,8 @@ def done_at(chunk: bytes) -> int:
 
 
 def gave_up_at_end(*reads: bytes) -> bool:
-    """Whether the last ``finish_reason`` in ``reads`` (a whole answer, or a stream's last
-    reads, the last first) says the server gave up on the answer. Searched from the end,
+    """Whether the last ``finish_reason`` in ``reads`` (a stream's last reads, the last
+    first) says the server gave up on the answer. Searched from the end,
     where an answer finishes (after it only its usage and ``[DONE]``): the search reads
     little of a long answer; slices look at the value (a method call costs more)."""
     for data in reads:

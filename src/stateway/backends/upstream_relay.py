@@ -40,10 +40,10 @@ import orjson
 from stateway.backends.chat_reply import GAVE_UP, gave_up
 from stateway.backends.chat_usage import reported_usage
 from stateway.backends.relayed_stream import (
+    DONE,
     DONE_ENDS,
     ORDINARY,
     done_at,
-    gave_up_at_end,
     reported_error,
     unanswered,
     unfinished,
@@ -149,11 +149,10 @@ class UpstreamRelay:
                     judged = self.status == 200  # an answer's stream (:mod:`.relayed_stream`)
                     head = self._scrubbed(first)
                     if head:  # read apart (first_token_timeout): judged as any other
-                        erring = head.find(b"error") >= 0
                         if (
                             judged
-                            and (erring or head.endswith(DONE_ENDS))
-                            and (ending := self._ending(head, head.count(b"data:"), erring))
+                            and _telling(head)
+                            and (ending := self._ending(head, head.count(b"data:")))
                         ):
                             if ending[0]:
                                 yield self._noted(ending[0])
@@ -166,8 +165,12 @@ class UpstreamRelay:
                         if (
                             judged
                             and (events != 1 or not chunk.startswith(ORDINARY))
-                            and ((erring := chunk.find(b"error") >= 0) or chunk.endswith(DONE_ENDS))
-                            and (ending := self._ending(chunk, events, erring))
+                            and (
+                                chunk == DONE
+                                or chunk.endswith(DONE_ENDS)
+                                or chunk.find(b"error") >= 0
+                            )
+                            and (ending := self._ending(chunk, events))
                         ):
                             if ending[0]:
                                 yield self._noted(ending[0])
@@ -202,17 +205,16 @@ class UpstreamRelay:
                 raise no_output(self._backend, within) from exc
             raise
 
-    def _ending(self, chunk: bytes, events: int, erring: bool) -> tuple[bytes, GatewayError] | None:
-        """The error ``chunk`` (relayed, scrubbed; ``events`` data lines; the bytes
-        ``error`` among them if ``erring``, else it ends as a read holding ``[DONE]`` does)
-        ends the stream with, and what of the chunk goes before it: an event's that reports
-        one (:func:`~.relayed_stream.reported_error`), or that of its ``[DONE]`` ending no
-        answer (:func:`~.relayed_stream.unanswered`, which reads the chunks before it); None
-        when it ends none. Nothing here reads the chunk whole unless it holds ``error`` (a
-        stream's last read holds much of the answer when its events came together), and
-        the ``[DONE]`` line is looked for only to end a failure before it: an answer ended
-        as every answer is costs a stream the fewest calls."""
-        if erring:
+    def _ending(self, chunk: bytes, events: int) -> tuple[bytes, GatewayError] | None:
+        """The error ``chunk`` (relayed, scrubbed; ``events`` data lines; told by
+        :func:`_telling`) ends the stream with, and what of the chunk goes before it: an
+        event's that reports one (:func:`~.relayed_stream.reported_error`), or that of its
+        ``[DONE]`` ending no answer (:func:`~.relayed_stream.unanswered`, which reads the
+        chunks before it); None when it ends none. ``[DONE]`` read alone (most streams'
+        last read) is told by one comparison; no read is read whole unless it holds
+        ``error``, and the ``[DONE]`` line is looked for only to end a failure before it:
+        an answer ended as every answer is costs a stream the fewest calls."""
+        if chunk != DONE and chunk.find(b"error") >= 0:
             reported = reported_error(chunk, self._backend, self._scrub or str)
             if reported is not None:
                 at, error = reported
@@ -237,10 +239,10 @@ class UpstreamRelay:
         request's (:func:`~stateway.backends.upstream_status.classify_reported`); and,
         as a translated request's, the error of an answer whose ``finish_reason`` says
         the server gave up on it (:data:`~stateway.backends.chat_reply.GAVE_UP`). Parsed
-        only when it names an ``"error"`` at all, or its last ``finish_reason`` is such
-        a reason (:func:`~.relayed_stream.gave_up_at_end`)."""
+        only when it names an ``"error"`` or ``"abort"`` at all (two ``bytes.find``: for
+        an answer of a few kilobytes, fewer instructions than any call more)."""
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        if body.find(b'"error"') < 0 and not gave_up_at_end(body):
+        if body.find(b'"error"') < 0 and body.find(b'"abort"') < 0:
             return body
         try:
             payload = orjson.loads(body)
@@ -294,6 +296,13 @@ class UpstreamRelay:
         release, self._release = self._release, None
         if release is not None:
             release()
+
+
+def _telling(chunk: bytes) -> bool:
+    """Whether a read that is not one ordinary event may end the stream: ``[DONE]`` (read
+    alone, or ending it) or the bytes ``error`` (the loop in :meth:`UpstreamRelay.chunks`
+    inlines this)."""
+    return chunk == DONE or chunk.endswith(DONE_ENDS) or chunk.find(b"error") >= 0
 
 
 def _scrubbed(scrub: KeyScrubber, chunk: bytes) -> bytes:
