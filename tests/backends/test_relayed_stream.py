@@ -123,15 +123,18 @@ OPENING = b": ping\n\n" + ROLE
 @pytest.mark.parametrize("event", ERROR_EVENTS)
 @pytest.mark.parametrize("before", [b"", OPENING])
 @pytest.mark.parametrize("apart", [False, True])
+@pytest.mark.parametrize("first_token_timeout", [None, 30.0])
 async def test_a_stream_failing_before_its_output_raises_after_its_opening(
-    loopback: Loopback, event: bytes, before: bytes, apart: bool
+    loopback: Loopback, event: bytes, before: bytes, apart: bool, first_token_timeout: Any
 ) -> None:
     """Relayed, a client would see an empty answer (or an error its SDK cannot read): it
     is the error a run gets from the same stream, raised after the events before it (a
-    comment, a role chunk), for the route to end the stream with."""
+    comment, a role chunk), for the route to end the stream with; its first read too,
+    read apart with ``first_token_timeout``."""
     body = before + event
     writes = [line + b"\n" for line in body.split(b"\n")[:-1]] if apart else [body]
-    relayed, error = await relayed_until(await forwarded(loopback, *writes))
+    relay = await forwarded(loopback, *writes, first_token_timeout=first_token_timeout)
+    relayed, error = await relayed_until(relay)
     assert relayed == before
     same(error, await streamed_failure(loopback, body))
 
