@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from stateway.core.items import MESSAGE, Item
+
 SUMMARY_PROMPT: Final = (
     "Compact the conversation so far into a summary that lets it continue without it. "
     "Whoever continues (you, or another model) will see the user's messages and this "
@@ -48,3 +50,12 @@ SUMMARY_PREFIX: Final = (
     "from it.\n\n"
 )
 """What precedes a summary when the model is shown it in place of a compaction item."""
+
+
+def prompt_message(prompt: str = SUMMARY_PROMPT) -> Item:
+    """A summarization instruction as the last user message of a summary call."""
+    return {
+        "type": MESSAGE,
+        "role": "user",
+        "content": [{"type": "input_text", "text": prompt}],
+    }

@@ -122,6 +122,7 @@ class CompactionStep:
             self._view,
             summary_settings(asked),
             asked.summary_prompt or SUMMARY_PROMPT,
+            window=candidate.context_window,
             cache_salt=run.cache_salt,
         )
         usage.add(summary.usage)
@@ -225,6 +226,7 @@ class Compaction:
             command.instructions,
             view,
             summary_settings(command.settings),
+            window=route.candidates[0].context_window,
             cache_salt=cache_salt,
         )
         item = compaction_item(self.sealer, tenant_id, summary.text)

@@ -6,7 +6,8 @@ The backend (a route's first candidate: a compaction does not fail over) is aske
 way it is asked for any round (its API shape, its errors), not streamed; the summary is
 the text of the answer (reasoning and any tool call the model attempts anyway are
 ignored). An empty answer is an upstream failure: a compaction item must stand for the
-turns it replaces.
+turns it replaces. The context is fitted to the candidate's window, and asked again
+smaller when the server refuses it as too long (:mod:`.summary_window`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from stateway.core.commands import GenerationSettings
-from stateway.core.compaction.prompt import SUMMARY_PROMPT
-from stateway.core.errors import UpstreamError
+from stateway.core.compaction.prompt import SUMMARY_PROMPT, prompt_message
+from stateway.core.compaction.summary_window import ATTEMPTS, SummaryWindow
+from stateway.core.errors import CONTEXT_LENGTH_EXCEEDED, UpstreamError
 from stateway.core.inference import InferenceRequest, TextDelta, UsageReport
-from stateway.core.items import MESSAGE, Item
+from stateway.core.items import Item
 from stateway.core.ports import Backend
 from stateway.core.usage import Usage
 
@@ -27,14 +29,6 @@ from stateway.core.usage import Usage
 class Summary:
     text: str
     usage: Usage = field(default_factory=Usage)
-
-
-def prompt_message(prompt: str = SUMMARY_PROMPT) -> Item:
-    return {
-        "type": MESSAGE,
-        "role": "user",
-        "content": [{"type": "input_text", "text": prompt}],
-    }
 
 
 def summary_settings(settings: GenerationSettings) -> GenerationSettings:
@@ -59,19 +53,35 @@ async def summarize(
     settings: GenerationSettings,
     prompt: str = SUMMARY_PROMPT,
     *,
+    window: int | None = None,
     cache_salt: str | None = None,
 ) -> Summary:
     """``model``'s summary of ``items`` (a model view), asked of ``backend`` with
     ``settings`` (:func:`summary_settings`) and ``prompt`` as the last user message, and
-    the tenant's ``cache_salt``. Raises the backend's :class:`UpstreamError` subclasses."""
-    request = InferenceRequest(
-        model=model,
-        instructions=instructions,
-        items=[*items, prompt_message(prompt)],
-        settings=settings,
-        stream=False,
-        cache_salt=cache_salt,
-    )
+    the tenant's ``cache_salt``; ``items`` fitted to ``window`` (the candidate's, if known)
+    and to the server's refusals (:mod:`.summary_window`). Raises the backend's
+    :class:`UpstreamError` subclasses."""
+    shown = SummaryWindow(instructions, items, prompt, window)
+    attempt = 1
+    while True:
+        request = InferenceRequest(
+            model=model,
+            instructions=instructions,
+            items=[*shown.items, prompt_message(prompt)],
+            settings=settings,
+            stream=False,
+            cache_salt=cache_salt,
+        )
+        try:
+            return await _summary(backend, request)
+        except UpstreamError as refused:
+            too_long = refused.code == CONTEXT_LENGTH_EXCEEDED
+            if not too_long or attempt == ATTEMPTS or not shown.shrink(refused):
+                raise
+        attempt += 1
+
+
+async def _summary(backend: Backend, request: InferenceRequest) -> Summary:
     chunks: list[str] = []
     usage = Usage()
     async with aclosing(backend.infer(request)) as deltas:

@@ -36,7 +36,7 @@ def truncate(items: list[Item], budget: int, size: Callable[[Item], int]) -> lis
         if total <= budget:
             break
         for index in turn:
-            if not _pinned(items[index]):
+            if not pinned(items[index]):
                 dropped.add(index)
                 total -= size(items[index])
     return [item for index, item in enumerate(items) if index not in dropped]
@@ -76,7 +76,7 @@ def _turns(items: list[Item]) -> list[list[int]]:
     """Item positions grouped into turns, each opening at a user message."""
     turns: list[list[int]] = [[]]
     for index, item in enumerate(items):
-        if _user_message(item) and any(not _pinned(items[i]) for i in turns[-1]):
+        if _user_message(item) and any(not pinned(items[i]) for i in turns[-1]):
             turns.append([])
         turns[-1].append(index)
     return turns
@@ -86,7 +86,9 @@ def _user_message(item: Item) -> bool:
     return item.get("type") == MESSAGE and item.get("role") == "user"
 
 
-def _pinned(item: Item) -> bool:
+def pinned(item: Item) -> bool:
+    """Never left out of a context to fit it: a ``system`` or ``developer`` message, an
+    ``additional_tools`` item."""
     return (item.get("type") == MESSAGE and item.get("role") in _PINNED_ROLES) or item.get(
         "type"
     ) == ADDITIONAL_TOOLS

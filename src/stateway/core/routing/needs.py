@@ -8,7 +8,9 @@ Responses carries, the input item and content part types its API
 carries (:func:`stateway.core.context.uncarried`), and the context window when the
 candidate's configuration declares one (the input estimated,
 :mod:`stateway.core.token_estimate`; not with ``truncation: "auto"``, whose context the
-gateway fits to the window). A window learned from the model server
+gateway fits to the window, nor for a request that compacts first, a
+``compaction_trigger`` or a ``context_management`` compaction: its summary call is fitted
+to the window, and what follows it is compacted). A window learned from the model server
 (:mod:`stateway.core.routing.windows`) is not checked so: the estimate, four bytes of
 JSON a token, can overshoot a code-heavy context by a third, and the server counts
 exactly, refusing what does not fit with an error that fails over as this check would.
@@ -19,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from stateway.core.commands import CreateResponse
+from stateway.core.compaction.sealed import COMPACTION, COMPACTION_TRIGGER
 from stateway.core.context import Prior, uncarried
 from stateway.core.errors import ContextTooLong, GatewayError, InvalidRequest
 from stateway.core.items import MESSAGE, Item, is_screenshot
@@ -108,6 +111,17 @@ class Needs:
                     self.other_files = self.other_files or file_text(part) is None
 
     @property
+    def compacts(self) -> bool:
+        """Whether the request compacts its context first: a ``compaction_trigger`` (the
+        last input item), or a ``context_management`` compaction (which a context over the
+        window always reaches the threshold of, unless its own ``compact_threshold`` is
+        higher: then the server refuses it)."""
+        settings = self.command.settings
+        last = self.command.input[-1] if self.command.input else None
+        trigger = last is not None and last.get("type") == COMPACTION_TRIGGER
+        return trigger or any(e.get("type") == COMPACTION for e in settings.context_management)
+
+    @property
     def tokens(self) -> int:
         """The input's estimated tokens (computed once, when a candidate asks)."""
         if self._tokens is None:
@@ -147,7 +161,7 @@ def unmet(route: str, candidate: Candidate, needs: Needs, *, serial: bool = Fals
         if missing:
             return Unmet(capability, _missing(route, candidate, what, param))
     window = has.context_window  # as configured: a learned one is the server's to check
-    fitted = needs.command.settings.truncation == "auto"  # the gateway fits it to the window
+    fitted = needs.command.settings.truncation == "auto" or needs.compacts  # fitted by us
     if window is not None and not (fitted or needs.counting) and needs.tokens > window:
         what = f"a context window of about {needs.tokens} tokens (it has {window})"
         message = _missing(route, candidate, what, "input").message

@@ -1,0 +1,211 @@
+"""A summary call fitted to the window of the model asked for it: without the context's
+oldest items when the window is known, and again when the model server refuses it as too
+long; a request that compacts first is not refused for the size it compacts away."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stateway.core.commands import CompactResponse, CreateResponse, GenerationSettings
+from stateway.core.compaction.prompt import SUMMARY_PROMPT
+from stateway.core.compaction.summary_window import ATTEMPTS, SHARE, SummaryWindow
+from stateway.core.errors import (
+    InvalidRequest,
+    UpstreamContextTooLong,
+    UpstreamError,
+    UpstreamRejected,
+)
+from stateway.core.inference import InferenceRequest
+from stateway.core.principal import Principal
+from stateway.core.token_estimate import estimate_context, item_tokens
+from tests.core.compaction.test_service import ANSWER, SUMMARY, assistant, build, opened, user
+from tests.core.fakes import RoundsBackend, ScriptedBackend
+
+TRIGGER = {"type": "compaction_trigger"}
+SYSTEM = {"type": "message", "role": "system", "content": [{"type": "input_text", "text": "S"}]}
+
+
+def call(call_id: str, size: int) -> list[dict[str, Any]]:
+    """A function call and its output of ``size`` characters."""
+    return [
+        {"type": "function_call", "call_id": call_id, "name": "sh", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": call_id, "output": "o" * size},
+    ]
+
+
+def texts(request: InferenceRequest) -> list[str]:
+    """What the summary call sent, its prompt left out: messages by text, calls by id."""
+    shown = []
+    for item in request.items[:-1]:
+        if item["type"] == "message":
+            shown.append(item["content"][0]["text"])
+        else:
+            shown.append(f"{item['type']}:{item['call_id']}")
+    assert request.items[-1]["content"][0]["text"] == SUMMARY_PROMPT
+    return shown
+
+
+def sent(request: InferenceRequest) -> int:
+    return estimate_context(request.instructions, request.items, request.tools)
+
+
+HISTORY = [
+    SYSTEM,
+    user("first " + "a" * 800),
+    assistant("reply " + "b" * 800),
+    user("second " + "c" * 800),
+    assistant("reply " + "d" * 800),
+    user("third"),
+]
+WINDOW = 800
+"""Estimated tokens: the last two turns fit in :data:`SHARE` of it, the first does not."""
+
+
+async def test_a_trigger_over_a_configured_window_is_summarized_from_its_newest_turns() -> None:
+    """Codex compacts when a context has outgrown the window: the summary call leaves out
+    the oldest turns, as few as make it fit most of the window (the rest is the summary's
+    room), never the system message; the request is not refused for its size first."""
+    assert estimate_context(None, HISTORY, []) > WINDOW
+    backend = ScriptedBackend(SUMMARY)
+    run = await build(backend, window=WINDOW).execute(
+        Principal(), CreateResponse("m", [*HISTORY, TRIGGER])
+    )
+    await run.wait()
+
+    assert run.state.status == "completed", run.error
+    assert opened(run.state.output[0]) == "the summary"
+    [request] = backend.requests
+    assert [text[:6] for text in texts(request)] == ["S", "second", "reply ", "third"]
+    assert sent(request) <= WINDOW * SHARE
+
+
+async def test_a_context_within_most_of_the_window_is_summarized_whole() -> None:
+    backend = ScriptedBackend(SUMMARY)
+    history = HISTORY[3:]
+    run = await build(backend, window=WINDOW).execute(
+        Principal(), CreateResponse("m", [*history, TRIGGER])
+    )
+    await run.wait()
+    [request] = backend.requests
+    assert request.items[:-1] == history
+
+
+async def test_a_turn_too_long_loses_its_oldest_calls_but_not_its_opening() -> None:
+    """One turn of many tool calls (a mid-turn compaction): its oldest calls go, each with
+    its output, after the user message that opened it."""
+    history = [user("task"), *call("c1", 1200), *call("c2", 1200), *call("c3", 800)]
+    backend = ScriptedBackend(SUMMARY)
+    run = await build(backend, window=WINDOW).execute(
+        Principal(), CreateResponse("m", [*history, TRIGGER])
+    )
+    await run.wait()
+    [request] = backend.requests
+    assert texts(request) == ["task", "function_call:c3", "function_call_output:c3"]
+
+
+async def test_compact_fits_its_summary_call_to_the_routes_window() -> None:
+    backend = ScriptedBackend(SUMMARY)
+    compacted = await build(backend, window=WINDOW).execute(
+        Principal(), CompactResponse("m", HISTORY)
+    )
+    [request] = backend.requests
+    assert [text[:6] for text in texts(request)] == ["S", "second", "reply ", "third"]
+    kept = [item["content"][0]["text"][:6] for item in compacted.output[:-1]]
+    assert kept == ["first ", "second", "third"]  # the compaction stands for them all
+
+
+async def test_a_refused_summary_is_asked_again_fitted_to_what_the_refusal_says() -> None:
+    """No window known (or the server's tokenizer counts more than the estimate): the
+    server's refusal says how much is too much, and the call is sent again that much
+    smaller, and within most of it."""
+    refusal = UpstreamContextTooLong("too long", tokens=2000, window=1000, requested=None)
+    backend = RoundsBackend([[refusal], SUMMARY])
+    run = await build(backend).execute(Principal(), CreateResponse("m", [*HISTORY, TRIGGER]))
+    await run.wait()
+
+    assert run.state.status == "completed", run.error
+    first, second = backend.requests
+    assert texts(first)[0] == "S"
+    assert len(texts(first)) == len(HISTORY)
+    assert sent(second) <= sent(first) * 1000 / 2000 * SHARE
+    assert texts(second)[0] == "S"
+    assert texts(second)[-1] == "third"
+
+
+async def test_a_refusal_without_numbers_halves_the_call() -> None:
+    refusal = UpstreamRejected("too long", code="context_length_exceeded")
+    backend = RoundsBackend([[refusal], SUMMARY])
+    compacted = await build(backend).execute(Principal(), CompactResponse("m", HISTORY))
+    first, second = backend.requests
+    assert sent(second) <= sent(first) // 2
+    assert opened(compacted.output[-1]) == "the summary"
+
+
+async def test_a_refusal_of_the_output_asked_for_leaves_room_for_it() -> None:
+    """A server refusing the input with the output it was asked for (vLLM's ``X in the
+    messages, Y in the completion``) has the input fitted to its window less that
+    output."""
+    refusal = UpstreamContextTooLong("too long", tokens=900, window=1000, requested=400)
+    backend = RoundsBackend([[refusal], SUMMARY])
+    await build(backend).execute(Principal(), CompactResponse("m", HISTORY))
+    first, second = backend.requests
+    assert sent(second) <= sent(first) * (1000 - 400) / 900 * SHARE
+
+
+async def test_refusals_end_when_nothing_more_can_be_left_out() -> None:
+    refusal = UpstreamContextTooLong("too long", tokens=2000, window=1000, requested=None)
+    backend = ScriptedBackend([refusal])
+    with pytest.raises(UpstreamContextTooLong):
+        await build(backend).execute(Principal(), CompactResponse("m", [SYSTEM, user("one")]))
+    assert len(backend.requests) == 1
+
+
+async def test_refusals_end_after_a_few_calls() -> None:
+    """A server refusing whatever it is sent (its numbers barely over) is asked at most
+    :data:`ATTEMPTS` times."""
+    refusal = UpstreamContextTooLong("too long", tokens=1001, window=1000, requested=None)
+    history = [user("task"), *[item for n in range(20) for item in call(f"c{n}", 40)]]
+    backend = ScriptedBackend([refusal])
+    with pytest.raises(UpstreamContextTooLong):
+        await build(backend).execute(Principal(), CompactResponse("m", history))
+    assert len(backend.requests) == ATTEMPTS
+
+
+@pytest.mark.parametrize(
+    "error",
+    [UpstreamRejected("bad schema", code="invalid_value"), UpstreamError("down")],
+    ids=["another-refusal", "a-failure"],
+)
+async def test_other_failures_are_not_asked_again(error: UpstreamError) -> None:
+    backend = ScriptedBackend([error])
+    with pytest.raises(UpstreamError):
+        await build(backend).execute(Principal(), CompactResponse("m", HISTORY))
+    assert len(backend.requests) == 1
+
+
+async def test_a_threshold_compaction_over_a_configured_window_is_not_refused_first() -> None:
+    """``context_management``'s compaction fits what follows it to the window: the request
+    is not refused for the size it compacts away."""
+    backend = RoundsBackend([SUMMARY, ANSWER])
+    settings = GenerationSettings(context_management=[{"type": "compaction"}])
+    run = await build(backend, window=WINDOW).execute(
+        Principal(), CreateResponse("m", HISTORY, settings=settings)
+    )
+    await run.wait()
+    assert [item["type"] for item in run.state.output] == ["compaction", "message"]
+
+
+async def test_a_context_over_a_configured_window_is_still_refused_without_compaction() -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        await build(ScriptedBackend(ANSWER), window=WINDOW).execute(
+            Principal(), CreateResponse("m", HISTORY)
+        )
+    assert refused.value.code == "context_length_exceeded"
+
+
+def test_without_a_window_the_view_is_sent_whole_until_refused() -> None:
+    fitted = SummaryWindow(None, HISTORY, SUMMARY_PROMPT, None)
+    assert fitted.items == HISTORY
+    assert sum(item_tokens(item) for item in HISTORY) > WINDOW
