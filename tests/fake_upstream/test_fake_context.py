@@ -13,6 +13,7 @@ from openai import OpenAI
 from stateway.core.compaction.prompt import STANDALONE_SUMMARY_PROMPT, SUMMARY_PROMPT
 from stateway.fake_upstream import build_app
 from stateway.fake_upstream.app import FakeUpstreamApp
+from stateway.fake_upstream.listing import Windows
 from stateway.fake_upstream.plan import SUMMARY_HEADING
 from stateway.fake_upstream.script import parse_script
 
@@ -187,3 +188,42 @@ def test_instructions_added_to_the_prompt_end_the_summary(client: OpenAI) -> Non
     assert reply.choices[0].message.content == "\n".join(
         [SUMMARY_HEADING, "user: hi [ [words:2]]", "[[words:0]]"]
     )
+
+
+def _chat(words: int, **fields: Any) -> dict[str, Any]:
+    text = " ".join(["w"] * words)
+    return {"model": "m", "messages": [{"role": "user", "content": text}], **fields}
+
+
+async def test_a_max_model_len_refuses_a_longer_prompt_on_every_wire_as_its_server_does() -> None:
+    """``--max-model-len``: the window vLLM tells is the one it keeps, whatever the script:
+    a longer prompt is refused (a compaction's summary call too, which no directive
+    scripts), in each wire's words."""
+    app = build_app(windows=Windows(max_model_len=10))
+    assert (await post(app, "/v1/chat/completions", _chat(10)))[0] == 200
+    status, error = await post(app, "/v1/chat/completions", _chat(11))
+    assert (status, error["error"]["param"]) == (400, "input_tokens")
+    assert "maximum context length is 10 tokens" in error["error"]["message"]
+    status, error = await post(app, "/v1/responses", {"model": "m", "input": "w " * 11})
+    assert (status, error["error"]["code"]) == (400, "context_length_exceeded")
+    body = {"model": "m", "max_tokens": 5, **_chat(11)}
+    status, error = await post(app, "/v1/messages", {**body, "messages": body["messages"]})
+    assert (status, error["error"]["message"]) == (
+        400,
+        "prompt is too long: 11 tokens > 10 maximum",
+    )
+
+
+async def test_a_max_model_len_refuses_a_prompt_and_output_over_it_as_vllm_does() -> None:
+    """vLLM refuses the output tokens asked for that do not fit beside the prompt, saying
+    both (on its Chat wire, here); none asked, any prompt that fits is answered."""
+    app = build_app(windows=Windows(max_model_len=10))
+    status, error = await post(app, "/v1/chat/completions", _chat(6, max_tokens=5))
+    assert (status, error["error"]["param"]) == (400, "max_tokens")
+    assert error["error"]["message"] == (
+        "This model's maximum context length is 10 tokens. However, you requested 11 "
+        "tokens (6 in the messages, 5 in the completion). Please reduce the length of the "
+        "messages or completion."
+    )
+    assert (await post(app, "/v1/chat/completions", _chat(6, max_tokens=4)))[0] == 200
+    assert (await post(app, "/v1/chat/completions", _chat(10)))[0] == 200

@@ -74,7 +74,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake
         type=int,
         default=None,
         help="tell this context window as vLLM does: max_model_len in each /v1/models entry "
-        "(max_input_tokens in Anthropic's shape)",
+        "(max_input_tokens in Anthropic's shape); and keep it as vLLM does, whatever the "
+        "script: a longer prompt is refused, and on the Chat wire one whose max_tokens do "
+        "not fit beside it",
     )
     parser.add_argument(
         "--ctx-size",

@@ -31,7 +31,10 @@ takes none; with ``reasoning_efforts``, a ``reasoning_effort`` outside them, as
 vLLM's older request model does. ``reasoning_field`` names the Chat wire's reasoning
 field, as each server names it (:mod:`~stateway.fake_upstream.chat`). With
 ``min_output_tokens`` the Responses wire refuses a smaller ``max_output_tokens``, as
-hosted OpenAI refuses one under 16 (:mod:`~stateway.fake_upstream.responses`).
+hosted OpenAI refuses one under 16 (:mod:`~stateway.fake_upstream.responses`). A window
+told as vLLM tells it (``windows.max_model_len``) is kept as vLLM keeps it, whatever the
+script: a longer prompt is refused in each wire's words (as ``[[context]]`` refuses it),
+and on the Chat wire one that fits but not with the ``max_tokens`` asked for, in vLLM's.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ from stateway.fake_upstream.errors import (
     invalid_request,
     method_not_allowed,
     not_found,
+    output_too_long,
     scripted_error,
 )
 from stateway.fake_upstream.listing import Windows, listings
@@ -186,6 +190,8 @@ class FakeUpstreamApp:
         self.counts: Counter[str] = Counter()
         """Generation requests by the model they asked for, unbounded unlike the log."""
         windows = windows or Windows()
+        self._window = windows.max_model_len
+        """The window kept as vLLM keeps it (``--max-model-len``), whatever the script."""
         self._models_body, self._anthropic_models_body = listings(self.model_names, windows)
         self._props_body = windows.props()
 
@@ -276,6 +282,8 @@ class FakeUpstreamApp:
         self.requests.append(logged)
         self.counts[str(body.get("model"))] += 1
         request = parse(body, logged["headers"])
+        if self._window is not None:
+            _check_window(request, self._window)
         script = parse_script(request.conversation.user_text).for_model(body.get("model"))
         if script.stall_ms or script.trickle_ms:
             stall, trickle = (script.stall_ms or 0) / 1000, (script.trickle_ms or 0) / 1000
@@ -301,6 +309,17 @@ class FakeUpstreamApp:
         check_messages_request(body, signed_thinking, fields=COUNT_FIELDS)
         conversation = messages_conversation(body)
         await send_json(send, 200, orjson.dumps({"input_tokens": conversation.prompt_tokens}))
+
+
+def _check_window(request: WireRequest, window: int) -> None:
+    """Refuse a prompt longer than ``window`` in the wire's words, and on the Chat wire, as
+    vLLM, one that fits but not with the output tokens asked for."""
+    prompt = request.conversation.prompt_tokens
+    if prompt > window:
+        raise request.context_error(window)
+    asked = request.max_tokens
+    if isinstance(request, ChatRequest) and asked is not None and prompt + asked > window:
+        raise output_too_long(prompt, asked, window)
 
 
 async def _answer(

@@ -119,6 +119,17 @@ def context_too_long(
     return UpstreamError(400, message, code="context_length_exceeded", param="input")
 
 
+def output_too_long(prompt: int, requested: int, window: int) -> UpstreamError:
+    """A prompt that fits but not with the output tokens asked for, refused as vLLM
+    refuses it, saying both."""
+    message = (
+        f"This model's maximum context length is {window} tokens. However, you requested "
+        f"{prompt + requested} tokens ({prompt} in the messages, {requested} in the "
+        "completion). Please reduce the length of the messages or completion."
+    )
+    return UpstreamError(400, message, type_="BadRequestError", code=400, param="max_tokens")
+
+
 def invalid_request(message: str, param: str | None = None) -> UpstreamError:
     return UpstreamError(400, message, param=param)
 

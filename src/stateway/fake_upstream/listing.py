@@ -3,7 +3,8 @@
 tells of its models, their context window included when one is set, in one server's way:
 
 - ``--max-model-len N`` as vLLM (and SGLang) tell it: each OpenAI-shaped entry's
-  ``max_model_len``; an Anthropic-shaped entry's ``max_input_tokens``, as Anthropic's;
+  ``max_model_len``; an Anthropic-shaped entry's ``max_input_tokens``, as Anthropic's (and
+  the app keeps it, refusing longer prompts: :mod:`~stateway.fake_upstream.app`);
 - ``--ctx-size N`` (with ``--parallel P``) as llama.cpp tells it: the window of one slot,
   ``N`` divided among the ``P`` slots as llama-server divides it, in its one listing (in
   OpenAI's shape, to an Anthropic client too) as ``meta.n_ctx``, beside ``n_ctx_train``
