@@ -161,8 +161,7 @@ def unmet(route: str, candidate: Candidate, needs: Needs, *, serial: bool = Fals
         if missing:
             return Unmet(capability, _missing(route, candidate, what, param))
     window = has.context_window  # as configured: a learned one is the server's to check
-    fitted = needs.command.settings.truncation == "auto" or needs.compacts  # fitted by us
-    if window is not None and not (fitted or needs.counting) and needs.tokens > window:
+    if window is not None and not _fitted(needs) and needs.tokens > window:
         what = f"a context window of about {needs.tokens} tokens (it has {window})"
         message = _missing(route, candidate, what, "input").message
         # context_length_exceeded: what clients act on (Codex compacts)
@@ -197,3 +196,9 @@ def _reads_files(candidate: Candidate, needs: Needs) -> bool:
     if candidate.backend.inlines_text_files:
         return needs.other_files
     return needs.files
+
+
+def _fitted(needs: Needs) -> bool:
+    """Whether the gateway fits the request's context to the window itself (``truncation:
+    "auto"``, or a compaction first), or only counts it."""
+    return needs.command.settings.truncation == "auto" or needs.counting or needs.compacts
