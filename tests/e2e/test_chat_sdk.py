@@ -240,21 +240,9 @@ def test_a_stream_the_upstream_fails_part_way_raises_its_error(
         messages=[{"role": "user", "content": f"[[words:20]] [[fail:3]] {llamacpp}"}],
         stream=True,
     )
-    texts: list[str] = []
-
-    def read() -> None:
-        for chunk in stream:
-            texts.extend(c.delta.content or "" for c in chunk.choices)
-
-    with pytest.raises(openai.APIError) as caught:
-        read()
-    assert "".join(texts).split() == ["w1", "w2", "w3"]
-    assert "Scripted failure mid-stream" in caught.value.message
-
-
-@pytest.fixture
-def upstream_api(request: pytest.FixtureRequest) -> str:
-    return str(request.node.callspec.params["gateway"]).split("-")[1]
+    text, error = read_until_raised(stream)
+    assert text.split() == ["w1", "w2", "w3"]
+    assert "Scripted failure mid-stream" in error.message
 
 
 def read_until_raised(stream: Any) -> tuple[str, openai.APIError]:
@@ -268,6 +256,11 @@ def read_until_raised(stream: Any) -> tuple[str, openai.APIError]:
     with pytest.raises(openai.APIError) as caught:
         read()
     return "".join(texts), caught.value
+
+
+CHAT_UPSTREAMS = ["sqlite-chat", pytest.param("postgres-chat", marks=pytest.mark.postgres)]
+"""The gateways (``tests/e2e/conftest.py``) over a Chat upstream, whose own stream endings
+some tests script."""
 
 
 def test_a_stream_ending_before_its_answer_raises(client: OpenAI) -> None:
@@ -286,12 +279,11 @@ def test_a_stream_ending_before_its_answer_raises(client: OpenAI) -> None:
     assert "closed the stream before finishing" in error.message
 
 
-def test_a_stream_done_before_any_output_raises(client: OpenAI, upstream_api: str) -> None:
+@pytest.mark.parametrize("gateway", CHAT_UPSTREAMS, indirect=True)
+def test_a_stream_done_before_any_output_raises(client: OpenAI) -> None:
     """vLLM's ``[DONE]`` alone (after an error it dropped before the first token): relayed
     as it came, an empty answer the client would take as the model's; it ends with the
     error a translated request gets instead."""
-    if upstream_api != "chat":
-        pytest.skip("a Chat upstream's own ending")
     stream = client.chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "hi [[unanswered]]"}], stream=True
     )
@@ -300,17 +292,14 @@ def test_a_stream_done_before_any_output_raises(client: OpenAI, upstream_api: st
     assert "ended its stream without an answer" in error.message
 
 
+@pytest.mark.parametrize("gateway", CHAT_UPSTREAMS, indirect=True)
 @pytest.mark.parametrize("reason", ["abort", "error"])
 @pytest.mark.parametrize("stream", [False, True])
-def test_an_answer_the_server_gave_up_on_raises(
-    client: OpenAI, upstream_api: str, reason: str, stream: bool
-) -> None:
+def test_an_answer_the_server_gave_up_on_raises(client: OpenAI, reason: str, stream: bool) -> None:
     """vLLM's ``finish_reason`` ``abort`` (its engine aborted the request: a shutdown, a
     pause, a scale-down) or ``error`` ends an answer cut short: a client that read it as
     finished would take the part for the whole. Streamed, the text comes, then the error
     the SDK raises; whole, a 502."""
-    if upstream_api != "chat":
-        pytest.skip("a Chat upstream's own ending")
     messages: Any = [{"role": "user", "content": f"[[words:3]] [[finish:{reason}]]"}]
     if not stream:
         with pytest.raises(openai.InternalServerError) as caught:
