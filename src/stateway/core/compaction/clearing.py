@@ -34,13 +34,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from stateway.core.compaction.truncation import user_message
 from stateway.core.items import (
     CUSTOM_TOOL_CALL,
     CUSTOM_TOOL_CALL_OUTPUT,
     FUNCTION_CALL,
     FUNCTION_CALL_OUTPUT,
     MCP_CALL,
-    MESSAGE,
     REASONING,
     Item,
 )
@@ -111,10 +111,9 @@ def _thinking_turns(items: list[Item]) -> list[list[int]]:
     """The positions of the reasoning items of each turn that has any, in order."""
     turns: list[list[int]] = [[]]
     for index, item in enumerate(items):
-        kind = item.get("type")
-        if kind == MESSAGE and item.get("role") == "user" and turns[-1]:
+        if user_message(item) and turns[-1]:
             turns.append([])
-        elif kind == REASONING:
+        elif item.get("type") == REASONING:
             turns[-1].append(index)
     return [turn for turn in turns if turn]
 

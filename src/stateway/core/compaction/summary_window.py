@@ -26,9 +26,9 @@ compaction's output keeps every user message besides).
 from __future__ import annotations
 
 from stateway.core.compaction.prompt import prompt_message
-from stateway.core.compaction.truncation import pinned, truncate
+from stateway.core.compaction.truncation import pinned, truncate, user_message
 from stateway.core.errors import UpstreamContextTooLong, UpstreamError
-from stateway.core.items import MESSAGE, Item
+from stateway.core.items import Item
 from stateway.core.token_estimate import estimate_context, item_tokens
 
 SHARE = 0.8
@@ -94,8 +94,7 @@ def _within_last_turn(items: list[Item], budget: int) -> list[Item]:
 
 def _last_user_message(items: list[Item]) -> int | None:
     for index in range(len(items) - 1, -1, -1):
-        item = items[index]
-        if item.get("type") == MESSAGE and item.get("role") == "user":
+        if user_message(items[index]):
             return index
     return None
 

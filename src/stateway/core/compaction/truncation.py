@@ -76,13 +76,14 @@ def _turns(items: list[Item]) -> list[list[int]]:
     """Item positions grouped into turns, each opening at a user message."""
     turns: list[list[int]] = [[]]
     for index, item in enumerate(items):
-        if _user_message(item) and any(not pinned(items[i]) for i in turns[-1]):
+        if user_message(item) and any(not pinned(items[i]) for i in turns[-1]):
             turns.append([])
         turns[-1].append(index)
     return turns
 
 
-def _user_message(item: Item) -> bool:
+def user_message(item: Item) -> bool:
+    """Whether ``item`` is a ``user`` message: one that opens a turn."""
     return item.get("type") == MESSAGE and item.get("role") == "user"
 
 
