@@ -20,8 +20,10 @@ from the initial prompt is greater than the context length`` and older words), n
 code for it (:data:`_CONTEXT_WORDS`, :data:`_STATED_WORDS`). When a refusal states the
 input tokens and the window (llama.cpp's fields, or a message saying them, with the output
 tokens too when it says them: vLLM's, SGLang's), the error carries the numbers
-(:class:`~stateway.core.errors.UpstreamContextTooLong`): a Messages client is told them as
-Anthropic tells them, and Claude Code asks for fewer output tokens.
+(:class:`~stateway.core.errors.UpstreamContextTooLong`): a Messages request asking more
+output tokens than the window has room for is asked again for the room
+(:mod:`stateway.core.rounds`), and a Messages client is told the numbers as Anthropic
+tells them.
 """
 
 from __future__ import annotations

@@ -37,6 +37,12 @@ class GenerationSettings:
     (Messages' ``max_tokens``: Anthropic applies it to every call a request with server
     tools makes, so its usage may exceed it). Otherwise it bounds every round of the
     tool loop together, as Responses' ``max_output_tokens`` does."""
+    max_output_tokens_fit_window: bool = False
+    """A ``max_output_tokens`` that the model's window cannot hold beside the prompt is
+    lowered to what it can, when the upstream refuses it so, and the answer that fills
+    the window stops with :data:`~stateway.core.inference.WINDOW_FILLED` (Messages'
+    ``max_tokens``, as Anthropic's models since Claude Sonnet 4.5 take it). Otherwise the
+    refusal is the client's (Responses and Chat, as hosted OpenAI refuses it)."""
     max_tool_calls: int | None = None
     tools: list[Item] = field(default_factory=list)
     tool_choice: str | dict[str, Any] = "auto"

@@ -136,6 +136,13 @@ PAUSED: Final = "paused"
 ``pause_turn``): the turn is not over, and goes on when its output is sent back."""
 
 
+WINDOW_FILLED: Final = "model_context_window_exceeded"
+"""The stop reason of an answer whose output tokens were lowered to what the model's
+window left beside the prompt, and that filled it
+(:attr:`~stateway.core.commands.GenerationSettings.max_output_tokens_fit_window`):
+Anthropic's word for it, which a Messages client is answered."""
+
+
 @dataclass(slots=True, frozen=True)
 class Finish:
     reason: str

@@ -16,6 +16,13 @@ first output also ends the attempt's :class:`~stateway.core.deadline.FirstOutput
 backend's ``first_token_timeout``), as does a call's name (generated: some tool parsers
 send a call's arguments only once it is whole): until then the attempt may time out and
 fail over.
+
+A request whose ``max_output_tokens`` may be fitted to the window (Messages'
+``max_tokens``, :attr:`~stateway.core.commands.GenerationSettings.max_output_tokens_fit_window`)
+and that a candidate refused for asking more output tokens than its window has room for
+beside the prompt (vLLM's, SGLang's refusal saying both) is sent to it again asking for
+that room, once; an answer that then stops at its limit has filled the window
+(:data:`~stateway.core.inference.WINDOW_FILLED`).
 """
 
 from __future__ import annotations
@@ -27,8 +34,9 @@ from dataclasses import replace
 from stateway.core import logprobs
 from stateway.core.assembler import OutputAssembler
 from stateway.core.deadline import FirstOutput
-from stateway.core.errors import GatewayError
+from stateway.core.errors import GatewayError, UpstreamContextTooLong
 from stateway.core.inference import (
+    WINDOW_FILLED,
     Answered,
     Citation,
     Finish,
@@ -68,27 +76,57 @@ async def one_round(
     context windows, the context truncated to each)."""
     error: GatewayError | None = None
     for candidate in plan.begin_round():
-        attempt = plan.open(candidate)
         request.model = candidate.model
         sent = request if fit is None else replace(request, items=fit(candidate))
         if sent.settings.parallel_tool_calls and not candidate.capabilities.parallel_tool_calls:
             # a candidate that makes one call per round (chosen when no other could serve)
             sent = replace(sent, settings=replace(sent.settings, parallel_tool_calls=False))
-        try:
-            backend = candidate.backend
-            reason = await _infer(run, row, backend, plan, sent, assembler, usage, telemetry)
-        except GatewayError as exc:
-            if not plan.failed(attempt, candidate, exc):
+        lowered = False
+        while True:  # twice at most: again with the output lowered to the window's room
+            attempt = plan.open(candidate)
+            try:
+                backend = candidate.backend
+                reason = await _infer(run, row, backend, plan, sent, assembler, usage, telemetry)
+            except GatewayError as exc:
+                if not plan.failed(attempt, candidate, exc):
+                    raise
+                error = exc
+                fitted = None if lowered else _output_fitted(sent, exc, plan.min_output_tokens)
+                if fitted is None:
+                    break
+                sent, lowered = fitted, True
+                continue
+            except BaseException:
+                plan.abandoned(attempt, candidate)
                 raise
-            error = exc
-            continue
-        except BaseException:
-            plan.abandoned(attempt, candidate)
-            raise
-        plan.succeeded(attempt, candidate)
-        return reason
+            plan.succeeded(attempt, candidate)
+            if lowered and reason == "length":
+                run.state.stop_reason = WINDOW_FILLED
+            return reason
     assert error is not None  # a round opens one candidate at least
     raise error
+
+
+def _output_fitted(
+    request: InferenceRequest, error: GatewayError, least: int
+) -> InferenceRequest | None:
+    """``request`` asking only the output tokens the window has room for beside the
+    prompt, when ``error`` refused it for asking more and it may ask fewer
+    (:attr:`~stateway.core.commands.GenerationSettings.max_output_tokens_fit_window`);
+    None otherwise (no room for ``least``, the upstream's least, is no room)."""
+    settings = request.settings
+    asked = settings.max_output_tokens
+    if not (
+        settings.max_output_tokens_fit_window
+        and asked is not None
+        and isinstance(error, UpstreamContextTooLong)
+        and error.requested is not None
+    ):
+        return None
+    room = error.window - error.tokens
+    if not least <= room < asked:
+        return None
+    return replace(request, settings=replace(settings, max_output_tokens=room))
 
 
 async def _infer(

@@ -84,6 +84,7 @@ def decode_messages(
     settings = command.settings
     settings.max_output_tokens = body.max_tokens
     settings.max_output_tokens_per_call = True  # as Anthropic's: each call's, server tools'
+    settings.max_output_tokens_fit_window = True  # and lowered to the window's room
     settings.temperature, settings.top_p, settings.top_k = body.temperature, body.top_p, body.top_k
     settings.stop_sequences = _stop_sequences(body.stop_sequences)
     settings.user = body.metadata.user_id if body.metadata else None

@@ -34,7 +34,8 @@ failure, the gateway's own 503s among them: shutting down, as before a stream), 
 context too long (an ``invalid_request_error``, worded as before a stream). A context too
 long for the model (``context_length_exceeded``) is worded as Anthropic words it
 (``prompt is too long: N tokens > M maximum``), which Claude Code compacts on; one that
-says the prompt fits but not with the output tokens asked for, as Anthropic words that
+says the prompt fits but not with the output tokens asked for (an upstream's, when the
+request asked again for the window's room is refused too), as Anthropic words that
 (``input length and `max_tokens` exceed context limit: X + Y > Z``), on which Claude Code
 asks again for fewer output tokens. A thinking
 block's signature the gateway sealed that does not open (the core's

@@ -1,0 +1,134 @@
+"""A ``max_output_tokens`` the model's window has no room for beside the prompt, refused so
+by the upstream: lowered to the room there is and asked again of the same candidate when
+the request allows it (Messages), the answer that fills it stopping with
+``model_context_window_exceeded``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from stateway.core.commands import CreateResponse, GenerationSettings
+from stateway.core.errors import UpstreamContextTooLong
+from stateway.core.inference import WINDOW_FILLED, Delta, Finish, InferenceRequest, TextDelta
+from stateway.core.principal import Principal
+from tests.core.routing_fakes import Named, candidate, gateway, route, router
+
+USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+WINDOW, PROMPT = 100, 40
+
+
+class Windowed(Named):
+    """Refuses, as vLLM does, output tokens that do not fit beside its prompt of
+    :data:`PROMPT` tokens (``requested`` None: as a server that says only the prompt's);
+    answers its script otherwise."""
+
+    def __init__(
+        self, name: str, script: list[Any], *, says_requested: bool = True, room: int = 0
+    ) -> None:
+        super().__init__(name, script)
+        self.says_requested = says_requested
+        self.room = room or WINDOW - PROMPT
+        """The room it takes as enough (less than it says: a server counting otherwise)."""
+
+    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        asked = request.settings.max_output_tokens
+        if asked is not None and asked > self.room:
+            self.requests.append(request)
+            requested = asked if self.says_requested else None
+            tokens = PROMPT + len(self.requests) - 1  # a count of its own the second time
+            raise UpstreamContextTooLong(
+                "no room", tokens=tokens, window=WINDOW, requested=requested
+            )
+        async for delta in super().infer(request):
+            yield delta
+
+
+async def run_over(*backends: Named, fits: bool = True, asked: int = 32000) -> Any:
+    settings = GenerationSettings(max_output_tokens=asked, max_output_tokens_fit_window=fits)
+    tiers = [candidate(b, priority=i) for i, b in enumerate(backends)]
+    command = CreateResponse("assistant", [USER], stream=True, settings=settings)
+    run = await gateway(router(route(*tiers))).execute(Principal(), command)
+    await run.wait()
+    return run
+
+
+def outcomes(run: Any) -> list[tuple[str, str, str | None]]:
+    return [(x["backend"], x["outcome"], x["detail"]) for x in run.state.attempts]
+
+
+def asked(backend: Named) -> list[int | None]:
+    return [request.settings.max_output_tokens for request in backend.requests]
+
+
+async def test_the_same_candidate_is_asked_again_for_the_room_there_is() -> None:
+    a = Windowed("a", [TextDelta("cut"), Finish("length")])
+    b = Named("b", [TextDelta("fine"), Finish("stop")])
+    run = await run_over(a, b)
+
+    assert run.state.status == "incomplete"
+    assert run.state.stop_reason == WINDOW_FILLED
+    assert asked(a) == [32000, WINDOW - PROMPT]
+    assert b.requests == []
+    assert outcomes(run) == [("a", "failed", "context_length_exceeded"), ("a", "ok", None)]
+
+
+async def test_an_answer_ending_within_the_room_ends_as_it_did() -> None:
+    a = Windowed("a", [TextDelta("fine"), Finish("stop")])
+    run = await run_over(a)
+
+    assert (run.state.status, run.state.stop_reason) == ("completed", None)
+    assert asked(a) == [32000, WINDOW - PROMPT]
+
+
+async def test_a_request_that_does_not_fit_its_output_moves_on_as_before() -> None:
+    a = Windowed("a", [TextDelta("cut"), Finish("length")])
+    b = Named("b", [TextDelta("fine"), Finish("stop")])
+    run = await run_over(a, b, fits=False)
+
+    assert run.state.status == "completed"
+    assert asked(a) == [32000]
+    assert asked(b) == [32000]
+    assert run.state.stop_reason is None
+
+
+async def test_a_refusal_not_saying_the_output_asked_is_not_lowered() -> None:
+    """A prompt too long by itself (no output tokens said): no room to give."""
+    a = Windowed("a", [TextDelta("x"), Finish("stop")], says_requested=False)
+    run = await run_over(a)
+
+    assert run.state.status == "failed"
+    assert run.state.error["code"] == "context_length_exceeded"
+    assert asked(a) == [32000]
+
+
+async def test_the_lowered_request_refused_again_is_not_lowered_twice() -> None:
+    a = Windowed("a", [TextDelta("x"), Finish("stop")], room=10)
+    b = Named("b", [TextDelta("fine"), Finish("stop")])
+    run = await run_over(a, b)
+
+    assert asked(a) == [32000, WINDOW - PROMPT]  # not a third time, for the room it says now
+    assert asked(b) == [32000]
+    assert run.state.status == "completed"
+    assert outcomes(run) == [
+        ("a", "failed", "context_length_exceeded"),
+        ("a", "failed", "context_length_exceeded"),
+        ("b", "ok", None),
+    ]
+
+
+async def test_no_room_for_the_upstreams_least_is_no_room() -> None:
+    a = Windowed("a", [TextDelta("x"), Finish("stop")])
+    a.min_output_tokens = WINDOW - PROMPT + 1  # type: ignore[misc]
+    run = await run_over(a)
+
+    assert run.state.status == "failed"
+    assert asked(a) == [32000]
+
+
+async def test_a_client_asking_within_the_room_is_asked_once() -> None:
+    a = Windowed("a", [TextDelta("cut"), Finish("length")])
+    run = await run_over(a, asked=WINDOW - PROMPT)
+
+    assert asked(a) == [WINDOW - PROMPT]
+    assert (run.state.status, run.state.stop_reason) == ("incomplete", None)

@@ -1,0 +1,113 @@
+"""Messages' ``max_tokens`` beyond what the model's window leaves beside the prompt, over
+a vLLM-like server (the fake keeping ``--max-model-len``, words counted as tokens) that
+refuses such a request: the gateway asks again for the room there is, as Anthropic's models
+take it since Claude Sonnet 4.5, and an answer that fills the window stops with
+``model_context_window_exceeded``. Claude Code asks for 32,000 output tokens whatever the
+window: without this, every request near a small window was refused once first. Responses
+and Chat keep the refusal, as hosted OpenAI refuses it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from stateway.fake_upstream.launch import start_fake_upstream
+from stateway.launch import start_gateway
+
+WINDOW = 60
+"""The fake's window, in words."""
+ASKED = 32000
+"""Claude Code's ``max_tokens``."""
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    database = f"sqlite:///{tmp_path_factory.mktemp('room') / 'stateway.db'}"
+    with (
+        start_fake_upstream(max_model_len=WINDOW) as upstream,
+        start_gateway(
+            ["--upstream", upstream, "--upstream-api", "chat", "--database", database]
+        ) as url,
+    ):
+        yield url
+
+
+@pytest.fixture
+def claude(gateway: str) -> Iterator[anthropic.Anthropic]:
+    # a timeout of its own: the SDK refuses 32,000 output tokens unstreamed without one
+    client = anthropic.Anthropic(base_url=gateway, api_key="sk-test", max_retries=0, timeout=30)
+    with client:
+        yield client
+
+
+def test_an_answer_filling_the_window_stops_at_it(claude: anthropic.Anthropic) -> None:
+    message = claude.messages.create(
+        model="fake-model",
+        max_tokens=ASKED,
+        messages=[{"role": "user", "content": "[[words:500]] write a long story"}],
+    )
+
+    assert message.stop_reason == "model_context_window_exceeded"
+    assert message.usage.output_tokens == WINDOW - message.usage.input_tokens
+    assert len(message.content[0].text.split()) == message.usage.output_tokens  # type: ignore[union-attr]
+
+
+def test_a_streamed_answer_filling_the_window_stops_at_it(claude: anthropic.Anthropic) -> None:
+    with claude.messages.stream(
+        model="fake-model",
+        max_tokens=ASKED,
+        messages=[{"role": "user", "content": "[[words:500]] write a long story"}],
+    ) as stream:
+        message = stream.get_final_message()
+
+    assert message.stop_reason == "model_context_window_exceeded"
+    assert message.usage.output_tokens == WINDOW - message.usage.input_tokens
+
+
+def test_an_answer_within_the_room_ends_as_usual(claude: anthropic.Anthropic) -> None:
+    message = claude.messages.create(
+        model="fake-model",
+        max_tokens=ASKED,
+        messages=[{"role": "user", "content": "[[words:3]] hello"}],
+    )
+
+    assert (message.stop_reason, message.usage.output_tokens) == ("end_turn", 3)
+
+
+def test_max_tokens_the_client_lowered_itself_still_bounds_the_answer(
+    claude: anthropic.Anthropic,
+) -> None:
+    message = claude.messages.create(
+        model="fake-model",
+        max_tokens=5,
+        messages=[{"role": "user", "content": "[[words:500]] write a long story"}],
+    )
+
+    assert (message.stop_reason, message.usage.output_tokens) == ("max_tokens", 5)
+
+
+def test_a_prompt_over_the_window_is_still_refused(claude: anthropic.Anthropic) -> None:
+    words = " ".join(f"w{n}" for n in range(WINDOW + 10))
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        claude.messages.create(
+            model="fake-model", max_tokens=ASKED, messages=[{"role": "user", "content": words}]
+        )
+
+    body: Any = refused.value.body
+    assert (
+        body["error"]["message"] == f"prompt is too long: {WINDOW + 10} tokens > {WINDOW} maximum"
+    )
+
+
+def test_responses_keeps_the_refusal(gateway: str) -> None:
+    client = openai.OpenAI(base_url=f"{gateway}/v1", api_key="sk-test", max_retries=0)
+    with client, pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(
+            model="fake-model", input="[[words:500]] hello", max_output_tokens=ASKED
+        )
+
+    assert refused.value.code == "context_length_exceeded"
