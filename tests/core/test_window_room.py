@@ -8,10 +8,20 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import pytest
+
 from stateway.core.commands import CreateResponse, GenerationSettings
 from stateway.core.errors import UpstreamContextTooLong
-from stateway.core.inference import WINDOW_FILLED, Delta, Finish, InferenceRequest, TextDelta
+from stateway.core.inference import (
+    WINDOW_FILLED,
+    Delta,
+    Finish,
+    InferenceRequest,
+    TextDelta,
+    UsageReport,
+)
 from stateway.core.principal import Principal
+from stateway.core.usage import Usage
 from tests.core.routing_fakes import Named, candidate, gateway, route, router
 
 USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
@@ -131,4 +141,34 @@ async def test_a_client_asking_within_the_room_is_asked_once() -> None:
     run = await run_over(a, asked=WINDOW - PROMPT)
 
     assert asked(a) == [WINDOW - PROMPT]
+    assert (run.state.status, run.state.stop_reason) == ("incomplete", None)
+
+
+def filling(window: int | None, used: int, *, fits: bool = True) -> Any:
+    """A run over a candidate of ``window`` whose answer stops at a limit after ``used``
+    prompt and output tokens together."""
+    a = Named("a", [TextDelta("cut"), UsageReport(Usage(40, used - 40)), Finish("length")])
+    settings = GenerationSettings(max_output_tokens=32000, max_output_tokens_fit_window=fits)
+    command = CreateResponse("assistant", [USER], stream=True, settings=settings)
+    served = route(candidate(a, context_window=window))
+    return gateway(router(served)).execute(Principal(), command)
+
+
+async def test_an_answer_stopped_where_its_window_is_full_filled_it() -> None:
+    """As llama-server stops whatever ``max_tokens`` asked: prompt and output together
+    reach the window, a ``length`` finish."""
+    run = await filling(WINDOW, WINDOW)
+    await run.wait()
+    assert (run.state.status, run.state.stop_reason) == ("incomplete", WINDOW_FILLED)
+
+
+@pytest.mark.parametrize(
+    ("window", "used", "fits"),
+    [(WINDOW, WINDOW - 1, True), (None, WINDOW, True), (WINDOW, WINDOW, False)],
+)
+async def test_an_answer_stopped_short_of_its_window_stopped_at_its_limit(
+    window: int | None, used: int, fits: bool
+) -> None:
+    run = await filling(window, used, fits=fits)
+    await run.wait()
     assert (run.state.status, run.state.stop_reason) == ("incomplete", None)

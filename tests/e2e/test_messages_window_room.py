@@ -4,10 +4,13 @@ refuses such a request: the gateway asks again for the room there is, as Anthrop
 take it since Claude Sonnet 4.5, and an answer that fills the window stops with
 ``model_context_window_exceeded``. Claude Code asks for 32,000 output tokens whatever the
 window: without this, every request near a small window was refused once first. Responses
-and Chat keep the refusal, as hosted OpenAI refuses it."""
+and Chat keep the refusal, as hosted OpenAI refuses it. A llama-server generates whatever
+``max_tokens`` asks until the window is full, a ``length`` finish like any other: an answer
+whose prompt and output reach the window it advertised stops so too."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +36,25 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             ["--upstream", upstream, "--upstream-api", "chat", "--database", database]
         ) as url,
     ):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def llama_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The gateway over a fake keeping one slot's window as llama-server keeps it, learned
+    from its listing (``meta.n_ctx``)."""
+    database = f"sqlite:///{tmp_path_factory.mktemp('slot') / 'stateway.db'}"
+    with (
+        start_fake_upstream(ctx_size=WINDOW) as upstream,
+        start_gateway(
+            ["--upstream", upstream, "--upstream-api", "chat", "--database", database]
+        ) as url,
+    ):
+        with anthropic.Anthropic(base_url=url, api_key="sk-test", max_retries=0) as client:
+            for _ in range(200):  # learned beside serving (bounded)
+                if client.models.retrieve("fake-model").max_input_tokens == WINDOW:
+                    break
+                time.sleep(0.05)
         yield url
 
 
@@ -111,3 +133,26 @@ def test_responses_keeps_the_refusal(gateway: str) -> None:
         )
 
     assert refused.value.code == "context_length_exceeded"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_filling_a_llama_server_s_window_stops_at_it(
+    llama_gateway: str, stream: bool
+) -> None:
+    client = anthropic.Anthropic(base_url=llama_gateway, api_key="sk-test", timeout=30)
+    body: Any = {
+        "model": "fake-model",
+        "max_tokens": ASKED,
+        "messages": [{"role": "user", "content": "[[words:500]] write a long story"}],
+    }
+    with client:
+        if stream:
+            with client.messages.stream(**body) as events:
+                message = events.get_final_message()
+        else:
+            message = client.messages.create(**body)
+        short = client.messages.create(**{**body, "max_tokens": 5})
+
+    assert message.stop_reason == "model_context_window_exceeded"
+    assert message.usage.input_tokens + message.usage.output_tokens == WINDOW
+    assert (short.stop_reason, short.usage.output_tokens) == ("max_tokens", 5)

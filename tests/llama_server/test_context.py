@@ -77,3 +77,26 @@ def test_a_messages_client_is_told_the_prompt_is_too_long(claude: Anthropic) -> 
         )
     message = refused.value.body["error"]["message"]  # type: ignore[index]
     assert re.fullmatch(rf"prompt is too long: \d+ tokens > {SLOT_WINDOW} maximum", message)
+
+
+def test_an_answer_filling_the_slot_stops_with_the_window_exceeded(claude: Anthropic) -> None:
+    """llama-server takes any ``max_tokens`` (Claude Code's 32,000) and stops where prompt
+    and output fill the slot, a ``length`` finish; the gateway, knowing the slot's window,
+    answers a Messages client as Anthropic does then. The prompt leaves the model room for
+    about 3 of the 7 tokens of its reply (a pair of characters a token; the count of a
+    shorter prompt may be one off)."""
+    counted = claude.messages.count_tokens(
+        model=MODEL, messages=[{"role": "user", "content": "ab" * 100}]
+    )
+    pairs = 100 + SLOT_WINDOW - 3 - counted.input_tokens
+    message = claude.messages.create(
+        model=MODEL,
+        max_tokens=32000,
+        messages=[{"role": "user", "content": "ab" * pairs}],
+        timeout=60,
+    )
+    assert message.stop_reason == "model_context_window_exceeded"
+    usage = message.usage
+    read = usage.cache_read_input_tokens or 0  # Anthropic's input_tokens leave them out
+    assert usage.input_tokens + read + usage.output_tokens == SLOT_WINDOW
+    assert 0 < usage.output_tokens < 7

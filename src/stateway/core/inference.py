@@ -137,8 +137,8 @@ PAUSED: Final = "paused"
 
 
 WINDOW_FILLED: Final = "model_context_window_exceeded"
-"""The stop reason of an answer whose output tokens were lowered to what the model's
-window left beside the prompt, and that filled it
+"""The stop reason of an answer that filled the model's window: its output tokens lowered
+to what the window left beside the prompt, or its prompt and output reaching the window
 (:attr:`~stateway.core.commands.GenerationSettings.max_output_tokens_fit_window`):
 Anthropic's word for it, which a Messages client is answered."""
 

@@ -22,7 +22,9 @@ A request whose ``max_output_tokens`` may be fitted to the window (Messages'
 and that a candidate refused for asking more output tokens than its window has room for
 beside the prompt (vLLM's, SGLang's refusal saying both) is sent to it again asking for
 that room, once; an answer that then stops at its limit has filled the window
-(:data:`~stateway.core.inference.WINDOW_FILLED`).
+(:data:`~stateway.core.inference.WINDOW_FILLED`), as has one stopped at a limit when its
+prompt and output tokens together reach the candidate's known window (llama-server takes
+any ``max_tokens`` and stops there, a ``length`` finish like any other).
 """
 
 from __future__ import annotations
@@ -86,7 +88,9 @@ async def one_round(
             attempt = plan.open(candidate)
             try:
                 backend = candidate.backend
-                reason = await _infer(run, row, backend, plan, sent, assembler, usage, telemetry)
+                reason, reported = await _infer(
+                    run, row, backend, plan, sent, assembler, usage, telemetry
+                )
             except GatewayError as exc:
                 if not plan.failed(attempt, candidate, exc):
                     raise
@@ -100,8 +104,10 @@ async def one_round(
                 plan.abandoned(attempt, candidate)
                 raise
             plan.succeeded(attempt, candidate)
-            if lowered and reason == "length":
-                run.state.stop_reason = WINDOW_FILLED
+            if reason == "length" and sent.settings.max_output_tokens_fit_window:
+                window = candidate.context_window
+                if lowered or (window is not None and reported.total_tokens >= window):
+                    run.state.stop_reason = WINDOW_FILLED
             return reason
     assert error is not None  # a round opens one candidate at least
     raise error
@@ -138,7 +144,9 @@ async def _infer(
     assembler: OutputAssembler,
     usage: Usage,
     telemetry: Telemetry,
-) -> str:
+) -> tuple[str, Usage]:
+    """The round's finish reason and the usage its upstream reported (added to
+    ``usage``)."""
     reason = "stop"
     unreported = reported = Usage()  # some servers repeat running totals: the last counts
     if plan.first_output is None:  # a candidate that failed first: its count is not this one's
@@ -217,7 +225,7 @@ async def _infer(
             run.state.uncounted_input += counted or estimate_tokens(request)
         raise
     usage.add(reported)
-    return reason
+    return reason, reported
 
 
 async def _output_begins(

@@ -35,6 +35,10 @@ hosted OpenAI refuses one under 16 (:mod:`~stateway.fake_upstream.responses`). A
 told as vLLM tells it (``windows.max_model_len``) is kept as vLLM keeps it, whatever the
 script: a longer prompt is refused in each wire's words (as ``[[context]]`` refuses it),
 and on the Chat wire one that fits but not with the ``max_tokens`` asked for, in vLLM's.
+One told as llama.cpp tells it (``windows.ctx_size`` over ``windows.parallel`` slots) is
+kept as llama-server keeps a slot's: a prompt that fills it is refused in its words, and
+an answer stops (``length``) where prompt and output fill it, whatever ``max_tokens``
+asked.
 """
 
 from __future__ import annotations
@@ -192,6 +196,9 @@ class FakeUpstreamApp:
         windows = windows or Windows()
         self._window = windows.max_model_len
         """The window kept as vLLM keeps it (``--max-model-len``), whatever the script."""
+        self._slot = windows.slot
+        """The window kept as llama-server keeps one slot's (``--ctx-size`` over
+        ``--parallel``), whatever the script."""
         self._models_body, self._anthropic_models_body = listings(self.model_names, windows)
         self._props_body = windows.props()
 
@@ -284,11 +291,12 @@ class FakeUpstreamApp:
         request = parse(body, logged["headers"])
         if self._window is not None:
             _check_window(request, self._window)
+        room = None if self._slot is None else _slot_room(request, self._slot)
         script = parse_script(request.conversation.user_text).for_model(body.get("model"))
         if script.stall_ms or script.trickle_ms:
             stall, trickle = (script.stall_ms or 0) / 1000, (script.trickle_ms or 0) / 1000
             send = PacedSend(send, stall=stall, trickle=trickle).send
-        answer = _answer(request, script, key, receive, send)
+        answer = _answer(request, script, key, receive, send, room)
         try:
             if script.waits:
                 await until_disconnect(receive, answer, lambda: logged.update(disconnected=True))
@@ -311,6 +319,19 @@ class FakeUpstreamApp:
         await send_json(send, 200, orjson.dumps({"input_tokens": conversation.prompt_tokens}))
 
 
+def _slot_room(request: WireRequest, slot: int) -> int:
+    """The output tokens a slot of ``slot`` tokens has room for beside the prompt, which
+    llama-server generates at most whatever ``max_tokens`` asks (and then finishes with
+    ``length``); a prompt that fills the slot is refused in llama-server's words (in each
+    wire's on the others)."""
+    prompt = request.conversation.prompt_tokens
+    if prompt >= slot:
+        if isinstance(request, ChatRequest):
+            raise context_too_long(prompt, slot, "llama.cpp")
+        raise request.context_error(slot)
+    return slot - prompt
+
+
 def _check_window(request: WireRequest, window: int) -> None:
     """Refuse a prompt longer than ``window`` in the wire's words, and on the Chat wire, as
     vLLM, one that fits but not with the output tokens asked for."""
@@ -323,9 +344,15 @@ def _check_window(request: WireRequest, window: int) -> None:
 
 
 async def _answer(
-    request: WireRequest, script: Script, key: str | None, receive: Receive, send: Send
+    request: WireRequest,
+    script: Script,
+    key: str | None,
+    receive: Receive,
+    send: Send,
+    room: int | None = None,
 ) -> None:
-    """Play the script: error, drop, or the planned answer, paced by ``[[slow]]``."""
+    """Play the script: error, drop, or the planned answer, paced by ``[[slow]]``;
+    ``room``: the output tokens the window leaves, whatever ``max_tokens`` asks."""
     if script.silence_ms:
         await asyncio.sleep(script.silence_ms / 1000)
     delay = (script.slow_ms or 0) / 1000
@@ -345,7 +372,9 @@ async def _answer(
                 return
             raise context_too_long(request.conversation.prompt_tokens, script.context, "llama.cpp")
         raise request.context_error(script.context)
-    plan = build_plan(request.conversation, script, request.max_tokens)
+    asked = request.max_tokens
+    limit = asked if room is None else min(room, asked or room)
+    plan = build_plan(request.conversation, script, limit)
     if script.finish is not None and isinstance(request, ChatRequest):
         plan = replace(plan, finish_reason=script.finish)
     if script.huge is not None:

@@ -33,11 +33,16 @@ class Windows:
     ctx_size: int | None = None
     parallel: int = 1
 
+    @property
+    def slot(self) -> int | None:
+        """One slot's window (llama.cpp's ``n_ctx``); None without ``ctx_size``."""
+        return None if self.ctx_size is None else self.ctx_size // self.parallel
+
     def props(self) -> bytes | None:
         """llama.cpp's ``GET /props`` answer; None without ``ctx_size`` (a 404)."""
         if self.ctx_size is None:
             return None
-        settings = {"n_ctx": self.ctx_size // self.parallel, "params": {}}
+        settings: dict[str, Any] = {"n_ctx": self.slot, "params": {}}
         props = {"default_generation_settings": settings, "total_slots": self.parallel}
         return orjson.dumps({**props, "model_path": "/models/fake-model.gguf"})
 
@@ -71,8 +76,7 @@ def _told(windows: Windows) -> dict[str, Any]:
     """What an OpenAI-shaped entry adds, as the server it plays adds it."""
     if windows.max_model_len is not None:
         return {"root": "fake-model", "parent": None, "max_model_len": windows.max_model_len}
-    if windows.ctx_size is not None:
-        slot = windows.ctx_size // windows.parallel
-        meta = {"n_vocab": 32000, "n_ctx": slot, "n_ctx_train": N_CTX_TRAIN}
+    if windows.slot is not None:
+        meta = {"n_vocab": 32000, "n_ctx": windows.slot, "n_ctx_train": N_CTX_TRAIN}
         return {"owned_by": "llamacpp", "meta": meta}
     return {}
