@@ -6,6 +6,8 @@ before it."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -57,24 +59,49 @@ ERROR_EVENTS = [
 ]
 
 
-async def forwarded(loopback: Loopback, *writes: bytes, **settings: Any) -> UpstreamRelay:
-    """A relay of a 200 event stream whose server writes ``writes`` one by one (to a backend
-    of ``settings``)."""
+class Paced:
+    """A relay whose server writes each of its writes only once the one before it was
+    relayed: each is one read of the relay (written at once, they would reach it as one)."""
+
+    def __init__(self, relay: UpstreamRelay, relayed: asyncio.Event) -> None:
+        self.relay = relay
+        self._relayed = relayed
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        async for chunk in self.relay.chunks():
+            self._relayed.set()
+            yield chunk
+
+    def output_estimate(self) -> int:
+        return self.relay.output_estimate()
+
+    async def aclose(self) -> None:
+        await self.relay.aclose()
+
+
+async def forwarded(loopback: Loopback, *writes: bytes, **settings: Any) -> Paced:
+    """A relay of a 200 event stream whose server writes ``writes`` one by one, each one
+    read (to a backend of ``settings``)."""
+    relayed = asyncio.Event()
 
     async def answers(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        for write in writes:
+        for index, write in enumerate(writes):
+            if index:
+                await relayed.wait()
+                relayed.clear()
             await response.write(write)
         await response.write_eof()
         return response
 
     client = UpstreamClient(UpstreamTarget("up", await loopback.serve(answers), **settings))
     backend = OpenAIChatBackend(loopback.adopt(client))
-    return await backend.forward_chat(b'{"model": "m", "messages": [], "stream": true}')
+    relay = await backend.forward_chat(b'{"model": "m", "messages": [], "stream": true}')
+    return Paced(relay, relayed)
 
 
-async def relayed_whole(relay: UpstreamRelay) -> bytes:
+async def relayed_whole(relay: Paced) -> bytes:
     """What ``relay`` relays, to its end (it raises nothing)."""
     relayed = b"".join([chunk async for chunk in relay.chunks()])
     await relay.aclose()
@@ -93,7 +120,7 @@ async def streamed_answer(loopback: Loopback, body: bytes) -> None:
         pass
 
 
-async def relayed_until(relay: UpstreamRelay) -> tuple[bytes, GatewayError]:
+async def relayed_until(relay: Paced) -> tuple[bytes, GatewayError]:
     """What ``relay`` relays before the error it raises, and that error."""
     chunks: list[bytes] = []
 
@@ -105,6 +132,18 @@ async def relayed_until(relay: UpstreamRelay) -> tuple[bytes, GatewayError]:
         await read()
     await relay.aclose()
     return b"".join(chunks), caught.value
+
+
+def lines_of(body: bytes) -> list[bytes]:
+    """``body`` a line at a time, but for an event named ``error``, whose lines read apart
+    are relayed as they came (:mod:`stateway.backends.relayed_stream`)."""
+    writes: list[bytes] = []
+    for line in body.split(b"\n")[:-1]:
+        if writes and writes[-1].startswith(b"event:") and not writes[-1].endswith(b"\n\n"):
+            writes[-1] += line + b"\n"
+        else:
+            writes.append(line + b"\n")
+    return writes
 
 
 def same(relayed: GatewayError, translated: GatewayError) -> None:
@@ -132,7 +171,7 @@ async def test_a_stream_failing_before_its_output_raises_after_its_opening(
     comment, a role chunk), for the route to end the stream with; its first read too,
     read apart with ``first_token_timeout``."""
     body = before + event
-    writes = [line + b"\n" for line in body.split(b"\n")[:-1]] if apart else [body]
+    writes = lines_of(body) if apart else [body]
     relay = await forwarded(loopback, *writes, first_token_timeout=first_token_timeout)
     relayed, error = await relayed_until(relay)
     assert relayed == before
@@ -275,7 +314,9 @@ async def test_a_stream_done_before_any_output_has_no_answer(
 
 @pytest.mark.parametrize("reason", ["abort", "error"])
 @pytest.mark.parametrize(
-    "ending", [[USAGE, DONE], [DONE], [USAGE], []], ids=["usage-done", "done", "usage", "none"]
+    "ending",
+    [[USAGE, DONE], [USAGE + DONE], [DONE], [USAGE], []],
+    ids=["usage-done", "usage-with-done", "done", "usage", "none"],
 )
 @pytest.mark.parametrize("apart", [False, True])
 async def test_an_answer_the_server_gave_up_on_raises_after_its_finish(
