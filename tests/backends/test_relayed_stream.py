@@ -271,6 +271,13 @@ async def test_a_stream_ending_without_its_finish_or_done_is_cut(
         pytest.param([ROLE, OUTPUT, DONE], id="done-without-finish"),
         pytest.param([ROLE, OUTPUT, finished("stop"), USAGE, DONE], id="whole"),
         pytest.param([OUTPUT, DONE], id="output-done"),
+        pytest.param(
+            [ROLE, OUTPUT, finished("stop"), USAGE, b"data: [DONE]\n", b"\n"],
+            id="done-apart-from-its-blank-line",
+        ),
+        pytest.param(
+            [ROLE, OUTPUT, finished("stop"), USAGE, b"data: [DO", b"NE]\n\n"], id="done-split"
+        ),
     ],
 )
 @pytest.mark.parametrize("apart", [False, True])
@@ -331,6 +338,30 @@ async def test_an_answer_the_server_gave_up_on_raises_after_its_finish(
     assert relayed == b"".join(chunks).removesuffix(DONE)
     assert f"'{reason}'" in error.message
     same(error, await streamed_failure(loopback, b"".join(chunks)))
+
+
+GIVEN_UP = finished("abort") + USAGE
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        pytest.param([b"data: [DONE]\n", b"\n"], id="alone-apart-from-its-blank-line"),
+        pytest.param([b"data: [DO", b"NE]\n\n"], id="alone-split"),
+        pytest.param([ROLE + b"data: [DONE]\n", b"\n"], id="no-output"),
+        pytest.param([ROLE, OUTPUT, GIVEN_UP + b"data: [DONE]\n", b"\n"], id="given-up"),
+        pytest.param([ROLE, OUTPUT, GIVEN_UP + b"data: [DO", b"NE]\n\n"], id="given-up-split"),
+    ],
+)
+async def test_a_done_split_between_reads_is_judged_at_the_end(
+    loopback: Loopback, chunks: list[bytes]
+) -> None:
+    """A ``[DONE]`` whose line is split between two reads is relayed (no read says it is
+    done), then judged at the stream's end as a whole one is, from the two last reads:
+    the error a run gets."""
+    relayed, error = await relayed_until(await forwarded(loopback, *chunks))
+    assert relayed == b"".join(chunks)
+    same(error, await streamed_failure(loopback, relayed))
 
 
 @pytest.mark.parametrize("apart", [False, True])

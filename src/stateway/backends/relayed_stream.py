@@ -14,7 +14,7 @@ it left out, and the route ends the stream with it in the OpenAI shape (what the
 So too for a stream that ends as no answer, which a run fails on and a client reading the
 relayed bytes could not tell from one; each is told once per stream, at its end, from the
 last chunks the relay keeps anyway. A stream that ends without ``data: [DONE]`` and
-without a finish in its last chunks (:func:`unfinished`) was cut short (a proxy's
+without a finish in its last chunks (:func:`unended`, :func:`unfinished`) was cut short (a proxy's
 timeout, a server dying between two events: the body ends cleanly), as is one that ends
 with no byte at all. At ``[DONE]`` (:func:`done_at`, left out when it ends a failure),
 :func:`unanswered` reads the last chunks' events only when there were few (two at most:
@@ -113,8 +113,8 @@ DONE: Final = b"data: [DONE]\n\n"
 DONE_ENDS: Final = (DONE, b"data: [DONE]\r\n\r\n", b"data:[DONE]\n\n", b"data:[DONE]\r\n\r\n")
 """How a read holding a stream's ``data: [DONE]`` ends: it is the stream's last event.
 Four endings, each tried against every read that is not one ordinary event: a ``[DONE]``
-read apart from its blank line is not told (the stream's end then judges it by its
-finish, :func:`unfinished`)."""
+read apart from its blank line (or split between two reads) is not told there, but by
+the stream's end (:func:`unended`)."""
 
 FINISH_REASON: Final = b'"finish_reason"'
 _VALUE: Final = len(FINISH_REASON) + 1
@@ -168,6 +168,19 @@ def unanswered(
     except UpstreamError as error:  # a finish reason saying the server gave up
         return error
     return no_answer(backend) if not deltas and read == events else None
+
+
+def unended(previous: bytes, last: bytes, events: int, backend: str) -> GatewayError | None:
+    """The error of a stream whose body ended with no ``[DONE]`` told, after the reads
+    ``previous`` and ``last`` and ``events`` data lines: judged as at ``[DONE]``
+    (:func:`unanswered`, from these two reads alone) when they end with one (a ``[DONE]``
+    read apart from its blank line, or split between them: the answer's finish, and its
+    usage after it, may have come reads before), else by its finish (:func:`unfinished`).
+    Once a stream, at its end."""
+    tail = previous + last
+    if tail.endswith(DONE_ENDS):
+        return unanswered(b"", previous, last, events - 1, backend)
+    return unfinished(tail, backend)
 
 
 def unfinished(tail: bytes, backend: str) -> GatewayError | None:

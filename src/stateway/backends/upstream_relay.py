@@ -46,7 +46,7 @@ from stateway.backends.relayed_stream import (
     done_at,
     reported_error,
     unanswered,
-    unfinished,
+    unended,
 )
 from stateway.backends.upstream_reply import UpstreamReply, no_output
 from stateway.backends.upstream_status import classify_reported, classify_status, reports_error
@@ -178,10 +178,10 @@ class UpstreamRelay:
                         self._previous, self._last = self._last, chunk
                         self._events += events
                         yield chunk
-                    if judged and not self._done:  # no [DONE]: finished, else cut short
-                        unended = unfinished(self._previous + self._last, self._backend)
-                        if unended is not None:
-                            raise unended
+                    if judged and not self._done:  # no [DONE] told: finished, else cut
+                        failed = unended(self._previous, self._last, self._events, self._backend)
+                        if failed is not None:
+                            raise failed
             except (aiohttp.ClientError, OSError) as exc:
                 if not self._closed:
                     raise  # the server's failure, told by the client's translation
