@@ -105,6 +105,21 @@ async def test_a_turn_too_long_loses_its_oldest_calls_but_not_its_opening() -> N
     assert texts(request) == ["task", "function_call:c3", "function_call_output:c3"]
 
 
+async def test_a_call_left_out_takes_its_output_with_it() -> None:
+    """A call whose arguments are what is large goes with its small output, which a model
+    server refuses to see without it, however little it leaves to fit."""
+    large = {"type": "function_call", "call_id": "c1", "name": "sh", "arguments": "a" * 2400}
+    output = {"type": "function_call_output", "call_id": "c1", "output": "done"}
+    history = [user("task"), large, output, *call("c2", 800)]
+    backend = ScriptedBackend(SUMMARY)
+    run = await build(backend, window=WINDOW).execute(
+        Principal(), CreateResponse("m", [*history, TRIGGER])
+    )
+    await run.wait()
+    [request] = backend.requests
+    assert texts(request) == ["task", "function_call:c2", "function_call_output:c2"]
+
+
 async def test_compact_fits_its_summary_call_to_the_routes_window() -> None:
     backend = ScriptedBackend(SUMMARY)
     compacted = await build(backend, window=WINDOW).execute(
