@@ -9,12 +9,14 @@ import logging
 import time
 from typing import Any
 
+import orjson
 import pytest
 from aiohttp import web
 
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.errors import (
+    IMAGE_INPUT_UNSUPPORTED,
     Overloaded,
     UpstreamError,
     UpstreamRejected,
@@ -22,6 +24,7 @@ from stateway.core.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from stateway.core.routing.attempts import unhealthy
 from stateway.core.usage import Usage
 from tests.backends.conftest import Loopback
 
@@ -461,3 +464,31 @@ async def test_a_relays_failure_is_what_its_status_means(
         return
     assert type(failure) is kind
     assert failure.headers.get("Retry-After") == retry
+
+
+async def test_a_relays_failure_named_only_in_its_body_is_the_translated_one(
+    loopback: Loopback,
+) -> None:
+    """llama-server refuses an image to a model that takes none with a 500 whose body alone
+    says so: relayed, its failure is the error a translated request gets from it, which
+    does not count against the server's circuit (:func:`.attempts.unhealthy`)."""
+    refusal = {
+        "error": {
+            "code": 500,
+            "message": "image input is not supported - hint: you may need to provide the mmproj",
+            "type": "server_error",
+        }
+    }
+
+    async def answer(request: web.Request) -> web.Response:
+        return web.json_response(refusal, status=500)
+
+    client = upstream(loopback, await loopback.serve(answer))
+    relay = await client.relay("/chat/completions", b"{}")
+    relayed = b"".join([chunk async for chunk in relay.chunks()])
+    await relay.aclose()
+    assert orjson.loads(relayed) == refusal
+    failure = relay.failure()
+    assert failure is not None
+    assert failure.code == IMAGE_INPUT_UNSUPPORTED
+    assert not unhealthy(failure)

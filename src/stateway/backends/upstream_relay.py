@@ -13,7 +13,7 @@ stream that reports an error, raised after the events before it, and the end of 
 is no whole answer (cut short, done before any output, given up on), told once, at its
 end, from the last two chunks kept for the usage (:mod:`~stateway.backends.relayed_stream`).
 An error status is relayed as it came; :meth:`UpstreamRelay.failure` says what it means
-(how it counts on the backend's circuit). The body is
+(how it counts on the backend's circuit), from the status and the body relayed. The body is
 counted against ``max_response_bytes`` as it is read (a declared ``Content-Length`` over
 it fails before the first chunk) and, when the backend has a key, passed through the key
 scrubber chunk by chunk (a chunk is decoded as Latin-1, which maps bytes one to one, so
@@ -49,7 +49,7 @@ from stateway.backends.relayed_stream import (
     unended,
 )
 from stateway.backends.upstream_reply import UpstreamReply, no_output
-from stateway.backends.upstream_status import classify_reported, classify_status, reports_error
+from stateway.backends.upstream_status import classify_reply, classify_reported, reports_error
 from stateway.core.deadline import Deadline
 from stateway.core.errors import GatewayError, UpstreamError
 from stateway.core.ports import is_event_stream
@@ -281,14 +281,17 @@ class UpstreamRelay:
         return self._events if self._streams else self._reply.received // 4
 
     def failure(self) -> GatewayError | None:
-        """By the status alone (:func:`~.upstream_status.classify_status`): a server's
-        error named only in its body (llama-server's 500 refusing an image) counts as its
-        status says."""
+        """As a translated request's (:func:`~.upstream_status.classify_reply`), from the
+        status and the error body's last two chunks, kept anyway (an error's body is
+        rarely more): a server's error named only in its body, llama-server's 500
+        refusing an image, counts as it does for a translated request. Read once, when
+        the relay ends."""
         if self.status < 400:
             return None
         retry = self.headers.get("retry-after")
         asked = {"Retry-After": retry} if retry else None
-        return classify_status(self.status, "", None, self._backend, asked)
+        body = self._previous + self._last
+        return classify_reply(self.status, body, self._backend, self._scrub or str, asked)
 
     async def aclose(self) -> None:
         self._closed = True

@@ -132,7 +132,7 @@ def _counted(
     """A relayed answer's end on its candidate's circuit, as a translated attempt's end
     counts (:mod:`stateway.core.routing.plan`): relayed to its end, a success; failed or
     cut by the server (:func:`~stateway.core.routing.attempts.unhealthy`: the error its
-    status means, else the upstream's error), a failure, with the ``Retry-After`` it asked
+    status and body mean, else the upstream's error), a failure, with the ``Retry-After`` it asked
     for; a request refused as such, the gateway's own full queue, a client that left, none.
     A relay is never a half-open circuit's probe: its route (one candidate) sends it
     whatever the circuit, so it takes no probe's place, and its success closes the circuit

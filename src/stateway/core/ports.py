@@ -94,8 +94,8 @@ class Relay(Protocol):
 
     def failure(self) -> GatewayError | None:
         """The error a translated request would get from the answer's status (None below
-        400), told by the status and its ``Retry-After`` alone (the body is the client's
-        answer, not read for it): how it counts on its candidate's circuit."""
+        400), its ``Retry-After`` and what was relayed of its body: how it counts on its
+        candidate's circuit."""
         ...
 
     async def aclose(self) -> None: ...
