@@ -13,6 +13,7 @@
 - :mod:`.truncation`: ``truncation: "auto"``, dropping the oldest turns to fit the window.
 - :mod:`.summarize`: one summarization call to the backend.
 - :mod:`.summary_window`: that call fitted to the model's window, and to its refusals.
+- :mod:`.excerpt`: an item too large for that call alone, shown as its head and tail.
 - :mod:`.reasoning_output`: reasoning items finished with a summary and/or sealed text, as the
   request asks (``reasoning.summary``, ``include``).
 - :mod:`.service`: :class:`~.service.Compaction`, which the gateway uses for
