@@ -4,6 +4,8 @@ long; a request that compacts first is not refused for the size it compacts away
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import pytest
@@ -27,11 +29,11 @@ TRIGGER = {"type": "compaction_trigger"}
 SYSTEM = {"type": "message", "role": "system", "content": [{"type": "input_text", "text": "S"}]}
 
 
-def call(call_id: str, size: int) -> list[dict[str, Any]]:
-    """A function call and its output of ``size`` characters."""
+def call(call_id: str, size: int, output: str = "") -> list[dict[str, Any]]:
+    """A function call and its output of ``size`` characters (or ``output``)."""
     return [
         {"type": "function_call", "call_id": call_id, "name": "sh", "arguments": "{}"},
-        {"type": "function_call_output", "call_id": call_id, "output": "o" * size},
+        {"type": "function_call_output", "call_id": call_id, "output": output or "o" * size},
     ]
 
 
@@ -61,6 +63,31 @@ HISTORY = [
 ]
 WINDOW = 800
 """Estimated tokens: the last two turns fit in :data:`SHARE` of it, the first does not."""
+MARKER = re.compile(r"\n\[\.\.\. ([0-9,]+) characters omitted \.\.\.\]\n")
+
+
+def huge(size: int = 20_000) -> str:
+    """A text of about ``size`` characters, far more than :data:`WINDOW` holds, its start
+    and its end told apart from its middle."""
+    return "HEAD " + "x" * size + " TAIL"
+
+
+def assert_cut(shown: str, whole: str) -> None:
+    """``shown`` is ``whole``'s head and tail, the marker between them saying how many
+    characters were left out."""
+    [omitted] = MARKER.findall(shown)
+    head, tail = MARKER.split(shown)[::2]
+    assert whole.startswith(head)
+    assert head.startswith("HEAD ")
+    assert whole.endswith(tail)
+    assert tail.endswith(" TAIL")
+    assert int(omitted.replace(",", "")) == len(whole) - len(head) - len(tail) > 0
+
+
+def nearly_full(request: InferenceRequest) -> bool:
+    """The summary call fills :data:`SHARE` of the window, less than a few tokens short
+    (a cut is sized to what the budget leaves)."""
+    return WINDOW * SHARE - 8 < sent(request) <= WINDOW * SHARE
 
 
 async def test_a_trigger_over_a_configured_window_is_summarized_from_its_newest_turns() -> None:
@@ -224,3 +251,137 @@ def test_without_a_window_the_view_is_sent_whole_until_refused() -> None:
     fitted = SummaryWindow(None, HISTORY, SUMMARY_PROMPT, None)
     assert fitted.items == HISTORY
     assert sum(item_tokens(item) for item in HISTORY) > WINDOW
+
+
+async def test_a_tool_output_larger_than_the_window_is_cut_to_its_head_and_tail() -> None:
+    """Codex compacts mid-turn with the output that overflowed its context: dropped whole,
+    the summary would lose even its gist; it is shown cut, with the room the items after
+    the oldest ones left out leave it, and the client's item stays whole."""
+    output = huge()
+    history = [user("task"), *call("c1", 1200), *call("c2", 0, output), *call("c3", 40)]
+    backend = ScriptedBackend(SUMMARY)
+    run = await build(backend, window=WINDOW).execute(
+        Principal(), CreateResponse("m", [*history, TRIGGER])
+    )
+    await run.wait()
+
+    assert run.state.status == "completed", run.error
+    [request] = backend.requests
+    assert texts(request) == [
+        "task",
+        "function_call:c2",
+        "function_call_output:c2",
+        "function_call:c3",
+        "function_call_output:c3",
+    ]
+    assert_cut(request.items[2]["output"], output)
+    assert nearly_full(request)
+    assert history[4]["output"] == output  # the client's, whole
+
+
+async def test_a_user_message_larger_than_the_window_alone_is_cut() -> None:
+    text = huge()
+    backend = ScriptedBackend(SUMMARY)
+    compacted = await build(backend, window=WINDOW).execute(
+        Principal(), CompactResponse("m", [user(text)])
+    )
+    [request] = backend.requests
+    [shown] = texts(request)
+    assert_cut(shown, text)
+    assert nearly_full(request)
+    assert compacted.output[0]["content"][0]["text"] == text  # the client's, whole
+
+
+async def test_an_item_too_large_alone_is_cut_again_as_the_refusal_says() -> None:
+    """No window known: the one message is sent whole, then cut to fit what the server's
+    refusal says fits, rather than the compaction failing for want of an item to leave
+    out."""
+    text = huge()
+    refusal = UpstreamContextTooLong("too long", tokens=8000, window=1000, requested=None)
+    backend = RoundsBackend([[refusal], SUMMARY])
+    compacted = await build(backend).execute(Principal(), CompactResponse("m", [user(text)]))
+    first, second = backend.requests
+    assert texts(first) == [text]
+    assert_cut(texts(second)[0], text)
+    assert sent(second) <= sent(first) * 1000 / 8000 * SHARE
+    assert opened(compacted.output[-1]) == "the summary"
+
+
+async def test_an_older_turns_item_too_large_alone_is_cut_to_what_newer_turns_leave() -> None:
+    log = huge()
+    history = [user(log), assistant("it fails on line 3"), user("fix it")]
+    backend = ScriptedBackend(SUMMARY)
+    await build(backend, window=WINDOW).execute(Principal(), CompactResponse("m", history))
+    [request] = backend.requests
+    cut, *rest = texts(request)
+    assert_cut(cut, log)
+    assert rest == ["it fails on line 3", "fix it"]
+    assert nearly_full(request)
+
+
+async def test_an_opening_too_large_alone_leaves_room_for_the_calls_after_it() -> None:
+    """The user message that opens the last turn is never left out: too large, it is cut
+    to what the turn's calls after it leave, the newest kept first."""
+    log = huge()
+    history = [user(log), *call("c1", 400), *call("c2", 400)]
+    backend = ScriptedBackend(SUMMARY)
+    await build(backend, window=WINDOW).execute(Principal(), CompactResponse("m", history))
+    [request] = backend.requests
+    cut, *rest = texts(request)
+    assert_cut(cut, log)
+    assert rest == [
+        f"{kind}:{c}" for c in ("c1", "c2") for kind in ("function_call", "function_call_output")
+    ]
+    assert nearly_full(request)
+
+
+async def test_a_system_message_too_large_alone_is_cut() -> None:
+    rules = huge()
+    system = {
+        "type": "message",
+        "role": "system",
+        "content": [{"type": "input_text", "text": rules}],
+    }
+    backend = ScriptedBackend(SUMMARY)
+    await build(backend, window=WINDOW).execute(
+        Principal(), CompactResponse("m", [system, user("task")])
+    )
+    [request] = backend.requests
+    cut, task = texts(request)
+    assert_cut(cut, rules)
+    assert task == "task"
+    assert nearly_full(request)
+
+
+async def test_a_calls_json_arguments_are_cut_within_their_strings() -> None:
+    """A call's arguments too large alone (a file written whole) keep their JSON: its
+    long strings are cut, and the arguments still parse."""
+    content = huge()
+    arguments = json.dumps({"path": "notes.txt", "content": content, "mode": 420})
+    history = [
+        user("task"),
+        {"type": "function_call", "call_id": "c1", "name": "write", "arguments": arguments},
+        {"type": "function_call_output", "call_id": "c1", "output": "written"},
+    ]
+    backend = ScriptedBackend(SUMMARY)
+    await build(backend, window=WINDOW).execute(Principal(), CompactResponse("m", history))
+    [request] = backend.requests
+    assert texts(request) == ["task", "function_call:c1", "function_call_output:c1"]
+    shown = json.loads(request.items[1]["arguments"])
+    assert (shown["path"], shown["mode"]) == ("notes.txt", 420)
+    assert_cut(shown["content"], content)
+    assert nearly_full(request)
+
+
+async def test_arguments_that_are_not_json_are_never_cut_into_other_text() -> None:
+    """Cut, text that is not JSON could not be told apart from broken JSON upstream: the
+    call goes whole or not at all (here, with its output, too large to keep)."""
+    history = [
+        user("task"),
+        {"type": "function_call", "call_id": "c1", "name": "sh", "arguments": '{"a": ' + huge()},
+        {"type": "function_call_output", "call_id": "c1", "output": "done"},
+    ]
+    backend = ScriptedBackend(SUMMARY)
+    await build(backend, window=WINDOW).execute(Principal(), CompactResponse("m", history))
+    [request] = backend.requests
+    assert texts(request) == ["task"]

@@ -30,9 +30,8 @@ def truncate(items: list[Item], budget: int, size: Callable[[Item], int]) -> lis
     total = sum(size(item) for item in items)
     if total <= budget:
         return items
-    turns = _turns(items)
     dropped: set[int] = set()
-    for turn in turns[:-1]:
+    for turn in turns(items)[:-1]:
         if total <= budget:
             break
         for index in turn:
@@ -72,7 +71,7 @@ class Fitted:
         return fitted
 
 
-def _turns(items: list[Item]) -> list[list[int]]:
+def turns(items: list[Item]) -> list[list[int]]:
     """Item positions grouped into turns, each opening at a user message."""
     turns: list[list[int]] = [[]]
     for index, item in enumerate(items):
