@@ -13,6 +13,7 @@ from stateway.core.errors import (
     ResponseInProgress,
     ServerShuttingDown,
     StorageError,
+    StorageFull,
     UpstreamError,
 )
 from stateway.core.gateway import Gateway
@@ -79,6 +80,38 @@ async def test_a_final_save_that_fails_reports_no_completion_and_tells_every_cli
     message = "The response could not be stored."
     assert run.state.error == {"code": "storage_unavailable", "message": message, "status": 503}
     assert run.error.message == message
+
+
+class FullStore(MemoryStore):
+    """Its write of a run's end is refused: the database is out of space."""
+
+    async def save(self, record: ResponseRecord) -> None:
+        if record.status != "in_progress":
+            raise StorageFull("Storage failed while saving a response.")
+        await super().save(record)
+
+    async def finish(self, record: ResponseRecord) -> None:
+        raise StorageFull("Storage failed while saving a response.")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_final_save_the_database_refused_tells_every_client_why(stream: bool) -> None:
+    gateway = gateway_for(ScriptedBackend([TextDelta("x"), Finish("stop")]), FullStore())
+    run = await gateway.execute(
+        Principal(), CreateResponse(model="m", input=[user("hi")], stream=stream)
+    )
+    await run.wait()
+
+    message = (
+        "The response could not be stored. The database is out of space (its disk is full,"
+        " or it reached its size limit)."
+    )
+    assert isinstance(run.error, StorageFull)  # non-stream callers: 503 storage_full
+    assert (run.error.status, run.error.code, run.error.message) == (503, "storage_full", message)
+    assert run.state.error == {"code": "storage_full", "message": message, "status": 503}
+    last = run.events[-1]  # what a stream client sees last
+    assert isinstance(last, ev.ResponseFinished)
+    assert encode_response(last.response)["error"]["message"] == message
 
 
 class CrashingStore(MemoryStore):

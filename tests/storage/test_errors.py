@@ -281,3 +281,61 @@ def _record(tenant: str, response_id: str) -> ResponseRecord:
         input_items=[],
         output_items=[],
     )
+
+
+def _sqlite_full(tmp_path: Path) -> sqlite3.Error:
+    """The error SQLite gives a write that needs a full file to grow."""
+    connection = sqlite3.connect(tmp_path / "full.db")
+    try:
+        connection.execute("CREATE TABLE t (body BLOB)")
+        connection.execute("PRAGMA max_page_count = 1")  # raised to the file's size
+        with pytest.raises(sqlite3.Error) as caught:
+            connection.execute("INSERT INTO t VALUES (zeroblob(65536))")
+        return caught.value
+    finally:
+        connection.close()
+
+
+def test_a_full_sqlite_is_named_by_its_error_code_not_its_words(tmp_path: Path) -> None:
+    full = _sqlite_full(tmp_path)
+    with pytest.raises(StorageError) as caught, storage_errors("doing things"):
+        raise OperationalError("INSERT INTO t", {}, full)  # as aiosqlite's are wrapped
+
+    assert (caught.value.status, caught.value.code) == (503, "storage_full")
+    assert caught.value.message == (
+        "Storage failed while doing things. The database is out of space (its disk is full,"
+        " or it reached its size limit)."
+    )
+    assert caught.value.reason == "OperationalError: database or disk is full"
+
+    words = sqlite3.OperationalError(str(full))  # the same words, without SQLite's code
+    with pytest.raises(StorageError) as unnamed, storage_errors("doing things"):
+        raise words
+    assert unnamed.value.code == "storage_unavailable"
+
+
+@pytest.mark.parametrize(
+    ("failure", "code", "cause"),
+    [
+        (
+            asyncpg.ReadOnlySQLTransactionError("cannot execute INSERT in a read-only transaction"),
+            "storage_read_only",
+            "The database is read-only (a standby server, as after a failover, or a database"
+            " set read-only).",
+        ),
+        (
+            asyncpg.DiskFullError("could not extend file: No space left on device"),
+            "storage_full",
+            "The database is out of space (its disk is full, or it reached its size limit).",
+        ),
+    ],
+)
+def test_postgres_refusing_writes_is_named_by_its_sqlstate(
+    failure: Exception, code: str, cause: str
+) -> None:
+    for raised in (failure, OperationalError("INSERT INTO t", {}, failure)):
+        with pytest.raises(StorageError) as caught, storage_errors("saving a response"):
+            raise raised
+        assert (caught.value.status, caught.value.code) == (503, code)
+        assert caught.value.message == f"Storage failed while saving a response. {cause}"
+        assert caught.value.__cause__ is raised

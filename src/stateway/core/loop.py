@@ -324,15 +324,17 @@ class Loop:
                 if run.journal is not None:
                     await run.journal.stop()
                 log.error("persisting response %s failed: %s", state.id, exc)
-                # Not stored: nothing may claim it completed, and every client is told.
+                # Not stored: nothing may claim it completed, and every client is told
+                # (why too, when the database refuses writes: out of space, read-only).
+                unstored = exc.restated("The response could not be stored.")
                 state.completed_at = None
                 state.status, state.incomplete_reason = "failed", None
                 state.error = {
-                    "code": exc.code,
-                    "message": "The response could not be stored.",
-                    "status": exc.status,
+                    "code": unstored.code,
+                    "message": unstored.message,
+                    "status": unstored.status,
                 }
-                run.error = StorageError("The response could not be stored.")
+                run.error = unstored
                 if written(row):  # its in-progress row: ended (and its turn let go) later
                     self.settler.settle(state, turn_end(state, run.input_items))
         run.emit(ev.ResponseFinished(state))

@@ -57,7 +57,11 @@ Import the tree from here. Its branches are kept one concept to a module:
     │   └── UpstreamRejected      4xx the model server refused the request itself
     │       └── UpstreamContextTooLong  400 code=context_length_exceeded (saying by how much)
     ├── Overloaded                503 code=overloaded, Retry-After (the gateway's own queue)
-    ├── StorageError              503 server_error
+    ├── StorageError              503 code=storage_unavailable
+    │   └── StorageNotWritable    503 (the database answers, refuses every write; the
+    │       │                         message names why, readiness fails until one lands)
+    │       ├── StorageFull       503 code=storage_full (its disk, or its size limit)
+    │       └── StorageReadOnly   503 code=storage_read_only (a standby after a failover)
     ├── IdentityUnavailable       503 code=identity_provider_unavailable (OIDC discovery
     │                                 or JWKS unreachable)
     ├── ServerShuttingDown        503 code=server_shutting_down
@@ -108,6 +112,9 @@ from stateway.core.errors.unavailable import (
     ServerRestarted,
     ServerShuttingDown,
     StorageError,
+    StorageFull,
+    StorageNotWritable,
+    StorageReadOnly,
 )
 from stateway.core.errors.upstream import (
     IMAGE_INPUT_UNSUPPORTED,
@@ -156,6 +163,9 @@ __all__ = [
     "ServerRestarted",
     "ServerShuttingDown",
     "StorageError",
+    "StorageFull",
+    "StorageNotWritable",
+    "StorageReadOnly",
     "ThreadAlreadyContinued",
     "ThreadContinueInFlight",
     "ThreadNotFound",

@@ -1,6 +1,6 @@
 """The gateway cannot serve now (503 ``server_error``): its own queue is full, its
-database is unreachable, it is shutting down, or the process that ran a response
-stopped."""
+database is unreachable or refuses writes, it is shutting down, or the process that ran
+a response stopped."""
 
 from __future__ import annotations
 
@@ -29,6 +29,37 @@ class StorageError(GatewayError):
 
     def __str__(self) -> str:
         return self.message if self.reason is None else f"{self.message} ({self.reason})"
+
+    def restated(self, message: str) -> StorageError:
+        """The same failure in other words (``message``): its kind, and so its code and
+        the cause a :class:`StorageNotWritable` names, kept; its reason for the log too."""
+        error = type(self)(message)
+        error.reason = self.reason
+        return error
+
+
+class StorageNotWritable(StorageError):
+    """The database answers but refuses every write, for a cause that outlasts the write
+    (no space, a read-only server): it ends each message with :attr:`cause`, and fails
+    the store's ping (readiness) until a write lands again."""
+
+    cause: str = ""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"{message} {self.cause}")
+
+
+class StorageFull(StorageNotWritable):
+    code = "storage_full"
+    cause = "The database is out of space (its disk is full, or it reached its size limit)."
+
+
+class StorageReadOnly(StorageNotWritable):
+    code = "storage_read_only"
+    cause = (
+        "The database is read-only (a standby server, as after a failover, or a database"
+        " set read-only)."
+    )
 
 
 class ServerShuttingDown(GatewayError):

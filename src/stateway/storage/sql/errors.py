@@ -11,6 +11,12 @@ The client-facing message is fixed and generic. The log lines get the driver's o
 too (:attr:`StorageError.reason`, in ``str(error)``: "connection refused", "database is
 locked", a missing database), never SQLAlchemy's text, which carries the statement and its
 parameters (a prompt, a sealed secret).
+
+A database that refuses writes for a cause that outlasts the write is named, by the
+driver's structured code (:func:`refusal`): out of space (SQLite's ``SQLITE_FULL``, a full
+disk or the file at its ``max_page_count``; PostgreSQL's ``disk_full``) is
+:class:`StorageFull`, a read-only PostgreSQL (``read_only_sql_transaction``: a hot standby,
+or a database set read-only) :class:`StorageReadOnly`; the client's message then says so.
 """
 
 from __future__ import annotations
@@ -24,12 +30,13 @@ import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type informat
 from sqlalchemy.exc import (
     ArgumentError,
     CompileError,
+    DBAPIError,
     IntegrityError,
     SQLAlchemyError,
     StatementError,
 )
 
-from stateway.core.errors import StorageError
+from stateway.core.errors import StorageError, StorageFull, StorageNotWritable, StorageReadOnly
 
 DATABASE_ERRORS: Final[tuple[type[Exception], ...]] = (
     SQLAlchemyError,
@@ -48,6 +55,13 @@ REJECTIONS: Final[tuple[type[Exception], ...]] = (
 
 _MAX_REASON = 300
 
+_SQLSTATES: Final[dict[str, type[StorageNotWritable]]] = {
+    "53100": StorageFull,  # disk_full
+    "25006": StorageReadOnly,  # read_only_sql_transaction
+}
+_PRIMARY_CODE: Final = 0xFF
+"""SQLite's primary result code is the low byte of an extended one."""
+
 
 @contextmanager
 def storage_errors(action: str) -> Iterator[None]:
@@ -62,11 +76,27 @@ def storage_errors(action: str) -> Iterator[None]:
     except REJECTIONS as exc:
         raise _failed(f"Storage rejected the data while {action}.", exc) from exc
     except DATABASE_ERRORS as exc:
-        raise _failed(f"Storage failed while {action}.", exc) from exc
+        kind = refusal(exc) or StorageError
+        raise _failed(f"Storage failed while {action}.", exc, kind) from exc
 
 
-def _failed(message: str, cause: Exception) -> StorageError:
-    error = StorageError(message)
+def refusal(failure: BaseException) -> type[StorageNotWritable] | None:
+    """The kind of lasting write refusal ``failure`` is, by the driver's code (its words
+    are never read), or the store's own finding; None for any other failure."""
+    if isinstance(failure, StorageNotWritable):
+        return type(failure)
+    driver = failure.orig if isinstance(failure, DBAPIError) else failure
+    code = getattr(driver, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & _PRIMARY_CODE == sqlite3.SQLITE_FULL:
+        return StorageFull
+    state = getattr(driver, "sqlstate", None)  # asyncpg's, and SQLAlchemy's adapted ones
+    return _SQLSTATES.get(state) if isinstance(state, str) else None
+
+
+def _failed(
+    message: str, cause: Exception, kind: type[StorageError] = StorageError
+) -> StorageError:
+    error = kind(message)
     error.reason = reason(cause)
     return error
 
