@@ -21,7 +21,7 @@ from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.migrator import HEAD_REVISION, MIGRATIONS_DIR, alembic_config
 from stateway.storage.sql.schema import metadata
 
-HEAD = "0010"
+HEAD = "0011"
 _HEAD_TABLES = {
     "responses",
     "items",
@@ -31,6 +31,7 @@ _HEAD_TABLES = {
     "gateway_secrets",
     "run_owners",
     "api_keys",
+    "write_probes",
     "alembic_version",
 }
 
@@ -196,7 +197,7 @@ def test_0003_adds_conversations_events_and_secrets_and_counts_queued_as_unfinis
 
     command.upgrade(config, "0003")
     tables, _ = sqlite_state(sqlite_url)
-    assert tables == _HEAD_TABLES - {"run_owners", "api_keys"}
+    assert tables == _HEAD_TABLES - {"run_owners", "api_keys", "write_probes"}
     with sqlite3.connect(path) as connection:
         (index_sql,) = connection.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'ix_responses_in_progress'"
@@ -253,14 +254,17 @@ def test_0005_adds_the_run_owners_and_drops_them_again(sqlite_url: str) -> None:
     assert rows == [("h 1 1", 0)]
 
     command.downgrade(config, "0004")
-    assert sqlite_state(sqlite_url) == (_HEAD_TABLES - {"run_owners", "api_keys"}, ["0004"])
+    assert sqlite_state(sqlite_url) == (
+        _HEAD_TABLES - {"run_owners", "api_keys", "write_probes"},
+        ["0004"],
+    )
 
 
 def test_0006_adds_the_api_keys_and_takes_them_away(sqlite_url: str) -> None:
     config = alembic_config(sqlite_url)
     command.upgrade(config, "0005")
     command.upgrade(config, "0006")
-    assert sqlite_state(sqlite_url) == (_HEAD_TABLES, ["0006"])
+    assert sqlite_state(sqlite_url) == (_HEAD_TABLES - {"write_probes"}, ["0006"])
     path = sqlite_url.removeprefix("sqlite:///")
     row = "INSERT INTO api_keys (id, tenant_id, digest, created_at) VALUES (?, 't', 'd', 1.0)"
     with sqlite3.connect(path) as connection:
@@ -269,7 +273,7 @@ def test_0006_adds_the_api_keys_and_takes_them_away(sqlite_url: str) -> None:
             connection.execute(row, ("key_2",))
 
     command.downgrade(config, "0005")
-    assert sqlite_state(sqlite_url) == (_HEAD_TABLES - {"api_keys"}, ["0005"])
+    assert sqlite_state(sqlite_url) == (_HEAD_TABLES - {"api_keys", "write_probes"}, ["0005"])
 
 
 def test_0007_keeps_deleted_items_as_tombstones_and_drops_them_going_back(sqlite_url: str) -> None:
@@ -377,3 +381,13 @@ def test_0010_leaves_the_triggers_turns_appended_to_conversations_as_tombstones(
 
     command.downgrade(config, "0009")  # tombstones, which the older schema reads as such
     assert sqlite_state(sqlite_url)[1] == ["0009"]
+
+
+def test_0011_adds_the_write_probes_and_takes_them_away(sqlite_url: str) -> None:
+    config = alembic_config(sqlite_url)
+    command.upgrade(config, "0010")
+    command.upgrade(config, "0011")
+    assert sqlite_state(sqlite_url) == (_HEAD_TABLES, ["0011"])
+
+    command.downgrade(config, "0010")
+    assert sqlite_state(sqlite_url) == (_HEAD_TABLES - {"write_probes"}, ["0010"])

@@ -57,6 +57,13 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     each key's SHA-256 ``digest`` (unique; the key itself is never stored), its tenant,
     name, and creation, expiry and revocation times (ADR 0016).
 
+``write_probes``
+    Empty but for a moment: while the database refuses writes for a lasting cause (out of
+    space, read-only), each readiness probe inserts a page-sized row and deletes it again
+    in one committed transaction, to learn whether a write lands again (see
+    :mod:`stateway.storage.sql.ping`). No key: probes of several processes never wait on
+    each other.
+
 ``previous_response_id`` deliberately has no foreign key: a chain is read by following
 the links, and a missing ancestor (say, one day, a retention purge) ends the walk instead
 of blocking the purge or failing the read. Items reference their response and go with it.
@@ -76,6 +83,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -244,4 +252,10 @@ api_keys: Final = Table(
     Column("revoked_at", Double, nullable=True),
     PrimaryKeyConstraint("id"),
     UniqueConstraint("digest"),
+)
+
+write_probes: Final = Table(
+    "write_probes",
+    metadata,
+    Column("body", LargeBinary, nullable=False),
 )
