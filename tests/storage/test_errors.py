@@ -17,7 +17,7 @@ from sqlalchemy.exc import CompileError, IntegrityError, OperationalError
 from stateway.core.errors import StorageError
 from stateway.core.ports import ResponseRecord
 from stateway.storage.sql import SqlResponseStore, migrate, open_store
-from stateway.storage.sql import store as store_module
+from stateway.storage.sql import ping as ping_module
 from stateway.storage.sql.errors import storage_errors
 from tests.support.switch import Switch
 
@@ -255,7 +255,7 @@ async def test_a_ping_of_a_database_gone_silent_fails_within_its_bound(
     """A PostgreSQL that stops answering without closing (its host lost without a word, a
     network partition) must not hold ``GET /ready``: the ping fails within its bound, and
     the connection it waited on, whose answer may yet come, is never used again."""
-    monkeypatch.setattr(store_module, "PING_TIMEOUT", 0.2)
+    monkeypatch.setattr(ping_module, "PING_TIMEOUT", 0.2)
     async with Switch(postgres_url) as switch:
         store = open_store(switch.url)
         try:

@@ -62,6 +62,13 @@ def test_a_fixed_parameter_needs_no_row_value() -> None:
     )
 
 
+def test_a_statement_without_parameters_binds_nothing() -> None:
+    """A write probe clears its table."""
+    prepared = prepare(queries.CLEAR_PROBES, [], DIALECT)
+    assert prepared.sql == "DELETE FROM write_probes"
+    assert tuple(prepared.bind({})) == ()
+
+
 def test_a_missing_required_parameter_is_refused_when_prepared() -> None:
     with pytest.raises(ValueError, match="'seen'"):
         prepare(CLAIM, ["tenant", "conversation", "response"], DIALECT)

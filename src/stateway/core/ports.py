@@ -366,7 +366,9 @@ class ResponseStore(Protocol):
         ...
 
     async def ping(self) -> None:
-        """Raise :class:`~stateway.core.errors.StorageError` when storage is unreachable."""
+        """Raise :class:`~stateway.core.errors.StorageError` when storage is unreachable,
+        or :class:`~stateway.core.errors.StorageNotWritable` when it answers but refuses
+        writes (until one lands again)."""
         ...
 
     async def aclose(self) -> None: ...

@@ -1,7 +1,9 @@
 """Readiness (``GET /ready``): whether this process can serve, probed at once.
 
-The store answers a ping (else the gateway is not ready; the adapters bound how long
-they wait, a database or Redis that stopped answering is down), each model server of the
+The store answers a ping and takes writes (else the gateway is not ready; the adapters
+bound how long they wait, a database or Redis that stopped answering is down, and a
+database that answers but refuses every write, out of space or read-only, is not ready
+either: ``storage`` says which), each model server of the
 generation in effect answers its model listing (reported per server: one down leaves the
 gateway ready if another can serve), and a shared coordination store (Redis), when one
 is configured, answers a ping. Redis is only reported: while it is away only keyed

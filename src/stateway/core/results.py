@@ -28,7 +28,7 @@ class ModelList:
 @dataclass(slots=True, frozen=True)
 class Readiness:
     storage_error: str | None
-    """None when storage answers."""
+    """None when storage answers and takes writes; else why not (the cause named)."""
     upstreams: dict[str, bool]
     """Backend name → whether its model server answered."""
     coordination_error: str | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+from pathlib import Path
 
 import orjson
 import pytest
@@ -30,15 +31,16 @@ from stateway.surfaces.http.responses import ResponsesRoutes
 from stateway.surfaces.http.service import ServiceRoutes
 from tests.core.fakes import MemoryStore, ScriptedBackend
 from tests.protocols.responses.test_decode import plausible_request, request_like
+from tests.storage.test_unwritable_database import BIG, ballasted, free_space, full_disk
 from tests.surfaces.http.asgi import call
 
 
-def build(store: ResponseStore | None = None) -> Starlette:
+def build(store: ResponseStore | None = None, *, max_body: int = 4096) -> Starlette:
     store = store or MemoryStore()
     backend = ScriptedBackend([TextDelta("ok"), Finish("stop")])
     router = Router([BackendEntry(backend, {}, catch_all=True)])
     gateway = Gateway(store, router, Loop(store), RunRegistry())
-    return build_http_app(ResponsesRoutes(gateway, 4096), ServiceRoutes(gateway))
+    return build_http_app(ResponsesRoutes(gateway, max_body), ServiceRoutes(gateway))
 
 
 async def test_create_then_get_in_process() -> None:
@@ -143,6 +145,46 @@ async def test_ready_reports_storage_and_upstreams() -> None:
     assert down.status == 503
     assert down.json()["status"] == "not_ready"
     assert down.json()["storage"] == "Storage failed while checking the database."
+
+
+async def test_a_full_database_fails_stored_requests_and_readiness_naming_it(
+    tmp_path: Path,
+) -> None:
+    """The database answers reads but has no room to write (a full disk): what must be
+    stored fails naming why, ``/ready`` takes the gateway out of its load balancer naming
+    it too, and puts it back by itself once space is freed (no request needed)."""
+    path = tmp_path / "stateway.db"
+    await ballasted(path)
+    big = orjson.dumps({"model": "m", "input": BIG})
+    with full_disk(path):
+        store = open_store(f"sqlite:///{path}")
+        try:
+            app = build(store, max_body=1 << 20)
+            refused = await call(app, "POST", "/v1/responses", big)
+            assert refused.status == 503, refused.body
+            assert refused.json()["error"] == {
+                "message": "The response could not be stored. The database is out of space"
+                " (its disk is full, or it reached its size limit).",
+                "type": "server_error",
+                "param": None,
+                "code": "storage_full",
+            }
+            streamed = await call(app, "POST", "/v1/responses", big[:-1] + b', "stream": true}')
+            assert streamed.status == 503  # its in-progress row failed: no event went out
+            assert streamed.json()["error"] == refused.json()["error"]
+
+            down = await call(app, "GET", "/ready")
+            assert down.status == 503
+            assert down.json()["status"] == "not_ready"
+            assert "out of space" in down.json()["storage"]
+
+            free_space(path)
+            up = await call(app, "GET", "/ready")
+            assert (up.status, up.json()["storage"]) == (200, "ok")
+            stored = await call(app, "POST", "/v1/responses", big)
+            assert stored.json()["status"] == "completed", stored.body
+        finally:
+            await store.aclose()
 
 
 def served_with(results: CommandResults) -> Starlette:

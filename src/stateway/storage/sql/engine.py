@@ -29,6 +29,12 @@ cancelled, and ``TimeoutError`` raised), and opening a connection ``CONNECT_TIME
 ``timeout`` when shorter. A connection whose statement timed out is never used again,
 and neither is any opened before it: each is replaced as it is next taken, without the
 round trip it would take to find it silent too (:class:`Replacement`).
+
+A connection found read-only (a write refused as ``read_only_sql_transaction``, or the
+ping finding its transactions read-only) is replaced too, and so is every one opened
+before it: a failover to a standby, or a database set read-only, leaves connections that
+stay read-only once a writable primary is back (a session keeps the default it began
+with), and a new one reaches that primary.
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ from sqlalchemy.engine.interfaces import AdaptedConnection, DBAPIConnection
 from sqlalchemy.exc import ArgumentError, DisconnectionError, InvalidatePoolError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
+
+from stateway.core.errors import StorageReadOnly
+from stateway.storage.sql.errors import refusal
 
 SQLITE_DRIVER: Final = "sqlite+aiosqlite"
 SQLITE_SYNC_DRIVER: Final = "sqlite+pysqlite"
@@ -151,11 +160,16 @@ class Replacement:
       (the one that timed out included) rather than closed politely, which would wait
       for an answer as long again: for a whole pool's worth at shutdown. A slow
       statement, rather than a silent database, costs the pool new connections, no
-      more."""
+      more.
+    - One opened before a connection was last found read-only: it most likely reached
+      the read-only server too, and would stay read-only once a writable one is back.
+      It is replaced as it is taken (closed politely: the server answers)."""
 
     def __init__(self) -> None:
         self._silent_since = -math.inf
         """When a statement last timed out."""
+        self._read_only_since = -math.inf
+        """When a connection was last found read-only."""
 
     def opened(self, _dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry) -> None:
         record.info["opened"] = time.monotonic()
@@ -167,9 +181,11 @@ class Replacement:
         failure: BaseException | None,
     ) -> None:
         """The connection of a statement that timed out is invalidated (by SQLAlchemy;
-        by the writer itself)."""
+        by the writer itself), as is one found read-only (by the writer; by the ping)."""
         if isinstance(failure, TimeoutError):
             self._silent_since = time.monotonic()
+        elif failure is not None and refusal(failure) is StorageReadOnly:
+            self._read_only_since = time.monotonic()
 
     def taken(
         self, dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry, _proxy: object
@@ -178,14 +194,20 @@ class Replacement:
             raise InvalidatePoolError("the server closed this pooled connection")
         if self._suspect(record):
             raise DisconnectionError("opened before the database went silent")
+        if _opened(record) < self._read_only_since:
+            raise DisconnectionError("opened before a connection was found read-only")
 
     def closing(self, dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry) -> None:
         if self._suspect(record):
             _driver(dbapi_connection).terminate()
 
     def _suspect(self, record: ConnectionPoolEntry) -> bool:
-        opened: float = record.info.get("opened", -math.inf)
-        return opened < self._silent_since
+        return _opened(record) < self._silent_since
+
+
+def _opened(record: ConnectionPoolEntry) -> float:
+    opened: float = record.info.get("opened", -math.inf)
+    return opened
 
 
 def _driver(dbapi_connection: DBAPIConnection) -> Any:

@@ -13,7 +13,9 @@ hand-off to the writer's thread).
 
 A save is still atomic and still awaited: its caller resumes only once its rows are
 committed. When a shared transaction fails, its saves are retried one by one, so one bad
-record (a duplicate id) fails alone instead of taking its neighbours with it.
+record (a duplicate id) fails alone instead of taking its neighbours with it. A
+transaction the database refused for a lasting cause (out of space, read-only) is kept as
+:attr:`GroupCommitter.refusal` until one commits: the store's readiness reads it.
 
 A save is a set of parameter rows per statement (:data:`Rows`); a batch runs each
 statement once, over the rows of all its saves, in the order the committer was given
@@ -32,7 +34,7 @@ from typing import Any, Final
 
 from sqlalchemy.sql import Executable
 
-from stateway.core.errors import StorageError
+from stateway.core.errors import StorageError, StorageNotWritable
 from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.writer import Writer
 
@@ -60,6 +62,9 @@ class GroupCommitter:
         self._known = frozenset(order)
         self._pending: list[PendingSave] = []
         self._writer: asyncio.Task[None] | None = None
+        self.refusal: StorageNotWritable | None = None
+        """Why the last transaction failed, when the database refused it for a lasting
+        cause; None once one commits."""
 
     async def write(self, rows: Rows) -> None:
         """Write one save's rows (atomically, with whatever batch it joins); return once
@@ -119,8 +124,13 @@ class GroupCommitter:
                 (statement, [row for save in batch for row in save.rows.get(statement, ())])
                 for statement in self._order
             ]
-        with storage_errors("saving a response"):
-            await self.writer.write(statements)
+        try:
+            with storage_errors("saving a response"):
+                await self.writer.write(statements)
+        except StorageNotWritable as refused:
+            self.refusal = refused
+            raise
+        self.refusal = None
 
 
 def _fail(batch: list[PendingSave]) -> None:

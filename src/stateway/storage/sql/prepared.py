@@ -91,6 +91,8 @@ def _binder(
 ) -> Binder:
     if fixed:
         return partial(_bind_each, names, fixed, processors)
+    if not names:
+        return _nothing
     if len(names) == 1:
         name = names[0]
         get: Binder = lambda row: (row[name],)  # noqa: E731  # itemgetter of one is no tuple
@@ -100,6 +102,11 @@ def _binder(
         return get
     converted = tuple((at, processors[name]) for at, name in enumerate(names) if name in processors)
     return partial(_bind_converted, get, converted)
+
+
+def _nothing(_row: Row) -> Sequence[Any]:
+    """A statement without parameters (a ``DELETE`` of a whole table) binds nothing."""
+    return ()
 
 
 def _bind_converted(

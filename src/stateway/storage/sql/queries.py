@@ -50,10 +50,12 @@ from __future__ import annotations
 from typing import Final, Literal
 
 from sqlalchemy import (
+    Boolean,
     Integer,
     String,
     and_,
     bindparam,
+    delete,
     func,
     insert,
     literal_column,
@@ -62,7 +64,7 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.sql import Insert, Select, Update
+from sqlalchemy.sql import Delete, Insert, Select, Update
 
 from stateway.storage.sql.schema import (
     IN_PROGRESS_WHERE,
@@ -71,6 +73,7 @@ from stateway.storage.sql.schema import (
     items,
     response_events,
     responses,
+    write_probes,
 )
 
 MAX_CHAIN_DEPTH: Final = 10_000
@@ -91,6 +94,13 @@ _in_progress = text(IN_PROGRESS_WHERE)
 index's predicate: a literal, not bound values, so PostgreSQL matches the index."""
 
 PING: Final[Select[int]] = select(literal_column("1", Integer))
+READ_ONLY: Final[Select[bool]] = select(
+    literal_column("current_setting('transaction_read_only') = 'on'", Boolean)
+)
+"""PostgreSQL's ping: whether this connection's transactions are read-only (a hot
+standby's always are; so are a database's set ``default_transaction_read_only``)."""
+INSERT_PROBE: Final[Insert] = insert(write_probes)
+CLEAR_PROBES: Final[Delete] = delete(write_probes)
 
 INSERT_RESPONSE: Final[Insert] = insert(responses)
 INSERT_ITEMS: Final[Insert] = insert(items)

@@ -28,7 +28,6 @@ the same id may appear twice. When no input item has the id, the page is empty
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any, Final, Literal
 
@@ -43,13 +42,9 @@ from stateway.storage.sql.conversation_rows import appended_rows, claim_row, end
 from stateway.storage.sql.engine import create_engine
 from stateway.storage.sql.errors import storage_errors
 from stateway.storage.sql.group_commit import GroupCommitter, Rows
+from stateway.storage.sql.ping import Ping
 from stateway.storage.sql.schema import INPUT, OUTPUT
 from stateway.storage.sql.writer import Watcher, writer_for
-
-PING_TIMEOUT: Final = 2.0
-"""Seconds :meth:`SqlResponseStore.ping` (``GET /ready``) waits for the database: one that
-stopped answering without closing (its host lost, a partition) is reported down, not left
-to hold the probe until TCP gives up."""
 
 WRITE_ORDER: Final = (
     cq.CLAIM,
@@ -61,9 +56,12 @@ WRITE_ORDER: Final = (
     cq.INSERT_TURN_ITEMS,
     cq.APPEND_TURN_ITEMS,
     cq.END_TURN,
+    queries.INSERT_PROBE,
+    queries.CLEAR_PROBES,
 )
 """Every statement a save runs, in the order a shared transaction runs them: a turn's
-claim before the row it lets in, its items appended before it lets go."""
+claim before the row it lets in, its items appended before it lets go; a write probe's
+(:mod:`~.ping`) last."""
 
 
 def open_store(url: str, *, timeout: float | None = None) -> SqlResponseStore:
@@ -86,6 +84,7 @@ class SqlResponseStore:
             else engine
         )
         self._writes = GroupCommitter(writer_for(engine), WRITE_ORDER)
+        self._ping = Ping(engine, self._reader, self._writes)
 
     @property
     def write_watchers(self) -> list[Watcher]:
@@ -305,12 +304,8 @@ class SqlResponseStore:
         )
 
     async def ping(self) -> None:
-        """Within ``PING_TIMEOUT`` (and the 2 s SQLAlchemy's asyncpg dialect then gives a
-        connection cut off mid-statement to close, before it aborts it: such a connection
-        is never used again)."""
-        with storage_errors("checking the database"):
-            async with asyncio.timeout(PING_TIMEOUT), self._reader.connect() as connection:
-                await connection.execute(queries.PING)
+        """Whether the database answers, and takes writes (:mod:`~.ping`)."""
+        await self._ping.check()
 
     async def aclose(self) -> None:
         await self._writes.aclose()

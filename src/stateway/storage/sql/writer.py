@@ -17,7 +17,7 @@ transaction and returns once it is committed.
   in one transaction on a pooled connection of the async engine, each statement's rows
   as one ``executemany`` of its prepared SQL on the asyncpg connection itself (through
   SQLAlchemy's asyncio layer a save cost a fifth more instructions). A connection found
-  closed after a failure, or whose statement timed out (see
+  closed after a failure, whose statement timed out, or found read-only (see
   :mod:`~stateway.storage.sql.engine`), is invalidated, so the pool does not hand it out
   again.
 
@@ -39,7 +39,9 @@ from sqlalchemy import event, pool
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
+from stateway.core.errors import StorageReadOnly
 from stateway.storage.sql.engine import SQLITE_SYNC_DRIVER, apply_sqlite_pragmas, is_sqlite
+from stateway.storage.sql.errors import refusal
 from stateway.storage.sql.prepared import PreparedStatements
 
 Statements = list[tuple[Executable, list[dict[str, Any]]]]
@@ -87,9 +89,14 @@ class AsyncWriter:
                                 watch(prepared.sql)
                             await driver.executemany(prepared.sql, list(map(prepared.bind, rows)))
             except BaseException as failure:
-                # Gone (a server restart), or silent past its timeout (the answer may yet
-                # come): the pool must not hand it out again.
-                if driver.is_closed() or isinstance(failure, TimeoutError):
+                # Gone (a server restart), silent past its timeout (the answer may yet
+                # come), or read-only (a standby: a new one may reach the primary): the
+                # pool must not hand it out again.
+                if (
+                    driver.is_closed()
+                    or isinstance(failure, TimeoutError)
+                    or refusal(failure) is StorageReadOnly
+                ):
                     await connection.invalidate(failure)
                 raise
 

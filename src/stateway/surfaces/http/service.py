@@ -48,9 +48,9 @@ class ServiceRoutes:
         return JSONResponse({"status": "ok"})
 
     async def ready(self, request: Request) -> Response:
-        """200 when storage answers, else 503; upstream reachability and (with Redis) the
-        coordination store's are reported only. Open to anyone (probes send no
-        credential), like ``/health``."""
+        """200 when storage answers and takes writes, else 503 (``storage`` says why);
+        upstream reachability and (with Redis) the coordination store's are reported
+        only. Open to anyone (probes send no credential), like ``/health``."""
         readiness = await self._gateway.execute(Principal(), CheckReadiness())
         body: dict[str, Any] = {
             "status": "ready" if readiness.ready else "not_ready",

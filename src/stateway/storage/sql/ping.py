@@ -1,0 +1,100 @@
+"""What ``GET /ready`` asks of the database: that it answers, and takes writes.
+
+A database can answer every read while refusing every write: SQLite on a full disk
+(``SQLITE_FULL``), PostgreSQL read-only (a hot standby after a failover, or a database
+set ``default_transaction_read_only``). Stored traffic then fails, so the gateway must
+leave its load balancer, and come back by itself once the cause is gone. Probes come
+every few seconds: while writes land, a ping writes nothing.
+
+- **Answering**: one statement within :data:`PING_TIMEOUT`. On PostgreSQL that statement
+  asks whether the connection's transactions are read-only (:data:`.queries.READ_ONLY`):
+  a replica that starts on a standby is never ready, before any save fails. A connection
+  found read-only is replaced, as is every one opened before it
+  (:class:`~stateway.storage.sql.engine.Replacement`), and the question asked again on a
+  new one: a session opened on a read-only server stays read-only once a writable one is
+  back, so only a new one tells. Read-only there too, the ping fails
+  (:class:`StorageReadOnly`). Once the database is found writable again, the pool is
+  renewed: sessions opened meanwhile (by requests under way) are not used again.
+- **Taking writes**: a write the database refused for a lasting cause
+  (:class:`StorageNotWritable`; the group committer keeps the last one,
+  :attr:`~stateway.storage.sql.group_commit.GroupCommitter.refusal`, until a transaction
+  commits) fails every ping. Meanwhile no traffic comes to tell when writes land again,
+  so each ping tries one through the same writer: a :data:`PROBE_BYTES` row written and
+  deleted in one committed transaction. Committed, because a rolled-back write succeeds
+  on a full disk (SQLite writes nothing of it); a page's worth, so it needs a page the
+  file must grow by (a full file at its ``max_page_count`` refuses it). A free page left
+  by deleted rows lets it land, as it lets a small save: a larger save then fails, and
+  readiness with it, until a later probe or save lands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Final
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from stateway.core.errors import StorageNotWritable, StorageReadOnly
+from stateway.storage.sql import queries
+from stateway.storage.sql.errors import storage_errors
+from stateway.storage.sql.group_commit import GroupCommitter, Rows
+
+PING_TIMEOUT: Final = 2.0
+"""Seconds a ping waits for the database: one that stopped answering without closing (its
+host lost, a partition) is reported down, not left to hold the probe until TCP gives up.
+As long again for a write probe, when one is made."""
+
+PROBE_BYTES: Final = 4096
+"""A write probe's row: SQLite's page."""
+
+_PROBE: Final[Rows] = {
+    queries.INSERT_PROBE: [{"body": bytes(PROBE_BYTES)}],
+    queries.CLEAR_PROBES: [{}],
+}
+_FAILED: Final = "Storage failed while checking the database."
+
+
+class Ping:
+    def __init__(self, engine: AsyncEngine, reader: AsyncEngine, writes: GroupCommitter) -> None:
+        self._engine = engine
+        self._reader = reader
+        self._postgres = engine.dialect.name == "postgresql"
+        self._writes = writes
+        self._found_read_only = False
+        """Whether a ping found PostgreSQL read-only, and none has found it writable since."""
+
+    async def check(self) -> None:
+        """Raise :class:`~stateway.core.errors.StorageError` unless the database answers
+        and takes writes (see the module); within ``PING_TIMEOUT``, twice when a write is
+        tried (and the 2 s SQLAlchemy's asyncpg dialect then gives a connection cut off
+        mid-statement to close, before it aborts it: such a connection is never used
+        again)."""
+        with storage_errors("checking the database"):
+            async with asyncio.timeout(PING_TIMEOUT):
+                await self._answers()
+        if self._found_read_only or isinstance(self._writes.refusal, StorageReadOnly):
+            self._found_read_only = False
+            await self._engine.dispose()
+        if self._writes.refusal is not None:
+            await self._write()
+
+    async def _answers(self) -> None:
+        for _ in range(2):  # a pooled connection, then a new one
+            async with self._reader.connect() as connection:
+                if not self._postgres:
+                    await connection.execute(queries.PING)
+                    return
+                if not await connection.scalar(queries.READ_ONLY):
+                    return
+                self._found_read_only = True
+                read_only = StorageReadOnly(_FAILED)
+                await connection.invalidate(read_only)
+        raise read_only
+
+    async def _write(self) -> None:
+        try:
+            with storage_errors("checking the database"):
+                async with asyncio.timeout(PING_TIMEOUT):
+                    await self._writes.write(_PROBE)
+        except StorageNotWritable as refused:
+            raise refused.restated(_FAILED) from None

@@ -1,0 +1,266 @@
+"""A database that answers but refuses every write: SQLite on a full disk, PostgreSQL
+read-only (a hot standby after a failover, or a database set read-only). Saves fail
+naming the cause, the ping (``GET /ready``) fails naming it too, and both pass again by
+themselves once the database takes writes.
+
+The full disk is SQLite's own cap on the file's size (``PRAGMA max_page_count``, which
+fails a write that needs the file to grow with the error a full disk gives,
+``SQLITE_FULL``), set as each connection to the file opens; the space is freed by
+deleting what an uncapped connection stored before."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from sqlalchemy import event
+from sqlalchemy.pool import Pool
+
+from stateway.core.errors import StorageError
+from stateway.core.ports import ResponseRecord
+from stateway.storage.sql import SqlResponseStore, migrate, open_store
+
+BIG = "x" * 64 * 1024
+"""An input needing some sixteen new pages of a full file."""
+
+
+def _record(tenant: str, response_id: str, text: str = "hi") -> ResponseRecord:
+    return ResponseRecord(
+        tenant_id=tenant,
+        id=response_id,
+        previous_response_id=None,
+        status="completed",
+        created_at=1.0,
+        body={"id": response_id},
+        input_items=[{"type": "message", "role": "user", "content": text}],
+        output_items=[],
+    )
+
+
+@contextmanager
+def full_disk(path: Path) -> Iterator[None]:
+    """Each connection SQLAlchemy opens to ``path`` meanwhile (the reads' pool and the
+    writer's own) may not grow the file past the size it has as it opens."""
+
+    def cap(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA database_list")
+            if any(row[2] == str(path) for row in cursor.fetchall()):
+                cursor.execute("PRAGMA max_page_count = 1")  # raised to the file's size
+        finally:
+            cursor.close()
+
+    event.listen(Pool, "connect", cap)
+    try:
+        yield
+    finally:
+        event.remove(Pool, "connect", cap)
+
+
+async def ballasted(path: Path) -> None:
+    """A migrated database at ``path`` whose ``ballast`` table holds 256 KiB, and no free
+    page."""
+    await migrate(f"sqlite:///{path}")
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE ballast (body BLOB)")
+        connection.execute("INSERT INTO ballast VALUES (zeroblob(256 * 1024))")
+    with sqlite3.connect(path, isolation_level=None) as connection:
+        connection.execute("VACUUM")
+
+
+@pytest.fixture
+async def sqlite_file(tmp_path: Path) -> Path:
+    path = tmp_path / "stateway.db"
+    await ballasted(path)
+    return path
+
+
+def free_space(path: Path) -> None:
+    """The operator frees space: the ballast goes."""
+    with sqlite3.connect(path) as connection:
+        connection.execute("DELETE FROM ballast")
+
+
+async def test_a_full_sqlite_fails_saves_and_the_ping_naming_it_until_space_is_freed(
+    sqlite_file: Path,
+) -> None:
+    tenant = f"tenant-{uuid.uuid4().hex}"
+    with full_disk(sqlite_file):
+        store = open_store(f"sqlite:///{sqlite_file}")
+        try:
+            await store.ping()  # reads answer, and no write failed yet
+            with pytest.raises(StorageError) as saving:
+                await store.save(_record(tenant, "r1", BIG))
+            assert (saving.value.status, saving.value.code) == (503, "storage_full")
+            assert "saving a response" in saving.value.message
+            assert "out of space" in saving.value.message
+            assert "database or disk is full" in str(saving.value)  # for the log
+
+            for _ in range(2):  # still full: every probe says so
+                with pytest.raises(StorageError) as probing:
+                    await store.ping()
+                assert probing.value.code == "storage_full"
+                assert "out of space" in probing.value.message
+
+            free_space(sqlite_file)
+            await store.ping()
+            await store.save(_record(tenant, "r2", BIG))
+            assert await store.get(tenant, "r2") is not None
+            assert await store.get(tenant, "r1") is None
+        finally:
+            await store.aclose()
+
+
+async def test_a_save_that_lands_marks_the_store_writable_again(sqlite_file: Path) -> None:
+    """Space freed and a save landing (no probe between): pings only read again, as they
+    do while writes land (probes come every few seconds)."""
+    tenant = f"tenant-{uuid.uuid4().hex}"
+    with full_disk(sqlite_file):
+        store = open_store(f"sqlite:///{sqlite_file}")
+        try:
+            with pytest.raises(StorageError) as saving:
+                await store.save(_record(tenant, "r1", BIG))
+            assert saving.value.code == "storage_full"
+            free_space(sqlite_file)
+            await store.save(_record(tenant, "r2", BIG))
+            written: list[str] = []
+            store.write_watchers.append(written.append)
+            for _ in range(3):
+                await store.ping()
+            assert written == []
+        finally:
+            await store.aclose()
+
+
+@pytest.fixture
+async def read_only(fresh_postgres_url: str) -> AsyncIterator[ReadOnly]:
+    await migrate(fresh_postgres_url)
+    admin = await asyncpg.connect(fresh_postgres_url, timeout=5)
+    try:
+        yield ReadOnly(admin)
+    finally:
+        await admin.close()
+
+
+class ReadOnly:
+    """Sets the test's database read-only and back, as a failover to a standby and back
+    to a writable primary look to a client: connections opened meanwhile cannot write."""
+
+    def __init__(self, admin: asyncpg.Connection) -> None:
+        self._admin = admin
+
+    async def on(self) -> None:
+        await self._alter("SET default_transaction_read_only = on")
+        # The failover ends every connection: the new ones reach a read-only server.
+        await self._admin.fetch(
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+    async def off(self) -> None:
+        """Writable again; the connections opened meanwhile stay open (and read-only)."""
+        await self._alter("RESET default_transaction_read_only")
+
+    async def _alter(self, change: str) -> None:
+        database = await self._admin.fetchval("SELECT current_database()")
+        await self._admin.execute(f'ALTER DATABASE "{database}" {change}')
+
+
+@pytest.fixture
+async def pg_store(read_only: ReadOnly, fresh_postgres_url: str) -> AsyncIterator[SqlResponseStore]:
+    store = open_store(fresh_postgres_url)
+    yield store
+    await store.aclose()
+
+
+@pytest.mark.postgres
+async def test_a_read_only_postgres_fails_the_ping_and_saves_until_writable_again(
+    read_only: ReadOnly, pg_store: SqlResponseStore
+) -> None:
+    tenant = f"tenant-{uuid.uuid4().hex}"
+    await pg_store.save(_record(tenant, "r1"))
+    await read_only.on()
+
+    # Told before any save fails: a replica that starts on a standby is never ready.
+    with pytest.raises(StorageError) as probing:
+        await pg_store.ping()
+    assert (probing.value.status, probing.value.code) == (503, "storage_read_only")
+    assert "read-only" in probing.value.message
+    with pytest.raises(StorageError) as saving:
+        await pg_store.save(_record(tenant, "r2"))
+    assert saving.value.code == "storage_read_only"
+    assert "saving a response" in saving.value.message
+    assert "read-only" in saving.value.message
+    assert await pg_store.get(tenant, "r1") is not None  # reads still answer
+    with pytest.raises(StorageError, match="read-only"):
+        await pg_store.ping()  # still: the refused save changes nothing
+
+    await read_only.off()
+    await pg_store.ping()
+    await pg_store.save(_record(tenant, "r2"))
+
+
+@pytest.mark.postgres
+async def test_saves_heal_by_themselves_once_postgres_is_writable_again(
+    read_only: ReadOnly, pg_store: SqlResponseStore
+) -> None:
+    """No probe between (readiness not configured): the connection a save found
+    read-only is replaced, with every one opened before it."""
+    tenant = f"tenant-{uuid.uuid4().hex}"
+    await read_only.on()
+    await _pool(pg_store, 4)  # read-only sessions, pooled
+    with pytest.raises(StorageError, match="read-only"):
+        await pg_store.save(_record(tenant, "r1"))
+
+    await read_only.off()
+    for index in range(5):
+        await pg_store.save(_record(tenant, f"r{index}"))
+
+
+@pytest.mark.postgres
+async def test_the_ping_asks_a_new_connection_before_saying_read_only(
+    read_only: ReadOnly, pg_store: SqlResponseStore
+) -> None:
+    """Sessions opened while the database was read-only stay so once it is writable: a
+    ping finding one asks again on a new connection."""
+    await read_only.on()
+    with pytest.raises(StorageError, match="read-only"):
+        await pg_store.ping()
+    await _pool(pg_store, 4)  # read-only sessions opened since, pooled
+
+    await read_only.off()
+    await pg_store.ping()
+
+
+@pytest.mark.postgres
+async def test_the_pool_is_renewed_once_postgres_is_writable_again(
+    read_only: ReadOnly, pg_store: SqlResponseStore
+) -> None:
+    """Read-only sessions busy while a ping finds the database writable again (requests
+    under way) are not pooled again afterwards, to fail saves."""
+    tenant = f"tenant-{uuid.uuid4().hex}"
+    await read_only.on()
+    with pytest.raises(StorageError, match="read-only"):
+        await pg_store.ping()
+    busy = [await pg_store.engine.connect() for _ in range(4)]
+
+    await read_only.off()
+    await pg_store.ping()  # on a new connection: the busy ones are out of the pool
+    for connection in busy:
+        await connection.close()
+    for index in range(5):
+        await pg_store.save(_record(tenant, f"r{index}"))
+
+
+async def _pool(store: SqlResponseStore, count: int) -> None:
+    """``count`` connections opened at once, then pooled."""
+    connections = [await store.engine.connect() for _ in range(count)]
+    for connection in connections:
+        await connection.close()
