@@ -127,7 +127,10 @@ def test_a_reference_to_no_tool_there_is_unresolved_with_its_code() -> None:
     assert error.param == "messages.1.content.0.tool.name"
     answered = encode_error(error)["error"]
     assert answered["details"] == {"error_code": "tool_reference_unresolved"}
-    assert answered["message"].startswith("messages.1.content.0.tool.name: the tool 'clock'")
+    assert answered["message"] == (
+        "messages.1.content.0.tool.name: the tool 'clock' is not defined at this position in "
+        "the conversation: declare it in tools, or define it in an earlier tool_addition."
+    )  # nothing said of defer_loading: a deferred tool is offered as any other
     later = changed(removal("lookup"), addition(defined({**CLOCK, "name": "lookup"})))
     assert refused(later).param == "messages.1.content.0.tool.name"  # defined only after
 

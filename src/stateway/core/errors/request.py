@@ -79,8 +79,7 @@ class ToolReferenceUnresolved(InvalidRequest):
     def __init__(self, name: str, *, param: str) -> None:
         super().__init__(
             f"{param}: the tool '{name}' is not defined at this position in the "
-            "conversation: declare it in tools (defer_loading: true withholds it until a "
-            "tool_addition offers it), or define it in an earlier tool_addition.",
+            "conversation: declare it in tools, or define it in an earlier tool_addition.",
             param=param,
         )
 
