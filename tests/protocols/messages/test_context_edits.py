@@ -156,8 +156,28 @@ def test_edits_keep_their_order_beside_an_autocompact() -> None:
         ),
         (
             {**THOUGHTS, "keep": {"type": "thinking_turns"}},
-            "context_management.edits.0.keep",
-            "Input should be 'all'",
+            "context_management.edits.0.keep.value",
+            "Field required",
+        ),
+        (
+            {**THOUGHTS, "keep": {"type": "thinking_turns", "value": 0}},
+            "context_management.edits.0.keep.value",
+            "Input should be greater than or equal to 1",
+        ),
+        (
+            {**THOUGHTS, "keep": {"type": "thinking_turns", "value": "2"}},
+            "context_management.edits.0.keep.value",
+            "Input should be a valid integer",
+        ),
+        (
+            {**THOUGHTS, "keep": {"type": "turns", "value": 1}},
+            "context_management.edits.0.keep.type",
+            "expected tags: 'thinking_turns', 'all'",
+        ),
+        (
+            {**THOUGHTS, "keep": {}},
+            "context_management.edits.0.keep.type",
+            "Field required",
         ),
     ],
 )

@@ -480,8 +480,10 @@ OTHER_EDIT = "other"
 
 
 def _edit_tag(edit: Any) -> str:
+    """The edit's tag: its ``type`` when served, else :data:`OTHER_EDIT` (a ``type`` that
+    is no string too, which :class:`OtherEdit` then refuses as one)."""
     kind = edit.get("type") if isinstance(edit, dict) else getattr(edit, "type", None)
-    return kind if kind in EDIT_TYPES else OTHER_EDIT
+    return kind if isinstance(kind, str) and kind in EDIT_TYPES else OTHER_EDIT
 
 
 Edit = Annotated[
