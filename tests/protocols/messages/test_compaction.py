@@ -260,10 +260,10 @@ def test_the_autocompact_edit_is_the_gateways_compaction_threshold() -> None:
     others = decode_messages(body(context_management={"edits": [clearing]}))
     assert others.settings.context_management == []
     bad = refused(body(context_management={"edits": [{**edit, "trigger": {"value": 5}}]}))
-    assert bad.param == "context_management.edits.0.trigger"
+    assert bad.param == "context_management.edits.0.trigger.type"
     flag = {"type": "input_tokens", "value": True}  # a boolean is no token count
     assert refused(body(context_management={"edits": [{**edit, "trigger": flag}]})).param == (
-        "context_management.edits.0.trigger"
+        "context_management.edits.0.trigger.value"
     )
     worded = refused(body(context_management={"edits": [{**edit, "instructions": ["keep"]}]}))
     assert (worded.param, worded.code) == (

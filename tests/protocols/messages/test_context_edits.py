@@ -188,6 +188,59 @@ def test_a_bad_edit_is_refused_naming_its_field(edit: Any, param: str, words: st
     assert words in error.message
 
 
+@pytest.mark.parametrize(
+    ("edit", "param", "words"),
+    [
+        (
+            {**COMPACT, "trigger": {"value": 5}},
+            "context_management.edits.0.trigger.type",
+            "Field required",
+        ),
+        (
+            {**COMPACT, "trigger": {"type": "tool_uses", "value": 5}},
+            "context_management.edits.0.trigger.type",
+            "Input should be 'input_tokens'",
+        ),
+        (
+            {**COMPACT, "trigger": {"type": "input_tokens", "value": 0}},
+            "context_management.edits.0.trigger.value",
+            "Input should be greater than or equal to 1",
+        ),
+        (
+            {**COMPACT, "trigger": {"type": "input_tokens", "value": True}},
+            "context_management.edits.0.trigger.value",
+            "Input should be a valid integer",
+        ),
+        (
+            {**COMPACT, "pause_after_compaction": "yes"},
+            "context_management.edits.0.pause_after_compaction",
+            "Input should be a valid boolean",
+        ),
+        (
+            {**COMPACT, "instructions": ["keep"]},
+            "context_management.edits.0.instructions",
+            "Input should be a valid string",
+        ),
+    ],
+)
+def test_a_bad_autocompact_edit_is_refused_alike_by_a_count(
+    edit: Any, param: str, words: str
+) -> None:
+    """``/count_tokens`` compacts nothing, but refuses the bodies ``/v1/messages`` refuses,
+    in the same words."""
+    error = refused(body(edit))
+    assert (error.param, error.message) == (param, f"{param}: {words}")
+    counted = orjson.loads(body(edit))
+    del counted["max_tokens"]
+    with pytest.raises(InvalidRequest) as caught:
+        decode_count_tokens(orjson.dumps(counted))
+    assert (caught.value.param, caught.value.message, caught.value.code) == (
+        error.param,
+        error.message,
+        error.code,
+    )
+
+
 def test_an_edit_of_a_type_not_served_is_accepted_without_effect() -> None:
     """A newer strategy (or a misspelt one) is carried, not refused: the model is then sent
     the context it would have trimmed."""

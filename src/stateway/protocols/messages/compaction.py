@@ -179,33 +179,18 @@ def request_compaction(command: CreateResponse, body: MessagesBody) -> None:
     command.input.append({"type": sealed.COMPACTION_TRIGGER})
 
 
-def autocompact(command: CreateResponse, edit: CompactEdit, where: str) -> None:
-    """The ``compact_20260112`` edit of ``context_management`` (at ``where``) as the
-    gateway's ``context_management`` compaction: past ``trigger.value`` input tokens (by the
+def autocompact(command: CreateResponse, edit: CompactEdit) -> None:
+    """The ``compact_20260112`` edit of ``context_management`` as the gateway's
+    ``context_management`` compaction: past ``trigger.value`` input tokens (by the
     gateway's estimate; without a trigger, its default: 80% of the model's context window,
     when one is known) the response first compacts, its block first, then answers from the
     summary, or stops there (``pause_after_compaction``); ``instructions`` are added to
-    the prompt."""
-    trigger = edit.trigger
-    threshold = trigger.get("value") if isinstance(trigger, dict) else None
-    if trigger is not None and (
-        not isinstance(trigger, dict)
-        or trigger.get("type") != "input_tokens"
-        or not isinstance(threshold, int)
-        or isinstance(threshold, bool)
-        or threshold < 1
-    ):
-        raise field_error(
-            f"{where}.trigger", 'expected {"type": "input_tokens", "value": N}, N >= 1.'
-        )
-    pause = False if edit.pause_after_compaction is None else edit.pause_after_compaction
-    if not isinstance(pause, bool):
-        raise field_error(f"{where}.pause_after_compaction", "expected a boolean.")
+    the prompt. Its fields were checked with the body (:class:`.request.CompactEdit`)."""
+    threshold = edit.trigger.value if edit.trigger is not None else None
+    pause = bool(edit.pause_after_compaction)
     entry = {"type": sealed.COMPACTION, "compact_threshold": threshold}
     command.settings.context_management = [entry | {"pause_after_compaction": pause}]
     added = edit.instructions
-    if added is not None and not isinstance(added, str):
-        raise field_error(f"{where}.instructions", "expected a string.", "invalid_type")
     if added is not None and added.strip():
         command.settings.summary_prompt = f"{STANDALONE_SUMMARY_PROMPT}\n\n{added}"
     else:

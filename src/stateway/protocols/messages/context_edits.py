@@ -14,7 +14,8 @@ gateway for every upstream (:mod:`stateway.core.compaction.clearing`).
   clearing needs ``thinking`` enabled or adaptive and must be the first edit when there are
   more, as Anthropic refuses it otherwise (in its words for the first).
 - ``compact_20260112``: the gateway's compaction (:func:`.compaction.autocompact`); a
-  count compacts nothing.
+  count compacts nothing, but refuses a bad one as a message does (its fields are checked
+  with the body, as the others').
 
 The answer says what was cleared, as Anthropic's does, when the request asked for a
 clearing edit: ``context_management.applied_edits`` on the message (:mod:`.encode`) or on
@@ -68,7 +69,7 @@ def decode_context_management(
             case ClearToolUsesEdit():
                 clearing.append(_tool_edit(edit))
             case CompactEdit() if compacts and not compacted:
-                compaction.autocompact(command, edit, where)
+                compaction.autocompact(command, edit)
                 compacted = True
     command.settings.context_edits = clearing
 

@@ -457,13 +457,13 @@ class ClearThinkingEdit(_Wire):
 
 
 class CompactEdit(_Wire):
-    """Anthropic's autocompact, its fields checked by
-    :func:`stateway.protocols.messages.compaction.autocompact`."""
+    """Anthropic's autocompact (:func:`stateway.protocols.messages.compaction.autocompact`),
+    checked here as every edit is, so a count refuses what a message refuses."""
 
     type: Literal["compact_20260112"]
-    trigger: Any = None
-    pause_after_compaction: Any = None
-    instructions: Any = None
+    trigger: InputTokens | None = None
+    pause_after_compaction: bool | None = None
+    instructions: str | None = None
 
 
 class OtherEdit(_Wire):
