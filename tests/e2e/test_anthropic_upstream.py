@@ -263,25 +263,27 @@ def test_a_blank_stop_sequence_is_kept_by_the_gateway(fake_upstream: str, tmp_pa
 def test_anthropics_own_stop_reasons_reach_each_client(fake_upstream: str, tmp_path: Path) -> None:
     """``pause_turn``, ``model_context_window_exceeded`` and ``refusal`` (with its
     ``stop_details``) reach a Messages client as Anthropic sent them, streamed or not; a
-    Responses client gets an incomplete response for each, for the reason nearest in its
-    vocabulary (a paused turn as the gateway's own tool loop running out of rounds), and a
-    Chat client the finish reason nearest in its."""
+    Responses client gets an incomplete response for a pause and a refusal, for the reason
+    nearest in its vocabulary (a paused turn as the gateway's own tool loop running out of
+    rounds), and a failed one for a window filled, which it has no reason for (refused as a
+    context too long, as hosted OpenAI refuses a request whose answer cannot fit); a Chat
+    client gets the finish reason nearest in its."""
     cases = [
-        ("[[stop:pause_turn]]", "pause_turn", "max_rounds", "length"),
+        ("[[stop:pause_turn]]", "pause_turn", ("incomplete", "max_rounds"), "length"),
         (
             "[[stop:model_context_window_exceeded]]",
             "model_context_window_exceeded",
-            "max_output_tokens",
+            ("failed", "context_length_exceeded"),
             "length",
         ),
-        ("[[refuse:No.]]", "refusal", "content_filter", "content_filter"),
+        ("[[refuse:No.]]", "refusal", ("incomplete", "content_filter"), "content_filter"),
     ]
     with (
         configured_gateway(tmp_path, {"url": fake_upstream, "api": "anthropic"}) as gateway,
         Anthropic(base_url=gateway.url, api_key="k", max_retries=0) as claude,
         OpenAI(base_url=gateway.url + "/v1", api_key="k", max_retries=0) as sdk,
     ):
-        for prompt, stop_reason, incomplete, finish in cases:
+        for prompt, stop_reason, ending, finish in cases:
             asked: Any = {
                 "model": MODEL,
                 "max_tokens": 100,
@@ -300,9 +302,10 @@ def test_anthropics_own_stop_reasons_reach_each_client(fake_upstream: str, tmp_p
                     assert details is None
 
             response = sdk.responses.create(model=MODEL, input=prompt, store=False)
-            assert response.status == "incomplete", prompt
-            assert response.incomplete_details is not None
-            assert response.incomplete_details.reason == incomplete
+            why = response.incomplete_details or response.error
+            assert why is not None, prompt
+            said = getattr(why, "reason", None) or getattr(why, "code", None)
+            assert (response.status, said) == ending, prompt
 
             chat = [{"role": "user", "content": prompt}]
             completion = sdk.chat.completions.create(model=MODEL, messages=chat)  # type: ignore[arg-type]

@@ -6,7 +6,10 @@ take it since Claude Sonnet 4.5, and an answer that fills the window stops with
 window: without this, every request near a small window was refused once first. Responses
 and Chat keep the refusal, as hosted OpenAI refuses it. A llama-server generates whatever
 ``max_tokens`` asks until the window is full, a ``length`` finish like any other: an answer
-whose prompt and output reach the window it advertised stops so too."""
+whose prompt and output reach the window it advertised stops so too. A Responses client,
+whose API has no reason for a full window, gets that answer refused as vLLM's refusal is
+(a failed response, ``context_length_exceeded``, nothing of the cut answer announced done);
+a Chat client its ``length`` finish."""
 
 from __future__ import annotations
 
@@ -156,3 +159,45 @@ def test_an_answer_filling_a_llama_server_s_window_stops_at_it(
     assert message.stop_reason == "model_context_window_exceeded"
     assert message.usage.input_tokens + message.usage.output_tokens == WINDOW
     assert (short.stop_reason, short.usage.output_tokens) == ("max_tokens", 5)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_responses_answer_filling_a_llama_server_s_window_is_refused(
+    llama_gateway: str, stream: bool
+) -> None:
+    client = openai.OpenAI(base_url=f"{llama_gateway}/v1", api_key="sk-test", max_retries=0)
+    body: Any = {"model": "fake-model", "input": "[[words:500]] write a long story"}
+    with client:
+        if stream:
+            with client.responses.stream(**body) as stream_events:
+                events = list(stream_events)
+            kinds = [event.type for event in events]
+            [response] = [e.response for e in events if e.type == "response.failed"]
+        else:
+            response = client.responses.create(**body)
+        short = client.responses.create(**body, max_output_tokens=16)
+
+    assert response.error is not None  # a code outside the SDK's list, as hosted sends it
+    assert (response.status, str(response.error.code)) == ("failed", "context_length_exceeded")
+    assert response.usage is not None
+    assert response.usage.input_tokens + response.usage.output_tokens == WINDOW
+    if stream:
+        assert "response.output_text.delta" in kinds
+        assert "response.output_item.done" not in kinds
+    assert short.incomplete_details is not None
+    assert (short.status, short.incomplete_details.reason) == ("incomplete", "max_output_tokens")
+
+
+def test_a_chat_answer_filling_a_llama_server_s_window_stops_at_length(
+    llama_gateway: str,
+) -> None:
+    client = openai.OpenAI(base_url=f"{llama_gateway}/v1", api_key="sk-test", max_retries=0)
+    with client:
+        completion = client.chat.completions.create(
+            model="fake-model",
+            messages=[{"role": "user", "content": "[[words:500]] write a long story"}],
+        )
+
+    assert completion.choices[0].finish_reason == "length"
+    assert completion.usage is not None
+    assert completion.usage.total_tokens == WINDOW

@@ -43,6 +43,15 @@ class GenerationSettings:
     the window stops with :data:`~stateway.core.inference.WINDOW_FILLED` (Messages'
     ``max_tokens``, as Anthropic's models since Claude Sonnet 4.5 take it). Otherwise the
     refusal is the client's (Responses and Chat, as hosted OpenAI refuses it)."""
+    window_filled_refused: bool = False
+    """An answer that filled the model's window before it ended
+    (:data:`~stateway.core.inference.WINDOW_FILLED`) fails the response as a context too
+    long (``context_length_exceeded``), its cut item not announced, rather than ending it
+    ``incomplete`` (Responses: its API has no reason for a full window, and its hosted
+    models' windows hold the input and the whole output, so a request whose answer cannot
+    fit is refused; a client keeping the cut answer would send it back over the window).
+    Otherwise a ``length`` finish is what it is (Chat, as every OpenAI-compatible server
+    finishes it; Messages says it with its stop reason)."""
     max_tool_calls: int | None = None
     tools: list[Item] = field(default_factory=list)
     tool_choice: str | dict[str, Any] = "auto"

@@ -22,9 +22,13 @@ A request whose ``max_output_tokens`` may be fitted to the window (Messages'
 and that a candidate refused for asking more output tokens than its window has room for
 beside the prompt (vLLM's, SGLang's refusal saying both) is sent to it again asking for
 that room, once; an answer that then stops at its limit has filled the window
-(:data:`~stateway.core.inference.WINDOW_FILLED`), as has one stopped at a limit when its
-prompt and output tokens together reach the candidate's known window (llama-server takes
-any ``max_tokens`` and stops there, a ``length`` finish like any other).
+(:data:`~stateway.core.inference.WINDOW_FILLED`), as has one its upstream says did
+(Anthropic's stop reason), and one stopped at a limit when its prompt and output tokens
+together reach the candidate's known window short of the output tokens asked
+(llama-server takes any ``max_tokens`` and stops there, a ``length`` finish like any
+other). A request whose API has no word for that
+(:attr:`~stateway.core.commands.GenerationSettings.window_filled_refused`: Responses)
+fails instead, as a context too long.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from dataclasses import replace
 from stateway.core import logprobs
 from stateway.core.assembler import OutputAssembler
 from stateway.core.deadline import FirstOutput
-from stateway.core.errors import GatewayError, UpstreamContextTooLong
+from stateway.core.errors import GatewayError, UpstreamContextTooLong, WindowFilled
 from stateway.core.inference import (
     WINDOW_FILLED,
     Answered,
@@ -104,13 +108,32 @@ async def one_round(
                 plan.abandoned(attempt, candidate)
                 raise
             plan.succeeded(attempt, candidate)
-            if reason == "length" and sent.settings.max_output_tokens_fit_window:
-                window = candidate.context_window
-                if lowered or (window is not None and reported.total_tokens >= window):
+            window = candidate.context_window
+            if reason == "length" and _filled(run, window, sent, reported, lowered):
+                if sent.settings.window_filled_refused:
+                    raise WindowFilled(window=window, prompt=reported.input_tokens or None)
+                if sent.settings.max_output_tokens_fit_window:
                     run.state.stop_reason = WINDOW_FILLED
             return reason
     assert error is not None  # a round opens one candidate at least
     raise error
+
+
+def _filled(
+    run: Run, window: int | None, request: InferenceRequest, reported: Usage, lowered: bool
+) -> bool:
+    """Whether an answer stopped at a limit filled the window: asked only for the room the
+    window left (``lowered``), said so by its upstream (Anthropic's stop reason), or its
+    prompt and output tokens reaching the window known for it short of the output tokens
+    asked (llama-server stops there, whatever ``max_tokens`` asked)."""
+    if lowered or run.state.stop_reason == WINDOW_FILLED:
+        return True
+    asked = request.settings.max_output_tokens
+    return (
+        window is not None
+        and reported.total_tokens >= window
+        and (asked is None or reported.output_tokens < asked)
+    )
 
 
 def _output_fitted(

@@ -27,6 +27,12 @@ def test_string_input_becomes_a_user_message_with_an_id() -> None:
     assert item["id"].startswith("msg_")
 
 
+def test_an_answer_filling_the_window_is_refused_as_a_context_too_long() -> None:
+    """Responses has no incomplete reason for a full window
+    (``tests/core/test_window_filled.py``)."""
+    assert decode_create(b'{"model": "m", "input": "hi"}').settings.window_filled_refused
+
+
 def test_client_ids_are_kept_as_labels_and_content_is_normalized() -> None:
     command = decode_create(
         orjson.dumps(

@@ -24,6 +24,8 @@ Import the tree from here. Its branches are kept one concept to a module:
     │   │                             the connection is closed)
     │   ├── ContextTooLong        400 code=context_length_exceeded (the gateway's own window
     │   │                             check: with the estimated tokens and the window)
+    │   ├── WindowFilled          400 code=context_length_exceeded (an answer that filled the
+    │   │                             window, where the API has no stop reason for it)
     │   ├── PreviousResponseNotFound   400 code=previous_response_not_found
     │   ├── ResponseInProgress    400 code=response_in_progress
     │   ├── UncarriedPart         400 code=unsupported_content_type (a content part the
@@ -97,6 +99,7 @@ from stateway.core.errors.request import (
     ToolNameConflict,
     ToolReferenceUnresolved,
     UncarriedPart,
+    WindowFilled,
 )
 from stateway.core.errors.threads import (
     THREAD_ALREADY_CONTINUED,
@@ -179,5 +182,6 @@ __all__ = [
     "UpstreamResponseTooLarge",
     "UpstreamTimeout",
     "UpstreamUnavailable",
+    "WindowFilled",
     "rate_limit_type",
 ]

@@ -130,6 +130,26 @@ class ContextTooLong(InvalidRequest):
         """The output tokens asked for (None: not known, or not the cause)."""
 
 
+class WindowFilled(InvalidRequest):
+    """An answer that filled the model's context window before it ended, refused where the
+    API has no other word for it (Responses: see
+    :attr:`~stateway.core.commands.GenerationSettings.window_filled_refused`). ``window``
+    and ``prompt``: the window and the prompt's tokens when known, for the message."""
+
+    code = CONTEXT_LENGTH_EXCEEDED
+
+    def __init__(self, *, window: int | None, prompt: int | None) -> None:
+        room = ""
+        if window is not None and prompt is not None:
+            room = f": the input ({prompt} tokens) left room for {window - prompt} output tokens"
+        size = "" if window is None else f" of {window} tokens"
+        super().__init__(
+            f"The answer filled the model's context window{size} before it ended{room}. "
+            "Shorten the input (compact the conversation) and try again.",
+            param="input",
+        )
+
+
 class ModelNotFound(NotFound):
     code = "model_not_found"
 

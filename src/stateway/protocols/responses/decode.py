@@ -92,6 +92,7 @@ def decode_create_fields(
         presence_penalty=body.presence_penalty,
         frequency_penalty=body.frequency_penalty,
         context_management=_context_management(body.context_management or []),
+        window_filled_refused=True,  # no incomplete reason says it: hosted refuses it
     )
     # A prewarm answers nothing: it needs nothing to respond to (Codex's, with its default
     # model, has no input, instructions or tools at all).
