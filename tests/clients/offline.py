@@ -121,6 +121,12 @@ class OfflineGateway:
     def log_size(self) -> int:
         return self.requests_log.stat().st_size
 
+    def await_window(self, window: int, model: str = "fake-model") -> None:
+        """Wait (bounded) until the gateway lists ``window`` as ``model``'s, which it learns
+        from the model server's listing beside serving; asked from inside the namespace."""
+        asked = [sys.executable, "-c", _LEARNED, self.url, model, str(window)]
+        subprocess.run(inside(self.namespace, asked), timeout=30, check=True)
+
     def take_upstream_requests(self) -> list[dict[str, Any]]:
         """What the gateway sent the fake upstream since the last take (its generation
         requests, each ``{"path", "body", "headers"}``: ``GET /_fake/requests``), which
@@ -136,6 +142,19 @@ class OfflineGateway:
         taken: list[dict[str, Any]] = json.loads(result.stdout)["data"]
         return taken
 
+
+_LEARNED = """
+import json, sys, time, urllib.request
+url, model, window = sys.argv[1:]
+asked = urllib.request.Request(
+    f"{url}/v1/models/{model}", headers={"anthropic-version": "2023-06-01"}
+)
+for _ in range(200):
+    if json.load(urllib.request.urlopen(asked)).get("max_input_tokens") == int(window):
+        sys.exit(0)
+    time.sleep(0.05)
+sys.exit("the gateway did not learn the window")
+"""
 
 _TAKE_REQUESTS = (
     "import sys, urllib.request as r; "

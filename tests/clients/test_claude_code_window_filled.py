@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,7 +31,7 @@ from typing import Any
 import pytest
 
 from tests.clients.claude_code import ClaudeRun, run_claude
-from tests.clients.offline import STRICT_TEMPLATE, OfflineGateway, inside, offline_gateway
+from tests.clients.offline import STRICT_TEMPLATE, OfflineGateway, offline_gateway
 
 pytestmark = pytest.mark.clients
 
@@ -50,19 +48,6 @@ SUMMARY = "This session is being continued from a previous conversation"
 """How the first message of a session Claude Code compacted begins."""
 BASH = json.dumps({"command": "seq 1 3000", "description": "Print numbers"})
 
-_LEARNED = """
-import json, sys, time, urllib.request
-asked = urllib.request.Request(
-    sys.argv[1] + "/v1/models/fake-model", headers={"anthropic-version": "2023-06-01"}
-)
-for _ in range(200):
-    if json.load(urllib.request.urlopen(asked)).get("max_input_tokens") == int(sys.argv[2]):
-        sys.exit(0)
-    time.sleep(0.05)
-sys.exit("the gateway did not learn the window")
-"""
-"""Waits (bounded) inside the namespace until the gateway lists the window it learned."""
-
 
 @pytest.fixture(scope="module", params=["chat", "anthropic"])
 def slot(
@@ -75,8 +60,7 @@ def slot(
     directory = tmp_path_factory.mktemp(f"gateway-slot-{api}")
     options = (*STRICT_TEMPLATE, "--ctx-size", str(WINDOW))
     with offline_gateway(namespace, api, directory, fake_options=options) as gateway:
-        learned = [sys.executable, "-c", _LEARNED, gateway.url, str(WINDOW)]
-        subprocess.run(inside(namespace, learned), timeout=30, check=True)
+        gateway.await_window(WINDOW)
         yield gateway
 
 
