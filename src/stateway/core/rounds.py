@@ -108,8 +108,9 @@ async def one_round(
                 plan.abandoned(attempt, candidate)
                 raise
             plan.succeeded(attempt, candidate)
-            window = candidate.context_window
-            if reason == "length" and _filled(run, window, sent, reported, lowered):
+            if reason == "length" and _filled(
+                run, window := candidate.context_window, sent, reported, lowered
+            ):
                 if sent.settings.window_filled_refused:
                     raise WindowFilled(window=window, prompt=reported.input_tokens or None)
                 if sent.settings.max_output_tokens_fit_window:
