@@ -127,6 +127,20 @@ async def test_the_lowered_request_refused_again_is_not_lowered_twice() -> None:
     ]
 
 
+@pytest.mark.parametrize("asked_for", [WINDOW - PROMPT, WINDOW - PROMPT - 10])
+async def test_a_refusal_saying_room_for_what_was_asked_is_not_asked_again(
+    asked_for: int,
+) -> None:
+    """A server counting otherwise than its refusal says (it takes less than the room it
+    states): lowering to that room would ask as much again, or more than the client
+    allowed."""
+    a = Windowed("a", [TextDelta("x"), Finish("stop")], room=10)
+    run = await run_over(a, asked=asked_for)
+
+    assert run.state.status == "failed"
+    assert asked(a) == [asked_for]
+
+
 async def test_no_room_for_the_upstreams_least_is_no_room() -> None:
     a = Windowed("a", [TextDelta("x"), Finish("stop")])
     a.min_output_tokens = WINDOW - PROMPT + 1  # type: ignore[misc]
