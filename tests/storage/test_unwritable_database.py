@@ -82,6 +82,13 @@ async def sqlite_file(tmp_path: Path) -> Path:
     return path
 
 
+def probes(path: Path) -> int:
+    """The write probes' rows left in the database at ``path``."""
+    with sqlite3.connect(path) as connection:
+        [(count,)] = connection.execute("SELECT count(*) FROM write_probes").fetchall()
+    return int(count)
+
+
 def free_space(path: Path) -> None:
     """The operator frees space: the ballast goes."""
     with sqlite3.connect(path) as connection:
@@ -111,6 +118,7 @@ async def test_a_full_sqlite_fails_saves_and_the_ping_naming_it_until_space_is_f
 
             free_space(sqlite_file)
             await store.ping()
+            assert probes(sqlite_file) == 0  # written and deleted again, in one transaction
             await store.save(_record(tenant, "r2", BIG))
             assert await store.get(tenant, "r2") is not None
             assert await store.get(tenant, "r1") is None
