@@ -299,6 +299,51 @@ def test_vllm_s_unstructured_context_refusals_are_recognised_by_their_wording(
     assert (error.tokens, error.requested, error.window) == numbers
 
 
+VLLM_AT_LEAST = (
+    "This model's maximum context length is 32768 tokens. However, you requested 32000 output "
+    "tokens and your prompt contains at least 769 input tokens, for a total of at least 32769 "
+    "tokens. Please reduce the length of the input prompt or the number of requested output "
+    "tokens."
+)
+"""vLLM's refusal since 0.18 (its renderer) of output tokens that leave no room for the
+prompt: it stops tokenizing the prompt one token past the room ``max_tokens`` leaves, so
+its count is that, whatever the prompt's length (32768 - 32000 + 1)."""
+VLLM_PASSED = (
+    "You passed 769 input tokens and requested 32000 output tokens. However, the model's "
+    "context length is only 32768 tokens, resulting in a maximum input length of 768 tokens. "
+    "Please reduce the length of the input prompt."
+)
+"""The same refusal in vLLM 0.16 and 0.17's words (``param`` ``input_tokens``), its count
+stopped the same way."""
+
+
+@pytest.mark.parametrize(
+    ("message", "param", "at_least"),
+    [
+        (VLLM_AT_LEAST, "input_tokens", True),
+        (VLLM_PASSED, "input_tokens", True),
+        (VLLM_PASSED, None, True),  # its words alone say it too
+        (VLLM_OLD, None, False),
+        (VLLM_MAX_TOKENS, "max_tokens", False),
+    ],
+)
+def test_a_vllm_refusal_counting_the_prompt_only_in_part_says_so(
+    message: str, param: str | None, at_least: bool
+) -> None:
+    """vLLM's renderer counts a prompt only as far as it could fit: the count a refusal
+    states is then at least the prompt's, not the prompt's (the room it leaves is no room
+    the window has, :mod:`stateway.core.rounds`)."""
+    raw = orjson.dumps(
+        {"error": {"message": message, "type": "BadRequestError", "param": param, "code": 400}}
+    )
+    error = classify_reply(400, raw, "up", str)
+    assert isinstance(error, UpstreamContextTooLong)
+    assert error.code == "context_length_exceeded"
+    assert error.at_least is at_least
+    if message is VLLM_AT_LEAST or message is VLLM_PASSED:
+        assert (error.tokens, error.requested, error.window) == (769, 32000, 32768)
+
+
 @pytest.mark.parametrize(
     "message",
     [

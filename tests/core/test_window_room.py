@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from stateway.core.commands import CreateResponse, GenerationSettings
-from stateway.core.errors import UpstreamContextTooLong
+from stateway.core.errors import UpstreamContextTooLong, UpstreamError
 from stateway.core.inference import (
     WINDOW_FILLED,
     Delta,
@@ -34,12 +34,21 @@ class Windowed(Named):
     answers its script otherwise."""
 
     def __init__(
-        self, name: str, script: list[Any], *, says_requested: bool = True, room: int = 0
+        self,
+        name: str,
+        script: list[Any],
+        *,
+        says_requested: bool = True,
+        room: int = 0,
+        at_least: bool = False,
     ) -> None:
         super().__init__(name, script)
         self.says_requested = says_requested
         self.room = room or WINDOW - PROMPT
         """The room it takes as enough (less than it says: a server counting otherwise)."""
+        self.at_least = at_least
+        """Whether it counts the prompt, as vLLM's renderer, only one token past the room
+        the output tokens asked for leave."""
 
     async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
         asked = request.settings.max_output_tokens
@@ -47,8 +56,14 @@ class Windowed(Named):
             self.requests.append(request)
             requested = asked if self.says_requested else None
             tokens = PROMPT + len(self.requests) - 1  # a count of its own the second time
+            if self.at_least:
+                tokens = WINDOW - asked + 1
             raise UpstreamContextTooLong(
-                "no room", tokens=tokens, window=WINDOW, requested=requested
+                "no room",
+                tokens=tokens,
+                window=WINDOW,
+                requested=requested,
+                at_least=self.at_least,
             )
         async for delta in super().infer(request):
             yield delta
@@ -139,6 +154,34 @@ async def test_a_refusal_saying_room_for_what_was_asked_is_not_asked_again(
 
     assert run.state.status == "failed"
     assert asked(a) == [asked_for]
+
+
+async def test_a_count_that_stopped_at_the_room_asked_is_counted_again_by_the_server() -> None:
+    """vLLM's renderer counts a prompt only one token past the room ``max_tokens`` leaves:
+    its refusal says nothing of the prompt, and the room it seems to leave (one token less
+    than asked) would be refused alike. The server's tokenizer counts the prompt."""
+    a = Windowed("a", [TextDelta("cut"), Finish("length")], at_least=True)
+    a.token_count = PROMPT
+    run = await run_over(a)
+
+    assert (run.state.status, run.state.stop_reason) == ("incomplete", WINDOW_FILLED)
+    assert asked(a) == [32000, WINDOW - PROMPT]
+    assert len(a.counted) == 1
+
+
+@pytest.mark.parametrize("count", [None, UpstreamError("no tokenizer answered")])
+async def test_a_count_that_stopped_at_the_room_asked_without_a_tokenizer_is_not_lowered(
+    count: UpstreamError | None,
+) -> None:
+    """No count of the prompt (no tokenizer, or it failed): no room known, nothing asked
+    again; the client gets the refusal."""
+    a = Windowed("a", [TextDelta("x"), Finish("stop")], at_least=True)
+    a.token_count = count
+    run = await run_over(a)
+
+    assert run.state.status == "failed"
+    assert run.state.error["code"] == "context_length_exceeded"
+    assert asked(a) == [32000]
 
 
 async def test_no_room_for_the_upstreams_least_is_no_room() -> None:

@@ -23,7 +23,10 @@ tokens too when it says them: vLLM's, SGLang's), the error carries the numbers
 (:class:`~stateway.core.errors.UpstreamContextTooLong`): a Messages request asking more
 output tokens than the window has room for is asked again for the room
 (:mod:`stateway.core.rounds`), and a Messages client is told the numbers as Anthropic
-tells them.
+tells them. vLLM's renderer (0.16 on) counts a prompt only one token past the room the
+output tokens leave (``your prompt contains at least N input tokens``, 0.16's and 0.17's
+``You passed N input tokens``): such a count is the request's, not the prompt's, and is
+marked so (``at_least``).
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ _INPUT = re.compile(
     r"(\d+) in the messages|prompt contains (?:at least )?(\d+) input tokens"
     r"|request has (\d+) input tokens"
 )
+_AT_LEAST = "prompt contains at least"
+"""vLLM's words (since 0.18) for a prompt count it stopped one token past the room the
+output tokens asked for leave: at least so many, whatever the prompt's length."""
 _OUTPUT = re.compile(r"(\d+) in the completion|requested (\d+) output tokens|too large: (\d+)")
 _STATED_WORDS = tuple(
     re.compile(words)
@@ -78,16 +84,25 @@ _STATED_WORDS = tuple(
 )
 """Words of refusals of a prompt over the context that say its tokens and the window (and
 the output tokens asked for, when those are what overflow it)."""
+_PASSED = re.compile(
+    r"You passed (?P<tokens>\d+) input tokens and requested (?P<requested>\d+) output "
+    r"tokens\. However, the model's context length is only (?P<window>\d+) tokens"
+)
+"""vLLM 0.16's and 0.17's refusal of a prompt that does not fit beside the output tokens
+asked for: its count, as its successors' ``at least`` (:data:`_AT_LEAST`), stops one
+token past the room they leave."""
 
 
 class Stated(NamedTuple):
     """What a context refusal states: the prompt's tokens and the window (in fields of its
-    own, llama.cpp's ``n_prompt_tokens`` and ``n_ctx``, or in words), and the output tokens
-    asked for when its words say them."""
+    own, llama.cpp's ``n_prompt_tokens`` and ``n_ctx``, or in words), the output tokens
+    asked for when its words say them, and whether the count stopped short of the
+    prompt's end (``at_least``)."""
 
     tokens: int
     window: int
     requested: int | None = None
+    at_least: bool = False
 
 
 def structured_as_too_long(error: dict[str, object]) -> bool:
@@ -106,7 +121,11 @@ def too_long(detail: str, message: str, stated: Stated | None) -> UpstreamReject
     stated = stated or _stated_in_words(message)
     if stated is not None:
         return UpstreamContextTooLong(
-            detail, tokens=stated.tokens, window=stated.window, requested=stated.requested
+            detail,
+            tokens=stated.tokens,
+            window=stated.window,
+            requested=stated.requested,
+            at_least=stated.at_least,
         )
     window, tokens = _WINDOW.search(message), _INPUT.search(message)
     if window is None or tokens is None:
@@ -117,6 +136,7 @@ def too_long(detail: str, message: str, stated: Stated | None) -> UpstreamReject
         tokens=_number(tokens),
         window=int(window.group(1)),
         requested=None if output is None else _number(output),
+        at_least=tokens.group(0).startswith(_AT_LEAST),
     )
 
 
@@ -141,7 +161,12 @@ def _positive(value: object) -> TypeGuard[int]:
 
 
 def _stated_in_words(message: str) -> Stated | None:
-    """The numbers a context refusal says in words (:data:`_STATED_WORDS`), if it does."""
+    """The numbers a context refusal says in words (:data:`_STATED_WORDS`, :data:`_PASSED`),
+    if it does."""
+    passed = _PASSED.search(message)
+    if passed is not None:
+        numbers = (int(passed["tokens"]), int(passed["window"]), int(passed["requested"]))
+        return Stated(*numbers, at_least=True)
     for words in _STATED_WORDS:
         said = words.search(message)
         if said is not None:

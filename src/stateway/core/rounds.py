@@ -20,8 +20,9 @@ fail over.
 A request whose ``max_output_tokens`` may be fitted to the window (Messages'
 ``max_tokens``, :attr:`~stateway.core.commands.GenerationSettings.max_output_tokens_fit_window`)
 and that a candidate refused for asking more output tokens than its window has room for
-beside the prompt (vLLM's, SGLang's refusal saying both) is sent to it again asking for
-that room, once; an answer that then stops at its limit has filled the window
+beside the prompt (vLLM's, SGLang's refusal saying both; a prompt vLLM's renderer counted
+only as far as that room, by the server's tokenizer) is sent to it again asking for that
+room, once; an answer that then stops at its limit has filled the window
 (:data:`~stateway.core.inference.WINDOW_FILLED`), as has one its upstream says did
 (Anthropic's stop reason), and one stopped at a limit when its prompt and output tokens
 together reach the candidate's known window short of the output tokens asked
@@ -57,7 +58,7 @@ from stateway.core.inference import (
     UsageReport,
 )
 from stateway.core.items import Item
-from stateway.core.ports import Backend
+from stateway.core.ports import Backend, TokenCounter
 from stateway.core.routing import Candidate, Plan
 from stateway.core.run_row import Row, announce, durable
 from stateway.core.runs import Run
@@ -87,11 +88,11 @@ async def one_round(
         if sent.settings.parallel_tool_calls and not candidate.capabilities.parallel_tool_calls:
             # a candidate that makes one call per round (chosen when no other could serve)
             sent = replace(sent, settings=replace(sent.settings, parallel_tool_calls=False))
+        backend = candidate.backend
         lowered = False
         while True:  # twice at most: again with the output lowered to the window's room
             attempt = plan.open(candidate)
             try:
-                backend = candidate.backend
                 reason, reported = await _infer(
                     run, row, backend, plan, sent, assembler, usage, telemetry
                 )
@@ -99,7 +100,8 @@ async def one_round(
                 if not plan.failed(attempt, candidate, exc):
                     raise
                 error = exc
-                fitted = None if lowered else _output_fitted(sent, exc, plan.min_output_tokens)
+                least = plan.min_output_tokens
+                fitted = None if lowered else await _output_fitted(backend, sent, exc, least)
                 if fitted is None:
                     break
                 sent, lowered = fitted, True
@@ -137,13 +139,15 @@ def _filled(
     )
 
 
-def _output_fitted(
-    request: InferenceRequest, error: GatewayError, least: int
+async def _output_fitted(
+    backend: Backend, request: InferenceRequest, error: GatewayError, least: int
 ) -> InferenceRequest | None:
     """``request`` asking only the output tokens the window has room for beside the
     prompt, when ``error`` refused it for asking more and it may ask fewer
     (:attr:`~stateway.core.commands.GenerationSettings.max_output_tokens_fit_window`);
-    None otherwise (no room for ``least``, the upstream's least, is no room)."""
+    None otherwise (no room for ``least``, the upstream's least, is no room). A refusal
+    whose count stopped at the room asked for (``at_least``: vLLM's renderer) says nothing
+    of the prompt: ``backend``'s tokenizer counts it, else there is no room known."""
     settings = request.settings
     asked = settings.max_output_tokens
     if not (
@@ -153,10 +157,24 @@ def _output_fitted(
         and error.requested is not None
     ):
         return None
-    room = error.window - error.tokens
+    tokens = await _counted(backend, request) if error.at_least else error.tokens
+    if tokens is None:
+        return None
+    room = error.window - tokens
     if not least <= room < asked:
         return None
     return replace(request, settings=replace(settings, max_output_tokens=room))
+
+
+async def _counted(backend: Backend, request: InferenceRequest) -> int | None:
+    """``request``'s input tokens by ``backend``'s upstream tokenizer; None when it has
+    none, or it failed (the refusal stands)."""
+    if not isinstance(backend, TokenCounter):
+        return None
+    try:
+        return await backend.count_tokens(request)
+    except GatewayError:
+        return None
 
 
 async def _infer(

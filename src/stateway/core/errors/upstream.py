@@ -52,15 +52,26 @@ class UpstreamRejected(UpstreamError):
 
 class UpstreamContextTooLong(UpstreamRejected):
     """An upstream's refusal of a context too long that says by how much: the input
-    ``tokens``, the output tokens ``requested`` (None: not said) and the ``window``."""
+    ``tokens``, the output tokens ``requested`` (None: not said) and the ``window``;
+    ``at_least``: ``tokens`` is only as far as the server counted (vLLM's renderer stops
+    one token past the room the output leaves), not the prompt's own count."""
 
     code = CONTEXT_LENGTH_EXCEEDED
 
-    def __init__(self, message: str, *, tokens: int, window: int, requested: int | None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        tokens: int,
+        window: int,
+        requested: int | None,
+        at_least: bool = False,
+    ) -> None:
         super().__init__(message, param="input")
         self.tokens = tokens
         self.window = window
         self.requested = requested
+        self.at_least = at_least
 
 
 _TOKENS_RAN_OUT = re.compile(r"\btokens per (?:min|day)", re.IGNORECASE)
