@@ -185,6 +185,20 @@ async def test_a_refusal_without_numbers_halves_the_call() -> None:
     assert opened(compacted.output[-1]) == "the summary"
 
 
+async def test_a_refusal_counting_the_prompt_only_in_part_halves_the_call() -> None:
+    """vLLM's renderer stops counting one token past the window (``your prompt contains at
+    least 1001 input tokens``): the prompt may be any length over it, so its count says no
+    more than a refusal without numbers."""
+    refusal = UpstreamContextTooLong(
+        "too long", tokens=1001, window=1000, requested=0, at_least=True
+    )
+    backend = RoundsBackend([[refusal], SUMMARY])
+    compacted = await build(backend).execute(Principal(), CompactResponse("m", HISTORY))
+    first, second = backend.requests
+    assert sent(second) <= sent(first) // 2
+    assert opened(compacted.output[-1]) == "the summary"
+
+
 async def test_a_refusal_of_the_output_asked_for_leaves_room_for_it() -> None:
     """A server refusing the input with the output it was asked for (vLLM's ``X in the
     messages, Y in the completion``) has the input fitted to its window less that

@@ -12,7 +12,8 @@ the summarizer is shown the context less its oldest items, as few as make it fit
 - when the server refuses it all the same (its tokenizer counts more than the estimate, or
   no window is known), within :data:`SHARE` of what its refusal says fits (its window, less
   the output it was asked for, over the tokens it counted), or of half when it says no
-  numbers: :data:`ATTEMPTS` calls at most.
+  numbers (or counted the prompt only part of the way, as vLLM's ``at least``):
+  :data:`ATTEMPTS` calls at most.
 
 Whole turns go first, the oldest first, as ``truncation: "auto"`` drops them
 (:mod:`.truncation`); when the last turn alone does not fit (one turn of many tool calls),
@@ -69,7 +70,11 @@ class SummaryWindow:
         shown = _tokens(self.items)
         sent = self._fixed + shown
         target = sent // 2
-        if isinstance(refused, UpstreamContextTooLong) and refused.tokens > 0:
+        if (
+            isinstance(refused, UpstreamContextTooLong)
+            and refused.tokens > 0
+            and not refused.at_least  # counted only part of the way: no measure of it
+        ):
             room = refused.window - (refused.requested or 0)
             target = int(sent * SHARE * max(room, 0) / refused.tokens)
         fitted = self._fit(target)
