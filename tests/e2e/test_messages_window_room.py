@@ -61,6 +61,20 @@ def llama_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="module")
+def renderer_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The gateway over a fake refusing as vLLM's renderer refuses (0.18 on): its count of
+    the prompt stops one token past the room ``max_tokens`` leaves."""
+    database = f"sqlite:///{tmp_path_factory.mktemp('renderer') / 'stateway.db'}"
+    with (
+        start_fake_upstream(max_model_len=WINDOW, vllm_renderer=True) as upstream,
+        start_gateway(
+            ["--upstream", upstream, "--upstream-api", "chat", "--database", database]
+        ) as url,
+    ):
+        yield url
+
+
 @pytest.fixture
 def claude(gateway: str) -> Iterator[anthropic.Anthropic]:
     # a timeout of its own: the SDK refuses 32,000 output tokens unstreamed without one
@@ -201,3 +215,23 @@ def test_a_chat_answer_filling_a_llama_server_s_window_stops_at_length(
     assert completion.choices[0].finish_reason == "length"
     assert completion.usage is not None
     assert completion.usage.total_tokens == WINDOW
+
+
+def test_a_prompt_vllm_counted_only_to_the_room_asked_is_counted_by_its_tokenizer(
+    renderer_gateway: str,
+) -> None:
+    """vLLM's renderer refuses with ``your prompt contains at least N input tokens``, N
+    one past the room asked for whatever the prompt: the room it seems to leave would be
+    refused alike. The gateway asks the server's ``/tokenize`` for the prompt's count."""
+    client = anthropic.Anthropic(base_url=renderer_gateway, api_key="sk-test", max_retries=0)
+    story = "[[words:500]] write a long story about " + "a dragon " * 10
+    with client:
+        message = client.messages.create(
+            model="fake-model",
+            max_tokens=WINDOW - 10,  # within the window: room for ten prompt tokens, not more
+            messages=[{"role": "user", "content": story}],
+        )
+
+    assert message.stop_reason == "model_context_window_exceeded"
+    assert message.usage.input_tokens > 10
+    assert message.usage.input_tokens + message.usage.output_tokens == WINDOW

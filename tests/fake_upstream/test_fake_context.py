@@ -227,3 +227,23 @@ async def test_a_max_model_len_refuses_a_prompt_and_output_over_it_as_vllm_does(
     )
     assert (await post(app, "/v1/chat/completions", _chat(6, max_tokens=4)))[0] == 200
     assert (await post(app, "/v1/chat/completions", _chat(10)))[0] == 200
+
+
+async def test_a_max_model_len_kept_as_vllm_s_renderer_counts_the_prompt_in_part() -> None:
+    """``--vllm-renderer``: vLLM's renderer counts the prompt only one token past the room
+    the output tokens asked for leave (``at least``), whatever its length; output tokens
+    over the window are refused before any count."""
+    app = build_app(windows=Windows(max_model_len=10, renderer=True))
+    status, error = await post(app, "/v1/chat/completions", _chat(8, max_tokens=5))
+    assert (status, error["error"]["param"]) == (400, "input_tokens")
+    assert error["error"]["message"].startswith(
+        "This model's maximum context length is 10 tokens. However, you requested 5 output "
+        "tokens and your prompt contains at least 6 input tokens, for a total of at least 11 "
+        "tokens."
+    )
+    status, error = await post(app, "/v1/chat/completions", _chat(2, max_tokens=11))
+    assert (status, error["error"]["param"]) == (400, "max_tokens")
+    assert error["error"]["message"].startswith(
+        "max_tokens=11 cannot be greater than max_model_len=10."
+    )
+    assert (await post(app, "/v1/chat/completions", _chat(5, max_tokens=5)))[0] == 200

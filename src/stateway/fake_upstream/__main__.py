@@ -79,6 +79,14 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake
         "not fit beside it",
     )
     parser.add_argument(
+        "--vllm-renderer",
+        action="store_true",
+        help="keep --max-model-len as vLLM's renderer (0.16 on) does: a Chat request whose "
+        "max_tokens do not fit beside the prompt is refused counting the prompt only one "
+        "token past the room they leave (at least so many), max_tokens over the window "
+        "before any count",
+    )
+    parser.add_argument(
         "--ctx-size",
         type=int,
         default=None,
@@ -108,7 +116,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m stateway.fake
         reasoning_efforts=tuple(args.reasoning_efforts) if args.reasoning_efforts else None,
         reasoning_field=args.reasoning_field,
         tokenizer=args.tokenizer,
-        windows=Windows(args.max_model_len, args.ctx_size, args.parallel),
+        windows=Windows(args.max_model_len, args.ctx_size, args.parallel, args.vllm_renderer),
         min_output_tokens=args.min_output_tokens,
     )
 

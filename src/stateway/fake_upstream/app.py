@@ -34,7 +34,9 @@ field, as each server names it (:mod:`~stateway.fake_upstream.chat`). With
 hosted OpenAI refuses one under 16 (:mod:`~stateway.fake_upstream.responses`). A window
 told as vLLM tells it (``windows.max_model_len``) is kept as vLLM keeps it, whatever the
 script: a longer prompt is refused in each wire's words (as ``[[context]]`` refuses it),
-and on the Chat wire one that fits but not with the ``max_tokens`` asked for, in vLLM's.
+and on the Chat wire one that fits but not with the ``max_tokens`` asked for, in vLLM's
+(its renderer's, ``windows.renderer``: the prompt counted ``at least`` one token past the
+room they leave).
 One told as llama.cpp tells it (``windows.ctx_size`` over ``windows.parallel`` slots) is
 kept as llama-server keeps a slot's: a prompt that fills it is refused in its words, and
 an answer stops (``length``) where prompt and output fill it, whatever ``max_tokens``
@@ -80,6 +82,7 @@ from stateway.fake_upstream.errors import (
     method_not_allowed,
     not_found,
     output_too_long,
+    output_too_long_counted_in_part,
     scripted_error,
 )
 from stateway.fake_upstream.listing import Windows, listings
@@ -196,6 +199,8 @@ class FakeUpstreamApp:
         windows = windows or Windows()
         self._window = windows.max_model_len
         """The window kept as vLLM keeps it (``--max-model-len``), whatever the script."""
+        self._renderer = windows.renderer
+        """... as its renderer does (``--vllm-renderer``)."""
         self._slot = windows.slot
         """The window kept as llama-server keeps one slot's (``--ctx-size`` over
         ``--parallel``), whatever the script."""
@@ -290,7 +295,7 @@ class FakeUpstreamApp:
         self.counts[str(body.get("model"))] += 1
         request = parse(body, logged["headers"])
         if self._window is not None:
-            _check_window(request, self._window)
+            _check_window(request, self._window, self._renderer)
         room = None if self._slot is None else _slot_room(request, self._slot)
         script = parse_script(request.conversation.user_text).for_model(body.get("model"))
         if script.stall_ms or script.trickle_ms:
@@ -332,14 +337,17 @@ def _slot_room(request: WireRequest, slot: int) -> int:
     return slot - prompt
 
 
-def _check_window(request: WireRequest, window: int) -> None:
+def _check_window(request: WireRequest, window: int, renderer: bool = False) -> None:
     """Refuse a prompt longer than ``window`` in the wire's words, and on the Chat wire, as
-    vLLM, one that fits but not with the output tokens asked for."""
+    vLLM, one that fits but not with the output tokens asked for (as its ``renderer``
+    does: counted only as far as their room)."""
     prompt = request.conversation.prompt_tokens
     if prompt > window:
         raise request.context_error(window)
     asked = request.max_tokens
     if isinstance(request, ChatRequest) and asked is not None and prompt + asked > window:
+        if renderer:
+            raise output_too_long_counted_in_part(asked, window)
         raise output_too_long(prompt, asked, window)
 
 

@@ -130,6 +130,26 @@ def output_too_long(prompt: int, requested: int, window: int) -> UpstreamError:
     return UpstreamError(400, message, type_="BadRequestError", code=400, param="max_tokens")
 
 
+def output_too_long_counted_in_part(requested: int, window: int) -> UpstreamError:
+    """A prompt that does not fit beside the output tokens asked for, refused as vLLM's
+    renderer (0.18 on) refuses it: it counts the prompt only one token past the room they
+    leave, ``at least`` so many; output tokens over the window, before any count."""
+    if requested > window:
+        message = (
+            f"max_tokens={requested} cannot be greater than max_model_len={window}. Please "
+            "request fewer output tokens."
+        )
+        return UpstreamError(400, message, type_="BadRequestError", code=400, param="max_tokens")
+    counted = window - requested + 1
+    message = (
+        f"This model's maximum context length is {window} tokens. However, you requested "
+        f"{requested} output tokens and your prompt contains at least {counted} input tokens, "
+        f"for a total of at least {window + 1} tokens. Please reduce the length of the input "
+        "prompt or the number of requested output tokens."
+    )
+    return UpstreamError(400, message, type_="BadRequestError", code=400, param="input_tokens")
+
+
 def invalid_request(message: str, param: str | None = None) -> UpstreamError:
     return UpstreamError(400, message, param=param)
 

@@ -32,6 +32,8 @@ class FakeOptions(TypedDict, total=False):
     tokenizer: str | None
     max_model_len: int | None
     """A context window told as vLLM tells it."""
+    vllm_renderer: bool
+    """... and kept as vLLM's renderer keeps it (``--vllm-renderer``)."""
     ctx_size: int | None
     """A context window told as llama.cpp tells it, shared by ``parallel`` slots."""
     parallel: int | None
@@ -70,6 +72,8 @@ def fake_upstream_command(api_key: str | None = None, **options: Unpack[FakeOpti
         command += ["--reasoning-effort", effort]
     if (field := options.get("reasoning_field")) is not None:
         command += ["--reasoning-field", field]
+    if options.get("vllm_renderer"):
+        command.append("--vllm-renderer")
     if (tokenizer := options.get("tokenizer")) is not None:
         command += ["--tokenizer", tokenizer]
     for option in ("max_model_len", "ctx_size", "parallel", "min_output_tokens"):

@@ -32,6 +32,9 @@ class Windows:
     max_model_len: int | None = None
     ctx_size: int | None = None
     parallel: int = 1
+    renderer: bool = False
+    """``max_model_len`` kept as vLLM's renderer (0.16 on) keeps it: its count of a prompt
+    stops one token past the room ``max_tokens`` leaves (:mod:`~stateway.fake_upstream.app`)."""
 
     @property
     def slot(self) -> int | None:
