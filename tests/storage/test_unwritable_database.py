@@ -267,6 +267,28 @@ async def test_the_pool_is_renewed_once_postgres_is_writable_again(
         await pg_store.save(_record(tenant, f"r{index}"))
 
 
+@pytest.mark.postgres
+async def test_a_probe_lands_on_a_database_publishing_every_table(
+    read_only: ReadOnly, pg_store: SqlResponseStore, fresh_postgres_url: str
+) -> None:
+    """A publication of every table (change data capture: Debezium, AWS DMS) refuses a
+    DELETE from a table PostgreSQL cannot identify a row of: the probe, written and deleted
+    again, must still land once the database takes writes."""
+    admin = await asyncpg.connect(fresh_postgres_url, timeout=5)
+    try:
+        await admin.execute("CREATE PUBLICATION everything FOR ALL TABLES")
+    finally:
+        await admin.close()
+    tenant = f"tenant-{uuid.uuid4().hex}"
+    await read_only.on()
+    with pytest.raises(StorageError, match="read-only"):
+        await pg_store.save(_record(tenant, "r1"))
+
+    await read_only.off()
+    await pg_store.ping()
+    await pg_store.save(_record(tenant, "r2"))
+
+
 async def _pool(store: SqlResponseStore, count: int) -> None:
     """``count`` connections opened at once, then pooled."""
     connections = [await store.engine.connect() for _ in range(count)]

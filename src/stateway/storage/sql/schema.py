@@ -62,7 +62,8 @@ is a matter of the primary key, and nothing is ever looked up across tenants.
     space, read-only), each readiness probe inserts a page-sized row and deletes it again
     in one committed transaction, to learn whether a write lands again (see
     :mod:`stateway.storage.sql.ping`). No key: probes of several processes never wait on
-    each other.
+    each other; on PostgreSQL its rows are identified whole (``REPLICA IDENTITY FULL``,
+    set by its migration), so a publication of every table takes their ``DELETE``.
 
 ``previous_response_id`` deliberately has no foreign key: a chain is read by following
 the links, and a missing ancestor (say, one day, a retention purge) ends the walk instead
