@@ -15,7 +15,7 @@ from stateway.backends.upstream_status import (
     reports_error,
     retry_after,
 )
-from stateway.core.errors import UpstreamContextTooLong
+from stateway.core.errors import UpstreamContextTooLong, UpstreamOutputOverWindow
 
 
 @pytest.mark.parametrize(
@@ -665,3 +665,40 @@ def test_a_reported_credential_refusal_is_the_gateway_s_naming_the_server(
     refused = classify_reported(error, "up", str, mid_stream=True)
     assert (refused.status, refused.code) == (502, "upstream_auth_failed")
     assert refused.message == f"Model server 'up' refused the gateway's credentials ({status})."
+
+
+@pytest.mark.parametrize(
+    ("words", "requested", "window"),
+    [
+        ("max_tokens=32000 cannot be greater than max_model_len=8192.", 32000, 8192),
+        (
+            "max_tokens=8888 cannot be greater than max_model_len=max_total_tokens=3072.",
+            8888,
+            3072,
+        ),
+        (
+            "max_completion_tokens=131072 cannot be greater than max_model_len=128000",
+            131072,
+            128000,
+        ),
+    ],
+)
+def test_output_tokens_over_the_whole_window_keep_their_numbers(
+    words: str, requested: int, window: int
+) -> None:
+    """vLLM's refusal (0.16 on) before it counts the prompt: a 400 as it came, not a
+    context too long (nothing says the prompt is), with the numbers a Messages request
+    needs to ask again for the room."""
+    body = {"error": {"message": words, "type": "BadRequestError", "param": "max_tokens"}}
+    error = classify_reply(400, orjson.dumps(body | {"code": 400}), "vllm", str)
+    assert isinstance(error, UpstreamOutputOverWindow)
+    assert (error.status, error.code, error.param) == (400, "upstream_rejected", "max_tokens")
+    assert (error.requested, error.window) == (requested, window)
+    assert words in error.message
+
+
+def test_other_refusals_of_max_tokens_are_not_over_the_window() -> None:
+    body = {"error": {"message": "max_tokens must be at least 1, got 0.", "param": "max_tokens"}}
+    error = classify_reply(400, orjson.dumps(body), "vllm", str)
+    assert not isinstance(error, UpstreamOutputOverWindow)
+    assert error.code == "upstream_rejected"

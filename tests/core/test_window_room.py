@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from stateway.core.commands import CreateResponse, GenerationSettings
-from stateway.core.errors import UpstreamContextTooLong, UpstreamError
+from stateway.core.errors import UpstreamContextTooLong, UpstreamError, UpstreamOutputOverWindow
 from stateway.core.inference import (
     WINDOW_FILLED,
     Delta,
@@ -229,3 +229,43 @@ async def test_an_answer_stopped_short_of_its_window_stopped_at_its_limit(
     run = await filling(window, used, fits=fits)
     await run.wait()
     assert (run.state.status, run.state.stop_reason) == ("incomplete", None)
+
+
+class OverWindow(Named):
+    """Refuses, as vLLM (0.16 on) does before it counts the prompt, output tokens beyond
+    its whole window; answers its script otherwise. Its tokenizer counts :data:`PROMPT`
+    (None: it has none)."""
+
+    def __init__(self, script: list[Any], counts: int | None) -> None:
+        super().__init__("a", script)
+        self.token_count = counts
+
+    async def infer(self, request: InferenceRequest) -> AsyncGenerator[Delta, None]:
+        asked = request.settings.max_output_tokens
+        if asked is not None and asked > WINDOW:
+            self.requests.append(request)
+            raise UpstreamOutputOverWindow("too many", requested=asked, window=WINDOW)
+        async for delta in super().infer(request):
+            yield delta
+
+
+async def test_output_over_the_whole_window_is_asked_again_for_the_counted_room() -> None:
+    a = OverWindow([TextDelta("cut"), Finish("length")], counts=PROMPT)
+    run = await run_over(a)
+
+    assert asked(a) == [32000, WINDOW - PROMPT]
+    assert (run.state.status, run.state.stop_reason) == ("incomplete", WINDOW_FILLED)
+    assert outcomes(run) == [("a", "failed", "upstream_rejected"), ("a", "ok", None)]
+
+
+@pytest.mark.parametrize("fits", [True, False])
+async def test_output_over_the_whole_window_uncounted_is_the_client_s(fits: bool) -> None:
+    """No tokenizer to count the prompt (or a request whose output is not fitted): the
+    refusal is the client's, and no other candidate is asked (it is the request's)."""
+    a = OverWindow([TextDelta("x"), Finish("stop")], counts=None if fits else PROMPT)
+    b = Named("b", [TextDelta("fine"), Finish("stop")])
+    run = await run_over(a, b, fits=fits)
+
+    assert asked(a) == [32000]
+    assert b.requests == []
+    assert (run.state.status, run.state.error["code"]) == ("failed", "upstream_rejected")

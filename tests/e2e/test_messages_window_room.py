@@ -235,3 +235,41 @@ def test_a_prompt_vllm_counted_only_to_the_room_asked_is_counted_by_its_tokenize
     assert message.stop_reason == "model_context_window_exceeded"
     assert message.usage.input_tokens > 10
     assert message.usage.input_tokens + message.usage.output_tokens == WINDOW
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_max_tokens_over_the_whole_window_is_asked_again_for_the_room(
+    renderer_gateway: str, stream: bool
+) -> None:
+    """vLLM (0.16 on) refuses output tokens beyond the whole window before it counts the
+    prompt (``max_tokens=32000 cannot be greater than max_model_len=60``), as it refuses
+    Claude Code's 32,000 on a model of a smaller window: the gateway counts the prompt with
+    the server's ``/tokenize`` and asks for the room there is."""
+    client = anthropic.Anthropic(base_url=renderer_gateway, api_key="sk-test", timeout=30)
+    body: Any = {
+        "model": "fake-model",
+        "max_tokens": ASKED,
+        "messages": [{"role": "user", "content": "[[words:500]] write a long story"}],
+    }
+    with client:
+        if stream:
+            with client.messages.stream(**body) as events:
+                message = events.get_final_message()
+        else:
+            message = client.messages.create(**body)
+
+    assert message.stop_reason == "model_context_window_exceeded"
+    assert message.usage.input_tokens + message.usage.output_tokens == WINDOW
+
+
+def test_responses_passes_max_tokens_over_the_whole_window_on(renderer_gateway: str) -> None:
+    client = openai.OpenAI(base_url=f"{renderer_gateway}/v1", api_key="sk-test", max_retries=0)
+    with client, pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(
+            model="fake-model", input="[[words:500]] hello", max_output_tokens=ASKED
+        )
+
+    assert refused.value.code == "upstream_rejected"
+    assert f"max_tokens={ASKED} cannot be greater than max_model_len={WINDOW}" in str(
+        refused.value.message
+    )

@@ -105,6 +105,22 @@ class Stated(NamedTuple):
     at_least: bool = False
 
 
+_OVER_WINDOW = re.compile(
+    r"max_(?:completion_)?tokens=(?P<requested>\d+) cannot be greater than "
+    r"max_model_len=(?:max_total_tokens=)?(?P<window>\d+)"
+)
+"""vLLM's refusal (0.16 on) of output tokens beyond the whole window, before it counts the
+prompt (``max_tokens=N cannot be greater than max_model_len=M``; some builds say
+``max_model_len=max_total_tokens=M``)."""
+
+
+def output_over_window(message: str) -> tuple[int, int] | None:
+    """The output tokens asked for and the window, when ``message`` refuses the one for
+    being more than the other (:data:`_OVER_WINDOW`)."""
+    said = _OVER_WINDOW.search(message)
+    return None if said is None else (int(said["requested"]), int(said["window"]))
+
+
 def structured_as_too_long(error: dict[str, object]) -> bool:
     """Whether an error without a string ``code`` refuses a prompt over the context by its
     structure: llama.cpp's ``type``, vLLM's ``param``."""

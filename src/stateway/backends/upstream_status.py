@@ -22,7 +22,10 @@ other 5xx  502 ``upstream_error`` (an image refused in words: 400, below)
 
 A prompt longer than the model's context becomes ``context_length_exceeded`` (which
 clients such as Codex act on), told by each server's structure or, failing that, its fixed
-words, with the numbers it states (:mod:`stateway.backends.context_refusals`).
+words, with the numbers it states (:mod:`stateway.backends.context_refusals`). vLLM's
+refusal of output tokens beyond the whole window, before it counted the prompt
+(``max_tokens=N cannot be greater than max_model_len=M``), stays the 400 it was, with its
+numbers (:class:`~stateway.core.errors.UpstreamOutputOverWindow`).
 
 A model that takes no images refuses one in words alone too: vLLM's ``MODEL is not a
 multimodal model``, llama.cpp's ``image input is not supported`` (no projector loaded; with
@@ -57,6 +60,7 @@ import orjson
 
 from stateway.backends.context_refusals import (
     Stated,
+    output_over_window,
     says_too_long,
     stated_in_fields,
     structured_as_too_long,
@@ -69,6 +73,7 @@ from stateway.core.errors import (
     GatewayError,
     RequestTooLarge,
     UpstreamError,
+    UpstreamOutputOverWindow,
     UpstreamRejected,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -236,6 +241,8 @@ def _by_status(
     if 400 <= status < 500:
         if code == CONTEXT_LENGTH_EXCEEDED:
             return too_long(detail, message, stated)
+        if status == 400 and (over := output_over_window(message)) is not None:
+            return UpstreamOutputOverWindow(detail, requested=over[0], window=over[1])
         return UpstreamRejected(detail, status=400, code=code or "upstream_rejected")
     if code == IMAGE_INPUT_UNSUPPORTED:  # llama-server's, with a 500
         return UpstreamRejected(detail, status=400, code=code)

@@ -21,8 +21,9 @@ A request whose ``max_output_tokens`` may be fitted to the window (Messages'
 ``max_tokens``, :attr:`~stateway.core.commands.GenerationSettings.max_output_tokens_fit_window`)
 and that a candidate refused for asking more output tokens than its window has room for
 beside the prompt (vLLM's, SGLang's refusal saying both; a prompt vLLM's renderer counted
-only as far as that room, by the server's tokenizer) is sent to it again asking for that
-room, once; an answer that then stops at its limit has filled the window
+only as far as that room, or output tokens beyond the whole window, which vLLM refuses
+before it counts: by the server's tokenizer) is sent to it again asking for that room,
+once; an answer that then stops at its limit has filled the window
 (:data:`~stateway.core.inference.WINDOW_FILLED`), as has one its upstream says did
 (Anthropic's stop reason), and one stopped at a limit when its prompt and output tokens
 together reach the candidate's known window short of the output tokens asked
@@ -41,7 +42,12 @@ from dataclasses import replace
 from stateway.core import logprobs
 from stateway.core.assembler import OutputAssembler
 from stateway.core.deadline import FirstOutput
-from stateway.core.errors import GatewayError, UpstreamContextTooLong, WindowFilled
+from stateway.core.errors import (
+    GatewayError,
+    UpstreamContextTooLong,
+    UpstreamOutputOverWindow,
+    WindowFilled,
+)
 from stateway.core.inference import (
     WINDOW_FILLED,
     Answered,
@@ -97,15 +103,16 @@ async def one_round(
                     run, row, backend, plan, sent, assembler, usage, telemetry
                 )
             except GatewayError as exc:
-                if not plan.failed(attempt, candidate, exc):
-                    raise
-                error = exc
+                moves_on = plan.failed(attempt, candidate, exc)
                 least = plan.min_output_tokens
                 fitted = None if lowered else await _output_fitted(backend, sent, exc, least)
-                if fitted is None:
-                    break
-                sent, lowered = fitted, True
-                continue
+                if fitted is not None:
+                    sent, lowered = fitted, True
+                    continue
+                if not moves_on:
+                    raise
+                error = exc
+                break
             except BaseException:
                 plan.abandoned(attempt, candidate)
                 raise
@@ -147,17 +154,18 @@ async def _output_fitted(
     (:attr:`~stateway.core.commands.GenerationSettings.max_output_tokens_fit_window`);
     None otherwise (no room for ``least``, the upstream's least, is no room). A refusal
     whose count stopped at the room asked for (``at_least``: vLLM's renderer) says nothing
-    of the prompt: ``backend``'s tokenizer counts it, else there is no room known."""
+    of the prompt, nor does one of output tokens beyond the whole window (vLLM's, before it
+    counts): ``backend``'s tokenizer counts it, else there is no room known."""
     settings = request.settings
     asked = settings.max_output_tokens
-    if not (
-        settings.max_output_tokens_fit_window
-        and asked is not None
-        and isinstance(error, UpstreamContextTooLong)
-        and error.requested is not None
-    ):
+    if not settings.max_output_tokens_fit_window or asked is None:
         return None
-    tokens = await _counted(backend, request) if error.at_least else error.tokens
+    if isinstance(error, UpstreamOutputOverWindow):  # refused before the prompt was counted
+        tokens = await _counted(backend, request)
+    elif isinstance(error, UpstreamContextTooLong) and error.requested is not None:
+        tokens = await _counted(backend, request) if error.at_least else error.tokens
+    else:
+        return None
     if tokens is None:
         return None
     room = error.window - tokens

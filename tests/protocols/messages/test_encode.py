@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -25,6 +26,7 @@ from stateway.core.errors import (
     ThreadNotFound,
     UpstreamContextTooLong,
     UpstreamError,
+    UpstreamOutputOverWindow,
 )
 from stateway.core.reasoning import redacted_item
 from stateway.core.response import ResponseState
@@ -622,6 +624,23 @@ def test_a_context_too_long_is_worded_as_anthropic_words_it() -> None:
     assert encode_error(anthropic)["error"]["message"] == "prompt is too long: 9 tokens > 8 maximum"
     other = InvalidRequest("Bad.", code="invalid_value")
     assert encode_error(other)["error"]["message"] == "Bad."
+
+
+def test_output_tokens_over_the_window_are_worded_as_anthropic_words_a_model_s_most() -> None:
+    """Claude Code asks again at the most such words name (its own pattern)."""
+    over = UpstreamOutputOverWindow("...", requested=32000, window=8192)
+    message = encode_error(over)["error"]["message"]
+    assert message == (
+        "max_tokens: 32000 > 8192, which is the maximum allowed number of output tokens for "
+        "this model"
+    )
+    claude_code = (
+        r"^max_tokens: \d+ > (\d+), which is the maximum allowed number of output tokens for .+$"
+    )
+    said = re.match(claude_code, message)
+    assert said is not None
+    assert said[1] == "8192"
+    assert encode_error(over)["error"]["type"] == "invalid_request_error"
 
 
 def test_too_many_output_tokens_are_worded_as_anthropic_words_them() -> None:

@@ -57,7 +57,8 @@ Import the tree from here. Its branches are kept one concept to a module:
     │   ├── UpstreamUnavailable   502 (connect refused, DNS, ...); 503 when upstream said 503
     │   ├── UpstreamResponseTooLarge  502 code=upstream_response_too_large
     │   └── UpstreamRejected      4xx the model server refused the request itself
-    │       └── UpstreamContextTooLong  400 code=context_length_exceeded (saying by how much)
+    │       ├── UpstreamContextTooLong  400 code=context_length_exceeded (saying by how much)
+    │       └── UpstreamOutputOverWindow  400 output tokens asked beyond the whole window
     ├── Overloaded                503 code=overloaded, Retry-After (the gateway's own queue)
     ├── StorageError              503 code=storage_unavailable
     │   └── StorageNotWritable    503 (the database answers, refuses every write; the
@@ -124,6 +125,7 @@ from stateway.core.errors.upstream import (
     PROMPT_TOO_LONG,
     UpstreamContextTooLong,
     UpstreamError,
+    UpstreamOutputOverWindow,
     UpstreamRejected,
     UpstreamResponseTooLarge,
     UpstreamTimeout,
@@ -178,6 +180,7 @@ __all__ = [
     "UncarriedPart",
     "UpstreamContextTooLong",
     "UpstreamError",
+    "UpstreamOutputOverWindow",
     "UpstreamRejected",
     "UpstreamResponseTooLarge",
     "UpstreamTimeout",

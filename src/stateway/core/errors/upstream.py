@@ -74,6 +74,19 @@ class UpstreamContextTooLong(UpstreamRejected):
         self.at_least = at_least
 
 
+class UpstreamOutputOverWindow(UpstreamRejected):
+    """An upstream's refusal of more output tokens (``requested``) than the model's whole
+    ``window`` holds, before it counted the prompt (vLLM's ``max_tokens=N cannot be greater
+    than max_model_len=M``): the request's own, passed on as it came (not a context too
+    long: nothing says the prompt is), but where its output may be fitted to the window
+    (:mod:`stateway.core.rounds`)."""
+
+    def __init__(self, message: str, *, requested: int, window: int) -> None:
+        super().__init__(message, status=400, code="upstream_rejected", param="max_tokens")
+        self.requested = requested
+        self.window = window
+
+
 _TOKENS_RAN_OUT = re.compile(r"\btokens per (?:min|day)", re.IGNORECASE)
 """How a rate limit on tokens says so: hosted OpenAI's "on tokens per min (TPM)" and "on
 tokens per day (TPD)" (Groq's alike), Anthropic's "input tokens per minute", the

@@ -37,7 +37,11 @@ long for the model (``context_length_exceeded``) is worded as Anthropic words it
 says the prompt fits but not with the output tokens asked for (an upstream's, when the
 request asked again for the window's room is refused too), as Anthropic words that
 (``input length and `max_tokens` exceed context limit: X + Y > Z``), on which Claude Code
-asks again for fewer output tokens. A thinking
+asks again for fewer output tokens; a refusal of output tokens beyond the whole window
+(vLLM's, when the gateway could not count the prompt to ask again for the room), as
+Anthropic words a ``max_tokens`` over a model's most (``max_tokens: N > M, which is the
+maximum allowed number of output tokens for this model``), on which Claude Code asks
+again for M. A thinking
 block's signature the gateway sealed that does not open (the core's
 ``invalid_encrypted_content``) is worded as Anthropic words an invalid signature, naming
 the block (``messages.1.content.0: Invalid `signature` in `thinking` block``, its path
@@ -75,6 +79,7 @@ from stateway.core.errors import (
     InvalidRequest,
     NoSearchProvider,
     UpstreamContextTooLong,
+    UpstreamOutputOverWindow,
     UpstreamUnavailable,
 )
 
@@ -148,6 +153,14 @@ _INVALID_SIGNATURE: Final = (
 )
 
 
+_OVER_WINDOW: Final = (
+    "max_tokens: {e.requested} > {e.window}, which is the maximum allowed number of output "
+    "tokens for this model"
+)
+"""Anthropic's words for a ``max_tokens`` over a model's most, which Claude Code asks
+again at (the model's window: vLLM takes no more output tokens than that)."""
+
+
 _NO_SEARCH_PROVIDER: Final = (
     "tools: the web_search server tool needs a web search provider, and this gateway has "
     "none configured: set STATEWAY_WEB_SEARCH_PROVIDER (searxng, brave or tavily) where it "
@@ -180,6 +193,8 @@ def encode_error(error: GatewayError) -> dict[str, Any]:
         return error_body("invalid_request_error", message, {"error_code": error.code})
     if error.code == CONTEXT_LENGTH_EXCEEDED:
         return error_body("invalid_request_error", _too_long(error))
+    if isinstance(error, UpstreamOutputOverWindow):
+        return error_body("invalid_request_error", _OVER_WINDOW.format(e=error))
     if is_overloaded(error.code, error.status):
         return error_body("overloaded_error", error.message)
     if error.status == 503:
