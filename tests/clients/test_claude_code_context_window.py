@@ -36,15 +36,20 @@ COMPACT_PROMPT = "CRITICAL: Respond with TEXT ONLY."
 """How Claude Code's own summarizing request begins its last user message."""
 
 
-@pytest.fixture(scope="module", params=["chat", "anthropic"])
+@pytest.fixture(scope="module", params=["chat", "chat-renderer", "anthropic"])
 def windowed(
     request: pytest.FixtureRequest, namespace: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, OfflineGateway]]:
-    """The gateway over a fake keeping a window of :data:`WINDOW`: a vLLM's Chat wire, or
-    the Messages wire (refusing as Anthropic refuses a prompt too long)."""
-    api: str = request.param
-    directory = tmp_path_factory.mktemp(f"gateway-windowed-{api}")
+    """The gateway over a fake keeping a window of :data:`WINDOW`: a vLLM's Chat wire (as
+    vLLM before 0.16 refuses output tokens that do not fit, or as its renderer since:
+    Claude Code's 32,000 refused before any count, as more than the whole window), or the
+    Messages wire (refusing as Anthropic refuses a prompt too long)."""
+    wire: str = request.param
+    api = wire.removesuffix("-renderer")
+    directory = tmp_path_factory.mktemp(f"gateway-windowed-{wire}")
     options = (*STRICT_TEMPLATE, "--max-model-len", str(WINDOW))
+    if wire.endswith("-renderer"):
+        options = (*options, "--vllm-renderer")
     with offline_gateway(namespace, api, directory, fake_options=options) as gateway:
         yield api, gateway
 
