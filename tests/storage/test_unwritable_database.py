@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
+import zlib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +25,7 @@ from sqlalchemy.pool import Pool
 
 from stateway.core.errors import StorageError
 from stateway.core.ports import ResponseRecord
-from stateway.storage.sql import SqlResponseStore, migrate, open_store
+from stateway.storage.sql import SqlResponseStore, migrate, open_store, ping, queries
 
 BIG = "x" * 64 * 1024
 """An input needing some sixteen new pages of a full file."""
@@ -294,3 +295,12 @@ async def _pool(store: SqlResponseStore, count: int) -> None:
     connections = [await store.engine.connect() for _ in range(count)]
     for connection in connections:
         await connection.close()
+
+
+def test_a_probe_row_takes_its_size_in_pages_even_compressed() -> None:
+    """PostgreSQL compresses a large value (pglz): 4 KiB of zeros took 56 bytes, in a page
+    the table may already have, so a probe landed on a full disk. Random bytes do not
+    compress."""
+    first, second = (ping._probe()[queries.INSERT_PROBE][0]["body"] for _ in range(2))
+    assert len(zlib.compress(first)) >= ping.PROBE_BYTES
+    assert first != second

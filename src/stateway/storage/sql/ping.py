@@ -30,6 +30,7 @@ every few seconds: while writes land, a ping writes nothing.
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Final
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -45,13 +46,16 @@ host lost, a partition) is reported down, not left to hold the probe until TCP g
 As long again for a write probe, when one is made."""
 
 PROBE_BYTES: Final = 4096
-"""A write probe's row: SQLite's page."""
-
-_PROBE: Final[Rows] = {
-    queries.INSERT_PROBE: [{"body": bytes(PROBE_BYTES)}],
-    queries.CLEAR_PROBES: [{}],
-}
+"""A write probe's row: SQLite's page, of random bytes, which PostgreSQL cannot compress
+(4 KiB of zeros it stores in 56 bytes, in a page it may already have)."""
 _FAILED: Final = "Storage failed while checking the database."
+
+
+def _probe() -> Rows:
+    return {
+        queries.INSERT_PROBE: [{"body": os.urandom(PROBE_BYTES)}],
+        queries.CLEAR_PROBES: [{}],
+    }
 
 
 class Ping:
@@ -95,6 +99,6 @@ class Ping:
         try:
             with storage_errors("checking the database"):
                 async with asyncio.timeout(PING_TIMEOUT):
-                    await self._writes.write(_PROBE)
+                    await self._writes.write(_probe())
         except StorageNotWritable as refused:
             raise refused.restated(_FAILED) from None
