@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 from aiohttp import web
@@ -14,8 +16,18 @@ from stateway.core.errors import Overloaded
 from tests.backends.conftest import Loopback
 
 
+@asynccontextmanager
+async def held(slots: ConnectionSlots) -> AsyncIterator[None]:
+    """One slot, held for the block (as an upstream call holds it)."""
+    await slots.acquire()
+    try:
+        yield
+    finally:
+        slots.release()
+
+
 async def hold_until(slots: ConnectionSlots, entered: asyncio.Event, leave: asyncio.Event) -> None:
-    async with slots.hold():
+    async with held(slots):
         entered.set()
         await leave.wait()
 
@@ -28,7 +40,7 @@ async def test_waiters_get_slots_first_come_first_served() -> None:
     order: list[int] = []
 
     async def waiter(number: int) -> None:
-        async with slots.hold():
+        async with held(slots):
             order.append(number)
             await asyncio.sleep(0)  # let the others run while the slot is held
 
@@ -48,7 +60,7 @@ async def test_a_wait_past_pool_timeout_is_overloaded_with_retry_after() -> None
     holder = asyncio.create_task(hold_until(slots, entered, leave))
     await entered.wait()
     with pytest.raises(Overloaded) as caught:
-        async with slots.hold():
+        async with held(slots):
             pass
     error = caught.value
     assert (error.status, error.code, error.type) == (503, "overloaded", "server_error")
@@ -69,7 +81,7 @@ async def test_a_full_waiting_room_refuses_at_once() -> None:
     await asyncio.sleep(0)
     assert room.waiting == 1
     with pytest.raises(Overloaded, match="already wait"):
-        async with slots.hold():
+        async with held(slots):
             pass
     leave.set()
     await asyncio.gather(holder, waiting)
@@ -79,7 +91,7 @@ async def test_a_full_waiting_room_refuses_at_once() -> None:
 async def test_both_refusals_name_the_model_server() -> None:
     room = WaitingRoom(1)
     slots = room.slots("up", 1, 0.05)
-    async with slots.hold():
+    async with held(slots):
         with pytest.raises(Overloaded) as waited:
             await slots.acquire()
         assert "model server 'up' came free within 0.05 s" in waited.value.message
@@ -93,11 +105,11 @@ async def test_both_refusals_name_the_model_server() -> None:
 
 async def test_no_waiting_places_refuses_only_when_every_slot_is_taken() -> None:
     slots = ConnectionSlots("up", 1, 5.0, WaitingRoom(0))
-    async with slots.hold():
+    async with held(slots):
         with pytest.raises(Overloaded):
-            async with slots.hold():
+            async with held(slots):
                 pass
-    async with slots.hold():  # the slot came back, even after a refusal
+    async with held(slots):  # the slot came back, even after a refusal
         pass
 
 
@@ -140,9 +152,9 @@ async def test_each_release_gives_back_one_slot_of_several() -> None:
 async def test_a_slot_is_returned_when_the_call_fails() -> None:
     slots = ConnectionSlots("up", 1, 0.2, WaitingRoom(10))
     with pytest.raises(RuntimeError):
-        async with slots.hold():
+        async with held(slots):
             raise RuntimeError("boom")
-    async with slots.hold():
+    async with held(slots):
         pass
 
 

@@ -4,17 +4,23 @@ pooled connections, error classification end to end."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import logging
+import sys
 import time
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import orjson
 import pytest
 from aiohttp import web
 
+import stateway
 from stateway.backends.upstream_http import UpstreamClient
 from stateway.backends.upstream_target import UpstreamTarget
+from stateway.core.deadline import FirstOutput
 from stateway.core.errors import (
     IMAGE_INPUT_UNSUPPORTED,
     Overloaded,
@@ -153,6 +159,46 @@ async def test_reply_within_the_byte_budget_is_read_whole(loopback: Loopback) ->
 
     client = upstream(loopback, await loopback.serve(fits), max_response_bytes=100_000)
     assert await call(client, whole=True) == b"y" * 100_000
+
+
+async def test_a_call_and_a_relay_enter_no_generator_based_context_manager(
+    loopback: Loopback,
+) -> None:
+    """Every request's upstream call holds its slot, classifies its failures and waits for
+    its first output in context managers written as classes: contextlib's generator-based
+    ones cost about 16,000 (async) and 7,000 (sync) more CPU instructions each, 1% and
+    0.5% of a plain request."""
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"ok": True})
+
+    client = upstream(loopback, await loopback.serve(answer), first_token_timeout=5.0)
+    entered: list[str] = []
+    ours = (str(Path(stateway.__file__).parent), __file__)
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        caller = frame.f_back
+        if (
+            event == "call"
+            and frame.f_code.co_filename == contextlib.__file__
+            and frame.f_code.co_name == "helper"  # a decorated function called
+            and caller is not None
+            and caller.f_code.co_filename.startswith(ours)
+        ):
+            entered.append(caller.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        async with client.post("/chat/completions", BODY, first_output=FirstOutput()) as reply:
+            assert await reply.read() == b'{"ok": true}'
+        relay = await client.relay("/chat/completions", b"{}")
+        try:
+            assert b"".join([chunk async for chunk in relay.chunks()]) == b'{"ok": true}'
+        finally:
+            await relay.aclose()
+    finally:
+        sys.setprofile(None)
+    assert entered == []
 
 
 @pytest.mark.parametrize(

@@ -81,18 +81,9 @@ class ConnectionSlots:
         it: the free slots, then the free places in the process's queue."""
         return pending >= self._free + self._room.capacity - self._room.waiting
 
-    @asynccontextmanager
-    async def hold(self) -> AsyncIterator[None]:
-        """Hold one slot for the block, waiting for it as described in the module doc."""
-        await self.acquire()
-        try:
-            yield
-        finally:
-            self.release()
-
     async def acquire(self) -> None:
         """Take one slot, waiting for it as described in the module doc; give it back
-        with :meth:`release` (a holder that outlives a block: a relayed answer)."""
+        with :meth:`release` (once the call, or a relayed answer, is over)."""
         if self._semaphore.locked():
             await self._wait()
         else:
