@@ -97,10 +97,35 @@ _TERMINAL_TYPES = {
 
 
 def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
-    """The wire payload of one stream event, ``sequence_number`` = its place in the log."""
+    """The wire payload of one stream event, ``sequence_number`` = its place in the log.
+    The cases are tried in order, a class check each: the deltas and a plain answer's
+    lifecycle events, most of every stream, come first."""
     match event:
         case ev.TextDelta():
             return _text_delta(seq, event)
+        case ev.ResponseCreated():
+            return _response_event("response.created", seq, event.response, snapshot=True)
+        case ev.ResponseInProgress():
+            return _response_event("response.in_progress", seq, event.response, snapshot=True)
+        case ev.ItemAdded():
+            return _item_event("response.output_item.added", seq, event.output_index, event.item)
+        case ev.PartAdded():
+            return _part_event("response.content_part.added", seq, event, part=event.part)
+        case ev.TextDone():
+            return _part_event(
+                "response.output_text.done",
+                seq,
+                event,
+                text=event.text,
+                logprobs=event.logprobs or [],
+            )
+        case ev.PartDone():
+            return _part_event("response.content_part.done", seq, event, part=event.part)
+        case ev.ItemDone():
+            return _item_event("response.output_item.done", seq, event.output_index, event.item)
+        case ev.ResponseFinished():
+            kind = _TERMINAL_TYPES.get(event.response.status, "response.failed")
+            return _response_event(kind, seq, event.response, snapshot=False)
         case ev.ReasoningDelta():
             return _part_event("response.reasoning_text.delta", seq, event, delta=event.delta)
         case ev.RefusalDelta():
@@ -115,22 +140,6 @@ def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
                 "output_index": event.output_index,
                 "delta": event.delta,
             }
-        case ev.ItemAdded():
-            return _item_event("response.output_item.added", seq, event.output_index, event.item)
-        case ev.ItemDone():
-            return _item_event("response.output_item.done", seq, event.output_index, event.item)
-        case ev.PartAdded():
-            return _part_event("response.content_part.added", seq, event, part=event.part)
-        case ev.PartDone():
-            return _part_event("response.content_part.done", seq, event, part=event.part)
-        case ev.TextDone():
-            return _part_event(
-                "response.output_text.done",
-                seq,
-                event,
-                text=event.text,
-                logprobs=event.logprobs or [],
-            )
         case ev.AnnotationAdded():
             return _part_event(
                 "response.output_text.annotation.added",
@@ -210,13 +219,6 @@ def encode_event(seq: int, event: ev.Event) -> dict[str, Any]:
             }
         case ev.Notice():
             return {"type": event.type, "sequence_number": seq, **event.fields}
-        case ev.ResponseCreated():
-            return _response_event("response.created", seq, event.response, snapshot=True)
-        case ev.ResponseInProgress():
-            return _response_event("response.in_progress", seq, event.response, snapshot=True)
-        case ev.ResponseFinished():
-            kind = _TERMINAL_TYPES.get(event.response.status, "response.failed")
-            return _response_event(kind, seq, event.response, snapshot=False)
 
 
 def _text_delta(seq: int, event: ev.TextDelta) -> dict[str, Any]:
