@@ -3,8 +3,12 @@ and the surface report; process gauges read at scrape time."""
 
 from __future__ import annotations
 
+import sys
 import typing
+from pathlib import Path
+from types import FrameType
 
+import prometheus_client
 from prometheus_client.parser import text_string_to_metric_families
 
 from stateway.core.telemetry import RunReport, ToolOutcome
@@ -142,3 +146,33 @@ def test_model_names_past_the_bound_count_as_other() -> None:
     tokens = samples["stateway_input_tokens_total"]
     assert tokens[(("model", OTHER_MODEL), ("tenant", "acme"))] == 94
     assert len(tokens) == 4
+
+
+def test_a_request_and_its_run_are_counted_without_the_librarys_locks() -> None:
+    """What every request updates is kept on the event loop's thread in plain numbers
+    (:mod:`stateway.telemetry.loop_metrics`): prometheus_client's thread-safe metrics
+    took a lock and four to six Python calls per update, 1.6% of a plain request's CPU
+    instructions."""
+    metrics = PrometheusMetrics()
+    report = RunReport("acme", "m", Usage(10, 4), [{"backend": "b", "outcome": "ok"}], 0.1)
+    metrics.request_ended("/v1/responses", 200, 0.2)  # each label set's first: made now
+    metrics.run_ended(report)
+    library = str(Path(prometheus_client.__file__).parent)
+    called: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code.co_filename.startswith(library):
+            called.append(frame.f_code.co_qualname)
+
+    sys.setprofile(profile)
+    try:
+        metrics.request_ended("/v1/responses", 200, 0.3)
+        metrics.run_ended(report)
+    finally:
+        sys.setprofile(None)
+    assert called == []
+    samples = scrape(metrics)
+    assert samples["stateway_requests_total"] == {
+        (("route", "/v1/responses"), ("status", "200")): 2
+    }
+    assert samples["stateway_input_tokens_total"] == {(("model", "m"), ("tenant", "acme")): 20}

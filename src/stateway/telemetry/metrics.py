@@ -9,10 +9,11 @@ tokens, ``tenant`` the caller's tenant. A catch-all upstream serves any name a c
 sends (one that accepts any, as llama.cpp's server does, answers them all), so the first
 :data:`MAX_MODELS` names get a ``model`` of their own and later ones count as
 :data:`OTHER_MODEL`: each name held label children for good (~3 KB, and ~24 lines of every
-scrape). Children of the per-request metrics are cached
-by label values, so a request costs two dictionary lookups, one increment and one
-observation. Gauges that are a state of the process (runs in flight, requests queued for
-an upstream connection) are read when scraped, at no cost per request.
+scrape). What a request or a run updates is counted on the event loop's thread in plain
+numbers (:mod:`.loop_metrics`), its label children cached by label values, so a request
+costs two dictionary lookups, one increment and one observation. Gauges that are a state
+of the process (runs in flight, requests queued for an upstream connection) are read when
+scraped, at no cost per request.
 
 =====================================================  =========  ==================
 name                                                   type       labels
@@ -47,6 +48,7 @@ from prometheus_client import (
 )
 
 from stateway.core.telemetry import RunReport, ToolOutcome
+from stateway.telemetry.loop_metrics import Count, LoopCounter, LoopHistogram, Observed
 
 LATENCY_BUCKETS: Final = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0
@@ -70,43 +72,44 @@ class PrometheusMetrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry()
         registry = self.registry
-        self._requests = Counter(
+        # What every request updates is counted on the event loop's thread (loop_metrics).
+        self._requests = LoopCounter(
             "stateway_requests",
             "HTTP requests answered, by route template and status code.",
             ["route", "status"],
-            registry=registry,
+            registry,
         )
-        self._duration = Histogram(
+        self._duration = LoopHistogram(
             "stateway_request_duration_seconds",
             "Time from a request's arrival to the end of its answer (a stream's last byte).",
             ["route"],
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
+            LATENCY_BUCKETS,
+            registry,
         )
-        self._first_token = Histogram(
+        self._first_token = LoopHistogram(
             "stateway_time_to_first_token_seconds",
             "Time from a run's admission to its first output from the model.",
             ["model"],
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
+            LATENCY_BUCKETS,
+            registry,
         )
-        self._input_tokens = Counter(
+        self._input_tokens = LoopCounter(
             "stateway_input_tokens",
             "Input tokens used (the responses' usage), by requested model and tenant.",
             ["model", "tenant"],
-            registry=registry,
+            registry,
         )
-        self._output_tokens = Counter(
+        self._output_tokens = LoopCounter(
             "stateway_output_tokens",
             "Output tokens used (the responses' usage), by requested model and tenant.",
             ["model", "tenant"],
-            registry=registry,
+            registry,
         )
-        self._attempts = Counter(
+        self._attempts = LoopCounter(
             "stateway_upstream_attempts",
             "Upstream attempts by backend and outcome (ok, failed, cut, cancelled, skipped).",
             ["backend", "outcome"],
-            registry=registry,
+            registry,
         )
         self._tool_calls = Counter(
             "stateway_tool_calls",
@@ -139,12 +142,12 @@ class PrometheusMetrics:
             "Stored responses deleted by retention sweeps ([storage] retention).",
             registry=registry,
         )
-        self._per_request: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
+        self._per_request: dict[tuple[str, int], tuple[Count, Observed]] = {}
         self._per_operation: dict[str, Histogram] = {}
-        # Label children looked up once per label values (the registry keeps them anyway).
-        self._per_tenant: dict[tuple[str, str], tuple[Counter, Counter]] = {}
-        self._per_model: dict[str, Histogram] = {}
-        self._per_attempt: dict[tuple[str, str], Counter] = {}
+        # Label children looked up once per label values (the families keep them anyway).
+        self._per_tenant: dict[tuple[str, str], tuple[Count, Count]] = {}
+        self._per_model: dict[str, Observed] = {}
+        self._per_attempt: dict[tuple[str, str], Count] = {}
         self._models: set[str] = set()
         """The names with a ``model`` label of their own (at most ``max_models``)."""
         self._max_models = max_models
@@ -162,7 +165,7 @@ class PrometheusMetrics:
                 self._duration.labels(route),
             )
             self._per_request[(route, status)] = children
-        children[0].inc()
+        children[0].value += 1
         children[1].observe(seconds)
 
     def websocket_opened(self) -> None:
@@ -186,14 +189,14 @@ class PrometheusMetrics:
                     self._input_tokens.labels(*key),
                     self._output_tokens.labels(*key),
                 )
-            tokens[0].inc(usage.input_tokens)
-            tokens[1].inc(usage.output_tokens)
+            tokens[0].value += usage.input_tokens
+            tokens[1].value += usage.output_tokens
         for attempt in report.attempts:
             outcome = (attempt["backend"], attempt["outcome"])
             counter = self._per_attempt.get(outcome)
             if counter is None:
                 counter = self._per_attempt[outcome] = self._attempts.labels(*outcome)
-            counter.inc()
+            counter.value += 1
         if report.first_output is not None:
             first = self._per_model.get(model)
             if first is None:
