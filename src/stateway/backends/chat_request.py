@@ -88,7 +88,9 @@ def to_upstream(
         "verbosity": settings.verbosity,
         "service_tier": settings.service_tier,
     }
-    body.update((k, v) for k, v in optional.items() if v is not None)
+    for key, value in optional.items():
+        if value is not None:
+            body[key] = value
     if logprobs.INCLUDE in settings.include:  # logprobs.wanted, inline: once per round
         body["logprobs"] = True
         if settings.top_logprobs:

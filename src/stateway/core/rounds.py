@@ -36,7 +36,6 @@ fails instead, as a context too long.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import aclosing
 from dataclasses import replace
 
 from stateway.core import logprobs
@@ -211,7 +210,8 @@ async def _infer(
         with telemetry.attempt(backend, request) as span:
             # the upstream's id and model asked for, noted by the backend (per attempt)
             request.answered = Answered() if span.recording else None
-            async with aclosing(backend.infer(request)) as deltas:
+            deltas = backend.infer(request)  # closed however the round ends (aclose)
+            try:
                 started = plan.output_started
                 async for delta in deltas:
                     if not started:  # until the attempt's first output (a local: read per delta)
@@ -266,6 +266,8 @@ async def _infer(
                             run.state.stop_details = delta.stop_details
                 if held:  # the answer ended on openings alone (a call that takes no arguments)
                     await _output_begins(run, row, plan, waiting, held, assembler, single)
+            finally:
+                await deltas.aclose()
             if span.recording:
                 told = None if reported is unreported else reported
                 span.answered(reason, told, request.answered)

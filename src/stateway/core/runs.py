@@ -170,7 +170,8 @@ class Run:
 
     def emit(self, event: Event) -> None:
         self.events.append(event)
-        self._wake()
+        if self._waiters:  # most events find none (an attached run has no subscriber)
+            self._wake()
 
     def note(self, notice: Notice) -> bool:
         """Log ``notice`` at the next sequence number, between the run's own events; False

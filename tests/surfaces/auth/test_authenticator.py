@@ -207,3 +207,11 @@ async def test_a_principal_is_refused_once_its_credential_expired() -> None:
         with pytest.raises(CredentialRevoked) as expired:
             await current_principal({IDENTITY: identity}, now=150.0)
         assert (expired.value.code, expired.value.message) == ("invalid_api_key", words)
+
+
+async def test_without_auth_or_an_admin_key_any_credential_is_ignored() -> None:
+    """Nothing is read of the headers then (no credential could change the answer)."""
+    authenticator = Authenticator()
+    twice = [(b"authorization", b"Bearer a"), (b"authorization", b"Bearer b")]
+    for headers in ([], bearer("sk-test"), [(b"authorization", b"Basic x")], twice):
+        assert await authenticator.identify(headers) == ANONYMOUS

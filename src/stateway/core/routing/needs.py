@@ -144,22 +144,17 @@ def unmet(route: str, candidate: Candidate, needs: Needs, *, serial: bool = Fals
     ``serial``: the request would be served one call per round (parallel calls are not
     asked of it)."""
     has = candidate.capabilities
-    parallel = needs.parallel_tool_calls and not serial
-    checks = (
-        ("images", needs.images and not has.images, "image input", "input"),
-        ("files", _reads_files(candidate, needs) and not has.files, "file input", "input"),
-        ("reasoning", needs.reasoning and not has.reasoning, "reasoning", "reasoning"),
-        ("tool_calls", needs.tool_calls and not has.tool_calls, "tool calls", "tools"),
-        (
-            "parallel_tool_calls",
-            parallel and not has.parallel_tool_calls,
-            "parallel tool calls",
-            "parallel_tool_calls",
-        ),
-    )
-    for capability, missing, what, param in checks:
-        if missing:
-            return Unmet(capability, _missing(route, candidate, what, param))
+    if needs.images and not has.images:
+        return _unmet("images", route, candidate, "image input", "input")
+    if _reads_files(candidate, needs) and not has.files:
+        return _unmet("files", route, candidate, "file input", "input")
+    if needs.reasoning and not has.reasoning:
+        return _unmet("reasoning", route, candidate, "reasoning", "reasoning")
+    if needs.tool_calls and not has.tool_calls:
+        return _unmet("tool_calls", route, candidate, "tool calls", "tools")
+    if needs.parallel_tool_calls and not serial and not has.parallel_tool_calls:
+        what = "parallel tool calls"
+        return _unmet("parallel_tool_calls", route, candidate, what, "parallel_tool_calls")
     window = has.context_window  # as configured: a learned one is the server's to check
     if window is not None and not _fitted(needs) and needs.tokens > window:
         what = f"a context window of about {needs.tokens} tokens (it has {window})"
@@ -179,6 +174,10 @@ def unmet(route: str, candidate: Candidate, needs: Needs, *, serial: bool = Fals
     if problem is not None:
         return Unmet("input_types", problem)
     return None
+
+
+def _unmet(capability: str, route: str, candidate: Candidate, what: str, param: str) -> Unmet:
+    return Unmet(capability, _missing(route, candidate, what, param))
 
 
 def _missing(route: str, candidate: Candidate, what: str, param: str) -> InvalidRequest:

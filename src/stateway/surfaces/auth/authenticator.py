@@ -105,6 +105,8 @@ class Authenticator:
         """The identity a request's headers prove. Raises :class:`Unauthorized` (a
         missing or bad credential), ``IdentityUnavailable`` or ``StorageError`` (the
         credential could not be checked)."""
+        if not self.required and self._admin_key is None:
+            return ANONYMOUS  # no credential to read: whatever is sent is ignored
         try:
             credential = credential_of(headers)
         except Unauthorized:
