@@ -14,10 +14,10 @@ would end as if answered.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from stateway.core.immutable import immutable
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ServerSentEvent:
     event: str | None
     data: bytes

@@ -13,8 +13,6 @@ kind that is still pending in the context.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from stateway.core.commands import CreateResponse
 from stateway.core.configuration_updates import CONFIGURATION_UPDATE
 from stateway.core.errors import (
@@ -23,6 +21,7 @@ from stateway.core.errors import (
     ResponseInProgress,
     UncarriedPart,
 )
+from stateway.core.immutable import immutable
 from stateway.core.items import (
     CUSTOM_TOOL_CALL,
     CUSTOM_TOOL_CALL_OUTPUT,
@@ -81,7 +80,7 @@ async def build_context(
     return checked_context(prior, command.input)
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class Prior:
     """The items before a request's input, and where they come from (``source``: the
     param an error names); ``served_by``: the candidate that served the parent response,

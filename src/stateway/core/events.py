@@ -8,30 +8,30 @@ slotted objects: one is built per streamed delta.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from stateway.core.immutable import immutable
 from stateway.core.items import Item
 from stateway.core.response import ResponseState
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ResponseCreated:
     response: ResponseState
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ResponseInProgress:
     response: ResponseState
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ItemAdded:
     output_index: int
     item: Item
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class PartAdded:
     output_index: int
     content_index: int
@@ -39,7 +39,7 @@ class PartAdded:
     part: Item
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class TextDelta:
     output_index: int
     content_index: int
@@ -49,7 +49,7 @@ class TextDelta:
     """The delta's tokens (:mod:`stateway.core.logprobs`); None: none were asked for."""
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class TextDone:
     output_index: int
     content_index: int
@@ -58,7 +58,7 @@ class TextDone:
     logprobs: list[Item] | None = None
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class AnnotationAdded:
     """An annotation of an ``output_text`` part (a ``url_citation`` of the gateway's web
     search), announced before the part's text is done; ``annotation_index`` is its place
@@ -71,7 +71,7 @@ class AnnotationAdded:
     annotation: Item
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class RefusalDelta:
     output_index: int
     content_index: int
@@ -79,7 +79,7 @@ class RefusalDelta:
     delta: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class RefusalDone:
     output_index: int
     content_index: int
@@ -87,7 +87,7 @@ class RefusalDone:
     refusal: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ReasoningDelta:
     output_index: int
     content_index: int
@@ -95,7 +95,7 @@ class ReasoningDelta:
     delta: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ReasoningDone:
     output_index: int
     content_index: int
@@ -103,7 +103,7 @@ class ReasoningDone:
     text: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class SummaryPartAdded:
     """A reasoning item's summary part opens (its text then streams as summary deltas)."""
 
@@ -112,7 +112,7 @@ class SummaryPartAdded:
     item_id: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class SummaryTextDelta:
     output_index: int
     summary_index: int
@@ -120,7 +120,7 @@ class SummaryTextDelta:
     delta: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class SummaryTextDone:
     output_index: int
     summary_index: int
@@ -128,7 +128,7 @@ class SummaryTextDone:
     text: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class SummaryPartDone:
     output_index: int
     summary_index: int
@@ -136,7 +136,7 @@ class SummaryPartDone:
     text: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class Compacting:
     """The summary of a ``compaction`` item was sampled (it carries no summary text)."""
 
@@ -144,7 +144,7 @@ class Compacting:
     item_id: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class PartDone:
     output_index: int
     content_index: int
@@ -152,14 +152,14 @@ class PartDone:
     part: Item
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ArgumentsDelta:
     output_index: int
     item_id: str
     delta: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ArgumentsDone:
     output_index: int
     item_id: str
@@ -167,21 +167,21 @@ class ArgumentsDone:
     arguments: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class CustomInputDelta:
     output_index: int
     item_id: str
     delta: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class CustomInputDone:
     output_index: int
     item_id: str
     input: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ToolProgress:
     """A step of a gateway-owned tool item: ``kind`` is the wire event's type, one of
     ``TOOL_PROGRESS`` (``response.mcp_call.completed``, ...)."""
@@ -206,27 +206,27 @@ TOOL_PROGRESS = frozenset(
 )
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class McpArgumentsDelta:
     output_index: int
     item_id: str
     delta: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class McpArgumentsDone:
     output_index: int
     item_id: str
     arguments: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ItemDone:
     output_index: int
     item: Item
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class Notice:
     """An event a surface adds to a running response's stream that is not its output
     (WebSocket steering's ``response.steer.accepted`` and ``.failed``): its wire ``type``
@@ -237,7 +237,7 @@ class Notice:
     fields: dict[str, Any]
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ResponseFinished:
     """The one terminal event: completed, incomplete or failed, with the whole response."""
 

@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from stateway.core.commands import GenerationSettings
 from stateway.core.deadline import FirstOutput
+from stateway.core.immutable import immutable
 from stateway.core.items import Item
 from stateway.core.tools.model_names import GatewayNames
 from stateway.core.usage import Usage
@@ -69,7 +70,7 @@ class Answered:
             self.model = model
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class TextDelta:
     text: str
     logprobs: list[Item] | None = None
@@ -77,7 +78,7 @@ class TextDelta:
     ``message.output_text.logprobs`` and the upstream gave them (:mod:`..logprobs`)."""
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class RefusalDelta:
     """The model declining to answer (Chat's ``refusal``, a Responses ``refusal`` part):
     a ``refusal`` part of the assistant message, not its text."""
@@ -85,7 +86,7 @@ class RefusalDelta:
     text: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class MessageStart:
     """An upstream that marks its messages (Responses) starts one: the text that follows
     is a new message, labelled with the upstream's ``phase`` when it gave one."""
@@ -93,7 +94,7 @@ class MessageStart:
     phase: str | None = None
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class Citation:
     """Where the text being written comes from, as an Anthropic upstream cites a document
     that enabled citations (a ``citations`` entry of its text block: ``char_location``,
@@ -103,12 +104,12 @@ class Citation:
     citation: Item
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ReasoningDelta:
     text: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ReasoningSignature:
     """The opaque seal an upstream put on the reasoning just streamed (an Anthropic thinking
     block's ``signature``): kept as the reasoning item's ``encrypted_content``, which ends
@@ -117,7 +118,7 @@ class ReasoningSignature:
     signature: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class ToolCallDelta:
     index: int
     """Which call of this round the fragment belongs to."""
@@ -126,7 +127,7 @@ class ToolCallDelta:
     arguments: str
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class UsageReport:
     usage: Usage
 
@@ -143,7 +144,7 @@ to what the window left beside the prompt, or its prompt and output reaching the
 Anthropic's word for it, which a Messages client is answered."""
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class Finish:
     reason: str
     """``stop``, ``length``, ``tool_calls``, ``content_filter`` or :data:`PAUSED`."""
@@ -158,7 +159,7 @@ class Finish:
     came."""
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class OutputItem:
     """A whole output item of a type the gateway does not model (``shell_call``,
     ``image_generation_call``, ...), from an upstream that speaks Responses natively:

@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
+from stateway.core.immutable import immutable
 from stateway.core.inference import Answered, InferenceRequest
 from stateway.core.ports import Backend
 from stateway.core.usage import Usage
@@ -82,7 +82,7 @@ class ToolCall(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RunReport:
     """What one run (or one relayed answer) used, told once it has ended."""
 

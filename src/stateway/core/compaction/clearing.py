@@ -31,10 +31,10 @@ Anthropic's ``context_management.applied_edits`` (``cleared_thinking_turns`` or
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 from stateway.core.compaction.truncation import user_message
+from stateway.core.immutable import immutable
 from stateway.core.items import (
     CUSTOM_TOOL_CALL,
     CUSTOM_TOOL_CALL_OUTPUT,
@@ -64,7 +64,7 @@ _INPUT: Final = {
 """Where each kind of call holds what it was called with, and that emptied."""
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class Cleared:
     """A context with the edits applied, and what each that cleared something cleared."""
 
@@ -118,7 +118,7 @@ def _thinking_turns(items: list[Item]) -> list[list[int]]:
     return [turn for turn in turns if turn]
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class _Use:
     """A tool use: its call's position, its result's (an MCP call's own), its tool."""
 

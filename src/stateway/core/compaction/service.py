@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from stateway.core import events as ev
@@ -45,6 +44,7 @@ from stateway.core.compaction.view import SHOWN, kept_messages, model_view
 from stateway.core.context import build_context
 from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
+from stateway.core.immutable import immutable
 from stateway.core.items import MESSAGE, Item
 from stateway.core.ports import ResponseStore, Sealer
 from stateway.core.routing import Candidate, Router
@@ -57,7 +57,7 @@ DEFAULT_THRESHOLD = 0.8
 ``compact_threshold`` triggers."""
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class Compacted:
     """What ``/responses/compact`` answers: also the request's ``service_tier`` (as asked:
     the surface says what it was served at), ``safety_identifier`` and image context policy
@@ -72,7 +72,7 @@ class Compacted:
     image: dict[str, str] | None = None
 
 
-@dataclass(slots=True, frozen=True)
+@immutable
 class Prepared:
     """What a response starts from (:meth:`Compaction.prepare`)."""
 

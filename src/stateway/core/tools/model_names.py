@@ -22,8 +22,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Container, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Final
+
+from stateway.core.immutable import immutable
 
 SEPARATOR: Final = "__"
 """Between a namespace (or an MCP server's label) and its member in a flattened name."""
@@ -74,7 +76,7 @@ def apart_name(usual: str, taken: Container[str]) -> str:
     return name
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class GatewayNames:
     """The names a request's gateway tools are offered by, for the calls of earlier turns
     (:func:`.history.model_items`): each offered tool's by its usual name, and any other's
