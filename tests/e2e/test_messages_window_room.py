@@ -75,6 +75,22 @@ def renderer_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+def long_story(url: str, stream: bool, max_tokens: int = ASKED) -> anthropic.types.Message:
+    """The answer to a prompt asking for 500 words, streamed or not."""
+    client = anthropic.Anthropic(base_url=url, api_key="sk-test", max_retries=0, timeout=30)
+    body: Any = {
+        "model": "fake-model",
+        "max_tokens": max_tokens,
+        "messages": [{"role": "user", "content": "[[words:500]] write a long story"}],
+    }
+    with client:
+        if not stream:
+            answer: anthropic.types.Message = client.messages.create(**body)
+            return answer
+        with client.messages.stream(**body) as events:
+            return events.get_final_message()
+
+
 @pytest.fixture
 def claude(gateway: str) -> Iterator[anthropic.Anthropic]:
     # a timeout of its own: the SDK refuses 32,000 output tokens unstreamed without one
@@ -156,19 +172,8 @@ def test_responses_keeps_the_refusal(gateway: str) -> None:
 def test_an_answer_filling_a_llama_server_s_window_stops_at_it(
     llama_gateway: str, stream: bool
 ) -> None:
-    client = anthropic.Anthropic(base_url=llama_gateway, api_key="sk-test", timeout=30)
-    body: Any = {
-        "model": "fake-model",
-        "max_tokens": ASKED,
-        "messages": [{"role": "user", "content": "[[words:500]] write a long story"}],
-    }
-    with client:
-        if stream:
-            with client.messages.stream(**body) as events:
-                message = events.get_final_message()
-        else:
-            message = client.messages.create(**body)
-        short = client.messages.create(**{**body, "max_tokens": 5})
+    message = long_story(llama_gateway, stream)
+    short = long_story(llama_gateway, stream, max_tokens=5)
 
     assert message.stop_reason == "model_context_window_exceeded"
     assert message.usage.input_tokens + message.usage.output_tokens == WINDOW
@@ -245,18 +250,7 @@ def test_max_tokens_over_the_whole_window_is_asked_again_for_the_room(
     prompt (``max_tokens=32000 cannot be greater than max_model_len=60``), as it refuses
     Claude Code's 32,000 on a model of a smaller window: the gateway counts the prompt with
     the server's ``/tokenize`` and asks for the room there is."""
-    client = anthropic.Anthropic(base_url=renderer_gateway, api_key="sk-test", timeout=30)
-    body: Any = {
-        "model": "fake-model",
-        "max_tokens": ASKED,
-        "messages": [{"role": "user", "content": "[[words:500]] write a long story"}],
-    }
-    with client:
-        if stream:
-            with client.messages.stream(**body) as events:
-                message = events.get_final_message()
-        else:
-            message = client.messages.create(**body)
+    message = long_story(renderer_gateway, stream)
 
     assert message.stop_reason == "model_context_window_exceeded"
     assert message.usage.input_tokens + message.usage.output_tokens == WINDOW
