@@ -166,7 +166,7 @@ async def test_a_count_that_stopped_at_the_room_asked_is_counted_again_by_the_se
 
     assert (run.state.status, run.state.stop_reason) == ("incomplete", WINDOW_FILLED)
     assert asked(a) == [32000, WINDOW - PROMPT]
-    assert len(a.counted) == 1
+    assert a.counted == a.requests[:1]  # the refused request's prompt, counted
 
 
 @pytest.mark.parametrize("count", [None, UpstreamError("no tokenizer answered")])
@@ -254,6 +254,7 @@ async def test_output_over_the_whole_window_is_asked_again_for_the_counted_room(
     run = await run_over(a)
 
     assert asked(a) == [32000, WINDOW - PROMPT]
+    assert a.counted == a.requests[:1]  # the refused request's prompt, counted
     assert (run.state.status, run.state.stop_reason) == ("incomplete", WINDOW_FILLED)
     assert outcomes(run) == [("a", "failed", "upstream_rejected"), ("a", "ok", None)]
 
