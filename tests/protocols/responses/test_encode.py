@@ -1,3 +1,5 @@
+from typing import Any
+
 import orjson
 import pytest
 from openai.types.responses import Response, ResponseStreamEvent
@@ -16,10 +18,12 @@ from stateway.core.inference import (
 )
 from stateway.core.loop import Loop
 from stateway.core.principal import Principal
+from stateway.core.response import ResponseState
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import Run, RunRegistry
 from stateway.core.usage import Usage
-from stateway.protocols.responses.encode import encode_response, encode_sse
+from stateway.protocols.responses import encode
+from stateway.protocols.responses.encode import encode_response, encode_sse, encode_sse_batch
 from tests.core.fakes import MemoryStore, ScriptedBackend
 
 EVENTS: TypeAdapter[ResponseStreamEvent] = TypeAdapter(ResponseStreamEvent)
@@ -161,3 +165,32 @@ def test_an_event_json_kept_in_a_log_holds_about_its_own_size() -> None:
     payload = sum(map(len, kept))
     assert held < 3 * payload + 64 * len(kept)  # ~4 KiB each before
     assert orjson.loads(kept[7])["sequence_number"] == 7
+
+
+async def test_a_batchs_frames_are_each_events_byte_for_byte() -> None:
+    run = await finished_run(SCRIPT)
+    events = run.events
+    expected = [encode_sse(seq, event) for seq, event in enumerate(events, 3)]
+    assert encode_sse_batch(3, events) == b"".join(expected)
+    assert encode_sse_batch(3, events[:1]) == expected[0]
+    assert encode_sse_batch(4, events[1:2]) == expected[1]
+
+
+async def test_an_announcement_renders_its_snapshot_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = await finished_run(SCRIPT)
+    created, in_progress = run.events[:2]
+    rendered: list[bool] = []
+
+    def counted(state: ResponseState, *, snapshot: bool = False) -> dict[str, Any]:
+        rendered.append(snapshot)
+        return encode_response(state, snapshot=snapshot)
+
+    monkeypatch.setattr(encode, "encode_response", counted)
+    frames = encode_sse_batch(0, [created, in_progress]).split(b"\n\n")
+    assert rendered == [True]
+    assert frames[0].startswith(b"event: response.created\ndata: ")
+    assert frames[1].startswith(b"event: response.in_progress\ndata: ")
+    # Another state's announcement is its own.
+    other = (await finished_run(SCRIPT)).events[1]
+    encode_sse_batch(0, [created, other])
+    assert rendered == [True, True, True]

@@ -6,6 +6,7 @@ Every field of the spec's Response is present, with numbers where the spec wants
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -244,6 +245,49 @@ def encode_sse(seq: int, event: ev.Event) -> bytes:
     payload = encode_event(seq, event)
     kind: str = payload["type"]
     return b"".join((b"event: ", kind.encode(), b"\ndata: ", orjson.dumps(payload), b"\n\n"))
+
+
+def encode_sse_batch(first: int, events: Sequence[ev.Event]) -> bytes:
+    """The SSE frames of events logged together, numbered from ``first``: byte for byte
+    :func:`encode_sse`'s of each. A run's announcement, ``response.created`` then
+    ``response.in_progress`` of the same state (emitted together: ``core/run_row.py``),
+    renders and serializes its snapshot once: encoded in one go, nothing runs between them
+    to change it."""
+    if len(events) == 1:
+        return encode_sse(first, events[0])
+    frames: list[bytes] = []
+    announced: tuple[ResponseState, bytes] | None = None
+    for seq, event in enumerate(events, first):
+        match event:
+            case ev.ResponseCreated() | ev.ResponseInProgress():
+                state = event.response
+                if announced is None or announced[0] is not state:
+                    announced = (state, orjson.dumps(encode_response(state, snapshot=True)))
+                created = isinstance(event, ev.ResponseCreated)
+                kind = b"response.created" if created else b"response.in_progress"
+                frames.append(_announcement_frame(kind, seq, announced[1]))
+            case _:
+                frames.append(encode_sse(seq, event))
+    return b"".join(frames)
+
+
+def _announcement_frame(kind: bytes, seq: int, response: bytes) -> bytes:
+    """:func:`encode_sse`'s frame of a lifecycle event given its response's JSON: orjson
+    writes a dict compact, its keys in order (:func:`_response_event`'s), so the payload is
+    these bytes (no event type needs escaping)."""
+    return b"".join(
+        (
+            b"event: ",
+            kind,
+            b'\ndata: {"type":"',
+            kind,
+            b'","sequence_number":',
+            str(seq).encode(),
+            b',"response":',
+            response,
+            b"}\n\n",
+        )
+    )
 
 
 def encode_event_json(seq: int, event: ev.Event) -> bytes:

@@ -30,7 +30,7 @@ from stateway.protocols.responses.encode import (
     encode_compacted,
     encode_item_page,
     encode_response,
-    encode_sse,
+    encode_sse_batch,
     encode_sse_error,
     encode_sse_payload,
     encode_token_count,
@@ -309,11 +309,7 @@ async def _frames(run: Run, sent: _Sent) -> Chunks:
     """Whole SSE frames; events logged together leave in one write."""
     async for first, events in run.subscribe_batches():
         end = first + len(events)
-        if len(events) == 1:
-            chunk = encode_sse(first, events[0])
-        else:
-            chunk = b"".join(encode_sse(first + i, event) for i, event in enumerate(events))
-        yield chunk, run.closed and end == len(run.events)
+        yield encode_sse_batch(first, events), run.closed and end == len(run.events)
         sent.next = end
 
 
