@@ -193,6 +193,15 @@ async def test_no_room_for_the_upstreams_least_is_no_room() -> None:
     assert asked(a) == [32000]
 
 
+async def test_room_for_just_the_upstreams_least_is_room() -> None:
+    a = Windowed("a", [TextDelta("x"), Finish("stop")])
+    a.min_output_tokens = WINDOW - PROMPT  # type: ignore[misc]
+    run = await run_over(a)
+
+    assert run.state.status == "completed"
+    assert asked(a) == [32000, WINDOW - PROMPT]
+
+
 async def test_a_client_asking_within_the_room_is_asked_once() -> None:
     a = Windowed("a", [TextDelta("cut"), Finish("length")])
     run = await run_over(a, asked=WINDOW - PROMPT)
