@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Unpack
 
 import anthropic
 import openai
 import pytest
 
-from stateway.fake_upstream.launch import start_fake_upstream
+from stateway.fake_upstream.launch import FakeOptions, start_fake_upstream
 from stateway.launch import start_gateway
 
 WINDOW = 60
@@ -30,11 +32,12 @@ ASKED = 32000
 """Claude Code's ``max_tokens``."""
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    database = f"sqlite:///{tmp_path_factory.mktemp('room') / 'stateway.db'}"
+@contextmanager
+def served(directory: Path, **fake: Unpack[FakeOptions]) -> Iterator[str]:
+    """The gateway over a fake upstream started with ``fake``, on the Chat wire."""
+    database = f"sqlite:///{directory / 'stateway.db'}"
     with (
-        start_fake_upstream(max_model_len=WINDOW) as upstream,
+        start_fake_upstream(**fake) as upstream,
         start_gateway(
             ["--upstream", upstream, "--upstream-api", "chat", "--database", database]
         ) as url,
@@ -43,16 +46,16 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with served(tmp_path_factory.mktemp("room"), max_model_len=WINDOW) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def llama_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The gateway over a fake keeping one slot's window as llama-server keeps it, learned
     from its listing (``meta.n_ctx``)."""
-    database = f"sqlite:///{tmp_path_factory.mktemp('slot') / 'stateway.db'}"
-    with (
-        start_fake_upstream(ctx_size=WINDOW) as upstream,
-        start_gateway(
-            ["--upstream", upstream, "--upstream-api", "chat", "--database", database]
-        ) as url,
-    ):
+    with served(tmp_path_factory.mktemp("slot"), ctx_size=WINDOW) as url:
         with anthropic.Anthropic(base_url=url, api_key="sk-test", max_retries=0) as client:
             for _ in range(200):  # learned beside serving (bounded)
                 if client.models.retrieve("fake-model").max_input_tokens == WINDOW:
@@ -65,14 +68,19 @@ def llama_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def renderer_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The gateway over a fake refusing as vLLM's renderer refuses (0.18 on): its count of
     the prompt stops one token past the room ``max_tokens`` leaves."""
-    database = f"sqlite:///{tmp_path_factory.mktemp('renderer') / 'stateway.db'}"
-    with (
-        start_fake_upstream(max_model_len=WINDOW, vllm_renderer=True) as upstream,
-        start_gateway(
-            ["--upstream", upstream, "--upstream-api", "chat", "--database", database]
-        ) as url,
-    ):
+    directory = tmp_path_factory.mktemp("renderer")
+    with served(directory, max_model_len=WINDOW, vllm_renderer=True) as url:
         yield url
+
+
+def responses_refusal(url: str) -> openai.BadRequestError:
+    """The refusal of a Responses request asking Claude Code's output tokens."""
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-test", max_retries=0)
+    with client, pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(
+            model="fake-model", input="[[words:500]] hello", max_output_tokens=ASKED
+        )
+    return refused.value
 
 
 def long_story(url: str, stream: bool, max_tokens: int = ASKED) -> anthropic.types.Message:
@@ -159,13 +167,7 @@ def test_a_prompt_over_the_window_is_still_refused(claude: anthropic.Anthropic) 
 
 
 def test_responses_keeps_the_refusal(gateway: str) -> None:
-    client = openai.OpenAI(base_url=f"{gateway}/v1", api_key="sk-test", max_retries=0)
-    with client, pytest.raises(openai.BadRequestError) as refused:
-        client.responses.create(
-            model="fake-model", input="[[words:500]] hello", max_output_tokens=ASKED
-        )
-
-    assert refused.value.code == "context_length_exceeded"
+    assert responses_refusal(gateway).code == "context_length_exceeded"
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -257,13 +259,9 @@ def test_max_tokens_over_the_whole_window_is_asked_again_for_the_room(
 
 
 def test_responses_passes_max_tokens_over_the_whole_window_on(renderer_gateway: str) -> None:
-    client = openai.OpenAI(base_url=f"{renderer_gateway}/v1", api_key="sk-test", max_retries=0)
-    with client, pytest.raises(openai.BadRequestError) as refused:
-        client.responses.create(
-            model="fake-model", input="[[words:500]] hello", max_output_tokens=ASKED
-        )
+    refused = responses_refusal(renderer_gateway)
 
-    assert refused.value.code == "upstream_rejected"
+    assert refused.code == "upstream_rejected"
     assert f"max_tokens={ASKED} cannot be greater than max_model_len={WINDOW}" in str(
-        refused.value.message
+        refused.message
     )
