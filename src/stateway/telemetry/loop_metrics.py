@@ -14,11 +14,14 @@ updates (the SQLite writer's storage timings) stays the library's.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import INF, floatToGoString
+
+C = TypeVar("C")
 
 
 class Count:
@@ -30,9 +33,40 @@ class Count:
         self.value = 0.0
 
 
-class LoopCounter:
-    """A counter family by label values (exposed as ``name_total``), a collector of
-    ``registry``."""
+class _LoopFamily(Generic[C]):
+    """A metric family's label children by label values (made at first use by ``make``),
+    a collector of ``registry``."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str],
+        registry: CollectorRegistry,
+        make: Callable[[], C],
+    ) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._labelnames = tuple(labelnames)
+        self._make = make
+        self._children: dict[tuple[str, ...], C] = {}
+        registry.register(self)
+
+    def labels(self, *values: str) -> C:
+        """The child of one label set (made at its first use)."""
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._make()
+        return child
+
+    def collect(self) -> list[Metric]:
+        """The family's samples, as prometheus_client's metric of its kind shows them."""
+        raise NotImplementedError
+
+
+class LoopCounter(_LoopFamily[Count]):
+    """A counter family by label values (exposed as ``name_total``); a child counts with
+    ``.value += n``."""
 
     def __init__(
         self,
@@ -41,18 +75,7 @@ class LoopCounter:
         labelnames: Sequence[str],
         registry: CollectorRegistry,
     ) -> None:
-        self._name = name
-        self._documentation = documentation
-        self._labelnames = tuple(labelnames)
-        self._children: dict[tuple[str, ...], Count] = {}
-        registry.register(self)
-
-    def labels(self, *values: str) -> Count:
-        """The counter of one label set (made at its first use), for ``.value += n``."""
-        child = self._children.get(values)
-        if child is None:
-            child = self._children[values] = Count()
-        return child
+        super().__init__(name, documentation, labelnames, registry, Count)
 
     def describe(self) -> list[Metric]:
         return [CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)]
@@ -80,9 +103,8 @@ class Observed:
         self.sum += amount
 
 
-class LoopHistogram:
-    """A histogram family by label values over ``buckets`` (``+Inf`` added), a collector
-    of ``registry``."""
+class LoopHistogram(_LoopFamily[Observed]):
+    """A histogram family by label values over ``buckets`` (``+Inf`` added)."""
 
     def __init__(
         self,
@@ -92,23 +114,15 @@ class LoopHistogram:
         buckets: Sequence[float],
         registry: CollectorRegistry,
     ) -> None:
-        self._name = name
-        self._documentation = documentation
-        self._labelnames = tuple(labelnames)
         bounds = [float(bound) for bound in buckets]
         if bounds[-1] != INF:
             bounds.append(INF)
         self._bounds = tuple(bounds)
         self._les = [floatToGoString(bound) for bound in bounds]  # type: ignore[no-untyped-call]
-        self._children: dict[tuple[str, ...], Observed] = {}
-        registry.register(self)
+        super().__init__(name, documentation, labelnames, registry, self._observed)
 
-    def labels(self, *values: str) -> Observed:
-        """The histogram of one label set (made at its first use)."""
-        child = self._children.get(values)
-        if child is None:
-            child = self._children[values] = Observed(self._bounds)
-        return child
+    def _observed(self) -> Observed:
+        return Observed(self._bounds)
 
     def describe(self) -> list[Metric]:
         return [HistogramMetricFamily(self._name, self._documentation, labels=self._labelnames)]
