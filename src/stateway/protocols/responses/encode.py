@@ -242,7 +242,10 @@ def encode_sse(seq: int, event: ev.Event) -> bytes:
     text delta, most of a stream's frames, has its head ready."""
     if type(event) is ev.TextDelta:
         return _TEXT_DELTA_HEAD + orjson.dumps(_text_delta(seq, event)) + b"\n\n"
-    payload = encode_event(seq, event)
+    return _frame(encode_event(seq, event))
+
+
+def _frame(payload: dict[str, Any]) -> bytes:
     kind: str = payload["type"]
     return b"".join((b"event: ", kind.encode(), b"\ndata: ", orjson.dumps(payload), b"\n\n"))
 
@@ -251,43 +254,25 @@ def encode_sse_batch(first: int, events: Sequence[ev.Event]) -> bytes:
     """The SSE frames of events logged together, numbered from ``first``: byte for byte
     :func:`encode_sse`'s of each. A run's announcement, ``response.created`` then
     ``response.in_progress`` of the same state (emitted together: ``core/run_row.py``),
-    renders and serializes its snapshot once: encoded in one go, nothing runs between them
-    to change it."""
+    renders and serializes its snapshot once (an ``orjson.Fragment`` in both payloads):
+    encoded in one go, nothing runs between them to change it."""
     if len(events) == 1:
         return encode_sse(first, events[0])
     frames: list[bytes] = []
-    announced: tuple[ResponseState, bytes] | None = None
+    announced: tuple[ResponseState, orjson.Fragment] | None = None
     for seq, event in enumerate(events, first):
         match event:
             case ev.ResponseCreated() | ev.ResponseInProgress():
                 state = event.response
                 if announced is None or announced[0] is not state:
-                    announced = (state, orjson.dumps(encode_response(state, snapshot=True)))
+                    snapshot = orjson.dumps(encode_response(state, snapshot=True))
+                    announced = (state, orjson.Fragment(snapshot))
                 created = isinstance(event, ev.ResponseCreated)
-                kind = b"response.created" if created else b"response.in_progress"
-                frames.append(_announcement_frame(kind, seq, announced[1]))
+                kind = "response.created" if created else "response.in_progress"
+                frames.append(_frame(_response_payload(kind, seq, announced[1])))
             case _:
                 frames.append(encode_sse(seq, event))
     return b"".join(frames)
-
-
-def _announcement_frame(kind: bytes, seq: int, response: bytes) -> bytes:
-    """:func:`encode_sse`'s frame of a lifecycle event given its response's JSON: orjson
-    writes a dict compact, its keys in order (:func:`_response_event`'s), so the payload is
-    these bytes (no event type needs escaping)."""
-    return b"".join(
-        (
-            b"event: ",
-            kind,
-            b'\ndata: {"type":"',
-            kind,
-            b'","sequence_number":',
-            str(seq).encode(),
-            b',"response":',
-            response,
-            b"}\n\n",
-        )
-    )
 
 
 def encode_event_json(seq: int, event: ev.Event) -> bytes:
@@ -430,8 +415,10 @@ def _summary_event(kind: str, seq: int, event: Any, **fields: Any) -> dict[str, 
 
 
 def _response_event(kind: str, seq: int, state: ResponseState, *, snapshot: bool) -> dict[str, Any]:
-    return {
-        "type": kind,
-        "sequence_number": seq,
-        "response": encode_response(state, snapshot=snapshot),
-    }
+    return _response_payload(kind, seq, encode_response(state, snapshot=snapshot))
+
+
+def _response_payload(kind: str, seq: int, response: object) -> dict[str, Any]:
+    """A lifecycle event's payload around ``response``: its object, or its JSON already
+    serialized (an ``orjson.Fragment``, written as it is)."""
+    return {"type": kind, "sequence_number": seq, "response": response}
