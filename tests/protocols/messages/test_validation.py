@@ -13,7 +13,7 @@ import pydantic
 import pytest
 
 from stateway.core.errors import InvalidRequest
-from stateway.protocols.messages import request
+from stateway.protocols.messages import blocks, edit_params, request, tool_params
 from stateway.protocols.messages.decode import decode_count_tokens, decode_messages
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
@@ -125,7 +125,8 @@ WRONG: tuple[Any, ...] = (5, "x", [5], {})
 """A value of each JSON type but null (a number, a string, an array, an object)."""
 INTERNAL = {
     name
-    for name, value in vars(request).items()
+    for wire in (request, blocks, tool_params, edit_params)
+    for name, value in vars(wire).items()
     if isinstance(value, type) and issubclass(value, pydantic.BaseModel)
 }
 """The wire models' class names, which no client wrote."""

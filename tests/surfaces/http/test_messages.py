@@ -38,7 +38,7 @@ from stateway.core.loop import Loop
 from stateway.core.routing import BackendEntry, Router
 from stateway.core.runs import RunRegistry
 from stateway.core.usage import Usage
-from stateway.protocols.messages.request import BLOCK_TYPES
+from stateway.protocols.messages.blocks import BLOCK_TYPES
 from stateway.sealing import AesGcmSealer
 from stateway.surfaces.http.app import build_http_app
 from stateway.surfaces.http.messages import MessagesRoutes

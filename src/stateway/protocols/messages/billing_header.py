@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from stateway.protocols.messages.request import TextBlock
+from stateway.protocols.messages.blocks import TextBlock
 
 PREFIX: Final = "x-anthropic-billing-header:"
 

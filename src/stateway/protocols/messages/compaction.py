@@ -49,6 +49,8 @@ from stateway.core.compaction.view import CACHE_CONTROL
 from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import Item
+from stateway.protocols.messages.blocks import Block, CompactionBlock, ToolUseBlock
+from stateway.protocols.messages.edit_params import CompactEdit
 from stateway.protocols.messages.errors import (
     AMBIGUOUS,
     INCOMPLETE_TURN,
@@ -56,14 +58,7 @@ from stateway.protocols.messages.errors import (
     NOTHING_TO_SUMMARIZE,
     field_error,
 )
-from stateway.protocols.messages.request import (
-    Block,
-    CompactEdit,
-    CompactionBlock,
-    MessageParam,
-    MessagesBody,
-    ToolUseBlock,
-)
+from stateway.protocols.messages.request import MessageParam, MessagesBody
 
 
 def check_system(system: list[Any]) -> None:
@@ -185,7 +180,7 @@ def autocompact(command: CreateResponse, edit: CompactEdit) -> None:
     gateway's estimate; without a trigger, its default: 80% of the model's context window,
     when one is known) the response first compacts, its block first, then answers from the
     summary, or stops there (``pause_after_compaction``); ``instructions`` are added to
-    the prompt. Its fields were checked with the body (:class:`.request.CompactEdit`)."""
+    the prompt. Its fields were checked with the body (:class:`.edit_params.CompactEdit`)."""
     threshold = edit.trigger.value if edit.trigger is not None else None
     pause = bool(edit.pause_after_compaction)
     entry = {"type": sealed.COMPACTION, "compact_threshold": threshold}

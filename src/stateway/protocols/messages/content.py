@@ -57,14 +57,12 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.ids import new_id
 from stateway.core.items import Item
 from stateway.core.reasoning import redacted_item
-from stateway.protocols.messages.errors import field_error
-from stateway.protocols.messages.request import (
+from stateway.protocols.messages.blocks import (
     Block,
     DocumentBlock,
     ImageBlock,
     McpToolResultBlock,
     McpToolUseBlock,
-    MessageParam,
     ResultPart,
     SearchResultBlock,
     ServerToolUseBlock,
@@ -77,6 +75,8 @@ from stateway.protocols.messages.request import (
     ToolUseBlock,
     WebSearchToolResultBlock,
 )
+from stateway.protocols.messages.errors import field_error
+from stateway.protocols.messages.request import MessageParam
 from stateway.protocols.messages.server_tools import call_of, complete
 
 

@@ -8,9 +8,9 @@ gateway for every upstream (:mod:`stateway.core.compaction.clearing`).
   ``keep``: 3 tool uses without it; ``clear_at_least``; ``exclude_tools``;
   ``clear_tool_inputs``, true or the tools' names) become the core's edits
   (:attr:`~stateway.core.commands.GenerationSettings.context_edits`), every field given.
-  Their fields are checked as the body is (:mod:`.request`, worded by :mod:`.validation`:
+  Their fields are checked as the body is (:mod:`.edit_params`, worded by :mod:`.validation`:
   an unknown trigger type names its ``type``, with the tags expected; an edit of a type
-  not served is accepted without effect: :class:`~.request.OtherEdit`); thinking
+  not served is accepted without effect: :class:`~.edit_params.OtherEdit`); thinking
   clearing needs ``thinking`` enabled or adaptive and must be the first edit when there are
   more, as Anthropic refuses it otherwise (in its words for the first).
 - ``compact_20260112``: the gateway's compaction (:func:`.compaction.autocompact`); a
@@ -36,14 +36,14 @@ from stateway.core.errors import InvalidRequest
 from stateway.core.response import ResponseState
 from stateway.core.results import TokenCount
 from stateway.protocols.messages import compaction
-from stateway.protocols.messages.errors import field_error
-from stateway.protocols.messages.request import (
+from stateway.protocols.messages.edit_params import (
     ClearThinkingEdit,
     ClearToolUsesEdit,
     CompactEdit,
-    CountTokensBody,
     ThinkingTurns,
 )
+from stateway.protocols.messages.errors import field_error
+from stateway.protocols.messages.request import CountTokensBody
 
 DEFAULT_TRIGGER: Final = 100_000
 """Input tokens past which tool results are cleared, unless the edit says (Anthropic's)."""

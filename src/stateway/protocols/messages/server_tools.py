@@ -32,15 +32,14 @@ from stateway.core.items import MCP_CALL, WEB_SEARCH_CALL, Item
 from stateway.core.response import ResponseState
 from stateway.core.tools import web_search
 from stateway.core.tools.mcp_binding import carries_credentials, http_url
-from stateway.protocols.messages.errors import field_error
-from stateway.protocols.messages.request import (
-    McpServerParam,
+from stateway.protocols.messages.blocks import (
     McpToolResultBlock,
-    McpToolsetParam,
     McpToolUseBlock,
     ServerToolUseBlock,
     WebSearchToolResultBlock,
 )
+from stateway.protocols.messages.errors import field_error
+from stateway.protocols.messages.tool_params import McpServerParam, McpToolsetParam
 
 WEB_SEARCH: Final = "web_search"
 """The web search server tool's name, and the type of the gateway tool it becomes."""

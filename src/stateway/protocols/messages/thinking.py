@@ -33,15 +33,11 @@ from typing import Final
 
 from stateway.core.adaptive_effort import ADAPTIVE_DEFAULT, ADAPTIVE_EFFORTS
 from stateway.core.commands import INTERLEAVED_THINKING, GenerationSettings
+from stateway.protocols.messages.blocks import ToolResultBlock
 from stateway.protocols.messages.encode import HIDDEN
 from stateway.protocols.messages.errors import field_error
-from stateway.protocols.messages.request import (
-    MessageParam,
-    OutputConfig,
-    Thinking,
-    ToolChoice,
-    ToolResultBlock,
-)
+from stateway.protocols.messages.request import MessageParam, OutputConfig, Thinking
+from stateway.protocols.messages.tool_params import ToolChoice
 
 _OFF: Final = frozenset({"disabled", "between_tools"})
 """The thinking types under which the model does not think."""

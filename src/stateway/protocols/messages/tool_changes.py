@@ -32,16 +32,16 @@ with ``defer_loading`` are offered as any other, as without tool changes
 from __future__ import annotations
 
 from stateway.core.tools.changes import ToolChange, tool_name
-from stateway.protocols.messages.errors import field_error
-from stateway.protocols.messages.request import (
+from stateway.protocols.messages.blocks import (
     McpToolChangeReference,
     McpToolsetChangeReference,
-    MessageParam,
     ToolAdditionBlock,
     ToolChangeBlock,
     ToolChangeReference,
     ToolRemovalBlock,
 )
+from stateway.protocols.messages.errors import field_error
+from stateway.protocols.messages.request import MessageParam
 from stateway.protocols.messages.tool_declarations import decode_definition
 
 TURN_SCOPED = "next_user_message"

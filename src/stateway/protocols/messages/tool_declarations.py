@@ -30,7 +30,8 @@ from stateway.core.items import Item
 from stateway.core.tools.web_search import domain_name
 from stateway.protocols.messages.client_tools import CLIENT_TOOLS, function_of
 from stateway.protocols.messages.errors import field_error
-from stateway.protocols.messages.request import (
+from stateway.protocols.messages.server_tools import WEB_SEARCH, mcp_tools
+from stateway.protocols.messages.tool_params import (
     WEB_SEARCH_TOOL,
     ClientToolParam,
     McpServerParam,
@@ -39,7 +40,6 @@ from stateway.protocols.messages.request import (
     ToolParam,
     WebSearchToolParam,
 )
-from stateway.protocols.messages.server_tools import WEB_SEARCH, mcp_tools
 from stateway.protocols.messages.validation import invalid_body
 
 

@@ -14,14 +14,13 @@ import pydantic
 from pydantic_core import ErrorDetails
 
 from stateway.core.errors import InvalidRequest
-from stateway.protocols.messages.errors import field_error
-from stateway.protocols.messages.request import (
+from stateway.protocols.messages.blocks import (
     BLOCK_TYPES,
-    EDIT_TYPES,
-    OTHER_EDIT,
     TOOL_CHANGE_TARGETS,
     WebSearchToolResultError,
 )
+from stateway.protocols.messages.edit_params import EDIT_TYPES, OTHER_EDIT
+from stateway.protocols.messages.errors import field_error
 
 NOT_AN_OBJECT = "Input should be a valid dictionary"
 """pydantic's words for a value that is no object where one belongs, without the class

@@ -1,0 +1,289 @@
+"""The content blocks of a Messages request's ``messages`` (and ``system``), validated at
+the edge as :mod:`.request` says. Blocks are told apart by ``type``; a type outside
+:data:`BLOCK_TYPES` is an error naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class TextBlock(_Wire):
+    type: Literal["text"]
+    text: str
+    cache_control: dict[str, Any] | None = None
+    citations: list[dict[str, Any]] | None = None
+    """An earlier answer's citations, sent back (kept for an Anthropic upstream)."""
+
+
+class Base64Source(_Wire):
+    type: Literal["base64"]
+    media_type: str = Field(min_length=1)
+    data: str
+
+
+class ImageBase64Source(_Wire):
+    """An image's bytes: of the four image types Anthropic takes (another is a 400 naming
+    ``media_type``, as Anthropic's)."""
+
+    type: Literal["base64"]
+    media_type: Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
+    data: str
+
+
+class URLSource(_Wire):
+    type: Literal["url"]
+    url: str = Field(min_length=1)
+
+
+class PlainTextSource(_Wire):
+    type: Literal["text"]
+    media_type: str = "text/plain"
+    data: str
+
+
+class ImageBlock(_Wire):
+    type: Literal["image"]
+    source: Annotated[ImageBase64Source | URLSource, Field(discriminator="type")]
+    cache_control: dict[str, Any] | None = None
+
+
+class ContentSource(_Wire):
+    """A document of custom content: text blocks, among which images may stand."""
+
+    type: Literal["content"]
+    content: str | list[Annotated[TextBlock | ImageBlock, Field(discriminator="type")]]
+
+
+class DocumentBlock(_Wire):
+    type: Literal["document"]
+    source: Annotated[
+        Base64Source | URLSource | PlainTextSource | ContentSource, Field(discriminator="type")
+    ]
+    title: str | None = None
+    context: str | None = None
+    citations: dict[str, Any] | None = None
+    """``{"enabled": true}``: an Anthropic upstream cites the document in its answer."""
+    cache_control: dict[str, Any] | None = None
+
+
+class ToolUseBlock(_Wire):
+    type: Literal["tool_use"]
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    input: dict[str, Any]
+    cache_control: dict[str, Any] | None = None
+
+
+class ToolReferenceBlock(_Wire):
+    """In a ``tool_result``: a deferred tool the client's own tool search loaded (Claude
+    Code's ToolSearch answers with these)."""
+
+    type: Literal["tool_reference"]
+    tool_name: str = Field(min_length=1)
+    cache_control: dict[str, Any] | None = None
+
+
+class SearchResultBlock(_Wire):
+    """A search hit the client found itself (``source``, ``title``, text ``content``), in
+    a user message or a tool result; ``citations`` (``{"enabled": true}``) lets an
+    Anthropic upstream cite it."""
+
+    type: Literal["search_result"]
+    source: str
+    title: str = ""
+    content: list[TextBlock]
+    citations: dict[str, Any] | None = None
+    cache_control: dict[str, Any] | None = None
+
+
+ResultPart = Annotated[
+    TextBlock | ImageBlock | DocumentBlock | ToolReferenceBlock | SearchResultBlock,
+    Field(discriminator="type"),
+]
+
+
+class ToolResultBlock(_Wire):
+    type: Literal["tool_result"]
+    tool_use_id: str = Field(min_length=1)
+    content: str | list[ResultPart] | None = None
+    is_error: bool | None = None
+    cache_control: dict[str, Any] | None = None
+
+
+class ServerToolUseBlock(_Wire):
+    """A server tool's call in an earlier assistant turn (the gateway's web search)."""
+
+    type: Literal["server_tool_use"]
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    input: dict[str, Any]
+
+
+class WebSearchResult(_Wire):
+    type: Literal["web_search_result"] = "web_search_result"
+    url: str
+    title: str = ""
+    encrypted_content: str = ""
+    page_age: str | None = None
+
+
+class WebSearchToolResultError(_Wire):
+    type: Literal["web_search_tool_result_error"]
+    error_code: str
+
+
+class WebSearchToolResultBlock(_Wire):
+    type: Literal["web_search_tool_result"]
+    tool_use_id: str = Field(min_length=1)
+    content: list[WebSearchResult] | WebSearchToolResultError
+
+
+class McpToolUseBlock(_Wire):
+    """An MCP connector call in an earlier assistant turn (the gateway ran it)."""
+
+    type: Literal["mcp_tool_use"]
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    server_name: str = Field(min_length=1)
+    input: dict[str, Any]
+
+
+class McpToolResultBlock(_Wire):
+    type: Literal["mcp_tool_result"]
+    tool_use_id: str = Field(min_length=1)
+    is_error: bool = False
+    content: str | list[TextBlock]
+
+
+class ThinkingBlock(_Wire):
+    type: Literal["thinking"]
+    thinking: str
+    signature: str
+
+
+class RedactedThinkingBlock(_Wire):
+    type: Literal["redacted_thinking"]
+    data: str
+
+
+class CompactionBlock(_Wire):
+    """A compaction's summary sent back, first in ``messages``, in place of what it
+    summarized (:mod:`stateway.protocols.messages.compaction`). ``content`` None: a failed
+    compaction, a no-op. ``encrypted_content`` and ``tool_changes`` are taken and ignored:
+    the gateway's blocks carry neither."""
+
+    type: Literal["compaction"]
+    content: str | None = Field(default=None, min_length=1)
+    signature: str | None = None
+    encrypted_content: str | None = None
+    tool_changes: list[dict[str, Any]] | None = None
+    cache_control: dict[str, Any] | None = None
+
+
+class ToolChangeReference(_Wire):
+    """A tool changed by the name the model calls it by: declared in ``tools``, or defined
+    by an earlier ``tool_addition`` (:mod:`.tool_changes`)."""
+
+    type: Literal["tool_reference"]
+    name: str = Field(min_length=1)
+
+
+class ToolChangeDefinition(_Wire):
+    """A tool added by value: ``definition`` is a ``tools`` entry, checked as one is."""
+
+    type: Literal["tool_definition"]
+    definition: dict[str, Any]
+
+
+class McpToolChangeReference(_Wire):
+    """An MCP connector server's tool (refused: :mod:`.tool_changes`)."""
+
+    type: Literal["mcp_tool_reference"]
+    server_name: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+
+
+class McpToolsetChangeReference(_Wire):
+    """Every tool of an MCP connector server (refused: :mod:`.tool_changes`)."""
+
+    type: Literal["mcp_toolset_reference"]
+    server_name: str = Field(min_length=1)
+
+
+class ToolAdditionBlock(_Wire):
+    """In a ``role: "system"`` message: a tool offered from there on."""
+
+    type: Literal["tool_addition"]
+    tool: Annotated[
+        ToolChangeReference
+        | ToolChangeDefinition
+        | McpToolChangeReference
+        | McpToolsetChangeReference,
+        Field(discriminator="type"),
+    ]
+    cache_control: dict[str, Any] | None = None
+
+
+class ToolRemovalBlock(_Wire):
+    """In a ``role: "system"`` message: a tool withdrawn from there on."""
+
+    type: Literal["tool_removal"]
+    tool: Annotated[
+        ToolChangeReference | McpToolChangeReference | McpToolsetChangeReference,
+        Field(discriminator="type"),
+    ]
+    cache_control: dict[str, Any] | None = None
+
+
+ToolChangeBlock = ToolAdditionBlock | ToolRemovalBlock
+TOOL_CHANGE_TARGETS = frozenset(
+    {"tool_reference", "tool_definition", "mcp_tool_reference", "mcp_toolset_reference"}
+)
+"""The ``type`` tags of a tool change's ``tool``."""
+
+
+Block = Annotated[
+    TextBlock
+    | ImageBlock
+    | DocumentBlock
+    | SearchResultBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ServerToolUseBlock
+    | WebSearchToolResultBlock
+    | McpToolUseBlock
+    | McpToolResultBlock
+    | CompactionBlock
+    | ToolAdditionBlock
+    | ToolRemovalBlock,
+    Field(discriminator="type"),
+]
+BLOCK_TYPES = frozenset(
+    {
+        "text",
+        "image",
+        "document",
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "server_tool_use",
+        "web_search_tool_result",
+        "tool_reference",
+        "search_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "compaction",
+        "tool_addition",
+        "tool_removal",
+    }
+)
