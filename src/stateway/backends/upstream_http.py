@@ -1,7 +1,9 @@
 """The HTTP leg to a model server: one pooled aiohttp session per backend
 (:mod:`stateway.backends.upstream_sessions`), called as its
 :class:`~stateway.backends.upstream_target.UpstreamTarget` says, and the single boundary
-where transport and HTTP failures become :mod:`stateway.core.errors`.
+where transport and HTTP failures become :mod:`stateway.core.errors` (a transport failure
+as :mod:`stateway.backends.transport_failures` tells it, an error status as
+:mod:`stateway.backends.upstream_status` classifies it).
 
 One call (:meth:`UpstreamClient.post`) runs in this order:
 
@@ -31,7 +33,6 @@ are the upstream's own, shortened, with the gateway's upstream credential scrubb
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 from collections.abc import Mapping
 from types import TracebackType
@@ -41,18 +42,14 @@ import aiohttp
 import orjson
 
 from stateway.backends.admission import WaitingRoom
+from stateway.backends.transport_failures import TransportFailures
 from stateway.backends.upstream_relay import UpstreamRelay
-from stateway.backends.upstream_reply import UpstreamReply, cut_short, no_output
+from stateway.backends.upstream_reply import UpstreamReply, no_output
 from stateway.backends.upstream_sessions import UpstreamSessions, reused
 from stateway.backends.upstream_status import classify_reply, classify_reported, reports_error
 from stateway.backends.upstream_target import UpstreamTarget
 from stateway.core.deadline import Deadline, FirstOutput
-from stateway.core.errors import (
-    GatewayError,
-    UpstreamError,
-    UpstreamTimeout,
-    UpstreamUnavailable,
-)
+from stateway.core.errors import GatewayError, UpstreamError, UpstreamTimeout
 from stateway.redaction import KeyScrubber
 
 log = logging.getLogger(__name__)
@@ -361,90 +358,8 @@ class UpstreamCall:
             raise no_output(self._client.target.name, self._within) from exc
 
 
-class TransportFailures:
-    """:meth:`UpstreamClient._failures`: transport failures inside the block, as the
-    core's upstream errors (a :class:`GatewayError` passes as it is). A class rather than
-    a ``contextmanager``, whose generator cost about 7,000 more CPU instructions a block."""
-
-    __slots__ = ("_asked", "_listing", "_target")
-
-    def __init__(self, target: UpstreamTarget, listing: float | None, asked: str) -> None:
-        self._target = target
-        self._listing = listing
-        self._asked = asked
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if exc is not None:
-            self.raise_from(exc)
-
-    def raise_from(self, exc: BaseException) -> None:
-        """Raise the upstream error ``exc`` is, if it is a transport failure (nothing for
-        what is not: a :class:`GatewayError` already, a cancellation)."""
-        error = self._translated(exc)
-        if error is not None:
-            try:
-                raise error from exc
-            finally:
-                del error  # this frame is on its traceback: not kept there, no cycle
-
-    def _translated(self, exc: BaseException) -> UpstreamError | None:
-        if isinstance(exc, GatewayError):
-            return None
-        target = self._target
-        name = target.name
-        if isinstance(exc, aiohttp.ConnectionTimeoutError):
-            return UpstreamTimeout(
-                f"The model server '{name}' did not accept a connection within "
-                f"{target.connect_timeout:g} s."
-            )
-        if isinstance(exc, aiohttp.SocketTimeoutError):
-            return UpstreamTimeout(
-                f"The model server '{name}' sent nothing for {target.read_timeout:g} s "
-                "(read_timeout)."
-            )
-        if isinstance(exc, TimeoutError):  # aiohttp's whole-call deadline
-            if self._listing is not None:
-                asked = self._asked
-                what = "list its models" if asked == "/models" else f"answer GET {asked}"
-                return UpstreamTimeout(
-                    f"The model server '{name}' did not {what} within {self._listing:g} s."
-                )
-            return UpstreamTimeout(
-                f"The model server '{name}' did not finish within "
-                f"{target.total_timeout:g} s (total_timeout)."
-            )
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            return UpstreamUnavailable(f"The model server '{name}' is unreachable.")
-        if isinstance(exc, aiohttp.ClientPayloadError):  # the body ended before it was complete
-            return cut_short(name)
-        if isinstance(exc, aiohttp.ClientError | OSError):
-            return broken_connection(name, exc)
-        return None
-
-
 def _timeout(target: UpstreamTarget, total: float) -> aiohttp.ClientTimeout:
     """aiohttp's deadlines for one attempt: ``total`` for all of it (its reply's body
     included), ``connect_timeout`` for a connection; silence after the headers is
     bounded apart (``read_timeout``, on the socket)."""
     return aiohttp.ClientTimeout(total=total, connect=target.connect_timeout, sock_read=None)
-
-
-def broken_connection(name: str, exc: aiohttp.ClientError | OSError) -> UpstreamError:
-    """A connection failure told in words, not in the client library's class names; one
-    the words do not cover is logged with its detail."""
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return UpstreamError(f"The model server '{name}' closed the connection.")
-    if isinstance(exc, OSError) and exc.errno == errno.ECONNRESET:
-        return UpstreamError(f"The model server '{name}' reset the connection.")
-    if isinstance(exc, aiohttp.ClientResponseError):  # its status line or headers unparsed
-        return UpstreamError(f"The model server '{name}' sent an answer that is not HTTP.")
-    log.warning("the connection to model server %s failed: %r", name, exc)
-    return UpstreamError(f"The connection to model server '{name}' failed.")
