@@ -14,6 +14,7 @@ import pytest
 
 from stateway.core.errors import InvalidRequest
 from stateway.protocols.messages import blocks, edit_params, request, tool_params
+from stateway.protocols.messages import wire as wire_base
 from stateway.protocols.messages.decode import decode_count_tokens, decode_messages
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
@@ -125,7 +126,7 @@ WRONG: tuple[Any, ...] = (5, "x", [5], {})
 """A value of each JSON type but null (a number, a string, an array, an object)."""
 INTERNAL = {
     name
-    for wire in (request, blocks, tool_params, edit_params)
+    for wire in (request, blocks, tool_params, edit_params, wire_base)
     for name, value in vars(wire).items()
     if isinstance(value, type) and issubclass(value, pydantic.BaseModel)
 }

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from stateway.protocols.messages.wire import Wire
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class TextBlock(_Wire):
+class TextBlock(Wire):
     type: Literal["text"]
     text: str
     cache_control: dict[str, Any] | None = None
@@ -22,13 +20,13 @@ class TextBlock(_Wire):
     """An earlier answer's citations, sent back (kept for an Anthropic upstream)."""
 
 
-class Base64Source(_Wire):
+class Base64Source(Wire):
     type: Literal["base64"]
     media_type: str = Field(min_length=1)
     data: str
 
 
-class ImageBase64Source(_Wire):
+class ImageBase64Source(Wire):
     """An image's bytes: of the four image types Anthropic takes (another is a 400 naming
     ``media_type``, as Anthropic's)."""
 
@@ -37,31 +35,31 @@ class ImageBase64Source(_Wire):
     data: str
 
 
-class URLSource(_Wire):
+class URLSource(Wire):
     type: Literal["url"]
     url: str = Field(min_length=1)
 
 
-class PlainTextSource(_Wire):
+class PlainTextSource(Wire):
     type: Literal["text"]
     media_type: str = "text/plain"
     data: str
 
 
-class ImageBlock(_Wire):
+class ImageBlock(Wire):
     type: Literal["image"]
     source: Annotated[ImageBase64Source | URLSource, Field(discriminator="type")]
     cache_control: dict[str, Any] | None = None
 
 
-class ContentSource(_Wire):
+class ContentSource(Wire):
     """A document of custom content: text blocks, among which images may stand."""
 
     type: Literal["content"]
     content: str | list[Annotated[TextBlock | ImageBlock, Field(discriminator="type")]]
 
 
-class DocumentBlock(_Wire):
+class DocumentBlock(Wire):
     type: Literal["document"]
     source: Annotated[
         Base64Source | URLSource | PlainTextSource | ContentSource, Field(discriminator="type")
@@ -73,7 +71,7 @@ class DocumentBlock(_Wire):
     cache_control: dict[str, Any] | None = None
 
 
-class ToolUseBlock(_Wire):
+class ToolUseBlock(Wire):
     type: Literal["tool_use"]
     id: str = Field(min_length=1)
     name: str = Field(min_length=1)
@@ -81,7 +79,7 @@ class ToolUseBlock(_Wire):
     cache_control: dict[str, Any] | None = None
 
 
-class ToolReferenceBlock(_Wire):
+class ToolReferenceBlock(Wire):
     """In a ``tool_result``: a deferred tool the client's own tool search loaded (Claude
     Code's ToolSearch answers with these)."""
 
@@ -90,7 +88,7 @@ class ToolReferenceBlock(_Wire):
     cache_control: dict[str, Any] | None = None
 
 
-class SearchResultBlock(_Wire):
+class SearchResultBlock(Wire):
     """A search hit the client found itself (``source``, ``title``, text ``content``), in
     a user message or a tool result; ``citations`` (``{"enabled": true}``) lets an
     Anthropic upstream cite it."""
@@ -109,7 +107,7 @@ ResultPart = Annotated[
 ]
 
 
-class ToolResultBlock(_Wire):
+class ToolResultBlock(Wire):
     type: Literal["tool_result"]
     tool_use_id: str = Field(min_length=1)
     content: str | list[ResultPart] | None = None
@@ -117,7 +115,7 @@ class ToolResultBlock(_Wire):
     cache_control: dict[str, Any] | None = None
 
 
-class ServerToolUseBlock(_Wire):
+class ServerToolUseBlock(Wire):
     """A server tool's call in an earlier assistant turn (the gateway's web search)."""
 
     type: Literal["server_tool_use"]
@@ -126,7 +124,7 @@ class ServerToolUseBlock(_Wire):
     input: dict[str, Any]
 
 
-class WebSearchResult(_Wire):
+class WebSearchResult(Wire):
     type: Literal["web_search_result"] = "web_search_result"
     url: str
     title: str = ""
@@ -134,18 +132,18 @@ class WebSearchResult(_Wire):
     page_age: str | None = None
 
 
-class WebSearchToolResultError(_Wire):
+class WebSearchToolResultError(Wire):
     type: Literal["web_search_tool_result_error"]
     error_code: str
 
 
-class WebSearchToolResultBlock(_Wire):
+class WebSearchToolResultBlock(Wire):
     type: Literal["web_search_tool_result"]
     tool_use_id: str = Field(min_length=1)
     content: list[WebSearchResult] | WebSearchToolResultError
 
 
-class McpToolUseBlock(_Wire):
+class McpToolUseBlock(Wire):
     """An MCP connector call in an earlier assistant turn (the gateway ran it)."""
 
     type: Literal["mcp_tool_use"]
@@ -155,25 +153,25 @@ class McpToolUseBlock(_Wire):
     input: dict[str, Any]
 
 
-class McpToolResultBlock(_Wire):
+class McpToolResultBlock(Wire):
     type: Literal["mcp_tool_result"]
     tool_use_id: str = Field(min_length=1)
     is_error: bool = False
     content: str | list[TextBlock]
 
 
-class ThinkingBlock(_Wire):
+class ThinkingBlock(Wire):
     type: Literal["thinking"]
     thinking: str
     signature: str
 
 
-class RedactedThinkingBlock(_Wire):
+class RedactedThinkingBlock(Wire):
     type: Literal["redacted_thinking"]
     data: str
 
 
-class CompactionBlock(_Wire):
+class CompactionBlock(Wire):
     """A compaction's summary sent back, first in ``messages``, in place of what it
     summarized (:mod:`stateway.protocols.messages.compaction`). ``content`` None: a failed
     compaction, a no-op. ``encrypted_content`` and ``tool_changes`` are taken and ignored:
@@ -187,7 +185,7 @@ class CompactionBlock(_Wire):
     cache_control: dict[str, Any] | None = None
 
 
-class ToolChangeReference(_Wire):
+class ToolChangeReference(Wire):
     """A tool changed by the name the model calls it by: declared in ``tools``, or defined
     by an earlier ``tool_addition`` (:mod:`.tool_changes`)."""
 
@@ -195,14 +193,14 @@ class ToolChangeReference(_Wire):
     name: str = Field(min_length=1)
 
 
-class ToolChangeDefinition(_Wire):
+class ToolChangeDefinition(Wire):
     """A tool added by value: ``definition`` is a ``tools`` entry, checked as one is."""
 
     type: Literal["tool_definition"]
     definition: dict[str, Any]
 
 
-class McpToolChangeReference(_Wire):
+class McpToolChangeReference(Wire):
     """An MCP connector server's tool (refused: :mod:`.tool_changes`)."""
 
     type: Literal["mcp_tool_reference"]
@@ -210,14 +208,14 @@ class McpToolChangeReference(_Wire):
     name: str = Field(min_length=1)
 
 
-class McpToolsetChangeReference(_Wire):
+class McpToolsetChangeReference(Wire):
     """Every tool of an MCP connector server (refused: :mod:`.tool_changes`)."""
 
     type: Literal["mcp_toolset_reference"]
     server_name: str = Field(min_length=1)
 
 
-class ToolAdditionBlock(_Wire):
+class ToolAdditionBlock(Wire):
     """In a ``role: "system"`` message: a tool offered from there on."""
 
     type: Literal["tool_addition"]
@@ -231,7 +229,7 @@ class ToolAdditionBlock(_Wire):
     cache_control: dict[str, Any] | None = None
 
 
-class ToolRemovalBlock(_Wire):
+class ToolRemovalBlock(Wire):
     """In a ``role: "system"`` message: a tool withdrawn from there on."""
 
     type: Literal["tool_removal"]

@@ -6,38 +6,36 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import Discriminator, Field, Tag
+
+from stateway.protocols.messages.wire import Wire
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class InputTokens(_Wire):
+class InputTokens(Wire):
     """An amount of input tokens (an edit's ``trigger`` or ``clear_at_least``)."""
 
     type: Literal["input_tokens"]
     value: int = Field(ge=1)
 
 
-class ToolUses(_Wire):
+class ToolUses(Wire):
     """A number of tool uses in the context (an edit's ``trigger``)."""
 
     type: Literal["tool_uses"]
     value: int = Field(ge=1)
 
 
-class KeptToolUses(_Wire):
+class KeptToolUses(Wire):
     type: Literal["tool_uses"]
     value: int = Field(ge=0)
 
 
-class LeastTokens(_Wire):
+class LeastTokens(Wire):
     type: Literal["input_tokens"]
     value: int = Field(ge=0)
 
 
-class ClearToolUsesEdit(_Wire):
+class ClearToolUsesEdit(Wire):
     """Anthropic's tool result clearing (:mod:`stateway.protocols.messages.context_edits`)."""
 
     type: Literal["clear_tool_uses_20250919"]
@@ -48,16 +46,16 @@ class ClearToolUsesEdit(_Wire):
     clear_tool_inputs: bool | list[str] | None = None
 
 
-class ThinkingTurns(_Wire):
+class ThinkingTurns(Wire):
     type: Literal["thinking_turns"]
     value: int = Field(ge=1)
 
 
-class AllThinkingTurns(_Wire):
+class AllThinkingTurns(Wire):
     type: Literal["all"]
 
 
-class ClearThinkingEdit(_Wire):
+class ClearThinkingEdit(Wire):
     """Anthropic's thinking block clearing."""
 
     type: Literal["clear_thinking_20251015"]
@@ -68,7 +66,7 @@ class ClearThinkingEdit(_Wire):
     ) = None
 
 
-class CompactEdit(_Wire):
+class CompactEdit(Wire):
     """Anthropic's autocompact (:func:`stateway.protocols.messages.compaction.autocompact`),
     checked here as every edit is, so a count refuses what a message refuses."""
 
@@ -78,7 +76,7 @@ class CompactEdit(_Wire):
     instructions: str | None = None
 
 
-class OtherEdit(_Wire):
+class OtherEdit(Wire):
     """An edit of a type the gateway does not serve (a newer strategy): accepted without
     effect, as the gateway carries what it does not know rather than refuse it; the model
     is then sent the context that edit would have trimmed."""
@@ -107,5 +105,5 @@ Edit = Annotated[
 ]
 
 
-class ContextManagement(_Wire):
+class ContextManagement(Wire):
     edits: list[Edit] | None = None

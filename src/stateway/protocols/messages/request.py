@@ -11,24 +11,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from stateway.protocols.messages.blocks import Block, TextBlock
 from stateway.protocols.messages.edit_params import ContextManagement
 from stateway.protocols.messages.tool_params import McpServerParam, ToolChoice
+from stateway.protocols.messages.wire import Wire
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class OutputConfig(_Wire):
+class OutputConfig(Wire):
     effort: str | None = None
     """``low``, ``medium``, ``high``, ``xhigh``, ``max``; a newer level is taken as ``high``."""
     format: dict[str, Any] | None = None
 
 
-class MessageParam(_Wire):
+class MessageParam(Wire):
     role: Literal["user", "assistant", "system"]
     content: str | list[Block]
     output_config: OutputConfig | None = None
@@ -38,7 +35,7 @@ class MessageParam(_Wire):
     the tool changes it may not carry: :mod:`.tool_changes`)."""
 
 
-class Thinking(_Wire):
+class Thinking(Wire):
     type: Literal["enabled", "adaptive", "disabled", "between_tools"] | None = None
     """None: only a ``block_binding``, the model's own thinking (:mod:`.thinking`)."""
     block_binding: dict[str, Any] | None = None
@@ -48,12 +45,12 @@ class Thinking(_Wire):
     ``summarized``."""
 
 
-class Metadata(_Wire):
+class Metadata(Wire):
     user_id: str | None = Field(default=None, max_length=512)
     """At most 512 characters, as Anthropic documents it."""
 
 
-class CountTokensBody(_Wire):
+class CountTokensBody(Wire):
     model: str = Field(min_length=1)
     messages: list[MessageParam]
     system: str | list[TextBlock] | None = None

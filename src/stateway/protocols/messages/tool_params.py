@@ -7,18 +7,15 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+from stateway.protocols.messages.wire import Wire
 
 TOOL_NAME = r"^[a-zA-Z0-9_-]{1,128}$"
 """A custom tool's name, as Anthropic checks it (and words a name outside it)."""
 
 
-class ToolParam(_Wire):
+class ToolParam(Wire):
     type: Literal["custom"] | None = None
     name: str = Field(pattern=TOOL_NAME)
     description: str | None = None
@@ -35,7 +32,7 @@ WEB_SEARCH_TOOL = re.compile(r"web_search_\d{8}")
 """The type of Anthropic's web search server tool, in any version (``web_search_20250305``)."""
 
 
-class WebSearchToolParam(_Wire):
+class WebSearchToolParam(Wire):
     """Anthropic's web search server tool, run by the gateway's search provider."""
 
     type: str = Field(pattern=WEB_SEARCH_TOOL.pattern)
@@ -47,7 +44,7 @@ class WebSearchToolParam(_Wire):
     cache_control: dict[str, Any] | None = None
 
 
-class ClientToolParam(_Wire):
+class ClientToolParam(Wire):
     """An Anthropic-defined client tool (``bash``, the text editor, ``memory``), declared by
     type, without a schema (:mod:`stateway.protocols.messages.client_tools`)."""
 
@@ -60,12 +57,12 @@ class ClientToolParam(_Wire):
     allowed_callers: list[str] | None = None
 
 
-class McpToolConfiguration(_Wire):
+class McpToolConfiguration(Wire):
     enabled: bool | None = None
     allowed_tools: list[str] | None = None
 
 
-class McpServerParam(_Wire):
+class McpServerParam(Wire):
     """One server of the MCP connector (``mcp_servers``), run by the gateway's MCP client."""
 
     type: Literal["url"]
@@ -75,12 +72,12 @@ class McpServerParam(_Wire):
     tool_configuration: McpToolConfiguration | None = None
 
 
-class McpToolConfig(_Wire):
+class McpToolConfig(Wire):
     enabled: bool | None = None
     defer_loading: bool | None = None
 
 
-class McpToolsetParam(_Wire):
+class McpToolsetParam(Wire):
     """Which tools of an ``mcp_servers`` server are offered (a ``tools`` entry)."""
 
     type: Literal["mcp_toolset"]
@@ -90,7 +87,7 @@ class McpToolsetParam(_Wire):
     cache_control: dict[str, Any] | None = None
 
 
-class ToolChoice(_Wire):
+class ToolChoice(Wire):
     type: Literal["auto", "any", "tool", "none"]
     name: str | None = Field(default=None, min_length=1)
     disable_parallel_tool_use: bool | None = None
